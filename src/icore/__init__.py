@@ -1,0 +1,32 @@
+"""icore: safe-to-act, auditable LLM multi-agent teams.
+
+Two published systems joined in one distribution:
+
+* **PlanFence** (planfence Sec. 3-4): owner-managed versioned public memory, plans bound
+  to exact record versions, a dependency-scoped gate at the action boundary (Alg. 1).
+* **iCORE** (icore Sec. 3-4): the state X = (G, Q, Pi) and iCORE-Audit.
+
+Layering (lowest first; each layer may import only layers listed before it, and
+``icore.errors`` / ``icore._clock`` which every layer may use)::
+
+    records   pure   Record, RecordId, canonical codec, lineage traversal, frontier
+    memory    I/O    in-memory + SQLite stores, ownership map, head rules, owner access
+    fence     pure   dependency declaration, the gate (Alg. 1), protected action, policies
+    net       I/O    sans-io protocol, transports (in-process virtual time, asyncio TCP)
+    state     pure*  iCORE declaration package, G/Q/Pi, legality, metrics (*SQLite log)
+    audit     pure   iCORE-Audit loop, triggers, diagnosis, routing, recovery audit
+    workloads pure   PlanFence schedules, iCORE task modes
+    agents    I/O    host policies: scripted, simulated, LLM
+    adapters  I/O    Who&When / JSONL importers, PROV export
+    bench     I/O    experiment harnesses and statistics
+    report    I/O    HTML reports and plots
+    cli              the ``icore`` command (thin)
+
+``tests/test_layering.py`` enforces the rule.
+"""
+
+from icore.errors import IcoreError
+
+__version__ = "0.1.0"
+
+__all__ = ["IcoreError", "__version__"]

@@ -1,0 +1,5 @@
+"""``python -m icore`` runs the CLI."""
+
+from icore.cli import main
+
+main()

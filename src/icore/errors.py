@@ -1,0 +1,192 @@
+"""The icore error tree (style habit 4).
+
+Every error raised on purpose by icore derives from :class:`IcoreError` and carries a
+stable machine-readable :class:`ErrorCode`. Input-validation errors also derive from
+``ValueError``.
+
+::
+
+    IcoreError
+    ├── RecordError (ValueError)          records: malformed record / codec / id mismatch
+    │   ├── MalformedRecord
+    │   ├── RecordIdMismatch
+    │   └── CodecError
+    ├── LineageError                       records: traversal cannot prove a frontier
+    │   ├── MissingParent
+    │   ├── MissingBoundary
+    │   ├── FrontierConflict
+    │   └── LineageTooLarge
+    ├── StoreError                         memory: owner rules and storage
+    │   ├── OwnershipError (ValueError)    unknown key / writer is not the owner
+    │   ├── SequenceError                  sequence did not increase
+    │   ├── SequenceConflict               same sequence, another record id
+    │   ├── RecordNotFound
+    │   └── StoreClosed
+    ├── FenceError                         fence: declaration / usage errors
+    │   ├── DeclarationError (ValueError)
+    │   └── ActionBlocked                  raised by ``execute(..., raise_on_block=True)``
+    ├── TransportError                     net (defined in icore.net)
+    ├── StateError                         iCORE state (defined in icore.state)
+    ├── AuditError                         iCORE-Audit (defined in icore.audit)
+    ├── AdapterError (ValueError)          importers (defined in icore.adapters)
+    └── BenchError                         harnesses (defined in icore.bench)
+
+Higher layers define their subclasses next to their code and attach them to this tree.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class ErrorCode(enum.StrEnum):
+    """Stable error codes used in verdicts, logs and CLI exits."""
+
+    MALFORMED_RECORD = "malformed_record"
+    RECORD_ID_MISMATCH = "record_id_mismatch"
+    CODEC = "codec"
+    MISSING_PARENT = "missing_parent"
+    MISSING_BOUNDARY = "missing_boundary"
+    FRONTIER_CONFLICT = "frontier_conflict"
+    LINEAGE_TOO_LARGE = "lineage_too_large"
+    OWNERSHIP = "ownership"
+    SEQUENCE = "sequence"
+    SEQUENCE_CONFLICT = "sequence_conflict"
+    NOT_FOUND = "not_found"
+    STORE_CLOSED = "store_closed"
+    DECLARATION = "declaration"
+    BLOCKED = "blocked"
+    TRANSPORT = "transport"
+    STATE = "state"
+    AUDIT = "audit"
+    ADAPTER = "adapter"
+    BENCH = "bench"
+
+
+class IcoreError(Exception):
+    """Root of every icore error.
+
+    Attributes:
+        code: stable :class:`ErrorCode`.
+        fields: structured context (record key, record id, owner, file, path, ...).
+    """
+
+    code: ErrorCode = ErrorCode.STATE
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields: dict[str, Any] = fields
+
+    def __str__(self) -> str:
+        if not self.fields:
+            return self.message
+        ctx = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
+        return f"{self.message} ({ctx})"
+
+
+# --- records ------------------------------------------------------------------------
+class RecordError(IcoreError, ValueError):
+    """A record or its encoding is invalid."""
+
+    code = ErrorCode.MALFORMED_RECORD
+
+
+class MalformedRecord(RecordError):
+    """A record field is missing, of the wrong type or out of bounds."""
+
+
+class RecordIdMismatch(RecordError):
+    """A record's claimed id is not the hash of its canonical encoding."""
+
+    code = ErrorCode.RECORD_ID_MISMATCH
+
+
+class CodecError(RecordError):
+    """Bytes could not be decoded into a record."""
+
+    code = ErrorCode.CODEC
+
+
+class LineageError(IcoreError):
+    """Lineage traversal could not establish a frontier (planfence Alg. 1 line 2)."""
+
+    code = ErrorCode.MISSING_PARENT
+
+
+class MissingParent(LineageError):
+    """A parent id reached from the roots is not available locally."""
+
+
+class MissingBoundary(LineageError):
+    """A key of D(a) is never reached from the roots."""
+
+    code = ErrorCode.MISSING_BOUNDARY
+
+
+class FrontierConflict(LineageError):
+    """Two different versions of one key of D(a) are reached from the roots."""
+
+    code = ErrorCode.FRONTIER_CONFLICT
+
+
+class LineageTooLarge(LineageError):
+    """The traversal visited more records than its bound."""
+
+    code = ErrorCode.LINEAGE_TOO_LARGE
+
+
+# --- memory -------------------------------------------------------------------------
+class StoreError(IcoreError):
+    """A store refused or failed an operation; nothing was changed."""
+
+    code = ErrorCode.OWNERSHIP
+
+
+class OwnershipError(StoreError, ValueError):
+    """The key has no owner, or the writer is not the key's owner."""
+
+
+class SequenceError(StoreError):
+    """An owner sequence did not increase."""
+
+    code = ErrorCode.SEQUENCE
+
+
+class SequenceConflict(StoreError):
+    """The same owner sequence was used with a different record id."""
+
+    code = ErrorCode.SEQUENCE_CONFLICT
+
+
+class RecordNotFound(StoreError, KeyError):
+    """No record with that id (or no head for that key)."""
+
+    code = ErrorCode.NOT_FOUND
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return IcoreError.__str__(self)
+
+
+class StoreClosed(StoreError):
+    """The store was closed."""
+
+    code = ErrorCode.STORE_CLOSED
+
+
+# --- fence --------------------------------------------------------------------------
+class FenceError(IcoreError):
+    """PlanFence usage error."""
+
+    code = ErrorCode.DECLARATION
+
+
+class DeclarationError(FenceError, ValueError):
+    """A tool's dependency declaration D(a) is missing, empty or invalid."""
+
+
+class ActionBlocked(FenceError):
+    """A protected action was blocked (only raised when the caller asks for it)."""
+
+    code = ErrorCode.BLOCKED

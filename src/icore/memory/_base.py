@@ -1,0 +1,316 @@
+"""Store interface, head entries and the owner rules shared by every backend.
+
+Owner rules (planfence App. A, design.md 3.1): a record becomes a head only when the writer
+is the key's declared owner and the owner sequence increases; the same owner sequence with
+another record id is a conflict; re-committing an identical record is a no-op. A record
+whose parents are not available is accepted only as *lineage incomplete*: it is stored, but
+lineage lookups do not return it until its ancestry is complete, so it can never authorize
+an action.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from icore.errors import OwnershipError, SequenceConflict, SequenceError, StoreClosed
+from icore.memory._ownership import OwnershipMap
+from icore.records import Record, RecordId
+
+
+@dataclass(frozen=True, slots=True)
+class HeadEntry:
+    """An owner's current head for one key.
+
+    Attributes:
+        key: the semantic key.
+        record_id: H(key).
+        seq: the head record's owner sequence.
+        record: the head record itself when the reply inlines it (small changed record),
+            else None.
+    """
+
+    key: str
+    record_id: RecordId
+    seq: int
+    record: Record | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """Outcome of :meth:`Store.commit`.
+
+    Attributes:
+        record: the committed record.
+        created: False when the identical record was already committed (idempotent).
+        lineage_complete: False when some ancestor is not available yet.
+    """
+
+    record: Record
+    created: bool
+    lineage_complete: bool
+
+
+class Store(abc.ABC):
+    """One agent's public memory: its own records and heads plus a replica cache.
+
+    Args:
+        ownership: the team's ownership map.
+        agent: the agent whose keys this store is authoritative for; None makes it a
+            central store that accepts commits from every owner (centralized lineage).
+    """
+
+    def __init__(self, ownership: OwnershipMap, agent: str | None = None) -> None:
+        self.ownership = ownership
+        self.agent = agent
+        self._closed = False
+
+    # -- backend primitives -----------------------------------------------------------
+    @abc.abstractmethod
+    def _get_raw(self, rid: RecordId) -> Record | None: ...
+
+    @abc.abstractmethod
+    def _head_raw(self, key: str) -> HeadEntry | None: ...
+
+    @abc.abstractmethod
+    def _owner_seq(self, owner: str) -> tuple[int, RecordId | None]:
+        """Return (last sequence, record id at that sequence) for ``owner``."""
+
+    @abc.abstractmethod
+    def _write_commit(self, rec: Record, complete: bool) -> None:
+        """Atomically store ``rec``, move its head and the owner sequence."""
+
+    @abc.abstractmethod
+    def _write_install(self, rec: Record, complete: bool, move_installed: bool) -> None: ...
+
+    @abc.abstractmethod
+    def _installed_raw(self, key: str) -> HeadEntry | None: ...
+
+    @abc.abstractmethod
+    def _incomplete_ids(self) -> set[RecordId]: ...
+
+    @abc.abstractmethod
+    def _mark_complete(self, rid: RecordId) -> None: ...
+
+    @abc.abstractmethod
+    def _has_content(self, rid: RecordId) -> bool: ...
+
+    @abc.abstractmethod
+    def _store_content(self, rec: Record) -> None: ...
+
+    @abc.abstractmethod
+    def _head_keys(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def _close(self) -> None: ...
+
+    # -- public API -------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed", agent=self.agent)
+
+    def _is_complete(self, rec: Record, incomplete: set[RecordId]) -> bool:
+        for p in rec.parents:
+            if p in incomplete or self._get_raw(p) is None:
+                return False
+        return True
+
+    def commit(self, record: Record, *, writer: str) -> CommitResult:
+        """Commit one of the writer's own records and make it the key's head.
+
+        Args:
+            record: the new version (verified here).
+            writer: the agent claiming to write it.
+
+        Returns:
+            :class:`CommitResult`.
+
+        Raises:
+            MalformedRecord / RecordIdMismatch: the record is invalid.
+            OwnershipError: the key has no owner, the writer is not its owner, the record
+                names another owner, or this store does not host that owner's keys.
+            SequenceError: the owner sequence did not increase.
+            SequenceConflict: the sequence was already used with another record id.
+            StoreClosed: the store is closed.
+        """
+        self._check_open()
+        record.verify()
+        if not record.has_content:
+            raise OwnershipError("a commit must carry the record content", key=record.key,
+                                 record=record.id)
+        owner = self.ownership.owner_of(record.key)
+        if owner is None:
+            raise OwnershipError("no owner is declared for this key", key=record.key,
+                                 record=record.id)
+        if writer != owner or record.owner != owner:
+            raise OwnershipError("only the key's owner may write it", key=record.key,
+                                 owner=owner, writer=writer, record_owner=record.owner)
+        if self.agent is not None and owner != self.agent:
+            raise OwnershipError("this store hosts another agent's keys", key=record.key,
+                                 owner=owner, store_agent=self.agent)
+        existing = self._get_raw(record.id)
+        if existing is not None and existing.owner == owner and self._has_content(record.id):
+            # the identical record was already committed: idempotent replay of a write
+            return CommitResult(record, created=False,
+                                lineage_complete=record.id not in self._incomplete_ids())
+        last_seq, last_id = self._owner_seq(owner)
+        if record.seq == last_seq:
+            raise SequenceConflict("owner sequence already used by another record",
+                                   key=record.key, owner=owner, seq=record.seq,
+                                   existing=last_id, record=record.id)
+        if record.seq < last_seq:
+            raise SequenceError("owner sequence must increase", key=record.key, owner=owner,
+                                seq=record.seq, last_seq=last_seq)
+        complete = self._is_complete(record, self._incomplete_ids())
+        self._write_commit(record, complete)
+        return CommitResult(record, created=True, lineage_complete=complete)
+
+    def install(self, record: Record) -> bool:
+        """Install another owner's record (or envelope) into the replica cache.
+
+        The record is verified; it never moves an authoritative head. The installed head
+        (this replica's view of ``record.key``, used by the local-replica and metadata-sync
+        policies) moves when the record's sequence is larger. Installing content for an
+        envelope already present attaches it.
+
+        Returns:
+            True when the installed head moved.
+
+        Raises:
+            MalformedRecord / RecordIdMismatch: the record is invalid.
+            OwnershipError: ``record.owner`` is not the key's declared owner.
+        """
+        self._check_open()
+        record.verify()
+        owner = self.ownership.owner_of(record.key)
+        if owner is None or owner != record.owner:
+            raise OwnershipError("record names an owner the map does not declare",
+                                 key=record.key, owner=owner, record_owner=record.owner)
+        existing = self._get_raw(record.id)
+        if existing is not None:
+            if record.has_content and not self._has_content(record.id):
+                self._store_content(record)
+            cur = self._installed_raw(record.key)
+            move = cur is None or record.seq > cur.seq
+            if move:
+                self._write_install(record, True, True)
+            return move
+        cur = self._installed_raw(record.key)
+        move = cur is None or record.seq > cur.seq
+        complete = self._is_complete(record, self._incomplete_ids())
+        self._write_install(record, complete, move)
+        self._recheck_incomplete()
+        return move
+
+    def _recheck_incomplete(self) -> None:
+        incomplete = self._incomplete_ids()
+        changed = True
+        while changed and incomplete:
+            changed = False
+            for rid in list(incomplete):
+                rec = self._get_raw(rid)
+                if rec is not None and self._is_complete(rec, incomplete - {rid}):
+                    self._mark_complete(rid)
+                    incomplete.discard(rid)
+                    changed = True
+
+    def get(self, rid: RecordId) -> Record | None:
+        """Return the record (own or cached) with that id, complete or not."""
+        self._check_open()
+        return self._get_raw(rid)
+
+    def lookup(self, rid: RecordId) -> Record | None:
+        """Lineage lookup: the record, or None when absent or lineage-incomplete."""
+        if self._closed:
+            return None
+        incomplete = self._incomplete_ids()
+        if rid in incomplete:
+            self._recheck_incomplete()
+            if rid in self._incomplete_ids():
+                return None
+        return self._get_raw(rid)
+
+    def head(self, key: str) -> HeadEntry | None:
+        """Return the authoritative head H(key) held by this store, or None."""
+        self._check_open()
+        return self._head_raw(key)
+
+    def heads(self, keys: Iterable[str], *, known: dict[str, RecordId] | None = None,
+              inline_max_bytes: int = 0) -> dict[str, HeadEntry]:
+        """Return heads for ``keys`` (missing keys are absent from the result).
+
+        Args:
+            keys: semantic keys.
+            known: the caller's frontier ids; a head that differs and whose content is
+                at most ``inline_max_bytes`` is returned with its record inlined.
+            inline_max_bytes: inline threshold in bytes (0 disables inlining).
+        """
+        self._check_open()
+        out: dict[str, HeadEntry] = {}
+        for k in keys:
+            h = self._head_raw(k)
+            if h is None:
+                continue
+            if inline_max_bytes and known is not None and known.get(k) != h.record_id:
+                rec = self._get_raw(h.record_id)
+                if rec is not None and rec.size <= inline_max_bytes:
+                    h = HeadEntry(h.key, h.record_id, h.seq, rec)
+            out[k] = h
+        return out
+
+    def head_keys(self) -> list[str]:
+        """Return every key with an authoritative head in this store."""
+        self._check_open()
+        return self._head_keys()
+
+    def installed_head(self, key: str) -> HeadEntry | None:
+        """Return this replica's installed view of ``key`` (own head for own keys)."""
+        self._check_open()
+        own = self._head_raw(key)
+        inst = self._installed_raw(key)
+        if own is not None and (inst is None or own.seq >= inst.seq):
+            return own
+        return inst
+
+    def owner_seq(self, owner: str) -> int:
+        """Return the last committed sequence for ``owner`` (0 when none)."""
+        self._check_open()
+        return self._owner_seq(owner)[0]
+
+    def next_seq(self, owner: str | None = None) -> int:
+        """Return the next owner sequence to use for ``owner`` (default: this agent).
+
+        Raises:
+            OwnershipError: neither ``owner`` nor the store's agent is given.
+        """
+        who = owner or self.agent
+        if who is None:
+            raise OwnershipError("a central store needs an explicit owner for next_seq")
+        return self.owner_seq(who) + 1
+
+    def is_complete(self, rid: RecordId) -> bool:
+        """Return True when the record is present and its lineage complete."""
+        return self.lookup(rid) is not None
+
+    def fetch(self, ids: Sequence[RecordId]) -> list[Record]:
+        """Return the records with these ids that this store holds, in order."""
+        self._check_open()
+        out = []
+        for rid in ids:
+            r = self._get_raw(rid)
+            if r is not None:
+                out.append(r)
+        return out
+
+    def close(self) -> None:
+        """Close the store; later calls raise StoreClosed. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

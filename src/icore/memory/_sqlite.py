@@ -1,0 +1,197 @@
+"""Durable SQLite store: one file per agent, WAL journal (planfence App. A).
+
+Every commit is one transaction that writes the record, moves the head and the owner
+sequence together, so a crash (even ``kill -9``) leaves either all of it or none of it.
+With the default ``synchronous=NORMAL`` in WAL mode an acknowledged commit survives a
+process crash; pass ``synchronous="FULL"`` to also survive power loss.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from icore.errors import StoreError
+from icore.memory._base import HeadEntry, Store
+from icore.memory._ownership import OwnershipMap
+from icore.records import Record, RecordId, decode_record, encode_record
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    has_content INTEGER NOT NULL,
+    complete INTEGER NOT NULL,
+    body BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_key ON records(key, seq);
+CREATE TABLE IF NOT EXISTS heads (key TEXT PRIMARY KEY, id TEXT NOT NULL, seq INTEGER NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS installed (key TEXT PRIMARY KEY, id TEXT NOT NULL,
+    seq INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owner_seq (owner TEXT PRIMARY KEY, seq INTEGER NOT NULL,
+    id TEXT NOT NULL) WITHOUT ROWID;
+"""
+_FORMAT = "icore-store-1"
+
+
+class SQLiteStore(Store):
+    """A durable store in one SQLite file (WAL). See :class:`Store` for the API.
+
+    Args:
+        path: database file (created with its parent folder when missing).
+        ownership: the team's ownership map.
+        agent: the agent this store is authoritative for (None: central store).
+        synchronous: SQLite ``synchronous`` pragma, ``"NORMAL"`` or ``"FULL"``.
+
+    Raises:
+        StoreError: the file is not an icore store or belongs to another agent.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], ownership: OwnershipMap,
+                 agent: str | None = None, *, synchronous: str = "NORMAL") -> None:
+        super().__init__(ownership, agent)
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(str(self.path), isolation_level=None,
+                                       check_same_thread=False, timeout=10.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._db.executescript(_SCHEMA)
+            row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
+        if row is None:
+            with self._tx():
+                self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_FORMAT,))
+                self._db.execute("INSERT INTO meta VALUES ('agent', ?)", (agent or "",))
+        else:
+            if row[0] != _FORMAT:
+                raise StoreError("not an icore store", path=str(self.path), format=row[0])
+            a = self._db.execute("SELECT value FROM meta WHERE name='agent'").fetchone()
+            if a is not None and a[0] != (agent or ""):
+                raise StoreError("store file belongs to another agent", path=str(self.path),
+                                 file_agent=a[0], agent=agent)
+        self._incomplete: set[RecordId] = {
+            r[0] for r in self._db.execute("SELECT id FROM records WHERE complete=0")
+        }
+        self._cache: dict[RecordId, Record] = {}
+
+    class _Tx:
+        def __init__(self, store: SQLiteStore) -> None:
+            self.s = store
+
+        def __enter__(self) -> None:
+            self.s._lock.acquire()
+            self.s._db.execute("BEGIN IMMEDIATE")
+
+        def __exit__(self, et: object, ev: object, tb: object) -> None:
+            try:
+                self.s._db.execute("COMMIT" if et is None else "ROLLBACK")
+            finally:
+                self.s._lock.release()
+
+    def _tx(self) -> SQLiteStore._Tx:
+        return SQLiteStore._Tx(self)
+
+    def _get_raw(self, rid: RecordId) -> Record | None:
+        rec = self._cache.get(rid)
+        if rec is not None:
+            return rec
+        with self._lock:
+            row = self._db.execute("SELECT body FROM records WHERE id=?", (rid,)).fetchone()
+        if row is None:
+            return None
+        rec = decode_record(row[0])
+        if len(self._cache) > 65536:
+            self._cache.clear()
+        self._cache[rid] = rec
+        return rec
+
+    def _head_raw(self, key: str) -> HeadEntry | None:
+        with self._lock:
+            row = self._db.execute("SELECT id, seq FROM heads WHERE key=?", (key,)).fetchone()
+        return None if row is None else HeadEntry(key, row[0], row[1])
+
+    def _owner_seq(self, owner: str) -> tuple[int, RecordId | None]:
+        with self._lock:
+            row = self._db.execute("SELECT seq, id FROM owner_seq WHERE owner=?",
+                                   (owner,)).fetchone()
+        return (0, None) if row is None else (row[0], row[1])
+
+    def _insert(self, rec: Record, complete: bool) -> None:
+        self._db.execute(
+            "INSERT INTO records VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+            "has_content=excluded.has_content, body=excluded.body "
+            "WHERE records.has_content=0 AND excluded.has_content=1",
+            (rec.id, rec.key, rec.owner, rec.seq, int(rec.has_content), int(complete),
+             encode_record(rec)),
+        )
+
+    def _write_commit(self, rec: Record, complete: bool) -> None:
+        with self._tx():
+            self._insert(rec, complete)
+            self._db.execute("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
+                             (rec.key, rec.id, rec.seq))
+            self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
+                             (rec.owner, rec.seq, rec.id))
+        self._cache.pop(rec.id, None)
+        if not complete:
+            self._incomplete.add(rec.id)
+
+    def _write_install(self, rec: Record, complete: bool, move_installed: bool) -> None:
+        with self._tx():
+            self._insert(rec, complete)
+            if move_installed:
+                self._db.execute("INSERT OR REPLACE INTO installed VALUES (?,?,?)",
+                                 (rec.key, rec.id, rec.seq))
+        self._cache.pop(rec.id, None)
+        if not complete:
+            self._incomplete.add(rec.id)
+
+    def _installed_raw(self, key: str) -> HeadEntry | None:
+        with self._lock:
+            row = self._db.execute("SELECT id, seq FROM installed WHERE key=?",
+                                   (key,)).fetchone()
+        return None if row is None else HeadEntry(key, row[0], row[1])
+
+    def _incomplete_ids(self) -> set[RecordId]:
+        return self._incomplete
+
+    def _mark_complete(self, rid: RecordId) -> None:
+        with self._tx():
+            self._db.execute("UPDATE records SET complete=1 WHERE id=?", (rid,))
+        self._incomplete.discard(rid)
+
+    def _has_content(self, rid: RecordId) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT has_content FROM records WHERE id=?",
+                                   (rid,)).fetchone()
+        return bool(row and row[0])
+
+    def _store_content(self, rec: Record) -> None:
+        with self._tx():
+            self._insert(rec, rec.id not in self._incomplete)
+        self._cache.pop(rec.id, None)
+
+    def _head_keys(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT key FROM heads ORDER BY key")]
+
+    def _close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def record_count(self) -> int:
+        """Return the number of records held (own and cached)."""
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])

@@ -1,0 +1,117 @@
+"""Compact binary codec for records (msgpack), shared by stores and the wire protocol.
+
+Layout: a msgpack array ``[schema, key, owner, seq, [parent ids as 32-byte bin], type,
+content address (32-byte bin), size, id (32-byte bin), content]`` where ``content`` is the
+canonical JSON bytes, or nil for an envelope-only record. Decoding always verifies the id
+(and the content when present), so a decoded record is trustworthy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+
+from icore.errors import CodecError, RecordError
+from icore.records._record import _NULL_ADDRESS, MAX_CONTENT_BYTES, Record, canonical_json
+
+_FIELDS = 10
+MAX_RECORD_BYTES = MAX_CONTENT_BYTES + 64 * 1024
+"""Largest encoded record accepted by :func:`decode_record`, in bytes."""
+
+
+def record_to_wire(rec: Record, *, with_content: bool = True) -> list[Any]:
+    """Return the msgpack-ready list form of ``rec`` (used inside protocol messages)."""
+    body = None
+    if with_content and rec.has_content:
+        body = canonical_json(rec.content)
+    return [
+        rec.schema,
+        rec.key,
+        rec.owner,
+        rec.seq,
+        [bytes.fromhex(p) for p in rec.parents],
+        rec.type,
+        bytes.fromhex(rec.content_address),
+        rec.size,
+        bytes.fromhex(rec.id),
+        body,
+    ]
+
+
+def _hex32(value: Any, field: str) -> str:
+    if not isinstance(value, bytes) or len(value) != 32:
+        raise CodecError(f"{field} must be 32 bytes", field=field)
+    return value.hex()
+
+
+def record_from_wire(obj: Any) -> Record:
+    """Build and verify a record from its list form.
+
+    Raises:
+        CodecError: wrong shape or types (names the field).
+        MalformedRecord / RecordIdMismatch: the record itself is invalid.
+    """
+    if not isinstance(obj, list | tuple) or len(obj) != _FIELDS:
+        raise CodecError(f"a record is a {_FIELDS}-element array", field="record")
+    schema, key, owner, seq, parents, rtype, caddr, size, rid, body = obj
+    if not isinstance(parents, list | tuple):
+        raise CodecError("parents must be an array", field="parents")
+    if not isinstance(key, str) or not isinstance(owner, str) or not isinstance(rtype, str):
+        raise CodecError("key, owner and type must be strings", field="key/owner/type")
+    if not isinstance(seq, int) or not isinstance(size, int) or not isinstance(schema, int):
+        raise CodecError("schema, seq and size must be integers", field="schema/seq/size")
+    content: Any = None
+    if body is not None:
+        if not isinstance(body, bytes):
+            raise CodecError("content must be bytes or nil", key=key, field="content")
+        try:
+            content = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
+    rec = Record(
+        key=key,
+        owner=owner,
+        seq=seq,
+        parents=tuple(_hex32(p, f"parents[{i}]") for i, p in enumerate(parents)),
+        type=rtype,
+        content=content,
+        content_address=_hex32(caddr, "content_address"),
+        size=size,
+        schema=schema,
+        id=_hex32(rid, "id"),
+    )
+    if body is not None and content is None and rec.content_address != _NULL_ADDRESS:
+        raise CodecError("content decodes to null but address differs", key=key,
+                         field="content")
+    return rec.verify()
+
+
+def encode_record(rec: Record, *, with_content: bool = True) -> bytes:
+    """Encode a record to bytes (see module docstring for the layout)."""
+    out: bytes = msgpack.packb(record_to_wire(rec, with_content=with_content),
+                               use_bin_type=True)
+    return out
+
+
+def decode_record(data: bytes) -> Record:
+    """Decode and verify a record.
+
+    Raises:
+        CodecError: the bytes are not a record encoding (too large, not msgpack, wrong
+            shape); MalformedRecord / RecordIdMismatch for an invalid record.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CodecError("record encoding must be bytes", field="data")
+    if len(data) > MAX_RECORD_BYTES:
+        raise CodecError(f"record encoding is {len(data)} bytes, over {MAX_RECORD_BYTES}",
+                         field="data")
+    try:
+        obj = msgpack.unpackb(bytes(data), raw=False, strict_map_key=True)
+    except RecordError:
+        raise
+    except Exception as exc:  # msgpack raises several unrelated exception types
+        raise CodecError(f"not a msgpack record: {type(exc).__name__}: {exc}",
+                         field="data") from exc
+    return record_from_wire(obj)

@@ -1,0 +1,301 @@
+"""Records: immutable, content-addressed versions of semantic keys (planfence Sec. 3.1, App. A).
+
+A record's id is ``sha256`` over the canonical encoding of its metadata envelope:
+schema version, key, owner, owner sequence, ordered parent ids, type, content address
+and content size. The content address is itself ``sha256`` over the canonical encoding
+of the content. So the envelope alone (what a head announcement carries) can be checked
+against its id, and content fetched later can be checked against the envelope.
+Timestamps are not part of a record (design.md 3.1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from icore.errors import MalformedRecord, RecordIdMismatch
+
+SCHEMA_VERSION = 1
+"""Current record schema version; stored in every record."""
+
+RecordId: TypeAlias = str
+"""A record id: 64 lowercase hex digits (sha256)."""
+
+JSONValue: TypeAlias = Any
+"""A JSON value: None, bool, int, float (finite), str, list, or dict with str keys."""
+
+MAX_KEY_LEN = 512
+"""Longest semantic key, in characters."""
+MAX_PARENTS = 256
+"""Most parent ids one record may cite."""
+MAX_CONTENT_BYTES = 4 * 1024 * 1024
+"""Largest canonical content, in bytes (4 MiB)."""
+MAX_TYPE_LEN = 128
+"""Longest record type name, in characters."""
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def canonical_json(value: JSONValue) -> bytes:
+    """Encode a JSON value canonically (sorted keys, no spaces, UTF-8).
+
+    Raises:
+        MalformedRecord: if the value is not JSON (non-str dict keys, NaN, sets, ...).
+    """
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise MalformedRecord(f"content is not canonical JSON: {exc}", field="content") from exc
+
+
+def content_address(content_bytes: bytes) -> str:
+    """Return the sha256 hex digest of canonical content bytes."""
+    return hashlib.sha256(content_bytes).hexdigest()
+
+
+def is_record_id(value: object) -> bool:
+    """Return True if ``value`` has the shape of a record id (64 lowercase hex)."""
+    return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
+
+
+def _check_json(value: JSONValue, path: str, depth: int = 0) -> None:
+    if depth > 64:
+        raise MalformedRecord("content nests deeper than 64 levels", field=path)
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise MalformedRecord("content holds a non-finite float", field=path)
+        return
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _check_json(v, f"{path}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise MalformedRecord(f"content has a non-string key {k!r}", field=path)
+            _check_json(v, f"{path}.{k}", depth + 1)
+        return
+    raise MalformedRecord(f"content holds a {type(value).__name__}", field=path)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One immutable version of a semantic key (design.md 3.1).
+
+    Build records with :meth:`Record.create`, which validates every field and computes
+    the id; the plain constructor is for decoders that then call :meth:`verify`.
+
+    Attributes:
+        key: the semantic key ``x`` (e.g. ``"req/trip-17"``).
+        owner: agent id authoritative for ``key`` (``o(x)``).
+        seq: owner sequence, a per-owner monotone counter (>= 1).
+        parents: exact, ordered parent record ids (the lineage edges).
+        type: application record type (``"requirement"``, ``"plan"``, ...).
+        content: the JSON content, or None when only the envelope is held.
+        content_address: sha256 hex of the canonical content bytes.
+        size: canonical content size in bytes.
+        schema: record schema version.
+        id: sha256 hex of the canonical envelope encoding (the record id).
+    """
+
+    key: str
+    owner: str
+    seq: int
+    parents: tuple[RecordId, ...]
+    type: str
+    content: JSONValue
+    content_address: str
+    size: int
+    schema: int
+    id: RecordId = field(default="")
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        *,
+        key: str,
+        owner: str,
+        seq: int,
+        content: JSONValue,
+        parents: Iterable[RecordId] = (),
+        type: str = "record",
+    ) -> Record:
+        """Validate fields, encode content canonically and compute the record id.
+
+        Raises:
+            MalformedRecord: naming the field, for an empty or oversized key, owner or
+                type, a sequence < 1, a non-JSON or oversized content, a parent that is
+                not a record id, duplicate parents or more than ``MAX_PARENTS`` parents.
+        """
+        parents_t = tuple(parents)
+        _check_json(content, "content")
+        body = canonical_json(content)
+        if len(body) > MAX_CONTENT_BYTES:
+            raise MalformedRecord(
+                f"content is {len(body)} bytes, more than {MAX_CONTENT_BYTES}",
+                key=key,
+                field="content",
+            )
+        rec = cls(
+            key=key,
+            owner=owner,
+            seq=seq,
+            parents=parents_t,
+            type=type,
+            content=content,
+            content_address=content_address(body),
+            size=len(body),
+            schema=SCHEMA_VERSION,
+        )
+        rec.check_envelope()
+        object.__setattr__(rec, "id", rec.compute_id())
+        return rec
+
+    # -- identity -------------------------------------------------------------------
+    def envelope(self) -> dict[str, JSONValue]:
+        """Return the metadata envelope (everything hashed into the id)."""
+        return {
+            "v": self.schema,
+            "k": self.key,
+            "o": self.owner,
+            "s": self.seq,
+            "p": list(self.parents),
+            "t": self.type,
+            "c": self.content_address,
+            "n": self.size,
+        }
+
+    def compute_id(self) -> RecordId:
+        """Return sha256 hex over the canonical envelope encoding."""
+        return hashlib.sha256(canonical_json(self.envelope())).hexdigest()
+
+    def check_envelope(self) -> None:
+        """Validate envelope fields without touching the id.
+
+        Raises:
+            MalformedRecord: naming the offending field.
+        """
+        rid = self.id or None
+        if not isinstance(self.key, str) or not self.key or len(self.key) > MAX_KEY_LEN:
+            raise MalformedRecord("key must be a non-empty string of at most 512 chars",
+                                  record=rid, field="key")
+        if not isinstance(self.owner, str) or not self.owner or len(self.owner) > MAX_KEY_LEN:
+            raise MalformedRecord("owner must be a non-empty string", key=self.key,
+                                  record=rid, field="owner")
+        if isinstance(self.seq, bool) or not isinstance(self.seq, int) or self.seq < 1:
+            raise MalformedRecord("seq must be an integer >= 1", key=self.key, record=rid,
+                                  field="seq")
+        if self.seq >= 2**63:
+            raise MalformedRecord("seq must be below 2**63", key=self.key, record=rid,
+                                  field="seq")
+        if not isinstance(self.type, str) or not self.type or len(self.type) > MAX_TYPE_LEN:
+            raise MalformedRecord("type must be a non-empty string of at most 128 chars",
+                                  key=self.key, record=rid, field="type")
+        if not isinstance(self.parents, tuple):
+            raise MalformedRecord("parents must be a tuple", key=self.key, record=rid,
+                                  field="parents")
+        if len(self.parents) > MAX_PARENTS:
+            raise MalformedRecord(f"{len(self.parents)} parents, more than {MAX_PARENTS}",
+                                  key=self.key, record=rid, field="parents")
+        seen: set[str] = set()
+        for i, p in enumerate(self.parents):
+            if not is_record_id(p):
+                raise MalformedRecord(f"parent {i} is not a record id: {p!r}", key=self.key,
+                                      record=rid, field=f"parents[{i}]")
+            if p in seen:
+                raise MalformedRecord(f"parent {p} is listed twice", key=self.key,
+                                      record=rid, field=f"parents[{i}]")
+            if rid is not None and p == rid:
+                raise MalformedRecord("a record cannot be its own parent (cycle)",
+                                      key=self.key, record=rid, field=f"parents[{i}]")
+            seen.add(p)
+        if not is_record_id(self.content_address):
+            raise MalformedRecord("content_address must be a sha256 hex digest",
+                                  key=self.key, record=rid, field="content_address")
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or not (
+            0 <= self.size <= MAX_CONTENT_BYTES
+        ):
+            raise MalformedRecord("size must be an integer in [0, 4 MiB]", key=self.key,
+                                  record=rid, field="size")
+        if self.schema != SCHEMA_VERSION:
+            raise MalformedRecord(f"unsupported schema version {self.schema!r}",
+                                  key=self.key, record=rid, field="schema")
+
+    def verify(self) -> Record:
+        """Check the envelope, the id and (when present) the content; return self.
+
+        Raises:
+            MalformedRecord: a field is invalid.
+            RecordIdMismatch: the id is not the hash of the envelope, or the content does
+                not hash to ``content_address`` / has another size.
+        """
+        self.check_envelope()
+        want = self.compute_id()
+        if self.id != want:
+            raise RecordIdMismatch(
+                "record id does not match its canonical encoding",
+                key=self.key, record=self.id, expected=want,
+            )
+        if self.has_content:
+            _check_json(self.content, "content")
+            body = canonical_json(self.content)
+            if len(body) != self.size or content_address(body) != self.content_address:
+                raise RecordIdMismatch(
+                    "record content does not hash to its content address",
+                    key=self.key, record=self.id, field="content",
+                )
+        return self
+
+    @property
+    def has_content(self) -> bool:
+        """True when the content is held (not just the envelope)."""
+        return self.content is not None or self.content_address == _NULL_ADDRESS
+
+    def without_content(self) -> Record:
+        """Return the metadata-envelope-only form (for head announcements)."""
+        return Record(self.key, self.owner, self.seq, self.parents, self.type, None,
+                      self.content_address, self.size, self.schema, self.id)
+
+    def with_content(self, content: JSONValue) -> Record:
+        """Attach fetched content to an envelope-only record and verify it.
+
+        Raises:
+            RecordIdMismatch: the content does not hash to ``content_address``.
+        """
+        rec = Record(self.key, self.owner, self.seq, self.parents, self.type, content,
+                     self.content_address, self.size, self.schema, self.id)
+        return rec.verify()
+
+    def __repr__(self) -> str:
+        return (f"Record(key={self.key!r}, owner={self.owner!r}, seq={self.seq}, "
+                f"id={self.id[:12]}…, parents={len(self.parents)}, type={self.type!r})")
+
+
+_NULL_ADDRESS = content_address(b"null")
+
+
+def derive(
+    *,
+    key: str,
+    owner: str,
+    seq: int,
+    content: JSONValue,
+    inputs: Sequence[Record] | Mapping[str, Record],
+    type: str = "plan",
+) -> Record:
+    """Create a record derived from ``inputs``, citing their exact ids as parents.
+
+    This is how a plan binds itself to the records it came from (planfence Sec. 4.1).
+    """
+    recs = list(inputs.values()) if isinstance(inputs, Mapping) else list(inputs)
+    return Record.create(key=key, owner=owner, seq=seq, content=content,
+                         parents=[r.id for r in recs], type=type)

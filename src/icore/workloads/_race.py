@@ -1,0 +1,131 @@
+"""The staged race of planfence Fig. 1 in one process.
+
+A planner derives plan p(r3) from requirement r3; the requirement's owner commits r4; the
+executor, already holding r4, attempts the protected action from p(r3). Under owner-head
+freshness the action runs from the obsolete plan (stale-plan execution); under PlanFence
+the gate detects F(x) = id3 != H(x) = id4, the planner replans once from r4, and the action
+runs lineage-valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from icore.fence import (
+    ActionResult,
+    DecisionLog,
+    Fence,
+    GateValidator,
+    LocalReplica,
+    OwnerHeadFreshness,
+    Policy,
+    ProtectedTool,
+    Replan,
+    ReplanRequest,
+    Validator,
+)
+from icore.memory import LocalOwners, MemoryStore, OwnershipMap
+from icore.records import Record, derive
+
+REQ_KEY = "req/trip-17"
+PLAN_KEY = "plan/trip-17"
+
+
+@dataclass(frozen=True)
+class RaceOutcome:
+    """What happened in one staged race.
+
+    Attributes:
+        policy: the policy the executor used.
+        executed: whether the booking tool ran.
+        booked: the destination the tool booked (None if it did not run).
+        current: the destination of the current requirement head.
+        invalid: True when the tool ran from a plan whose frontier is not the head.
+        replanned: whether the one replan happened.
+        decisions: the logged decisions (as dicts).
+    """
+
+    policy: str
+    executed: bool
+    booked: str | None
+    current: str
+    invalid: bool
+    replanned: bool
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
+    """Run the Fig. 1 race once under ``policy`` (PlanFence, owner-head freshness or
+    local replica) and report what the executor did.
+
+    Raises:
+        ValueError: an unsupported policy name.
+    """
+    pol = Policy(policy)
+    ownership = OwnershipMap({REQ_KEY: "reviser", PLAN_KEY: "planner"})
+    reviser = MemoryStore(ownership, "reviser")
+    planner = MemoryStore(ownership, "planner")
+    executor = MemoryStore(ownership, "executor")
+    owners = LocalOwners({"reviser": reviser, "planner": planner})
+
+    r3 = Record.create(key=REQ_KEY, owner="reviser", seq=3, type="requirement",
+                       content={"destination": "Lisbon", "nights": 2})
+    reviser.commit(r3, writer="reviser")
+    for s in (planner, executor):
+        s.install(r3)
+
+    def make_plan(req: Record) -> Record:
+        plan = derive(key=PLAN_KEY, owner="planner", seq=planner.next_seq(), type="plan",
+                      content={"action": "book", "destination": req.content["destination"]},
+                      inputs=[req])
+        planner.commit(plan, writer="planner")
+        executor.install(plan)
+        return plan
+
+    p3 = make_plan(r3)
+    # the owner revises the requirement after planning, before the action
+    r4 = derive(key=REQ_KEY, owner="reviser", seq=4, type="requirement",
+                content={"destination": "Porto", "nights": 2}, inputs=[r3])
+    reviser.commit(r4, writer="reviser")
+    executor.install(r4)  # the executor already holds the fresh fact
+
+    booked: list[str] = []
+
+    def book(destination: str) -> str:
+        booked.append(destination)
+        return f"booked {destination}"
+
+    tool = ProtectedTool(book, depends_on={REQ_KEY}, name="book")
+    log = DecisionLog()
+    validator: Validator
+    if pol is Policy.PLANFENCE:
+        validator = GateValidator(lookup=executor.lookup, ownership=ownership, owners=owners)
+    elif pol is Policy.OWNER_HEAD_FRESHNESS:
+        validator = OwnerHeadFreshness(ownership=ownership, owners=owners, install=executor)
+    elif pol is Policy.LOCAL_REPLICA:
+        validator = LocalReplica()
+    else:
+        raise ValueError(f"staged_race supports planfence, owner_head_freshness and "
+                         f"local_replica, not {pol.value}")
+    fence = Fence(validator=validator, install=executor, log=log)
+
+    def replan(req: ReplanRequest) -> Replan:
+        fresh = req.fresh[REQ_KEY]
+        plan = make_plan(fresh)
+        return Replan(roots=[plan.id], args={"destination": plan.content["destination"]})
+
+    res: ActionResult = fence.execute(tool, roots=[p3.id],
+                                      args={"destination": p3.content["destination"]},
+                                      replan=replan)
+    head = reviser.head(REQ_KEY)
+    assert head is not None
+    current = reviser.get(head.record_id)
+    assert current is not None
+    plan_rec = executor.get(res.roots[0])
+    invalid = res.executed and (plan_rec is None or head.record_id not in plan_rec.parents)
+    return RaceOutcome(policy=pol.value, executed=res.executed,
+                       booked=booked[0] if booked else None,
+                       current=current.content["destination"], invalid=invalid,
+                       replanned=res.replanned,
+                       decisions=[d.to_dict() for d in log])
