@@ -141,7 +141,7 @@ class Fence:
         """PlanFence over ``owners`` for an executor whose replica is ``store``."""
         v = GateValidator(lookup=store.lookup, ownership=store.ownership, owners=owners,
                           clock=clock, points=PointCounter(), timeout_s=timeout_s, mode=mode)
-        return cls(validator=v, install=store, log=log or DecisionLog())
+        return cls(validator=v, install=store, log=log if log is not None else DecisionLog())
 
     def _record(self, d: GateDecision) -> GateDecision:
         if self.unsafe_fail_open_ablation:

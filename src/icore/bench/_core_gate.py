@@ -1,0 +1,126 @@
+"""Gate and store microbenchmarks (issue: library core): decisions/s and SQLite puts/s.
+
+Measures the in-process gate (planfence Alg. 1 over :class:`~icore.memory.LocalOwners`)
+for dependency counts d and lineage depths, on the in-memory and SQLite stores, and the
+SQLite commit throughput. Figures are printed; nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from icore.fence import PointCounter, validate
+from icore.memory import LocalOwners, MemoryStore, OwnershipMap, SQLiteStore, Store
+from icore.records import Record, derive
+
+
+@dataclass(frozen=True)
+class GateFigure:
+    """One benchmark cell.
+
+    Attributes:
+        store: ``memory`` or ``sqlite``.
+        d: |D(a)|.
+        depth: parent hops from the plan root to each dependency.
+        decisions_per_s: authorized gate decisions per second.
+        us_per_decision: mean microseconds per decision.
+    """
+
+    store: str
+    d: int
+    depth: int
+    decisions_per_s: float
+    us_per_decision: float
+
+
+def _setup(kind: str, d: int, depth: int, folder: Path) -> tuple[Store, LocalOwners,
+                                                                 OwnershipMap, str, set[str]]:
+    keys = [f"req/{i}" for i in range(d)]
+    om = OwnershipMap({k: f"owner{i % 4}" for i, k in enumerate(keys)},
+                      {"mid/*": "planner", "plan/*": "planner"})
+
+    def mk(agent: str) -> Store:
+        if kind == "memory":
+            return MemoryStore(om, agent)
+        return SQLiteStore(folder / f"{agent}.sqlite", om, agent)
+
+    owners = {f"owner{i}": mk(f"owner{i}") for i in range(min(d, 4))}
+    ex = mk("planner")
+    tops = []
+    for k in keys:
+        o = om.require_owner(k)
+        r = Record.create(key=k, owner=o, seq=owners[o].next_seq(), content={"k": k})
+        owners[o].commit(r, writer=o)
+        ex.install(r)
+        prev = r
+        for lvl in range(depth - 1):
+            prev = derive(key=f"mid/{k}/{lvl}", owner="planner", seq=ex.next_seq(),
+                          content=lvl, inputs=[prev], type="derived")
+            ex.commit(prev, writer="planner")
+        tops.append(prev)
+    plan = derive(key="plan/p", owner="planner", seq=ex.next_seq(), content="p", inputs=tops)
+    ex.commit(plan, writer="planner")
+    return ex, LocalOwners(dict(owners)), om, plan.id, set(keys)
+
+
+def gate_throughput(kind: str, d: int, depth: int, *, seconds: float = 1.0) -> GateFigure:
+    """Measure authorized decisions/s for one (store, d, depth) cell."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ex, owners, om, root, deps = _setup(kind, d, depth, Path(tmp))
+        points = PointCounter()
+        lookup = ex.lookup
+
+        def once() -> None:
+            dec = validate(roots=(root,), deps=deps, lookup=lookup, ownership=om,
+                           owners=owners, points=points)
+            if not dec.authorized:
+                raise RuntimeError(f"benchmark gate not authorized: {dec.reason}")
+
+        n = _run_for(once, seconds)
+        ex.close()
+        for s in owners.stores.values():
+            s.close()
+    rate = n[0] / n[1]
+    return GateFigure(kind, d, depth, rate, 1e6 / rate)
+
+
+def _run_for(fn: Callable[[], None], seconds: float) -> tuple[int, float]:
+    for _ in range(200):
+        fn()
+    count, t0 = 0, time.perf_counter()
+    deadline = t0 + seconds
+    while True:
+        for _ in range(100):
+            fn()
+        count += 100
+        now = time.perf_counter()
+        if now >= deadline:
+            return count, now - t0
+
+
+def sqlite_put_throughput(*, n: int = 5000, synchronous: str = "NORMAL") -> float:
+    """Return SQLite commits/s (each commit its own transaction, WAL)."""
+    om = OwnershipMap({}, {"req/*": "a"})
+    with tempfile.TemporaryDirectory() as tmp:
+        s = SQLiteStore(Path(tmp) / "a.sqlite", om, "a", synchronous=synchronous)
+        recs = [Record.create(key=f"req/{i % 64}", owner="a", seq=i + 1, content={"i": i})
+                for i in range(n)]
+        t0 = time.perf_counter()
+        for r in recs:
+            s.commit(r, writer="a")
+        dt = time.perf_counter() - t0
+        s.close()
+    return n / dt
+
+
+def run_core_bench(seconds: float = 1.0) -> tuple[list[GateFigure], dict[str, float]]:
+    """Run every gate cell (d in {1, 8}, depth in {1, 8}, both stores) and the put test."""
+    figs = [gate_throughput(kind, d, depth, seconds=seconds)
+            for kind in ("memory", "sqlite") for d in (1, 8) for depth in (1, 8)]
+    puts = {"NORMAL": sqlite_put_throughput(synchronous="NORMAL"),
+            "FULL": sqlite_put_throughput(n=2000, synchronous="FULL")}
+    return figs, puts

@@ -1,0 +1,211 @@
+"""Conformance suite every store backend passes (style habit 11).
+
+Subclass :class:`StoreConformance` in a test module and implement ``make_store``;
+pytest collects the ``test_*`` methods. Backends: memory, SQLite, and (``icore.net``)
+a remote owner reached over a transport.
+
+Example::
+
+    class TestSQLite(StoreConformance):
+        def make_store(self, ownership, agent, tmp_path):
+            return SQLiteStore(tmp_path / f"{agent}.sqlite", ownership, agent)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from icore.errors import (
+    MalformedRecord,
+    OwnershipError,
+    RecordIdMismatch,
+    SequenceConflict,
+    SequenceError,
+    StoreClosed,
+)
+from icore.memory._base import Store
+from icore.memory._ownership import OwnershipMap
+from icore.records import Record, derive
+
+OWNERSHIP = OwnershipMap({"req/a": "alice", "req/b": "bob"}, {"plan/*": "alice"})
+
+
+def _rec(key: str = "req/a", owner: str = "alice", seq: int = 1, v: int = 0,
+         parents: tuple[str, ...] = ()) -> Record:
+    return Record.create(key=key, owner=owner, seq=seq, content={"v": v}, parents=parents,
+                         type="requirement")
+
+
+def _raises(exc: type[BaseException], fn: object, *a: object, **kw: object) -> BaseException:
+    try:
+        fn(*a, **kw)  # type: ignore[operator]
+    except exc as e:
+        return e
+    raise AssertionError(f"expected {exc.__name__}")
+
+
+class StoreConformance:
+    """The store contract (planfence App. A owner rules, design.md 3.1)."""
+
+    def make_store(self, ownership: OwnershipMap, agent: str | None, tmp_path: Path) -> Store:
+        """Return a new empty store for ``agent`` (None: a central store)."""
+        raise NotImplementedError
+
+    def test_commit_moves_head(self, tmp_path: Path) -> None:
+        """A commit by the owner with a larger sequence becomes the head."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r1, r2 = _rec(seq=1), _rec(seq=2, v=1)
+        assert s.commit(r1, writer="alice").created
+        assert s.head("req/a") is not None and s.head("req/a").record_id == r1.id  # type: ignore[union-attr]
+        s.commit(r2, writer="alice")
+        head = s.head("req/a")
+        assert head is not None and head.record_id == r2.id and head.seq == 2
+        assert s.get(r1.id) == r1 and s.get(r2.id) == r2
+        assert s.owner_seq("alice") == 2 and s.next_seq() == 3
+
+    def test_writer_must_be_owner(self, tmp_path: Path) -> None:
+        """Only o(x) may write x; a record naming another owner is refused."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        e = _raises(OwnershipError, s.commit, _rec(), writer="mallory")
+        assert isinstance(e, OwnershipError) and e.fields["writer"] == "mallory"
+        _raises(OwnershipError, s.commit, _rec(owner="bob"), writer="bob")
+        _raises(OwnershipError, s.commit, _rec(key="req/unknown"), writer="alice")
+        assert s.head("req/a") is None
+
+    def test_store_hosts_only_its_agent(self, tmp_path: Path) -> None:
+        """An agent's store refuses commits for another owner's keys."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        _raises(OwnershipError, s.commit, _rec(key="req/b", owner="bob"), writer="bob")
+
+    def test_central_store_accepts_every_owner(self, tmp_path: Path) -> None:
+        """A central store serializes commits from all owners (centralized lineage)."""
+        s = self.make_store(OWNERSHIP, None, tmp_path)
+        s.commit(_rec(), writer="alice")
+        s.commit(_rec(key="req/b", owner="bob"), writer="bob")
+        assert sorted(s.head_keys()) == ["req/a", "req/b"]
+
+    def test_sequence_must_increase(self, tmp_path: Path) -> None:
+        """A smaller sequence is refused and changes nothing."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        s.commit(_rec(seq=5), writer="alice")
+        _raises(SequenceError, s.commit, _rec(seq=3, v=9), writer="alice")
+        head = s.head("req/a")
+        assert head is not None and head.seq == 5
+
+    def test_sequence_is_per_owner_across_keys(self, tmp_path: Path) -> None:
+        """The owner sequence is one counter over all of the owner's keys."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        s.commit(_rec(seq=2), writer="alice")
+        _raises(SequenceError, s.commit, _rec(key="plan/x", seq=1), writer="alice")
+        s.commit(_rec(key="plan/x", seq=3), writer="alice")
+
+    def test_duplicate_sequence_is_conflict(self, tmp_path: Path) -> None:
+        """The same sequence with another id is a conflict; the first record stays."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        first = _rec(seq=1, v=1)
+        s.commit(first, writer="alice")
+        e = _raises(SequenceConflict, s.commit, _rec(seq=1, v=2), writer="alice")
+        assert isinstance(e, SequenceConflict) and e.fields["existing"] == first.id
+        head = s.head("req/a")
+        assert head is not None and head.record_id == first.id
+
+    def test_identical_commit_is_idempotent(self, tmp_path: Path) -> None:
+        """Re-committing the identical record (a retried write) is a no-op."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r = _rec(seq=1)
+        s.commit(r, writer="alice")
+        again = s.commit(r, writer="alice")
+        assert not again.created
+        s.commit(_rec(seq=2, v=1), writer="alice")
+        assert not s.commit(r, writer="alice").created
+        head = s.head("req/a")
+        assert head is not None and head.seq == 2
+
+    def test_tampered_record_rejected(self, tmp_path: Path) -> None:
+        """A record whose id or content does not hash is refused."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r = _rec()
+        forged = Record(r.key, r.owner, r.seq, r.parents, r.type, {"v": 666},
+                        r.content_address, r.size, r.schema, r.id)
+        _raises(RecordIdMismatch, s.commit, forged, writer="alice")
+        bad_id = Record(r.key, r.owner, r.seq, r.parents, r.type, r.content,
+                        r.content_address, r.size, r.schema, "0" * 64)
+        _raises(RecordIdMismatch, s.commit, bad_id, writer="alice")
+        assert s.get(r.id) is None and s.head("req/a") is None
+
+    def test_envelope_only_commit_rejected(self, tmp_path: Path) -> None:
+        """A commit must carry content."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        _raises(OwnershipError, s.commit, _rec().without_content(), writer="alice")
+
+    def test_bad_input_loses_nothing(self, tmp_path: Path) -> None:
+        """After a run of refused writes every committed record and head is intact."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        good = [_rec(seq=i, v=i) for i in (1, 2, 3)]
+        for r in good:
+            s.commit(r, writer="alice")
+        for bad in (lambda: s.commit(_rec(seq=2, v=7), writer="alice"),
+                    lambda: s.commit(_rec(seq=9), writer="bob"),
+                    lambda: Record.create(key="", owner="alice", seq=1, content=1)):
+            try:
+                bad()
+            except (SequenceError, SequenceConflict, OwnershipError, MalformedRecord):
+                pass
+        assert all(s.get(r.id) == r for r in good)
+        head = s.head("req/a")
+        assert head is not None and head.record_id == good[-1].id
+
+    def test_unknown_parents_are_lineage_incomplete(self, tmp_path: Path) -> None:
+        """A record with unknown parents is stored but never returned by lookup."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        ghost = _rec(key="req/b", owner="bob", seq=1)
+        plan = derive(key="plan/p", owner="alice", seq=1, content={}, inputs=[ghost])
+        res = s.commit(plan, writer="alice")
+        assert res.created and not res.lineage_complete
+        assert s.get(plan.id) == plan and s.lookup(plan.id) is None
+        s.install(ghost)
+        assert s.lookup(plan.id) == plan
+
+    def test_install_replica_cache(self, tmp_path: Path) -> None:
+        """Other owners' records go to the replica cache and move the installed head only."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        b1 = _rec(key="req/b", owner="bob", seq=1)
+        b2 = _rec(key="req/b", owner="bob", seq=2, v=2)
+        assert s.install(b2)
+        assert not s.install(b1)  # older: installed head stays
+        inst = s.installed_head("req/b")
+        assert inst is not None and inst.record_id == b2.id
+        assert s.head("req/b") is None
+        _raises(OwnershipError, s.install, _rec(key="req/b", owner="mallory"))
+
+    def test_envelope_then_content(self, tmp_path: Path) -> None:
+        """An announced envelope can be completed with verified content later."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        b = _rec(key="req/b", owner="bob", seq=1)
+        s.install(b.without_content())
+        got = s.get(b.id)
+        assert got is not None and not got.has_content
+        s.install(b)
+        got = s.get(b.id)
+        assert got is not None and got.content == {"v": 0}
+
+    def test_heads_inline_changed_small_records(self, tmp_path: Path) -> None:
+        """A head reply inlines a changed record when asked and it is small."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r1, r2 = _rec(seq=1), _rec(seq=2, v=1)
+        s.commit(r1, writer="alice")
+        s.commit(r2, writer="alice")
+        plain = s.heads(["req/a", "req/zzz"])
+        assert list(plain) == ["req/a"] and plain["req/a"].record is None
+        inl = s.heads(["req/a"], known={"req/a": r1.id}, inline_max_bytes=1024)
+        assert inl["req/a"].record == r2
+        same = s.heads(["req/a"], known={"req/a": r2.id}, inline_max_bytes=1024)
+        assert same["req/a"].record is None
+
+    def test_closed_store_refuses(self, tmp_path: Path) -> None:
+        """Every call after close raises StoreClosed; close is idempotent."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        s.close()
+        s.close()
+        _raises(StoreClosed, s.commit, _rec(), writer="alice")
+        _raises(StoreClosed, s.head, "req/a")
