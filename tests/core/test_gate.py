@@ -411,7 +411,7 @@ def test_fail_closed_vs_fail_open_ablation(w: World, case: str) -> None:
         owners = FakeOwners(w.owners, reply=lambda o, k: HeadReply(o, {k[0]: "junk"}))
     for fail_open in (False, True):
         ran: list[int] = []
-        tool = ProtectedTool(lambda: ran.append(1), depends_on={"req/a"})
+        tool = ProtectedTool(lambda ran=ran: ran.append(1), depends_on={"req/a"})
         v = GateValidator(lookup=w.ex.lookup, ownership=OM, owners=owners)
         fence = Fence(validator=v, install=w.ex, unsafe_fail_open_ablation=fail_open)
 
