@@ -1,0 +1,646 @@
+"""Import a recorded run into X = (G, Q, Π) and audit it (design.md 2, data flow 3).
+
+:func:`audit_trace` replays a :class:`~icore.adapters.Trace` message by message into an
+:class:`icore.state.State` over the family's declaration package, with these mappings
+(docs/audit-real-runs.md, "Mapping"):
+
+- task statement -> ``task`` event; required root obligation ``task`` (``pose_task``);
+- plan / replan -> ``plan`` event; obligation ``plan<k>`` (``plan``); a replan supersedes
+  the previous plan with a ``transported_to`` relation (``replan``);
+- routed instruction (``Orchestrator (-> X)``) with the ledger's ``next_speaker`` ->
+  ``instruction`` event; obligation ``o<step>`` assigned to X (``assign``);
+  CaptainAgent experts self-assign the turn they take (``self_assign``);
+- agent output -> ``output`` event; ``status=submitted`` and ``result`` assertions on the
+  agent's open obligation (``submit``) with an ``output_evidence`` certificate;
+- tool output -> ``tool_output`` event, evidence for the code it ran;
+- ledger -> ``ledger`` event; claims ``is_request_satisfied``, ``is_progress_being_made``,
+  ``is_in_loop`` on ``task`` (``ledger_update``) citing the outputs since the previous
+  ledger, with a ``ledger_evidence`` certificate;
+- stall / replan trigger, and a ledger admitting no progress or a loop -> ``stall``
+  progress events;
+- termination -> ``termination`` event; terminal marker on ``task`` (``terminate``) with
+  an ``answer_check`` certificate.
+
+An assertion whose certificate fails is imported anyway (so X records what the run
+claimed) and is unsound; the importer raises an ``unsupported_assertion`` hard flag for
+it. Work, evidence and assignment defects are diagnosed and routed by iCORE-Audit
+(:func:`icore.audit.diagnose` on the hard flag / reassignment trigger,
+:func:`icore.audit.responsible_agent`); stalls, replans and terminal failures are
+diagnosed here. Each diagnosis cites the events of G it rests on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from icore.adapters._decl import (
+    HUMAN,
+    captain_agent_declaration,
+    generic_declaration,
+    magentic_one_declaration,
+)
+from icore.adapters._evidence import classify, output_facts, tool_facts
+from icore.adapters._trace import Step, StepKind, Trace
+from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
+from icore.audit import Trigger, TriggerHit, responsible_agent
+from icore.audit import diagnose as audit_diagnose
+from icore.state import (
+    DeclarationPackage,
+    Effect,
+    EventSpec,
+    FlagKind,
+    Metrics,
+    State,
+    Status,
+    ValidatorInput,
+)
+
+ROOT = "task"
+"""Id of the required root obligation of every imported run."""
+
+_CLAIMS = ("is_request_satisfied", "is_progress_being_made", "is_in_loop")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """X's quality after one recorded message (the cq timeline)."""
+
+    step: int
+    snd: float
+    astab: float
+    cq: float
+    flags: int
+    stalls: int
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """A diagnosis F (icore Sec. 4; design.md 1): a defect, where it is, who must repair it.
+
+    Attributes:
+        id: ``d<n>``.
+        defect: ``work`` (an output not supported by G), ``evidence`` (an orchestrator
+            claim not supported by G), ``assignment`` (an ε-unstable assignment),
+            ``progress`` (a stall, loop or replan) or ``terminal`` (the final answer fails
+            its check, or the run ends without one).
+        step: the source step of the defect (index into the history), None if synthetic.
+        obligations: affected obligations.
+        assertions: the unsupported / unstable assertions.
+        events: the events in G it cites (evidence, or the missing evidence's context).
+        proposer: the agent whose assertion is defective.
+        responsible: the repair authority (``interfaces.responsible`` of D).
+        detail: a human-readable explanation.
+        source: ``icore.audit`` or ``adapter`` (derived here).
+    """
+
+    id: str
+    defect: str
+    step: int | None
+    obligations: tuple[str, ...]
+    assertions: tuple[str, ...]
+    events: tuple[str, ...]
+    proposer: str | None
+    responsible: str | None
+    detail: str
+    source: str = "adapter"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (for notes in the log and reports)."""
+        return {
+            "id": self.id, "defect": self.defect, "step": self.step,
+            "obligations": list(self.obligations), "assertions": list(self.assertions),
+            "events": list(self.events), "proposer": self.proposer,
+            "responsible": self.responsible, "detail": self.detail, "source": self.source,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The per-run numbers ``icore audit`` prints."""
+
+    run: str
+    family: str
+    steps: int
+    snd: float
+    astab: float
+    cq: float
+    cq_mean: float
+    cq_min: float
+    hard_flags: int
+    stalls: int
+    replans: int
+    unsupported: int
+    diagnoses: int
+    terminal: bool
+    terminated: bool
+    succeeded: bool | None
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """An imported and audited run.
+
+    Attributes:
+        trace: the source trace.
+        state: X after the whole run.
+        step_events: source step index -> event id in G.
+        timeline: X's metrics after each message.
+        diagnoses: diagnoses, in step order.
+        unsupported: ids of unsound assertions the run made (in step order).
+        stalls: stall progress events.
+        replans: replans.
+        final: metrics of the final X.
+        elapsed_ms: import + audit wall time.
+        terminated: the run recorded a termination (a terminal marker exists, sound or not).
+    """
+
+    trace: Trace
+    state: State
+    step_events: Mapping[int, str]
+    timeline: tuple[MetricPoint, ...]
+    diagnoses: tuple[Diagnosis, ...]
+    unsupported: tuple[str, ...]
+    stalls: int
+    replans: int
+    final: Metrics
+    elapsed_ms: float
+    terminated: bool = False
+
+    def summary(self) -> RunSummary:
+        """The run's summary row."""
+        cqs = [p.cq for p in self.timeline] or [self.final.cq]
+        return RunSummary(
+            run=self.trace.id, family=self.trace.family, steps=self.trace.length,
+            snd=self.final.snd, astab=self.final.astab, cq=self.final.cq,
+            cq_mean=sum(cqs) / len(cqs), cq_min=min(cqs),
+            hard_flags=len(self.state.flags), stalls=self.stalls, replans=self.replans,
+            unsupported=len(self.unsupported), diagnoses=len(self.diagnoses),
+            terminal=self.state.terminal(), terminated=self.terminated,
+            succeeded=self.trace.succeeded,
+        )
+
+    def event_step(self, event_id: str) -> int | None:
+        """The source step of an event (None for synthetic events)."""
+        ev = self.state.events.get(event_id)
+        if ev is None:
+            return None
+        s = ev.fields.get("step")
+        return s if isinstance(s, int) and s >= 0 else None
+
+
+def declaration_for(trace: Trace) -> DeclarationPackage:
+    """The declaration package of the trace's family."""
+    if trace.family == MAGENTIC_ONE:
+        return magentic_one_declaration(trace.agents)
+    if trace.family == CAPTAIN_AGENT:
+        return captain_agent_declaration(trace.agents)
+    orch = trace.extras.get("orchestrator")
+    return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
+
+
+class _Builder:
+    def __init__(self, trace: Trace, decl: DeclarationPackage) -> None:
+        self.t = trace
+        self.x = State(decl)
+        self.step_events: dict[int, str] = {}
+        self.timeline: list[MetricPoint] = []
+        self.diagnoses: list[Diagnosis] = []
+        self.unsupported: list[str] = []
+        self.stalls = 0
+        self.replans = 0
+        self.plan: str | None = None
+        self.plan_count = 0
+        self.open_by_agent: dict[str, str] = {}
+        self.pending_ledger: str | None = None
+        self.next_speaker: str | None = None
+        self.since_ledger: list[tuple[str, bool, bool]] = []  # (event, passed, repeat)
+        self.plans_since_ledger = 0
+        self.ever_passed = 0
+        self.evidence = 0
+        self.seen_digests: dict[str, list[str]] = {}
+        self.seen_pages: dict[str, list[str]] = {}
+        self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
+        self.last_event: str | None = None
+        self.terminated = False
+
+    # -- helpers -----------------------------------------------------------------------
+    def agent(self, name: str) -> str:
+        return name if name in self.x.decl.agents else HUMAN
+
+    def event(self, step: Step | None, type_: str, agent: str, **fields: Any) -> str:
+        idx = -1 if step is None else step.index
+        eid = "task" if step is None else f"m{idx}"
+        if step is not None and eid in self.x.events:
+            eid = f"m{idx}.{type_}"
+        causes = (self.last_event,) if self.last_event is not None else ()
+        ev = self.x.add_event(EventSpec(type_, self.agent(agent), {"step": idx, **fields},
+                                        causes, eid))
+        if step is not None and step.index not in self.step_events:
+            self.step_events[step.index] = ev.id
+        self.last_event = ev.id
+        return ev.id
+
+    def diagnose(self, defect: str, step: int | None, *, obligations: Sequence[str] = (),
+                 assertions: Sequence[str] = (), events: Sequence[str] = (),
+                 proposer: str | None = None, detail: str = "",
+                 flag: str | None = None) -> Diagnosis:
+        """Record a diagnosis; work/evidence/assignment defects are diagnosed and routed
+        by iCORE-Audit (:func:`icore.audit.diagnose`, ``responsible_agent``)."""
+        x = self.x
+        did = f"d{len(self.diagnoses) + 1}"
+        payload: dict[str, Any] = {}
+        responsible: str | None = proposer
+        source = "adapter"
+        if defect in ("work", "evidence", "assignment") and obligations:
+            f = _audit_diagnosis(x, did, step, defect, tuple(obligations), flag, detail)
+            if f is not None:
+                routed, payload = f
+                responsible = routed if routed is not None else proposer
+                source = "icore.audit"
+        d = Diagnosis(did, defect, step, tuple(obligations), tuple(assertions), tuple(events),
+                      proposer, responsible, detail, source)
+        self.diagnoses.append(d)
+        x.record_note("diagnosis", {**d.to_json(), "audit": payload} if payload else d.to_json(),
+                      ref=d.id)
+        return d
+
+    def flag_unsupported(self, aids: Sequence[str], oid: str, proposer: str | None,
+                         detail: str) -> str:
+        self.unsupported.extend(aids)
+        return self.x.raise_flag(FlagKind.UNSUPPORTED_ASSERTION, obligations=(oid,),
+                                 assertions=aids, proposer=proposer, detail=detail).id
+
+    def snapshot(self, step: int) -> None:
+        m = self.x.metrics()
+        self.timeline.append(MetricPoint(step, m.snd, m.astab, m.cq, len(self.x.flags),
+                                         self.stalls))
+
+    def new_obligation(self, oid: str, kind: str, *, parent: str | None, assignee: str,
+                       events: Sequence[str], operation: str, proposer: str,
+                       status: Status = Status.ASSIGNED, step: int | None = None) -> None:
+        x = self.x
+        x.import_assertion(Effect.node(oid, kind, parent=parent), events=events,
+                           operation=operation, proposer=proposer)
+        a = x.import_assertion(Effect.assign(oid, assignee), events=events,
+                               operation=operation, proposer=proposer)
+        x.import_assertion(Effect.status(oid, status), events=events, operation=operation,
+                           proposer=proposer)
+        if x.gain(oid) > x.decl.parameters.epsilon:
+            decl = x.decl.agents.get(assignee)
+            have = decl.capabilities.get(kind) if decl is not None else None
+            self.diagnose(
+                "assignment", step, obligations=(oid,), assertions=(a.id,), events=events,
+                proposer=proposer,
+                detail=(f"{kind!r} work assigned to {assignee} (declared capability "
+                        f"{have if have is not None else 'none'}); gain {x.gain(oid):.2f} > ε"),
+            )
+
+    # -- the run -----------------------------------------------------------------------
+    def start(self) -> None:
+        t = self.t
+        first = t.steps[0] if t.steps and t.steps[0].kind == StepKind.TASK else None
+        text = first.content if first is not None else t.question
+        ev = self.event(first, "task", HUMAN, text=text[:20000])
+        self.x.import_assertion(Effect.node(ROOT, "task", required_root=True), events=(ev,),
+                                operation="pose_task", proposer=HUMAN)
+        self.x.import_assertion(Effect.status(ROOT, Status.OPEN), events=(ev,),
+                                operation="pose_task", proposer=HUMAN)
+        self.snapshot(first.index if first is not None else 0)
+
+    def run(self) -> None:
+        self.start()
+        for s in self.t.steps:
+            if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
+                self.finish_code(())
+            handler = getattr(self, f"on_{s.kind.value}")
+            handler(s)
+            if s.terminates and not self.terminated and s.kind != StepKind.TERMINATION:
+                self.terminal(s, self.step_events.get(s.index))
+            self.snapshot(s.index)
+        if self.pending_code is not None:
+            self.finish_code(())
+        if not self.terminated:
+            last = self.t.steps[-1] if self.t.steps else None
+            self.diagnose("terminal", last.index if last else None, obligations=(ROOT,),
+                          events=(self.last_event,) if self.last_event else (),
+                          detail="the run ended without a terminal marker (no final answer)")
+
+    def on_task(self, s: Step) -> None:
+        pass  # handled by start()
+
+    def on_thought(self, s: Step) -> None:
+        self.event(s, "thought", s.agent, **({"to": s.to} if s.to else {}))
+
+    def on_plan(self, s: Step) -> None:
+        x = self.x
+        ev = self.event(s, "plan", s.agent, text=s.content[:20000])
+        self.plan_count += 1
+        new = f"plan{self.plan_count}"
+        old = self.plan
+        if old is None:
+            self.new_obligation(new, "planning", parent=ROOT, assignee=self.agent(s.agent),
+                                events=(ev,), operation="plan", proposer=self.agent(s.agent),
+                                status=Status.ACTIVE, step=s.index)
+            if x.obligations[ROOT].assignee is None:
+                x.import_assertion(Effect.assign(ROOT, self.agent(s.agent)), events=(ev,),
+                                   operation="plan", proposer=self.agent(s.agent))
+                x.import_assertion(Effect.status(ROOT, Status.ACTIVE), events=(ev,),
+                                   operation="plan", proposer=self.agent(s.agent))
+        else:
+            self.replans += 1
+            self.new_obligation(new, "planning", parent=ROOT, assignee=self.agent(s.agent),
+                                events=(ev,), operation="replan", proposer=self.agent(s.agent),
+                                status=Status.ACTIVE, step=s.index)
+            x.import_assertion(Effect.relation(old, "transported_to", new), events=(ev,),
+                               operation="replan", proposer=self.agent(s.agent))
+            x.import_assertion(Effect.status(old, Status.SUPERSEDED), events=(ev,),
+                               operation="replan", proposer=self.agent(s.agent))
+            self.diagnose("progress", s.index, obligations=(old, new), events=(ev,),
+                          proposer=self.agent(s.agent), detail=f"replan: {old} -> {new}")
+        self.plan = new
+        self.plans_since_ledger += 1
+        if self.t.family == CAPTAIN_AGENT:
+            # the first speaker relays the manager's plan and starts on it
+            self.open_by_agent[self.agent(s.agent)] = new
+            self.on_output(s, event=ev, obligation=new)
+
+    def on_ledger(self, s: Step) -> None:
+        x = self.x
+        led = s.ledger
+        assert led is not None
+        fields: dict[str, Any] = {c: getattr(led, c) for c in _CLAIMS}
+        fields["next_speaker"] = led.next_speaker
+        ev = self.event(s, "ledger", s.agent, **fields)
+        cited = [e for e, _, _ in self.since_ledger]
+        outs = [{"event": e, "passed": p, "repeat": r} for e, p, r in self.since_ledger]
+        proposer = self.agent(s.agent)
+        for claim in _CLAIMS:
+            value = getattr(led, claim)
+            if value is None:
+                continue
+            payload = {"claim": claim, "value": value, "outputs": outs,
+                       "plans": self.plans_since_ledger, "ever_passed": self.ever_passed}
+            events = (ev, *cited)
+            verdict = self.validate("ledger_evidence", events, payload)
+            c = x.import_certificate("ledger_evidence", verdict=verdict, events=events,
+                                     payload=payload)
+            a = x.import_assertion(Effect.claim(ROOT, claim, value), events=events,
+                                   operation="ledger_update", certificates=(c.id,),
+                                   proposer=proposer)
+            if not verdict:
+                detail = (f"ledger claims {claim}={str(value).lower()} but the outputs since the "
+                          f"previous ledger do not show it")
+                fid = self.flag_unsupported((a.id,), ROOT, proposer, detail)
+                self.diagnose("evidence", s.index, obligations=(ROOT,), assertions=(a.id,),
+                              events=events, proposer=proposer, detail=detail, flag=fid)
+        if led.is_progress_being_made is False or led.is_in_loop is True:
+            self.stalls += 1
+            why = "in a loop" if led.is_in_loop else "no progress"
+            sev = self.event(s, "stall", s.agent, reason=why)
+            self.diagnose("progress", s.index, obligations=(ROOT,), events=(sev, *cited),
+                          proposer=proposer, detail=f"ledger admits {why}")
+        self.next_speaker = led.next_speaker
+        self.pending_ledger = ev
+        self.since_ledger = []
+        self.plans_since_ledger = 0
+
+    def on_instruction(self, s: Step) -> None:
+        to = self.agent(s.to or "")
+        ev = self.event(s, "instruction", s.agent, to=to, text=s.content[:20000])
+        events: tuple[str, ...] = (ev,)
+        if self.pending_ledger is not None and self.next_speaker == to:
+            events = (self.pending_ledger, ev)
+        oid = f"o{s.index}"
+        self.new_obligation(oid, classify(s.content), parent=self.plan or ROOT, assignee=to,
+                            events=events, operation="assign", proposer=self.agent(s.agent),
+                            step=s.index)
+        self.open_by_agent[to] = oid
+
+    def on_output(self, s: Step, *, event: str | None = None,
+                  obligation: str | None = None) -> None:
+        who = self.agent(s.agent)
+        facts = output_facts(s.content)
+        ev = event or self.event(s, "output", who, **facts)
+        if event is not None:
+            # a relayed plan is also an output: record its facts on a sibling event
+            ev = self.event(s, "output", who, **facts)
+        oid = obligation or self.open_by_agent.get(who)
+        if oid is None or self.x.obligations[oid].status not in (Status.ASSIGNED,
+                                                                   Status.ACTIVE):
+            oid = f"o{s.index}"
+            self.new_obligation(oid, classify(s.content), parent=self.plan or ROOT,
+                                assignee=who, events=(ev,), operation="self_assign",
+                                proposer=who, status=Status.ACTIVE, step=s.index)
+            self.open_by_agent[who] = oid
+        if facts["code"]:
+            self.pending_code = (s, ev, oid)
+            return
+        self.submit(s, ev, oid, ())
+
+    def on_tool_output(self, s: Step) -> None:
+        facts = tool_facts(s.content, s.exitcode)
+        ev = self.event(s, "tool_output", s.agent, **facts)
+        if not facts["error"] and not facts["empty"]:
+            self.evidence += 1
+        if self.pending_code is not None:
+            self.finish_code((ev,))
+
+    def finish_code(self, tools: tuple[str, ...]) -> None:
+        assert self.pending_code is not None
+        s, ev, oid = self.pending_code
+        self.pending_code = None
+        self.submit(s, ev, oid, tools)
+
+    def submit(self, s: Step, ev: str, oid: str, tools: tuple[str, ...]) -> None:
+        x = self.x
+        who = self.agent(s.agent)
+        fields = x.events[ev].fields
+        seen_d = list(self.seen_digests.get(who, ()))
+        seen_p = list(self.seen_pages.get(who, ()))
+        payload = {"seen_digests": seen_d, "seen_pages": seen_p,
+                   "evidence_before": self.evidence}
+        events = (ev, *tools)
+        verdict = self.validate("output_evidence", events, payload)
+        repeat = fields.get("digest") in seen_d or bool(
+            fields.get("interaction") and fields.get("page") in seen_p)
+        c = x.import_certificate("output_evidence", verdict=verdict, events=events,
+                                 payload=payload)
+        a1 = x.import_assertion(Effect.status(oid, Status.SUBMITTED), events=events,
+                                operation="submit", certificates=(c.id,), proposer=who)
+        a2 = x.import_assertion(
+            Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
+            events=events, operation="submit", certificates=(c.id,), proposer=who)
+        self.seen_digests.setdefault(who, []).append(str(fields.get("digest")))
+        if fields.get("page"):
+            self.seen_pages.setdefault(who, []).append(str(fields["page"]))
+        self.since_ledger.append((ev, verdict, repeat))
+        if verdict:
+            self.ever_passed += 1
+            if fields.get("page"):
+                self.evidence += 1  # an observation of the environment (a page, a file)
+        else:
+            why = _why_output(fields, repeat, tools, x)
+            detail = f"{who}'s output at step {s.index} is not supported by G: {why}"
+            fid = self.flag_unsupported((a1.id, a2.id), oid, who, detail)
+            self.diagnose("work", s.index, obligations=(oid,), assertions=(a1.id, a2.id),
+                          events=events, proposer=who, detail=detail, flag=fid)
+
+    def on_stall(self, s: Step) -> None:
+        self.stalls += 1
+        ev = self.event(s, "stall", s.agent, reason=_first_line(s.content))
+        self.diagnose("progress", s.index, obligations=(ROOT,), events=(ev,),
+                      proposer=self.agent(s.agent), detail="orchestrator declared a stall")
+
+    def on_termination(self, s: Step) -> None:
+        ev = self.event(s, "termination", s.agent, final_answer=s.final_answer,
+                        reason=_first_line(s.content))
+        self.terminal(s, ev)
+
+    def terminal(self, s: Step, ev: str | None) -> None:
+        x = self.x
+        if ev is None:
+            return
+        self.terminated = True
+        who = self.agent(s.agent)
+        payload = {"final_answer": s.final_answer, "ground_truth": self.t.ground_truth,
+                   "recorded_outcome": self.t.succeeded}
+        verdict = self.validate("answer_check", (ev,), payload)
+        c = x.import_certificate("answer_check", verdict=verdict, events=(ev,), payload=payload)
+        a = x.import_assertion(Effect.terminal(ROOT, {"final_answer": s.final_answer}),
+                               events=(ev,), operation="terminate", certificates=(c.id,),
+                               proposer=who)
+        x.import_assertion(Effect.status(ROOT, Status.SUBMITTED), events=(ev,),
+                           operation="terminate", certificates=(c.id,), proposer=who)
+        if not verdict:
+            self.diagnose("terminal", s.index, obligations=(ROOT,), assertions=(a.id,),
+                          events=(ev,), proposer=who,
+                          detail=f"final answer {s.final_answer!r} fails answer_check")
+
+    def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
+        spec = self.x.decl.validators[name]
+        inp = ValidatorInput(tuple(self.x.events[e] for e in events), (), payload, spec.params)
+        return bool(spec.fn(inp))
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    lines = text.strip().splitlines()
+    return lines[0][:limit] if lines else ""
+
+
+def _audit_diagnosis(x: State, did: str, step: int | None, defect: str,
+                     obligations: tuple[str, ...], flag: str | None,
+                     detail: str) -> tuple[str | None, dict[str, Any]] | None:
+    """F from iCORE-Audit for a hard flag (work/evidence) or an unstable assignment.
+
+    Returns (responsible agent, F as JSON), or None when the audit layer cannot diagnose
+    it (then the adapter's own routing is used).
+    """
+    if flag is not None:
+        hit = TriggerHit(Trigger.HARD_FLAG, obligations, (flag,), detail)
+    else:
+        hit = TriggerHit(Trigger.REASSIGNMENT, obligations, (), detail)
+    f = audit_diagnose(x, [hit], diagnosis_id=did, step=step if step is not None else -1)
+    if f is None:
+        return None
+    if defect == "evidence":
+        # an unsupported claim is repaired by its claimant (routing priority: proposer)
+        return f.proposer, f.to_json()
+    return responsible_agent(x, f), f.to_json()
+
+
+def _why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],
+                x: State) -> str:
+    if fields.get("error"):
+        return "it reports an error or failure"
+    if repeat:
+        return "it repeats an observation the agent already reported (no observable effect)"
+    if fields.get("code"):
+        if not tools:
+            return "its code was never run"
+        return "its code failed or printed nothing"
+    if fields.get("claims"):
+        return "it states a conclusion with no observed evidence (no tool output) before it"
+    return "unsupported"
+
+
+def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> AuditResult:
+    """Import ``trace`` into X and audit it.
+
+    Args:
+        trace: a parsed run (:func:`load_who_and_when`, :func:`load_jsonl`, ...).
+        decl: the declaration package (default: :func:`declaration_for` the family).
+
+    Returns:
+        The audited run (X, timeline, diagnoses, unsupported assertions, counts).
+
+    Raises:
+        AdapterError: the run references something the declaration cannot express.
+    """
+    t0 = time.perf_counter()
+    b = _Builder(trace, decl or declaration_for(trace))
+    b.run()
+    return AuditResult(
+        trace=trace,
+        state=b.x,
+        step_events=dict(b.step_events),
+        timeline=tuple(b.timeline),
+        diagnoses=tuple(b.diagnoses),
+        unsupported=tuple(b.unsupported),
+        stalls=b.stalls,
+        replans=b.replans,
+        final=b.x.metrics(),
+        elapsed_ms=(time.perf_counter() - t0) * 1000.0,
+        terminated=b.terminated,
+    )
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Load any supported file: ``.jsonl`` (generic format) or Who&When ``.json``."""
+    from icore.adapters._jsonl import load_jsonl
+    from icore.adapters._whowhen import load_who_and_when
+
+    p = Path(path)
+    if p.suffix.lower() == ".jsonl":
+        return load_jsonl(p)
+    return load_who_and_when(p)
+
+
+def audit_path(path: str | Path) -> AuditResult:
+    """Load and audit one file (see :func:`load_trace`)."""
+    return audit_trace(load_trace(path))
+
+
+def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand files and folders (recursively: ``*.json``, ``*.jsonl``) in a stable order."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = [q for q in p.rglob("*") if q.suffix.lower() in (".json", ".jsonl")
+                     and q.is_file() and not q.name.endswith(".prov.json")]
+            out.extend(sorted(found, key=_natural))
+        else:
+            out.append(p)
+    return out
+
+
+def _natural(p: Path) -> tuple[str, int, str]:
+    stem = p.stem
+    return (str(p.parent), int(stem) if stem.isdigit() else -1, stem)
+
+
+__all__ = [
+    "ROOT",
+    "AuditResult",
+    "Diagnosis",
+    "MetricPoint",
+    "RunSummary",
+    "audit_path",
+    "audit_trace",
+    "collect_paths",
+    "declaration_for",
+    "load_trace",
+]

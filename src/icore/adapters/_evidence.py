@@ -1,0 +1,212 @@
+"""Observable facts extracted from recorded messages, and the validators of V that check them.
+
+The importer only *extracts* facts that are visible in a message (the page an agent is on,
+a digest of what it observed, error markers, code blocks, an exit code); the judgement
+"is this claim supported by what is in G?" is made by the validators below, which are
+declared in V of every adapter declaration package (docs/audit-real-runs.md, "Evidence").
+All functions are pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from icore.state import ValidatorInput
+
+_URL = re.compile(r"\]\((?P<u>https?://[^)\s]+)\)")
+_ADDRESS = re.compile(r"^Address:\s*(?P<u>\S+)", re.MULTILINE)
+_CODE = re.compile(r"```(?:python|py|sh|bash|shell)\b", re.IGNORECASE)
+_ERROR = re.compile(
+    r"Traceback \(most recent call last\)|exitcode: [1-9]|execution failed|Error 404|"
+    r"File not found|\b(?:unable|not able) to\b|"
+    r"\bcould(?:n't| not) (?:find|access|locate|load|open|retrieve)\b|"
+    r"\bno (?:results|relevant results) (?:were )?found\b|\bI(?:'m| am) sorry\b|"
+    r"\bI cannot\b|\bI can't\b",
+    re.IGNORECASE,
+)
+_CLAIM = re.compile(
+    r"\b(?:verified|confirmed|the (?:final )?answer is|final answer|is correct|are correct|"
+    r"conclusion|in summary|therefore|thus)\b|\bTERMINATE\b",
+    re.IGNORECASE,
+)
+_INTERACTION = re.compile(r"^\s*I (?:typed|clicked|selected|entered|pressed|hovered)\b",
+                          re.IGNORECASE)
+_WS = re.compile(r"\s+")
+
+
+def digest(text: str) -> str:
+    """A short digest of a message's observation (whitespace- and case-normalized)."""
+    norm = _WS.sub(" ", text.strip().lower())
+    return hashlib.sha1(norm.encode("utf-8")).hexdigest()[:16]
+
+
+def _observation(text: str) -> str:
+    """The part of a message after its first line (what the agent reports it saw)."""
+    _, _, rest = text.strip().partition("\n")
+    return rest or text
+
+
+def output_facts(text: str) -> dict[str, Any]:
+    """Facts of an agent output: page, digest, error/code/claim markers, interaction, size."""
+    m = _URL.search(text) or _ADDRESS.search(text)
+    return {
+        "page": m["u"] if m else None,
+        "digest": digest(_observation(text)),
+        "error": bool(_ERROR.search(text)),
+        "code": bool(_CODE.search(text)),
+        "claims": bool(_CLAIM.search(text)),
+        "interaction": bool(_INTERACTION.match(text)),
+        "chars": len(text),
+    }
+
+
+def tool_facts(text: str, exitcode: int | None) -> dict[str, Any]:
+    """Facts of a tool output: exit code, error marker, whether it printed anything."""
+    _, _, out = text.partition("Code output:")
+    return {
+        "exitcode": exitcode,
+        "error": bool(_ERROR.search(text)) or (exitcode is not None and exitcode != 0),
+        "empty": not out.strip() or out.strip() in ("[]", "{}", "None", "''"),
+        "digest": digest(text),
+        "chars": len(text),
+    }
+
+
+# ------------------------------------------------------------------ validators of V
+def check_output(inp: ValidatorInput) -> bool:
+    """``output_evidence``: an agent output is supported by what G shows.
+
+    Inputs: events[0] is the output; further events are the tool outputs that ran its
+    code. Payload: ``seen_digests`` / ``seen_pages`` (what this agent already reported) and
+    ``evidence_before`` (number of observations of the environment in G before it:
+    successful tool outputs and supported outputs that report a page or file).
+
+    Passes iff the output reports no error; it is not a repeat (same observation again,
+    or an interaction that left the agent on a page it had already reported); code it
+    offered was run and succeeded with output; and a conclusion it states without code
+    rests on earlier observed evidence.
+    """
+    if not inp.events:
+        return False
+    out = inp.events[0].fields
+    p: Mapping[str, Any] = inp.payload if isinstance(inp.payload, Mapping) else {}
+    if out.get("error"):
+        return False
+    if out.get("digest") in set(p.get("seen_digests", ())):
+        return False
+    page = out.get("page")
+    if out.get("interaction") and page is not None and page in set(p.get("seen_pages", ())):
+        return False
+    tools = [e.fields for e in inp.events[1:]]
+    if out.get("code"):
+        return bool(tools) and all(not t.get("error") and not t.get("empty") for t in tools)
+    if out.get("claims"):
+        return int(p.get("evidence_before", 0)) > 0
+    return True
+
+
+def check_ledger(inp: ValidatorInput) -> bool:
+    """``ledger_evidence``: an orchestrator ledger claim is backed by the outputs in G.
+
+    Payload: ``claim`` (name), ``value`` (the claimed boolean), ``outputs`` (one
+    ``{"passed": bool, "repeat": bool}`` per agent output cited, i.e. since the previous
+    ledger), ``plans`` (plans cited), ``ever_passed`` (supported outputs so far).
+
+    - ``is_progress_being_made = true`` needs a new plan or a supported output;
+    - ``is_in_loop = false`` fails when every cited output repeats an earlier one;
+    - ``is_request_satisfied = true`` needs some supported output in the run;
+    - a claim of ``false`` (or ``is_in_loop = true``) admits a problem and needs no evidence.
+    """
+    p: Mapping[str, Any] = inp.payload if isinstance(inp.payload, Mapping) else {}
+    claim, value = p.get("claim"), p.get("value")
+    outs = [o for o in p.get("outputs", ()) if isinstance(o, Mapping)]
+    if claim == "is_progress_being_made" and value is True:
+        return int(p.get("plans", 0)) > 0 or any(o.get("passed") for o in outs)
+    if claim == "is_in_loop" and value is False:
+        return not outs or not all(o.get("repeat") for o in outs)
+    if claim == "is_request_satisfied" and value is True:
+        return int(p.get("ever_passed", 0)) > 0
+    return True
+
+
+def normalize_answer(text: str | None) -> str:
+    """Lower-case, strip punctuation and spaces; numbers lose thousands separators."""
+    if text is None:
+        return ""
+    t = text.strip().lower().replace(",", "")
+    t = re.sub(r"[^0-9a-z.]+", " ", t).strip()
+    return re.sub(r"\.$", "", t)
+
+
+def check_answer(inp: ValidatorInput) -> bool:
+    """``answer_check``: the run's final answer is correct.
+
+    Payload: ``recorded_outcome`` (the benchmark's own verdict, used when known), else
+    ``final_answer`` compared with ``ground_truth`` after :func:`normalize_answer`
+    (numbers compared numerically). No ground truth and no recorded outcome: fails (no
+    evidence that the answer is right).
+    """
+    p: Mapping[str, Any] = inp.payload if isinstance(inp.payload, Mapping) else {}
+    rec = p.get("recorded_outcome")
+    if isinstance(rec, bool):
+        return rec
+    fa, gt = normalize_answer(p.get("final_answer")), normalize_answer(p.get("ground_truth"))
+    if not fa or not gt:
+        return False
+    try:
+        return abs(float(fa) - float(gt)) < 1e-9
+    except ValueError:
+        return fa == gt
+
+
+# ------------------------------------------------------------------ work kinds
+KINDS: Mapping[str, tuple[str, ...]] = {
+    "web": ("web", "browser", "search", "bing", "internet", "website", "url", "online",
+            "navigate", "click", "scroll", "page"),
+    "file": ("file", "pdf", "document", "spreadsheet", "xlsx", "csv", "local"),
+    "code": ("python", "code", "script", "shell", "terminal", "linux", "program", "debug",
+             "execute", "run "),
+    "verification": ("verif", "validat", "check", "review", "fact", "confirm"),
+    "analysis": ("analy", "reason", "language", "knowledge", "expert", "statistic", "math",
+                 "calculat", "comput", "data", "general"),
+}
+"""Work kinds and the keywords that indicate them (capabilities and obligation kinds)."""
+
+
+def classify(text: str) -> str:
+    """Work kind of an instruction or message: the first kind whose keyword occurs."""
+    t = text.lower()
+    for kind, words in KINDS.items():
+        if any(w in t for w in words):
+            return kind
+    return "analysis"
+
+
+def capabilities(description: str, *, llm: bool = True) -> dict[str, float]:
+    """Declared capability values of an agent from its description (system prompt).
+
+    Every kind whose keywords occur in the description gets 1.0; an LLM agent can do
+    ``analysis`` at 0.5 at least.
+    """
+    t = description.lower()
+    caps = {k: 1.0 for k, words in KINDS.items() if any(w in t for w in words)}
+    if llm:
+        caps.setdefault("analysis", 0.5)
+    return caps
+
+
+__all__ = [
+    "KINDS",
+    "capabilities",
+    "check_answer",
+    "check_ledger",
+    "check_output",
+    "classify",
+    "digest",
+    "normalize_answer",
+    "output_facts",
+    "tool_facts",
+]

@@ -1,0 +1,192 @@
+"""A simple documented JSONL event format, so users can audit their own runs.
+
+One JSON object per line (blank lines and lines starting with ``#`` are skipped)::
+
+    {"run": {"id": "r1", "question": "...", "ground_truth": "42", "succeeded": false,
+             "agents": {"planner": "plans and assigns work", "coder": "writes python code",
+                        "terminal": "runs code"},
+             "orchestrator": "planner",
+             "annotation": {"agent": "coder", "step": 4}}}
+    {"agent": "user", "kind": "task", "content": "What is 6 * 7?"}
+    {"agent": "planner", "kind": "plan", "content": "1. compute 6*7 in python"}
+    {"agent": "planner", "kind": "ledger", "ledger": {"is_request_satisfied": false,
+        "is_progress_being_made": true, "is_in_loop": false, "next_speaker": "coder"}}
+    {"agent": "planner", "kind": "instruction", "to": "coder", "content": "compute 6*7"}
+    {"agent": "coder", "kind": "output", "content": "```python\\nprint(6*7)\\n```"}
+    {"agent": "terminal", "kind": "tool_output", "exitcode": 0, "content": "42"}
+    {"agent": "planner", "kind": "termination", "final_answer": "42", "content": "done"}
+
+- The optional first line ``{"run": {...}}`` is the header; every field is optional.
+- Event lines need ``agent`` and ``kind`` (one of task, plan, ledger, instruction,
+  thought, output, tool_output, stall, termination). ``content`` defaults to "".
+- ``step`` (int or string) defaults to the event's 0-based position; steps must increase.
+- ``to`` names the instruction target; ``ledger`` holds the claims (booleans may be
+  strings); ``final_answer`` and ``terminates`` mark the end; ``exitcode`` for tools.
+- Unknown keys are ignored. Agents that speak but are not declared are added.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from icore.adapters._errors import AdapterError
+from icore.adapters._trace import (
+    AgentNames,
+    Annotation,
+    Ledger,
+    Step,
+    StepKind,
+    Trace,
+    as_bool,
+    as_step,
+    as_str,
+)
+
+JSONL = "jsonl"
+
+
+def load_jsonl(path: str | Path) -> Trace:
+    """Import a run in the generic JSONL format (see the module docstring).
+
+    Raises:
+        AdapterError: unreadable file, a malformed line, a missing or invalid field
+            (the error names the file and ``line <n>.<field>``).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AdapterError(f"cannot read: {exc}", file=str(p), field="<root>") from None
+    return parse_jsonl(text, file=str(p), run_id=p.stem)
+
+
+def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
+    """Parse the generic JSONL format from a string (see :func:`load_jsonl`)."""
+    header: dict[str, Any] = {}
+    raw: list[tuple[int, dict[str, Any]]] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=f"line {n}",
+                               column=exc.colno) from None
+        if not isinstance(obj, dict):
+            raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
+        if "run" in obj and not raw and not header:
+            if not isinstance(obj["run"], dict):
+                raise AdapterError("run header must be an object", file=file,
+                                   field=f"line {n}.run")
+            header = obj["run"]
+            continue
+        raw.append((n, obj))
+    if not raw:
+        raise AdapterError("no events", file=file, field="<root>")
+    agents_decl = header.get("agents", {})
+    if not isinstance(agents_decl, dict):
+        raise AdapterError("agents must be an object", file=file, field="run.agents")
+    names = AgentNames(agents_decl)
+    steps: list[Step] = []
+    last = -1
+    for pos, (n, obj) in enumerate(raw):
+        f = f"line {n}"
+        agent = as_str(obj.get("agent"), file=file, field=f"{f}.agent")
+        kind_s = as_str(obj.get("kind"), file=file, field=f"{f}.kind")
+        assert agent is not None and kind_s is not None
+        try:
+            kind = StepKind(kind_s.strip().lower())
+        except ValueError:
+            raise AdapterError(
+                f"unknown kind {kind_s!r} (known: {', '.join(k.value for k in StepKind)})",
+                file=file, field=f"{f}.kind") from None
+        step = as_step(obj.get("step", pos), file=file, field=f"{f}.step")
+        step = pos if step is None else step
+        if step <= last:
+            raise AdapterError(f"step {step} does not increase (previous {last})", file=file,
+                               field=f"{f}.step")
+        last = step
+        content = as_str(obj.get("content", ""), file=file, field=f"{f}.content") or ""
+        who = names.canonical(agent) or names.add(agent)
+        to_raw = as_str(obj.get("to"), file=file, field=f"{f}.to", optional=True)
+        to = (names.canonical(to_raw) or names.add(to_raw)) if to_raw else None
+        ledger = None
+        if kind == StepKind.LEDGER:
+            ledger = _ledger(obj.get("ledger"), file, f"{f}.ledger", names)
+        elif kind == StepKind.INSTRUCTION and to is None:
+            raise AdapterError("an instruction needs 'to'", file=file, field=f"{f}.to")
+        exitcode = obj.get("exitcode")
+        if exitcode is not None and (not isinstance(exitcode, int) or isinstance(exitcode, bool)):
+            raise AdapterError(f"exitcode must be an integer, not {exitcode!r}", file=file,
+                               field=f"{f}.exitcode")
+        term = as_bool(obj.get("terminates"), file=file, field=f"{f}.terminates",
+                       optional=True)
+        steps.append(Step(
+            index=step, agent=who, kind=kind, content=content, role=agent, to=to,
+            ledger=ledger,
+            final_answer=as_str(obj.get("final_answer"), file=file, field=f"{f}.final_answer",
+                                optional=True),
+            terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
+        ))
+    ann = header.get("annotation")
+    annotation = None
+    if ann is not None:
+        if not isinstance(ann, dict):
+            raise AdapterError("annotation must be an object", file=file,
+                               field="run.annotation")
+        a_agent = as_str(ann.get("agent"), file=file, field="run.annotation.agent",
+                         optional=True)
+        annotation = Annotation(
+            agent=(names.canonical(a_agent) or a_agent) if a_agent else None,
+            step=as_step(ann.get("step"), file=file, field="run.annotation.step"),
+            reason=as_str(ann.get("reason", ""), file=file, field="run.annotation.reason") or "",
+        )
+    orch = as_str(header.get("orchestrator"), file=file, field="run.orchestrator",
+                  optional=True)
+    agents = {n: str(agents_decl.get(n, "")) for n in names.names}
+    for k, v in agents_decl.items():
+        as_str(v, file=file, field=f"run.agents.{k}")
+    question = as_str(header.get("question", ""), file=file, field="run.question") or ""
+    if not question:
+        question = next((s.content for s in steps if s.kind == StepKind.TASK), "")
+    return Trace(
+        id=as_str(header.get("id", run_id), file=file, field="run.id") or run_id,
+        file=file,
+        family=JSONL,
+        question=question,
+        ground_truth=as_str(header.get("ground_truth"), file=file, field="run.ground_truth",
+                            optional=True),
+        succeeded=as_bool(header.get("succeeded"), file=file, field="run.succeeded",
+                          optional=True),
+        agents=agents,
+        steps=tuple(steps),
+        annotation=annotation,
+        extras={"orchestrator": names.canonical(orch) or orch} if orch else {},
+    )
+
+
+def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:
+    if not isinstance(obj, dict):
+        raise AdapterError("ledger must be an object", file=file, field=field)
+
+    def ans(k: str) -> Any:
+        v = obj.get(k)
+        return v.get("answer") if isinstance(v, dict) else v
+
+    nxt = as_str(ans("next_speaker"), file=file, field=f"{field}.next_speaker", optional=True)
+    return Ledger(
+        is_request_satisfied=as_bool(ans("is_request_satisfied"), file=file,
+                                     field=f"{field}.is_request_satisfied", optional=True),
+        is_in_loop=as_bool(ans("is_in_loop"), file=file, field=f"{field}.is_in_loop",
+                           optional=True),
+        is_progress_being_made=as_bool(ans("is_progress_being_made"), file=file,
+                                       field=f"{field}.is_progress_being_made", optional=True),
+        next_speaker=(names.canonical(nxt) or names.add(nxt)) if nxt else None,
+        instruction=as_str(ans("instruction"), file=file, field=f"{field}.instruction",
+                           optional=True),
+    )
+
+
+__all__ = ["JSONL", "load_jsonl", "parse_jsonl"]

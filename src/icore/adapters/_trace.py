@@ -1,0 +1,241 @@
+"""A source-neutral recorded run: the intermediate form every importer produces.
+
+An importer parses a file into a :class:`Trace` (and raises
+:class:`~icore.adapters.AdapterError` on anything malformed); :func:`icore.adapters.build_state`
+then turns any trace into the iCORE state X. Keeping the two apart means the Who&When
+importers, the generic JSONL importer and a live run all feed the same builder.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from icore.adapters._errors import AdapterError
+
+
+class StepKind(enum.StrEnum):
+    """What one recorded message is, once classified (docs/audit-real-runs.md)."""
+
+    TASK = "task"
+    """The task statement (the human / user request)."""
+    PLAN = "plan"
+    """A plan or a replan (Magentic-One "Initial plan"/"New plan"; CaptainAgent's manager plan)."""
+    LEDGER = "ledger"
+    """An orchestrator ledger: progress claims, next speaker, instruction."""
+    INSTRUCTION = "instruction"
+    """An instruction routed to one agent (``to``)."""
+    THOUGHT = "thought"
+    """Other orchestrator bookkeeping (e.g. "Next speaker X")."""
+    OUTPUT = "output"
+    """An agent's actual output (an artifact in G)."""
+    TOOL_OUTPUT = "tool_output"
+    """A tool's output (code execution result, with an exit code when known)."""
+    STALL = "stall"
+    """A declared stall / replan trigger (a progress event)."""
+    TERMINATION = "termination"
+    """The run's termination message (with the final answer when given)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """A Magentic-One ledger (each field is the ``answer`` of ``{reason, answer}``).
+
+    Booleans are None when the ledger did not state them.
+    """
+
+    is_request_satisfied: bool | None = None
+    is_in_loop: bool | None = None
+    is_progress_being_made: bool | None = None
+    next_speaker: str | None = None
+    instruction: str | None = None
+    reasons: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One recorded message, classified.
+
+    Attributes:
+        index: 0-based index into the source history (the annotation's step numbering).
+        agent: canonical agent id of the speaker.
+        kind: what the message is.
+        content: the message text.
+        role: the raw role/name string of the source.
+        to: instruction target (canonical agent id) for ``instruction``/``thought`` routing.
+        ledger: the parsed ledger for ``ledger`` steps.
+        final_answer: the final answer stated by a ``termination`` step (or a terminating output).
+        terminates: the message ends the run (``TERMINATE`` or a termination condition).
+        exitcode: the exit code of a ``tool_output`` when stated.
+    """
+
+    index: int
+    agent: str
+    kind: StepKind
+    content: str
+    role: str = ""
+    to: str | None = None
+    ledger: Ledger | None = None
+    final_answer: str | None = None
+    terminates: bool = False
+    exitcode: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """The ground-truth failure annotation of a run (Who&When): agent, step, reason."""
+
+    agent: str | None
+    step: int | None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A recorded multi-agent run in source-neutral form.
+
+    Attributes:
+        id: run id (file stem by default).
+        file: source file (used in errors and reports).
+        family: ``magentic_one``, ``captain_agent`` or ``jsonl``.
+        question: the task statement.
+        ground_truth: the expected answer, if known.
+        succeeded: the recorded outcome (Who&When ``is_correct``/``is_corrected``), if known.
+        agents: canonical agent id -> declared description (system prompt / team entry).
+        steps: the classified messages, in order.
+        annotation: the failure annotation, if any.
+        extras: keys of the source the importer does not interpret (kept, not lost).
+    """
+
+    id: str
+    file: str
+    family: str
+    question: str
+    ground_truth: str | None
+    succeeded: bool | None
+    agents: Mapping[str, str]
+    steps: tuple[Step, ...]
+    annotation: Annotation | None = None
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def length(self) -> int:
+        """Number of source messages (the range of valid step indices)."""
+        return 1 + max((s.index for s in self.steps), default=-1)
+
+
+# ------------------------------------------------------------------ quirk-tolerant coercion
+_TRUE = {"true", "yes", "1", "y", "t"}
+_FALSE = {"false", "no", "0", "n", "f"}
+
+
+def as_bool(value: Any, *, file: str, field: str, optional: bool = False) -> bool | None:
+    """Coerce a boolean that may be stored as a string (``"True"``, ``"false"``, ``1``).
+
+    Raises:
+        AdapterError: the value is not a recognisable boolean (or is missing and not optional).
+    """
+    if value is None:
+        if optional:
+            return None
+        raise AdapterError("missing boolean", file=file, field=field)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in _TRUE:
+            return True
+        if v in _FALSE:
+            return False
+        if not v and optional:
+            return None
+    raise AdapterError(f"not a boolean: {value!r}", file=file, field=field)
+
+
+def as_step(value: Any, *, file: str, field: str) -> int | None:
+    """Coerce a step index that may be stored as a string (``"12"``, ``12``, ``"12.0"``).
+
+    Returns None for an empty value.
+
+    Raises:
+        AdapterError: the value is not a non-negative integer.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise AdapterError(f"not a step index: {value!r}", file=file, field=field)
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str):
+        s = value.strip()
+        try:
+            n = int(float(s)) if re.fullmatch(r"\d+(\.0*)?", s) else int(s)
+        except ValueError:
+            raise AdapterError(f"not a step index: {value!r}", file=file, field=field) from None
+    else:
+        raise AdapterError(f"not a step index: {value!r}", file=file, field=field)
+    if n < 0:
+        raise AdapterError(f"negative step index: {value!r}", file=file, field=field)
+    return n
+
+
+def as_str(value: Any, *, file: str, field: str, optional: bool = False) -> str | None:
+    """Require a string (numbers are accepted and converted, e.g. a numeric ground truth).
+
+    Raises:
+        AdapterError: missing (and not optional) or not a string/number.
+    """
+    if value is None:
+        if optional:
+            return None
+        raise AdapterError("missing field", file=file, field=field)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise AdapterError(f"expected a string, got {type(value).__name__}", file=file, field=field)
+
+
+def name_key(name: str) -> str:
+    """Case- and punctuation-insensitive key of an agent name (``Websurfer`` == ``WebSurfer``)."""
+    return re.sub(r"[^0-9a-z]", "", name.lower())
+
+
+class AgentNames:
+    """Canonicalizes agent names: the first spelling registered wins.
+
+    ``canonical("Websurfer")`` returns ``"WebSurfer"`` once ``WebSurfer`` is known.
+    """
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._by_key: dict[str, str] = {}
+        for n in names:
+            self.add(n)
+
+    def add(self, name: str) -> str:
+        """Register ``name`` (if new) and return its canonical spelling."""
+        key = name_key(name)
+        if not key:
+            return name
+        return self._by_key.setdefault(key, name.strip())
+
+    def canonical(self, name: str | None) -> str | None:
+        """The canonical spelling of ``name`` or None when unknown."""
+        if name is None:
+            return None
+        return self._by_key.get(name_key(name))
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name_key(name) in self._by_key
+
+    @property
+    def names(self) -> list[str]:
+        """Canonical names, in registration order."""
+        return list(self._by_key.values())

@@ -1,0 +1,619 @@
+"""One agent process of a live run (``python -m icore.agents._agent_proc CONFIG``).
+
+The process hosts the agent's durable SQLite memory behind its own owner service
+(mutually authenticated TCP on 127.0.0.1, :class:`icore.net` owner server), reaches the
+other owners through an :class:`icore.net` owner client, and performs its role's steps
+when the run coordinator asks (control plane: JSON lines on stdin/stdout; data plane:
+records, heads and fetches over TLS).
+
+Control messages::
+
+    coordinator -> agent   {"id": n, "cmd": "...", ...}            a step
+    agent -> coordinator   {"id": n, "ok": true, "result": {...}}  its answer
+    agent -> coordinator   {"call": m, "to": "<role>", "cmd": ...}  ask another agent
+    coordinator -> agent   {"reply": m, "ok": ..., "result": ...}  (e.g. the one replan)
+
+The process exits when stdin closes (the coordinator died) or on ``shutdown``; SQLite
+commits are durable before they are acknowledged, so a killed agent loses nothing it
+acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from icore._clock import WallClock
+from icore.agents._decide import (
+    Decider,
+    DecisionOutcome,
+    DecisionRequest,
+    ToolSpec,
+    enum_prop,
+    object_schema,
+)
+from icore.agents._workflow import FAMILY_SPECS, MAX_CANDIDATES, eligible, opaque_digest
+from icore.fence import (
+    DecisionLog,
+    Fence,
+    GateValidator,
+    OwnerHeadFreshness,
+    PointCounter,
+    ProtectedTool,
+    Replan,
+    ReplanRequest,
+    Validator,
+)
+from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, OwnershipMap, SQLiteStore, Store
+from icore.net import OwnerClient, OwnerServer, client_context, server_context
+from icore.records import Record, RecordId, decode_record, derive, encode_record
+
+log = logging.getLogger("icore.agents")
+
+
+def rec_b64(rec: Record) -> str:
+    """A record in the control-plane form (base64 of the canonical binary encoding)."""
+    return base64.b64encode(encode_record(rec)).decode("ascii")
+
+
+def rec_from_b64(text: str) -> Record:
+    """Decode and verify a control-plane record."""
+    return decode_record(base64.b64decode(text))
+
+
+def rec_info(rec: Record) -> dict[str, Any]:
+    """JSON summary of a record for the coordinator (ids stay out of model prompts)."""
+    return {"id": rec.id, "key": rec.key, "owner": rec.owner, "seq": rec.seq,
+            "parents": list(rec.parents), "type": rec.type, "content": rec.content}
+
+
+class _Bridge:
+    """Sync :class:`~icore.memory.OwnerAccess` over the process's async owner client.
+
+    The fence runs in a worker thread; its owner RPCs run on the agent's event loop.
+    With ``central`` every owner is answered by the centralized-lineage service.
+    """
+
+    def __init__(self, client: OwnerClient, loop: asyncio.AbstractEventLoop,
+                 central: str | None = None) -> None:
+        self.client, self.loop, self.central = client, loop, central
+
+    def _run(self, coro: Any, timeout_s: float) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s + 1.0)
+
+    def query_heads(self, owner: str, keys: Sequence[str], *,
+                    known: Mapping[str, RecordId] | None = None,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """One batched head query (to the owner, or to the central service)."""
+        target = self.central or owner
+        reply: HeadReply = self._run(self.client.query_heads(target, keys, known=known,
+                                                             timeout_s=timeout_s), timeout_s)
+        return HeadReply(owner, reply.heads) if self.central else reply
+
+    def fetch(self, owner: str, ids: Sequence[RecordId], *,
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """Fetch exact records."""
+        recs: list[Record] = self._run(self.client.fetch(self.central or owner, ids,
+                                                         timeout_s=timeout_s), timeout_s)
+        return recs
+
+
+class AgentProcess:
+    """The agent side of a live run (see the module docstring)."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = cfg
+        self.id: str = cfg["agent"]
+        self.role: str = cfg["role"]
+        self.family: str = cfg.get("family", "reservation")
+        self.policy: str = cfg.get("policy", "planfence")
+        self.rpc_s: float = float(cfg.get("rpc_s", DEFAULT_TIMEOUT_S))
+        self.step_s: float = float(cfg.get("step_s", 60.0))
+        self.roles: dict[str, str] = dict(cfg.get("roles", {}))
+        self.ownership = OwnershipMap.from_mapping(cfg["ownership"])
+        central = self.role == "central"
+        self.store: Store = SQLiteStore(cfg["db"], self.ownership,
+                                        None if central else self.id,
+                                        synchronous=cfg.get("synchronous", "NORMAL"))
+        self.client: OwnerClient | None = None
+        self.server: OwnerServer | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._out_lock = threading.Lock()
+        self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._next_call = 0
+        self._decider: Decider | None = None
+        self._transcript: list[dict[str, Any]] = []
+        self._fence: Fence | None = None
+        self.external: list[dict[str, Any]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._central_lock = asyncio.Lock()
+
+    # -- control plane --------------------------------------------------------------
+    def send(self, obj: Mapping[str, Any]) -> None:
+        """Write one control message to stdout."""
+        line = json.dumps(obj, sort_keys=True, default=str)
+        with self._out_lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    async def call(self, to_role: str, cmd: str, **args: Any) -> dict[str, Any]:
+        """Ask another agent (through the coordinator); bounded by the step timeout."""
+        assert self.loop is not None
+        self._next_call += 1
+        n = self._next_call
+        fut: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        self._calls[n] = fut
+        self.send({"call": n, "to": to_role, "cmd": cmd, **args})
+        try:
+            return await asyncio.wait_for(fut, self.step_s)
+        finally:
+            self._calls.pop(n, None)
+
+    async def run(self) -> None:
+        """Serve until stdin closes or ``shutdown``."""
+        self.loop = asyncio.get_running_loop()
+        certs = self.cfg["certs"]
+        self.server = OwnerServer(self.store, agent=self.id,
+                                  ssl_context=server_context(certs, self.id))
+        port = await self.server.start()
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = self.loop
+
+        def pump() -> None:
+            for line in sys.stdin:
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+            loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        threading.Thread(target=pump, name="icore-stdin", daemon=True).start()
+        self.send({"ready": port, "pid": os.getpid(), "agent": self.id})
+        try:
+            while True:
+                line = await queue.get()
+                if line is None:
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    log.warning("undecodable control line: %r", line[:200])
+                    continue
+                if "reply" in msg:
+                    fut = self._calls.get(int(msg["reply"]))
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                    continue
+                if msg.get("cmd") == "shutdown":
+                    self.send({"id": msg.get("id"), "ok": True, "result": {}})
+                    break
+                t = asyncio.create_task(self._handle(msg))
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
+        finally:
+            await self._close()
+
+    async def _close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 5)
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.client.close(), 5)
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.close(), 5)
+        with contextlib.suppress(Exception):
+            self.store.close()
+        self._flush_transcript()
+
+    async def _handle(self, msg: Mapping[str, Any]) -> None:
+        mid = msg.get("id")
+        cmd = str(msg.get("cmd"))
+        fn = getattr(self, f"cmd_{cmd}", None)
+        if fn is None:
+            self.send({"id": mid, "ok": False, "error": f"unknown command {cmd!r}"})
+            return
+        try:
+            result = await fn(msg)
+            self.send({"id": mid, "ok": True, "result": result})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("command %s failed", cmd)
+            self.send({"id": mid, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+
+    # -- helpers --------------------------------------------------------------------
+    def decider(self) -> Decider:
+        """The role backend (built on first use; the llm backend imports openai lazily)."""
+        if self._decider is None:
+            from icore.agents._llm import decider_from_config
+
+            self._decider = decider_from_config(self.cfg.get("backend", {}),
+                                                transcript=self._transcript)
+        return self._decider
+
+    async def decide(self, request: DecisionRequest) -> DecisionOutcome:
+        """One role decision (model calls run off the event loop)."""
+        d = self.decider()
+        if d.name == "scripted":
+            out = d.decide(request)
+        else:
+            out = await asyncio.to_thread(d.decide, request)
+            self._flush_transcript()
+        return out
+
+    def _flush_transcript(self) -> None:
+        path = self.cfg.get("transcript")
+        if not path or not self._transcript:
+            return
+        from icore.agents._llm import dumps_transcript
+
+        entries, self._transcript[:] = list(self._transcript), []
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(dumps_transcript(entries))
+
+    def local(self, key: str) -> Record | None:
+        """This agent's current version of ``key`` (own head, else installed replica)."""
+        h = self.store.head(key) or self.store.installed_head(key)
+        return None if h is None else self.store.get(h.record_id)
+
+    async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
+        """Commit an own record (and at the central service), then replicate it."""
+        assert self.client is not None
+        self.store.commit(rec, writer=self.id)
+        if self.policy == "centralized_lineage":
+            # the central service serializes every commit: keep this owner's sequence
+            # order (FIFO lock, taken right after the local commit)
+            async with self._central_lock:
+                await self.client.commit("central", rec, timeout_s=self.rpc_s)
+        targets = [self.roles[r] for r in to_roles if r in self.roles and self.roles[r] != self.id]
+        results = await asyncio.gather(*(self.client.replicate(t, [rec], timeout_s=self.rpc_s)
+                                         for t in targets), return_exceptions=True)
+        failed = [t for t, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
+        info = rec_info(rec)
+        info["replication_failed"] = failed
+        return info
+
+    def fam(self, msg: Mapping[str, Any]) -> str:
+        """The workflow family of a step (per task; default: the manifest's)."""
+        fam = str(msg.get("family") or self.family)
+        if fam not in FAMILY_SPECS:
+            raise ValueError(f"unknown family {fam!r}")
+        return fam
+
+    # -- every role -----------------------------------------------------------------
+    async def cmd_peers(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Learn the team's owner addresses and open the owner client."""
+        addrs = {k: (str(v[0]), int(v[1])) for k, v in msg["addresses"].items()}
+        self.client = OwnerClient(addrs, identity=self.id,
+                                  ssl_context=client_context(self.cfg["certs"], self.id))
+        if self.role == "executor":
+            self._fence = self._build_fence()
+        if self.role in ("planner", "retriever", "executor", "auditor"):
+            # build the backend now (the llm one imports openai), in parallel across the
+            # team's processes rather than on each role's first decision
+            await asyncio.to_thread(self.decider)
+        return {"peers": len(addrs)}
+
+    async def cmd_ping(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Liveness."""
+        return {"agent": self.id, "role": self.role}
+
+    async def cmd_stats(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Traffic and memory counters."""
+        out: dict[str, Any] = {"agent": self.id, "external_actions": len(self.external)}
+        if self.server is not None:
+            out["server"] = self.server.stats.as_dict()
+        if self.client is not None:
+            out["client"] = self.client.stats.as_dict()
+        if isinstance(self.store, SQLiteStore):
+            out["records"] = self.store.record_count()
+        return out
+
+    # -- reviser ----------------------------------------------------------------------
+    async def cmd_seed(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Commit the task's initial requirement (reviser)."""
+        rec = Record.create(key=f"req/{msg['task']}", owner=self.id, seq=self.store.next_seq(),
+                            type="requirement", content=msg["requirement"])
+        return await self.publish(rec, ("planner", "retriever", "executor", "auditor"))
+
+    async def cmd_revise(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Commit the post-plan revision, citing the previous version (reviser)."""
+        prev = self.local(f"req/{msg['task']}")
+        if prev is None:
+            raise RuntimeError("no requirement to revise")
+        rec = derive(key=prev.key, owner=self.id, seq=self.store.next_seq(), type="requirement",
+                     content=msg["revision"], inputs=[prev])
+        # background propagation delivers the fresh fact to every replica; the plan
+        # derived from the previous version is not replaced (planfence Sec. 1)
+        return await self.publish(rec, ("planner", "retriever", "executor", "auditor"))
+
+    # -- retriever --------------------------------------------------------------------
+    async def cmd_catalog(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Commit the task's catalog (retriever)."""
+        rec = Record.create(key=f"cat/{msg['task']}", owner=self.id, seq=self.store.next_seq(),
+                            type="catalog", content={"items": list(msg["catalog"])})
+        return await self.publish(rec, ("planner", "executor", "auditor"))
+
+    async def cmd_shortlist(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Decide the locally eligible candidates and publish them (retriever)."""
+        task = msg["task"]
+        req, cat = self.local(f"req/{task}"), self.local(f"cat/{task}")
+        if req is None or cat is None:
+            raise RuntimeError("requirement or catalog not available locally")
+        family = self.fam(msg)
+        fs = FAMILY_SPECS[family]
+        cands = eligible(req.content, cat.content["items"], family)
+        ids = [c["id"] for c in cands]
+        digest = opaque_digest(req.id)
+        tool = ToolSpec("publish_shortlist",
+                        f"Publish up to {MAX_CANDIDATES} {fs.item} candidates for the request.",
+                        object_schema({
+                            "revision": enum_prop([digest], "requirement revision"),
+                            "candidates": {"type": "array", "items": enum_prop(ids),
+                                           "minItems": 1, "maxItems": MAX_CANDIDATES,
+                                           "uniqueItems": True}}))
+        user = {"requirement": _public_req(req.content), "revision": digest,
+                "candidates": cands, "handoffs": []}
+        out = await self.decide(DecisionRequest("retriever", family, user, tool,
+                                                {"revision": digest, "candidates": ids}))
+        res: dict[str, Any] = {"decision": out.to_dict()}
+        if not out.ok or out.args is None:
+            return res
+        chosen = [c for c in cands if c["id"] in set(out.args["candidates"])]
+        rec = derive(key=f"short/{task}", owner=self.id, seq=self.store.next_seq(),
+                     type="shortlist", content={"candidates": chosen, "revision": digest},
+                     inputs=[req, cat])
+        res["record"] = await self.publish(rec, ("planner", "executor", "auditor"))
+        return res
+
+    # -- planner ----------------------------------------------------------------------
+    def _plan_tool(self, family: str, digest: str, ids: Sequence[str]) -> ToolSpec:
+        fs = FAMILY_SPECS[family]
+        return ToolSpec("submit_plan", f"Submit the plan: the {fs.action} action and the "
+                        f"{fs.item} to use.",
+                        object_schema({"revision": enum_prop([digest], "requirement revision"),
+                                       "action": enum_prop([fs.action]),
+                                       "candidate": enum_prop(list(ids))}))
+
+    async def _plan(self, family: str, task: str, req: Record, sources: Sequence[Record],
+                    cands: list[dict[str, Any]], user_extra: Mapping[str, Any],
+                    isolated: bool) -> dict[str, Any]:
+        fs = FAMILY_SPECS[family]
+        digest = opaque_digest(req.id)
+        if not cands:
+            raise RuntimeError("no eligible candidate to plan with")
+        ids = [c["id"] for c in cands]
+        user = {"requirement": _public_req(req.content), "revision": digest,
+                "candidates": cands, **user_extra}
+        out = await self.decide(DecisionRequest(
+            "planner", family, user, self._plan_tool(family, digest, ids),
+            {"revision": digest, "action": fs.action, "candidate": ids[0]}, isolated=isolated))
+        res: dict[str, Any] = {"decision": out.to_dict()}
+        if not out.ok or out.args is None:
+            return res
+        args = {"task": task, "option": out.args["candidate"]}
+        rec = derive(key=f"plan/{task}", owner=self.id, seq=self.store.next_seq(), type="plan",
+                     content={"action": fs.action, "args": args, "revision": digest},
+                     inputs=[req, *sources])
+        res["record"] = await self.publish(rec, ("executor", "auditor"))
+        res["args"] = args
+        return res
+
+    async def cmd_plan(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Form the plan from local state, citing the exact inputs (planner)."""
+        task = msg["task"]
+        req, short = self.local(f"req/{task}"), self.local(f"short/{task}")
+        if req is None or short is None:
+            raise RuntimeError("requirement or shortlist not available locally")
+        handoffs = [{"from": "retriever", "candidates": [c["id"] for c in
+                                                          short.content["candidates"]]}]
+        return await self._plan(self.fam(msg), task, req, [short],
+                                list(short.content["candidates"]),
+                                {"handoffs": handoffs}, isolated=False)
+
+    async def cmd_replan(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """The one replan with isolated history over the fresh records (App. A.3 step 3)."""
+        task = msg["task"]
+        fresh = [rec_from_b64(t) for t in msg["fresh"]]
+        for r in fresh:
+            self.store.install(r)
+        req = next((r for r in fresh if r.key == f"req/{task}"), None) or self.local(
+            f"req/{task}")
+        cat = self.local(f"cat/{task}")
+        if req is None or cat is None:
+            raise RuntimeError("fresh requirement or catalog not available")
+        family = self.fam(msg)
+        cands = eligible(req.content, cat.content["items"], family)
+        old = msg.get("old_args", {})
+        extra = {"replan_required": True,
+                 "old_action": {"action": FAMILY_SPECS[family].action,
+                                "candidate": old.get("option")},
+                 "handoffs": [{"from": "retriever", "candidates": [c["id"] for c in cands]}]}
+        return await self._plan(family, task, req, [cat], cands, extra, isolated=True)
+
+    # -- executor ---------------------------------------------------------------------
+    def _build_fence(self) -> Fence:
+        assert self.client is not None and self.loop is not None
+        clock = WallClock()
+        validator: Validator
+        if self.policy == "owner_head_freshness":
+            validator = OwnerHeadFreshness(ownership=self.ownership,
+                                           owners=_Bridge(self.client, self.loop),
+                                           install=self.store, clock=clock,
+                                           timeout_s=self.rpc_s)
+        else:
+            central = "central" if self.policy == "centralized_lineage" else None
+            validator = GateValidator(lookup=self.store.lookup, ownership=self.ownership,
+                                      owners=_Bridge(self.client, self.loop, central),
+                                      name=self.policy, clock=clock, points=PointCounter(),
+                                      timeout_s=self.rpc_s)
+        return Fence(validator=validator, install=self.store, log=DecisionLog())
+
+    def _tool(self, name: str) -> ProtectedTool:
+        specs = {t["name"]: t for t in self.cfg.get("tools", [])}
+        spec = specs.get(name)
+        if spec is None:
+            raise RuntimeError(f"no protected tool {name!r} in the manifest")
+        templates = list(spec["depends_on"])
+
+        def scope(args: Mapping[str, Any]) -> set[str]:
+            return {t.replace("{task}", str(args["task"])) for t in templates}
+
+        def act(task: str, option: str) -> dict[str, Any]:
+            out = {"action": name, "task": task, "option": option}
+            self.external.append(out)  # the external service call (simulated)
+            return out
+
+        return ProtectedTool(act, depends_on=scope, name=name)
+
+    async def cmd_execute(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the protected primary action from the plan (executor, App. A.3)."""
+        assert self.loop is not None and self._fence is not None
+        task, plan_id = msg["task"], msg["plan"]
+        plan = self.store.get(plan_id)
+        if plan is None:
+            raise RuntimeError("the plan is not available locally")
+        family = self.fam(msg)
+        fs = FAMILY_SPECS[family]
+        args = dict(plan.content["args"])
+        tool = ToolSpec(f"call_{fs.action}", f"Call the protected {fs.action} action of "
+                        "the plan.", object_schema({"action": enum_prop([fs.action]),
+                                                    "candidate": enum_prop([args["option"]])}))
+        req = self.local(f"req/{task}")
+        user = {"requirement": _public_req(req.content) if req else {},
+                "plan": {"action": fs.action, "candidate": args["option"]},
+                "handoffs": [{"from": "planner", "action": fs.action,
+                              "candidate": args["option"]}]}
+        out = await self.decide(DecisionRequest("executor", family, user, tool,
+                                                {"action": fs.action,
+                                                 "candidate": args["option"]}))
+        res: dict[str, Any] = {"decision": out.to_dict(), "executed": False}
+        if not out.ok:
+            return res
+        loop = self.loop
+        replans: list[dict[str, Any]] = []
+
+        def replan(rq: ReplanRequest) -> Replan | None:
+            fresh = [rec_b64(r) for r in rq.fresh.values()]
+            fut = asyncio.run_coroutine_threadsafe(
+                self.call("planner", "replan", task=task, family=family, fresh=fresh,
+                          old_args=dict(rq.old_args)), loop)
+            reply = fut.result(self.step_s + 5.0)
+            replans.append(reply)
+            if not reply.get("ok"):
+                return None
+            result = reply.get("result") or {}
+            rec = result.get("record")
+            if rec is None:
+                return None
+            return Replan(roots=[rec["id"]], args=result["args"])
+
+        fence = self._fence
+        ptool = self._tool(fs.action)
+        ar = await asyncio.to_thread(fence.execute, ptool, roots=[plan.id], args=args,
+                                     replan=replan)
+        res.update({
+            "executed": ar.executed, "replanned": ar.replanned, "roots": list(ar.roots),
+            "args": dict(ar.args), "detail": ar.detail, "outcome": ar.outcome.value,
+            "decisions": [d.to_dict() for d in ar.decisions],
+            "replan_replies": [r.get("result") for r in replans],
+            "root_parents": {},
+        })
+        for rid in ar.roots:
+            r = self.store.get(rid)
+            if r is not None:
+                res["root_parents"][rid] = list(r.parents)
+        if ar.executed:
+            root = self.store.get(ar.roots[0])
+            assert root is not None
+            act = derive(key=f"act/{task}", owner=self.id, seq=self.store.next_seq(),
+                         type="action", content={"action": fs.action, "args": dict(ar.args),
+                                                 "replanned": ar.replanned,
+                                                 "result": ar.value},
+                         inputs=[root])
+            res["record"] = await self.publish(act, ("auditor",))
+        return res
+
+    # -- auditor ----------------------------------------------------------------------
+    async def cmd_audit(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Check the externally visible outcome against the owner's current requirement."""
+        assert self.client is not None
+        task = msg["task"]
+        act = self.store.get(msg["act"]) if msg.get("act") else None
+        if act is None:
+            raise RuntimeError("no action record to audit")
+        key = f"req/{task}"
+        owner = self.ownership.require_owner(key)
+        reply = await self.client.query_heads(owner, [key], timeout_s=self.rpc_s)
+        head = reply.heads[key]
+        cur = self.store.get(head.record_id)
+        if cur is None or not cur.has_content:
+            got = await self.client.fetch(owner, [head.record_id], timeout_s=self.rpc_s)
+            cur = got[0]
+            self.store.install(cur)
+        cat = self.local(f"cat/{task}")
+        family = self.fam(msg)
+        fs = FAMILY_SPECS[family]
+        option = act.content["args"]["option"]
+        items: list[dict[str, Any]] = list(cat.content["items"]) if cat else []
+        item: dict[str, Any] = next((c for c in items if c["id"] == option), {})
+        consistent = item.get(fs.attr) == cur.content.get(fs.attr)
+        digest = opaque_digest(cur.id)
+        tool = ToolSpec("report_audit", "Report whether the executed action satisfies the "
+                        "current requirement.",
+                        object_schema({"revision": enum_prop([digest]),
+                                       "verdict": enum_prop(["accept", "reject",
+                                                             "repeat_action"]),
+                                       "candidate": enum_prop([option])}))
+        user = {"requirement": _public_req(cur.content), "revision": digest,
+                "outcome": {"action": fs.action, "candidate": option,
+                            fs.attr: item.get(fs.attr)},
+                "handoffs": [{"from": "executor", "action": fs.action, "candidate": option,
+                              "replanned": bool(act.content.get("replanned"))}]}
+        out = await self.decide(DecisionRequest(
+            "auditor", family, user, tool,
+            {"revision": digest, "verdict": "accept" if consistent else "reject",
+             "candidate": option}))
+        res: dict[str, Any] = {"decision": out.to_dict(), "consistent": consistent,
+                               "current_requirement": cur.id}
+        if not out.ok or out.args is None:
+            return res
+        rec = derive(key=f"audit/{task}", owner=self.id, seq=self.store.next_seq(),
+                     type="audit", content={"verdict": out.args["verdict"],
+                                            "candidate": option},
+                     inputs=[act, cur])
+        res["record"] = await self.publish(rec, ())
+        res["verdict"] = out.args["verdict"]
+        return res
+
+
+def _public_req(content: Mapping[str, Any]) -> dict[str, Any]:
+    """The requirement as a role sees it (application-level fields only)."""
+    return {k: v for k, v in content.items() if k != "owner"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``python -m icore.agents._agent_proc CONFIG.json``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m icore.agents._agent_proc CONFIG.json", file=sys.stderr)
+        return 2
+    cfg = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {cfg.get('agent')} %(name)s %(levelname)s "
+                               "%(message)s")
+    asyncio.run(AgentProcess(cfg).run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

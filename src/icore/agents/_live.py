@@ -1,0 +1,507 @@
+"""``icore run``: live multi-agent runs over real processes and authenticated TCP
+(planfence Sec. 5.2, App. A.2-A.5; design.md 2, data flow 1).
+
+:func:`run_live` starts the team (:class:`~icore.agents.LiveTeam`), runs every task of
+the manifest through the five-agent workflow::
+
+    reviser: requirement r0 -> retriever: catalog + shortlist -> planner: plan p(r0)
+    -> reviser: revision r1 (post-plan, optional) -> executor: protected action through
+    the gate (one isolated replan) -> auditor: checks the outcome against the owner's head
+
+records every step in iCORE (:class:`~icore.agents.LiveAudit`), stops every process
+(also on Ctrl-C, a timeout or an agent crash) and writes ``run.json`` and
+``report.html`` into the run folder.
+
+Ground truth per task (independent of the policy under test): the primary action is
+*invalid* when it ran from a plan whose requirement frontier is not the owner's head at
+issue time (planfence eq. 1); the task *succeeds* when the primary action ran and was
+valid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from icore._clock import WallClock
+from icore.agents._live_audit import LiveAudit
+from icore.agents._manifest import CrashSpec, RunManifest, load_manifest
+from icore.agents._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
+from icore.agents._workflow import TaskSpec, make_task
+from icore.memory import SQLiteStore
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """The outcome of one live workflow.
+
+    Attributes:
+        task: task id.
+        family / seed: the workflow template.
+        policy: policy under test.
+        success: the primary action ran and was lineage-valid.
+        executed: the primary action ran.
+        invalid: it ran from a plan whose frontier was not the owner's head.
+        replanned: the one replan happened.
+        successful_replan: the action ran after the one replan.
+        blocked: the gate blocked the action (fail closed).
+        block_reason: the gate's reason when blocked.
+        redundant_auditor: auditor actions repeating an already-valid action.
+        responses / accepted: model (or scripted) responses received / accepted.
+        audit_verdict: the auditor's verdict (None when it did not run).
+        error: why the workflow stopped early ('' when it ran to the end).
+        gate: the gate decisions (dicts).
+        steps: step log (name, agent, ok, ms, detail).
+        icore: iCORE verdicts of this task's proposals.
+        duration_ms: wall time of the workflow.
+    """
+
+    task: str
+    family: str
+    seed: int
+    policy: str
+    success: bool
+    executed: bool
+    invalid: bool
+    replanned: bool
+    successful_replan: bool
+    blocked: bool
+    block_reason: str
+    redundant_auditor: int
+    responses: int
+    accepted: int
+    audit_verdict: str | None
+    error: str
+    gate: tuple[dict[str, Any], ...] = ()
+    steps: tuple[dict[str, Any], ...] = ()
+    icore: tuple[dict[str, Any], ...] = ()
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of one live run (one team, one policy).
+
+    Attributes:
+        name: manifest name.
+        policy: policy under test.
+        family: workflow family.
+        backend: ``scripted`` or ``llm``.
+        out_dir: run folder.
+        tasks: one :class:`TaskResult` per workflow.
+        crashes: agent processes that exited unexpectedly (injected or not).
+        interrupted: the run was stopped by Ctrl-C (or cancelled).
+        error: a run-level failure ('' when none).
+        duration_s: wall time including start-up and shutdown.
+        icore: iCORE summary (snd, astab, cq, proposals, hard flags, ...).
+        records_checked: committed records verified present after shutdown.
+        records_lost: committed records missing after shutdown (must be empty).
+        processes_left: agent processes still running after shutdown (must be empty).
+        report: path of ``report.html`` (None when not written).
+        timeline: ``(proposal number, snd, astab, cq)`` after each audited proposal.
+        state: the run's iCORE state X (:class:`icore.state.State`; not serialized).
+    """
+
+    name: str
+    policy: str
+    family: str
+    backend: str
+    out_dir: Path
+    tasks: tuple[TaskResult, ...]
+    crashes: tuple[dict[str, Any], ...] = ()
+    interrupted: bool = False
+    error: str = ""
+    duration_s: float = 0.0
+    icore: Mapping[str, Any] = field(default_factory=dict)
+    records_checked: int = 0
+    records_lost: tuple[str, ...] = ()
+    processes_left: tuple[str, ...] = ()
+    pids: Mapping[str, int] = field(default_factory=dict)
+    report: Path | None = None
+    timeline: tuple[tuple[int, float, float, float], ...] = ()
+    state: Any = field(default=None, repr=False, compare=False)
+
+    # -- aggregates -----------------------------------------------------------------
+    @property
+    def succeeded(self) -> int:
+        """Tasks completed with a valid primary action."""
+        return sum(t.success for t in self.tasks)
+
+    @property
+    def invalid_actions(self) -> int:
+        """Invalid primary actions issued."""
+        return sum(t.invalid for t in self.tasks)
+
+    @property
+    def successful_replans(self) -> int:
+        """Tasks whose action ran after the one replan."""
+        return sum(t.successful_replan for t in self.tasks)
+
+    @property
+    def redundant_auditor_actions(self) -> int:
+        """Auditor actions repeating an already-valid action."""
+        return sum(t.redundant_auditor for t in self.tasks)
+
+    @property
+    def responses(self) -> int:
+        """Model responses (scripted: decisions) in total."""
+        return sum(t.responses for t in self.tasks)
+
+    @property
+    def accepted(self) -> int:
+        """Accepted responses."""
+        return sum(t.accepted for t in self.tasks)
+
+    @property
+    def blocked(self) -> int:
+        """Actions blocked by the gate."""
+        return sum(t.blocked for t in self.tasks)
+
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers (JSON)."""
+        return {"name": self.name, "policy": self.policy, "family": self.family,
+                "backend": self.backend, "tasks": len(self.tasks),
+                "succeeded": self.succeeded, "invalid_actions": self.invalid_actions,
+                "successful_replans": self.successful_replans, "blocked": self.blocked,
+                "redundant_auditor_actions": self.redundant_auditor_actions,
+                "responses": self.responses, "accepted": self.accepted,
+                "crashes": len(self.crashes), "interrupted": self.interrupted,
+                "error": self.error, "duration_s": round(self.duration_s, 3),
+                "records_checked": self.records_checked,
+                "records_lost": len(self.records_lost),
+                "processes_left": len(self.processes_left), "icore": dict(self.icore)}
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything (JSON-ready)."""
+        d = self.summary()
+        d["out_dir"] = str(self.out_dir)
+        d["report"] = str(self.report) if self.report else None
+        d["crash_details"] = list(self.crashes)
+        d["pids"] = dict(self.pids)
+        d["records_lost_ids"] = list(self.records_lost)
+        d["task_results"] = [asdict(t) for t in self.tasks]
+        return d
+
+
+# ---------------------------------------------------------------------------- runner
+class _Run:
+    def __init__(self, manifest: RunManifest, out: Path, policy: str,
+                 specs: Sequence[TaskSpec] | None = None) -> None:
+        self.m = manifest
+        self.specs = list(specs) if specs is not None else None
+        self.out = out
+        self.policy = policy
+        self.team = LiveTeam(manifest, out, policy=policy, backend=manifest.backend.resolved())
+        self.team_m = manifest.team_manifest(out, policy=policy)
+        self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock())
+        self.committed: dict[str, set[str]] = {}
+        self.crash_done = False
+        self.role: dict[str, str] = {a.role: a.id for a in manifest.agents}
+        self.t0 = time.perf_counter()
+
+    def _note_record(self, agent: str, rec: Mapping[str, Any] | None) -> None:
+        if rec and rec.get("id"):
+            self.committed.setdefault(agent, set()).add(str(rec["id"]))
+            if self.policy == "centralized_lineage":
+                self.committed.setdefault(CENTRAL, set()).add(str(rec["id"]))
+
+    async def _maybe_crash(self, stage: str) -> None:
+        c: CrashSpec | None = self.m.crash
+        if c is None or self.crash_done or c.at != stage:
+            return
+        self.crash_done = True
+        await self.team.kill(c.agent)
+
+    async def task(self, spec: TaskSpec) -> TaskResult:
+        steps: list[dict[str, Any]] = []
+        gate: list[dict[str, Any]] = []
+        responses = accepted = 0
+        t_start = time.perf_counter()
+        st: dict[str, Any] = {"executed": False, "invalid": False, "replanned": False,
+                              "successful_replan": False, "blocked": False,
+                              "block_reason": "", "redundant": 0, "verdict": None,
+                              "error": ""}
+        task = spec.task
+        req_key = spec.key("req")
+        req_head: dict[str, str] = {}
+        A = self.audit
+
+        async def step(name: str, role: str, cmd: str, **args: Any) -> dict[str, Any]:
+            nonlocal responses, accepted
+            agent = self.role[role]
+            t = time.perf_counter()
+            try:
+                res = await self.team.request(agent, cmd, task=task, family=spec.family,
+                                              **args)
+            except LiveRunError as exc:
+                steps.append({"step": name, "agent": agent, "ok": False,
+                              "ms": round((time.perf_counter() - t) * 1e3, 2),
+                              "detail": str(exc)})
+                raise
+            dec = res.get("decision")
+            if isinstance(dec, dict):
+                responses += int(dec.get("responses", 0))
+                accepted += int(dec.get("accepted", 0))
+            steps.append({"step": name, "agent": agent, "ok": True,
+                          "ms": round((time.perf_counter() - t) * 1e3, 2),
+                          "detail": (dec or {}).get("error", "") if isinstance(dec, dict)
+                          else ""})
+            self._note_record(agent, res.get("record") if "record" in res else
+                              (res if "id" in res and "key" in res else None))
+            return res
+
+        def decision_failed(role: str, res: Mapping[str, Any], obligation: str) -> bool:
+            dec = res.get("decision") or {}
+            if dec.get("ok", True):
+                return False
+            st["error"] = f"{role} decision failed: {dec.get('error')}"
+            A.failed(task, obligation, "decision_failed", self.role[role],
+                     {"role": role, "error": str(dec.get("error"))[:500],
+                      "violations": dec.get("violations", [])})
+            return True
+
+        try:
+            A.introduce(task)
+            r0 = await step("seed", "reviser", "seed", requirement=dict(spec.requirement))
+            req_head["id"] = r0["id"]
+            A.committed(task, "requirement_committed", self.role["reviser"], r0)
+            await self._maybe_crash("after_seed")
+            cat = await step("catalog", "retriever", "catalog", catalog=list(spec.catalog))
+            A.committed(task, "catalog_committed", self.role["retriever"], cat)
+            sh = await step("shortlist", "retriever", "shortlist")
+            if decision_failed("retriever", sh, "plan"):
+                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+            A.committed(task, "shortlist_committed", self.role["retriever"], sh["record"])
+            pl = await step("plan", "planner", "plan")
+            if decision_failed("planner", pl, "plan"):
+                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+            plan = pl["record"]
+            A.planned(task, self.role["planner"], plan, req_key, r0["id"], replan=False)
+            await self._maybe_crash("after_plan")
+            if self.m.revision:
+                r1 = await step("revise", "reviser", "revise", revision=dict(spec.revision))
+                req_head["id"] = r1["id"]
+                A.revised(task, self.role["reviser"], r1)
+            await self._maybe_crash("after_revision")
+            ex = await step("execute", "executor", "execute", plan=plan["id"])
+            for rr in ex.get("replan_replies") or []:
+                if isinstance(rr, dict):
+                    dec = rr.get("decision") or {}
+                    responses += int(dec.get("responses", 0))
+                    accepted += int(dec.get("accepted", 0))
+                    self._note_record(self.role["planner"], rr.get("record"))
+                    if rr.get("record"):
+                        fresh_req = next((p for p in rr["record"]["parents"]
+                                          if p == req_head["id"]), rr["record"]["parents"][0])
+                        A.planned(task, self.role["planner"], rr["record"], req_key,
+                                  fresh_req, replan=True)
+                    elif not dec.get("ok", True):
+                        A.failed(task, "plan", "decision_failed", self.role["planner"],
+                                 {"role": "planner", "error": str(dec.get("error"))[:500]})
+            if decision_failed("executor", ex, "act"):
+                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+            gate.extend(ex.get("decisions") or [])
+            last_gate = ""
+            for d in ex.get("decisions") or []:
+                last_gate = A.gate(task, self.role["executor"], d)
+            st["replanned"] = bool(ex.get("replanned"))
+            if ex.get("executed"):
+                st["executed"] = True
+                root = ex["roots"][0]
+                parents = (ex.get("root_parents") or {}).get(root, [])
+                # ground truth: the plan's requirement frontier vs the owner's head now
+                st["invalid"] = req_head["id"] not in parents
+                st["successful_replan"] = st["replanned"]
+                frontier = next((p for p in parents if p in (r0["id"], req_head["id"])),
+                                parents[0] if parents else "")
+                A.executed(task, self.role["executor"], ex["args"].get("action", "")
+                           or self._action(spec), str(ex["args"].get("option")), last_gate,
+                           req_key, frontier)
+            else:
+                st["blocked"] = ex.get("outcome") == "blocked"
+                last = (ex.get("decisions") or [{}])[-1]
+                st["block_reason"] = str(last.get("reason", ""))
+                st["error"] = f"primary action blocked: {last.get('reason')} ({ex.get('detail')})"
+                A.failed(task, "act", "step_failed", self.role["executor"],
+                         {"step": "execute", "error": st["error"][:500]})
+                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+            await self._maybe_crash("after_execute")
+            au = await step("audit", "auditor", "audit", act=ex["record"]["id"])
+            if decision_failed("auditor", au, "audit"):
+                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+            verdict = str(au.get("verdict"))
+            st["verdict"] = verdict
+            valid = st["executed"] and not st["invalid"]
+            if valid and verdict in ("repeat_action", "reject"):
+                st["redundant"] = 1
+            A.audited(task, self.role["auditor"], verdict, req_key,
+                      str(au.get("current_requirement")))
+        except LiveRunError as exc:
+            st["error"] = f"{type(exc).__name__}: {exc}"
+            with contextlib.suppress(Exception):
+                if isinstance(exc, AgentCrashed):
+                    A.event(task, "agent_crashed", "run", {"agent": exc.fields.get("agent")})
+                A.failed(task, "act", "step_failed", "run",
+                         {"step": steps[-1]["step"] if steps else "?",
+                          "error": st["error"][:500]})
+        return self._result(spec, st, steps, gate, responses, accepted, t_start)
+
+    @staticmethod
+    def _action(spec: TaskSpec) -> str:
+        return spec.spec.action
+
+    def _result(self, spec: TaskSpec, st: Mapping[str, Any], steps: list[dict[str, Any]],
+                gate: list[dict[str, Any]], responses: int, accepted: int,
+                t_start: float) -> TaskResult:
+        icore_v = tuple(v for v in self.audit.verdicts if v["task"] == spec.task)
+        return TaskResult(
+            task=spec.task, family=spec.family, seed=spec.seed, policy=self.policy,
+            success=bool(st["executed"] and not st["invalid"]), executed=bool(st["executed"]),
+            invalid=bool(st["invalid"]), replanned=bool(st["replanned"]),
+            successful_replan=bool(st["successful_replan"]), blocked=bool(st["blocked"]),
+            block_reason=str(st["block_reason"]), redundant_auditor=int(st["redundant"]),
+            responses=responses, accepted=accepted, audit_verdict=st["verdict"],
+            error=str(st["error"]), gate=tuple(gate), steps=tuple(steps), icore=icore_v,
+            duration_ms=round((time.perf_counter() - t_start) * 1e3, 2))
+
+    def tasks(self) -> list[TaskSpec]:
+        if self.specs is not None:
+            return list(self.specs)
+        out = []
+        for seed in self.m.seeds:
+            for r in range(self.m.repeat):
+                tid = f"{self.m.family}-{seed:02d}" + (f"-w{r:02d}" if self.m.repeat > 1 else "")
+                out.append(make_task(self.m.family, seed, tid))
+        return out
+
+    async def run(self) -> RunResult:
+        results: list[TaskResult] = []
+        interrupted = False
+        error = ""
+        try:
+            try:
+                await self.team.start()
+                sem = asyncio.Semaphore(self.m.concurrency)
+                specs = self.tasks()
+                slots: list[TaskResult | None] = [None] * len(specs)
+
+                async def one(i: int, s: TaskSpec) -> None:
+                    async with sem:
+                        slots[i] = await self.task(s)
+
+                runner = asyncio.gather(*(one(i, s) for i, s in enumerate(specs)))
+                try:
+                    await asyncio.wait_for(runner, self.m.timeouts.run_s)
+                except TimeoutError:
+                    error = f"run exceeded timeouts.run_s={self.m.timeouts.run_s}"
+                results = [r for r in slots if r is not None]
+            except asyncio.CancelledError:
+                interrupted = True
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+            except LiveRunError as exc:
+                error = str(exc)
+        finally:
+            await asyncio.shield(self.team.stop())
+        return self._finish(results, interrupted, error)
+
+    def _verify_records(self) -> tuple[int, list[str]]:
+        om = self.m.ownership_map()
+        checked, lost = 0, []
+        for agent, ids in sorted(self.committed.items()):
+            db = self.team_m.store_path(agent)
+            try:
+                store = SQLiteStore(db, om, None if agent == CENTRAL else agent)
+            except Exception:
+                lost.extend(sorted(ids))
+                continue
+            try:
+                for rid in sorted(ids):
+                    checked += 1
+                    if store.get(rid) is None:
+                        lost.append(rid)
+            finally:
+                store.close()
+        return checked, lost
+
+    def _finish(self, results: list[TaskResult], interrupted: bool, error: str) -> RunResult:
+        checked, lost = self._verify_records()
+        summary: dict[str, Any] = {}
+        with contextlib.suppress(Exception):
+            summary = self.audit.summary()
+        self.audit.close()
+        res = RunResult(
+            name=self.m.name, policy=self.policy, family=self.m.family,
+            backend=self.m.backend.kind, out_dir=self.out, tasks=tuple(results),
+            crashes=tuple(self.team.crashes), interrupted=interrupted, error=error,
+            duration_s=time.perf_counter() - self.t0, icore=summary,
+            records_checked=checked, records_lost=tuple(lost),
+            processes_left=tuple(self.team.alive()),
+            pids={a.id: a.proc.pid for a in self.team.agents.values()},
+            timeline=tuple(self.audit.timeline), state=self.audit.X)
+        from icore.agents._html import write_run_report
+
+        report = write_run_report(res, self.audit.verdicts)
+        res = RunResult(**{**res.__dict__, "report": report})
+        (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),
+                                           encoding="utf-8")
+        return res
+
+
+async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
+                    policy: str | None = None,
+                    tasks: Sequence[TaskSpec] | None = None) -> RunResult:
+    """Async form of :func:`run_live` (``tasks`` overrides the manifest's templates)."""
+    m = manifest if isinstance(manifest, RunManifest) else load_manifest(manifest)
+    pol = policy or m.policy
+    if pol not in ("owner_head_freshness", "centralized_lineage", "planfence"):
+        raise ValueError(f"a live run supports owner_head_freshness, centralized_lineage "
+                         f"and planfence, not {pol!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if tasks is not None:
+        names = {t.name for t in m.tools}
+        for t in tasks:
+            if t.spec.action not in names:
+                raise ValueError(f"task {t.task} needs a protected tool {t.spec.action!r}")
+    return await _Run(m, out, pol, tasks).run()
+
+
+def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
+             policy: str | None = None, tasks: Sequence[TaskSpec] | None = None
+             ) -> RunResult:
+    """Run a live team: one process per agent on 127.0.0.1, mutual-TLS owner services.
+
+    Args:
+        manifest: a :class:`RunManifest` or the path of a YAML manifest.
+        out_dir: run folder (certs, per-agent SQLite memories, logs, ``icore.sqlite``,
+            ``run.json``, ``report.html``).
+        policy: override the manifest's policy (``owner_head_freshness``,
+            ``centralized_lineage`` or ``planfence``).
+        tasks: explicit workflows (e.g. several families on one team); default: the
+            manifest's ``family`` x ``seeds`` x ``repeat``.
+
+    Returns:
+        :class:`RunResult`. Ctrl-C stops every process and returns a result with
+        ``interrupted=True`` (the report is still written).
+
+    Raises:
+        ManifestError: the manifest file is invalid.
+        ValueError: an unsupported policy.
+    """
+    return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks))
+
+
+def run_policies(manifest: RunManifest | str | Path, out_dir: str | Path,
+                 policies: Sequence[str] = ("owner_head_freshness", "planfence")
+                 ) -> dict[str, RunResult]:
+    """Run the same manifest once per policy (sub-folders of ``out_dir``)."""
+    out = Path(out_dir)
+    return {p: run_live(manifest, out / p, policy=p) for p in policies}

@@ -1,0 +1,271 @@
+"""iCORE recording of a live run: every step becomes events in G and audited proposals.
+
+The run coordinator owns one :class:`icore.state.State` per run, built from a declaration
+package derived from the run manifest (:func:`live_declaration`). Each workflow step is
+recorded as it happens:
+
+* commits of requirements, catalogs, shortlists and revisions are events in G;
+* the plan, the protected primary action and the auditor's verdict are proposals
+  audited under icore Def. 6 before they are committed; their ``lineage`` certificate
+  cites the exact PlanFence requirement record the step was derived from, so
+* an owner revision revokes the plan's certificate (a ``revocation`` hard flag, the plan
+  becomes repair_pending), the one replan repairs it, and an action executed from an
+  obsolete plan is *rejected* by the audit (its cited record is no longer the head) with a
+  hard flag — the iCORE view of stale-plan execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from icore._clock import Clock
+from icore.agents._manifest import RunManifest
+from icore.state import (
+    CertificateRequest,
+    DeclarationPackage,
+    Effect,
+    EventSpec,
+    MemoryLog,
+    Proposal,
+    RecordRef,
+    SQLiteLog,
+    State,
+    Verdict,
+    declaration_from_dict,
+)
+
+RUN_AGENT = "run"
+"""The run coordinator's identity in M_D (introduces and assigns work)."""
+
+_KIND_OF_ROLE = {"planner": "plan", "executor": "act", "auditor": "audit"}
+
+
+def live_declaration(manifest: RunManifest) -> DeclarationPackage:
+    """The declaration package D of a live run (agents from the manifest)."""
+    agents: list[dict[str, Any]] = [{"id": RUN_AGENT, "roles": ["task", "assigner"]}]
+    for a in manifest.agents:
+        caps = {_KIND_OF_ROLE[a.role]: 1.0} if a.role in _KIND_OF_ROLE else {}
+        agents.append({"id": a.id, "roles": [a.role], "capabilities": caps})
+    doc: dict[str, Any] = {
+        "name": f"icore-live-{manifest.family}",
+        "version": "1",
+        "parameters": {"epsilon": 0.1, "patience": 5, "tau": 0.5},
+        "observables": [
+            {"name": "task_introduced", "kind": "action", "fields": ["task"]},
+            {"name": "requirement_committed", "kind": "artifact", "fields": ["record"]},
+            {"name": "catalog_committed", "kind": "artifact", "fields": ["record"]},
+            {"name": "shortlist_committed", "kind": "artifact", "fields": ["record"]},
+            {"name": "plan_written", "kind": "artifact", "fields": ["record"]},
+            {"name": "requirement_revised", "kind": "artifact", "fields": ["record"]},
+            {"name": "gate_decision", "kind": "action", "fields": ["outcome", "reason"]},
+            {"name": "action_done", "kind": "action", "fields": ["action", "option"]},
+            {"name": "audit_done", "kind": "action", "fields": ["verdict"]},
+            {"name": "decision_failed", "kind": "action", "fields": ["role", "error"]},
+            {"name": "step_failed", "kind": "action", "fields": ["step", "error"]},
+            {"name": "agent_crashed", "kind": "action", "fields": ["agent"]},
+        ],
+        "agents": agents,
+        "validators": [
+            {"name": "lineage", "version": "1", "builtin": "has_records",
+             "params": {"min": 1}},
+            {"name": "gate", "version": "1", "builtin": "event_field_equals",
+             "params": {"field": "outcome", "value": "authorized"}},
+        ],
+        "operations": [
+            {"name": "introduce", "proposers": ["role:task"],
+             "preconditions": {"target_required": False},
+             "effects": [{"kind": "node", "target": "new", "many": True}],
+             "productive": True},
+            {"name": "assign", "proposers": ["role:assigner"],
+             "preconditions": {"status_in": ["open"]},
+             "effects": [{"kind": "assignee"}, {"kind": "status", "values": ["assigned"]}]},
+            {"name": "plan", "proposers": ["role:planner"],
+             "preconditions": {"status_in": ["assigned", "submitted", "repair_pending"],
+                               "assignee_is_proposer": True},
+             "effects": [{"kind": "status", "values": ["submitted"]}, {"kind": "result"}],
+             "requires": ["lineage"], "productive": True},
+            {"name": "execute", "proposers": ["role:executor"],
+             "preconditions": {"status_in": ["assigned"], "assignee_is_proposer": True},
+             "effects": [{"kind": "status", "values": ["discharged"]}, {"kind": "result"}],
+             "requires": ["lineage", "gate"], "productive": True},
+            {"name": "verify", "proposers": ["role:auditor"],
+             "preconditions": {"status_in": ["assigned"], "assignee_is_proposer": True},
+             "effects": [{"kind": "status", "values": ["discharged", "failed"]},
+                         {"kind": "result"}],
+             "requires": ["lineage"], "productive": True},
+            {"name": "fail", "proposers": ["role:task"],
+             "effects": [{"kind": "status", "values": ["failed"]}]},
+        ],
+    }
+    return declaration_from_dict(doc, file="<live run declaration>")
+
+
+class LiveAudit:
+    """Records a live run in iCORE and audits every proposal as it happens.
+
+    Args:
+        manifest: the run manifest (agents of D).
+        log_path: SQLite event log (None: in memory).
+        clock: time source for events.
+    """
+
+    def __init__(self, manifest: RunManifest, log_path: Path | None, clock: Clock) -> None:
+        self.manifest = manifest
+        self.decl = live_declaration(manifest)
+        self.log = (SQLiteLog(log_path, declaration=self.decl) if log_path is not None
+                    else MemoryLog())
+        self.X = State(self.decl, log=self.log, clock=clock)
+        self.heads: dict[str, str] = {}
+        self.verdicts: list[dict[str, Any]] = []
+        self.timeline: list[tuple[int, float, float, float]] = []
+        self.role_agent: dict[str, str] = {a.role: a.id for a in manifest.agents}
+        self._n = 0
+
+    # -- helpers --------------------------------------------------------------------
+    def _eid(self, task: str, what: str) -> str:
+        self._n += 1
+        return f"{task}:{what}:{self._n}"
+
+    def head_view(self, key: str) -> str | None:
+        """The coordinator's view of owners' heads (from acknowledged commits)."""
+        return self.heads.get(key)
+
+    def event(self, task: str, type_: str, agent: str, fields: Mapping[str, Any],
+              causes: Sequence[str] = ()) -> str:
+        """Append an event to G; return its id."""
+        eid = self._eid(task, type_)
+        self.X.add_event(EventSpec(type=type_, agent=agent, fields=dict(fields),
+                                   causes=tuple(c for c in causes if c in self.X.events),
+                                   id=eid))
+        return eid
+
+    def submit(self, task: str, p: Proposal) -> Verdict:
+        """Audit and record one proposal (icore Def. 6)."""
+        v = self.X.submit(p, head_view=self.head_view)
+        self.verdicts.append({"task": task, "operation": p.operation, "proposer": p.proposer,
+                              "target": p.target, "decision": str(v.decision),
+                              "reasons": [f"{r.code}: {r.detail}" for r in v.reasons]})
+        m = self.X.metrics()
+        self.timeline.append((len(self.verdicts), m.snd, m.astab, m.cq))
+        return v
+
+    def _proposal(self, task: str, proposer: str, op: str, target: str, ev: EventSpec,
+                  effects: Sequence[Effect], certs: Sequence[CertificateRequest]) -> Verdict:
+        return self.submit(task, Proposal(proposer=proposer, operation=op, target=target,
+                                          events=(ev,), effects=tuple(effects),
+                                          justification=(str(ev.id),),
+                                          certificates=tuple(certs)))
+
+    # -- workflow steps -------------------------------------------------------------
+    def introduce(self, task: str) -> None:
+        """Introduce the task's obligations (plan -> act -> audit) and assign them."""
+        ev = EventSpec(type="task_introduced", agent=RUN_AGENT, fields={"task": task},
+                       id=self._eid(task, "intro"))
+        o_plan, o_act, o_audit = f"{task}/plan", f"{task}/act", f"{task}/audit"
+        self.submit(task, Proposal(
+            proposer=RUN_AGENT, operation="introduce", target=None, events=(ev,),
+            effects=(Effect.node(o_plan, "plan"),
+                     Effect.node(o_act, "act", deps=(o_plan,), required_root=True),
+                     Effect.node(o_audit, "audit", deps=(o_act,))),
+            justification=(str(ev.id),)))
+        for oid, role in ((o_plan, "planner"), (o_act, "executor"), (o_audit, "auditor")):
+            self.submit(task, Proposal(
+                proposer=RUN_AGENT, operation="assign", target=oid,
+                effects=(Effect.assign(oid, self.role_agent[role]),
+                         Effect.status(oid, "assigned")),
+                justification=(str(ev.id),)))
+
+    def committed(self, task: str, type_: str, agent: str, rec: Mapping[str, Any]) -> str:
+        """A record commit observed (requirement, catalog, shortlist): an event in G."""
+        if rec.get("key", "").startswith("req/"):
+            self.heads[rec["key"]] = rec["id"]
+        return self.event(task, type_, agent, {"record": rec["id"], "key": rec["key"]})
+
+    def revised(self, task: str, agent: str, rec: Mapping[str, Any]) -> list[str]:
+        """An owner revision: event in G, head moves, dependent certificates revoked."""
+        self.heads[rec["key"]] = rec["id"]
+        self.event(task, "requirement_revised", agent, {"record": rec["id"],
+                                                        "key": rec["key"]})
+        flags = self.X.on_head_change(rec["key"], rec["id"])
+        return [f.id for f in flags]
+
+    def planned(self, task: str, agent: str, rec: Mapping[str, Any], req_key: str,
+                req_id: str, *, replan: bool) -> Verdict:
+        """The plan (or the one replan) as an audited proposal citing its requirement."""
+        ev = EventSpec(type="plan_written", agent=agent,
+                       fields={"record": rec["id"], "replan": replan,
+                               "candidate": rec["content"]["args"]["option"]},
+                       id=self._eid(task, "plan"))
+        v = self._proposal(task, agent, "plan", f"{task}/plan", ev,
+                           [Effect.status(f"{task}/plan", "submitted"),
+                            Effect.result(f"{task}/plan", {"candidate":
+                                                           rec["content"]["args"]["option"]})],
+                           [CertificateRequest("lineage", events=(str(ev.id),),
+                                               records=(RecordRef(req_key, req_id),))])
+        if replan and v.committed:
+            for f in self.X.open_flags():
+                if any(o.startswith(f"{task}/") for o in f.obligations):
+                    self.X.resolve_flag(f.id, by=agent, note="replanned from the fresh record")
+        return v
+
+    def gate(self, task: str, agent: str, decision: Mapping[str, Any]) -> str:
+        """One gate decision: an event in G."""
+        return self.event(task, "gate_decision", agent, {
+            "outcome": decision.get("outcome"), "reason": decision.get("reason"),
+            "policy": decision.get("policy"), "replanned": decision.get("replanned"),
+            "point": decision.get("point")})
+
+    def executed(self, task: str, agent: str, action: str, option: str, gate_event: str,
+                 req_key: str, frontier_id: str) -> Verdict:
+        """The primary action as an audited proposal citing the plan's frontier."""
+        ev = EventSpec(type="action_done", agent=agent,
+                       fields={"action": action, "option": option},
+                       causes=(gate_event,), id=self._eid(task, "act"))
+        return self._proposal(task, agent, "execute", f"{task}/act", ev,
+                              [Effect.status(f"{task}/act", "discharged"),
+                               Effect.result(f"{task}/act", {"action": action,
+                                                             "option": option})],
+                              [CertificateRequest("lineage", events=(str(ev.id),),
+                                                  records=(RecordRef(req_key, frontier_id),)),
+                               CertificateRequest("gate", events=(gate_event,))])
+
+    def audited(self, task: str, agent: str, verdict: str, req_key: str, req_id: str
+                ) -> Verdict:
+        """The auditor's verdict as an audited proposal citing the current requirement."""
+        ev = EventSpec(type="audit_done", agent=agent, fields={"verdict": verdict},
+                       id=self._eid(task, "audit"))
+        status = "discharged" if verdict in ("accept", "repeat_action") else "failed"
+        return self._proposal(task, agent, "verify", f"{task}/audit", ev,
+                              [Effect.status(f"{task}/audit", status),
+                               Effect.result(f"{task}/audit", {"verdict": verdict})],
+                              [CertificateRequest("lineage", events=(str(ev.id),),
+                                                  records=(RecordRef(req_key, req_id),))])
+
+    def failed(self, task: str, obligation: str, type_: str, agent: str,
+               fields: Mapping[str, Any]) -> Verdict | None:
+        """A failed step (decision failure, block, crash): event plus a ``fail`` entry."""
+        eid = self.event(task, type_, agent if agent in self.decl.agents else RUN_AGENT,
+                         fields)
+        oid = f"{task}/{obligation}"
+        if oid not in self.X.obligations:
+            return None
+        return self.submit(task, Proposal(proposer=RUN_AGENT, operation="fail", target=oid,
+                                          effects=(Effect.status(oid, "failed"),),
+                                          justification=(eid,)))
+
+    def summary(self) -> dict[str, Any]:
+        """Metrics and counts for the report."""
+        m = self.X.metrics()
+        committed = sum(1 for v in self.verdicts if v["decision"] == "commit")
+        return {"snd": m.snd, "astab": m.astab, "cq": m.cq, "evaluated": m.evaluated,
+                "events": len(self.X.events), "proposals": len(self.verdicts),
+                "committed": committed, "rejected": len(self.verdicts) - committed,
+                "hard_flags": len(self.X.flags), "open_flags": len(self.X.open_flags())}
+
+    def close(self) -> None:
+        """Close the log."""
+        close = getattr(self.log, "close", None)
+        if callable(close):
+            close()

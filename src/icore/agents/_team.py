@@ -1,0 +1,317 @@
+"""The live team: one OS process per agent on 127.0.0.1, started, routed and stopped.
+
+:class:`LiveTeam` creates the team PKI (one certificate per agent, mutual TLS), writes
+each agent's config, starts ``python -m icore.agents._agent_proc`` per agent (each with
+its own SQLite memory and owner service), tells every agent the owners' addresses, routes
+agent-to-agent calls (the one replan) and stops every process: a ``shutdown`` message
+first, then SIGTERM, then SIGKILL, each bounded. A process that exits unexpectedly is
+recorded as a crash (exit code and the tail of its log) and every request pending on it
+fails at once, so the actions depending on it fail closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from icore.agents._manifest import RunManifest
+from icore.errors import IcoreError
+from icore.net import init_team_certs
+
+CENTRAL = "central"
+"""Agent id of the centralized-lineage memory service."""
+
+_LINE_LIMIT = 32 * 1024 * 1024
+
+# The agent process imports only what it needs (records, memory, fence, net and its own
+# modules), not the ``icore.agents`` front door with the coordinator, iCORE and pydantic
+# models: a package stub is registered first. This halves agent start-up time.
+_BOOT = (
+    "import os, sys, types, icore\n"
+    "pkg = types.ModuleType('icore.agents')\n"
+    "pkg.__path__ = [os.path.join(os.path.dirname(icore.__file__), 'agents')]\n"
+    "sys.modules.setdefault('icore.agents', pkg)\n"
+    "from icore.agents._agent_proc import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+class LiveRunError(IcoreError):
+    """A live-run step could not complete."""
+
+
+class AgentCrashed(LiveRunError):
+    """The agent process is gone (``fields['agent']``)."""
+
+
+class StepTimeout(LiveRunError):
+    """An agent did not answer a step in time."""
+
+
+class AgentStepError(LiveRunError):
+    """The agent answered a step with an error."""
+
+
+@dataclass
+class _Agent:
+    id: str
+    role: str
+    proc: asyncio.subprocess.Process
+    log_path: Path
+    db_path: Path
+    port: int = 0
+    pending: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    ready: asyncio.Future[dict[str, Any]] | None = None
+    reader: asyncio.Task[None] | None = None
+    crashed: dict[str, Any] | None = None
+    stopping: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class LiveTeam:
+    """The processes of one live team.
+
+    Args:
+        manifest: the run manifest.
+        out_dir: run folder (certs, per-agent databases, configs, logs).
+        policy: policy under test (``centralized_lineage`` adds the central service).
+        backend: resolved backend config for the agents.
+    """
+
+    def __init__(self, manifest: RunManifest, out_dir: Path, *, policy: str,
+                 backend: Mapping[str, Any]) -> None:
+        self.manifest = manifest
+        self.out = out_dir
+        self.policy = policy
+        self.backend = dict(backend)
+        self.agents: dict[str, _Agent] = {}
+        self.crashes: list[dict[str, Any]] = []
+        self.roles: dict[str, str] = {a.role: a.id for a in manifest.agents}
+        self._n = 0
+        self._closing = False
+        self._routes: set[asyncio.Task[None]] = set()
+
+    # -- start ----------------------------------------------------------------------
+    def _specs(self) -> list[tuple[str, str]]:
+        specs: list[tuple[str, str]] = [(a.id, a.role) for a in self.manifest.agents]
+        if self.policy == "centralized_lineage":
+            specs.append((CENTRAL, "central"))
+        return specs
+
+    async def start(self) -> None:
+        """Create certificates, start every process, wait for ready, exchange addresses.
+
+        Raises:
+            LiveRunError: an agent did not start within ``timeouts.start_s``.
+        """
+        specs = self._specs()
+        team = self.manifest.team_manifest(self.out, policy=self.policy)
+        (self.out / "team.yaml").write_text(team.to_yaml(), encoding="utf-8")
+        certs = team.certs_dir
+        await asyncio.to_thread(init_team_certs, certs, [s[0] for s in specs], team=team.team)
+        team.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.out / "agents").mkdir(parents=True, exist_ok=True)
+        (self.out / "logs").mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        for aid, role in specs:
+            cfg = {
+                "agent": aid, "role": role, "family": self.manifest.family,
+                "policy": self.policy, "certs": str(certs),
+                "db": str(team.store_path(aid)), "synchronous": team.synchronous,
+                "ownership": self.manifest.ownership, "roles": self.roles,
+                "backend": self.backend, "tools": [t.model_dump() for t in self.manifest.tools],
+                "rpc_s": self.manifest.timeouts.rpc_s, "step_s": self.manifest.timeouts.step_s,
+                "transcript": str(self.out / "agents" / f"{aid}.llm.jsonl")
+                if self.backend.get("kind") == "llm" else None,
+            }
+            cfg_path = self.out / "agents" / f"{aid}.json"
+            cfg_path.write_text(json.dumps(cfg, indent=1, sort_keys=True), encoding="utf-8")
+            log_path = self.out / "logs" / f"{aid}.log"
+            with open(log_path, "wb") as err:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", _BOOT, str(cfg_path),
+                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    stderr=err, env=env, limit=_LINE_LIMIT, start_new_session=True)
+            a = _Agent(aid, role, proc, log_path, team.store_path(aid))
+            a.ready = asyncio.get_running_loop().create_future()
+            a.reader = asyncio.create_task(self._read(a))
+            self.agents[aid] = a
+        try:
+            for a in self.agents.values():
+                assert a.ready is not None
+                msg = await asyncio.wait_for(asyncio.shield(a.ready),
+                                             self.manifest.timeouts.start_s)
+                a.port = int(msg["ready"])
+        except (TimeoutError, AgentCrashed) as exc:
+            raise LiveRunError(f"agents did not start: {exc}",
+                               crashes=[c["agent"] for c in self.crashes]) from exc
+        addrs = {a.id: ["127.0.0.1", a.port] for a in self.agents.values()}
+        await asyncio.gather(*(self.request(aid, "peers", addresses=addrs)
+                               for aid in self.agents))
+
+    # -- control plane --------------------------------------------------------------
+    async def _read(self, a: _Agent) -> None:
+        assert a.proc.stdout is not None
+        try:
+            while True:
+                line = await a.proc.stdout.readline()
+                if not line:
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if "ready" in msg:
+                    if a.ready is not None and not a.ready.done():
+                        a.ready.set_result(msg)
+                elif "call" in msg:
+                    t = asyncio.create_task(self._route(a, msg))
+                    self._routes.add(t)
+                    t.add_done_callback(self._routes.discard)
+                elif "id" in msg:
+                    fut = a.pending.pop(int(msg["id"]), None) if msg["id"] is not None else None
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+        except Exception:  # a broken pipe ends the reader like EOF
+            pass
+        rc: int | None = None
+        with contextlib.suppress(Exception):
+            rc = await asyncio.wait_for(a.proc.wait(), 5.0)
+        if not a.stopping and not self._closing:
+            self._crashed(a, rc)
+        err = AgentCrashed("agent process exited", agent=a.id, returncode=rc)
+        if a.ready is not None and not a.ready.done():
+            a.ready.set_exception(err)
+            a.ready.exception()  # mark retrieved
+        for fut in a.pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        a.pending.clear()
+
+    def _crashed(self, a: _Agent, rc: int | None, *, injected: bool = False) -> None:
+        if a.crashed is not None:
+            return
+        a.crashed = {"agent": a.id, "role": a.role, "returncode": rc, "injected": injected,
+                     "at": time.time(), "log": str(a.log_path), "tail": _tail(a.log_path)}
+        self.crashes.append(a.crashed)
+
+    async def _send(self, a: _Agent, obj: Mapping[str, Any]) -> None:
+        if a.crashed is not None or a.proc.stdin is None:
+            raise AgentCrashed("agent process is gone", agent=a.id)
+        data = (json.dumps(obj, sort_keys=True, default=str) + "\n").encode()
+        try:
+            async with a.lock:
+                a.proc.stdin.write(data)
+                await a.proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError, RuntimeError) as exc:
+            raise AgentCrashed(f"cannot reach agent process: {exc}", agent=a.id) from exc
+
+    async def request(self, agent: str, cmd: str, *, timeout_s: float | None = None,
+                      **args: Any) -> dict[str, Any]:
+        """Ask ``agent`` to perform ``cmd``; return its result.
+
+        Raises:
+            AgentCrashed: the process is gone (before or while answering).
+            StepTimeout: no answer within ``timeout_s`` (default ``timeouts.step_s``).
+            AgentStepError: the agent answered with an error.
+        """
+        a = self.agents.get(agent)
+        if a is None:
+            raise LiveRunError("no such agent", agent=agent)
+        self._n += 1
+        n = self._n
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        a.pending[n] = fut
+        try:
+            await self._send(a, {"id": n, "cmd": cmd, **args})
+            msg = await asyncio.wait_for(fut, timeout_s or self.manifest.timeouts.step_s)
+        except TimeoutError as exc:
+            raise StepTimeout("agent did not answer in time", agent=agent, cmd=cmd) from exc
+        finally:
+            a.pending.pop(n, None)
+        if not msg.get("ok"):
+            raise AgentStepError(str(msg.get("error")), agent=agent, cmd=cmd)
+        res: dict[str, Any] = msg.get("result") or {}
+        return res
+
+    async def _route(self, a: _Agent, msg: Mapping[str, Any]) -> None:
+        n = msg["call"]
+        target = self.roles.get(str(msg.get("to")), str(msg.get("to")))
+        args = {k: v for k, v in msg.items() if k not in ("call", "to", "cmd")}
+        try:
+            res = await self.request(target, str(msg["cmd"]), **args)
+            reply: dict[str, Any] = {"reply": n, "ok": True, "result": res}
+        except Exception as exc:
+            reply = {"reply": n, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        with contextlib.suppress(LiveRunError):
+            await self._send(a, reply)
+
+    # -- faults and stop ------------------------------------------------------------
+    async def kill(self, agent: str) -> None:
+        """SIGKILL one agent process (reliability fault injection) and record the crash."""
+        a = self.agents[agent]
+        with contextlib.suppress(ProcessLookupError):
+            a.proc.kill()
+        rc = None
+        with contextlib.suppress(Exception):
+            rc = await asyncio.wait_for(a.proc.wait(), 5.0)
+        self._crashed(a, rc, injected=True)
+        if a.reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(a.reader), 5.0)
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop every process: shutdown message, then SIGTERM, then SIGKILL (bounded)."""
+        self._closing = True
+        alive = [a for a in self.agents.values() if a.proc.returncode is None]
+        for a in alive:
+            a.stopping = True
+
+        async def one(a: _Agent) -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.request(a.id, "shutdown", timeout_s=timeout_s),
+                                       timeout_s)
+            with contextlib.suppress(Exception):
+                if a.proc.stdin is not None:
+                    a.proc.stdin.close()
+            try:
+                await asyncio.wait_for(a.proc.wait(), timeout_s)
+                return
+            except (TimeoutError, Exception):
+                pass
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    a.proc.send_signal(sig)
+                try:
+                    await asyncio.wait_for(a.proc.wait(), timeout_s)
+                    return
+                except (TimeoutError, Exception):
+                    continue
+
+        await asyncio.gather(*(one(a) for a in alive))
+        for a in self.agents.values():
+            if a.reader is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(a.reader, timeout_s)
+
+    def alive(self) -> list[str]:
+        """Ids of agent processes still running."""
+        return [a.id for a in self.agents.values() if a.proc.returncode is None]

@@ -1,0 +1,108 @@
+"""iCORE-Audit: the event-triggered intervention layer around a host policy.
+
+icore Sec. 4 and Alg. 1 as fixed by design.md 4.4; see docs/audit.md.
+
+Import rule (design.md 2): ``icore.audit`` imports only ``icore.records``,
+``icore.memory``, ``icore.fence``, ``icore.net``, ``icore.state`` (plus ``icore.errors``,
+``icore._clock``). It is pure: no I/O and no clock reads (time is injected), so a recorded
+run replays to the same decisions.
+"""
+
+from icore.audit._diagnosis import (
+    Diagnosis,
+    EvidenceGap,
+    alternatives,
+    diagnose,
+    matched_cohort,
+    responsible_agent,
+)
+from icore.audit._errors import AuditError
+from icore.audit._feedback import (
+    RECOVERY_KINDS,
+    Feedback,
+    ObligationBrief,
+    build_feedback,
+    count_tokens,
+)
+from icore.audit._host import (
+    Environment,
+    FunctionPolicy,
+    HostPolicy,
+    HostView,
+    NoEnvironment,
+    Outcome,
+)
+from icore.audit._loop import (
+    AuditLoop,
+    Intervention,
+    LoopConfig,
+    RunResult,
+    StepRecord,
+    observe_unaudited,
+    run_mas_only,
+)
+from icore.audit._recovery import (
+    MatchedQuality,
+    RecoveryCode,
+    RecoveryVerdict,
+    Violation,
+    audit_recovery,
+    commit_recovery,
+    matched_quality,
+    removal_supported,
+)
+from icore.audit._replay import InterventionTrace, reconstruct
+from icore.audit._triggers import (
+    ENABLED_STATUSES,
+    REASSIGNABLE_STATUSES,
+    TRIGGER_ORDER,
+    Trigger,
+    TriggerHit,
+    WorkIndex,
+    evaluate_triggers,
+)
+
+__all__ = [
+    "ENABLED_STATUSES",
+    "REASSIGNABLE_STATUSES",
+    "RECOVERY_KINDS",
+    "TRIGGER_ORDER",
+    "AuditError",
+    "AuditLoop",
+    "Diagnosis",
+    "Environment",
+    "EvidenceGap",
+    "Feedback",
+    "FunctionPolicy",
+    "HostPolicy",
+    "HostView",
+    "Intervention",
+    "InterventionTrace",
+    "LoopConfig",
+    "MatchedQuality",
+    "NoEnvironment",
+    "ObligationBrief",
+    "Outcome",
+    "RecoveryCode",
+    "RecoveryVerdict",
+    "RunResult",
+    "StepRecord",
+    "Trigger",
+    "TriggerHit",
+    "Violation",
+    "WorkIndex",
+    "alternatives",
+    "audit_recovery",
+    "build_feedback",
+    "commit_recovery",
+    "count_tokens",
+    "diagnose",
+    "evaluate_triggers",
+    "matched_cohort",
+    "matched_quality",
+    "observe_unaudited",
+    "reconstruct",
+    "removal_supported",
+    "responsible_agent",
+    "run_mas_only",
+]

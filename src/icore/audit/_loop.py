@@ -1,0 +1,501 @@
+"""The iCORE-Audit loop (icore Alg. 1; design.md 4.4), passive observation and MAS-only.
+
+One iteration = at most one agent call:
+
+1. the environment moves (owner revisions revoke evidence through ``on_head_change``);
+2. terminal check (D's ``terminal``);
+3. if a diagnosis is pending, the routed agent's recovery is requested and audited
+   (``AuditRecovery_D``); otherwise, if productive work is enabled, the host's ordinary
+   proposal is requested (``Schedule_D``), audited (Definition 6) and committed or
+   rejected;
+4. the patience counter h: reset only by a committed transition satisfying D's
+   ``progress``, +1 after a legal nonproductive step, a rejection, or no enabled work;
+5. snd, astab, cq are recomputed (incrementally) and the five triggers evaluated;
+6. on a trigger (``mode="audit"`` only): diagnosis F with frozen W_F, routing, feedback.
+
+Interventions spend the same budget of agent calls as ordinary steps (a recovery call
+takes the iteration's slot), so conditions are compared at equal agent calls; the calls
+spent on recoveries are reported as *extra agent calls*. Every diagnosis, feedback,
+rejection and recovery is a log entry (notes of kinds ``diagnosis``, ``feedback``,
+``recovery``, ``failure``; rejections are the state's own entries).
+
+``mode="passive"``: the same state is built and measured, nothing intervenes, and the
+host's effects take place regardless of the audit: a rejected proposal's claimed effects
+are recorded as *observed* assertions (events added to G, effects imported to Q without
+Definition 6) so their soundness is computed honestly. :func:`run_mas_only` runs the host
+alone, with no state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from icore._clock import Clock, ManualClock
+from icore.audit._diagnosis import Diagnosis, diagnose, responsible_agent
+from icore.audit._errors import AuditError
+from icore.audit._feedback import Feedback, build_feedback
+from icore.audit._host import Environment, HostPolicy, HostView, NoEnvironment, Outcome
+from icore.audit._recovery import RecoveryVerdict, audit_recovery, commit_recovery
+from icore.audit._triggers import Trigger, TriggerHit, WorkIndex, evaluate_triggers, touched_by
+from icore.state import (
+    AssertionKind,
+    HeadView,
+    Metrics,
+    Proposal,
+    State,
+    StateInputError,
+    audit,
+)
+
+Mode = Literal["audit", "passive"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    """Configuration of one run.
+
+    Attributes:
+        mode: ``audit`` (iCORE-Audit) or ``passive`` (full-state observation only).
+        max_steps: iteration budget (one agent call at most per iteration).
+        max_attempts_per_flag: recoveries tried per hard flag before it is left open
+            (a ``failure`` note records the escalation).
+        cooldown: iterations before the same (trigger, obligations) is diagnosed again.
+        head_view: owners' current heads for cited PlanFence records.
+    """
+
+    mode: Mode = "audit"
+    max_steps: int = 200
+    max_attempts_per_flag: int = 3
+    cooldown: int = 3
+    head_view: HeadView | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """What one iteration did and measured (the trajectory)."""
+
+    step: int
+    call: str
+    decision: str
+    h: int
+    snd: float
+    astab: float
+    cq: float
+    triggers: tuple[str, ...]
+    diagnosis: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Intervention:
+    """One intervention: F, what the routed agent was told, what it answered, the verdict."""
+
+    diagnosis: Diagnosis
+    agent: str | None
+    feedback: Feedback | None
+    proposals: tuple[str, ...] = ()
+    accepted: bool = False
+    violations: tuple[str, ...] = ()
+    cq_before: float = 0.0
+    cq_after: float | None = None
+    changed: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class RunResult:
+    """Everything a run measured (frozen once returned, by convention).
+
+    Attributes:
+        mode: ``audit``, ``passive`` or ``mas_only``.
+        steps: iterations run.
+        agent_calls: agent calls made (ordinary + recovery).
+        extra_calls: calls spent answering feedback.
+        terminal: whether D's terminal predicate held at the end.
+        trajectory: per-iteration records.
+        interventions: every diagnosis and its outcome.
+        proposals: ordinary proposals audited.
+        rejections: ordinary proposals rejected.
+        audit_ms: total time auditing ordinary proposals (injected clock), in ms.
+        feedback_tokens: total tokens of feedback sent.
+        final: metrics of X after the environment closed the run (None: MAS-only).
+        fired: how many iterations each trigger fired in.
+    """
+
+    mode: str
+    steps: int = 0
+    agent_calls: int = 0
+    extra_calls: int = 0
+    terminal: bool = False
+    trajectory: list[StepRecord] = field(default_factory=list)
+    interventions: list[Intervention] = field(default_factory=list)
+    proposals: int = 0
+    rejections: int = 0
+    audit_ms: float = 0.0
+    feedback_tokens: int = 0
+    final: Metrics | None = None
+    fired: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def trajectory_quality(self) -> float:
+        """Mean cq over the run's iterations (0.0 for an empty or MAS-only run)."""
+        if not self.trajectory:
+            return 0.0
+        return sum(r.cq for r in self.trajectory) / len(self.trajectory)
+
+    @property
+    def audit_ms_per_proposal(self) -> float:
+        """Mean audit time per ordinary proposal, in ms."""
+        return self.audit_ms / self.proposals if self.proposals else 0.0
+
+    @property
+    def accepted_recoveries(self) -> int:
+        """Interventions whose recovery was committed."""
+        return sum(1 for i in self.interventions if i.accepted)
+
+
+def observe_unaudited(state: State, proposal: Proposal) -> int:
+    """Record a rejected proposal's claimed effects as observed (passive observation).
+
+    Its events are added to G and its effects imported into Q without Definition 6, so
+    the state shows what the host did and soundness is computed honestly (e.g. a
+    completion claimed without the required certificate is unsound). Effects the state
+    cannot represent (unknown obligations, malformed values) are skipped.
+
+    Returns:
+        The number of effects imported.
+    """
+    for spec in proposal.events:
+        try:
+            state.add_event(spec)
+        except StateInputError:
+            continue
+    events = [e for e in proposal.justification if e in state.events]
+    op = proposal.operation if proposal.operation in state.decl.operations else None
+    proposer = proposal.proposer if proposal.proposer in state.decl.agents else None
+    n = 0
+    ordered = sorted(proposal.effects, key=lambda e: e.kind != AssertionKind.NODE)
+    for eff in ordered:
+        try:
+            state.import_assertion(eff, events=events, operation=op, proposer=proposer)
+        except StateInputError:
+            continue
+        n += 1
+    return n
+
+
+class AuditLoop:
+    """iCORE-Audit around a host policy (icore Alg. 1; design.md 4.4).
+
+    Args:
+        state: X (with D); its log receives every entry. ``mode="audit"`` needs
+            ``keep_entries=True`` (recoveries are judged on a copy of X).
+        host: the host policy (``Schedule_D``) that also answers feedback.
+        config: run configuration.
+        env: the task environment (owner revisions, closing evidence).
+        clock: injected clock used only to time audits (cost reporting); the default
+            :class:`~icore._clock.ManualClock` reports 0 ms.
+
+    Raises:
+        AuditError: an unknown mode, a negative budget, or ``mode="audit"`` on a state
+            that does not keep its entries.
+    """
+
+    def __init__(
+        self,
+        state: State,
+        host: HostPolicy,
+        *,
+        config: LoopConfig | None = None,
+        env: Environment | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.state = state
+        self.host = host
+        self.config = config or LoopConfig()
+        if self.config.mode not in ("audit", "passive"):
+            raise AuditError("mode must be 'audit' or 'passive'", mode=self.config.mode)
+        if self.config.max_steps < 0:
+            raise AuditError("max_steps must be >= 0", max_steps=self.config.max_steps)
+        if self.config.mode == "audit" and not state.keep_entries:
+            raise AuditError("iCORE-Audit needs State(keep_entries=True) to audit recoveries "
+                             "on a candidate copy")
+        self.env: Environment = env if env is not None else NoEnvironment()
+        self.clock: Clock = clock if clock is not None else ManualClock()
+        self.index = WorkIndex(state)
+        self.h = 0
+        self._seen = state.seq
+        self._last_progress: dict[str, int] = {}
+        self._last_diag: dict[tuple[str, tuple[str, ...]], int] = {}
+        self._flag_attempts: dict[str, int] = {}
+        self._exhausted: set[str] = set()
+        self._n_diag = 0
+        self._pending: tuple[Diagnosis, Feedback, str] | None = None
+
+    # ----------------------------------------------------------------- bookkeeping
+    def _sync(self) -> None:
+        """Bring the work index up to date with the entries since the last sync."""
+        x = self.state
+        if x.seq == self._seen:
+            return
+        if x.keep_entries:
+            self.index.update(touched_by(x.entries[self._seen :]))
+        else:
+            self.index.rebuild()
+        self._seen = x.seq
+
+    def _stalled(self) -> list[str]:
+        en = sorted(self.index.enabled, key=lambda o: (self._last_progress.get(o, -1), o))
+        if not en:
+            return []
+        first = self.state.obligations[en[0]].assignee
+        return [o for o in en if self.state.obligations[o].assignee == first]
+
+    def _cooling(self, hit: TriggerHit, step: int) -> bool:
+        if hit.trigger == Trigger.HARD_FLAG:
+            return all(f in self._exhausted for f in hit.flags)
+        key = (str(hit.trigger), hit.obligations[:5])
+        last = self._last_diag.get(key)
+        return last is not None and step - last < self.config.cooldown
+
+    # ----------------------------------------------------------------- the loop
+    def run(self) -> RunResult:
+        """Run until D's terminal predicate holds or the budget is spent."""
+        cfg = self.config
+        x = self.state
+        res = RunResult(mode=cfg.mode)
+        for step in range(cfg.max_steps):
+            self.env.tick(step, x)
+            self._sync()
+            if x.terminal():
+                res.terminal = True
+                break
+            res.steps += 1
+            view = HostView(step, x)
+            call, decision = "none", "none"
+            if self._pending is not None:
+                call = "recovery"
+                decision = self._recover(view, res)
+            elif cfg.mode == "passive" or self.index.enabled:
+                call = "ordinary"
+                decision = self._ordinary(view, res, step)
+            else:
+                self.h += 1
+            self._sync()
+            m = x.metrics()
+            hits = evaluate_triggers(
+                x,
+                index=self.index,
+                h=self.h,
+                metrics=m,
+                terminal=x.terminal(),
+                stalled=self._stalled(),
+            )
+            for hit in hits:
+                res.fired[str(hit.trigger)] = res.fired.get(str(hit.trigger), 0) + 1
+            diag_id = None
+            if cfg.mode == "audit" and hits and self._pending is None:
+                diag_id = self._intervene(hits, step, res)
+            res.trajectory.append(
+                StepRecord(
+                    step, call, decision, self.h, m.snd, m.astab, m.cq,
+                    tuple(str(h.trigger) for h in hits), diag_id,
+                )
+            )
+        else:
+            res.terminal = x.terminal()
+        self.env.close(x)
+        self._sync()
+        res.final = x.metrics()
+        return res
+
+    def _ordinary(self, view: HostView, res: RunResult, step: int) -> str:
+        x = self.state
+        p = self.host.propose(view)
+        res.agent_calls += 1
+        if p is None:
+            self.h += 1
+            return "idle"
+        if not isinstance(p, Proposal):
+            raise AuditError("host returned something other than a Proposal", got=type(p).__name__)
+        t0 = self.clock.now_ms()
+        v = audit(p, x, head_view=self.config.head_view)
+        x.apply_verdict(v)
+        res.audit_ms += self.clock.now_ms() - t0
+        res.proposals += 1
+        if v.committed:
+            if v.progress:
+                self.h = 0
+                for a in v.assertions:
+                    self._last_progress[a.obligation] = step
+            else:
+                self.h += 1
+        else:
+            self.h += 1
+            res.rejections += 1
+            if self.config.mode == "passive":
+                observe_unaudited(x, v.proposal)
+        self.host.observe(Outcome.of(v.proposal, v, enforced=self.config.mode == "audit"))
+        return "commit" if v.committed else "reject"
+
+    def _intervene(self, hits: Sequence[TriggerHit], step: int, res: RunResult) -> str | None:
+        x = self.state
+        live = [h for h in hits if not self._cooling(h, step)]
+        if not live:
+            return None
+        self._n_diag += 1
+        f = diagnose(
+            x, live, diagnosis_id=f"d{self._n_diag}", step=step,
+            skip_flags=frozenset(self._exhausted),
+        )
+        if f is None:
+            self._n_diag -= 1
+            return None
+        if f.primary in (Trigger.PATIENCE, Trigger.NO_PRODUCTIVE_WORK) and all(
+            x.obligations[o].assignee is None for o in f.obligations
+        ):
+            f = _replace_defect(f, "assignment")
+        agent = responsible_agent(x, f)
+        f = _with_agent(f, agent)
+        self._last_diag[(str(f.primary), _sig(live, f.primary))] = step
+        x.record_note("diagnosis", f.to_json(), ref=f.id)
+        if agent is None:
+            x.record_note(
+                "failure",
+                {"diagnosis": f.id, "agent": None, "violations": ["no responsible agent"]},
+                ref=f.id,
+            )
+            res.interventions.append(Intervention(f, None, None, cq_before=f.cq_before))
+            return f.id
+        fb = build_feedback(x, f, feedback_id=f"fb{self._n_diag}", to=agent)
+        x.record_note("feedback", fb.to_json(), ref=f.id)
+        res.feedback_tokens += fb.tokens
+        self._pending = (f, fb, agent)
+        return f.id
+
+    def _recover(self, view: HostView, res: RunResult) -> str:
+        assert self._pending is not None
+        f, fb, agent = self._pending
+        self._pending = None
+        x = self.state
+        props = tuple(self.host.recover(fb, view))
+        res.agent_calls += 1
+        res.extra_calls += 1
+        for p in props:
+            if not isinstance(p, Proposal):
+                raise AuditError("recovery must be Proposals", got=type(p).__name__)
+        for fid in f.flags:
+            self._flag_attempts[fid] = self._flag_attempts.get(fid, 0) + 1
+        rv: RecoveryVerdict = audit_recovery(
+            x, f, props, agent=agent, head_view=self.config.head_view
+        )
+        if rv.accepted:
+            committed = commit_recovery(
+                x, rv, agent=agent, note=f"recovery of {f.id}", head_view=self.config.head_view
+            )
+            for v in committed:
+                self.host.observe(Outcome(v.proposal, v, True, True, recovery=True))
+            if any(v.progress for v in committed):
+                self.h = 0
+                for v in committed:
+                    for a in v.assertions:
+                        self._last_progress[a.obligation] = view.step
+            else:
+                self.h += 1
+            pids = tuple(str(v.proposal.id) for v in committed)
+            x.record_note(
+                "recovery",
+                {
+                    "diagnosis": f.id,
+                    "feedback": fb.id,
+                    "agent": agent,
+                    "proposals": list(pids),
+                    "changed": list(rv.changed),
+                    "resolved": list(rv.resolves),
+                    "cq_before": rv.before.cq,
+                    "cq_after": rv.after.cq if rv.after else None,
+                },
+                ref=f.id,
+            )
+            res.interventions.append(
+                Intervention(
+                    f, agent, fb, pids, True, (), rv.before.cq,
+                    rv.after.cq if rv.after else None, rv.changed,
+                )
+            )
+            return "recovered"
+        self.h += 1
+        for p in props:
+            self.host.observe(Outcome(p, None, True, False, recovery=True))
+        viol = tuple(f"{v.code}: {v.detail}" for v in rv.violations)
+        x.record_note(
+            "failure",
+            {
+                "diagnosis": f.id,
+                "feedback": fb.id,
+                "agent": agent,
+                "violations": list(viol),
+                "proposals": [p.labels() for p in props],
+                "cq_before": rv.before.cq,
+                "cq_after": rv.after.cq if rv.after else None,
+            },
+            ref=f.id,
+        )
+        for fid in f.flags:
+            if (
+                self._flag_attempts.get(fid, 0) >= self.config.max_attempts_per_flag
+                and fid not in self._exhausted
+            ):
+                self._exhausted.add(fid)
+                x.record_note(
+                    "failure",
+                    {"diagnosis": f.id, "flag": fid, "violations": ["recovery budget spent"]},
+                    ref=f.id,
+                )
+        res.interventions.append(
+            Intervention(f, agent, fb, (), False, viol, rv.before.cq, None, ())
+        )
+        return "recovery_rejected"
+
+
+def _sig(hits: Sequence[TriggerHit], primary: Trigger) -> tuple[str, ...]:
+    for h in hits:
+        if h.trigger == primary:
+            return h.obligations[:5]
+    return ()
+
+
+def _replace_defect(f: Diagnosis, defect: str) -> Diagnosis:
+    from dataclasses import replace
+
+    return replace(f, defect=defect)
+
+
+def _with_agent(f: Diagnosis, agent: str | None) -> Diagnosis:
+    from dataclasses import replace
+
+    return replace(f, responsible=agent)
+
+
+def run_mas_only(host: HostPolicy, *, max_steps: int, env: Environment | None = None) -> RunResult:
+    """The MAS-only condition: the host alone, no iCORE state, nothing audited.
+
+    Every proposal is taken as done (``Outcome(verdict=None)``); the run ends when the
+    budget is spent or the host has nothing left to do for ``max_steps`` iterations.
+    """
+    env = env if env is not None else NoEnvironment()
+    res = RunResult(mode="mas_only")
+    for step in range(max_steps):
+        env.tick(step, None)
+        done = getattr(host, "done", None)
+        if callable(done) and done():
+            res.terminal = True
+            break
+        res.steps += 1
+        p = host.propose(HostView(step, None))
+        res.agent_calls += 1
+        if p is not None:
+            res.proposals += 1
+            host.observe(Outcome.of(p, None, enforced=False))
+    env.close(None)
+    return res

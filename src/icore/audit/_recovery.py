@@ -1,0 +1,324 @@
+"""AuditRecovery_D: the recovery audit and commit (icore Sec. 4; design.md 4.4).
+
+A recovery (the routed agent's proposals) is applied to a candidate copy X_f of X^- and
+accepted only if
+
+1. it is non-empty and every proposal comes from the routed agent;
+2. every proposal is legal (icore Def. 6) on the candidate, in order;
+3. it is work-sound: every assertion it commits is sound, and (for work and evidence
+   defects) every affected obligation is sound in X_f;
+4. it resolves every hard flag of F: a revocation flag the state resolved (every flagged
+   assertion superseded), or flagged obligations that are now sound, not repair-pending,
+   and on which the recovery either made a productive transition or rewrote a slot the
+   flagged attempt tried to write (a supported claim, or the truthful status, replaces
+   the unsupported one; a nonproductive note does not);
+5. ``cq(X_f; W_F) >= cq(X^-; W_F)`` on the frozen matched set, where a member removed
+   (settled, superseded or gone) without valid transport or settlement evidence stays in
+   W_F and counts as unsound (and is also a violation of its own).
+
+Otherwise only a failure-and-feedback record is written (by the loop); X is unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from icore.audit._diagnosis import Diagnosis
+from icore.audit._errors import AuditError
+from icore.state import (
+    CLOSED_STATUSES,
+    TRANSPORTED_TO,
+    AssertionKind,
+    HeadView,
+    MatchedSet,
+    Proposal,
+    ProposalRecorded,
+    State,
+    Status,
+    Verdict,
+    audit,
+)
+
+
+class RecoveryCode(enum.StrEnum):
+    """Why a recovery is rejected."""
+
+    NO_RECOVERY = "no_recovery"
+    WRONG_AGENT = "wrong_agent"
+    ILLEGAL = "illegal"
+    UNSOUND_WORK = "unsound_work"
+    UNRESOLVED_FLAG = "unresolved_flag"
+    QUALITY_DECREASED = "quality_decreased"
+    UNSUPPORTED_REMOVAL = "unsupported_removal"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One reason a recovery is rejected."""
+
+    code: RecoveryCode
+    detail: str
+    subject: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedQuality:
+    """snd, astab and cq on a frozen matched set, with removal-without-evidence as unsound."""
+
+    snd: float
+    astab: float
+    cq: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryVerdict:
+    """Outcome of :func:`audit_recovery`.
+
+    Attributes:
+        accepted: True when the recovery may be committed.
+        violations: why not (empty when accepted).
+        verdicts: Definition 6 verdicts on the candidate X_f, in order.
+        before: quality on W_F at X^-.
+        after: quality on W_F at X_f (None when no candidate was built).
+        resolves: flags the commit must mark resolved (those the state does not resolve
+            by itself).
+        changed: obligations the recovery's committed assertions name.
+    """
+
+    accepted: bool
+    violations: tuple[Violation, ...]
+    verdicts: tuple[Verdict, ...]
+    before: MatchedQuality
+    after: MatchedQuality | None
+    resolves: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+
+
+def removal_supported(state: State, oid: str) -> bool:
+    """A closed obligation carries valid transport or settlement evidence (design.md 4.3).
+
+    Transport: an active, sound ``transported_to`` relation to an existing obligation.
+    Settlement: the closing status assertion is sound, its operation settles, and it
+    cites at least one active passing certificate.
+    """
+    o = state.obligations.get(oid)
+    if o is None:
+        return False
+    rel = state.active_assertion(oid, AssertionKind.RELATION, TRANSPORTED_TO)
+    if (
+        rel is not None
+        and rel.value in state.obligations
+        and rel.value != oid
+        and state.assertion_sound(rel.id)
+    ):
+        return True
+    st = state.active_assertion(oid, AssertionKind.STATUS)
+    if st is None or not state.assertion_sound(st.id):
+        return False
+    j = state.justifications.get(st.id)
+    if j is None or j.operation is None:
+        return False
+    op = state.decl.operations.get(j.operation)
+    return (
+        op is not None
+        and op.settles
+        and any(state.certificate_active(c) for c in j.certificates)
+    )
+
+
+def _attempted_slots(state: State, proposal_id: str | None) -> dict[str, set[tuple[str, str, str]]]:
+    """Slots per obligation that the flagged (rejected) attempt tried to write."""
+    out: dict[str, set[tuple[str, str, str]]] = {}
+    if proposal_id is None:
+        return out
+    for e in state.entries:
+        b = e.body
+        if isinstance(b, ProposalRecorded) and b.proposal.id == proposal_id:
+            for eff in b.proposal.effects:
+                out.setdefault(eff.obligation, set()).add(eff.slot)
+            break
+    return out
+
+
+def _closed(state: State, oid: str) -> bool:
+    o = state.obligations.get(oid)
+    return o is None or o.status in CLOSED_STATUSES
+
+
+def matched_quality(
+    state: State, matched: MatchedSet, *, unsupported: frozenset[str] = frozenset()
+) -> MatchedQuality:
+    """cq(X; W_F) with the members in ``unsupported`` counted unsound (exact sums)."""
+    w = s = st = Fraction(0)
+    for oid, wf in zip(matched.obligations, matched.weights, strict=True):
+        fw = Fraction(wf)
+        w += fw
+        if oid not in state.obligations:
+            continue
+        m = state.metrics(over=MatchedSet((oid,), (wf,)))
+        if m.snd >= 1.0 and oid not in unsupported:
+            s += fw
+        if m.astab >= 1.0:
+            st += fw
+    if w == 0:
+        return MatchedQuality(1.0, 1.0, 1.0)
+    snd, astab = s / w, st / w
+    return MatchedQuality(float(snd), float(astab), float((snd + astab) / 2))
+
+
+def audit_recovery(
+    state: State,
+    diagnosis: Diagnosis,
+    proposals: Sequence[Proposal],
+    *,
+    agent: str,
+    head_view: HeadView | None = None,
+) -> RecoveryVerdict:
+    """``AuditRecovery_D`` (icore Sec. 4): judge a recovery on a candidate copy of X.
+
+    Args:
+        state: X^- (unchanged).
+        diagnosis: F with its frozen W_F.
+        proposals: the recovery, from the routed agent.
+        agent: the routed agent.
+        head_view: owners' current heads for cited records.
+    """
+    matched = diagnosis.matched
+    before = matched_quality(state, matched)
+    violations: list[Violation] = []
+    if not proposals:
+        return RecoveryVerdict(
+            False, (Violation(RecoveryCode.NO_RECOVERY, "the agent proposed nothing"),),
+            (), before, None,
+        )
+    for p in proposals:
+        if p.proposer != agent:
+            violations.append(
+                Violation(
+                    RecoveryCode.WRONG_AGENT,
+                    f"proposal by {p.proposer!r}; feedback was routed to {agent!r}",
+                    p.proposer,
+                )
+            )
+    if violations:
+        return RecoveryVerdict(False, tuple(violations), (), before, None)
+    cand = state.copy()
+    verdicts: list[Verdict] = []
+    for p in proposals:
+        v = audit(p, cand, head_view=head_view)
+        verdicts.append(v)
+        if not v.committed:
+            violations.append(
+                Violation(
+                    RecoveryCode.ILLEGAL,
+                    "; ".join(f"{r.code}: {r.detail}" for r in v.reasons),
+                    v.proposal.id,
+                )
+            )
+            return RecoveryVerdict(False, tuple(violations), tuple(verdicts), before, None)
+        cand.apply_verdict(v)
+    new_aids = [a.id for v in verdicts for a in v.assertions]
+    changed = tuple(sorted({a.obligation for v in verdicts for a in v.assertions}))
+    for aid in new_aids:
+        if cand.is_active(aid) and not cand.assertion_sound(aid):
+            violations.append(
+                Violation(
+                    RecoveryCode.UNSOUND_WORK, "the recovery commits an unsound assertion", aid
+                )
+            )
+    unsupported: set[str] = set()
+    for oid in matched.obligations:
+        if _closed(cand, oid) and not _closed(state, oid) and not removal_supported(cand, oid):
+            unsupported.add(oid)
+            violations.append(
+                Violation(
+                    RecoveryCode.UNSUPPORTED_REMOVAL,
+                    "removed without valid transport or settlement evidence; stays in W_F "
+                    "as unsound",
+                    oid,
+                )
+            )
+    if diagnosis.defect != "assignment":
+        for oid in diagnosis.obligations:
+            if oid in unsupported:
+                continue
+            if cand.obligations.get(oid) is None or not (
+                cand.metrics(over=MatchedSet((oid,), (1.0,))).snd >= 1.0
+            ):
+                violations.append(
+                    Violation(RecoveryCode.UNSOUND_WORK, "affected obligation is not sound", oid)
+                )
+    resolves: list[str] = []
+    written = {a.slot for v in verdicts for a in v.assertions}
+    productive = {
+        a.obligation
+        for v in verdicts
+        for a in v.assertions
+        if (op := state.decl.operations.get(v.proposal.operation)) is not None and op.productive
+    }
+    for fid in diagnosis.flags:
+        if cand.flag_resolution(fid) is not None:
+            continue
+        flag = cand.flags[fid]
+        attempted = _attempted_slots(state, flag.proposal)
+        oids = [o for o in flag.obligations if o in cand.obligations]
+        ok = bool(oids) and all(
+            cand.is_sound(o)
+            and cand.obligations[o].effective_status != Status.REPAIR_PENDING
+            and (
+                o in productive
+                or any(sl in written for sl in attempted.get(o, ()))
+                or (o not in attempted and o in changed)
+            )
+            for o in oids
+        )
+        if ok:
+            resolves.append(fid)
+        else:
+            violations.append(
+                Violation(RecoveryCode.UNRESOLVED_FLAG, f"hard flag {fid} is not resolved", fid)
+            )
+    after = matched_quality(cand, matched, unsupported=frozenset(unsupported))
+    if Fraction(after.cq) < Fraction(before.cq):
+        violations.append(
+            Violation(
+                RecoveryCode.QUALITY_DECREASED,
+                f"cq on W_F would drop from {before.cq:.4f} to {after.cq:.4f}",
+            )
+        )
+    return RecoveryVerdict(
+        not violations, tuple(violations), tuple(verdicts), before, after, tuple(resolves), changed
+    )
+
+
+def commit_recovery(
+    state: State,
+    verdict: RecoveryVerdict,
+    *,
+    agent: str,
+    note: str,
+    head_view: HeadView | None = None,
+) -> list[Verdict]:
+    """Commit an accepted recovery to X (``X^+ = Commit_D(X_f)``) and resolve its flags.
+
+    Raises:
+        AuditError: the verdict was not accepted, or a proposal does not commit on X
+            (X changed since the recovery audit).
+    """
+    if not verdict.accepted:
+        raise AuditError("cannot commit a rejected recovery")
+    out = []
+    for v in verdict.verdicts:
+        got = state.submit(v.proposal, head_view=head_view)
+        if not got.committed:
+            raise AuditError(
+                "accepted recovery no longer commits (X changed)", proposal=v.proposal.id
+            )
+        out.append(got)
+    for fid in verdict.resolves:
+        if state.flag_resolution(fid) is None:
+            state.resolve_flag(fid, by=agent, note=note)
+    return out

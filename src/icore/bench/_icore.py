@@ -1,0 +1,314 @@
+"""``icore bench icore``: the controlled evaluation of iCORE-Audit (icore Sec. 5; design.md 4.5).
+
+Conditions on matched instances (the same ``(mode, seed)`` in every condition, with
+common random numbers for every attempt): ``mas_only`` (the host alone), ``passive``
+(full-state observation: X built and measured, no intervention) and ``audit``
+(iCORE-Audit). Representation ablations G-only / Q-only / full X are measured on the
+passive runs against the defects the simulated agents injected (ground truth).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from icore._clock import WallClock
+from icore.agents._llm_icore import LLMSettings, LLMTeam
+from icore.agents._sim_world import SimWorld
+from icore.agents._simulated import SimEnvironment, SimTeam, introduce
+from icore.audit import AuditLoop, LoopConfig, run_mas_only
+from icore.bench._errors import UnknownPreset
+from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS, detect_all
+from icore.state import State
+from icore.workloads._tasks import (
+    TASK_MODES,
+    TaskInstance,
+    TaskMode,
+    declaration,
+    make_instance,
+)
+
+CONDITIONS = ("mas_only", "passive", "audit")
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A named size of the evaluation."""
+
+    name: str
+    per_mode: int
+    bootstrap: int
+    description: str
+
+
+PRESETS: dict[str, Preset] = {
+    "quick": Preset("quick", 6, 500, "6 instances per mode (36 matched): tests and demos"),
+    "full": Preset("full", 100, 2000, "100 instances per mode (600 matched): the paper check"),
+}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name``.
+
+    Raises:
+        UnknownPreset: no such preset.
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise UnknownPreset(f"unknown preset {name!r}", known=sorted(PRESETS)) from None
+
+
+@dataclass(slots=True)
+class RunRow:
+    """One (instance, condition) result: a CSV row."""
+
+    mode: str
+    seed: int
+    condition: str
+    perf: float
+    quality: float | None
+    final_cq: float | None
+    final_snd: float | None
+    final_astab: float | None
+    bound: float | None
+    declares_bound: bool
+    hoeffding: float
+    terminal: bool
+    steps: int
+    agent_calls: int
+    extra_calls: int
+    interventions: int
+    accepted: int
+    proposals: int
+    rejections: int
+    audit_ms_per_proposal: float
+    feedback_tokens: int
+    wall_ms: float
+
+
+@dataclass(slots=True)
+class ReprRow:
+    """Detections of one representation on one passive run."""
+
+    mode: str
+    seed: int
+    representation: str
+    defect: str
+    injected: int
+    detected: int
+    false_alarms: int
+
+
+@dataclass(slots=True)
+class InstanceResult:
+    """All rows of one matched instance."""
+
+    runs: list[RunRow] = field(default_factory=list)
+    repr: list[ReprRow] = field(default_factory=list)
+
+
+def hoeffding_slack(inst: TaskInstance, delta: float) -> float:
+    """Slack t with P(Perf < E[Perf] - t) <= δ for independent weighted components."""
+    import math
+
+    w = [i.weight for i in inst.items]
+    s = sum(w)
+    return math.sqrt(math.log(1.0 / delta) * sum(x * x for x in w) / (2.0 * s * s))
+
+
+def run_condition(
+    inst: TaskInstance, condition: str, *, llm: LLMSettings | None = None
+) -> tuple[RunRow, State | None, SimWorld]:
+    """Run one condition on one instance (fresh world, team and state).
+
+    Args:
+        inst: the matched instance.
+        condition: ``mas_only``, ``passive`` or ``audit``.
+        llm: run the LLM team behind this endpoint instead of the simulated team.
+    """
+    from icore.workloads._tasks import FAILURE_PROBABILITY
+
+    clock = WallClock()
+    t0 = clock.now_ms()
+    world = SimWorld(inst)
+    team = SimTeam(inst, world) if llm is None else LLMTeam.create(inst, world, llm)
+    env = SimEnvironment(world)
+    state: State | None = None
+    if condition == "mas_only":
+        res = run_mas_only(team, max_steps=inst.budget, env=env)
+    else:
+        state = State(declaration(inst))
+        introduce(state, inst)
+        loop = AuditLoop(
+            state, team, env=env, clock=clock,
+            config=LoopConfig(mode="audit" if condition == "audit" else "passive",
+                              max_steps=inst.budget, head_view=world.head_view),
+        )
+        res = loop.run()
+    fin = res.final
+    row = RunRow(
+        mode=str(inst.mode),
+        seed=inst.seed,
+        condition=condition,
+        perf=world.performance(),
+        quality=res.trajectory_quality if state is not None else None,
+        final_cq=fin.cq if fin else None,
+        final_snd=fin.snd if fin else None,
+        final_astab=fin.astab if fin else None,
+        bound=fin.performance_bound if fin else None,
+        declares_bound=inst.declares_bound,
+        hoeffding=hoeffding_slack(inst, FAILURE_PROBABILITY),
+        terminal=res.terminal,
+        steps=res.steps,
+        agent_calls=res.agent_calls,
+        extra_calls=res.extra_calls,
+        interventions=len(res.interventions),
+        accepted=res.accepted_recoveries,
+        proposals=res.proposals,
+        rejections=res.rejections,
+        audit_ms_per_proposal=res.audit_ms_per_proposal,
+        feedback_tokens=res.feedback_tokens,
+        wall_ms=clock.now_ms() - t0,
+    )
+    return row, state, world
+
+
+def run_instance(mode: str, seed: int, llm: LLMSettings | None = None) -> InstanceResult:
+    """Every condition on the matched instance ``(mode, seed)``, plus the ablations."""
+    inst = make_instance(mode, seed)
+    out = InstanceResult()
+    for cond in CONDITIONS:
+        row, state, world = run_condition(inst, cond, llm=llm)
+        out.runs.append(row)
+        if cond == "passive" and state is not None:
+            det = detect_all(list(state.entries), state.decl)
+            truth = set(world.injected)
+            for rep in REPRESENTATIONS:
+                flags = det[rep]
+                for d in DEFECTS:
+                    inj = {f for f in truth if f[0] == d}
+                    got = {f for f in flags if f[0] == d}
+                    out.repr.append(
+                        ReprRow(str(inst.mode), seed, rep, d, len(inj), len(inj & got),
+                                len(got - inj))
+                    )
+    return out
+
+
+def _chunk(
+    tasks: Sequence[tuple[str, int]], llm: LLMSettings | None = None
+) -> list[InstanceResult]:
+    return [run_instance(m, s, llm) for m, s in tasks]
+
+
+def run_all(
+    modes: Sequence[TaskMode | str],
+    per_mode: int,
+    *,
+    seed0: int = 0,
+    jobs: int = 1,
+    progress: Callable[[int], None] | None = None,
+    llm: LLMSettings | None = None,
+) -> list[InstanceResult]:
+    """Run every matched instance, in ``jobs`` processes (order-independent results)."""
+    tasks = [(str(TaskMode(m)), seed0 + s) for m in modes for s in range(per_mode)]
+    results: list[InstanceResult] = []
+    if jobs <= 1:
+        for t in tasks:
+            results.append(run_instance(*t, llm))
+            if progress:
+                progress(1)
+        return results
+    size = max(1, min(10, len(tasks) // (jobs * 4) or 1))
+    chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
+    with ProcessPoolExecutor(max_workers=jobs) as ex:
+        futs = {ex.submit(_chunk, c, llm): len(c) for c in chunks}
+        for fut in as_completed(futs):
+            results.extend(fut.result())
+            if progress:
+                progress(futs[fut])
+    results.sort(key=lambda r: (r.runs[0].mode, r.runs[0].seed))
+    return results
+
+
+def default_jobs() -> int:
+    """Both cores by default."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def rows_as_dicts(results: Sequence[InstanceResult]) -> tuple[list[dict[str, object]],
+                                                              list[dict[str, object]]]:
+    """Flatten results to CSV-ready dicts (runs, representation rows)."""
+    runs = [asdict(r) for res in results for r in res.runs]
+    reps = [asdict(r) for res in results for r in res.repr]
+    return runs, reps
+
+
+def evaluate(
+    *,
+    preset: str = "quick",
+    per_mode: int | None = None,
+    modes: Sequence[TaskMode | str] = TASK_MODES,
+    seed0: int = 0,
+    jobs: int = 1,
+    out: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+    llm: LLMSettings | None = None,
+) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Run the controlled evaluation and write its outputs (icore Sec. 5; design.md 4.5).
+
+    Returns:
+        The summary (as written to ``summary.json``) and the output paths.
+    """
+    from icore.bench._icore_report import paired_json, write_all
+    from icore.bench._icore_stats import comparisons, costs, prop4_check, representation_table
+
+    p = get_preset(preset)
+    n = per_mode if per_mode is not None else p.per_mode
+    mode_list = [str(TaskMode(m)) for m in modes]
+    t0 = time.perf_counter()
+    results = run_all(mode_list, n, seed0=seed0, jobs=jobs, progress=progress, llm=llm)
+    runtime = time.perf_counter() - t0
+    runs, reps = rows_as_dicts(results)
+    summary: dict[str, Any] = {
+        "preset": p.name,
+        "per_mode": n,
+        "modes": mode_list,
+        "seed0": seed0,
+        "instances": len(results),
+        "bootstrap": p.bootstrap,
+        "jobs": jobs,
+        "agents": "simulated" if llm is None else f"llm:{llm.model}@{llm.base_url}",
+        "runtime_s": runtime,
+        "comparisons": paired_json(comparisons(runs, draws=p.bootstrap)),
+        "representation": representation_table(reps),
+        "prop4": prop4_check(runs),
+        "costs": costs(runs),
+    }
+    target = out if out is not None else Path("results") / "icore" / p.name
+    paths = write_all(target, summary, runs, reps)
+    return summary, paths
+
+
+__all__ = [
+    "CONDITIONS",
+    "PRESETS",
+    "TASK_MODES",
+    "InstanceResult",
+    "Preset",
+    "ReprRow",
+    "RunRow",
+    "default_jobs",
+    "evaluate",
+    "get_preset",
+    "rows_as_dicts",
+    "run_all",
+    "run_condition",
+    "run_instance",
+]

@@ -1,0 +1,144 @@
+"""Statistics of the iCORE evaluation: paired bootstrap, Wilcoxon, Prop. 4 check, tables.
+
+Differences are absolute (percentage points when multiplied by 100), like the paper's
+anchors. Intervals are 95% percentile intervals of the mean paired difference over
+``draws`` bootstrap resamples of matched instances (seeded, so reruns are identical).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS
+from icore.workloads._tasks import FAILURE_PROBABILITY
+
+PAPER_ANCHORS = {"quality": 11.5, "perf": 15.1}
+"""icore Sec. 5, controlled setting: absolute improvements over passive observation (pp)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """A paired comparison (treatment - control) over matched instances."""
+
+    metric: str
+    mode: str
+    n: int
+    control: float
+    treatment: float
+    diff: float
+    lo: float
+    hi: float
+    wilcoxon_p: float
+
+
+def paired(
+    metric: str, mode: str, control: Sequence[float], treatment: Sequence[float], *,
+    draws: int, seed: int = 7,
+) -> Paired:
+    """Mean paired difference with a bootstrap interval and a Wilcoxon signed-rank p."""
+    c = np.asarray(control, dtype=float)
+    t = np.asarray(treatment, dtype=float)
+    d = t - c
+    n = len(d)
+    rng = np.random.default_rng(seed)
+    if n:
+        idx = rng.integers(0, n, size=(draws, n))
+        means = d[idx].mean(axis=1)
+        lo, hi = (float(x) for x in np.percentile(means, [2.5, 97.5]))
+    else:
+        lo = hi = float("nan")
+    if n and np.any(d != 0):
+        p = float(sps.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+    else:
+        p = 1.0
+    return Paired(metric, mode, n, float(c.mean()) if n else math.nan,
+                  float(t.mean()) if n else math.nan, float(d.mean()) if n else math.nan,
+                  lo, hi, p)
+
+
+def _by(runs: Sequence[dict[str, Any]], cond: str) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(r["mode"], r["seed"]): r for r in runs if r["condition"] == cond}
+
+
+def comparisons(runs: Sequence[dict[str, Any]], *, draws: int) -> list[Paired]:
+    """Audit vs passive (quality, perf) and passive vs MAS-only (perf), per mode and all."""
+    out: list[Paired] = []
+    pas, aud, mas = _by(runs, "passive"), _by(runs, "audit"), _by(runs, "mas_only")
+    modes = sorted({k[0] for k in pas})
+    for mode in [*modes, "all"]:
+        keys = sorted(k for k in pas if (mode == "all" or k[0] == mode) and k in aud)
+        for metric in ("quality", "perf"):
+            out.append(paired(metric, mode, [pas[k][metric] for k in keys],
+                              [aud[k][metric] for k in keys], draws=draws))
+        mk = [k for k in keys if k in mas]
+        out.append(paired("perf_passive_vs_mas", mode, [mas[k]["perf"] for k in mk],
+                          [pas[k]["perf"] for k in mk], draws=draws))
+    return out
+
+
+def representation_table(reps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recall (detected / injected) and false alarms per representation and defect."""
+    out = []
+    for rep in REPRESENTATIONS:
+        for d in DEFECTS:
+            rows = [r for r in reps if r["representation"] == rep and r["defect"] == d]
+            inj = sum(r["injected"] for r in rows)
+            det = sum(r["detected"] for r in rows)
+            fa = sum(r["false_alarms"] for r in rows)
+            out.append({"representation": rep, "defect": d, "injected": inj, "detected": det,
+                        "recall": det / inj if inj else None, "false_alarms": fa})
+    return out
+
+
+def prop4_check(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Proposition 4: violations where D declares the conditions; cq-Perf correlation
+    where it does not (passive and audit runs)."""
+    xs = [r for r in runs if r["condition"] in ("passive", "audit")]
+    dec = [r for r in xs if r["declares_bound"] and r["bound"] is not None]
+    below = [r for r in dec if r["perf"] < r["bound"] - 1e-12]
+    below_hp = [r for r in dec if r["perf"] < r["bound"] - r["hoeffding"] - 1e-12]
+    nd = [r for r in xs if not r["declares_bound"] and r["final_cq"] is not None]
+    res: dict[str, Any] = {
+        "declared_runs": len(dec),
+        "failure_probability": FAILURE_PROBABILITY,
+        "fraction_below_bound": len(below) / len(dec) if dec else None,
+        "fraction_below_bound_minus_hoeffding": len(below_hp) / len(dec) if dec else None,
+        "mean_bound": float(np.mean([r["bound"] for r in dec])) if dec else None,
+        "mean_perf_declared": float(np.mean([r["perf"] for r in dec])) if dec else None,
+        "undeclared_runs": len(nd),
+    }
+    if len(nd) >= 3:
+        cq = [r["final_cq"] for r in nd]
+        pf = [r["perf"] for r in nd]
+        res["pearson_r"] = float(sps.pearsonr(cq, pf).statistic)
+        res["spearman_rho"] = float(sps.spearmanr(cq, pf).statistic)
+        qual = [r["quality"] for r in nd]
+        res["pearson_r_trajectory"] = float(sps.pearsonr(qual, pf).statistic)
+    return res
+
+
+def costs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cost per condition: audit time per proposal, extra calls, feedback tokens."""
+    out = []
+    for cond in ("mas_only", "passive", "audit"):
+        rs = [r for r in runs if r["condition"] == cond]
+        if not rs:
+            continue
+        out.append({
+            "condition": cond,
+            "runs": len(rs),
+            "audit_ms_per_proposal": float(np.mean([r["audit_ms_per_proposal"] for r in rs])),
+            "agent_calls": float(np.mean([r["agent_calls"] for r in rs])),
+            "extra_calls": float(np.mean([r["extra_calls"] for r in rs])),
+            "interventions": float(np.mean([r["interventions"] for r in rs])),
+            "accepted_recoveries": float(np.mean([r["accepted"] for r in rs])),
+            "feedback_tokens": float(np.mean([r["feedback_tokens"] for r in rs])),
+            "wall_ms": float(np.mean([r["wall_ms"] for r in rs])),
+        })
+    return out

@@ -1,0 +1,63 @@
+"""``icore bench icore``: the controlled evaluation of iCORE-Audit (design.md 4.5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from icore.agents import LLMSettings
+from icore.bench._errors import UnknownPreset
+from icore.bench._icore import PRESETS, default_jobs, evaluate
+from icore.workloads._tasks import TASK_MODES
+
+
+def bench_icore(
+    preset: str = typer.Option("quick", help=f"Size: {', '.join(PRESETS)}."),
+    per_mode: int = typer.Option(0, help="Instances per task mode (0: the preset's)."),
+    mode: list[str] = typer.Option(
+        [], "--mode", help="Task mode(s) to run (default: all six)."
+    ),
+    seed0: int = typer.Option(0, help="First instance seed."),
+    jobs: int = typer.Option(default_jobs(), help="Worker processes."),
+    out: Path | None = typer.Option(None, help="Output folder (default results/icore/<preset>)."),
+    llm_base_url: str = typer.Option(
+        "", help="Run the LLM team behind this OpenAI-compatible endpoint (real-LLM setting)."
+    ),
+    llm_model: str = typer.Option("gpt-4o-mini", help="Model name for --llm-base-url."),
+    llm_api_key: str = typer.Option(
+        "not-needed", envvar="OPENAI_API_KEY", help="API key sent to --llm-base-url."
+    ),
+) -> None:
+    """MAS-only vs passive observation vs iCORE-Audit on matched instances of six task modes;
+    G/Q/X representation ablation; Prop. 4 check; CSV, JSON, PNG and markdown outputs."""
+    console = Console(width=140)
+    modes = mode or [str(m) for m in TASK_MODES]
+    try:
+        p = PRESETS[preset]
+    except KeyError:
+        raise typer.BadParameter(str(UnknownPreset(f"unknown preset {preset!r}",
+                                                   known=sorted(PRESETS)))) from None
+    n = per_mode or p.per_mode
+    with Progress(
+        TextColumn("[bold]iCORE eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console,
+    ) as prog:
+        task = prog.add_task("instances", total=n * len(modes))
+        _summary, paths = evaluate(
+            preset=preset, per_mode=n, modes=modes, seed0=seed0, jobs=jobs, out=out,
+            progress=lambda k: prog.advance(task, k),
+            llm=LLMSettings(base_url=llm_base_url, model=llm_model, api_key=llm_api_key)
+            if llm_base_url else None,
+        )
+    console.print(Markdown(paths["markdown"].read_text(encoding="utf-8")))
+    for name, path in paths.items():
+        console.print(f"{name}: {path}")
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``icore bench icore``."""
+    bench.command("icore")(bench_icore)

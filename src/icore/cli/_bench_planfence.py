@@ -1,0 +1,72 @@
+"""``icore bench planfence``: the PlanFence controlled replay (planfence Sec. 5, App. A.6,
+B, C). Thin: parses options, shows progress, calls :func:`icore.bench.run_planfence`."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from icore.bench import PLANFENCE_PRESETS, BenchError, run_planfence
+
+_NAMES = ", ".join([*PLANFENCE_PRESETS, "paper"])
+
+
+def bench_planfence(
+    preset: str = typer.Argument("table1", help=f"Preset: {_NAMES}."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder "
+                                    "(default results/planfence/<preset>)."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Worker processes."),
+    transport: str = typer.Option("inproc", "--transport",
+                                  help="inproc (virtual time) or tcp."),
+    seed: int = typer.Option(0, "--seed", help="Master seed mixed into every schedule."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG figures."),
+) -> None:
+    """Replay every policy on identical schedules and write the paper's tables/figures."""
+    console = Console(width=140)
+    folder = out if out is not None else Path("results") / "planfence" / preset
+    command = "icore bench planfence " + " ".join(shlex.quote(a) for a in sys.argv[3:]) \
+        if len(sys.argv) > 3 else f"icore bench planfence {preset}"
+    t0 = time.perf_counter()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                  transient=False) as bar:
+        task = bar.add_task(f"planfence {preset}", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            _result, doc = run_planfence(preset, folder, jobs=jobs, transport=transport,
+                                        seed=seed, command=command, plots=not no_plots,
+                                        progress=progress)
+        except BenchError as exc:
+            console.print(f"[red]error[/]: {exc}")
+            raise typer.Exit(2) from exc
+    table = Table("ordering", "reproduced", "measured", title="Paper orderings",
+                  show_lines=False)
+    for o in doc["orderings"]:
+        mark = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[o["reproduced"]]
+        table.add_row(o["id"], mark, o["measured"][:90])
+    console.print(table)
+    console.print(f"{doc['scheduled_actions']} actions, {doc['episodes']} episodes, "
+                  f"{time.perf_counter() - t0:.1f} s; results in {folder}/ "
+                  "(summary.md, summary.json, summary.csv, rows.csv, *.png)")
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``icore bench planfence``."""
+    bench.command("planfence")(bench_planfence)

@@ -1,0 +1,55 @@
+"""``icore certs init``: a team CA and one certificate per agent (mutual TLS 1.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from icore.net import ManifestError, TeamManifest, init_team_certs
+
+certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True)
+
+
+@certs_app.command("init")
+def certs_init(
+    manifest: Annotated[Path | None, typer.Option(
+        "--manifest", "-m", help="Team manifest: certify its agents into certs_dir.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--dir", "-d", help="Certs folder (default: the manifest's certs_dir).")] = None,
+    agent: Annotated[list[str] | None, typer.Option(
+        "--agent", "-a", help="Agent id to certify (repeatable; adds to the manifest's).")
+    ] = None,
+    team: Annotated[str | None, typer.Option(help="Team name in the certificates.")] = None,
+    days: Annotated[int, typer.Option(min=1, help="Validity in days.")] = 365,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace existing CA and certificates.")] = False,
+) -> None:
+    """Create the team CA (reused if present) and a key + certificate per agent."""
+    agents = list(agent or [])
+    team_name = team or "icore-team"
+    folder = out
+    if manifest is not None:
+        try:
+            m = TeamManifest.load(manifest)
+        except ManifestError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        agents = m.agent_ids + [a for a in agents if a not in m.agent_ids]
+        team_name = team or m.team
+        folder = folder or m.certs_dir
+    if folder is None or not agents:
+        typer.echo("error: give --manifest, or --dir and at least one --agent", err=True)
+        raise typer.Exit(2)
+    try:
+        path = init_team_certs(folder, agents, team=team_name, days=days, overwrite=force)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"team CA and {len(agents)} agent certificates in {path}")
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``icore certs``."""
+    app.add_typer(certs_app, name="certs")

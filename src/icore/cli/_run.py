@@ -1,0 +1,225 @@
+"""``icore run``: live multi-agent runs and the matched study (planfence Sec. 5.2, App. A.5).
+
+Thin: parses flags, calls :func:`icore.agents.run_live` / :func:`icore.agents.run_matched`
+and prints the result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from icore.agents import (
+    RunManifest,
+    RunResult,
+    default_manifest,
+    load_manifest,
+    run_live,
+    run_matched,
+)
+from icore.agents._matched import TABLE_HEADER
+from icore.state import AssertionKind
+
+_EXCERPT = 160
+
+
+def _text(value: object, limit: int = _EXCERPT) -> str:
+    t = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
+def write_icore_report(res: RunResult, out_dir: Path | None = None) -> Path | None:
+    """Render the run's iCORE state X with :mod:`icore.report` (offline HTML).
+
+    Writes ``<out_dir>/<run id>.html`` (default ``<run folder>/icore-report``) and links
+    the run's own ``report.html``. Returns None when the run has no state.
+    """
+    x = res.state
+    if x is None:
+        return None
+    from icore.report import (
+        AssertionView,
+        CertificateView,
+        EventView,
+        FlagView,
+        MetricPointView,
+        ObligationView,
+        RunView,
+        render_report,
+    )
+
+    events = [EventView(ev.id, None, ev.type, ev.kind, ev.agent, "",
+                        ", ".join(f"{k}={_text(v, 60)}" for k, v in ev.fields.items()
+                                  if v not in (None, False, "")), ev.causes)
+              for ev in x.events.values()]
+    certs = {c.id: CertificateView(c.id, c.validator, c.verdict, x.certificate_active(c.id),
+                                   c.events) for c in x.certificates.values()}
+    assertions = []
+    for a in x.assertions.values():
+        j = x.justifications.get(a.id)
+        value = a.value
+        if a.kind == AssertionKind.NODE and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v not in (None, [], False)}
+        assertions.append(AssertionView(
+            a.id, a.obligation, str(a.kind), a.key, _text(value), a.proposer,
+            j.operation if j else None, x.is_active(a.id), x.assertion_sound(a.id),
+            j.events if j else (),
+            tuple(certs[c] for c in (j.certificates if j else ()) if c in certs)))
+    in_w = set(x.evaluated())
+    obligations = [ObligationView(o.id, o.kind, str(o.effective_status), o.assignee,
+                                  o.parent, o.weight, x.is_sound(o.id), x.is_stable(o.id),
+                                  o.id in in_w, o.deps, ())
+                   for o in x.obligations.values()]
+    s = res.summary()
+    summary = (("policy", res.policy), ("family", res.family), ("backend", res.backend),
+               ("task success", f"{s['succeeded']}/{s['tasks']}"),
+               ("invalid primary actions", str(s["invalid_actions"])),
+               ("successful replans", str(s["successful_replans"])),
+               ("blocked (fail closed)", str(s["blocked"])),
+               ("agent crashes", str(s["crashes"])),
+               ("snd / astab / cq", f"{res.icore.get('snd', 0):.3f} / "
+                                    f"{res.icore.get('astab', 0):.3f} / "
+                                    f"{res.icore.get('cq', 0):.3f}"),
+               ("proposals (committed / rejected)",
+                f"{res.icore.get('committed')} / {res.icore.get('rejected')}"),
+               ("hard flags", str(res.icore.get("hard_flags"))))
+    out = out_dir or (res.out_dir / "icore-report")
+    view = RunView(
+        id=_text(res.name, 60).replace("/", "-"), title=f"Live run {res.name}",
+        subtitle=f"{res.policy} · {res.family} · {len(res.tasks)} workflow(s)",
+        summary=summary,
+        timeline=tuple(MetricPointView(i, a, b, c) for i, a, b, c in res.timeline),
+        obligations=tuple(obligations), assertions=tuple(assertions), events=tuple(events),
+        flags=tuple(FlagView(f.id, str(f.kind), f.detail, f.assertions)
+                    for f in x.flags.values()),
+        links=(("run report", "../report.html"),))
+    return render_report(view, out)
+
+_POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")
+
+
+def _manifest(path: Path | None, family: str, *, policy: str | None, backend: str | None,
+              base_url: str | None, model: str | None, timeout_s: float | None,
+              seeds: str | None, concurrency: int | None, repeat: int | None) -> RunManifest:
+    m = load_manifest(path) if path is not None else default_manifest(family)
+    changes: dict[str, object] = {}
+    if policy:
+        if policy not in _POLICIES:
+            raise typer.BadParameter(f"use one of {', '.join(_POLICIES)}", param_hint="--policy")
+        changes["policy"] = policy
+    if backend or base_url or model or timeout_s:
+        b = m.backend.model_dump()
+        if backend:
+            b["kind"] = backend
+        if base_url:
+            b["base_url"] = base_url
+        if model:
+            b["model"] = model
+        if timeout_s:
+            b["timeout_s"] = timeout_s
+        changes["backend"] = b
+    if seeds:
+        changes["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
+    if concurrency:
+        changes["concurrency"] = concurrency
+    if repeat:
+        changes["repeat"] = repeat
+    return m.with_(**changes) if changes else m
+
+
+def _print_run(console: Console, res: RunResult) -> None:
+    s = res.summary()
+    t = Table("policy", "tasks", "success", "invalid primary", "successful replans",
+              "blocked", "redundant auditor", "accepted/responses", "crashes", "seconds",
+              title=f"icore run {res.name}")
+    t.add_row(res.policy, str(s["tasks"]), str(s["succeeded"]), str(s["invalid_actions"]),
+              str(s["successful_replans"]), str(s["blocked"]),
+              str(s["redundant_auditor_actions"]), f"{s['accepted']}/{s['responses']}",
+              str(s["crashes"]), f"{res.duration_s:.1f}")
+    console.print(t)
+    for c in res.crashes:
+        console.print(f"[red]agent crash[/]: {c['agent']} ({c['role']}) exit code "
+                      f"{c['returncode']}{' (injected)' if c.get('injected') else ''}")
+    if res.error:
+        console.print(f"[red]run error[/]: {res.error}")
+    if res.interrupted:
+        console.print("[yellow]interrupted[/]: every agent process was stopped")
+    ic = res.icore
+    if ic:
+        console.print(f"iCORE: cq={ic.get('cq', 0):.3f} snd={ic.get('snd', 0):.3f} "
+                      f"proposals={ic.get('proposals')} rejected={ic.get('rejected')} "
+                      f"hard flags={ic.get('hard_flags')}")
+    console.print(f"report: {res.report}")
+
+
+def run(
+    manifest: Annotated[Path | None, typer.Argument(
+        help="Run manifest (YAML). Default: the embedded manifest of --family.",
+        exists=True, dir_okay=False)] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path(
+        "results/run"),
+    policy: Annotated[str | None, typer.Option(
+        help="Policy under test: owner_head_freshness, centralized_lineage, planfence.")
+    ] = None,
+    family: Annotated[str, typer.Option(
+        help="Workflow family of the embedded manifest: reservation, fulfillment, "
+             "deployment.")] = "reservation",
+    seeds: Annotated[str | None, typer.Option(help="Comma-separated template seeds.")] = None,
+    repeat: Annotated[int | None, typer.Option(help="Copies of each workflow.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Workflows at once.")] = None,
+    backend: Annotated[str | None, typer.Option(help="scripted or llm.")] = None,
+    llm_base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible base URL (else ICORE_LLM_BASE_URL).")] = None,
+    llm_model: Annotated[str | None, typer.Option(
+        help="Model name (else ICORE_LLM_MODEL).")] = None,
+    llm_timeout_s: Annotated[float | None, typer.Option(
+        help="Per-request timeout, seconds.")] = None,
+    matched: Annotated[bool, typer.Option(
+        "--matched", help="Run the matched study (App. A.5): 3 families x 10 seeds x "
+                          "{owner-head freshness, centralized lineage, PlanFence}.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run a live multi-agent team (one process per agent, mutual-TLS owner services)."""
+    console = Console(width=160)
+    if backend and backend not in ("scripted", "llm"):
+        raise typer.BadParameter("use scripted or llm", param_hint="--backend")
+    m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,
+                  model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
+                  concurrency=concurrency, repeat=repeat)
+    if matched:
+        res = run_matched(out, manifest=m, concurrency=concurrency or 10)
+        if as_json:
+            console.print_json(json.dumps(res.to_json()))
+            return
+        t = Table(*TABLE_HEADER, title="Matched controlled-live study (planfence App. A.5)")
+        for row in res.rows:
+            t.add_row(*row.cells())
+        console.print(t)
+        console.print(f"{sum(r.tasks for r in res.rows)} attempts in {res.duration_s:.1f} s; "
+                      f"table: {out / 'matched.md'}")
+        for p, r in res.runs.items():
+            console.print(f"  {p}: {r.report} (iCORE: {write_icore_report(r)})")
+        if any(r.crashes or r.error or r.interrupted for r in res.runs.values()):
+            raise typer.Exit(1)
+        return
+    res1 = run_live(m, out)
+    icore_report = write_icore_report(res1)
+    if as_json:
+        console.print_json(json.dumps(res1.summary()))
+    else:
+        _print_run(console, res1)
+        console.print(f"iCORE report: {icore_report}")
+    if res1.interrupted:
+        raise typer.Exit(130)
+    if res1.crashes or res1.error:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``icore run``."""
+    app.command("run")(run)

@@ -1,0 +1,77 @@
+"""``icore serve``: one agent's memory service, or the whole team on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from icore.net import ManifestError, TeamManifest, TeamProcesses, TransportError, serve_agent
+
+
+def serve(
+    manifest: Annotated[Path, typer.Argument(help="Team manifest (YAML).")],
+    agent: Annotated[str | None, typer.Option(
+        "--agent", "-a", help="Serve this agent.")] = None,
+    all_agents: Annotated[bool, typer.Option(
+        "--all", help="Launch one process per agent on 127.0.0.1 and supervise them.")
+    ] = False,
+    port: Annotated[int | None, typer.Option(
+        help="Override the agent's port (0 = ephemeral).")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level (stderr).")] = "INFO",
+) -> None:
+    """Serve an agent's durable store over mutual TLS, or launch the whole team.
+
+    With --agent, prints one JSON ready line on stdout and runs until SIGTERM/SIGINT.
+    With --all, starts every agent, prints their addresses, and stops them all cleanly
+    on Ctrl-C or SIGTERM.
+    """
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        m = TeamManifest.load(manifest)
+    except ManifestError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if all_agents == (agent is not None):
+        typer.echo("error: give exactly one of --agent ID or --all", err=True)
+        raise typer.Exit(2)
+    if agent is not None:
+        try:
+            asyncio.run(serve_agent(m, agent, port=port))
+        except (ManifestError, FileNotFoundError, OSError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        team = TeamProcesses(manifest).start()
+    except TransportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    try:
+        for a, (h, p) in team.addresses().items():
+            typer.echo(json.dumps({"event": "ready", "agent": a, "host": h, "port": p}))
+        while not stop.wait(0.5):
+            dead = [a for a, ap in team.procs.items() if ap.proc.poll() is not None]
+            if dead:
+                typer.echo(f"agents exited: {dead}", err=True)
+                break
+    finally:
+        with contextlib.suppress(Exception):
+            codes = team.stop()
+            typer.echo(json.dumps({"event": "stopped", "exit_codes": codes}))
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``icore serve``."""
+    app.command("serve")(serve)

@@ -1,0 +1,102 @@
+"""The owner side of the protocol as a pure request handler over a store.
+
+:class:`OwnerHandler` maps one decoded request and the *authenticated* peer identity to
+one reply. It does no I/O of its own (the store does), so the in-process virtual
+transport and the TCP service run the very same code (planfence App. A owner rules).
+
+Authorization:
+
+* head queries, fetches and pings: any authenticated team member;
+* commits: the writer is the peer identity, never a message field, so a writer claiming
+  another owner's key is refused by the store's owner rule (``OwnershipError``);
+* announcements and replication: every record must name the peer as its owner.
+
+Store and record errors become :class:`ErrorReply` with the error's stable code, and are
+logged on the ``icore.net`` logger with the peer and request id.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from icore.errors import IcoreError, OwnershipError
+from icore.memory import Store
+from icore.net._protocol import (
+    Ack,
+    Announce,
+    Commit,
+    CommitAck,
+    ErrorReply,
+    FetchReply,
+    FetchRequest,
+    HeadQuery,
+    HeadReplyMsg,
+    Message,
+    Ping,
+    Pong,
+    Replicate,
+)
+
+log = logging.getLogger("icore.net")
+
+DEFAULT_INLINE_CAP_BYTES = 4096
+"""Largest record an owner inlines into a head reply, whatever the client asks."""
+
+
+class OwnerHandler:
+    """Serve one agent's store.
+
+    Args:
+        store: the agent's store (authoritative for its keys).
+        agent: the agent id (the identity in its certificate).
+        inline_cap_bytes: upper bound on inlined record size in head replies.
+    """
+
+    def __init__(self, store: Store, *, agent: str,
+                 inline_cap_bytes: int = DEFAULT_INLINE_CAP_BYTES) -> None:
+        self.store = store
+        self.agent = agent
+        self.inline_cap_bytes = inline_cap_bytes
+        self.requests = 0
+        self.errors = 0
+
+    def handle(self, msg: Message, peer: str) -> Message:
+        """Answer one request from the authenticated ``peer``.
+
+        Returns:
+            The reply (an :class:`ErrorReply` on a refused request).
+        """
+        self.requests += 1
+        try:
+            return self._handle(msg, peer)
+        except IcoreError as exc:
+            self.errors += 1
+            log.warning("refused %s rid=%d from peer=%s: %s [%s]", type(msg).__name__,
+                        msg.rid, peer, exc, exc.code)
+            return ErrorReply(msg.rid, str(exc.code), str(exc)[:4096])
+
+    def _handle(self, msg: Message, peer: str) -> Message:
+        if isinstance(msg, HeadQuery):
+            inline = min(msg.inline_max_bytes, self.inline_cap_bytes)
+            heads = self.store.heads(msg.keys, known=dict(msg.known), inline_max_bytes=inline)
+            return HeadReplyMsg(msg.rid, self.agent, tuple(heads.values()))
+        if isinstance(msg, FetchRequest):
+            return FetchReply(msg.rid, tuple(self.store.fetch(msg.ids)))
+        if isinstance(msg, Commit):
+            res = self.store.commit(msg.record, writer=peer)
+            log.debug("commit %s seq=%d by %s", msg.record.key, msg.record.seq, peer)
+            return CommitAck(msg.rid, res.record.id, res.record.seq, res.created,
+                             res.lineage_complete)
+        if isinstance(msg, Announce | Replicate):
+            for rec in msg.records:
+                if rec.owner != peer:
+                    raise OwnershipError("a peer may only announce its own records",
+                                         key=rec.key, owner=rec.owner, peer=peer)
+            for rec in msg.records:
+                self.store.install(rec)
+            return Ack(msg.rid, len(msg.records))
+        if isinstance(msg, Ping):
+            return Pong(msg.rid, self.agent)
+        self.errors += 1
+        log.warning("unexpected %s from peer=%s", type(msg).__name__, peer)
+        return ErrorReply(msg.rid, "transport", f"{type(msg).__name__} is not a request")

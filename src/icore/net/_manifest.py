@@ -1,0 +1,172 @@
+"""The team manifest: agents, addresses, ownership, data and certificate folders.
+
+Shared by ``icore serve``, the team launcher and ``icore run``. YAML, validated with
+pydantic; relative paths are resolved against the manifest's folder. Example::
+
+    version: 1
+    team: trip-team
+    data_dir: data          # one SQLite store per agent: <data_dir>/<agent>.sqlite
+    certs_dir: certs        # made by `icore certs init --manifest team.yaml`
+    agents:
+      - {id: planner,  role: planner,  host: 127.0.0.1, port: 7401}
+      - {id: booker,   role: executor, host: 127.0.0.1, port: 7402}
+    ownership:              # key or glob pattern -> owning agent
+      req/*: planner
+      plan/*: planner
+      booking/*: booker
+
+``port: 0`` asks for an ephemeral port; the serving process reports the bound port on
+its ready line (see :class:`icore.net.TeamProcesses`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from icore.memory import OwnershipMap
+from icore.net._errors import TransportError
+from icore.net._pki import AGENT_ID_RE
+
+
+class ManifestError(TransportError, ValueError):
+    """The team manifest is missing, not YAML, or invalid (``fields['errors']`` says where)."""
+
+
+class AgentSpec(BaseModel):
+    """One agent of the team.
+
+    Attributes:
+        id: agent id; also its certificate common name and store file name.
+        role: free-form role label (``planner``, ``executor``, ``auditor``, ...).
+        host: address its owner service binds to and clients connect to.
+        port: TCP port (0 = ephemeral).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=AGENT_ID_RE.pattern)
+    role: str = "agent"
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535)
+
+
+class TeamManifest(BaseModel):
+    """A team of agents, each hosting its memory behind an owner service.
+
+    Attributes:
+        version: manifest format version (1).
+        team: team name (written into certificates).
+        agents: the agents (unique ids).
+        ownership: semantic key or glob pattern -> owning agent (must be an agent).
+        data_dir: folder of the agents' SQLite stores.
+        certs_dir: folder of the team CA and agent certificates.
+        synchronous: SQLite ``synchronous`` pragma of the stores (NORMAL or FULL).
+        rpc_timeout_s: per-RPC timeout clients should use, in seconds.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    team: str = "icore-team"
+    agents: list[AgentSpec] = Field(min_length=1)
+    ownership: dict[str, str] = Field(default_factory=dict)
+    data_dir: Path = Path("data")
+    certs_dir: Path = Path("certs")
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    rpc_timeout_s: float = Field(default=2.0, gt=0)
+
+    @field_validator("agents")
+    @classmethod
+    def _unique(cls, v: list[AgentSpec]) -> list[AgentSpec]:
+        ids = [a.id for a in v]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate agent ids: {dup}")
+        return v
+
+    @model_validator(mode="after")
+    def _owners_are_agents(self) -> TeamManifest:
+        ids = {a.id for a in self.agents}
+        bad = {k: o for k, o in self.ownership.items() if o not in ids}
+        if bad:
+            raise ValueError(f"ownership names agents not in the team: {bad}")
+        return self
+
+    # -- loading ----------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TeamManifest:
+        """Read and validate a manifest; resolve its paths against its folder.
+
+        Raises:
+            ManifestError: unreadable, not YAML, or invalid (with pydantic's locations).
+        """
+        p = Path(path)
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ManifestError(f"cannot read manifest: {exc}", path=str(p)) from exc
+        m = cls.parse(data, where=str(p))
+        base = p.resolve().parent
+        return m.model_copy(update={"data_dir": base / m.data_dir,
+                                    "certs_dir": base / m.certs_dir})
+
+    @classmethod
+    def parse(cls, data: Any, *, where: str = "<manifest>") -> TeamManifest:
+        """Validate an already-parsed mapping (paths left as given).
+
+        Raises:
+            ManifestError: invalid; ``fields['errors']`` lists ``path: message`` items.
+        """
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            errs = [f"{'.'.join(str(x) for x in e['loc']) or '<root>'}: {e['msg']}"
+                    for e in exc.errors()]
+            raise ManifestError(f"invalid team manifest {where}: {'; '.join(errs)}",
+                                path=where, errors=errs) from None
+
+    def to_yaml(self) -> str:
+        """Return the manifest as YAML."""
+        d = self.model_dump(mode="json")
+        return yaml.safe_dump(d, sort_keys=False)
+
+    # -- queries ----------------------------------------------------------------------
+    def agent(self, agent_id: str) -> AgentSpec:
+        """Return the agent with that id.
+
+        Raises:
+            ManifestError: no such agent.
+        """
+        for a in self.agents:
+            if a.id == agent_id:
+                return a
+        raise ManifestError("no such agent in the manifest", agent=agent_id)
+
+    @property
+    def agent_ids(self) -> list[str]:
+        """The agents' ids, in manifest order."""
+        return [a.id for a in self.agents]
+
+    def ownership_map(self) -> OwnershipMap:
+        """Return the team's :class:`icore.memory.OwnershipMap`."""
+        return OwnershipMap.from_mapping(self.ownership)
+
+    def addresses(self) -> dict[str, tuple[str, int]]:
+        """Return agent id -> (host, port) as declared (port 0 is not connectable)."""
+        return {a.id: (a.host, a.port) for a in self.agents}
+
+    def store_path(self, agent_id: str) -> Path:
+        """Return the SQLite store file of an agent."""
+        return self.data_dir / f"{self.agent(agent_id).id}.sqlite"

@@ -1,0 +1,94 @@
+"""Traffic accounting and helpers shared by every client transport (design.md 3.4)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from icore.errors import ErrorCode
+from icore.memory import HeadReply
+from icore.net._errors import MalformedMessage, RemoteError
+from icore.net._protocol import ErrorReply, HeadReplyMsg, Message
+
+
+@dataclass(slots=True)
+class TrafficStats:
+    """Counters of everything one transport endpoint wrote and read.
+
+    Byte counts are TCP payload bytes: frames plus, for TLS, record headers/tags, the
+    handshake flights, session tickets and close alerts. IP/TCP headers are not counted.
+
+    Attributes:
+        bytes_out: bytes written to the wire.
+        bytes_in: bytes read from the wire.
+        frames_out: protocol frames sent.
+        frames_in: protocol frames received.
+        rpcs: request/reply exchanges completed (successfully or with an error reply).
+        connections: connections opened (each pays a handshake).
+        handshake_bytes: bytes of TLS handshakes (already included in bytes_out/in).
+        failures: RPCs that raised (timeout, unreachable, protocol error).
+    """
+
+    bytes_out: int = 0
+    bytes_in: int = 0
+    frames_out: int = 0
+    frames_in: int = 0
+    rpcs: int = 0
+    connections: int = 0
+    handshake_bytes: int = 0
+    failures: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        """``bytes_out + bytes_in``."""
+        return self.bytes_out + self.bytes_in
+
+    def snapshot(self) -> TrafficStats:
+        """Return a copy (subtract two snapshots to measure an interval)."""
+        return dataclasses.replace(self)
+
+    def __sub__(self, other: TrafficStats) -> TrafficStats:
+        return TrafficStats(*(getattr(self, f.name) - getattr(other, f.name)
+                              for f in dataclasses.fields(self)))
+
+    def add(self, other: TrafficStats) -> None:
+        """Add another endpoint's counters into this one."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        """Return the counters as a plain dict (plus ``total_bytes``)."""
+        d = dataclasses.asdict(self)
+        d["total_bytes"] = self.total_bytes
+        return d
+
+
+def raise_for_error(reply: Message, *, owner: str) -> None:
+    """Raise :class:`RemoteError` when ``reply`` is an :class:`ErrorReply`."""
+    if isinstance(reply, ErrorReply):
+        raise RemoteError(f"owner refused the request: {reply.message}", owner=owner,
+                          remote_code=reply.code, rid=reply.rid)
+
+
+def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str]) -> HeadReply:
+    """Convert a wire reply into the :class:`icore.memory.HeadReply` the gate expects.
+
+    The owner name and keys are passed through as received: the gate itself checks for a
+    wrong owner or key (Alg. 1 line 6) and blocks; here only the type is checked.
+
+    Raises:
+        RemoteError: the owner answered with an error.
+        MalformedMessage: the reply is not a head reply.
+    """
+    raise_for_error(reply, owner=owner)
+    if not isinstance(reply, HeadReplyMsg):
+        raise MalformedMessage(f"expected a head reply, got {type(reply).__name__}",
+                               owner=owner, field="type")
+    return HeadReply(reply.owner, {h.key: h for h in reply.heads})
+
+
+def error_code_of(exc: BaseException) -> str:
+    """Return the stable error code of an exception (``transport`` for foreign ones)."""
+    code = getattr(exc, "code", None)
+    return str(code) if isinstance(code, ErrorCode) else str(ErrorCode.TRANSPORT)

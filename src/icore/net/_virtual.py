@@ -1,0 +1,447 @@
+"""In-process transport on virtual time with the network model (design.md 3.4).
+
+The same protocol objects as TCP run here: every request and reply is encoded with
+:func:`encode_frame`, carried over the link model, decoded (records verified) and served
+by :class:`OwnerHandler`. Only the bytes never touch a socket, and time is a
+:class:`icore._clock.ManualClock` (a discrete-event clock) instead of the wall clock.
+
+One RPC on a new connection (planfence Fig. 2, the paper's per-RPC setting)::
+
+    client                                   owner
+      | -- SYN ------------------------------> |        TCP: 1 RTT
+      | <----------------------------- SYN/ACK |
+      | -- ClientHello ----------------------> |        TLS 1.3 full handshake: 1 RTT
+      | <-- ServerHello..Certificate..Finished |
+      | -- Certificate, Finished + request --> |        the request rides the last flight
+      | <---------- session tickets + reply -- |
+      | -- close_notify ---------------------> |        not waited for
+      | <------------------------ close_notify |
+
+With connection reuse (default) only the request and reply are paid once connected.
+Byte counts: exact frames plus, with TLS, :class:`TlsCost` (record overhead per message
+and handshake flights measured from real TLS 1.3 handshakes with icore team
+certificates, see ``TlsCost.measure``).
+
+Timing semantics:
+
+* :class:`VirtualTransport` (sync :class:`icore.memory.OwnerAccess`): each call moves the
+  clock to its completion, so calls are sequential.
+* :class:`AsyncVirtualTransport` (:class:`icore.memory.AsyncOwnerAccess`): on a
+  :class:`VirtualTimeLoop` over the same clock, concurrent calls (``asyncio.gather``)
+  overlap in virtual time, as the gate's concurrent owner queries do (Alg. 1 line 5).
+
+The owner reads its store when the request *arrives* (virtual time), so a revision
+scheduled between send and arrival is seen, as on a real network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+
+from icore._clock import ManualClock
+from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, Store
+from icore.net._errors import MalformedMessage, OwnerUnreachable, RpcTimeout
+from icore.net._handler import OwnerHandler
+from icore.net._links import Link, LinkPair, Loopback
+from icore.net._protocol import (
+    Announce,
+    Commit,
+    CommitAck,
+    FetchReply,
+    FetchRequest,
+    HeadQuery,
+    Message,
+    Replicate,
+    decode_frame,
+    encode_frame,
+)
+from icore.net._stats import TrafficStats, raise_for_error, to_head_reply
+from icore.net._vloop import VirtualTimeLoop
+from icore.records import Record, RecordId
+
+
+@dataclass(frozen=True, slots=True)
+class TlsCost:
+    """Byte cost of TLS 1.3 with mutual certificate authentication.
+
+    Defaults were measured with :meth:`measure` on certificates made by
+    ``icore certs init`` (ECDSA P-256 team CA + agent certificate, OpenSSL 3, Python 3.11;
+    servers send no session tickets, see :func:`icore.net.server_context`). ECDSA
+    signatures vary by a byte or two between certificates.
+
+    Attributes:
+        client_hello: first client flight (ClientHello with key share), bytes.
+        server_flight: ServerHello..Certificate..CertificateVerify..Finished, bytes.
+        client_flight: client Certificate, CertificateVerify, Finished, bytes.
+        tickets: NewSessionTicket messages the server sends after the handshake, bytes.
+        record_overhead: bytes added to each application message (5-byte header,
+            1-byte inner content type, 16-byte AEAD tag).
+        close: one close_notify alert, bytes.
+    """
+
+    client_hello: int = 225
+    server_flight: int = 1313
+    client_flight: int = 1090
+    tickets: int = 0
+    record_overhead: int = 22
+    close: int = 24
+
+    @classmethod
+    def measure(cls, client_ctx: ssl.SSLContext, server_ctx: ssl.SSLContext) -> TlsCost:
+        """Measure the flights of one real in-memory TLS handshake between two contexts.
+
+        No sockets: both ends run on ``ssl.MemoryBIO`` pairs in this thread.
+
+        Raises:
+            ssl.SSLError: the contexts do not authenticate each other.
+        """
+        ci, co, si, so = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+        c = client_ctx.wrap_bio(ci, co, server_side=False)
+        s = server_ctx.wrap_bio(si, so, server_side=True)
+
+        def step(obj: ssl.SSLObject) -> bool:
+            try:
+                obj.do_handshake()
+                return True
+            except ssl.SSLWantReadError:
+                return False
+
+        step(c)
+        hello = co.read()
+        si.write(hello)
+        step(s)
+        sflight = so.read()
+        ci.write(sflight)
+        step(c)
+        cflight = co.read()
+        si.write(cflight)
+        step(s)
+        tickets = so.read()
+        s.write(b"x")
+        overhead = len(so.read()) - 1
+        try:
+            c.unwrap()
+        except ssl.SSLError:
+            pass
+        close = len(co.read())
+        return cls(client_hello=len(hello), server_flight=len(sflight),
+                   client_flight=len(cflight), tickets=len(tickets),
+                   record_overhead=overhead, close=close)
+
+    @property
+    def handshake_bytes(self) -> int:
+        """Bytes of one full handshake, both directions, tickets included."""
+        return self.client_hello + self.server_flight + self.client_flight + self.tickets
+
+
+DEFAULT_TLS_COST = TlsCost()
+"""TLS cost model used when none is given."""
+
+
+class _Core:
+    """Shared machinery of the sync and async virtual transports."""
+
+    def __init__(self, owners: Mapping[str, Store | OwnerHandler], *,
+                 clock: ManualClock | None, path: LinkPair | None, up: Link | None,
+                 down: Link | None, identity: str, new_connection_per_rpc: bool,
+                 tls: TlsCost | None, server_time_ms: float, inline_max_bytes: int) -> None:
+        self.clock = clock if clock is not None else ManualClock()
+        self.handlers: dict[str, OwnerHandler] = {
+            o: h if isinstance(h, OwnerHandler) else OwnerHandler(h, agent=o)
+            for o, h in owners.items()
+        }
+        if path is not None:
+            up, down = path.up, path.down
+        self.up: Link = up if up is not None else Loopback()
+        self.down: Link = down if down is not None else Loopback()
+        self.identity = identity
+        self.new_connection_per_rpc = new_connection_per_rpc
+        self.tls = tls
+        self.server_time_ms = float(server_time_ms)
+        self.inline_max_bytes = inline_max_bytes
+        self.stats = TrafficStats()
+        self.unavailable: set[str] = set()
+        self._connected: set[str] = set()
+        self._rid = 0
+        self.stall_ms = 0.0
+
+    def next_rid(self) -> int:
+        self._rid += 1
+        return self._rid
+
+    def warm(self, owners: Sequence[str] | None = None) -> None:
+        """Mark connections to ``owners`` (default: all) as open, without cost (setup)."""
+        self._connected.update(owners if owners is not None else self.handlers)
+
+    def _overhead(self) -> int:
+        return self.tls.record_overhead if self.tls is not None else 0
+
+    def steps(self, owner: str, req: Message) -> Generator[float, None, Message]:
+        """Yield the virtual times to wait until; return the decoded reply."""
+        s = self.stats
+        handler = self.handlers.get(owner)
+        if handler is None or owner in self.unavailable:
+            # a silent owner: the caller waits for its timeout
+            yield float("inf")
+            raise OwnerUnreachable("owner is unavailable", owner=owner)
+        t = self.clock.now_ms()
+        extra_up = 0
+        extra_down = 0
+        if owner not in self._connected:
+            s.connections += 1
+            t = self.up.deliver(t, 0)      # SYN
+            t = self.down.deliver(t, 0)    # SYN/ACK
+            if self.tls is not None:
+                tls = self.tls
+                t = self.up.deliver(t, tls.client_hello)
+                t = self.down.deliver(t, tls.server_flight)
+                s.bytes_out += tls.client_hello
+                s.bytes_in += tls.server_flight
+                s.handshake_bytes += tls.handshake_bytes
+                extra_up = tls.client_flight
+                extra_down = tls.tickets
+            if not self.new_connection_per_rpc:
+                self._connected.add(owner)
+        wire = encode_frame(req)
+        n_up = len(wire) + self._overhead() + extra_up
+        s.bytes_out += n_up
+        s.frames_out += 1
+        t = self.up.deliver(t, n_up)
+        yield t
+        served = handler.handle(decode_frame(wire), self.identity)
+        reply_wire = encode_frame(served)
+        n_down = len(reply_wire) + self._overhead() + extra_down
+        s.bytes_in += n_down
+        s.frames_in += 1
+        t = self.down.deliver(t + self.server_time_ms, n_down)
+        if self.new_connection_per_rpc and self.tls is not None:
+            self.up.deliver(t, self.tls.close)
+            self.down.deliver(t, self.tls.close)
+            s.bytes_out += self.tls.close
+            s.bytes_in += self.tls.close
+        yield t
+        s.rpcs += 1
+        return decode_frame(reply_wire)
+
+    def run_sync(self, owner: str, req: Message, timeout_s: float) -> Message:
+        t0 = self.clock.now_ms()
+        deadline = t0 + timeout_s * 1000.0
+        gen = self.steps(owner, req)
+        try:
+            t = next(gen)
+            while True:
+                if t > deadline:
+                    gen.close()
+                    self.clock.set(max(deadline, self.clock.now_ms()))
+                    self.stats.failures += 1
+                    raise RpcTimeout("owner did not answer in time", owner=owner,
+                                     timeout_s=timeout_s, rid=req.rid)
+                self.clock.set(max(t, self.clock.now_ms()))
+                t = gen.send(None)
+        except StopIteration as stop:
+            reply: Message = stop.value
+            return reply
+        finally:
+            self.stall_ms += self.clock.now_ms() - t0
+
+    async def run_async(self, owner: str, req: Message, timeout_s: float) -> Message:
+        loop = asyncio.get_running_loop()
+        if not (isinstance(loop, VirtualTimeLoop) and loop.clock is self.clock):
+            return self.run_sync(owner, req, timeout_s)
+        t0 = self.clock.now_ms()
+        deadline = t0 + timeout_s * 1000.0
+        gen = self.steps(owner, req)
+        try:
+            t = next(gen)
+            while True:
+                if t > deadline:
+                    gen.close()
+                    await asyncio.sleep(max(0.0, deadline - self.clock.now_ms()) / 1000.0)
+                    self.stats.failures += 1
+                    raise RpcTimeout("owner did not answer in time", owner=owner,
+                                     timeout_s=timeout_s, rid=req.rid)
+                await asyncio.sleep(max(0.0, t - self.clock.now_ms()) / 1000.0)
+                t = gen.send(None)
+        except StopIteration as stop:
+            reply: Message = stop.value
+            return reply
+        finally:
+            self.stall_ms += self.clock.now_ms() - t0
+
+    # -- request builders / reply checks ---------------------------------------------
+    def head_query(self, keys: Sequence[str], known: Mapping[str, RecordId] | None
+                   ) -> HeadQuery:
+        return HeadQuery(self.next_rid(), tuple(keys), dict(known or {}),
+                         self.inline_max_bytes)
+
+    @staticmethod
+    def records_of(reply: Message, owner: str) -> list[Record]:
+        raise_for_error(reply, owner=owner)
+        if not isinstance(reply, FetchReply):
+            raise MalformedMessage(f"expected a fetch reply, got {type(reply).__name__}",
+                                   owner=owner)
+        return list(reply.records)
+
+    @staticmethod
+    def commit_ack(reply: Message, owner: str) -> CommitAck:
+        raise_for_error(reply, owner=owner)
+        if not isinstance(reply, CommitAck):
+            raise MalformedMessage(f"expected a commit ack, got {type(reply).__name__}",
+                                   owner=owner)
+        return reply
+
+
+class _Base:
+    _core: _Core
+
+    @property
+    def clock(self) -> ManualClock:
+        """The discrete-event clock (ms)."""
+        return self._core.clock
+
+    @property
+    def stats(self) -> TrafficStats:
+        """Traffic counters of this transport (client view: out = requests)."""
+        return self._core.stats
+
+    @property
+    def stall_ms(self) -> float:
+        """Total virtual time spent inside RPCs (ms)."""
+        return self._core.stall_ms
+
+    @property
+    def unavailable(self) -> set[str]:
+        """Owners that never answer (each RPC to them times out)."""
+        return self._core.unavailable
+
+    @property
+    def handlers(self) -> dict[str, OwnerHandler]:
+        """Owner id -> the handler serving it."""
+        return self._core.handlers
+
+    def warm(self, owners: Sequence[str] | None = None) -> None:
+        """Open connections to ``owners`` (default: all) at no cost (excluded setup)."""
+        self._core.warm(owners)
+
+
+class VirtualTransport(_Base):
+    """Synchronous :class:`~icore.memory.OwnerAccess` over in-process owners, virtual time.
+
+    Args:
+        owners: owner id -> its store (or a ready :class:`OwnerHandler`).
+        clock: the discrete-event clock to advance (a new one when None).
+        path: both link directions (e.g. ``path_by_name("att", offset_ms=5000)``);
+            overrides ``up``/``down``.
+        up: client -> owner link (default :class:`Loopback`).
+        down: owner -> client link (default :class:`Loopback`).
+        identity: the authenticated identity of this client (the writer of commits).
+        new_connection_per_rpc: pay TCP + TLS handshakes on every RPC (paper setting);
+            otherwise one connection per owner is opened on first use and reused.
+        tls: TLS byte-cost model, or None for plaintext accounting.
+        server_time_ms: modelled owner processing time per request.
+        inline_max_bytes: ask owners to inline changed head records up to this size.
+
+    Example:
+        >>> from icore.memory import MemoryStore, OwnershipMap
+        >>> om = OwnershipMap.from_mapping({"req/*": "a"})
+        >>> net = VirtualTransport({"a": MemoryStore(om, "a")})
+        >>> net.query_heads("a", ["req/1"]).heads
+        {}
+    """
+
+    def __init__(self, owners: Mapping[str, Store | OwnerHandler], *,
+                 clock: ManualClock | None = None, path: LinkPair | None = None,
+                 up: Link | None = None, down: Link | None = None,
+                 identity: str = "executor", new_connection_per_rpc: bool = False,
+                 tls: TlsCost | None = DEFAULT_TLS_COST, server_time_ms: float = 0.0,
+                 inline_max_bytes: int = 0) -> None:
+        self._core = _Core(owners, clock=clock, path=path, up=up, down=down,
+                           identity=identity, new_connection_per_rpc=new_connection_per_rpc,
+                           tls=tls, server_time_ms=server_time_ms,
+                           inline_max_bytes=inline_max_bytes)
+
+    def query_heads(self, owner: str, keys: Sequence[str], *,
+                    known: Mapping[str, RecordId] | None = None,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """One batched head query to ``owner`` (Alg. 1 line 5).
+
+        Raises:
+            RpcTimeout / OwnerUnreachable: no answer within ``timeout_s`` (clock moved by
+                the timeout); RemoteError: the owner refused.
+        """
+        c = self._core
+        reply = c.run_sync(owner, c.head_query(keys, known), timeout_s)
+        return to_head_reply(reply, owner=owner, keys=keys)
+
+    def fetch(self, owner: str, ids: Sequence[RecordId], *,
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """Fetch exact records (verified on decode) from ``owner`` (Alg. 1 line 8)."""
+        c = self._core
+        reply = c.run_sync(owner, FetchRequest(c.next_rid(), tuple(ids)), timeout_s)
+        return c.records_of(reply, owner)
+
+    def commit(self, owner: str, record: Record, *,
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> CommitAck:
+        """Commit ``record`` at ``owner``'s service as this transport's identity."""
+        c = self._core
+        return c.commit_ack(c.run_sync(owner, Commit(c.next_rid(), record), timeout_s), owner)
+
+    def announce(self, to: str, records: Sequence[Record], *,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Send head announcements (envelopes only) for this identity's records to ``to``."""
+        c = self._core
+        msg = Announce(c.next_rid(), tuple(r.without_content() for r in records))
+        raise_for_error(c.run_sync(to, msg, timeout_s), owner=to)
+
+    def replicate(self, to: str, records: Sequence[Record], *,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Push this identity's records with content into ``to``'s replica cache."""
+        c = self._core
+        raise_for_error(c.run_sync(to, Replicate(c.next_rid(), tuple(records)), timeout_s),
+                        owner=to)
+
+
+class AsyncVirtualTransport(_Base):
+    """Async :class:`~icore.memory.AsyncOwnerAccess` on virtual time.
+
+    Same arguments as :class:`VirtualTransport`. Run the caller on a
+    :class:`VirtualTimeLoop` over the same clock (``run_virtual(coro, transport.clock)``)
+    so that concurrent RPCs overlap in virtual time; on any other loop the calls complete
+    immediately and advance the clock like the sync transport.
+    """
+
+    def __init__(self, owners: Mapping[str, Store | OwnerHandler], *,
+                 clock: ManualClock | None = None, path: LinkPair | None = None,
+                 up: Link | None = None, down: Link | None = None,
+                 identity: str = "executor", new_connection_per_rpc: bool = False,
+                 tls: TlsCost | None = DEFAULT_TLS_COST, server_time_ms: float = 0.0,
+                 inline_max_bytes: int = 0) -> None:
+        self._core = _Core(owners, clock=clock, path=path, up=up, down=down,
+                           identity=identity, new_connection_per_rpc=new_connection_per_rpc,
+                           tls=tls, server_time_ms=server_time_ms,
+                           inline_max_bytes=inline_max_bytes)
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """Async form of :meth:`VirtualTransport.query_heads`."""
+        c = self._core
+        reply = await c.run_async(owner, c.head_query(keys, known), timeout_s)
+        return to_head_reply(reply, owner=owner, keys=keys)
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """Async form of :meth:`VirtualTransport.fetch`."""
+        c = self._core
+        reply = await c.run_async(owner, FetchRequest(c.next_rid(), tuple(ids)), timeout_s)
+        return c.records_of(reply, owner)
+
+    async def commit(self, owner: str, record: Record, *,
+                     timeout_s: float = DEFAULT_TIMEOUT_S) -> CommitAck:
+        """Async form of :meth:`VirtualTransport.commit`."""
+        c = self._core
+        reply = await c.run_async(owner, Commit(c.next_rid(), record), timeout_s)
+        return c.commit_ack(reply, owner)

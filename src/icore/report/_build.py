@@ -1,0 +1,173 @@
+"""Build view models from audited runs (formatting only; every number comes from upstream)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from icore.adapters import Attribution, AttributionScore, AuditResult
+from icore.report._model import (
+    AssertionView,
+    AttributionView,
+    CertificateView,
+    ChainLinkView,
+    DiagnosisView,
+    EventView,
+    FlagView,
+    IndexRow,
+    IndexView,
+    MetricPointView,
+    ObligationView,
+    RunView,
+)
+from icore.report._render import report_filename
+from icore.state import AssertionKind
+
+_EXCERPT = 600
+
+
+def _text(value: Any, limit: int = 160) -> str:
+    s = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def view_from_audit(result: AuditResult, *, attribution: Attribution | None = None,
+                    links: Sequence[tuple[str, str]] = (),
+                    index_href: str | None = None) -> RunView:
+    """The :class:`RunView` of an audited imported run.
+
+    Args:
+        result: the audited run.
+        attribution: its failure attribution, if computed.
+        links: extra ``(label, relative href)`` links (e.g. the PROV-JSON file).
+        index_href: the index page's relative href, if an index is written alongside.
+    """
+    x = result.state
+    t = result.trace
+    s = result.summary()
+    text_by_step = {st.index: st.content for st in t.steps}
+    events = []
+    for ev in x.events.values():
+        step = result.event_step(ev.id)
+        raw = text_by_step.get(step, "") if step is not None else str(ev.fields.get("text", ""))
+        facts = ", ".join(f"{k}={_text(v, 60)}" for k, v in ev.fields.items()
+                          if k not in ("step", "text") and v not in (None, False, ""))
+        events.append(EventView(ev.id, step, ev.type, ev.kind, ev.agent,
+                                _text(raw, _EXCERPT), facts, ev.causes))
+    certs = {c.id: CertificateView(c.id, c.validator, c.verdict, x.certificate_active(c.id),
+                                   c.events) for c in x.certificates.values()}
+    assertions = []
+    for a in x.assertions.values():
+        j = x.justifications.get(a.id)
+        value = a.value
+        if a.kind == AssertionKind.NODE and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v not in (None, [], False)}
+        assertions.append(AssertionView(
+            a.id, a.obligation, str(a.kind), a.key, _text(value), a.proposer,
+            j.operation if j else None, x.is_active(a.id), x.assertion_sound(a.id),
+            j.events if j else (), tuple(certs[c] for c in (j.certificates if j else ())
+                                         if c in certs)))
+    in_w = set(x.evaluated())
+    obligations = []
+    for o in x.obligations.values():
+        rels = []
+        for (kind, key), aid in o.active.items():
+            if kind == str(AssertionKind.RELATION):
+                rels.append((key, str(x.assertions[aid].value)))
+        obligations.append(ObligationView(
+            o.id, o.kind, str(o.effective_status), o.assignee, o.parent, o.weight,
+            x.is_sound(o.id), x.is_stable(o.id), o.id in in_w, o.deps, tuple(rels)))
+    diagnoses = tuple(DiagnosisView(d.id, d.defect, d.step, d.responsible, d.detail, d.events,
+                                    d.assertions, d.obligations) for d in result.diagnoses)
+    flags = tuple(FlagView(f.id, str(f.kind), f.detail, f.assertions) for f in x.flags.values())
+    att = None
+    if attribution is not None:
+        ann = t.annotation
+        att = AttributionView(
+            attribution.agent, attribution.step, attribution.rule,
+            tuple(ChainLinkView(c.diagnosis, c.defect, c.step, c.agent, c.detail)
+                  for c in attribution.chain),
+            ann.agent if ann else None, ann.step if ann else None)
+    outcome = {True: "succeeded", False: "failed", None: "unknown"}[t.succeeded]
+    summary: tuple[tuple[str, str], ...] = (
+        ("family", t.family), ("source", t.file), ("messages", str(s.steps)),
+        ("recorded outcome", outcome),
+        ("snd (final)", f"{s.snd:.3f}"), ("astab (final)", f"{s.astab:.3f}"),
+        ("cq (final / mean / min over the run)", f"{s.cq:.3f} / {s.cq_mean:.3f} / {s.cq_min:.3f}"),
+        ("hard flags", str(s.hard_flags)), ("stalls", str(s.stalls)),
+        ("replans", str(s.replans)), ("unsupported assertions", str(s.unsupported)),
+        ("diagnoses", str(s.diagnoses)),
+        ("terminal marker", ("sound" if s.terminal else "present, unsound")
+         if s.terminated else "none"),
+        ("declaration package", f"{x.decl.name} v{x.decl.version}"),
+        ("import + audit time", f"{result.elapsed_ms:.0f} ms"),
+    )
+    warnings = t.extras.get("warnings")
+    if isinstance(warnings, list) and warnings:
+        summary += (("import warnings", "; ".join(map(str, warnings))),)
+    return RunView(
+        id=t.id,
+        title=f"Audit of run {t.id}",
+        subtitle=_text(t.question, 300),
+        summary=summary,
+        timeline=tuple(MetricPointView(p.step, p.snd, p.astab, p.cq) for p in result.timeline),
+        obligations=tuple(obligations),
+        assertions=tuple(assertions),
+        events=tuple(events),
+        diagnoses=diagnoses,
+        flags=flags,
+        attribution=att,
+        links=tuple(links),
+        index_href=index_href,
+    )
+
+
+def index_from_audits(results: Sequence[AuditResult], *,
+                      attributions: dict[str, Attribution] | None = None,
+                      score: AttributionScore | None = None,
+                      errors: Sequence[tuple[str, str]] = (),
+                      elapsed_s: float | None = None,
+                      title: str = "icore audit") -> IndexView:
+    """The :class:`IndexView` of a set of audited runs (plus accuracy notes if scored)."""
+    cols = ["run", "family", "messages", "snd", "astab", "cq", "cq mean", "flags", "stalls",
+            "unsupported", "diagnoses"]
+    if attributions is not None:
+        cols += ["predicted agent", "predicted step", "annotated agent", "annotated step"]
+    rows = []
+    for r in results:
+        s = r.summary()
+        cells = [s.family, str(s.steps), f"{s.snd:.3f}", f"{s.astab:.3f}", f"{s.cq:.3f}",
+                 f"{s.cq_mean:.3f}", str(s.hard_flags), str(s.stalls), str(s.unsupported),
+                 str(s.diagnoses)]
+        if attributions is not None:
+            a = attributions.get(r.trace.id)
+            ann = r.trace.annotation
+            cells += [str(a.agent) if a else "", str(a.step) if a else "",
+                      str(ann.agent) if ann else "", str(ann.step) if ann else ""]
+        rows.append(IndexRow(r.trace.id, report_filename(r.trace.id), tuple(cells)))
+    notes: list[tuple[str, str]] = [("runs", str(len(results)))]
+    if elapsed_s is not None:
+        notes.append(("import + audit time", f"{elapsed_s:.2f} s"))
+    if score is not None:
+        notes += [
+            ("attribution: runs scored", str(score.n)),
+            ("agent-level accuracy (icore / random / published best)",
+             f"{_pct(score.agent_accuracy)} / {_pct(score.random_agent)} / "
+             f"{_pct(score.published['agent'])}"),
+            ("step-level accuracy (icore / random / published best)",
+             f"{_pct(score.step_accuracy)} / {_pct(score.random_step)} / "
+             f"{_pct(score.published['step'])}"),
+        ]
+        for fam, v in score.by_family.items():
+            notes.append((f"{fam} (n={int(v['n'])}): agent / step",
+                          f"{_pct(v['agent_accuracy'])} / {_pct(v['step_accuracy'])} "
+                          f"(random {_pct(v['random_agent'])} / {_pct(v['random_step'])})"))
+    return IndexView(title, tuple(cols), tuple(rows), tuple(notes), tuple(errors))
+
+
+__all__ = ["index_from_audits", "view_from_audit"]

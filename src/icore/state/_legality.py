@@ -1,0 +1,556 @@
+"""Legality of a proposal: icore Definition 6 as fixed by design.md 4.3.
+
+:func:`audit` is pure: it reads X, runs the validators of V on the proposal's inputs and
+returns a :class:`Verdict` holding the log entries that would record it. It changes
+nothing; :meth:`State.apply_verdict` (or :meth:`State.submit`) records it.
+
+A proposal is legal when
+  1. its operation is declared and the proposer is a declared agent authorized for it;
+  2. its new events are well formed (declared type and fields, known agent, known causes);
+  3. the target and every obligation it names exist (or are created by it);
+  4. the operation's preconditions hold on the target;
+  5. cited assertions are active and sound, cited records are their owners' heads;
+  6. every new assertion is justified by events in G or in the proposal, and every
+     certificate passes V (validators are run twice: raising, a non-boolean or two
+     answers is a validator inconsistency); required certificate kinds are present;
+  7. the effects are exactly the operation's declared effects;
+  8. no obligation is settled or removed without settlement or transport evidence.
+Otherwise it is rejected: none of its effects is committed, and the rejection plus a hard
+flag (``validator_inconsistency`` and/or ``unsupported_assertion``) is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from icore.state._decl import OperationDecl, ValidatorInput
+from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, Rejected
+from icore.state._errors import StateInputError
+from icore.state._model import (
+    TRANSPORTED_TO,
+    Assertion,
+    AssertionKind,
+    Certificate,
+    Decision,
+    Effect,
+    Event,
+    EventSpec,
+    FlagKind,
+    HardFlag,
+    Justification,
+    Proposal,
+    Reason,
+    ReasonCode,
+    Status,
+)
+from icore.state._state import HeadView, State, make_event
+
+_DONE = (Status.DISCHARGED, Status.SETTLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Outcome of :func:`audit` (icore Def. 6).
+
+    Attributes:
+        decision: commit or reject.
+        proposal: the proposal, with its assigned id.
+        reasons: typed rejection reasons (empty on commit).
+        flags: hard flags the rejection raises (empty on commit).
+        assertions: assertions a commit adds (empty on reject).
+        certificates: certificates V issued on the proposal's requests (on reject, the
+            ones that ran, for diagnosis; they are not added to Π).
+        progress: D's ``progress`` predicate on the committed transition.
+        base_seq: the state's sequence number when audited (a verdict applies only there).
+        bodies: the log entry bodies that record this verdict.
+    """
+
+    decision: Decision
+    proposal: Proposal
+    reasons: tuple[Reason, ...]
+    flags: tuple[HardFlag, ...]
+    assertions: tuple[Assertion, ...]
+    certificates: tuple[Certificate, ...]
+    progress: bool
+    base_seq: int
+    bodies: tuple[Body, ...]
+
+    @property
+    def committed(self) -> bool:
+        """True for a commit."""
+        return self.decision == Decision.COMMIT
+
+    @property
+    def codes(self) -> frozenset[ReasonCode]:
+        """The set of reason codes."""
+        return frozenset(r.code for r in self.reasons)
+
+    @property
+    def touched(self) -> tuple[str, ...]:
+        """Obligations the proposal's effects name (sorted, unique)."""
+        return tuple(sorted({e.obligation for e in self.proposal.effects}))
+
+
+def _is_json(value: object) -> bool:
+    if value is None or isinstance(value, bool | int | str):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def check_event(
+    spec: EventSpec, eid: str, state: State, pending: set[str]
+) -> tuple[ReasonCode, str] | None:
+    """Check one event against O_D, M_D and G (plus ``pending`` ids of the same proposal)."""
+    ot = state.decl.observables.get(spec.type)
+    if ot is None:
+        return (ReasonCode.INVALID_EVENT, f"event type {spec.type!r} is not declared in O_D")
+    if spec.agent not in state.decl.agents:
+        return (ReasonCode.UNKNOWN_AGENT, f"event agent {spec.agent!r} is not in M_D")
+    if eid in state.events or eid in pending:
+        return (ReasonCode.INVALID_EVENT, f"event id {eid!r} is already used")
+    missing = [f for f in ot.fields if f not in spec.fields]
+    if missing:
+        return (ReasonCode.INVALID_EVENT, f"event {eid!r} lacks declared fields {missing}")
+    for c in spec.causes:
+        if c not in state.events and c not in pending:
+            return (ReasonCode.INVALID_EVENT, f"event {eid!r} has unknown cause {c!r}")
+    if not all(isinstance(k, str) for k in spec.fields) or not _is_json(dict(spec.fields)):
+        return (ReasonCode.INVALID_EVENT, f"event {eid!r} fields are not JSON")
+    return None
+
+
+def check_effect_value(
+    e: Effect, state: State, new_obligations: set[str]
+) -> tuple[ReasonCode, str] | None:
+    """Check an effect's value is well formed for its kind."""
+    known = state.obligations
+    if not isinstance(e.key, str):
+        return (ReasonCode.EFFECT_MISMATCH, "effect key must be a string")
+    if e.kind == AssertionKind.NODE:
+        v = e.value
+        if not isinstance(v, dict) or not isinstance(v.get("kind"), str):
+            return (ReasonCode.EFFECT_MISMATCH, "node value must be a mapping with a 'kind'")
+        w = v.get("weight", 1.0)
+        if not isinstance(w, int | float) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
+            return (ReasonCode.EFFECT_MISMATCH, f"node weight {w!r} is not a finite number >= 0")
+        refs = list(v.get("deps", ()))
+        if v.get("parent") is not None:
+            refs.append(v["parent"])
+        for r in refs:
+            if r not in known and r not in new_obligations:
+                return (ReasonCode.UNKNOWN_OBLIGATION, f"node refers to unknown obligation {r!r}")
+    elif e.kind == AssertionKind.STATUS:
+        if e.value not in Status.__members__.values() or e.value == Status.REPAIR_PENDING:
+            return (ReasonCode.EFFECT_MISMATCH, f"{e.value!r} is not an assertable status")
+    elif e.kind == AssertionKind.ASSIGNEE:
+        if e.value is not None and e.value not in state.decl.agents:
+            return (ReasonCode.UNKNOWN_AGENT, f"assignee {e.value!r} is not in M_D")
+    elif (
+        e.kind == AssertionKind.RELATION and e.value not in known and e.value not in new_obligations
+    ):
+        return (ReasonCode.UNKNOWN_OBLIGATION, f"relation to unknown obligation {e.value!r}")
+    if not _is_json(e.value):
+        return (ReasonCode.EFFECT_MISMATCH, "effect value is not JSON")
+    return None
+
+
+def _fits(e: Effect, t_kind: AssertionKind, t: object, p: Proposal, new: set[str]) -> bool:
+    from icore.state._decl import EffectTemplate
+
+    assert isinstance(t, EffectTemplate)
+    if e.kind != t_kind:
+        return False
+    if t.key is not None and e.key != t.key:
+        return False
+    if t.values is not None and e.value not in t.values:
+        return False
+    if t.target == "subject":
+        return e.obligation == p.target
+    if t.target == "new":
+        return e.obligation in new
+    return True
+
+
+def match_effects(op: OperationDecl, p: Proposal, new: set[str]) -> str | None:
+    """Check the effects are exactly ``op``'s declared effects (first fit, in order)."""
+    used = [0] * len(op.effects)
+    for e in p.effects:
+        for i, t in enumerate(op.effects):
+            if used[i] and not t.many:
+                continue
+            if _fits(e, t.kind, t, p, new):
+                used[i] += 1
+                break
+        else:
+            return (
+                f"effect {e.kind}:{e.key or '-'}={e.value!r} on {e.obligation!r} matches no "
+                f"declared effect of {op.name!r}"
+            )
+    for i, t in enumerate(op.effects):
+        if not used[i]:
+            return f"declared effect {t.kind} (target {t.target}) of {op.name!r} is missing"
+    return None
+
+
+def _run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
+    """Run twice; return (verdict, "") or (None, why it is inconsistent)."""
+    assert callable(fn)
+    try:
+        r1 = fn(inp)
+        r2 = fn(inp)
+    except Exception as exc:  # a validator's failure is data, not a crash (design.md 4.1)
+        return None, f"raised {type(exc).__name__}: {exc}"
+    if not isinstance(r1, bool) or not isinstance(r2, bool):
+        return None, f"returned a non-boolean ({type(r1).__name__})"
+    if r1 != r2:
+        return None, "returned different verdicts on the same input (non-deterministic)"
+    return r1, ""
+
+
+def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None) -> Verdict:
+    """Audit one proposal against X (icore Def. 6; design.md 4.3). Pure: X is unchanged.
+
+    Args:
+        proposal: the labelled proposal.
+        state: X.
+        head_view: key -> owner's current head, used for cited records; without it, a
+            proposal citing records is rejected (``stale_record``: currency unprovable).
+
+    Returns:
+        A :class:`Verdict`; record it with :meth:`State.apply_verdict`.
+
+    Cost: proportional to the proposal (its effects, events, citations, certificates
+    and the validators it runs), independent of |X|.
+    """
+    decl = state.decl
+    reasons: list[Reason] = []
+
+    def bad(code: ReasonCode, detail: str, subject: str | None = None) -> None:
+        reasons.append(Reason(code, detail, subject))
+
+    pid = proposal.id or f"p{len(state._proposals) + 1}"
+    if pid in state._proposals:
+        raise StateInputError("proposal id was already used", proposal=pid)
+    p = replace(proposal, id=pid)
+
+    # 1. operation and proposer
+    op = decl.operations.get(p.operation)
+    if op is None:
+        bad(ReasonCode.UNKNOWN_OPERATION, f"operation {p.operation!r} is not in Ω", p.operation)
+    if p.proposer not in decl.agents:
+        bad(ReasonCode.UNKNOWN_AGENT, f"proposer {p.proposer!r} is not in M_D", p.proposer)
+    elif op is not None and not decl.may_propose(p.proposer, p.operation):
+        bad(
+            ReasonCode.UNAUTHORIZED_PROPOSER,
+            f"{p.proposer!r} may not propose {p.operation!r}",
+            p.proposer,
+        )
+
+    # 2. new events
+    new_events: dict[str, Event] = {}
+    n = len(state.events) + 1
+    for spec in p.events:
+        eid = spec.id
+        if eid is None:
+            while f"e{n}" in state.events or f"e{n}" in new_events:
+                n += 1
+            eid = f"e{n}"
+        problem = check_event(spec, eid, state, set(new_events))
+        if problem is not None:
+            bad(problem[0], problem[1], eid)
+            continue
+        new_events[eid] = make_event(spec, eid, state)
+
+    # 3. obligations named
+    created = {e.obligation for e in p.effects if e.kind == AssertionKind.NODE}
+    seen_slots: set[tuple[str, str, str]] = set()
+    for e in p.effects:
+        if e.kind == AssertionKind.NODE:
+            if e.obligation in state.obligations:
+                bad(ReasonCode.UNKNOWN_OBLIGATION, "obligation already exists", e.obligation)
+        elif e.obligation not in state.obligations and e.obligation not in created:
+            bad(ReasonCode.UNKNOWN_OBLIGATION, "effect names an unknown obligation", e.obligation)
+        if e.slot in seen_slots:
+            bad(ReasonCode.EFFECT_MISMATCH, f"two effects write slot {e.slot}", e.obligation)
+        seen_slots.add(e.slot)
+        problem = check_effect_value(e, state, created)
+        if problem is not None:
+            bad(problem[0], problem[1], e.obligation)
+
+    # 4. preconditions on the target
+    target = state.obligations.get(p.target) if p.target is not None else None
+    if op is not None:
+        pre = op.preconditions
+        if pre.target_required and target is None:
+            bad(ReasonCode.UNKNOWN_OBLIGATION, "operation needs an existing target", p.target)
+        elif p.target is not None and target is None and p.target not in created:
+            bad(ReasonCode.UNKNOWN_OBLIGATION, "target is unknown", p.target)
+        if target is not None:
+            if pre.status_in is not None and target.effective_status not in pre.status_in:
+                bad(
+                    ReasonCode.PRECONDITION_FAILED,
+                    f"target status {target.effective_status} not in "
+                    f"{[str(s) for s in pre.status_in]}",
+                    target.id,
+                )
+            if pre.deps_done:
+                for d in target.deps:
+                    dep = state.obligations.get(d)
+                    if dep is None or dep.effective_status not in _DONE:
+                        bad(ReasonCode.PRECONDITION_FAILED, f"dependency {d!r} is not done", d)
+            if pre.assignee_is_proposer and target.assignee != p.proposer:
+                bad(
+                    ReasonCode.PRECONDITION_FAILED,
+                    f"target is assigned to {target.assignee!r}, not the proposer",
+                    target.id,
+                )
+
+    # 5. citations
+    for aid in p.cites:
+        if not state.is_active(aid):
+            bad(ReasonCode.STALE_CITATION, "cited assertion is missing or superseded", aid)
+        elif not state.assertion_sound(aid):
+            bad(ReasonCode.UNSOUND_CITATION, "cited assertion is not sound", aid)
+
+    def current(key: str, rid: str) -> bool:
+        return head_view is not None and head_view(key) == rid
+
+    for r in p.records:
+        if not current(r.key, r.record_id):
+            bad(
+                ReasonCode.STALE_RECORD, f"record of {r.key!r} is not its owner's head", r.record_id
+            )
+
+    # 6. justification and certificates
+    if p.effects and not p.justification:
+        bad(ReasonCode.MISSING_JUSTIFICATION, "new assertions cite no event")
+    for eid in p.justification:
+        if eid not in state.events and eid not in new_events:
+            bad(ReasonCode.UNKNOWN_EVENT, "justification cites an event not in G", eid)
+    certs: list[Certificate] = []
+    passing_kinds: set[str] = set()
+    inconsistent: list[str] = []
+    cert_ids = state.next_ids("c", len(p.certificates))
+    for cid, req in zip(cert_ids, p.certificates, strict=True):
+        vspec = decl.validators.get(req.validator)
+        if vspec is None:
+            bad(ReasonCode.UNKNOWN_VALIDATOR, "validator is not in V", req.validator)
+            continue
+        if req.version is not None and req.version != vspec.version:
+            bad(
+                ReasonCode.UNKNOWN_VALIDATOR,
+                f"version {req.version!r} requested, V declares {vspec.version!r}",
+                req.validator,
+            )
+            continue
+        evs: list[Event] = []
+        ok = True
+        for eid in req.events:
+            ev = state.events.get(eid) or new_events.get(eid)
+            if ev is None:
+                bad(ReasonCode.UNKNOWN_EVENT, "certificate cites an event not in G", eid)
+                ok = False
+            else:
+                evs.append(ev)
+        for r in req.records:
+            if not current(r.key, r.record_id):
+                bad(ReasonCode.STALE_RECORD, f"certificate cites a stale {r.key!r}", r.record_id)
+                ok = False
+        if not _is_json(req.payload):
+            bad(ReasonCode.INVALID_EVENT, "certificate payload is not JSON", req.validator)
+            ok = False
+        if not ok:
+            continue
+        verdict, why = _run_validator(
+            vspec.fn, ValidatorInput(tuple(evs), tuple(req.records), req.payload, vspec.params)
+        )
+        if verdict is None:
+            inconsistent.append(req.validator)
+            bad(ReasonCode.VALIDATOR_INCONSISTENT, f"validator {why}", req.validator)
+            continue
+        certs.append(
+            Certificate(
+                cid,
+                req.validator,
+                vspec.version,
+                tuple(req.events),
+                tuple(req.records),
+                req.payload,
+                verdict,
+            )
+        )
+        if verdict:
+            passing_kinds.add(req.validator)
+        else:
+            bad(ReasonCode.CERTIFICATE_FAILED, "validator did not pass", req.validator)
+    for cid in p.cite_certificates:
+        c = state.certificates.get(cid)
+        if c is None or not state.certificate_active(cid):
+            bad(
+                ReasonCode.CERTIFICATE_INACTIVE,
+                "cited certificate is unknown, revoked or failed",
+                cid,
+            )
+            continue
+        stale = [r for r in c.records if head_view is not None and head_view(r.key) != r.record_id]
+        if stale:
+            bad(ReasonCode.STALE_RECORD, "cited certificate cites a stale record", cid)
+            continue
+        passing_kinds.add(c.validator)
+    if op is not None:
+        for kind in op.requires:
+            # an inconsistent validator is reported as such, not also as a missing kind
+            if kind not in passing_kinds and kind not in inconsistent:
+                bad(
+                    ReasonCode.MISSING_CERTIFICATE,
+                    f"operation requires a {kind!r} certificate",
+                    kind,
+                )
+
+    # 7. effects exactly as declared
+    if op is not None:
+        mismatch = match_effects(op, p, created)
+        if mismatch is not None:
+            bad(ReasonCode.EFFECT_MISMATCH, mismatch)
+
+    # 8. no removal without settlement or transport evidence
+    if op is not None:
+        transported = {
+            e.obligation
+            for e in p.effects
+            if e.kind == AssertionKind.RELATION
+            and e.key == TRANSPORTED_TO
+            and (e.value in state.obligations or e.value in created)
+            and e.value != e.obligation
+        }
+        settled_ok = op.settles and bool(passing_kinds)
+        for e in p.effects:
+            if e.kind != AssertionKind.STATUS:
+                continue
+            if e.value == Status.SETTLED and not settled_ok:
+                bad(
+                    ReasonCode.UNSUPPORTED_REMOVAL,
+                    "settled without settlement evidence (a settling operation and a "
+                    "passing certificate)",
+                    e.obligation,
+                )
+            elif e.value == Status.SUPERSEDED and not (
+                op.removes and ((op.transports and e.obligation in transported) or settled_ok)
+            ):
+                bad(
+                    ReasonCode.UNSUPPORTED_REMOVAL,
+                    "removed without transport or settlement evidence",
+                    e.obligation,
+                )
+
+    touched = tuple(sorted({e.obligation for e in p.effects} | ({p.target} if p.target else set())))
+    bodies: list[Body] = [ProposalRecorded(p)]
+    if reasons:
+        flags: list[HardFlag] = []
+        fids = state.next_ids("f", 2)
+        if inconsistent:
+            flags.append(
+                HardFlag(
+                    fids[len(flags)],
+                    FlagKind.VALIDATOR_INCONSISTENCY,
+                    touched,
+                    (),
+                    pid,
+                    p.proposer,
+                    tuple(r for r in reasons if r.code == ReasonCode.VALIDATOR_INCONSISTENT),
+                    tuple(inconsistent),
+                    "validator inconsistency",
+                )
+            )
+        others = tuple(r for r in reasons if r.code != ReasonCode.VALIDATOR_INCONSISTENT)
+        if others:
+            flags.append(
+                HardFlag(
+                    fids[len(flags)],
+                    FlagKind.UNSUPPORTED_ASSERTION,
+                    touched,
+                    (),
+                    pid,
+                    p.proposer,
+                    others,
+                    (),
+                    "unsupported attempted assertion(s)",
+                )
+            )
+        bodies.append(Rejected(pid, p.proposer, tuple(reasons), tuple(certs)))
+        bodies.extend(FlagRaised(f) for f in flags)
+        return Verdict(
+            Decision.REJECT,
+            p,
+            tuple(reasons),
+            tuple(flags),
+            (),
+            tuple(certs),
+            False,
+            state.seq,
+            tuple(bodies),
+        )
+
+    assert op is not None
+    aids = state.next_ids("a", len(p.effects))
+    assertions = tuple(
+        Assertion(aid, e.obligation, AssertionKind(e.kind), e.key, e.value, p.proposer, pid, True)
+        for aid, e in zip(aids, p.effects, strict=True)
+    )
+    justification = Justification(
+        tuple(p.justification),
+        op.name,
+        tuple(c.id for c in certs) + tuple(p.cite_certificates),
+        tuple(p.cites),
+    )
+    resolved = _resolved_flags(state, assertions)
+    from icore.state._decl import Transition
+
+    progress = bool(decl.interfaces.progress(Transition(op, p, assertions)))
+    bodies.append(
+        Committed(
+            pid,
+            op.name,
+            p.proposer,
+            tuple(new_events.values()),
+            assertions,
+            justification,
+            tuple(certs),
+            resolved,
+            progress,
+        )
+    )
+    return Verdict(
+        Decision.COMMIT, p, (), (), assertions, tuple(certs), progress, state.seq, tuple(bodies)
+    )
+
+
+def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str, ...]:
+    """Open revocation flags all of whose assertions the commit supersedes."""
+    superseded: set[str] = set()
+    for a in assertions:
+        o = state.obligations.get(a.obligation)
+        if o is not None:
+            old = o.active.get((str(a.kind), a.key))
+            if old is not None:
+                superseded.add(old)
+    out: set[str] = set()
+    for aid in superseded:
+        for fid in state._flags_by_assertion.get(aid, ()):
+            if state.flag_resolution(fid) is not None or fid in out:
+                continue
+            flag = state.flags[fid]
+            if flag.kind != FlagKind.REVOCATION:
+                continue
+            if all(x in superseded or not state.is_active(x) for x in flag.assertions):
+                out.add(fid)
+    return tuple(sorted(out))

@@ -1,0 +1,919 @@
+"""The iCORE state X = (G, Q, Π), event-sourced (icore Sec. 3; design.md 4.2, 4.3).
+
+Every change is a :class:`~icore.state.LogEntry`; :meth:`State._record` first appends the
+entries of one change to the log in one transaction, then applies them to memory with
+:meth:`State._apply`, which is also what :func:`~icore.state.rebuild` replays. Applying an
+entry returns the obligations it touched, and only those are re-evaluated for the
+metrics (design.md 4.4 "recompute incrementally").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from icore._clock import Clock, ManualClock
+from icore.memory import Store
+from icore.records import RecordId
+from icore.state._decl import DeclarationPackage, Transition
+from icore.state._entries import (
+    KIND_OF,
+    AssertionImported,
+    Body,
+    CertificateImported,
+    Committed,
+    EventAdded,
+    FlagRaised,
+    FlagResolved,
+    LogEntry,
+    Note,
+    ProposalRecorded,
+    Rejected,
+    Revoked,
+)
+from icore.state._errors import StateError, StateInputError
+from icore.state._metrics import MatchedSet, Metrics, ObligationEval, fixed, make_metrics
+from icore.state._model import (
+    CLOSED_STATUSES,
+    JSON,
+    Assertion,
+    AssertionKind,
+    Certificate,
+    Effect,
+    Event,
+    EventSpec,
+    FlagKind,
+    HardFlag,
+    Justification,
+    Obligation,
+    RecordRef,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from icore.state._legality import Verdict
+    from icore.state._model import Proposal
+
+HeadView = Callable[[str], RecordId | None]
+"""Key -> the owner's current head record id (None: no head / unavailable)."""
+
+_ZERO = 0
+_STATUS = {str(s): s for s in Status}
+
+
+def store_head_view(store: Store) -> HeadView:
+    """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``)."""
+
+    def view(key: str) -> RecordId | None:
+        h = store.head(key)
+        return None if h is None else h.record_id
+
+    return view
+
+
+class Log(Protocol):
+    """Where a state's entries go (``MemoryLog``, ``SQLiteLog``)."""
+
+    def append(self, entries: Sequence[LogEntry]) -> None:
+        """Append ``entries`` atomically (all or nothing)."""
+        ...
+
+    def entries(self) -> Iterable[LogEntry]:
+        """Iterate the entries in sequence order."""
+        ...
+
+
+class State:
+    """X = (G, Q, Π) over a declaration package D (icore Sec. 3; design.md 4.2).
+
+    Args:
+        decl: the declaration package D.
+        log: where entries are appended (one transaction per change); None keeps them
+            in memory only (:attr:`entries`).
+        clock: injected time source for entry and event times (default: a
+            :class:`~icore._clock.ManualClock` at 0, so runs are reproducible).
+        keep_entries: keep every entry in memory (needed by :meth:`copy`).
+
+    Ids are derived from the state's own counters (``e<n>``, ``a<n>``, ``c<n>``,
+    ``p<n>``, ``f<n>``), never from randomness, so a replay assigns the same ids.
+    """
+
+    def __init__(
+        self,
+        decl: DeclarationPackage,
+        *,
+        log: Log | None = None,
+        clock: Clock | None = None,
+        keep_entries: bool = True,
+    ) -> None:
+        self.decl = decl
+        self.log = log
+        self.clock: Clock = clock if clock is not None else ManualClock()
+        self.keep_entries = keep_entries
+        self._entries: list[LogEntry] = []
+        self._seq = 0
+        # G
+        self._events: dict[str, Event] = {}
+        # Q
+        self._obligations: dict[str, Obligation] = {}
+        self._assertions: dict[str, Assertion] = {}
+        self._superseded: dict[str, str] = {}  # aid -> superseding aid
+        # Π
+        self._pi: dict[str, Justification] = {}
+        self._certs: dict[str, Certificate] = {}
+        self._revoked: dict[str, int] = {}  # cid -> seq of the revocation entry
+        self._certs_by_key: dict[str, set[str]] = {}
+        self._active_by_cert: dict[str, set[str]] = {}  # cid -> active aids citing it
+        self._revoked_dep: dict[str, set[str]] = {}  # oid -> active aids with revoked certs
+        # proposals and flags
+        self._proposals: set[str] = set()
+        self._flags: dict[str, HardFlag] = {}
+        self._resolved: dict[str, FlagResolved] = {}
+        self._flags_by_assertion: dict[str, set[str]] = {}
+        self._notes = 0
+        # metrics (exact sums, so incremental == full recompute)
+        self._eval: dict[str, ObligationEval] = {}
+        self._w = _ZERO
+        self._sound_w = _ZERO
+        self._stable_w = _ZERO
+        self._gain_w = _ZERO
+        self._n_eval = 0
+        self._status_counts: dict[Status, int] = {}
+        self._defer: set[str] | None = None
+
+    # ------------------------------------------------------------------ views
+    @property
+    def seq(self) -> int:
+        """Number of entries applied (the sequence number of the last one)."""
+        return self._seq
+
+    @property
+    def entries(self) -> Sequence[LogEntry]:
+        """Entries applied so far (empty when ``keep_entries`` is False)."""
+        return tuple(self._entries)
+
+    @property
+    def events(self) -> Mapping[str, Event]:
+        """G: event id -> event."""
+        return MappingProxyType(self._events)
+
+    @property
+    def obligations(self) -> Mapping[str, Obligation]:
+        """Q's obligations: id -> obligation (read-only objects)."""
+        return MappingProxyType(self._obligations)
+
+    @property
+    def assertions(self) -> Mapping[str, Assertion]:
+        """Q's assertions, active and superseded: id -> assertion."""
+        return MappingProxyType(self._assertions)
+
+    @property
+    def justifications(self) -> Mapping[str, Justification]:
+        """Π: assertion id -> justification."""
+        return MappingProxyType(self._pi)
+
+    @property
+    def certificates(self) -> Mapping[str, Certificate]:
+        """Π's certificates: id -> certificate."""
+        return MappingProxyType(self._certs)
+
+    @property
+    def flags(self) -> Mapping[str, HardFlag]:
+        """Every hard flag raised: id -> flag."""
+        return MappingProxyType(self._flags)
+
+    def open_flags(self) -> list[HardFlag]:
+        """Hard flags not resolved yet, in the order raised."""
+        return [f for fid, f in self._flags.items() if fid not in self._resolved]
+
+    def flag_resolution(self, flag_id: str) -> FlagResolved | None:
+        """How ``flag_id`` was resolved, or None while open."""
+        return self._resolved.get(flag_id)
+
+    def is_active(self, assertion_id: str) -> bool:
+        """True if the assertion exists and is not superseded."""
+        return assertion_id in self._assertions and assertion_id not in self._superseded
+
+    def superseded_by(self, assertion_id: str) -> str | None:
+        """The assertion that superseded ``assertion_id``, if any."""
+        return self._superseded.get(assertion_id)
+
+    def certificate_active(self, certificate_id: str) -> bool:
+        """A certificate is active while it passed and was not revoked (design.md 4.2)."""
+        c = self._certs.get(certificate_id)
+        return c is not None and c.verdict and certificate_id not in self._revoked
+
+    def active_assertions(self, obligation_id: str) -> list[Assertion]:
+        """Active assertions about ``obligation_id`` (empty if unknown)."""
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            return []
+        return [self._assertions[a] for a in o.active.values()]
+
+    def active_assertion(
+        self, obligation_id: str, kind: AssertionKind, key: str = ""
+    ) -> Assertion | None:
+        """The active assertion in slot (obligation, kind, key), if any."""
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            return None
+        aid = o.active.get((str(kind), key))
+        return None if aid is None else self._assertions[aid]
+
+    def status_counts(self) -> dict[Status, int]:
+        """Number of obligations per effective status (maintained incrementally)."""
+        return {s: n for s, n in self._status_counts.items() if n}
+
+    def has_productive_work(self) -> bool:
+        """True if some obligation is open, assigned, active or repair_pending (icore Alg. 1)."""
+        c = self._status_counts
+        return any(
+            c.get(s, 0) > 0
+            for s in (Status.OPEN, Status.ASSIGNED, Status.ACTIVE, Status.REPAIR_PENDING)
+        )
+
+    def terminal(self) -> bool:
+        """D's terminal predicate (``interfaces.terminal``)."""
+        return self.decl.interfaces.terminal(self)
+
+    def terminal_default(self) -> bool:
+        """Built-in terminal: an active sound terminal marker, or all required roots done."""
+        roots = [o for o in self._obligations.values() if o.required_root]
+        for o in roots:
+            aid = o.active.get((str(AssertionKind.TERMINAL), ""))
+            if aid is not None and self.assertion_sound(aid):
+                return True
+        return bool(roots) and all(
+            o.effective_status in (Status.DISCHARGED, Status.SETTLED) for o in roots
+        )
+
+    def local_view(self, agent: str) -> JSON:
+        """D's local view of X for ``agent`` (``interfaces.local_view``)."""
+        return self.decl.interfaces.local_view(agent, self)
+
+    # ------------------------------------------------------------------ soundness
+    def assertion_sound(self, assertion_id: str) -> bool:
+        """Soundness of one assertion (design.md 4.3 "sound assertion").
+
+        Its justification exists and cites at least one event, all in G; its operation is
+        in Ω and declares an effect of the assertion's kind; every certificate exists, is
+        active and passed; the operation's required certificate kinds are present; and the
+        assertions it cited were sound when it was committed.
+        """
+        a = self._assertions.get(assertion_id)
+        j = self._pi.get(assertion_id)
+        if a is None or j is None or not a.cited_sound or not j.events:
+            return False
+        ev = self._events
+        for e in j.events:
+            if e not in ev:
+                return False
+        op = self.decl.operations.get(j.operation) if j.operation is not None else None
+        if op is None:
+            return False
+        if a.kind not in self.decl.effect_kinds(op.name):
+            return False
+        kinds: set[str] = set()
+        for cid in j.certificates:
+            c = self._certs.get(cid)
+            if c is None or not c.verdict or cid in self._revoked:
+                return False
+            kinds.add(c.validator)
+        return all(r in kinds for r in op.requires)
+
+    def _decision_relevant(self, o: Obligation) -> Iterable[str]:
+        """Decision-relevant active assertions of ``o`` (design.md 4.3, narrowed).
+
+        For an open obligation: every active assertion. For a settled/superseded one: the
+        closing status assertion and terminal markers (its closing evidence still matters
+        for required roots and matched sets).
+        """
+        if o.status not in CLOSED_STATUSES:
+            return o.active.values()
+        keep = (("status", ""), ("terminal", ""))
+        return [o.active[k] for k in keep if k in o.active]
+
+    def is_sound(self, obligation_id: str) -> bool:
+        """Every decision-relevant assertion of the obligation is sound."""
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            return False
+        return all(self.assertion_sound(a) for a in self._decision_relevant(o))
+
+    # ------------------------------------------------------------------ stability
+    def gain(self, obligation_id: str) -> float:
+        """gain(o) of icore Def. 9 (design.md 4.3).
+
+        Assigned to a: ``max_{b feasible, b != a} value(b, o) - value(a, o)``, 0.0 when no
+        alternative is feasible. Unassigned: the best feasible value (0.0 when none).
+        Settled/superseded obligations have gain 0.0 (nothing to reassign).
+
+        Raises:
+            StateInputError: unknown obligation.
+        """
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            raise StateInputError("unknown obligation", obligation=obligation_id)
+        return self._gain(o)
+
+    def _gain(self, o: Obligation) -> float:
+        if o.status in CLOSED_STATUSES:
+            return 0.0
+        iface = self.decl.interfaces
+        best: float | None = None
+        for b in self.decl.agents.values():
+            if b.id == o.assignee or not iface.feasible(b, o):
+                continue
+            v = float(iface.value(b, o))
+            if best is None or v > best:
+                best = v
+        if o.assignee is None:
+            return 0.0 if best is None else best
+        if best is None:
+            return 0.0
+        a = self.decl.agents.get(o.assignee)
+        va = float(iface.value(a, o)) if a is not None else 0.0
+        return best - va
+
+    def is_stable(self, obligation_id: str) -> bool:
+        """o is ε-stable iff gain(o) <= ε (icore Def. 9)."""
+        return self.gain(obligation_id) <= self.decl.parameters.epsilon
+
+    # ------------------------------------------------------------------ metrics
+    def evaluate(self, o: Obligation) -> ObligationEval:
+        """Evaluate one obligation: W membership, weight, soundness, stability, gain."""
+        in_w = o.required_root or o.status not in CLOSED_STATUSES
+        w = float(self.decl.interfaces.weight(o))
+        if not (math.isfinite(w) and w >= 0):
+            raise StateError("weight interface returned a bad weight", obligation=o.id, weight=w)
+        g = self._gain(o)
+        sound = all(self.assertion_sound(a) for a in self._decision_relevant(o))
+        wf = fixed(w)
+        return ObligationEval(
+            in_w=in_w,
+            weight=wf,
+            sound=sound,
+            stable=g <= self.decl.parameters.epsilon,
+            gain=g,
+            weighted_gain=wf * fixed(g) if g > 0 else 0,
+        )
+
+    def _refresh(self, touched: Iterable[str]) -> None:
+        for oid in touched:
+            o = self._obligations.get(oid)
+            old = self._eval.get(oid)
+            if old is not None and old.in_w:
+                self._w -= old.weight
+                self._n_eval -= 1
+                if old.sound:
+                    self._sound_w -= old.weight
+                if old.stable:
+                    self._stable_w -= old.weight
+                self._gain_w -= old.weighted_gain
+            if o is None:
+                continue
+            new = self.evaluate(o)
+            self._eval[oid] = new
+            if new.in_w:
+                self._w += new.weight
+                self._n_eval += 1
+                if new.sound:
+                    self._sound_w += new.weight
+                if new.stable:
+                    self._stable_w += new.weight
+                self._gain_w += new.weighted_gain
+
+    def metrics(self, over: MatchedSet | None = None) -> Metrics:
+        """snd, astab, cq, aggregate gain and the Prop. 4 bound (design.md 4.3).
+
+        Args:
+            over: None for W(X), maintained incrementally (O(1)); or a frozen matched set
+                W_F (cost O(|W_F|)): its members are evaluated with their frozen weights,
+                a settled/superseded member counts as sound iff its closing assertion is
+                sound, and a member no longer in Q counts as unsound and unstable.
+        """
+        p = self.decl.parameters
+        if over is None:
+            return make_metrics(
+                self._w, self._sound_w, self._stable_w, self._gain_w, self._n_eval, p
+            )
+        w = s = st = g = _ZERO
+        for oid, wf in zip(over.obligations, over.weights, strict=True):
+            fw = fixed(wf)
+            w += fw
+            o = self._obligations.get(oid)
+            if o is None:
+                continue
+            ev = self.evaluate(o)
+            if ev.sound:
+                s += fw
+            if ev.stable:
+                st += fw
+            if ev.gain > 0:
+                g += fw * fixed(ev.gain)
+        return make_metrics(w, s, st, g, len(over.obligations), p)
+
+    def recompute_metrics(self) -> Metrics:
+        """Full recompute of :meth:`metrics` over W(X), from scratch (O(|Q|))."""
+        w = s = st = g = _ZERO
+        n = 0
+        for o in self._obligations.values():
+            ev = self.evaluate(o)
+            if not ev.in_w:
+                continue
+            n += 1
+            w += ev.weight
+            if ev.sound:
+                s += ev.weight
+            if ev.stable:
+                st += ev.weight
+            g += ev.weighted_gain
+        return make_metrics(w, s, st, g, n, self.decl.parameters)
+
+    def evaluated(self) -> list[str]:
+        """W(X): required roots and every obligation not settled/superseded."""
+        return [oid for oid, ev in self._eval.items() if ev.in_w]
+
+    def freeze(self, obligation_ids: Iterable[str]) -> MatchedSet:
+        """Freeze a matched set W_F with the current weights (icore Sec. 4; design.md 4.4).
+
+        Raises:
+            StateInputError: an id is not an obligation.
+        """
+        ids: list[str] = []
+        ws: list[float] = []
+        for oid in dict.fromkeys(obligation_ids):
+            o = self._obligations.get(oid)
+            if o is None:
+                raise StateInputError("unknown obligation in matched set", obligation=oid)
+            ids.append(oid)
+            ws.append(float(self.decl.interfaces.weight(o)))
+        return MatchedSet(tuple(ids), tuple(ws))
+
+    # ------------------------------------------------------------------ recording
+    def _record(self, bodies: Sequence[Body]) -> list[LogEntry]:
+        """Append ``bodies`` to the log in one transaction, then apply them."""
+        t = float(self.clock.now_ms())
+        entries = [
+            LogEntry(self._seq + i + 1, t, KIND_OF[type(b)], b) for i, b in enumerate(bodies)
+        ]
+        if self.log is not None:
+            self.log.append(entries)
+        for e in entries:
+            self._apply(e)
+        return entries
+
+    def _apply(self, entry: LogEntry) -> None:
+        """Apply one entry (live or replay) and refresh the touched obligations."""
+        if entry.seq != self._seq + 1:
+            raise StateError("log entry out of sequence", expected=self._seq + 1, got=entry.seq)
+        body = entry.body
+        touched: set[str] = set()
+        if isinstance(body, Committed):
+            for ev in body.events:
+                self._events[ev.id] = ev
+            for c in body.certificates:
+                self._add_cert(c)
+            for a in body.assertions:
+                self._add_assertion(a, body.justification, touched)
+            for fid in body.resolved_flags:
+                self._resolved[fid] = FlagResolved(fid, body.proposer, f"commit {body.proposal}")
+        elif isinstance(body, ProposalRecorded):
+            assert body.proposal.id is not None
+            self._proposals.add(body.proposal.id)
+        elif isinstance(body, Rejected):
+            pass
+        elif isinstance(body, FlagRaised):
+            f = body.flag
+            self._flags[f.id] = f
+            for aid in f.assertions:
+                self._flags_by_assertion.setdefault(aid, set()).add(f.id)
+        elif isinstance(body, FlagResolved):
+            self._resolved[body.flag] = body
+        elif isinstance(body, Revoked):
+            for cid in body.certificates:
+                self._revoked[cid] = entry.seq
+            for aid in body.assertions:
+                a = self._assertions[aid]
+                self._revoked_dep.setdefault(a.obligation, set()).add(aid)
+                self._set_repair(a.obligation, True)
+                touched.add(a.obligation)
+        elif isinstance(body, EventAdded):
+            self._events[body.event.id] = body.event
+        elif isinstance(body, AssertionImported):
+            self._add_assertion(body.assertion, body.justification, touched)
+        elif isinstance(body, CertificateImported):
+            self._add_cert(body.certificate)
+        elif isinstance(body, Note):
+            self._notes += 1
+        else:  # pragma: no cover - exhaustive
+            raise StateError("unknown entry body", kind=str(entry.kind))
+        self._seq = entry.seq
+        if self.keep_entries:
+            self._entries.append(entry)
+        if touched:
+            if self._defer is not None:
+                self._defer.update(touched)
+            else:
+                self._refresh(touched)
+
+    def _replay(self, entries: Iterable[LogEntry]) -> None:
+        """Apply many entries, refreshing each touched obligation once at the end."""
+        self._defer = set()
+        try:
+            for e in entries:
+                self._apply(e)
+        finally:
+            dirty, self._defer = self._defer, None
+            self._refresh(sorted(dirty))
+
+    def _add_cert(self, c: Certificate) -> None:
+        self._certs[c.id] = c
+        for r in c.records:
+            self._certs_by_key.setdefault(r.key, set()).add(c.id)
+
+    def _count(self, o: Obligation, delta: int) -> None:
+        s = o.effective_status
+        self._status_counts[s] = self._status_counts.get(s, 0) + delta
+
+    def _set_repair(self, oid: str, value: bool) -> None:
+        o = self._obligations[oid]
+        if o.repair_pending != value:
+            self._count(o, -1)
+            o.repair_pending = value
+            self._count(o, +1)
+
+    def _add_assertion(self, a: Assertion, j: Justification | None, touched: set[str]) -> None:
+        if a.kind == AssertionKind.NODE:
+            v = a.value
+            o = Obligation(
+                id=a.obligation,
+                kind=str(v["kind"]),
+                weight=float(v.get("weight", 1.0)),
+                parent=v.get("parent"),
+                deps=tuple(v.get("deps", ())),
+                required_root=bool(v.get("required_root", False)),
+            )
+            self._obligations[o.id] = o
+            self._count(o, +1)
+        o = self._obligations[a.obligation]
+        slot = (str(a.kind), a.key)
+        old = o.active.get(slot)
+        before = o.effective_status
+        if old is not None:
+            self._superseded[old] = a.id
+            oj = self._pi.get(old)
+            if oj is not None:
+                for cid in oj.certificates:
+                    s = self._active_by_cert.get(cid)
+                    if s is not None:
+                        s.discard(old)
+            dep = self._revoked_dep.get(o.id)
+            if dep is not None:
+                dep.discard(old)
+                if not dep:
+                    del self._revoked_dep[o.id]
+                    o.repair_pending = False
+        o.active[slot] = a.id
+        if a.kind == AssertionKind.STATUS:
+            o.status = _STATUS[a.value]
+        elif a.kind == AssertionKind.ASSIGNEE:
+            o.assignee = a.value
+        elif a.kind == AssertionKind.RESULT:
+            o.result = a.value
+        after = o.effective_status
+        if after != before:
+            c = self._status_counts
+            c[before] -= 1
+            c[after] = c.get(after, 0) + 1
+        self._assertions[a.id] = a
+        if j is not None:
+            self._pi[a.id] = j
+            for cid in j.certificates:
+                self._active_by_cert.setdefault(cid, set()).add(a.id)
+                if cid in self._revoked:  # imported citing revoked evidence
+                    self._revoked_dep.setdefault(o.id, set()).add(a.id)
+                    self._set_repair(o.id, True)
+        touched.add(o.id)
+
+    # ------------------------------------------------------------------ id helpers
+    def _fresh(self, prefix: str, n: int, taken: Callable[[str], bool]) -> str:
+        while taken(f"{prefix}{n}"):
+            n += 1
+        return f"{prefix}{n}"
+
+    def next_ids(self, prefix: str, count: int) -> list[str]:
+        """The next ``count`` ids the state would assign for ``a``/``c``/``f``."""
+        base = {"a": len(self._assertions), "c": len(self._certs), "f": len(self._flags)}[prefix]
+        return [f"{prefix}{base + i + 1}" for i in range(count)]
+
+    # ------------------------------------------------------------------ proposals
+    def submit(self, proposal: Proposal, *, head_view: HeadView | None = None) -> Verdict:
+        """Audit ``proposal`` (icore Def. 6) and record the outcome.
+
+        A legal proposal is committed; otherwise the rejection and its hard flag(s) are
+        recorded and none of its effects. Proposal, decision and flags are written in
+        one log transaction.
+        """
+        from icore.state._legality import audit
+
+        verdict = audit(proposal, self, head_view=head_view)
+        self.apply_verdict(verdict)
+        return verdict
+
+    def apply_verdict(self, verdict: Verdict) -> list[LogEntry]:
+        """Record a verdict from :func:`~icore.state.audit` taken on this state.
+
+        Raises:
+            StateError: the state changed since the verdict was taken (stale verdict).
+        """
+        if verdict.base_seq != self._seq:
+            raise StateError(
+                "stale verdict: the state changed since the audit",
+                verdict_seq=verdict.base_seq,
+                state_seq=self._seq,
+            )
+        return self._record(verdict.bodies)
+
+    def transition(self, body: Committed) -> Transition:
+        """The :class:`Transition` of a commit (for ``progress``)."""
+        from icore.state._model import Proposal
+
+        return Transition(
+            self.decl.operations[body.operation],
+            Proposal(proposer=body.proposer, operation=body.operation, id=body.proposal),
+            body.assertions,
+        )
+
+    # ------------------------------------------------------------------ revocation
+    def on_head_change(self, key: str, new_head: RecordId | None) -> list[HardFlag]:
+        """An owner revised ``key``: revoke every active certificate citing another version.
+
+        Dependent obligations become ``repair_pending``; one ``revocation`` hard flag lists
+        exactly the active assertions whose justification cites a revoked certificate
+        (icore Sec. 4; design.md 4.2). Revocation and flag are one log transaction.
+
+        Returns:
+            The flags raised (empty when nothing depended on the old version).
+        """
+        stale = sorted(
+            cid
+            for cid in self._certs_by_key.get(key, ())
+            if self.certificate_active(cid)
+            and any(r.key == key and r.record_id != new_head for r in self._certs[cid].records)
+        )
+        if not stale:
+            return []
+        return self._revoke(key, new_head, stale)
+
+    def _revoke(self, key: str, new_head: RecordId | None, certs: list[str]) -> list[HardFlag]:
+        aids = sorted({a for cid in certs for a in self._active_by_cert.get(cid, ())}, key=_idkey)
+        oids = sorted({self._assertions[a].obligation for a in aids})
+        bodies: list[Body] = [Revoked(key, new_head, tuple(certs), tuple(aids), tuple(oids))]
+        flags: list[HardFlag] = []
+        if aids:
+            flag = HardFlag(
+                id=self.next_ids("f", 1)[0],
+                kind=FlagKind.REVOCATION,
+                obligations=tuple(oids),
+                assertions=tuple(aids),
+                certificates=tuple(certs),
+                detail=f"owner revised {key!r} (new head {new_head}); cited evidence revoked",
+            )
+            flags.append(flag)
+            bodies.append(FlagRaised(flag))
+        self._record(bodies)
+        return flags
+
+    def revalidate_certificates(self, head_view: HeadView) -> list[HardFlag]:
+        """Check every cited key against ``head_view`` and revoke stale certificates.
+
+        A key whose head is None (no head or owner unavailable) revokes its certificates
+        (fail closed). Cost: O(cited keys).
+        """
+        flags: list[HardFlag] = []
+        for key in sorted(self._certs_by_key):
+            flags.extend(self.on_head_change(key, head_view(key)))
+        return flags
+
+    # ------------------------------------------------------------------ flags and notes
+    def raise_flag(
+        self,
+        kind: FlagKind,
+        *,
+        obligations: Sequence[str] = (),
+        assertions: Sequence[str] = (),
+        proposal: str | None = None,
+        proposer: str | None = None,
+        certificates: Sequence[str] = (),
+        detail: str = "",
+    ) -> HardFlag:
+        """Raise a hard flag directly (iCORE-Audit, importers)."""
+        flag = HardFlag(
+            id=self.next_ids("f", 1)[0],
+            kind=FlagKind(kind),
+            obligations=tuple(obligations),
+            assertions=tuple(assertions),
+            proposal=proposal,
+            proposer=proposer,
+            certificates=tuple(certificates),
+            detail=detail,
+        )
+        self._record([FlagRaised(flag)])
+        return flag
+
+    def resolve_flag(self, flag_id: str, *, by: str | None = None, note: str = "") -> LogEntry:
+        """Mark a hard flag resolved (e.g. by an accepted recovery).
+
+        Raises:
+            StateInputError: unknown or already resolved flag.
+        """
+        if flag_id not in self._flags:
+            raise StateInputError("unknown flag", flag=flag_id)
+        if flag_id in self._resolved:
+            raise StateInputError("flag already resolved", flag=flag_id)
+        return self._record([FlagResolved(flag_id, by, note)])[0]
+
+    def record_note(self, kind: str, payload: JSON = None, *, ref: str | None = None) -> LogEntry:
+        """Record a diagnosis / feedback / recovery / failure entry (icore Sec. 4).
+
+        Raises:
+            StateInputError: empty ``kind`` or a payload that is not JSON.
+        """
+        if not kind:
+            raise StateInputError("note kind must be non-empty")
+        _check_json(payload, "payload")
+        return self._record([Note(kind, payload, ref)])[0]
+
+    # ------------------------------------------------------------------ import API
+    def add_event(self, spec: EventSpec) -> Event:
+        """Append an observed event to G (trace import).
+
+        Raises:
+            StateInputError: undeclared type, unknown agent, missing declared field, a
+                cause not in G, a reused id or non-JSON fields.
+        """
+        from icore.state._legality import check_event
+
+        eid = spec.id or self._fresh("e", len(self._events) + 1, self._events.__contains__)
+        problem = check_event(spec, eid, self, set())
+        if problem is not None:
+            raise StateInputError(problem[1], event=eid, code=str(problem[0]))
+        ev = make_event(spec, eid, self)
+        self._record([EventAdded(ev)])
+        return ev
+
+    def import_certificate(
+        self,
+        validator: str,
+        *,
+        verdict: bool,
+        version: str | None = None,
+        events: Sequence[str] = (),
+        records: Sequence[RecordRef] = (),
+        payload: JSON = None,
+    ) -> Certificate:
+        """Add a recorded certificate to Π with its recorded verdict (trace import).
+
+        Raises:
+            StateInputError: undeclared validator or an event not in G.
+        """
+        spec = self.decl.validators.get(validator)
+        if spec is None:
+            raise StateInputError("undeclared validator", validator=validator)
+        for e in events:
+            if e not in self._events:
+                raise StateInputError("certificate cites an event not in G", event=e)
+        _check_json(payload, "payload")
+        cert = Certificate(
+            id=self.next_ids("c", 1)[0],
+            validator=validator,
+            version=version or spec.version,
+            events=tuple(events),
+            records=tuple(records),
+            payload=payload,
+            verdict=bool(verdict),
+        )
+        self._record([CertificateImported(cert)])
+        return cert
+
+    def import_assertion(
+        self,
+        effect: Effect,
+        *,
+        events: Sequence[str] = (),
+        operation: str | None = None,
+        certificates: Sequence[str] = (),
+        cites: Sequence[str] = (),
+        proposer: str | None = None,
+        justified: bool = True,
+    ) -> Assertion:
+        """Add an assertion to Q and its justification to Π **without** Definition 6.
+
+        For importers that rebuild X from a recorded run: soundness is then computed
+        honestly (an assertion with no events, an undeclared-for-kind operation, failed
+        or revoked certificates, or unsound citations is unsound).
+
+        Args:
+            effect: the assertion (a ``node`` effect creates the obligation).
+            events: justifying event ids (must be in G).
+            operation: the operation it instantiates (must be in Ω), or None.
+            certificates: certificate ids in Π.
+            cites: assertion ids cited as preconditions.
+            proposer: the agent who asserted it, if known (must be in M_D).
+            justified: False records no justification in Π at all.
+
+        Raises:
+            StateInputError: anything named that does not exist, or a malformed effect.
+        """
+        from icore.state._legality import check_effect_value
+
+        if operation is not None and operation not in self.decl.operations:
+            raise StateInputError("unknown operation", operation=operation)
+        if proposer is not None and proposer not in self.decl.agents:
+            raise StateInputError("unknown agent", agent=proposer)
+        for e in events:
+            if e not in self._events:
+                raise StateInputError("justification cites an event not in G", event=e)
+        for c in certificates:
+            if c not in self._certs:
+                raise StateInputError("unknown certificate", certificate=c)
+        for c in cites:
+            if c not in self._assertions:
+                raise StateInputError("unknown cited assertion", assertion=c)
+        if effect.kind == AssertionKind.NODE:
+            if effect.obligation in self._obligations:
+                raise StateInputError("obligation already exists", obligation=effect.obligation)
+        elif effect.obligation not in self._obligations:
+            raise StateInputError("unknown obligation", obligation=effect.obligation)
+        problem = check_effect_value(effect, self, {effect.obligation})
+        if problem is not None:
+            raise StateInputError(problem[1], obligation=effect.obligation, code=str(problem[0]))
+        a = Assertion(
+            id=self.next_ids("a", 1)[0],
+            obligation=effect.obligation,
+            kind=AssertionKind(effect.kind),
+            key=effect.key,
+            value=effect.value,
+            proposer=proposer,
+            proposal=None,
+            cited_sound=all(self.is_active(c) and self.assertion_sound(c) for c in cites),
+        )
+        j = (
+            Justification(tuple(events), operation, tuple(certificates), tuple(cites))
+            if justified
+            else None
+        )
+        self._record([AssertionImported(a, j)])
+        return a
+
+    # ------------------------------------------------------------------ copies
+    def copy(self) -> State:
+        """An independent in-memory copy (replays the kept entries; no log attached).
+
+        Raises:
+            StateError: the state does not keep its entries.
+        """
+        if not self.keep_entries and self._seq:
+            raise StateError("copy() needs keep_entries=True")
+        other = State(self.decl, clock=ManualClock(self.clock.now_ms()))
+        other._replay(self._entries)
+        return other
+
+    def __repr__(self) -> str:
+        return (
+            f"State(decl={self.decl.name!r}, events={len(self._events)}, "
+            f"obligations={len(self._obligations)}, assertions={len(self._assertions)}, "
+            f"seq={self._seq})"
+        )
+
+
+def _idkey(s: str) -> tuple[str, int]:
+    head = s.rstrip("0123456789")
+    tail = s[len(head) :]
+    return (head, int(tail) if tail else -1)
+
+
+def _check_json(value: Any, what: str) -> None:
+    import json
+
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StateInputError(f"{what} is not JSON: {exc}") from None
+
+
+def make_event(spec: EventSpec, eid: str, state: State) -> Event:
+    """Build the G event for ``spec`` (kind from O_D, time from the state's clock)."""
+    ot = state.decl.observables[spec.type]
+    return Event(
+        id=eid,
+        type=spec.type,
+        kind=ot.kind,
+        agent=spec.agent,
+        fields=dict(spec.fields),
+        causes=tuple(spec.causes),
+        t_ms=float(state.clock.now_ms()),
+    )

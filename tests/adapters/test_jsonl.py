@@ -1,0 +1,83 @@
+"""The generic JSONL event format (docs/audit-real-runs.md, "Generic JSONL format")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from icore.adapters import (
+    AdapterError,
+    StepKind,
+    attribute,
+    audit_trace,
+    load_jsonl,
+    load_trace,
+    parse_jsonl,
+)
+from icore.state import Status
+
+RUN = "\n".join(json.dumps(x) for x in [
+    {"run": {"id": "r1", "question": "What is 6*7?", "ground_truth": "42",
+             "succeeded": "false", "orchestrator": "planner",
+             "agents": {"planner": "plans and assigns work",
+                        "coder": "writes python code", "terminal": "runs code"},
+             "annotation": {"agent": "Coder", "step": "4"}}},
+    {"agent": "user", "kind": "task", "content": "What is 6*7?"},
+    {"agent": "planner", "kind": "plan", "content": "1. compute 6*7 in python"},
+    {"agent": "planner", "kind": "ledger", "ledger": {
+        "is_request_satisfied": "False", "is_progress_being_made": True, "is_in_loop": False,
+        "next_speaker": "coder"}, "extra": 1},
+    {"agent": "Planner", "kind": "instruction", "to": "CODER", "content": "compute 6*7 in python"},
+    {"agent": "coder", "kind": "output", "content": "```python\nprint(6*8)\n```"},
+    {"agent": "terminal", "kind": "tool_output", "exitcode": 1, "content": "Traceback"},
+    {"agent": "planner", "kind": "termination", "final_answer": "48", "content": "done"},
+])
+
+
+def test_parse_and_audit() -> None:
+    """The documented example imports, audits and attributes."""
+    t = parse_jsonl(RUN, file="r1.jsonl")
+    assert t.id == "r1" and t.family == "jsonl" and t.succeeded is False
+    assert [s.kind for s in t.steps][:3] == [StepKind.TASK, StepKind.PLAN, StepKind.LEDGER]
+    assert t.steps[3].agent == "planner" and t.steps[3].to == "coder"  # name case
+    assert t.annotation is not None and t.annotation.step == 4
+    r = audit_trace(t)
+    x = r.state
+    assert x.obligations["o3"].assignee == "coder"
+    assert x.obligations["o3"].status == Status.SUBMITTED
+    assert not x.is_sound("o3")
+    a = attribute(r)
+    assert a is not None and (a.agent, a.step) == ("coder", 4)
+
+
+def test_load_by_suffix(tmp_path: Path) -> None:
+    """``load_trace`` dispatches ``.jsonl`` to the generic importer."""
+    p = tmp_path / "x.jsonl"
+    p.write_text("# comment\n\n" + RUN, encoding="utf-8")
+    assert load_trace(p).id == "r1"
+    assert load_jsonl(p).family == "jsonl"
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ('{"agent": "a", "kind": "output"}\n{"agent": ', "line 2"),
+    ('{"agent": "a"}', "line 1.kind"),
+    ('{"kind": "output"}', "line 1.agent"),
+    ('{"agent": "a", "kind": "dance"}', "line 1.kind"),
+    ('{"agent": "a", "kind": "instruction"}', "line 1.to"),
+    ('{"agent": "a", "kind": "ledger", "ledger": 3}', "line 1.ledger"),
+    ('{"agent": "a", "kind": "ledger", "ledger": {"is_in_loop": "x"}}',
+     "line 1.ledger.is_in_loop"),
+    ('{"agent": "a", "kind": "output", "step": 3}\n{"agent": "a", "kind": "output", "step": 2}',
+     "line 2.step"),
+    ('{"agent": "a", "kind": "tool_output", "exitcode": "0"}', "line 1.exitcode"),
+    ('[1]', "line 1"),
+    ('{"run": {"succeeded": "maybe"}}\n{"agent": "a", "kind": "output"}', "run.succeeded"),
+    ("", "<root>"),
+])
+def test_errors_name_line_and_field(text: str, field: str) -> None:
+    """Every malformed line is reported with its line number and field."""
+    with pytest.raises(AdapterError) as info:
+        parse_jsonl(text, file="x.jsonl")
+    assert (info.value.file, info.value.field) == ("x.jsonl", field)

@@ -1,0 +1,127 @@
+"""``icore bench icore``: matched instances, statistics, outputs, CLI (design.md 4.5)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from icore.bench._errors import UnknownPreset
+from icore.bench._icore import CONDITIONS, evaluate, get_preset, run_instance
+from icore.bench._icore_stats import paired
+from icore.workloads._tasks import (
+    TASK_MODES,
+    TaskMode,
+    declaration,
+    make_instance,
+    terminal_performance,
+)
+
+
+@pytest.mark.parametrize("mode", TASK_MODES)
+def test_task_modes_declare_valid_d_and_perf(mode: TaskMode) -> None:
+    """Each mode builds a valid D; Perf is 1 with every item correct and 0 with none."""
+    inst = make_instance(mode, 3)
+    assert inst == make_instance(mode, 3)  # matched: a function of (mode, seed) only
+    d = declaration(inst)
+    assert {"tests_pass", "review_pass", "settlement", "completed"} <= set(d.validators)
+    assert d.parameters.bound_declared == inst.declares_bound
+    ids = [i.id for i in inst.items]
+    assert terminal_performance(inst, dict.fromkeys(ids, True)) == pytest.approx(1.0)
+    assert terminal_performance(inst, dict.fromkeys(ids, False)) == 0.0
+    for w in inst.workers:  # calibrated capability values are probabilities
+        assert all(0.05 <= p <= 0.98 for p in w.capability.values())
+
+
+@given(st.sampled_from(TASK_MODES), st.integers(0, 10_000), st.data())
+def test_perf_is_monotone_in_correct_items(mode: TaskMode, seed: int, data: st.DataObject) -> None:
+    """Making one more item correct never lowers Perf, and Perf stays in [0, 1]."""
+    inst = make_instance(mode, seed)
+    ids = [i.id for i in inst.items]
+    correct = {i: data.draw(st.booleans()) for i in ids}
+    base = terminal_performance(inst, correct)
+    assert 0.0 <= base <= 1.0
+    flip = data.draw(st.sampled_from(ids))
+    assert terminal_performance(inst, {**correct, flip: True}) >= base - 1e-12
+
+
+def test_matched_instance_runs_every_condition() -> None:
+    """One matched instance: the three conditions and the G/Q/X ablation rows."""
+    res = run_instance("build_chain", 0)
+    assert [r.condition for r in res.runs] == list(CONDITIONS)
+    mas, pas, aud = res.runs
+    assert mas.perf == pas.perf  # passive observation changes nothing for the host
+    assert mas.quality is None and pas.quality is not None and aud.quality is not None
+    assert aud.interventions >= aud.accepted and aud.extra_calls == aud.interventions
+    assert {r.representation for r in res.repr} == {"G", "Q", "X"}
+
+
+@pytest.mark.parametrize("mode", ["deadline", "allocation"])
+def test_certified_work_is_correct_where_bound_declared(mode: str) -> None:
+    """With adequate validators (coverage 1), Perf >= max(0, 2cq - 1): Prop. 4 with p_min 1."""
+    for seed in range(4):
+        for row in run_instance(mode, seed).runs[1:]:
+            assert row.bound is not None
+            assert row.perf >= row.bound - 1e-9
+
+
+def test_only_full_x_detects_unsupported_work_and_revocation() -> None:
+    """Representation ablation on injected defects: G and Q miss what needs Π."""
+    rows = [r for s in range(3) for r in run_instance("compat_merge", s).repr]
+    for d in ("unsupported_work", "evidence_revocation"):
+        g = [r for r in rows if r.defect == d and r.representation == "G"]
+        q = [r for r in rows if r.defect == d and r.representation == "Q"]
+        x = [r for r in rows if r.defect == d and r.representation == "X"]
+        assert sum(r.detected for r in g) == sum(r.detected for r in q) == 0
+        if sum(r.injected for r in x):
+            assert sum(r.detected for r in x) > 0
+
+
+def test_paired_statistics() -> None:
+    """Mean paired difference, its interval, and Wilcoxon on known data."""
+    p = paired("perf", "m", [0.1, 0.2, 0.3, 0.4], [0.2, 0.4, 0.3, 0.6], draws=500)
+    assert p.diff == pytest.approx(0.125)
+    assert p.lo <= p.diff <= p.hi
+    assert 0.0 < p.wilcoxon_p <= 1.0
+    z = paired("perf", "m", [0.5, 0.5], [0.5, 0.5], draws=100)
+    assert z.diff == 0.0 and z.wilcoxon_p == 1.0
+
+
+def test_unknown_preset() -> None:
+    """A wrong preset name is a ValueError naming the known ones."""
+    with pytest.raises(UnknownPreset) as exc:
+        get_preset("huge")
+    assert exc.value.fields["known"] == ["full", "quick"]
+
+
+def test_evaluate_writes_all_outputs_and_jobs_do_not_change_results(tmp_path: Path) -> None:
+    """CSV, JSON, PNG and markdown are written; two jobs give the same rows as one."""
+    one, paths = evaluate(preset="quick", per_mode=2, modes=["deadline", "review"],
+                          jobs=1, out=tmp_path / "a")
+    two, _ = evaluate(preset="quick", per_mode=2, modes=["deadline", "review"],
+                      jobs=2, out=tmp_path / "b")
+    assert one["instances"] == 4 and one["comparisons"] == two["comparisons"]
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = paths["markdown"].read_text(encoding="utf-8")
+    assert "+11.5 pp trajectory quality" in md and "Proposition 4" in md
+    with paths["runs"].open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4 * len(CONDITIONS)
+    data = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert {"comparisons", "representation", "prop4", "costs"} <= set(data)
+
+
+def test_cli_bench_icore(tmp_path: Path) -> None:
+    """``icore bench icore`` runs a tiny evaluation and prints the tables."""
+    from icore.cli import app
+
+    r = CliRunner().invoke(app, ["bench", "icore", "--per-mode", "1", "--mode", "deadline",
+                                 "--jobs", "1", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "Representation sufficiency" in r.output
+    assert (tmp_path / "summary.md").exists()

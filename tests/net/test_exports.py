@@ -1,0 +1,67 @@
+"""The public API of icore.net is pinned (style habit 2) and layered (design.md 2)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import icore.net
+
+PINNED = sorted("""
+DEFAULT_ATT_TRACE DEFAULT_BASE_DELAY_MS DEFAULT_HANDSHAKE_TIMEOUT_S DEFAULT_INLINE_CAP_BYTES
+DEFAULT_RTO_MS DEFAULT_TLS_COST HEADER_BYTES LINK_NAMES MAX_FRAME_BYTES PACKET_BYTES
+PROTOCOL_VERSION TRACE_FILES AGENT_ID_RE Ack AgentProcess AgentSpec Announce
+AsyncVirtualTransport AuthenticationError Commit CommitAck ConnectionClosed ErrorReply
+FetchReply FetchRequest FixedLink FrameDecoder FrameTooLarge HeadQuery HeadReplyMsg
+InvalidRecord Link LinkPair Loopback MalformedMessage ManifestError Message MsgType
+OwnerClient OwnerHandler OwnerServer OwnerUnreachable Ping Pong ProtocolError RemoteError
+Replicate RequestSequence RpcTimeout SecureChannel SecurityEvent SequenceViolation
+ServerThread Shaper SyncOwnerClient TeamManifest TeamProcesses TlsCost TraceLink
+TrafficStats TransportError TruncatedFrame UnsupportedVersion VirtualTimeLoop
+VirtualTransport check_agent_id client_context decode_body decode_frame default_att_trace
+encode_body encode_frame frame_size identity_of_cert init_team_certs link_by_name
+path_by_name run_virtual serve_agent server_context traces_dir
+""".split())
+
+SRC = Path(icore.net.__file__).resolve().parent
+ALLOWED = {"icore.errors", "icore._clock", "icore.records", "icore.memory", "icore.fence",
+           "icore.net"}
+IO = {"socket", "ssl", "asyncio", "time", "subprocess", "sqlite3", "selectors"}
+
+
+def test_exports_pinned() -> None:
+    """``icore.net.__all__`` equals the pinned list and every name resolves."""
+    assert sorted(icore.net.__all__) == PINNED
+    for name in icore.net.__all__:
+        assert hasattr(icore.net, name), name
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def test_layering() -> None:
+    """icore.net imports only lower layers; the protocol and links do no I/O."""
+    for path in SRC.glob("*.py"):
+        for mod in _imports(path):
+            if mod.startswith("icore"):
+                assert any(mod == a or mod.startswith(a + ".") for a in ALLOWED), (path, mod)
+    for pure in ("_protocol.py", "_links.py", "_errors.py"):
+        assert not {m.split(".")[0] for m in _imports(SRC / pure)} & IO, pure
+
+
+def test_transports_implement_owner_access() -> None:
+    """Sync and async transports satisfy the memory layer's protocols by signature."""
+    from icore.memory import AsyncOwnerAccess, OwnerAccess
+
+    for cls in (icore.net.VirtualTransport, icore.net.SyncOwnerClient):
+        assert {"query_heads", "fetch"} <= set(dir(cls))
+        assert issubclass(cls, OwnerAccess)
+    for acls in (icore.net.AsyncVirtualTransport, icore.net.OwnerClient):
+        assert issubclass(acls, AsyncOwnerAccess)

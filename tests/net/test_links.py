@@ -1,0 +1,126 @@
+"""The network model: loopback, fixed links, Mahimahi trace semantics."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from icore.net import (
+    DEFAULT_BASE_DELAY_MS,
+    FixedLink,
+    Link,
+    Loopback,
+    TraceLink,
+    default_att_trace,
+    link_by_name,
+    path_by_name,
+)
+
+
+class TestLoopbackAndFixed:
+    """Constant links and loss/jitter models."""
+
+    def test_loopback(self) -> None:
+        """Loopback adds its constant delay only."""
+        assert Loopback().deliver(5.0, 10**6) == 5.0
+        assert Loopback(0.5).deliver(5.0, 1) == 5.5
+        assert isinstance(Loopback(), Link)
+
+    def test_fixed_delay(self) -> None:
+        """No jitter or loss: arrival = send + delay."""
+        assert FixedLink(20.0).deliver(100.0, 4096) == 120.0
+
+    def test_seeded_and_in_order(self) -> None:
+        """Same seed, same arrivals; arrivals never go backwards (TCP stream)."""
+        a = FixedLink(10.0, jitter_ms=30.0, loss=0.2, seed=7)
+        b = FixedLink(10.0, jitter_ms=30.0, loss=0.2, seed=7)
+        ta = [a.deliver(float(i), 3000) for i in range(200)]
+        tb = [b.deliver(float(i), 3000) for i in range(200)]
+        assert ta == tb
+        assert all(y >= x for x, y in itertools.pairwise(ta))
+
+    def test_loss_costs_rto(self) -> None:
+        """With loss every extra delay is a multiple of the RTO (jitter off)."""
+        link = FixedLink(0.0, loss=0.5, seed=1, rto_ms=200.0)
+        extras = [link.deliver(1e6 * i, 1500) - 1e6 * i for i in range(100)]
+        assert all(e % 200.0 == 0 for e in extras)
+        assert any(e > 0 for e in extras) and any(e == 0 for e in extras)
+
+    def test_bandwidth_queues(self) -> None:
+        """A 1 Mbit/s link serializes 125 kB in 1 s and queues the next message."""
+        link = FixedLink(0.0, bandwidth_mbps=1.0)
+        assert link.deliver(0.0, 125_000) == pytest.approx(1000.0)
+        assert link.deliver(0.0, 125) == pytest.approx(1001.0)
+
+    @pytest.mark.parametrize("kw", [{"delay_ms": -1}, {"loss": 1.0}, {"jitter_ms": -2}])
+    def test_invalid(self, kw: dict[str, float]) -> None:
+        """Bad parameters are ValueError."""
+        with pytest.raises(ValueError, match="must"):
+            FixedLink(**kw)
+
+
+class TestTrace:
+    """Mahimahi semantics: opportunities, FIFO, loop at the last timestamp, offset."""
+
+    def test_one_opportunity_per_packet(self) -> None:
+        """A message needs ceil(n/1500) opportunities; arrival = last one + base delay."""
+        link = TraceLink([1, 2, 3, 10], base_delay_ms=0)
+        assert link.deliver(0.0, 100) == 1.0
+        assert link.deliver(0.0, 3000) == 3.0  # FIFO: uses 2 and 3
+        assert link.deliver(0.0, 1) == 10.0
+
+    def test_duplicates_are_parallel_opportunities(self) -> None:
+        """Repeated timestamps deliver several packets in the same millisecond."""
+        link = TraceLink([5, 5, 5, 9], base_delay_ms=0)
+        assert link.deliver(0.0, 4500) == 5.0
+
+    def test_idle_capacity_is_lost(self) -> None:
+        """Opportunities before the send time are not banked."""
+        link = TraceLink([1, 2, 3, 4, 100], base_delay_ms=0)
+        assert link.deliver(3.5, 1) == 4.0
+        assert link.deliver(3.5, 1) == 100.0
+
+    def test_loops_at_last_timestamp(self) -> None:
+        """The trace repeats with period = last timestamp (mm-link)."""
+        link = TraceLink([0, 10], base_delay_ms=0)
+        assert link.deliver(11.0, 1) == 20.0  # loop 1: opportunities at 10, 20
+        assert link.deliver(11.0, 1) == 20.0  # second opportunity at t=20 (0+period)
+        assert link.deliver(11.0, 1) == 30.0
+
+    def test_offset_and_base_delay(self) -> None:
+        """offset_ms shifts the trace start; base delay is added."""
+        link = TraceLink([100, 200, 300], offset_ms=150, base_delay_ms=10)
+        assert link.deliver(0.0, 1) == 200 - 150 + 10
+
+    def test_real_att_files(self, shared_data: Path) -> None:
+        """The default AT&T file loads; uplink starts late (831 ms) at offset 0."""
+        p = default_att_trace("up")
+        assert p.name == "ATT-LTE-driving.up"
+        up = TraceLink.from_file(p, base_delay_ms=0)
+        assert up.deliver(0.0, 1) == 831.0
+        assert 0.8 < up.mean_mbps < 0.87
+
+    @pytest.mark.parametrize("name", ["att", "att-2016", "tmobile", "verizon"])
+    def test_named_paths(self, shared_data: Path, name: str) -> None:
+        """Every named path loads and its links are monotone FIFO."""
+        path = path_by_name(name, offset_ms=5000)
+        ts = [path.down.deliver(float(i), 4096) for i in range(50)]
+        assert all(b >= a for a, b in itertools.pairwise(ts))
+        assert ts[0] >= DEFAULT_BASE_DELAY_MS
+
+    def test_link_by_name(self, shared_data: Path) -> None:
+        """Unknown names are refused; loopback needs no files."""
+        assert isinstance(link_by_name("loopback"), Loopback)
+        with pytest.raises(ValueError, match="unknown link"):
+            link_by_name("sprint")
+
+    def test_invalid_trace(self, tmp_path: Path) -> None:
+        """Decreasing or empty traces are refused."""
+        with pytest.raises(ValueError, match="non-decreasing"):
+            TraceLink([5, 3])
+        f = tmp_path / "t"
+        f.write_text("1\nx\n")
+        with pytest.raises(ValueError, match="not an integer trace"):
+            TraceLink.from_file(f)

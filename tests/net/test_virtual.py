@@ -1,0 +1,198 @@
+"""The in-process transport on virtual time, and the gate running over it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from icore._clock import ManualClock
+from icore.fence import Outcome, Reason, avalidate, validate
+from icore.memory import AsyncOwnerAccess, MemoryStore, OwnerAccess
+from icore.net import (
+    DEFAULT_TLS_COST,
+    AsyncVirtualTransport,
+    FixedLink,
+    LinkPair,
+    Loopback,
+    RemoteError,
+    RpcTimeout,
+    VirtualTimeLoop,
+    VirtualTransport,
+    encode_frame,
+    run_virtual,
+)
+from icore.net import HeadQuery as HQ
+from icore.records import Record
+
+from .conftest import World
+
+
+def _gate(world: World, owners: OwnerAccess, replanned: bool = False) -> object:
+    return validate(roots=[world.plan.id], deps=["req/a", "req/b", "req/c"],
+                    lookup=world.local.lookup, ownership=world.ownership, owners=owners,
+                    replanned=replanned)
+
+
+class TestSyncVirtual:
+    """VirtualTransport implements OwnerAccess; the gate runs unchanged over it."""
+
+    def test_protocol(self, world: World) -> None:
+        """It is an OwnerAccess."""
+        assert isinstance(VirtualTransport(world.stores), OwnerAccess)
+
+    def test_authorized_then_stale(self, world: World) -> None:
+        """Current plan authorized; after a revision replan-required with fresh records."""
+        net = VirtualTransport(world.stores)
+        d = _gate(world, net)
+        assert d.outcome is Outcome.AUTHORIZED  # type: ignore[attr-defined]
+        new = world.revise("b")
+        d = _gate(world, net)
+        assert d.outcome is Outcome.REPLAN_REQUIRED  # type: ignore[attr-defined]
+        assert d.fresh["req/b"].id == new.id  # type: ignore[attr-defined]
+        d = _gate(world, net, replanned=True)
+        assert d.outcome is Outcome.BLOCKED  # type: ignore[attr-defined]
+
+    def test_time_and_bytes_on_fixed_link(self, world: World) -> None:
+        """Reused connections: first RPC pays 2 handshake RTTs; bytes are exact frames."""
+        clock = ManualClock()
+        net = VirtualTransport(world.stores, clock=clock, up=FixedLink(10.0),
+                               down=FixedLink(10.0))
+        net.query_heads("a", ["req/a"])
+        assert clock.now_ms() == 60.0   # TCP RTT + TLS RTT + request RTT
+        before = net.stats.snapshot()
+        net.query_heads("a", ["req/a"], known={"req/a": world.reqs["a"].id})
+        assert clock.now_ms() == 80.0
+        delta = net.stats - before
+        q = encode_frame(HQ(2, ("req/a",), {"req/a": world.reqs["a"].id}))
+        assert delta.bytes_out == len(q) + DEFAULT_TLS_COST.record_overhead
+        assert delta.connections == 0 and delta.rpcs == 1
+
+    def test_new_connection_per_rpc(self, world: World) -> None:
+        """Per-RPC connections pay 3 RTTs and the handshake bytes every time."""
+        net = VirtualTransport(world.stores, up=FixedLink(5.0), down=FixedLink(5.0),
+                               new_connection_per_rpc=True)
+        for i in range(3):
+            net.query_heads("a", ["req/a"])
+            assert net.clock.now_ms() == 30.0 * (i + 1)
+        assert net.stats.connections == 3
+        assert net.stats.handshake_bytes == 3 * DEFAULT_TLS_COST.handshake_bytes
+        assert net.stats.total_bytes > 3 * DEFAULT_TLS_COST.handshake_bytes
+
+    def test_unavailable_owner_times_out(self, world: World) -> None:
+        """A silent owner costs the full timeout; the gate blocks."""
+        net = VirtualTransport(world.stores)
+        net.unavailable.add("c")
+        with pytest.raises(RpcTimeout):
+            net.query_heads("c", ["req/c"], timeout_s=0.5)
+        assert net.clock.now_ms() == 500.0
+        d = _gate(world, net)
+        assert d.outcome is Outcome.BLOCKED  # type: ignore[attr-defined]
+        assert d.reason is Reason.OWNER_UNAVAILABLE  # type: ignore[attr-defined]
+
+    def test_commit_writer_is_identity(self, world: World) -> None:
+        """Commits carry the transport identity as writer; others' keys are refused."""
+        old = world.reqs["a"]
+        rec = Record.create(key="req/a", owner="a", seq=2, content={"v": 2}, parents=[old.id])
+        with pytest.raises(RemoteError) as ei:
+            VirtualTransport(world.stores, identity="mallory").commit("a", rec)
+        assert ei.value.fields["remote_code"] == "ownership"
+        ack = VirtualTransport(world.stores, identity="a").commit("a", rec)
+        assert ack.record_id == rec.id and ack.created
+
+    def test_inline_small_changed_record(self, world: World) -> None:
+        """With inlining the gate needs no fetch round trip."""
+        new = world.revise("a")
+        net = VirtualTransport(world.stores, inline_max_bytes=1024)
+        d = _gate(world, net)
+        assert d.outcome is Outcome.REPLAN_REQUIRED  # type: ignore[attr-defined]
+        assert d.fresh["req/a"].id == new.id  # type: ignore[attr-defined]
+        assert net.stats.rpcs == 3  # heads from a, b, c; no fetch
+
+
+class TestAsyncVirtual:
+    """AsyncVirtualTransport on a VirtualTimeLoop: concurrency in virtual time."""
+
+    def test_protocol(self, world: World) -> None:
+        """It is an AsyncOwnerAccess."""
+        assert isinstance(AsyncVirtualTransport(world.stores), AsyncOwnerAccess)
+
+    def test_owners_queried_concurrently(self, world: World) -> None:
+        """Three owners at 10 ms one way cost one 20 ms round trip, not three."""
+        net = AsyncVirtualTransport(world.stores, path=LinkPair(FixedLink(10.0),
+                                                                FixedLink(10.0)))
+        net.warm()
+        d = run_virtual(avalidate(roots=[world.plan.id], deps=["req/a", "req/b", "req/c"],
+                                  lookup=world.local.lookup, ownership=world.ownership,
+                                  owners=net), net.clock)
+        assert d.outcome is Outcome.AUTHORIZED
+        assert net.clock.now_ms() == 20.0
+
+    def test_timeout_in_virtual_time(self, world: World) -> None:
+        """asyncio timeouts fire in virtual time (no real waiting)."""
+        net = AsyncVirtualTransport(world.stores)
+        net.unavailable.add("a")
+
+        async def go() -> float:
+            with pytest.raises(RpcTimeout):
+                await net.query_heads("a", ["req/a"], timeout_s=2.0)
+            await asyncio.sleep(3600)
+            return net.clock.now_ms()
+
+        assert run_virtual(go(), net.clock) == 2000.0 + 3_600_000.0
+
+    def test_revision_during_flight_is_seen(self, world: World) -> None:
+        """The owner reads its store when the request arrives (virtual time)."""
+        net = AsyncVirtualTransport(world.stores, up=FixedLink(50.0), down=Loopback())
+        net.warm()
+
+        async def go() -> str:
+            async def revise() -> None:
+                await asyncio.sleep(0.010)
+                world.revise("a")
+            task = asyncio.get_running_loop().create_task(revise())
+            rep = await net.query_heads("a", ["req/a"])
+            await task
+            return rep.heads["req/a"].record_id
+
+        assert run_virtual(go(), net.clock) == world.reqs["a"].id
+
+    def test_loop_class(self) -> None:
+        """VirtualTimeLoop.time() follows its clock."""
+        clock = ManualClock(1500.0)
+        loop = VirtualTimeLoop(clock)
+        try:
+            assert loop.time() == 1.5
+        finally:
+            loop.close()
+
+
+class TestWritesAndReplication:
+    """Central commits, head announcements and replication through the handler."""
+
+    def test_central_store_commits(self, world: World) -> None:
+        """A central store (agent=None) accepts each owner's own commits only."""
+        central = MemoryStore(world.ownership, None)
+        rec = Record.create(key="req/a", owner="a", seq=1, content={"v": 1})
+        assert VirtualTransport({"central": central}, identity="a").commit("central", rec)
+        with pytest.raises(RemoteError):
+            VirtualTransport({"central": central}, identity="b").commit("central", rec)
+        assert central.head("req/a").record_id == rec.id  # type: ignore[union-attr]
+
+    def test_announce_and_replicate(self, world: World) -> None:
+        """Announcements install envelopes only; replication installs content."""
+        new = world.revise("a")
+        replica = MemoryStore(world.ownership, "b")
+        net = VirtualTransport({"b": replica}, identity="a")
+        net.warm()
+        before = net.stats.snapshot()
+        net.announce("b", [new])
+        announced = (net.stats - before).bytes_out
+        assert replica.installed_head("req/a").record_id == new.id  # type: ignore[union-attr]
+        assert not replica.get(new.id).has_content  # type: ignore[union-attr]
+        before = net.stats.snapshot()
+        net.replicate("b", [new])
+        assert (net.stats - before).bytes_out > announced
+        assert replica.get(new.id).content == new.content  # type: ignore[union-attr]
+        with pytest.raises(RemoteError):  # only one's own records
+            VirtualTransport({"b": replica}, identity="c").announce("b", [new])

@@ -1,0 +1,61 @@
+"""``icore audit``: summary table, reports, attribution, PROV, typed errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from icore.cli import app
+
+
+def _write(tmp_path: Path, magentic: dict[str, Any], captain: dict[str, Any]) -> Path:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "1.json").write_text(json.dumps(magentic), encoding="utf-8")
+    (runs / "2.json").write_text(json.dumps(captain), encoding="utf-8")
+    return runs
+
+
+def test_audit_folder(tmp_path: Path, magentic: dict[str, Any],
+                      captain: dict[str, Any]) -> None:
+    """A folder is audited; reports, index and PROV files are written."""
+    runs = _write(tmp_path, magentic, captain)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["audit", str(runs), "--out", str(out), "--attribution",
+                                   "--prov"])
+    assert res.exit_code == 0, res.output
+    for word in ("snd", "astab", "cq", "hard flags", "stalls", "unsupported", "diagnoses",
+                 "agent-level", "random baseline", "53.5%", "imported and audited 2 run(s)"):
+        assert word in res.output, word
+    assert (out / "index.html").exists()
+    assert (out / "1.html").exists() and (out / "2.html").exists()
+    assert (out / "1.prov.json").exists()
+    assert "1.prov.json" in (out / "1.html").read_text(encoding="utf-8")
+
+
+def test_bad_file_is_reported(tmp_path: Path, magentic: dict[str, Any],
+                              captain: dict[str, Any]) -> None:
+    """A malformed file is named with its field; the others are still audited; exit 1."""
+    runs = _write(tmp_path, magentic, captain)
+    (runs / "3.json").write_text('{"history": [', encoding="utf-8")
+    res = CliRunner().invoke(app, ["audit", str(runs), "--no-report"])
+    assert res.exit_code == 1
+    assert "3.json" in res.output and "truncated" in res.output
+    assert "imported and audited 2 run(s)" in res.output
+
+
+def test_no_files(tmp_path: Path) -> None:
+    """An empty folder is a usage error."""
+    res = CliRunner().invoke(app, ["audit", str(tmp_path)])
+    assert res.exit_code == 2
+
+
+def test_help() -> None:
+    """The command documents its options."""
+    res = CliRunner().invoke(app, ["audit", "--help"])
+    assert res.exit_code == 0
+    for opt in ("--out", "--attribution", "--prov"):
+        assert opt in res.output

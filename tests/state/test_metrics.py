@@ -1,0 +1,221 @@
+"""snd, astab, cq, aggregate gain, matched sets and the Prop. 4 bound (design.md 4.3)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from icore.state import (
+    AgentDecl,
+    AssertionKind,
+    DeclarationPackage,
+    Effect,
+    EffectTemplate,
+    EventSpec,
+    Interfaces,
+    MatchedSet,
+    ObservableType,
+    OperationDecl,
+    Parameters,
+    Preconditions,
+    Proposal,
+    State,
+    StateError,
+    StateInputError,
+    full_metrics,
+)
+
+
+def _decl(agents, *, epsilon=0.1, weight=None, params=None) -> DeclarationPackage:
+    ops = [
+        OperationDecl(
+            "introduce",
+            preconditions=Preconditions(target_required=False),
+            effects=(EffectTemplate(AssertionKind.NODE, target="new", many=True),),
+        ),
+        OperationDecl(
+            "assign",
+            effects=(EffectTemplate(AssertionKind.ASSIGNEE),),
+        ),
+    ]
+    ifaces = Interfaces() if weight is None else Interfaces(weight=weight)
+    return DeclarationPackage(
+        observables=[ObservableType("obs")],
+        agents=agents,
+        operations=ops,
+        interfaces=ifaces,
+        parameters=params or Parameters(epsilon=epsilon),
+    )
+
+
+def _state(d: DeclarationPackage, *nodes: Effect) -> State:
+    x = State(d)
+    v = x.submit(
+        Proposal(
+            "a",
+            "introduce",
+            events=(EventSpec("obs", "a", id="e0"),),
+            effects=nodes,
+            justification=("e0",),
+        )
+    )
+    assert v.committed, v.reasons
+    return x
+
+
+def _assign(x: State, oid: str, agent: str) -> None:
+    v = x.submit(
+        Proposal(
+            "a", "assign", target=oid, effects=(Effect.assign(oid, agent),), justification=("e0",)
+        )
+    )
+    assert v.committed, v.reasons
+
+
+AGENTS = [AgentDecl("a", {"k": 0.5}), AgentDecl("b", {"k": 0.9}), AgentDecl("c", {})]
+
+
+class TestStability:
+    """icore Def. 9 as fixed by design.md 4.3."""
+
+    def test_empty_state_is_vacuously_perfect(self):
+        m = State(_decl(AGENTS)).metrics()
+        assert (m.snd, m.astab, m.cq, m.total_weight, m.evaluated) == (1.0, 1.0, 1.0, 0.0, 0)
+
+    def test_unassigned_with_capable_agent_is_unstable(self):
+        x = _state(_decl(AGENTS), Effect.node("o", "k"))
+        assert x.gain("o") == 0.9 and not x.is_stable("o")
+        assert x.metrics().astab == 0.0
+
+    def test_unassigned_without_feasible_agent_is_stable(self):
+        x = _state(_decl(AGENTS), Effect.node("o", "unknown-kind"))
+        assert x.gain("o") == 0.0 and x.is_stable("o")
+
+    def test_assigned_gain_is_best_alternative_minus_own(self):
+        x = _state(_decl(AGENTS), Effect.node("o", "k"))
+        _assign(x, "o", "a")
+        assert x.gain("o") == pytest.approx(0.4) and not x.is_stable("o")
+        _assign(x, "o", "b")
+        assert x.gain("o") == pytest.approx(-0.4) and x.is_stable("o")
+        assert x.metrics().astab == 1.0 and x.metrics().aggregate_gain == 0.0
+
+    def test_epsilon_tolerance(self):
+        x = _state(_decl(AGENTS, epsilon=0.5), Effect.node("o", "k"))
+        _assign(x, "o", "a")
+        assert x.is_stable("o")  # gain 0.4 <= 0.5
+
+    def test_infeasible_assignee_counts_value_zero(self):
+        x = _state(_decl(AGENTS), Effect.node("o", "k"))
+        _assign(x, "o", "c")
+        assert x.gain("o") == 0.9
+
+    def test_unknown_obligation(self):
+        with pytest.raises(StateInputError):
+            State(_decl(AGENTS)).gain("nope")
+
+
+class TestWeightsAndAggregates:
+    """Weighted shares, aggregate gain, Fréchet and Prop. 4."""
+
+    def test_weighted_shares(self):
+        x = _state(_decl(AGENTS), Effect.node("o1", "k", weight=3.0), Effect.node("o2", "k"))
+        _assign(x, "o1", "b")
+        m = x.metrics()
+        assert m.total_weight == 4.0 and m.astab == 0.75 and m.snd == 1.0
+        assert m.cq == pytest.approx(0.875)
+        assert m.frechet == pytest.approx(0.75)
+        assert m.aggregate_gain == pytest.approx(0.9)  # o2 unassigned, gain 0.9, weight 1
+        assert m.performance_bound is None  # D declares no Prop. 4 conditions
+
+    def test_aggregate_gain_bound_when_all_stable(self):
+        x = _state(
+            _decl(AGENTS, epsilon=0.45), Effect.node("o1", "k", weight=2.0), Effect.node("o2", "k")
+        )
+        _assign(x, "o1", "a")
+        _assign(x, "o2", "a")
+        m = x.metrics()
+        assert m.astab == 1.0
+        assert m.aggregate_gain <= m.gain_bound + 1e-12
+
+    def test_performance_bound_when_declared(self):
+        params = Parameters(
+            p_min=0.8, bound_conditions=("decomposable", "validator_adequacy", "value_calibration")
+        )
+        x = _state(_decl(AGENTS, params=params), Effect.node("o", "k"))
+        _assign(x, "o", "b")
+        m = x.metrics()
+        assert m.cq == 1.0 and m.performance_bound == pytest.approx(0.8)
+
+    def test_bad_weight_interface(self):
+        x = State(_decl(AGENTS, weight=lambda o: float("nan")))
+        with pytest.raises(StateError, match="bad weight"):
+            x.submit(
+                Proposal(
+                    "a",
+                    "introduce",
+                    events=(EventSpec("obs", "a", id="e0"),),
+                    effects=(Effect.node("o", "k"),),
+                    justification=("e0",),
+                )
+            )
+
+    def test_custom_weight_interface(self):
+        x = _state(_decl(AGENTS, weight=lambda o: 2.0), Effect.node("o", "k", weight=7.0))
+        assert x.metrics().total_weight == 2.0
+
+
+class TestSoundnessAndMatchedSets:
+    """snd over W and over a frozen matched set W_F."""
+
+    def test_import_without_justification_is_unsound(self):
+        x = _state(_decl(AGENTS), Effect.node("o1", "k"), Effect.node("o2", "k"))
+        x.import_assertion(Effect.result("o1", "claimed done"), justified=False)
+        assert not x.is_sound("o1") and x.is_sound("o2")
+        assert x.metrics().snd == 0.5
+        assert x.metrics() == x.recompute_metrics() == full_metrics(x)
+
+    def test_matched_set_uses_frozen_weights(self):
+        x = _state(_decl(AGENTS), Effect.node("o1", "k", weight=1.0), Effect.node("o2", "k"))
+        w = x.freeze(["o1", "o1"])
+        assert w == MatchedSet(("o1",), (1.0,))
+        x.import_assertion(Effect.result("o1", "bad"), justified=False)
+        m = x.metrics(over=w)
+        assert m.snd == 0.0 and m.evaluated == 1
+        assert full_metrics(x, over=w) == m
+
+    def test_matched_member_missing_from_q_counts_unsound_and_unstable(self):
+        x = _state(_decl(AGENTS), Effect.node("o1", "k"))
+        m = x.metrics(over=MatchedSet(("o1", "gone"), (1.0, 1.0)))
+        assert m.snd == 0.5 and m.astab == 0.0
+
+    def test_settled_member_counts_by_closing_evidence(self, flow):
+        flow.introduce("o1", "o2")
+        w = flow.x.freeze(["o1", "o2"])
+        # o1 is transported to o2 with evidence: counts as satisfied
+        flow.ok(
+            Proposal(
+                "lead",
+                "transfer",
+                target="o1",
+                effects=(
+                    Effect.status("o1", "superseded"),
+                    Effect.relation("o1", "transported_to", "o2"),
+                ),
+                justification=(flow.any_event(),),
+            )
+        )
+        assert flow.x.is_sound("o1")
+        assert "o1" in flow.x.evaluated()  # required root stays in W
+        # o2 "removed" by an unsupported import: stays in W_F and counts unsound
+        flow.x.import_assertion(Effect.status("o2", "superseded"), justified=False)
+        m = flow.x.metrics(over=w)
+        assert m.snd == 0.5
+        assert flow.x.freeze(["o1"]).weights == (1.0,)
+        with pytest.raises(StateInputError):
+            flow.x.freeze(["nope"])
+
+    def test_metrics_dataclass_is_frozen(self):
+        m = State(_decl(AGENTS)).metrics()
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            m.snd = 0.0  # type: ignore[misc]
