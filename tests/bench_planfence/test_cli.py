@@ -45,3 +45,27 @@ def test_unknown_preset_fails_cleanly(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["bench", "planfence", "nope", "--out", str(tmp_path)])
     assert res.exit_code == 2
     assert "table1" in res.output
+
+
+def test_tcp_transport_runs_over_real_loopback(tmp_path: Path) -> None:
+    """``--transport tcp --link loopback``: real owner services with mutual TLS; the
+    safety counts are the same as on the virtual transport."""
+    out = tmp_path / "tcp"
+    res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--out", str(out),
+                                   "--jobs", "1", "--transport", "tcp", "--link",
+                                   "loopback", "--no-plots"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["transport"] == "tcp"
+    agg = {a["policy"]: a for a in doc["aggregates"]}
+    assert agg["planfence"]["invalid"] == 0 and agg["planfence"]["completed"] == 33
+    assert agg["owner_head_freshness"]["invalid"] == 33
+    assert 7.0 < agg["planfence"]["kib_per_action"] < 10.0
+
+
+def test_tcp_refuses_fault_injection(tmp_path: Path) -> None:
+    """App. C fault injection runs on the in-process transport only."""
+    res = CliRunner().invoke(app, ["bench", "planfence", "appc", "--out", str(tmp_path),
+                                   "--transport", "tcp"])
+    assert res.exit_code == 2
+    assert "in-process" in res.output

@@ -40,9 +40,8 @@ def _apt(*args: str, timeout_s: float) -> tuple[bool, str]:
     return proc.returncode == 0, (proc.stderr or proc.stdout)[-300:]
 
 
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """Path of a Chromium binary, installed from Debian's packages if needed (or skip)."""
+def ensure_chromium() -> str:
+    """Find Chromium, installing Debian's package when possible; else skip with the reason."""
     exe = _find()
     if exe is not None:
         return exe
@@ -59,6 +58,36 @@ def chromium() -> str:
     if exe is None:
         pytest.skip(f"could not install Chromium with apt-get install -y chromium: {why}")
     return exe
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of a Chromium binary, installed from Debian's packages if needed (or skip)."""
+    return ensure_chromium()
+
+
+def test_skip_message_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Chromium, root or apt-get the browser test skips and says how to install."""
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        ensure_chromium()
+
+
+def test_install_failure_skips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing apt-get (no network, no lists) skips with apt's message, after one update."""
+    calls: list[tuple[str, ...]] = []
+
+    def fake_apt(*args: str, timeout_s: float) -> tuple[bool, str]:
+        calls.append(args)
+        return False, "E: Unable to locate package chromium"
+
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/apt-get"
+                        if name == "apt-get" else None)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setitem(globals(), "_apt", fake_apt)
+    with pytest.raises(pytest.skip.Exception, match="Unable to locate package"):
+        ensure_chromium()
+    assert [c[0] for c in calls] == ["install", "update", "install"]
 
 
 def _dump_dom(exe: str, page: Path, profile: Path) -> str:

@@ -31,9 +31,22 @@ def test_audit_folder(tmp_path: Path, magentic: dict[str, Any],
                  "agent-level", "random baseline", "53.5%", "imported and audited 2 run(s)"):
         assert word in res.output, word
     assert (out / "index.html").exists()
-    assert (out / "1.html").exists() and (out / "2.html").exists()
-    assert (out / "1.prov.json").exists()
-    assert "1.prov.json" in (out / "1.html").read_text(encoding="utf-8")
+    assert (out / "runs-1.html").exists() and (out / "runs-2.html").exists()
+    assert (out / "runs-1.prov.json").exists()
+    assert "runs-1.prov.json" in (out / "runs-1.html").read_text(encoding="utf-8")
+
+
+def test_colliding_ids_get_distinct_reports(tmp_path: Path, magentic: dict[str, Any]) -> None:
+    """Runs with the same ``<folder>/<stem>`` id do not overwrite each other's report."""
+    for top in ("x", "y"):
+        d = tmp_path / top / "runs"
+        d.mkdir(parents=True)
+        (d / "1.json").write_text(json.dumps(magentic), encoding="utf-8")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["audit", str(tmp_path / "x"), str(tmp_path / "y"),
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (out / "runs-1.html").exists() and (out / "runs-1-2.html").exists()
 
 
 def test_bad_file_is_reported(tmp_path: Path, magentic: dict[str, Any],

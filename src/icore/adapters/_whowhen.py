@@ -111,6 +111,14 @@ def load_captain_agent(path: str | Path) -> Trace:
 
 
 # ------------------------------------------------------------------ common parts
+def _run_id(file: str) -> str:
+    """``<folder>/<stem>`` (Hand-Crafted and Algorithm-Generated reuse stems), or ``run``."""
+    if file == "<memory>":
+        return "run"
+    p = Path(file)
+    return f"{p.parent.name}/{p.stem}" if p.parent.name else p.stem
+
+
 def _top(data: Any, file: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise AdapterError(
@@ -309,7 +317,7 @@ def parse_magentic_one(data: Any, *, file: str = "<memory>") -> Trace:
         "Orchestrator: plans, keeps the ledger and routes instructions to the team.")
     agents[HUMAN] = "The user who poses the task."
     return Trace(
-        id=Path(file).stem if file != "<memory>" else "run",
+        id=_run_id(file),
         file=file,
         family=MAGENTIC_ONE,
         steps=tuple(steps),
@@ -355,7 +363,7 @@ def parse_captain_agent(data: Any, *, file: str = "<memory>") -> Trace:
     agents[TERMINAL_AGENT] = agents.get(TERMINAL_AGENT) or (
         "A computer terminal that only executes the python or sh code blocks it is given.")
     return Trace(
-        id=Path(file).stem if file != "<memory>" else "run",
+        id=_run_id(file),
         file=file,
         family=CAPTAIN_AGENT,
         steps=tuple(steps),

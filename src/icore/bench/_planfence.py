@@ -4,6 +4,7 @@ App. A.6, B, C)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from icore.bench._errors import TransportUnavailable
 from icore.bench._planfence_presets import preset_cells
 from icore.bench._planfence_report import write_outputs
 from icore.bench._planfence_run import RunResult, run_cells
+from icore.net import TRACE_FILES
 
 TRANSPORTS = ("inproc", "tcp")
 """Transports of the replay: in-process virtual time (default) or loopback TCP."""
@@ -18,6 +20,7 @@ TRANSPORTS = ("inproc", "tcp")
 
 def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "inproc",
                   seed: int = 0, command: str = "", plots: bool = True,
+                  link: str | None = None,
                   progress: Callable[[int, int], None] | None = None
                   ) -> tuple[RunResult, dict[str, Any]]:
     """Run a preset and write CSV + JSON + PNG + markdown into ``out``.
@@ -30,6 +33,8 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
         seed: master seed mixed into every schedule.
         command: the command line, recorded in the outputs.
         plots: write PNG figures.
+        link: replace every cell's link by this one (e.g. ``loopback`` for a real-TCP
+            run, where trace shaping would run in real time); offsets are kept.
         progress: ``progress(done, total)`` callback over jobs.
 
     Returns:
@@ -37,19 +42,27 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
 
     Raises:
         UnknownPreset: no such preset.
-        TransportUnavailable: ``transport="tcp"`` (see the message) or an unknown name.
+        TransportUnavailable: an unknown transport, or ``tcp`` for a preset with App. C
+            fault injection.
     """
     if transport not in TRANSPORTS:
         raise TransportUnavailable(f"unknown transport {transport!r}", transport=transport,
                                    known=list(TRANSPORTS))
-    if transport == "tcp":
-        raise TransportUnavailable(
-            "the PlanFence replay over real loopback TCP is not implemented yet: the "
-            "replay's clock is virtual and its cost model (trace links, per-RPC "
-            "handshakes) lives in the in-process transport; use --transport inproc, or "
-            "`icore bench net` for real TCP measurements", transport=transport)
     cells = preset_cells(preset, seed)
-    result = run_cells(cells, workers=jobs, progress=progress)
+    if link is not None:
+        if link not in ("loopback", *TRACE_FILES):
+            raise TransportUnavailable(f"unknown link {link!r}", link=link)
+        cells = [replace(c, cell=f"{c.cell} [link={link}]", net=replace(c.net, link=link,
+                                        offset_ms=0.0 if link == "loopback"
+                                        else c.net.offset_ms),
+                         facets={**c.facets, "link": link}) for c in cells]
+    if transport == "tcp":
+        faulted = sorted({c.study for c in cells if c.params.fault.value != "none"})
+        if faulted:
+            raise TransportUnavailable(
+                "fault-injection studies run on the in-process transport only; use "
+                "--transport inproc for " + ", ".join(faulted), transport=transport)
+    result = run_cells(cells, workers=jobs, transport=transport, progress=progress)
     doc = write_outputs(result, out, preset=preset, seed=seed, command=command,
                         transport=transport, plots=plots)
     return result, doc

@@ -37,7 +37,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore._clock import ManualClock
+from icore._clock import Clock, ManualClock
 from icore.errors import LineageError
 from icore.fence import (
     DecisionLog,
@@ -297,13 +297,18 @@ async def _send(transport: AsyncVirtualTransport, to: str, msg: Message,
     await transport._core.run_async(to, msg, timeout_s)
 
 
+def replica_name(agent: str) -> str:
+    """Service name of ``agent``'s replica view (quorum controls)."""
+    return f"replica-{agent}"
+
+
 # --- validators -------------------------------------------------------------------------
 class LoopGate:
     """A :class:`~icore.fence.Validator` running the gate (:func:`avalidate`, Alg. 1) on
     the episode's virtual-time loop, so queries to several owners overlap in time."""
 
     def __init__(self, *, name: str, loop: asyncio.AbstractEventLoop, lookup: Any,
-                 ownership: OwnershipMap, access: Any, clock: ManualClock,
+                 ownership: OwnershipMap, access: Any, clock: Clock,
                  points: PointCounter, timeout_s: float, mode: TraversalMode) -> None:
         self.name, self.loop, self.lookup, self.ownership = name, loop, lookup, ownership
         self.access, self.clock, self.points = access, clock, points
@@ -425,7 +430,7 @@ class QuorumAccess:
             if h is not None:
                 best[k] = HeadEntry(h.key, h.record_id, h.seq)
         replies = await asyncio.gather(*(self.transport.query_heads(
-            f"replica:{r}", keys, timeout_s=timeout_s) for r in self.remote))
+            replica_name(r), keys, timeout_s=timeout_s) for r in self.remote))
         for rep in replies:
             for k, h in rep.heads.items():
                 if k in keys and (k not in best or h.seq > best[k].seq):
@@ -454,22 +459,23 @@ class Episode:
         self.s, self.spec, self.net = schedule, spec, net
         self.keep_decisions = keep_decisions
         self.clock = ManualClock(0.0)
-        self.loop = VirtualTimeLoop(self.clock)
+        self.loop: asyncio.AbstractEventLoop = VirtualTimeLoop(self.clock)
         s = schedule
         self.ownership = OwnershipMap(
             dict(s.owners), {"plan/*": s.planner, "derived/*": s.planner})
         self.stores = {a: MemoryStore(self.ownership, a) for a in s.agents}
         self.central = MemoryStore(self.ownership, None)
         self.truth: dict[RecordId, Record] = {}
-        self.transports: list[AsyncVirtualTransport | VirtualTransport] = []
-        self._clients: dict[str, AsyncVirtualTransport] = {}
-        self._bg: dict[str, VirtualTransport] = {}
+        self.transports: list[Any] = []
+        self._clients: dict[str, Any] = {}
+        self._bg: dict[str, Any] = {}
         self._bg_clock = ManualClock(0.0)
         self.points = PointCounter()
         self.dirty: dict[str, dict[str, Record]] = {}
         self.dirty_count: dict[str, int] = {}
-        self.faulty_sync: VirtualTransport | None = None
+        self.faulty_sync: Any = None
         self.sync_failures = 0
+        self._paths: dict[str, list[LinkPair]] = {}
         self.shared = frozenset(schedule.keys)
         self._complete: dict[RecordId, Record] = {}
         self.pending_stall = 0.0
@@ -519,33 +525,64 @@ class Episode:
                 self.faulty[a] = FaultyHandler(st, agent=a)
             hs[a] = self.faulty[a]
             if pol in (Policy.MAJORITY_REPLICA, Policy.ALL_REPLICA):
-                hs[f"replica:{a}"] = ReplicaHandler(st, agent=a)
+                hs[replica_name(a)] = ReplicaHandler(st, agent=a)
         return hs
 
-    def client(self, agent: str) -> AsyncVirtualTransport:
+    def client(self, agent: str) -> Any:
         """The async virtual transport of ``agent`` (its own access path)."""
         t = self._clients.get(agent)
         if t is None:
             n = self.net
             t = AsyncVirtualTransport(
-                self._handlers(agent), clock=self.clock, path=make_path(n), identity=agent,
+                self._handlers(agent), clock=self.clock, path=self._path(agent),
+                identity=agent,
                 new_connection_per_rpc=n.new_connection_per_rpc,
                 tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms)
             self._clients[agent] = t
             self.transports.append(t)
         return t
 
-    def _background(self, agent: str) -> VirtualTransport:
+    def _background(self, agent: str) -> Any:
         t = self._bg.get(agent)
         if t is None:
             n = self.net
             t = VirtualTransport(
-                self._handlers(agent), clock=self._bg_clock, path=make_path(n),
+                self._handlers(agent), clock=self._bg_clock, path=self._path(agent),
                 identity=agent, new_connection_per_rpc=n.new_connection_per_rpc,
                 tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms)
             self._bg[agent] = t
             self.transports.append(t)
         return t
+
+    def _path(self, agent: str) -> LinkPair:
+        pair = make_path(self.net)
+        self._paths.setdefault(agent, []).append(pair)
+        return pair
+
+    def _drop_queued(self, agent: str) -> None:
+        """Forget bytes still queued on ``agent``'s links after failed RPCs.
+
+        A timed-out RPC's connection is closed and its unsent data discarded (TCP), but a
+        :class:`~icore.net.TraceLink` keeps every byte it was given in its FIFO; without
+        this, one timeout would push every later message of the agent past its deadline.
+        Called only when none of the agent's RPCs is in flight.
+        """
+        for pair in self._paths.get(agent, []):
+            for link in (pair.up, pair.down):
+                inner = link.inner if isinstance(link, _HostDelay) else link
+                reset = getattr(inner, "reset", None)
+                if reset is not None:
+                    reset()
+
+    def _sync_client(self, agent: str) -> Any:
+        """A synchronous client of ``agent`` on the episode clock (owner-head freshness)."""
+        n = self.net
+        sync = VirtualTransport(
+            self._handlers(agent), clock=self.clock, path=self._path(agent),
+            identity=agent, new_connection_per_rpc=n.new_connection_per_rpc,
+            tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms)
+        self.transports.append(sync)
+        return sync
 
     def wire_bytes(self) -> tuple[int, int]:
         """Total (bytes, rpcs) over every transport of the episode."""
@@ -555,7 +592,7 @@ class Episode:
             r += t.stats.rpcs
         return b, r
 
-    def _block(self, make: Any) -> None:
+    def _block(self, make: Any, agent: str) -> None:
         """Run a synchronous coordination step (``make()`` builds its coroutine) until
         it succeeds: proactive synchronization cannot skip a replica without losing its
         guarantee, so a timed-out attempt is retried (up to :data:`MAX_SYNC_ATTEMPTS`)
@@ -567,6 +604,7 @@ class Episode:
                 break
             except TransportError:
                 self.sync_failures += 1
+                self._drop_queued(agent)
                 if attempt == MAX_SYNC_ATTEMPTS - 1:
                     raise
         self.pending_stall += self.clock.now_ms() - t0
@@ -596,9 +634,10 @@ class Episode:
                     bg.replicate(a, [rec], timeout_s=n.timeout_s)
                 except TransportError:
                     self.sync_failures += 1  # background: the replica stays behind
+                    self._drop_queued(rec.owner)
         elif pol is Policy.CENTRALIZED_LINEAGE:
             cl = self.client(rec.owner)
-            self._block(lambda: cl.commit(CENTRAL, rec, timeout_s=n.timeout_s))
+            self._block(lambda: cl.commit(CENTRAL, rec, timeout_s=n.timeout_s), rec.owner)
         elif pol is Policy.METADATA_SYNC:
             d = self.dirty.setdefault(rec.owner, {})
             d[rec.key] = rec
@@ -614,15 +653,12 @@ class Episode:
 
     def _announce(self, owner: str, recs: list[Record], to: Sequence[str]) -> None:
         cl = self.client(owner)
-        n = self.net
-
         envelopes = tuple(r.without_content() for r in recs)
         left = set(to)
 
         async def go() -> None:
             order = sorted(left)
-            res = await asyncio.gather(*(_send(cl, a, Announce(cl._core.next_rid(),
-                                                               envelopes), n.timeout_s)
+            res = await asyncio.gather(*(self._announce_one(cl, a, envelopes)
                                          for a in order), return_exceptions=True)
             for a, r in zip(order, res, strict=True):
                 if not isinstance(r, BaseException):
@@ -631,7 +667,10 @@ class Episode:
             if failed:
                 raise failed[0]
 
-        self._block(go)
+        self._block(go, owner)
+
+    async def _announce_one(self, cl: Any, to: str, envelopes: tuple[Record, ...]) -> None:
+        await _send(cl, to, Announce(cl._core.next_rid(), envelopes), self.net.timeout_s)
 
     # -- plans ---------------------------------------------------------------------------
     def _plan(self, step: PlanStep, sources: Mapping[str, Record],
@@ -684,11 +723,7 @@ class Episode:
         if pol is Policy.LOCAL_REPLICA:
             return LocalReplica(clock=self.clock, points=self.points)
         if pol is Policy.OWNER_HEAD_FRESHNESS:
-            sync = VirtualTransport(
-                self._handlers(s.executor), clock=self.clock, path=make_path(n),
-                identity=s.executor, new_connection_per_rpc=n.new_connection_per_rpc,
-                tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms)
-            self.transports.append(sync)
+            sync = self._sync_client(s.executor)
             self.faulty_sync = sync
             return OwnerHeadFreshness(ownership=self.ownership, owners=sync, install=ex,
                                       clock=self.clock, points=self.points,
@@ -750,7 +785,11 @@ class Episode:
         try:
             return self._run()
         finally:
-            self.loop.close()
+            self.close()
+
+    def close(self) -> None:
+        """Release the episode's event loop (and, over TCP, its services)."""
+        self.loop.close()
 
     def _run(self) -> EpisodeResult:
         s, spec = self.s, self.spec
@@ -840,6 +879,8 @@ class Episode:
         if step.fault is Fault.MALFORMED_HEAD and fault_owner is not None:
             self.faulty[fault_owner].corrupt.clear()
         decisions = list(self.log)[n_before:]
+        if any(d.reason.value in ("owner_unavailable", "fetch_failed") for d in decisions):
+            self._drop_queued(s.executor)
         invalid = res.executed and self._is_invalid(res.roots, pstep.true_deps)
         hc = sum(d.heads_checked for d in decisions)
         if isinstance(all_key, AllKeyAccess):
@@ -865,9 +906,19 @@ def _bump(row: ActionRow, stall: float, nbytes: int, rpcs: int) -> ActionRow:
 
 
 def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
-           keep_decisions: bool = False) -> EpisodeResult:
+           keep_decisions: bool = False, transport: str = "inproc") -> EpisodeResult:
     """Replay ``schedule`` under ``spec`` on ``net`` (default: AT&T, offset 0, a new
-    TCP + TLS connection per RPC) and return the per-action metrics."""
+    TCP + TLS connection per RPC) and return the per-action metrics.
+
+    Args:
+        transport: ``inproc`` (virtual time, the default) or ``tcp`` (real loopback TCP
+            with mutual TLS, wall-clock time; see :mod:`icore.bench._planfence_tcp`).
+    """
+    if transport == "tcp":
+        from icore.bench._planfence_tcp import TcpEpisode
+
+        return TcpEpisode(schedule, spec, net or NetSpec(),
+                          keep_decisions=keep_decisions).run()
     return Episode(schedule, spec, net or NetSpec(), keep_decisions=keep_decisions).run()
 
 
@@ -888,4 +939,5 @@ __all__ = [
     "ReplicaHandler",
     "make_path",
     "replay",
+    "replica_name",
 ]

@@ -28,12 +28,14 @@ class Job:
         net: the network.
         template: the template.
         specs: the policy variants.
+        transport: ``inproc`` or ``tcp``.
     """
 
     params: WorkloadParams
     net: NetSpec
     template: Template
     specs: tuple[PolicySpec, ...]
+    transport: str = "inproc"
 
     @property
     def key(self) -> tuple[WorkloadParams, NetSpec, Template]:
@@ -47,11 +49,11 @@ def run_job(job: Job) -> tuple[tuple[WorkloadParams, NetSpec, Template],
     sched = build_schedule(job.template, job.params)
     out: dict[str, list[ActionRow]] = {}
     for spec in job.specs:
-        out[spec.label] = list(replay(sched, spec, job.net).rows)
+        out[spec.label] = list(replay(sched, spec, job.net, transport=job.transport).rows)
     return job.key, out
 
 
-def plan_jobs(cells: Sequence[Cell]) -> list[Job]:
+def plan_jobs(cells: Sequence[Cell], transport: str = "inproc") -> list[Job]:
     """Deduplicate the (schedule, network, policy) work of ``cells`` into jobs."""
     specs_by_key: dict[tuple[WorkloadParams, NetSpec, Template], dict[str, PolicySpec]] = {}
     for c in cells:
@@ -61,7 +63,7 @@ def plan_jobs(cells: Sequence[Cell]) -> list[Job]:
                 d = specs_by_key.setdefault((p, c.net, t), {})
                 for s in c.specs:
                     d.setdefault(s.label, s)
-    jobs = [Job(p, n, t, tuple(d[k] for k in sorted(d)))
+    jobs = [Job(p, n, t, tuple(d[k] for k in sorted(d)), transport)
             for (p, n, t), d in specs_by_key.items()]
     # longest first keeps both cores busy until the end
     jobs.sort(key=lambda j: -(j.params.work_units * len(j.specs) * (j.params.keys ** 0.5)))
@@ -95,20 +97,21 @@ ROW_FIELDS = ("study", "cell", "template", "family", "race_seed", "policy", "act
 """Columns of ``rows.csv`` (facet columns follow)."""
 
 
-def run_cells(cells: Sequence[Cell], *, workers: int = 1,
+def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inproc",
               progress: Callable[[int, int], None] | None = None) -> RunResult:
     """Run every cell.
 
     Args:
         cells: cells of one or more presets.
         workers: worker processes (1 = inline).
+        transport: ``inproc`` (virtual time) or ``tcp`` (real loopback TCP).
         progress: called as ``progress(done_jobs, total_jobs)``.
 
     Returns:
         :class:`RunResult` with rows in a deterministic order.
     """
     t0 = time.perf_counter()
-    jobs = plan_jobs(cells)
+    jobs = plan_jobs(cells, transport)
     done: dict[tuple[WorkloadParams, NetSpec, Template], dict[str, list[ActionRow]]] = {}
     if progress:
         progress(0, len(jobs))

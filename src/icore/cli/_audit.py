@@ -7,6 +7,7 @@ Thin: calls :mod:`icore.adapters` (import, audit, attribution, PROV) and
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -58,6 +59,7 @@ def audit(
         except AdapterError as exc:
             errors.append((exc.file, f"{exc.field}: {exc.problem}"))
     elapsed = time.perf_counter() - t0
+    results = _unique_ids(results)
     table = Table("run", "family", "msgs", "snd", "astab", "cq", "cq mean", "cq min",
                   "hard flags", "stalls", "unsupported", "diagnoses",
                   title="iCORE audit (final X; cq mean/min over the run)")
@@ -104,6 +106,20 @@ def audit(
             console.print(f"PROV-JSON: {out}/*.prov.json (read back and validated)")
     if errors:
         raise typer.Exit(1)
+
+
+def _unique_ids(results: list[AuditResult]) -> list[AuditResult]:
+    """Give runs whose ids (hence report files) collide a ``-2``, ``-3`` ... suffix."""
+    seen: set[str] = set()
+    out = []
+    for r in results:
+        rid, n = r.trace.id, 1
+        while report_filename(rid) in seen:
+            n += 1
+            rid = f"{r.trace.id}-{n}"
+        seen.add(report_filename(rid))
+        out.append(r if rid == r.trace.id else replace(r, trace=replace(r.trace, id=rid)))
+    return out
 
 
 def _print_score(console: Console, sc: object) -> None:

@@ -31,8 +31,12 @@ def bench_planfence(
                                     "(default results/planfence/<preset>)."),
     jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Worker processes."),
     transport: str = typer.Option("inproc", "--transport",
-                                  help="inproc (virtual time) or tcp."),
+                                  help="inproc (virtual time) or tcp (real loopback TCP "
+                                  "with mutual TLS, wall-clock time)."),
     seed: int = typer.Option(0, "--seed", help="Master seed mixed into every schedule."),
+    link: str | None = typer.Option(None, "--link", help="Override every cell's link "
+                                    "(loopback, att, att-2016, tmobile, verizon); use "
+                                    "loopback with --transport tcp."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG figures."),
 ) -> None:
     """Replay every policy on identical schedules and write the paper's tables/figures."""
@@ -52,7 +56,7 @@ def bench_planfence(
         try:
             _result, doc = run_planfence(preset, folder, jobs=jobs, transport=transport,
                                         seed=seed, command=command, plots=not no_plots,
-                                        progress=progress)
+                                        link=link, progress=progress)
         except BenchError as exc:
             console.print(f"[red]error[/]: {exc}")
             raise typer.Exit(2) from exc

@@ -12,6 +12,7 @@ protocol when the downlink model says they arrive.
 from __future__ import annotations
 
 import asyncio
+import collections
 import ssl
 
 from icore.net._errors import AuthenticationError, ConnectionClosed
@@ -67,6 +68,8 @@ class SecureChannel:
         self._shaper = shaper
         self.peer: str = ""
         self.closed = False
+        self._queue: collections.deque[tuple[float, bytes]] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     # -- raw byte movement ------------------------------------------------------------
     def _flush(self, *, handshake: bool = False) -> None:
@@ -82,12 +85,20 @@ class SecureChannel:
             self._w.write(data)
             return
         arrive = self._shaper.up.deliver(self._shaper.now_ms(), len(data))
-        loop = asyncio.get_running_loop()
-        loop.call_at(self._shaper.at(arrive), self._write_later, data)
+        # a FIFO per connection: timers with equal deadlines may run in any order, and
+        # TLS records must reach the peer in order
+        self._queue.append((self._shaper.at(arrive), data))
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_at(self._queue[0][0], self._pump)
 
-    def _write_later(self, data: bytes) -> None:
-        if not self._w.is_closing():
-            self._w.write(data)
+    def _pump(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self._queue and self._queue[0][0] <= now + 1e-6:
+            _, data = self._queue.popleft()
+            if not self._w.is_closing():
+                self._w.write(data)
+        self._timer = loop.call_at(self._queue[0][0], self._pump) if self._queue else None
 
     async def _pull(self, *, handshake: bool = False) -> None:
         data = await self._r.read(_READ)
@@ -175,6 +186,9 @@ class SecureChannel:
         if self.closed:
             return
         self.closed = True
+        if self._timer is not None:  # shaped bytes still in flight are dropped
+            self._timer.cancel()
+            self._timer = None
         try:
             self._obj.unwrap()
         except (ssl.SSLError, ValueError):

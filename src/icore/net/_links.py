@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from icore._data import shared_data_dir
+from icore.errors import IcoreError
+
 PACKET_BYTES = 1500
 """Bytes one trace delivery opportunity carries (Mahimahi traces README)."""
 
@@ -258,25 +261,21 @@ class TraceLink:
 def traces_dir() -> Path:
     """Return the folder holding the Mahimahi traces.
 
-    Looks at ``$ICORE_TRACES``, ``$ICORE_SHARED_DATA/traces`` and ``shared/data/traces``
-    next to the current directory or any parent of this source file.
+    ``$ICORE_TRACES`` when set, else ``traces/`` under :func:`icore._data.shared_data_dir`.
 
     Raises:
         FileNotFoundError: no such folder (names where it looked).
     """
-    cands: list[Path] = []
-    if os.environ.get("ICORE_TRACES"):
-        cands.append(Path(os.environ["ICORE_TRACES"]))
-    if os.environ.get("ICORE_SHARED_DATA"):
-        cands.append(Path(os.environ["ICORE_SHARED_DATA"]) / "traces")
-    cands.append(Path.cwd().parent / "shared" / "data" / "traces")
-    cands.append(Path.cwd() / "shared" / "data" / "traces")
-    cands.extend(p / "shared" / "data" / "traces" for p in Path(__file__).resolve().parents)
-    for c in cands:
-        if c.is_dir():
-            return c
-    raise FileNotFoundError(f"Mahimahi traces not found; set ICORE_TRACES (looked in "
-                            f"{[str(c) for c in cands[:4]]})")
+    env = os.environ.get("ICORE_TRACES")
+    if env:
+        return Path(env)
+    try:
+        folder = shared_data_dir() / "traces"
+    except IcoreError as exc:
+        raise FileNotFoundError(f"Mahimahi traces not found; set ICORE_TRACES ({exc})") from exc
+    if not folder.is_dir():
+        raise FileNotFoundError(f"Mahimahi traces not found in {folder}; set ICORE_TRACES")
+    return folder
 
 
 def default_att_trace(direction: str = "up") -> Path:

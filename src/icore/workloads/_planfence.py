@@ -44,9 +44,10 @@ SEEDS_PER_FAMILY = 10
 """Seeds per family: 3 x 10 = 30 templates."""
 
 UNIT_MS = 1174.2
-"""Duration of one work unit (a role call) in virtual ms: the median audited Qwen3.5
+"""Duration of one live work unit (a role call) in ms: the median audited Qwen3.5
 role-call duration; planfence Fig. 2 draws 10% of it (117.42 ms) as its reference line
-(App. A.1)."""
+(App. A.1). The controlled replay runs recorded decisions back to back and does not use
+it unless asked (``icore.bench.NetSpec.unit_ms``)."""
 
 _KINDS: dict[str, tuple[str, ...]] = {
     "reservation": ("requirement", "availability", "fare", "policy", "calendar",
@@ -252,11 +253,6 @@ class Schedule:
     n_actions: int
     n_updates: int
     n_races: int = field(default=0)
-
-    @property
-    def unit_ms(self) -> float:
-        """Virtual duration of one work unit in ms (:data:`UNIT_MS`)."""
-        return UNIT_MS
 
 
 def _rng(template: Template, params: WorkloadParams) -> random.Random:

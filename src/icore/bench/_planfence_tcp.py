@@ -1,0 +1,182 @@
+"""The PlanFence replay over real loopback TCP with mutual TLS 1.3 (``--transport tcp``).
+
+Same schedules, stores, protocol, gate and policies as the virtual-time replay
+(:class:`~icore.bench._planfence_replay.Episode`); only the transport differs: every agent's
+store is served by an :class:`~icore.net.ServerThread` on 127.0.0.1, every agent talks
+through an :class:`~icore.net.OwnerClient` (new connection per RPC by default, the paper's
+setting), and time is the wall clock, so stall is measured, not modelled. A trace link
+given in the :class:`NetSpec` shapes the client traffic in real time (slow); loopback is
+the intended use. Fault injection (App. C) is not supported over TCP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from icore._clock import ManualClock
+from icore.bench._errors import TransportUnavailable
+from icore.bench._planfence_replay import (
+    CENTRAL,
+    Episode,
+    FaultyHandler,
+    NetSpec,
+    PolicySpec,
+    ReplicaHandler,
+    make_path,
+    replica_name,
+)
+from icore.fence import Policy
+from icore.memory import Store
+from icore.net import (
+    OwnerClient,
+    OwnerHandler,
+    ServerThread,
+    SyncOwnerClient,
+    client_context,
+    init_team_certs,
+    server_context,
+)
+from icore.records import Record
+from icore.workloads import ActStep, Fault, Schedule
+
+MAX_AGENTS = 8
+"""Team certificates are made for agent-0 .. agent-7 (Table 5's largest team)."""
+
+_CERTS: Path | None = None
+
+
+def team_certs() -> Path:
+    """Create (once per process) a team CA and certificates for every replay identity."""
+    global _CERTS
+    if _CERTS is None:
+        d = Path(tempfile.mkdtemp(prefix="icore-planfence-certs-"))
+        agents = [f"agent-{i}" for i in range(MAX_AGENTS)]
+        init_team_certs(d, [*agents, CENTRAL, *(replica_name(a) for a in agents)])
+        _CERTS = d
+    return _CERTS
+
+
+class _WallClock(ManualClock):
+    """Wall-clock time in ms since the episode started (``advance`` sleeps)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self._t0 = time.perf_counter()
+
+    def now_ms(self) -> float:
+        """Milliseconds since the episode started."""
+        return (time.perf_counter() - self._t0) * 1000.0
+
+    def advance(self, delta_ms: float) -> None:
+        """Sleep ``delta_ms``."""
+        time.sleep(max(0.0, delta_ms) / 1000.0)
+
+    def set(self, t_ms: float) -> None:
+        """Sleep until ``t_ms`` (never backwards)."""
+        self.advance(t_ms - self.now_ms())
+
+
+class TcpEpisode(Episode):
+    """:class:`Episode` over real TCP + mutual TLS on 127.0.0.1, wall-clock time.
+
+    Raises:
+        TransportUnavailable: the schedule injects App. C faults, or has more than
+            :data:`MAX_AGENTS` agents.
+    """
+
+    def __init__(self, schedule: Schedule, spec: PolicySpec, net: NetSpec, *,
+                 keep_decisions: bool = False) -> None:
+        if any(isinstance(st, ActStep) and st.fault is not Fault.NONE for st in schedule.steps):
+            raise TransportUnavailable("fault injection (App. C) runs on the in-process "
+                                       "transport only", transport="tcp")
+        if len(schedule.agents) > MAX_AGENTS:
+            raise TransportUnavailable(f"at most {MAX_AGENTS} agents over TCP",
+                                       transport="tcp")
+        super().__init__(schedule, spec, net, keep_decisions=keep_decisions)
+        self.loop.close()
+        self.loop = asyncio.new_event_loop()
+        self.clock = _WallClock()
+        self.certs = team_certs()
+        self.servers: dict[str, ServerThread] = {}
+        self._sync: list[SyncOwnerClient] = []
+        self._start_services()
+
+    # -- services ----------------------------------------------------------------------
+    def _serve(self, name: str, store: Store, handler: OwnerHandler) -> None:
+        srv = ServerThread(store, agent=name, ssl_context=server_context(self.certs, name))
+        srv.server.handler = handler
+        self.servers[name] = srv
+
+    def _start_services(self) -> None:
+        pol = self.spec.policy
+        if pol is Policy.CENTRALIZED_LINEAGE:
+            self._serve(CENTRAL, self.central, OwnerHandler(self.central, agent=CENTRAL))
+            for o in sorted(self.ownership.owners()):
+                # the central service answers for every owner (replies name that owner)
+                self._serve(o, self.central, OwnerHandler(self.central, agent=o))
+            return
+        for a, st in self.stores.items():
+            self.faulty[a] = FaultyHandler(st, agent=a)
+            self._serve(a, st, self.faulty[a])
+            if pol in (Policy.MAJORITY_REPLICA, Policy.ALL_REPLICA):
+                self._serve(replica_name(a), st, ReplicaHandler(st, agent=a))
+
+    def _addresses(self, agent: str) -> dict[str, tuple[str, int]]:
+        return {n: srv.address for n, srv in self.servers.items() if n != agent}
+
+    def _client_kw(self, agent: str) -> dict[str, Any]:
+        return {"identity": agent, "ssl_context": client_context(self.certs, agent),
+                "new_connection_per_rpc": self.net.new_connection_per_rpc,
+                "path": None if self.net.link == "loopback" else make_path(self.net)}
+
+    # -- clients -------------------------------------------------------------------------
+    def client(self, agent: str) -> Any:
+        """The async TCP client of ``agent``."""
+        t = self._clients.get(agent)
+        if t is None:
+            t = OwnerClient(self._addresses(agent), **self._client_kw(agent))
+            self._clients[agent] = t
+            self.transports.append(t)
+        return t
+
+    def _background(self, agent: str) -> Any:
+        t = self._bg.get(agent)
+        if t is None:
+            t = SyncOwnerClient(self._addresses(agent), **self._client_kw(agent))
+            self._bg[agent] = t
+            self._sync.append(t)
+            self.transports.append(t)
+        return t
+
+    def _sync_client(self, agent: str) -> Any:
+        t = SyncOwnerClient(self._addresses(agent), **self._client_kw(agent))
+        self._sync.append(t)
+        self.transports.append(t)
+        return t
+
+    async def _announce_one(self, cl: Any, to: str, envelopes: tuple[Record, ...]) -> None:
+        await cl.announce(to, envelopes, timeout_s=self.net.timeout_s)
+
+    def _drop_queued(self, agent: str) -> None:
+        """Real connections drop their queues when closed: nothing to do."""
+
+    def close(self) -> None:
+        """Close every client and service, then the loop."""
+        for c in list(self._clients.values()):
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(c.close())
+        for sc in self._sync:
+            with contextlib.suppress(Exception):
+                sc.close()
+        for srv in self.servers.values():
+            with contextlib.suppress(Exception):
+                srv.close()
+        self.loop.close()
+
+
+__all__ = ["MAX_AGENTS", "TcpEpisode", "team_certs"]
