@@ -25,7 +25,7 @@ path_by_name run_virtual serve_agent server_context traces_dir
 
 SRC = Path(icore.net.__file__).resolve().parent
 ALLOWED = {"icore.errors", "icore._clock", "icore.records", "icore.memory", "icore.fence",
-           "icore.net"}
+           "icore.net", "icore._data"}
 IO = {"socket", "ssl", "asyncio", "time", "subprocess", "sqlite3", "selectors"}
 
 

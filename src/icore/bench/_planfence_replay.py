@@ -477,7 +477,6 @@ class Episode:
         self.sync_failures = 0
         self._paths: dict[str, list[LinkPair]] = {}
         self.shared = frozenset(schedule.keys)
-        self._complete: dict[RecordId, Record] = {}
         self.pending_stall = 0.0
         self.total_stall = 0.0
         self.faulty: dict[str, FaultyHandler] = {}
@@ -745,27 +744,8 @@ class Episode:
                         points=self.points, timeout_s=n.timeout_s, mode=spec.mode)
 
     def _lookup(self, rid: RecordId) -> Record | None:
-        """The executor's lineage lookup, boundary-aware.
-
-        :meth:`~icore.memory.Store.lookup` hides a record whose own ancestors are not
-        local ("lineage incomplete"). A verified head fetched after a mismatch usually is
-        one: the executor never saw the versions between its old frontier and the new
-        head. The gate's walk stops at the D(a) boundary (Alg. 1 line 1), so what lies
-        below a shared-key record cannot change F_a; such records are returned, every
-        other record (plans, intermediate derivations) still needs every parent to
-        resolve by this same rule.
-        """
-        if rid in self._complete:
-            return self._complete[rid]
-        rec = self.stores[self.s.executor].get(rid)
-        if rec is None:
-            return None
-        if rec.key not in self.shared:
-            for p in rec.parents:
-                if self._lookup(p) is None:
-                    return None
-        self._complete[rid] = rec
-        return rec
+        """The executor's lineage lookup (:meth:`~icore.memory.Store.lookup`)."""
+        return self.stores[self.s.executor].lookup(rid)
 
     # -- truth ---------------------------------------------------------------------------
     def _is_invalid(self, roots: Sequence[RecordId], true_deps: Sequence[str]) -> bool:

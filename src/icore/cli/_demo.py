@@ -63,15 +63,14 @@ def _table1(console: Console, out: Path) -> list[str]:
     console.rule("[bold]3. Controlled replay: planfence Table 1 preset (virtual time)")
     t0 = time.perf_counter()
     folder = out / "table1"
-    result, doc = run_planfence("table1", folder, jobs=2, command="icore demo")
+    _result, doc = run_planfence("table1", folder, jobs=2, command="icore demo")
     table = Table("policy", "invalid", "completed", "blocked", "stall ms/action",
                   "KiB/action", title="Table 1 (AT&T trace, rho=4, 8 keys, N=5, H=64)")
-    for row in doc.get("table1", doc.get("rows", [])):
-        if not isinstance(row, dict) or "policy" not in row:
-            continue
-        table.add_row(str(row["policy"]), str(row.get("invalid", "")),
-                      str(row.get("completed", "")), str(row.get("blocked", "")),
-                      _fmt(row.get("stall_ms_per_action")), _fmt(row.get("kib_per_action")))
+    for row in doc["aggregates"]:
+        n = row["actions"]
+        table.add_row(str(row["policy"]), f"{row['invalid']}/{n}", f"{row['completed']}/{n}",
+                      str(row["blocked"]), _fmt(row["stall_ms_per_action"]),
+                      _fmt(row["kib_per_action"]))
     if table.row_count:
         console.print(table)
     for o in doc.get("orderings", []):
@@ -79,7 +78,6 @@ def _table1(console: Console, out: Path) -> list[str]:
         console.print(f"  {o['id']}: {mark}")
     console.print(f"{doc.get('scheduled_actions', '?')} actions replayed in "
                   f"{time.perf_counter() - t0:.1f} s; summary: {folder / 'summary.md'}")
-    del result
     return [str(folder / "summary.md")]
 
 

@@ -16,7 +16,7 @@ local replica             :class:`LocalReplica` (acts from installed state)
 ========================  ====================================================
 
 Batched/per-key all-key and replica-quorum controls are built by the replay harness on
-the same :class:`GateValidator` with a wider key set or another head source.
+the same gate with another head source (``icore.bench``).
 """
 
 from __future__ import annotations
@@ -80,18 +80,15 @@ class GateValidator:
         clock / points: validation-point time and counter.
         timeout_s: per-RPC timeout in seconds.
         mode: traversal mode (DIRECT only for the App. C ablation).
-        extra_keys: keys validated in addition to D(a) (all-key controls).
     """
 
     def __init__(self, *, lookup: Lookup, ownership: OwnershipMap, owners: OwnerAccess,
                  name: str = Policy.PLANFENCE.value, clock: Clock | None = None,
                  points: PointCounter | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 mode: TraversalMode = TraversalMode.FULL,
-                 extra_keys: Collection[str] = ()) -> None:
+                 mode: TraversalMode = TraversalMode.FULL) -> None:
         self.lookup, self.ownership, self.owners = lookup, ownership, owners
         self.name, self.clock, self.timeout_s, self.mode = name, clock, timeout_s, mode
         self.points = points or PointCounter()
-        self.extra_keys = frozenset(extra_keys)
 
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:

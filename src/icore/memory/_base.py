@@ -3,9 +3,9 @@
 Owner rules (planfence App. A, design.md 3.1): a record becomes a head only when the writer
 is the key's declared owner and the owner sequence increases; the same owner sequence with
 another record id is a conflict; re-committing an identical record is a no-op. A record
-whose parents are not available is accepted only as *lineage incomplete*: it is stored, but
-lineage lookups do not return it until its ancestry is complete, so it can never authorize
-an action.
+whose parents are not available is accepted only as *lineage incomplete*
+(:meth:`Store.is_complete` is False): the gate's walk blocks on its first missing parent,
+so it can never lie on the path that authorizes an action.
 """
 
 from __future__ import annotations
@@ -221,14 +221,16 @@ class Store(abc.ABC):
         return self._get_raw(rid)
 
     def lookup(self, rid: RecordId) -> Record | None:
-        """Lineage lookup: the record, or None when absent or lineage-incomplete."""
+        """Lineage lookup for the gate: the verified record, or None when absent/closed.
+
+        A lineage-incomplete record is returned too: the walk of planfence Alg. 1 line 1
+        follows its parents and blocks on the first missing one, so such a record can
+        never lie on a proven path from L(a) to D(a); below a D(a) boundary nothing is
+        walked, so a verified head whose older versions this replica never saw still
+        serves as a frontier.
+        """
         if self._closed:
             return None
-        incomplete = self._incomplete_ids()
-        if rid in incomplete:
-            self._recheck_incomplete()
-            if rid in self._incomplete_ids():
-                return None
         return self._get_raw(rid)
 
     def head(self, key: str) -> HeadEntry | None:
@@ -290,8 +292,13 @@ class Store(abc.ABC):
         return self.owner_seq(who) + 1
 
     def is_complete(self, rid: RecordId) -> bool:
-        """Return True when the record is present and its lineage complete."""
-        return self.lookup(rid) is not None
+        """Return True when the record is present and every ancestor is available."""
+        self._check_open()
+        if self._get_raw(rid) is None:
+            return False
+        if rid in self._incomplete_ids():
+            self._recheck_incomplete()
+        return rid not in self._incomplete_ids()
 
     def fetch(self, ids: Sequence[RecordId]) -> list[Record]:
         """Return the records with these ids that this store holds, in order."""

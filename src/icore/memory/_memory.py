@@ -64,9 +64,3 @@ class MemoryStore(Store):
 
     def _close(self) -> None:
         pass
-
-    def lookup(self, rid: RecordId) -> Record | None:
-        """Lineage lookup (fast path: no incomplete records pending)."""
-        if not self._incomplete:
-            return self._records.get(rid)
-        return super().lookup(rid)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from icore.errors import (
     MalformedRecord,
+    MissingParent,
     OwnershipError,
     RecordIdMismatch,
     SequenceConflict,
@@ -25,7 +26,7 @@ from icore.errors import (
 )
 from icore.memory._base import Store
 from icore.memory._ownership import OwnershipMap
-from icore.records import Record, derive
+from icore.records import Record, derive, frontier
 
 OWNERSHIP = OwnershipMap({"req/a": "alice", "req/b": "bob"}, {"plan/*": "alice"})
 
@@ -156,15 +157,17 @@ class StoreConformance:
         assert head is not None and head.record_id == good[-1].id
 
     def test_unknown_parents_are_lineage_incomplete(self, tmp_path: Path) -> None:
-        """A record with unknown parents is stored but never returned by lookup."""
+        """A record with unknown parents is stored as incomplete and proves no lineage."""
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
         ghost = _rec(key="req/b", owner="bob", seq=1)
         plan = derive(key="plan/p", owner="alice", seq=1, content={}, inputs=[ghost])
         res = s.commit(plan, writer="alice")
         assert res.created and not res.lineage_complete
-        assert s.get(plan.id) == plan and s.lookup(plan.id) is None
+        assert s.get(plan.id) == plan and not s.is_complete(plan.id)
+        _raises(MissingParent, frontier, [plan.id], {"req/b"}, s.lookup)
         s.install(ghost)
-        assert s.lookup(plan.id) == plan
+        assert s.is_complete(plan.id)
+        assert frontier([plan.id], {"req/b"}, s.lookup).versions == {"req/b": ghost.id}
 
     def test_install_replica_cache(self, tmp_path: Path) -> None:
         """Other owners' records go to the replica cache and move the installed head only."""
