@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from icore.cli._bench_state import run
+from icore.bench._state_bench import run
 
 
 def main(argv: list[str]) -> None:

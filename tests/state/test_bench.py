@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icore.cli._bench_state import bench_declaration, populate, run
+from icore.bench._state_bench import bench_declaration, populate, run
 from icore.state import State
 
 
