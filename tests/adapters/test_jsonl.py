@@ -75,6 +75,7 @@ def test_load_by_suffix(tmp_path: Path) -> None:
     ('[1]', "line 1"),
     ('{"run": {"succeeded": "maybe"}}\n{"agent": "a", "kind": "output"}', "run.succeeded"),
     ("", "<root>"),
+    ('{"agent": "a", "kind": "output"}\n' + "[" * 100_000 + "]" * 100_000, "line 2"),
 ])
 def test_errors_name_line_and_field(text: str, field: str) -> None:
     """Every malformed line is reported with its line number and field."""

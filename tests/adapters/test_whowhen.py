@@ -157,6 +157,7 @@ class TestTypedErrors:
         ('Updated Ledger:\n{"a": ', "malformed ledger JSON"),
         ('Updated Ledger:\n{"is_in_loop": {"answer": "perhaps"}}', "is_in_loop"),
         ("Updated Ledger: none", "without a JSON object"),
+        ('Updated Ledger:\n{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
     ])
     def test_malformed_ledger_is_a_warning(self, make_magentic: Callable[..., dict[str, Any]],
                                            content: str, why: str) -> None:
@@ -168,6 +169,12 @@ class TestTypedErrors:
         assert t.steps[2].kind == StepKind.THOUGHT
         (w,) = t.extras["warnings"]
         assert "m.json: history[2].content" in w and why in w
+
+    def test_deeply_nested_file(self, write_json: Callable[..., Path]) -> None:
+        """JSON nested past the recursion limit is a typed error, not a RecursionError."""
+        e = _err(lambda: load_who_and_when(write_json("[" * 100_000 + "]" * 100_000,
+                                                      "deep.json")))
+        assert e.field == "<root>" and "nested too deeply" in e.problem
 
     def test_top_level_not_object(self, write_json: Callable[..., Path]) -> None:
         """A JSON list is not a run."""

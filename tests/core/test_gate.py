@@ -364,6 +364,18 @@ def test_planner_declining_or_failing_blocks(w: World) -> None:
     assert not res.executed and "model down" in res.detail
 
 
+def test_planner_returning_junk_blocks(w: World) -> None:
+    """A replanner returning something else than a Replan fails closed, not AttributeError."""
+    ran: list[int] = []
+    tool = ProtectedTool(lambda: ran.append(1), depends_on={"req/a"})
+    p = w.plan(w.a1)
+    w.put(w.alice, "req/a", "A2", [w.a1])
+    res = _fence(w).execute(tool, roots=[p.id], args={},
+                            replan=lambda r: "junk")  # type: ignore[arg-type,return-value]
+    assert not res.executed and ran == [] and res.outcome is Outcome.BLOCKED
+    assert "not a Replan" in res.detail
+
+
 def test_incomplete_declarations_block(w: World) -> None:
     p = w.plan(w.a1, w.b1)
     reads_b = ProtectedTool(lambda ref: None, depends_on={"req/a"})
@@ -388,6 +400,10 @@ def test_declaration_errors() -> None:
         ProtectedTool(lambda: None, depends_on="req/a")
     with pytest.raises(DeclarationError):
         ProtectedTool(lambda: None, depends_on={""})
+    with pytest.raises(DeclarationError, match="NoneType"):
+        ProtectedTool(lambda: None, depends_on=None)  # type: ignore[arg-type]
+    with pytest.raises(DeclarationError, match="int"):
+        ProtectedTool(lambda: None, depends_on=5)  # type: ignore[arg-type]
 
     @protected(depends_on={"req/a"})
     def tool() -> None: ...

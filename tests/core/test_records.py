@@ -101,6 +101,8 @@ def test_golden_id_pinned() -> None:
         ({"content": {"x": float("nan")}}, "content.x"),
         ({"content": {1: 2}}, "content"),
         ({"content": {"s": {1, 2}}}, "content.s"),
+        ({"parents": None}, "parents"),
+        ({"parents": 5}, "parents"),
     ],
 )
 def test_malformed_record_names_field(kwargs: dict[str, Any], field: str) -> None:

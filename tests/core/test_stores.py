@@ -70,6 +70,14 @@ def test_sqlite_refuses_foreign_file(tmp_path: Path) -> None:
     assert ei.value.fields["path"] == str(p)
 
 
+def test_sqlite_unusable_folder_is_a_store_error(tmp_path: Path) -> None:
+    """A parent path that is a file gives a StoreError naming the path, not an OSError."""
+    (tmp_path / "f").write_text("")
+    with pytest.raises(StoreError, match="cannot open store") as ei:
+        SQLiteStore(tmp_path / "f" / "a.sqlite", OWNERSHIP, "alice")
+    assert ei.value.fields["path"] == str(tmp_path / "f" / "a.sqlite")
+
+
 def test_ownership_patterns() -> None:
     """Exact keys win over patterns; the longest pattern wins among patterns."""
     om = OwnershipMap.from_mapping({"req/a": "x", "req/*": "y", "req/long/*": "z"})

@@ -138,6 +138,15 @@ class TestTypedErrors:
         with pytest.raises(MalformedMessage):
             decode_frame(_frame(obj))
 
+    @pytest.mark.parametrize("rid", ["zz", "ab", "", 5, "0" * 63])
+    def test_encoding_junk_record_id(self, rid: object) -> None:
+        """Encoding a message with something that is not a record id is MalformedMessage
+        (was a bare ValueError/TypeError from bytes.fromhex, or a short id on the wire)."""
+        with pytest.raises(MalformedMessage, match="not a record id"):
+            encode_frame(FetchRequest(rid=1, ids=(rid,)))  # type: ignore[arg-type]
+        with pytest.raises(MalformedMessage, match="not a record id"):
+            encode_frame(HeadQuery(rid=1, keys=("k",), known={"k": rid}))  # type: ignore[dict-item]
+
     def test_not_msgpack(self) -> None:
         """Garbage bodies are MalformedMessage."""
         with pytest.raises(MalformedMessage):

@@ -19,6 +19,7 @@ from icore.net import (
     AuthenticationError,
     ErrorReply,
     FrameDecoder,
+    MalformedMessage,
     OwnerClient,
     OwnerUnreachable,
     Ping,
@@ -115,6 +116,24 @@ class TestGateOverTcp:
         d = validate(roots=[world.plan.id], deps=DEPS, lookup=world.local.lookup,
                      ownership=world.ownership, owners=sync_client)
         assert d.outcome is Outcome.BLOCKED
+
+    def test_owner_closing_on_refused_request_is_unreachable(
+            self, sync_client: SyncOwnerClient) -> None:
+        """An owner that refuses a request and closes: OwnerUnreachable naming the owner
+        (was a KeyError from merging the closed connection's fields); the client recovers."""
+        with pytest.raises(OwnerUnreachable) as ei:
+            sync_client.query_heads("a", ["x" * 600], timeout_s=2.0)
+        assert ei.value.fields["owner"] == "a"
+        assert sync_client.ping("a") == "a"
+
+    def test_junk_record_id_is_refused_before_sending(
+            self, sync_client: SyncOwnerClient) -> None:
+        """A fetch of something that is not a record id is a typed MalformedMessage."""
+        with pytest.raises(MalformedMessage, match="not a record id"):
+            sync_client.fetch("a", ["zz"], timeout_s=2.0)
+        with pytest.raises(MalformedMessage):
+            sync_client.query_heads("a", ["req/a"], known={"req/a": "ab"}, timeout_s=2.0)
+        assert sync_client.ping("a") == "a"
 
 
 class TestClientBehaviour:

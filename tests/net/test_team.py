@@ -69,6 +69,15 @@ class TestManifest:
         with pytest.raises(ManifestError, match=where):
             TeamManifest.parse(doc)
 
+    @pytest.mark.parametrize("data", [b"\xff\xfe\x00\x81", b"[" * 100_000 + b"]" * 100_000])
+    def test_unreadable_file(self, tmp_path: Path, data: bytes) -> None:
+        """Non-UTF-8 or absurdly nested YAML is a ManifestError naming the file."""
+        p = tmp_path / "team.yaml"
+        p.write_bytes(data)
+        with pytest.raises(ManifestError) as ei:
+            TeamManifest.load(p)
+        assert ei.value.fields["path"] == str(p)
+
 
 def _revise(client: SyncOwnerClient, owner: str, key: str, prev: Record) -> Record:
     # revisions are lineage roots here, so executors need no ancestry to plan over them
@@ -281,3 +290,34 @@ def test_cli_certs_and_team_launcher(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_cli_certs_into_unusable_folder_is_a_clean_error(tmp_path: Path) -> None:
+    """`icore certs init --dir` onto a file: an error naming it and exit 1, no traceback."""
+    (tmp_path / "afile").write_text("")
+    res = CliRunner().invoke(app, ["certs", "init", "--dir", str(tmp_path / "afile" / "c"),
+                                   "--agent", "a"])
+    assert res.exit_code == 1
+    assert isinstance(res.exception, SystemExit)
+    assert "error:" in res.output and "afile" in res.output
+
+
+def test_cli_serve_bad_log_level_is_a_usage_error(tmp_path: Path) -> None:
+    """An unknown --log-level is a usage error (exit 2), not a ValueError traceback."""
+    manifest = _write_team(tmp_path, 1)
+    res = CliRunner().invoke(app, ["serve", str(manifest), "--all", "--log-level", "bogus"],
+                             terminal_width=200)
+    assert res.exit_code == 2
+    assert isinstance(res.exception, SystemExit)
+    assert "--log-level" in res.output
+
+
+def test_cli_certs_with_corrupt_ca_names_the_folder(tmp_path: Path) -> None:
+    """A damaged existing CA: a usage error naming the certs folder, nothing replaced."""
+    certs = tmp_path / "certs"
+    init_team_certs(certs, ["a"])
+    (certs / "ca.crt").write_text("junk")
+    res = CliRunner().invoke(app, ["certs", "init", "--dir", str(certs), "--agent", "b"])
+    assert res.exit_code == 2
+    assert "cannot load the team CA" in res.output and str(certs) in res.output
+    assert not (certs / "b.crt").exists()

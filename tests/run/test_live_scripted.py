@@ -84,3 +84,42 @@ def test_cli_help_lists_the_options() -> None:
     for word in ("manifest", "--policy", "--matched", "--backend", "--llm-base-url",
                  "--llm-model", "--concurrency"):
         assert word in out.output, word
+
+
+@pytest.mark.parametrize(("args", "where"), [
+    (["--family", "nosuch"], "--family"),
+    (["--seeds", "a,b"], "--seeds"),
+    (["--repeat", "-1"], "repeat"),
+])
+def test_cli_bad_options_are_clean_errors(args: list[str], where: str,
+                                          tmp_path: Path) -> None:
+    """Wrong option values give a usage error naming the option, never a traceback."""
+    res = CliRunner().invoke(app, ["run", *args, "--out", str(tmp_path)],
+                             terminal_width=200)
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert where in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("text", ["agents: [\n  - a", "", "name: x\nagents: 5\n"])
+def test_cli_malformed_manifest_is_a_clean_error(text: str, tmp_path: Path) -> None:
+    """A truncated, empty or ill-typed manifest is named in a usage error (exit 2)."""
+    m = tmp_path / "bad.yaml"
+    m.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(app, ["run", str(m), "--out", str(tmp_path / "out")],
+                             terminal_width=200)
+    assert res.exit_code == 2, res.output
+    assert isinstance(res.exception, SystemExit)
+    assert "bad.yaml" in res.output and not (tmp_path / "out").exists()
+
+
+def test_second_run_into_same_folder_keeps_the_first(tmp_path: Path) -> None:
+    """A second run into the same folder starts fresh; the first run is moved aside."""
+    from icore.agents import default_manifest
+
+    out = tmp_path / "run"
+    first = run_live(default_manifest("reservation"), out, policy="planfence")
+    second = run_live(default_manifest("reservation"), out, policy="owner_head_freshness")
+    assert first.succeeded == 1 and second.invalid_actions == 1
+    assert (tmp_path / "run.1" / "icore.sqlite").exists()
+    assert (out / "icore.sqlite").exists()

@@ -152,3 +152,17 @@ def test_live_llm_run_end_to_end(manifest: RunManifest, run_dir: Path, fake_llm:
     assert len(replans) == 1 and len(replans[0]["messages"]) == 2  # isolated history
     # the transcript is kept per agent
     assert (run_dir / "agents" / "planner-1.llm.jsonl").is_file()
+
+
+def test_cli_prints_why_a_task_failed(tmp_path: Path) -> None:
+    """An unreachable endpoint: the CLI names the failed task and the cause, not just 0/1."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    res = CliRunner().invoke(app, [
+        "run", "--backend", "llm", "--llm-base-url", "http://127.0.0.1:9/v1",
+        "--llm-model", "x", "--llm-timeout-s", "2", "--out", str(tmp_path)],
+        terminal_width=400)
+    assert "task reservation-00 failed" in res.output, res.output
+    assert "APIConnectionError" in res.output

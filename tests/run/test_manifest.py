@@ -88,3 +88,20 @@ def test_task_revision_invalidates_every_initial_candidate(family: str) -> None:
         after = {c["id"] for c in eligible(t.revision, t.catalog, family)}
         assert before and after and not (before & after)
         assert make_task(family, seed) == t
+
+
+def test_unknown_family_is_a_manifest_error() -> None:
+    """An unknown family is a typed ManifestError (still a ValueError) listing the known."""
+    with pytest.raises(ManifestError, match="reservation") as ei:
+        default_manifest("nosuch")
+    assert isinstance(ei.value, ValueError) and ei.value.fields["path"] == "family"
+
+
+@pytest.mark.parametrize("data", [b"\xff\xfe\x00\x81", b"[" * 100_000 + b"]" * 100_000])
+def test_unreadable_manifest_file(tmp_path: Path, data: bytes) -> None:
+    """Non-UTF-8 or absurdly nested YAML is a ManifestError naming the file."""
+    p = tmp_path / "run.yaml"
+    p.write_bytes(data)
+    with pytest.raises(ManifestError) as ei:
+        load_manifest(p)
+    assert ei.value.fields["file"] == str(p)

@@ -221,6 +221,21 @@ class TestFiles:
         with pytest.raises(DeclarationPackageError, match="cannot parse"):
             load_declaration(p)
 
+    def test_not_utf8(self, tmp_path):
+        p = tmp_path / "bin.yaml"
+        p.write_bytes(b"\xff\xfe\x00\x81")
+        with pytest.raises(DeclarationPackageError, match="cannot read") as info:
+            load_declaration(p)
+        assert info.value.file == str(p)
+
+    @pytest.mark.parametrize("name", ["deep.yaml", "deep.json"])
+    def test_nested_too_deeply(self, tmp_path, name):
+        """Nesting past the recursion limit is a typed error, not a RecursionError."""
+        p = tmp_path / name
+        p.write_text("[" * 100_000 + "]" * 100_000)
+        with pytest.raises(DeclarationPackageError, match="nested too deeply"):
+            load_declaration(p)
+
     def test_error_in_file_names_path(self, tmp_path):
         p = tmp_path / "team.yaml"
         p.write_text(yaml.safe_dump({**MINIMAL, "parameters": {"tau": 3}}))

@@ -139,6 +139,48 @@ class TestSQLiteLog:
             log.append([good, bad])
         assert len(log) == 0
 
+    def test_entry_that_would_not_decode_writes_nothing(self, tmp_path, code_review):
+        """A body that serialises but would not decode back (here a non-str note kind) is
+        refused at append: written, it would make the whole log unreplayable."""
+        log = SQLiteLog(tmp_path / "x.db", declaration=code_review)
+        x = State(code_review, log=log)
+        x.record_note("diagnosis", {"a": 1})
+        with pytest.raises(LogError, match="cannot encode"):
+            x.record_note(5, {})  # type: ignore[arg-type]
+        assert len(log) == 1 and x.seq == 1
+        assert equivalent(rebuild(SQLiteLog(tmp_path / "x.db"), code_review), x)
+
+    def test_store_file_is_not_a_log(self, tmp_path):
+        """A PlanFence store file is refused as a log, and left untouched."""
+        from icore.memory import OwnershipMap, SQLiteStore
+
+        path = tmp_path / "store.sqlite"
+        store = SQLiteStore(path, OwnershipMap({"k": "a"}), "a")
+        store.commit(Record.create(key="k", owner="a", seq=1, content=1), writer="a")
+        store.close()
+        with pytest.raises(LogError, match="another kind"):
+            SQLiteLog(path)
+        conn = sqlite3.connect(path)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        conn.close()
+        assert "entries" not in tables
+        reopened = SQLiteStore(path, OwnershipMap({"k": "a"}), "a")
+        assert reopened.head("k").seq == 1
+        reopened.close()
+
+    def test_log_file_is_not_a_store(self, tmp_path, code_review):
+        """An iCORE log file is refused as a PlanFence store, and its entries are kept."""
+        from icore.errors import StoreError
+        from icore.memory import OwnershipMap, SQLiteStore
+
+        path = tmp_path / "log.sqlite"
+        with SQLiteLog(path, declaration=code_review) as log:
+            log.append([LogEntry(1, 0.0, EntryKind.NOTE, Note("x"))])
+        with pytest.raises(StoreError, match="not an icore store"):
+            SQLiteStore(path, OwnershipMap({"k": "a"}), "a")
+        with SQLiteLog(path, declaration=code_review) as log:
+            assert len(log) == 1
+
     def test_sequence_gap_is_refused(self, tmp_path):
         log = SQLiteLog(tmp_path / "x.db")
         with pytest.raises(LogError, match="out of sequence"):

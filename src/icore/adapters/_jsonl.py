@@ -74,6 +74,8 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
         except json.JSONDecodeError as exc:
             raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=f"line {n}",
                                column=exc.colno) from None
+        except RecursionError:
+            raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
         if "run" in obj and not raw and not header:

@@ -66,6 +66,8 @@ def read_json(path: str | Path) -> tuple[Any, str]:
         raise AdapterError(
             f"{what}: {exc.msg}", file=file, field="<root>", line=exc.lineno, column=exc.colno
         ) from None
+    except RecursionError:
+        raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
 
 
 def detect_family(data: Any) -> str:
@@ -205,6 +207,8 @@ def _ledger(text: str, file: str, field: str, names: AgentNames) -> Ledger:
         obj, _ = json.JSONDecoder().raw_decode(text[i:])
     except json.JSONDecodeError as exc:
         raise AdapterError(f"malformed ledger JSON: {exc.msg}", file=file, field=field) from None
+    except RecursionError:
+        raise AdapterError("ledger JSON nested too deeply", file=file, field=field) from None
     if not isinstance(obj, dict):
         raise AdapterError("ledger is not an object", file=file, field=field)
 

@@ -464,14 +464,29 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
     if pol not in ("owner_head_freshness", "centralized_lineage", "planfence"):
         raise ValueError(f"a live run supports owner_head_freshness, centralized_lineage "
                          f"and planfence, not {pol!r}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _fresh_run_folder(Path(out_dir))
     if tasks is not None:
         names = {t.name for t in m.tools}
         for t in tasks:
             if t.spec.action not in names:
                 raise ValueError(f"task {t.task} needs a protected tool {t.spec.action!r}")
     return await _Run(m, out, pol, tasks).run()
+
+
+def _fresh_run_folder(out: Path) -> Path:
+    """Create ``out`` for a new run; a previous run there is moved to ``out.1``, ``out.2``...
+
+    A run's log, memories and certificates belong to that run: appending a second run to
+    them would mix two histories, and deleting them would lose committed records.
+    """
+    if out.exists() and any((out / n).exists() for n in ("icore.sqlite", "run.json",
+                                                          "agents", "certs")):
+        n = 1
+        while out.with_name(f"{out.name}.{n}").exists():
+            n += 1
+        out.rename(out.with_name(f"{out.name}.{n}"))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
@@ -482,7 +497,8 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
     Args:
         manifest: a :class:`RunManifest` or the path of a YAML manifest.
         out_dir: run folder (certs, per-agent SQLite memories, logs, ``icore.sqlite``,
-            ``run.json``, ``report.html``).
+            ``run.json``, ``report.html``); a previous run found there is first moved
+            to ``<out_dir>.1`` (then ``.2``, ...), never overwritten or appended to.
         policy: override the manifest's policy (``owner_head_freshness``,
             ``centralized_lineage`` or ``planfence``).
         tasks: explicit workflows (e.g. several families on one team); default: the

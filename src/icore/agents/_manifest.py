@@ -266,8 +266,11 @@ def load_manifest(path: str | os.PathLike[str]) -> RunManifest:
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ManifestError(f"cannot read run manifest: {exc}", file=str(p)) from exc
+    except RecursionError:
+        raise ManifestError("cannot read run manifest: nested too deeply", file=str(p)) \
+            from None
     if not isinstance(data, dict):
         raise ManifestError("a run manifest is a YAML mapping", file=str(p), path="<root>")
     return manifest_from_dict(data, file=str(p))
@@ -277,10 +280,12 @@ def default_manifest(family: str = "reservation") -> RunManifest:
     """The embedded default manifest of ``family`` (scripted backend, PlanFence).
 
     Raises:
-        ValueError: an unknown family.
+        ManifestError: an unknown family (a ``ValueError``).
     """
     if family not in FAMILY_SPECS:
-        raise ValueError(f"unknown family {family!r}")
+        raise ManifestError(f"unknown family {family!r}; use one of "
+                            f"{', '.join(sorted(FAMILY_SPECS))}", file="<embedded>",
+                            path="family")
     folder = resources.files("icore.agents").joinpath("manifests")
     text = folder.joinpath(f"{family}.yaml").read_text(encoding="utf-8")
     return manifest_from_dict(yaml.safe_load(text), file=f"<embedded {family}.yaml>")

@@ -6,10 +6,15 @@ Each command group lives in its own ``_<area>.py`` module exposing
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+from collections.abc import Callable
+from typing import Any
 
 import typer
+
+from icore.errors import IcoreError
 
 app = typer.Typer(
     name="icore",
@@ -35,12 +40,36 @@ _MODULES = (
 )
 
 
+def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a typed icore error or an OS error (bad path) into a message and exit 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (IcoreError, OSError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+
+    return wrapper
+
+
+def _guard(t: typer.Typer) -> None:
+    for cmd in t.registered_commands:
+        if cmd.callback is not None:
+            cmd.callback = _guarded(cmd.callback)
+    for group in t.registered_groups:
+        if group.typer_instance is not None:
+            _guard(group.typer_instance)
+
+
 def _register_all() -> None:
     for name in _MODULES:
         full = f"icore.cli.{name}"
         if importlib.util.find_spec(full) is None:
             continue
         importlib.import_module(full).register(app, bench)
+    _guard(app)
 
 
 _register_all()

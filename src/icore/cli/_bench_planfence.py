@@ -60,12 +60,23 @@ def bench_planfence(
         except BenchError as exc:
             console.print(f"[red]error[/]: {exc}")
             raise typer.Exit(2) from exc
+    aggs = doc.get("aggregates", [])
+    if 0 < len(aggs) <= 24:
+        t = Table("cell", "policy", "invalid", "completed", "stall ms/action", "KiB/action",
+                  title=f"{preset}: per policy")
+        for row in aggs:
+            n = row["actions"]
+            t.add_row(str(row["cell"]), str(row["policy"]), f"{row['invalid']}/{n}",
+                      f"{row['completed']}/{n}", f"{row['stall_ms_per_action']:.1f}",
+                      f"{row['kib_per_action']:.2f}")
+        console.print(t)
     table = Table("ordering", "reproduced", "measured", title="Paper orderings",
                   show_lines=False)
     for o in doc["orderings"]:
         mark = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[o["reproduced"]]
-        table.add_row(o["id"], mark, o["measured"][:90])
-    console.print(table)
+        table.add_row(o["id"], mark, o["measured"])
+    if table.row_count:
+        console.print(table)
     console.print(f"{doc['scheduled_actions']} actions, {doc['episodes']} episodes, "
                   f"{time.perf_counter() - t0:.1f} s; results in {folder}/ "
                   "(summary.md, summary.json, summary.csv, rows.csv, *.png)")

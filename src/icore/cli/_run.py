@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from icore.agents import (
+    ManifestError,
     RunManifest,
     RunResult,
     default_manifest,
@@ -106,7 +107,11 @@ _POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")
 def _manifest(path: Path | None, family: str, *, policy: str | None, backend: str | None,
               base_url: str | None, model: str | None, timeout_s: float | None,
               seeds: str | None, concurrency: int | None, repeat: int | None) -> RunManifest:
-    m = load_manifest(path) if path is not None else default_manifest(family)
+    try:
+        m = load_manifest(path) if path is not None else default_manifest(family)
+    except ManifestError as exc:
+        raise typer.BadParameter(str(exc), param_hint="manifest" if path else "--family") \
+            from exc
     changes: dict[str, object] = {}
     if policy:
         if policy not in _POLICIES:
@@ -124,12 +129,19 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
             b["timeout_s"] = timeout_s
         changes["backend"] = b
     if seeds:
-        changes["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
+        try:
+            changes["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError as exc:
+            raise typer.BadParameter("use comma-separated integers, e.g. 1,2,3",
+                                     param_hint="--seeds") from exc
     if concurrency:
         changes["concurrency"] = concurrency
     if repeat:
         changes["repeat"] = repeat
-    return m.with_(**changes) if changes else m
+    try:
+        return m.with_(**changes) if changes else m
+    except ManifestError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _print_run(console: Console, res: RunResult) -> None:
@@ -145,6 +157,9 @@ def _print_run(console: Console, res: RunResult) -> None:
     for c in res.crashes:
         console.print(f"[red]agent crash[/]: {c['agent']} ({c['role']}) exit code "
                       f"{c['returncode']}{' (injected)' if c.get('injected') else ''}")
+    for task in res.tasks:
+        if task.error:
+            console.print(f"[yellow]task {task.task} failed[/]: {_text(task.error)}")
     if res.error:
         console.print(f"[red]run error[/]: {res.error}")
     if res.interrupted:

@@ -33,6 +33,9 @@ def serve(
     With --all, starts every agent, prints their addresses, and stops them all cleanly
     on Ctrl-C or SIGTERM.
     """
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        raise typer.BadParameter("use DEBUG, INFO, WARNING, ERROR or CRITICAL",
+                                 param_hint="--log-level")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

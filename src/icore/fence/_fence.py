@@ -207,6 +207,10 @@ class Fence:
             if new is None:
                 return self._blocked(decisions, roots_t, args, True, "planner declined",
                                      raise_on_block)
+            if not isinstance(new, Replan):
+                return self._blocked(decisions, roots_t, args, True,
+                                     f"replan failed: returned {type(new).__name__}, "
+                                     "not a Replan", raise_on_block)
             roots2 = tuple(new.roots)
             d2 = self.check(tool, roots=roots2, args=new.args, replanned=True)
             decisions.append(d2)

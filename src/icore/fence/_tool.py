@@ -65,7 +65,13 @@ class ProtectedTool:
             if isinstance(depends_on, str):
                 raise DeclarationError("depends_on must be a collection of keys, not a str",
                                        tool=name or getattr(fn, "__name__", "?"))
-            keys = frozenset(depends_on)
+            try:
+                keys = frozenset(depends_on)
+            except TypeError:
+                raise DeclarationError(
+                    "depends_on must be a collection of keys or a callable, not "
+                    f"{type(depends_on).__name__}",
+                    tool=name or getattr(fn, "__name__", "?")) from None
             if not all(isinstance(k, str) and k for k in keys):
                 raise DeclarationError("depends_on keys must be non-empty strings",
                                        tool=name or getattr(fn, "__name__", "?"))

@@ -59,16 +59,22 @@ class SQLiteStore(Store):
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
                                        check_same_thread=False, timeout=10.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone() \
+                    and self._db.execute("SELECT 1 FROM meta").fetchone() \
+                    and not self._db.execute("SELECT 1 FROM meta WHERE name='format'").fetchone():
+                # another icore file (e.g. a state log): refuse before writing to it
+                self._db.close()
+                raise StoreError("not an icore store", path=str(self.path))
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
         if row is None:
             with self._tx():

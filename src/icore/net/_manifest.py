@@ -115,8 +115,11 @@ class TeamManifest(BaseModel):
         p = Path(path)
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise ManifestError(f"cannot read manifest: {exc}", path=str(p)) from exc
+        except RecursionError:
+            raise ManifestError("cannot read manifest: nested too deeply", path=str(p)) \
+                from None
         m = cls.parse(data, where=str(p))
         base = p.resolve().parent
         return m.model_copy(update={"data_dir": base / m.data_dir,

@@ -135,7 +135,7 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
         The certs folder.
 
     Raises:
-        ValueError: an invalid agent id.
+        ValueError: an invalid agent id, or an existing CA that does not load.
     """
     for a in agents:
         check_agent_id(a)
@@ -143,8 +143,12 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
     out.mkdir(parents=True, exist_ok=True)
     ca_crt, ca_keyp = out / "ca.crt", out / "ca.key"
     if ca_crt.exists() and ca_keyp.exists() and not overwrite:
-        ca_key = _load_key(ca_keyp)
-        ca_cert = x509.load_pem_x509_certificate(ca_crt.read_bytes())
+        try:
+            ca_key = _load_key(ca_keyp)
+            ca_cert = x509.load_pem_x509_certificate(ca_crt.read_bytes())
+        except ValueError as exc:
+            raise ValueError(f"cannot load the team CA in {out} (use --force to replace "
+                             f"it): {exc}") from exc
     else:
         ca_key, ca_cert = _make_ca(team, days)
         _write_key(ca_keyp, ca_key)

@@ -218,7 +218,13 @@ REQUEST_TYPES = (HeadQuery, FetchRequest, Announce, Replicate, Commit, Ping)
 
 # --- encoding -------------------------------------------------------------------------
 def _rid32(rid: RecordId) -> bytes:
-    return bytes.fromhex(rid)
+    try:
+        raw = bytes.fromhex(rid)
+    except (TypeError, ValueError):
+        raw = b""
+    if len(raw) != 32:
+        raise MalformedMessage(f"not a record id: {rid!r:.80}", field="record_id")
+    return raw
 
 
 def _fields(msg: Message) -> list[Any]:

@@ -440,8 +440,8 @@ class OwnerClient:
                              timeout_s=timeout_s) from exc
         except ConnectionClosed as exc:
             self.stats.failures += 1
-            raise OwnerUnreachable(f"connection to owner lost: {exc.message}", owner=owner,
-                                   **exc.fields) from exc
+            raise OwnerUnreachable(f"connection to owner lost: {exc.message}",
+                                   **{**exc.fields, "owner": owner}) from exc
         except (ConnectionError, OSError) as exc:
             self.stats.failures += 1
             raise OwnerUnreachable(f"connection to owner failed: {exc}", owner=owner) from exc

@@ -136,7 +136,12 @@ class Record:
                 type, a sequence < 1, a non-JSON or oversized content, a parent that is
                 not a record id, duplicate parents or more than ``MAX_PARENTS`` parents.
         """
-        parents_t = tuple(parents)
+        try:
+            parents_t = tuple(parents)
+        except TypeError:
+            raise MalformedRecord("parents must be a collection of record ids, not "
+                                  f"{parents.__class__.__name__}", key=key, field="parents"
+                                  ) from None
         _check_json(content, "content")
         body = canonical_json(content)
         if len(body) > MAX_CONTENT_BYTES:

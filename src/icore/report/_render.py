@@ -123,10 +123,11 @@ def _timeline(points: tuple[MetricPointView, ...]) -> _Plot | None:
     for name in ("snd", "astab", "cq"):
         pts = " ".join(f"{px(p.step):.1f},{py(getattr(p, name)):.1f}" for p in points)
         lines.append((f"line-{name}", pts))
-    n_ticks = min(10, span)
-    xt = tuple((px(lo + round(i * span / n_ticks)), str(lo + round(i * span / n_ticks)))
-               for i in range(n_ticks + 1))
-    yt = tuple((py(v), f"{v:.1f}") for v in (0.0, 0.25, 0.5, 0.75, 1.0))
+    step = next(s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 10**9)
+                if span / s <= 10)
+    first = -(-lo // step) * step
+    xt = tuple((px(v), str(v)) for v in range(first, hi + 1, step))
+    yt = tuple((py(v), f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0))
     return _Plot(w, h, tuple(lines), xt, yt, left, h - bottom)
 
 

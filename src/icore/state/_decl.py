@@ -868,7 +868,7 @@ def load_declaration(path: str | Path) -> DeclarationPackage:
     file = str(p)
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise DeclarationPackageError(f"cannot read: {exc}", file=file, path="<root>") from exc
     try:
         if p.suffix.lower() == ".json":
@@ -877,4 +877,7 @@ def load_declaration(path: str | Path) -> DeclarationPackage:
             data = yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise DeclarationPackageError(f"cannot parse: {exc}", file=file, path="<root>") from exc
+    except RecursionError:
+        raise DeclarationPackageError("cannot parse: nested too deeply", file=file,
+                                      path="<root>") from None
     return declaration_from_dict(data, file=file)

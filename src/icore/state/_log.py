@@ -35,13 +35,17 @@ def encode_entry(entry: LogEntry) -> tuple[int, float, str, str]:
     """Encode an entry as a row (seq, t_ms, kind, body JSON).
 
     Raises:
-        LogError: the body is not encodable.
+        LogError: the body is not encodable, or would not decode back (a row that
+            :func:`decode_entry` refuses would make the whole log unreplayable).
     """
+    adapter = _ADAPTERS[entry.kind]
     try:
-        data = _ADAPTERS[entry.kind].dump_python(entry.body, mode="python")
+        data = adapter.dump_python(entry.body, mode="python", warnings="error")
         body = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        adapter.validate_json(body)
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:
-        raise LogError(f"cannot encode entry: {exc}", seq=entry.seq) from exc
+        raise LogError(f"cannot encode entry: {exc}", seq=entry.seq,
+                       kind=str(entry.kind)) from exc
     return (entry.seq, entry.t_ms, str(entry.kind), body)
 
 
@@ -110,6 +114,15 @@ class SQLiteLog:
             c = self._conn
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("PRAGMA synchronous=NORMAL")
+            if (
+                c.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone()
+                and c.execute("SELECT 1 FROM meta").fetchone()
+                and not c.execute("SELECT 1 FROM meta WHERE name='schema'").fetchone()
+            ):
+                # another icore file (e.g. a PlanFence store): never write into it
+                c.close()
+                raise LogError("not an icore state log: a file of another kind",
+                               path=str(self.path))
             c.execute(
                 "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
