@@ -24,7 +24,6 @@ from icore.agents import (
     run_matched,
 )
 from icore.agents._matched import TABLE_HEADER
-from icore.state import AssertionKind
 
 _EXCERPT = 160
 
@@ -43,39 +42,9 @@ def write_icore_report(res: RunResult, out_dir: Path | None = None) -> Path | No
     x = res.state
     if x is None:
         return None
-    from icore.report import (
-        AssertionView,
-        CertificateView,
-        EventView,
-        FlagView,
-        MetricPointView,
-        ObligationView,
-        RunView,
-        render_report,
-    )
+    from icore.report import MetricPointView, RunView, render_report, state_views
 
-    events = [EventView(ev.id, None, ev.type, ev.kind, ev.agent, "",
-                        ", ".join(f"{k}={_text(v, 60)}" for k, v in ev.fields.items()
-                                  if v not in (None, False, "")), ev.causes)
-              for ev in x.events.values()]
-    certs = {c.id: CertificateView(c.id, c.validator, c.verdict, x.certificate_active(c.id),
-                                   c.events) for c in x.certificates.values()}
-    assertions = []
-    for a in x.assertions.values():
-        j = x.justifications.get(a.id)
-        value = a.value
-        if a.kind == AssertionKind.NODE and isinstance(value, dict):
-            value = {k: v for k, v in value.items() if v not in (None, [], False)}
-        assertions.append(AssertionView(
-            a.id, a.obligation, str(a.kind), a.key, _text(value), a.proposer,
-            j.operation if j else None, x.is_active(a.id), x.assertion_sound(a.id),
-            j.events if j else (),
-            tuple(certs[c] for c in (j.certificates if j else ()) if c in certs)))
-    in_w = set(x.evaluated())
-    obligations = [ObligationView(o.id, o.kind, str(o.effective_status), o.assignee,
-                                  o.parent, o.weight, x.is_sound(o.id), x.is_stable(o.id),
-                                  o.id in in_w, o.deps, ())
-                   for o in x.obligations.values()]
+    obligations, assertions, events, flags = state_views(x)
     s = res.summary()
     summary = (("policy", res.policy), ("family", res.family), ("backend", res.backend),
                ("task success", f"{s['succeeded']}/{s['tasks']}"),
@@ -95,9 +64,7 @@ def write_icore_report(res: RunResult, out_dir: Path | None = None) -> Path | No
         subtitle=f"{res.policy} · {res.family} · {len(res.tasks)} workflow(s)",
         summary=summary,
         timeline=tuple(MetricPointView(i, a, b, c) for i, a, b, c in res.timeline),
-        obligations=tuple(obligations), assertions=tuple(assertions), events=tuple(events),
-        flags=tuple(FlagView(f.id, str(f.kind), f.detail, f.assertions)
-                    for f in x.flags.values()),
+        obligations=obligations, assertions=assertions, events=events, flags=flags,
         links=(("run report", "../report.html"),))
     return render_report(view, out)
 

@@ -9,14 +9,15 @@ The report layer renders view models and computes nothing. Reuse it for any run:
 - :func:`render_report` ``(view, out_dir) -> Path``: ``out_dir/<id>.html``.
 - :func:`render_index` ``(view, out_dir) -> Path``: ``out_dir/index.html``.
 - :func:`view_from_audit` / :func:`index_from_audits`: view models of imported runs
-  (:mod:`icore.adapters`).
+  (:mod:`icore.adapters`); :func:`state_views`: the obligation, assertion, event and flag
+  views of any iCORE state (live runs).
 
 Pages reference only the bundled ``assets/report.css`` and ``assets/report.js`` (copied
 to ``out_dir/assets``); plots and the obligation graph are inline SVG. See
 docs/audit-real-runs.md, "Reports".
 """
 
-from icore.report._build import index_from_audits, view_from_audit
+from icore.report._build import index_from_audits, state_views, view_from_audit
 from icore.report._model import (
     AssertionView,
     AttributionView,
@@ -60,5 +61,6 @@ __all__ = [
     "render_index",
     "render_report",
     "report_filename",
+    "state_views",
     "view_from_audit",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from icore.adapters import Attribution, AttributionScore, AuditResult
@@ -22,7 +22,7 @@ from icore.report._model import (
     RunView,
 )
 from icore.report._render import report_filename
-from icore.state import AssertionKind
+from icore.state import AssertionKind, State
 
 _EXCERPT = 600
 
@@ -51,40 +51,10 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
     t = result.trace
     s = result.summary()
     text_by_step = {st.index: st.content for st in t.steps}
-    events = []
-    for ev in x.events.values():
-        step = result.event_step(ev.id)
-        raw = text_by_step.get(step, "") if step is not None else str(ev.fields.get("text", ""))
-        facts = ", ".join(f"{k}={_text(v, 60)}" for k, v in ev.fields.items()
-                          if k not in ("step", "text") and v not in (None, False, ""))
-        events.append(EventView(ev.id, step, ev.type, ev.kind, ev.agent,
-                                _text(raw, _EXCERPT), facts, ev.causes))
-    certs = {c.id: CertificateView(c.id, c.validator, c.verdict, x.certificate_active(c.id),
-                                   c.events) for c in x.certificates.values()}
-    assertions = []
-    for a in x.assertions.values():
-        j = x.justifications.get(a.id)
-        value = a.value
-        if a.kind == AssertionKind.NODE and isinstance(value, dict):
-            value = {k: v for k, v in value.items() if v not in (None, [], False)}
-        assertions.append(AssertionView(
-            a.id, a.obligation, str(a.kind), a.key, _text(value), a.proposer,
-            j.operation if j else None, x.is_active(a.id), x.assertion_sound(a.id),
-            j.events if j else (), tuple(certs[c] for c in (j.certificates if j else ())
-                                         if c in certs)))
-    in_w = set(x.evaluated())
-    obligations = []
-    for o in x.obligations.values():
-        rels = []
-        for (kind, key), aid in o.active.items():
-            if kind == str(AssertionKind.RELATION):
-                rels.append((key, str(x.assertions[aid].value)))
-        obligations.append(ObligationView(
-            o.id, o.kind, str(o.effective_status), o.assignee, o.parent, o.weight,
-            x.is_sound(o.id), x.is_stable(o.id), o.id in in_w, o.deps, tuple(rels)))
+    obligations, assertions, events, flags = state_views(
+        x, event_step=result.event_step, event_text=text_by_step)
     diagnoses = tuple(DiagnosisView(d.id, d.defect, d.step, d.responsible, d.detail, d.events,
                                     d.assertions, d.obligations) for d in result.diagnoses)
-    flags = tuple(FlagView(f.id, str(f.kind), f.detail, f.assertions) for f in x.flags.values())
     att = None
     if attribution is not None:
         ann = t.annotation
@@ -171,3 +141,52 @@ def index_from_audits(results: Sequence[AuditResult], *,
 
 
 __all__ = ["index_from_audits", "view_from_audit"]
+
+
+def state_views(x: State, *, event_step: Callable[[str], int | None] | None = None,
+                event_text: Mapping[int, str] | None = None
+                ) -> tuple[tuple[ObligationView, ...], tuple[AssertionView, ...],
+                           tuple[EventView, ...], tuple[FlagView, ...]]:
+    """The obligation, assertion, event and flag views of an iCORE state X.
+
+    Args:
+        x: the state.
+        event_step: maps an event id to the source step it came from (imported runs).
+        event_text: source text by step, shown as each event's excerpt.
+    """
+    events = []
+    for ev in x.events.values():
+        step = event_step(ev.id) if event_step is not None else None
+        if step is not None and event_text is not None:
+            raw = event_text.get(step, "")
+        else:
+            raw = str(ev.fields.get("text", ""))
+        facts = ", ".join(f"{k}={_text(v, 60)}" for k, v in ev.fields.items()
+                          if k not in ("step", "text") and v not in (None, False, ""))
+        events.append(EventView(ev.id, step, ev.type, ev.kind, ev.agent,
+                                _text(raw, _EXCERPT), facts, ev.causes))
+    certs = {c.id: CertificateView(c.id, c.validator, c.verdict, x.certificate_active(c.id),
+                                   c.events) for c in x.certificates.values()}
+    assertions = []
+    for a in x.assertions.values():
+        j = x.justifications.get(a.id)
+        value = a.value
+        if a.kind == AssertionKind.NODE and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v not in (None, [], False)}
+        assertions.append(AssertionView(
+            a.id, a.obligation, str(a.kind), a.key, _text(value), a.proposer,
+            j.operation if j else None, x.is_active(a.id), x.assertion_sound(a.id),
+            j.events if j else (), tuple(certs[c] for c in (j.certificates if j else ())
+                                         if c in certs)))
+    in_w = set(x.evaluated())
+    obligations = []
+    for o in x.obligations.values():
+        rels = []
+        for (kind, key), aid in o.active.items():
+            if kind == str(AssertionKind.RELATION):
+                rels.append((key, str(x.assertions[aid].value)))
+        obligations.append(ObligationView(
+            o.id, o.kind, str(o.effective_status), o.assignee, o.parent, o.weight,
+            x.is_sound(o.id), x.is_stable(o.id), o.id in in_w, o.deps, tuple(rels)))
+    flags = tuple(FlagView(f.id, str(f.kind), f.detail, f.assertions) for f in x.flags.values())
+    return tuple(obligations), tuple(assertions), tuple(events), flags
