@@ -166,3 +166,4 @@ def test_cli_prints_why_a_task_failed(tmp_path: Path) -> None:
         terminal_width=400)
     assert "task reservation-00 failed" in res.output, res.output
     assert "APIConnectionError" in res.output
+    assert res.exit_code == 1

@@ -200,6 +200,10 @@ def run(
         raise typer.Exit(130)
     if res1.crashes or res1.error:
         raise typer.Exit(1)
+    if res1.tasks and all(t.error for t in res1.tasks):
+        # every workflow stopped early (e.g. the model endpoint is unreachable): the run
+        # did not test the policy, so it must not look like a success
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
