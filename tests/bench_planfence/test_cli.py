@@ -69,3 +69,26 @@ def test_tcp_refuses_fault_injection(tmp_path: Path) -> None:
                                    "--transport", "tcp"])
     assert res.exit_code == 2
     assert "in-process" in res.output
+
+
+def test_base_delay_is_a_recorded_sensitivity(tmp_path: Path) -> None:
+    """``--base-delay-ms`` adds propagation delay on trace links: same safety counts,
+    more stall, and the delay is named in every cell; a bad value exits 2."""
+    r = CliRunner()
+    runs = {}
+    for delay in ("0", "10"):
+        out = tmp_path / delay
+        res = r.invoke(app, ["bench", "planfence", "tiny", "--out", str(out), "--jobs", "1",
+                             "--no-plots", "--link", "att", "--base-delay-ms", delay])
+        assert res.exit_code == 0, res.output
+        runs[delay] = {a["policy"]: a for a in
+                       json.loads((out / "summary.json").read_text())["aggregates"]}
+    for agg in runs.values():
+        assert agg["planfence"]["invalid"] == 0 and agg["planfence"]["completed"] == 33
+    assert "delay=10ms" in runs["10"]["planfence"]["cell"]
+    assert (runs["10"]["planfence"]["stall_ms_per_action"]
+            > runs["0"]["planfence"]["stall_ms_per_action"])
+    for bad in ("-1", "nan"):
+        res = r.invoke(app, ["bench", "planfence", "tiny", "--out", str(tmp_path / "x"),
+                             "--base-delay-ms", bad])
+        assert res.exit_code == 2, (bad, res.output)

@@ -10,6 +10,7 @@ import icore.net
 PINNED = sorted("""
 DEFAULT_ATT_TRACE DEFAULT_BASE_DELAY_MS DEFAULT_HANDSHAKE_TIMEOUT_S DEFAULT_INLINE_CAP_BYTES
 DEFAULT_RTO_MS DEFAULT_TLS_COST HEADER_BYTES LINK_NAMES MAX_FRAME_BYTES PACKET_BYTES
+SEGMENT_HEADER_BYTES SEGMENT_PAYLOAD_BYTES
 PROTOCOL_VERSION TRACE_FILES AGENT_ID_RE Ack AgentProcess AgentSpec Announce
 AsyncVirtualTransport AuthenticationError Commit CommitAck ConnectionClosed ErrorReply
 FetchReply FetchRequest FixedLink FrameDecoder FrameTooLarge HeadQuery HeadReplyMsg
@@ -20,7 +21,7 @@ ServerThread Shaper SyncOwnerClient TeamManifest TeamProcesses TlsCost TraceLink
 TrafficStats TransportError TruncatedFrame UnsupportedVersion VirtualTimeLoop
 VirtualTransport check_agent_id client_context decode_body decode_frame default_att_trace
 encode_body encode_frame frame_size identity_of_cert init_team_certs link_by_name
-path_by_name run_virtual serve_agent server_context traces_dir
+path_by_name run_virtual serve_agent server_context traces_dir wire_bytes
 """.split())
 
 SRC = Path(icore.net.__file__).resolve().parent

@@ -6,9 +6,14 @@ import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from icore.net import (
     DEFAULT_BASE_DELAY_MS,
+    PACKET_BYTES,
+    SEGMENT_HEADER_BYTES,
+    SEGMENT_PAYLOAD_BYTES,
     FixedLink,
     Link,
     Loopback,
@@ -16,7 +21,43 @@ from icore.net import (
     default_att_trace,
     link_by_name,
     path_by_name,
+    wire_bytes,
 )
+
+
+def _mahimahi_reference(ops: list[int], offset: int,
+                        sends: list[tuple[float, int]]) -> list[float]:
+    """Packet-level replay of mm-link's ``LinkQueue`` (one 1500-byte opportunity per trace
+    line, byte leftovers carried to the next queued packet, trace looping), written from
+    its description, independent of :class:`TraceLink`. Returns each message's arrival."""
+    period = ops[-1]
+
+    def opportunity(i: int) -> int:  # absolute index -> time in trace ms
+        loop, j = divmod(i, len(ops))
+        return loop * period + ops[j]
+
+    queue: list[tuple[int, int, int]] = []  # (enqueue ms, message index, packet bytes)
+    for m, (t, n) in enumerate(sends):
+        packets = [SEGMENT_PAYLOAD_BYTES] * (n // SEGMENT_PAYLOAD_BYTES)
+        if n % SEGMENT_PAYLOAD_BYTES or not packets:
+            packets.append(n % SEGMENT_PAYLOAD_BYTES)
+        queue += [(int(t + offset), m, p + SEGMENT_HEADER_BYTES) for p in packets]
+    arrival = [0.0] * len(sends)
+    i, head, in_transit = 0, 0, 0
+    while head < len(queue):
+        now = opportunity(i)
+        budget = PACKET_BYTES
+        while budget > 0 and head < len(queue) and queue[head][0] < now:
+            if in_transit == 0:
+                in_transit = queue[head][2]
+            used = min(budget, in_transit)
+            budget -= used
+            in_transit -= used
+            if in_transit == 0:
+                arrival[queue[head][1]] = float(now - offset)
+                head += 1
+        i += 1
+    return arrival
 
 
 class TestLoopbackAndFixed:
@@ -64,30 +105,58 @@ class TestLoopbackAndFixed:
 class TestTrace:
     """Mahimahi semantics: opportunities, FIFO, loop at the last timestamp, offset."""
 
-    def test_one_opportunity_per_packet(self) -> None:
-        """A message needs ceil(n/1500) opportunities; arrival = last one + base delay."""
+    def test_bytes_share_opportunities(self) -> None:
+        """Opportunities carry 1500 bytes shared by queued packets (mm-link LinkQueue):
+        arrival = the opportunity that carries the message's last byte + base delay."""
         link = TraceLink([1, 2, 3, 10], base_delay_ms=0)
-        assert link.deliver(0.0, 100) == 1.0
-        assert link.deliver(0.0, 3000) == 3.0  # FIFO: uses 2 and 3
-        assert link.deliver(0.0, 1) == 10.0
+        assert link.deliver(0.0, 100) == 1.0       # 152 wire bytes at opportunity 1
+        assert link.deliver(0.0, 1000) == 1.0      # 1052 more still fit in it
+        assert link.deliver(0.0, 1448) == 2.0      # 296 bytes at 1, 1204 at 2
+        assert link.deliver(0.0, 1) == 2.0         # opportunity 2 has 296 bytes left
+        assert link.deliver(0.0, 2000) == 10.0     # 243 at 2, 1500 at 3, 361 at 10
+
+    def test_wire_bytes(self) -> None:
+        """One IPv4/TCP header per MSS-sized segment; an empty segment (SYN) still costs."""
+        assert wire_bytes(0) == SEGMENT_HEADER_BYTES
+        assert wire_bytes(SEGMENT_PAYLOAD_BYTES) == PACKET_BYTES
+        assert wire_bytes(SEGMENT_PAYLOAD_BYTES + 1) == SEGMENT_PAYLOAD_BYTES + 1 + 104
+        with pytest.raises(ValueError, match="nbytes"):
+            wire_bytes(-1)
 
     def test_duplicates_are_parallel_opportunities(self) -> None:
         """Repeated timestamps deliver several packets in the same millisecond."""
         link = TraceLink([5, 5, 5, 9], base_delay_ms=0)
-        assert link.deliver(0.0, 4500) == 5.0
+        assert link.deliver(0.0, 4000) == 5.0
 
     def test_idle_capacity_is_lost(self) -> None:
-        """Opportunities before the send time are not banked."""
+        """Opportunities up to the send millisecond are not banked or used."""
         link = TraceLink([1, 2, 3, 4, 100], base_delay_ms=0)
         assert link.deliver(3.5, 1) == 4.0
-        assert link.deliver(3.5, 1) == 100.0
+        assert link.deliver(3.5, 1448) == 100.0    # 1447 bytes left at 4: not enough
+        assert link.deliver(4.0, 1) == 100.0       # opportunity 4 already fired at ms 4
+
+    @settings(max_examples=200, deadline=None)
+    @given(gaps=st.lists(st.integers(0, 30), min_size=1, max_size=40),
+           sends=st.lists(st.tuples(st.floats(0, 60, allow_nan=False), st.integers(0, 5000)),
+                          max_size=30),
+           offset=st.integers(0, 50))
+    def test_matches_packet_level_mahimahi(self, gaps: list[int],
+                                           sends: list[tuple[float, int]],
+                                           offset: int) -> None:
+        """Property: arrivals equal a packet-by-packet replay of mm-link's queue."""
+        ops = list(itertools.accumulate(gaps, initial=1))
+        sends = sorted(sends)
+        link = TraceLink(ops, offset_ms=offset, base_delay_ms=0)
+        got = [link.deliver(t, n) for t, n in sends]
+        assert got == _mahimahi_reference(ops, offset, sends)
 
     def test_loops_at_last_timestamp(self) -> None:
         """The trace repeats with period = last timestamp (mm-link)."""
         link = TraceLink([0, 10], base_delay_ms=0)
-        assert link.deliver(11.0, 1) == 20.0  # loop 1: opportunities at 10, 20
-        assert link.deliver(11.0, 1) == 20.0  # second opportunity at t=20 (0+period)
-        assert link.deliver(11.0, 1) == 30.0
+        full = SEGMENT_PAYLOAD_BYTES  # one whole 1500-byte packet
+        assert link.deliver(11.0, full) == 20.0  # loop 1: opportunities at 10, 20
+        assert link.deliver(11.0, full) == 20.0  # second opportunity at t=20 (0+period)
+        assert link.deliver(11.0, full) == 30.0
 
     def test_offset_and_base_delay(self) -> None:
         """offset_ms shifts the trace start; base delay is added."""

@@ -17,6 +17,7 @@ from icore.net import (
     Loopback,
     RemoteError,
     RpcTimeout,
+    TraceLink,
     VirtualTimeLoop,
     VirtualTransport,
     encode_frame,
@@ -156,6 +157,70 @@ class TestAsyncVirtual:
             return rep.heads["req/a"].record_id
 
         assert run_virtual(go(), net.clock) == world.reqs["a"].id
+
+    def test_handshakes_interleave_on_one_trace_link(self, world: World) -> None:
+        """Concurrent new-connection RPCs over one trace path share its opportunities in
+        send-time order (as packets share mm-link's queue) instead of queueing whole RPCs
+        behind each other: three at once finish long before three in a row."""
+        ops = list(range(10, 100_000, 10))  # one 1500-byte opportunity every 10 ms
+
+        def transport() -> AsyncVirtualTransport:
+            path = LinkPair(TraceLink(ops, base_delay_ms=5), TraceLink(ops, base_delay_ms=5))
+            return AsyncVirtualTransport(world.stores, path=path,
+                                         new_connection_per_rpc=True)
+
+        one = transport()
+        run_virtual(one.query_heads("a", ["req/a"]), one.clock)
+        single = one.clock.now_ms()
+
+        par = transport()
+
+        async def together() -> None:
+            await asyncio.gather(*(par.query_heads(o, [f"req/{o}"]) for o in "abc"))
+
+        run_virtual(together(), par.clock)
+        seq = transport()
+
+        async def in_a_row() -> None:
+            for o in "abc":
+                await seq.query_heads(o, [f"req/{o}"])
+
+        run_virtual(in_a_row(), seq.clock)
+        assert seq.clock.now_ms() > 2.5 * single
+        assert par.clock.now_ms() < 1.5 * single, (par.clock.now_ms(), single)
+        assert par.stats.bytes_out == seq.stats.bytes_out  # same bytes, less waiting
+
+    def test_timeout_sends_nothing_more(self, world: World) -> None:
+        """An RPC that times out mid-handshake never sends its later flights."""
+        ops = [100_000]  # the first opportunity is 100 s away
+        net = AsyncVirtualTransport(world.stores, path=LinkPair(TraceLink(ops), Loopback()),
+                                    new_connection_per_rpc=True)
+        with pytest.raises(RpcTimeout):
+            run_virtual(net.query_heads("a", ["req/a"], timeout_s=2.0), net.clock)
+        assert net.clock.now_ms() == 2000.0
+        assert net.stats.bytes_out == 0 and net.stats.frames_out == 0
+
+    def test_announce_and_replicate_async(self, world: World) -> None:
+        """The async transport announces envelopes and replicates records concurrently."""
+        new = world.revise("a")
+        replicas = {b: MemoryStore(world.ownership, b) for b in ("b", "c")}
+        net = AsyncVirtualTransport(replicas, identity="a",
+                                    path=LinkPair(FixedLink(10.0), FixedLink(10.0)))
+        net.warm()
+
+        async def go() -> None:
+            await asyncio.gather(*(net.announce(b, [new]) for b in replicas))
+
+        run_virtual(go(), net.clock)
+        assert net.clock.now_ms() == 20.0  # both announcements in one round trip
+        for store in replicas.values():
+            assert store.installed_head("req/a").record_id == new.id  # type: ignore[union-attr]
+            assert not store.get(new.id).has_content  # type: ignore[union-attr]
+        run_virtual(net.replicate("b", [new]), net.clock)
+        assert replicas["b"].get(new.id).content == new.content  # type: ignore[union-attr]
+        bad = AsyncVirtualTransport(replicas, identity="c")
+        with pytest.raises(RemoteError):  # only one's own records
+            run_virtual(bad.announce("b", [new]), bad.clock)
 
     def test_loop_class(self) -> None:
         """VirtualTimeLoop.time() follows its clock."""

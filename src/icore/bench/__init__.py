@@ -6,7 +6,7 @@ CSV + JSON + PNG + a markdown summary; :func:`replay` replays one schedule under
 policy on the virtual-time transport.
 """
 
-from icore.bench._errors import BenchError, TransportUnavailable, UnknownPreset
+from icore.bench._errors import BadOption, BenchError, TransportUnavailable, UnknownPreset
 from icore.bench._planfence import TRANSPORTS, run_planfence
 from icore.bench._planfence_analysis import Agg, Ordering, aggregate, orderings
 from icore.bench._planfence_presets import PRESETS as PLANFENCE_PRESETS
@@ -35,6 +35,7 @@ __all__ = [
     "TRANSPORTS",
     "ActionRow",
     "Agg",
+    "BadOption",
     "BenchError",
     "Cell",
     "EpisodeResult",

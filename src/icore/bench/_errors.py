@@ -4,6 +4,7 @@
 
     BenchError                 bench: a harness could not run as asked
     ├── UnknownPreset (ValueError)
+    ├── BadOption (ValueError) an option value out of range (``fields['option']``)
     └── TransportUnavailable   ``--transport tcp`` cannot run here
 """
 
@@ -22,8 +23,12 @@ class UnknownPreset(BenchError, ValueError):
     """No preset has that name (``fields['known']`` lists the valid ones)."""
 
 
+class BadOption(BenchError, ValueError):
+    """An option value is out of range (``fields['option']``, ``fields['value']``)."""
+
+
 class TransportUnavailable(BenchError):
     """The requested transport cannot run the replay (``fields['transport']``)."""
 
 
-__all__ = ["BenchError", "TransportUnavailable", "UnknownPreset"]
+__all__ = ["BadOption", "BenchError", "TransportUnavailable", "UnknownPreset"]

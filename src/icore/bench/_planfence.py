@@ -3,12 +3,13 @@ App. A.6, B, C)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from icore.bench._errors import TransportUnavailable
+from icore.bench._errors import BadOption, TransportUnavailable
 from icore.bench._planfence_presets import preset_cells
 from icore.bench._planfence_report import write_outputs
 from icore.bench._planfence_run import RunResult, run_cells
@@ -20,7 +21,7 @@ TRANSPORTS = ("inproc", "tcp")
 
 def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "inproc",
                   seed: int = 0, command: str = "", plots: bool = True,
-                  link: str | None = None,
+                  link: str | None = None, base_delay_ms: float | None = None,
                   progress: Callable[[int, int], None] | None = None
                   ) -> tuple[RunResult, dict[str, Any]]:
     """Run a preset and write CSV + JSON + PNG + markdown into ``out``.
@@ -35,6 +36,9 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
         plots: write PNG figures.
         link: replace every cell's link by this one (e.g. ``loopback`` for a real-TCP
             run, where trace shaping would run in real time); offsets are kept.
+        base_delay_ms: replace every cell's one-way base delay on trace links, in ms
+            (default: :data:`icore.net.DEFAULT_BASE_DELAY_MS`, mm-link semantics);
+            a sensitivity knob, recorded in every cell label.
         progress: ``progress(done, total)`` callback over jobs.
 
     Returns:
@@ -44,6 +48,7 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
         UnknownPreset: no such preset.
         TransportUnavailable: an unknown transport, or ``tcp`` for a preset with App. C
             fault injection.
+        BadOption: ``base_delay_ms`` is negative or not finite.
     """
     if transport not in TRANSPORTS:
         raise TransportUnavailable(f"unknown transport {transport!r}", transport=transport,
@@ -56,6 +61,15 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
                                         offset_ms=0.0 if link == "loopback"
                                         else c.net.offset_ms),
                          facets={**c.facets, "link": link}) for c in cells]
+    if base_delay_ms is not None:
+        if not math.isfinite(base_delay_ms) or base_delay_ms < 0:
+            raise BadOption(f"base_delay_ms must be a finite number >= 0, "
+                            f"got {base_delay_ms}", option="base_delay_ms",
+                            value=base_delay_ms)
+        cells = [replace(c, cell=f"{c.cell} [delay={base_delay_ms:g}ms]",
+                         net=replace(c.net, base_delay_ms=float(base_delay_ms)),
+                         facets={**c.facets, "base_delay_ms": base_delay_ms})
+                 for c in cells]
     if transport == "tcp":
         faulted = sorted({c.study for c in cells if c.params.fault.value != "none"})
         if faulted:

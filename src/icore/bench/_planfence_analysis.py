@@ -265,7 +265,7 @@ def _fig3(aggs: dict[tuple[str, str, str], Agg], seed: int) -> list[Ordering]:
     low_pro = low_n = high_pf = high_n = 0
     low_ties = 0
     ratios: list[float] = []
-    details = []
+    details: list[tuple[float, str]] = []
     for cell in _cells(aggs, "fig3"):
         pf = _g(aggs, "fig3", cell, "planfence")
         pro = [x for x in (_g(aggs, "fig3", cell, "metadata_sync_k1"),
@@ -279,8 +279,8 @@ def _fig3(aggs: dict[tuple[str, str, str], Agg], seed: int) -> list[Ordering]:
         ratio = max(pf.stall_ms, best.stall_ms) / max(1e-9, min(pf.stall_ms, best.stall_ms))
         win = "tie" if tie else ("PF" if pf.stall_ms < best.stall_ms else
                                  ("MS" if best.policy.startswith("metadata") else "CL"))
-        details.append(f"{cell}: {win} {ratio:.2f}x (PF {pf.stall_ms:.0f} vs "
-                       f"{best.policy} {best.stall_ms:.0f} ms)")
+        details.append((rho, f"{cell}: {win} {ratio:.2f}x (PF {pf.stall_ms:.0f} vs "
+                             f"{best.policy} {best.stall_ms:.0f} ms)"))
         if rho <= 1:
             low_n += 1
             low_pro += int(best.stall_ms < pf.stall_ms)
@@ -296,13 +296,13 @@ def _fig3(aggs: dict[tuple[str, str, str], Agg], seed: int) -> list[Ordering]:
                  "rho <= 1: the faster proactive safe policy has the lower stall point "
                  "estimate in 7 of 8 cells (both loopback cells are practical ties)",
                  f"proactive lower in {low_pro}/{low_n} cells ({low_ties} practical ties); "
-                 + "; ".join(d for d in details if "rho=0.25" in d or "rho=1" in d),
+                 + "; ".join(d for r, d in details if r <= 1),
                  low_pro >= low_n - 1 if low_n else None),
         Ordering("fig3.planfence_high_churn",
                  "rho >= 4: PlanFence leads in 8/8 cells by 1.5x-7.1x over the next safe "
                  "policy",
                  f"PlanFence leads in {high_pf}/{high_n} cells by {rr}; "
-                 + "; ".join(d for d in details if "rho=4" in d or "rho=16" in d),
+                 + "; ".join(d for r, d in details if r > 1),
                  high_pf == high_n if high_n else None),
     ]
 

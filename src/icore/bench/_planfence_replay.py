@@ -57,7 +57,6 @@ from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply, MemoryStore, O
 from icore.net import (
     DEFAULT_BASE_DELAY_MS,
     DEFAULT_TLS_COST,
-    Announce,
     AsyncVirtualTransport,
     HeadQuery,
     HeadReplyMsg,
@@ -289,12 +288,6 @@ def make_path(net: NetSpec) -> LinkPair:
         return LinkPair(_HostDelay(pair.up, net.host_ms), _HostDelay(pair.down, net.host_ms),
                         pair.name)
     return pair
-
-
-async def _send(transport: AsyncVirtualTransport, to: str, msg: Message,
-                timeout_s: float) -> None:
-    # AsyncVirtualTransport has no announce/replicate yet; run the frame through its core
-    await transport._core.run_async(to, msg, timeout_s)
 
 
 def replica_name(agent: str) -> str:
@@ -558,21 +551,6 @@ class Episode:
         self._paths.setdefault(agent, []).append(pair)
         return pair
 
-    def _drop_queued(self, agent: str) -> None:
-        """Forget bytes still queued on ``agent``'s links after failed RPCs.
-
-        A timed-out RPC's connection is closed and its unsent data discarded (TCP), but a
-        :class:`~icore.net.TraceLink` keeps every byte it was given in its FIFO; without
-        this, one timeout would push every later message of the agent past its deadline.
-        Called only when none of the agent's RPCs is in flight.
-        """
-        for pair in self._paths.get(agent, []):
-            for link in (pair.up, pair.down):
-                inner = link.inner if isinstance(link, _HostDelay) else link
-                reset = getattr(inner, "reset", None)
-                if reset is not None:
-                    reset()
-
     def _sync_client(self, agent: str) -> Any:
         """A synchronous client of ``agent`` on the episode clock (owner-head freshness)."""
         n = self.net
@@ -603,7 +581,6 @@ class Episode:
                 break
             except TransportError:
                 self.sync_failures += 1
-                self._drop_queued(agent)
                 if attempt == MAX_SYNC_ATTEMPTS - 1:
                     raise
         self.pending_stall += self.clock.now_ms() - t0
@@ -633,7 +610,6 @@ class Episode:
                     bg.replicate(a, [rec], timeout_s=n.timeout_s)
                 except TransportError:
                     self.sync_failures += 1  # background: the replica stays behind
-                    self._drop_queued(rec.owner)
         elif pol is Policy.CENTRALIZED_LINEAGE:
             cl = self.client(rec.owner)
             self._block(lambda: cl.commit(CENTRAL, rec, timeout_s=n.timeout_s), rec.owner)
@@ -669,7 +645,7 @@ class Episode:
         self._block(go, owner)
 
     async def _announce_one(self, cl: Any, to: str, envelopes: tuple[Record, ...]) -> None:
-        await _send(cl, to, Announce(cl._core.next_rid(), envelopes), self.net.timeout_s)
+        await cl.announce(to, envelopes, timeout_s=self.net.timeout_s)
 
     # -- plans ---------------------------------------------------------------------------
     def _plan(self, step: PlanStep, sources: Mapping[str, Record],
@@ -859,8 +835,6 @@ class Episode:
         if step.fault is Fault.MALFORMED_HEAD and fault_owner is not None:
             self.faulty[fault_owner].corrupt.clear()
         decisions = list(self.log)[n_before:]
-        if any(d.reason.value in ("owner_unavailable", "fetch_failed") for d in decisions):
-            self._drop_queued(s.executor)
         invalid = res.executed and self._is_invalid(res.roots, pstep.true_deps)
         hc = sum(d.heads_checked for d in decisions)
         if isinstance(all_key, AllKeyAccess):

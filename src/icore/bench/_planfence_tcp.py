@@ -41,7 +41,6 @@ from icore.net import (
     init_team_certs,
     server_context,
 )
-from icore.records import Record
 from icore.workloads import ActStep, Fault, Schedule
 
 MAX_AGENTS = 8
@@ -158,12 +157,6 @@ class TcpEpisode(Episode):
         self._sync.append(t)
         self.transports.append(t)
         return t
-
-    async def _announce_one(self, cl: Any, to: str, envelopes: tuple[Record, ...]) -> None:
-        await cl.announce(to, envelopes, timeout_s=self.net.timeout_s)
-
-    def _drop_queued(self, agent: str) -> None:
-        """Real connections drop their queues when closed: nothing to do."""
 
     def close(self) -> None:
         """Close every client and service, then the loop."""

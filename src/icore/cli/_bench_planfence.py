@@ -37,6 +37,10 @@ def bench_planfence(
     link: str | None = typer.Option(None, "--link", help="Override every cell's link "
                                     "(loopback, att, att-2016, tmobile, verizon); use "
                                     "loopback with --transport tcp."),
+    base_delay_ms: float | None = typer.Option(
+        None, "--base-delay-ms", min=0.0,
+        help="One-way propagation delay added to trace links, ms (default 0: mm-link "
+        "semantics); a sensitivity knob."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG figures."),
 ) -> None:
     """Replay every policy on identical schedules and write the paper's tables/figures."""
@@ -56,7 +60,8 @@ def bench_planfence(
         try:
             _result, doc = run_planfence(preset, folder, jobs=jobs, transport=transport,
                                         seed=seed, command=command, plots=not no_plots,
-                                        link=link, progress=progress)
+                                        link=link, base_delay_ms=base_delay_ms,
+                                        progress=progress)
         except BenchError as exc:
             console.print(f"[red]error[/]: {exc}")
             raise typer.Exit(2) from exc

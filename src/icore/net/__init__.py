@@ -37,6 +37,8 @@ from icore.net._links import (
     DEFAULT_RTO_MS,
     LINK_NAMES,
     PACKET_BYTES,
+    SEGMENT_HEADER_BYTES,
+    SEGMENT_PAYLOAD_BYTES,
     TRACE_FILES,
     FixedLink,
     Link,
@@ -47,6 +49,7 @@ from icore.net._links import (
     link_by_name,
     path_by_name,
     traces_dir,
+    wire_bytes,
 )
 from icore.net._manifest import AgentSpec, ManifestError, TeamManifest
 from icore.net._pki import (
@@ -114,6 +117,8 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "PACKET_BYTES",
     "PROTOCOL_VERSION",
+    "SEGMENT_HEADER_BYTES",
+    "SEGMENT_PAYLOAD_BYTES",
     "TRACE_FILES",
     "Ack",
     "AgentProcess",
@@ -183,4 +188,5 @@ __all__ = [
     "serve_agent",
     "server_context",
     "traces_dir",
+    "wire_bytes",
 ]

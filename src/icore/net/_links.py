@@ -11,14 +11,16 @@ Links are pure: no clock and no I/O besides reading a trace file once.
   retransmitted after ``rto_ms``, as TCP would - the stream stays in order), planfence
   Fig. 2b.
 * :class:`TraceLink` - Mahimahi trace-driven capacity (planfence Sec. 5.1, Fig. 2a): each
-  line of a trace file is one 1500-byte delivery opportunity at that millisecond; the trace
-  loops at its last timestamp (as ``mm-link`` does); replay starts at ``offset_ms``
-  into the trace; a base one-way propagation delay is added.
+  line of a trace file is one 1500-byte delivery opportunity at that millisecond, shared
+  byte by byte by the packets queued before it (``mm-link``'s ``LinkQueue``); the trace
+  loops at its last timestamp; replay starts at ``offset_ms`` into the trace; a base
+  one-way propagation delay is added.
 
 Defaults (documented in docs/net.md): the AT&T trace is Mahimahi's 2013
 ``ATT-LTE-driving`` pair (the Sprout-evaluation set that also gives the T-Mobile and
 Verizon ``*-LTE-driving`` traces); requests travel the ``.up`` file and replies the
-``.down`` file; the base one-way delay on trace links is :data:`DEFAULT_BASE_DELAY_MS`.
+``.down`` file; the base one-way delay on trace links is :data:`DEFAULT_BASE_DELAY_MS`
+(zero: mm-link semantics).
 """
 
 from __future__ import annotations
@@ -38,8 +40,31 @@ from icore.errors import IcoreError
 PACKET_BYTES = 1500
 """Bytes one trace delivery opportunity carries (Mahimahi traces README)."""
 
-DEFAULT_BASE_DELAY_MS = 10.0
-"""Default one-way base propagation delay added to trace links, in ms (20 ms RTT)."""
+SEGMENT_PAYLOAD_BYTES = 1448
+"""TCP payload per packet (MSS of a 1500-byte IPv4 packet with TCP timestamps)."""
+
+SEGMENT_HEADER_BYTES = 52
+"""IPv4 + TCP header bytes per packet (20 + 20 + 12 bytes of timestamp option)."""
+
+
+def wire_bytes(nbytes: int) -> int:
+    """Bytes a ``nbytes`` TCP payload occupies on a link: payload plus one IPv4/TCP
+    header per segment (at least one segment, so a SYN or pure ACK costs 52 bytes).
+
+    Raises:
+        ValueError: ``nbytes`` < 0.
+    """
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+    segments = max(1, -(-nbytes // SEGMENT_PAYLOAD_BYTES))
+    return nbytes + segments * SEGMENT_HEADER_BYTES
+
+DEFAULT_BASE_DELAY_MS = 0.0
+"""Default one-way base propagation delay added to trace links, in ms.
+
+Zero, as ``mm-link`` alone adds none: the trace's delivery schedule is the whole path
+(planfence Sec. 5.1 replays the traces without naming a delay shell). Pass
+``base_delay_ms`` to stack a propagation delay the way ``mm-delay`` would."""
 
 DEFAULT_RTO_MS = 200.0
 """Retransmission timeout charged per lost packet by :class:`FixedLink` (Linux min RTO)."""
@@ -166,14 +191,22 @@ _VALIDATED: set[int] = set()  # ids of the (immortal) cached tuples above
 
 
 class TraceLink:
-    """Trace-driven capacity (Mahimahi ``mm-link`` semantics) plus base delay.
+    """Trace-driven capacity with Mahimahi ``mm-link`` semantics, plus base delay.
 
     Each trace timestamp is one opportunity to deliver :data:`PACKET_BYTES` bytes. A
-    message of ``n`` bytes needs ``ceil(n / 1500)`` opportunities (at least one) and is
-    served FIFO: it uses the earliest opportunities at or after its send time that no
-    earlier message used. Its arrival is the time of its last opportunity plus
-    ``base_delay_ms``. Unused opportunities are lost (an idle link does not bank
-    capacity). The trace repeats with period = its last timestamp.
+    message of ``n`` payload bytes occupies :func:`wire_bytes` ``(n)`` bytes (one IPv4/TCP
+    header per segment) and is served FIFO as a byte stream, as ``LinkQueue::rationalize``
+    does: it may use the bytes an opportunity has left after the packets queued before it,
+    continues into later opportunities, and arrives at the opportunity that carries its
+    last byte, plus ``base_delay_ms``. An opportunity serves only packets queued before it:
+    a message sent at ``t`` uses opportunities later than ``floor(t)`` (mm-link burns the
+    opportunities of the current millisecond before it enqueues). Unused opportunities are
+    lost (an idle link does not bank capacity). The trace repeats with period = its last
+    timestamp.
+
+    Call :meth:`deliver` in send-time order (the virtual transports send each message
+    when virtual time reaches it); a call with an earlier send time than a previous one
+    queues behind it.
 
     Args:
         opportunities: non-decreasing delivery-opportunity times in ms (trace time).
@@ -181,9 +214,8 @@ class TraceLink:
         base_delay_ms: one-way propagation delay in ms.
         name: label for reports.
 
-    Note:
-        Mahimahi's opportunities carry a whole 1504-byte packet including IP/TCP headers;
-        counting 1500 payload bytes makes this model slightly optimistic (~3 %).
+    Raises:
+        ValueError: an empty or decreasing trace, or a negative offset or delay.
     """
 
     def __init__(self, opportunities: tuple[int, ...] | list[int], *, offset_ms: float = 0.0,
@@ -202,7 +234,8 @@ class TraceLink:
         self.offset_ms = float(offset_ms)
         self.base_delay_ms = float(base_delay_ms)
         self.name = name
-        self._cursor = 0  # absolute index of the next unused opportunity
+        self._cursor = -1  # absolute index of the opportunity carrying the queue's last byte
+        self._left = 0     # bytes that opportunity still has free
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], offset_ms: float = 0.0,
@@ -226,27 +259,44 @@ class TraceLink:
         loop, j = divmod(i, self._n)
         return float(loop * self.period_ms + self._ops[j])
 
-    def _first_at_or_after(self, tau: float) -> int:
-        loop = max(0, int(tau // self.period_ms))
-        rem = tau - loop * self.period_ms
-        j = bisect.bisect_left(self._ops, math.ceil(rem - 1e-9))
+    def _first_after(self, tau: float) -> int:
+        """Absolute index of the first opportunity later than ``floor(tau)``."""
+        ms = math.floor(tau + 1e-9)
+        loop = max(0, ms // self.period_ms)
+        rem = ms - loop * self.period_ms
+        j = bisect.bisect_right(self._ops, rem)
         if j >= self._n:
             loop += 1
             j = 0
-        return loop * self._n + j
+        return int(loop) * self._n + j
 
     def deliver(self, t_ms: float, nbytes: int) -> float:
-        """Return the arrival time of the message (see class docstring)."""
-        k = max(1, math.ceil(nbytes / PACKET_BYTES))
-        tau = t_ms + self.offset_ms
-        first = max(self._cursor, self._first_at_or_after(tau))
-        last = first + k - 1
-        self._cursor = last + 1
-        return self._time_of(last) - self.offset_ms + self.base_delay_ms
+        """Return the arrival time of the message (see class docstring).
+
+        Raises:
+            ValueError: ``nbytes`` < 0.
+        """
+        need = wire_bytes(nbytes)
+        first = self._first_after(t_ms + self.offset_ms)
+        if self._cursor < first:
+            idx, left = first, PACKET_BYTES             # the queue has drained by then
+        elif self._left > 0:
+            idx, left = self._cursor, self._left        # share the tail's opportunity
+        else:
+            idx, left = self._cursor + 1, PACKET_BYTES  # queue behind the tail
+        if need > left:
+            extra = need - left
+            idx += -(-extra // PACKET_BYTES)
+            left = (-extra) % PACKET_BYTES
+        else:
+            left -= need
+        self._cursor, self._left = idx, left
+        return self._time_of(idx) - self.offset_ms + self.base_delay_ms
 
     def reset(self) -> None:
         """Forget queue state (every opportunity is free again)."""
-        self._cursor = 0
+        self._cursor = -1
+        self._left = 0
 
     @property
     def mean_mbps(self) -> float:

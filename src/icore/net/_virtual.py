@@ -180,7 +180,14 @@ class _Core:
         return self.tls.record_overhead if self.tls is not None else 0
 
     def steps(self, owner: str, req: Message) -> Generator[float, None, Message]:
-        """Yield the virtual times to wait until; return the decoded reply."""
+        """Yield the virtual times to wait until; return the decoded reply.
+
+        Every message is handed to its link only once virtual time has reached its send
+        time (the generator yields that time first), so concurrent RPCs that share a
+        link enter its FIFO in send-time order, as packets enter ``mm-link``'s queue. A
+        caller that stops iterating (a timeout) sends nothing more: bytes already sent
+        stay queued on the link, later flights are never sent.
+        """
         s = self.stats
         handler = self.handlers.get(owner)
         if handler is None or owner in self.unavailable:
@@ -193,13 +200,17 @@ class _Core:
         if owner not in self._connected:
             s.connections += 1
             t = self.up.deliver(t, 0)      # SYN
+            yield t
             t = self.down.deliver(t, 0)    # SYN/ACK
+            yield t
             if self.tls is not None:
                 tls = self.tls
-                t = self.up.deliver(t, tls.client_hello)
-                t = self.down.deliver(t, tls.server_flight)
                 s.bytes_out += tls.client_hello
+                t = self.up.deliver(t, tls.client_hello)
+                yield t
                 s.bytes_in += tls.server_flight
+                t = self.down.deliver(t, tls.server_flight)
+                yield t
                 s.handshake_bytes += tls.handshake_bytes
                 extra_up = tls.client_flight
                 extra_down = tls.tickets
@@ -214,15 +225,18 @@ class _Core:
         served = handler.handle(decode_frame(wire), self.identity)
         reply_wire = encode_frame(served)
         n_down = len(reply_wire) + self._overhead() + extra_down
+        t += self.server_time_ms
+        yield t
         s.bytes_in += n_down
         s.frames_in += 1
-        t = self.down.deliver(t + self.server_time_ms, n_down)
+        t = self.down.deliver(t, n_down)
+        yield t
         if self.new_connection_per_rpc and self.tls is not None:
+            # both close_notify alerts leave once the reply is in; nobody waits for them
             self.up.deliver(t, self.tls.close)
             self.down.deliver(t, self.tls.close)
             s.bytes_out += self.tls.close
             s.bytes_in += self.tls.close
-        yield t
         s.rpcs += 1
         return decode_frame(reply_wire)
 
@@ -445,3 +459,17 @@ class AsyncVirtualTransport(_Base):
         c = self._core
         reply = await c.run_async(owner, Commit(c.next_rid(), record), timeout_s)
         return c.commit_ack(reply, owner)
+
+    async def announce(self, to: str, records: Sequence[Record], *,
+                       timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Async form of :meth:`VirtualTransport.announce` (envelopes only)."""
+        c = self._core
+        msg = Announce(c.next_rid(), tuple(r.without_content() for r in records))
+        raise_for_error(await c.run_async(to, msg, timeout_s), owner=to)
+
+    async def replicate(self, to: str, records: Sequence[Record], *,
+                        timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Async form of :meth:`VirtualTransport.replicate` (records with content)."""
+        c = self._core
+        reply = await c.run_async(to, Replicate(c.next_rid(), tuple(records)), timeout_s)
+        raise_for_error(reply, owner=to)
