@@ -67,3 +67,18 @@ def test_bootstrap_rejects_unpaired() -> None:
     """Clusters must match."""
     with pytest.raises(ValueError, match="clusters"):
         cluster_bootstrap_diff(_clusters({"f1": [1]}), _clusters({"f2": [1]}))
+
+
+def test_ordering_verdict_is_a_plain_bool() -> None:
+    """A verdict computed with numpy comparisons is stored as a bool: it counts as
+    reproduced and serializes as JSON true/false, not the string "True"."""
+    import json
+
+    import numpy as np
+
+    from icore.bench import Ordering
+
+    o = Ordering("x", "paper", "measured", np.float64(1.0) < np.float64(2.0))  # type: ignore[arg-type]
+    assert o.reproduced is True
+    assert json.loads(json.dumps(o.to_dict()))["reproduced"] is True
+    assert Ordering("y", "p", "m", None).reproduced is None

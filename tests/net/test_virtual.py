@@ -13,6 +13,8 @@ from icore.net import (
     DEFAULT_TLS_COST,
     AsyncVirtualTransport,
     FixedLink,
+    HostCost,
+    HostCpu,
     LinkPair,
     Loopback,
     RemoteError,
@@ -261,3 +263,55 @@ class TestWritesAndReplication:
         assert replica.get(new.id).content == new.content  # type: ignore[union-attr]
         with pytest.raises(RemoteError):  # only one's own records
             VirtualTransport({"b": replica}, identity="c").announce("b", [new])
+
+
+class TestHostCpu:
+    """End-host CPU on virtual time: handshakes of one process queue for its CPU."""
+
+    def test_cpu_is_fifo(self) -> None:
+        """Work waits for earlier work; zero-cost work does not wait."""
+        cpu = HostCpu()
+        assert cpu.run(0.0, 2.0) == 2.0
+        assert cpu.run(1.0, 2.0) == 4.0
+        assert cpu.run(1.5, 0.0) == 1.5
+        assert cpu.run(10.0, 1.0) == 11.0
+
+    def test_bad_cost(self) -> None:
+        """Negative or non-finite costs are refused."""
+        for bad in (-1.0, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match="handshake_client_ms"):
+                HostCost(handshake_client_ms=bad)
+
+    def test_concurrent_handshakes_share_the_client_cpu(self, world: World) -> None:
+        """On loopback, three concurrent new-connection queries from one client pay its
+        handshake CPU one after another, while the three owners work in parallel."""
+        cost = HostCost(message_ms=0.0, handshake_client_ms=3.0, handshake_server_ms=2.0)
+
+        def run(n_owners: int) -> float:
+            net = AsyncVirtualTransport(world.stores, new_connection_per_rpc=True,
+                                        host_cost=cost)
+
+            async def go() -> None:
+                await asyncio.gather(*(net.query_heads(o, [f"req/{o}"])
+                                       for o in "abc"[:n_owners]))
+
+            run_virtual(go(), net.clock)
+            return net.clock.now_ms()
+
+        assert run(1) == 5.0          # 2 ms owner handshake, then 3 ms client handshake
+        assert run(3) == 2.0 + 9.0    # owners in parallel, the client's 3 x 3 ms in a row
+
+    def test_shared_owner_cpu_across_clients(self, world: World) -> None:
+        """Two clients of one owner queue for that owner's CPU when they share it."""
+        cost = HostCost(handshake_server_ms=4.0)
+        owner_cpu = {"a": HostCpu()}
+        clock = ManualClock()
+        nets = [AsyncVirtualTransport(world.stores, clock=clock, identity=f"x{i}",
+                                      new_connection_per_rpc=True, host_cost=cost,
+                                      owner_cpus=owner_cpu) for i in range(2)]
+
+        async def go() -> None:
+            await asyncio.gather(*(n.query_heads("a", ["req/a"]) for n in nets))
+
+        run_virtual(go(), clock)
+        assert clock.now_ms() == 8.0

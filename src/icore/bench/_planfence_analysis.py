@@ -178,6 +178,12 @@ class Ordering:
     measured: str
     reproduced: bool | None
 
+    def __post_init__(self) -> None:
+        # checks built from numpy comparisons yield numpy booleans: store a plain bool so
+        # that ``is True`` counts and JSON output (true/false, not "True") stay right
+        if self.reproduced is not None:
+            object.__setattr__(self, "reproduced", bool(self.reproduced))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"id": self.id, "paper": self.paper, "measured": self.measured,
@@ -431,9 +437,10 @@ def _table6(aggs: dict[tuple[str, str, str], Agg], seed: int) -> list[Ordering]:
         cs = compare(aggs, "table6", cell, "planfence", "batched_all_key", "stall", seed=seed)
         ct = compare(aggs, "table6", cell, "planfence", "batched_all_key", "traffic",
                      seed=seed)
-        if cs is None or ct is None:
+        pf = _g(aggs, "table6", cell, "planfence")
+        if cs is None or ct is None or pf is None:
             continue
-        d = int(cell.split("=")[1])
+        d = int(pf.facets["deps"])  # from the facets: labels may carry " [link=...]"
         by_d[d] = (cs, ct)
         rs, rt = relative_reduction(cs.b, cs.a), relative_reduction(ct.b, ct.a)
         lines.append(f"d={d}: stall -{rs * 100:.1f}% ({'tie' if cs.tie else 'differs'}), "
@@ -506,7 +513,8 @@ def _appc(aggs: dict[tuple[str, str, str], Agg]) -> list[Ordering]:
                                                        "planfence_failopen")
         if fc is None or fo is None:
             continue
-        lines.append(f"{cell.split('=')[1]}: fail-closed {fc.blocked}/{fc.actions} blocked, "
+        fault = fc.facets.get("fault", cell)
+        lines.append(f"{fault}: fail-closed {fc.blocked}/{fc.actions} blocked, "
                      f"{fc.executed} issued; fail-open {fo.invalid}/{fo.actions} invalid")
         ok &= fc.blocked == fc.actions and fo.invalid == fo.actions
     if lines:

@@ -60,7 +60,8 @@ from icore.net import (
     AsyncVirtualTransport,
     HeadQuery,
     HeadReplyMsg,
-    Link,
+    HostCost,
+    HostCpu,
     LinkPair,
     Loopback,
     Message,
@@ -85,8 +86,16 @@ MAX_SYNC_ATTEMPTS = 20
 """Attempts of one synchronous coordination step before the replay gives up."""
 
 HOST_MS_PER_MESSAGE = 0.25
-"""Modelled end-host time per message (kernel + TLS record processing), in ms; added to
-every link delivery, so loopback runs are not free."""
+"""Modelled end-host CPU time per message sent (kernel + TLS record processing), in ms,
+so loopback runs are not free."""
+
+HANDSHAKE_CLIENT_MS = 2.7
+"""Client CPU per TLS 1.3 handshake with certificates, in ms: ``icore bench net`` CPU per
+validation with a new connection minus with a reused one (3.06 - 0.34 ms, idle 2-core
+machine, 2026-11-29)."""
+
+HANDSHAKE_SERVER_MS = 2.5
+"""Owner CPU per TLS 1.3 handshake with certificates, in ms (2.75 - 0.21 ms, same run)."""
 
 
 # --- specs ----------------------------------------------------------------------------
@@ -141,8 +150,10 @@ class NetSpec:
         new_connection_per_rpc: pay TCP + TLS handshakes per RPC (paper Table 1 setting).
         tls: count TLS 1.3 bytes (mutual certificates).
         base_delay_ms: one-way base propagation delay of trace links.
-        server_time_ms: owner processing time per request.
-        host_ms: end-host time per message on every link.
+        server_time_ms: owner CPU time per request.
+        host_ms: CPU time per message sent, on the sending host.
+        handshake_client_ms: client CPU per TLS handshake (agent process).
+        handshake_server_ms: owner CPU per TLS handshake (memory process).
         timeout_s: per-RPC timeout (default 2 s).
         unit_ms: virtual duration of one work unit besides coordination. 0 (default):
             the controlled replay runs the recorded decisions back to back, so only
@@ -157,8 +168,16 @@ class NetSpec:
     base_delay_ms: float = DEFAULT_BASE_DELAY_MS
     server_time_ms: float = SERVER_TIME_MS
     host_ms: float = HOST_MS_PER_MESSAGE
+    handshake_client_ms: float = HANDSHAKE_CLIENT_MS
+    handshake_server_ms: float = HANDSHAKE_SERVER_MS
     timeout_s: float = DEFAULT_TIMEOUT_S
     unit_ms: float = 0.0
+
+    @property
+    def host_cost(self) -> HostCost:
+        """The end-host CPU costs of this network."""
+        return HostCost(message_ms=self.host_ms, handshake_client_ms=self.handshake_client_ms,
+                        handshake_server_ms=self.handshake_server_ms)
 
     @property
     def label(self) -> str:
@@ -254,16 +273,6 @@ class FaultyHandler(OwnerHandler):
         return reply
 
 
-class _HostDelay:
-    """A link plus a constant end-host time per message."""
-
-    def __init__(self, inner: Link, host_ms: float) -> None:
-        self.inner, self.host_ms = inner, host_ms
-
-    def deliver(self, t_ms: float, nbytes: int) -> float:
-        return self.inner.deliver(t_ms + self.host_ms, nbytes)
-
-
 _PROTO_PATHS: dict[tuple[str, float, float], LinkPair] = {}
 
 
@@ -284,9 +293,6 @@ def make_path(net: NetSpec) -> LinkPair:
                                  base_delay_ms=net.base_delay_ms)
             _PROTO_PATHS[key] = proto
         pair = LinkPair(copy.copy(proto.up), copy.copy(proto.down), proto.name)
-    if net.host_ms:
-        return LinkPair(_HostDelay(pair.up, net.host_ms), _HostDelay(pair.down, net.host_ms),
-                        pair.name)
     return pair
 
 
@@ -474,6 +480,10 @@ class Episode:
         self.total_stall = 0.0
         self.faulty: dict[str, FaultyHandler] = {}
         self.log = DecisionLog()
+        # one CPU per agent process (clients) and per memory process (owner services;
+        # centralized lineage has one shared service), planfence App. A
+        self.agent_cpus = {a: HostCpu() for a in s.agents}
+        self.memory_cpus = {a: HostCpu() for a in (*s.agents, CENTRAL)}
         self._setup_records()
 
     # -- setup -----------------------------------------------------------------------
@@ -520,16 +530,24 @@ class Episode:
                 hs[replica_name(a)] = ReplicaHandler(st, agent=a)
         return hs
 
+    def _owner_cpus(self, handlers: Mapping[str, OwnerHandler]) -> dict[str, HostCpu]:
+        """Service name -> the CPU of the memory process that serves it."""
+        if self.spec.policy is Policy.CENTRALIZED_LINEAGE:
+            return {name: self.memory_cpus[CENTRAL] for name in handlers}
+        return {name: self.memory_cpus[h.agent or CENTRAL] for name, h in handlers.items()}
+
     def client(self, agent: str) -> Any:
         """The async virtual transport of ``agent`` (its own access path)."""
         t = self._clients.get(agent)
         if t is None:
             n = self.net
+            hs = self._handlers(agent)
             t = AsyncVirtualTransport(
-                self._handlers(agent), clock=self.clock, path=self._path(agent),
-                identity=agent,
+                hs, clock=self.clock, path=self._path(agent), identity=agent,
                 new_connection_per_rpc=n.new_connection_per_rpc,
-                tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms)
+                tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms,
+                host_cost=n.host_cost, cpu=self.agent_cpus[agent],
+                owner_cpus=self._owner_cpus(hs))
             self._clients[agent] = t
             self.transports.append(t)
         return t
@@ -538,10 +556,12 @@ class Episode:
         t = self._bg.get(agent)
         if t is None:
             n = self.net
+            # background replication runs on its own clock: private CPUs
             t = VirtualTransport(
                 self._handlers(agent), clock=self._bg_clock, path=self._path(agent),
                 identity=agent, new_connection_per_rpc=n.new_connection_per_rpc,
-                tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms)
+                tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms,
+                host_cost=n.host_cost)
             self._bg[agent] = t
             self.transports.append(t)
         return t
@@ -554,10 +574,12 @@ class Episode:
     def _sync_client(self, agent: str) -> Any:
         """A synchronous client of ``agent`` on the episode clock (owner-head freshness)."""
         n = self.net
+        hs = self._handlers(agent)
         sync = VirtualTransport(
-            self._handlers(agent), clock=self.clock, path=self._path(agent),
+            hs, clock=self.clock, path=self._path(agent),
             identity=agent, new_connection_per_rpc=n.new_connection_per_rpc,
-            tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms)
+            tls=DEFAULT_TLS_COST if n.tls else None, server_time_ms=n.server_time_ms,
+            host_cost=n.host_cost, cpu=self.agent_cpus[agent], owner_cpus=self._owner_cpus(hs))
         self.transports.append(sync)
         return sync
 
@@ -878,6 +900,8 @@ def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
 
 __all__ = [
     "CENTRAL",
+    "HANDSHAKE_CLIENT_MS",
+    "HANDSHAKE_SERVER_MS",
     "HOST_MS_PER_MESSAGE",
     "SERVER_TIME_MS",
     "ActionRow",

@@ -99,6 +99,8 @@ from icore.net._team import AgentProcess, TeamProcesses, serve_agent
 from icore.net._virtual import (
     DEFAULT_TLS_COST,
     AsyncVirtualTransport,
+    HostCost,
+    HostCpu,
     TlsCost,
     VirtualTransport,
 )
@@ -137,6 +139,8 @@ __all__ = [
     "FrameTooLarge",
     "HeadQuery",
     "HeadReplyMsg",
+    "HostCost",
+    "HostCpu",
     "InvalidRecord",
     "Link",
     "LinkPair",

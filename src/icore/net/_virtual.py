@@ -37,6 +37,7 @@ scheduled between send and arrival is seen, as on a real network.
 from __future__ import annotations
 
 import asyncio
+import math
 import ssl
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -141,14 +142,71 @@ DEFAULT_TLS_COST = TlsCost()
 """TLS cost model used when none is given."""
 
 
+@dataclass(frozen=True, slots=True)
+class HostCost:
+    """CPU time an end host spends per protocol step, in ms (virtual transports only).
+
+    Attributes:
+        message_ms: per message a host sends (encode, TLS record, syscalls).
+        handshake_client_ms: client-side TLS 1.3 handshake work with certificates
+            (key share, verifying the owner's chain, signing CertificateVerify).
+        handshake_server_ms: the same on the owner side.
+
+    The default costs nothing (a pure network model). ``icore bench planfence`` uses
+    :data:`icore.bench.HOST_COST`, measured with ``icore bench net``.
+
+    Raises:
+        ValueError: a cost is negative or not finite.
+    """
+
+    message_ms: float = 0.0
+    handshake_client_ms: float = 0.0
+    handshake_server_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("message_ms", "handshake_client_ms", "handshake_server_ms"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"HostCost.{name} must be a finite number >= 0, got {v}")
+
+
+class HostCpu:
+    """One end host's CPU on virtual time: work items run one at a time, in the order
+    they arrive (a single-threaded agent or owner process).
+
+    Share one instance between every transport that models the same process, so that
+    concurrent handshakes and requests queue for it. Call :meth:`run` in time order.
+    """
+
+    __slots__ = ("busy_until_ms",)
+
+    def __init__(self) -> None:
+        self.busy_until_ms = -math.inf
+
+    def run(self, t_ms: float, cost_ms: float) -> float:
+        """Queue ``cost_ms`` of work arriving at ``t_ms``; return its completion time (ms).
+
+        Zero-cost work completes at once without waiting for the CPU."""
+        if cost_ms <= 0.0:
+            return t_ms
+        end = max(t_ms, self.busy_until_ms) + cost_ms
+        self.busy_until_ms = end
+        return end
+
+
 class _Core:
     """Shared machinery of the sync and async virtual transports."""
 
     def __init__(self, owners: Mapping[str, Store | OwnerHandler], *,
                  clock: ManualClock | None, path: LinkPair | None, up: Link | None,
                  down: Link | None, identity: str, new_connection_per_rpc: bool,
-                 tls: TlsCost | None, server_time_ms: float, inline_max_bytes: int) -> None:
+                 tls: TlsCost | None, server_time_ms: float, inline_max_bytes: int,
+                 host_cost: HostCost | None = None, cpu: HostCpu | None = None,
+                 owner_cpus: Mapping[str, HostCpu] | None = None) -> None:
         self.clock = clock if clock is not None else ManualClock()
+        self.cost = host_cost if host_cost is not None else HostCost()
+        self.cpu = cpu if cpu is not None else HostCpu()
+        self.owner_cpus: dict[str, HostCpu] = dict(owner_cpus or {})
         self.handlers: dict[str, OwnerHandler] = {
             o: h if isinstance(h, OwnerHandler) else OwnerHandler(h, agent=o)
             for o, h in owners.items()
@@ -179,14 +237,31 @@ class _Core:
     def _overhead(self) -> int:
         return self.tls.record_overhead if self.tls is not None else 0
 
+    def _send(self, link: Link, t_send: float, nbytes: int
+              ) -> Generator[float, None, float]:
+        """Wait until ``t_send``, hand ``nbytes`` to ``link``, wait for the arrival;
+        return the arrival time (ms)."""
+        if t_send > self.clock.now_ms() + 1e-6:
+            yield t_send
+        arrival = link.deliver(t_send, nbytes)
+        yield arrival
+        return arrival
+
+    def _owner_cpu(self, owner: str) -> HostCpu:
+        cpu = self.owner_cpus.get(owner)
+        if cpu is None:
+            cpu = self.owner_cpus[owner] = HostCpu()
+        return cpu
+
     def steps(self, owner: str, req: Message) -> Generator[float, None, Message]:
         """Yield the virtual times to wait until; return the decoded reply.
 
         Every message is handed to its link only once virtual time has reached its send
         time (the generator yields that time first), so concurrent RPCs that share a
-        link enter its FIFO in send-time order, as packets enter ``mm-link``'s queue. A
-        caller that stops iterating (a timeout) sends nothing more: bytes already sent
-        stay queued on the link, later flights are never sent.
+        link enter its FIFO in send-time order, as packets enter ``mm-link``'s queue;
+        the same holds for work queued on a :class:`HostCpu`. A caller that stops
+        iterating (a timeout) sends nothing more: bytes already sent stay queued on the
+        link, later flights are never sent.
         """
         s = self.stats
         handler = self.handlers.get(owner)
@@ -194,43 +269,41 @@ class _Core:
             # a silent owner: the caller waits for its timeout
             yield float("inf")
             raise OwnerUnreachable("owner is unavailable", owner=owner)
+        cost, cpu, ocpu = self.cost, self.cpu, self._owner_cpu(owner)
+        msg_ms = cost.message_ms
         t = self.clock.now_ms()
         extra_up = 0
         extra_down = 0
+        client_work = msg_ms
         if owner not in self._connected:
             s.connections += 1
-            t = self.up.deliver(t, 0)      # SYN
-            yield t
-            t = self.down.deliver(t, 0)    # SYN/ACK
-            yield t
+            t = yield from self._send(self.up, cpu.run(t, msg_ms), 0)          # SYN
+            t = yield from self._send(self.down, ocpu.run(t, msg_ms), 0)       # SYN/ACK
             if self.tls is not None:
                 tls = self.tls
                 s.bytes_out += tls.client_hello
-                t = self.up.deliver(t, tls.client_hello)
-                yield t
+                t = yield from self._send(self.up, cpu.run(t, msg_ms), tls.client_hello)
                 s.bytes_in += tls.server_flight
-                t = self.down.deliver(t, tls.server_flight)
-                yield t
+                t = yield from self._send(self.down,
+                                     ocpu.run(t, msg_ms + cost.handshake_server_ms),
+                                     tls.server_flight)
                 s.handshake_bytes += tls.handshake_bytes
                 extra_up = tls.client_flight
                 extra_down = tls.tickets
+                client_work += cost.handshake_client_ms
             if not self.new_connection_per_rpc:
                 self._connected.add(owner)
         wire = encode_frame(req)
         n_up = len(wire) + self._overhead() + extra_up
         s.bytes_out += n_up
         s.frames_out += 1
-        t = self.up.deliver(t, n_up)
-        yield t
+        t = yield from self._send(self.up, cpu.run(t, client_work), n_up)
         served = handler.handle(decode_frame(wire), self.identity)
         reply_wire = encode_frame(served)
         n_down = len(reply_wire) + self._overhead() + extra_down
-        t += self.server_time_ms
-        yield t
         s.bytes_in += n_down
         s.frames_in += 1
-        t = self.down.deliver(t, n_down)
-        yield t
+        t = yield from self._send(self.down, ocpu.run(t, self.server_time_ms + msg_ms), n_down)
         if self.new_connection_per_rpc and self.tls is not None:
             # both close_notify alerts leave once the reply is in; nobody waits for them
             self.up.deliver(t, self.tls.close)
@@ -355,8 +428,12 @@ class VirtualTransport(_Base):
         new_connection_per_rpc: pay TCP + TLS handshakes on every RPC (paper setting);
             otherwise one connection per owner is opened on first use and reused.
         tls: TLS byte-cost model, or None for plaintext accounting.
-        server_time_ms: modelled owner processing time per request.
+        server_time_ms: modelled owner processing time per request (on the owner's CPU).
         inline_max_bytes: ask owners to inline changed head records up to this size.
+        host_cost: CPU work per message and per TLS handshake (default: none).
+        cpu: this client's :class:`HostCpu` (share it between transports of one process).
+        owner_cpus: owner id -> the :class:`HostCpu` of the process serving it (share
+            them between every client of an owner); missing owners get a private one.
 
     Example:
         >>> from icore.memory import MemoryStore, OwnershipMap
@@ -371,11 +448,14 @@ class VirtualTransport(_Base):
                  up: Link | None = None, down: Link | None = None,
                  identity: str = "executor", new_connection_per_rpc: bool = False,
                  tls: TlsCost | None = DEFAULT_TLS_COST, server_time_ms: float = 0.0,
-                 inline_max_bytes: int = 0) -> None:
+                 inline_max_bytes: int = 0, host_cost: HostCost | None = None,
+                 cpu: HostCpu | None = None,
+                 owner_cpus: Mapping[str, HostCpu] | None = None) -> None:
         self._core = _Core(owners, clock=clock, path=path, up=up, down=down,
                            identity=identity, new_connection_per_rpc=new_connection_per_rpc,
                            tls=tls, server_time_ms=server_time_ms,
-                           inline_max_bytes=inline_max_bytes)
+                           inline_max_bytes=inline_max_bytes, host_cost=host_cost,
+                           cpu=cpu, owner_cpus=owner_cpus)
 
     def query_heads(self, owner: str, keys: Sequence[str], *,
                     known: Mapping[str, RecordId] | None = None,
@@ -432,11 +512,14 @@ class AsyncVirtualTransport(_Base):
                  up: Link | None = None, down: Link | None = None,
                  identity: str = "executor", new_connection_per_rpc: bool = False,
                  tls: TlsCost | None = DEFAULT_TLS_COST, server_time_ms: float = 0.0,
-                 inline_max_bytes: int = 0) -> None:
+                 inline_max_bytes: int = 0, host_cost: HostCost | None = None,
+                 cpu: HostCpu | None = None,
+                 owner_cpus: Mapping[str, HostCpu] | None = None) -> None:
         self._core = _Core(owners, clock=clock, path=path, up=up, down=down,
                            identity=identity, new_connection_per_rpc=new_connection_per_rpc,
                            tls=tls, server_time_ms=server_time_ms,
-                           inline_max_bytes=inline_max_bytes)
+                           inline_max_bytes=inline_max_bytes, host_cost=host_cost,
+                           cpu=cpu, owner_cpus=owner_cpus)
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,
