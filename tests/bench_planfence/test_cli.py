@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from icore.bench import BadOption, run_cells, run_planfence
 from icore.cli import app
 
 
@@ -92,3 +94,43 @@ def test_base_delay_is_a_recorded_sensitivity(tmp_path: Path) -> None:
         res = r.invoke(app, ["bench", "planfence", "tiny", "--out", str(tmp_path / "x"),
                              "--base-delay-ms", bad])
         assert res.exit_code == 2, (bad, res.output)
+
+
+def test_orderings_read_facets_not_labels(tmp_path: Path) -> None:
+    """Cell labels carry suffixes such as " [delay=5ms]" under overrides; the Table 6
+    ordering still finds d = 1, 2, 8 (it reads the cell facets)."""
+    from icore.bench import run_planfence
+
+    _res, doc = run_planfence("table6", tmp_path, jobs=2, plots=False, base_delay_ms=5.0)
+    ords = {o["id"]: o for o in doc["orderings"]}
+    assert {"table6.d1", "table6.d2", "table6.d8_convergence"} <= set(ords)
+    assert all(f"d={d}:" in ords["table6.d1"]["measured"] for d in (1, 2, 8))
+    assert ords["table6.d8_convergence"]["reproduced"] is True
+
+
+def test_jobs_below_one_is_refused(tmp_path: Path) -> None:
+    """``--jobs 0`` exits 2 naming the option; the library refuses it with a typed error
+    (it used to fall back to inline silently); nothing is written."""
+    out = tmp_path / "x"
+    res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--out", str(out),
+                                   "--jobs", "0"], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "'--jobs'" in res.output
+    with pytest.raises(BadOption) as ei:
+        run_planfence("tiny", out, jobs=0, plots=False)
+    assert ei.value.fields == {"option": "jobs", "value": 0}
+    with pytest.raises(BadOption) as ei:
+        run_cells([], workers=-1)
+    assert ei.value.fields == {"option": "workers", "value": -1}
+    assert not out.exists()
+
+
+def test_infinite_base_delay_is_refused(tmp_path: Path) -> None:
+    """``--base-delay-ms inf`` passes typer's ``min=0`` but not the library check: exit 2
+    with a message naming the option and the value."""
+    out = tmp_path / "x"
+    res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--out", str(out),
+                                   "--base-delay-ms", "inf"])
+    assert res.exit_code == 2, res.output
+    assert "base_delay_ms" in res.output and "got inf" in res.output
+    assert not out.exists()

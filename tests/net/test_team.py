@@ -321,3 +321,17 @@ def test_cli_certs_with_corrupt_ca_names_the_folder(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert "cannot load the team CA" in res.output and str(certs) in res.output
     assert not (certs / "b.crt").exists()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("args", [["serve", "{m}", "--all"], ["serve", "{m}", "--agent", "a0"],
+                                  ["certs", "init", "--manifest", "{m}"]])
+def test_cli_refuses_a_fifo_manifest(tmp_path: Path, args: list[str]) -> None:
+    """A team manifest that is a named pipe would block the load: ``error:`` naming it,
+    exit 2, nothing started or certified."""
+    fifo = tmp_path / "team.yaml"
+    os.mkfifo(fifo)
+    res = CliRunner().invoke(app, [a.format(m=fifo) for a in args], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "error:" in res.output and str(fifo) in res.output and "FIFO" in res.output
+    assert not (tmp_path / "certs").exists()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from icore.cli import app
@@ -83,3 +85,44 @@ def test_unusable_out_folder_is_a_clean_error(tmp_path: Path, magentic: dict[str
     assert res.exit_code == 1
     assert isinstance(res.exception, SystemExit)
     assert "error:" in res.output and "afile" in res.output
+
+
+@pytest.mark.timeout(30)
+def test_fifo_is_refused_without_reading_it(tmp_path: Path, magentic: dict[str, Any],
+                                            captain: dict[str, Any]) -> None:
+    """A named pipe given as PATH would block the import forever: ``error:`` naming it,
+    exit 2, and nothing audited or written (even next to good files)."""
+    runs = _write(tmp_path, magentic, captain)
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["audit", str(runs), str(fifo), "--out", str(out)],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "error:" in res.output and str(fifo) in res.output and "FIFO" in res.output
+    assert "imported and audited" not in res.output
+    assert not out.exists()
+
+
+@pytest.mark.timeout(30)
+def test_character_device_is_refused(tmp_path: Path) -> None:
+    """A device (here /dev/null) is not a trace file: refused by kind, exit 2."""
+    if not Path("/dev/null").is_char_device():
+        pytest.skip("no /dev/null character device")
+    res = CliRunner().invoke(app, ["audit", "/dev/null", "--out", str(tmp_path / "out")],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "error:" in res.output and "/dev/null" in res.output
+    assert "character device" in res.output
+
+
+@pytest.mark.timeout(30)
+def test_fifo_inside_a_folder_is_skipped(tmp_path: Path, magentic: dict[str, Any],
+                                         captain: dict[str, Any]) -> None:
+    """Folders are walked for regular files only: a FIFO named ``*.json`` inside is not
+    opened, the real runs are audited."""
+    runs = _write(tmp_path, magentic, captain)
+    os.mkfifo(runs / "3.json")
+    res = CliRunner().invoke(app, ["audit", str(runs), "--no-report"])
+    assert res.exit_code == 0, res.output
+    assert "imported and audited 2 run(s)" in res.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,21 @@ def test_unreadable_manifest_file(tmp_path: Path, data: bytes) -> None:
     with pytest.raises(ManifestError) as ei:
         load_manifest(p)
     assert ei.value.fields["file"] == str(p)
+
+
+@pytest.mark.timeout(30)
+def test_cli_refuses_a_fifo_manifest(tmp_path: Path) -> None:
+    """``icore run FIFO`` would block reading the named pipe: ``error:`` naming it, exit 2,
+    and no run starts."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    fifo = tmp_path / "run.yaml"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["run", str(fifo), "--out", str(out)],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "error:" in res.output and str(fifo) in res.output and "FIFO" in res.output
+    assert not out.exists()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from icore.bench._checks import check_positive_seconds
 from icore.fence import PointCounter, validate
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap, SQLiteStore, Store
 from icore.records import Record, derive
@@ -68,7 +69,13 @@ def _setup(kind: str, d: int, depth: int, folder: Path) -> tuple[Store, LocalOwn
 
 
 def gate_throughput(kind: str, d: int, depth: int, *, seconds: float = 1.0) -> GateFigure:
-    """Measure authorized decisions/s for one (store, d, depth) cell."""
+    """Measure authorized decisions/s for one (store, d, depth) cell.
+
+    Raises:
+        BadOption: ``seconds`` is not a finite number > 0 (NaN or infinity would make
+            the measuring loop run forever).
+    """
+    check_positive_seconds("seconds", seconds)
     with tempfile.TemporaryDirectory() as tmp:
         ex, owners, om, root, deps = _setup(kind, d, depth, Path(tmp))
         points = PointCounter()
@@ -118,7 +125,15 @@ def sqlite_put_throughput(*, n: int = 5000, synchronous: str = "NORMAL") -> floa
 
 
 def run_core_bench(seconds: float = 1.0) -> tuple[list[GateFigure], dict[str, float]]:
-    """Run every gate cell (d in {1, 8}, depth in {1, 8}, both stores) and the put test."""
+    """Run every gate cell (d in {1, 8}, depth in {1, 8}, both stores) and the put test.
+
+    Args:
+        seconds: measuring time per gate cell.
+
+    Raises:
+        BadOption: ``seconds`` is not a finite number > 0 (checked before any cell runs).
+    """
+    check_positive_seconds("seconds", seconds)
     figs = [gate_throughput(kind, d, depth, seconds=seconds)
             for kind in ("memory", "sqlite") for d in (1, 8) for depth in (1, 8)]
     puts = {"NORMAL": sqlite_put_throughput(synchronous="NORMAL"),

@@ -22,7 +22,8 @@ from icore.agents._llm_icore import LLMSettings, LLMTeam
 from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import SimEnvironment, SimTeam, introduce
 from icore.audit import AuditLoop, LoopConfig, run_mas_only
-from icore.bench._errors import UnknownPreset
+from icore.bench._checks import check_count
+from icore.bench._errors import BadOption, UnknownPreset
 from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS, detect_all
 from icore.state import State
 from icore.workloads._tasks import (
@@ -207,6 +208,29 @@ def _chunk(
     return [run_instance(m, s, llm) for m, s in tasks]
 
 
+def _check_run(modes: Sequence[TaskMode | str], per_mode: int, jobs: int) -> list[str]:
+    """Validate the arguments of :func:`run_all` / :func:`evaluate`; the mode names.
+
+    Raises:
+        BadOption: no mode, an unknown mode, ``per_mode`` or ``jobs`` below 1.
+    """
+    if isinstance(modes, str) or not modes:
+        raise BadOption("modes must name at least one task mode (a list of "
+                        f"{', '.join(TASK_MODES)})", option="modes", value=modes,
+                        known=[str(m) for m in TASK_MODES])
+    names: list[str] = []
+    for m in modes:
+        try:
+            names.append(str(TaskMode(m)))
+        except ValueError:
+            raise BadOption(f"modes: unknown task mode {m!r}; use one of "
+                            f"{', '.join(TASK_MODES)}", option="modes", value=m,
+                            known=[str(t) for t in TASK_MODES]) from None
+    check_count("per_mode", per_mode)
+    check_count("jobs", jobs)
+    return names
+
+
 def run_all(
     modes: Sequence[TaskMode | str],
     per_mode: int,
@@ -216,8 +240,14 @@ def run_all(
     progress: Callable[[int], None] | None = None,
     llm: LLMSettings | None = None,
 ) -> list[InstanceResult]:
-    """Run every matched instance, in ``jobs`` processes (order-independent results)."""
-    tasks = [(str(TaskMode(m)), seed0 + s) for m in modes for s in range(per_mode)]
+    """Run every matched instance, in ``jobs`` processes (order-independent results).
+
+    Raises:
+        BadOption: ``modes`` is empty or names an unknown task mode, or ``per_mode`` or
+            ``jobs`` is not an integer >= 1.
+    """
+    names = _check_run(modes, per_mode, jobs)
+    tasks = [(m, seed0 + s) for m in names for s in range(per_mode)]
     results: list[InstanceResult] = []
     if jobs <= 1:
         for t in tasks:
@@ -263,15 +293,30 @@ def evaluate(
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run the controlled evaluation and write its outputs (icore Sec. 5; design.md 4.5).
 
+    Args:
+        preset: ``quick`` or ``full`` (see :data:`PRESETS`).
+        per_mode: instances per task mode (default: the preset's).
+        modes: the task modes to run (at least one).
+        seed0: first instance seed.
+        jobs: worker processes.
+        out: output folder (default ``results/icore/<preset>``).
+        progress: ``progress(k)`` callback, ``k`` instances done.
+        llm: run the LLM team behind this endpoint instead of the simulated team.
+
     Returns:
         The summary (as written to ``summary.json``) and the output paths.
+
+    Raises:
+        UnknownPreset: no such preset.
+        BadOption: ``modes`` is empty or names an unknown task mode, or ``per_mode`` or
+            ``jobs`` is not an integer >= 1 (checked before any instance runs).
     """
     from icore.bench._icore_report import paired_json, write_all
     from icore.bench._icore_stats import comparisons, costs, prop4_check, representation_table
 
     p = get_preset(preset)
     n = per_mode if per_mode is not None else p.per_mode
-    mode_list = [str(TaskMode(m)) for m in modes]
+    mode_list = _check_run(modes, n, jobs)
     t0 = time.perf_counter()
     results = run_all(mode_list, n, seed0=seed0, jobs=jobs, progress=progress, llm=llm)
     runtime = time.perf_counter() - t0

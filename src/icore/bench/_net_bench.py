@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icore._clock import ManualClock
+from icore.bench._checks import check_count, check_positive_seconds
 from icore.fence import Outcome, avalidate
 from icore.memory import MemoryStore, OwnershipMap
 from icore.net import (
@@ -170,7 +171,19 @@ def _sync_record(size: int, seq: int) -> Record:
 
 def run_validation(*, n: int, seconds: float) -> tuple[list[ValidationFigures],
                                                         dict[int, list[float]]]:
-    """Run the validation benchmark and the loopback part of Fig. 2 on real TCP."""
+    """Run the validation benchmark and the loopback part of Fig. 2 on real TCP.
+
+    Args:
+        n: sequential validations for the latency figures (reused connection; the
+            new-connection-per-RPC mode runs ``max(50, n // 10)``).
+        seconds: duration of each 8-executor throughput run.
+
+    Raises:
+        BadOption: ``n`` is not an integer >= 1, or ``seconds`` is not a finite number
+            > 0 (checked before any process starts).
+    """
+    check_count("n", n)
+    check_positive_seconds("seconds", seconds)
     with tempfile.TemporaryDirectory(prefix="icore-bench-net-") as d:
         tmp = Path(d)
         manifest = _team(tmp)
@@ -213,7 +226,15 @@ def run_validation(*, n: int, seconds: float) -> tuple[list[ValidationFigures],
 
 def run_fig2_virtual(*, samples: int) -> tuple[dict[str, dict[int, list[float]]],
                                                dict[float, list[float]]]:
-    """Fig. 2a over the traces and Fig. 2b (loss) in virtual time."""
+    """Fig. 2a over the traces and Fig. 2b (loss) in virtual time.
+
+    Args:
+        samples: start times per (trace, payload size) cell, spread over 60 s of trace.
+
+    Raises:
+        BadOption: ``samples`` is not an integer >= 1.
+    """
+    check_count("samples", samples)
     om = OwnershipMap.from_mapping({"sync/*": "writer2"})
     out: dict[str, dict[int, list[float]]] = {}
     for name in TRACES:

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from icore.bench._checks import check_count
 from icore.bench._errors import BadOption, TransportUnavailable
 from icore.bench._planfence_presets import preset_cells
 from icore.bench._planfence_report import write_outputs
@@ -48,8 +49,10 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
         UnknownPreset: no such preset.
         TransportUnavailable: an unknown transport, or ``tcp`` for a preset with App. C
             fault injection.
-        BadOption: ``base_delay_ms`` is negative or not finite.
+        BadOption: ``jobs`` is not an integer >= 1, or ``base_delay_ms`` is negative or
+            not finite.
     """
+    check_count("jobs", jobs)
     if transport not in TRANSPORTS:
         raise TransportUnavailable(f"unknown transport {transport!r}", transport=transport,
                                    known=list(TRANSPORTS))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from icore.bench._checks import check_count
 from icore.bench._planfence_presets import Cell
 from icore.bench._planfence_replay import ActionRow, NetSpec, PolicySpec, replay
 from icore.workloads import Template, WorkloadParams, build_schedule
@@ -109,7 +110,11 @@ def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inpr
 
     Returns:
         :class:`RunResult` with rows in a deterministic order.
+
+    Raises:
+        BadOption: ``workers`` is not an integer >= 1.
     """
+    check_count("workers", workers)
     t0 = time.perf_counter()
     jobs = plan_jobs(cells, transport)
     done: dict[tuple[WorkloadParams, NetSpec, Template], dict[str, list[ActionRow]]] = {}

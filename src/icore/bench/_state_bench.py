@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from icore.bench._checks import check_count
+from icore.bench._errors import BadOption
 from icore.state import (
     BUILTIN_VALIDATORS,
     AgentDecl,
@@ -333,7 +335,33 @@ def run(
     seed: int = 0,
     echo: Callable[[str], None] = print,
 ) -> StateBenchResult:
-    """Run every measurement and print the figures as they come."""
+    """Run every measurement and print the figures as they come.
+
+    Args:
+        sizes: obligation counts at which to time audits (at least one).
+        samples: obligations cycled per size (three proposals each).
+        speedup_at: obligations for the incremental-vs-full metrics comparison.
+        rebuild_entries: entries in the SQLite log that is rebuilt.
+        memory_at: obligations for the memory figure.
+        seed: random seed.
+        echo: where the figures are printed.
+
+    Raises:
+        BadOption: ``sizes`` is empty, or any count (an entry of ``sizes``,
+            ``samples``, ``speedup_at``, ``rebuild_entries``, ``memory_at``) is not an
+            integer >= 1; checked before anything is measured.
+    """
+    if not sizes:
+        raise BadOption("sizes must list at least one obligation count", option="sizes",
+                        value=list(sizes))
+    for n in sizes:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise BadOption(f"sizes must hold integers >= 1, got {n!r} in {list(sizes)}",
+                            option="sizes", value=n)
+    check_count("samples", samples)
+    check_count("speedup_at", speedup_at)
+    check_count("rebuild_entries", rebuild_entries)
+    check_count("memory_at", memory_at)
     rng = random.Random(seed)
     res = StateBenchResult()
     for n in sizes:

@@ -24,6 +24,7 @@ from icore.adapters import (
     score,
     write_prov,
 )
+from icore.cli._inputs import refuse_special_file
 from icore.report import (
     index_from_audits,
     render_index,
@@ -46,6 +47,10 @@ def audit(
 ) -> None:
     """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses."""
     console = Console(width=160)
+    for p in paths:
+        # a FIFO or device given by name would block (or never end) when read: refuse it
+        # before anything is read; inside folders only regular files are collected
+        refuse_special_file(p, what="trace path", dir_ok=True)
     files = collect_paths(paths)
     if not files:
         console.print("[red]no trace files found[/]")

@@ -7,16 +7,18 @@ from rich.console import Console
 from rich.table import Table
 
 from icore.bench._core_gate import run_core_bench
+from icore.cli._inputs import bad_options, positive_seconds
 
 TARGET = 20_000.0
 
 
 def bench_core(
-    seconds: float = typer.Option(1.0, help="Measuring time per cell, in seconds."),
+    seconds: float = typer.Option(1.0, callback=positive_seconds,
+                                  help="Measuring time per cell, in seconds (finite, > 0)."),
 ) -> None:
     """Gate decisions/s for d in {1, 8} x depth in {1, 8} on both stores; SQLite puts/s."""
     console = Console(width=120)
-    with console.status("measuring the gate..."):
+    with bad_options(), console.status("measuring the gate..."):
         figs, puts = run_core_bench(seconds)
     table = Table("store", "d", "depth", "decisions/s", "µs/decision",
                   title="PlanFence gate, in process (planfence Alg. 1)")

@@ -12,17 +12,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from icore.agents import LLMSettings
 from icore.bench._errors import UnknownPreset
 from icore.bench._icore import PRESETS, default_jobs, evaluate
-from icore.workloads._tasks import TASK_MODES
+from icore.cli._inputs import bad_options
+from icore.workloads._tasks import TASK_MODES, TaskMode
 
 
 def bench_icore(
     preset: str = typer.Option("quick", help=f"Size: {', '.join(PRESETS)}."),
-    per_mode: int = typer.Option(0, help="Instances per task mode (0: the preset's)."),
-    mode: list[str] = typer.Option(
+    per_mode: int = typer.Option(0, min=0,
+                                 help="Instances per task mode (0: the preset's)."),
+    mode: list[TaskMode] = typer.Option(
         [], "--mode", help="Task mode(s) to run (default: all six)."
     ),
     seed0: int = typer.Option(0, help="First instance seed."),
-    jobs: int = typer.Option(default_jobs(), help="Worker processes."),
+    jobs: int = typer.Option(default_jobs(), min=1, help="Worker processes."),
     out: Path | None = typer.Option(None, help="Output folder (default results/icore/<preset>)."),
     llm_base_url: str = typer.Option(
         "", help="Run the LLM team behind this OpenAI-compatible endpoint (real-LLM setting)."
@@ -35,14 +37,14 @@ def bench_icore(
     """MAS-only vs passive observation vs iCORE-Audit on matched instances of six task modes;
     G/Q/X representation ablation; Prop. 4 check; CSV, JSON, PNG and markdown outputs."""
     console = Console(width=140)
-    modes = mode or [str(m) for m in TASK_MODES]
+    modes = [str(m) for m in mode or TASK_MODES]
     try:
         p = PRESETS[preset]
     except KeyError:
         raise typer.BadParameter(str(UnknownPreset(f"unknown preset {preset!r}",
                                                    known=sorted(PRESETS)))) from None
     n = per_mode or p.per_mode
-    with Progress(
+    with bad_options(), Progress(
         TextColumn("[bold]iCORE eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console,
     ) as prog:

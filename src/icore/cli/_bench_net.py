@@ -21,12 +21,17 @@ from icore.bench._net_bench import (
     run_validation,
     size_label,
 )
+from icore.cli._inputs import bad_options, positive_seconds
 
 
 def bench_net(
-    n: int = typer.Option(2000, help="Sequential validations for the latency figures."),
-    seconds: float = typer.Option(3.0, help="Seconds of the 8-executor throughput run."),
-    samples: int = typer.Option(30, help="Start times per trace cell (virtual Fig. 2)."),
+    n: int = typer.Option(2000, min=1,
+                          help="Sequential validations for the latency figures."),
+    seconds: float = typer.Option(3.0, callback=positive_seconds,
+                                  help="Seconds of the 8-executor throughput run "
+                                  "(finite, > 0)."),
+    samples: int = typer.Option(30, min=1,
+                                help="Start times per trace cell (virtual Fig. 2)."),
     quick: bool = typer.Option(False, "--quick", help="Small run (smoke test)."),
     json_out: Annotated[Path | None,
                         typer.Option("--json", help="Also write figures as JSON.")] = None,
@@ -35,7 +40,7 @@ def bench_net(
     if quick:
         n, seconds, samples = 200, 0.5, 5
     console = Console(width=120)
-    with console.status("validation round trips over mutual-TLS TCP..."):
+    with bad_options(), console.status("validation round trips over mutual-TLS TCP..."):
         figs, loop2 = run_validation(n=n, seconds=seconds)
     t = Table("connection", "p50 ms", "p99 ms", "validations/s (8 exec)",
               "/s (8 exec, 1 shared client)", "bytes/validation",
@@ -55,7 +60,7 @@ def bench_net(
         f"<= 512 B: "
         f"{'PASS' if r.bytes_per_validation <= 512 else 'MISS'}.  Paper: "
         f"{PAPER_KIB_PER_ACTION} KiB/action (AT&T, whole protected action incl. replan)")
-    with console.status("Fig. 2 over the traces (virtual time)..."):
+    with bad_options(), console.status("Fig. 2 over the traces (virtual time)..."):
         traces, loss = run_fig2_virtual(samples=samples)
     t2 = Table("payload", "loopback TCP p50/p95 ms",
                *[f"{nm} p50/p95 ms" for nm in TRACES],

@@ -10,6 +10,28 @@ from typing import Annotated
 import typer
 
 from icore.bench._state_bench import run
+from icore.cli._inputs import bad_options
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """Parse ``--sizes``: comma-separated obligation counts, at least one, each >= 1.
+
+    Raises:
+        typer.BadParameter: not integers, none, or one below 1 (typer exits 2).
+    """
+    try:
+        counts = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise typer.BadParameter(f"use comma-separated integers, e.g. 1000,10000; "
+                                 f"got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise typer.BadParameter(f"give one or more obligation counts >= 1; got {text!r}")
+    return counts
+
+
+def _check_sizes(text: str) -> str:
+    _sizes(text)
+    return text
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
@@ -17,9 +39,14 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 
     @bench.command("state")
     def state_cmd(
-        sizes: str = typer.Option("1000,10000,100000", help="Obligation counts to audit at."),
-        samples: int = typer.Option(1000, help="Obligations cycled per size (3 proposals each)."),
-        rebuild_entries: int = typer.Option(100_000, help="Entries in the rebuilt log."),
+        sizes: str = typer.Option(
+            "1000,10000,100000", callback=_check_sizes,
+            help="Obligation counts to audit at (comma-separated, each >= 1).",
+        ),
+        samples: int = typer.Option(
+            1000, min=1, help="Obligations cycled per size (3 proposals each)."
+        ),
+        rebuild_entries: int = typer.Option(100_000, min=1, help="Entries in the rebuilt log."),
         quick: bool = typer.Option(False, help="Small sizes for a smoke run."),
         json_out: Annotated[
             Path | None, typer.Option("--json", help="Write figures as JSON.")
@@ -27,23 +54,25 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Random seed."),
     ) -> None:
         """Benchmark the iCORE state: audit latency, incremental metrics, rebuild, memory."""
-        if quick:
-            res = run(
-                (200, 1000),
-                samples=100,
-                speedup_at=2000,
-                rebuild_entries=5000,
-                memory_at=1000,
-                seed=seed,
-                echo=typer.echo,
-            )
-        else:
-            res = run(
-                tuple(int(s) for s in sizes.split(",") if s),
-                samples=samples,
-                rebuild_entries=rebuild_entries,
-                seed=seed,
-                echo=typer.echo,
-            )
+        counts = _sizes(sizes)
+        with bad_options():
+            if quick:
+                res = run(
+                    (200, 1000),
+                    samples=100,
+                    speedup_at=2000,
+                    rebuild_entries=5000,
+                    memory_at=1000,
+                    seed=seed,
+                    echo=typer.echo,
+                )
+            else:
+                res = run(
+                    counts,
+                    samples=samples,
+                    rebuild_entries=rebuild_entries,
+                    seed=seed,
+                    echo=typer.echo,
+                )
         if json_out is not None:
             json_out.write_text(json.dumps(asdict(res), indent=2))

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from icore.cli._inputs import refuse_special_file
 from icore.net import ManifestError, TeamManifest, init_team_certs
 
 certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True)
@@ -31,6 +32,7 @@ def certs_init(
     team_name = team or "icore-team"
     folder = out
     if manifest is not None:
+        refuse_special_file(manifest, what="team manifest")
         try:
             m = TeamManifest.load(manifest)
         except ManifestError as exc:

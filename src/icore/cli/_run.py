@@ -24,6 +24,7 @@ from icore.agents import (
     run_matched,
 )
 from icore.agents._matched import TABLE_HEADER
+from icore.cli._inputs import refuse_special_file
 
 _EXCERPT = 160
 
@@ -168,6 +169,8 @@ def run(
 ) -> None:
     """Run a live multi-agent team (one process per agent, mutual-TLS owner services)."""
     console = Console(width=160)
+    if manifest is not None:
+        refuse_special_file(manifest, what="run manifest")
     if backend and backend not in ("scripted", "llm"):
         raise typer.BadParameter("use scripted or llm", param_hint="--backend")
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,

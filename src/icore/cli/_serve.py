@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from icore.cli._inputs import refuse_special_file
 from icore.net import ManifestError, TeamManifest, TeamProcesses, TransportError, serve_agent
 
 
@@ -38,6 +39,7 @@ def serve(
                                  param_hint="--log-level")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    refuse_special_file(manifest, what="team manifest")
     try:
         m = TeamManifest.load(manifest)
     except ManifestError as exc:

@@ -1,0 +1,82 @@
+"""Input checks shared by the commands: bad option values and unreadable file kinds.
+
+Not a command module (it has no ``register``): the command modules import it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from icore.bench import BadOption
+
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def positive_seconds(value: float) -> float:
+    """Typer callback: a duration option must be a finite number of seconds ``> 0``.
+
+    Typer's ``min=`` cannot refuse NaN or infinity (both pass a range check, and an
+    infinite or NaN deadline makes a measuring loop run forever), nor express ``> 0``.
+
+    Raises:
+        typer.BadParameter: NaN, infinite or ``<= 0`` (typer exits 2 naming the option).
+    """
+    if not math.isfinite(value) or value <= 0:
+        raise typer.BadParameter(f"must be a finite number of seconds > 0, got {value}")
+    return value
+
+
+@contextmanager
+def bad_options() -> Iterator[None]:
+    """Turn a :class:`~icore.bench.BadOption` from the library into ``error: ...`` and
+    exit code 2 (a usage error), like typer's own range checks."""
+    try:
+        yield
+    except BadOption as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+def refuse_special_file(path: Path, *, what: str, dir_ok: bool = False) -> None:
+    """Exit 2 with an ``error:`` message naming ``path`` when it exists but is not a
+    regular file (or, with ``dir_ok``, a directory).
+
+    Reading a FIFO or a character device can block forever or never end, so the path is
+    only ``stat``-ed, never opened. A path that cannot be ``stat``-ed (missing, no
+    permission) is left to the loader, which reports it with its own typed error.
+
+    Args:
+        path: the user-supplied path.
+        what: what the command expected, for the message (``"manifest"``, ``"trace"``).
+        dir_ok: a directory is acceptable too.
+
+    Raises:
+        typer.Exit: code 2, after the message is printed on stderr.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or (dir_ok and stat.S_ISDIR(mode)):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    wanted = "a regular file or a directory" if dir_ok else "a regular file"
+    typer.echo(f"error: {what} {path} is {kind}, not {wanted}; refusing to read it",
+               err=True)
+    raise typer.Exit(2)
+
+
+__all__ = ["bad_options", "positive_seconds", "refuse_special_file"]
