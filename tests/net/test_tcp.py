@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 import ssl
@@ -17,6 +18,7 @@ from icore.fence import Outcome, avalidate, validate
 from icore.memory import AsyncOwnerAccess, OwnerAccess
 from icore.net import (
     AuthenticationError,
+    ConnectionClosed,
     ErrorReply,
     FrameDecoder,
     MalformedMessage,
@@ -326,3 +328,94 @@ def test_shaped_client_runs_gate(world: World, servers: dict[str, ServerThread],
             assert d.outcome is Outcome.AUTHORIZED, d.detail
             return d.outcome
     assert asyncio.run(go()) is Outcome.AUTHORIZED
+
+
+class TestOwnerDropsConnection:
+    """An owner dropping the connection with requests pending: every caller still waiting
+    gets a typed error, and asyncio reports no "Future exception was never retrieved"
+    (reply futures whose caller had already given up: timed out, cancelled, or failed
+    while its request was still being written)."""
+
+    @pytest.mark.parametrize("how", ["close", "reset"])
+    def test_pending_requests_fail_typed_and_nothing_is_reported(
+            self, certs: Path, how: str) -> None:
+        reports: list[dict[str, object]] = []
+
+        async def go() -> None:
+            asyncio.get_running_loop().set_exception_handler(
+                lambda loop, ctx: reports.append(ctx))
+            received = [asyncio.Event(), asyncio.Event()]  # 1st, 2nd request read
+            drop = asyncio.Event()
+
+            async def owner(reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+                """Authenticates, reads two requests, answers nothing, stops reading
+                (so the client's writes back up), then drops the connection."""
+                ch = SecureChannel(reader, writer, server_context(certs, "a"),
+                                   server_side=True, stats=TrafficStats())
+                try:
+                    await ch.handshake()
+                    dec, n = FrameDecoder(), 0
+                    while n < 2:
+                        n += len(dec.feed(await ch.recv()))
+                        for ev in received[:n]:
+                            ev.set()
+                    await drop.wait()
+                finally:
+                    if how == "reset":
+                        ch.abort()
+                    else:
+                        await ch.close()
+
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # back up early
+            sock.bind(("127.0.0.1", 0))
+            srv = await asyncio.start_server(owner, sock=sock)
+            addr = ("127.0.0.1", sock.getsockname()[1])
+            big = [Record.create(key=f"big/{i}", owner="executor", seq=1,
+                                 content="x" * (4 * 2**20 - 1024)) for i in range(3)]
+            async with OwnerClient({"a": addr}, identity="executor",
+                                   ssl_context=client_context(certs, "executor")) as c:
+                waiting = asyncio.create_task(c.ping("a", timeout_s=30.0))
+                await asyncio.wait_for(received[0].wait(), 30.0)  # connected
+                timed_out = asyncio.create_task(c.ping("a", timeout_s=0.2))
+                await asyncio.wait_for(received[1].wait(), 30.0)
+                with pytest.raises(RpcTimeout):  # this caller gives up first
+                    await timed_out
+                replicate = asyncio.create_task(c.replicate("a", big, timeout_s=30.0))
+                transport = c._conns["a"].ch._w.transport
+                for _ in range(1000):  # bounded: until the owner's backlog pauses writes
+                    if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+                        break
+                    await asyncio.sleep(0.01)
+                else:
+                    pytest.fail("the client's writes never backed up")
+                # these callers now wait in drain() with their reply futures registered
+                in_drain = [asyncio.create_task(c.ping("a", timeout_s=30.0)) for _ in range(2)]
+                cancelled = asyncio.create_task(c.ping("a", timeout_s=30.0))
+                late = asyncio.create_task(c.ping("a", timeout_s=0.3))
+                await asyncio.sleep(0.05)
+                cancelled.cancel()
+                with pytest.raises(RpcTimeout):
+                    await late
+                assert not any(t.done() for t in (waiting, replicate, *in_drain))
+                drop.set()
+                results = await asyncio.gather(waiting, replicate, *in_drain,
+                                               return_exceptions=True)
+                for r in results:
+                    assert isinstance(r, OwnerUnreachable), r
+                    assert isinstance(r.__cause__, ConnectionClosed), r.__cause__
+                    assert r.fields["owner"] == "a"
+                with pytest.raises(asyncio.CancelledError):
+                    await cancelled
+                del results, r, timed_out, waiting, replicate, in_drain, cancelled, late
+            srv.close()
+            await srv.wait_closed()
+            for _ in range(3):  # reply futures are collected (and would report) here
+                gc.collect()
+                await asyncio.sleep(0)
+
+        asyncio.run(go())
+        gc.collect()
+        never = [r for r in reports if "never retrieved" in str(r.get("message"))]
+        assert never == [], never

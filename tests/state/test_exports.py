@@ -40,6 +40,7 @@ EXPECTED = {
     "FlagResolved",
     "HardFlag",
     "HeadView",
+    "InterfaceError",
     "Interfaces",
     "Justification",
     "Log",
@@ -126,6 +127,7 @@ def test_errors_hang_off_the_tree():
         "StateInputError",
         "ValidatorError",
         "LogError",
+        "InterfaceError",
     ):
         assert issubclass(getattr(icore.state, name), IcoreError)
     assert issubclass(icore.state.DeclarationPackageError, ValueError)

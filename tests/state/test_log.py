@@ -131,6 +131,36 @@ class TestSQLiteLog:
         rebuilt = rebuild(log, code_review)
         assert equivalent(rebuilt, x)
 
+    def test_failed_commit_is_rolled_back(self, tmp_path, code_review, make_flow):
+        """COMMIT itself failing (here denied by an authorizer) leaves no open
+        transaction: the rows are gone, the next change commits, the file replays."""
+        path = tmp_path / "x.db"
+        log = SQLiteLog(path, declaration=code_review)
+        x = State(code_review, log=log)
+        flow = make_flow(x)
+        flow.introduce("o1")
+        before_rows, before = len(log), normalize(x)
+
+        def deny_commit(action, arg1, *rest):
+            if action == sqlite3.SQLITE_TRANSACTION and arg1 == "COMMIT":
+                return sqlite3.SQLITE_DENY
+            return sqlite3.SQLITE_OK
+
+        conn = log._conn
+        assert conn is not None
+        conn.set_authorizer(deny_commit)
+        with pytest.raises(LogError, match="rolled back"):
+            flow.assign("o1", "alice")
+        conn.set_authorizer(None)
+        assert not conn.in_transaction
+        assert len(log) == before_rows
+        assert normalize(x) == before and x.seq == before_rows
+        flow.assign("o1", "alice")  # the log is usable again
+        log.close()
+        with SQLiteLog(path, declaration=code_review) as again:
+            assert len(again) == x.seq
+            assert equivalent(rebuild(again, code_review), x)
+
     def test_unencodable_entry_writes_nothing(self, tmp_path):
         log = SQLiteLog(tmp_path / "x.db")
         good = LogEntry(1, 0.0, EntryKind.NOTE, Note("diagnosis", {"a": 1}))

@@ -148,8 +148,10 @@ class TestWeightsAndAggregates:
         assert m.cq == 1.0 and m.performance_bound == pytest.approx(0.8)
 
     def test_bad_weight_interface(self):
+        """A D bug: typed, names interface, field and value; nothing recorded
+        (tests/state/test_interface_errors.py covers every interface and update)."""
         x = State(_decl(AGENTS, weight=lambda o: float("nan")))
-        with pytest.raises(StateError, match="bad weight"):
+        with pytest.raises(StateError, match=r"interfaces\.weight: weight\(o\) returned nan"):
             x.submit(
                 Proposal(
                     "a",
@@ -159,6 +161,7 @@ class TestWeightsAndAggregates:
                     justification=("e0",),
                 )
             )
+        assert x.seq == 0 and not x.obligations and not x.events
 
     def test_custom_weight_interface(self):
         x = _state(_decl(AGENTS, weight=lambda o: 2.0), Effect.node("o", "k", weight=7.0))

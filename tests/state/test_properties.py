@@ -394,3 +394,149 @@ def test_aggregate_gain_bounded_when_all_stable(team):
     for oid in x.obligations:
         if x.is_stable(oid):
             assert max(0.0, x.gain(oid)) <= d.parameters.epsilon
+
+
+def _field_sensitive(d: DeclarationPackage) -> DeclarationPackage:
+    """``d`` with weight/value/feasible reading every field of the obligation, so the
+    pre-write previews the state evaluates them on must equal the applied obligations."""
+    from dataclasses import replace
+
+    from icore.state import Status
+
+    statuses = list(Status)
+
+    def weight(o: Any) -> float:
+        return (
+            1.0
+            + len(o.active)
+            + 10.0 * o.repair_pending
+            + 100.0 * statuses.index(o.status)
+            + 1000.0 * (o.assignee is not None)
+            + 0.5 * (o.result is not None)
+            + o.weight
+        )
+
+    def value(a: Any, o: Any) -> float:
+        return float(a.capabilities.get(o.kind, 0.0)) * (0.5 if o.repair_pending else 1.0)
+
+    def feasible(a: Any, o: Any) -> bool:
+        return o.kind in a.capabilities and not (o.repair_pending and a.id == o.assignee)
+
+    return DeclarationPackage(
+        name=d.name,
+        version=d.version,
+        observables=d.observables.values(),
+        agents=d.agents.values(),
+        operations=d.operations.values(),
+        validators=d.validators.values(),
+        interfaces=replace(d.interfaces, weight=weight, value=value, feasible=feasible),
+        parameters=d.parameters,
+    )
+
+
+@SETTINGS
+@given(st.data())
+def test_interface_values_checked_before_the_write_match_the_applied_state(code_review, data):
+    """Interface values are computed on previews before the log write (fail closed); after
+    every change (commits that supersede revoked evidence, revocations of one or several
+    keys, imports citing revoked certificates) they equal a fresh evaluation of the applied
+    obligations, and the log replays to the same metrics."""
+    decl = _field_sensitive(code_review)
+    log = MemoryLog()
+    d = Driver(State(decl, log=log))
+    x = d.x
+    oids = ["o0", "o1", "o2"]
+    e0 = d.eid()
+    steps = [
+        Proposal(
+            "task",
+            "introduce",
+            events=(EventSpec("task_posted", "task", {"description": "d"}, id=e0),),
+            effects=tuple(Effect.node(o, "code", required_root=True) for o in oids),
+            justification=(e0,),
+        )
+    ]
+    for o in oids:
+        steps.append(
+            Proposal(
+                "lead",
+                "assign",
+                target=o,
+                effects=(Effect.assign(o, "alice"), Effect.status(o, "assigned")),
+                justification=(e0,),
+            )
+        )
+        steps.append(
+            Proposal(
+                "alice",
+                "start",
+                target=o,
+                effects=(Effect.status(o, "active"),),
+                justification=(e0,),
+            )
+        )
+    for p in steps:
+        assert d.submit(p).committed
+    revisions = commits = 0
+    for _ in range(data.draw(st.integers(5, 30))):
+        kind = data.draw(st.sampled_from(["work"] * 4 + ["revise", "revalidate", "import"]))
+        if kind == "revise":
+            key = data.draw(st.sampled_from(KEYS))
+            revisions += bool(x.on_head_change(key, d.revise(key)))
+        elif kind == "revalidate":
+            for key in data.draw(st.sets(st.sampled_from(KEYS), min_size=1)):
+                d.revise(key)
+            revisions += bool(x.revalidate_certificates(d.heads.get))
+        elif kind == "import":
+            cid = data.draw(st.sampled_from([None, *x.certificates]))
+            x.import_assertion(
+                Effect.result(data.draw(st.sampled_from(oids)), "claimed"),
+                events=(e0,),
+                operation="submit",
+                certificates=() if cid is None else (cid,),
+            )
+        else:
+            o = data.draw(st.sampled_from(oids))
+            status = x.obligations[o].effective_status
+            if status in ("active", "repair_pending"):
+                pr, ci = d.eid(), d.eid()
+                recs = tuple(
+                    RecordRef(k, d.heads[k])
+                    for k in data.draw(st.sets(st.sampled_from(KEYS), min_size=1))
+                )
+                p = Proposal(
+                    "alice",
+                    "submit",
+                    target=o,
+                    events=(
+                        EventSpec("pr_opened", "alice", {"pr": 1, "sha": pr}, id=pr),
+                        EventSpec("ci_run", "ci", {"sha": pr, "status": "green"}, (pr,), ci),
+                    ),
+                    effects=(Effect.status(o, "submitted"), Effect.result(o, pr)),
+                    justification=(pr, ci),
+                    certificates=(CertificateRequest("ci_green", events=(ci,), records=recs),),
+                )
+            elif status == "submitted":
+                rv = d.eid()
+                p = Proposal(
+                    "bob",
+                    "approve",
+                    target=o,
+                    events=(
+                        EventSpec("review_posted", "bob", {"pr": 1, "verdict": "approve"}, id=rv),
+                    ),
+                    effects=(Effect.status(o, "discharged"), Effect.claim(o, "reviewed", True)),
+                    justification=(rv,),
+                    certificates=(CertificateRequest("approved", events=(rv,)),),
+                )
+            else:
+                continue
+            commits += d.submit(p).committed
+        for oid, ob in x.obligations.items():
+            assert x._eval[oid] == x.evaluate(ob), oid
+        assert x.metrics() == x.recompute_metrics()
+        counts = Counter(ob.effective_status for ob in x.obligations.values())
+        assert x.status_counts() == dict(counts)
+    y = rebuild(log, decl)
+    assert equivalent(x, y)
+    assert y.metrics() == x.metrics()

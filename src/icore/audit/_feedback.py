@@ -123,6 +123,9 @@ def build_feedback(state: State, diagnosis: Diagnosis, *, feedback_id: str, to: 
     """Build the state-grounded feedback for ``to`` from F (icore Sec. 4)."""
     gaps = {g.obligation: g for g in diagnosis.evidence}
     alts = dict(diagnosis.alternatives)
+    # freeze() reads D's weight interface through the state's checks (InterfaceError)
+    frozen = state.freeze(diagnosis.obligations)
+    weights = dict(zip(frozen.obligations, frozen.weights, strict=True))
     briefs = []
     for oid in diagnosis.obligations:
         o = state.obligations[oid]
@@ -133,7 +136,7 @@ def build_feedback(state: State, diagnosis: Diagnosis, *, feedback_id: str, to: 
                 kind=o.kind,
                 status=str(o.effective_status),
                 assignee=o.assignee,
-                weight=float(state.decl.interfaces.weight(o)),
+                weight=weights[oid],
                 sound=state.is_sound(oid),
                 gain=round(state.gain(oid), 6),
                 missing=g.missing if g else (),

@@ -357,9 +357,16 @@ class AuditLoop:
             f = _replace_defect(f, "assignment")
         agent = responsible_agent(x, f)
         f = _with_agent(f, agent)
+        # the feedback reads D's interfaces (weight, value): build it before anything is
+        # written, so a misbehaving interface leaves no diagnosis without its feedback
+        fb = (
+            None
+            if agent is None
+            else build_feedback(x, f, feedback_id=f"fb{self._n_diag}", to=agent)
+        )
         self._last_diag[(str(f.primary), _sig(live, f.primary))] = step
         x.record_note("diagnosis", f.to_json(), ref=f.id)
-        if agent is None:
+        if agent is None or fb is None:
             x.record_note(
                 "failure",
                 {"diagnosis": f.id, "agent": None, "violations": ["no responsible agent"]},
@@ -367,7 +374,6 @@ class AuditLoop:
             )
             res.interventions.append(Intervention(f, None, None, cq_before=f.cq_before))
             return f.id
-        fb = build_feedback(x, f, feedback_id=f"fb{self._n_diag}", to=agent)
         x.record_note("feedback", fb.to_json(), ref=f.id)
         res.feedback_tokens += fb.tokens
         self._pending = (f, fb, agent)

@@ -278,12 +278,21 @@ class _Conn:
         self.fail(err)
 
     def fail(self, err: BaseException) -> None:
+        """Mark the connection dead and fail every pending request with ``err``.
+
+        A caller still awaiting its reply gets ``err``. One that already gave up (timed
+        out or cancelled while its request was being written, or failed in ``drain()``
+        because the same drop broke the write) never awaits its future again: its
+        exception is marked retrieved here, so asyncio does not log "Future exception
+        was never retrieved" when the future is collected.
+        """
         if self.dead is None:
             self.dead = err
-        for fut in self.pending.values():
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
             if not fut.done():
                 fut.set_exception(err)
-        self.pending.clear()
+                fut.exception()  # retrieved: awaiting it still raises ``err``
 
     def request(self, build: Callable[[int], Message]) -> tuple[int, asyncio.Future[Message]]:
         """Allocate the next request id and write the frame now (no await in between, so
@@ -323,6 +332,15 @@ class _Conn:
             with contextlib.suppress(BaseException):
                 await self.reader
         await self.ch.close()
+
+
+def _abandon(fut: asyncio.Future[Message]) -> None:
+    """The caller of ``fut`` is leaving (reply, error, timeout or cancellation): make sure
+    nothing can report ``fut`` later (cancel it if pending, retrieve its exception)."""
+    if not fut.done():
+        fut.cancel()
+    elif not fut.cancelled():
+        fut.exception()
 
 
 class _Stop(Exception):
@@ -420,6 +438,7 @@ class OwnerClient:
             return await fut
         finally:  # on timeout/cancellation, forget the request (a late reply is dropped)
             conn.pending.pop(rid, None)
+            _abandon(fut)
 
     async def rpc(self, owner: str, build: Callable[[int], Message], *,
                   timeout_s: float = DEFAULT_TIMEOUT_S) -> Message:

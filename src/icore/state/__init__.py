@@ -45,6 +45,7 @@ from icore.state._entries import (
 )
 from icore.state._errors import (
     DeclarationPackageError,
+    InterfaceError,
     LogError,
     StateError,
     StateInputError,
@@ -107,6 +108,7 @@ __all__ = [
     "FlagResolved",
     "HardFlag",
     "HeadView",
+    "InterfaceError",
     "Interfaces",
     "Justification",
     "Log",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import pydantic
 import yaml
 
-from icore.state._errors import DeclarationPackageError, ValidatorError
+from icore.state._errors import DeclarationPackageError, InterfaceError, ValidatorError
 from icore.state._model import (
     JSON,
     Assertion,
@@ -344,6 +345,11 @@ class Interfaces:
 
     The incremental metrics assume ``value``, ``feasible`` and ``weight`` depend only on
     their arguments (the agent declaration and the obligation), not on the rest of X.
+
+    The state checks every answer it uses before it writes anything: ``weight`` must be a
+    finite real >= 0, ``value`` a real in [0, 1], ``feasible`` and ``progress`` a bool.
+    Anything else, or an exception, is an :class:`~icore.state.InterfaceError` and the
+    change is not recorded.
     """
 
     value: Callable[[AgentDecl, Obligation], float] = capability_value
@@ -357,6 +363,119 @@ class Interfaces:
     assignment_authority: Callable[[State], tuple[str, ...]] = field(
         default_factory=lambda: role_authority(ASSIGNER_ROLE)
     )
+
+
+# ------------------------------------------------------------------ checked interface calls
+# Interfaces are D's code: a wrong answer is a defect of D, reported as InterfaceError
+# naming the interface, what it was asked and what it returned. The state calls them only
+# through these, and only before it writes anything (docs/state.md "Log").
+def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # D's own failure, typed (like a validator's)
+        raise InterfaceError(
+            f"raised {type(exc).__name__}: {exc}",
+            interface=interface,
+            field=field,
+            value=exc,
+            **ctx,
+        ) from exc
+
+
+def _real(out: Any, low: float, high: float | None) -> float | None:
+    """``out`` as a float in [low, high] (high None: unbounded), or None."""
+    if not isinstance(out, numbers.Real) or isinstance(out, bool):
+        return None
+    try:
+        v = float(out)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if not math.isfinite(v) or v < low or (high is not None and v > high):
+        return None
+    return v
+
+
+def checked_weight(ifaces: Interfaces, o: Obligation) -> float:
+    """``weight(o)``: a finite number >= 0.
+
+    Raises:
+        InterfaceError: it raised or returned anything else.
+    """
+    field = f"weight({o.id})"
+    out = _call("weight", field, ifaces.weight, o, obligation=o.id)
+    v = _real(out, 0.0, None)
+    if v is None:
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected a finite number >= 0",
+            interface="weight",
+            field=field,
+            value=out,
+            obligation=o.id,
+        )
+    return v
+
+
+def checked_value(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> float:
+    """``value(agent, o)``: a number in [0, 1] (design.md 4.1).
+
+    Raises:
+        InterfaceError: it raised or returned anything else.
+    """
+    field = f"value({agent.id}, {o.id})"
+    out = _call("value", field, ifaces.value, agent, o, agent=agent.id, obligation=o.id)
+    v = _real(out, 0.0, 1.0)
+    if v is None:
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected a number in [0, 1]",
+            interface="value",
+            field=field,
+            value=out,
+            agent=agent.id,
+            obligation=o.id,
+        )
+    return v
+
+
+def checked_feasible(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> bool:
+    """``feasible(agent, o)``: a bool.
+
+    Raises:
+        InterfaceError: it raised or returned a non-bool.
+    """
+    field = f"feasible({agent.id}, {o.id})"
+    out = _call("feasible", field, ifaces.feasible, agent, o, agent=agent.id, obligation=o.id)
+    if not isinstance(out, bool):
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected a bool",
+            interface="feasible",
+            field=field,
+            value=out,
+            agent=agent.id,
+            obligation=o.id,
+        )
+    return out
+
+
+def checked_progress(ifaces: Interfaces, transition: Transition) -> bool:
+    """``progress(transition)``: a bool.
+
+    Raises:
+        InterfaceError: it raised or returned a non-bool.
+    """
+    pid = transition.proposal.id
+    op = transition.operation.name
+    field = f"progress({pid})"
+    out = _call("progress", field, ifaces.progress, transition, proposal=pid, operation=op)
+    if not isinstance(out, bool):
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected a bool",
+            interface="progress",
+            field=field,
+            value=out,
+            proposal=pid,
+            operation=op,
+        )
+    return out
 
 
 @dataclass(frozen=True, slots=True)

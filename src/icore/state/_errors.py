@@ -6,6 +6,7 @@
     ├── DeclarationPackageError (ValueError) malformed declaration package D (file, path)
     ├── StateInputError (ValueError)         bad direct input: unknown agent/event/obligation...
     ├── ValidatorError                       a validator raised when called directly
+    ├── InterfaceError                       an interface of I_D raised or returned a bad value
     └── LogError                             event log unreadable, wrong schema, closed
 
 Rejections of proposals are *not* errors: :func:`icore.state.audit` returns a typed
@@ -53,3 +54,36 @@ class ValidatorError(StateError):
 
 class LogError(StateError):
     """The event-sourced log cannot be read or written (nothing was half-written)."""
+
+
+class InterfaceError(StateError):
+    """An interface of I_D raised or returned a bad value (a defect of D, design.md 4.1).
+
+    Checked before anything is written: when a change raises it, X and its log are
+    exactly as they were before the call.
+
+    Attributes (also in ``fields``):
+        interface: the interface of I_D, e.g. ``"weight"``, ``"value"``, ``"feasible"``,
+            ``"progress"``.
+        field: what it was asked for, with its arguments, e.g. ``"weight(o7)"`` or
+            ``"value(bob, o7)"``.
+        value: the bad value it returned, or the exception it raised.
+        problem: what is wrong, e.g. ``"returned nan; expected a finite number >= 0"``.
+    """
+
+    code = ErrorCode.DECLARATION
+
+    def __init__(
+        self, problem: str, *, interface: str, field: str, value: Any, **fields: Any
+    ) -> None:
+        super().__init__(
+            f"interfaces.{interface}: {field} {problem}",
+            interface=interface,
+            field=field,
+            value=value,
+            **fields,
+        )
+        self.interface = interface
+        self.field = field
+        self.value = value
+        self.problem = problem

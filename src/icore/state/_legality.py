@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from icore.state._decl import OperationDecl, ValidatorInput
+from icore.state._decl import OperationDecl, Transition, ValidatorInput, checked_progress
 from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, Rejected
 from icore.state._errors import StateInputError
 from icore.state._model import (
@@ -227,6 +227,11 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
 
     Returns:
         A :class:`Verdict`; record it with :meth:`State.apply_verdict`.
+
+    Raises:
+        StateInputError: the proposal's id was already used.
+        InterfaceError: D's ``progress`` interface raised or returned a non-bool on the
+            transition a legal proposal would commit.
 
     Cost: proportional to the proposal (its effects, events, citations, certificates
     and the validators it runs), independent of |X|.
@@ -513,9 +518,7 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
         tuple(p.cites),
     )
     resolved = _resolved_flags(state, assertions)
-    from icore.state._decl import Transition
-
-    progress = bool(decl.interfaces.progress(Transition(op, p, assertions)))
+    progress = checked_progress(decl.interfaces, Transition(op, p, assertions))
     bodies.append(
         Committed(
             pid,

@@ -23,7 +23,7 @@ import pydantic_core
 from icore._clock import Clock
 from icore.state._decl import DeclarationPackage
 from icore.state._entries import BODY_TYPES, LOG_SCHEMA_VERSION, EntryKind, LogEntry
-from icore.state._errors import LogError, StateError
+from icore.state._errors import InterfaceError, LogError, StateError
 from icore.state._state import Log, State
 
 _ADAPTERS: dict[EntryKind, pydantic.TypeAdapter[Any]] = {
@@ -85,6 +85,14 @@ class MemoryLog:
 
     def close(self) -> None:
         """No-op (for symmetry with :class:`SQLiteLog`)."""
+
+
+def _rollback(c: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any, keeping the original error."""
+    try:
+        c.execute("ROLLBACK")
+    except sqlite3.Error:  # none open (SQLite already rolled back), or a broken connection
+        pass
 
 
 def _check_seq(last: int, rows: Sequence[tuple[int, float, str, str]]) -> None:
@@ -166,10 +174,12 @@ class SQLiteLog:
                 last = c.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
                 _check_seq(int(last), rows)
                 c.executemany("INSERT INTO entries VALUES (?, ?, ?, ?)", rows)
+                c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                # also when COMMIT itself failed: SQLite may keep the transaction open,
+                # and a later COMMIT would then write these rows after all
+                _rollback(c)
                 raise
-            c.execute("COMMIT")
         except sqlite3.Error as exc:
             raise LogError(
                 f"append failed and was rolled back: {exc}", path=str(self.path)
@@ -216,12 +226,14 @@ def rebuild(
 
     Raises:
         LogError: malformed or out-of-sequence entries.
+        InterfaceError: an interface of ``decl`` misbehaved while the replayed
+            obligations were evaluated (the log is fine; D is not).
     """
     state = State(decl, clock=clock, keep_entries=keep_entries)
     source = log.entries() if hasattr(log, "entries") else log
     try:
         state._replay(source)
-    except LogError:
+    except (LogError, InterfaceError):
         raise
     except (KeyError, ValueError, StateError) as exc:
         raise LogError(f"log does not replay: {exc}", seq=state.seq + 1) from exc

@@ -5,19 +5,32 @@ entries of one change to the log in one transaction, then applies them to memory
 :meth:`State._apply`, which is also what :func:`~icore.state.rebuild` replays. Applying an
 entry returns the obligations it touched, and only those are re-evaluated for the
 metrics (design.md 4.4 "recompute incrementally").
+
+Fail closed: the interfaces of I_D are D's code and may misbehave. Everything a change
+needs from them (the weight, value and feasibility of each obligation it touches) is
+computed and checked *before* the log write, on previews of those obligations
+(:meth:`State._preview`), and the apply step only uses those checked values. So a bad
+interface raises :class:`~icore.state.InterfaceError` with X and its log unchanged, and
+nothing after the write can fail on an interface.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from icore._clock import Clock, ManualClock
 from icore.memory import Store
 from icore.records import RecordId
-from icore.state._decl import DeclarationPackage, Transition
+from icore.state._decl import (
+    DeclarationPackage,
+    Transition,
+    checked_feasible,
+    checked_value,
+    checked_weight,
+)
 from icore.state._entries import (
     KIND_OF,
     AssertionImported,
@@ -312,6 +325,8 @@ class State:
 
         Raises:
             StateInputError: unknown obligation.
+            InterfaceError: ``feasible`` or ``value`` raised, or returned a non-bool / a
+                value outside [0, 1].
         """
         o = self._obligations.get(obligation_id)
         if o is None:
@@ -324,9 +339,9 @@ class State:
         iface = self.decl.interfaces
         best: float | None = None
         for b in self.decl.agents.values():
-            if b.id == o.assignee or not iface.feasible(b, o):
+            if b.id == o.assignee or not checked_feasible(iface, b, o):
                 continue
-            v = float(iface.value(b, o))
+            v = checked_value(iface, b, o)
             if best is None or v > best:
                 best = v
         if o.assignee is None:
@@ -334,21 +349,35 @@ class State:
         if best is None:
             return 0.0
         a = self.decl.agents.get(o.assignee)
-        va = float(iface.value(a, o)) if a is not None else 0.0
+        va = checked_value(iface, a, o) if a is not None else 0.0
         return best - va
 
     def is_stable(self, obligation_id: str) -> bool:
-        """o is ε-stable iff gain(o) <= ε (icore Def. 9)."""
+        """o is ε-stable iff gain(o) <= ε (icore Def. 9).
+
+        Raises:
+            StateInputError: unknown obligation.
+            InterfaceError: as :meth:`gain`.
+        """
         return self.gain(obligation_id) <= self.decl.parameters.epsilon
 
     # ------------------------------------------------------------------ metrics
     def evaluate(self, o: Obligation) -> ObligationEval:
-        """Evaluate one obligation: W membership, weight, soundness, stability, gain."""
+        """Evaluate one obligation: W membership, weight, soundness, stability, gain.
+
+        Raises:
+            InterfaceError: ``weight`` raised or returned anything but a finite number
+                >= 0, or ``feasible``/``value`` misbehaved (see :meth:`gain`).
+        """
+        return self._evaluate(o, *self._interface_values(o))
+
+    def _interface_values(self, o: Obligation) -> tuple[float, float]:
+        """(weight, gain) of ``o`` from D's interfaces, checked (raises InterfaceError)."""
+        return checked_weight(self.decl.interfaces, o), self._gain(o)
+
+    def _evaluate(self, o: Obligation, w: float, g: float) -> ObligationEval:
+        """Evaluate ``o`` given its checked weight and gain (calls no interface)."""
         in_w = o.required_root or o.status not in CLOSED_STATUSES
-        w = float(self.decl.interfaces.weight(o))
-        if not (math.isfinite(w) and w >= 0):
-            raise StateError("weight interface returned a bad weight", obligation=o.id, weight=w)
-        g = self._gain(o)
         sound = all(self.assertion_sound(a) for a in self._decision_relevant(o))
         wf = fixed(w)
         return ObligationEval(
@@ -360,9 +389,20 @@ class State:
             weighted_gain=wf * fixed(g) if g > 0 else 0,
         )
 
-    def _refresh(self, touched: Iterable[str]) -> None:
+    def _refresh(
+        self, touched: Iterable[str], pre: Mapping[str, tuple[float, float]] | None = None
+    ) -> None:
+        """Re-evaluate ``touched`` obligations and update the sums.
+
+        ``pre`` holds checked (weight, gain) pairs computed before the log write
+        (:meth:`_prepare`); an obligation found there calls no interface here.
+        """
         for oid in touched:
             o = self._obligations.get(oid)
+            # evaluate first: if it raises, the sums are still consistent
+            if o is not None:
+                iv = pre.get(oid) if pre is not None else None
+                new = self._evaluate(o, *iv) if iv is not None else self.evaluate(o)
             old = self._eval.get(oid)
             if old is not None and old.in_w:
                 self._w -= old.weight
@@ -374,7 +414,6 @@ class State:
                 self._gain_w -= old.weighted_gain
             if o is None:
                 continue
-            new = self.evaluate(o)
             self._eval[oid] = new
             if new.in_w:
                 self._w += new.weight
@@ -393,6 +432,9 @@ class State:
                 W_F (cost O(|W_F|)): its members are evaluated with their frozen weights,
                 a settled/superseded member counts as sound iff its closing assertion is
                 sound, and a member no longer in Q counts as unsound and unstable.
+
+        Raises:
+            InterfaceError: with ``over``, an interface misbehaved (see :meth:`evaluate`).
         """
         p = self.decl.parameters
         if over is None:
@@ -416,7 +458,11 @@ class State:
         return make_metrics(w, s, st, g, len(over.obligations), p)
 
     def recompute_metrics(self) -> Metrics:
-        """Full recompute of :meth:`metrics` over W(X), from scratch (O(|Q|))."""
+        """Full recompute of :meth:`metrics` over W(X), from scratch (O(|Q|)).
+
+        Raises:
+            InterfaceError: an interface misbehaved (see :meth:`evaluate`).
+        """
         w = s = st = g = _ZERO
         n = 0
         for o in self._obligations.values():
@@ -441,6 +487,7 @@ class State:
 
         Raises:
             StateInputError: an id is not an obligation.
+            InterfaceError: ``weight`` raised or returned anything but a finite number >= 0.
         """
         ids: list[str] = []
         ws: list[float] = []
@@ -449,24 +496,100 @@ class State:
             if o is None:
                 raise StateInputError("unknown obligation in matched set", obligation=oid)
             ids.append(oid)
-            ws.append(float(self.decl.interfaces.weight(o)))
+            ws.append(checked_weight(self.decl.interfaces, o))
         return MatchedSet(tuple(ids), tuple(ws))
 
     # ------------------------------------------------------------------ recording
     def _record(self, bodies: Sequence[Body]) -> list[LogEntry]:
-        """Append ``bodies`` to the log in one transaction, then apply them."""
+        """Check, append ``bodies`` to the log in one transaction, then apply them.
+
+        Everything that can fail is done before the write: the interface values of every
+        obligation the change touches are computed and checked on previews
+        (:meth:`_prepare`), the log encodes every entry before its transaction. Applying
+        then uses only those checked values, so X and the log cannot disagree.
+
+        Raises:
+            InterfaceError: an interface misbehaved on a touched obligation (nothing
+                written, X unchanged).
+            LogError: the log refused the entries (nothing written, X unchanged).
+        """
         t = float(self.clock.now_ms())
         entries = [
             LogEntry(self._seq + i + 1, t, KIND_OF[type(b)], b) for i, b in enumerate(bodies)
         ]
+        pre = self._prepare(bodies)
         if self.log is not None:
             self.log.append(entries)
         for e in entries:
-            self._apply(e)
+            self._apply(e, pre)
         return entries
 
-    def _apply(self, entry: LogEntry) -> None:
-        """Apply one entry (live or replay) and refresh the touched obligations."""
+    def _prepare(self, bodies: Sequence[Body]) -> dict[str, tuple[float, float]]:
+        """Checked (weight, gain) of every obligation ``bodies`` touch, as it will be once
+        they are applied. Pure: X is unchanged (raises InterfaceError)."""
+        return {oid: self._interface_values(o) for oid, o in self._preview(bodies).items()}
+
+    def _preview(self, bodies: Sequence[Body]) -> dict[str, Obligation]:
+        """Copies of the obligations ``bodies`` touch, as :meth:`_apply` will leave them.
+
+        Mirrors the obligation-level part of :meth:`_apply` (node creation, slot writes,
+        ``repair_pending`` set by revocations and cleared by supersession) on copies, so
+        interfaces see exactly the obligation they will be evaluated on after the write.
+        """
+        obs: dict[str, Obligation] = {}
+        dep: dict[str, set[str]] = {}  # copies of _revoked_dep for the touched obligations
+        revoked: set[str] = set()  # certificates revoked by earlier bodies of this change
+        added: dict[str, Assertion] = {}
+
+        def get(oid: str) -> Obligation:
+            o = obs.get(oid)
+            if o is None:
+                live = self._obligations[oid]
+                o = obs[oid] = replace(live, active=dict(live.active))
+                dep[oid] = set(self._revoked_dep.get(oid, ()))
+            return o
+
+        def assertion(a: Assertion, j: Justification | None) -> None:
+            added[a.id] = a
+            if a.kind == AssertionKind.NODE:
+                obs[a.obligation] = _new_obligation(a)
+                dep[a.obligation] = set()
+            o = get(a.obligation)
+            d = dep[o.id]
+            old = o.active.get((str(a.kind), a.key))
+            if old is not None and d:
+                d.discard(old)
+                if not d:
+                    o.repair_pending = False
+            _set_slot(o, a)
+            if j is not None:
+                for cid in j.certificates:
+                    if cid in self._revoked or cid in revoked:
+                        d.add(a.id)
+                        o.repair_pending = True
+
+        for body in bodies:
+            if isinstance(body, Committed):
+                for a in body.assertions:
+                    assertion(a, body.justification)
+            elif isinstance(body, AssertionImported):
+                assertion(body.assertion, body.justification)
+            elif isinstance(body, Revoked):
+                revoked.update(body.certificates)
+                for aid in body.assertions:
+                    a = added.get(aid) or self._assertions[aid]
+                    get(a.obligation).repair_pending = True
+                    dep[a.obligation].add(aid)
+        return obs
+
+    def _apply(
+        self, entry: LogEntry, pre: Mapping[str, tuple[float, float]] | None = None
+    ) -> None:
+        """Apply one entry (live or replay) and refresh the touched obligations.
+
+        ``pre``: checked interface values from :meth:`_prepare` (live changes); without
+        it (replay) the interfaces are called here.
+        """
         if entry.seq != self._seq + 1:
             raise StateError("log entry out of sequence", expected=self._seq + 1, got=entry.seq)
         body = entry.body
@@ -517,7 +640,7 @@ class State:
             if self._defer is not None:
                 self._defer.update(touched)
             else:
-                self._refresh(touched)
+                self._refresh(touched, pre)
 
     def _replay(self, entries: Iterable[LogEntry]) -> None:
         """Apply many entries, refreshing each touched obligation once at the end."""
@@ -547,15 +670,7 @@ class State:
 
     def _add_assertion(self, a: Assertion, j: Justification | None, touched: set[str]) -> None:
         if a.kind == AssertionKind.NODE:
-            v = a.value
-            o = Obligation(
-                id=a.obligation,
-                kind=str(v["kind"]),
-                weight=float(v.get("weight", 1.0)),
-                parent=v.get("parent"),
-                deps=tuple(v.get("deps", ())),
-                required_root=bool(v.get("required_root", False)),
-            )
+            o = _new_obligation(a)
             self._obligations[o.id] = o
             self._count(o, +1)
         o = self._obligations[a.obligation]
@@ -576,13 +691,7 @@ class State:
                 if not dep:
                     del self._revoked_dep[o.id]
                     o.repair_pending = False
-        o.active[slot] = a.id
-        if a.kind == AssertionKind.STATUS:
-            o.status = _STATUS[a.value]
-        elif a.kind == AssertionKind.ASSIGNEE:
-            o.assignee = a.value
-        elif a.kind == AssertionKind.RESULT:
-            o.result = a.value
+        _set_slot(o, a)
         after = o.effective_status
         if after != before:
             c = self._status_counts
@@ -616,6 +725,13 @@ class State:
         A legal proposal is committed; otherwise the rejection and its hard flag(s) are
         recorded and none of its effects. Proposal, decision and flags are written in
         one log transaction.
+
+        Raises:
+            StateInputError: the proposal's id was already used.
+            InterfaceError: an interface of D misbehaved (``progress`` on the transition,
+                or ``weight``/``value``/``feasible`` on an obligation the verdict touches);
+                nothing is written and X is unchanged.
+            LogError: the log refused the entries; nothing is written, X is unchanged.
         """
         from icore.state._legality import audit
 
@@ -628,6 +744,9 @@ class State:
 
         Raises:
             StateError: the state changed since the verdict was taken (stale verdict).
+            InterfaceError: ``weight``/``value``/``feasible`` misbehaved on an obligation
+                the verdict touches; nothing is written and X is unchanged.
+            LogError: the log refused the entries; nothing is written, X is unchanged.
         """
         if verdict.base_seq != self._seq:
             raise StateError(
@@ -657,25 +776,49 @@ class State:
 
         Returns:
             The flags raised (empty when nothing depended on the old version).
+
+        Raises:
+            StateInputError: ``new_head`` is neither a record id (str) nor None.
+            InterfaceError: an interface misbehaved on a dependent obligation (it would
+                become ``repair_pending``); nothing is written and X is unchanged.
         """
-        stale = sorted(
+        if new_head is not None and not isinstance(new_head, str):
+            raise StateInputError(
+                f"new head must be a record id or None, not {type(new_head).__name__}",
+                key=key,
+                new_head=new_head,
+            )
+        bodies, flags = self._revocation(key, new_head, set(), 0)
+        if bodies:
+            self._record(bodies)
+        return flags
+
+    def _revocation(
+        self, key: str, new_head: RecordId | None, revoked: set[str], n_flags: int
+    ) -> tuple[list[Body], list[HardFlag]]:
+        """The bodies revoking ``key``'s stale certificates (pure; X unchanged).
+
+        ``revoked`` (updated) holds certificates revoked by bodies built earlier in the
+        same change, ``n_flags`` the number of flags those raise, so several keys can be
+        revoked in one transaction.
+        """
+        certs = sorted(
             cid
             for cid in self._certs_by_key.get(key, ())
-            if self.certificate_active(cid)
+            if cid not in revoked
+            and self.certificate_active(cid)
             and any(r.key == key and r.record_id != new_head for r in self._certs[cid].records)
         )
-        if not stale:
-            return []
-        return self._revoke(key, new_head, stale)
-
-    def _revoke(self, key: str, new_head: RecordId | None, certs: list[str]) -> list[HardFlag]:
+        if not certs:
+            return [], []
+        revoked.update(certs)
         aids = sorted({a for cid in certs for a in self._active_by_cert.get(cid, ())}, key=_idkey)
         oids = sorted({self._assertions[a].obligation for a in aids})
         bodies: list[Body] = [Revoked(key, new_head, tuple(certs), tuple(aids), tuple(oids))]
         flags: list[HardFlag] = []
         if aids:
             flag = HardFlag(
-                id=self.next_ids("f", 1)[0],
+                id=f"f{len(self._flags) + n_flags + 1}",
                 kind=FlagKind.REVOCATION,
                 obligations=tuple(oids),
                 assertions=tuple(aids),
@@ -684,18 +827,38 @@ class State:
             )
             flags.append(flag)
             bodies.append(FlagRaised(flag))
-        self._record(bodies)
-        return flags
+        return bodies, flags
 
     def revalidate_certificates(self, head_view: HeadView) -> list[HardFlag]:
         """Check every cited key against ``head_view`` and revoke stale certificates.
 
         A key whose head is None (no head or owner unavailable) revokes its certificates
-        (fail closed). Cost: O(cited keys).
+        (fail closed). Every head is read and checked first; the revocations of all keys
+        (each a ``revocation`` entry, plus its flag) are then one log transaction.
+        Cost: O(cited keys).
+
+        Raises:
+            StateInputError: ``head_view`` returned something that is neither a record id
+                (str) nor None; nothing is written.
+            InterfaceError: an interface misbehaved on a dependent obligation; nothing is
+                written and X is unchanged.
         """
+        heads = {key: head_view(key) for key in sorted(self._certs_by_key)}
+        for key, head in heads.items():
+            if head is not None and not isinstance(head, str):
+                raise StateInputError(
+                    f"head_view returned {type(head).__name__}, not a record id or None",
+                    key=key,
+                )
+        bodies: list[Body] = []
         flags: list[HardFlag] = []
-        for key in sorted(self._certs_by_key):
-            flags.extend(self.on_head_change(key, head_view(key)))
+        revoked: set[str] = set()
+        for key, head in heads.items():
+            b, f = self._revocation(key, head, revoked, len(flags))
+            bodies += b
+            flags += f
+        if bodies:
+            self._record(bodies)
         return flags
 
     # ------------------------------------------------------------------ flags and notes
@@ -827,6 +990,8 @@ class State:
 
         Raises:
             StateInputError: anything named that does not exist, or a malformed effect.
+            InterfaceError: ``weight``/``value``/``feasible`` misbehaved on the obligation
+                as the assertion would leave it; nothing is written and X is unchanged.
         """
         from icore.state._legality import check_effect_value
 
@@ -875,6 +1040,7 @@ class State:
 
         Raises:
             StateError: the state does not keep its entries.
+            InterfaceError: an interface misbehaved while the copy was evaluated.
         """
         if not self.keep_entries and self._seq:
             raise StateError("copy() needs keep_entries=True")
@@ -888,6 +1054,30 @@ class State:
             f"obligations={len(self._obligations)}, assertions={len(self._assertions)}, "
             f"seq={self._seq})"
         )
+
+
+def _new_obligation(a: Assertion) -> Obligation:
+    """The obligation a ``node`` assertion creates."""
+    v = a.value
+    return Obligation(
+        id=a.obligation,
+        kind=str(v["kind"]),
+        weight=float(v.get("weight", 1.0)),
+        parent=v.get("parent"),
+        deps=tuple(v.get("deps", ())),
+        required_root=bool(v.get("required_root", False)),
+    )
+
+
+def _set_slot(o: Obligation, a: Assertion) -> None:
+    """Make ``a`` the active assertion of its slot in ``o`` and update the read fields."""
+    o.active[(str(a.kind), a.key)] = a.id
+    if a.kind == AssertionKind.STATUS:
+        o.status = _STATUS[a.value]
+    elif a.kind == AssertionKind.ASSIGNEE:
+        o.assignee = a.value
+    elif a.kind == AssertionKind.RESULT:
+        o.result = a.value
 
 
 def _idkey(s: str) -> tuple[str, int]:
