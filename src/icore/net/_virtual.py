@@ -384,6 +384,20 @@ class _Core:
 class _Base:
     _core: _Core
 
+    def __init__(self, owners: Mapping[str, Store | OwnerHandler], *,
+                 clock: ManualClock | None = None, path: LinkPair | None = None,
+                 up: Link | None = None, down: Link | None = None,
+                 identity: str = "executor", new_connection_per_rpc: bool = False,
+                 tls: TlsCost | None = DEFAULT_TLS_COST, server_time_ms: float = 0.0,
+                 inline_max_bytes: int = 0, host_cost: HostCost | None = None,
+                 cpu: HostCpu | None = None,
+                 owner_cpus: Mapping[str, HostCpu] | None = None) -> None:
+        self._core = _Core(owners, clock=clock, path=path, up=up, down=down,
+                           identity=identity, new_connection_per_rpc=new_connection_per_rpc,
+                           tls=tls, server_time_ms=server_time_ms,
+                           inline_max_bytes=inline_max_bytes, host_cost=host_cost,
+                           cpu=cpu, owner_cpus=owner_cpus)
+
     @property
     def clock(self) -> ManualClock:
         """The discrete-event clock (ms)."""
@@ -443,20 +457,6 @@ class VirtualTransport(_Base):
         {}
     """
 
-    def __init__(self, owners: Mapping[str, Store | OwnerHandler], *,
-                 clock: ManualClock | None = None, path: LinkPair | None = None,
-                 up: Link | None = None, down: Link | None = None,
-                 identity: str = "executor", new_connection_per_rpc: bool = False,
-                 tls: TlsCost | None = DEFAULT_TLS_COST, server_time_ms: float = 0.0,
-                 inline_max_bytes: int = 0, host_cost: HostCost | None = None,
-                 cpu: HostCpu | None = None,
-                 owner_cpus: Mapping[str, HostCpu] | None = None) -> None:
-        self._core = _Core(owners, clock=clock, path=path, up=up, down=down,
-                           identity=identity, new_connection_per_rpc=new_connection_per_rpc,
-                           tls=tls, server_time_ms=server_time_ms,
-                           inline_max_bytes=inline_max_bytes, host_cost=host_cost,
-                           cpu=cpu, owner_cpus=owner_cpus)
-
     def query_heads(self, owner: str, keys: Sequence[str], *,
                     known: Mapping[str, RecordId] | None = None,
                     timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
@@ -506,20 +506,6 @@ class AsyncVirtualTransport(_Base):
     so that concurrent RPCs overlap in virtual time; on any other loop the calls complete
     immediately and advance the clock like the sync transport.
     """
-
-    def __init__(self, owners: Mapping[str, Store | OwnerHandler], *,
-                 clock: ManualClock | None = None, path: LinkPair | None = None,
-                 up: Link | None = None, down: Link | None = None,
-                 identity: str = "executor", new_connection_per_rpc: bool = False,
-                 tls: TlsCost | None = DEFAULT_TLS_COST, server_time_ms: float = 0.0,
-                 inline_max_bytes: int = 0, host_cost: HostCost | None = None,
-                 cpu: HostCpu | None = None,
-                 owner_cpus: Mapping[str, HostCpu] | None = None) -> None:
-        self._core = _Core(owners, clock=clock, path=path, up=up, down=down,
-                           identity=identity, new_connection_per_rpc=new_connection_per_rpc,
-                           tls=tls, server_time_ms=server_time_ms,
-                           inline_max_bytes=inline_max_bytes, host_cost=host_cost,
-                           cpu=cpu, owner_cpus=owner_cpus)
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,
