@@ -7,7 +7,7 @@ Two published systems joined in one distribution:
 * **iCORE** (icore Sec. 3-4): the state X = (G, Q, Pi) and iCORE-Audit.
 
 Layering (lowest first; each layer may import only layers listed before it, and
-``icore.errors`` / ``icore._clock`` which every layer may use)::
+``icore.errors`` / ``icore._clock`` / ``icore._files`` which every layer may use)::
 
     records   pure   Record, RecordId, canonical codec, lineage traversal, frontier
     memory    I/O    in-memory + SQLite stores, ownership map, head rules, owner access

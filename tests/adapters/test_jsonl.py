@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,27 @@ def test_errors_name_line_and_field(text: str, field: str) -> None:
     with pytest.raises(AdapterError) as info:
         parse_jsonl(text, file="x.jsonl")
     assert (info.value.file, info.value.field) == ("x.jsonl", field)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("loader", [load_jsonl, load_trace])
+def test_fifo_is_refused_without_opening_it(tmp_path: Path,
+                                            loader: Callable[[Path], object]) -> None:
+    """A named pipe would block the read forever: a typed error naming it and its kind."""
+    fifo = tmp_path / "run.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(AdapterError, match=r"is a FIFO \(named pipe\), not a regular file") \
+            as ei:
+        loader(fifo)
+    assert ei.value.file == str(fifo) and str(fifo) in str(ei.value)
+
+
+@pytest.mark.timeout(30)
+def test_character_device_is_refused() -> None:
+    """A device (here /dev/null) is refused by its kind, not read as an empty run."""
+    if not Path("/dev/null").is_char_device():
+        pytest.skip("no /dev/null character device")
+    with pytest.raises(AdapterError, match="is a character device, not a regular file") \
+            as ei:
+        load_jsonl("/dev/null")
+    assert ei.value.file == "/dev/null"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,14 @@ def test_read_prov_errors(tmp_path: Path) -> None:
     with pytest.raises(ExportError) as info:
         read_prov(p)
     assert info.value.file == str(p)
+
+
+@pytest.mark.timeout(30)
+def test_read_prov_refuses_a_fifo(tmp_path: Path) -> None:
+    """A named pipe would block the read forever: a typed error naming it and its kind."""
+    fifo = tmp_path / "run.prov.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ExportError, match=r"is a FIFO \(named pipe\), not a regular file") \
+            as ei:
+        read_prov(fifo)
+    assert ei.value.file == str(fifo)

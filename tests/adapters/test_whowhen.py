@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from icore.adapters import (
     parse_captain_agent,
     parse_magentic_one,
 )
+from icore.adapters._whowhen import read_json
 from icore.errors import ErrorCode, IcoreError
 
 
@@ -179,3 +181,23 @@ class TestTypedErrors:
     def test_top_level_not_object(self, write_json: Callable[..., Path]) -> None:
         """A JSON list is not a run."""
         assert _err(lambda: load_who_and_when(write_json([1, 2], "l.json"))).field == "<root>"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("loader", [load_who_and_when, read_json])
+def test_fifo_is_refused_without_opening_it(tmp_path: Path,
+                                            loader: Callable[[Path], object]) -> None:
+    """A named pipe would block the read forever: a typed error naming it and its kind."""
+    fifo = tmp_path / "1.json"
+    os.mkfifo(fifo)
+    with pytest.raises(AdapterError, match=r"is a FIFO \(named pipe\), not a regular file") \
+            as ei:
+        loader(fifo)
+    assert ei.value.file == str(fifo) and ei.value.field == "<root>"
+    assert str(fifo) in str(ei.value)
+
+
+def test_directory_is_refused_by_kind(tmp_path: Path) -> None:
+    """A folder is named as a directory, not reported as an OS error string."""
+    with pytest.raises(AdapterError, match="is a directory, not a regular file"):
+        load_who_and_when(tmp_path)

@@ -19,6 +19,7 @@ WIDE = {"COLUMNS": "200"}
     (["--jobs", "0"], "--jobs", "or equal to 1"),
     (["--per-mode", "-1"], "--per-mode", "or equal to 0"),
     (["--mode", "nope"], "--mode", "'nope'"),
+    (["--mode", "deadline"], "--mode", "'deadline' given twice"),
 ])
 def test_cli_refuses_bad_values(tmp_path: Path, args: list[str], option: str,
                                 shown: str) -> None:
@@ -38,6 +39,7 @@ def test_cli_refuses_bad_values(tmp_path: Path, args: list[str], option: str,
     ({"modes": []}, "modes"),
     ({"modes": ["deadline", "nope"]}, "modes"),
     ({"modes": "deadline"}, "modes"),
+    ({"modes": ["deadline", "deadline"]}, "modes"),
 ])
 def test_evaluate_refuses_bad_values(tmp_path: Path, change: dict[str, Any],
                                      option: str) -> None:
@@ -60,3 +62,14 @@ def test_run_all_names_the_unknown_mode() -> None:
     assert "deadline" in ei.value.fields["known"]
     with pytest.raises(BadOption, match="per_mode"):
         run_all(["deadline"], 0)
+
+
+def test_run_all_refuses_a_repeated_mode() -> None:
+    """A mode given twice would run (and count) its matched instances twice; the same
+    mode as enum and as string is the same mode."""
+    from icore.workloads._tasks import TaskMode
+
+    with pytest.raises(BadOption, match="'deadline' given twice") as ei:
+        run_all([TaskMode("deadline"), "deadline"], 1)
+    assert ei.value.fields["option"] == "modes"
+    assert ei.value.fields["value"] == "deadline"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,14 @@ class TestTrace:
         assert isinstance(link_by_name("loopback"), Loopback)
         with pytest.raises(ValueError, match="unknown link"):
             link_by_name("sprint")
+
+    @pytest.mark.timeout(30)
+    def test_fifo_trace_is_refused_unopened(self, tmp_path: Path) -> None:
+        """A FIFO given as a trace file is refused without blocking on open."""
+        fifo = tmp_path / "trace.up"
+        os.mkfifo(fifo)
+        with pytest.raises(ValueError, match="FIFO"):
+            TraceLink.from_file(fifo)
 
     def test_invalid_trace(self, tmp_path: Path) -> None:
         """Decreasing or empty traces are refused."""

@@ -335,3 +335,41 @@ def test_cli_refuses_a_fifo_manifest(tmp_path: Path, args: list[str]) -> None:
     assert res.exit_code == 2, res.output
     assert "error:" in res.output and str(fifo) in res.output and "FIFO" in res.output
     assert not (tmp_path / "certs").exists()
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "100000"])
+def test_cli_serve_port_out_of_range_is_a_usage_error(tmp_path: Path, port: str) -> None:
+    """``--port`` is a TCP port, 0..65535 (0 = ephemeral): anything else exits 2 naming
+    the option, before the store is opened or a socket bound."""
+    manifest = _write_team(tmp_path, 1)
+    res = CliRunner().invoke(app, ["serve", str(manifest), "--agent", "a0", "--port", port],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "'--port'" in res.output and "or equal to" in res.output
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("port", ["0", "65535"])
+def test_cli_serve_port_bounds_are_accepted(tmp_path: Path, port: str) -> None:
+    """0 (ephemeral) and 65535 pass the option check: the command goes on to look up
+    the agent (unknown here: exit 1 naming it, not a usage error about --port)."""
+    manifest = _write_team(tmp_path, 1)
+    res = CliRunner().invoke(app, ["serve", str(manifest), "--agent", "nosuch", "--port",
+                                   port], env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    assert "nosuch" in res.output and "--port" not in res.output
+
+
+@pytest.mark.timeout(30)
+def test_cli_certs_with_a_fifo_ca_key_is_refused(tmp_path: Path) -> None:
+    """An existing CA whose key is a named pipe would block the load: a usage error
+    naming it, nothing certified."""
+    certs = tmp_path / "certs"
+    init_team_certs(certs, ["a"])
+    (certs / "ca.key").unlink()
+    os.mkfifo(certs / "ca.key")
+    res = CliRunner().invoke(app, ["certs", "init", "--dir", str(certs), "--agent", "b"],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert str(certs / "ca.key") in res.output and "FIFO" in res.output
+    assert not (certs / "b.crt").exists()

@@ -94,8 +94,9 @@ def test_cli_help_lists_the_options() -> None:
 def test_cli_bad_options_are_clean_errors(args: list[str], where: str,
                                           tmp_path: Path) -> None:
     """Wrong option values give a usage error naming the option, never a traceback."""
+    # a wide terminal: rich folds a long temporary path inside its error box otherwise
     res = CliRunner().invoke(app, ["run", *args, "--out", str(tmp_path)],
-                             terminal_width=200)
+                             terminal_width=500, env={"COLUMNS": "500"})
     assert res.exit_code == 2, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert where in res.output and "Traceback" not in res.output
@@ -107,7 +108,7 @@ def test_cli_malformed_manifest_is_a_clean_error(text: str, tmp_path: Path) -> N
     m = tmp_path / "bad.yaml"
     m.write_text(text, encoding="utf-8")
     res = CliRunner().invoke(app, ["run", str(m), "--out", str(tmp_path / "out")],
-                             terminal_width=200)
+                             terminal_width=500, env={"COLUMNS": "500"})
     assert res.exit_code == 2, res.output
     assert isinstance(res.exception, SystemExit)
     assert "bad.yaml" in res.output and not (tmp_path / "out").exists()

@@ -124,3 +124,62 @@ def test_cli_refuses_a_fifo_manifest(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "error:" in res.output and str(fifo) in res.output and "FIFO" in res.output
     assert not out.exists()
+
+
+@pytest.mark.timeout(30)
+def test_load_manifest_refuses_a_fifo(tmp_path: Path) -> None:
+    """The library loader refuses a named pipe by kind instead of blocking on it."""
+    fifo = tmp_path / "run.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ManifestError, match=r"is a FIFO \(named pipe\), not a regular file") \
+            as ei:
+        load_manifest(fifo)
+    assert ei.value.fields["file"] == str(fifo) and str(fifo) in str(ei.value)
+
+
+@pytest.mark.timeout(30)
+def test_team_manifest_load_refuses_a_fifo(tmp_path: Path) -> None:
+    """``TeamManifest.load`` refuses a named pipe by kind instead of blocking on it."""
+    from icore.net import ManifestError as TeamManifestError
+
+    fifo = tmp_path / "team.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(TeamManifestError,
+                       match=r"is a FIFO \(named pipe\), not a regular file") as ei:
+        TeamManifest.load(fifo)
+    assert ei.value.fields["path"] == str(fifo) and str(fifo) in str(ei.value)
+
+
+@pytest.mark.parametrize(("args", "option", "shown"), [
+    (["--concurrency", "0"], "--concurrency", "greater than or equal to 1"),
+    (["--concurrency", "-3"], "--concurrency", "greater than or equal to 1"),
+    (["--concurrency", "65"], "--concurrency", "less than or equal to 64"),
+    (["--repeat", "0"], "--repeat", "greater than or equal to 1"),
+    (["--repeat", "-1"], "--repeat", "greater than or equal to 1"),
+    (["--llm-timeout-s", "0"], "--llm-timeout-s", "got 0.0"),
+    (["--llm-timeout-s", "-2.5"], "--llm-timeout-s", "got -2.5"),
+    (["--llm-timeout-s", "nan"], "--llm-timeout-s", "got nan"),
+    (["--llm-timeout-s", "inf"], "--llm-timeout-s", "got inf"),
+    (["--llm-timeout-s", "601"], "--llm-timeout-s", "less than or equal to 600"),
+    (["--matched", "--concurrency", "0"], "--concurrency", "greater than or equal to 1"),
+])
+def test_cli_run_refuses_bad_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    args: list[str], option: str, shown: str) -> None:
+    """0, negative, NaN or infinite counts and timeouts are usage errors (exit 2) naming
+    the option, never silently replaced by the manifest's value; no run starts."""
+    from typer.testing import CliRunner
+
+    import icore.cli._run as run_cmd
+    from icore.cli import app
+
+    def started(*_a: object, **_k: object) -> None:
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(run_cmd, "run_live", started)
+    monkeypatch.setattr(run_cmd, "run_matched", started)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["run", "--out", str(out), *args], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert f"Invalid value for {option}" in res.output.replace("'", ""), res.output
+    assert shown in res.output
+    assert not out.exists()

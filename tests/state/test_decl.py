@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,15 @@ def test_fingerprint_covers_declarative_content():
         declaration_from_dict(d).fingerprint() for d in (changed_op, changed_param, changed_cap)
     }
     assert len(prints) == 3 and base.fingerprint() not in prints
+
+
+@pytest.mark.timeout(30)
+def test_load_declaration_refuses_a_fifo(tmp_path: Path) -> None:
+    """A named pipe would block the read forever: a typed error naming it and its kind."""
+    fifo = tmp_path / "team.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(DeclarationPackageError,
+                       match=r"is a FIFO \(named pipe\), not a regular file") as ei:
+        load_declaration(fifo)
+    assert ei.value.file == str(fifo) and ei.value.path == "<root>"
+    assert str(fifo) in str(ei.value)

@@ -31,6 +31,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from icore._files import not_a_regular_file
 from icore.adapters._errors import AdapterError
 from icore.adapters._trace import (
     AgentNames,
@@ -51,10 +52,14 @@ def load_jsonl(path: str | Path) -> Trace:
     """Import a run in the generic JSONL format (see the module docstring).
 
     Raises:
-        AdapterError: unreadable file, a malformed line, a missing or invalid field
-            (the error names the file and ``line <n>.<field>``).
+        AdapterError: unreadable file, or not a regular file (a FIFO, a device, a
+            folder: refused by kind without opening it, field ``<root>``); a malformed
+            line, a missing or invalid field (the error names the file and
+            ``line <n>.<field>``).
     """
     p = Path(path)
+    if (problem := not_a_regular_file(p)) is not None:
+        raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

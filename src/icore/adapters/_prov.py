@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
+from icore._files import not_a_regular_file
 from icore.adapters._errors import ExportError
 from icore.state import State
 
@@ -185,10 +186,13 @@ def read_prov(path: str | Path) -> ProvDocument:
     """Read a PROV-JSON document.
 
     Raises:
-        ExportError: unreadable or not PROV-JSON.
+        ExportError: not a regular file (a FIFO, a device, a folder: refused by kind
+            without opening it), unreadable, or not PROV-JSON.
     """
     pm = _prov()
     p = Path(path)
+    if (problem := not_a_regular_file(p)) is not None:
+        raise ExportError(f"{problem}; refusing to read it", file=str(p), field="<root>")
     try:
         text = p.read_text(encoding="utf-8")
         return cast("ProvDocument", pm.ProvDocument.deserialize(content=text, format="json"))

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from icore._files import not_a_regular_file
 from icore.adapters._errors import AdapterError
 from icore.adapters._trace import (
     AgentNames,
@@ -48,9 +49,20 @@ _NEXT = re.compile(r"^Next speaker\s+(?P<who>\S+)")
 
 
 def read_json(path: str | Path) -> tuple[Any, str]:
-    """Read a JSON document; a truncated or unparsable file is an :class:`AdapterError`."""
+    """Read a JSON document.
+
+    Returns:
+        The parsed document and the file name used in error messages.
+
+    Raises:
+        AdapterError: the path is not a regular file (a FIFO, a device, a folder: refused
+            by kind without opening it), or the file is unreadable, not UTF-8, truncated
+            or not JSON (field ``<root>``).
+    """
     p = Path(path)
     file = str(p)
+    if (problem := not_a_regular_file(p)) is not None:
+        raise AdapterError(f"{problem}; refusing to read it", file=file, field="<root>")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -85,7 +97,9 @@ def load_who_and_when(path: str | Path, *, family: str | None = None) -> Trace:
     """Import one Who&When file (family detected from its fields unless given).
 
     Raises:
-        AdapterError: unreadable, truncated or malformed file (names file and field).
+        AdapterError: not a regular file (a FIFO, a device, a folder: refused without
+            opening it), or an unreadable, truncated or malformed file (names file and
+            field).
     """
     data, file = read_json(path)
     return parse_who_and_when_data(data, file=file, family=family)

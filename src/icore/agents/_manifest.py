@@ -36,6 +36,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from icore._files import not_a_regular_file
 from icore.agents._workflow import FAMILY_SPECS, ROLES
 from icore.errors import IcoreError
 from icore.fence import Policy
@@ -261,9 +262,14 @@ def load_manifest(path: str | os.PathLike[str]) -> RunManifest:
     """Load a YAML (or JSON) run manifest.
 
     Raises:
-        ManifestError: unreadable file, bad YAML or an invalid manifest.
+        ManifestError: not a regular file (a FIFO, a device, a folder: refused by kind
+            without opening it), an unreadable file, bad YAML or an invalid manifest
+            (``fields['file']`` names the file).
     """
     p = Path(path)
+    if (problem := not_a_regular_file(p)) is not None:
+        raise ManifestError(f"run manifest {p} {problem}; refusing to read it",
+                            file=str(p), path="<root>")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

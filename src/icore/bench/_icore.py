@@ -212,7 +212,8 @@ def _check_run(modes: Sequence[TaskMode | str], per_mode: int, jobs: int) -> lis
     """Validate the arguments of :func:`run_all` / :func:`evaluate`; the mode names.
 
     Raises:
-        BadOption: no mode, an unknown mode, ``per_mode`` or ``jobs`` below 1.
+        BadOption: no mode, an unknown mode, a mode given twice (its matched instances
+            would run and count twice), ``per_mode`` or ``jobs`` below 1.
     """
     if isinstance(modes, str) or not modes:
         raise BadOption("modes must name at least one task mode (a list of "
@@ -221,11 +222,15 @@ def _check_run(modes: Sequence[TaskMode | str], per_mode: int, jobs: int) -> lis
     names: list[str] = []
     for m in modes:
         try:
-            names.append(str(TaskMode(m)))
+            name = str(TaskMode(m))
         except ValueError:
             raise BadOption(f"modes: unknown task mode {m!r}; use one of "
                             f"{', '.join(TASK_MODES)}", option="modes", value=m,
                             known=[str(t) for t in TASK_MODES]) from None
+        if name in names:
+            raise BadOption(f"modes: task mode {name!r} given twice; give each mode once",
+                            option="modes", value=name)
+        names.append(name)
     check_count("per_mode", per_mode)
     check_count("jobs", jobs)
     return names
@@ -243,8 +248,8 @@ def run_all(
     """Run every matched instance, in ``jobs`` processes (order-independent results).
 
     Raises:
-        BadOption: ``modes`` is empty or names an unknown task mode, or ``per_mode`` or
-            ``jobs`` is not an integer >= 1.
+        BadOption: ``modes`` is empty, names an unknown task mode or a mode twice, or
+            ``per_mode`` or ``jobs`` is not an integer >= 1.
     """
     names = _check_run(modes, per_mode, jobs)
     tasks = [(m, seed0 + s) for m in names for s in range(per_mode)]
@@ -296,7 +301,7 @@ def evaluate(
     Args:
         preset: ``quick`` or ``full`` (see :data:`PRESETS`).
         per_mode: instances per task mode (default: the preset's).
-        modes: the task modes to run (at least one).
+        modes: the task modes to run (at least one, each at most once).
         seed0: first instance seed.
         jobs: worker processes.
         out: output folder (default ``results/icore/<preset>``).
@@ -308,8 +313,9 @@ def evaluate(
 
     Raises:
         UnknownPreset: no such preset.
-        BadOption: ``modes`` is empty or names an unknown task mode, or ``per_mode`` or
-            ``jobs`` is not an integer >= 1 (checked before any instance runs).
+        BadOption: ``modes`` is empty, names an unknown task mode or a mode twice, or
+            ``per_mode`` or ``jobs`` is not an integer >= 1 (checked before any instance
+            runs).
     """
     from icore.bench._icore_report import paired_json, write_all
     from icore.bench._icore_stats import comparisons, costs, prop4_check, representation_table

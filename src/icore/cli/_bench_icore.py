@@ -10,7 +10,7 @@ from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from icore.agents import LLMSettings
-from icore.bench._errors import UnknownPreset
+from icore.bench._errors import BadOption, UnknownPreset
 from icore.bench._icore import PRESETS, default_jobs, evaluate
 from icore.cli._inputs import bad_options
 from icore.workloads._tasks import TASK_MODES, TaskMode
@@ -21,7 +21,7 @@ def bench_icore(
     per_mode: int = typer.Option(0, min=0,
                                  help="Instances per task mode (0: the preset's)."),
     mode: list[TaskMode] = typer.Option(
-        [], "--mode", help="Task mode(s) to run (default: all six)."
+        [], "--mode", help="Task mode(s) to run, each once (default: all six)."
     ),
     seed0: int = typer.Option(0, help="First instance seed."),
     jobs: int = typer.Option(default_jobs(), min=1, help="Worker processes."),
@@ -38,6 +38,12 @@ def bench_icore(
     G/Q/X representation ablation; Prop. 4 check; CSV, JSON, PNG and markdown outputs."""
     console = Console(width=140)
     modes = [str(m) for m in mode or TASK_MODES]
+    with bad_options():
+        # a repeated mode would run (and count) its matched instances twice
+        for i, m in enumerate(modes):
+            if m in modes[:i]:
+                raise BadOption(f"option '--mode': task mode {m!r} given twice; give each "
+                                "mode once", option="--mode", value=m)
     try:
         p = PRESETS[preset]
     except KeyError:

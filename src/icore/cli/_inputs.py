@@ -6,23 +6,14 @@ Not a command module (it has no ``register``): the command modules import it.
 from __future__ import annotations
 
 import math
-import os
-import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
+from icore._files import not_a_regular_file
 from icore.bench import BadOption
-
-_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 def positive_seconds(value: float) -> float:
@@ -37,6 +28,16 @@ def positive_seconds(value: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise typer.BadParameter(f"must be a finite number of seconds > 0, got {value}")
     return value
+
+
+def positive_seconds_or_none(value: float | None) -> float | None:
+    """Typer callback for an optional duration: None (not given) passes, anything else
+    must pass :func:`positive_seconds`.
+
+    Raises:
+        typer.BadParameter: NaN, infinite or ``<= 0`` (typer exits 2 naming the option).
+    """
+    return None if value is None else positive_seconds(value)
 
 
 @contextmanager
@@ -66,17 +67,12 @@ def refuse_special_file(path: Path, *, what: str, dir_ok: bool = False) -> None:
     Raises:
         typer.Exit: code 2, after the message is printed on stderr.
     """
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
+    problem = not_a_regular_file(path, dir_ok=dir_ok)
+    if problem is None:
         return
-    if stat.S_ISREG(mode) or (dir_ok and stat.S_ISDIR(mode)):
-        return
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-    wanted = "a regular file or a directory" if dir_ok else "a regular file"
-    typer.echo(f"error: {what} {path} is {kind}, not {wanted}; refusing to read it",
-               err=True)
+    typer.echo(f"error: {what} {path} {problem}; refusing to read it", err=True)
     raise typer.Exit(2)
 
 
-__all__ = ["bad_options", "positive_seconds", "refuse_special_file"]
+__all__ = ["bad_options", "positive_seconds", "positive_seconds_or_none",
+           "refuse_special_file"]

@@ -24,7 +24,7 @@ from icore.agents import (
     run_matched,
 )
 from icore.agents._matched import TABLE_HEADER
-from icore.cli._inputs import refuse_special_file
+from icore.cli._inputs import positive_seconds_or_none, refuse_special_file
 
 _EXCERPT = 160
 
@@ -70,6 +70,12 @@ def write_icore_report(res: RunResult, out_dir: Path | None = None) -> Path | No
     return render_report(view, out)
 
 _POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")
+# the manifest field a command-line override lands in -> the option, so a value the
+# manifest refuses (e.g. --concurrency above its maximum) is reported against the option
+_OPTION_OF_FIELD = {"concurrency": "--concurrency", "repeat": "--repeat",
+                    "seeds": "--seeds", "policy": "--policy", "backend": "--backend",
+                    "backend.kind": "--backend", "backend.base_url": "--llm-base-url",
+                    "backend.model": "--llm-model", "backend.timeout_s": "--llm-timeout-s"}
 
 
 def _manifest(path: Path | None, family: str, *, policy: str | None, backend: str | None,
@@ -85,7 +91,7 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         if policy not in _POLICIES:
             raise typer.BadParameter(f"use one of {', '.join(_POLICIES)}", param_hint="--policy")
         changes["policy"] = policy
-    if backend or base_url or model or timeout_s:
+    if backend or base_url or model or timeout_s is not None:
         b = m.backend.model_dump()
         if backend:
             b["kind"] = backend
@@ -93,7 +99,7 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
             b["base_url"] = base_url
         if model:
             b["model"] = model
-        if timeout_s:
+        if timeout_s is not None:
             b["timeout_s"] = timeout_s
         changes["backend"] = b
     if seeds:
@@ -102,14 +108,17 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         except ValueError as exc:
             raise typer.BadParameter("use comma-separated integers, e.g. 1,2,3",
                                      param_hint="--seeds") from exc
-    if concurrency:
+    # `is not None`, not truthiness: an explicit 0 must reach the validation, not vanish
+    if concurrency is not None:
         changes["concurrency"] = concurrency
-    if repeat:
+    if repeat is not None:
         changes["repeat"] = repeat
     try:
         return m.with_(**changes) if changes else m
     except ManifestError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        field = str(exc.fields.get("path", ""))
+        hint = _OPTION_OF_FIELD.get(field) or _OPTION_OF_FIELD.get(field.split(".")[0])
+        raise typer.BadParameter(str(exc), param_hint=hint) from exc
 
 
 def _print_run(console: Console, res: RunResult) -> None:
@@ -153,21 +162,29 @@ def run(
         help="Workflow family of the embedded manifest: reservation, fulfillment, "
              "deployment.")] = "reservation",
     seeds: Annotated[str | None, typer.Option(help="Comma-separated template seeds.")] = None,
-    repeat: Annotated[int | None, typer.Option(help="Copies of each workflow.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Workflows at once.")] = None,
+    repeat: Annotated[int | None, typer.Option(
+        min=1, help="Copies of each workflow (>= 1).")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        min=1, help="Workflows at once (>= 1).")] = None,
     backend: Annotated[str | None, typer.Option(help="scripted or llm.")] = None,
     llm_base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible base URL (else ICORE_LLM_BASE_URL).")] = None,
     llm_model: Annotated[str | None, typer.Option(
         help="Model name (else ICORE_LLM_MODEL).")] = None,
     llm_timeout_s: Annotated[float | None, typer.Option(
-        help="Per-request timeout, seconds.")] = None,
+        callback=positive_seconds_or_none,
+        help="Per-request timeout, seconds (finite, > 0).")] = None,
     matched: Annotated[bool, typer.Option(
         "--matched", help="Run the matched study (App. A.5): 3 families x 10 seeds x "
                           "{owner-head freshness, centralized lineage, PlanFence}.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Run a live multi-agent team (one process per agent, mutual-TLS owner services)."""
+    """Run a live multi-agent team (one process per agent, mutual-TLS owner services).
+
+    A manifest that is not a regular file, and a --concurrency, --repeat or
+    --llm-timeout-s the run manifest refuses (0, negative, NaN, infinite, over its
+    maximum), are usage errors: exit 2 naming the input, before any agent starts.
+    """
     console = Console(width=160)
     if manifest is not None:
         refuse_special_file(manifest, what="run manifest")
@@ -177,7 +194,8 @@ def run(
                   model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
                   concurrency=concurrency, repeat=repeat)
     if matched:
-        res = run_matched(out, manifest=m, concurrency=concurrency or 10)
+        res = run_matched(out, manifest=m,
+                          concurrency=10 if concurrency is None else concurrency)
         if as_json:
             console.print_json(json.dumps(res.to_json()))
             return

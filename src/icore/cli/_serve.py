@@ -25,7 +25,8 @@ def serve(
         "--all", help="Launch one process per agent on 127.0.0.1 and supervise them.")
     ] = False,
     port: Annotated[int | None, typer.Option(
-        help="Override the agent's port (0 = ephemeral).")] = None,
+        min=0, max=65535, help="Override the agent's port, 0..65535 (0 = ephemeral).")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level (stderr).")] = "INFO",
 ) -> None:
     """Serve an agent's durable store over mutual TLS, or launch the whole team.

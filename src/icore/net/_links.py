@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from icore._data import shared_data_dir
+from icore._files import not_a_regular_file
 from icore.errors import IcoreError
 
 PACKET_BYTES = 1500
@@ -174,6 +175,9 @@ class FixedLink:
 
 
 def _read_trace(path: Path) -> tuple[int, ...]:
+    problem = not_a_regular_file(path)
+    if problem is not None:
+        raise ValueError(f"{path}: trace file {problem}")
     data = path.read_bytes()
     try:
         out = tuple(map(int, data.split()))
@@ -244,7 +248,8 @@ class TraceLink:
 
         Raises:
             FileNotFoundError: no such file.
-            ValueError: a line is not a non-negative, non-decreasing integer.
+            ValueError: not a regular file (a FIFO or device is refused without being
+                opened), or a line is not a non-negative, non-decreasing integer.
         """
         p = Path(path)
         key = str(p.resolve())

@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from icore._files import not_a_regular_file
 from icore.memory import OwnershipMap
 from icore.net._errors import TransportError
 from icore.net._pki import AGENT_ID_RE
@@ -110,9 +111,14 @@ class TeamManifest(BaseModel):
         """Read and validate a manifest; resolve its paths against its folder.
 
         Raises:
-            ManifestError: unreadable, not YAML, or invalid (with pydantic's locations).
+            ManifestError: not a regular file (a FIFO, a device, a folder: refused by
+                kind without opening it), unreadable, not YAML, or invalid (with
+                pydantic's locations); ``fields['path']`` names the file.
         """
         p = Path(path)
+        if (problem := not_a_regular_file(p)) is not None:
+            raise ManifestError(f"team manifest {p} {problem}; refusing to read it",
+                                path=str(p))
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

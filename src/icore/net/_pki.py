@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from icore._files import not_a_regular_file
 from icore.net._errors import AuthenticationError
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -135,7 +136,9 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
         The certs folder.
 
     Raises:
-        ValueError: an invalid agent id, or an existing CA that does not load.
+        ValueError: an invalid agent id, or an existing CA that does not load (including
+            a ``ca.key``/``ca.crt`` that is not a regular file, such as a FIFO: refused
+            by kind without opening it).
     """
     for a in agents:
         check_agent_id(a)
@@ -144,6 +147,10 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
     ca_crt, ca_keyp = out / "ca.crt", out / "ca.key"
     if ca_crt.exists() and ca_keyp.exists() and not overwrite:
         try:
+            for p in (ca_keyp, ca_crt):
+                # a FIFO would block the read forever: refuse it by kind, unopened
+                if (problem := not_a_regular_file(p)) is not None:
+                    raise ValueError(f"{p} {problem}")
             ca_key = _load_key(ca_keyp)
             ca_cert = x509.load_pem_x509_certificate(ca_crt.read_bytes())
         except ValueError as exc:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import pydantic
 import yaml
 
+from icore._files import not_a_regular_file
 from icore.state._errors import DeclarationPackageError, InterfaceError, ValidatorError
 from icore.state._model import (
     JSON,
@@ -980,11 +981,16 @@ def load_declaration(path: str | Path) -> DeclarationPackage:
     """Load D from a ``.yaml``/``.yml`` or ``.json`` file (design.md 4.1).
 
     Raises:
-        DeclarationPackageError: the file is missing, unparsable, or invalid (the error
-            names the file, the path inside it and the problem).
+        DeclarationPackageError: the path is not a regular file (a FIFO, a device, a
+            folder: refused by kind without opening it), or the file is missing,
+            unparsable, or invalid (the error names the file, the path inside it and the
+            problem).
     """
     p = Path(path)
     file = str(p)
+    if (problem := not_a_regular_file(p)) is not None:
+        raise DeclarationPackageError(f"{problem}; refusing to read it", file=file,
+                                      path="<root>")
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

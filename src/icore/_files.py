@@ -1,0 +1,52 @@
+"""Refuse special files by kind before a loader opens them.
+
+Opening a FIFO (named pipe) blocks until a writer appears, and reading a character device
+such as ``/dev/zero`` never ends, so every loader of a user-supplied path ``stat``-s it
+first and refuses anything that is not a regular file (or, where a folder is accepted, a
+directory), without opening it. The loaders wrap the answer in their own typed error.
+
+Pure stdlib (``os``, ``stat``) and no icore import: every layer may use this module.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_a_regular_file(path: str | os.PathLike[str], *, dir_ok: bool = False) -> str | None:
+    """Say why ``path`` must not be read, or return None when it may be.
+
+    The path is only ``stat``-ed (following symlinks), never opened. A path that cannot be
+    ``stat``-ed (missing, no permission) returns None: the loader's own read reports it.
+
+    Args:
+        path: the user-supplied path.
+        dir_ok: a directory is acceptable too.
+
+    Returns:
+        None for a regular file (or, with ``dir_ok``, a directory) or a path that cannot
+        be ``stat``-ed; otherwise the problem, without the path, e.g.
+        ``"is a FIFO (named pipe), not a regular file"``.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or (dir_ok and stat.S_ISDIR(mode)):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    wanted = "a regular file or a directory" if dir_ok else "a regular file"
+    return f"is {kind}, not {wanted}"
+
+
+__all__ = ["not_a_regular_file"]
