@@ -125,18 +125,26 @@ def _fig5(aggs: Aggs, out: Path) -> str | None:
     for a in rows:
         net = f"{a.facets['link']}@{float(a.facets.get('offset_s', 0)):g}s"
         series[(a.policy, net)].append((int(a.facets["keys"]), a))
+    # colour = policy, line style and marker = network, so each pair reads at a glance
+    colours = {"planfence": "#16a085", "batched_all_key": "#2e7fbf",
+               "per_key_all_key": "#8e44ad"}
+    nets = sorted({net for _, net in series}, key=lambda n: (not n.startswith("loop"), n))
+    looks = dict(zip(nets, [("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ("-", "v")],
+                     strict=False))
     for (pol, net), pts in sorted(series.items()):
         pts.sort(key=lambda x: x[0])
-        style = "-" if pol == "planfence" else "--" if pol == "batched_all_key" else ":"
-        ax1.plot([k for k, _ in pts], [a.stall_ms for _, a in pts], style, marker="o",
-                 label=f"{pol} {net}")
-        ax2.plot([k for k, _ in pts], [a.kib for _, a in pts], style, marker="o",
-                 label=f"{pol} {net}")
-    for ax, yl in ((ax1, "stall ms/action"), (ax2, "traffic KiB/action")):
+        ls, mk = looks.get(net, ("-", "o"))
+        kw = {"color": colours.get(pol, "#7f8c8d"), "linestyle": ls, "marker": mk,
+              "label": f"{pol.replace('_', ' ')}, {net}"}
+        ax1.plot([k for k, _ in pts], [a.stall_ms for _, a in pts], **kw)
+        ax2.plot([k for k, _ in pts], [a.kib for _, a in pts], **kw)
+    for ax, yl in ((ax1, "stall ms/action (log)"), (ax2, "traffic KiB/action (log)")):
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
         ax.set_xlabel("shared keys |X|")
         ax.set_ylabel(yl)
-    ax2.legend(fontsize=6)
+        ax.grid(alpha=0.3, which="both")
+    ax2.legend(fontsize=7, loc="upper left", ncol=1)
     fig.suptitle("Fig. 5: dependency scope vs all-key validation")
     fig.tight_layout()
     path = out / "fig5.png"
