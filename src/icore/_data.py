@@ -19,12 +19,16 @@ def shared_data_dir() -> Path:
     directory and to the source checkout.
 
     Raises:
-        IcoreError: no such folder exists (the message says where it looked).
+        IcoreError: ``$ICORE_SHARED_DATA`` is set but not a folder, or no folder exists
+            (the message says where it looked).
     """
     candidates: list[Path] = []
     env = os.environ.get("ICORE_SHARED_DATA")
     if env:
-        candidates.append(Path(env))
+        # an explicit setting is never silently replaced by a guess
+        if not Path(env).is_dir():
+            raise IcoreError(f"ICORE_SHARED_DATA={env} is not a folder", path=env)
+        return Path(env)
     candidates.append(Path.cwd().parent / "shared" / "data")
     candidates.append(Path.cwd() / "shared" / "data")
     here = Path(__file__).resolve()

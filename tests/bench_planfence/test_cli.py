@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,92 @@ def test_infinite_base_delay_is_refused(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "base_delay_ms" in res.output and "got inf" in res.output
     assert not out.exists()
+
+
+def test_corrupt_trace_is_a_clean_error_before_any_work(tmp_path: Path,
+                                                        shared_data: Path) -> None:
+    """A malformed trace file is named in an ``error:`` line (exit 2, no traceback,
+    no results folder), found before any episode runs."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for f in (shared_data / "traces").glob("*LTE-driving*"):
+        (traces / f.name).write_bytes(f.read_bytes())
+    (traces / "ATT-LTE-driving.up").write_text("hello\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--link", "att", "--out",
+                                   str(out), "--jobs", "1"],
+                             env={"ICORE_TRACES": str(traces), "COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert "ATT-LTE-driving.up" in res.output and "not an integer trace" in res.output
+    assert "Traceback" not in res.output and not out.exists()
+
+
+def test_bad_out_is_refused_before_any_work(tmp_path: Path) -> None:
+    """``--out`` naming a file, or a non-empty folder that holds no replay results, is
+    refused up front (exit 2) and left untouched."""
+    a_file = tmp_path / "afile"
+    a_file.write_text("keep me")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me too")
+    for out in (a_file, other, a_file / "sub"):
+        res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--out", str(out)],
+                                 env={"COLUMNS": "300"})
+        assert res.exit_code == 2, (out, res.output)
+        assert "error" in res.output
+        assert not re.search(r"\b[1-9]\d*/\d+\b", res.output)  # no job ran
+    assert a_file.read_text() == "keep me"
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def test_rerun_moves_earlier_results_aside(tmp_path: Path) -> None:
+    """A second run into the same folder keeps the first as ``<out>.1``: files of two
+    runs are never mixed."""
+    out = tmp_path / "res"
+    r = CliRunner()
+    for seed in ("1", "2"):
+        res = r.invoke(app, ["bench", "planfence", "tiny", "--out", str(out), "--jobs",
+                             "1", "--no-plots", "--seed", seed])
+        assert res.exit_code == 0, res.output
+    assert json.loads((out / "summary.json").read_text())["seed"] == 2
+    assert json.loads((tmp_path / "res.1" / "summary.json").read_text())["seed"] == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def test_failed_write_leaves_no_folder(tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that fails while writing its files leaves neither a half-written results
+    folder nor its staging folder; earlier results stay where they were."""
+    from icore.bench import OutputUnavailable, run_planfence
+    from icore.bench import _planfence_report as report
+
+    out = tmp_path / "res"
+    run_planfence("tiny", out, jobs=1, plots=False, seed=1)
+
+    def disk_full(*_a: object, **_k: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "render_markdown", disk_full)
+    with pytest.raises(OutputUnavailable, match="No space left"):
+        run_planfence("tiny", out, jobs=1, plots=False, seed=2)
+    assert json.loads((out / "summary.json").read_text())["seed"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+
+
+def test_trace_without_capacity_names_the_episode(tmp_path: Path,
+                                                  shared_data: Path) -> None:
+    """A trace whose uplink never delivers makes a proactive policy's synchronous step
+    give up: the error names policy, template and network (exit 2, no results)."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for f in (shared_data / "traces").glob("*LTE-driving*"):
+        (traces / f.name).write_bytes(f.read_bytes())
+    (traces / "ATT-LTE-driving.up").write_text("1\n100000000000\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--link", "att", "--out",
+                                   str(out), "--jobs", "1"],
+                             env={"ICORE_TRACES": str(traces), "COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert "failed 20 times" in res.output and "att@0s" in res.output
+    assert "Traceback" not in res.output and not out.exists()

@@ -6,7 +6,15 @@ CSV + JSON + PNG + a markdown summary; :func:`replay` replays one schedule under
 policy on the virtual-time transport.
 """
 
-from icore.bench._errors import BadOption, BenchError, TransportUnavailable, UnknownPreset
+from icore.bench._errors import (
+    BadOption,
+    BenchError,
+    OutputUnavailable,
+    ReplayFailed,
+    TraceUnavailable,
+    TransportUnavailable,
+    UnknownPreset,
+)
 from icore.bench._planfence import TRANSPORTS, run_planfence
 from icore.bench._planfence_analysis import Agg, Ordering, aggregate, orderings
 from icore.bench._planfence_presets import PRESETS as PLANFENCE_PRESETS
@@ -41,9 +49,12 @@ __all__ = [
     "EpisodeResult",
     "NetSpec",
     "Ordering",
+    "OutputUnavailable",
     "PairedComparison",
     "PolicySpec",
+    "ReplayFailed",
     "RunResult",
+    "TraceUnavailable",
     "TransportUnavailable",
     "UnknownPreset",
     "aggregate",

@@ -5,7 +5,10 @@
     BenchError                 bench: a harness could not run as asked
     ├── UnknownPreset (ValueError)
     ├── BadOption (ValueError) an option value out of range (``fields['option']``)
-    └── TransportUnavailable   ``--transport tcp`` cannot run here
+    ├── TransportUnavailable   ``--transport tcp`` cannot run here
+    ├── TraceUnavailable       a trace file a preset needs is unreadable or malformed
+    ├── OutputUnavailable      the results folder cannot be created or written
+    └── ReplayFailed           one replay episode could not finish (names where)
 """
 
 from __future__ import annotations
@@ -31,4 +34,19 @@ class TransportUnavailable(BenchError):
     """The requested transport cannot run the replay (``fields['transport']``)."""
 
 
-__all__ = ["BadOption", "BenchError", "TransportUnavailable", "UnknownPreset"]
+class TraceUnavailable(BenchError):
+    """A Mahimahi trace a preset needs is missing, not a regular file, or malformed
+    (``fields['link']``)."""
+
+
+class OutputUnavailable(BenchError):
+    """The results folder cannot be used (``fields['path']``, ``fields['reason']``)."""
+
+
+class ReplayFailed(BenchError):
+    """An episode could not finish, e.g. a synchronous step kept timing out on a trace
+    with no capacity (``fields``: template, link, offset_ms, policy)."""
+
+
+__all__ = ["BadOption", "BenchError", "OutputUnavailable", "ReplayFailed",
+           "TraceUnavailable", "TransportUnavailable", "UnknownPreset"]

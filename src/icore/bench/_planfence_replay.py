@@ -70,6 +70,7 @@ from icore.net import (
     VirtualTimeLoop,
     VirtualTransport,
     path_by_name,
+    traces_dir,
 )
 from icore.records import Record, RecordId, TraversalMode, derive, frontier
 from icore.workloads import ActStep, Fault, Idle, PlanStep, Schedule, Update
@@ -273,7 +274,7 @@ class FaultyHandler(OwnerHandler):
         return reply
 
 
-_PROTO_PATHS: dict[tuple[str, float, float], LinkPair] = {}
+_PROTO_PATHS: dict[tuple[str, str, float, float], LinkPair] = {}
 
 
 def make_path(net: NetSpec) -> LinkPair:
@@ -286,7 +287,7 @@ def make_path(net: NetSpec) -> LinkPair:
     if net.link == "loopback":
         pair = LinkPair(Loopback(), Loopback(), "loopback")
     else:
-        key = (net.link, net.offset_ms, net.base_delay_ms)
+        key = (str(traces_dir()), net.link, net.offset_ms, net.base_delay_ms)
         proto = _PROTO_PATHS.get(key)
         if proto is None:
             proto = path_by_name(net.link, offset_ms=net.offset_ms,

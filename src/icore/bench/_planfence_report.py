@@ -86,7 +86,10 @@ def render_markdown(aggs: dict[tuple[str, str, str], Agg], ords: Sequence[Orderi
           f"Command: `{doc['command']}`  ",
           f"Seed {doc['seed']}, transport {doc['transport']}, {doc['workers']} worker(s), "
           f"{doc['episodes']} episodes, {doc['scheduled_actions']} scheduled actions, "
-          f"{doc['elapsed_s']} s wall clock (virtual time).", ""]
+          f"{doc['elapsed_s']} s wall clock ("
+          + ("virtual time" if doc["transport"] == "inproc" else
+             "real time: owner services on 127.0.0.1; stall and bytes vary run to run")
+          + ").", ""]
     n_ok = sum(o.reproduced is True for o in ords)
     md += ["## Paper orderings", "",
            f"{n_ok} of {len(ords)} reproduced.", ""]

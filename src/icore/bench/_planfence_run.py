@@ -9,14 +9,23 @@ function of its inputs, rows are sorted afterwards).
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from icore.bench._checks import check_count
+from icore.bench._errors import ReplayFailed
 from icore.bench._planfence_presets import Cell
-from icore.bench._planfence_replay import ActionRow, NetSpec, PolicySpec, replay
+from icore.bench._planfence_replay import (
+    MAX_SYNC_ATTEMPTS,
+    ActionRow,
+    NetSpec,
+    PolicySpec,
+    replay,
+)
+from icore.net import TransportError
 from icore.workloads import Template, WorkloadParams, build_schedule
 
 
@@ -50,8 +59,24 @@ def run_job(job: Job) -> tuple[tuple[WorkloadParams, NetSpec, Template],
     sched = build_schedule(job.template, job.params)
     out: dict[str, list[ActionRow]] = {}
     for spec in job.specs:
-        out[spec.label] = list(replay(sched, spec, job.net, transport=job.transport).rows)
+        try:
+            out[spec.label] = list(replay(sched, spec, job.net,
+                                          transport=job.transport).rows)
+        except TransportError as exc:
+            # only a synchronous step that exhausted its retries gets here (a blocked
+            # action is a row, not an error)
+            raise ReplayFailed(
+                f"{spec.label} on {job.template.id} over {job.net.label}: "
+                f"a synchronous coordination step failed {MAX_SYNC_ATTEMPTS} times "
+                f"({exc}); the trace has no usable capacity there",
+                template=job.template.id, link=job.net.link,
+                offset_ms=job.net.offset_ms, policy=spec.label) from exc
     return job.key, out
+
+
+def _worker_init() -> None:
+    # Ctrl-C is the parent's to handle: it stops the pool; workers stay quiet
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def plan_jobs(cells: Sequence[Cell], transport: str = "inproc") -> list[Job]:
@@ -113,6 +138,8 @@ def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inpr
 
     Raises:
         BadOption: ``workers`` is not an integer >= 1.
+        ReplayFailed: an episode could not finish (the message names template,
+            network and policy).
     """
     check_count("workers", workers)
     t0 = time.perf_counter()
@@ -129,7 +156,7 @@ def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inpr
     else:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else \
             mp.get_context()
-        with ctx.Pool(workers) as pool:
+        with ctx.Pool(min(workers, len(jobs)), initializer=_worker_init) as pool:
             for i, (k, v) in enumerate(pool.imap_unordered(run_job, jobs, chunksize=1), 1):
                 done[k] = v
                 if progress:

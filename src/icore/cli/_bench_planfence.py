@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -49,29 +50,29 @@ def bench_planfence(
     command = "icore bench planfence " + " ".join(shlex.quote(a) for a in sys.argv[3:]) \
         if len(sys.argv) > 3 else f"icore bench planfence {preset}"
     t0 = time.perf_counter()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                  transient=False) as bar:
-        task = bar.add_task(f"planfence {preset}", total=None)
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task(f"planfence {escape(preset)}", total=None)
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
 
-        try:
             _result, doc = run_planfence(preset, folder, jobs=jobs, transport=transport,
                                         seed=seed, command=command, plots=not no_plots,
                                         link=link, base_delay_ms=base_delay_ms,
                                         progress=progress)
-        except BenchError as exc:
-            console.print(f"[red]error[/]: {exc}")
-            raise typer.Exit(2) from exc
+    except BenchError as exc:
+        Console(stderr=True, width=140).print(f"[red]error[/]: {escape(str(exc))}")
+        raise typer.Exit(2) from exc
     aggs = doc.get("aggregates", [])
     if 0 < len(aggs) <= 24:
         t = Table("cell", "policy", "invalid", "completed", "stall ms/action", "KiB/action",
                   title=f"{preset}: per policy")
         for row in aggs:
             n = row["actions"]
-            t.add_row(str(row["cell"]), str(row["policy"]), f"{row['invalid']}/{n}",
+            t.add_row(escape(str(row["cell"])), str(row["policy"]), f"{row['invalid']}/{n}",
                       f"{row['completed']}/{n}", f"{row['stall_ms_per_action']:.1f}",
                       f"{row['kib_per_action']:.2f}")
         console.print(t)
@@ -79,11 +80,11 @@ def bench_planfence(
                   show_lines=False)
     for o in doc["orderings"]:
         mark = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[o["reproduced"]]
-        table.add_row(o["id"], mark, o["measured"])
+        table.add_row(o["id"], mark, escape(o["measured"]))
     if table.row_count:
         console.print(table)
     console.print(f"{doc['scheduled_actions']} actions, {doc['episodes']} episodes, "
-                  f"{time.perf_counter() - t0:.1f} s; results in {folder}/ "
+                  f"{time.perf_counter() - t0:.1f} s; results in {escape(str(folder))}/ "
                   "(summary.md, summary.json, summary.csv, rows.csv, *.png)")
 
 
