@@ -8,7 +8,8 @@ from pathlib import Path
 import icore.state
 
 STATE_SRC = Path(icore.state.__file__).parent
-ALLOWED = {"icore.errors", "icore._clock", "icore.records", "icore.memory", "icore.state"}
+ALLOWED = {"icore.errors", "icore._clock", "icore._files", "icore.records", "icore.memory",
+           "icore.state"}
 
 EXPECTED = {
     "ASSIGNER_ROLE",

@@ -64,7 +64,7 @@ def bench_planfence(
                                         link=link, base_delay_ms=base_delay_ms,
                                         progress=progress)
     except BenchError as exc:
-        Console(stderr=True, width=140).print(f"[red]error[/]: {escape(str(exc))}")
+        Console(stderr=True).print(f"[red]error[/]: {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from exc
     aggs = doc.get("aggregates", [])
     if 0 < len(aggs) <= 24:
