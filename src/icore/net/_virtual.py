@@ -32,6 +32,12 @@ Timing semantics:
 
 The owner reads its store when the request *arrives* (virtual time), so a revision
 scheduled between send and arrival is seen, as on a real network.
+
+Each message enters its link when virtual time reaches its send time, so concurrent RPCs
+on one path interleave in the link's FIFO (planfence Sec. 5.1 traces, ``mm-link``
+semantics). Optional end-host CPUs (:class:`HostCpu`, costs in :class:`HostCost`) make
+work of one process queue: a client opening four connections at once pays its four
+handshakes one after another.
 """
 
 from __future__ import annotations
