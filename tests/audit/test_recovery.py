@@ -189,3 +189,143 @@ def test_settlement_with_evidence_is_accepted(kit) -> None:
     assert x.obligations["o1"].status == Status.SETTLED
     assert removal_supported(x, "o1")
     assert not x.open_flags()
+
+
+# ----------------------------------------------------------------------- atomic commit
+class _CountingLog:
+    """Counts the log transactions (``append`` calls) of a wrapped log."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.appends = 0
+
+    def append(self, entries) -> None:
+        self.appends += 1
+        self.inner.append(entries)
+
+    def entries(self):
+        return self.inner.entries()
+
+
+def _logged_flagged(kit, path):
+    """``flagged(kit)`` with X attached to a real SQLite log file."""
+    from icore.state import SQLiteLog, rebuild
+
+    x0, team, f = flagged(kit)
+    log = SQLiteLog(path, declaration=x0.decl)
+    log.append(x0.entries)
+    return rebuild(log, x0.decl, attach=True), log, team, f
+
+
+def _snapshot(x: State, log) -> tuple:
+    from icore.state import export_json
+
+    return (x.seq, len(log), x.entries, export_json(x), x.metrics(),
+            x.recompute_metrics(), x.open_flags(), x.status_counts())
+
+
+def _replays_to(path, x: State) -> None:
+    from icore.state import SQLiteLog, equivalent, export_json, rebuild
+
+    with SQLiteLog(path, declaration=x.decl) as log:
+        assert list(log.entries()) == list(x.entries)
+        y = rebuild(log, x.decl)
+    assert equivalent(y, x) and export_json(y) == export_json(x)
+    assert y.metrics() == x.metrics()
+
+
+def test_recovery_with_illegal_second_proposal_commits_nothing(kit, tmp_path) -> None:
+    """Fail closed: a refused later proposal leaves X and the SQLite log untouched."""
+    from dataclasses import replace
+
+    from icore.audit import AuditError
+
+    path = tmp_path / "x.db"
+    x, log, team, f = _logged_flagged(kit, path)
+    # the second submit is illegal once the first has discharged o1
+    rv = audit_recovery(x, f, [team.submit("o1", "alice"), team.submit("o1", "alice")],
+                        agent="alice")
+    assert [v.committed for v in rv.verdicts] == [True, False]
+    forced = replace(rv, accepted=True, violations=(), resolves=f.flags)
+    before = _snapshot(x, log)
+    with pytest.raises(AuditError, match="no longer commits"):
+        commit_recovery(x, forced, agent="alice", note="test")
+    assert _snapshot(x, log) == before
+    assert x.obligations["o1"].status != Status.DISCHARGED and x.open_flags()
+    log.close()
+    _replays_to(path, x)
+
+
+def test_recovery_with_interface_error_commits_nothing(kit, tmp_path) -> None:
+    """An interface failing on a later proposal raises InterfaceError; nothing is written."""
+
+    from icore.state import InterfaceError
+
+    path = tmp_path / "x.db"
+    x, log, team, f = _logged_flagged(kit, path)
+    rv = audit_recovery(x, f, [team.message("o1", "alice"), team.submit("o1", "alice")],
+                        agent="alice")
+    assert rv.accepted, rv.violations
+    calls = []
+
+    def progress(t):
+        calls.append(t.proposal.id)
+        if t.operation.name == "submit":
+            raise RuntimeError("boom")
+        return False
+
+    x.decl = replace_interfaces(x.decl, progress=progress)
+    before = _snapshot(x, log)
+    with pytest.raises(InterfaceError) as info:
+        commit_recovery(x, rv, agent="alice", note="test")
+    assert info.value.interface == "progress" and calls
+    assert _snapshot(x, log) == before
+    log.close()
+    _replays_to(path, x)
+
+
+def replace_interfaces(decl, **kw):
+    from dataclasses import replace
+
+    from icore.state import DeclarationPackage
+
+    return DeclarationPackage(
+        name=decl.name, version=decl.version, observables=decl.observables.values(),
+        agents=decl.agents.values(), operations=decl.operations.values(),
+        validators=decl.validators.values(), interfaces=replace(decl.interfaces, **kw),
+        parameters=decl.parameters,
+    )
+
+
+def test_legal_recovery_commits_all_entries_in_one_transaction(kit, tmp_path) -> None:
+    """A legal two-proposal recovery and its flag resolution are one log transaction."""
+    path = tmp_path / "x.db"
+    x, log, team, f = _logged_flagged(kit, path)
+    rv = audit_recovery(x, f, [team.message("o1", "alice"), team.submit("o1", "alice")],
+                        agent="alice")
+    assert rv.accepted, rv.violations
+    seq = x.seq
+    x.log = counting = _CountingLog(log)
+    got = commit_recovery(x, rv, agent="alice", note="test")
+    assert [v.committed for v in got] == [True, True]
+    assert counting.appends == 1
+    assert x.seq > seq and len(log) == x.seq
+    assert x.obligations["o1"].status == Status.DISCHARGED
+    assert not x.open_flags()
+    log.close()
+    _replays_to(path, x)
+
+
+@pytest.mark.parametrize("bad", ["mallory", 3, ("alice",)], ids=repr)
+def test_misbehaving_responsible_is_a_typed_error(kit, bad) -> None:
+    """D's routing rule naming no agent of M_D fails closed before anything is logged."""
+    from icore.state import InterfaceError
+
+    x, _team, f = flagged(kit)
+    x.decl = replace_interfaces(x.decl, responsible=lambda state, diag: bad)
+    seq = x.seq
+    with pytest.raises(InterfaceError) as info:
+        responsible_agent(x, f)
+    assert info.value.interface == "responsible" and info.value.value == bad
+    assert info.value.field == f"responsible(X, {f.id})"
+    assert x.seq == seq

@@ -401,3 +401,99 @@ def test_replayed_log_always_equals_live_state(tmp_path_factory, steps):
     log.close()
     rig.interface = None
     _assert_log_replays_to(path, decl, x)
+
+
+# ----------------------------------------------------------------------- routing and views
+@dataclass(frozen=True)
+class _F:
+    """A minimal diagnosis F (``DiagnosisLike``)."""
+
+    defect: str = "work"
+    obligations: tuple[str, ...] = ("o1",)
+    proposer: str | None = None
+    id: str = "d1"
+
+
+def _with(x: State, **kw: Any) -> State:
+    """``x`` with some interfaces of its D replaced (same log, same entries)."""
+    from dataclasses import replace
+
+    d = x.decl
+    x.decl = DeclarationPackage(
+        name=d.name,
+        observables=d.observables.values(),
+        agents=d.agents.values(),
+        operations=d.operations.values(),
+        validators=d.validators.values(),
+        interfaces=replace(d.interfaces, **kw),
+        parameters=d.parameters,
+    )
+    return x
+
+
+def _const(bad: Any) -> Callable[..., Any]:
+    return lambda *args: _out(bad)
+
+
+class TestRoutingAndViews:
+    """terminal, local_view, responsible and assignment_authority are checked too."""
+
+    @pytest.mark.parametrize("bad", ["yes", None, 1, Boom], ids=repr)
+    def test_terminal(self, tmp_path, bad):
+        log = SQLiteLog(tmp_path / "x.db", declaration=_decl(Rig()))
+        x = State(_decl(Rig()), log=log)
+        _history(x)
+        before = _snapshot(x, log)
+        _with(x, terminal=_const(bad))
+        with pytest.raises(InterfaceError) as info:
+            x.terminal()
+        err = info.value
+        assert (err.interface, err.field) == ("terminal", "terminal(X)")
+        assert "interfaces.terminal: terminal(X)" in str(err)
+        _check_value(err, bad)
+        assert _snapshot(x, log) == before
+
+    @pytest.mark.parametrize("bad", [{"o": math.nan}, {"o": object()}, {1j: 1}, Boom], ids=repr)
+    def test_local_view(self, bad):
+        x = _with(State(_decl(Rig())), local_view=_const(bad))
+        _history(x)
+        with pytest.raises(InterfaceError) as info:
+            x.local_view("b")
+        err = info.value
+        assert (err.interface, err.field) == ("local_view", "local_view(b, X)")
+        assert err.fields["agent"] == "b"
+        assert err.value is bad or isinstance(err.value, Boom)
+
+    @pytest.mark.parametrize("bad", ["mallory", 7, ("b",), Boom], ids=repr)
+    def test_responsible(self, bad):
+        x = State(_decl(Rig()))
+        _history(x)
+        assert x.responsible(_F()) == "b"  # built-in: the assignee of o1
+        _with(x, responsible=_const(bad))
+        seq = x.seq
+        with pytest.raises(InterfaceError) as info:
+            x.responsible(_F())
+        err = info.value
+        assert (err.interface, err.field, err.fields["diagnosis"]) == (
+            "responsible",
+            "responsible(X, d1)",
+            "d1",
+        )
+        _check_value(err, bad)
+        assert x.seq == seq
+        _with(x, responsible=_const(None))
+        assert x.responsible(_F()) is None  # "nobody" is a legal answer
+
+    @pytest.mark.parametrize("bad", ["a", ["ghost"], [1], None, Boom], ids=repr)
+    def test_assignment_authority(self, bad):
+        x = State(_decl(Rig()))
+        _history(x)
+        assert x.assignment_authority() == ("a",)
+        assert x.responsible(_F(defect="assignment")) == "a"
+        _with(x, assignment_authority=_const(bad))
+        for call in (x.assignment_authority, lambda: x.responsible(_F(defect="assignment"))):
+            with pytest.raises(InterfaceError) as info:
+                call()
+            err = info.value
+            assert (err.interface, err.field) == ("assignment_authority", "assignment_authority(X)")
+            _check_value(err, bad)

@@ -272,5 +272,11 @@ def responsible_agent(state: State, diagnosis: Diagnosis) -> str | None:
     Work/evidence defects: the current assignee or the flagged proposer (priority from
     ``parameters.responsible_priority``); assignment defects: the agent D authorizes to
     revise assignments. "Responsible" means repair authority, not blame.
+
+    Raises:
+        InterfaceError: D's ``responsible`` (or ``assignment_authority``) raised or
+            named something that is not an agent of M_D (checked by
+            :meth:`State.responsible <icore.state.State.responsible>`); the loop calls
+            this before it writes the diagnosis, so nothing is logged.
     """
-    return state.decl.interfaces.responsible(state, diagnosis)
+    return state.responsible(diagnosis)

@@ -304,21 +304,30 @@ def commit_recovery(
 ) -> list[Verdict]:
     """Commit an accepted recovery to X (``X^+ = Commit_D(X_f)``) and resolve its flags.
 
+    A recovery is one audited repair (icore Alg. 1; design.md 4.4): its proposals and the
+    resolution of the flags it resolves are written in one log transaction
+    (:meth:`State.commit_all <icore.state.State.commit_all>`), or nothing is written at
+    all (fail closed): X, its log and its metrics are then exactly as before.
+
     Raises:
         AuditError: the verdict was not accepted, or a proposal does not commit on X
-            (X changed since the recovery audit).
+            (X changed since the recovery audit); nothing is written.
+        InterfaceError: an interface of D misbehaved on some proposal; nothing is
+            written.
     """
     if not verdict.accepted:
         raise AuditError("cannot commit a rejected recovery")
-    out = []
-    for v in verdict.verdicts:
-        got = state.submit(v.proposal, head_view=head_view)
-        if not got.committed:
-            raise AuditError(
-                "accepted recovery no longer commits (X changed)", proposal=v.proposal.id
-            )
-        out.append(got)
-    for fid in verdict.resolves:
-        if state.flag_resolution(fid) is None:
-            state.resolve_flag(fid, by=agent, note=note)
-    return out
+    got = state.commit_all(
+        [v.proposal for v in verdict.verdicts],
+        head_view=head_view,
+        resolve=verdict.resolves,
+        by=agent,
+        note=note,
+    )
+    if len(got) != len(verdict.verdicts) or not all(v.committed for v in got):
+        refused = got[-1] if got else None
+        raise AuditError(
+            "accepted recovery no longer commits (X changed); nothing was recorded",
+            proposal=None if refused is None else refused.proposal.id,
+        )
+    return got

@@ -280,7 +280,7 @@ def assigned_view(agent: str, state: State) -> JSON:
         if o.assignee == agent:
             mine.append({"id": o.id, "kind": o.kind, "status": str(o.effective_status)})
         elif o.assignee is None and o.status == Status.OPEN and decl is not None:
-            if state.decl.interfaces.feasible(decl, o):
+            if checked_feasible(state.decl.interfaces, decl, o):
                 open_.append({"id": o.id, "kind": o.kind})
     return {"agent": agent, "assigned": mine, "open": open_}
 
@@ -312,7 +312,7 @@ def priority_responsible(state: State, diagnosis: DiagnosisLike) -> str | None:
     the flagged attempt, in the order ``parameters.responsible_priority`` fixes.
     """
     if diagnosis.defect == "assignment":
-        auth = state.decl.interfaces.assignment_authority(state)
+        auth = checked_assignment_authority(state.decl.interfaces, state)
         return auth[0] if auth else None
     assignee = None
     for oid in diagnosis.obligations:
@@ -348,7 +348,9 @@ class Interfaces:
     their arguments (the agent declaration and the obligation), not on the rest of X.
 
     The state checks every answer it uses before it writes anything: ``weight`` must be a
-    finite real >= 0, ``value`` a real in [0, 1], ``feasible`` and ``progress`` a bool.
+    finite real >= 0, ``value`` a real in [0, 1], ``feasible``, ``progress`` and
+    ``terminal`` a bool, ``local_view`` plain JSON, ``responsible`` an agent id of M_D or
+    None, ``assignment_authority`` a tuple/list of agent ids of M_D.
     Anything else, or an exception, is an :class:`~icore.state.InterfaceError` and the
     change is not recorded.
     """
@@ -373,6 +375,8 @@ class Interfaces:
 def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx: Any) -> Any:
     try:
         return fn(*args)
+    except InterfaceError:  # a nested checked interface already named the culprit
+        raise
     except Exception as exc:  # D's own failure, typed (like a validator's)
         raise InterfaceError(
             f"raised {type(exc).__name__}: {exc}",
@@ -475,6 +479,103 @@ def checked_progress(ifaces: Interfaces, transition: Transition) -> bool:
             value=out,
             proposal=pid,
             operation=op,
+        )
+    return out
+
+
+def _json_problem(out: Any) -> str | None:
+    """Why ``out`` is not plain JSON (None when it is)."""
+    try:
+        json.dumps(out, allow_nan=False)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def checked_terminal(ifaces: Interfaces, state: State) -> bool:
+    """``terminal(X)``: a bool (icore Alg. 1 stops on it; design.md 4.1, 4.4).
+
+    Raises:
+        InterfaceError: it raised or returned a non-bool.
+    """
+    field = "terminal(X)"
+    out = _call("terminal", field, ifaces.terminal, state)
+    if not isinstance(out, bool):
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected a bool", interface="terminal", field=field, value=out
+        )
+    return out
+
+
+def checked_local_view(ifaces: Interfaces, agent: str, state: State) -> JSON:
+    """``local_view(agent, X)``: plain JSON (what the agent is shown; design.md 4.1).
+
+    Raises:
+        InterfaceError: it raised or returned something that is not JSON (NaN included).
+    """
+    field = f"local_view({agent}, X)"
+    out = _call("local_view", field, ifaces.local_view, agent, state, agent=agent)
+    problem = _json_problem(out)
+    if problem is not None:
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected JSON ({problem})",
+            interface="local_view",
+            field=field,
+            value=out,
+            agent=agent,
+        )
+    return out  # type: ignore[no-any-return]
+
+
+def checked_assignment_authority(ifaces: Interfaces, state: State) -> tuple[str, ...]:
+    """``assignment_authority(X)``: a tuple or list of agent ids of M_D (design.md 4.4).
+
+    Raises:
+        InterfaceError: it raised, returned something else (a bare string included), or
+            named an agent not declared in M_D.
+    """
+    field = "assignment_authority(X)"
+    out = _call("assignment_authority", field, ifaces.assignment_authority, state)
+    if not isinstance(out, (tuple, list)) or not all(isinstance(a, str) for a in out):
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected a tuple of agent ids",
+            interface="assignment_authority",
+            field=field,
+            value=out,
+        )
+    unknown = [a for a in out if a not in state.decl.agents]
+    if unknown:
+        raise InterfaceError(
+            f"returned {out!r:.80}; {unknown[0]!r} is not an agent of M_D",
+            interface="assignment_authority",
+            field=field,
+            value=out,
+            agent=unknown[0],
+        )
+    return tuple(out)
+
+
+def checked_responsible(ifaces: Interfaces, state: State, diagnosis: DiagnosisLike) -> str | None:
+    """``responsible(X, F)``: an agent id of M_D, or None (nobody; icore Sec. 4).
+
+    Raises:
+        InterfaceError: it raised, returned a non-string, or named an agent not declared
+            in M_D (``.fields["diagnosis"]`` is F's id when it has one).
+    """
+    did = getattr(diagnosis, "id", None)
+    ctx: dict[str, Any] = {} if did is None else {"diagnosis": did}
+    field = f"responsible(X, {did if did is not None else 'F'})"
+    out = _call("responsible", field, ifaces.responsible, state, diagnosis, **ctx)
+    if out is None:
+        return None
+    if not isinstance(out, str) or out not in state.decl.agents:
+        what = "an agent of M_D" if isinstance(out, str) else "an agent id or None"
+        raise InterfaceError(
+            f"returned {out!r:.80}; expected {what}",
+            interface="responsible",
+            field=field,
+            value=out,
+            **ctx,
         )
     return out
 

@@ -26,8 +26,13 @@ from icore.memory import Store
 from icore.records import RecordId
 from icore.state._decl import (
     DeclarationPackage,
+    DiagnosisLike,
     Transition,
+    checked_assignment_authority,
     checked_feasible,
+    checked_local_view,
+    checked_responsible,
+    checked_terminal,
     checked_value,
     checked_weight,
 )
@@ -248,8 +253,12 @@ class State:
         )
 
     def terminal(self) -> bool:
-        """D's terminal predicate (``interfaces.terminal``)."""
-        return self.decl.interfaces.terminal(self)
+        """D's terminal predicate (``interfaces.terminal``; icore Alg. 1 stops on it).
+
+        Raises:
+            InterfaceError: ``terminal`` raised or returned a non-bool.
+        """
+        return checked_terminal(self.decl.interfaces, self)
 
     def terminal_default(self) -> bool:
         """Built-in terminal: an active sound terminal marker, or all required roots done."""
@@ -263,8 +272,34 @@ class State:
         )
 
     def local_view(self, agent: str) -> JSON:
-        """D's local view of X for ``agent`` (``interfaces.local_view``)."""
-        return self.decl.interfaces.local_view(agent, self)
+        """D's local view of X for ``agent`` (``interfaces.local_view``; design.md 4.1).
+
+        Raises:
+            InterfaceError: ``local_view`` raised or returned something that is not JSON.
+        """
+        return checked_local_view(self.decl.interfaces, agent, self)
+
+    def responsible(self, diagnosis: DiagnosisLike) -> str | None:
+        """D's routing rule ``responsible(X, F)`` (icore Sec. 4; design.md 4.4).
+
+        Returns:
+            The agent (an id of M_D) the diagnosis F is routed to, or None.
+
+        Raises:
+            InterfaceError: ``responsible`` (or the built-in rule's
+                ``assignment_authority``) raised, returned a non-string, or named an
+                agent not declared in M_D.
+        """
+        return checked_responsible(self.decl.interfaces, self, diagnosis)
+
+    def assignment_authority(self) -> tuple[str, ...]:
+        """The agents D authorizes to revise assignments (design.md 4.4), in D's order.
+
+        Raises:
+            InterfaceError: ``assignment_authority`` raised, returned something other than
+                a tuple/list of strings, or named an agent not declared in M_D.
+        """
+        return checked_assignment_authority(self.decl.interfaces, self)
 
     # ------------------------------------------------------------------ soundness
     def assertion_sound(self, assertion_id: str) -> bool:
@@ -755,6 +790,76 @@ class State:
                 state_seq=self._seq,
             )
         return self._record(verdict.bodies)
+
+    def commit_all(
+        self,
+        proposals: Sequence[Proposal],
+        *,
+        head_view: HeadView | None = None,
+        resolve: Sequence[str] = (),
+        by: str | None = None,
+        note: str = "",
+    ) -> list[Verdict]:
+        """Audit ``proposals`` in order and commit all of them, or none (fail closed).
+
+        A recovery of iCORE-Audit is one audited repair (icore Sec. 4, Alg. 1;
+        design.md 4.4): proposal k is audited (icore Def. 6) on X as proposals 1..k-1
+        leave it (a candidate copy, so X is untouched meanwhile). When every proposal is
+        legal, all their entries, followed by a ``flag_resolved`` entry for each flag in
+        ``resolve`` still open after the commits, are written in **one** log transaction
+        (the same :meth:`_record` as any change). Otherwise nothing at all is written, not
+        even the refused proposal's rejection: X, its log, ``seq`` and the metrics are
+        exactly as before. The entries equal those of submitting the proposals one by one
+        when all commit.
+
+        Args:
+            proposals: the batch, in order (empty: nothing happens).
+            head_view: owners' current heads for cited records.
+            resolve: flag ids to mark resolved together with the commits.
+            by: who resolves them; ``note``: why.
+
+        Returns:
+            One verdict per proposal audited. If the last is not ``committed`` it is the
+            first refused proposal and nothing was recorded; the remaining proposals were
+            not audited.
+
+        Raises:
+            StateInputError: a flag in ``resolve`` is unknown, or a proposal id was
+                already used (also within the batch); nothing is written.
+            StateError: several proposals but X does not keep its entries (the candidate
+                copy needs them); nothing is written.
+            InterfaceError: an interface of D misbehaved on any proposal of the batch
+                (``progress``, or ``weight``/``value``/``feasible`` on a touched
+                obligation); nothing is written and X is unchanged.
+            LogError: the log refused the entries; nothing is written, X is unchanged.
+        """
+        from icore.state._legality import audit
+
+        for fid in resolve:
+            if fid not in self._flags:
+                raise StateInputError("unknown flag", flag=fid)
+        verdicts: list[Verdict] = []
+        bodies: list[Body] = []
+        cand: State | None = None
+        for i, proposal in enumerate(proposals):
+            v = audit(proposal, self if cand is None else cand, head_view=head_view)
+            verdicts.append(v)
+            if not v.committed:
+                return verdicts
+            bodies.extend(v.bodies)
+            if i + 1 < len(proposals):
+                if cand is None:
+                    cand = self.copy()
+                cand.apply_verdict(v)
+        closed = {
+            fid for b in bodies if isinstance(b, Committed) for fid in b.resolved_flags
+        }
+        for fid in dict.fromkeys(resolve):
+            if fid not in self._resolved and fid not in closed:
+                bodies.append(FlagResolved(fid, by, note))
+        if bodies:
+            self._record(bodies)
+        return verdicts
 
     def transition(self, body: Committed) -> Transition:
         """The :class:`Transition` of a commit (for ``progress``)."""
