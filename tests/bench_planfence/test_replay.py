@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
-from icore.bench import NetSpec, PolicySpec, replay
+from icore.bench import BadOption, NetSpec, PolicySpec, replay
 from icore.fence import Policy
 from icore.net import DEFAULT_TLS_COST
 from icore.records import TraversalMode
@@ -74,3 +77,62 @@ def test_all_key_checks_every_key() -> None:
     assert all(r.heads_checked == 2 * 32 for r in ba.rows)
     assert all(r.heads_checked == 2 for r in pf.rows)
     assert sum(r.bytes for r in ba.rows) > 2 * sum(r.bytes for r in pf.rows)
+
+
+_NONNEG = ("offset_ms", "base_delay_ms", "server_time_ms", "host_ms",
+           "handshake_client_ms", "handshake_server_ms", "unit_ms")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    *((f, v) for f in _NONNEG for v in (-1.0, math.nan, math.inf, "1", True)),
+    ("timeout_s", 0.0), ("timeout_s", -2.0), ("timeout_s", math.inf),
+    ("timeout_s", math.nan), ("link", "nosuch"), ("link", ""), ("link", None),
+])
+def test_netspec_refuses_bad_values(field: str, value: object) -> None:
+    """A bad NetSpec field is a BadOption naming it at construction (and through
+    ``dataclasses.replace``), not a silent nonsense replay."""
+    with pytest.raises(BadOption) as ei:
+        NetSpec(**{field: value})  # type: ignore[arg-type]
+    assert ei.value.fields["option"] == field
+    assert isinstance(ei.value, ValueError)
+    with pytest.raises(BadOption):
+        dataclasses.replace(NetSpec(), **{field: value})
+
+
+@pytest.mark.parametrize("link", ["loopback", "att", "att-2016", "tmobile", "verizon"])
+def test_netspec_accepts_known_links_and_bounds(link: str) -> None:
+    """Every known link, zero costs and integer values construct fine."""
+    n = NetSpec(link=link, offset_ms=0, base_delay_ms=0, server_time_ms=0, host_ms=0,
+                handshake_client_ms=0, handshake_server_ms=0, unit_ms=0, timeout_s=1)
+    assert n.link == link
+
+
+@pytest.mark.parametrize("k", [0, -1, 1.5, True, "2"])
+def test_metadata_sync_needs_k_at_least_one(k: object) -> None:
+    """Metadata sync with K < 1 (or a non-int K) is a BadOption on ``k``."""
+    with pytest.raises(BadOption) as ei:
+        PolicySpec(Policy.METADATA_SYNC, k=k)  # type: ignore[arg-type]
+    assert ei.value.fields["option"] == "k"
+    assert PolicySpec(Policy.METADATA_SYNC, k=16).label == "metadata_sync_k16"
+
+
+def test_policyspec_refuses_a_non_policy() -> None:
+    """A policy given as a string is refused, not replayed as an unknown policy."""
+    with pytest.raises(BadOption) as ei:
+        PolicySpec("planfence")  # type: ignore[arg-type]
+    assert ei.value.fields["option"] == "policy"
+
+
+@pytest.mark.parametrize(("kwargs", "option"), [
+    ({"spec": "planfence"}, "spec"),
+    ({"net": "att"}, "net"),
+    ({"transport": "udp"}, "transport"),
+    ({"schedule": None}, "schedule"),
+])
+def test_replay_refuses_bad_arguments(kwargs: dict[str, object], option: str) -> None:
+    """``replay`` checks its argument types and transport name up front."""
+    args: dict[str, object] = {"schedule": build_schedule(TEMPLATES[0]),
+                               "spec": PolicySpec(Policy.PLANFENCE), **kwargs}
+    with pytest.raises(BadOption) as ei:
+        replay(**args)  # type: ignore[arg-type]
+    assert ei.value.fields["option"] == option

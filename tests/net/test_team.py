@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -20,12 +21,16 @@ from icore.fence import Outcome, validate
 from icore.memory import MemoryStore, OwnershipMap
 from icore.net import (
     ManifestError,
+    OwnerServer,
+    ServerThread,
     SyncOwnerClient,
     TeamManifest,
     TeamProcesses,
     TransportError,
     client_context,
     init_team_certs,
+    serve_agent,
+    server_context,
 )
 from icore.records import Record, derive
 
@@ -373,3 +378,41 @@ def test_cli_certs_with_a_fifo_ca_key_is_refused(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert str(certs / "ca.key") in res.output and "FIFO" in res.output
     assert not (certs / "b.crt").exists()
+
+
+def test_cli_serve_port_with_all_is_a_usage_error(tmp_path: Path) -> None:
+    """``--port`` overrides one agent's port; with ``--all`` it used to be silently
+    ignored. Now: exit 2 naming both options, no agent started."""
+    manifest = _write_team(tmp_path, 1)
+    res = CliRunner().invoke(app, ["serve", str(manifest), "--all", "--port", "7400"],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "error:" in res.output and "--port" in res.output and "--all" in res.output
+    assert not (tmp_path / "data").exists()
+
+
+BAD_PORTS: list[object] = [-1, 65536, 10**9, "7401", 7401.0, True, None]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("port", BAD_PORTS[:-1])
+def test_serve_agent_refuses_a_bad_port(tmp_path: Path, port: object) -> None:
+    """The library refuses a non-int or out-of-range port with ValueError, before the
+    store is opened or a socket bound."""
+    m = TeamManifest.load(_write_team(tmp_path, 1))
+    with pytest.raises(ValueError, match="port"):
+        asyncio.run(serve_agent(m, "a0", port=port))  # type: ignore[arg-type]
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("port", BAD_PORTS)
+def test_owner_server_refuses_a_bad_port(tmp_path: Path, port: object) -> None:
+    """``OwnerServer`` and ``ServerThread`` check the port at construction."""
+    certs = tmp_path / "certs"
+    init_team_certs(certs, ["a"])
+    ctx = server_context(certs, "a")
+    store = MemoryStore(OwnershipMap.from_mapping({"k/*": "a"}), "a")
+    with pytest.raises(ValueError, match="port"):
+        OwnerServer(store, agent="a", ssl_context=ctx, port=port)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="port"):
+        ServerThread(store, agent="a", ssl_context=ctx, port=port)  # type: ignore[arg-type]

@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from icore._clock import Clock, ManualClock
+from icore.bench._errors import BadOption
 from icore.errors import LineageError
 from icore.fence import (
     DecisionLog,
@@ -57,6 +59,7 @@ from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply, MemoryStore, O
 from icore.net import (
     DEFAULT_BASE_DELAY_MS,
     DEFAULT_TLS_COST,
+    LINK_NAMES,
     AsyncVirtualTransport,
     HeadQuery,
     HeadReplyMsg,
@@ -110,6 +113,10 @@ class PolicySpec:
         replan: allow the one replan (App. A.3); False = validation without replanning.
         mode: lineage traversal (DIRECT = the direct-parent ablation of App. C).
         fail_open: ABLATION ONLY: blocked decisions authorize (App. C).
+
+    Raises:
+        BadOption: ``policy`` is not a :class:`~icore.fence.Policy`, or, for metadata
+            sync, ``k`` is not an ``int`` >= 1 (``fields['option'] == 'k'``).
     """
 
     policy: Policy
@@ -117,6 +124,15 @@ class PolicySpec:
     replan: bool = True
     mode: TraversalMode = TraversalMode.FULL
     fail_open: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, Policy):
+            raise BadOption(f"policy must be an icore.fence.Policy, got {self.policy!r}",
+                            option="policy", value=self.policy)
+        if self.policy is Policy.METADATA_SYNC and (
+                isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
+            raise BadOption(f"metadata sync needs an int K >= 1, got {self.k!r}",
+                            option="k", value=self.k)
 
     @property
     def label(self) -> str:
@@ -160,6 +176,13 @@ class NetSpec:
             the controlled replay runs the recorded decisions back to back, so only
             coordination takes time (App. A.3); :data:`~icore.workloads.UNIT_MS` models
             live role calls.
+
+    Raises:
+        BadOption: at construction (``fields['option']`` names the field): ``link`` is
+            not one of :data:`~icore.net.LINK_NAMES`; ``offset_ms``, ``base_delay_ms``,
+            ``server_time_ms``, ``host_ms``, ``handshake_client_ms``,
+            ``handshake_server_ms`` or ``unit_ms`` is not a finite number >= 0; or
+            ``timeout_s`` is not a finite number > 0.
     """
 
     link: str = "att"
@@ -173,6 +196,20 @@ class NetSpec:
     handshake_server_ms: float = HANDSHAKE_SERVER_MS
     timeout_s: float = DEFAULT_TIMEOUT_S
     unit_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.link, str) or self.link not in LINK_NAMES:
+            raise BadOption(f"unknown link {self.link!r}; expected one of "
+                            f"{', '.join(LINK_NAMES)}", option="link", value=self.link)
+        for name in ("offset_ms", "base_delay_ms", "server_time_ms", "host_ms",
+                     "handshake_client_ms", "handshake_server_ms", "unit_ms", "timeout_s"):
+            v = getattr(self, name)
+            ok = (isinstance(v, int | float) and not isinstance(v, bool)
+                  and math.isfinite(v) and (v > 0 if name == "timeout_s" else v >= 0))
+            if not ok:
+                need = "> 0" if name == "timeout_s" else ">= 0"
+                raise BadOption(f"{name} must be a finite number {need}, got {v!r}",
+                                option=name, value=v)
 
     @property
     def host_cost(self) -> HostCost:
@@ -888,9 +925,31 @@ def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
     TCP + TLS connection per RPC) and return the per-action metrics.
 
     Args:
+        schedule: the recorded schedule to replay.
+        spec: the policy variant.
+        net: the network (default ``NetSpec()``).
+        keep_decisions: keep every gate decision in the result.
         transport: ``inproc`` (virtual time, the default) or ``tcp`` (real loopback TCP
             with mutual TLS, wall-clock time; see :mod:`icore.bench._planfence_tcp`).
+
+    Raises:
+        BadOption: ``schedule`` is not a :class:`~icore.workloads.Schedule`, ``spec`` not
+            a :class:`PolicySpec`, ``net`` neither ``None`` nor a :class:`NetSpec`, or
+            ``transport`` not ``inproc``/``tcp`` (``fields['option']`` names it). Field
+            values are checked when the specs are built (see their ``Raises``).
     """
+    if not isinstance(schedule, Schedule):
+        raise BadOption("schedule must be an icore.workloads.Schedule",
+                        option="schedule", value=type(schedule).__name__)
+    if not isinstance(spec, PolicySpec):
+        raise BadOption("spec must be a PolicySpec", option="spec",
+                        value=type(spec).__name__)
+    if net is not None and not isinstance(net, NetSpec):
+        raise BadOption("net must be a NetSpec or None", option="net",
+                        value=type(net).__name__)
+    if transport not in ("inproc", "tcp"):
+        raise BadOption(f"transport must be 'inproc' or 'tcp', got {transport!r}",
+                        option="transport", value=transport)
     if transport == "tcp":
         from icore.bench._planfence_tcp import TcpEpisode
 

@@ -21,7 +21,7 @@ from icore.bench._net_bench import (
     run_validation,
     size_label,
 )
-from icore.cli._inputs import bad_options, positive_seconds
+from icore.cli._inputs import bad_options, output_file, positive_seconds
 
 
 def bench_net(
@@ -40,55 +40,58 @@ def bench_net(
     if quick:
         n, seconds, samples = 200, 0.5, 5
     console = Console(width=120)
-    with bad_options(), console.status("validation round trips over mutual-TLS TCP..."):
-        figs, loop2 = run_validation(n=n, seconds=seconds)
-    t = Table("connection", "p50 ms", "p99 ms", "validations/s (8 exec)",
-              "/s (8 exec, 1 shared client)", "bytes/validation",
-              "KiB/validation", "client CPU µs", "owner CPU µs", "CPU-bound /s",
-              title="PlanFence validation, d=1, no mismatch, loopback TCP + mutual TLS 1.3 "
-              "(owner in its own process)")
-    for f in figs:
-        t.add_row(f.mode, f"{f.p50_ms:.3f}", f"{f.p99_ms:.3f}", f"{f.per_s_8:,.0f}",
-                  f"{f.per_s_8_shared:,.0f}",
-                  f"{f.bytes_per_validation:,.0f}", f"{f.bytes_per_validation / 1024:.2f}",
-                  f"{f.client_cpu_us:.0f}", f"{f.owner_cpu_us:.0f}", f"{f.cpu_bound_per_s:,.0f}")
-    console.print(t)
-    r = figs[0]
-    console.print(
-        f"targets (reused): p50 <= 1 ms: {'PASS' if r.p50_ms <= 1 else 'MISS'}; "
-        f">= 3,000/s: {'PASS' if max(r.per_s_8, r.per_s_8_shared) >= 3000 else 'MISS'}; "
-        f"<= 512 B: "
-        f"{'PASS' if r.bytes_per_validation <= 512 else 'MISS'}.  Paper: "
-        f"{PAPER_KIB_PER_ACTION} KiB/action (AT&T, whole protected action incl. replan)")
-    with bad_options(), console.status("Fig. 2 over the traces (virtual time)..."):
-        traces, loss = run_fig2_virtual(samples=samples)
-    t2 = Table("payload", "loopback TCP p50/p95 ms",
-               *[f"{nm} p50/p95 ms" for nm in TRACES],
-               title="Fig. 2a: one fresh authenticated synchronization (new TCP+TLS connection)")
-    for size in SIZES:
-        row = [size_label(size), f"{statistics.median(loop2[size]):.1f} / "
-                            f"{percentile(loop2[size], 0.95):.1f}"]
-        row += [f"{statistics.median(traces[nm][size]):.0f} / "
-                f"{percentile(traces[nm][size], .95):.0f}" for nm in TRACES]
-        t2.add_row(*row)
-    console.print(t2)
-    t3 = Table("loss", "p50 ms", "p95 ms", title="Fig. 2b: 4 KiB transfer, 10 ms one-way, "
-               "packet loss (RTO 200 ms), virtual time")
-    for p, xs in loss.items():
-        t3.add_row(f"{p:.0%}", f"{statistics.median(xs):.0f}", f"{percentile(xs, 0.95):.0f}")
-    console.print(t3)
-    if json_out is not None:
-        doc: dict[str, Any] = {
-            "validation": [{**asdict(f), "cpu_bound_per_s": f.cpu_bound_per_s}
-                           for f in figs],
-            "paper_kib_per_action": PAPER_KIB_PER_ACTION,
-            "fig2_loopback_ms": {str(k): v for k, v in loop2.items()},
-            "fig2_traces_ms": {nm: {str(k): v for k, v in d.items()}
-                               for nm, d in traces.items()},
-            "fig2b_loss_ms": {str(k): v for k, v in loss.items()},
-        }
-        json_out.write_text(json.dumps(doc, indent=1))
-        console.print(f"figures written to {json_out}")
+    with output_file(json_out, what="--json output") as out:
+        with bad_options(), console.status("validation round trips over mutual-TLS TCP..."):
+            figs, loop2 = run_validation(n=n, seconds=seconds)
+        t = Table("connection", "p50 ms", "p99 ms", "validations/s (8 exec)",
+                  "/s (8 exec, 1 shared client)", "bytes/validation",
+                  "KiB/validation", "client CPU µs", "owner CPU µs", "CPU-bound /s",
+                  title="PlanFence validation, d=1, no mismatch, loopback TCP + mutual TLS 1.3 "
+                  "(owner in its own process)")
+        for f in figs:
+            t.add_row(f.mode, f"{f.p50_ms:.3f}", f"{f.p99_ms:.3f}", f"{f.per_s_8:,.0f}",
+                      f"{f.per_s_8_shared:,.0f}",
+                      f"{f.bytes_per_validation:,.0f}", f"{f.bytes_per_validation / 1024:.2f}",
+                      f"{f.client_cpu_us:.0f}", f"{f.owner_cpu_us:.0f}",
+                      f"{f.cpu_bound_per_s:,.0f}")
+        console.print(t)
+        r = figs[0]
+        console.print(
+            f"targets (reused): p50 <= 1 ms: {'PASS' if r.p50_ms <= 1 else 'MISS'}; "
+            f">= 3,000/s: {'PASS' if max(r.per_s_8, r.per_s_8_shared) >= 3000 else 'MISS'}; "
+            f"<= 512 B: "
+            f"{'PASS' if r.bytes_per_validation <= 512 else 'MISS'}.  Paper: "
+            f"{PAPER_KIB_PER_ACTION} KiB/action (AT&T, whole protected action incl. replan)")
+        with bad_options(), console.status("Fig. 2 over the traces (virtual time)..."):
+            traces, loss = run_fig2_virtual(samples=samples)
+        t2 = Table("payload", "loopback TCP p50/p95 ms",
+                   *[f"{nm} p50/p95 ms" for nm in TRACES],
+                   title="Fig. 2a: one fresh authenticated synchronization "
+                   "(new TCP+TLS connection)")
+        for size in SIZES:
+            row = [size_label(size), f"{statistics.median(loop2[size]):.1f} / "
+                                f"{percentile(loop2[size], 0.95):.1f}"]
+            row += [f"{statistics.median(traces[nm][size]):.0f} / "
+                    f"{percentile(traces[nm][size], .95):.0f}" for nm in TRACES]
+            t2.add_row(*row)
+        console.print(t2)
+        t3 = Table("loss", "p50 ms", "p95 ms", title="Fig. 2b: 4 KiB transfer, 10 ms one-way, "
+                   "packet loss (RTO 200 ms), virtual time")
+        for p, xs in loss.items():
+            t3.add_row(f"{p:.0%}", f"{statistics.median(xs):.0f}", f"{percentile(xs, 0.95):.0f}")
+        console.print(t3)
+        if out is not None:
+            doc: dict[str, Any] = {
+                "validation": [{**asdict(f), "cpu_bound_per_s": f.cpu_bound_per_s}
+                               for f in figs],
+                "paper_kib_per_action": PAPER_KIB_PER_ACTION,
+                "fig2_loopback_ms": {str(k): v for k, v in loop2.items()},
+                "fig2_traces_ms": {nm: {str(k): v for k, v in d.items()}
+                                   for nm, d in traces.items()},
+                "fig2b_loss_ms": {str(k): v for k, v in loss.items()},
+            }
+            out.write(json.dumps(doc, indent=1))
+            console.print(f"figures written to {json_out}")
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

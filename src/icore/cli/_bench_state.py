@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from icore.bench._state_bench import run
-from icore.cli._inputs import bad_options
+from icore.cli._inputs import bad_options, output_file
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -55,7 +55,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
     ) -> None:
         """Benchmark the iCORE state: audit latency, incremental metrics, rebuild, memory."""
         counts = _sizes(sizes)
-        with bad_options():
+        with output_file(json_out, what="--json output") as out, bad_options():
             if quick:
                 res = run(
                     (200, 1000),
@@ -74,5 +74,5 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     seed=seed,
                     echo=typer.echo,
                 )
-        if json_out is not None:
-            json_out.write_text(json.dumps(asdict(res), indent=2))
+            if out is not None:
+                out.write(json.dumps(asdict(res), indent=2))

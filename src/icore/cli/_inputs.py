@@ -5,7 +5,10 @@ Not a command module (it has no ``register``): the command modules import it.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,5 +77,85 @@ def refuse_special_file(path: Path, *, what: str, dir_ok: bool = False) -> None:
     raise typer.Exit(2)
 
 
-__all__ = ["bad_options", "positive_seconds", "positive_seconds_or_none",
-           "refuse_special_file"]
+class OutputFile:
+    """Where a command writes its ``--json`` (or similar) output, checked up front.
+
+    An existing FIFO is opened for writing at once with ``O_NONBLOCK``: with no reader
+    the open fails with ENXIO instead of blocking, and the command stops before doing
+    its work. With a reader (a pipe to another process, ``/dev/stdout`` piped) the
+    descriptor is held until :meth:`write`, so the reader does not see an early EOF.
+    Any other path (missing, regular file, character device) is written at the end as
+    before. Use through :func:`output_file`.
+    """
+
+    def __init__(self, path: Path, *, what: str) -> None:
+        self.path = path
+        self.what = what
+        self._fd: int | None = None
+        try:
+            is_fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+        except OSError:
+            is_fifo = False
+        if not is_fifo:
+            return
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                typer.echo(f"error: {what} {path} is a FIFO with no reader; writing to it "
+                           "would block forever (start the reader first, or give a "
+                           "regular file)", err=True)
+                raise typer.Exit(2) from exc
+            typer.echo(f"error: cannot open {what} {path}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+
+    def write(self, text: str) -> None:
+        """Write ``text`` (UTF-8) to the path; a held FIFO is written in blocking mode.
+
+        Raises:
+            typer.Exit: code 1 when the write fails (message on stderr).
+        """
+        data = text.encode()
+        try:
+            if self._fd is None:
+                self.path.write_bytes(data)
+                return
+            fd, self._fd = self._fd, None
+            try:
+                os.set_blocking(fd, True)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            typer.echo(f"error: cannot write {self.what} {self.path}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+
+    def close(self) -> None:
+        """Release a held FIFO descriptor that was never written. Idempotent."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+@contextmanager
+def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
+    """Check an output path up front (see :class:`OutputFile`); None passes through.
+
+    Raises:
+        typer.Exit: code 2 when ``path`` is an existing FIFO with no reader (ENXIO) or
+            cannot be opened for writing; the message names ``path`` on stderr.
+    """
+    if path is None:
+        yield None
+        return
+    out = OutputFile(path, what=what)
+    try:
+        yield out
+    finally:
+        out.close()
+
+
+__all__ = ["OutputFile", "bad_options", "output_file", "positive_seconds",
+           "positive_seconds_or_none", "refuse_special_file"]

@@ -25,7 +25,8 @@ def serve(
         "--all", help="Launch one process per agent on 127.0.0.1 and supervise them.")
     ] = False,
     port: Annotated[int | None, typer.Option(
-        min=0, max=65535, help="Override the agent's port, 0..65535 (0 = ephemeral).")
+        min=0, max=65535,
+        help="Override the agent's port, 0..65535 (0 = ephemeral); only with --agent.")
     ] = None,
     log_level: Annotated[str, typer.Option(help="Logging level (stderr).")] = "INFO",
 ) -> None:
@@ -33,7 +34,8 @@ def serve(
 
     With --agent, prints one JSON ready line on stdout and runs until SIGTERM/SIGINT.
     With --all, starts every agent, prints their addresses, and stops them all cleanly
-    on Ctrl-C or SIGTERM.
+    on Ctrl-C or SIGTERM. --port overrides one agent's port, so it is a usage error
+    (exit 2) together with --all: the manifest gives each agent its own port.
     """
     if not isinstance(logging.getLevelName(log_level.upper()), int):
         raise typer.BadParameter("use DEBUG, INFO, WARNING, ERROR or CRITICAL",
@@ -48,6 +50,10 @@ def serve(
         raise typer.Exit(2) from exc
     if all_agents == (agent is not None):
         typer.echo("error: give exactly one of --agent ID or --all", err=True)
+        raise typer.Exit(2)
+    if all_agents and port is not None:
+        typer.echo("error: --port cannot be combined with --all (each agent's port comes "
+                   "from the manifest); use --port with --agent ID", err=True)
         raise typer.Exit(2)
     if agent is not None:
         try:

@@ -94,6 +94,21 @@ class SecurityEvent:
     detail: str
 
 
+def check_port(port: object) -> int:
+    """Return ``port`` if it is an ``int`` TCP port in 0..65535 (0 = ephemeral).
+
+    Raises:
+        ValueError: ``port`` is not an ``int`` (``bool`` included) or is outside
+            0..65535.
+    """
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise ValueError(f"port must be an int in 0..65535, got {type(port).__name__} "
+                         f"{port!r}")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535 (0 = ephemeral), got {port}")
+    return port
+
+
 class OwnerServer:
     """Serve one agent's store over mutually authenticated TCP.
 
@@ -106,6 +121,10 @@ class OwnerServer:
         max_frame_bytes: largest accepted frame body.
         inline_cap_bytes: largest record inlined into head replies.
         handshake_timeout_s: time a client has to complete the TLS handshake.
+
+    Raises:
+        ValueError: ``port`` is not an ``int`` in 0..65535 (checked before anything
+            is bound).
     """
 
     def __init__(self, store: Store, *, agent: str, ssl_context: ssl.SSLContext,
@@ -113,6 +132,7 @@ class OwnerServer:
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  inline_cap_bytes: int = DEFAULT_INLINE_CAP_BYTES,
                  handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> None:
+        check_port(port)
         self.handler = OwnerHandler(store, agent=agent, inline_cap_bytes=inline_cap_bytes)
         self.agent = agent
         self.ssl_context = ssl_context
@@ -656,10 +676,14 @@ class ServerThread:
 
     For tests, benchmarks and scripts that want an owner in-process. Same arguments as
     :class:`OwnerServer`; use as a context manager.
+
+    Raises:
+        ValueError: ``port`` is not an ``int`` in 0..65535 (before the thread starts).
     """
 
     def __init__(self, store: Store, *, agent: str, ssl_context: ssl.SSLContext,
                  host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> None:
+        check_port(port)
         self._lt = _LoopThread(f"icore-owner-{agent}")
 
         async def make() -> OwnerServer:

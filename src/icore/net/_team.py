@@ -30,7 +30,7 @@ from icore.memory import SQLiteStore
 from icore.net._errors import TransportError
 from icore.net._manifest import TeamManifest
 from icore.net._pki import server_context
-from icore.net._tcp import OwnerServer
+from icore.net._tcp import OwnerServer, check_port
 
 READY_TIMEOUT_S = 60.0
 """How long the launcher waits for an agent's ready line."""
@@ -46,9 +46,16 @@ async def serve_agent(manifest: TeamManifest, agent_id: str, *, port: int | None
     Args:
         manifest: the team manifest.
         agent_id: which agent to serve.
-        port: override the manifest's port (0 = ephemeral).
+        port: override the manifest's port, an ``int`` in 0..65535 (0 = ephemeral).
         ready_stream: where to write the ready line (default stdout).
+
+    Raises:
+        ValueError: ``port`` is given but is not an ``int`` in 0..65535; raised before
+            the store is opened or a socket bound.
+        ManifestError: ``agent_id`` is not in the manifest.
     """
+    if port is not None:
+        check_port(port)
     spec = manifest.agent(agent_id)
     store = SQLiteStore(manifest.store_path(agent_id), manifest.ownership_map(), agent_id,
                         synchronous=manifest.synchronous)
