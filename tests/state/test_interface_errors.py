@@ -453,7 +453,8 @@ class TestRoutingAndViews:
         _check_value(err, bad)
         assert _snapshot(x, log) == before
 
-    @pytest.mark.parametrize("bad", [{"o": math.nan}, {"o": object()}, {1j: 1}, Boom], ids=repr)
+    @pytest.mark.parametrize("bad", [{"o": math.nan}, {"o": object()}, {1j: 1}, Boom],
+                             ids=["nan", "object", "complex-key", "raises"])
     def test_local_view(self, bad):
         x = _with(State(_decl(Rig())), local_view=_const(bad))
         _history(x)
