@@ -137,15 +137,21 @@ def test_infinite_base_delay_is_refused(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_corrupt_trace_is_a_clean_error_before_any_work(tmp_path: Path,
-                                                        shared_data: Path) -> None:
-    """A malformed trace file is named in an ``error:`` line (exit 2, no traceback,
-    no results folder), found before any episode runs."""
+def _traces_with_att_up(tmp_path: Path, shared_data: Path, text: str) -> Path:
+    """A private trace folder whose AT&T uplink file holds ``text``."""
     traces = tmp_path / "traces"
     traces.mkdir()
     for f in (shared_data / "traces").glob("*LTE-driving*"):
         (traces / f.name).write_bytes(f.read_bytes())
-    (traces / "ATT-LTE-driving.up").write_text("hello\n")
+    (traces / "ATT-LTE-driving.up").write_text(text)
+    return traces
+
+
+def test_corrupt_trace_is_a_clean_error_before_any_work(tmp_path: Path,
+                                                        shared_data: Path) -> None:
+    """A malformed trace file is named in an ``error:`` line (exit 2, no traceback,
+    no results folder), found before any episode runs."""
+    traces = _traces_with_att_up(tmp_path, shared_data, "hello\n")
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--link", "att", "--out",
                                    str(out), "--jobs", "1"],
@@ -212,11 +218,7 @@ def test_trace_without_capacity_names_the_episode(tmp_path: Path,
                                                   shared_data: Path) -> None:
     """A trace whose uplink never delivers makes a proactive policy's synchronous step
     give up: the error names policy, template and network (exit 2, no results)."""
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    for f in (shared_data / "traces").glob("*LTE-driving*"):
-        (traces / f.name).write_bytes(f.read_bytes())
-    (traces / "ATT-LTE-driving.up").write_text("1\n100000000000\n")
+    traces = _traces_with_att_up(tmp_path, shared_data, "1\n100000000000\n")
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["bench", "planfence", "tiny", "--link", "att", "--out",
                                    str(out), "--jobs", "1"],
