@@ -92,7 +92,8 @@ def render_markdown(aggs: dict[tuple[str, str, str], Agg], ords: Sequence[Orderi
           + ").", ""]
     n_ok = sum(o.reproduced is True for o in ords)
     md += ["## Paper orderings", "",
-           f"{n_ok} of {len(ords)} reproduced.", ""]
+           f"{n_ok} of {len(ords)} reproduced." if ords else
+           "No paper ordering covers this preset (it checks counts only).", ""]
     for o in ords:
         mark = {True: "REPRODUCED", False: "NOT reproduced", None: "not run"}[o.reproduced]
         md += [f"- **{o.id}: {mark}.** Paper: {o.paper}.  ", f"  Measured: {o.measured}."]
