@@ -5,6 +5,8 @@ such as ``/dev/zero`` never ends, so every loader of a user-supplied path ``stat
 first and refuses anything that is not a regular file (or, where a folder is accepted, a
 directory), without opening it. The loaders wrap the answer in their own typed error.
 
+:func:`move_aside` keeps an earlier run's folder instead of mixing or overwriting it.
+
 Pure stdlib (``os``, ``stat``) and no icore import: every layer may use this module.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from pathlib import Path
 
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
     (stat.S_ISDIR, "a directory"),
@@ -50,3 +53,18 @@ def not_a_regular_file(path: str | os.PathLike[str], *, dir_ok: bool = False) ->
 
 
 __all__ = ["not_a_regular_file"]
+
+
+def move_aside(folder: Path) -> Path:
+    """Rename ``folder`` to the first free ``<folder>.1``, ``<folder>.2``, ... and return
+    the new path (an earlier run's results are kept, never mixed with a new run's).
+
+    Raises:
+        OSError: the rename failed.
+    """
+    n = 1
+    while folder.with_name(f"{folder.name}.{n}").exists():
+        n += 1
+    target = folder.with_name(f"{folder.name}.{n}")
+    folder.rename(target)
+    return target

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import WallClock
+from icore._files import move_aside
 from icore.agents._live_audit import LiveAudit
 from icore.agents._manifest import CrashSpec, RunManifest, load_manifest
 from icore.agents._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
@@ -481,10 +482,7 @@ def _fresh_run_folder(out: Path) -> Path:
     """
     if out.exists() and any((out / n).exists() for n in ("icore.sqlite", "run.json",
                                                           "agents", "certs")):
-        n = 1
-        while out.with_name(f"{out.name}.{n}").exists():
-            n += 1
-        out.rename(out.with_name(f"{out.name}.{n}"))
+        move_aside(out)
     out.mkdir(parents=True, exist_ok=True)
     return out
 

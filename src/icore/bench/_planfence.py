@@ -3,7 +3,6 @@ App. A.6, B, C)."""
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -11,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from icore._files import move_aside
 from icore.bench._checks import check_count
 from icore.bench._errors import (
-    BadOption,
     OutputUnavailable,
     TraceUnavailable,
     TransportUnavailable,
@@ -80,12 +79,9 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
                                         else c.net.offset_ms),
                          facets={**c.facets, "link": link}) for c in cells]
     if base_delay_ms is not None:
-        if not math.isfinite(base_delay_ms) or base_delay_ms < 0:
-            raise BadOption(f"base_delay_ms must be a finite number >= 0, "
-                            f"got {base_delay_ms}", option="base_delay_ms",
-                            value=base_delay_ms)
+        # NetSpec refuses a negative or non-finite delay (BadOption naming it)
         cells = [replace(c, cell=f"{c.cell} [delay={base_delay_ms:g}ms]",
-                         net=replace(c.net, base_delay_ms=float(base_delay_ms)),
+                         net=replace(c.net, base_delay_ms=base_delay_ms),
                          facets={**c.facets, "base_delay_ms": base_delay_ms})
                  for c in cells]
     if transport == "tcp":
@@ -165,10 +161,7 @@ def _publish(staging: Path, out: Path) -> None:
     """
     if out.is_dir():
         if any(out.iterdir()):
-            n = 1
-            while out.with_name(f"{out.name}.{n}").exists():
-                n += 1
-            out.rename(out.with_name(f"{out.name}.{n}"))
+            move_aside(out)
         else:
             out.rmdir()
     staging.rename(out)

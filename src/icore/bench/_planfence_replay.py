@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +74,6 @@ from icore.net import (
     VirtualTimeLoop,
     VirtualTransport,
     path_by_name,
-    traces_dir,
 )
 from icore.records import Record, RecordId, TraversalMode, derive, frontier
 from icore.workloads import ActStep, Fault, Idle, PlanStep, Schedule, Update
@@ -311,7 +311,7 @@ class FaultyHandler(OwnerHandler):
         return reply
 
 
-_PROTO_PATHS: dict[tuple[str, str, float, float], LinkPair] = {}
+_PROTO_PATHS: dict[tuple[str, str, str, float, float], LinkPair] = {}
 
 
 def make_path(net: NetSpec) -> LinkPair:
@@ -324,7 +324,9 @@ def make_path(net: NetSpec) -> LinkPair:
     if net.link == "loopback":
         pair = LinkPair(Loopback(), Loopback(), "loopback")
     else:
-        key = (str(traces_dir()), net.link, net.offset_ms, net.base_delay_ms)
+        # the trace folder is named by the environment; re-resolve only when it changes
+        key = (os.environ.get("ICORE_TRACES", ""), os.environ.get("ICORE_SHARED_DATA", ""),
+               net.link, net.offset_ms, net.base_delay_ms)
         proto = _PROTO_PATHS.get(key)
         if proto is None:
             proto = path_by_name(net.link, offset_ms=net.offset_ms,

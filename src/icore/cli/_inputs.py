@@ -6,7 +6,6 @@ Not a command module (it has no ``register``): the command modules import it.
 from __future__ import annotations
 
 import errno
-import math
 import os
 import stat
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import typer
 
 from icore._files import not_a_regular_file
 from icore.bench import BadOption
+from icore.bench._checks import check_positive_seconds
 
 
 def positive_seconds(value: float) -> float:
@@ -28,8 +28,11 @@ def positive_seconds(value: float) -> float:
     Raises:
         typer.BadParameter: NaN, infinite or ``<= 0`` (typer exits 2 naming the option).
     """
-    if not math.isfinite(value) or value <= 0:
-        raise typer.BadParameter(f"must be a finite number of seconds > 0, got {value}")
+    try:
+        check_positive_seconds("seconds", value)
+    except BadOption as exc:
+        raise typer.BadParameter(f"must be a finite number of seconds > 0, "
+                                 f"got {value}") from exc
     return value
 
 

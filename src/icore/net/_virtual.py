@@ -159,7 +159,7 @@ class HostCost:
         handshake_server_ms: the same on the owner side.
 
     The default costs nothing (a pure network model). ``icore bench planfence`` uses
-    :data:`icore.bench.HOST_COST`, measured with ``icore bench net``.
+    ``NetSpec.host_cost`` (handshake costs measured with ``icore bench net``).
 
     Raises:
         ValueError: a cost is negative or not finite.
