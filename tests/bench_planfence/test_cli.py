@@ -75,6 +75,7 @@ def test_tcp_refuses_fault_injection(tmp_path: Path) -> None:
     assert "in-process" in res.output
 
 
+@pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_base_delay_is_a_recorded_sensitivity(tmp_path: Path) -> None:
     """``--base-delay-ms`` adds propagation delay on trace links: same safety counts,
     more stall, and the delay is named in every cell; a bad value exits 2."""
@@ -98,6 +99,7 @@ def test_base_delay_is_a_recorded_sensitivity(tmp_path: Path) -> None:
         assert res.exit_code == 2, (bad, res.output)
 
 
+@pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_orderings_read_facets_not_labels(tmp_path: Path) -> None:
     """Cell labels carry suffixes such as " [delay=5ms]" under overrides; the Table 6
     ordering still finds d = 1, 2, 8 (it reads the cell facets)."""

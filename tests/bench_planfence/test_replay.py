@@ -14,6 +14,7 @@ from icore.records import TraversalMode
 from icore.workloads import TEMPLATES, WorkloadParams, build_schedule
 
 
+@pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_same_seed_same_rows() -> None:
     """Two replays of one schedule give identical rows (virtual time, no wall clock)."""
     s = build_schedule(TEMPLATES[4])
@@ -24,6 +25,7 @@ def test_same_seed_same_rows() -> None:
         assert a.total_bytes == b.total_bytes
 
 
+@pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_other_seed_other_costs() -> None:
     """Another master seed gives another schedule and other costs."""
     a = replay(build_schedule(TEMPLATES[0]), PolicySpec(Policy.PLANFENCE))
@@ -45,6 +47,7 @@ def test_planfence_bytes_are_handshakes_plus_frames() -> None:
         assert 0 < frames < 3 * 1024
 
 
+@pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_connection_reuse_is_cheaper() -> None:
     """Reusing connections removes the per-RPC handshakes."""
     s = build_schedule(TEMPLATES[0])

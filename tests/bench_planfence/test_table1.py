@@ -62,6 +62,7 @@ def _att() -> dict[str, object]:
 
 
 @pytest.mark.parametrize("policy", EXACT)
+@pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_att_exact_lineage_complete_330(policy: str) -> None:
     """On the AT&T trace too, every exact-lineage policy issues 0 invalid and completes
     330/330 (Table 1): concurrent handshakes share the trace's opportunities."""
@@ -69,6 +70,7 @@ def test_att_exact_lineage_complete_330(policy: str) -> None:
     assert (a.actions, a.invalid, a.executed) == (330, 0, 330)  # type: ignore[attr-defined]
 
 
+@pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_att_counts_and_planfence_costs() -> None:
     """On the AT&T trace: the same unsafe counts; PlanFence pays ~3 RPCs with a new
     TLS connection each (~8 KiB/action, the paper's 8.1), the least stall and traffic of
