@@ -23,6 +23,20 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 - ``to`` names the instruction target; ``ledger`` holds the claims (booleans may be
   strings); ``final_answer`` and ``terminates`` mark the end; ``exitcode`` for tools.
 - Unknown keys are ignored. Agents that speak but are not declared are added.
+- PlanFence lines (optional) carry the records and gate decisions of protected actions,
+  so the report can draw their lineage (planfence Sec. 3-4)::
+
+    {"planfence": {"record": {"id": "<64 hex>", "key": "req/t1", "owner": "reviser",
+                              "seq": 2, "type": "requirement", "parents": [],
+                              "role": "revision"}}}
+    {"planfence": {"decision": {"action": "book", "task": "t1", "outcome": "authorized",
+                                "reason": "fresh", "roots": ["<id>"], "deps": ["req/t1"],
+                                "frontier": {"req/t1": "<id>"}, "heads": {"req/t1": "<id>"},
+                                "point": 1, "policy": "planfence"}}}
+
+  A decision is :meth:`icore.fence.Decision.to_dict` (plus an optional ``task`` that
+  groups the decisions of one action). They are kept in ``Trace.extras["planfence"]``
+  (``records``, ``decisions``) and are not steps.
 """
 
 from __future__ import annotations
@@ -71,6 +85,7 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
     """Parse the generic JSONL format from a string (see :func:`load_jsonl`)."""
     header: dict[str, Any] = {}
     raw: list[tuple[int, dict[str, Any]]] = []
+    planfence: dict[str, list[dict[str, Any]]] = {"records": [], "decisions": []}
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -88,6 +103,9 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
                 raise AdapterError("run header must be an object", file=file,
                                    field=f"line {n}.run")
             header = obj["run"]
+            continue
+        if "planfence" in obj and "agent" not in obj:
+            _planfence_line(obj["planfence"], file, f"line {n}.planfence", planfence)
             continue
         raw.append((n, obj))
     if not raw:
@@ -170,8 +188,49 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
         agents=agents,
         steps=tuple(steps),
         annotation=annotation,
-        extras={"orchestrator": names.canonical(orch) or orch} if orch else {},
+        extras=({"orchestrator": names.canonical(orch) or orch} if orch else {})
+        | ({"planfence": planfence} if planfence["records"] or planfence["decisions"]
+           else {}),
     )
+
+
+def _planfence_line(obj: Any, file: str, field: str,
+                    into: dict[str, list[dict[str, Any]]]) -> None:
+    """Check one PlanFence line (a record or a gate decision) and keep it."""
+    if not isinstance(obj, dict) or len(obj.keys() & {"record", "decision"}) != 1:
+        raise AdapterError("planfence must be an object with one of 'record' or 'decision'",
+                           file=file, field=field)
+    if "record" in obj:
+        rec = obj["record"]
+        f = f"{field}.record"
+        if not isinstance(rec, dict):
+            raise AdapterError("a record must be an object", file=file, field=f)
+        for k in ("id", "key"):
+            as_str(rec.get(k), file=file, field=f"{f}.{k}")
+        parents = rec.get("parents", [])
+        if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+            raise AdapterError("parents must be a list of record ids", file=file,
+                               field=f"{f}.parents")
+        seq = rec.get("seq")
+        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
+            raise AdapterError(f"seq must be an integer, not {seq!r}", file=file,
+                               field=f"{f}.seq")
+        into["records"].append(rec)
+        return
+    dec = obj["decision"]
+    f = f"{field}.decision"
+    if not isinstance(dec, dict):
+        raise AdapterError("a decision must be an object", file=file, field=f)
+    for k in ("outcome", "reason"):
+        as_str(dec.get(k), file=file, field=f"{f}.{k}")
+    for k in ("frontier", "heads"):
+        if not isinstance(dec.get(k, {}), dict):
+            raise AdapterError(f"{k} must be an object of key -> record id", file=file,
+                               field=f"{f}.{k}")
+    for k in ("roots", "deps"):
+        if not isinstance(dec.get(k, []), list):
+            raise AdapterError(f"{k} must be a list", file=file, field=f"{f}.{k}")
+    into["decisions"].append(dec)
 
 
 def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:

@@ -9,8 +9,9 @@ the manifest through the five-agent workflow::
     the gate (one isolated replan) -> auditor: checks the outcome against the owner's head
 
 records every step in iCORE (:class:`~icore.agents.LiveAudit`), stops every process
-(also on Ctrl-C, a timeout or an agent crash) and writes ``run.json`` and
-``report.html`` into the run folder.
+(also on Ctrl-C, a timeout or an agent crash) and writes ``run.json`` into the run folder
+(and ``report.html`` through the ``reporter`` the caller passes, e.g.
+:func:`icore.report.write_live_report`).
 
 Ground truth per task (independent of the policy under test): the primary action is
 *invalid* when it ran from a plan whose requirement frontier is not the owner's head at
@@ -24,7 +25,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from icore.agents._manifest import CrashSpec, RunManifest, load_manifest
 from icore.agents._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.agents._workflow import TaskSpec, make_task
 from icore.memory import SQLiteStore
+
+_RECORD_FIELDS = ("id", "key", "owner", "seq", "type", "parents", "content")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ class TaskResult:
         steps: step log (name, agent, ok, ms, detail).
         icore: iCORE verdicts of this task's proposals.
         duration_ms: wall time of the workflow.
+        lineage: the PlanFence records of the workflow in commit order (``id``, ``key``,
+            ``owner``, ``seq``, ``type``, exact ``parents``, ``content`` and the ``role``
+            it played: requirement, catalog, shortlist, plan, revision, replan, action),
+            the input of the report's lineage picture.
     """
 
     task: str
@@ -83,6 +90,7 @@ class TaskResult:
     steps: tuple[dict[str, Any], ...] = ()
     icore: tuple[dict[str, Any], ...] = ()
     duration_ms: float = 0.0
+    lineage: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -193,8 +201,10 @@ class RunResult:
 # ---------------------------------------------------------------------------- runner
 class _Run:
     def __init__(self, manifest: RunManifest, out: Path, policy: str,
-                 specs: Sequence[TaskSpec] | None = None) -> None:
+                 specs: Sequence[TaskSpec] | None = None,
+                 reporter: Reporter | None = None) -> None:
         self.m = manifest
+        self.reporter = reporter
         self.specs = list(specs) if specs is not None else None
         self.out = out
         self.policy = policy
@@ -222,6 +232,7 @@ class _Run:
     async def task(self, spec: TaskSpec) -> TaskResult:
         steps: list[dict[str, Any]] = []
         gate: list[dict[str, Any]] = []
+        lineage: list[dict[str, Any]] = []
         responses = accepted = 0
         t_start = time.perf_counter()
         st: dict[str, Any] = {"executed": False, "invalid": False, "replanned": False,
@@ -257,6 +268,10 @@ class _Run:
                               (res if "id" in res and "key" in res else None))
             return res
 
+        def keep(role: str, rec: Mapping[str, Any] | None) -> None:
+            if rec and rec.get("id"):
+                lineage.append({k: rec.get(k) for k in _RECORD_FIELDS} | {"role": role})
+
         def decision_failed(role: str, res: Mapping[str, Any], obligation: str) -> bool:
             dec = res.get("decision") or {}
             if dec.get("ok", True):
@@ -271,23 +286,28 @@ class _Run:
             A.introduce(task)
             r0 = await step("seed", "reviser", "seed", requirement=dict(spec.requirement))
             req_head["id"] = r0["id"]
+            keep("requirement", r0)
             A.committed(task, "requirement_committed", self.role["reviser"], r0)
             await self._maybe_crash("after_seed")
             cat = await step("catalog", "retriever", "catalog", catalog=list(spec.catalog))
+            keep("catalog", cat)
             A.committed(task, "catalog_committed", self.role["retriever"], cat)
             sh = await step("shortlist", "retriever", "shortlist")
             if decision_failed("retriever", sh, "plan"):
-                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+                return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
+            keep("shortlist", sh["record"])
             A.committed(task, "shortlist_committed", self.role["retriever"], sh["record"])
             pl = await step("plan", "planner", "plan")
             if decision_failed("planner", pl, "plan"):
-                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+                return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
             plan = pl["record"]
+            keep("plan", plan)
             A.planned(task, self.role["planner"], plan, req_key, r0["id"], replan=False)
             await self._maybe_crash("after_plan")
             if self.m.revision:
                 r1 = await step("revise", "reviser", "revise", revision=dict(spec.revision))
                 req_head["id"] = r1["id"]
+                keep("revision", r1)
                 A.revised(task, self.role["reviser"], r1)
             await self._maybe_crash("after_revision")
             ex = await step("execute", "executor", "execute", plan=plan["id"])
@@ -297,6 +317,7 @@ class _Run:
                     responses += int(dec.get("responses", 0))
                     accepted += int(dec.get("accepted", 0))
                     self._note_record(self.role["planner"], rr.get("record"))
+                    keep("replan", rr.get("record"))
                     if rr.get("record"):
                         fresh_req = next((p for p in rr["record"]["parents"]
                                           if p == req_head["id"]), rr["record"]["parents"][0])
@@ -306,7 +327,7 @@ class _Run:
                         A.failed(task, "plan", "decision_failed", self.role["planner"],
                                  {"role": "planner", "error": str(dec.get("error"))[:500]})
             if decision_failed("executor", ex, "act"):
-                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+                return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
             gate.extend(ex.get("decisions") or [])
             last_gate = ""
             for d in ex.get("decisions") or []:
@@ -331,11 +352,12 @@ class _Run:
                 st["error"] = f"primary action blocked: {last.get('reason')} ({ex.get('detail')})"
                 A.failed(task, "act", "step_failed", self.role["executor"],
                          {"step": "execute", "error": st["error"][:500]})
-                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+                return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
+            keep("action", ex.get("record"))
             await self._maybe_crash("after_execute")
             au = await step("audit", "auditor", "audit", act=ex["record"]["id"])
             if decision_failed("auditor", au, "audit"):
-                return self._result(spec, st, steps, gate, responses, accepted, t_start)
+                return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
             verdict = str(au.get("verdict"))
             st["verdict"] = verdict
             valid = st["executed"] and not st["invalid"]
@@ -351,7 +373,7 @@ class _Run:
                 A.failed(task, "act", "step_failed", "run",
                          {"step": steps[-1]["step"] if steps else "?",
                           "error": st["error"][:500]})
-        return self._result(spec, st, steps, gate, responses, accepted, t_start)
+        return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
 
     @staticmethod
     def _action(spec: TaskSpec) -> str:
@@ -359,7 +381,7 @@ class _Run:
 
     def _result(self, spec: TaskSpec, st: Mapping[str, Any], steps: list[dict[str, Any]],
                 gate: list[dict[str, Any]], responses: int, accepted: int,
-                t_start: float) -> TaskResult:
+                t_start: float, lineage: Sequence[Mapping[str, Any]] = ()) -> TaskResult:
         icore_v = tuple(v for v in self.audit.verdicts if v["task"] == spec.task)
         return TaskResult(
             task=spec.task, family=spec.family, seed=spec.seed, policy=self.policy,
@@ -369,7 +391,8 @@ class _Run:
             block_reason=str(st["block_reason"]), redundant_auditor=int(st["redundant"]),
             responses=responses, accepted=accepted, audit_verdict=st["verdict"],
             error=str(st["error"]), gate=tuple(gate), steps=tuple(steps), icore=icore_v,
-            duration_ms=round((time.perf_counter() - t_start) * 1e3, 2))
+            duration_ms=round((time.perf_counter() - t_start) * 1e3, 2),
+            lineage=tuple(dict(r) for r in lineage))
 
     def tasks(self) -> list[TaskSpec]:
         if self.specs is not None:
@@ -447,18 +470,22 @@ class _Run:
             processes_left=tuple(self.team.alive()),
             pids={a.id: a.proc.pid for a in self.team.agents.values()},
             timeline=tuple(self.audit.timeline), state=self.audit.X)
-        from icore.agents._html import write_run_report
-
-        report = write_run_report(res, self.audit.verdicts)
-        res = RunResult(**{**res.__dict__, "report": report})
+        if self.reporter is not None:
+            res = RunResult(**{**res.__dict__, "report": self.reporter(res)})
         (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),
                                            encoding="utf-8")
         return res
 
 
+Reporter = Callable[[RunResult], Path | None]
+"""Writes a finished run's HTML report, returns its path (e.g.
+:func:`icore.report.write_live_report`; the report layer sits above this one)."""
+
+
 async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
                     policy: str | None = None,
-                    tasks: Sequence[TaskSpec] | None = None) -> RunResult:
+                    tasks: Sequence[TaskSpec] | None = None,
+                    reporter: Reporter | None = None) -> RunResult:
     """Async form of :func:`run_live` (``tasks`` overrides the manifest's templates)."""
     m = manifest if isinstance(manifest, RunManifest) else load_manifest(manifest)
     pol = policy or m.policy
@@ -471,7 +498,7 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         for t in tasks:
             if t.spec.action not in names:
                 raise ValueError(f"task {t.task} needs a protected tool {t.spec.action!r}")
-    return await _Run(m, out, pol, tasks).run()
+    return await _Run(m, out, pol, tasks, reporter).run()
 
 
 def _fresh_run_folder(out: Path) -> Path:
@@ -488,19 +515,23 @@ def _fresh_run_folder(out: Path) -> Path:
 
 
 def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
-             policy: str | None = None, tasks: Sequence[TaskSpec] | None = None
-             ) -> RunResult:
+             policy: str | None = None, tasks: Sequence[TaskSpec] | None = None,
+             reporter: Reporter | None = None) -> RunResult:
     """Run a live team: one process per agent on 127.0.0.1, mutual-TLS owner services.
 
     Args:
         manifest: a :class:`RunManifest` or the path of a YAML manifest.
         out_dir: run folder (certs, per-agent SQLite memories, logs, ``icore.sqlite``,
-            ``run.json``, ``report.html``); a previous run found there is first moved
-            to ``<out_dir>.1`` (then ``.2``, ...), never overwritten or appended to.
+            ``run.json``, ``report.html`` when a ``reporter`` is given); a previous run
+            found there is first moved to ``<out_dir>.1`` (then ``.2``, ...), never
+            overwritten or appended to.
         policy: override the manifest's policy (``owner_head_freshness``,
             ``centralized_lineage`` or ``planfence``).
         tasks: explicit workflows (e.g. several families on one team); default: the
             manifest's ``family`` x ``seeds`` x ``repeat``.
+        reporter: called with the finished result (also after Ctrl-C) to write its
+            HTML report; ``icore run`` passes :func:`icore.report.write_live_report`
+            (``report.html`` plus the iCORE page). None: only ``run.json``.
 
     Returns:
         :class:`RunResult`. Ctrl-C stops every process and returns a result with
@@ -510,12 +541,13 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         ManifestError: the manifest file is invalid.
         ValueError: an unsupported policy.
     """
-    return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks))
+    return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks,
+                                 reporter=reporter))
 
 
 def run_policies(manifest: RunManifest | str | Path, out_dir: str | Path,
-                 policies: Sequence[str] = ("owner_head_freshness", "planfence")
-                 ) -> dict[str, RunResult]:
+                 policies: Sequence[str] = ("owner_head_freshness", "planfence"),
+                 reporter: Reporter | None = None) -> dict[str, RunResult]:
     """Run the same manifest once per policy (sub-folders of ``out_dir``)."""
     out = Path(out_dir)
-    return {p: run_live(manifest, out / p, policy=p) for p in policies}
+    return {p: run_live(manifest, out / p, policy=p, reporter=reporter) for p in policies}

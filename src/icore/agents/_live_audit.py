@@ -122,6 +122,7 @@ class LiveAudit:
         self.timeline: list[tuple[int, float, float, float]] = []
         self.role_agent: dict[str, str] = {a.role: a.id for a in manifest.agents}
         self._n = 0
+        self._last: dict[str, str] = {}
 
     # -- helpers --------------------------------------------------------------------
     def _eid(self, task: str, what: str) -> str:
@@ -132,13 +133,26 @@ class LiveAudit:
         """The coordinator's view of owners' heads (from acknowledged commits)."""
         return self.heads.get(key)
 
+    def _causes(self, task: str, causes: Sequence[str] = ()) -> tuple[str, ...]:
+        """``causes`` plus the workflow's previous event in G (steps run in sequence)."""
+        last = self._last.get(task)
+        out = [c for c in causes if c in self.X.events]
+        if last is not None and last not in out:
+            out.append(last)
+        return tuple(out)
+
+    def _advance(self, task: str, event_id: str) -> None:
+        if event_id in self.X.events:
+            self._last[task] = event_id
+
     def event(self, task: str, type_: str, agent: str, fields: Mapping[str, Any],
               causes: Sequence[str] = ()) -> str:
-        """Append an event to G; return its id."""
+        """Append an event to G (caused by ``causes`` and the workflow's previous event);
+        return its id."""
         eid = self._eid(task, type_)
         self.X.add_event(EventSpec(type=type_, agent=agent, fields=dict(fields),
-                                   causes=tuple(c for c in causes if c in self.X.events),
-                                   id=eid))
+                                   causes=self._causes(task, causes), id=eid))
+        self._advance(task, eid)
         return eid
 
     def submit(self, task: str, p: Proposal) -> Verdict:
@@ -153,10 +167,14 @@ class LiveAudit:
 
     def _proposal(self, task: str, proposer: str, op: str, target: str, ev: EventSpec,
                   effects: Sequence[Effect], certs: Sequence[CertificateRequest]) -> Verdict:
-        return self.submit(task, Proposal(proposer=proposer, operation=op, target=target,
-                                          events=(ev,), effects=tuple(effects),
-                                          justification=(str(ev.id),),
-                                          certificates=tuple(certs)))
+        ev = EventSpec(type=ev.type, agent=ev.agent, fields=ev.fields, id=ev.id,
+                       causes=self._causes(task, ev.causes))
+        v = self.submit(task, Proposal(proposer=proposer, operation=op, target=target,
+                                       events=(ev,), effects=tuple(effects),
+                                       justification=(str(ev.id),),
+                                       certificates=tuple(certs)))
+        self._advance(task, str(ev.id))
+        return v
 
     # -- workflow steps -------------------------------------------------------------
     def introduce(self, task: str) -> None:
@@ -170,6 +188,7 @@ class LiveAudit:
                      Effect.node(o_act, "act", deps=(o_plan,), required_root=True),
                      Effect.node(o_audit, "audit", deps=(o_act,))),
             justification=(str(ev.id),)))
+        self._advance(task, str(ev.id))
         for oid, role in ((o_plan, "planner"), (o_act, "executor"), (o_audit, "auditor")):
             self.submit(task, Proposal(
                 proposer=RUN_AGENT, operation="assign", target=oid,

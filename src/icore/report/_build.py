@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from icore.adapters import Attribution, AttributionScore, AuditResult
+from icore.records import is_record_id
+from icore.report._lineage import lineage_view
 from icore.report._model import (
     AssertionView,
     AttributionView,
@@ -17,12 +19,14 @@ from icore.report._model import (
     FlagView,
     IndexRow,
     IndexView,
+    LineageView,
     MetricPointView,
+    NoticeView,
     ObligationView,
     RunView,
 )
-from icore.report._render import report_filename
-from icore.state import AssertionKind, State
+from icore.report._render import anchor, report_filename
+from icore.state import AssertionKind, Committed, EventAdded, FlagRaised, ProposalRecorded, State
 
 _EXCERPT = 600
 
@@ -77,6 +81,7 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         ("declaration package", f"{x.decl.name} v{x.decl.version}"),
         ("import + audit time", f"{result.elapsed_ms:.0f} ms"),
     )
+    lineage = trace_lineage(t.extras.get("planfence"))
     warnings = t.extras.get("warnings")
     if isinstance(warnings, list) and warnings:
         summary += (("import warnings", "; ".join(map(str, warnings))),)
@@ -94,7 +99,46 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         attribution=att,
         links=tuple(links),
         index_href=index_href,
+        lineage=lineage,
+        notices=tuple(NoticeView("bad", f"{lv.title}: {lv.reason}", f"#lin-{anchor(lv.id)}")
+                      for lv in lineage if lv.status in ("INVALID", "blocked")),
     )
+
+
+def trace_lineage(planfence: object) -> tuple[LineageView, ...]:
+    """Lineage pictures of a trace that carries PlanFence records and decisions
+    (``Trace.extras["planfence"]``; see :mod:`icore.adapters` JSONL format): one per
+    action, decisions grouped by their ``task`` (else ``action``) field, in order."""
+    if not isinstance(planfence, Mapping):
+        return ()
+    records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for d in planfence.get("decisions", ()):
+        if isinstance(d, Mapping):
+            groups.setdefault(str(d.get("task") or d.get("action") or "action"), []).append(d)
+    return tuple(lineage_view(name, f"{name} · {ds[0].get('action', '')}".rstrip(" ·"),
+                              _relevant(records, ds), ds) for name, ds in groups.items())
+
+
+def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[Mapping[str, Any]]
+              ) -> list[Mapping[str, Any]]:
+    """The records one action's picture shows: its roots and their ancestors, the
+    versions of D(x) it saw (frontier, heads, every version of those keys) and the
+    records derived from its roots (the action record)."""
+    by_id = {str(r.get("id")): r for r in records}
+    roots = {str(x) for d in decisions for x in d.get("roots") or ()}
+    deps = {str(k) for d in decisions for k in d.get("deps") or ()}
+    keep = set(roots) | {str(v) for d in decisions for k in ("frontier", "heads")
+                         for v in (d.get(k) or {}).values()}
+    todo = list(keep)
+    while todo:
+        r = by_id.get(todo.pop())
+        for p in (r.get("parents") or ()) if r is not None else ():
+            if str(p) not in keep:
+                keep.add(str(p))
+                todo.append(str(p))
+    return [r for r in records if str(r.get("id")) in keep or r.get("key") in deps
+            or roots & {str(p) for p in r.get("parents") or ()}]
 
 
 def index_from_audits(results: Sequence[AuditResult], *,
@@ -140,7 +184,8 @@ def index_from_audits(results: Sequence[AuditResult], *,
     return IndexView(title, tuple(cols), tuple(rows), tuple(notes), tuple(errors))
 
 
-__all__ = ["index_from_audits", "view_from_audit"]
+__all__ = ["flag_views", "index_from_audits", "state_views", "trace_lineage",
+           "view_from_audit"]
 
 
 def state_views(x: State, *, event_step: Callable[[str], int | None] | None = None,
@@ -188,5 +233,53 @@ def state_views(x: State, *, event_step: Callable[[str], int | None] | None = No
         obligations.append(ObligationView(
             o.id, o.kind, str(o.effective_status), o.assignee, o.parent, o.weight,
             x.is_sound(o.id), x.is_stable(o.id), o.id in in_w, o.deps, tuple(rels)))
-    flags = tuple(FlagView(f.id, str(f.kind), f.detail, f.assertions) for f in x.flags.values())
-    return tuple(obligations), tuple(assertions), tuple(events), flags
+    return tuple(obligations), tuple(assertions), tuple(events), flag_views(x, event_step)
+
+
+def flag_context(x: State) -> dict[str, tuple[int, str | None]]:
+    """For each hard flag: the number of proposals recorded before it and the last event
+    added to G before it (where in the run it was raised)."""
+    proposals, last = 0, None
+    out: dict[str, tuple[int, str | None]] = {}
+    for e in x.entries:
+        b = e.body
+        if isinstance(b, ProposalRecorded):
+            proposals += 1
+        elif isinstance(b, EventAdded):
+            last = b.event.id
+        elif isinstance(b, Committed) and b.events:
+            last = b.events[-1].id
+        elif isinstance(b, FlagRaised):
+            out[b.flag.id] = (proposals, last)
+    return out
+
+
+def flag_views(x: State, event_step: Callable[[str], int | None] | None = None
+               ) -> tuple[FlagView, ...]:
+    """The :class:`FlagView` of every hard flag of X, with step, agent and cited records.
+
+    Args:
+        x: the state.
+        event_step: maps an event to its source step (imported runs); without it the
+            step is the proposal number the flag was raised at (live runs).
+    """
+    ctx = flag_context(x)
+    out = []
+    for f in x.flags.values():
+        n, last = ctx.get(f.id, (0, None))
+        step: int | None = n or None
+        if event_step is not None:
+            step = event_step(last) if last is not None else None
+        agent = f.proposer
+        if agent is None and last is not None and last in x.events:
+            agent = x.events[last].agent  # e.g. the owner whose revision revoked evidence
+        records = [r.subject for r in f.reasons if r.subject and is_record_id(r.subject)]
+        for cid in f.certificates:
+            c = x.certificates.get(cid)
+            if c is not None:
+                records += [ref.record_id for ref in c.records]
+        out.append(FlagView(f.id, str(f.kind), f.detail, f.assertions, f.obligations,
+                            agent, step, tuple(f"{r.code}: {r.detail}" for r in f.reasons),
+                            tuple(dict.fromkeys(records)),
+                            x.flag_resolution(f.id) is not None))
+    return tuple(out)

@@ -157,12 +157,146 @@ class AttributionView:
 
 @dataclass(frozen=True, slots=True)
 class FlagView:
-    """A hard flag."""
+    """A hard flag with where it happened and what it cites.
+
+    Attributes:
+        id: flag id (anchor ``fl-<id>``).
+        kind: flag kind.
+        detail: explanation.
+        assertions: affected assertion ids.
+        obligations: affected obligation ids.
+        agent: the proposer of the flagged attempt (None: an owner revision).
+        step: where it was raised (source step of an imported run, proposal number of a
+            live run), None when unknown.
+        reasons: Definition 6 reasons (``code: detail``).
+        records: cited PlanFence record ids (stale or revoked versions).
+        resolved: the flag was resolved (e.g. by the replan).
+    """
 
     id: str
     kind: str
     detail: str
     assertions: tuple[str, ...] = ()
+    obligations: tuple[str, ...] = ()
+    agent: str | None = None
+    step: int | None = None
+    reasons: tuple[str, ...] = ()
+    records: tuple[str, ...] = ()
+    resolved: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """A PlanFence record in a lineage picture (planfence Sec. 3).
+
+    Attributes:
+        id: record id (content address; anchor ``rec-<id>``).
+        key: semantic key (``req/t1``).
+        owner: owning agent.
+        seq: owner sequence number (the version).
+        type: record type.
+        role: what it is in the workflow (requirement, revision, plan, replan, action...).
+        parents: exact parent record ids.
+        summary: short content text.
+    """
+
+    id: str
+    key: str
+    owner: str
+    seq: int | None
+    type: str
+    role: str
+    parents: tuple[str, ...] = ()
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationView:
+    """One validation point of the gate (planfence Alg. 1): F(x) against H(x).
+
+    Attributes:
+        point: validation point number.
+        outcome: ``authorized``, ``replan_required`` or ``blocked``.
+        reason: the gate's reason (``fresh``, ``stale``, ``not_validated``...).
+        policy: the validator's policy.
+        replanned: this point validated the replanned action.
+        roots: plan root record ids L(x).
+        deps: dependency scope D(x).
+        frontier: ``(key, record id)`` pairs of F(x).
+        frontier_source: ``gate`` (computed by the gate) or ``plan parents`` (the policy
+            computes no frontier; shown from the roots' exact parents).
+        heads: ``(key, record id)`` pairs of the owners' heads H(x).
+        stale: keys whose F(x) version is not the head.
+        detail: the gate's detail text.
+    """
+
+    point: int
+    outcome: str
+    reason: str
+    policy: str
+    replanned: bool
+    roots: tuple[str, ...] = ()
+    deps: tuple[str, ...] = ()
+    frontier: tuple[tuple[str, str], ...] = ()
+    frontier_source: str = "gate"
+    heads: tuple[tuple[str, str], ...] = ()
+    stale: tuple[str, ...] = ()
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionStepView:
+    """One step of the gate's decision timeline (validate -> replan -> validate -> ...).
+
+    Attributes:
+        kind: ``validate``, ``replan``, ``authorized``, ``blocked``, ``executed``...
+        label: short text in the timeline box.
+        status: ``ok``, ``bad`` or ``warn`` (colour).
+        detail: tooltip / longer text.
+    """
+
+    kind: str
+    label: str
+    status: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LineageView:
+    """The lineage picture of one protected action (planfence Sec. 3-4, eq. 1).
+
+    Attributes:
+        id: anchor (``lin-<id>``).
+        title: e.g. the task and action name.
+        status: ``valid``, ``INVALID``, ``blocked``, ``not issued``.
+        reason: one line: why it is invalid or blocked (or why it is valid).
+        records: the records involved, in commit order.
+        points: the gate's validation points.
+        steps: the decision timeline.
+        stale_by: ids of the revisions that made the plan stale.
+        action: the action record id, if one was committed.
+        roots: the plan records the action finally ran from (or would have).
+    """
+
+    id: str
+    title: str
+    status: str
+    reason: str
+    records: tuple[RecordView, ...] = ()
+    points: tuple[ValidationView, ...] = ()
+    steps: tuple[DecisionStepView, ...] = ()
+    stale_by: tuple[str, ...] = ()
+    action: str | None = None
+    roots: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeView:
+    """A line shown at the top of a page (the reason of an invalid or blocked action)."""
+
+    level: str
+    text: str
+    href: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +317,10 @@ class RunView:
         attribution: failure attribution, if computed.
         links: ``(label, href)`` pairs (relative links, e.g. the PROV-JSON file).
         index_href: relative link to the index page, if one is written next to it.
+        lineage: lineage pictures of protected actions (live runs; traces carrying
+            PlanFence records).
+        notices: lines shown at the top (e.g. why an action was invalid).
+        brand: the header's label.
     """
 
     id: str
@@ -198,6 +336,64 @@ class RunView:
     attribution: AttributionView | None = None
     links: tuple[tuple[str, str], ...] = ()
     index_href: str | None = None
+    lineage: tuple[LineageView, ...] = ()
+    notices: tuple[NoticeView, ...] = ()
+    brand: str = "icore audit"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveTaskView:
+    """One workflow of a live run, as a row and a details block.
+
+    Attributes:
+        task: task id. success/primary/replanned/blocked/auditor: display cells.
+        ok: the workflow succeeded. error: why it stopped early ('').
+        steps: ``(step, agent, ok, ms, detail)`` rows. proposals: ``(operation,
+        proposer, decision, reasons)`` rows of its iCORE proposals.
+    """
+
+    task: str
+    ok: bool
+    primary: str
+    replanned: str
+    blocked: str
+    auditor: str
+    responses: str
+    ms: str
+    error: str = ""
+    steps: tuple[tuple[str, str, bool, str, str], ...] = ()
+    proposals: tuple[tuple[str, str, str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRunView:
+    """The run page of a live run (``report.html``): decision first, then details.
+
+    Attributes:
+        id / title / subtitle: as in :class:`RunView`.
+        verdict: ``ok`` or ``bad`` (the page's headline colour). headline: one line.
+        notices: reasons of invalid or blocked actions, crashes, run errors (top).
+        summary: ``(label, value)`` pairs. icore: ``(label, value)`` pairs of X.
+        lineage: one lineage picture per protected action.
+        tasks: workflow rows. diagnoses / flags: from the run's X.
+        icore_href: relative link to the iCORE page.
+        files: ``(name, what)`` of the run folder.
+    """
+
+    id: str
+    title: str
+    subtitle: str
+    verdict: str
+    headline: str
+    notices: tuple[NoticeView, ...] = ()
+    summary: tuple[tuple[str, str], ...] = ()
+    icore: tuple[tuple[str, str], ...] = ()
+    lineage: tuple[LineageView, ...] = ()
+    tasks: tuple[LiveTaskView, ...] = ()
+    diagnoses: tuple[DiagnosisView, ...] = ()
+    flags: tuple[FlagView, ...] = ()
+    icore_href: str | None = None
+    files: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +421,19 @@ __all__ = [
     "AttributionView",
     "CertificateView",
     "ChainLinkView",
+    "DecisionStepView",
     "DiagnosisView",
     "EventView",
     "FlagView",
     "IndexRow",
     "IndexView",
+    "LineageView",
+    "LiveRunView",
+    "LiveTaskView",
     "MetricPointView",
+    "NoticeView",
     "ObligationView",
+    "RecordView",
     "RunView",
+    "ValidationView",
 ]

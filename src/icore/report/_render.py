@@ -1,21 +1,35 @@
-"""Render a :class:`RunView` / :class:`IndexView` to static HTML that works offline.
+"""Render a :class:`RunView` / :class:`LiveRunView` / :class:`IndexView` to static HTML
+that works offline.
 
-Pages reference only the assets shipped in this package (``assets/report.css``,
-``assets/report.js``), copied next to them; plots are inline SVG. Nothing is fetched
-from a network. Layout (positions of graph nodes, timeline coordinates) is the only
-arithmetic done here.
+By default a page is one file: the bundled CSS and JS (``assets/report.css``,
+``assets/report.js``) are inlined, allowed by a Content-Security-Policy that names their
+SHA-256 hashes, and every picture is inline SVG, so the page can be mailed or attached to
+a ticket. With ``single_file=False`` the assets are copied to ``assets/`` beside the page
+instead. Nothing is fetched from a network. Layout (positions of graph nodes, lanes,
+pages of G, timeline coordinates) is the only arithmetic done here.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import jinja2
 
-from icore.report._model import IndexView, MetricPointView, ObligationView, RunView
+from icore.report._model import (
+    EventView,
+    IndexView,
+    LineageView,
+    LiveRunView,
+    MetricPointView,
+    ObligationView,
+    RunView,
+)
 
 ASSETS = ("report.css", "report.js")
 """Files of ``icore/report/assets`` every page may reference (copied to ``<out>/assets``)."""
@@ -131,6 +145,180 @@ def _timeline(points: tuple[MetricPointView, ...]) -> _Plot | None:
     return _Plot(w, h, tuple(lines), xt, yt, left, h - bottom)
 
 
+# --------------------------------------------------------------------- G as a graph
+EVENTS_PER_PAGE = 100
+"""Events of G drawn per page of the graph (pages switch in the browser; 1,000+ events
+stay readable and the DOM small per page)."""
+
+_LANE_H, _LABEL_W, _STEP_W, _TOP = 30.0, 130.0, 26.0, 24.0
+
+
+@dataclass(frozen=True, slots=True)
+class _GNode:
+    e: EventView
+    x: float
+    y: float
+    n: int  # 1-based position in G
+
+
+@dataclass(frozen=True, slots=True)
+class _GEdge:
+    d: str  # SVG path
+    cls: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class _GPage:
+    number: int
+    first: int
+    last: int
+    nodes: tuple[_GNode, ...]
+    edges: tuple[_GEdge, ...]
+    width: float
+
+
+@dataclass(frozen=True, slots=True)
+class _EventGraph:
+    lanes: tuple[tuple[str, float], ...]  # (agent, y of the lane's centre)
+    pages: tuple[_GPage, ...]
+    height: float
+    total: int
+    edges: int
+
+
+def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
+                 ) -> _EventGraph | None:
+    """Lay G out as lanes (one per agent, in order of first appearance) and columns (the
+    order events entered G), ``per_page`` events per page; a cause on an earlier page is
+    drawn as a stub from the page's left edge."""
+    if not events:
+        return None
+    agents = list(dict.fromkeys(e.agent for e in events))
+    lane_y = {a: _TOP + i * _LANE_H + _LANE_H / 2 for i, a in enumerate(agents)}
+    page_of: dict[str, int] = {}
+    pos: dict[str, tuple[float, float]] = {}
+    pages = []
+    n_edges = 0
+    for p, start in enumerate(range(0, len(events), per_page), start=1):
+        chunk = events[start:start + per_page]
+        nodes = []
+        for i, e in enumerate(chunk):
+            x = _LABEL_W + _STEP_W / 2 + i * _STEP_W
+            pos[e.id] = (x, lane_y[e.agent])
+            page_of[e.id] = p
+            nodes.append(_GNode(e, x, lane_y[e.agent], start + i + 1))
+        edges = []
+        for node in nodes:
+            for c in node.e.causes:
+                if c not in pos:
+                    continue
+                n_edges += 1
+                x2, y2 = node.x, node.y
+                if page_of[c] == p:
+                    x1, y1 = pos[c]
+                    mx = (x1 + x2) / 2
+                    d = f"M{x1:.1f},{y1:.1f} C{mx:.1f},{y1:.1f} {mx:.1f},{y2:.1f} " \
+                        f"{x2 - 6:.1f},{y2:.1f}"
+                    edges.append(_GEdge(d, "cause", f"{c} → {node.e.id}"))
+                else:
+                    y1 = pos[c][1]
+                    d = f"M{_LABEL_W:.1f},{y1:.1f} C{_LABEL_W + 12:.1f},{y1:.1f} " \
+                        f"{x2 - 14:.1f},{y2:.1f} {x2 - 6:.1f},{y2:.1f}"
+                    edges.append(_GEdge(d, "cause offpage",
+                                        f"{c} (page {page_of[c]}) → {node.e.id}"))
+        width = _LABEL_W + len(chunk) * _STEP_W + 10
+        pages.append(_GPage(p, start + 1, start + len(chunk), tuple(nodes), tuple(edges),
+                            width))
+    height = _TOP + len(agents) * _LANE_H + 8
+    return _EventGraph(tuple((a, lane_y[a]) for a in agents), tuple(pages), height,
+                       len(events), n_edges)
+
+
+# ------------------------------------------------------------------ lineage picture
+_REC_W, _REC_H, _REC_GAP, _KEY_W, _KEY_H = 118.0, 40.0, 22.0, 150.0, 52.0
+
+
+@dataclass(frozen=True, slots=True)
+class _LNode:
+    id: str
+    x: float
+    y: float
+    line1: str
+    line2: str
+    cls: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class _LineagePicture:
+    keys: tuple[tuple[str, float], ...]
+    nodes: tuple[_LNode, ...]
+    edges: tuple[_GEdge, ...]
+    width: float
+    height: float
+
+
+def _lineage_picture(lv: LineageView) -> _LineagePicture | None:
+    """Records in lanes by key, columns in commit order, arrows from exact parents;
+    classes mark F(x), H(x), the stale plan, the revision that made it stale."""
+    if not lv.records:
+        return None
+    first = lv.points[0] if lv.points else None
+    last = lv.points[-1] if lv.points else None
+    frontier = {rid for p in lv.points for _, rid in p.frontier}
+    heads = {rid for _, rid in last.heads} if last else set()
+    stale_plan = set(first.roots) if first is not None and first.stale else set()
+    keys = list(dict.fromkeys(r.key for r in lv.records))
+    key_y = {k: 20 + i * _KEY_H for i, k in enumerate(keys)}
+    pos: dict[str, tuple[float, float]] = {}
+    nodes = []
+    for i, r in enumerate(lv.records):
+        x = _KEY_W + i * (_REC_W + _REC_GAP)
+        y = key_y[r.key]
+        pos[r.id] = (x, y)
+        cls = ["rec", f"role-{r.role}"]
+        marks = []
+        if r.id in frontier:
+            cls.append("in-frontier")
+            marks.append("in F(x)")
+        if r.id in heads:
+            cls.append("is-head")
+            marks.append("owner's head H(x)")
+        if r.id in lv.stale_by:
+            cls.append("stale-rev")
+            marks.append("made the plan stale")
+        if r.id in stale_plan:
+            cls.append("stale-plan")
+            marks.append("stale plan")
+        if r.id in lv.roots:
+            cls.append("root")
+            marks.append("plan the action ran from" if lv.action else "plan root")
+        version = f" v{r.seq}" if r.seq is not None else ""
+        title = (f"{r.role}: {r.key}{version} by {r.owner}\nid {r.id}\nparents: "
+                 f"{', '.join(p[:8] for p in r.parents) or 'none'}"
+                 f"{chr(10) + r.summary if r.summary else ''}"
+                 f"{chr(10) + '; '.join(marks) if marks else ''}")
+        nodes.append(_LNode(r.id, x, y, f"{r.role}{version}", r.id[:8], " ".join(cls),
+                            title))
+    edges = []
+    for r in lv.records:
+        for p in r.parents:
+            if p in pos:
+                (x1, y1), (x2, y2) = pos[p], pos[r.id]
+                ax, ay = x1 + _REC_W, y1 + _REC_H / 2
+                bx, by = x2, y2 + _REC_H / 2
+                mx = (ax + bx) / 2
+                edges.append(_GEdge(f"M{ax:.1f},{ay:.1f} C{mx:.1f},{ay:.1f} {mx:.1f},"
+                                    f"{by:.1f} {bx - 5:.1f},{by:.1f}", "parent",
+                                    f"{p[:8]} is a parent of {r.id[:8]}"))
+    width = _KEY_W + len(lv.records) * (_REC_W + _REC_GAP) + 10
+    height = 20 + len(keys) * _KEY_H
+    return _LineagePicture(tuple((k, key_y[k]) for k in keys), tuple(nodes), tuple(edges),
+                           width, height)
+
+
+# ------------------------------------------------------------------------- pages
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("icore.report", "templates"),
@@ -140,6 +328,8 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["anchor"] = anchor
+    env.filters["short"] = lambda v: str(v)[:8]
+    env.globals["lineage_picture"] = _lineage_picture
     return env
 
 
@@ -151,6 +341,11 @@ def anchor(value: object) -> str:
 def report_filename(run_id: str) -> str:
     """The file name of a run's report: ``<safe id>.html``."""
     return f"{anchor(run_id)}.html"
+
+
+def _asset(name: str) -> str:
+    return resources.files("icore.report").joinpath("assets", name).read_text(
+        encoding="utf-8")
 
 
 def copy_assets(out_dir: Path) -> list[Path]:
@@ -168,38 +363,68 @@ def copy_assets(out_dir: Path) -> list[Path]:
     return out
 
 
-def render_report(view: RunView, out_dir: str | Path) -> Path:
-    """Render one run's report to ``out_dir/<id>.html`` (assets copied alongside).
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def _page_context(out: Path, single_file: bool) -> dict[str, object]:
+    """Template variables of the page head: inlined assets (with their CSP hashes) or
+    links to ``assets/`` (copied)."""
+    if not single_file:
+        copy_assets(out)
+        return {"inline": False, "asset_prefix": "assets/",
+                "csp": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                       "script-src 'self'"}
+    css, js = _asset("report.css"), _asset("report.js")
+    for text, tag in ((css, "</style"), (js, "</script")):
+        if tag in text.lower():  # cannot happen with the bundled files; fail loudly
+            raise ValueError(f"bundled asset contains {tag}")
+    return {"inline": True, "css": css, "js": js, "asset_prefix": "",
+            "csp": f"default-src 'none'; img-src data:; style-src {_csp_hash(css)}; "
+                   f"script-src {_csp_hash(js)}"}
+
+
+def _write(path: Path, html: str) -> Path:
+    path.write_text(html, encoding="utf-8")
+    return path
+
+
+def render_report(view: RunView, out_dir: str | Path, *, single_file: bool = True) -> Path:
+    """Render one run's report to ``out_dir/<id>.html``.
 
     Args:
         view: the run's view model (built by :func:`view_from_audit` or by a live run).
         out_dir: output folder (created if missing).
+        single_file: inline CSS and JS (default); False copies them to ``assets/``.
 
     Returns:
         The path of the HTML file.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    copy_assets(out)
     html = _env().get_template("run.html.j2").render(
         run=view, graph=_layout(view.obligations), plot=_timeline(view.timeline),
-        asset_prefix="assets/",
-    )
-    path = out / report_filename(view.id)
-    path.write_text(html, encoding="utf-8")
-    return path
+        g=_event_graph(view.events), **_page_context(out, single_file))
+    return _write(out / report_filename(view.id), html)
 
 
-def render_index(view: IndexView, out_dir: str | Path) -> Path:
-    """Render the index page to ``out_dir/index.html`` (assets copied alongside)."""
+def render_live(view: LiveRunView, out_dir: str | Path, *, single_file: bool = True) -> Path:
+    """Render a live run's page to ``out_dir/report.html`` (see :func:`render_report`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    copy_assets(out)
-    html = _env().get_template("index.html.j2").render(index=view, asset_prefix="assets/")
-    path = out / "index.html"
-    path.write_text(html, encoding="utf-8")
-    return path
+    html = _env().get_template("live.html.j2").render(
+        live=view, **_page_context(out, single_file))
+    return _write(out / "report.html", html)
 
 
-__all__ = ["ASSETS", "anchor", "copy_assets", "render_index", "render_report",
-           "report_filename"]
+def render_index(view: IndexView, out_dir: str | Path, *, single_file: bool = True) -> Path:
+    """Render the index page to ``out_dir/index.html`` (see :func:`render_report`)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    html = _env().get_template("index.html.j2").render(
+        index=view, **_page_context(out, single_file))
+    return _write(out / "index.html", html)
+
+
+__all__ = ["ASSETS", "EVENTS_PER_PAGE", "anchor", "copy_assets", "render_index",
+           "render_live", "render_report", "report_filename"]

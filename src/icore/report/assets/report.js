@@ -1,10 +1,10 @@
-/* icore audit report: bundled, offline, no dependencies. */
+/* icore report: bundled, offline, no dependencies. */
 (function () {
   "use strict";
   function onReady(fn) {
     if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
   }
-  onReady(function () {
+  function obligationGraph() {
     // Obligation graph: clicking a node highlights that obligation's assertions.
     var nodes = document.querySelectorAll("#obligation-graph .node");
     nodes.forEach(function (node) {
@@ -20,6 +20,8 @@
       node.addEventListener("click", select);
       node.addEventListener("keydown", function (e) { if (e.key === "Enter") { select(); } });
     });
+  }
+  function sortableTables() {
     // Index: click a column header to sort.
     document.querySelectorAll("table.sortable").forEach(function (table) {
       table.querySelectorAll("thead th").forEach(function (th, col) {
@@ -38,6 +40,56 @@
         });
       });
     });
+  }
+  function eventGraph() {
+    // G: one page of events at a time, zoom in/out, or every page at once.
+    var pages = Array.prototype.slice.call(document.querySelectorAll("svg.g-page"));
+    var controls = document.getElementById("g-controls");
+    if (!pages.length || !controls) { return; }
+    var label = document.getElementById("g-page-label");
+    var current = 0, scale = 1, all = false;
+    var base = pages.map(function (p) {
+      return [parseFloat(p.getAttribute("width")), parseFloat(p.getAttribute("height"))];
+    });
+    function show() {
+      pages.forEach(function (p, i) {
+        p.classList.toggle("hidden", !all && i !== current);
+        p.setAttribute("width", String(base[i][0] * scale));
+        p.setAttribute("height", String(base[i][1] * scale));
+      });
+      label.textContent = all ? "all " + pages.length + " pages"
+        : "page " + (current + 1) + " of " + pages.length + " (events " +
+          pages[current].getAttribute("data-first") + "–" + pages[current].getAttribute("data-last") + ")";
+    }
+    controls.addEventListener("click", function (e) {
+      var what = e.target && e.target.getAttribute ? e.target.getAttribute("data-g") : null;
+      if (what === "prev") { current = Math.max(0, current - 1); all = false; }
+      else if (what === "next") { current = Math.min(pages.length - 1, current + 1); all = false; }
+      else if (what === "zoom-in") { scale = Math.min(4, scale * 1.25); }
+      else if (what === "zoom-out") { scale = Math.max(0.25, scale / 1.25); }
+      else if (what === "all") { all = !all; }
+      else { return; }
+      show();
+    });
+    // following a link to an event on another page opens that page
+    function openFor(hash) {
+      if (!hash || hash.indexOf("#ev-") !== 0) { return; }
+      var id = decodeURIComponent(hash.slice(4));
+      pages.forEach(function (p, i) {
+        p.querySelectorAll(".gev").forEach(function (a) {
+          if (a.getAttribute("href") === "#ev-" + id) { current = i; }
+        });
+      });
+      show();
+    }
+    window.addEventListener("hashchange", function () { openFor(window.location.hash); });
+    show();
+  }
+  onReady(function () {
+    document.documentElement.classList.add("js");
+    obligationGraph();
+    sortableTables();
+    eventGraph();
     document.documentElement.setAttribute("data-report-ready", "1");
   });
 })();

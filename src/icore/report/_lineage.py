@@ -1,0 +1,200 @@
+"""Lineage pictures of protected actions from PlanFence records and gate decisions.
+
+Input is the JSON the fence already produces: records as ``{id, key, owner, seq, type,
+parents, content?, role?}`` and decisions as :meth:`icore.fence.Decision.to_dict`. The
+gate's own frontier F(x) and heads H(x) are shown as recorded; a policy that computes no
+frontier (``owner_head_freshness``) is shown with the versions its roots cite as exact
+parents instead, labelled so (planfence Sec. 3, eq. 1; Alg. 1). Formatting only: which
+version is "stale" is read off F(x) and H(x), nothing is re-validated here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from icore.report._model import (
+    DecisionStepView,
+    LineageView,
+    RecordView,
+    ValidationView,
+)
+
+_SHORT = 8
+
+
+def short(record_id: object) -> str:
+    """The first 8 characters of a record id (how pages name records)."""
+    return str(record_id)[:_SHORT]
+
+
+def _summary(content: Any, limit: int = 90) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, Mapping):
+        if "args" in content and isinstance(content["args"], Mapping):
+            content = content["args"]
+        elif "items" in content and isinstance(content["items"], list):
+            return f"{len(content['items'])} item(s)"
+        elif "candidates" in content and isinstance(content["candidates"], list):
+            return f"{len(content['candidates'])} candidate(s)"
+    text = json.dumps(content, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]:
+    """The :class:`RecordView` of each record dict (duplicates by id dropped)."""
+    seen: set[str] = set()
+    out = []
+    for r in records:
+        rid = str(r.get("id", ""))
+        if not rid or rid in seen:
+            continue
+        seen.add(rid)
+        seq = r.get("seq")
+        out.append(RecordView(
+            id=rid, key=str(r.get("key", "")), owner=str(r.get("owner", "")),
+            seq=int(seq) if isinstance(seq, int) else None, type=str(r.get("type", "")),
+            role=str(r.get("role") or r.get("type", "")),
+            parents=tuple(str(p) for p in r.get("parents") or ()),
+            summary=_summary(r.get("content"))))
+    return tuple(out)
+
+
+def _validation(d: Mapping[str, Any], by_id: Mapping[str, RecordView]) -> ValidationView:
+    deps = tuple(str(k) for k in d.get("deps") or ())
+    roots = tuple(str(r) for r in d.get("roots") or ())
+    heads = {str(k): str(v) for k, v in (d.get("heads") or {}).items()}
+    frontier = {str(k): str(v) for k, v in (d.get("frontier") or {}).items()}
+    source = "gate"
+    if not frontier:
+        # the policy did not compute F(x): show the versions the roots cite as parents
+        cited = [p for r in roots if r in by_id for p in by_id[r].parents]
+        for key in deps:
+            hit = next((p for p in cited if p in by_id and by_id[p].key == key), None)
+            if hit is not None:
+                frontier[key] = hit
+        source = "plan parents" if frontier else "none"
+    stale = tuple(k for k in deps if k in frontier and k in heads and frontier[k] != heads[k])
+    keys = list(dict.fromkeys([*deps, *frontier, *heads]))
+    return ValidationView(
+        point=int(d.get("point") or 0), outcome=str(d.get("outcome", "")),
+        reason=str(d.get("reason", "")), policy=str(d.get("policy", "")),
+        replanned=bool(d.get("replanned")), roots=roots, deps=deps,
+        frontier=tuple((k, frontier[k]) for k in keys if k in frontier),
+        frontier_source=source,
+        heads=tuple((k, heads[k]) for k in keys if k in heads), stale=stale,
+        detail=str(d.get("detail", "")))
+
+
+def _version(rid: str, by_id: Mapping[str, RecordView]) -> str:
+    r = by_id.get(rid)
+    return f"v{r.seq} {short(rid)}" if r is not None and r.seq is not None else short(rid)
+
+
+def _status_of(outcome: str, reason: str) -> str:
+    if outcome == "authorized":
+        return "ok" if reason == "valid" else "warn"
+    if outcome == "replan_required":
+        return "warn"
+    return "bad"
+
+
+def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
+                 decisions: Sequence[Mapping[str, Any]], *, status: str | None = None,
+                 outcome_note: str = "") -> LineageView:
+    """The lineage picture of one protected action.
+
+    Args:
+        anchor: HTML id suffix (``lin-<anchor>``).
+        title: heading (task and action).
+        records: the records of the workflow (plan, requirement versions, action...).
+        decisions: the gate's decisions for this action, in order.
+        status: ``valid`` / ``INVALID`` / ``blocked`` / ``not issued`` when the caller
+            knows it (a live run's ground truth); None derives it from the last decision
+            (authorized with a stale F(x) -> ``INVALID``).
+        outcome_note: extra words for the reason line (e.g. the auditor's verdict).
+
+    Returns:
+        The :class:`LineageView`.
+    """
+    recs = record_views(records)
+    by_id = {r.id: r for r in recs}
+    points = tuple(_validation(d, by_id) for d in decisions)
+    steps: list[DecisionStepView] = []
+    stale_by: list[str] = []
+    for i, p in enumerate(points):
+        if p.replanned and i > 0:
+            new = ", ".join(short(r) for r in p.roots)
+            steps.append(DecisionStepView("replan", f"replan → plan {new}", "warn",
+                                          "one isolated replan over the fresh records"))
+        label = f"validate #{p.point}: {p.outcome} / {p.reason}"
+        tip = "; ".join(
+            f"{k}: F={_version(dict(p.frontier).get(k, '-'), by_id)} "
+            f"H={_version(dict(p.heads).get(k, '-'), by_id)}" for k in p.deps)
+        steps.append(DecisionStepView("validate", label, _status_of(p.outcome, p.reason),
+                                      tip or p.detail))
+        heads = dict(p.heads)
+        for k in p.stale:
+            if heads[k] not in stale_by:
+                stale_by.append(heads[k])
+    last = points[-1] if points else None
+    action = next((r.id for r in reversed(recs) if r.role == "action"), None)
+    if status is None:
+        if last is None:
+            status = "not issued"
+        elif last.outcome == "authorized":
+            status = "INVALID" if last.stale else "valid"
+        else:
+            status = "blocked"
+    if last is not None:
+        if last.outcome == "authorized":
+            steps.append(DecisionStepView(
+                "authorized", "authorized → executed" if action or status != "blocked"
+                else "authorized", "bad" if status == "INVALID" else "ok", last.detail))
+        elif last.outcome == "blocked":
+            steps.append(DecisionStepView("blocked", f"blocked: {last.reason}", "bad",
+                                          last.detail))
+        else:
+            steps.append(DecisionStepView("blocked", "not executed", "bad", last.detail))
+    reason = _reason(status, points, by_id)
+    if outcome_note:
+        reason = f"{reason} {outcome_note}".strip()
+    return LineageView(anchor, title, status, reason, recs, points, tuple(steps),
+                       tuple(stale_by), action, last.roots if last else ())
+
+
+def _reason(status: str, points: Sequence[ValidationView],
+            by_id: Mapping[str, RecordView]) -> str:
+    if not points:
+        return "The gate was never asked: no protected action was issued."
+    last = points[-1]
+    gate = f"gate: {last.outcome} / {last.reason} (policy {last.policy})"
+    if status == "INVALID":
+        fr, hd = dict(last.frontier), dict(last.heads)
+        parts = []
+        for k in last.stale or tuple(k for k in last.deps if k in fr and k in hd):
+            rev = by_id.get(hd[k])
+            who = f" by {rev.owner}" if rev is not None else ""
+            parts.append(f"{k}: the plan is bound to {_version(fr[k], by_id)} but the "
+                         f"owner's head is {_version(hd[k], by_id)} (revised{who})")
+        why = "; ".join(parts) or "its frontier is not the owners' heads"
+        checked = ("the policy did not check the plan's lineage"
+                   if last.frontier_source != "gate" else "the gate saw the stale frontier")
+        return (f"INVALID: the action ran from a stale plan. {why}. {gate}: {checked}"
+                f"{' — ' + last.detail if last.detail else ''}.")
+    if status == "blocked":
+        return f"BLOCKED (fail closed): {gate}{' — ' + last.detail if last.detail else ''}."
+    if status == "valid":
+        first = points[0]
+        if len(points) > 1 and first.stale:
+            revs = ", ".join(f"{k} → {_version(dict(first.heads)[k], by_id)}"
+                             for k in first.stale)
+            return (f"valid: validation #{first.point} found the plan stale ({revs}); one "
+                    f"replan; validation #{last.point} authorized with F(x) = H(x).")
+        return f"valid: F(x) = H(x) at validation #{last.point}; {gate}."
+    return f"{status}: {gate}."
+
+
+__all__ = ["lineage_view", "record_views", "short"]
