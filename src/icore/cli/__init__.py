@@ -14,7 +14,10 @@ from typing import Any
 
 import typer
 
+from icore import __version__
 from icore.errors import IcoreError
+
+_HELP = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="icore",
@@ -22,9 +25,25 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=_HELP,
 )
-bench = typer.Typer(help="Benchmarks and paper reproductions.", no_args_is_help=True)
+bench = typer.Typer(help="Benchmarks and paper reproductions.", no_args_is_help=True,
+                    context_settings=_HELP)
 app.add_typer(bench, name="bench")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"icore {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version,
+                                 is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Safe-to-act, auditable LLM multi-agent teams (PlanFence + iCORE)."""
 
 _MODULES = (
     "_demo",

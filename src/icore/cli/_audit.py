@@ -1,19 +1,24 @@
 """``icore audit PATH...``: import recorded runs, audit them, write HTML reports.
 
 Thin: calls :mod:`icore.adapters` (import, audit, attribution, PROV) and
-:mod:`icore.report` (rendering) only.
+:mod:`icore.report` (rendering) only. ``--json FILE`` writes a machine-readable summary
+and ``--fail-on`` turns findings into exit code 3, for CI.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from icore import __version__
 from icore.adapters import (
     AdapterError,
     Attribution,
@@ -24,14 +29,21 @@ from icore.adapters import (
     score,
     write_prov,
 )
-from icore.cli._inputs import refuse_special_file
+from icore.cli._inputs import FAIL_EXIT, fail_conditions, output_file, refuse_special_file
 from icore.report import (
+    flag_views,
     index_from_audits,
     render_index,
     render_report,
     report_filename,
+    trace_lineage,
     view_from_audit,
 )
+
+FAIL_ON = ("hard-flags", "unsound", "invalid")
+"""``--fail-on`` conditions: a hard flag in any run; a run whose final snd < 1 (some
+obligation of W(X) rests on unsound assertions); a protected action in a trace's
+PlanFence records that ran from a stale plan."""
 
 
 def audit(
@@ -44,9 +56,25 @@ def audit(
         "against the annotations (agent/step accuracy vs a random baseline)."),
     prov: bool = typer.Option(False, "--prov", help="Also export each run as PROV-JSON."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write HTML reports."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Write a JSON summary here: per run the summary, hard "
+        "flags, diagnoses, attribution and lineage verdicts; import errors."),
+    fail_on: list[str] | None = typer.Option(
+        None, "--fail-on", help="Exit 3 when any run shows this (repeatable or "
+        "comma-separated): hard-flags, unsound (final snd < 1), invalid (an action in the "
+        "trace's PlanFence records ran from a stale plan)."),
+    single_file: bool = typer.Option(
+        True, "--single-file/--no-single-file", help="Reports as one file each (CSS, JS "
+        "and pictures inlined; default), or with an assets/ folder beside them."),
 ) -> None:
-    """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses."""
+    """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses.
+
+    Exit codes: 0 ok; 1 a file could not be imported (nothing is written when no run
+    was read); 2 usage error (no trace files, a FIFO or device as PATH, a bad
+    --fail-on); 3 a --fail-on condition holds.
+    """
     console = Console(width=160)
+    fails = fail_conditions(fail_on, FAIL_ON)
     for p in paths:
         # a FIFO or device given by name would block (or never end) when read: refuse it
         # before anything is read; inside folders only regular files are collected
@@ -55,6 +83,13 @@ def audit(
     if not files:
         console.print("[red]no trace files found[/]")
         raise typer.Exit(2)
+    with output_file(json_out, what="--json file") as jf:
+        _audit(console, files, out, attribution=attribution, prov=prov, report=report,
+               single_file=single_file, json_file=jf, fails=fails)
+
+
+def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool, prov: bool,
+           report: bool, single_file: bool, json_file: Any, fails: frozenset[str]) -> None:
     results: list[AuditResult] = []
     errors: list[tuple[str, str]] = []
     t0 = time.perf_counter()
@@ -73,7 +108,8 @@ def audit(
         table.add_row(s.run, s.family, str(s.steps), f"{s.snd:.3f}", f"{s.astab:.3f}",
                       f"{s.cq:.3f}", f"{s.cq_mean:.3f}", f"{s.cq_min:.3f}", str(s.hard_flags),
                       str(s.stalls), str(s.unsupported), str(s.diagnoses))
-    console.print(table)
+    if results:
+        console.print(table)
     for r in results:
         for w in r.trace.extras.get("warnings", ()):
             console.print(f"[yellow]warning[/] {w}")
@@ -81,6 +117,11 @@ def audit(
         console.print(f"[red]error[/] {file}: {err}")
     console.print(f"imported and audited {len(results)} run(s) in {elapsed:.2f} s "
                   f"(import + audit){f'; {len(errors)} file(s) failed' if errors else ''}")
+    if not results:
+        # nothing was read: write no report, index or JSON (a typo in PATH must not
+        # leave an empty ./icore-audit behind)
+        console.print("[red]no run could be imported; nothing written[/]")
+        raise typer.Exit(1)
     atts: dict[str, Attribution] = {}
     sc = None
     if attribution:
@@ -101,16 +142,69 @@ def audit(
                 links.append(("PROV-JSON", p.name))
             if report:
                 render_report(view_from_audit(r, attribution=atts.get(r.trace.id),
-                                              links=links, index_href="index.html"), out)
+                                              links=links, index_href="index.html"), out,
+                              single_file=single_file)
         if report:
             idx = render_index(index_from_audits(
                 results, attributions=atts if attribution else None, score=sc,
-                errors=errors, elapsed_s=elapsed), out)
+                errors=errors, elapsed_s=elapsed), out, single_file=single_file)
             console.print(f"reports: {idx}")
         if prov:
             console.print(f"PROV-JSON: {out}/*.prov.json (read back and validated)")
+    runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results]
+    if json_file is not None:
+        doc = {"icore": __version__, "runs": runs,
+               "errors": [{"file": f, "error": e} for f, e in errors],
+               "attribution_score": _plain(sc) if sc is not None else None,
+               "elapsed_s": round(elapsed, 3)}
+        json_file.write(json.dumps(doc, indent=1, default=str) + "\n")
+        console.print(f"JSON summary: {json_file.path}")
     if errors:
         raise typer.Exit(1)
+    hit = _failing(runs, fails)
+    if hit:
+        for line in hit:
+            typer.echo(f"--fail-on {line}", err=True)
+        raise typer.Exit(FAIL_EXIT)
+
+
+def _plain(obj: Any) -> Any:
+    """A dataclass as JSON-ready data (tuples as lists)."""
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(
+        obj, type) else obj
+
+
+def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
+    """One run's entry of ``--json``."""
+    return {
+        "id": r.trace.id, "file": r.trace.file,
+        "report": str(out / report_filename(r.trace.id)) if out is not None else None,
+        "summary": _plain(r.summary()),
+        "flags": [_plain(f) for f in flag_views(r.state, r.event_step)],
+        "diagnoses": [d.to_json() for d in r.diagnoses],
+        "attribution": att.to_json() if att is not None else None,
+        "lineage": [{"action": lv.id, "status": lv.status, "reason": lv.reason}
+                    for lv in trace_lineage(r.trace.extras.get("planfence"))],
+    }
+
+
+def _failing(runs: list[dict[str, Any]], fails: frozenset[str]) -> list[str]:
+    """The ``--fail-on`` conditions that hold, one line per condition."""
+    def holds(cond: str, j: dict[str, Any]) -> bool:
+        if cond == "hard-flags":
+            return bool(j["summary"]["hard_flags"] > 0)
+        if cond == "unsound":
+            return bool(j["summary"]["snd"] < 1.0)
+        return any(lv["status"] == "INVALID" for lv in j["lineage"])
+
+    out = []
+    for cond in FAIL_ON:
+        if cond in fails:
+            hit = [j["id"] for j in runs if holds(cond, j)]
+            if hit:
+                out.append(f"{cond}: {len(hit)} run(s): {', '.join(hit[:10])}"
+                           f"{' …' if len(hit) > 10 else ''}")
+    return out
 
 
 def _unique_ids(results: list[AuditResult]) -> list[AuditResult]:

@@ -18,6 +18,24 @@ from icore._files import not_a_regular_file
 from icore.bench import BadOption
 from icore.bench._checks import check_positive_seconds
 
+FAIL_EXIT = 3
+"""Exit code of a command that ran to the end but meets a ``--fail-on`` condition (for
+CI: 1 is an error, 2 a usage error)."""
+
+
+def fail_conditions(values: list[str] | None, known: tuple[str, ...]) -> frozenset[str]:
+    """Check ``--fail-on`` values (repeatable, or comma-separated).
+
+    Raises:
+        typer.BadParameter: a value not in ``known`` (exit 2 naming the option).
+    """
+    out = {v.strip() for raw in values or () for v in raw.split(",") if v.strip()}
+    bad = sorted(out - set(known))
+    if bad:
+        raise typer.BadParameter(f"unknown condition(s) {', '.join(bad)}; use "
+                                 f"{', '.join(known)}", param_hint="--fail-on")
+    return frozenset(out)
+
 
 def positive_seconds(value: float) -> float:
     """Typer callback: a duration option must be a finite number of seconds ``> 0``.
@@ -160,5 +178,5 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
         out.close()
 
 
-__all__ = ["OutputFile", "bad_options", "output_file", "positive_seconds",
-           "positive_seconds_or_none", "refuse_special_file"]
+__all__ = ["FAIL_EXIT", "OutputFile", "bad_options", "fail_conditions", "output_file",
+           "positive_seconds", "positive_seconds_or_none", "refuse_special_file"]

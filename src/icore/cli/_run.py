@@ -24,7 +24,13 @@ from icore.agents import (
     run_matched,
 )
 from icore.agents._matched import TABLE_HEADER
-from icore.cli._inputs import positive_seconds_or_none, refuse_special_file
+from icore.cli._inputs import (
+    FAIL_EXIT,
+    fail_conditions,
+    positive_seconds_or_none,
+    refuse_special_file,
+)
+from icore.report import ICORE_DIR, report_filename, write_live_report
 
 _EXCERPT = 160
 
@@ -33,41 +39,6 @@ def _text(value: object, limit: int = _EXCERPT) -> str:
     t = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return t if len(t) <= limit else t[: limit - 1] + "…"
 
-
-def write_icore_report(res: RunResult, out_dir: Path | None = None) -> Path | None:
-    """Render the run's iCORE state X with :mod:`icore.report` (offline HTML).
-
-    Writes ``<out_dir>/<run id>.html`` (default ``<run folder>/icore-report``) and links
-    the run's own ``report.html``. Returns None when the run has no state.
-    """
-    x = res.state
-    if x is None:
-        return None
-    from icore.report import MetricPointView, RunView, render_report, state_views
-
-    obligations, assertions, events, flags = state_views(x)
-    s = res.summary()
-    summary = (("policy", res.policy), ("family", res.family), ("backend", res.backend),
-               ("task success", f"{s['succeeded']}/{s['tasks']}"),
-               ("invalid primary actions", str(s["invalid_actions"])),
-               ("successful replans", str(s["successful_replans"])),
-               ("blocked (fail closed)", str(s["blocked"])),
-               ("agent crashes", str(s["crashes"])),
-               ("snd / astab / cq", f"{res.icore.get('snd', 0):.3f} / "
-                                    f"{res.icore.get('astab', 0):.3f} / "
-                                    f"{res.icore.get('cq', 0):.3f}"),
-               ("proposals (committed / rejected)",
-                f"{res.icore.get('committed')} / {res.icore.get('rejected')}"),
-               ("hard flags", str(res.icore.get("hard_flags"))))
-    out = out_dir or (res.out_dir / "icore-report")
-    view = RunView(
-        id=_text(res.name, 60).replace("/", "-"), title=f"Live run {res.name}",
-        subtitle=f"{res.policy} · {res.family} · {len(res.tasks)} workflow(s)",
-        summary=summary,
-        timeline=tuple(MetricPointView(i, a, b, c) for i, a, b, c in res.timeline),
-        obligations=obligations, assertions=assertions, events=events, flags=flags,
-        links=(("run report", "../report.html"),))
-    return render_report(view, out)
 
 _POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")
 # the manifest field a command-line override lands in -> the option, so a value the
@@ -147,6 +118,9 @@ def _print_run(console: Console, res: RunResult) -> None:
                       f"proposals={ic.get('proposals')} rejected={ic.get('rejected')} "
                       f"hard flags={ic.get('hard_flags')}")
     console.print(f"report: {res.report}")
+    icore_page = res.out_dir / ICORE_DIR / report_filename(res.name)
+    if res.report is not None and icore_page.is_file():
+        console.print(f"iCORE report: {icore_page}")
 
 
 def run(
@@ -178,14 +152,27 @@ def run(
         "--matched", help="Run the matched study (App. A.5): 3 families x 10 seeds x "
                           "{owner-head freshness, centralized lineage, PlanFence}.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    fail_on: Annotated[list[str] | None, typer.Option(
+        "--fail-on", help="Exit 3 when the run shows this (repeatable): invalid (a "
+                          "primary action ran from a stale plan).")] = None,
+    single_file: Annotated[bool, typer.Option(
+        "--single-file/--no-single-file", help="Reports as one file each (CSS, JS and "
+        "pictures inlined; default), or with an assets/ folder beside them.")] = True,
 ) -> None:
     """Run a live multi-agent team (one process per agent, mutual-TLS owner services).
 
     A manifest that is not a regular file, and a --concurrency, --repeat or
     --llm-timeout-s the run manifest refuses (0, negative, NaN, infinite, over its
     maximum), are usage errors: exit 2 naming the input, before any agent starts.
+    Exit codes: 0 ok, 1 crash/run error/every workflow stopped early, 2 usage error,
+    3 a --fail-on condition holds, 130 interrupted.
     """
     console = Console(width=160)
+    fails = fail_conditions(fail_on, ("invalid",))
+
+    def reporter(r: RunResult) -> Path:
+        return write_live_report(r, single_file=single_file)
+
     if manifest is not None:
         refuse_special_file(manifest, what="run manifest")
     if backend and backend not in ("scripted", "llm"):
@@ -195,7 +182,8 @@ def run(
                   concurrency=concurrency, repeat=repeat)
     if matched:
         res = run_matched(out, manifest=m,
-                          concurrency=10 if concurrency is None else concurrency)
+                          concurrency=10 if concurrency is None else concurrency,
+                          reporter=reporter)
         if as_json:
             console.print_json(json.dumps(res.to_json()))
             return
@@ -206,17 +194,22 @@ def run(
         console.print(f"{sum(r.tasks for r in res.rows)} attempts in {res.duration_s:.1f} s; "
                       f"table: {out / 'matched.md'}")
         for p, r in res.runs.items():
-            console.print(f"  {p}: {r.report} (iCORE: {write_icore_report(r)})")
+            console.print(f"  {p}: {r.report}")
         if any(r.crashes or r.error or r.interrupted for r in res.runs.values()):
             raise typer.Exit(1)
+        # the matched study compares policies: the baselines' invalid actions are its
+        # finding, so --fail-on invalid looks at PlanFence's run only
+        pf = res.runs.get("planfence")
+        if "invalid" in fails and pf is not None and pf.invalid_actions:
+            typer.echo(f"--fail-on invalid: {pf.invalid_actions} invalid action(s) under "
+                       "planfence", err=True)
+            raise typer.Exit(FAIL_EXIT)
         return
-    res1 = run_live(m, out)
-    icore_report = write_icore_report(res1)
+    res1 = run_live(m, out, reporter=reporter)
     if as_json:
         console.print_json(json.dumps(res1.summary()))
     else:
         _print_run(console, res1)
-        console.print(f"iCORE report: {icore_report}")
     if res1.interrupted:
         raise typer.Exit(130)
     if res1.crashes or res1.error:
@@ -225,6 +218,10 @@ def run(
         # every workflow stopped early (e.g. the model endpoint is unreachable): the run
         # did not test the policy, so it must not look like a success
         raise typer.Exit(1)
+    if "invalid" in fails and res1.invalid_actions:
+        typer.echo(f"--fail-on invalid: {res1.invalid_actions} primary action(s) ran from "
+                   "a stale plan", err=True)
+        raise typer.Exit(FAIL_EXIT)
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

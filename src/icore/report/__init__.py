@@ -25,9 +25,21 @@ graph (agents as lanes, causes as curves) in pages of :data:`EVENTS_PER_PAGE` ev
 See docs/audit-real-runs.md, "Reports".
 """
 
-from icore.report._build import flag_views, index_from_audits, state_views, view_from_audit
+from icore.report._build import (
+    flag_views,
+    index_from_audits,
+    state_views,
+    trace_lineage,
+    view_from_audit,
+)
 from icore.report._lineage import lineage_view, record_views
-from icore.report._live import icore_run_view, live_diagnoses, live_run_view, write_live_report
+from icore.report._live import (
+    ICORE_DIR,
+    icore_run_view,
+    live_diagnoses,
+    live_run_view,
+    write_live_report,
+)
 from icore.report._model import (
     AssertionView,
     AttributionView,
@@ -63,6 +75,7 @@ from icore.report._render import (
 __all__ = [
     "ASSETS",
     "EVENTS_PER_PAGE",
+    "ICORE_DIR",
     "AssertionView",
     "AttributionView",
     "CertificateView",
@@ -96,6 +109,7 @@ __all__ = [
     "render_report",
     "report_filename",
     "state_views",
+    "trace_lineage",
     "view_from_audit",
     "write_live_report",
 ]
