@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck bench clean venv
+.PHONY: demo test test-browser chromium lint typecheck bench clean venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,10 +23,31 @@ venv: $(VENV)/.installed-run
 demo: $(VENV)/.installed-run
 	$(BIN)/icore demo
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev chromium
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
+
+# Headless Chromium for the browser tests (tests/report/test_browser.py): Debian's
+# package, installed when missing and we are root with apt-get. Elsewhere the tests
+# skip and say how to install it; under CI (CI set) a failed install is an error.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium (apt-get)"; \
+		apt-get update -q >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null \
+		|| { echo "chromium install failed"; [ -z "$$CI" ] || exit 1; }; \
+	else \
+		echo "note: no chromium and cannot install it (needs root and apt-get): browser tests will skip"; \
+		[ -z "$$CI" ] || exit 1; \
+	fi
+
+# The browser group alone: reports rendered in headless Chromium, screenshots saved
+# under results/browser/.
+test-browser: $(VENV)/.installed-dev chromium
+	$(BIN)/pytest tests/report/test_browser.py -p no:randomly $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html as htmllib
 import re
 from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +64,30 @@ def check_only_bundled(page: Path) -> _Refs:
         assert target in bundled or (page.parent / target).exists(), ref
     assert "@import" not in html
     for name in ASSETS:
-        text = (page.parent / "assets" / name).read_text(encoding="utf-8")
+        text = resources.files("icore.report").joinpath("assets", name).read_text(
+            encoding="utf-8")
         assert not re.search(r"https?://|url\(\s*['\"]?//|@import", text), name
     return p
+
+
+def check_single_file(page: Path) -> None:
+    """One file: the CSS and JS are inlined, byte for byte, and the CSP names their
+    SHA-256 hashes (nothing else may run or style the page); no assets/ beside it."""
+    html = page.read_text(encoding="utf-8")
+    assert 'href="assets/' not in html and 'src="assets/' not in html
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html)
+    assert csp is not None
+    policy = htmllib.unescape(csp.group(1))
+    assert "default-src 'none'" in policy
+    for tag, name in (("style", "report.css"), ("script", "report.js")):
+        body = re.search(rf"<{tag}>(.*?)</{tag}>", html, re.DOTALL)
+        assert body is not None, tag
+        text = resources.files("icore.report").joinpath("assets", name).read_text(
+            encoding="utf-8")
+        assert body.group(1) == text
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in policy
+    assert not (page.parent / "assets").exists()
 
 
 def test_minimal_view(tmp_path: Path) -> None:
@@ -80,6 +105,17 @@ def test_minimal_view(tmp_path: Path) -> None:
     assert 'id="obligation-graph"' in html and 'id="cq-timeline"' in html
     assert 'data-obligation="w1"' in html
     check_only_bundled(page)
+    check_single_file(page)
+
+
+def test_assets_mode(tmp_path: Path) -> None:
+    """``single_file=False`` links the assets and copies them beside the page."""
+    page = render_report(RunView(id="r", title="t"), tmp_path, single_file=False)
+    html = page.read_text(encoding="utf-8")
+    assert 'href="assets/report.css"' in html and 'src="assets/report.js"' in html
+    assert "<style>" not in html
+    check_only_bundled(page)
+    assert (tmp_path / "assets" / "report.js").is_file()
 
 
 def test_escaping(tmp_path: Path) -> None:

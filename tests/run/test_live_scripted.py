@@ -10,13 +10,13 @@ from typer.testing import CliRunner
 
 from icore.agents import RunManifest, run_live, run_matched
 from icore.cli import app
-from icore.cli._run import write_icore_report
 from icore.memory import SQLiteStore
+from icore.report import write_live_report
 
 
 def test_planfence_replans_and_completes(manifest: RunManifest, run_dir: Path) -> None:
     """PlanFence detects the post-plan revision, replans once, acts validly; report written."""
-    res = run_live(manifest, run_dir, policy="planfence")
+    res = run_live(manifest, run_dir, policy="planfence", reporter=write_live_report)
     assert res.succeeded == 1 and res.invalid_actions == 0
     assert res.successful_replans == 1 and not res.crashes and not res.error
     t = res.tasks[0]
@@ -33,9 +33,10 @@ def test_planfence_replans_and_completes(manifest: RunManifest, run_dir: Path) -
     assert data["succeeded"] == 1
     assert (run_dir / "team.yaml").is_file() and (run_dir / "icore.sqlite").is_file()
     # the iCORE state renders through the shared offline report layer
-    page = write_icore_report(res)
-    assert page is not None and page.is_file()
+    page = run_dir / "icore-report" / "reservation-live.html"
     assert "obligation-graph" in page.read_text(encoding="utf-8")
+    assert 'href="icore-report/reservation-live.html"' in res.report.read_text(
+        encoding="utf-8")
     # the planner's memory holds the replanned plan (owner sequence 2)
     om = manifest.ownership_map()
     with SQLiteStore(run_dir / "agents" / "planner-1.sqlite", om, "planner-1") as s:

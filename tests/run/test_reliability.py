@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from icore.agents import RunManifest, run_live
+from icore.report import write_live_report
 
 
 def _gone(pid: int) -> bool:
@@ -32,7 +33,7 @@ def test_killed_owner_blocks_dependent_actions(manifest: RunManifest, run_dir: P
     """Killing the requirement's owner mid-run blocks the actions that depend on it."""
     m = manifest.with_(seeds=[0, 1], concurrency=1,
                        crash={"agent": "reviser-1", "at": "after_revision"})
-    res = run_live(m, run_dir, policy="planfence")
+    res = run_live(m, run_dir, policy="planfence", reporter=write_live_report)
     t0, t1 = res.tasks
     assert not t0.executed and t0.blocked and t0.block_reason == "owner_unavailable"
     assert not t1.executed and "reviser-1" in t1.error

@@ -151,6 +151,7 @@ EVENTS_PER_PAGE = 100
 stay readable and the DOM small per page)."""
 
 _LANE_H, _LABEL_W, _STEP_W, _TOP = 30.0, 130.0, 26.0, 24.0
+_LABELLED_MAX, _STEP_W_LABELLED = 40, 96.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,7 @@ class _GPage:
     nodes: tuple[_GNode, ...]
     edges: tuple[_GEdge, ...]
     width: float
+    labelled: bool  # few events: each node carries its type as a label
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +204,11 @@ def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
     n_edges = 0
     for p, start in enumerate(range(0, len(events), per_page), start=1):
         chunk = events[start:start + per_page]
+        labelled = len(chunk) <= _LABELLED_MAX
+        step_w = _STEP_W_LABELLED if labelled else _STEP_W
         nodes = []
         for i, e in enumerate(chunk):
-            x = _LABEL_W + _STEP_W / 2 + i * _STEP_W
+            x = _LABEL_W + step_w / 2 + i * step_w
             pos[e.id] = (x, lane_y[e.agent])
             page_of[e.id] = p
             nodes.append(_GNode(e, x, lane_y[e.agent], start + i + 1))
@@ -227,9 +231,9 @@ def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
                         f"{x2 - 14:.1f},{y2:.1f} {x2 - 6:.1f},{y2:.1f}"
                     edges.append(_GEdge(d, "cause offpage",
                                         f"{c} (page {page_of[c]}) → {node.e.id}"))
-        width = _LABEL_W + len(chunk) * _STEP_W + 10
+        width = _LABEL_W + len(chunk) * step_w + 10
         pages.append(_GPage(p, start + 1, start + len(chunk), tuple(nodes), tuple(edges),
-                            width))
+                            width, labelled))
     height = _TOP + len(agents) * _LANE_H + 8
     return _EventGraph(tuple((a, lane_y[a]) for a in agents), tuple(pages), height,
                        len(events), n_edges)
