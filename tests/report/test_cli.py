@@ -126,3 +126,87 @@ def test_fifo_inside_a_folder_is_skipped(tmp_path: Path, magentic: dict[str, Any
     res = CliRunner().invoke(app, ["audit", str(runs), "--no-report"])
     assert res.exit_code == 0, res.output
     assert "imported and audited 2 run(s)" in res.output
+
+
+def test_version_and_short_help() -> None:
+    """``icore --version`` prints the version; ``-h`` works like ``--help`` everywhere."""
+    from icore import __version__
+
+    res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"icore {__version__}"
+    for args in (["-h"], ["audit", "-h"], ["run", "-h"], ["bench", "-h"]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, (args, res.output)
+        assert "Usage" in res.output
+
+
+def test_nonexistent_path_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """``icore audit /nonexistent`` reads no run: exit 1, no ./icore-audit, no JSON."""
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["audit", str(tmp_path / "nonexistent"), "--json",
+                                   "out.json"], env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    assert "nothing written" in res.output and "nonexistent" in res.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_summary_and_fail_on(tmp_path: Path, magentic: dict[str, Any],
+                                  captain: dict[str, Any]) -> None:
+    """``--json FILE`` holds per-run summary, flags with step and agent, diagnoses and
+    attribution; ``--fail-on`` exits 3 only when its condition holds."""
+    runs = _write(tmp_path, magentic, captain)
+    out, js = tmp_path / "out", tmp_path / "audit.json"
+    res = CliRunner().invoke(app, ["audit", str(runs), "-o", str(out), "--json", str(js),
+                                   "--attribution"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(js.read_text(encoding="utf-8"))
+    assert [r["id"] for r in doc["runs"]] == ["runs/1", "runs/2"] and doc["errors"] == []
+    one = doc["runs"][0]
+    assert {"snd", "astab", "cq", "hard_flags", "diagnoses"} <= one["summary"].keys()
+    assert len(one["flags"]) == one["summary"]["hard_flags"] > 0
+    assert all(f["step"] is not None and f["agent"] for f in one["flags"])
+    assert len(one["diagnoses"]) == one["summary"]["diagnoses"]
+    assert one["attribution"] is not None and one["attribution"]["agent"]
+    assert one["report"].endswith("runs-1.html") and Path(one["report"]).is_file()
+    assert doc["attribution_score"]["n"] == 2
+    hard = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--fail-on",
+                                    "hard-flags"])
+    assert hard.exit_code == 3 and "--fail-on hard-flags: 2 run(s)" in hard.output
+    both = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--fail-on",
+                                    "unsound,invalid"])
+    unsound = [r["id"] for r in doc["runs"] if r["summary"]["snd"] < 1.0]
+    assert both.exit_code == (3 if unsound else 0), both.output
+    assert "invalid:" not in both.output  # no PlanFence records in these traces
+    bad = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--fail-on", "typo"])
+    assert bad.exit_code == 2 and "typo" in bad.output
+
+
+def test_fail_on_invalid_reads_planfence_records(tmp_path: Path) -> None:
+    """A JSONL trace whose PlanFence records show an action from a stale plan fails
+    ``--fail-on invalid``; its report shows the lineage and the reason at the top."""
+    r0, r1, plan = "a" * 64, "b" * 64, "c" * 64
+    lines = [
+        {"agent": "user", "kind": "task", "content": "book"},
+        {"planfence": {"record": {"id": r0, "key": "req/t", "owner": "user", "seq": 1,
+                                  "parents": []}}},
+        {"planfence": {"record": {"id": plan, "key": "plan/t", "owner": "planner", "seq": 1,
+                                  "parents": [r0]}}},
+        {"planfence": {"record": {"id": r1, "key": "req/t", "owner": "user", "seq": 2,
+                                  "parents": [r0]}}},
+        {"planfence": {"decision": {"action": "book", "outcome": "authorized",
+                                    "reason": "not_validated", "roots": [plan],
+                                    "deps": ["req/t"], "heads": {"req/t": r1},
+                                    "point": 1, "policy": "owner_head_freshness"}}},
+        {"agent": "executor", "kind": "output", "content": "booked"},
+    ]
+    f = tmp_path / "pf.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    out, js = tmp_path / "out", tmp_path / "a.json"
+    res = CliRunner().invoke(app, ["audit", str(f), "-o", str(out), "--json", str(js),
+                                   "--fail-on", "invalid"])
+    assert res.exit_code == 3, res.output
+    lin = json.loads(js.read_text(encoding="utf-8"))["runs"][0]["lineage"]
+    assert [x["status"] for x in lin] == ["INVALID"]
+    html = (out / "pf.html").read_text(encoding="utf-8")
+    assert 'class="notice notice-bad"' in html and 'id="lin-book"' in html

@@ -36,11 +36,12 @@ def _race(console: Console) -> None:
 
 def _live(console: Console, out: Path) -> list[str]:
     from icore.agents import default_manifest, run_policies
+    from icore.report import write_live_report
 
     console.rule("[bold]2. Live five-agent reservation workflow (processes + mutual-TLS TCP)")
     t0 = time.perf_counter()
     runs = run_policies(default_manifest("reservation"), out / "live",
-                        ("owner_head_freshness", "planfence"))
+                        ("owner_head_freshness", "planfence"), reporter=write_live_report)
     table = Table("policy", "tasks", "succeeded", "invalid primary actions",
                   "successful replans", "blocked", "iCORE cq")
     reports = []

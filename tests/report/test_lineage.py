@@ -1,0 +1,157 @@
+"""Lineage pictures, G's paged layout, flag views and PlanFence lines in JSONL traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icore.adapters import AdapterError, parse_jsonl
+from icore.report import EventView, lineage_view, trace_lineage
+from icore.report._render import _event_graph, _lineage_picture
+
+R0, R1, PLAN, REPLAN, ACT = ("0" * 64, "1" * 64, "2" * 64, "3" * 64, "4" * 64)
+RECORDS = [
+    {"id": R0, "key": "req/t", "owner": "rev", "seq": 1, "type": "requirement",
+     "parents": [], "role": "requirement"},
+    {"id": PLAN, "key": "plan/t", "owner": "pl", "seq": 1, "type": "plan",
+     "parents": [R0], "role": "plan", "content": {"args": {"option": "H6"}}},
+    {"id": R1, "key": "req/t", "owner": "rev", "seq": 2, "type": "requirement",
+     "parents": [R0], "role": "revision"},
+    {"id": REPLAN, "key": "plan/t", "owner": "pl", "seq": 2, "type": "plan",
+     "parents": [R1], "role": "replan"},
+    {"id": ACT, "key": "act/t", "owner": "ex", "seq": 1, "type": "action",
+     "parents": [REPLAN], "role": "action"},
+]
+
+
+def _decision(point: int, outcome: str, reason: str, roots: list[str],
+              frontier: dict[str, str], heads: dict[str, str], **kw: object) -> dict[str, object]:
+    return {"point": point, "outcome": outcome, "reason": reason, "roots": roots,
+            "deps": ["req/t"], "frontier": frontier, "heads": heads,
+            "policy": kw.get("policy", "planfence"), "replanned": kw.get("replanned", False),
+            "detail": kw.get("detail", "")}
+
+
+def test_replan_then_authorized_is_valid() -> None:
+    """validate (stale) -> replan -> validate -> authorized; the revision is named."""
+    lv = lineage_view("t", "t", RECORDS, [
+        _decision(1, "replan_required", "stale", [PLAN], {"req/t": R0}, {"req/t": R1}),
+        _decision(2, "authorized", "valid", [REPLAN], {"req/t": R1}, {"req/t": R1},
+                  replanned=True)])
+    assert lv.status == "valid"
+    assert [s.kind for s in lv.steps] == ["validate", "replan", "validate", "authorized"]
+    assert lv.stale_by == (R1,) and lv.points[0].stale == ("req/t",)
+    assert lv.points[1].stale == () and lv.action == ACT and lv.roots == (REPLAN,)
+    assert "found the plan stale" in lv.reason and "v2" in lv.reason
+    pic = _lineage_picture(lv)
+    assert pic is not None
+    cls = {n.id: n.cls for n in pic.nodes}
+    assert "stale-rev" in cls[R1] and "stale-plan" in cls[PLAN] and "root" in cls[REPLAN]
+    assert "in-frontier" in cls[R0] and "is-head" in cls[R1]
+    assert len(pic.edges) == sum(len(r["parents"]) for r in RECORDS)
+
+
+def test_policy_without_frontier_uses_plan_parents() -> None:
+    """Owner-head freshness computes no F(x): the plan's exact parents stand in for it,
+    labelled, and an authorized action from the stale plan is INVALID."""
+    lv = lineage_view("t", "t", RECORDS[:3], [
+        _decision(1, "authorized", "not_validated", [PLAN], {}, {"req/t": R1},
+                  policy="owner_head_freshness")])
+    p = lv.points[0]
+    assert p.frontier_source == "plan parents" and p.frontier == (("req/t", R0),)
+    assert lv.status == "INVALID" and lv.reason.startswith("INVALID")
+    assert "v1" in lv.reason and "v2" in lv.reason and "did not check" in lv.reason
+    assert lv.steps[-1].status == "bad"
+
+
+def test_blocked_reason_is_the_gate_reason() -> None:
+    """A blocked action: the reason line quotes the gate's reason and detail."""
+    lv = lineage_view("t", "t", RECORDS[:2], [
+        _decision(1, "blocked", "owner_unavailable", [PLAN], {"req/t": R0}, {},
+                  detail="owner rev did not answer")])
+    assert lv.status == "blocked"
+    assert lv.reason.startswith("BLOCKED") and "owner_unavailable" in lv.reason
+    assert "did not answer" in lv.reason and lv.steps[-1].kind == "blocked"
+
+
+def test_no_decision_is_not_issued() -> None:
+    """No gate decision at all: nothing was issued."""
+    assert lineage_view("t", "t", RECORDS[:1], []).status == "not issued"
+
+
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 4)), min_size=1, max_size=5))
+def test_stale_keys_are_exactly_frontier_not_head(pairs: list[tuple[int, int]]) -> None:
+    """A key is stale at a validation point iff its F(x) version is not its H(x) one;
+    an authorized action is INVALID iff some key is stale."""
+    def rid(k: int, v: int) -> str:
+        return f"{k:032x}{v:032x}"
+
+    deps = [f"k{i}" for i in range(len(pairs))]
+    d = {"point": 1, "outcome": "authorized", "reason": "valid", "roots": ["r"],
+         "deps": deps, "frontier": {k: rid(i, f) for i, (k, (f, _)) in
+                                    enumerate(zip(deps, pairs, strict=True))},
+         "heads": {k: rid(i, h) for i, (k, (_, h)) in enumerate(zip(deps, pairs, strict=True))},
+         "policy": "p"}
+    lv = lineage_view("x", "x", [], [d])
+    want = tuple(k for k, (f, h) in zip(deps, pairs, strict=True) if f != h)
+    assert lv.points[0].stale == want
+    assert lv.status == ("INVALID" if want else "valid")
+
+
+def test_event_graph_pages() -> None:
+    """1,050 events: 11 pages of at most 100, every event drawn once, causes across a
+    page boundary drawn as stubs, lanes one per agent."""
+    events = [EventView(f"e{i}", i, "t", "action", f"a{i % 4}",
+                        causes=tuple(f"e{j}" for j in (i - 1, i - 150) if j >= 0))
+              for i in range(1050)]
+    g = _event_graph(events, per_page=100)
+    assert g is not None and len(g.pages) == 11 and len(g.lanes) == 4
+    drawn = [n.e.id for p in g.pages for n in p.nodes]
+    assert drawn == [e.id for e in events]
+    off = sum(1 for p in g.pages for e in p.edges if "offpage" in e.cls)
+    want = sum(1 for e in events for c in e.causes if int(c[1:]) // 100 != int(e.id[1:]) // 100)
+    assert off == want and g.edges == sum(len(e.causes) for e in events)
+    assert not g.pages[0].labelled and _event_graph(events[:10]).pages[0].labelled  # type: ignore[union-attr]
+
+
+def _jsonl(*lines: object) -> str:
+    return "\n".join(json.dumps(x) for x in lines)
+
+
+def test_jsonl_planfence_lines_are_kept_not_steps() -> None:
+    """PlanFence lines land in extras and build one lineage per action; step numbers
+    of the messages are unchanged."""
+    t = parse_jsonl(_jsonl(
+        {"agent": "u", "kind": "task", "content": "x"},
+        {"planfence": {"record": RECORDS[0]}}, {"planfence": {"record": RECORDS[1]}},
+        {"planfence": {"record": {**RECORDS[2], "seq": 2}}},
+        {"planfence": {"decision": {**_decision(1, "authorized", "not_validated", [PLAN], {},
+                                                {"req/t": R1}), "action": "book"}}},
+        {"agent": "e", "kind": "output", "content": "done"}))
+    assert [s.index for s in t.steps] == [0, 1]
+    pf = t.extras["planfence"]
+    assert len(pf["records"]) == 3 and len(pf["decisions"]) == 1
+    (lv,) = trace_lineage(pf)
+    assert lv.status == "INVALID" and {r.id for r in lv.records} == {R0, PLAN, R1}
+
+
+@pytest.mark.parametrize(("line", "field"), [
+    ({"planfence": []}, "line 2.planfence"),
+    ({"planfence": {"record": {"key": "k"}}}, "line 2.planfence.record.id"),
+    ({"planfence": {"record": {"id": "x", "key": "k", "parents": "p"}}},
+     "line 2.planfence.record.parents"),
+    ({"planfence": {"record": {"id": "x", "key": "k", "seq": "2"}}},
+     "line 2.planfence.record.seq"),
+    ({"planfence": {"decision": {"outcome": "authorized"}}},
+     "line 2.planfence.decision.reason"),
+    ({"planfence": {"decision": {"outcome": "a", "reason": "b", "heads": []}}},
+     "line 2.planfence.decision.heads"),
+])
+def test_jsonl_planfence_errors_name_the_field(line: dict[str, object], field: str) -> None:
+    """A malformed PlanFence line is a typed error naming the line and field."""
+    with pytest.raises(AdapterError) as exc:
+        parse_jsonl(_jsonl({"agent": "u", "kind": "task"}, line))
+    assert exc.value.field == field
