@@ -252,6 +252,7 @@ class _LNode:
     line2: str
     cls: str
     title: str
+    tags: str  # short marks drawn above the box (F(x), H(x), stale...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,29 +283,34 @@ def _lineage_picture(lv: LineageView) -> _LineagePicture | None:
         y = key_y[r.key]
         pos[r.id] = (x, y)
         cls = ["rec", f"role-{r.role}"]
-        marks = []
+        marks, tags = [], []
         if r.id in frontier:
             cls.append("in-frontier")
             marks.append("in F(x)")
+            tags.append("F(x)")
         if r.id in heads:
             cls.append("is-head")
             marks.append("owner's head H(x)")
+            tags.append("H(x)")
         if r.id in lv.stale_by:
             cls.append("stale-rev")
             marks.append("made the plan stale")
+            tags.append("made plan stale")
         if r.id in stale_plan:
             cls.append("stale-plan")
             marks.append("stale plan")
+            tags.append("stale")
         if r.id in lv.roots:
             cls.append("root")
             marks.append("plan the action ran from" if lv.action else "plan root")
+            tags.append("acted on" if lv.action else "root")
         version = f" v{r.seq}" if r.seq is not None else ""
         title = (f"{r.role}: {r.key}{version} by {r.owner}\nid {r.id}\nparents: "
                  f"{', '.join(p[:8] for p in r.parents) or 'none'}"
                  f"{chr(10) + r.summary if r.summary else ''}"
                  f"{chr(10) + '; '.join(marks) if marks else ''}")
         nodes.append(_LNode(r.id, x, y, f"{r.role}{version}", r.id[:8], " ".join(cls),
-                            title))
+                            title, " · ".join(tags)))
     edges = []
     for r in lv.records:
         for p in r.parents:
