@@ -210,3 +210,16 @@ def test_fail_on_invalid_reads_planfence_records(tmp_path: Path) -> None:
     assert [x["status"] for x in lin] == ["INVALID"]
     html = (out / "pf.html").read_text(encoding="utf-8")
     assert 'class="notice notice-bad"' in html and 'id="lin-book"' in html
+
+
+@pytest.mark.timeout(30)
+def test_json_to_a_fifo_without_reader_is_refused(tmp_path: Path, magentic: dict[str, Any],
+                                                  captain: dict[str, Any]) -> None:
+    """``--json`` naming a FIFO nobody reads: exit 2 before anything is audited."""
+    runs = _write(tmp_path, magentic, captain)
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    res = CliRunner().invoke(app, ["audit", str(runs), "--json", str(fifo), "-o",
+                                   str(tmp_path / "out")], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "FIFO with no reader" in res.output
+    assert not (tmp_path / "out").exists()

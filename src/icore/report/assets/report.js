@@ -85,8 +85,20 @@
     window.addEventListener("hashchange", function () { openFor(window.location.hash); });
     show();
   }
+  function openTargets() {
+    // following a link to a closed lineage picture (e.g. from a notice) opens it
+    function open() {
+      var id = decodeURIComponent(window.location.hash.slice(1));
+      var el = id ? document.getElementById(id) : null;
+      var d = el && el.querySelector ? el.querySelector("details.lineage-body") : null;
+      if (d && !d.open) { d.open = true; el.scrollIntoView(); }
+    }
+    window.addEventListener("hashchange", open);
+    open();
+  }
   onReady(function () {
     document.documentElement.classList.add("js");
+    openTargets();
     obligationGraph();
     sortableTables();
     eventGraph();
