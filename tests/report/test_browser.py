@@ -15,6 +15,7 @@ the group skips and says how to install it.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
@@ -100,16 +101,22 @@ class Browser:
         self._out_r, out_w = os.pipe()
 
         def child_fds() -> None:  # runs in the child before exec
-            os.dup2(cmd_r, 3)
-            os.dup2(out_w, 4)
+            # copy both ends above 10 first, so neither dup2 can clobber the other
+            hi_r = fcntl.fcntl(cmd_r, fcntl.F_DUPFD, 10)
+            hi_w = fcntl.fcntl(out_w, fcntl.F_DUPFD, 10)
+            os.dup2(hi_r, 3)
+            os.dup2(hi_w, 4)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
 
         self.log = open(profile / "chromium.log", "wb")
-        # fds 3 and 4 are kept open in the child (pass_fds) after child_fds set them
+        # close_fds=False keeps the child's fds 3 and 4 that child_fds set up; every
+        # other descriptor of this process is non-inheritable (PEP 446)
         self.proc = subprocess.Popen(
             [exe, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}",
              "--window-size=1400,1000", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            preexec_fn=child_fds, pass_fds=(3, 4))
+            preexec_fn=child_fds, close_fds=False)
         os.close(cmd_r)
         os.close(out_w)
         self._buf = b""

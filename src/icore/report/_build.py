@@ -236,21 +236,28 @@ def state_views(x: State, *, event_step: Callable[[str], int | None] | None = No
     return tuple(obligations), tuple(assertions), tuple(events), flag_views(x, event_step)
 
 
-def flag_context(x: State) -> dict[str, tuple[int, str | None]]:
-    """For each hard flag: the number of proposals recorded before it and the last event
-    added to G before it (where in the run it was raised)."""
+def flag_context(x: State) -> dict[str, tuple[int, str | None, int | None]]:
+    """For each hard flag, where in the run it was raised: the number of proposals
+    recorded before it, the last event added to G before it, and the source ``step``
+    field of the flagged proposal's events (imported runs; None when absent)."""
     proposals, last = 0, None
-    out: dict[str, tuple[int, str | None]] = {}
+    step_of: dict[str, int] = {}
+    out: dict[str, tuple[int, str | None, int | None]] = {}
     for e in x.entries:
         b = e.body
         if isinstance(b, ProposalRecorded):
             proposals += 1
+            steps = [ev.fields.get("step") for ev in b.proposal.events]
+            first = next((s for s in steps if isinstance(s, int) and s >= 0), None)
+            if b.proposal.id is not None and first is not None:
+                step_of[b.proposal.id] = first
         elif isinstance(b, EventAdded):
             last = b.event.id
         elif isinstance(b, Committed) and b.events:
             last = b.events[-1].id
         elif isinstance(b, FlagRaised):
-            out[b.flag.id] = (proposals, last)
+            p = b.flag.proposal
+            out[b.flag.id] = (proposals, last, step_of.get(p) if p is not None else None)
     return out
 
 
@@ -266,10 +273,11 @@ def flag_views(x: State, event_step: Callable[[str], int | None] | None = None
     ctx = flag_context(x)
     out = []
     for f in x.flags.values():
-        n, last = ctx.get(f.id, (0, None))
+        n, last, pstep = ctx.get(f.id, (0, None, None))
         step: int | None = n or None
         if event_step is not None:
-            step = event_step(last) if last is not None else None
+            step = pstep if pstep is not None else (
+                event_step(last) if last is not None else None)
         agent = f.proposer
         if agent is None and last is not None and last in x.events:
             agent = x.events[last].agent  # e.g. the owner whose revision revoked evidence

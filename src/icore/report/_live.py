@@ -41,7 +41,7 @@ def live_diagnoses(x: State) -> tuple[DiagnosisView, ...]:
     ctx = flag_context(x)
     out = []
     for i, f in enumerate(x.flags.values(), start=1):
-        n, last = ctx.get(f.id, (0, None))
+        n, last, _ = ctx.get(f.id, (0, None, None))
         d = diagnose(x, [TriggerHit(Trigger.HARD_FLAG, obligations=f.obligations,
                                     flags=(f.id,))],
                      diagnosis_id=f"d{i}", step=n)
