@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from icore._clock import WallClock
 from icore._files import move_aside
@@ -190,17 +190,40 @@ class RunResult:
         return d
 
 
+class RunObserver(Protocol):
+    """Watches a live run as it happens (e.g. the OpenTelemetry exporter of
+    :mod:`icore.adapters`). Every method is called from the run's event loop; none may
+    raise (an observer's failure must never stop a run) or block for long.
+    """
+
+    def run_started(self, manifest: RunManifest, policy: str) -> None:
+        """The team is about to start (``manifest`` as run, ``policy`` under test)."""
+
+    def audit_call(self, call: str, task: str, args: Mapping[str, Any],
+                   outcome: Mapping[str, Any]) -> None:
+        """One step recorded in iCORE (see :data:`icore.agents.AuditListener`)."""
+
+    def task_done(self, result: TaskResult) -> None:
+        """One workflow finished (successfully or not)."""
+
+    def run_done(self, result: RunResult) -> None:
+        """The run finished; ``result`` is final (report and ``run.json`` written)."""
+
+
 # ---------------------------------------------------------------------------- runner
 class _Run:
     def __init__(self, manifest: RunManifest, out: Path, policy: str,
-                 specs: Sequence[TaskSpec] | None = None) -> None:
+                 specs: Sequence[TaskSpec] | None = None,
+                 observer: RunObserver | None = None) -> None:
         self.m = manifest
         self.specs = list(specs) if specs is not None else None
         self.out = out
         self.policy = policy
         self.team = LiveTeam(manifest, out, policy=policy, backend=manifest.backend.resolved())
         self.team_m = manifest.team_manifest(out, policy=policy)
-        self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock())
+        self.observer = observer
+        self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock(),
+                               listener=observer.audit_call if observer else None)
         self.committed: dict[str, set[str]] = {}
         self.crash_done = False
         self.role: dict[str, str] = {a.role: a.id for a in manifest.agents}
@@ -361,7 +384,7 @@ class _Run:
                 gate: list[dict[str, Any]], responses: int, accepted: int,
                 t_start: float) -> TaskResult:
         icore_v = tuple(v for v in self.audit.verdicts if v["task"] == spec.task)
-        return TaskResult(
+        res = TaskResult(
             task=spec.task, family=spec.family, seed=spec.seed, policy=self.policy,
             success=bool(st["executed"] and not st["invalid"]), executed=bool(st["executed"]),
             invalid=bool(st["invalid"]), replanned=bool(st["replanned"]),
@@ -370,6 +393,9 @@ class _Run:
             responses=responses, accepted=accepted, audit_verdict=st["verdict"],
             error=str(st["error"]), gate=tuple(gate), steps=tuple(steps), icore=icore_v,
             duration_ms=round((time.perf_counter() - t_start) * 1e3, 2))
+        if self.observer is not None:
+            self.observer.task_done(res)
+        return res
 
     def tasks(self) -> list[TaskSpec]:
         if self.specs is not None:
@@ -385,6 +411,8 @@ class _Run:
         results: list[TaskResult] = []
         interrupted = False
         error = ""
+        if self.observer is not None:
+            self.observer.run_started(self.m, self.policy)
         try:
             try:
                 await self.team.start()
@@ -453,12 +481,15 @@ class _Run:
         res = RunResult(**{**res.__dict__, "report": report})
         (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),
                                            encoding="utf-8")
+        if self.observer is not None:
+            self.observer.run_done(res)
         return res
 
 
 async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
                     policy: str | None = None,
-                    tasks: Sequence[TaskSpec] | None = None) -> RunResult:
+                    tasks: Sequence[TaskSpec] | None = None,
+                    observer: RunObserver | None = None) -> RunResult:
     """Async form of :func:`run_live` (``tasks`` overrides the manifest's templates)."""
     m = manifest if isinstance(manifest, RunManifest) else load_manifest(manifest)
     pol = policy or m.policy
@@ -471,7 +502,7 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         for t in tasks:
             if t.spec.action not in names:
                 raise ValueError(f"task {t.task} needs a protected tool {t.spec.action!r}")
-    return await _Run(m, out, pol, tasks).run()
+    return await _Run(m, out, pol, tasks, observer).run()
 
 
 def _fresh_run_folder(out: Path) -> Path:
@@ -488,8 +519,8 @@ def _fresh_run_folder(out: Path) -> Path:
 
 
 def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
-             policy: str | None = None, tasks: Sequence[TaskSpec] | None = None
-             ) -> RunResult:
+             policy: str | None = None, tasks: Sequence[TaskSpec] | None = None,
+             observer: RunObserver | None = None) -> RunResult:
     """Run a live team: one process per agent on 127.0.0.1, mutual-TLS owner services.
 
     Args:
@@ -501,6 +532,8 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
             ``centralized_lineage`` or ``planfence``).
         tasks: explicit workflows (e.g. several families on one team); default: the
             manifest's ``family`` x ``seeds`` x ``repeat``.
+        observer: watches the run as it happens (:class:`RunObserver`; e.g.
+            :class:`icore.adapters.OtelExporter` for OpenTelemetry spans).
 
     Returns:
         :class:`RunResult`. Ctrl-C stops every process and returns a result with
@@ -510,7 +543,8 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         ManifestError: the manifest file is invalid.
         ValueError: an unsupported policy.
     """
-    return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks))
+    return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks,
+                                 observer=observer))
 
 
 def run_policies(manifest: RunManifest | str | Path, out_dir: str | Path,

@@ -36,7 +36,8 @@ from icore.report import (
 
 def audit(
     paths: list[Path] = typer.Argument(
-        ..., help="Trace files (.json Who&When, .jsonl generic) or folders of them."),
+        ..., help="Trace files (.json Who&When, .jsonl generic, .otlp.json OpenTelemetry / "
+        "Phoenix / Langfuse spans) or folders of them."),
     out: Path = typer.Option(
         Path("icore-audit"), "--out", "-o", help="Folder for the HTML reports (and PROV)."),
     attribution: bool = typer.Option(
@@ -44,6 +45,10 @@ def audit(
         "against the annotations (agent/step accuracy vs a random baseline)."),
     prov: bool = typer.Option(False, "--prov", help="Also export each run as PROV-JSON."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write HTML reports."),
+    otlp_endpoint: str | None = typer.Option(
+        None, "--otlp-endpoint", help="Also export each audit (metrics, cq timeline, hard "
+        "flags, diagnoses) as OpenTelemetry spans to this OTLP/HTTP URL, or file:PATH. "
+        "Needs icore[otel]."),
 ) -> None:
     """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses."""
     console = Console(width=160)
@@ -65,6 +70,12 @@ def audit(
             errors.append((exc.file, f"{exc.field}: {exc.problem}"))
     elapsed = time.perf_counter() - t0
     results = _unique_ids(results)
+    if otlp_endpoint:
+        from icore.adapters import exporting
+
+        with exporting(endpoint=otlp_endpoint) as ex:
+            for r in results:
+                ex.audit(r)
     table = Table("run", "family", "msgs", "snd", "astab", "cq", "cq mean", "cq min",
                   "hard flags", "stalls", "unsupported", "diagnoses",
                   title="iCORE audit (final X; cq mean/min over the run)")

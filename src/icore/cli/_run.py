@@ -6,6 +6,7 @@ and prints the result.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +18,7 @@ from rich.table import Table
 from icore.agents import (
     ManifestError,
     RunManifest,
+    RunObserver,
     RunResult,
     default_manifest,
     load_manifest,
@@ -178,6 +180,10 @@ def run(
         "--matched", help="Run the matched study (App. A.5): 3 families x 10 seeds x "
                           "{owner-head freshness, centralized lineage, PlanFence}.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    otlp_endpoint: Annotated[str | None, typer.Option(
+        "--otlp-endpoint", help="Export the run as OpenTelemetry GenAI spans to this "
+        "OTLP/HTTP URL (e.g. http://127.0.0.1:6006 for Phoenix; OTEL_EXPORTER_OTLP_* "
+        "variables apply), or file:PATH for OTLP JSON lines. Needs icore[otel].")] = None,
 ) -> None:
     """Run a live multi-agent team (one process per agent, mutual-TLS owner services).
 
@@ -193,9 +199,23 @@ def run(
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,
                   model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
                   concurrency=concurrency, repeat=repeat)
+    with contextlib.ExitStack() as stack:
+        observer = None
+        if otlp_endpoint:
+            from icore.adapters import exporting
+
+            observer = stack.enter_context(exporting(endpoint=otlp_endpoint))
+        _run_and_print(console, m, out, matched=matched, concurrency=concurrency,
+                       as_json=as_json, observer=observer)
+
+
+def _run_and_print(console: Console, m: RunManifest, out: Path, *, matched: bool,
+                   concurrency: int | None, as_json: bool,
+                   observer: RunObserver | None) -> None:
     if matched:
         res = run_matched(out, manifest=m,
-                          concurrency=10 if concurrency is None else concurrency)
+                          concurrency=10 if concurrency is None else concurrency,
+                          observer=observer)
         if as_json:
             console.print_json(json.dumps(res.to_json()))
             return
@@ -210,7 +230,7 @@ def run(
         if any(r.crashes or r.error or r.interrupted for r in res.runs.values()):
             raise typer.Exit(1)
         return
-    res1 = run_live(m, out)
+    res1 = run_live(m, out, observer=observer)
     icore_report = write_icore_report(res1)
     if as_json:
         console.print_json(json.dumps(res1.summary()))
