@@ -110,7 +110,8 @@ def test_live_run_spans_follow_genai_conventions(
     assert [x["icore.gate.outcome"] for x in ga] == ["replan_required", "authorized"]
     assert ga[0]["icore.gate.reason"] == "stale"
     assert list(ga[0]["icore.gate.deps"]) == ["req/reservation-00"]  # D(a)
-    assert ga[0]["icore.gate.roots"] and ga[0]["icore.gate.frontier.keys"] == ("req/reservation-00",)
+    assert ga[0]["icore.gate.roots"]
+    assert ga[0]["icore.gate.frontier.keys"] == ("req/reservation-00",)
     assert ga[0]["icore.gate.frontier.ids"] != ga[0]["icore.gate.heads.ids"]  # stale
     assert ga[1]["icore.gate.frontier.ids"] == ga[1]["icore.gate.heads.ids"]
     assert [e.name for e in tool.events].count("icore.gate_decision") == 2
