@@ -140,6 +140,9 @@ def _any(v: Any, file: str, where: str) -> Any:
     raise AdapterError(f"unknown AnyValue type {k!r}", file=file, field=where)
 
 
+_SCALAR = {"stringValue": str, "boolValue": bool, "doubleValue": float}
+
+
 def _kvs(items: Any, file: str, where: str) -> dict[str, Any]:
     if items is None:
         return {}
@@ -147,10 +150,18 @@ def _kvs(items: Any, file: str, where: str) -> dict[str, Any]:
         raise AdapterError("attributes must be a list of {key, value}", file=file, field=where)
     out: dict[str, Any] = {}
     for i, kv in enumerate(items):
-        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+        key = kv.get("key") if isinstance(kv, dict) else None
+        if not isinstance(key, str):
             raise AdapterError("attribute needs a string 'key'", file=file,
                                field=f"{where}[{i}].key")
-        out[kv["key"]] = _any(kv.get("value", {}), file, f"{where}[{i}].value")
+        v = kv.get("value", {})
+        if isinstance(v, dict) and len(v) == 1:  # fast path: one scalar AnyValue
+            (k, x), = v.items()
+            conv = _SCALAR.get(k)
+            if conv is not None and not isinstance(x, dict | list):
+                out[key] = conv(x)
+                continue
+        out[key] = _any(v, file, f"{where}[{i}].value")
     return out
 
 
@@ -164,8 +175,12 @@ def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False) ->
         raise AdapterError(f"id must be a string, not {type(v).__name__}", file=file,
                            field=where)
     s = v.strip()
-    if re.fullmatch(r"[0-9a-fA-F]+", s) and len(s) == 2 * n:
-        return s.lower()
+    if len(s) == 2 * n:
+        try:
+            int(s, 16)
+            return s.lower()
+        except ValueError:
+            pass
     try:
         raw = base64.b64decode(s, validate=True)
     except (binascii.Error, ValueError):
@@ -493,6 +508,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                                field=f"span {s.name!r}.spanId")
         by_id[s.span_id] = s
     order = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+    kinds = {s.span_id: span_kind(s) for s in spans}
     names = AgentNames()
     descriptions: dict[str, str] = {}
     agent_of_span: dict[str, str] = {}
@@ -505,7 +521,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             got = agent_of_span.get(cur.span_id)
             if got is not None:
                 return got
-            a = _agent_of(cur) if span_kind(cur) in ("AGENT", "TOOL", "LLM") else None
+            a = _agent_of(cur) if kinds[cur.span_id] in ("AGENT", "TOOL", "LLM") else None
             if a is not None:
                 return names.canonical(a) or names.add(a)
             cur = by_id.get(cur.parent_id) if cur.parent_id else None
@@ -538,7 +554,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
 
     add(root, StepKind.TASK, "user", question)
     for s in order:
-        k = span_kind(s)
+        k = kinds[s.span_id]
         if k == "AGENT":
             who = owner(s)
             agent_of_span[s.span_id] = who
