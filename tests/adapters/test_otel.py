@@ -492,3 +492,25 @@ def test_otlp_json_round_trips_attributes(attrs: dict[str, Any]) -> None:
         provider.shutdown()
     assert back.attributes == {k: list(v) if isinstance(v, list) else v
                                for k, v in attrs.items()}
+
+
+def test_jaeger_json_and_its_otlp_api() -> None:
+    """Jaeger's own JSON (UI download) and its api_v3 OTLP wrapper both import."""
+    jaeger = {"data": [{"traceID": "ab" * 16, "processes": {"p1": {"serviceName": "svc"}},
+                        "spans": [
+        {"traceID": "ab" * 16, "spanID": "01" * 8, "operationName": "invoke_agent boss",
+         "references": [], "startTime": 1000, "duration": 50, "processID": "p1",
+         "tags": [{"key": "gen_ai.operation.name", "type": "string", "value": "invoke_agent"},
+                  {"key": "gen_ai.agent.name", "type": "string", "value": "boss"}]},
+        {"traceID": "ab" * 16, "spanID": "02" * 8, "operationName": "execute_tool search",
+         "references": [{"refType": "CHILD_OF", "traceID": "ab" * 16, "spanID": "01" * 8}],
+         "startTime": 1010, "duration": 5, "processID": "p1",
+         "tags": [{"key": "gen_ai.operation.name", "type": "string", "value": "execute_tool"},
+                  {"key": "error", "type": "bool", "value": True}]}]}]}
+    t = parse_otlp(json.dumps(jaeger))
+    assert [(s.kind, s.agent) for s in t.steps] == [
+        (StepKind.TASK, "user"), (StepKind.OUTPUT, "boss"), (StepKind.TOOL_OUTPUT, "boss"),
+        (StepKind.TERMINATION, "boss")]
+    assert t.steps[2].exitcode == 1 and t.steps[2].parent == 1
+    v3 = {"result": json.loads(_framework_trace())}
+    assert len(parse_otlp(json.dumps(v3)).steps) == 9

@@ -11,6 +11,9 @@ Reads, without the ``otel`` extra (plain JSON):
   ``context.span_id``, ``parent_id``, ``span_kind``, ISO times and nested attributes.
 - **Langfuse** trace exports: a trace with ``observations`` (or a list of observations)
   with ``type``, ``parentObservationId``, ``input``/``output``, ``level``.
+- **Jaeger**: its own JSON (the UI's "Download", ``/api/traces``: ``{"data": [{"traceID",
+  "spans": [...]}]}``, tags, references, µs times) and its OTLP API (``/api/v3/traces``:
+  ``{"result": {"resourceSpans": [...]}}``).
 
 Mapping into the source-neutral trace (docs/observability.md, "Auditing a trace"):
 
@@ -104,7 +107,8 @@ def is_otel_path(path: str | Path) -> bool:
 def sniff_otel(head: str) -> bool:
     """True when the start of a JSON document looks like OTLP / Phoenix / Langfuse spans."""
     h = head[:8192]
-    return any(k in h for k in ('"resourceSpans"', '"resource_spans"', '"scopeSpans"')) or (
+    return any(k in h for k in ('"resourceSpans"', '"resource_spans"', '"scopeSpans"',
+                                '"operationName"')) or (
         '"context"' in h and '"span_id"' in h) or '"parentObservationId"' in h or (
         '"observations"' in h and '"traceId"' in h)
 
@@ -376,6 +380,46 @@ def _langfuse_spans(obs: Sequence[Any], file: str, where: str,
     return out
 
 
+def _jaeger_spans(traces: Sequence[Any], file: str, where: str) -> list[OtelSpan]:
+    """Jaeger's own JSON (UI "Download", ``/api/traces``): µs times, tags, references."""
+    out = []
+    for i, tr in enumerate(traces):
+        wt = f"{where}[{i}]"
+        if not isinstance(tr, dict) or not isinstance(tr.get("spans"), list):
+            raise AdapterError("a Jaeger trace needs a 'spans' list", file=file,
+                               field=f"{wt}.spans")
+        procs = tr.get("processes") if isinstance(tr.get("processes"), dict) else {}
+        for j, sp in enumerate(tr["spans"]):
+            w = f"{wt}.spans[{j}]"
+            if not isinstance(sp, dict) or not isinstance(sp.get("operationName"), str):
+                raise AdapterError("span needs a string 'operationName'", file=file,
+                                   field=f"{w}.operationName")
+            tags = {t["key"]: t.get("value") for t in sp.get("tags") or []
+                    if isinstance(t, dict) and isinstance(t.get("key"), str)}
+            parent = next((r.get("spanID") for r in sp.get("references") or []
+                           if isinstance(r, dict) and r.get("refType") == "CHILD_OF"), None)
+            start = _ns(sp.get("startTime"), file, f"{w}.startTime") * 1000
+            dur = _ns(sp.get("duration"), file, f"{w}.duration") * 1000
+            status = str(tags.get("otel.status_code") or "").upper()
+            if tags.get("error") is True:
+                status = "ERROR"
+            proc = procs.get(sp.get("processID")) if isinstance(procs, dict) else None
+            res = {t["key"]: t.get("value") for t in (proc or {}).get("tags") or []
+                   if isinstance(t, dict) and isinstance(t.get("key"), str)}
+            if isinstance(proc, dict) and proc.get("serviceName"):
+                res["service.name"] = proc["serviceName"]
+            out.append(OtelSpan(
+                trace_id=_hex_id(sp.get("traceID") or tr.get("traceID"), 16, file,
+                                 f"{w}.traceID"),
+                span_id=_hex_id(sp.get("spanID"), 8, file, f"{w}.spanID"),
+                parent_id=_hex_id(parent, 8, file, f"{w}.references", optional=True),
+                name=sp["operationName"], kind=str(tags.get("span.kind", "")),
+                start_ns=start, end_ns=start + dur, attributes=tags,
+                status=status if status in ("OK", "ERROR") else "UNSET",
+                status_message=str(tags.get("otel.status_description") or ""), resource=res))
+    return out
+
+
 def parse_spans(text: str, *, file: str = "<memory>") -> list[OtelSpan]:
     """Parse OTLP JSON (one document or JSON lines), Phoenix or Langfuse span exports.
 
@@ -410,8 +454,14 @@ def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
     if isinstance(doc, dict):
         if "resourceSpans" in doc or "resource_spans" in doc:
             return _otlp_spans(doc, file, where)
+        if isinstance(doc.get("result"), dict):  # Jaeger's OTLP API (api_v3)
+            return _document(doc["result"], file, f"{where}result.")
         if isinstance(doc.get("data"), list):
-            return _document(doc["data"], file, f"{where}data")
+            data = doc["data"]
+            if data and isinstance(data[0], dict) and "spans" in data[0] and (
+                    "traceID" in data[0] or "processes" in data[0]):
+                return _jaeger_spans(data, file, f"{where}data")
+            return _document(data, file, f"{where}data")
         if isinstance(doc.get("observations"), list):
             obs = doc["observations"]
             if obs and all(isinstance(o, str) for o in obs):
@@ -549,8 +599,8 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     def add(s: OtelSpan, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
         idx = len(steps)
         steps.append(Step(index=idx, agent=agent, kind=kind, content=content, role=s.name,
-                          parent=parent_step(s), **kw))
-        step_of_span.setdefault(s.span_id, idx)
+                          parent=parent_step(s) if kind != StepKind.TASK else None, **kw))
+        step_of_span[s.span_id] = idx  # a root agent's turn, not the task, parents its children
 
     add(root, StepKind.TASK, "user", question)
     for s in order:
