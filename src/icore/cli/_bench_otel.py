@@ -29,7 +29,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
     def otel_cmd(
         spans: int = typer.Option(100_000, min=2, help="Spans in the synthetic import trace."),
         export_runs: int = typer.Option(
-            1, min=0, help="icore run --matched runs per arm (off/on); 0 skips export."),
+            3, min=0, help="icore run --matched runs per arm (off/on, alternating); 0 skips "
+            "export."),
         families: str | None = typer.Option(
             None, help="Matched families (comma-separated; default all three)."),
         seeds: str | None = typer.Option(
@@ -52,5 +53,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     "import_mb": res.import_mb, "import_steps": res.import_steps,
                     "export_off_s": list(res.export_off_s),
                     "export_on_s": list(res.export_on_s), "export_spans": res.export_spans,
-                    "export_overhead": res.export_overhead, "receiver": res.receiver},
+                    "export_off_cpu_s": list(res.export_off_cpu_s),
+                    "export_on_cpu_s": list(res.export_on_cpu_s),
+                    "export_import_s": res.export_import_s,
+                    "export_overhead": res.export_overhead,
+                    "export_cpu_overhead": res.export_cpu_overhead, "receiver": res.receiver},
                     indent=2))
