@@ -43,10 +43,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
+    SimpleSpanProcessor,
     SpanExporter,
     SpanExportResult,
 )
@@ -99,11 +101,7 @@ def make_provider(*, endpoint: str | None = None, headers: Mapping[str, str] | N
         batch: a batch span processor (default) or a simple, synchronous one.
         service_name: ``service.name`` (else ``OTEL_SERVICE_NAME``, else ``icore``).
     """
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
     if exporter is None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
         exporter = OTLPSpanExporter(endpoint=traces_endpoint(endpoint) if endpoint else None,
                                     headers=dict(headers) if headers else None)
     attrs: dict[str, str] = {}
@@ -113,6 +111,17 @@ def make_provider(*, endpoint: str | None = None, headers: Mapping[str, str] | N
     provider.add_span_processor(BatchSpanProcessor(exporter) if batch
                                 else SimpleSpanProcessor(exporter))
     return provider
+
+
+class SpanCounter(SpanProcessor):
+    """A span processor that only counts ended spans (for benchmarks; negligible cost)."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Count one ended span."""
+        self.ended += 1
 
 
 def _user_provider() -> trace.TracerProvider | None:
@@ -722,6 +731,7 @@ def exporting(*, endpoint: str | None = None, headers: Mapping[str, str] | None 
 __all__ = [
     "OtelExporter",
     "OtlpJsonFileExporter",
+    "SpanCounter",
     "decision_attributes",
     "exporting",
     "make_provider",

@@ -213,9 +213,7 @@ def run(*, spans: int = 100_000, export_runs: int = 1, families: Sequence[str] |
         if export_runs <= 0:
             return res
         t1 = time.perf_counter()
-        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
-
-        import icore.adapters._otel_export  # noqa: F401
+        import icore.adapters._otel_export  # noqa: F401  (SDK + OTLP/HTTP exporter)
 
         imp = time.perf_counter() - t1
         m = _export(Path(tmp), export_runs, families, seeds, receiver)
@@ -233,24 +231,10 @@ def run(*, spans: int = 100_000, export_runs: int = 1, families: Sequence[str] |
         return res
 
 
-def _counter() -> Any:
-    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-
-    class Count(SpanProcessor):
-        """Counts ended spans (negligible cost, unlike an in-memory exporter)."""
-
-        def __init__(self) -> None:
-            self.ended = 0
-
-        def on_end(self, span: ReadableSpan) -> None:
-            self.ended += 1
-
-    return Count()
-
-
 def _export(tmp: Path, runs: int, families: Sequence[str] | None, seeds: Sequence[int] | None,
             receiver: str | None) -> dict[str, Any]:
     from icore.adapters import OtelExporter, make_provider
+    from icore.adapters._otel_export import SpanCounter
     from icore.agents import run_matched
     from icore.workloads import FAMILIES, SEEDS_PER_FAMILY
 
@@ -268,7 +252,7 @@ def _export(tmp: Path, runs: int, families: Sequence[str] | None, seeds: Sequenc
                     run_matched(out, families=fams, seeds=sds)
                 else:
                     provider = make_provider(endpoint=url)
-                    count = _counter()
+                    count = SpanCounter()
                     provider.add_span_processor(count)
                     ex = OtelExporter(tracer_provider=provider)
                     run_matched(out, families=fams, seeds=sds, observer=ex)
