@@ -96,6 +96,8 @@ def test_live_run_spans_follow_genai_conventions(
     assert [bool(s.attributes and s.attributes["icore.replan"]) for s in plans] == [False, True]
     assert all(s.attributes and str(s.attributes["icore.record.key"]).startswith("plan/")
                and isinstance(s.attributes["icore.record.seq"], int) for s in plans)
+    assert all(s.attributes and s.attributes["icore.verdict.decisions"] == ("commit",)
+               and s.attributes["icore.verdict.operations"] == ("plan",) for s in plans)
     (tool,) = _by_name(spans, "execute_tool ")
     a = tool.attributes
     assert a is not None
@@ -216,7 +218,7 @@ def test_fence_decisions_become_spans(mem: tuple[InMemorySpanExporter, OtelExpor
 
     res = otel.protect(fence, tool, roots=[p.id], args={"dest": "A1"}, replan=replan,
                        call_id="call-7", agent="executor")
-    assert res.executed and len(log) == 2
+    assert res.executed and len(log) == 2 and otel.dropped == 0
     spans = spans_x.get_finished_spans()
     (span,) = _by_name(spans, "execute_tool ")
     a = span.attributes

@@ -176,12 +176,15 @@ def _decision_dict(d: GateDecision) -> dict[str, Any]:
 
 
 def _outcome_events(span: Span, outcome: Mapping[str, Any]) -> None:
-    """Verdicts, hard flags and metrics of one audited step, as span events."""
-    for v in outcome.get("verdicts") or ():
-        span.add_event(N.EV_VERDICT, {
-            "icore.operation": str(v.get("operation")), "icore.decision": str(v.get("decision")),
-            "icore.target": str(v.get("target")), "icore.proposer": str(v.get("proposer")),
-            "icore.reasons": [str(r) for r in v.get("reasons") or ()]})
+    """Verdicts (attributes), hard flags and metrics (span events) of one audited step."""
+    verdicts = outcome.get("verdicts") or ()
+    if verdicts:  # attributes, not events: one set call per step (export cost)
+        span.set_attributes({
+            "icore.verdict.operations": [str(v.get("operation")) for v in verdicts],
+            "icore.verdict.targets": [str(v.get("target")) for v in verdicts],
+            "icore.verdict.decisions": [str(v.get("decision")) for v in verdicts],
+            "icore.verdict.reasons": ["; ".join(map(str, v.get("reasons") or ()))
+                                      for v in verdicts]})
     for f in outcome.get("flags") or ():
         span.add_event(N.EV_FLAG, {
             "icore.flag.id": str(f.get("id")), "icore.flag.kind": str(f.get("kind")),
@@ -248,6 +251,15 @@ class OtelExporter:
         self.capture_content = capture_content
         self._lock = threading.Lock()
         self._run = _RunSpans()
+        self.dropped = 0
+        """Live-run steps whose spans could not be built (an observer never raises)."""
+
+    @contextmanager
+    def _safe(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception:  # never stop a run over telemetry; count what was lost
+            self.dropped += 1
 
     # -- lifecycle --------------------------------------------------------------------
     def flush(self, timeout_s: float = 30.0) -> bool:
@@ -272,7 +284,7 @@ class OtelExporter:
     # -- live runs (icore.agents.RunObserver) -------------------------------------------
     def run_started(self, manifest: RunManifest, policy: str) -> None:
         """Open the run span (one trace per run)."""
-        with self._lock:
+        with self._lock, self._safe():
             self._end_run()
             backend = manifest.backend.kind
             self._run = _RunSpans(provider_name="openai" if backend == "llm" else "icore")
@@ -286,15 +298,12 @@ class OtelExporter:
     def audit_call(self, call: str, task: str, args: Mapping[str, Any],
                    outcome: Mapping[str, Any]) -> None:
         """One step recorded by the live audit (:data:`icore.agents.AuditListener`)."""
-        try:
-            with self._lock:
-                self._audit_call(call, task, args, outcome)
-        except Exception:  # an exporter must never stop a run
-            return
+        with self._lock, self._safe():
+            self._audit_call(call, task, args, outcome)
 
     def task_done(self, result: TaskResult) -> None:
         """Close the workflow's spans with its outcome."""
-        with self._lock:
+        with self._lock, self._safe():
             t = self._run.tasks.pop(result.task, None)
             if t is None:
                 return
@@ -313,7 +322,7 @@ class OtelExporter:
 
     def run_done(self, result: RunResult) -> None:
         """Close the run span with the run's summary and iCORE metrics."""
-        with self._lock:
+        with self._lock, self._safe():
             for t in list(self._run.tasks.values()):
                 self._close_tool(t, _now())
                 t.span.end()

@@ -75,7 +75,6 @@ G = "icore.gate."
 
 # span events
 EV_METRICS = "icore.metrics"
-EV_VERDICT = "icore.verdict"
 EV_FLAG = "icore.hard_flag"
 EV_DIAGNOSIS = "icore.diagnosis"
 EV_GATE = "icore.gate_decision"

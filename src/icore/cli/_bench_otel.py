@@ -57,5 +57,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     "export_on_cpu_s": list(res.export_on_cpu_s),
                     "export_import_s": res.export_import_s,
                     "export_overhead": res.export_overhead,
-                    "export_cpu_overhead": res.export_cpu_overhead, "receiver": res.receiver},
+                    "export_off_total_cpu_s": list(res.export_off_total_cpu_s),
+                    "export_cpu_overhead": res.export_cpu_overhead, "receiver": res.receiver,
+                    "load_average": res.load},
                     indent=2))
