@@ -120,7 +120,7 @@ def _any(v: Any, file: str, where: str) -> Any:
         raise AdapterError("attribute value must be an AnyValue object", file=file, field=where)
     if not v:
         return None
-    (k, x), = v.items() if len(v) == 1 else (next(iter(v.items())),)
+    k, x = next(iter(v.items()))  # an AnyValue holds one field
     if k in ("stringValue", "string_value"):
         return str(x)
     if k in ("boolValue", "bool_value"):
