@@ -23,7 +23,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 
 venv: $(VENV)/.installed-run
 
-$(PHOENIX_VENV)/.installed: Makefile
+$(PHOENIX_VENV)/.installed:
 	$(PY) -m venv $(PHOENIX_VENV)
 	$(PHOENIX_VENV)/bin/python -m pip install -q --upgrade pip
 	$(PHOENIX_VENV)/bin/pip install -q 'arize-phoenix>=13.15'

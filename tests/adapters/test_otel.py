@@ -476,6 +476,13 @@ def test_traces_endpoint() -> None:
         traces_endpoint("grpc://h:4317")
 
 
+def test_an_unwritable_file_endpoint_is_refused(tmp_path: Path) -> None:
+    """`file:` into a missing folder: a typed error before anything runs."""
+    with pytest.raises(AdapterError) as e:
+        OtelExporter(endpoint=f"file:{tmp_path / 'missing' / 'x.otlp.json'}")
+    assert "missing" in e.value.file
+
+
 _attr = st.one_of(st.booleans(), st.integers(-2**62, 2**62), st.text(max_size=20),
                   st.floats(allow_nan=False, allow_infinity=False),
                   st.lists(st.text(max_size=5), max_size=3))

@@ -698,11 +698,21 @@ class OtlpJsonFileExporter(SpanExporter):
 
     Args:
         path: the file (created; appended to).
+
+    Raises:
+        ExportError: the file cannot be created or appended to (checked up front, so a
+            run never loses its spans silently).
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        try:
+            with self.path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise ExportError(f"cannot write OTLP JSON: {exc}", file=str(self.path),
+                              field="<root>") from None
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write one line; FAILURE when the file cannot be written."""
