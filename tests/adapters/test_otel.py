@@ -523,3 +523,49 @@ def test_jaeger_json_and_its_otlp_api() -> None:
     assert t.steps[2].exitcode == 1 and t.steps[2].parent == 1
     v3 = {"result": json.loads(_framework_trace())}
     assert len(parse_otlp(json.dumps(v3)).steps) == 9
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 2**70) | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(
+        st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId",
+                         "parentSpanId", "name", "attributes", "key", "value", "stringValue",
+                         "intValue", "arrayValue", "values", "events", "status", "code",
+                         "context", "span_id", "trace_id", "parent_id", "start_time",
+                         "observations", "id", "type", "data", "result", "spans",
+                         "operationName", "tags", "references", "startTimeUnixNano"]),
+        c, max_size=4),
+    max_leaves=12,
+)
+
+
+def _span_doc(attrs: Any, **kw: Any) -> dict[str, Any]:
+    sp = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "s", "attributes": attrs, **kw}
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [sp]}]}]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(_json, _json.map(_span_doc),
+                 st.builds(lambda a, b: _span_doc([], **{"startTimeUnixNano": a, "status": b}),
+                           _json, _json | st.dictionaries(st.just("code"), _json)),
+                 st.builds(lambda a: [{"context": {"trace_id": "a", "span_id": "b"},
+                                       "name": "x", **a}], st.dictionaries(
+                     st.sampled_from(["parent_id", "attributes", "events", "span_kind",
+                                      "start_time", "status_code"]), _json)),
+                 st.builds(lambda a: {"observations": [{"id": "o", **a}]}, st.dictionaries(
+                     st.sampled_from(["type", "parentObservationId", "metadata", "input",
+                                      "level", "startTime", "traceId", "model"]), _json)),
+                 st.builds(lambda a: {"data": [{"traceID": "ab" * 16, "spans": [
+                     {"operationName": "op", "spanID": "01" * 8, **a}]}]}, st.dictionaries(
+                     st.sampled_from(["tags", "references", "startTime", "duration",
+                                      "processID", "spanID"]), _json))))
+def test_any_json_gives_a_trace_or_a_typed_error(doc: Any) -> None:
+    """Never a crash: arbitrary JSON is a trace (then audited) or an AdapterError."""
+    try:
+        t = parse_otlp(json.dumps(doc), file="f.otlp.json")
+    except AdapterError as e:
+        err: AdapterError | None = e
+    else:
+        err = None
+        audit_trace(t)
+    assert err is None or (err.file == "f.otlp.json" and err.field)

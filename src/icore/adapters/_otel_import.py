@@ -219,6 +219,15 @@ def _ns(v: Any, file: str, where: str) -> int:
     raise AdapterError(f"not a time: {v!r}", file=file, field=where)
 
 
+def _list(v: Any, file: str, where: str) -> list[Any]:
+    """A list field (None: empty)."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise AdapterError(f"must be a list, not {type(v).__name__}", file=file, field=where)
+    return v
+
+
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     """Nested attribute maps (Phoenix) -> dotted keys (``llm.model_name``)."""
     out: dict[str, Any] = {}
@@ -278,9 +287,14 @@ def _otlp_span(sp: Any, file: str, w: str, rattrs: Mapping[str, Any],
         raise AdapterError("span needs a string 'name'", file=file, field=f"{w}.name")
     g = sp.get
     status = g("status") or {}
-    code = status.get("code", 0) if isinstance(status, dict) else 0
+    if not isinstance(status, dict):
+        raise AdapterError("status must be an object", file=file, field=f"{w}.status")
+    code = status.get("code", 0)
+    if not isinstance(code, int | str):
+        raise AdapterError(f"status code must be an integer or name, not {code!r}",
+                           file=file, field=f"{w}.status.code")
     events = []
-    for i, e in enumerate(g("events") or []):
+    for i, e in enumerate(_list(g("events"), file, f"{w}.events")):
         if not isinstance(e, dict):
             raise AdapterError("event must be an object", file=file, field=f"{w}.events[{i}]")
         events.append((str(e.get("name", "")),
@@ -299,7 +313,7 @@ def _otlp_span(sp: Any, file: str, w: str, rattrs: Mapping[str, Any],
                    f"{w}.endTimeUnixNano"),
         attributes=_kvs(g("attributes"), file, f"{w}.attributes"), events=events,
         status=_OTLP_STATUS.get(code, "UNSET"),
-        status_message=str(status.get("message", "")) if isinstance(status, dict) else "",
+        status_message=str(status.get("message", "")),
         resource=rattrs, scope=scope)
 
 
@@ -325,7 +339,8 @@ def _phoenix_spans(items: Sequence[Any], file: str, where: str) -> list[OtelSpan
         events = [(str(e.get("name", "")), _ns(e.get("timestamp"), file,
                                                  f"{w}.events[{j}].timestamp"),
                    _flatten(e.get("attributes") or {}))
-                  for j, e in enumerate(sp.get("events") or []) if isinstance(e, dict)]
+                  for j, e in enumerate(_list(sp.get("events"), file, f"{w}.events"))
+                  if isinstance(e, dict)]
         out.append(OtelSpan(
             trace_id=_hex_id(ctx.get("trace_id"), 16, file, f"{w}.context.trace_id"),
             span_id=_hex_id(ctx.get("span_id"), 8, file, f"{w}.context.span_id"),
@@ -394,17 +409,20 @@ def _jaeger_spans(traces: Sequence[Any], file: str, where: str) -> list[OtelSpan
             if not isinstance(sp, dict) or not isinstance(sp.get("operationName"), str):
                 raise AdapterError("span needs a string 'operationName'", file=file,
                                    field=f"{w}.operationName")
-            tags = {t["key"]: t.get("value") for t in sp.get("tags") or []
+            tags = {t["key"]: t.get("value") for t in _list(sp.get("tags"), file, f"{w}.tags")
                     if isinstance(t, dict) and isinstance(t.get("key"), str)}
-            parent = next((r.get("spanID") for r in sp.get("references") or []
+            parent = next((r.get("spanID") for r in _list(sp.get("references"), file,
+                                                          f"{w}.references")
                            if isinstance(r, dict) and r.get("refType") == "CHILD_OF"), None)
             start = _ns(sp.get("startTime"), file, f"{w}.startTime") * 1000
             dur = _ns(sp.get("duration"), file, f"{w}.duration") * 1000
             status = str(tags.get("otel.status_code") or "").upper()
             if tags.get("error") is True:
                 status = "ERROR"
-            proc = procs.get(sp.get("processID")) if isinstance(procs, dict) else None
-            res = {t["key"]: t.get("value") for t in (proc or {}).get("tags") or []
+            pid = sp.get("processID")
+            proc = procs.get(pid) if isinstance(procs, dict) and isinstance(pid, str) else None
+            ptags = proc.get("tags") if isinstance(proc, dict) else None
+            res = {t["key"]: t.get("value") for t in _list(ptags, file, f"{wt}.processes")
                    if isinstance(t, dict) and isinstance(t.get("key"), str)}
             if isinstance(proc, dict) and proc.get("serviceName"):
                 res["service.name"] = proc["serviceName"]
@@ -476,10 +494,10 @@ def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
             return []
         first = doc[0]
         if isinstance(first, dict) and "context" in first:
-            return _phoenix_spans(doc, file, where.rstrip(".") or "<root>")
+            return _phoenix_spans(doc, file, where.rstrip("."))
         if isinstance(first, dict) and ("parentObservationId" in first or ("traceId" in first
                                         and "type" in first)):
-            return _langfuse_spans(doc, file, where.rstrip(".") or "<root>")
+            return _langfuse_spans(doc, file, where.rstrip("."))
         if isinstance(first, dict) and ("resourceSpans" in first):
             return [s for i, d in enumerate(doc) for s in _document(d, file, f"[{i}].")]
         raise AdapterError("not a span list: items need 'context' (Phoenix) or "
