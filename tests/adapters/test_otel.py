@@ -22,6 +22,7 @@ from icore.adapters import (
     AdapterError,
     OtelExporter,
     StepKind,
+    audit_file,
     audit_path,
     audit_trace,
     load_otlp,
@@ -162,6 +163,23 @@ def test_round_trip_audits_to_the_native_metrics(
     assert len(r.state.events) == native["events"]
     if policy == "owner_head_freshness":
         assert native["cq"] < 1.0  # stale actions are rejected: a non-trivial audit
+
+
+def test_a_file_of_several_runs_audits_each(
+        mem: tuple[InMemorySpanExporter, OtelExporter], tmp_path: Path) -> None:
+    """One trace per run (as a Collector's file exporter or --matched writes them)."""
+    spans_x, ex = mem
+    runs = {p: _live(tmp_path, ex, p) for p in ("planfence", "owner_head_freshness")}
+    f = _write(spans_x.get_finished_spans(), tmp_path / "two.otlp.json", lines=4)
+    with pytest.raises(AdapterError) as e:
+        load_otlp(f)
+    assert e.value.field == "traceId"
+    results = audit_file(f)
+    assert [r.trace.id for r in results] == ["two-planfence", "two-owner_head_freshness"]
+    for r in results:
+        native = runs[r.trace.id.removeprefix("two-")].icore
+        assert (r.final.snd, r.final.astab, r.final.cq) == pytest.approx(
+            (native["snd"], native["astab"], native["cq"]))
 
 
 def test_a_tampered_export_is_refused(mem: tuple[InMemorySpanExporter, OtelExporter],

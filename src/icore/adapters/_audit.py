@@ -611,24 +611,45 @@ def load_trace(path: str | Path) -> Trace:
     OpenTelemetry spans (``*.otlp.json`` / ``*.otlp.jsonl``, or a ``.json`` whose start
     reads as OTLP JSON, a Phoenix span list or a Langfuse trace: :func:`load_otlp`)."""
     from icore.adapters._jsonl import load_jsonl
-    from icore.adapters._otel_import import is_otel_path, load_otlp, sniff_otel
+    from icore.adapters._otel_import import load_otlp
     from icore.adapters._whowhen import load_who_and_when
 
     p = Path(path)
-    if is_otel_path(p):
+    if _is_otel_file(p):
         return load_otlp(p)
     if p.suffix.lower() == ".jsonl":
         return load_jsonl(p)
-    if p.suffix.lower() == ".json" and p.is_file():
-        with contextlib.suppress(OSError, UnicodeDecodeError), p.open(encoding="utf-8") as f:
-            if sniff_otel(f.read(8192)):
-                return load_otlp(p)
     return load_who_and_when(p)
 
 
 def audit_path(path: str | Path) -> AuditResult:
     """Load and audit one file (see :func:`load_trace`)."""
     return audit_trace(load_trace(path))
+
+
+def audit_file(path: str | Path) -> list[AuditResult]:
+    """Audit every run of one file: one per trace of an OpenTelemetry export
+    (:func:`icore.adapters.load_otlp_runs`), else the file's one run (:func:`audit_path`).
+
+    Raises:
+        AdapterError: as :func:`load_trace`.
+    """
+    if _is_otel_file(Path(path)):
+        from icore.adapters._otel_import import load_otlp_runs
+
+        return [audit_trace(t) for t in load_otlp_runs(path)]
+    return [audit_path(path)]
+
+
+def _is_otel_file(p: Path) -> bool:
+    from icore.adapters._otel_import import is_otel_path, sniff_otel
+
+    if is_otel_path(p):
+        return True
+    if p.suffix.lower() == ".json" and p.is_file():
+        with contextlib.suppress(OSError, UnicodeDecodeError), p.open(encoding="utf-8") as f:
+            return sniff_otel(f.read(8192))
+    return False
 
 
 def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
@@ -657,6 +678,7 @@ __all__ = [
     "Diagnosis",
     "MetricPoint",
     "RunSummary",
+    "audit_file",
     "audit_path",
     "audit_trace",
     "collect_paths",

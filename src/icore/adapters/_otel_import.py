@@ -25,6 +25,7 @@ Mapping into the source-neutral trace (docs/observability.md, "Auditing a trace"
   when the span's status is ERROR, else 0;
 - handoffs (a span named ``handoff``/``transfer_to_<agent>``, or with
   ``handoff.to``/``to_agent``) -> instructions assigning the next turn to the target;
+- one trace -> one run (:func:`load_otlp_runs` splits a file holding several);
 - the root span -> the task (its input) and, once it ended, the termination (its output
   is the final answer);
 - parent/child -> causes (each step's parent is the nearest ancestor that is a step);
@@ -700,13 +701,7 @@ def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:
     return out
 
 
-def load_otlp(path: str | Path) -> Trace:
-    """Import an OTLP JSON / Phoenix / Langfuse export (see the module docstring).
-
-    Raises:
-        AdapterError: unreadable or not a regular file (field ``<root>``), malformed JSON,
-            or not one of the formats (the error names the field).
-    """
+def _read(path: str | Path) -> tuple[str, str, str]:
     p = Path(path)
     if (problem := not_a_regular_file(p)) is not None:
         raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
@@ -719,12 +714,72 @@ def load_otlp(path: str | Path) -> Trace:
         if name.lower().endswith(suf):
             name = name[: -len(suf)]
             break
-    return parse_otlp(text, file=str(p), run_id=name or p.stem)
+    return text, str(p), name or p.stem
+
+
+def load_otlp(path: str | Path) -> Trace:
+    """Import a one-run OTLP JSON / Phoenix / Langfuse / Jaeger export (module docstring).
+
+    Raises:
+        AdapterError: unreadable or not a regular file (field ``<root>``), malformed JSON,
+            not one of the formats (the error names the field), or several traces in
+            the file (field ``traceId``; use :func:`load_otlp_runs`).
+    """
+    text, file, name = _read(path)
+    return parse_otlp(text, file=file, run_id=name)
+
+
+def load_otlp_runs(path: str | Path) -> list[Trace]:
+    """Import every run of an export: one :class:`Trace` per trace id, in start order.
+
+    A Collector's file exporter appends every trace it receives, and ``icore run
+    --matched`` exports one trace per policy; each trace is one run. Run ids are the file
+    stem, suffixed (``-<policy>`` for icore runs, else ``-<trace id prefix>``) when the
+    file holds several.
+
+    Raises:
+        AdapterError: as :func:`load_otlp` (but several traces are fine).
+    """
+    text, file, name = _read(path)
+    return parse_otlp_runs(text, file=file, run_id=name)
+
+
+def _groups(spans: Sequence[OtelSpan]) -> list[list[OtelSpan]]:
+    by: dict[str, list[OtelSpan]] = {}
+    for sp in spans:
+        by.setdefault(sp.trace_id, []).append(sp)
+    return sorted(by.values(), key=lambda g: min(x.start_ns for x in g))
+
+
+def parse_otlp_runs(text: str, *, file: str = "<memory>", run_id: str = "run") -> list[Trace]:
+    """Parse every run (trace) of a string (see :func:`load_otlp_runs`)."""
+    groups = _groups(parse_spans(text, file=file))
+    if len(groups) <= 1:
+        return [spans_to_trace(groups[0] if groups else [], file=file, run_id=run_id)]
+    out, used = [], set()
+    for g in groups:
+        policy = next((x.attributes.get(N.RUN_POLICY) for x in g
+                       if x.attributes.get(N.CALL) == "run"), None)
+        rid = f"{run_id}-{policy}" if isinstance(policy, str) else f"{run_id}-{g[0].trace_id[:8]}"
+        while rid in used:
+            rid = f"{rid}-{g[0].trace_id[:8]}"
+        used.add(rid)
+        out.append(spans_to_trace(g, file=file, run_id=rid))
+    return out
 
 
 def parse_otlp(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
-    """Parse spans from a string into a :class:`Trace` (see :func:`load_otlp`)."""
-    return spans_to_trace(parse_spans(text, file=file), file=file, run_id=run_id)
+    """Parse a one-run export from a string into a :class:`Trace` (see :func:`load_otlp`).
+
+    Raises:
+        AdapterError: as :func:`load_otlp`.
+    """
+    spans = parse_spans(text, file=file)
+    n = len({s.trace_id for s in spans})
+    if n > 1:
+        raise AdapterError(f"holds {n} traces (runs); read them with load_otlp_runs "
+                           "(icore audit audits each)", file=file, field="traceId")
+    return spans_to_trace(spans, file=file, run_id=run_id)
 
 
 __all__ = [
@@ -733,7 +788,9 @@ __all__ = [
     "OtelSpan",
     "is_otel_path",
     "load_otlp",
+    "load_otlp_runs",
     "parse_otlp",
+    "parse_otlp_runs",
     "parse_spans",
     "sniff_otel",
     "span_kind",

@@ -19,7 +19,7 @@ from icore.adapters import (
     Attribution,
     AuditResult,
     attribute,
-    audit_path,
+    audit_file,
     collect_paths,
     score,
     write_prov,
@@ -65,7 +65,7 @@ def audit(
     t0 = time.perf_counter()
     for f in files:
         try:
-            results.append(audit_path(f))
+            results.extend(audit_file(f))  # an OpenTelemetry export: one run per trace
         except AdapterError as exc:
             errors.append((exc.file, f"{exc.field}: {exc.problem}"))
     elapsed = time.perf_counter() - t0
