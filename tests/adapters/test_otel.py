@@ -92,6 +92,8 @@ def test_live_run_spans_follow_genai_conventions(
         assert s.attributes is not None
         assert s.attributes["gen_ai.operation.name"] == "invoke_agent"
         assert s.attributes["openinference.span.kind"] == "AGENT"
+        assert str(s.attributes["gen_ai.agent.description"]).split()[0] in (
+            "reviser", "retriever", "planner", "auditor")
         assert s.parent is not None and s.parent.span_id == wf.context.span_id
     plans = [s for s in agents if s.attributes and s.attributes["icore.call"] == "planned"]
     assert [bool(s.attributes and s.attributes["icore.replan"]) for s in plans] == [False, True]

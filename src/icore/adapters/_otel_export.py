@@ -213,6 +213,7 @@ class _RunSpans:
     tasks: dict[str, _TaskSpans] = field(default_factory=dict)
     seq: int = 0
     provider_name: str = "icore"
+    roles: dict[str, str] = field(default_factory=dict)
 
 
 class OtelExporter:
@@ -287,7 +288,8 @@ class OtelExporter:
         with self._lock, self._safe():
             self._end_run()
             backend = manifest.backend.kind
-            self._run = _RunSpans(provider_name="openai" if backend == "llm" else "icore")
+            self._run = _RunSpans(provider_name="openai" if backend == "llm" else "icore",
+                                  roles={a.id: a.role for a in manifest.agents})
             self._run.span = self.tracer.start_span(
                 f"icore.run {manifest.name}", kind=SpanKind.INTERNAL, attributes={
                     N.SPAN_KIND: "CHAIN", N.RUN_NAME: manifest.name, N.RUN_POLICY: policy,
@@ -369,6 +371,8 @@ class OtelExporter:
             out[N.AGENT_ID] = agent
             out[N.AGENT_NAME] = agent
             out[N.OI_AGENT_NAME] = agent
+            if agent in self._run.roles:
+                out[N.AGENT_DESCRIPTION] = f"{self._run.roles[agent]} (icore live team)"
         return out
 
     def _child(self, t: _TaskSpans, name: str, attrs: Mapping[str, AttrValue], start: int,
