@@ -589,3 +589,53 @@ def test_any_json_gives_a_trace_or_a_typed_error(doc: Any) -> None:
         err = None
         audit_trace(t)
     assert err is None or (err.file == "f.otlp.json" and err.field)
+
+
+def test_otel_exporter_otlp_variables_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No endpoint, no provider: OTEL_EXPORTER_OTLP_ENDPOINT / _HEADERS / OTEL_SERVICE_NAME
+    decide where spans go (OTLP/HTTP protobuf to <base>/v1/traces, with the headers)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    got: list[tuple[str, dict[str, str], bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            got.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    th = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    th.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT",
+                           f"http://127.0.0.1:{srv.server_address[1]}")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=icore-test")
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "icore-ci")
+        ex = OtelExporter()
+        ex.decision_sink({"outcome": "blocked", "reason": "no_owner", "action": "pay",
+                          "deps": ["req/a"]})
+        ex.shutdown()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        th.join(5)
+    (path, headers, body), = got
+    assert path == "/v1/traces" and headers["x-team"] == "icore-test"
+    assert headers["content-type"] == "application/x-protobuf"
+    req = ExportTraceServiceRequest.FromString(body)
+    rs = req.resource_spans[0]
+    assert {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"] == (
+        "icore-ci")
+    (span,) = rs.scope_spans[0].spans
+    assert span.name == "icore.gate pay" and rs.scope_spans[0].scope.name == "icore"
