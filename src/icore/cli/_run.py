@@ -6,7 +6,6 @@ and prints the result.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -152,6 +151,7 @@ def _print_run(console: Console, res: RunResult) -> None:
 
 
 def run(
+    ctx: typer.Context,
     manifest: Annotated[Path | None, typer.Argument(
         help="Run manifest (YAML). Default: the embedded manifest of --family.",
         exists=True, dir_okay=False)] = None,
@@ -199,19 +199,7 @@ def run(
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,
                   model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
                   concurrency=concurrency, repeat=repeat)
-    with contextlib.ExitStack() as stack:
-        observer = None
-        if otlp_endpoint:
-            from icore.adapters import exporting
-
-            observer = stack.enter_context(exporting(endpoint=otlp_endpoint))
-        _run_and_print(console, m, out, matched=matched, concurrency=concurrency,
-                       as_json=as_json, observer=observer)
-
-
-def _run_and_print(console: Console, m: RunManifest, out: Path, *, matched: bool,
-                   concurrency: int | None, as_json: bool,
-                   observer: RunObserver | None) -> None:
+    observer = _otel_observer(ctx, otlp_endpoint)
     if matched:
         res = run_matched(out, manifest=m,
                           concurrency=10 if concurrency is None else concurrency,
@@ -245,6 +233,18 @@ def _run_and_print(console: Console, m: RunManifest, out: Path, *, matched: bool
         # every workflow stopped early (e.g. the model endpoint is unreachable): the run
         # did not test the policy, so it must not look like a success
         raise typer.Exit(1)
+
+
+def _otel_observer(ctx: typer.Context, endpoint: str | None) -> RunObserver | None:
+    """The ``--otlp-endpoint`` exporter, flushed and shut down when the command ends
+    (however it ends: the command's context closes after it returns or raises)."""
+    if not endpoint:
+        return None
+    from icore.adapters import OtelExporter
+
+    ex = OtelExporter(endpoint=endpoint)
+    ctx.call_on_close(ex.shutdown)
+    return ex
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
