@@ -18,6 +18,17 @@ def test_quickstart_runs() -> None:
     assert lines[-1] == "booked Porto"
 
 
+def test_otel_quickstart_runs() -> None:
+    """examples/otel_quickstart.py: the fence's decisions as spans, read back (#16)."""
+    out = subprocess.run([sys.executable, str(EXAMPLES / "otel_quickstart.py")],
+                         capture_output=True, text=True, timeout=60, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "booked Porto"
+    assert lines[1].split() == ["icore.gate", "book", "GUARDRAIL", "replan_required"]
+    assert lines[3].split() == ["execute_tool", "book", "TOOL", "authorized"]
+    assert lines[-1].startswith("imported: ['task', 'tool_output'")
+
+
 def test_cli_help_lists_every_command() -> None:
     """Every documented command has help text (style habit 19)."""
     from typer.testing import CliRunner
@@ -30,9 +41,10 @@ def test_cli_help_lists_every_command() -> None:
     for cmd in ("demo", "run", "audit", "certs", "serve", "bench"):
         assert cmd in top.output
     bench = runner.invoke(app, ["bench", "--help"])
-    for cmd in ("core", "net", "state", "planfence", "icore"):
+    for cmd in ("core", "net", "state", "planfence", "icore", "otel"):
         assert cmd in bench.output
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
     for cmd in ("icore run", "icore audit", "icore certs init", "icore serve",
-                "icore bench planfence", "icore bench icore", "icore bench core"):
+                "icore bench planfence", "icore bench icore", "icore bench core",
+                "icore bench otel"):
         assert cmd in readme, cmd

@@ -64,3 +64,12 @@ def test_layer_list_matches_packages() -> None:
     """Every subpackage is a declared layer."""
     pkgs = {p.name for p in SRC.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert pkgs <= set(LAYERS), pkgs - set(LAYERS)
+
+
+def test_only_adapters_import_opentelemetry() -> None:
+    """OpenTelemetry lives in adapters/ (design.md 2): no other layer imports it."""
+    for layer, path in _modules():
+        if layer == "adapters":
+            continue
+        bad = [n for n in _imports(path) if n.split(".")[0] in ("opentelemetry", "openinference")]
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}"

@@ -7,11 +7,17 @@
   (:func:`magentic_one_declaration`, :func:`captain_agent_declaration`,
   :func:`generic_declaration`) and derives diagnoses; :func:`attribute` and :func:`score`
   do failure attribution; :func:`to_prov` / :func:`write_prov` export PROV-JSON.
+- OpenTelemetry: :func:`load_otlp` imports OTLP JSON, Phoenix and Langfuse span exports
+  (no extra needed); :class:`OtelExporter` (extra ``icore[otel]``, imported on first use)
+  emits live runs, fence decisions and audits as GenAI / OpenInference spans. See
+  docs/observability.md.
 
 Import rule: adapters import records, memory, fence, net, state, audit, workloads and
 agents only. Errors: :class:`AdapterError` (``ErrorCode.ADAPTER``) names the file and field.
 See docs/audit-real-runs.md.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from icore.adapters._attribution import (
     PUBLISHED_BEST,
@@ -29,6 +35,7 @@ from icore.adapters._audit import (
     Diagnosis,
     MetricPoint,
     RunSummary,
+    audit_file,
     audit_path,
     audit_trace,
     collect_paths,
@@ -50,6 +57,18 @@ from icore.adapters._evidence import (
     classify,
 )
 from icore.adapters._jsonl import load_jsonl, parse_jsonl
+from icore.adapters._otel_import import (
+    ICORE_LIVE,
+    OTEL,
+    OtelSpan,
+    load_otlp,
+    load_otlp_runs,
+    parse_otlp,
+    parse_otlp_runs,
+    parse_spans,
+    spans_to_trace,
+)
+from icore.adapters._otel_live import audit_live_trace
 from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, write_prov
 from icore.adapters._trace import (
     Annotation,
@@ -73,11 +92,41 @@ from icore.adapters._whowhen import (
     parse_who_and_when_data,
 )
 
+if TYPE_CHECKING:
+    from icore.adapters._otel_export import (
+        OtelExporter,
+        OtlpJsonFileExporter,
+        decision_attributes,
+        exporting,
+        make_provider,
+        otlp_json,
+        traces_endpoint,
+    )
+
+_OTEL_EXPORT = ("OtelExporter", "OtlpJsonFileExporter", "decision_attributes", "exporting",
+                "make_provider", "otlp_json", "traces_endpoint")
+
+
+def __getattr__(name: str) -> Any:
+    """The exporter names, imported on first use (they need the ``otel`` extra)."""
+    if name in _OTEL_EXPORT:
+        try:
+            from icore.adapters import _otel_export
+        except ImportError as exc:
+            raise ExportError(f"OpenTelemetry export needs the otel extra "
+                              f"(pip install 'icore[otel]'): {exc}", file="<otlp>",
+                              field="opentelemetry") from exc
+        return getattr(_otel_export, name)
+    raise AttributeError(f"module 'icore.adapters' has no attribute {name!r}")
+
+
 __all__ = [
     "CAPTAIN_AGENT",
     "HUMAN",
+    "ICORE_LIVE",
     "ICORE_NS",
     "MAGENTIC_ONE",
+    "OTEL",
     "PUBLISHED_BEST",
     "ROOT",
     "AdapterError",
@@ -90,6 +139,9 @@ __all__ = [
     "ExportError",
     "Ledger",
     "MetricPoint",
+    "OtelExporter",
+    "OtelSpan",
+    "OtlpJsonFileExporter",
     "RunSummary",
     "ScoreRow",
     "Step",
@@ -98,6 +150,8 @@ __all__ = [
     "as_bool",
     "as_step",
     "attribute",
+    "audit_file",
+    "audit_live_trace",
     "audit_path",
     "audit_trace",
     "capabilities",
@@ -107,24 +161,35 @@ __all__ = [
     "check_output",
     "classify",
     "collect_paths",
+    "decision_attributes",
     "declaration_for",
     "detect_family",
+    "exporting",
     "generic_declaration",
     "load_captain_agent",
     "load_jsonl",
     "load_magentic_one",
+    "load_otlp",
+    "load_otlp_runs",
     "load_trace",
     "load_who_and_when",
     "magentic_one_declaration",
+    "make_provider",
     "name_key",
+    "otlp_json",
     "parse_captain_agent",
     "parse_jsonl",
     "parse_magentic_one",
+    "parse_otlp",
+    "parse_otlp_runs",
+    "parse_spans",
     "parse_who_and_when_data",
     "read_prov",
     "score",
+    "spans_to_trace",
     "speakers",
     "to_prov",
+    "traces_endpoint",
     "validate_prov",
     "write_prov",
 ]

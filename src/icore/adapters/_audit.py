@@ -31,6 +31,7 @@ diagnosed here. Each diagnosis cites the events of G it rests on.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from icore.adapters._decl import (
     magentic_one_declaration,
 )
 from icore.adapters._evidence import classify, output_facts, tool_facts
+from icore.adapters._otel_import import ICORE_LIVE
 from icore.adapters._trace import Step, StepKind, Trace
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
 from icore.audit import Trigger, TriggerHit, responsible_agent
@@ -237,6 +239,8 @@ class _Builder:
         if step is not None and eid in self.x.events:
             eid = f"m{idx}.{type_}"
         causes = (self.last_event,) if self.last_event is not None else ()
+        if step is not None and step.parent is not None and step.parent in self.step_events:
+            causes = (self.step_events[step.parent],)  # the recorded parent (e.g. a span's)
         ev = self.x.add_event(EventSpec(type_, self.agent(agent), {"step": idx, **fields},
                                         causes, eid))
         if step is not None and step.index not in self.step_events:
@@ -580,6 +584,10 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
     Raises:
         AdapterError: the run references something the declaration cannot express.
     """
+    if trace.family == ICORE_LIVE and decl is None:
+        from icore.adapters._otel_live import audit_live_trace
+
+        return audit_live_trace(trace)
     t0 = time.perf_counter()
     b = _Builder(trace, decl or declaration_for(trace))
     b.run()
@@ -599,11 +607,16 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Load any supported file: ``.jsonl`` (generic format) or Who&When ``.json``."""
+    """Load any supported file: ``.jsonl`` (generic format), Who&When ``.json``, or
+    OpenTelemetry spans (``*.otlp.json`` / ``*.otlp.jsonl``, or a ``.json`` whose start
+    reads as OTLP JSON, a Phoenix span list or a Langfuse trace: :func:`load_otlp`)."""
     from icore.adapters._jsonl import load_jsonl
+    from icore.adapters._otel_import import load_otlp
     from icore.adapters._whowhen import load_who_and_when
 
     p = Path(path)
+    if _is_otel_file(p):
+        return load_otlp(p)
     if p.suffix.lower() == ".jsonl":
         return load_jsonl(p)
     return load_who_and_when(p)
@@ -614,8 +627,35 @@ def audit_path(path: str | Path) -> AuditResult:
     return audit_trace(load_trace(path))
 
 
+def audit_file(path: str | Path) -> list[AuditResult]:
+    """Audit every run of one file: one per trace of an OpenTelemetry export
+    (:func:`icore.adapters.load_otlp_runs`), else the file's one run (:func:`audit_path`).
+
+    Raises:
+        AdapterError: as :func:`load_trace`.
+    """
+    if _is_otel_file(Path(path)):
+        from icore.adapters._otel_import import load_otlp_runs
+
+        return [audit_trace(t) for t in load_otlp_runs(path)]
+    return [audit_path(path)]
+
+
+def _is_otel_file(p: Path) -> bool:
+    from icore.adapters._otel_import import is_otel_path, sniff_otel
+
+    if is_otel_path(p):
+        return True
+    if p.suffix.lower() == ".json" and p.is_file():
+        with contextlib.suppress(OSError, UnicodeDecodeError), p.open(encoding="utf-8") as f:
+            return sniff_otel(f.read(8192))
+    return False
+
+
 def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
-    """Expand files and folders (recursively: ``*.json``, ``*.jsonl``) in a stable order."""
+    """Expand files and folders (recursively: ``*.json``, ``*.jsonl``) in a stable order.
+
+    ``*.otlp.jsonl`` files are included; ``*.prov.json`` exports are not."""
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -638,6 +678,7 @@ __all__ = [
     "Diagnosis",
     "MetricPoint",
     "RunSummary",
+    "audit_file",
     "audit_path",
     "audit_trace",
     "collect_paths",

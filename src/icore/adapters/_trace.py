@@ -70,6 +70,8 @@ class Step:
         final_answer: the final answer stated by a ``termination`` step (or a terminating output).
         terminates: the message ends the run (``TERMINATE`` or a termination condition).
         exitcode: the exit code of a ``tool_output`` when stated.
+        parent: index of the step that caused this one, when the source records it (an
+            OpenTelemetry parent span); None: the previous step.
     """
 
     index: int
@@ -82,6 +84,7 @@ class Step:
     final_answer: str | None = None
     terminates: bool = False
     exitcode: int | None = None
+    parent: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

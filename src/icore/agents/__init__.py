@@ -13,8 +13,15 @@ from icore.agents._decide import (
     ToolSpec,
     check_call,
 )
-from icore.agents._live import RunResult, TaskResult, arun_live, run_live, run_policies
-from icore.agents._live_audit import LiveAudit, live_declaration
+from icore.agents._live import (
+    RunObserver,
+    RunResult,
+    TaskResult,
+    arun_live,
+    run_live,
+    run_policies,
+)
+from icore.agents._live_audit import AuditListener, LiveAudit, live_declaration
 from icore.agents._llm import LLMConfig, LLMDecider
 from icore.agents._manifest import (
     ManifestError,
@@ -33,6 +40,7 @@ __all__ = [
     "ROLES",
     "SYSTEM_PROMPT",
     "AgentCrashed",
+    "AuditListener",
     "Decider",
     "DecisionOutcome",
     "DecisionRequest",
@@ -45,6 +53,7 @@ __all__ = [
     "MatchedResult",
     "MatchedRow",
     "RunManifest",
+    "RunObserver",
     "RunResult",
     "ScriptedDecider",
     "StepTimeout",

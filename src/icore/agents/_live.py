@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from icore._clock import WallClock
 from icore._files import move_aside
@@ -198,11 +198,32 @@ class RunResult:
         return d
 
 
+class RunObserver(Protocol):
+    """Watches a live run as it happens (e.g. the OpenTelemetry exporter of
+    :mod:`icore.adapters`). Every method is called from the run's event loop; none may
+    raise (an observer's failure must never stop a run) or block for long.
+    """
+
+    def run_started(self, manifest: RunManifest, policy: str) -> None:
+        """The team is about to start (``manifest`` as run, ``policy`` under test)."""
+
+    def audit_call(self, call: str, task: str, args: Mapping[str, Any],
+                   outcome: Mapping[str, Any]) -> None:
+        """One step recorded in iCORE (see :data:`icore.agents.AuditListener`)."""
+
+    def task_done(self, result: TaskResult) -> None:
+        """One workflow finished (successfully or not)."""
+
+    def run_done(self, result: RunResult) -> None:
+        """The run finished; ``result`` is final (report and ``run.json`` written)."""
+
+
 # ---------------------------------------------------------------------------- runner
 class _Run:
     def __init__(self, manifest: RunManifest, out: Path, policy: str,
                  specs: Sequence[TaskSpec] | None = None,
-                 reporter: Reporter | None = None) -> None:
+                 reporter: Reporter | None = None,
+                 observer: RunObserver | None = None) -> None:
         self.m = manifest
         self.reporter = reporter
         self.specs = list(specs) if specs is not None else None
@@ -210,7 +231,9 @@ class _Run:
         self.policy = policy
         self.team = LiveTeam(manifest, out, policy=policy, backend=manifest.backend.resolved())
         self.team_m = manifest.team_manifest(out, policy=policy)
-        self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock())
+        self.observer = observer
+        self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock(),
+                               listener=observer.audit_call if observer else None)
         self.committed: dict[str, set[str]] = {}
         self.crash_done = False
         self.role: dict[str, str] = {a.role: a.id for a in manifest.agents}
@@ -383,7 +406,7 @@ class _Run:
                 gate: list[dict[str, Any]], responses: int, accepted: int,
                 t_start: float, lineage: Sequence[Mapping[str, Any]] = ()) -> TaskResult:
         icore_v = tuple(v for v in self.audit.verdicts if v["task"] == spec.task)
-        return TaskResult(
+        res = TaskResult(
             task=spec.task, family=spec.family, seed=spec.seed, policy=self.policy,
             success=bool(st["executed"] and not st["invalid"]), executed=bool(st["executed"]),
             invalid=bool(st["invalid"]), replanned=bool(st["replanned"]),
@@ -393,6 +416,9 @@ class _Run:
             error=str(st["error"]), gate=tuple(gate), steps=tuple(steps), icore=icore_v,
             duration_ms=round((time.perf_counter() - t_start) * 1e3, 2),
             lineage=tuple(dict(r) for r in lineage))
+        if self.observer is not None:
+            self.observer.task_done(res)
+        return res
 
     def tasks(self) -> list[TaskSpec]:
         if self.specs is not None:
@@ -408,6 +434,8 @@ class _Run:
         results: list[TaskResult] = []
         interrupted = False
         error = ""
+        if self.observer is not None:
+            self.observer.run_started(self.m, self.policy)
         try:
             try:
                 await self.team.start()
@@ -474,6 +502,8 @@ class _Run:
             res = RunResult(**{**res.__dict__, "report": self.reporter(res)})
         (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),
                                            encoding="utf-8")
+        if self.observer is not None:
+            self.observer.run_done(res)
         return res
 
 
@@ -485,7 +515,8 @@ Reporter = Callable[[RunResult], Path | None]
 async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
                     policy: str | None = None,
                     tasks: Sequence[TaskSpec] | None = None,
-                    reporter: Reporter | None = None) -> RunResult:
+                    reporter: Reporter | None = None,
+                    observer: RunObserver | None = None) -> RunResult:
     """Async form of :func:`run_live` (``tasks`` overrides the manifest's templates)."""
     m = manifest if isinstance(manifest, RunManifest) else load_manifest(manifest)
     pol = policy or m.policy
@@ -498,7 +529,7 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         for t in tasks:
             if t.spec.action not in names:
                 raise ValueError(f"task {t.task} needs a protected tool {t.spec.action!r}")
-    return await _Run(m, out, pol, tasks, reporter).run()
+    return await _Run(m, out, pol, tasks, reporter, observer).run()
 
 
 def _fresh_run_folder(out: Path) -> Path:
@@ -516,7 +547,8 @@ def _fresh_run_folder(out: Path) -> Path:
 
 def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
              policy: str | None = None, tasks: Sequence[TaskSpec] | None = None,
-             reporter: Reporter | None = None) -> RunResult:
+             reporter: Reporter | None = None,
+             observer: RunObserver | None = None) -> RunResult:
     """Run a live team: one process per agent on 127.0.0.1, mutual-TLS owner services.
 
     Args:
@@ -532,6 +564,8 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         reporter: called with the finished result (also after Ctrl-C) to write its
             HTML report; ``icore run`` passes :func:`icore.report.write_live_report`
             (``report.html`` plus the iCORE page). None: only ``run.json``.
+        observer: watches the run as it happens (:class:`RunObserver`; e.g.
+            :class:`icore.adapters.OtelExporter` for OpenTelemetry spans).
 
     Returns:
         :class:`RunResult`. Ctrl-C stops every process and returns a result with
@@ -542,7 +576,7 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         ValueError: an unsupported policy.
     """
     return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks,
-                                 reporter=reporter))
+                                 reporter=reporter, observer=observer))
 
 
 def run_policies(manifest: RunManifest | str | Path, out_dir: str | Path,

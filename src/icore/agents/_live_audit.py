@@ -16,7 +16,7 @@ recorded as it happens:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,18 @@ RUN_AGENT = "run"
 """The run coordinator's identity in M_D (introduces and assigns work)."""
 
 _KIND_OF_ROLE = {"planner": "plan", "executor": "act", "auditor": "audit"}
+
+AuditListener = Callable[[str, str, Mapping[str, Any], Mapping[str, Any]], None]
+"""Called after each recorded workflow step as ``(call, task, args, outcome)``.
+
+``call`` names the :class:`LiveAudit` method (``introduce``, ``committed``, ``revised``,
+``planned``, ``gate``, ``executed``, ``audited``, ``failed``, ``event``), ``args`` are
+its arguments (JSON-ready; ``task`` excluded), and ``outcome`` holds what the step did to
+X: ``verdicts`` (the audited proposals, as in :attr:`LiveAudit.verdicts`), ``flags`` (the
+hard flags raised, as dicts), ``event`` (the id of the event added to G, when one was)
+and the metrics ``snd``, ``astab``, ``cq`` after it. The OpenTelemetry exporter
+(:mod:`icore.adapters`) turns these into spans; the listener must not raise.
+"""
 
 
 def live_declaration(manifest: RunManifest) -> DeclarationPackage:
@@ -109,9 +121,11 @@ class LiveAudit:
         manifest: the run manifest (agents of D).
         log_path: SQLite event log (None: in memory).
         clock: time source for events.
+        listener: told of every recorded step (:data:`AuditListener`), e.g. an exporter.
     """
 
-    def __init__(self, manifest: RunManifest, log_path: Path | None, clock: Clock) -> None:
+    def __init__(self, manifest: RunManifest, log_path: Path | None, clock: Clock, *,
+                 listener: AuditListener | None = None) -> None:
         self.manifest = manifest
         self.decl = live_declaration(manifest)
         self.log = (SQLiteLog(log_path, declaration=self.decl) if log_path is not None
@@ -123,6 +137,25 @@ class LiveAudit:
         self.role_agent: dict[str, str] = {a.role: a.id for a in manifest.agents}
         self._n = 0
         self._last: dict[str, str] = {}
+        self.listener = listener
+
+    def _told(self, call: str, task: str, args: Mapping[str, Any], *,
+              mark: tuple[int, int], event: str | None = None) -> None:
+        """Tell the listener what ``call`` did (the verdicts and flags it added)."""
+        if self.listener is None:
+            return
+        since, flags_before = mark
+        m = self.X.metrics()
+        flags = list(self.X.flags.values())[flags_before:]
+        outcome = {"verdicts": self.verdicts[since:], "event": event,
+                   "flags": [{"id": f.id, "kind": str(f.kind), "obligations": list(f.obligations),
+                              "assertions": list(f.assertions), "detail": f.detail}
+                             for f in flags],
+                   "snd": m.snd, "astab": m.astab, "cq": m.cq}
+        self.listener(call, task, args, outcome)
+
+    def _mark(self) -> tuple[int, int]:
+        return len(self.verdicts), len(self.X.flags)
 
     # -- helpers --------------------------------------------------------------------
     def _eid(self, task: str, what: str) -> str:
@@ -149,6 +182,14 @@ class LiveAudit:
               causes: Sequence[str] = ()) -> str:
         """Append an event to G (caused by ``causes`` and the workflow's previous event);
         return its id."""
+        mark = self._mark()
+        eid = self._add_event(task, type_, agent, fields, causes)
+        self._told("event", task, {"type": type_, "agent": agent, "fields": dict(fields),
+                                   "causes": list(causes)}, mark=mark, event=eid)
+        return eid
+
+    def _add_event(self, task: str, type_: str, agent: str, fields: Mapping[str, Any],
+                   causes: Sequence[str] = ()) -> str:
         eid = self._eid(task, type_)
         self.X.add_event(EventSpec(type=type_, agent=agent, fields=dict(fields),
                                    causes=self._causes(task, causes), id=eid))
@@ -179,6 +220,7 @@ class LiveAudit:
     # -- workflow steps -------------------------------------------------------------
     def introduce(self, task: str) -> None:
         """Introduce the task's obligations (plan -> act -> audit) and assign them."""
+        mark = self._mark()
         ev = EventSpec(type="task_introduced", agent=RUN_AGENT, fields={"task": task},
                        id=self._eid(task, "intro"))
         o_plan, o_act, o_audit = f"{task}/plan", f"{task}/act", f"{task}/audit"
@@ -195,24 +237,33 @@ class LiveAudit:
                 effects=(Effect.assign(oid, self.role_agent[role]),
                          Effect.status(oid, "assigned")),
                 justification=(str(ev.id),)))
+        self._told("introduce", task, {}, mark=mark, event=str(ev.id))
 
     def committed(self, task: str, type_: str, agent: str, rec: Mapping[str, Any]) -> str:
         """A record commit observed (requirement, catalog, shortlist): an event in G."""
+        mark = self._mark()
         if rec.get("key", "").startswith("req/"):
             self.heads[rec["key"]] = rec["id"]
-        return self.event(task, type_, agent, {"record": rec["id"], "key": rec["key"]})
+        eid = self._add_event(task, type_, agent, {"record": rec["id"], "key": rec["key"]})
+        self._told("committed", task, {"type": type_, "agent": agent, "record": _rec(rec)},
+                   mark=mark, event=eid)
+        return eid
 
     def revised(self, task: str, agent: str, rec: Mapping[str, Any]) -> list[str]:
         """An owner revision: event in G, head moves, dependent certificates revoked."""
+        mark = self._mark()
         self.heads[rec["key"]] = rec["id"]
-        self.event(task, "requirement_revised", agent, {"record": rec["id"],
-                                                        "key": rec["key"]})
+        eid = self._add_event(task, "requirement_revised", agent, {"record": rec["id"],
+                                                                   "key": rec["key"]})
         flags = self.X.on_head_change(rec["key"], rec["id"])
+        self._told("revised", task, {"agent": agent, "record": _rec(rec)}, mark=mark,
+                   event=eid)
         return [f.id for f in flags]
 
     def planned(self, task: str, agent: str, rec: Mapping[str, Any], req_key: str,
                 req_id: str, *, replan: bool) -> Verdict:
         """The plan (or the one replan) as an audited proposal citing its requirement."""
+        mark = self._mark()
         ev = EventSpec(type="plan_written", agent=agent,
                        fields={"record": rec["id"], "replan": replan,
                                "candidate": rec["content"]["args"]["option"]},
@@ -227,52 +278,72 @@ class LiveAudit:
             for f in self.X.open_flags():
                 if any(o.startswith(f"{task}/") for o in f.obligations):
                     self.X.resolve_flag(f.id, by=agent, note="replanned from the fresh record")
+        self._told("planned", task, {"agent": agent, "record": _rec(rec), "req_key": req_key,
+                                     "req_id": req_id, "replan": replan},
+                   mark=mark, event=str(ev.id))
         return v
 
     def gate(self, task: str, agent: str, decision: Mapping[str, Any]) -> str:
         """One gate decision: an event in G."""
-        return self.event(task, "gate_decision", agent, {
+        mark = self._mark()
+        eid = self._add_event(task, "gate_decision", agent, {
             "outcome": decision.get("outcome"), "reason": decision.get("reason"),
             "policy": decision.get("policy"), "replanned": decision.get("replanned"),
             "point": decision.get("point")})
+        self._told("gate", task, {"agent": agent, "decision": dict(decision)}, mark=mark,
+                   event=eid)
+        return eid
 
     def executed(self, task: str, agent: str, action: str, option: str, gate_event: str,
                  req_key: str, frontier_id: str) -> Verdict:
         """The primary action as an audited proposal citing the plan's frontier."""
+        mark = self._mark()
         ev = EventSpec(type="action_done", agent=agent,
                        fields={"action": action, "option": option},
                        causes=(gate_event,), id=self._eid(task, "act"))
-        return self._proposal(task, agent, "execute", f"{task}/act", ev,
+        v = self._proposal(task, agent, "execute", f"{task}/act", ev,
                               [Effect.status(f"{task}/act", "discharged"),
                                Effect.result(f"{task}/act", {"action": action,
                                                              "option": option})],
                               [CertificateRequest("lineage", events=(str(ev.id),),
                                                   records=(RecordRef(req_key, frontier_id),)),
                                CertificateRequest("gate", events=(gate_event,))])
+        self._told("executed", task, {"agent": agent, "action": action, "option": option,
+                                      "gate_event": gate_event, "req_key": req_key,
+                                      "frontier_id": frontier_id}, mark=mark, event=str(ev.id))
+        return v
 
     def audited(self, task: str, agent: str, verdict: str, req_key: str, req_id: str
                 ) -> Verdict:
         """The auditor's verdict as an audited proposal citing the current requirement."""
+        mark = self._mark()
         ev = EventSpec(type="audit_done", agent=agent, fields={"verdict": verdict},
                        id=self._eid(task, "audit"))
         status = "discharged" if verdict in ("accept", "repeat_action") else "failed"
-        return self._proposal(task, agent, "verify", f"{task}/audit", ev,
-                              [Effect.status(f"{task}/audit", status),
-                               Effect.result(f"{task}/audit", {"verdict": verdict})],
-                              [CertificateRequest("lineage", events=(str(ev.id),),
-                                                  records=(RecordRef(req_key, req_id),))])
+        v = self._proposal(task, agent, "verify", f"{task}/audit", ev,
+                           [Effect.status(f"{task}/audit", status),
+                            Effect.result(f"{task}/audit", {"verdict": verdict})],
+                           [CertificateRequest("lineage", events=(str(ev.id),),
+                                               records=(RecordRef(req_key, req_id),))])
+        self._told("audited", task, {"agent": agent, "verdict": verdict, "req_key": req_key,
+                                     "req_id": req_id}, mark=mark, event=str(ev.id))
+        return v
 
     def failed(self, task: str, obligation: str, type_: str, agent: str,
                fields: Mapping[str, Any]) -> Verdict | None:
         """A failed step (decision failure, block, crash): event plus a ``fail`` entry."""
-        eid = self.event(task, type_, agent if agent in self.decl.agents else RUN_AGENT,
-                         fields)
+        mark = self._mark()
+        eid = self._add_event(task, type_, agent if agent in self.decl.agents else RUN_AGENT,
+                              fields)
         oid = f"{task}/{obligation}"
-        if oid not in self.X.obligations:
-            return None
-        return self.submit(task, Proposal(proposer=RUN_AGENT, operation="fail", target=oid,
-                                          effects=(Effect.status(oid, "failed"),),
-                                          justification=(eid,)))
+        v = None
+        if oid in self.X.obligations:
+            v = self.submit(task, Proposal(proposer=RUN_AGENT, operation="fail", target=oid,
+                                           effects=(Effect.status(oid, "failed"),),
+                                           justification=(eid,)))
+        self._told("failed", task, {"obligation": obligation, "type": type_, "agent": agent,
+                                    "fields": dict(fields)}, mark=mark, event=eid)
+        return v
 
     def summary(self) -> dict[str, Any]:
         """Metrics and counts for the report."""
@@ -288,3 +359,13 @@ class LiveAudit:
         close = getattr(self.log, "close", None)
         if callable(close):
             close()
+
+
+def _rec(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a record reply a listener sees: id, key, owner, seq, plan option."""
+    out = {k: rec[k] for k in ("id", "key", "owner", "seq") if k in rec}
+    args = (rec.get("content") or {}).get("args") if isinstance(rec.get("content"), dict) \
+        else None
+    if isinstance(args, dict) and "option" in args:
+        out["content"] = {"args": {"option": args["option"]}}
+    return out

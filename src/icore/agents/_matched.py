@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from icore.agents._live import Reporter, RunResult, run_live
+from icore.agents._live import Reporter, RunObserver, RunResult, run_live
 from icore.agents._manifest import RunManifest, default_manifest, manifest_from_dict
 from icore.agents._workflow import FAMILY_SPECS, make_task
 from icore.workloads import FAMILIES, SEEDS_PER_FAMILY
@@ -119,7 +119,8 @@ def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,
                 families: Iterable[str] = FAMILIES,
                 seeds: Iterable[int] = range(SEEDS_PER_FAMILY),
                 policies: Sequence[str] = MATCHED_POLICIES,
-                concurrency: int = 10, reporter: Reporter | None = None) -> MatchedResult:
+                concurrency: int = 10, reporter: Reporter | None = None,
+                observer: RunObserver | None = None) -> MatchedResult:
     """Run the matched study (planfence App. A.5) on live teams.
 
     Args:
@@ -131,6 +132,7 @@ def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,
         policies: policies compared (default the three of Table 2).
         concurrency: workflows run at once on each team.
         reporter: writes each policy's HTML report (see :func:`run_live`).
+        observer: watches every run (:class:`~icore.agents.RunObserver`).
 
     Returns:
         :class:`MatchedResult`.
@@ -142,7 +144,8 @@ def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,
     specs = [make_task(f, s) for f in families for s in seeds]
     runs: dict[str, RunResult] = {}
     for pol in policies:
-        runs[pol] = run_live(m, out / pol, policy=pol, tasks=specs, reporter=reporter)
+        runs[pol] = run_live(m, out / pol, policy=pol, tasks=specs, reporter=reporter,
+                             observer=observer)
     res = MatchedResult(tuple(_row(p, r) for p, r in runs.items()), runs, out,
                         time.perf_counter() - t0)
     (out / "matched.json").write_text(json.dumps(res.to_json(), indent=1), encoding="utf-8")

@@ -53,6 +53,7 @@ _MODULES = (
     "_bench_net",
     "_bench_planfence",
     "_bench_state",
+    "_bench_otel",
     "_bench_icore",
     "_audit",
     "_run",

@@ -24,7 +24,7 @@ from icore.adapters import (
     Attribution,
     AuditResult,
     attribute,
-    audit_path,
+    audit_file,
     collect_paths,
     score,
     write_prov,
@@ -48,7 +48,8 @@ PlanFence records that ran from a stale plan."""
 
 def audit(
     paths: list[Path] = typer.Argument(
-        ..., help="Trace files (.json Who&When, .jsonl generic) or folders of them."),
+        ..., help="Trace files (.json Who&When, .jsonl generic, .otlp.json OpenTelemetry / "
+        "Phoenix / Langfuse spans) or folders of them."),
     out: Path = typer.Option(
         Path("icore-audit"), "--out", "-o", help="Folder for the HTML reports (and PROV)."),
     attribution: bool = typer.Option(
@@ -66,6 +67,10 @@ def audit(
     single_file: bool = typer.Option(
         True, "--single-file/--no-single-file", help="Reports as one file each (CSS, JS "
         "and pictures inlined; default), or with an assets/ folder beside them."),
+    otlp_endpoint: str | None = typer.Option(
+        None, "--otlp-endpoint", help="Also export each audit (metrics, cq timeline, hard "
+        "flags, diagnoses) as OpenTelemetry spans to this OTLP/HTTP URL, or file:PATH. "
+        "Needs icore[otel]."),
 ) -> None:
     """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses.
 
@@ -85,17 +90,18 @@ def audit(
         raise typer.Exit(2)
     with output_file(json_out, what="--json file") as jf:
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
-               single_file=single_file, json_file=jf, fails=fails)
+               single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint)
 
 
 def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool, prov: bool,
-           report: bool, single_file: bool, json_file: Any, fails: frozenset[str]) -> None:
+           report: bool, single_file: bool, json_file: Any, fails: frozenset[str],
+           otlp_endpoint: str | None = None) -> None:
     results: list[AuditResult] = []
     errors: list[tuple[str, str]] = []
     t0 = time.perf_counter()
     for f in files:
         try:
-            results.append(audit_path(f))
+            results.extend(audit_file(f))  # an OpenTelemetry export: one run per trace
         except AdapterError as exc:
             errors.append((exc.file, f"{exc.field}: {exc.problem}"))
     elapsed = time.perf_counter() - t0
@@ -122,6 +128,12 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         # leave an empty ./icore-audit behind)
         console.print("[red]no run could be imported; nothing written[/]")
         raise typer.Exit(1)
+    if otlp_endpoint:
+        from icore.adapters import exporting
+
+        with exporting(endpoint=otlp_endpoint) as ex:
+            for r in results:
+                ex.audit(r)
     atts: dict[str, Attribution] = {}
     sc = None
     if attribution:

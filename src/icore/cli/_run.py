@@ -17,6 +17,7 @@ from rich.table import Table
 from icore.agents import (
     ManifestError,
     RunManifest,
+    RunObserver,
     RunResult,
     default_manifest,
     load_manifest,
@@ -124,6 +125,7 @@ def _print_run(console: Console, res: RunResult) -> None:
 
 
 def run(
+    ctx: typer.Context,
     manifest: Annotated[Path | None, typer.Argument(
         help="Run manifest (YAML). Default: the embedded manifest of --family.",
         exists=True, dir_okay=False)] = None,
@@ -158,6 +160,10 @@ def run(
     single_file: Annotated[bool, typer.Option(
         "--single-file/--no-single-file", help="Reports as one file each (CSS, JS and "
         "pictures inlined; default), or with an assets/ folder beside them.")] = True,
+    otlp_endpoint: Annotated[str | None, typer.Option(
+        "--otlp-endpoint", help="Export the run as OpenTelemetry GenAI spans to this "
+        "OTLP/HTTP URL (e.g. http://127.0.0.1:6006 for Phoenix; OTEL_EXPORTER_OTLP_* "
+        "variables apply), or file:PATH for OTLP JSON lines. Needs icore[otel].")] = None,
 ) -> None:
     """Run a live multi-agent team (one process per agent, mutual-TLS owner services).
 
@@ -180,10 +186,11 @@ def run(
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,
                   model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
                   concurrency=concurrency, repeat=repeat)
+    observer = _otel_observer(ctx, otlp_endpoint)
     if matched:
         res = run_matched(out, manifest=m,
                           concurrency=10 if concurrency is None else concurrency,
-                          reporter=reporter)
+                          reporter=reporter, observer=observer)
         if as_json:
             console.print_json(json.dumps(res.to_json()))
             return
@@ -205,7 +212,7 @@ def run(
                        "planfence", err=True)
             raise typer.Exit(FAIL_EXIT)
         return
-    res1 = run_live(m, out, reporter=reporter)
+    res1 = run_live(m, out, reporter=reporter, observer=observer)
     if as_json:
         console.print_json(json.dumps(res1.summary()))
     else:
@@ -222,6 +229,18 @@ def run(
         typer.echo(f"--fail-on invalid: {res1.invalid_actions} primary action(s) ran from "
                    "a stale plan", err=True)
         raise typer.Exit(FAIL_EXIT)
+
+
+def _otel_observer(ctx: typer.Context, endpoint: str | None) -> RunObserver | None:
+    """The ``--otlp-endpoint`` exporter, flushed and shut down when the command ends
+    (however it ends: the command's context closes after it returns or raises)."""
+    if not endpoint:
+        return None
+    from icore.adapters import OtelExporter
+
+    ex = OtelExporter(endpoint=endpoint)
+    ctx.call_on_close(ex.shutdown)
+    return ex
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

@@ -1,0 +1,798 @@
+"""OpenTelemetry in: OTLP JSON, Phoenix and Langfuse exports into a :class:`Trace`.
+
+Reads, without the ``otel`` extra (plain JSON):
+
+- **OTLP JSON**: one ``ExportTraceServiceRequest`` document (``{"resourceSpans": [...]}``)
+  or JSON lines of them — the OpenTelemetry Collector's file exporter format and what
+  :class:`icore.adapters.OtlpJsonFileExporter` writes. Ids may be hex (OTLP/JSON) or
+  base64 (the generic protobuf JSON mapping); snake_case keys are accepted too.
+- **Phoenix** span exports (``phoenix.client.Client().spans.get_spans(...)`` / the REST
+  API ``/v1/projects/{id}/spans``): a list (or ``{"data": [...]}``) of spans with
+  ``context.span_id``, ``parent_id``, ``span_kind``, ISO times and nested attributes.
+- **Langfuse** trace exports: a trace with ``observations`` (or a list of observations)
+  with ``type``, ``parentObservationId``, ``input``/``output``, ``level``.
+- **Jaeger**: its own JSON (the UI's "Download", ``/api/traces``: ``{"data": [{"traceID",
+  "spans": [...]}]}``, tags, references, µs times) and its OTLP API (``/api/v3/traces``:
+  ``{"result": {"resourceSpans": [...]}}``).
+
+Mapping into the source-neutral trace (docs/observability.md, "Auditing a trace"):
+
+- agent spans (OpenInference ``AGENT``, GenAI ``invoke_agent``/``create_agent``, Langfuse
+  ``AGENT``) -> agents and their turns (``output`` steps, the output text as content);
+- LLM spans (``LLM``, ``chat``/``text_completion``/``generate_content``, Langfuse
+  ``GENERATION``) -> outputs of the enclosing agent;
+- tool spans (``TOOL``, ``execute_tool``, Langfuse ``TOOL``) -> tool outputs, exit code 1
+  when the span's status is ERROR, else 0;
+- handoffs (a span named ``handoff``/``transfer_to_<agent>``, or with
+  ``handoff.to``/``to_agent``) -> instructions assigning the next turn to the target;
+- one trace -> one run (:func:`load_otlp_runs` splits a file holding several);
+- the root span -> the task (its input) and, once it ended, the termination (its output
+  is the final answer);
+- parent/child -> causes (each step's parent is the nearest ancestor that is a step);
+- every other span kind (chains, retrievers, guardrails, evaluators, ...) -> kept as
+  ``thought`` events naming the kind, and counted in ``extras["unknown_spans"]``.
+
+icore's own live-run spans (attribute ``icore.call``) also carry the run's recorded
+steps; such a trace has family ``icore_live`` and is re-audited by replaying those
+steps through the live run's iCORE audit (:func:`icore.adapters.audit_trace`).
+
+Anything that is not one of these formats raises :class:`AdapterError` naming the field.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from icore._files import not_a_regular_file
+from icore.adapters import _otel_names as N
+from icore.adapters._errors import AdapterError
+from icore.adapters._trace import AgentNames, Step, StepKind, Trace
+
+OTEL = "otel"
+"""Family of a trace imported from generic OpenTelemetry / OpenInference spans."""
+ICORE_LIVE = "icore_live"
+"""Family of an icore live run exported by :class:`icore.adapters.OtelExporter`."""
+
+_SUFFIXES = (".otlp.json", ".otlp.jsonl", ".otel.json", ".otel.jsonl")
+_AGENT_OPS = {"invoke_agent", "create_agent"}
+_LLM_OPS = {"chat", "text_completion", "generate_content", "embeddings"}
+_TOOL_OPS = {"execute_tool"}
+_HANDOFF_NAME = re.compile(r"^(handoff|transfer_to_(?P<to>.+))$", re.IGNORECASE)
+
+
+@dataclass(slots=True)
+class OtelSpan:
+    """One span, whatever the source format (times in ns since the epoch).
+
+    Attributes:
+        trace_id / span_id / parent_id: ids as lowercase hex ('' parent for a root).
+        name: span name.
+        kind: the source's span kind (OTLP: 1..5; Phoenix/Langfuse: their kind string).
+        start_ns / end_ns: start and end (0 when unknown).
+        attributes: flattened attributes (dotted keys).
+        events: ``(name, time ns, attributes)``.
+        status: ``OK``, ``ERROR`` or ``UNSET``.
+        status_message: the status description.
+        resource: attributes of the span's resource.
+        scope: instrumentation scope name.
+    """
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    status: str = "UNSET"
+    status_message: str = ""
+    resource: Mapping[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+
+def is_otel_path(path: str | Path) -> bool:
+    """True for a name the OTLP importer claims (``*.otlp.json``, ``*.otlp.jsonl``, ...)."""
+    return str(path).lower().endswith(_SUFFIXES)
+
+
+def sniff_otel(head: str) -> bool:
+    """True when the start of a JSON document looks like OTLP / Phoenix / Langfuse spans."""
+    h = head[:8192]
+    return any(k in h for k in ('"resourceSpans"', '"resource_spans"', '"scopeSpans"',
+                                '"operationName"')) or (
+        '"context"' in h and '"span_id"' in h) or '"parentObservationId"' in h or (
+        '"observations"' in h and '"traceId"' in h)
+
+
+# ------------------------------------------------------------------------- value decoding
+def _any(v: Any, file: str, where: str) -> Any:
+    """Decode an OTLP ``AnyValue`` (``{"stringValue": ...}``)."""
+    if not isinstance(v, dict):
+        raise AdapterError("attribute value must be an AnyValue object", file=file, field=where)
+    if not v:
+        return None
+    k, x = next(iter(v.items()))  # an AnyValue holds one field
+    if k in ("stringValue", "string_value"):
+        return str(x)
+    if k in ("boolValue", "bool_value"):
+        return bool(x)
+    if k in ("intValue", "int_value"):
+        try:
+            return int(x)
+        except (TypeError, ValueError):
+            raise AdapterError(f"intValue is not an integer: {x!r}", file=file,
+                               field=where) from None
+    if k in ("doubleValue", "double_value"):
+        return float(x)
+    if k in ("arrayValue", "array_value"):
+        vals = (x or {}).get("values", []) if isinstance(x, dict) else []
+        return [_any(e, file, f"{where}.arrayValue.values[{i}]") for i, e in enumerate(vals)]
+    if k in ("kvlistValue", "kvlist_value"):
+        vals = (x or {}).get("values", []) if isinstance(x, dict) else []
+        return _kvs(vals, file, f"{where}.kvlistValue")
+    if k in ("bytesValue", "bytes_value"):
+        return str(x)
+    raise AdapterError(f"unknown AnyValue type {k!r}", file=file, field=where)
+
+
+_SCALAR = {"stringValue": str, "boolValue": bool, "doubleValue": float}
+
+
+def _kvs(items: Any, file: str, where: str) -> dict[str, Any]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise AdapterError("attributes must be a list of {key, value}", file=file, field=where)
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(items):
+        key = kv.get("key") if isinstance(kv, dict) else None
+        if not isinstance(key, str):
+            raise AdapterError("attribute needs a string 'key'", file=file,
+                               field=f"{where}[{i}].key")
+        v = kv.get("value", {})
+        if isinstance(v, dict) and len(v) == 1:  # fast path: one scalar AnyValue
+            (k, x), = v.items()
+            conv = _SCALAR.get(k)
+            if conv is not None and not isinstance(x, dict | list):
+                out[key] = conv(x)
+                continue
+        out[key] = _any(v, file, f"{where}[{i}].value")
+    return out
+
+
+def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False) -> str:
+    """An id as lowercase hex of ``n`` bytes (accepts hex or base64)."""
+    if v is None or v == "":
+        if optional:
+            return ""
+        raise AdapterError("missing id", file=file, field=where)
+    if not isinstance(v, str):
+        raise AdapterError(f"id must be a string, not {type(v).__name__}", file=file,
+                           field=where)
+    s = v.strip()
+    if len(s) == 2 * n:
+        try:
+            int(s, 16)
+            return s.lower()
+        except ValueError:
+            pass
+    try:
+        raw = base64.b64decode(s, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) == n:
+        return raw.hex()
+    if re.fullmatch(r"[0-9a-fA-F]+", s):
+        return s.lower().rjust(2 * n, "0")
+    if optional and not s.strip("0"):
+        return ""
+    return s  # a source-specific id (e.g. Langfuse uuids): keep it as is
+
+
+def _ns(v: Any, file: str, where: str) -> int:
+    if v is None or v == "":
+        return 0
+    if isinstance(v, bool):
+        raise AdapterError(f"not a time: {v!r}", file=file, field=where)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v)
+    if isinstance(v, str):
+        s = v.strip()
+        if s.isdigit():
+            return int(s)
+        try:
+            dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        except ValueError:
+            raise AdapterError(f"not a time: {v!r}", file=file, field=where) from None
+        return int(dt.timestamp() * 1e9)
+    raise AdapterError(f"not a time: {v!r}", file=file, field=where)
+
+
+def _list(v: Any, file: str, where: str) -> list[Any]:
+    """A list field (None: empty)."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise AdapterError(f"must be a list, not {type(v).__name__}", file=file, field=where)
+    return v
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested attribute maps (Phoenix) -> dotted keys (``llm.model_name``)."""
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(_flatten(v, key))
+            else:
+                out[key] = v
+    return out
+
+
+_OTLP_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET",
+                "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
+
+
+# ------------------------------------------------------------------------------ readers
+def _otlp_spans(doc: Mapping[str, Any], file: str, where: str) -> list[OtelSpan]:
+    rs = doc.get("resourceSpans", doc.get("resource_spans"))
+    if not isinstance(rs, list):
+        raise AdapterError("resourceSpans must be a list", file=file,
+                           field=f"{where}resourceSpans")
+    out: list[OtelSpan] = []
+    for i, r in enumerate(rs):
+        w = f"{where}resourceSpans[{i}]"
+        if not isinstance(r, dict):
+            raise AdapterError("must be an object", file=file, field=w)
+        res = r.get("resource") or {}
+        if not isinstance(res, dict):
+            raise AdapterError("resource must be an object", file=file, field=f"{w}.resource")
+        rattrs = _kvs(res.get("attributes"), file, f"{w}.resource.attributes")
+        scopes = r.get("scopeSpans", r.get("scope_spans",
+                                           r.get("instrumentationLibrarySpans", [])))
+        if not isinstance(scopes, list):
+            raise AdapterError("scopeSpans must be a list", file=file, field=f"{w}.scopeSpans")
+        for j, ss in enumerate(scopes):
+            ws = f"{w}.scopeSpans[{j}]"
+            if not isinstance(ss, dict):
+                raise AdapterError("must be an object", file=file, field=ws)
+            scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
+            sname = str(scope.get("name", "")) if isinstance(scope, dict) else ""
+            spans = ss.get("spans", [])
+            if not isinstance(spans, list):
+                raise AdapterError("spans must be a list", file=file, field=f"{ws}.spans")
+            for k, sp in enumerate(spans):
+                out.append(_otlp_span(sp, file, f"{ws}.spans[{k}]", rattrs, sname))
+    return out
+
+
+def _otlp_span(sp: Any, file: str, w: str, rattrs: Mapping[str, Any],
+               scope: str) -> OtelSpan:
+    if not isinstance(sp, dict):
+        raise AdapterError("span must be an object", file=file, field=w)
+    name = sp.get("name")
+    if not isinstance(name, str):
+        raise AdapterError("span needs a string 'name'", file=file, field=f"{w}.name")
+    g = sp.get
+    status = g("status") or {}
+    if not isinstance(status, dict):
+        raise AdapterError("status must be an object", file=file, field=f"{w}.status")
+    code = status.get("code", 0)
+    if not isinstance(code, int | str):
+        raise AdapterError(f"status code must be an integer or name, not {code!r}",
+                           file=file, field=f"{w}.status.code")
+    events = []
+    for i, e in enumerate(_list(g("events"), file, f"{w}.events")):
+        if not isinstance(e, dict):
+            raise AdapterError("event must be an object", file=file, field=f"{w}.events[{i}]")
+        events.append((str(e.get("name", "")),
+                       _ns(e.get("timeUnixNano", e.get("time_unix_nano")), file,
+                           f"{w}.events[{i}].timeUnixNano"),
+                       _kvs(e.get("attributes"), file, f"{w}.events[{i}].attributes")))
+    return OtelSpan(
+        trace_id=_hex_id(g("traceId", g("trace_id")), 16, file, f"{w}.traceId"),
+        span_id=_hex_id(g("spanId", g("span_id")), 8, file, f"{w}.spanId"),
+        parent_id=_hex_id(g("parentSpanId", g("parent_span_id")), 8, file,
+                          f"{w}.parentSpanId", optional=True),
+        name=name, kind=str(g("kind", 0)),
+        start_ns=_ns(g("startTimeUnixNano", g("start_time_unix_nano")), file,
+                     f"{w}.startTimeUnixNano"),
+        end_ns=_ns(g("endTimeUnixNano", g("end_time_unix_nano")), file,
+                   f"{w}.endTimeUnixNano"),
+        attributes=_kvs(g("attributes"), file, f"{w}.attributes"), events=events,
+        status=_OTLP_STATUS.get(code, "UNSET"),
+        status_message=str(status.get("message", "")),
+        resource=rattrs, scope=scope)
+
+
+def _phoenix_spans(items: Sequence[Any], file: str, where: str) -> list[OtelSpan]:
+    out = []
+    for i, sp in enumerate(items):
+        w = f"{where}[{i}]"
+        if not isinstance(sp, dict):
+            raise AdapterError("span must be an object", file=file, field=w)
+        ctx = sp.get("context")
+        if not isinstance(ctx, dict):
+            raise AdapterError("span needs a 'context' object", file=file, field=f"{w}.context")
+        name = sp.get("name")
+        if not isinstance(name, str):
+            raise AdapterError("span needs a string 'name'", file=file, field=f"{w}.name")
+        attrs = sp.get("attributes") or {}
+        if not isinstance(attrs, dict):
+            raise AdapterError("attributes must be an object", file=file,
+                               field=f"{w}.attributes")
+        flat = _flatten(attrs)
+        kind = str(sp.get("span_kind") or flat.get(N.SPAN_KIND) or "UNKNOWN")
+        flat.setdefault(N.SPAN_KIND, kind)
+        events = [(str(e.get("name", "")), _ns(e.get("timestamp"), file,
+                                                 f"{w}.events[{j}].timestamp"),
+                   _flatten(e.get("attributes") or {}))
+                  for j, e in enumerate(_list(sp.get("events"), file, f"{w}.events"))
+                  if isinstance(e, dict)]
+        out.append(OtelSpan(
+            trace_id=_hex_id(ctx.get("trace_id"), 16, file, f"{w}.context.trace_id"),
+            span_id=_hex_id(ctx.get("span_id"), 8, file, f"{w}.context.span_id"),
+            parent_id=_hex_id(sp.get("parent_id"), 8, file, f"{w}.parent_id", optional=True),
+            name=name, kind=kind, start_ns=_ns(sp.get("start_time"), file, f"{w}.start_time"),
+            end_ns=_ns(sp.get("end_time"), file, f"{w}.end_time"), attributes=flat,
+            events=events, status=str(sp.get("status_code") or "UNSET").upper(),
+            status_message=str(sp.get("status_message") or "")))
+    return out
+
+
+_LANGFUSE_KIND = {"SPAN": "CHAIN", "GENERATION": "LLM", "EVENT": "EVENT", "AGENT": "AGENT",
+                  "TOOL": "TOOL", "CHAIN": "CHAIN", "RETRIEVER": "RETRIEVER",
+                  "EVALUATOR": "EVALUATOR", "EMBEDDING": "EMBEDDING", "GUARDRAIL": "GUARDRAIL"}
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+
+
+def _langfuse_spans(obs: Sequence[Any], file: str, where: str,
+                    trace_id: str = "") -> list[OtelSpan]:
+    out = []
+    for i, o in enumerate(obs):
+        w = f"{where}[{i}]"
+        if not isinstance(o, dict):
+            raise AdapterError("observation must be an object", file=file, field=w)
+        if not isinstance(o.get("id"), str):
+            raise AdapterError("observation needs a string 'id'", file=file, field=f"{w}.id")
+        typ = str(o.get("type") or "SPAN").upper()
+        kind = _LANGFUSE_KIND.get(typ, typ)
+        meta: dict[str, Any] = o["metadata"] if isinstance(o.get("metadata"), dict) else {}
+        attrs = _flatten(meta.get("attributes") if isinstance(meta.get("attributes"), dict)
+                         else {})
+        attrs.setdefault(N.SPAN_KIND, kind)
+        attrs[N.OI_INPUT] = _text(o.get("input"))
+        attrs[N.OI_OUTPUT] = _text(o.get("output"))
+        if o.get("model"):
+            attrs.setdefault(N.OI_MODEL, str(o["model"]))
+        if kind == "AGENT":
+            attrs.setdefault(N.AGENT_NAME, str(o.get("name") or ""))
+        level = str(o.get("level") or "DEFAULT").upper()
+        out.append(OtelSpan(
+            trace_id=str(o.get("traceId") or trace_id), span_id=o["id"],
+            parent_id=str(o.get("parentObservationId") or ""), name=str(o.get("name") or typ),
+            kind=kind, start_ns=_ns(o.get("startTime"), file, f"{w}.startTime"),
+            end_ns=_ns(o.get("endTime"), file, f"{w}.endTime"), attributes=attrs,
+            status="ERROR" if level == "ERROR" else "OK",
+            status_message=str(o.get("statusMessage") or "")))
+    return out
+
+
+def _jaeger_spans(traces: Sequence[Any], file: str, where: str) -> list[OtelSpan]:
+    """Jaeger's own JSON (UI "Download", ``/api/traces``): µs times, tags, references."""
+    out = []
+    for i, tr in enumerate(traces):
+        wt = f"{where}[{i}]"
+        if not isinstance(tr, dict) or not isinstance(tr.get("spans"), list):
+            raise AdapterError("a Jaeger trace needs a 'spans' list", file=file,
+                               field=f"{wt}.spans")
+        procs = tr.get("processes") if isinstance(tr.get("processes"), dict) else {}
+        for j, sp in enumerate(tr["spans"]):
+            w = f"{wt}.spans[{j}]"
+            if not isinstance(sp, dict) or not isinstance(sp.get("operationName"), str):
+                raise AdapterError("span needs a string 'operationName'", file=file,
+                                   field=f"{w}.operationName")
+            tags = {t["key"]: t.get("value") for t in _list(sp.get("tags"), file, f"{w}.tags")
+                    if isinstance(t, dict) and isinstance(t.get("key"), str)}
+            parent = next((r.get("spanID") for r in _list(sp.get("references"), file,
+                                                          f"{w}.references")
+                           if isinstance(r, dict) and r.get("refType") == "CHILD_OF"), None)
+            start = _ns(sp.get("startTime"), file, f"{w}.startTime") * 1000
+            dur = _ns(sp.get("duration"), file, f"{w}.duration") * 1000
+            status = str(tags.get("otel.status_code") or "").upper()
+            if tags.get("error") is True:
+                status = "ERROR"
+            pid = sp.get("processID")
+            proc = procs.get(pid) if isinstance(procs, dict) and isinstance(pid, str) else None
+            ptags = proc.get("tags") if isinstance(proc, dict) else None
+            res = {t["key"]: t.get("value") for t in _list(ptags, file, f"{wt}.processes")
+                   if isinstance(t, dict) and isinstance(t.get("key"), str)}
+            if isinstance(proc, dict) and proc.get("serviceName"):
+                res["service.name"] = proc["serviceName"]
+            out.append(OtelSpan(
+                trace_id=_hex_id(sp.get("traceID") or tr.get("traceID"), 16, file,
+                                 f"{w}.traceID"),
+                span_id=_hex_id(sp.get("spanID"), 8, file, f"{w}.spanID"),
+                parent_id=_hex_id(parent, 8, file, f"{w}.references", optional=True),
+                name=sp["operationName"], kind=str(tags.get("span.kind", "")),
+                start_ns=start, end_ns=start + dur, attributes=tags,
+                status=status if status in ("OK", "ERROR") else "UNSET",
+                status_message=str(tags.get("otel.status_description") or ""), resource=res))
+    return out
+
+
+def parse_spans(text: str, *, file: str = "<memory>") -> list[OtelSpan]:
+    """Parse OTLP JSON (one document or JSON lines), Phoenix or Langfuse span exports.
+
+    Raises:
+        AdapterError: malformed JSON, or a document in none of the formats (the error
+            names the missing or invalid field).
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise AdapterError("empty file", file=file, field="<root>")
+    docs: list[tuple[str, Any]] = []
+    try:
+        docs.append(("", json.loads(stripped)))
+    except json.JSONDecodeError:
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                docs.append((f"line {n}.", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=f"line {n}",
+                                   column=exc.colno) from None
+    except RecursionError:
+        raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
+    spans: list[OtelSpan] = []
+    for where, doc in docs:
+        spans.extend(_document(doc, file, where))
+    return spans
+
+
+def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
+    if isinstance(doc, dict):
+        if "resourceSpans" in doc or "resource_spans" in doc:
+            return _otlp_spans(doc, file, where)
+        if isinstance(doc.get("result"), dict):  # Jaeger's OTLP API (api_v3)
+            return _document(doc["result"], file, f"{where}result.")
+        if isinstance(doc.get("data"), list):
+            data = doc["data"]
+            if data and isinstance(data[0], dict) and "spans" in data[0] and (
+                    "traceID" in data[0] or "processes" in data[0]):
+                return _jaeger_spans(data, file, f"{where}data")
+            return _document(data, file, f"{where}data")
+        if isinstance(doc.get("observations"), list):
+            obs = doc["observations"]
+            if obs and all(isinstance(o, str) for o in obs):
+                raise AdapterError("observations are ids only: export the trace with its "
+                                   "observations", file=file, field=f"{where}observations")
+            return _langfuse_spans(obs, file, f"{where}observations", str(doc.get("id", "")))
+        raise AdapterError("not OTLP JSON: no resourceSpans (nor a Phoenix span list or a "
+                           "Langfuse trace with observations)", file=file,
+                           field=f"{where}resourceSpans")
+    if isinstance(doc, list):
+        if not doc:
+            return []
+        first = doc[0]
+        if isinstance(first, dict) and "context" in first:
+            return _phoenix_spans(doc, file, where.rstrip("."))
+        if isinstance(first, dict) and ("parentObservationId" in first or ("traceId" in first
+                                        and "type" in first)):
+            return _langfuse_spans(doc, file, where.rstrip("."))
+        if isinstance(first, dict) and ("resourceSpans" in first):
+            return [s for i, d in enumerate(doc) for s in _document(d, file, f"[{i}].")]
+        raise AdapterError("not a span list: items need 'context' (Phoenix) or "
+                           "'parentObservationId' (Langfuse)", file=file,
+                           field=f"{where}[0].context")
+    raise AdapterError(f"not OTLP JSON: a {type(doc).__name__}, not an object",
+                       file=file, field="<root>")
+
+
+# ------------------------------------------------------------------------ classification
+def span_kind(s: OtelSpan) -> str:
+    """``AGENT``, ``LLM``, ``TOOL``, ``HANDOFF``, ``GUARDRAIL``, ``CHAIN``, ... of a span."""
+    a = s.attributes
+    if _handoff_target(s) is not None:
+        return "HANDOFF"
+    kind = a.get(N.SPAN_KIND)
+    if isinstance(kind, str) and kind:
+        return kind.upper()
+    op = a.get(N.OPERATION)
+    if op in _AGENT_OPS:
+        return "AGENT"
+    if op in _TOOL_OPS:
+        return "TOOL"
+    if op in _LLM_OPS:
+        return "LLM"
+    if s.kind.upper() in _LANGFUSE_KIND.values():
+        return s.kind.upper()
+    return "UNKNOWN"
+
+
+def _handoff_target(s: OtelSpan) -> str | None:
+    a = s.attributes
+    for k in ("handoff.to", "to_agent", "gen_ai.handoff.to", "handoff.to_agent"):
+        if isinstance(a.get(k), str) and a[k]:
+            return str(a[k])
+    m = _HANDOFF_NAME.match(s.name.strip())
+    if m is not None:
+        if m.group("to"):
+            return m.group("to")
+        to = a.get(N.OI_OUTPUT) or a.get("output.value")
+        return str(to) if isinstance(to, str) and to else None
+    return None
+
+
+def _agent_of(s: OtelSpan) -> str | None:
+    a = s.attributes
+    for k in (N.AGENT_NAME, N.OI_AGENT_NAME, N.AGENT_ID, "graph.node.id"):
+        v = a.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def _content(s: OtelSpan, *keys: str) -> str:
+    for k in keys:
+        v = s.attributes.get(k)
+        if v is not None and v != "":
+            return _text(v)
+    return ""
+
+
+# ---------------------------------------------------------------------------- to a Trace
+def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
+                   run_id: str = "run") -> Trace:
+    """The source-neutral trace of one file's spans (see the module docstring).
+
+    Raises:
+        AdapterError: no spans, or duplicate span ids.
+    """
+    if not spans:
+        raise AdapterError("no spans", file=file, field="resourceSpans")
+    by_id: dict[str, OtelSpan] = {}
+    for s in spans:
+        if s.span_id in by_id:
+            raise AdapterError(f"duplicate span id {s.span_id}", file=file,
+                               field=f"span {s.name!r}.spanId")
+        by_id[s.span_id] = s
+    order = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+    kinds = {s.span_id: span_kind(s) for s in spans}
+    names = AgentNames()
+    descriptions: dict[str, str] = {}
+    agent_of_span: dict[str, str] = {}
+
+    def owner(s: OtelSpan) -> str:
+        """The agent a span belongs to: its own, else the nearest agent ancestor's."""
+        seen = 0
+        cur: OtelSpan | None = s
+        while cur is not None and seen < 10_000:
+            got = agent_of_span.get(cur.span_id)
+            if got is not None:
+                return got
+            a = _agent_of(cur) if kinds[cur.span_id] in ("AGENT", "TOOL", "LLM") else None
+            if a is not None:
+                return names.canonical(a) or names.add(a)
+            cur = by_id.get(cur.parent_id) if cur.parent_id else None
+            seen += 1
+        return "system"
+
+    steps: list[Step] = []
+    step_of_span: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+    roots = [s for s in order if not s.parent_id or s.parent_id not in by_id]
+    root = roots[0]
+    question = _content(root, N.OI_INPUT, N.INPUT_MESSAGES)
+    orchestrator: str | None = None
+
+    def parent_step(s: OtelSpan) -> int | None:
+        cur = by_id.get(s.parent_id) if s.parent_id else None
+        guard = 0
+        while cur is not None and guard < 10_000:
+            if cur.span_id in step_of_span:
+                return step_of_span[cur.span_id]
+            cur = by_id.get(cur.parent_id) if cur.parent_id else None
+            guard += 1
+        return None
+
+    def add(s: OtelSpan, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
+        idx = len(steps)
+        steps.append(Step(index=idx, agent=agent, kind=kind, content=content, role=s.name,
+                          parent=parent_step(s) if kind != StepKind.TASK else None, **kw))
+        step_of_span[s.span_id] = idx  # a root agent's turn, not the task, parents its children
+
+    add(root, StepKind.TASK, "user", question)
+    for s in order:
+        k = kinds[s.span_id]
+        if k == "AGENT":
+            who = owner(s)
+            agent_of_span[s.span_id] = who
+            desc = s.attributes.get(N.AGENT_DESCRIPTION)
+            if isinstance(desc, str):
+                descriptions.setdefault(who, desc)
+            if orchestrator is None:
+                orchestrator = who
+        if s is root and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
+            continue
+        if k == "AGENT":
+            add(s, StepKind.OUTPUT, agent_of_span[s.span_id],
+                _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES))
+        elif k == "LLM":
+            add(s, StepKind.OUTPUT, owner(s), _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
+                                                       "llm.output_messages.0.message.content"))
+        elif k == "TOOL":
+            add(s, StepKind.TOOL_OUTPUT, owner(s),
+                _content(s, N.OI_OUTPUT, N.TOOL_RESULT) or s.status_message,
+                exitcode=1 if s.status == "ERROR" else 0)
+        elif k == "HANDOFF":
+            to = _handoff_target(s) or ""
+            who = names.canonical(to) or names.add(to)
+            add(s, StepKind.INSTRUCTION, owner(s), f"handoff to {who}", to=who)
+        else:
+            unknown[k] = unknown.get(k, 0) + 1
+            add(s, StepKind.THOUGHT, owner(s), f"{k.lower()} span {s.name!r}")
+    if root.end_ns:
+        final = _content(root, N.OI_OUTPUT, N.OUTPUT_MESSAGES) or None
+        idx = len(steps)
+        steps.append(Step(index=idx, agent=agent_of_span.get(root.span_id, orchestrator or
+                                                             "system"),
+                          kind=StepKind.TERMINATION, content=root.status_message or "done",
+                          role=root.name, final_answer=final, terminates=True, parent=0))
+    agents = {n: descriptions.get(n, "") for n in names.names}
+    for st in steps:
+        if st.agent not in agents and st.agent != "user":
+            agents[st.agent] = ""
+    extras: dict[str, Any] = {"spans": len(spans), "traces": len({s.trace_id for s in spans})}
+    if orchestrator:
+        extras["orchestrator"] = orchestrator
+    if unknown:
+        extras["unknown_spans"] = dict(sorted(unknown.items()))
+        extras["warnings"] = [f"{file}: kept {n} {k.lower()} span(s) as events (no mapping)"
+                              for k, n in sorted(unknown.items())]
+    family = OTEL
+    calls = _icore_calls(spans)
+    if calls:
+        family = ICORE_LIVE
+        extras["icore_calls"] = calls
+        man = next((s.attributes.get(N.RUN_MANIFEST) for s in spans
+                    if s.attributes.get(N.CALL) == "run"), None)
+        if isinstance(man, str):
+            extras["icore_manifest"] = man
+        extras.pop("warnings", None)
+    succeeded = None
+    if root.status in ("OK", "ERROR") and root.end_ns:
+        succeeded = root.status == "OK"
+    return Trace(id=run_id, file=file, family=family, question=question, ground_truth=None,
+                 succeeded=succeeded, agents=agents, steps=tuple(steps), extras=extras)
+
+
+def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:
+    """icore live-run steps carried by the spans (``icore.call``), in recorded order."""
+    out = []
+    for s in spans:
+        a = s.attributes
+        call = a.get(N.CALL)
+        if not isinstance(call, str) or call == "run" or not isinstance(a.get(N.SEQ), int):
+            continue
+        out.append({"seq": a[N.SEQ], "call": call, "span": s.span_id,
+                    "attributes": {k: v for k, v in a.items() if k.startswith(("icore.",
+                                                                            "gen_ai."))}})
+    out.sort(key=lambda c: int(c["seq"]))
+    return out
+
+
+def _read(path: str | Path) -> tuple[str, str, str]:
+    p = Path(path)
+    if (problem := not_a_regular_file(p)) is not None:
+        raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AdapterError(f"cannot read: {exc}", file=str(p), field="<root>") from None
+    name = p.name
+    for suf in (*_SUFFIXES, ".jsonl", ".json"):
+        if name.lower().endswith(suf):
+            name = name[: -len(suf)]
+            break
+    return text, str(p), name or p.stem
+
+
+def load_otlp(path: str | Path) -> Trace:
+    """Import a one-run OTLP JSON / Phoenix / Langfuse / Jaeger export (module docstring).
+
+    Raises:
+        AdapterError: unreadable or not a regular file (field ``<root>``), malformed JSON,
+            not one of the formats (the error names the field), or several traces in
+            the file (field ``traceId``; use :func:`load_otlp_runs`).
+    """
+    text, file, name = _read(path)
+    return parse_otlp(text, file=file, run_id=name)
+
+
+def load_otlp_runs(path: str | Path) -> list[Trace]:
+    """Import every run of an export: one :class:`Trace` per trace id, in start order.
+
+    A Collector's file exporter appends every trace it receives, and ``icore run
+    --matched`` exports one trace per policy; each trace is one run. Run ids are the file
+    stem, suffixed (``-<policy>`` for icore runs, else ``-<trace id prefix>``) when the
+    file holds several.
+
+    Raises:
+        AdapterError: as :func:`load_otlp` (but several traces are fine).
+    """
+    text, file, name = _read(path)
+    return parse_otlp_runs(text, file=file, run_id=name)
+
+
+def _groups(spans: Sequence[OtelSpan]) -> list[list[OtelSpan]]:
+    by: dict[str, list[OtelSpan]] = {}
+    for sp in spans:
+        by.setdefault(sp.trace_id, []).append(sp)
+    return sorted(by.values(), key=lambda g: min(x.start_ns for x in g))
+
+
+def parse_otlp_runs(text: str, *, file: str = "<memory>", run_id: str = "run") -> list[Trace]:
+    """Parse every run (trace) of a string (see :func:`load_otlp_runs`)."""
+    groups = _groups(parse_spans(text, file=file))
+    if len(groups) <= 1:
+        return [spans_to_trace(groups[0] if groups else [], file=file, run_id=run_id)]
+    out, used = [], set()
+    for g in groups:
+        policy = next((x.attributes.get(N.RUN_POLICY) for x in g
+                       if x.attributes.get(N.CALL) == "run"), None)
+        rid = f"{run_id}-{policy}" if isinstance(policy, str) else f"{run_id}-{g[0].trace_id[:8]}"
+        while rid in used:
+            rid = f"{rid}-{g[0].trace_id[:8]}"
+        used.add(rid)
+        out.append(spans_to_trace(g, file=file, run_id=rid))
+    return out
+
+
+def parse_otlp(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
+    """Parse a one-run export from a string into a :class:`Trace` (see :func:`load_otlp`).
+
+    Raises:
+        AdapterError: as :func:`load_otlp`.
+    """
+    spans = parse_spans(text, file=file)
+    n = len({s.trace_id for s in spans})
+    if n > 1:
+        raise AdapterError(f"holds {n} traces (runs); read them with load_otlp_runs "
+                           "(icore audit audits each)", file=file, field="traceId")
+    return spans_to_trace(spans, file=file, run_id=run_id)
+
+
+__all__ = [
+    "ICORE_LIVE",
+    "OTEL",
+    "OtelSpan",
+    "is_otel_path",
+    "load_otlp",
+    "load_otlp_runs",
+    "parse_otlp",
+    "parse_otlp_runs",
+    "parse_spans",
+    "sniff_otel",
+    "span_kind",
+    "spans_to_trace",
+]

@@ -1,0 +1,82 @@
+"""Attribute and span names shared by the OpenTelemetry exporter and importer.
+
+No opentelemetry import here: the importer (OTLP JSON in) works without the ``otel``
+extra. Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``),
+OpenInference (``openinference.span.kind`` and friends, so Phoenix renders the spans) and
+icore's own ``icore.*`` namespace (docs/observability.md, "Attributes").
+"""
+
+from __future__ import annotations
+
+SCOPE = "icore"
+"""Instrumentation scope name of every span icore emits."""
+
+# GenAI semantic conventions
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+AGENT_ID = "gen_ai.agent.id"
+AGENT_NAME = "gen_ai.agent.name"
+AGENT_DESCRIPTION = "gen_ai.agent.description"
+CONVERSATION = "gen_ai.conversation.id"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_ARGS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+REQUEST_MODEL = "gen_ai.request.model"
+ERROR_TYPE = "error.type"
+INVOKE_AGENT = "invoke_agent"
+EXECUTE_TOOL = "execute_tool"
+
+# OpenInference
+SPAN_KIND = "openinference.span.kind"
+OI_AGENT_NAME = "agent.name"
+OI_TOOL_NAME = "tool.name"
+OI_SESSION = "session.id"
+OI_INPUT = "input.value"
+OI_OUTPUT = "output.value"
+OI_MODEL = "llm.model_name"
+
+# icore: the run, the replayable audit calls, PlanFence, iCORE
+RUN_NAME = "icore.run.name"
+RUN_POLICY = "icore.run.policy"
+RUN_FAMILY = "icore.run.family"
+RUN_MANIFEST = "icore.run.manifest"
+CALL = "icore.call"
+SEQ = "icore.seq"
+TASK = "icore.task"
+EVENT_TYPE = "icore.event.type"
+EVENT_ID = "icore.event.id"
+EVENT_FIELDS = "icore.event.fields"
+EVENT_CAUSES = "icore.event.causes"
+RECORD_ID = "icore.record.id"
+RECORD_KEY = "icore.record.key"
+RECORD_OWNER = "icore.record.owner"
+RECORD_SEQ = "icore.record.seq"
+PLAN_OPTION = "icore.plan.option"
+PLAN_REQ_KEY = "icore.plan.requirement.key"
+PLAN_REQ_ID = "icore.plan.requirement.id"
+REPLAN = "icore.replan"
+REPLAN_COUNT = "icore.replan.count"
+DECISION = "icore.decision"
+REASON = "icore.reason"
+OPTION = "icore.action.option"
+LINEAGE_KEY = "icore.lineage.key"
+LINEAGE_FRONTIER = "icore.lineage.frontier"
+GATE_EVENT = "icore.gate.event"
+AUDIT_VERDICT = "icore.audit.verdict"
+AUDIT_REQ_KEY = "icore.audit.requirement.key"
+AUDIT_REQ_ID = "icore.audit.requirement.id"
+OBLIGATION = "icore.obligation"
+G = "icore.gate."
+"""Prefix of one gate decision's attributes (``icore.gate.outcome``, ``.roots``, ...)."""
+
+# span events
+EV_METRICS = "icore.metrics"
+EV_FLAG = "icore.hard_flag"
+EV_DIAGNOSIS = "icore.diagnosis"
+EV_GATE = "icore.gate_decision"
+
+__all__ = ["SCOPE"]
