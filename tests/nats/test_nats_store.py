@@ -124,7 +124,7 @@ def test_async_gate_and_missing_buckets_block(team: Team, nats_single: NatsClust
         mem = await NatsMemory.connect(nats_single.urls, certs_dir=nats_team_certs,
                                        identity="executor", ownership=OM, prefix=prefix)
         try:
-            acc = NatsOwnerAccess(mem)
+            acc = NatsOwnerAccess(mem, identity="executor")
             assert isinstance(acc, AsyncOwnerAccess)
             ok = await avalidate(roots=[team.plan.id], deps=DEPS, lookup=team.local.lookup,
                                  ownership=OM, owners=acc)

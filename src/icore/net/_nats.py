@@ -411,7 +411,8 @@ class NatsMemory:
                 await w.stop()  # type: ignore[no-untyped-call]
             return toks
         toks = await asyncio.wait_for(scan(), self.timeout_s)
-        return sorted(decode_key(t.split(".", 1)[1]) for t in toks if "." in t)
+        return sorted(decode_key(t.split(".", 1)[1]) for t in toks
+                      if "." in t and t.split(".", 1)[1] != BARRIER_TOKEN)
 
     async def watch_heads(self, on_head: Callable[[str, HeadEntry], Awaitable[None]],
                           owners: Collection[str] | None = None) -> asyncio.Task[None]:
@@ -431,6 +432,8 @@ class NatsMemory:
                     if e is None or e.value is None or "." not in e.key:
                         continue
                     owner, tok = e.key.split(".", 1)
+                    if tok == BARRIER_TOKEN:
+                        continue
                     if wanted is not None and owner not in wanted:
                         continue
                     try:
@@ -453,18 +456,49 @@ def _unreachable(owner: str, exc: BaseException) -> OwnerUnreachable:
     return OwnerUnreachable(f"the engine failed: {type(exc).__name__}: {exc}", owner=owner)
 
 
+BARRIER_TOKEN = "=barrier"
+"""Heads-bucket key token of a reader's quorum barrier (``encode_key`` never yields it)."""
+
+
 class NatsOwnerAccess:
     """:class:`~icore.memory.AsyncOwnerAccess` over JetStream (planfence Alg. 1 lines 5-8).
 
     Args:
         memory: the connected :class:`NatsMemory` (any agent's identity: reads are open).
+        identity: the connection's agent id, which names its barrier key (it may write
+            only its own keys).
+        barrier: with every head query, also commit a tiny write to the heads stream
+            (the reader's own key) and fail unless it commits.
 
     ``query_heads`` issues one get per key, all concurrently, bounded by ``timeout_s``;
     ``fetch`` gets exact records the same way. Any failure raises OwnerUnreachable.
+
+    Why the barrier: a JetStream stream leader keeps answering reads for a while after it
+    lost its quorum (until it steps down), so reads alone would let a gate authorize
+    against a leader that can no longer know the current heads. The barrier goes through
+    Raft like any commit; without a quorum it does not commit, and the gate blocks (fail
+    closed). It runs concurrently with the gets, in the same round, over the same
+    connection (so to the same stream leader), and concurrent queries of one validation
+    share one barrier. Cost: one replicated write per validation.
     """
 
-    def __init__(self, memory: NatsMemory) -> None:
+    def __init__(self, memory: NatsMemory, *, identity: str | None = None,
+                 barrier: bool = True) -> None:
         self.memory = memory
+        self.identity = identity
+        self.barrier = barrier and identity is not None
+        self._inflight: asyncio.Future[None] | None = None
+
+    async def _barrier(self, timeout_s: float) -> None:
+        fut = self._inflight
+        if fut is None or fut.done():
+            key = f"{self.identity}.{BARRIER_TOKEN}"
+
+            async def go() -> None:
+                self.memory.stats.puts += 1
+                await asyncio.wait_for(self.memory.heads_kv.put(key, b""), timeout_s)
+            fut = self._inflight = asyncio.ensure_future(go())
+        await asyncio.shield(fut)
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,
@@ -472,11 +506,16 @@ class NatsOwnerAccess:
         """See :meth:`icore.memory.AsyncOwnerAccess.query_heads`.
 
         Raises:
-            OwnerUnreachable: timeout (RpcTimeout), engine error, or malformed entries.
+            OwnerUnreachable: timeout (RpcTimeout), engine error, a barrier that did not
+                commit, or malformed entries.
         """
         try:
-            heads = await asyncio.wait_for(self.memory.heads(owner, keys,
-                                                             timeout_s=timeout_s), timeout_s)
+            reads = self.memory.heads(owner, keys, timeout_s=timeout_s)
+            if self.barrier:
+                heads, _ = await asyncio.wait_for(
+                    asyncio.gather(reads, self._barrier(timeout_s)), timeout_s)
+            else:
+                heads = await asyncio.wait_for(reads, timeout_s)
         except (TimeoutError, nats.errors.Error, StoreError, OSError) as exc:
             raise _unreachable(owner, exc) from exc
         return HeadReply(owner, heads)
@@ -549,6 +588,7 @@ class NatsStore(Store):
         if who is None:
             raise OwnershipError("a central NATS store needs an identity")
         self.timeout_s = timeout_s
+        self.identity = who
         self._lt = _LoopThread(f"icore-nats-{who}")
         try:
             self.memory: NatsMemory = self._lt.run(NatsMemory.connect(
@@ -569,9 +609,14 @@ class NatsStore(Store):
             return await coro
         return self._lt.run(go(), (timeout_s or self.timeout_s) * 4 + 2.0)
 
-    def owner_access(self) -> SyncNatsOwnerAccess:
-        """A sync owner access for the gate sharing this store's connection."""
-        return SyncNatsOwnerAccess(NatsOwnerAccess(self.memory), self._lt)
+    def owner_access(self, *, barrier: bool = True) -> SyncNatsOwnerAccess:
+        """A sync owner access for the gate sharing this store's connection.
+
+        Args:
+            barrier: see :class:`NatsOwnerAccess` (needs the store's agent identity).
+        """
+        return SyncNatsOwnerAccess(NatsOwnerAccess(self.memory, identity=self.identity,
+                                                   barrier=barrier), self._lt)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
