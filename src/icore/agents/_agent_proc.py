@@ -53,7 +53,14 @@ from icore.fence import (
     ReplanRequest,
     Validator,
 )
-from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, OwnershipMap, SQLiteStore, Store
+from icore.memory import (
+    DEFAULT_TIMEOUT_S,
+    HeadReply,
+    OwnerAccess,
+    OwnershipMap,
+    SQLiteStore,
+    Store,
+)
 from icore.net import OwnerClient, OwnerServer, client_context, server_context
 from icore.records import Record, RecordId, decode_record, derive, encode_record
 
@@ -121,9 +128,19 @@ class AgentProcess:
         self.roles: dict[str, str] = dict(cfg.get("roles", {}))
         self.ownership = OwnershipMap.from_mapping(cfg["ownership"])
         central = self.role == "central"
-        self.store: Store = SQLiteStore(cfg["db"], self.ownership,
-                                        None if central else self.id,
-                                        synchronous=cfg.get("synchronous", "NORMAL"))
+        memory = cfg.get("memory") or {}
+        self.nats: Any = None
+        """This agent's :class:`icore.net.nats.NatsStore` when owner memory is on NATS."""
+        if memory.get("backend") == "nats":
+            from icore.net.nats import NatsStore
+
+            self.nats = NatsStore(memory["servers"], certs_dir=cfg["certs"],
+                                  ownership=self.ownership, agent=self.id,
+                                  prefix=memory.get("prefix", "icore"), timeout_s=self.rpc_s)
+            self.store: Store = self.nats
+        else:
+            self.store = SQLiteStore(cfg["db"], self.ownership, None if central else self.id,
+                                     synchronous=cfg.get("synchronous", "NORMAL"))
         self.client: OwnerClient | None = None
         self.server: OwnerServer | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -162,9 +179,15 @@ class AgentProcess:
         """Serve until stdin closes or ``shutdown``."""
         self.loop = asyncio.get_running_loop()
         certs = self.cfg["certs"]
-        self.server = OwnerServer(self.store, agent=self.id,
-                                  ssl_context=server_context(certs, self.id))
-        port = await self.server.start()
+        if self.nats is not None:
+            # no owner service of our own: the engine holds our heads; metadata sync of
+            # every other owner's heads through a KV watcher fills the replica cache
+            port = 0
+            self.nats.watch_heads()
+        else:
+            self.server = OwnerServer(self.store, agent=self.id,
+                                      ssl_context=server_context(certs, self.id))
+            port = await self.server.start()
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         loop = self.loop
 
@@ -261,12 +284,35 @@ class AgentProcess:
             fh.write(dumps_transcript(entries))
 
     def local(self, key: str) -> Record | None:
-        """This agent's current version of ``key`` (own head, else installed replica)."""
+        """This agent's current version of ``key`` (own head, else installed replica).
+
+        On NATS a key the watcher has not delivered yet is pulled from the engine once
+        (the publisher's commit was acknowledged before this step was asked for).
+        """
         h = self.store.head(key) or self.store.installed_head(key)
+        if h is None and self.nats is not None:
+            return self.nats.pull(key)  # type: ignore[no-any-return]
         return None if h is None else self.store.get(h.record_id)
 
+    def owner_access(self, central: str | None = None) -> OwnerAccess:
+        """The gate's sync owner access: the engine on NATS, else the owner client."""
+        if self.nats is not None:
+            return self.nats.owner_access()  # type: ignore[no-any-return]
+        assert self.client is not None and self.loop is not None
+        return _Bridge(self.client, self.loop, central)
+
     async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
-        """Commit an own record (and at the central service), then replicate it."""
+        """Commit an own record (and at the central service), then replicate it.
+
+        On NATS the commit is the publication: the engine's KV watchers deliver it.
+        """
+        if self.nats is not None:
+            # synchronous, as with SQLite: the record's sequence came from next_seq() in
+            # this same loop turn, so concurrent workflows never race on it
+            self.store.commit(rec, writer=self.id)
+            info = rec_info(rec)
+            info["replication_failed"] = []
+            return info
         assert self.client is not None
         self.store.commit(rec, writer=self.id)
         if self.policy == "centralized_lineage":
@@ -293,8 +339,9 @@ class AgentProcess:
     async def cmd_peers(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Learn the team's owner addresses and open the owner client."""
         addrs = {k: (str(v[0]), int(v[1])) for k, v in msg["addresses"].items()}
-        self.client = OwnerClient(addrs, identity=self.id,
-                                  ssl_context=client_context(self.cfg["certs"], self.id))
+        if self.nats is None:
+            self.client = OwnerClient(addrs, identity=self.id,
+                                      ssl_context=client_context(self.cfg["certs"], self.id))
         if self.role == "executor":
             self._fence = self._build_fence()
         if self.role in ("planner", "retriever", "executor", "auditor"):
@@ -316,6 +363,10 @@ class AgentProcess:
             out["client"] = self.client.stats.as_dict()
         if isinstance(self.store, SQLiteStore):
             out["records"] = self.store.record_count()
+        if self.nats is not None:
+            st = self.nats.memory.stats
+            out["nats"] = {"gets": st.gets, "puts": st.puts, "cas_conflicts": st.cas_conflicts,
+                           "permission_denied": st.permission_denied}
         return out
 
     # -- reviser ----------------------------------------------------------------------
@@ -442,18 +493,17 @@ class AgentProcess:
 
     # -- executor ---------------------------------------------------------------------
     def _build_fence(self) -> Fence:
-        assert self.client is not None and self.loop is not None
         clock = WallClock()
         validator: Validator
         if self.policy == "owner_head_freshness":
             validator = OwnerHeadFreshness(ownership=self.ownership,
-                                           owners=_Bridge(self.client, self.loop),
+                                           owners=self.owner_access(),
                                            install=self.store, clock=clock,
                                            timeout_s=self.rpc_s)
         else:
             central = "central" if self.policy == "centralized_lineage" else None
             validator = GateValidator(lookup=self.store.lookup, ownership=self.ownership,
-                                      owners=_Bridge(self.client, self.loop, central),
+                                      owners=self.owner_access(central),
                                       name=self.policy, clock=clock, points=PointCounter(),
                                       timeout_s=self.rpc_s)
         return Fence(validator=validator, install=self.store, log=DecisionLog())
@@ -546,18 +596,28 @@ class AgentProcess:
     # -- auditor ----------------------------------------------------------------------
     async def cmd_audit(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Check the externally visible outcome against the owner's current requirement."""
-        assert self.client is not None
         task = msg["task"]
         act = self.store.get(msg["act"]) if msg.get("act") else None
         if act is None:
             raise RuntimeError("no action record to audit")
         key = f"req/{task}"
         owner = self.ownership.require_owner(key)
-        reply = await self.client.query_heads(owner, [key], timeout_s=self.rpc_s)
+        if self.nats is not None:
+            access = self.owner_access()
+            reply = await asyncio.to_thread(access.query_heads, owner, [key],
+                                            timeout_s=self.rpc_s)
+        else:
+            assert self.client is not None
+            reply = await self.client.query_heads(owner, [key], timeout_s=self.rpc_s)
         head = reply.heads[key]
         cur = self.store.get(head.record_id)
         if cur is None or not cur.has_content:
-            got = await self.client.fetch(owner, [head.record_id], timeout_s=self.rpc_s)
+            if self.nats is not None:
+                got = await asyncio.to_thread(self.owner_access().fetch, owner,
+                                              [head.record_id], timeout_s=self.rpc_s)
+            else:
+                assert self.client is not None
+                got = await self.client.fetch(owner, [head.record_id], timeout_s=self.rpc_s)
             cur = got[0]
             self.store.install(cur)
         cat = self.local(f"cat/{task}")

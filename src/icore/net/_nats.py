@@ -63,7 +63,15 @@ from icore.memory import (
     Store,
 )
 from icore.net._errors import OwnerUnreachable, RpcTimeout
-from icore.net._nats_server import DEFAULT_PREFIX, bucket_names, check_nats_agent
+from icore.net._manifest import MemorySpec
+from icore.net._nats_server import (
+    ADMIN_IDENTITY,
+    DEFAULT_PREFIX,
+    NatsCluster,
+    bucket_names,
+    check_nats_agent,
+    nats_certs,
+)
 from icore.net._pki import client_context
 from icore.net._tcp import _LoopThread
 from icore.records import Record, RecordId, decode_record, encode_record, is_record_id
@@ -766,6 +774,30 @@ class NatsStore(Store):
             self._lt.run(shut(), 10.0)
         self._lt.stop()
 
+    def pull(self, key: str) -> Record | None:
+        """Read ``key``'s current head record from its owner in the engine.
+
+        Another owner's record is installed into the replica cache (as a watcher would).
+
+        Returns:
+            The verified head record, or None when the key has no owner or no head.
+
+        Raises:
+            OwnerUnreachable: the engine did not answer in time.
+        """
+        self._check_open()
+        owner = self.ownership.owner_of(key)
+        if owner is None:
+            return None
+        try:
+            h, _rev = self._run(self.memory.head(owner, key))
+            rec = None if h is None else self._run(self.memory.record(owner, h.record_id))
+        except (TimeoutError, nats.errors.Error) as exc:
+            raise _unreachable(owner, exc) from exc
+        if rec is not None and owner != self.agent:
+            self.install(rec)
+        return rec
+
     # -- metadata sync ----------------------------------------------------------------
     def watch_heads(self, owners: Collection[str] | None = None, *,
                     on_install: Callable[[Record], None] | None = None) -> None:
@@ -796,3 +828,71 @@ class NatsStore(Store):
 
         task = self._run(self.memory.watch_heads(on_head, wanted))
         self._watchers.append(task)
+
+
+class TeamEngine:
+    """A team's NATS engine: its servers (external, or local dev ones) and buckets.
+
+    Args:
+        spec: the manifest's ``memory`` section (backend ``nats``).
+        folder: working folder of local dev servers (configs, logs, storage).
+        certs_dir: team certs folder; completed with the server and admin pairs.
+        agents: the team's agents (one NATS user each).
+        team: team name of the certificates.
+
+    :meth:`start` starts ``spec.nodes`` local servers when ``spec.servers`` is empty,
+    then creates the buckets as the admin (replicas = 3 on a 3-node cluster).
+    """
+
+    def __init__(self, spec: MemorySpec, *, folder: str | Path, certs_dir: str | Path,
+                 agents: Sequence[str], team: str) -> None:
+        self.spec = spec
+        self.folder = Path(folder)
+        self.certs_dir = Path(certs_dir)
+        self.agents = list(agents)
+        self.team = team
+        self.cluster: NatsCluster | None = None
+        self.urls: list[str] = list(spec.servers)
+
+    def start(self, *, timeout_s: float = 10.0) -> list[str]:
+        """Start local servers if needed and create the buckets; return the URLs.
+
+        Raises:
+            NatsServerError: a local server did not start.
+            OwnerUnreachable: the engine is unreachable with the admin certificate.
+        """
+        nats_certs(self.certs_dir, self.agents, team=self.team)
+        replicas = 3 if self.spec.nodes == 3 else 1
+        if not self.urls:
+            self.cluster = NatsCluster(self.folder, self.certs_dir, self.agents,
+                                       team=self.team, nodes=self.spec.nodes,
+                                       prefix=self.spec.prefix).start()
+            self.urls = self.cluster.urls
+            replicas = self.cluster.replicas
+
+        async def make() -> None:
+            nc = await connect_nats(self.urls, certs_dir=self.certs_dir,
+                                    identity=ADMIN_IDENTITY, timeout_s=timeout_s)
+            try:
+                await create_buckets(nc, replicas=replicas, prefix=self.spec.prefix)
+            finally:
+                await nc.close()
+        try:
+            asyncio.run(make())
+        except BaseException:
+            self.stop()
+            raise
+        return self.urls
+
+    def stop(self) -> None:
+        """Stop the local servers this engine started (external ones are left alone)."""
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
+
+    def __enter__(self) -> TeamEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

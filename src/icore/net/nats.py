@@ -24,12 +24,14 @@ from icore.net._nats_server import (
 
 try:
     from icore.net._nats import (
+        BARRIER_TOKEN,
         MAX_COMMIT_RETRIES,
         NatsMemory,
         NatsOwnerAccess,
         NatsStats,
         NatsStore,
         SyncNatsOwnerAccess,
+        TeamEngine,
         connect_nats,
         create_buckets,
         decode_key,
@@ -40,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = [
     "ADMIN_IDENTITY",
+    "BARRIER_TOKEN",
     "DEFAULT_PREFIX",
     "MAX_COMMIT_RETRIES",
     "SERVER_IDENTITY",
@@ -51,6 +54,7 @@ __all__ = [
     "NatsStats",
     "NatsStore",
     "SyncNatsOwnerAccess",
+    "TeamEngine",
     "bucket_names",
     "check_nats_agent",
     "connect_nats",
