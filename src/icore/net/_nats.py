@@ -340,7 +340,12 @@ class NatsMemory:
         if not is_record_id(rid):
             raise StoreError("not a record id", record=str(rid)[:80])
         got = await self._get(self.records_kv, f"{owner}.{rid}", timeout_s)
-        return None if got is None else _record_from(got[0], rid)
+        if got is None:
+            return None
+        rec = _record_from(got[0], rid)
+        # only the record's own owner can have committed it: a copy under another
+        # agent's prefix proves nothing (e.g. that the owner's commit happened)
+        return rec if rec.owner == owner else None
 
     async def records(self, owner: str, ids: Sequence[RecordId], *,
                       timeout_s: float | None = None) -> list[Record]:
@@ -361,14 +366,23 @@ class NatsMemory:
             return None, 0
         return _unpack_intent(owner, got[0]), got[1]
 
-    async def roll_forward(self, owner: str, it: _Intent) -> None:
-        """Make sure the intent's record is stored and its key's head is at least it."""
+    async def _store_record(self, owner: str, it: _Intent) -> None:
         try:
             await self._write(self.records_kv, f"{owner}.{it.rid}", it.record, None, None)
         except nats.js.errors.KeyWrongLastSequenceError:
             pass  # stored already (content addressed: same bytes)
-        for _ in range(MAX_COMMIT_RETRIES):
-            cur, rev = await self.head(owner, it.key)
+
+    async def roll_forward(self, owner: str, it: _Intent) -> None:
+        """Make sure the intent's record is stored and its key's head is at least it.
+
+        The record is stored before the head can move (the head CAS waits for it), so a
+        head never names a record that is not there.
+        """
+        _stored, (cur, rev) = await asyncio.gather(self._store_record(owner, it),
+                                                   self.head(owner, it.key))
+        for attempt in range(MAX_COMMIT_RETRIES):
+            if attempt:
+                cur, rev = await self.head(owner, it.key)
             if cur is not None and cur.seq >= it.seq:
                 return
             try:
@@ -506,6 +520,8 @@ class NatsOwnerAccess:
                 self.memory.stats.puts += 1
                 await asyncio.wait_for(self.memory.heads_kv.put(key, b""), timeout_s)
             fut = self._inflight = asyncio.ensure_future(go())
+            # every waiter may have timed out first: the outcome is still retrieved
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         await asyncio.shield(fut)
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
@@ -615,7 +631,18 @@ class NatsStore(Store):
     def _run(self, coro: Awaitable[T], timeout_s: float | None = None) -> T:
         async def go() -> T:
             return await coro
-        return self._lt.run(go(), (timeout_s or self.timeout_s) * 4 + 2.0)
+        try:
+            return self._lt.run(go(), (timeout_s or self.timeout_s) * 4 + 2.0)
+        except (TimeoutError, nats.errors.Error, OSError) as exc:
+            raise _unreachable(self.agent or "*", exc) from exc
+
+    def lookup(self, rid: RecordId) -> Record | None:
+        """See :meth:`icore.memory.Store.lookup`; an engine that does not answer gives
+        None, so the gate's walk blocks (fail closed)."""
+        try:
+            return super().lookup(rid)
+        except OwnerUnreachable:
+            return None
 
     def owner_access(self, *, barrier: bool = True) -> SyncNatsOwnerAccess:
         """A sync owner access for the gate sharing this store's connection.
@@ -645,10 +672,12 @@ class NatsStore(Store):
             return rec
         if not is_record_id(rid):
             return None
-        owners = [self.agent] if self.agent is not None else []
-        found = self._run(self.memory.find(rid, owners or self.ownership.owners()))
-        if found is None and owners:
-            found = self._run(self.memory.find(rid, self.ownership.owners() - set(owners)))
+        hint = getattr(self._revs, "owner_of", None)
+        if hint is not None and hint[0] == rid:
+            # the record being committed: it can only be under its owner's prefix
+            found = self._run(self.memory.record(hint[1], rid))
+        else:
+            found = self._run(self.memory.find(rid, self.ownership.owners()))
         if found is not None:
             with self._lock:
                 self._records[rid] = found
@@ -704,6 +733,7 @@ class NatsStore(Store):
             OwnerUnreachable: the engine did not answer in time; the write may or may not
                 have been decided (retry the identical record: it is idempotent).
         """
+        self._revs.owner_of = (getattr(record, "id", None), getattr(record, "owner", None))
         for _ in range(MAX_COMMIT_RETRIES):
             try:
                 return super().commit(record, writer=writer, **kw)
