@@ -228,3 +228,67 @@ def test_fresh_store_reads_existing_memory(team: Team, nats_single: NatsCluster,
 
 
 _ = make_buckets
+
+
+def _race(stores: list[NatsStore], recs: list[Record]) -> list[object]:
+    """Commit recs[i] through stores[i], all released at once; results or conflicts."""
+    import threading
+
+    from icore.errors import CommitConflict
+    out: list[object] = [None] * len(recs)
+    gate = threading.Barrier(len(recs))
+
+    def go(i: int) -> None:
+        gate.wait()
+        try:
+            out[i] = stores[i].commit(recs[i], writer=recs[i].owner)
+        except CommitConflict as exc:
+            out[i] = exc
+    ts = [threading.Thread(target=go, args=(i,)) for i in range(len(recs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return out
+
+
+def test_cross_process_race_one_winner(nats_single: NatsCluster, nats_team_certs: Path,
+                                       prefix: str) -> None:
+    """Four stores of one owner (four connections, as four processes would have) commit
+    the next version from one base at once: exactly one wins, the others get a
+    retryable CommitConflict, and the head is the winner's (compare-and-set in the
+    engine, not a process-local lock)."""
+    from icore.errors import CommitConflict
+    om = OwnershipMap.from_mapping({"req/a": "a"})
+    stores = [NatsStore(nats_single.urls, certs_dir=nats_team_certs, ownership=om,
+                        agent="a", prefix=prefix, timeout_s=5.0) for _ in range(4)]
+    try:
+        base = Record.create(key="req/a", owner="a", seq=1, content={"r": -1})
+        stores[0].commit(base, writer="a")
+        for rnd in range(8):
+            seq = stores[0].next_seq()
+            recs = [Record.create(key="req/a", owner="a", seq=seq + (i % 2),
+                                  content={"r": rnd, "i": i}, parents=[base.id])
+                    for i in range(4)]
+            out = _race(stores, recs)
+            assert all(o.retryable for o in out if isinstance(o, CommitConflict))
+            won = [r for r, o in zip(recs, out, strict=True) if not isinstance(o, Exception)]
+            assert len(won) == 1, out
+            head = stores[1].head("req/a")
+            assert head is not None and head.record_id == won[0].id
+            base = won[0]
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_async_access_from_another_loop(team: Team) -> None:
+    """The store's async access works from any event loop (e.g. an agent's)."""
+    acc = team.ex.async_owner_access()
+    assert isinstance(acc, AsyncOwnerAccess)
+
+    async def go() -> Outcome:
+        d = await avalidate(roots=[team.plan.id], deps=DEPS, lookup=team.local.lookup,
+                            ownership=OM, owners=acc)
+        return d.outcome
+    assert asyncio.run(go()) is Outcome.AUTHORIZED

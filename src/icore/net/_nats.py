@@ -578,6 +578,29 @@ class SyncNatsOwnerAccess:
                             timeout_s + 2.0)
 
 
+class CrossLoopNatsAccess:
+    """:class:`~icore.memory.AsyncOwnerAccess` for any event loop over a
+    :class:`NatsOwnerAccess` that runs on another loop (a :class:`NatsStore`'s thread):
+    each call is scheduled there and awaited here, bounded by the same timeout."""
+
+    def __init__(self, access: NatsOwnerAccess, loop: asyncio.AbstractEventLoop) -> None:
+        self.access, self.loop = access, loop
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """See :meth:`NatsOwnerAccess.query_heads`."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+            self.access.query_heads(owner, keys, known=known, timeout_s=timeout_s),
+            self.loop))
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """See :meth:`NatsOwnerAccess.fetch`."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+            self.access.fetch(owner, ids, timeout_s=timeout_s), self.loop))
+
+
 class NatsStore(Store):
     """One agent's owner memory on JetStream, under the :class:`~icore.memory.Store` API.
 
@@ -621,7 +644,10 @@ class NatsStore(Store):
         except BaseException:
             self._lt.stop()
             raise
+        # _lock guards the dicts only (never held across an engine call, and taken on the
+        # loop thread by the watcher); _crit is the commit/install critical section
         self._lock = threading.RLock()
+        self._crit = threading.RLock()
         self._records: dict[RecordId, Record] = {}
         self._installed: dict[str, HeadEntry] = {}
         self._incomplete: set[RecordId] = set()
@@ -652,6 +678,15 @@ class NatsStore(Store):
         """
         return SyncNatsOwnerAccess(NatsOwnerAccess(self.memory, identity=self.identity,
                                                    barrier=barrier), self._lt)
+
+    def async_owner_access(self, *, barrier: bool = True) -> CrossLoopNatsAccess:
+        """An async owner access, usable from any event loop, sharing this connection.
+
+        Args:
+            barrier: see :class:`NatsOwnerAccess`.
+        """
+        return CrossLoopNatsAccess(NatsOwnerAccess(self.memory, identity=self.identity,
+                                                   barrier=barrier), self._lt.loop)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -720,7 +755,7 @@ class NatsStore(Store):
 
     def _critical(self) -> contextlib.AbstractContextManager[Any]:
         # process-local; across processes the owner CAS in _write_commit decides
-        return self._lock
+        return self._crit
 
     def commit(self, record: Record, *, writer: str, **kw: Any) -> CommitResult:
         """See :meth:`icore.memory.Store.commit`; decided by the owner CAS in the engine.

@@ -26,6 +26,7 @@ try:
     from icore.net._nats import (
         BARRIER_TOKEN,
         MAX_COMMIT_RETRIES,
+        CrossLoopNatsAccess,
         NatsMemory,
         NatsOwnerAccess,
         NatsStats,
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_PREFIX",
     "MAX_COMMIT_RETRIES",
     "SERVER_IDENTITY",
+    "CrossLoopNatsAccess",
     "NatsCluster",
     "NatsMemory",
     "NatsNode",
