@@ -132,6 +132,24 @@ class _World:
             raise RuntimeError(f"unexpected gate decision {d.outcome}: {d.detail}")
 
 
+class _Versions:
+    """Writer i's next version: 16 keys in turn, each citing its previous version (the
+    base it replaces, as compare-and-set commits require)."""
+
+    def __init__(self) -> None:
+        self.seq = [0] * WRITERS
+        self.last: dict[str, str] = {}
+
+    def next(self, i: int) -> Record:
+        self.seq[i] += 1
+        key = f"w{i}/{self.seq[i] % 16}"
+        prev = self.last.get(key)
+        rec = Record.create(key=key, owner=f"w{i}", seq=self.seq[i],
+                            content={"n": self.seq[i]}, parents=[prev] if prev else [])
+        self.last[key] = rec.id
+        return rec
+
+
 async def _latency(fn: Callable[[], Awaitable[None]], n: int) -> list[float]:
     await fn()
     lat = []
@@ -218,13 +236,10 @@ def _tcp(tmp: Path, w: _World, n: int, seconds: float) -> BackendFigures:
             writers = [OwnerClient(addrs, identity=f"w{i}",
                                    ssl_context=client_context(certs, f"w{i}"))
                        for i in range(WRITERS)]
-            seqs = [0] * WRITERS
+            nxt = _Versions()
 
             async def commit(i: int) -> None:
-                seqs[i] += 1
-                await writers[i].commit(f"w{i}", Record.create(
-                    key=f"w{i}/{seqs[i] % 16}", owner=f"w{i}", seq=seqs[i],
-                    content={"n": seqs[i]}), timeout_s=10.0)
+                await writers[i].commit(f"w{i}", nxt.next(i), timeout_s=10.0)
             crate = await _rate([functools.partial(commit, i) for i in range(WRITERS)], seconds)
             for c in writers:
                 await c.close()
@@ -287,13 +302,10 @@ def _nats(tmp: Path, w: _World, n: int, seconds: float, nodes: int) -> BackendFi
         stores = [NatsStore(urls, certs_dir=certs, ownership=w.om, agent=f"w{i}",
                             timeout_s=10.0) for i in range(WRITERS)]
         try:
-            seqs = [0] * WRITERS
+            nxt = _Versions()
 
             def commit(i: int) -> None:
-                seqs[i] += 1
-                stores[i].commit(Record.create(key=f"w{i}/{seqs[i] % 16}", owner=f"w{i}",
-                                               seq=seqs[i], content={"n": seqs[i]}),
-                                 writer=f"w{i}")
+                stores[i].commit(nxt.next(i), writer=f"w{i}")
             crate = _threads_rate([functools.partial(commit, i) for i in range(WRITERS)],
                                   seconds)
         finally:
