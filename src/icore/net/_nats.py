@@ -434,29 +434,29 @@ class NatsMemory:
             return toks
         toks = await asyncio.wait_for(scan(), self.timeout_s)
         return sorted(decode_key(t.split(".", 1)[1]) for t in toks
-                      if "." in t and t.split(".", 1)[1] != BARRIER_TOKEN)
+                      if "." in t and t.split(".", 1)[0] != BARRIER_TOKEN)
 
     async def watch_heads(self, on_head: Callable[[str, HeadEntry], Awaitable[None]],
                           owners: Collection[str] | None = None) -> asyncio.Task[None]:
-        """Start a KV watcher over the heads bucket; call ``on_head(owner, head)`` per update.
+        """Start KV watchers over the heads bucket; call ``on_head(owner, head)`` per update.
 
-        The watcher first replays the current heads, then every later move.
+        One watcher per owner in ``owners`` (subject ``<owner>.>``, so other owners'
+        moves and readers' barriers are never delivered), or one over every key when
+        None. Each first replays the current heads, then every later move.
 
         Returns:
-            The task running the watcher (cancel it to stop).
+            The task running the watchers (cancel it to stop them).
         """
-        watcher = await self.heads_kv.watchall()
-        wanted = set(owners) if owners is not None else None
+        filters = [f"{o}.>" for o in sorted(owners)] if owners is not None else [">"]
+        watchers = [await self.heads_kv.watch(f) for f in filters]
 
-        async def pump() -> None:
+        async def pump(watcher: KeyValue.KeyWatcher) -> None:
             try:
                 async for e in watcher:
                     if e is None or e.value is None or "." not in e.key:
                         continue
                     owner, tok = e.key.split(".", 1)
-                    if tok == BARRIER_TOKEN:
-                        continue
-                    if wanted is not None and owner not in wanted:
+                    if owner == BARRIER_TOKEN:
                         continue
                     try:
                         head = _unpack_head(decode_key(tok), e.value)
@@ -469,7 +469,10 @@ class NatsMemory:
                 with contextlib.suppress(Exception):
                     await watcher.stop()  # type: ignore[no-untyped-call]
 
-        return asyncio.create_task(pump(), name="icore-nats-head-watcher")
+        async def run_all() -> None:
+            await asyncio.gather(*(pump(w) for w in watchers))
+
+        return asyncio.create_task(run_all(), name="icore-nats-head-watchers")
 
 
 def _unreachable(owner: str, exc: BaseException) -> OwnerUnreachable:
@@ -479,7 +482,8 @@ def _unreachable(owner: str, exc: BaseException) -> OwnerUnreachable:
 
 
 BARRIER_TOKEN = "=barrier"
-"""Heads-bucket key token of a reader's quorum barrier (``encode_key`` never yields it)."""
+"""First token of a reader's quorum-barrier key in the heads bucket,
+``=barrier.<reader>`` (no agent id starts with ``=``, so no owner's watcher sees it)."""
 
 
 class NatsOwnerAccess:
@@ -514,7 +518,7 @@ class NatsOwnerAccess:
     async def _barrier(self, timeout_s: float) -> None:
         fut = self._inflight
         if fut is None or fut.done():
-            key = f"{self.identity}.{BARRIER_TOKEN}"
+            key = f"{BARRIER_TOKEN}.{self.identity}"
 
             async def go() -> None:
                 self.memory.stats.puts += 1

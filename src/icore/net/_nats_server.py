@@ -9,7 +9,8 @@ owner rules' authority part (planfence App. A, design.md 3.4):
   certificate (from ``icore certs init``) to a NATS user, so identity is the agent's
   certificate, exactly as for icore's own owner service;
 * per-user **subject permissions**: an agent may publish only to its own keys in the
-  key-value buckets (``$KV.*.<agent>[.>]``: every key starts with its owner) plus the read-side
+  key-value buckets (``$KV.*.<agent>[.>]``: every key starts with its owner), to its
+  own quorum-barrier key (``$KV.*.=barrier.<agent>``), plus the read-side
   JetStream API (message get, stream info, consumers for watchers); stream deletion,
   purge and message deletion are not granted to anyone but the admin user, which only
   creates the buckets.
@@ -112,7 +113,7 @@ def _permissions(agent: str) -> dict[str, object]:
     # every bucket's keys start with the owner id, so one rule covers every prefix
     return {
         "publish": {"allow": [
-            f"$KV.*.{agent}.>", f"$KV.*.{agent}",
+            f"$KV.*.{agent}.>", f"$KV.*.{agent}", f"$KV.*.=barrier.{agent}",
             "$JS.API.INFO", "$JS.API.STREAM.INFO.>", "$JS.API.STREAM.MSG.GET.>",
             "$JS.API.DIRECT.GET.>", "$JS.API.CONSUMER.CREATE.>",
             "$JS.API.CONSUMER.DELETE.>", "$JS.API.CONSUMER.INFO.>", "$JS.FC.>",
