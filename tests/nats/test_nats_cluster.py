@@ -40,7 +40,8 @@ def cluster(tmp_path: Path, nats_team_certs: Path) -> Iterator[NatsCluster]:
 
 
 class Writer(threading.Thread):
-    """Owner ``a`` appends log records; each one is retried until acknowledged."""
+    """Owner ``a`` appends log records (each citing its key's previous version); each one
+    is retried until acknowledged."""
 
     def __init__(self, store: NatsStore) -> None:
         super().__init__(daemon=True)
@@ -50,8 +51,13 @@ class Writer(threading.Thread):
     def run(self) -> None:
         seq = self.store.next_seq()
         i = 0
+        last: dict[str, str] = {}
         while not self.stop_ev.is_set():
-            rec = Record.create(key=f"log/{i % 5}", owner="a", seq=seq, content={"i": i})
+            key = f"log/{i % 5}"
+            prev = last.get(key)
+            rec = Record.create(key=key, owner="a", seq=seq, content={"i": i},
+                                parents=[prev] if prev else [])
+            last[key] = rec.id
             while not self.stop_ev.is_set():
                 try:
                     self.store.commit(rec, writer="a")
