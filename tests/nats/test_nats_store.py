@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from icore.errors import OwnershipError
 from icore.fence import Outcome, avalidate, validate
@@ -46,6 +49,17 @@ class TestNatsConformance(StoreConformance):
                       prefix=self.prefix, timeout_s=5.0)
         self.opened.append(s)
         return s
+
+
+@given(st.lists(st.text(min_size=0, max_size=40), min_size=1, max_size=20, unique=True))
+def test_key_encoding_round_trips_and_is_one_token(keys: list[str]) -> None:
+    """Any semantic keys map to distinct valid KV key tokens (no '.', no '*', no '>') and
+    back; a raw key never starts with '_' or '=', so neither form collides."""
+    toks = [encode_key(k) for k in keys]
+    assert len(set(toks)) == len(keys)
+    for k, t in zip(keys, toks, strict=True):
+        assert re.fullmatch(r"[-/_=A-Za-z0-9]+", t) or (k == "" and t == "_")
+        assert decode_key(t) == k and not t.startswith("=")
 
 
 def test_key_encoding_is_injective() -> None:
