@@ -52,9 +52,11 @@ from icore.fence import (
     Replan,
     ReplanRequest,
     Validator,
+    bind_action,
 )
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
+    AsyncOwnerAccess,
     HeadReply,
     OwnerAccess,
     OwnershipMap,
@@ -104,7 +106,7 @@ class _Bridge:
         target = self.central or owner
         reply: HeadReply = self._run(self.client.query_heads(target, keys, known=known,
                                                              timeout_s=timeout_s), timeout_s)
-        return HeadReply(owner, reply.heads) if self.central else reply
+        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
 
     def fetch(self, owner: str, ids: Sequence[RecordId], *,
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
@@ -112,6 +114,28 @@ class _Bridge:
         recs: list[Record] = self._run(self.client.fetch(self.central or owner, ids,
                                                          timeout_s=timeout_s), timeout_s)
         return recs
+
+
+class _AsyncBridge:
+    """Async :class:`~icore.memory.AsyncOwnerAccess` over the owner client, on the agent's
+    loop: ``Fence.aexecute`` queries the owners of D(a) concurrently through it. With
+    ``central`` every owner is answered by the centralized-lineage service."""
+
+    def __init__(self, client: OwnerClient, central: str | None = None) -> None:
+        self.client, self.central = client, central
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """One batched head query (to the owner, or to the central service)."""
+        reply = await self.client.query_heads(self.central or owner, keys, known=known,
+                                              timeout_s=timeout_s)
+        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """Fetch exact records."""
+        return await self.client.fetch(self.central or owner, ids, timeout_s=timeout_s)
 
 
 class AgentProcess:
@@ -295,31 +319,45 @@ class AgentProcess:
         return None if h is None else self.store.get(h.record_id)
 
     def owner_access(self, central: str | None = None) -> OwnerAccess:
-        """The gate's sync owner access: the engine on NATS, else the owner client."""
+        """A sync owner access: the engine on NATS, else the owner client."""
         if self.nats is not None:
             return self.nats.owner_access()  # type: ignore[no-any-return]
         assert self.client is not None and self.loop is not None
         return _Bridge(self.client, self.loop, central)
 
+    def async_owner_access(self, central: str | None = None) -> AsyncOwnerAccess:
+        """The gate's async owner access on this agent's loop: the engine on NATS (its
+        calls run on the store's connection loop), else the owner client."""
+        if self.nats is not None:
+            return self.nats.async_owner_access()  # type: ignore[no-any-return]
+        assert self.client is not None
+        return _AsyncBridge(self.client, central)
+
     async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
         """Commit an own record (and at the central service), then replicate it.
 
+        The record replaces this agent's current head of its key, named explicitly
+        (compare-and-set): a re-derived plan or shortlist need not cite the version it
+        replaces, and a lost race is a typed HeadConflict instead of a lost update.
         On NATS the commit is the publication: the engine's KV watchers deliver it.
         """
+        head = self.store.head(rec.key)
+        base = None if head is None else head.record_id
         if self.nats is not None:
             # synchronous, as with SQLite: the record's sequence came from next_seq() in
             # this same loop turn, so concurrent workflows never race on it
-            self.store.commit(rec, writer=self.id)
+            self.store.commit(rec, writer=self.id, expected_head=base)
             info = rec_info(rec)
             info["replication_failed"] = []
             return info
         assert self.client is not None
-        self.store.commit(rec, writer=self.id)
+        self.store.commit(rec, writer=self.id, expected_head=base)
         if self.policy == "centralized_lineage":
             # the central service serializes every commit: keep this owner's sequence
             # order (FIFO lock, taken right after the local commit)
             async with self._central_lock:
-                await self.client.commit("central", rec, timeout_s=self.rpc_s)
+                await self.client.commit("central", rec, expected_head=base,
+                                         timeout_s=self.rpc_s)
         targets = [self.roles[r] for r in to_roles if r in self.roles and self.roles[r] != self.id]
         results = await asyncio.gather(*(self.client.replicate(t, [rec], timeout_s=self.rpc_s)
                                          for t in targets), return_exceptions=True)
@@ -452,8 +490,11 @@ class AgentProcess:
         if not out.ok or out.args is None:
             return res
         args = {"task": task, "option": out.args["candidate"]}
+        # the planning model's tool call is the plan: it binds the action and its
+        # arguments, so the executor can run exactly these (planfence A.3 step 1)
         rec = derive(key=f"plan/{task}", owner=self.id, seq=self.store.next_seq(), type="plan",
-                     content={"action": fs.action, "args": args, "revision": digest},
+                     content={"action": fs.action, "args": args, "revision": digest,
+                              **bind_action(fs.action, args)},
                      inputs=[req, *sources])
         res["record"] = await self.publish(rec, ("executor", "auditor"))
         res["args"] = args
@@ -503,7 +544,7 @@ class AgentProcess:
         else:
             central = "central" if self.policy == "centralized_lineage" else None
             validator = GateValidator(lookup=self.store.lookup, ownership=self.ownership,
-                                      owners=self.owner_access(central),
+                                      owners=self.async_owner_access(central),
                                       name=self.policy, clock=clock, points=PointCounter(),
                                       timeout_s=self.rpc_s)
         return Fence(validator=validator, install=self.store, log=DecisionLog())
@@ -549,15 +590,13 @@ class AgentProcess:
         res: dict[str, Any] = {"decision": out.to_dict(), "executed": False}
         if not out.ok:
             return res
-        loop = self.loop
         replans: list[dict[str, Any]] = []
 
-        def replan(rq: ReplanRequest) -> Replan | None:
+        async def replan(rq: ReplanRequest) -> Replan | None:
             fresh = [rec_b64(r) for r in rq.fresh.values()]
-            fut = asyncio.run_coroutine_threadsafe(
+            reply = await asyncio.wait_for(
                 self.call("planner", "replan", task=task, family=family, fresh=fresh,
-                          old_args=dict(rq.old_args)), loop)
-            reply = fut.result(self.step_s + 5.0)
+                          old_args=dict(rq.old_args)), self.step_s + 5.0)
             replans.append(reply)
             if not reply.get("ok"):
                 return None
@@ -569,8 +608,8 @@ class AgentProcess:
 
         fence = self._fence
         ptool = self._tool(fs.action)
-        ar = await asyncio.to_thread(fence.execute, ptool, roots=[plan.id], args=args,
-                                     replan=replan)
+        # async protected action: the owners of D(a) are queried concurrently
+        ar = await fence.aexecute(ptool, roots=[plan.id], args=args, replan=replan)
         res.update({
             "executed": ar.executed, "replanned": ar.replanned, "roots": list(ar.roots),
             "args": dict(ar.args), "detail": ar.detail, "outcome": ar.outcome.value,
