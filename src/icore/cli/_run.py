@@ -179,7 +179,8 @@ def run(
                           "{owner-head freshness, centralized lineage, PlanFence}.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Run a live multi-agent team (one process per agent, mutual-TLS owner services).
+    """Run a live multi-agent team (one process per agent, mutual-TLS owner services, or
+    owner memory on NATS JetStream when the manifest says ``memory: {backend: nats}``).
 
     A manifest that is not a regular file, and a --concurrency, --repeat or
     --llm-timeout-s the run manifest refuses (0, negative, NaN, infinite, over its
