@@ -306,3 +306,33 @@ def test_async_access_from_another_loop(team: Team) -> None:
                             ownership=OM, owners=acc)
         return d.outcome
     assert asyncio.run(go()) is Outcome.AUTHORIZED
+
+
+def test_commit_decided_but_not_acknowledged_is_replayed(
+        team: Team, nats_single: NatsCluster, nats_team_certs: Path, prefix: str) -> None:
+    """A writer that crashed after the owner CAS (intent written, record not stored, head
+    not moved): readers still see the old head; the owner's retry of the identical
+    record is an idempotent replay that completes it."""
+    from icore.net._nats import _pack
+    old = team.reqs["a"]
+    new = derive(key="req/a", owner="a", seq=2, content={"v": 2}, inputs=[old],
+                 type="requirement")
+
+    async def crash_after_owner_cas() -> None:
+        mem = await NatsMemory.connect(nats_single.urls, certs_dir=nats_team_certs,
+                                       identity="a", ownership=OM, prefix=prefix)
+        try:
+            _it, rev = await mem.intent("a")
+            from icore.records import encode_record
+            await mem._write(mem.owners_kv, "a",
+                             _pack([new.seq, new.id, new.key, encode_record(new)]), rev, None)
+        finally:
+            await mem.close()
+    asyncio.run(crash_after_owner_cas())
+    reply = team.ex.owner_access().query_heads("a", ["req/a"])
+    assert reply.heads["req/a"].record_id == old.id  # not acknowledged: not visible yet
+    res = team.stores["a"].commit(new, writer="a")
+    assert not res.created
+    head = team.stores["a"].head("req/a")
+    assert head is not None and head.record_id == new.id
+    assert team.ex.get(new.id) == new

@@ -111,6 +111,10 @@ def bench_net(
 def _bench_backends(console: Console, *, n: int, seconds: float,
                     json_out: Path | None) -> None:
     from icore.bench._backends import EXECUTORS, WRITERS, run_backends
+    try:
+        import icore.net.nats  # noqa: F401  (the extra is needed for this table)
+    except ImportError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--backend") from exc
 
     with output_file(json_out, what="--json output") as out:
         with bad_options(), console.status("owner memory backends: icore TCP, NATS x1, x3..."):

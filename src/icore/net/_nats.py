@@ -53,10 +53,12 @@ from nats.aio.client import Client as NatsClient
 from nats.js.kv import KeyValue
 
 import nats
-from icore.errors import OwnershipError, RecordError, SequenceConflict, StoreError
+from icore.errors import CommitConflict, OwnershipError, RecordError, StoreError
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
+    FROM_PARENTS,
     CommitResult,
+    ExpectedHead,
     HeadEntry,
     HeadReply,
     OwnershipMap,
@@ -761,7 +763,8 @@ class NatsStore(Store):
         # process-local; across processes the owner CAS in _write_commit decides
         return self._crit
 
-    def commit(self, record: Record, *, writer: str, **kw: Any) -> CommitResult:
+    def commit(self, record: Record, *, writer: str,
+               expected_head: ExpectedHead = FROM_PARENTS) -> CommitResult:
         """See :meth:`icore.memory.Store.commit`; decided by the owner CAS in the engine.
 
         Raises:
@@ -775,13 +778,15 @@ class NatsStore(Store):
         self._revs.owner_of = (getattr(record, "id", None), getattr(record, "owner", None))
         for _ in range(MAX_COMMIT_RETRIES):
             try:
-                return super().commit(record, writer=writer, **kw)
+                return super().commit(record, writer=writer, expected_head=expected_head)
             except _OwnerRaced:
                 continue
-            except SequenceConflict as exc:
-                if exc.fields.get("existing") != record.id:
+            except CommitConflict:
+                # decided earlier, acknowledgement lost (the writer crashed after the
+                # owner CAS, or a timeout): the settle before the checks stored it, so
+                # the retry is an idempotent replay, not a conflict
+                if self._run(self.memory.record(record.owner, record.id)) != record:
                     raise
-                # decided earlier (the acknowledgement was lost): an idempotent replay
                 with self._lock:
                     self._records[record.id] = record
                 return CommitResult(record, created=False,
