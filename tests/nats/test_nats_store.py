@@ -336,3 +336,40 @@ def test_commit_decided_but_not_acknowledged_is_replayed(
     head = team.stores["a"].head("req/a")
     assert head is not None and head.record_id == new.id
     assert team.ex.get(new.id) == new
+
+
+def _wait_installed(s: NatsStore, key: str, rid: str, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        h = s.installed_head(key)
+        if h is not None and h.record_id == rid:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{key} not installed as {rid[:12]}")
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_metadata_sync_k_on_the_engine(team: Team, k: int) -> None:
+    """Metadata sync K runs on NATS: watchers install an owner's heads after every K
+    dirty updates, and the gate over the installed heads (planfence Sec. 5.1) sees a
+    revision at once for K=1, only after K updates for K=2 (the K>1 sensitivity)."""
+    from icore.fence import InstalledHeads
+    team.ex.watch_heads(k=k)
+    for o, r in team.reqs.items():
+        _wait_installed(team.ex, f"req/{o}", r.id)
+    kw = {"roots": [team.plan.id], "deps": DEPS, "lookup": team.local.lookup,
+          "ownership": OM, "owners": InstalledHeads(team.ex)}
+    assert validate(**kw).outcome is Outcome.AUTHORIZED  # type: ignore[arg-type]
+    first = team.revise("c")
+    if k == 1:
+        _wait_installed(team.ex, "req/c", first.id)
+        assert validate(**kw).outcome is Outcome.REPLAN_REQUIRED  # type: ignore[arg-type]
+        return
+    time.sleep(0.5)  # one dirty update of two: nothing installed yet
+    h = team.ex.installed_head("req/c")
+    assert h is not None and h.record_id != first.id
+    assert validate(**kw).outcome is Outcome.AUTHORIZED  # type: ignore[arg-type]
+    second = team.revise("c")
+    _wait_installed(team.ex, "req/c", second.id)
+    d = validate(**kw)  # type: ignore[arg-type]
+    assert d.outcome is Outcome.REPLAN_REQUIRED and d.fresh["req/c"] == second

@@ -438,13 +438,15 @@ class NatsMemory:
         return sorted(decode_key(t.split(".", 1)[1]) for t in toks
                       if "." in t and t.split(".", 1)[0] != BARRIER_TOKEN)
 
-    async def watch_heads(self, on_head: Callable[[str, HeadEntry], Awaitable[None]],
+    async def watch_heads(self, on_head: Callable[[str, HeadEntry, bool], Awaitable[None]],
                           owners: Collection[str] | None = None) -> asyncio.Task[None]:
-        """Start KV watchers over the heads bucket; call ``on_head(owner, head)`` per update.
+        """Start KV watchers over the heads bucket; call ``on_head(owner, head, initial)``
+        per update.
 
         One watcher per owner in ``owners`` (subject ``<owner>.>``, so other owners'
         moves and readers' barriers are never delivered), or one over every key when
-        None. Each first replays the current heads, then every later move.
+        None. Each first replays the current heads (``initial`` True), then every later
+        move (``initial`` False).
 
         Returns:
             The task running the watchers (cancel it to stop them).
@@ -453,16 +455,20 @@ class NatsMemory:
         watchers = [await self.heads_kv.watch(f) for f in filters]
 
         async def pump(watcher: KeyValue.KeyWatcher) -> None:
+            initial = True
             try:
                 async for e in watcher:
-                    if e is None or e.value is None or "." not in e.key:
+                    if e is None:  # end of the initial replay
+                        initial = False
+                        continue
+                    if e.value is None or "." not in e.key:
                         continue
                     owner, tok = e.key.split(".", 1)
                     if owner == BARRIER_TOKEN:
                         continue
                     try:
                         head = _unpack_head(decode_key(tok), e.value)
-                        await on_head(owner, head)
+                        await on_head(owner, head, initial)
                     except asyncio.CancelledError:
                         raise
                     except Exception:
@@ -873,22 +879,36 @@ class NatsStore(Store):
         return rec
 
     # -- metadata sync ----------------------------------------------------------------
-    def watch_heads(self, owners: Collection[str] | None = None, *,
+    def watch_heads(self, owners: Collection[str] | None = None, *, k: int = 1,
                     on_install: Callable[[Record], None] | None = None) -> None:
-        """Install other owners' new heads as they move (a KV watcher; metadata sync K=1).
+        """Install other owners' new heads through KV watchers (metadata sync K,
+        planfence Sec. 5.1, on the engine).
 
-        Each update fetches the exact record (verified) and installs it into the replica
-        cache; ``on_install`` is called (on the connection's loop thread) after each.
+        The current heads are installed at once; after that an owner's moves are
+        installed in batches, after every ``k`` dirty updates of that owner (K = 1: each
+        move as it happens; K > 1 is the safety-cost sensitivity: a replica may act on
+        heads up to K-1 updates old). Each installed record is fetched exactly and
+        verified. Validate against the installed heads with
+        ``GateValidator(owners=InstalledHeads(store), ...)``.
 
         Args:
             owners: whose heads to follow (default: every owner but this agent).
-            on_install: optional callback per installed record.
+            k: dirty updates per owner between installs (>= 1).
+            on_install: optional callback per installed record (runs on the connection's
+                loop thread: it must not call this store).
+
+        Raises:
+            ValueError: ``k`` < 1.
         """
         self._check_open()
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
         wanted = set(owners) if owners is not None else (
             self.ownership.owners() - ({self.agent} if self.agent else set()))
+        pending: dict[str, dict[str, tuple[str, HeadEntry]]] = {}
+        dirty: dict[str, int] = {}
 
-        async def on_head(owner: str, head: HeadEntry) -> None:
+        async def install(owner: str, head: HeadEntry) -> None:
             with self._lock:
                 inst = self._installed.get(head.key)
             if inst is not None and inst.seq >= head.seq:
@@ -899,6 +919,17 @@ class NatsStore(Store):
             await asyncio.to_thread(self.install, rec)
             if on_install is not None:
                 on_install(rec)
+
+        async def on_head(owner: str, head: HeadEntry, initial: bool) -> None:
+            if initial or k == 1:
+                await install(owner, head)
+                return
+            pending.setdefault(owner, {})[head.key] = (owner, head)
+            dirty[owner] = dirty.get(owner, 0) + 1
+            if dirty[owner] >= k:
+                batch, pending[owner], dirty[owner] = pending[owner], {}, 0
+                for o, h in batch.values():
+                    await install(o, h)
 
         task = self._run(self.memory.watch_heads(on_head, wanted))
         self._watchers.append(task)
