@@ -373,3 +373,34 @@ def test_metadata_sync_k_on_the_engine(team: Team, k: int) -> None:
     _wait_installed(team.ex, "req/c", second.id)
     d = validate(**kw)  # type: ignore[arg-type]
     assert d.outcome is Outcome.REPLAN_REQUIRED and d.fresh["req/c"] == second
+
+
+def test_spoiled_entries_under_own_prefix_fool_nobody(
+        team: Team, nats_single: NatsCluster, nats_team_certs: Path, prefix: str) -> None:
+    """Agent b may write anything under its own prefix: garbage under a's record id, or
+    a's genuine record. Neither hides nor fakes a's record: lookups verify and accept a
+    record only under its own owner's prefix."""
+    from icore.records import encode_record
+    ra = team.reqs["a"]
+    ghost = derive(key="req/a", owner="a", seq=7, content={"v": "never committed"},
+                   inputs=[ra], type="requirement")
+
+    async def spoil() -> None:
+        mem = await NatsMemory.connect(nats_single.urls, certs_dir=nats_team_certs,
+                                       identity="b", ownership=OM, prefix=prefix)
+        try:
+            await mem._write(mem.records_kv, f"b.{ra.id}", b"\x00garbage", None, None)
+            await mem._write(mem.records_kv, f"b.{ghost.id}", encode_record(ghost), None,
+                             None)
+        finally:
+            await mem.close()
+    asyncio.run(spoil())
+    fresh = NatsStore(nats_single.urls, certs_dir=nats_team_certs, ownership=OM,
+                      agent="c", prefix=prefix, timeout_s=5.0)
+    try:
+        assert fresh.get(ra.id) == ra
+        assert fresh.get(ghost.id) is None  # not a's: b's copy proves nothing
+    finally:
+        fresh.close()
+    # and a's own commit of that record is not mistaken for an idempotent replay
+    assert team.stores["a"].commit(ghost, writer="a").created

@@ -158,13 +158,14 @@ def _record_from(data: bytes, rid: RecordId) -> Record:
 
 @dataclass
 class NatsStats:
-    """Client-side counters of one :class:`NatsMemory` (payload bytes, not wire bytes).
+    """Client-side operation counters of one :class:`NatsMemory` connection.
 
     Attributes:
         gets: key-value gets issued.
-        puts: key-value writes issued (create/update).
-        cas_conflicts: owner CAS attempts that lost a race and were retried.
+        puts: key-value writes issued (create/update, barriers).
+        cas_conflicts: owner or head CAS attempts that lost a race and were retried.
         permission_denied: publishes the server refused (subject permissions).
+        violations: the server's last permission-violation messages (at most 100).
     """
 
     gets: int = 0
@@ -191,7 +192,7 @@ async def connect_nats(servers: Sequence[str], *, certs_dir: str | Path, identit
     async def on_error(exc: Exception) -> None:
         if "permissions violation" in str(exc).lower():
             st.permission_denied += 1
-            st.violations.append(str(exc))
+            st.violations[:] = [*st.violations[-99:], str(exc)]
         log.debug("nats client %s: %s", identity, exc)
 
     ctx = ssl_context or client_context(certs_dir, identity)
@@ -356,10 +357,20 @@ class NatsMemory:
         return [r for r in got if r is not None]
 
     async def find(self, rid: RecordId, owners: Iterable[str]) -> Record | None:
-        """Look ``rid`` up under each of ``owners`` in one concurrent round."""
+        """Look ``rid`` up under each of ``owners`` in one concurrent round.
+
+        An entry that does not verify under some agent's prefix is skipped (that agent
+        can only spoil its own keys); engine errors and timeouts propagate.
+        """
         ows = sorted(set(owners))
-        got = await asyncio.gather(*(self.record(o, rid) for o in ows))
-        return next((r for r in got if r is not None), None)
+        got = await asyncio.gather(*(self.record(o, rid) for o in ows),
+                                   return_exceptions=True)
+        for o, r in zip(ows, got, strict=True):
+            if isinstance(r, RecordError | StoreError):
+                log.warning("skipping an invalid record entry %s under %s: %s", rid, o, r)
+            elif isinstance(r, BaseException):
+                raise r
+        return next((r for r in got if isinstance(r, Record)), None)
 
     async def intent(self, owner: str) -> tuple[_Intent | None, int]:
         """The owner's last commit intent and its revision ((None, 0) before any)."""
