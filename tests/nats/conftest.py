@@ -16,7 +16,7 @@ import pytest
 from icore.net import client_context
 from icore.net.nats import ADMIN_IDENTITY, NatsCluster, connect_nats, create_buckets, nats_certs
 
-AGENTS = ["alice", "bob", "a", "b", "c", "executor", "mallory"]
+AGENTS = ["alice", "bob", "a", "b", "c", "executor", "mallory", "w"]
 TEAM = "nats-test-team"
 _prefixes = itertools.count(1)
 
