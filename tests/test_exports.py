@@ -15,9 +15,18 @@ PINNED = {
         "record_to_wire",
     ],
     "icore.memory": [
-        "DEFAULT_TIMEOUT_S", "AsyncOwnerAccess", "CommitResult", "HeadEntry", "HeadReply",
-        "LocalOwners", "MemoryStore", "OwnerAccess", "OwnerUnavailable", "OwnershipMap",
-        "SQLiteStore", "Store",
+        "DEFAULT_TIMEOUT_S", "FROM_PARENTS", "AsyncOwnerAccess", "CommitResult",
+        "ExpectedHead", "HeadEntry", "HeadReply", "LocalOwners", "MemoryStore",
+        "OwnerAccess", "OwnerUnavailable", "OwnershipMap", "SQLiteStore", "Store",
+        "check_commit_rules",
+    ],
+    "icore.net.nats": [
+        "ADMIN_IDENTITY", "BARRIER_TOKEN", "DEFAULT_PREFIX", "MAX_COMMIT_RETRIES",
+        "SERVER_IDENTITY", "CrossLoopNatsAccess", "NatsCluster", "NatsMemory", "NatsNode",
+        "NatsOwnerAccess", "NatsServerError", "NatsStats", "NatsStore",
+        "SyncNatsOwnerAccess", "TeamEngine", "bucket_names", "check_nats_agent",
+        "connect_nats", "create_buckets", "decode_key", "encode_key", "nats_certs",
+        "nats_server_binary", "server_config",
     ],
 }
 

@@ -35,7 +35,14 @@ from icore.adapters import (
 )
 from icore.agents import RunResult, default_manifest, run_live
 from icore.cli import app
-from icore.fence import DecisionLog, Fence, ProtectedTool, Replan, ReplanRequest
+from icore.fence import (
+    DecisionLog,
+    Fence,
+    ProtectedTool,
+    Replan,
+    ReplanRequest,
+    bind_action,
+)
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
 
@@ -219,8 +226,10 @@ def test_fence_decisions_become_spans(mem: tuple[InMemorySpanExporter, OtelExpor
 
     def plan(*inputs: Record) -> Record:
         p = derive(key="plan/1", owner="planner", seq=planner.next_seq(),
-                   content={"dest": inputs[0].content}, inputs=list(inputs))
-        planner.commit(p, writer="planner")
+                   content=bind_action("book", {"dest": inputs[0].content}),
+                   inputs=list(inputs))
+        head = planner.head("plan/1")  # a re-derived plan states the head it replaces
+        planner.commit(p, writer="planner", expected_head=head and head.record_id)
         ex.install(p)
         return p
 
@@ -234,7 +243,7 @@ def test_fence_decisions_become_spans(mem: tuple[InMemorySpanExporter, OtelExpor
 
     def replan(req: ReplanRequest) -> Replan:
         fresh = req.fresh["req/a"]
-        return Replan([plan(fresh).id], {"dest": fresh.content})
+        return Replan([plan(fresh).id])  # the fresh plan's bound arguments
 
     res = otel.protect(fence, tool, roots=[p.id], args={"dest": "A1"}, replan=replan,
                        call_id="call-7", agent="executor")

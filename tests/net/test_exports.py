@@ -15,7 +15,7 @@ PROTOCOL_VERSION TRACE_FILES AGENT_ID_RE Ack AgentProcess AgentSpec Announce
 AsyncVirtualTransport AuthenticationError Commit CommitAck ConnectionClosed ErrorReply
 FetchReply FetchRequest FixedLink FrameDecoder FrameTooLarge HeadQuery HeadReplyMsg
 HostCost HostCpu
-InvalidRecord Link LinkPair Loopback MalformedMessage ManifestError Message MsgType
+InvalidRecord Link LinkPair Loopback MalformedMessage ManifestError MemorySpec Message MsgType
 OwnerClient OwnerHandler OwnerServer OwnerUnreachable Ping Pong ProtocolError RemoteError
 Replicate RequestSequence RpcTimeout SecureChannel SecurityEvent SequenceViolation
 ServerThread Shaper SyncOwnerClient TeamManifest TeamProcesses TlsCost TraceLink

@@ -52,8 +52,17 @@ from icore.fence import (
     Replan,
     ReplanRequest,
     Validator,
+    bind_action,
 )
-from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, OwnershipMap, SQLiteStore, Store
+from icore.memory import (
+    DEFAULT_TIMEOUT_S,
+    AsyncOwnerAccess,
+    HeadReply,
+    OwnerAccess,
+    OwnershipMap,
+    SQLiteStore,
+    Store,
+)
 from icore.net import OwnerClient, OwnerServer, client_context, server_context
 from icore.records import Record, RecordId, decode_record, derive, encode_record
 
@@ -97,7 +106,7 @@ class _Bridge:
         target = self.central or owner
         reply: HeadReply = self._run(self.client.query_heads(target, keys, known=known,
                                                              timeout_s=timeout_s), timeout_s)
-        return HeadReply(owner, reply.heads) if self.central else reply
+        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
 
     def fetch(self, owner: str, ids: Sequence[RecordId], *,
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
@@ -105,6 +114,28 @@ class _Bridge:
         recs: list[Record] = self._run(self.client.fetch(self.central or owner, ids,
                                                          timeout_s=timeout_s), timeout_s)
         return recs
+
+
+class _AsyncBridge:
+    """Async :class:`~icore.memory.AsyncOwnerAccess` over the owner client, on the agent's
+    loop: ``Fence.aexecute`` queries the owners of D(a) concurrently through it. With
+    ``central`` every owner is answered by the centralized-lineage service."""
+
+    def __init__(self, client: OwnerClient, central: str | None = None) -> None:
+        self.client, self.central = client, central
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """One batched head query (to the owner, or to the central service)."""
+        reply = await self.client.query_heads(self.central or owner, keys, known=known,
+                                              timeout_s=timeout_s)
+        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """Fetch exact records."""
+        return await self.client.fetch(self.central or owner, ids, timeout_s=timeout_s)
 
 
 class AgentProcess:
@@ -121,9 +152,19 @@ class AgentProcess:
         self.roles: dict[str, str] = dict(cfg.get("roles", {}))
         self.ownership = OwnershipMap.from_mapping(cfg["ownership"])
         central = self.role == "central"
-        self.store: Store = SQLiteStore(cfg["db"], self.ownership,
-                                        None if central else self.id,
-                                        synchronous=cfg.get("synchronous", "NORMAL"))
+        memory = cfg.get("memory") or {}
+        self.nats: Any = None
+        """This agent's :class:`icore.net.nats.NatsStore` when owner memory is on NATS."""
+        if memory.get("backend") == "nats":
+            from icore.net.nats import NatsStore
+
+            self.nats = NatsStore(memory["servers"], certs_dir=cfg["certs"],
+                                  ownership=self.ownership, agent=self.id,
+                                  prefix=memory.get("prefix", "icore"), timeout_s=self.rpc_s)
+            self.store: Store = self.nats
+        else:
+            self.store = SQLiteStore(cfg["db"], self.ownership, None if central else self.id,
+                                     synchronous=cfg.get("synchronous", "NORMAL"))
         self.client: OwnerClient | None = None
         self.server: OwnerServer | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -162,9 +203,15 @@ class AgentProcess:
         """Serve until stdin closes or ``shutdown``."""
         self.loop = asyncio.get_running_loop()
         certs = self.cfg["certs"]
-        self.server = OwnerServer(self.store, agent=self.id,
-                                  ssl_context=server_context(certs, self.id))
-        port = await self.server.start()
+        if self.nats is not None:
+            # no owner service of our own: the engine holds our heads; metadata sync of
+            # every other owner's heads through a KV watcher fills the replica cache
+            port = 0
+            self.nats.watch_heads()
+        else:
+            self.server = OwnerServer(self.store, agent=self.id,
+                                      ssl_context=server_context(certs, self.id))
+            port = await self.server.start()
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         loop = self.loop
 
@@ -261,19 +308,56 @@ class AgentProcess:
             fh.write(dumps_transcript(entries))
 
     def local(self, key: str) -> Record | None:
-        """This agent's current version of ``key`` (own head, else installed replica)."""
+        """This agent's current version of ``key`` (own head, else installed replica).
+
+        On NATS a key the watcher has not delivered yet is pulled from the engine once
+        (the publisher's commit was acknowledged before this step was asked for).
+        """
         h = self.store.head(key) or self.store.installed_head(key)
+        if h is None and self.nats is not None:
+            return self.nats.pull(key)  # type: ignore[no-any-return]
         return None if h is None else self.store.get(h.record_id)
 
-    async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
-        """Commit an own record (and at the central service), then replicate it."""
+    def owner_access(self, central: str | None = None) -> OwnerAccess:
+        """A sync owner access: the engine on NATS, else the owner client."""
+        if self.nats is not None:
+            return self.nats.owner_access()  # type: ignore[no-any-return]
+        assert self.client is not None and self.loop is not None
+        return _Bridge(self.client, self.loop, central)
+
+    def async_owner_access(self, central: str | None = None) -> AsyncOwnerAccess:
+        """The gate's async owner access on this agent's loop: the engine on NATS (its
+        calls run on the store's connection loop), else the owner client."""
+        if self.nats is not None:
+            return self.nats.async_owner_access()  # type: ignore[no-any-return]
         assert self.client is not None
-        self.store.commit(rec, writer=self.id)
+        return _AsyncBridge(self.client, central)
+
+    async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
+        """Commit an own record (and at the central service), then replicate it.
+
+        The record replaces this agent's current head of its key, named explicitly
+        (compare-and-set): a re-derived plan or shortlist need not cite the version it
+        replaces, and a lost race is a typed HeadConflict instead of a lost update.
+        On NATS the commit is the publication: the engine's KV watchers deliver it.
+        """
+        head = self.store.head(rec.key)
+        base = None if head is None else head.record_id
+        if self.nats is not None:
+            # synchronous, as with SQLite: the record's sequence came from next_seq() in
+            # this same loop turn, so concurrent workflows never race on it
+            self.store.commit(rec, writer=self.id, expected_head=base)
+            info = rec_info(rec)
+            info["replication_failed"] = []
+            return info
+        assert self.client is not None
+        self.store.commit(rec, writer=self.id, expected_head=base)
         if self.policy == "centralized_lineage":
             # the central service serializes every commit: keep this owner's sequence
             # order (FIFO lock, taken right after the local commit)
             async with self._central_lock:
-                await self.client.commit("central", rec, timeout_s=self.rpc_s)
+                await self.client.commit("central", rec, expected_head=base,
+                                         timeout_s=self.rpc_s)
         targets = [self.roles[r] for r in to_roles if r in self.roles and self.roles[r] != self.id]
         results = await asyncio.gather(*(self.client.replicate(t, [rec], timeout_s=self.rpc_s)
                                          for t in targets), return_exceptions=True)
@@ -293,8 +377,9 @@ class AgentProcess:
     async def cmd_peers(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Learn the team's owner addresses and open the owner client."""
         addrs = {k: (str(v[0]), int(v[1])) for k, v in msg["addresses"].items()}
-        self.client = OwnerClient(addrs, identity=self.id,
-                                  ssl_context=client_context(self.cfg["certs"], self.id))
+        if self.nats is None:
+            self.client = OwnerClient(addrs, identity=self.id,
+                                      ssl_context=client_context(self.cfg["certs"], self.id))
         if self.role == "executor":
             self._fence = self._build_fence()
         if self.role in ("planner", "retriever", "executor", "auditor"):
@@ -316,6 +401,10 @@ class AgentProcess:
             out["client"] = self.client.stats.as_dict()
         if isinstance(self.store, SQLiteStore):
             out["records"] = self.store.record_count()
+        if self.nats is not None:
+            st = self.nats.memory.stats
+            out["nats"] = {"gets": st.gets, "puts": st.puts, "cas_conflicts": st.cas_conflicts,
+                           "permission_denied": st.permission_denied}
         return out
 
     # -- reviser ----------------------------------------------------------------------
@@ -401,8 +490,11 @@ class AgentProcess:
         if not out.ok or out.args is None:
             return res
         args = {"task": task, "option": out.args["candidate"]}
+        # the planning model's tool call is the plan: it binds the action and its
+        # arguments, so the executor can run exactly these (planfence A.3 step 1)
         rec = derive(key=f"plan/{task}", owner=self.id, seq=self.store.next_seq(), type="plan",
-                     content={"action": fs.action, "args": args, "revision": digest},
+                     content={"action": fs.action, "args": args, "revision": digest,
+                              **bind_action(fs.action, args)},
                      inputs=[req, *sources])
         res["record"] = await self.publish(rec, ("executor", "auditor"))
         res["args"] = args
@@ -442,18 +534,17 @@ class AgentProcess:
 
     # -- executor ---------------------------------------------------------------------
     def _build_fence(self) -> Fence:
-        assert self.client is not None and self.loop is not None
         clock = WallClock()
         validator: Validator
         if self.policy == "owner_head_freshness":
             validator = OwnerHeadFreshness(ownership=self.ownership,
-                                           owners=_Bridge(self.client, self.loop),
+                                           owners=self.owner_access(),
                                            install=self.store, clock=clock,
                                            timeout_s=self.rpc_s)
         else:
             central = "central" if self.policy == "centralized_lineage" else None
             validator = GateValidator(lookup=self.store.lookup, ownership=self.ownership,
-                                      owners=_Bridge(self.client, self.loop, central),
+                                      owners=self.async_owner_access(central),
                                       name=self.policy, clock=clock, points=PointCounter(),
                                       timeout_s=self.rpc_s)
         return Fence(validator=validator, install=self.store, log=DecisionLog())
@@ -499,15 +590,13 @@ class AgentProcess:
         res: dict[str, Any] = {"decision": out.to_dict(), "executed": False}
         if not out.ok:
             return res
-        loop = self.loop
         replans: list[dict[str, Any]] = []
 
-        def replan(rq: ReplanRequest) -> Replan | None:
+        async def replan(rq: ReplanRequest) -> Replan | None:
             fresh = [rec_b64(r) for r in rq.fresh.values()]
-            fut = asyncio.run_coroutine_threadsafe(
+            reply = await asyncio.wait_for(
                 self.call("planner", "replan", task=task, family=family, fresh=fresh,
-                          old_args=dict(rq.old_args)), loop)
-            reply = fut.result(self.step_s + 5.0)
+                          old_args=dict(rq.old_args)), self.step_s + 5.0)
             replans.append(reply)
             if not reply.get("ok"):
                 return None
@@ -519,8 +608,8 @@ class AgentProcess:
 
         fence = self._fence
         ptool = self._tool(fs.action)
-        ar = await asyncio.to_thread(fence.execute, ptool, roots=[plan.id], args=args,
-                                     replan=replan)
+        # async protected action: the owners of D(a) are queried concurrently
+        ar = await fence.aexecute(ptool, roots=[plan.id], args=args, replan=replan)
         res.update({
             "executed": ar.executed, "replanned": ar.replanned, "roots": list(ar.roots),
             "args": dict(ar.args), "detail": ar.detail, "outcome": ar.outcome.value,
@@ -546,18 +635,28 @@ class AgentProcess:
     # -- auditor ----------------------------------------------------------------------
     async def cmd_audit(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Check the externally visible outcome against the owner's current requirement."""
-        assert self.client is not None
         task = msg["task"]
         act = self.store.get(msg["act"]) if msg.get("act") else None
         if act is None:
             raise RuntimeError("no action record to audit")
         key = f"req/{task}"
         owner = self.ownership.require_owner(key)
-        reply = await self.client.query_heads(owner, [key], timeout_s=self.rpc_s)
+        if self.nats is not None:
+            access = self.owner_access()
+            reply = await asyncio.to_thread(access.query_heads, owner, [key],
+                                            timeout_s=self.rpc_s)
+        else:
+            assert self.client is not None
+            reply = await self.client.query_heads(owner, [key], timeout_s=self.rpc_s)
         head = reply.heads[key]
         cur = self.store.get(head.record_id)
         if cur is None or not cur.has_content:
-            got = await self.client.fetch(owner, [head.record_id], timeout_s=self.rpc_s)
+            if self.nats is not None:
+                got = await asyncio.to_thread(self.owner_access().fetch, owner,
+                                              [head.record_id], timeout_s=self.rpc_s)
+            else:
+                assert self.client is not None
+                got = await self.client.fetch(owner, [head.record_id], timeout_s=self.rpc_s)
             cur = got[0]
             self.store.install(cur)
         cat = self.local(f"cat/{task}")

@@ -242,7 +242,7 @@ class _Run:
     def _note_record(self, agent: str, rec: Mapping[str, Any] | None) -> None:
         if rec and rec.get("id"):
             self.committed.setdefault(agent, set()).add(str(rec["id"]))
-            if self.policy == "centralized_lineage":
+            if self.policy == "centralized_lineage" and not self.team.nats:
                 self.committed.setdefault(CENTRAL, set()).add(str(rec["id"]))
 
     async def _maybe_crash(self, stage: str) -> None:
@@ -462,9 +462,14 @@ class _Run:
                 error = str(exc)
         finally:
             await asyncio.shield(self.team.stop())
-        return self._finish(results, interrupted, error)
+        try:
+            return self._finish(results, interrupted, error)
+        finally:
+            self.team.stop_engine()
 
     def _verify_records(self) -> tuple[int, list[str]]:
+        if self.team.engine is not None:
+            return self._verify_records_nats()
         om = self.m.ownership_map()
         checked, lost = 0, []
         for agent, ids in sorted(self.committed.items()):
@@ -481,6 +486,29 @@ class _Run:
                         lost.append(rid)
             finally:
                 store.close()
+        return checked, lost
+
+    def _verify_records_nats(self) -> tuple[int, list[str]]:
+        """Every acknowledged record is in the engine (read back as the admin)."""
+        from icore.net.nats import ADMIN_IDENTITY, NatsStore
+
+        eng = self.team.engine
+        checked, lost = 0, []
+        ids = sorted({r for v in self.committed.values() for r in v})
+        try:
+            store = NatsStore(eng.urls, certs_dir=eng.certs_dir,
+                              ownership=self.m.ownership_map(), agent=None,
+                              identity=ADMIN_IDENTITY, prefix=eng.spec.prefix,
+                              timeout_s=self.m.timeouts.rpc_s)
+        except Exception:
+            return len(ids), ids
+        try:
+            for rid in ids:
+                checked += 1
+                if store.get(rid) is None:
+                    lost.append(rid)
+        finally:
+            store.close()
         return checked, lost
 
     def _finish(self, results: list[TaskResult], interrupted: bool, error: str) -> RunResult:

@@ -41,7 +41,7 @@ from icore.agents._workflow import FAMILY_SPECS, ROLES
 from icore.errors import IcoreError
 from icore.fence import Policy
 from icore.memory import OwnershipMap
-from icore.net import TeamManifest
+from icore.net import MemorySpec, TeamManifest
 
 LIVE_POLICIES = (Policy.OWNER_HEAD_FRESHNESS, Policy.CENTRALIZED_LINEAGE, Policy.PLANFENCE)
 """Policies a live run supports (planfence Sec. 5.2 / App. A.5)."""
@@ -165,6 +165,8 @@ class RunManifest(_Model):
     """Reliability fault injection (tests)."""
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     """SQLite ``synchronous`` pragma of the agents' memories."""
+    memory: MemorySpec = MemorySpec()
+    """Where owner memory lives: each agent's SQLite (default) or NATS JetStream."""
 
     @model_validator(mode="after")
     def _check(self) -> RunManifest:
@@ -218,11 +220,11 @@ class RunManifest(_Model):
 
         Agents bind ephemeral ports on 127.0.0.1; stores live in ``<out_dir>/agents`` and
         certificates in ``<out_dir>/certs``. Centralized lineage adds the ``central``
-        memory service.
+        memory service (not on NATS, where the engine is the one shared service).
         """
         agents = [{"id": a.id, "role": a.role, "host": "127.0.0.1", "port": 0}
                   for a in self.agents]
-        if (policy or self.policy) == "centralized_lineage":
+        if (policy or self.policy) == "centralized_lineage" and self.memory.backend != "nats":
             agents.append({"id": "central", "role": "central", "host": "127.0.0.1",
                            "port": 0})
         out = Path(out_dir)
@@ -230,7 +232,8 @@ class RunManifest(_Model):
             "team": f"icore-run-{self.name}"[:60], "agents": agents,
             "ownership": dict(self.ownership), "data_dir": str(out / "agents"),
             "certs_dir": str(out / "certs"), "synchronous": self.synchronous,
-            "rpc_timeout_s": self.timeouts.rpc_s}, where=f"<run manifest {self.name}>")
+            "rpc_timeout_s": self.timeouts.rpc_s, "memory": self.memory.model_dump()},
+            where=f"<run manifest {self.name}>")
 
     def with_(self, **changes: Any) -> RunManifest:
         """Return a validated copy with ``changes`` applied."""

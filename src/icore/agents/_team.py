@@ -107,11 +107,15 @@ class LiveTeam:
         self._n = 0
         self._closing = False
         self._routes: set[asyncio.Task[None]] = set()
+        self.nats = manifest.memory.backend == "nats"
+        self.engine: Any = None
+        """The run's :class:`icore.net.nats.TeamEngine` when memory is on NATS."""
 
     # -- start ----------------------------------------------------------------------
     def _specs(self) -> list[tuple[str, str]]:
         specs: list[tuple[str, str]] = [(a.id, a.role) for a in self.manifest.agents]
-        if self.policy == "centralized_lineage":
+        if self.policy == "centralized_lineage" and not self.nats:
+            # on NATS the engine itself is the one shared service every commit goes through
             specs.append((CENTRAL, "central"))
         return specs
 
@@ -126,6 +130,9 @@ class LiveTeam:
         (self.out / "team.yaml").write_text(team.to_yaml(), encoding="utf-8")
         certs = team.certs_dir
         await asyncio.to_thread(init_team_certs, certs, [s[0] for s in specs], team=team.team)
+        memory: dict[str, Any] = {"backend": "sqlite"}
+        if self.nats:
+            memory = await asyncio.to_thread(self._start_engine, certs, specs, team.team)
         team.data_dir.mkdir(parents=True, exist_ok=True)
         (self.out / "agents").mkdir(parents=True, exist_ok=True)
         (self.out / "logs").mkdir(parents=True, exist_ok=True)
@@ -138,6 +145,7 @@ class LiveTeam:
                 "db": str(team.store_path(aid)), "synchronous": team.synchronous,
                 "ownership": self.manifest.ownership, "roles": self.roles,
                 "backend": self.backend, "tools": [t.model_dump() for t in self.manifest.tools],
+                "memory": memory,
                 "rpc_s": self.manifest.timeouts.rpc_s, "step_s": self.manifest.timeouts.step_s,
                 "transcript": str(self.out / "agents" / f"{aid}.llm.jsonl")
                 if self.backend.get("kind") == "llm" else None,
@@ -166,6 +174,22 @@ class LiveTeam:
         addrs = {a.id: ["127.0.0.1", a.port] for a in self.agents.values()}
         await asyncio.gather(*(self.request(aid, "peers", addresses=addrs)
                                for aid in self.agents))
+
+    def _start_engine(self, certs: Path, specs: list[tuple[str, str]], team: str
+                      ) -> dict[str, Any]:
+        from icore.net.nats import TeamEngine
+
+        spec = self.manifest.memory
+        self.engine = TeamEngine(spec, folder=self.out / "nats", certs_dir=certs,
+                                 agents=[s[0] for s in specs], team=team)
+        urls = self.engine.start()
+        return {"backend": "nats", "servers": urls, "prefix": spec.prefix}
+
+    def stop_engine(self) -> None:
+        """Stop the local NATS servers this run started (after its records were checked)."""
+        if self.engine is not None:
+            self.engine.stop()
+            self.engine = None
 
     # -- control plane --------------------------------------------------------------
     async def _read(self, a: _Agent) -> None:

@@ -35,11 +35,25 @@ def bench_net(
     quick: bool = typer.Option(False, "--quick", help="Small run (smoke test)."),
     json_out: Annotated[Path | None,
                         typer.Option("--json", help="Also write figures as JSON.")] = None,
+    backend: Annotated[str, typer.Option(
+        help="tcp: icore's owner service (validation + Fig. 2). nats: owner memory "
+             "backends side by side (icore TCP, NATS 1 node, NATS 3-node cluster).")
+    ] = "tcp",
 ) -> None:
-    """Validation round trip and Fig. 2 transport microbenchmark (loopback TCP + traces)."""
+    """Validation round trip and Fig. 2 transport microbenchmark (loopback TCP + traces).
+
+    With --backend nats: validation p50/p99 (d=1, d=8), validations/s (8 executors),
+    commits/s (8 writers) and bytes per validation for icore's owner service, NATS
+    JetStream on one node and on a 3-node cluster (replicas = 3), in one table.
+    """
     if quick:
         n, seconds, samples = 200, 0.5, 5
     console = Console(width=120)
+    if backend not in ("tcp", "nats"):
+        raise typer.BadParameter("use tcp or nats", param_hint="--backend")
+    if backend == "nats":
+        _bench_backends(console, n=n, seconds=seconds, json_out=json_out)
+        return
     with output_file(json_out, what="--json output") as out:
         with bad_options(), console.status("validation round trips over mutual-TLS TCP..."):
             figs, loop2 = run_validation(n=n, seconds=seconds)
@@ -91,6 +105,36 @@ def bench_net(
                 "fig2b_loss_ms": {str(k): v for k, v in loss.items()},
             }
             out.write(json.dumps(doc, indent=1))
+            console.print(f"figures written to {json_out}")
+
+
+def _bench_backends(console: Console, *, n: int, seconds: float,
+                    json_out: Path | None) -> None:
+    from icore.bench._backends import EXECUTORS, WRITERS, run_backends
+    try:
+        import icore.net.nats  # noqa: F401  (the extra is needed for this table)
+    except ImportError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--backend") from exc
+
+    with output_file(json_out, what="--json output") as out:
+        with bad_options(), console.status("owner memory backends: icore TCP, NATS x1, x3..."):
+            figs = run_backends(n=n, seconds=seconds)
+        t = Table("backend", "p50 d=1 ms", "p99 d=1 ms", "p50 d=8 ms", "p99 d=8 ms",
+                  f"validations/s ({EXECUTORS} exec)", f"commits/s ({WRITERS} writers)",
+                  "bytes/validation",
+                  title="Owner memory backends, PlanFence validation (no mismatch) and "
+                  "commits, 127.0.0.1, TLS")
+        for f in figs:
+            t.add_row(f.backend, f"{f.p50_d1_ms:.2f}", f"{f.p99_d1_ms:.2f}",
+                      f"{f.p50_d8_ms:.2f}", f"{f.p99_d8_ms:.2f}",
+                      f"{f.validations_per_s:,.0f}", f"{f.commits_per_s:,.0f}",
+                      f"{f.bytes_per_validation:,.0f}")
+        console.print(t)
+        console.print("icore-tcp: one owner process per agent (SQLite, mutual TLS 1.3); "
+                      "nats-1/nats-3: JetStream KV, leader reads + quorum barrier per "
+                      "validation; nats-3 replicates every write to 3 nodes (Raft).")
+        if out is not None:
+            out.write(json.dumps({"backends": [asdict(f) for f in figs]}, indent=1))
             console.print(f"figures written to {json_out}")
 
 

@@ -165,7 +165,8 @@ def run(
         "OTLP/HTTP URL (e.g. http://127.0.0.1:6006 for Phoenix; OTEL_EXPORTER_OTLP_* "
         "variables apply), or file:PATH for OTLP JSON lines. Needs icore[otel].")] = None,
 ) -> None:
-    """Run a live multi-agent team (one process per agent, mutual-TLS owner services).
+    """Run a live multi-agent team (one process per agent, mutual-TLS owner services, or
+    owner memory on NATS JetStream when the manifest says ``memory: {backend: nats}``).
 
     A manifest that is not a regular file, and a --concurrency, --repeat or
     --llm-timeout-s the run manifest refuses (0, negative, NaN, infinite, over its

