@@ -6,7 +6,9 @@
 - :func:`audit_trace` builds X = (G, Q, Π) over the family's declaration package
   (:func:`magentic_one_declaration`, :func:`captain_agent_declaration`,
   :func:`generic_declaration`) and derives diagnoses; :func:`attribute` and :func:`score`
-  do failure attribution; :func:`to_prov` / :func:`write_prov` export PROV-JSON.
+  do failure attribution (per-candidate features from X, :data:`FEATURES`; a learned,
+  transparent scorer, :func:`fit_scorer`; baselines; an optional :class:`LLMAttributor`);
+  :func:`to_prov` / :func:`write_prov` export PROV-JSON.
 
 Import rule: adapters import records, memory, fence, net, state, audit, workloads and
 agents only. Errors: :class:`AdapterError` (``ErrorCode.ADAPTER``) names the file and field.
@@ -14,13 +16,24 @@ See docs/audit-real-runs.md.
 """
 
 from icore.adapters._attribution import (
+    BASELINES,
+    PUBLISHED,
     PUBLISHED_BEST,
     Attribution,
     AttributionScore,
     ChainLink,
     ScoreRow,
+    agent_counts,
     attribute,
+    first_error_marker,
+    first_output_after_replan,
+    first_unsupported,
+    last_agent_before_answer,
+    majority_agent,
+    random_expectation,
+    rank_candidates,
     score,
+    shipped_models,
     speakers,
 )
 from icore.adapters._audit import (
@@ -49,8 +62,19 @@ from icore.adapters._evidence import (
     check_output,
     classify,
 )
+from icore.adapters._features import FEATURES, Candidate, Feature, candidates, feature_names
 from icore.adapters._jsonl import load_jsonl, parse_jsonl
+from icore.adapters._llm_attribution import MODES as LLM_MODES
+from icore.adapters._llm_attribution import LLMAttributor
 from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, write_prov
+from icore.adapters._scorer import (
+    ModelSet,
+    RankedCandidate,
+    ScorerModel,
+    fit_model_set,
+    fit_scorer,
+    load_shipped_model,
+)
 from icore.adapters._trace import (
     Annotation,
     Ledger,
@@ -74,10 +98,14 @@ from icore.adapters._whowhen import (
 )
 
 __all__ = [
+    "BASELINES",
     "CAPTAIN_AGENT",
+    "FEATURES",
     "HUMAN",
     "ICORE_NS",
+    "LLM_MODES",
     "MAGENTIC_ONE",
+    "PUBLISHED",
     "PUBLISHED_BEST",
     "ROOT",
     "AdapterError",
@@ -85,21 +113,29 @@ __all__ = [
     "Attribution",
     "AttributionScore",
     "AuditResult",
+    "Candidate",
     "ChainLink",
     "Diagnosis",
     "ExportError",
+    "Feature",
+    "LLMAttributor",
     "Ledger",
     "MetricPoint",
+    "ModelSet",
+    "RankedCandidate",
     "RunSummary",
     "ScoreRow",
+    "ScorerModel",
     "Step",
     "StepKind",
     "Trace",
+    "agent_counts",
     "as_bool",
     "as_step",
     "attribute",
     "audit_path",
     "audit_trace",
+    "candidates",
     "capabilities",
     "captain_agent_declaration",
     "check_answer",
@@ -109,20 +145,32 @@ __all__ = [
     "collect_paths",
     "declaration_for",
     "detect_family",
+    "feature_names",
+    "first_error_marker",
+    "first_output_after_replan",
+    "first_unsupported",
+    "fit_model_set",
+    "fit_scorer",
     "generic_declaration",
+    "last_agent_before_answer",
     "load_captain_agent",
     "load_jsonl",
     "load_magentic_one",
+    "load_shipped_model",
     "load_trace",
     "load_who_and_when",
     "magentic_one_declaration",
+    "majority_agent",
     "name_key",
     "parse_captain_agent",
     "parse_jsonl",
     "parse_magentic_one",
     "parse_who_and_when_data",
+    "random_expectation",
+    "rank_candidates",
     "read_prov",
     "score",
+    "shipped_models",
     "speakers",
     "to_prov",
     "validate_prov",

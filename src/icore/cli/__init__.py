@@ -35,6 +35,7 @@ _MODULES = (
     "_bench_planfence",
     "_bench_state",
     "_bench_icore",
+    "_bench_attribution",
     "_audit",
     "_run",
 )
