@@ -30,7 +30,7 @@ def test_audit_folder(tmp_path: Path, magentic: dict[str, Any],
                                    "--prov"])
     assert res.exit_code == 0, res.output
     for word in ("snd", "astab", "cq", "hard flags", "stalls", "unsupported", "diagnoses",
-                 "agent-level", "random baseline", "53.5%", "imported and audited 2 run(s)"):
+                 "top candidates", "uniform random", "imported and audited 2 run(s)"):
         assert word in res.output, word
     assert (out / "index.html").exists()
     assert (out / "runs-1.html").exists() and (out / "runs-2.html").exists()

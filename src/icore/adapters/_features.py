@@ -43,7 +43,7 @@ from icore.adapters._evidence import (
     tool_facts,
 )
 from icore.adapters._trace import Step, StepKind
-from icore.state import AssertionKind
+from icore.state import AssertionKind, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("to_next_failure", "steps until the next failed certificate / run length"),
     Feature("ledger_unsupported", "an orchestrator claim at the step failed ledger_evidence"),
     Feature("unsound", "share of the step's assertions that are unsound"),
-    Feature("revoked", "the step's assertions were later revoked (superseded)"),
+    Feature("revoked", "what the step asserted was later revoked: the obligation it "
+            "created was superseded, or its result replaced"),
     Feature("unstable_assign", "the step made an ε-unstable assignment (capability mismatch)"),
     Feature("assign_gain", "the gain of that assignment (Def. 9), 0 when stable"),
     Feature("reassigned", "the speaker's obligation was reassigned to another agent later"),
@@ -201,8 +202,11 @@ def _candidates(result: AuditResult) -> list[Candidate]:
         n_assert[st] = n_assert.get(st, 0) + 1
         if not x.assertion_sound(a.id):
             n_unsound[st] = n_unsound.get(st, 0) + 1
-        if x.superseded_by(a.id) is not None and a.kind != AssertionKind.STATUS:
-            revoked.add(st)
+        if a.kind == AssertionKind.NODE and a.obligation in x.obligations and \
+                x.obligations[a.obligation].effective_status == Status.SUPERSEDED:
+            revoked.add(st)  # the obligation it created was superseded (e.g. a replan)
+        elif a.kind == AssertionKind.RESULT and x.superseded_by(a.id) is not None:
+            revoked.add(st)  # the result it submitted was replaced
     for c in x.certificates.values():
         if c.verdict:
             continue

@@ -223,14 +223,14 @@ def _hits(pred: Prediction, result: AuditResult) -> tuple[float, list[float]]:
 class _Acc:
     """Per-run hits of one (method, setting) summed over repeats, and per-fold means."""
 
-    agent: dict[str, float] = field(default_factory=dict)
-    step: dict[str, list[float]] = field(default_factory=dict)
+    agent: dict[int, float] = field(default_factory=dict)
+    step: dict[int, list[float]] = field(default_factory=dict)
     rep_agent: dict[int, list[float]] = field(default_factory=dict)
     rep_step: dict[int, list[float]] = field(default_factory=dict)
     fold_agent: list[float] = field(default_factory=list)
     fold_step: list[float] = field(default_factory=list)
 
-    def add(self, run: str, rep: int, a: float, s: list[float]) -> None:
+    def add(self, run: int, rep: int, a: float, s: list[float]) -> None:
         self.agent[run] = self.agent.get(run, 0.0) + a
         prev = self.step.get(run, [0.0] * len(TOLERANCES))
         self.step[run] = [p + v for p, v in zip(prev, s, strict=True)]
@@ -286,12 +286,14 @@ def cross_validate(results: Sequence[AuditResult], *, folds: int = 5, repeats: i
         accs: dict[tuple[str, bool | None], _Acc] = {}
         coefs: dict[bool, list[tuple[float, ...]]] = {False: [], True: []}
 
+        pos = {id(r): i for i, r in enumerate(rs)}
+
         def record(method: str, gt: bool | None, r: AuditResult, pred: Prediction,
                    rep: int, fold: int, hits: list[tuple[float, list[float]]],
                    accs: dict[tuple[str, bool | None], _Acc] = accs,
-                   fam: str = fam) -> None:
+                   fam: str = fam, pos: dict[int, int] = pos) -> None:
             a, s = _hits(pred, r)
-            accs.setdefault((method, gt), _Acc()).add(r.trace.id, rep, a, s)
+            accs.setdefault((method, gt), _Acc()).add(pos[id(r)], rep, a, s)
             hits.append((a, s))
             ann = r.trace.annotation
             preds.append(RunPrediction(r.trace.id, fam, method, gt, rep, fold, pred[0],
@@ -344,8 +346,8 @@ def cross_validate(results: Sequence[AuditResult], *, folds: int = 5, repeats: i
             if acc is None:
                 continue
             reps = repeats if key[0] in (SCORER, MAJORITY) else 1
-            per_a = [acc.agent[r.trace.id] / reps for r in rs]
-            per_s = [[acc.step[r.trace.id][i] / reps for r in rs]
+            per_a = [acc.agent[j] / reps for j in range(n)]
+            per_s = [[acc.step[j][i] / reps for j in range(n)]
                      for i in range(len(TOLERANCES))]
             learned = key[0] in (SCORER, MAJORITY)
             rows.append(MethodResult(
@@ -384,7 +386,7 @@ def with_llm_rows(ev: AttributionEval, results: Sequence[AuditResult], attributo
         k = min(ev.folds, len(set(groups)))
         if k < 2:
             continue
-        hits: dict[str, tuple[float, list[float]]] = {}
+        hits: dict[int, tuple[float, list[float]]] = {}
         split = GroupKFold(n_splits=k, shuffle=True, random_state=ev.seed)
         for fold, (tr, te) in enumerate(split.split(rs, groups=groups)):
             attributor.model = fit_scorer([rs[i] for i in tr], family=fam,
@@ -393,14 +395,14 @@ def with_llm_rows(ev: AttributionEval, results: Sequence[AuditResult], attributo
                 r = rs[i]
                 a = attributor.attribute(r)
                 pred = (a.agent, a.step) if a is not None else (None, None)
-                hits[r.trace.id] = _hits(pred, r)
+                hits[int(i)] = _hits(pred, r)
                 ann = r.trace.annotation
                 preds.append(RunPrediction(r.trace.id, fam, name, attributor.ground_truth, 0,
                                            fold, pred[0], pred[1],
                                            ann.agent if ann else None,
                                            ann.step if ann else None))
-        per_a = [hits[r.trace.id][0] for r in rs]
-        per_s = [[hits[r.trace.id][1][i] for r in rs] for i in range(len(TOLERANCES))]
+        per_a = [hits[j][0] for j in range(len(rs))]
+        per_s = [[hits[j][1][i] for j in range(len(rs))] for i in range(len(TOLERANCES))]
         rows.append(MethodResult(fam, name, attributor.ground_truth, len(rs),
                                  float(np.mean(per_a)), _bootstrap(per_a, rng),
                                  tuple(float(np.mean(v)) for v in per_s),
@@ -494,6 +496,9 @@ def markdown(ev: AttributionEval, *, weights: bool = True) -> str:
                 + f" | {_pct(r.agent_sd_repeats)} / {_pct(r.step_sd_repeats)} "
                 f"| {_pct(r.agent_sd_folds)} / {_pct(r.step_sd_folds)} |")
         lines.append("")
+        if ev.row(fam, SCORER, False) is None:
+            lines += ["Too few question groups to cross-validate (at least 2 needed): only "
+                      "the expected accuracy of a uniform guess is shown.", ""]
         lines += _verdict(ev, fam)
         pub = PUBLISHED.get(fam)
         if pub:

@@ -21,6 +21,7 @@ from icore.report._build import index_from_audits, state_views, view_from_audit
 from icore.report._model import (
     AssertionView,
     AttributionView,
+    CandidateView,
     CertificateView,
     ChainLinkView,
     DiagnosisView,
@@ -45,6 +46,7 @@ __all__ = [
     "ASSETS",
     "AssertionView",
     "AttributionView",
+    "CandidateView",
     "CertificateView",
     "ChainLinkView",
     "DiagnosisView",

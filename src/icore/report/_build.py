@@ -10,6 +10,7 @@ from icore.adapters import Attribution, AttributionScore, AuditResult
 from icore.report._model import (
     AssertionView,
     AttributionView,
+    CandidateView,
     CertificateView,
     ChainLinkView,
     DiagnosisView,
@@ -62,7 +63,11 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
             attribution.agent, attribution.step, attribution.rule,
             tuple(ChainLinkView(c.diagnosis, c.defect, c.step, c.agent, c.detail)
                   for c in attribution.chain),
-            ann.agent if ann else None, ann.step if ann else None)
+            ann.agent if ann else None, ann.step if ann else None,
+            tuple(CandidateView(c.agent, c.step, f"{c.score:.2f}",
+                                tuple((n, f"{v:.3g}", f"+{w:.2f}") for n, v, w in c.reasons))
+                  for c in attribution.candidates),
+            attribution.model)
     outcome = {True: "succeeded", False: "failed", None: "unknown"}[t.succeeded]
     summary: tuple[tuple[str, str], ...] = (
         ("family", t.family), ("source", t.file), ("messages", str(s.steps)),
