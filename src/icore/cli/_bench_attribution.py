@@ -42,8 +42,10 @@ def bench_attribution(
     """Failure attribution, cross-validated per subset (grouped k-fold, with and without
     ground truth, step tolerance ±0..±5, 95% intervals) next to the baselines."""
     console = Console(width=180)
+    where = "the given runs"
     if not paths:
         paths = [shared_data_dir() / "who_and_when"]
+        where = "the whole Who&When development half"
     for p in paths:
         refuse_special_file(p, what="trace path", dir_ok=True)
     files = collect_paths(paths)
@@ -74,8 +76,9 @@ def bench_attribution(
     for name, path in paths_out.items():
         console.print(f"{name}: {path}")
     if write_model is not None:
-        ms = fit_model_set(results, trained_on=f"all {len(results)} given runs "
-                           f"({', '.join(sorted({r.trace.family for r in results}))})")
+        fams = ", ".join(f"{sum(r.trace.family == f for r in results)} {f}"
+                         for f in sorted({r.trace.family for r in results}))
+        ms = fit_model_set(results, trained_on=f"{where} ({fams})")
         write_model.parent.mkdir(parents=True, exist_ok=True)
         write_model.write_text(json.dumps(ms.to_json(), indent=1) + "\n", encoding="utf-8")
         console.print(f"model (fitted on all {len(results)} runs): {write_model}")
