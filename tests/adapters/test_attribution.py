@@ -257,6 +257,20 @@ def test_attribute_defaults(magentic: dict[str, Any]) -> None:
     assert s.n == 1 and s.rows[0].agent == a.agent
 
 
+def test_report_shows_top_candidates(magentic: dict[str, Any], tmp_path: Path) -> None:
+    """The run report lists the top three candidates with the features that ranked them."""
+    from icore.report import render_report, view_from_audit
+
+    r = _m(magentic)
+    a = attribute(r)
+    assert a is not None
+    html = render_report(view_from_audit(r, attribution=a), tmp_path).read_text("utf-8")
+    assert 'id="attribution-candidates"' in html
+    c = a.candidates[0]
+    assert f"<td>{c.agent}</td><td>{c.step}</td>" in html
+    assert c.reasons[0][0] in html and "development half" in html
+
+
 def test_model_set_json(make_captain: Callable[..., dict[str, Any]]) -> None:
     """A fitted model set round-trips through JSON."""
     ms = fit_model_set(_captains(make_captain, 6), trained_on="test runs")

@@ -46,6 +46,7 @@ def test_all_import_and_audit(dev_results: tuple[list[AuditResult], float]) -> N
         assert r.trace.annotation is not None
 
 
+@pytest.mark.slow
 def test_attribution_cross_validated(dev_results: tuple[list[AuditResult], float]) -> None:
     """Cross-validated per subset (grouped folds, both settings, ±0..±5, 95% intervals):
     printed next to every baseline; the scorer beats the uniform guess on each subset."""
@@ -62,6 +63,7 @@ def test_attribution_cross_validated(dev_results: tuple[list[AuditResult], float
         assert len([r for r in ev.rows if r.subset == fam]) == 8
 
 
+@pytest.mark.slow
 def test_shipped_model_is_the_development_fit(dev_results: tuple[list[AuditResult], float],
                                               ) -> None:
     """The shipped model is exactly the scorer fitted on the whole development half with
