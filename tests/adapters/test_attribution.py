@@ -42,6 +42,7 @@ from icore.adapters import (
     shipped_models,
 )
 from icore.adapters._evidence import assumes, content_words, numbers, output_facts, tool_facts
+from icore.adapters._scorer import MIXES, choose_mix
 from icore.agents import LLMSettings
 from icore.bench._attribution import (
     RANDOM,
@@ -221,6 +222,17 @@ def test_scorer_learns_and_round_trips(make_captain: Callable[..., dict[str, Any
     assert top.rule == "scorer:captain_agent"
     for c in top.candidates:
         assert all(w > 0 for _, _, w in c.reasons)
+
+
+def test_mix_is_chosen_on_training_runs(make_captain: Callable[..., dict[str, Any]]) -> None:
+    """The per-step agent weight comes from an inner grouped CV over the training runs
+    (one of MIXES); with a single question group there is nothing to cross-validate."""
+    runs = _captains(make_captain, 8)
+    mix = choose_mix(runs, ground_truth=False)
+    assert mix in MIXES
+    assert fit_scorer(runs, family="captain_agent", ground_truth=False).mix == mix
+    one = _captains(make_captain, 4, questions=1)
+    assert choose_mix(one, ground_truth=False) == MIXES[0]
 
 
 def test_fit_needs_annotations(captain: dict[str, Any]) -> None:

@@ -74,8 +74,9 @@ def test_shipped_model_is_the_development_fit(dev_results: tuple[list[AuditResul
     assert set(shipped.models) == set(ms.models)
     for key, m in ms.models.items():
         got = shipped.models[key]
-        assert got.features == m.features and got.runs == m.runs
-        for a, b in ((got.step, m.step), (got.agent, m.agent)):
+        assert got.features == m.features and got.runs == m.runs and got.mix == m.mix
+        assert got.agent_step is not None and m.agent_step is not None
+        for a, b in ((got.step, m.step), (got.agent, m.agent), (got.agent_step, m.agent_step)):
             assert a.coef == pytest.approx(b.coef, abs=1e-6)
             assert a.intercept == pytest.approx(b.intercept, abs=1e-6)
 

@@ -5,9 +5,12 @@ fitted with scikit-learn's L2-regularized :class:`~sklearn.linear_model.Logistic
 (class-balanced) on annotated failed runs:
 
 - the **step model** scores each (agent, step) candidate: label 1 for the annotated step;
-- the **agent model** scores each agent of the run from its candidates' features
-  aggregated (``max:<feature>`` and ``mean:<feature>`` over the agent's steps): label 1
-  for the annotated agent.
+- the **agent models** score each agent of the run: the *aggregate* model from its
+  candidates' features aggregated (``max:<feature>`` and ``mean:<feature>`` over the
+  agent's steps), the *per-step* model from each of its candidates (label 1 for every
+  step of the annotated agent; the agent's score is the mean over its steps). The agent
+  score is ``(1 - mix) * aggregate + mix * per-step``; ``mix`` (one of :data:`MIXES`) is
+  chosen by an inner grouped cross-validation on the training runs only.
 
 The prediction is the top agent and, for the step, the best-scored candidate of that
 agent (so agent and step agree); the top three candidates are reported with the
@@ -21,8 +24,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -33,6 +37,12 @@ from icore.adapters._trace import name_key
 
 REGULARIZATION_C = 0.1
 """Inverse L2 strength of both models (fixed a priori: few runs, many candidates)."""
+
+MIXES = (0.5, 0.0, 1.0)
+"""Candidate weights of the per-step agent model (ties go to the first)."""
+
+INNER_FOLDS = 4
+"""Folds of the inner cross-validation that chooses ``mix``."""
 
 MODEL_RESOURCE = "attribution_model.json"
 """The shipped model file inside ``icore.adapters`` (trained on the whole development half)."""
@@ -107,12 +117,14 @@ class ScorerModel:
         family: the run family it was fitted on (``magentic_one``, ``captain_agent``,
             or ``any`` for all families pooled).
         ground_truth: whether the ``gt`` features are used.
-        features: candidate feature names, in step-model coefficient order (the agent
-            model's are :func:`agent_feature_names` of them).
+        features: candidate feature names, in step-model coefficient order (the aggregate
+            agent model's are :func:`agent_feature_names` of them).
         step: the step model.
-        agent: the agent model.
+        agent: the aggregate agent model.
         runs: number of training runs.
         trained_on: what it was trained on (free text, shown in reports).
+        agent_step: the per-step agent model (None: not fitted, ``mix`` ignored).
+        mix: weight of the per-step agent model in the agent score.
     """
 
     family: str
@@ -122,6 +134,8 @@ class ScorerModel:
     agent: Linear
     runs: int
     trained_on: str = ""
+    agent_step: Linear | None = None
+    mix: float = 0.0
 
     def rank(self, cands: Sequence[Candidate]) -> list[RankedCandidate]:
         """Candidates ranked best first: agent score, then step score, then earlier step."""
@@ -131,6 +145,12 @@ class ScorerModel:
         p_step = [_sigmoid(self.step.score(x)) for x in xs]
         agent_score = {a: _sigmoid(self.agent.score(v))
                        for a, v in agent_vectors(cands, self.features).items()}
+        if self.agent_step is not None and self.mix > 0:
+            per: dict[str, list[float]] = {}
+            for c, x in zip(cands, xs, strict=True):
+                per.setdefault(c.agent, []).append(_sigmoid(self.agent_step.score(x)))
+            agent_score = {a: (1 - self.mix) * p + self.mix * sum(per[a]) / len(per[a])
+                           for a, p in agent_score.items()}
         out = []
         for c, x, ps in zip(cands, xs, p_step, strict=True):
             terms = self.step.terms(x)
@@ -146,14 +166,18 @@ class ScorerModel:
         """JSON form (the shipped model file holds one per family)."""
         return {"family": self.family, "ground_truth": self.ground_truth,
                 "features": list(self.features), "step": self.step.to_json(),
-                "agent": self.agent.to_json(), "runs": self.runs, "trained_on": self.trained_on}
+                "agent": self.agent.to_json(), "runs": self.runs, "trained_on": self.trained_on,
+                "agent_step": self.agent_step.to_json() if self.agent_step else None,
+                "mix": self.mix}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ScorerModel:
         """Inverse of :meth:`to_json`."""
         return cls(str(d["family"]), bool(d["ground_truth"]), tuple(map(str, d["features"])),
                    Linear.from_json(d["step"]), Linear.from_json(d["agent"]), int(d["runs"]),
-                   str(d.get("trained_on", "")))
+                   str(d.get("trained_on", "")),
+                   Linear.from_json(d["agent_step"]) if d.get("agent_step") else None,
+                   float(d.get("mix", 0.0)))
 
 
 def agent_feature_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -178,18 +202,22 @@ def _first(cands: Sequence[Candidate], agent: str) -> int:
 
 
 def training_rows(results: Sequence[AuditResult], names: Sequence[str]
-                  ) -> tuple[list[list[float]], list[int], list[list[float]], list[int]]:
-    """Step rows (candidate features, label: the annotated step) and agent rows
-    (aggregated features, label: the annotated agent) of annotated failed runs.
+                  ) -> tuple[list[list[float]], list[int], list[list[float]], list[int],
+                             list[int]]:
+    """Step rows (candidate features, label: the annotated step), agent rows
+    (aggregated features, label: the annotated agent) and per-step agent labels
+    (label of each step row: its agent is the annotated one) of annotated failed runs.
 
     Returns:
-        (step rows, step labels, agent rows, agent labels). Runs without an annotation
-        are skipped; a run whose annotated step is no candidate has only 0 step labels.
+        (step rows, step labels, agent rows, agent labels, per-step agent labels). Runs
+        without an annotation are skipped; a run whose annotated step is no candidate
+        has only 0 step labels.
     """
     xs: list[list[float]] = []
     ys: list[int] = []
     xa: list[list[float]] = []
     ya: list[int] = []
+    yc: list[int] = []
     for r in results:
         ann = r.trace.annotation
         if ann is None or r.trace.succeeded is True:
@@ -199,10 +227,11 @@ def training_rows(results: Sequence[AuditResult], names: Sequence[str]
         for c in cands:
             xs.append(c.vector(names))
             ys.append(int(c.step == ann.step))
+            yc.append(int(bool(key) and name_key(c.agent) == key))
         for a, v in agent_vectors(cands, names).items():
             xa.append(v)
             ya.append(int(bool(key) and name_key(a) == key))
-    return xs, ys, xa, ya
+    return xs, ys, xa, ya, yc
 
 
 def _fit_linear(xs: list[list[float]], ys: list[int], c: float) -> Linear:
@@ -222,14 +251,75 @@ def _fit_linear(xs: list[list[float]], ys: list[int], c: float) -> Linear:
     if len(set(ys)) < 2:
         # nothing to separate: a constant score
         return Linear(tuple(sc.mean_), tuple(scale), tuple(0.0 for _ in scale), 0.0)
-    lr = LogisticRegression(C=c, class_weight="balanced", max_iter=2000)
+    # liblinear: exact L2 logistic regression, far faster than lbfgs on these small sets
+    lr = LogisticRegression(C=c, class_weight="balanced", solver="liblinear", max_iter=2000)
     lr.fit(z, y)
     return Linear(tuple(map(float, sc.mean_)), tuple(map(float, scale)),
                   tuple(map(float, lr.coef_[0])), float(lr.intercept_[0]))
 
 
+def group_key(result: AuditResult) -> str:
+    """The cross-validation group of a run: its ``question_ID``, else its normalized
+    question text (runs of one question must stay in one fold)."""
+    qid = result.trace.extras.get("question_ID")
+    if isinstance(qid, str | int) and str(qid).strip():
+        return f"id:{qid}"
+    return "q:" + re.sub(r"\s+", " ", result.trace.question.strip().lower())
+
+
+def _annotated(results: Sequence[AuditResult]) -> list[AuditResult]:
+    return [r for r in results if r.trace.annotation is not None
+            and r.trace.succeeded is not True]
+
+
+def _fit_parts(results: Sequence[AuditResult], names: tuple[str, ...], c: float,
+               family: str, ground_truth: bool, trained_on: str) -> ScorerModel:
+    xs, ys, xa, ya, yc = training_rows(results, names)
+    if not xs:
+        raise AdapterError("no annotated failed run to fit the attribution scorer on",
+                           file="<model>", field="annotation")
+    return ScorerModel(family, ground_truth, names, _fit_linear(xs, ys, c),
+                       _fit_linear(xa, ya, c), len(_annotated(results)), trained_on,
+                       _fit_linear(xs, yc, c), 0.0)
+
+
+def _hits(model: ScorerModel, r: AuditResult) -> int:
+    ann = r.trace.annotation
+    ranked = model.rank(candidates(r))
+    if ann is None or not ranked:
+        return 0
+    top = ranked[0]
+    return int(name_key(top.agent) == name_key(ann.agent or "")) + int(top.step == ann.step)
+
+
+def choose_mix(results: Sequence[AuditResult], *, ground_truth: bool,
+               c: float = REGULARIZATION_C, mixes: Sequence[float] = MIXES,
+               folds: int = INNER_FOLDS) -> float:
+    """``mix`` by grouped cross-validation over ``results`` (agent hits + step hits);
+    ``mixes[0]`` when there are too few question groups."""
+    from sklearn.model_selection import GroupKFold
+
+    runs = _annotated(results)
+    groups = [group_key(r) for r in runs]
+    k = min(folds, len(set(groups)))
+    if k < 2 or len(mixes) < 2:
+        return mixes[0]
+    names = feature_names(ground_truth=ground_truth)
+    total = [0] * len(mixes)
+    for tr, te in GroupKFold(n_splits=k).split(runs, groups=groups):
+        train = [runs[i] for i in tr]
+        if not any(len(set(training_rows([r], names)[1])) > 1 for r in train):
+            continue
+        base = _fit_parts(train, names, c, "inner", ground_truth, "")
+        for j, mix in enumerate(mixes):
+            m = replace(base, mix=mix)
+            total[j] += sum(_hits(m, runs[i]) for i in te)
+    return mixes[max(range(len(mixes)), key=lambda j: (total[j], -j))]
+
+
 def fit_scorer(results: Sequence[AuditResult], *, family: str, ground_truth: bool,
-               c: float = REGULARIZATION_C, trained_on: str = "") -> ScorerModel:
+               c: float = REGULARIZATION_C, trained_on: str = "",
+               mixes: Sequence[float] = MIXES) -> ScorerModel:
     """Fit the step and agent models on annotated failed runs.
 
     Args:
@@ -238,19 +328,15 @@ def fit_scorer(results: Sequence[AuditResult], *, family: str, ground_truth: boo
         ground_truth: use the ``gt`` features.
         c: inverse L2 regularization strength.
         trained_on: description stored in the model.
+        mixes: candidate weights of the per-step agent model, chosen by an inner grouped
+            cross-validation on ``results`` (:func:`choose_mix`).
 
     Raises:
         AdapterError: scikit-learn is not installed, or no run has an annotation.
     """
     names = feature_names(ground_truth=ground_truth)
-    xs, ys, xa, ya = training_rows(results, names)
-    if not xs:
-        raise AdapterError("no annotated failed run to fit the attribution scorer on",
-                           file="<model>", field="annotation")
-    runs = sum(1 for r in results if r.trace.annotation is not None
-               and r.trace.succeeded is not True)
-    return ScorerModel(family, ground_truth, names, _fit_linear(xs, ys, c),
-                       _fit_linear(xa, ya, c), runs, trained_on)
+    m = _fit_parts(results, names, c, family, ground_truth, trained_on)
+    return replace(m, mix=choose_mix(results, ground_truth=ground_truth, c=c, mixes=mixes))
 
 
 # ------------------------------------------------------------------ shipped model
@@ -306,6 +392,8 @@ def load_shipped_model() -> ModelSet:
 
 
 __all__ = [
+    "INNER_FOLDS",
+    "MIXES",
     "MODEL_RESOURCE",
     "REGULARIZATION_C",
     "Linear",
@@ -314,8 +402,10 @@ __all__ = [
     "ScorerModel",
     "agent_feature_names",
     "agent_vectors",
+    "choose_mix",
     "fit_model_set",
     "fit_scorer",
+    "group_key",
     "load_shipped_model",
     "training_rows",
 ]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ from icore.adapters._attribution import (
     random_expectation,
 )
 from icore.adapters._features import FEATURES, Candidate, candidates
-from icore.adapters._scorer import REGULARIZATION_C, ScorerModel, fit_scorer
+from icore.adapters._scorer import REGULARIZATION_C, ScorerModel, fit_scorer, group_key
 from icore.adapters._trace import name_key
 
 TOLERANCES = (0, 1, 2, 3, 4, 5)
@@ -184,14 +183,6 @@ class AttributionEval:
             "models": [m.to_json() for m in self.models.values()],
             "elapsed_s": self.elapsed_s,
         }
-
-
-def group_key(result: AuditResult) -> str:
-    """The CV group of a run: its ``question_ID``, else its normalized question text."""
-    qid = result.trace.extras.get("question_ID")
-    if isinstance(qid, str | int) and str(qid).strip():
-        return f"id:{qid}"
-    return "q:" + re.sub(r"\s+", " ", result.trace.question.strip().lower())
 
 
 def _annotated(results: Sequence[AuditResult]) -> list[AuditResult]:

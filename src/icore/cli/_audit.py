@@ -44,7 +44,8 @@ def audit(
         "scorer, trained on the whole Who&When development half); on annotated runs also "
         "print the cross-validated accuracy per subset next to the baselines."),
     folds: int = typer.Option(5, min=2, help="--attribution: k of the grouped k-fold CV."),
-    repeats: int = typer.Option(3, min=1, help="--attribution: CV repeats."),
+    repeats: int = typer.Option(1, min=1, help="--attribution: CV repeats (icore bench "
+                                "attribution uses 5)."),
     llm_base_url: str = typer.Option(
         "", help="--attribution: attribute with an LLM behind this OpenAI-compatible "
         "endpoint, X-derived evidence as context (default: LLM-free)."),
