@@ -131,15 +131,15 @@ def index_from_audits(results: Sequence[AuditResult], *,
     if score is not None:
         notes += [
             ("attribution: runs scored", str(score.n)),
-            ("agent-level accuracy (icore / random / published best)",
+            ("agent-level accuracy, cross-validated, pooled (icore / random / published best)",
              f"{_pct(score.agent_accuracy)} / {_pct(score.random_agent)} / "
              f"{_pct(score.published['agent'])}"),
-            ("step-level accuracy (icore / random / published best)",
+            ("step-level accuracy, cross-validated, pooled (icore / random / published best)",
              f"{_pct(score.step_accuracy)} / {_pct(score.random_step)} / "
              f"{_pct(score.published['step'])}"),
         ]
         for fam, v in score.by_family.items():
-            notes.append((f"{fam} (n={int(v['n'])}): agent / step",
+            notes.append((f"{fam} (n={int(v['n'])}): agent / step, cross-validated",
                           f"{_pct(v['agent_accuracy'])} / {_pct(v['step_accuracy'])} "
                           f"(random {_pct(v['random_agent'])} / {_pct(v['random_step'])})"))
     return IndexView(title, tuple(cols), tuple(rows), tuple(notes), tuple(errors))
