@@ -443,3 +443,19 @@ def test_bench_cli(tmp_path: Path, make_captain: Callable[..., dict[str, Any]]) 
     assert ModelSet.from_json(json.loads(model.read_text(encoding="utf-8"))).get(
         "captain_agent", ground_truth=False) is not None
     assert (tmp_path / "out" / "predictions.csv").exists()
+
+
+def test_audit_cli_llm_mode(tmp_path: Path, fake_chat: _FakeChat,
+                            captain: dict[str, Any]) -> None:
+    """``icore audit --attribution --llm-base-url`` asks the endpoint; the default does not."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "1.json").write_text(json.dumps(captain), encoding="utf-8")
+    res = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--attribution"])
+    assert res.exit_code == 0, res.output
+    assert "top candidates" in res.output and not fake_chat.prompts
+    res = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--attribution",
+                                   "--llm-base-url", fake_chat.url, "--llm-model", "fake",
+                                   "--llm-mode", "all-at-once"])
+    assert res.exit_code == 0, res.output
+    assert len(fake_chat.prompts) == 1 and "evidence:" in fake_chat.prompts[0]

@@ -43,7 +43,7 @@ from icore.adapters._evidence import (
     tool_facts,
 )
 from icore.adapters._trace import Step, StepKind
-from icore.state import AssertionKind, Status
+from icore.state import AssertionKind, State, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +180,8 @@ def _candidates(result: AuditResult) -> list[Candidate]:
     t = result.trace
     x = result.state
     n = max(t.length, 1)
-    tools = {a for a, d in x.decl.agents.items() if "tool" in d.roles}
+    tools = _role(x, "tool")
+    planners = _role(x, "planner")
     cands = [s for s in t.steps if _is_candidate(s, tools)]
     if not cands:
         return []
@@ -302,7 +303,7 @@ def _candidates(result: AuditResult) -> list[Candidate]:
         dc, da = drop.get(i, (0.0, 0.0))
         f = {
             "is_output": float(s.kind == StepKind.OUTPUT or (
-                s.kind == StepKind.PLAN and s.agent not in _planners(x))),
+                s.kind == StepKind.PLAN and s.agent not in planners)),
             "is_instruction": float(s.kind == StepKind.INSTRUCTION),
             "is_plan": float(s.kind == StepKind.PLAN),
             "is_bookkeeping": float(s.kind in (StepKind.LEDGER, StepKind.THOUGHT,
@@ -354,10 +355,9 @@ def _candidates(result: AuditResult) -> list[Candidate]:
     return out
 
 
-def _planners(x: object) -> set[str]:
-    decl = getattr(x, "decl", None)
-    agents = getattr(decl, "agents", {})
-    return {a for a, d in agents.items() if "planner" in d.roles}
+def _role(x: State, role: str) -> set[str]:
+    """The agents of D with ``role`` (``planner``, ``tool``, ...)."""
+    return {a for a, d in x.decl.agents.items() if role in d.roles}
 
 
 def _reason(result: AuditResult, events: Sequence[str], payload: object) -> str:
@@ -375,12 +375,9 @@ def _reason(result: AuditResult, events: Sequence[str], payload: object) -> str:
     return "claim"
 
 
-def _gain(x: object, obligations: Sequence[str]) -> float:
-    gain = getattr(x, "gain", None)
-    if gain is None:
-        return 0.0
-    vals = [float(gain(o)) for o in obligations if o in getattr(x, "obligations", {})]
-    return max(vals, default=0.0)
+def _gain(x: State, obligations: Sequence[str]) -> float:
+    """The largest gain (Def. 9) among the obligations, 0 when none exists."""
+    return max((float(x.gain(o)) for o in obligations if o in x.obligations), default=0.0)
 
 
 def _reassigned_steps(result: AuditResult) -> set[int]:
