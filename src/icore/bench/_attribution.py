@@ -410,8 +410,10 @@ def _rank(r: MethodResult) -> int:
 
 
 def best_baseline(ev: AttributionEval, subset: str, level: str) -> MethodResult | None:
-    """The baseline with the highest agent (``level="agent"``) or ±0 step accuracy."""
-    rows = [r for r in ev.rows if r.subset == subset and r.method != SCORER]
+    """The baseline (item 2 of issue 19; not the scorer, not an LLM row) with the highest
+    agent (``level="agent"``) or ±0 step accuracy."""
+    rows = [r for r in ev.rows if r.subset == subset
+            and r.method in (RANDOM, MAJORITY, *BASELINES)]
     if not rows:
         return None
     return max(rows, key=lambda r: r.agent if level == "agent" else r.step[0])
