@@ -6,7 +6,9 @@
 - :func:`audit_trace` builds X = (G, Q, Π) over the family's declaration package
   (:func:`magentic_one_declaration`, :func:`captain_agent_declaration`,
   :func:`generic_declaration`) and derives diagnoses; :func:`attribute` and :func:`score`
-  do failure attribution; :func:`to_prov` / :func:`write_prov` export PROV-JSON.
+  do failure attribution (per-candidate features from X, :data:`FEATURES`; a learned,
+  transparent scorer, :func:`fit_scorer`; baselines; an optional :class:`LLMAttributor`);
+  :func:`to_prov` / :func:`write_prov` export PROV-JSON.
 - OpenTelemetry: :func:`load_otlp` imports OTLP JSON, Phoenix and Langfuse span exports
   (no extra needed); :class:`OtelExporter` (extra ``icore[otel]``, imported on first use)
   emits live runs, fence decisions and audits as GenAI / OpenInference spans. See
@@ -20,13 +22,24 @@ See docs/audit-real-runs.md.
 from typing import TYPE_CHECKING, Any
 
 from icore.adapters._attribution import (
+    BASELINES,
+    PUBLISHED,
     PUBLISHED_BEST,
     Attribution,
     AttributionScore,
     ChainLink,
     ScoreRow,
+    agent_counts,
     attribute,
+    first_error_marker,
+    first_output_after_replan,
+    first_unsupported,
+    last_agent_before_answer,
+    majority_agent,
+    random_expectation,
+    rank_candidates,
     score,
+    shipped_models,
     speakers,
 )
 from icore.adapters._audit import (
@@ -56,7 +69,10 @@ from icore.adapters._evidence import (
     check_output,
     classify,
 )
+from icore.adapters._features import FEATURES, Candidate, Feature, candidates, feature_names
 from icore.adapters._jsonl import load_jsonl, parse_jsonl
+from icore.adapters._llm_attribution import MODES as LLM_MODES
+from icore.adapters._llm_attribution import LLMAttributor
 from icore.adapters._otel_import import (
     ICORE_LIVE,
     OTEL,
@@ -70,6 +86,14 @@ from icore.adapters._otel_import import (
 )
 from icore.adapters._otel_live import audit_live_trace
 from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, write_prov
+from icore.adapters._scorer import (
+    ModelSet,
+    RankedCandidate,
+    ScorerModel,
+    fit_model_set,
+    fit_scorer,
+    load_shipped_model,
+)
 from icore.adapters._trace import (
     Annotation,
     Ledger,
@@ -121,12 +145,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BASELINES",
     "CAPTAIN_AGENT",
+    "FEATURES",
     "HUMAN",
     "ICORE_LIVE",
     "ICORE_NS",
+    "LLM_MODES",
     "MAGENTIC_ONE",
     "OTEL",
+    "PUBLISHED",
     "PUBLISHED_BEST",
     "ROOT",
     "AdapterError",
@@ -134,19 +162,26 @@ __all__ = [
     "Attribution",
     "AttributionScore",
     "AuditResult",
+    "Candidate",
     "ChainLink",
     "Diagnosis",
     "ExportError",
+    "Feature",
+    "LLMAttributor",
     "Ledger",
     "MetricPoint",
+    "ModelSet",
     "OtelExporter",
     "OtelSpan",
     "OtlpJsonFileExporter",
+    "RankedCandidate",
     "RunSummary",
     "ScoreRow",
+    "ScorerModel",
     "Step",
     "StepKind",
     "Trace",
+    "agent_counts",
     "as_bool",
     "as_step",
     "attribute",
@@ -154,6 +189,7 @@ __all__ = [
     "audit_live_trace",
     "audit_path",
     "audit_trace",
+    "candidates",
     "capabilities",
     "captain_agent_declaration",
     "check_answer",
@@ -165,15 +201,24 @@ __all__ = [
     "declaration_for",
     "detect_family",
     "exporting",
+    "feature_names",
+    "first_error_marker",
+    "first_output_after_replan",
+    "first_unsupported",
+    "fit_model_set",
+    "fit_scorer",
     "generic_declaration",
+    "last_agent_before_answer",
     "load_captain_agent",
     "load_jsonl",
     "load_magentic_one",
     "load_otlp",
     "load_otlp_runs",
+    "load_shipped_model",
     "load_trace",
     "load_who_and_when",
     "magentic_one_declaration",
+    "majority_agent",
     "make_provider",
     "name_key",
     "otlp_json",
@@ -184,8 +229,11 @@ __all__ = [
     "parse_otlp_runs",
     "parse_spans",
     "parse_who_and_when_data",
+    "random_expectation",
+    "rank_candidates",
     "read_prov",
     "score",
+    "shipped_models",
     "spans_to_trace",
     "speakers",
     "to_prov",

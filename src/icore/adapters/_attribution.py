@@ -1,42 +1,57 @@
 """Failure attribution from iCORE diagnoses, and scoring against annotations.
 
-Method (docs/audit-real-runs.md, "Failure attribution"): for a failed run, the predicted
-responsible agent and step are those of the *first committed unsupported or unstable
-decision the failure traces back to*:
+Method (docs/audit-real-runs.md, "Failure attribution"): every (agent, step) candidate of
+a failed run gets the features of :mod:`icore.adapters._features`, read from X (failed
+certificates by kind, unsound and revoked assertions, unstable assignments, stall onset,
+loops, repeated observations, instruction coverage, cq drops, unsupported numbers); a
+transparent learned scorer (:mod:`icore.adapters._scorer`, logistic regression) ranks
+them. :func:`attribute` names the top candidate's agent and step, keeps the top three
+with the features that ranked them, and the chain of evidence: the diagnoses at the
+predicted step, the later diagnoses that cite its events or obligations, and the
+terminal diagnosis. By default it uses the shipped model, trained on the whole Who&When
+development half; every accuracy figure icore reports is cross-validated instead
+(:mod:`icore.bench._attribution`).
 
-1. the earliest ``work`` diagnosis: an agent output whose ``output_evidence``
-   certificate failed (the root of the chain: later ledger claims and the final answer
-   rest on it); its responsible agent is the repair authority of D (the assignee, i.e.
-   the agent that produced the output);
-2. if no output is unsupported, the earliest ``assignment`` (ε-unstable assignment) or
-   ``evidence`` (unsupported orchestrator claim) diagnosis: the assigner/claimant;
-3. if neither exists, the ``terminal`` diagnosis (the agent that ended the run).
-
-The chain of evidence lists the root diagnosis, the later diagnoses whose cited events
-include its events or whose obligations depend on it, and the terminal diagnosis.
-No parameter of the rule is fitted to individual files.
-
-Scoring: agent-level accuracy (case/punctuation-insensitive name match) and step-level
-accuracy (exact index) over annotated failed runs; the random baseline is the expected
-accuracy of a uniform guess computed the same way: an agent drawn from the agents that
-speak in the run, a step drawn from the run's steps.
+Baselines (same candidates, no learning unless stated): :func:`first_unsupported` (the
+earlier rule: the first output whose ``output_evidence`` certificate failed),
+:func:`first_error_marker`, :func:`last_agent_before_answer`,
+:func:`first_output_after_replan`, :func:`majority_agent` (learned on training folds) and
+the expected accuracy of a uniform guess (:func:`random_expectation`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from icore.adapters._audit import AuditResult, Diagnosis
 from icore.adapters._decl import HUMAN
-from icore.adapters._trace import name_key
+from icore.adapters._evidence import output_facts, tool_facts
+from icore.adapters._features import Candidate, candidates
+from icore.adapters._scorer import ModelSet, RankedCandidate, ScorerModel, load_shipped_model
+from icore.adapters._trace import StepKind, name_key
 
 PUBLISHED_BEST = {"agent": 0.535, "step": 0.142}
 """Best published Who&When results (Zhang et al., ICML 2025): agent-level 53.5%, step 14.2%."""
 
-_PRIORITY = (("work",), ("assignment", "evidence"), ("terminal",))
+PUBLISHED: Mapping[str, Mapping[str, tuple[float | None, float | None]]] = {
+    "captain_agent": {
+        "all-at-once (GPT-4o, with GT)": (0.543, 0.125),
+        "step-by-step (GPT-4o, with GT)": (0.352, 0.255),
+        "A2P (LLM)": (None, 0.475),
+    },
+    "magentic_one": {
+        "all-at-once (GPT-4o, with GT)": (0.552, 0.053),
+        "step-by-step (GPT-4o, with GT)": (0.345, 0.070),
+        "AgenTracer-8B (LLM)": (0.691, None),
+        "A2P (LLM)": (None, 0.293),
+    },
+}
+"""Published per-subset (agent, step) accuracies on the full Who&When dataset (issue 19);
+none is LLM-free, none is on the same runs: context, not a like-for-like comparison."""
 
+_PRIORITY = (("work",), ("assignment", "evidence"), ("terminal",))
 
 @dataclass(frozen=True, slots=True)
 class ChainLink:
@@ -56,12 +71,15 @@ class Attribution:
 
     Attributes:
         run: run id.
-        agent: predicted responsible agent (None: no diagnosis to trace back to).
+        agent: predicted responsible agent (None: nothing to attribute).
         step: predicted step (index into the source history).
-        diagnosis: id of the root diagnosis.
-        chain: root first, then what rests on it, ending with the terminal diagnosis.
-        rule: which priority level chose the root (``work``, ``assignment/evidence``,
-            ``terminal`` or ``none``).
+        diagnosis: id of the first diagnosis at the predicted step, if any.
+        chain: the diagnoses at the predicted step, then what rests on it (later
+            diagnoses citing its events or obligations), ending with the terminal one.
+        rule: how it was chosen: ``scorer:<family>`` (the learned scorer and the family
+            of the model used) or the baseline's name.
+        candidates: the top candidates (at most three) with the features that ranked them.
+        model: what the model was trained on (empty for rules).
     """
 
     run: str
@@ -70,17 +88,20 @@ class Attribution:
     diagnosis: str | None
     chain: tuple[ChainLink, ...]
     rule: str
+    candidates: tuple[RankedCandidate, ...] = ()
+    model: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
         return {
             "run": self.run, "agent": self.agent, "step": self.step,
-            "diagnosis": self.diagnosis, "rule": self.rule,
+            "diagnosis": self.diagnosis, "rule": self.rule, "model": self.model,
             "chain": [
                 {"diagnosis": c.diagnosis, "defect": c.defect, "step": c.step,
                  "agent": c.agent, "events": list(c.events), "detail": c.detail}
                 for c in self.chain
             ],
+            "candidates": [c.to_json() for c in self.candidates],
         }
 
 
@@ -88,33 +109,197 @@ def _link(d: Diagnosis) -> ChainLink:
     return ChainLink(d.id, d.defect, d.step, d.responsible, d.events, d.detail)
 
 
-def attribute(result: AuditResult) -> Attribution | None:
-    """Attribute the failure of an audited run (None if the run is recorded as successful)."""
-    if result.trace.succeeded is True:
-        return None
+def _chain(result: AuditResult, step: int | None) -> tuple[str | None, tuple[ChainLink, ...]]:
+    """The diagnoses at ``step``, the later ones resting on them, then the terminal one."""
     diags = [d for d in result.diagnoses if d.step is not None]
-    root: Diagnosis | None = None
-    rule = "none"
-    for kinds in _PRIORITY:
-        cands = [d for d in diags if d.defect in kinds]
-        if cands:
-            root = min(cands, key=lambda d: (d.step if d.step is not None else 0, d.id))
-            rule = "/".join(kinds)
-            break
-    if root is None:
-        return Attribution(result.trace.id, None, None, None, (), rule)
-    chain = [_link(root)]
-    evs = set(root.events)
-    obls = set(root.obligations)
+    roots = [d for d in diags if d.step == step and d.defect != "terminal"]
+    chain = [_link(d) for d in roots]
+    evs = {e for d in roots for e in d.events}
+    if step is not None and step in result.step_events:
+        evs.add(result.step_events[step])
+    obls = {o for d in roots for o in d.obligations}
     for d in diags:
-        if d is root or d.defect == "terminal" or (d.step or 0) < (root.step or 0):
+        if d in roots or d.defect == "terminal" or step is None or (d.step or 0) <= step:
             continue
         if evs & set(d.events) or obls & set(d.obligations):
             chain.append(_link(d))
             evs |= set(d.events)
-    chain += [_link(d) for d in result.diagnoses if d.defect == "terminal" and d is not root]
-    return Attribution(result.trace.id, root.responsible, root.step, root.id, tuple(chain),
-                       rule)
+    chain += [_link(d) for d in result.diagnoses if d.defect == "terminal"]
+    return (roots[0].id if roots else None), tuple(chain)
+
+
+_SHIPPED: list[ModelSet] = []
+
+
+def shipped_models() -> ModelSet:
+    """The shipped model set (loaded once)."""
+    if not _SHIPPED:
+        _SHIPPED.append(load_shipped_model())
+    return _SHIPPED[0]
+
+
+def rank_candidates(result: AuditResult, model: ScorerModel,
+                    cands: Sequence[Candidate] | None = None) -> list[RankedCandidate]:
+    """All candidates of a run ranked by ``model`` (best first)."""
+    return model.rank(candidates(result) if cands is None else cands)
+
+
+def attribute(result: AuditResult, *, model: ScorerModel | ModelSet | None = None,
+              ground_truth: bool = False, top: int = 3) -> Attribution | None:
+    """Attribute the failure of an audited run with the learned scorer.
+
+    Args:
+        result: the audited run.
+        model: a fitted model, a model set (the run's family is looked up, ``any`` as
+            fallback), or None for the shipped model set (trained on the whole Who&When
+            development half).
+        ground_truth: use the model of the "with ground truth" setting (features that
+            read the run's expected answer).
+        top: how many ranked candidates to keep.
+
+    Returns:
+        None if the run is recorded as successful; else the attribution (agent and step
+        None when the run has no candidate).
+
+    Raises:
+        AdapterError: the shipped model cannot be loaded, or the set has no model for
+            the run's family.
+    """
+    if result.trace.succeeded is True:
+        return None
+    ms = shipped_models() if model is None else model
+    if isinstance(ms, ModelSet):
+        m = ms.get(result.trace.family, ground_truth=ground_truth)
+        if m is None:
+            from icore.adapters._errors import AdapterError
+
+            raise AdapterError(f"no attribution model for family {result.trace.family!r}",
+                               file=result.trace.file, field="family")
+    else:
+        m = ms
+    ranked = rank_candidates(result, m)
+    if not ranked:
+        return Attribution(result.trace.id, None, None, None, _chain(result, None)[1], "none")
+    best = ranked[0]
+    did, chain = _chain(result, best.step)
+    return Attribution(result.trace.id, best.agent, best.step, did, chain,
+                       f"scorer:{m.family}", tuple(ranked[:top]), m.trained_on)
+
+
+# ------------------------------------------------------------------ baselines
+Prediction = tuple[str | None, int | None]
+"""A baseline's (agent, step)."""
+
+
+def _cands(result: AuditResult) -> list[Candidate]:
+    return candidates(result)
+
+
+def first_unsupported(result: AuditResult) -> Prediction:
+    """The earlier rule: the earliest ``work`` diagnosis (first output whose
+    ``output_evidence`` failed), else the earliest ``assignment``/``evidence`` one, else
+    the ``terminal`` one; agent = its repair authority."""
+    diags = [d for d in result.diagnoses if d.step is not None]
+    for kinds in _PRIORITY:
+        cs = [d for d in diags if d.defect in kinds]
+        if cs:
+            root = min(cs, key=lambda d: (d.step if d.step is not None else 0, d.id))
+            return root.responsible, root.step
+    return None, None
+
+
+def first_error_marker(result: AuditResult) -> Prediction:
+    """The first message showing an error marker (:mod:`icore.adapters._evidence`
+    vocabulary); a failed tool run is attributed to the candidate whose code it ran (the
+    latest candidate before it). No marker: the last candidate."""
+    cs = _cands(result)
+    if not cs:
+        return None, None
+    by_step = {c.step: c for c in cs}
+    last: Candidate | None = None
+    for s in result.trace.steps:
+        if s.index in by_step:
+            c = by_step[s.index]
+            if output_facts(s.content)["error"]:
+                return c.agent, c.step
+            last = c
+        elif s.kind == StepKind.TOOL_OUTPUT and tool_facts(s.content, s.exitcode)["error"]:
+            if last is not None:
+                return last.agent, last.step
+    return cs[-1].agent, cs[-1].step
+
+
+def _is_output(c: Candidate) -> bool:
+    return bool(c.features["is_output"])
+
+
+def last_agent_before_answer(result: AuditResult) -> Prediction:
+    """The last agent output before the message that ends the run (the final answer)."""
+    cs = _cands(result)
+    if not cs:
+        return None, None
+    steps = result.trace.steps
+    end = next((s.index for s in steps if s.terminates), steps[-1].index)
+    outs = [c for c in cs if _is_output(c) and c.step < end]
+    c = outs[-1] if outs else cs[-1]
+    return c.agent, c.step
+
+
+def first_output_after_replan(result: AuditResult) -> Prediction:
+    """The first agent output after the last plan or replan (first output if none)."""
+    cs = _cands(result)
+    if not cs:
+        return None, None
+    plans = [s.index for s in result.trace.steps if s.kind == StepKind.PLAN]
+    after = plans[-1] if plans else -1
+    outs = [c for c in cs if _is_output(c) and c.step > after] or [c for c in cs if
+                                                                   _is_output(c)] or cs
+    return outs[0].agent, outs[0].step
+
+
+def agent_counts(results: Iterable[AuditResult]) -> dict[str, int]:
+    """How often each agent (``name_key``) is the annotated culprit (training folds)."""
+    out: dict[str, int] = {}
+    for r in results:
+        ann = r.trace.annotation
+        if ann is not None and ann.agent and r.trace.succeeded is not True:
+            k = name_key(ann.agent)
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
+def majority_agent(result: AuditResult, counts: Mapping[str, int]) -> Prediction:
+    """The run's candidate agent annotated most often in training (``counts``), at its
+    first step; ties and unseen agents: the earliest speaker."""
+    cs = _cands(result)
+    if not cs:
+        return None, None
+    best = max(cs, key=lambda c: (counts.get(name_key(c.agent), 0), -c.step))
+    first = min(c.step for c in cs if c.agent == best.agent)
+    return best.agent, first
+
+
+def random_expectation(result: AuditResult, tolerance: int = 0) -> tuple[float, float]:
+    """Expected (agent, step) accuracy of a uniform guess among the run's candidates; a
+    step within ``tolerance`` of the annotated one counts as right."""
+    ann = result.trace.annotation
+    cs = _cands(result)
+    if ann is None or not cs:
+        return 0.0, 0.0
+    key = name_key(ann.agent or "")
+    agent = sum(1 for c in cs if name_key(c.agent) == key) / len(cs)
+    step = (sum(1 for c in cs if abs(c.step - ann.step) <= tolerance) / len(cs)
+            if ann.step is not None else 0.0)
+    return agent, step
+
+
+BASELINES = {
+    "first error marker": first_error_marker,
+    "last agent before the final answer": last_agent_before_answer,
+    "first output after the last replan": first_output_after_replan,
+    "first failed certificate (earlier rule)": first_unsupported,
+}
+"""The deterministic baselines, by name (majority agent and random need more inputs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +327,8 @@ class AttributionScore:
         n: runs scored.
         agent_accuracy: share with the predicted agent equal to the annotated one.
         step_accuracy: share with the predicted step equal to the annotated one.
-        random_agent: expected agent accuracy of a uniform guess among the run's speakers.
-        random_step: expected step accuracy of a uniform guess among the run's steps.
+        random_agent: expected agent accuracy of a uniform guess among the candidates.
+        random_step: expected step accuracy of a uniform guess among the candidates.
         by_family: the same four numbers (and n) per source family.
         rows: per-run rows.
         published: the best published Who&When results, for comparison.
@@ -182,27 +367,33 @@ def _agg(rows: Sequence[ScoreRow]) -> dict[str, float]:
     }
 
 
-def score(results: Iterable[AuditResult]) -> AttributionScore:
-    """Score attributions against the annotations of the annotated, failed runs."""
+def score(results: Iterable[AuditResult], *,
+          attributions: Mapping[str, Attribution | None] | None = None) -> AttributionScore:
+    """Score attributions against the annotations of the annotated, failed runs.
+
+    Args:
+        results: audited runs (unannotated and successful ones are skipped).
+        attributions: run id -> attribution to score (default: :func:`attribute` with
+            the shipped model; that is in-sample on the development half, so the
+            figures icore reports come from the cross-validation in
+            :mod:`icore.bench._attribution` instead).
+    """
     rows: list[ScoreRow] = []
     for r in results:
         ann = r.trace.annotation
         if ann is None or r.trace.succeeded is True:
             continue
-        att = attribute(r)
+        att = attributions.get(r.trace.id) if attributions is not None else attribute(r)
         agent = att.agent if att else None
         step = att.step if att else None
-        cands = speakers(r)
         true_key = name_key(ann.agent or "")
-        in_cands = any(name_key(c) == true_key for c in cands)
+        ra, rs = random_expectation(r)
         rows.append(ScoreRow(
             run=r.trace.id, family=r.trace.family, true_agent=ann.agent, true_step=ann.step,
             agent=agent, step=step,
             agent_ok=bool(agent) and name_key(agent or "") == true_key,
             step_ok=step is not None and step == ann.step,
-            random_agent=(1.0 / len(cands)) if cands and in_cands else 0.0,
-            random_step=(1.0 / r.trace.length)
-            if r.trace.length and ann.step is not None and ann.step < r.trace.length else 0.0,
+            random_agent=ra, random_step=rs,
             rule=att.rule if att else "none",
         ))
     fams = sorted({r.family for r in rows})
@@ -219,12 +410,24 @@ def score(results: Iterable[AuditResult]) -> AttributionScore:
 
 
 __all__ = [
+    "BASELINES",
+    "PUBLISHED",
     "PUBLISHED_BEST",
     "Attribution",
     "AttributionScore",
     "ChainLink",
+    "Prediction",
     "ScoreRow",
+    "agent_counts",
     "attribute",
+    "first_error_marker",
+    "first_output_after_replan",
+    "first_unsupported",
+    "last_agent_before_answer",
+    "majority_agent",
+    "random_expectation",
+    "rank_candidates",
     "score",
+    "shipped_models",
     "speakers",
 ]

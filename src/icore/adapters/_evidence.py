@@ -32,6 +32,14 @@ _CLAIM = re.compile(
     r"conclusion|in summary|therefore|thus)\b|\bTERMINATE\b",
     re.IGNORECASE,
 )
+_ASSUMPTION = re.compile(
+    r"\b(?:assum(?:e|es|ed|ing|ption)|hypothetical(?:ly)?|placeholder|simulat(?:e|ed|ing)|"
+    r"mock(?:ed)?|dummy|made[- ]up|let's say|for (?:the sake of )?(?:example|illustration)|"
+    r"sample data|example data|fictional|estimat(?:e|ed)|approximately|manually)\b",
+    re.IGNORECASE,
+)
+"""What an unsupported (assumed, simulated, estimated) result looks like in agent prose."""
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
 _INTERACTION = re.compile(r"^\s*I (?:typed|clicked|selected|entered|pressed|hovered)\b",
                           re.IGNORECASE)
 _WS = re.compile(r"\s+")
@@ -47,6 +55,16 @@ def _observation(text: str) -> str:
     """The part of a message after its first line (what the agent reports it saw)."""
     _, _, rest = text.strip().partition("\n")
     return rest or text
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers stated in ``text`` (thousands separators dropped), e.g. ``{"850000"}``."""
+    return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
+
+
+def assumes(text: str) -> bool:
+    """The text marks its result as assumed, simulated, estimated or made up."""
+    return bool(_ASSUMPTION.search(text))
 
 
 def output_facts(text: str) -> dict[str, Any]:
@@ -141,6 +159,15 @@ def normalize_answer(text: str | None) -> str:
     return re.sub(r"\.$", "", t)
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def content_words(text: str, *, min_len: int = 4) -> set[str]:
+    """The distinct lower-case words of ``text`` with at least ``min_len`` characters
+    (short function words drop out without a stop-word table)."""
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= min_len}
+
+
 def check_answer(inp: ValidatorInput) -> bool:
     """``answer_check``: the run's final answer is correct.
 
@@ -200,13 +227,16 @@ def capabilities(description: str, *, llm: bool = True) -> dict[str, float]:
 
 __all__ = [
     "KINDS",
+    "assumes",
     "capabilities",
     "check_answer",
     "check_ledger",
     "check_output",
     "classify",
+    "content_words",
     "digest",
     "normalize_answer",
+    "numbers",
     "output_facts",
     "tool_facts",
 ]

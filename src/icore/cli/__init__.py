@@ -55,6 +55,7 @@ _MODULES = (
     "_bench_state",
     "_bench_otel",
     "_bench_icore",
+    "_bench_attribution",
     "_audit",
     "_run",
 )

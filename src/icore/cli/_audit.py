@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,6 @@ from icore.adapters import (
     attribute,
     audit_file,
     collect_paths,
-    score,
     write_prov,
 )
 from icore.cli._inputs import FAIL_EXIT, fail_conditions, output_file, refuse_special_file
@@ -53,8 +53,19 @@ def audit(
     out: Path = typer.Option(
         Path("icore-audit"), "--out", "-o", help="Folder for the HTML reports (and PROV)."),
     attribution: bool = typer.Option(
-        False, "--attribution", help="Attribute each failure to an agent and step; score "
-        "against the annotations (agent/step accuracy vs a random baseline)."),
+        False, "--attribution", help="Attribute each failure to an agent and step (shipped "
+        "scorer, trained on the whole Who&When development half); on annotated runs also "
+        "print the cross-validated accuracy per subset next to the baselines."),
+    folds: int = typer.Option(5, min=2, help="--attribution: k of the grouped k-fold CV."),
+    repeats: int = typer.Option(1, min=1, help="--attribution: CV repeats (icore bench "
+                                "attribution uses 5)."),
+    llm_base_url: str = typer.Option(
+        "", help="--attribution: attribute with an LLM behind this OpenAI-compatible "
+        "endpoint, X-derived evidence as context (default: LLM-free)."),
+    llm_model: str = typer.Option("gpt-4o-mini", help="Model name for --llm-base-url."),
+    llm_mode: str = typer.Option("hybrid", help="all-at-once, step-by-step or hybrid."),
+    llm_api_key: str = typer.Option("not-needed", envvar="OPENAI_API_KEY",
+                                    help="API key sent to --llm-base-url."),
     prov: bool = typer.Option(False, "--prov", help="Also export each run as PROV-JSON."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write HTML reports."),
     json_out: Path | None = typer.Option(
@@ -90,12 +101,24 @@ def audit(
         raise typer.Exit(2)
     with output_file(json_out, what="--json file") as jf:
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
-               single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint)
+               single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,
+               llm=_LlmOptions(llm_base_url, llm_model, llm_mode, llm_api_key),
+               folds=folds, repeats=repeats)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LlmOptions:
+    """``--llm-*`` of ``--attribution`` (an empty base URL: LLM-free)."""
+
+    base_url: str
+    model: str
+    mode: str
+    api_key: str
 
 
 def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool, prov: bool,
            report: bool, single_file: bool, json_file: Any, fails: frozenset[str],
-           otlp_endpoint: str | None = None) -> None:
+           otlp_endpoint: str | None, llm: _LlmOptions, folds: int, repeats: int) -> None:
     results: list[AuditResult] = []
     errors: list[tuple[str, str]] = []
     t0 = time.perf_counter()
@@ -137,12 +160,28 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
     atts: dict[str, Attribution] = {}
     sc = None
     if attribution:
+        attr: Callable[[AuditResult], Attribution | None] = attribute
+        if llm.base_url:
+            from icore.adapters import LLMAttributor
+            from icore.agents import LLMSettings
+
+            attr = LLMAttributor(LLMSettings(base_url=llm.base_url, model=llm.model,
+                                             api_key=llm.api_key), mode=llm.mode).attribute
         for r in results:
-            a = attribute(r)
+            a = attr(r)
             if a is not None:
                 atts[r.trace.id] = a
-        sc = score(results)
-        _print_score(console, sc)
+        _print_candidates(console, atts)
+        if any(r.trace.annotation is not None and r.trace.succeeded is not True
+               for r in results):
+            from icore.bench._attribution import cross_validate, cv_score, markdown
+
+            ev = cross_validate(results, folds=folds, repeats=repeats)
+            if ev.rows:
+                from rich.markdown import Markdown
+
+                console.print(Markdown(markdown(ev, weights=False)))
+                sc = cv_score(ev)
     if prov:
         out.mkdir(parents=True, exist_ok=True)
     if report or prov:
@@ -233,22 +272,18 @@ def _unique_ids(results: list[AuditResult]) -> list[AuditResult]:
     return out
 
 
-def _print_score(console: Console, sc: object) -> None:
-    from icore.adapters import AttributionScore
-
-    assert isinstance(sc, AttributionScore)
-    t = Table("method", "agent-level", "step-level", "runs",
-              title="Failure attribution (Who&When annotations)")
-    t.add_row("icore (first unsupported/unstable decision)", f"{sc.agent_accuracy:.1%}",
-              f"{sc.step_accuracy:.1%}", str(sc.n))
-    t.add_row("random baseline (expected, same candidates)", f"{sc.random_agent:.1%}",
-              f"{sc.random_step:.1%}", str(sc.n))
-    t.add_row("published best (Who&When paper)", f"{sc.published['agent']:.1%}",
-              f"{sc.published['step']:.1%}", "")
-    for fam, v in sc.by_family.items():
-        t.add_row(f"  {fam}: icore / random",
-                  f"{v['agent_accuracy']:.1%} / {v['random_agent']:.1%}",
-                  f"{v['step_accuracy']:.1%} / {v['random_step']:.1%}", str(int(v["n"])))
+def _print_candidates(console: Console, atts: dict[str, Attribution]) -> None:
+    """The top three (agent, step) candidates of each attributed run and their features."""
+    t = Table("run", "rank", "agent", "step", "score", "features that ranked it",
+              title="Failure attribution: top candidates (shipped scorer, trained on the "
+              "whole development half; in-sample for those runs)")
+    for rid, a in atts.items():
+        for i, c in enumerate(a.candidates, 1):
+            why = ", ".join(f"{n}={v:.2g} (+{w:.2f})" for n, v, w in c.reasons)
+            t.add_row(rid if i == 1 else "", str(i), c.agent, str(c.step), f"{c.score:.2f}",
+                      why)
+        if not a.candidates:
+            t.add_row(rid, "-", str(a.agent), str(a.step), "", a.rule)
     console.print(t)
 
 

@@ -43,6 +43,7 @@ from icore.report._live import (
 from icore.report._model import (
     AssertionView,
     AttributionView,
+    CandidateView,
     CertificateView,
     ChainLinkView,
     DecisionStepView,
@@ -78,6 +79,7 @@ __all__ = [
     "ICORE_DIR",
     "AssertionView",
     "AttributionView",
+    "CandidateView",
     "CertificateView",
     "ChainLinkView",
     "DecisionStepView",

@@ -12,6 +12,7 @@ from icore.report._lineage import lineage_view
 from icore.report._model import (
     AssertionView,
     AttributionView,
+    CandidateView,
     CertificateView,
     ChainLinkView,
     DiagnosisView,
@@ -66,7 +67,11 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
             attribution.agent, attribution.step, attribution.rule,
             tuple(ChainLinkView(c.diagnosis, c.defect, c.step, c.agent, c.detail)
                   for c in attribution.chain),
-            ann.agent if ann else None, ann.step if ann else None)
+            ann.agent if ann else None, ann.step if ann else None,
+            tuple(CandidateView(c.agent, c.step, f"{c.score:.2f}",
+                                tuple((n, f"{v:.3g}", f"+{w:.2f}") for n, v, w in c.reasons))
+                  for c in attribution.candidates),
+            attribution.model)
     outcome = {True: "succeeded", False: "failed", None: "unknown"}[t.succeeded]
     summary: tuple[tuple[str, str], ...] = (
         ("family", t.family), ("source", t.file), ("messages", str(s.steps)),
@@ -170,15 +175,15 @@ def index_from_audits(results: Sequence[AuditResult], *,
     if score is not None:
         notes += [
             ("attribution: runs scored", str(score.n)),
-            ("agent-level accuracy (icore / random / published best)",
+            ("agent-level accuracy, cross-validated, pooled (icore / random / published best)",
              f"{_pct(score.agent_accuracy)} / {_pct(score.random_agent)} / "
              f"{_pct(score.published['agent'])}"),
-            ("step-level accuracy (icore / random / published best)",
+            ("step-level accuracy, cross-validated, pooled (icore / random / published best)",
              f"{_pct(score.step_accuracy)} / {_pct(score.random_step)} / "
              f"{_pct(score.published['step'])}"),
         ]
         for fam, v in score.by_family.items():
-            notes.append((f"{fam} (n={int(v['n'])}): agent / step",
+            notes.append((f"{fam} (n={int(v['n'])}): agent / step, cross-validated",
                           f"{_pct(v['agent_accuracy'])} / {_pct(v['step_accuracy'])} "
                           f"(random {_pct(v['random_agent'])} / {_pct(v['random_step'])})"))
     return IndexView(title, tuple(cols), tuple(rows), tuple(notes), tuple(errors))

@@ -144,8 +144,20 @@ class ChainLinkView:
 
 
 @dataclass(frozen=True, slots=True)
+class CandidateView:
+    """One ranked (agent, step) candidate and the features that ranked it
+    (``(feature, value, contribution)`` strings)."""
+
+    agent: str
+    step: int
+    score: str
+    reasons: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class AttributionView:
-    """Predicted responsible agent and step, the chain, and the annotation if known."""
+    """Predicted responsible agent and step, the chain, the top candidates, and the
+    annotation if known."""
 
     agent: str | None
     step: int | None
@@ -153,6 +165,8 @@ class AttributionView:
     chain: tuple[ChainLinkView, ...] = ()
     true_agent: str | None = None
     true_step: int | None = None
+    candidates: tuple[CandidateView, ...] = ()
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +433,7 @@ class IndexView:
 __all__ = [
     "AssertionView",
     "AttributionView",
+    "CandidateView",
     "CertificateView",
     "ChainLinkView",
     "DecisionStepView",
