@@ -181,7 +181,8 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                 from rich.markdown import Markdown
 
                 console.print(Markdown(markdown(ev, weights=False)))
-                sc = cv_score(ev)
+                cv = cv_score(ev)
+                sc = cv if cv.n else None  # no subset had two question groups to fold
     if prov:
         out.mkdir(parents=True, exist_ok=True)
     if report or prov:
