@@ -160,7 +160,8 @@ class Fence:
             executor's replica cache), usually the executor's store.
         log: receives every decision.
         lookup: reads the roots' records to check the arguments they bind (default:
-            ``install.lookup``); without either every call is blocked ``args_mismatch``.
+            ``install.get``: any held record, lineage complete or not - completeness is
+            the gate's check); without either every call is blocked ``args_mismatch``.
         unsafe_fail_open_ablation: ABLATION ONLY (planfence App. C). When True, blocked
             decisions authorize the action. Never set it for real tools.
 
@@ -182,8 +183,7 @@ class Fence:
         is ``store``."""
         v = GateValidator(lookup=store.lookup, ownership=store.ownership, owners=owners,
                           clock=clock, points=PointCounter(), timeout_s=timeout_s, mode=mode)
-        return cls(validator=v, install=store, log=log if log is not None else DecisionLog(),
-                   lookup=store.lookup)
+        return cls(validator=v, install=store, log=log if log is not None else DecisionLog())
 
     def _record(self, d: GateDecision) -> GateDecision:
         if self.unsafe_fail_open_ablation:
@@ -201,26 +201,28 @@ class Fence:
     def _lookup(self) -> Lookup | None:
         if self.lookup is not None:
             return self.lookup
-        return self.install.lookup if self.install is not None else None
+        return self.install.get if self.install is not None else None
 
     def _bound(self, tool: ProtectedTool, roots: tuple[RecordId, ...]
-               ) -> tuple[str, dict[str, Any] | None, str] | str | None:
-        """The binding of the one root that binds an action; a str says why none does;
-        None when some root is not available (the gate then blocks on lineage)."""
+               ) -> tuple[str, dict[str, Any] | None, str] | str:
+        """The binding of the one root that binds an action, or why there is none
+        (fail closed: an unreadable root binds nothing)."""
         lookup = self._lookup()
         if lookup is None:
             return "the fence has no lookup to read what the roots bind"
-        found, missing = [], False
+        found, missing = [], 0
         for rid in roots:
             rec = lookup(rid)
             if rec is None:
-                missing = True
+                missing += 1
                 continue
             b = binding_of(rec)
             if b is not None:
                 found.append(b)
         if not found:
-            return None if missing else "no root binds the action and its arguments"
+            if missing:
+                return f"no readable root binds the action ({missing} root(s) not held)"
+            return "no root binds the action and its arguments"
         if len(found) > 1:
             return f"{len(found)} roots bind an action; exactly one must"
         b = found[0]
@@ -231,7 +233,7 @@ class Fence:
     def _args_problem(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
                       args: Mapping[str, Any]) -> str | None:
         b = self._bound(tool, roots)
-        if b is None or isinstance(b, str):
+        if isinstance(b, str):
             return b
         try:
             got = args_digest(args)
@@ -246,7 +248,7 @@ class Fence:
         """Return the arguments the one binding root of ``roots`` binds for ``tool``
         (None when no root binds them in full, e.g. a digest-only binding)."""
         b = self._bound(tool, tuple(roots))
-        return None if b is None or isinstance(b, str) else b[1]
+        return None if isinstance(b, str) else b[1]
 
     def _replan_args(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
                      given: Mapping[str, Any] | None
@@ -255,8 +257,6 @@ class Fence:
         if given is not None:
             return given, None
         b = self._bound(tool, roots)
-        if b is None:
-            return {}, None  # a root is not available: the gate blocks on lineage
         if isinstance(b, str):
             return {}, b
         if b[1] is None:
