@@ -29,6 +29,8 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── StateError                         iCORE state (defined in icore.state)
     ├── AuditError                         iCORE-Audit (defined in icore.audit)
     ├── AdapterError (ValueError)          importers (defined in icore.adapters)
+    ├── MissingExtra (ImportError)         an optional extra is not installed
+    ├── IntegrationError                   framework integrations (icore.integrations)
     └── BenchError                         harnesses (defined in icore.bench)
 
 Higher layers define their subclasses next to their code and attach them to this tree.
@@ -62,6 +64,8 @@ class ErrorCode(enum.StrEnum):
     AUDIT = "audit"
     ADAPTER = "adapter"
     BENCH = "bench"
+    MISSING_EXTRA = "missing_extra"
+    INTEGRATION = "integration"
 
 
 class IcoreError(Exception):
@@ -190,3 +194,21 @@ class ActionBlocked(FenceError):
     """A protected action was blocked (only raised when the caller asks for it)."""
 
     code = ErrorCode.BLOCKED
+
+
+# --- optional extras and integrations ------------------------------------------------
+class MissingExtra(IcoreError, ImportError):
+    """An optional dependency is not installed; the message is the one-line install hint.
+
+    Fields: ``module`` (the missing import), ``extra`` (the icore extra that brings it).
+    """
+
+    code = ErrorCode.MISSING_EXTRA
+
+
+class IntegrationError(IcoreError):
+    """A framework integration was misused or met something it cannot map
+    (``icore.integrations``); fields name the framework, tool, key or state field.
+    """
+
+    code = ErrorCode.INTEGRATION

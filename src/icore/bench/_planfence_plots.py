@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+from icore._extras import require
 
+matplotlib = require("matplotlib", "bench", feature="icore bench planfence plots")
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle
 
 from icore.bench._planfence_analysis import Agg

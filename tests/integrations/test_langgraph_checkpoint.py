@@ -1,0 +1,106 @@
+"""RecordCheckpointSaver passes LangGraph's own conformance suite; its checkpoints are
+icore records whose lineage is the checkpoint history."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.graph import END, START, StateGraph
+
+from icore.errors import IntegrationError, OwnershipError
+from icore.integrations.langgraph import RecordCheckpointSaver, RecordStore
+from icore.memory import MemoryStore, OwnershipMap, SQLiteStore
+
+
+@checkpointer_test(name="RecordCheckpointSaver/memory")
+async def _memory_saver() -> AsyncIterator[RecordCheckpointSaver]:
+    yield RecordCheckpointSaver.in_memory()
+
+
+def test_conformance_suite_passes() -> None:
+    """Every base capability of langgraph-checkpoint-conformance passes."""
+    report = asyncio.run(validate(_memory_saver))
+    assert report.passed_all_base(), report.to_dict()
+
+
+def test_conformance_suite_passes_on_sqlite(tmp_path: Path) -> None:
+    """The same suite over a durable SQLiteStore file."""
+
+    @checkpointer_test(name="RecordCheckpointSaver/sqlite")
+    async def sqlite_saver() -> AsyncIterator[RecordCheckpointSaver]:
+        om = OwnershipMap(patterns={"lg/*": "graph"})
+        store = SQLiteStore(tmp_path / "ck.db", om, "graph")
+        try:
+            yield RecordCheckpointSaver(store)
+        finally:
+            store.close()
+
+    report = asyncio.run(validate(sqlite_saver))
+    assert report.passed_all_base()
+
+
+class _S(TypedDict, total=False):
+    n: int
+
+
+def _graph(saver: Any) -> Any:
+    g = StateGraph(_S)
+    g.add_node("inc", lambda s: {"n": s.get("n", 0) + 1})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_checkpoints_are_records_citing_their_exact_parent(tmp_path: Path) -> None:
+    """Each checkpoint record cites its parent checkpoint's record; a restart sees them."""
+    om = OwnershipMap(patterns={"lg/*": "graph"})
+    store = SQLiteStore(tmp_path / "g.db", om, "graph")
+    saver = RecordCheckpointSaver(store)
+    app = _graph(saver)
+    cfg: Any = {"configurable": {"thread_id": "t1"}}
+    assert app.invoke({"n": 0}, cfg)["n"] == 1
+    assert app.invoke({"n": 5}, cfg)["n"] == 6
+    tuples = list(saver.list(cfg))
+    assert len(tuples) >= 2
+    for t in tuples:
+        rec = saver.checkpoint_record(t.config)
+        assert rec is not None and rec.owner == "graph" and rec.type == "lg_checkpoint"
+        if t.parent_config is not None:
+            parent = saver.checkpoint_record(t.parent_config)
+            assert parent is not None and parent.id in rec.parents
+    store.close()
+    reopened = RecordCheckpointSaver(SQLiteStore(tmp_path / "g.db", om, "graph"))
+    assert [t.config for t in reopened.list(cfg)] == [t.config for t in tuples]
+    reopened.store.close()
+
+
+def test_saver_refuses_keys_it_does_not_own() -> None:
+    """The ownership map must give the saver's owner its prefix."""
+    om = OwnershipMap(patterns={"lg/*": "someone-else"})
+    with pytest.raises(IntegrationError, match="ownership map"):
+        RecordCheckpointSaver(MemoryStore(om, "graph"))
+
+
+def test_record_store_is_versioned_and_owner_checked() -> None:
+    """Puts are new versions citing the previous one; another owner's key is refused."""
+    om = OwnershipMap(patterns={"store/prefs/*": "alice", "store/shared/*": "bob"})
+    st = RecordStore(MemoryStore(om, "alice"), agent="alice")
+    st.put(("prefs", "u1"), "lang", {"v": "pt"})
+    st.put(("prefs", "u1"), "lang", {"v": "en"})
+    item = st.get(("prefs", "u1"), "lang")
+    assert item is not None and item.value == {"v": "en"}
+    hist = st.history(("prefs", "u1"), "lang")
+    assert [r.content["value"] for r in hist] == [{"v": "en"}, {"v": "pt"}]  # type: ignore[index]
+    assert hist[1].id in hist[0].parents
+    assert [i.key for i in st.search(("prefs",), filter={"v": "en"})] == ["lang"]
+    assert st.list_namespaces(prefix=("prefs",)) == [("prefs", "u1")]
+    with pytest.raises(OwnershipError):
+        st.put(("shared", "x"), "k", {"v": 1})
+    st.delete(("prefs", "u1"), "lang")
+    assert st.get(("prefs", "u1"), "lang") is None
+    assert len(st.history(("prefs", "u1"), "lang")) == 3
