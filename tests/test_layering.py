@@ -1,8 +1,8 @@
 """The import rule of design.md section 2, enforced (style habit 3).
 
 Each layer may import only the layers listed before it (plus ``icore.errors``,
-``icore._clock``, ``icore._data``, ``icore._extras`` and ``icore._files``); pure layers import no I/O or clock
-modules.
+``icore._clock``, ``icore._data``, ``icore._extras`` and ``icore._files``); pure layers
+import no I/O or clock modules.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from icore._extras import require
 matplotlib = require("matplotlib", "bench", feature="icore bench planfence plots")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Rectangle  # noqa: E402
 
-from icore.bench._planfence_analysis import Agg
+from icore.bench._planfence_analysis import Agg  # noqa: E402
 
 Aggs = dict[tuple[str, str, str], Agg]
 

@@ -28,7 +28,7 @@ from icore.records import RecordId
 
 Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """D(a): keys, or a function of the call's arguments returning them."""
-AnyReplanner = Callable[[ReplanRequest], "Replan | None | Awaitable[Replan | None]"]
+AnyReplanner = Callable[[ReplanRequest], "Replan | Awaitable[Replan | None] | None"]
 """A replanner, sync or ``async def`` (``arun`` awaits it; ``run`` needs a sync one)."""
 OnBlock = Literal["error", "raise"]
 

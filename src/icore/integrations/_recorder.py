@@ -39,6 +39,9 @@ MAX_CONTENT_CHARS = 20_000
 
 
 def _text(value: Any) -> str:
+    inner = getattr(value, "content", None)  # a framework message object: its text
+    if isinstance(inner, str):
+        value = inner
     if isinstance(value, str):
         s = value
     else:

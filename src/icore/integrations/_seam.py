@@ -11,7 +11,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from icore.fence import ActionResult, Fence, ProtectedTool, Replan, ReplanRequest
 from icore.records import RecordId
@@ -38,9 +38,8 @@ async def aexecute(fence: Fence, fn: Callable[..., Any], *, name: str, depends_o
         def sync_replan(rq: ReplanRequest) -> Replan | None:
             out = replan(rq)
             if inspect.isawaitable(out):
-                return asyncio.run_coroutine_threadsafe(
-                    _awaited(out), loop).result()
-            return out  # type: ignore[no-any-return]
+                out = asyncio.run_coroutine_threadsafe(_awaited(out), loop).result()
+            return cast("Replan | None", out)
 
     def deferred(**kw: Any) -> Any:
         return fn(**kw)  # a coroutine for an async tool: awaited below, on the loop

@@ -37,11 +37,11 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from icore.errors import IntegrationError
 from icore.memory import MemoryStore, OwnershipMap, Store
@@ -246,8 +246,8 @@ class RecordCheckpointSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         parent_id = conf.get("checkpoint_id")
-        c = dict(checkpoint)
-        values: dict[str, Any] = c.pop("channel_values", {}) or {}
+        c: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = c.pop("channel_values", None) or {}
         with self._lock:
             parents: list[RecordId] = []
             if parent_id:

@@ -161,6 +161,7 @@ class RecordingHandler(BaseCallbackHandler):
         self.recorder = recorder
         self.nodes = nodes
         self._runs: dict[UUID, tuple[str, Any]] = {}
+        self._fenced: set[UUID] = set()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -224,8 +225,11 @@ class RecordingHandler(BaseCallbackHandler):
     def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *,
                       run_id: UUID, metadata: dict[str, Any] | None = None,
                       inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """A tool starts (fenced tools are recorded by their guard)."""
-        if (metadata or {}).get("planfence"):
+        """A tool starts (fenced tools, and the tool a fenced one wraps, are recorded by
+        their guard)."""
+        if (metadata or {}).get("planfence") or kwargs.get("parent_run_id") in self._fenced:
+            with self._lock:
+                self._fenced.add(run_id)
             return
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
         with self._lock:
