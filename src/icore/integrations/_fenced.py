@@ -125,6 +125,11 @@ class FenceGuard:
         hint = _HINTS.get(reason, "the call was refused")
         return f"PlanFence blocked {name} ({reason}): {hint}. Detail: {detail}"
 
+    def claim(self, name: str) -> None:
+        """Tell the recorder that this guard records ``name``'s calls itself."""
+        if self.recorder is not None:
+            self.recorder.fenced_tools.add(name)
+
     def _finish(self, name: str, res: ActionResult) -> Gated:
         if self.recorder is not None:
             self.recorder.gate(self.agent, name, res)

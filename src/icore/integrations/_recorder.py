@@ -86,6 +86,9 @@ class RunRecorder:
         self.orchestrator = orchestrator
         self.ground_truth = ground_truth
         self.events: list[dict[str, Any]] = []
+        self.fenced_tools: set[str] = set()
+        """Tools whose calls a :class:`~icore.integrations.FenceGuard` records itself
+        (framework hooks skip them, so no call is recorded twice)."""
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ events
