@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from icore.fence import Fence, Replan, ReplanRequest
+from icore.fence import Fence, Replan, ReplanRequest, bind_action
 from icore.integrations import Replicator
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
@@ -54,21 +54,27 @@ class Trip:
         return rec
 
     def make_plan(self) -> Record:
-        """The planner derives a plan from the requirement's current version."""
+        """The planner derives a plan from the requirement's current version; the plan
+        binds the call it authorizes (``book`` and its arguments, issue 12)."""
         req = self._head("traveler", REQ)
         assert req is not None
+        dest = req.content["destination"]  # type: ignore[index]
         plan = derive(key=PLAN, owner="planner", seq=self.stores["planner"].next_seq(),
-                      content={"destination": req.content["destination"]},  # type: ignore[index]
+                      content={"destination": dest,
+                               **bind_action("book", {"destination": dest})},
                       inputs=[req])
-        self.replicator.commit(plan)
+        head = self.stores["planner"].head(PLAN)
+        # a plan re-derived from fresh inputs replaces the head without citing it
+        self.replicator.commit(plan, expected_head=head.record_id if head else None)
         return plan
 
     def replan(self, rq: ReplanRequest) -> Replan:
-        """The one replan: a fresh plan from the fresh requirement (a race may follow)."""
+        """The one replan: a fresh plan from the fresh requirement (a race may follow).
+        The fresh plan's bound arguments are the ones that run."""
         plan = self.make_plan()
         if self.race:
             self.revise(self.race.pop(0))
-        return Replan(roots=[plan.id], args={"destination": plan.content["destination"]})  # type: ignore[index]
+        return Replan(roots=[plan.id])
 
     def book(self, destination: str) -> str:
         """The real side effect."""

@@ -15,12 +15,12 @@ internal module), the only place that touches the :class:`~icore.fence.Fence` AP
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from icore.errors import ActionBlocked, IntegrationError
-from icore.fence import ActionResult, Fence, Reason, Replan, ReplanRequest
+from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _seam
 from icore.integrations._memory import Replicator
 from icore.integrations._recorder import RunRecorder
@@ -28,8 +28,10 @@ from icore.records import RecordId
 
 Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """D(a): keys, or a function of the call's arguments returning them."""
-AnyReplanner = Callable[[ReplanRequest], "Replan | Awaitable[Replan | None] | None"]
-"""A replanner, sync or ``async def`` (``arun`` awaits it; ``run`` needs a sync one)."""
+AnyReplanner = Replanner | AsyncReplanner
+"""A replanner, sync or ``async def`` (``arun`` awaits it; ``run`` needs a sync one).
+Its :class:`~icore.fence.Replan` names the fresh plan's roots; the arguments that run are
+the ones the fresh root binds (``bind_action``)."""
 OnBlock = Literal["error", "raise"]
 
 _HINTS: dict[str, str] = {
@@ -46,8 +48,8 @@ _HINTS: dict[str, str] = {
     "again later",
     Reason.INCOMPLETE_DECLARATION.value: "the tool's dependency declaration is "
     "incomplete (an application error); do not retry",
-    "args_mismatch": "the arguments differ from what the plan authorizes; call the tool "
-    "with the plan's arguments",
+    Reason.ARGS_MISMATCH.value: "the arguments differ from what the plan authorizes; call "
+    "the tool with exactly the plan's arguments",
     "no_roots": "no plan authorizes this call yet; make a plan first",
 }
 
@@ -163,7 +165,7 @@ class FenceGuard:
             raise IntegrationError("an async tool or replanner needs arun()", tool=name)
         res = _seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
-                            replan=self.replan)  # type: ignore[arg-type]
+                            replan=self.replan)  # type: ignore[arg-type]  # sync, checked
         return self._finish(name, res)
 
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],

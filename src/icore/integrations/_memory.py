@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 
 from icore.errors import IntegrationError
-from icore.memory import CommitResult, Store
+from icore.memory import FROM_PARENTS, CommitResult, ExpectedHead, Store
 from icore.records import Record, RecordId
 
 _ID = re.compile(r"\b[0-9a-f]{64}\b")
@@ -106,18 +106,27 @@ class Replicator:
                         store.install(r)
         return targets
 
-    def commit(self, record: Record, *, to: Sequence[str] | None = None) -> CommitResult:
+    def commit(self, record: Record, *, to: Sequence[str] | None = None,
+               expected_head: ExpectedHead = FROM_PARENTS) -> CommitResult:
         """Commit ``record`` at its owner's store, then :meth:`publish` it.
+
+        Args:
+            record: the owner's new version.
+            to: as in :meth:`publish`.
+            expected_head: the compare-and-set base (``Store.commit``): by default the
+                current head must be among the record's parents; pass the head it
+                replaces for a plan re-derived from fresh inputs.
 
         Raises:
             IntegrationError: the owner has no store here.
-            StoreError: the owner rules refuse the commit (nothing is installed).
+            StoreError: the owner rules refuse the commit, e.g. ``HeadConflict`` (another
+                writer moved the head; nothing is written or installed).
         """
         store = self.stores.get(record.owner)
         if store is None:
             raise IntegrationError("the record's owner has no store here", key=record.key,
                                    owner=record.owner)
-        res = store.commit(record, writer=record.owner)
+        res = store.commit(record, writer=record.owner, expected_head=expected_head)
         self.publish(record, to=to)
         return res
 

@@ -1,19 +1,19 @@
 """The one place integrations call the :class:`~icore.fence.Fence` (a small internal seam).
 
-Everything framework-specific builds on :func:`execute` / :func:`aexecute`, so a change
-of the fence's API (issue 12: arguments bound to the plan, ``Fence.aexecute``, the raw
-call private) is absorbed here.
+Everything framework-specific builds on :func:`execute` / :func:`aexecute`: the fence's
+protected action with the call's arguments bound to the plan (a root must bind exactly
+this tool and these arguments, else ``args_mismatch``; after a replan the fresh root's
+arguments run), ``Fence.aexecute`` for async tools and replanners (owners of D(a) queried
+concurrently), and no public raw call of the protected tool (issue 12,
+docs/planfence-core.md).
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from icore.fence import ActionResult, Fence, ProtectedTool, Replan, ReplanRequest
+from icore.fence import ActionResult, AsyncReplanner, Fence, ProtectedTool, Replanner
 from icore.records import RecordId
 
 Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
@@ -21,36 +21,19 @@ Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 
 def execute(fence: Fence, fn: Callable[..., Any], *, name: str, depends_on: Scope,
             roots: Sequence[RecordId], args: Mapping[str, Any],
-            replan: Callable[[ReplanRequest], Replan | None] | None) -> ActionResult:
-    """``fence.execute`` of ``fn`` as a protected tool named ``name``."""
+            replan: Replanner | None) -> ActionResult:
+    """``fence.execute`` of the sync ``fn`` as a protected tool named ``name``.
+
+    Raises:
+        AsyncRequired: ``fn`` or ``replan`` is a coroutine function.
+    """
     tool = ProtectedTool(fn, depends_on=depends_on, name=name)
     return fence.execute(tool, roots=roots, args=args, replan=replan)
 
 
 async def aexecute(fence: Fence, fn: Callable[..., Any], *, name: str, depends_on: Scope,
                    roots: Sequence[RecordId], args: Mapping[str, Any],
-                   replan: Callable[[ReplanRequest], Any] | None) -> ActionResult:
-    """The async protected action: the gate runs in a worker thread, an ``async def``
-    replanner and tool run on the caller's event loop."""
-    loop = asyncio.get_running_loop()
-    sync_replan: Callable[[ReplanRequest], Replan | None] | None = None
-    if replan is not None:
-        def sync_replan(rq: ReplanRequest) -> Replan | None:
-            out = replan(rq)
-            if inspect.isawaitable(out):
-                out = asyncio.run_coroutine_threadsafe(_awaited(out), loop).result()
-            return cast("Replan | None", out)
-
-    def deferred(**kw: Any) -> Any:
-        return fn(**kw)  # a coroutine for an async tool: awaited below, on the loop
-
-    tool = ProtectedTool(deferred, depends_on=depends_on, name=name)
-    res = await asyncio.to_thread(fence.execute, tool, roots=roots, args=args,
-                                  replan=sync_replan)
-    if res.executed and inspect.isawaitable(res.value):
-        res = replace(res, value=await res.value)
-    return res
-
-
-async def _awaited(aw: Awaitable[Any]) -> Any:
-    return await aw
+                   replan: Replanner | AsyncReplanner | None) -> ActionResult:
+    """``await fence.aexecute`` of ``fn`` (sync or ``async def``) named ``name``."""
+    tool = ProtectedTool(fn, depends_on=depends_on, name=name)
+    return await fence.aexecute(tool, roots=roots, args=args, replan=replan)
