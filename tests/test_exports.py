@@ -20,6 +20,18 @@ PINNED = {
         "OwnerAccess", "OwnerUnavailable", "OwnershipMap", "SQLiteStore", "Store",
         "check_commit_rules",
     ],
+    "icore.integrations": [
+        "AnyReplanner", "FenceGuard", "Gated", "OnBlock", "Replicator", "RunRecorder", "Scope",
+    ],
+    "icore.integrations.langgraph": [
+        "RecordCheckpointSaver", "RecordStore", "RecordingHandler", "RootsFrom",
+        "StateUpdate", "fenced_tool", "is_fenced", "recorded_node",
+    ],
+    "icore.integrations.openai_agents": [
+        "ContextRoots", "RecordingProcessor", "fenced_function_tool", "recording",
+    ],
+    "icore.integrations.ag2": ["ChatRecorder", "ContextRoots", "fenced_function",
+                               "record_agents"],
 }
 
 

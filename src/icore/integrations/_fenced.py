@@ -124,6 +124,10 @@ class FenceGuard:
         detail = res.detail or res.final.detail
         if self.replicator is not None:
             detail = self.replicator.explain(detail)
+            if reason == Reason.LINEAGE_INCOMPLETE.value and self.fence.install is not None:
+                miss = self.replicator.missing(self.fence.install, res.roots)
+                if miss:
+                    detail += f"; missing from this agent's replica: {', '.join(miss)}"
         hint = _HINTS.get(reason, "the call was refused")
         return f"PlanFence blocked {name} ({reason}): {hint}. Detail: {detail}"
 

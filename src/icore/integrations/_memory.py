@@ -130,6 +130,25 @@ class Replicator:
         self.publish(record, to=to)
         return res
 
+    def missing(self, store: Store, roots: Sequence[RecordId]) -> list[str]:
+        """``key v<seq>`` of every record on the roots' lineage that ``store`` lacks
+        (the records to replicate before the call can run), in traversal order."""
+        out: list[str] = []
+        seen: set[RecordId] = set()
+        stack = list(roots)
+        while stack:
+            rid = stack.pop()
+            if rid in seen:
+                continue
+            seen.add(rid)
+            here = store.get(rid)
+            if here is None or not here.has_content:
+                out.append(self.name(rid))
+            r = self.find(rid)
+            if r is not None:
+                stack.extend(r.parents)
+        return out
+
     def name(self, rid: str) -> str:
         """``key v<seq>`` for a record id (``unknown record <prefix>`` when no store has it)."""
         r = self.find(rid)
