@@ -3,8 +3,10 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# CrewAI pins openai<3, the OpenAI Agents SDK needs openai>=3: CrewAI gets its own venv
+CREW_VENV ?= .venv-crewai
 
-.PHONY: demo test lint typecheck bench clean venv
+.PHONY: demo test test-crewai lint typecheck bench clean venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,10 +25,19 @@ venv: $(VENV)/.installed-run
 demo: $(VENV)/.installed-run
 	$(BIN)/icore demo
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev test-crewai
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
+
+$(CREW_VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(CREW_VENV)
+	$(CREW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CREW_VENV)/bin/pip install -q -e '.[crewai-dev]'
+	touch $@
+
+test-crewai: $(CREW_VENV)/.installed
+	$(CREW_VENV)/bin/pytest -p no:cacheprovider tests/integrations/test_crewai.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples
@@ -38,4 +49,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/icore bench core
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache results
+	rm -rf $(VENV) $(CREW_VENV) build dist .pytest_cache .mypy_cache .ruff_cache results

@@ -25,8 +25,10 @@ final answer              ``termination``  ``final_answer``
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -86,41 +88,56 @@ class RunRecorder:
         self.orchestrator = orchestrator
         self.ground_truth = ground_truth
         self.events: list[dict[str, Any]] = []
+        self._at: list[float] = []
         self.fenced_tools: set[str] = set()
         """Tools whose calls a :class:`~icore.integrations.FenceGuard` records itself
         (framework hooks skip them, so no call is recorded twice)."""
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ events
-    def add(self, agent: str, kind: str, content: Any = "", **fields: Any) -> dict[str, Any]:
-        """Append one event line (``kind`` as in the generic JSONL format); return it."""
+    def add(self, agent: str, kind: str, content: Any = "", *, at: float | None = None,
+            **fields: Any) -> dict[str, Any]:
+        """Add one event line (``kind`` as in the generic JSONL format); return it.
+
+        Args:
+            agent / kind / content: the event.
+            at: when it happened (``time.time()`` seconds; default: now). Events are kept
+                in ``at`` order, so a hook that delivers late (CrewAI's threaded event
+                bus) still lands where it happened.
+            fields: extra keys kept in the line.
+        """
         line: dict[str, Any] = {"agent": str(agent), "kind": kind, "content": _text(content)}
         line.update({k: _jsonable(v) for k, v in fields.items() if v is not None})
+        when = time.time() if at is None else at
         with self._lock:
             self.agents.setdefault(str(agent), "")
-            self.events.append(line)
+            i = bisect.bisect_right(self._at, when)
+            self._at.insert(i, when)
+            self.events.insert(i, line)
         return line
 
-    def task(self, content: Any, *, agent: str = "user") -> None:
+    def task(self, content: Any, *, agent: str = "user", at: float | None = None) -> None:
         """The user's request that starts the run."""
-        self.add(agent, "task", content)
+        self.add(agent, "task", content, at=at)
 
-    def turn(self, agent: str, content: Any, **fields: Any) -> None:
+    def turn(self, agent: str, content: Any, *, at: float | None = None, **fields: Any
+             ) -> None:
         """One agent turn (an LLM output, a node's result)."""
-        self.add(agent, "output", content, **fields)
+        self.add(agent, "output", content, at=at, **fields)
 
-    def handoff(self, agent: str, to: str, content: Any = "") -> None:
+    def handoff(self, agent: str, to: str, content: Any = "", *, at: float | None = None
+                ) -> None:
         """Control passes from ``agent`` to ``to`` (a handoff, the next speaker)."""
-        self.add(agent, "instruction", content or f"handoff to {to}", to=str(to))
+        self.add(agent, "instruction", content or f"handoff to {to}", at=at, to=str(to))
 
     def plan(self, agent: str, content: Any, **fields: Any) -> None:
         """A plan was written (or rewritten by a replan)."""
         self.add(agent, "plan", content, **fields)
 
     def tool_call(self, agent: str, tool: str, args: Mapping[str, Any] | None, result: Any,
-                  *, error: bool = False, **fields: Any) -> None:
+                  *, error: bool = False, at: float | None = None, **fields: Any) -> None:
         """A tool ran (``error``: it failed or was refused) with its arguments and result."""
-        self.add(agent, "tool_output", result, tool=tool,
+        self.add(agent, "tool_output", result, at=at, tool=tool,
                  args=dict(args) if args is not None else None, exitcode=1 if error else 0,
                  **fields)
 
@@ -137,9 +154,9 @@ class RunRecorder:
             self.tool_call(agent, tool, result.args, f"BLOCKED: {result.final.reason.value}: "
                            f"{result.detail}", error=True, blocked=True)
 
-    def finish(self, agent: str, answer: Any) -> None:
+    def finish(self, agent: str, answer: Any, *, at: float | None = None) -> None:
         """The run's final answer."""
-        self.add(agent, "termination", answer, final_answer=_text(answer))
+        self.add(agent, "termination", answer, at=at, final_answer=_text(answer))
 
     # ------------------------------------------------------------------ outputs
     def header(self) -> dict[str, Any]:
