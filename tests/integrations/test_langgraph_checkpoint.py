@@ -104,3 +104,31 @@ def test_record_store_is_versioned_and_owner_checked() -> None:
     st.delete(("prefs", "u1"), "lang")
     assert st.get(("prefs", "u1"), "lang") is None
     assert len(st.history(("prefs", "u1"), "lang")) == 3
+
+
+def test_graph_nodes_use_record_store_through_the_store_api() -> None:
+    """A compiled graph with ``store=RecordStore``: nodes read and write icore records."""
+    from langgraph.runtime import Runtime
+
+    om = OwnershipMap(patterns={"store/*": "graph"})
+    st = RecordStore(MemoryStore(om, "graph"), agent="graph")
+
+    def remember(state: _S, runtime: Runtime[None]) -> dict[str, Any]:
+        assert runtime.store is not None
+        prev = runtime.store.get(("counts",), "n")
+        n = (prev.value["n"] if prev else 0) + state.get("n", 0)
+        runtime.store.put(("counts",), "n", {"n": n})
+        return {"n": n}
+
+    g = StateGraph(_S)
+    g.add_node("remember", remember)
+    g.add_edge(START, "remember")
+    g.add_edge("remember", END)
+    app = g.compile(store=st, checkpointer=RecordCheckpointSaver.in_memory())
+    cfg: Any = {"configurable": {"thread_id": "s"}}
+    assert app.invoke({"n": 2}, cfg)["n"] == 2
+    assert asyncio.run(app.ainvoke({"n": 3}, cfg))["n"] == 5
+    hist = st.history(("counts",), "n")
+    assert [r.content["value"]["n"] for r in hist] == [5, 2]  # type: ignore[index]
+    rec = st.record_of(("counts",), "n")
+    assert rec is not None and rec.owner == "graph" and hist[1].id in rec.parents
