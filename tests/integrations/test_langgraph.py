@@ -154,6 +154,7 @@ def test_no_plan_and_raise_mode(trip: Any) -> None:
     w = fenced_tool(book, fence=trip.fence, depends_on={REQ})
     out = _tool_graph(w).invoke({"messages": [_calls("Lisbon")]})
     assert out["messages"][-1].status == "error" and trip.booked == []
+    assert "no plan authorizes this call yet" in str(out["messages"][-1].content)
     trip.revise("Porto")
     strict = fenced_tool(book, fence=trip.fence, depends_on={REQ}, on_block="raise")
     with pytest.raises(ActionBlocked):

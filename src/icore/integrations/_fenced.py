@@ -128,7 +128,8 @@ class FenceGuard:
                 miss = self.replicator.missing(self.fence.install, res.roots)
                 if miss:
                     detail += f"; missing from this agent's replica: {', '.join(miss)}"
-        hint = _HINTS.get(reason, "the call was refused")
+        hint = _HINTS["no_roots"] if not res.roots else _HINTS.get(reason,
+                                                                  "the call was refused")
         return f"PlanFence blocked {name} ({reason}): {hint}. Detail: {detail}"
 
     def claim(self, name: str) -> None:
