@@ -204,3 +204,18 @@ def test_example_app_runs_and_audits(tmp_path: Path) -> None:
     assert cli.returncode == 0, cli.stderr
     assert (tmp_path / "rep" / "index.html").exists()
     assert EXAMPLES.exists()
+
+
+def test_content_and_artifact_tool_keeps_its_artifact(trip: Any) -> None:
+    """A ``response_format='content_and_artifact'`` tool's ToolMessage keeps the artifact."""
+
+    @tool(response_format="content_and_artifact")
+    def book(destination: str) -> tuple[str, dict[str, str]]:
+        """Book."""
+        return trip.book(destination), {"city": destination}
+
+    w = fenced_tool(book, fence=trip.fence, depends_on={REQ})
+    out = _tool_graph(w).invoke({"messages": [_calls("Lisbon")],
+                                 "plan_roots": [trip.first_plan.id]})
+    msg = out["messages"][-1]
+    assert msg.status == "success" and msg.artifact == {"city": "Lisbon"}

@@ -194,7 +194,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on
     wrapped = StructuredTool.from_function(
         func=run_via_loop if async_only else run_sync, coroutine=run_async, name=base.name,
         description=base.description, args_schema=wrapped_schema,
-        return_direct=base.return_direct, response_format=base.response_format,
+        return_direct=base.return_direct,  # the wrapped tool formats its own output
         handle_tool_error=True, metadata={**(base.metadata or {}), "planfence": True},
         tags=base.tags)
     return wrapped
