@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from icore._extras import require
 from icore.adapters import parse_jsonl
@@ -140,3 +142,36 @@ def test_integrations_import_only_public_api() -> None:
                 name = node.module
                 if name.startswith("icore.") and not name.startswith("icore.integrations"):
                     assert name in allowed, f"{path.name} imports {name}"
+
+
+_EVENTS = st.lists(st.tuples(
+    st.sampled_from(["task", "turn", "handoff", "plan", "tool", "tool_error", "finish"]),
+    st.text(min_size=1, max_size=12), st.text(max_size=40),
+    st.one_of(st.none(), st.floats(min_value=0, max_value=1e9, allow_nan=False))),
+    min_size=1, max_size=25)
+
+
+@given(_EVENTS)
+def test_any_recorded_run_parses_as_recorded(events: list[tuple[str, str, str, Any]]) -> None:
+    """Whatever is recorded (any names, texts, times), ``icore audit``'s importer reads
+    the same events, in time order, with the same kinds and exit codes."""
+    rec = RunRecorder("prop")
+    kinds = {"task": "task", "turn": "output", "handoff": "instruction", "plan": "plan",
+             "tool": "tool_output", "tool_error": "tool_output", "finish": "termination"}
+    for what, agent, text, at in events:
+        if what == "task":
+            rec.task(text, agent=agent, at=at)
+        elif what == "turn":
+            rec.turn(agent, text, at=at)
+        elif what == "handoff":
+            rec.handoff(agent, "other", text, at=at)
+        elif what == "plan":
+            rec.add(agent, "plan", text, at=at)
+        elif what in ("tool", "tool_error"):
+            rec.tool_call(agent, "t", {"x": text}, text, error=what == "tool_error", at=at)
+        else:
+            rec.finish(agent, text, at=at)
+    trace = rec.trace()
+    assert [s.kind.value for s in trace.steps] == rec.kinds()
+    assert sorted(rec.kinds()) == sorted(kinds[e[0]] for e in events)
+    assert rec._at == sorted(rec._at)
