@@ -12,8 +12,10 @@ process crash; pass ``synchronous="FULL"`` to also survive power loss.
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from icore.errors import StoreError
@@ -42,6 +44,14 @@ CREATE TABLE IF NOT EXISTS owner_seq (owner TEXT PRIMARY KEY, seq INTEGER NOT NU
 """
 _FORMAT = "icore-store-1"
 
+LOCK_TIMEOUT_S = 10.0
+"""How long a commit waits for another process's write transaction on the file, in s."""
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
 
 class SQLiteStore(Store):
     """A durable store in one SQLite file (WAL). See :class:`Store` for the API.
@@ -67,7 +77,7 @@ class SQLiteStore(Store):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
-                                       check_same_thread=False, timeout=10.0)
+                                       check_same_thread=False, timeout=LOCK_TIMEOUT_S)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone() \
@@ -109,7 +119,7 @@ class SQLiteStore(Store):
             s._lock.acquire()
             if s._depth == 0:
                 try:
-                    s._db.execute("BEGIN IMMEDIATE")
+                    s._begin_immediate()
                 except BaseException:
                     s._lock.release()
                     raise
@@ -123,6 +133,38 @@ class SQLiteStore(Store):
                     s._db.execute("COMMIT" if et is None else "ROLLBACK")
             finally:
                 s._lock.release()
+
+    def _begin_immediate(self) -> None:
+        """Take the file's write lock, retrying with short jittered sleeps while another
+        process holds it (SQLite's own busy handler backs off to 100 ms sleeps, which
+        starves contended writers), for at most ``LOCK_TIMEOUT_S`` seconds."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise StoreError(f"cannot start a transaction: {exc}",
+                                 path=str(self.path)) from exc
+        self._db.execute("PRAGMA busy_timeout=0")
+        try:
+            deadline = time.monotonic() + LOCK_TIMEOUT_S
+            pause = 0.0001
+            while True:
+                time.sleep(pause * (0.5 + random.random()))
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise StoreError(f"cannot start a transaction: {exc}",
+                                         path=str(self.path)) from exc
+                    if time.monotonic() > deadline:
+                        raise StoreError("the store file stayed locked by another writer",
+                                         path=str(self.path),
+                                         timeout_s=LOCK_TIMEOUT_S) from exc
+                pause = min(pause * 2, 0.002)
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
 
     def _tx(self) -> SQLiteStore._Tx:
         return SQLiteStore._Tx(self)
