@@ -28,3 +28,20 @@ def load_example(name: str) -> ModuleType:
 def trip() -> object:
     """A fresh trip world (examples/_trip.py)."""
     return load_example("_trip").Trip()
+
+
+def audit_cli(run: Path, out: Path) -> str:
+    """Run ``icore audit RUN --out OUT`` in a fresh interpreter; return its stdout.
+
+    Raises:
+        AssertionError: the command failed or wrote no report.
+    """
+    import os
+    import subprocess
+
+    env = {**os.environ, "COLUMNS": "200"}  # a wide table: run ids are not wrapped
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(run), "--out", str(out)],
+                         capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert cli.returncode == 0, cli.stderr
+    assert (out / "index.html").exists()
+    return cli.stdout

@@ -14,7 +14,7 @@ from icore.errors import ActionBlocked
 from icore.integrations import RunRecorder
 from icore.integrations.ag2 import fenced_function
 
-from .conftest import load_example
+from .conftest import audit_cli, load_example
 
 REQ = "req/trip-17"
 
@@ -63,5 +63,6 @@ def test_example_chat_runs_and_audits(tmp_path: Path) -> None:
     assert out["schema"]["properties"] == {"destination": {"type": "string",
                                                            "description": "destination"}}
     assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
+    assert "ag2-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
     assert out["events"][0] == "task" and out["events"][-1] == "termination"
     assert RunRecorder  # the recorder type the example uses

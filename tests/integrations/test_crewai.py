@@ -24,7 +24,7 @@ from icore.adapters import load_jsonl  # noqa: E402
 from icore.errors import ActionBlocked  # noqa: E402
 from icore.integrations.crewai import FencedCrewTool, fenced_crewai_tool  # noqa: E402
 
-from .conftest import load_example  # noqa: E402
+from .conftest import audit_cli, load_example  # noqa: E402
 
 REQ = "req/trip-17"
 
@@ -74,3 +74,4 @@ def test_example_crew_runs_and_audits(tmp_path: Path) -> None:
     assert out["plan_in_context"] and out["final"].startswith("Booked Porto")
     assert out["events"][0] == "task" and out["events"][-1] == "termination"
     assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
+    assert "crewai-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")

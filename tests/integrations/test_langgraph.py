@@ -7,8 +7,6 @@ model (no network).
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -26,7 +24,7 @@ from icore.errors import ActionBlocked
 from icore.integrations import RunRecorder
 from icore.integrations.langgraph import fenced_tool, is_fenced, recorded_node
 
-from .conftest import EXAMPLES, load_example
+from .conftest import audit_cli, load_example
 
 REQ = "req/trip-17"
 
@@ -198,12 +196,23 @@ def test_example_app_runs_and_audits(tmp_path: Path) -> None:
     assert out["checkpoints"] > 0 and "plan" in out["events"]
     trace = load_jsonl(tmp_path / "run.jsonl")
     assert len(trace.steps) == out["audited_steps"]
-    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(tmp_path / "run.jsonl"),
-                          "--out", str(tmp_path / "rep")], capture_output=True, text=True,
-                         timeout=120, check=False)
-    assert cli.returncode == 0, cli.stderr
-    assert (tmp_path / "rep" / "index.html").exists()
-    assert EXAMPLES.exists()
+    assert "langgraph-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
+
+
+def test_react_graph_under_ainvoke_with_the_record_checkpointer() -> None:
+    """The same ReAct graph run async: async checkpointer, async fenced tool path."""
+    mod = load_example("langgraph_app")
+    trip = load_example("_trip").Trip()
+    rec = RunRecorder("async")
+    app = mod.build(trip, rec)
+    cfg: Any = {"configurable": {"thread_id": "a"}, "callbacks": [mod.RecordingHandler(rec)]}
+    final = asyncio.run(app.ainvoke({"messages": [mod.HumanMessage("book")],
+                                     "plan_roots": [trip.first_plan.id]}, cfg))
+    assert trip.booked == ["Porto"]
+    assert [m.status for m in final["messages"] if m.type == "tool"] == ["success", "error"]
+    tup = asyncio.run(app.checkpointer.aget_tuple(cfg))
+    assert tup is not None and tup.checkpoint["channel_values"]["plan_roots"] == \
+        final["plan_roots"]
 
 
 def test_content_and_artifact_tool_keeps_its_artifact(trip: Any) -> None:

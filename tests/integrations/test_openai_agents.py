@@ -18,7 +18,7 @@ from icore.errors import ActionBlocked
 from icore.integrations import RunRecorder
 from icore.integrations.openai_agents import fenced_function_tool, recording
 
-from .conftest import load_example
+from .conftest import audit_cli, load_example
 
 REQ = "req/trip-17"
 
@@ -107,3 +107,4 @@ def test_example_app_runs_and_audits(tmp_path: Path) -> None:
     assert "second_change" in out["tool_outputs"][1] and out["plan_in_context"]
     assert out["final"].startswith("Booked Porto")
     assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
+    assert "openai-agents-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
