@@ -12,7 +12,8 @@ from icore._extras import require
 
 require("autogen", "ag2", feature="icore.integrations.ag2")
 
+from icore.integrations._context import ContextRoots  # noqa: E402
 from icore.integrations.ag2._hooks import ChatRecorder, record_agents  # noqa: E402
-from icore.integrations.ag2._tools import ContextRoots, fenced_function  # noqa: E402
+from icore.integrations.ag2._tools import fenced_function  # noqa: E402
 
 __all__ = ["ChatRecorder", "ContextRoots", "fenced_function", "record_agents"]

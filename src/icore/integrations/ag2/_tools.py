@@ -16,30 +16,14 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import Fence
 from icore.integrations import AnyReplanner, FenceGuard, Gated, Replicator, RunRecorder
 from icore.integrations import Scope as _Scope
-from icore.records import RecordId
-
-ContextRoots = str | Callable[[Any, Mapping[str, Any]], Sequence[RecordId] | None]
-"""A context key holding L(a), or ``f(context, args) -> L(a)``."""
-
-
-def _get(ctx: Any, key: str) -> Any:
-    getter = getattr(ctx, "get", None)
-    return getter(key) if callable(getter) else getattr(ctx, key, None)
-
-
-def _set(ctx: Any, key: str, value: Any) -> None:
-    setter = getattr(ctx, "set", None)  # AG2 ContextVariables
-    if callable(setter):
-        setter(key, value)
-    else:
-        ctx[key] = value
+from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 
 
 def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -52,7 +36,7 @@ def fenced_function(fn: Callable[..., Any], *, fence: Fence, depends_on: _Scope,
                     context: Any, roots: ContextRoots = "plan_roots",
                     replan: AnyReplanner | None = None, recorder: RunRecorder | None = None,
                     agent: str = "executor",
-                    state_update: Callable[[Gated], Mapping[str, Any]] | None = None,
+                    state_update: StateUpdate | None = None,
                     replicator: Replicator | None = None,
                     name: str | None = None) -> Callable[..., Any]:
     """Wrap a function an AG2 agent executes so every call passes the PlanFence gate.
@@ -85,22 +69,11 @@ def fenced_function(fn: Callable[..., Any], *, fence: Fence, depends_on: _Scope,
                        agent=agent, on_block="error", replicator=replicator)
     guard.claim(tool_name)
 
-    def plan_of(args: Mapping[str, Any]) -> Sequence[RecordId] | None:
-        if isinstance(roots, str):
-            got = _get(context, roots)
-            return list(got) if got else None
-        return roots(context, args)
-
     def settle(gated: Gated) -> Any:
         if not gated.executed:
             raise ActionBlocked(gated.message, action=tool_name,
                                 reason=gated.result.final.reason.value)
-        if gated.replanned:
-            if isinstance(roots, str):
-                _set(context, roots, list(gated.roots))
-            if state_update is not None:
-                for k, v in state_update(gated).items():
-                    _set(context, k, v)
+        write_back(context, roots, gated, state_update)
         return gated.value
 
     wrapper: Callable[..., Any]
@@ -108,14 +81,14 @@ def fenced_function(fn: Callable[..., Any], *, fence: Fence, depends_on: _Scope,
         @functools.wraps(fn)
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             a = _bind(fn, args, kwargs)
-            return settle(await guard.arun(tool_name, fn, a, plan_of(a)))
+            return settle(await guard.arun(tool_name, fn, a, plan_roots(context, roots, a)))
 
         wrapper = awrapper
     else:
         @functools.wraps(fn)
         def swrapper(*args: Any, **kwargs: Any) -> Any:
             a = _bind(fn, args, kwargs)
-            return settle(guard.run(tool_name, fn, a, plan_of(a)))
+            return settle(guard.run(tool_name, fn, a, plan_roots(context, roots, a)))
 
         wrapper = swrapper
     try:  # resolved annotations, so AG2 builds the schema without fn's module globals

@@ -11,12 +11,9 @@ from icore._extras import require
 
 require("crewai", "crewai", feature="icore.integrations.crewai")
 
+from icore.integrations._context import ContextRoots  # noqa: E402
 from icore.integrations.crewai._events import CrewRecorder, recording  # noqa: E402
-from icore.integrations.crewai._tools import (  # noqa: E402
-    ContextRoots,
-    FencedCrewTool,
-    fenced_crewai_tool,
-)
+from icore.integrations.crewai._tools import FencedCrewTool, fenced_crewai_tool  # noqa: E402
 
 __all__ = ["ContextRoots", "CrewRecorder", "FencedCrewTool", "fenced_crewai_tool",
            "recording"]

@@ -11,7 +11,6 @@ the framework records a failed call and applies the ``tool_failure_policy``), or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from crewai.tools import BaseTool
@@ -22,21 +21,7 @@ from icore.errors import IntegrationError
 from icore.fence import Fence
 from icore.integrations import AnyReplanner, FenceGuard, Gated, OnBlock, Replicator, RunRecorder
 from icore.integrations import Scope as _Scope
-from icore.records import RecordId
-
-ContextRoots = str | Callable[[Any, Mapping[str, Any]], Sequence[RecordId] | None]
-"""A context key / attribute holding L(a), or ``f(context, args) -> L(a)``."""
-
-
-def _get(ctx: Any, key: str) -> Any:
-    return ctx.get(key) if isinstance(ctx, Mapping) else getattr(ctx, key, None)
-
-
-def _set(ctx: Any, key: str, value: Any) -> None:
-    if isinstance(ctx, MutableMapping):
-        ctx[key] = value
-    else:
-        setattr(ctx, key, value)
+from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 
 
 class FencedCrewTool(BaseTool):
@@ -46,24 +31,13 @@ class FencedCrewTool(BaseTool):
     _guard: FenceGuard = PrivateAttr()
     _context: Any = PrivateAttr()
     _roots: ContextRoots = PrivateAttr()
-    _state_update: Callable[[Gated], Mapping[str, Any]] | None = PrivateAttr(default=None)
-
-    def _plan(self, args: Mapping[str, Any]) -> Sequence[RecordId] | None:
-        if isinstance(self._roots, str):
-            got = _get(self._context, self._roots)
-            return list(got) if got else None
-        return self._roots(self._context, args)
+    _state_update: StateUpdate | None = PrivateAttr(default=None)
 
     def _settle(self, gated: Gated) -> Any:
         if not gated.executed:
             return ToolFailure(message=gated.message, code=gated.result.final.reason.value,
                                retryable=False)
-        if gated.replanned:
-            if isinstance(self._roots, str):
-                _set(self._context, self._roots, list(gated.roots))
-            if self._state_update is not None:
-                for k, v in self._state_update(gated).items():
-                    _set(self._context, k, v)
+        write_back(self._context, self._roots, gated, self._state_update)
         return gated.value
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
@@ -76,7 +50,8 @@ class FencedCrewTool(BaseTool):
         def call(**a: Any) -> Any:
             return base.run(**a)
 
-        return self._settle(self._guard.run(self.name, call, kwargs, self._plan(kwargs)))
+        plan = plan_roots(self._context, self._roots, kwargs)
+        return self._settle(self._guard.run(self.name, call, kwargs, plan))
 
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
         """The gated async call (the wrapped tool's ``arun`` if it has one)."""
@@ -88,7 +63,8 @@ class FencedCrewTool(BaseTool):
             except NotImplementedError:
                 return base.run(**a)
 
-        gated = await self._guard.arun(self.name, call, kwargs, self._plan(kwargs))
+        plan = plan_roots(self._context, self._roots, kwargs)
+        gated = await self._guard.arun(self.name, call, kwargs, plan)
         return self._settle(gated)
 
 
@@ -96,7 +72,7 @@ def fenced_crewai_tool(tool: BaseTool, *, fence: Fence, depends_on: _Scope, cont
                        roots: ContextRoots = "plan_roots", replan: AnyReplanner | None = None,
                        recorder: RunRecorder | None = None, agent: str = "executor",
                        on_block: OnBlock = "error",
-                       state_update: Callable[[Gated], Mapping[str, Any]] | None = None,
+                       state_update: StateUpdate | None = None,
                        replicator: Replicator | None = None) -> FencedCrewTool:
     """Wrap a CrewAI ``BaseTool`` so every call passes the PlanFence gate.
 

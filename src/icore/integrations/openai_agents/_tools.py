@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from agents import FunctionTool, function_tool
@@ -21,25 +21,9 @@ from agents.tool_context import ToolContext
 
 from icore.errors import IntegrationError
 from icore.fence import Fence
-from icore.integrations import AnyReplanner, FenceGuard, Gated, OnBlock, Replicator, RunRecorder
+from icore.integrations import AnyReplanner, FenceGuard, OnBlock, Replicator, RunRecorder
 from icore.integrations import Scope as _Scope
-from icore.records import RecordId
-
-ContextRoots = str | Callable[[Any, Mapping[str, Any]], Sequence[RecordId] | None]
-"""A run-context attribute / key holding L(a), or ``f(context, args) -> L(a)``."""
-
-
-def _get(ctx: Any, key: str) -> Any:
-    if isinstance(ctx, Mapping):
-        return ctx.get(key)
-    return getattr(ctx, key, None)
-
-
-def _set(ctx: Any, key: str, value: Any) -> None:
-    if isinstance(ctx, MutableMapping):
-        ctx[key] = value
-    elif ctx is not None:
-        setattr(ctx, key, value)
+from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 
 
 def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *, fence: Fence,
@@ -47,7 +31,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *, fence: Fenc
                          replan: AnyReplanner | None = None,
                          recorder: RunRecorder | None = None, agent: str = "executor",
                          on_block: OnBlock = "error",
-                         state_update: Callable[[Gated], Mapping[str, Any]] | None = None,
+                         state_update: StateUpdate | None = None,
                          replicator: Replicator | None = None) -> FunctionTool:
     """Wrap an Agents SDK tool so every call passes the PlanFence gate.
 
@@ -90,24 +74,14 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *, fence: Fenc
         if not isinstance(args, dict):
             return f"the arguments of {base.name} must be a JSON object"
         context = ctx.context
-        if isinstance(roots, str):
-            got = _get(context, roots)
-            plan: Sequence[RecordId] | None = list(got) if got else None
-        else:
-            plan = roots(context, args)
 
         async def call(**a: Any) -> Any:
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
-        gated = await guard.arun(base.name, call, args, plan)
+        gated = await guard.arun(base.name, call, args, plan_roots(context, roots, args))
         if not gated.executed:
             return gated.message
-        if gated.replanned:
-            if isinstance(roots, str):
-                _set(context, roots, list(gated.roots))
-            if state_update is not None:
-                for k, v in state_update(gated).items():
-                    _set(context, k, v)
+        write_back(context, roots, gated, state_update)
         return gated.value
 
     wrapped = copy.copy(base)
