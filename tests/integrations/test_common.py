@@ -175,3 +175,13 @@ def test_any_recorded_run_parses_as_recorded(events: list[tuple[str, str, str, A
     assert [s.kind.value for s in trace.steps] == rec.kinds()
     assert sorted(rec.kinds()) == sorted(kinds[e[0]] for e in events)
     assert rec._at == sorted(rec._at)
+
+
+@pytest.mark.parametrize("framework", ["langgraph", "openai_agents", "ag2", "crewai"])
+def test_docs_page_starts_with_a_ten_line_snippet(framework: str) -> None:
+    """docs/integrations-<framework>.md opens with a <= 10-line snippet using the package."""
+    page = SRC.parents[1] / "docs" / f"integrations-{framework.replace('_', '-')}.md"
+    text = page.read_text(encoding="utf-8").split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(text.splitlines()) <= 10
+    assert f"from icore.integrations.{framework} import" in text
+    ast.parse(text)
