@@ -66,3 +66,41 @@ def test_example_chat_runs_and_audits(tmp_path: Path) -> None:
     assert "ag2-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
     assert out["events"][0] == "task" and out["events"][-1] == "termination"
     assert RunRecorder  # the recorder type the example uses
+
+
+def test_hooks_record_plain_tools_turns_and_the_answer() -> None:
+    """An unfenced function and ordinary turns go through the message hooks."""
+    from autogen import ConversableAgent, register_function
+
+    from icore.integrations.ag2 import record_agents
+
+    mod = load_example("ag2_app")
+
+    def weather(city: str) -> str:
+        """Weather in a city."""
+        if city == "Atlantis":
+            raise ValueError("no such city")
+        return f"sunny in {city}"
+
+    a = ConversableAgent("asker", llm_config=mod.OFFLINE_LLM, human_input_mode="NEVER")
+    b = ConversableAgent("runner", llm_config=False, human_input_mode="NEVER",
+                         is_termination_msg=lambda m: "TERMINATE" in str(m.get("content")))
+    register_function(weather, caller=a, executor=b, description="Weather in a city.")
+    script = iter([
+        {"content": None, "tool_calls": [
+            {"id": "w1", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city": "Porto"}'}},
+            {"id": "w2", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city": "Atlantis"}'}}]},
+        {"content": "Porto is sunny. TERMINATE"}])
+    a.register_reply([ConversableAgent, None], lambda *args, **kw: (True, next(script)),
+                     position=0)
+    rec = RunRecorder("plain")
+    record_agents(rec, a, b)
+    b.initiate_chat(a, message="weather?", max_turns=3, silent=True)
+    tools = [e for e in rec.events if e["kind"] == "tool_output"]
+    assert [(e["args"]["city"], e["exitcode"]) for e in tools] == [("Porto", 0),
+                                                                  ("Atlantis", 1)]
+    assert rec.events[0]["kind"] == "task" and rec.events[0]["content"] == "weather?"
+    assert rec.events[-1] == {**rec.events[-1], "kind": "termination",
+                              "final_answer": "Porto is sunny."}

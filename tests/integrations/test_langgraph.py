@@ -228,3 +228,30 @@ def test_content_and_artifact_tool_keeps_its_artifact(trip: Any) -> None:
                                  "plan_roots": [trip.first_plan.id]})
     msg = out["messages"][-1]
     assert msg.status == "success" and msg.artifact == {"city": "Lisbon"}
+
+
+def test_handler_records_plain_tools_and_errors() -> None:
+    """Unfenced tools: the callback handler records arguments, results and errors."""
+    from icore.integrations.langgraph import RecordingHandler
+
+    @tool
+    def weather(city: str) -> str:
+        """Weather."""
+        if city == "Atlantis":
+            raise ValueError("no such city")
+        return f"sunny in {city}"
+
+    g = StateGraph(_S)
+    g.add_node("tools", ToolNode([weather], handle_tool_errors=True))
+    g.add_edge(START, "tools")
+    g.add_edge("tools", END)
+    rec = RunRecorder("plain")
+    msg = AIMessage("", tool_calls=[
+        {"name": "weather", "args": {"city": "Porto"}, "id": "w1"},
+        {"name": "weather", "args": {"city": "Atlantis"}, "id": "w2"}])
+    g.compile().invoke({"messages": [msg]}, {"callbacks": [RecordingHandler(rec)]})
+    tools = sorted((e for e in rec.events if e["kind"] == "tool_output"),
+                   key=lambda e: e["args"]["city"])
+    assert [(e["args"]["city"], e["exitcode"]) for e in tools] == [("Atlantis", 1),
+                                                                  ("Porto", 0)]
+    assert tools[1]["content"] == "sunny in Porto" and tools[0]["agent"] == "tools"
