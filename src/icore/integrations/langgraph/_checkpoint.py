@@ -296,6 +296,46 @@ class RecordCheckpointSaver(BaseCheckpointSaver[str]):
                     if self._head(key) is not None:
                         self._commit(key, _TOMBSTONE, {"deleted": True})
 
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread: each record gets a twin under the target thread that cites the
+        source record (provenance) and the twins of its parents (the exact parent chain,
+        channel values and pending writes all copied)."""
+        src, dst = _q(str(source_thread_id)), _q(str(target_thread_id))
+        twin: dict[RecordId, RecordId] = {}
+        with self._lock:
+            for kind in ("blob", "ckpt", "writes"):
+                recs = [r for k in self._keys(f"{self.prefix}/{kind}/{src}/")
+                        if (r := self._head(k)) is not None]
+                if kind == "ckpt":  # parents before children
+                    recs.sort(key=lambda r: str(r.content["checkpoint_id"]))  # type: ignore[index]
+                for r in recs:
+                    content = r.content
+                    if kind == "ckpt" and isinstance(content, dict):
+                        content = {**content, "thread_id": str(target_thread_id)}
+                    new_key = r.key.replace(f"/{kind}/{src}/", f"/{kind}/{dst}/", 1)
+                    parents = [twin[p] for p in r.parents if p in twin] + [r.id]
+                    twin[r.id] = self._commit(new_key, r.type, content, parents).id
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Tombstone the checkpoints (and their pending writes) whose metadata names one
+        of ``run_ids``; channel values stay (later checkpoints may share them)."""
+        runs = {str(r) for r in run_ids}
+        with self._lock:
+            for key in self._keys(f"{self.prefix}/ckpt/"):
+                r = self._head(key)
+                if r is None or not isinstance(r.content, dict):
+                    continue
+                meta = self.serde.loads_typed(_dec(r.content["metadata"]))  # type: ignore[arg-type]
+                if str(meta.get("run_id")) not in runs:
+                    continue
+                c = r.content
+                wp = self._writes_prefix(str(c["thread_id"]), str(c["checkpoint_ns"]),
+                                         str(c["checkpoint_id"]))
+                for wk in self._keys(wp):
+                    if self._head(wk) is not None:
+                        self._commit(wk, _TOMBSTONE, {"deleted": True})
+                self._commit(key, _TOMBSTONE, {"deleted": True})
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Monotone, sortable channel versions (``<n:032>.<digest>``)."""
         if current is None:
@@ -332,3 +372,11 @@ class RecordCheckpointSaver(BaseCheckpointSaver[str]):
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""
         self.delete_thread(thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        self.copy_thread(source_thread_id, target_thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        self.delete_for_runs(run_ids)
