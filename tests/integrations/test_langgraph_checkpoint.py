@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import END, START, StateGraph
 
@@ -137,3 +139,68 @@ def test_graph_nodes_use_record_store_through_the_store_api() -> None:
     assert [r.content["value"]["n"] for r in hist] == [5, 2]  # type: ignore[index]
     rec = st.record_of(("counts",), "n")
     assert rec is not None and rec.owner == "graph" and hist[1].id in rec.parents
+
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("put"), st.sampled_from(["a", "b"]), st.sampled_from(["", "sub"]),
+              st.integers(0, 9), st.dictionaries(st.sampled_from(["x", "y", "z"]),
+                                                  st.integers(-5, 5), max_size=3)),
+    st.tuples(st.just("writes"), st.sampled_from(["a", "b"]), st.sampled_from(["", "sub"]),
+              st.integers(0, 9), st.sampled_from(["t1", "t2"])),
+    st.tuples(st.just("delete"), st.sampled_from(["a", "b"]))), max_size=18)
+
+
+def _snapshot(saver: Any) -> list[tuple[Any, ...]]:
+    out = []
+    for t in saver.list(None):
+        c = t.checkpoint
+        out.append((t.config["configurable"]["thread_id"],
+                    t.config["configurable"]["checkpoint_ns"],
+                    t.config["configurable"]["checkpoint_id"],
+                    (t.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
+                    sorted(c["channel_values"].items()), dict(t.metadata or {}),
+                    sorted(t.pending_writes or [])))
+    return sorted(out)
+
+
+@settings(max_examples=40)
+@given(_OPS)
+def test_behaves_like_langgraphs_in_memory_saver(ops: list[tuple[Any, ...]]) -> None:
+    """Any sequence of puts (forks included), pending writes and deletes leaves the icore
+    saver listing exactly what LangGraph's own InMemorySaver lists."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    savers = [InMemorySaver(), RecordCheckpointSaver.in_memory()]
+    made: dict[tuple[str, str], list[str]] = {}
+    n = 0
+    for op in ops:
+        if op[0] == "put":
+            _, thread, ns, pick, values = op
+            n += 1
+            cid = f"{n:08d}"
+            prev = made.get((thread, ns), [])
+            parent = prev[pick % len(prev)] if prev and pick < 7 else None
+            vers = {k: f"{n:032}.{i:016}" for i, k in enumerate(sorted(values))}
+            for s in savers:
+                cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+                if parent:
+                    cfg["configurable"]["checkpoint_id"] = parent
+                ck: Any = {"v": 1, "id": cid, "ts": "2026-01-01T00:00:00+00:00",
+                           "channel_values": dict(values), "channel_versions": vers,
+                           "versions_seen": {}, "updated_channels": None}
+                s.put(cfg, ck, {"step": n, "source": "loop"}, vers)
+            made.setdefault((thread, ns), []).append(cid)
+        elif op[0] == "writes":
+            _, thread, ns, pick, task = op
+            prev = made.get((thread, ns), [])
+            if not prev:
+                continue
+            cfg = {"configurable": {"thread_id": thread, "checkpoint_ns": ns,
+                                    "checkpoint_id": prev[pick % len(prev)]}}
+            for s in savers:
+                s.put_writes(cfg, [("x", pick), ("y", task)], task)
+        else:
+            for s in savers:
+                s.delete_thread(op[1])
+            made = {k: v for k, v in made.items() if k[0] != op[1]}
+    assert _snapshot(savers[1]) == _snapshot(savers[0])
