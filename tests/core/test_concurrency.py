@@ -8,7 +8,6 @@ import base64
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,9 +49,7 @@ class SQLiteThreads(ConcurrentWriters):
     have their own connection (the file's write transaction)."""
 
     def start(self) -> list[Writer]:
-        if not hasattr(self, "tmp"):
-            self.tmp = tempfile.TemporaryDirectory()
-        db = Path(self.tmp.name) / "w.sqlite"
+        db = self.scratch() / "w.sqlite"
         self.stores = [SQLiteStore(db, HOT_OWNERSHIP, "w") for _ in range(self.WRITERS - 1)]
         return [StoreWriter(self.stores[i % len(self.stores)]) for i in range(self.WRITERS)]
 
@@ -62,12 +59,6 @@ class SQLiteThreads(ConcurrentWriters):
 
     def reader(self) -> Store:
         return self.stores[0]
-
-    def teardown(self) -> None:
-        super().teardown()
-        if hasattr(self, "tmp"):
-            self.tmp.cleanup()
-
 
 class ProcWriter:
     """A writer process (``_writer_proc.py``) with its own SQLiteStore on the file."""
@@ -112,9 +103,7 @@ class SQLiteProcesses(ConcurrentWriters):
     """Writer processes on one SQLite file; the reader is this process's own store."""
 
     def start(self) -> list[Writer]:
-        if not hasattr(self, "tmp"):
-            self.tmp = tempfile.TemporaryDirectory()
-        db = Path(self.tmp.name) / "w.sqlite"
+        db = self.scratch() / "w.sqlite"
         self.store = SQLiteStore(db, HOT_OWNERSHIP, "w")
         self.procs = [ProcWriter(db) for _ in range(self.WRITERS)]
         return list(self.procs)
@@ -126,12 +115,6 @@ class SQLiteProcesses(ConcurrentWriters):
 
     def reader(self) -> Store:
         return self.store
-
-    def teardown(self) -> None:
-        super().teardown()
-        if hasattr(self, "tmp"):
-            self.tmp.cleanup()
-
 
 TestMemoryThreads = MemoryThreads.TestCase
 TestMemoryThreads.settings = STATEFUL

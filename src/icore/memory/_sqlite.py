@@ -74,6 +74,7 @@ class SQLiteStore(Store):
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._after_commit: list[Record] = []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
@@ -130,7 +131,11 @@ class SQLiteStore(Store):
             s._depth -= 1
             try:
                 if s._depth == 0:
+                    done, s._after_commit = s._after_commit, []
                     s._db.execute("COMMIT" if et is None else "ROLLBACK")
+                    if et is None:
+                        for rec in done:
+                            s._cache[rec.id] = rec
             finally:
                 s._lock.release()
 
@@ -217,7 +222,9 @@ class SQLiteStore(Store):
                              (rec.key, rec.id, rec.seq))
             self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
                              (rec.owner, rec.seq, rec.id))
-        self._cache.pop(rec.id, None)
+        # the verified record with content, cached once the transaction commits: the
+        # next version's parent check reads it
+        self._after_commit.append(rec)
         if not complete:
             self._incomplete.add(rec.id)
 

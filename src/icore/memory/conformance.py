@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -564,9 +565,17 @@ class ConcurrentWriters(RuleBasedStateMachine):
             assert (head.record_id if head else None) == (last.id if last else None)
         assert r.owner_seq(HOT_OWNER) == max((x.seq for x in self.acked), default=0)
 
+    def scratch(self) -> Path:
+        """A folder for the backend's files, kept across restarts, removed at teardown."""
+        if not hasattr(self, "_tmp"):
+            self._tmp = tempfile.TemporaryDirectory()
+        return Path(self._tmp.name)
+
     def teardown(self) -> None:
         if hasattr(self, "writers"):
             self.stop()
+        if hasattr(self, "_tmp"):
+            self._tmp.cleanup()
 
 
 class StoreWriter:
