@@ -108,3 +108,17 @@ def test_example_app_runs_and_audits(tmp_path: Path) -> None:
     assert out["final"].startswith("Booked Porto")
     assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
     assert "openai-agents-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
+
+
+def test_recording_restores_the_installed_processors() -> None:
+    """``recording`` leaves the SDK's processors as it found them."""
+    from agents.tracing import get_trace_provider
+
+    multi = get_trace_provider()._multi_processor  # type: ignore[attr-defined]
+    before = list(multi._processors)
+    with recording(RunRecorder("x")) as proc:
+        assert proc in multi._processors and len(multi._processors) == len(before) + 1
+    assert list(multi._processors) == before and proc.active is False
+    with recording(RunRecorder("y"), exclusive=True) as proc2:
+        assert list(multi._processors) == [proc2]
+    assert list(multi._processors) == before

@@ -30,6 +30,7 @@ from agents.tracing import (
     get_trace_provider,
 )
 
+from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 
 
@@ -60,6 +61,8 @@ class RecordingProcessor(TracingProcessor):
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
+        self.active = True
+        """Set False to stop recording (the processor stays registered, inert)."""
         self._agent: dict[str, str] = {}
         self._last: dict[str, tuple[str, str]] = {}
         self._tasked: set[str] = set()
@@ -74,6 +77,8 @@ class RecordingProcessor(TracingProcessor):
 
     def on_trace_end(self, trace: Trace) -> None:
         """A run ends: its last model text is the final answer."""
+        if not self.active:
+            return
         with self._lock:
             last = self._last.pop(trace.trace_id, None)
             self._agent.pop(trace.trace_id, None)
@@ -83,6 +88,8 @@ class RecordingProcessor(TracingProcessor):
 
     def on_span_start(self, span: Span[Any]) -> None:
         """An agent span names the agent that speaks next."""
+        if not self.active:
+            return
         data = span.span_data
         if isinstance(data, AgentSpanData):
             with self._lock:
@@ -119,6 +126,8 @@ class RecordingProcessor(TracingProcessor):
 
     def on_span_end(self, span: Span[Any]) -> None:
         """Map a finished span to recorder events."""
+        if not self.active:
+            return
         data = span.span_data
         if isinstance(data, GenerationSpanData):
             self._turn(span, data.input, data.output)
@@ -158,17 +167,29 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         exclusive: for the block, this processor replaces the installed ones (nothing
             leaves the process, e.g. in tests); otherwise it is added next to them.
 
-    The processors installed before are restored afterwards.
+    The processors installed before are restored afterwards. When the SDK's provider
+    does not expose them, the processor is only switched off at the end (and
+    ``exclusive`` is refused, since the others could not be put back).
+
+    Raises:
+        IntegrationError: ``exclusive`` with a provider whose processors are unknown.
     """
     provider = get_trace_provider()
     multi = getattr(provider, "_multi_processor", None)
-    before = list(getattr(multi, "_processors", ()))
+    known = getattr(multi, "_processors", None)
+    before = list(known) if isinstance(known, tuple | list) else None
     proc = RecordingProcessor(recorder)
     if exclusive:
+        if before is None:
+            raise IntegrationError("cannot replace the trace processors of this provider",
+                                   framework="openai_agents",
+                                   provider=type(provider).__name__)
         provider.set_processors([proc])
     else:
         provider.register_processor(proc)
     try:
         yield proc
     finally:
-        provider.set_processors(before)
+        proc.active = False
+        if before is not None:
+            provider.set_processors(before)
