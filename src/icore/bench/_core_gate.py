@@ -9,6 +9,7 @@ asserts a time.
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -113,14 +114,14 @@ def _run_for(fn: Callable[[], None], seconds: float) -> tuple[int, float]:
 
 
 BEFORE_COMMITS_PER_S: dict[str, tuple[float, float]] = {
-    "memory": (27_400.0, 94_700.0),
-    "sqlite": (4_100.0, 15_800.0),
-    "sqlite-full": (209.0, 5_800.0),
+    "memory": (26_300.0, 94_700.0),
+    "sqlite": (3_380.0, 15_800.0),
+    "sqlite-full": (156.0, 5_800.0),
 }
 """Single-writer (commits/s wall, commits per CPU-second) on the code before issue 12
 (commit b43cb0e: no lock, no base check, checks outside the transaction), same workload
 (:func:`single_writer_commits`), measured 2026-12-01 on the shared 2-core dev machine
-(load ~14): wall = best of 6 runs, CPU = median of 10, alternating with the new code."""
+(load ~14): medians of 6 (wall) and 10 (CPU) runs, alternating with the new code."""
 
 
 @dataclass(frozen=True)
@@ -136,16 +137,7 @@ class CommitRate:
     per_cpu_s: float
 
 
-def single_writer_commits(kind: str, *, n: int = 5000, synchronous: str = "NORMAL"
-                          ) -> CommitRate:
-    """Measure one writer revising 64 keys; each version cites the key's previous one
-    (the compare-and-set base), each commit its own transaction.
-
-    Args:
-        kind: ``memory`` or ``sqlite`` (WAL).
-        n: number of commits.
-        synchronous: SQLite ``synchronous`` pragma.
-    """
+def _commit_rates(kind: str, n: int, synchronous: str) -> tuple[float, float]:
     om = OwnershipMap({}, {"req/*": "a"})
     last: dict[str, str] = {}
     recs = []
@@ -164,7 +156,24 @@ def single_writer_commits(kind: str, *, n: int = 5000, synchronous: str = "NORMA
             s.commit(r, writer="a")
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         s.close()
-    return CommitRate(n / dt, n / max(dc, 1e-9))
+    return n / dt, n / max(dc, 1e-9)
+
+
+def single_writer_commits(kind: str, *, n: int = 5000, synchronous: str = "NORMAL",
+                          repeat: int = 3) -> CommitRate:
+    """Measure one writer revising 64 keys; each version cites the key's previous one
+    (the compare-and-set base), each commit its own transaction. Medians of ``repeat``
+    runs (the machine is shared).
+
+    Args:
+        kind: ``memory`` or ``sqlite`` (WAL).
+        n: number of commits per run.
+        synchronous: SQLite ``synchronous`` pragma.
+        repeat: runs (>= 1).
+    """
+    runs = [_commit_rates(kind, n, synchronous) for _ in range(max(1, repeat))]
+    return CommitRate(statistics.median(r[0] for r in runs),
+                      statistics.median(r[1] for r in runs))
 
 
 @dataclass(frozen=True)
