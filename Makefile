@@ -6,9 +6,11 @@ PYTEST_ARGS ?=
 # Arize Phoenix, the real OTLP receiver of the OpenTelemetry tests, in its own venv (its
 # dependency tree is large and pinned): ~90 s and ~850 MB once (#16)
 PHOENIX_VENV ?= .venv-phoenix
+# CrewAI pins openai<3, the OpenAI Agents SDK needs openai>=3: CrewAI gets its own venv
+CREW_VENV ?= .venv-crewai
 
-.PHONY: demo test test-browser chromium lint typecheck bench clean venv phoenix nats-dev \
-	matched-nats
+.PHONY: demo test test-browser test-crewai chromium lint typecheck bench clean venv phoenix \
+	nats-dev matched-nats
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,7 +37,7 @@ phoenix: $(PHOENIX_VENV)/.installed
 demo: $(VENV)/.installed-run
 	$(BIN)/icore demo
 
-test: $(VENV)/.installed-dev chromium $(PHOENIX_VENV)/.installed
+test: $(VENV)/.installed-dev chromium $(PHOENIX_VENV)/.installed test-crewai
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
@@ -61,6 +63,15 @@ chromium:
 test-browser: $(VENV)/.installed-dev chromium
 	$(BIN)/pytest tests/report/test_browser.py -p no:randomly $(PYTEST_ARGS)
 
+$(CREW_VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(CREW_VENV)
+	$(CREW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CREW_VENV)/bin/pip install -q -e '.[crewai-dev]'
+	touch $@
+
+test-crewai: $(CREW_VENV)/.installed
+	$(CREW_VENV)/bin/pytest -p no:cacheprovider tests/integrations/test_crewai.py
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples
 
@@ -80,4 +91,5 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/icore bench core
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) build dist .pytest_cache .mypy_cache .ruff_cache results
+	rm -rf $(VENV) $(PHOENIX_VENV) $(CREW_VENV) build dist .pytest_cache .mypy_cache \
+		.ruff_cache results

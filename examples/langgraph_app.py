@@ -1,138 +1,112 @@
-"""A LangGraph app protected by PlanFence, with iCORE events, without restructuring it.
+"""A LangGraph ReAct graph whose tool is fenced by PlanFence and whose run is audited.
 
-The graph is an ordinary LangGraph ``StateGraph``: plan -> revise -> execute. The
-``book`` tool is an ordinary LangChain ``@tool``. Two wrappers add the protection:
+An ordinary graph (agent -> tools -> agent, a checkpointer) with LangChain's own scripted
+chat model. ``fenced_tool`` gates every ``book`` call against the plan in graph state
+(``plan_roots``): the first call's plan is stale, so it replans once and books the fresh
+destination, writing the fresh plan back into graph state; the second call meets a
+second change and is blocked: the model gets a ``ToolMessage`` with ``status="error"``.
+``RecordingHandler`` records the run; ``icore audit`` reads the file.
 
-* ``fenced_tool(book, ...)`` routes every call through the PlanFence gate: the plan must
-  descend from the owner's current requirement (D(a) = {req/trip-17}) and bind the call
-  (``bind_action``: the tool and its arguments are part of the plan, so a call with other
-  arguments is blocked ``args_mismatch``); after the post-plan revision the gate asks for
-  one replan and books the destination the fresh plan binds;
-* ``recorded_node(...)`` turns each node call into an iCORE event.
-
-Run: ``python examples/langgraph_app.py``
+Run: ``python examples/langgraph_app.py [out.jsonl]``
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import sys
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
 
-from icore.agents._langgraph import (
-    GraphRecorder,
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _trip import REQ, Trip
+
+from icore.integrations import RunRecorder
+from icore.integrations.langgraph import (
+    RecordCheckpointSaver,
+    RecordingHandler,
     fenced_tool,
-    langgraph_declaration,
-    last_result,
-    recorded_node,
 )
-from icore.fence import Fence, Replan, ReplanRequest, bind_action
-from icore.memory import LocalOwners, MemoryStore, OwnershipMap
-from icore.records import Record, derive
-from icore.state import State
-
-REQ, PLAN = "req/trip-17", "plan/trip-17"
 
 
-class TripState(TypedDict, total=False):
-    """The graph state."""
+class TripState(TypedDict):
+    """Graph state: the conversation and the plan's record ids."""
 
-    destination: str
-    booked: str
+    messages: Annotated[list[AnyMessage], add_messages]
+    plan_roots: list[str]
 
 
-def build() -> tuple[Any, dict[str, Any]]:
-    """Build the app; return the compiled graph and its context (stores, recorder)."""
-    ownership = OwnershipMap({REQ: "traveler", PLAN: "planner"})
-    traveler = MemoryStore(ownership, "traveler")
-    planner = MemoryStore(ownership, "planner")
-    executor = MemoryStore(ownership, "executor")
-    owners = LocalOwners({"traveler": traveler, "planner": planner})
-    r3 = Record.create(key=REQ, owner="traveler", seq=1, type="requirement",
-                       content={"destination": "Lisbon"})
-    traveler.commit(r3, writer="traveler")
-    for s in (planner, executor):
-        s.install(r3)
-    x = State(langgraph_declaration(["planner", "traveler", "executor"]))
-    recorder = GraphRecorder(x, agent="executor")
-    current: dict[str, Any] = {}
-    booked: list[str] = []
+class ScriptedChat(GenericFakeChatModel):
+    """LangChain's fake chat model; tools are bound by the graph, turns come scripted."""
 
-    def make_plan(req: Record) -> Record:
-        dest = req.content["destination"]
-        plan = derive(key=PLAN, owner="planner", seq=planner.next_seq(), type="plan",
-                      content={"destination": dest,
-                               **bind_action("book", {"destination": dest})}, inputs=[req])
-        # a re-derived plan names the head it replaces instead of citing it as a parent
-        head = planner.head(PLAN)
-        planner.commit(plan, writer="planner",
-                       expected_head=None if head is None else head.record_id)
-        executor.install(plan)
-        current["roots"] = [plan.id]
-        return plan
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+def _call(dest: str, n: int) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "book", "args": {"destination": dest},
+                                      "id": f"call-{n}"}])
+
+
+def build(trip: Trip, recorder: RunRecorder) -> Any:
+    """The compiled graph (fenced tool, scripted model, icore checkpointer)."""
 
     @tool
     def book(destination: str) -> str:
         """Book a hotel in the destination city."""
-        booked.append(destination)
-        return f"booked {destination}"
+        return trip.book(destination)
 
-    def replan(rq: ReplanRequest) -> Replan:
-        # the fresh plan's bound arguments are the ones executed
-        return Replan(roots=[make_plan(rq.fresh[REQ]).id])
+    safe_book = fenced_tool(book, fence=trip.fence, depends_on={REQ}, roots="plan_roots",
+                            replan=trip.replan, recorder=recorder,
+                            replicator=trip.replicator)
+    model = ScriptedChat(messages=trip.script(
+        _call("Lisbon", 1), _call("Porto", 2),
+        AIMessage("Booked Porto; the second booking was refused by PlanFence.")))
+    llm = model.bind_tools([safe_book])
 
-    fence = Fence.for_store(executor, owners)
-    safe_book = fenced_tool(book, fence=fence, depends_on={REQ},
-                            roots=lambda: current["roots"], replan=replan,
-                            recorder=recorder)
-
-    def plan_node(state: TripState) -> TripState:
-        req = planner.get(planner.installed_head(REQ).record_id)  # type: ignore[union-attr]
-        assert req is not None
-        return {"destination": make_plan(req).content["destination"]}
-
-    def revise_node(state: TripState) -> TripState:
-        prev = traveler.get(traveler.head(REQ).record_id)  # type: ignore[union-attr]
-        assert prev is not None
-        r4 = derive(key=REQ, owner="traveler", seq=traveler.next_seq(), type="requirement",
-                    content={"destination": "Porto"}, inputs=[prev])
-        traveler.commit(r4, writer="traveler")
-        executor.install(r4)  # the executor already holds the fresh fact
-        return {}
-
-    def execute_node(state: TripState) -> TripState:
-        return {"booked": str(safe_book.invoke({"destination": state["destination"]}))}
+    def agent(state: TripState) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
 
     g = StateGraph(TripState)
-    g.add_node("plan", recorded_node(plan_node, recorder=recorder, name="plan",
-                                     agent="planner"))
-    g.add_node("revise", recorded_node(revise_node, recorder=recorder, name="revise",
-                                       agent="traveler"))
-    g.add_node("execute", recorded_node(execute_node, recorder=recorder, name="execute"))
-    g.add_edge(START, "plan")
-    g.add_edge("plan", "revise")
-    g.add_edge("revise", "execute")
-    g.add_edge("execute", END)
-    ctx = {"recorder": recorder, "state": x, "booked": booked, "tool": safe_book,
-           "fence": fence}
-    return g.compile(), ctx
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([safe_book]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    g.add_edge("agent", END)
+    return g.compile(checkpointer=RecordCheckpointSaver.in_memory())
 
 
-def main() -> dict[str, Any]:
-    """Run the app once; print and return what happened."""
-    app, ctx = build()
-    out = app.invoke({})
-    res = last_result(ctx["tool"])
-    summary = {"booked": out.get("booked"), "tool_calls": ctx["booked"],
-               "replanned": bool(res and res.replanned),
-               "gate": [f"{d.outcome.value}/{d.reason.value}" for d in res.decisions]
-               if res else [],
-               "events": [e["type"] for e in ctx["recorder"].events],
-               "icore_events": len(ctx["state"].events)}
+def main(out: str | None = None) -> dict[str, Any]:
+    """Run the graph once; print and return what happened."""
+    trip = Trip()
+    rec = RunRecorder("langgraph-trip", question="Book a hotel for trip 17")
+    app = build(trip, rec)
+    cfg: Any = {"configurable": {"thread_id": "trip-17"},
+                "callbacks": [RecordingHandler(rec)]}
+    final = app.invoke({"messages": [HumanMessage("Book a hotel for trip 17")],
+                        "plan_roots": [trip.first_plan.id]}, cfg)
+    tool_msgs = [m for m in final["messages"] if m.type == "tool"]
+    if out:
+        rec.write(out)
+    audit = rec.audit()
+    summary = {
+        "booked": trip.booked,
+        "tool_status": [m.status for m in tool_msgs],
+        "blocked_reason": tool_msgs[-1].content if tool_msgs else "",
+        "plan_in_state": final["plan_roots"] != [trip.first_plan.id],
+        "checkpoints": len(list(app.checkpointer.list(cfg))),
+        "events": rec.kinds(),
+        "audited_steps": len(audit.trace.steps),
+    }
     print(summary)
     return summary
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

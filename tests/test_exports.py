@@ -28,6 +28,18 @@ PINNED = {
         "connect_nats", "create_buckets", "decode_key", "encode_key", "nats_certs",
         "nats_server_binary", "server_config",
     ],
+    "icore.integrations": [
+        "AnyReplanner", "FenceGuard", "Gated", "OnBlock", "Replicator", "RunRecorder", "Scope",
+    ],
+    "icore.integrations.langgraph": [
+        "RecordCheckpointSaver", "RecordStore", "RecordingHandler", "RootsFrom",
+        "StateUpdate", "fenced_tool", "is_fenced", "recorded_node",
+    ],
+    "icore.integrations.openai_agents": [
+        "ContextRoots", "RecordingProcessor", "fenced_function_tool", "recording",
+    ],
+    "icore.integrations.ag2": ["ChatRecorder", "ContextRoots", "fenced_function",
+                               "record_agents"],
 }
 
 

@@ -1,8 +1,8 @@
 """The import rule of design.md section 2, enforced (style habit 3).
 
 Each layer may import only the layers listed before it (plus ``icore.errors``,
-``icore._clock``, ``icore._data`` and ``icore._files``); pure layers import no I/O or clock
-modules.
+``icore._clock``, ``icore._data``, ``icore._extras`` and ``icore._files``); pure layers
+import no I/O or clock modules.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "icore"
 LAYERS = ["records", "memory", "fence", "net", "state", "audit", "workloads", "agents",
-          "adapters", "bench", "report", "cli"]
-SHARED = {"errors", "_clock", "_data", "_files", "__main__", ""}
+          "adapters", "bench", "report", "integrations", "cli"]
+SHARED = {"errors", "_clock", "_data", "_extras", "_files", "__main__", ""}
 PURE = {"records", "fence", "audit", "workloads", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing"}

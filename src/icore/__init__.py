@@ -7,7 +7,8 @@ Two published systems joined in one distribution:
 * **iCORE** (icore Sec. 3-4): the state X = (G, Q, Pi) and iCORE-Audit.
 
 Layering (lowest first; each layer may import only layers listed before it, and
-``icore.errors`` / ``icore._clock`` / ``icore._files`` which every layer may use)::
+``icore.errors`` / ``icore._clock`` / ``icore._files`` / ``icore._extras`` which every layer
+may use)::
 
     records   pure   Record, RecordId, canonical codec, lineage traversal, frontier
     memory    I/O    in-memory + SQLite stores, ownership map, head rules, owner access
@@ -20,6 +21,8 @@ Layering (lowest first; each layer may import only layers listed before it, and
     adapters  I/O    Who&When / JSONL importers, PROV export
     bench     I/O    experiment harnesses and statistics
     report    I/O    HTML reports and plots
+    integrations I/O drop-ins for LangGraph, OpenAI Agents SDK, AG2, CrewAI (extras);
+                     import only the public API of records, fence, memory, state, adapters
     cli              the ``icore`` command (thin)
 
 ``tests/test_layering.py`` enforces the rule.

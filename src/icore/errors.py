@@ -32,6 +32,8 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── StateError                         iCORE state (defined in icore.state)
     ├── AuditError                         iCORE-Audit (defined in icore.audit)
     ├── AdapterError (ValueError)          importers (defined in icore.adapters)
+    ├── MissingExtra (ImportError)         an optional extra is not installed
+    ├── IntegrationError                   framework integrations (icore.integrations)
     └── BenchError                         harnesses (defined in icore.bench)
 
 Higher layers define their subclasses next to their code and attach them to this tree.
@@ -67,6 +69,8 @@ class ErrorCode(enum.StrEnum):
     AUDIT = "audit"
     ADAPTER = "adapter"
     BENCH = "bench"
+    MISSING_EXTRA = "missing_extra"
+    INTEGRATION = "integration"
 
 
 class IcoreError(Exception):
@@ -225,3 +229,21 @@ class AsyncRequired(FenceError, TypeError):
     use ``Fence.aexecute``. Nothing was executed."""
 
     code = ErrorCode.ASYNC_REQUIRED
+
+
+# --- optional extras and integrations ------------------------------------------------
+class MissingExtra(IcoreError, ImportError):
+    """An optional dependency is not installed; the message is the one-line install hint.
+
+    Fields: ``module`` (the missing import), ``extra`` (the icore extra that brings it).
+    """
+
+    code = ErrorCode.MISSING_EXTRA
+
+
+class IntegrationError(IcoreError):
+    """A framework integration was misused or met something it cannot map
+    (``icore.integrations``); fields name the framework, tool, key or state field.
+    """
+
+    code = ErrorCode.INTEGRATION

@@ -2,7 +2,8 @@
 
 * live runs (issue 8): the run manifest, the five-agent workflow over one process per
   agent with mutual-TLS owner services, scripted and LLM (OpenAI-compatible) backends,
-  the matched study (planfence App. A.5) and the LangGraph adapter; see docs/live-runs.md.
+  the matched study (planfence App. A.5); see docs/live-runs.md. (Framework drop-ins
+  such as LangGraph live in :mod:`icore.integrations`.)
 """
 
 from icore.agents._decide import (

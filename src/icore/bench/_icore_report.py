@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from icore._extras import require
 from icore.bench._icore_stats import PAPER_ANCHORS, Paired
 
 
@@ -138,8 +139,7 @@ def markdown(summary: dict[str, Any]) -> str:
 
 def plot(path: Path, summary: dict[str, Any]) -> None:
     """Bar chart: quality and Perf per mode, passive vs audit, with paired intervals."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "bench", feature="icore bench icore plots")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from scipy import stats as sps
-
+from icore._extras import require
 from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS
 from icore.workloads._tasks import FAILURE_PROBABILITY
+
+np = require("numpy", "bench", feature="icore bench icore")
+sps = require("scipy.stats", "bench", feature="icore bench icore")
 
 PAPER_ANCHORS = {"quality": 11.5, "perf": 15.1}
 """icore Sec. 5, controlled setting: absolute improvements over passive observation (pp)."""

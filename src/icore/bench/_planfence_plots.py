@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+from icore._extras import require
 
+matplotlib = require("matplotlib", "bench", feature="icore bench planfence plots")
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from matplotlib.patches import Rectangle
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
-from icore.bench._planfence_analysis import Agg
+from icore.bench._planfence_analysis import Agg  # noqa: E402
 
 Aggs = dict[tuple[str, str, str], Agg]
 

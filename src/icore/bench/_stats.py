@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy import stats as _st
+from icore._extras import require
 
 BOOTSTRAP_DRAWS = 2000
 """Bootstrap draws (App. A.1)."""
@@ -42,7 +41,8 @@ def binomial_upper(events: int, n: int, *, confidence: float = 0.95) -> float:
         raise ValueError(f"need 0 <= events <= n and n > 0 (events={events}, n={n})")
     if events == n:
         return 1.0
-    return float(_st.beta.ppf(confidence, events + 1, n - events))
+    st = require("scipy.stats", "bench", feature="icore bench statistics")
+    return float(st.beta.ppf(confidence, events + 1, n - events))
 
 
 def practical_tie(a: float, b: float, *, threshold: float = TIE_THRESHOLD) -> bool:
@@ -113,6 +113,7 @@ def cluster_bootstrap_diff(
     """
     if set(a) != set(b) or not a:
         raise ValueError("A and B need the same non-empty clusters")
+    np = require("numpy", "bench", feature="icore bench statistics")
     clusters = sorted(a)
     sums = np.zeros((len(clusters), 3))
     for i, c in enumerate(clusters):

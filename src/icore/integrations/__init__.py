@@ -1,0 +1,29 @@
+"""Drop-ins for the agent frameworks users run (design.md 2, ``integrations/``).
+
+One public subpackage per framework, each an extra, each importing its framework lazily:
+
+* :mod:`icore.integrations.langgraph` (``icore[langgraph]``): fenced tools with plan roots
+  from graph state, recorded nodes and a callback handler, a ``BaseCheckpointSaver``
+  whose checkpoints are icore records, a ``BaseStore`` over owner memory;
+* :mod:`icore.integrations.openai_agents` (``icore[openai-agents]``): fenced
+  ``FunctionTool``s with roots from the run context, a tracing processor;
+* :mod:`icore.integrations.ag2` (``icore[ag2]``): fenced functions for AG2 agents, message
+  hooks that record a chat;
+* :mod:`icore.integrations.crewai` (``icore[crewai]``): a fenced ``BaseTool``, an event
+  listener.
+
+Shared by all of them (no framework needed): :class:`RunRecorder` (a run into the generic
+JSONL trace that ``icore audit`` reads), :class:`FenceGuard` (the PlanFence protected
+action behind every fenced tool, planfence App. A.3) and :class:`Replicator` (records to
+the replicas that need them; keys named in errors).
+
+Import rule: integrations use only the public API of records, fence, memory, state and
+adapters (``tests/test_layering.py``).
+"""
+
+from icore.integrations._fenced import AnyReplanner, FenceGuard, Gated, OnBlock, Scope
+from icore.integrations._memory import Replicator
+from icore.integrations._recorder import RunRecorder
+
+__all__ = ["AnyReplanner", "FenceGuard", "Gated", "OnBlock", "Replicator", "RunRecorder",
+           "Scope"]

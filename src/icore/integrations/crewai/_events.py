@@ -1,0 +1,136 @@
+"""Recorded CrewAI runs through its event bus (icore Sec. 3).
+
+:class:`CrewRecorder` subscribes to ``crewai_event_bus``: crew kickoff (the task), task
+starts (an instruction to the task's agent), LLM call completions (agent turns), tool
+usage finished / error (tool calls with arguments and output; a ``ToolFailure`` or an
+error counts as an error) and crew completion (the final answer). CrewAI runs sync
+handlers in a thread pool, so events are buffered and written into the recorder by
+:meth:`CrewRecorder.flush`, each at its event's timestamp (so they interleave with what
+fenced tools recorded meanwhile); :func:`recording`
+subscribes for a ``with`` block and flushes at its end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from crewai.events import crewai_event_bus
+from crewai.events.types.crew_events import CrewKickoffCompletedEvent, CrewKickoffStartedEvent
+from crewai.events.types.llm_events import LLMCallCompletedEvent
+from crewai.events.types.task_events import TaskStartedEvent
+from crewai.events.types.tool_usage_events import ToolUsageErrorEvent, ToolUsageFinishedEvent
+
+from icore.integrations import RunRecorder
+
+
+def _at(event: Any) -> float | None:
+    ts = getattr(event, "timestamp", None)
+    return ts.timestamp() if ts is not None else None
+
+
+def _role(event: Any, default: str = "agent") -> str:
+    role = getattr(event, "agent_role", None)
+    if role:
+        return str(role)
+    agent = getattr(event, "from_agent", None) or getattr(event, "agent", None)
+    return str(getattr(agent, "role", None) or default)
+
+
+class CrewRecorder:
+    """Buffers CrewAI events and writes them into ``recorder`` in emission order.
+
+    Args:
+        recorder: where the run goes.
+    """
+
+    def __init__(self, recorder: RunRecorder) -> None:
+        self.recorder = recorder
+        self._buf: list[tuple[int, int, Callable[[], None]]] = []
+        self._n = 0
+        self._lock = threading.Lock()
+        self._handlers: list[tuple[type[Any], Callable[..., None]]] = []
+
+    def _push(self, event: Any, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._n += 1
+            seq = getattr(event, "emission_sequence", None)
+            self._buf.append((seq if isinstance(seq, int) else 1 << 62, self._n, fn))
+
+    def _kickoff(self, source: Any, event: CrewKickoffStartedEvent) -> None:
+        inputs = event.inputs or {}
+        self._push(event, lambda: self.recorder.task(inputs or "kickoff", agent="user",
+                                                         at=_at(event)))
+
+    def _task(self, source: Any, event: TaskStartedEvent) -> None:
+        task = event.task
+        agent = str(getattr(getattr(task, "agent", None), "role", None) or "agent")
+        text = str(getattr(task, "description", "") or event.context or "")
+        self._push(event, lambda: self.recorder.handoff("crew", agent, text, at=_at(event)))
+
+    def _llm(self, source: Any, event: LLMCallCompletedEvent) -> None:
+        who = _role(event)
+        self._push(event, lambda: self.recorder.turn(who, event.response, at=_at(event)))
+
+    def _tool(self, source: Any, event: ToolUsageFinishedEvent) -> None:
+        if event.tool_name in self.recorder.fenced_tools:
+            return  # the guard recorded it
+        who = _role(event)
+        args = event.tool_args if isinstance(event.tool_args, dict) else {
+            "input": event.tool_args}
+        failed = event.failure is not None
+        out = event.failure.message if event.failure is not None else event.output
+        self._push(event, lambda: self.recorder.tool_call(who, event.tool_name, args, out,
+                                                          error=failed, at=_at(event)))
+
+    def _tool_error(self, source: Any, event: ToolUsageErrorEvent) -> None:
+        if event.tool_name in self.recorder.fenced_tools:
+            return
+        who = _role(event)
+        args = event.tool_args if isinstance(event.tool_args, dict) else {
+            "input": event.tool_args}
+        self._push(event, lambda: self.recorder.tool_call(who, event.tool_name, args,
+                                                          str(event.error), error=True,
+                                                          at=_at(event)))
+
+    def _done(self, source: Any, event: CrewKickoffCompletedEvent) -> None:
+        out = getattr(event.output, "raw", event.output)
+        self._push(event, lambda: self.recorder.finish("crew", out, at=_at(event)))
+
+    def subscribe(self) -> None:
+        """Register the handlers on ``crewai_event_bus``."""
+        pairs: list[tuple[type[Any], Callable[..., None]]] = [
+            (CrewKickoffStartedEvent, self._kickoff), (TaskStartedEvent, self._task),
+            (LLMCallCompletedEvent, self._llm), (ToolUsageFinishedEvent, self._tool),
+            (ToolUsageErrorEvent, self._tool_error), (CrewKickoffCompletedEvent, self._done)]
+        for etype, fn in pairs:
+            crewai_event_bus.on(etype)(fn)
+            self._handlers.append((etype, fn))
+
+    def unsubscribe(self) -> None:
+        """Remove the handlers."""
+        for etype, fn in self._handlers:
+            crewai_event_bus.off(etype, fn)
+        self._handlers.clear()
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait for pending handlers; write the buffered events in emission order."""
+        crewai_event_bus.flush(timeout=timeout_s)
+        with self._lock:
+            buf, self._buf = sorted(self._buf, key=lambda t: (t[0], t[1])), []
+        for _, _, fn in buf:
+            fn()
+
+
+@contextmanager
+def recording(recorder: RunRecorder) -> Iterator[CrewRecorder]:
+    """Record every CrewAI run inside the block; flushed into ``recorder`` at its end."""
+    cr = CrewRecorder(recorder)
+    cr.subscribe()
+    try:
+        yield cr
+    finally:
+        cr.flush()
+        cr.unsubscribe()

@@ -1,0 +1,47 @@
+"""Shared fixtures for the framework integrations: the examples' trip world."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` (with ``examples/`` importable for ``_trip``)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    spec = importlib.util.spec_from_file_location(f"icore_example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # typing.get_type_hints resolves the module's names
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def trip() -> object:
+    """A fresh trip world (examples/_trip.py)."""
+    return load_example("_trip").Trip()
+
+
+def audit_cli(run: Path, out: Path) -> str:
+    """Run ``icore audit RUN --out OUT`` in a fresh interpreter; return its stdout.
+
+    Raises:
+        AssertionError: the command failed or wrote no report.
+    """
+    import os
+    import subprocess
+
+    env = {**os.environ, "COLUMNS": "200"}  # a wide table: run ids are not wrapped
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(run), "--out", str(out)],
+                         capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert cli.returncode == 0, cli.stderr
+    assert (out / "index.html").exists()
+    return cli.stdout
