@@ -8,12 +8,17 @@ run in the second venv that ``make test-crewai`` (part of ``make test``) install
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+if importlib.util.find_spec("crewai") is None:
+    # skip before touching the environment: OTEL_SDK_DISABLED would switch off the
+    # OpenTelemetry SDK for every later test in this process (tests/adapters/test_otel.py)
+    pytest.skip("icore[crewai] runs in .venv-crewai", allow_module_level=True)
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 crewai_tools = pytest.importorskip("crewai.tools", reason="icore[crewai] runs in .venv-crewai")

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from icore._data import shared_data_dir
+from icore._extras import require
 from icore.adapters import AdapterError, audit_path, collect_paths, fit_model_set
-from icore.bench._attribution import cross_validate, write_outputs
 from icore.cli._inputs import refuse_special_file
 
 
@@ -58,6 +58,9 @@ def bench_attribution(
     if not results:
         console.print("[red]no runs to evaluate[/]")
         raise typer.Exit(2)
+    require("sklearn", "attribution", feature="icore bench attribution")
+    from icore.bench._attribution import cross_validate, write_outputs
+
     ev = cross_validate(results, folds=folds, repeats=repeats, seed=seed)
     if llm_base_url:
         from icore.adapters import LLMAttributor
