@@ -426,11 +426,12 @@ class SimEnvironment:
 
 
 def introduce(state: State, inst: TaskInstance) -> None:
-    """The task agent introduces the instance's obligations (one legal proposal)."""
+    """The task agent introduces the instance's obligations (one legal proposal), each a
+    required root, so an unsupported drop cannot take task work out of W(X)."""
     eid = "task-0"
     effects = tuple(
         Effect.node(it.id, it.kind, weight=it.weight, parent=it.parent, deps=it.deps,
-                    required_root=False)
+                    required_root=True)
         for it in _topo(inst.items)
     )
     v = state.submit(

@@ -19,8 +19,6 @@ from icore.state import (
     FlagKind,
     HardFlag,
     MatchedSet,
-    ProposalRecorded,
-    Rejected,
     State,
 )
 
@@ -169,25 +167,15 @@ def matched_cohort(state: State, obligations: Sequence[str]) -> list[str]:
     affected = [o for o in obligations if o in state.obligations]
     aset = set(affected)
     children = sorted(
-        oid for oid, o in state.obligations.items() if o.parent in aset and oid not in aset
+        {c for o in affected for c in state.children(o) if c not in aset}
     )
     return affected + children
 
 
 def history_of(state: State, obligations: Sequence[str]) -> tuple[str, ...]:
-    """Ids of the most recent proposals naming any of ``obligations`` (O(|log|))."""
-    want = set(obligations)
-    hits: list[str] = []
-    for e in state.entries:
-        b = e.body
-        if isinstance(b, ProposalRecorded):
-            p = b.proposal
-            named = {x.obligation for x in p.effects} | ({p.target} if p.target else set())
-            if named & want and p.id is not None:
-                hits.append(p.id)
-        elif isinstance(b, Rejected) and b.proposal in hits:
-            continue
-    return tuple(hits[-HISTORY:])
+    """Ids of the most recent proposals naming any of ``obligations`` (from the state's
+    per-obligation index: O(|obligations| · HISTORY), independent of the log length)."""
+    return state.history(obligations, HISTORY)
 
 
 def diagnose(

@@ -43,6 +43,8 @@ TASK_ROLE = "task"
 ASSIGNER_ROLE = "assigner"
 """Default role authorized to revise assignments (design.md 4.1 "assignment authority")."""
 BOUND_CONDITIONS = frozenset({"decomposable", "validator_adequacy", "value_calibration"})
+_UNKNOWN: Any = object()
+"""Sentinel: the previous value of a slot is not known (every assertion counts)."""
 """Conditions D must declare for cq to be reported as a performance bound (icore Prop. 4)."""
 
 
@@ -179,11 +181,35 @@ class ValidatorSpec:
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """A committed transition, as given to the ``progress`` interface (icore Alg. 1)."""
+    """A committed transition, as given to the ``progress`` interface (icore Alg. 1).
+
+    Attributes:
+        operation: the operation's declaration.
+        proposal: the proposal.
+        assertions: the assertions it commits.
+        before: for each assertion (same order), the value its slot held before (None
+            when the slot was empty), so ``progress`` can tell a change from a
+            re-assertion.
+        fields: D's declared progress fields (``parameters.progress_fields``).
+    """
 
     operation: OperationDecl
     proposal: Proposal
     assertions: tuple[Assertion, ...]
+    before: tuple[JSON, ...] = ()
+    fields: tuple[str, ...] = ("status", "result")
+
+    def changed(self) -> tuple[Assertion, ...]:
+        """Assertions of a declared progress field whose value differs from the slot's
+        previous value (a re-assertion of the same value is not a change)."""
+        before = self.before if len(self.before) == len(self.assertions) else (
+            (_UNKNOWN,) * len(self.assertions)
+        )
+        return tuple(
+            a
+            for a, old in zip(self.assertions, before, strict=True)
+            if str(a.kind) in self.fields and (old is _UNKNOWN or old != a.value)
+        )
 
 
 class DiagnosisLike(Protocol):
@@ -298,10 +324,10 @@ def roots_done(state: State) -> bool:
 
 
 def status_change_progress(transition: Transition) -> bool:
-    """Built-in ``progress``: a productive operation committed a status or result change."""
-    return transition.operation.productive and any(
-        a.kind in (AssertionKind.STATUS, AssertionKind.RESULT) for a in transition.assertions
-    )
+    """Built-in ``progress``: a productive operation changed a declared progress field
+    (``parameters.progress_fields``, default status and result). Re-asserting the value
+    a slot already holds is not progress (docs/audit.md "Patience")."""
+    return transition.operation.productive and bool(transition.changed())
 
 
 def priority_responsible(state: State, diagnosis: DiagnosisLike) -> str | None:
@@ -592,6 +618,8 @@ class Parameters:
         p_min: success probability of a sound-and-stable component (Prop. 4), or None.
         bound_conditions: conditions D declares (``decomposable``, ``validator_adequacy``,
             ``value_calibration``); all three plus ``p_min`` make Prop. 4 a bound.
+        progress_fields: assertion kinds whose *change* counts as progress (the
+            built-in ``progress`` and per-obligation patience), default status, result.
     """
 
     epsilon: float = 0.1
@@ -600,6 +628,7 @@ class Parameters:
     responsible_priority: Literal["assignee", "proposer"] = "assignee"
     p_min: float | None = None
     bound_conditions: tuple[str, ...] = ()
+    progress_fields: tuple[str, ...] = ("status", "result")
 
     @property
     def bound_declared(self) -> bool:
@@ -895,6 +924,9 @@ class _ParamSpec(_Spec):
     responsible_priority: Literal["assignee", "proposer"] = "assignee"
     p_min: float | None = pydantic.Field(default=None, ge=0.0, le=1.0)
     bound_conditions: list[Literal["decomposable", "validator_adequacy", "value_calibration"]] = []
+    progress_fields: list[
+        Literal["status", "assignee", "result", "claim", "relation", "terminal"]
+    ] = ["status", "result"]
 
 
 class _InterfaceSpec(_Spec):
@@ -1074,6 +1106,7 @@ def declaration_from_dict(data: Any, *, file: str = "<dict>") -> DeclarationPack
             responsible_priority=p.responsible_priority,
             p_min=p.p_min,
             bound_conditions=tuple(p.bound_conditions),
+            progress_fields=tuple(p.progress_fields),
         ),
     )
 
