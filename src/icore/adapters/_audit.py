@@ -221,8 +221,8 @@ class _Builder:
         self.plans_since_ledger = 0
         self.ever_passed = 0
         self.evidence = 0
-        self.seen_digests: dict[str, list[str]] = {}
-        self.seen_pages: dict[str, list[str]] = {}
+        self.seen_digests: dict[str, set[str]] = {}
+        self.seen_pages: dict[str, set[str]] = {}
         self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
         self.last_event: str | None = None
         self.terminated = False
@@ -459,8 +459,12 @@ class _Builder:
         x = self.x
         who = self.agent(s.agent)
         fields = x.events[ev].fields
-        seen_d = list(self.seen_digests.get(who, ()))
-        seen_p = list(self.seen_pages.get(who, ()))
+        # the validator asks whether *this* output repeats what the agent already
+        # reported: the payload carries only the matching earlier report (O(1) per output,
+        # so the audit stays linear in the trace)
+        digest, page = str(fields.get("digest")), fields.get("page")
+        seen_d = [digest] if digest in self.seen_digests.get(who, ()) else []
+        seen_p = [str(page)] if page and str(page) in self.seen_pages.get(who, ()) else []
         payload = {"seen_digests": seen_d, "seen_pages": seen_p,
                    "evidence_before": self.evidence}
         events = (ev, *tools)
@@ -474,9 +478,9 @@ class _Builder:
         a2 = x.import_assertion(
             Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
             events=events, operation="submit", certificates=(c.id,), proposer=who)
-        self.seen_digests.setdefault(who, []).append(str(fields.get("digest")))
-        if fields.get("page"):
-            self.seen_pages.setdefault(who, []).append(str(fields["page"]))
+        self.seen_digests.setdefault(who, set()).add(digest)
+        if page:
+            self.seen_pages.setdefault(who, set()).add(str(page))
         self.since_ledger.append((ev, verdict, repeat))
         if verdict:
             self.ever_passed += 1

@@ -26,6 +26,8 @@ MAX_OBLIGATIONS = 5
 """At most this many obligations are diagnosed at once (the most relevant first)."""
 HISTORY = 6
 """At most this many past proposals are quoted as interaction history."""
+MAX_CHILDREN = 20
+"""At most this many (most recent) children of each affected obligation join W_F."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +164,15 @@ def alternatives(state: State, oid: str) -> tuple[tuple[str, float], ...]:
 
 
 def matched_cohort(state: State, obligations: Sequence[str]) -> list[str]:
-    """W_F members: the affected obligations plus their existing children (sub-work the
-    recovery may change), in a deterministic order."""
+    """W_F members: the affected obligations plus their most recent children (sub-work the
+    recovery may change; at most :data:`MAX_CHILDREN` per affected obligation), in a
+    deterministic order. The cap keeps a diagnosis O(1) in the size of X; a recovery
+    that changes an older child is rejected (``outside_matched_set``), which fails
+    closed."""
     affected = [o for o in obligations if o in state.obligations]
     aset = set(affected)
     children = sorted(
-        {c for o in affected for c in state.children(o) if c not in aset}
+        {c for o in affected for c in state.children(o)[-MAX_CHILDREN:] if c not in aset}
     )
     return affected + children
 

@@ -46,7 +46,6 @@ from icore.state import (
     HeadView,
     MatchedSet,
     Proposal,
-    ProposalRecorded,
     State,
     Status,
     Verdict,
@@ -109,54 +108,18 @@ class RecoveryVerdict:
     changed: tuple[str, ...] = ()
 
 
-def _tied(state: State, certificate_ids: Sequence[str], kinds: Sequence[str]) -> set[str]:
-    """Obligations cited by the active certificates among ``certificate_ids`` (of one of
-    ``kinds`` when given)."""
-    out: set[str] = set()
-    for cid in certificate_ids:
-        c = state.certificates.get(cid)
-        if c is not None and state.certificate_active(cid) and (not kinds or c.validator in kinds):
-            out.update(c.obligations)
-    return out
-
-
 def removal_supported(
     state: State, oid: str, *, created: frozenset[str] = frozenset()
 ) -> bool:
-    """A closed obligation carries valid transport or settlement evidence (design.md 4.3).
-
-    Transport: an active, sound ``transported_to`` relation to a replacement that the
-    recovery created (``created``) or that an active certificate of the relation's
-    justification ties to ``oid`` (it cites both), with the same required coverage
-    (open work; a required root if ``oid`` is one). Settlement: the closing status
-    assertion is sound, its operation settles, and an active certificate of a kind it
-    requires cites ``oid``.
+    """A closed obligation carries valid transport or settlement evidence (design.md 4.3):
+    :meth:`State.removal_supported <icore.state.State.removal_supported>` (a replacement
+    the recovery created, or one a certificate ties to ``oid``; a settlement certificate
+    citing ``oid``). ``created`` (obligations the recovery created) is accepted for
+    callers that know it; the state already ties a replacement to the proposal that
+    created it.
     """
-    o = state.obligations.get(oid)
-    if o is None:
-        return False
-    rel = state.active_assertion(oid, AssertionKind.RELATION, TRANSPORTED_TO)
-    if rel is not None and state.assertion_sound(rel.id):
-        j = state.justifications.get(rel.id)
-        tied = _tied(state, j.certificates if j else (), ())
-        to = rel.value
-        t = state.obligations.get(to) if isinstance(to, str) else None
-        if (
-            t is not None
-            and to != oid
-            and (to in created or (oid in tied and to in tied))
-            and t.status not in CLOSED_STATUSES
-            and (t.required_root or not o.required_root)
-        ):
-            return True
-    st = state.active_assertion(oid, AssertionKind.STATUS)
-    if st is None or not state.assertion_sound(st.id):
-        return False
-    j = state.justifications.get(st.id)
-    if j is None or j.operation is None:
-        return False
-    op = state.decl.operations.get(j.operation)
-    return op is not None and op.settles and oid in _tied(state, j.certificates, op.requires)
+    del created
+    return state.removal_supported(oid)
 
 
 def _attempted_slots(state: State, proposal_id: str | None) -> dict[str, set[tuple[str, str, str]]]:
@@ -281,8 +244,8 @@ def _judge(
         if oid in members:
             continue
         if oid in created:
-            o = cand.obligations.get(oid)
-            if o is not None and (o.parent in members or oid in carried):
+            new = cand.obligations.get(oid)
+            if new is not None and (new.parent in members or oid in carried):
                 continue
             detail = "the recovery creates work that is neither sub-work nor a replacement of W_F"
         else:

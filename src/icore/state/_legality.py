@@ -527,11 +527,11 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
         for e in p.effects:
             if not (e.kind == AssertionKind.RELATION and e.key == TRANSPORTED_TO):
                 continue
-            why = transport_problem(state, e.obligation, e.value, node_of, ev_of)
-            if why is None:
+            why_not = transport_problem(state, e.obligation, e.value, node_of, ev_of)
+            if why_not is None:
                 transported.add(e.obligation)
             elif op.transports:
-                bad(ReasonCode.UNSUPPORTED_REMOVAL, why, e.obligation)
+                bad(ReasonCode.UNSUPPORTED_REMOVAL, why_not, e.obligation)
         for e in p.effects:
             if e.kind != AssertionKind.STATUS:
                 continue

@@ -57,6 +57,7 @@ from icore.state._metrics import MatchedSet, Metrics, ObligationEval, fixed, mak
 from icore.state._model import (
     CLOSED_STATUSES,
     JSON,
+    TRANSPORTED_TO,
     Assertion,
     AssertionKind,
     Certificate,
@@ -148,6 +149,22 @@ def lineage_of(head_view: HeadView | None, records: Iterable[RecordRef]) -> tupl
 
 
 _MISSING: Any = object()
+_EMPTY: list[str] = []
+
+
+class _ReadOnlyList(Sequence[str]):
+    """A read-only view of a list (no copy)."""
+
+    __slots__ = ("_l",)
+
+    def __init__(self, items: list[str]) -> None:
+        self._l = items
+
+    def __len__(self) -> int:
+        return len(self._l)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._l[i]
 
 
 class Log(Protocol):
@@ -257,9 +274,10 @@ class State:
                 hits[pid] = seq
         return tuple(sorted(hits, key=hits.__getitem__)[-limit:])
 
-    def children(self, obligation_id: str) -> tuple[str, ...]:
-        """Obligations whose ``parent`` is ``obligation_id``, in creation order."""
-        return tuple(self._children.get(obligation_id, ()))
+    def children(self, obligation_id: str) -> Sequence[str]:
+        """Obligations whose ``parent`` is ``obligation_id``, in creation order (a read-only
+        view; slicing the end is O(slice))."""
+        return _ReadOnlyList(self._children.get(obligation_id, _EMPTY))
 
     @property
     def events(self) -> Mapping[str, Event]:
@@ -435,11 +453,75 @@ class State:
         return [o.active[k] for k in keep if k in o.active]
 
     def is_sound(self, obligation_id: str) -> bool:
-        """Every decision-relevant assertion of the obligation is sound."""
+        """Every decision-relevant assertion of the obligation is sound, and a settled or
+        superseded obligation carries valid removal evidence (:meth:`removal_supported`)."""
         o = self._obligations.get(obligation_id)
         if o is None:
             return False
-        return all(self.assertion_sound(a) for a in self._decision_relevant(o))
+        return self._sound(o)
+
+    def _sound(self, o: Obligation) -> bool:
+        if not all(self.assertion_sound(a) for a in self._decision_relevant(o)):
+            return False
+        return o.status not in CLOSED_STATUSES or self._removal_ok(o)
+
+    def removal_supported(self, obligation_id: str) -> bool:
+        """A settled/superseded obligation carries valid settlement or transport evidence.
+
+        Settlement: its closing status assertion comes from a settling operation and cites
+        an active certificate (of a kind the operation requires, when it requires any)
+        that cites the obligation. Transport: its closing assertion comes from a removing,
+        transporting operation and an active, sound ``transported_to`` relation names a
+        replacement that is tied to it: created by the same proposal (or, for imported
+        assertions, on the same evidence: its ``node`` assertion shares a justifying event
+        with the relation), or cited together with it by an active certificate of the
+        relation's justification; a required root's replacement is a required root.
+        False for an obligation that is not closed or unknown (icore Def. 6, design.md 4.3).
+        """
+        o = self._obligations.get(obligation_id)
+        return o is not None and o.status in CLOSED_STATUSES and self._removal_ok(o)
+
+    def _cited_obligations(self, cids: Iterable[str], kinds: Sequence[str]) -> set[str]:
+        out: set[str] = set()
+        for cid in cids:
+            c = self._certs.get(cid)
+            if (
+                c is not None
+                and c.verdict
+                and cid not in self._revoked
+                and (not kinds or c.validator in kinds)
+            ):
+                out.update(c.obligations)
+        return out
+
+    def _removal_ok(self, o: Obligation) -> bool:
+        st = o.active.get(("status", ""))
+        j = None if st is None else self._pi.get(st)
+        op = None if j is None or j.operation is None else self.decl.operations.get(j.operation)
+        if j is None or op is None:
+            return False
+        if op.settles and o.id in self._cited_obligations(j.certificates, op.requires):
+            return True
+        if o.status != Status.SUPERSEDED or not (op.removes and op.transports):
+            return False
+        rid = o.active.get((str(AssertionKind.RELATION), TRANSPORTED_TO))
+        if rid is None or not self.assertion_sound(rid):
+            return False
+        rel = self._assertions[rid]
+        t = self._obligations.get(rel.value) if isinstance(rel.value, str) else None
+        if t is None or t.id == o.id or (o.required_root and not t.required_root):
+            return False
+        rj = self._pi[rid]
+        tied = self._cited_obligations(rj.certificates, ())
+        if o.id in tied and t.id in tied:
+            return True
+        node = self._assertions.get(t.active.get((str(AssertionKind.NODE), ""), ""))
+        if node is None:
+            return False
+        if rel.proposal is not None:
+            return node.proposal == rel.proposal
+        nj = self._pi.get(node.id)
+        return nj is not None and bool(set(nj.events) & set(rj.events))
 
     # ------------------------------------------------------------------ stability
     def gain(self, obligation_id: str) -> float:
@@ -504,7 +586,7 @@ class State:
     def _evaluate(self, o: Obligation, w: float, g: float) -> ObligationEval:
         """Evaluate ``o`` given its checked weight and gain (calls no interface)."""
         in_w = o.required_root or o.status not in CLOSED_STATUSES
-        sound = all(self.assertion_sound(a) for a in self._decision_relevant(o))
+        sound = self._sound(o)
         wf = fixed(w)
         return ObligationEval(
             in_w=in_w,
@@ -731,7 +813,8 @@ class State:
             for a in body.assertions:
                 self._add_assertion(a, body.justification, touched)
             for fid in body.resolved_flags:
-                put(self._resolved, fid, FlagResolved(fid, body.proposer, f"commit {body.proposal}"))
+                resolved = FlagResolved(fid, body.proposer, f"commit {body.proposal}")
+                put(self._resolved, fid, resolved)
         elif isinstance(body, ProposalRecorded):
             pr = body.proposal
             assert pr.id is not None
