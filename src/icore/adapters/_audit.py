@@ -51,6 +51,8 @@ from icore.audit import diagnose as audit_diagnose
 from icore.state import (
     DeclarationPackage,
     Effect,
+    EntryKind,
+    LogEntry,
     EventSpec,
     FlagKind,
     Metrics,
@@ -156,6 +158,8 @@ class AuditResult:
         final: metrics of the final X.
         elapsed_ms: import + audit wall time.
         terminated: the run recorded a termination (a terminal marker exists, sound or not).
+        notes: the audit's ``note`` log entries (diagnoses), in order. X keeps no other
+            entries (:class:`NoteLog`; its cost stays linear in the trace).
     """
 
     trace: Trace
@@ -169,6 +173,7 @@ class AuditResult:
     final: Metrics
     elapsed_ms: float
     terminated: bool = False
+    notes: tuple[LogEntry, ...] = ()
 
     def summary(self) -> RunSummary:
         """The run's summary row."""
@@ -202,10 +207,32 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
     return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
 
 
+class NoteLog:
+    """Where an imported run's log goes: only its notes (diagnoses) are kept.
+
+    An audit of a recorded run needs X itself, not its history: keeping every entry in
+    memory doubled the footprint of a long run (docs/audit.md "Cost"), so the state
+    keeps no entries and this log keeps only the ``note`` entries (what the audit
+    concluded), in order.
+    """
+
+    def __init__(self) -> None:
+        self.notes: list[LogEntry] = []
+
+    def append(self, entries: Sequence[LogEntry]) -> None:
+        """Keep the note entries of ``entries``."""
+        self.notes.extend(e for e in entries if e.kind == EntryKind.NOTE)
+
+    def entries(self) -> list[LogEntry]:
+        """The kept note entries, in order."""
+        return list(self.notes)
+
+
 class _Builder:
     def __init__(self, trace: Trace, decl: DeclarationPackage) -> None:
         self.t = trace
-        self.x = State(decl)
+        self.log = NoteLog()
+        self.x = State(decl, log=self.log, keep_entries=False)
         self.step_events: dict[int, str] = {}
         self.timeline: list[MetricPoint] = []
         self.diagnoses: list[Diagnosis] = []
@@ -599,6 +626,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         final=b.x.metrics(),
         elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         terminated=b.terminated,
+        notes=tuple(b.log.notes),
     )
 
 

@@ -398,7 +398,12 @@ class Interfaces:
 # Interfaces are D's code: a wrong answer is a defect of D, reported as InterfaceError
 # naming the interface, what it was asked and what it returned. The state calls them only
 # through these, and only before it writes anything (docs/state.md "Log").
-def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx: Any) -> Any:
+def _call(
+    interface: str, field: str | Callable[[], str], fn: Callable[..., Any], *args: Any,
+    **ctx: Any,
+) -> Any:
+    """Call ``fn(*args)``; ``field`` (or a function building it, called only on error)
+    names the call in the :class:`InterfaceError`."""
     try:
         return fn(*args)
     except InterfaceError:  # a nested checked interface already named the culprit
@@ -407,7 +412,7 @@ def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx:
         raise InterfaceError(
             f"raised {type(exc).__name__}: {exc}",
             interface=interface,
-            field=field,
+            field=field if isinstance(field, str) else field(),
             value=exc,
             **ctx,
         ) from exc
@@ -415,6 +420,10 @@ def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx:
 
 def _real(out: Any, low: float, high: float | None) -> float | None:
     """``out`` as a float in [low, high] (high None: unbounded), or None."""
+    if type(out) is float:  # the common case, without the ABC check
+        if not math.isfinite(out) or out < low or (high is not None and out > high):
+            return None
+        return out
     if not isinstance(out, numbers.Real) or isinstance(out, bool):
         return None
     try:
@@ -432,14 +441,13 @@ def checked_weight(ifaces: Interfaces, o: Obligation) -> float:
     Raises:
         InterfaceError: it raised or returned anything else.
     """
-    field = f"weight({o.id})"
-    out = _call("weight", field, ifaces.weight, o, obligation=o.id)
+    out = _call("weight", lambda: f"weight({o.id})", ifaces.weight, o, obligation=o.id)
     v = _real(out, 0.0, None)
     if v is None:
         raise InterfaceError(
             f"returned {out!r:.80}; expected a finite number >= 0",
             interface="weight",
-            field=field,
+            field=f"weight({o.id})",
             value=out,
             obligation=o.id,
         )
@@ -452,14 +460,16 @@ def checked_value(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> float:
     Raises:
         InterfaceError: it raised or returned anything else.
     """
-    field = f"value({agent.id}, {o.id})"
+    def field() -> str:
+        return f"value({agent.id}, {o.id})"
+
     out = _call("value", field, ifaces.value, agent, o, agent=agent.id, obligation=o.id)
     v = _real(out, 0.0, 1.0)
     if v is None:
         raise InterfaceError(
             f"returned {out!r:.80}; expected a number in [0, 1]",
             interface="value",
-            field=field,
+            field=field(),
             value=out,
             agent=agent.id,
             obligation=o.id,
@@ -473,13 +483,15 @@ def checked_feasible(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> boo
     Raises:
         InterfaceError: it raised or returned a non-bool.
     """
-    field = f"feasible({agent.id}, {o.id})"
+    def field() -> str:
+        return f"feasible({agent.id}, {o.id})"
+
     out = _call("feasible", field, ifaces.feasible, agent, o, agent=agent.id, obligation=o.id)
     if not isinstance(out, bool):
         raise InterfaceError(
             f"returned {out!r:.80}; expected a bool",
             interface="feasible",
-            field=field,
+            field=field(),
             value=out,
             agent=agent.id,
             obligation=o.id,

@@ -242,6 +242,9 @@ class State:
         self._children: dict[str, list[str]] = {}  # parent oid -> child oids
         self._cited_by: dict[str, set[str]] = {}  # aid -> aids whose justification cites it
         self._tainted: set[str] = set()  # aids a revocation reached (directly or by cites)
+        # assertion soundness, memoized: its inputs only change by a revocation (which
+        # clears it) or inside a trial (cleared when the trial ends)
+        self._sound_memo: dict[str, bool] = {}
         # undo journal of a trial (None outside :meth:`trial`)
         self._undo: list[tuple[Any, ...]] | None = None
         self._snap: set[str] = set()
@@ -414,12 +417,25 @@ class State:
 
         Its justification exists and cites at least one event, all in G; its operation is
         in Ω and declares an effect of the assertion's kind; every certificate exists, is
-        active and passed; the operation's required certificate kinds are present; and the
-        assertions it cited were sound when it was committed.
+        active and passed; the operation's required certificate kinds are present; the
+        assertions it cited were sound when it was committed; and no revocation has reached
+        it, directly or through the assertions it cites (docs/state.md). Memoized; a
+        revocation clears the memo.
         """
+        memo = self._sound_memo.get(assertion_id)
+        if memo is not None:
+            return memo
         a = self._assertions.get(assertion_id)
+        if a is None:
+            return False
+        out = self._assertion_sound(a)
+        self._sound_memo[assertion_id] = out
+        return out
+
+    def _assertion_sound(self, a: Assertion) -> bool:
+        assertion_id = a.id
         j = self._pi.get(assertion_id)
-        if a is None or j is None or not a.cited_sound or not j.events:
+        if j is None or not a.cited_sound or not j.events:
             return False
         if assertion_id in self._tainted:
             return False
@@ -639,12 +655,15 @@ class State:
 
         Args:
             over: None for W(X), maintained incrementally (O(1)); or a frozen matched set
-                W_F (cost O(|W_F|)): its members are evaluated with their frozen weights,
+                W_F (cost O(|W_F|), from the incrementally maintained evaluation of each
+                member, so no interface is called): its members count with their frozen
+                weights,
                 a settled/superseded member counts as sound iff its closing assertion is
                 sound, and a member no longer in Q counts as unsound and unstable.
 
         Raises:
-            InterfaceError: with ``over``, an interface misbehaved (see :meth:`evaluate`).
+            InterfaceError: with ``over``, during a replay (evaluations not yet
+                refreshed), an interface misbehaved (see :meth:`evaluate`).
         """
         p = self.decl.parameters
         if over is None:
@@ -652,13 +671,16 @@ class State:
                 self._w, self._sound_w, self._stable_w, self._gain_w, self._n_eval, p
             )
         w = s = st = g = _ZERO
+        cached = self._defer is None  # outside a replay, _eval is exact and current
         for oid, wf in zip(over.obligations, over.weights, strict=True):
             fw = fixed(wf)
             w += fw
             o = self._obligations.get(oid)
             if o is None:
                 continue
-            ev = self.evaluate(o)
+            ev = self._eval.get(oid) if cached else None
+            if ev is None:
+                ev = self.evaluate(o)
             if ev.sound:
                 s += fw
             if ev.stable:
@@ -835,6 +857,7 @@ class State:
         elif isinstance(body, FlagResolved):
             put(self._resolved, body.flag, body)
         elif isinstance(body, Revoked):
+            self._sound_memo.clear()
             for cid in body.certificates:
                 put(self._revoked, cid, entry.seq)
             for aid in body.assertions:
@@ -946,6 +969,7 @@ class State:
         finally:
             undo, self._undo = self._undo, None
             self._snap = set()
+            self._sound_memo.clear()
             for rec in reversed(undo):
                 op = rec[0]
                 if op == "put":
