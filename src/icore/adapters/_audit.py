@@ -579,8 +579,19 @@ def _audit_diagnosis(x: State, did: str, step: int | None, defect: str,
         return None
     if defect == "evidence":
         # an unsupported claim is repaired by its claimant (routing priority: proposer)
-        return f.proposer, f.to_json()
-    return responsible_agent(x, f), f.to_json()
+        return f.proposer, _compact(f.to_json())
+    return responsible_agent(x, f), _compact(f.to_json())
+
+
+_NOTE_FIELDS = ("id", "primary", "defect", "obligations", "proposer", "flags", "evidence",
+                "matched", "cq_before")
+
+
+def _compact(f: dict[str, Any]) -> dict[str, Any]:
+    """The part of F an imported run's note keeps: what was diagnosed, its evidence gaps
+    and the frozen W_F. Assignees, alternatives and history are left out (X holds
+    them), which keeps a long run's audit within its memory budget (docs/audit.md)."""
+    return {k: f[k] for k in _NOTE_FIELDS}
 
 
 def _why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],

@@ -26,7 +26,7 @@ MAX_OBLIGATIONS = 5
 """At most this many obligations are diagnosed at once (the most relevant first)."""
 HISTORY = 6
 """At most this many past proposals are quoted as interaction history."""
-MAX_CHILDREN = 20
+MAX_CHILDREN = 10
 """At most this many (most recent) children of each affected obligation join W_F."""
 
 

@@ -149,6 +149,8 @@ def lineage_of(head_view: HeadView | None, records: Iterable[RecordRef]) -> tupl
 
 
 _MISSING: Any = object()
+_SLOTS: dict[tuple[str, str], tuple[str, str]] = {}
+"""Interned (kind, key) slot tuples: one object per distinct slot, not one per obligation."""
 _EMPTY: list[str] = []
 
 
@@ -1020,12 +1022,15 @@ class State:
         before = o.effective_status
         if old is not None:
             self._put(self._superseded, old, a.id)
+            self._sound_memo.pop(old, None)  # rarely asked again: keep the memo small
             oj = self._pi.get(old)
             if oj is not None:
                 for cid in oj.certificates:
                     s = self._active_by_cert.get(cid)
                     if s is not None:
                         self._sdiscard(s, old)
+                        if not s:
+                            self._del(self._active_by_cert, cid)
             dep = self._revoked_dep.get(o.id)
             if dep is not None:
                 self._sdiscard(dep, old)
@@ -1509,7 +1514,8 @@ def _new_obligation(a: Assertion) -> Obligation:
 
 def _set_slot(o: Obligation, a: Assertion) -> None:
     """Make ``a`` the active assertion of its slot in ``o`` and update the read fields."""
-    o.active[(str(a.kind), a.key)] = a.id
+    slot = (str(a.kind), a.key)
+    o.active[_SLOTS.setdefault(slot, slot)] = a.id
     if a.kind == AssertionKind.STATUS:
         o.status = _STATUS[a.value]
     elif a.kind == AssertionKind.ASSIGNEE:
