@@ -91,6 +91,7 @@ class RunRow:
     audit_ms_per_proposal: float
     feedback_tokens: int
     wall_ms: float
+    p_min: float | None = None
 
 
 @dataclass(slots=True)
@@ -176,6 +177,7 @@ def run_condition(
         audit_ms_per_proposal=res.audit_ms_per_proposal,
         feedback_tokens=res.feedback_tokens,
         wall_ms=clock.now_ms() - t0,
+        p_min=inst.p_min if inst.declares_bound else None,
     )
     return row, state, world
 
