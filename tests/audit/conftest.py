@@ -102,10 +102,10 @@ class Team:
         w, t = self.eid(), self.eid()
         events = (
             EventSpec("work", agent, {"item": oid, "spec": 1}, id=w),
-            EventSpec("test", agent, {"item": oid, "passed": passed}, id=t),
+            EventSpec("test", agent, {"item": oid, "passed": passed}, (w,), id=t),
         )
         certs = (
-            (CertificateRequest("tests_pass", events=(t,),
+            (CertificateRequest("tests_pass", events=(w, t),
                                 records=(record,) if record else ()),)
             if evidence else ()
         )

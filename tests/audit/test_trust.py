@@ -29,10 +29,10 @@ def _flagged(kit: Kit) -> tuple[State, Team]:
 def _drop_to(team: Team, oid: str, to: str, *, tie: tuple[str, ...] | None = None) -> Proposal:
     e, t = team.eid(), team.eid()
     events = (
-        EventSpec("message", "alice", {"item": oid}, id=e),
-        EventSpec("test", "alice", {"item": oid, "passed": True}, id=t),
+        EventSpec("work", "alice", {"item": oid, "spec": 1}, id=e),
+        EventSpec("test", "alice", {"item": oid, "passed": True}, (e,), id=t),
     )
-    certs = () if tie is None else (CertificateRequest("tests_pass", events=(t,),
+    certs = () if tie is None else (CertificateRequest("tests_pass", events=(e, t),
                                                        obligations=tie),)
     return Proposal(
         "alice", "drop", oid, events=events,
