@@ -396,6 +396,16 @@ def generic_run(n: int) -> str:
 
 
 def _rss_mb() -> float:
+    """Peak resident memory of this process image, MB: ``VmHWM`` (Linux; reset at exec,
+    unlike ``ru_maxrss``, which a spawned child inherits from its parent), else
+    ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
