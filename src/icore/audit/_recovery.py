@@ -108,17 +108,11 @@ class RecoveryVerdict:
     changed: tuple[str, ...] = ()
 
 
-def removal_supported(
-    state: State, oid: str, *, created: frozenset[str] = frozenset()
-) -> bool:
+def removal_supported(state: State, oid: str) -> bool:
     """A closed obligation carries valid transport or settlement evidence (design.md 4.3):
     :meth:`State.removal_supported <icore.state.State.removal_supported>` (a replacement
-    the recovery created, or one a certificate ties to ``oid``; a settlement certificate
-    citing ``oid``). ``created`` (obligations the recovery created) is accepted for
-    callers that know it; the state already ties a replacement to the proposal that
-    created it.
-    """
-    del created
+    created by the same proposal, or one a certificate ties to ``oid`` by citing both,
+    with the same required coverage; or a settlement certificate citing ``oid``)."""
     return state.removal_supported(oid)
 
 
@@ -263,7 +257,7 @@ def _judge(
         if (
             _closed(cand, oid)
             and oid in before_open
-            and not removal_supported(cand, oid, created=created)
+            and not removal_supported(cand, oid)
         ):
             unsupported.add(oid)
             violations.append(
