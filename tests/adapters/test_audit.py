@@ -62,8 +62,9 @@ class TestMagenticOneMapping:
         src = {d.defect: d.source for d in r.diagnoses}
         assert src["work"] == "icore.audit" and src["evidence"] == "icore.audit"
         assert src["progress"] == "adapter"
-        notes = [e.body for e in r.state.entries
+        notes = [e.body for e in r.notes
                  if isinstance(e.body, Note) and e.body.kind == "diagnosis"]
+        assert not r.state.entries  # X keeps no entries: the audit's cost stays linear
         assert len(notes) == len(r.diagnoses)
         work = next(n for n in notes if n.payload["defect"] == "work")
         assert work.payload["audit"]["matched"]["obligations"][0] == "o6"

@@ -83,7 +83,8 @@ class Team:
         return Proposal(
             "env", "introduce", events=(EventSpec("task", "env", {"item": "*"}, id=e),),
             effects=tuple(
-                Effect.node(i.id, i.kind, weight=i.weight, deps=i.deps) for i in items
+                Effect.node(i.id, i.kind, weight=i.weight, deps=i.deps, required_root=True)
+                for i in items
             ),
             justification=(e,),
         )
@@ -101,10 +102,10 @@ class Team:
         w, t = self.eid(), self.eid()
         events = (
             EventSpec("work", agent, {"item": oid, "spec": 1}, id=w),
-            EventSpec("test", agent, {"item": oid, "passed": passed}, id=t),
+            EventSpec("test", agent, {"item": oid, "passed": passed}, (w,), id=t),
         )
         certs = (
-            (CertificateRequest("tests_pass", events=(t,),
+            (CertificateRequest("tests_pass", events=(w, t),
                                 records=(record,) if record else ()),)
             if evidence else ()
         )
@@ -141,7 +142,10 @@ class Team:
 
     def decompose(self, oid: str, agent: str, parts: tuple[str, ...]) -> Proposal:
         e = self.eid()
-        effects = tuple(Effect.node(p, "code:easy", weight=1.0, parent=oid) for p in parts)
+        effects = tuple(
+            Effect.node(p, "code:easy", weight=1.0, parent=oid, required_root=True)
+            for p in parts
+        )
         effects += (
             Effect.status(oid, Status.SUPERSEDED),
             Effect.relation(oid, "transported_to", parts[0]),

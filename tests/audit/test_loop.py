@@ -29,7 +29,8 @@ def scripted(steps: list[Proposal | None]) -> FunctionPolicy:
 
 
 def test_patience_counter_resets_only_on_progress(kit) -> None:
-    """h: +1 per nonproductive step or rejection, reset by a committed progress step."""
+    """h_o: +1 per iteration without progress on o, reset when a commit changes one of its
+    progress fields; o leaves the count once done (o2 is never assigned: no counter)."""
     x, team = kit.state(patience=50)
     steps = [
         team.assign("o1", "alice"),  # productive (status change): h = 0
@@ -41,7 +42,7 @@ def test_patience_counter_resets_only_on_progress(kit) -> None:
         team.message("o2", "alice"),  # rejected (o2 is not assigned to alice): 1
     ]
     res = AuditLoop(x, scripted(steps), config=LoopConfig(mode="passive", max_steps=7)).run()
-    assert [r.h for r in res.trajectory] == [0, 1, 2, 3, 4, 0, 1]
+    assert [r.h for r in res.trajectory] == [0, 1, 2, 3, 4, 0, 0]
     assert [r.decision for r in res.trajectory][:4] == ["commit", "commit", "commit", "reject"]
 
 

@@ -181,7 +181,7 @@ def test_settlement_with_evidence_is_accepted(kit) -> None:
         "alice", "settle", "o1",
         events=(EventSpec("confirm", "alice", {"item": "o1", "obsolete": True}, id="c1"),),
         effects=(Effect.status("o1", Status.SETTLED),), justification=("c1",),
-        certificates=(CertificateRequest("settlement", events=("c1",)),),
+        certificates=(CertificateRequest("settlement", events=("c1",), obligations=("o1",)),),
     )
     rv = audit_recovery(x, f, [p], agent="alice")
     assert rv.accepted, rv.violations

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from icore.state import (
     CertificateRequest,
     Effect,
     EventSpec,
     Proposal,
+    ReasonCode,
     SQLiteLog,
     State,
     Status,
@@ -45,9 +46,19 @@ def test_code_review_full_cycle(flow):
         events=(EventSpec(rv.type, rv.agent, rv.fields, id="rv-settle"),),
         effects=(Effect.status("feature", "settled"),),
         justification=("rv-settle",),
-        certificates=(CertificateRequest("approved", events=("rv-settle",)),),
+        certificates=(
+            CertificateRequest("approved", events=("rv-settle",), obligations=("feature",)),
+        ),
     )
-    flow.ok(settle)
+    # the settlement certificate must cite the settled obligation (icore Def. 6)
+    untied = replace(
+        settle, certificates=(CertificateRequest("approved", events=("rv-settle",)),)
+    )
+    assert ReasonCode.UNSUPPORTED_REMOVAL in flow.x.submit(untied).codes
+    flow.ok(replace(settle, events=(EventSpec(rv.type, rv.agent, rv.fields, id="rv-s2"),),
+                    justification=("rv-s2",),
+                    certificates=(CertificateRequest("approved", events=("rv-s2",),
+                                                     obligations=("feature",)),)))
     assert x.evaluated() == ["feature"]  # settled, but a required root
     assert x.metrics().snd == 1.0
     assert x.local_view("alice")["assigned"][0]["id"] == "feature"
@@ -149,6 +160,9 @@ def test_research_report_with_bound(research, tmp_path):
                 Effect.relation("s2", "transported_to", "s1"),
             ),
             justification=("q",),
+            # evidence tying the removed section to the one that carries it
+            certificates=(CertificateRequest("sourced", events=("src",),
+                                             obligations=("s2", "s1")),),
         )
     )
     m = x.metrics()

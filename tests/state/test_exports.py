@@ -68,6 +68,7 @@ EXPECTED = {
     "StateError",
     "StateInputError",
     "Status",
+    "StoreHeadView",
     "Transition",
     "ValidatorError",
     "ValidatorInput",
@@ -84,6 +85,7 @@ EXPECTED = {
     "normalize",
     "rebuild",
     "store_head_view",
+    "transport_problem",
 }
 
 

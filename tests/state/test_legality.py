@@ -346,6 +346,11 @@ class TestRejectionReasons:
             ),
             justification=(ready.any_event(),),
         )
+        # an existing replacement must be tied to the removed obligation by evidence
+        _rejected(ready, p, ReasonCode.UNSUPPORTED_REMOVAL)
+        rv = EventSpec("review_posted", "bob", {"pr": 1, "verdict": "approve"}, id="tie")
+        p = _replace(p, events=(rv,), certificates=(
+            CertificateRequest("approved", events=("tie",), obligations=("o2", "o1")),))
         ready.ok(p)
         assert "o2" not in ready.x.evaluated() or ready.x.obligations["o2"].required_root
 
@@ -484,6 +489,16 @@ class TestRemovalRules:
             effects=(Effect.status("o", "settled"),),
             justification=("e0",),
             certificates=(CertificateRequest("ok"),),
+        )
+        # a settlement certificate that does not cite "o" settles nothing
+        assert ReasonCode.UNSUPPORTED_REMOVAL in x.submit(p).codes
+        p = Proposal(
+            "a",
+            "close",
+            target="o",
+            effects=(Effect.status("o", "settled"),),
+            justification=("e0",),
+            certificates=(CertificateRequest("ok", obligations=("o",)),),
         )
         assert x.submit(p).committed
         assert x.obligations["o"].status == Status.SETTLED

@@ -9,6 +9,7 @@ import pytest
 from icore.state import (
     AgentDecl,
     AssertionKind,
+    CertificateRequest,
     DeclarationPackage,
     Effect,
     EffectTemplate,
@@ -205,7 +206,11 @@ class TestSoundnessAndMatchedSets:
                     Effect.status("o1", "superseded"),
                     Effect.relation("o1", "transported_to", "o2"),
                 ),
-                justification=(flow.any_event(),),
+                events=(EventSpec("review_posted", "bob", {"pr": 1, "verdict": "approve"},
+                                  id="tie"),),
+                justification=("tie",),
+                certificates=(CertificateRequest("approved", events=("tie",),
+                                                 obligations=("o1", "o2")),),
             )
         )
         assert flow.x.is_sound("o1")

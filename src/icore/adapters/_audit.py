@@ -53,8 +53,10 @@ from icore.audit import diagnose as audit_diagnose
 from icore.state import (
     DeclarationPackage,
     Effect,
+    EntryKind,
     EventSpec,
     FlagKind,
+    LogEntry,
     Metrics,
     State,
     Status,
@@ -158,6 +160,8 @@ class AuditResult:
         final: metrics of the final X.
         elapsed_ms: import + audit wall time.
         terminated: the run recorded a termination (a terminal marker exists, sound or not).
+        notes: the audit's ``note`` log entries (diagnoses), in order. X keeps no other
+            entries (:class:`NoteLog`; its cost stays linear in the trace).
     """
 
     trace: Trace
@@ -171,6 +175,7 @@ class AuditResult:
     final: Metrics
     elapsed_ms: float
     terminated: bool = False
+    notes: tuple[LogEntry, ...] = ()
 
     def summary(self) -> RunSummary:
         """The run's summary row."""
@@ -204,10 +209,32 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
     return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
 
 
+class NoteLog:
+    """Where an imported run's log goes: only its notes (diagnoses) are kept.
+
+    An audit of a recorded run needs X itself, not its history: keeping every entry in
+    memory doubled the footprint of a long run (docs/audit.md "Cost"), so the state
+    keeps no entries and this log keeps only the ``note`` entries (what the audit
+    concluded), in order.
+    """
+
+    def __init__(self) -> None:
+        self.notes: list[LogEntry] = []
+
+    def append(self, entries: Sequence[LogEntry]) -> None:
+        """Keep the note entries of ``entries``."""
+        self.notes.extend(e for e in entries if e.kind == EntryKind.NOTE)
+
+    def entries(self) -> list[LogEntry]:
+        """The kept note entries, in order."""
+        return list(self.notes)
+
+
 class _Builder:
     def __init__(self, trace: Trace, decl: DeclarationPackage) -> None:
         self.t = trace
-        self.x = State(decl)
+        self.log = NoteLog()
+        self.x = State(decl, log=self.log, keep_entries=False)
         self.step_events: dict[int, str] = {}
         self.timeline: list[MetricPoint] = []
         self.diagnoses: list[Diagnosis] = []
@@ -223,8 +250,8 @@ class _Builder:
         self.plans_since_ledger = 0
         self.ever_passed = 0
         self.evidence = 0
-        self.seen_digests: dict[str, list[str]] = {}
-        self.seen_pages: dict[str, list[str]] = {}
+        self.seen_digests: dict[str, set[str]] = {}
+        self.seen_pages: dict[str, set[str]] = {}
         self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
         self.last_event: str | None = None
         self.terminated = False
@@ -463,8 +490,12 @@ class _Builder:
         x = self.x
         who = self.agent(s.agent)
         fields = x.events[ev].fields
-        seen_d = list(self.seen_digests.get(who, ()))
-        seen_p = list(self.seen_pages.get(who, ()))
+        # the validator asks whether *this* output repeats what the agent already
+        # reported: the payload carries only the matching earlier report (O(1) per output,
+        # so the audit stays linear in the trace)
+        digest, page = str(fields.get("digest")), fields.get("page")
+        seen_d = [digest] if digest in self.seen_digests.get(who, ()) else []
+        seen_p = [str(page)] if page and str(page) in self.seen_pages.get(who, ()) else []
         payload = {"seen_digests": seen_d, "seen_pages": seen_p,
                    "evidence_before": self.evidence}
         events = (ev, *tools)
@@ -478,9 +509,9 @@ class _Builder:
         a2 = x.import_assertion(
             Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
             events=events, operation="submit", certificates=(c.id,), proposer=who)
-        self.seen_digests.setdefault(who, []).append(str(fields.get("digest")))
-        if fields.get("page"):
-            self.seen_pages.setdefault(who, []).append(str(fields["page"]))
+        self.seen_digests.setdefault(who, set()).add(digest)
+        if page:
+            self.seen_pages.setdefault(who, set()).add(str(page))
         self.since_ledger.append((ev, verdict, repeat))
         if verdict:
             self.ever_passed += 1
@@ -552,8 +583,19 @@ def _audit_diagnosis(x: State, did: str, step: int | None, defect: str,
         return None
     if defect == "evidence":
         # an unsupported claim is repaired by its claimant (routing priority: proposer)
-        return f.proposer, f.to_json()
-    return responsible_agent(x, f), f.to_json()
+        return f.proposer, _compact(f.to_json())
+    return responsible_agent(x, f), _compact(f.to_json())
+
+
+_NOTE_FIELDS = ("id", "primary", "defect", "obligations", "proposer", "flags", "evidence",
+                "matched", "cq_before")
+
+
+def _compact(f: dict[str, Any]) -> dict[str, Any]:
+    """The part of F an imported run's note keeps: what was diagnosed, its evidence gaps
+    and the frozen W_F. Assignees, alternatives and history are left out (X holds
+    them), which keeps a long run's audit within its memory budget (docs/audit.md)."""
+    return {k: f[k] for k in _NOTE_FIELDS}
 
 
 def _why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],
@@ -603,6 +645,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         final=b.x.metrics(),
         elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         terminated=b.terminated,
+        notes=tuple(b.log.notes),
     )
 
 

@@ -146,10 +146,20 @@ class SimTeam:
             fn()
 
     def recover(self, feedback: Feedback, view: HostView) -> Sequence[Proposal]:
-        """Answer routed feedback (repair, verify, reassign, settle)."""
+        """Answer routed feedback (repair, verify, reassign, settle), unless the fault
+        model makes the agent ignore or misread it (:class:`FaultSettings`)."""
         self.calls += 1
         agent = feedback.to
         out: list[Proposal] = []
+        prof = self._workers.get(agent) or self._any_worker()
+        seed = self.inst.seed
+        if prof is not None and uniform(seed, feedback.id, agent, "ignore") < (
+            prof.faults.ignore_feedback
+        ):
+            return ()
+        misread = prof is not None and uniform(seed, feedback.id, agent, "misread") < (
+            prof.faults.misread_feedback
+        )
         if feedback.defect == "assignment":
             if agent != "lead":
                 return ()
@@ -160,6 +170,12 @@ class SimTeam:
                     continue
                 best, val = b.alternatives[0]
                 cur = _value(state, b.assignee, b.id)
+                if misread:  # moves the work to a worker the feedback did not name first
+                    others = [w for w in self._workers if w not in (best, b.assignee)]
+                    if others:
+                        pick = int(uniform(seed, feedback.id, b.id, "pick") * len(others))
+                        out.append(self._assign(c, best=True, to=others[pick]))
+                    continue
                 if best == b.assignee or val <= cur:
                     continue
                 out.append(self._assign(c, best=True, to=best))
@@ -169,6 +185,8 @@ class SimTeam:
             if c is None:
                 continue
             if agent in self._workers and (c.assignee == agent or b.assignee == agent):
+                if misread:  # repeats the claim, still without evidence
+                    return (self._claim(agent, c),)
                 c.stall_left = 0
                 c.cache = None  # feedback: re-read the current specification heads
                 c.assignee = agent
@@ -176,6 +194,26 @@ class SimTeam:
             if agent in self.inst.verifiers and b.status == str(Status.SUBMITTED):
                 return (self._verify(agent, c),)
         return ()
+
+    def _any_worker(self) -> WorkerProfile | None:
+        """The lead and verifiers share the team's fault setting (the first worker's)."""
+        return next(iter(self._workers.values()), None)
+
+    def _claim(self, agent: str, c: Card) -> Proposal:
+        """A completion claim with no test certificate (a misread repair)."""
+        it = c.item
+        eid = self._eid(agent)
+        status = Status.SUBMITTED if it.review else Status.DISCHARGED
+        self._pending[eid] = lambda: None
+        return Proposal(
+            proposer=agent,
+            operation="submit_for_review" if it.review else "submit",
+            target=it.id,
+            events=(EventSpec("message", agent, {"item": it.id, "note": "done"}, id=eid),),
+            effects=(Effect.status(it.id, status),
+                     Effect.result(it.id, {"item": it.id, "claimed": True})),
+            justification=(eid,),
+        )
 
     # ------------------------------------------------------------------ actions
     def _assign(self, c: Card, *, best: bool, to: str | None = None) -> Proposal:
@@ -185,7 +223,8 @@ class SimTeam:
             scored = []
             for w in self._workers.values():
                 z = uniform(self.inst.seed, it.id, c.assigns, w.id, "assign")
-                scored.append((w.capability[it.kind] + noise * (2.0 * z - 1.0) * 1.7, w.id))
+                v = w.declared_capability[it.kind]  # the lead reads the declared values
+                scored.append((v + noise * (2.0 * z - 1.0) * 1.7, w.id))
             to = max(scored)[1]
             best_cap = max(w.capability[it.kind] for w in self._workers.values())
             if best_cap - self._workers[to].capability[it.kind] > ASSIGN_EPS:
@@ -246,13 +285,24 @@ class SimTeam:
         p = prof.capability[it.kind]
         success = uniform(seed, it.id, k, "work") < p
         passed = success or uniform(seed, it.id, k, "test") < 1.0 - self.inst.coverage
+        fabricated = False
+        if not passed and uniform(seed, it.id, k, agent, "gaming") < prof.faults.gaming:
+            passed = True  # a plausible wrong result passes a weak test
+            self.world.inject("plausible_wrong", it.id)
+        elif not passed and uniform(seed, it.id, k, agent, "fabricate") < prof.faults.fabricate:
+            passed = fabricated = True  # a passing test "run" by someone else
+            self.world.inject("fabricated_evidence", it.id)
         version, rid = c.cache
         if version != self.world.version[it.spec]:
             self.world.inject("evidence_revocation", it.id)
         wid, tid = self._eid(agent), self._eid(agent)
+        tester = agent
+        if fabricated:
+            others = [w for w in self._workers if w != agent] or ["lead"]
+            tester = others[int(uniform(seed, it.id, k, "author") * len(others))]
         events = (
             EventSpec("work", agent, {"item": it.id, "spec": version}, id=wid),
-            EventSpec("test", agent, {"item": it.id, "passed": passed}, causes=(wid,), id=tid),
+            EventSpec("test", tester, {"item": it.id, "passed": passed}, causes=(wid,), id=tid),
         )
         op = "submit_for_review" if it.review else "submit"
         status = Status.SUBMITTED if it.review else Status.DISCHARGED
@@ -276,7 +326,8 @@ class SimTeam:
                 justification=(wid, tid),
                 certificates=(
                     CertificateRequest(
-                        "tests_pass", events=(tid,), records=(RecordRef(it.spec, rid),)
+                        "tests_pass", events=(wid, tid), records=(RecordRef(it.spec, rid),),
+                        obligations=(it.id,),
                     ),
                 ),
             )
@@ -426,11 +477,12 @@ class SimEnvironment:
 
 
 def introduce(state: State, inst: TaskInstance) -> None:
-    """The task agent introduces the instance's obligations (one legal proposal)."""
+    """The task agent introduces the instance's obligations (one legal proposal), each a
+    required root, so an unsupported drop cannot take task work out of W(X)."""
     eid = "task-0"
     effects = tuple(
         Effect.node(it.id, it.kind, weight=it.weight, parent=it.parent, deps=it.deps,
-                    required_root=False)
+                    required_root=True)
         for it in _topo(inst.items)
     )
     v = state.submit(

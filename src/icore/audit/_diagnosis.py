@@ -19,8 +19,6 @@ from icore.state import (
     FlagKind,
     HardFlag,
     MatchedSet,
-    ProposalRecorded,
-    Rejected,
     State,
 )
 
@@ -28,6 +26,8 @@ MAX_OBLIGATIONS = 5
 """At most this many obligations are diagnosed at once (the most relevant first)."""
 HISTORY = 6
 """At most this many past proposals are quoted as interaction history."""
+MAX_CHILDREN = 10
+"""At most this many (most recent) children of each affected obligation join W_F."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,30 +164,23 @@ def alternatives(state: State, oid: str) -> tuple[tuple[str, float], ...]:
 
 
 def matched_cohort(state: State, obligations: Sequence[str]) -> list[str]:
-    """W_F members: the affected obligations plus their existing children (sub-work the
-    recovery may change), in a deterministic order."""
+    """W_F members: the affected obligations plus their most recent children (sub-work the
+    recovery may change; at most :data:`MAX_CHILDREN` per affected obligation), in a
+    deterministic order. The cap keeps a diagnosis O(1) in the size of X; a recovery
+    that changes an older child is rejected (``outside_matched_set``), which fails
+    closed."""
     affected = [o for o in obligations if o in state.obligations]
     aset = set(affected)
     children = sorted(
-        oid for oid, o in state.obligations.items() if o.parent in aset and oid not in aset
+        {c for o in affected for c in state.children(o)[-MAX_CHILDREN:] if c not in aset}
     )
     return affected + children
 
 
 def history_of(state: State, obligations: Sequence[str]) -> tuple[str, ...]:
-    """Ids of the most recent proposals naming any of ``obligations`` (O(|log|))."""
-    want = set(obligations)
-    hits: list[str] = []
-    for e in state.entries:
-        b = e.body
-        if isinstance(b, ProposalRecorded):
-            p = b.proposal
-            named = {x.obligation for x in p.effects} | ({p.target} if p.target else set())
-            if named & want and p.id is not None:
-                hits.append(p.id)
-        elif isinstance(b, Rejected) and b.proposal in hits:
-            continue
-    return tuple(hits[-HISTORY:])
+    """Ids of the most recent proposals naming any of ``obligations`` (from the state's
+    per-obligation index: O(|obligations| · HISTORY), independent of the log length)."""
+    return state.history(obligations, HISTORY)
 
 
 def diagnose(

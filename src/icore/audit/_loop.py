@@ -8,8 +8,12 @@ One iteration = at most one agent call:
    (``AuditRecovery_D``); otherwise, if productive work is enabled, the host's ordinary
    proposal is requested (``Schedule_D``), audited (Definition 6) and committed or
    rejected;
-4. the patience counter h: reset only by a committed transition satisfying D's
-   ``progress``, +1 after a legal nonproductive step, a rejection, or no enabled work;
+4. patience, per obligation: every enabled assigned obligation has its own counter of
+   iterations since its last progress (a committed transition that *changed* one of its
+   declared progress fields, ``parameters.progress_fields``; a re-assertion of the same
+   value is not progress) or since it got its current assignee; the ``patience``
+   trigger fires when some counter reaches H, naming those obligations, longest first
+   (``h`` in the trajectory is the largest counter);
 5. snd, astab, cq are recomputed (incrementally) and the five triggers evaluated;
 6. on a trigger (``mode="audit"`` only): diagnosis F with frozen W_F, routing, feedback.
 
@@ -225,7 +229,8 @@ class AuditLoop:
         self.index = WorkIndex(state)
         self.h = 0
         self._seen = state.seq
-        self._last_progress: dict[str, int] = {}
+        self._since: dict[str, int] = {}  # enabled assigned obligation -> step of last progress
+        self._owner: dict[str, str | None] = {}
         self._last_diag: dict[tuple[str, tuple[str, ...]], int] = {}
         self._flag_attempts: dict[str, int] = {}
         self._exhausted: set[str] = set()
@@ -239,17 +244,38 @@ class AuditLoop:
         if x.seq == self._seen:
             return
         if x.keep_entries:
-            self.index.update(touched_by(x.entries[self._seen :]))
+            self.index.update(touched_by(x.entries_since(self._seen)))
         else:
             self.index.rebuild()
         self._seen = x.seq
 
-    def _stalled(self) -> list[str]:
-        en = sorted(self.index.enabled, key=lambda o: (self._last_progress.get(o, -1), o))
-        if not en:
-            return []
-        first = self.state.obligations[en[0]].assignee
-        return [o for o in en if self.state.obligations[o].assignee == first]
+    def _patience(self, step: int) -> list[str]:
+        """Update the per-obligation patience counters at the end of ``step``; set ``h``
+        to the largest and return the obligations whose counter reached H, longest
+        first. Cost O(enabled work)."""
+        obs = self.state.obligations
+        live: dict[str, int] = {}
+        for oid in self.index.enabled:
+            who = obs[oid].assignee
+            if who is None:
+                continue
+            since = self._since.get(oid)
+            if since is None or self._owner.get(oid) != who:
+                since = step  # a new assignee gets a fresh window
+            live[oid] = since
+            self._owner[oid] = who
+        for oid in [o for o in self._owner if o not in live]:
+            del self._owner[oid]
+        self._since = live
+        stall = {o: step - s for o, s in live.items()}
+        self.h = max(stall.values(), default=0)
+        hit = [o for o, n in stall.items() if n >= self.state.decl.parameters.patience]
+        return sorted(hit, key=lambda o: (-stall[o], o))
+
+    def _progressed(self, oids: Sequence[str], step: int) -> None:
+        for oid in oids:
+            if oid in self._since:
+                self._since[oid] = step
 
     def _cooling(self, hit: TriggerHit, step: int) -> bool:
         if hit.trigger == Trigger.HARD_FLAG:
@@ -279,9 +305,8 @@ class AuditLoop:
             elif cfg.mode == "passive" or self.index.enabled:
                 call = "ordinary"
                 decision = self._ordinary(view, res, step)
-            else:
-                self.h += 1
             self._sync()
+            stalled = self._patience(step)
             m = x.metrics()
             hits = evaluate_triggers(
                 x,
@@ -289,7 +314,7 @@ class AuditLoop:
                 h=self.h,
                 metrics=m,
                 terminal=x.terminal(),
-                stalled=self._stalled(),
+                stalled=stalled,
             )
             for hit in hits:
                 res.fired[str(hit.trigger)] = res.fired.get(str(hit.trigger), 0) + 1
@@ -314,7 +339,6 @@ class AuditLoop:
         p = self.host.propose(view)
         res.agent_calls += 1
         if p is None:
-            self.h += 1
             return "idle"
         if not isinstance(p, Proposal):
             raise AuditError("host returned something other than a Proposal", got=type(p).__name__)
@@ -324,14 +348,8 @@ class AuditLoop:
         res.audit_ms += self.clock.now_ms() - t0
         res.proposals += 1
         if v.committed:
-            if v.progress:
-                self.h = 0
-                for a in v.assertions:
-                    self._last_progress[a.obligation] = step
-            else:
-                self.h += 1
+            self._progressed(v.progressed, step)
         else:
-            self.h += 1
             res.rejections += 1
             if self.config.mode == "passive":
                 observe_unaudited(x, v.proposal)
@@ -401,13 +419,8 @@ class AuditLoop:
             )
             for v in committed:
                 self.host.observe(Outcome(v.proposal, v, True, True, recovery=True))
-            if any(v.progress for v in committed):
-                self.h = 0
-                for v in committed:
-                    for a in v.assertions:
-                        self._last_progress[a.obligation] = view.step
-            else:
-                self.h += 1
+            for v in committed:
+                self._progressed(v.progressed, view.step)
             pids = tuple(str(v.proposal.id) for v in committed)
             x.record_note(
                 "recovery",
@@ -430,7 +443,6 @@ class AuditLoop:
                 )
             )
             return "recovered"
-        self.h += 1
         for p in props:
             self.host.observe(Outcome(p, None, True, False, recovery=True))
         viol = tuple(f"{v.code}: {v.detail}" for v in rv.violations)

@@ -5,6 +5,10 @@ accepted only if
 
 1. it is non-empty and every proposal comes from the routed agent;
 2. every proposal is legal (icore Def. 6) on the candidate, in order;
+2a. it changes nothing outside the frozen W_F (icore Sec. 4: W_F holds every component
+   the recovery may change): an existing obligation outside W_F that a committed
+   assertion names is an ``outside_matched_set`` violation; an obligation the recovery
+   creates is allowed only as sub-work (child) or transport replacement of a member;
 3. it is work-sound: every assertion it commits is sound, and (for work and evidence
    defects) every affected obligation is sound in X_f;
 4. it resolves every hard flag of F: a revocation flag the state resolved (every flagged
@@ -14,7 +18,14 @@ accepted only if
    the unsupported one; a nonproductive note does not);
 5. ``cq(X_f; W_F) >= cq(X^-; W_F)`` on the frozen matched set, where a member removed
    (settled, superseded or gone) without valid transport or settlement evidence stays in
-   W_F and counts as unsound (and is also a violation of its own).
+   W_F and counts as unsound (and is also a violation of its own). Transport counts only
+   to a replacement the recovery creates or that a passing certificate ties to the
+   removed member (citing both), with the same required coverage
+   (:func:`icore.state.transport_problem`); settlement only with a certificate citing
+   the settled member.
+
+The candidate X_f is a :meth:`State.trial <icore.state.State.trial>` of X (copy-on-write
+with an undo journal), so judging a recovery costs O(the recovery), not O(|log|).
 
 Otherwise only a failure-and-feedback record is written (by the loop); X is unchanged.
 """
@@ -35,7 +46,6 @@ from icore.state import (
     HeadView,
     MatchedSet,
     Proposal,
-    ProposalRecorded,
     State,
     Status,
     Verdict,
@@ -53,6 +63,7 @@ class RecoveryCode(enum.StrEnum):
     UNRESOLVED_FLAG = "unresolved_flag"
     QUALITY_DECREASED = "quality_decreased"
     UNSUPPORTED_REMOVAL = "unsupported_removal"
+    OUTSIDE_MATCHED_SET = "outside_matched_set"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,48 +109,20 @@ class RecoveryVerdict:
 
 
 def removal_supported(state: State, oid: str) -> bool:
-    """A closed obligation carries valid transport or settlement evidence (design.md 4.3).
-
-    Transport: an active, sound ``transported_to`` relation to an existing obligation.
-    Settlement: the closing status assertion is sound, its operation settles, and it
-    cites at least one active passing certificate.
-    """
-    o = state.obligations.get(oid)
-    if o is None:
-        return False
-    rel = state.active_assertion(oid, AssertionKind.RELATION, TRANSPORTED_TO)
-    if (
-        rel is not None
-        and rel.value in state.obligations
-        and rel.value != oid
-        and state.assertion_sound(rel.id)
-    ):
-        return True
-    st = state.active_assertion(oid, AssertionKind.STATUS)
-    if st is None or not state.assertion_sound(st.id):
-        return False
-    j = state.justifications.get(st.id)
-    if j is None or j.operation is None:
-        return False
-    op = state.decl.operations.get(j.operation)
-    return (
-        op is not None
-        and op.settles
-        and any(state.certificate_active(c) for c in j.certificates)
-    )
+    """A closed obligation carries valid transport or settlement evidence (design.md 4.3):
+    :meth:`State.removal_supported <icore.state.State.removal_supported>` (a replacement
+    created by the same proposal, or one a certificate ties to ``oid`` by citing both,
+    with the same required coverage; or a settlement certificate citing ``oid``)."""
+    return state.removal_supported(oid)
 
 
 def _attempted_slots(state: State, proposal_id: str | None) -> dict[str, set[tuple[str, str, str]]]:
     """Slots per obligation that the flagged (rejected) attempt tried to write."""
     out: dict[str, set[tuple[str, str, str]]] = {}
-    if proposal_id is None:
-        return out
-    for e in state.entries:
-        b = e.body
-        if isinstance(b, ProposalRecorded) and b.proposal.id == proposal_id:
-            for eff in b.proposal.effects:
-                out.setdefault(eff.obligation, set()).add(eff.slot)
-            break
+    p = None if proposal_id is None else state.proposal(proposal_id)
+    if p is not None:
+        for eff in p.effects:
+            out.setdefault(eff.obligation, set()).add(eff.slot)
     return out
 
 
@@ -177,10 +160,14 @@ def audit_recovery(
     agent: str,
     head_view: HeadView | None = None,
 ) -> RecoveryVerdict:
-    """``AuditRecovery_D`` (icore Sec. 4): judge a recovery on a candidate copy of X.
+    """``AuditRecovery_D`` (icore Sec. 4): judge a recovery on a candidate X_f.
+
+    X_f is a trial of X (:meth:`State.trial <icore.state.State.trial>`): the recovery
+    is applied in memory with an undo journal and undone before this returns, so the
+    cost is O(the recovery), independent of the log length.
 
     Args:
-        state: X^- (unchanged).
+        state: X^- (unchanged when this returns; no trial may be open on it).
         diagnosis: F with its frozen W_F.
         proposals: the recovery, from the routed agent.
         agent: the routed agent.
@@ -205,7 +192,25 @@ def audit_recovery(
             )
     if violations:
         return RecoveryVerdict(False, tuple(violations), (), before, None)
-    cand = state.copy()
+    with state.trial() as cand:
+        return _judge(state, cand, diagnosis, proposals, before, head_view)
+
+
+def _judge(
+    state: State,
+    cand: State,
+    diagnosis: Diagnosis,
+    proposals: Sequence[Proposal],
+    before: MatchedQuality,
+    head_view: HeadView | None,
+) -> RecoveryVerdict:
+    """The recovery audit on the candidate ``cand`` (a trial of ``state``, so the same
+    object): facts of X^- are read before the first proposal is applied."""
+    matched = diagnosis.matched
+    violations: list[Violation] = []
+    # facts of X^-, read before the trial changes anything
+    existed = {o for p in proposals for e in p.effects if (o := e.obligation) in cand.obligations}
+    before_open = {o for o in matched.obligations if not _closed(cand, o)}
     verdicts: list[Verdict] = []
     for p in proposals:
         v = audit(p, cand, head_view=head_view)
@@ -222,6 +227,24 @@ def audit_recovery(
         cand.apply_verdict(v)
     new_aids = [a.id for v in verdicts for a in v.assertions]
     changed = tuple(sorted({a.obligation for v in verdicts for a in v.assertions}))
+    members = set(matched.obligations)
+    created = frozenset(o for o in changed if o not in existed)
+    carried = {
+        rel.value
+        for m in members
+        if (rel := cand.active_assertion(m, AssertionKind.RELATION, TRANSPORTED_TO)) is not None
+    }
+    for oid in changed:
+        if oid in members:
+            continue
+        if oid in created:
+            new = cand.obligations.get(oid)
+            if new is not None and (new.parent in members or oid in carried):
+                continue
+            detail = "the recovery creates work that is neither sub-work nor a replacement of W_F"
+        else:
+            detail = "the recovery changes an obligation outside the frozen matched set W_F"
+        violations.append(Violation(RecoveryCode.OUTSIDE_MATCHED_SET, detail, oid))
     for aid in new_aids:
         if cand.is_active(aid) and not cand.assertion_sound(aid):
             violations.append(
@@ -231,7 +254,11 @@ def audit_recovery(
             )
     unsupported: set[str] = set()
     for oid in matched.obligations:
-        if _closed(cand, oid) and not _closed(state, oid) and not removal_supported(cand, oid):
+        if (
+            _closed(cand, oid)
+            and oid in before_open
+            and not removal_supported(cand, oid)
+        ):
             unsupported.add(oid)
             violations.append(
                 Violation(

@@ -4,7 +4,9 @@ A trigger fires exactly when its condition holds on the current state:
 
 ===================== ==========================================================
 ``no_productive_work`` X is not terminal and no productive update is enabled
-``patience``           the patience counter h >= H (D's ``parameters.patience``)
+``patience``           some enabled assigned obligation made no progress (a change
+                       of a declared progress field) for H iterations: its own
+                       counter h_o >= H (D's ``parameters.patience``)
 ``hard_flag``          some hard flag is open (unresolved)
 ``reassignment``       an ε-beneficial reassignment exists: a reassignable
                        obligation whose gain (icore Def. 9) exceeds ε
@@ -191,10 +193,10 @@ def evaluate_triggers(
     Args:
         state: X.
         index: the work index (kept in step with X by the caller).
-        h: the patience counter.
+        h: the largest per-obligation patience counter (iterations without progress).
         metrics: current metrics of X.
         terminal: whether D's terminal predicate holds.
-        stalled: enabled obligations ordered from longest without progress (patience).
+        stalled: the obligations whose counter reached H, longest without progress first.
 
     Returns:
         The fired triggers in :data:`TRIGGER_ORDER`.

@@ -28,6 +28,7 @@ from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS, detect_all
 from icore.state import State
 from icore.workloads._tasks import (
     TASK_MODES,
+    FaultSettings,
     TaskInstance,
     TaskMode,
     declaration,
@@ -91,6 +92,7 @@ class RunRow:
     audit_ms_per_proposal: float
     feedback_tokens: int
     wall_ms: float
+    p_min: float | None = None
 
 
 @dataclass(slots=True)
@@ -176,13 +178,17 @@ def run_condition(
         audit_ms_per_proposal=res.audit_ms_per_proposal,
         feedback_tokens=res.feedback_tokens,
         wall_ms=clock.now_ms() - t0,
+        p_min=inst.p_min if inst.declares_bound else None,
     )
     return row, state, world
 
 
-def run_instance(mode: str, seed: int, llm: LLMSettings | None = None) -> InstanceResult:
-    """Every condition on the matched instance ``(mode, seed)``, plus the ablations."""
-    inst = make_instance(mode, seed)
+def run_instance(
+    mode: str, seed: int, llm: LLMSettings | None = None, faults: FaultSettings | None = None
+) -> InstanceResult:
+    """Every condition on the matched instance ``(mode, seed)`` under the fault setting
+    ``faults``, plus the ablations."""
+    inst = make_instance(mode, seed, faults)
     out = InstanceResult()
     for cond in CONDITIONS:
         row, state, world = run_condition(inst, cond, llm=llm)
@@ -203,9 +209,11 @@ def run_instance(mode: str, seed: int, llm: LLMSettings | None = None) -> Instan
 
 
 def _chunk(
-    tasks: Sequence[tuple[str, int]], llm: LLMSettings | None = None
+    tasks: Sequence[tuple[str, int]],
+    llm: LLMSettings | None = None,
+    faults: FaultSettings | None = None,
 ) -> list[InstanceResult]:
-    return [run_instance(m, s, llm) for m, s in tasks]
+    return [run_instance(m, s, llm, faults) for m, s in tasks]
 
 
 def _check_run(modes: Sequence[TaskMode | str], per_mode: int, jobs: int) -> list[str]:
@@ -244,8 +252,10 @@ def run_all(
     jobs: int = 1,
     progress: Callable[[int], None] | None = None,
     llm: LLMSettings | None = None,
+    faults: FaultSettings | None = None,
 ) -> list[InstanceResult]:
-    """Run every matched instance, in ``jobs`` processes (order-independent results).
+    """Run every matched instance, in ``jobs`` processes (order-independent results),
+    under the fault setting ``faults``.
 
     Raises:
         BadOption: ``modes`` is empty, names an unknown task mode or a mode twice, or
@@ -256,14 +266,14 @@ def run_all(
     results: list[InstanceResult] = []
     if jobs <= 1:
         for t in tasks:
-            results.append(run_instance(*t, llm))
+            results.append(run_instance(*t, llm, faults))
             if progress:
                 progress(1)
         return results
     size = max(1, min(10, len(tasks) // (jobs * 4) or 1))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     with ProcessPoolExecutor(max_workers=jobs) as ex:
-        futs = {ex.submit(_chunk, c, llm): len(c) for c in chunks}
+        futs = {ex.submit(_chunk, c, llm, faults): len(c) for c in chunks}
         for fut in as_completed(futs):
             results.extend(fut.result())
             if progress:
@@ -295,6 +305,7 @@ def evaluate(
     out: Path | None = None,
     progress: Callable[[int], None] | None = None,
     llm: LLMSettings | None = None,
+    faults: FaultSettings | None = None,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run the controlled evaluation and write its outputs (icore Sec. 5; design.md 4.5).
 
@@ -307,6 +318,7 @@ def evaluate(
         out: output folder (default ``results/icore/<preset>``).
         progress: ``progress(k)`` callback, ``k`` instances done.
         llm: run the LLM team behind this endpoint instead of the simulated team.
+        faults: the fault setting (default: none beyond the per-worker faults).
 
     Returns:
         The summary (as written to ``summary.json``) and the output paths.
@@ -324,7 +336,8 @@ def evaluate(
     n = per_mode if per_mode is not None else p.per_mode
     mode_list = _check_run(modes, n, jobs)
     t0 = time.perf_counter()
-    results = run_all(mode_list, n, seed0=seed0, jobs=jobs, progress=progress, llm=llm)
+    results = run_all(mode_list, n, seed0=seed0, jobs=jobs, progress=progress, llm=llm,
+                      faults=faults)
     runtime = time.perf_counter() - t0
     runs, reps = rows_as_dicts(results)
     summary: dict[str, Any] = {
@@ -336,6 +349,7 @@ def evaluate(
         "bootstrap": p.bootstrap,
         "jobs": jobs,
         "agents": "simulated" if llm is None else f"llm:{llm.model}@{llm.base_url}",
+        "faults": asdict(faults or FaultSettings()),
         "runtime_s": runtime,
         "comparisons": paired_json(comparisons(runs, draws=p.bootstrap)),
         "representation": representation_table(reps),
@@ -347,8 +361,94 @@ def evaluate(
     return summary, paths
 
 
+GRID: tuple[FaultSettings, ...] = (
+    FaultSettings(),
+    FaultSettings(fabricate=0.3),
+    FaultSettings(gaming=0.3),
+    FaultSettings(ignore_feedback=0.3),
+    FaultSettings(misread_feedback=0.3),
+    FaultSettings(sigma=0.15),
+    FaultSettings(fabricate=0.3, gaming=0.2, ignore_feedback=0.3, misread_feedback=0.2,
+                  sigma=0.15),
+)
+"""The settings grid of the controlled evaluation (docs/audit.md "Fault model")."""
+
+
+def evaluate_grid(
+    *,
+    preset: str = "quick",
+    per_mode: int | None = None,
+    modes: Sequence[TaskMode | str] = TASK_MODES,
+    seed0: int = 0,
+    jobs: int = 1,
+    out: Path | None = None,
+    grid: Sequence[FaultSettings] = GRID,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[dict[str, Any]], Path]:
+    """The controlled evaluation for every fault setting of ``grid`` (issue 14).
+
+    Each setting is a full :func:`evaluate` in ``<out>/<label>``; ``<out>/grid.md`` and
+    ``grid.json`` tabulate audit − passive quality and Perf (95% paired bootstrap CI) and
+    the Prop. 4 expectation check per setting.
+
+    Returns:
+        One row per setting, and the path of ``grid.md``.
+
+    Raises:
+        UnknownPreset, BadOption: as :func:`evaluate`.
+    """
+    import json
+
+    target = out if out is not None else Path("results") / "icore" / f"{preset}-grid"
+    rows: list[dict[str, Any]] = []
+    for fs in grid:
+        summary, _ = evaluate(preset=preset, per_mode=per_mode, modes=modes, seed0=seed0,
+                              jobs=jobs, out=target / fs.label().replace(",", "_"),
+                              progress=progress, faults=fs)
+        comp = {(c["metric"], c["mode"]): c for c in summary["comparisons"]}
+        q, pf = comp[("quality", "all")], comp[("perf", "all")]
+        p4 = summary["prop4"]
+        rows.append({
+            "setting": fs.label(), **asdict(fs), "n": q["n"],
+            "quality_passive": q["control"], "quality_audit": q["treatment"],
+            "d_quality_pp": 100 * q["diff"], "d_quality_lo": 100 * q["lo"],
+            "d_quality_hi": 100 * q["hi"],
+            "perf_passive": pf["control"], "perf_audit": pf["treatment"],
+            "d_perf_pp": 100 * pf["diff"], "d_perf_lo": 100 * pf["lo"],
+            "d_perf_hi": 100 * pf["hi"],
+            "prop4_declared": bool(p4["expectation"]), "prop4_all_hold": p4["all_hold"],
+            "runtime_s": summary["runtime_s"],
+        })
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "grid.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    lines = [
+        "# iCORE-Audit under the fault grid",
+        "",
+        f"Preset `{preset}`; each setting runs the same matched instances. Δ = audit − "
+        "passive, percentage points, 95% paired bootstrap CI. Paper anchors: +11.5 pp "
+        "quality, +15.1 pp terminal performance.",
+        "",
+        "| setting | n | quality passive → audit | Δ quality pp [95% CI] | Perf passive → "
+        "audit | Δ Perf pp [95% CI] | Prop. 4 (expectation) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        p4s = ("not declared (conditions fail)" if not r["prop4_declared"]
+               else "holds" if r["prop4_all_hold"] else "VIOLATED")
+        lines.append(
+            f"| {r['setting']} | {r['n']} | {r['quality_passive']:.3f} → "
+            f"{r['quality_audit']:.3f} | {r['d_quality_pp']:+.1f} [{r['d_quality_lo']:+.1f}, "
+            f"{r['d_quality_hi']:+.1f}] | {r['perf_passive']:.3f} → {r['perf_audit']:.3f} | "
+            f"{r['d_perf_pp']:+.1f} [{r['d_perf_lo']:+.1f}, {r['d_perf_hi']:+.1f}] | {p4s} |"
+        )
+    md = target / "grid.md"
+    md.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return rows, md
+
+
 __all__ = [
     "CONDITIONS",
+    "GRID",
     "PRESETS",
     "TASK_MODES",
     "InstanceResult",
@@ -357,6 +457,7 @@ __all__ = [
     "RunRow",
     "default_jobs",
     "evaluate",
+    "evaluate_grid",
     "get_preset",
     "rows_as_dicts",
     "run_all",

@@ -103,15 +103,24 @@ def markdown(summary: dict[str, Any]) -> str:
     ]
     p4 = summary["prop4"]
     if p4["declared_runs"]:
-        lines.append(
-            f"Where D declares the conditions ({p4['declared_runs']} passive+audit runs of the "
-            f"deadline, review and allocation modes): Perf below the bound p_min·max(0, 2cq−1) "
-            f"in {p4['fraction_below_bound']:.3f} of runs; below the bound minus the "
-            f"Hoeffding slack at δ={p4['failure_probability']}: "
-            f"{p4['fraction_below_bound_minus_hoeffding']:.3f} (declared failure probability "
-            f"{p4['failure_probability']}). Mean bound {p4['mean_bound']:.3f}, mean Perf "
-            f"{p4['mean_perf_declared']:.3f}."
-        )
+        lines += [
+            f"Where D declares the conditions (deadline, review, allocation), as an "
+            f"expectation bound: mean Perf >= p_min·max(0, 2·mean cq − 1) − slack, the "
+            f"Hoeffding slack (1 + 2·p_min)·sqrt(ln(2/δ)/(2n)) at δ="
+            f"{p4['failure_probability']} (p_min: the least the mode's instances declare).",
+            "",
+            "| mode | condition | n | p_min | mean cq | bound | slack | mean Perf | holds | "
+            "runs below the pointwise bound (diagnostic) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for e in p4["expectation"]:
+            lines.append(
+                f"| {e['mode']} | {e['condition']} | {e['n']} | {e['p_min']:.3f} | "
+                f"{e['mean_cq']:.3f} | {e['bound']:.3f} | {e['slack']:.3f} | "
+                f"{e['mean_perf']:.3f} | {'yes' if e['holds'] else 'NO'} | "
+                f"{e['diag_fraction_runs_below_pointwise_bound']:.3f} |"
+            )
+        lines.append("")
     if "pearson_r" in p4:
         lines.append(
             f"Where it does not ({p4['undeclared_runs']} runs; cq is a process diagnostic): "

@@ -97,19 +97,75 @@ def representation_table(reps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
+def expectation_bound(
+    perf: Sequence[float], cq: Sequence[float], p_min: float, delta: float
+) -> dict[str, Any]:
+    """Proposition 4 as an expectation bound, with a stated concentration slack.
+
+    Prop. 4 (icore Sec. 5): where D declares its conditions, E[Perf] >= p_min·max(0,
+    2·E[cq] − 1). Over n matched instances with Perf, cq in [0, 1], Hoeffding's
+    inequality bounds each sample mean's one-sided deviation from its expectation by
+    sqrt(ln(2/δ)/(2n)) with probability >= 1 − δ/2; by a union bound, with probability
+    >= 1 − δ, mean Perf >= p_min·max(0, 2·mean cq − 1) − slack, where
+    slack = (1 + 2·p_min)·sqrt(ln(2/δ)/(2n)) (the cq term enters the bound with slope
+    2·p_min). ``holds`` checks exactly that.
+
+    Args:
+        perf: Perf per instance.
+        cq: final cq per instance (same order).
+        p_min: the least p_min the instances declare (conservative).
+        delta: failure probability δ.
+    """
+    n = len(perf)
+    mp, mc = float(np.mean(perf)), float(np.mean(cq))
+    bound = p_min * max(0.0, 2.0 * mc - 1.0)
+    slack = (1.0 + 2.0 * p_min) * math.sqrt(math.log(2.0 / delta) / (2.0 * n))
+    return {
+        "n": n,
+        "p_min": p_min,
+        "mean_perf": mp,
+        "mean_cq": mc,
+        "bound": bound,
+        "slack": slack,
+        "bound_minus_slack": bound - slack,
+        "holds": mp >= bound - slack - 1e-12,
+    }
+
+
 def prop4_check(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Proposition 4: violations where D declares the conditions; cq-Perf correlation
-    where it does not (passive and audit runs)."""
+    """Proposition 4 where D declares the conditions: the expectation bound per (mode,
+    condition) with its Hoeffding slack at δ (:func:`expectation_bound`); per-run
+    violations of the pointwise bound only as a diagnostic (an expectation bound says
+    nothing about single runs, so they are not compared with δ). Where D does not
+    declare the conditions: the cq–Perf correlation (passive and audit runs)."""
     xs = [r for r in runs if r["condition"] in ("passive", "audit")]
     dec = [r for r in xs if r["declares_bound"] and r["bound"] is not None]
     below = [r for r in dec if r["perf"] < r["bound"] - 1e-12]
-    below_hp = [r for r in dec if r["perf"] < r["bound"] - r["hoeffding"] - 1e-12]
     nd = [r for r in xs if not r["declares_bound"] and r["final_cq"] is not None]
+    per_mode = []
+    for mode in sorted({r["mode"] for r in dec}):
+        for cond in ("passive", "audit"):
+            rs = [r for r in dec if r["mode"] == mode and r["condition"] == cond]
+            if not rs:
+                continue
+            pm = min(
+                (r["p_min"] for r in rs if r.get("p_min") is not None),
+                default=None,
+            )
+            if pm is None:
+                continue
+            e = expectation_bound([r["perf"] for r in rs], [r["final_cq"] for r in rs], pm,
+                                  FAILURE_PROBABILITY)
+            e["diag_fraction_runs_below_pointwise_bound"] = (
+                sum(1 for r in rs if r["perf"] < r["bound"] - 1e-12) / len(rs)
+            )
+            per_mode.append({"mode": mode, "condition": cond, **e})
     res: dict[str, Any] = {
         "declared_runs": len(dec),
         "failure_probability": FAILURE_PROBABILITY,
-        "fraction_below_bound": len(below) / len(dec) if dec else None,
-        "fraction_below_bound_minus_hoeffding": len(below_hp) / len(dec) if dec else None,
+        "expectation": per_mode,
+        "all_hold": all(e["holds"] for e in per_mode) if per_mode else None,
+        "diag_fraction_runs_below_pointwise_bound": len(below) / len(dec) if dec else None,
         "mean_bound": float(np.mean([r["bound"] for r in dec])) if dec else None,
         "mean_perf_declared": float(np.mean([r["perf"] for r in dec])) if dec else None,
         "undeclared_runs": len(nd),

@@ -9,7 +9,12 @@ Measures, on a synthetic code-review team built with the public ``icore.state`` 
   log entries, incremental metrics) at 1k, 10k and 100k obligations;
 * the speed-up of incremental metric maintenance over a full recompute at 10k;
 * the time to rebuild X from a 100k-entry SQLite log;
-* memory per obligation (tracemalloc).
+* memory per obligation (tracemalloc);
+* ``icore audit`` of a synthetic generic JSONL run (:func:`generic_run`) of 1k/10k/100k
+  events: wall and CPU time, peak resident memory (each size in a fresh process, so the
+  peak is that audit's own; issue 14 target at 100k: <= 20 s, <= 500 MB on 2 cores);
+* the per-proposal cost of a recovery audit (a :meth:`State.trial` of X: undo journal,
+  no replay) at 10k and 100k log entries, next to the replay copy it replaced.
 
 The harness lives here so the CLI and ``bench/bench_state.py`` share it.
 """
@@ -17,12 +22,16 @@ The harness lives here so the CLI and ``bench/bench_state.py`` share it.
 from __future__ import annotations
 
 import gc
+import json
+import multiprocessing
 import random
+import resource
 import statistics
 import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,6 +212,30 @@ class StateBenchResult:
     log_write_s: float = 0.0
     bytes_per_obligation: float = 0.0
     bytes_per_obligation_cycled: float = 0.0
+    traces: list[TraceFigures] = field(default_factory=list)
+    trials: list[TrialFigures] = field(default_factory=list)
+
+
+@dataclass
+class TraceFigures:
+    """``icore audit`` of one synthetic generic JSONL run."""
+
+    events: int
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    diagnoses: int
+    base_rss_mb: float = 0.0
+
+
+@dataclass
+class TrialFigures:
+    """Per-proposal cost of a recovery audit at a log length."""
+
+    log_entries: int
+    trial_median_us: float
+    trial_cpu_median_us: float
+    copy_ms: float
 
 
 def bench_audit(n: int, samples: int, rng: random.Random) -> AuditFigures:
@@ -325,6 +358,111 @@ def bench_memory(n: int, rng: random.Random) -> tuple[float, float]:
     return intro, cycled
 
 
+def generic_run(n: int) -> str:
+    """A synthetic generic JSONL run (docs/audit-real-runs.md) of ``n`` events.
+
+    An orchestrator (``planner``) routes work to a coder and a web surfer in turn: a
+    ledger, an instruction, the output (code is run by ``terminal``; every fifth run
+    fails), a ledger admitting no progress every seventh round, a replan every fiftieth,
+    then a termination. Deterministic.
+    """
+    agents = {"planner": "plans and assigns work", "coder": "writes python code",
+              "terminal": "runs code", "surfer": "browses the web"}
+    head = {"run": {"id": f"synthetic-{n}", "question": "q", "ground_truth": "42",
+                    "succeeded": False, "agents": agents, "orchestrator": "planner"}}
+    lines = [json.dumps(head), json.dumps({"agent": "user", "kind": "task", "content": "go"}),
+             json.dumps({"agent": "planner", "kind": "plan", "content": "1. compute"})]
+    i = 0
+    while len(lines) < n - 1:
+        w = ("coder", "surfer")[i % 2]
+        led = {"is_request_satisfied": False, "is_progress_being_made": i % 7 != 0,
+               "is_in_loop": False, "next_speaker": w}
+        lines.append(json.dumps({"agent": "planner", "kind": "ledger", "ledger": led}))
+        lines.append(json.dumps({"agent": "planner", "kind": "instruction", "to": w,
+                                 "content": f"step {i}: compute"}))
+        out = "```python\nprint(6*7)\n```" if w == "coder" else f"page {i}"
+        lines.append(json.dumps({"agent": w, "kind": "output", "content": out}))
+        if w == "coder":
+            lines.append(json.dumps({"agent": "terminal", "kind": "tool_output",
+                                     "exitcode": int(i % 5 == 0), "content": "42"}))
+        if i % 50 == 49:
+            lines.append(json.dumps({"agent": "planner", "kind": "plan",
+                                     "content": f"replan {i}"}))
+        i += 1
+    lines = lines[: max(0, n - 1)]
+    lines.append(json.dumps({"agent": "planner", "kind": "termination", "final_answer": "42",
+                             "content": "done"}))
+    return "\n".join(lines) + "\n"
+
+
+def _rss_mb() -> float:
+    """Peak resident memory of this process image, MB: ``VmHWM`` (Linux; reset at exec,
+    unlike ``ru_maxrss``, which a spawned child inherits from its parent), else
+    ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _audit_trace_child(n: int, folder: str) -> tuple[float, float, float, int, float]:
+    """In a fresh process: write the run, audit it; (wall, cpu, peak MB, diagnoses, peak
+    MB before the audit: the interpreter and its imports)."""
+    from icore.adapters import audit_path
+
+    path = Path(folder) / f"run-{n}.jsonl"
+    path.write_text(generic_run(n), encoding="utf-8")
+    gc.collect()
+    base = _rss_mb()
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = audit_path(path)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return wall, cpu, _rss_mb(), len(r.diagnoses), base
+
+
+def bench_trace(n: int) -> TraceFigures:
+    """``icore audit`` (import + audit, no report) of :func:`generic_run` ``(n)``, in a
+    fresh process: wall and CPU time and that process's peak resident memory."""
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(1, mp_context=ctx) as ex:
+        wall, cpu, peak, diags, base = ex.submit(_audit_trace_child, n, tmp).result()
+    return TraceFigures(n, wall, cpu, peak, diags, base)
+
+
+def bench_trial(entries: int, rng: random.Random, samples: int = 200) -> TrialFigures:
+    """Per-proposal cost of judging a recovery on a trial of X with ``entries`` log
+    entries (audit + apply on the candidate, then undo), and one replay copy."""
+    d = bench_declaration()
+    x = State(d)
+    n = max(1, entries // 4)
+    populate(x, n)
+    k = 0
+    while x.seq < entries and k < n:
+        for p in lifecycle(f"o{k}", rng.choice(AGENTS), k):
+            x.submit(p)
+        k += 1
+    wall: list[float] = []
+    cpu: list[float] = []
+    for s in range(samples):
+        oid = f"o{k + s % max(1, n - k)}" if k < n else "o0"
+        props = lifecycle(oid, rng.choice(AGENTS), 10_000_000 + s)[:2]
+        t0, c0 = time.perf_counter(), time.process_time()
+        with x.trial():
+            for p in props:
+                x.apply_verdict(audit(p, x))
+        wall.append((time.perf_counter() - t0) / len(props))
+        cpu.append((time.process_time() - c0) / len(props))
+    t0 = time.perf_counter()
+    x.copy()
+    copy_ms = (time.perf_counter() - t0) * 1e3
+    return TrialFigures(x.seq, statistics.median(wall) * 1e6, statistics.median(cpu) * 1e6,
+                        copy_ms)
+
+
 def run(
     sizes: Sequence[int] = (1_000, 10_000, 100_000),
     *,
@@ -332,6 +470,8 @@ def run(
     speedup_at: int = 10_000,
     rebuild_entries: int = 100_000,
     memory_at: int = 10_000,
+    trace_sizes: Sequence[int] = (1_000, 10_000, 100_000),
+    trial_at: Sequence[int] = (10_000, 100_000),
     seed: int = 0,
     echo: Callable[[str], None] = print,
 ) -> StateBenchResult:
@@ -343,6 +483,8 @@ def run(
         speedup_at: obligations for the incremental-vs-full metrics comparison.
         rebuild_entries: entries in the SQLite log that is rebuilt.
         memory_at: obligations for the memory figure.
+        trace_sizes: events of the synthetic generic runs audited (may be empty).
+        trial_at: log lengths at which the recovery-audit trial is timed (may be empty).
         seed: random seed.
         echo: where the figures are printed.
 
@@ -362,6 +504,9 @@ def run(
     check_count("speedup_at", speedup_at)
     check_count("rebuild_entries", rebuild_entries)
     check_count("memory_at", memory_at)
+    for name, counts in (("trace_sizes", trace_sizes), ("trial_at", trial_at)):
+        for c in counts:
+            check_count(name, c)
     rng = random.Random(seed)
     res = StateBenchResult()
     for n in sizes:
@@ -397,4 +542,21 @@ def run(
         f"memory @ {memory_at} obligations: {intro:,.0f} B/obligation introduced, "
         f"{cycled:,.0f} B/obligation after assign+start+submit"
     )
+    for n in trace_sizes:
+        t = bench_trace(n)
+        res.traces.append(t)
+        echo(
+            f"icore audit of a {n}-event generic JSONL run: wall {t.wall_s:.2f} s, cpu "
+            f"{t.cpu_s:.2f} s, peak RSS {t.peak_rss_mb:.0f} MB (before the audit "
+            f"{t.base_rss_mb:.0f} MB; {t.diagnoses} diagnoses; target at 100k: <= 20 s, "
+            f"<= 500 MB)"
+        )
+    for n in trial_at:
+        tr = bench_trial(n, rng)
+        res.trials.append(tr)
+        echo(
+            f"recovery audit @ {tr.log_entries} log entries: {tr.trial_median_us:.1f} µs/"
+            f"proposal wall, {tr.trial_cpu_median_us:.1f} µs cpu (trial + undo; the replay "
+            f"copy it replaced: {tr.copy_ms:.0f} ms)"
+        )
     return res

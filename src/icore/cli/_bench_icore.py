@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from icore.agents import LLMSettings
 from icore.bench._errors import BadOption, UnknownPreset
-from icore.bench._icore import PRESETS, default_jobs, evaluate
+from icore.bench._icore import PRESETS, default_jobs, evaluate, evaluate_grid
 from icore.cli._inputs import bad_options
 from icore.workloads._tasks import TASK_MODES, TaskMode
 
@@ -33,6 +33,10 @@ def bench_icore(
     llm_api_key: str = typer.Option(
         "not-needed", envvar="OPENAI_API_KEY", help="API key sent to --llm-base-url."
     ),
+    grid: bool = typer.Option(
+        False, help="Run the fault-model settings grid (fabricated evidence, gaming, "
+        "ignored/misread feedback, capability noise) and tabulate it."
+    ),
 ) -> None:
     """MAS-only vs passive observation vs iCORE-Audit on matched instances of six task modes;
     G/Q/X representation ablation; Prop. 4 check; CSV, JSON, PNG and markdown outputs."""
@@ -50,6 +54,13 @@ def bench_icore(
         raise typer.BadParameter(str(UnknownPreset(f"unknown preset {preset!r}",
                                                    known=sorted(PRESETS)))) from None
     n = per_mode or p.per_mode
+    if grid:
+        with bad_options():
+            _rows, md = evaluate_grid(preset=preset, per_mode=n, modes=modes, seed0=seed0,
+                                      jobs=jobs, out=out)
+        console.print(Markdown(md.read_text(encoding="utf-8")))
+        console.print(f"grid: {md}")
+        return
     with bad_options(), Progress(
         TextColumn("[bold]iCORE eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console,

@@ -47,13 +47,22 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             1000, min=1, help="Obligations cycled per size (3 proposals each)."
         ),
         rebuild_entries: int = typer.Option(100_000, min=1, help="Entries in the rebuilt log."),
+        trace_sizes: str = typer.Option(
+            "1000,10000,100000", callback=_check_sizes,
+            help="Events of the synthetic generic JSONL runs audited (comma-separated).",
+        ),
+        trial_at: str = typer.Option(
+            "10000,100000", callback=_check_sizes,
+            help="Log lengths at which the per-proposal recovery-audit cost is timed.",
+        ),
         quick: bool = typer.Option(False, help="Small sizes for a smoke run."),
         json_out: Annotated[
             Path | None, typer.Option("--json", help="Write figures as JSON.")
         ] = None,
         seed: int = typer.Option(0, help="Random seed."),
     ) -> None:
-        """Benchmark the iCORE state: audit latency, incremental metrics, rebuild, memory."""
+        """Benchmark the iCORE state: audit latency, incremental metrics, rebuild, memory,
+        ``icore audit`` of generic runs, recovery-audit cost per proposal."""
         counts = _sizes(sizes)
         with output_file(json_out, what="--json output") as out, bad_options():
             if quick:
@@ -63,6 +72,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     speedup_at=2000,
                     rebuild_entries=5000,
                     memory_at=1000,
+                    trace_sizes=(1000,),
+                    trial_at=(2000,),
                     seed=seed,
                     echo=typer.echo,
                 )
@@ -71,6 +82,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     counts,
                     samples=samples,
                     rebuild_entries=rebuild_entries,
+                    trace_sizes=_sizes(trace_sizes),
+                    trial_at=_sizes(trial_at),
                     seed=seed,
                     echo=typer.echo,
                 )

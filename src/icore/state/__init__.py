@@ -51,7 +51,7 @@ from icore.state._errors import (
     StateInputError,
     ValidatorError,
 )
-from icore.state._legality import Verdict, audit
+from icore.state._legality import Verdict, audit, transport_problem
 from icore.state._log import MemoryLog, SQLiteLog, decode_entry, encode_entry, rebuild
 from icore.state._metrics import MatchedSet, Metrics, full_metrics
 from icore.state._model import (
@@ -76,7 +76,7 @@ from icore.state._model import (
     Status,
 )
 from icore.state._normalize import equivalent, export_json, normalize
-from icore.state._state import HeadView, Log, State, store_head_view
+from icore.state._state import HeadView, Log, State, StoreHeadView, store_head_view
 
 __all__ = [
     "ASSIGNER_ROLE",
@@ -135,6 +135,7 @@ __all__ = [
     "StateError",
     "StateInputError",
     "Status",
+    "StoreHeadView",
     "Transition",
     "ValidatorError",
     "ValidatorInput",
@@ -151,4 +152,5 @@ __all__ = [
     "normalize",
     "rebuild",
     "store_head_view",
+    "transport_problem",
 ]

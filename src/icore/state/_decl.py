@@ -43,6 +43,8 @@ TASK_ROLE = "task"
 ASSIGNER_ROLE = "assigner"
 """Default role authorized to revise assignments (design.md 4.1 "assignment authority")."""
 BOUND_CONDITIONS = frozenset({"decomposable", "validator_adequacy", "value_calibration"})
+_UNKNOWN: Any = object()
+"""Sentinel: the previous value of a slot is not known (every assertion counts)."""
 """Conditions D must declare for cq to be reported as a performance bound (icore Prop. 4)."""
 
 
@@ -179,11 +181,35 @@ class ValidatorSpec:
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """A committed transition, as given to the ``progress`` interface (icore Alg. 1)."""
+    """A committed transition, as given to the ``progress`` interface (icore Alg. 1).
+
+    Attributes:
+        operation: the operation's declaration.
+        proposal: the proposal.
+        assertions: the assertions it commits.
+        before: for each assertion (same order), the value its slot held before (None
+            when the slot was empty), so ``progress`` can tell a change from a
+            re-assertion.
+        fields: D's declared progress fields (``parameters.progress_fields``).
+    """
 
     operation: OperationDecl
     proposal: Proposal
     assertions: tuple[Assertion, ...]
+    before: tuple[JSON, ...] = ()
+    fields: tuple[str, ...] = ("status", "result")
+
+    def changed(self) -> tuple[Assertion, ...]:
+        """Assertions of a declared progress field whose value differs from the slot's
+        previous value (a re-assertion of the same value is not a change)."""
+        before = self.before if len(self.before) == len(self.assertions) else (
+            (_UNKNOWN,) * len(self.assertions)
+        )
+        return tuple(
+            a
+            for a, old in zip(self.assertions, before, strict=True)
+            if str(a.kind) in self.fields and (old is _UNKNOWN or old != a.value)
+        )
 
 
 class DiagnosisLike(Protocol):
@@ -298,10 +324,10 @@ def roots_done(state: State) -> bool:
 
 
 def status_change_progress(transition: Transition) -> bool:
-    """Built-in ``progress``: a productive operation committed a status or result change."""
-    return transition.operation.productive and any(
-        a.kind in (AssertionKind.STATUS, AssertionKind.RESULT) for a in transition.assertions
-    )
+    """Built-in ``progress``: a productive operation changed a declared progress field
+    (``parameters.progress_fields``, default status and result). Re-asserting the value
+    a slot already holds is not progress (docs/audit.md "Patience")."""
+    return transition.operation.productive and bool(transition.changed())
 
 
 def priority_responsible(state: State, diagnosis: DiagnosisLike) -> str | None:
@@ -372,7 +398,12 @@ class Interfaces:
 # Interfaces are D's code: a wrong answer is a defect of D, reported as InterfaceError
 # naming the interface, what it was asked and what it returned. The state calls them only
 # through these, and only before it writes anything (docs/state.md "Log").
-def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx: Any) -> Any:
+def _call(
+    interface: str, field: str | Callable[[], str], fn: Callable[..., Any], *args: Any,
+    **ctx: Any,
+) -> Any:
+    """Call ``fn(*args)``; ``field`` (or a function building it, called only on error)
+    names the call in the :class:`InterfaceError`."""
     try:
         return fn(*args)
     except InterfaceError:  # a nested checked interface already named the culprit
@@ -381,7 +412,7 @@ def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx:
         raise InterfaceError(
             f"raised {type(exc).__name__}: {exc}",
             interface=interface,
-            field=field,
+            field=field if isinstance(field, str) else field(),
             value=exc,
             **ctx,
         ) from exc
@@ -389,6 +420,10 @@ def _call(interface: str, field: str, fn: Callable[..., Any], *args: Any, **ctx:
 
 def _real(out: Any, low: float, high: float | None) -> float | None:
     """``out`` as a float in [low, high] (high None: unbounded), or None."""
+    if type(out) is float:  # the common case, without the ABC check
+        if not math.isfinite(out) or out < low or (high is not None and out > high):
+            return None
+        return out
     if not isinstance(out, numbers.Real) or isinstance(out, bool):
         return None
     try:
@@ -406,14 +441,13 @@ def checked_weight(ifaces: Interfaces, o: Obligation) -> float:
     Raises:
         InterfaceError: it raised or returned anything else.
     """
-    field = f"weight({o.id})"
-    out = _call("weight", field, ifaces.weight, o, obligation=o.id)
+    out = _call("weight", lambda: f"weight({o.id})", ifaces.weight, o, obligation=o.id)
     v = _real(out, 0.0, None)
     if v is None:
         raise InterfaceError(
             f"returned {out!r:.80}; expected a finite number >= 0",
             interface="weight",
-            field=field,
+            field=f"weight({o.id})",
             value=out,
             obligation=o.id,
         )
@@ -426,14 +460,16 @@ def checked_value(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> float:
     Raises:
         InterfaceError: it raised or returned anything else.
     """
-    field = f"value({agent.id}, {o.id})"
+    def field() -> str:
+        return f"value({agent.id}, {o.id})"
+
     out = _call("value", field, ifaces.value, agent, o, agent=agent.id, obligation=o.id)
     v = _real(out, 0.0, 1.0)
     if v is None:
         raise InterfaceError(
             f"returned {out!r:.80}; expected a number in [0, 1]",
             interface="value",
-            field=field,
+            field=field(),
             value=out,
             agent=agent.id,
             obligation=o.id,
@@ -447,13 +483,15 @@ def checked_feasible(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> boo
     Raises:
         InterfaceError: it raised or returned a non-bool.
     """
-    field = f"feasible({agent.id}, {o.id})"
+    def field() -> str:
+        return f"feasible({agent.id}, {o.id})"
+
     out = _call("feasible", field, ifaces.feasible, agent, o, agent=agent.id, obligation=o.id)
     if not isinstance(out, bool):
         raise InterfaceError(
             f"returned {out!r:.80}; expected a bool",
             interface="feasible",
-            field=field,
+            field=field(),
             value=out,
             agent=agent.id,
             obligation=o.id,
@@ -592,6 +630,8 @@ class Parameters:
         p_min: success probability of a sound-and-stable component (Prop. 4), or None.
         bound_conditions: conditions D declares (``decomposable``, ``validator_adequacy``,
             ``value_calibration``); all three plus ``p_min`` make Prop. 4 a bound.
+        progress_fields: assertion kinds whose *change* counts as progress (the
+            built-in ``progress`` and per-obligation patience), default status, result.
     """
 
     epsilon: float = 0.1
@@ -600,6 +640,7 @@ class Parameters:
     responsible_priority: Literal["assignee", "proposer"] = "assignee"
     p_min: float | None = None
     bound_conditions: tuple[str, ...] = ()
+    progress_fields: tuple[str, ...] = ("status", "result")
 
     @property
     def bound_declared(self) -> bool:
@@ -895,6 +936,9 @@ class _ParamSpec(_Spec):
     responsible_priority: Literal["assignee", "proposer"] = "assignee"
     p_min: float | None = pydantic.Field(default=None, ge=0.0, le=1.0)
     bound_conditions: list[Literal["decomposable", "validator_adequacy", "value_calibration"]] = []
+    progress_fields: list[
+        Literal["status", "assignee", "result", "claim", "relation", "terminal"]
+    ] = ["status", "result"]
 
 
 class _InterfaceSpec(_Spec):
@@ -1074,6 +1118,7 @@ def declaration_from_dict(data: Any, *, file: str = "<dict>") -> DeclarationPack
             responsible_priority=p.responsible_priority,
             p_min=p.p_min,
             bound_conditions=tuple(p.bound_conditions),
+            progress_fields=tuple(p.progress_fields),
         ),
     )
 

@@ -14,7 +14,11 @@ A proposal is legal when
      certificate passes V (validators are run twice: raising, a non-boolean or two
      answers is a validator inconsistency); required certificate kinds are present;
   7. the effects are exactly the operation's declared effects;
-  8. no obligation is settled or removed without settlement or transport evidence.
+  8. no obligation is settled or removed without settlement or transport evidence: a
+     settlement needs a passing certificate that cites the settled obligation; a
+     transport needs a replacement with the same required coverage that the proposal
+     creates, or that a passing certificate of the proposal ties to the removed
+     obligation (it cites both).
 Otherwise it is rejected: none of its effects is committed, and the rejection plus a hard
 flag (``validator_inconsistency`` and/or ``unsupported_assertion``) is recorded.
 """
@@ -30,6 +34,7 @@ from icore.state._decl import OperationDecl, Transition, ValidatorInput, checked
 from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, Rejected
 from icore.state._errors import StateInputError
 from icore.state._model import (
+    JSON,
     TRANSPORTED_TO,
     Assertion,
     AssertionKind,
@@ -46,7 +51,7 @@ from icore.state._model import (
     ReasonCode,
     Status,
 )
-from icore.state._state import HeadView, State, make_event
+from icore.state._state import HeadView, State, lineage_of, make_event
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
 
@@ -66,6 +71,8 @@ class Verdict:
         progress: D's ``progress`` predicate on the committed transition.
         base_seq: the state's sequence number when audited (a verdict applies only there).
         bodies: the log entry bodies that record this verdict.
+        progressed: obligations whose declared progress field the commit changed (empty
+            unless ``progress``): what per-obligation patience resets.
     """
 
     decision: Decision
@@ -77,6 +84,7 @@ class Verdict:
     progress: bool
     base_seq: int
     bodies: tuple[Body, ...]
+    progressed: tuple[str, ...] = ()
 
     @property
     def committed(self) -> bool:
@@ -181,23 +189,68 @@ def _fits(e: Effect, t_kind: AssertionKind, t: object, p: Proposal, new: set[str
 
 
 def match_effects(op: OperationDecl, p: Proposal, new: set[str]) -> str | None:
-    """Check the effects are exactly ``op``'s declared effects (first fit, in order)."""
-    used = [0] * len(op.effects)
-    for e in p.effects:
-        for i, t in enumerate(op.effects):
-            if used[i] and not t.many:
-                continue
-            if _fits(e, t.kind, t, p, new):
-                used[i] += 1
-                break
-        else:
+    """Check the effects are exactly ``op``'s declared effects, independent of order.
+
+    Legal iff there is an assignment of effects to templates in which every effect has
+    a template it fits, every template gets at least one effect and a template without
+    ``many`` gets exactly one. Found by bipartite matching (augmenting paths): first a
+    matching that gives every template one effect, then augmenting paths that place each
+    effect no ``many`` template accepts ("rigid") on a single template, freeing an effect
+    a ``many`` template can absorb. By the Mendelsohn–Dulmage argument this finds an
+    assignment whenever one exists. Cost O(|T|·|E|·(|T|+|E|)) for T templates, E effects.
+    """
+    ts = op.effects
+    effs = p.effects
+    fits = [[i for i, t in enumerate(ts) if _fits(e, t.kind, t, p, new)] for e in effs]
+    for j, e in enumerate(effs):
+        if not fits[j]:
             return (
                 f"effect {e.kind}:{e.key or '-'}={e.value!r} on {e.obligation!r} matches no "
                 f"declared effect of {op.name!r}"
             )
-    for i, t in enumerate(op.effects):
-        if not used[i]:
+    by_t: list[list[int]] = [[] for _ in ts]
+    for j, fl in enumerate(fits):
+        for i in fl:
+            by_t[i].append(j)
+    owner: list[int | None] = [None] * len(ts)  # template -> effect
+    held: list[int | None] = [None] * len(effs)  # effect -> template
+
+    def cover(i: int, seen: set[int]) -> bool:  # give template i an effect
+        for j in by_t[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            k = held[j]
+            if k is None or cover(k, seen):
+                owner[i], held[j] = j, i
+                return True
+        return False
+
+    for i, t in enumerate(ts):
+        if not cover(i, set()):
             return f"declared effect {t.kind} (target {t.target}) of {op.name!r} is missing"
+    flexible = [any(ts[i].many for i in fl) for fl in fits]
+
+    def place(j: int, seen: set[int]) -> bool:  # give effect j a template, keeping cover
+        for i in fits[j]:
+            if i in seen:
+                continue
+            seen.add(i)
+            k = owner[i]
+            assert k is not None
+            if flexible[k] or place(k, seen):
+                if flexible[k]:
+                    held[k] = None
+                owner[i], held[j] = j, i
+                return True
+        return False
+
+    for j, e in enumerate(effs):
+        if held[j] is None and not flexible[j] and not place(j, set()):
+            return (
+                f"effect {e.kind}:{e.key or '-'}={e.value!r} on {e.obligation!r} has no "
+                f"declared effect of {op.name!r} left (each is used once)"
+            )
     return None
 
 
@@ -334,6 +387,13 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
             bad(
                 ReasonCode.STALE_RECORD, f"record of {r.key!r} is not its owner's head", r.record_id
             )
+    for r in lineage_of(head_view, p.records):
+        if not current(r.key, r.record_id):
+            bad(
+                ReasonCode.STALE_RECORD,
+                f"a cited record derives from {r.key!r} {r.record_id}, no longer its head",
+                r.record_id,
+            )
 
     # 6. justification and certificates
     if p.effects and not p.justification:
@@ -342,6 +402,7 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
         if eid not in state.events and eid not in new_events:
             bad(ReasonCode.UNKNOWN_EVENT, "justification cites an event not in G", eid)
     certs: list[Certificate] = []
+    tied: dict[str, set[str]] = {}  # obligation -> kinds of passing certificates citing it
     passing_kinds: set[str] = set()
     inconsistent: list[str] = []
     cert_ids = state.next_ids("c", len(p.certificates))
@@ -370,6 +431,19 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
             if not current(r.key, r.record_id):
                 bad(ReasonCode.STALE_RECORD, f"certificate cites a stale {r.key!r}", r.record_id)
                 ok = False
+        lineage = lineage_of(head_view, req.records)
+        for r in lineage:
+            if not current(r.key, r.record_id):
+                bad(
+                    ReasonCode.STALE_RECORD,
+                    f"certificate input derives from a stale {r.key!r}",
+                    r.record_id,
+                )
+                ok = False
+        for oid in req.obligations:
+            if oid not in state.obligations and oid not in created:
+                bad(ReasonCode.UNKNOWN_OBLIGATION, "certificate cites an unknown obligation", oid)
+                ok = False
         if not _is_json(req.payload):
             bad(ReasonCode.INVALID_EVENT, "certificate payload is not JSON", req.validator)
             ok = False
@@ -391,10 +465,14 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
                 tuple(req.records),
                 req.payload,
                 verdict,
+                tuple(req.obligations),
+                lineage,
             )
         )
         if verdict:
             passing_kinds.add(req.validator)
+            for oid in req.obligations:
+                tied.setdefault(oid, set()).add(req.validator)
         else:
             bad(ReasonCode.CERTIFICATE_FAILED, "validator did not pass", req.validator)
     for cid in p.cite_certificates:
@@ -406,11 +484,17 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
                 cid,
             )
             continue
-        stale = [r for r in c.records if head_view is not None and head_view(r.key) != r.record_id]
+        stale = [
+            r
+            for r in (*c.records, *c.lineage)
+            if head_view is not None and head_view(r.key) != r.record_id
+        ]
         if stale:
             bad(ReasonCode.STALE_RECORD, "cited certificate cites a stale record", cid)
             continue
         passing_kinds.add(c.validator)
+        for oid in c.obligations:
+            tied.setdefault(oid, set()).add(c.validator)
     if op is not None:
         for kind in op.requires:
             # an inconsistent validator is reported as such, not also as a missing kind
@@ -427,25 +511,36 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
         if mismatch is not None:
             bad(ReasonCode.EFFECT_MISMATCH, mismatch)
 
-    # 8. no removal without settlement or transport evidence
+    # 8. no removal without settlement or transport evidence tied to the removed work
     if op is not None:
-        transported = {
-            e.obligation
-            for e in p.effects
-            if e.kind == AssertionKind.RELATION
-            and e.key == TRANSPORTED_TO
-            and (e.value in state.obligations or e.value in created)
-            and e.value != e.obligation
+        # settlement evidence: a passing certificate citing the obligation, of a kind the
+        # operation requires (any kind when it requires none)
+        ev_of = {
+            oid for oid, kinds in tied.items() if not op.requires or kinds & set(op.requires)
         }
-        settled_ok = op.settles and bool(passing_kinds)
+        node_of = {
+            e.obligation: e.value
+            for e in p.effects
+            if e.kind == AssertionKind.NODE and isinstance(e.value, dict)
+        }
+        transported: set[str] = set()
+        for e in p.effects:
+            if not (e.kind == AssertionKind.RELATION and e.key == TRANSPORTED_TO):
+                continue
+            why_not = transport_problem(state, e.obligation, e.value, node_of, ev_of)
+            if why_not is None:
+                transported.add(e.obligation)
+            elif op.transports:
+                bad(ReasonCode.UNSUPPORTED_REMOVAL, why_not, e.obligation)
         for e in p.effects:
             if e.kind != AssertionKind.STATUS:
                 continue
+            settled_ok = op.settles and e.obligation in ev_of
             if e.value == Status.SETTLED and not settled_ok:
                 bad(
                     ReasonCode.UNSUPPORTED_REMOVAL,
                     "settled without settlement evidence (a settling operation and a "
-                    "passing certificate)",
+                    "passing certificate citing the settled obligation)",
                     e.obligation,
                 )
             elif e.value == Status.SUPERSEDED and not (
@@ -453,7 +548,7 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
             ):
                 bad(
                     ReasonCode.UNSUPPORTED_REMOVAL,
-                    "removed without transport or settlement evidence",
+                    "removed without transport or settlement evidence tied to it",
                     e.obligation,
                 )
 
@@ -518,7 +613,13 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
         tuple(p.cites),
     )
     resolved = _resolved_flags(state, assertions)
-    progress = checked_progress(decl.interfaces, Transition(op, p, assertions))
+    transition = Transition(
+        op, p, assertions, state.slot_values(assertions), decl.parameters.progress_fields
+    )
+    progress = checked_progress(decl.interfaces, transition)
+    progressed = (
+        tuple(dict.fromkeys(a.obligation for a in transition.changed())) if progress else ()
+    )
     bodies.append(
         Committed(
             pid,
@@ -533,8 +634,56 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
         )
     )
     return Verdict(
-        Decision.COMMIT, p, (), (), assertions, tuple(certs), progress, state.seq, tuple(bodies)
+        Decision.COMMIT,
+        p,
+        (),
+        (),
+        assertions,
+        tuple(certs),
+        progress,
+        state.seq,
+        tuple(bodies),
+        progressed,
     )
+
+
+def transport_problem(
+    state: State,
+    removed: str,
+    to: object,
+    created: dict[str, JSON],
+    tied: set[str],
+) -> str | None:
+    """Why ``removed`` -> ``to`` is not valid transport evidence, or None (icore Def. 6).
+
+    A removal counts as transported only to a replacement that the same proposal creates
+    (``created``: obligation id -> its node value) or that settlement evidence ties to
+    the removed obligation (a passing certificate citing both, ``tied``), and only if the
+    replacement carries the same required coverage: it is open work (not settled or
+    superseded) and, when the removed obligation is a required root, a required root too.
+    """
+    if not isinstance(to, str) or to == removed:
+        return "transported_to must name another obligation"
+    old = state.obligations.get(removed)
+    root = bool(old is not None and old.required_root)
+    if to in created:
+        v = created[to]
+        if root and not (isinstance(v, dict) and v.get("required_root")):
+            return f"replacement {to!r} of a required root is not a required root"
+        return None
+    o = state.obligations.get(to)
+    if o is None:
+        return f"replacement {to!r} does not exist"
+    if not (removed in tied and to in tied):
+        return (
+            f"replacement {to!r} is neither created by the proposal nor tied to {removed!r} "
+            "by a passing certificate citing both"
+        )
+    if o.status in (Status.SETTLED, Status.SUPERSEDED):
+        return f"replacement {to!r} is closed ({o.status}); it cannot carry the work"
+    if root and not o.required_root:
+        return f"replacement {to!r} of a required root is not a required root"
+    return None
 
 
 def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str, ...]:

@@ -258,6 +258,9 @@ class CertificateRequest:
         events: cited event ids (in G or in the proposal).
         records: cited PlanFence record versions (each must be its owner's head).
         payload: extra JSON input for the validator.
+        obligations: the obligations the certificate is about (what it certifies). A
+            settlement or transport certificate must cite the obligation it settles or
+            transports (icore Def. 6; docs/state.md "Legality details").
     """
 
     validator: str
@@ -265,6 +268,7 @@ class CertificateRequest:
     records: tuple[RecordRef, ...] = ()
     payload: JSON = None
     version: str | None = None
+    obligations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +277,10 @@ class Certificate:
 
     Active while it passed, was not revoked, and every cited record is its owner's head
     (revocation is explicit: :meth:`State.on_head_change`).
+
+    ``obligations`` are the obligations it certifies (as requested); ``lineage`` the
+    derivation ancestors of its cited records along exact parents (docs/state.md
+    "Revocation follows derivation"), each of which must stay current too.
     """
 
     id: str
@@ -282,6 +290,8 @@ class Certificate:
     records: tuple[RecordRef, ...]
     payload: JSON
     verdict: bool
+    obligations: tuple[str, ...] = ()
+    lineage: tuple[RecordRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

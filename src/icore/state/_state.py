@@ -16,7 +16,8 @@ nothing after the write can fail on an interface.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,6 +57,7 @@ from icore.state._metrics import MatchedSet, Metrics, ObligationEval, fixed, mak
 from icore.state._model import (
     CLOSED_STATUSES,
     JSON,
+    TRANSPORTED_TO,
     Assertion,
     AssertionKind,
     Certificate,
@@ -81,14 +83,90 @@ _ZERO = 0
 _STATUS = {str(s): s for s in Status}
 
 
-def store_head_view(store: Store) -> HeadView:
-    """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``)."""
+class StoreHeadView:
+    """A :data:`HeadView` over a PlanFence store that also knows derivation lineage.
 
-    def view(key: str) -> RecordId | None:
-        h = store.head(key)
+    ``view(key)`` is the owner's current head of ``key``; :meth:`ancestors` walks exact
+    parents from a cited record (docs/state.md "Revocation follows derivation"), so a
+    certificate over a record also depends on every record it was derived from.
+
+    Args:
+        store: the PlanFence store (``head``, ``get``).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __call__(self, key: str) -> RecordId | None:
+        h = self.store.head(key)
         return None if h is None else h.record_id
 
-    return view
+    def ancestors(self, ref: RecordRef) -> tuple[RecordRef, ...]:
+        """Derivation ancestors of ``ref`` along exact parents (sorted, unique).
+
+        A parent of the same key as its child is the version the child supersedes, not
+        an input it was derived from: it is not an ancestor and the walk does not go
+        through it. A parent missing from the store is returned as its own ancestor
+        with key ``""`` (never current: fail closed).
+        """
+        out: dict[RecordId, RecordRef] = {}
+        stack: list[tuple[str, RecordId]] = [(ref.key, ref.record_id)]
+        while stack:
+            key, rid = stack.pop()
+            rec = self.store.get(rid)
+            if rec is None:
+                continue
+            for pid in rec.parents:
+                if pid in out:
+                    continue
+                prec = self.store.get(pid)
+                if prec is None:
+                    out[pid] = RecordRef("", pid)
+                    continue
+                if prec.key == key:
+                    continue
+                out[pid] = RecordRef(prec.key, pid)
+                stack.append((prec.key, pid))
+        return tuple(sorted(out.values(), key=lambda r: (r.key, r.record_id)))
+
+
+def store_head_view(store: Store) -> StoreHeadView:
+    """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``),
+    with derivation lineage (:class:`StoreHeadView`)."""
+    return StoreHeadView(store)
+
+
+def lineage_of(head_view: HeadView | None, records: Iterable[RecordRef]) -> tuple[RecordRef, ...]:
+    """Derivation ancestors of ``records`` when ``head_view`` knows lineage, else ()."""
+    anc = getattr(head_view, "ancestors", None)
+    if anc is None:
+        return ()
+    out: dict[tuple[str, str], RecordRef] = {}
+    for r in records:
+        for a in anc(r):
+            out.setdefault((a.key, a.record_id), a)
+    return tuple(out.values())
+
+
+_MISSING: Any = object()
+_SLOTS: dict[tuple[str, str], tuple[str, str]] = {}
+"""Interned (kind, key) slot tuples: one object per distinct slot, not one per obligation."""
+_EMPTY: list[str] = []
+
+
+class _ReadOnlyList(Sequence[str]):
+    """A read-only view of a list (no copy)."""
+
+    __slots__ = ("_l",)
+
+    def __init__(self, items: list[str]) -> None:
+        self._l = items
+
+    def __len__(self) -> int:
+        return len(self._l)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._l[i]
 
 
 class Log(Protocol):
@@ -160,6 +238,18 @@ class State:
         self._n_eval = 0
         self._status_counts: dict[Status, int] = {}
         self._defer: set[str] | None = None
+        # indexes for the audit loop (O(1) per entry)
+        self._proposal_bodies: dict[str, Proposal] = {}
+        self._history: dict[str, list[tuple[int, str]]] = {}  # oid -> (seq, proposal id)
+        self._children: dict[str, list[str]] = {}  # parent oid -> child oids
+        self._cited_by: dict[str, set[str]] = {}  # aid -> aids whose justification cites it
+        self._tainted: set[str] = set()  # aids a revocation reached (directly or by cites)
+        # assertion soundness, memoized: its inputs only change by a revocation (which
+        # clears it) or inside a trial (cleared when the trial ends)
+        self._sound_memo: dict[str, bool] = {}
+        # undo journal of a trial (None outside :meth:`trial`)
+        self._undo: list[tuple[Any, ...]] | None = None
+        self._snap: set[str] = set()
 
     # ------------------------------------------------------------------ views
     @property
@@ -171,6 +261,28 @@ class State:
     def entries(self) -> Sequence[LogEntry]:
         """Entries applied so far (empty when ``keep_entries`` is False)."""
         return tuple(self._entries)
+
+    def entries_since(self, seq: int) -> Sequence[LogEntry]:
+        """Entries with sequence number > ``seq`` (O(returned), not O(|log|))."""
+        return self._entries[max(0, seq - (self._seq - len(self._entries))) :]
+
+    def proposal(self, proposal_id: str) -> Proposal | None:
+        """The recorded proposal ``proposal_id`` (committed or rejected), if any."""
+        return self._proposal_bodies.get(proposal_id)
+
+    def history(self, obligations: Iterable[str], limit: int) -> tuple[str, ...]:
+        """Ids of the ``limit`` most recent proposals naming any of ``obligations``, oldest
+        first (O(|obligations| · limit), from an index kept per entry)."""
+        hits: dict[str, int] = {}
+        for oid in obligations:
+            for seq, pid in self._history.get(oid, ())[-limit:]:
+                hits[pid] = seq
+        return tuple(sorted(hits, key=hits.__getitem__)[-limit:])
+
+    def children(self, obligation_id: str) -> Sequence[str]:
+        """Obligations whose ``parent`` is ``obligation_id``, in creation order (a read-only
+        view; slicing the end is O(slice))."""
+        return _ReadOnlyList(self._children.get(obligation_id, _EMPTY))
 
     @property
     def events(self) -> Mapping[str, Event]:
@@ -307,12 +419,27 @@ class State:
 
         Its justification exists and cites at least one event, all in G; its operation is
         in Ω and declares an effect of the assertion's kind; every certificate exists, is
-        active and passed; the operation's required certificate kinds are present; and the
-        assertions it cited were sound when it was committed.
+        active and passed; the operation's required certificate kinds are present; the
+        assertions it cited were sound when it was committed; and no revocation has reached
+        it, directly or through the assertions it cites (docs/state.md). Memoized; a
+        revocation clears the memo.
         """
+        memo = self._sound_memo.get(assertion_id)
+        if memo is not None:
+            return memo
         a = self._assertions.get(assertion_id)
+        if a is None:
+            return False
+        out = self._assertion_sound(a)
+        self._sound_memo[assertion_id] = out
+        return out
+
+    def _assertion_sound(self, a: Assertion) -> bool:
+        assertion_id = a.id
         j = self._pi.get(assertion_id)
-        if a is None or j is None or not a.cited_sound or not j.events:
+        if j is None or not a.cited_sound or not j.events:
+            return False
+        if assertion_id in self._tainted:
             return False
         ev = self._events
         for e in j.events:
@@ -344,11 +471,75 @@ class State:
         return [o.active[k] for k in keep if k in o.active]
 
     def is_sound(self, obligation_id: str) -> bool:
-        """Every decision-relevant assertion of the obligation is sound."""
+        """Every decision-relevant assertion of the obligation is sound, and a settled or
+        superseded obligation carries valid removal evidence (:meth:`removal_supported`)."""
         o = self._obligations.get(obligation_id)
         if o is None:
             return False
-        return all(self.assertion_sound(a) for a in self._decision_relevant(o))
+        return self._sound(o)
+
+    def _sound(self, o: Obligation) -> bool:
+        if not all(self.assertion_sound(a) for a in self._decision_relevant(o)):
+            return False
+        return o.status not in CLOSED_STATUSES or self._removal_ok(o)
+
+    def removal_supported(self, obligation_id: str) -> bool:
+        """A settled/superseded obligation carries valid settlement or transport evidence.
+
+        Settlement: its closing status assertion comes from a settling operation and cites
+        an active certificate (of a kind the operation requires, when it requires any)
+        that cites the obligation. Transport: its closing assertion comes from a removing,
+        transporting operation and an active, sound ``transported_to`` relation names a
+        replacement that is tied to it: created by the same proposal (or, for imported
+        assertions, on the same evidence: its ``node`` assertion shares a justifying event
+        with the relation), or cited together with it by an active certificate of the
+        relation's justification; a required root's replacement is a required root.
+        False for an obligation that is not closed or unknown (icore Def. 6, design.md 4.3).
+        """
+        o = self._obligations.get(obligation_id)
+        return o is not None and o.status in CLOSED_STATUSES and self._removal_ok(o)
+
+    def _cited_obligations(self, cids: Iterable[str], kinds: Sequence[str]) -> set[str]:
+        out: set[str] = set()
+        for cid in cids:
+            c = self._certs.get(cid)
+            if (
+                c is not None
+                and c.verdict
+                and cid not in self._revoked
+                and (not kinds or c.validator in kinds)
+            ):
+                out.update(c.obligations)
+        return out
+
+    def _removal_ok(self, o: Obligation) -> bool:
+        st = o.active.get(("status", ""))
+        j = None if st is None else self._pi.get(st)
+        op = None if j is None or j.operation is None else self.decl.operations.get(j.operation)
+        if j is None or op is None:
+            return False
+        if op.settles and o.id in self._cited_obligations(j.certificates, op.requires):
+            return True
+        if o.status != Status.SUPERSEDED or not (op.removes and op.transports):
+            return False
+        rid = o.active.get((str(AssertionKind.RELATION), TRANSPORTED_TO))
+        if rid is None or not self.assertion_sound(rid):
+            return False
+        rel = self._assertions[rid]
+        t = self._obligations.get(rel.value) if isinstance(rel.value, str) else None
+        if t is None or t.id == o.id or (o.required_root and not t.required_root):
+            return False
+        rj = self._pi[rid]
+        tied = self._cited_obligations(rj.certificates, ())
+        if o.id in tied and t.id in tied:
+            return True
+        node = self._assertions.get(t.active.get((str(AssertionKind.NODE), ""), ""))
+        if node is None:
+            return False
+        if rel.proposal is not None:
+            return node.proposal == rel.proposal
+        nj = self._pi.get(node.id)
+        return nj is not None and bool(set(nj.events) & set(rj.events))
 
     # ------------------------------------------------------------------ stability
     def gain(self, obligation_id: str) -> float:
@@ -413,7 +604,7 @@ class State:
     def _evaluate(self, o: Obligation, w: float, g: float) -> ObligationEval:
         """Evaluate ``o`` given its checked weight and gain (calls no interface)."""
         in_w = o.required_root or o.status not in CLOSED_STATUSES
-        sound = all(self.assertion_sound(a) for a in self._decision_relevant(o))
+        sound = self._sound(o)
         wf = fixed(w)
         return ObligationEval(
             in_w=in_w,
@@ -439,6 +630,8 @@ class State:
                 iv = pre.get(oid) if pre is not None else None
                 new = self._evaluate(o, *iv) if iv is not None else self.evaluate(o)
             old = self._eval.get(oid)
+            if self._undo is not None:
+                self._undo.append(("put", self._eval, oid, _MISSING if old is None else old))
             if old is not None and old.in_w:
                 self._w -= old.weight
                 self._n_eval -= 1
@@ -464,12 +657,15 @@ class State:
 
         Args:
             over: None for W(X), maintained incrementally (O(1)); or a frozen matched set
-                W_F (cost O(|W_F|)): its members are evaluated with their frozen weights,
+                W_F (cost O(|W_F|), from the incrementally maintained evaluation of each
+                member, so no interface is called): its members count with their frozen
+                weights,
                 a settled/superseded member counts as sound iff its closing assertion is
                 sound, and a member no longer in Q counts as unsound and unstable.
 
         Raises:
-            InterfaceError: with ``over``, an interface misbehaved (see :meth:`evaluate`).
+            InterfaceError: with ``over``, during a replay (evaluations not yet
+                refreshed), an interface misbehaved (see :meth:`evaluate`).
         """
         p = self.decl.parameters
         if over is None:
@@ -477,13 +673,16 @@ class State:
                 self._w, self._sound_w, self._stable_w, self._gain_w, self._n_eval, p
             )
         w = s = st = g = _ZERO
+        cached = self._defer is None  # outside a replay, _eval is exact and current
         for oid, wf in zip(over.obligations, over.weights, strict=True):
             fw = fixed(wf)
             w += fw
             o = self._obligations.get(oid)
             if o is None:
                 continue
-            ev = self.evaluate(o)
+            ev = self._eval.get(oid) if cached else None
+            if ev is None:
+                ev = self.evaluate(o)
             if ev.sound:
                 s += fw
             if ev.stable:
@@ -629,47 +828,58 @@ class State:
             raise StateError("log entry out of sequence", expected=self._seq + 1, got=entry.seq)
         body = entry.body
         touched: set[str] = set()
+        put = self._put
         if isinstance(body, Committed):
             for ev in body.events:
-                self._events[ev.id] = ev
+                put(self._events, ev.id, ev)
             for c in body.certificates:
                 self._add_cert(c)
             for a in body.assertions:
                 self._add_assertion(a, body.justification, touched)
             for fid in body.resolved_flags:
-                self._resolved[fid] = FlagResolved(fid, body.proposer, f"commit {body.proposal}")
+                resolved = FlagResolved(fid, body.proposer, f"commit {body.proposal}")
+                put(self._resolved, fid, resolved)
         elif isinstance(body, ProposalRecorded):
-            assert body.proposal.id is not None
-            self._proposals.add(body.proposal.id)
+            pr = body.proposal
+            assert pr.id is not None
+            self._sadd(self._proposals, pr.id)
+            put(self._proposal_bodies, pr.id, pr)
+            named = dict.fromkeys(
+                [*(e.obligation for e in pr.effects), *([pr.target] if pr.target else [])]
+            )
+            for oid in named:
+                self._append(self._history, oid, (entry.seq, pr.id))
         elif isinstance(body, Rejected):
             pass
         elif isinstance(body, FlagRaised):
             f = body.flag
-            self._flags[f.id] = f
+            put(self._flags, f.id, f)
             for aid in f.assertions:
-                self._flags_by_assertion.setdefault(aid, set()).add(f.id)
+                self._dadd(self._flags_by_assertion, aid, f.id)
         elif isinstance(body, FlagResolved):
-            self._resolved[body.flag] = body
+            put(self._resolved, body.flag, body)
         elif isinstance(body, Revoked):
+            self._sound_memo.clear()
             for cid in body.certificates:
-                self._revoked[cid] = entry.seq
+                put(self._revoked, cid, entry.seq)
             for aid in body.assertions:
                 a = self._assertions[aid]
-                self._revoked_dep.setdefault(a.obligation, set()).add(aid)
+                self._sadd(self._tainted, aid)
+                self._dadd(self._revoked_dep, a.obligation, aid)
                 self._set_repair(a.obligation, True)
                 touched.add(a.obligation)
         elif isinstance(body, EventAdded):
-            self._events[body.event.id] = body.event
+            put(self._events, body.event.id, body.event)
         elif isinstance(body, AssertionImported):
             self._add_assertion(body.assertion, body.justification, touched)
         elif isinstance(body, CertificateImported):
             self._add_cert(body.certificate)
         elif isinstance(body, Note):
-            self._notes += 1
+            self._notes += 1  # a trial restores the counter
         else:  # pragma: no cover - exhaustive
             raise StateError("unknown entry body", kind=str(entry.kind))
         self._seq = entry.seq
-        if self.keep_entries:
+        if self.keep_entries or self._undo is not None:
             self._entries.append(entry)
         if touched:
             if self._defer is not None:
@@ -687,10 +897,106 @@ class State:
             dirty, self._defer = self._defer, None
             self._refresh(sorted(dirty))
 
+    # ------------------------------------------------------------------ journaled writes
+    # Every write _apply makes goes through these, so a trial (:meth:`trial`) can undo it.
+    def _put(self, d: dict[Any, Any], key: Any, value: Any) -> None:
+        if self._undo is not None:
+            self._undo.append(("put", d, key, d.get(key, _MISSING)))
+        d[key] = value
+
+    def _del(self, d: dict[Any, Any], key: Any) -> None:
+        if self._undo is not None:
+            self._undo.append(("put", d, key, d[key]))
+        del d[key]
+
+    def _sadd(self, s: set[Any], x: Any) -> None:
+        if x in s:
+            return
+        if self._undo is not None:
+            self._undo.append(("sadd", s, x))
+        s.add(x)
+
+    def _sdiscard(self, s: set[Any], x: Any) -> None:
+        if x not in s:
+            return
+        if self._undo is not None:
+            self._undo.append(("sdel", s, x))
+        s.discard(x)
+
+    def _dadd(self, d: dict[str, set[str]], key: str, x: str) -> None:
+        s = d.get(key)
+        if s is None:
+            self._put(d, key, set())
+            s = d[key]
+        self._sadd(s, x)
+
+    def _append(self, d: dict[str, list[Any]], key: str, x: Any) -> None:
+        lst = d.get(key)
+        if lst is None:
+            self._put(d, key, [])
+            lst = d[key]
+        if self._undo is not None:
+            self._undo.append(("pop", lst))
+        lst.append(x)
+
+    def _mut(self, o: Obligation) -> Obligation:
+        """``o``, about to be changed in place: a trial snapshots it once first."""
+        if self._undo is not None and o.id not in self._snap:
+            self._snap.add(o.id)
+            self._undo.append(("obl", o.id, replace(o, active=dict(o.active))))
+        return o
+
+    @contextmanager
+    def trial(self) -> Iterator[State]:
+        """Apply changes tentatively, then undo them all (copy-on-write candidate X_f).
+
+        Inside the block this state *is* the candidate: changes are applied in memory
+        only (nothing reaches the log) and every write is journaled; on exit, however
+        the block ends, the journal is undone in reverse, so X (its maps, metrics,
+        counters and entries) is exactly as before. Cost: O(what the block changes),
+        independent of |X| and of the log length (docs/state.md "Trials").
+
+        Raises:
+            StateError: a trial is already open on this state.
+        """
+        if self._undo is not None:
+            raise StateError("a trial is already open on this state")
+        saved = (
+            self._seq, len(self._entries), self._w, self._sound_w, self._stable_w,
+            self._gain_w, self._n_eval, self._notes, dict(self._status_counts), self.log,
+        )
+        self._undo, self._snap, self.log = [], set(), None
+        try:
+            yield self
+        finally:
+            undo, self._undo = self._undo, None
+            self._snap = set()
+            self._sound_memo.clear()
+            for rec in reversed(undo):
+                op = rec[0]
+                if op == "put":
+                    _, d, key, old = rec
+                    if old is _MISSING:
+                        d.pop(key, None)
+                    else:
+                        d[key] = old
+                elif op == "sadd":
+                    rec[1].discard(rec[2])
+                elif op == "sdel":
+                    rec[1].add(rec[2])
+                elif op == "pop":
+                    rec[1].pop()
+                else:  # "obl"
+                    self._obligations[rec[1]] = rec[2]
+            (self._seq, n, self._w, self._sound_w, self._stable_w, self._gain_w,
+             self._n_eval, self._notes, counts, self.log) = saved
+            del self._entries[n:]
+            self._status_counts = counts
+
     def _add_cert(self, c: Certificate) -> None:
-        self._certs[c.id] = c
-        for r in c.records:
-            self._certs_by_key.setdefault(r.key, set()).add(c.id)
+        self._put(self._certs, c.id, c)
+        for r in (*c.records, *c.lineage):
+            self._dadd(self._certs_by_key, r.key, c.id)
 
     def _count(self, o: Obligation, delta: int) -> None:
         s = o.effective_status
@@ -700,31 +1006,36 @@ class State:
         o = self._obligations[oid]
         if o.repair_pending != value:
             self._count(o, -1)
-            o.repair_pending = value
+            self._mut(o).repair_pending = value
             self._count(o, +1)
 
     def _add_assertion(self, a: Assertion, j: Justification | None, touched: set[str]) -> None:
         if a.kind == AssertionKind.NODE:
             o = _new_obligation(a)
-            self._obligations[o.id] = o
+            self._put(self._obligations, o.id, o)
             self._count(o, +1)
-        o = self._obligations[a.obligation]
+            if o.parent is not None:
+                self._append(self._children, o.parent, o.id)
+        o = self._mut(self._obligations[a.obligation])
         slot = (str(a.kind), a.key)
         old = o.active.get(slot)
         before = o.effective_status
         if old is not None:
-            self._superseded[old] = a.id
+            self._put(self._superseded, old, a.id)
+            self._sound_memo.pop(old, None)  # rarely asked again: keep the memo small
             oj = self._pi.get(old)
             if oj is not None:
                 for cid in oj.certificates:
                     s = self._active_by_cert.get(cid)
                     if s is not None:
-                        s.discard(old)
+                        self._sdiscard(s, old)
+                        if not s:
+                            self._del(self._active_by_cert, cid)
             dep = self._revoked_dep.get(o.id)
             if dep is not None:
-                dep.discard(old)
+                self._sdiscard(dep, old)
                 if not dep:
-                    del self._revoked_dep[o.id]
+                    self._del(self._revoked_dep, o.id)
                     o.repair_pending = False
         _set_slot(o, a)
         after = o.effective_status
@@ -732,14 +1043,16 @@ class State:
             c = self._status_counts
             c[before] -= 1
             c[after] = c.get(after, 0) + 1
-        self._assertions[a.id] = a
+        self._put(self._assertions, a.id, a)
         if j is not None:
-            self._pi[a.id] = j
+            self._put(self._pi, a.id, j)
             for cid in j.certificates:
-                self._active_by_cert.setdefault(cid, set()).add(a.id)
+                self._dadd(self._active_by_cert, cid, a.id)
                 if cid in self._revoked:  # imported citing revoked evidence
-                    self._revoked_dep.setdefault(o.id, set()).add(a.id)
+                    self._dadd(self._revoked_dep, o.id, a.id)
                     self._set_repair(o.id, True)
+            for cited in j.cites:
+                self._dadd(self._cited_by, cited, a.id)
         touched.add(o.id)
 
     # ------------------------------------------------------------------ id helpers
@@ -804,7 +1117,8 @@ class State:
 
         A recovery of iCORE-Audit is one audited repair (icore Sec. 4, Alg. 1;
         design.md 4.4): proposal k is audited (icore Def. 6) on X as proposals 1..k-1
-        leave it (a candidate copy, so X is untouched meanwhile). When every proposal is
+        leave it (a :meth:`trial` of X, undone afterwards, so the cost is independent of
+        the log length and X is untouched meanwhile). When every proposal is
         legal, all their entries, followed by a ``flag_resolved`` entry for each flag in
         ``resolve`` still open after the commits, are written in **one** log transaction
         (the same :meth:`_record` as any change). Otherwise nothing at all is written, not
@@ -826,8 +1140,7 @@ class State:
         Raises:
             StateInputError: a flag in ``resolve`` is unknown, or a proposal id was
                 already used (also within the batch); nothing is written.
-            StateError: several proposals but X does not keep its entries (the candidate
-                copy needs them); nothing is written.
+            StateError: a :meth:`trial` is open on X; nothing is written.
             InterfaceError: an interface of D misbehaved on any proposal of the batch
                 (``progress``, or ``weight``/``value``/``feasible`` on a touched
                 obligation); nothing is written and X is unchanged.
@@ -840,17 +1153,15 @@ class State:
                 raise StateInputError("unknown flag", flag=fid)
         verdicts: list[Verdict] = []
         bodies: list[Body] = []
-        cand: State | None = None
-        for i, proposal in enumerate(proposals):
-            v = audit(proposal, self if cand is None else cand, head_view=head_view)
-            verdicts.append(v)
-            if not v.committed:
-                return verdicts
-            bodies.extend(v.bodies)
-            if i + 1 < len(proposals):
-                if cand is None:
-                    cand = self.copy()
-                cand.apply_verdict(v)
+        with self.trial():
+            for i, proposal in enumerate(proposals):
+                v = audit(proposal, self, head_view=head_view)
+                verdicts.append(v)
+                if not v.committed:
+                    return verdicts
+                bodies.extend(v.bodies)
+                if i + 1 < len(proposals):
+                    self.apply_verdict(v)
         closed = {
             fid for b in bodies if isinstance(b, Committed) for fid in b.resolved_flags
         }
@@ -869,7 +1180,18 @@ class State:
             self.decl.operations[body.operation],
             Proposal(proposer=body.proposer, operation=body.operation, id=body.proposal),
             body.assertions,
+            fields=self.decl.parameters.progress_fields,
         )
+
+    def slot_values(self, assertions: Iterable[Assertion]) -> tuple[JSON, ...]:
+        """For each assertion, the value of the active assertion in its slot now (None
+        when the slot is empty): the ``before`` of a :class:`Transition`."""
+        out: list[JSON] = []
+        for a in assertions:
+            o = self._obligations.get(a.obligation)
+            aid = None if o is None else o.active.get((str(a.kind), a.key))
+            out.append(None if aid is None else self._assertions[aid].value)
+        return tuple(out)
 
     # ------------------------------------------------------------------ revocation
     def on_head_change(self, key: str, new_head: RecordId | None) -> list[HardFlag]:
@@ -912,12 +1234,16 @@ class State:
             for cid in self._certs_by_key.get(key, ())
             if cid not in revoked
             and self.certificate_active(cid)
-            and any(r.key == key and r.record_id != new_head for r in self._certs[cid].records)
+            and any(
+                r.key == key and r.record_id != new_head
+                for r in (*self._certs[cid].records, *self._certs[cid].lineage)
+            )
         )
         if not certs:
             return [], []
         revoked.update(certs)
-        aids = sorted({a for cid in certs for a in self._active_by_cert.get(cid, ())}, key=_idkey)
+        direct = {a for cid in certs for a in self._active_by_cert.get(cid, ())}
+        aids = sorted(self._citing_closure(direct), key=_idkey)
         oids = sorted({self._assertions[a].obligation for a in aids})
         bodies: list[Body] = [Revoked(key, new_head, tuple(certs), tuple(aids), tuple(oids))]
         flags: list[HardFlag] = []
@@ -933,6 +1259,18 @@ class State:
             flags.append(flag)
             bodies.append(FlagRaised(flag))
         return bodies, flags
+
+    def _citing_closure(self, aids: Iterable[str]) -> set[str]:
+        """``aids`` plus every active assertion that cites one of them, transitively
+        (revoking a stage reaches the work that cited it; docs/state.md)."""
+        out = set(aids)
+        stack = list(out)
+        while stack:
+            for b in self._cited_by.get(stack.pop(), ()):
+                if b not in out and self.is_active(b) and b not in self._tainted:
+                    out.add(b)
+                    stack.append(b)
+        return out
 
     def revalidate_certificates(self, head_view: HeadView) -> list[HardFlag]:
         """Check every cited key against ``head_view`` and revoke stale certificates.
@@ -1176,7 +1514,8 @@ def _new_obligation(a: Assertion) -> Obligation:
 
 def _set_slot(o: Obligation, a: Assertion) -> None:
     """Make ``a`` the active assertion of its slot in ``o`` and update the read fields."""
-    o.active[(str(a.kind), a.key)] = a.id
+    slot = (str(a.kind), a.key)
+    o.active[_SLOTS.setdefault(slot, slot)] = a.id
     if a.kind == AssertionKind.STATUS:
         o.status = _STATUS[a.value]
     elif a.kind == AssertionKind.ASSIGNEE:

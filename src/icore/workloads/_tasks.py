@@ -38,7 +38,7 @@ import hashlib
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from icore.state import (
     ASSIGNER_ROLE,
@@ -128,15 +128,59 @@ class FaultProfile:
     stall: float = 0.0
     stall_len: int = 0
     delete: float = 0.0
+    fabricate: float = 0.0
+    gaming: float = 0.0
+    ignore_feedback: float = 0.0
+    misread_feedback: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSettings:
+    """Faults that can fool a naive auditor, declared per setting (issue 14; docs/audit.md
+    "Fault model"). Each is a probability per opportunity, drawn with common random
+    numbers, so matched instances differ only by what the conditions do.
+
+    Attributes:
+        fabricate: after a failed attempt, the worker presents a passing test *authored
+            by another agent* (fabricated evidence; validators check authorship).
+        gaming: a wrong result is presented with a test that passes a weak check (the
+            plausible-but-wrong result; only review catches it where declared).
+        ignore_feedback: the routed agent ignores feedback (proposes nothing).
+        misread_feedback: the routed agent misreads it (a worker repeats its claim with
+            no evidence; the lead moves the work to a worker the feedback did not name).
+        sigma: standard deviation of the noise between declared capability values (what
+            D and the lead read) and the true success probabilities.
+    """
+
+    fabricate: float = 0.0
+    gaming: float = 0.0
+    ignore_feedback: float = 0.0
+    misread_feedback: float = 0.0
+    sigma: float = 0.0
+
+    def label(self) -> str:
+        """A short name, e.g. ``fab=0.3,sigma=0.1`` (``none`` for the default)."""
+        parts = [f"{k}={v:g}" for k, v in (
+            ("fab", self.fabricate), ("gaming", self.gaming), ("ignore", self.ignore_feedback),
+            ("misread", self.misread_feedback), ("sigma", self.sigma)) if v]
+        return ",".join(parts) or "none"
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerProfile:
-    """A simulated worker: calibrated success probability per obligation kind, faults."""
+    """A simulated worker: true success probability per obligation kind, faults, and the
+    capability values D declares for it (``declared``; equal to the true ones unless the
+    instance's ``sigma`` > 0)."""
 
     id: str
     capability: Mapping[str, float]
     faults: FaultProfile
+    declared: Mapping[str, float] | None = None
+
+    @property
+    def declared_capability(self) -> Mapping[str, float]:
+        """What D declares (and the lead reads)."""
+        return self.capability if self.declared is None else self.declared
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +228,12 @@ class TaskInstance:
 
     @property
     def declares_bound(self) -> bool:
-        """True when D declares the Proposition 4 conditions for this mode."""
-        return self.mode in BOUND_MODES
+        """True when D declares the Proposition 4 conditions for this mode: only where
+        they hold, so not when declared values are noisy (value calibration fails) or
+        wrong results can pass the tests (validator adequacy fails)."""
+        return self.mode in BOUND_MODES and all(
+            w.declared is None and w.faults.gaming == 0.0 for w in self.workers
+        )
 
     @property
     def p_min(self) -> float:
@@ -214,7 +262,9 @@ def _kind(r: random.Random, hard: float) -> str:
     return f"{r.choice(KINDS)}:{'hard' if r.random() < hard else 'easy'}"
 
 
-def _workers(r: random.Random, mode: TaskMode, n: int) -> tuple[WorkerProfile, ...]:
+def _workers(
+    r: random.Random, mode: TaskMode, n: int, fs: FaultSettings | None = None, seed: int = 0
+) -> tuple[WorkerProfile, ...]:
     out = []
     specialist = mode == TaskMode.ALLOCATION
     stall_scale = 2.0 if mode == TaskMode.DEADLINE else 1.0
@@ -233,12 +283,25 @@ def _workers(r: random.Random, mode: TaskMode, n: int) -> tuple[WorkerProfile, .
             stall_len=r.randint(5, 8),
             delete=min(0.9, 0.4 * delete_scale) if r.random() < 0.35 else 0.0,
         )
-        out.append(WorkerProfile(f"w{i + 1}", cap, faults))
+        declared = None
+        if fs is not None and fs != FaultSettings():
+            faults = replace(faults, fabricate=fs.fabricate, gaming=fs.gaming,
+                             ignore_feedback=fs.ignore_feedback,
+                             misread_feedback=fs.misread_feedback)
+            if fs.sigma > 0:
+                # a separate stream: the true values (and the instance) stay the same
+                nr = _rng("icore-sigma", mode, seed, i, fs.sigma)
+                declared = {k: round(min(1.0, max(0.0, v + nr.gauss(0.0, fs.sigma))), 2)
+                            for k, v in cap.items()}
+        out.append(WorkerProfile(f"w{i + 1}", cap, faults, declared))
     return tuple(out)
 
 
-def make_instance(mode: TaskMode | str, seed: int) -> TaskInstance:
-    """The matched instance ``(mode, seed)`` (deterministic)."""
+def make_instance(
+    mode: TaskMode | str, seed: int, faults: FaultSettings | None = None
+) -> TaskInstance:
+    """The matched instance ``(mode, seed)`` (deterministic), under the fault setting
+    ``faults`` (default: none beyond each worker's claim/stall/delete faults)."""
     mode = TaskMode(mode)
     r = _rng("icore-task", mode, seed)
     items: list[WorkItem] = []
@@ -301,7 +364,7 @@ def make_instance(mode: TaskMode | str, seed: int) -> TaskInstance:
             items.append(WorkItem(f"c{i + 1}", k, TIER_WEIGHT[k.split(":")[1]],
                                   spec=f"spec/c{i + 1}"))
         budget = math.ceil(2.5 * n)
-    workers = _workers(r, mode, n_workers)
+    workers = _workers(r, mode, n_workers, faults, seed)
     keys = sorted({i.spec for i in items})
     n_rev = r.randint(1, 3)
     revisions = tuple(
@@ -317,8 +380,20 @@ def make_instance(mode: TaskMode | str, seed: int) -> TaskInstance:
 
 # ------------------------------------------------------------------ D for the task modes
 def _passed(inp: ValidatorInput) -> bool:
-    return bool(inp.events) and all(e.fields.get("passed") is True for e in inp.events) and all(
-        e.type == "test" for e in inp.events
+    """A passing test of the work it certifies, run by the work's author: the cited
+    ``work`` event and ``test`` events, each test caused by that work, on the same item,
+    authored by the same agent (fabricated evidence by another agent fails)."""
+    works = [e for e in inp.events if e.type == "work"]
+    tests = [e for e in inp.events if e.type == "test"]
+    if len(works) != 1 or not tests or len(works) + len(tests) != len(inp.events):
+        return False
+    w = works[0]
+    return all(
+        t.fields.get("passed") is True
+        and w.id in t.causes
+        and t.agent == w.agent
+        and t.fields.get("item") == w.fields.get("item")
+        for t in tests
     )
 
 
@@ -366,7 +441,7 @@ def declaration(inst: TaskInstance) -> DeclarationPackage:
         ObservableType("deadline", "action", ("item",)),
     ]
     agents = [AgentDecl("env", {}, (TASK_ROLE,)), AgentDecl("lead", {}, (ASSIGNER_ROLE,))]
-    agents += [AgentDecl(w.id, dict(w.capability), ("worker",)) for w in inst.workers]
+    agents += [AgentDecl(w.id, dict(w.declared_capability), ("worker",)) for w in inst.workers]
     agents += [AgentDecl(v, {}, (VERIFIER_ROLE,)) for v in inst.verifiers or ("v1",)]
     mine = Preconditions(status_in=_WORKABLE, assignee_is_proposer=True)
     ops = [
