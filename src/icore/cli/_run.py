@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from icore.agents import (
+    LLMUnavailable,
     ManifestError,
     RunManifest,
     RunResult,
@@ -25,6 +26,7 @@ from icore.agents import (
 )
 from icore.agents._matched import TABLE_HEADER
 from icore.cli._inputs import positive_seconds_or_none, refuse_special_file
+from icore.workloads import SEEDS_PER_FAMILY
 
 _EXCERPT = 160
 
@@ -121,6 +123,33 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         raise typer.BadParameter(str(exc), param_hint=hint) from exc
 
 
+def print_decisions(console: Console, rows: list[tuple[str, RunResult]]) -> None:
+    """The model-decision counters per policy (llm backend): responses, schema
+    violations, corrections used, unrecovered failures, infrastructure failures."""
+    runs = [(p, r) for p, r in rows if r.backend == "llm"]
+    if not runs:
+        return
+    neg = runs[0][1].negotiation
+    if neg:
+        console.print(f"tool-call mode: {neg.get('mode')} (constrained decoding: "
+                      f"{'yes' if neg.get('constrained') else 'no'}); server slots: "
+                      f"{neg.get('slots')} ({neg.get('slots_source')})")
+        for p in neg.get("probes", []):
+            console.print(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
+                          f"({_text(p.get('note', ''), 100)})")
+    t = Table("policy", "tasks succeeded", "invalid actions", "responses", "accepted",
+              "schema violations", "corrections used", "unrecovered",
+              "infra failures (retried)", "infra unrecovered", "wall s",
+              title="Model decisions")
+    for p, r in runs:
+        d = r.llm
+        t.add_row(p, f"{r.succeeded}/{len(r.tasks)}", str(r.invalid_actions),
+                  str(d["responses"]), str(d["accepted"]), str(d["violations"]),
+                  str(d["corrections"]), str(d["unrecovered"]), str(d["infra_failures"]),
+                  str(d["infra_unrecovered"]), f"{r.duration_s:.1f}")
+    console.print(t)
+
+
 def _print_run(console: Console, res: RunResult) -> None:
     s = res.summary()
     t = Table("policy", "tasks", "success", "invalid primary", "successful replans",
@@ -131,6 +160,7 @@ def _print_run(console: Console, res: RunResult) -> None:
               str(s["redundant_auditor_actions"]), f"{s['accepted']}/{s['responses']}",
               str(s["crashes"]), f"{res.duration_s:.1f}")
     console.print(t)
+    print_decisions(console, [(res.policy, res)])
     for c in res.crashes:
         console.print(f"[red]agent crash[/]: {c['agent']} ({c['role']}) exit code "
                       f"{c['returncode']}{' (injected)' if c.get('injected') else ''}")
@@ -176,7 +206,8 @@ def run(
         help="Per-request timeout, seconds (finite, > 0).")] = None,
     matched: Annotated[bool, typer.Option(
         "--matched", help="Run the matched study (App. A.5): 3 families x 10 seeds x "
-                          "{owner-head freshness, centralized lineage, PlanFence}.")] = False,
+                          "{owner-head freshness, centralized lineage, PlanFence} "
+                          "(--seeds narrows the seeds).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Run a live multi-agent team (one process per agent, mutual-TLS owner services).
@@ -194,8 +225,13 @@ def run(
                   model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
                   concurrency=concurrency, repeat=repeat)
     if matched:
-        res = run_matched(out, manifest=m,
-                          concurrency=10 if concurrency is None else concurrency)
+        try:
+            res = run_matched(out, manifest=m,
+                              concurrency=10 if concurrency is None else concurrency,
+                              seeds=m.seeds if seeds else range(SEEDS_PER_FAMILY))
+        except LLMUnavailable as exc:
+            console.print(f"[red]model server unusable[/]: {exc}")
+            raise typer.Exit(1) from None
         if as_json:
             console.print_json(json.dumps(res.to_json()))
             return
@@ -203,6 +239,7 @@ def run(
         for row in res.rows:
             t.add_row(*row.cells())
         console.print(t)
+        print_decisions(console, list(res.runs.items()))
         console.print(f"{sum(r.tasks for r in res.rows)} attempts in {res.duration_s:.1f} s; "
                       f"table: {out / 'matched.md'}")
         for p, r in res.runs.items():
@@ -210,7 +247,11 @@ def run(
         if any(r.crashes or r.error or r.interrupted for r in res.runs.values()):
             raise typer.Exit(1)
         return
-    res1 = run_live(m, out)
+    try:
+        res1 = run_live(m, out)
+    except LLMUnavailable as exc:
+        console.print(f"[red]model server unusable[/]: {exc}")
+        raise typer.Exit(1) from None
     icore_report = write_icore_report(res1)
     if as_json:
         console.print_json(json.dumps(res1.summary()))
