@@ -211,9 +211,15 @@ class _Run:
         self.specs = list(specs) if specs is not None else None
         self.out = out
         self.policy = policy
-        from icore.agents._llm import negotiated_backend
+        from icore.agents._llm import fit_timeouts, negotiated_backend
 
         self.backend = negotiated_backend(manifest.backend.resolved())
+        n_tasks = len(self.specs) if self.specs is not None else \
+            len(manifest.seeds) * manifest.repeat
+        # a model decision may take its retries and one correction: steps and the run
+        # get the time that needs (never less than the manifest says)
+        manifest = self.m = manifest.with_(timeouts=fit_timeouts(
+            manifest.timeouts.model_dump(), self.backend, n_tasks))
         self.team = LiveTeam(manifest, out, policy=policy, backend=self.backend)
         self.team_m = manifest.team_manifest(out, policy=policy)
         self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock())

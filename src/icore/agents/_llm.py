@@ -623,3 +623,38 @@ def negotiated_backend(backend: Mapping[str, Any], *,
     out.update(tool_choice=neg.mode, slots=neg.slots, negotiation=neg.to_dict(),
                base_url=cfg.base_url, model=cfg.model)
     return out
+
+
+DECISIONS_PER_TASK = 6
+"""Model decisions of one live workflow at most (shortlist, plan, replan, action, audit,
+one spare)."""
+
+
+def decision_budget_s(backend: Mapping[str, Any]) -> float:
+    """Longest one model decision may take: two responses, each with its retries and
+    backoff (0 for the scripted backend)."""
+    if backend.get("kind") != "llm":
+        return 0.0
+    cfg = LLMConfig.from_env(base_url=backend.get("base_url") or "http://unset",
+                             model=backend.get("model") or "unset",
+                             timeout_s=backend.get("timeout_s"))
+    per_response = (cfg.retries + 1) * cfg.timeout_s + cfg.backoff_s * (2 ** cfg.retries)
+    return float(MAX_ATTEMPTS * per_response)
+
+
+def fit_timeouts(timeouts: Mapping[str, Any], backend: Mapping[str, Any], tasks: int
+                 ) -> dict[str, Any]:
+    """Step and run timeouts that leave a model its decision budget.
+
+    ``step_s`` covers one decision (capped at 3600 s), ``run_s`` every decision of
+    ``tasks`` workflows at the server's slots (capped at one day); neither is lowered.
+    """
+    out = dict(timeouts)
+    budget = decision_budget_s(backend)
+    if budget <= 0:
+        return out
+    slots = max(1, int(backend.get("slots") or 1))
+    out["step_s"] = min(3600.0, max(float(out["step_s"]), budget + 30.0))
+    need = DECISIONS_PER_TASK * budget * max(1, tasks) / slots
+    out["run_s"] = min(86400.0, max(float(out["run_s"]), need))
+    return out

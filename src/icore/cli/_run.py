@@ -137,10 +137,10 @@ def print_decisions(console: Console, rows: list[tuple[str, RunResult]]) -> None
         for p in neg.get("probes", []):
             console.print(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
                           f"({_text(p.get('note', ''), 100)})")
-    t = Table("policy", "tasks succeeded", "invalid actions", "responses", "accepted",
-              "schema violations", "corrections used", "unrecovered",
-              "infra failures (retried)", "infra unrecovered", "wall s",
-              title="Model decisions")
+    t = Table("policy", "tasks ok", "invalid", "responses", "accepted", "violations",
+              "corrections", "unrecovered", "infra fail.", "infra unrec.", "wall s",
+              title="Model decisions (violations: schema; infra: server errors and "
+                    "timeouts, retried)")
     for p, r in runs:
         d = r.llm
         t.add_row(p, f"{r.succeeded}/{len(r.tasks)}", str(r.invalid_actions),
