@@ -486,6 +486,13 @@ def fit_selectors(train: Sequence[Example], *, seeds: Sequence[int] = (0, 1, 2)
     rows = [e for e in train if e.target is not None]
     x = np.asarray([e.x for e in rows], dtype=float)
     y = np.asarray([e.target for e in rows])
+    if len(set(y.tolist())) < 2:
+        # one label (a tiny campaign): every learned selector predicts it
+        from sklearn.dummy import DummyClassifier
+
+        return [RateRule(), Fixed(), *(Ensemble(n, [DummyClassifier().fit(x, y)
+                                                    for _ in seeds])
+                                       for n in ("tree", "mlp", "resmlp"))]
     tree = Ensemble("tree", [DecisionTreeClassifier(max_depth=3, random_state=s).fit(x, y)
                              for s in seeds])
     mlp = Ensemble("mlp", [make_pipeline(StandardScaler(), MLPClassifier(
@@ -732,6 +739,7 @@ __all__ = [
     "gate",
     "inference_p95_ms",
     "label",
+    "no_worse_and_better",
     "outcomes_from_rows",
     "protocol_digest",
     "run_selector",
