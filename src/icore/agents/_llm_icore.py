@@ -186,8 +186,11 @@ class LLMTeam(SimTeam):
             "step": view.step,
             "items": [{"item": c.item.id, "kind": c.item.kind, "status": c.status,
                        "assignee": c.assignee} for c in cards.values()],
-            "workers": [{"worker": w.id, "capability": dict(w.capability)}
-                        for w in self._workers.values()],
+            # local evidence only: capabilities for the kinds of the enabled items
+            "workers": [{"worker": w.id, "capability": {
+                k: round(v, 2) for k, v in w.capability.items()
+                if k in {c.item.kind for c in cards.values()}}}
+                for w in self._workers.values()],
             "options": labels,
         }
         tool = ToolSpec("take_next_action", "Choose the team's next action.",
