@@ -198,3 +198,26 @@ def test_cli_run_with_a_server_that_refuses_forced_tools(
     assert res.exit_code == 0, res.output
     assert "tool-call mode: json_object (constrained decoding: yes)" in res.output
     assert "Model decisions" in res.output
+
+
+@pytest.mark.slow
+def test_cli_matched_study_prints_model_decisions_per_policy(
+        tmp_path: Path, fake_llm: Any) -> None:
+    """``icore run --matched --backend llm --seeds 0``: three families x one seed x three
+    policies, and per policy the responses, violations, corrections, unrecovered and
+    infrastructure failures (what ``make llm-check`` prints)."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    fake_llm.script = {"submit_plan": ["hallucinate"]}  # one corrected violation
+    res = CliRunner().invoke(app, [
+        "run", "--matched", "--backend", "llm", "--llm-base-url", fake_llm.base_url,
+        "--llm-model", "fake", "--seeds", "0", "--out", str(tmp_path)],
+        terminal_width=220)
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "matched.json").read_text())["rows"]
+    assert [r["tasks"] for r in rows] == [3, 3, 3]
+    assert sum(r["llm"]["corrections"] for r in rows) == 1
+    assert all(r["mode"] == "named" for r in rows)
+    assert "Model decisions" in res.output and "tool-call mode: named" in res.output
