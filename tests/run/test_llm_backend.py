@@ -196,7 +196,7 @@ def test_cli_run_with_a_server_that_refuses_forced_tools(
         "--llm-model", "fake", "--llm-timeout-s", "5", "--out", str(tmp_path)],
         terminal_width=400)
     assert res.exit_code == 0, res.output
-    assert "tool-call mode: json_object (constrained decoding: yes)" in res.output
+    assert "tool-call mode: json_object (constrained decoding: yes (verified" in res.output
     assert "Model decisions" in res.output
 
 

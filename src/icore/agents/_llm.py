@@ -164,6 +164,9 @@ class Negotiation:
         slots_source: where ``slots`` came from (``/props``, ``/slots``, ``config``,
             ``assumed``).
         probes: one dict per probed mode (mode, ok, status, note).
+        verified: the probe proved the constraint (a ``response_format`` probe found a
+            value its prompt never named); for ``named`` the constraint is the server's
+            (llama.cpp, vLLM) and cannot be told from a valid reply.
     """
 
     mode: str
@@ -171,11 +174,20 @@ class Negotiation:
     slots: int
     slots_source: str
     probes: tuple[Mapping[str, Any], ...] = ()
+    verified: bool = False
+
+    def describe(self) -> str:
+        """One line: mode, constrained decoding, slots."""
+        how = ("yes (verified by the probe)" if self.verified else
+               "yes, where the server implements it" if self.constrained else "no")
+        return (f"tool-call mode: {self.mode} (constrained decoding: {how}); server slots: "
+                f"{self.slots} ({self.slots_source})")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"mode": self.mode, "constrained": self.constrained, "slots": self.slots,
-                "slots_source": self.slots_source, "probes": [dict(p) for p in self.probes]}
+        return {"mode": self.mode, "constrained": self.constrained, "verified": self.verified,
+                "slots": self.slots, "slots_source": self.slots_source,
+                "probes": [dict(p) for p in self.probes], "line": self.describe()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,7 +444,7 @@ def _probe_modes(config: LLMConfig, slots: int, source: str,
                            "note": f"schema not enforced ({bad})"})
             continue
         probes.append({"mode": mode, "ok": True, "status": 200, "note": "schema enforced"})
-        return Negotiation(mode, True, slots, source, tuple(probes))
+        return Negotiation(mode, True, slots, source, tuple(probes), verified=True)
     reason = ("the server is unreachable" if infra_only
               else "no tool-call mode works on this server")
     raise LLMUnavailable(reason, base_url=config.base_url,

@@ -68,9 +68,7 @@ def bench_icore(
         if jobs > neg.slots:
             console.print(f"jobs: {jobs} -> {neg.slots} (the server's slots)")
             jobs = neg.slots
-        console.print(f"tool-call mode: {neg.mode} (constrained decoding: "
-                      f"{'yes' if neg.constrained else 'no'}); server slots: {neg.slots} "
-                      f"({neg.slots_source})")
+        console.print(neg.describe())
     try:
         with bad_options(), Progress(
             TextColumn("[bold]iCORE eval"), BarColumn(), MofNCompleteColumn(),

@@ -131,9 +131,7 @@ def print_decisions(console: Console, rows: list[tuple[str, RunResult]]) -> None
         return
     neg = runs[0][1].negotiation
     if neg:
-        console.print(f"tool-call mode: {neg.get('mode')} (constrained decoding: "
-                      f"{'yes' if neg.get('constrained') else 'no'}); server slots: "
-                      f"{neg.get('slots')} ({neg.get('slots_source')})")
+        console.print(str(neg.get("line") or f"tool-call mode: {neg.get('mode')}"))
         for p in neg.get("probes", []):
             console.print(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
                           f"({_text(p.get('note', ''), 100)})")
