@@ -411,7 +411,6 @@ def _probe_modes(config: LLMConfig, slots: int, source: str,
                  sleep: Callable[[float], None]) -> Negotiation:
     wire = _Wire(replace(config, max_tokens=min(config.max_tokens, 64)), sleep=sleep)
     probes: list[dict[str, Any]] = []
-    infra_only = True
     for mode in MODES:
         # the response_format probe hides the code: only a constraining server finds it
         ask = ("Call the tool report_code." if mode in TOOL_MODES
@@ -425,9 +424,9 @@ def _probe_modes(config: LLMConfig, slots: int, source: str,
         if rep.infra:
             probes.append({"mode": mode, "ok": False, "status": rep.status,
                            "note": rep.infra})
-            infra_only = infra_only and rep.status == 0
+            if rep.status == 0:  # unreachable after every retry: other modes cannot help
+                break
             continue
-        infra_only = False
         args, bad, _ = parse_reply(mode, _PROBE_TOOL, rep.body)
         if mode in TOOL_MODES:
             called = bad is None or not bad.startswith("exactly one call")
@@ -445,7 +444,8 @@ def _probe_modes(config: LLMConfig, slots: int, source: str,
             continue
         probes.append({"mode": mode, "ok": True, "status": 200, "note": "schema enforced"})
         return Negotiation(mode, True, slots, source, tuple(probes), verified=True)
-    reason = ("the server is unreachable" if infra_only
+    reason = ("the server is unreachable or does not answer in time"
+              if probes and probes[-1]["status"] == 0
               else "no tool-call mode works on this server")
     raise LLMUnavailable(reason, base_url=config.base_url,
                          probes=[f"{p['mode']}: {p['note']}" for p in probes])
