@@ -32,7 +32,7 @@ from typing import Any
 from icore._clock import WallClock
 from icore._files import move_aside
 from icore.agents._live_audit import LiveAudit
-from icore.agents._llm import TALLY_KEYS, decision_tally
+from icore.agents._llm import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
 from icore.agents._manifest import CrashSpec, RunManifest, load_manifest
 from icore.agents._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.agents._workflow import TaskSpec, make_task
@@ -211,8 +211,6 @@ class _Run:
         self.specs = list(specs) if specs is not None else None
         self.out = out
         self.policy = policy
-        from icore.agents._llm import fit_timeouts, negotiated_backend
-
         self.backend = negotiated_backend(manifest.backend.resolved())
         n_tasks = len(self.specs) if self.specs is not None else \
             len(manifest.seeds) * manifest.repeat
