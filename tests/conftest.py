@@ -153,3 +153,194 @@ def write_json(tmp_path: Path) -> Callable[[Any, str], Path]:
         return p
 
     return write
+
+
+# --------------------------------------------------------------------------------------
+# A local OpenAI-compatible fake server (test code, 127.0.0.1 only)
+# --------------------------------------------------------------------------------------
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+
+ALL_MODES = frozenset({"named", "required", "json_schema", "json_object", "auto"})
+
+
+def _valid_args(schema: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, prop in schema.get("properties", {}).items():
+        if "enum" in prop:
+            out[name] = prop["enum"][0]
+        elif prop.get("type") == "array":
+            out[name] = [prop["items"]["enum"][0]]
+        else:
+            out[name] = "x"
+    return out
+
+
+def request_mode(body: dict[str, Any]) -> str:
+    """The tool-call mode a request body asks for."""
+    if "tools" in body:
+        tc = body.get("tool_choice")
+        return "named" if isinstance(tc, dict) else str(tc or "auto")
+    return str(body.get("response_format", {}).get("type", "text"))
+
+
+def request_tool(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(name, parameters)`` of the one tool of a request (any mode)."""
+    if "tools" in body:
+        fn = body["tools"][0]["function"]
+        return fn["name"], fn["parameters"]
+    rf = body["response_format"]
+    if rf["type"] == "json_schema":
+        return rf["json_schema"]["name"], rf["json_schema"]["schema"]
+    # json_object: the tool name is in the system message (see schema_messages)
+    sysmsg = body["messages"][0]["content"]
+    name = sysmsg.split("The tool is ", 1)[1].split(":", 1)[0] if "The tool is " in sysmsg \
+        else "report_code"
+    return name, rf["schema"]
+
+
+class FakeOpenAI:
+    """Chat-completions endpoint answering from a per-tool script of behaviours.
+
+    ``script[tool_name]`` is a list consumed one entry per request for that tool
+    (``default`` when empty). ``modes``: the tool-call modes it supports (others answer
+    ``unsupported_status``); ``enforces``: response_format modes whose schema it honours
+    (others answer free JSON). ``props``: the body of ``GET /props`` (None: 404).
+    ``answer_fn(body) -> args`` overrides the valid arguments. Every chat body is kept in
+    :attr:`requests`.
+
+    Behaviours: valid, hallucinate, extra_field, wrong_tool, malformed, timeout, no_call,
+    two_calls, bad_body, repeat_action, http500, http503.
+    """
+
+    def __init__(self, script: dict[str, list[str]] | None = None, *,
+                 default: str = "valid", sleep_s: float = 5.0) -> None:
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.default = default
+        self.sleep_s = sleep_s
+        self.modes: frozenset[str] = ALL_MODES
+        self.enforces: frozenset[str] = frozenset({"json_schema", "json_object"})
+        self.unsupported_status = 500
+        self.props: dict[str, Any] | None = None
+        self.answer_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: bytes) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:
+                    pass
+
+            def do_GET(self) -> None:
+                if self.path == "/props" and fake.props is not None:
+                    self._send(200, json.dumps(fake.props).encode())
+                else:
+                    self._send(404, b'{"error": "not found"}')
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(n) or b"{}")
+                self._send(*fake.answer(self.path, body))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                                       daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        mode = request_mode(body)
+        name, params = request_tool(body)
+        with self.lock:
+            self.requests.append(body)
+            if mode not in self.modes:
+                return self.unsupported_status, json.dumps(
+                    {"error": {"message": f"{mode} is not supported"}}).encode()
+            queue = self.script.get(name, [])
+            how = queue.pop(0) if queue else self.default
+        args = self.answer_fn(body) if self.answer_fn and name != "report_code" \
+            else _valid_args(params)
+        arguments: str | None = None
+        calls: list[dict[str, Any]] | None = None
+        if how == "timeout":
+            time.sleep(self.sleep_s)
+        if how in ("http500", "http503"):
+            return int(how[4:]), b'{"error": {"message": "server error"}}'
+        if how == "bad_body":
+            return 200, b'{"id": "x", "choices": [ {not json'
+        if how == "hallucinate":
+            for k, v in list(args.items()):
+                if k in ("candidate", "candidates", "option"):
+                    args[k] = ["X999"] if isinstance(v, list) else "X999"
+        elif how == "extra_field":
+            args["reason"] = "because"
+        elif how == "wrong_tool":
+            name = "other_tool"
+        elif how == "repeat_action" and "verdict" in args:
+            args["verdict"] = "repeat_action"
+        if how == "malformed":
+            arguments = '{"candidate": '
+        content: str | None = None
+        if mode in ("json_schema", "json_object"):
+            if mode not in self.enforces:
+                args = {"answer": "free text"}
+            content = arguments or ("I think so." if how == "no_call" else json.dumps(args))
+        elif how != "no_call":
+            one = {"id": "call_1", "type": "function",
+                   "function": {"name": name, "arguments": arguments or json.dumps(args)}}
+            calls = [one, dict(one, id="call_2")] if how == "two_calls" else [one]
+        else:
+            content = "I think so."
+        msg: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls is not None:
+            msg["tool_calls"] = calls
+        resp = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion",
+                "created": 0, "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "message": msg,
+                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        return 200, json.dumps(resp).encode()
+
+    def start(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+    def bodies_for(self, tool: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [b for b in self.requests if request_tool(b)[0] == tool]
+
+
+@pytest.fixture
+def fake_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """A started fake server (script it by assigning ``fake_llm.script``); the backend's
+    negotiation cache is cleared and retries back off for milliseconds."""
+    from icore.agents import _llm
+
+    monkeypatch.setattr(_llm, "_NEGOTIATED", {})
+    monkeypatch.setattr(_llm, "_SEMAPHORES", {})
+    monkeypatch.setenv("ICORE_LLM_BACKOFF_S", "0.01")
+    srv = FakeOpenAI().start()
+    try:
+        yield srv
+    finally:
+        srv.close()

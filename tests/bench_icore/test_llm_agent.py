@@ -1,125 +1,121 @@
-"""The LLM-backed iCORE team against a real local OpenAI-compatible HTTP endpoint."""
+"""The LLM-backed iCORE team against a real local OpenAI-compatible HTTP endpoint: grounded
+tool calls, one public correction, then a rejected proposal (never a fallback)."""
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from icore.agents._llm_icore import LLMSettings, LLMTeam, parse_json
+from icore.agents import LLMUnavailable
+from icore.agents._llm_icore import LLMSettings, LLMTeam
 from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import SimEnvironment, introduce
-from icore.audit import AuditLoop, LoopConfig
+from icore.audit import AuditLoop, LoopConfig, RunResult
 from icore.state import Note, State
 from icore.workloads._tasks import TaskMode, declaration, make_instance
 
-
-class FakeChat(BaseHTTPRequestHandler):
-    """POST /v1/chat/completions: picks option 0, repairs on feedback; every 5th reply is
-    prose without JSON (the client must fall back)."""
-
-    seen: list[dict[str, Any]] = []  # noqa: RUF012 - shared by the test server
-
-    def do_POST(self) -> None:
-        n = int(self.headers.get("content-length", "0"))
-        body = json.loads(self.rfile.read(n))
-        FakeChat.seen.append(body)
-        user = body["messages"][-1]["content"]
-        if "iCORE-Audit feedback" in user:
-            content = (
-                '{"action": "reassign"}' if "assignment defect" in user
-                else 'Sure: {"action": "repair"}'
-            )
-        elif len(FakeChat.seen) % 5 == 0:
-            content = "I think the first option is best."
-        else:
-            content = '{"choice": 0}'
-        reply = {
-            "id": f"cmpl-{len(FakeChat.seen)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "fake"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": len(user.split()), "completion_tokens": 5,
-                      "total_tokens": len(user.split()) + 5},
-        }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the default stderr logging."""
+TEAM_TOOLS = ("take_next_action", "answer_feedback")
 
 
-@pytest.fixture
-def endpoint() -> Iterator[str]:
-    FakeChat.seen = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeChat)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        th.join(timeout=5)
-
-
-def test_parse_json_finds_object_in_prose() -> None:
-    """Models wrap JSON in prose; anything without an object is None."""
-    assert parse_json('ok: {"choice": 2} thanks') == {"choice": 2}
-    assert parse_json("no json here") is None
-    assert parse_json("{not json}") is None
-
-
-def test_llm_team_runs_under_icore_audit(endpoint: str) -> None:
-    """The loop drives the LLM team; feedback text reaches the model verbatim."""
-    inst = make_instance(TaskMode.BUILD_CHAIN, 0)
+def _run(url: str, mode: TaskMode = TaskMode.BUILD_CHAIN) -> tuple[LLMTeam, State, RunResult]:
+    inst = make_instance(mode, 0)
     world = SimWorld(inst)
-    team = LLMTeam.create(inst, world, LLMSettings(base_url=endpoint, model="fake"))
+    team = LLMTeam.create(inst, world, LLMSettings(base_url=url, model="fake", timeout_s=5))
     x = State(declaration(inst))
     introduce(x, inst)
-    res = AuditLoop(
-        x, team, env=SimEnvironment(world),
-        config=LoopConfig(max_steps=inst.budget, head_view=world.head_view),
-    ).run()
-    assert team.requests == len(FakeChat.seen) == res.agent_calls
-    assert team.parse_failures >= 1  # the prose replies fell back to option 0
-    assert team.prompt_tokens > 0 and team.completion_tokens == 5 * team.requests
+    res = AuditLoop(x, team, env=SimEnvironment(world),
+                    config=LoopConfig(max_steps=inst.budget, head_view=world.head_view)).run()
+    return team, x, res
+
+
+def _team_bodies(fake: Any) -> list[dict[str, Any]]:
+    return [b for t in TEAM_TOOLS for b in fake.bodies_for(t)]
+
+
+def test_llm_team_runs_under_icore_audit(fake_llm: Any) -> None:
+    """Every decision is one grounded tool call (A.2 prompt shape); the feedback text the
+    model reads is exactly the text logged in X."""
+    team, x, res = _run(fake_llm.base_url)
+    bodies = _team_bodies(fake_llm)
+    assert team.requests == len(bodies) == res.agent_calls
+    assert team.tally()["violations"] == 0 and team.rejected == 0
+    assert team.prompt_tokens == 10 * team.requests
+    for b in bodies:
+        assert len(b["tools"]) == 1 and isinstance(b["tool_choice"], dict)
+        assert b["messages"][0]["content"].startswith("You are ")
+        params = b["tools"][0]["function"]["parameters"]
+        assert params["additionalProperties"] is False
+        assert all("enum" in p for p in params["properties"].values())
     fb_notes = [e.body.payload["text"] for e in x.entries
                 if isinstance(e.body, Note) and e.body.kind == "feedback"]
-    asked = [b["messages"][-1]["content"] for b in FakeChat.seen]
+    asked = [json.loads(b["messages"][1]["content"]).get("feedback")
+             for b in fake_llm.bodies_for("answer_feedback")]
     assert fb_notes, "the run produced feedback"
-    for text in fb_notes[: res.extra_calls]:
-        assert any(text in a for a in asked)
-    assert res.steps > 0 and 0.0 <= world.performance() <= 1.0
+    assert asked and all(a in fb_notes for a in asked)
+    assert res.proposals > 0 and res.steps > 0
 
 
-def test_llm_team_needs_settings_or_client() -> None:
+def test_invalid_output_is_a_rejected_proposal_not_a_fallback(fake_llm: Any) -> None:
+    """A model that never answers the schema: each decision gets one public correction
+    and then nothing is proposed or recovered (no first option, no auditor alternative,
+    no simulator choice)."""
+    fake_llm.answer_fn = lambda body: {"bogus": 1}
+    team, x, res = _run(fake_llm.base_url)
+    t = team.tally()
+    assert res.proposals == 0 and res.accepted_recoveries == 0
+    assert t["decisions"] == team.rejected == res.agent_calls > 0
+    assert t["responses"] == 2 * t["decisions"] and t["corrections"] == t["decisions"]
+    assert t["unrecovered"] == t["decisions"] and t["accepted"] == 0
+    corrections = [b["messages"][-1]["content"] for b in _team_bodies(fake_llm)
+                   if len(b["messages"]) == 3]
+    assert corrections and all("rejected" in c for c in corrections)
+    assert not any(e.body.kind == "recovery" for e in x.entries if isinstance(e.body, Note))
+
+
+def test_one_correction_then_accepted(fake_llm: Any) -> None:
+    """A hallucinated option is corrected once and then accepted."""
+    fake_llm.script = {"take_next_action": ["hallucinate", "valid"]}
+    team, _, res = _run(fake_llm.base_url, TaskMode.DEADLINE)
+    first = team.decisions[0]
+    assert first["ok"] and first["responses"] == 2 and "X999" in first["violations"][0]
+    assert res.proposals > 0
+
+
+def test_server_failure_is_infrastructure_not_a_model_decision(fake_llm: Any) -> None:
+    """A server that keeps answering HTTP 500 after negotiation: retried, then the run
+    stops with LLMUnavailable; no decision counts as a schema violation."""
+    fake_llm.script = {"take_next_action": ["http500"] * 10}
+    with pytest.raises(LLMUnavailable, match="failed during an iCORE run"):
+        _run(fake_llm.base_url)
+    assert len(fake_llm.bodies_for("take_next_action")) == 4  # 1 + 3 retries
+
+
+def test_llm_team_needs_settings_or_decider() -> None:
     """Constructing without an endpoint is a usage error."""
     inst = make_instance(TaskMode.DEADLINE, 0)
-    with pytest.raises(ValueError, match="settings or a client"):
+    with pytest.raises(ValueError, match="settings or a decider"):
         LLMTeam(inst=inst, world=SimWorld(inst))
 
 
-def test_cli_real_llm_setting(endpoint: str, tmp_path) -> None:
-    """``icore bench icore --llm-base-url`` runs the same evaluation with the LLM team."""
+def test_cli_real_llm_setting(fake_llm: Any, tmp_path: Path) -> None:
+    """``icore bench icore --llm-base-url`` negotiates, runs the same evaluation with the
+    LLM team and prints its decision counters."""
     from typer.testing import CliRunner
 
     from icore.cli import app
 
+    url = fake_llm.base_url
     r = CliRunner().invoke(app, ["bench", "icore", "--per-mode", "1", "--mode", "deadline",
-                                 "--jobs", "1", "--out", str(tmp_path),
-                                 "--llm-base-url", endpoint, "--llm-model", "fake"])
+                                 "--jobs", "2", "--out", str(tmp_path),
+                                 "--llm-base-url", url, "--llm-model", "fake"],
+                           terminal_width=200)
     assert r.exit_code == 0, r.output
+    assert "tool-call mode: named" in r.output and "jobs: 2 -> 1" in r.output
+    assert "LLM team decisions" in r.output
     summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
-    assert summary["agents"] == f"llm:fake@{endpoint}"
-    assert len(FakeChat.seen) > 0
+    assert summary["agents"] == f"llm:fake@{url}"
+    assert set(summary["llm"]) == {"mas_only", "passive", "audit"}
+    assert summary["llm"]["audit"]["responses"] > 0

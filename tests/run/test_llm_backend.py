@@ -34,25 +34,29 @@ def _request() -> DecisionRequest:
                            {"revision": "rev-abc", "action": "book", "candidate": "H2"})
 
 
-def _decider(url: str, timeout_s: float = 2.0) -> tuple[LLMDecider, list[dict[str, Any]]]:
+def _decider(url: str, timeout_s: float = 2.0, **kw: Any
+             ) -> tuple[LLMDecider, list[dict[str, Any]]]:
     transcript: list[dict[str, Any]] = []
-    cfg = LLMConfig(base_url=url, model="fake-model", api_key="k", timeout_s=timeout_s)
+    cfg = LLMConfig(base_url=url, model="fake-model", api_key="k", timeout_s=timeout_s,
+                    backoff_s=0.01, **kw)
     return LLMDecider(cfg, transcript=transcript), transcript
 
 
 def test_valid_call_is_accepted(fake_llm: Any) -> None:
-    """One valid call: accepted on the first response."""
+    """One valid call: accepted on the first response, in the negotiated named mode."""
     d, _ = _decider(fake_llm.base_url)
     out = d.decide(_request())
     assert out.ok and out.args == {"revision": "rev-abc", "action": "book", "candidate": "H2"}
     assert (out.responses, out.accepted, out.violations) == (1, 1, ())
-    body = fake_llm.requests[0]
-    assert len(body["tools"]) == 1 and body["tool_choice"] == "required"
+    assert out.mode == "named" and d.negotiation.constrained
+    body = fake_llm.bodies_for("submit_plan")[0]
+    assert len(body["tools"]) == 1
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "submit_plan"}}
     assert body["tools"][0]["function"]["parameters"]["additionalProperties"] is False
 
 
 @pytest.mark.parametrize("bad", ["hallucinate", "extra_field", "wrong_tool", "malformed",
-                                 "no_call", "two_calls", "bad_body", "timeout"])
+                                 "no_call", "two_calls", "bad_body"])
 def test_one_public_correction_then_accepted(fake_llm: Any, bad: str) -> None:
     """A violation gets one public correction (reason + tool name, no answer)."""
     fake_llm.script = {"submit_plan": [bad, "valid"]}
@@ -60,7 +64,7 @@ def test_one_public_correction_then_accepted(fake_llm: Any, bad: str) -> None:
     out = d.decide(_request())
     assert out.ok and out.responses == 2 and out.accepted == 1
     assert len(out.violations) == 1
-    second = fake_llm.requests[-1]["messages"]
+    second = fake_llm.bodies_for("submit_plan")[-1]["messages"]
     correction = second[-1]["content"]
     assert "rejected" in correction and "'submit_plan'" in correction
     assert "H2" not in correction  # the correction never reveals the answer
@@ -69,7 +73,7 @@ def test_one_public_correction_then_accepted(fake_llm: Any, bad: str) -> None:
 
 @pytest.mark.parametrize(("first", "second"), [("hallucinate", "hallucinate"),
                                                ("malformed", "extra_field"),
-                                               ("timeout", "no_call")])
+                                               ("no_call", "two_calls")])
 def test_second_violation_fails_the_attempt(fake_llm: Any, first: str, second: str) -> None:
     """A second violation fails the attempt; nothing is returned to commit."""
     fake_llm.script = {"submit_plan": [first, second]}
@@ -123,16 +127,22 @@ def test_live_llm_run_end_to_end(manifest: RunManifest, run_dir: Path, fake_llm:
         # task 0: hallucinated id then valid, replan valid; task 1: two violations
         "submit_plan": ["hallucinate", "valid", "valid", "hallucinate", "extra_field"],
         "call_book": ["valid"],
-        # task 0: a timeout, then the model repeats an already-valid action
+        # task 0: a timeout (an infrastructure failure, retried), then the model repeats
+        # an already-valid action
         "report_audit": ["timeout", "repeat_action"],
     }
     res = run_live(_llm_manifest(manifest, fake_llm.base_url), run_dir, policy="planfence")
     t0, t1 = res.tasks
     assert t0.success and t0.successful_replan and not t0.invalid
     assert t0.redundant_auditor == 1 and t0.audit_verdict == "repeat_action"
-    assert (t0.accepted, t0.responses) == (5, 8)
+    # the timeout is no model response and no violation
+    assert (t0.accepted, t0.responses) == (5, 7)
+    assert (t0.llm["violations"], t0.llm["corrections"], t0.llm["unrecovered"],
+            t0.llm["infra_failures"], t0.llm["infra_unrecovered"]) == (2, 2, 0, 1, 0)
     assert not t1.executed and "planner decision failed" in t1.error
     assert (t1.accepted, t1.responses) == (1, 3)
+    assert (t1.llm["violations"], t1.llm["unrecovered"]) == (2, 1)
+    assert res.negotiation["mode"] == "named" and res.summary()["llm"]["decisions"] == 7
     assert res.invalid_actions == 0 and not res.crashes
     # nothing committed from the rejected planner call
     om = manifest.ownership_map()
@@ -154,16 +164,60 @@ def test_live_llm_run_end_to_end(manifest: RunManifest, run_dir: Path, fake_llm:
     assert (run_dir / "agents" / "planner-1.llm.jsonl").is_file()
 
 
-def test_cli_prints_why_a_task_failed(tmp_path: Path) -> None:
-    """An unreachable endpoint: the CLI names the failed task and the cause, not just 0/1."""
+def test_cli_says_the_server_is_unreachable(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unreachable endpoint: before any agent starts, the CLI says the model server is
+    unusable and why (an infrastructure failure, not a model mistake), exit 1."""
     from typer.testing import CliRunner
 
     from icore.cli import app
 
+    monkeypatch.setenv("ICORE_LLM_BACKOFF_S", "0.01")
     res = CliRunner().invoke(app, [
         "run", "--backend", "llm", "--llm-base-url", "http://127.0.0.1:9/v1",
         "--llm-model", "x", "--llm-timeout-s", "2", "--out", str(tmp_path)],
         terminal_width=400)
-    assert "task reservation-00 failed" in res.output, res.output
-    assert "APIConnectionError" in res.output
+    assert "model server unusable" in res.output, res.output
+    assert "APIConnectionError" in res.output and "Traceback" not in res.output
     assert res.exit_code == 1
+
+
+def test_cli_run_with_a_server_that_refuses_forced_tools(
+        tmp_path: Path, fake_llm: Any) -> None:
+    """The server of the issue: forced and required tool_choice answer HTTP 500. The run
+    negotiates another mode, says which, and completes the task."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    fake_llm.modes = frozenset({"json_object", "auto"})
+    res = CliRunner().invoke(app, [
+        "run", "--backend", "llm", "--llm-base-url", fake_llm.base_url,
+        "--llm-model", "fake", "--llm-timeout-s", "5", "--out", str(tmp_path)],
+        terminal_width=400)
+    assert res.exit_code == 0, res.output
+    assert "tool-call mode: json_object (constrained decoding: yes (verified" in res.output
+    assert "Model decisions" in res.output
+
+
+@pytest.mark.slow
+def test_cli_matched_study_prints_model_decisions_per_policy(
+        tmp_path: Path, fake_llm: Any) -> None:
+    """``icore run --matched --backend llm --seeds 0``: three families x one seed x three
+    policies, and per policy the responses, violations, corrections, unrecovered and
+    infrastructure failures (what ``make llm-check`` prints)."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    fake_llm.script = {"submit_plan": ["hallucinate"]}  # one corrected violation
+    res = CliRunner().invoke(app, [
+        "run", "--matched", "--backend", "llm", "--llm-base-url", fake_llm.base_url,
+        "--llm-model", "fake", "--seeds", "0", "--out", str(tmp_path)],
+        terminal_width=220)
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "matched.json").read_text())["rows"]
+    assert [r["tasks"] for r in rows] == [3, 3, 3]
+    assert sum(r["llm"]["corrections"] for r in rows) == 1
+    assert all(r["mode"] == "named" for r in rows)
+    assert "Model decisions" in res.output and "tool-call mode: named" in res.output

@@ -23,7 +23,16 @@ from icore.agents._live import (
     run_policies,
 )
 from icore.agents._live_audit import AuditListener, LiveAudit, live_declaration
-from icore.agents._llm import LLMConfig, LLMDecider
+from icore.agents._llm import (
+    MODES,
+    LLMConfig,
+    LLMDecider,
+    LLMUnavailable,
+    Negotiation,
+    decision_tally,
+    discover_slots,
+    negotiate,
+)
 from icore.agents._manifest import (
     ManifestError,
     RunManifest,
@@ -38,6 +47,7 @@ from icore.agents._workflow import FAMILY_SPECS, ROLES, TaskSpec, make_task
 
 __all__ = [
     "FAMILY_SPECS",
+    "MODES",
     "ROLES",
     "SYSTEM_PROMPT",
     "AgentCrashed",
@@ -47,12 +57,14 @@ __all__ = [
     "DecisionRequest",
     "LLMConfig",
     "LLMDecider",
+    "LLMUnavailable",
     "LiveAudit",
     "LiveRunError",
     "LiveTeam",
     "ManifestError",
     "MatchedResult",
     "MatchedRow",
+    "Negotiation",
     "RunManifest",
     "RunObserver",
     "RunResult",
@@ -63,12 +75,15 @@ __all__ = [
     "ToolSpec",
     "arun_live",
     "check_call",
+    "decision_tally",
     "default_manifest",
+    "discover_slots",
     "live_declaration",
     "load_manifest",
     "make_task",
     "manifest_from_dict",
     "matched_manifest",
+    "negotiate",
     "run_live",
     "run_matched",
     "run_policies",

@@ -89,6 +89,10 @@ class DecisionOutcome:
         accepted: responses accepted (0 or 1).
         violations: the public rejection reasons, in order.
         error: why the attempt failed (empty when ok).
+        infrastructure: the attempt failed because the server could not be used (HTTP
+            5xx, timeout, refused connection after the retries), not by the model.
+        infra_failures: infrastructure failures seen (retried or not).
+        mode: the tool-call mode used (llm backend; empty for scripted).
     """
 
     ok: bool
@@ -97,12 +101,17 @@ class DecisionOutcome:
     accepted: int = 1
     violations: tuple[str, ...] = ()
     error: str = ""
+    infrastructure: bool = False
+    infra_failures: int = 0
+    mode: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"ok": self.ok, "args": dict(self.args) if self.args is not None else None,
                 "responses": self.responses, "accepted": self.accepted,
-                "violations": list(self.violations), "error": self.error}
+                "violations": list(self.violations), "error": self.error,
+                "infrastructure": self.infrastructure,
+                "infra_failures": self.infra_failures, "mode": self.mode}
 
 
 class Decider(Protocol):

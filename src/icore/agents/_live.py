@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from icore._clock import WallClock
 from icore._files import move_aside
 from icore.agents._live_audit import LiveAudit
+from icore.agents._llm import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
 from icore.agents._manifest import CrashSpec, RunManifest, load_manifest
 from icore.agents._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.agents._workflow import TaskSpec, make_task
@@ -91,6 +92,7 @@ class TaskResult:
     icore: tuple[dict[str, Any], ...] = ()
     duration_ms: float = 0.0
     lineage: tuple[dict[str, Any], ...] = ()
+    llm: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class RunResult:
     report: Path | None = None
     timeline: tuple[tuple[int, float, float, float], ...] = ()
     state: Any = field(default=None, repr=False, compare=False)
+    negotiation: Mapping[str, Any] = field(default_factory=dict)
 
     # -- aggregates -----------------------------------------------------------------
     @property
@@ -168,6 +171,15 @@ class RunResult:
         return sum(t.accepted for t in self.tasks)
 
     @property
+    def llm(self) -> dict[str, int]:
+        """Decision counters summed over the tasks (see :func:`decision_tally`)."""
+        out = dict.fromkeys(TALLY_KEYS, 0)
+        for t in self.tasks:
+            for k in TALLY_KEYS:
+                out[k] += int(t.llm.get(k, 0))
+        return out
+
+    @property
     def blocked(self) -> int:
         """Actions blocked by the gate."""
         return sum(t.blocked for t in self.tasks)
@@ -184,7 +196,8 @@ class RunResult:
                 "error": self.error, "duration_s": round(self.duration_s, 3),
                 "records_checked": self.records_checked,
                 "records_lost": len(self.records_lost),
-                "processes_left": len(self.processes_left), "icore": dict(self.icore)}
+                "processes_left": len(self.processes_left), "icore": dict(self.icore),
+                "llm": self.llm, "negotiation": dict(self.negotiation)}
 
     def to_json(self) -> dict[str, Any]:
         """Everything (JSON-ready)."""
@@ -229,7 +242,14 @@ class _Run:
         self.specs = list(specs) if specs is not None else None
         self.out = out
         self.policy = policy
-        self.team = LiveTeam(manifest, out, policy=policy, backend=manifest.backend.resolved())
+        self.backend = negotiated_backend(manifest.backend.resolved())
+        n_tasks = len(self.specs) if self.specs is not None else \
+            len(manifest.seeds) * manifest.repeat
+        # a model decision may take its retries and one correction: steps and the run
+        # get the time that needs (never less than the manifest says)
+        manifest = self.m = manifest.with_(timeouts=fit_timeouts(
+            manifest.timeouts.model_dump(), self.backend, n_tasks))
+        self.team = LiveTeam(manifest, out, policy=policy, backend=self.backend)
         self.team_m = manifest.team_manifest(out, policy=policy)
         self.observer = observer
         self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock(),
@@ -261,7 +281,7 @@ class _Run:
         st: dict[str, Any] = {"executed": False, "invalid": False, "replanned": False,
                               "successful_replan": False, "blocked": False,
                               "block_reason": "", "redundant": 0, "verdict": None,
-                              "error": ""}
+                              "error": "", "decisions": []}
         task = spec.task
         req_key = spec.key("req")
         req_head: dict[str, str] = {}
@@ -281,6 +301,7 @@ class _Run:
                 raise
             dec = res.get("decision")
             if isinstance(dec, dict):
+                st["decisions"].append(dec)
                 responses += int(dec.get("responses", 0))
                 accepted += int(dec.get("accepted", 0))
             steps.append({"step": name, "agent": agent, "ok": True,
@@ -337,6 +358,7 @@ class _Run:
             for rr in ex.get("replan_replies") or []:
                 if isinstance(rr, dict):
                     dec = rr.get("decision") or {}
+                    st["decisions"].append(dec)
                     responses += int(dec.get("responses", 0))
                     accepted += int(dec.get("accepted", 0))
                     self._note_record(self.role["planner"], rr.get("record"))
@@ -415,7 +437,8 @@ class _Run:
             responses=responses, accepted=accepted, audit_verdict=st["verdict"],
             error=str(st["error"]), gate=tuple(gate), steps=tuple(steps), icore=icore_v,
             duration_ms=round((time.perf_counter() - t_start) * 1e3, 2),
-            lineage=tuple(dict(r) for r in lineage))
+            lineage=tuple(dict(r) for r in lineage),
+            llm=decision_tally(st["decisions"]))
         if self.observer is not None:
             self.observer.task_done(res)
         return res
@@ -439,7 +462,9 @@ class _Run:
         try:
             try:
                 await self.team.start()
-                sem = asyncio.Semaphore(self.m.concurrency)
+                # concurrency fits the model server: no more workflows than its slots
+                cap = int(self.backend.get("slots") or self.m.concurrency)
+                sem = asyncio.Semaphore(max(1, min(self.m.concurrency, cap)))
                 specs = self.tasks()
                 slots: list[TaskResult | None] = [None] * len(specs)
 
@@ -525,7 +550,8 @@ class _Run:
             records_checked=checked, records_lost=tuple(lost),
             processes_left=tuple(self.team.alive()),
             pids={a.id: a.proc.pid for a in self.team.agents.values()},
-            timeline=tuple(self.audit.timeline), state=self.audit.X)
+            timeline=tuple(self.audit.timeline), state=self.audit.X,
+            negotiation=dict(self.backend.get("negotiation") or {}))
         if self.reporter is not None:
             res = RunResult(**{**res.__dict__, "report": self.reporter(res)})
         (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),

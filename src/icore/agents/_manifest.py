@@ -105,8 +105,12 @@ class BackendSpec(_Model):
     """Environment variable holding the API key (keys never go into manifests)."""
     timeout_s: float = Field(default=30.0, gt=0, le=600)
     """Per-request timeout, seconds."""
-    tool_choice: Literal["required", "named", "auto"] = "required"
-    """How the one tool is forced."""
+    tool_choice: Literal["negotiate", "named", "required", "json_schema", "json_object",
+                         "auto"] = "negotiate"
+    """How the one tool is forced (``negotiate``: probe the server, see
+    :func:`icore.agents.negotiate`)."""
+    slots: int | None = Field(default=None, ge=1, le=256)
+    """Requests the server serves at once (None: ask the server, else 1)."""
 
     def resolved(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Backend config for the agent processes (API key read from the environment)."""

@@ -60,6 +60,8 @@ class MatchedRow:
     blocked: int
     duration_s: float
     by_family: dict[str, dict[str, int]] = field(default_factory=dict)
+    llm: dict[str, int] = field(default_factory=dict)
+    mode: str = ""
 
     def cells(self) -> list[str]:
         """Table 2 cells."""
@@ -112,7 +114,8 @@ def _row(policy: str, res: RunResult) -> MatchedRow:
         d["redundant"] += t.redundant_auditor
     return MatchedRow(policy, len(res.tasks), res.succeeded, res.invalid_actions,
                       res.successful_replans, res.redundant_auditor_actions, res.accepted,
-                      res.responses, res.blocked, round(res.duration_s, 2), fam)
+                      res.responses, res.blocked, round(res.duration_s, 2), fam, res.llm,
+                      str(res.negotiation.get("mode", "")))
 
 
 def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,

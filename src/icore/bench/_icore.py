@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -93,6 +93,12 @@ class RunRow:
     feedback_tokens: int
     wall_ms: float
     p_min: float | None = None
+    llm_responses: int = 0
+    llm_accepted: int = 0
+    llm_violations: int = 0
+    llm_corrections: int = 0
+    llm_unrecovered: int = 0
+    llm_infra_failures: int = 0
 
 
 @dataclass(slots=True)
@@ -180,6 +186,11 @@ def run_condition(
         wall_ms=clock.now_ms() - t0,
         p_min=inst.p_min if inst.declares_bound else None,
     )
+    if isinstance(team, LLMTeam):
+        t = team.tally()
+        for k in ("responses", "accepted", "violations", "corrections", "unrecovered",
+                  "infra_failures"):
+            setattr(row, f"llm_{k}", t[k])
     return row, state, world
 
 
@@ -282,6 +293,22 @@ def run_all(
     return results
 
 
+LLM_FIELDS = ("responses", "accepted", "violations", "corrections", "unrecovered",
+              "infra_failures")
+"""Per-run model-decision counters of the LLM team (``llm_<name>`` columns)."""
+
+
+def llm_tallies(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Model-decision counters summed per condition (LLM team runs)."""
+    out: dict[str, dict[str, int]] = {}
+    for r in runs:
+        d = out.setdefault(str(r["condition"]), dict.fromkeys(("runs", *LLM_FIELDS), 0))
+        d["runs"] += 1
+        for k in LLM_FIELDS:
+            d[k] += int(r.get(f"llm_{k}", 0) or 0)
+    return out
+
+
 def default_jobs() -> int:
     """Both cores by default."""
     return max(1, min(2, os.cpu_count() or 1))
@@ -356,6 +383,8 @@ def evaluate(
         "prop4": prop4_check(runs),
         "costs": costs(runs),
     }
+    if llm is not None:
+        summary["llm"] = llm_tallies(runs)
     target = out if out is not None else Path("results") / "icore" / p.name
     paths = write_all(target, summary, runs, reps)
     return summary, paths

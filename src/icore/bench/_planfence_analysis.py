@@ -60,6 +60,8 @@ class Agg:
     heads_sum: int = 0
     rpcs_sum: int = 0
     validations: int = 0
+    artifact_fetches: int = 0
+    artifact_violations: int = 0
     stalls: list[float] = field(default_factory=list)
     per_template: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
@@ -106,6 +108,8 @@ class Agg:
             "heads_per_action": round(self.heads_sum / self.actions, 3) if self.actions
             else 0,
             "reasons": dict(sorted(self.reasons.items())),
+            "artifact_fetches": self.artifact_fetches,
+            "artifact_violations": self.artifact_violations,
             **{f"f_{k}": v for k, v in self.facets.items()},
         }
 
@@ -129,6 +133,8 @@ def aggregate(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], Agg]
         a.heads_sum += r["heads_checked"]
         a.rpcs_sum += r["rpcs"]
         a.validations += r["validations"]
+        a.artifact_fetches += int(r.get("artifact_fetches", 0))
+        a.artifact_violations += int(r.get("artifact_violations", 0))
         a.stalls.append(r["stall_ms"])
         a.reasons[r["reason"]] = a.reasons.get(r["reason"], 0) + 1
         t = a.per_template.setdefault(r["family"], {})
@@ -224,6 +230,8 @@ def orderings(aggs: dict[tuple[str, str, str], Agg], *, seed: int = 0) -> list[O
         out.extend(_fig6(aggs))
     if "aligned" in studies:
         out.extend(_aligned(aggs))
+    if "artifact" in studies:
+        out.extend(_artifact(aggs))
     return out
 
 
@@ -575,6 +583,36 @@ def _aligned(aggs: dict[tuple[str, str, str], Agg]) -> list[Ordering]:
             f"{sum(a.actions for a in rows if a.exact_lineage)} "
             f"({_blocked_summary(rows)})",
             exact_blk == 0),
+    ]
+
+
+def _artifact(aggs: dict[tuple[str, str, str], Agg]) -> list[Ordering]:
+    """App. A.6 / B large-artifact control."""
+    rows = [a for (s, _, _), a in aggs.items() if s == "artifact"]
+    exact = [a for a in rows if a.exact_lineage]
+    actions = sum(a.actions for a in rows)
+    episodes = {(a.cell, a.policy, t) for a in rows
+                for fam in a.per_template.values() for t in fam}
+    exact_inv = sum(a.invalid for a in exact)
+    viol = sum(a.artifact_violations for a in rows)
+    short = [f"{a.cell} {a.policy}" for a in rows if a.artifact_fetches != 2 * a.actions]
+    return [
+        Ordering(
+            "artifact.safe",
+            "960 runs, 15,360 protected actions: every exact-lineage action remains valid "
+            "(0 lineage violations)",
+            f"{len(episodes)} runs, {actions} actions; exact-lineage: {exact_inv} invalid "
+            f"of {sum(a.actions for a in exact)}, {sum(a.blocked for a in exact)} blocked; "
+            f"artifact verification failures: {viol}; stale control (owner-head "
+            f"freshness): {sum(a.invalid for a in rows if not a.exact_lineage)} invalid",
+            exact_inv == 0 and viol == 0 and all(a.blocked == 0 for a in exact)),
+        Ordering(
+            "artifact.fetches",
+            "every policy fetches and verifies the same changed public artifact twice per "
+            "action",
+            f"{sum(a.artifact_fetches for a in rows)} verified fetches for {actions} actions"
+            + (f"; short: {', '.join(short[:4])}" if short else " (2 per action everywhere)"),
+            not short),
     ]
 
 

@@ -198,6 +198,22 @@ def aligned(seed: int = 0) -> list[Cell]:
             for link in ("loopback", "att") for rho in RHOS]
 
 
+ARTIFACT_BYTES = 64 * 1024
+"""Size of the large-artifact control's public artifact: 64 KiB, about 45 full-size
+packets on a trace link."""
+ARTIFACT_POLICIES = (FRESH, CENTRAL, SYNC1, PER_KEY, BATCHED, FENCE, MAJORITY, ALL_REPLICA)
+"""Every exact-lineage policy, and owner-head freshness as the stale control."""
+
+
+def artifact(seed: int = 0) -> list[Cell]:
+    """App. A.6 / B large-artifact safety control: 4 networks x 30 templates x 8 policies
+    = 960 runs of 16 protected actions (rho = 2, H = 64), 15,360 actions; every action
+    fetches and verifies the same changed 64 KiB public artifact twice."""
+    p = _seeded(WorkloadParams(rho=2.0, artifact_bytes=ARTIFACT_BYTES), seed)
+    return [Cell("artifact", f"{link} rho=2", p, NetSpec(link=link), ARTIFACT_POLICIES,
+                 {"link": link, "rho": 2.0}) for link in LINKS]
+
+
 def tiny(seed: int = 0) -> list[Cell]:
     """A smoke preset: 3 templates (one per family), Table 1 setting on loopback."""
     tpls = tuple(t for t in TEMPLATES if t.seed == 0)
@@ -219,12 +235,13 @@ PRESETS: dict[str, Callable[[int], list[Cell]]] = {
     "appc": appc,
     "fig6": fig6,
     "aligned": aligned,
+    "artifact": artifact,
     "tiny": tiny,
 }
 """Preset name -> builder (``paper`` is every study once)."""
 
 PAPER_STUDIES = ("table1", "fig3", "fig4", "fig5", "table5", "table6", "table7", "appc",
-                 "fig6", "aligned")
+                 "fig6", "aligned", "artifact")
 
 
 def preset_cells(name: str, seed: int = 0) -> list[Cell]:

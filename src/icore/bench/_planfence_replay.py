@@ -252,6 +252,11 @@ class ActionRow:
         rpcs: RPCs attributed to this action.
         heads_checked: head items queried by this action's validations (owner-side).
         validations: gate validations run.
+        artifact_fetches: verified fetches of the public artifact (large-artifact
+            control: two per action, one before validation and one at use).
+        artifact_violations: artifact fetches that failed verification: not the owner's
+            current version, a content address that does not match, or a version whose
+            exact parent is not the previous one.
     """
 
     template: str
@@ -269,6 +274,25 @@ class ActionRow:
     rpcs: int
     heads_checked: int
     validations: int
+    artifact_fetches: int = 0
+    artifact_violations: int = 0
+
+
+ARTIFACT_KEY = "artifact/public"
+"""Key of the public artifact of the large-artifact control (owned by the owner of the
+first shared key)."""
+
+
+def artifact_blob(template: str, rev: int, size: int) -> str:
+    """Deterministic artifact content of ``size`` characters (hex, incompressible)."""
+    import hashlib
+
+    out: list[str] = []
+    n = 0
+    while sum(len(x) for x in out) < size:
+        out.append(hashlib.sha256(f"{template}|{rev}|{n}".encode()).hexdigest())
+        n += 1
+    return "".join(out)[:size]
 
 
 @dataclass(frozen=True)
@@ -508,8 +532,12 @@ class Episode:
         self.clock = ManualClock(0.0)
         self.loop: asyncio.AbstractEventLoop = VirtualTimeLoop(self.clock)
         s = schedule
+        self.artifact_bytes = int(getattr(s.params, "artifact_bytes", 0) or 0)
+        self.artifact_owner = s.owners[s.keys[0]]
+        self.artifact_base: RecordId | None = None
         self.ownership = OwnershipMap(
-            dict(s.owners), {"plan/*": s.planner, "derived/*": s.planner})
+            dict(s.owners), {"plan/*": s.planner, "derived/*": s.planner,
+                             "artifact/*": self.artifact_owner})
         self.stores = {a: MemoryStore(self.ownership, a) for a in s.agents}
         self.central = MemoryStore(self.ownership, None)
         self.truth: dict[RecordId, Record] = {}
@@ -554,6 +582,56 @@ class Episode:
                     self.stores[a].install(rec)
             if self.spec.policy is Policy.CENTRALIZED_LINEAGE:
                 self.central.commit(rec, writer=owner)
+        if self.artifact_bytes:
+            self._setup_artifact()
+
+    def _setup_artifact(self) -> None:
+        """The large-artifact control: the owner publishes v0 (the executor holds it),
+        then changes it to v1 before the episode, so every policy must fetch v1."""
+        s, owner, size = self.s, self.artifact_owner, self.artifact_bytes
+        store = self.stores[owner]
+        v0 = Record.create(key=ARTIFACT_KEY, owner=owner, seq=store.next_seq(),
+                           type="artifact",
+                           content={"blob": artifact_blob(s.template.id, 0, size), "rev": 0})
+        self._commit_local(v0)
+        self.stores[s.executor].install(v0)
+        v1 = derive(key=ARTIFACT_KEY, owner=owner, seq=store.next_seq(), type="artifact",
+                    content={"blob": artifact_blob(s.template.id, 1, size), "rev": 1},
+                    inputs=[v0])
+        self._commit_local(v1)
+        if self.spec.policy is Policy.CENTRALIZED_LINEAGE:
+            self.central.commit(v0, writer=owner)
+            self.central.commit(v1, writer=owner)
+        self.artifact_base = v0.id
+
+    def _fetch_artifact(self, tally: dict[str, int]) -> None:
+        """Fetch the artifact's current version from its owner (head, then content) and
+        verify it: the owner's head, a matching content address, the exact parent."""
+        owner, n = self.artifact_owner, self.net
+        cl = self.client(self.s.executor)
+        got: list[Any] = []
+
+        async def go() -> None:
+            got.clear()
+            rep = await cl.query_heads(owner, [ARTIFACT_KEY], timeout_s=n.timeout_s)
+            h = rep.heads.get(ARTIFACT_KEY)
+            recs = [] if h is None else await cl.fetch(owner, [h.record_id],
+                                                        timeout_s=n.timeout_s)
+            got.extend([h, recs])
+
+        self._block(go, self.s.executor)
+        h, recs = got
+        truth = self.stores[owner].head(ARTIFACT_KEY)
+        ok = (h is not None and truth is not None and len(recs) == 1
+              and recs[0].id == h.record_id == truth.record_id
+              and self.artifact_base in recs[0].parents
+              and len(str((recs[0].content or {}).get("blob", ""))) == self.artifact_bytes)
+        if ok:
+            try:
+                recs[0].verify()
+            except Exception:
+                ok = False
+        tally["artifact_fetches" if ok else "artifact_violations"] += 1
 
     def _commit_local(self, rec: Record) -> None:
         self.stores[rec.owner].commit(rec, writer=rec.owner)
@@ -854,7 +932,9 @@ class Episode:
                 executed=row["executed"], invalid=row["invalid"],
                 replanned=row["replanned"], reason=row["reason"],
                 stall_ms=self.pending_stall, bytes=b - last_bytes, rpcs=r - last_rpcs,
-                heads_checked=row["heads_checked"], validations=n_dec))
+                heads_checked=row["heads_checked"], validations=n_dec,
+                artifact_fetches=row["artifact_fetches"],
+                artifact_violations=row["artifact_violations"]))
             self.total_stall += self.pending_stall
             self.pending_stall = 0.0
             last_bytes, last_rpcs = b, r
@@ -877,8 +957,16 @@ class Episode:
     def _act(self, fence: Fence, step: ActStep, pstep: PlanStep, plan: Record
              ) -> tuple[dict[str, Any], int]:
         s, spec = self.s, self.spec
-        tool = ProtectedTool(lambda **kw: True, depends_on=pstep.declared,
-                             name=s.action_name)
+        art = {"artifact_fetches": 0, "artifact_violations": 0}
+
+        def run_tool(**kw: Any) -> bool:
+            if self.artifact_bytes:
+                self._fetch_artifact(art)  # the second fetch: verified again at use
+            return True
+
+        if self.artifact_bytes:
+            self._fetch_artifact(art)  # the first fetch: staged before validation
+        tool = ProtectedTool(run_tool, depends_on=pstep.declared, name=s.action_name)
         fault_owner = s.owners[step.fault_key] if step.fault_key else None
         if step.fault is Fault.OUTAGE and fault_owner is not None:
             for t in self._executor_transports():
@@ -916,7 +1004,7 @@ class Episode:
             hc = all_key.heads_checked - hc0
         return ({"executed": res.executed, "invalid": invalid, "replanned": res.replanned,
                  "reason": decisions[-1].reason.value if decisions else "none",
-                 "heads_checked": hc}, len(decisions))
+                 "heads_checked": hc, **art}, len(decisions))
 
     def _executor_transports(self) -> list[Any]:
         out: list[Any] = []
@@ -1001,6 +1089,7 @@ def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
 
 
 __all__ = [
+    "ARTIFACT_KEY",
     "CENTRAL",
     "HANDSHAKE_CLIENT_MS",
     "HANDSHAKE_SERVER_MS",
@@ -1017,6 +1106,7 @@ __all__ = [
     "PolicySpec",
     "QuorumAccess",
     "ReplicaHandler",
+    "artifact_blob",
     "make_path",
     "replay",
     "replica_name",

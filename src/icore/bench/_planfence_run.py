@@ -119,7 +119,8 @@ class RunResult:
 
 ROW_FIELDS = ("study", "cell", "template", "family", "race_seed", "policy", "action",
               "raced", "fault", "executed", "invalid", "replanned", "reason", "stall_ms",
-              "bytes", "rpcs", "heads_checked", "validations")
+              "bytes", "rpcs", "heads_checked", "validations", "artifact_fetches",
+              "artifact_violations")
 """Columns of ``rows.csv`` (facet columns follow)."""
 
 
@@ -179,6 +180,8 @@ def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inpr
                             "stall_ms": r.stall_ms, "bytes": r.bytes, "rpcs": r.rpcs,
                             "heads_checked": r.heads_checked,
                             "validations": r.validations,
+                            "artifact_fetches": r.artifact_fetches,
+                            "artifact_violations": r.artifact_violations,
                             "exact_lineage": s.exact_lineage,
                         }
                         row.update({f"f_{k}": v for k, v in c.facets.items()})

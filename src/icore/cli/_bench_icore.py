@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from icore.agents import LLMSettings
+from icore.agents import LLMSettings, LLMUnavailable, negotiate
 from icore.bench._errors import BadOption, UnknownPreset
 from icore.bench._icore import PRESETS, default_jobs, evaluate, evaluate_grid
 from icore.cli._inputs import bad_options
@@ -37,6 +39,8 @@ def bench_icore(
         False, help="Run the fault-model settings grid (fabricated evidence, gaming, "
         "ignored/misread feedback, capability noise) and tabulate it."
     ),
+    llm_timeout_s: float = typer.Option(30.0, min=0.001,
+                                        help="Per-request timeout, seconds."),
 ) -> None:
     """MAS-only vs passive observation vs iCORE-Audit on matched instances of six task modes;
     G/Q/X representation ablation; Prop. 4 check; CSV, JSON, PNG and markdown outputs."""
@@ -61,18 +65,45 @@ def bench_icore(
         console.print(Markdown(md.read_text(encoding="utf-8")))
         console.print(f"grid: {md}")
         return
-    with bad_options(), Progress(
-        TextColumn("[bold]iCORE eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console,
-    ) as prog:
-        task = prog.add_task("instances", total=n * len(modes))
-        _summary, paths = evaluate(
-            preset=preset, per_mode=n, modes=modes, seed0=seed0, jobs=jobs, out=out,
-            progress=lambda k: prog.advance(task, k),
-            llm=LLMSettings(base_url=llm_base_url, model=llm_model, api_key=llm_api_key)
-            if llm_base_url else None,
-        )
+    llm: LLMSettings | None = None
+    if llm_base_url:
+        llm = LLMSettings(base_url=llm_base_url, model=llm_model, api_key=llm_api_key,
+                          timeout_s=llm_timeout_s)
+        try:
+            neg = negotiate(llm.to_config())
+        except LLMUnavailable as exc:
+            console.print(f"[red]model server unusable[/]: {exc}")
+            raise typer.Exit(1) from None
+        # the workers skip the probe; no more worker processes than the server's slots
+        llm = replace(llm, tool_choice=neg.mode, slots=neg.slots)
+        if jobs > neg.slots:
+            console.print(f"jobs: {jobs} -> {neg.slots} (the server's slots)")
+            jobs = neg.slots
+        console.print(neg.describe())
+    try:
+        with bad_options(), Progress(
+            TextColumn("[bold]iCORE eval"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console,
+        ) as prog:
+            task = prog.add_task("instances", total=n * len(modes))
+            _summary, paths = evaluate(
+                preset=preset, per_mode=n, modes=modes, seed0=seed0, jobs=jobs, out=out,
+                progress=lambda k: prog.advance(task, k), llm=llm,
+            )
+    except LLMUnavailable as exc:
+        console.print(f"[red]model server unusable[/] (infrastructure, not the model): {exc}")
+        raise typer.Exit(1) from None
     console.print(Markdown(paths["markdown"].read_text(encoding="utf-8")))
+    if llm is not None:
+        t = Table("condition", "runs", "responses", "accepted", "schema violations",
+                  "corrections used", "unrecovered (rejected proposals)",
+                  "infra failures (retried)", title="LLM team decisions")
+        for cond, d in _summary.get("llm", {}).items():
+            t.add_row(cond, *(str(d[k]) for k in ("runs", "responses", "accepted",
+                                                  "violations", "corrections",
+                                                  "unrecovered", "infra_failures")))
+        console.print(t)
+        console.print(f"wall time: {_summary['runtime_s']:.1f} s")
     for name, path in paths.items():
         console.print(f"{name}: {path}")
 

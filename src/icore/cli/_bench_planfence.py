@@ -23,7 +23,7 @@ from rich.table import Table
 
 from icore.bench import PLANFENCE_PRESETS, BenchError, run_planfence
 
-_NAMES = ", ".join([*PLANFENCE_PRESETS, "paper"])
+_NAMES = ", ".join([*PLANFENCE_PRESETS, "paper", "selector"])
 
 
 def bench_planfence(
@@ -43,10 +43,17 @@ def bench_planfence(
         help="One-way propagation delay added to trace links, ms (default 0: mm-link "
         "semantics); a sensitivity knob."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG figures."),
+    scale: float = typer.Option(1.0, "--scale", min=0.001, max=1.0,
+                                help="selector only: share of the paper's 1,332-example "
+                                "campaign to replay (the dataset is cached)."),
 ) -> None:
-    """Replay every policy on identical schedules and write the paper's tables/figures."""
+    """Replay every policy on identical schedules and write the paper's tables/figures
+    (``selector``: App. B.2 policy selection, Table 10)."""
     console = Console(width=140)
     folder = out if out is not None else Path("results") / "planfence" / preset
+    if preset == "selector":
+        _selector(console, folder, jobs=jobs, seed=seed, scale=scale)
+        return
     command = "icore bench planfence " + " ".join(shlex.quote(a) for a in sys.argv[3:]) \
         if len(sys.argv) > 3 else f"icore bench planfence {preset}"
     t0 = time.perf_counter()
@@ -86,6 +93,36 @@ def bench_planfence(
     console.print(f"{doc['scheduled_actions']} actions, {doc['episodes']} episodes, "
                   f"{time.perf_counter() - t0:.1f} s; results in {escape(str(folder))}/ "
                   "(summary.md, summary.json, summary.csv, rows.csv, *.png)")
+
+
+def _selector(console: Console, folder: Path, *, jobs: int, seed: int, scale: float
+              ) -> None:
+    from icore.bench._planfence_selector import (
+        TABLE10_HEADER,
+        run_selector,
+        table10_markdown,
+        table10_rows,
+    )
+
+    t0 = time.perf_counter()
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task("selector campaign (replay jobs)", total=None)
+            res = run_selector(folder, seed=seed, scale=scale, workers=jobs,
+                               progress=lambda d, n: bar.update(task, completed=d, total=n))
+    except (BenchError, ValueError) as exc:
+        Console(stderr=True).print(f"[red]error[/]: {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from exc
+    t = Table(*TABLE10_HEADER, title="Table 10: policy selection (paper / ours)")
+    for row in table10_rows(res):
+        t.add_row(*row)
+    console.print(t)
+    notes = table10_markdown(res).split("\n\n", 1)[1]
+    console.print(escape(notes.strip()))
+    console.print(f"{time.perf_counter() - t0:.1f} s; results in {escape(str(folder))}/ "
+                  "(table10.md, table10.json, dataset-s*.json)")
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from icore.agents import (
+    LLMUnavailable,
     ManifestError,
     RunManifest,
     RunObserver,
@@ -32,6 +33,7 @@ from icore.cli._inputs import (
     refuse_special_file,
 )
 from icore.report import ICORE_DIR, report_filename, write_live_report
+from icore.workloads import SEEDS_PER_FAMILY
 
 _EXCERPT = 160
 
@@ -93,6 +95,31 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         raise typer.BadParameter(str(exc), param_hint=hint) from exc
 
 
+def print_decisions(console: Console, rows: list[tuple[str, RunResult]]) -> None:
+    """The model-decision counters per policy (llm backend): responses, schema
+    violations, corrections used, unrecovered failures, infrastructure failures."""
+    runs = [(p, r) for p, r in rows if r.backend == "llm"]
+    if not runs:
+        return
+    neg = runs[0][1].negotiation
+    if neg:
+        console.print(str(neg.get("line") or f"tool-call mode: {neg.get('mode')}"))
+        for p in neg.get("probes", []):
+            console.print(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
+                          f"({_text(p.get('note', ''), 100)})")
+    t = Table("policy", "tasks ok", "invalid", "responses", "accepted", "violations",
+              "corrections", "unrecovered", "infra fail.", "infra unrec.", "wall s",
+              title="Model decisions (violations: schema; infra: server errors and "
+                    "timeouts, retried)")
+    for p, r in runs:
+        d = r.llm
+        t.add_row(p, f"{r.succeeded}/{len(r.tasks)}", str(r.invalid_actions),
+                  str(d["responses"]), str(d["accepted"]), str(d["violations"]),
+                  str(d["corrections"]), str(d["unrecovered"]), str(d["infra_failures"]),
+                  str(d["infra_unrecovered"]), f"{r.duration_s:.1f}")
+    console.print(t)
+
+
 def _print_run(console: Console, res: RunResult) -> None:
     s = res.summary()
     t = Table("policy", "tasks", "success", "invalid primary", "successful replans",
@@ -103,6 +130,7 @@ def _print_run(console: Console, res: RunResult) -> None:
               str(s["redundant_auditor_actions"]), f"{s['accepted']}/{s['responses']}",
               str(s["crashes"]), f"{res.duration_s:.1f}")
     console.print(t)
+    print_decisions(console, [(res.policy, res)])
     for c in res.crashes:
         console.print(f"[red]agent crash[/]: {c['agent']} ({c['role']}) exit code "
                       f"{c['returncode']}{' (injected)' if c.get('injected') else ''}")
@@ -152,7 +180,8 @@ def run(
         help="Per-request timeout, seconds (finite, > 0).")] = None,
     matched: Annotated[bool, typer.Option(
         "--matched", help="Run the matched study (App. A.5): 3 families x 10 seeds x "
-                          "{owner-head freshness, centralized lineage, PlanFence}.")] = False,
+                          "{owner-head freshness, centralized lineage, PlanFence} "
+                          "(--seeds narrows the seeds).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     fail_on: Annotated[list[str] | None, typer.Option(
         "--fail-on", help="Exit 3 when the run shows this (repeatable): invalid (a "
@@ -189,9 +218,14 @@ def run(
                   concurrency=concurrency, repeat=repeat)
     observer = _otel_observer(ctx, otlp_endpoint)
     if matched:
-        res = run_matched(out, manifest=m,
-                          concurrency=10 if concurrency is None else concurrency,
-                          reporter=reporter, observer=observer)
+        try:
+            res = run_matched(out, manifest=m,
+                              concurrency=10 if concurrency is None else concurrency,
+                              seeds=m.seeds if seeds else range(SEEDS_PER_FAMILY),
+                              reporter=reporter, observer=observer)
+        except LLMUnavailable as exc:
+            console.print(f"[red]model server unusable[/]: {exc}")
+            raise typer.Exit(1) from None
         if as_json:
             console.print_json(json.dumps(res.to_json()))
             return
@@ -199,6 +233,7 @@ def run(
         for row in res.rows:
             t.add_row(*row.cells())
         console.print(t)
+        print_decisions(console, list(res.runs.items()))
         console.print(f"{sum(r.tasks for r in res.rows)} attempts in {res.duration_s:.1f} s; "
                       f"table: {out / 'matched.md'}")
         for p, r in res.runs.items():
@@ -213,7 +248,11 @@ def run(
                        "planfence", err=True)
             raise typer.Exit(FAIL_EXIT)
         return
-    res1 = run_live(m, out, reporter=reporter, observer=observer)
+    try:
+        res1 = run_live(m, out, reporter=reporter, observer=observer)
+    except LLMUnavailable as exc:
+        console.print(f"[red]model server unusable[/]: {exc}")
+        raise typer.Exit(1) from None
     if as_json:
         console.print_json(json.dumps(res1.summary()))
     else:

@@ -118,6 +118,10 @@ class WorkloadParams:
         fault: fault injected at every staged-race action (App. C).
         race_seed: extra seed mixed in (App. C: 100 race seeds per template).
         master_seed: the run's seed (CLI ``--seed``).
+        artifact_bytes: size of the changed public artifact every protected action
+            fetches and verifies twice (the large-artifact control of App. A.6 / B);
+            0 = none. It does not shape the schedule: with and without the artifact
+            the steps are identical.
     """
 
     agents: int = 5
@@ -133,6 +137,7 @@ class WorkloadParams:
     fault: Fault = Fault.NONE
     race_seed: int = 0
     master_seed: int = 0
+    artifact_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not 2 <= self.agents <= 64:
@@ -145,6 +150,8 @@ class WorkloadParams:
             raise ValueError("deps + overdeclare must not exceed keys")
         if self.depth < 1 or not 0.0 <= self.omit_prob <= 1.0:
             raise ValueError("depth >= 1 and omit_prob in [0, 1] are required")
+        if not 0 <= self.artifact_bytes <= 1024 * 1024:
+            raise ValueError(f"artifact_bytes must be in [0, 1 MiB], not {self.artifact_bytes}")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -258,6 +265,7 @@ class Schedule:
 def _rng(template: Template, params: WorkloadParams) -> random.Random:
     # a stable digest (never Python's salted hash) of everything that shapes the schedule
     p = params.to_dict()
+    p.pop("artifact_bytes", None)  # the artifact rides on the actions, not the schedule
     text = f"{template.family}|{template.seed}|" + "|".join(f"{k}={p[k]}" for k in sorted(p))
     digest = hashlib.sha256(text.encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
