@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck bench clean venv
+.PHONY: demo test lint typecheck bench bench-peers peers clean venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,16 @@ typecheck: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/icore bench core
+
+# Redis, NATS and etcd from Debian's packages, their asyncio clients from PyPI (issue 17)
+peers: $(VENV)/.installed-dev
+	@command -v redis-server >/dev/null && command -v nats-server >/dev/null \
+	  && command -v etcd >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server etcd-server; }
+	$(BIN)/pip install -q -e '.[peers]'
+
+bench-peers: peers
+	$(BIN)/icore bench peers $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache results
