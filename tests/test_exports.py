@@ -15,9 +15,10 @@ PINNED = {
         "record_to_wire",
     ],
     "icore.memory": [
-        "DEFAULT_TIMEOUT_S", "AsyncOwnerAccess", "CommitResult", "HeadEntry", "HeadReply",
-        "LocalOwners", "MemoryStore", "OwnerAccess", "OwnerUnavailable", "OwnershipMap",
-        "SQLiteStore", "Store",
+        "DEFAULT_TIMEOUT_S", "FROM_PARENTS", "AsyncOwnerAccess", "CommitResult",
+        "ExpectedHead", "HeadEntry", "HeadReply", "LocalOwners", "MemoryStore",
+        "OwnerAccess", "OwnerUnavailable", "OwnershipMap", "SQLiteStore", "Store",
+        "check_commit_rules",
     ],
 }
 

@@ -18,13 +18,16 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     │   └── LineageTooLarge
     ├── StoreError                         memory: owner rules and storage
     │   ├── OwnershipError (ValueError)    unknown key / writer is not the owner
-    │   ├── SequenceError                  sequence did not increase
-    │   ├── SequenceConflict               same sequence, another record id
+    │   ├── CommitConflict                 a concurrent commit won (retryable)
+    │   │   ├── HeadConflict               the commit's base is not the current head
+    │   │   ├── SequenceError              sequence did not increase
+    │   │   └── SequenceConflict           same sequence, another record id
     │   ├── RecordNotFound
     │   └── StoreClosed
     ├── FenceError                         fence: declaration / usage errors
     │   ├── DeclarationError (ValueError)
-    │   └── ActionBlocked                  raised by ``execute(..., raise_on_block=True)``
+    │   ├── ActionBlocked                  raised by ``execute(..., raise_on_block=True)``
+    │   └── AsyncRequired                  a coroutine function given to the sync path
     ├── TransportError                     net (defined in icore.net)
     ├── StateError                         iCORE state (defined in icore.state)
     ├── AuditError                         iCORE-Audit (defined in icore.audit)
@@ -53,10 +56,12 @@ class ErrorCode(enum.StrEnum):
     OWNERSHIP = "ownership"
     SEQUENCE = "sequence"
     SEQUENCE_CONFLICT = "sequence_conflict"
+    HEAD_CONFLICT = "head_conflict"
     NOT_FOUND = "not_found"
     STORE_CLOSED = "store_closed"
     DECLARATION = "declaration"
     BLOCKED = "blocked"
+    ASYNC_REQUIRED = "async_required"
     TRANSPORT = "transport"
     STATE = "state"
     AUDIT = "audit"
@@ -73,6 +78,8 @@ class IcoreError(Exception):
     """
 
     code: ErrorCode = ErrorCode.STATE
+    retryable: bool = False
+    """True when the same operation may succeed after re-reading state (a lost race)."""
 
     def __init__(self, message: str, **fields: Any) -> None:
         super().__init__(message)
@@ -148,13 +155,34 @@ class OwnershipError(StoreError, ValueError):
     """The key has no owner, or the writer is not the key's owner."""
 
 
-class SequenceError(StoreError):
+class CommitConflict(StoreError):
+    """A commit lost a race with another writer; nothing was written (retryable).
+
+    Retry: re-read the head (and ``next_seq``), re-derive the record from the current
+    inputs, commit again.
+    """
+
+    code = ErrorCode.HEAD_CONFLICT
+    retryable = True
+
+
+class HeadConflict(CommitConflict):
+    """Compare-and-set on the base failed: the head the commit replaces is not current.
+
+    Fields: ``key``, ``expected`` (the head the writer based its record on, None for a
+    creation), ``current`` (the owner's head at the time, None when the key has none).
+    """
+
+    code = ErrorCode.HEAD_CONFLICT
+
+
+class SequenceError(CommitConflict):
     """An owner sequence did not increase."""
 
     code = ErrorCode.SEQUENCE
 
 
-class SequenceConflict(StoreError):
+class SequenceConflict(CommitConflict):
     """The same owner sequence was used with a different record id."""
 
     code = ErrorCode.SEQUENCE_CONFLICT
@@ -190,3 +218,10 @@ class ActionBlocked(FenceError):
     """A protected action was blocked (only raised when the caller asks for it)."""
 
     code = ErrorCode.BLOCKED
+
+
+class AsyncRequired(FenceError, TypeError):
+    """A coroutine function (async tool or replanner) was given to a sync entry point;
+    use ``Fence.aexecute``. Nothing was executed."""
+
+    code = ErrorCode.ASYNC_REQUIRED

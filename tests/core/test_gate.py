@@ -23,6 +23,7 @@ from icore.fence import (
     Replan,
     ReplanRequest,
     avalidate,
+    bind_action,
     protected,
     validate,
 )
@@ -61,10 +62,16 @@ class World:
         self.ex.install(r)
         return r
 
-    def plan(self, *inputs: Record) -> Record:
+    def plan(self, *inputs: Record, act: str = "<lambda>",
+             args: dict[str, Any] | None = None) -> Record:
+        """A plan re-derived from ``inputs`` binding ``act(**args)``; it replaces the
+        planner's current plan/1 (explicit expected head, it cites no older plan)."""
         p = derive(key="plan/1", owner="planner", seq=self.planner.next_seq(),
-                   content={"from": [r.content for r in inputs]}, inputs=list(inputs))
-        self.planner.commit(p, writer="planner")
+                   content={"from": [r.content for r in inputs],
+                            **bind_action(act, args or {})}, inputs=list(inputs))
+        head = self.planner.head("plan/1")
+        self.planner.commit(p, writer="planner",
+                            expected_head=None if head is None else head.record_id)
         self.ex.install(p)
         return p
 
@@ -305,7 +312,7 @@ def test_protected_action_replans_once_and_executes(w: World) -> None:
     ran: list[str] = []
     tool = ProtectedTool(lambda dest: ran.append(dest) or dest, depends_on={"req/a"},
                          name="book")
-    p = w.plan(w.a1)
+    p = w.plan(w.a1, act="book", args={"dest": "A1"})
     a2 = w.put(w.alice, "req/a", "A2", [w.a1])
     seen: list[ReplanRequest] = []
 
@@ -313,7 +320,7 @@ def test_protected_action_replans_once_and_executes(w: World) -> None:
         seen.append(req)
         fresh = req.fresh["req/a"]
         assert w.ex.get(fresh.id) == fresh  # installed before the replan
-        return Replan([w.plan(fresh).id], {"dest": fresh.content})
+        return Replan([w.plan(fresh, act="book", args={"dest": fresh.content}).id])
 
     f = _fence(w)
     res = f.execute(tool, roots=[p.id], args={"dest": p.content["from"][0]}, replan=replan)
@@ -327,11 +334,11 @@ def test_protected_action_replans_once_and_executes(w: World) -> None:
 def test_protected_action_second_change_blocks(w: World) -> None:
     ran: list[str] = []
     tool = ProtectedTool(lambda dest: ran.append(dest), depends_on={"req/a"})
-    p = w.plan(w.a1)
+    p = w.plan(w.a1, args={"dest": "A1"})
     a2 = w.put(w.alice, "req/a", "A2", [w.a1])
 
     def replan(req: ReplanRequest) -> Replan:
-        plan = w.plan(req.fresh["req/a"])
+        plan = w.plan(req.fresh["req/a"], args={"dest": "A2"})
         w.put(w.alice, "req/a", "A3", [a2])  # the owner changes it again
         return Replan([plan.id], {"dest": "A2"})
 
@@ -377,7 +384,7 @@ def test_planner_returning_junk_blocks(w: World) -> None:
 
 
 def test_incomplete_declarations_block(w: World) -> None:
-    p = w.plan(w.a1, w.b1)
+    p = w.plan(w.a1, w.b1, args={"ref": RecordRef("req/b", w.b1.id)})
     reads_b = ProtectedTool(lambda ref: None, depends_on={"req/a"})
     res = _fence(w).execute(reads_b, roots=[p.id], args={"ref": RecordRef("req/b", w.b1.id)})
     assert res.final.reason is Reason.INCOMPLETE_DECLARATION and not res.executed
@@ -391,7 +398,7 @@ def test_incomplete_declarations_block(w: World) -> None:
 
 def test_dynamic_scope(w: World) -> None:
     tool = ProtectedTool(lambda req: req, depends_on=lambda args: {f"req/{args['req']}"})
-    p = w.plan(w.b1)
+    p = w.plan(w.b1, args={"req": "b"})
     assert _fence(w).execute(tool, roots=[p.id], args={"req": "b"}).executed
 
 

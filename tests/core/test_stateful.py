@@ -14,7 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from icore.fence import Fence, Outcome, ProtectedTool, Replan, ReplanRequest
+from icore.fence import Fence, Outcome, ProtectedTool, Replan, ReplanRequest, bind_action
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
 
@@ -56,6 +56,16 @@ class FenceMachine(RuleBasedStateMachine):
         assert rec is not None
         replica.install(rec)
 
+    def _new_plan(self, content: dict[str, Any], inputs: list[Record]) -> Record:
+        """Re-derive plan/x from ``inputs`` binding ``act()``; it replaces the current plan
+        (explicit expected head: a fresh plan does not cite its previous version)."""
+        plan = derive(key="plan/x", owner="planner", seq=self.planner.next_seq(),
+                      content={**content, **bind_action("act", {})}, inputs=inputs)
+        head = self.planner.head("plan/x")
+        self.planner.commit(plan, writer="planner",
+                            expected_head=None if head is None else head.record_id)
+        return plan
+
     def _current_heads(self, keys: frozenset[str]) -> dict[str, str]:
         out = {}
         for k in keys:
@@ -81,9 +91,7 @@ class FenceMachine(RuleBasedStateMachine):
             rec = self.planner.get(inst.record_id)
             assert rec is not None
             inputs.append(rec)
-        plan = derive(key="plan/x", owner="planner", seq=self.planner.next_seq(),
-                      content={"keys": sorted(keys)}, inputs=inputs)
-        self.planner.commit(plan, writer="planner")
+        plan = self._new_plan({"keys": sorted(keys)}, inputs)
         for r in inputs:
             self.ex.install(r)
         self.ex.install(plan)
@@ -116,9 +124,7 @@ class FenceMachine(RuleBasedStateMachine):
                     rec = self.ex.get(h.record_id)
                     assert rec is not None
                     inputs.append(rec)
-            new = derive(key="plan/x", owner="planner", seq=self.planner.next_seq(),
-                         content={"keys": sorted(keys), "replan": True}, inputs=inputs)
-            self.planner.commit(new, writer="planner")
+            new = self._new_plan({"keys": sorted(keys), "replan": True}, inputs)
             self.ex.install(new)
             if race_in_replan:
                 self._update(sorted(scope)[0])

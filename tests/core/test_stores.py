@@ -30,7 +30,9 @@ def test_sqlite_survives_reopen(tmp_path: Path) -> None:
     """Records, heads, sequences, installed heads and incompleteness persist."""
     path = tmp_path / "alice.sqlite"
     s = SQLiteStore(path, OWNERSHIP, "alice")
-    recs = [Record.create(key="req/a", owner="alice", seq=i, content={"i": i}) for i in (1, 2)]
+    r1 = Record.create(key="req/a", owner="alice", seq=1, content={"i": 1})
+    recs = [r1, Record.create(key="req/a", owner="alice", seq=2, content={"i": 2},
+                              parents=[r1.id])]
     for r in recs:
         s.commit(r, writer="alice")
     b = Record.create(key="req/b", owner="bob", seq=7, content="b")

@@ -5,9 +5,17 @@ Pure layer: reaches owners only through :class:`icore.memory.OwnerAccess` /
 :class:`icore.memory.AsyncOwnerAccess`; time comes from an injected clock.
 """
 
+from icore.fence._binding import (
+    ACTION_FIELD,
+    action_record,
+    args_digest,
+    bind_action,
+    canonical_args,
+)
 from icore.fence._decision import INFRASTRUCTURE_REASONS, GateDecision, Outcome, Reason
 from icore.fence._fence import (
     ActionResult,
+    AsyncReplanner,
     DecisionLog,
     Fence,
     Replan,
@@ -31,11 +39,14 @@ from icore.fence._policies import (
     Policy,
     Validator,
 )
-from icore.fence._tool import ProtectedTool, RecordRef, protected
+from icore.fence._tool import MAX_ARG_NESTING, ProtectedTool, RecordRef, protected
 
 __all__ = [
+    "ACTION_FIELD",
     "INFRASTRUCTURE_REASONS",
+    "MAX_ARG_NESTING",
     "ActionResult",
+    "AsyncReplanner",
     "DecisionLog",
     "Fence",
     "GateDecision",
@@ -56,8 +67,12 @@ __all__ = [
     "ReplanRequest",
     "Replanner",
     "Validator",
+    "action_record",
     "apply_fail_open",
+    "args_digest",
     "avalidate",
+    "bind_action",
+    "canonical_args",
     "protected",
     "validate",
 ]

@@ -48,6 +48,10 @@ class Reason(enum.StrEnum):
     """An owner reply identifies another key or omits one asked for (line 6)."""
     CONFLICTING_OWNER = "conflicting_owner"
     """A reply comes from another owner than the one asked (line 6)."""
+    CONFLICTING_REPLY = "conflicting_reply"
+    """A reply carries more than one entry for one key (line 6: conflicting response)."""
+    ARGS_MISMATCH = "args_mismatch"
+    """The call's arguments are not the ones its roots bind (planfence A.3 step 1)."""
     FETCH_FAILED = "fetch_failed"
     """A changed record could not be fetched or did not verify (line 8)."""
     FAIL_OPEN = "fail_open"
@@ -60,6 +64,7 @@ INFRASTRUCTURE_REASONS = frozenset({
     Reason.INCOMPLETE_DECLARATION, Reason.LINEAGE_INCOMPLETE, Reason.MISSING_BOUNDARY,
     Reason.FRONTIER_CONFLICT, Reason.NO_OWNER, Reason.OWNER_UNAVAILABLE,
     Reason.MALFORMED_HEAD, Reason.WRONG_KEY, Reason.CONFLICTING_OWNER, Reason.FETCH_FAILED,
+    Reason.CONFLICTING_REPLY,
 })
 """Blocked reasons that come from incomplete validation rather than a second change."""
 

@@ -1,22 +1,29 @@
 """The protected action of planfence App. A.3: validate, refresh, replan once, revalidate,
 execute only when authorized, log every decision with its inputs.
+
+One protocol (:meth:`Fence._protocol`, a generator of the steps to take) is driven by the
+sync :meth:`Fence.execute` and the async :meth:`Fence.aexecute`, so both paths decide
+identically. Every call's arguments must be the ones its roots bind (``_binding``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 from icore._clock import Clock
-from icore.errors import ActionBlocked, DeclarationError
+from icore.errors import ActionBlocked, AsyncRequired, DeclarationError, MalformedRecord
+from icore.fence._binding import args_digest, binding_of
 from icore.fence._decision import GateDecision, Outcome, Reason
 from icore.fence._gate import PointCounter, apply_fail_open
 from icore.fence._policies import GateValidator, Validator
-from icore.fence._tool import ProtectedTool
-from icore.memory import DEFAULT_TIMEOUT_S, OwnerAccess, Store
-from icore.records import Record, RecordId, TraversalMode
+from icore.fence._tool import ProtectedTool, is_coroutine_callable
+from icore.memory import DEFAULT_TIMEOUT_S, AsyncOwnerAccess, OwnerAccess, Store
+from icore.records import Lookup, Record, RecordId, TraversalMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +47,41 @@ class ReplanRequest:
 
 @dataclass(frozen=True, slots=True)
 class Replan:
-    """A fresh plan: new roots (citing the fresh records) and new arguments."""
+    """A fresh plan: new roots (citing the fresh records) and, optionally, arguments.
+
+    The executed arguments are the ones the fresh root binds: with ``args`` None they
+    are read from that root; given ``args`` must equal them (else ``args_mismatch``).
+    """
 
     roots: Sequence[RecordId]
+    args: Mapping[str, Any] | None = None
+
+
+Replanner: TypeAlias = Callable[[ReplanRequest], Replan | None]
+"""Called at most once per protected action; returning None declines (blocked)."""
+
+AsyncReplanner: TypeAlias = Callable[[ReplanRequest], Awaitable[Replan | None]]
+"""An ``async def`` replanner (only for :meth:`Fence.aexecute`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    roots: tuple[RecordId, ...]
+    args: Mapping[str, Any]
+    replanned: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Replan:
+    request: ReplanRequest
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
     args: Mapping[str, Any]
 
 
-Replanner = Callable[[ReplanRequest], Replan | None]
-"""Called at most once per protected action; returning None declines (blocked)."""
+_Step: TypeAlias = _Check | _Replan | _Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +153,14 @@ class Fence:
     """An executor's action boundary (planfence Sec. 4, App. A.3).
 
     Args:
-        validator: the policy that validates (default: PlanFence over ``owners``).
+        validator: the policy that validates (default: PlanFence over ``owners``). A
+            validator with an ``avalidate`` coroutine method is awaited by
+            :meth:`aexecute`; others run in a worker thread there.
         install: where fresh verified records are installed before the replan (the
             executor's replica cache), usually the executor's store.
         log: receives every decision.
+        lookup: reads the roots' records to check the arguments they bind (default:
+            ``install.lookup``); without either every call is blocked ``args_mismatch``.
         unsafe_fail_open_ablation: ABLATION ONLY (planfence App. C). When True, blocked
             decisions authorize the action. Never set it for real tools.
 
@@ -133,15 +171,19 @@ class Fence:
     install: Store | None = None
     log: Callable[[GateDecision], None] = field(default_factory=DecisionLog)
     unsafe_fail_open_ablation: bool = False
+    lookup: Lookup | None = None
 
     @classmethod
-    def for_store(cls, store: Store, owners: OwnerAccess, *, clock: Clock | None = None,
-                  timeout_s: float = DEFAULT_TIMEOUT_S, log: Callable[[GateDecision], None]
-                  | None = None, mode: TraversalMode = TraversalMode.FULL) -> Fence:
-        """PlanFence over ``owners`` for an executor whose replica is ``store``."""
+    def for_store(cls, store: Store, owners: OwnerAccess | AsyncOwnerAccess, *,
+                  clock: Clock | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  log: Callable[[GateDecision], None] | None = None,
+                  mode: TraversalMode = TraversalMode.FULL) -> Fence:
+        """PlanFence over ``owners`` (sync or async access) for an executor whose replica
+        is ``store``."""
         v = GateValidator(lookup=store.lookup, ownership=store.ownership, owners=owners,
                           clock=clock, points=PointCounter(), timeout_s=timeout_s, mode=mode)
-        return cls(validator=v, install=store, log=log if log is not None else DecisionLog())
+        return cls(validator=v, install=store, log=log if log is not None else DecisionLog(),
+                   lookup=store.lookup)
 
     def _record(self, d: GateDecision) -> GateDecision:
         if self.unsafe_fail_open_ablation:
@@ -149,57 +191,129 @@ class Fence:
         self.log(d)
         return d
 
-    def _declaration_blocked(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
-                             exc: DeclarationError, replanned: bool) -> GateDecision:
+    def _pre_block(self, tool: ProtectedTool, roots: tuple[RecordId, ...], reason: Reason,
+                   detail: str, replanned: bool, deps: Collection[str] = ()) -> GateDecision:
         return self._record(GateDecision(
-            outcome=Outcome.BLOCKED, reason=Reason.INCOMPLETE_DECLARATION, action=tool.name,
-            roots=roots, deps=(), replanned=replanned, policy=self.validator.name,
-            detail=str(exc)))
+            outcome=Outcome.BLOCKED, reason=reason, action=tool.name, roots=roots,
+            deps=tuple(sorted(deps)), replanned=replanned, policy=self.validator.name,
+            detail=detail))
 
-    def check(self, tool: ProtectedTool, *, roots: Sequence[RecordId],
-              args: Mapping[str, Any], replanned: bool = False) -> GateDecision:
-        """Validate once (no replan, no execution) and log the decision."""
-        roots_t = tuple(roots)
+    def _lookup(self) -> Lookup | None:
+        if self.lookup is not None:
+            return self.lookup
+        return self.install.lookup if self.install is not None else None
+
+    def _bound(self, tool: ProtectedTool, roots: tuple[RecordId, ...]
+               ) -> tuple[str, dict[str, Any] | None, str] | str | None:
+        """The binding of the one root that binds an action; a str says why none does;
+        None when some root is not available (the gate then blocks on lineage)."""
+        lookup = self._lookup()
+        if lookup is None:
+            return "the fence has no lookup to read what the roots bind"
+        found, missing = [], False
+        for rid in roots:
+            rec = lookup(rid)
+            if rec is None:
+                missing = True
+                continue
+            b = binding_of(rec)
+            if b is not None:
+                found.append(b)
+        if not found:
+            return None if missing else "no root binds the action and its arguments"
+        if len(found) > 1:
+            return f"{len(found)} roots bind an action; exactly one must"
+        b = found[0]
+        if b[0] != tool.name:
+            return f"the root binds action {b[0]!r}, not {tool.name!r}"
+        return b
+
+    def _args_problem(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
+                      args: Mapping[str, Any]) -> str | None:
+        b = self._bound(tool, roots)
+        if b is None or isinstance(b, str):
+            return b
+        try:
+            got = args_digest(args)
+        except MalformedRecord as exc:
+            return f"the call's arguments are not JSON: {exc}"
+        if got != b[2]:
+            return "the call's arguments differ from the ones its root binds"
+        return None
+
+    def bound_args(self, tool: ProtectedTool, roots: Sequence[RecordId]
+                   ) -> dict[str, Any] | None:
+        """Return the arguments the one binding root of ``roots`` binds for ``tool``
+        (None when no root binds them in full, e.g. a digest-only binding)."""
+        b = self._bound(tool, tuple(roots))
+        return None if b is None or isinstance(b, str) else b[1]
+
+    def _pre_check(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
+                   args: Mapping[str, Any], replanned: bool
+                   ) -> GateDecision | frozenset[str]:
         try:
             deps = tool.scope(args)
         except DeclarationError as exc:
-            return self._declaration_blocked(tool, roots_t, exc, replanned)
-        d = self.validator.validate(action=tool.name, roots=roots_t, deps=deps,
+            return self._pre_block(tool, roots, Reason.INCOMPLETE_DECLARATION, str(exc),
+                                   replanned)
+        problem = self._args_problem(tool, roots, args)
+        if problem is not None:
+            return self._pre_block(tool, roots, Reason.ARGS_MISMATCH, problem, replanned,
+                                   deps)
+        return deps
+
+    def check(self, tool: ProtectedTool, *, roots: Sequence[RecordId],
+              args: Mapping[str, Any], replanned: bool = False) -> GateDecision:
+        """Validate once (no replan, no execution) and log the decision.
+
+        Blocked ``incomplete_declaration`` when D(a) is invalid, ``args_mismatch`` when
+        the arguments are not the ones exactly one root binds for this tool; else the
+        validator's decision.
+
+        Raises:
+            AsyncRequired: the validator's owners are async (use :meth:`acheck`).
+        """
+        roots_t = tuple(roots)
+        pre = self._pre_check(tool, roots_t, args, replanned)
+        if isinstance(pre, GateDecision):
+            return pre
+        d = self.validator.validate(action=tool.name, roots=roots_t, deps=pre,
                                     replanned=replanned)
         return self._record(d)
 
-    def execute(self, tool: ProtectedTool, *, roots: Sequence[RecordId],
-                args: Mapping[str, Any], replan: Replanner | None = None,
-                raise_on_block: bool = False) -> ActionResult:
-        """Run a protected action: validate, replan once on a change, revalidate, execute.
+    async def acheck(self, tool: ProtectedTool, *, roots: Sequence[RecordId],
+                     args: Mapping[str, Any], replanned: bool = False) -> GateDecision:
+        """Async :meth:`check`: owners of D(a) are queried concurrently."""
+        roots_t = tuple(roots)
+        pre = self._pre_check(tool, roots_t, args, replanned)
+        if isinstance(pre, GateDecision):
+            return pre
+        av = getattr(self.validator, "avalidate", None)
+        if av is not None:
+            d = await av(action=tool.name, roots=roots_t, deps=pre, replanned=replanned)
+        else:
+            d = await asyncio.to_thread(self.validator.validate, action=tool.name,
+                                        roots=roots_t, deps=pre, replanned=replanned)
+        return self._record(d)
 
-        Args:
-            tool: the protected tool.
-            roots: L(a), the plan roots authorizing ``args``.
-            args: keyword arguments for the tool.
-            replan: called once with a :class:`ReplanRequest` when a dependency changed;
-                without it a changed dependency blocks (validation without replanning).
-            raise_on_block: raise :class:`~icore.errors.ActionBlocked` instead of returning
-                a blocked result.
-
-        Returns:
-            :class:`ActionResult`. The tool runs only on an authorized decision.
-
-        Raises:
-            ActionBlocked: when blocked and ``raise_on_block``.
-            Exception: whatever the tool itself raises once authorized.
-        """
+    # -- the protected action (App. A.3) ------------------------------------------------
+    def _protocol(self, tool: ProtectedTool, roots: Sequence[RecordId],
+                  args: Mapping[str, Any], can_replan: bool, raise_on_block: bool
+                  ) -> Generator[_Step, Any, ActionResult]:
         roots_t, decisions = tuple(roots), []
-        d1 = self.check(tool, roots=roots_t, args=args)
+        d1 = yield _Check(roots_t, args, False)
         decisions.append(d1)
         if d1.authorized:
-            return self._run(tool, roots_t, args, decisions, replanned=False)
-        if d1.outcome is Outcome.REPLAN_REQUIRED and replan is not None:
+            value = yield _Run(args)
+            return ActionResult(Outcome.AUTHORIZED, True, value, tuple(decisions), False,
+                                roots_t, dict(args))
+        if d1.outcome is Outcome.REPLAN_REQUIRED and can_replan:
             if self.install is not None:
                 for rec in d1.fresh.values():
                     self.install.install(rec)
             try:
-                new = replan(ReplanRequest(tool.name, roots_t, dict(args), dict(d1.fresh), d1))
+                new = yield _Replan(ReplanRequest(tool.name, roots_t, dict(args),
+                                                  dict(d1.fresh), d1))
             except Exception as exc:
                 return self._blocked(decisions, roots_t, args, True,
                                      f"replan failed: {type(exc).__name__}: {exc}",
@@ -212,11 +326,19 @@ class Fence:
                                      f"replan failed: returned {type(new).__name__}, "
                                      "not a Replan", raise_on_block)
             roots2 = tuple(new.roots)
-            d2 = self.check(tool, roots=roots2, args=new.args, replanned=True)
+            args2 = new.args if new.args is not None else self.bound_args(tool, roots2)
+            if args2 is None:
+                d2 = self._pre_block(tool, roots2, Reason.ARGS_MISMATCH,
+                                     "the fresh root binds no arguments to execute", True)
+            else:
+                d2 = yield _Check(roots2, args2, True)
             decisions.append(d2)
+            args2 = args2 if args2 is not None else {}
             if d2.authorized:
-                return self._run(tool, roots2, new.args, decisions, replanned=True)
-            return self._blocked(decisions, roots2, new.args, True, d2.detail, raise_on_block)
+                value = yield _Run(args2)
+                return ActionResult(Outcome.AUTHORIZED, True, value, tuple(decisions), True,
+                                    roots2, dict(args2))
+            return self._blocked(decisions, roots2, args2, True, d2.detail, raise_on_block)
         if d1.outcome is Outcome.REPLAN_REQUIRED:
             # validation without replanning: a detected change blocks (App. C)
             blocked = replace(d1, outcome=Outcome.BLOCKED, detail=d1.detail + "; no replanner")
@@ -224,11 +346,98 @@ class Fence:
         return self._blocked(decisions, roots_t, args, False, decisions[-1].detail,
                              raise_on_block)
 
-    def _run(self, tool: ProtectedTool, roots: tuple[RecordId, ...], args: Mapping[str, Any],
-             decisions: list[GateDecision], *, replanned: bool) -> ActionResult:
-        value = tool.run(args)
-        return ActionResult(Outcome.AUTHORIZED, True, value, tuple(decisions), replanned,
-                            roots, dict(args))
+    def execute(self, tool: ProtectedTool, *, roots: Sequence[RecordId],
+                args: Mapping[str, Any], replan: Replanner | None = None,
+                raise_on_block: bool = False) -> ActionResult:
+        """Run a protected action: validate, replan once on a change, revalidate, execute.
+
+        Args:
+            tool: the protected tool (a sync function).
+            roots: L(a); exactly one of them binds this action and ``args``
+                (:func:`~icore.fence.action_record`, :func:`~icore.fence.bind_action`).
+            args: keyword arguments for the tool.
+            replan: called once with a :class:`ReplanRequest` when a dependency changed;
+                without it a changed dependency blocks (validation without replanning).
+                After a replan the arguments the fresh root binds are executed.
+            raise_on_block: raise :class:`~icore.errors.ActionBlocked` instead of returning
+                a blocked result.
+
+        Returns:
+            :class:`ActionResult`. The tool runs only on an authorized decision.
+
+        Raises:
+            AsyncRequired: the tool or the replanner is a coroutine function (or returned
+                an awaitable); nothing was awaited - use :meth:`aexecute`.
+            ActionBlocked: when blocked and ``raise_on_block``.
+            Exception: whatever the tool itself raises once authorized.
+        """
+        if tool.is_async:
+            raise AsyncRequired("an async tool runs only through Fence.aexecute()",
+                                tool=tool.name)
+        if replan is not None and is_coroutine_callable(replan):
+            raise AsyncRequired("an async replanner runs only through Fence.aexecute()",
+                                tool=tool.name)
+        gen = self._protocol(tool, roots, args, replan is not None, raise_on_block)
+        step = next(gen)
+        while True:
+            try:
+                if isinstance(step, _Check):
+                    step = gen.send(self.check(tool, roots=step.roots, args=step.args,
+                                               replanned=step.replanned))
+                elif isinstance(step, _Replan):
+                    assert replan is not None
+                    try:
+                        new = replan(step.request)
+                    except Exception as exc:
+                        step = gen.throw(exc)
+                        continue
+                    _refuse_awaitable(new, tool, "replanner")
+                    step = gen.send(new)
+                else:
+                    value = tool._invoke(step.args)
+                    _refuse_awaitable(value, tool, "tool")
+                    step = gen.send(value)
+            except StopIteration as stop:
+                result: ActionResult = stop.value
+                return result
+
+    async def aexecute(self, tool: ProtectedTool, *, roots: Sequence[RecordId],
+                       args: Mapping[str, Any],
+                       replan: Replanner | AsyncReplanner | None = None,
+                       raise_on_block: bool = False) -> ActionResult:
+        """Async :meth:`execute`: the same protocol and decisions, with async tools and
+        replanners awaited, and the owners of D(a) queried concurrently (design.md 3.2
+        step 2). A sync tool is called directly (it runs on the event loop's thread).
+
+        Raises:
+            ActionBlocked: when blocked and ``raise_on_block``.
+            Exception: whatever the tool itself raises once authorized.
+        """
+        gen = self._protocol(tool, roots, args, replan is not None, raise_on_block)
+        step = next(gen)
+        while True:
+            try:
+                if isinstance(step, _Check):
+                    step = gen.send(await self.acheck(tool, roots=step.roots, args=step.args,
+                                                      replanned=step.replanned))
+                elif isinstance(step, _Replan):
+                    assert replan is not None
+                    try:
+                        new = replan(step.request)
+                        if inspect.isawaitable(new):
+                            new = await new
+                    except Exception as exc:
+                        step = gen.throw(exc)
+                        continue
+                    step = gen.send(new)
+                else:
+                    value = tool._invoke(step.args)
+                    if inspect.isawaitable(value):
+                        value = await value
+                    step = gen.send(value)
+            except StopIteration as stop:
+                result: ActionResult = stop.value
+                return result
 
     def _blocked(self, decisions: list[GateDecision], roots: tuple[RecordId, ...],
                  args: Mapping[str, Any], replanned: bool, detail: str,
@@ -240,3 +449,12 @@ class Fence:
             raise ActionBlocked("protected action blocked", action=last.action,
                                 reason=last.reason.value, detail=detail)
         return res
+
+
+def _refuse_awaitable(value: Any, tool: ProtectedTool, what: str) -> None:
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if close is not None:
+            close()  # never leave an un-awaited coroutine behind
+        raise AsyncRequired(f"the {what} returned an awaitable; use Fence.aexecute()",
+                            tool=tool.name)

@@ -203,6 +203,10 @@ class GateRun:
             if reply.owner != owner:
                 return self._block(Reason.CONFLICTING_OWNER,
                                    f"asked {owner!r}, reply names {reply.owner!r}")
+            dup = _duplicate_entry(reply)
+            if dup is not None:
+                return self._block(Reason.CONFLICTING_REPLY,
+                                   f"owner {owner!r} sent several entries for {dup!r}")
             extra = set(reply.heads) - set(keys)
             if extra:
                 return self._block(Reason.WRONG_KEY,
@@ -292,6 +296,20 @@ class GateRun:
                 return self._block(Reason.SECOND_CHANGE, f"changed again after replan: {stale}")
             return self._decide(Outcome.REPLAN_REQUIRED, Reason.STALE, f"changed: {stale}")
         return self._decide(Outcome.AUTHORIZED, Reason.VALID)
+
+
+def _duplicate_entry(reply: HeadReply) -> str | None:
+    """Return a key a reply lists more than once (or whose list and map disagree)."""
+    entries = getattr(reply, "entries", ())
+    if not entries:
+        return None
+    seen: set[str] = set()
+    for e in entries:
+        key = getattr(e, "key", None)
+        if not isinstance(key, str) or key in seen or reply.heads.get(key) is not e:
+            return str(key)
+        seen.add(key)
+    return None if len(seen) == len(reply.heads) else "?"
 
 
 def apply_fail_open(decision: GateDecision) -> GateDecision:

@@ -21,15 +21,19 @@ the same gate with another head source (``icore.bench``).
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import inspect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from icore._clock import Clock
+from icore.errors import AsyncRequired
 from icore.fence._decision import GateDecision, Outcome, Reason
-from icore.fence._gate import PointCounter, validate
+from icore.fence._gate import PointCounter, avalidate, validate
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
+    AsyncOwnerAccess,
     HeadReply,
     OwnerAccess,
     OwnershipMap,
@@ -69,20 +73,45 @@ class Validator(Protocol):
         ...
 
 
+class _ThreadedOwners:
+    """:class:`~icore.memory.AsyncOwnerAccess` over a sync one: each call runs in a worker
+    thread, so the owners of D(a) are queried concurrently."""
+
+    def __init__(self, owners: OwnerAccess) -> None:
+        self.owners = owners
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        return await asyncio.to_thread(self.owners.query_heads, owner, keys, known=known,
+                                       timeout_s=timeout_s)
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        return await asyncio.to_thread(self.owners.fetch, owner, ids, timeout_s=timeout_s)
+
+
+def _is_async_access(owners: object) -> bool:
+    return inspect.iscoroutinefunction(getattr(owners, "query_heads", None))
+
+
 class GateValidator:
     """planfence Alg. 1 against a head source (owners, central store, installed heads).
 
     Args:
         lookup: local lineage lookup.
         ownership: the ownership map used to group queries.
-        owners: where heads come from.
+        owners: where heads come from: sync :class:`~icore.memory.OwnerAccess` (usable
+            by both :meth:`validate` and :meth:`avalidate`) or async
+            :class:`~icore.memory.AsyncOwnerAccess` (only :meth:`avalidate`).
         name: policy name for logs.
         clock / points: validation-point time and counter.
         timeout_s: per-RPC timeout in seconds.
         mode: traversal mode (DIRECT only for the App. C ablation).
     """
 
-    def __init__(self, *, lookup: Lookup, ownership: OwnershipMap, owners: OwnerAccess,
+    def __init__(self, *, lookup: Lookup, ownership: OwnershipMap,
+                 owners: OwnerAccess | AsyncOwnerAccess,
                  name: str = Policy.PLANFENCE.value, clock: Clock | None = None,
                  points: PointCounter | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  mode: TraversalMode = TraversalMode.FULL) -> None:
@@ -92,11 +121,33 @@ class GateValidator:
 
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:
-        """Run the gate (see :func:`icore.fence.validate`)."""
+        """Run the gate (see :func:`icore.fence.validate`).
+
+        Raises:
+            AsyncRequired: the owners are reached through an async access.
+        """
+        if _is_async_access(self.owners):
+            raise AsyncRequired("this validator's owners are async; use avalidate()",
+                                action=action)
+        owners: OwnerAccess = self.owners  # type: ignore[assignment]
         return validate(roots=roots, deps=deps, lookup=self.lookup, ownership=self.ownership,
-                        owners=self.owners, replanned=replanned, action=action,
+                        owners=owners, replanned=replanned, action=action,
                         timeout_s=self.timeout_s, mode=self.mode, clock=self.clock,
                         points=self.points, policy=self.name)
+
+    async def avalidate(self, *, action: str, roots: Sequence[RecordId],
+                        deps: Collection[str], replanned: bool) -> GateDecision:
+        """Run the gate with every owner of D(a) queried concurrently (sync owners each
+        in a worker thread); see :func:`icore.fence.avalidate`."""
+        owners: AsyncOwnerAccess
+        if _is_async_access(self.owners):
+            owners = self.owners  # type: ignore[assignment]
+        else:
+            owners = _ThreadedOwners(self.owners)  # type: ignore[arg-type]
+        return await avalidate(roots=roots, deps=deps, lookup=self.lookup,
+                               ownership=self.ownership, owners=owners, replanned=replanned,
+                               action=action, timeout_s=self.timeout_s, mode=self.mode,
+                               clock=self.clock, points=self.points, policy=self.name)
 
 
 class InstalledHeads:

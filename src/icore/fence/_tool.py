@@ -8,6 +8,7 @@ broader set (over-declaration is safe and only costs checks, planfence Fig. 6).
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +31,15 @@ class RecordRef:
     id: RecordId
 
 
+MAX_ARG_NESTING = 32
+"""Deepest nesting of containers in a protected call's arguments; deeper blocks."""
+
+
 def _refs(value: Any, out: set[str], depth: int = 0) -> None:
-    if depth > 32:
-        return
+    if depth > MAX_ARG_NESTING:
+        # a reference below the limit would escape the D(a) check: refuse, never skip
+        raise DeclarationError(f"arguments nest deeper than {MAX_ARG_NESTING} levels",
+                               field="args")
     if isinstance(value, RecordRef):
         out.add(value.key)
     elif isinstance(value, Mapping):
@@ -43,11 +50,26 @@ def _refs(value: Any, out: set[str], depth: int = 0) -> None:
             _refs(v, out, depth + 1)
 
 
+def is_coroutine_callable(fn: Any) -> bool:
+    """True for an ``async def`` function (or an object whose ``__call__`` is one)."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - a callable object's method
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
 class ProtectedTool:
     """A tool whose calls go through the PlanFence gate.
 
+    There is no public way to call the wrapped function around the fence: calling the
+    tool raises, the function is held privately, and ``__wrapped__`` is not set (its
+    signature is exposed as ``__signature__`` for schema generators). Sync tools run
+    through :meth:`Fence.execute` or :meth:`Fence.aexecute`, ``async def`` tools only
+    through :meth:`Fence.aexecute`.
+
     Args:
-        fn: the plain Python callable; called as ``fn(**args)`` once authorized.
+        fn: the plain Python callable or ``async def`` function; called as ``fn(**args)``
+            once authorized.
         depends_on: D(a): a collection of semantic keys, or a function of the call's
             arguments returning them (for dynamic scopes, e.g. ``req/{trip}``).
         name: action name used in logs (default: the function's name).
@@ -76,17 +98,25 @@ class ProtectedTool:
                 raise DeclarationError("depends_on keys must be non-empty strings",
                                        tool=name or getattr(fn, "__name__", "?"))
             self._static, self._dynamic = keys, None
-        self.fn = fn
+        self._fn = fn
         self.name: str = str(name or getattr(fn, "__name__", "action"))
+        self.is_async: bool = is_coroutine_callable(fn)
+        """True when the tool is an ``async def`` function (run it with ``aexecute``)."""
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        self.__dict__.pop("__wrapped__", None)  # no unprotected path through unwrap()
+        try:
+            self.__signature__ = inspect.signature(fn)
+        except (TypeError, ValueError):
+            pass
 
     def scope(self, args: Mapping[str, Any]) -> frozenset[str]:
         """Return D(a) for a call with ``args``.
 
         Raises:
             DeclarationError: the scope is empty or not a set of non-empty strings, the
-                scope function raised, or an argument reads a :class:`RecordRef` whose key
-                is outside the scope (incomplete declaration).
+                scope function raised, an argument reads a :class:`RecordRef` whose key
+                is outside the scope (incomplete declaration), or the arguments nest
+                deeper than :data:`MAX_ARG_NESTING` (a reference could hide there).
         """
         if self._static is not None:
             keys = self._static
@@ -111,12 +141,13 @@ class ProtectedTool:
                                    undeclared=sorted(undeclared))
         return keys
 
-    def run(self, args: Mapping[str, Any]) -> Any:
-        """Call the wrapped function. Only the fence calls this after authorization."""
-        return self.fn(**args)
+    def _invoke(self, args: Mapping[str, Any]) -> Any:
+        # UNPROTECTED raw call: only the fence calls it, after an authorized decision
+        return self._fn(**args)
 
     def __call__(self, *a: Any, **kw: Any) -> Any:
-        raise FenceError("a protected tool runs only through Fence.execute()", tool=self.name)
+        raise FenceError("a protected tool runs only through Fence.execute() or "
+                         "Fence.aexecute()", tool=self.name)
 
     def __repr__(self) -> str:
         scope = sorted(self._static) if self._static is not None else "<dynamic>"

@@ -14,15 +14,24 @@ from icore.memory._access import (
     OwnerAccess,
     OwnerUnavailable,
 )
-from icore.memory._base import CommitResult, HeadEntry, Store
+from icore.memory._base import (
+    FROM_PARENTS,
+    CommitResult,
+    ExpectedHead,
+    HeadEntry,
+    Store,
+    check_commit_rules,
+)
 from icore.memory._memory import MemoryStore
 from icore.memory._ownership import OwnershipMap
 from icore.memory._sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "FROM_PARENTS",
     "AsyncOwnerAccess",
     "CommitResult",
+    "ExpectedHead",
     "HeadEntry",
     "HeadReply",
     "LocalOwners",
@@ -32,4 +41,5 @@ __all__ = [
     "OwnershipMap",
     "SQLiteStore",
     "Store",
+    "check_commit_rules",
 ]

@@ -32,10 +32,20 @@ class HeadReply:
         owner: the owner that answered (must equal the owner asked).
         heads: key -> :class:`HeadEntry` for the keys asked; a key missing here means the
             owner has no head for it (the gate blocks).
+        entries: the reply's entries as received, in order, when it came as a list (a
+            wire reply); the gate blocks ``conflicting_reply`` when one key appears more
+            than once. Empty for replies built as a mapping.
     """
 
     owner: str
     heads: Mapping[str, HeadEntry]
+    entries: tuple[HeadEntry, ...] = ()
+
+    @classmethod
+    def from_entries(cls, owner: str, entries: Sequence[HeadEntry]) -> HeadReply:
+        """Build a reply from a received list of entries, keeping the list for the gate."""
+        ents = tuple(entries)
+        return cls(owner, {h.key: h for h in ents}, ents)
 
 
 @runtime_checkable

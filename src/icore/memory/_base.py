@@ -1,22 +1,99 @@
 """Store interface, head entries and the owner rules shared by every backend.
 
 Owner rules (planfence App. A, design.md 3.1): a record becomes a head only when the writer
-is the key's declared owner and the owner sequence increases; the same owner sequence with
-another record id is a conflict; re-committing an identical record is a no-op. A record
-whose parents are not available is accepted only as *lineage incomplete*
-(:meth:`Store.is_complete` is False): the gate's walk blocks on its first missing parent,
-so it can never lie on the path that authorizes an action.
+is the key's declared owner, the owner sequence increases, and the head it replaces is the
+key's current head (compare-and-set on the base, :func:`check_commit_rules`); the same
+owner sequence with another record id is a conflict; re-committing an identical record is
+a no-op. The checks and the head write happen in one critical section
+(:meth:`Store._critical`: a per-store lock, plus one ``BEGIN IMMEDIATE`` transaction in
+SQLite), so concurrent writers - threads or processes - never both win. A record whose
+parents are not available is accepted only as *lineage incomplete*
+(:meth:`Store.is_complete` is False) and :meth:`Store.lookup` does not return it, so it
+can never lie on the path that authorizes an action.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+import contextlib
+import enum
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final, TypeAlias
 
-from icore.errors import OwnershipError, SequenceConflict, SequenceError, StoreClosed
+from icore.errors import (
+    HeadConflict,
+    MalformedRecord,
+    OwnershipError,
+    SequenceConflict,
+    SequenceError,
+    StoreClosed,
+)
 from icore.memory._ownership import OwnershipMap
-from icore.records import Record, RecordId
+from icore.records import Record, RecordId, is_record_id
+
+
+class _FromParents(enum.Enum):
+    FROM_PARENTS = "from_parents"
+
+    def __repr__(self) -> str:
+        return "FROM_PARENTS"
+
+
+FROM_PARENTS: Final = _FromParents.FROM_PARENTS
+"""Default ``expected_head`` of :meth:`Store.commit`: the head a record replaces is the
+version of its key among its exact parents (none: a creation)."""
+
+ExpectedHead: TypeAlias = RecordId | _FromParents | None
+"""What a commit states it replaces: a record id, None (create-if-absent), or
+:data:`FROM_PARENTS`."""
+
+
+def check_commit_rules(record: Record, *, head: HeadEntry | None, last_seq: int,
+                       last_id: RecordId | None, expected_head: ExpectedHead,
+                       key_of: Callable[[RecordId], str | None]) -> None:
+    """The owner's sequence and base rules for one commit (planfence App. A), pure.
+
+    A backend calls this inside its critical section with the head and owner sequence it
+    read there, then writes only if it returns. Compare-and-set on the base: with
+    ``expected_head`` a record id, the current head must be that record; with None, the
+    key must have no head (create-if-absent); with :data:`FROM_PARENTS`, the current head
+    (if any) must be among ``record.parents``.
+
+    Args:
+        record: the verified new version.
+        head: the key's current head (None when the key has none).
+        last_seq: the owner's last committed sequence (0 when none).
+        last_id: the record id at ``last_seq``.
+        expected_head: see above.
+        key_of: key of a record id known to the store, or None (names the expected base
+            in the error for :data:`FROM_PARENTS`).
+
+    Raises:
+        HeadConflict: the stated base is not the current head (fields ``key``,
+            ``expected``, ``current``); retryable.
+        SequenceConflict: ``record.seq`` was already used with another id.
+        SequenceError: ``record.seq`` is below the owner's last sequence.
+    """
+    current = None if head is None else head.record_id
+    if expected_head is FROM_PARENTS:
+        ok = current is None or current in record.parents
+        expected = None
+        if not ok:
+            expected = next((p for p in record.parents if key_of(p) == record.key), None)
+    else:
+        ok = current == expected_head
+        expected = expected_head
+    if not ok:
+        raise HeadConflict("the commit's base is not the key's current head", key=record.key,
+                           expected=expected, current=current, record=record.id)
+    if record.seq == last_seq:
+        raise SequenceConflict("owner sequence already used by another record",
+                               key=record.key, owner=record.owner, seq=record.seq,
+                               existing=last_id, record=record.id)
+    if record.seq < last_seq:
+        raise SequenceError("owner sequence must increase", key=record.key,
+                            owner=record.owner, seq=record.seq, last_seq=last_seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +155,17 @@ class Store(abc.ABC):
         """Return (last sequence, record id at that sequence) for ``owner``."""
 
     @abc.abstractmethod
+    def _critical(self) -> contextlib.AbstractContextManager[None]:
+        """Enter the store's critical section (re-entrant).
+
+        Reads and writes inside it see and change one consistent state, and no other
+        writer of this store - thread or, for a shared file, process - commits or installs
+        in between. :meth:`commit` and :meth:`install` run their checks and writes in it.
+        """
+
+    @abc.abstractmethod
     def _write_commit(self, rec: Record, complete: bool) -> None:
-        """Atomically store ``rec``, move its head and the owner sequence."""
+        """Store ``rec``, move its head and the owner sequence (inside :meth:`_critical`)."""
 
     @abc.abstractmethod
     def _write_install(self, rec: Record, complete: bool, move_installed: bool) -> None: ...
@@ -116,25 +202,49 @@ class Store(abc.ABC):
                 return False
         return True
 
-    def commit(self, record: Record, *, writer: str) -> CommitResult:
+    def _key_of(self, rid: RecordId) -> str | None:
+        rec = self._get_raw(rid)
+        return None if rec is None else rec.key
+
+    def commit(self, record: Record, *, writer: str,
+               expected_head: ExpectedHead = FROM_PARENTS) -> CommitResult:
         """Commit one of the writer's own records and make it the key's head.
+
+        Compare-and-set on the base: the commit states which head it replaces, and is
+        accepted only if that is the key's current head. By default (:data:`FROM_PARENTS`)
+        that is the version of ``record.key`` among the record's exact parents, or no head
+        at all when it cites none (a creation). Pass ``expected_head`` - the head id the
+        writer read, or None for create-if-absent - when the new version is re-derived
+        from fresh inputs and does not cite its previous version. All checks and the write
+        happen in one critical section; on a conflict nothing is written.
+
+        Retry on :class:`~icore.errors.CommitConflict` (``retryable``): re-read the head
+        and ``next_seq``, re-derive the record from the current inputs, commit again.
 
         Args:
             record: the new version (verified here).
             writer: the agent claiming to write it.
+            expected_head: the head this commit replaces (see above).
 
         Returns:
             :class:`CommitResult`.
 
         Raises:
-            MalformedRecord / RecordIdMismatch: the record is invalid.
+            MalformedRecord / RecordIdMismatch: the record is invalid, or
+                ``expected_head`` is neither a record id, None nor FROM_PARENTS.
             OwnershipError: the key has no owner, the writer is not its owner, the record
                 names another owner, or this store does not host that owner's keys.
+            HeadConflict: the stated base is not the current head (names key, expected,
+                current).
             SequenceError: the owner sequence did not increase.
             SequenceConflict: the sequence was already used with another record id.
             StoreClosed: the store is closed.
         """
         self._check_open()
+        if not (expected_head is FROM_PARENTS or expected_head is None
+                or is_record_id(expected_head)):
+            raise MalformedRecord("expected_head must be a record id, None or FROM_PARENTS",
+                                  key=getattr(record, "key", None), field="expected_head")
         record.verify()
         if not record.has_content:
             raise OwnershipError("a commit must carry the record content", key=record.key,
@@ -149,21 +259,19 @@ class Store(abc.ABC):
         if self.agent is not None and owner != self.agent:
             raise OwnershipError("this store hosts another agent's keys", key=record.key,
                                  owner=owner, store_agent=self.agent)
-        existing = self._get_raw(record.id)
-        if existing is not None and existing.owner == owner and self._has_content(record.id):
-            # the identical record was already committed: idempotent replay of a write
-            return CommitResult(record, created=False,
-                                lineage_complete=record.id not in self._incomplete_ids())
-        last_seq, last_id = self._owner_seq(owner)
-        if record.seq == last_seq:
-            raise SequenceConflict("owner sequence already used by another record",
-                                   key=record.key, owner=owner, seq=record.seq,
-                                   existing=last_id, record=record.id)
-        if record.seq < last_seq:
-            raise SequenceError("owner sequence must increase", key=record.key, owner=owner,
-                                seq=record.seq, last_seq=last_seq)
-        complete = self._is_complete(record, self._incomplete_ids())
-        self._write_commit(record, complete)
+        with self._critical():
+            existing = self._get_raw(record.id)
+            if existing is not None and existing.owner == owner \
+                    and self._has_content(record.id):
+                # the identical record was already committed: idempotent replay of a write
+                return CommitResult(record, created=False,
+                                    lineage_complete=record.id not in self._incomplete_ids())
+            last_seq, last_id = self._owner_seq(owner)
+            check_commit_rules(record, head=self._head_raw(record.key), last_seq=last_seq,
+                               last_id=last_id, expected_head=expected_head,
+                               key_of=self._key_of)
+            complete = self._is_complete(record, self._incomplete_ids())
+            self._write_commit(record, complete)
         return CommitResult(record, created=True, lineage_complete=complete)
 
     def install(self, record: Record) -> bool:
@@ -187,6 +295,10 @@ class Store(abc.ABC):
         if owner is None or owner != record.owner:
             raise OwnershipError("record names an owner the map does not declare",
                                  key=record.key, owner=owner, record_owner=record.owner)
+        with self._critical():
+            return self._install(record)
+
+    def _install(self, record: Record) -> bool:
         existing = self._get_raw(record.id)
         if existing is not None:
             if record.has_content and not self._has_content(record.id):
@@ -221,17 +333,22 @@ class Store(abc.ABC):
         return self._get_raw(rid)
 
     def lookup(self, rid: RecordId) -> Record | None:
-        """Lineage lookup for the gate: the verified record, or None when absent/closed.
+        """Lineage lookup for the gate: the verified record, or None when it is absent,
+        lineage incomplete, or the store is closed.
 
-        A lineage-incomplete record is returned too: the walk of planfence Alg. 1 line 1
-        follows its parents and blocks on the first missing one, so such a record can
-        never lie on a proven path from L(a) to D(a); below a D(a) boundary nothing is
-        walked, so a verified head whose older versions this replica never saw still
-        serves as a frontier.
+        A lineage-incomplete record (some ancestor not available) is never returned, so
+        the walk of planfence Alg. 1 line 1 blocks on it: it can authorize nothing, as a
+        boundary or as an ancestor (design.md 3.1). It becomes visible once its missing
+        ancestors are installed.
         """
         if self._closed:
             return None
-        return self._get_raw(rid)
+        rec = self._get_raw(rid)
+        if rec is None:
+            return None
+        if rid in self._incomplete_ids() and not self.is_complete(rid):
+            return None
+        return rec
 
     def head(self, key: str) -> HeadEntry | None:
         """Return the authoritative head H(key) held by this store, or None."""

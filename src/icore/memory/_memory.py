@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
 from icore.records import Record, RecordId
 
 
 class MemoryStore(Store):
-    """A store held in dicts; fast, not durable. See :class:`Store` for the API."""
+    """A store held in dicts; fast, not durable. See :class:`Store` for the API.
+
+    Thread-safe: commits and installs are serialized by one re-entrant lock per store.
+    """
 
     def __init__(self, ownership: OwnershipMap, agent: str | None = None) -> None:
         super().__init__(ownership, agent)
+        self._lock = threading.RLock()
         self._records: dict[RecordId, Record] = {}
         self._heads: dict[str, HeadEntry] = {}
         self._installed: dict[str, HeadEntry] = {}
         self._seqs: dict[str, tuple[int, RecordId | None]] = {}
         self._incomplete: set[RecordId] = set()
+
+    def _critical(self) -> contextlib.AbstractContextManager[None]:
+        return self._lock  # type: ignore[return-value]
 
     def _get_raw(self, rid: RecordId) -> Record | None:
         return self._records.get(rid)

@@ -1,7 +1,10 @@
 """Durable SQLite store: one file per agent, WAL journal (planfence App. A).
 
-Every commit is one transaction that writes the record, moves the head and the owner
-sequence together, so a crash (even ``kill -9``) leaves either all of it or none of it.
+Every commit is one ``BEGIN IMMEDIATE`` transaction that re-reads the head and the owner
+sequence, checks the owner rules and writes the record, the head and the sequence
+together: concurrent writers (threads of one process, behind a per-store lock, and other
+processes on the same file, behind SQLite's write lock) never both win, and a crash (even
+``kill -9``) leaves either all of it or none of it.
 With the default ``synchronous=NORMAL`` in WAL mode an acknowledged commit survives a
 process crash; pass ``synchronous="FULL"`` to also survive power loss.
 """
@@ -60,6 +63,7 @@ class SQLiteStore(Store):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._depth = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
@@ -93,20 +97,37 @@ class SQLiteStore(Store):
         self._cache: dict[RecordId, Record] = {}
 
     class _Tx:
+        """Re-entrant write transaction: the outermost level runs ``BEGIN IMMEDIATE`` (the
+        file's write lock, so reads inside see the latest committed state of every
+        process) and ``COMMIT``/``ROLLBACK``; inner levels only hold the thread lock."""
+
         def __init__(self, store: SQLiteStore) -> None:
             self.s = store
 
         def __enter__(self) -> None:
-            self.s._lock.acquire()
-            self.s._db.execute("BEGIN IMMEDIATE")
+            s = self.s
+            s._lock.acquire()
+            if s._depth == 0:
+                try:
+                    s._db.execute("BEGIN IMMEDIATE")
+                except BaseException:
+                    s._lock.release()
+                    raise
+            s._depth += 1
 
         def __exit__(self, et: object, ev: object, tb: object) -> None:
+            s = self.s
+            s._depth -= 1
             try:
-                self.s._db.execute("COMMIT" if et is None else "ROLLBACK")
+                if s._depth == 0:
+                    s._db.execute("COMMIT" if et is None else "ROLLBACK")
             finally:
-                self.s._lock.release()
+                s._lock.release()
 
     def _tx(self) -> SQLiteStore._Tx:
+        return SQLiteStore._Tx(self)
+
+    def _critical(self) -> SQLiteStore._Tx:
         return SQLiteStore._Tx(self)
 
     def _get_raw(self, rid: RecordId) -> Record | None:
@@ -114,10 +135,14 @@ class SQLiteStore(Store):
         if rec is not None:
             return rec
         with self._lock:
-            row = self._db.execute("SELECT body FROM records WHERE id=?", (rid,)).fetchone()
+            row = self._db.execute("SELECT body, complete FROM records WHERE id=?",
+                                   (rid,)).fetchone()
         if row is None:
             return None
         rec = decode_record(row[0])
+        if not row[1]:
+            # another process may have committed it as lineage incomplete
+            self._incomplete.add(rid)
         if len(self._cache) > 65536:
             self._cache.clear()
         self._cache[rid] = rec

@@ -1,5 +1,11 @@
 """Conformance suite every store backend passes (style habit 11).
 
+It checks the owner rules of planfence App. A as :meth:`icore.memory.Store.commit` states
+them: writer = owner, increasing owner sequence, compare-and-set on the base (a stale or
+missing base is a retryable :class:`~icore.errors.HeadConflict`, create-if-absent
+included), atomicity under concurrent writers (threads racing on one store: exactly one
+wins), and that a lineage-incomplete record is never visible to the gate.
+
 Subclass :class:`StoreConformance` in a test module and implement ``make_store``;
 pytest collects the ``test_*`` methods. Backends: memory, SQLite, and (``icore.net``)
 a remote owner reached over a transport.
@@ -13,9 +19,12 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from icore.errors import (
+    CommitConflict,
+    HeadConflict,
     MalformedRecord,
     MissingParent,
     OwnershipError,
@@ -27,6 +36,9 @@ from icore.errors import (
 from icore.memory._base import Store
 from icore.memory._ownership import OwnershipMap
 from icore.records import Record, derive, frontier
+
+_PARENTS = object()
+"""Marker for :meth:`StoreConformance._race`: commit with the default base."""
 
 OWNERSHIP = OwnershipMap({"req/a": "alice", "req/b": "bob"}, {"plan/*": "alice"})
 
@@ -55,7 +67,8 @@ class StoreConformance:
     def test_commit_moves_head(self, tmp_path: Path) -> None:
         """A commit by the owner with a larger sequence becomes the head."""
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
-        r1, r2 = _rec(seq=1), _rec(seq=2, v=1)
+        r1 = _rec(seq=1)
+        r2 = _rec(seq=2, v=1, parents=(r1.id,))
         assert s.commit(r1, writer="alice").created
         assert s.head("req/a") is not None and s.head("req/a").record_id == r1.id  # type: ignore[union-attr]
         s.commit(r2, writer="alice")
@@ -88,8 +101,11 @@ class StoreConformance:
     def test_sequence_must_increase(self, tmp_path: Path) -> None:
         """A smaller sequence is refused and changes nothing."""
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
-        s.commit(_rec(seq=5), writer="alice")
-        _raises(SequenceError, s.commit, _rec(seq=3, v=9), writer="alice")
+        r5 = _rec(seq=5)
+        s.commit(r5, writer="alice")
+        e = _raises(SequenceError, s.commit, _rec(seq=3, v=9, parents=(r5.id,)),
+                    writer="alice")
+        assert isinstance(e, SequenceError) and e.retryable
         head = s.head("req/a")
         assert head is not None and head.seq == 5
 
@@ -105,7 +121,8 @@ class StoreConformance:
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
         first = _rec(seq=1, v=1)
         s.commit(first, writer="alice")
-        e = _raises(SequenceConflict, s.commit, _rec(seq=1, v=2), writer="alice")
+        e = _raises(SequenceConflict, s.commit, _rec(seq=1, v=2, parents=(first.id,)),
+                    writer="alice")
         assert isinstance(e, SequenceConflict) and e.fields["existing"] == first.id
         head = s.head("req/a")
         assert head is not None and head.record_id == first.id
@@ -117,8 +134,9 @@ class StoreConformance:
         s.commit(r, writer="alice")
         again = s.commit(r, writer="alice")
         assert not again.created
-        s.commit(_rec(seq=2, v=1), writer="alice")
+        s.commit(_rec(seq=2, v=1, parents=(r.id,)), writer="alice")
         assert not s.commit(r, writer="alice").created
+        assert not s.commit(r, writer="alice", expected_head=None).created
         head = s.head("req/a")
         assert head is not None and head.seq == 2
 
@@ -142,15 +160,19 @@ class StoreConformance:
     def test_bad_input_loses_nothing(self, tmp_path: Path) -> None:
         """After a run of refused writes every committed record and head is intact."""
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
-        good = [_rec(seq=i, v=i) for i in (1, 2, 3)]
+        good = [_rec(seq=1, v=1)]
+        for i in (2, 3):
+            good.append(_rec(seq=i, v=i, parents=(good[-1].id,)))
         for r in good:
             s.commit(r, writer="alice")
         for bad in (lambda: s.commit(_rec(seq=2, v=7), writer="alice"),
+                    lambda: s.commit(_rec(seq=4, v=7, parents=(good[0].id,)), writer="alice"),
+                    lambda: s.commit(_rec(seq=4, v=7), writer="alice", expected_head=None),
                     lambda: s.commit(_rec(seq=9), writer="bob"),
                     lambda: Record.create(key="", owner="alice", seq=1, content=1)):
             try:
                 bad()
-            except (SequenceError, SequenceConflict, OwnershipError, MalformedRecord):
+            except (CommitConflict, OwnershipError, MalformedRecord):
                 pass
         assert all(s.get(r.id) == r for r in good)
         head = s.head("req/a")
@@ -164,9 +186,10 @@ class StoreConformance:
         res = s.commit(plan, writer="alice")
         assert res.created and not res.lineage_complete
         assert s.get(plan.id) == plan and not s.is_complete(plan.id)
+        assert s.lookup(plan.id) is None  # never authorizes: the gate cannot see it
         _raises(MissingParent, frontier, [plan.id], {"req/b"}, s.lookup)
         s.install(ghost)
-        assert s.is_complete(plan.id)
+        assert s.is_complete(plan.id) and s.lookup(plan.id) == plan
         assert frontier([plan.id], {"req/b"}, s.lookup).versions == {"req/b": ghost.id}
 
     def test_install_replica_cache(self, tmp_path: Path) -> None:
@@ -195,7 +218,8 @@ class StoreConformance:
     def test_heads_inline_changed_small_records(self, tmp_path: Path) -> None:
         """A head reply inlines a changed record when asked and it is small."""
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
-        r1, r2 = _rec(seq=1), _rec(seq=2, v=1)
+        r1 = _rec(seq=1)
+        r2 = _rec(seq=2, v=1, parents=(r1.id,))
         s.commit(r1, writer="alice")
         s.commit(r2, writer="alice")
         plain = s.heads(["req/a", "req/zzz"])
@@ -212,3 +236,95 @@ class StoreConformance:
         s.close()
         _raises(StoreClosed, s.commit, _rec(), writer="alice")
         _raises(StoreClosed, s.head, "req/a")
+
+    # -- compare-and-set on the base, atomicity (issue 12) ----------------------------
+    def test_lost_update_refused(self, tmp_path: Path) -> None:
+        """A version citing an older version (not the head) is refused; the head stays."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r1 = _rec(seq=1)
+        r2 = _rec(seq=2, v=2, parents=(r1.id,))
+        s.commit(r1, writer="alice")
+        s.commit(r2, writer="alice")
+        stale = _rec(seq=3, v=3, parents=(r1.id,))
+        e = _raises(HeadConflict, s.commit, stale, writer="alice")
+        assert isinstance(e, HeadConflict) and isinstance(e, CommitConflict) and e.retryable
+        assert e.fields["key"] == "req/a" and e.fields["expected"] == r1.id
+        assert e.fields["current"] == r2.id
+        head = s.head("req/a")
+        assert head is not None and head.record_id == r2.id and s.get(stale.id) is None
+        assert s.owner_seq("alice") == 2
+
+    def test_create_if_absent(self, tmp_path: Path) -> None:
+        """Two creations of one key: the second is a conflict naming the first."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        a, b = _rec(seq=1, v=1), _rec(seq=2, v=2)
+        s.commit(a, writer="alice")
+        e = _raises(HeadConflict, s.commit, b, writer="alice")
+        assert e.fields["expected"] is None and e.fields["current"] == a.id  # type: ignore[attr-defined]
+        _raises(HeadConflict, s.commit, b, writer="alice", expected_head=None)
+        assert s.get(b.id) is None
+
+    def test_explicit_expected_head(self, tmp_path: Path) -> None:
+        """A re-derived version need not cite its previous one: it names the head it
+        replaces instead, and only that exact head is accepted."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r1 = _rec(seq=1)
+        s.commit(r1, writer="alice", expected_head=None)
+        fresh = _rec(seq=2, v=2)  # no parent of its own key
+        e = _raises(HeadConflict, s.commit, fresh, writer="alice", expected_head="0" * 64)
+        assert e.fields["expected"] == "0" * 64 and e.fields["current"] == r1.id  # type: ignore[attr-defined]
+        _raises(HeadConflict, s.commit, fresh, writer="alice", expected_head=None)
+        assert s.commit(fresh, writer="alice", expected_head=r1.id).created
+        head = s.head("req/a")
+        assert head is not None and head.record_id == fresh.id
+        _raises(HeadConflict, s.commit, _rec(key="plan/x", seq=3), writer="alice",
+                expected_head=r1.id)
+        _raises(MalformedRecord, s.commit, _rec(seq=4), writer="alice",
+                expected_head="not-an-id")
+
+    def _race(self, s: Store, records: list[Record], expected: list[object]) -> list[object]:
+        barrier = threading.Barrier(len(records))
+        out: list[object] = [None] * len(records)
+
+        def go(i: int) -> None:
+            barrier.wait()
+            try:
+                kw = {} if expected[i] is _PARENTS else {"expected_head": expected[i]}
+                out[i] = s.commit(records[i], writer="alice", **kw)  # type: ignore[arg-type]
+            except CommitConflict as exc:
+                out[i] = exc
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(records))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        return out
+
+    def test_concurrent_same_base_one_winner(self, tmp_path: Path) -> None:
+        """Threads committing the next version from one base: exactly one wins, the
+        others get a retryable conflict, the head is the winner's (20 rounds)."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        base = _rec(seq=1)
+        s.commit(base, writer="alice")
+        for rnd in range(20):
+            seq = s.next_seq()
+            recs = [_rec(seq=seq + (i % 2), v=100 * rnd + i, parents=(base.id,))
+                    for i in range(4)]
+            out = self._race(s, recs, [_PARENTS] * 4)
+            won = [r for r, o in zip(recs, out, strict=True) if not isinstance(o, Exception)]
+            assert len(won) == 1, out
+            head = s.head("req/a")
+            assert head is not None and head.record_id == won[0].id
+            base = won[0]
+
+    def test_concurrent_create_one_winner(self, tmp_path: Path) -> None:
+        """Create-if-absent raced by threads: exactly one creator is acknowledged."""
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        for rnd in range(10):
+            key = f"plan/c{rnd}"
+            seq = s.next_seq()
+            recs = [_rec(key=key, seq=seq + i, v=i) for i in range(3)]
+            out = self._race(s, recs, [None] * 3)
+            assert sum(not isinstance(o, Exception) for o in out) == 1, out
+

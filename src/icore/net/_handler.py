@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from icore.errors import IcoreError, OwnershipError
+from icore.errors import HeadConflict, IcoreError, OwnershipError
 from icore.memory import Store
 from icore.net._protocol import (
     Ack,
@@ -73,7 +73,11 @@ class OwnerHandler:
             self.errors += 1
             log.warning("refused %s rid=%d from peer=%s: %s [%s]", type(msg).__name__,
                         msg.rid, peer, exc, exc.code)
-            return ErrorReply(msg.rid, str(exc.code), str(exc)[:4096])
+            fields = {}
+            if isinstance(exc, HeadConflict):  # the client rebuilds the typed conflict
+                fields = {k: str(exc.fields[k]) for k in ("key", "expected", "current")
+                          if exc.fields.get(k) is not None}
+            return ErrorReply(msg.rid, str(exc.code), str(exc)[:4096], fields)
 
     def _handle(self, msg: Message, peer: str) -> Message:
         if isinstance(msg, HeadQuery):
@@ -83,7 +87,7 @@ class OwnerHandler:
         if isinstance(msg, FetchRequest):
             return FetchReply(msg.rid, tuple(self.store.fetch(msg.ids)))
         if isinstance(msg, Commit):
-            res = self.store.commit(msg.record, writer=peer)
+            res = self.store.commit(msg.record, writer=peer, expected_head=msg.expected_head)
             log.debug("commit %s seq=%d by %s", msg.record.key, msg.record.seq, peer)
             return CommitAck(msg.rid, res.record.id, res.record.seq, res.created,
                              res.lineage_complete)

@@ -24,7 +24,9 @@ Messages (type code in brackets):
 * :class:`Announce` [5] - head announcement, metadata envelope only (metadata sync).
 * :class:`Replicate` [6] - records with content pushed to a replica.
 * :class:`Commit` [7] / :class:`CommitAck` [8] - a writer commits its own record to its
-  owner service, or to a central store (centralized lineage).
+  owner service, or to a central store (centralized lineage). Fields ``[record]`` (the
+  base is the record's parents) or ``[record, expected]`` (compare-and-set on an explicit
+  expected head: a 32-byte id, or nil for create-if-absent).
 * :class:`Ack` [9], :class:`ErrorReply` [10], :class:`Ping` [11] / :class:`Pong` [12].
 """
 
@@ -39,7 +41,7 @@ from typing import Any, TypeAlias
 import msgpack
 
 from icore.errors import CodecError, RecordError
-from icore.memory import HeadEntry
+from icore.memory import FROM_PARENTS, ExpectedHead, HeadEntry
 from icore.net._errors import (
     FrameTooLarge,
     InvalidRecord,
@@ -153,10 +155,14 @@ class Replicate:
 
 @dataclass(frozen=True, slots=True)
 class Commit:
-    """Commit one record; the writer is the authenticated peer, never a field."""
+    """Commit one record; the writer is the authenticated peer, never a field.
+
+    ``expected_head`` is the head the commit replaces (:meth:`icore.memory.Store.commit`).
+    """
 
     rid: int
     record: Record
+    expected_head: ExpectedHead = FROM_PARENTS
     TYPE = MsgType.COMMIT
 
 
@@ -183,11 +189,16 @@ class Ack:
 
 @dataclass(frozen=True, slots=True)
 class ErrorReply:
-    """A typed error answer (``code`` is an :class:`icore.errors.ErrorCode` value)."""
+    """A typed error answer (``code`` is an :class:`icore.errors.ErrorCode` value).
+
+    ``fields`` carries the error's structured string fields when they matter to the
+    client (a head conflict's key, expected and current head); encoded only when set.
+    """
 
     rid: int
     code: str
     message: str
+    fields: Mapping[str, str] = field(default_factory=dict)
     TYPE = MsgType.ERROR
 
 
@@ -242,12 +253,17 @@ def _fields(msg: Message) -> list[Any]:
     if isinstance(msg, Announce):
         return [[record_to_wire(r, with_content=False) for r in msg.records]]
     if isinstance(msg, Commit):
-        return [record_to_wire(msg.record)]
+        if msg.expected_head is FROM_PARENTS:
+            return [record_to_wire(msg.record)]
+        exp = None if msg.expected_head is None else _rid32(msg.expected_head)
+        return [record_to_wire(msg.record), exp]
     if isinstance(msg, CommitAck):
         return [_rid32(msg.record_id), msg.seq, msg.created, msg.lineage_complete]
     if isinstance(msg, Ack):
         return [msg.count]
     if isinstance(msg, ErrorReply):
+        if msg.fields:
+            return [msg.code, msg.message, dict(msg.fields)]
         return [msg.code, msg.message]
     if isinstance(msg, Ping):
         return []
@@ -384,6 +400,9 @@ def decode_body(body: bytes) -> Message:
             return FetchReply(rid, recs)
         return Announce(rid, recs) if env else Replicate(rid, recs)
     if kind is MsgType.COMMIT:
+        if len(f) == 2:
+            exp: ExpectedHead = None if f[1] is None else _id(f[1], "expected_head")
+            return Commit(rid, _record(f[0], "record"), exp)
         _arity(f, 1, "commit")
         return Commit(rid, _record(f[0], "record"))
     if kind is MsgType.COMMIT_ACK:
@@ -394,6 +413,13 @@ def decode_body(body: bytes) -> Message:
         _arity(f, 1, "ack")
         return Ack(rid, _int(f[0], "count"))
     if kind is MsgType.ERROR:
+        if len(f) == 3:
+            if not isinstance(f[2], dict) or len(f[2]) > 16:
+                raise MalformedMessage("error fields must be a small map", field="fields")
+            fields = {_str(k, "fields.key", 64): _str(v, "fields[]", 512)
+                      for k, v in f[2].items()}
+            return ErrorReply(rid, _str(f[0], "code", 64), _str(f[1], "message", 65536),
+                              fields)
         _arity(f, 2, "error")
         return ErrorReply(rid, _str(f[0], "code", 64), _str(f[1], "message", 65536))
     if kind is MsgType.PING:

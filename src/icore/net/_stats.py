@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from icore.errors import ErrorCode
+from icore.errors import ErrorCode, HeadConflict
 from icore.memory import HeadReply
 from icore.net._errors import MalformedMessage, RemoteError
 from icore.net._protocol import ErrorReply, HeadReplyMsg, Message
@@ -65,7 +65,17 @@ class TrafficStats:
 
 
 def raise_for_error(reply: Message, *, owner: str) -> None:
-    """Raise :class:`RemoteError` when ``reply`` is an :class:`ErrorReply`."""
+    """Raise when ``reply`` is an :class:`ErrorReply`.
+
+    Raises:
+        HeadConflict: the owner refused a commit whose base is not its current head (the
+            same typed, retryable error a local store raises; ``owner`` is added).
+        RemoteError: any other refusal (``remote_code`` names it).
+    """
+    if isinstance(reply, ErrorReply) and reply.code == ErrorCode.HEAD_CONFLICT.value:
+        raise HeadConflict(f"owner refused the commit: {reply.message}", owner=owner,
+                           key=reply.fields.get("key"), expected=reply.fields.get("expected"),
+                           current=reply.fields.get("current"), rid=reply.rid)
     if isinstance(reply, ErrorReply):
         raise RemoteError(f"owner refused the request: {reply.message}", owner=owner,
                           remote_code=reply.code, rid=reply.rid)
@@ -85,7 +95,7 @@ def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str]) -> HeadRep
     if not isinstance(reply, HeadReplyMsg):
         raise MalformedMessage(f"expected a head reply, got {type(reply).__name__}",
                                owner=owner, field="type")
-    return HeadReply(reply.owner, {h.key: h for h in reply.heads})
+    return HeadReply.from_entries(reply.owner, reply.heads)
 
 
 def error_code_of(exc: BaseException) -> str:

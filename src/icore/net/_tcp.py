@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, Store
+from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply, Store
 from icore.net._channel import SecureChannel, Shaper
 from icore.net._errors import (
     AuthenticationError,
@@ -513,13 +513,20 @@ class OwnerClient:
 
     # -- writes and replication -----------------------------------------------------------
     async def commit(self, owner: str, record: Record, *,
+                     expected_head: ExpectedHead = FROM_PARENTS,
                      timeout_s: float = DEFAULT_TIMEOUT_S) -> CommitAck:
         """Commit ``record`` at ``owner``; acknowledged only once durable.
 
+        ``expected_head`` is the head the commit replaces, as in
+        :meth:`icore.memory.Store.commit` (the owner checks it atomically).
+
         Raises:
+            HeadConflict: the stated base is not the owner's current head (retryable:
+                re-read the head, re-derive, commit again).
             RemoteError: the owner refused (``remote_code`` = ownership, sequence, ...).
         """
-        reply = await self.rpc(owner, lambda rid: Commit(rid, record), timeout_s=timeout_s)
+        reply = await self.rpc(owner, lambda rid: Commit(rid, record, expected_head),
+                               timeout_s=timeout_s)
         raise_for_error(reply, owner=owner)
         if not isinstance(reply, CommitAck):
             raise MalformedMessage("expected a commit ack", owner=owner)
@@ -635,10 +642,12 @@ class SyncOwnerClient:
                           timeout_s)
 
     def commit(self, owner: str, record: Record, *,
+               expected_head: ExpectedHead = FROM_PARENTS,
                timeout_s: float = DEFAULT_TIMEOUT_S) -> CommitAck:
         """See :meth:`OwnerClient.commit`."""
-        return self._call(lambda: self.client.commit(owner, record, timeout_s=timeout_s),
-                          timeout_s)
+        return self._call(lambda: self.client.commit(owner, record,
+                                                     expected_head=expected_head,
+                                                     timeout_s=timeout_s), timeout_s)
 
     def announce(self, to: str, records: Sequence[Record], *,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> int:

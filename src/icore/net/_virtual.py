@@ -49,7 +49,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 
 from icore._clock import ManualClock
-from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, Store
+from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply, Store
 from icore.net._errors import MalformedMessage, OwnerUnreachable, RpcTimeout
 from icore.net._handler import OwnerHandler
 from icore.net._links import Link, LinkPair, Loopback
@@ -484,10 +484,19 @@ class VirtualTransport(_Base):
         return c.records_of(reply, owner)
 
     def commit(self, owner: str, record: Record, *,
+               expected_head: ExpectedHead = FROM_PARENTS,
                timeout_s: float = DEFAULT_TIMEOUT_S) -> CommitAck:
-        """Commit ``record`` at ``owner``'s service as this transport's identity."""
+        """Commit ``record`` at ``owner``'s service as this transport's identity.
+
+        ``expected_head`` as in :meth:`icore.memory.Store.commit`.
+
+        Raises:
+            HeadConflict: the stated base is not the owner's current head.
+            RemoteError: any other refusal.
+        """
         c = self._core
-        return c.commit_ack(c.run_sync(owner, Commit(c.next_rid(), record), timeout_s), owner)
+        msg = Commit(c.next_rid(), record, expected_head)
+        return c.commit_ack(c.run_sync(owner, msg, timeout_s), owner)
 
     def announce(self, to: str, records: Sequence[Record], *,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
@@ -529,10 +538,12 @@ class AsyncVirtualTransport(_Base):
         return c.records_of(reply, owner)
 
     async def commit(self, owner: str, record: Record, *,
+                     expected_head: ExpectedHead = FROM_PARENTS,
                      timeout_s: float = DEFAULT_TIMEOUT_S) -> CommitAck:
         """Async form of :meth:`VirtualTransport.commit`."""
         c = self._core
-        reply = await c.run_async(owner, Commit(c.next_rid(), record), timeout_s)
+        reply = await c.run_async(owner, Commit(c.next_rid(), record, expected_head),
+                                  timeout_s)
         return c.commit_ack(reply, owner)
 
     async def announce(self, to: str, records: Sequence[Record], *,

@@ -1,8 +1,9 @@
 """Lineage traversal and the dependency frontier F_a (planfence Sec. 3.2, Alg. 1 lines 1-4).
 
-Starting from the roots L(a), follow exact parent ids until every key of D(a) is reached;
-the first version of a key of D(a) met on a path is that path's boundary and the walk
-does not descend below it. ``F_a(x)`` is the id of that version. The walk is pure: it
+Starting from the roots L(a), follow exact parent ids to every key of D(a) reachable from
+them; the first version of a key of D(a) met on a path is that path's boundary for the
+key (older versions below it are its history), and a path ends once it has a boundary
+for every key of D(a). ``F_a(x)`` is the id of the boundary of x. The walk is pure: it
 reads records through an injected ``lookup`` and never touches I/O.
 """
 
@@ -60,10 +61,18 @@ def frontier(
 ) -> Frontier:
     """Compute F_a by walking exact parents from ``roots`` to the keys in ``deps``.
 
+    The walk finds the version of every key of D(a) reachable from the roots, also keys
+    that are ancestors of other declared keys (planfence Fig. 6 right, App. C: declaring
+    more keys only adds checks). On each path the first version of a declared key met is
+    that key's boundary; versions of the same key further down that path are its history
+    (the owner's chain), not a second version. A path stops once every key of D(a) has a
+    boundary on it. Two different boundaries of one key is a frontier conflict.
+
     Args:
         roots: plan root record ids L(a) (at least one).
         deps: the dependency scope D(a) (semantic keys).
-        lookup: local record lookup (store plus replica cache).
+        lookup: local record lookup (store plus replica cache); None for a record that is
+            absent or lineage incomplete.
         mode: :class:`TraversalMode`; ``DIRECT`` is the App. C ablation.
         max_records: bound on visited records.
 
@@ -77,28 +86,39 @@ def frontier(
         LineageTooLarge: more than ``max_records`` records would be visited.
     """
     roots_t = tuple(roots)
-    dep_set = deps if isinstance(deps, set | frozenset) else frozenset(deps)
+    dep_set = frozenset(deps)
     if not roots_t:
         raise MissingParent("an action needs at least one root record", field="roots")
     versions: dict[str, RecordId] = {}
     records: dict[str, Record] = {}
-    seen: set[RecordId] = set()
-    frontier_ids: list[tuple[RecordId, int, RecordId | None]] = [(r, 0, None) for r in roots_t]
+    # record id -> the keys already bounded on the paths it was expanded with (the
+    # intersection over those paths); a record is expanded again only when it shrinks
+    bounded: dict[RecordId, frozenset[str]] = {}
+    empty: frozenset[str] = frozenset()
+    stack: list[tuple[RecordId, int, RecordId | None, frozenset[str]]] = [
+        (r, 0, None, empty) for r in reversed(roots_t)]
+    got: dict[RecordId, Record] = {}
     max_depth = 0
     limit = 1 if mode is TraversalMode.DIRECT else None
-    while frontier_ids:
-        rid, depth, child = frontier_ids.pop()
-        if rid in seen:
-            continue
-        seen.add(rid)
-        if len(seen) > max_records:
+    while stack:
+        rid, depth, child, above = stack.pop()
+        prev = bounded.get(rid)
+        if prev is not None:
+            if prev <= above:
+                continue
+            above = prev & above
+        bounded[rid] = above
+        if len(bounded) > max_records:
             raise LineageTooLarge(f"lineage walk visited more than {max_records} records",
                                   roots=roots_t)
-        rec = lookup(rid)
+        rec = got.get(rid)
         if rec is None:
-            raise MissingParent("lineage is incomplete: a record is not available",
-                                record=rid, cited_by=child)
-        if rec.key in dep_set:
+            rec = lookup(rid)
+            if rec is None:
+                raise MissingParent("lineage is incomplete: a record is not available",
+                                    record=rid, cited_by=child)
+            got[rid] = rec
+        if rec.key in dep_set and rec.key not in above:
             have = versions.get(rec.key)
             if have is not None and have != rid:
                 raise FrontierConflict(
@@ -108,17 +128,16 @@ def frontier(
             records[rec.key] = rec
             if depth > max_depth:
                 max_depth = depth
+            above = above | {rec.key}
+        if above >= dep_set or (limit is not None and depth >= limit):
             continue
-        if limit is not None and depth >= limit:
-            continue
-        for p in rec.parents:
-            if p not in seen:
-                frontier_ids.append((p, depth + 1, rid))
+        for p in reversed(rec.parents):
+            stack.append((p, depth + 1, rid, above))
     if len(versions) != len(dep_set):
         missing = sorted(k for k in dep_set if k not in versions)
         raise MissingBoundary("dependencies not reached from the roots", keys=missing,
                               roots=roots_t)
-    return Frontier(roots=roots_t, versions=versions, records=records, visited=len(seen),
+    return Frontier(roots=roots_t, versions=versions, records=records, visited=len(bounded),
                     depth=max_depth)
 
 
