@@ -18,6 +18,7 @@ import pytest
 from icore.fence import Outcome, avalidate, validate
 from icore.memory import AsyncOwnerAccess, OwnerAccess
 from icore.net import (
+    PROTOCOL_VERSION,
     AuthenticationError,
     ConnectionClosed,
     ErrorReply,
@@ -291,7 +292,7 @@ class TestSecurity:
         wire = record_to_wire(rec)
         wire[9] = b'{"v":666}'
         replies, closed = asyncio.run(_raw(server.address, client_context(certs, "a"),
-                                           [_frame([1, 7, 1, wire])]))
+                                           [_frame([PROTOCOL_VERSION, 7, 1, wire])]))
         assert closed
         assert isinstance(replies[0], ErrorReply)
         ev = server.server.events[-1]
@@ -313,7 +314,8 @@ class TestSecurity:
 
     @pytest.mark.parametrize("junk", [
         struct.pack(">I", 2**31) + b"x", b"\x00\x00\x00\x03\xc1\xc1\xc1",
-        _frame([1, 99, 1]), _frame("not an array"), _frame([2, 11, 1]),
+        _frame([PROTOCOL_VERSION, 99, 1]), _frame("not an array"),
+        _frame([PROTOCOL_VERSION + 1, 11, 1]),
     ], ids=["oversize", "not-msgpack", "unknown-type", "wrong-shape", "version"])
     def test_garbage_frames(self, server: ServerThread, certs: Path, junk: bytes) -> None:
         """Undecodable frames over a real connection: typed error and a closed connection."""

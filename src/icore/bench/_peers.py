@@ -34,6 +34,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -59,11 +60,22 @@ from icore.net import (
     client_context,
     init_team_certs,
 )
-from icore.records import Record, derive
+from icore.records import Record, derive, encode_record
 
 PEERS = ("redis", "nats", "etcd")
 """Peer systems the benchmark knows, in table order."""
 D_VALUES = (1, 8)
+
+
+def _version(i: int) -> bytes:
+    """The value a peer holds per key: a 32-byte content address, as icore's record id."""
+    return hashlib.sha256(f"req/{i}".encode()).digest()
+
+
+def _payload(n: int) -> bytes:
+    """What a peer commit writes: the encoded record icore's commit carries."""
+    return encode_record(Record.create(key=f"w/{n}", owner="owner", seq=n + 1,
+                                       content={"n": n}))
 EXECUTORS = 8
 WRITERS = 8
 
@@ -342,8 +354,8 @@ class _SharedClose(Conn):
 # -- Redis (mutual TLS 1.3) --------------------------------------------------------------
 
 _CAS = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2]); return 1
+if (redis.call('HGET', KEYS[1], 'v') or '') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'record', ARGV[3]); return 1
 end
 return 0
 """
@@ -376,7 +388,7 @@ class RedisSystem(System):
         await _wait_port(self._port, self._proc, "redis-server")
         conn = await self.connect()
         assert isinstance(conn, _RedisConn)
-        await conn.r.mset({f"req/{i}": f"v{i}" for i in range(1, max(D_VALUES) + 1)})
+        await conn.r.mset({f"req/{i}": _version(i) for i in range(1, max(D_VALUES) + 1)})
         await conn.close()
 
     @property
@@ -416,10 +428,7 @@ class _RedisConn(Conn):
 
     async def commit(self) -> None:
         nxt = str(int(self.version or "0") + 1)
-        if self.version == "":
-            ok = await self.r.set(self.key, nxt, nx=True)
-        else:
-            ok = await self.cas(keys=[self.key], args=[self.version, nxt])
+        ok = await self.cas(keys=[self.key], args=[self.version, nxt, _payload(int(nxt))])
         if not ok:
             raise RuntimeError("redis CAS failed")
         self.version = nxt
@@ -451,7 +460,7 @@ class NatsSystem(System):
         conn = await self.connect()
         assert isinstance(conn, _NatsConn)
         for i in range(1, max(D_VALUES) + 1):
-            await conn.kv.put(f"req.{i}", f"v{i}".encode())
+            await conn.kv.put(f"req.{i}", _version(i))
         await conn.close()
 
     @property
@@ -493,9 +502,9 @@ class _NatsConn(Conn):
 
     async def commit(self) -> None:
         if self.rev is None:
-            self.rev = await self.kv.create(self.key, b"1")
+            self.rev = await self.kv.create(self.key, _payload(0))
         else:
-            self.rev = await self.kv.update(self.key, b"x", last=self.rev)
+            self.rev = await self.kv.update(self.key, _payload(self.rev), last=self.rev)
 
     async def close(self) -> None:
         await self.nc.close()
@@ -529,7 +538,7 @@ class EtcdSystem(System):
         conn = await self.connect()
         assert isinstance(conn, _EtcdConn)
         for i in range(1, max(D_VALUES) + 1):
-            await conn.c.put(f"req/{i}".encode(), f"v{i}".encode())
+            await conn.c.put(f"req/{i}".encode(), _version(i))
         await conn.close()
 
     @property
@@ -564,7 +573,8 @@ class _EtcdConn(Conn):
     async def commit(self) -> None:
         t = self.c.transactions
         ok, res = await self.c.transaction(compare=[t.mod(self.key) == self.rev],
-                                           success=[t.put(self.key, b"x")], failure=[])
+                                           success=[t.put(self.key, _payload(self.rev))],
+                                           failure=[])
         if not ok:
             raise RuntimeError("etcd CAS failed")
         self.rev = int(res[0].response_put.header.revision)  # the key's new mod_revision

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Sequence
 
 from icore.errors import HeadConflict, IcoreError, OwnershipError
-from icore.memory import CommitOp, Store
+from icore.memory import CommitOp, HeadEntry, Store
 from icore.net._protocol import (
     Ack,
     Announce,
@@ -116,8 +116,16 @@ class OwnerHandler:
     def _handle(self, msg: Message, peer: str) -> Message:
         if isinstance(msg, HeadQuery):
             inline = min(msg.inline_max_bytes, self.inline_cap_bytes)
-            heads = self.store.heads(msg.keys, known=dict(msg.known), inline_max_bytes=inline)
-            return HeadReplyMsg(msg.rid, self.agent, tuple(heads.values()))
+            known = msg.known
+            heads = self.store.heads(msg.keys, known=dict(known), inline_max_bytes=inline)
+            full: list[HeadEntry] = []
+            same: list[tuple[str, int]] = []
+            for h in heads.values():
+                if h.record is None and known.get(h.key) == h.record_id:
+                    same.append((h.key, h.seq))  # unchanged: the id is not sent back
+                else:
+                    full.append(h)
+            return HeadReplyMsg(msg.rid, self.agent, tuple(full), tuple(same))
         if isinstance(msg, FetchRequest):
             return FetchReply(msg.rid, tuple(self.store.fetch(msg.ids)))
         if isinstance(msg, Commit):

@@ -578,7 +578,7 @@ class OwnerClient:
         kn = dict(known or {})
         reply = await self.rpc(owner, lambda rid: HeadQuery(rid, k, kn, self.inline_max_bytes),
                                timeout_s=timeout_s)
-        return to_head_reply(reply, owner=owner, keys=k)
+        return to_head_reply(reply, owner=owner, keys=k, known=kn)
 
     async def fetch(self, owner: str, ids: Sequence[RecordId], *,
                     timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
