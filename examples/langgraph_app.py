@@ -4,8 +4,10 @@ The graph is an ordinary LangGraph ``StateGraph``: plan -> revise -> execute. Th
 ``book`` tool is an ordinary LangChain ``@tool``. Two wrappers add the protection:
 
 * ``fenced_tool(book, ...)`` routes every call through the PlanFence gate: the plan must
-  descend from the owner's current requirement (D(a) = {req/trip-17}); after the
-  post-plan revision the gate asks for one replan and books the fresh destination;
+  descend from the owner's current requirement (D(a) = {req/trip-17}) and bind the call
+  (``bind_action``: the tool and its arguments are part of the plan, so a call with other
+  arguments is blocked ``args_mismatch``); after the post-plan revision the gate asks for
+  one replan and books the destination the fresh plan binds;
 * ``recorded_node(...)`` turns each node call into an iCORE event.
 
 Run: ``python examples/langgraph_app.py``
@@ -25,7 +27,7 @@ from icore.agents._langgraph import (
     last_result,
     recorded_node,
 )
-from icore.fence import Fence, Replan, ReplanRequest
+from icore.fence import Fence, Replan, ReplanRequest, bind_action
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
 from icore.state import State
@@ -58,9 +60,14 @@ def build() -> tuple[Any, dict[str, Any]]:
     booked: list[str] = []
 
     def make_plan(req: Record) -> Record:
+        dest = req.content["destination"]
         plan = derive(key=PLAN, owner="planner", seq=planner.next_seq(), type="plan",
-                      content={"destination": req.content["destination"]}, inputs=[req])
-        planner.commit(plan, writer="planner")
+                      content={"destination": dest,
+                               **bind_action("book", {"destination": dest})}, inputs=[req])
+        # a re-derived plan names the head it replaces instead of citing it as a parent
+        head = planner.head(PLAN)
+        planner.commit(plan, writer="planner",
+                       expected_head=None if head is None else head.record_id)
         executor.install(plan)
         current["roots"] = [plan.id]
         return plan
@@ -72,8 +79,8 @@ def build() -> tuple[Any, dict[str, Any]]:
         return f"booked {destination}"
 
     def replan(rq: ReplanRequest) -> Replan:
-        plan = make_plan(rq.fresh[REQ])
-        return Replan(roots=[plan.id], args={"destination": plan.content["destination"]})
+        # the fresh plan's bound arguments are the ones executed
+        return Replan(roots=[make_plan(rq.fresh[REQ]).id])
 
     fence = Fence.for_store(executor, owners)
     safe_book = fenced_tool(book, fence=fence, depends_on={REQ},

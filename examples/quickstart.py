@@ -5,7 +5,7 @@ Run: ``.venv/bin/python examples/quickstart.py``
 
 from __future__ import annotations
 
-from icore.fence import Fence, Replan, ReplanRequest, protected
+from icore.fence import Fence, Replan, ReplanRequest, bind_action, protected
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
 
@@ -13,15 +13,17 @@ ownership = OwnershipMap({"req/trip-17": "reviser"}, {"plan/*": "planner"})
 reviser = MemoryStore(ownership, "reviser")
 executor = MemoryStore(ownership, "executor")
 
-# the owner commits r3; the planner derives a plan citing r3's exact id
+# the owner commits r3; the planner derives a plan citing r3's exact id. The plan binds
+# the call it authorizes (the tool and its arguments): other arguments are blocked.
 r3 = Record.create(key="req/trip-17", owner="reviser", seq=1, content={"dest": "Lisbon"})
 reviser.commit(r3, writer="reviser")
 executor.install(r3)
-plan = derive(key="plan/trip-17", owner="planner", seq=1, content={"dest": "Lisbon"},
-              inputs=[r3])
+plan = derive(key="plan/trip-17", owner="planner", seq=1,
+              content=bind_action("book", {"dest": "Lisbon"}), inputs=[r3])
 executor.install(plan)
 
-# the owner revises the requirement after planning, before the action
+# the owner revises the requirement after planning, before the action; r4 cites r3, the
+# head it replaces (compare-and-set: a writer citing an older version is refused)
 r4 = derive(key="req/trip-17", owner="reviser", seq=2, content={"dest": "Porto"},
             inputs=[r3], type="record")
 reviser.commit(r4, writer="reviser")
@@ -36,9 +38,10 @@ def replan(req: ReplanRequest) -> Replan:
     """Called at most once, with the verified fresh records only (isolated history)."""
     fresh = req.fresh["req/trip-17"]
     new_plan = derive(key="plan/trip-17", owner="planner", seq=2,
-                      content={"dest": fresh.content["dest"]}, inputs=[fresh])
+                      content=bind_action("book", {"dest": fresh.content["dest"]}),
+                      inputs=[fresh])
     executor.install(new_plan)
-    return Replan(roots=[new_plan.id], args={"dest": fresh.content["dest"]})
+    return Replan(roots=[new_plan.id])  # the fresh plan's arguments are executed
 
 
 fence = Fence.for_store(executor, LocalOwners({"reviser": reviser}))

@@ -85,10 +85,11 @@ class TestManifest:
 
 
 def _revise(client: SyncOwnerClient, owner: str, key: str, prev: Record) -> Record:
-    # revisions are lineage roots here, so executors need no ancestry to plan over them
+    # revisions are lineage roots here, so executors need no ancestry to plan over them;
+    # each names the head it replaces (compare-and-set on an explicit expected head)
     rec = Record.create(key=key, owner=owner, seq=prev.seq + 1, content={"v": prev.seq + 1},
                         type="requirement")
-    client.commit(owner, rec)
+    client.commit(owner, rec, expected_head=prev.id)
     return rec
 
 

@@ -11,7 +11,7 @@ from langchain_core.tools import tool
 
 from icore.agents._langgraph import GraphRecorder, fenced_tool, last_result
 from icore.errors import ActionBlocked
-from icore.fence import Fence
+from icore.fence import Fence, bind_action
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
 
@@ -43,7 +43,8 @@ def _setup() -> tuple[Fence, list[str], Record]:
     r1 = Record.create(key="req/a", owner="owner", seq=1, content={"v": 1})
     owner.commit(r1, writer="owner")
     ex.install(r1)
-    plan = derive(key="plan/a", owner="planner", seq=1, content={"v": 1}, inputs=[r1])
+    plan = derive(key="plan/a", owner="planner", seq=1,
+                  content={"v": 1, **bind_action("act", {"value": 1})}, inputs=[r1])
     planner.commit(plan, writer="planner")
     ex.install(plan)
     r2 = derive(key="req/a", owner="owner", seq=2, content={"v": 2}, inputs=[r1])

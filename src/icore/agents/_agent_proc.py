@@ -52,6 +52,7 @@ from icore.fence import (
     Replan,
     ReplanRequest,
     Validator,
+    bind_action,
 )
 from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, OwnershipMap, SQLiteStore, Store
 from icore.net import OwnerClient, OwnerServer, client_context, server_context
@@ -97,7 +98,7 @@ class _Bridge:
         target = self.central or owner
         reply: HeadReply = self._run(self.client.query_heads(target, keys, known=known,
                                                              timeout_s=timeout_s), timeout_s)
-        return HeadReply(owner, reply.heads) if self.central else reply
+        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
 
     def fetch(self, owner: str, ids: Sequence[RecordId], *,
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
@@ -105,6 +106,28 @@ class _Bridge:
         recs: list[Record] = self._run(self.client.fetch(self.central or owner, ids,
                                                          timeout_s=timeout_s), timeout_s)
         return recs
+
+
+class _AsyncBridge:
+    """Async :class:`~icore.memory.AsyncOwnerAccess` over the owner client, on the agent's
+    loop: ``Fence.aexecute`` queries the owners of D(a) concurrently through it. With
+    ``central`` every owner is answered by the centralized-lineage service."""
+
+    def __init__(self, client: OwnerClient, central: str | None = None) -> None:
+        self.client, self.central = client, central
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """One batched head query (to the owner, or to the central service)."""
+        reply = await self.client.query_heads(self.central or owner, keys, known=known,
+                                              timeout_s=timeout_s)
+        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """Fetch exact records."""
+        return await self.client.fetch(self.central or owner, ids, timeout_s=timeout_s)
 
 
 class AgentProcess:
@@ -266,14 +289,22 @@ class AgentProcess:
         return None if h is None else self.store.get(h.record_id)
 
     async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
-        """Commit an own record (and at the central service), then replicate it."""
+        """Commit an own record (and at the central service), then replicate it.
+
+        The record replaces this agent's current head of its key, named explicitly
+        (compare-and-set): a re-derived plan or shortlist need not cite the version it
+        replaces, and a lost race is a typed HeadConflict instead of a lost update.
+        """
         assert self.client is not None
-        self.store.commit(rec, writer=self.id)
+        head = self.store.head(rec.key)
+        base = None if head is None else head.record_id
+        self.store.commit(rec, writer=self.id, expected_head=base)
         if self.policy == "centralized_lineage":
             # the central service serializes every commit: keep this owner's sequence
             # order (FIFO lock, taken right after the local commit)
             async with self._central_lock:
-                await self.client.commit("central", rec, timeout_s=self.rpc_s)
+                await self.client.commit("central", rec, expected_head=base,
+                                         timeout_s=self.rpc_s)
         targets = [self.roles[r] for r in to_roles if r in self.roles and self.roles[r] != self.id]
         results = await asyncio.gather(*(self.client.replicate(t, [rec], timeout_s=self.rpc_s)
                                          for t in targets), return_exceptions=True)
@@ -401,8 +432,11 @@ class AgentProcess:
         if not out.ok or out.args is None:
             return res
         args = {"task": task, "option": out.args["candidate"]}
+        # the planning model's tool call is the plan: it binds the action and its
+        # arguments, so the executor can run exactly these (planfence A.3 step 1)
         rec = derive(key=f"plan/{task}", owner=self.id, seq=self.store.next_seq(), type="plan",
-                     content={"action": fs.action, "args": args, "revision": digest},
+                     content={"action": fs.action, "args": args, "revision": digest,
+                              **bind_action(fs.action, args)},
                      inputs=[req, *sources])
         res["record"] = await self.publish(rec, ("executor", "auditor"))
         res["args"] = args
@@ -453,7 +487,7 @@ class AgentProcess:
         else:
             central = "central" if self.policy == "centralized_lineage" else None
             validator = GateValidator(lookup=self.store.lookup, ownership=self.ownership,
-                                      owners=_Bridge(self.client, self.loop, central),
+                                      owners=_AsyncBridge(self.client, central),
                                       name=self.policy, clock=clock, points=PointCounter(),
                                       timeout_s=self.rpc_s)
         return Fence(validator=validator, install=self.store, log=DecisionLog())
@@ -499,15 +533,13 @@ class AgentProcess:
         res: dict[str, Any] = {"decision": out.to_dict(), "executed": False}
         if not out.ok:
             return res
-        loop = self.loop
         replans: list[dict[str, Any]] = []
 
-        def replan(rq: ReplanRequest) -> Replan | None:
+        async def replan(rq: ReplanRequest) -> Replan | None:
             fresh = [rec_b64(r) for r in rq.fresh.values()]
-            fut = asyncio.run_coroutine_threadsafe(
+            reply = await asyncio.wait_for(
                 self.call("planner", "replan", task=task, family=family, fresh=fresh,
-                          old_args=dict(rq.old_args)), loop)
-            reply = fut.result(self.step_s + 5.0)
+                          old_args=dict(rq.old_args)), self.step_s + 5.0)
             replans.append(reply)
             if not reply.get("ok"):
                 return None
@@ -519,8 +551,8 @@ class AgentProcess:
 
         fence = self._fence
         ptool = self._tool(fs.action)
-        ar = await asyncio.to_thread(fence.execute, ptool, roots=[plan.id], args=args,
-                                     replan=replan)
+        # async protected action: the owners of D(a) are queried concurrently
+        ar = await fence.aexecute(ptool, roots=[plan.id], args=args, replan=replan)
         res.update({
             "executed": ar.executed, "replanned": ar.replanned, "roots": list(ar.roots),
             "args": dict(ar.args), "detail": ar.detail, "outcome": ar.outcome.value,

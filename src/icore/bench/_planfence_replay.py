@@ -55,8 +55,16 @@ from icore.fence import (
     ReplanRequest,
     Validator,
     avalidate,
+    bind_action,
 )
-from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply, MemoryStore, OwnershipMap
+from icore.memory import (
+    DEFAULT_TIMEOUT_S,
+    HeadEntry,
+    HeadReply,
+    MemoryStore,
+    OwnershipMap,
+    Store,
+)
 from icore.net import (
     DEFAULT_BASE_DELAY_MS,
     DEFAULT_TLS_COST,
@@ -724,24 +732,29 @@ class Episode:
             rec = derive(key=f"derived/{step.action}/{level}", owner=self.s.planner,
                          seq=planner.next_seq(), type="derived",
                          content={"level": level, "of": step.action}, inputs=inputs)
-            planner.commit(rec, writer=self.s.planner)
+            _replace_head(planner, rec, self.s.planner)
             self.truth[rec.id] = rec
             chain.append(rec)
             inputs = [rec]
         args = {k: sources[k].content["value"][:24] if sources[k].content else None
                 for k in step.cited}
+        # the plan binds the call it authorizes: the action and its arguments
         plan = derive(key=f"plan/{step.action}", owner=self.s.planner,
                       seq=planner.next_seq(), type="plan",
-                      content={"action": self.s.action_name, "args": args}, inputs=inputs)
-        planner.commit(plan, writer=self.s.planner)
+                      content={"action": self.s.action_name, "args": args,
+                               **bind_action(self.s.action_name, args)}, inputs=inputs)
+        _replace_head(planner, plan, self.s.planner)
         self.truth[plan.id] = plan
         # handoff of the plan (and what it cites) to the executor: identical under every
         # policy and not coordination, so it is not charged
         ex = self.stores[self.s.executor]
-        for k in step.cited:
-            ex.install(sources[k])
-        for i, rec in enumerate(chain):
-            if skip_install and i == 0:
+        # with the ancestry of the cited records (owners' earlier versions), so the
+        # executor's lineage is complete: a lineage-incomplete record never authorizes
+        withheld = chain[0].id if skip_install and chain else None
+        for rec in _ancestry([sources[k] for k in step.cited], self.truth, ex):
+            ex.install(rec)
+        for rec in chain:
+            if rec.id == withheld:
                 continue  # App. C "missing lineage": an intermediate never arrives
             ex.install(rec)
         ex.install(plan)
@@ -889,10 +902,10 @@ class Episode:
             sources = self._plan_sources(plan, pstep)
             sources.update({k: r for k, r in req.fresh.items() if k in sources})
             new = self._plan(pstep, sources)
-            return Replan(roots=[new.id], args={"plan": new.id[:16]})
+            return Replan(roots=[new.id])  # executes the fresh plan's bound arguments
 
         t0 = self.clock.now_ms()
-        res = fence.execute(tool, roots=[plan.id], args={"plan": plan.id[:16]},
+        res = fence.execute(tool, roots=[plan.id], args=dict(plan.content["args"]),
                             replan=replan if spec.replan else None)
         self.pending_stall += self.clock.now_ms() - t0
         if step.fault is Fault.OUTAGE and fault_owner is not None:
@@ -917,6 +930,33 @@ class Episode:
         if self.faulty_sync is not None:
             out.append(self.faulty_sync)
         return out
+
+
+def _ancestry(recs: Sequence[Record], truth: Mapping[RecordId, Record], have: Store
+              ) -> list[Record]:
+    """``recs`` and their ancestors that ``have`` lacks or holds lineage incomplete,
+    parents before children."""
+    out: list[Record] = []
+    seen: set[RecordId] = set()
+    stack: list[tuple[Record, bool]] = [(r, False) for r in reversed(recs)]
+    while stack:
+        rec, expanded = stack.pop()
+        if expanded:
+            out.append(rec)
+            continue
+        if rec.id in seen or have.lookup(rec.id) is not None:
+            continue  # already held with complete lineage
+        seen.add(rec.id)
+        stack.append((rec, True))
+        stack.extend((truth[p], False) for p in rec.parents if p not in seen)
+    return out
+
+
+def _replace_head(store: Store, rec: Record, writer: str) -> None:
+    """Commit a re-derived record as the new head of its key, naming the head it replaces
+    (it cites fresh inputs, not its previous version)."""
+    head = store.head(rec.key)
+    store.commit(rec, writer=writer, expected_head=None if head is None else head.record_id)
 
 
 def _bump(row: ActionRow, stall: float, nbytes: int, rpcs: int) -> ActionRow:

@@ -1,4 +1,4 @@
-"""``icore bench core``: gate decisions/s and SQLite put throughput."""
+"""``icore bench core``: gate decisions/s, single-writer and contended commits/s."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.bench._core_gate import run_core_bench
+from icore.bench._core_gate import BEFORE_COMMITS_PER_S, run_core_bench
 from icore.cli._inputs import bad_options, positive_seconds
 
 TARGET = 20_000.0
@@ -16,22 +16,38 @@ def bench_core(
     seconds: float = typer.Option(1.0, callback=positive_seconds,
                                   help="Measuring time per cell, in seconds (finite, > 0)."),
 ) -> None:
-    """Gate decisions/s for d in {1, 8} x depth in {1, 8} on both stores; SQLite puts/s."""
+    """Gate decisions/s for d in {1, 8} x depth in {1, 8} on both stores; commits/s of one
+    writer (next to the figure before the atomic owner rules) and of 8 contended writers."""
     console = Console(width=120)
-    with bad_options(), console.status("measuring the gate..."):
-        figs, puts = run_core_bench(seconds)
+    with bad_options(), console.status("measuring the gate and the stores..."):
+        res = run_core_bench(seconds)
     table = Table("store", "d", "depth", "decisions/s", "µs/decision",
                   title="PlanFence gate, in process (planfence Alg. 1)")
-    for f in figs:
+    for f in res.gates:
         table.add_row(f.store, str(f.d), str(f.depth), f"{f.decisions_per_s:,.0f}",
                       f"{f.us_per_decision:.1f}")
     console.print(table)
-    head = next(f for f in figs if f.store == "memory" and f.d == 1 and f.depth == 1)
+    head = next(f for f in res.gates if f.store == "memory" and f.d == 1 and f.depth == 1)
     ratio = head.decisions_per_s / TARGET
     console.print(f"memory d=1 depth=1: {head.decisions_per_s:,.0f} decisions/s = "
                   f"{ratio:.2f}x the 20,000/s target")
-    for mode, rate in puts.items():
-        console.print(f"SQLite commits/s (WAL, synchronous={mode}): {rate:,.0f}")
+    commits = Table("store", "commits/s", "before #12 (b43cb0e)", "change",
+                    title="Single writer, one commit per transaction (CAS on the base)")
+    labels = {"memory": "memory", "sqlite": "SQLite WAL NORMAL", "sqlite-full": "SQLite WAL FULL"}
+    for kind, rate in res.commits.items():
+        before = BEFORE_COMMITS_PER_S.get(kind)
+        commits.add_row(labels[kind], f"{rate:,.0f}",
+                        f"{before:,.0f}" if before else "-",
+                        f"{(rate / before - 1) * 100:+.0f}%" if before else "-")
+    console.print(commits)
+    cont = Table("writers", "backend", "hot keys", "acknowledged", "conflicts (retried)",
+                 "commits/s", title="Contended commits: writers racing on the same keys")
+    for c in res.contended:
+        cont.add_row(str(c.writers), c.backend, str(c.keys), f"{c.commits:,}",
+                     f"{c.conflicts:,}", f"{c.commits_per_s:,.0f}")
+    console.print(cont)
+    console.print("'before' was measured on the same workload on the 2-core dev machine; "
+                  "compare on one machine by running both commits (README).")
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

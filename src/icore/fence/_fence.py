@@ -248,6 +248,21 @@ class Fence:
         b = self._bound(tool, tuple(roots))
         return None if b is None or isinstance(b, str) else b[1]
 
+    def _replan_args(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
+                     given: Mapping[str, Any] | None
+                     ) -> tuple[Mapping[str, Any], str | None]:
+        """The arguments to revalidate after a replan, or why there are none."""
+        if given is not None:
+            return given, None
+        b = self._bound(tool, roots)
+        if b is None:
+            return {}, None  # a root is not available: the gate blocks on lineage
+        if isinstance(b, str):
+            return {}, b
+        if b[1] is None:
+            return {}, "the fresh root binds only an argument digest; Replan must pass args"
+        return b[1], None
+
     def _pre_check(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
                    args: Mapping[str, Any], replanned: bool
                    ) -> GateDecision | frozenset[str]:
@@ -326,14 +341,12 @@ class Fence:
                                      f"replan failed: returned {type(new).__name__}, "
                                      "not a Replan", raise_on_block)
             roots2 = tuple(new.roots)
-            args2 = new.args if new.args is not None else self.bound_args(tool, roots2)
-            if args2 is None:
-                d2 = self._pre_block(tool, roots2, Reason.ARGS_MISMATCH,
-                                     "the fresh root binds no arguments to execute", True)
+            args2, why = self._replan_args(tool, roots2, new.args)
+            if why is not None:
+                d2 = self._pre_block(tool, roots2, Reason.ARGS_MISMATCH, why, True)
             else:
                 d2 = yield _Check(roots2, args2, True)
             decisions.append(d2)
-            args2 = args2 if args2 is not None else {}
             if d2.authorized:
                 value = yield _Run(args2)
                 return ActionResult(Outcome.AUTHORIZED, True, value, tuple(decisions), True,

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -50,6 +52,14 @@ CREATE TABLE IF NOT EXISTS owner_seq (owner TEXT PRIMARY KEY, seq INTEGER NOT NU
     id TEXT NOT NULL) WITHOUT ROWID;
 """
 _FORMAT = "icore-store-1"
+
+LOCK_TIMEOUT_S = 10.0
+"""How long a commit waits for another process's write transaction on the file, in s."""
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 class SQLiteStore(Store):
@@ -102,7 +112,7 @@ class SQLiteStore(Store):
     def _open(self, agent: str | None, synchronous: str) -> None:
         try:
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
-                                       check_same_thread=False, timeout=10.0)
+                                       check_same_thread=False, timeout=LOCK_TIMEOUT_S)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone() \
@@ -164,7 +174,7 @@ class SQLiteStore(Store):
             s._lock.acquire()
             if s._depth == 0:
                 try:
-                    s._db.execute("BEGIN IMMEDIATE")
+                    s._begin_immediate()
                 except BaseException:
                     s._lock.release()
                     raise
@@ -191,6 +201,38 @@ class SQLiteStore(Store):
                     s._staged_seqs.clear()
             finally:
                 s._lock.release()
+
+    def _begin_immediate(self) -> None:
+        """Take the file's write lock, retrying with short jittered sleeps while another
+        process holds it (SQLite's own busy handler backs off to 100 ms sleeps, which
+        starves contended writers), for at most ``LOCK_TIMEOUT_S`` seconds."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise StoreError(f"cannot start a transaction: {exc}",
+                                 path=str(self.path)) from exc
+        self._db.execute("PRAGMA busy_timeout=0")
+        try:
+            deadline = time.monotonic() + LOCK_TIMEOUT_S
+            pause = 0.0001
+            while True:
+                time.sleep(pause * (0.5 + random.random()))
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise StoreError(f"cannot start a transaction: {exc}",
+                                         path=str(self.path)) from exc
+                    if time.monotonic() > deadline:
+                        raise StoreError("the store file stayed locked by another writer",
+                                         path=str(self.path),
+                                         timeout_s=LOCK_TIMEOUT_S) from exc
+                pause = min(pause * 2, 0.002)
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
 
     def _tx(self) -> SQLiteStore._Tx:
         return SQLiteStore._Tx(self)

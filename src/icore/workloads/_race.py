@@ -24,6 +24,7 @@ from icore.fence import (
     Replan,
     ReplanRequest,
     Validator,
+    bind_action,
 )
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
@@ -76,10 +77,14 @@ def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
         s.install(r3)
 
     def make_plan(req: Record) -> Record:
+        dest = req.content["destination"]
         plan = derive(key=PLAN_KEY, owner="planner", seq=planner.next_seq(), type="plan",
-                      content={"action": "book", "destination": req.content["destination"]},
+                      content={"action": "book", "destination": dest,
+                               **bind_action("book", {"destination": dest})},
                       inputs=[req])
-        planner.commit(plan, writer="planner")
+        head = planner.head(PLAN_KEY)  # a re-derived plan names the head it replaces
+        planner.commit(plan, writer="planner",
+                       expected_head=None if head is None else head.record_id)
         executor.install(plan)
         return plan
 
@@ -112,8 +117,7 @@ def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
 
     def replan(req: ReplanRequest) -> Replan:
         fresh = req.fresh[REQ_KEY]
-        plan = make_plan(fresh)
-        return Replan(roots=[plan.id], args={"destination": plan.content["destination"]})
+        return Replan(roots=[make_plan(fresh).id])  # runs the fresh plan's arguments
 
     res: ActionResult = fence.execute(tool, roots=[p3.id],
                                       args={"destination": p3.content["destination"]},
