@@ -9,8 +9,8 @@ PHOENIX_VENV ?= .venv-phoenix
 # CrewAI pins openai<3, the OpenAI Agents SDK needs openai>=3: CrewAI gets its own venv
 CREW_VENV ?= .venv-crewai
 
-.PHONY: demo test test-browser test-crewai chromium lint typecheck bench clean venv phoenix \
-	nats-dev matched-nats
+.PHONY: demo test test-browser test-crewai chromium lint typecheck bench bench-peers peers \
+	clean venv phoenix nats-dev matched-nats
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -89,6 +89,16 @@ matched-nats: $(VENV)/.installed-run
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/icore bench core
+
+# Redis, NATS and etcd from Debian's packages, their asyncio clients from PyPI (issue 17)
+peers: $(VENV)/.installed-dev
+	@command -v redis-server >/dev/null && command -v nats-server >/dev/null \
+	  && command -v etcd >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nats-server etcd-server; }
+	$(BIN)/pip install -q -e '.[peers]'
+
+bench-peers: peers
+	$(BIN)/icore bench peers $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) $(CREW_VENV) build dist .pytest_cache .mypy_cache \

@@ -15,7 +15,7 @@ PINNED = {
         "record_to_wire",
     ],
     "icore.memory": [
-        "DEFAULT_TIMEOUT_S", "FROM_PARENTS", "AsyncOwnerAccess", "CommitResult",
+        "DEFAULT_TIMEOUT_S", "FROM_PARENTS", "AsyncOwnerAccess", "CommitOp", "CommitResult",
         "ExpectedHead", "HeadEntry", "HeadReply", "LocalOwners", "MemoryStore",
         "OwnerAccess", "OwnerUnavailable", "OwnershipMap", "SQLiteStore", "Store",
         "check_commit_rules",

@@ -26,6 +26,14 @@ class TestSQLiteStore(StoreConformance):
         return SQLiteStore(tmp_path / f"{agent or 'central'}.sqlite", ownership, agent)
 
 
+class TestSQLiteExclusiveStore(StoreConformance):
+    """SQLite in exclusive mode (the owner service): heads served from memory (issue 17)."""
+
+    def make_store(self, ownership: OwnershipMap, agent: str | None, tmp_path: Path) -> Store:
+        return SQLiteStore(tmp_path / f"{agent or 'central'}.sqlite", ownership, agent,
+                           exclusive=True)
+
+
 def test_sqlite_survives_reopen(tmp_path: Path) -> None:
     """Records, heads, sequences, installed heads and incompleteness persist."""
     path = tmp_path / "alice.sqlite"

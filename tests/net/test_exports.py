@@ -13,7 +13,7 @@ DEFAULT_RTO_MS DEFAULT_TLS_COST HEADER_BYTES LINK_NAMES MAX_FRAME_BYTES PACKET_B
 SEGMENT_HEADER_BYTES SEGMENT_PAYLOAD_BYTES
 PROTOCOL_VERSION TRACE_FILES AGENT_ID_RE Ack AgentProcess AgentSpec Announce
 AsyncVirtualTransport AuthenticationError Commit CommitAck ConnectionClosed ErrorReply
-FetchReply FetchRequest FixedLink FrameDecoder FrameTooLarge HeadQuery HeadReplyMsg
+FetchReply FetchRequest FixedLink FrameDecoder FrameTooLarge GroupCommitter HeadQuery HeadReplyMsg
 HostCost HostCpu
 InvalidRecord Link LinkPair Loopback MalformedMessage ManifestError MemorySpec Message MsgType
 OwnerClient OwnerHandler OwnerServer OwnerUnreachable Ping Pong ProtocolError RemoteError

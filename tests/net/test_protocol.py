@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icore.memory import HeadEntry
+from icore.memory import HeadEntry, MemoryStore, OwnershipMap
 from icore.net import (
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
@@ -26,6 +26,7 @@ from icore.net import (
     HeadReplyMsg,
     InvalidRecord,
     MalformedMessage,
+    OwnerHandler,
     Ping,
     Pong,
     ProtocolError,
@@ -38,6 +39,7 @@ from icore.net import (
     encode_frame,
     frame_size,
 )
+from icore.net._stats import to_head_reply
 from icore.records import Record, record_to_wire
 
 REC = Record.create(key="req/1", owner="a", seq=1, content={"city": "Oslo"})
@@ -47,6 +49,7 @@ MESSAGES = [
     HeadQuery(1, ("req/1", "req/2"), {"req/1": REC.id}, 4096),
     HeadQuery(2, (), {}, 0),
     HeadReplyMsg(3, "a", (HeadEntry("req/1", REC.id, 1), HeadEntry("req/1", REC2.id, 2, REC2))),
+    HeadReplyMsg(3, "a", (HeadEntry("req/1", REC.id, 1),), (("req/2", 4), ("req/3", 9))),
     FetchRequest(4, (REC.id, REC2.id)),
     FetchReply(5, (REC, REC2)),
     Announce(6, (REC.without_content(),)),
@@ -58,6 +61,8 @@ MESSAGES = [
     Ping(12),
     Pong(13, "a"),
 ]
+
+V = PROTOCOL_VERSION
 
 
 def _frame(obj: object) -> bytes:
@@ -80,6 +85,35 @@ class TestRoundTrip:
         q = encode_frame(HeadQuery(1, ("req/trip-17",), {"req/trip-17": REC.id}))
         r = encode_frame(HeadReplyMsg(1, "planner", (HeadEntry("req/trip-17", REC.id, 7),)))
         assert len(q) + len(r) < 160
+
+    def test_unchanged_head_sends_no_id_back(self) -> None:
+        """Protocol 2: an owner answers a head equal to the caller's known id with its
+        sequence only; the client fills the id in from what it sent (issue 17)."""
+        store = MemoryStore(OwnershipMap.from_mapping({"req/*": "a"}), "a")
+        store.commit(REC, writer="a")
+        q = HeadQuery(1, ("req/1",), {"req/1": REC.id})
+        reply = OwnerHandler(store, agent="a").handle(decode_frame(encode_frame(q)), "b")
+        assert isinstance(reply, HeadReplyMsg)
+        assert reply.heads == () and reply.same == (("req/1", 1),)
+        full = encode_frame(HeadReplyMsg(1, "a", (HeadEntry("req/1", REC.id, 1),)))
+        assert len(encode_frame(reply)) <= len(full) - 32
+        got = to_head_reply(decode_frame(encode_frame(reply)), owner="a", keys=["req/1"],
+                            known={"req/1": REC.id})
+        assert got.heads["req/1"].record_id == REC.id and got.heads["req/1"].seq == 1
+        # a changed head comes back in full
+        store.commit(REC2, writer="a")
+        changed = OwnerHandler(store, agent="a").handle(q, "b")
+        assert isinstance(changed, HeadReplyMsg) and changed.same == ()
+        assert changed.heads[0].record_id == REC2.id
+        # "same" for a key the client sent no known id for is malformed (the gate blocks)
+        with pytest.raises(MalformedMessage, match="no known id"):
+            to_head_reply(reply, owner="a", keys=["req/1"], known={})
+
+    def test_query_sends_only_the_asked_keys_ids(self) -> None:
+        """Known ids of keys not asked of this owner stay off the wire."""
+        q = HeadQuery(1, ("req/1",), {"req/1": REC.id, "req/9": REC2.id})
+        back = decode_frame(encode_frame(q))
+        assert isinstance(back, HeadQuery) and dict(back.known) == {"req/1": REC.id}
 
     def test_stream_split_anywhere(self) -> None:
         """Feeding the concatenated frames byte by byte yields every message in order."""
@@ -129,9 +163,12 @@ class TestTypedErrors:
             decode_frame(_frame([PROTOCOL_VERSION + 1, 11, 1]))
 
     @pytest.mark.parametrize("obj", [
-        {"a": 1}, [1], [1, 99, 1], [1, 11, -1], [1, 11, True], [1, 1, 1, "keys", {}, 0],
-        [1, 1, 1, ["k"], {"k": b"short"}, 0], [1, 11, 1, "extra"], [1, 8, 1, b"x" * 32, 1, 1, 0],
-        [1, 2, 1, "a", [["k", b"x" * 32, "seq", None]]], [1, 10, 1, 5, "m"], [1, 7, 1, [1, 2]],
+        {"a": 1}, [V], [V, 99, 1], [V, 11, -1], [V, 11, True], [V, 1, 1, "keys", [], 0],
+        [V, 1, 1, ["k"], [b"short"], 0], [V, 1, 1, ["k"], {"k": b"x" * 32}, 0],
+        [V, 1, 1, ["k", "j"], [None], 0], [V, 11, 1, "extra"], [V, 8, 1, b"x" * 32, 1, 1, 0],
+        [V, 2, 1, "a", [["k", b"x" * 32, "seq", None]], []], [V, 2, 1, "a", [], [["k"]]],
+        [V, 2, 1, "a", [], [["k", -1]]], [V, 2, 1, "a", []], [V, 10, 1, 5, "m"],
+        [V, 7, 1, [1, 2]],
     ])
     def test_wrong_types(self, obj: object) -> None:
         """Wrong shapes and types are MalformedMessage."""
@@ -162,7 +199,7 @@ class TestTypedErrors:
         wire = record_to_wire(REC)
         wire[9] = b'{"city":"Paris"}'
         with pytest.raises(InvalidRecord) as ei:
-            decode_frame(_frame([1, 7, 1, wire]))
+            decode_frame(_frame([V, 7, 1, wire]))
         assert ei.value.fields["record_code"] == "record_id_mismatch"
 
     def test_inlined_record_must_match_head(self) -> None:

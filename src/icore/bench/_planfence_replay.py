@@ -336,10 +336,14 @@ class FaultyHandler(OwnerHandler):
     def handle(self, msg: Message, peer: str) -> Message:
         """Answer, then corrupt the head entries of :attr:`corrupt` keys."""
         reply = super().handle(msg, peer)
-        if self.corrupt and isinstance(reply, HeadReplyMsg):
+        if self.corrupt and isinstance(reply, HeadReplyMsg) and isinstance(msg, HeadQuery):
             heads = tuple(HeadEntry(h.key, h.record_id, 0) if h.key in self.corrupt else h
                           for h in reply.heads)
-            return HeadReplyMsg(reply.rid, reply.owner, heads)
+            # an unchanged head (answered "same") is corrupted into a full entry too
+            heads += tuple(HeadEntry(k, msg.known[k], 0) for k, _q in reply.same
+                           if k in self.corrupt)
+            same = tuple(e for e in reply.same if e[0] not in self.corrupt)
+            return HeadReplyMsg(reply.rid, reply.owner, heads, same)
         return reply
 
 

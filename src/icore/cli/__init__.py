@@ -51,6 +51,7 @@ _MODULES = (
     "_serve",
     "_bench_core",
     "_bench_net",
+    "_bench_peers",
     "_bench_planfence",
     "_bench_state",
     "_bench_otel",

@@ -398,10 +398,22 @@ def validate(
 
 
 async def _guarded(coro: Any, timeout_s: float) -> Any:
+    """Await ``coro`` within ``timeout_s``; any exception (a timeout too) is returned."""
     try:
-        return await asyncio.wait_for(coro, timeout=timeout_s)
+        async with asyncio.timeout(timeout_s):  # no extra task (unlike wait_for)
+            return await coro
     except Exception as exc:
         return exc
+
+
+async def _per_owner(calls: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Await one call per owner, all concurrently; one owner needs no gather or task."""
+    if len(calls) == 1:
+        ((owner, coro),) = calls.items()
+        return {owner: await _guarded(coro, timeout_s)}
+    names = list(calls)
+    results = await asyncio.gather(*(_guarded(calls[o], timeout_s) for o in names))
+    return dict(zip(names, results, strict=True))
 
 
 async def avalidate(
@@ -428,18 +440,13 @@ async def avalidate(
                    policy)
     step: Step = run.start()
     if isinstance(step, HeadQueries):
-        owners_l = list(step.per_owner)
-        results = await asyncio.gather(*(
-            _guarded(owners.query_heads(o, step.per_owner[o], known=step.known,
-                                        timeout_s=timeout_s), timeout_s)
-            for o in owners_l))
-        step = run.on_heads(dict(zip(owners_l, results, strict=True)))
+        step = run.on_heads(await _per_owner(
+            {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
+             for o, keys in step.per_owner.items()}, timeout_s))
     if isinstance(step, RecordFetches):
-        owners_f = list(step.per_owner)
-        got = await asyncio.gather(*(
-            _guarded(owners.fetch(o, step.per_owner[o], timeout_s=timeout_s), timeout_s)
-            for o in owners_f))
-        step = run.on_records(dict(zip(owners_f, got, strict=True)))
+        step = run.on_records(await _per_owner(
+            {o: owners.fetch(o, ids, timeout_s=timeout_s)
+             for o, ids in step.per_owner.items()}, timeout_s))
     assert isinstance(step, GateDecision)
     return step
 

@@ -16,6 +16,7 @@ from icore.memory._access import (
 )
 from icore.memory._base import (
     FROM_PARENTS,
+    CommitOp,
     CommitResult,
     ExpectedHead,
     HeadEntry,
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "FROM_PARENTS",
     "AsyncOwnerAccess",
+    "CommitOp",
     "CommitResult",
     "ExpectedHead",
     "HeadEntry",

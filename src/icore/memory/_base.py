@@ -19,10 +19,11 @@ import contextlib
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import ClassVar, Final, TypeAlias
 
 from icore.errors import (
     HeadConflict,
+    IcoreError,
     MalformedRecord,
     OwnershipError,
     SequenceConflict,
@@ -129,6 +130,21 @@ class CommitResult:
     lineage_complete: bool
 
 
+@dataclass(frozen=True, slots=True)
+class CommitOp:
+    """One commit of a group (:meth:`Store.commit_many`): the arguments of :meth:`Store.commit`.
+
+    Attributes:
+        record: the new version.
+        writer: the agent claiming to write it (authenticated by the caller).
+        expected_head: the head it replaces (:data:`FROM_PARENTS`, a record id, or None).
+    """
+
+    record: Record
+    writer: str
+    expected_head: ExpectedHead = FROM_PARENTS
+
+
 class Store(abc.ABC):
     """One agent's public memory: its own records and heads plus a replica cache.
 
@@ -137,6 +153,9 @@ class Store(abc.ABC):
         agent: the agent whose keys this store is authoritative for; None makes it a
             central store that accepts commits from every owner (centralized lineage).
     """
+
+    blocking_writes: ClassVar[bool] = False
+    """True when commits wait for disk I/O (servers then run them off their event loop)."""
 
     def __init__(self, ownership: OwnershipMap, agent: str | None = None) -> None:
         self.ownership = ownership
@@ -273,6 +292,39 @@ class Store(abc.ABC):
             complete = self._is_complete(record, self._incomplete_ids())
             self._write_commit(record, complete)
         return CommitResult(record, created=True, lineage_complete=complete)
+
+    def commit_many(self, ops: Sequence[CommitOp]) -> list[CommitResult | IcoreError]:
+        """Group commit: several commits in one critical section (issue 17).
+
+        Each op is checked by every owner rule of :meth:`commit` against the state the ops
+        before it left, exactly as if they were committed one after another; a refused op
+        writes nothing and does not stop the others. The whole group is one write
+        transaction (SQLite: one ``COMMIT``, so one fsync with ``synchronous=FULL``), so
+        the caller acknowledges every accepted op only after this returns.
+
+        Args:
+            ops: the commits, in the order they are to be applied.
+
+        Returns:
+            Per op, in order, its :class:`CommitResult` or the typed refusal (an
+            :class:`~icore.errors.IcoreError` such as ``HeadConflict``, ``SequenceError``,
+            ``OwnershipError``).
+
+        Raises:
+            StoreClosed: the store is closed.
+            Exception: the group's write itself failed (e.g. a disk error); nothing of the
+                group was written.
+        """
+        self._check_open()
+        out: list[CommitResult | IcoreError] = []
+        with self._critical():
+            for op in ops:
+                try:
+                    out.append(self.commit(op.record, writer=op.writer,
+                                           expected_head=op.expected_head))
+                except IcoreError as exc:
+                    out.append(exc)
+        return out
 
     def install(self, record: Record) -> bool:
         """Install another owner's record (or envelope) into the replica cache.

@@ -7,16 +7,25 @@ processes on the same file, behind SQLite's write lock) never both win, and a cr
 ``kill -9``) leaves either all of it or none of it.
 With the default ``synchronous=NORMAL`` in WAL mode an acknowledged commit survives a
 process crash; pass ``synchronous="FULL"`` to also survive power loss.
+
+``exclusive=True`` (the owner service, ``icore serve``): this process is the file's only
+user, enforced by an exclusive ``flock`` on ``<file>.lock`` that every other
+:class:`SQLiteStore` of the file (which takes a shared one) conflicts with. Heads and owner
+sequences are then also kept in an in-memory table, loaded at open and updated only after
+a write transaction commits, so head queries are answered without touching SQLite or
+waiting for a writer's fsync (issue 17); SQLite stays the durable copy.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
@@ -61,22 +70,48 @@ class SQLiteStore(Store):
         ownership: the team's ownership map.
         agent: the agent this store is authoritative for (None: central store).
         synchronous: SQLite ``synchronous`` pragma, ``"NORMAL"`` or ``"FULL"``.
+        exclusive: this process is the file's only user (see the module docstring): heads
+            are served from memory. Other processes may share a non-exclusive file.
 
     Raises:
-        StoreError: the file is not an icore store or belongs to another agent.
+        StoreError: the file is not an icore store, belongs to another agent, or is open
+            in another store in a way that conflicts with ``exclusive``.
     """
 
+    blocking_writes: ClassVar[bool] = True
+    """Commits wait for disk I/O (the owner service runs them off its event loop)."""
+
     def __init__(self, path: str | os.PathLike[str], ownership: OwnershipMap,
-                 agent: str | None = None, *, synchronous: str = "NORMAL") -> None:
+                 agent: str | None = None, *, synchronous: str = "NORMAL",
+                 exclusive: bool = False) -> None:
         super().__init__(ownership, agent)
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = Path(path)
+        self.exclusive = exclusive
         self._lock = threading.RLock()
         self._depth = 0
         self._after_commit: list[Record] = []
+        self._tx_thread: int | None = None
+        self._heads: dict[str, HeadEntry] = {}
+        self._seqs: dict[str, tuple[int, RecordId]] = {}
+        self._staged_heads: dict[str, HeadEntry] = {}
+        self._staged_seqs: dict[str, tuple[int, RecordId]] = {}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lockfile = self._take_file_lock()
+        except OSError as exc:
+            raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
+        try:
+            self._open(agent, synchronous)
+        except BaseException:
+            os.close(self._lockfile)
+            if hasattr(self, "_db"):
+                self._db.close()
+            raise
+
+    def _open(self, agent: str | None, synchronous: str) -> None:
+        try:
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
                                        check_same_thread=False, timeout=LOCK_TIMEOUT_S)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -106,6 +141,26 @@ class SQLiteStore(Store):
             r[0] for r in self._db.execute("SELECT id FROM records WHERE complete=0")
         }
         self._cache: dict[RecordId, Record] = {}
+        if self.exclusive:
+            self._heads = {k: HeadEntry(k, i, q) for k, i, q in
+                           self._db.execute("SELECT key, id, seq FROM heads")}
+            self._seqs = {o: (q, i) for o, q, i in
+                          self._db.execute("SELECT owner, seq, id FROM owner_seq")}
+
+    def _take_file_lock(self) -> int:
+        """Shared (or, exclusive mode, exclusive) advisory lock on ``<file>.lock``."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+                        | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError("store file is in use by another process"
+                             + (" (exclusive mode needs it alone)" if self.exclusive else
+                                " that opened it exclusively (an owner service)"),
+                             path=str(self.path)) from exc
+        return fd
 
     class _Tx:
         """Re-entrant write transaction: the outermost level runs ``BEGIN IMMEDIATE`` (the
@@ -124,6 +179,7 @@ class SQLiteStore(Store):
                 except BaseException:
                     s._lock.release()
                     raise
+                s._tx_thread = threading.get_ident()
             s._depth += 1
 
         def __exit__(self, et: object, ev: object, tb: object) -> None:
@@ -131,11 +187,22 @@ class SQLiteStore(Store):
             s._depth -= 1
             try:
                 if s._depth == 0:
+                    s._tx_thread = None
                     done, s._after_commit = s._after_commit, []
-                    s._db.execute("COMMIT" if et is None else "ROLLBACK")
+                    try:
+                        s._db.execute("COMMIT" if et is None else "ROLLBACK")
+                    except BaseException:
+                        s._staged_heads.clear()
+                        s._staged_seqs.clear()
+                        raise
+                    # the caches and the in-memory table follow only what is durable
                     if et is None:
                         for rec in done:
                             s._cache[rec.id] = rec
+                        s._heads.update(s._staged_heads)
+                        s._seqs.update(s._staged_seqs)
+                    s._staged_heads.clear()
+                    s._staged_seqs.clear()
             finally:
                 s._lock.release()
 
@@ -195,12 +262,30 @@ class SQLiteStore(Store):
         self._cache[rid] = rec
         return rec
 
+    def _in_my_tx(self) -> bool:
+        return self._tx_thread == threading.get_ident()
+
     def _head_raw(self, key: str) -> HeadEntry | None:
+        if self.exclusive:
+            # the writer inside its transaction sees its own staged heads; everyone else
+            # sees the committed (durable) table, without waiting for the writer
+            if self._tx_thread is not None and self._in_my_tx():
+                staged = self._staged_heads.get(key)
+                if staged is not None:
+                    return staged
+            return self._heads.get(key)
         with self._lock:
             row = self._db.execute("SELECT id, seq FROM heads WHERE key=?", (key,)).fetchone()
         return None if row is None else HeadEntry(key, row[0], row[1])
 
     def _owner_seq(self, owner: str) -> tuple[int, RecordId | None]:
+        if self.exclusive:
+            if self._tx_thread is not None and self._in_my_tx():
+                staged = self._staged_seqs.get(owner)
+                if staged is not None:
+                    return staged
+            got = self._seqs.get(owner)
+            return (0, None) if got is None else got
         with self._lock:
             row = self._db.execute("SELECT seq, id FROM owner_seq WHERE owner=?",
                                    (owner,)).fetchone()
@@ -222,6 +307,9 @@ class SQLiteStore(Store):
                              (rec.key, rec.id, rec.seq))
             self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
                              (rec.owner, rec.seq, rec.id))
+            if self.exclusive:
+                self._staged_heads[rec.key] = HeadEntry(rec.key, rec.id, rec.seq)
+                self._staged_seqs[rec.owner] = (rec.seq, rec.id)
         # the verified record with content, cached once the transaction commits: the
         # next version's parent check reads it
         self._after_commit.append(rec)
@@ -264,12 +352,15 @@ class SQLiteStore(Store):
         self._cache.pop(rec.id, None)
 
     def _head_keys(self) -> list[str]:
+        if self.exclusive:
+            return sorted(self._heads)
         with self._lock:
             return [r[0] for r in self._db.execute("SELECT key FROM heads ORDER BY key")]
 
     def _close(self) -> None:
         with self._lock:
             self._db.close()
+            os.close(self._lockfile)
 
     def record_count(self) -> int:
         """Return the number of records held (own and cached)."""

@@ -91,6 +91,7 @@ from icore.net._protocol import (
 from icore.net._stats import TrafficStats
 from icore.net._tcp import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
+    GroupCommitter,
     OwnerClient,
     OwnerServer,
     SecurityEvent,
@@ -139,6 +140,7 @@ __all__ = [
     "FixedLink",
     "FrameDecoder",
     "FrameTooLarge",
+    "GroupCommitter",
     "HeadQuery",
     "HeadReplyMsg",
     "HostCost",

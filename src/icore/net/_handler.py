@@ -18,9 +18,10 @@ logged on the ``icore.net`` logger with the peer and request id.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from icore.errors import HeadConflict, IcoreError, OwnershipError
-from icore.memory import Store
+from icore.memory import CommitOp, HeadEntry, Store
 from icore.net._protocol import (
     Ack,
     Announce,
@@ -70,20 +71,61 @@ class OwnerHandler:
         try:
             return self._handle(msg, peer)
         except IcoreError as exc:
-            self.errors += 1
-            log.warning("refused %s rid=%d from peer=%s: %s [%s]", type(msg).__name__,
-                        msg.rid, peer, exc, exc.code)
-            fields = {}
-            if isinstance(exc, HeadConflict):  # the client rebuilds the typed conflict
-                fields = {k: str(exc.fields[k]) for k in ("key", "expected", "current")
-                          if exc.fields.get(k) is not None}
-            return ErrorReply(msg.rid, str(exc.code), str(exc)[:4096], fields)
+            return self._refused(msg, peer, exc)
+
+    def _refused(self, msg: Message, peer: str, exc: IcoreError) -> ErrorReply:
+        self.errors += 1
+        log.warning("refused %s rid=%d from peer=%s: %s [%s]", type(msg).__name__,
+                    msg.rid, peer, exc, exc.code)
+        fields = {}
+        if isinstance(exc, HeadConflict):  # the client rebuilds the typed conflict
+            fields = {k: str(exc.fields[k]) for k in ("key", "expected", "current")
+                      if exc.fields.get(k) is not None}
+        return ErrorReply(msg.rid, str(exc.code), str(exc)[:4096], fields)
+
+    def handle_commits(self, items: Sequence[tuple[Commit, str]]) -> list[Message]:
+        """Answer several commits with one group commit (issue 17).
+
+        Every commit is checked by the owner rules against the state the ones before it
+        left (:meth:`~icore.memory.Store.commit_many`); the whole group is one write
+        transaction, so the caller sends the acknowledgements only after this returns.
+
+        Args:
+            items: (commit request, authenticated peer) pairs, in arrival order.
+
+        Returns:
+            One reply per item, in order (:class:`CommitAck` or :class:`ErrorReply`).
+
+        Raises:
+            Exception: the group's write failed (nothing of it was written); the caller
+                must not acknowledge any item.
+        """
+        self.requests += len(items)
+        results = self.store.commit_many(
+            [CommitOp(m.record, p, m.expected_head) for m, p in items])
+        out: list[Message] = []
+        for (msg, peer), res in zip(items, results, strict=True):
+            if isinstance(res, IcoreError):
+                out.append(self._refused(msg, peer, res))
+            else:
+                log.debug("commit %s seq=%d by %s", msg.record.key, msg.record.seq, peer)
+                out.append(CommitAck(msg.rid, res.record.id, res.record.seq, res.created,
+                                     res.lineage_complete))
+        return out
 
     def _handle(self, msg: Message, peer: str) -> Message:
         if isinstance(msg, HeadQuery):
             inline = min(msg.inline_max_bytes, self.inline_cap_bytes)
-            heads = self.store.heads(msg.keys, known=dict(msg.known), inline_max_bytes=inline)
-            return HeadReplyMsg(msg.rid, self.agent, tuple(heads.values()))
+            known = msg.known
+            heads = self.store.heads(msg.keys, known=dict(known), inline_max_bytes=inline)
+            full: list[HeadEntry] = []
+            same: list[tuple[str, int]] = []
+            for h in heads.values():
+                if h.record is None and known.get(h.key) == h.record_id:
+                    same.append((h.key, h.seq))  # unchanged: the id is not sent back
+                else:
+                    full.append(h)
+            return HeadReplyMsg(msg.rid, self.agent, tuple(full), tuple(same))
         if isinstance(msg, FetchRequest):
             return FetchReply(msg.rid, tuple(self.store.fetch(msg.ids)))
         if isinstance(msg, Commit):

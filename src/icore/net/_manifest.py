@@ -106,7 +106,10 @@ class TeamManifest(BaseModel):
         ownership: semantic key or glob pattern -> owning agent (must be an agent).
         data_dir: folder of the agents' SQLite stores.
         certs_dir: folder of the team CA and agent certificates.
-        synchronous: SQLite ``synchronous`` pragma of the stores (NORMAL or FULL).
+        synchronous: SQLite ``synchronous`` pragma of the stores: FULL (default; an
+            acknowledged commit survives power loss; concurrent commits share one fsync
+            through the owner service's group commit) or NORMAL (survives a process
+            crash only).
         rpc_timeout_s: per-RPC timeout clients should use, in seconds.
         memory: where owner memory lives (:class:`MemorySpec`; default SQLite).
     """
@@ -119,7 +122,7 @@ class TeamManifest(BaseModel):
     ownership: dict[str, str] = Field(default_factory=dict)
     data_dir: Path = Path("data")
     certs_dir: Path = Path("certs")
-    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    synchronous: Literal["NORMAL", "FULL"] = "FULL"
     rpc_timeout_s: float = Field(default=2.0, gt=0)
     memory: MemorySpec = MemorySpec()
 

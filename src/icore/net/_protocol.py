@@ -53,8 +53,13 @@ from icore.net._errors import (
 )
 from icore.records import Record, RecordId, record_from_wire, record_to_wire
 
-PROTOCOL_VERSION = 1
-"""Version written into every frame; a frame of another version is rejected."""
+PROTOCOL_VERSION = 2
+"""Version written into every frame; a frame of another version is rejected.
+
+2 (issue 17): a head query sends the caller's known id aligned with each key it asks (no
+key twice, no ids of other owners' keys); a head reply answers a key whose head *is* the
+known id with its sequence only (``HeadReplyMsg.same``), so an unchanged head costs no id
+on the way back."""
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Default largest frame body accepted, in bytes (a 4 MiB record plus headroom)."""
@@ -114,6 +119,9 @@ class HeadReplyMsg:
     rid: int
     owner: str
     heads: tuple[HeadEntry, ...]
+    same: tuple[tuple[str, int], ...] = ()
+    """(key, sequence) of each head equal to the id the query sent as known for that key:
+    the owner vouches for the equality instead of repeating the id (protocol 2)."""
     TYPE = MsgType.HEAD_REPLY
 
 
@@ -240,12 +248,15 @@ def _rid32(rid: RecordId) -> bytes:
 
 def _fields(msg: Message) -> list[Any]:
     if isinstance(msg, HeadQuery):
-        return [list(msg.keys), {k: _rid32(v) for k, v in msg.known.items()},
+        known = msg.known
+        return [list(msg.keys),
+                [None if (v := known.get(k)) is None else _rid32(v) for k in msg.keys],
                 msg.inline_max_bytes]
     if isinstance(msg, HeadReplyMsg):
         return [msg.owner, [[h.key, _rid32(h.record_id), h.seq,
                              None if h.record is None else record_to_wire(h.record)]
-                            for h in msg.heads]]
+                            for h in msg.heads],
+                [[k, q] for k, q in msg.same]]
     if isinstance(msg, FetchRequest):
         return [[_rid32(i) for i in msg.ids]]
     if isinstance(msg, FetchReply | Replicate):
@@ -368,12 +379,14 @@ def decode_body(body: bytes) -> Message:
     if kind is MsgType.HEAD_QUERY:
         _arity(f, 3, "head query")
         keys = tuple(_str(k, "keys[]", 512) for k in _list(f[0], "keys"))
-        if not isinstance(f[1], dict):
-            raise MalformedMessage("known must be a map", field="known")
-        known = {_str(k, "known.key", 512): _id(v, "known[]") for k, v in f[1].items()}
+        ids = _list(f[1], "known")
+        if len(ids) != len(keys):
+            raise MalformedMessage("known must align with keys", field="known")
+        known = {k: _id(v, "known[]") for k, v in zip(keys, ids, strict=True)
+                 if v is not None}
         return HeadQuery(rid, keys, known, _int(f[2], "inline_max_bytes"))
     if kind is MsgType.HEAD_REPLY:
-        _arity(f, 2, "head reply")
+        _arity(f, 3, "head reply")
         owner = _str(f[0], "owner", 512)
         heads: list[HeadEntry] = []
         for i, h in enumerate(_list(f[1], "heads")):
@@ -387,7 +400,12 @@ def decode_body(body: bytes) -> Message:
                 raise InvalidRecord("inlined record is not the head it claims to be",
                                     field=f"heads[{i}].record", key=key)
             heads.append(HeadEntry(key, hid, seq, rec))
-        return HeadReplyMsg(rid, owner, tuple(heads))
+        same: list[tuple[str, int]] = []
+        for i, e in enumerate(_list(f[2], "same")):
+            el = _list(e, f"same[{i}]")
+            _arity(el, 2, f"same[{i}]")
+            same.append((_str(el[0], f"same[{i}].key", 512), _int(el[1], f"same[{i}].seq")))
+        return HeadReplyMsg(rid, owner, tuple(heads), tuple(same))
     if kind is MsgType.FETCH:
         _arity(f, 1, "fetch")
         return FetchRequest(rid, tuple(_id(x, "ids[]") for x in _list(f[0], "ids")))

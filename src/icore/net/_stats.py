@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from icore.errors import ErrorCode, HeadConflict
-from icore.memory import HeadReply
+from icore.memory import HeadEntry, HeadReply
 from icore.net._errors import MalformedMessage, RemoteError
 from icore.net._protocol import ErrorReply, HeadReplyMsg, Message
+from icore.records import RecordId
 
 
 @dataclass(slots=True)
@@ -81,21 +82,34 @@ def raise_for_error(reply: Message, *, owner: str) -> None:
                           remote_code=reply.code, rid=reply.rid)
 
 
-def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str]) -> HeadReply:
+def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str],
+                  known: Mapping[str, RecordId] | None = None) -> HeadReply:
     """Convert a wire reply into the :class:`icore.memory.HeadReply` the gate expects.
 
     The owner name and keys are passed through as received: the gate itself checks for a
-    wrong owner or key (Alg. 1 line 6) and blocks; here only the type is checked.
+    wrong owner or key (Alg. 1 line 6) and blocks; here only the type is checked. A head
+    the owner answered as *same* (protocol 2) is the id this client sent as known for it.
 
     Raises:
         RemoteError: the owner answered with an error.
-        MalformedMessage: the reply is not a head reply.
+        MalformedMessage: the reply is not a head reply, or answers *same* for a key this
+            client sent no known id for.
     """
     raise_for_error(reply, owner=owner)
     if not isinstance(reply, HeadReplyMsg):
         raise MalformedMessage(f"expected a head reply, got {type(reply).__name__}",
                                owner=owner, field="type")
-    return HeadReply.from_entries(reply.owner, reply.heads)
+    if not reply.same:
+        return HeadReply.from_entries(reply.owner, reply.heads)
+    kn = known or {}
+    entries = list(reply.heads)
+    for key, seq in reply.same:
+        rid = kn.get(key)
+        if rid is None:
+            raise MalformedMessage("owner answered 'same' for a key with no known id",
+                                   owner=owner, key=key, field="same")
+        entries.append(HeadEntry(key, rid, seq))
+    return HeadReply.from_entries(reply.owner, entries)
 
 
 def error_code_of(exc: BaseException) -> str:

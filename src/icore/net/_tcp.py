@@ -109,6 +109,69 @@ def check_port(port: object) -> int:
     return port
 
 
+class GroupCommitter:
+    """Group commit for one owner service (issue 17): commits that arrive while a write
+    transaction is in flight - from any connection - share the next transaction and its
+    one fsync, and each is acknowledged only after that transaction committed.
+
+    Every owner rule still applies per record, in arrival order
+    (:meth:`OwnerHandler.handle_commits`). With a store whose commits wait for the disk
+    (``Store.blocking_writes``: SQLite) the transaction runs in a worker thread, so the
+    event loop keeps answering head queries - from the exclusive store's in-memory head
+    table - and gathers the next group meanwhile.
+
+    Args:
+        handler: the owner's request handler.
+        max_group: most commits in one transaction.
+    """
+
+    def __init__(self, handler: OwnerHandler, *, max_group: int = 256) -> None:
+        self.handler = handler
+        self.max_group = max_group
+        self.in_thread = handler.store.blocking_writes
+        self._queue: list[tuple[Commit, str, asyncio.Future[Message]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self.groups = 0
+        """Transactions run so far."""
+        self.commits = 0
+        """Commits answered so far."""
+
+    def submit(self, msg: Commit, peer: str) -> asyncio.Future[Message]:
+        """Queue one commit; the future resolves to its reply once its group is durable."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Message] = loop.create_future()
+        self._queue.append((msg, peer, fut))
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+        return fut
+
+    async def _run(self) -> None:
+        while self._queue:
+            await asyncio.sleep(0)  # let every connection readable now join this group
+            group, self._queue = (self._queue[:self.max_group],
+                                  self._queue[self.max_group:])
+            items = [(m, p) for m, p, _f in group]
+            try:
+                if self.in_thread:
+                    replies = await asyncio.to_thread(self.handler.handle_commits, items)
+                else:
+                    replies = self.handler.handle_commits(items)
+            except BaseException as exc:  # nothing of the group was written: fail them all
+                for _m, _p, fut in group:
+                    if not fut.done():
+                        fut.set_exception(exc if isinstance(exc, Exception)
+                                          else ConnectionClosed("owner shut down"))
+                        fut.exception()
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            self.groups += 1
+            self.commits += len(group)
+            for (_m, _p, fut), reply in zip(group, replies, strict=True):
+                if not fut.done():
+                    fut.set_result(reply)
+
+
 class OwnerServer:
     """Serve one agent's store over mutually authenticated TCP.
 
@@ -144,6 +207,12 @@ class OwnerServer:
         self.events: list[SecurityEvent] = []
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
+        self._group = GroupCommitter(self.handler)
+
+    @property
+    def group_commits(self) -> tuple[int, int]:
+        """(write transactions, commits answered) of the group committer so far."""
+        return self._group.groups, self._group.commits
 
     async def start(self) -> int:
         """Bind and start accepting; return the bound port."""
@@ -220,16 +289,26 @@ class OwnerServer:
                 if not data:
                     dec.eof()
                     return
+                out = []
                 msgs = dec.feed(data)
                 # replies to the requests of one read go out in one TLS record and one
-                # write (pipelined clients), in request order
-                out = []
+                # write (pipelined clients), in request order; commits join the group
+                # commit, and a later request of the same read waits for them (it must
+                # see its own writes)
+                slots: list[Message | asyncio.Future[Message]] = []
                 for msg in msgs:
                     seq.check(msg.rid)
-                    reply = self.handler.handle(msg, peer)
+                    self.stats.frames_in += 1
+                    if isinstance(msg, Commit):
+                        slots.append(self._group.submit(msg, peer))
+                        continue
+                    if any(isinstance(x, asyncio.Future) for x in slots):
+                        await asyncio.wait([x for x in slots if isinstance(x, asyncio.Future)])
+                    slots.append(self.handler.handle(msg, peer))
+                for slot in slots:
+                    reply = await slot if isinstance(slot, asyncio.Future) else slot
                     if isinstance(reply, ErrorReply):
                         self._event("request", _Remote(reply), peer)
-                    self.stats.frames_in += 1
                     out.append(encode_frame(reply, max_frame_bytes=self.max_frame_bytes))
                     self.stats.frames_out += 1
                     self.stats.rpcs += 1
@@ -499,7 +578,7 @@ class OwnerClient:
         kn = dict(known or {})
         reply = await self.rpc(owner, lambda rid: HeadQuery(rid, k, kn, self.inline_max_bytes),
                                timeout_s=timeout_s)
-        return to_head_reply(reply, owner=owner, keys=k)
+        return to_head_reply(reply, owner=owner, keys=k, known=kn)
 
     async def fetch(self, owner: str, ids: Sequence[RecordId], *,
                     timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:

@@ -57,8 +57,9 @@ async def serve_agent(manifest: TeamManifest, agent_id: str, *, port: int | None
     if port is not None:
         check_port(port)
     spec = manifest.agent(agent_id)
+    # the owner service is its file's only user: heads are served from memory (issue 17)
     store = SQLiteStore(manifest.store_path(agent_id), manifest.ownership_map(), agent_id,
-                        synchronous=manifest.synchronous)
+                        synchronous=manifest.synchronous, exclusive=True)
     server = OwnerServer(store, agent=agent_id,
                          ssl_context=server_context(manifest.certs_dir, agent_id),
                          host=spec.host, port=spec.port if port is None else port)

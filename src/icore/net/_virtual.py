@@ -474,7 +474,7 @@ class VirtualTransport(_Base):
         """
         c = self._core
         reply = c.run_sync(owner, c.head_query(keys, known), timeout_s)
-        return to_head_reply(reply, owner=owner, keys=keys)
+        return to_head_reply(reply, owner=owner, keys=keys, known=known)
 
     def fetch(self, owner: str, ids: Sequence[RecordId], *,
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
@@ -528,7 +528,7 @@ class AsyncVirtualTransport(_Base):
         """Async form of :meth:`VirtualTransport.query_heads`."""
         c = self._core
         reply = await c.run_async(owner, c.head_query(keys, known), timeout_s)
-        return to_head_reply(reply, owner=owner, keys=keys)
+        return to_head_reply(reply, owner=owner, keys=keys, known=known)
 
     async def fetch(self, owner: str, ids: Sequence[RecordId], *,
                     timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
