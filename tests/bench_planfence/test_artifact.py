@@ -60,7 +60,12 @@ class _ForgedArtifact(Episode):
         forged = Record.create(key=ARTIFACT_KEY, owner=owner,
                                seq=self.stores[owner].next_seq(), type="artifact",
                                content={"blob": "x" * self.artifact_bytes, "rev": 9})
-        self._commit_local(forged)
+        # the owner replaces its head explicitly (compare-and-set on the head it read), so
+        # the new version is its key's head without citing the published one
+        store = self.stores[owner]
+        head = store.head(ARTIFACT_KEY)
+        store.commit(forged, writer=owner, expected_head=head and head.record_id)
+        self.truth[forged.id] = forged
 
 
 def test_a_version_without_the_exact_parent_is_a_violation() -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +51,17 @@ from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
 from icore.audit import Trigger, TriggerHit, responsible_agent
 from icore.audit import diagnose as audit_diagnose
 from icore.state import (
+    Committed,
     DeclarationPackage,
     Effect,
     EntryKind,
+    EventAdded,
     EventSpec,
     FlagKind,
+    FlagRaised,
     LogEntry,
     Metrics,
+    ProposalRecorded,
     State,
     Status,
     ValidatorInput,
@@ -176,6 +180,8 @@ class AuditResult:
     elapsed_ms: float
     terminated: bool = False
     notes: tuple[LogEntry, ...] = ()
+    flag_places: Mapping[str, FlagPlace] = field(default_factory=dict)
+    """Where each hard flag was raised (:class:`FlagPlaces`), kept while X keeps no log."""
 
     def summary(self) -> RunSummary:
         """The run's summary row."""
@@ -209,6 +215,41 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
     return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
 
 
+FlagPlace = tuple[int, str | None, int | None]
+"""(proposals recorded before the flag, last event added to G before it, source ``step``
+of the flagged proposal's first event or None)."""
+
+
+class FlagPlaces:
+    """Where in a run each hard flag was raised, tracked from the log entries as they are
+    appended (so a report can name the step and agent of a flag without the log)."""
+
+    def __init__(self) -> None:
+        self.proposals = 0
+        self.last: str | None = None
+        self.step_of: dict[str, int] = {}
+        self.at: dict[str, FlagPlace] = {}
+
+    def feed(self, entries: Sequence[LogEntry]) -> None:
+        """Account for ``entries`` (in log order)."""
+        for e in entries:
+            b = e.body
+            if isinstance(b, ProposalRecorded):
+                self.proposals += 1
+                steps = [ev.fields.get("step") for ev in b.proposal.events]
+                first = next((s for s in steps if isinstance(s, int) and s >= 0), None)
+                if b.proposal.id is not None and first is not None:
+                    self.step_of[b.proposal.id] = first
+            elif isinstance(b, EventAdded):
+                self.last = b.event.id
+            elif isinstance(b, Committed) and b.events:
+                self.last = b.events[-1].id
+            elif isinstance(b, FlagRaised):
+                p = b.flag.proposal
+                self.at[b.flag.id] = (self.proposals, self.last,
+                                      self.step_of.get(p) if p is not None else None)
+
+
 class NoteLog:
     """Where an imported run's log goes: only its notes (diagnoses) are kept.
 
@@ -220,10 +261,12 @@ class NoteLog:
 
     def __init__(self) -> None:
         self.notes: list[LogEntry] = []
+        self.places = FlagPlaces()
 
     def append(self, entries: Sequence[LogEntry]) -> None:
-        """Keep the note entries of ``entries``."""
+        """Keep the note entries of ``entries``; track where flags are raised."""
         self.notes.extend(e for e in entries if e.kind == EntryKind.NOTE)
+        self.places.feed(entries)
 
     def entries(self) -> list[LogEntry]:
         """The kept note entries, in order."""
@@ -646,6 +689,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         terminated=b.terminated,
         notes=tuple(b.log.notes),
+        flag_places=dict(b.log.places.at),
     )
 
 

@@ -564,7 +564,11 @@ class Episode:
         # centralized lineage has one shared service), planfence App. A
         self.agent_cpus = {a: HostCpu() for a in s.agents}
         self.memory_cpus = {a: HostCpu() for a in (*s.agents, CENTRAL)}
-        self._setup_records()
+        try:
+            self._setup_records()
+        except BaseException:
+            self.loop.close()  # a failed setup must not leak the episode's event loop
+            raise
 
     # -- setup -----------------------------------------------------------------------
     def _setup_records(self) -> None:

@@ -232,7 +232,8 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
         "id": r.trace.id, "file": r.trace.file,
         "report": str(out / report_filename(r.trace.id)) if out is not None else None,
         "summary": _plain(r.summary()),
-        "flags": [_plain(f) for f in flag_views(r.state, r.event_step)],
+        "flags": [_plain(f) for f in flag_views(r.state, r.event_step,
+                                                       places=r.flag_places)],
         "diagnoses": [d.to_json() for d in r.diagnoses],
         "attribution": att.to_json() if att is not None else None,
         "lineage": [{"action": lv.id, "status": lv.status, "reason": lv.reason}

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from icore.adapters import Attribution, AttributionScore, AuditResult
+from icore.adapters import Attribution, AttributionScore, AuditResult, FlagPlace, FlagPlaces
 from icore.records import is_record_id
 from icore.report._lineage import lineage_view
 from icore.report._model import (
@@ -27,7 +27,7 @@ from icore.report._model import (
     RunView,
 )
 from icore.report._render import anchor, report_filename
-from icore.state import AssertionKind, Committed, EventAdded, FlagRaised, ProposalRecorded, State
+from icore.state import AssertionKind, State
 
 _EXCERPT = 600
 
@@ -57,7 +57,8 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
     s = result.summary()
     text_by_step = {st.index: st.content for st in t.steps}
     obligations, assertions, events, flags = state_views(
-        x, event_step=result.event_step, event_text=text_by_step)
+        x, event_step=result.event_step, event_text=text_by_step,
+        flag_places=result.flag_places)
     diagnoses = tuple(DiagnosisView(d.id, d.defect, d.step, d.responsible, d.detail, d.events,
                                     d.assertions, d.obligations) for d in result.diagnoses)
     att = None
@@ -194,7 +195,8 @@ __all__ = ["flag_views", "index_from_audits", "state_views", "trace_lineage",
 
 
 def state_views(x: State, *, event_step: Callable[[str], int | None] | None = None,
-                event_text: Mapping[int, str] | None = None
+                event_text: Mapping[int, str] | None = None,
+                flag_places: Mapping[str, FlagPlace] | None = None
                 ) -> tuple[tuple[ObligationView, ...], tuple[AssertionView, ...],
                            tuple[EventView, ...], tuple[FlagView, ...]]:
     """The obligation, assertion, event and flag views of an iCORE state X.
@@ -238,44 +240,31 @@ def state_views(x: State, *, event_step: Callable[[str], int | None] | None = No
         obligations.append(ObligationView(
             o.id, o.kind, str(o.effective_status), o.assignee, o.parent, o.weight,
             x.is_sound(o.id), x.is_stable(o.id), o.id in in_w, o.deps, tuple(rels)))
-    return tuple(obligations), tuple(assertions), tuple(events), flag_views(x, event_step)
+    return tuple(obligations), tuple(assertions), tuple(events), flag_views(
+        x, event_step, places=flag_places or None)
 
 
-def flag_context(x: State) -> dict[str, tuple[int, str | None, int | None]]:
+def flag_context(x: State) -> dict[str, FlagPlace]:
     """For each hard flag, where in the run it was raised: the number of proposals
     recorded before it, the last event added to G before it, and the source ``step``
     field of the flagged proposal's events (imported runs; None when absent)."""
-    proposals, last = 0, None
-    step_of: dict[str, int] = {}
-    out: dict[str, tuple[int, str | None, int | None]] = {}
-    for e in x.entries:
-        b = e.body
-        if isinstance(b, ProposalRecorded):
-            proposals += 1
-            steps = [ev.fields.get("step") for ev in b.proposal.events]
-            first = next((s for s in steps if isinstance(s, int) and s >= 0), None)
-            if b.proposal.id is not None and first is not None:
-                step_of[b.proposal.id] = first
-        elif isinstance(b, EventAdded):
-            last = b.event.id
-        elif isinstance(b, Committed) and b.events:
-            last = b.events[-1].id
-        elif isinstance(b, FlagRaised):
-            p = b.flag.proposal
-            out[b.flag.id] = (proposals, last, step_of.get(p) if p is not None else None)
-    return out
+    places = FlagPlaces()
+    places.feed(x.entries)
+    return places.at
 
 
-def flag_views(x: State, event_step: Callable[[str], int | None] | None = None
-               ) -> tuple[FlagView, ...]:
+def flag_views(x: State, event_step: Callable[[str], int | None] | None = None, *,
+               places: Mapping[str, FlagPlace] | None = None) -> tuple[FlagView, ...]:
     """The :class:`FlagView` of every hard flag of X, with step, agent and cited records.
 
     Args:
         x: the state.
         event_step: maps an event to its source step (imported runs); without it the
             step is the proposal number the flag was raised at (live runs).
+        places: where each flag was raised (``AuditResult.flag_places``, for a state
+            that keeps no log); default: read from X's log.
     """
-    ctx = flag_context(x)
+    ctx = flag_context(x) if places is None else places
     out = []
     for f in x.flags.values():
         n, last, pstep = ctx.get(f.id, (0, None, None))
