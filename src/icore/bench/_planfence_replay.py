@@ -97,17 +97,20 @@ Kept equal for every policy; measured order of magnitude of one in-process
 MAX_SYNC_ATTEMPTS = 20
 """Attempts of one synchronous coordination step before the replay gives up."""
 
-HOST_MS_PER_MESSAGE = 0.25
-"""Modelled end-host CPU time per message sent (kernel + TLS record processing), in ms,
-so loopback runs are not free."""
+HOST_MS_PER_MESSAGE = 0.03
+"""End-host CPU time per message sent (encode, TLS record, syscalls), in ms: the owner's CPU
+per validation on a reused connection (one message in, one out: 24-25 µs) rounded up,
+``icore bench net`` on an idle 2-core machine, 2026-12-01, after issue 17 (was 0.25,
+modelled)."""
 
-HANDSHAKE_CLIENT_MS = 2.7
+HANDSHAKE_CLIENT_MS = 0.86
 """Client CPU per TLS 1.3 handshake with certificates, in ms: ``icore bench net`` CPU per
-validation with a new connection minus with a reused one (3.06 - 0.34 ms, idle 2-core
-machine, 2026-11-29)."""
+validation with a new connection minus with a reused one (900 - 58 and 928 - 58 µs, two
+runs, idle 2-core machine, 2026-12-01, after issue 17; was 2.7 on 2026-11-29)."""
 
-HANDSHAKE_SERVER_MS = 2.5
-"""Owner CPU per TLS 1.3 handshake with certificates, in ms (2.75 - 0.21 ms, same run)."""
+HANDSHAKE_SERVER_MS = 0.82
+"""Owner CPU per TLS 1.3 handshake with certificates, in ms (847 - 24 and 839 - 25 µs, same
+runs; was 2.5)."""
 
 
 # --- specs ----------------------------------------------------------------------------
