@@ -90,3 +90,46 @@ def test_gstall_counts_messages_since_the_last_work_artifact() -> None:
     state.add_event(EventSpec("work", agent, {"item": item, "spec": 1}))
     g.update(e for e in state.entries_since(0) if isinstance(e.body, EventAdded | Committed))
     assert g.count[item] == 0
+
+
+def _stale_runs(view_of: str) -> tuple[int, int, int]:
+    """(certificates over ``inputs/`` records, how many of them were revoked, how many
+    are still active at the end over a superseded specification) of iCORE-Audit under
+    the stale-input fault, with the given head view."""
+    from icore.state import Revoked
+    from icore.workloads._tasks import TASK_MODES, FaultSettings
+
+    over_inputs = revoked = stale_active = 0
+    for mode in TASK_MODES:
+        for seed in range(3):
+            inst = make_instance(mode, seed, FaultSettings(stale_input=1.0))
+            world = SimWorld(inst)
+            state = State(declaration(inst))
+            introduce(state, inst)
+            hv = world.lineage if view_of == "lineage" else world.head_view
+            AuditLoop(state, SimTeam(inst, world), env=SimEnvironment(world),
+                      config=LoopConfig(max_steps=inst.budget, head_view=hv)).run()
+            mine = {c.id for c in state.certificates.values()
+                    if any(r.key.startswith("inputs/") for r in c.records)}
+            over_inputs += len(mine)
+            revoked += len({cid for e in state.entries if isinstance(e.body, Revoked)
+                            for cid in e.body.certificates} & mine)
+            for cid in mine:
+                if state.certificate_active(cid):
+                    anc = world.lineage.ancestors(state.certificates[cid].records[0])
+                    stale_active += any(world.head_view(r.key) != r.record_id for r in anc)
+    return over_inputs, revoked, stale_active
+
+
+def test_stale_input_certificates_are_revoked_along_lineage() -> None:
+    """The stale-input fault (FaultSettings.stale_input): a worker certifies over an input
+    record it derived from the specification, which stays its own key's head when the
+    owner revises the specification. A one-level head check (``world.head_view``) never
+    revokes those certificates; the lineage view (``world.lineage``, the one the
+    benchmark uses) revokes them when the specification they derive from is revised,
+    and the run ends with no active certificate resting on a superseded specification."""
+    n_naive, rev_naive, stale_naive = _stale_runs("naive")
+    n_lin, rev_lin, stale_lin = _stale_runs("lineage")
+    assert n_naive > 0 and n_lin > 0
+    assert rev_naive == 0 and stale_naive > 0
+    assert rev_lin > 0 and stale_lin == 0

@@ -174,7 +174,7 @@ def _run(
         loop = AuditLoop(
             state, team, env=env, clock=clock,
             config=LoopConfig(mode="passive" if condition == "passive" else "audit",
-                              max_steps=inst.budget, head_view=world.head_view,
+                              max_steps=inst.budget, head_view=world.lineage,
                               view=check_view(view)),
         )
         res = loop.run()
@@ -435,6 +435,7 @@ GRID: tuple[FaultSettings, ...] = (
     FaultSettings(ignore_feedback=0.3),
     FaultSettings(misread_feedback=0.3),
     FaultSettings(sigma=0.15),
+    FaultSettings(stale_input=0.5),
     FaultSettings(fabricate=0.3, gaming=0.2, ignore_feedback=0.3, misread_feedback=0.2,
                   sigma=0.15),
 )
