@@ -485,6 +485,8 @@ def evaluate_grid(
             "d_perf_pp": 100 * pf["diff"], "d_perf_lo": 100 * pf["lo"],
             "d_perf_hi": 100 * pf["hi"],
             "prop4_declared": bool(p4["expectation"]), "prop4_all_hold": p4["all_hold"],
+            **{f"d_perf_pp_{r['representation']}": r["d_perf_pp"]
+               for r in summary["loop_ablation"]},
             "runtime_s": summary["runtime_s"],
         })
     target.mkdir(parents=True, exist_ok=True)
@@ -497,8 +499,8 @@ def evaluate_grid(
         "quality, +15.1 pp terminal performance.",
         "",
         "| setting | n | quality passive → audit | Δ quality pp [95% CI] | Perf passive → "
-        "audit | Δ Perf pp [95% CI] | Prop. 4 (expectation) |",
-        "|---|---|---|---|---|---|---|",
+        "audit | Δ Perf pp [95% CI] | Δ Perf pp, loop view G / Q | Prop. 4 (expectation) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         p4s = ("not declared (conditions fail)" if not r["prop4_declared"]
@@ -507,7 +509,9 @@ def evaluate_grid(
             f"| {r['setting']} | {r['n']} | {r['quality_passive']:.3f} → "
             f"{r['quality_audit']:.3f} | {r['d_quality_pp']:+.1f} [{r['d_quality_lo']:+.1f}, "
             f"{r['d_quality_hi']:+.1f}] | {r['perf_passive']:.3f} → {r['perf_audit']:.3f} | "
-            f"{r['d_perf_pp']:+.1f} [{r['d_perf_lo']:+.1f}, {r['d_perf_hi']:+.1f}] | {p4s} |"
+            f"{r['d_perf_pp']:+.1f} [{r['d_perf_lo']:+.1f}, {r['d_perf_hi']:+.1f}] | "
+            f"{r.get('d_perf_pp_G', float('nan')):+.1f} / "
+            f"{r.get('d_perf_pp_Q', float('nan')):+.1f} | {p4s} |"
         )
     md = target / "grid.md"
     md.write_text("\n".join(lines) + "\n", encoding="utf-8")
