@@ -128,7 +128,12 @@ def test_evaluate_writes_all_outputs_and_jobs_do_not_change_results(tmp_path: Pa
         rows = list(csv.DictReader(fh))
     assert len(rows) == 4 * len(CONDITIONS)
     data = json.loads(paths["json"].read_text(encoding="utf-8"))
-    assert {"comparisons", "representation", "prop4", "costs"} <= set(data)
+    assert {"comparisons", "representation", "prop4", "costs", "loop_ablation"} <= set(data)
+    assert one["loop_ablation"] == two["loop_ablation"]
+    assert [r["representation"] for r in data["loop_ablation"]] == ["G", "Q", "X"]
+    assert "Loop-level representation ablation" in md
+    with paths["loop_runs"].open(encoding="utf-8") as fh:
+        assert {r["condition"] for r in csv.DictReader(fh)} == {"audit_G", "audit_Q"}
 
 
 def test_cli_bench_icore(tmp_path: Path) -> None:

@@ -18,9 +18,17 @@ from dataclasses import dataclass, field
 
 from icore.memory import MemoryStore, OwnershipMap
 from icore.records import Record, RecordId
+from icore.state import StoreHeadView
 from icore.workloads._tasks import TaskInstance, terminal_performance
 
 SPEC_OWNER = "env"
+INPUTS_OWNER = "team"
+"""Owner of the records workers derive from specifications (``inputs/<item>``)."""
+
+
+def inputs_key(item_id: str) -> str:
+    """Key of the input record a worker derives for ``item_id``."""
+    return f"inputs/{item_id}"
 
 
 def uniform(*parts: object) -> float:
@@ -51,10 +59,15 @@ class SimWorld:
     truth: dict[str, ItemTruth] = field(default_factory=dict)
     injected: list[tuple[str, str]] = field(default_factory=list)
     """Ground-truth defects injected in this run: (defect kind, item id)."""
+    lineage: StoreHeadView = field(init=False)
+    """The owners' heads with derivation lineage (what the audit reads)."""
 
     def __post_init__(self) -> None:
         keys = self.inst.specs
-        self.store = MemoryStore(OwnershipMap.from_mapping({k: SPEC_OWNER for k in keys}))
+        owners = {k: SPEC_OWNER for k in keys}
+        owners.update({inputs_key(i.id): INPUTS_OWNER for i in self.inst.items})
+        self.store = MemoryStore(OwnershipMap.from_mapping(owners))
+        self.lineage = StoreHeadView(self.store)
         for k in keys:
             self._commit(k, 1)
         for it in self.inst.items:
@@ -73,6 +86,24 @@ class SimWorld:
         self.store.commit(rec, writer=SPEC_OWNER)
         self.heads[key] = rec
         self.version[key] = version
+
+    def derive_inputs(self, item_id: str, source: RecordId) -> RecordId:
+        """A worker derives an input record for ``item_id`` from the specification record
+        ``source`` (a new version of ``inputs/<item>``, parents: its previous version and
+        ``source``); returns its id. The new record is its key's head even when
+        ``source`` is no longer current."""
+        key = inputs_key(item_id)
+        prev = self.store.head(key)
+        rec = Record.create(
+            key=key,
+            owner=INPUTS_OWNER,
+            seq=self.store.next_seq(INPUTS_OWNER),
+            content={"item": item_id, "from": str(source)},
+            parents=((prev.record_id,) if prev is not None else ()) + (source,),
+            type="inputs",
+        )
+        self.store.commit(rec, writer=INPUTS_OWNER)
+        return rec.id
 
     def inject(self, kind: str, item: str) -> None:
         """Record a ground-truth defect (``unsupported_work``, ``assignment``, ``stall``,

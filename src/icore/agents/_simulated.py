@@ -14,7 +14,10 @@ Injected faults (per worker, from the instance's :class:`~icore.workloads.FaultP
 * poor assignment: the lead's noise on values (``assigner_noise``);
 * deletion of hard work: drop a hard obligation with no transport/settlement evidence;
 * stale evidence: workers cache the specification record when they take up an
-  obligation; an owner revision makes the cache (and results built on it) stale.
+  obligation; an owner revision makes the cache (and results built on it) stale;
+* stale-input certificates (``FaultSettings.stale_input``): the worker derives an input
+  record from the cached specification and certifies over that record, which stays its
+  key's head after the specification is revised (caught only along lineage).
 
 Responses to routed feedback (one agent call each): *repair* (re-read the current
 specification heads, stop stalling, attempt again and submit with evidence or report the
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from icore.agents._sim_world import SimWorld, uniform
+from icore.agents._sim_world import SimWorld, inputs_key, uniform
 from icore.audit import Feedback, HostView, Outcome
 from icore.state import (
     CertificateRequest,
@@ -58,6 +61,10 @@ class Card:
     touched: bool = False
     delete_rolled: bool = False
     cache: tuple[int, str] | None = None
+    via: RecordRef | None = None
+    reads: int = 0
+    """The input record the worker derived from its cached specification and certifies
+    over (the ``stale_input`` fault), or None: it cites the specification itself."""
 
 
 Apply = Callable[[], None]
@@ -266,6 +273,15 @@ class SimTeam:
         seed = self.inst.seed
         if c.cache is None:
             c.cache = (self.world.version[it.spec], self.world.heads[it.spec].id)
+            c.via = None
+            c.reads += 1
+            if uniform(seed, it.id, agent, c.reads, "stale_input") < (
+                prof.faults.stale_input
+            ):
+                # derive an input record once and certify over it from now on, without
+                # re-deriving it when the owner revises the specification
+                c.via = RecordRef(inputs_key(it.id),
+                                  self.world.derive_inputs(it.id, c.cache[1]))
         if not c.touched:
             c.touched = True
             if uniform(seed, it.id, agent, "stall") < prof.faults.stall:
@@ -293,8 +309,11 @@ class SimTeam:
             passed = fabricated = True  # a passing test "run" by someone else
             self.world.inject("fabricated_evidence", it.id)
         version, rid = c.cache
+        cited = c.via if c.via is not None else RecordRef(it.spec, rid)
         if version != self.world.version[it.spec]:
             self.world.inject("evidence_revocation", it.id)
+            if c.via is not None:
+                self.world.inject("stale_input", it.id)  # certified over stale inputs
         wid, tid = self._eid(agent), self._eid(agent)
         tester = agent
         if fabricated:
@@ -326,7 +345,7 @@ class SimTeam:
                 justification=(wid, tid),
                 certificates=(
                     CertificateRequest(
-                        "tests_pass", events=(wid, tid), records=(RecordRef(it.spec, rid),),
+                        "tests_pass", events=(wid, tid), records=(cited,),
                         obligations=(it.id,),
                     ),
                 ),

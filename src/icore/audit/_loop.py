@@ -23,6 +23,10 @@ spent on recoveries are reported as *extra agent calls*. Every diagnosis, feedba
 rejection and recovery is a log entry (notes of kinds ``diagnosis``, ``feedback``,
 ``recovery``, ``failure``; rejections are the state's own entries).
 
+``LoopConfig.view`` restricts what the auditor's decisions may read (``X``, ``G`` or
+``Q``; :mod:`icore.audit._views`), for the loop-level representation ablation (icore
+Sec. 5, claim 1).
+
 ``mode="passive"``: the same state is built and measured, nothing intervenes, and the
 host's effects take place regardless of the audit: a rejected proposal's claimed effects
 are recorded as *observed* assertions (events added to G, effects imported to Q without
@@ -43,6 +47,14 @@ from icore.audit._feedback import Feedback, build_feedback
 from icore.audit._host import Environment, HostPolicy, HostView, NoEnvironment, Outcome
 from icore.audit._recovery import RecoveryVerdict, audit_recovery, commit_recovery
 from icore.audit._triggers import Trigger, TriggerHit, WorkIndex, evaluate_triggers, touched_by
+from icore.audit._views import (
+    GATE_REASONS,
+    RECOVERY_CODES,
+    TRIGGERS,
+    GStall,
+    View,
+    check_view,
+)
 from icore.state import (
     AssertionKind,
     HeadView,
@@ -50,6 +62,7 @@ from icore.state import (
     Proposal,
     State,
     StateInputError,
+    Verdict,
     audit,
 )
 
@@ -67,6 +80,8 @@ class LoopConfig:
             (a ``failure`` note records the escalation).
         cooldown: iterations before the same (trigger, obligations) is diagnosed again.
         head_view: owners' current heads for cited PlanFence records.
+        view: what the auditor's decisions may read: ``X`` (all), ``G`` (events only) or
+            ``Q`` (obligations only); see :mod:`icore.audit._views`.
     """
 
     mode: Mode = "audit"
@@ -74,6 +89,7 @@ class LoopConfig:
     max_attempts_per_flag: int = 3
     cooldown: int = 3
     head_view: HeadView | None = None
+    view: View = "X"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +140,8 @@ class RunResult:
         feedback_tokens: total tokens of feedback sent.
         final: metrics of X after the environment closed the run (None: MAS-only).
         fired: how many iterations each trigger fired in.
+        named: obligations the auditor named (diagnosed, or target/subject of an enforced
+            rejection): what the loop detected.
     """
 
     mode: str
@@ -139,6 +157,7 @@ class RunResult:
     feedback_tokens: int = 0
     final: Metrics | None = None
     fired: dict[str, int] = field(default_factory=dict)
+    named: set[str] = field(default_factory=set)
 
     @property
     def trajectory_quality(self) -> float:
@@ -201,8 +220,8 @@ class AuditLoop:
             :class:`~icore._clock.ManualClock` reports 0 ms.
 
     Raises:
-        AuditError: an unknown mode, a negative budget, or ``mode="audit"`` on a state
-            that does not keep its entries.
+        AuditError: an unknown mode or view, a negative budget, or ``mode="audit"`` (or a
+            view other than ``X``) on a state that does not keep its entries.
     """
 
     def __init__(
@@ -221,7 +240,11 @@ class AuditLoop:
             raise AuditError("mode must be 'audit' or 'passive'", mode=self.config.mode)
         if self.config.max_steps < 0:
             raise AuditError("max_steps must be >= 0", max_steps=self.config.max_steps)
-        if self.config.mode == "audit" and not state.keep_entries:
+        try:
+            self.view = check_view(self.config.view)
+        except ValueError:
+            raise AuditError("view must be one of X, G, Q", view=self.config.view) from None
+        if (self.config.mode == "audit" or self.view != "X") and not state.keep_entries:
             raise AuditError("iCORE-Audit needs State(keep_entries=True) to audit recoveries "
                              "on a candidate copy")
         self.env: Environment = env if env is not None else NoEnvironment()
@@ -236,6 +259,7 @@ class AuditLoop:
         self._exhausted: set[str] = set()
         self._n_diag = 0
         self._pending: tuple[Diagnosis, Feedback, str] | None = None
+        self._g = GStall() if self.view == "G" else None
 
     # ----------------------------------------------------------------- bookkeeping
     def _sync(self) -> None:
@@ -244,7 +268,10 @@ class AuditLoop:
         if x.seq == self._seen:
             return
         if x.keep_entries:
-            self.index.update(touched_by(x.entries_since(self._seen)))
+            new = list(x.entries_since(self._seen))
+            if self._g is not None:
+                self._g.update(new)
+            self.index.update(touched_by(new))
         else:
             self.index.rebuild()
         self._seen = x.seq
@@ -307,6 +334,8 @@ class AuditLoop:
                 decision = self._ordinary(view, res, step)
             self._sync()
             stalled = self._patience(step)
+            if self._g is not None:
+                self.h, stalled = self._g.stalled(x.decl.parameters.patience)
             m = x.metrics()
             hits = evaluate_triggers(
                 x,
@@ -316,6 +345,7 @@ class AuditLoop:
                 terminal=x.terminal(),
                 stalled=stalled,
             )
+            hits = [h for h in hits if h.trigger in TRIGGERS[self.view]]
             for hit in hits:
                 res.fired[str(hit.trigger)] = res.fired.get(str(hit.trigger), 0) + 1
             diag_id = None
@@ -347,14 +377,42 @@ class AuditLoop:
         x.apply_verdict(v)
         res.audit_ms += self.clock.now_ms() - t0
         res.proposals += 1
+        enforced = self.config.mode == "audit"
         if v.committed:
             self._progressed(v.progressed, step)
         else:
             res.rejections += 1
-            if self.config.mode == "passive":
+            enforced = enforced and self._enforce(v, res)
+            if not enforced:
                 observe_unaudited(x, v.proposal)
-        self.host.observe(Outcome.of(v.proposal, v, enforced=self.config.mode == "audit"))
-        return "commit" if v.committed else "reject"
+        self.host.observe(Outcome.of(v.proposal, v, enforced=enforced))
+        if v.committed:
+            return "commit"
+        return "reject" if enforced or self.config.mode == "passive" else "unenforced"
+
+    def _enforce(self, v: Verdict, res: RunResult) -> bool:
+        """Whether the view sees a reason of the rejection ``v`` (then it is enforced and
+        what it names counts as detected)."""
+        seen = GATE_REASONS[self.view]
+        reasons = [r for r in v.reasons if seen is None or r.code in seen]
+        if not reasons:
+            return False
+        if v.proposal.target is not None:
+            res.named.add(v.proposal.target)
+        obs = self.state.obligations
+        res.named.update(r.subject for r in reasons if r.subject is not None and r.subject in obs)
+        return True
+
+    def _route(self, f: Diagnosis) -> str | None:
+        """The routed agent: D's rule, or in the ``G`` view the last author of an event on
+        the diagnosed items (the only owner G shows)."""
+        if self._g is None:
+            return responsible_agent(self.state, f)
+        for oid in f.obligations:
+            who = self._g.author.get(oid)
+            if who is not None and who in self.state.decl.agents:
+                return who
+        return None
 
     def _intervene(self, hits: Sequence[TriggerHit], step: int, res: RunResult) -> str | None:
         x = self.state
@@ -369,11 +427,13 @@ class AuditLoop:
         if f is None:
             self._n_diag -= 1
             return None
-        if f.primary in (Trigger.PATIENCE, Trigger.NO_PRODUCTIVE_WORK) and all(
+        stall_like = f.primary in (Trigger.PATIENCE, Trigger.NO_PRODUCTIVE_WORK)
+        if self.view != "G" and stall_like and all(
             x.obligations[o].assignee is None for o in f.obligations
         ):
             f = _replace_defect(f, "assignment")
-        agent = responsible_agent(x, f)
+        res.named.update(f.obligations)
+        agent = self._route(f)
         f = _with_agent(f, agent)
         # the feedback reads D's interfaces (weight, value): build it before anything is
         # written, so a misbehaving interface leaves no diagnosis without its feedback
@@ -413,6 +473,11 @@ class AuditLoop:
         rv: RecoveryVerdict = audit_recovery(
             x, f, props, agent=agent, head_view=self.config.head_view
         )
+        seen = RECOVERY_CODES[self.view]
+        if not rv.accepted and seen is not None and not any(
+            v.code in seen for v in rv.violations
+        ):
+            return self._unguarded(f, fb, agent, props, rv, view, res)
         if rv.accepted:
             committed = commit_recovery(
                 x, rv, agent=agent, note=f"recovery of {f.id}", head_view=self.config.head_view
@@ -474,6 +539,43 @@ class AuditLoop:
             Intervention(f, agent, fb, (), False, viol, rv.before.cq, None, ())
         )
         return "recovery_rejected"
+
+
+    def _unguarded(
+        self, f: Diagnosis, fb: Feedback, agent: str, props: Sequence[Proposal],
+        rv: RecoveryVerdict, view: HostView, res: RunResult,
+    ) -> str:
+        """A recovery whose rejection the view cannot see: each proposal goes through the
+        view's gate (committed, enforced-rejected, or observed unaudited)."""
+        x = self.state
+        done: list[str] = []
+        for p in props:
+            v = audit(p, x, head_view=self.config.head_view)
+            x.apply_verdict(v)
+            ok, enforced = v.committed, True
+            if ok:
+                self._progressed(v.progressed, view.step)
+            elif not self._enforce(v, res):
+                observe_unaudited(x, v.proposal)
+                ok, enforced = True, False
+            if ok:
+                done.append(str(v.proposal.id))
+            self.host.observe(Outcome(v.proposal, v, enforced, ok, recovery=True))
+        if self._g is not None:
+            for oid in f.obligations:
+                self._g.reset(oid)
+        unseen = tuple(f"{v.code}: {v.detail}" for v in rv.violations)
+        x.record_note(
+            "recovery",
+            {"diagnosis": f.id, "feedback": fb.id, "agent": agent, "proposals": done,
+             "unguarded": True, "unseen_violations": list(unseen),
+             "cq_before": rv.before.cq},
+            ref=f.id,
+        )
+        res.interventions.append(
+            Intervention(f, agent, fb, tuple(done), bool(done), unseen, rv.before.cq, None, ())
+        )
+        return "recovered_unguarded"
 
 
 def _sig(hits: Sequence[TriggerHit], primary: Trigger) -> tuple[str, ...]:

@@ -3,8 +3,10 @@
 Conditions on matched instances (the same ``(mode, seed)`` in every condition, with
 common random numbers for every attempt): ``mas_only`` (the host alone), ``passive``
 (full-state observation: X built and measured, no intervention) and ``audit``
-(iCORE-Audit). Representation ablations G-only / Q-only / full X are measured on the
-passive runs against the defects the simulated agents injected (ground truth).
+(iCORE-Audit). Two representation ablations, both scored against the defects the
+simulated world injected (ground truth): detection-only on the passive runs' logs
+(:mod:`icore.bench._icore_repr`), and loop-level, where the whole audit loop runs with a
+G-only, Q-only or full-X view (:mod:`icore.bench._icore_loop`, :mod:`icore.audit._views`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from icore._clock import WallClock
 from icore.agents._llm_icore import LLMSettings, LLMTeam
 from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import SimEnvironment, SimTeam, introduce
-from icore.audit import AuditLoop, LoopConfig, run_mas_only
+from icore.audit import AuditLoop, LoopConfig, RunResult, run_mas_only
+from icore.audit._views import check_view
 from icore.bench._checks import check_count
 from icore.bench._errors import BadOption, UnknownPreset
+from icore.bench._icore_loop import LOOP_VIEWS, loop_detection, loop_table
 from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS, detect_all
 from icore.state import State
 from icore.workloads._tasks import (
@@ -120,6 +124,10 @@ class InstanceResult:
 
     runs: list[RunRow] = field(default_factory=list)
     repr: list[ReprRow] = field(default_factory=list)
+    loop_runs: list[RunRow] = field(default_factory=list)
+    """Audit runs with a restricted view (conditions ``audit_G``, ``audit_Q``)."""
+    loop_repr: list[ReprRow] = field(default_factory=list)
+    """What each view's loop named vs the world's injected defects (G, Q, X)."""
 
 
 def hoeffding_slack(inst: TaskInstance, delta: float) -> float:
@@ -138,9 +146,17 @@ def run_condition(
 
     Args:
         inst: the matched instance.
-        condition: ``mas_only``, ``passive`` or ``audit``.
+        condition: ``mas_only``, ``passive``, ``audit``, or ``audit_G`` / ``audit_Q``
+            (the audit loop with a restricted view, :mod:`icore.audit._views`).
         llm: run the LLM team behind this endpoint instead of the simulated team.
     """
+    row, state, world, _ = _run(inst, condition, llm)
+    return row, state, world
+
+
+def _run(
+    inst: TaskInstance, condition: str, llm: LLMSettings | None
+) -> tuple[RunRow, State | None, SimWorld, RunResult]:
     from icore.workloads._tasks import FAILURE_PROBABILITY
 
     clock = WallClock()
@@ -154,10 +170,12 @@ def run_condition(
     else:
         state = State(declaration(inst))
         introduce(state, inst)
+        view = condition.removeprefix("audit_") if condition.startswith("audit_") else "X"
         loop = AuditLoop(
             state, team, env=env, clock=clock,
-            config=LoopConfig(mode="audit" if condition == "audit" else "passive",
-                              max_steps=inst.budget, head_view=world.head_view),
+            config=LoopConfig(mode="passive" if condition == "passive" else "audit",
+                              max_steps=inst.budget, head_view=world.lineage,
+                              view=check_view(view)),
         )
         res = loop.run()
     fin = res.final
@@ -191,7 +209,7 @@ def run_condition(
         for k in ("responses", "accepted", "violations", "corrections", "unrecovered",
                   "infra_failures"):
             setattr(row, f"llm_{k}", t[k])
-    return row, state, world
+    return row, state, world, res
 
 
 def run_instance(
@@ -201,9 +219,19 @@ def run_instance(
     ``faults``, plus the ablations."""
     inst = make_instance(mode, seed, faults)
     out = InstanceResult()
-    for cond in CONDITIONS:
-        row, state, world = run_condition(inst, cond, llm=llm)
-        out.runs.append(row)
+    views = () if llm is not None else LOOP_VIEWS  # the loop ablation runs simulated teams
+    for cond in (*CONDITIONS, *(f"audit_{v}" for v in views)):
+        row, state, world, res = _run(inst, cond, llm)
+        if cond in CONDITIONS:
+            out.runs.append(row)
+        else:
+            out.loop_runs.append(row)
+        if cond.startswith("audit"):
+            view = "X" if cond == "audit" else cond.removeprefix("audit_")
+            out.loop_repr.extend(
+                ReprRow(str(inst.mode), seed, view, d, i, n, fa)
+                for d, i, n, fa in loop_detection(world.injected, res.named)
+            )
         if cond == "passive" and state is not None:
             det = detect_all(list(state.entries), state.decl)
             truth = set(world.injected)
@@ -367,6 +395,8 @@ def evaluate(
                       faults=faults)
     runtime = time.perf_counter() - t0
     runs, reps = rows_as_dicts(results)
+    loop_runs = [asdict(r) for res in results for r in res.loop_runs]
+    loop_reps = [asdict(r) for res in results for r in res.loop_repr]
     summary: dict[str, Any] = {
         "preset": p.name,
         "per_mode": n,
@@ -380,6 +410,7 @@ def evaluate(
         "runtime_s": runtime,
         "comparisons": paired_json(comparisons(runs, draws=p.bootstrap)),
         "representation": representation_table(reps),
+        "loop_ablation": loop_table(runs, loop_runs, loop_reps, draws=p.bootstrap),
         "prop4": prop4_check(runs),
         "costs": costs(runs),
     }
@@ -387,6 +418,13 @@ def evaluate(
         summary["llm"] = llm_tallies(runs)
     target = out if out is not None else Path("results") / "icore" / p.name
     paths = write_all(target, summary, runs, reps)
+    if loop_runs:
+        from icore.bench._icore_report import write_csv
+
+        paths["loop_runs"] = target / "loop_runs.csv"
+        paths["loop_detection"] = target / "loop_detection.csv"
+        write_csv(paths["loop_runs"], loop_runs)
+        write_csv(paths["loop_detection"], loop_reps)
     return summary, paths
 
 
@@ -397,6 +435,7 @@ GRID: tuple[FaultSettings, ...] = (
     FaultSettings(ignore_feedback=0.3),
     FaultSettings(misread_feedback=0.3),
     FaultSettings(sigma=0.15),
+    FaultSettings(stale_input=0.5),
     FaultSettings(fabricate=0.3, gaming=0.2, ignore_feedback=0.3, misread_feedback=0.2,
                   sigma=0.15),
 )
@@ -446,6 +485,8 @@ def evaluate_grid(
             "d_perf_pp": 100 * pf["diff"], "d_perf_lo": 100 * pf["lo"],
             "d_perf_hi": 100 * pf["hi"],
             "prop4_declared": bool(p4["expectation"]), "prop4_all_hold": p4["all_hold"],
+            **{f"d_perf_pp_{r['representation']}": r["d_perf_pp"]
+               for r in summary["loop_ablation"]},
             "runtime_s": summary["runtime_s"],
         })
     target.mkdir(parents=True, exist_ok=True)
@@ -458,8 +499,8 @@ def evaluate_grid(
         "quality, +15.1 pp terminal performance.",
         "",
         "| setting | n | quality passive → audit | Δ quality pp [95% CI] | Perf passive → "
-        "audit | Δ Perf pp [95% CI] | Prop. 4 (expectation) |",
-        "|---|---|---|---|---|---|---|",
+        "audit | Δ Perf pp [95% CI] | Δ Perf pp, loop view G / Q | Prop. 4 (expectation) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         p4s = ("not declared (conditions fail)" if not r["prop4_declared"]
@@ -468,7 +509,9 @@ def evaluate_grid(
             f"| {r['setting']} | {r['n']} | {r['quality_passive']:.3f} → "
             f"{r['quality_audit']:.3f} | {r['d_quality_pp']:+.1f} [{r['d_quality_lo']:+.1f}, "
             f"{r['d_quality_hi']:+.1f}] | {r['perf_passive']:.3f} → {r['perf_audit']:.3f} | "
-            f"{r['d_perf_pp']:+.1f} [{r['d_perf_lo']:+.1f}, {r['d_perf_hi']:+.1f}] | {p4s} |"
+            f"{r['d_perf_pp']:+.1f} [{r['d_perf_lo']:+.1f}, {r['d_perf_hi']:+.1f}] | "
+            f"{r.get('d_perf_pp_G', float('nan')):+.1f} / "
+            f"{r.get('d_perf_pp_Q', float('nan')):+.1f} | {p4s} |"
         )
     md = target / "grid.md"
     md.write_text("\n".join(lines) + "\n", encoding="utf-8")

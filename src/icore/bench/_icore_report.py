@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._extras import require
+from icore.bench._icore_loop import loop_markdown
 from icore.bench._icore_stats import PAPER_ANCHORS, Paired
 
 
@@ -42,7 +43,7 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{summary['bootstrap']} paired bootstrap draws; runtime {summary['runtime_s']:.1f} s "
         f"with {summary['jobs']} job(s).",
         "",
-        "## Representation sufficiency (claim 1)",
+        "## Representation sufficiency, detection only (claim 1)",
         "",
         "Recall = detected / injected defects (ground truth from the simulated agents), "
         "on the passive runs; false alarms = flagged pairs with no injected defect.",
@@ -64,8 +65,9 @@ def markdown(summary: dict[str, Any]) -> str:
             f"{cells['G']['false_alarms']} / {cells['Q']['false_alarms']} / "
             f"{cells['X']['false_alarms']} |"
         )
+    lines.append("")
+    lines += loop_markdown(summary.get("loop_ablation", []))
     lines += [
-        "",
         "## iCORE-Audit vs passive observation (claim 2)",
         "",
         "Absolute differences in percentage points (audit − passive), 95% paired bootstrap "

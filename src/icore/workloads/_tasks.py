@@ -132,6 +132,7 @@ class FaultProfile:
     gaming: float = 0.0
     ignore_feedback: float = 0.0
     misread_feedback: float = 0.0
+    stale_input: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,11 @@ class FaultSettings:
             no evidence; the lead moves the work to a worker the feedback did not name).
         sigma: standard deviation of the noise between declared capability values (what
             D and the lead read) and the true success probabilities.
+        stale_input: a worker whose cached specification an owner revised certifies its
+            work over a record it derived from the old version (its own current head,
+            whose parent is the superseded specification) instead of citing the
+            specification: a certificate over inputs that are no longer current, which
+            only revocation along derivation lineage catches (docs/state.md).
     """
 
     fabricate: float = 0.0
@@ -157,12 +163,14 @@ class FaultSettings:
     ignore_feedback: float = 0.0
     misread_feedback: float = 0.0
     sigma: float = 0.0
+    stale_input: float = 0.0
 
     def label(self) -> str:
         """A short name, e.g. ``fab=0.3,sigma=0.1`` (``none`` for the default)."""
         parts = [f"{k}={v:g}" for k, v in (
             ("fab", self.fabricate), ("gaming", self.gaming), ("ignore", self.ignore_feedback),
-            ("misread", self.misread_feedback), ("sigma", self.sigma)) if v]
+            ("misread", self.misread_feedback), ("sigma", self.sigma),
+            ("stale", self.stale_input)) if v]
         return ",".join(parts) or "none"
 
 
@@ -287,7 +295,8 @@ def _workers(
         if fs is not None and fs != FaultSettings():
             faults = replace(faults, fabricate=fs.fabricate, gaming=fs.gaming,
                              ignore_feedback=fs.ignore_feedback,
-                             misread_feedback=fs.misread_feedback)
+                             misread_feedback=fs.misread_feedback,
+                             stale_input=fs.stale_input)
             if fs.sigma > 0:
                 # a separate stream: the true values (and the instance) stay the same
                 nr = _rng("icore-sigma", mode, seed, i, fs.sigma)
