@@ -203,7 +203,9 @@ async def connect_nats(servers: Sequence[str], *, certs_dir: str | Path, identit
             error_cb=on_error, ping_interval=5, max_outstanding_pings=2),
             timeout_s * max(1, len(servers)) + 1.0)
     except (TimeoutError, OSError, nats.errors.Error) as exc:
-        raise OwnerUnreachable(f"cannot connect to NATS: {exc}", servers=list(servers),
+        # a timeout's message is empty: say which kind of failure it was
+        why = str(exc) or f"{type(exc).__name__} after {timeout_s:g} s per server"
+        raise OwnerUnreachable(f"cannot connect to NATS: {why}", servers=list(servers),
                                identity=identity) from exc
 
 
