@@ -63,3 +63,19 @@ def test_llm_backend_without_a_model_is_a_usage_error(tmp_path: Path) -> None:
     assert "needs a model" in res.output and "--llm-model" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("garbage, not json", "not JSON"), ("", "empty file"),
+    ('{"history": [', "truncated JSON"), ('{"a": 1,, "b": 2}', "malformed JSON"),
+    ('{"hello": 1}', "history: missing field (a .json file is read as a Who&When trace")])
+def test_unreadable_trace_says_what_it_is(tmp_path: Path, text: str, words: str) -> None:
+    """A .json that is prose, empty, cut short, broken or of no known format: exit 1,
+    ``error`` naming the file and what is wrong with it; nothing written."""
+    bad = tmp_path / "x.json"
+    bad.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["audit", str(bad), "--out", str(out)], env=_ENV)
+    assert res.exit_code == 1, res.output
+    assert f"error {bad}" in res.output and words in " ".join(res.output.split())
+    assert not out.exists()
