@@ -79,3 +79,27 @@ def test_unreadable_trace_says_what_it_is(tmp_path: Path, text: str, words: str)
     assert res.exit_code == 1, res.output
     assert f"error {bad}" in res.output and words in " ".join(res.output.split())
     assert not out.exists()
+
+
+def test_earlier_run_in_the_current_folder_is_kept(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second run with ``--out .`` (or a folder that contains the current one) cannot
+    move the first aside: an ``error:`` naming the folder (was a ValueError traceback),
+    and the first run's files are left as they were; a subfolder is still numbered."""
+    from icore._files import move_aside
+
+    run = tmp_path / "here"
+    (run / "sub").mkdir(parents=True)
+    (run / "run.json").write_text("first", encoding="utf-8")
+    monkeypatch.chdir(run)
+    res = CliRunner().invoke(app, ["run", "--out", "."], env=_ENV)
+    assert res.exit_code == 1, res.output
+    assert "error:" in res.output and "current folder" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert (run / "run.json").read_text(encoding="utf-8") == "first"
+    monkeypatch.chdir(run / "sub")
+    with pytest.raises(OSError, match="current folder or contains it"):
+        move_aside(Path(".."))
+    (run / "sub" / "x").mkdir()
+    assert move_aside(Path("x/")) == run / "sub" / "x.1"
+    assert (run / "sub" / "x.1").is_dir() and not (run / "sub" / "x").exists()
