@@ -64,8 +64,11 @@ def move_aside(folder: Path) -> Path:
         OSError: the rename failed, or ``folder`` is the current folder or contains it
             (``--out .``: renaming it would move the caller's own working folder; EBUSY).
     """
-    here = Path.cwd().resolve()
-    if folder.resolve() == here or folder.resolve() in here.parents:
+    try:
+        here: Path | None = Path.cwd().resolve()
+    except OSError:  # the working folder was removed: nothing of it can be moved
+        here = None
+    if here is not None and (folder.resolve() == here or folder.resolve() in here.parents):
         raise OSError(errno.EBUSY, "cannot move an earlier run aside: this folder is the "
                       "current folder or contains it; give a subfolder (e.g. --out "
                       "results/run)", str(folder))
