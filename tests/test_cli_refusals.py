@@ -103,3 +103,16 @@ def test_earlier_run_in_the_current_folder_is_kept(tmp_path: Path,
     (run / "sub" / "x").mkdir()
     assert move_aside(Path("x/")) == run / "sub" / "x.1"
     assert (run / "sub" / "x.1").is_dir() and not (run / "sub" / "x").exists()
+
+
+@pytest.mark.parametrize("command", [["audit", "RUNS", "-o", "OUT"], ["run", "-o", "OUT"]])
+def test_otlp_endpoint_that_is_no_url_is_a_usage_error(
+        tmp_path: Path, magentic: dict[str, Any], command: list[str]) -> None:
+    """``--otlp-endpoint notaurl``: exit 2 naming the option before any work (the audit
+    used to run, print its table and then fail with exit 1)."""
+    runs, out = _runs(tmp_path, magentic), tmp_path / "out"
+    args = [{"RUNS": str(runs), "OUT": str(out)}.get(a, a) for a in command]
+    res = CliRunner().invoke(app, [*args, "--otlp-endpoint", "notaurl"], env=_ENV)
+    assert res.exit_code == 2, res.output
+    assert "--otlp-endpoint" in res.output and "notaurl" in res.output
+    assert not out.exists()

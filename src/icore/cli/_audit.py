@@ -31,6 +31,7 @@ from icore.adapters import (
 )
 from icore.cli._inputs import (
     FAIL_EXIT,
+    check_otlp_endpoint,
     fail_conditions,
     output_file,
     refuse_non_folder,
@@ -102,6 +103,7 @@ def audit(
         # a FIFO or device given by name would block (or never end) when read: refuse it
         # before anything is read; inside folders only regular files are collected
         refuse_special_file(p, what="trace path", dir_ok=True)
+    check_otlp_endpoint(otlp_endpoint)
     if report or prov:
         refuse_non_folder(out, what="--out")
     files = collect_paths(paths)

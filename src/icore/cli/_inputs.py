@@ -169,6 +169,18 @@ class OutputFile:
             os.close(fd)
 
 
+def check_otlp_endpoint(endpoint: str | None) -> None:
+    """Refuse an ``--otlp-endpoint`` that is neither an http(s) URL nor ``file:PATH``
+    before the command does its work (the exporter itself checks it again).
+
+    Raises:
+        typer.BadParameter: exit 2, naming the option and the value.
+    """
+    if endpoint and not endpoint.strip().startswith(("http://", "https://", "file:")):
+        raise typer.BadParameter(f"use an http(s):// OTLP/HTTP URL or file:PATH, not "
+                                 f"{endpoint!r}", param_hint="--otlp-endpoint")
+
+
 def refuse_non_folder(path: Path, *, what: str) -> None:
     """Exit 2 with an ``error:`` message when ``path`` exists but is not a folder.
 
@@ -202,6 +214,6 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
         out.close()
 
 
-__all__ = ["FAIL_EXIT", "OutputFile", "bad_options", "fail_conditions", "output_file",
-           "positive_seconds", "positive_seconds_or_none", "refuse_non_folder",
+__all__ = ["FAIL_EXIT", "OutputFile", "bad_options", "check_otlp_endpoint", "fail_conditions",
+           "output_file", "positive_seconds", "positive_seconds_or_none", "refuse_non_folder",
            "refuse_special_file"]

@@ -29,6 +29,7 @@ from icore.agents import (
 from icore.agents._matched import TABLE_HEADER
 from icore.cli._inputs import (
     FAIL_EXIT,
+    check_otlp_endpoint,
     fail_conditions,
     positive_seconds_or_none,
     refuse_non_folder,
@@ -227,6 +228,7 @@ def run(
     if manifest is not None:
         refuse_special_file(manifest, what="run manifest")
     refuse_non_folder(out, what="--out")
+    check_otlp_endpoint(otlp_endpoint)
     if backend and backend not in ("scripted", "llm"):
         raise typer.BadParameter("use scripted or llm", param_hint="--backend")
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,
