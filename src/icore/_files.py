@@ -12,6 +12,7 @@ Pure stdlib (``os``, ``stat``) and no icore import: every layer may use this mod
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -60,8 +61,18 @@ def move_aside(folder: Path) -> Path:
     the new path (an earlier run's results are kept, never mixed with a new run's).
 
     Raises:
-        OSError: the rename failed.
+        OSError: the rename failed, or ``folder`` is the current folder or contains it
+            (``--out .``: renaming it would move the caller's own working folder; EBUSY).
     """
+    try:
+        here: Path | None = Path.cwd().resolve()
+    except OSError:  # the working folder was removed: nothing of it can be moved
+        here = None
+    if here is not None and (folder.resolve() == here or folder.resolve() in here.parents):
+        raise OSError(errno.EBUSY, "cannot move an earlier run aside: this folder is the "
+                      "current folder or contains it; give a subfolder (e.g. --out "
+                      "results/run)", str(folder))
+    folder = Path(os.path.abspath(folder))  # "." or "x/..": a name to number
     n = 1
     while folder.with_name(f"{folder.name}.{n}").exists():
         n += 1

@@ -78,11 +78,12 @@ def test_help() -> None:
 
 def test_unusable_out_folder_is_a_clean_error(tmp_path: Path, magentic: dict[str, Any],
                                               captain: dict[str, Any]) -> None:
-    """`--out` naming a file: an error message naming it and exit 1, not a traceback."""
+    """`--out` naming a file: a usage error naming it (exit 2, before any import), not a
+    traceback."""
     runs = _write(tmp_path, magentic, captain)
     (tmp_path / "afile").write_text("", encoding="utf-8")
     res = CliRunner().invoke(app, ["audit", str(runs), "--out", str(tmp_path / "afile")])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert isinstance(res.exception, SystemExit)
     assert "error:" in res.output and "afile" in res.output
 

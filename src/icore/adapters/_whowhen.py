@@ -73,8 +73,15 @@ def read_json(path: str | Path) -> tuple[Any, str]:
     try:
         return json.loads(text), file
     except json.JSONDecodeError as exc:
-        cut = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith(("}", "]"))
-        what = "truncated JSON" if cut else "malformed JSON"
+        body = text.strip()
+        if not body:
+            what = "empty file"
+        elif body[:1] not in ("{", "["):  # prose, a log line
+            what = "not JSON"
+        elif exc.pos >= len(text.rstrip()) or not body.endswith(("}", "]")):
+            what = "truncated JSON"  # a document that stops early
+        else:
+            what = "malformed JSON"
         raise AdapterError(
             f"{what}: {exc.msg}", file=file, field="<root>", line=exc.lineno, column=exc.colno
         ) from None
@@ -142,7 +149,9 @@ def _top(data: Any, file: str) -> dict[str, Any]:
         )
     hist = data.get("history")
     if hist is None:
-        raise AdapterError("missing field", file=file, field="history")
+        raise AdapterError("missing field (a .json file is read as a Who&When trace "
+                           "unless it holds OpenTelemetry spans: resourceSpans, a Phoenix "
+                           "span list or a Langfuse trace)", file=file, field="history")
     if not isinstance(hist, list):
         raise AdapterError("history must be a list", file=file, field="history")
     if not hist:

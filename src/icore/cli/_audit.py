@@ -29,7 +29,14 @@ from icore.adapters import (
     collect_paths,
     write_prov,
 )
-from icore.cli._inputs import FAIL_EXIT, fail_conditions, output_file, refuse_special_file
+from icore.cli._inputs import (
+    FAIL_EXIT,
+    check_otlp_endpoint,
+    fail_conditions,
+    output_file,
+    refuse_non_folder,
+    refuse_special_file,
+)
 from icore.report import (
     flag_views,
     index_from_audits,
@@ -87,7 +94,8 @@ def audit(
 
     Exit codes: 0 ok; 1 a file could not be imported (nothing is written when no run
     was read); 2 usage error (no trace files, a FIFO or device as PATH, a bad
-    --fail-on); 3 a --fail-on condition holds.
+    --fail-on, an --out that is a file, a --json that is a folder); 3 a --fail-on
+    condition holds.
     """
     console = Console(width=160)
     fails = fail_conditions(fail_on, FAIL_ON)
@@ -95,6 +103,9 @@ def audit(
         # a FIFO or device given by name would block (or never end) when read: refuse it
         # before anything is read; inside folders only regular files are collected
         refuse_special_file(p, what="trace path", dir_ok=True)
+    check_otlp_endpoint(otlp_endpoint)
+    if report or prov:
+        refuse_non_folder(out, what="--out")
     files = collect_paths(paths)
     if not files:
         console.print("[red]no trace files found[/]")

@@ -39,8 +39,10 @@ def bench_attribution(
     llm_api_key: str = typer.Option("not-needed", envvar="OPENAI_API_KEY",
                                     help="API key sent to --llm-base-url."),
 ) -> None:
-    """Failure attribution, cross-validated per subset (grouped k-fold, with and without
-    ground truth, step tolerance ±0..±5, 95% intervals) next to the baselines."""
+    """Failure attribution on Who&When, cross-validated per subset, next to baselines.
+
+    Grouped k-fold, with and without ground truth, step tolerance ±0..±5, 95% intervals.
+    """
     console = Console(width=180)
     where = "the given runs"
     if not paths:

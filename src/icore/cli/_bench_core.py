@@ -16,8 +16,11 @@ def bench_core(
     seconds: float = typer.Option(1.0, callback=positive_seconds,
                                   help="Measuring time per cell, in seconds (finite, > 0)."),
 ) -> None:
-    """Gate decisions/s for d in {1, 8} x depth in {1, 8} on both stores; commits/s of one
-    writer (next to the figure before the atomic owner rules) and of 8 contended writers."""
+    """Gate decisions/s and commits/s on both stores (PlanFence core microbenchmark).
+
+    Decisions/s for d in {1, 8} x depth in {1, 8}; commits/s of one writer (next to the
+    figure before the atomic owner rules) and of 8 contended writers.
+    """
     console = Console(width=120)
     with bad_options(), console.status("measuring the gate and the stores..."):
         res = run_core_bench(seconds)

@@ -47,8 +47,10 @@ def bench_planfence(
                                 help="selector only: share of the paper's 1,332-example "
                                 "campaign to replay (the dataset is cached)."),
 ) -> None:
-    """Replay every policy on identical schedules and write the paper's tables/figures
-    (``selector``: App. B.2 policy selection, Table 10)."""
+    """Replay every policy on identical schedules; write the paper's tables and figures.
+
+    The selector preset is App. B.2's learned policy selection (Table 10).
+    """
     console = Console(width=140)
     folder = out if out is not None else Path("results") / "planfence" / preset
     if preset == "selector":

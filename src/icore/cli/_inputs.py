@@ -106,7 +106,8 @@ class OutputFile:
     its work. With a reader (a pipe to another process, ``/dev/stdout`` piped) the
     descriptor is held until :meth:`write`, so the reader does not see an early EOF.
     Any other path (missing, regular file, character device) is written at the end as
-    before. Use through :func:`output_file`.
+    before; a folder, or a missing path whose parent folder does not exist, is refused
+    up front (exit 2). Use through :func:`output_file`.
     """
 
     def __init__(self, path: Path, *, what: str) -> None:
@@ -114,10 +115,18 @@ class OutputFile:
         self.what = what
         self._fd: int | None = None
         try:
-            is_fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+            mode: int | None = os.stat(path).st_mode
         except OSError:
-            is_fifo = False
-        if not is_fifo:
+            mode = None
+        # refuse what the final write would refuse, before the command does its work
+        if mode is None and not path.parent.is_dir():
+            typer.echo(f"error: cannot write {what} {path}: folder {path.parent} does not "
+                       "exist", err=True)
+            raise typer.Exit(2)
+        if mode is not None and stat.S_ISDIR(mode):
+            typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
+            raise typer.Exit(2)
+        if mode is None or not stat.S_ISFIFO(mode):
             return
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
@@ -160,13 +169,40 @@ class OutputFile:
             os.close(fd)
 
 
+def check_otlp_endpoint(endpoint: str | None) -> None:
+    """Refuse an ``--otlp-endpoint`` that is neither an http(s) URL nor ``file:PATH``
+    before the command does its work (the exporter itself checks it again).
+
+    Raises:
+        typer.BadParameter: exit 2, naming the option and the value.
+    """
+    if endpoint and not endpoint.strip().startswith(("http://", "https://", "file:")):
+        raise typer.BadParameter(f"use an http(s):// OTLP/HTTP URL or file:PATH, not "
+                                 f"{endpoint!r}", param_hint="--otlp-endpoint")
+
+
+def refuse_non_folder(path: Path, *, what: str) -> None:
+    """Exit 2 with an ``error:`` message when ``path`` exists but is not a folder.
+
+    For output folders (``--out``): checked before any work, so a typo naming a file is
+    a usage error, not an OS error after the run (the file is left as it was).
+
+    Raises:
+        typer.Exit: code 2, after the message is printed on stderr.
+    """
+    if path.exists() and not path.is_dir():
+        typer.echo(f"error: {what} {path} exists and is not a folder", err=True)
+        raise typer.Exit(2)
+
+
 @contextmanager
 def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
     """Check an output path up front (see :class:`OutputFile`); None passes through.
 
     Raises:
         typer.Exit: code 2 when ``path`` is an existing FIFO with no reader (ENXIO) or
-            cannot be opened for writing; the message names ``path`` on stderr.
+            cannot be opened for writing, is a folder, or its parent folder does not
+            exist; the message names ``path`` on stderr.
     """
     if path is None:
         yield None
@@ -178,5 +214,6 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
         out.close()
 
 
-__all__ = ["FAIL_EXIT", "OutputFile", "bad_options", "fail_conditions", "output_file",
-           "positive_seconds", "positive_seconds_or_none", "refuse_special_file"]
+__all__ = ["FAIL_EXIT", "OutputFile", "bad_options", "check_otlp_endpoint", "fail_conditions",
+           "output_file", "positive_seconds", "positive_seconds_or_none", "refuse_non_folder",
+           "refuse_special_file"]

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from icore.agents import (
+    LLMConfig,
     LLMUnavailable,
     ManifestError,
     RunManifest,
@@ -28,8 +29,10 @@ from icore.agents import (
 from icore.agents._matched import TABLE_HEADER
 from icore.cli._inputs import (
     FAIL_EXIT,
+    check_otlp_endpoint,
     fail_conditions,
     positive_seconds_or_none,
+    refuse_non_folder,
     refuse_special_file,
 )
 from icore.report import ICORE_DIR, report_filename, write_live_report
@@ -88,11 +91,22 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
     if repeat is not None:
         changes["repeat"] = repeat
     try:
-        return m.with_(**changes) if changes else m
+        out = m.with_(**changes) if changes else m
     except ManifestError as exc:
         field = str(exc.fields.get("path", ""))
         hint = _OPTION_OF_FIELD.get(field) or _OPTION_OF_FIELD.get(field.split(".")[0])
         raise typer.BadParameter(str(exc), param_hint=hint) from exc
+    if out.backend.kind == "llm":
+        # a missing base URL or model (flags, manifest or ICORE_LLM_*) is a usage error
+        # before any agent starts, not a traceback from inside the run
+        b = out.backend.resolved()
+        try:
+            LLMConfig.from_env(base_url=b.get("base_url"), model=b.get("model"),
+                               api_key=b.get("api_key"), timeout_s=b.get("timeout_s"),
+                               tool_choice=b.get("tool_choice"), slots=b.get("slots"))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--backend llm") from exc
+    return out
 
 
 def print_decisions(console: Console, rows: list[tuple[str, RunResult]]) -> None:
@@ -194,8 +208,10 @@ def run(
         "OTLP/HTTP URL (e.g. http://127.0.0.1:6006 for Phoenix; OTEL_EXPORTER_OTLP_* "
         "variables apply), or file:PATH for OTLP JSON lines. Needs icore[otel].")] = None,
 ) -> None:
-    """Run a live multi-agent team (one process per agent, mutual-TLS owner services, or
-    owner memory on NATS JetStream when the manifest says ``memory: {backend: nats}``).
+    """Run a live multi-agent team: one process per agent, PlanFence-protected tools.
+
+    Owner memory is each agent's SQLite store behind a mutual-TLS owner service, or NATS
+    JetStream when the manifest says ``memory: {backend: nats}``.
 
     A manifest that is not a regular file, and a --concurrency, --repeat or
     --llm-timeout-s the run manifest refuses (0, negative, NaN, infinite, over its
@@ -211,6 +227,8 @@ def run(
 
     if manifest is not None:
         refuse_special_file(manifest, what="run manifest")
+    refuse_non_folder(out, what="--out")
+    check_otlp_endpoint(otlp_endpoint)
     if backend and backend not in ("scripted", "llm"):
         raise typer.BadParameter("use scripted or llm", param_hint="--backend")
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,

@@ -203,7 +203,9 @@ async def connect_nats(servers: Sequence[str], *, certs_dir: str | Path, identit
             error_cb=on_error, ping_interval=5, max_outstanding_pings=2),
             timeout_s * max(1, len(servers)) + 1.0)
     except (TimeoutError, OSError, nats.errors.Error) as exc:
-        raise OwnerUnreachable(f"cannot connect to NATS: {exc}", servers=list(servers),
+        # a timeout's message is empty: say which kind of failure it was
+        why = str(exc) or f"{type(exc).__name__} after {timeout_s:g} s per server"
+        raise OwnerUnreachable(f"cannot connect to NATS: {why}", servers=list(servers),
                                identity=identity) from exc
 
 
@@ -435,10 +437,22 @@ class NatsMemory:
             w = await self.heads_kv.watch(f"{owner}.>" if owner else ">",
                                           ignore_deletes=True, meta_only=True)
             toks: list[str] = []
+            late_s = 0.2
             try:
-                async for e in w:
-                    if e is None:
+                # the client's end-of-initial-values marker (None) can come before
+                # entries already delivered (its consumer-info check races them), so
+                # after it wait briefly for late entries; an entry with nothing pending
+                # behind it (delta 0, from the server) ends the scan
+                saw_end = False
+                while True:
+                    try:
+                        e = await w.updates(  # type: ignore[no-untyped-call]
+                            timeout=late_s if saw_end else self.timeout_s)
+                    except nats.errors.TimeoutError:
                         break
+                    if e is None:
+                        saw_end = True
+                        continue
                     toks.append(e.key)
                     if not e.delta:
                         break

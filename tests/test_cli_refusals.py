@@ -1,0 +1,118 @@
+"""Wrong output paths and an incomplete LLM backend are usage errors (exit 2, ``error:``
+naming the input), found before any work is done and without touching what exists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from icore.cli import app
+
+_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
+        "OPENAI_BASE_URL": ""}
+
+
+def _runs(tmp_path: Path, magentic: dict[str, Any]) -> Path:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "1.json").write_text(json.dumps(magentic), encoding="utf-8")
+    return runs
+
+
+@pytest.mark.parametrize("command", [["audit", "RUNS", "-o", "OUT"],
+                                     ["bench", "state", "--quick"]])
+def test_json_to_a_folder_or_a_missing_folder_is_refused_up_front(
+        tmp_path: Path, magentic: dict[str, Any], command: list[str]) -> None:
+    """``--json`` naming a folder, or a file in a folder that does not exist: exit 2
+    before the command runs (no reports written)."""
+    runs, out = _runs(tmp_path, magentic), tmp_path / "out"
+    args = [{"RUNS": str(runs), "OUT": str(out)}.get(a, a) for a in command]
+    for target, words in ((tmp_path, "is a folder"),
+                          (tmp_path / "nope" / "x.json", "does not exist")):
+        res = CliRunner().invoke(app, [*args, "--json", str(target)], env=_ENV)
+        assert res.exit_code == 2, res.output
+        assert "error:" in res.output and words in res.output and str(target) in res.output
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["audit", "RUNS"], ["run"]])
+def test_out_naming_a_file_is_refused_and_the_file_kept(
+        tmp_path: Path, magentic: dict[str, Any], command: list[str]) -> None:
+    """``--out`` naming an existing file: exit 2 naming it; the file is left as it was."""
+    runs = _runs(tmp_path, magentic)
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me", encoding="utf-8")
+    args = [str(runs) if a == "RUNS" else a for a in command]
+    res = CliRunner().invoke(app, [*args, "--out", str(target)], env=_ENV)
+    assert res.exit_code == 2, res.output
+    assert "error: --out" in res.output and "not a folder" in res.output
+    assert target.read_text(encoding="utf-8") == "keep me"
+
+
+def test_llm_backend_without_a_model_is_a_usage_error(tmp_path: Path) -> None:
+    """``--backend llm`` with a base URL but no model (flag, manifest or environment):
+    exit 2 naming what is missing, no traceback, no run folder."""
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["run", "--backend", "llm", "--llm-base-url",
+                                   "http://127.0.0.1:9/v1", "--out", str(out)], env=_ENV)
+    assert res.exit_code == 2, res.output
+    assert "needs a model" in res.output and "--llm-model" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("garbage, not json", "not JSON"), ("", "empty file"),
+    ('{"history": [', "truncated JSON"), ('{"a": 1,, "b": 2}', "malformed JSON"),
+    ('{"hello": 1}', "history: missing field (a .json file is read as a Who&When trace")])
+def test_unreadable_trace_says_what_it_is(tmp_path: Path, text: str, words: str) -> None:
+    """A .json that is prose, empty, cut short, broken or of no known format: exit 1,
+    ``error`` naming the file and what is wrong with it; nothing written."""
+    bad = tmp_path / "x.json"
+    bad.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["audit", str(bad), "--out", str(out)], env=_ENV)
+    assert res.exit_code == 1, res.output
+    assert f"error {bad}" in res.output and words in " ".join(res.output.split())
+    assert not out.exists()
+
+
+def test_earlier_run_in_the_current_folder_is_kept(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second run with ``--out .`` (or a folder that contains the current one) cannot
+    move the first aside: an ``error:`` naming the folder (was a ValueError traceback),
+    and the first run's files are left as they were; a subfolder is still numbered."""
+    from icore._files import move_aside
+
+    run = tmp_path / "here"
+    (run / "sub").mkdir(parents=True)
+    (run / "run.json").write_text("first", encoding="utf-8")
+    monkeypatch.chdir(run)
+    res = CliRunner().invoke(app, ["run", "--out", "."], env=_ENV)
+    assert res.exit_code == 1, res.output
+    assert "error:" in res.output and "current folder" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert (run / "run.json").read_text(encoding="utf-8") == "first"
+    monkeypatch.chdir(run / "sub")
+    with pytest.raises(OSError, match="current folder or contains it"):
+        move_aside(Path(".."))
+    (run / "sub" / "x").mkdir()
+    assert move_aside(Path("x/")) == run / "sub" / "x.1"
+    assert (run / "sub" / "x.1").is_dir() and not (run / "sub" / "x").exists()
+
+
+@pytest.mark.parametrize("command", [["audit", "RUNS", "-o", "OUT"], ["run", "-o", "OUT"]])
+def test_otlp_endpoint_that_is_no_url_is_a_usage_error(
+        tmp_path: Path, magentic: dict[str, Any], command: list[str]) -> None:
+    """``--otlp-endpoint notaurl``: exit 2 naming the option before any work (the audit
+    used to run, print its table and then fail with exit 1)."""
+    runs, out = _runs(tmp_path, magentic), tmp_path / "out"
+    args = [{"RUNS": str(runs), "OUT": str(out)}.get(a, a) for a in command]
+    res = CliRunner().invoke(app, [*args, "--otlp-endpoint", "notaurl"], env=_ENV)
+    assert res.exit_code == 2, res.output
+    assert "--otlp-endpoint" in res.output and "notaurl" in res.output
+    assert not out.exists()
