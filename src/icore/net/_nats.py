@@ -232,6 +232,22 @@ async def create_buckets(nc: NatsClient, *, replicas: int = 1,
                 if attempt == 49:
                     raise
                 await asyncio.sleep(0.2)  # no meta leader yet (cluster forming)
+    # a new replicated bucket answers only once its stream has elected a leader: wait for
+    # that here, so the first commit does not meet "no responders" (cluster forming)
+    for b in bucket_names(prefix):
+        kv = await js.key_value(b)
+        for attempt in range(100):
+            try:
+                await kv.get("icore-ready")
+                break
+            except nats.js.errors.KeyNotFoundError:
+                break
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError,
+                    nats.js.errors.NoStreamResponseError,
+                    nats.js.errors.ServiceUnavailableError, nats.js.errors.ServerError):
+                if attempt == 99:
+                    raise
+                await asyncio.sleep(0.1)
 
 
 class NatsMemory:
