@@ -19,7 +19,6 @@ which is what keeps the gate fail closed on a cluster that lost its quorum.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import statistics
 import tempfile
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icore.bench._checks import check_count, check_positive_seconds
+from icore.bench._loopback import ByteRelay
 from icore.bench._net_bench import percentile
 from icore.fence import Outcome, avalidate
 from icore.memory import AsyncOwnerAccess, MemoryStore, OwnershipMap
@@ -72,42 +72,6 @@ class BackendFigures:
     validations_per_s: float
     commits_per_s: float
     bytes_per_validation: float
-
-
-class _Relay:
-    """A counting TCP relay on 127.0.0.1 (bench instrument: wire bytes both ways)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.bytes = 0
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._conn, "127.0.0.1", 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _pipe(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(Exception):
-            while data := await r.read(65536):
-                self.bytes += len(data)
-                w.write(data)
-                await w.drain()
-        with contextlib.suppress(Exception):
-            w.close()
-
-    async def _conn(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        ur, uw = await asyncio.open_connection(*self.target)
-        for t in (asyncio.create_task(self._pipe(r, uw)), asyncio.create_task(self._pipe(ur, w))):
-            self._tasks.add(t)
-            t.add_done_callback(self._tasks.discard)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 class _World:
@@ -275,7 +239,7 @@ def _nats(tmp: Path, w: _World, n: int, seconds: float, nodes: int) -> BackendFi
                 s.commit(r, writer="owner")
 
         async def go() -> BackendFigures:
-            relay = _Relay("127.0.0.1", cluster.nodes[0].port)
+            relay = ByteRelay(cluster.nodes[0].port)
             rport = await relay.start()
             m0 = await NatsMemory.connect([f"tls://127.0.0.1:{rport}"], certs_dir=certs,
                                           identity="ex0", ownership=w.om, timeout_s=10.0)

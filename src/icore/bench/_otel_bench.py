@@ -21,7 +21,6 @@ import json
 import os
 import random
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from icore.adapters import load_otlp
+from icore.bench._loopback import free_port
 
 _KINDS = ("AGENT", "LLM", "TOOL", "TOOL", "LLM", "RETRIEVER")
 
@@ -115,15 +115,9 @@ def serve_sink(port: int) -> None:
     ThreadingHTTPServer(("127.0.0.1", port), _Sink).serve_forever(0.2)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Receiver:
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-c",
              f"from icore.bench._otel_bench import serve_sink; serve_sink({self.port})"],

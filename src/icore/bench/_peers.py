@@ -38,7 +38,6 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -50,6 +49,7 @@ from typing import Any
 
 from icore.bench._checks import check_count, check_positive_seconds
 from icore.bench._errors import BadOption
+from icore.bench._loopback import ByteRelay, free_port, wait_port
 from icore.bench._net_bench import _proc_cpu_s, percentile
 from icore.fence import Outcome, avalidate
 from icore.memory import MemoryStore, OwnershipMap
@@ -112,71 +112,6 @@ class PeersResult:
         """A JSON-ready dict of every figure."""
         return {"rounds": self.rounds, "seconds": self.seconds, "skipped": self.skipped,
                 "systems": [asdict(f) for f in self.systems]}
-
-
-# -- helpers -----------------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str,
-                     timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        try:
-            _r, w = await asyncio.open_connection("127.0.0.1", port)
-            w.close()
-            with contextlib.suppress(OSError):
-                await w.wait_closed()
-            return
-        except OSError:
-            await asyncio.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
-
-
-class ByteRelay:
-    """A loopback TCP relay that counts the payload bytes it forwards both ways."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.bytes = 0
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _pipe(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        try:
-            while data := await r.read(65536):
-                self.bytes += len(data)
-                w.write(data)
-                await w.drain()
-        except (OSError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            w.close()
-
-    async def _on_conn(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        sr, sw = await asyncio.open_connection("127.0.0.1", self.target_port)
-        for t in (self._pipe(cr, sw), self._pipe(sr, cw)):
-            task = asyncio.ensure_future(t)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 class Conn(abc.ABC):
@@ -374,7 +309,7 @@ class RedisSystem(System):
     async def start(self, tmp: Path) -> None:
         base = Path(tempfile.mkdtemp(prefix="redis-", dir=tmp))
         self.certs = init_team_certs(base / "certs", ["redis", "client"], team="peers")
-        self._port = _free_port()
+        self._port = free_port()
         c = self.certs
         self._proc = subprocess.Popen(
             ["redis-server", "--port", "0", "--tls-port", str(self._port),
@@ -385,7 +320,7 @@ class RedisSystem(System):
              "--tls-protocols", "TLSv1.3"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         self.pid = self._proc.pid
-        await _wait_port(self._port, self._proc, "redis-server")
+        await wait_port(self._port, self._proc, "redis-server")
         conn = await self.connect()
         assert isinstance(conn, _RedisConn)
         await conn.r.mset({f"req/{i}": _version(i) for i in range(1, max(D_VALUES) + 1)})
@@ -450,13 +385,13 @@ class NatsSystem(System):
 
     async def start(self, tmp: Path) -> None:
         base = Path(tempfile.mkdtemp(prefix="nats-", dir=tmp))
-        self._port = _free_port()
+        self._port = free_port()
         self._proc = subprocess.Popen(
             [_nats_binary() or "nats-server", "-a", "127.0.0.1", "-p", str(self._port),
              "-js", "-sd", str(base)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         self.pid = self._proc.pid
-        await _wait_port(self._port, self._proc, "nats-server")
+        await wait_port(self._port, self._proc, "nats-server")
         conn = await self.connect()
         assert isinstance(conn, _NatsConn)
         for i in range(1, max(D_VALUES) + 1):
@@ -530,7 +465,7 @@ class EtcdSystem(System):
 
     async def start(self, tmp: Path) -> None:
         base = Path(tempfile.mkdtemp(prefix="etcd-", dir=tmp))
-        self._port, peer = _free_port(), _free_port()
+        self._port, peer = free_port(), free_port()
         self._proc = subprocess.Popen(
             ["etcd", "--data-dir", str(base / "data"), "--name", "peers",
              "--listen-client-urls", f"http://127.0.0.1:{self._port}",
@@ -541,7 +476,7 @@ class EtcdSystem(System):
              "--log-level", "error"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         self.pid = self._proc.pid
-        await _wait_port(self._port, self._proc, "etcd")
+        await wait_port(self._port, self._proc, "etcd")
         conn = await self.connect()
         assert isinstance(conn, _EtcdConn)
         for i in range(1, max(D_VALUES) + 1):
