@@ -7,6 +7,22 @@ import importlib
 import pytest
 
 PINNED = {
+    "icore.agents": [
+        "MODES", "SYSTEM_PROMPT", "TALLY_KEYS", "Decider", "DecisionOutcome", "DecisionRequest",
+        "LLMConfig", "LLMDecider", "LLMSettings", "LLMTeam", "LLMUnavailable", "Negotiation",
+        "ScriptedDecider", "SimEnvironment", "SimTeam", "SimWorld", "ToolSpec", "check_call",
+        "decider_from_config", "decision_tally", "discover_slots", "dumps_transcript",
+        "enum_prop", "fit_timeouts", "introduce", "negotiate", "negotiated_backend",
+        "object_schema",
+    ],
+    "icore.live": [
+        "FAMILY_SPECS", "ROLES", "TABLE_HEADER", "AgentCrashed", "AuditListener",
+        "LiveAgentSpec", "LiveAudit", "LiveManifestError", "LiveRunError", "LiveRunResult",
+        "LiveTeam", "MatchedResult", "MatchedRow", "Reporter", "RunManifest", "RunObserver",
+        "StepTimeout", "TaskResult", "TaskSpec", "arun_live", "default_manifest",
+        "live_declaration", "load_manifest", "make_task", "manifest_from_dict",
+        "matched_manifest", "run_live", "run_matched", "run_policies",
+    ],
     "icore.records": [
         "MAX_CONTENT_BYTES", "MAX_LINEAGE_RECORDS", "MAX_PARENTS", "MAX_RECORD_BYTES",
         "SCHEMA_VERSION", "Frontier", "JSONValue", "Lookup", "Record", "RecordId",

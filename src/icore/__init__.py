@@ -18,6 +18,7 @@ may use)::
     audit     pure   iCORE-Audit loop, triggers, diagnosis, routing, recovery audit
     workloads pure   PlanFence schedules, iCORE task modes
     agents    I/O    host policies: scripted, simulated, LLM
+    live      I/O    PlanFence live runs: one process per agent, manifest, matched study
     adapters  I/O    Who&When / JSONL importers, PROV export
     bench     I/O    experiment harnesses and statistics
     report    I/O    HTML reports and plots

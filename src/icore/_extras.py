@@ -9,7 +9,10 @@ instead of a bare ``ModuleNotFoundError`` deep in a traceback.
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
 
 from icore.errors import MissingExtra
 
@@ -35,3 +38,34 @@ def require(module: str, extra: str, *, feature: str = "") -> ModuleType:
         raise MissingExtra(
             f"{feature or 'icore[' + extra + ']'} needs {missing}: "
             f"pip install 'icore[{extra}]'", module=missing, extra=extra) from None
+
+
+def lazy_attributes(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package ``__getattr__`` (PEP 562) importing each front-door name on first use.
+
+    For a front door whose names would pull heavy layers into a process that needs none of
+    them (the agent process of a live run imports :mod:`icore.live` and
+    :mod:`icore.agents`, but neither the coordinator nor iCORE). The package still lists
+    the names in ``__all__`` and imports them under ``TYPE_CHECKING`` for type checkers.
+
+    Args:
+        package: the package's ``__name__``.
+        homes: exported name -> dotted name of the module that defines it.
+
+    Returns:
+        The function to bind as the package's module-level ``__getattr__``; it imports the
+        home module, caches the value on the package and returns it.
+
+    Raises:
+        AttributeError: (from the returned function) ``name`` is not in ``homes``.
+    """
+
+    def __getattr__(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__

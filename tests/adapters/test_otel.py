@@ -33,7 +33,6 @@ from icore.adapters import (
     parse_spans,
     traces_endpoint,
 )
-from icore.agents import RunResult, default_manifest, run_live
 from icore.cli import app
 from icore.fence import (
     DecisionLog,
@@ -43,6 +42,7 @@ from icore.fence import (
     ReplanRequest,
     bind_action,
 )
+from icore.live import LiveRunResult, default_manifest, run_live
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
 
@@ -64,7 +64,7 @@ def _by_name(spans: Sequence[ReadableSpan], prefix: str) -> list[ReadableSpan]:
 
 
 def _live(tmp_path: Path, ex: OtelExporter, policy: str, seeds: Sequence[int] = (0,)
-          ) -> RunResult:
+          ) -> LiveRunResult:
     m = default_manifest("reservation").with_(seeds=list(seeds), concurrency=len(seeds))
     return run_live(m, tmp_path / f"run-{policy}", policy=policy, observer=ex)
 

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from icore.adapters import ICORE_LIVE, OtelExporter, audit_path, make_provider
-from icore.agents import default_manifest, run_live
+from icore.live import default_manifest, run_live
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "phoenix"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from icore.agents import load_manifest, run_matched
-from icore.net import ManifestError, TeamManifest
+from icore.live import load_manifest, run_matched
+from icore.net import TeamManifest, TeamManifestError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -57,9 +57,9 @@ def test_memory_section_is_validated() -> None:
     base = {"agents": [{"id": "a"}], "ownership": {"x/*": "a"}}
     m = TeamManifest.parse({**base, "memory": {"backend": "nats"}})
     assert m.memory.backend == "nats" and m.memory.servers == ()
-    with pytest.raises(ManifestError, match=r"memory\.servers"):
+    with pytest.raises(TeamManifestError, match=r"memory\.servers"):
         TeamManifest.parse({**base, "memory": {"backend": "nats", "servers": ["h:4222"]}})
-    with pytest.raises(ManifestError, match=r"memory\.backend"):
+    with pytest.raises(TeamManifestError, match=r"memory\.backend"):
         TeamManifest.parse({**base, "memory": {"backend": "etcd"}})
     assert TeamManifest.parse(base).memory.backend == "sqlite"
 

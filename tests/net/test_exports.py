@@ -11,11 +11,11 @@ PINNED = sorted("""
 DEFAULT_ATT_TRACE DEFAULT_BASE_DELAY_MS DEFAULT_HANDSHAKE_TIMEOUT_S DEFAULT_INLINE_CAP_BYTES
 DEFAULT_RTO_MS DEFAULT_TLS_COST HEADER_BYTES LINK_NAMES MAX_FRAME_BYTES PACKET_BYTES
 SEGMENT_HEADER_BYTES SEGMENT_PAYLOAD_BYTES
-PROTOCOL_VERSION TRACE_FILES AGENT_ID_RE Ack AgentProcess AgentSpec Announce
+PROTOCOL_VERSION TRACE_FILES AGENT_ID_RE Ack TeamAgentProcess TeamAgentSpec Announce
 AsyncVirtualTransport AuthenticationError Commit CommitAck ConnectionClosed ErrorReply
 FetchReply FetchRequest FixedLink FrameDecoder FrameTooLarge GroupCommitter HeadQuery HeadReplyMsg
 HostCost HostCpu
-InvalidRecord Link LinkPair Loopback MalformedMessage ManifestError MemorySpec Message MsgType
+InvalidRecord Link LinkPair Loopback MalformedMessage TeamManifestError MemorySpec Message MsgType
 OwnerClient OwnerHandler OwnerServer OwnerUnreachable Ping Pong ProtocolError RemoteError
 Replicate RequestSequence RpcTimeout SecureChannel SecurityEvent SequenceViolation
 ServerThread Shaper SyncOwnerClient TeamManifest TeamProcesses TlsCost TraceLink

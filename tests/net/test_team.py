@@ -20,11 +20,11 @@ from icore.cli import app
 from icore.fence import Outcome, validate
 from icore.memory import MemoryStore, OwnershipMap
 from icore.net import (
-    ManifestError,
     OwnerServer,
     ServerThread,
     SyncOwnerClient,
     TeamManifest,
+    TeamManifestError,
     TeamProcesses,
     TransportError,
     client_context,
@@ -70,16 +70,16 @@ class TestManifest:
         ({"agents": [{"id": "a"}], "colour": 1}, "colour"),
     ])
     def test_invalid(self, doc: dict[str, object], where: str) -> None:
-        """Invalid manifests raise ManifestError naming the problem."""
-        with pytest.raises(ManifestError, match=where):
+        """Invalid manifests raise TeamManifestError naming the problem."""
+        with pytest.raises(TeamManifestError, match=where):
             TeamManifest.parse(doc)
 
     @pytest.mark.parametrize("data", [b"\xff\xfe\x00\x81", b"[" * 100_000 + b"]" * 100_000])
     def test_unreadable_file(self, tmp_path: Path, data: bytes) -> None:
-        """Non-UTF-8 or absurdly nested YAML is a ManifestError naming the file."""
+        """Non-UTF-8 or absurdly nested YAML is a TeamManifestError naming the file."""
         p = tmp_path / "team.yaml"
         p.write_bytes(data)
-        with pytest.raises(ManifestError) as ei:
+        with pytest.raises(TeamManifestError) as ei:
             TeamManifest.load(p)
         assert ei.value.fields["path"] == str(p)
 

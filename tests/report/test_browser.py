@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from icore.adapters import attribute, audit_trace, parse_jsonl, parse_magentic_one
-from icore.agents import default_manifest, run_live
+from icore.live import default_manifest, run_live
 from icore.report import (
     EventView,
     RunView,

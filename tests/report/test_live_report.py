@@ -49,7 +49,7 @@ def test_fail_on_unknown_condition_is_a_usage_error(tmp_path: Path) -> None:
 def test_live_view_flags_and_diagnoses_have_step_agent_records(tmp_path: Path) -> None:
     """Every hard flag of the live run carries its step and agent, stale records are
     cited, and each flag has a routed diagnosis."""
-    from icore.agents import default_manifest, run_live
+    from icore.live import default_manifest, run_live
 
     res = run_live(default_manifest("reservation"), tmp_path / "run",
                    policy="owner_head_freshness")

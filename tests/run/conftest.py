@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from icore.agents import RunManifest, default_manifest
+from icore.live import RunManifest, default_manifest
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from icore.agents import RunManifest, run_live, run_matched
 from icore.cli import app
+from icore.live import RunManifest, run_live, run_matched
 from icore.memory import SQLiteStore
 from icore.report import write_live_report
 
@@ -117,7 +117,7 @@ def test_cli_malformed_manifest_is_a_clean_error(text: str, tmp_path: Path) -> N
 
 def test_second_run_into_same_folder_keeps_the_first(tmp_path: Path) -> None:
     """A second run into the same folder starts fresh; the first run is moved aside."""
-    from icore.agents import default_manifest
+    from icore.live import default_manifest
 
     out = tmp_path / "run"
     first = run_live(default_manifest("reservation"), out, policy="planfence")

@@ -13,12 +13,12 @@ from icore.agents import (
     DecisionRequest,
     LLMConfig,
     LLMDecider,
-    RunManifest,
     ToolSpec,
     check_call,
-    run_live,
+    enum_prop,
+    object_schema,
 )
-from icore.agents._decide import enum_prop, object_schema
+from icore.live import RunManifest, run_live
 from icore.memory import SQLiteStore
 
 HEX64 = re.compile(r"[0-9a-f]{64}")

@@ -15,9 +15,10 @@ from icore.agents import (
     LLMUnavailable,
     ToolSpec,
     decision_tally,
+    enum_prop,
     negotiate,
+    object_schema,
 )
-from icore.agents._decide import enum_prop, object_schema
 
 
 def _cfg(url: str, **kw: Any) -> LLMConfig:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from icore.agents import ManifestError, default_manifest, load_manifest, manifest_from_dict
-from icore.agents._workflow import FAMILY_SPECS, eligible, make_task
+from icore.live import LiveManifestError, default_manifest, load_manifest, manifest_from_dict
+from icore.live._workflow import FAMILY_SPECS, eligible, make_task
 from icore.net import TeamManifest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -36,17 +36,17 @@ def test_validation_error_names_the_path(tmp_path: Path) -> None:
     """A bad field is reported with its path."""
     data = default_manifest().model_dump()
     data["agents"][0]["role"] = "wizard"
-    with pytest.raises(ManifestError) as ei:
+    with pytest.raises(LiveManifestError) as ei:
         manifest_from_dict(data)
     assert ei.value.fields["path"].startswith("agents.0.role")
     data = default_manifest().model_dump()
     data["policy"] = "local_replica"
-    with pytest.raises(ManifestError) as ei:
+    with pytest.raises(LiveManifestError) as ei:
         manifest_from_dict(data)
     assert ei.value.fields["path"] == "policy"
     p = tmp_path / "m.yaml"
     p.write_text(": : not yaml", encoding="utf-8")
-    with pytest.raises(ManifestError):
+    with pytest.raises(LiveManifestError):
         load_manifest(p)
 
 
@@ -54,16 +54,16 @@ def test_semantic_checks() -> None:
     """Missing roles, unknown owners and a missing tool are refused."""
     base = default_manifest().model_dump()
     bad = dict(base, agents=base["agents"][:4])
-    with pytest.raises(ManifestError, match="exactly one"):
+    with pytest.raises(LiveManifestError, match="exactly one"):
         manifest_from_dict(bad)
     bad = dict(base, ownership={**base["ownership"], "req/*": "nobody"})
-    with pytest.raises(ManifestError, match="unknown agent"):
+    with pytest.raises(LiveManifestError, match="unknown agent"):
         manifest_from_dict(bad)
     bad = dict(base, tools=[{"name": "ship", "depends_on": ["req/{task}"]}])
-    with pytest.raises(ManifestError, match="book"):
+    with pytest.raises(LiveManifestError, match="book"):
         manifest_from_dict(bad)
     bad = dict(base, extra_field=1)
-    with pytest.raises(ManifestError):
+    with pytest.raises(LiveManifestError):
         manifest_from_dict(bad)
 
 
@@ -92,18 +92,18 @@ def test_task_revision_invalidates_every_initial_candidate(family: str) -> None:
 
 
 def test_unknown_family_is_a_manifest_error() -> None:
-    """An unknown family is a typed ManifestError (still a ValueError) listing the known."""
-    with pytest.raises(ManifestError, match="reservation") as ei:
+    """An unknown family is a typed LiveManifestError (still a ValueError) listing the known."""
+    with pytest.raises(LiveManifestError, match="reservation") as ei:
         default_manifest("nosuch")
     assert isinstance(ei.value, ValueError) and ei.value.fields["path"] == "family"
 
 
 @pytest.mark.parametrize("data", [b"\xff\xfe\x00\x81", b"[" * 100_000 + b"]" * 100_000])
 def test_unreadable_manifest_file(tmp_path: Path, data: bytes) -> None:
-    """Non-UTF-8 or absurdly nested YAML is a ManifestError naming the file."""
+    """Non-UTF-8 or absurdly nested YAML is a LiveManifestError naming the file."""
     p = tmp_path / "run.yaml"
     p.write_bytes(data)
-    with pytest.raises(ManifestError) as ei:
+    with pytest.raises(LiveManifestError) as ei:
         load_manifest(p)
     assert ei.value.fields["file"] == str(p)
 
@@ -131,7 +131,7 @@ def test_load_manifest_refuses_a_fifo(tmp_path: Path) -> None:
     """The library loader refuses a named pipe by kind instead of blocking on it."""
     fifo = tmp_path / "run.yaml"
     os.mkfifo(fifo)
-    with pytest.raises(ManifestError, match=r"is a FIFO \(named pipe\), not a regular file") \
+    with pytest.raises(LiveManifestError, match=r"is a FIFO \(named pipe\), not a regular file") \
             as ei:
         load_manifest(fifo)
     assert ei.value.fields["file"] == str(fifo) and str(fifo) in str(ei.value)
@@ -140,7 +140,7 @@ def test_load_manifest_refuses_a_fifo(tmp_path: Path) -> None:
 @pytest.mark.timeout(30)
 def test_team_manifest_load_refuses_a_fifo(tmp_path: Path) -> None:
     """``TeamManifest.load`` refuses a named pipe by kind instead of blocking on it."""
-    from icore.net import ManifestError as TeamManifestError
+    from icore.net import TeamManifestError
 
     fifo = tmp_path / "team.yaml"
     os.mkfifo(fifo)
@@ -183,3 +183,35 @@ def test_cli_run_refuses_bad_values(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert f"Invalid value for {option}" in res.output.replace("'", ""), res.output
     assert shown in res.output
     assert not out.exists()
+
+
+def test_workflow_families_are_the_workload_families() -> None:
+    """The live workflow templates cover exactly :data:`icore.workloads.FAMILIES`, in order."""
+    from icore.workloads import FAMILIES
+
+    assert tuple(FAMILY_SPECS) == FAMILIES
+    with pytest.raises(ValueError, match=r"use one of \('reservation', 'fulfillment'"):
+        make_task("nope", 0)
+
+
+def test_agent_process_import_is_light() -> None:
+    """``python -m icore.live._agent_proc`` loads no coordinator, iCORE or audit module.
+
+    The agent process (one per agent, started by :class:`icore.live.LiveTeam`) needs the
+    owner services and its host policy only; keeping the rest out keeps team start-up short.
+    """
+    import subprocess
+    import sys
+
+    code = ("import sys, icore.live._agent_proc\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('icore'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split()
+    heavy = [m for m in out if m.split(".")[1:2] in (["state"], ["audit"], ["workloads"],
+                                                     ["adapters"], ["report"], ["bench"])
+             or m in ("icore.live._live", "icore.live._live_audit", "icore.live._manifest",
+                      "icore.live._matched", "icore.live._team")]
+    assert "icore.live._agent_proc" in out and heavy == []
+    usage = subprocess.run([sys.executable, "-m", "icore.live._agent_proc"],
+                           capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "python -m icore.live._agent_proc" in usage.stderr

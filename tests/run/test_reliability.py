@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from icore.agents import RunManifest, run_live
+from icore.live import RunManifest, run_live
 from icore.report import write_live_report
 
 
@@ -106,7 +106,7 @@ def test_unexpected_exit_is_detected(manifest: RunManifest, run_dir: Path) -> No
     """An agent dying on its own (not injected) is recorded; pending steps fail at once."""
     import asyncio
 
-    from icore.agents import AgentCrashed, LiveTeam
+    from icore.live import AgentCrashed, LiveTeam
 
     async def go() -> tuple[list[dict[str, object]], bool, list[str]]:
         team = LiveTeam(manifest, run_dir, policy="planfence",

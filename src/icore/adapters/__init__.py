@@ -14,8 +14,9 @@
   emits live runs, fence decisions and audits as GenAI / OpenInference spans. See
   docs/observability.md.
 
-Import rule: adapters import records, memory, fence, net, state, audit, workloads and
-agents only. Errors: :class:`AdapterError` (``ErrorCode.ADAPTER``) names the file and field.
+Import rule: adapters import records, memory, fence, net, state, audit, workloads, agents
+and live only. Errors: :class:`AdapterError` (``ErrorCode.ADAPTER``) names the file and
+field.
 See docs/audit-real-runs.md.
 """
 

@@ -4,7 +4,7 @@ Built on ``opentelemetry-sdk`` and the OTLP/HTTP exporter (extra ``icore[otel]``
 :class:`OtelExporter` serves three sources:
 
 - **live runs** (planfence Sec. 5.2, App. A.5): pass it as ``observer`` to
-  :func:`icore.agents.run_live` / :func:`icore.agents.run_matched` (``icore run
+  :func:`icore.live.run_live` / :func:`icore.live.run_matched` (``icore run
   --otlp-endpoint URL``). Each run is one trace: a run span, one span per workflow
   (``gen_ai.conversation.id`` = the task), an ``invoke_agent`` span per agent turn and an
   ``execute_tool`` span per protected call, whose children are the gate decisions
@@ -61,7 +61,7 @@ from icore.records import RecordId
 
 if TYPE_CHECKING:
     from icore.adapters._audit import AuditResult
-    from icore.agents import RunManifest, RunResult, TaskResult
+    from icore.live import LiveRunResult, RunManifest, TaskResult
 
 AttrValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 
@@ -230,7 +230,7 @@ class OtelExporter:
         capture_content: record tool arguments and results (default: the
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` variable, off).
 
-    Usable as a live-run observer (:class:`icore.agents.RunObserver`).
+    Usable as a live-run observer (:class:`icore.live.RunObserver`).
     """
 
     def __init__(self, *, endpoint: str | None = None,
@@ -282,7 +282,7 @@ class OtelExporter:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    # -- live runs (icore.agents.RunObserver) -------------------------------------------
+    # -- live runs (icore.live.RunObserver) -------------------------------------------
     def run_started(self, manifest: RunManifest, policy: str) -> None:
         """Open the run span (one trace per run)."""
         with self._lock, self._safe():
@@ -299,7 +299,7 @@ class OtelExporter:
 
     def audit_call(self, call: str, task: str, args: Mapping[str, Any],
                    outcome: Mapping[str, Any]) -> None:
-        """One step recorded by the live audit (:data:`icore.agents.AuditListener`)."""
+        """One step recorded by the live audit (:data:`icore.live.AuditListener`)."""
         with self._lock, self._safe():
             self._audit_call(call, task, args, outcome)
 
@@ -322,7 +322,7 @@ class OtelExporter:
                 s.set_status(Status(StatusCode.ERROR, result.error[:500]))
             s.end(end_time=now)
 
-    def run_done(self, result: RunResult) -> None:
+    def run_done(self, result: LiveRunResult) -> None:
         """Close the run span with the run's summary and iCORE metrics."""
         with self._lock, self._safe():
             for t in list(self._run.tasks.values()):

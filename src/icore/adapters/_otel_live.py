@@ -4,7 +4,7 @@ A live run exported by :class:`icore.adapters.OtelExporter` carries, on each spa
 step the run recorded in iCORE (``icore.call``, ``icore.seq`` and the step's arguments:
 record ids and keys, the plan's requirement, gate outcomes, verdicts) and the run
 manifest on the run span. :func:`audit_live_trace` replays those steps, in recorded
-order, through a fresh :class:`icore.agents.LiveAudit` over the same declaration package:
+order, through a fresh :class:`icore.live.LiveAudit` over the same declaration package:
 every proposal is audited again under icore Def. 6 and every owner revision revokes its
 dependent certificates again, so X — and snd, astab, cq — are recomputed from the spans,
 not read back from them. The event ids the replay produces are checked against the ids
@@ -23,7 +23,7 @@ from icore.adapters import _otel_names as N
 from icore.adapters._audit import AuditResult, Diagnosis, MetricPoint
 from icore.adapters._errors import AdapterError
 from icore.adapters._trace import Trace
-from icore.agents import LiveAudit, ManifestError, manifest_from_dict
+from icore.live import LiveAudit, LiveManifestError, manifest_from_dict
 from icore.state import FlagKind
 
 
@@ -56,7 +56,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
                            field=N.RUN_MANIFEST)
     try:
         manifest = manifest_from_dict(json.loads(raw), file=file)
-    except (json.JSONDecodeError, ManifestError) as exc:
+    except (json.JSONDecodeError, LiveManifestError) as exc:
         raise AdapterError(f"invalid run manifest: {exc}", file=file,
                            field=N.RUN_MANIFEST) from None
     audit = LiveAudit(manifest, None, ManualClock())

@@ -1,11 +1,23 @@
-"""Host policies: agents that act in live runs and audited simulations.
+"""Host policies: the agents that decide, in live runs and in audited simulations.
 
-* live runs (issue 8): the run manifest, the five-agent workflow over one process per
-  agent with mutual-TLS owner services, scripted and LLM (OpenAI-compatible) backends,
-  the matched study (planfence App. A.5); see docs/live-runs.md. (Framework drop-ins
-  such as LangGraph live in :mod:`icore.integrations`.)
+* the decision interface (:class:`Decider`, :class:`DecisionRequest`,
+  :class:`DecisionOutcome`, :class:`ToolSpec`, :func:`check_call`) and its backends: a
+  scripted one (:class:`ScriptedDecider`, byte-for-byte replayable) and an
+  OpenAI-compatible LLM one (:class:`LLMDecider`, :func:`negotiate`, planfence App. A.3);
+* the iCORE controlled evaluation (icore Sec. 5, issue 6): simulated heterogeneous agents
+  (:class:`SimTeam`, :class:`SimEnvironment`, :class:`SimWorld`, :func:`introduce`) and the
+  LLM team (:class:`LLMTeam`, :class:`LLMSettings`).
+
+The PlanFence live multi-process run that hosts these deciders (one OS process per agent,
+mutual-TLS owner services, the matched study) is :mod:`icore.live`, one layer above; the
+framework drop-ins (LangGraph, ...) are :mod:`icore.integrations`.
+
+Import rule: agents import records, memory, fence, net, state, audit and workloads only.
 """
 
+from typing import TYPE_CHECKING
+
+from icore._extras import lazy_attributes
 from icore.agents._decide import (
     SYSTEM_PROMPT,
     Decider,
@@ -13,85 +25,68 @@ from icore.agents._decide import (
     DecisionRequest,
     ToolSpec,
     check_call,
+    enum_prop,
+    object_schema,
 )
-from icore.agents._live import (
-    RunObserver,
-    RunResult,
-    TaskResult,
-    arun_live,
-    run_live,
-    run_policies,
-)
-from icore.agents._live_audit import AuditListener, LiveAudit, live_declaration
 from icore.agents._llm import (
     MODES,
+    TALLY_KEYS,
     LLMConfig,
     LLMDecider,
     LLMUnavailable,
     Negotiation,
+    decider_from_config,
     decision_tally,
     discover_slots,
+    dumps_transcript,
+    fit_timeouts,
     negotiate,
+    negotiated_backend,
 )
-from icore.agents._manifest import (
-    ManifestError,
-    RunManifest,
-    default_manifest,
-    load_manifest,
-    manifest_from_dict,
-)
-from icore.agents._matched import MatchedResult, MatchedRow, matched_manifest, run_matched
 from icore.agents._scripted import ScriptedDecider
-from icore.agents._team import AgentCrashed, LiveRunError, LiveTeam, StepTimeout
-from icore.agents._workflow import FAMILY_SPECS, ROLES, TaskSpec, make_task
+
+if TYPE_CHECKING:
+    from icore.agents._llm_icore import LLMSettings, LLMTeam
+    from icore.agents._sim_world import SimWorld
+    from icore.agents._simulated import SimEnvironment, SimTeam, introduce
+
+_ICORE: dict[str, str] = {
+    "LLMSettings": "icore.agents._llm_icore", "LLMTeam": "icore.agents._llm_icore",
+    "SimWorld": "icore.agents._sim_world", "SimEnvironment": "icore.agents._simulated",
+    "SimTeam": "icore.agents._simulated", "introduce": "icore.agents._simulated",
+}
+"""The iCORE evaluation names by module, imported on first use: they load :mod:`icore.state`
+and :mod:`icore.audit`, which a live-run agent process never needs."""
+
+__getattr__ = lazy_attributes(__name__, _ICORE)
 
 __all__ = [
-    "FAMILY_SPECS",
     "MODES",
-    "ROLES",
     "SYSTEM_PROMPT",
-    "AgentCrashed",
-    "AuditListener",
+    "TALLY_KEYS",
     "Decider",
     "DecisionOutcome",
     "DecisionRequest",
     "LLMConfig",
     "LLMDecider",
+    "LLMSettings",
+    "LLMTeam",
     "LLMUnavailable",
-    "LiveAudit",
-    "LiveRunError",
-    "LiveTeam",
-    "ManifestError",
-    "MatchedResult",
-    "MatchedRow",
     "Negotiation",
-    "RunManifest",
-    "RunObserver",
-    "RunResult",
     "ScriptedDecider",
-    "StepTimeout",
-    "TaskResult",
-    "TaskSpec",
+    "SimEnvironment",
+    "SimTeam",
+    "SimWorld",
     "ToolSpec",
-    "arun_live",
     "check_call",
+    "decider_from_config",
     "decision_tally",
-    "default_manifest",
     "discover_slots",
-    "live_declaration",
-    "load_manifest",
-    "make_task",
-    "manifest_from_dict",
-    "matched_manifest",
+    "dumps_transcript",
+    "enum_prop",
+    "fit_timeouts",
+    "introduce",
     "negotiate",
-    "run_live",
-    "run_matched",
-    "run_policies",
+    "negotiated_backend",
+    "object_schema",
 ]
-
-# iCORE controlled evaluation (issue 6): simulated heterogeneous agents and the LLM team
-from icore.agents._llm_icore import LLMSettings, LLMTeam
-from icore.agents._sim_world import SimWorld
-from icore.agents._simulated import SimEnvironment, SimTeam, introduce
-
-__all__ += ["LLMSettings", "LLMTeam", "SimEnvironment", "SimTeam", "SimWorld", "introduce"]

@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import WallClock
-from icore.agents._llm_icore import LLMSettings, LLMTeam
-from icore.agents._sim_world import SimWorld
-from icore.agents._simulated import SimEnvironment, SimTeam, introduce
+from icore.agents import LLMSettings, LLMTeam, SimEnvironment, SimTeam, SimWorld, introduce
 from icore.audit import AuditLoop, LoopConfig, RunResult, run_mas_only
 from icore.audit._views import check_view
 from icore.bench._checks import check_count

@@ -242,7 +242,7 @@ def _export(tmp: Path, runs: int, families: Sequence[str] | None, seeds: Sequenc
             receiver: str | None) -> dict[str, Any]:
     from icore.adapters import OtelExporter, make_provider
     from icore.adapters._otel_export import SpanCounter
-    from icore.agents import run_matched
+    from icore.live import run_matched
     from icore.workloads import FAMILIES, SEEDS_PER_FAMILY
 
     fams = tuple(families or FAMILIES)

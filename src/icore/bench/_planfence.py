@@ -156,7 +156,7 @@ def _staging_folder(out: Path) -> Path:
 def _publish(staging: Path, out: Path) -> None:
     """Move finished results into ``out``; earlier results there go to ``out.1``, ...
 
-    The same rule as live runs (:func:`icore.agents.run_live`): a rerun never mixes its
+    The same rule as live runs (:func:`icore.live.run_live`): a rerun never mixes its
     files with, or silently overwrites, an earlier one.
     """
     if out.is_dir():

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from icore.cli._inputs import refuse_special_file
-from icore.net import ManifestError, TeamManifest, init_team_certs
+from icore.net import TeamManifest, TeamManifestError, init_team_certs
 
 certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True)
 
@@ -35,7 +35,7 @@ def certs_init(
         refuse_special_file(manifest, what="team manifest")
         try:
             m = TeamManifest.load(manifest)
-        except ManifestError as exc:
+        except TeamManifestError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
         agents = m.agent_ids + [a for a in agents if a not in m.agent_ids]

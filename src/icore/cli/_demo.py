@@ -35,7 +35,7 @@ def _race(console: Console) -> None:
 
 
 def _live(console: Console, out: Path) -> list[str]:
-    from icore.agents import default_manifest, run_policies
+    from icore.live import default_manifest, run_policies
     from icore.report import write_live_report
 
     console.rule("[bold]2. Live five-agent reservation workflow (processes + mutual-TLS TCP)")

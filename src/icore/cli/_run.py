@@ -1,6 +1,6 @@
 """``icore run``: live multi-agent runs and the matched study (planfence Sec. 5.2, App. A.5).
 
-Thin: parses flags, calls :func:`icore.agents.run_live` / :func:`icore.agents.run_matched`
+Thin: parses flags, calls :func:`icore.live.run_live` / :func:`icore.live.run_matched`
 and prints the result.
 """
 
@@ -14,19 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.agents import (
-    LLMConfig,
-    LLMUnavailable,
-    ManifestError,
-    RunManifest,
-    RunObserver,
-    RunResult,
-    default_manifest,
-    load_manifest,
-    run_live,
-    run_matched,
-)
-from icore.agents._matched import TABLE_HEADER
+from icore.agents import LLMConfig, LLMUnavailable
 from icore.cli._inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
@@ -34,6 +22,17 @@ from icore.cli._inputs import (
     positive_seconds_or_none,
     refuse_non_folder,
     refuse_special_file,
+)
+from icore.live import (
+    TABLE_HEADER,
+    LiveManifestError,
+    LiveRunResult,
+    RunManifest,
+    RunObserver,
+    default_manifest,
+    load_manifest,
+    run_live,
+    run_matched,
 )
 from icore.report import ICORE_DIR, report_filename, write_live_report
 from icore.workloads import SEEDS_PER_FAMILY
@@ -60,7 +59,7 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
               seeds: str | None, concurrency: int | None, repeat: int | None) -> RunManifest:
     try:
         m = load_manifest(path) if path is not None else default_manifest(family)
-    except ManifestError as exc:
+    except LiveManifestError as exc:
         raise typer.BadParameter(str(exc), param_hint="manifest" if path else "--family") \
             from exc
     changes: dict[str, object] = {}
@@ -92,7 +91,7 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         changes["repeat"] = repeat
     try:
         out = m.with_(**changes) if changes else m
-    except ManifestError as exc:
+    except LiveManifestError as exc:
         field = str(exc.fields.get("path", ""))
         hint = _OPTION_OF_FIELD.get(field) or _OPTION_OF_FIELD.get(field.split(".")[0])
         raise typer.BadParameter(str(exc), param_hint=hint) from exc
@@ -109,7 +108,7 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
     return out
 
 
-def print_decisions(console: Console, rows: list[tuple[str, RunResult]]) -> None:
+def print_decisions(console: Console, rows: list[tuple[str, LiveRunResult]]) -> None:
     """The model-decision counters per policy (llm backend): responses, schema
     violations, corrections used, unrecovered failures, infrastructure failures."""
     runs = [(p, r) for p, r in rows if r.backend == "llm"]
@@ -134,7 +133,7 @@ def print_decisions(console: Console, rows: list[tuple[str, RunResult]]) -> None
     console.print(t)
 
 
-def _print_run(console: Console, res: RunResult) -> None:
+def _print_run(console: Console, res: LiveRunResult) -> None:
     s = res.summary()
     t = Table("policy", "tasks", "success", "invalid primary", "successful replans",
               "blocked", "redundant auditor", "accepted/responses", "crashes", "seconds",
@@ -222,7 +221,7 @@ def run(
     console = Console(width=160)
     fails = fail_conditions(fail_on, ("invalid",))
 
-    def reporter(r: RunResult) -> Path:
+    def reporter(r: LiveRunResult) -> Path:
         return write_live_report(r, single_file=single_file)
 
     if manifest is not None:

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from icore.cli._inputs import refuse_special_file
-from icore.net import ManifestError, TeamManifest, TeamProcesses, TransportError, serve_agent
+from icore.net import TeamManifest, TeamManifestError, TeamProcesses, TransportError, serve_agent
 
 
 def serve(
@@ -49,7 +49,7 @@ def serve(
     refuse_special_file(manifest, what="team manifest")
     try:
         m = TeamManifest.load(manifest)
-    except ManifestError as exc:
+    except TeamManifestError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if all_agents == (agent is not None):
@@ -65,7 +65,7 @@ def serve(
     if agent is not None:
         try:
             asyncio.run(serve_agent(m, agent, port=port))
-        except (ManifestError, FileNotFoundError, OSError) as exc:
+        except (TeamManifestError, FileNotFoundError, OSError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
         return

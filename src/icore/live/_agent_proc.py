@@ -1,4 +1,4 @@
-"""One agent process of a live run (``python -m icore.agents._agent_proc CONFIG``).
+"""One agent process of a live run (``python -m icore.live._agent_proc CONFIG``).
 
 The process hosts the agent's durable SQLite memory behind its own owner service
 (mutually authenticated TCP on 127.0.0.1, :class:`icore.net` owner server), reaches the
@@ -33,15 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import WallClock
-from icore.agents._decide import (
+from icore.agents import (
     Decider,
     DecisionOutcome,
     DecisionRequest,
     ToolSpec,
+    decider_from_config,
+    dumps_transcript,
     enum_prop,
     object_schema,
 )
-from icore.agents._workflow import FAMILY_SPECS, MAX_CANDIDATES, eligible, opaque_digest
 from icore.fence import (
     DecisionLog,
     Fence,
@@ -54,6 +55,7 @@ from icore.fence import (
     Validator,
     bind_action,
 )
+from icore.live._workflow import FAMILY_SPECS, MAX_CANDIDATES, eligible, opaque_digest
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
     AsyncOwnerAccess,
@@ -66,7 +68,7 @@ from icore.memory import (
 from icore.net import OwnerClient, OwnerServer, client_context, server_context
 from icore.records import Record, RecordId, decode_record, derive, encode_record
 
-log = logging.getLogger("icore.agents")
+log = logging.getLogger("icore.live")
 
 
 def rec_b64(rec: Record) -> str:
@@ -138,7 +140,7 @@ class _AsyncBridge:
         return await self.client.fetch(self.central or owner, ids, timeout_s=timeout_s)
 
 
-class AgentProcess:
+class LiveAgentProcess:
     """The agent side of a live run (see the module docstring)."""
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
@@ -281,8 +283,6 @@ class AgentProcess:
     def decider(self) -> Decider:
         """The role backend (built on first use; the llm backend imports openai lazily)."""
         if self._decider is None:
-            from icore.agents._llm import decider_from_config
-
             self._decider = decider_from_config(self.cfg.get("backend", {}),
                                                 transcript=self._transcript)
         return self._decider
@@ -301,8 +301,6 @@ class AgentProcess:
         path = self.cfg.get("transcript")
         if not path or not self._transcript:
             return
-        from icore.agents._llm import dumps_transcript
-
         entries, self._transcript[:] = list(self._transcript), []
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(dumps_transcript(entries))
@@ -701,16 +699,16 @@ def _public_req(content: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: ``python -m icore.agents._agent_proc CONFIG.json``."""
+    """Entry point: ``python -m icore.live._agent_proc CONFIG.json``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m icore.agents._agent_proc CONFIG.json", file=sys.stderr)
+        print("usage: python -m icore.live._agent_proc CONFIG.json", file=sys.stderr)
         return 2
     cfg = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {cfg.get('agent')} %(name)s %(levelname)s "
                                "%(message)s")
-    asyncio.run(AgentProcess(cfg).run())
+    asyncio.run(LiveAgentProcess(cfg).run())
     return 0
 
 

@@ -1,14 +1,14 @@
 """``icore run``: live multi-agent runs over real processes and authenticated TCP
 (planfence Sec. 5.2, App. A.2-A.5; design.md 2, data flow 1).
 
-:func:`run_live` starts the team (:class:`~icore.agents.LiveTeam`), runs every task of
+:func:`run_live` starts the team (:class:`~icore.live.LiveTeam`), runs every task of
 the manifest through the five-agent workflow::
 
     reviser: requirement r0 -> retriever: catalog + shortlist -> planner: plan p(r0)
     -> reviser: revision r1 (post-plan, optional) -> executor: protected action through
     the gate (one isolated replan) -> auditor: checks the outcome against the owner's head
 
-records every step in iCORE (:class:`~icore.agents.LiveAudit`), stops every process
+records every step in iCORE (:class:`~icore.live.LiveAudit`), stops every process
 (also on Ctrl-C, a timeout or an agent crash) and writes ``run.json`` into the run folder
 (and ``report.html`` through the ``reporter`` the caller passes, e.g.
 :func:`icore.report.write_live_report`).
@@ -32,11 +32,11 @@ from typing import Any, Protocol
 
 from icore._clock import WallClock
 from icore._files import move_aside
-from icore.agents._live_audit import LiveAudit
-from icore.agents._llm import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
-from icore.agents._manifest import CrashSpec, RunManifest, load_manifest
-from icore.agents._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
-from icore.agents._workflow import TaskSpec, make_task
+from icore.agents import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
+from icore.live._live_audit import LiveAudit
+from icore.live._manifest import CrashSpec, RunManifest, load_manifest
+from icore.live._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
+from icore.live._workflow import TaskSpec, make_task
 from icore.memory import SQLiteStore
 
 _RECORD_FIELDS = ("id", "key", "owner", "seq", "type", "parents", "content")
@@ -96,7 +96,7 @@ class TaskResult:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class LiveRunResult:
     """The outcome of one live run (one team, one policy).
 
     Attributes:
@@ -222,12 +222,12 @@ class RunObserver(Protocol):
 
     def audit_call(self, call: str, task: str, args: Mapping[str, Any],
                    outcome: Mapping[str, Any]) -> None:
-        """One step recorded in iCORE (see :data:`icore.agents.AuditListener`)."""
+        """One step recorded in iCORE (see :data:`icore.live.AuditListener`)."""
 
     def task_done(self, result: TaskResult) -> None:
         """One workflow finished (successfully or not)."""
 
-    def run_done(self, result: RunResult) -> None:
+    def run_done(self, result: LiveRunResult) -> None:
         """The run finished; ``result`` is final (report and ``run.json`` written)."""
 
 
@@ -237,7 +237,7 @@ class _Run:
                  specs: Sequence[TaskSpec] | None = None,
                  reporter: Reporter | None = None,
                  observer: RunObserver | None = None) -> None:
-        self.m = manifest
+        self.manifest = manifest
         self.reporter = reporter
         self.specs = list(specs) if specs is not None else None
         self.out = out
@@ -247,10 +247,10 @@ class _Run:
             len(manifest.seeds) * manifest.repeat
         # a model decision may take its retries and one correction: steps and the run
         # get the time that needs (never less than the manifest says)
-        manifest = self.m = manifest.with_(timeouts=fit_timeouts(
+        manifest = self.manifest = manifest.with_(timeouts=fit_timeouts(
             manifest.timeouts.model_dump(), self.backend, n_tasks))
         self.team = LiveTeam(manifest, out, policy=policy, backend=self.backend)
-        self.team_m = manifest.team_manifest(out, policy=policy)
+        self.team_manifest = manifest.team_manifest(out, policy=policy)
         self.observer = observer
         self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock(),
                                listener=observer.audit_call if observer else None)
@@ -266,7 +266,7 @@ class _Run:
                 self.committed.setdefault(CENTRAL, set()).add(str(rec["id"]))
 
     async def _maybe_crash(self, stage: str) -> None:
-        c: CrashSpec | None = self.m.crash
+        c: CrashSpec | None = self.manifest.crash
         if c is None or self.crash_done or c.at != stage:
             return
         self.crash_done = True
@@ -348,7 +348,7 @@ class _Run:
             keep("plan", plan)
             A.planned(task, self.role["planner"], plan, req_key, r0["id"], replan=False)
             await self._maybe_crash("after_plan")
-            if self.m.revision:
+            if self.manifest.revision:
                 r1 = await step("revise", "reviser", "revise", revision=dict(spec.revision))
                 req_head["id"] = r1["id"]
                 keep("revision", r1)
@@ -447,24 +447,25 @@ class _Run:
         if self.specs is not None:
             return list(self.specs)
         out = []
-        for seed in self.m.seeds:
-            for r in range(self.m.repeat):
-                tid = f"{self.m.family}-{seed:02d}" + (f"-w{r:02d}" if self.m.repeat > 1 else "")
-                out.append(make_task(self.m.family, seed, tid))
+        family, repeat = self.manifest.family, self.manifest.repeat
+        for seed in self.manifest.seeds:
+            for r in range(repeat):
+                tid = f"{family}-{seed:02d}" + (f"-w{r:02d}" if repeat > 1 else "")
+                out.append(make_task(family, seed, tid))
         return out
 
-    async def run(self) -> RunResult:
+    async def run(self) -> LiveRunResult:
         results: list[TaskResult] = []
         interrupted = False
         error = ""
         if self.observer is not None:
-            self.observer.run_started(self.m, self.policy)
+            self.observer.run_started(self.manifest, self.policy)
         try:
             try:
                 await self.team.start()
                 # concurrency fits the model server: no more workflows than its slots
-                cap = int(self.backend.get("slots") or self.m.concurrency)
-                sem = asyncio.Semaphore(max(1, min(self.m.concurrency, cap)))
+                cap = int(self.backend.get("slots") or self.manifest.concurrency)
+                sem = asyncio.Semaphore(max(1, min(self.manifest.concurrency, cap)))
                 specs = self.tasks()
                 slots: list[TaskResult | None] = [None] * len(specs)
 
@@ -474,9 +475,9 @@ class _Run:
 
                 runner = asyncio.gather(*(one(i, s) for i, s in enumerate(specs)))
                 try:
-                    await asyncio.wait_for(runner, self.m.timeouts.run_s)
+                    await asyncio.wait_for(runner, self.manifest.timeouts.run_s)
                 except TimeoutError:
-                    error = f"run exceeded timeouts.run_s={self.m.timeouts.run_s}"
+                    error = f"run exceeded timeouts.run_s={self.manifest.timeouts.run_s}"
                 results = [r for r in slots if r is not None]
             except asyncio.CancelledError:
                 interrupted = True
@@ -495,10 +496,10 @@ class _Run:
     def _verify_records(self) -> tuple[int, list[str]]:
         if self.team.engine is not None:
             return self._verify_records_nats()
-        om = self.m.ownership_map()
+        om = self.manifest.ownership_map()
         checked, lost = 0, []
         for agent, ids in sorted(self.committed.items()):
-            db = self.team_m.store_path(agent)
+            db = self.team_manifest.store_path(agent)
             try:
                 store = SQLiteStore(db, om, None if agent == CENTRAL else agent)
             except Exception:
@@ -522,9 +523,9 @@ class _Run:
         ids = sorted({r for v in self.committed.values() for r in v})
         try:
             store = NatsStore(eng.urls, certs_dir=eng.certs_dir,
-                              ownership=self.m.ownership_map(), agent=None,
+                              ownership=self.manifest.ownership_map(), agent=None,
                               identity=ADMIN_IDENTITY, prefix=eng.spec.prefix,
-                              timeout_s=self.m.timeouts.rpc_s)
+                              timeout_s=self.manifest.timeouts.rpc_s)
         except Exception:
             return len(ids), ids
         try:
@@ -536,15 +537,15 @@ class _Run:
             store.close()
         return checked, lost
 
-    def _finish(self, results: list[TaskResult], interrupted: bool, error: str) -> RunResult:
+    def _finish(self, results: list[TaskResult], interrupted: bool, error: str) -> LiveRunResult:
         checked, lost = self._verify_records()
         summary: dict[str, Any] = {}
         with contextlib.suppress(Exception):
             summary = self.audit.summary()
         self.audit.close()
-        res = RunResult(
-            name=self.m.name, policy=self.policy, family=self.m.family,
-            backend=self.m.backend.kind, out_dir=self.out, tasks=tuple(results),
+        res = LiveRunResult(
+            name=self.manifest.name, policy=self.policy, family=self.manifest.family,
+            backend=self.manifest.backend.kind, out_dir=self.out, tasks=tuple(results),
             crashes=tuple(self.team.crashes), interrupted=interrupted, error=error,
             duration_s=time.perf_counter() - self.t0, icore=summary,
             records_checked=checked, records_lost=tuple(lost),
@@ -553,7 +554,7 @@ class _Run:
             timeline=tuple(self.audit.timeline), state=self.audit.X,
             negotiation=dict(self.backend.get("negotiation") or {}))
         if self.reporter is not None:
-            res = RunResult(**{**res.__dict__, "report": self.reporter(res)})
+            res = LiveRunResult(**{**res.__dict__, "report": self.reporter(res)})
         (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),
                                            encoding="utf-8")
         if self.observer is not None:
@@ -561,7 +562,7 @@ class _Run:
         return res
 
 
-Reporter = Callable[[RunResult], Path | None]
+Reporter = Callable[[LiveRunResult], Path | None]
 """Writes a finished run's HTML report, returns its path (e.g.
 :func:`icore.report.write_live_report`; the report layer sits above this one)."""
 
@@ -570,7 +571,7 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
                     policy: str | None = None,
                     tasks: Sequence[TaskSpec] | None = None,
                     reporter: Reporter | None = None,
-                    observer: RunObserver | None = None) -> RunResult:
+                    observer: RunObserver | None = None) -> LiveRunResult:
     """Async form of :func:`run_live` (``tasks`` overrides the manifest's templates)."""
     m = manifest if isinstance(manifest, RunManifest) else load_manifest(manifest)
     pol = policy or m.policy
@@ -602,7 +603,7 @@ def _fresh_run_folder(out: Path) -> Path:
 def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
              policy: str | None = None, tasks: Sequence[TaskSpec] | None = None,
              reporter: Reporter | None = None,
-             observer: RunObserver | None = None) -> RunResult:
+             observer: RunObserver | None = None) -> LiveRunResult:
     """Run a live team: one process per agent on 127.0.0.1, mutual-TLS owner services.
 
     Args:
@@ -622,11 +623,11 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
             :class:`icore.adapters.OtelExporter` for OpenTelemetry spans).
 
     Returns:
-        :class:`RunResult`. Ctrl-C stops every process and returns a result with
+        :class:`LiveRunResult`. Ctrl-C stops every process and returns a result with
         ``interrupted=True`` (the report is still written).
 
     Raises:
-        ManifestError: the manifest file is invalid.
+        LiveManifestError: the manifest file is invalid.
         ValueError: an unsupported policy.
     """
     return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks,
@@ -635,7 +636,7 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
 
 def run_policies(manifest: RunManifest | str | Path, out_dir: str | Path,
                  policies: Sequence[str] = ("owner_head_freshness", "planfence"),
-                 reporter: Reporter | None = None) -> dict[str, RunResult]:
+                 reporter: Reporter | None = None) -> dict[str, LiveRunResult]:
     """Run the same manifest once per policy (sub-folders of ``out_dir``)."""
     out = Path(out_dir)
     return {p: run_live(manifest, out / p, policy=p, reporter=reporter) for p in policies}

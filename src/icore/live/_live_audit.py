@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import Clock
-from icore.agents._manifest import RunManifest
+from icore.live._manifest import RunManifest
 from icore.state import (
     CertificateRequest,
     DeclarationPackage,

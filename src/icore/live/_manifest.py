@@ -3,7 +3,7 @@
 A run manifest names the team (agents and roles), who owns which keys, the protected
 tools with their declared dependency scopes D(a), the workflow family and templates, the
 policy under test, the agent backend and the injected post-plan revision. Example (the
-embedded default, ``icore/agents/manifests/reservation.yaml``)::
+embedded default, ``icore/live/manifests/reservation.yaml``)::
 
     name: reservation-live
     family: reservation
@@ -37,9 +37,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from icore._files import not_a_regular_file
-from icore.agents._workflow import FAMILY_SPECS, ROLES
 from icore.errors import IcoreError
 from icore.fence import Policy
+from icore.live._workflow import FAMILY_SPECS, ROLES
 from icore.memory import OwnershipMap
 from icore.net import MemorySpec, TeamManifest
 
@@ -50,7 +50,7 @@ KEY_KINDS = ("req", "cat", "short", "plan", "act", "audit")
 """Key kinds of a live task; each needs an owner."""
 
 
-class ManifestError(IcoreError, ValueError):
+class LiveManifestError(IcoreError, ValueError):
     """A run manifest is invalid (``fields['path']`` names the offending entry)."""
 
 
@@ -58,7 +58,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class AgentSpec(_Model):
+class LiveAgentSpec(_Model):
     """One agent process."""
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -160,7 +160,7 @@ class RunManifest(_Model):
     revision: bool = True
     """Inject one owner revision after planning, before the action."""
     backend: BackendSpec = BackendSpec()
-    agents: tuple[AgentSpec, ...]
+    agents: tuple[LiveAgentSpec, ...]
     ownership: dict[str, str]
     """Key or glob pattern -> owning agent id."""
     tools: tuple[ToolSpecM, ...]
@@ -255,13 +255,13 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>") -> RunM
     """Validate a manifest mapping.
 
     Raises:
-        ManifestError: naming the file and the offending path.
+        LiveManifestError: naming the file and the offending path.
     """
     try:
         return RunManifest.model_validate(dict(data))
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ManifestError(f"invalid run manifest: {first.get('msg')}", file=file,
+        raise LiveManifestError(f"invalid run manifest: {first.get('msg')}", file=file,
                             path=_loc(exc)) from exc
 
 
@@ -269,23 +269,23 @@ def load_manifest(path: str | os.PathLike[str]) -> RunManifest:
     """Load a YAML (or JSON) run manifest.
 
     Raises:
-        ManifestError: not a regular file (a FIFO, a device, a folder: refused by kind
+        LiveManifestError: not a regular file (a FIFO, a device, a folder: refused by kind
             without opening it), an unreadable file, bad YAML or an invalid manifest
             (``fields['file']`` names the file).
     """
     p = Path(path)
     if (problem := not_a_regular_file(p)) is not None:
-        raise ManifestError(f"run manifest {p} {problem}; refusing to read it",
+        raise LiveManifestError(f"run manifest {p} {problem}; refusing to read it",
                             file=str(p), path="<root>")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ManifestError(f"cannot read run manifest: {exc}", file=str(p)) from exc
+        raise LiveManifestError(f"cannot read run manifest: {exc}", file=str(p)) from exc
     except RecursionError:
-        raise ManifestError("cannot read run manifest: nested too deeply", file=str(p)) \
+        raise LiveManifestError("cannot read run manifest: nested too deeply", file=str(p)) \
             from None
     if not isinstance(data, dict):
-        raise ManifestError("a run manifest is a YAML mapping", file=str(p), path="<root>")
+        raise LiveManifestError("a run manifest is a YAML mapping", file=str(p), path="<root>")
     return manifest_from_dict(data, file=str(p))
 
 
@@ -293,12 +293,12 @@ def default_manifest(family: str = "reservation") -> RunManifest:
     """The embedded default manifest of ``family`` (scripted backend, PlanFence).
 
     Raises:
-        ManifestError: an unknown family (a ``ValueError``).
+        LiveManifestError: an unknown family (a ``ValueError``).
     """
     if family not in FAMILY_SPECS:
-        raise ManifestError(f"unknown family {family!r}; use one of "
+        raise LiveManifestError(f"unknown family {family!r}; use one of "
                             f"{', '.join(sorted(FAMILY_SPECS))}", file="<embedded>",
                             path="family")
-    folder = resources.files("icore.agents").joinpath("manifests")
+    folder = resources.files("icore.live").joinpath("manifests")
     text = folder.joinpath(f"{family}.yaml").read_text(encoding="utf-8")
     return manifest_from_dict(yaml.safe_load(text), file=f"<embedded {family}.yaml>")

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from icore.agents._live import Reporter, RunObserver, RunResult, run_live
-from icore.agents._manifest import RunManifest, default_manifest, manifest_from_dict
-from icore.agents._workflow import FAMILY_SPECS, make_task
+from icore.live._live import LiveRunResult, Reporter, RunObserver, run_live
+from icore.live._manifest import RunManifest, default_manifest, manifest_from_dict
+from icore.live._workflow import FAMILY_SPECS, make_task
 from icore.workloads import FAMILIES, SEEDS_PER_FAMILY
 
 MATCHED_POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")
@@ -77,10 +77,10 @@ TABLE_HEADER = ("Method", "Memory", "Task success", "Invalid primary / scheduled
 
 @dataclass(frozen=True)
 class MatchedResult:
-    """The matched study: one :class:`MatchedRow` and one :class:`RunResult` per policy."""
+    """The matched study: one :class:`MatchedRow` and one :class:`LiveRunResult` per policy."""
 
     rows: tuple[MatchedRow, ...]
-    runs: dict[str, RunResult]
+    runs: dict[str, LiveRunResult]
     out_dir: Path
     duration_s: float
 
@@ -102,7 +102,7 @@ class MatchedResult:
                 "reports": {p: str(r.report) for p, r in self.runs.items()}}
 
 
-def _row(policy: str, res: RunResult) -> MatchedRow:
+def _row(policy: str, res: LiveRunResult) -> MatchedRow:
     fam: dict[str, dict[str, int]] = {}
     for t in res.tasks:
         d = fam.setdefault(t.family, {"tasks": 0, "succeeded": 0, "invalid": 0,
@@ -135,7 +135,7 @@ def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,
         policies: policies compared (default the three of Table 2).
         concurrency: workflows run at once on each team.
         reporter: writes each policy's HTML report (see :func:`run_live`).
-        observer: watches every run (:class:`~icore.agents.RunObserver`).
+        observer: watches every run (:class:`~icore.live.RunObserver`).
 
     Returns:
         :class:`MatchedResult`.
@@ -145,7 +145,7 @@ def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,
     out.mkdir(parents=True, exist_ok=True)
     m = matched_manifest(manifest, concurrency=concurrency)
     specs = [make_task(f, s) for f in families for s in seeds]
-    runs: dict[str, RunResult] = {}
+    runs: dict[str, LiveRunResult] = {}
     for pol in policies:
         runs[pol] = run_live(m, out / pol, policy=pol, tasks=specs, reporter=reporter,
                              observer=observer)

@@ -1,7 +1,7 @@
 """The live team: one OS process per agent on 127.0.0.1, started, routed and stopped.
 
 :class:`LiveTeam` creates the team PKI (one certificate per agent, mutual TLS), writes
-each agent's config, starts ``python -m icore.agents._agent_proc`` per agent (each with
+each agent's config, starts ``python -m icore.live._agent_proc`` per agent (each with
 its own SQLite memory and owner service), tells every agent the owners' addresses, routes
 agent-to-agent calls (the one replan) and stops every process: a ``shutdown`` message
 first, then SIGTERM, then SIGKILL, each bounded. A process that exits unexpectedly is
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from icore.agents._manifest import RunManifest
 from icore.errors import IcoreError
+from icore.live._manifest import RunManifest
 from icore.net import init_team_certs
 
 CENTRAL = "central"
@@ -32,17 +32,8 @@ CENTRAL = "central"
 
 _LINE_LIMIT = 32 * 1024 * 1024
 
-# The agent process imports only what it needs (records, memory, fence, net and its own
-# modules), not the ``icore.agents`` front door with the coordinator, iCORE and pydantic
-# models: a package stub is registered first. This halves agent start-up time.
-_BOOT = (
-    "import os, sys, types, icore\n"
-    "pkg = types.ModuleType('icore.agents')\n"
-    "pkg.__path__ = [os.path.join(os.path.dirname(icore.__file__), 'agents')]\n"
-    "sys.modules.setdefault('icore.agents', pkg)\n"
-    "from icore.agents._agent_proc import main\n"
-    "sys.exit(main(sys.argv[1:]))\n"
-)
+AGENT_MODULE = "icore.live._agent_proc"
+"""The agent process entry (``python -m icore.live._agent_proc CONFIG.json``)."""
 
 
 class LiveRunError(IcoreError):
@@ -155,7 +146,7 @@ class LiveTeam:
             log_path = self.out / "logs" / f"{aid}.log"
             with open(log_path, "wb") as err:
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", _BOOT, str(cfg_path),
+                    sys.executable, "-m", AGENT_MODULE, str(cfg_path),
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                     stderr=err, env=env, limit=_LINE_LIMIT, start_new_session=True)
             a = _Agent(aid, role, proc, log_path, team.store_path(aid))

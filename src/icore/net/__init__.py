@@ -53,7 +53,7 @@ from icore.net._links import (
     traces_dir,
     wire_bytes,
 )
-from icore.net._manifest import AgentSpec, ManifestError, MemorySpec, TeamManifest
+from icore.net._manifest import MemorySpec, TeamAgentSpec, TeamManifest, TeamManifestError
 from icore.net._pki import (
     AGENT_ID_RE,
     check_agent_id,
@@ -98,7 +98,7 @@ from icore.net._tcp import (
     ServerThread,
     SyncOwnerClient,
 )
-from icore.net._team import AgentProcess, TeamProcesses, serve_agent
+from icore.net._team import TeamAgentProcess, TeamProcesses, serve_agent
 from icore.net._virtual import (
     DEFAULT_TLS_COST,
     AsyncVirtualTransport,
@@ -126,8 +126,6 @@ __all__ = [
     "SEGMENT_PAYLOAD_BYTES",
     "TRACE_FILES",
     "Ack",
-    "AgentProcess",
-    "AgentSpec",
     "Announce",
     "AsyncVirtualTransport",
     "AuthenticationError",
@@ -150,7 +148,6 @@ __all__ = [
     "LinkPair",
     "Loopback",
     "MalformedMessage",
-    "ManifestError",
     "MemorySpec",
     "Message",
     "MsgType",
@@ -171,7 +168,10 @@ __all__ = [
     "ServerThread",
     "Shaper",
     "SyncOwnerClient",
+    "TeamAgentProcess",
+    "TeamAgentSpec",
     "TeamManifest",
+    "TeamManifestError",
     "TeamProcesses",
     "TlsCost",
     "TraceLink",

@@ -44,11 +44,11 @@ from icore.net._errors import TransportError
 from icore.net._pki import AGENT_ID_RE
 
 
-class ManifestError(TransportError, ValueError):
+class TeamManifestError(TransportError, ValueError):
     """The team manifest is missing, not YAML, or invalid (``fields['errors']`` says where)."""
 
 
-class AgentSpec(BaseModel):
+class TeamAgentSpec(BaseModel):
     """One agent of the team.
 
     Attributes:
@@ -118,7 +118,7 @@ class TeamManifest(BaseModel):
 
     version: Literal[1] = 1
     team: str = "icore-team"
-    agents: list[AgentSpec] = Field(min_length=1)
+    agents: list[TeamAgentSpec] = Field(min_length=1)
     ownership: dict[str, str] = Field(default_factory=dict)
     data_dir: Path = Path("data")
     certs_dir: Path = Path("certs")
@@ -128,7 +128,7 @@ class TeamManifest(BaseModel):
 
     @field_validator("agents")
     @classmethod
-    def _unique(cls, v: list[AgentSpec]) -> list[AgentSpec]:
+    def _unique(cls, v: list[TeamAgentSpec]) -> list[TeamAgentSpec]:
         ids = [a.id for a in v]
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
@@ -149,20 +149,20 @@ class TeamManifest(BaseModel):
         """Read and validate a manifest; resolve its paths against its folder.
 
         Raises:
-            ManifestError: not a regular file (a FIFO, a device, a folder: refused by
+            TeamManifestError: not a regular file (a FIFO, a device, a folder: refused by
                 kind without opening it), unreadable, not YAML, or invalid (with
                 pydantic's locations); ``fields['path']`` names the file.
         """
         p = Path(path)
         if (problem := not_a_regular_file(p)) is not None:
-            raise ManifestError(f"team manifest {p} {problem}; refusing to read it",
+            raise TeamManifestError(f"team manifest {p} {problem}; refusing to read it",
                                 path=str(p))
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ManifestError(f"cannot read manifest: {exc}", path=str(p)) from exc
+            raise TeamManifestError(f"cannot read manifest: {exc}", path=str(p)) from exc
         except RecursionError:
-            raise ManifestError("cannot read manifest: nested too deeply", path=str(p)) \
+            raise TeamManifestError("cannot read manifest: nested too deeply", path=str(p)) \
                 from None
         m = cls.parse(data, where=str(p))
         base = p.resolve().parent
@@ -174,14 +174,14 @@ class TeamManifest(BaseModel):
         """Validate an already-parsed mapping (paths left as given).
 
         Raises:
-            ManifestError: invalid; ``fields['errors']`` lists ``path: message`` items.
+            TeamManifestError: invalid; ``fields['errors']`` lists ``path: message`` items.
         """
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
             errs = [f"{'.'.join(str(x) for x in e['loc']) or '<root>'}: {e['msg']}"
                     for e in exc.errors()]
-            raise ManifestError(f"invalid team manifest {where}: {'; '.join(errs)}",
+            raise TeamManifestError(f"invalid team manifest {where}: {'; '.join(errs)}",
                                 path=where, errors=errs) from None
 
     def to_yaml(self) -> str:
@@ -190,16 +190,16 @@ class TeamManifest(BaseModel):
         return yaml.safe_dump(d, sort_keys=False)
 
     # -- queries ----------------------------------------------------------------------
-    def agent(self, agent_id: str) -> AgentSpec:
+    def agent(self, agent_id: str) -> TeamAgentSpec:
         """Return the agent with that id.
 
         Raises:
-            ManifestError: no such agent.
+            TeamManifestError: no such agent.
         """
         for a in self.agents:
             if a.id == agent_id:
                 return a
-        raise ManifestError("no such agent in the manifest", agent=agent_id)
+        raise TeamManifestError("no such agent in the manifest", agent=agent_id)
 
     @property
     def agent_ids(self) -> list[str]:

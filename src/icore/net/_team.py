@@ -52,7 +52,7 @@ async def serve_agent(manifest: TeamManifest, agent_id: str, *, port: int | None
     Raises:
         ValueError: ``port`` is given but is not an ``int`` in 0..65535; raised before
             the store is opened or a socket bound.
-        ManifestError: ``agent_id`` is not in the manifest.
+        TeamManifestError: ``agent_id`` is not in the manifest.
     """
     if port is not None:
         check_port(port)
@@ -81,7 +81,7 @@ async def serve_agent(manifest: TeamManifest, agent_id: str, *, port: int | None
 
 
 @dataclass
-class AgentProcess:
+class TeamAgentProcess:
     """One launched agent process.
 
     Attributes:
@@ -123,7 +123,7 @@ class TeamProcesses:
         self.agent_ids = list(agents) if agents is not None else self.manifest.agent_ids
         self.python = python
         self.env = {**os.environ, **(env or {})}
-        self.procs: dict[str, AgentProcess] = {}
+        self.procs: dict[str, TeamAgentProcess] = {}
         self._last_port: dict[str, int] = {}
 
     def start(self) -> TeamProcesses:
@@ -148,7 +148,7 @@ class TeamProcesses:
             raise
         return self
 
-    def _start_one(self, agent: str, port: int | None = None) -> AgentProcess:
+    def _start_one(self, agent: str, port: int | None = None) -> TeamAgentProcess:
         proc, log_path = self._spawn(agent, port)
         return self._register(agent, proc, log_path)
 
@@ -167,9 +167,9 @@ class TeamProcesses:
         return proc, log_path
 
     def _register(self, agent: str, proc: subprocess.Popen[str], log_path: Path
-                  ) -> AgentProcess:
+                  ) -> TeamAgentProcess:
         ready = self._await_ready(proc, agent, log_path)
-        ap = AgentProcess(agent, proc, str(ready["host"]), int(ready["port"]), log_path)
+        ap = TeamAgentProcess(agent, proc, str(ready["host"]), int(ready["port"]), log_path)
         self.procs[agent] = ap
         self._last_port[agent] = ap.port
         return ap
@@ -211,7 +211,7 @@ class TeamProcesses:
         if ap.proc.stdout is not None:
             ap.proc.stdout.close()
 
-    def restart(self, agent: str, *, same_port: bool = True) -> AgentProcess:
+    def restart(self, agent: str, *, same_port: bool = True) -> TeamAgentProcess:
         """Start a (killed or stopped) agent again, on its previous port by default."""
         old = self.procs.pop(agent, None)
         if old is not None:
@@ -220,7 +220,7 @@ class TeamProcesses:
         return self._start_one(agent, port)
 
     @staticmethod
-    def _stop_one(ap: AgentProcess) -> int:
+    def _stop_one(ap: TeamAgentProcess) -> int:
         if ap.proc.poll() is None:
             ap.proc.send_signal(signal.SIGTERM)
             try:

@@ -7,7 +7,7 @@ the revision that made the plan stale) and the gate's decisions on a timeline
 (planfence Sec. 3-4, App. A.3). The iCORE page (``icore-report/<run>.html``) shows X of
 the run: G as a graph, Q, Π, hard flags and their diagnoses (icore Sec. 3-4).
 
-Formatting only: the outcomes come from the run (:class:`icore.agents.RunResult`), the
+Formatting only: the outcomes come from the run (:class:`icore.live.LiveRunResult`), the
 diagnoses from :func:`icore.audit.diagnose` on the run's hard flags.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from icore.agents import RunResult, TaskResult
 from icore.audit import Trigger, TriggerHit, diagnose, responsible_agent
+from icore.live import LiveRunResult, TaskResult
 from icore.report._build import flag_context, flag_views, state_views
 from icore.report._lineage import lineage_view
 from icore.report._model import (
@@ -79,7 +79,7 @@ def _task_row(t: TaskResult) -> LiveTaskView:
                         for v in t.icore))
 
 
-def live_run_view(res: RunResult, *, icore_href: str | None = None) -> LiveRunView:
+def live_run_view(res: LiveRunResult, *, icore_href: str | None = None) -> LiveRunView:
     """The run page's view model (``report.html``).
 
     Args:
@@ -143,7 +143,7 @@ def live_run_view(res: RunResult, *, icore_href: str | None = None) -> LiveRunVi
                ("team.yaml", "the net team manifest"), ("logs/", "agent logs")))
 
 
-def icore_run_view(res: RunResult, *, run_href: str | None = "../report.html") -> RunView:
+def icore_run_view(res: LiveRunResult, *, run_href: str | None = "../report.html") -> RunView:
     """The iCORE page's view model: X of the run (G, Q, Π, flags, diagnoses, lineage).
 
     Raises:
@@ -182,7 +182,7 @@ def icore_run_view(res: RunResult, *, run_href: str | None = "../report.html") -
         lineage=lineage, notices=notices, brand="icore run · iCORE")
 
 
-def write_live_report(res: RunResult, *, single_file: bool = True) -> Path:
+def write_live_report(res: LiveRunResult, *, single_file: bool = True) -> Path:
     """Write a live run's reports; return the run page's path.
 
     Writes ``<run folder>/report.html`` and, when the run has an iCORE state,

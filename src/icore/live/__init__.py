@@ -1,0 +1,109 @@
+"""PlanFence live runs: one OS process per agent over real owner services (issue 8).
+
+planfence Sec. 5.2 and App. A.2-A.5, icore Sec. 4; see docs/live-runs.md.
+
+* the run manifest (:class:`RunManifest`, :func:`load_manifest`, :func:`default_manifest`,
+  :func:`manifest_from_dict`; errors: :class:`LiveManifestError`);
+* the five-agent workflow templates (:data:`ROLES`, :data:`FAMILY_SPECS`,
+  :func:`make_task`);
+* the team (:class:`LiveTeam`): one ``python -m icore.live._agent_proc CONFIG`` process per
+  agent, each with its own SQLite (or NATS) memory behind a mutual-TLS owner service,
+  deciding through an :mod:`icore.agents` host policy (scripted or LLM);
+* the coordinator (:func:`run_live`, :func:`run_policies`, :func:`arun_live`;
+  :class:`LiveRunResult`), which records every step in iCORE (:class:`LiveAudit`);
+* the matched study (planfence App. A.5: :func:`run_matched`, :class:`MatchedResult`).
+
+Layer: ``live`` sits between ``agents`` (the deciders it hosts) and ``adapters`` (the
+OpenTelemetry export of a live run), so it imports records, memory, fence, net, state,
+audit, workloads and agents only. Its HTML page is rendered by :mod:`icore.report`
+(:func:`icore.report.write_live_report`, passed in as the ``reporter``).
+
+The agent process imports only what it needs: nothing in this package front door loads
+the agent process module, and ``icore.live._agent_proc`` imports no coordinator module.
+"""
+
+from typing import TYPE_CHECKING
+
+from icore._extras import lazy_attributes
+
+if TYPE_CHECKING:
+    from icore.live._live import (
+        LiveRunResult,
+        Reporter,
+        RunObserver,
+        TaskResult,
+        arun_live,
+        run_live,
+        run_policies,
+    )
+    from icore.live._live_audit import AuditListener, LiveAudit, live_declaration
+    from icore.live._manifest import (
+        LiveAgentSpec,
+        LiveManifestError,
+        RunManifest,
+        default_manifest,
+        load_manifest,
+        manifest_from_dict,
+    )
+    from icore.live._matched import (
+        TABLE_HEADER,
+        MatchedResult,
+        MatchedRow,
+        matched_manifest,
+        run_matched,
+    )
+    from icore.live._team import AgentCrashed, LiveRunError, LiveTeam, StepTimeout
+    from icore.live._workflow import FAMILY_SPECS, ROLES, TaskSpec, make_task
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "icore.live._live": (
+        "LiveRunResult", "Reporter", "RunObserver", "TaskResult", "arun_live", "run_live",
+        "run_policies",
+    ),
+    "icore.live._live_audit": ("AuditListener", "LiveAudit", "live_declaration"),
+    "icore.live._manifest": (
+        "LiveAgentSpec", "LiveManifestError", "RunManifest", "default_manifest",
+        "load_manifest", "manifest_from_dict",
+    ),
+    "icore.live._matched": (
+        "TABLE_HEADER", "MatchedResult", "MatchedRow", "matched_manifest", "run_matched",
+    ),
+    "icore.live._team": ("AgentCrashed", "LiveRunError", "LiveTeam", "StepTimeout"),
+    "icore.live._workflow": ("FAMILY_SPECS", "ROLES", "TaskSpec", "make_task"),
+}
+"""Front-door names by the module that defines them."""
+__getattr__ = lazy_attributes(
+    __name__, {name: module for module, names in _HOMES.items() for name in names})
+
+
+__all__ = [
+    "FAMILY_SPECS",
+    "ROLES",
+    "TABLE_HEADER",
+    "AgentCrashed",
+    "AuditListener",
+    "LiveAgentSpec",
+    "LiveAudit",
+    "LiveManifestError",
+    "LiveRunError",
+    "LiveRunResult",
+    "LiveTeam",
+    "MatchedResult",
+    "MatchedRow",
+    "Reporter",
+    "RunManifest",
+    "RunObserver",
+    "StepTimeout",
+    "TaskResult",
+    "TaskSpec",
+    "arun_live",
+    "default_manifest",
+    "live_declaration",
+    "load_manifest",
+    "make_task",
+    "manifest_from_dict",
+    "matched_manifest",
+    "run_live",
+    "run_matched",
+    "run_policies",
+]
