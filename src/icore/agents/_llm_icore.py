@@ -41,7 +41,7 @@ from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import ASSIGN_EPS, Card, SimTeam
 from icore.audit import Feedback, HostView
 from icore.state import Proposal
-from icore.workloads._tasks import TaskInstance
+from icore.workloads import TaskInstance
 
 FAMILY = "iCORE-audited {mode} team task"
 """The workflow family named in the system instruction (planfence App. A.2 shape)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from icore.memory import MemoryStore, OwnershipMap
 from icore.records import Record, RecordId
 from icore.state import StoreHeadView
-from icore.workloads._tasks import TaskInstance, terminal_performance
+from icore.workloads import TaskInstance, terminal_performance
 
 SPEC_OWNER = "env"
 INPUTS_OWNER = "team"

@@ -45,7 +45,7 @@ from icore.state import (
     State,
     Status,
 )
-from icore.workloads._tasks import TaskInstance, TaskMode, WorkerProfile, WorkItem
+from icore.workloads import TaskInstance, TaskMode, WorkerProfile, WorkItem
 
 
 @dataclass(slots=True)

@@ -273,6 +273,7 @@ class _Run:
         await self.team.kill(c.agent)
 
     async def task(self, spec: TaskSpec) -> TaskResult:
+        """Run one five-agent workflow (planfence Sec. 5.2) and record it in iCORE."""
         steps: list[dict[str, Any]] = []
         gate: list[dict[str, Any]] = []
         lineage: list[dict[str, Any]] = []
@@ -444,6 +445,7 @@ class _Run:
         return res
 
     def tasks(self) -> list[TaskSpec]:
+        """The workflows to run: the explicit specs, else family x seeds x repeat."""
         if self.specs is not None:
             return list(self.specs)
         out = []
@@ -455,6 +457,7 @@ class _Run:
         return out
 
     async def run(self) -> LiveRunResult:
+        """Start the team, run every workflow (bounded by ``timeouts.run_s``), stop it."""
         results: list[TaskResult] = []
         interrupted = False
         error = ""

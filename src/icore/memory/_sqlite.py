@@ -168,43 +168,43 @@ class SQLiteStore(Store):
         process) and ``COMMIT``/``ROLLBACK``; inner levels only hold the thread lock."""
 
         def __init__(self, store: SQLiteStore) -> None:
-            self.s = store
+            self.store = store
 
         def __enter__(self) -> None:
-            s = self.s
-            s._lock.acquire()
-            if s._depth == 0:
+            store = self.store
+            store._lock.acquire()
+            if store._depth == 0:
                 try:
-                    s._begin_immediate()
+                    store._begin_immediate()
                 except BaseException:
-                    s._lock.release()
+                    store._lock.release()
                     raise
-                s._tx_thread = threading.get_ident()
-            s._depth += 1
+                store._tx_thread = threading.get_ident()
+            store._depth += 1
 
         def __exit__(self, et: object, ev: object, tb: object) -> None:
-            s = self.s
-            s._depth -= 1
+            store = self.store
+            store._depth -= 1
             try:
-                if s._depth == 0:
-                    s._tx_thread = None
-                    done, s._after_commit = s._after_commit, []
+                if store._depth == 0:
+                    store._tx_thread = None
+                    done, store._after_commit = store._after_commit, []
                     try:
-                        s._db.execute("COMMIT" if et is None else "ROLLBACK")
+                        store._db.execute("COMMIT" if et is None else "ROLLBACK")
                     except BaseException:
-                        s._staged_heads.clear()
-                        s._staged_seqs.clear()
+                        store._staged_heads.clear()
+                        store._staged_seqs.clear()
                         raise
                     # the caches and the in-memory table follow only what is durable
                     if et is None:
                         for rec in done:
-                            s._cache[rec.id] = rec
-                        s._heads.update(s._staged_heads)
-                        s._seqs.update(s._staged_seqs)
-                    s._staged_heads.clear()
-                    s._staged_seqs.clear()
+                            store._cache[rec.id] = rec
+                        store._heads.update(store._staged_heads)
+                        store._seqs.update(store._staged_seqs)
+                    store._staged_heads.clear()
+                    store._staged_seqs.clear()
             finally:
-                s._lock.release()
+                store._lock.release()
 
     def _begin_immediate(self) -> None:
         """Take the file's write lock, retrying with short jittered sleeps while another

@@ -89,15 +89,14 @@ from icore.net._protocol import (
     frame_size,
 )
 from icore.net._stats import TrafficStats
-from icore.net._tcp import (
+from icore.net._tcp_client import OwnerClient
+from icore.net._tcp_server import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     GroupCommitter,
-    OwnerClient,
     OwnerServer,
     SecurityEvent,
-    ServerThread,
-    SyncOwnerClient,
 )
+from icore.net._tcp_sync import ServerThread, SyncOwnerClient
 from icore.net._team import TeamAgentProcess, TeamProcesses, serve_agent
 from icore.net._virtual import (
     DEFAULT_TLS_COST,

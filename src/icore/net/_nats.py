@@ -75,7 +75,7 @@ from icore.net._nats_server import (
     nats_certs,
 )
 from icore.net._pki import client_context
-from icore.net._tcp import _LoopThread
+from icore.net._tcp_sync import _LoopThread
 from icore.records import Record, RecordId, decode_record, encode_record, is_record_id
 
 log = logging.getLogger("icore.net.nats")

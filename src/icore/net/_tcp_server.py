@@ -1,0 +1,300 @@
+"""asyncio TCP owner server with mutual TLS 1.3 (planfence App. A).
+
+:class:`OwnerServer` serves one agent's store to the team (the client side is
+:mod:`icore.net._tcp_client`, the thread wrappers :mod:`icore.net._tcp_sync`); commits that
+arrive together are applied as one group (:class:`GroupCommitter`). Replies to the
+requests of one read go out in one TLS record and one socket write, in request order.
+
+Security behaviour (each case is logged on ``icore.net`` and recorded in
+:attr:`OwnerServer.events`; the server keeps serving other connections):
+
+* no client certificate, or one from another CA: the TLS handshake fails;
+* a writer committing a key it does not own: typed :class:`ErrorReply` (``ownership``);
+* a record whose content does not hash to its id: ``InvalidRecord``, connection closed;
+* a replayed or reordered request id: ``SequenceViolation``, connection closed;
+* any undecodable frame: a typed :class:`ProtocolError`, connection closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from dataclasses import dataclass
+
+from icore.memory import Store
+from icore.net._channel import SecureChannel
+from icore.net._errors import ConnectionClosed, ProtocolError, TransportError
+from icore.net._handler import DEFAULT_INLINE_CAP_BYTES, OwnerHandler
+from icore.net._protocol import (
+    MAX_FRAME_BYTES,
+    Commit,
+    ErrorReply,
+    FrameDecoder,
+    Message,
+    RequestSequence,
+    encode_frame,
+)
+from icore.net._stats import TrafficStats, error_code_of
+
+log = logging.getLogger("icore.net")
+
+DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
+"""How long a server waits for a client to finish the TLS handshake."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityEvent:
+    """A refused connection or request, as logged by the server.
+
+    Attributes:
+        kind: ``handshake``, ``protocol`` or ``request``.
+        code: stable error code (``transport``, ``ownership``, ...).
+        error: the error class name.
+        peer: the authenticated peer id ('' before authentication).
+        detail: the error message.
+    """
+
+    kind: str
+    code: str
+    error: str
+    peer: str
+    detail: str
+
+
+def check_port(port: object) -> int:
+    """Return ``port`` if it is an ``int`` TCP port in 0..65535 (0 = ephemeral).
+
+    Raises:
+        ValueError: ``port`` is not an ``int`` (``bool`` included) or is outside
+            0..65535.
+    """
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise ValueError(f"port must be an int in 0..65535, got {type(port).__name__} "
+                         f"{port!r}")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535 (0 = ephemeral), got {port}")
+    return port
+
+
+class GroupCommitter:
+    """Group commit for one owner service (issue 17): commits that arrive while a write
+    transaction is in flight - from any connection - share the next transaction and its
+    one fsync, and each is acknowledged only after that transaction committed.
+
+    Every owner rule still applies per record, in arrival order
+    (:meth:`OwnerHandler.handle_commits`). With a store whose commits wait for the disk
+    (``Store.blocking_writes``: SQLite) the transaction runs in a worker thread, so the
+    event loop keeps answering head queries - from the exclusive store's in-memory head
+    table - and gathers the next group meanwhile.
+
+    Args:
+        handler: the owner's request handler.
+        max_group: most commits in one transaction.
+    """
+
+    def __init__(self, handler: OwnerHandler, *, max_group: int = 256) -> None:
+        self.handler = handler
+        self.max_group = max_group
+        self.in_thread = handler.store.blocking_writes
+        self._queue: list[tuple[Commit, str, asyncio.Future[Message]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self.groups = 0
+        """Transactions run so far."""
+        self.commits = 0
+        """Commits answered so far."""
+
+    def submit(self, msg: Commit, peer: str) -> asyncio.Future[Message]:
+        """Queue one commit; the future resolves to its reply once its group is durable."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Message] = loop.create_future()
+        self._queue.append((msg, peer, fut))
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+        return fut
+
+    async def _run(self) -> None:
+        while self._queue:
+            await asyncio.sleep(0)  # let every connection readable now join this group
+            group, self._queue = (self._queue[:self.max_group],
+                                  self._queue[self.max_group:])
+            items = [(m, p) for m, p, _f in group]
+            try:
+                if self.in_thread:
+                    replies = await asyncio.to_thread(self.handler.handle_commits, items)
+                else:
+                    replies = self.handler.handle_commits(items)
+            except BaseException as exc:  # nothing of the group was written: fail them all
+                for _m, _p, fut in group:
+                    if not fut.done():
+                        fut.set_exception(exc if isinstance(exc, Exception)
+                                          else ConnectionClosed("owner shut down"))
+                        fut.exception()
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            self.groups += 1
+            self.commits += len(group)
+            for (_m, _p, fut), reply in zip(group, replies, strict=True):
+                if not fut.done():
+                    fut.set_result(reply)
+
+
+class OwnerServer:
+    """Serve one agent's store over mutually authenticated TCP.
+
+    Args:
+        store: the agent's store.
+        agent: the agent id (must equal the identity in its certificate).
+        ssl_context: from :func:`icore.net.server_context`.
+        host: bind address (default ``127.0.0.1``).
+        port: TCP port (0 = ephemeral; see :attr:`port` after :meth:`start`).
+        max_frame_bytes: largest accepted frame body.
+        inline_cap_bytes: largest record inlined into head replies.
+        handshake_timeout_s: time a client has to complete the TLS handshake.
+
+    Raises:
+        ValueError: ``port`` is not an ``int`` in 0..65535 (checked before anything
+            is bound).
+    """
+
+    def __init__(self, store: Store, *, agent: str, ssl_context: ssl.SSLContext,
+                 host: str = "127.0.0.1", port: int = 0,
+                 max_frame_bytes: int = MAX_FRAME_BYTES,
+                 inline_cap_bytes: int = DEFAULT_INLINE_CAP_BYTES,
+                 handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> None:
+        check_port(port)
+        self.handler = OwnerHandler(store, agent=agent, inline_cap_bytes=inline_cap_bytes)
+        self.agent = agent
+        self.ssl_context = ssl_context
+        self.host = host
+        self.port = port
+        self.max_frame_bytes = max_frame_bytes
+        self.handshake_timeout_s = handshake_timeout_s
+        self.stats = TrafficStats()
+        self.events: list[SecurityEvent] = []
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+        self._group = GroupCommitter(self.handler)
+
+    @property
+    def group_commits(self) -> tuple[int, int]:
+        """(write transactions, commits answered) of the group committer so far."""
+        return self._group.groups, self._group.commits
+
+    async def start(self) -> int:
+        """Bind and start accepting; return the bound port."""
+        self._server = await asyncio.start_server(self._on_connect, self.host, self.port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("owner %s serving on %s:%d", self.agent, self.host, self.port)
+        return self.port
+
+    async def serve_forever(self) -> None:
+        """Serve until cancelled (start first if needed)."""
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        """Stop accepting, close every connection. Idempotent."""
+        if self._server is not None:
+            self._server.close()
+            for t in list(self._conns):
+                t.cancel()
+            await asyncio.gather(*self._conns, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            self._server = None
+
+    def _event(self, kind: str, exc: BaseException, peer: str) -> None:
+        code = exc.code if isinstance(exc, _Remote) else error_code_of(exc)
+        name = "ErrorReply" if isinstance(exc, _Remote) else type(exc).__name__
+        ev = SecurityEvent(kind, code, name, peer, str(exc)[:500])
+        if len(self.events) < 10_000:
+            self.events.append(ev)
+        if isinstance(exc, _Remote):
+            return  # OwnerHandler already logged the refused request
+        log.warning("owner %s refused %s from peer=%r: %s: %s [%s]", self.agent, kind,
+                    peer, ev.error, ev.detail, ev.code)
+
+    async def _on_connect(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        ch = SecureChannel(reader, writer, self.ssl_context, server_side=True,
+                           stats=self.stats)
+        try:
+            await self._serve(ch)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # a connection must never take the server down
+            self._event("connection", exc, ch.peer)
+        finally:
+            await ch.close()
+            self._conns.discard(task)
+
+    async def _serve(self, ch: SecureChannel) -> None:
+        try:
+            await asyncio.wait_for(ch.handshake(), self.handshake_timeout_s)
+        except (TransportError, TimeoutError, OSError) as exc:
+            self._event("handshake", exc, "")
+            return
+        self.stats.connections += 1
+        peer = ch.peer
+        dec = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
+        seq = RequestSequence()
+        out: list[bytes] = []
+        while True:
+            try:
+                data = await ch.recv()
+            except TransportError as exc:
+                if not isinstance(exc, ConnectionClosed):
+                    self._event("protocol", exc, peer)
+                return
+            try:
+                if not data:
+                    dec.eof()
+                    return
+                out = []
+                msgs = dec.feed(data)
+                # replies to the requests of one read go out in one TLS record and one
+                # write (pipelined clients), in request order; commits join the group
+                # commit, and a later request of the same read waits for them (it must
+                # see its own writes)
+                slots: list[Message | asyncio.Future[Message]] = []
+                for msg in msgs:
+                    seq.check(msg.rid)
+                    self.stats.frames_in += 1
+                    if isinstance(msg, Commit):
+                        slots.append(self._group.submit(msg, peer))
+                        continue
+                    if any(isinstance(x, asyncio.Future) for x in slots):
+                        await asyncio.wait([x for x in slots if isinstance(x, asyncio.Future)])
+                    slots.append(self.handler.handle(msg, peer))
+                for slot in slots:
+                    reply = await slot if isinstance(slot, asyncio.Future) else slot
+                    if isinstance(reply, ErrorReply):
+                        self._event("request", _Remote(reply), peer)
+                    out.append(encode_frame(reply, max_frame_bytes=self.max_frame_bytes))
+                    self.stats.frames_out += 1
+                    self.stats.rpcs += 1
+                if out:
+                    ch.send(b"".join(out))
+            except ProtocolError as exc:
+                self._event("protocol", exc, peer)
+                with contextlib.suppress(Exception):
+                    out.append(encode_frame(ErrorReply(0, error_code_of(exc), str(exc)[:1000])))
+                    ch.send(b"".join(out))
+                return
+            await ch.drain()
+
+
+class _Remote(Exception):
+    """Adapter so an error reply can be logged like an exception."""
+
+    def __init__(self, reply: ErrorReply) -> None:
+        super().__init__(reply.message)
+        self.code = reply.code
