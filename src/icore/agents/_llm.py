@@ -362,8 +362,11 @@ def parse_reply(mode: str, tool: ToolSpec, resp: Any) -> tuple[dict[str, Any] | 
 
 def schema_messages(mode: str, tool: ToolSpec, messages: list[dict[str, Any]]
                     ) -> list[dict[str, Any]]:
-    """``messages`` as sent in ``mode``: content modes show the enumerated tool schema
-    in the system message (tool modes send it as ``tools``)."""
+    """``messages`` as sent in ``mode``.
+
+    Content modes show the enumerated tool schema in the system message (tool modes send
+    it as ``tools``).
+    """
     if mode in TOOL_MODES or not messages:
         return messages
     first = dict(messages[0])
@@ -643,8 +646,10 @@ one spare)."""
 
 
 def decision_budget_s(backend: Mapping[str, Any]) -> float:
-    """Longest one model decision may take: two responses, each with its retries and
-    backoff (0 for the scripted backend)."""
+    """Longest one model decision may take, in seconds.
+
+    Two responses, each with its retries and backoff (0 for the scripted backend).
+    """
     if backend.get("kind") != "llm":
         return 0.0
     cfg = LLMConfig.from_env(base_url=backend.get("base_url") or "http://unset",

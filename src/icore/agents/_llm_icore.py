@@ -174,8 +174,11 @@ class LLMTeam(SimTeam):
 
     # ------------------------------------------------------------------ Schedule_D
     def propose(self, view: HostView) -> Proposal | None:
-        """Ask the model which enabled action the team takes next (None = rejected or
-        nothing enabled: a nonproductive step)."""
+        """Ask the model which enabled action the team takes next.
+
+        Returns:
+            The proposal, or None (rejected or nothing enabled: a nonproductive step).
+        """
         self.calls += 1
         opts = self._options()
         if not opts:
@@ -207,8 +210,10 @@ class LLMTeam(SimTeam):
         return self._verify(actor, card)
 
     def recover(self, feedback: Feedback, view: HostView) -> Sequence[Proposal]:
-        """The routed agent reads the logged feedback text and answers with a tool call;
-        a rejected decision is an empty (rejected) recovery."""
+        """The routed agent reads the logged feedback text and answers with a tool call.
+
+        A rejected decision is an empty (rejected) recovery.
+        """
         self.calls += 1
         agent = feedback.to
         briefs = [{"obligation": b.id, "kind": b.kind, "status": b.status,

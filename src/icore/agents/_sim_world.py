@@ -88,10 +88,12 @@ class SimWorld:
         self.version[key] = version
 
     def derive_inputs(self, item_id: str, source: RecordId) -> RecordId:
-        """A worker derives an input record for ``item_id`` from the specification record
-        ``source`` (a new version of ``inputs/<item>``, parents: its previous version and
-        ``source``); returns its id. The new record is its key's head even when
-        ``source`` is no longer current."""
+        """A worker derives an input record for ``item_id`` from ``source``; returns its id.
+
+        The record is a new version of ``inputs/<item>`` (parents: its previous version and
+        the specification record ``source``). It is its key's head even when ``source``
+        is no longer current.
+        """
         key = inputs_key(item_id)
         prev = self.store.head(key)
         rec = Record.create(
@@ -106,8 +108,11 @@ class SimWorld:
         return rec.id
 
     def inject(self, kind: str, item: str) -> None:
-        """Record a ground-truth defect (``unsupported_work``, ``assignment``, ``stall``,
-        ``deletion``, ``evidence_revocation``)."""
+        """Record a ground-truth defect.
+
+        ``kind`` is ``unsupported_work``, ``assignment``, ``stall``, ``deletion`` or
+        ``evidence_revocation``.
+        """
         if (kind, item) not in self.injected:
             self.injected.append((kind, item))
 
@@ -131,8 +136,10 @@ class SimWorld:
         return None if h is None else h.record_id
 
     def correct(self, item_id: str) -> bool:
-        """Whether the item's final result is correct against the current specification
-        (and verified, where the item needs review)."""
+        """Whether the item's final result is correct against the current specification.
+
+        An item that needs review must also be verified.
+        """
         t = self.truth[item_id]
         item = next(i for i in self.inst.items if i.id == item_id)
         ok = (

@@ -153,8 +153,11 @@ class SimTeam:
             fn()
 
     def recover(self, feedback: Feedback, view: HostView) -> Sequence[Proposal]:
-        """Answer routed feedback (repair, verify, reassign, settle), unless the fault
-        model makes the agent ignore or misread it (:class:`FaultSettings`)."""
+        """Answer routed feedback (repair, verify, reassign, settle).
+
+        Unless the fault model makes the agent ignore or misread it
+        (:class:`FaultSettings`).
+        """
         self.calls += 1
         agent = feedback.to
         out: list[Proposal] = []
@@ -479,8 +482,11 @@ class SimEnvironment:
                 state.on_head_change(key, head)
 
     def close(self, state: State | None) -> None:
-        """Record terminal evidence: every unfinished obligation gets a terminal marker
-        whose completion certificate fails (it is then unsound; icore Prop. 4 setting)."""
+        """Record terminal evidence.
+
+        Every unfinished obligation gets a terminal marker whose completion certificate
+        fails (it is then unsound; icore Prop. 4 setting).
+        """
         if state is None:
             return
         done = (Status.DISCHARGED, Status.SETTLED, Status.SUPERSEDED)
@@ -496,8 +502,10 @@ class SimEnvironment:
 
 
 def introduce(state: State, inst: TaskInstance) -> None:
-    """The task agent introduces the instance's obligations (one legal proposal), each a
-    required root, so an unsupported drop cannot take task work out of W(X)."""
+    """The task agent introduces the instance's obligations (one legal proposal).
+
+    Each is a required root, so an unsupported drop cannot take task work out of W(X).
+    """
     eid = "task-0"
     effects = tuple(
         Effect.node(it.id, it.kind, weight=it.weight, parent=it.parent, deps=it.deps,

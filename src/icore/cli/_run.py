@@ -109,8 +109,11 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
 
 
 def print_decisions(console: Console, rows: list[tuple[str, LiveRunResult]]) -> None:
-    """The model-decision counters per policy (llm backend): responses, schema
-    violations, corrections used, unrecovered failures, infrastructure failures."""
+    """Print the model-decision counters per policy (llm backend).
+
+    Responses, schema violations, corrections used, unrecovered failures, infrastructure
+    failures.
+    """
     runs = [(p, r) for p, r in rows if r.backend == "llm"]
     if not runs:
         return
@@ -289,8 +292,10 @@ def run(
 
 
 def _otel_observer(ctx: typer.Context, endpoint: str | None) -> RunObserver | None:
-    """The ``--otlp-endpoint`` exporter, flushed and shut down when the command ends
-    (however it ends: the command's context closes after it returns or raises)."""
+    """The ``--otlp-endpoint`` exporter, flushed and shut down when the command ends.
+
+    However it ends: the command's context closes after it returns or raises.
+    """
     if not endpoint:
         return None
     from icore.adapters import OtelExporter

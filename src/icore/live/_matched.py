@@ -131,7 +131,8 @@ def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,
             ``matched.md``).
         manifest: base team manifest (agents, ownership, backend); default: the embedded
             reservation manifest with every family's tool added.
-        families / seeds: the task grid (default 3 x 10).
+        families: workflow families of the task grid (default all three).
+        seeds: template seeds of the task grid (default 0..9).
         policies: policies compared (default the three of Table 2).
         concurrency: workflows run at once on each team.
         reporter: writes each policy's HTML report (see :func:`run_live`).

@@ -1,5 +1,6 @@
-"""Live workflow templates: the five-agent reservation, fulfillment and deployment tasks
-(planfence Sec. 5.2, App. A.2-A.5).
+"""Live workflow templates: the five-agent reservation, fulfillment and deployment tasks.
+
+planfence Sec. 5.2, App. A.2-A.5.
 
 Pure: the content of one task is a function of ``(family, seed, task id)`` only, so the
 scripted backend replays the same decisions byte for byte and every policy of the matched

@@ -115,8 +115,10 @@ class _Conn:
                 fut.exception()  # retrieved: awaiting it still raises ``err``
 
     def request(self, build: Callable[[int], Message]) -> tuple[int, asyncio.Future[Message]]:
-        """Allocate the next request id and write the frame now (no await in between, so
-        request ids reach the wire in increasing order); return it and the reply future."""
+        """Allocate the next request id and write the frame now; return it and the future.
+
+        There is no await in between, so request ids reach the wire in increasing order.
+        """
         if self.dead is not None:
             raise self.dead
         rid = next(self.rids)
@@ -156,8 +158,11 @@ class _Conn:
 
 
 def _abandon(fut: asyncio.Future[Message]) -> None:
-    """The caller of ``fut`` is leaving (reply, error, timeout or cancellation): make sure
-    nothing can report ``fut`` later (cancel it if pending, retrieve its exception)."""
+    """Make sure nothing can report ``fut`` after its caller left.
+
+    The caller leaves on a reply, an error, a timeout or a cancellation: cancel ``fut``
+    if pending, else retrieve its exception.
+    """
     if not fut.done():
         fut.cancel()
     elif not fut.cancelled():

@@ -79,9 +79,11 @@ def check_port(port: object) -> int:
 
 
 class GroupCommitter:
-    """Group commit for one owner service (issue 17): commits that arrive while a write
-    transaction is in flight - from any connection - share the next transaction and its
-    one fsync, and each is acknowledged only after that transaction committed.
+    """Group commit for one owner service (issue 17).
+
+    Commits that arrive while a write transaction is in flight - from any connection -
+    share the next transaction and its one fsync, and each is acknowledged only after
+    that transaction committed.
 
     Every owner rule still applies per record, in arrival order
     (:meth:`OwnerHandler.handle_commits`). With a store whose commits wait for the disk

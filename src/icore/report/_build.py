@@ -112,9 +112,12 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
 
 
 def trace_lineage(planfence: object) -> tuple[LineageView, ...]:
-    """Lineage pictures of a trace that carries PlanFence records and decisions
-    (``Trace.extras["planfence"]``; see :mod:`icore.adapters` JSONL format): one per
-    action, decisions grouped by their ``task`` (else ``action``) field, in order."""
+    """Lineage pictures of a trace that carries PlanFence records and decisions.
+
+    The trace's ``Trace.extras["planfence"]`` (see the :mod:`icore.adapters` JSONL
+    format); one picture per action, decisions grouped by their ``task`` (else
+    ``action``) field, in order.
+    """
     if not isinstance(planfence, Mapping):
         return ()
     records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
@@ -128,9 +131,11 @@ def trace_lineage(planfence: object) -> tuple[LineageView, ...]:
 
 def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[Mapping[str, Any]]
               ) -> list[Mapping[str, Any]]:
-    """The records one action's picture shows: its roots and their ancestors, the
-    versions of D(x) it saw (frontier, heads, every version of those keys) and the
-    records derived from its roots (the action record)."""
+    """The records one action's picture shows.
+
+    Its roots and their ancestors, the versions of D(x) it saw (frontier, heads, every
+    version of those keys) and the records derived from its roots (the action record).
+    """
     by_id = {str(r.get("id")): r for r in records}
     roots = {str(x) for d in decisions for x in d.get("roots") or ()}
     deps = {str(k) for d in decisions for k in d.get("deps") or ()}
@@ -205,6 +210,8 @@ def state_views(x: State, *, event_step: Callable[[str], int | None] | None = No
         x: the state.
         event_step: maps an event id to the source step it came from (imported runs).
         event_text: source text by step, shown as each event's excerpt.
+        flag_places: hard flag id -> where in the run it was raised
+            (:func:`flag_context`); None: no places shown.
     """
     events = []
     for ev in x.events.values():
@@ -245,9 +252,12 @@ def state_views(x: State, *, event_step: Callable[[str], int | None] | None = No
 
 
 def flag_context(x: State) -> dict[str, FlagPlace]:
-    """For each hard flag, where in the run it was raised: the number of proposals
-    recorded before it, the last event added to G before it, and the source ``step``
-    field of the flagged proposal's events (imported runs; None when absent)."""
+    """For each hard flag, where in the run it was raised.
+
+    The number of proposals recorded before it, the last event added to G before it, and
+    the source ``step`` field of the flagged proposal's events (imported runs; None when
+    absent).
+    """
     places = FlagPlaces()
     places.feed(x.entries)
     return places.at

@@ -36,8 +36,10 @@ ICORE_DIR = "icore-report"
 
 
 def live_diagnoses(x: State) -> tuple[DiagnosisView, ...]:
-    """One diagnosis per hard flag of a live run's X (:func:`icore.audit.diagnose`,
-    routed by :func:`icore.audit.responsible_agent`; icore Sec. 4)."""
+    """One diagnosis per hard flag of a live run's X (icore Sec. 4).
+
+    Made by :func:`icore.audit.diagnose`, routed by :func:`icore.audit.responsible_agent`.
+    """
     ctx = flag_context(x)
     out = []
     for i, f in enumerate(x.flags.values(), start=1):

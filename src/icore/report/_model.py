@@ -145,8 +145,10 @@ class ChainLinkView:
 
 @dataclass(frozen=True, slots=True)
 class CandidateView:
-    """One ranked (agent, step) candidate and the features that ranked it
-    (``(feature, value, contribution)`` strings)."""
+    """One ranked (agent, step) candidate and the features that ranked it.
+
+    The features are ``(feature, value, contribution)`` strings.
+    """
 
     agent: str
     step: int
@@ -156,8 +158,10 @@ class CandidateView:
 
 @dataclass(frozen=True, slots=True)
 class AttributionView:
-    """Predicted responsible agent and step, the chain, the top candidates, and the
-    annotation if known."""
+    """Predicted responsible agent and step.
+
+    With the chain, the top candidates, and the annotation if known.
+    """
 
     agent: str | None
     step: int | None

@@ -1,5 +1,4 @@
-"""Render a :class:`RunView` / :class:`LiveRunView` / :class:`IndexView` to static HTML
-that works offline.
+"""Render a :class:`RunView` / :class:`LiveRunView` / :class:`IndexView` to offline HTML.
 
 By default a page is one file: the bundled CSS and JS (``assets/report.css``,
 ``assets/report.js``) are inlined, allowed by a Content-Security-Policy that names their
@@ -191,9 +190,11 @@ class _EventGraph:
 
 def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
                  ) -> _EventGraph | None:
-    """Lay G out as lanes (one per agent, in order of first appearance) and columns (the
-    order events entered G), ``per_page`` events per page; a cause on an earlier page is
-    drawn as a stub from the page's left edge."""
+    """Lay G out as lanes and columns, ``per_page`` events per page.
+
+    One lane per agent, in order of first appearance; columns in the order events entered
+    G. A cause on an earlier page is drawn as a stub from the page's left edge.
+    """
     if not events:
         return None
     agents = list(dict.fromkeys(e.agent for e in events))
@@ -265,8 +266,10 @@ class _LineagePicture:
 
 
 def _lineage_picture(lv: LineageView) -> _LineagePicture | None:
-    """Records in lanes by key, columns in commit order, arrows from exact parents;
-    classes mark F(x), H(x), the stale plan, the revision that made it stale."""
+    """Records in lanes by key, columns in commit order, arrows from exact parents.
+
+    Classes mark F(x), H(x), the stale plan, the revision that made it stale.
+    """
     if not lv.records:
         return None
     first = lv.points[0] if lv.points else None
@@ -378,8 +381,10 @@ def _csp_hash(text: str) -> str:
 
 
 def _page_context(out: Path, single_file: bool) -> dict[str, object]:
-    """Template variables of the page head: inlined assets (with their CSP hashes) or
-    links to ``assets/`` (copied)."""
+    """Template variables of the page head.
+
+    Inlined assets (with their CSP hashes) or links to ``assets/`` (copied).
+    """
     if not single_file:
         copy_assets(out)
         return {"inline": False, "asset_prefix": "assets/",
