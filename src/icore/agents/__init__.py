@@ -60,6 +60,11 @@ and :mod:`icore.audit`, which a live-run agent process never needs."""
 
 __getattr__ = lazy_attributes(__name__, _ICORE)
 
+
+def __dir__() -> list[str]:
+    """The module's attributes and every exported name (loaded or not)."""
+    return sorted(set(globals()) | set(__all__))
+
 __all__ = [
     "MODES",
     "SYSTEM_PROMPT",

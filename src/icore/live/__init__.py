@@ -72,8 +72,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "icore.live._workflow": ("FAMILY_SPECS", "ROLES", "TaskSpec", "make_task"),
 }
 """Front-door names by the module that defines them."""
+
 __getattr__ = lazy_attributes(
     __name__, {name: module for module, names in _HOMES.items() for name in names})
+
+
+def __dir__() -> list[str]:
+    """The module's attributes and every exported name (loaded or not)."""
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [
