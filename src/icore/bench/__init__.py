@@ -19,14 +19,9 @@ from icore.bench._planfence import TRANSPORTS, run_planfence
 from icore.bench._planfence_analysis import Agg, Ordering, aggregate, orderings
 from icore.bench._planfence_presets import PRESETS as PLANFENCE_PRESETS
 from icore.bench._planfence_presets import Cell, preset_cells
-from icore.bench._planfence_replay import (
-    ActionRow,
-    EpisodeResult,
-    NetSpec,
-    PolicySpec,
-    replay,
-)
+from icore.bench._planfence_replay import replay
 from icore.bench._planfence_run import RunResult, run_cells
+from icore.bench._planfence_spec import ActionRow, EpisodeResult, NetSpec, PolicySpec
 from icore.bench._stats import (
     BOOTSTRAP_DRAWS,
     TIE_THRESHOLD,

@@ -18,13 +18,8 @@ from typing import Any
 from icore.bench._checks import check_count
 from icore.bench._errors import ReplayFailed
 from icore.bench._planfence_presets import Cell
-from icore.bench._planfence_replay import (
-    MAX_SYNC_ATTEMPTS,
-    ActionRow,
-    NetSpec,
-    PolicySpec,
-    replay,
-)
+from icore.bench._planfence_replay import replay
+from icore.bench._planfence_spec import MAX_SYNC_ATTEMPTS, ActionRow, NetSpec, PolicySpec
 from icore.net import TransportError
 from icore.workloads import Template, WorkloadParams, build_schedule
 

@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from icore.bench._planfence_presets import CENTRAL, FENCE, SYNC1, Cell
-from icore.bench._planfence_replay import NetSpec
+from icore.bench._planfence_spec import NetSpec
 from icore.workloads import FAMILIES, Template, WorkloadParams
 
 CHOICES = (CENTRAL.label, SYNC1.label, FENCE.label)
