@@ -20,7 +20,7 @@ from icore.bench._planfence_analysis import Agg, Ordering, aggregate, orderings
 from icore.bench._planfence_presets import PRESETS as PLANFENCE_PRESETS
 from icore.bench._planfence_presets import Cell, preset_cells
 from icore.bench._planfence_replay import replay
-from icore.bench._planfence_run import RunResult, run_cells
+from icore.bench._planfence_run import CampaignResult, run_cells
 from icore.bench._planfence_spec import ActionRow, EpisodeResult, NetSpec, PolicySpec
 from icore.bench._stats import (
     BOOTSTRAP_DRAWS,
@@ -40,6 +40,7 @@ __all__ = [
     "Agg",
     "BadOption",
     "BenchError",
+    "CampaignResult",
     "Cell",
     "EpisodeResult",
     "NetSpec",
@@ -48,7 +49,6 @@ __all__ = [
     "PairedComparison",
     "PolicySpec",
     "ReplayFailed",
-    "RunResult",
     "TraceUnavailable",
     "TransportUnavailable",
     "UnknownPreset",

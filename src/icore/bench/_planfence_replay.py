@@ -65,6 +65,7 @@ from icore.fence import (
     Team,
     bind_action,
     make_validator,
+    replica_service,
     strategy,
 )
 from icore.memory import MemoryStore, OwnershipMap, Store
@@ -405,7 +406,8 @@ class Episode:
                               timeout_s=self.net.timeout_s, mode=self.spec.mode,
                               clock=self.clock, points=self.points, policy=name)
         team = Team(install=self.stores[sched.executor], keys=tuple(sched.keys),
-                    replicas=tuple(a for a in sched.agents if a != sched.executor),
+                    replicas=tuple(replica_service(a) for a in sched.agents
+                                   if a != sched.executor),
                     loop=self.loop)
         return make_validator(self.spec.policy, context, team)
 

@@ -27,13 +27,13 @@ from icore.bench._planfence_analysis import (
     paired_table,
     summary_rows,
 )
-from icore.bench._planfence_run import ROW_FIELDS, RunResult
+from icore.bench._planfence_run import ROW_FIELDS, CampaignResult
 
 PAIRS = (("planfence", "centralized_lineage"), ("planfence", "metadata_sync_k1"),
          ("planfence", "batched_all_key"), ("planfence", "per_key_all_key"))
 
 
-def write_outputs(result: RunResult, out: Path, *, preset: str, seed: int,
+def write_outputs(result: CampaignResult, out: Path, *, preset: str, seed: int,
                   command: str, transport: str = "inproc", plots: bool = True
                   ) -> dict[str, Any]:
     """Write every output file of a run into ``out`` and return the JSON document."""

@@ -282,15 +282,16 @@ class AllKeyHeads:
 
 
 class QuorumHeads:
-    """Replica-quorum validation: read the installed head of each key from the replica
-    views of ``remote`` agents (the executor's own replica is read locally), keep the
-    highest owner sequence; fetch content from the owner.
+    """Replica-quorum validation: read the installed head of each key from the ``remote``
+    replica views (the executor's own replica is read locally), keep the highest owner
+    sequence; fetch content from the owner.
 
     Args:
-        owners: the executor's access (replica views are services named
-            :func:`replica_service`).
+        owners: the executor's access.
         local: the executor's replica.
-        remote: the agents whose replica views form the read quorum.
+        remote: the services of the replica views that form the read quorum (e.g.
+            :func:`replica_service` names in the replay; in a live run every agent's
+            owner service also answers from its installed view).
     """
 
     def __init__(self, owners: AsyncOwnerAccess, local: Store, remote: Sequence[str]) -> None:
@@ -306,7 +307,7 @@ class QuorumHeads:
         """
         best = installed_heads(self.local, keys)
         replies = await asyncio.gather(*(self.owners.query_heads(
-            replica_service(r), keys, timeout_s=timeout_s) for r in self.remote))
+            r, keys, timeout_s=timeout_s) for r in self.remote))
         for rep in replies:
             for k, h in rep.heads.items():
                 if k in keys and (k not in best or h.seq > best[k].seq):

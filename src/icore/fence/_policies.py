@@ -346,8 +346,8 @@ class Team:
     Attributes:
         install: the executor's replica (installed heads; where fresh records go).
         keys: every shared key (all-key controls).
-        replicas: the other agents, in the order their replica views are read (quorum
-            controls; the majority reads the first half).
+        replicas: the services of the other agents' replica views, in the order they are
+            read (quorum controls; the majority reads the first half).
         central: name of the central lineage service when the team reaches it under its
             own name (a live run); None when owner names already resolve to it.
         loop: an event loop this thread drives; sync :meth:`Validator.validate` of the
