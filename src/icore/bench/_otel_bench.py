@@ -198,7 +198,8 @@ def run(*, spans: int = 100_000, export_runs: int = 1, families: Sequence[str] |
     Args:
         spans: spans in the synthetic trace (>= 2).
         export_runs: matched-study runs per arm (0 skips the export figure).
-        families / seeds: the matched grid (default the full 3 x 10 of App. A.5).
+        families: the matched grid's families (default all three of App. A.5).
+        seeds: the matched grid's seeds (default the ten of App. A.5).
         receiver: an OTLP/HTTP URL to export to (default: a local sink process).
         seed: seed of the synthetic trace.
         echo: prints one line per figure.

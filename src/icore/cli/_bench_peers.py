@@ -107,7 +107,7 @@ def bench_peers(
     json_out: Annotated[Path | None,
                         typer.Option("--json", help="Also write figures as JSON.")] = None,
 ) -> None:
-    """icore's owner service side by side with Redis (TLS), NATS KV and etcd."""
+    """Compare icore's owner service with Redis (TLS), NATS KV and etcd."""
     if quick:
         rounds, n, seconds = 1, 50, 0.3
     console = Console(width=160)

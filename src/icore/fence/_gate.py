@@ -448,7 +448,10 @@ async def arun_gate(context: GateContext, *, action: str, roots: Iterable[Record
     Args:
         context: the gate context; ``context.owners`` is an
             :class:`~icore.memory.AsyncOwnerAccess`.
-        action / roots / deps / replanned: as in :func:`run_gate`.
+        action: action name for the log.
+        roots: L(a).
+        deps: D(a).
+        replanned: True for the validation after the one replan.
 
     Returns:
         The :class:`GateDecision`.

@@ -168,7 +168,10 @@ class GateValidator:
         in a worker thread); see :func:`icore.fence.avalidate`.
 
         Args:
-            action / roots / deps / replanned: as in :meth:`validate`.
+            action: action name for the log.
+            roots: L(a).
+            deps: D(a).
+            replanned: True for the validation after the one replan.
 
         Returns:
             The decision.
