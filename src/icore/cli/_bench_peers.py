@@ -1,4 +1,4 @@
-"""``icore bench peers`` (thin; see :mod:`icore.bench._peers`)."""
+"""``icore bench peers`` (thin; see :mod:`icore.bench.micro._peers`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.bench._peers import PEERS, Figures, PeersResult, run_peers
+from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
 from icore.cli._inputs import bad_options, output_file, positive_seconds
 
 REFERENCE = "redis (TLS)"

@@ -49,8 +49,8 @@ from typing import Any
 
 from icore.bench._checks import check_count, check_positive_seconds
 from icore.bench._errors import BadOption
-from icore.bench._loopback import ByteRelay, free_port, wait_port
-from icore.bench._net_bench import _proc_cpu_s, percentile
+from icore.bench.micro._loopback import ByteRelay, free_port, wait_port
+from icore.bench.micro._net import _proc_cpu_s, percentile
 from icore.fence import Outcome, avalidate
 from icore.memory import MemoryStore, OwnershipMap
 from icore.net import (

@@ -17,9 +17,9 @@ from typing import Any
 
 from icore.bench._checks import check_count
 from icore.bench._errors import ReplayFailed
-from icore.bench._planfence_presets import Cell
-from icore.bench._planfence_replay import replay
-from icore.bench._planfence_spec import MAX_SYNC_ATTEMPTS, ActionRow, NetSpec, PolicySpec
+from icore.bench.planfence._presets import Cell
+from icore.bench.planfence._replay import replay
+from icore.bench.planfence._spec import MAX_SYNC_ATTEMPTS, ActionRow, NetSpec, PolicySpec
 from icore.net import TransportError
 from icore.workloads import Template, WorkloadParams, build_schedule
 

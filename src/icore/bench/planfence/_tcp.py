@@ -1,8 +1,8 @@
 """The PlanFence replay over real loopback TCP with mutual TLS 1.3 (``--transport tcp``).
 
 Same schedules, stores, protocol, gate and policies as the virtual-time replay
-(:class:`~icore.bench._planfence_replay.Episode` is given this transport instead of
-:class:`~icore.bench._planfence_inproc.InprocTransport`); only the transport differs: every agent's
+(:class:`~icore.bench.planfence._replay.Episode` is given this transport instead of
+:class:`~icore.bench.planfence._inproc.InprocTransport`); only the transport differs: every agent's
 store is served by an :class:`~icore.net.ServerThread` on 127.0.0.1, every agent talks
 through an :class:`~icore.net.OwnerClient` (new connection per RPC by default, the paper's
 setting), and time is the wall clock, so stall is measured, not modelled. A trace link
@@ -21,8 +21,8 @@ from typing import Any
 
 from icore._clock import ManualClock
 from icore.bench._errors import TransportUnavailable
-from icore.bench._planfence_services import ReplayWorld, ReplicaHandler, make_path
-from icore.bench._planfence_spec import CENTRAL, NetSpec
+from icore.bench.planfence._services import ReplayWorld, ReplicaHandler, make_path
+from icore.bench.planfence._spec import CENTRAL, NetSpec
 from icore.fence import replica_service
 from icore.memory import Store
 from icore.net import (
@@ -74,7 +74,7 @@ class _WallClock(ManualClock):
 
 
 class TcpTransport:
-    """:class:`~icore.bench._planfence_services.ReplayTransport` over real TCP + mutual
+    """:class:`~icore.bench.planfence._services.ReplayTransport` over real TCP + mutual
     TLS on 127.0.0.1, wall-clock time.
 
     Args:

@@ -17,9 +17,9 @@ from icore.bench._errors import (
     TraceUnavailable,
     TransportUnavailable,
 )
-from icore.bench._planfence_presets import Cell, preset_cells
-from icore.bench._planfence_report import write_outputs
-from icore.bench._planfence_run import CampaignResult, run_cells
+from icore.bench.planfence._presets import Cell, preset_cells
+from icore.bench.planfence._report import write_outputs
+from icore.bench.planfence._run import CampaignResult, run_cells
 from icore.net import TRACE_FILES, path_by_name
 
 TRANSPORTS = ("inproc", "tcp")

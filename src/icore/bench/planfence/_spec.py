@@ -1,8 +1,8 @@
 """PlanFence controlled replay: what a replay is asked to run and what it returns
 (planfence Sec. 5.1, App. A.1, A.3; design.md 3.3-3.4).
 
-The spec module under both transports of the replay (:mod:`icore.bench._planfence_replay`
-with the in-process virtual-time transport, :mod:`icore.bench._planfence_tcp` over real
+The spec module under both transports of the replay (:mod:`icore.bench.planfence._replay`
+with the in-process virtual-time transport, :mod:`icore.bench.planfence._tcp` over real
 TCP): the policy variant (:class:`PolicySpec`), the network (:class:`NetSpec`), the
 per-action metrics (:class:`ActionRow`), the episode result (:class:`EpisodeResult`) and
 the modelled costs every policy pays alike.

@@ -38,9 +38,9 @@ from typing import Any
 
 from icore._clock import ManualClock
 from icore.bench._errors import BadOption
-from icore.bench._planfence_inproc import InprocTransport
-from icore.bench._planfence_services import ReplayTransport, ReplayWorld
-from icore.bench._planfence_spec import (
+from icore.bench.planfence._inproc import InprocTransport
+from icore.bench.planfence._services import ReplayTransport, ReplayWorld
+from icore.bench.planfence._spec import (
     ARTIFACT_KEY,
     CENTRAL,
     MAX_SYNC_ATTEMPTS,
@@ -88,7 +88,7 @@ class Episode:
         net: the network.
         keep_decisions: keep every gate decision (as dicts) in the result.
         transport: how agents reach the owner services (default: a new
-            :class:`~icore.bench._planfence_inproc.InprocTransport` on ``net``). The
+            :class:`~icore.bench.planfence._inproc.InprocTransport` on ``net``). The
             episode owns it and closes it.
     """
 
@@ -596,7 +596,7 @@ def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
         net: the network (default ``NetSpec()``).
         keep_decisions: keep every gate decision in the result.
         transport: ``inproc`` (virtual time, the default) or ``tcp`` (real loopback TCP
-            with mutual TLS, wall-clock time; see :mod:`icore.bench._planfence_tcp`).
+            with mutual TLS, wall-clock time; see :mod:`icore.bench.planfence._tcp`).
 
     Raises:
         BadOption: ``schedule`` is not a :class:`~icore.workloads.Schedule`, ``spec`` not
@@ -619,7 +619,7 @@ def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
     net = net or NetSpec()
     carrier: ReplayTransport | None = None
     if transport == "tcp":
-        from icore.bench._planfence_tcp import TcpTransport
+        from icore.bench.planfence._tcp import TcpTransport
 
         carrier = TcpTransport(schedule, net)
     return Episode(schedule, spec, net, keep_decisions=keep_decisions,

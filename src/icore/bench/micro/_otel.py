@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from icore.adapters import load_otlp
-from icore.bench._loopback import free_port
+from icore.bench.micro._loopback import free_port
 
 _KINDS = ("AGENT", "LLM", "TOOL", "TOOL", "LLM", "RETRIEVER")
 
@@ -120,7 +120,7 @@ class _Receiver:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-c",
-             f"from icore.bench._otel_bench import serve_sink; serve_sink({self.port})"],
+             f"from icore.bench.micro._otel import serve_sink; serve_sink({self.port})"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 30

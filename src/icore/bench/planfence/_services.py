@@ -5,7 +5,7 @@ episode's world and each agent's access path (planfence Sec. 5.1, App. A, C).
 which services exist (one per owner, the central service, replica views) and which CPU
 serves each. :class:`FaultyHandler` injects App. C's malformed heads,
 :class:`ReplicaHandler` serves a replica view. The transports
-(:mod:`icore.bench._planfence_inproc`, :mod:`icore.bench._planfence_tcp`) carry the
+(:mod:`icore.bench.planfence._inproc`, :mod:`icore.bench.planfence._tcp`) carry the
 requests.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from icore._clock import ManualClock
-from icore.bench._planfence_spec import CENTRAL, NetSpec
+from icore.bench.planfence._spec import CENTRAL, NetSpec
 from icore.fence import PolicyStrategy, installed_heads, replica_service
 from icore.memory import HeadEntry, MemoryStore, OwnershipMap
 from icore.net import (
@@ -161,9 +161,9 @@ class ReplayTransport(Protocol):
     """How an episode's agents reach the owner services (passed to the replay).
 
     The in-process virtual-time transport
-    (:class:`~icore.bench._planfence_inproc.InprocTransport`) and real TCP with mutual
-    TLS (:class:`~icore.bench._planfence_tcp.TcpTransport`) implement it; the episode
-    (:class:`~icore.bench._planfence_replay.Episode`) is the same over both.
+    (:class:`~icore.bench.planfence._inproc.InprocTransport`) and real TCP with mutual
+    TLS (:class:`~icore.bench.planfence._tcp.TcpTransport`) implement it; the episode
+    (:class:`~icore.bench.planfence._replay.Episode`) is the same over both.
 
     Attributes:
         clock: the episode clock (virtual or wall), in ms.

@@ -9,7 +9,7 @@ unavailable selector output falls back to PlanFence (:func:`safe_choice`).
 replay. Each example is one workload setting (team size N, keys |X|, episode length H,
 update rate rho, dependencies d) on one network (link + trace offset) and aggregates six
 workflows, two templates of each of the three families, replayed under the three
-policies on identical schedules (:mod:`icore.bench._planfence_replay`). A policy is
+policies on identical schedules (:mod:`icore.bench.planfence._replay`). A policy is
 *eligible* when it issues no invalid action and completes every scheduled action; the
 label is the *safe near-optimal* policy: among eligible policies within 10% of the lowest
 stall, the one with the least traffic.
@@ -47,8 +47,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from icore.bench._planfence_presets import CENTRAL, FENCE, SYNC1, Cell
-from icore.bench._planfence_spec import NetSpec
+from icore.bench.planfence._presets import CENTRAL, FENCE, SYNC1, Cell
+from icore.bench.planfence._spec import NetSpec
 from icore.workloads import FAMILIES, Template, WorkloadParams
 
 CHOICES = (CENTRAL.label, SYNC1.label, FENCE.label)
@@ -295,7 +295,7 @@ def build_dataset(specs: Sequence[ExampleSpec], *, cache: Path | None = None,
     Raises:
         ReplayFailed: an episode could not finish.
     """
-    from icore.bench._planfence_run import run_cells
+    from icore.bench.planfence._run import run_cells
 
     digest = protocol_digest(specs)
     if cache is not None and cache.is_file():

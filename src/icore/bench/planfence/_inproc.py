@@ -15,8 +15,8 @@ import asyncio
 from typing import Any
 
 from icore._clock import ManualClock
-from icore.bench._planfence_services import ReplayWorld, make_path
-from icore.bench._planfence_spec import NetSpec
+from icore.bench.planfence._services import ReplayWorld, make_path
+from icore.bench.planfence._spec import NetSpec
 from icore.net import (
     DEFAULT_TLS_COST,
     AsyncVirtualTransport,
@@ -27,7 +27,7 @@ from icore.net import (
 
 
 class InprocTransport:
-    """:class:`~icore.bench._planfence_services.ReplayTransport` on virtual time.
+    """:class:`~icore.bench.planfence._services.ReplayTransport` on virtual time.
 
     Args:
         net: the network (links, handshakes, host costs, server time).

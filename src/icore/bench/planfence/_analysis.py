@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore.bench._stats import (
+from icore.bench.planfence._stats import (
     PairedComparison,
     binomial_upper,
     cluster_bootstrap_diff,
