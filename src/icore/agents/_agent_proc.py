@@ -334,7 +334,7 @@ class AgentProcess:
             return info
         assert self.client is not None
         self.store.commit(rec, writer=self.id, expected_head=base)
-        if self.policy == "centralized_lineage":
+        if strategy(self.policy).central:
             # the central service serializes every commit: keep this owner's sequence
             # order (FIFO lock, taken right after the local commit)
             async with self._central_lock:

@@ -11,6 +11,13 @@ paper's Table 1 setting), and the gate of :mod:`icore.fence` (:func:`~icore.fenc
 replan of App. A.3). Nothing is tuned per policy: every cost is bytes from the codec and
 the TLS model, carried over the links.
 
+What differs between policies comes from the policy's
+:class:`~icore.fence.PolicyStrategy` (setup, how updates propagate, central service,
+replica views) and :func:`~icore.fence.make_validator`; how requests travel comes from the
+transport passed to :class:`Episode`
+(:class:`~icore.bench.planfence._inproc.InprocTransport` by default,
+:class:`~icore.bench.planfence._tcp.TcpTransport` for ``transport="tcp"``).
+
 Topology: every agent is a client with its own access path (a fresh
 :class:`~icore.net.LinkPair` of the chosen trace at the chosen offset: requests on the
 ``.up`` file, replies on ``.down``); owner services answer after ``server_time_ms``. So

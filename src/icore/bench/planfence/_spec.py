@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icore.bench._errors import BadOption
-from icore.fence import Policy
+from icore.fence import Policy, Propagation, strategy
 from icore.memory import DEFAULT_TIMEOUT_S
 from icore.net import DEFAULT_BASE_DELAY_MS, LINK_NAMES, HostCost
 from icore.records import TraversalMode
@@ -75,7 +75,7 @@ class PolicySpec:
         if not isinstance(self.policy, Policy):
             raise BadOption(f"policy must be an icore.fence.Policy, got {self.policy!r}",
                             option="policy", value=self.policy)
-        if self.policy is Policy.METADATA_SYNC and (
+        if self.announces_every_k and (
                 isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
             raise BadOption(f"metadata sync needs an int K >= 1, got {self.k!r}",
                             option="k", value=self.k)
@@ -84,7 +84,7 @@ class PolicySpec:
     def label(self) -> str:
         """Stable row label, e.g. ``metadata_sync_k4`` or ``planfence_direct``."""
         base = self.policy.value
-        if self.policy is Policy.METADATA_SYNC:
+        if self.announces_every_k:
             base += f"_k{self.k}"
         if self.mode is TraversalMode.DIRECT:
             base += "_direct"
@@ -100,7 +100,13 @@ class PolicySpec:
         baselines, metadata sync with K > 1, and the ablations."""
         if not self.policy.safe or self.fail_open or self.mode is not TraversalMode.FULL:
             return False
-        return not (self.policy is Policy.METADATA_SYNC and self.k != 1)
+        return not (self.announces_every_k and self.k != 1)
+
+    @property
+    def announces_every_k(self) -> bool:
+        """True when the policy announces heads every ``k`` updates (metadata sync), so
+        ``k`` is part of the variant."""
+        return strategy(self.policy).propagation is Propagation.ANNOUNCE_EVERY_K
 
 
 @dataclass(frozen=True, slots=True)
