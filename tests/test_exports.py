@@ -28,7 +28,7 @@ PINNED = {
         "LocalReplica", "LoopOwners", "Outcome", "OwnerHeadFreshness", "PointCounter",
         "Policy", "PolicyError", "PolicyStrategy", "PolicyValidator", "Propagation",
         "ProtectedTool", "QuorumHeads", "Reads", "Reason", "RecordFetches", "RecordRef",
-        "Replan", "ReplanRequest", "Replanner", "Team", "ThreadedOwners", "Validator",
+        "Replan", "ReplanRequest", "Replanner", "TeamContext", "ThreadedOwners", "Validator",
         "action_record", "apply_fail_open", "args_digest", "arun_gate", "avalidate",
         "bind_action", "canonical_args", "installed_heads", "make_validator", "protected",
         "replica_service", "run_gate", "strategy", "validate",

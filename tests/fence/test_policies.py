@@ -23,7 +23,7 @@ from icore.fence import (
     Reads,
     Replan,
     ReplanRequest,
-    Team,
+    TeamContext,
     ThreadedOwners,
     bind_action,
     installed_heads,
@@ -113,8 +113,8 @@ class Race:
         return GateContext(lookup=self.ex.lookup, ownership=OM, owners=owners,
                            policy=policy.value)
 
-    def team(self) -> Team:
-        return Team(install=self.ex, keys=KEYS, replicas=(replica_service("other"),))
+    def team(self) -> TeamContext:
+        return TeamContext(install=self.ex, keys=KEYS, replicas=(replica_service("other"),))
 
 
 def test_every_policy_has_one_strategy() -> None:

@@ -52,7 +52,7 @@ from icore.fence import (
     Reads,
     Replan,
     ReplanRequest,
-    Team,
+    TeamContext,
     bind_action,
     installed_heads,
     make_validator,
@@ -533,7 +533,7 @@ class AgentProcess:
         context = GateContext(lookup=self.store.lookup, ownership=self.ownership,
                               owners=owners, timeout_s=self.rpc_s, clock=self._clock,
                               points=self._points, policy=self.policy)
-        team = Team(install=self.store, keys=keys, replicas=tuple(others), central=central)
+        team = TeamContext(install=self.store, keys=keys, replicas=tuple(others), central=central)
         return Fence(validator=make_validator(self.policy, context, team),
                      install=self.store, log=self._log)
 

@@ -3,8 +3,8 @@ with one replan (App. A.3), and the coordination policies (Sec. 5.1).
 
 Every policy's head source and validator lives here: :func:`make_validator` builds the
 validator a policy (named by :class:`Policy` or its string) gets from one frozen
-:class:`GateContext` and a :class:`Team`; :func:`strategy` tells a harness what else the
-policy does (setup, propagation of updates, central service, replica views).
+:class:`GateContext` and a :class:`TeamContext`; :func:`strategy` tells a harness what
+else the policy does (setup, propagation of updates, central service, replica views).
 
 Pure layer: reaches owners only through :class:`icore.memory.OwnerAccess` /
 :class:`icore.memory.AsyncOwnerAccess`; time comes from an injected clock.
@@ -63,7 +63,7 @@ from icore.fence._policies import (
     PolicyValidator,
     Propagation,
     Reads,
-    Team,
+    TeamContext,
     Validator,
     make_validator,
     strategy,
@@ -109,7 +109,7 @@ __all__ = [
     "Replan",
     "ReplanRequest",
     "Replanner",
-    "Team",
+    "TeamContext",
     "ThreadedOwners",
     "Validator",
     "action_record",

@@ -20,8 +20,8 @@ local replica             :class:`LocalReplica` (acts from installed state)
 
 Which validator a policy gets is decided in one place, :func:`make_validator` (through
 the policy's :class:`PolicyStrategy`, :func:`strategy`); a harness or a live run names
-the policy and gives a :class:`~icore.fence.GateContext` and a :class:`Team`. Each
-strategy also states how an owner's update reaches other replicas
+the policy and gives a :class:`~icore.fence.GateContext` and a :class:`TeamContext`.
+Each strategy also states how an owner's update reaches other replicas
 (:class:`Propagation`), which the harness that moves records carries out.
 """
 
@@ -343,7 +343,7 @@ class Reads(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Team:
+class TeamContext:
     """What a policy needs to know about the team beyond the gate context.
 
     Attributes:
@@ -387,26 +387,26 @@ class PolicyStrategy:
     central: bool = False
     replica_views: bool = False
 
-    def validator(self, context: GateContext, team: Team) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
         """Return this policy's validator (see :func:`make_validator`)."""
         return GateValidator(context, loop=team.loop)
 
 
 @dataclass(frozen=True, slots=True)
 class _LocalReplica(PolicyStrategy):
-    def validator(self, context: GateContext, team: Team) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
         return LocalReplica(context)
 
 
 @dataclass(frozen=True, slots=True)
 class _OwnerHeadFreshness(PolicyStrategy):
-    def validator(self, context: GateContext, team: Team) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
         return OwnerHeadFreshness(context, install=team.install)
 
 
 @dataclass(frozen=True, slots=True)
 class _Centralized(PolicyStrategy):
-    def validator(self, context: GateContext, team: Team) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
         if team.central is not None:
             context = replace(context, owners=CentralHeads(_async(context), team.central))
         return GateValidator(context, loop=team.loop)
@@ -414,7 +414,7 @@ class _Centralized(PolicyStrategy):
 
 @dataclass(frozen=True, slots=True)
 class _MetadataSync(PolicyStrategy):
-    def validator(self, context: GateContext, team: Team) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
         heads = AnnouncedHeads(_installed(team, self.policy), _async(context))
         return GateValidator(replace(context, owners=heads), loop=team.loop)
 
@@ -423,7 +423,7 @@ class _MetadataSync(PolicyStrategy):
 class _AllKey(PolicyStrategy):
     batched: bool = False
 
-    def validator(self, context: GateContext, team: Team) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
         heads = AllKeyHeads(_async(context), context.ownership, team.keys,
                             batched=self.batched)
         return AllKeyValidator(context, heads, loop=team.loop)
@@ -433,7 +433,7 @@ class _AllKey(PolicyStrategy):
 class _Quorum(PolicyStrategy):
     majority: bool = False
 
-    def validator(self, context: GateContext, team: Team) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
         remote = team.replicas
         if self.majority:  # with the executor's own replica: floor(N/2) + 1 of N
             remote = remote[: (len(remote) + 1) // 2]
@@ -451,10 +451,10 @@ def _async(context: GateContext) -> AsyncOwnerAccess:
     return ThreadedOwners(cast(OwnerAccess, owners))
 
 
-def _installed(team: Team, policy: Policy) -> Store:
+def _installed(team: TeamContext, policy: Policy) -> Store:
     if team.install is None:
         raise PolicyError(f"policy {policy.value} reads the executor's replica; give "
-                          "Team(install=...)", policy=policy.value)
+                          "TeamContext(install=...)", policy=policy.value)
     return team.install
 
 
@@ -501,7 +501,7 @@ def strategy(policy: Policy | str) -> PolicyStrategy:
 
 
 def make_validator(policy: Policy | str, context: GateContext,
-                   team: Team | None = None) -> PolicyValidator:
+                   team: TeamContext | None = None) -> PolicyValidator:
     """Build ``policy``'s validator for one executor.
 
     Args:
@@ -520,7 +520,7 @@ def make_validator(policy: Policy | str, context: GateContext,
         PolicyError: an unknown policy, or one that needs an owner access or the
             executor's replica that was not given.
     """
-    return strategy(policy).validator(context, team or Team())
+    return strategy(policy).validator(context, team or TeamContext())
 
 
 __all__ = [
@@ -535,7 +535,7 @@ __all__ = [
     "PolicyValidator",
     "Propagation",
     "Reads",
-    "Team",
+    "TeamContext",
     "Validator",
     "make_validator",
     "strategy",

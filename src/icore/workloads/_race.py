@@ -21,7 +21,7 @@ from icore.fence import (
     ProtectedTool,
     Replan,
     ReplanRequest,
-    Team,
+    TeamContext,
     bind_action,
     make_validator,
 )
@@ -107,7 +107,7 @@ def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
                          f"local_replica, not {pol.value}")
     validator = make_validator(pol, GateContext(lookup=executor.lookup, ownership=ownership,
                                                 owners=owners, policy=pol.value),
-                               Team(install=executor))
+                               TeamContext(install=executor))
     fence = Fence(validator=validator, install=executor, log=log)
 
     def replan(req: ReplanRequest) -> Replan:

@@ -69,7 +69,7 @@ from icore.fence import (
     Reads,
     Replan,
     ReplanRequest,
-    Team,
+    TeamContext,
     bind_action,
     make_validator,
     replica_service,
@@ -412,10 +412,10 @@ class Episode:
         context = GateContext(lookup=self._lookup, ownership=self.ownership, owners=owners,
                               timeout_s=self.net.timeout_s, mode=self.spec.mode,
                               clock=self.clock, points=self.points, policy=name)
-        team = Team(install=self.stores[sched.executor], keys=tuple(sched.keys),
-                    replicas=tuple(replica_service(a) for a in sched.agents
-                                   if a != sched.executor),
-                    loop=self.loop)
+        team = TeamContext(install=self.stores[sched.executor], keys=tuple(sched.keys),
+                           replicas=tuple(replica_service(a) for a in sched.agents
+                                          if a != sched.executor),
+                           loop=self.loop)
         return make_validator(self.spec.policy, context, team)
 
     def _lookup(self, rid: RecordId) -> Record | None:
