@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from icore.bench._state_bench import run
+from icore.bench.micro._state import run
 
 
 def main(argv: list[str]) -> None:

@@ -44,7 +44,7 @@ from icore.adapters import (
 from icore.adapters._evidence import assumes, content_words, numbers, output_facts, tool_facts
 from icore.adapters._scorer import MIXES, choose_mix
 from icore.agents import LLMSettings
-from icore.bench._attribution import (
+from icore.bench.icore._attribution import (
     RANDOM,
     SCORER,
     TOLERANCES,

@@ -8,8 +8,8 @@ from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import SimEnvironment, SimTeam, introduce
 from icore.audit import AuditError, AuditLoop, LoopConfig, RunResult
 from icore.audit._views import TRIGGERS, GStall
-from icore.bench._icore import run_instance
-from icore.bench._icore_loop import loop_detection
+from icore.bench.icore._evaluate import run_instance
+from icore.bench.icore._loop import loop_detection
 from icore.state import Committed, EventAdded, EventSpec, State
 from icore.workloads._tasks import declaration, make_instance
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from icore.bench._errors import UnknownPreset
-from icore.bench._icore import CONDITIONS, evaluate, get_preset, run_instance
-from icore.bench._icore_stats import paired
+from icore.bench.icore._evaluate import CONDITIONS, evaluate, get_preset, run_instance
+from icore.bench.icore._stats import paired
 from icore.workloads._tasks import (
     TASK_MODES,
     TaskMode,
@@ -67,7 +67,7 @@ def test_prop4_is_checked_as_an_expectation_bound_with_slack() -> None:
     diagnostic (the old per-run assertion failed on deadline seed 36, allocation 68/81)."""
     from dataclasses import asdict
 
-    from icore.bench._icore_stats import expectation_bound, prop4_check
+    from icore.bench.icore._stats import expectation_bound, prop4_check
 
     runs = [asdict(r) for m in ("deadline", "allocation") for s in range(6)
             for r in run_instance(m, s).runs]
@@ -155,7 +155,7 @@ def test_fault_model_can_fool_a_naive_auditor_but_not_the_authorship_check() -> 
     from icore.agents._sim_world import SimWorld
     from icore.agents._simulated import SimEnvironment, SimTeam, introduce
     from icore.audit import AuditLoop, LoopConfig
-    from icore.bench._icore import GRID
+    from icore.bench.icore._evaluate import GRID
     from icore.state import Event, State, ValidatorInput
     from icore.workloads._tasks import FaultSettings, declaration
 

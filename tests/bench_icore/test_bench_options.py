@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from icore.bench import BadOption
-from icore.bench._icore import evaluate, run_all
+from icore.bench.icore._evaluate import evaluate, run_all
 from icore.cli import app
 
 WIDE = {"COLUMNS": "200"}

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from icore.bench._planfence_analysis import aggregate, orderings
-from icore.bench._planfence_presets import appc, fig6
-from icore.bench._planfence_run import run_cells
+from icore.bench.planfence._analysis import aggregate, orderings
+from icore.bench.planfence._presets import appc, fig6
+from icore.bench.planfence._run import run_cells
 from icore.workloads import TEMPLATES
 
 

@@ -7,10 +7,11 @@ import dataclasses
 import pytest
 
 from icore.bench import NetSpec, PolicySpec, replay
-from icore.bench._planfence_analysis import aggregate, orderings
-from icore.bench._planfence_presets import ARTIFACT_BYTES, PAPER_STUDIES, preset_cells
-from icore.bench._planfence_replay import ARTIFACT_KEY, Episode
-from icore.bench._planfence_run import run_cells
+from icore.bench.planfence._analysis import aggregate, orderings
+from icore.bench.planfence._presets import ARTIFACT_BYTES, PAPER_STUDIES, preset_cells
+from icore.bench.planfence._replay import Episode
+from icore.bench.planfence._run import run_cells
+from icore.bench.planfence._spec import ARTIFACT_KEY
 from icore.fence import Policy
 from icore.records import Record
 from icore.workloads import TEMPLATES, WorkloadParams, build_schedule

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icore.bench import _planfence_selector as sel
-from icore.bench._planfence_selector import (
+from icore.bench.planfence import _selector as sel
+from icore.bench.planfence._selector import (
     CHOICES,
     FALLBACK,
     FEATURES,

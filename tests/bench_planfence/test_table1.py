@@ -13,9 +13,9 @@ from dataclasses import replace
 import pytest
 
 from icore.bench import Cell, run_cells
-from icore.bench._planfence_analysis import aggregate
-from icore.bench._planfence_presets import TABLE1_POLICIES, table1
-from icore.bench._planfence_replay import NetSpec
+from icore.bench.planfence._analysis import aggregate
+from icore.bench.planfence._presets import TABLE1_POLICIES, table1
+from icore.bench.planfence._spec import NetSpec
 
 EXACT = [s.label for s in TABLE1_POLICIES if s.exact_lineage]
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from icore.bench import BadOption
-from icore.bench._core_gate import gate_throughput, run_core_bench
+from icore.bench.micro._core_gate import gate_throughput, run_core_bench
 from icore.cli import app
 
 WIDE = {"COLUMNS": "200"}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from icore.bench._contention import OWNER, OWNERSHIP, contended_commits
+from icore.bench.micro._contention import OWNER, OWNERSHIP, contended_commits
 from icore.errors import CommitConflict, HeadConflict
 from icore.memory import (
     FROM_PARENTS,

@@ -7,8 +7,8 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from icore.bench._backends import run_backends
 from icore.bench._errors import BadOption
+from icore.bench.micro._backends import run_backends
 from icore.cli import app
 
 

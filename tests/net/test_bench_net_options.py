@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from icore.bench import BadOption
-from icore.bench._net_bench import run_fig2_virtual, run_validation
+from icore.bench.micro._net import run_fig2_virtual, run_validation
 from icore.cli import app
 
 WIDE = {"COLUMNS": "200"}

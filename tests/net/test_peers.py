@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from icore.bench import BadOption
-from icore.bench._peers import PEERS, peer_availability, run_peers
+from icore.bench.micro._peers import PEERS, peer_availability, run_peers
 from icore.cli import app
 
 pytestmark = pytest.mark.timeout(240)

@@ -40,7 +40,7 @@ def test_validation_error_names_the_path(tmp_path: Path) -> None:
         manifest_from_dict(data)
     assert ei.value.fields["path"].startswith("agents.0.role")
     data = default_manifest().model_dump()
-    data["policy"] = "local_replica"
+    data["policy"] = "no_such_policy"
     with pytest.raises(LiveManifestError) as ei:
         manifest_from_dict(data)
     assert ei.value.fields["path"] == "policy"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icore.bench._state_bench import bench_declaration, populate, run
+from icore.bench.micro._state import bench_declaration, populate, run
 from icore.state import State
 
 

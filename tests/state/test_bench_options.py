@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from icore.bench import BadOption
-from icore.bench._state_bench import run
+from icore.bench.micro._state import run
 from icore.cli import app
 
 WIDE = {"COLUMNS": "200"}

@@ -4,6 +4,11 @@ PlanFence controlled replay (planfence Sec. 5, App. A.1, A.6, B, C; design.md 3.
 :func:`run_planfence` runs a preset (``table1``, ``fig3``, ... or ``paper``) and writes
 CSV + JSON + PNG + a markdown summary; :func:`replay` replays one schedule under one
 policy on the virtual-time transport.
+
+Rooms: :mod:`icore.bench.planfence` (the PlanFence replay and its campaigns; this
+package re-exports its public API), :mod:`icore.bench.icore` (the iCORE evaluation and
+failure attribution), :mod:`icore.bench.micro` (microbenchmarks of the parts);
+``_errors`` and ``_checks`` are shared by all three.
 """
 
 from icore.bench._errors import (
@@ -15,26 +20,30 @@ from icore.bench._errors import (
     TransportUnavailable,
     UnknownPreset,
 )
-from icore.bench._planfence import TRANSPORTS, run_planfence
-from icore.bench._planfence_analysis import Agg, Ordering, aggregate, orderings
-from icore.bench._planfence_presets import PRESETS as PLANFENCE_PRESETS
-from icore.bench._planfence_presets import Cell, preset_cells
-from icore.bench._planfence_replay import (
-    ActionRow,
-    EpisodeResult,
-    NetSpec,
-    PolicySpec,
-    replay,
-)
-from icore.bench._planfence_run import RunResult, run_cells
-from icore.bench._stats import (
+from icore.bench.planfence import (
     BOOTSTRAP_DRAWS,
     TIE_THRESHOLD,
+    TRANSPORTS,
+    ActionRow,
+    Agg,
+    CampaignResult,
+    Cell,
+    EpisodeResult,
+    NetSpec,
+    Ordering,
     PairedComparison,
+    PolicySpec,
+    aggregate,
     binomial_upper,
     cluster_bootstrap_diff,
+    orderings,
     practical_tie,
+    preset_cells,
+    replay,
+    run_cells,
+    run_planfence,
 )
+from icore.bench.planfence import PRESETS as PLANFENCE_PRESETS
 
 __all__ = [
     "BOOTSTRAP_DRAWS",
@@ -45,6 +54,7 @@ __all__ = [
     "Agg",
     "BadOption",
     "BenchError",
+    "CampaignResult",
     "Cell",
     "EpisodeResult",
     "NetSpec",
@@ -53,7 +63,6 @@ __all__ = [
     "PairedComparison",
     "PolicySpec",
     "ReplayFailed",
-    "RunResult",
     "TraceUnavailable",
     "TransportUnavailable",
     "UnknownPreset",

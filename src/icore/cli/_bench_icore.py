@@ -13,7 +13,7 @@ from rich.table import Table
 
 from icore.agents import LLMSettings, LLMUnavailable, negotiate
 from icore.bench._errors import BadOption, UnknownPreset
-from icore.bench._icore import PRESETS, default_jobs, evaluate, evaluate_grid
+from icore.bench.icore._evaluate import PRESETS, default_jobs, evaluate, evaluate_grid
 from icore.cli._inputs import bad_options
 from icore.workloads._tasks import TASK_MODES, TaskMode
 

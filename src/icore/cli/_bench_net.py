@@ -1,4 +1,4 @@
-"""``icore bench net`` (thin; see :mod:`icore.bench._net_bench`)."""
+"""``icore bench net`` (thin; see :mod:`icore.bench.micro._net`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.bench._net_bench import (
+from icore.bench.micro._net import (
     PAPER_KIB_PER_ACTION,
     SIZES,
     TRACES,
@@ -110,7 +110,7 @@ def bench_net(
 
 def _bench_backends(console: Console, *, n: int, seconds: float,
                     json_out: Path | None) -> None:
-    from icore.bench._backends import EXECUTORS, WRITERS, run_backends
+    from icore.bench.micro._backends import EXECUTORS, WRITERS, run_backends
     try:
         import icore.net.nats  # noqa: F401  (the extra is needed for this table)
     except ImportError as exc:

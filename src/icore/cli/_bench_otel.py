@@ -1,5 +1,5 @@
 """``icore bench otel``: OpenTelemetry import and export cost (thin; see
-:mod:`icore.bench._otel_bench`)."""
+:mod:`icore.bench.micro._otel`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             "--json", help="Write figures as JSON.")] = None,
     ) -> None:
         """Benchmark OTLP import (100,000 spans) and export overhead on the matched study."""
-        from icore.bench._otel_bench import run
+        from icore.bench.micro._otel import run
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else None
         with output_file(json_out, what="--json output") as out:

@@ -1,4 +1,4 @@
-"""``icore bench peers`` (thin; see :mod:`icore.bench._peers`)."""
+"""``icore bench peers`` (thin; see :mod:`icore.bench.micro._peers`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.bench._peers import PEERS, Figures, PeersResult, run_peers
+from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
 from icore.cli._inputs import bad_options, output_file, positive_seconds
 
 REFERENCE = "redis (TLS)"
@@ -107,7 +107,7 @@ def bench_peers(
     json_out: Annotated[Path | None,
                         typer.Option("--json", help="Also write figures as JSON.")] = None,
 ) -> None:
-    """icore's owner service side by side with Redis (TLS), NATS KV and etcd."""
+    """Compare icore's owner service with Redis (TLS), NATS KV and etcd."""
     if quick:
         rounds, n, seconds = 1, 50, 0.3
     console = Console(width=160)

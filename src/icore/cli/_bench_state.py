@@ -1,4 +1,4 @@
-"""``icore bench state``: iCORE state benchmark (thin; see :mod:`icore.bench._state_bench`)."""
+"""``icore bench state``: iCORE state benchmark (thin; see :mod:`icore.bench.micro._state`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from icore.bench._state_bench import run
+from icore.bench.micro._state import run
 from icore.cli._inputs import bad_options, output_file
 
 

@@ -23,6 +23,7 @@ from icore.cli._inputs import (
     refuse_non_folder,
     refuse_special_file,
 )
+from icore.fence import Policy
 from icore.live import (
     TABLE_HEADER,
     LiveManifestError,
@@ -45,7 +46,7 @@ def _text(value: object, limit: int = _EXCERPT) -> str:
     return t if len(t) <= limit else t[: limit - 1] + "…"
 
 
-_POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")
+_POLICIES = tuple(p.value for p in Policy)
 # the manifest field a command-line override lands in -> the option, so a value the
 # manifest refuses (e.g. --concurrency above its maximum) is reported against the option
 _OPTION_OF_FIELD = {"concurrency": "--concurrency", "repeat": "--repeat",
@@ -176,7 +177,7 @@ def run(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path(
         "results/run"),
     policy: Annotated[str | None, typer.Option(
-        help="Policy under test: owner_head_freshness, centralized_lineage, planfence.")
+        help="Policy under test: any of the nine, e.g. planfence, owner_head_freshness.")
     ] = None,
     family: Annotated[str, typer.Option(
         help="Workflow family of the embedded manifest: reservation, fulfillment, "

@@ -1,10 +1,27 @@
 """PlanFence: dependency declaration, the gate (planfence Alg. 1), the protected action
 with one replan (App. A.3), and the coordination policies (Sec. 5.1).
 
+Every policy's head source and validator lives here: :func:`make_validator` builds the
+validator a policy (named by :class:`Policy` or its string) gets from one frozen
+:class:`GateContext` and a :class:`TeamContext`; :func:`strategy` tells a harness what
+else the policy does (setup, propagation of updates, central service, replica views).
+
 Pure layer: reaches owners only through :class:`icore.memory.OwnerAccess` /
 :class:`icore.memory.AsyncOwnerAccess`; time comes from an injected clock.
 """
 
+from icore.fence._access import (
+    REPLICA_PREFIX,
+    AllKeyHeads,
+    AnnouncedHeads,
+    CentralHeads,
+    InstalledHeads,
+    LoopOwners,
+    QuorumHeads,
+    ThreadedOwners,
+    installed_heads,
+    replica_service,
+)
 from icore.fence._binding import (
     ACTION_FIELD,
     action_record,
@@ -23,21 +40,33 @@ from icore.fence._fence import (
     ReplanRequest,
 )
 from icore.fence._gate import (
+    GateContext,
     GateRun,
     HeadQueries,
     PointCounter,
     RecordFetches,
     apply_fail_open,
+    arun_gate,
     avalidate,
+    run_gate,
     validate,
 )
 from icore.fence._policies import (
+    STRATEGIES,
+    AllKeyValidator,
     GateValidator,
-    InstalledHeads,
     LocalReplica,
     OwnerHeadFreshness,
     Policy,
+    PolicyError,
+    PolicyStrategy,
+    PolicyValidator,
+    Propagation,
+    Reads,
+    TeamContext,
     Validator,
+    make_validator,
+    strategy,
 )
 from icore.fence._tool import MAX_ARG_NESTING, ProtectedTool, RecordRef, protected
 
@@ -45,34 +74,56 @@ __all__ = [
     "ACTION_FIELD",
     "INFRASTRUCTURE_REASONS",
     "MAX_ARG_NESTING",
+    "REPLICA_PREFIX",
+    "STRATEGIES",
     "ActionResult",
+    "AllKeyHeads",
+    "AllKeyValidator",
+    "AnnouncedHeads",
     "AsyncReplanner",
+    "CentralHeads",
     "DecisionLog",
     "Fence",
+    "GateContext",
     "GateDecision",
     "GateRun",
     "GateValidator",
     "HeadQueries",
     "InstalledHeads",
     "LocalReplica",
+    "LoopOwners",
     "Outcome",
     "OwnerHeadFreshness",
     "PointCounter",
     "Policy",
+    "PolicyError",
+    "PolicyStrategy",
+    "PolicyValidator",
+    "Propagation",
     "ProtectedTool",
+    "QuorumHeads",
+    "Reads",
     "Reason",
     "RecordFetches",
     "RecordRef",
     "Replan",
     "ReplanRequest",
     "Replanner",
+    "TeamContext",
+    "ThreadedOwners",
     "Validator",
     "action_record",
     "apply_fail_open",
     "args_digest",
+    "arun_gate",
     "avalidate",
     "bind_action",
     "canonical_args",
+    "installed_heads",
+    "make_validator",
     "protected",
+    "replica_service",
+    "run_gate",
+    "strategy",
     "validate",
 ]

@@ -95,7 +95,9 @@ def action_record(*, key: str, owner: str, seq: int, action: str, args: Mapping[
     inputs the call reads (exact parents) and binds the action and its arguments.
 
     Args:
-        key / owner / seq: as in :meth:`icore.records.Record.create`.
+        key: the action record's key (as in :meth:`icore.records.Record.create`).
+        owner: its owner.
+        seq: its owner sequence.
         action: the protected tool's name.
         args: the call's keyword arguments.
         inputs: the plan record and the records the call derives from.

@@ -19,7 +19,7 @@ from icore._clock import Clock
 from icore.errors import ActionBlocked, AsyncRequired, DeclarationError, MalformedRecord
 from icore.fence._binding import args_digest, binding_of
 from icore.fence._decision import GateDecision, Outcome, Reason
-from icore.fence._gate import PointCounter, apply_fail_open
+from icore.fence._gate import GateContext, PointCounter, apply_fail_open
 from icore.fence._policies import GateValidator, Validator
 from icore.fence._tool import ProtectedTool, is_coroutine_callable
 from icore.memory import DEFAULT_TIMEOUT_S, AsyncOwnerAccess, OwnerAccess, Store
@@ -181,8 +181,9 @@ class Fence:
                   mode: TraversalMode = TraversalMode.FULL) -> Fence:
         """PlanFence over ``owners`` (sync or async access) for an executor whose replica
         is ``store``."""
-        v = GateValidator(lookup=store.lookup, ownership=store.ownership, owners=owners,
-                          clock=clock, points=PointCounter(), timeout_s=timeout_s, mode=mode)
+        v = GateValidator(GateContext(lookup=store.lookup, ownership=store.ownership,
+                                      owners=owners, clock=clock, points=PointCounter(),
+                                      timeout_s=timeout_s, mode=mode))
         return cls(validator=v, install=store, log=log if log is not None else DecisionLog())
 
     def _record(self, d: GateDecision) -> GateDecision:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from icore._clock import Clock
 from icore.errors import (
@@ -327,12 +327,149 @@ def apply_fail_open(decision: GateDecision) -> GateDecision:
                           f"{decision.detail}")
 
 
-def _new_run(action: str, roots: Iterable[RecordId], deps: Collection[str], lookup: Lookup,
-             ownership: OwnershipMap, replanned: bool, mode: TraversalMode,
-             clock: Clock | None, points: PointCounter | None, policy: str) -> GateRun:
-    return GateRun(action=action, roots=tuple(roots), deps=frozenset(deps), lookup=lookup,
-                   ownership=ownership, replanned=replanned, mode=mode, clock=clock,
-                   points=points, policy=policy)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateContext:
+    """What one executor's gate is run with: everything but the action (Alg. 1 inputs).
+
+    One frozen object instead of the same eight values in every signature; the per-call
+    inputs (action, L(a), D(a), replanned) stay arguments.
+
+    Attributes:
+        lookup: local lineage lookup (store + replica cache; returns None for a missing
+            or lineage-incomplete record).
+        ownership: the team's ownership map (groups head queries per owner).
+        owners: where heads and fresh records come from: a sync
+            :class:`~icore.memory.OwnerAccess` or an async
+            :class:`~icore.memory.AsyncOwnerAccess` (None: a policy that reads nothing).
+        timeout_s: per-owner RPC timeout, in seconds.
+        mode: lineage traversal mode (DIRECT only for the App. C ablation).
+        clock: gives the validation-point time (None: 0.0).
+        points: validation-point counter shared by the executor's gates (None: 0).
+        policy: policy name written into decisions.
+    """
+
+    lookup: Lookup
+    ownership: OwnershipMap
+    owners: OwnerAccess | AsyncOwnerAccess | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    mode: TraversalMode = TraversalMode.FULL
+    clock: Clock | None = None
+    points: PointCounter | None = None
+    policy: str = "planfence"
+
+    def start(self, *, action: str, roots: Iterable[RecordId], deps: Collection[str],
+              replanned: bool) -> GateRun:
+        """Return a new sans-io :class:`GateRun` of one validation in this context.
+
+        Args:
+            action: action name for the log.
+            roots: L(a).
+            deps: D(a).
+            replanned: True for the validation after the one replan.
+
+        Returns:
+            The run, not started yet.
+        """
+        return GateRun(action=action, roots=tuple(roots), deps=frozenset(deps),
+                       lookup=self.lookup, ownership=self.ownership, replanned=replanned,
+                       mode=self.mode, clock=self.clock, points=self.points,
+                       policy=self.policy)
+
+
+async def _guarded(coro: Any, timeout_s: float) -> Any:
+    """Await ``coro`` within ``timeout_s``; any exception (a timeout too) is returned."""
+    try:
+        async with asyncio.timeout(timeout_s):  # no extra task (unlike wait_for)
+            return await coro
+    except Exception as exc:
+        return exc
+
+
+async def _per_owner(calls: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Await one call per owner, all concurrently; one owner needs no gather or task."""
+    if len(calls) == 1:
+        ((owner, coro),) = calls.items()
+        return {owner: await _guarded(coro, timeout_s)}
+    names = list(calls)
+    results = await asyncio.gather(*(_guarded(calls[o], timeout_s) for o in names))
+    return dict(zip(names, results, strict=True))
+
+
+def run_gate(context: GateContext, *, action: str, roots: Iterable[RecordId],
+             deps: Collection[str], replanned: bool) -> GateDecision:
+    """Run planfence Alg. 1 synchronously in ``context`` over its sync ``owners``.
+
+    Owners are queried one after another; any exception an owner raises becomes a
+    blocked decision (fail closed).
+
+    Args:
+        context: the gate context; ``context.owners`` is an
+            :class:`~icore.memory.OwnerAccess`.
+        action: action name for the log.
+        roots: L(a).
+        deps: D(a).
+        replanned: True for the validation after the one replan.
+
+    Returns:
+        The :class:`GateDecision`.
+    """
+    owners = cast(OwnerAccess, context.owners)
+    run = context.start(action=action, roots=roots, deps=deps, replanned=replanned)
+    timeout_s = context.timeout_s
+    step: Step = run.start()
+    if isinstance(step, HeadQueries):
+        replies: dict[str, HeadReply | BaseException] = {}
+        for owner, keys in step.per_owner.items():
+            try:
+                replies[owner] = owners.query_heads(owner, keys, known=step.known,
+                                                    timeout_s=timeout_s)
+            except Exception as exc:  # fail closed on anything an owner does
+                replies[owner] = exc
+        step = run.on_heads(replies)
+    if isinstance(step, RecordFetches):
+        fetched: dict[str, Iterable[Record] | BaseException] = {}
+        for owner, ids in step.per_owner.items():
+            try:
+                fetched[owner] = owners.fetch(owner, ids, timeout_s=timeout_s)
+            except Exception as exc:
+                fetched[owner] = exc
+        step = run.on_records(fetched)
+    assert isinstance(step, GateDecision)
+    return step
+
+
+async def arun_gate(context: GateContext, *, action: str, roots: Iterable[RecordId],
+                    deps: Collection[str], replanned: bool) -> GateDecision:
+    """Run planfence Alg. 1 in ``context`` over its async ``owners``.
+
+    All owners are queried concurrently, each bounded by ``context.timeout_s``; a timeout
+    or any exception blocks (fail closed).
+
+    Args:
+        context: the gate context; ``context.owners`` is an
+            :class:`~icore.memory.AsyncOwnerAccess`.
+        action: action name for the log.
+        roots: L(a).
+        deps: D(a).
+        replanned: True for the validation after the one replan.
+
+    Returns:
+        The :class:`GateDecision`.
+    """
+    owners = cast(AsyncOwnerAccess, context.owners)
+    run = context.start(action=action, roots=roots, deps=deps, replanned=replanned)
+    timeout_s = context.timeout_s
+    step: Step = run.start()
+    if isinstance(step, HeadQueries):
+        step = run.on_heads(await _per_owner(
+            {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
+             for o, keys in step.per_owner.items()}, timeout_s))
+    if isinstance(step, RecordFetches):
+        step = run.on_records(await _per_owner(
+            {o: owners.fetch(o, ids, timeout_s=timeout_s)
+             for o, ids in step.per_owner.items()}, timeout_s))
+    assert isinstance(step, GateDecision)
+    return step
 
 
 def validate(
@@ -373,47 +510,11 @@ def validate(
     Returns:
         The :class:`GateDecision`.
     """
-    run = _new_run(action, roots, deps, lookup, ownership, replanned, mode, clock, points,
-                   policy)
-    step: Step = run.start()
-    if isinstance(step, HeadQueries):
-        replies: dict[str, HeadReply | BaseException] = {}
-        for owner, keys in step.per_owner.items():
-            try:
-                replies[owner] = owners.query_heads(owner, keys, known=step.known,
-                                                    timeout_s=timeout_s)
-            except Exception as exc:  # fail closed on anything an owner does
-                replies[owner] = exc
-        step = run.on_heads(replies)
-    if isinstance(step, RecordFetches):
-        fetched: dict[str, Iterable[Record] | BaseException] = {}
-        for owner, ids in step.per_owner.items():
-            try:
-                fetched[owner] = owners.fetch(owner, ids, timeout_s=timeout_s)
-            except Exception as exc:
-                fetched[owner] = exc
-        step = run.on_records(fetched)
-    assert isinstance(step, GateDecision)
-    return step
-
-
-async def _guarded(coro: Any, timeout_s: float) -> Any:
-    """Await ``coro`` within ``timeout_s``; any exception (a timeout too) is returned."""
-    try:
-        async with asyncio.timeout(timeout_s):  # no extra task (unlike wait_for)
-            return await coro
-    except Exception as exc:
-        return exc
-
-
-async def _per_owner(calls: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Await one call per owner, all concurrently; one owner needs no gather or task."""
-    if len(calls) == 1:
-        ((owner, coro),) = calls.items()
-        return {owner: await _guarded(coro, timeout_s)}
-    names = list(calls)
-    results = await asyncio.gather(*(_guarded(calls[o], timeout_s) for o in names))
-    return dict(zip(names, results, strict=True))
+    context = GateContext(lookup=lookup, ownership=ownership, owners=owners,
+                          timeout_s=timeout_s, mode=mode, clock=clock, points=points,
+                          policy=policy)
+    return run_gate(context, action=action, roots=roots, deps=deps,
+                    replanned=replanned)
 
 
 async def avalidate(
@@ -436,28 +537,23 @@ async def avalidate(
     All owners are queried concurrently, each bounded by ``timeout_s`` seconds; a timeout
     or any exception blocks (fail closed). Arguments as in :func:`validate`.
     """
-    run = _new_run(action, roots, deps, lookup, ownership, replanned, mode, clock, points,
-                   policy)
-    step: Step = run.start()
-    if isinstance(step, HeadQueries):
-        step = run.on_heads(await _per_owner(
-            {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
-             for o, keys in step.per_owner.items()}, timeout_s))
-    if isinstance(step, RecordFetches):
-        step = run.on_records(await _per_owner(
-            {o: owners.fetch(o, ids, timeout_s=timeout_s)
-             for o, ids in step.per_owner.items()}, timeout_s))
-    assert isinstance(step, GateDecision)
-    return step
+    context = GateContext(lookup=lookup, ownership=ownership, owners=owners,
+                          timeout_s=timeout_s, mode=mode, clock=clock, points=points,
+                          policy=policy)
+    return await arun_gate(context, action=action, roots=roots, deps=deps,
+                           replanned=replanned)
 
 
 __all__ = [
     "INFRASTRUCTURE_REASONS",
+    "GateContext",
     "GateRun",
     "HeadQueries",
     "PointCounter",
     "RecordFetches",
     "apply_fail_open",
+    "arun_gate",
     "avalidate",
+    "run_gate",
     "validate",
 ]

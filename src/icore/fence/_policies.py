@@ -1,22 +1,28 @@
-"""Validation policies (planfence Sec. 5.1, design.md 3.3) on one code path.
+"""Validation policies (planfence Sec. 5.1, design.md 3.3): one strategy per policy.
 
 A policy is a :class:`Validator`: given an action's roots and D(a) it returns a
 :class:`~icore.fence.GateDecision`. Safe policies are the gate run against different
-sources of heads; unsafe baselines skip lineage:
+sources of heads (:mod:`icore.fence._access`); unsafe baselines skip lineage:
 
 ========================  ====================================================
 policy                    validator
 ========================  ====================================================
 PlanFence                 :class:`GateValidator` over the owners of D(a)
 centralized lineage       :class:`GateValidator` over one central store
-metadata sync K           :class:`GateValidator` over :class:`InstalledHeads`
+metadata sync K           :class:`GateValidator` over :class:`AnnouncedHeads`
                           (heads announced to this replica every K updates)
+per-key / batched         :class:`AllKeyValidator` over :class:`AllKeyHeads`
+all-key                   (every shared key, per key or per owner)
+majority / all replica    :class:`GateValidator` over :class:`QuorumHeads`
 owner-head freshness      :class:`OwnerHeadFreshness` (reads owner heads, no lineage)
 local replica             :class:`LocalReplica` (acts from installed state)
 ========================  ====================================================
 
-Batched/per-key all-key and replica-quorum controls are built by the replay harness on
-the same gate with another head source (``icore.bench``).
+Which validator a policy gets is decided in one place, :func:`make_validator` (through
+the policy's :class:`PolicyStrategy`, :func:`strategy`); a harness or a live run names
+the policy and gives a :class:`~icore.fence.GateContext` and a :class:`TeamContext`.
+Each strategy also states how an owner's update reaches other replicas
+(:class:`Propagation`), which the harness that moves records carries out.
 """
 
 from __future__ import annotations
@@ -25,22 +31,26 @@ import asyncio
 import enum
 import inspect
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol, cast
 
-from icore._clock import Clock
-from icore.errors import AsyncRequired
-from icore.fence._decision import GateDecision, Outcome, Reason
-from icore.fence._gate import PointCounter, avalidate, validate
-from icore.memory import (
-    DEFAULT_TIMEOUT_S,
-    AsyncOwnerAccess,
-    HeadReply,
-    OwnerAccess,
-    OwnershipMap,
-    OwnerUnavailable,
-    Store,
+from icore.errors import AsyncRequired, FenceError
+from icore.fence._access import (
+    AllKeyHeads,
+    AnnouncedHeads,
+    CentralHeads,
+    QuorumHeads,
+    ThreadedOwners,
 )
-from icore.records import Lookup, Record, RecordId, TraversalMode
+from icore.fence._decision import GateDecision, Outcome, Reason
+from icore.fence._gate import GateContext, PointCounter, arun_gate, run_gate
+from icore.memory import AsyncOwnerAccess, OwnerAccess, Store
+from icore.records import RecordId
+
+
+class PolicyError(FenceError, ValueError):
+    """A policy cannot be built: an unknown name, or a missing owner access or replica
+    (``fields['policy']`` names the policy)."""
 
 
 class Policy(enum.StrEnum):
@@ -73,167 +83,460 @@ class Validator(Protocol):
         ...
 
 
-class _ThreadedOwners:
-    """:class:`~icore.memory.AsyncOwnerAccess` over a sync one: each call runs in a worker
-    thread, so the owners of D(a) are queried concurrently."""
+class PolicyValidator(Validator, Protocol):
+    """A validator built by :func:`make_validator`: it also counts its owner-side cost.
 
-    def __init__(self, owners: OwnerAccess) -> None:
-        self.owners = owners
+    Attributes:
+        name: policy name written into decisions.
+        heads_queried: head items asked of owners (or read locally) by every validation
+            so far; all-key counts every shared key it asked for, the others the heads
+            their decisions checked.
+    """
 
-    async def query_heads(self, owner: str, keys: Sequence[str], *,
-                          known: Mapping[str, RecordId] | None = None,
-                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        return await asyncio.to_thread(self.owners.query_heads, owner, keys, known=known,
-                                       timeout_s=timeout_s)
-
-    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
-        return await asyncio.to_thread(self.owners.fetch, owner, ids, timeout_s=timeout_s)
+    heads_queried: int
 
 
 def _is_async_access(owners: object) -> bool:
     return inspect.iscoroutinefunction(getattr(owners, "query_heads", None))
 
 
+def _with_points(context: GateContext) -> GateContext:
+    return context if context.points is not None else replace(context,
+                                                              points=PointCounter())
+
+
 class GateValidator:
-    """planfence Alg. 1 against a head source (owners, central store, installed heads).
+    """planfence Alg. 1 against the head source ``context.owners`` (owners, central
+    store, installed heads, a quorum).
 
     Args:
-        lookup: local lineage lookup.
-        ownership: the ownership map used to group queries.
-        owners: where heads come from: sync :class:`~icore.memory.OwnerAccess` (usable
-            by both :meth:`validate` and :meth:`avalidate`) or async
-            :class:`~icore.memory.AsyncOwnerAccess` (only :meth:`avalidate`).
-        name: policy name for logs.
-        clock / points: validation-point time and counter.
-        timeout_s: per-RPC timeout in seconds.
-        mode: traversal mode (DIRECT only for the App. C ablation).
+        context: the gate context; ``context.owners`` is a sync
+            :class:`~icore.memory.OwnerAccess` (usable by both :meth:`validate` and
+            :meth:`avalidate`) or an async :class:`~icore.memory.AsyncOwnerAccess`
+            (:meth:`avalidate`, or :meth:`validate` when ``loop`` is given). Without a
+            point counter the validator gets its own.
+        loop: an event loop that this thread drives: :meth:`validate` runs the async gate
+            on it to completion (the replay's virtual-time loop), so queries to several
+            owners overlap in time.
     """
 
-    def __init__(self, *, lookup: Lookup, ownership: OwnershipMap,
-                 owners: OwnerAccess | AsyncOwnerAccess,
-                 name: str = Policy.PLANFENCE.value, clock: Clock | None = None,
-                 points: PointCounter | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 mode: TraversalMode = TraversalMode.FULL) -> None:
-        self.lookup, self.ownership, self.owners = lookup, ownership, owners
-        self.name, self.clock, self.timeout_s, self.mode = name, clock, timeout_s, mode
-        self.points = points or PointCounter()
+    def __init__(self, context: GateContext, *,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.context = _with_points(context)
+        self.loop = loop
+        self.name = self.context.policy
+        self.heads_queried = 0
+
+    @property
+    def points(self) -> PointCounter:
+        """The validation-point counter."""
+        return cast(PointCounter, self.context.points)
+
+    def _count(self, decision: GateDecision) -> GateDecision:
+        self.heads_queried += decision.heads_checked
+        return decision
 
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:
-        """Run the gate (see :func:`icore.fence.validate`).
+        """Run the gate once (see :func:`icore.fence.validate`).
+
+        Args:
+            action: action name for the log.
+            roots: L(a).
+            deps: D(a).
+            replanned: True for the validation after the one replan.
+
+        Returns:
+            The decision.
 
         Raises:
-            AsyncRequired: the owners are reached through an async access.
+            AsyncRequired: the owners are reached through an async access and no loop
+                was given.
         """
-        if _is_async_access(self.owners):
+        if self.loop is not None:
+            return self.loop.run_until_complete(self.avalidate(
+                action=action, roots=roots, deps=deps, replanned=replanned))
+        if _is_async_access(self.context.owners):
             raise AsyncRequired("this validator's owners are async; use avalidate()",
                                 action=action)
-        owners: OwnerAccess = self.owners  # type: ignore[assignment]
-        return validate(roots=roots, deps=deps, lookup=self.lookup, ownership=self.ownership,
-                        owners=owners, replanned=replanned, action=action,
-                        timeout_s=self.timeout_s, mode=self.mode, clock=self.clock,
-                        points=self.points, policy=self.name)
+        return self._count(run_gate(self.context, action=action, roots=roots, deps=deps,
+                                    replanned=replanned))
 
     async def avalidate(self, *, action: str, roots: Sequence[RecordId],
                         deps: Collection[str], replanned: bool) -> GateDecision:
         """Run the gate with every owner of D(a) queried concurrently (sync owners each
-        in a worker thread); see :func:`icore.fence.avalidate`."""
-        owners: AsyncOwnerAccess
-        if _is_async_access(self.owners):
-            owners = self.owners  # type: ignore[assignment]
-        else:
-            owners = _ThreadedOwners(self.owners)  # type: ignore[arg-type]
-        return await avalidate(roots=roots, deps=deps, lookup=self.lookup,
-                               ownership=self.ownership, owners=owners, replanned=replanned,
-                               action=action, timeout_s=self.timeout_s, mode=self.mode,
-                               clock=self.clock, points=self.points, policy=self.name)
+        in a worker thread); see :func:`icore.fence.avalidate`.
+
+        Args:
+            action: action name for the log.
+            roots: L(a).
+            deps: D(a).
+            replanned: True for the validation after the one replan.
+
+        Returns:
+            The decision.
+        """
+        context = self.context
+        if not _is_async_access(context.owners):
+            context = replace(context, owners=ThreadedOwners(
+                cast(OwnerAccess, context.owners)))
+        return self._count(await arun_gate(context, action=action, roots=roots, deps=deps,
+                                           replanned=replanned))
 
 
-class InstalledHeads:
-    """:class:`~icore.memory.OwnerAccess` answered from a replica's installed heads.
+class AllKeyValidator(GateValidator):
+    """The all-key controls: the gate over :class:`AllKeyHeads` (every validation asks
+    for every shared key; the decision is on D(a)).
 
-    This is what metadata sync compares plans against: the heads owners announced to this
-    replica (every K dirty updates), not the owners' current heads.
+    Args:
+        context: the gate context; ``context.owners`` is the executor's async access.
+        heads: the all-key head source over ``context.owners``.
+        loop: as in :class:`GateValidator`.
     """
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, context: GateContext, heads: AllKeyHeads, *,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(replace(context, owners=heads), loop=loop)
+        self.heads = heads
 
-    def query_heads(self, owner: str, keys: Sequence[str], *,
-                    known: Mapping[str, RecordId] | None = None,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        """Return the installed heads of ``keys``."""
-        out = {}
-        for k in keys:
-            h = self.store.installed_head(k)
-            if h is not None:
-                out[k] = h
-        return HeadReply(owner, out)
+    def _count(self, decision: GateDecision) -> GateDecision:
+        self.heads_queried = self.heads.heads_queried
+        return decision
 
-    def fetch(self, owner: str, ids: Sequence[RecordId], *,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
-        """Return installed records with these ids."""
-        recs = self.store.fetch(ids)
-        if len(recs) != len(ids):
-            raise OwnerUnavailable("announced record content not installed", owner=owner)
-        return recs
+    def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
+                 replanned: bool) -> GateDecision:
+        """Fan out to every shared key, then decide on D(a) (see
+        :meth:`GateValidator.validate`)."""
+        self.heads.begin()
+        return super().validate(action=action, roots=roots, deps=deps, replanned=replanned)
+
+    async def avalidate(self, *, action: str, roots: Sequence[RecordId],
+                        deps: Collection[str], replanned: bool) -> GateDecision:
+        """Async form of :meth:`validate`."""
+        if self.loop is None:  # validate() already began this validation
+            self.heads.begin()
+        return await super().avalidate(action=action, roots=roots, deps=deps,
+                                       replanned=replanned)
 
 
 class OwnerHeadFreshness:
     """Unsafe baseline: reads the owners' current records of D(a) but never checks the
     plan's lineage, so it acts on an obsolete plan while holding fresh facts
-    (planfence Sec. 5.2, Table 2)."""
+    (planfence Sec. 5.2, Table 2).
 
-    def __init__(self, *, ownership: OwnershipMap, owners: OwnerAccess, install: Store | None,
-                 clock: Clock | None = None, points: PointCounter | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        self.ownership, self.owners, self.install = ownership, owners, install
-        self.clock, self.timeout_s = clock, timeout_s
-        self.points = points or PointCounter()
-        self.name = Policy.OWNER_HEAD_FRESHNESS.value
+    Args:
+        context: the gate context; ``context.owners`` is a sync
+            :class:`~icore.memory.OwnerAccess` (read one owner after another).
+        install: where fresh records are installed (None: not kept).
+    """
+
+    def __init__(self, context: GateContext, *, install: Store | None) -> None:
+        self.context = _with_points(context)
+        self.install = install
+        self.name = self.context.policy
+        self.heads_queried = 0
 
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:
-        """Refresh D(a) from the owners, then authorize without a lineage check."""
+        """Refresh D(a) from the owners, then authorize without a lineage check.
+
+        Args:
+            action: action name for the log.
+            roots: L(a) (not checked).
+            deps: D(a).
+            replanned: True for the validation after a replan.
+
+        Returns:
+            An authorized, not-validated decision (also when the read failed).
+        """
+        ctx = self.context
+        owners = cast(OwnerAccess, ctx.owners)
         heads: dict[str, RecordId] = {}
-        for owner, keys in self.ownership.group_by_owner(sorted(deps)).items():
+        for owner, keys in ctx.ownership.group_by_owner(sorted(deps)).items():
             try:
-                reply = self.owners.query_heads(owner, keys, timeout_s=self.timeout_s)
+                reply = owners.query_heads(owner, keys, timeout_s=ctx.timeout_s)
                 for k, h in reply.heads.items():
                     heads[k] = h.record_id
                 missing = [h.record_id for h in reply.heads.values()
                            if self.install is not None and self.install.get(h.record_id) is None]
                 if missing and self.install is not None:
-                    for rec in self.owners.fetch(owner, missing, timeout_s=self.timeout_s):
+                    for rec in owners.fetch(owner, missing, timeout_s=ctx.timeout_s):
                         self.install.install(rec)
             except Exception as exc:  # the freshness read failed; it acts anyway
-                return _plain(self, action, roots, deps, replanned, heads,
-                              f"freshness read failed: {exc}")
-        return _plain(self, action, roots, deps, replanned, heads,
-                      "read current owner heads; plan lineage not checked")
+                return self._count(_plain(ctx, action, roots, deps, replanned, heads,
+                                          f"freshness read failed: {exc}"))
+        return self._count(_plain(ctx, action, roots, deps, replanned, heads,
+                                  "read current owner heads; plan lineage not checked"))
+
+    def _count(self, decision: GateDecision) -> GateDecision:
+        self.heads_queried += decision.heads_checked
+        return decision
 
 
 class LocalReplica:
-    """Unsafe baseline: acts from installed local state with no validation."""
+    """Unsafe baseline: acts from installed local state with no validation.
 
-    def __init__(self, *, clock: Clock | None = None, points: PointCounter | None = None
-                 ) -> None:
-        self.clock = clock
-        self.points = points or PointCounter()
-        self.name = Policy.LOCAL_REPLICA.value
+    Args:
+        context: the gate context (only its clock, point counter and policy name are
+            used).
+    """
+
+    def __init__(self, context: GateContext) -> None:
+        self.context = _with_points(context)
+        self.name = self.context.policy
+        self.heads_queried = 0
 
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:
-        """Authorize without any check."""
-        return _plain(self, action, roots, deps, replanned, {}, "acted from local replica")
+        """Authorize without any check.
+
+        Args:
+            action: action name for the log.
+            roots: L(a) (not checked).
+            deps: D(a) (not checked).
+            replanned: True for the validation after a replan.
+
+        Returns:
+            An authorized, not-validated decision.
+        """
+        return _plain(self.context, action, roots, deps, replanned, {},
+                      "acted from local replica")
 
 
-def _plain(v: OwnerHeadFreshness | LocalReplica, action: str, roots: Iterable[RecordId],
+def _plain(context: GateContext, action: str, roots: Iterable[RecordId],
            deps: Collection[str], replanned: bool, heads: Mapping[str, RecordId],
            detail: str) -> GateDecision:
+    points = cast(PointCounter, context.points)
     return GateDecision(
         outcome=Outcome.AUTHORIZED, reason=Reason.NOT_VALIDATED, action=action,
         roots=tuple(roots), deps=tuple(sorted(deps)), heads=dict(heads), replanned=replanned,
-        point=v.points.next(), at_ms=v.clock.now_ms() if v.clock is not None else 0.0,
-        policy=v.name, detail=detail, heads_checked=len(heads))
+        point=points.next(),
+        at_ms=context.clock.now_ms() if context.clock is not None else 0.0,
+        policy=context.policy, detail=detail, heads_checked=len(heads))
+
+
+# --- strategies ---------------------------------------------------------------------------
+class Propagation(enum.StrEnum):
+    """How an owner's committed update reaches the other replicas under a policy."""
+
+    NONE = "none"
+    """Nothing proactive: validators read the owners (or act on what they hold)."""
+    BACKGROUND = "background"
+    """Asynchronous replication of the record to every other agent; nobody waits."""
+    CENTRAL_COMMIT = "central_commit"
+    """A blocking commit at the central lineage service."""
+    ANNOUNCE_EVERY_K = "announce_every_k"
+    """Blocking announcement of the owner's dirty heads after every K updates."""
+    WRITE_QUORUM = "write_quorum"
+    """Blocking announcement to floor(N/2) replicas (the executor's first)."""
+
+
+class Reads(enum.StrEnum):
+    """Which access to the owners a policy's validator needs."""
+
+    NOTHING = "nothing"
+    """No owner access (local replica)."""
+    SYNC = "sync"
+    """A sync :class:`~icore.memory.OwnerAccess`, owners read one after another."""
+    ASYNC = "async"
+    """An async :class:`~icore.memory.AsyncOwnerAccess`, owners queried concurrently."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamContext:
+    """What a policy needs to know about the team beyond the gate context.
+
+    Attributes:
+        install: the executor's replica (installed heads; where fresh records go).
+        keys: every shared key (all-key controls).
+        replicas: the services of the other agents' replica views, in the order they are
+            read (quorum controls; the majority reads the first half).
+        central: name of the central lineage service when the team reaches it under its
+            own name (a live run); None when owner names already resolve to it.
+        loop: an event loop this thread drives; sync :meth:`Validator.validate` of the
+            gate policies runs the async gate on it (see :class:`GateValidator`).
+    """
+
+    install: Store | None = None
+    keys: tuple[str, ...] = ()
+    replicas: tuple[str, ...] = ()
+    central: str | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyStrategy:
+    """One policy: the facts a harness needs and how its validator is built.
+
+    Attributes:
+        policy: the policy.
+        reads: which owner access its validator needs (:class:`Reads`).
+        propagation: how owners' updates reach other replicas (:class:`Propagation`).
+        replicated_setup: every agent's replica starts with every shared record
+            installed (otherwise only the planner's and the executor's).
+        central: records are also committed at one central lineage service, which
+            answers for every owner.
+        replica_views: agents serve their installed view as a replica service
+            (:func:`~icore.fence.replica_service`).
+    """
+
+    policy: Policy
+    reads: Reads = Reads.ASYNC
+    propagation: Propagation = Propagation.NONE
+    replicated_setup: bool = False
+    central: bool = False
+    replica_views: bool = False
+
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return this policy's validator (see :func:`make_validator`)."""
+        return GateValidator(context, loop=team.loop)
+
+
+@dataclass(frozen=True, slots=True)
+class _LocalReplica(PolicyStrategy):
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        return LocalReplica(context)
+
+
+@dataclass(frozen=True, slots=True)
+class _OwnerHeadFreshness(PolicyStrategy):
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        return OwnerHeadFreshness(context, install=team.install)
+
+
+@dataclass(frozen=True, slots=True)
+class _Centralized(PolicyStrategy):
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        if team.central is not None:
+            context = replace(context, owners=CentralHeads(_async(context), team.central))
+        return GateValidator(context, loop=team.loop)
+
+
+@dataclass(frozen=True, slots=True)
+class _MetadataSync(PolicyStrategy):
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        heads = AnnouncedHeads(_installed(team, self.policy), _async(context))
+        return GateValidator(replace(context, owners=heads), loop=team.loop)
+
+
+@dataclass(frozen=True, slots=True)
+class _AllKey(PolicyStrategy):
+    batched: bool = False
+
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        heads = AllKeyHeads(_async(context), context.ownership, team.keys,
+                            batched=self.batched)
+        return AllKeyValidator(context, heads, loop=team.loop)
+
+
+@dataclass(frozen=True, slots=True)
+class _Quorum(PolicyStrategy):
+    majority: bool = False
+
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        remote = team.replicas
+        if self.majority:  # with the executor's own replica: floor(N/2) + 1 of N
+            remote = remote[: (len(remote) + 1) // 2]
+        heads = QuorumHeads(_async(context), _installed(team, self.policy), remote)
+        return GateValidator(replace(context, owners=heads), loop=team.loop)
+
+
+def _async(context: GateContext) -> AsyncOwnerAccess:
+    owners = context.owners
+    if owners is None:
+        raise PolicyError(f"policy {context.policy} needs an owner access",
+                          policy=context.policy)
+    if _is_async_access(owners):
+        return cast(AsyncOwnerAccess, owners)
+    return ThreadedOwners(cast(OwnerAccess, owners))
+
+
+def _installed(team: TeamContext, policy: Policy) -> Store:
+    if team.install is None:
+        raise PolicyError(f"policy {policy.value} reads the executor's replica; give "
+                          "TeamContext(install=...)", policy=policy.value)
+    return team.install
+
+
+STRATEGIES: Mapping[Policy, PolicyStrategy] = {
+    Policy.LOCAL_REPLICA: _LocalReplica(
+        Policy.LOCAL_REPLICA, reads=Reads.NOTHING, propagation=Propagation.BACKGROUND,
+        replicated_setup=True),
+    Policy.OWNER_HEAD_FRESHNESS: _OwnerHeadFreshness(
+        Policy.OWNER_HEAD_FRESHNESS, reads=Reads.SYNC),
+    Policy.CENTRALIZED_LINEAGE: _Centralized(
+        Policy.CENTRALIZED_LINEAGE, propagation=Propagation.CENTRAL_COMMIT, central=True),
+    Policy.METADATA_SYNC: _MetadataSync(
+        Policy.METADATA_SYNC, propagation=Propagation.ANNOUNCE_EVERY_K,
+        replicated_setup=True),
+    Policy.PER_KEY_ALL_KEY: _AllKey(Policy.PER_KEY_ALL_KEY, batched=False),
+    Policy.BATCHED_ALL_KEY: _AllKey(Policy.BATCHED_ALL_KEY, batched=True),
+    Policy.PLANFENCE: PolicyStrategy(Policy.PLANFENCE),
+    Policy.MAJORITY_REPLICA: _Quorum(
+        Policy.MAJORITY_REPLICA, propagation=Propagation.WRITE_QUORUM,
+        replicated_setup=True, replica_views=True, majority=True),
+    Policy.ALL_REPLICA: _Quorum(
+        Policy.ALL_REPLICA, replicated_setup=True, replica_views=True),
+}
+"""Every policy's strategy (the one place that decides what a policy does)."""
+
+
+def strategy(policy: Policy | str) -> PolicyStrategy:
+    """Return the strategy of ``policy`` (a :class:`Policy` or its name).
+
+    Args:
+        policy: e.g. ``Policy.PLANFENCE`` or ``"metadata_sync"``.
+
+    Returns:
+        The :class:`PolicyStrategy`.
+
+    Raises:
+        PolicyError: ``policy`` names no policy (``fields['policy']``).
+    """
+    try:
+        return STRATEGIES[Policy(policy)]
+    except ValueError:
+        raise PolicyError(f"unknown policy {policy!r}; expected one of "
+                          f"{', '.join(p.value for p in Policy)}", policy=str(policy)) from None
+
+
+def make_validator(policy: Policy | str, context: GateContext,
+                   team: TeamContext | None = None) -> PolicyValidator:
+    """Build ``policy``'s validator for one executor.
+
+    Args:
+        policy: the policy (or its name).
+        context: the gate context: lookup, ownership, the executor's owner access (the
+            kind :attr:`PolicyStrategy.reads` names), timeout, mode, clock, points and
+            the name written into decisions (a harness may label variants, e.g.
+            ``metadata_sync_k4``).
+        team: the executor's replica, the shared keys, the replica order, the central
+            service and the loop (default: none of them).
+
+    Returns:
+        The validator (it counts :attr:`PolicyValidator.heads_queried`).
+
+    Raises:
+        PolicyError: an unknown policy, or one that needs an owner access or the
+            executor's replica that was not given.
+    """
+    return strategy(policy).validator(context, team or TeamContext())
+
+
+__all__ = [
+    "STRATEGIES",
+    "AllKeyValidator",
+    "GateValidator",
+    "LocalReplica",
+    "OwnerHeadFreshness",
+    "Policy",
+    "PolicyError",
+    "PolicyStrategy",
+    "PolicyValidator",
+    "Propagation",
+    "Reads",
+    "TeamContext",
+    "Validator",
+    "make_validator",
+    "strategy",
+]

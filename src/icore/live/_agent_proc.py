@@ -46,27 +46,39 @@ from icore.agents import (
 from icore.fence import (
     DecisionLog,
     Fence,
-    GateValidator,
-    OwnerHeadFreshness,
+    GateContext,
+    LoopOwners,
     PointCounter,
     ProtectedTool,
+    Reads,
     Replan,
     ReplanRequest,
-    Validator,
+    TeamContext,
     bind_action,
+    installed_heads,
+    make_validator,
+    strategy,
 )
 from icore.live._workflow import FAMILY_SPECS, MAX_CANDIDATES, eligible, opaque_digest
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
     AsyncOwnerAccess,
-    HeadReply,
     OwnerAccess,
     OwnershipMap,
     SQLiteStore,
     Store,
 )
-from icore.net import OwnerClient, OwnerServer, client_context, server_context
-from icore.records import Record, RecordId, decode_record, derive, encode_record
+from icore.net import (
+    HeadQuery,
+    HeadReplyMsg,
+    Message,
+    OwnerClient,
+    OwnerHandler,
+    OwnerServer,
+    client_context,
+    server_context,
+)
+from icore.records import Record, decode_record, derive, encode_record
 
 log = logging.getLogger("icore.live")
 
@@ -87,57 +99,22 @@ def rec_info(rec: Record) -> dict[str, Any]:
             "parents": list(rec.parents), "type": rec.type, "content": rec.content}
 
 
-class _Bridge:
-    """Sync :class:`~icore.memory.OwnerAccess` over the process's async owner client.
+class _ReplicaView(OwnerHandler):
+    """This agent's owner service that also serves its installed view of other owners'
+    keys (quorum policies read a quorum of replica views; planfence Sec. 5.1). Own keys
+    are answered as the owner answers them."""
 
-    The fence runs in a worker thread; its owner RPCs run on the agent's event loop.
-    With ``central`` every owner is answered by the centralized-lineage service.
-    """
-
-    def __init__(self, client: OwnerClient, loop: asyncio.AbstractEventLoop,
-                 central: str | None = None) -> None:
-        self.client, self.loop, self.central = client, loop, central
-
-    def _run(self, coro: Any, timeout_s: float) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s + 1.0)
-
-    def query_heads(self, owner: str, keys: Sequence[str], *,
-                    known: Mapping[str, RecordId] | None = None,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        """One batched head query (to the owner, or to the central service)."""
-        target = self.central or owner
-        reply: HeadReply = self._run(self.client.query_heads(target, keys, known=known,
-                                                             timeout_s=timeout_s), timeout_s)
-        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
-
-    def fetch(self, owner: str, ids: Sequence[RecordId], *,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
-        """Fetch exact records."""
-        recs: list[Record] = self._run(self.client.fetch(self.central or owner, ids,
-                                                         timeout_s=timeout_s), timeout_s)
-        return recs
-
-
-class _AsyncBridge:
-    """Async :class:`~icore.memory.AsyncOwnerAccess` over the owner client, on the agent's
-    loop: ``Fence.aexecute`` queries the owners of D(a) concurrently through it. With
-    ``central`` every owner is answered by the centralized-lineage service."""
-
-    def __init__(self, client: OwnerClient, central: str | None = None) -> None:
-        self.client, self.central = client, central
-
-    async def query_heads(self, owner: str, keys: Sequence[str], *,
-                          known: Mapping[str, RecordId] | None = None,
-                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        """One batched head query (to the owner, or to the central service)."""
-        reply = await self.client.query_heads(self.central or owner, keys, known=known,
-                                              timeout_s=timeout_s)
-        return HeadReply(owner, reply.heads, reply.entries) if self.central else reply
-
-    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
-        """Fetch exact records."""
-        return await self.client.fetch(self.central or owner, ids, timeout_s=timeout_s)
+    def handle(self, msg: Message, peer: str) -> Message:
+        """Answer as the owner; add installed heads of asked keys owned by others."""
+        reply = super().handle(msg, peer)
+        if isinstance(msg, HeadQuery) and isinstance(reply, HeadReplyMsg):
+            ownership = self.store.ownership
+            others = [k for k in msg.keys if ownership.owner_of(k) != self.agent]
+            extra = installed_heads(self.store, others)
+            if extra:
+                reply = HeadReplyMsg(reply.rid, reply.owner,
+                                     reply.heads + tuple(extra.values()), reply.same)
+        return reply
 
 
 class LiveAgentProcess:
@@ -175,7 +152,9 @@ class LiveAgentProcess:
         self._next_call = 0
         self._decider: Decider | None = None
         self._transcript: list[dict[str, Any]] = []
-        self._fence: Fence | None = None
+        self._clock: WallClock | None = None
+        self._points: PointCounter | None = None
+        self._log = DecisionLog()
         self.external: list[dict[str, Any]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._central_lock = asyncio.Lock()
@@ -213,6 +192,8 @@ class LiveAgentProcess:
         else:
             self.server = OwnerServer(self.store, agent=self.id,
                                       ssl_context=server_context(certs, self.id))
+            if strategy(self.policy).replica_views:
+                self.server.handler = _ReplicaView(self.store, agent=self.id)
             port = await self.server.start()
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         loop = self.loop
@@ -316,20 +297,21 @@ class LiveAgentProcess:
             return self.nats.pull(key)  # type: ignore[no-any-return]
         return None if h is None else self.store.get(h.record_id)
 
-    def owner_access(self, central: str | None = None) -> OwnerAccess:
-        """A sync owner access: the engine on NATS, else the owner client."""
+    def owner_access(self) -> OwnerAccess:
+        """A sync owner access: the engine on NATS, else the owner client driven on this
+        agent's loop from the fence's worker thread."""
         if self.nats is not None:
             return self.nats.owner_access()  # type: ignore[no-any-return]
         assert self.client is not None and self.loop is not None
-        return _Bridge(self.client, self.loop, central)
+        return LoopOwners(self.client, self.loop)
 
-    def async_owner_access(self, central: str | None = None) -> AsyncOwnerAccess:
+    def async_owner_access(self) -> AsyncOwnerAccess:
         """The gate's async owner access on this agent's loop: the engine on NATS (its
         calls run on the store's connection loop), else the owner client."""
         if self.nats is not None:
             return self.nats.async_owner_access()  # type: ignore[no-any-return]
         assert self.client is not None
-        return _AsyncBridge(self.client, central)
+        return self.client
 
     async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
         """Commit an own record (and at the central service), then replicate it.
@@ -350,7 +332,7 @@ class LiveAgentProcess:
             return info
         assert self.client is not None
         self.store.commit(rec, writer=self.id, expected_head=base)
-        if self.policy == "centralized_lineage":
+        if strategy(self.policy).central:
             # the central service serializes every commit: keep this owner's sequence
             # order (FIFO lock, taken right after the local commit)
             async with self._central_lock:
@@ -379,7 +361,7 @@ class LiveAgentProcess:
             self.client = OwnerClient(addrs, identity=self.id,
                                       ssl_context=client_context(self.cfg["certs"], self.id))
         if self.role == "executor":
-            self._fence = self._build_fence()
+            self._clock, self._points = WallClock(), PointCounter()
         if self.role in ("planner", "retriever", "executor", "auditor"):
             # build the backend now (the llm one imports openai), in parallel across the
             # team's processes rather than on each role's first decision
@@ -531,21 +513,27 @@ class LiveAgentProcess:
         return await self._plan(family, task, req, [cat], cands, extra, isolated=True)
 
     # -- executor ---------------------------------------------------------------------
-    def _build_fence(self) -> Fence:
-        clock = WallClock()
-        validator: Validator
-        if self.policy == "owner_head_freshness":
-            validator = OwnerHeadFreshness(ownership=self.ownership,
-                                           owners=self.owner_access(),
-                                           install=self.store, clock=clock,
-                                           timeout_s=self.rpc_s)
-        else:
-            central = "central" if self.policy == "centralized_lineage" else None
-            validator = GateValidator(lookup=self.store.lookup, ownership=self.ownership,
-                                      owners=self.async_owner_access(central),
-                                      name=self.policy, clock=clock, points=PointCounter(),
-                                      timeout_s=self.rpc_s)
-        return Fence(validator=validator, install=self.store, log=DecisionLog())
+    def _build_fence(self, task: str) -> Fence:
+        """The executor's fence for one task under the policy under test
+        (:func:`~icore.fence.make_validator`; all-key asks for every key of the task)."""
+        strat = strategy(self.policy)
+        owners: OwnerAccess | AsyncOwnerAccess | None = None
+        if strat.reads is Reads.SYNC:
+            owners = self.owner_access()
+        elif strat.reads is Reads.ASYNC:
+            owners = self.async_owner_access()
+        # on NATS the engine is the one shared service; otherwise the central service
+        # and the replica views are reached under their own names
+        central = "central" if strat.central and self.nats is None else None
+        others = sorted(a for a in set(self.roles.values()) if a not in (self.id, "central"))
+        keys = tuple(k for k in (str(p).replace("*", task) for p in self.cfg["ownership"])
+                     if self.ownership.owner_of(k) not in (None, self.id))
+        context = GateContext(lookup=self.store.lookup, ownership=self.ownership,
+                              owners=owners, timeout_s=self.rpc_s, clock=self._clock,
+                              points=self._points, policy=self.policy)
+        team = TeamContext(install=self.store, keys=keys, replicas=tuple(others), central=central)
+        return Fence(validator=make_validator(self.policy, context, team),
+                     install=self.store, log=self._log)
 
     def _tool(self, name: str) -> ProtectedTool:
         specs = {t["name"]: t for t in self.cfg.get("tools", [])}
@@ -566,7 +554,7 @@ class LiveAgentProcess:
 
     async def cmd_execute(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Run the protected primary action from the plan (executor, App. A.3)."""
-        assert self.loop is not None and self._fence is not None
+        assert self.loop is not None and self._points is not None
         task, plan_id = msg["task"], msg["plan"]
         plan = self.store.get(plan_id)
         if plan is None:
@@ -604,7 +592,7 @@ class LiveAgentProcess:
                 return None
             return Replan(roots=[rec["id"]], args=result["args"])
 
-        fence = self._fence
+        fence = self._build_fence(task)
         ptool = self._tool(fs.action)
         # async protected action: the owners of D(a) are queried concurrently
         ar = await fence.aexecute(ptool, roots=[plan.id], args=args, replan=replan)

@@ -34,8 +34,9 @@ from typing import Any, Protocol
 from icore._clock import WallClock
 from icore._files import move_aside
 from icore.agents import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
+from icore.fence import strategy
 from icore.live._live_audit import LiveAudit
-from icore.live._manifest import CrashSpec, RunManifest, load_manifest
+from icore.live._manifest import LIVE_POLICIES, CrashSpec, RunManifest, load_manifest
 from icore.live._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.live._workflow import TaskSpec, make_task
 from icore.memory import SQLiteStore
@@ -581,9 +582,11 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
     """Async form of :func:`run_live` (``tasks`` overrides the manifest's templates)."""
     m = manifest if isinstance(manifest, RunManifest) else load_manifest(manifest)
     pol = policy or m.policy
-    if pol not in ("owner_head_freshness", "centralized_lineage", "planfence"):
-        raise ValueError(f"a live run supports owner_head_freshness, centralized_lineage "
-                         f"and planfence, not {pol!r}")
+    if pol not in LIVE_POLICIES:
+        raise ValueError(f"a live run supports {', '.join(LIVE_POLICIES)}, not {pol!r}")
+    if strategy(pol).replica_views and m.memory.backend == "nats":
+        raise ValueError(f"{pol} reads replica views from each agent's owner service; "
+                         "on NATS the engine is the one service")
     out = _fresh_run_folder(Path(out_dir))
     if tasks is not None:
         names = {t.name for t in m.tools}
@@ -618,8 +621,7 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
             ``run.json``, ``report.html`` when a ``reporter`` is given); a previous run
             found there is first moved to ``<out_dir>.1`` (then ``.2``, ...), never
             overwritten or appended to.
-        policy: override the manifest's policy (``owner_head_freshness``,
-            ``centralized_lineage`` or ``planfence``).
+        policy: override the manifest's policy (any :class:`~icore.fence.Policy` name).
         tasks: explicit workflows (e.g. several families on one team); default: the
             manifest's ``family`` x ``seeds`` x ``repeat``.
         reporter: called with the finished result (also after Ctrl-C) to write its

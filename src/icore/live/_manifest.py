@@ -8,7 +8,7 @@ embedded default, ``icore/live/manifests/reservation.yaml``)::
     name: reservation-live
     family: reservation
     seeds: [0]
-    policy: planfence            # owner_head_freshness | centralized_lineage | planfence
+    policy: planfence            # any icore.fence.Policy, e.g. owner_head_freshness
     revision: true               # inject one owner revision after planning
     backend: {kind: scripted}    # or {kind: llm, base_url: ..., model: ...}
     agents:
@@ -43,8 +43,8 @@ from icore.live._workflow import FAMILY_SPECS, ROLES
 from icore.memory import OwnershipMap
 from icore.net import MemorySpec, TeamManifest
 
-LIVE_POLICIES = (Policy.OWNER_HEAD_FRESHNESS, Policy.CENTRALIZED_LINEAGE, Policy.PLANFENCE)
-"""Policies a live run supports (planfence Sec. 5.2 / App. A.5)."""
+LIVE_POLICIES = tuple(Policy)
+"""Policies a live run supports: all nine (planfence Sec. 5.1-5.2 / App. A.5)."""
 
 KEY_KINDS = ("req", "cat", "short", "plan", "act", "audit")
 """Key kinds of a live task; each needs an owner."""
@@ -155,8 +155,11 @@ class RunManifest(_Model):
     """Copies of every task (load tests: concurrent workflows on one team)."""
     concurrency: int = Field(default=1, ge=1, le=64)
     """Workflows run at once on the team."""
-    policy: Literal["owner_head_freshness", "centralized_lineage", "planfence"] = "planfence"
-    """Policy under test."""
+    policy: Literal["local_replica", "owner_head_freshness", "centralized_lineage",
+                    "metadata_sync", "per_key_all_key", "batched_all_key", "planfence",
+                    "majority_replica", "all_replica"] = "planfence"
+    """Policy under test (any :class:`~icore.fence.Policy`; quorum policies need each
+    agent's own owner service, so not on NATS)."""
     revision: bool = True
     """Inject one owner revision after planning, before the action."""
     backend: BackendSpec = BackendSpec()

@@ -930,7 +930,7 @@ class NatsStore(Store):
         move as it happens; K > 1 is the safety-cost sensitivity: a replica may act on
         heads up to K-1 updates old). Each installed record is fetched exactly and
         verified. Validate against the installed heads with
-        ``GateValidator(owners=InstalledHeads(store), ...)``.
+        ``GateValidator(GateContext(owners=InstalledHeads(store), ...))``.
 
         Args:
             owners: whose heads to follow (default: every owner but this agent).

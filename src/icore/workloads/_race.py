@@ -16,15 +16,14 @@ from icore.fence import (
     ActionResult,
     DecisionLog,
     Fence,
-    GateValidator,
-    LocalReplica,
-    OwnerHeadFreshness,
+    GateContext,
     Policy,
     ProtectedTool,
     Replan,
     ReplanRequest,
-    Validator,
+    TeamContext,
     bind_action,
+    make_validator,
 )
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
 from icore.records import Record, derive
@@ -103,16 +102,12 @@ def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
 
     tool = ProtectedTool(book, depends_on={REQ_KEY}, name="book")
     log = DecisionLog()
-    validator: Validator
-    if pol is Policy.PLANFENCE:
-        validator = GateValidator(lookup=executor.lookup, ownership=ownership, owners=owners)
-    elif pol is Policy.OWNER_HEAD_FRESHNESS:
-        validator = OwnerHeadFreshness(ownership=ownership, owners=owners, install=executor)
-    elif pol is Policy.LOCAL_REPLICA:
-        validator = LocalReplica()
-    else:
+    if pol not in (Policy.PLANFENCE, Policy.OWNER_HEAD_FRESHNESS, Policy.LOCAL_REPLICA):
         raise ValueError(f"staged_race supports planfence, owner_head_freshness and "
                          f"local_replica, not {pol.value}")
+    validator = make_validator(pol, GateContext(lookup=executor.lookup, ownership=ownership,
+                                                owners=owners, policy=pol.value),
+                               TeamContext(install=executor))
     fence = Fence(validator=validator, install=executor, log=log)
 
     def replan(req: ReplanRequest) -> Replan:

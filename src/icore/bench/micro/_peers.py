@@ -49,8 +49,8 @@ from typing import Any
 
 from icore.bench._checks import check_count, check_positive_seconds
 from icore.bench._errors import BadOption
-from icore.bench._loopback import ByteRelay, free_port, wait_port
-from icore.bench._net_bench import _proc_cpu_s, percentile
+from icore.bench.micro._loopback import ByteRelay, free_port, wait_port
+from icore.bench.micro._net import _proc_cpu_s, percentile
 from icore.fence import Outcome, avalidate
 from icore.memory import MemoryStore, OwnershipMap
 from icore.net import (
@@ -237,44 +237,45 @@ class IcoreSystem(System):
 class _IcoreConn(Conn):
     def __init__(self, sys_: IcoreSystem, client: OwnerClient, writer: int, *,
                  owns_client: bool = True) -> None:
-        self.s, self.c, self.owns_client = sys_, client, owns_client
+        self.system, self.client, self.owns_client = sys_, client, owns_client
         self.key = f"w/{os.getpid()}-{id(self)}-{writer}"
         self.prev: Record | None = None
 
     async def validate(self, d: int) -> None:
         keys = [f"req/{i}" for i in range(1, d + 1)]
-        if self.s.gate:
-            dec = await avalidate(roots=[self.s.plans[d].id], deps=keys,
-                                  lookup=self.s.local.lookup, ownership=_OM, owners=self.c)
+        if self.system.gate:
+            dec = await avalidate(roots=[self.system.plans[d].id], deps=keys,
+                                  lookup=self.system.local.lookup, ownership=_OM,
+                                  owners=self.client)
             if dec.outcome is not Outcome.AUTHORIZED:
                 raise RuntimeError(f"icore gate decided {dec.outcome}: {dec.detail}")
         else:
-            reply = await self.c.query_heads("owner", keys)
+            reply = await self.client.query_heads("owner", keys)
             if len(reply.heads) != d:
                 raise RuntimeError(f"icore returned {len(reply.heads)} heads for {d} keys")
 
     async def commit(self) -> None:
         # the owner sequence is per owner (planfence App. A): the owner's writers take it
         # from one counter, in the order their requests leave on the shared connection
-        self.s.seq += 1
-        seq = self.s.seq
+        self.system.seq += 1
+        seq = self.system.seq
         rec = (Record.create(key=self.key, owner="owner", seq=seq, content={"n": seq})
                if self.prev is None else
                derive(key=self.key, owner="owner", seq=seq, content={"n": seq},
                       inputs=[self.prev]))
-        await self.c.commit("owner", rec)
+        await self.client.commit("owner", rec)
         self.prev = rec
 
     async def close(self) -> None:
         if self.owns_client:
-            await self.c.close()
+            await self.client.close()
 
 
 class _SharedClose(Conn):
     """Closes the owner's shared client once its writers are done."""
 
     def __init__(self, client: OwnerClient) -> None:
-        self.c = client
+        self.client = client
 
     async def validate(self, d: int) -> None:  # pragma: no cover - never measured
         raise NotImplementedError
@@ -283,7 +284,7 @@ class _SharedClose(Conn):
         raise NotImplementedError
 
     async def close(self) -> None:
-        await self.c.close()
+        await self.client.close()
 
 
 # -- Redis (mutual TLS 1.3) --------------------------------------------------------------
@@ -323,7 +324,7 @@ class RedisSystem(System):
         await wait_port(self._port, self._proc, "redis-server")
         conn = await self.connect()
         assert isinstance(conn, _RedisConn)
-        await conn.r.mset({f"req/{i}": _version(i) for i in range(1, max(D_VALUES) + 1)})
+        await conn.redis.mset({f"req/{i}": _version(i) for i in range(1, max(D_VALUES) + 1)})
         await conn.close()
 
     @property
@@ -351,13 +352,13 @@ class RedisSystem(System):
 
 class _RedisConn(Conn):
     def __init__(self, r: Any, writer: int) -> None:
-        self.r = r
+        self.redis = r
         self.key = f"w/{id(self)}-{writer}"
         self.version = ""
         self.cas = r.register_script(_CAS)
 
     async def validate(self, d: int) -> None:
-        vals = await self.r.mget([f"req/{i}" for i in range(1, d + 1)])
+        vals = await self.redis.mget([f"req/{i}" for i in range(1, d + 1)])
         if len(vals) != d or any(v is None for v in vals):
             raise RuntimeError("redis returned missing versions")
 
@@ -369,7 +370,7 @@ class _RedisConn(Conn):
         self.version = nxt
 
     async def close(self) -> None:
-        await self.r.aclose()
+        await self.redis.aclose()
 
 
 # -- NATS JetStream KV -------------------------------------------------------------------
@@ -480,7 +481,7 @@ class EtcdSystem(System):
         conn = await self.connect()
         assert isinstance(conn, _EtcdConn)
         for i in range(1, max(D_VALUES) + 1):
-            await conn.c.put(f"req/{i}".encode(), _version(i))
+            await conn.etcd.put(f"req/{i}".encode(), _version(i))
         await conn.close()
 
     @property
@@ -500,21 +501,21 @@ class EtcdSystem(System):
 
 class _EtcdConn(Conn):
     def __init__(self, c: Any, writer: int) -> None:
-        self.c = c
+        self.etcd = c
         self.key = f"w/{id(self)}-{writer}".encode()
         self.rev = 0
 
     async def validate(self, d: int) -> None:
-        t = self.c.transactions
-        ok, res = await self.c.transaction(
+        t = self.etcd.transactions
+        ok, res = await self.etcd.transaction(
             compare=[], success=[t.get(f"req/{i}".encode()) for i in range(1, d + 1)],
             failure=[])
         if not ok or len(res) != d:
             raise RuntimeError("etcd returned the wrong number of reads")
 
     async def commit(self) -> None:
-        t = self.c.transactions
-        ok, res = await self.c.transaction(compare=[t.mod(self.key) == self.rev],
+        t = self.etcd.transactions
+        ok, res = await self.etcd.transaction(compare=[t.mod(self.key) == self.rev],
                                            success=[t.put(self.key, _payload(self.rev))],
                                            failure=[])
         if not ok:
@@ -522,7 +523,7 @@ class _EtcdConn(Conn):
         self.rev = int(res[0].response_put.header.revision)  # the key's new mod_revision
 
     async def close(self) -> None:
-        await self.c.close()
+        await self.etcd.close()
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:

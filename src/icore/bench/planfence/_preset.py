@@ -17,9 +17,9 @@ from icore.bench._errors import (
     TraceUnavailable,
     TransportUnavailable,
 )
-from icore.bench._planfence_presets import Cell, preset_cells
-from icore.bench._planfence_report import write_outputs
-from icore.bench._planfence_run import RunResult, run_cells
+from icore.bench.planfence._presets import Cell, preset_cells
+from icore.bench.planfence._report import write_outputs
+from icore.bench.planfence._run import CampaignResult, run_cells
 from icore.net import TRACE_FILES, path_by_name
 
 TRANSPORTS = ("inproc", "tcp")
@@ -30,7 +30,7 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
                   seed: int = 0, command: str = "", plots: bool = True,
                   link: str | None = None, base_delay_ms: float | None = None,
                   progress: Callable[[int, int], None] | None = None
-                  ) -> tuple[RunResult, dict[str, Any]]:
+                  ) -> tuple[CampaignResult, dict[str, Any]]:
     """Run a preset and write CSV + JSON + PNG + markdown into ``out``.
 
     Args:
@@ -50,7 +50,7 @@ def run_planfence(preset: str, out: Path, *, jobs: int = 2, transport: str = "in
         progress: ``progress(done, total)`` callback over jobs.
 
     Returns:
-        The :class:`RunResult` and the JSON summary document.
+        The :class:`CampaignResult` and the JSON summary document.
 
     Raises:
         UnknownPreset: no such preset.

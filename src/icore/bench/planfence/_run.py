@@ -17,14 +17,9 @@ from typing import Any
 
 from icore.bench._checks import check_count
 from icore.bench._errors import ReplayFailed
-from icore.bench._planfence_presets import Cell
-from icore.bench._planfence_replay import (
-    MAX_SYNC_ATTEMPTS,
-    ActionRow,
-    NetSpec,
-    PolicySpec,
-    replay,
-)
+from icore.bench.planfence._presets import Cell
+from icore.bench.planfence._replay import replay
+from icore.bench.planfence._spec import MAX_SYNC_ATTEMPTS, ActionRow, NetSpec, PolicySpec
 from icore.net import TransportError
 from icore.workloads import Template, WorkloadParams, build_schedule
 
@@ -97,7 +92,7 @@ def plan_jobs(cells: Sequence[Cell], transport: str = "inproc") -> list[Job]:
 
 
 @dataclass
-class RunResult:
+class CampaignResult:
     """Rows of every cell of a run.
 
     Attributes:
@@ -125,7 +120,7 @@ ROW_FIELDS = ("study", "cell", "template", "family", "race_seed", "policy", "act
 
 
 def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inproc",
-              progress: Callable[[int, int], None] | None = None) -> RunResult:
+              progress: Callable[[int, int], None] | None = None) -> CampaignResult:
     """Run every cell.
 
     Args:
@@ -135,7 +130,7 @@ def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inpr
         progress: called as ``progress(done_jobs, total_jobs)``.
 
     Returns:
-        :class:`RunResult` with rows in a deterministic order.
+        :class:`CampaignResult` with rows in a deterministic order.
 
     Raises:
         BadOption: ``workers`` is not an integer >= 1.
@@ -162,7 +157,7 @@ def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inpr
                 done[k] = v
                 if progress:
                     progress(i, len(jobs))
-    res = RunResult(cells=list(cells), jobs=len(jobs),
+    res = CampaignResult(cells=list(cells), jobs=len(jobs),
                     episodes=sum(len(j.specs) for j in jobs), workers=max(1, workers))
     for c in cells:
         for rs in c.race_seeds:
@@ -190,4 +185,4 @@ def run_cells(cells: Sequence[Cell], *, workers: int = 1, transport: str = "inpr
     return res
 
 
-__all__ = ["ROW_FIELDS", "Job", "RunResult", "plan_jobs", "run_cells", "run_job"]
+__all__ = ["ROW_FIELDS", "CampaignResult", "Job", "plan_jobs", "run_cells", "run_job"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icore._extras import require
-from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS
+from icore.bench.icore._repr import DEFECTS, REPRESENTATIONS
 from icore.workloads._tasks import FAILURE_PROBABILITY
 
 np = require("numpy", "bench", feature="icore bench icore")

@@ -1,7 +1,8 @@
 """The PlanFence replay over real loopback TCP with mutual TLS 1.3 (``--transport tcp``).
 
 Same schedules, stores, protocol, gate and policies as the virtual-time replay
-(:class:`~icore.bench._planfence_replay.Episode`); only the transport differs: every agent's
+(:class:`~icore.bench.planfence._replay.Episode` is given this transport instead of
+:class:`~icore.bench.planfence._inproc.InprocTransport`); only the transport differs: every agent's
 store is served by an :class:`~icore.net.ServerThread` on 127.0.0.1, every agent talks
 through an :class:`~icore.net.OwnerClient` (new connection per RPC by default, the paper's
 setting), and time is the wall clock, so stall is measured, not modelled. A trace link
@@ -20,17 +21,9 @@ from typing import Any
 
 from icore._clock import ManualClock
 from icore.bench._errors import TransportUnavailable
-from icore.bench._planfence_replay import (
-    CENTRAL,
-    Episode,
-    FaultyHandler,
-    NetSpec,
-    PolicySpec,
-    ReplicaHandler,
-    make_path,
-    replica_name,
-)
-from icore.fence import Policy
+from icore.bench.planfence._services import ReplayWorld, ReplicaHandler, make_path
+from icore.bench.planfence._spec import CENTRAL, NetSpec
+from icore.fence import replica_service
 from icore.memory import Store
 from icore.net import (
     OwnerClient,
@@ -55,7 +48,7 @@ def team_certs() -> Path:
     if _CERTS is None:
         d = Path(tempfile.mkdtemp(prefix="icore-planfence-certs-"))
         agents = [f"agent-{i}" for i in range(MAX_AGENTS)]
-        init_team_certs(d, [*agents, CENTRAL, *(replica_name(a) for a in agents)])
+        init_team_certs(d, [*agents, CENTRAL, *(replica_service(a) for a in agents)])
         _CERTS = d
     return _CERTS
 
@@ -80,30 +73,33 @@ class _WallClock(ManualClock):
         self.advance(t_ms - self.now_ms())
 
 
-class TcpEpisode(Episode):
-    """:class:`Episode` over real TCP + mutual TLS on 127.0.0.1, wall-clock time.
+class TcpTransport:
+    """:class:`~icore.bench.planfence._services.ReplayTransport` over real TCP + mutual
+    TLS on 127.0.0.1, wall-clock time.
+
+    Args:
+        schedule: the schedule the episode replays (checked here).
+        net: the network (a trace link shapes client traffic in real time).
 
     Raises:
         TransportUnavailable: the schedule injects App. C faults, or has more than
             :data:`MAX_AGENTS` agents.
     """
 
-    def __init__(self, schedule: Schedule, spec: PolicySpec, net: NetSpec, *,
-                 keep_decisions: bool = False) -> None:
+    def __init__(self, schedule: Schedule, net: NetSpec) -> None:
         if any(isinstance(st, ActStep) and st.fault is not Fault.NONE for st in schedule.steps):
             raise TransportUnavailable("fault injection (App. C) runs on the in-process "
                                        "transport only", transport="tcp")
         if len(schedule.agents) > MAX_AGENTS:
             raise TransportUnavailable(f"at most {MAX_AGENTS} agents over TCP",
                                        transport="tcp")
-        super().__init__(schedule, spec, net, keep_decisions=keep_decisions)
-        self.loop.close()
-        self.loop = asyncio.new_event_loop()
-        self.clock = _WallClock()
+        self.net = net
+        self.loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
+        self.clock: ManualClock = _WallClock()
         self.certs = team_certs()
         self.servers: dict[str, ServerThread] = {}
+        self._clients: list[OwnerClient] = []
         self._sync: list[SyncOwnerClient] = []
-        self._start_services()
 
     # -- services ----------------------------------------------------------------------
     def _serve(self, name: str, store: Store, handler: OwnerHandler) -> None:
@@ -111,19 +107,22 @@ class TcpEpisode(Episode):
         srv.server.handler = handler
         self.servers[name] = srv
 
-    def _start_services(self) -> None:
-        pol = self.spec.policy
-        if pol is Policy.CENTRALIZED_LINEAGE:
-            self._serve(CENTRAL, self.central, OwnerHandler(self.central, agent=CENTRAL))
-            for o in sorted(self.ownership.owners()):
-                # the central service answers for every owner (replies name that owner)
-                self._serve(o, self.central, OwnerHandler(self.central, agent=o))
+    def start(self, world: ReplayWorld) -> None:
+        """Start one TLS server per service of ``world``.
+
+        Centralized lineage: the central service, and one server per owner answering
+        from the central store (replies name that owner). Otherwise one per agent (its
+        owner handler) and, with replica views, one per replica view.
+        """
+        if world.strategy.central:
+            self._serve(CENTRAL, world.central, OwnerHandler(world.central, agent=CENTRAL))
+            for o in sorted(world.ownership.owners()):
+                self._serve(o, world.central, OwnerHandler(world.central, agent=o))
             return
-        for a, st in self.stores.items():
-            self.faulty[a] = FaultyHandler(st, agent=a)
-            self._serve(a, st, self.faulty[a])
-            if pol in (Policy.MAJORITY_REPLICA, Policy.ALL_REPLICA):
-                self._serve(replica_name(a), st, ReplicaHandler(st, agent=a))
+        for a, st in world.stores.items():
+            self._serve(a, st, world.owner_handler(a))
+            if world.strategy.replica_views:
+                self._serve(replica_service(a), st, ReplicaHandler(st, agent=a))
 
     def _addresses(self, agent: str) -> dict[str, tuple[str, int]]:
         return {n: srv.address for n, srv in self.servers.items() if n != agent}
@@ -134,33 +133,28 @@ class TcpEpisode(Episode):
                 "path": None if self.net.link == "loopback" else make_path(self.net)}
 
     # -- clients -------------------------------------------------------------------------
-    def client(self, agent: str) -> Any:
-        """The async TCP client of ``agent``."""
-        t = self._clients.get(agent)
-        if t is None:
-            t = OwnerClient(self._addresses(agent), **self._client_kw(agent))
-            self._clients[agent] = t
-            self.transports.append(t)
+    def client(self, agent: str) -> OwnerClient:
+        """A new async TCP client of ``agent``."""
+        t = OwnerClient(self._addresses(agent), **self._client_kw(agent))
+        self._clients.append(t)
         return t
 
-    def _background(self, agent: str) -> Any:
-        t = self._bg.get(agent)
-        if t is None:
-            t = SyncOwnerClient(self._addresses(agent), **self._client_kw(agent))
-            self._bg[agent] = t
-            self._sync.append(t)
-            self.transports.append(t)
-        return t
+    def background(self, agent: str) -> SyncOwnerClient:
+        """A new sync TCP client of ``agent`` (background replication)."""
+        return self.sync_client(agent)
 
-    def _sync_client(self, agent: str) -> Any:
+    def sync_client(self, agent: str) -> SyncOwnerClient:
+        """A new sync TCP client of ``agent``."""
         t = SyncOwnerClient(self._addresses(agent), **self._client_kw(agent))
         self._sync.append(t)
-        self.transports.append(t)
         return t
+
+    def sync_background_clock(self) -> None:
+        """Nothing to do: background replication runs on the wall clock."""
 
     def close(self) -> None:
         """Close every client and service, then the loop."""
-        for c in list(self._clients.values()):
+        for c in self._clients:
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(c.close())
         for sc in self._sync:
@@ -172,4 +166,4 @@ class TcpEpisode(Episode):
         self.loop.close()
 
 
-__all__ = ["MAX_AGENTS", "TcpEpisode", "team_certs"]
+__all__ = ["MAX_AGENTS", "TcpTransport", "team_certs"]

@@ -99,8 +99,9 @@ def cluster_bootstrap_diff(
     """Paired cluster bootstrap of a pooled per-action cost (A minus B).
 
     Args:
-        a / b: cluster (family) -> per-template ``(total cost, actions)`` pairs, in the
-            same template order for A and B (paired schedules).
+        a: cluster (family) -> per-template ``(total cost, actions)`` pairs of policy
+            A, in the same template order as ``b`` (paired schedules).
+        b: the same for policy B.
         draws: bootstrap draws.
         seed: generator seed (deterministic output).
         threshold: practical-tie threshold.

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from icore.bench._icore_repr import DEFECTS
+from icore.bench.icore._repr import DEFECTS
 
 LOOP_VIEWS = ("G", "Q")
 """Restricted views run besides the full-X ``audit`` condition."""
@@ -38,7 +38,7 @@ def loop_detection(
         named: items the loop named.
 
     Returns:
-        One tuple per kind of :data:`~icore.bench._icore_repr.DEFECTS`, then ``any``
+        One tuple per kind of :data:`~icore.bench.icore._repr.DEFECTS`, then ``any``
         (all kinds, with the false alarms: named items without any injected defect).
     """
     truth = set(injected)
@@ -64,10 +64,10 @@ def loop_table(
     Args:
         runs: the controlled evaluation's run rows (``passive`` and ``audit``).
         loop_runs: the restricted-view run rows (``audit_G``, ``audit_Q``).
-        loop_reps: :class:`~icore.bench._icore.ReprRow` dicts of every view.
+        loop_reps: :class:`~icore.bench.icore._evaluate.ReprRow` dicts of every view.
         draws: bootstrap resamples.
     """
-    from icore.bench._icore_stats import paired
+    from icore.bench.icore._stats import paired
 
     def by(cond: str) -> dict[tuple[str, int], dict[str, Any]]:
         return {(r["mode"], r["seed"]): r for r in [*runs, *loop_runs]

@@ -144,7 +144,7 @@ def populate(x: State, n: int) -> None:
 
 
 def lifecycle(oid: str, agent: str, k: int) -> list[Proposal]:
-    """assign -> start -> submit (with a CI certificate) for one obligation."""
+    """Assign, start, then submit (with a CI certificate) one obligation."""
     pr, ci = f"pr{k}", f"ci{k}"
     return [
         Proposal(

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from icore.adapters import load_otlp
-from icore.bench._loopback import free_port
+from icore.bench.micro._loopback import free_port
 
 _KINDS = ("AGENT", "LLM", "TOOL", "TOOL", "LLM", "RETRIEVER")
 
@@ -120,7 +120,7 @@ class _Receiver:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-c",
-             f"from icore.bench._otel_bench import serve_sink; serve_sink({self.port})"],
+             f"from icore.bench.micro._otel import serve_sink; serve_sink({self.port})"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 30
@@ -198,7 +198,8 @@ def run(*, spans: int = 100_000, export_runs: int = 1, families: Sequence[str] |
     Args:
         spans: spans in the synthetic trace (>= 2).
         export_runs: matched-study runs per arm (0 skips the export figure).
-        families / seeds: the matched grid (default the full 3 x 10 of App. A.5).
+        families: the matched grid's families (default all three of App. A.5).
+        seeds: the matched grid's seeds (default the ten of App. A.5).
         receiver: an OTLP/HTTP URL to export to (default: a local sink process).
         seed: seed of the synthetic trace.
         echo: prints one line per figure.

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from icore.bench._planfence_analysis import Agg  # noqa: E402
+from icore.bench.planfence._analysis import Agg  # noqa: E402
 
 Aggs = dict[tuple[str, str, str], Agg]
 

@@ -108,7 +108,7 @@ def _write_loop(store: Store, writer: int, keys: int, acks: int) -> WriterLog:
 
 
 def _process_main(argv: list[str]) -> None:
-    """Writer process: ``python -m icore.bench._contention PATH WRITER KEYS ACKS``; waits
+    """Writer process: ``python -m icore.bench.micro._contention PATH WRITER KEYS ACKS``; waits
     for a line on stdin (the start signal), prints its :class:`WriterLog` as JSON."""
     path, writer, keys, acks = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     store = SQLiteStore(path, OWNERSHIP, OWNER)
@@ -147,7 +147,7 @@ def _run_threads(make: Callable[[], Store], writers: int, keys: int, acks: int
 def _run_processes(path: Path, writers: int, keys: int, acks: int, timeout_s: float
                    ) -> list[WriterLog]:
     SQLiteStore(path, OWNERSHIP, OWNER).close()  # create the file and schema once
-    cmd = [sys.executable, "-m", "icore.bench._contention", str(path)]
+    cmd = [sys.executable, "-m", "icore.bench.micro._contention", str(path)]
     procs = [subprocess.Popen([*cmd, str(i), str(keys), str(acks)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True) for i in range(writers)]
     logs: list[WriterLog] = []

@@ -9,7 +9,7 @@ unavailable selector output falls back to PlanFence (:func:`safe_choice`).
 replay. Each example is one workload setting (team size N, keys |X|, episode length H,
 update rate rho, dependencies d) on one network (link + trace offset) and aggregates six
 workflows, two templates of each of the three families, replayed under the three
-policies on identical schedules (:mod:`icore.bench._planfence_replay`). A policy is
+policies on identical schedules (:mod:`icore.bench.planfence._replay`). A policy is
 *eligible* when it issues no invalid action and completes every scheduled action; the
 label is the *safe near-optimal* policy: among eligible policies within 10% of the lowest
 stall, the one with the least traffic.
@@ -47,8 +47,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from icore.bench._planfence_presets import CENTRAL, FENCE, SYNC1, Cell
-from icore.bench._planfence_replay import NetSpec
+from icore.bench.planfence._presets import CENTRAL, FENCE, SYNC1, Cell
+from icore.bench.planfence._spec import NetSpec
 from icore.workloads import FAMILIES, Template, WorkloadParams
 
 CHOICES = (CENTRAL.label, SYNC1.label, FENCE.label)
@@ -248,7 +248,8 @@ class Example:
     """An example with its outcomes (a dataset row)."""
 
     spec: ExampleSpec
-    x: list[float]
+    features: list[float]
+    """The feature vector (JSON key ``x``)."""
     outcomes: dict[str, PolicyOutcome]
     target: str | None
 
@@ -257,7 +258,7 @@ class Example:
         s = self.spec
         return {"id": s.id, "split": s.split, "params": s.params.to_dict(), "link": s.link,
                 "offset_ms": s.offset_ms, "templates": [t.id for t in s.templates],
-                "x": self.x, "outcomes": {p: asdict(o) for p, o in self.outcomes.items()},
+                "x": self.features, "outcomes": {p: asdict(o) for p, o in self.outcomes.items()},
                 "label": self.target}
 
 
@@ -294,7 +295,7 @@ def build_dataset(specs: Sequence[ExampleSpec], *, cache: Path | None = None,
     Raises:
         ReplayFailed: an episode could not finish.
     """
-    from icore.bench._planfence_run import run_cells
+    from icore.bench.planfence._run import run_cells
 
     digest = protocol_digest(specs)
     if cache is not None and cache.is_file():
@@ -376,9 +377,9 @@ class ResidualMLP:
     def __init__(self, *, hidden: int = 32, blocks: int = 2, steps: int = 600,
                  lr: float = 0.01, weight_decay: float = 1e-4, random_state: int = 0) -> None:
         self.hidden, self.blocks, self.steps = hidden, blocks, steps
-        self.lr, self.wd, self.seed = lr, weight_decay, random_state
+        self.learning_rate, self.weight_decay, self.seed = lr, weight_decay, random_state
         self.params: list[np.ndarray] = []
-        self.mu = self.sd = np.zeros(0)
+        self.mean = self.scale = np.zeros(0)
         self.classes_: np.ndarray = np.array([])
 
     def _forward(self, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -398,8 +399,8 @@ class ResidualMLP:
         rng = np.random.default_rng(self.seed)
         self.classes_ = np.unique(y)
         yi = np.searchsorted(self.classes_, y)
-        self.mu, self.sd = x.mean(0), x.std(0) + 1e-6
-        xs = (x - self.mu) / self.sd
+        self.mean, self.scale = x.mean(0), x.std(0) + 1e-6
+        xs = (x - self.mean) / self.scale
         d, h, k = x.shape[1], self.hidden, len(self.classes_)
         shapes = [(d, h), (h,)]
         for _ in range(self.blocks):
@@ -435,17 +436,17 @@ class ResidualMLP:
             grads[0] = xs.T @ g0
             grads[1] = g0.sum(0)
             for i, g in enumerate(grads):
-                g = g + self.wd * self.params[i]
+                g = g + self.weight_decay * self.params[i]
                 m[i] = 0.9 * m[i] + 0.1 * g
                 v[i] = 0.999 * v[i] + 0.001 * g * g
                 mh = m[i] / (1 - 0.9 ** t)
                 vh = v[i] / (1 - 0.999 ** t)
-                self.params[i] -= self.lr * mh / (np.sqrt(vh) + 1e-8)
+                self.params[i] -= self.learning_rate * mh / (np.sqrt(vh) + 1e-8)
         return self
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Class probabilities (rows of ``x``)."""
-        logits, _ = self._forward((x - self.mu) / self.sd)
+        logits, _ = self._forward((x - self.mean) / self.scale)
         z = logits - logits.max(1, keepdims=True)
         e = np.exp(z)
         return np.asarray(e / e.sum(1, keepdims=True))
@@ -484,7 +485,7 @@ def fit_selectors(train: Sequence[Example], *, seeds: Sequence[int] = (0, 1, 2)
     from sklearn.tree import DecisionTreeClassifier
 
     rows = [e for e in train if e.target is not None]
-    x = np.asarray([e.x for e in rows], dtype=float)
+    x = np.asarray([e.features for e in rows], dtype=float)
     y = np.asarray([e.target for e in rows])
     if len(set(y.tolist())) < 2:
         # one label (a tiny campaign): every learned selector predicts it
@@ -555,7 +556,7 @@ def evaluate(selector: Selector, examples: Sequence[Example], *, inference_ms: f
     traffic: list[float] = []
     regret: list[float] = []
     for e in examples:
-        choice, fell = safe_choice(selector, e.x)
+        choice, fell = safe_choice(selector, e.features)
         fb += fell
         o = e.outcomes[choice]
         invalid += o.invalid
@@ -610,7 +611,7 @@ def table10(examples: Sequence[Example], *, seeds: Sequence[int] = (0, 1, 2),
     sels = fit_selectors(by.get("train", []), seeds=seeds)
     idt = by.get("id_test", [])
     ood = [e for b in OOD_BLOCKS for e in by.get(b, [])]
-    qx = [e.x for e in (idt + ood)][:timing_queries] or [e.x for e in examples][:1]
+    qx = [e.features for e in (idt + ood)][:timing_queries] or [e.features for e in examples][:1]
     rows: dict[str, Any] = {}
     blocks_of: dict[str, dict[str, BlockMetrics]] = {}
     for s in sels:

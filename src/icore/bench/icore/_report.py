@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from icore._extras import require
-from icore.bench._icore_loop import loop_markdown
-from icore.bench._icore_stats import PAPER_ANCHORS, Paired
+from icore.bench.icore._loop import loop_markdown
+from icore.bench.icore._stats import PAPER_ANCHORS, Paired
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:

@@ -5,8 +5,8 @@ common random numbers for every attempt): ``mas_only`` (the host alone), ``passi
 (full-state observation: X built and measured, no intervention) and ``audit``
 (iCORE-Audit). Two representation ablations, both scored against the defects the
 simulated world injected (ground truth): detection-only on the passive runs' logs
-(:mod:`icore.bench._icore_repr`), and loop-level, where the whole audit loop runs with a
-G-only, Q-only or full-X view (:mod:`icore.bench._icore_loop`, :mod:`icore.audit._views`).
+(:mod:`icore.bench.icore._repr`), and loop-level, where the whole audit loop runs with a
+G-only, Q-only or full-X view (:mod:`icore.bench.icore._loop`, :mod:`icore.audit._views`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from icore.audit import AuditLoop, LoopConfig, RunResult, run_mas_only
 from icore.audit._views import check_view
 from icore.bench._checks import check_count
 from icore.bench._errors import BadOption, UnknownPreset
-from icore.bench._icore_loop import LOOP_VIEWS, loop_detection, loop_table
-from icore.bench._icore_repr import DEFECTS, REPRESENTATIONS, detect_all
+from icore.bench.icore._loop import LOOP_VIEWS, loop_detection, loop_table
+from icore.bench.icore._repr import DEFECTS, REPRESENTATIONS, detect_all
 from icore.state import State
 from icore.workloads._tasks import (
     TASK_MODES,
@@ -382,8 +382,8 @@ def evaluate(
             ``per_mode`` or ``jobs`` is not an integer >= 1 (checked before any instance
             runs).
     """
-    from icore.bench._icore_report import paired_json, write_all
-    from icore.bench._icore_stats import comparisons, costs, prop4_check, representation_table
+    from icore.bench.icore._report import paired_json, write_all
+    from icore.bench.icore._stats import comparisons, costs, prop4_check, representation_table
 
     p = get_preset(preset)
     n = per_mode if per_mode is not None else p.per_mode
@@ -417,7 +417,7 @@ def evaluate(
     target = out if out is not None else Path("results") / "icore" / p.name
     paths = write_all(target, summary, runs, reps)
     if loop_runs:
-        from icore.bench._icore_report import write_csv
+        from icore.bench.icore._report import write_csv
 
         paths["loop_runs"] = target / "loop_runs.csv"
         paths["loop_detection"] = target / "loop_detection.csv"

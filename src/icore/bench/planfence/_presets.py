@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from icore.bench._errors import UnknownPreset
-from icore.bench._planfence_replay import NetSpec, PolicySpec
+from icore.bench.planfence._spec import NetSpec, PolicySpec
 from icore.fence import Policy
 from icore.records import TraversalMode
 from icore.workloads import TEMPLATES, Fault, Template, WorkloadParams

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icore.bench._checks import check_count, check_positive_seconds
-from icore.bench._loopback import ByteRelay
-from icore.bench._net_bench import percentile
+from icore.bench.micro._loopback import ByteRelay
+from icore.bench.micro._net import percentile
 from icore.fence import Outcome, avalidate
 from icore.memory import AsyncOwnerAccess, MemoryStore, OwnershipMap
 from icore.net import (

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icore.bench._checks import check_positive_seconds
-from icore.bench._contention import ContentionFigure, contended_commits
+from icore.bench.micro._contention import ContentionFigure, contended_commits
 from icore.fence import PointCounter, validate
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap, SQLiteStore, Store
 from icore.records import Record, derive

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from icore.bench._planfence_analysis import (
+from icore.bench.planfence._analysis import (
     PAPER_TABLE1,
     Agg,
     Ordering,
@@ -27,13 +27,13 @@ from icore.bench._planfence_analysis import (
     paired_table,
     summary_rows,
 )
-from icore.bench._planfence_run import ROW_FIELDS, RunResult
+from icore.bench.planfence._run import ROW_FIELDS, CampaignResult
 
 PAIRS = (("planfence", "centralized_lineage"), ("planfence", "metadata_sync_k1"),
          ("planfence", "batched_all_key"), ("planfence", "per_key_all_key"))
 
 
-def write_outputs(result: RunResult, out: Path, *, preset: str, seed: int,
+def write_outputs(result: CampaignResult, out: Path, *, preset: str, seed: int,
                   command: str, transport: str = "inproc", plots: bool = True
                   ) -> dict[str, Any]:
     """Write every output file of a run into ``out`` and return the JSON document."""
@@ -65,7 +65,7 @@ def write_outputs(result: RunResult, out: Path, *, preset: str, seed: int,
     (out / "summary.json").write_text(json.dumps(doc, indent=1, default=str))
     figures: list[str] = []
     if plots:
-        from icore.bench._planfence_plots import plot_all
+        from icore.bench.planfence._plots import plot_all
 
         figures = plot_all(aggs, out)
     (out / "summary.md").write_text(render_markdown(aggs, ords, doc, figures))

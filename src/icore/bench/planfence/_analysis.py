@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore.bench._stats import (
+from icore.bench.planfence._stats import (
     PairedComparison,
     binomial_upper,
     cluster_bootstrap_diff,
@@ -150,7 +150,16 @@ def compare(aggs: dict[tuple[str, str, str], Agg], study: str, cell: str, a: str
     """Paired cluster-bootstrap comparison of policy ``a`` vs ``b`` in one cell.
 
     Args:
+        aggs: (study, cell, policy) -> aggregate (:func:`aggregate`).
+        study: the study.
+        cell: the cell.
+        a: policy A's label.
+        b: policy B's label.
         metric: ``"stall"`` (ms/action) or ``"traffic"`` (KiB/action).
+        seed: bootstrap seed.
+
+    Returns:
+        The comparison, or None when either policy has no aggregate in the cell.
     """
     x, y = aggs.get((study, cell, a)), aggs.get((study, cell, b))
     if x is None or y is None:
