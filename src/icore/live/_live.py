@@ -266,7 +266,7 @@ class _Run:
     def _note_record(self, agent: str, rec: Mapping[str, Any] | None) -> None:
         if rec and rec.get("id"):
             self.committed.setdefault(agent, set()).add(str(rec["id"]))
-            if self.policy == "centralized_lineage" and not self.team.nats:
+            if strategy(self.policy).central and not self.team.nats:
                 self.committed.setdefault(CENTRAL, set()).add(str(rec["id"]))
 
     async def _maybe_crash(self, stage: str) -> None:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from icore._files import not_a_regular_file
 from icore.errors import IcoreError
-from icore.fence import Policy
+from icore.fence import Policy, strategy
 from icore.live._workflow import FAMILY_SPECS, ROLES
 from icore.memory import OwnershipMap
 from icore.net import MemorySpec, TeamManifest
@@ -231,7 +231,7 @@ class RunManifest(_Model):
         """
         agents = [{"id": a.id, "role": a.role, "host": "127.0.0.1", "port": 0}
                   for a in self.agents]
-        if (policy or self.policy) == "centralized_lineage" and self.memory.backend != "nats":
+        if strategy(policy or self.policy).central and self.memory.backend != "nats":
             agents.append({"id": "central", "role": "central", "host": "127.0.0.1",
                            "port": 0})
         out = Path(out_dir)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from icore.errors import IcoreError
+from icore.fence import strategy
 from icore.live._manifest import RunManifest
 from icore.net import init_team_certs
 
@@ -105,7 +106,7 @@ class LiveTeam:
     # -- start ----------------------------------------------------------------------
     def _specs(self) -> list[tuple[str, str]]:
         specs: list[tuple[str, str]] = [(a.id, a.role) for a in self.manifest.agents]
-        if self.policy == "centralized_lineage" and not self.nats:
+        if strategy(self.policy).central and not self.nats:
             # on NATS the engine itself is the one shared service every commit goes through
             specs.append((CENTRAL, "central"))
         return specs
