@@ -409,13 +409,16 @@ def _call(
     except InterfaceError:  # a nested checked interface already named the culprit
         raise
     except Exception as exc:  # D's own failure, typed (like a validator's)
-        raise InterfaceError(
-            f"raised {type(exc).__name__}: {exc}",
-            interface=interface,
-            field=field if isinstance(field, str) else field(),
-            value=exc,
-            **ctx,
-        ) from exc
+        raise _raised(interface, field if isinstance(field, str) else field(), exc,
+                      **ctx) from exc
+
+
+def _raised(interface: str, field: str, exc: Exception, **ctx: Any) -> InterfaceError:
+    """The :class:`InterfaceError` for an interface call that raised ``exc``."""
+    return InterfaceError(
+        f"raised {type(exc).__name__}: {exc}", interface=interface, field=field, value=exc,
+        **ctx,
+    )
 
 
 def _real(out: Any, low: float, high: float | None) -> float | None:
@@ -463,7 +466,14 @@ def checked_value(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> float:
     def field() -> str:
         return f"value({agent.id}, {o.id})"
 
-    out = _call("value", field, ifaces.value, agent, o, agent=agent.id, obligation=o.id)
+    try:  # _call, inlined: this runs for every agent on every touched obligation
+        out = ifaces.value(agent, o)
+    except InterfaceError:
+        raise
+    except Exception as exc:
+        raise _raised("value", field(), exc, agent=agent.id, obligation=o.id) from exc
+    if type(out) is float and 0.0 <= out <= 1.0:  # the common case (finite by the bounds)
+        return out
     v = _real(out, 0.0, 1.0)
     if v is None:
         raise InterfaceError(
@@ -483,10 +493,19 @@ def checked_feasible(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> boo
     Raises:
         InterfaceError: it raised or returned a non-bool.
     """
+    try:  # _call, inlined: this runs for every agent on every touched obligation
+        out = ifaces.feasible(agent, o)
+    except InterfaceError:
+        raise
+    except Exception as exc:
+        raise _raised("feasible", f"feasible({agent.id}, {o.id})", exc, agent=agent.id,
+                      obligation=o.id) from exc
+    if out is True or out is False:
+        return out
+
     def field() -> str:
         return f"feasible({agent.id}, {o.id})"
 
-    out = _call("feasible", field, ifaces.feasible, agent, o, agent=agent.id, obligation=o.id)
     if not isinstance(out, bool):
         raise InterfaceError(
             f"returned {out!r:.80}; expected a bool",

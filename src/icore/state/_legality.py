@@ -54,6 +54,7 @@ from icore.state._model import (
 from icore.state._state import HeadView, State, lineage_of, make_event
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,7 @@ def _is_json(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     try:
-        json.dumps(value, allow_nan=False)
+        _STRICT_JSON.encode(value)
     except (TypeError, ValueError):
         return False
     return True

@@ -16,6 +16,7 @@ nothing after the write can fail on an interface.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -80,6 +81,8 @@ HeadView = Callable[[str], RecordId | None]
 """Key -> the owner's current head record id (None: no head / unavailable)."""
 
 _ZERO = 0
+_TOUCHING = (Committed, AssertionImported, Revoked)
+"""Bodies that change obligations (what :meth:`State._preview` mirrors)."""
 _STATUS = {str(s): s for s in Status}
 
 
@@ -761,6 +764,8 @@ class State:
     def _prepare(self, bodies: Sequence[Body]) -> dict[str, tuple[float, float]]:
         """Checked (weight, gain) of every obligation ``bodies`` touch, as it will be once
         they are applied. Pure: X is unchanged (raises InterfaceError)."""
+        if not any(type(b) in _TOUCHING for b in bodies):
+            return {}
         return {oid: self._interface_values(o) for oid, o in self._preview(bodies).items()}
 
     def _preview(self, bodies: Sequence[Body]) -> dict[str, Obligation]:
@@ -1063,7 +1068,14 @@ class State:
 
     def next_ids(self, prefix: str, count: int) -> list[str]:
         """The next ``count`` ids the state would assign for ``a``/``c``/``f``."""
-        base = {"a": len(self._assertions), "c": len(self._certs), "f": len(self._flags)}[prefix]
+        if prefix == "a":
+            base = len(self._assertions)
+        elif prefix == "c":
+            base = len(self._certs)
+        elif prefix == "f":
+            base = len(self._flags)
+        else:
+            raise KeyError(prefix)
         return [f"{prefix}{base + i + 1}" for i in range(count)]
 
     # ------------------------------------------------------------------ proposals
@@ -1530,11 +1542,13 @@ def _idkey(s: str) -> tuple[str, int]:
     return (head, int(tail) if tail else -1)
 
 
-def _check_json(value: Any, what: str) -> None:
-    import json
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)
+"""``json.dumps(value, allow_nan=False)`` without building an encoder per call."""
 
+
+def _check_json(value: Any, what: str) -> None:
     try:
-        json.dumps(value, allow_nan=False)
+        _STRICT_JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise StateInputError(f"{what} is not JSON: {exc}") from None
 
