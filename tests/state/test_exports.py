@@ -12,6 +12,7 @@ ALLOWED = {"icore.errors", "icore._clock", "icore._files", "icore.records", "ico
            "icore.state"}
 
 EXPECTED = {
+    "StateView",
     "ASSIGNER_ROLE",
     "BOUND_CONDITIONS",
     "BUILTIN_VALIDATORS",

@@ -44,7 +44,7 @@ from icore.state import (
     export_json,
     rebuild,
 )
-from icore.state._decl import (
+from icore.state._interfaces import (
     capability_feasible,
     capability_value,
     declared_weight,

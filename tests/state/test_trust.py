@@ -199,7 +199,7 @@ def test_progress_is_a_change_of_a_progress_field(flow) -> None:
     """The built-in ``progress``: re-asserting the value a slot already holds is not
     progress; a change of a declared progress field is."""
     from icore.state import Assertion, Transition
-    from icore.state._decl import status_change_progress
+    from icore.state._interfaces import status_change_progress
 
     op = OperationDecl("work", effects=(EffectTemplate(AssertionKind.STATUS),), productive=True)
     a = Assertion("a9", "o1", AssertionKind.STATUS, "", "active", "alice", "p9")

@@ -9,16 +9,13 @@ It is pure except :mod:`icore.state._log` (SQLite). Time comes from an injected 
 and ids from the state's own counters, so a replay reproduces X byte for byte.
 """
 
-from icore.state._decl import (
+from icore.state._components import (
     ASSIGNER_ROLE,
     BOUND_CONDITIONS,
-    BUILTIN_VALIDATORS,
     TASK_ROLE,
     AgentDecl,
-    DeclarationPackage,
     DiagnosisLike,
     EffectTemplate,
-    Interfaces,
     ObservableType,
     OperationDecl,
     Parameters,
@@ -26,8 +23,6 @@ from icore.state._decl import (
     Transition,
     ValidatorInput,
     ValidatorSpec,
-    declaration_from_dict,
-    load_declaration,
 )
 from icore.state._entries import (
     AssertionImported,
@@ -51,9 +46,12 @@ from icore.state._errors import (
     StateInputError,
     ValidatorError,
 )
+from icore.state._heads import HeadView, StoreHeadView, store_head_view
+from icore.state._interfaces import BUILTIN_VALIDATORS, Interfaces
 from icore.state._legality import Verdict, audit, transport_problem
+from icore.state._loader import declaration_from_dict, load_declaration
 from icore.state._log import MemoryLog, SQLiteLog, decode_entry, encode_entry, rebuild
-from icore.state._metrics import MatchedSet, Metrics, full_metrics
+from icore.state._metrics import MatchedSet, Metrics
 from icore.state._model import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
@@ -75,8 +73,10 @@ from icore.state._model import (
     RecordRef,
     Status,
 )
-from icore.state._normalize import equivalent, export_json, normalize
-from icore.state._state import HeadView, Log, State, StoreHeadView, store_head_view
+from icore.state._normalize import equivalent, export_json, full_metrics, normalize
+from icore.state._package import DeclarationPackage
+from icore.state._state import Log, State
+from icore.state._view import StateView
 
 __all__ = [
     "ASSIGNER_ROLE",
@@ -134,6 +134,7 @@ __all__ = [
     "State",
     "StateError",
     "StateInputError",
+    "StateView",
     "Status",
     "StoreHeadView",
     "Transition",

@@ -30,9 +30,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from icore.state._decl import OperationDecl, Transition, ValidatorInput, checked_progress
+from icore.state._components import EffectTemplate, OperationDecl, Transition, ValidatorInput
 from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, Rejected
 from icore.state._errors import StateInputError
+from icore.state._heads import HeadView, lineage_of
+from icore.state._interfaces import checked_progress
 from icore.state._model import (
     JSON,
     TRANSPORTED_TO,
@@ -51,7 +53,7 @@ from icore.state._model import (
     ReasonCode,
     Status,
 )
-from icore.state._state import HeadView, State, lineage_of, make_event
+from icore.state._view import StateView
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
 _STRICT_JSON = json.JSONEncoder(allow_nan=False)
@@ -116,7 +118,7 @@ def _is_json(value: object) -> bool:
 
 
 def check_event(
-    spec: EventSpec, eid: str, state: State, pending: set[str]
+    spec: EventSpec, eid: str, state: StateView, pending: set[str]
 ) -> tuple[ReasonCode, str] | None:
     """Check one event against O_D, M_D and G (plus ``pending`` ids of the same proposal)."""
     ot = state.decl.observables.get(spec.type)
@@ -138,7 +140,7 @@ def check_event(
 
 
 def check_effect_value(
-    e: Effect, state: State, new_obligations: set[str]
+    e: Effect, state: StateView, new_obligations: set[str]
 ) -> tuple[ReasonCode, str] | None:
     """Check an effect's value is well formed for its kind."""
     known = state.obligations
@@ -173,8 +175,6 @@ def check_effect_value(
 
 
 def _fits(e: Effect, t_kind: AssertionKind, t: object, p: Proposal, new: set[str]) -> bool:
-    from icore.state._decl import EffectTemplate
-
     assert isinstance(t, EffectTemplate)
     if e.kind != t_kind:
         return False
@@ -270,7 +270,7 @@ def _run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
     return r1, ""
 
 
-def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None) -> Verdict:
+def audit(proposal: Proposal, state: StateView, *, head_view: HeadView | None = None) -> Verdict:
     """Audit one proposal against X (icore Def. 6; design.md 4.3). Pure: X is unchanged.
 
     Args:
@@ -296,8 +296,8 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
     def bad(code: ReasonCode, detail: str, subject: str | None = None) -> None:
         reasons.append(Reason(code, detail, subject))
 
-    pid = proposal.id or f"p{len(state._proposals) + 1}"
-    if pid in state._proposals:
+    pid = proposal.id or f"p{state.proposal_count() + 1}"
+    if state.has_proposal(pid):
         raise StateInputError("proposal id was already used", proposal=pid)
     p = replace(proposal, id=pid)
 
@@ -649,7 +649,7 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
 
 
 def transport_problem(
-    state: State,
+    state: StateView,
     removed: str,
     to: object,
     created: dict[str, JSON],
@@ -687,7 +687,7 @@ def transport_problem(
     return None
 
 
-def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str, ...]:
+def _resolved_flags(state: StateView, assertions: Sequence[Assertion]) -> tuple[str, ...]:
     """Open revocation flags all of whose assertions the commit supersedes."""
     superseded: set[str] = set()
     for a in assertions:
@@ -698,7 +698,7 @@ def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str,
                 superseded.add(old)
     out: set[str] = set()
     for aid in superseded:
-        for fid in state._flags_by_assertion.get(aid, ()):
+        for fid in state.flags_on(aid):
             if state.flag_resolution(fid) is not None or fid in out:
                 continue
             flag = state.flags[fid]
@@ -707,3 +707,17 @@ def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str,
             if all(x in superseded or not state.is_active(x) for x in flag.assertions):
                 out.add(fid)
     return tuple(sorted(out))
+
+
+def make_event(spec: EventSpec, eid: str, state: StateView) -> Event:
+    """Build the G event for ``spec`` (kind from O_D, time from the state's clock)."""
+    ot = state.decl.observables[spec.type]
+    return Event(
+        id=eid,
+        type=spec.type,
+        kind=ot.kind,
+        agent=spec.agent,
+        fields=dict(spec.fields),
+        causes=tuple(spec.causes),
+        t_ms=float(state.clock.now_ms()),
+    )

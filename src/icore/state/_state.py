@@ -21,23 +21,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from icore._clock import Clock, ManualClock
-from icore.memory import Store
 from icore.records import RecordId
-from icore.state._decl import (
-    DeclarationPackage,
-    DiagnosisLike,
-    Transition,
-    checked_assignment_authority,
-    checked_feasible,
-    checked_local_view,
-    checked_responsible,
-    checked_terminal,
-    checked_value,
-    checked_weight,
-)
+from icore.state._components import DiagnosisLike, Transition
 from icore.state._entries import (
     KIND_OF,
     AssertionImported,
@@ -54,7 +42,25 @@ from icore.state._entries import (
     Revoked,
 )
 from icore.state._errors import StateError, StateInputError
-from icore.state._metrics import MatchedSet, Metrics, ObligationEval, fixed, make_metrics
+from icore.state._heads import HeadView
+from icore.state._interfaces import (
+    checked_assignment_authority,
+    checked_feasible,
+    checked_local_view,
+    checked_responsible,
+    checked_terminal,
+    checked_value,
+    checked_weight,
+)
+from icore.state._legality import Verdict, audit, check_effect_value, check_event, make_event
+from icore.state._metrics import (
+    MatchedSet,
+    Metrics,
+    MetricSums,
+    ObligationEval,
+    fixed,
+    make_metrics,
+)
 from icore.state._model import (
     CLOSED_STATUSES,
     JSON,
@@ -69,86 +75,16 @@ from icore.state._model import (
     HardFlag,
     Justification,
     Obligation,
+    Proposal,
     RecordRef,
     Status,
 )
-
-if TYPE_CHECKING:
-    from icore.state._legality import Verdict
-    from icore.state._model import Proposal
-
-HeadView = Callable[[str], RecordId | None]
-"""Key -> the owner's current head record id (None: no head / unavailable)."""
+from icore.state._package import DeclarationPackage
 
 _ZERO = 0
 _TOUCHING = (Committed, AssertionImported, Revoked)
 """Bodies that change obligations (what :meth:`State._preview` mirrors)."""
 _STATUS = {str(s): s for s in Status}
-
-
-class StoreHeadView:
-    """A :data:`HeadView` over a PlanFence store that also knows derivation lineage.
-
-    ``view(key)`` is the owner's current head of ``key``; :meth:`ancestors` walks exact
-    parents from a cited record (docs/state.md "Revocation follows derivation"), so a
-    certificate over a record also depends on every record it was derived from.
-
-    Args:
-        store: the PlanFence store (``head``, ``get``).
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def __call__(self, key: str) -> RecordId | None:
-        h = self.store.head(key)
-        return None if h is None else h.record_id
-
-    def ancestors(self, ref: RecordRef) -> tuple[RecordRef, ...]:
-        """Derivation ancestors of ``ref`` along exact parents (sorted, unique).
-
-        A parent of the same key as its child is the version the child supersedes, not
-        an input it was derived from: it is not an ancestor and the walk does not go
-        through it. A parent missing from the store is returned as its own ancestor
-        with key ``""`` (never current: fail closed).
-        """
-        out: dict[RecordId, RecordRef] = {}
-        stack: list[tuple[str, RecordId]] = [(ref.key, ref.record_id)]
-        while stack:
-            key, rid = stack.pop()
-            rec = self.store.get(rid)
-            if rec is None:
-                continue
-            for pid in rec.parents:
-                if pid in out:
-                    continue
-                prec = self.store.get(pid)
-                if prec is None:
-                    out[pid] = RecordRef("", pid)
-                    continue
-                if prec.key == key:
-                    continue
-                out[pid] = RecordRef(prec.key, pid)
-                stack.append((prec.key, pid))
-        return tuple(sorted(out.values(), key=lambda r: (r.key, r.record_id)))
-
-
-def store_head_view(store: Store) -> StoreHeadView:
-    """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``),
-    with derivation lineage (:class:`StoreHeadView`)."""
-    return StoreHeadView(store)
-
-
-def lineage_of(head_view: HeadView | None, records: Iterable[RecordRef]) -> tuple[RecordRef, ...]:
-    """Derivation ancestors of ``records`` when ``head_view`` knows lineage, else ()."""
-    anc = getattr(head_view, "ancestors", None)
-    if anc is None:
-        return ()
-    out: dict[tuple[str, str], RecordRef] = {}
-    for r in records:
-        for a in anc(r):
-            out.setdefault((a.key, a.record_id), a)
-    return tuple(out.values())
 
 
 _MISSING: Any = object()
@@ -234,11 +170,7 @@ class State:
         self._notes = 0
         # metrics (exact sums, so incremental == full recompute)
         self._eval: dict[str, ObligationEval] = {}
-        self._w = _ZERO
-        self._sound_w = _ZERO
-        self._stable_w = _ZERO
-        self._gain_w = _ZERO
-        self._n_eval = 0
+        self._sums = MetricSums()
         self._status_counts: dict[Status, int] = {}
         self._defer: set[str] | None = None
         # indexes for the audit loop (O(1) per entry)
@@ -272,6 +204,18 @@ class State:
     def proposal(self, proposal_id: str) -> Proposal | None:
         """The recorded proposal ``proposal_id`` (committed or rejected), if any."""
         return self._proposal_bodies.get(proposal_id)
+
+    def proposal_count(self) -> int:
+        """Number of proposals recorded (committed or rejected)."""
+        return len(self._proposals)
+
+    def has_proposal(self, proposal_id: str) -> bool:
+        """True if a proposal with this id was recorded."""
+        return proposal_id in self._proposals
+
+    def flags_on(self, assertion_id: str) -> Iterable[str]:
+        """Ids of the hard flags naming ``assertion_id`` (unordered)."""
+        return self._flags_by_assertion.get(assertion_id, ())
 
     def history(self, obligations: Iterable[str], limit: int) -> tuple[str, ...]:
         """Ids of the ``limit`` most recent proposals naming any of ``obligations``, oldest
@@ -635,25 +579,12 @@ class State:
             old = self._eval.get(oid)
             if self._undo is not None:
                 self._undo.append(("put", self._eval, oid, _MISSING if old is None else old))
-            if old is not None and old.in_w:
-                self._w -= old.weight
-                self._n_eval -= 1
-                if old.sound:
-                    self._sound_w -= old.weight
-                if old.stable:
-                    self._stable_w -= old.weight
-                self._gain_w -= old.weighted_gain
+            if old is not None:
+                self._sums.remove(old)
             if o is None:
                 continue
             self._eval[oid] = new
-            if new.in_w:
-                self._w += new.weight
-                self._n_eval += 1
-                if new.sound:
-                    self._sound_w += new.weight
-                if new.stable:
-                    self._stable_w += new.weight
-                self._gain_w += new.weighted_gain
+            self._sums.add(new)
 
     def metrics(self, over: MatchedSet | None = None) -> Metrics:
         """snd, astab, cq, aggregate gain and the Prop. 4 bound (design.md 4.3).
@@ -672,9 +603,7 @@ class State:
         """
         p = self.decl.parameters
         if over is None:
-            return make_metrics(
-                self._w, self._sound_w, self._stable_w, self._gain_w, self._n_eval, p
-            )
+            return self._sums.metrics(p)
         w = s = st = g = _ZERO
         cached = self._defer is None  # outside a replay, _eval is exact and current
         for oid, wf in zip(over.obligations, over.weights, strict=True):
@@ -700,20 +629,10 @@ class State:
         Raises:
             InterfaceError: an interface misbehaved (see :meth:`evaluate`).
         """
-        w = s = st = g = _ZERO
-        n = 0
+        sums = MetricSums()
         for o in self._obligations.values():
-            ev = self.evaluate(o)
-            if not ev.in_w:
-                continue
-            n += 1
-            w += ev.weight
-            if ev.sound:
-                s += ev.weight
-            if ev.stable:
-                st += ev.weight
-            g += ev.weighted_gain
-        return make_metrics(w, s, st, g, n, self.decl.parameters)
+            sums.add(self.evaluate(o))
+        return sums.metrics(self.decl.parameters)
 
     def evaluated(self) -> list[str]:
         """W(X): required roots and every obligation not settled/superseded."""
@@ -967,8 +886,8 @@ class State:
         if self._undo is not None:
             raise StateError("a trial is already open on this state")
         saved = (
-            self._seq, len(self._entries), self._w, self._sound_w, self._stable_w,
-            self._gain_w, self._n_eval, self._notes, dict(self._status_counts), self.log,
+            self._seq, len(self._entries), self._sums.save(), self._notes,
+            dict(self._status_counts), self.log,
         )
         self._undo, self._snap, self.log = [], set(), None
         try:
@@ -993,8 +912,8 @@ class State:
                     rec[1].pop()
                 else:  # "obl"
                     self._obligations[rec[1]] = rec[2]
-            (self._seq, n, self._w, self._sound_w, self._stable_w, self._gain_w,
-             self._n_eval, self._notes, counts, self.log) = saved
+            (self._seq, n, sums, self._notes, counts, self.log) = saved
+            self._sums.restore(sums)
             del self._entries[n:]
             self._status_counts = counts
 
@@ -1093,8 +1012,6 @@ class State:
                 nothing is written and X is unchanged.
             LogError: the log refused the entries; nothing is written, X is unchanged.
         """
-        from icore.state._legality import audit
-
         verdict = audit(proposal, self, head_view=head_view)
         self.apply_verdict(verdict)
         return verdict
@@ -1158,8 +1075,6 @@ class State:
                 obligation); nothing is written and X is unchanged.
             LogError: the log refused the entries; nothing is written, X is unchanged.
         """
-        from icore.state._legality import audit
-
         for fid in resolve:
             if fid not in self._flags:
                 raise StateInputError("unknown flag", flag=fid)
@@ -1186,8 +1101,6 @@ class State:
 
     def transition(self, body: Committed) -> Transition:
         """The :class:`Transition` of a commit (for ``progress``)."""
-        from icore.state._model import Proposal
-
         return Transition(
             self.decl.operations[body.operation],
             Proposal(proposer=body.proposer, operation=body.operation, id=body.proposal),
@@ -1373,8 +1286,6 @@ class State:
             StateInputError: undeclared type, unknown agent, missing declared field, a
                 cause not in G, a reused id or non-JSON fields.
         """
-        from icore.state._legality import check_event
-
         eid = spec.id or self._fresh("e", len(self._events) + 1, self._events.__contains__)
         problem = check_event(spec, eid, self, set())
         if problem is not None:
@@ -1448,8 +1359,6 @@ class State:
             InterfaceError: ``weight``/``value``/``feasible`` misbehaved on the obligation
                 as the assertion would leave it; nothing is written and X is unchanged.
         """
-        from icore.state._legality import check_effect_value
-
         if operation is not None and operation not in self.decl.operations:
             raise StateInputError("unknown operation", operation=operation)
         if proposer is not None and proposer not in self.decl.agents:
@@ -1551,17 +1460,3 @@ def _check_json(value: Any, what: str) -> None:
         _STRICT_JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise StateInputError(f"{what} is not JSON: {exc}") from None
-
-
-def make_event(spec: EventSpec, eid: str, state: State) -> Event:
-    """Build the G event for ``spec`` (kind from O_D, time from the state's clock)."""
-    ot = state.decl.observables[spec.type]
-    return Event(
-        id=eid,
-        type=spec.type,
-        kind=ot.kind,
-        agent=spec.agent,
-        fields=dict(spec.fields),
-        causes=tuple(spec.causes),
-        t_ms=float(state.clock.now_ms()),
-    )
