@@ -8,9 +8,10 @@ metrics (design.md 4.4 "recompute incrementally").
 
 Fail closed: the interfaces of I_D are D's code and may misbehave. Everything a change
 needs from them (the weight, value and feasibility of each obligation it touches) is
-computed and checked *before* the log write, on previews of those obligations
-(:meth:`State._preview`), and the apply step only uses those checked values. So a bad
-interface raises :class:`~icore.state.InterfaceError` with X and its log unchanged, and
+computed and checked *before* the log write, on the obligations as the change will
+leave them (:func:`~icore.state._transition.obligation_steps`, the one transition
+function, whose result the apply step then installs), and the apply step only uses
+those checked values. So a bad interface raises :class:`~icore.state.InterfaceError` with X and its log unchanged, and
 nothing after the write can fail on an interface.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -80,16 +80,17 @@ from icore.state._model import (
     Status,
 )
 from icore.state._package import DeclarationPackage
+from icore.state._transition import (
+    TOUCHING,
+    ObligationStep,
+    final_obligations,
+    obligation_steps,
+)
 
 _ZERO = 0
-_TOUCHING = (Committed, AssertionImported, Revoked)
-"""Bodies that change obligations (what :meth:`State._preview` mirrors)."""
-_STATUS = {str(s): s for s in Status}
 
 
 _MISSING: Any = object()
-_SLOTS: dict[tuple[str, str], tuple[str, str]] = {}
-"""Interned (kind, key) slot tuples: one object per distinct slot, not one per obligation."""
 _EMPTY: list[str] = []
 
 
@@ -184,7 +185,6 @@ class State:
         self._sound_memo: dict[str, bool] = {}
         # undo journal of a trial (None outside :meth:`trial`)
         self._undo: list[tuple[Any, ...]] | None = None
-        self._snap: set[str] = set()
 
     # ------------------------------------------------------------------ views
     @property
@@ -659,10 +659,12 @@ class State:
     def _record(self, bodies: Sequence[Body]) -> list[LogEntry]:
         """Check, append ``bodies`` to the log in one transaction, then apply them.
 
-        Everything that can fail is done before the write: the interface values of every
-        obligation the change touches are computed and checked on previews
-        (:meth:`_prepare`), the log encodes every entry before its transaction. Applying
-        then uses only those checked values, so X and the log cannot disagree.
+        Everything that can fail is done before the write: what the change does to each
+        obligation it touches is computed once (:func:`obligation_steps`, pure), the
+        interface values of those obligations as the change leaves them are computed
+        and checked, and the log encodes every entry before its transaction. Applying
+        then installs exactly those obligations and uses only those checked values, so
+        X and the log cannot disagree.
 
         Raises:
             InterfaceError: an interface misbehaved on a touched obligation (nothing
@@ -673,93 +675,48 @@ class State:
         entries = [
             LogEntry(self._seq + i + 1, t, KIND_OF[type(b)], b) for i, b in enumerate(bodies)
         ]
-        pre = self._prepare(bodies)
+        steps = obligation_steps(self, bodies)
+        pre = self._prepare(steps)
         if self.log is not None:
             self.log.append(entries)
-        for e in entries:
-            self._apply(e, pre)
+        for e, step in zip(entries, steps, strict=True):
+            self._apply(e, pre, step)
         return entries
 
-    def _prepare(self, bodies: Sequence[Body]) -> dict[str, tuple[float, float]]:
-        """Checked (weight, gain) of every obligation ``bodies`` touch, as it will be once
-        they are applied. Pure: X is unchanged (raises InterfaceError)."""
-        if not any(type(b) in _TOUCHING for b in bodies):
-            return {}
-        return {oid: self._interface_values(o) for oid, o in self._preview(bodies).items()}
+    def _prepare(
+        self, steps: Sequence[ObligationStep | None]
+    ) -> dict[str, tuple[float, float]]:
+        """Checked (weight, gain) of every obligation ``steps`` touch, as the change
+        leaves them. Pure: X is unchanged (raises InterfaceError)."""
+        return {oid: self._interface_values(o) for oid, o in final_obligations(steps).items()}
 
-    def _preview(self, bodies: Sequence[Body]) -> dict[str, Obligation]:
-        """Copies of the obligations ``bodies`` touch, as :meth:`_apply` will leave them.
-
-        Mirrors the obligation-level part of :meth:`_apply` (node creation, slot writes,
-        ``repair_pending`` set by revocations and cleared by supersession) on copies, so
-        interfaces see exactly the obligation they will be evaluated on after the write.
-        """
-        obs: dict[str, Obligation] = {}
-        dep: dict[str, set[str]] = {}  # copies of _revoked_dep for the touched obligations
-        revoked: set[str] = set()  # certificates revoked by earlier bodies of this change
-        added: dict[str, Assertion] = {}
-
-        def get(oid: str) -> Obligation:
-            o = obs.get(oid)
-            if o is None:
-                live = self._obligations[oid]
-                o = obs[oid] = replace(live, active=dict(live.active))
-                dep[oid] = set(self._revoked_dep.get(oid, ()))
-            return o
-
-        def assertion(a: Assertion, j: Justification | None) -> None:
-            added[a.id] = a
-            if a.kind == AssertionKind.NODE:
-                obs[a.obligation] = _new_obligation(a)
-                dep[a.obligation] = set()
-            o = get(a.obligation)
-            d = dep[o.id]
-            old = o.active.get((str(a.kind), a.key))
-            if old is not None and d:
-                d.discard(old)
-                if not d:
-                    o.repair_pending = False
-            _set_slot(o, a)
-            if j is not None:
-                for cid in j.certificates:
-                    if cid in self._revoked or cid in revoked:
-                        d.add(a.id)
-                        o.repair_pending = True
-
-        for body in bodies:
-            if isinstance(body, Committed):
-                for a in body.assertions:
-                    assertion(a, body.justification)
-            elif isinstance(body, AssertionImported):
-                assertion(body.assertion, body.justification)
-            elif isinstance(body, Revoked):
-                revoked.update(body.certificates)
-                for aid in body.assertions:
-                    a = added.get(aid) or self._assertions[aid]
-                    get(a.obligation).repair_pending = True
-                    dep[a.obligation].add(aid)
-        return obs
-
+    # The rest of X's indexes, per body; Q's obligations come from the ObligationStep.
     def _apply(
-        self, entry: LogEntry, pre: Mapping[str, tuple[float, float]] | None = None
+        self,
+        entry: LogEntry,
+        pre: Mapping[str, tuple[float, float]] | None = None,
+        step: ObligationStep | None = None,
     ) -> None:
         """Apply one entry (live or replay) and refresh the touched obligations.
 
-        ``pre``: checked interface values from :meth:`_prepare` (live changes); without
-        it (replay) the interfaces are called here.
+        ``pre``, ``step``: checked interface values and the entry's obligation step from
+        :meth:`_record` (live changes); without them (replay) the step is computed and
+        the interfaces are called here.
         """
         if entry.seq != self._seq + 1:
             raise StateError("log entry out of sequence", expected=self._seq + 1, got=entry.seq)
         body = entry.body
-        touched: set[str] = set()
         put = self._put
+        if step is None and isinstance(body, TOUCHING):
+            step = obligation_steps(self, [body])[0]
         if isinstance(body, Committed):
+            assert step is not None
             for ev in body.events:
                 put(self._events, ev.id, ev)
             for c in body.certificates:
                 self._add_cert(c)
             for a in body.assertions:
-                self._add_assertion(a, body.justification, touched)
+                self._index_assertion(a, body.justification, step)
             for fid in body.resolved_flags:
                 resolved = FlagResolved(fid, body.proposer, f"commit {body.proposal}")
                 put(self._resolved, fid, resolved)
@@ -787,15 +744,12 @@ class State:
             for cid in body.certificates:
                 put(self._revoked, cid, entry.seq)
             for aid in body.assertions:
-                a = self._assertions[aid]
                 self._sadd(self._tainted, aid)
-                self._dadd(self._revoked_dep, a.obligation, aid)
-                self._set_repair(a.obligation, True)
-                touched.add(a.obligation)
         elif isinstance(body, EventAdded):
             put(self._events, body.event.id, body.event)
         elif isinstance(body, AssertionImported):
-            self._add_assertion(body.assertion, body.justification, touched)
+            assert step is not None
+            self._index_assertion(body.assertion, body.justification, step)
         elif isinstance(body, CertificateImported):
             self._add_cert(body.certificate)
         elif isinstance(body, Note):
@@ -805,7 +759,9 @@ class State:
         self._seq = entry.seq
         if self.keep_entries or self._undo is not None:
             self._entries.append(entry)
-        if touched:
+        if step is not None and step.obligations:
+            touched = set(step.obligations)
+            self._install(step)
             if self._defer is not None:
                 self._defer.update(touched)
             else:
@@ -863,13 +819,6 @@ class State:
             self._undo.append(("pop", lst))
         lst.append(x)
 
-    def _mut(self, o: Obligation) -> Obligation:
-        """``o``, about to be changed in place: a trial snapshots it once first."""
-        if self._undo is not None and o.id not in self._snap:
-            self._snap.add(o.id)
-            self._undo.append(("obl", o.id, replace(o, active=dict(o.active))))
-        return o
-
     @contextmanager
     def trial(self) -> Iterator[State]:
         """Apply changes tentatively, then undo them all (copy-on-write candidate X_f).
@@ -889,12 +838,11 @@ class State:
             self._seq, len(self._entries), self._sums.save(), self._notes,
             dict(self._status_counts), self.log,
         )
-        self._undo, self._snap, self.log = [], set(), None
+        self._undo, self.log = [], None
         try:
             yield self
         finally:
             undo, self._undo = self._undo, None
-            self._snap = set()
             self._sound_memo.clear()
             for rec in reversed(undo):
                 op = rec[0]
@@ -908,10 +856,8 @@ class State:
                     rec[1].discard(rec[2])
                 elif op == "sdel":
                     rec[1].add(rec[2])
-                elif op == "pop":
+                else:  # "pop"
                     rec[1].pop()
-                else:  # "obl"
-                    self._obligations[rec[1]] = rec[2]
             (self._seq, n, sums, self._notes, counts, self.log) = saved
             self._sums.restore(sums)
             del self._entries[n:]
@@ -922,28 +868,36 @@ class State:
         for r in (*c.records, *c.lineage):
             self._dadd(self._certs_by_key, r.key, c.id)
 
-    def _count(self, o: Obligation, delta: int) -> None:
-        s = o.effective_status
-        self._status_counts[s] = self._status_counts.get(s, 0) + delta
+    def _install(self, step: ObligationStep) -> None:
+        """Install the obligations of ``step`` (new objects) and their revoked-evidence
+        dependents, keeping the per-status counts."""
+        counts = self._status_counts
+        for oid, new in step.obligations.items():
+            old = self._obligations.get(oid)
+            after = new.effective_status
+            if old is None:
+                counts[after] = counts.get(after, 0) + 1
+            else:
+                before = old.effective_status
+                if before != after:
+                    counts[before] -= 1
+                    counts[after] = counts.get(after, 0) + 1
+            self._put(self._obligations, oid, new)
+            dep = step.dependents[oid]
+            if dep:
+                self._put(self._revoked_dep, oid, dep)
+            elif oid in self._revoked_dep:
+                self._del(self._revoked_dep, oid)
 
-    def _set_repair(self, oid: str, value: bool) -> None:
-        o = self._obligations[oid]
-        if o.repair_pending != value:
-            self._count(o, -1)
-            self._mut(o).repair_pending = value
-            self._count(o, +1)
-
-    def _add_assertion(self, a: Assertion, j: Justification | None, touched: set[str]) -> None:
+    def _index_assertion(
+        self, a: Assertion, j: Justification | None, step: ObligationStep
+    ) -> None:
+        """Index a new assertion (Q's assertions, Π, supersession, citations)."""
         if a.kind == AssertionKind.NODE:
-            o = _new_obligation(a)
-            self._put(self._obligations, o.id, o)
-            self._count(o, +1)
-            if o.parent is not None:
-                self._append(self._children, o.parent, o.id)
-        o = self._mut(self._obligations[a.obligation])
-        slot = (str(a.kind), a.key)
-        old = o.active.get(slot)
-        before = o.effective_status
+            parent = step.obligations[a.obligation].parent
+            if parent is not None:
+                self._append(self._children, parent, a.obligation)
+        old = step.supersedes.get(a.id)
         if old is not None:
             self._put(self._superseded, old, a.id)
             self._sound_memo.pop(old, None)  # rarely asked again: keep the memo small
@@ -955,29 +909,30 @@ class State:
                         self._sdiscard(s, old)
                         if not s:
                             self._del(self._active_by_cert, cid)
-            dep = self._revoked_dep.get(o.id)
-            if dep is not None:
-                self._sdiscard(dep, old)
-                if not dep:
-                    self._del(self._revoked_dep, o.id)
-                    o.repair_pending = False
-        _set_slot(o, a)
-        after = o.effective_status
-        if after != before:
-            c = self._status_counts
-            c[before] -= 1
-            c[after] = c.get(after, 0) + 1
         self._put(self._assertions, a.id, a)
         if j is not None:
             self._put(self._pi, a.id, j)
             for cid in j.certificates:
                 self._dadd(self._active_by_cert, cid, a.id)
-                if cid in self._revoked:  # imported citing revoked evidence
-                    self._dadd(self._revoked_dep, o.id, a.id)
-                    self._set_repair(o.id, True)
             for cited in j.cites:
                 self._dadd(self._cited_by, cited, a.id)
-        touched.add(o.id)
+
+    # ------------------------------------------------------------------ ObligationSource
+    def obligation_now(self, obligation_id: str) -> Obligation:
+        """The obligation as X holds it (KeyError if unknown)."""
+        return self._obligations[obligation_id]
+
+    def revoked_dependents(self, obligation_id: str) -> Iterable[str]:
+        """Active assertions of the obligation whose justification cites revoked evidence."""
+        return self._revoked_dep.get(obligation_id, ())
+
+    def is_revoked(self, certificate_id: str) -> bool:
+        """The certificate was revoked."""
+        return certificate_id in self._revoked
+
+    def assertion_now(self, assertion_id: str) -> Assertion:
+        """An assertion of Q (KeyError if unknown)."""
+        return self._assertions[assertion_id]
 
     # ------------------------------------------------------------------ id helpers
     def _fresh(self, prefix: str, n: int, taken: Callable[[str], bool]) -> str:
@@ -1418,31 +1373,6 @@ class State:
             f"obligations={len(self._obligations)}, assertions={len(self._assertions)}, "
             f"seq={self._seq})"
         )
-
-
-def _new_obligation(a: Assertion) -> Obligation:
-    """The obligation a ``node`` assertion creates."""
-    v = a.value
-    return Obligation(
-        id=a.obligation,
-        kind=str(v["kind"]),
-        weight=float(v.get("weight", 1.0)),
-        parent=v.get("parent"),
-        deps=tuple(v.get("deps", ())),
-        required_root=bool(v.get("required_root", False)),
-    )
-
-
-def _set_slot(o: Obligation, a: Assertion) -> None:
-    """Make ``a`` the active assertion of its slot in ``o`` and update the read fields."""
-    slot = (str(a.kind), a.key)
-    o.active[_SLOTS.setdefault(slot, slot)] = a.id
-    if a.kind == AssertionKind.STATUS:
-        o.status = _STATUS[a.value]
-    elif a.kind == AssertionKind.ASSIGNEE:
-        o.assignee = a.value
-    elif a.kind == AssertionKind.RESULT:
-        o.result = a.value
 
 
 def _idkey(s: str) -> tuple[str, int]:
