@@ -9,7 +9,6 @@ Interfaces that read X type against :class:`~icore.state.StateView`. No I/O.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from icore.state._components import (
     ValidatorInput,
 )
 from icore.state._errors import InterfaceError
+from icore.state._json import json_problem
 from icore.state._model import JSON, Obligation, Status
 from icore.state._normalize import normalize
 from icore.state._view import StateView
@@ -337,15 +337,6 @@ def checked_progress(ifaces: Interfaces, transition: Transition) -> bool:
     return out
 
 
-def _json_problem(out: Any) -> str | None:
-    """Why ``out`` is not plain JSON (None when it is)."""
-    try:
-        json.dumps(out, allow_nan=False)
-    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
 def checked_terminal(ifaces: Interfaces, state: StateView) -> bool:
     """``terminal(X)``: a bool (icore Alg. 1 stops on it; design.md 4.1, 4.4).
 
@@ -369,7 +360,7 @@ def checked_local_view(ifaces: Interfaces, agent: str, state: StateView) -> JSON
     """
     field = f"local_view({agent}, X)"
     out = _call("local_view", field, ifaces.local_view, agent, state, agent=agent)
-    problem = _json_problem(out)
+    problem = json_problem(out)
     if problem is not None:
         raise InterfaceError(
             f"returned {out!r:.80}; expected JSON ({problem})",

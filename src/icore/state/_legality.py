@@ -25,7 +25,6 @@ flag (``validator_inconsistency`` and/or ``unsupported_assertion``) is recorded.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +34,7 @@ from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, 
 from icore.state._errors import StateInputError
 from icore.state._heads import HeadView, lineage_of
 from icore.state._interfaces import checked_progress
+from icore.state._json import is_json
 from icore.state._model import (
     JSON,
     TRANSPORTED_TO,
@@ -56,7 +56,6 @@ from icore.state._model import (
 from icore.state._view import StateView
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
-_STRICT_JSON = json.JSONEncoder(allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,18 +104,6 @@ class Verdict:
         return tuple(sorted({e.obligation for e in self.proposal.effects}))
 
 
-def _is_json(value: object) -> bool:
-    if value is None or isinstance(value, bool | int | str):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    try:
-        _STRICT_JSON.encode(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def check_event(
     spec: EventSpec, eid: str, state: StateView, pending: set[str]
 ) -> tuple[ReasonCode, str] | None:
@@ -134,7 +121,7 @@ def check_event(
     for c in spec.causes:
         if c not in state.events and c not in pending:
             return (ReasonCode.INVALID_EVENT, f"event {eid!r} has unknown cause {c!r}")
-    if not all(isinstance(k, str) for k in spec.fields) or not _is_json(dict(spec.fields)):
+    if not all(isinstance(k, str) for k in spec.fields) or not is_json(dict(spec.fields)):
         return (ReasonCode.INVALID_EVENT, f"event {eid!r} fields are not JSON")
     return None
 
@@ -169,7 +156,7 @@ def check_effect_value(
         e.kind == AssertionKind.RELATION and e.value not in known and e.value not in new_obligations
     ):
         return (ReasonCode.UNKNOWN_OBLIGATION, f"relation to unknown obligation {e.value!r}")
-    if not _is_json(e.value):
+    if not is_json(e.value):
         return (ReasonCode.EFFECT_MISMATCH, "effect value is not JSON")
     return None
 
@@ -445,7 +432,7 @@ def audit(proposal: Proposal, state: StateView, *, head_view: HeadView | None = 
             if oid not in state.obligations and oid not in created:
                 bad(ReasonCode.UNKNOWN_OBLIGATION, "certificate cites an unknown obligation", oid)
                 ok = False
-        if not _is_json(req.payload):
+        if not is_json(req.payload):
             bad(ReasonCode.INVALID_EVENT, "certificate payload is not JSON", req.validator)
             ok = False
         if not ok:

@@ -11,13 +11,12 @@ needs from them (the weight, value and feasibility of each obligation it touches
 computed and checked *before* the log write, on the obligations as the change will
 leave them (:func:`~icore.state._transition.obligation_steps`, the one transition
 function, whose result the apply step then installs), and the apply step only uses
-those checked values. So a bad interface raises :class:`~icore.state.InterfaceError` with X and its log unchanged, and
-nothing after the write can fail on an interface.
+those checked values. So a bad interface raises :class:`~icore.state.InterfaceError`
+with X and its log unchanged, and nothing after the write can fail on an interface.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
@@ -43,6 +42,7 @@ from icore.state._entries import (
 )
 from icore.state._errors import StateError, StateInputError
 from icore.state._heads import HeadView
+from icore.state._import import assertion_body, certificate_body, event_body
 from icore.state._interfaces import (
     checked_assignment_authority,
     checked_feasible,
@@ -52,7 +52,8 @@ from icore.state._interfaces import (
     checked_value,
     checked_weight,
 )
-from icore.state._legality import Verdict, audit, check_effect_value, check_event, make_event
+from icore.state._json import check_json
+from icore.state._legality import Verdict, audit
 from icore.state._metrics import (
     MatchedSet,
     Metrics,
@@ -80,6 +81,7 @@ from icore.state._model import (
     Status,
 )
 from icore.state._package import DeclarationPackage
+from icore.state._revocation import revocation_bodies
 from icore.state._transition import (
     TOUCHING,
     ObligationStep,
@@ -1095,62 +1097,10 @@ class State:
                 key=key,
                 new_head=new_head,
             )
-        bodies, flags = self._revocation(key, new_head, set(), 0)
+        bodies, flags = revocation_bodies(self, key, new_head, set(), 0)
         if bodies:
             self._record(bodies)
         return flags
-
-    def _revocation(
-        self, key: str, new_head: RecordId | None, revoked: set[str], n_flags: int
-    ) -> tuple[list[Body], list[HardFlag]]:
-        """The bodies revoking ``key``'s stale certificates (pure; X unchanged).
-
-        ``revoked`` (updated) holds certificates revoked by bodies built earlier in the
-        same change, ``n_flags`` the number of flags those raise, so several keys can be
-        revoked in one transaction.
-        """
-        certs = sorted(
-            cid
-            for cid in self._certs_by_key.get(key, ())
-            if cid not in revoked
-            and self.certificate_active(cid)
-            and any(
-                r.key == key and r.record_id != new_head
-                for r in (*self._certs[cid].records, *self._certs[cid].lineage)
-            )
-        )
-        if not certs:
-            return [], []
-        revoked.update(certs)
-        direct = {a for cid in certs for a in self._active_by_cert.get(cid, ())}
-        aids = sorted(self._citing_closure(direct), key=_idkey)
-        oids = sorted({self._assertions[a].obligation for a in aids})
-        bodies: list[Body] = [Revoked(key, new_head, tuple(certs), tuple(aids), tuple(oids))]
-        flags: list[HardFlag] = []
-        if aids:
-            flag = HardFlag(
-                id=f"f{len(self._flags) + n_flags + 1}",
-                kind=FlagKind.REVOCATION,
-                obligations=tuple(oids),
-                assertions=tuple(aids),
-                certificates=tuple(certs),
-                detail=f"owner revised {key!r} (new head {new_head}); cited evidence revoked",
-            )
-            flags.append(flag)
-            bodies.append(FlagRaised(flag))
-        return bodies, flags
-
-    def _citing_closure(self, aids: Iterable[str]) -> set[str]:
-        """``aids`` plus every active assertion that cites one of them, transitively
-        (revoking a stage reaches the work that cited it; docs/state.md)."""
-        out = set(aids)
-        stack = list(out)
-        while stack:
-            for b in self._cited_by.get(stack.pop(), ()):
-                if b not in out and self.is_active(b) and b not in self._tainted:
-                    out.add(b)
-                    stack.append(b)
-        return out
 
     def revalidate_certificates(self, head_view: HeadView) -> list[HardFlag]:
         """Check every cited key against ``head_view`` and revoke stale certificates.
@@ -1166,7 +1116,7 @@ class State:
             InterfaceError: an interface misbehaved on a dependent obligation; nothing is
                 written and X is unchanged.
         """
-        heads = {key: head_view(key) for key in sorted(self._certs_by_key)}
+        heads = {key: head_view(key) for key in self.cited_keys()}
         for key, head in heads.items():
             if head is not None and not isinstance(head, str):
                 raise StateInputError(
@@ -1177,12 +1127,33 @@ class State:
         flags: list[HardFlag] = []
         revoked: set[str] = set()
         for key, head in heads.items():
-            b, f = self._revocation(key, head, revoked, len(flags))
+            b, f = revocation_bodies(self, key, head, revoked, len(flags))
             bodies += b
             flags += f
         if bodies:
             self._record(bodies)
         return flags
+
+    # ------------------------------------------------------------------ RevocationSource
+    def cited_keys(self) -> list[str]:
+        """Keys cited by some certificate (records or lineage), sorted."""
+        return sorted(self._certs_by_key)
+
+    def certificates_on_key(self, key: str) -> Iterable[str]:
+        """Certificates citing a record (or lineage ancestor) of ``key``."""
+        return self._certs_by_key.get(key, ())
+
+    def active_citing_certificate(self, certificate_id: str) -> Iterable[str]:
+        """Active assertions whose justification cites the certificate."""
+        return self._active_by_cert.get(certificate_id, ())
+
+    def citing_assertion(self, assertion_id: str) -> Iterable[str]:
+        """Assertions whose justification cites ``assertion_id``."""
+        return self._cited_by.get(assertion_id, ())
+
+    def is_tainted(self, assertion_id: str) -> bool:
+        """A revocation reached the assertion (directly or through what it cites)."""
+        return assertion_id in self._tainted
 
     # ------------------------------------------------------------------ flags and notes
     def raise_flag(
@@ -1230,7 +1201,7 @@ class State:
         """
         if not kind:
             raise StateInputError("note kind must be non-empty")
-        _check_json(payload, "payload")
+        check_json(payload, "payload")
         return self._record([Note(kind, payload, ref)])[0]
 
     # ------------------------------------------------------------------ import API
@@ -1242,12 +1213,9 @@ class State:
                 cause not in G, a reused id or non-JSON fields.
         """
         eid = spec.id or self._fresh("e", len(self._events) + 1, self._events.__contains__)
-        problem = check_event(spec, eid, self, set())
-        if problem is not None:
-            raise StateInputError(problem[1], event=eid, code=str(problem[0]))
-        ev = make_event(spec, eid, self)
-        self._record([EventAdded(ev)])
-        return ev
+        body = event_body(self, spec, eid)
+        self._record([body])
+        return body.event
 
     def import_certificate(
         self,
@@ -1264,24 +1232,10 @@ class State:
         Raises:
             StateInputError: undeclared validator or an event not in G.
         """
-        spec = self.decl.validators.get(validator)
-        if spec is None:
-            raise StateInputError("undeclared validator", validator=validator)
-        for e in events:
-            if e not in self._events:
-                raise StateInputError("certificate cites an event not in G", event=e)
-        _check_json(payload, "payload")
-        cert = Certificate(
-            id=self.next_ids("c", 1)[0],
-            validator=validator,
-            version=version or spec.version,
-            events=tuple(events),
-            records=tuple(records),
-            payload=payload,
-            verdict=bool(verdict),
-        )
-        self._record([CertificateImported(cert)])
-        return cert
+        body = certificate_body(self, validator, verdict=verdict, version=version,
+                                events=events, records=records, payload=payload)
+        self._record([body])
+        return body.certificate
 
     def import_assertion(
         self,
@@ -1314,44 +1268,11 @@ class State:
             InterfaceError: ``weight``/``value``/``feasible`` misbehaved on the obligation
                 as the assertion would leave it; nothing is written and X is unchanged.
         """
-        if operation is not None and operation not in self.decl.operations:
-            raise StateInputError("unknown operation", operation=operation)
-        if proposer is not None and proposer not in self.decl.agents:
-            raise StateInputError("unknown agent", agent=proposer)
-        for e in events:
-            if e not in self._events:
-                raise StateInputError("justification cites an event not in G", event=e)
-        for c in certificates:
-            if c not in self._certs:
-                raise StateInputError("unknown certificate", certificate=c)
-        for c in cites:
-            if c not in self._assertions:
-                raise StateInputError("unknown cited assertion", assertion=c)
-        if effect.kind == AssertionKind.NODE:
-            if effect.obligation in self._obligations:
-                raise StateInputError("obligation already exists", obligation=effect.obligation)
-        elif effect.obligation not in self._obligations:
-            raise StateInputError("unknown obligation", obligation=effect.obligation)
-        problem = check_effect_value(effect, self, {effect.obligation})
-        if problem is not None:
-            raise StateInputError(problem[1], obligation=effect.obligation, code=str(problem[0]))
-        a = Assertion(
-            id=self.next_ids("a", 1)[0],
-            obligation=effect.obligation,
-            kind=AssertionKind(effect.kind),
-            key=effect.key,
-            value=effect.value,
-            proposer=proposer,
-            proposal=None,
-            cited_sound=all(self.is_active(c) and self.assertion_sound(c) for c in cites),
-        )
-        j = (
-            Justification(tuple(events), operation, tuple(certificates), tuple(cites))
-            if justified
-            else None
-        )
-        self._record([AssertionImported(a, j)])
-        return a
+        body = assertion_body(self, effect, events=events, operation=operation,
+                              certificates=certificates, cites=cites, proposer=proposer,
+                              justified=justified)
+        self._record([body])
+        return body.assertion
 
     # ------------------------------------------------------------------ copies
     def copy(self) -> State:
@@ -1373,20 +1294,3 @@ class State:
             f"obligations={len(self._obligations)}, assertions={len(self._assertions)}, "
             f"seq={self._seq})"
         )
-
-
-def _idkey(s: str) -> tuple[str, int]:
-    head = s.rstrip("0123456789")
-    tail = s[len(head) :]
-    return (head, int(tail) if tail else -1)
-
-
-_STRICT_JSON = json.JSONEncoder(allow_nan=False)
-"""``json.dumps(value, allow_nan=False)`` without building an encoder per call."""
-
-
-def _check_json(value: Any, what: str) -> None:
-    try:
-        _STRICT_JSON.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise StateInputError(f"{what} is not JSON: {exc}") from None
