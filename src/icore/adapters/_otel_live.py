@@ -118,9 +118,9 @@ def audit_live_trace(trace: Trace) -> AuditResult:
             raise AdapterError(f"replayed event {eid} differs from the recorded {recorded}: "
                                "the export is reordered, truncated or edited", file=file,
                                field=f"{where}.{N.EVENT_ID}")
-        m = audit.X.metrics()
-        timeline.append(MetricPoint(int(c["seq"]), m.snd, m.astab, m.cq, len(audit.X.flags), 0))
-    x = audit.X
+        m = audit.state.metrics()
+        timeline.append(MetricPoint(int(c["seq"]), m.snd, m.astab, m.cq, len(audit.state.flags), 0))
+    x = audit.state
     diagnoses = []
     for n, f in enumerate(x.flags.values(), start=1):
         defect = "work" if f.kind == FlagKind.UNSUPPORTED_ASSERTION else "evidence"

@@ -23,7 +23,7 @@ from icore._clock import WallClock
 from icore.agents._llm_icore import LLMSettings, LLMTeam
 from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import SimEnvironment, SimTeam, introduce
-from icore.audit import AuditLoop, LoopConfig, RunResult, run_mas_only
+from icore.audit import AuditLoop, AuditRunResult, LoopConfig, run_mas_only
 from icore.audit._views import check_view
 from icore.bench._checks import check_count
 from icore.bench._errors import BadOption, UnknownPreset
@@ -156,7 +156,7 @@ def run_condition(
 
 def _run(
     inst: TaskInstance, condition: str, llm: LLMSettings | None
-) -> tuple[RunRow, State | None, SimWorld, RunResult]:
+) -> tuple[RunRow, State | None, SimWorld, AuditRunResult]:
     from icore.workloads._tasks import FAILURE_PROBABILITY
 
     clock = WallClock()

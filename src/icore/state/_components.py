@@ -15,9 +15,9 @@ from icore.state._model import (
     JSON,
     Assertion,
     AssertionKind,
+    CitedRecord,
     Event,
     Proposal,
-    RecordRef,
     Status,
 )
 
@@ -136,7 +136,7 @@ class ValidatorInput:
     """What a validator sees: cited events, cited records, payload, its parameters."""
 
     events: tuple[Event, ...]
-    records: tuple[RecordRef, ...]
+    records: tuple[CitedRecord, ...]
     payload: JSON
     params: Mapping[str, JSON]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from icore.memory import Store
 from icore.records import RecordId
-from icore.state._model import RecordRef
+from icore.state._model import CitedRecord
 
 HeadView = Callable[[str], RecordId | None]
 """Key -> the owner's current head record id (None: no head / unavailable)."""
@@ -35,7 +35,7 @@ class StoreHeadView:
         h = self.store.head(key)
         return None if h is None else h.record_id
 
-    def ancestors(self, ref: RecordRef) -> tuple[RecordRef, ...]:
+    def ancestors(self, ref: CitedRecord) -> tuple[CitedRecord, ...]:
         """Derivation ancestors of ``ref`` along exact parents (sorted, unique).
 
         A parent of the same key as its child is the version the child supersedes, not
@@ -43,7 +43,7 @@ class StoreHeadView:
         through it. A parent missing from the store is returned as its own ancestor
         with key ``""`` (never current: fail closed).
         """
-        out: dict[RecordId, RecordRef] = {}
+        out: dict[RecordId, CitedRecord] = {}
         stack: list[tuple[str, RecordId]] = [(ref.key, ref.record_id)]
         while stack:
             key, rid = stack.pop()
@@ -55,11 +55,11 @@ class StoreHeadView:
                     continue
                 prec = self.store.get(pid)
                 if prec is None:
-                    out[pid] = RecordRef("", pid)
+                    out[pid] = CitedRecord("", pid)
                     continue
                 if prec.key == key:
                     continue
-                out[pid] = RecordRef(prec.key, pid)
+                out[pid] = CitedRecord(prec.key, pid)
                 stack.append((prec.key, pid))
         return tuple(sorted(out.values(), key=lambda r: (r.key, r.record_id)))
 
@@ -70,12 +70,14 @@ def store_head_view(store: Store) -> StoreHeadView:
     return StoreHeadView(store)
 
 
-def lineage_of(head_view: HeadView | None, records: Iterable[RecordRef]) -> tuple[RecordRef, ...]:
+def lineage_of(
+    head_view: HeadView | None, records: Iterable[CitedRecord]
+) -> tuple[CitedRecord, ...]:
     """Derivation ancestors of ``records`` when ``head_view`` knows lineage, else ()."""
     anc = getattr(head_view, "ancestors", None)
     if anc is None:
         return ()
-    out: dict[tuple[str, str], RecordRef] = {}
+    out: dict[tuple[str, str], CitedRecord] = {}
     for r in records:
         for a in anc(r):
             out.setdefault((a.key, a.record_id), a)

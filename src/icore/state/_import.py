@@ -21,10 +21,10 @@ from icore.state._model import (
     Assertion,
     AssertionKind,
     Certificate,
+    CitedRecord,
     Effect,
     EventSpec,
     Justification,
-    RecordRef,
 )
 from icore.state._view import StateView
 
@@ -49,7 +49,7 @@ def certificate_body(
     verdict: bool,
     version: str | None = None,
     events: Sequence[str] = (),
-    records: Sequence[RecordRef] = (),
+    records: Sequence[CitedRecord] = (),
     payload: JSON = None,
 ) -> CertificateImported:
     """The body adding a recorded certificate to Π with its recorded verdict.

@@ -50,8 +50,8 @@ from icore.state._model import (
     HardFlag,
     Justification,
     Proposal,
-    Reason,
     ReasonCode,
+    RejectionReason,
     Status,
 )
 from icore.state._view import StateView
@@ -80,7 +80,7 @@ class Verdict:
 
     decision: Decision
     proposal: Proposal
-    reasons: tuple[Reason, ...]
+    reasons: tuple[RejectionReason, ...]
     flags: tuple[HardFlag, ...]
     assertions: tuple[Assertion, ...]
     certificates: tuple[Certificate, ...]
@@ -311,7 +311,7 @@ class _Audit:
         self.p = p
         self.head_view = head_view
         self.op = self.decl.operations.get(p.operation)
-        self.reasons: list[Reason] = []
+        self.reasons: list[RejectionReason] = []
         self.new_events: dict[str, Event] = {}
         self.created = {e.obligation for e in p.effects if e.kind == AssertionKind.NODE}
         self.certs: list[Certificate] = []
@@ -321,7 +321,7 @@ class _Audit:
 
     def bad(self, code: ReasonCode, detail: str, subject: str | None = None) -> None:
         """Record one rejection reason."""
-        self.reasons.append(Reason(code, detail, subject))
+        self.reasons.append(RejectionReason(code, detail, subject))
 
     def current(self, key: str, rid: str) -> bool:
         """``rid`` is the owner's head of ``key`` (False without a head view)."""

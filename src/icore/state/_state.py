@@ -69,6 +69,7 @@ from icore.state._model import (
     Assertion,
     AssertionKind,
     Certificate,
+    CitedRecord,
     Effect,
     Event,
     EventSpec,
@@ -77,7 +78,6 @@ from icore.state._model import (
     Justification,
     Obligation,
     Proposal,
-    RecordRef,
     Status,
 )
 from icore.state._package import DeclarationPackage
@@ -1224,7 +1224,7 @@ class State:
         verdict: bool,
         version: str | None = None,
         events: Sequence[str] = (),
-        records: Sequence[RecordRef] = (),
+        records: Sequence[CitedRecord] = (),
         payload: JSON = None,
     ) -> Certificate:
         """Add a recorded certificate to Π with its recorded verdict (trace import).
