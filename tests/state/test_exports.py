@@ -81,6 +81,7 @@ EXPECTED = {
     "encode_entry",
     "equivalent",
     "export_json",
+    "fixed",
     "full_metrics",
     "load_declaration",
     "normalize",

@@ -37,7 +37,7 @@ alone, with no state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from icore._clock import Clock, ManualClock
@@ -46,7 +46,7 @@ from icore.audit._errors import AuditError
 from icore.audit._feedback import Feedback, build_feedback
 from icore.audit._host import Environment, HostOutcome, HostPolicy, HostView, NoEnvironment
 from icore.audit._recovery import RecoveryVerdict, audit_recovery, commit_recovery
-from icore.audit._triggers import Trigger, TriggerHit, WorkIndex, evaluate_triggers, touched_by
+from icore.audit._triggers import Trigger, TriggerHit, WorkIndex, evaluate_triggers
 from icore.audit._views import (
     GATE_REASONS,
     RECOVERY_CODES,
@@ -249,6 +249,8 @@ class AuditLoop:
                              "on a candidate copy")
         self.env: Environment = env if env is not None else NoEnvironment()
         self.clock: Clock = clock if clock is not None else ManualClock()
+        state.track_touched()
+        state.take_touched()  # the index below starts from X as it is now
         self.index = WorkIndex(state)
         self.no_progress_steps = 0
         self._seen = state.seq
@@ -271,8 +273,9 @@ class AuditLoop:
             new = list(x.entries_since(self._seen))
             if self._g is not None:
                 self._g.update(new)
-            self.index.update(touched_by(new))
+            self.index.update(x.take_touched())
         else:
+            x.take_touched()
             self.index.rebuild()
         self._seen = x.seq
 
@@ -586,14 +589,10 @@ def _sig(hits: Sequence[TriggerHit], primary: Trigger) -> tuple[str, ...]:
 
 
 def _replace_defect(f: Diagnosis, defect: str) -> Diagnosis:
-    from dataclasses import replace
-
     return replace(f, defect=defect)
 
 
 def _with_agent(f: Diagnosis, agent: str | None) -> Diagnosis:
-    from dataclasses import replace
-
     return replace(f, responsible=agent)
 
 

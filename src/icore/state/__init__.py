@@ -51,7 +51,7 @@ from icore.state._interfaces import BUILTIN_VALIDATORS, Interfaces
 from icore.state._legality import Verdict, audit, transport_problem
 from icore.state._loader import declaration_from_dict, load_declaration
 from icore.state._log import MemoryLog, SQLiteLog, decode_entry, encode_entry, rebuild
-from icore.state._metrics import MatchedSet, Metrics
+from icore.state._metrics import MatchedSet, Metrics, fixed
 from icore.state._model import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
@@ -148,6 +148,7 @@ __all__ = [
     "encode_entry",
     "equivalent",
     "export_json",
+    "fixed",
     "full_metrics",
     "load_declaration",
     "normalize",

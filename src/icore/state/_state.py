@@ -185,6 +185,8 @@ class State:
         # assertion soundness, memoized: its inputs only change by a revocation (which
         # clears it) or inside a trial (cleared when the trial ends)
         self._sound_memo: dict[str, bool] = {}
+        # obligations touched since the last take_touched() (None: not tracked)
+        self._touched: set[str] | None = None
         # undo journal of a trial (None outside :meth:`trial`)
         self._undo: list[tuple[Any, ...]] | None = None
 
@@ -206,6 +208,26 @@ class State:
     def proposal(self, proposal_id: str) -> Proposal | None:
         """The recorded proposal ``proposal_id`` (committed or rejected), if any."""
         return self._proposal_bodies.get(proposal_id)
+
+    def track_touched(self) -> None:
+        """Start collecting the obligations each applied entry touches (for
+        :meth:`take_touched`; the audit loop's work index)."""
+        if self._touched is None:
+            self._touched = set()
+
+    def take_touched(self) -> set[str]:
+        """Obligations whose status, assignee or evidence changed since the last call
+        (or since :meth:`track_touched`), as the apply step computed them; resets.
+
+        Raises:
+            StateError: tracking is off, or a :meth:`trial` is open.
+        """
+        if self._touched is None:
+            raise StateError("take_touched() needs track_touched()")
+        if self._undo is not None:
+            raise StateError("take_touched() inside a trial")
+        out, self._touched = self._touched, set()
+        return out
 
     def proposal_count(self) -> int:
         """Number of proposals recorded (committed or rejected)."""
@@ -607,16 +629,12 @@ class State:
         if over is None:
             return self._sums.metrics(p)
         w = s = st = g = _ZERO
-        cached = self._defer is None  # outside a replay, _eval is exact and current
         for oid, wf in zip(over.obligations, over.weights, strict=True):
             fw = fixed(wf)
             w += fw
-            o = self._obligations.get(oid)
-            if o is None:
-                continue
-            ev = self._eval.get(oid) if cached else None
+            ev = self.evaluation(oid)
             if ev is None:
-                ev = self.evaluate(o)
+                continue
             if ev.sound:
                 s += fw
             if ev.stable:
@@ -624,6 +642,19 @@ class State:
             if ev.gain > 0:
                 g += fw * fixed(ev.gain)
         return make_metrics(w, s, st, g, len(over.obligations), p)
+
+    def evaluation(self, obligation_id: str) -> ObligationEval | None:
+        """The current evaluation of one obligation (None if it is not in Q): the
+        incrementally maintained one, or (during a replay) a fresh one.
+
+        Raises:
+            InterfaceError: during a replay, an interface misbehaved (see :meth:`evaluate`).
+        """
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            return None
+        ev = self._eval.get(obligation_id) if self._defer is None else None
+        return ev if ev is not None else self.evaluate(o)
 
     def recompute_metrics(self) -> Metrics:
         """Full recompute of :meth:`metrics` over W(X), from scratch (O(|Q|)).
@@ -764,6 +795,9 @@ class State:
         if step is not None and step.obligations:
             touched = set(step.obligations)
             self._install(step)
+            if self._touched is not None:
+                for oid in step.obligations:
+                    self._sadd(self._touched, oid)
             if self._defer is not None:
                 self._defer.update(touched)
             else:
@@ -1055,6 +1089,54 @@ class State:
         if bodies:
             self._record(bodies)
         return verdicts
+
+    def commit_verdicts(
+        self,
+        verdicts: Sequence[Verdict],
+        *,
+        resolve: Sequence[str] = (),
+        by: str | None = None,
+        note: str = "",
+    ) -> list[Verdict]:
+        """Commit verdicts already taken in order on this X (one audited repair), as
+        audited: nothing is audited again (icore Alg. 1; design.md 4.4).
+
+        ``verdicts[0]`` was taken on X as it is now and verdict k on X as verdicts
+        1..k-1 leave it (e.g. on a :meth:`trial`); their entries, then a
+        ``flag_resolved`` entry for each flag in ``resolve`` still open after them, are
+        written in one log transaction: the same entries as :meth:`commit_all` of their
+        proposals.
+
+        Raises:
+            StateError: a verdict is not a commit, or the chain does not start at X's
+                current sequence number (X changed since the audit); nothing is written.
+            StateInputError: a flag in ``resolve`` is unknown; nothing is written.
+            InterfaceError: an interface misbehaved on a touched obligation; nothing is
+                written and X is unchanged.
+            LogError: the log refused the entries; nothing is written, X is unchanged.
+        """
+        for fid in resolve:
+            if fid not in self._flags:
+                raise StateInputError("unknown flag", flag=fid)
+        seq = self._seq
+        bodies: list[Body] = []
+        for v in verdicts:
+            if not v.committed:
+                raise StateError("cannot commit a rejected verdict", proposal=v.proposal.id)
+            if v.base_seq != seq:
+                raise StateError("stale verdict: the state changed since the audit",
+                                 verdict_seq=v.base_seq, state_seq=seq)
+            seq += len(v.bodies)
+            bodies.extend(v.bodies)
+        closed = {
+            fid for b in bodies if isinstance(b, Committed) for fid in b.resolved_flags
+        }
+        for fid in dict.fromkeys(resolve):
+            if fid not in self._resolved and fid not in closed:
+                bodies.append(FlagResolved(fid, by, note))
+        if bodies:
+            self._record(bodies)
+        return list(verdicts)
 
     def transition(self, body: Committed) -> Transition:
         """The :class:`Transition` of a commit (for ``progress``)."""
