@@ -398,7 +398,7 @@ def test_matched_quality_is_exact(kit) -> None:
 
     from icore.state import MatchedSet
 
-    x, team, f = flagged(kit)
+    x, _, _ = flagged(kit)
     weights = (0.1, 0.2, 1e-9, 3.0, 0.0)
     oids = tuple(x.obligations)[: len(weights)]
     ws = weights[: len(oids)]
