@@ -169,7 +169,7 @@ class State:
         self._proposals: set[str] = set()
         self._flags: dict[str, HardFlag] = {}
         self._resolved: dict[str, FlagResolved] = {}
-        self._flags_by_assertion: dict[str, set[str]] = {}
+        self._flags_by_assertion: dict[str, tuple[str, ...]] = {}  # aid -> flag ids
         self._notes = 0
         # metrics (exact sums, so incremental == full recompute)
         self._eval: dict[str, ObligationEval] = {}
@@ -238,7 +238,7 @@ class State:
         return proposal_id in self._proposals
 
     def flags_on(self, assertion_id: str) -> Iterable[str]:
-        """Ids of the hard flags naming ``assertion_id`` (unordered)."""
+        """Ids of the hard flags naming ``assertion_id``, in the order raised."""
         return self._flags_by_assertion.get(assertion_id, ())
 
     def history(self, obligations: Iterable[str], limit: int) -> tuple[str, ...]:
@@ -768,8 +768,11 @@ class State:
         elif isinstance(body, FlagRaised):
             f = body.flag
             put(self._flags, f.id, f)
+            by_aid = self._flags_by_assertion
             for aid in f.assertions:
-                self._dadd(self._flags_by_assertion, aid, f.id)
+                had = by_aid.get(aid, ())
+                if f.id not in had:  # a tuple: most assertions carry one flag
+                    put(by_aid, aid, (*had, f.id))
         elif isinstance(body, FlagResolved):
             put(self._resolved, body.flag, body)
         elif isinstance(body, Revoked):

@@ -186,8 +186,10 @@ def obligation_steps(
 
 def final_obligations(steps: Sequence[ObligationStep | None]) -> Mapping[str, Obligation]:
     """The touched obligations as the whole change leaves them (first-touch order)."""
+    touching = [s for s in steps if s is not None and s.obligations]
+    if len(touching) == 1:  # the common case: one body changes obligations
+        return touching[0].obligations
     out: dict[str, Obligation] = {}
-    for s in steps:
-        if s is not None:
-            out.update(s.obligations)
+    for s in touching:
+        out.update(s.obligations)
     return out
