@@ -86,6 +86,7 @@ EXPECTED = {
     "load_declaration",
     "normalize",
     "rebuild",
+    "run_validator",
     "store_head_view",
     "transport_problem",
 }

@@ -35,7 +35,6 @@ import contextlib
 import gc
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
@@ -47,6 +46,7 @@ from icore.adapters._decl import (
 )
 from icore.adapters._evidence import classify, output_facts, tool_facts
 from icore.adapters._otel_import import ICORE_LIVE
+from icore.adapters._results import AuditResult, Finding, FlagPlace, MetricPoint, RunSummary
 from icore.adapters._trace import Step, StepKind, Trace
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
 from icore.audit import Trigger, TriggerHit, responsible_agent
@@ -61,158 +61,18 @@ from icore.state import (
     FlagKind,
     FlagRaised,
     LogEntry,
-    Metrics,
     Note,
     ProposalRecorded,
     State,
     Status,
     ValidatorInput,
+    run_validator,
 )
 
 ROOT = "task"
 """Id of the required root obligation of every imported run."""
 
 _CLAIMS = ("is_request_satisfied", "is_progress_being_made", "is_in_loop")
-
-
-@dataclass(frozen=True, slots=True)
-class MetricPoint:
-    """X's quality after one recorded message (the cq timeline)."""
-
-    step: int
-    snd: float
-    astab: float
-    cq: float
-    flags: int
-    stalls: int
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """A diagnosis F (icore Sec. 4; design.md 1): a defect, where it is, who must repair it.
-
-    Attributes:
-        id: ``d<n>``.
-        defect: ``work`` (an output not supported by G), ``evidence`` (an orchestrator
-            claim not supported by G), ``assignment`` (an ε-unstable assignment),
-            ``progress`` (a stall, loop or replan) or ``terminal`` (the final answer fails
-            its check, or the run ends without one).
-        step: the source step of the defect (index into the history), None if synthetic.
-        obligations: affected obligations.
-        assertions: the unsupported / unstable assertions.
-        events: the events in G it cites (evidence, or the missing evidence's context).
-        proposer: the agent whose assertion is defective.
-        responsible: the repair authority (``interfaces.responsible`` of D).
-        detail: a human-readable explanation.
-        source: ``icore.audit`` or ``adapter`` (derived here).
-        audit: the part of iCORE-Audit's F the log note keeps (``_compact``), or None
-            when the adapter routed it alone; not part of :meth:`to_json`.
-    """
-
-    id: str
-    defect: str
-    step: int | None
-    obligations: tuple[str, ...]
-    assertions: tuple[str, ...]
-    events: tuple[str, ...]
-    proposer: str | None
-    responsible: str | None
-    detail: str
-    source: str = "adapter"
-    audit: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form (for reports)."""
-        return {
-            "id": self.id, "defect": self.defect, "step": self.step,
-            "obligations": list(self.obligations), "assertions": list(self.assertions),
-            "events": list(self.events), "proposer": self.proposer,
-            "responsible": self.responsible, "detail": self.detail, "source": self.source,
-        }
-
-    def note_payload(self) -> dict[str, Any]:
-        """The payload of this diagnosis's ``diagnosis`` note in the log."""
-        j = self.to_json()
-        return {**j, "audit": dict(self.audit)} if self.audit else j
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """The per-run numbers ``icore audit`` prints."""
-
-    run: str
-    family: str
-    steps: int
-    snd: float
-    astab: float
-    cq: float
-    cq_mean: float
-    cq_min: float
-    hard_flags: int
-    stalls: int
-    replans: int
-    unsupported: int
-    diagnoses: int
-    terminal: bool
-    terminated: bool
-    succeeded: bool | None
-
-
-@dataclass(frozen=True)
-class AuditResult:
-    """An imported and audited run.
-
-    Attributes:
-        trace: the source trace.
-        state: X after the whole run.
-        step_events: source step index -> event id in G.
-        timeline: X's metrics after each message.
-        diagnoses: diagnoses, in step order.
-        unsupported: ids of unsound assertions the run made (in step order).
-        stalls: stall progress events.
-        replans: replans.
-        final: metrics of the final X.
-        elapsed_ms: import + audit wall time.
-        terminated: the run recorded a termination (a terminal marker exists, sound or not).
-        notes: the audit's ``note`` log entries (diagnoses), in order. X keeps no other
-            entries (:class:`NoteLog`; its cost stays linear in the trace).
-    """
-
-    trace: Trace
-    state: State
-    step_events: Mapping[int, str]
-    timeline: tuple[MetricPoint, ...]
-    diagnoses: tuple[Diagnosis, ...]
-    unsupported: tuple[str, ...]
-    stalls: int
-    replans: int
-    final: Metrics
-    elapsed_ms: float
-    terminated: bool = False
-    notes: Sequence[LogEntry] = ()
-    flag_places: Mapping[str, FlagPlace] = field(default_factory=dict)
-    """Where each hard flag was raised (:class:`FlagPlaces`), kept while X keeps no log."""
-
-    def summary(self) -> RunSummary:
-        """The run's summary row."""
-        cqs = [p.cq for p in self.timeline] or [self.final.cq]
-        return RunSummary(
-            run=self.trace.id, family=self.trace.family, steps=self.trace.length,
-            snd=self.final.snd, astab=self.final.astab, cq=self.final.cq,
-            cq_mean=sum(cqs) / len(cqs), cq_min=min(cqs),
-            hard_flags=len(self.state.flags), stalls=self.stalls, replans=self.replans,
-            unsupported=len(self.unsupported), diagnoses=len(self.diagnoses),
-            terminal=self.state.terminal(), terminated=self.terminated,
-            succeeded=self.trace.succeeded,
-        )
-
-    def event_step(self, event_id: str) -> int | None:
-        """The source step of an event (None for synthetic events)."""
-        ev = self.state.events.get(event_id)
-        if ev is None:
-            return None
-        s = ev.fields.get("step")
-        return s if isinstance(s, int) and s >= 0 else None
 
 
 def declaration_for(trace: Trace) -> DeclarationPackage:
@@ -223,11 +83,6 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
         return captain_agent_declaration(trace.agents)
     orch = trace.extras.get("orchestrator")
     return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
-
-
-FlagPlace = tuple[int, str | None, int | None]
-"""(proposals recorded before the flag, last event added to G before it, source ``step``
-of the flagged proposal's first event or None)."""
 
 
 class FlagPlaces:
@@ -268,13 +123,13 @@ class NoteLog:
     keeps no entries and this log keeps only the ``note`` entries (what the audit
     concluded), in order. A ``diagnosis`` note of the run's own diagnoses (``ref`` in
     ``diagnoses``) is kept as its place (seq, time) only, and rebuilt from its
-    :class:`Diagnosis` when read (:meth:`Diagnosis.note_payload`): the diagnosis is not
+    :class:`Finding` when read (:meth:`Finding.note_payload`): the diagnosis is not
     kept twice.
     """
 
-    def __init__(self, diagnoses: Mapping[str, Diagnosis] | None = None) -> None:
+    def __init__(self, diagnoses: Mapping[str, Finding] | None = None) -> None:
         self._kept: list[LogEntry | tuple[int, float, str]] = []
-        self._diagnoses: Mapping[str, Diagnosis] = diagnoses if diagnoses is not None else {}
+        self._diagnoses: Mapping[str, Finding] = diagnoses if diagnoses is not None else {}
         self.places = FlagPlaces()
 
     def append(self, entries: Sequence[LogEntry]) -> None:
@@ -301,12 +156,12 @@ class NoteLog:
 
 class NoteEntries(Sequence[LogEntry]):
     """The note entries a :class:`NoteLog` kept, read-only; a diagnosis note is rebuilt
-    from its :class:`Diagnosis` each time it is read."""
+    from its :class:`Finding` each time it is read."""
 
     __slots__ = ("_diagnoses", "_kept")
 
     def __init__(self, kept: Sequence[LogEntry | tuple[int, float, str]],
-                 diagnoses: Mapping[str, Diagnosis]) -> None:
+                 diagnoses: Mapping[str, Finding]) -> None:
         self._kept = kept
         self._diagnoses = diagnoses
 
@@ -333,8 +188,8 @@ class NoteEntries(Sequence[LogEntry]):
 class _Builder:
     def __init__(self, trace: Trace, decl: DeclarationPackage) -> None:
         self.trace = trace
-        self.diagnoses: list[Diagnosis] = []
-        self._diagnosis_by_id: dict[str, Diagnosis] = {}
+        self.diagnoses: list[Finding] = []
+        self._diagnosis_by_id: dict[str, Finding] = {}
         self.log = NoteLog(self._diagnosis_by_id)
         self.state = State(decl, log=self.log, keep_entries=False)
         self.step_events: dict[int, str] = {}
@@ -379,7 +234,7 @@ class _Builder:
     def diagnose(self, defect: str, step: int | None, *, obligations: Sequence[str] = (),
                  assertions: Sequence[str] = (), events: Sequence[str] = (),
                  proposer: str | None = None, detail: str = "",
-                 flag: str | None = None) -> Diagnosis:
+                 flag: str | None = None) -> Finding:
         """Record a diagnosis; work/evidence/assignment defects are diagnosed and routed
         by iCORE-Audit (:func:`icore.audit.diagnose`, ``responsible_agent``)."""
         x = self.state
@@ -393,7 +248,7 @@ class _Builder:
                 routed, payload = f
                 responsible = routed if routed is not None else proposer
                 source = "icore.audit"
-        d = Diagnosis(did, defect, step, tuple(obligations), tuple(assertions), tuple(events),
+        d = Finding(did, defect, step, tuple(obligations), tuple(assertions), tuple(events),
                       proposer, responsible, detail, source, payload or None)
         self.diagnoses.append(d)
         self._diagnosis_by_id[d.id] = d
@@ -657,9 +512,14 @@ class _Builder:
                           detail=f"final answer {s.final_answer!r} fails answer_check")
 
     def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
+        """The verdict of validator ``name`` of V on the recorded events, through the same
+        runner as Definition 6 (:func:`icore.state.run_validator`); an inconsistent
+        validator (raising, non-boolean, two answers) fails (fail closed)."""
         spec = self.state.decl.validators[name]
-        inp = ValidatorInput(tuple(self.state.events[e] for e in events), (), payload, spec.params)
-        return bool(spec.fn(inp))
+        g = self.state.events
+        inp = ValidatorInput(tuple(g[e] for e in events), (), payload, spec.params)
+        verdict, _ = run_validator(spec.fn, inp)
+        return verdict is True
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -840,7 +700,7 @@ def _natural(p: Path) -> tuple[str, int, str]:
 __all__ = [
     "ROOT",
     "AuditResult",
-    "Diagnosis",
+    "Finding",
     "MetricPoint",
     "RunSummary",
     "audit_file",

@@ -20,8 +20,8 @@ from typing import Any
 
 from icore._clock import ManualClock
 from icore.adapters import _otel_names as N
-from icore.adapters._audit import AuditResult, Diagnosis, MetricPoint
 from icore.adapters._errors import AdapterError
+from icore.adapters._results import AuditResult, Finding, MetricPoint
 from icore.adapters._trace import Trace
 from icore.agents import LiveAudit, ManifestError, manifest_from_dict
 from icore.state import FlagKind
@@ -124,7 +124,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
     diagnoses = []
     for n, f in enumerate(x.flags.values(), start=1):
         defect = "work" if f.kind == FlagKind.UNSUPPORTED_ASSERTION else "evidence"
-        diagnoses.append(Diagnosis(f"d{n}", defect, None, tuple(f.obligations),
+        diagnoses.append(Finding(f"d{n}", defect, None, tuple(f.obligations),
                                    tuple(f.assertions), (), f.proposer, f.proposer, f.detail,
                                    "icore.live"))
     unsupported = tuple(a for f in x.flags.values() if f.kind == FlagKind.UNSUPPORTED_ASSERTION

@@ -48,7 +48,7 @@ from icore.state._errors import (
 )
 from icore.state._heads import HeadView, StoreHeadView, store_head_view
 from icore.state._interfaces import BUILTIN_VALIDATORS, Interfaces
-from icore.state._legality import Verdict, audit, transport_problem
+from icore.state._legality import Verdict, audit, run_validator, transport_problem
 from icore.state._loader import declaration_from_dict, load_declaration
 from icore.state._log import MemoryLog, SQLiteLog, decode_entry, encode_entry, rebuild
 from icore.state._metrics import MatchedSet, Metrics, fixed
@@ -153,6 +153,7 @@ __all__ = [
     "load_declaration",
     "normalize",
     "rebuild",
+    "run_validator",
     "store_head_view",
     "transport_problem",
 ]

@@ -243,8 +243,16 @@ def match_effects(op: OperationDecl, p: Proposal, new: set[str]) -> str | None:
     return None
 
 
-def _run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
-    """Run twice; return (verdict, "") or (None, why it is inconsistent)."""
+def run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
+    """Run a validator of V on one input: the one validator runner (Definition 6 and
+    trace import).
+
+    The validator is run twice: raising, a non-boolean or two different answers is a
+    validator inconsistency (icore Def. 6; design.md 4.1).
+
+    Returns:
+        (verdict, "") or (None, why it is inconsistent).
+    """
     assert callable(fn)
     try:
         r1 = fn(inp)
@@ -507,7 +515,7 @@ class _Audit:
             ok = False
         if not ok:
             return
-        verdict, why = _run_validator(
+        verdict, why = run_validator(
             vspec.fn, ValidatorInput(tuple(evs), tuple(req.records), req.payload, vspec.params)
         )
         if verdict is None:
