@@ -46,11 +46,17 @@ from icore.adapters._decl import (
 )
 from icore.adapters._evidence import classify, output_facts, tool_facts
 from icore.adapters._otel_import import ICORE_LIVE
-from icore.adapters._results import AuditResult, Finding, FlagPlace, MetricPoint, RunSummary
+from icore.adapters._results import (
+    AuditResult,
+    Finding,
+    FlagPlace,
+    MetricPoint,
+    RunSummary,
+    compact_diagnosis,
+)
 from icore.adapters._trace import Step, StepKind, Trace
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
-from icore.audit import Trigger, TriggerHit, responsible_agent
-from icore.audit import diagnose as audit_diagnose
+from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
     Committed,
     DeclarationPackage,
@@ -539,24 +545,13 @@ def _audit_diagnosis(x: State, did: str, step: int | None, defect: str,
         hit = TriggerHit(Trigger.HARD_FLAG, obligations, (flag,), detail)
     else:
         hit = TriggerHit(Trigger.REASSIGNMENT, obligations, (), detail)
-    f = audit_diagnose(x, [hit], diagnosis_id=did, step=step if step is not None else -1)
+    f = diagnose_hit(x, hit, diagnosis_id=did, step=step if step is not None else -1)
     if f is None:
         return None
     if defect == "evidence":
         # an unsupported claim is repaired by its claimant (routing priority: proposer)
-        return f.proposer, _compact(f.to_json())
-    return responsible_agent(x, f), _compact(f.to_json())
-
-
-_NOTE_FIELDS = ("id", "primary", "defect", "obligations", "proposer", "flags", "evidence",
-                "matched", "cq_before")
-
-
-def _compact(f: dict[str, Any]) -> dict[str, Any]:
-    """The part of F an imported run's note keeps: what was diagnosed, its evidence gaps
-    and the frozen W_F. Assignees, alternatives and history are left out (X holds
-    them), which keeps a long run's audit within its memory budget (docs/audit.md)."""
-    return {k: f[k] for k in _NOTE_FIELDS}
+        return f.proposer, compact_diagnosis(f)
+    return f.responsible, compact_diagnosis(f)
 
 
 def _why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icore.adapters._trace import Trace
+from icore.audit import Diagnosis
 from icore.state import LogEntry, Metrics, State
 
 FlagPlace = tuple[int, str | None, int | None]
@@ -162,3 +163,16 @@ class AuditResult:
             return None
         s = ev.fields.get("step")
         return s if isinstance(s, int) and s >= 0 else None
+
+
+_NOTE_FIELDS = ("id", "primary", "defect", "obligations", "proposer", "flags", "evidence",
+                "matched", "cq_before")
+
+
+def compact_diagnosis(f: Diagnosis) -> dict[str, Any]:
+    """The part of F a recorded run's finding keeps (:attr:`Finding.audit`): what was
+    diagnosed, its evidence gaps and the frozen W_F. Assignees, alternatives and history
+    are left out (X holds them), which keeps a long run's audit within its memory budget
+    (docs/audit.md)."""
+    j = f.to_json()
+    return {k: j[k] for k in _NOTE_FIELDS}

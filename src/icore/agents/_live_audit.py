@@ -22,12 +22,14 @@ from typing import Any
 
 from icore._clock import Clock
 from icore.agents._manifest import RunManifest
+from icore.audit import Diagnosis, Trigger, TriggerHit, diagnose_hit
 from icore.state import (
     CertificateRequest,
     CitedRecord,
     DeclarationPackage,
     Effect,
     EventSpec,
+    HardFlag,
     MemoryLog,
     Proposal,
     SQLiteLog,
@@ -133,6 +135,7 @@ class LiveAudit:
         self.state = State(self.decl, log=self.log, clock=clock)
         self.heads: dict[str, str] = {}
         self.verdicts: list[dict[str, Any]] = []
+        self.diagnoses: dict[str, Diagnosis] = {}  # hard flag id -> F (icore.audit)
         self.timeline: list[tuple[int, float, float, float]] = []
         self.role_agent: dict[str, str] = {a.role: a.id for a in manifest.agents}
         self._n = 0
@@ -153,6 +156,17 @@ class LiveAudit:
                              for f in flags],
                    "snd": m.snd, "astab": m.astab, "cq": m.cq}
         self.listener(call, task, args, outcome)
+
+    def _diagnose(self, flags: Sequence[HardFlag]) -> None:
+        """iCORE-Audit's diagnosis F of each new hard flag (the ``hard_flag`` trigger,
+        :func:`icore.audit.diagnose_hit`, routed by D's rule), kept in
+        :attr:`diagnoses` by flag id; X's log is unchanged."""
+        for f in flags:
+            hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)
+            d = diagnose_hit(self.state, hit, diagnosis_id=f"d{len(self.diagnoses) + 1}",
+                             step=len(self.verdicts))
+            if d is not None:
+                self.diagnoses[f.id] = d
 
     def _mark(self) -> tuple[int, int]:
         return len(self.verdicts), len(self.state.flags)
@@ -199,6 +213,7 @@ class LiveAudit:
     def submit(self, task: str, p: Proposal) -> Verdict:
         """Audit and record one proposal (icore Def. 6)."""
         v = self.state.submit(p, head_view=self.head_view)
+        self._diagnose(v.flags)
         self.verdicts.append({"task": task, "operation": p.operation, "proposer": p.proposer,
                               "target": p.target, "decision": str(v.decision),
                               "reasons": [f"{r.code}: {r.detail}" for r in v.reasons]})
@@ -256,6 +271,7 @@ class LiveAudit:
         eid = self._add_event(task, "requirement_revised", agent, {"record": rec["id"],
                                                                    "key": rec["key"]})
         flags = self.state.on_head_change(rec["key"], rec["id"])
+        self._diagnose(flags)
         self._told("revised", task, {"agent": agent, "record": _rec(rec)}, mark=mark,
                    event=eid)
         return [f.id for f in flags]

@@ -13,6 +13,7 @@ from icore.audit._diagnosis import (
     EvidenceGap,
     alternatives,
     diagnose,
+    diagnose_hit,
     matched_cohort,
     responsible_agent,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "commit_recovery",
     "count_tokens",
     "diagnose",
+    "diagnose_hit",
     "evaluate_triggers",
     "matched_cohort",
     "matched_quality",
