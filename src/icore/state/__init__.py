@@ -5,8 +5,10 @@ docs/state.md.
 
 Import rule (design.md 2): ``icore.state`` imports only ``icore.errors``,
 ``icore._clock``, ``icore.records`` and ``icore.memory`` (plus stdlib and third-party).
-It is pure except :mod:`icore.state._log` (SQLite). Time comes from an injected clock
-and ids from the state's own counters, so a replay reproduces X byte for byte.
+It is pure except its I/O edge: :mod:`icore.state._log` (SQLite) and
+:mod:`icore.state._loader` (reads declaration files, imports the callables they name).
+Time comes from an injected clock and ids from the state's own counters, so a replay
+reproduces X byte for byte. Module map: docs/state.md "Modules".
 """
 
 from icore.state._components import (
