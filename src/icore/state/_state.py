@@ -87,8 +87,6 @@ from icore.state._transition import (
 )
 
 _ZERO = 0
-
-
 _MISSING: Any = object()
 _EMPTY: list[str] = []
 
@@ -96,16 +94,16 @@ _EMPTY: list[str] = []
 class _ReadOnlyList(Sequence[str]):
     """A read-only view of a list (no copy)."""
 
-    __slots__ = ("_l",)
+    __slots__ = ("_items",)
 
     def __init__(self, items: list[str]) -> None:
-        self._l = items
+        self._items = items
 
     def __len__(self) -> int:
-        return len(self._l)
+        return len(self._items)
 
     def __getitem__(self, i: Any) -> Any:
-        return self._l[i]
+        return self._items[i]
 
 
 class Log(Protocol):
