@@ -171,3 +171,15 @@ def test_live_runs_diagnose_hard_flags_through_icore_audit() -> None:
     assert isinstance(f, Diagnosis) and f.primary == Trigger.HARD_FLAG
     assert f.defect == "evidence" and f.flags == (fids[0],)
     assert f.responsible in audit.decl.agents and f"{task}/plan" in f.matched.obligations
+
+
+def test_timeline_by_column_reads_as_points() -> None:
+    """The columnar cq timeline reads back exactly the points appended."""
+    from icore.adapters import MetricPoint
+    from icore.adapters._results import Timeline
+
+    pts = [MetricPoint(i, 1 / (i + 1), 0.5, (1 / (i + 1) + 0.5) / 2, i % 3, i // 2)
+           for i in range(7)]
+    t = Timeline(pts)
+    assert len(t) == 7 and list(t) == pts and t == tuple(pts)
+    assert t[-1] == pts[-1] and t[2:5] == tuple(pts[2:5]) and t.cqs() == [p.cq for p in pts]

@@ -52,6 +52,7 @@ from icore.adapters._results import (
     FlagPlace,
     MetricPoint,
     RunSummary,
+    Timeline,
     compact_diagnosis,
 )
 from icore.adapters._trace import Step, StepKind, Trace
@@ -199,7 +200,7 @@ class _Builder:
         self.log = NoteLog(self._diagnosis_by_id)
         self.state = State(decl, log=self.log, keep_entries=False)
         self.step_events: dict[int, str] = {}
-        self.timeline: list[MetricPoint] = []
+        self.timeline = Timeline()
         self.unsupported: list[str] = []
         self.stalls = 0
         self.replans = 0
@@ -269,8 +270,7 @@ class _Builder:
 
     def snapshot(self, step: int) -> None:
         m = self.state.metrics()
-        self.timeline.append(MetricPoint(step, m.snd, m.astab, m.cq, len(self.state.flags),
-                                         self.stalls))
+        self.timeline.append(step, m.snd, m.astab, m.cq, len(self.state.flags), self.stalls)
 
     def new_obligation(self, oid: str, kind: str, *, parent: str | None, assignee: str,
                        events: Sequence[str], operation: str, proposer: str,
@@ -594,7 +594,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         trace=trace,
         state=b.state,
         step_events=dict(b.step_events),
-        timeline=tuple(b.timeline),
+        timeline=b.timeline,
         diagnoses=tuple(b.diagnoses),
         unsupported=tuple(b.unsupported),
         stalls=b.stalls,

@@ -5,9 +5,10 @@ cq timeline, its findings and summary. Plain data, shared by the importers
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from icore.adapters._trace import Trace
 from icore.audit import Diagnosis
@@ -28,6 +29,63 @@ class MetricPoint:
     cq: float
     flags: int
     stalls: int
+
+
+class Timeline(Sequence[MetricPoint]):
+    """The cq timeline of a run, one :class:`MetricPoint` per recorded message, stored by
+    column (48 bytes a point instead of ≈ 230 for an object with its numbers: 18 MB less
+    at 100k messages). Read-only once the run is imported; points are built on access.
+    """
+
+    __slots__ = ("_astab", "_cq", "_flags", "_snd", "_stalls", "_step")
+
+    def __init__(self, points: Iterable[MetricPoint] = ()) -> None:
+        self._step = array("q")
+        self._snd = array("d")
+        self._astab = array("d")
+        self._cq = array("d")
+        self._flags = array("q")
+        self._stalls = array("q")
+        for p in points:
+            self.append(p.step, p.snd, p.astab, p.cq, p.flags, p.stalls)
+
+    def append(self, step: int, snd: float, astab: float, cq: float, flags: int,
+               stalls: int) -> None:
+        """Add the point after one message."""
+        self._step.append(step)
+        self._snd.append(snd)
+        self._astab.append(astab)
+        self._cq.append(cq)
+        self._flags.append(flags)
+        self._stalls.append(stalls)
+
+    def __len__(self) -> int:
+        return len(self._step)
+
+    @overload
+    def __getitem__(self, i: int) -> MetricPoint: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[MetricPoint, ...]: ...
+    def __getitem__(self, i: int | slice) -> MetricPoint | tuple[MetricPoint, ...]:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        return MetricPoint(self._step[i], self._snd[i], self._astab[i], self._cq[i],
+                           self._flags[i], self._stalls[i])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other,
+                                                                         strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Timeline({len(self)} points)"
+
+    def cqs(self) -> list[float]:
+        """cq after each message."""
+        return self._cq.tolist()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +189,7 @@ class AuditResult:
     trace: Trace
     state: State
     step_events: Mapping[int, str]
-    timeline: tuple[MetricPoint, ...]
+    timeline: Sequence[MetricPoint]
     diagnoses: tuple[Finding, ...]
     unsupported: tuple[str, ...]
     stalls: int
