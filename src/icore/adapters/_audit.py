@@ -36,7 +36,7 @@ import gc
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from icore.adapters._decl import (
     HUMAN,
@@ -48,6 +48,7 @@ from icore.adapters._evidence import classify, output_facts, tool_facts
 from icore.adapters._otel_import import ICORE_LIVE
 from icore.adapters._results import (
     AuditResult,
+    BuiltOnRead,
     Finding,
     FlagPlace,
     MetricPoint,
@@ -161,7 +162,7 @@ class NoteLog:
         return list(self.notes)
 
 
-class NoteEntries(Sequence[LogEntry]):
+class NoteEntries(BuiltOnRead[LogEntry]):
     """The note entries a :class:`NoteLog` kept, read-only; a diagnosis note is rebuilt
     from its :class:`Finding` each time it is read."""
 
@@ -175,13 +176,7 @@ class NoteEntries(Sequence[LogEntry]):
     def __len__(self) -> int:
         return len(self._kept)
 
-    @overload
-    def __getitem__(self, i: int) -> LogEntry: ...
-    @overload
-    def __getitem__(self, i: slice) -> tuple[LogEntry, ...]: ...
-    def __getitem__(self, i: int | slice) -> LogEntry | tuple[LogEntry, ...]:
-        if isinstance(i, slice):
-            return tuple(self._entry(k) for k in self._kept[i])
+    def _at(self, i: int) -> LogEntry:
         return self._entry(self._kept[i])
 
     def _entry(self, k: LogEntry | tuple[int, float, str]) -> LogEntry:

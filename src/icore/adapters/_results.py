@@ -8,11 +8,13 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from icore.adapters._trace import Trace
 from icore.audit import Diagnosis
 from icore.state import LogEntry, Metrics, State
+
+T = TypeVar("T")
 
 FlagPlace = tuple[int, str | None, int | None]
 """(proposals recorded before the flag, last event added to G before it, source ``step``
@@ -31,7 +33,28 @@ class MetricPoint:
     stalls: int
 
 
-class Timeline(Sequence[MetricPoint]):
+class BuiltOnRead(Sequence[T]):
+    """A read-only sequence whose items are built when read (:meth:`_at`)."""
+
+    __slots__ = ()
+
+    def _at(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[T, ...]: ...
+    def __getitem__(self, i: int | slice) -> T | tuple[T, ...]:
+        n = len(self)
+        if isinstance(i, slice):
+            return tuple(self._at(j) for j in range(*i.indices(n)))
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self._at(i % n)
+
+
+class Timeline(BuiltOnRead[MetricPoint]):
     """The cq timeline of a run, one :class:`MetricPoint` per recorded message, stored by
     column (48 bytes a point instead of ≈ 230 for an object with its numbers: 18 MB less
     at 100k messages). Read-only once the run is imported; points are built on access.
@@ -62,13 +85,7 @@ class Timeline(Sequence[MetricPoint]):
     def __len__(self) -> int:
         return len(self._step)
 
-    @overload
-    def __getitem__(self, i: int) -> MetricPoint: ...
-    @overload
-    def __getitem__(self, i: slice) -> tuple[MetricPoint, ...]: ...
-    def __getitem__(self, i: int | slice) -> MetricPoint | tuple[MetricPoint, ...]:
-        if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self))))
+    def _at(self, i: int) -> MetricPoint:
         return MetricPoint(self._step[i], self._snd[i], self._astab[i], self._cq[i],
                            self._flags[i], self._stalls[i])
 
