@@ -146,3 +146,40 @@ def test_succeeded_run_not_diagnosed_as_terminal(make_magentic: Any) -> None:
     term = r.state.active_assertion(ROOT, AssertionKind.TERMINAL)
     assert term is not None and r.state.assertion_sound(term.id)
     assert r.state.terminal()
+
+
+def test_live_runs_diagnose_hard_flags_through_icore_audit() -> None:
+    """A live run's revocation flag is diagnosed by the same step as the loop's
+    (``icore.audit.diagnose_hit`` on the hard_flag trigger), routed by D's rule."""
+    from icore._clock import ManualClock
+    from icore.live import LiveAudit, default_manifest
+    from icore.audit import Diagnosis, Trigger
+
+    m = default_manifest("reservation")
+    audit = LiveAudit(m, None, ManualClock())
+    task = "t0"
+    planner = audit.role_agent["planner"]
+    audit.introduce(task)
+    req = {"id": "r1", "key": f"req/{task}", "owner": "reviser-1", "seq": 1}
+    audit.committed(task, "requirement_committed", "reviser-1", req)
+    plan = {"id": "p1", "key": f"plan/{task}", "content": {"args": {"option": "A"}}}
+    assert audit.planned(task, planner, plan, req["key"], req["id"], replan=False).committed
+    assert audit.diagnoses == {}
+    fids = audit.revised(task, "reviser-1", {**req, "id": "r2", "seq": 2})
+    assert fids and set(audit.diagnoses) == set(fids)
+    f = audit.diagnoses[fids[0]]
+    assert isinstance(f, Diagnosis) and f.primary == Trigger.HARD_FLAG
+    assert f.defect == "evidence" and f.flags == (fids[0],)
+    assert f.responsible in audit.decl.agents and f"{task}/plan" in f.matched.obligations
+
+
+def test_timeline_by_column_reads_as_points() -> None:
+    """The columnar cq timeline reads back exactly the points appended."""
+    from icore.adapters import MetricPoint
+    from icore.adapters._results import Timeline
+
+    pts = [MetricPoint(i, 1 / (i + 1), 0.5, (1 / (i + 1) + 0.5) / 2, i % 3, i // 2)
+           for i in range(7)]
+    t = Timeline(pts)
+    assert len(t) == 7 and list(t) == pts and t == tuple(pts)
+    assert t[-1] == pts[-1] and t[2:5] == tuple(pts[2:5]) and t.cqs() == [p.cq for p in pts]

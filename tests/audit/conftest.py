@@ -9,11 +9,11 @@ import pytest
 
 from icore.state import (
     CertificateRequest,
+    CitedRecord,
     DeclarationPackage,
     Effect,
     EventSpec,
     Proposal,
-    RecordRef,
     State,
     Status,
 )
@@ -98,7 +98,7 @@ class Team:
         )
 
     def submit(self, oid: str, agent: str, *, passed: bool = True, evidence: bool = True,
-               record: RecordRef | None = None) -> Proposal:
+               record: CitedRecord | None = None) -> Proposal:
         w, t = self.eid(), self.eid()
         events = (
             EventSpec("work", agent, {"item": oid, "spec": 1}, id=w),

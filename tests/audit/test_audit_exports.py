@@ -8,11 +8,11 @@ PINNED = [
     "ENABLED_STATUSES", "REASSIGNABLE_STATUSES", "RECOVERY_KINDS", "TRIGGER_ORDER",
     "AuditError", "AuditLoop", "Diagnosis", "Environment", "EvidenceGap", "Feedback",
     "FunctionPolicy", "HostPolicy", "HostView", "Intervention", "InterventionTrace",
-    "LoopConfig", "MatchedQuality", "NoEnvironment", "ObligationBrief", "Outcome",
-    "RecoveryCode", "RecoveryVerdict", "RunResult", "StepRecord", "Trigger", "TriggerHit",
+    "LoopConfig", "MatchedQuality", "NoEnvironment", "ObligationBrief", "HostOutcome",
+    "RecoveryCode", "RecoveryVerdict", "AuditRunResult", "StepRecord", "Trigger", "TriggerHit",
     "Violation", "WorkIndex", "alternatives", "audit_recovery", "build_feedback",
-    "commit_recovery", "count_tokens", "diagnose", "evaluate_triggers", "matched_cohort",
-    "matched_quality", "observe_unaudited", "reconstruct", "removal_supported",
+    "commit_recovery", "count_tokens", "diagnose", "diagnose_hit", "evaluate_triggers",
+    "matched_cohort", "matched_quality", "observe_unaudited", "reconstruct", "removal_supported",
     "responsible_agent", "run_mas_only",
 ]
 

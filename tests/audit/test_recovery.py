@@ -329,3 +329,84 @@ def test_misbehaving_responsible_is_a_typed_error(kit, bad) -> None:
     assert info.value.interface == "responsible" and info.value.value == bad
     assert info.value.field == f"responsible(X, {f.id})"
     assert x.seq == seq
+
+
+# ----------------------------------------------------------------------- one audit per proposal
+def _counting_validators(x: State) -> list[str]:
+    """Wrap every validator of ``x.decl`` so its calls are counted (names, in order)."""
+    from dataclasses import replace
+
+    from icore.state import DeclarationPackage
+
+    calls: list[str] = []
+    d = x.decl
+
+    def wrap(spec):
+        def fn(inp, _fn=spec.fn, _name=spec.name):
+            calls.append(_name)
+            return _fn(inp)
+
+        return replace(spec, fn=fn)
+
+    x.decl = DeclarationPackage(
+        name=d.name, version=d.version, observables=d.observables.values(),
+        agents=d.agents.values(), operations=d.operations.values(),
+        validators=[wrap(v) for v in d.validators.values()], interfaces=d.interfaces,
+        parameters=d.parameters,
+    )
+    return calls
+
+
+def test_accepted_recovery_is_committed_as_audited(kit) -> None:
+    """The candidate's verdicts are committed as they are: no proposal is audited (or
+    validated) again, and the entries equal those of re-auditing (commit_all)."""
+    x, team, f = flagged(kit)
+    calls = _counting_validators(x)
+    props = [team.message("o1", "alice"), team.submit("o1", "alice")]
+    rv = audit_recovery(x, f, props, agent="alice")
+    assert rv.accepted, rv.violations
+    audited = len(calls)
+    assert audited > 0
+    y = x.copy()
+    y.decl = x.decl
+    expected = y.commit_all([v.proposal for v in rv.verdicts], resolve=rv.resolves,
+                            by="alice", note="test")
+    calls.clear()
+    got = commit_recovery(x, rv, agent="alice", note="test")
+    assert calls == []  # validators ran once per proposal (in the recovery audit) only
+    assert got == list(rv.verdicts) == expected
+    assert x.entries == y.entries and x.metrics() == y.metrics()
+    assert not x.open_flags()
+
+
+def test_recovery_is_audited_again_when_x_changed(kit) -> None:
+    """X changed after the recovery audit: the commit audits the proposals again."""
+    x, team, f = flagged(kit)
+    rv = audit_recovery(x, f, [team.submit("o1", "alice")], agent="alice")
+    assert rv.accepted, rv.violations
+    x.record_note("elsewhere")  # X moved on (seq changed)
+    calls = _counting_validators(x)
+    rv2 = type(rv)(**{**{k: getattr(rv, k) for k in rv.__dataclass_fields__},
+                      "declaration": x.decl})
+    got = commit_recovery(x, rv2, agent="alice", note="test")
+    assert [v.committed for v in got] == [True] and calls  # audited (validated) again
+
+
+def test_matched_quality_is_exact(kit) -> None:
+    """cq on W_F from fixed-point sums equals the exact rational computation."""
+    from fractions import Fraction
+
+    from icore.state import MatchedSet
+
+    x, _, _ = flagged(kit)
+    weights = (0.1, 0.2, 1e-9, 3.0, 0.0)
+    oids = tuple(x.obligations)[: len(weights)]
+    ws = weights[: len(oids)]
+    m = MatchedSet(oids, ws)
+    got = matched_quality(x, m, unsupported=frozenset(oids[:1]))
+    w = sum(Fraction(v) for v in ws)
+    s = sum(Fraction(v) for o, v in zip(oids, ws, strict=True)
+            if o != oids[0] and x.is_sound(o))
+    st = sum(Fraction(v) for o, v in zip(oids, ws, strict=True) if x.is_stable(o))
+    assert (got.snd, got.astab, got.cq) == (float(s / w), float(st / w),
+                                            float((s / w + st / w) / 2))

@@ -98,19 +98,36 @@ def test_low_quality_fires_iff_cq_below_tau(kit, tau: float, claim: bool) -> Non
 def test_work_index_incremental_equals_rebuild(kit) -> None:
     """The incremental work index agrees with a full recompute after every change."""
     x, team = kit.state()
+    x.track_touched()
     idx = WorkIndex(x)
-    seen = x.seq
     steps = [
         team.assign("o1", "bob"), team.fail("o1", "bob"), team.assign("o1", "alice"),
         team.submit("o1", "alice"), team.assign("o2", "bob"), team.message("o2", "bob"),
         team.assign("o2", "alice"), team.submit("o2", "alice"),
     ]
-    from icore.audit._triggers import touched_by
-
     for p in steps:
         x.submit(p)
-        idx.update(touched_by(x.entries[seen:]))
-        seen = x.seq
+        idx.update(x.take_touched())  # what the apply step touched, computed once
         fresh = WorkIndex(x)
         assert idx.enabled == fresh.enabled
         assert idx.unstable == fresh.unstable
+
+
+def test_touched_is_computed_by_the_state(kit) -> None:
+    """take_touched() is what the apply step touched; a trial leaves it unchanged."""
+    import pytest
+
+    from icore.state import StateError
+
+    x, team = kit.state()
+    with pytest.raises(StateError):
+        x.take_touched()
+    x.track_touched()
+    assert x.take_touched() == set()
+    x.submit(team.assign("o1", "bob"))
+    assert x.take_touched() == {"o1"}
+    with x.trial():
+        x.submit(team.assign("o2", "bob"))
+        with pytest.raises(StateError):
+            x.take_touched()
+    assert x.take_touched() == set()

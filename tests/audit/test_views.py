@@ -6,7 +6,7 @@ import pytest
 
 from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import SimEnvironment, SimTeam, introduce
-from icore.audit import AuditError, AuditLoop, LoopConfig, RunResult
+from icore.audit import AuditError, AuditLoop, AuditRunResult, LoopConfig
 from icore.audit._views import TRIGGERS, GStall
 from icore.bench.icore._evaluate import run_instance
 from icore.bench.icore._loop import loop_detection
@@ -14,7 +14,7 @@ from icore.state import Committed, EventAdded, EventSpec, State
 from icore.workloads._tasks import declaration, make_instance
 
 
-def _run(mode: str, seed: int, view: str) -> tuple[RunResult, SimWorld]:
+def _run(mode: str, seed: int, view: str) -> tuple[AuditRunResult, SimWorld]:
     inst = make_instance(mode, seed)
     world = SimWorld(inst)
     state = State(declaration(inst))

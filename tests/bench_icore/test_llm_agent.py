@@ -13,14 +13,14 @@ from icore.agents import LLMUnavailable
 from icore.agents._llm_icore import LLMSettings, LLMTeam
 from icore.agents._sim_world import SimWorld
 from icore.agents._simulated import SimEnvironment, introduce
-from icore.audit import AuditLoop, LoopConfig, RunResult
+from icore.audit import AuditLoop, AuditRunResult, LoopConfig
 from icore.state import Note, State
 from icore.workloads._tasks import TaskMode, declaration, make_instance
 
 TEAM_TOOLS = ("take_next_action", "answer_feedback")
 
 
-def _run(url: str, mode: TaskMode = TaskMode.BUILD_CHAIN) -> tuple[LLMTeam, State, RunResult]:
+def _run(url: str, mode: TaskMode = TaskMode.BUILD_CHAIN) -> tuple[LLMTeam, State, AuditRunResult]:
     inst = make_instance(mode, 0)
     world = SimWorld(inst)
     team = LLMTeam.create(inst, world, LLMSettings(base_url=url, model="fake", timeout_s=5))

@@ -10,11 +10,11 @@ import pytest
 from icore.records import Record
 from icore.state import (
     CertificateRequest,
+    CitedRecord,
     DeclarationPackage,
     Effect,
     EventSpec,
     Proposal,
-    RecordRef,
     State,
     Verdict,
     load_declaration,
@@ -96,7 +96,7 @@ class Flow:
     ) -> Proposal:
         self.n += 1
         pr, ci = f"pr{self.n}", f"ci{self.n}"
-        records = (RecordRef.of(record),) if record is not None else ()
+        records = (CitedRecord.of(record),) if record is not None else ()
         return Proposal(
             agent,
             "submit",

@@ -32,7 +32,7 @@ from icore.state import (
     export_json,
     rebuild,
 )
-from icore.state._decl import declared_weight, status_change_progress
+from icore.state._interfaces import declared_weight, status_change_progress
 
 
 class CountingLog:

@@ -178,12 +178,12 @@ def test_importable_callable_validator():
     data = {
         **MINIMAL,
         "validators": [
-            {"name": "v", "version": "3", "callable": "icore.state._decl:capability_value"}
+            {"name": "v", "version": "3", "callable": "icore.state._interfaces:capability_value"}
         ],
     }
     d = declaration_from_dict(data)
     assert d.validators["v"].version == "3"
-    assert d.validators["v"].source == "icore.state._decl:capability_value"
+    assert d.validators["v"].source == "icore.state._interfaces:capability_value"
 
     bad = {**MINIMAL, "validators": [{"name": "v", "callable": "icore.state:ASSIGNER_ROLE"}]}
     _err(bad, "not callable", "validators[0].callable")
@@ -194,7 +194,7 @@ def test_callable_interface_by_path():
         {
             **MINIMAL,
             "interfaces": {
-                "weight": "icore.state._decl:uniform_weight",
+                "weight": "icore.state._interfaces:uniform_weight",
                 "assignment_authority": "role:assigner",
             },
         }

@@ -12,6 +12,7 @@ ALLOWED = {"icore.errors", "icore._clock", "icore._files", "icore.records", "ico
            "icore.state"}
 
 EXPECTED = {
+    "StateView",
     "ASSIGNER_ROLE",
     "BOUND_CONDITIONS",
     "BUILTIN_VALIDATORS",
@@ -58,9 +59,9 @@ EXPECTED = {
     "Preconditions",
     "Proposal",
     "ProposalRecorded",
-    "Reason",
+    "RejectionReason",
     "ReasonCode",
-    "RecordRef",
+    "CitedRecord",
     "Rejected",
     "Revoked",
     "SQLiteLog",
@@ -80,10 +81,12 @@ EXPECTED = {
     "encode_entry",
     "equivalent",
     "export_json",
+    "fixed",
     "full_metrics",
     "load_declaration",
     "normalize",
     "rebuild",
+    "run_validator",
     "store_head_view",
     "transport_problem",
 }

@@ -23,6 +23,7 @@ from icore.state import (
     AgentDecl,
     AssertionKind,
     CertificateRequest,
+    CitedRecord,
     DeclarationPackage,
     Effect,
     EffectTemplate,
@@ -35,7 +36,6 @@ from icore.state import (
     OperationDecl,
     Preconditions,
     Proposal,
-    RecordRef,
     SQLiteLog,
     State,
     StateError,
@@ -44,7 +44,7 @@ from icore.state import (
     export_json,
     rebuild,
 )
-from icore.state._decl import (
+from icore.state._interfaces import (
     capability_feasible,
     capability_value,
     declared_weight,
@@ -153,7 +153,7 @@ def _history(x: State) -> None:
         effects=(Effect.claim("o1", "checked"),),
         justification=("e0",),
         certificates=(
-            CertificateRequest("cites", events=("e0",), records=(RecordRef(KEY, "r1"),)),
+            CertificateRequest("cites", events=("e0",), records=(CitedRecord(KEY, "r1"),)),
         ),
     )
     v = x.submit(check, head_view=HEADS.get)

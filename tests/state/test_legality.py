@@ -11,6 +11,7 @@ from icore.state import (
     AgentDecl,
     AssertionKind,
     CertificateRequest,
+    CitedRecord,
     Decision,
     DeclarationPackage,
     Effect,
@@ -23,7 +24,6 @@ from icore.state import (
     Preconditions,
     Proposal,
     ReasonCode,
-    RecordRef,
     State,
     StateError,
     StateInputError,
@@ -234,7 +234,7 @@ class TestRejectionReasons:
         r1 = Record.create(key="spec/x", owner="lead", seq=1, content={"v": 1})
         r2 = Record.create(key="spec/x", owner="lead", seq=2, content={"v": 2}, parents=[r1.id])
         ready.heads["spec/x"] = r2.id
-        p = _replace(ready.submit_proposal("o1", "alice"), records=(RecordRef.of(r1),))
+        p = _replace(ready.submit_proposal("o1", "alice"), records=(CitedRecord.of(r1),))
         _rejected(ready, p, ReasonCode.STALE_RECORD)
 
     def test_stale_record_in_certificate(self, ready):

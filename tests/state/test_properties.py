@@ -13,6 +13,7 @@ from icore.state import (
     AgentDecl,
     AssertionKind,
     CertificateRequest,
+    CitedRecord,
     DeclarationPackage,
     Effect,
     EffectTemplate,
@@ -23,7 +24,6 @@ from icore.state import (
     Parameters,
     Preconditions,
     Proposal,
-    RecordRef,
     State,
     Verdict,
     equivalent,
@@ -135,7 +135,7 @@ class Driver:
         if op == "submit":
             pr, ci = self.eid(), self.eid()
             green = data.draw(st.sampled_from(["green", "green", "red"]))
-            recs = tuple(RecordRef(k, self.heads[k]) for k in KEYS if data.draw(st.booleans()))
+            recs = tuple(CitedRecord(k, self.heads[k]) for k in KEYS if data.draw(st.booleans()))
             return Proposal(
                 who,
                 "submit",
@@ -501,7 +501,7 @@ def test_interface_values_checked_before_the_write_match_the_applied_state(code_
             if status in ("active", "repair_pending"):
                 pr, ci = d.eid(), d.eid()
                 recs = tuple(
-                    RecordRef(k, d.heads[k])
+                    CitedRecord(k, d.heads[k])
                     for k in data.draw(st.sets(st.sampled_from(KEYS), min_size=1))
                 )
                 p = Proposal(

@@ -6,12 +6,12 @@ from icore.memory import MemoryStore, OwnershipMap
 from icore.records import Record
 from icore.state import (
     CertificateRequest,
+    CitedRecord,
     Effect,
     EntryKind,
     EventSpec,
     FlagKind,
     Proposal,
-    RecordRef,
     State,
     Status,
     store_head_view,
@@ -167,8 +167,8 @@ def test_reservation_example_revocation(reservation):
             events=(EventSpec("plan_written", "planner", {"plan_record": "p1"}, ("req",), "plan"),),
             effects=(Effect.status("itinerary", "submitted"), Effect.result("itinerary", "p1")),
             justification=("plan",),
-            certificates=(CertificateRequest("lineage", records=(RecordRef.of(trip),)),),
-            records=(RecordRef.of(trip),),
+            certificates=(CertificateRequest("lineage", records=(CitedRecord.of(trip),)),),
+            records=(CitedRecord.of(trip),),
         )
     )
     trip2 = Record.create(

@@ -12,12 +12,12 @@ from icore.memory import MemoryStore, OwnershipMap
 from icore.records import Record
 from icore.state import (
     AssertionKind,
+    CitedRecord,
     Effect,
     EffectTemplate,
     OperationDecl,
     Proposal,
     ReasonCode,
-    RecordRef,
     State,
     Status,
     export_json,
@@ -109,7 +109,7 @@ def test_revocation_follows_derivation_through_exact_parents(flow) -> None:
     view = store_head_view(store)
     b1 = _commit(store, "block", "owner", 1)
     s1 = _commit(store, "summary", "writer", 1, (b1.id,))
-    assert view.ancestors(RecordRef.of(s1)) == (RecordRef("block", b1.id),)
+    assert view.ancestors(CitedRecord.of(s1)) == (CitedRecord("block", b1.id),)
     flow.introduce("o1", "o2")
     for o in ("o1", "o2"):
         flow.assign(o, "alice")
@@ -117,7 +117,7 @@ def test_revocation_follows_derivation_through_exact_parents(flow) -> None:
     v = flow.x.submit(_plan(flow, "o1", s1), head_view=view)
     assert v.committed, v.reasons
     cert = v.certificates[0]
-    assert cert.lineage == (RecordRef("block", b1.id),)
+    assert cert.lineage == (CitedRecord("block", b1.id),)
     b2 = _commit(store, "block", "owner", 2, (b1.id,))
     (flag,) = flow.x.on_head_change("block", b2.id)
     assert flag.certificates == (cert.id,)
@@ -151,7 +151,7 @@ def test_a_same_key_parent_is_a_superseded_version_not_an_ancestor(flow) -> None
     view = store_head_view(store)
     s1 = _commit(store, "summary", "writer", 1)
     s2 = _commit(store, "summary", "writer", 2, (s1.id,))
-    assert view.ancestors(RecordRef.of(s2)) == ()
+    assert view.ancestors(CitedRecord.of(s2)) == ()
     flow.introduce("o1")
     flow.assign("o1", "alice")
     flow.start("o1", "alice")
@@ -199,7 +199,7 @@ def test_progress_is_a_change_of_a_progress_field(flow) -> None:
     """The built-in ``progress``: re-asserting the value a slot already holds is not
     progress; a change of a declared progress field is."""
     from icore.state import Assertion, Transition
-    from icore.state._decl import status_change_progress
+    from icore.state._interfaces import status_change_progress
 
     op = OperationDecl("work", effects=(EffectTemplate(AssertionKind.STATUS),), productive=True)
     a = Assertion("a9", "o1", AssertionKind.STATUS, "", "active", "alice", "p9")

@@ -45,12 +45,7 @@ from icore.adapters._attribution import (
 )
 from icore.adapters._audit import (
     ROOT,
-    AuditResult,
-    Diagnosis,
-    FlagPlace,
     FlagPlaces,
-    MetricPoint,
-    RunSummary,
     audit_file,
     audit_path,
     audit_trace,
@@ -89,6 +84,7 @@ from icore.adapters._otel_import import (
 )
 from icore.adapters._otel_live import audit_live_trace
 from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, write_prov
+from icore.adapters._results import AuditResult, Finding, FlagPlace, MetricPoint, RunSummary
 from icore.adapters._scorer import (
     ModelSet,
     RankedCandidate,
@@ -167,9 +163,9 @@ __all__ = [
     "AuditResult",
     "Candidate",
     "ChainLink",
-    "Diagnosis",
     "ExportError",
     "Feature",
+    "Finding",
     "FlagPlace",
     "FlagPlaces",
     "LLMAttributor",

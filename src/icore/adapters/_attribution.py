@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore.adapters._audit import AuditResult, Diagnosis
 from icore.adapters._decl import HUMAN
 from icore.adapters._evidence import output_facts, tool_facts
 from icore.adapters._features import Candidate, candidates
+from icore.adapters._results import AuditResult, Finding
 from icore.adapters._scorer import ModelSet, RankedCandidate, ScorerModel, load_shipped_model
 from icore.adapters._trace import StepKind, name_key
 
@@ -105,7 +105,7 @@ class Attribution:
         }
 
 
-def _link(d: Diagnosis) -> ChainLink:
+def _link(d: Finding) -> ChainLink:
     return ChainLink(d.id, d.defect, d.step, d.responsible, d.events, d.detail)
 
 

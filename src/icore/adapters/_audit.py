@@ -32,9 +32,9 @@ diagnosed here. Each diagnosis cites the events of G it rests on.
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,19 @@ from icore.adapters._decl import (
 )
 from icore.adapters._evidence import classify, output_facts, tool_facts
 from icore.adapters._otel_import import ICORE_LIVE
+from icore.adapters._results import (
+    AuditResult,
+    BuiltOnRead,
+    Finding,
+    FlagPlace,
+    MetricPoint,
+    RunSummary,
+    Timeline,
+    compact_diagnosis,
+)
 from icore.adapters._trace import Step, StepKind, Trace
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
-from icore.audit import Trigger, TriggerHit, responsible_agent
-from icore.audit import diagnose as audit_diagnose
+from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
     Committed,
     DeclarationPackage,
@@ -60,149 +69,18 @@ from icore.state import (
     FlagKind,
     FlagRaised,
     LogEntry,
-    Metrics,
+    Note,
     ProposalRecorded,
     State,
     Status,
     ValidatorInput,
+    run_validator,
 )
 
 ROOT = "task"
 """Id of the required root obligation of every imported run."""
 
 _CLAIMS = ("is_request_satisfied", "is_progress_being_made", "is_in_loop")
-
-
-@dataclass(frozen=True, slots=True)
-class MetricPoint:
-    """X's quality after one recorded message (the cq timeline)."""
-
-    step: int
-    snd: float
-    astab: float
-    cq: float
-    flags: int
-    stalls: int
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """A diagnosis F (icore Sec. 4; design.md 1): a defect, where it is, who must repair it.
-
-    Attributes:
-        id: ``d<n>``.
-        defect: ``work`` (an output not supported by G), ``evidence`` (an orchestrator
-            claim not supported by G), ``assignment`` (an ε-unstable assignment),
-            ``progress`` (a stall, loop or replan) or ``terminal`` (the final answer fails
-            its check, or the run ends without one).
-        step: the source step of the defect (index into the history), None if synthetic.
-        obligations: affected obligations.
-        assertions: the unsupported / unstable assertions.
-        events: the events in G it cites (evidence, or the missing evidence's context).
-        proposer: the agent whose assertion is defective.
-        responsible: the repair authority (``interfaces.responsible`` of D).
-        detail: a human-readable explanation.
-        source: ``icore.audit`` or ``adapter`` (derived here).
-    """
-
-    id: str
-    defect: str
-    step: int | None
-    obligations: tuple[str, ...]
-    assertions: tuple[str, ...]
-    events: tuple[str, ...]
-    proposer: str | None
-    responsible: str | None
-    detail: str
-    source: str = "adapter"
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form (for notes in the log and reports)."""
-        return {
-            "id": self.id, "defect": self.defect, "step": self.step,
-            "obligations": list(self.obligations), "assertions": list(self.assertions),
-            "events": list(self.events), "proposer": self.proposer,
-            "responsible": self.responsible, "detail": self.detail, "source": self.source,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """The per-run numbers ``icore audit`` prints."""
-
-    run: str
-    family: str
-    steps: int
-    snd: float
-    astab: float
-    cq: float
-    cq_mean: float
-    cq_min: float
-    hard_flags: int
-    stalls: int
-    replans: int
-    unsupported: int
-    diagnoses: int
-    terminal: bool
-    terminated: bool
-    succeeded: bool | None
-
-
-@dataclass(frozen=True)
-class AuditResult:
-    """An imported and audited run.
-
-    Attributes:
-        trace: the source trace.
-        state: X after the whole run.
-        step_events: source step index -> event id in G.
-        timeline: X's metrics after each message.
-        diagnoses: diagnoses, in step order.
-        unsupported: ids of unsound assertions the run made (in step order).
-        stalls: stall progress events.
-        replans: replans.
-        final: metrics of the final X.
-        elapsed_ms: import + audit wall time.
-        terminated: the run recorded a termination (a terminal marker exists, sound or not).
-        notes: the audit's ``note`` log entries (diagnoses), in order. X keeps no other
-            entries (:class:`NoteLog`; its cost stays linear in the trace).
-    """
-
-    trace: Trace
-    state: State
-    step_events: Mapping[int, str]
-    timeline: tuple[MetricPoint, ...]
-    diagnoses: tuple[Diagnosis, ...]
-    unsupported: tuple[str, ...]
-    stalls: int
-    replans: int
-    final: Metrics
-    elapsed_ms: float
-    terminated: bool = False
-    notes: tuple[LogEntry, ...] = ()
-    flag_places: Mapping[str, FlagPlace] = field(default_factory=dict)
-    """Where each hard flag was raised (:class:`FlagPlaces`), kept while X keeps no log."""
-
-    def summary(self) -> RunSummary:
-        """The run's summary row."""
-        cqs = [p.cq for p in self.timeline] or [self.final.cq]
-        return RunSummary(
-            run=self.trace.id, family=self.trace.family, steps=self.trace.length,
-            snd=self.final.snd, astab=self.final.astab, cq=self.final.cq,
-            cq_mean=sum(cqs) / len(cqs), cq_min=min(cqs),
-            hard_flags=len(self.state.flags), stalls=self.stalls, replans=self.replans,
-            unsupported=len(self.unsupported), diagnoses=len(self.diagnoses),
-            terminal=self.state.terminal(), terminated=self.terminated,
-            succeeded=self.trace.succeeded,
-        )
-
-    def event_step(self, event_id: str) -> int | None:
-        """The source step of an event (None for synthetic events)."""
-        ev = self.state.events.get(event_id)
-        if ev is None:
-            return None
-        s = ev.fields.get("step")
-        return s if isinstance(s, int) and s >= 0 else None
 
 
 def declaration_for(trace: Trace) -> DeclarationPackage:
@@ -213,11 +91,6 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
         return captain_agent_declaration(trace.agents)
     orch = trace.extras.get("orchestrator")
     return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
-
-
-FlagPlace = tuple[int, str | None, int | None]
-"""(proposals recorded before the flag, last event added to G before it, source ``step``
-of the flagged proposal's first event or None)."""
 
 
 class FlagPlaces:
@@ -256,31 +129,73 @@ class NoteLog:
     An audit of a recorded run needs X itself, not its history: keeping every entry in
     memory doubled the footprint of a long run (docs/audit.md "Cost"), so the state
     keeps no entries and this log keeps only the ``note`` entries (what the audit
-    concluded), in order.
+    concluded), in order. A ``diagnosis`` note of the run's own diagnoses (``ref`` in
+    ``diagnoses``) is kept as its place (seq, time) only, and rebuilt from its
+    :class:`Finding` when read (:meth:`Finding.note_payload`): the diagnosis is not
+    kept twice.
     """
 
-    def __init__(self) -> None:
-        self.notes: list[LogEntry] = []
+    def __init__(self, diagnoses: Mapping[str, Finding] | None = None) -> None:
+        self._kept: list[LogEntry | tuple[int, float, str]] = []
+        self._diagnoses: Mapping[str, Finding] = diagnoses if diagnoses is not None else {}
         self.places = FlagPlaces()
 
     def append(self, entries: Sequence[LogEntry]) -> None:
         """Keep the note entries of ``entries``; track where flags are raised."""
-        self.notes.extend(e for e in entries if e.kind == EntryKind.NOTE)
+        for e in entries:
+            b = e.body
+            if isinstance(b, Note):
+                ref = b.ref
+                if b.kind == "diagnosis" and ref is not None and ref in self._diagnoses:
+                    self._kept.append((e.seq, e.t_ms, ref))
+                else:
+                    self._kept.append(e)
         self.places.feed(entries)
+
+    @property
+    def notes(self) -> NoteEntries:
+        """The kept note entries, in order (built on access)."""
+        return NoteEntries(self._kept, self._diagnoses)
 
     def entries(self) -> list[LogEntry]:
         """The kept note entries, in order."""
         return list(self.notes)
 
 
+class NoteEntries(BuiltOnRead[LogEntry]):
+    """The note entries a :class:`NoteLog` kept, read-only; a diagnosis note is rebuilt
+    from its :class:`Finding` each time it is read."""
+
+    __slots__ = ("_diagnoses", "_kept")
+
+    def __init__(self, kept: Sequence[LogEntry | tuple[int, float, str]],
+                 diagnoses: Mapping[str, Finding]) -> None:
+        self._kept = kept
+        self._diagnoses = diagnoses
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def _at(self, i: int) -> LogEntry:
+        return self._entry(self._kept[i])
+
+    def _entry(self, k: LogEntry | tuple[int, float, str]) -> LogEntry:
+        if isinstance(k, LogEntry):
+            return k
+        seq, t_ms, ref = k
+        body = Note("diagnosis", self._diagnoses[ref].note_payload(), ref)
+        return LogEntry(seq, t_ms, EntryKind.NOTE, body)
+
+
 class _Builder:
     def __init__(self, trace: Trace, decl: DeclarationPackage) -> None:
-        self.t = trace
-        self.log = NoteLog()
-        self.x = State(decl, log=self.log, keep_entries=False)
+        self.trace = trace
+        self.diagnoses: list[Finding] = []
+        self._diagnosis_by_id: dict[str, Finding] = {}
+        self.log = NoteLog(self._diagnosis_by_id)
+        self.state = State(decl, log=self.log, keep_entries=False)
         self.step_events: dict[int, str] = {}
-        self.timeline: list[MetricPoint] = []
-        self.diagnoses: list[Diagnosis] = []
+        self.timeline = Timeline()
         self.unsupported: list[str] = []
         self.stalls = 0
         self.replans = 0
@@ -301,17 +216,17 @@ class _Builder:
 
     # -- helpers -----------------------------------------------------------------------
     def agent(self, name: str) -> str:
-        return name if name in self.x.decl.agents else HUMAN
+        return name if name in self.state.decl.agents else HUMAN
 
     def event(self, step: Step | None, type_: str, agent: str, **fields: Any) -> str:
         idx = -1 if step is None else step.index
         eid = "task" if step is None else f"m{idx}"
-        if step is not None and eid in self.x.events:
+        if step is not None and eid in self.state.events:
             eid = f"m{idx}.{type_}"
         causes = (self.last_event,) if self.last_event is not None else ()
         if step is not None and step.parent is not None and step.parent in self.step_events:
             causes = (self.step_events[step.parent],)  # the recorded parent (e.g. a span's)
-        ev = self.x.add_event(EventSpec(type_, self.agent(agent), {"step": idx, **fields},
+        ev = self.state.add_event(EventSpec(type_, self.agent(agent), {"step": idx, **fields},
                                         causes, eid))
         if step is not None and step.index not in self.step_events:
             self.step_events[step.index] = ev.id
@@ -321,10 +236,10 @@ class _Builder:
     def diagnose(self, defect: str, step: int | None, *, obligations: Sequence[str] = (),
                  assertions: Sequence[str] = (), events: Sequence[str] = (),
                  proposer: str | None = None, detail: str = "",
-                 flag: str | None = None) -> Diagnosis:
+                 flag: str | None = None) -> Finding:
         """Record a diagnosis; work/evidence/assignment defects are diagnosed and routed
         by iCORE-Audit (:func:`icore.audit.diagnose`, ``responsible_agent``)."""
-        x = self.x
+        x = self.state
         did = f"d{len(self.diagnoses) + 1}"
         payload: dict[str, Any] = {}
         responsible: str | None = proposer
@@ -335,28 +250,27 @@ class _Builder:
                 routed, payload = f
                 responsible = routed if routed is not None else proposer
                 source = "icore.audit"
-        d = Diagnosis(did, defect, step, tuple(obligations), tuple(assertions), tuple(events),
-                      proposer, responsible, detail, source)
+        d = Finding(did, defect, step, tuple(obligations), tuple(assertions), tuple(events),
+                      proposer, responsible, detail, source, payload or None)
         self.diagnoses.append(d)
-        x.record_note("diagnosis", {**d.to_json(), "audit": payload} if payload else d.to_json(),
-                      ref=d.id)
+        self._diagnosis_by_id[d.id] = d
+        x.record_note("diagnosis", d.note_payload(), ref=d.id)
         return d
 
     def flag_unsupported(self, aids: Sequence[str], oid: str, proposer: str | None,
                          detail: str) -> str:
         self.unsupported.extend(aids)
-        return self.x.raise_flag(FlagKind.UNSUPPORTED_ASSERTION, obligations=(oid,),
+        return self.state.raise_flag(FlagKind.UNSUPPORTED_ASSERTION, obligations=(oid,),
                                  assertions=aids, proposer=proposer, detail=detail).id
 
     def snapshot(self, step: int) -> None:
-        m = self.x.metrics()
-        self.timeline.append(MetricPoint(step, m.snd, m.astab, m.cq, len(self.x.flags),
-                                         self.stalls))
+        m = self.state.metrics()
+        self.timeline.append(step, m.snd, m.astab, m.cq, len(self.state.flags), self.stalls)
 
     def new_obligation(self, oid: str, kind: str, *, parent: str | None, assignee: str,
                        events: Sequence[str], operation: str, proposer: str,
                        status: Status = Status.ASSIGNED, step: int | None = None) -> None:
-        x = self.x
+        x = self.state
         x.import_assertion(Effect.node(oid, kind, parent=parent), events=events,
                            operation=operation, proposer=proposer)
         a = x.import_assertion(Effect.assign(oid, assignee), events=events,
@@ -375,19 +289,19 @@ class _Builder:
 
     # -- the run -----------------------------------------------------------------------
     def start(self) -> None:
-        t = self.t
+        t = self.trace
         first = t.steps[0] if t.steps and t.steps[0].kind == StepKind.TASK else None
         text = first.content if first is not None else t.question
         ev = self.event(first, "task", HUMAN, text=text[:20000])
-        self.x.import_assertion(Effect.node(ROOT, "task", required_root=True), events=(ev,),
+        self.state.import_assertion(Effect.node(ROOT, "task", required_root=True), events=(ev,),
                                 operation="pose_task", proposer=HUMAN)
-        self.x.import_assertion(Effect.status(ROOT, Status.OPEN), events=(ev,),
+        self.state.import_assertion(Effect.status(ROOT, Status.OPEN), events=(ev,),
                                 operation="pose_task", proposer=HUMAN)
         self.snapshot(first.index if first is not None else 0)
 
     def run(self) -> None:
         self.start()
-        for s in self.t.steps:
+        for s in self.trace.steps:
             if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
                 self.finish_code(())
             handler = getattr(self, f"on_{s.kind.value}")
@@ -398,7 +312,7 @@ class _Builder:
         if self.pending_code is not None:
             self.finish_code(())
         if not self.terminated:
-            last = self.t.steps[-1] if self.t.steps else None
+            last = self.trace.steps[-1] if self.trace.steps else None
             self.diagnose("terminal", last.index if last else None, obligations=(ROOT,),
                           events=(self.last_event,) if self.last_event else (),
                           detail="the run ended without a terminal marker (no final answer)")
@@ -410,7 +324,7 @@ class _Builder:
         self.event(s, "thought", s.agent, **({"to": s.to} if s.to else {}))
 
     def on_plan(self, s: Step) -> None:
-        x = self.x
+        x = self.state
         ev = self.event(s, "plan", s.agent, text=s.content[:20000])
         self.plan_count += 1
         new = f"plan{self.plan_count}"
@@ -437,13 +351,13 @@ class _Builder:
                           proposer=self.agent(s.agent), detail=f"replan: {old} -> {new}")
         self.plan = new
         self.plans_since_ledger += 1
-        if self.t.family == CAPTAIN_AGENT:
+        if self.trace.family == CAPTAIN_AGENT:
             # the first speaker relays the manager's plan and starts on it
             self.open_by_agent[self.agent(s.agent)] = new
             self.on_output(s, event=ev, obligation=new)
 
     def on_ledger(self, s: Step) -> None:
-        x = self.x
+        x = self.state
         led = s.ledger
         assert led is not None
         fields: dict[str, Any] = {c: getattr(led, c) for c in _CLAIMS}
@@ -503,7 +417,7 @@ class _Builder:
             # a relayed plan is also an output: record its facts on a sibling event
             ev = self.event(s, "output", who, **facts)
         oid = obligation or self.open_by_agent.get(who)
-        if oid is None or self.x.obligations[oid].status not in (Status.ASSIGNED,
+        if oid is None or self.state.obligations[oid].status not in (Status.ASSIGNED,
                                                                    Status.ACTIVE):
             oid = f"o{s.index}"
             self.new_obligation(oid, classify(s.content), parent=self.plan or ROOT,
@@ -530,7 +444,7 @@ class _Builder:
         self.submit(s, ev, oid, tools)
 
     def submit(self, s: Step, ev: str, oid: str, tools: tuple[str, ...]) -> None:
-        x = self.x
+        x = self.state
         who = self.agent(s.agent)
         fields = x.events[ev].fields
         # the validator asks whether *this* output repeats what the agent already
@@ -579,13 +493,13 @@ class _Builder:
         self.terminal(s, ev)
 
     def terminal(self, s: Step, ev: str | None) -> None:
-        x = self.x
+        x = self.state
         if ev is None:
             return
         self.terminated = True
         who = self.agent(s.agent)
-        payload = {"final_answer": s.final_answer, "ground_truth": self.t.ground_truth,
-                   "recorded_outcome": self.t.succeeded}
+        payload = {"final_answer": s.final_answer, "ground_truth": self.trace.ground_truth,
+                   "recorded_outcome": self.trace.succeeded}
         verdict = self.validate("answer_check", (ev,), payload)
         c = x.import_certificate("answer_check", verdict=verdict, events=(ev,), payload=payload)
         a = x.import_assertion(Effect.terminal(ROOT, {"final_answer": s.final_answer}),
@@ -599,9 +513,14 @@ class _Builder:
                           detail=f"final answer {s.final_answer!r} fails answer_check")
 
     def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
-        spec = self.x.decl.validators[name]
-        inp = ValidatorInput(tuple(self.x.events[e] for e in events), (), payload, spec.params)
-        return bool(spec.fn(inp))
+        """The verdict of validator ``name`` of V on the recorded events, through the same
+        runner as Definition 6 (:func:`icore.state.run_validator`); an inconsistent
+        validator (raising, non-boolean, two answers) fails (fail closed)."""
+        spec = self.state.decl.validators[name]
+        g = self.state.events
+        inp = ValidatorInput(tuple(g[e] for e in events), (), payload, spec.params)
+        verdict, _ = run_validator(spec.fn, inp)
+        return verdict is True
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -621,24 +540,13 @@ def _audit_diagnosis(x: State, did: str, step: int | None, defect: str,
         hit = TriggerHit(Trigger.HARD_FLAG, obligations, (flag,), detail)
     else:
         hit = TriggerHit(Trigger.REASSIGNMENT, obligations, (), detail)
-    f = audit_diagnose(x, [hit], diagnosis_id=did, step=step if step is not None else -1)
+    f = diagnose_hit(x, hit, diagnosis_id=did, step=step if step is not None else -1)
     if f is None:
         return None
     if defect == "evidence":
         # an unsupported claim is repaired by its claimant (routing priority: proposer)
-        return f.proposer, _compact(f.to_json())
-    return responsible_agent(x, f), _compact(f.to_json())
-
-
-_NOTE_FIELDS = ("id", "primary", "defect", "obligations", "proposer", "flags", "evidence",
-                "matched", "cq_before")
-
-
-def _compact(f: dict[str, Any]) -> dict[str, Any]:
-    """The part of F an imported run's note keeps: what was diagnosed, its evidence gaps
-    and the frozen W_F. Assignees, alternatives and history are left out (X holds
-    them), which keeps a long run's audit within its memory budget (docs/audit.md)."""
-    return {k: f[k] for k in _NOTE_FIELDS}
+        return f.proposer, compact_diagnosis(f)
+    return f.responsible, compact_diagnosis(f)
 
 
 def _why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],
@@ -675,22 +583,41 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         return audit_live_trace(trace)
     t0 = time.perf_counter()
     b = _Builder(trace, decl or declaration_for(trace))
-    b.run()
+    with _no_cyclic_gc():
+        b.run()
     return AuditResult(
         trace=trace,
-        state=b.x,
+        state=b.state,
         step_events=dict(b.step_events),
-        timeline=tuple(b.timeline),
+        timeline=b.timeline,
         diagnoses=tuple(b.diagnoses),
         unsupported=tuple(b.unsupported),
         stalls=b.stalls,
         replans=b.replans,
-        final=b.x.metrics(),
+        final=b.state.metrics(),
         elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         terminated=b.terminated,
-        notes=tuple(b.log.notes),
+        notes=b.log.notes,
         flag_places=dict(b.log.places.at),
     )
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector while a run is imported.
+
+    The import allocates millions of long-lived, acyclic objects (events, assertions,
+    certificates); each full collection walks all of them, about a fifth of a long
+    run's audit time (docs/audit.md "Cost"). Reference counting still frees everything
+    as usual; the collector is re-enabled (if it was on) however the block ends.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -711,7 +638,8 @@ def load_trace(path: str | Path) -> Trace:
 
 def audit_path(path: str | Path) -> AuditResult:
     """Load and audit one file (see :func:`load_trace`)."""
-    return audit_trace(load_trace(path))
+    with _no_cyclic_gc():
+        return audit_trace(load_trace(path))
 
 
 def audit_file(path: str | Path) -> list[AuditResult]:
@@ -762,7 +690,7 @@ def _natural(p: Path) -> tuple[str, int, str]:
 __all__ = [
     "ROOT",
     "AuditResult",
-    "Diagnosis",
+    "Finding",
     "MetricPoint",
     "RunSummary",
     "audit_file",

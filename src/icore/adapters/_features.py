@@ -32,7 +32,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from icore.adapters._audit import AuditResult
 from icore.adapters._decl import HUMAN
 from icore.adapters._evidence import (
     assumes,
@@ -42,6 +41,7 @@ from icore.adapters._evidence import (
     output_facts,
     tool_facts,
 )
+from icore.adapters._results import AuditResult
 from icore.adapters._trace import Step, StepKind
 from icore.state import AssertionKind, State, Status
 

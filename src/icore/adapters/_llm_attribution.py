@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icore.adapters._attribution import Attribution, _chain, attribute
-from icore.adapters._audit import AuditResult
 from icore.adapters._errors import AdapterError
 from icore.adapters._features import Candidate, candidates
+from icore.adapters._results import AuditResult
 from icore.adapters._scorer import ModelSet, ScorerModel
 from icore.adapters._trace import name_key
 from icore.agents import LLMSettings

@@ -60,7 +60,7 @@ from icore.fence import ActionResult, DecisionLog, Fence, GateDecision, Protecte
 from icore.records import RecordId
 
 if TYPE_CHECKING:
-    from icore.adapters._audit import AuditResult
+    from icore.adapters._results import AuditResult
     from icore.live import LiveRunResult, RunManifest, TaskResult
 
 AttrValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]

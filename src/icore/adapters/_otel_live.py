@@ -20,8 +20,8 @@ from typing import Any
 
 from icore._clock import ManualClock
 from icore.adapters import _otel_names as N
-from icore.adapters._audit import AuditResult, Diagnosis, MetricPoint
 from icore.adapters._errors import AdapterError
+from icore.adapters._results import AuditResult, Finding, MetricPoint, compact_diagnosis
 from icore.adapters._trace import Trace
 from icore.live import LiveAudit, LiveManifestError, manifest_from_dict
 from icore.state import FlagKind
@@ -118,15 +118,21 @@ def audit_live_trace(trace: Trace) -> AuditResult:
             raise AdapterError(f"replayed event {eid} differs from the recorded {recorded}: "
                                "the export is reordered, truncated or edited", file=file,
                                field=f"{where}.{N.EVENT_ID}")
-        m = audit.X.metrics()
-        timeline.append(MetricPoint(int(c["seq"]), m.snd, m.astab, m.cq, len(audit.X.flags), 0))
-    x = audit.X
+        m = audit.state.metrics()
+        timeline.append(MetricPoint(int(c["seq"]), m.snd, m.astab, m.cq, len(audit.state.flags), 0))
+    x = audit.state
     diagnoses = []
     for n, f in enumerate(x.flags.values(), start=1):
+        d = audit.diagnoses.get(f.id)  # F of the run's own hard_flag trigger
+        if d is not None:
+            diagnoses.append(Finding(f"d{n}", d.defect, None, tuple(f.obligations),
+                                     tuple(f.assertions), (), f.proposer, d.responsible,
+                                     f.detail, "icore.audit", compact_diagnosis(d)))
+            continue
         defect = "work" if f.kind == FlagKind.UNSUPPORTED_ASSERTION else "evidence"
-        diagnoses.append(Diagnosis(f"d{n}", defect, None, tuple(f.obligations),
-                                   tuple(f.assertions), (), f.proposer, f.proposer, f.detail,
-                                   "icore.live"))
+        diagnoses.append(Finding(f"d{n}", defect, None, tuple(f.obligations),
+                                 tuple(f.assertions), (), f.proposer, f.proposer, f.detail,
+                                 "icore.live"))
     unsupported = tuple(a for f in x.flags.values() if f.kind == FlagKind.UNSUPPORTED_ASSERTION
                         for a in f.assertions)
     return AuditResult(trace=trace, state=x, step_events={}, timeline=tuple(timeline),

@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from icore.adapters._audit import AuditResult
 from icore.adapters._errors import AdapterError
 from icore.adapters._features import Candidate, candidates, feature_names
+from icore.adapters._results import AuditResult
 from icore.adapters._trace import name_key
 
 REGULARIZATION_C = 0.1

@@ -35,13 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from icore.agents._sim_world import SimWorld, inputs_key, uniform
-from icore.audit import Feedback, HostView, Outcome
+from icore.audit import Feedback, HostOutcome, HostView
 from icore.state import (
     CertificateRequest,
+    CitedRecord,
     Effect,
     EventSpec,
     Proposal,
-    RecordRef,
     State,
     Status,
 )
@@ -61,7 +61,7 @@ class Card:
     touched: bool = False
     delete_rolled: bool = False
     cache: tuple[int, str] | None = None
-    via: RecordRef | None = None
+    via: CitedRecord | None = None
     reads: int = 0
     """The input record the worker derived from its cached specification and certifies
     over (the ``stale_input`` fault), or None: it cites the specification itself."""
@@ -145,7 +145,7 @@ class SimTeam:
             return self._verify(actor, card)
         return None
 
-    def observe(self, outcome: Outcome) -> None:
+    def observe(self, outcome: HostOutcome) -> None:
         """Apply the believed effects of an accepted proposal (and its ground truth)."""
         key = (outcome.proposal.events[0].id if outcome.proposal.events else None) or ""
         fn = self._pending.pop(key, None)
@@ -283,7 +283,7 @@ class SimTeam:
             ):
                 # derive an input record once and certify over it from now on, without
                 # re-deriving it when the owner revises the specification
-                c.via = RecordRef(inputs_key(it.id),
+                c.via = CitedRecord(inputs_key(it.id),
                                   self.world.derive_inputs(it.id, c.cache[1]))
         if not c.touched:
             c.touched = True
@@ -312,7 +312,7 @@ class SimTeam:
             passed = fabricated = True  # a passing test "run" by someone else
             self.world.inject("fabricated_evidence", it.id)
         version, rid = c.cache
-        cited = c.via if c.via is not None else RecordRef(it.spec, rid)
+        cited = c.via if c.via is not None else CitedRecord(it.spec, rid)
         if version != self.world.version[it.spec]:
             self.world.inject("evidence_revocation", it.id)
             if c.via is not None:

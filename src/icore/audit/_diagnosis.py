@@ -11,7 +11,7 @@ priority D fixes).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from icore.audit._triggers import Trigger, TriggerHit
@@ -273,3 +273,25 @@ def responsible_agent(state: State, diagnosis: Diagnosis) -> str | None:
             this before it writes the diagnosis, so nothing is logged.
     """
     return state.responsible(diagnosis)
+
+
+def diagnose_hit(
+    state: State, hit: TriggerHit, *, diagnosis_id: str, step: int
+) -> Diagnosis | None:
+    """F for one fired trigger, routed by D's rule (:func:`responsible_agent`).
+
+    The one diagnosis step of every audit path (icore Sec. 4; design.md 4.4): the loop
+    diagnoses the triggers it evaluates; live runs and imported traces diagnose each hard
+    flag (``hard_flag`` trigger) and each ε-unstable assignment (``reassignment``) as it
+    appears, through this. Pure: X is unchanged.
+
+    Returns:
+        F with ``responsible`` set, or None when there is nothing to diagnose.
+
+    Raises:
+        InterfaceError: as :func:`diagnose` and :func:`responsible_agent`.
+    """
+    f = diagnose(state, [hit], diagnosis_id=diagnosis_id, step=step)
+    if f is None:
+        return None
+    return replace(f, responsible=responsible_agent(state, f))

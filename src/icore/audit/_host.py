@@ -34,7 +34,7 @@ class HostView:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class HostOutcome:
     """What happened to the host's last ordinary proposal (told to the host).
 
     Attributes:
@@ -54,7 +54,7 @@ class Outcome:
     recovery: bool = False
 
     @classmethod
-    def of(cls, proposal: Proposal, verdict: Verdict | None, *, enforced: bool) -> Outcome:
+    def of(cls, proposal: Proposal, verdict: Verdict | None, *, enforced: bool) -> HostOutcome:
         """Outcome of an ordinary proposal: accepted unless an enforced audit rejected it."""
         ok = verdict is None or verdict.committed or not enforced
         return cls(proposal, verdict, enforced, ok)
@@ -68,7 +68,7 @@ class HostPolicy(Protocol):
         """Return the next ordinary proposal, or None for a nonproductive step."""
         ...
 
-    def observe(self, outcome: Outcome) -> None:
+    def observe(self, outcome: HostOutcome) -> None:
         """Learn the outcome of the last proposal (commit, reject, not audited)."""
         ...
 
@@ -114,7 +114,7 @@ class FunctionPolicy:
         step: ``view -> proposal | None``; called once per ordinary iteration.
         recover: ``(feedback, view) -> proposals``; None answers no feedback (every
             intervention then ends in a failure-and-feedback record).
-        observe: called with every :class:`Outcome`.
+        observe: called with every :class:`HostOutcome`.
     """
 
     def __init__(
@@ -122,7 +122,7 @@ class FunctionPolicy:
         step: StepFn,
         *,
         recover: RecoverFn | None = None,
-        observe: Callable[[Outcome], None] | None = None,
+        observe: Callable[[HostOutcome], None] | None = None,
     ) -> None:
         self._step = step
         self._recover = recover
@@ -132,7 +132,7 @@ class FunctionPolicy:
         """Call the wrapped step function."""
         return self._step(view)
 
-    def observe(self, outcome: Outcome) -> None:
+    def observe(self, outcome: HostOutcome) -> None:
         """Forward the outcome, if an observer was given."""
         if self._observe is not None:
             self._observe(outcome)

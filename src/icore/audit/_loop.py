@@ -37,16 +37,16 @@ alone, with no state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from icore._clock import Clock, ManualClock
 from icore.audit._diagnosis import Diagnosis, diagnose, responsible_agent
 from icore.audit._errors import AuditError
 from icore.audit._feedback import Feedback, build_feedback
-from icore.audit._host import Environment, HostPolicy, HostView, NoEnvironment, Outcome
+from icore.audit._host import Environment, HostOutcome, HostPolicy, HostView, NoEnvironment
 from icore.audit._recovery import RecoveryVerdict, audit_recovery, commit_recovery
-from icore.audit._triggers import Trigger, TriggerHit, WorkIndex, evaluate_triggers, touched_by
+from icore.audit._triggers import Trigger, TriggerHit, WorkIndex, evaluate_triggers
 from icore.audit._views import (
     GATE_REASONS,
     RECOVERY_CODES,
@@ -123,7 +123,7 @@ class Intervention:
 
 
 @dataclass(slots=True)
-class RunResult:
+class AuditRunResult:
     """Everything a run measured (frozen once returned, by convention).
 
     Attributes:
@@ -249,8 +249,10 @@ class AuditLoop:
                              "on a candidate copy")
         self.env: Environment = env if env is not None else NoEnvironment()
         self.clock: Clock = clock if clock is not None else ManualClock()
+        state.track_touched()
+        state.take_touched()  # the index below starts from X as it is now
         self.index = WorkIndex(state)
-        self.h = 0
+        self.no_progress_steps = 0
         self._seen = state.seq
         self._since: dict[str, int] = {}  # enabled assigned obligation -> step of last progress
         self._owner: dict[str, str | None] = {}
@@ -271,8 +273,9 @@ class AuditLoop:
             new = list(x.entries_since(self._seen))
             if self._g is not None:
                 self._g.update(new)
-            self.index.update(touched_by(new))
+            self.index.update(x.take_touched())
         else:
+            x.take_touched()
             self.index.rebuild()
         self._seen = x.seq
 
@@ -295,7 +298,7 @@ class AuditLoop:
             del self._owner[oid]
         self._since = live
         stall = {o: step - s for o, s in live.items()}
-        self.h = max(stall.values(), default=0)
+        self.no_progress_steps = max(stall.values(), default=0)
         hit = [o for o, n in stall.items() if n >= self.state.decl.parameters.patience]
         return sorted(hit, key=lambda o: (-stall[o], o))
 
@@ -312,11 +315,11 @@ class AuditLoop:
         return last is not None and step - last < self.config.cooldown
 
     # ----------------------------------------------------------------- the loop
-    def run(self) -> RunResult:
+    def run(self) -> AuditRunResult:
         """Run until D's terminal predicate holds or the budget is spent."""
         cfg = self.config
         x = self.state
-        res = RunResult(mode=cfg.mode)
+        res = AuditRunResult(mode=cfg.mode)
         for step in range(cfg.max_steps):
             self.env.tick(step, x)
             self._sync()
@@ -335,12 +338,12 @@ class AuditLoop:
             self._sync()
             stalled = self._patience(step)
             if self._g is not None:
-                self.h, stalled = self._g.stalled(x.decl.parameters.patience)
+                self.no_progress_steps, stalled = self._g.stalled(x.decl.parameters.patience)
             m = x.metrics()
             hits = evaluate_triggers(
                 x,
                 index=self.index,
-                h=self.h,
+                h=self.no_progress_steps,
                 metrics=m,
                 terminal=x.terminal(),
                 stalled=stalled,
@@ -353,7 +356,7 @@ class AuditLoop:
                 diag_id = self._intervene(hits, step, res)
             res.trajectory.append(
                 StepRecord(
-                    step, call, decision, self.h, m.snd, m.astab, m.cq,
+                    step, call, decision, self.no_progress_steps, m.snd, m.astab, m.cq,
                     tuple(str(h.trigger) for h in hits), diag_id,
                 )
             )
@@ -364,7 +367,7 @@ class AuditLoop:
         res.final = x.metrics()
         return res
 
-    def _ordinary(self, view: HostView, res: RunResult, step: int) -> str:
+    def _ordinary(self, view: HostView, res: AuditRunResult, step: int) -> str:
         x = self.state
         p = self.host.propose(view)
         res.agent_calls += 1
@@ -385,12 +388,12 @@ class AuditLoop:
             enforced = enforced and self._enforce(v, res)
             if not enforced:
                 observe_unaudited(x, v.proposal)
-        self.host.observe(Outcome.of(v.proposal, v, enforced=enforced))
+        self.host.observe(HostOutcome.of(v.proposal, v, enforced=enforced))
         if v.committed:
             return "commit"
         return "reject" if enforced or self.config.mode == "passive" else "unenforced"
 
-    def _enforce(self, v: Verdict, res: RunResult) -> bool:
+    def _enforce(self, v: Verdict, res: AuditRunResult) -> bool:
         """Whether the view sees a reason of the rejection ``v`` (then it is enforced and
         what it names counts as detected)."""
         seen = GATE_REASONS[self.view]
@@ -414,7 +417,7 @@ class AuditLoop:
                 return who
         return None
 
-    def _intervene(self, hits: Sequence[TriggerHit], step: int, res: RunResult) -> str | None:
+    def _intervene(self, hits: Sequence[TriggerHit], step: int, res: AuditRunResult) -> str | None:
         x = self.state
         live = [h for h in hits if not self._cooling(h, step)]
         if not live:
@@ -457,7 +460,7 @@ class AuditLoop:
         self._pending = (f, fb, agent)
         return f.id
 
-    def _recover(self, view: HostView, res: RunResult) -> str:
+    def _recover(self, view: HostView, res: AuditRunResult) -> str:
         assert self._pending is not None
         f, fb, agent = self._pending
         self._pending = None
@@ -483,7 +486,7 @@ class AuditLoop:
                 x, rv, agent=agent, note=f"recovery of {f.id}", head_view=self.config.head_view
             )
             for v in committed:
-                self.host.observe(Outcome(v.proposal, v, True, True, recovery=True))
+                self.host.observe(HostOutcome(v.proposal, v, True, True, recovery=True))
             for v in committed:
                 self._progressed(v.progressed, view.step)
             pids = tuple(str(v.proposal.id) for v in committed)
@@ -509,7 +512,7 @@ class AuditLoop:
             )
             return "recovered"
         for p in props:
-            self.host.observe(Outcome(p, None, True, False, recovery=True))
+            self.host.observe(HostOutcome(p, None, True, False, recovery=True))
         viol = tuple(f"{v.code}: {v.detail}" for v in rv.violations)
         x.record_note(
             "failure",
@@ -543,7 +546,7 @@ class AuditLoop:
 
     def _unguarded(
         self, f: Diagnosis, fb: Feedback, agent: str, props: Sequence[Proposal],
-        rv: RecoveryVerdict, view: HostView, res: RunResult,
+        rv: RecoveryVerdict, view: HostView, res: AuditRunResult,
     ) -> str:
         """A recovery whose rejection the view cannot see: each proposal goes through the
         view's gate (committed, enforced-rejected, or observed unaudited)."""
@@ -560,7 +563,7 @@ class AuditLoop:
                 ok, enforced = True, False
             if ok:
                 done.append(str(v.proposal.id))
-            self.host.observe(Outcome(v.proposal, v, enforced, ok, recovery=True))
+            self.host.observe(HostOutcome(v.proposal, v, enforced, ok, recovery=True))
         if self._g is not None:
             for oid in f.obligations:
                 self._g.reset(oid)
@@ -586,25 +589,23 @@ def _sig(hits: Sequence[TriggerHit], primary: Trigger) -> tuple[str, ...]:
 
 
 def _replace_defect(f: Diagnosis, defect: str) -> Diagnosis:
-    from dataclasses import replace
-
     return replace(f, defect=defect)
 
 
 def _with_agent(f: Diagnosis, agent: str | None) -> Diagnosis:
-    from dataclasses import replace
-
     return replace(f, responsible=agent)
 
 
-def run_mas_only(host: HostPolicy, *, max_steps: int, env: Environment | None = None) -> RunResult:
+def run_mas_only(
+    host: HostPolicy, *, max_steps: int, env: Environment | None = None
+) -> AuditRunResult:
     """The MAS-only condition: the host alone, no iCORE state, nothing audited.
 
-    Every proposal is taken as done (``Outcome(verdict=None)``); the run ends when the
+    Every proposal is taken as done (``HostOutcome(verdict=None)``); the run ends when the
     budget is spent or the host has nothing left to do for ``max_steps`` iterations.
     """
     env = env if env is not None else NoEnvironment()
-    res = RunResult(mode="mas_only")
+    res = AuditRunResult(mode="mas_only")
     for step in range(max_steps):
         env.tick(step, None)
         done = getattr(host, "done", None)
@@ -616,6 +617,6 @@ def run_mas_only(host: HostPolicy, *, max_steps: int, env: Environment | None = 
         res.agent_calls += 1
         if p is not None:
             res.proposals += 1
-            host.observe(Outcome.of(p, None, enforced=False))
+            host.observe(HostOutcome.of(p, None, enforced=False))
     env.close(None)
     return res

@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
-from fractions import Fraction
+from dataclasses import dataclass, field
 
 from icore.audit._diagnosis import Diagnosis
 from icore.audit._errors import AuditError
@@ -43,6 +42,7 @@ from icore.state import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
     AssertionKind,
+    DeclarationPackage,
     HeadView,
     MatchedSet,
     Proposal,
@@ -50,6 +50,7 @@ from icore.state import (
     Status,
     Verdict,
     audit,
+    fixed,
 )
 
 
@@ -97,6 +98,7 @@ class RecoveryVerdict:
         resolves: flags the commit must mark resolved (those the state does not resolve
             by itself).
         changed: obligations the recovery's committed assertions name.
+        declaration: the D the verdicts were taken under.
     """
 
     accepted: bool
@@ -106,6 +108,7 @@ class RecoveryVerdict:
     after: MatchedQuality | None
     resolves: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
+    declaration: DeclarationPackage | None = field(default=None, compare=False, repr=False)
 
 
 def removal_supported(state: State, oid: str) -> bool:
@@ -134,22 +137,25 @@ def _closed(state: State, oid: str) -> bool:
 def matched_quality(
     state: State, matched: MatchedSet, *, unsupported: frozenset[str] = frozenset()
 ) -> MatchedQuality:
-    """cq(X; W_F) with the members in ``unsupported`` counted unsound (exact sums)."""
-    w = s = st = Fraction(0)
+    """cq(X; W_F) with the members in ``unsupported`` counted unsound.
+
+    Exact sums in the state's fixed point (:func:`icore.state.fixed`): integers, so the
+    ratios are the exact rationals, rounded once (as :meth:`State.metrics`).
+    """
+    w = s = st = 0
     for oid, wf in zip(matched.obligations, matched.weights, strict=True):
-        fw = Fraction(wf)
+        fw = fixed(wf)
         w += fw
-        if oid not in state.obligations:
+        ev = state.evaluation(oid)
+        if ev is None:
             continue
-        m = state.metrics(over=MatchedSet((oid,), (wf,)))
-        if m.snd >= 1.0 and oid not in unsupported:
+        if ev.sound and oid not in unsupported:
             s += fw
-        if m.astab >= 1.0:
+        if ev.stable:
             st += fw
     if w == 0:
         return MatchedQuality(1.0, 1.0, 1.0)
-    snd, astab = s / w, st / w
-    return MatchedQuality(float(snd), float(astab), float((snd + astab) / 2))
+    return MatchedQuality(s / w, st / w, (s + st) / (2 * w))
 
 
 def audit_recovery(
@@ -309,7 +315,7 @@ def _judge(
                 Violation(RecoveryCode.UNRESOLVED_FLAG, f"hard flag {fid} is not resolved", fid)
             )
     after = matched_quality(cand, matched, unsupported=frozenset(unsupported))
-    if Fraction(after.cq) < Fraction(before.cq):
+    if after.cq < before.cq:
         violations.append(
             Violation(
                 RecoveryCode.QUALITY_DECREASED,
@@ -317,7 +323,8 @@ def _judge(
             )
         )
     return RecoveryVerdict(
-        not violations, tuple(violations), tuple(verdicts), before, after, tuple(resolves), changed
+        not violations, tuple(violations), tuple(verdicts), before, after, tuple(resolves),
+        changed, state.decl,
     )
 
 
@@ -332,9 +339,13 @@ def commit_recovery(
     """Commit an accepted recovery to X (``X^+ = Commit_D(X_f)``) and resolve its flags.
 
     A recovery is one audited repair (icore Alg. 1; design.md 4.4): its proposals and the
-    resolution of the flags it resolves are written in one log transaction
-    (:meth:`State.commit_all <icore.state.State.commit_all>`), or nothing is written at
-    all (fail closed): X, its log and its metrics are then exactly as before.
+    resolution of the flags it resolves are written in one log transaction, or nothing
+    is written at all (fail closed): X, its log and its metrics are then exactly as
+    before. When X and D are as the recovery audit left them, the candidate's verdicts
+    are committed as audited (:meth:`State.commit_verdicts
+    <icore.state.State.commit_verdicts>`: no proposal is audited or validated again);
+    otherwise they are audited again on X (:meth:`State.commit_all
+    <icore.state.State.commit_all>`).
 
     Raises:
         AuditError: the verdict was not accepted, or a proposal does not commit on X
@@ -344,6 +355,17 @@ def commit_recovery(
     """
     if not verdict.accepted:
         raise AuditError("cannot commit a rejected recovery")
+    if (
+        verdict.declaration is state.decl
+        and verdict.verdicts
+        and all(v.committed for v in verdict.verdicts)
+        and verdict.verdicts[0].base_seq == state.seq
+    ):
+        # X and D are as the recovery audit saw them: commit its verdicts as audited
+        return state.commit_verdicts(
+            verdict.verdicts, resolve=verdict.resolves, by=agent, note=note
+        )
+    # X or D changed since the audit: audit again, all or nothing
     got = state.commit_all(
         [v.proposal for v in verdict.verdicts],
         head_view=head_view,

@@ -29,11 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from icore.state import (
-    AssertionImported,
-    Committed,
-    LogEntry,
     Metrics,
-    Revoked,
     State,
     Status,
 )
@@ -84,20 +80,6 @@ class TriggerHit:
     obligations: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     detail: str = ""
-
-
-def touched_by(entries: Iterable[LogEntry]) -> set[str]:
-    """Obligations whose status, assignee or evidence the entries changed."""
-    out: set[str] = set()
-    for e in entries:
-        b = e.body
-        if isinstance(b, Committed):
-            out.update(a.obligation for a in b.assertions)
-        elif isinstance(b, Revoked):
-            out.update(b.obligations)
-        elif isinstance(b, AssertionImported):
-            out.add(b.assertion.obligation)
-    return out
 
 
 class WorkIndex:

@@ -214,7 +214,8 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             console.print(f"reports: {idx}")
         if prov:
             console.print(f"PROV-JSON: {out}/*.prov.json (read back and validated)")
-    runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results]
+    runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results
+            ] if json_file is not None or fails else []
     if json_file is not None:
         doc = {"icore": __version__, "runs": runs,
                "errors": [{"file": f, "error": e} for f, e in errors],

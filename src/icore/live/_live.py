@@ -558,7 +558,7 @@ class _Run:
             records_checked=checked, records_lost=tuple(lost),
             processes_left=tuple(self.team.alive()),
             pids={a.id: a.proc.pid for a in self.team.agents.values()},
-            timeline=tuple(self.audit.timeline), state=self.audit.X,
+            timeline=tuple(self.audit.timeline), state=self.audit.state,
             negotiation=dict(self.backend.get("negotiation") or {}))
         if self.reporter is not None:
             res = LiveRunResult(**{**res.__dict__, "report": self.reporter(res)})

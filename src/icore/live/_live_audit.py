@@ -21,15 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import Clock
+from icore.audit import Diagnosis, Trigger, TriggerHit, diagnose_hit
 from icore.live._manifest import RunManifest
 from icore.state import (
     CertificateRequest,
+    CitedRecord,
     DeclarationPackage,
     Effect,
     EventSpec,
+    HardFlag,
     MemoryLog,
     Proposal,
-    RecordRef,
     SQLiteLog,
     State,
     Verdict,
@@ -130,9 +132,10 @@ class LiveAudit:
         self.decl = live_declaration(manifest)
         self.log = (SQLiteLog(log_path, declaration=self.decl) if log_path is not None
                     else MemoryLog())
-        self.X = State(self.decl, log=self.log, clock=clock)
+        self.state = State(self.decl, log=self.log, clock=clock)
         self.heads: dict[str, str] = {}
         self.verdicts: list[dict[str, Any]] = []
+        self.diagnoses: dict[str, Diagnosis] = {}  # hard flag id -> F (icore.audit)
         self.timeline: list[tuple[int, float, float, float]] = []
         self.role_agent: dict[str, str] = {a.role: a.id for a in manifest.agents}
         self._n = 0
@@ -145,8 +148,8 @@ class LiveAudit:
         if self.listener is None:
             return
         since, flags_before = mark
-        m = self.X.metrics()
-        flags = list(self.X.flags.values())[flags_before:]
+        m = self.state.metrics()
+        flags = list(self.state.flags.values())[flags_before:]
         outcome = {"verdicts": self.verdicts[since:], "event": event,
                    "flags": [{"id": f.id, "kind": str(f.kind), "obligations": list(f.obligations),
                               "assertions": list(f.assertions), "detail": f.detail}
@@ -154,8 +157,19 @@ class LiveAudit:
                    "snd": m.snd, "astab": m.astab, "cq": m.cq}
         self.listener(call, task, args, outcome)
 
+    def _diagnose(self, flags: Sequence[HardFlag]) -> None:
+        """iCORE-Audit's diagnosis F of each new hard flag (the ``hard_flag`` trigger,
+        :func:`icore.audit.diagnose_hit`, routed by D's rule), kept in
+        :attr:`diagnoses` by flag id; X's log is unchanged."""
+        for f in flags:
+            hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)
+            d = diagnose_hit(self.state, hit, diagnosis_id=f"d{len(self.diagnoses) + 1}",
+                             step=len(self.verdicts))
+            if d is not None:
+                self.diagnoses[f.id] = d
+
     def _mark(self) -> tuple[int, int]:
-        return len(self.verdicts), len(self.X.flags)
+        return len(self.verdicts), len(self.state.flags)
 
     # -- helpers --------------------------------------------------------------------
     def _eid(self, task: str, what: str) -> str:
@@ -169,13 +183,13 @@ class LiveAudit:
     def _causes(self, task: str, causes: Sequence[str] = ()) -> tuple[str, ...]:
         """``causes`` plus the workflow's previous event in G (steps run in sequence)."""
         last = self._last.get(task)
-        out = [c for c in causes if c in self.X.events]
+        out = [c for c in causes if c in self.state.events]
         if last is not None and last not in out:
             out.append(last)
         return tuple(out)
 
     def _advance(self, task: str, event_id: str) -> None:
-        if event_id in self.X.events:
+        if event_id in self.state.events:
             self._last[task] = event_id
 
     def event(self, task: str, type_: str, agent: str, fields: Mapping[str, Any],
@@ -193,18 +207,19 @@ class LiveAudit:
     def _add_event(self, task: str, type_: str, agent: str, fields: Mapping[str, Any],
                    causes: Sequence[str] = ()) -> str:
         eid = self._eid(task, type_)
-        self.X.add_event(EventSpec(type=type_, agent=agent, fields=dict(fields),
+        self.state.add_event(EventSpec(type=type_, agent=agent, fields=dict(fields),
                                    causes=self._causes(task, causes), id=eid))
         self._advance(task, eid)
         return eid
 
     def submit(self, task: str, p: Proposal) -> Verdict:
         """Audit and record one proposal (icore Def. 6)."""
-        v = self.X.submit(p, head_view=self.head_view)
+        v = self.state.submit(p, head_view=self.head_view)
+        self._diagnose(v.flags)
         self.verdicts.append({"task": task, "operation": p.operation, "proposer": p.proposer,
                               "target": p.target, "decision": str(v.decision),
                               "reasons": [f"{r.code}: {r.detail}" for r in v.reasons]})
-        m = self.X.metrics()
+        m = self.state.metrics()
         self.timeline.append((len(self.verdicts), m.snd, m.astab, m.cq))
         return v
 
@@ -257,7 +272,8 @@ class LiveAudit:
         self.heads[rec["key"]] = rec["id"]
         eid = self._add_event(task, "requirement_revised", agent, {"record": rec["id"],
                                                                    "key": rec["key"]})
-        flags = self.X.on_head_change(rec["key"], rec["id"])
+        flags = self.state.on_head_change(rec["key"], rec["id"])
+        self._diagnose(flags)
         self._told("revised", task, {"agent": agent, "record": _rec(rec)}, mark=mark,
                    event=eid)
         return [f.id for f in flags]
@@ -275,11 +291,11 @@ class LiveAudit:
                             Effect.result(f"{task}/plan", {"candidate":
                                                            rec["content"]["args"]["option"]})],
                            [CertificateRequest("lineage", events=(str(ev.id),),
-                                               records=(RecordRef(req_key, req_id),))])
+                                               records=(CitedRecord(req_key, req_id),))])
         if replan and v.committed:
-            for f in self.X.open_flags():
+            for f in self.state.open_flags():
                 if any(o.startswith(f"{task}/") for o in f.obligations):
-                    self.X.resolve_flag(f.id, by=agent, note="replanned from the fresh record")
+                    self.state.resolve_flag(f.id, by=agent, note="replanned from the fresh record")
         self._told("planned", task, {"agent": agent, "record": _rec(rec), "req_key": req_key,
                                      "req_id": req_id, "replan": replan},
                    mark=mark, event=str(ev.id))
@@ -308,7 +324,7 @@ class LiveAudit:
                                Effect.result(f"{task}/act", {"action": action,
                                                              "option": option})],
                               [CertificateRequest("lineage", events=(str(ev.id),),
-                                                  records=(RecordRef(req_key, frontier_id),)),
+                                                  records=(CitedRecord(req_key, frontier_id),)),
                                CertificateRequest("gate", events=(gate_event,))])
         self._told("executed", task, {"agent": agent, "action": action, "option": option,
                                       "gate_event": gate_event, "req_key": req_key,
@@ -326,7 +342,7 @@ class LiveAudit:
                            [Effect.status(f"{task}/audit", status),
                             Effect.result(f"{task}/audit", {"verdict": verdict})],
                            [CertificateRequest("lineage", events=(str(ev.id),),
-                                               records=(RecordRef(req_key, req_id),))])
+                                               records=(CitedRecord(req_key, req_id),))])
         self._told("audited", task, {"agent": agent, "verdict": verdict, "req_key": req_key,
                                      "req_id": req_id}, mark=mark, event=str(ev.id))
         return v
@@ -339,7 +355,7 @@ class LiveAudit:
                               fields)
         oid = f"{task}/{obligation}"
         v = None
-        if oid in self.X.obligations:
+        if oid in self.state.obligations:
             v = self.submit(task, Proposal(proposer=RUN_AGENT, operation="fail", target=oid,
                                            effects=(Effect.status(oid, "failed"),),
                                            justification=(eid,)))
@@ -349,12 +365,12 @@ class LiveAudit:
 
     def summary(self) -> dict[str, Any]:
         """Metrics and counts for the report."""
-        m = self.X.metrics()
+        m = self.state.metrics()
         committed = sum(1 for v in self.verdicts if v["decision"] == "commit")
         return {"snd": m.snd, "astab": m.astab, "cq": m.cq, "evaluated": m.evaluated,
-                "events": len(self.X.events), "proposals": len(self.verdicts),
+                "events": len(self.state.events), "proposals": len(self.verdicts),
                 "committed": committed, "rejected": len(self.verdicts) - committed,
-                "hard_flags": len(self.X.flags), "open_flags": len(self.X.open_flags())}
+                "hard_flags": len(self.state.flags), "open_flags": len(self.state.open_flags())}
 
     def close(self) -> None:
         """Close the log."""

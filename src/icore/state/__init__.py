@@ -5,20 +5,19 @@ docs/state.md.
 
 Import rule (design.md 2): ``icore.state`` imports only ``icore.errors``,
 ``icore._clock``, ``icore.records`` and ``icore.memory`` (plus stdlib and third-party).
-It is pure except :mod:`icore.state._log` (SQLite). Time comes from an injected clock
-and ids from the state's own counters, so a replay reproduces X byte for byte.
+It is pure except its I/O edge: :mod:`icore.state._log` (SQLite) and
+:mod:`icore.state._loader` (reads declaration files, imports the callables they name).
+Time comes from an injected clock and ids from the state's own counters, so a replay
+reproduces X byte for byte. Module map: docs/state.md "Modules".
 """
 
-from icore.state._decl import (
+from icore.state._components import (
     ASSIGNER_ROLE,
     BOUND_CONDITIONS,
-    BUILTIN_VALIDATORS,
     TASK_ROLE,
     AgentDecl,
-    DeclarationPackage,
     DiagnosisLike,
     EffectTemplate,
-    Interfaces,
     ObservableType,
     OperationDecl,
     Parameters,
@@ -26,8 +25,6 @@ from icore.state._decl import (
     Transition,
     ValidatorInput,
     ValidatorSpec,
-    declaration_from_dict,
-    load_declaration,
 )
 from icore.state._entries import (
     AssertionImported,
@@ -51,9 +48,12 @@ from icore.state._errors import (
     StateInputError,
     ValidatorError,
 )
-from icore.state._legality import Verdict, audit, transport_problem
+from icore.state._heads import HeadView, StoreHeadView, store_head_view
+from icore.state._interfaces import BUILTIN_VALIDATORS, Interfaces
+from icore.state._legality import Verdict, audit, run_validator, transport_problem
+from icore.state._loader import declaration_from_dict, load_declaration
 from icore.state._log import MemoryLog, SQLiteLog, decode_entry, encode_entry, rebuild
-from icore.state._metrics import MatchedSet, Metrics, full_metrics
+from icore.state._metrics import MatchedSet, Metrics, fixed
 from icore.state._model import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
@@ -61,6 +61,7 @@ from icore.state._model import (
     AssertionKind,
     Certificate,
     CertificateRequest,
+    CitedRecord,
     Decision,
     Effect,
     Event,
@@ -70,13 +71,14 @@ from icore.state._model import (
     Justification,
     Obligation,
     Proposal,
-    Reason,
     ReasonCode,
-    RecordRef,
+    RejectionReason,
     Status,
 )
-from icore.state._normalize import equivalent, export_json, normalize
-from icore.state._state import HeadView, Log, State, StoreHeadView, store_head_view
+from icore.state._normalize import equivalent, export_json, full_metrics, normalize
+from icore.state._package import DeclarationPackage
+from icore.state._state import Log, State
+from icore.state._view import StateView
 
 __all__ = [
     "ASSIGNER_ROLE",
@@ -92,6 +94,7 @@ __all__ = [
     "Certificate",
     "CertificateImported",
     "CertificateRequest",
+    "CitedRecord",
     "Committed",
     "Decision",
     "DeclarationPackage",
@@ -125,15 +128,15 @@ __all__ = [
     "Preconditions",
     "Proposal",
     "ProposalRecorded",
-    "Reason",
     "ReasonCode",
-    "RecordRef",
     "Rejected",
+    "RejectionReason",
     "Revoked",
     "SQLiteLog",
     "State",
     "StateError",
     "StateInputError",
+    "StateView",
     "Status",
     "StoreHeadView",
     "Transition",
@@ -147,10 +150,12 @@ __all__ = [
     "encode_entry",
     "equivalent",
     "export_json",
+    "fixed",
     "full_metrics",
     "load_declaration",
     "normalize",
     "rebuild",
+    "run_validator",
     "store_head_view",
     "transport_problem",
 ]

@@ -19,7 +19,7 @@ from icore.state._model import (
     HardFlag,
     Justification,
     Proposal,
-    Reason,
+    RejectionReason,
 )
 
 LOG_SCHEMA_VERSION = 1
@@ -98,7 +98,7 @@ class Rejected:
 
     proposal: str
     proposer: str
-    reasons: tuple[Reason, ...]
+    reasons: tuple[RejectionReason, ...]
     certificates: tuple[Certificate, ...] = ()
 
 

@@ -25,20 +25,23 @@ flag (``validator_inconsistency`` and/or ``unsupported_assertion``) is recorded.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from icore.state._decl import OperationDecl, Transition, ValidatorInput, checked_progress
+from icore.state._components import EffectTemplate, OperationDecl, Transition, ValidatorInput
 from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, Rejected
 from icore.state._errors import StateInputError
+from icore.state._heads import HeadView, lineage_of
+from icore.state._interfaces import checked_progress
+from icore.state._json import is_json
 from icore.state._model import (
     JSON,
     TRANSPORTED_TO,
     Assertion,
     AssertionKind,
     Certificate,
+    CertificateRequest,
     Decision,
     Effect,
     Event,
@@ -47,11 +50,11 @@ from icore.state._model import (
     HardFlag,
     Justification,
     Proposal,
-    Reason,
     ReasonCode,
+    RejectionReason,
     Status,
 )
-from icore.state._state import HeadView, State, lineage_of, make_event
+from icore.state._view import StateView
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
 
@@ -77,7 +80,7 @@ class Verdict:
 
     decision: Decision
     proposal: Proposal
-    reasons: tuple[Reason, ...]
+    reasons: tuple[RejectionReason, ...]
     flags: tuple[HardFlag, ...]
     assertions: tuple[Assertion, ...]
     certificates: tuple[Certificate, ...]
@@ -102,20 +105,8 @@ class Verdict:
         return tuple(sorted({e.obligation for e in self.proposal.effects}))
 
 
-def _is_json(value: object) -> bool:
-    if value is None or isinstance(value, bool | int | str):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def check_event(
-    spec: EventSpec, eid: str, state: State, pending: set[str]
+    spec: EventSpec, eid: str, state: StateView, pending: set[str]
 ) -> tuple[ReasonCode, str] | None:
     """Check one event against O_D, M_D and G (plus ``pending`` ids of the same proposal)."""
     ot = state.decl.observables.get(spec.type)
@@ -131,13 +122,13 @@ def check_event(
     for c in spec.causes:
         if c not in state.events and c not in pending:
             return (ReasonCode.INVALID_EVENT, f"event {eid!r} has unknown cause {c!r}")
-    if not all(isinstance(k, str) for k in spec.fields) or not _is_json(dict(spec.fields)):
+    if not all(isinstance(k, str) for k in spec.fields) or not is_json(dict(spec.fields)):
         return (ReasonCode.INVALID_EVENT, f"event {eid!r} fields are not JSON")
     return None
 
 
 def check_effect_value(
-    e: Effect, state: State, new_obligations: set[str]
+    e: Effect, state: StateView, new_obligations: set[str]
 ) -> tuple[ReasonCode, str] | None:
     """Check an effect's value is well formed for its kind."""
     known = state.obligations
@@ -166,14 +157,12 @@ def check_effect_value(
         e.kind == AssertionKind.RELATION and e.value not in known and e.value not in new_obligations
     ):
         return (ReasonCode.UNKNOWN_OBLIGATION, f"relation to unknown obligation {e.value!r}")
-    if not _is_json(e.value):
+    if not is_json(e.value):
         return (ReasonCode.EFFECT_MISMATCH, "effect value is not JSON")
     return None
 
 
 def _fits(e: Effect, t_kind: AssertionKind, t: object, p: Proposal, new: set[str]) -> bool:
-    from icore.state._decl import EffectTemplate
-
     assert isinstance(t, EffectTemplate)
     if e.kind != t_kind:
         return False
@@ -254,8 +243,16 @@ def match_effects(op: OperationDecl, p: Proposal, new: set[str]) -> str | None:
     return None
 
 
-def _run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
-    """Run twice; return (verdict, "") or (None, why it is inconsistent)."""
+def run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
+    """Run a validator of V on one input: the one validator runner (Definition 6 and
+    trace import).
+
+    The validator is run twice: raising, a non-boolean or two different answers is a
+    validator inconsistency (icore Def. 6; design.md 4.1).
+
+    Returns:
+        (verdict, "") or (None, why it is inconsistent).
+    """
     assert callable(fn)
     try:
         r1 = fn(inp)
@@ -269,8 +266,11 @@ def _run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
     return r1, ""
 
 
-def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None) -> Verdict:
+def audit(proposal: Proposal, state: StateView, *, head_view: HeadView | None = None) -> Verdict:
     """Audit one proposal against X (icore Def. 6; design.md 4.3). Pure: X is unchanged.
+
+    The checks run in the order of the module docstring (1-8), each collecting typed
+    reasons; any reason rejects.
 
     Args:
         proposal: the labelled proposal.
@@ -289,151 +289,217 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
     Cost: proportional to the proposal (its effects, events, citations, certificates
     and the validators it runs), independent of |X|.
     """
-    decl = state.decl
-    reasons: list[Reason] = []
-
-    def bad(code: ReasonCode, detail: str, subject: str | None = None) -> None:
-        reasons.append(Reason(code, detail, subject))
-
-    pid = proposal.id or f"p{len(state._proposals) + 1}"
-    if pid in state._proposals:
+    pid = proposal.id or f"p{state.proposal_count() + 1}"
+    if state.has_proposal(pid):
         raise StateInputError("proposal id was already used", proposal=pid)
-    p = replace(proposal, id=pid)
+    run = _Audit(state, replace(proposal, id=pid), head_view)
+    run.check_operation()
+    run.check_events()
+    run.check_obligations()
+    run.check_preconditions()
+    run.check_citations()
+    run.check_justification()
+    run.check_certificates()
+    run.check_effects()
+    run.check_removals()
+    return run.reject() if run.reasons else run.commit()
+
+
+class _Audit:
+    """One run of Definition 6 over one proposal: what the checks found so far."""
+
+    __slots__ = (
+        "certs", "created", "decl", "head_view", "inconsistent", "new_events", "op", "p",
+        "passing_kinds", "reasons", "state", "tied",
+    )
+
+    def __init__(self, state: StateView, p: Proposal, head_view: HeadView | None) -> None:
+        self.state = state
+        self.decl = state.decl
+        self.p = p
+        self.head_view = head_view
+        self.op = self.decl.operations.get(p.operation)
+        self.reasons: list[RejectionReason] = []
+        self.new_events: dict[str, Event] = {}
+        self.created = {e.obligation for e in p.effects if e.kind == AssertionKind.NODE}
+        self.certs: list[Certificate] = []
+        self.tied: dict[str, set[str]] = {}  # obligation -> kinds of passing certs citing it
+        self.passing_kinds: set[str] = set()
+        self.inconsistent: list[str] = []
+
+    def bad(self, code: ReasonCode, detail: str, subject: str | None = None) -> None:
+        """Record one rejection reason."""
+        self.reasons.append(RejectionReason(code, detail, subject))
+
+    def current(self, key: str, rid: str) -> bool:
+        """``rid`` is the owner's head of ``key`` (False without a head view)."""
+        return self.head_view is not None and self.head_view(key) == rid
 
     # 1. operation and proposer
-    op = decl.operations.get(p.operation)
-    if op is None:
-        bad(ReasonCode.UNKNOWN_OPERATION, f"operation {p.operation!r} is not in Ω", p.operation)
-    if p.proposer not in decl.agents:
-        bad(ReasonCode.UNKNOWN_AGENT, f"proposer {p.proposer!r} is not in M_D", p.proposer)
-    elif op is not None and not decl.may_propose(p.proposer, p.operation):
-        bad(
-            ReasonCode.UNAUTHORIZED_PROPOSER,
-            f"{p.proposer!r} may not propose {p.operation!r}",
-            p.proposer,
-        )
+    def check_operation(self) -> None:
+        """The operation is in Ω; the proposer is in M_D and may propose it."""
+        p, op, decl, bad = self.p, self.op, self.decl, self.bad
+        if op is None:
+            bad(ReasonCode.UNKNOWN_OPERATION, f"operation {p.operation!r} is not in Ω",
+                p.operation)
+        if p.proposer not in decl.agents:
+            bad(ReasonCode.UNKNOWN_AGENT, f"proposer {p.proposer!r} is not in M_D", p.proposer)
+        elif op is not None and not decl.may_propose(p.proposer, p.operation):
+            bad(
+                ReasonCode.UNAUTHORIZED_PROPOSER,
+                f"{p.proposer!r} may not propose {p.operation!r}",
+                p.proposer,
+            )
 
     # 2. new events
-    new_events: dict[str, Event] = {}
-    n = len(state.events) + 1
-    for spec in p.events:
-        eid = spec.id
-        if eid is None:
-            while f"e{n}" in state.events or f"e{n}" in new_events:
-                n += 1
-            eid = f"e{n}"
-        problem = check_event(spec, eid, state, set(new_events))
-        if problem is not None:
-            bad(problem[0], problem[1], eid)
-            continue
-        new_events[eid] = make_event(spec, eid, state)
+    def check_events(self) -> None:
+        """The proposal's new events are well formed (ids assigned ``e<n>`` when absent)."""
+        state, new_events = self.state, self.new_events
+        n = len(state.events) + 1
+        for spec in self.p.events:
+            eid = spec.id
+            if eid is None:
+                while f"e{n}" in state.events or f"e{n}" in new_events:
+                    n += 1
+                eid = f"e{n}"
+            problem = check_event(spec, eid, state, set(new_events))
+            if problem is not None:
+                self.bad(problem[0], problem[1], eid)
+                continue
+            new_events[eid] = make_event(spec, eid, state)
 
     # 3. obligations named
-    created = {e.obligation for e in p.effects if e.kind == AssertionKind.NODE}
-    seen_slots: set[tuple[str, str, str]] = set()
-    for e in p.effects:
-        if e.kind == AssertionKind.NODE:
-            if e.obligation in state.obligations:
-                bad(ReasonCode.UNKNOWN_OBLIGATION, "obligation already exists", e.obligation)
-        elif e.obligation not in state.obligations and e.obligation not in created:
-            bad(ReasonCode.UNKNOWN_OBLIGATION, "effect names an unknown obligation", e.obligation)
-        if e.slot in seen_slots:
-            bad(ReasonCode.EFFECT_MISMATCH, f"two effects write slot {e.slot}", e.obligation)
-        seen_slots.add(e.slot)
-        problem = check_effect_value(e, state, created)
-        if problem is not None:
-            bad(problem[0], problem[1], e.obligation)
+    def check_obligations(self) -> None:
+        """Every obligation an effect names exists or is created; one effect per slot."""
+        state, created, bad = self.state, self.created, self.bad
+        seen_slots: set[tuple[str, str, str]] = set()
+        for e in self.p.effects:
+            if e.kind == AssertionKind.NODE:
+                if e.obligation in state.obligations:
+                    bad(ReasonCode.UNKNOWN_OBLIGATION, "obligation already exists", e.obligation)
+            elif e.obligation not in state.obligations and e.obligation not in created:
+                bad(ReasonCode.UNKNOWN_OBLIGATION, "effect names an unknown obligation",
+                    e.obligation)
+            if e.slot in seen_slots:
+                bad(ReasonCode.EFFECT_MISMATCH, f"two effects write slot {e.slot}", e.obligation)
+            seen_slots.add(e.slot)
+            problem = check_effect_value(e, state, created)
+            if problem is not None:
+                bad(problem[0], problem[1], e.obligation)
 
     # 4. preconditions on the target
-    target = state.obligations.get(p.target) if p.target is not None else None
-    if op is not None:
+    def check_preconditions(self) -> None:
+        """The operation's preconditions hold on the target."""
+        p, op, state, bad = self.p, self.op, self.state, self.bad
+        if op is None:
+            return
+        target = state.obligations.get(p.target) if p.target is not None else None
         pre = op.preconditions
         if pre.target_required and target is None:
             bad(ReasonCode.UNKNOWN_OBLIGATION, "operation needs an existing target", p.target)
-        elif p.target is not None and target is None and p.target not in created:
+        elif p.target is not None and target is None and p.target not in self.created:
             bad(ReasonCode.UNKNOWN_OBLIGATION, "target is unknown", p.target)
-        if target is not None:
-            if pre.status_in is not None and target.effective_status not in pre.status_in:
-                bad(
-                    ReasonCode.PRECONDITION_FAILED,
-                    f"target status {target.effective_status} not in "
-                    f"{[str(s) for s in pre.status_in]}",
-                    target.id,
-                )
-            if pre.deps_done:
-                for d in target.deps:
-                    dep = state.obligations.get(d)
-                    if dep is None or dep.effective_status not in _DONE:
-                        bad(ReasonCode.PRECONDITION_FAILED, f"dependency {d!r} is not done", d)
-            if pre.assignee_is_proposer and target.assignee != p.proposer:
-                bad(
-                    ReasonCode.PRECONDITION_FAILED,
-                    f"target is assigned to {target.assignee!r}, not the proposer",
-                    target.id,
-                )
+        if target is None:
+            return
+        if pre.status_in is not None and target.effective_status not in pre.status_in:
+            bad(
+                ReasonCode.PRECONDITION_FAILED,
+                f"target status {target.effective_status} not in "
+                f"{[str(s) for s in pre.status_in]}",
+                target.id,
+            )
+        if pre.deps_done:
+            for d in target.deps:
+                dep = state.obligations.get(d)
+                if dep is None or dep.effective_status not in _DONE:
+                    bad(ReasonCode.PRECONDITION_FAILED, f"dependency {d!r} is not done", d)
+        if pre.assignee_is_proposer and target.assignee != p.proposer:
+            bad(
+                ReasonCode.PRECONDITION_FAILED,
+                f"target is assigned to {target.assignee!r}, not the proposer",
+                target.id,
+            )
 
     # 5. citations
-    for aid in p.cites:
-        if not state.is_active(aid):
-            bad(ReasonCode.STALE_CITATION, "cited assertion is missing or superseded", aid)
-        elif not state.assertion_sound(aid):
-            bad(ReasonCode.UNSOUND_CITATION, "cited assertion is not sound", aid)
-
-    def current(key: str, rid: str) -> bool:
-        return head_view is not None and head_view(key) == rid
-
-    for r in p.records:
-        if not current(r.key, r.record_id):
-            bad(
-                ReasonCode.STALE_RECORD, f"record of {r.key!r} is not its owner's head", r.record_id
-            )
-    for r in lineage_of(head_view, p.records):
-        if not current(r.key, r.record_id):
-            bad(
-                ReasonCode.STALE_RECORD,
-                f"a cited record derives from {r.key!r} {r.record_id}, no longer its head",
-                r.record_id,
-            )
+    def check_citations(self) -> None:
+        """Cited assertions are active and sound; cited records (and what they derive
+        from) are their owners' heads."""
+        p, state, bad = self.p, self.state, self.bad
+        for aid in p.cites:
+            if not state.is_active(aid):
+                bad(ReasonCode.STALE_CITATION, "cited assertion is missing or superseded", aid)
+            elif not state.assertion_sound(aid):
+                bad(ReasonCode.UNSOUND_CITATION, "cited assertion is not sound", aid)
+        for r in p.records:
+            if not self.current(r.key, r.record_id):
+                bad(ReasonCode.STALE_RECORD, f"record of {r.key!r} is not its owner's head",
+                    r.record_id)
+        for r in lineage_of(self.head_view, p.records):
+            if not self.current(r.key, r.record_id):
+                bad(
+                    ReasonCode.STALE_RECORD,
+                    f"a cited record derives from {r.key!r} {r.record_id}, no longer its head",
+                    r.record_id,
+                )
 
     # 6. justification and certificates
-    if p.effects and not p.justification:
-        bad(ReasonCode.MISSING_JUSTIFICATION, "new assertions cite no event")
-    for eid in p.justification:
-        if eid not in state.events and eid not in new_events:
-            bad(ReasonCode.UNKNOWN_EVENT, "justification cites an event not in G", eid)
-    certs: list[Certificate] = []
-    tied: dict[str, set[str]] = {}  # obligation -> kinds of passing certificates citing it
-    passing_kinds: set[str] = set()
-    inconsistent: list[str] = []
-    cert_ids = state.next_ids("c", len(p.certificates))
-    for cid, req in zip(cert_ids, p.certificates, strict=True):
-        vspec = decl.validators.get(req.validator)
+    def check_justification(self) -> None:
+        """New assertions cite events, all in G or in the proposal."""
+        p = self.p
+        if p.effects and not p.justification:
+            self.bad(ReasonCode.MISSING_JUSTIFICATION, "new assertions cite no event")
+        for eid in p.justification:
+            if eid not in self.state.events and eid not in self.new_events:
+                self.bad(ReasonCode.UNKNOWN_EVENT, "justification cites an event not in G", eid)
+
+    def check_certificates(self) -> None:
+        """Every requested certificate is issued by V and passes, cited certificates are
+        active and current, and the operation's required kinds are present."""
+        cert_ids = self.state.next_ids("c", len(self.p.certificates))
+        for cid, req in zip(cert_ids, self.p.certificates, strict=True):
+            self._issue(cid, req)
+        for cid in self.p.cite_certificates:
+            self._cited_certificate(cid)
+        if self.op is not None:
+            for kind in self.op.requires:
+                # an inconsistent validator is reported as such, not also as a missing kind
+                if kind not in self.passing_kinds and kind not in self.inconsistent:
+                    self.bad(
+                        ReasonCode.MISSING_CERTIFICATE,
+                        f"operation requires a {kind!r} certificate",
+                        kind,
+                    )
+
+    def _issue(self, cid: str, req: CertificateRequest) -> None:
+        """Run V on one certificate request (checked inputs first)."""
+        bad, state = self.bad, self.state
+        vspec = self.decl.validators.get(req.validator)
         if vspec is None:
             bad(ReasonCode.UNKNOWN_VALIDATOR, "validator is not in V", req.validator)
-            continue
+            return
         if req.version is not None and req.version != vspec.version:
             bad(
                 ReasonCode.UNKNOWN_VALIDATOR,
                 f"version {req.version!r} requested, V declares {vspec.version!r}",
                 req.validator,
             )
-            continue
+            return
         evs: list[Event] = []
         ok = True
         for eid in req.events:
-            ev = state.events.get(eid) or new_events.get(eid)
+            ev = state.events.get(eid) or self.new_events.get(eid)
             if ev is None:
                 bad(ReasonCode.UNKNOWN_EVENT, "certificate cites an event not in G", eid)
                 ok = False
             else:
                 evs.append(ev)
         for r in req.records:
-            if not current(r.key, r.record_id):
+            if not self.current(r.key, r.record_id):
                 bad(ReasonCode.STALE_RECORD, f"certificate cites a stale {r.key!r}", r.record_id)
                 ok = False
-        lineage = lineage_of(head_view, req.records)
+        lineage = lineage_of(self.head_view, req.records)
         for r in lineage:
-            if not current(r.key, r.record_id):
+            if not self.current(r.key, r.record_id):
                 bad(
                     ReasonCode.STALE_RECORD,
                     f"certificate input derives from a stale {r.key!r}",
@@ -441,22 +507,22 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
                 )
                 ok = False
         for oid in req.obligations:
-            if oid not in state.obligations and oid not in created:
+            if oid not in state.obligations and oid not in self.created:
                 bad(ReasonCode.UNKNOWN_OBLIGATION, "certificate cites an unknown obligation", oid)
                 ok = False
-        if not _is_json(req.payload):
+        if not is_json(req.payload):
             bad(ReasonCode.INVALID_EVENT, "certificate payload is not JSON", req.validator)
             ok = False
         if not ok:
-            continue
-        verdict, why = _run_validator(
+            return
+        verdict, why = run_validator(
             vspec.fn, ValidatorInput(tuple(evs), tuple(req.records), req.payload, vspec.params)
         )
         if verdict is None:
-            inconsistent.append(req.validator)
+            self.inconsistent.append(req.validator)
             bad(ReasonCode.VALIDATOR_INCONSISTENT, f"validator {why}", req.validator)
-            continue
-        certs.append(
+            return
+        self.certs.append(
             Certificate(
                 cid,
                 req.validator,
@@ -470,53 +536,54 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
             )
         )
         if verdict:
-            passing_kinds.add(req.validator)
+            self.passing_kinds.add(req.validator)
             for oid in req.obligations:
-                tied.setdefault(oid, set()).add(req.validator)
+                self.tied.setdefault(oid, set()).add(req.validator)
         else:
             bad(ReasonCode.CERTIFICATE_FAILED, "validator did not pass", req.validator)
-    for cid in p.cite_certificates:
+
+    def _cited_certificate(self, cid: str) -> None:
+        """A certificate of Π the proposal cites: active, over current records."""
+        state, head_view = self.state, self.head_view
         c = state.certificates.get(cid)
         if c is None or not state.certificate_active(cid):
-            bad(
+            self.bad(
                 ReasonCode.CERTIFICATE_INACTIVE,
                 "cited certificate is unknown, revoked or failed",
                 cid,
             )
-            continue
+            return
         stale = [
             r
             for r in (*c.records, *c.lineage)
             if head_view is not None and head_view(r.key) != r.record_id
         ]
         if stale:
-            bad(ReasonCode.STALE_RECORD, "cited certificate cites a stale record", cid)
-            continue
-        passing_kinds.add(c.validator)
+            self.bad(ReasonCode.STALE_RECORD, "cited certificate cites a stale record", cid)
+            return
+        self.passing_kinds.add(c.validator)
         for oid in c.obligations:
-            tied.setdefault(oid, set()).add(c.validator)
-    if op is not None:
-        for kind in op.requires:
-            # an inconsistent validator is reported as such, not also as a missing kind
-            if kind not in passing_kinds and kind not in inconsistent:
-                bad(
-                    ReasonCode.MISSING_CERTIFICATE,
-                    f"operation requires a {kind!r} certificate",
-                    kind,
-                )
+            self.tied.setdefault(oid, set()).add(c.validator)
 
     # 7. effects exactly as declared
-    if op is not None:
-        mismatch = match_effects(op, p, created)
-        if mismatch is not None:
-            bad(ReasonCode.EFFECT_MISMATCH, mismatch)
+    def check_effects(self) -> None:
+        """The effects are exactly the operation's declared effects."""
+        if self.op is not None:
+            mismatch = match_effects(self.op, self.p, self.created)
+            if mismatch is not None:
+                self.bad(ReasonCode.EFFECT_MISMATCH, mismatch)
 
     # 8. no removal without settlement or transport evidence tied to the removed work
-    if op is not None:
+    def check_removals(self) -> None:
+        """No obligation is settled or removed without evidence tied to it."""
+        op, p, bad = self.op, self.p, self.bad
+        if op is None:
+            return
         # settlement evidence: a passing certificate citing the obligation, of a kind the
         # operation requires (any kind when it requires none)
         ev_of = {
-            oid for oid, kinds in tied.items() if not op.requires or kinds & set(op.requires)
+            oid for oid, kinds in self.tied.items()
+            if not op.requires or kinds & set(op.requires)
         }
         node_of = {
             e.obligation: e.value
@@ -527,7 +594,7 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
         for e in p.effects:
             if not (e.kind == AssertionKind.RELATION and e.key == TRANSPORTED_TO):
                 continue
-            why_not = transport_problem(state, e.obligation, e.value, node_of, ev_of)
+            why_not = transport_problem(self.state, e.obligation, e.value, node_of, ev_of)
             if why_not is None:
                 transported.add(e.obligation)
             elif op.transports:
@@ -552,11 +619,16 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
                     e.obligation,
                 )
 
-    touched = tuple(sorted({e.obligation for e in p.effects} | ({p.target} if p.target else set())))
-    bodies: list[Body] = [ProposalRecorded(p)]
-    if reasons:
+    # outcomes
+    def reject(self) -> Verdict:
+        """The rejection: the proposal, the reasons, and its hard flag(s)."""
+        p, reasons, inconsistent = self.p, self.reasons, self.inconsistent
+        assert p.id is not None
+        touched = tuple(
+            sorted({e.obligation for e in p.effects} | ({p.target} if p.target else set()))
+        )
         flags: list[HardFlag] = []
-        fids = state.next_ids("f", 2)
+        fids = self.state.next_ids("f", 2)
         if inconsistent:
             flags.append(
                 HardFlag(
@@ -564,7 +636,7 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
                     FlagKind.VALIDATOR_INCONSISTENCY,
                     touched,
                     (),
-                    pid,
+                    p.id,
                     p.proposer,
                     tuple(r for r in reasons if r.code == ReasonCode.VALIDATOR_INCONSISTENT),
                     tuple(inconsistent),
@@ -579,76 +651,87 @@ def audit(proposal: Proposal, state: State, *, head_view: HeadView | None = None
                     FlagKind.UNSUPPORTED_ASSERTION,
                     touched,
                     (),
-                    pid,
+                    p.id,
                     p.proposer,
                     others,
                     (),
                     "unsupported attempted assertion(s)",
                 )
             )
-        bodies.append(Rejected(pid, p.proposer, tuple(reasons), tuple(certs)))
-        bodies.extend(FlagRaised(f) for f in flags)
+        bodies: list[Body] = [
+            ProposalRecorded(p),
+            Rejected(p.id, p.proposer, tuple(reasons), tuple(self.certs)),
+            *(FlagRaised(f) for f in flags),
+        ]
         return Verdict(
             Decision.REJECT,
             p,
             tuple(reasons),
             tuple(flags),
             (),
-            tuple(certs),
+            tuple(self.certs),
             False,
-            state.seq,
+            self.state.seq,
             tuple(bodies),
         )
 
-    assert op is not None
-    aids = state.next_ids("a", len(p.effects))
-    assertions = tuple(
-        Assertion(aid, e.obligation, AssertionKind(e.kind), e.key, e.value, p.proposer, pid, True)
-        for aid, e in zip(aids, p.effects, strict=True)
-    )
-    justification = Justification(
-        tuple(p.justification),
-        op.name,
-        tuple(c.id for c in certs) + tuple(p.cite_certificates),
-        tuple(p.cites),
-    )
-    resolved = _resolved_flags(state, assertions)
-    transition = Transition(
-        op, p, assertions, state.slot_values(assertions), decl.parameters.progress_fields
-    )
-    progress = checked_progress(decl.interfaces, transition)
-    progressed = (
-        tuple(dict.fromkeys(a.obligation for a in transition.changed())) if progress else ()
-    )
-    bodies.append(
-        Committed(
+    def commit(self) -> Verdict:
+        """The commit: the new assertions, their justification, ``progress``.
+
+        Raises:
+            InterfaceError: ``progress`` misbehaved on the transition.
+        """
+        p, op, state, certs = self.p, self.op, self.state, self.certs
+        assert op is not None and p.id is not None
+        pid = p.id
+        aids = state.next_ids("a", len(p.effects))
+        assertions = tuple(
+            Assertion(aid, e.obligation, AssertionKind(e.kind), e.key, e.value, p.proposer,
+                      pid, True)
+            for aid, e in zip(aids, p.effects, strict=True)
+        )
+        justification = Justification(
+            tuple(p.justification),
+            op.name,
+            tuple(c.id for c in certs) + tuple(p.cite_certificates),
+            tuple(p.cites),
+        )
+        resolved = _resolved_flags(state, assertions)
+        transition = Transition(
+            op, p, assertions, state.slot_values(assertions),
+            self.decl.parameters.progress_fields,
+        )
+        progress = checked_progress(self.decl.interfaces, transition)
+        progressed = (
+            tuple(dict.fromkeys(a.obligation for a in transition.changed())) if progress else ()
+        )
+        committed = Committed(
             pid,
             op.name,
             p.proposer,
-            tuple(new_events.values()),
+            tuple(self.new_events.values()),
             assertions,
             justification,
             tuple(certs),
             resolved,
             progress,
         )
-    )
-    return Verdict(
-        Decision.COMMIT,
-        p,
-        (),
-        (),
-        assertions,
-        tuple(certs),
-        progress,
-        state.seq,
-        tuple(bodies),
-        progressed,
-    )
+        return Verdict(
+            Decision.COMMIT,
+            p,
+            (),
+            (),
+            assertions,
+            tuple(certs),
+            progress,
+            state.seq,
+            (ProposalRecorded(p), committed),
+            progressed,
+        )
 
 
 def transport_problem(
-    state: State,
+    state: StateView,
     removed: str,
     to: object,
     created: dict[str, JSON],
@@ -686,7 +769,7 @@ def transport_problem(
     return None
 
 
-def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str, ...]:
+def _resolved_flags(state: StateView, assertions: Sequence[Assertion]) -> tuple[str, ...]:
     """Open revocation flags all of whose assertions the commit supersedes."""
     superseded: set[str] = set()
     for a in assertions:
@@ -697,7 +780,7 @@ def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str,
                 superseded.add(old)
     out: set[str] = set()
     for aid in superseded:
-        for fid in state._flags_by_assertion.get(aid, ()):
+        for fid in state.flags_on(aid):
             if state.flag_resolution(fid) is not None or fid in out:
                 continue
             flag = state.flags[fid]
@@ -706,3 +789,17 @@ def _resolved_flags(state: State, assertions: Sequence[Assertion]) -> tuple[str,
             if all(x in superseded or not state.is_active(x) for x in flag.assertions):
                 out.add(fid)
     return tuple(sorted(out))
+
+
+def make_event(spec: EventSpec, eid: str, state: StateView) -> Event:
+    """Build the G event for ``spec`` (kind from O_D, time from the state's clock)."""
+    ot = state.decl.observables[spec.type]
+    return Event(
+        id=eid,
+        type=spec.type,
+        kind=ot.kind,
+        agent=spec.agent,
+        fields=dict(spec.fields),
+        causes=tuple(spec.causes),
+        t_ms=float(state.clock.now_ms()),
+    )

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from icore.state._decl import Parameters
-    from icore.state._state import State
+    from icore.state._components import Parameters
 
 
 SCALE_BITS = 1100
@@ -125,8 +124,63 @@ def make_metrics(
     )
 
 
-def full_metrics(state: State, over: MatchedSet | None = None) -> Metrics:
-    """Full recompute over W(X) (or over a matched set); equals ``state.metrics(over)``."""
-    if over is not None:
-        return state.metrics(over)
-    return state.recompute_metrics()
+class MetricSums:
+    """The exact fixed-point sums over W behind :class:`Metrics` (design.md 4.3, 4.4).
+
+    Integers (see :func:`fixed`), so adding and removing obligation evaluations in any
+    order gives exactly the full recompute: X keeps one instance and updates it per
+    touched obligation (``remove`` the old evaluation, ``add`` the new).
+    :meth:`metrics` is O(1) and returns the same object until the sums change.
+    """
+
+    __slots__ = ("_cache", "count", "gain", "sound", "stable", "weight")
+
+    def __init__(self) -> None:
+        self.weight = 0
+        self.sound = 0
+        self.stable = 0
+        self.gain = 0
+        self.count = 0
+        self._cache: tuple[Parameters, Metrics] | None = None
+
+    def add(self, ev: ObligationEval) -> None:
+        """Count ``ev`` (no-op unless it is in W)."""
+        if ev.in_w:
+            self._cache = None
+            self.weight += ev.weight
+            self.count += 1
+            if ev.sound:
+                self.sound += ev.weight
+            if ev.stable:
+                self.stable += ev.weight
+            self.gain += ev.weighted_gain
+
+    def remove(self, ev: ObligationEval) -> None:
+        """Uncount ``ev`` (no-op unless it is in W)."""
+        if ev.in_w:
+            self._cache = None
+            self.weight -= ev.weight
+            self.count -= 1
+            if ev.sound:
+                self.sound -= ev.weight
+            if ev.stable:
+                self.stable -= ev.weight
+            self.gain -= ev.weighted_gain
+
+    def save(self) -> tuple[int, int, int, int, int]:
+        """The sums, to :meth:`restore` later (a trial)."""
+        return (self.weight, self.sound, self.stable, self.gain, self.count)
+
+    def restore(self, saved: tuple[int, int, int, int, int]) -> None:
+        """Put back sums from :meth:`save`."""
+        self.weight, self.sound, self.stable, self.gain, self.count = saved
+        self._cache = None
+
+    def metrics(self, p: Parameters) -> Metrics:
+        """:class:`Metrics` from the sums under ``p`` (cached while they are unchanged)."""
+        c = self._cache
+        if c is not None and c[0] is p:
+            return c[1]
+        m = make_metrics(self.weight, self.sound, self.stable, self.gain, self.count, p)
+        self._cache = (p, m)
+        return m

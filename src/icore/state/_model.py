@@ -114,14 +114,14 @@ class Decision(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class RecordRef:
+class CitedRecord:
     """A cited PlanFence record version: semantic key and exact record id."""
 
     key: str
     record_id: RecordId
 
     @classmethod
-    def of(cls, record: Record) -> RecordRef:
+    def of(cls, record: Record) -> CitedRecord:
         """Cite ``record`` (its key and id)."""
         return cls(record.key, record.id)
 
@@ -265,7 +265,7 @@ class CertificateRequest:
 
     validator: str
     events: tuple[str, ...] = ()
-    records: tuple[RecordRef, ...] = ()
+    records: tuple[CitedRecord, ...] = ()
     payload: JSON = None
     version: str | None = None
     obligations: tuple[str, ...] = ()
@@ -287,11 +287,11 @@ class Certificate:
     validator: str
     version: str
     events: tuple[str, ...]
-    records: tuple[RecordRef, ...]
+    records: tuple[CitedRecord, ...]
     payload: JSON
     verdict: bool
     obligations: tuple[str, ...] = ()
-    lineage: tuple[RecordRef, ...] = ()
+    lineage: tuple[CitedRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +342,7 @@ class Assertion:
 
 
 @dataclass(frozen=True, slots=True)
-class Reason:
+class RejectionReason:
     """A typed reason of a Definition 6 rejection.
 
     Attributes:
@@ -378,7 +378,7 @@ class HardFlag:
     assertions: tuple[str, ...] = ()
     proposal: str | None = None
     proposer: str | None = None
-    reasons: tuple[Reason, ...] = ()
+    reasons: tuple[RejectionReason, ...] = ()
     certificates: tuple[str, ...] = ()
     detail: str = ""
 
@@ -410,7 +410,7 @@ class Proposal:
     certificates: tuple[CertificateRequest, ...] = ()
     cite_certificates: tuple[str, ...] = ()
     cites: tuple[str, ...] = ()
-    records: tuple[RecordRef, ...] = ()
+    records: tuple[CitedRecord, ...] = ()
     id: str | None = None
 
     def labels(self) -> dict[str, JSON]:

@@ -1,4 +1,5 @@
-"""Observational equivalence and JSON export of X (icore Sec. 3; design.md 4.3).
+"""Readouts of X: normal form, observational equivalence, JSON export, full metrics
+(icore Sec. 3; design.md 4.3).
 
 :func:`normalize` renames fresh ids (events, assertions, certificates, flags) canonically
 in order of first appearance, drops inessential timestamps and proposal ids, and keeps
@@ -10,17 +11,17 @@ equivalent iff their normal forms are equal. Obligation ids are kept: they name 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from icore.state._state import State
+from icore.state._metrics import MatchedSet, Metrics
+from icore.state._view import StateView
 
 
 def _namer(prefix: str, ids: list[str]) -> dict[str, str]:
     return {x: f"{prefix}{i + 1}" for i, x in enumerate(ids)}
 
 
-def normalize(state: State) -> dict[str, Any]:
+def normalize(state: StateView) -> dict[str, Any]:
     """The normal form of X under observational equivalence (design.md 4.3)."""
     ev = _namer("E", list(state.events))
     asr = _namer("A", list(state.assertions))
@@ -112,12 +113,12 @@ def normalize(state: State) -> dict[str, Any]:
     }
 
 
-def equivalent(a: State, b: State) -> bool:
+def equivalent(a: StateView, b: StateView) -> bool:
     """True iff ``a`` and ``b`` are observationally equivalent (equal normal forms)."""
     return normalize(a) == normalize(b)
 
 
-def export_json(state: State) -> dict[str, Any]:
+def export_json(state: StateView) -> dict[str, Any]:
     """Export X to JSON with original ids and times, plus its metrics."""
     m = state.metrics()
     return {
@@ -225,3 +226,10 @@ def export_json(state: State) -> dict[str, Any]:
             "performance_bound": m.performance_bound,
         },
     }
+
+
+def full_metrics(state: StateView, over: MatchedSet | None = None) -> Metrics:
+    """Full recompute over W(X) (or over a matched set); equals ``state.metrics(over)``."""
+    if over is not None:
+        return state.metrics(over)
+    return state.recompute_metrics()

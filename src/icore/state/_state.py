@@ -8,35 +8,23 @@ metrics (design.md 4.4 "recompute incrementally").
 
 Fail closed: the interfaces of I_D are D's code and may misbehave. Everything a change
 needs from them (the weight, value and feasibility of each obligation it touches) is
-computed and checked *before* the log write, on previews of those obligations
-(:meth:`State._preview`), and the apply step only uses those checked values. So a bad
-interface raises :class:`~icore.state.InterfaceError` with X and its log unchanged, and
-nothing after the write can fail on an interface.
+computed and checked *before* the log write, on the obligations as the change will
+leave them (:func:`~icore.state._transition.obligation_steps`, the one transition
+function, whose result the apply step then installs), and the apply step only uses
+those checked values. So a bad interface raises :class:`~icore.state.InterfaceError`
+with X and its log unchanged, and nothing after the write can fail on an interface.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from icore._clock import Clock, ManualClock
-from icore.memory import Store
 from icore.records import RecordId
-from icore.state._decl import (
-    DeclarationPackage,
-    DiagnosisLike,
-    Transition,
-    checked_assignment_authority,
-    checked_feasible,
-    checked_local_view,
-    checked_responsible,
-    checked_terminal,
-    checked_value,
-    checked_weight,
-)
+from icore.state._components import DiagnosisLike, Transition
 from icore.state._entries import (
     KIND_OF,
     AssertionImported,
@@ -53,14 +41,32 @@ from icore.state._entries import (
     Revoked,
 )
 from icore.state._errors import StateError, StateInputError
-from icore.state._metrics import MatchedSet, Metrics, ObligationEval, fixed, make_metrics
+from icore.state._evaluation import Evaluation
+from icore.state._heads import HeadView
+from icore.state._import import assertion_body, certificate_body, event_body
+from icore.state._interfaces import (
+    checked_assignment_authority,
+    checked_local_view,
+    checked_responsible,
+    checked_terminal,
+    checked_weight,
+)
+from icore.state._json import check_json
+from icore.state._legality import Verdict, audit
+from icore.state._metrics import (
+    MatchedSet,
+    Metrics,
+    MetricSums,
+    ObligationEval,
+    fixed,
+    make_metrics,
+)
 from icore.state._model import (
-    CLOSED_STATUSES,
     JSON,
-    TRANSPORTED_TO,
     Assertion,
     AssertionKind,
     Certificate,
+    CitedRecord,
     Effect,
     Event,
     EventSpec,
@@ -68,105 +74,36 @@ from icore.state._model import (
     HardFlag,
     Justification,
     Obligation,
-    RecordRef,
+    Proposal,
     Status,
 )
-
-if TYPE_CHECKING:
-    from icore.state._legality import Verdict
-    from icore.state._model import Proposal
-
-HeadView = Callable[[str], RecordId | None]
-"""Key -> the owner's current head record id (None: no head / unavailable)."""
+from icore.state._package import DeclarationPackage
+from icore.state._revocation import revocation_bodies
+from icore.state._transition import (
+    TOUCHING,
+    ObligationStep,
+    final_obligations,
+    obligation_steps,
+)
 
 _ZERO = 0
-_STATUS = {str(s): s for s in Status}
-
-
-class StoreHeadView:
-    """A :data:`HeadView` over a PlanFence store that also knows derivation lineage.
-
-    ``view(key)`` is the owner's current head of ``key``; :meth:`ancestors` walks exact
-    parents from a cited record (docs/state.md "Revocation follows derivation"), so a
-    certificate over a record also depends on every record it was derived from.
-
-    Args:
-        store: the PlanFence store (``head``, ``get``).
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def __call__(self, key: str) -> RecordId | None:
-        h = self.store.head(key)
-        return None if h is None else h.record_id
-
-    def ancestors(self, ref: RecordRef) -> tuple[RecordRef, ...]:
-        """Derivation ancestors of ``ref`` along exact parents (sorted, unique).
-
-        A parent of the same key as its child is the version the child supersedes, not
-        an input it was derived from: it is not an ancestor and the walk does not go
-        through it. A parent missing from the store is returned as its own ancestor
-        with key ``""`` (never current: fail closed).
-        """
-        out: dict[RecordId, RecordRef] = {}
-        stack: list[tuple[str, RecordId]] = [(ref.key, ref.record_id)]
-        while stack:
-            key, rid = stack.pop()
-            rec = self.store.get(rid)
-            if rec is None:
-                continue
-            for pid in rec.parents:
-                if pid in out:
-                    continue
-                prec = self.store.get(pid)
-                if prec is None:
-                    out[pid] = RecordRef("", pid)
-                    continue
-                if prec.key == key:
-                    continue
-                out[pid] = RecordRef(prec.key, pid)
-                stack.append((prec.key, pid))
-        return tuple(sorted(out.values(), key=lambda r: (r.key, r.record_id)))
-
-
-def store_head_view(store: Store) -> StoreHeadView:
-    """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``),
-    with derivation lineage (:class:`StoreHeadView`)."""
-    return StoreHeadView(store)
-
-
-def lineage_of(head_view: HeadView | None, records: Iterable[RecordRef]) -> tuple[RecordRef, ...]:
-    """Derivation ancestors of ``records`` when ``head_view`` knows lineage, else ()."""
-    anc = getattr(head_view, "ancestors", None)
-    if anc is None:
-        return ()
-    out: dict[tuple[str, str], RecordRef] = {}
-    for r in records:
-        for a in anc(r):
-            out.setdefault((a.key, a.record_id), a)
-    return tuple(out.values())
-
-
 _MISSING: Any = object()
-_SLOTS: dict[tuple[str, str], tuple[str, str]] = {}
-"""Interned (kind, key) slot tuples: one object per distinct slot, not one per obligation."""
 _EMPTY: list[str] = []
 
 
 class _ReadOnlyList(Sequence[str]):
     """A read-only view of a list (no copy)."""
 
-    __slots__ = ("_l",)
+    __slots__ = ("_items",)
 
     def __init__(self, items: list[str]) -> None:
-        self._l = items
+        self._items = items
 
     def __len__(self) -> int:
-        return len(self._l)
+        return len(self._items)
 
     def __getitem__(self, i: Any) -> Any:
-        return self._l[i]
+        return self._items[i]
 
 
 class Log(Protocol):
@@ -181,7 +118,7 @@ class Log(Protocol):
         ...
 
 
-class State:
+class State(Evaluation):
     """X = (G, Q, Π) over a declaration package D (icore Sec. 3; design.md 4.2).
 
     Args:
@@ -227,15 +164,11 @@ class State:
         self._proposals: set[str] = set()
         self._flags: dict[str, HardFlag] = {}
         self._resolved: dict[str, FlagResolved] = {}
-        self._flags_by_assertion: dict[str, set[str]] = {}
+        self._flags_by_assertion: dict[str, tuple[str, ...]] = {}  # aid -> flag ids
         self._notes = 0
         # metrics (exact sums, so incremental == full recompute)
         self._eval: dict[str, ObligationEval] = {}
-        self._w = _ZERO
-        self._sound_w = _ZERO
-        self._stable_w = _ZERO
-        self._gain_w = _ZERO
-        self._n_eval = 0
+        self._sums = MetricSums()
         self._status_counts: dict[Status, int] = {}
         self._defer: set[str] | None = None
         # indexes for the audit loop (O(1) per entry)
@@ -247,9 +180,10 @@ class State:
         # assertion soundness, memoized: its inputs only change by a revocation (which
         # clears it) or inside a trial (cleared when the trial ends)
         self._sound_memo: dict[str, bool] = {}
+        # obligations touched since the last take_touched() (None: not tracked)
+        self._touched: set[str] | None = None
         # undo journal of a trial (None outside :meth:`trial`)
         self._undo: list[tuple[Any, ...]] | None = None
-        self._snap: set[str] = set()
 
     # ------------------------------------------------------------------ views
     @property
@@ -269,6 +203,38 @@ class State:
     def proposal(self, proposal_id: str) -> Proposal | None:
         """The recorded proposal ``proposal_id`` (committed or rejected), if any."""
         return self._proposal_bodies.get(proposal_id)
+
+    def track_touched(self) -> None:
+        """Start collecting the obligations each applied entry touches (for
+        :meth:`take_touched`; the audit loop's work index)."""
+        if self._touched is None:
+            self._touched = set()
+
+    def take_touched(self) -> set[str]:
+        """Obligations whose status, assignee or evidence changed since the last call
+        (or since :meth:`track_touched`), as the apply step computed them; resets.
+
+        Raises:
+            StateError: tracking is off, or a :meth:`trial` is open.
+        """
+        if self._touched is None:
+            raise StateError("take_touched() needs track_touched()")
+        if self._undo is not None:
+            raise StateError("take_touched() inside a trial")
+        out, self._touched = self._touched, set()
+        return out
+
+    def proposal_count(self) -> int:
+        """Number of proposals recorded (committed or rejected)."""
+        return len(self._proposals)
+
+    def has_proposal(self, proposal_id: str) -> bool:
+        """True if a proposal with this id was recorded."""
+        return proposal_id in self._proposals
+
+    def flags_on(self, assertion_id: str) -> Iterable[str]:
+        """Ids of the hard flags naming ``assertion_id``, in the order raised."""
+        return self._flags_by_assertion.get(assertion_id, ())
 
     def history(self, obligations: Iterable[str], limit: int) -> tuple[str, ...]:
         """Ids of the ``limit`` most recent proposals naming any of ``obligations``, oldest
@@ -413,208 +379,7 @@ class State:
         """
         return checked_assignment_authority(self.decl.interfaces, self)
 
-    # ------------------------------------------------------------------ soundness
-    def assertion_sound(self, assertion_id: str) -> bool:
-        """Soundness of one assertion (design.md 4.3 "sound assertion").
-
-        Its justification exists and cites at least one event, all in G; its operation is
-        in Ω and declares an effect of the assertion's kind; every certificate exists, is
-        active and passed; the operation's required certificate kinds are present; the
-        assertions it cited were sound when it was committed; and no revocation has reached
-        it, directly or through the assertions it cites (docs/state.md). Memoized; a
-        revocation clears the memo.
-        """
-        memo = self._sound_memo.get(assertion_id)
-        if memo is not None:
-            return memo
-        a = self._assertions.get(assertion_id)
-        if a is None:
-            return False
-        out = self._assertion_sound(a)
-        self._sound_memo[assertion_id] = out
-        return out
-
-    def _assertion_sound(self, a: Assertion) -> bool:
-        assertion_id = a.id
-        j = self._pi.get(assertion_id)
-        if j is None or not a.cited_sound or not j.events:
-            return False
-        if assertion_id in self._tainted:
-            return False
-        ev = self._events
-        for e in j.events:
-            if e not in ev:
-                return False
-        op = self.decl.operations.get(j.operation) if j.operation is not None else None
-        if op is None:
-            return False
-        if a.kind not in self.decl.effect_kinds(op.name):
-            return False
-        kinds: set[str] = set()
-        for cid in j.certificates:
-            c = self._certs.get(cid)
-            if c is None or not c.verdict or cid in self._revoked:
-                return False
-            kinds.add(c.validator)
-        return all(r in kinds for r in op.requires)
-
-    def _decision_relevant(self, o: Obligation) -> Iterable[str]:
-        """Decision-relevant active assertions of ``o`` (design.md 4.3, narrowed).
-
-        For an open obligation: every active assertion. For a settled/superseded one: the
-        closing status assertion and terminal markers (its closing evidence still matters
-        for required roots and matched sets).
-        """
-        if o.status not in CLOSED_STATUSES:
-            return o.active.values()
-        keep = (("status", ""), ("terminal", ""))
-        return [o.active[k] for k in keep if k in o.active]
-
-    def is_sound(self, obligation_id: str) -> bool:
-        """Every decision-relevant assertion of the obligation is sound, and a settled or
-        superseded obligation carries valid removal evidence (:meth:`removal_supported`)."""
-        o = self._obligations.get(obligation_id)
-        if o is None:
-            return False
-        return self._sound(o)
-
-    def _sound(self, o: Obligation) -> bool:
-        if not all(self.assertion_sound(a) for a in self._decision_relevant(o)):
-            return False
-        return o.status not in CLOSED_STATUSES or self._removal_ok(o)
-
-    def removal_supported(self, obligation_id: str) -> bool:
-        """A settled/superseded obligation carries valid settlement or transport evidence.
-
-        Settlement: its closing status assertion comes from a settling operation and cites
-        an active certificate (of a kind the operation requires, when it requires any)
-        that cites the obligation. Transport: its closing assertion comes from a removing,
-        transporting operation and an active, sound ``transported_to`` relation names a
-        replacement that is tied to it: created by the same proposal (or, for imported
-        assertions, on the same evidence: its ``node`` assertion shares a justifying event
-        with the relation), or cited together with it by an active certificate of the
-        relation's justification; a required root's replacement is a required root.
-        False for an obligation that is not closed or unknown (icore Def. 6, design.md 4.3).
-        """
-        o = self._obligations.get(obligation_id)
-        return o is not None and o.status in CLOSED_STATUSES and self._removal_ok(o)
-
-    def _cited_obligations(self, cids: Iterable[str], kinds: Sequence[str]) -> set[str]:
-        out: set[str] = set()
-        for cid in cids:
-            c = self._certs.get(cid)
-            if (
-                c is not None
-                and c.verdict
-                and cid not in self._revoked
-                and (not kinds or c.validator in kinds)
-            ):
-                out.update(c.obligations)
-        return out
-
-    def _removal_ok(self, o: Obligation) -> bool:
-        st = o.active.get(("status", ""))
-        j = None if st is None else self._pi.get(st)
-        op = None if j is None or j.operation is None else self.decl.operations.get(j.operation)
-        if j is None or op is None:
-            return False
-        if op.settles and o.id in self._cited_obligations(j.certificates, op.requires):
-            return True
-        if o.status != Status.SUPERSEDED or not (op.removes and op.transports):
-            return False
-        rid = o.active.get((str(AssertionKind.RELATION), TRANSPORTED_TO))
-        if rid is None or not self.assertion_sound(rid):
-            return False
-        rel = self._assertions[rid]
-        t = self._obligations.get(rel.value) if isinstance(rel.value, str) else None
-        if t is None or t.id == o.id or (o.required_root and not t.required_root):
-            return False
-        rj = self._pi[rid]
-        tied = self._cited_obligations(rj.certificates, ())
-        if o.id in tied and t.id in tied:
-            return True
-        node = self._assertions.get(t.active.get((str(AssertionKind.NODE), ""), ""))
-        if node is None:
-            return False
-        if rel.proposal is not None:
-            return node.proposal == rel.proposal
-        nj = self._pi.get(node.id)
-        return nj is not None and bool(set(nj.events) & set(rj.events))
-
-    # ------------------------------------------------------------------ stability
-    def gain(self, obligation_id: str) -> float:
-        """gain(o) of icore Def. 9 (design.md 4.3).
-
-        Assigned to a: ``max_{b feasible, b != a} value(b, o) - value(a, o)``, 0.0 when no
-        alternative is feasible. Unassigned: the best feasible value (0.0 when none).
-        Settled/superseded obligations have gain 0.0 (nothing to reassign).
-
-        Raises:
-            StateInputError: unknown obligation.
-            InterfaceError: ``feasible`` or ``value`` raised, or returned a non-bool / a
-                value outside [0, 1].
-        """
-        o = self._obligations.get(obligation_id)
-        if o is None:
-            raise StateInputError("unknown obligation", obligation=obligation_id)
-        return self._gain(o)
-
-    def _gain(self, o: Obligation) -> float:
-        if o.status in CLOSED_STATUSES:
-            return 0.0
-        iface = self.decl.interfaces
-        best: float | None = None
-        for b in self.decl.agents.values():
-            if b.id == o.assignee or not checked_feasible(iface, b, o):
-                continue
-            v = checked_value(iface, b, o)
-            if best is None or v > best:
-                best = v
-        if o.assignee is None:
-            return 0.0 if best is None else best
-        if best is None:
-            return 0.0
-        a = self.decl.agents.get(o.assignee)
-        va = checked_value(iface, a, o) if a is not None else 0.0
-        return best - va
-
-    def is_stable(self, obligation_id: str) -> bool:
-        """o is ε-stable iff gain(o) <= ε (icore Def. 9).
-
-        Raises:
-            StateInputError: unknown obligation.
-            InterfaceError: as :meth:`gain`.
-        """
-        return self.gain(obligation_id) <= self.decl.parameters.epsilon
-
     # ------------------------------------------------------------------ metrics
-    def evaluate(self, o: Obligation) -> ObligationEval:
-        """Evaluate one obligation: W membership, weight, soundness, stability, gain.
-
-        Raises:
-            InterfaceError: ``weight`` raised or returned anything but a finite number
-                >= 0, or ``feasible``/``value`` misbehaved (see :meth:`gain`).
-        """
-        return self._evaluate(o, *self._interface_values(o))
-
-    def _interface_values(self, o: Obligation) -> tuple[float, float]:
-        """(weight, gain) of ``o`` from D's interfaces, checked (raises InterfaceError)."""
-        return checked_weight(self.decl.interfaces, o), self._gain(o)
-
-    def _evaluate(self, o: Obligation, w: float, g: float) -> ObligationEval:
-        """Evaluate ``o`` given its checked weight and gain (calls no interface)."""
-        in_w = o.required_root or o.status not in CLOSED_STATUSES
-        sound = self._sound(o)
-        wf = fixed(w)
-        return ObligationEval(
-            in_w=in_w,
-            weight=wf,
-            sound=sound,
-            stable=g <= self.decl.parameters.epsilon,
-            gain=g,
-            weighted_gain=wf * fixed(g) if g > 0 else 0,
-        )
-
     def _refresh(
         self, touched: Iterable[str], pre: Mapping[str, tuple[float, float]] | None = None
     ) -> None:
@@ -632,25 +397,12 @@ class State:
             old = self._eval.get(oid)
             if self._undo is not None:
                 self._undo.append(("put", self._eval, oid, _MISSING if old is None else old))
-            if old is not None and old.in_w:
-                self._w -= old.weight
-                self._n_eval -= 1
-                if old.sound:
-                    self._sound_w -= old.weight
-                if old.stable:
-                    self._stable_w -= old.weight
-                self._gain_w -= old.weighted_gain
+            if old is not None:
+                self._sums.remove(old)
             if o is None:
                 continue
             self._eval[oid] = new
-            if new.in_w:
-                self._w += new.weight
-                self._n_eval += 1
-                if new.sound:
-                    self._sound_w += new.weight
-                if new.stable:
-                    self._stable_w += new.weight
-                self._gain_w += new.weighted_gain
+            self._sums.add(new)
 
     def metrics(self, over: MatchedSet | None = None) -> Metrics:
         """snd, astab, cq, aggregate gain and the Prop. 4 bound (design.md 4.3).
@@ -669,20 +421,14 @@ class State:
         """
         p = self.decl.parameters
         if over is None:
-            return make_metrics(
-                self._w, self._sound_w, self._stable_w, self._gain_w, self._n_eval, p
-            )
+            return self._sums.metrics(p)
         w = s = st = g = _ZERO
-        cached = self._defer is None  # outside a replay, _eval is exact and current
         for oid, wf in zip(over.obligations, over.weights, strict=True):
             fw = fixed(wf)
             w += fw
-            o = self._obligations.get(oid)
-            if o is None:
-                continue
-            ev = self._eval.get(oid) if cached else None
+            ev = self.evaluation(oid)
             if ev is None:
-                ev = self.evaluate(o)
+                continue
             if ev.sound:
                 s += fw
             if ev.stable:
@@ -691,26 +437,29 @@ class State:
                 g += fw * fixed(ev.gain)
         return make_metrics(w, s, st, g, len(over.obligations), p)
 
+    def evaluation(self, obligation_id: str) -> ObligationEval | None:
+        """The current evaluation of one obligation (None if it is not in Q): the
+        incrementally maintained one, or (during a replay) a fresh one.
+
+        Raises:
+            InterfaceError: during a replay, an interface misbehaved (see :meth:`evaluate`).
+        """
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            return None
+        ev = self._eval.get(obligation_id) if self._defer is None else None
+        return ev if ev is not None else self.evaluate(o)
+
     def recompute_metrics(self) -> Metrics:
         """Full recompute of :meth:`metrics` over W(X), from scratch (O(|Q|)).
 
         Raises:
             InterfaceError: an interface misbehaved (see :meth:`evaluate`).
         """
-        w = s = st = g = _ZERO
-        n = 0
+        sums = MetricSums()
         for o in self._obligations.values():
-            ev = self.evaluate(o)
-            if not ev.in_w:
-                continue
-            n += 1
-            w += ev.weight
-            if ev.sound:
-                s += ev.weight
-            if ev.stable:
-                st += ev.weight
-            g += ev.weighted_gain
-        return make_metrics(w, s, st, g, n, self.decl.parameters)
+            sums.add(self.evaluate(o))
+        return sums.metrics(self.decl.parameters)
 
     def evaluated(self) -> list[str]:
         """W(X): required roots and every obligation not settled/superseded."""
@@ -737,10 +486,12 @@ class State:
     def _record(self, bodies: Sequence[Body]) -> list[LogEntry]:
         """Check, append ``bodies`` to the log in one transaction, then apply them.
 
-        Everything that can fail is done before the write: the interface values of every
-        obligation the change touches are computed and checked on previews
-        (:meth:`_prepare`), the log encodes every entry before its transaction. Applying
-        then uses only those checked values, so X and the log cannot disagree.
+        Everything that can fail is done before the write: what the change does to each
+        obligation it touches is computed once (:func:`obligation_steps`, pure), the
+        interface values of those obligations as the change leaves them are computed
+        and checked, and the log encodes every entry before its transaction. Applying
+        then installs exactly those obligations and uses only those checked values, so
+        X and the log cannot disagree.
 
         Raises:
             InterfaceError: an interface misbehaved on a touched obligation (nothing
@@ -751,91 +502,48 @@ class State:
         entries = [
             LogEntry(self._seq + i + 1, t, KIND_OF[type(b)], b) for i, b in enumerate(bodies)
         ]
-        pre = self._prepare(bodies)
+        steps = obligation_steps(self, bodies)
+        pre = self._prepare(steps)
         if self.log is not None:
             self.log.append(entries)
-        for e in entries:
-            self._apply(e, pre)
+        for e, step in zip(entries, steps, strict=True):
+            self._apply(e, pre, step)
         return entries
 
-    def _prepare(self, bodies: Sequence[Body]) -> dict[str, tuple[float, float]]:
-        """Checked (weight, gain) of every obligation ``bodies`` touch, as it will be once
-        they are applied. Pure: X is unchanged (raises InterfaceError)."""
-        return {oid: self._interface_values(o) for oid, o in self._preview(bodies).items()}
+    def _prepare(
+        self, steps: Sequence[ObligationStep | None]
+    ) -> dict[str, tuple[float, float]]:
+        """Checked (weight, gain) of every obligation ``steps`` touch, as the change
+        leaves them. Pure: X is unchanged (raises InterfaceError)."""
+        return {oid: self._interface_values(o) for oid, o in final_obligations(steps).items()}
 
-    def _preview(self, bodies: Sequence[Body]) -> dict[str, Obligation]:
-        """Copies of the obligations ``bodies`` touch, as :meth:`_apply` will leave them.
-
-        Mirrors the obligation-level part of :meth:`_apply` (node creation, slot writes,
-        ``repair_pending`` set by revocations and cleared by supersession) on copies, so
-        interfaces see exactly the obligation they will be evaluated on after the write.
-        """
-        obs: dict[str, Obligation] = {}
-        dep: dict[str, set[str]] = {}  # copies of _revoked_dep for the touched obligations
-        revoked: set[str] = set()  # certificates revoked by earlier bodies of this change
-        added: dict[str, Assertion] = {}
-
-        def get(oid: str) -> Obligation:
-            o = obs.get(oid)
-            if o is None:
-                live = self._obligations[oid]
-                o = obs[oid] = replace(live, active=dict(live.active))
-                dep[oid] = set(self._revoked_dep.get(oid, ()))
-            return o
-
-        def assertion(a: Assertion, j: Justification | None) -> None:
-            added[a.id] = a
-            if a.kind == AssertionKind.NODE:
-                obs[a.obligation] = _new_obligation(a)
-                dep[a.obligation] = set()
-            o = get(a.obligation)
-            d = dep[o.id]
-            old = o.active.get((str(a.kind), a.key))
-            if old is not None and d:
-                d.discard(old)
-                if not d:
-                    o.repair_pending = False
-            _set_slot(o, a)
-            if j is not None:
-                for cid in j.certificates:
-                    if cid in self._revoked or cid in revoked:
-                        d.add(a.id)
-                        o.repair_pending = True
-
-        for body in bodies:
-            if isinstance(body, Committed):
-                for a in body.assertions:
-                    assertion(a, body.justification)
-            elif isinstance(body, AssertionImported):
-                assertion(body.assertion, body.justification)
-            elif isinstance(body, Revoked):
-                revoked.update(body.certificates)
-                for aid in body.assertions:
-                    a = added.get(aid) or self._assertions[aid]
-                    get(a.obligation).repair_pending = True
-                    dep[a.obligation].add(aid)
-        return obs
-
+    # The rest of X's indexes, per body; Q's obligations come from the ObligationStep.
     def _apply(
-        self, entry: LogEntry, pre: Mapping[str, tuple[float, float]] | None = None
+        self,
+        entry: LogEntry,
+        pre: Mapping[str, tuple[float, float]] | None = None,
+        step: ObligationStep | None = None,
     ) -> None:
         """Apply one entry (live or replay) and refresh the touched obligations.
 
-        ``pre``: checked interface values from :meth:`_prepare` (live changes); without
-        it (replay) the interfaces are called here.
+        ``pre``, ``step``: checked interface values and the entry's obligation step from
+        :meth:`_record` (live changes); without them (replay) the step is computed and
+        the interfaces are called here.
         """
         if entry.seq != self._seq + 1:
             raise StateError("log entry out of sequence", expected=self._seq + 1, got=entry.seq)
         body = entry.body
-        touched: set[str] = set()
         put = self._put
+        if step is None and isinstance(body, TOUCHING):
+            step = obligation_steps(self, [body])[0]
         if isinstance(body, Committed):
+            assert step is not None
             for ev in body.events:
                 put(self._events, ev.id, ev)
             for c in body.certificates:
                 self._add_cert(c)
             for a in body.assertions:
-                self._add_assertion(a, body.justification, touched)
+                self._index_assertion(a, body.justification, step)
             for fid in body.resolved_flags:
                 resolved = FlagResolved(fid, body.proposer, f"commit {body.proposal}")
                 put(self._resolved, fid, resolved)
@@ -854,8 +562,11 @@ class State:
         elif isinstance(body, FlagRaised):
             f = body.flag
             put(self._flags, f.id, f)
+            by_aid = self._flags_by_assertion
             for aid in f.assertions:
-                self._dadd(self._flags_by_assertion, aid, f.id)
+                had = by_aid.get(aid, ())
+                if f.id not in had:  # a tuple: most assertions carry one flag
+                    put(by_aid, aid, (*had, f.id))
         elif isinstance(body, FlagResolved):
             put(self._resolved, body.flag, body)
         elif isinstance(body, Revoked):
@@ -863,15 +574,12 @@ class State:
             for cid in body.certificates:
                 put(self._revoked, cid, entry.seq)
             for aid in body.assertions:
-                a = self._assertions[aid]
                 self._sadd(self._tainted, aid)
-                self._dadd(self._revoked_dep, a.obligation, aid)
-                self._set_repair(a.obligation, True)
-                touched.add(a.obligation)
         elif isinstance(body, EventAdded):
             put(self._events, body.event.id, body.event)
         elif isinstance(body, AssertionImported):
-            self._add_assertion(body.assertion, body.justification, touched)
+            assert step is not None
+            self._index_assertion(body.assertion, body.justification, step)
         elif isinstance(body, CertificateImported):
             self._add_cert(body.certificate)
         elif isinstance(body, Note):
@@ -881,7 +589,12 @@ class State:
         self._seq = entry.seq
         if self.keep_entries or self._undo is not None:
             self._entries.append(entry)
-        if touched:
+        if step is not None and step.obligations:
+            touched = set(step.obligations)
+            self._install(step)
+            if self._touched is not None:
+                for oid in step.obligations:
+                    self._sadd(self._touched, oid)
             if self._defer is not None:
                 self._defer.update(touched)
             else:
@@ -939,13 +652,6 @@ class State:
             self._undo.append(("pop", lst))
         lst.append(x)
 
-    def _mut(self, o: Obligation) -> Obligation:
-        """``o``, about to be changed in place: a trial snapshots it once first."""
-        if self._undo is not None and o.id not in self._snap:
-            self._snap.add(o.id)
-            self._undo.append(("obl", o.id, replace(o, active=dict(o.active))))
-        return o
-
     @contextmanager
     def trial(self) -> Iterator[State]:
         """Apply changes tentatively, then undo them all (copy-on-write candidate X_f).
@@ -962,15 +668,14 @@ class State:
         if self._undo is not None:
             raise StateError("a trial is already open on this state")
         saved = (
-            self._seq, len(self._entries), self._w, self._sound_w, self._stable_w,
-            self._gain_w, self._n_eval, self._notes, dict(self._status_counts), self.log,
+            self._seq, len(self._entries), self._sums.save(), self._notes,
+            dict(self._status_counts), self.log,
         )
-        self._undo, self._snap, self.log = [], set(), None
+        self._undo, self.log = [], None
         try:
             yield self
         finally:
             undo, self._undo = self._undo, None
-            self._snap = set()
             self._sound_memo.clear()
             for rec in reversed(undo):
                 op = rec[0]
@@ -984,12 +689,10 @@ class State:
                     rec[1].discard(rec[2])
                 elif op == "sdel":
                     rec[1].add(rec[2])
-                elif op == "pop":
+                else:  # "pop"
                     rec[1].pop()
-                else:  # "obl"
-                    self._obligations[rec[1]] = rec[2]
-            (self._seq, n, self._w, self._sound_w, self._stable_w, self._gain_w,
-             self._n_eval, self._notes, counts, self.log) = saved
+            (self._seq, n, sums, self._notes, counts, self.log) = saved
+            self._sums.restore(sums)
             del self._entries[n:]
             self._status_counts = counts
 
@@ -998,28 +701,36 @@ class State:
         for r in (*c.records, *c.lineage):
             self._dadd(self._certs_by_key, r.key, c.id)
 
-    def _count(self, o: Obligation, delta: int) -> None:
-        s = o.effective_status
-        self._status_counts[s] = self._status_counts.get(s, 0) + delta
+    def _install(self, step: ObligationStep) -> None:
+        """Install the obligations of ``step`` (new objects) and their revoked-evidence
+        dependents, keeping the per-status counts."""
+        counts = self._status_counts
+        for oid, new in step.obligations.items():
+            old = self._obligations.get(oid)
+            after = new.effective_status
+            if old is None:
+                counts[after] = counts.get(after, 0) + 1
+            else:
+                before = old.effective_status
+                if before != after:
+                    counts[before] -= 1
+                    counts[after] = counts.get(after, 0) + 1
+            self._put(self._obligations, oid, new)
+            dep = step.dependents[oid]
+            if dep:
+                self._put(self._revoked_dep, oid, dep)
+            elif oid in self._revoked_dep:
+                self._del(self._revoked_dep, oid)
 
-    def _set_repair(self, oid: str, value: bool) -> None:
-        o = self._obligations[oid]
-        if o.repair_pending != value:
-            self._count(o, -1)
-            self._mut(o).repair_pending = value
-            self._count(o, +1)
-
-    def _add_assertion(self, a: Assertion, j: Justification | None, touched: set[str]) -> None:
+    def _index_assertion(
+        self, a: Assertion, j: Justification | None, step: ObligationStep
+    ) -> None:
+        """Index a new assertion (Q's assertions, Π, supersession, citations)."""
         if a.kind == AssertionKind.NODE:
-            o = _new_obligation(a)
-            self._put(self._obligations, o.id, o)
-            self._count(o, +1)
-            if o.parent is not None:
-                self._append(self._children, o.parent, o.id)
-        o = self._mut(self._obligations[a.obligation])
-        slot = (str(a.kind), a.key)
-        old = o.active.get(slot)
-        before = o.effective_status
+            parent = step.obligations[a.obligation].parent
+            if parent is not None:
+                self._append(self._children, parent, a.obligation)
+        old = step.supersedes.get(a.id)
         if old is not None:
             self._put(self._superseded, old, a.id)
             self._sound_memo.pop(old, None)  # rarely asked again: keep the memo small
@@ -1031,29 +742,30 @@ class State:
                         self._sdiscard(s, old)
                         if not s:
                             self._del(self._active_by_cert, cid)
-            dep = self._revoked_dep.get(o.id)
-            if dep is not None:
-                self._sdiscard(dep, old)
-                if not dep:
-                    self._del(self._revoked_dep, o.id)
-                    o.repair_pending = False
-        _set_slot(o, a)
-        after = o.effective_status
-        if after != before:
-            c = self._status_counts
-            c[before] -= 1
-            c[after] = c.get(after, 0) + 1
         self._put(self._assertions, a.id, a)
         if j is not None:
             self._put(self._pi, a.id, j)
             for cid in j.certificates:
                 self._dadd(self._active_by_cert, cid, a.id)
-                if cid in self._revoked:  # imported citing revoked evidence
-                    self._dadd(self._revoked_dep, o.id, a.id)
-                    self._set_repair(o.id, True)
             for cited in j.cites:
                 self._dadd(self._cited_by, cited, a.id)
-        touched.add(o.id)
+
+    # ------------------------------------------------------------------ ObligationSource
+    def obligation_now(self, obligation_id: str) -> Obligation:
+        """The obligation as X holds it (KeyError if unknown)."""
+        return self._obligations[obligation_id]
+
+    def revoked_dependents(self, obligation_id: str) -> Iterable[str]:
+        """Active assertions of the obligation whose justification cites revoked evidence."""
+        return self._revoked_dep.get(obligation_id, ())
+
+    def is_revoked(self, certificate_id: str) -> bool:
+        """The certificate was revoked."""
+        return certificate_id in self._revoked
+
+    def assertion_now(self, assertion_id: str) -> Assertion:
+        """An assertion of Q (KeyError if unknown)."""
+        return self._assertions[assertion_id]
 
     # ------------------------------------------------------------------ id helpers
     def _fresh(self, prefix: str, n: int, taken: Callable[[str], bool]) -> str:
@@ -1063,7 +775,14 @@ class State:
 
     def next_ids(self, prefix: str, count: int) -> list[str]:
         """The next ``count`` ids the state would assign for ``a``/``c``/``f``."""
-        base = {"a": len(self._assertions), "c": len(self._certs), "f": len(self._flags)}[prefix]
+        if prefix == "a":
+            base = len(self._assertions)
+        elif prefix == "c":
+            base = len(self._certs)
+        elif prefix == "f":
+            base = len(self._flags)
+        else:
+            raise KeyError(prefix)
         return [f"{prefix}{base + i + 1}" for i in range(count)]
 
     # ------------------------------------------------------------------ proposals
@@ -1081,8 +800,6 @@ class State:
                 nothing is written and X is unchanged.
             LogError: the log refused the entries; nothing is written, X is unchanged.
         """
-        from icore.state._legality import audit
-
         verdict = audit(proposal, self, head_view=head_view)
         self.apply_verdict(verdict)
         return verdict
@@ -1146,8 +863,6 @@ class State:
                 obligation); nothing is written and X is unchanged.
             LogError: the log refused the entries; nothing is written, X is unchanged.
         """
-        from icore.state._legality import audit
-
         for fid in resolve:
             if fid not in self._flags:
                 raise StateInputError("unknown flag", flag=fid)
@@ -1172,10 +887,56 @@ class State:
             self._record(bodies)
         return verdicts
 
+    def commit_verdicts(
+        self,
+        verdicts: Sequence[Verdict],
+        *,
+        resolve: Sequence[str] = (),
+        by: str | None = None,
+        note: str = "",
+    ) -> list[Verdict]:
+        """Commit verdicts already taken in order on this X (one audited repair), as
+        audited: nothing is audited again (icore Alg. 1; design.md 4.4).
+
+        ``verdicts[0]`` was taken on X as it is now and verdict k on X as verdicts
+        1..k-1 leave it (e.g. on a :meth:`trial`); their entries, then a
+        ``flag_resolved`` entry for each flag in ``resolve`` still open after them, are
+        written in one log transaction: the same entries as :meth:`commit_all` of their
+        proposals.
+
+        Raises:
+            StateError: a verdict is not a commit, or the chain does not start at X's
+                current sequence number (X changed since the audit); nothing is written.
+            StateInputError: a flag in ``resolve`` is unknown; nothing is written.
+            InterfaceError: an interface misbehaved on a touched obligation; nothing is
+                written and X is unchanged.
+            LogError: the log refused the entries; nothing is written, X is unchanged.
+        """
+        for fid in resolve:
+            if fid not in self._flags:
+                raise StateInputError("unknown flag", flag=fid)
+        seq = self._seq
+        bodies: list[Body] = []
+        for v in verdicts:
+            if not v.committed:
+                raise StateError("cannot commit a rejected verdict", proposal=v.proposal.id)
+            if v.base_seq != seq:
+                raise StateError("stale verdict: the state changed since the audit",
+                                 verdict_seq=v.base_seq, state_seq=seq)
+            seq += len(v.bodies)
+            bodies.extend(v.bodies)
+        closed = {
+            fid for b in bodies if isinstance(b, Committed) for fid in b.resolved_flags
+        }
+        for fid in dict.fromkeys(resolve):
+            if fid not in self._resolved and fid not in closed:
+                bodies.append(FlagResolved(fid, by, note))
+        if bodies:
+            self._record(bodies)
+        return list(verdicts)
+
     def transition(self, body: Committed) -> Transition:
         """The :class:`Transition` of a commit (for ``progress``)."""
-        from icore.state._model import Proposal
-
         return Transition(
             self.decl.operations[body.operation],
             Proposal(proposer=body.proposer, operation=body.operation, id=body.proposal),
@@ -1215,62 +976,10 @@ class State:
                 key=key,
                 new_head=new_head,
             )
-        bodies, flags = self._revocation(key, new_head, set(), 0)
+        bodies, flags = revocation_bodies(self, key, new_head, set(), 0)
         if bodies:
             self._record(bodies)
         return flags
-
-    def _revocation(
-        self, key: str, new_head: RecordId | None, revoked: set[str], n_flags: int
-    ) -> tuple[list[Body], list[HardFlag]]:
-        """The bodies revoking ``key``'s stale certificates (pure; X unchanged).
-
-        ``revoked`` (updated) holds certificates revoked by bodies built earlier in the
-        same change, ``n_flags`` the number of flags those raise, so several keys can be
-        revoked in one transaction.
-        """
-        certs = sorted(
-            cid
-            for cid in self._certs_by_key.get(key, ())
-            if cid not in revoked
-            and self.certificate_active(cid)
-            and any(
-                r.key == key and r.record_id != new_head
-                for r in (*self._certs[cid].records, *self._certs[cid].lineage)
-            )
-        )
-        if not certs:
-            return [], []
-        revoked.update(certs)
-        direct = {a for cid in certs for a in self._active_by_cert.get(cid, ())}
-        aids = sorted(self._citing_closure(direct), key=_idkey)
-        oids = sorted({self._assertions[a].obligation for a in aids})
-        bodies: list[Body] = [Revoked(key, new_head, tuple(certs), tuple(aids), tuple(oids))]
-        flags: list[HardFlag] = []
-        if aids:
-            flag = HardFlag(
-                id=f"f{len(self._flags) + n_flags + 1}",
-                kind=FlagKind.REVOCATION,
-                obligations=tuple(oids),
-                assertions=tuple(aids),
-                certificates=tuple(certs),
-                detail=f"owner revised {key!r} (new head {new_head}); cited evidence revoked",
-            )
-            flags.append(flag)
-            bodies.append(FlagRaised(flag))
-        return bodies, flags
-
-    def _citing_closure(self, aids: Iterable[str]) -> set[str]:
-        """``aids`` plus every active assertion that cites one of them, transitively
-        (revoking a stage reaches the work that cited it; docs/state.md)."""
-        out = set(aids)
-        stack = list(out)
-        while stack:
-            for b in self._cited_by.get(stack.pop(), ()):
-                if b not in out and self.is_active(b) and b not in self._tainted:
-                    out.add(b)
-                    stack.append(b)
-        return out
 
     def revalidate_certificates(self, head_view: HeadView) -> list[HardFlag]:
         """Check every cited key against ``head_view`` and revoke stale certificates.
@@ -1286,7 +995,7 @@ class State:
             InterfaceError: an interface misbehaved on a dependent obligation; nothing is
                 written and X is unchanged.
         """
-        heads = {key: head_view(key) for key in sorted(self._certs_by_key)}
+        heads = {key: head_view(key) for key in self.cited_keys()}
         for key, head in heads.items():
             if head is not None and not isinstance(head, str):
                 raise StateInputError(
@@ -1297,12 +1006,33 @@ class State:
         flags: list[HardFlag] = []
         revoked: set[str] = set()
         for key, head in heads.items():
-            b, f = self._revocation(key, head, revoked, len(flags))
+            b, f = revocation_bodies(self, key, head, revoked, len(flags))
             bodies += b
             flags += f
         if bodies:
             self._record(bodies)
         return flags
+
+    # ------------------------------------------------------------------ RevocationSource
+    def cited_keys(self) -> list[str]:
+        """Keys cited by some certificate (records or lineage), sorted."""
+        return sorted(self._certs_by_key)
+
+    def certificates_on_key(self, key: str) -> Iterable[str]:
+        """Certificates citing a record (or lineage ancestor) of ``key``."""
+        return self._certs_by_key.get(key, ())
+
+    def active_citing_certificate(self, certificate_id: str) -> Iterable[str]:
+        """Active assertions whose justification cites the certificate."""
+        return self._active_by_cert.get(certificate_id, ())
+
+    def citing_assertion(self, assertion_id: str) -> Iterable[str]:
+        """Assertions whose justification cites ``assertion_id``."""
+        return self._cited_by.get(assertion_id, ())
+
+    def is_tainted(self, assertion_id: str) -> bool:
+        """A revocation reached the assertion (directly or through what it cites)."""
+        return assertion_id in self._tainted
 
     # ------------------------------------------------------------------ flags and notes
     def raise_flag(
@@ -1350,7 +1080,7 @@ class State:
         """
         if not kind:
             raise StateInputError("note kind must be non-empty")
-        _check_json(payload, "payload")
+        check_json(payload, "payload")
         return self._record([Note(kind, payload, ref)])[0]
 
     # ------------------------------------------------------------------ import API
@@ -1361,15 +1091,10 @@ class State:
             StateInputError: undeclared type, unknown agent, missing declared field, a
                 cause not in G, a reused id or non-JSON fields.
         """
-        from icore.state._legality import check_event
-
         eid = spec.id or self._fresh("e", len(self._events) + 1, self._events.__contains__)
-        problem = check_event(spec, eid, self, set())
-        if problem is not None:
-            raise StateInputError(problem[1], event=eid, code=str(problem[0]))
-        ev = make_event(spec, eid, self)
-        self._record([EventAdded(ev)])
-        return ev
+        body = event_body(self, spec, eid)
+        self._record([body])
+        return body.event
 
     def import_certificate(
         self,
@@ -1378,7 +1103,7 @@ class State:
         verdict: bool,
         version: str | None = None,
         events: Sequence[str] = (),
-        records: Sequence[RecordRef] = (),
+        records: Sequence[CitedRecord] = (),
         payload: JSON = None,
     ) -> Certificate:
         """Add a recorded certificate to Π with its recorded verdict (trace import).
@@ -1386,24 +1111,10 @@ class State:
         Raises:
             StateInputError: undeclared validator or an event not in G.
         """
-        spec = self.decl.validators.get(validator)
-        if spec is None:
-            raise StateInputError("undeclared validator", validator=validator)
-        for e in events:
-            if e not in self._events:
-                raise StateInputError("certificate cites an event not in G", event=e)
-        _check_json(payload, "payload")
-        cert = Certificate(
-            id=self.next_ids("c", 1)[0],
-            validator=validator,
-            version=version or spec.version,
-            events=tuple(events),
-            records=tuple(records),
-            payload=payload,
-            verdict=bool(verdict),
-        )
-        self._record([CertificateImported(cert)])
-        return cert
+        body = certificate_body(self, validator, verdict=verdict, version=version,
+                                events=events, records=records, payload=payload)
+        self._record([body])
+        return body.certificate
 
     def import_assertion(
         self,
@@ -1436,46 +1147,11 @@ class State:
             InterfaceError: ``weight``/``value``/``feasible`` misbehaved on the obligation
                 as the assertion would leave it; nothing is written and X is unchanged.
         """
-        from icore.state._legality import check_effect_value
-
-        if operation is not None and operation not in self.decl.operations:
-            raise StateInputError("unknown operation", operation=operation)
-        if proposer is not None and proposer not in self.decl.agents:
-            raise StateInputError("unknown agent", agent=proposer)
-        for e in events:
-            if e not in self._events:
-                raise StateInputError("justification cites an event not in G", event=e)
-        for c in certificates:
-            if c not in self._certs:
-                raise StateInputError("unknown certificate", certificate=c)
-        for c in cites:
-            if c not in self._assertions:
-                raise StateInputError("unknown cited assertion", assertion=c)
-        if effect.kind == AssertionKind.NODE:
-            if effect.obligation in self._obligations:
-                raise StateInputError("obligation already exists", obligation=effect.obligation)
-        elif effect.obligation not in self._obligations:
-            raise StateInputError("unknown obligation", obligation=effect.obligation)
-        problem = check_effect_value(effect, self, {effect.obligation})
-        if problem is not None:
-            raise StateInputError(problem[1], obligation=effect.obligation, code=str(problem[0]))
-        a = Assertion(
-            id=self.next_ids("a", 1)[0],
-            obligation=effect.obligation,
-            kind=AssertionKind(effect.kind),
-            key=effect.key,
-            value=effect.value,
-            proposer=proposer,
-            proposal=None,
-            cited_sound=all(self.is_active(c) and self.assertion_sound(c) for c in cites),
-        )
-        j = (
-            Justification(tuple(events), operation, tuple(certificates), tuple(cites))
-            if justified
-            else None
-        )
-        self._record([AssertionImported(a, j)])
-        return a
+        body = assertion_body(self, effect, events=events, operation=operation,
+                              certificates=certificates, cites=cites, proposer=proposer,
+                              justified=justified)
+        self._record([body])
+        return body.assertion
 
     # ------------------------------------------------------------------ copies
     def copy(self) -> State:
@@ -1497,57 +1173,3 @@ class State:
             f"obligations={len(self._obligations)}, assertions={len(self._assertions)}, "
             f"seq={self._seq})"
         )
-
-
-def _new_obligation(a: Assertion) -> Obligation:
-    """The obligation a ``node`` assertion creates."""
-    v = a.value
-    return Obligation(
-        id=a.obligation,
-        kind=str(v["kind"]),
-        weight=float(v.get("weight", 1.0)),
-        parent=v.get("parent"),
-        deps=tuple(v.get("deps", ())),
-        required_root=bool(v.get("required_root", False)),
-    )
-
-
-def _set_slot(o: Obligation, a: Assertion) -> None:
-    """Make ``a`` the active assertion of its slot in ``o`` and update the read fields."""
-    slot = (str(a.kind), a.key)
-    o.active[_SLOTS.setdefault(slot, slot)] = a.id
-    if a.kind == AssertionKind.STATUS:
-        o.status = _STATUS[a.value]
-    elif a.kind == AssertionKind.ASSIGNEE:
-        o.assignee = a.value
-    elif a.kind == AssertionKind.RESULT:
-        o.result = a.value
-
-
-def _idkey(s: str) -> tuple[str, int]:
-    head = s.rstrip("0123456789")
-    tail = s[len(head) :]
-    return (head, int(tail) if tail else -1)
-
-
-def _check_json(value: Any, what: str) -> None:
-    import json
-
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise StateInputError(f"{what} is not JSON: {exc}") from None
-
-
-def make_event(spec: EventSpec, eid: str, state: State) -> Event:
-    """Build the G event for ``spec`` (kind from O_D, time from the state's clock)."""
-    ot = state.decl.observables[spec.type]
-    return Event(
-        id=eid,
-        type=spec.type,
-        kind=ot.kind,
-        agent=spec.agent,
-        fields=dict(spec.fields),
-        causes=tuple(spec.causes),
-        t_ms=float(state.clock.now_ms()),
-    )

@@ -52,7 +52,7 @@ from icore.state import (
     OperationDecl,
     Parameters,
     Preconditions,
-    State,
+    StateView,
     Status,
     ValidatorInput,
     ValidatorSpec,
@@ -420,7 +420,7 @@ def _completed(inp: ValidatorInput) -> bool:
     return bool(inp.payload is True)
 
 
-def all_done(state: State) -> bool:
+def all_done(state: StateView) -> bool:
     """Terminal predicate of the task modes: every obligation discharged, settled or
     superseded (and at least one exists)."""
     obs = state.obligations

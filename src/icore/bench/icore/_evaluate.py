@@ -21,7 +21,7 @@ from typing import Any
 
 from icore._clock import WallClock
 from icore.agents import LLMSettings, LLMTeam, SimEnvironment, SimTeam, SimWorld, introduce
-from icore.audit import AuditLoop, LoopConfig, RunResult, run_mas_only
+from icore.audit import AuditLoop, AuditRunResult, LoopConfig, run_mas_only
 from icore.audit._views import check_view
 from icore.bench._checks import check_count
 from icore.bench._errors import BadOption, UnknownPreset
@@ -154,7 +154,7 @@ def run_condition(
 
 def _run(
     inst: TaskInstance, condition: str, llm: LLMSettings | None
-) -> tuple[RunRow, State | None, SimWorld, RunResult]:
+) -> tuple[RunRow, State | None, SimWorld, AuditRunResult]:
     from icore.workloads._tasks import FAILURE_PROBABILITY
 
     clock = WallClock()

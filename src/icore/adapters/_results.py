@@ -1,0 +1,253 @@
+"""What an audit of a recorded run returns (design.md 2, data flow 3): the run's X, its
+cq timeline, its findings and summary. Plain data, shared by the importers
+(:mod:`icore.adapters._audit`, :mod:`icore.adapters._otel_live`) and the reports.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+from icore.adapters._trace import Trace
+from icore.audit import Diagnosis
+from icore.state import LogEntry, Metrics, State
+
+T = TypeVar("T")
+
+FlagPlace = tuple[int, str | None, int | None]
+"""(proposals recorded before the flag, last event added to G before it, source ``step``
+of the flagged proposal's first event or None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """X's quality after one recorded message (the cq timeline)."""
+
+    step: int
+    snd: float
+    astab: float
+    cq: float
+    flags: int
+    stalls: int
+
+
+class BuiltOnRead(Sequence[T]):
+    """A read-only sequence whose items are built when read (:meth:`_at`)."""
+
+    __slots__ = ()
+
+    def _at(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[T, ...]: ...
+    def __getitem__(self, i: int | slice) -> T | tuple[T, ...]:
+        n = len(self)
+        if isinstance(i, slice):
+            return tuple(self._at(j) for j in range(*i.indices(n)))
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self._at(i % n)
+
+
+class Timeline(BuiltOnRead[MetricPoint]):
+    """The cq timeline of a run, one :class:`MetricPoint` per recorded message, stored by
+    column (48 bytes a point instead of ≈ 230 for an object with its numbers: 18 MB less
+    at 100k messages). Read-only once the run is imported; points are built on access.
+    """
+
+    __slots__ = ("_astab", "_cq", "_flags", "_snd", "_stalls", "_step")
+
+    def __init__(self, points: Iterable[MetricPoint] = ()) -> None:
+        self._step = array("q")
+        self._snd = array("d")
+        self._astab = array("d")
+        self._cq = array("d")
+        self._flags = array("q")
+        self._stalls = array("q")
+        for p in points:
+            self.append(p.step, p.snd, p.astab, p.cq, p.flags, p.stalls)
+
+    def append(self, step: int, snd: float, astab: float, cq: float, flags: int,
+               stalls: int) -> None:
+        """Add the point after one message."""
+        self._step.append(step)
+        self._snd.append(snd)
+        self._astab.append(astab)
+        self._cq.append(cq)
+        self._flags.append(flags)
+        self._stalls.append(stalls)
+
+    def __len__(self) -> int:
+        return len(self._step)
+
+    def _at(self, i: int) -> MetricPoint:
+        return MetricPoint(self._step[i], self._snd[i], self._astab[i], self._cq[i],
+                           self._flags[i], self._stalls[i])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other,
+                                                                         strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Timeline({len(self)} points)"
+
+    def cqs(self) -> list[float]:
+        """cq after each message."""
+        return self._cq.tolist()
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A finding of an imported run: a defect, where in the run it is, who must repair it.
+
+    The one diagnosis type is iCORE-Audit's :class:`icore.audit.Diagnosis` (F with its
+    frozen W_F): work, evidence and assignment defects are diagnosed and routed by it
+    (``source="icore.audit"``; ``audit`` keeps the part of F the log note records). A
+    finding adds what a recorded run needs: the source step and the events of G it
+    rests on; stalls, replans and terminal failures, which no trigger of the loop
+    diagnoses on a passive record, are found by the importer (``source="adapter"``).
+
+    Attributes:
+        id: ``d<n>``.
+        defect: ``work`` (an output not supported by G), ``evidence`` (an orchestrator
+            claim not supported by G), ``assignment`` (an ε-unstable assignment),
+            ``progress`` (a stall, loop or replan) or ``terminal`` (the final answer fails
+            its check, or the run ends without one).
+        step: the source step of the defect (index into the history), None if synthetic.
+        obligations: affected obligations.
+        assertions: the unsupported / unstable assertions.
+        events: the events in G it cites (evidence, or the missing evidence's context).
+        proposer: the agent whose assertion is defective.
+        responsible: the repair authority (``interfaces.responsible`` of D).
+        detail: a human-readable explanation.
+        source: ``icore.audit`` or ``adapter`` (derived here).
+        audit: the part of iCORE-Audit's F the log note keeps (``_compact``), or None
+            when the adapter routed it alone; not part of :meth:`to_json`.
+    """
+
+    id: str
+    defect: str
+    step: int | None
+    obligations: tuple[str, ...]
+    assertions: tuple[str, ...]
+    events: tuple[str, ...]
+    proposer: str | None
+    responsible: str | None
+    detail: str
+    source: str = "adapter"
+    audit: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (for reports)."""
+        return {
+            "id": self.id, "defect": self.defect, "step": self.step,
+            "obligations": list(self.obligations), "assertions": list(self.assertions),
+            "events": list(self.events), "proposer": self.proposer,
+            "responsible": self.responsible, "detail": self.detail, "source": self.source,
+        }
+
+    def note_payload(self) -> dict[str, Any]:
+        """The payload of this diagnosis's ``diagnosis`` note in the log."""
+        j = self.to_json()
+        return {**j, "audit": dict(self.audit)} if self.audit else j
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The per-run numbers ``icore audit`` prints."""
+
+    run: str
+    family: str
+    steps: int
+    snd: float
+    astab: float
+    cq: float
+    cq_mean: float
+    cq_min: float
+    hard_flags: int
+    stalls: int
+    replans: int
+    unsupported: int
+    diagnoses: int
+    terminal: bool
+    terminated: bool
+    succeeded: bool | None
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """An imported and audited run.
+
+    Attributes:
+        trace: the source trace.
+        state: X after the whole run.
+        step_events: source step index -> event id in G.
+        timeline: X's metrics after each message.
+        diagnoses: diagnoses, in step order.
+        unsupported: ids of unsound assertions the run made (in step order).
+        stalls: stall progress events.
+        replans: replans.
+        final: metrics of the final X.
+        elapsed_ms: import + audit wall time.
+        terminated: the run recorded a termination (a terminal marker exists, sound or not).
+        notes: the audit's ``note`` log entries (diagnoses), in order. X keeps no other
+            entries (:class:`NoteLog`; its cost stays linear in the trace).
+    """
+
+    trace: Trace
+    state: State
+    step_events: Mapping[int, str]
+    timeline: Sequence[MetricPoint]
+    diagnoses: tuple[Finding, ...]
+    unsupported: tuple[str, ...]
+    stalls: int
+    replans: int
+    final: Metrics
+    elapsed_ms: float
+    terminated: bool = False
+    notes: Sequence[LogEntry] = ()
+    flag_places: Mapping[str, FlagPlace] = field(default_factory=dict)
+    """Where each hard flag was raised (:class:`FlagPlaces`), kept while X keeps no log."""
+
+    def summary(self) -> RunSummary:
+        """The run's summary row."""
+        cqs = [p.cq for p in self.timeline] or [self.final.cq]
+        return RunSummary(
+            run=self.trace.id, family=self.trace.family, steps=self.trace.length,
+            snd=self.final.snd, astab=self.final.astab, cq=self.final.cq,
+            cq_mean=sum(cqs) / len(cqs), cq_min=min(cqs),
+            hard_flags=len(self.state.flags), stalls=self.stalls, replans=self.replans,
+            unsupported=len(self.unsupported), diagnoses=len(self.diagnoses),
+            terminal=self.state.terminal(), terminated=self.terminated,
+            succeeded=self.trace.succeeded,
+        )
+
+    def event_step(self, event_id: str) -> int | None:
+        """The source step of an event (None for synthetic events)."""
+        ev = self.state.events.get(event_id)
+        if ev is None:
+            return None
+        s = ev.fields.get("step")
+        return s if isinstance(s, int) and s >= 0 else None
+
+
+_NOTE_FIELDS = ("id", "primary", "defect", "obligations", "proposer", "flags", "evidence",
+                "matched", "cq_before")
+
+
+def compact_diagnosis(f: Diagnosis) -> dict[str, Any]:
+    """The part of F a recorded run's finding keeps (:attr:`Finding.audit`): what was
+    diagnosed, its evidence gaps and the frozen W_F. Assignees, alternatives and history
+    are left out (X holds them), which keeps a long run's audit within its memory budget
+    (docs/audit.md)."""
+    j = f.to_json()
+    return {k: j[k] for k in _NOTE_FIELDS}

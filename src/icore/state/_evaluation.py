@@ -1,0 +1,247 @@
+"""Soundness, stability and the evaluation of one obligation (design.md 4.3; icore
+Definition 9).
+
+:class:`Evaluation` is the part of :class:`~icore.state.State` that reads X to judge it:
+whether an assertion is sound (its justification, certificates and citations), whether
+an obligation is sound (its decision-relevant assertions, and the removal evidence of a
+closed one), its gain and ε-stability, and its :class:`ObligationEval` (W membership,
+fixed-point weight, soundness, stability, weighted gain) that the metric sums add up.
+It only reads; the state's indexes it reads are declared below and kept by the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from icore.state._errors import StateInputError
+from icore.state._interfaces import checked_feasible, checked_value, checked_weight
+from icore.state._metrics import ObligationEval, fixed
+from icore.state._model import (
+    CLOSED_STATUSES,
+    TRANSPORTED_TO,
+    Assertion,
+    AssertionKind,
+    Certificate,
+    Event,
+    Justification,
+    Obligation,
+    Status,
+)
+from icore.state._package import DeclarationPackage
+
+
+class Evaluation:
+    """Readouts of X: soundness, stability, per-obligation evaluation (a mixin of
+    :class:`~icore.state.State`, which owns the fields below)."""
+
+    decl: DeclarationPackage
+    _events: dict[str, Event]
+    _obligations: dict[str, Obligation]
+    _assertions: dict[str, Assertion]
+    _pi: dict[str, Justification]
+    _certs: dict[str, Certificate]
+    _revoked: dict[str, int]
+    _tainted: set[str]
+    _sound_memo: dict[str, bool]
+
+    # ------------------------------------------------------------------ soundness
+    def assertion_sound(self, assertion_id: str) -> bool:
+        """Soundness of one assertion (design.md 4.3 "sound assertion").
+
+        Its justification exists and cites at least one event, all in G; its operation is
+        in Ω and declares an effect of the assertion's kind; every certificate exists, is
+        active and passed; the operation's required certificate kinds are present; the
+        assertions it cited were sound when it was committed; and no revocation has reached
+        it, directly or through the assertions it cites (docs/state.md). Memoized; a
+        revocation clears the memo.
+        """
+        memo = self._sound_memo.get(assertion_id)
+        if memo is not None:
+            return memo
+        a = self._assertions.get(assertion_id)
+        if a is None:
+            return False
+        out = self._assertion_sound(a)
+        self._sound_memo[assertion_id] = out
+        return out
+
+    def _assertion_sound(self, a: Assertion) -> bool:
+        assertion_id = a.id
+        j = self._pi.get(assertion_id)
+        if j is None or not a.cited_sound or not j.events:
+            return False
+        if assertion_id in self._tainted:
+            return False
+        ev = self._events
+        for e in j.events:
+            if e not in ev:
+                return False
+        op = self.decl.operations.get(j.operation) if j.operation is not None else None
+        if op is None:
+            return False
+        if a.kind not in self.decl.effect_kinds(op.name):
+            return False
+        kinds: set[str] = set()
+        for cid in j.certificates:
+            c = self._certs.get(cid)
+            if c is None or not c.verdict or cid in self._revoked:
+                return False
+            kinds.add(c.validator)
+        return all(r in kinds for r in op.requires)
+
+    def _decision_relevant(self, o: Obligation) -> Iterable[str]:
+        """Decision-relevant active assertions of ``o`` (design.md 4.3, narrowed).
+
+        For an open obligation: every active assertion. For a settled/superseded one: the
+        closing status assertion and terminal markers (its closing evidence still matters
+        for required roots and matched sets).
+        """
+        if o.status not in CLOSED_STATUSES:
+            return o.active.values()
+        keep = (("status", ""), ("terminal", ""))
+        return [o.active[k] for k in keep if k in o.active]
+
+    def is_sound(self, obligation_id: str) -> bool:
+        """Every decision-relevant assertion of the obligation is sound, and a settled or
+        superseded obligation carries valid removal evidence (:meth:`removal_supported`)."""
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            return False
+        return self._sound(o)
+
+    def _sound(self, o: Obligation) -> bool:
+        if not all(self.assertion_sound(a) for a in self._decision_relevant(o)):
+            return False
+        return o.status not in CLOSED_STATUSES or self._removal_ok(o)
+
+    def removal_supported(self, obligation_id: str) -> bool:
+        """A settled/superseded obligation carries valid settlement or transport evidence.
+
+        Settlement: its closing status assertion comes from a settling operation and cites
+        an active certificate (of a kind the operation requires, when it requires any)
+        that cites the obligation. Transport: its closing assertion comes from a removing,
+        transporting operation and an active, sound ``transported_to`` relation names a
+        replacement that is tied to it: created by the same proposal (or, for imported
+        assertions, on the same evidence: its ``node`` assertion shares a justifying event
+        with the relation), or cited together with it by an active certificate of the
+        relation's justification; a required root's replacement is a required root.
+        False for an obligation that is not closed or unknown (icore Def. 6, design.md 4.3).
+        """
+        o = self._obligations.get(obligation_id)
+        return o is not None and o.status in CLOSED_STATUSES and self._removal_ok(o)
+
+    def _cited_obligations(self, cids: Iterable[str], kinds: Sequence[str]) -> set[str]:
+        out: set[str] = set()
+        for cid in cids:
+            c = self._certs.get(cid)
+            if (
+                c is not None
+                and c.verdict
+                and cid not in self._revoked
+                and (not kinds or c.validator in kinds)
+            ):
+                out.update(c.obligations)
+        return out
+
+    def _removal_ok(self, o: Obligation) -> bool:
+        st = o.active.get(("status", ""))
+        j = None if st is None else self._pi.get(st)
+        op = None if j is None or j.operation is None else self.decl.operations.get(j.operation)
+        if j is None or op is None:
+            return False
+        if op.settles and o.id in self._cited_obligations(j.certificates, op.requires):
+            return True
+        if o.status != Status.SUPERSEDED or not (op.removes and op.transports):
+            return False
+        rid = o.active.get((str(AssertionKind.RELATION), TRANSPORTED_TO))
+        if rid is None or not self.assertion_sound(rid):
+            return False
+        rel = self._assertions[rid]
+        t = self._obligations.get(rel.value) if isinstance(rel.value, str) else None
+        if t is None or t.id == o.id or (o.required_root and not t.required_root):
+            return False
+        rj = self._pi[rid]
+        tied = self._cited_obligations(rj.certificates, ())
+        if o.id in tied and t.id in tied:
+            return True
+        node = self._assertions.get(t.active.get((str(AssertionKind.NODE), ""), ""))
+        if node is None:
+            return False
+        if rel.proposal is not None:
+            return node.proposal == rel.proposal
+        nj = self._pi.get(node.id)
+        return nj is not None and bool(set(nj.events) & set(rj.events))
+
+    # ------------------------------------------------------------------ stability
+    def gain(self, obligation_id: str) -> float:
+        """gain(o) of icore Def. 9 (design.md 4.3).
+
+        Assigned to a: ``max_{b feasible, b != a} value(b, o) - value(a, o)``, 0.0 when no
+        alternative is feasible. Unassigned: the best feasible value (0.0 when none).
+        Settled/superseded obligations have gain 0.0 (nothing to reassign).
+
+        Raises:
+            StateInputError: unknown obligation.
+            InterfaceError: ``feasible`` or ``value`` raised, or returned a non-bool / a
+                value outside [0, 1].
+        """
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            raise StateInputError("unknown obligation", obligation=obligation_id)
+        return self._gain(o)
+
+    def _gain(self, o: Obligation) -> float:
+        if o.status in CLOSED_STATUSES:
+            return 0.0
+        iface = self.decl.interfaces
+        best: float | None = None
+        for b in self.decl.agents.values():
+            if b.id == o.assignee or not checked_feasible(iface, b, o):
+                continue
+            v = checked_value(iface, b, o)
+            if best is None or v > best:
+                best = v
+        if o.assignee is None:
+            return 0.0 if best is None else best
+        if best is None:
+            return 0.0
+        a = self.decl.agents.get(o.assignee)
+        va = checked_value(iface, a, o) if a is not None else 0.0
+        return best - va
+
+    def is_stable(self, obligation_id: str) -> bool:
+        """o is ε-stable iff gain(o) <= ε (icore Def. 9).
+
+        Raises:
+            StateInputError: unknown obligation.
+            InterfaceError: as :meth:`gain`.
+        """
+        return self.gain(obligation_id) <= self.decl.parameters.epsilon
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, o: Obligation) -> ObligationEval:
+        """Evaluate one obligation: W membership, weight, soundness, stability, gain.
+
+        Raises:
+            InterfaceError: ``weight`` raised or returned anything but a finite number
+                >= 0, or ``feasible``/``value`` misbehaved (see :meth:`gain`).
+        """
+        return self._evaluate(o, *self._interface_values(o))
+
+    def _interface_values(self, o: Obligation) -> tuple[float, float]:
+        """(weight, gain) of ``o`` from D's interfaces, checked (raises InterfaceError)."""
+        return checked_weight(self.decl.interfaces, o), self._gain(o)
+
+    def _evaluate(self, o: Obligation, w: float, g: float) -> ObligationEval:
+        """Evaluate ``o`` given its checked weight and gain (calls no interface)."""
+        in_w = o.required_root or o.status not in CLOSED_STATUSES
+        sound = self._sound(o)
+        wf = fixed(w)
+        return ObligationEval(
+            in_w=in_w,
+            weight=wf,
+            sound=sound,
+            stable=g <= self.decl.parameters.epsilon,
+            gain=g,
+            weighted_gain=wf * fixed(g) if g > 0 else 0,
+        )
