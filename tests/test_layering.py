@@ -34,7 +34,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "icore"
 LAYERS = ["records", "memory", "fence", "net", "state", "audit", "workloads", "agents",
-          "adapters", "bench", "report", "live", "integrations", "cli"]
+          "live", "adapters", "bench", "report", "integrations", "cli"]
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "__main__", ""}
 PURE = {"records", "fence", "audit", "workloads", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
@@ -150,13 +150,15 @@ def test_layer_imports(path: Path) -> None:
     layer = _layer(path)
     if layer in SHARED or layer not in LAYERS:
         return
-    allowed = set(LAYERS[: LAYERS.index(layer) + 1]) | SHARED
-    bad = [f"{_rel(path)}:{imp.line} ({imp.where}) imports {imp.module}: layer {layer!r} "
-           f"may import only {sorted(allowed - {''})}"
-           for imp in imports(path)
-           if (parts := imp.module.split("."))[0] == "icore" and len(parts) > 1
-           and parts[1] not in allowed]
-    assert not bad, "\n".join(bad)
+    below = LAYERS[: LAYERS.index(layer) + 1]
+    bad = dict.fromkeys(        # one message per statement, in file order
+        f"{_rel(path)}:{imp.line} ({imp.where}) imports {imp.module}"
+        for imp in imports(path)
+        if (parts := imp.module.split("."))[0] == "icore" and len(parts) > 1
+        and parts[1] not in below and parts[1] not in SHARED)
+    assert not bad, (f"layer {layer!r} imports a higher layer (it may import only "
+                     f"{', '.join(below)} and the shared top-level modules):\n    "
+                     + "\n    ".join(bad))
 
 
 def test_layer_list_matches_packages() -> None:
@@ -167,10 +169,10 @@ def test_layer_list_matches_packages() -> None:
 
 def test_only_adapters_import_opentelemetry() -> None:
     """OpenTelemetry lives in adapters/ (design.md 2): no other layer imports it."""
-    bad = [f"{_rel(path)}:{imp.line} ({imp.where}) imports {imp.module}"
-           for path in PATHS if _layer(path) != "adapters"
-           for imp in imports(path)
-           if imp.module.split(".")[0] in ("opentelemetry", "openinference")]
+    bad = dict.fromkeys(f"{_rel(path)}:{imp.line} ({imp.where}) imports {imp.module}"
+                        for path in PATHS if _layer(path) != "adapters"
+                        for imp in imports(path)
+                        if imp.module.split(".")[0] in ("opentelemetry", "openinference"))
     assert not bad, "\n".join(bad)
 
 
@@ -297,7 +299,7 @@ def io_uses(source: str, file: str, package: str) -> list[str]:
               for node, scope, _ in _walk(ast.parse(source))
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id == "open"]
-    return [msg for _, msg in sorted(found)]
+    return list(dict.fromkeys(msg for _, msg in sorted(found)))   # one per statement
 
 
 def _exempt(path: Path) -> bool:

@@ -36,14 +36,18 @@ _spec.loader.exec_module(layering)
 SRC: Path = layering.SRC
 
 
-def _private_owner(name: str) -> str | None:
-    """The package a dotted ``icore`` name is private to, or None when it is public."""
+def _private_owner(name: str) -> tuple[str, str] | None:
+    """``(package it is private to, private module or name)`` of a dotted ``icore`` name.
+
+    None when the name is public. ``icore.state._decl.Foo`` gives
+    ``("icore.state", "icore.state._decl")``.
+    """
     parts = name.split(".")
     if parts[0] != "icore":
         return None
     for i, part in enumerate(parts[1:], start=1):
         if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
-            return ".".join(parts[:i])
+            return ".".join(parts[:i]), ".".join(parts[: i + 1])
     return None
 
 
@@ -76,22 +80,26 @@ def private_imports(source: str, file: str, module: str, is_package: bool) -> li
         is_package: True for an ``__init__`` (its own package is ``module``).
 
     Returns:
-        One ``"file:line (scope) imports NAME, private to PKG"`` message per import.
+        One ``"file:line (scope) imports MODULE (names), private to PKG"`` message per
+        statement and private module, in line order.
     """
     package = module if is_package else module.rpartition(".")[0]
-    found = []
-    for imp in layering.imports_in(source, package):
-        name = imp.candidates[0]
-        owner = _private_owner(name)
-        if owner is not None and not _inside(package, owner):
-            found.append((imp.line, f"{file}:{imp.line} ({imp.where}) imports {name}, "
-                          f"private to {owner}"))
-    for line, where, name in _dynamic_imports(source):
-        owner = _private_owner(name)
-        if owner is not None and not _inside(package, owner):
-            found.append((line, f"{file}:{line} ({where}) imports {name} dynamically, "
-                          f"private to {owner}"))
-    return [msg for _, msg in sorted(found)]
+    # (line, scope, private module, package it is private to) -> names imported from it
+    found: dict[tuple[int, str, str, str], list[str]] = {}
+    uses = [(imp.line, imp.where, imp.candidates[0], "")
+            for imp in layering.imports_in(source, package)]
+    uses += [(line, where, name, " dynamically") for line, where, name in
+             _dynamic_imports(source)]
+    for line, where, name, how in uses:
+        priv = _private_owner(name)
+        if priv is None or _inside(package, priv[0]):
+            continue
+        names = found.setdefault((line, where + how, priv[1], priv[0]), [])
+        if name != priv[1]:
+            names.append(name[len(priv[1]) + 1:])
+    return [f"{file}:{line} ({where}) imports {mod}"
+            + (f" ({', '.join(names)})" if names else "") + f", private to {owner}"
+            for (line, where, mod, owner), names in sorted(found.items())]
 
 
 @pytest.mark.parametrize("path", layering.PATHS, ids=layering._rel)
@@ -113,10 +121,10 @@ def test_checker_sees_both_spellings_and_respects_subpackages() -> None:
            "from .._stats import median\n"
            "import importlib\nimportlib.import_module('icore.agents._team')\n")
     assert private_imports(src, "m.py", "icore.bench.planfence._replay", False) == [
-        "m.py:1 (module level) imports icore.state._decl.Foo, private to icore.state",
+        "m.py:1 (module level) imports icore.state._decl (Foo), private to icore.state",
         "m.py:3 (in f) imports icore.state._decl, private to icore.state",
-        "m.py:6 (module level) imports icore.bench.icore._loop.run, "
+        "m.py:6 (module level) imports icore.bench.icore._loop (run), "
         "private to icore.bench.icore",
-        "m.py:9 (module level) imports icore.agents._team dynamically, "
+        "m.py:9 (module level dynamically) imports icore.agents._team, "
         "private to icore.agents",
     ]
