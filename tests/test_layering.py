@@ -26,6 +26,7 @@ packages).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,22 @@ def test_layer_list_matches_packages() -> None:
     """Every subpackage is a declared layer."""
     pkgs = {p.name for p in SRC.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert pkgs <= set(LAYERS), pkgs - set(LAYERS)
+
+
+def _diagram_layers(text: str, indent: str) -> list[str]:
+    """The first word of each line that starts at ``indent`` in the first layer diagram."""
+    block = text.split("```\n", 2)[1] if indent == "" else text.split("::\n\n", 1)[1]
+    block = block.split("\n\n", 1)[0]
+    return [m.group(1) for line in block.splitlines()
+            if (m := re.match(rf"{indent}([a-z]+)\s", line))]
+
+
+def test_layer_diagrams_match() -> None:
+    """The icore docstring and docs/architecture.md draw the layers this test enforces."""
+    init = (SRC / "__init__.py").read_text(encoding="utf-8")
+    assert _diagram_layers(init, " {4}") == LAYERS, "src/icore/__init__.py layer list"
+    doc = (SRC.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert _diagram_layers(doc, "") == LAYERS[::-1], "docs/architecture.md layer diagram"
 
 
 def test_only_adapters_import_opentelemetry() -> None:
