@@ -10,9 +10,10 @@ module level or inside a function, ``TYPE_CHECKING`` blocks included (an annotat
 names a private class still couples to it), and so do ``importlib.import_module`` /
 ``__import__`` calls with a literal name.
 
-Scope: src/icore only. tests/ may import private modules on purpose (white-box tests of
-a module's internals sit beside it), and scripts under bench/ and examples/ are not
-library code. Why not ruff's banned-api (TID251)? It bans listed names everywhere: it
+Scope: src/icore, and examples/ (they show users the public API, so they import no
+private icore name at all). tests/ may import private modules on purpose (white-box
+tests of a module's internals sit beside it), and the benchmark scripts under bench/
+drive harness internals. Why not ruff's banned-api (TID251)? It bans listed names everywhere: it
 cannot say "except from inside the owning package" (per-file ignores would lift every
 ban for a whole file) and has no wildcard, so each new private module would need a line.
 """
@@ -100,6 +101,17 @@ def private_imports(source: str, file: str, module: str, is_package: bool) -> li
     return [f"{file}:{line} ({where}) imports {mod}"
             + (f" ({', '.join(names)})" if names else "") + f", private to {owner}"
             for (line, where, mod, owner), names in sorted(found.items())]
+
+
+EXAMPLES = sorted((SRC.parents[1] / "examples").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.relative_to(SRC.parents[1]).as_posix())
+def test_examples_use_only_the_public_api(path: Path) -> None:
+    """An example imports no private icore module or name."""
+    rel = path.relative_to(SRC.parents[1]).as_posix()
+    bad = private_imports(path.read_text(encoding="utf-8"), rel, "examples._script", False)
+    assert not bad, "an example imports icore internals:\n    " + "\n    ".join(bad)
 
 
 @pytest.mark.parametrize("path", layering.PATHS, ids=layering._rel)
