@@ -26,7 +26,12 @@ may use)::
                      import only the public API of records, fence, memory, state, adapters
     cli              the ``icore`` command (thin)
 
-``tests/test_layering.py`` enforces the rule.
+Pure layers do no I/O and read no clock; their one documented I/O edge is iCORE's SQLite
+log and declaration loader in ``state``. Inside a package no import circle closes, not
+even through an import inside a function. No module imports another package's private
+``_module``: packages meet through their ``__init__`` front doors. ``tests/test_layering.py``
+and ``tests/test_private_imports.py`` enforce these rules; docs/architecture.md draws the
+layers and the data flows.
 """
 
 from icore.errors import IcoreError

@@ -57,8 +57,12 @@ __all__ = ["not_a_regular_file"]
 
 
 def move_aside(folder: Path) -> Path:
-    """Rename ``folder`` to the first free ``<folder>.1``, ``<folder>.2``, ... and return
-    the new path (an earlier run's results are kept, never mixed with a new run's).
+    """Rename ``folder`` to the first free ``<folder>.1``, ``<folder>.2``, ...
+
+    An earlier run's results are kept, never mixed with a new run's.
+
+    Returns:
+        The new path of the moved folder.
 
     Raises:
         OSError: the rename failed, or ``folder`` is the current folder or contains it

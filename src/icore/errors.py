@@ -225,8 +225,10 @@ class ActionBlocked(FenceError):
 
 
 class AsyncRequired(FenceError, TypeError):
-    """A coroutine function (async tool or replanner) was given to a sync entry point;
-    use ``Fence.aexecute``. Nothing was executed."""
+    """A coroutine function (async tool or replanner) was given to a sync entry point.
+
+    Use ``Fence.aexecute``. Nothing was executed.
+    """
 
     code = ErrorCode.ASYNC_REQUIRED
 
@@ -242,8 +244,9 @@ class MissingExtra(IcoreError, ImportError):
 
 
 class IntegrationError(IcoreError):
-    """A framework integration was misused or met something it cannot map
-    (``icore.integrations``); fields name the framework, tool, key or state field.
+    """A framework integration (``icore.integrations``) was misused or met what it cannot map.
+
+    Fields name the framework, tool, key or state field.
     """
 
     code = ErrorCode.INTEGRATION

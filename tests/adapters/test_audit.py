@@ -152,8 +152,8 @@ def test_live_runs_diagnose_hard_flags_through_icore_audit() -> None:
     """A live run's revocation flag is diagnosed by the same step as the loop's
     (``icore.audit.diagnose_hit`` on the hard_flag trigger), routed by D's rule."""
     from icore._clock import ManualClock
-    from icore.live import LiveAudit, default_manifest
     from icore.audit import Diagnosis, Trigger
+    from icore.live import LiveAudit, default_manifest
 
     m = default_manifest("reservation")
     audit = LiveAudit(m, None, ManualClock())

@@ -196,9 +196,12 @@ def _cands(result: AuditResult) -> list[Candidate]:
 
 
 def first_unsupported(result: AuditResult) -> Prediction:
-    """The earlier rule: the earliest ``work`` diagnosis (first output whose
-    ``output_evidence`` failed), else the earliest ``assignment``/``evidence`` one, else
-    the ``terminal`` one; agent = its repair authority."""
+    """Attribute by the earlier rule: the earliest diagnosis, by kind priority.
+
+    The earliest ``work`` diagnosis (first output whose ``output_evidence`` failed), else
+    the earliest ``assignment``/``evidence`` one, else the ``terminal`` one; the agent is
+    that diagnosis's repair authority.
+    """
     diags = [d for d in result.diagnoses if d.step is not None]
     for kinds in _PRIORITY:
         cs = [d for d in diags if d.defect in kinds]
@@ -209,9 +212,12 @@ def first_unsupported(result: AuditResult) -> Prediction:
 
 
 def first_error_marker(result: AuditResult) -> Prediction:
-    """The first message showing an error marker (:mod:`icore.adapters._evidence`
-    vocabulary); a failed tool run is attributed to the candidate whose code it ran (the
-    latest candidate before it). No marker: the last candidate."""
+    """Attribute to the first message showing an error marker.
+
+    The markers are :mod:`icore.adapters._evidence`'s vocabulary. A failed tool run is
+    attributed to the candidate whose code it ran (the latest candidate before it). No
+    marker: the last candidate.
+    """
     cs = _cands(result)
     if not cs:
         return None, None
@@ -269,8 +275,11 @@ def agent_counts(results: Iterable[AuditResult]) -> dict[str, int]:
 
 
 def majority_agent(result: AuditResult, counts: Mapping[str, int]) -> Prediction:
-    """The run's candidate agent annotated most often in training (``counts``), at its
-    first step; ties and unseen agents: the earliest speaker."""
+    """Attribute to the run's candidate annotated most often in training, at its first step.
+
+    ``counts`` holds the training annotations per agent; ties and unseen agents go to the
+    earliest speaker.
+    """
     cs = _cands(result)
     if not cs:
         return None, None
@@ -280,8 +289,10 @@ def majority_agent(result: AuditResult, counts: Mapping[str, int]) -> Prediction
 
 
 def random_expectation(result: AuditResult, tolerance: int = 0) -> tuple[float, float]:
-    """Expected (agent, step) accuracy of a uniform guess among the run's candidates; a
-    step within ``tolerance`` of the annotated one counts as right."""
+    """Expected (agent, step) accuracy of a uniform guess among the run's candidates.
+
+    A step within ``tolerance`` steps of the annotated one counts as right.
+    """
     ann = result.trace.annotation
     cs = _cands(result)
     if ann is None or not cs:

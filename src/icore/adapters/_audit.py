@@ -95,7 +95,8 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
 
 class FlagPlaces:
     """Where in a run each hard flag was raised, tracked from the log entries as they are
-    appended (so a report can name the step and agent of a flag without the log)."""
+    appended (so a report can name the step and agent of a flag without the log).
+    """
 
     def __init__(self) -> None:
         self.proposals = 0
@@ -164,7 +165,8 @@ class NoteLog:
 
 class NoteEntries(BuiltOnRead[LogEntry]):
     """The note entries a :class:`NoteLog` kept, read-only; a diagnosis note is rebuilt
-    from its :class:`Finding` each time it is read."""
+    from its :class:`Finding` each time it is read.
+    """
 
     __slots__ = ("_diagnoses", "_kept")
 
@@ -238,7 +240,8 @@ class _Builder:
                  proposer: str | None = None, detail: str = "",
                  flag: str | None = None) -> Finding:
         """Record a diagnosis; work/evidence/assignment defects are diagnosed and routed
-        by iCORE-Audit (:func:`icore.audit.diagnose`, ``responsible_agent``)."""
+        by iCORE-Audit (:func:`icore.audit.diagnose`, ``responsible_agent``).
+        """
         x = self.state
         did = f"d{len(self.diagnoses) + 1}"
         payload: dict[str, Any] = {}
@@ -515,7 +518,8 @@ class _Builder:
     def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
         """The verdict of validator ``name`` of V on the recorded events, through the same
         runner as Definition 6 (:func:`icore.state.run_validator`); an inconsistent
-        validator (raising, non-boolean, two answers) fails (fail closed)."""
+        validator (raising, non-boolean, two answers) fails (fail closed).
+        """
         spec = self.state.decl.validators[name]
         g = self.state.events
         inp = ValidatorInput(tuple(g[e] for e in events), (), payload, spec.params)
@@ -623,7 +627,8 @@ def _no_cyclic_gc() -> Iterator[None]:
 def load_trace(path: str | Path) -> Trace:
     """Load any supported file: ``.jsonl`` (generic format), Who&When ``.json``, or
     OpenTelemetry spans (``*.otlp.json`` / ``*.otlp.jsonl``, or a ``.json`` whose start
-    reads as OTLP JSON, a Phoenix span list or a Langfuse trace: :func:`load_otlp`)."""
+    reads as OTLP JSON, a Phoenix span list or a Langfuse trace: :func:`load_otlp`).
+    """
     from icore.adapters._jsonl import load_jsonl
     from icore.adapters._otel_import import load_otlp
     from icore.adapters._whowhen import load_who_and_when
@@ -670,7 +675,8 @@ def _is_otel_file(p: Path) -> bool:
 def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
     """Expand files and folders (recursively: ``*.json``, ``*.jsonl``) in a stable order.
 
-    ``*.otlp.jsonl`` files are included; ``*.prov.json`` exports are not."""
+    ``*.otlp.jsonl`` files are included; ``*.prov.json`` exports are not.
+    """
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():

@@ -163,8 +163,10 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 
 def content_words(text: str, *, min_len: int = 4) -> set[str]:
-    """The distinct lower-case words of ``text`` with at least ``min_len`` characters
-    (short function words drop out without a stop-word table)."""
+    """The distinct lower-case words of ``text`` with at least ``min_len`` characters.
+
+    Short function words drop out without a stop-word table.
+    """
     return {w for w in _WORD.findall(text.lower()) if len(w) >= min_len}
 
 

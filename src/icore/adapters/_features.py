@@ -398,9 +398,11 @@ def _reassigned_steps(result: AuditResult) -> set[int]:
 
 
 def _divergence(steps: Sequence[Step]) -> dict[int, float]:
-    """Output step -> share of the content words of the instruction it answers that the
-    output does not contain (an instruction routed to the agent, else the previous
-    message addressed to nobody in particular is not used)."""
+    """Output step -> share of its instruction's content words that the output lacks.
+
+    The instruction is the one routed to the output's agent; a previous message
+    addressed to nobody in particular is not used.
+    """
     out: dict[int, float] = {}
     pending: dict[str, set[str]] = {}
     for s in steps:
@@ -418,8 +420,10 @@ _FINAL_LINE = re.compile(r"(?im)^\s*(?:final answer|the answer is)\s*[:\-]?\s*(?
 
 
 def _final_answer(steps: Sequence[Step]) -> str:
-    """The run's final answer (normalized): stated by the termination, else the last
-    ``final answer:`` line of the run; empty when none is stated."""
+    """The run's final answer, normalized; empty when none is stated.
+
+    The answer stated by the termination, else the last ``final answer:`` line of the run.
+    """
     for s in reversed(steps):
         if s.final_answer:
             return normalize_answer(s.final_answer)

@@ -1,4 +1,4 @@
-"""A simple documented JSONL event format, so users can audit their own runs.
+r"""A simple documented JSONL event format, so users can audit their own runs.
 
 One JSON object per line (blank lines and lines starting with ``#`` are skipped)::
 
@@ -12,7 +12,7 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
     {"agent": "planner", "kind": "ledger", "ledger": {"is_request_satisfied": false,
         "is_progress_being_made": true, "is_in_loop": false, "next_speaker": "coder"}}
     {"agent": "planner", "kind": "instruction", "to": "coder", "content": "compute 6*7"}
-    {"agent": "coder", "kind": "output", "content": "```python\\nprint(6*7)\\n```"}
+    {"agent": "coder", "kind": "output", "content": "```python\nprint(6*7)\n```"}
     {"agent": "terminal", "kind": "tool_output", "exitcode": 0, "content": "42"}
     {"agent": "planner", "kind": "termination", "final_answer": "42", "content": "done"}
 

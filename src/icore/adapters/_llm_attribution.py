@@ -57,8 +57,10 @@ def _parse(text: str) -> dict[str, Any] | None:
 
 
 def evidence_line(c: Candidate) -> str:
-    """The X-derived evidence of one candidate: its binary features that hold and the
-    non-zero graded ones."""
+    """The X-derived evidence of one candidate.
+
+    Its binary features that hold and its non-zero graded ones.
+    """
     skip = {"position", "agent_share", "ordinal", "agent_ordinal", "to_next_failure",
             "to_stall", "is_output", "is_instruction", "is_plan", "is_bookkeeping"}
     parts = [f"{k}" if v == 1.0 else f"{k}={v:.2f}" for k, v in c.features.items()

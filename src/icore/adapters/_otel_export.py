@@ -697,8 +697,10 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 
 class OtlpJsonFileExporter(SpanExporter):
-    """Appends each export batch as one JSON line of ``ExportTraceServiceRequest``
-    (the Collector file exporter's format), e.g. ``run.otlp.json`` for ``icore audit``.
+    """Appends each export batch as one JSON line of ``ExportTraceServiceRequest``.
+
+    That is the Collector file exporter's format (e.g. ``run.otlp.json``), which
+    ``icore audit`` reads back.
 
     Args:
         path: the file (created; appended to).

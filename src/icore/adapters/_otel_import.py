@@ -687,7 +687,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
 
 
 def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:
-    """icore live-run steps carried by the spans (``icore.call``), in recorded order."""
+    """Icore live-run steps carried by the spans (``icore.call``), in recorded order."""
     out = []
     for s in spans:
         a = s.attributes

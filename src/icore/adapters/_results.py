@@ -101,7 +101,7 @@ class Timeline(BuiltOnRead[MetricPoint]):
         return f"Timeline({len(self)} points)"
 
     def cqs(self) -> list[float]:
-        """cq after each message."""
+        """Cq after each message."""
         return self._cq.tolist()
 
 
@@ -248,6 +248,7 @@ def compact_diagnosis(f: Diagnosis) -> dict[str, Any]:
     """The part of F a recorded run's finding keeps (:attr:`Finding.audit`): what was
     diagnosed, its evidence gaps and the frozen W_F. Assignees, alternatives and history
     are left out (X holds them), which keeps a long run's audit within its memory budget
-    (docs/audit.md)."""
+    (docs/audit.md).
+    """
     j = f.to_json()
     return {k: j[k] for k in _NOTE_FIELDS}

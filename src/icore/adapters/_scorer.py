@@ -204,9 +204,11 @@ def _first(cands: Sequence[Candidate], agent: str) -> int:
 def training_rows(results: Sequence[AuditResult], names: Sequence[str]
                   ) -> tuple[list[list[float]], list[int], list[list[float]], list[int],
                              list[int]]:
-    """Step rows (candidate features, label: the annotated step), agent rows
-    (aggregated features, label: the annotated agent) and per-step agent labels
-    (label of each step row: its agent is the annotated one) of annotated failed runs.
+    """The training rows of annotated failed runs: step rows, agent rows, step-agent labels.
+
+    Step rows hold candidate features labelled with the annotated step; agent rows hold
+    aggregated features labelled with the annotated agent; the per-step agent label of
+    each step row says whether its agent is the annotated one.
 
     Returns:
         (step rows, step labels, agent rows, agent labels, per-step agent labels). Runs
@@ -259,8 +261,10 @@ def _fit_linear(xs: list[list[float]], ys: list[int], c: float) -> Linear:
 
 
 def group_key(result: AuditResult) -> str:
-    """The cross-validation group of a run: its ``question_ID``, else its normalized
-    question text (runs of one question must stay in one fold)."""
+    """The cross-validation group of a run: its ``question_ID``, else its question text.
+
+    The text is normalized; runs of one question must stay in one fold.
+    """
     qid = result.trace.extras.get("question_ID")
     if isinstance(qid, str | int) and str(qid).strip():
         return f"id:{qid}"
@@ -295,8 +299,11 @@ def _hits(model: ScorerModel, r: AuditResult) -> int:
 def choose_mix(results: Sequence[AuditResult], *, ground_truth: bool,
                c: float = REGULARIZATION_C, mixes: Sequence[float] = MIXES,
                folds: int = INNER_FOLDS) -> float:
-    """``mix`` by grouped cross-validation over ``results`` (agent hits + step hits);
-    ``mixes[0]`` when there are too few question groups."""
+    """Pick ``mix`` by grouped cross-validation over ``results``.
+
+    The score is agent hits plus step hits; ``mixes[0]`` when there are too few
+    question groups to cross-validate.
+    """
     from sklearn.model_selection import GroupKFold
 
     runs = _annotated(results)

@@ -168,7 +168,8 @@ def matched_cohort(state: State, obligations: Sequence[str]) -> list[str]:
     recovery may change; at most :data:`MAX_CHILDREN` per affected obligation), in a
     deterministic order. The cap keeps a diagnosis O(1) in the size of X; a recovery
     that changes an older child is rejected (``outside_matched_set``), which fails
-    closed."""
+    closed.
+    """
     affected = [o for o in obligations if o in state.obligations]
     aset = set(affected)
     children = sorted(
@@ -179,7 +180,8 @@ def matched_cohort(state: State, obligations: Sequence[str]) -> list[str]:
 
 def history_of(state: State, obligations: Sequence[str]) -> tuple[str, ...]:
     """Ids of the most recent proposals naming any of ``obligations`` (from the state's
-    per-obligation index: O(|obligations| · HISTORY), independent of the log length)."""
+    per-obligation index: O(|obligations| · HISTORY), independent of the log length).
+    """
     return state.history(obligations, HISTORY)
 
 

@@ -85,7 +85,8 @@ class Environment(Protocol):
 
     def tick(self, step: int, state: State | None) -> None:
         """Apply what happens before iteration ``step`` (e.g. an owner revises a record
-        and calls ``state.on_head_change``)."""
+        and calls ``state.on_head_change``).
+        """
         ...
 
     def close(self, state: State | None) -> None:

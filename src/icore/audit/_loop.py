@@ -282,7 +282,8 @@ class AuditLoop:
     def _patience(self, step: int) -> list[str]:
         """Update the per-obligation patience counters at the end of ``step``; set ``h``
         to the largest and return the obligations whose counter reached H, longest
-        first. Cost O(enabled work)."""
+        first. Cost O(enabled work).
+        """
         obs = self.state.obligations
         live: dict[str, int] = {}
         for oid in self.index.enabled:
@@ -395,7 +396,8 @@ class AuditLoop:
 
     def _enforce(self, v: Verdict, res: AuditRunResult) -> bool:
         """Whether the view sees a reason of the rejection ``v`` (then it is enforced and
-        what it names counts as detected)."""
+        what it names counts as detected).
+        """
         seen = GATE_REASONS[self.view]
         reasons = [r for r in v.reasons if seen is None or r.code in seen]
         if not reasons:
@@ -408,7 +410,8 @@ class AuditLoop:
 
     def _route(self, f: Diagnosis) -> str | None:
         """The routed agent: D's rule, or in the ``G`` view the last author of an event on
-        the diagnosed items (the only owner G shows)."""
+        the diagnosed items (the only owner G shows).
+        """
         if self._g is None:
             return responsible_agent(self.state, f)
         for oid in f.obligations:
@@ -549,7 +552,8 @@ class AuditLoop:
         rv: RecoveryVerdict, view: HostView, res: AuditRunResult,
     ) -> str:
         """A recovery whose rejection the view cannot see: each proposal goes through the
-        view's gate (committed, enforced-rejected, or observed unaudited)."""
+        view's gate (committed, enforced-rejected, or observed unaudited).
+        """
         x = self.state
         done: list[str] = []
         for p in props:

@@ -115,7 +115,8 @@ def removal_supported(state: State, oid: str) -> bool:
     """A closed obligation carries valid transport or settlement evidence (design.md 4.3):
     :meth:`State.removal_supported <icore.state.State.removal_supported>` (a replacement
     created by the same proposal, or one a certificate ties to ``oid`` by citing both,
-    with the same required coverage; or a settlement certificate citing ``oid``)."""
+    with the same required coverage; or a settlement certificate citing ``oid``).
+    """
     return state.removal_supported(oid)
 
 
@@ -211,7 +212,8 @@ def _judge(
     head_view: HeadView | None,
 ) -> RecoveryVerdict:
     """The recovery audit on the candidate ``cand`` (a trial of ``state``, so the same
-    object): facts of X^- are read before the first proposal is applied."""
+    object): facts of X^- are read before the first proposal is applied.
+    """
     matched = diagnosis.matched
     violations: list[Violation] = []
     # facts of X^-, read before the trial changes anything

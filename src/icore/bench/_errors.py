@@ -36,7 +36,8 @@ class TransportUnavailable(BenchError):
 
 class TraceUnavailable(BenchError):
     """A Mahimahi trace a preset needs is missing, not a regular file, or malformed
-    (``fields['link']``)."""
+    (``fields['link']``).
+    """
 
 
 class OutputUnavailable(BenchError):
@@ -45,7 +46,8 @@ class OutputUnavailable(BenchError):
 
 class ReplayFailed(BenchError):
     """An episode could not finish, e.g. a synchronous step kept timing out on a trace
-    with no capacity (``fields``: template, link, offset_ms, policy)."""
+    with no capacity (``fields``: template, link, offset_ms, policy).
+    """
 
 
 __all__ = ["BadOption", "BenchError", "OutputUnavailable", "ReplayFailed",

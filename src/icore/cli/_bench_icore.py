@@ -44,7 +44,8 @@ def bench_icore(
 ) -> None:
     """MAS-only vs passive observation vs iCORE-Audit on matched instances of six task modes;
     G/Q/X representation ablations (detection on passive logs, and the audit loop run with
-    a G-only / Q-only / full-X view); Prop. 4 check; CSV, JSON, PNG and markdown outputs."""
+    a G-only / Q-only / full-X view); Prop. 4 check; CSV, JSON, PNG and markdown outputs.
+    """
     console = Console(width=140)
     modes = [str(m) for m in mode or TASK_MODES]
     with bad_options():

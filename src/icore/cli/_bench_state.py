@@ -62,7 +62,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Random seed."),
     ) -> None:
         """Benchmark the iCORE state: audit latency, incremental metrics, rebuild, memory,
-        ``icore audit`` of generic runs, recovery-audit cost per proposal."""
+        ``icore audit`` of generic runs, recovery-audit cost per proposal.
+        """
         counts = _sizes(sizes)
         with output_file(json_out, what="--json output") as out, bad_options():
             if quick:

@@ -55,8 +55,9 @@ def positive_seconds(value: float) -> float:
 
 
 def positive_seconds_or_none(value: float | None) -> float | None:
-    """Typer callback for an optional duration: None (not given) passes, anything else
-    must pass :func:`positive_seconds`.
+    """Typer callback for an optional duration in seconds.
+
+    None (not given) passes; anything else must pass :func:`positive_seconds`.
 
     Raises:
         typer.BadParameter: NaN, infinite or ``<= 0`` (typer exits 2 naming the option).
@@ -66,8 +67,10 @@ def positive_seconds_or_none(value: float | None) -> float | None:
 
 @contextmanager
 def bad_options() -> Iterator[None]:
-    """Turn a :class:`~icore.bench.BadOption` from the library into ``error: ...`` and
-    exit code 2 (a usage error), like typer's own range checks."""
+    """Turn a library :class:`~icore.bench.BadOption` into a usage error (exit code 2).
+
+    It prints ``error: ...`` like typer's own range checks do.
+    """
     try:
         yield
     except BadOption as exc:
@@ -76,8 +79,9 @@ def bad_options() -> Iterator[None]:
 
 
 def refuse_special_file(path: Path, *, what: str, dir_ok: bool = False) -> None:
-    """Exit 2 with an ``error:`` message naming ``path`` when it exists but is not a
-    regular file (or, with ``dir_ok``, a directory).
+    """Exit 2 when ``path`` exists but is not a regular file (or, with ``dir_ok``, a dir).
+
+    The ``error:`` message names the path.
 
     Reading a FIFO or a character device can block forever or never end, so the path is
     only ``stat``-ed, never opened. A path that cannot be ``stat``-ed (missing, no
@@ -170,8 +174,9 @@ class OutputFile:
 
 
 def check_otlp_endpoint(endpoint: str | None) -> None:
-    """Refuse an ``--otlp-endpoint`` that is neither an http(s) URL nor ``file:PATH``
-    before the command does its work (the exporter itself checks it again).
+    """Refuse an ``--otlp-endpoint`` that is neither an http(s) URL nor ``file:PATH``.
+
+    It runs before the command does any work; the exporter itself checks it again.
 
     Raises:
         typer.BadParameter: exit 2, naming the option and the value.

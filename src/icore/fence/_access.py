@@ -194,7 +194,8 @@ class AnnouncedHeads:
                           known: Mapping[str, RecordId] | None = None,
                           timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
         """Installed heads (no network); arguments as in
-        :meth:`icore.memory.OwnerAccess.query_heads`."""
+        :meth:`icore.memory.OwnerAccess.query_heads`.
+        """
         return HeadReply(owner, installed_heads(self.store, keys))
 
     async def fetch(self, owner: str, ids: Sequence[RecordId], *,

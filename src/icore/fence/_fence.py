@@ -180,7 +180,8 @@ class Fence:
                   log: Callable[[GateDecision], None] | None = None,
                   mode: TraversalMode = TraversalMode.FULL) -> Fence:
         """PlanFence over ``owners`` (sync or async access) for an executor whose replica
-        is ``store``."""
+        is ``store``.
+        """
         v = GateValidator(GateContext(lookup=store.lookup, ownership=store.ownership,
                                       owners=owners, clock=clock, points=PointCounter(),
                                       timeout_s=timeout_s, mode=mode))
@@ -207,7 +208,8 @@ class Fence:
     def _bound(self, tool: ProtectedTool, roots: tuple[RecordId, ...]
                ) -> tuple[str, dict[str, Any] | None, str] | str:
         """The binding of the one root that binds an action, or why there is none
-        (fail closed: an unreadable root binds nothing)."""
+        (fail closed: an unreadable root binds nothing).
+        """
         lookup = self._lookup()
         if lookup is None:
             return "the fence has no lookup to read what the roots bind"
@@ -247,7 +249,8 @@ class Fence:
     def bound_args(self, tool: ProtectedTool, roots: Sequence[RecordId]
                    ) -> dict[str, Any] | None:
         """Return the arguments the one binding root of ``roots`` binds for ``tool``
-        (None when no root binds them in full, e.g. a digest-only binding)."""
+        (None when no root binds them in full, e.g. a digest-only binding).
+        """
         b = self._bound(tool, tuple(roots))
         return None if isinstance(b, str) else b[1]
 

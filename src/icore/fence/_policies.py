@@ -50,7 +50,8 @@ from icore.records import RecordId
 
 class PolicyError(FenceError, ValueError):
     """A policy cannot be built: an unknown name, or a missing owner access or replica
-    (``fields['policy']`` names the policy)."""
+    (``fields['policy']`` names the policy).
+    """
 
 
 class Policy(enum.StrEnum):
@@ -206,7 +207,8 @@ class AllKeyValidator(GateValidator):
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:
         """Fan out to every shared key, then decide on D(a) (see
-        :meth:`GateValidator.validate`)."""
+        :meth:`GateValidator.validate`).
+        """
         self.heads.begin()
         return super().validate(action=action, roots=roots, deps=deps, replanned=replanned)
 

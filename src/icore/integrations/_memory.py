@@ -1,5 +1,7 @@
-"""Memory wiring for integrations: replicate records to the agents that need them, and
-name keys (not bare record ids) in what a blocked call reports (planfence Sec. 3.1, 4.2).
+"""Memory wiring for integrations (planfence Sec. 3.1, 4.2).
+
+Replicate records to the agents that need them, and name keys (not bare record ids) in
+what a blocked call reports.
 
 In a framework app every agent usually runs in one process, each with its own
 :class:`~icore.memory.Store` (its replica). The gate validates against the executor's
@@ -131,8 +133,10 @@ class Replicator:
         return res
 
     def missing(self, store: Store, roots: Sequence[RecordId]) -> list[str]:
-        """``key v<seq>`` of every record on the roots' lineage that ``store`` lacks
-        (the records to replicate before the call can run), in traversal order."""
+        """``key v<seq>`` of every record on the roots' lineage that ``store`` lacks.
+
+        These are the records to replicate before the call can run, in traversal order.
+        """
         out: list[str] = []
         seen: set[RecordId] = set()
         stack = list(roots)

@@ -100,7 +100,11 @@ class RunRecorder:
         """Add one event line (``kind`` as in the generic JSONL format); return it.
 
         Args:
-            agent / kind / content: the event.
+            agent: who acted (added to the run's agents when it first speaks).
+            kind: one of the JSONL format's kinds (task, plan, ledger, instruction,
+                thought, output, tool_output, stall, termination).
+            content: the message: a string, a framework message (its ``.content``) or
+                any value (as JSON); cut to :data:`MAX_CONTENT_CHARS` characters.
             at: when it happened (``time.time()`` seconds; default: now). Events are kept
                 in ``at`` order, so a hook that delivers late (CrewAI's threaded event
                 bus) still lands where it happened.

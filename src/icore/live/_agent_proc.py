@@ -102,7 +102,8 @@ def rec_info(rec: Record) -> dict[str, Any]:
 class _ReplicaView(OwnerHandler):
     """This agent's owner service that also serves its installed view of other owners'
     keys (quorum policies read a quorum of replica views; planfence Sec. 5.1). Own keys
-    are answered as the owner answers them."""
+    are answered as the owner answers them.
+    """
 
     def handle(self, msg: Message, peer: str) -> Message:
         """Answer as the owner; add installed heads of asked keys owned by others."""
@@ -299,7 +300,8 @@ class LiveAgentProcess:
 
     def owner_access(self) -> OwnerAccess:
         """A sync owner access: the engine on NATS, else the owner client driven on this
-        agent's loop from the fence's worker thread."""
+        agent's loop from the fence's worker thread.
+        """
         if self.nats is not None:
             return self.nats.owner_access()  # type: ignore[no-any-return]
         assert self.client is not None and self.loop is not None
@@ -307,7 +309,8 @@ class LiveAgentProcess:
 
     def async_owner_access(self) -> AsyncOwnerAccess:
         """The gate's async owner access on this agent's loop: the engine on NATS (its
-        calls run on the store's connection loop), else the owner client."""
+        calls run on the store's connection loop), else the owner client.
+        """
         if self.nats is not None:
             return self.nats.async_owner_access()  # type: ignore[no-any-return]
         assert self.client is not None
@@ -515,7 +518,8 @@ class LiveAgentProcess:
     # -- executor ---------------------------------------------------------------------
     def _build_fence(self, task: str) -> Fence:
         """The executor's fence for one task under the policy under test
-        (:func:`~icore.fence.make_validator`; all-key asks for every key of the task)."""
+        (:func:`~icore.fence.make_validator`; all-key asks for every key of the task).
+        """
         strat = strategy(self.policy)
         owners: OwnerAccess | AsyncOwnerAccess | None = None
         if strat.reads is Reads.SYNC:

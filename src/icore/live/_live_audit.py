@@ -160,7 +160,8 @@ class LiveAudit:
     def _diagnose(self, flags: Sequence[HardFlag]) -> None:
         """iCORE-Audit's diagnosis F of each new hard flag (the ``hard_flag`` trigger,
         :func:`icore.audit.diagnose_hit`, routed by D's rule), kept in
-        :attr:`diagnoses` by flag id; X's log is unchanged."""
+        :attr:`diagnoses` by flag id; X's log is unchanged.
+        """
         for f in flags:
             hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)
             d = diagnose_hit(self.state, hit, diagnosis_id=f"d{len(self.diagnoses) + 1}",

@@ -385,8 +385,9 @@ class Store(abc.ABC):
         return self._get_raw(rid)
 
     def lookup(self, rid: RecordId) -> Record | None:
-        """Lineage lookup for the gate: the verified record, or None when it is absent,
-        lineage incomplete, or the store is closed.
+        """Lineage lookup for the gate: the verified record, or None.
+
+        None when the record is absent, lineage incomplete, or the store is closed.
 
         A lineage-incomplete record (some ancestor not available) is never returned, so
         the walk of planfence Alg. 1 line 1 blocks on it: it can authorize nothing, as a

@@ -163,9 +163,12 @@ class SQLiteStore(Store):
         return fd
 
     class _Tx:
-        """Re-entrant write transaction: the outermost level runs ``BEGIN IMMEDIATE`` (the
-        file's write lock, so reads inside see the latest committed state of every
-        process) and ``COMMIT``/``ROLLBACK``; inner levels only hold the thread lock."""
+        """Re-entrant write transaction.
+
+        The outermost level runs ``BEGIN IMMEDIATE`` (the file's write lock, so reads
+        inside see the latest committed state of every process) and ``COMMIT`` /
+        ``ROLLBACK``; inner levels only hold the thread lock.
+        """
 
         def __init__(self, store: SQLiteStore) -> None:
             self.store = store
@@ -207,9 +210,12 @@ class SQLiteStore(Store):
                 store._lock.release()
 
     def _begin_immediate(self) -> None:
-        """Take the file's write lock, retrying with short jittered sleeps while another
-        process holds it (SQLite's own busy handler backs off to 100 ms sleeps, which
-        starves contended writers), for at most ``LOCK_TIMEOUT_S`` seconds."""
+        """Take the file's write lock, for at most ``LOCK_TIMEOUT_S`` seconds.
+
+        It retries with short jittered sleeps while another process holds the lock
+        (SQLite's own busy handler backs off to 100 ms sleeps, which starves contended
+        writers).
+        """
         try:
             self._db.execute("BEGIN IMMEDIATE")
             return

@@ -333,8 +333,10 @@ class StoreConformance:
         assert s.get(b.id) is None
 
     def test_explicit_expected_head(self, tmp_path: Path) -> None:
-        """A re-derived version need not cite its previous one: it names the head it
-        replaces instead, and only that exact head is accepted."""
+        """A re-derived version may name the head it replaces instead of citing it.
+
+        Only that exact head is accepted.
+        """
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
         r1 = _rec(seq=1)
         s.commit(r1, writer="alice", expected_head=None)
@@ -370,8 +372,10 @@ class StoreConformance:
         return out
 
     def test_concurrent_same_base_one_winner(self, tmp_path: Path) -> None:
-        """Threads committing the next version from one base: exactly one wins, the
-        others get a retryable conflict, the head is the winner's (20 rounds)."""
+        """Threads commit the next version from one base: exactly one wins (20 rounds).
+
+        The others get a retryable conflict; the head is the winner's.
+        """
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
         base = _rec(seq=1)
         s.commit(base, writer="alice")
@@ -407,9 +411,21 @@ class Writer(Protocol):
     :class:`~icore.errors.CommitConflict`, or its wire form).
     """
 
-    def arm(self, record: Record, expected_head: ExpectedHead) -> None: ...
+    def arm(self, record: Record, expected_head: ExpectedHead) -> None:
+        """Prepare the commit of ``record`` against ``expected_head``; send nothing yet.
 
-    def fire(self) -> str: ...
+        The machine arms every writer first, then fires them together behind a barrier,
+        so the commits race for real.
+        """
+        ...
+
+    def fire(self) -> str:
+        """Send the armed commit; return ``"created"``, ``"exists"`` or ``"conflict"``.
+
+        A :class:`~icore.errors.CommitConflict` (or its wire form) is ``"conflict"``; any
+        other error propagates and fails the machine.
+        """
+        ...
 
 
 HOT_OWNER = "w"
@@ -572,6 +588,7 @@ class ConcurrentWriters(RuleBasedStateMachine):
         return Path(self._tmp.name)
 
     def teardown(self) -> None:
+        """Stop the writers and the backend if they run, then remove :meth:`scratch`."""
         if hasattr(self, "writers"):
             self.stop()
         if hasattr(self, "_tmp"):
@@ -586,11 +603,11 @@ class StoreWriter:
         self._job: tuple[Record, ExpectedHead] | None = None
 
     def arm(self, record: Record, expected_head: ExpectedHead) -> None:
-        """Prepare one commit."""
+        """Keep ``record`` and ``expected_head`` for the next :meth:`fire`."""
         self._job = (record, expected_head)
 
     def fire(self) -> str:
-        """Run it."""
+        """Commit the armed record as ``HOT_OWNER``; the outcome as :meth:`Writer.fire`."""
         assert self._job is not None
         rec, exp = self._job
         try:

@@ -49,8 +49,10 @@ SEGMENT_HEADER_BYTES = 52
 
 
 def wire_bytes(nbytes: int) -> int:
-    """Bytes a ``nbytes`` TCP payload occupies on a link: payload plus one IPv4/TCP
-    header per segment (at least one segment, so a SYN or pure ACK costs 52 bytes).
+    """Bytes a ``nbytes`` TCP payload occupies on a link.
+
+    The payload plus one IPv4/TCP header per segment (at least one segment, so a SYN or
+    a pure ACK costs 52 bytes).
 
     Raises:
         ValueError: ``nbytes`` < 0.
@@ -363,8 +365,10 @@ class LinkPair:
 
 def link_by_name(name: str, *, direction: str = "up", offset_ms: float = 0.0,
                  base_delay_ms: float = DEFAULT_BASE_DELAY_MS) -> Link:
-    """Return a fresh link by name: ``loopback``, ``att``, ``att-2016``, ``tmobile``,
-    ``verizon`` (one direction of the trace pair; ``direction`` is ``up`` or ``down``).
+    """Return a fresh link by name.
+
+    Names: ``loopback``, ``att``, ``att-2016``, ``tmobile``, ``verizon``; a trace link is
+    one direction of the trace pair (``direction`` is ``up`` or ``down``).
 
     Raises:
         ValueError: unknown name or direction.

@@ -326,7 +326,7 @@ class NatsMemory:
 
     async def _write(self, kv: KeyValue, key: str, value: bytes, last: int | None,
                      timeout_s: float | None) -> int:
-        """create (``last`` None) or CAS update; wrong revision -> KeyWrongLastSequence."""
+        """Create (``last`` None) or CAS update; wrong revision -> KeyWrongLastSequence."""
         self.stats.puts += 1
         denied_before = self.stats.permission_denied
         try:
@@ -481,8 +481,10 @@ class NatsMemory:
 
     async def watch_heads(self, on_head: Callable[[str, HeadEntry, bool], Awaitable[None]],
                           owners: Collection[str] | None = None) -> asyncio.Task[None]:
-        """Start KV watchers over the heads bucket; call ``on_head(owner, head, initial)``
-        per update.
+        """Start KV watchers over the heads bucket, calling ``on_head`` per update.
+
+        ``on_head(owner, head, initial)`` gets each update's owner and head id, and
+        whether it came from the initial scan.
 
         One watcher per owner in ``owners`` (subject ``<owner>.>``, so other owners'
         moves and readers' barriers are never delivered), or one over every key when
@@ -632,9 +634,11 @@ class SyncNatsOwnerAccess:
 
 
 class CrossLoopNatsAccess:
-    """:class:`~icore.memory.AsyncOwnerAccess` for any event loop over a
-    :class:`NatsOwnerAccess` that runs on another loop (a :class:`NatsStore`'s thread):
-    each call is scheduled there and awaited here, bounded by the same timeout."""
+    """:class:`~icore.memory.AsyncOwnerAccess` for any loop over another loop's engine.
+
+    The :class:`NatsOwnerAccess` runs on another loop (a :class:`NatsStore`'s thread):
+    each call is scheduled there and awaited here, bounded by the same timeout.
+    """
 
     def __init__(self, access: NatsOwnerAccess, loop: asyncio.AbstractEventLoop) -> None:
         self.access, self.loop = access, loop
@@ -716,8 +720,11 @@ class NatsStore(Store):
             raise _unreachable(self.agent or "*", exc) from exc
 
     def lookup(self, rid: RecordId) -> Record | None:
-        """See :meth:`icore.memory.Store.lookup`; an engine that does not answer gives
-        None, so the gate's walk blocks (fail closed)."""
+        """See :meth:`icore.memory.Store.lookup`.
+
+        An engine that does not answer gives None, so the gate's walk blocks (fail
+        closed).
+        """
         try:
             return super().lookup(rid)
         except OwnerUnreachable:
@@ -922,8 +929,9 @@ class NatsStore(Store):
     # -- metadata sync ----------------------------------------------------------------
     def watch_heads(self, owners: Collection[str] | None = None, *, k: int = 1,
                     on_install: Callable[[Record], None] | None = None) -> None:
-        """Install other owners' new heads through KV watchers (metadata sync K,
-        planfence Sec. 5.1, on the engine).
+        """Install other owners' new heads through KV watchers (metadata sync K).
+
+        This is planfence Sec. 5.1's announcement, run on the engine.
 
         The current heads are installed at once; after that an owner's moves are
         installed in batches, after every ``k`` dirty updates of that owner (K = 1: each

@@ -177,8 +177,9 @@ class HostCost:
 
 
 class HostCpu:
-    """One end host's CPU on virtual time: work items run one at a time, in the order
-    they arrive (a single-threaded agent or owner process).
+    """One end host's CPU on virtual time: work items run one at a time, in arrival order.
+
+    It models a single-threaded agent or owner process.
 
     Share one instance between every transport that models the same process, so that
     concurrent handshakes and requests queue for it. Call :meth:`run` in time order.
@@ -192,7 +193,8 @@ class HostCpu:
     def run(self, t_ms: float, cost_ms: float) -> float:
         """Queue ``cost_ms`` of work arriving at ``t_ms``; return its completion time (ms).
 
-        Zero-cost work completes at once without waiting for the CPU."""
+        Zero-cost work completes at once without waiting for the CPU.
+        """
         if cost_ms <= 0.0:
             return t_ms
         end = max(t_ms, self.busy_until_ms) + cost_ms
@@ -233,6 +235,7 @@ class _Core:
         self.stall_ms = 0.0
 
     def next_rid(self) -> int:
+        """The next request id (1, 2, ...: unique per transport)."""
         self._rid += 1
         return self._rid
 
@@ -245,8 +248,11 @@ class _Core:
 
     def _send(self, link: Link, t_send: float, nbytes: int
               ) -> Generator[float, None, float]:
-        """Wait until ``t_send``, hand ``nbytes`` to ``link``, wait for the arrival;
-        return the arrival time (ms)."""
+        """Wait until ``t_send``, hand ``nbytes`` to ``link`` and wait for the arrival.
+
+        Returns:
+            The arrival time, in virtual ms.
+        """
         if t_send > self.clock.now_ms() + 1e-6:
             yield t_send
         arrival = link.deliver(t_send, nbytes)
@@ -320,6 +326,16 @@ class _Core:
         return decode_frame(reply_wire)
 
     def run_sync(self, owner: str, req: Message, timeout_s: float) -> Message:
+        """Run one RPC to ``owner`` by moving the shared clock through :meth:`steps`.
+
+        The time spent (virtual ms) is added to ``stall_ms``.
+
+        Raises:
+            RpcTimeout: the reply would arrive after ``timeout_s`` seconds (the clock is
+                left at the deadline; ``stats.failures`` counts it).
+            OwnerUnreachable: ``owner`` has no handler or is marked unavailable (after
+                the timeout, as a silent owner).
+        """
         t0 = self.clock.now_ms()
         deadline = t0 + timeout_s * 1000.0
         gen = self.steps(owner, req)
@@ -341,6 +357,15 @@ class _Core:
             self.stall_ms += self.clock.now_ms() - t0
 
     async def run_async(self, owner: str, req: Message, timeout_s: float) -> Message:
+        """:meth:`run_sync` for a coroutine, so concurrent RPCs interleave in virtual time.
+
+        On a :class:`VirtualTimeLoop` over the same clock it sleeps through
+        :meth:`steps`; on any other loop it runs :meth:`run_sync` inline.
+
+        Raises:
+            RpcTimeout: as :meth:`run_sync`.
+            OwnerUnreachable: as :meth:`run_sync`.
+        """
         loop = asyncio.get_running_loop()
         if not (isinstance(loop, VirtualTimeLoop) and loop.clock is self.clock):
             return self.run_sync(owner, req, timeout_s)
@@ -367,11 +392,23 @@ class _Core:
     # -- request builders / reply checks ---------------------------------------------
     def head_query(self, keys: Sequence[str], known: Mapping[str, RecordId] | None
                    ) -> HeadQuery:
+        """A head query for ``keys`` with a fresh request id.
+
+        ``known`` maps keys to the ids the caller holds, so the owner may inline a
+        changed record of at most ``inline_max_bytes`` bytes (design.md 3.2).
+        """
         return HeadQuery(self.next_rid(), tuple(keys), dict(known or {}),
                          self.inline_max_bytes)
 
     @staticmethod
     def records_of(reply: Message, owner: str) -> list[Record]:
+        """The records of a fetch reply from ``owner``.
+
+        Raises:
+            HeadConflict: the reply is the owner's head-conflict error.
+            RemoteError: the reply is any other error reply.
+            MalformedMessage: the reply is not a fetch reply.
+        """
         raise_for_error(reply, owner=owner)
         if not isinstance(reply, FetchReply):
             raise MalformedMessage(f"expected a fetch reply, got {type(reply).__name__}",
@@ -380,6 +417,13 @@ class _Core:
 
     @staticmethod
     def commit_ack(reply: Message, owner: str) -> CommitAck:
+        """The acknowledgement of a commit reply from ``owner``.
+
+        Raises:
+            HeadConflict: the owner refused the commit: its base is not the current head.
+            RemoteError: any other refusal.
+            MalformedMessage: the reply is not a commit ack.
+        """
         raise_for_error(reply, owner=owner)
         if not isinstance(reply, CommitAck):
             raise MalformedMessage(f"expected a commit ack, got {type(reply).__name__}",

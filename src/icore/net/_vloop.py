@@ -29,15 +29,23 @@ class _VirtualSelector(selectors.BaseSelector):
         self._clock = clock
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        """Register ``fileobj`` with the real selector (the loop's self-pipe)."""
         return self._inner.register(fileobj, events, data)
 
     def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        """Unregister ``fileobj`` from the real selector."""
         return self._inner.unregister(fileobj)
 
     def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        """Change what ``fileobj`` is watched for, in the real selector."""
         return self._inner.modify(fileobj, events, data)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        """Return what is ready now; else advance the clock by ``timeout`` s and return [].
+
+        With ``timeout=None`` (no timer scheduled) it blocks for real, since only another
+        thread can then wake the loop.
+        """
         ready = self._inner.select(0)
         if ready:
             return ready
@@ -50,9 +58,11 @@ class _VirtualSelector(selectors.BaseSelector):
         return []
 
     def close(self) -> None:
+        """Close the real selector."""
         self._inner.close()
 
     def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        """The real selector's file-object map."""
         return self._inner.get_map()
 
 

@@ -185,7 +185,8 @@ class Transition:
 
     def changed(self) -> tuple[Assertion, ...]:
         """Assertions of a declared progress field whose value differs from the slot's
-        previous value (a re-assertion of the same value is not a change)."""
+        previous value (a re-assertion of the same value is not a change).
+        """
         before = self.before if len(self.before) == len(self.assertions) else (
             (_UNKNOWN,) * len(self.assertions)
         )

@@ -32,7 +32,8 @@ from icore.state._package import DeclarationPackage
 
 class Evaluation:
     """Readouts of X: soundness, stability, per-obligation evaluation (a mixin of
-    :class:`~icore.state.State`, which owns the fields below)."""
+    :class:`~icore.state.State`, which owns the fields below).
+    """
 
     decl: DeclarationPackage
     _events: dict[str, Event]
@@ -103,7 +104,8 @@ class Evaluation:
 
     def is_sound(self, obligation_id: str) -> bool:
         """Every decision-relevant assertion of the obligation is sound, and a settled or
-        superseded obligation carries valid removal evidence (:meth:`removal_supported`)."""
+        superseded obligation carries valid removal evidence (:meth:`removal_supported`).
+        """
         o = self._obligations.get(obligation_id)
         if o is None:
             return False
@@ -210,7 +212,7 @@ class Evaluation:
         return best - va
 
     def is_stable(self, obligation_id: str) -> bool:
-        """o is ε-stable iff gain(o) <= ε (icore Def. 9).
+        """O is ε-stable iff gain(o) <= ε (icore Def. 9).
 
         Raises:
             StateInputError: unknown obligation.

@@ -66,7 +66,8 @@ class StoreHeadView:
 
 def store_head_view(store: Store) -> StoreHeadView:
     """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``),
-    with derivation lineage (:class:`StoreHeadView`)."""
+    with derivation lineage (:class:`StoreHeadView`).
+    """
     return StoreHeadView(store)
 
 

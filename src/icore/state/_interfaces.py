@@ -123,7 +123,8 @@ def roots_done(state: StateView) -> bool:
 def status_change_progress(transition: Transition) -> bool:
     """Built-in ``progress``: a productive operation changed a declared progress field
     (``parameters.progress_fields``, default status and result). Re-asserting the value
-    a slot already holds is not progress (docs/audit.md "Patience")."""
+    a slot already holds is not progress (docs/audit.md "Patience").
+    """
     return transition.operation.productive and bool(transition.changed())
 
 
@@ -200,7 +201,8 @@ def _call(
     **ctx: Any,
 ) -> Any:
     """Call ``fn(*args)``; ``field`` (or a function building it, called only on error)
-    names the call in the :class:`InterfaceError`."""
+    names the call in the :class:`InterfaceError`.
+    """
     try:
         return fn(*args)
     except InterfaceError:  # a nested checked interface already named the culprit

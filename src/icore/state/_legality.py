@@ -423,7 +423,8 @@ class _Audit:
     # 5. citations
     def check_citations(self) -> None:
         """Cited assertions are active and sound; cited records (and what they derive
-        from) are their owners' heads."""
+        from) are their owners' heads.
+        """
         p, state, bad = self.p, self.state, self.bad
         for aid in p.cites:
             if not state.is_active(aid):
@@ -454,7 +455,8 @@ class _Audit:
 
     def check_certificates(self) -> None:
         """Every requested certificate is issued by V and passes, cited certificates are
-        active and current, and the operation's required kinds are present."""
+        active and current, and the operation's required kinds are present.
+        """
         cert_ids = self.state.next_ids("c", len(self.p.certificates))
         for cid, req in zip(cert_ids, self.p.certificates, strict=True):
             self._issue(cid, req)

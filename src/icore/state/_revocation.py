@@ -115,7 +115,8 @@ def revocation_bodies(
 
 def citing_closure(x: RevocationSource, aids: Iterable[str]) -> set[str]:
     """``aids`` plus every active assertion that cites one of them, transitively
-    (revoking a stage reaches the work that cited it; docs/state.md)."""
+    (revoking a stage reaches the work that cited it; docs/state.md).
+    """
     out = set(aids)
     stack = list(out)
     while stack:

@@ -206,7 +206,8 @@ class State(Evaluation):
 
     def track_touched(self) -> None:
         """Start collecting the obligations each applied entry touches (for
-        :meth:`take_touched`; the audit loop's work index)."""
+        :meth:`take_touched`; the audit loop's work index).
+        """
         if self._touched is None:
             self._touched = set()
 
@@ -238,7 +239,8 @@ class State(Evaluation):
 
     def history(self, obligations: Iterable[str], limit: int) -> tuple[str, ...]:
         """Ids of the ``limit`` most recent proposals naming any of ``obligations``, oldest
-        first (O(|obligations| · limit), from an index kept per entry)."""
+        first (O(|obligations| · limit), from an index kept per entry).
+        """
         hits: dict[str, int] = {}
         for oid in obligations:
             for seq, pid in self._history.get(oid, ())[-limit:]:
@@ -247,7 +249,8 @@ class State(Evaluation):
 
     def children(self, obligation_id: str) -> Sequence[str]:
         """Obligations whose ``parent`` is ``obligation_id``, in creation order (a read-only
-        view; slicing the end is O(slice))."""
+        view; slicing the end is O(slice)).
+        """
         return _ReadOnlyList(self._children.get(obligation_id, _EMPTY))
 
     @property
@@ -514,7 +517,8 @@ class State(Evaluation):
         self, steps: Sequence[ObligationStep | None]
     ) -> dict[str, tuple[float, float]]:
         """Checked (weight, gain) of every obligation ``steps`` touch, as the change
-        leaves them. Pure: X is unchanged (raises InterfaceError)."""
+        leaves them. Pure: X is unchanged (raises InterfaceError).
+        """
         return {oid: self._interface_values(o) for oid, o in final_obligations(steps).items()}
 
     # The rest of X's indexes, per body; Q's obligations come from the ObligationStep.
@@ -703,7 +707,8 @@ class State(Evaluation):
 
     def _install(self, step: ObligationStep) -> None:
         """Install the obligations of ``step`` (new objects) and their revoked-evidence
-        dependents, keeping the per-status counts."""
+        dependents, keeping the per-status counts.
+        """
         counts = self._status_counts
         for oid, new in step.obligations.items():
             old = self._obligations.get(oid)
@@ -946,7 +951,8 @@ class State(Evaluation):
 
     def slot_values(self, assertions: Iterable[Assertion]) -> tuple[JSON, ...]:
         """For each assertion, the value of the active assertion in its slot now (None
-        when the slot is empty): the ``before`` of a :class:`Transition`."""
+        when the slot is empty): the ``before`` of a :class:`Transition`.
+        """
         out: list[JSON] = []
         for a in assertions:
             o = self._obligations.get(a.obligation)

@@ -1,5 +1,6 @@
-"""PlanFence workflow templates and deterministic replay schedules (planfence Sec. 5.1,
-App. A.6, B, C; design.md 3.5).
+"""PlanFence workflow templates and deterministic replay schedules.
+
+Implements planfence Sec. 5.1, App. A.6, B and C (design.md 3.5).
 
 Pure: no I/O, no clock. A :class:`Schedule` is a function of ``(template, params)`` only,
 so every policy replays the identical schedule ("paired schedules", App. A.1).

@@ -56,8 +56,9 @@ class RaceOutcome:
 
 
 def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
-    """Run the Fig. 1 race once under ``policy`` (PlanFence, owner-head freshness or
-    local replica) and report what the executor did.
+    """Run the Fig. 1 race once under ``policy`` and report what the executor did.
+
+    ``policy`` is PlanFence, owner-head freshness or local replica.
 
     Raises:
         ValueError: an unsupported policy name.

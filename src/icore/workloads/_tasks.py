@@ -137,9 +137,11 @@ class FaultProfile:
 
 @dataclass(frozen=True, slots=True)
 class FaultSettings:
-    """Faults that can fool a naive auditor, declared per setting (issue 14; docs/audit.md
-    "Fault model"). Each is a probability per opportunity, drawn with common random
-    numbers, so matched instances differ only by what the conditions do.
+    """Faults that can fool a naive auditor, declared per setting.
+
+    See issue 14 and docs/audit.md "Fault model". Each is a probability per
+    opportunity, drawn with common random numbers, so matched instances differ only by
+    what the conditions do.
 
     Attributes:
         fabricate: after a failed attempt, the worker presents a passing test *authored
@@ -176,9 +178,12 @@ class FaultSettings:
 
 @dataclass(frozen=True, slots=True)
 class WorkerProfile:
-    """A simulated worker: true success probability per obligation kind, faults, and the
-    capability values D declares for it (``declared``; equal to the true ones unless the
-    instance's ``sigma`` > 0)."""
+    """A simulated worker: true success probabilities, faults, and declared values.
+
+    The true success probability is per obligation kind; ``declared`` holds the
+    capability values D declares for it, equal to the true ones unless the instance's
+    ``sigma`` > 0.
+    """
 
     id: str
     capability: Mapping[str, float]
@@ -236,9 +241,11 @@ class TaskInstance:
 
     @property
     def declares_bound(self) -> bool:
-        """True when D declares the Proposition 4 conditions for this mode: only where
-        they hold, so not when declared values are noisy (value calibration fails) or
-        wrong results can pass the tests (validator adequacy fails)."""
+        """True when D declares the Proposition 4 conditions for this mode.
+
+        Only where they hold: not when declared values are noisy (value calibration
+        fails) or wrong results can pass the tests (validator adequacy fails).
+        """
         return self.mode in BOUND_MODES and all(
             w.declared is None and w.faults.gaming == 0.0 for w in self.workers
         )
@@ -309,8 +316,10 @@ def _workers(
 def make_instance(
     mode: TaskMode | str, seed: int, faults: FaultSettings | None = None
 ) -> TaskInstance:
-    """The matched instance ``(mode, seed)`` (deterministic), under the fault setting
-    ``faults`` (default: none beyond each worker's claim/stall/delete faults)."""
+    """The matched instance ``(mode, seed)``, deterministic, under the fault setting ``faults``.
+
+    The default setting adds no fault beyond each worker's claim/stall/delete faults.
+    """
     mode = TaskMode(mode)
     r = _rng("icore-task", mode, seed)
     items: list[WorkItem] = []
@@ -389,9 +398,11 @@ def make_instance(
 
 # ------------------------------------------------------------------ D for the task modes
 def _passed(inp: ValidatorInput) -> bool:
-    """A passing test of the work it certifies, run by the work's author: the cited
-    ``work`` event and ``test`` events, each test caused by that work, on the same item,
-    authored by the same agent (fabricated evidence by another agent fails)."""
+    """A passing test of the work it certifies, run by the work's author.
+
+    The cited ``work`` event and ``test`` events, each test caused by that work, on the
+    same item, authored by the same agent (fabricated evidence by another agent fails).
+    """
     works = [e for e in inp.events if e.type == "work"]
     tests = [e for e in inp.events if e.type == "test"]
     if len(works) != 1 or not tests or len(works) + len(tests) != len(inp.events):
@@ -421,8 +432,10 @@ def _completed(inp: ValidatorInput) -> bool:
 
 
 def all_done(state: StateView) -> bool:
-    """Terminal predicate of the task modes: every obligation discharged, settled or
-    superseded (and at least one exists)."""
+    """Terminal predicate of the task modes: no obligation is left to do.
+
+    Every obligation is discharged, settled or superseded, and at least one exists.
+    """
     obs = state.obligations
     return bool(obs) and all(
         o.effective_status in (Status.DISCHARGED, Status.SETTLED, Status.SUPERSEDED)

@@ -411,7 +411,8 @@ def _rank(r: MethodResult) -> int:
 
 def best_baseline(ev: AttributionEval, subset: str, level: str) -> MethodResult | None:
     """The baseline (item 2 of issue 19; not the scorer, not an LLM row) with the highest
-    agent (``level="agent"``) or ±0 step accuracy."""
+    agent (``level="agent"``) or ±0 step accuracy.
+    """
     rows = [r for r in ev.rows if r.subset == subset
             and r.method in (RANDOM, MAJORITY, *BASELINES)]
     if not rows:
@@ -421,7 +422,8 @@ def best_baseline(ev: AttributionEval, subset: str, level: str) -> MethodResult 
 
 def cv_score(ev: AttributionEval, *, ground_truth: bool = False) -> AttributionScore:
     """The scorer's cross-validated figures in the shape of :class:`AttributionScore`
-    (per-run rows: the first repeat's out-of-fold predictions)."""
+    (per-run rows: the first repeat's out-of-fold predictions).
+    """
     rows = []
     for p in ev.predictions:
         if p.method != SCORER or p.ground_truth != ground_truth or p.repeat != 0:

@@ -214,7 +214,8 @@ def run_instance(
     mode: str, seed: int, llm: LLMSettings | None = None, faults: FaultSettings | None = None
 ) -> InstanceResult:
     """Every condition on the matched instance ``(mode, seed)`` under the fault setting
-    ``faults``, plus the ablations."""
+    ``faults``, plus the ablations.
+    """
     inst = make_instance(mode, seed, faults)
     out = InstanceResult()
     views = () if llm is not None else LOOP_VIEWS  # the loop ablation runs simulated teams

@@ -137,7 +137,8 @@ def prop4_check(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     condition) with its Hoeffding slack at δ (:func:`expectation_bound`); per-run
     violations of the pointwise bound only as a diagnostic (an expectation bound says
     nothing about single runs, so they are not compared with δ). Where D does not
-    declare the conditions: the cq–Perf correlation (passive and audit runs)."""
+    declare the conditions: the cq–Perf correlation (passive and audit runs).
+    """
     xs = [r for r in runs if r["condition"] in ("passive", "audit")]
     dec = [r for r in xs if r["declares_bound"] and r["bound"] is not None]
     below = [r for r in dec if r["perf"] < r["bound"] - 1e-12]

@@ -98,7 +98,8 @@ class _World:
 
 class _Versions:
     """Writer i's next version: 16 keys in turn, each citing its previous version (the
-    base it replaces, as compare-and-set commits require)."""
+    base it replaces, as compare-and-set commits require).
+    """
 
     def __init__(self) -> None:
         self.seq = [0] * WRITERS

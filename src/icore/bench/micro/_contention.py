@@ -109,7 +109,8 @@ def _write_loop(store: Store, writer: int, keys: int, acks: int) -> WriterLog:
 
 def _process_main(argv: list[str]) -> None:
     """Writer process: ``python -m icore.bench.micro._contention PATH WRITER KEYS ACKS``; waits
-    for a line on stdin (the start signal), prints its :class:`WriterLog` as JSON."""
+    for a line on stdin (the start signal), prints its :class:`WriterLog` as JSON.
+    """
     path, writer, keys, acks = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     store = SQLiteStore(path, OWNERSHIP, OWNER)
     try:

@@ -171,7 +171,8 @@ class OtelBench:
     @property
     def export_cpu_overhead(self) -> float | None:
         """CPU the export adds to the coordinator, as a fraction of the whole run's CPU
-        (coordinator plus agent processes, export off): robust to machine load."""
+        (coordinator plus agent processes, export off): robust to machine load.
+        """
         if not self.export_off_cpu_s or not self.export_on_cpu_s:
             return None
         added = _median(self.export_on_cpu_s) - _median(self.export_off_cpu_s)

@@ -641,7 +641,8 @@ def summary_rows(aggs: dict[tuple[str, str, str], Agg]) -> list[dict[str, Any]]:
 def paired_table(aggs: dict[tuple[str, str, str], Agg], pairs: Sequence[tuple[str, str]],
                  *, seed: int = 0) -> list[dict[str, Any]]:
     """Paired comparisons (stall and traffic) for ``pairs`` of policies in every cell
-    where both ran."""
+    where both ran.
+    """
     out: list[dict[str, Any]] = []
     for (s, c, p) in list(aggs):
         for a, b in pairs:

@@ -71,7 +71,8 @@ class InprocTransport:
 
     def background(self, agent: str) -> VirtualTransport:
         """A new sync virtual transport of ``agent`` on the background clock (private
-        CPUs)."""
+        CPUs).
+        """
         return VirtualTransport(self.world.handlers(agent), clock=self.background_clock,
                                 path=self._path(agent), identity=agent, **self._common())
 

@@ -151,7 +151,8 @@ def table7(seed: int = 0) -> list[Cell]:
 def appc(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list[Cell]:
     """App. C / Table 11: replan vs no replan over 3,000 races; lineage depth 1..8 with
     full vs direct-parent traversal, intact vs missing intermediate; fail-closed vs
-    fail-open under owner outage, missing lineage, malformed head, second change."""
+    fail-open under owner outage, missing lineage, malformed head, second change.
+    """
     races = tuple(range(race_seeds))
     small = tuple(range(small_seeds))
     base = _seeded(RACE, seed)
@@ -178,7 +179,8 @@ def appc(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list
 
 def fig6(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list[Cell]:
     """Fig. 6: dependency omission 0..50% (4 true dependencies, the first always
-    declared) and over-declaration cost (4 true + 0..32 extra of 36 keys)."""
+    declared) and over-declaration cost (4 true + 0..32 extra of 36 keys).
+    """
     races = tuple(range(race_seeds))
     out = [Cell("fig6", f"omit={p:g}", _seeded(replace(RACE, deps=4, omit_prob=p), seed),
                 LOOP, (FENCE,), {"case": "omission", "omit_prob": p}, race_seeds=races)
@@ -208,7 +210,8 @@ ARTIFACT_POLICIES = (FRESH, CENTRAL, SYNC1, PER_KEY, BATCHED, FENCE, MAJORITY, A
 def artifact(seed: int = 0) -> list[Cell]:
     """App. A.6 / B large-artifact safety control: 4 networks x 30 templates x 8 policies
     = 960 runs of 16 protected actions (rho = 2, H = 64), 15,360 actions; every action
-    fetches and verifies the same changed 64 KiB public artifact twice."""
+    fetches and verifies the same changed 64 KiB public artifact twice.
+    """
     p = _seeded(WorkloadParams(rho=2.0, artifact_bytes=ARTIFACT_BYTES), seed)
     return [Cell("artifact", f"{link} rho=2", p, NetSpec(link=link), ARTIFACT_POLICIES,
                  {"link": link, "rho": 2.0}) for link in LINKS]

@@ -182,7 +182,8 @@ class Episode:
 
     def _setup_artifact(self) -> None:
         """The large-artifact control: the owner publishes v0 (the executor holds it),
-        then changes it to v1 before the episode, so every policy must fetch v1."""
+        then changes it to v1 before the episode, so every policy must fetch v1.
+        """
         sched, owner, size = self.schedule, self.artifact_owner, self.artifact_bytes
         store = self.stores[owner]
         v0 = Record.create(key=ARTIFACT_KEY, owner=owner, seq=store.next_seq(),
@@ -202,7 +203,8 @@ class Episode:
 
     def _fetch_artifact(self, tally: dict[str, int]) -> None:
         """Fetch the artifact's current version from its owner (head, then content) and
-        verify it: the owner's head, a matching content address, the exact parent."""
+        verify it: the owner's head, a matching content address, the exact parent.
+        """
         owner, n = self.artifact_owner, self.net
         cl = self.client(self.schedule.executor)
         got: list[Any] = []
@@ -268,7 +270,8 @@ class Episode:
         """Run a synchronous coordination step (``make()`` builds its coroutine) until
         it succeeds: proactive synchronization cannot skip a replica without losing its
         guarantee, so a timed-out attempt is retried (up to :data:`MAX_SYNC_ATTEMPTS`)
-        and its whole duration is stall."""
+        and its whole duration is stall.
+        """
         t0 = self.clock.now_ms()
         for attempt in range(MAX_SYNC_ATTEMPTS):
             try:
@@ -323,7 +326,8 @@ class Episode:
 
     def _write_quorum(self, rec: Record, others: list[str]) -> None:
         """Write quorum: the owner plus floor(N/2) replicas (the executor's first) hold
-        the new head."""
+        the new head.
+        """
         ring = sorted(others, key=lambda a: (a != self.schedule.executor, a))
         self._announce(rec.owner, [rec], ring[: len(self.schedule.agents) // 2])
 
@@ -399,7 +403,8 @@ class Episode:
     def _validator(self) -> PolicyValidator:
         """The policy's validator (:func:`~icore.fence.make_validator`) over the access
         its strategy reads: none, a sync client (kept for outage injection) or the
-        executor's async client on the episode loop."""
+        executor's async client on the episode loop.
+        """
         sched, strat = self.schedule, self.strategy
         owners: Any = None
         if strat.reads is Reads.SYNC:
@@ -563,7 +568,8 @@ class Episode:
 def _ancestry(recs: Sequence[Record], truth: Mapping[RecordId, Record], have: Store
               ) -> list[Record]:
     """``recs`` and their ancestors that ``have`` lacks or holds lineage incomplete,
-    parents before children."""
+    parents before children.
+    """
     out: list[Record] = []
     seen: set[RecordId] = set()
     stack: list[tuple[Record, bool]] = [(r, False) for r in reversed(recs)]
@@ -582,7 +588,8 @@ def _ancestry(recs: Sequence[Record], truth: Mapping[RecordId, Record], have: St
 
 def _replace_head(store: Store, rec: Record, writer: str) -> None:
     """Commit a re-derived record as the new head of its key, naming the head it replaces
-    (it cites fresh inputs, not its previous version)."""
+    (it cites fresh inputs, not its previous version).
+    """
     head = store.head(rec.key)
     store.commit(rec, writer=writer, expected_head=None if head is None else head.record_id)
 

@@ -178,7 +178,8 @@ _CALIBRATION: dict[str, dict[str, float]] = {}
 def calibration(link: str) -> dict[str, float]:
     """Static calibration of a link from its trace files (no trace events of a run):
     mean capacity (Mbit/s, 1500-byte opportunities) and the share of 100 ms windows with
-    no delivery opportunity, per direction. Loopback: a fixed fast, lossless profile."""
+    no delivery opportunity, per direction. Loopback: a fixed fast, lossless profile.
+    """
     hit = _CALIBRATION.get(link)
     if hit is not None:
         return hit
@@ -234,7 +235,8 @@ class PolicyOutcome:
 
 def label(outcomes: Mapping[str, PolicyOutcome]) -> str | None:
     """The safe near-optimal policy: among eligible policies within 10% of the lowest
-    stall, the one with the least traffic (None when no policy is eligible)."""
+    stall, the one with the least traffic (None when no policy is eligible).
+    """
     ok = {p: o for p, o in outcomes.items() if o.eligible}
     if not ok:
         return None
@@ -372,7 +374,8 @@ class Fixed:
 
 class ResidualMLP:
     """A small residual MLP classifier in numpy: x -> h = relu(W0 x) -> h + W2 relu(W1 h)
-    -> softmax, trained full-batch with Adam and weight decay on standardized inputs."""
+    -> softmax, trained full-batch with Adam and weight decay on standardized inputs.
+    """
 
     def __init__(self, *, hidden: int = 32, blocks: int = 2, steps: int = 600,
                  lr: float = 0.01, weight_decay: float = 1e-4, random_state: int = 0) -> None:
@@ -478,7 +481,8 @@ class Ensemble:
 def fit_selectors(train: Sequence[Example], *, seeds: Sequence[int] = (0, 1, 2)
                   ) -> list[Selector]:
     """The rate rule, fixed PlanFence and the three learned ensembles fitted on
-    ``train`` (examples without an eligible policy are skipped)."""
+    ``train`` (examples without an eligible policy are skipped).
+    """
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -505,7 +509,8 @@ def fit_selectors(train: Sequence[Example], *, seeds: Sequence[int] = (0, 1, 2)
 
 def inference_p95_ms(selector: Selector, xs: Sequence[Sequence[float]]) -> float:
     """Conservative batch-one p95 inference time, ms/query: the sum over an ensemble's
-    members of each member's p95 (one query at a time over ``xs``)."""
+    members of each member's p95 (one query at a time over ``xs``).
+    """
     members = range(len(selector.members)) if isinstance(selector, Ensemble) else [None]
     total = 0.0
     for i in members:
@@ -650,7 +655,8 @@ def _fmt(v: float | None, digits: int = 1) -> str:
 
 def table10_rows(res: Mapping[str, Any]) -> list[list[str]]:
     """Table 10 cells, paper / ours side by side: selector, SNO ID, SNO OOD, p95 regret
-    ID, p95 regret OOD (ms/action), p95 inference (ms/query), all-shift gate."""
+    ID, p95 regret OOD (ms/action), p95 inference (ms/query), all-shift gate.
+    """
     out: list[list[str]] = []
     for key, (name, sid, sood, rid, rood, inf, g) in PAPER_TABLE10.items():
         r = res["rows"].get(key)

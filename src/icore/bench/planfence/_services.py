@@ -36,7 +36,8 @@ from icore.net import (
 
 class ReplicaHandler(OwnerHandler):
     """Answers head queries from this replica's *installed* view (quorum controls; the
-    service is named :func:`~icore.fence.replica_service` of the agent)."""
+    service is named :func:`~icore.fence.replica_service` of the agent).
+    """
 
     def handle(self, msg: Message, peer: str) -> Message:
         """Serve head queries from installed heads; everything else as an owner."""

@@ -97,7 +97,8 @@ class PolicySpec:
     @property
     def exact_lineage(self) -> bool:
         """True for the exact-lineage (safe) policies: every policy but the two unsafe
-        baselines, metadata sync with K > 1, and the ablations."""
+        baselines, metadata sync with K > 1, and the ablations.
+        """
         if not self.policy.safe or self.fail_open or self.mode is not TraversalMode.FULL:
             return False
         return not (self.announces_every_k and self.k != 1)
@@ -105,7 +106,8 @@ class PolicySpec:
     @property
     def announces_every_k(self) -> bool:
         """True when the policy announces heads every ``k`` updates (metadata sync), so
-        ``k`` is part of the variant."""
+        ``k`` is part of the variant.
+        """
         return strategy(self.policy).propagation is Propagation.ANNOUNCE_EVERY_K
 
 

@@ -1,4 +1,5 @@
 """AG2 drop-in (``pip install 'icore[ag2]'``: the ConversableAgent API of ag2 0.9-0.14).
+
 See docs/integrations-ag2.md.
 
 * :func:`fenced_function`: the function an AG2 executor runs, gated by PlanFence, plan

@@ -1,5 +1,7 @@
-"""LangGraph drop-in (``pip install 'icore[langgraph]'``): fenced tools, recorded runs,
-a checkpointer and a store over icore records. See docs/integrations-langgraph.md.
+"""LangGraph drop-in (``pip install 'icore[langgraph]'``).
+
+Fenced tools, recorded runs, a checkpointer and a store over icore records. See
+docs/integrations-langgraph.md.
 
 * :func:`fenced_tool`: a ``StructuredTool`` whose calls pass the PlanFence gate, plan
   roots from graph state, blocks as ``ToolMessage(status="error")``, replans written back

@@ -297,9 +297,11 @@ class RecordCheckpointSaver(BaseCheckpointSaver[str]):
                         self._commit(key, _TOMBSTONE, {"deleted": True})
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread: each record gets a twin under the target thread that cites the
-        source record (provenance) and the twins of its parents (the exact parent chain,
-        channel values and pending writes all copied)."""
+        """Copy a thread: each record gets a twin under the target thread.
+
+        The twin cites the source record (provenance) and the twins of its parents, so
+        the exact parent chain, channel values and pending writes are all copied.
+        """
         src, dst = _q(str(source_thread_id)), _q(str(target_thread_id))
         twin: dict[RecordId, RecordId] = {}
         with self._lock:
@@ -317,8 +319,11 @@ class RecordCheckpointSaver(BaseCheckpointSaver[str]):
                     twin[r.id] = self._commit(new_key, r.type, content, parents).id
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Tombstone the checkpoints (and their pending writes) whose metadata names one
-        of ``run_ids``; channel values stay (later checkpoints may share them)."""
+        """Tombstone the checkpoints whose metadata names one of ``run_ids``.
+
+        Their pending writes go too; channel values stay (later checkpoints may share
+        them).
+        """
         runs = {str(r) for r in run_ids}
         with self._lock:
             for key in self._keys(f"{self.prefix}/ckpt/"):

@@ -1,5 +1,6 @@
-"""Recorded LangGraph runs: a node wrapper and a callback handler writing a
-:class:`~icore.integrations.RunRecorder` (the trace ``icore audit`` reads; icore Sec. 3).
+"""Recorded LangGraph runs: a node wrapper and a callback handler (icore Sec. 3).
+
+Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit`` reads.
 
 * :func:`recorded_node` wraps a node function, sync or ``async def``, keeping its
   signature (so LangGraph still passes ``config``, ``runtime``, ``store``, ``writer``);
@@ -41,6 +42,7 @@ class _Reads(dict[str, Any]):
         return super().__getitem__(key)
 
     def get(self, key: str, default: Any = None) -> Any:
+        """``dict.get``, noting ``key`` as read (present or not)."""
         self.read.add(key)
         return super().get(key, default)
 
@@ -50,10 +52,12 @@ class _Reads(dict[str, Any]):
         return super().__contains__(key)
 
     def items(self) -> Any:
+        """``dict.items``, noting every key as read."""
         self.read.update(self.keys())
         return super().items()
 
     def values(self) -> Any:
+        """``dict.values``, noting every key as read."""
         self.read.update(self.keys())
         return super().values()
 
@@ -225,8 +229,10 @@ class RecordingHandler(BaseCallbackHandler):
     def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *,
                       run_id: UUID, metadata: dict[str, Any] | None = None,
                       inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """A tool starts (fenced tools, and the tool a fenced one wraps, are recorded by
-        their guard)."""
+        """A tool starts: record it.
+
+        Fenced tools, and the tool a fenced one wraps, are recorded by their guard instead.
+        """
         if (metadata or {}).get("planfence") or kwargs.get("parent_run_id") in self._fenced:
             with self._lock:
                 self._fenced.add(run_id)

@@ -61,6 +61,18 @@ def _state_get(state: Any, key: str) -> Any:
 
 
 class _Fenced:
+    """One fenced LangGraph tool's call plumbing, shared by its sync and async runners.
+
+    Args:
+        tool: the wrapped tool.
+        guard: the :class:`~icore.integrations.FenceGuard` that gates each call.
+        roots: the state field holding the plan roots L(a), or a function of
+            ``(state, args)`` returning them.
+        state_update: extra graph-state updates after a replanned call.
+        own_runtime: True when the wrapped tool declares the injected runtime itself.
+        model_fields: the argument names the model supplies (the rest are injected).
+    """
+
     def __init__(self, tool: BaseTool, guard: FenceGuard, roots: RootsFrom,
                  state_update: StateUpdate | None, own_runtime: bool,
                  model_fields: frozenset[str]) -> None:
@@ -72,6 +84,10 @@ class _Fenced:
         self.model_fields = model_fields
 
     def split(self, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """Split a call's keyword arguments into ``(runtime, model args, injected args)``.
+
+        The runtime stays in ``kwargs`` only when the wrapped tool takes it itself.
+        """
         runtime = kwargs.get(_RUNTIME)
         if not self.own_runtime:
             kwargs.pop(_RUNTIME, None)
@@ -80,6 +96,11 @@ class _Fenced:
         return runtime, model, injected
 
     def plan_roots(self, runtime: Any, args: Mapping[str, Any]) -> Sequence[RecordId] | None:
+        """The plan roots L(a) of this call, from the graph state; None when there are none.
+
+        With no roots the gate blocks the call (reason ``no_roots``: no plan authorizes
+        it yet).
+        """
         state = getattr(runtime, "state", None)
         if isinstance(self.roots, str):
             got = _state_get(state, self.roots) if state is not None else None
@@ -88,6 +109,11 @@ class _Fenced:
 
     def payload(self, args: Mapping[str, Any], injected: Mapping[str, Any],
                 call_id: str | None) -> Any:
+        """What the wrapped tool is invoked with: a ``tool_call`` dict when the call has an id.
+
+        With an id the tool returns a ``ToolMessage`` (LangGraph's convention); without
+        one, the plain merged arguments.
+        """
         merged = {**args, **injected}
         if call_id is not None:
             return {"type": "tool_call", "name": self.tool.name, "args": merged,
@@ -95,6 +121,16 @@ class _Fenced:
         return merged
 
     def out(self, gated: Gated, runtime: Any) -> Any:
+        """The tool's answer to LangGraph for a gated call.
+
+        After a replan (planfence App. A.3) it is a ``Command`` that also writes the new
+        plan roots and ``state_update``'s fields into the graph state; otherwise the
+        tool's value unchanged.
+
+        Raises:
+            ToolException: the gate blocked the call (the tool did not run); its message
+                says why.
+        """
         if not gated.executed:
             raise ToolException(gated.message)
         value = gated.value

@@ -1,5 +1,6 @@
-"""OpenAI Agents SDK drop-in (``pip install 'icore[openai-agents]'``). See
-docs/integrations-openai-agents.md.
+"""OpenAI Agents SDK drop-in (``pip install 'icore[openai-agents]'``).
+
+See docs/integrations-openai-agents.md.
 
 * :func:`fenced_function_tool`: a ``FunctionTool`` whose calls pass the PlanFence gate,
   plan roots from the run context, blocks as the tool's error output, replans written

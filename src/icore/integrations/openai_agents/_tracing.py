@@ -1,5 +1,6 @@
-"""Recorded Agents SDK runs: a tracing processor writing a
-:class:`~icore.integrations.RunRecorder` (icore Sec. 3).
+"""Recorded Agents SDK runs (icore Sec. 3).
+
+A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 
 :class:`RecordingProcessor` implements the SDK's ``TracingProcessor``: agent spans give
 the speaking agent, generation / response spans the model's turns (text and tool calls)
