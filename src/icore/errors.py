@@ -86,11 +86,19 @@ class IcoreError(Exception):
     """True when the same operation may succeed after re-reading state (a lost race)."""
 
     def __init__(self, message: str, **fields: Any) -> None:
+        """Make an error from its message and structured context.
+
+        Args:
+            message: what went wrong, without the context.
+            fields: structured context (record key, record id, owner, file, path, ...),
+                kept in :attr:`fields`.
+        """
         super().__init__(message)
         self.message = message
         self.fields: dict[str, Any] = fields
 
     def __str__(self) -> str:
+        """The message followed by the fields as ``(k=v, ...)`` when there are any."""
         if not self.fields:
             return self.message
         ctx = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
@@ -198,6 +206,7 @@ class RecordNotFound(StoreError, KeyError):
     code = ErrorCode.NOT_FOUND
 
     def __str__(self) -> str:  # KeyError would repr() the message
+        """As :meth:`IcoreError.__str__`: the message and fields, not their repr()."""
         return IcoreError.__str__(self)
 
 

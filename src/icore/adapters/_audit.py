@@ -94,8 +94,10 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
 
 
 class FlagPlaces:
-    """Where in a run each hard flag was raised, tracked from the log entries as they are
-    appended (so a report can name the step and agent of a flag without the log).
+    """Where in a run each hard flag was raised, tracked from the log entries.
+
+    Tracked as the entries are appended, so a report can name the step and agent of a flag
+    without the log.
     """
 
     def __init__(self) -> None:
@@ -164,8 +166,9 @@ class NoteLog:
 
 
 class NoteEntries(BuiltOnRead[LogEntry]):
-    """The note entries a :class:`NoteLog` kept, read-only; a diagnosis note is rebuilt
-    from its :class:`Finding` each time it is read.
+    """The note entries a :class:`NoteLog` kept, read-only.
+
+    A diagnosis note is rebuilt from its :class:`Finding` each time it is read.
     """
 
     __slots__ = ("_diagnoses", "_kept")
@@ -218,9 +221,19 @@ class _Builder:
 
     # -- helpers -----------------------------------------------------------------------
     def agent(self, name: str) -> str:
+        """``name`` if it is a declared agent of D, else the human (:data:`HUMAN`)."""
         return name if name in self.state.decl.agents else HUMAN
 
     def event(self, step: Step | None, type_: str, agent: str, **fields: Any) -> str:
+        """Add one event of G for a recorded step (``None``: the task itself).
+
+        The event id is ``m<index>`` (``m<index>.<type>`` for a second event of the same
+        step, ``task`` for no step); its cause is the step's recorded parent if known,
+        else the previous event. ``fields`` plus the step index are its fields.
+
+        Returns:
+            The new event's id.
+        """
         idx = -1 if step is None else step.index
         eid = "task" if step is None else f"m{idx}"
         if step is not None and eid in self.state.events:
@@ -239,8 +252,10 @@ class _Builder:
                  assertions: Sequence[str] = (), events: Sequence[str] = (),
                  proposer: str | None = None, detail: str = "",
                  flag: str | None = None) -> Finding:
-        """Record a diagnosis; work/evidence/assignment defects are diagnosed and routed
-        by iCORE-Audit (:func:`icore.audit.diagnose`, ``responsible_agent``).
+        """Record a diagnosis as a :class:`Finding` and a ``diagnosis`` note in X's log.
+
+        Work/evidence/assignment defects are diagnosed and routed by iCORE-Audit
+        (:func:`icore.audit.diagnose`, ``responsible_agent``).
         """
         x = self.state
         did = f"d{len(self.diagnoses) + 1}"
@@ -262,17 +277,31 @@ class _Builder:
 
     def flag_unsupported(self, aids: Sequence[str], oid: str, proposer: str | None,
                          detail: str) -> str:
+        """Raise an ``unsupported_assertion`` hard flag on ``oid`` for assertions ``aids``.
+
+        Returns:
+            The flag's id.
+        """
         self.unsupported.extend(aids)
         return self.state.raise_flag(FlagKind.UNSUPPORTED_ASSERTION, obligations=(oid,),
                                  assertions=aids, proposer=proposer, detail=detail).id
 
     def snapshot(self, step: int) -> None:
+        """Append X's metrics (snd, astab, cq), flag and stall counts at ``step`` to the timeline.
+
+        One :class:`MetricPoint` of the run's cq timeline.
+        """
         m = self.state.metrics()
         self.timeline.append(step, m.snd, m.astab, m.cq, len(self.state.flags), self.stalls)
 
     def new_obligation(self, oid: str, kind: str, *, parent: str | None, assignee: str,
                        events: Sequence[str], operation: str, proposer: str,
                        status: Status = Status.ASSIGNED, step: int | None = None) -> None:
+        """Import obligation ``oid`` (node, assignee, status) into Q with its justification.
+
+        An assignment whose gain exceeds ε (icore Def. 9) is diagnosed as an
+        ``assignment`` defect at ``step``.
+        """
         x = self.state
         x.import_assertion(Effect.node(oid, kind, parent=parent), events=events,
                            operation=operation, proposer=proposer)
@@ -292,6 +321,7 @@ class _Builder:
 
     # -- the run -----------------------------------------------------------------------
     def start(self) -> None:
+        """Pose the task: the task event and the open required root obligation."""
         t = self.trace
         first = t.steps[0] if t.steps and t.steps[0].kind == StepKind.TASK else None
         text = first.content if first is not None else t.question
@@ -303,6 +333,11 @@ class _Builder:
         self.snapshot(first.index if first is not None else 0)
 
     def run(self) -> None:
+        """Import every recorded step in order through its ``on_<kind>`` handler.
+
+        A snapshot is taken after each step; a run without a terminal marker is diagnosed
+        as a ``terminal`` defect.
+        """
         self.start()
         for s in self.trace.steps:
             if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
@@ -321,12 +356,21 @@ class _Builder:
                           detail="the run ended without a terminal marker (no final answer)")
 
     def on_task(self, s: Step) -> None:
+        """Nothing: the task step is imported by :meth:`start`."""
         pass  # handled by start()
 
     def on_thought(self, s: Step) -> None:
+        """Record a thought as an event (no obligation changes)."""
         self.event(s, "thought", s.agent, **({"to": s.to} if s.to else {}))
 
     def on_plan(self, s: Step) -> None:
+        """Import a plan as a new active ``planning`` obligation under the root.
+
+        A replan supersedes the previous plan (a ``transported_to`` relation to the new
+        one) and is diagnosed as a ``progress`` defect. In CaptainAgent traces the first
+        speaker relays the manager's plan and starts on it: the plan is also its output on
+        the new plan obligation.
+        """
         x = self.state
         ev = self.event(s, "plan", s.agent, text=s.content[:20000])
         self.plan_count += 1
@@ -360,6 +404,13 @@ class _Builder:
             self.on_output(s, event=ev, obligation=new)
 
     def on_ledger(self, s: Step) -> None:
+        """Import an orchestrator ledger's claims on the root, each with a certificate.
+
+        Each claim is checked by the ``ledger_evidence`` validator against the outputs
+        since the previous ledger; an unsupported claim raises a hard flag and an
+        ``evidence`` diagnosis. A ledger admitting no progress or a loop counts as a stall
+        (a ``progress`` diagnosis).
+        """
         x = self.state
         led = s.ledger
         assert led is not None
@@ -400,6 +451,11 @@ class _Builder:
         self.plans_since_ledger = 0
 
     def on_instruction(self, s: Step) -> None:
+        """Import an instruction as a new obligation assigned to its addressee.
+
+        Its events include the pending ledger when the ledger named the addressee as next
+        speaker.
+        """
         to = self.agent(s.to or "")
         ev = self.event(s, "instruction", s.agent, to=to, text=s.content[:20000])
         events: tuple[str, ...] = (ev,)
@@ -413,6 +469,17 @@ class _Builder:
 
     def on_output(self, s: Step, *, event: str | None = None,
                   obligation: str | None = None) -> None:
+        """Import an agent's output as a submission on its open obligation.
+
+        An agent with no open obligation self-assigns a new one. An output with code waits
+        for the tool output that follows (:meth:`finish_code`).
+
+        Args:
+            s: the recorded step.
+            event: an event already recorded for the step (a relayed plan); the output's
+                facts then go on a sibling event.
+            obligation: the obligation it works on (default: the agent's open one).
+        """
         who = self.agent(s.agent)
         facts = output_facts(s.content)
         ev = event or self.event(s, "output", who, **facts)
@@ -433,6 +500,7 @@ class _Builder:
         self.submit(s, ev, oid, ())
 
     def on_tool_output(self, s: Step) -> None:
+        """Record a tool output as an event and submit the pending code output with it."""
         facts = tool_facts(s.content, s.exitcode)
         ev = self.event(s, "tool_output", s.agent, **facts)
         if not facts["error"] and not facts["empty"]:
@@ -441,12 +509,20 @@ class _Builder:
             self.finish_code((ev,))
 
     def finish_code(self, tools: tuple[str, ...]) -> None:
+        """Submit the pending code output with the tool-output events ``tools``."""
         assert self.pending_code is not None
         s, ev, oid = self.pending_code
         self.pending_code = None
         self.submit(s, ev, oid, tools)
 
     def submit(self, s: Step, ev: str, oid: str, tools: tuple[str, ...]) -> None:
+        """Import a submission (status and result of ``oid``) with its evidence certificate.
+
+        The certificate is issued by the ``output_evidence`` validator of V.
+
+        The validator sees whether this output repeats what the agent already reported;
+        an output it rejects raises a hard flag and a ``work`` diagnosis.
+        """
         x = self.state
         who = self.agent(s.agent)
         fields = x.events[ev].fields
@@ -485,17 +561,24 @@ class _Builder:
                           events=events, proposer=who, detail=detail, flag=fid)
 
     def on_stall(self, s: Step) -> None:
+        """Record an orchestrator's stall as an event and a ``progress`` diagnosis."""
         self.stalls += 1
         ev = self.event(s, "stall", s.agent, reason=_first_line(s.content))
         self.diagnose("progress", s.index, obligations=(ROOT,), events=(ev,),
                       proposer=self.agent(s.agent), detail="orchestrator declared a stall")
 
     def on_termination(self, s: Step) -> None:
+        """Record the termination event and import the run's terminal (:meth:`terminal`)."""
         ev = self.event(s, "termination", s.agent, final_answer=s.final_answer,
                         reason=_first_line(s.content))
         self.terminal(s, ev)
 
     def terminal(self, s: Step, ev: str | None) -> None:
+        """Import the final answer as the root's terminal, checked by ``answer_check``.
+
+        A failed check is diagnosed as a ``terminal`` defect. Nothing happens when ``ev``
+        is None.
+        """
         x = self.state
         if ev is None:
             return
@@ -516,9 +599,10 @@ class _Builder:
                           detail=f"final answer {s.final_answer!r} fails answer_check")
 
     def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
-        """The verdict of validator ``name`` of V on the recorded events, through the same
-        runner as Definition 6 (:func:`icore.state.run_validator`); an inconsistent
-        validator (raising, non-boolean, two answers) fails (fail closed).
+        """The verdict of validator ``name`` of V on the recorded events.
+
+        Run through the same runner as Definition 6 (:func:`icore.state.run_validator`);
+        an inconsistent validator (raising, non-boolean, two answers) fails (fail closed).
         """
         spec = self.state.decl.validators[name]
         g = self.state.events
@@ -625,9 +709,11 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Load any supported file: ``.jsonl`` (generic format), Who&When ``.json``, or
-    OpenTelemetry spans (``*.otlp.json`` / ``*.otlp.jsonl``, or a ``.json`` whose start
-    reads as OTLP JSON, a Phoenix span list or a Langfuse trace: :func:`load_otlp`).
+    """Load any supported trace file.
+
+    Supported: ``.jsonl`` (generic format), Who&When ``.json``, or OpenTelemetry spans
+    (``*.otlp.json`` / ``*.otlp.jsonl``, or a ``.json`` whose start reads as OTLP JSON, a
+    Phoenix span list or a Langfuse trace: :func:`load_otlp`).
     """
     from icore.adapters._jsonl import load_jsonl
     from icore.adapters._otel_import import load_otlp
@@ -648,8 +734,10 @@ def audit_path(path: str | Path) -> AuditResult:
 
 
 def audit_file(path: str | Path) -> list[AuditResult]:
-    """Audit every run of one file: one per trace of an OpenTelemetry export
-    (:func:`icore.adapters.load_otlp_runs`), else the file's one run (:func:`audit_path`).
+    """Audit every run of one file.
+
+    One run per trace of an OpenTelemetry export (:func:`icore.adapters.load_otlp_runs`),
+    else the file's one run (:func:`audit_path`).
 
     Raises:
         AdapterError: as :func:`load_trace`.

@@ -1,5 +1,6 @@
-"""What an audit of a recorded run returns (design.md 2, data flow 3): the run's X, its
-cq timeline, its findings and summary. Plain data, shared by the importers
+"""What an audit of a recorded run returns (design.md 2, data flow 3).
+
+The run's X, its cq timeline, its findings and summary. Plain data, shared by the importers
 (:mod:`icore.adapters._audit`, :mod:`icore.adapters._otel_live`) and the reports.
 """
 
@@ -55,9 +56,11 @@ class BuiltOnRead(Sequence[T]):
 
 
 class Timeline(BuiltOnRead[MetricPoint]):
-    """The cq timeline of a run, one :class:`MetricPoint` per recorded message, stored by
-    column (48 bytes a point instead of ≈ 230 for an object with its numbers: 18 MB less
-    at 100k messages). Read-only once the run is imported; points are built on access.
+    """The cq timeline of a run, one :class:`MetricPoint` per recorded message.
+
+    Stored by column (48 bytes a point instead of ≈ 230 for an object with its numbers:
+    18 MB less at 100k messages). Read-only once the run is imported; points are built on
+    access.
     """
 
     __slots__ = ("_astab", "_cq", "_flags", "_snd", "_stalls", "_step")
@@ -245,10 +248,11 @@ _NOTE_FIELDS = ("id", "primary", "defect", "obligations", "proposer", "flags", "
 
 
 def compact_diagnosis(f: Diagnosis) -> dict[str, Any]:
-    """The part of F a recorded run's finding keeps (:attr:`Finding.audit`): what was
-    diagnosed, its evidence gaps and the frozen W_F. Assignees, alternatives and history
-    are left out (X holds them), which keeps a long run's audit within its memory budget
-    (docs/audit.md).
+    """The part of F a recorded run's finding keeps (:attr:`Finding.audit`).
+
+    What was diagnosed, its evidence gaps and the frozen W_F. Assignees, alternatives and
+    history are left out (X holds them), which keeps a long run's audit within its memory
+    budget (docs/audit.md).
     """
     j = f.to_json()
     return {k: j[k] for k in _NOTE_FIELDS}

@@ -164,11 +164,12 @@ def alternatives(state: State, oid: str) -> tuple[tuple[str, float], ...]:
 
 
 def matched_cohort(state: State, obligations: Sequence[str]) -> list[str]:
-    """W_F members: the affected obligations plus their most recent children (sub-work the
-    recovery may change; at most :data:`MAX_CHILDREN` per affected obligation), in a
-    deterministic order. The cap keeps a diagnosis O(1) in the size of X; a recovery
-    that changes an older child is rejected (``outside_matched_set``), which fails
-    closed.
+    """W_F members: the affected obligations plus their most recent children.
+
+    The children are sub-work the recovery may change (at most :data:`MAX_CHILDREN` per
+    affected obligation); members come in a deterministic order. The cap keeps a diagnosis
+    O(1) in the size of X; a recovery that changes an older child is rejected
+    (``outside_matched_set``), which fails closed.
     """
     affected = [o for o in obligations if o in state.obligations]
     aset = set(affected)
@@ -179,8 +180,10 @@ def matched_cohort(state: State, obligations: Sequence[str]) -> list[str]:
 
 
 def history_of(state: State, obligations: Sequence[str]) -> tuple[str, ...]:
-    """Ids of the most recent proposals naming any of ``obligations`` (from the state's
-    per-obligation index: O(|obligations| · HISTORY), independent of the log length).
+    """Ids of the most recent proposals naming any of ``obligations``.
+
+    Read from the state's per-obligation index: O(|obligations| · HISTORY), independent of
+    the log length.
     """
     return state.history(obligations, HISTORY)
 

@@ -84,8 +84,9 @@ class Environment(Protocol):
     """The task environment's own moves (owner revisions, deadlines, closing evidence)."""
 
     def tick(self, step: int, state: State | None) -> None:
-        """Apply what happens before iteration ``step`` (e.g. an owner revises a record
-        and calls ``state.on_head_change``).
+        """Apply what happens before iteration ``step``.
+
+        E.g. an owner revises a record and calls ``state.on_head_change``.
         """
         ...
 

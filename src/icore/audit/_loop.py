@@ -280,9 +280,10 @@ class AuditLoop:
         self._seen = x.seq
 
     def _patience(self, step: int) -> list[str]:
-        """Update the per-obligation patience counters at the end of ``step``; set ``h``
-        to the largest and return the obligations whose counter reached H, longest
-        first. Cost O(enabled work).
+        """Update the per-obligation patience counters at the end of ``step``.
+
+        Sets ``h`` to the largest and returns the obligations whose counter reached H,
+        longest first. Cost O(enabled work).
         """
         obs = self.state.obligations
         live: dict[str, int] = {}
@@ -395,8 +396,9 @@ class AuditLoop:
         return "reject" if enforced or self.config.mode == "passive" else "unenforced"
 
     def _enforce(self, v: Verdict, res: AuditRunResult) -> bool:
-        """Whether the view sees a reason of the rejection ``v`` (then it is enforced and
-        what it names counts as detected).
+        """Whether the view sees a reason of the rejection ``v``.
+
+        If it does, the rejection is enforced and what it names counts as detected.
         """
         seen = GATE_REASONS[self.view]
         reasons = [r for r in v.reasons if seen is None or r.code in seen]
@@ -409,8 +411,10 @@ class AuditLoop:
         return True
 
     def _route(self, f: Diagnosis) -> str | None:
-        """The routed agent: D's rule, or in the ``G`` view the last author of an event on
-        the diagnosed items (the only owner G shows).
+        """The agent a diagnosis is routed to.
+
+        D's rule, or in the ``G`` view the last author of an event on the diagnosed items
+        (the only owner G shows).
         """
         if self._g is None:
             return responsible_agent(self.state, f)
@@ -551,8 +555,10 @@ class AuditLoop:
         self, f: Diagnosis, fb: Feedback, agent: str, props: Sequence[Proposal],
         rv: RecoveryVerdict, view: HostView, res: AuditRunResult,
     ) -> str:
-        """A recovery whose rejection the view cannot see: each proposal goes through the
-        view's gate (committed, enforced-rejected, or observed unaudited).
+        """Run a recovery whose rejection the view cannot see.
+
+        Each proposal goes through the view's gate (committed, enforced-rejected, or
+        observed unaudited).
         """
         x = self.state
         done: list[str] = []

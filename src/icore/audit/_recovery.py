@@ -112,8 +112,9 @@ class RecoveryVerdict:
 
 
 def removal_supported(state: State, oid: str) -> bool:
-    """A closed obligation carries valid transport or settlement evidence (design.md 4.3):
-    :meth:`State.removal_supported <icore.state.State.removal_supported>` (a replacement
+    """A closed obligation carries valid transport or settlement evidence (design.md 4.3).
+
+    Checked by :meth:`State.removal_supported <icore.state.State.removal_supported>` (a replacement
     created by the same proposal, or one a certificate ties to ``oid`` by citing both,
     with the same required coverage; or a settlement certificate citing ``oid``).
     """
@@ -211,8 +212,10 @@ def _judge(
     before: MatchedQuality,
     head_view: HeadView | None,
 ) -> RecoveryVerdict:
-    """The recovery audit on the candidate ``cand`` (a trial of ``state``, so the same
-    object): facts of X^- are read before the first proposal is applied.
+    """The recovery audit on the candidate ``cand``.
+
+    ``cand`` is a trial of ``state``, so the same object: facts of X^- are read before the
+    first proposal is applied.
     """
     matched = diagnosis.matched
     violations: list[Violation] = []

@@ -100,9 +100,10 @@ def rec_info(rec: Record) -> dict[str, Any]:
 
 
 class _ReplicaView(OwnerHandler):
-    """This agent's owner service that also serves its installed view of other owners'
-    keys (quorum policies read a quorum of replica views; planfence Sec. 5.1). Own keys
-    are answered as the owner answers them.
+    """This agent's owner service, also serving its installed view of other owners' keys.
+
+    Quorum policies read a quorum of replica views (planfence Sec. 5.1). Own keys are
+    answered as the owner answers them.
     """
 
     def handle(self, msg: Message, peer: str) -> Message:
@@ -299,8 +300,10 @@ class LiveAgentProcess:
         return None if h is None else self.store.get(h.record_id)
 
     def owner_access(self) -> OwnerAccess:
-        """A sync owner access: the engine on NATS, else the owner client driven on this
-        agent's loop from the fence's worker thread.
+        """A sync owner access for the fence.
+
+        The engine on NATS, else the owner client driven on this agent's loop from the
+        fence's worker thread.
         """
         if self.nats is not None:
             return self.nats.owner_access()  # type: ignore[no-any-return]
@@ -308,8 +311,10 @@ class LiveAgentProcess:
         return LoopOwners(self.client, self.loop)
 
     def async_owner_access(self) -> AsyncOwnerAccess:
-        """The gate's async owner access on this agent's loop: the engine on NATS (its
-        calls run on the store's connection loop), else the owner client.
+        """The gate's async owner access on this agent's loop.
+
+        The engine on NATS (its calls run on the store's connection loop), else the owner
+        client.
         """
         if self.nats is not None:
             return self.nats.async_owner_access()  # type: ignore[no-any-return]
@@ -517,8 +522,10 @@ class LiveAgentProcess:
 
     # -- executor ---------------------------------------------------------------------
     def _build_fence(self, task: str) -> Fence:
-        """The executor's fence for one task under the policy under test
-        (:func:`~icore.fence.make_validator`; all-key asks for every key of the task).
+        """The executor's fence for one task under the policy under test.
+
+        Built by :func:`~icore.fence.make_validator`; all-key asks for every key of the
+        task.
         """
         strat = strategy(self.policy)
         owners: OwnerAccess | AsyncOwnerAccess | None = None

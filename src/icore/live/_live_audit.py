@@ -158,9 +158,10 @@ class LiveAudit:
         self.listener(call, task, args, outcome)
 
     def _diagnose(self, flags: Sequence[HardFlag]) -> None:
-        """iCORE-Audit's diagnosis F of each new hard flag (the ``hard_flag`` trigger,
-        :func:`icore.audit.diagnose_hit`, routed by D's rule), kept in
-        :attr:`diagnoses` by flag id; X's log is unchanged.
+        """Diagnose each new hard flag with iCORE-Audit's diagnosis F.
+
+        The ``hard_flag`` trigger, :func:`icore.audit.diagnose_hit`, routed by D's rule;
+        kept in :attr:`diagnoses` by flag id; X's log is unchanged.
         """
         for f in flags:
             hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)

@@ -599,6 +599,7 @@ class StoreWriter:
     """A :class:`Writer` committing to a store object from the calling thread."""
 
     def __init__(self, store: Store) -> None:
+        """Make a writer committing to ``store``, with no job armed."""
         self.store = store
         self._job: tuple[Record, ExpectedHead] | None = None
 

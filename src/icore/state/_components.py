@@ -184,8 +184,9 @@ class Transition:
     fields: tuple[str, ...] = ("status", "result")
 
     def changed(self) -> tuple[Assertion, ...]:
-        """Assertions of a declared progress field whose value differs from the slot's
-        previous value (a re-assertion of the same value is not a change).
+        """Assertions of a declared progress field whose value differs from the slot's previous one.
+
+        A re-assertion of the same value is not a change.
         """
         before = self.before if len(self.before) == len(self.assertions) else (
             (_UNKNOWN,) * len(self.assertions)

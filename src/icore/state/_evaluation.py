@@ -1,5 +1,4 @@
-"""Soundness, stability and the evaluation of one obligation (design.md 4.3; icore
-Definition 9).
+"""Soundness, stability and the evaluation of one obligation (design.md 4.3; icore Def. 9).
 
 :class:`Evaluation` is the part of :class:`~icore.state.State` that reads X to judge it:
 whether an assertion is sound (its justification, certificates and citations), whether
@@ -31,8 +30,9 @@ from icore.state._package import DeclarationPackage
 
 
 class Evaluation:
-    """Readouts of X: soundness, stability, per-obligation evaluation (a mixin of
-    :class:`~icore.state.State`, which owns the fields below).
+    """Readouts of X: soundness, stability, per-obligation evaluation.
+
+    A mixin of :class:`~icore.state.State`, which owns the fields below.
     """
 
     decl: DeclarationPackage
@@ -103,7 +103,9 @@ class Evaluation:
         return [o.active[k] for k in keep if k in o.active]
 
     def is_sound(self, obligation_id: str) -> bool:
-        """Every decision-relevant assertion of the obligation is sound, and a settled or
+        """Whether the obligation is sound.
+
+        Every decision-relevant assertion of the obligation is sound, and a settled or
         superseded obligation carries valid removal evidence (:meth:`removal_supported`).
         """
         o = self._obligations.get(obligation_id)
@@ -176,7 +178,9 @@ class Evaluation:
 
     # ------------------------------------------------------------------ stability
     def gain(self, obligation_id: str) -> float:
-        """gain(o) of icore Def. 9 (design.md 4.3).
+        """The gain of reassigning the obligation (icore Def. 9; design.md 4.3).
+
+        This is gain(o) of Def. 9.
 
         Assigned to a: ``max_{b feasible, b != a} value(b, o) - value(a, o)``, 0.0 when no
         alternative is feasible. Unassigned: the best feasible value (0.0 when none).

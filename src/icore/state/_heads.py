@@ -65,8 +65,9 @@ class StoreHeadView:
 
 
 def store_head_view(store: Store) -> StoreHeadView:
-    """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``),
-    with derivation lineage (:class:`StoreHeadView`).
+    """A :data:`HeadView` reading heads from a PlanFence store (``store.head(key)``).
+
+    It has derivation lineage (:class:`StoreHeadView`).
     """
     return StoreHeadView(store)
 

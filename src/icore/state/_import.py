@@ -1,5 +1,4 @@
-"""Trace import: events, certificates and assertions recorded by a run (design.md 2,
-data flow 3).
+"""Trace import: events, certificates and assertions recorded by a run (design.md 2, data flow 3).
 
 Importers rebuild X from what a run recorded, **without** Definition 6: an imported
 assertion's soundness is then computed honestly from its justification (no events, an
@@ -88,8 +87,9 @@ def assertion_body(
     proposer: str | None = None,
     justified: bool = True,
 ) -> AssertionImported:
-    """The body adding an assertion to Q and its justification to Π (see
-    :meth:`State.import_assertion <icore.state.State.import_assertion>`).
+    """The body adding an assertion to Q and its justification to Π.
+
+    See :meth:`State.import_assertion <icore.state.State.import_assertion>`.
 
     Raises:
         StateInputError: anything named that does not exist, or a malformed effect.

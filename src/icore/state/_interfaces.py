@@ -121,9 +121,10 @@ def roots_done(state: StateView) -> bool:
 
 
 def status_change_progress(transition: Transition) -> bool:
-    """Built-in ``progress``: a productive operation changed a declared progress field
-    (``parameters.progress_fields``, default status and result). Re-asserting the value
-    a slot already holds is not progress (docs/audit.md "Patience").
+    """Built-in ``progress``: a productive operation changed a declared progress field.
+
+    The fields are ``parameters.progress_fields`` (default status and result). Re-asserting
+    the value a slot already holds is not progress (docs/audit.md "Patience").
     """
     return transition.operation.productive and bool(transition.changed())
 
@@ -200,8 +201,10 @@ def _call(
     interface: str, field: str | Callable[[], str], fn: Callable[..., Any], *args: Any,
     **ctx: Any,
 ) -> Any:
-    """Call ``fn(*args)``; ``field`` (or a function building it, called only on error)
-    names the call in the :class:`InterfaceError`.
+    """Call ``fn(*args)``, turning its failure into an :class:`InterfaceError`.
+
+    ``field`` (or a function building it, called only on error) names the call in the
+    :class:`InterfaceError`.
     """
     try:
         return fn(*args)

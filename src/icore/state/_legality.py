@@ -244,8 +244,9 @@ def match_effects(op: OperationDecl, p: Proposal, new: set[str]) -> str | None:
 
 
 def run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
-    """Run a validator of V on one input: the one validator runner (Definition 6 and
-    trace import).
+    """Run a validator of V on one input.
+
+    This is the one validator runner (Definition 6 and trace import).
 
     The validator is run twice: raising, a non-boolean or two different answers is a
     validator inconsistency (icore Def. 6; design.md 4.1).
@@ -422,8 +423,10 @@ class _Audit:
 
     # 5. citations
     def check_citations(self) -> None:
-        """Cited assertions are active and sound; cited records (and what they derive
-        from) are their owners' heads.
+        """Check the citations: cited assertions and records are current.
+
+        Cited assertions are active and sound; cited records (and what they derive from)
+        are their owners' heads.
         """
         p, state, bad = self.p, self.state, self.bad
         for aid in p.cites:
@@ -454,7 +457,9 @@ class _Audit:
                 self.bad(ReasonCode.UNKNOWN_EVENT, "justification cites an event not in G", eid)
 
     def check_certificates(self) -> None:
-        """Every requested certificate is issued by V and passes, cited certificates are
+        """Check the certificates: requested, cited and required ones.
+
+        Every requested certificate is issued by V and passes, cited certificates are
         active and current, and the operation's required kinds are present.
         """
         cert_ids = self.state.next_ids("c", len(self.p.certificates))

@@ -1,5 +1,6 @@
-"""Readouts of X: normal form, observational equivalence, JSON export, full metrics
-(icore Sec. 3; design.md 4.3).
+"""Readouts of X: normal form, observational equivalence, JSON export, full metrics.
+
+See icore Sec. 3 and design.md 4.3.
 
 :func:`normalize` renames fresh ids (events, assertions, certificates, flags) canonically
 in order of first appearance, drops inessential timestamps and proposal ids, and keeps

@@ -114,8 +114,9 @@ def revocation_bodies(
 
 
 def citing_closure(x: RevocationSource, aids: Iterable[str]) -> set[str]:
-    """``aids`` plus every active assertion that cites one of them, transitively
-    (revoking a stage reaches the work that cited it; docs/state.md).
+    """``aids`` plus every active assertion that cites one of them, transitively.
+
+    Revoking a stage reaches the work that cited it (docs/state.md).
     """
     out = set(aids)
     stack = list(out)

@@ -205,15 +205,18 @@ class State(Evaluation):
         return self._proposal_bodies.get(proposal_id)
 
     def track_touched(self) -> None:
-        """Start collecting the obligations each applied entry touches (for
-        :meth:`take_touched`; the audit loop's work index).
+        """Start collecting the obligations each applied entry touches.
+
+        They are read by :meth:`take_touched` (the audit loop's work index).
         """
         if self._touched is None:
             self._touched = set()
 
     def take_touched(self) -> set[str]:
-        """Obligations whose status, assignee or evidence changed since the last call
-        (or since :meth:`track_touched`), as the apply step computed them; resets.
+        """Obligations whose status, assignee or evidence changed since the last call.
+
+        Counted from the previous call (or from :meth:`track_touched`), as the apply step
+        computed them; the set is reset.
 
         Raises:
             StateError: tracking is off, or a :meth:`trial` is open.
@@ -238,8 +241,9 @@ class State(Evaluation):
         return self._flags_by_assertion.get(assertion_id, ())
 
     def history(self, obligations: Iterable[str], limit: int) -> tuple[str, ...]:
-        """Ids of the ``limit`` most recent proposals naming any of ``obligations``, oldest
-        first (O(|obligations| · limit), from an index kept per entry).
+        """Ids of the ``limit`` most recent proposals naming any of ``obligations``.
+
+        Oldest first; O(|obligations| · limit), from an index kept per entry.
         """
         hits: dict[str, int] = {}
         for oid in obligations:
@@ -248,8 +252,9 @@ class State(Evaluation):
         return tuple(sorted(hits, key=hits.__getitem__)[-limit:])
 
     def children(self, obligation_id: str) -> Sequence[str]:
-        """Obligations whose ``parent`` is ``obligation_id``, in creation order (a read-only
-        view; slicing the end is O(slice)).
+        """Obligations whose ``parent`` is ``obligation_id``, in creation order.
+
+        A read-only view; slicing the end is O(slice).
         """
         return _ReadOnlyList(self._children.get(obligation_id, _EMPTY))
 
@@ -441,8 +446,9 @@ class State(Evaluation):
         return make_metrics(w, s, st, g, len(over.obligations), p)
 
     def evaluation(self, obligation_id: str) -> ObligationEval | None:
-        """The current evaluation of one obligation (None if it is not in Q): the
-        incrementally maintained one, or (during a replay) a fresh one.
+        """The current evaluation of one obligation (None if it is not in Q).
+
+        The incrementally maintained one, or (during a replay) a fresh one.
 
         Raises:
             InterfaceError: during a replay, an interface misbehaved (see :meth:`evaluate`).
@@ -516,8 +522,9 @@ class State(Evaluation):
     def _prepare(
         self, steps: Sequence[ObligationStep | None]
     ) -> dict[str, tuple[float, float]]:
-        """Checked (weight, gain) of every obligation ``steps`` touch, as the change
-        leaves them. Pure: X is unchanged (raises InterfaceError).
+        """Checked (weight, gain) of every obligation ``steps`` touch, as the change leaves them.
+
+        Pure: X is unchanged (raises InterfaceError).
         """
         return {oid: self._interface_values(o) for oid, o in final_obligations(steps).items()}
 
@@ -706,8 +713,9 @@ class State(Evaluation):
             self._dadd(self._certs_by_key, r.key, c.id)
 
     def _install(self, step: ObligationStep) -> None:
-        """Install the obligations of ``step`` (new objects) and their revoked-evidence
-        dependents, keeping the per-status counts.
+        """Install the obligations of ``step`` (new objects) and their revoked-evidence dependents.
+
+        Keeps the per-status counts.
         """
         counts = self._status_counts
         for oid, new in step.obligations.items():
@@ -852,7 +860,8 @@ class State(Evaluation):
             proposals: the batch, in order (empty: nothing happens).
             head_view: owners' current heads for cited records.
             resolve: flag ids to mark resolved together with the commits.
-            by: who resolves them; ``note``: why.
+            by: who resolves them.
+            note: why they are resolved.
 
         Returns:
             One verdict per proposal audited. If the last is not ``committed`` it is the
@@ -900,8 +909,9 @@ class State(Evaluation):
         by: str | None = None,
         note: str = "",
     ) -> list[Verdict]:
-        """Commit verdicts already taken in order on this X (one audited repair), as
-        audited: nothing is audited again (icore Alg. 1; design.md 4.4).
+        """Commit verdicts already taken in order on this X (one audited repair), as audited.
+
+        Nothing is audited again (icore Alg. 1; design.md 4.4).
 
         ``verdicts[0]`` was taken on X as it is now and verdict k on X as verdicts
         1..k-1 leave it (e.g. on a :meth:`trial`); their entries, then a
@@ -950,8 +960,9 @@ class State(Evaluation):
         )
 
     def slot_values(self, assertions: Iterable[Assertion]) -> tuple[JSON, ...]:
-        """For each assertion, the value of the active assertion in its slot now (None
-        when the slot is empty): the ``before`` of a :class:`Transition`.
+        """For each assertion, the value of the active assertion in its slot now.
+
+        None when the slot is empty: the ``before`` of a :class:`Transition`.
         """
         out: list[JSON] = []
         for a in assertions:

@@ -136,7 +136,10 @@ class StateView(Protocol):
         ...
 
     def gain(self, obligation_id: str) -> float:
-        """gain(o) of icore Def. 9."""
+        """The gain of reassigning one obligation (icore Def. 9).
+
+        This is gain(o) of Def. 9.
+        """
         ...
 
     def terminal_default(self) -> bool:
