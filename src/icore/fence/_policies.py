@@ -49,8 +49,9 @@ from icore.records import RecordId
 
 
 class PolicyError(FenceError, ValueError):
-    """A policy cannot be built: an unknown name, or a missing owner access or replica
-    (``fields['policy']`` names the policy).
+    """A policy cannot be built: an unknown name, or a missing owner access or replica.
+
+    ``fields['policy']`` names the policy.
     """
 
 
@@ -107,8 +108,9 @@ def _with_points(context: GateContext) -> GateContext:
 
 
 class GateValidator:
-    """planfence Alg. 1 against the head source ``context.owners`` (owners, central
-    store, installed heads, a quorum).
+    """planfence Alg. 1 against the head source ``context.owners``.
+
+    The head source: owners, central store, installed heads, a quorum.
 
     Args:
         context: the gate context; ``context.owners`` is a sync
@@ -165,8 +167,9 @@ class GateValidator:
 
     async def avalidate(self, *, action: str, roots: Sequence[RecordId],
                         deps: Collection[str], replanned: bool) -> GateDecision:
-        """Run the gate with every owner of D(a) queried concurrently (sync owners each
-        in a worker thread); see :func:`icore.fence.avalidate`.
+        """Run the gate with every owner of D(a) queried concurrently.
+
+        Sync owners each run in a worker thread; see :func:`icore.fence.avalidate`.
 
         Args:
             action: action name for the log.
@@ -186,8 +189,9 @@ class GateValidator:
 
 
 class AllKeyValidator(GateValidator):
-    """The all-key controls: the gate over :class:`AllKeyHeads` (every validation asks
-    for every shared key; the decision is on D(a)).
+    """The all-key controls: the gate over :class:`AllKeyHeads`.
+
+    Every validation asks for every shared key; the decision is on D(a).
 
     Args:
         context: the gate context; ``context.owners`` is the executor's async access.
@@ -206,8 +210,9 @@ class AllKeyValidator(GateValidator):
 
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:
-        """Fan out to every shared key, then decide on D(a) (see
-        :meth:`GateValidator.validate`).
+        """Fan out to every shared key, then decide on D(a).
+
+        See :meth:`GateValidator.validate`.
         """
         self.heads.begin()
         return super().validate(action=action, roots=roots, deps=deps, replanned=replanned)
@@ -222,9 +227,10 @@ class AllKeyValidator(GateValidator):
 
 
 class OwnerHeadFreshness:
-    """Unsafe baseline: reads the owners' current records of D(a) but never checks the
-    plan's lineage, so it acts on an obsolete plan while holding fresh facts
-    (planfence Sec. 5.2, Table 2).
+    """Unsafe baseline: never checks the plan's lineage (planfence Sec. 5.2, Table 2).
+
+    It reads the owners' current records of D(a) but not the plan's lineage, so it acts on
+    an obsolete plan while holding fresh facts.
 
     Args:
         context: the gate context; ``context.owners`` is a sync

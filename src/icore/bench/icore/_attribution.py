@@ -410,8 +410,9 @@ def _rank(r: MethodResult) -> int:
 
 
 def best_baseline(ev: AttributionEval, subset: str, level: str) -> MethodResult | None:
-    """The baseline (item 2 of issue 19; not the scorer, not an LLM row) with the highest
-    agent (``level="agent"``) or ±0 step accuracy.
+    """The baseline with the highest agent (``level="agent"``) or ±0 step accuracy.
+
+    Baselines are item 2 of issue 19: not the scorer, not an LLM row.
     """
     rows = [r for r in ev.rows if r.subset == subset
             and r.method in (RANDOM, MAJORITY, *BASELINES)]
@@ -421,8 +422,9 @@ def best_baseline(ev: AttributionEval, subset: str, level: str) -> MethodResult 
 
 
 def cv_score(ev: AttributionEval, *, ground_truth: bool = False) -> AttributionScore:
-    """The scorer's cross-validated figures in the shape of :class:`AttributionScore`
-    (per-run rows: the first repeat's out-of-fold predictions).
+    """The scorer's cross-validated figures in the shape of :class:`AttributionScore`.
+
+    Per-run rows: the first repeat's out-of-fold predictions.
     """
     rows = []
     for p in ev.predictions:

@@ -97,8 +97,9 @@ class _World:
 
 
 class _Versions:
-    """Writer i's next version: 16 keys in turn, each citing its previous version (the
-    base it replaces, as compare-and-set commits require).
+    """Writer i's next version: 16 keys in turn, each citing its previous version.
+
+    The previous version is the base it replaces, as compare-and-set commits require.
     """
 
     def __init__(self) -> None:

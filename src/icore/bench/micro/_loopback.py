@@ -1,5 +1,6 @@
-"""Loopback instruments shared by the benchmarks: free ports, waiting for a server to
-listen, and a relay that counts the bytes on the wire (127.0.0.1 only).
+"""Loopback instruments shared by the benchmarks (127.0.0.1 only).
+
+Free ports, waiting for a server to listen, and a relay that counts the bytes on the wire.
 """
 
 from __future__ import annotations

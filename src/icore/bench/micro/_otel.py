@@ -170,8 +170,9 @@ class OtelBench:
 
     @property
     def export_cpu_overhead(self) -> float | None:
-        """CPU the export adds to the coordinator, as a fraction of the whole run's CPU
-        (coordinator plus agent processes, export off): robust to machine load.
+        """CPU the export adds to the coordinator, as a fraction of the whole run's CPU.
+
+        The whole run is the coordinator plus agent processes, export off: robust to machine load.
         """
         if not self.export_off_cpu_s or not self.export_on_cpu_s:
             return None
