@@ -403,18 +403,28 @@ class PolicyStrategy:
 @dataclass(frozen=True, slots=True)
 class _LocalReplica(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return a :class:`LocalReplica` validator over ``context`` (no owner access)."""
         return LocalReplica(context)
 
 
 @dataclass(frozen=True, slots=True)
 class _OwnerHeadFreshness(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return an :class:`OwnerHeadFreshness` validator; fresh records go to ``team.install``."""
         return OwnerHeadFreshness(context, install=team.install)
 
 
 @dataclass(frozen=True, slots=True)
 class _Centralized(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the gate against the central lineage service.
+
+        When ``team.central`` names the service (a live run), head queries go to it through
+        :class:`CentralHeads`; otherwise owner names already resolve to it.
+
+        Raises:
+            PolicyError: ``team.central`` is set and ``context.owners`` is None.
+        """
         if team.central is not None:
             context = replace(context, owners=CentralHeads(_async(context), team.central))
         return GateValidator(context, loop=team.loop)
@@ -423,6 +433,11 @@ class _Centralized(PolicyStrategy):
 @dataclass(frozen=True, slots=True)
 class _MetadataSync(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the gate over :class:`AnnouncedHeads`: installed heads, content from owners.
+
+        Raises:
+            PolicyError: ``team.install`` or ``context.owners`` is None.
+        """
         heads = AnnouncedHeads(_installed(team, self.policy), _async(context))
         return GateValidator(replace(context, owners=heads), loop=team.loop)
 
@@ -432,6 +447,13 @@ class _AllKey(PolicyStrategy):
     batched: bool = False
 
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the all-key control: an :class:`AllKeyValidator` over every key of ``team.keys``.
+
+        One request per owner when ``batched``, else one per key.
+
+        Raises:
+            PolicyError: ``context.owners`` is None.
+        """
         heads = AllKeyHeads(_async(context), context.ownership, team.keys,
                             batched=self.batched)
         return AllKeyValidator(context, heads, loop=team.loop)
@@ -442,6 +464,14 @@ class _Quorum(PolicyStrategy):
     majority: bool = False
 
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the gate over :class:`QuorumHeads` of the replica views ``team.replicas``.
+
+        With ``majority`` only the first half of them is read: with the executor's own replica,
+        floor(N/2) + 1 of N.
+
+        Raises:
+            PolicyError: ``team.install`` or ``context.owners`` is None.
+        """
         remote = team.replicas
         if self.majority:  # with the executor's own replica: floor(N/2) + 1 of N
             remote = remote[: (len(remote) + 1) // 2]

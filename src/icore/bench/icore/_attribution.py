@@ -222,6 +222,17 @@ class _Acc:
     fold_step: list[float] = field(default_factory=list)
 
     def add(self, run: int, rep: int, a: float, s: list[float]) -> None:
+        """Add run ``run``'s hits in repeat ``rep``.
+
+        Sums the agent hit and the step hits per run over repeats; per repeat, keeps the agent
+        hit and the ±0 step hit.
+
+        Args:
+            run: index of the run.
+            rep: index of the repeat.
+            a: agent hit, 0.0 or 1.0.
+            s: step hits, one per tolerance of :data:`TOLERANCES` (±0 first).
+        """
         self.agent[run] = self.agent.get(run, 0.0) + a
         prev = self.step.get(run, [0.0] * len(TOLERANCES))
         self.step[run] = [p + v for p, v in zip(prev, s, strict=True)]

@@ -90,6 +90,15 @@ class _World:
         self.local.commit(self.plan, writer="ex0")
 
     async def validate(self, owners: AsyncOwnerAccess, deps: Sequence[str]) -> None:
+        """Run the PlanFence gate (planfence Alg. 1) on the plan against ``owners`` (5 s timeout).
+
+        Args:
+            owners: the owner access of the backend under test.
+            deps: the declared dependencies D(a), keys of :data:`D8`.
+
+        Raises:
+            RuntimeError: the gate did not authorize.
+        """
         d = await avalidate(roots=[self.plan.id], deps=deps, lookup=self.local.lookup,
                             ownership=self.om, owners=owners, timeout_s=5.0)
         if d.outcome is not Outcome.AUTHORIZED:
@@ -107,6 +116,11 @@ class _Versions:
         self.last: dict[str, str] = {}
 
     def next(self, i: int) -> Record:
+        """Writer ``i``'s next record: key ``w{i}/{seq % 16}``, citing that key's previous version.
+
+        Returns:
+            The record (its parent is the base a compare-and-set commit replaces).
+        """
         self.seq[i] += 1
         key = f"w{i}/{self.seq[i] % 16}"
         prev = self.last.get(key)
