@@ -76,7 +76,7 @@ class _WallClock(ManualClock):
 class TcpTransport:
     """:class:`~icore.bench.planfence._services.ReplayTransport` over real TCP + mutual TLS.
 
-    Binds 127.0.0.1, wall-clock time.
+    On 127.0.0.1, wall-clock time.
 
     Args:
         schedule: the schedule the episode replays (checked here).
