@@ -35,8 +35,9 @@ class TransportUnavailable(BenchError):
 
 
 class TraceUnavailable(BenchError):
-    """A Mahimahi trace a preset needs is missing, not a regular file, or malformed
-    (``fields['link']``).
+    """A Mahimahi trace a preset needs is missing, not a regular file, or malformed.
+
+    ``fields['link']`` names the link.
     """
 
 
@@ -45,8 +46,10 @@ class OutputUnavailable(BenchError):
 
 
 class ReplayFailed(BenchError):
-    """An episode could not finish, e.g. a synchronous step kept timing out on a trace
-    with no capacity (``fields``: template, link, offset_ms, policy).
+    """An episode could not finish.
+
+    E.g. a synchronous step kept timing out on a trace with no capacity (``fields``:
+    template, link, offset_ms, policy).
     """
 
 

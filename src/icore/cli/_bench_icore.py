@@ -42,7 +42,8 @@ def bench_icore(
     llm_timeout_s: float = typer.Option(30.0, min=0.001,
                                         help="Per-request timeout, seconds."),
 ) -> None:
-    """MAS-only vs passive observation vs iCORE-Audit on matched instances of six task modes;
+    """MAS-only vs passive observation vs iCORE-Audit on matched instances of six task modes.
+
     G/Q/X representation ablations (detection on passive logs, and the audit loop run with
     a G-only / Q-only / full-X view); Prop. 4 check; CSV, JSON, PNG and markdown outputs.
     """

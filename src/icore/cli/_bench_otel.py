@@ -1,5 +1,6 @@
-"""``icore bench otel``: OpenTelemetry import and export cost (thin; see
-:mod:`icore.bench.micro._otel`).
+"""``icore bench otel``: OpenTelemetry import and export cost.
+
+Thin; see :mod:`icore.bench.micro._otel`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""``icore bench planfence``: the PlanFence controlled replay (planfence Sec. 5, App. A.6,
-B, C). Thin: parses options, shows progress, calls :func:`icore.bench.run_planfence`.
+"""``icore bench planfence``: the PlanFence controlled replay (planfence Sec. 5, App. A.6, B, C).
+
+Thin: parses options, shows progress, calls :func:`icore.bench.run_planfence`.
 """
 
 from __future__ import annotations

@@ -61,8 +61,9 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         ] = None,
         seed: int = typer.Option(0, help="Random seed."),
     ) -> None:
-        """Benchmark the iCORE state: audit latency, incremental metrics, rebuild, memory,
-        ``icore audit`` of generic runs, recovery-audit cost per proposal.
+        """Benchmark the iCORE state: audit latency, incremental metrics, rebuild, memory.
+
+        Also ``icore audit`` of generic runs and recovery-audit cost per proposal.
         """
         counts = _sizes(sizes)
         with output_file(json_out, what="--json output") as out, bad_options():

@@ -1,5 +1,7 @@
-"""PlanFence: dependency declaration, the gate (planfence Alg. 1), the protected action
-with one replan (App. A.3), and the coordination policies (Sec. 5.1).
+"""PlanFence: dependency declaration, the gate, the protected action, the coordination policies.
+
+The gate is planfence Alg. 1, the protected action with one replan App. A.3, the
+coordination policies Sec. 5.1.
 
 Every policy's head source and validator lives here: :func:`make_validator` builds the
 validator a policy (named by :class:`Policy` or its string) gets from one frozen

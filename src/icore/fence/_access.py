@@ -126,8 +126,9 @@ class InstalledHeads:
 
 
 class ThreadedOwners:
-    """:class:`~icore.memory.AsyncOwnerAccess` over a sync one: each call runs in a worker
-    thread, so the owners of D(a) are queried concurrently.
+    """:class:`~icore.memory.AsyncOwnerAccess` over a sync one, each call in a worker thread.
+
+    So the owners of D(a) are queried concurrently.
 
     Args:
         owners: the sync access.
@@ -150,9 +151,10 @@ class ThreadedOwners:
 
 
 class LoopOwners:
-    """Sync :class:`~icore.memory.OwnerAccess` over an async one that lives on ``loop``
-    (another thread's running event loop): a fence running in a worker thread reaches the
-    owners through the loop's client.
+    """Sync :class:`~icore.memory.OwnerAccess` over an async one that lives on ``loop``.
+
+    ``loop`` is another thread's running event loop: a fence running in a worker thread
+    reaches the owners through the loop's client.
 
     Args:
         owners: the async access, bound to ``loop``.
@@ -179,8 +181,9 @@ class LoopOwners:
 
 
 class AnnouncedHeads:
-    """Metadata sync: heads from this replica's installed (announced) view, content
-    fetched from the owner only after a mismatch (planfence App. A).
+    """Metadata sync: heads from this replica's installed (announced) view.
+
+    Content is fetched from the owner only after a mismatch (planfence App. A).
 
     Args:
         store: the executor's replica.
@@ -193,8 +196,9 @@ class AnnouncedHeads:
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,
                           timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        """Installed heads (no network); arguments as in
-        :meth:`icore.memory.OwnerAccess.query_heads`.
+        """Installed heads (no network).
+
+        Arguments as in :meth:`icore.memory.OwnerAccess.query_heads`.
         """
         return HeadReply(owner, installed_heads(self.store, keys))
 
@@ -205,9 +209,10 @@ class AnnouncedHeads:
 
 
 class AllKeyHeads:
-    """All-key validation: every validation queries the heads of *every* shared key, in
-    one request per owner (batched) or one request per key (per-key); the gate decides
-    on D(a) (planfence Sec. 4.3: the all-key check serializes |X| heads).
+    """All-key validation: every validation queries the heads of *every* shared key.
+
+    One request per owner (batched) or one request per key (per-key); the gate decides on
+    D(a) (planfence Sec. 4.3: the all-key check serializes |X| heads).
 
     Call :meth:`begin` before each validation: the first head query of a validation
     starts the fan-out, the others share it.
@@ -283,9 +288,11 @@ class AllKeyHeads:
 
 
 class QuorumHeads:
-    """Replica-quorum validation: read the installed head of each key from the ``remote``
-    replica views (the executor's own replica is read locally), keep the highest owner
-    sequence; fetch content from the owner.
+    """Replica-quorum validation: the highest owner sequence among the replica views of a key.
+
+    Reads the installed head of each key from the ``remote`` replica views (the executor's
+    own replica is read locally), keeps the highest owner sequence; fetches content from the
+    owner.
 
     Args:
         owners: the executor's access.
@@ -322,8 +329,9 @@ class QuorumHeads:
 
 
 class CentralHeads:
-    """Centralized lineage: one service answers for every owner; replies are renamed to
-    the owner asked, so the gate's owner check holds.
+    """Centralized lineage: one service answers for every owner.
+
+    Replies are renamed to the owner asked, so the gate's owner check holds.
 
     Args:
         owners: the executor's access (reaches the service named ``central``).

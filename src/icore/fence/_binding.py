@@ -1,5 +1,7 @@
-"""Arguments bound to the plan (planfence App. A.3 step 1: the proposed action root
-derives from the planned records, so its arguments are what the plan authorizes).
+"""Arguments bound to the plan (planfence App. A.3 step 1).
+
+The proposed action root derives from the planned records, so its arguments are what
+the plan authorizes.
 
 A root record binds an action by carrying, in its content, the action name and the
 canonical arguments (or their sha256 digest) under :data:`ACTION_FIELD`::
@@ -91,8 +93,10 @@ def action_record(*, key: str, owner: str, seq: int, action: str, args: Mapping[
                   inputs: Sequence[Record] | Mapping[str, Record],
                   content: Mapping[str, JSONValue] | None = None, digest: bool = False,
                   type: str = "action") -> Record:
-    """Create the derived action record for one tool call: it cites the plan and the
-    inputs the call reads (exact parents) and binds the action and its arguments.
+    """Create the derived action record for one tool call.
+
+    It cites the plan and the inputs the call reads (exact parents) and binds the action
+    and its arguments.
 
     Args:
         key: the action record's key (as in :meth:`icore.records.Record.create`).

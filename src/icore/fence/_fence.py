@@ -1,5 +1,7 @@
-"""The protected action of planfence App. A.3: validate, refresh, replan once, revalidate,
-execute only when authorized, log every decision with its inputs.
+"""The protected action of planfence App. A.3.
+
+Validate, refresh, replan once, revalidate, execute only when authorized, log every
+decision with its inputs.
 
 One protocol (:meth:`Fence._protocol`, a generator of the steps to take) is driven by the
 sync :meth:`Fence.execute` and the async :meth:`Fence.aexecute`, so both paths decide
@@ -179,8 +181,9 @@ class Fence:
                   clock: Clock | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                   log: Callable[[GateDecision], None] | None = None,
                   mode: TraversalMode = TraversalMode.FULL) -> Fence:
-        """PlanFence over ``owners`` (sync or async access) for an executor whose replica
-        is ``store``.
+        """PlanFence for an executor whose replica is ``store``.
+
+        Over ``owners`` (sync or async access).
         """
         v = GateValidator(GateContext(lookup=store.lookup, ownership=store.ownership,
                                       owners=owners, clock=clock, points=PointCounter(),
@@ -207,8 +210,9 @@ class Fence:
 
     def _bound(self, tool: ProtectedTool, roots: tuple[RecordId, ...]
                ) -> tuple[str, dict[str, Any] | None, str] | str:
-        """The binding of the one root that binds an action, or why there is none
-        (fail closed: an unreadable root binds nothing).
+        """The binding of the one root that binds an action, or why there is none.
+
+        Fails closed: an unreadable root binds nothing.
         """
         lookup = self._lookup()
         if lookup is None:
@@ -248,8 +252,9 @@ class Fence:
 
     def bound_args(self, tool: ProtectedTool, roots: Sequence[RecordId]
                    ) -> dict[str, Any] | None:
-        """Return the arguments the one binding root of ``roots`` binds for ``tool``
-        (None when no root binds them in full, e.g. a digest-only binding).
+        """Return the arguments the one binding root of ``roots`` binds for ``tool``.
+
+        None when no root binds them in full, e.g. a digest-only binding.
         """
         b = self._bound(tool, tuple(roots))
         return None if isinstance(b, str) else b[1]
@@ -422,9 +427,11 @@ class Fence:
                        args: Mapping[str, Any],
                        replan: Replanner | AsyncReplanner | None = None,
                        raise_on_block: bool = False) -> ActionResult:
-        """Async :meth:`execute`: the same protocol and decisions, with async tools and
-        replanners awaited, and the owners of D(a) queried concurrently (design.md 3.2
-        step 2). A sync tool is called directly (it runs on the event loop's thread).
+        """Async :meth:`execute`: the same protocol and decisions, with async tools and replanners.
+
+        Async tools and replanners are awaited, and the owners of D(a) queried concurrently
+        (design.md 3.2 step 2). A sync tool is called directly (it runs on the event loop's
+        thread).
 
         Raises:
             ActionBlocked: when blocked and ``raise_on_block``.

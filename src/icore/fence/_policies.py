@@ -49,8 +49,9 @@ from icore.records import RecordId
 
 
 class PolicyError(FenceError, ValueError):
-    """A policy cannot be built: an unknown name, or a missing owner access or replica
-    (``fields['policy']`` names the policy).
+    """A policy cannot be built: an unknown name, or a missing owner access or replica.
+
+    ``fields['policy']`` names the policy.
     """
 
 
@@ -107,8 +108,9 @@ def _with_points(context: GateContext) -> GateContext:
 
 
 class GateValidator:
-    """planfence Alg. 1 against the head source ``context.owners`` (owners, central
-    store, installed heads, a quorum).
+    """planfence Alg. 1 against the head source ``context.owners``.
+
+    The head source: owners, central store, installed heads, a quorum.
 
     Args:
         context: the gate context; ``context.owners`` is a sync
@@ -165,8 +167,9 @@ class GateValidator:
 
     async def avalidate(self, *, action: str, roots: Sequence[RecordId],
                         deps: Collection[str], replanned: bool) -> GateDecision:
-        """Run the gate with every owner of D(a) queried concurrently (sync owners each
-        in a worker thread); see :func:`icore.fence.avalidate`.
+        """Run the gate with every owner of D(a) queried concurrently.
+
+        Sync owners each run in a worker thread; see :func:`icore.fence.avalidate`.
 
         Args:
             action: action name for the log.
@@ -186,8 +189,9 @@ class GateValidator:
 
 
 class AllKeyValidator(GateValidator):
-    """The all-key controls: the gate over :class:`AllKeyHeads` (every validation asks
-    for every shared key; the decision is on D(a)).
+    """The all-key controls: the gate over :class:`AllKeyHeads`.
+
+    Every validation asks for every shared key; the decision is on D(a).
 
     Args:
         context: the gate context; ``context.owners`` is the executor's async access.
@@ -206,8 +210,9 @@ class AllKeyValidator(GateValidator):
 
     def validate(self, *, action: str, roots: Sequence[RecordId], deps: Collection[str],
                  replanned: bool) -> GateDecision:
-        """Fan out to every shared key, then decide on D(a) (see
-        :meth:`GateValidator.validate`).
+        """Fan out to every shared key, then decide on D(a).
+
+        See :meth:`GateValidator.validate`.
         """
         self.heads.begin()
         return super().validate(action=action, roots=roots, deps=deps, replanned=replanned)
@@ -222,9 +227,10 @@ class AllKeyValidator(GateValidator):
 
 
 class OwnerHeadFreshness:
-    """Unsafe baseline: reads the owners' current records of D(a) but never checks the
-    plan's lineage, so it acts on an obsolete plan while holding fresh facts
-    (planfence Sec. 5.2, Table 2).
+    """Unsafe baseline: never checks the plan's lineage (planfence Sec. 5.2, Table 2).
+
+    It reads the owners' current records of D(a) but not the plan's lineage, so it acts on
+    an obsolete plan while holding fresh facts.
 
     Args:
         context: the gate context; ``context.owners`` is a sync
@@ -397,18 +403,28 @@ class PolicyStrategy:
 @dataclass(frozen=True, slots=True)
 class _LocalReplica(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return a :class:`LocalReplica` validator over ``context`` (no owner access)."""
         return LocalReplica(context)
 
 
 @dataclass(frozen=True, slots=True)
 class _OwnerHeadFreshness(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return an :class:`OwnerHeadFreshness` validator; fresh records go to ``team.install``."""
         return OwnerHeadFreshness(context, install=team.install)
 
 
 @dataclass(frozen=True, slots=True)
 class _Centralized(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the gate against the central lineage service.
+
+        When ``team.central`` names the service (a live run), head queries go to it through
+        :class:`CentralHeads`; otherwise owner names already resolve to it.
+
+        Raises:
+            PolicyError: ``team.central`` is set and ``context.owners`` is None.
+        """
         if team.central is not None:
             context = replace(context, owners=CentralHeads(_async(context), team.central))
         return GateValidator(context, loop=team.loop)
@@ -417,6 +433,11 @@ class _Centralized(PolicyStrategy):
 @dataclass(frozen=True, slots=True)
 class _MetadataSync(PolicyStrategy):
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the gate over :class:`AnnouncedHeads`: installed heads, content from owners.
+
+        Raises:
+            PolicyError: ``team.install`` or ``context.owners`` is None.
+        """
         heads = AnnouncedHeads(_installed(team, self.policy), _async(context))
         return GateValidator(replace(context, owners=heads), loop=team.loop)
 
@@ -426,6 +447,13 @@ class _AllKey(PolicyStrategy):
     batched: bool = False
 
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the all-key control: an :class:`AllKeyValidator` over every key of ``team.keys``.
+
+        One request per owner when ``batched``, else one per key.
+
+        Raises:
+            PolicyError: ``context.owners`` is None.
+        """
         heads = AllKeyHeads(_async(context), context.ownership, team.keys,
                             batched=self.batched)
         return AllKeyValidator(context, heads, loop=team.loop)
@@ -436,6 +464,14 @@ class _Quorum(PolicyStrategy):
     majority: bool = False
 
     def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+        """Return the gate over :class:`QuorumHeads` of the replica views ``team.replicas``.
+
+        With ``majority`` only the first half of them is read: with the executor's own replica,
+        floor(N/2) + 1 of N.
+
+        Raises:
+            PolicyError: ``team.install`` or ``context.owners`` is None.
+        """
         remote = team.replicas
         if self.majority:  # with the executor's own replica: floor(N/2) + 1 of N
             remote = remote[: (len(remote) + 1) // 2]

@@ -222,6 +222,17 @@ class _Acc:
     fold_step: list[float] = field(default_factory=list)
 
     def add(self, run: int, rep: int, a: float, s: list[float]) -> None:
+        """Add run ``run``'s hits in repeat ``rep``.
+
+        Sums the agent hit and the step hits per run over repeats; per repeat, keeps the agent
+        hit and the ±0 step hit.
+
+        Args:
+            run: index of the run.
+            rep: index of the repeat.
+            a: agent hit, 0.0 or 1.0.
+            s: step hits, one per tolerance of :data:`TOLERANCES` (±0 first).
+        """
         self.agent[run] = self.agent.get(run, 0.0) + a
         prev = self.step.get(run, [0.0] * len(TOLERANCES))
         self.step[run] = [p + v for p, v in zip(prev, s, strict=True)]
@@ -410,8 +421,9 @@ def _rank(r: MethodResult) -> int:
 
 
 def best_baseline(ev: AttributionEval, subset: str, level: str) -> MethodResult | None:
-    """The baseline (item 2 of issue 19; not the scorer, not an LLM row) with the highest
-    agent (``level="agent"``) or ±0 step accuracy.
+    """The baseline with the highest agent (``level="agent"``) or ±0 step accuracy.
+
+    Baselines are item 2 of issue 19: not the scorer, not an LLM row.
     """
     rows = [r for r in ev.rows if r.subset == subset
             and r.method in (RANDOM, MAJORITY, *BASELINES)]
@@ -421,8 +433,9 @@ def best_baseline(ev: AttributionEval, subset: str, level: str) -> MethodResult 
 
 
 def cv_score(ev: AttributionEval, *, ground_truth: bool = False) -> AttributionScore:
-    """The scorer's cross-validated figures in the shape of :class:`AttributionScore`
-    (per-run rows: the first repeat's out-of-fold predictions).
+    """The scorer's cross-validated figures in the shape of :class:`AttributionScore`.
+
+    Per-run rows: the first repeat's out-of-fold predictions.
     """
     rows = []
     for p in ev.predictions:

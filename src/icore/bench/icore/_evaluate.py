@@ -213,8 +213,9 @@ def _run(
 def run_instance(
     mode: str, seed: int, llm: LLMSettings | None = None, faults: FaultSettings | None = None
 ) -> InstanceResult:
-    """Every condition on the matched instance ``(mode, seed)`` under the fault setting
-    ``faults``, plus the ablations.
+    """Every condition, plus the ablations, on one matched instance under one fault setting.
+
+    The instance is ``(mode, seed)``; the fault setting is ``faults``.
     """
     inst = make_instance(mode, seed, faults)
     out = InstanceResult()
@@ -292,8 +293,9 @@ def run_all(
     llm: LLMSettings | None = None,
     faults: FaultSettings | None = None,
 ) -> list[InstanceResult]:
-    """Run every matched instance, in ``jobs`` processes (order-independent results),
-    under the fault setting ``faults``.
+    """Run every matched instance under the fault setting ``faults``.
+
+    Runs in ``jobs`` processes (order-independent results).
 
     Raises:
         BadOption: ``modes`` is empty, names an unknown task mode or a mode twice, or

@@ -133,11 +133,13 @@ def expectation_bound(
 
 
 def prop4_check(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Proposition 4 where D declares the conditions: the expectation bound per (mode,
-    condition) with its Hoeffding slack at δ (:func:`expectation_bound`); per-run
-    violations of the pointwise bound only as a diagnostic (an expectation bound says
-    nothing about single runs, so they are not compared with δ). Where D does not
-    declare the conditions: the cq–Perf correlation (passive and audit runs).
+    """Check Proposition 4: the expectation bound where D declares the conditions, else cq–Perf.
+
+    Where D declares the conditions: the expectation bound per (mode, condition) with its
+    Hoeffding slack at δ (:func:`expectation_bound`); per-run violations of the pointwise
+    bound only as a diagnostic (an expectation bound says nothing about single runs, so they
+    are not compared with δ). Where D does not declare the conditions: the cq–Perf
+    correlation (passive and audit runs).
     """
     xs = [r for r in runs if r["condition"] in ("passive", "audit")]
     dec = [r for r in xs if r["declares_bound"] and r["bound"] is not None]

@@ -90,6 +90,15 @@ class _World:
         self.local.commit(self.plan, writer="ex0")
 
     async def validate(self, owners: AsyncOwnerAccess, deps: Sequence[str]) -> None:
+        """Run the PlanFence gate (planfence Alg. 1) on the plan against ``owners`` (5 s timeout).
+
+        Args:
+            owners: the owner access of the backend under test.
+            deps: the declared dependencies D(a), keys of :data:`D8`.
+
+        Raises:
+            RuntimeError: the gate did not authorize.
+        """
         d = await avalidate(roots=[self.plan.id], deps=deps, lookup=self.local.lookup,
                             ownership=self.om, owners=owners, timeout_s=5.0)
         if d.outcome is not Outcome.AUTHORIZED:
@@ -97,8 +106,9 @@ class _World:
 
 
 class _Versions:
-    """Writer i's next version: 16 keys in turn, each citing its previous version (the
-    base it replaces, as compare-and-set commits require).
+    """Writer i's next version: 16 keys in turn, each citing its previous version.
+
+    The previous version is the base it replaces, as compare-and-set commits require.
     """
 
     def __init__(self) -> None:
@@ -106,6 +116,11 @@ class _Versions:
         self.last: dict[str, str] = {}
 
     def next(self, i: int) -> Record:
+        """Writer ``i``'s next record: key ``w{i}/{seq % 16}``, citing that key's previous version.
+
+        Returns:
+            The record (its parent is the base a compare-and-set commit replaces).
+        """
         self.seq[i] += 1
         key = f"w{i}/{self.seq[i] % 16}"
         prev = self.last.get(key)

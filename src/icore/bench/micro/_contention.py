@@ -108,8 +108,9 @@ def _write_loop(store: Store, writer: int, keys: int, acks: int) -> WriterLog:
 
 
 def _process_main(argv: list[str]) -> None:
-    """Writer process: ``python -m icore.bench.micro._contention PATH WRITER KEYS ACKS``; waits
-    for a line on stdin (the start signal), prints its :class:`WriterLog` as JSON.
+    """Writer process: ``python -m icore.bench.micro._contention PATH WRITER KEYS ACKS``.
+
+    Waits for a line on stdin (the start signal), prints its :class:`WriterLog` as JSON.
     """
     path, writer, keys, acks = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     store = SQLiteStore(path, OWNERSHIP, OWNER)
@@ -179,8 +180,9 @@ def _run_processes(path: Path, writers: int, keys: int, acks: int, timeout_s: fl
 def contended_commits(backend: str = "sqlite-processes", *, writers: int = 8, keys: int = 4,
                       acks_per_writer: int = 250, path: Path | None = None,
                       timeout_s: float = 600.0) -> ContentionFigure:
-    """Run ``writers`` concurrent writers until each has ``acks_per_writer`` acknowledged
-    commits (or hit the attempt bound).
+    """Run ``writers`` concurrent writers until each has ``acks_per_writer`` acknowledged commits.
+
+    A writer also stops when it hits the attempt bound.
 
     Args:
         backend: ``memory-threads``, ``sqlite-threads`` or ``sqlite-processes``.

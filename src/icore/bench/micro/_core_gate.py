@@ -161,9 +161,10 @@ def _commit_rates(kind: str, n: int, synchronous: str) -> tuple[float, float]:
 
 def single_writer_commits(kind: str, *, n: int = 5000, synchronous: str = "NORMAL",
                           repeat: int = 3) -> CommitRate:
-    """Measure one writer revising 64 keys; each version cites the key's previous one
-    (the compare-and-set base), each commit its own transaction. Medians of ``repeat``
-    runs (the machine is shared).
+    """Measure one writer revising 64 keys, each commit its own transaction.
+
+    Each version cites the key's previous one (the compare-and-set base). Medians of
+    ``repeat`` runs (the machine is shared).
 
     Args:
         kind: ``memory`` or ``sqlite`` (WAL).
@@ -193,8 +194,10 @@ class CoreBench:
 
 
 def run_core_bench(seconds: float = 1.0, *, writers: int = 8) -> CoreBench:
-    """Run every gate cell (d in {1, 8}, depth in {1, 8}, both stores), the single-writer
-    commit test and the contended commit test with ``writers`` writers.
+    """Run every gate cell, the single-writer commit test and the contended commit test.
+
+    Gate cells: d in {1, 8}, depth in {1, 8}, both stores; the contended test runs
+    ``writers`` writers.
 
     Args:
         seconds: measuring time per gate cell.

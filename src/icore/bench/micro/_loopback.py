@@ -1,5 +1,6 @@
-"""Loopback instruments shared by the benchmarks: free ports, waiting for a server to
-listen, and a relay that counts the bytes on the wire (127.0.0.1 only).
+"""Loopback instruments shared by the benchmarks (127.0.0.1 only).
+
+Free ports, waiting for a server to listen, and a relay that counts the bytes on the wire.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class ByteRelay:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
+        """Listen on a free 127.0.0.1 port and relay each connection to ``target_port``.
+
+        Returns:
+            The port clients connect to.
+        """
         self._server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
         return int(self._server.sockets[0].getsockname()[1])
 
@@ -72,6 +78,7 @@ class ByteRelay:
             task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
+        """Stop listening and cancel the pipes of open connections (:attr:`bytes` is kept)."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

@@ -82,6 +82,15 @@ def _proc_cpu_s(pid: int) -> float:
 
 
 def percentile(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of ``xs`` by nearest rank: the sample at rank round(q (n - 1)).
+
+    Args:
+        xs: samples (any unit; not modified).
+        q: the quantile, in [0, 1].
+
+    Returns:
+        The sample, in the unit of ``xs``; NaN when ``xs`` is empty.
+    """
     s = sorted(xs)
     if not s:
         return float("nan")
@@ -266,4 +275,5 @@ def run_fig2_virtual(*, samples: int) -> tuple[dict[str, dict[int, list[float]]]
 
 
 def size_label(b: int) -> str:
+    """A size in bytes as a label: whole MiB from 1 MiB up, else whole KiB."""
     return f"{b // 1048576} MiB" if b >= 1048576 else f"{b // 1024} KiB"

@@ -94,9 +94,11 @@ class _Sink(BaseHTTPRequestHandler):
     spans_bytes = 0
 
     def log_message(self, *args: Any) -> None:
+        """Log nothing: the sink is quiet."""
         pass
 
     def do_POST(self) -> None:
+        """Read and drop an OTLP/HTTP export; answer 200 with an empty protobuf body."""
         n = int(self.headers.get("Content-Length", 0))
         self.rfile.read(n)
         self.send_response(200)
@@ -105,6 +107,7 @@ class _Sink(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self) -> None:
+        """Answer 200 with an empty body (the readiness probe)."""
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -135,6 +138,7 @@ class _Receiver:
                 time.sleep(0.1)
 
     def close(self) -> None:
+        """Terminate the sink process (killed after 10 s)."""
         self.proc.terminate()
         try:
             self.proc.wait(10)
@@ -170,8 +174,9 @@ class OtelBench:
 
     @property
     def export_cpu_overhead(self) -> float | None:
-        """CPU the export adds to the coordinator, as a fraction of the whole run's CPU
-        (coordinator plus agent processes, export off): robust to machine load.
+        """CPU the export adds to the coordinator, as a fraction of the whole run's CPU.
+
+        The whole run is the coordinator plus agent processes, export off: robust to machine load.
         """
         if not self.export_off_cpu_s or not self.export_on_cpu_s:
             return None

@@ -126,7 +126,8 @@ class Conn(abc.ABC):
         """CAS this writer's key on its expected version, then write the next version."""
 
     @abc.abstractmethod
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close this connection; it is not used afterwards."""
 
 
 class System(abc.ABC):
@@ -136,7 +137,17 @@ class System(abc.ABC):
     pid: int
 
     @abc.abstractmethod
-    async def start(self, tmp: Path) -> None: ...
+    async def start(self, tmp: Path) -> None:
+        """Start the server with its files under ``tmp`` and seed the ``max(D_VALUES)`` keys.
+
+        Sets :attr:`pid` to the server process (its CPU time is read from ``/proc``).
+
+        Args:
+            tmp: a scratch folder; the system makes its own subfolder in it.
+
+        Raises:
+            RuntimeError: the server exited or did not listen in time (:func:`wait_port`).
+        """
 
     @abc.abstractmethod
     async def connect(self, writer: int = 0, *, port: int | None = None) -> Conn:
@@ -149,10 +160,12 @@ class System(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def port(self) -> int: ...
+    def port(self) -> int:
+        """The TCP port on 127.0.0.1 the server listens on (valid after :meth:`start`)."""
 
     @abc.abstractmethod
-    async def stop(self) -> None: ...
+    async def stop(self) -> None:
+        """Stop the server and wait for it to exit; a no-op when it is not running."""
 
 
 # -- icore -------------------------------------------------------------------------------
@@ -178,6 +191,16 @@ class IcoreSystem(System):
         """The owner's last used sequence."""
 
     async def start(self, tmp: Path) -> None:
+        """Start ``icore serve`` for the owner; seed requirements at the owner, plans locally.
+
+        Under a fresh folder of ``tmp``: team certificates (mutual TLS 1.3) and a manifest with
+        SQLite ``synchronous`` as configured. Commits the requirement records ``req/1..8`` at the
+        owner, installs them in the planner's local replica and derives one plan per d in
+        :data:`D_VALUES` citing the first d of them (the gate's roots, planfence Alg. 1).
+
+        Args:
+            tmp: a scratch folder; the system makes its own subfolder in it.
+        """
         base = Path(tempfile.mkdtemp(prefix="icore-", dir=tmp))
         self.certs = base / "certs"
         init_team_certs(self.certs, ["owner", "planner"], team="peers")
@@ -212,9 +235,16 @@ class IcoreSystem(System):
 
     @property
     def port(self) -> int:
+        """The owner service's TCP port on 127.0.0.1 (valid after :meth:`start`)."""
         return self._addr[1]
 
     async def connect(self, writer: int = 0, *, port: int | None = None) -> Conn:
+        """A new owner client over mutual TLS, pinged once.
+
+        Args:
+            writer: index of the writer this connection commits for (part of its key).
+            port: connect to this port instead of the server's (the byte relay).
+        """
         client = OwnerClient({"owner": ("127.0.0.1", port or self.port)}, identity="owner",
                              ssl_context=client_context(self.certs, "owner"))
         await client.ping("owner")
@@ -230,6 +260,7 @@ class IcoreSystem(System):
         return conns, [_SharedClose(client)]
 
     async def stop(self) -> None:
+        """Stop the team's owner process; a no-op before :meth:`start`."""
         if self._team is not None:
             await asyncio.to_thread(self._team.stop)
 
@@ -242,6 +273,16 @@ class _IcoreConn(Conn):
         self.prev: Record | None = None
 
     async def validate(self, d: int) -> None:
+        """Check that the first ``d`` requirements are current (the gate or raw ``query_heads``).
+
+        With ``gate``: the PlanFence gate ``avalidate`` (planfence Alg. 1) on the plan citing
+        them, which must authorize. Without: one batched ``query_heads``, which must return d
+        heads.
+
+        Raises:
+            RuntimeError: the gate did not authorize, or the owner returned another number of
+                heads than ``d``.
+        """
         keys = [f"req/{i}" for i in range(1, d + 1)]
         if self.system.gate:
             dec = await avalidate(roots=[self.system.plans[d].id], deps=keys,
@@ -257,6 +298,11 @@ class _IcoreConn(Conn):
     async def commit(self) -> None:
         # the owner sequence is per owner (planfence App. A): the owner's writers take it
         # from one counter, in the order their requests leave on the shared connection
+        """Commit this writer's next version of its key at the owner, citing the previous one.
+
+        The owner sequence is per owner (planfence App. A): it comes from the system's one
+        counter. The first version has no parent.
+        """
         self.system.seq += 1
         seq = self.system.seq
         rec = (Record.create(key=self.key, owner="owner", seq=seq, content={"n": seq})
@@ -267,6 +313,7 @@ class _IcoreConn(Conn):
         self.prev = rec
 
     async def close(self) -> None:
+        """Close the client when this connection owns it (shared: see :class:`_SharedClose`)."""
         if self.owns_client:
             await self.client.close()
 
@@ -278,12 +325,23 @@ class _SharedClose(Conn):
         self.client = client
 
     async def validate(self, d: int) -> None:  # pragma: no cover - never measured
+        """Not measured on this connection.
+
+        Raises:
+            NotImplementedError: always.
+        """
         raise NotImplementedError
 
     async def commit(self) -> None:  # pragma: no cover - never measured
+        """Not measured on this connection.
+
+        Raises:
+            NotImplementedError: always.
+        """
         raise NotImplementedError
 
     async def close(self) -> None:
+        """Close the owner's shared client."""
         await self.client.close()
 
 
@@ -308,6 +366,17 @@ class RedisSystem(System):
         self.certs = Path()
 
     async def start(self, tmp: Path) -> None:
+        """Start redis-server on a free port with mutual TLS 1.3 and an append-only file; seed it.
+
+        The append-only file syncs per ``appendfsync``; no RDB snapshots. Seeds ``req/1..8``
+        with their 32-byte versions in one ``MSET``.
+
+        Args:
+            tmp: a scratch folder; the system makes its own subfolder in it.
+
+        Raises:
+            RuntimeError: redis-server exited or did not listen in time (:func:`wait_port`).
+        """
         base = Path(tempfile.mkdtemp(prefix="redis-", dir=tmp))
         self.certs = init_team_certs(base / "certs", ["redis", "client"], team="peers")
         self._port = free_port()
@@ -329,9 +398,16 @@ class RedisSystem(System):
 
     @property
     def port(self) -> int:
+        """The TCP port on 127.0.0.1 the server listens on (valid after :meth:`start`)."""
         return self._port
 
     async def connect(self, writer: int = 0, *, port: int | None = None) -> Conn:
+        """A new single-connection Redis client over mutual TLS 1.3, pinged once.
+
+        Args:
+            writer: index of the writer this connection commits for (part of its key).
+            port: connect to this port instead of the server's (the byte relay).
+        """
         import ssl
 
         import redis.asyncio as aredis
@@ -347,6 +423,7 @@ class RedisSystem(System):
         return _RedisConn(r, writer)
 
     async def stop(self) -> None:
+        """Terminate redis-server (killed after 10 s); a no-op when it is not running."""
         _stop(self._proc)
 
 
@@ -358,11 +435,24 @@ class _RedisConn(Conn):
         self.cas = r.register_script(_CAS)
 
     async def validate(self, d: int) -> None:
+        """Read the first ``d`` versions in one ``MGET``.
+
+        Raises:
+            RuntimeError: a version is missing.
+        """
         vals = await self.redis.mget([f"req/{i}" for i in range(1, d + 1)])
         if len(vals) != d or any(v is None for v in vals):
             raise RuntimeError("redis returned missing versions")
 
     async def commit(self) -> None:
+        """CAS this writer's key with the Lua script, then hold the version it wrote.
+
+        The script writes the next version and the encoded record only if the key still holds
+        the expected version.
+
+        Raises:
+            RuntimeError: the CAS failed (the key held another version).
+        """
         nxt = str(int(self.version or "0") + 1)
         ok = await self.cas(keys=[self.key], args=[self.version, nxt, _payload(int(nxt))])
         if not ok:
@@ -370,6 +460,7 @@ class _RedisConn(Conn):
         self.version = nxt
 
     async def close(self) -> None:
+        """Close the Redis client."""
         await self.redis.aclose()
 
 
@@ -385,6 +476,16 @@ class NatsSystem(System):
         self._proc: subprocess.Popen[bytes] | None = None
 
     async def start(self, tmp: Path) -> None:
+        """Start nats-server with JetStream (file storage under ``tmp``) on a free port; seed it.
+
+        Seeds the keys ``req.1..8`` of the KV bucket ``icore`` with their 32-byte versions.
+
+        Args:
+            tmp: a scratch folder; the system makes its own subfolder in it.
+
+        Raises:
+            RuntimeError: nats-server exited or did not listen in time (:func:`wait_port`).
+        """
         base = Path(tempfile.mkdtemp(prefix="nats-", dir=tmp))
         self._port = free_port()
         self._proc = subprocess.Popen(
@@ -401,9 +502,18 @@ class NatsSystem(System):
 
     @property
     def port(self) -> int:
+        """The TCP port on 127.0.0.1 the server listens on (valid after :meth:`start`)."""
         return self._port
 
     async def connect(self, writer: int = 0, *, port: int | None = None) -> Conn:
+        """A new NATS connection (no reconnects) and its ``icore`` KV bucket.
+
+        The bucket is created on first use (history 1, file storage).
+
+        Args:
+            writer: index of the writer this connection commits for (part of its key).
+            port: connect to this port instead of the server's (the byte relay).
+        """
         from nats.js.api import KeyValueConfig, StorageType
 
         import nats
@@ -419,6 +529,7 @@ class NatsSystem(System):
         return _NatsConn(nc, kv, writer)
 
     async def stop(self) -> None:
+        """Terminate nats-server (killed after 10 s); a no-op when it is not running."""
         _stop(self._proc)
 
 
@@ -439,17 +550,27 @@ class _NatsConn(Conn):
         self.rev: int | None = None
 
     async def validate(self, d: int) -> None:
+        """Read the first ``d`` entries with d concurrent ``get`` on this connection.
+
+        Raises:
+            RuntimeError: an entry has no revision.
+        """
         entries = await asyncio.gather(*(self.kv.get(f"req.{i}") for i in range(1, d + 1)))
         if any(e.revision is None for e in entries):
             raise RuntimeError("nats returned an entry without a revision")
 
     async def commit(self) -> None:
+        """Create this writer's key, then ``update`` it on its last revision (the CAS).
+
+        The server rejects an update whose ``last`` revision is not the key's current one.
+        """
         if self.rev is None:
             self.rev = await self.kv.create(self.key, _payload(0))
         else:
             self.rev = await self.kv.update(self.key, _payload(self.rev), last=self.rev)
 
     async def close(self) -> None:
+        """Close the NATS connection."""
         await self.nc.close()
 
 
@@ -465,6 +586,16 @@ class EtcdSystem(System):
         self._proc: subprocess.Popen[bytes] | None = None
 
     async def start(self, tmp: Path) -> None:
+        """Start a single-member etcd (HTTP on 127.0.0.1, free client and peer ports); seed it.
+
+        Seeds ``req/1..8`` with their 32-byte versions.
+
+        Args:
+            tmp: a scratch folder; the data directory goes in a subfolder of it.
+
+        Raises:
+            RuntimeError: etcd exited or did not listen in time (:func:`wait_port`).
+        """
         base = Path(tempfile.mkdtemp(prefix="etcd-", dir=tmp))
         self._port, peer = free_port(), free_port()
         self._proc = subprocess.Popen(
@@ -486,9 +617,16 @@ class EtcdSystem(System):
 
     @property
     def port(self) -> int:
+        """The TCP port on 127.0.0.1 the server listens on (valid after :meth:`start`)."""
         return self._port
 
     async def connect(self, writer: int = 0, *, port: int | None = None) -> Conn:
+        """A new aetcd client, connected.
+
+        Args:
+            writer: index of the writer this connection commits for (part of its key).
+            port: connect to this port instead of the server's (the byte relay).
+        """
         import aetcd
 
         c = aetcd.Client(host="127.0.0.1", port=port or self._port)
@@ -496,6 +634,7 @@ class EtcdSystem(System):
         return _EtcdConn(c, writer)
 
     async def stop(self) -> None:
+        """Terminate etcd (killed after 10 s); a no-op when it is not running."""
         _stop(self._proc)
 
 
@@ -506,6 +645,11 @@ class _EtcdConn(Conn):
         self.rev = 0
 
     async def validate(self, d: int) -> None:
+        """Read the first ``d`` keys in one transaction of d ``Range`` reads.
+
+        Raises:
+            RuntimeError: the transaction failed or returned another number of reads than ``d``.
+        """
         t = self.etcd.transactions
         ok, res = await self.etcd.transaction(
             compare=[], success=[t.get(f"req/{i}".encode()) for i in range(1, d + 1)],
@@ -514,6 +658,13 @@ class _EtcdConn(Conn):
             raise RuntimeError("etcd returned the wrong number of reads")
 
     async def commit(self) -> None:
+        """Put this writer's next version in a transaction comparing the key's ``mod_revision``.
+
+        Keeps the key's new ``mod_revision`` for the next compare.
+
+        Raises:
+            RuntimeError: the compare failed (CAS failed).
+        """
         t = self.etcd.transactions
         ok, res = await self.etcd.transaction(compare=[t.mod(self.key) == self.rev],
                                            success=[t.put(self.key, _payload(self.rev))],
@@ -523,6 +674,7 @@ class _EtcdConn(Conn):
         self.rev = int(res[0].response_put.header.revision)  # the key's new mod_revision
 
     async def close(self) -> None:
+        """Close the etcd client."""
         await self.etcd.close()
 
 

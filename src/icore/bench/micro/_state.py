@@ -396,9 +396,10 @@ def generic_run(n: int) -> str:
 
 
 def _rss_mb() -> float:
-    """Peak resident memory of this process image, MB: ``VmHWM`` (Linux; reset at exec,
-    unlike ``ru_maxrss``, which a spawned child inherits from its parent), else
-    ``ru_maxrss``.
+    """Peak resident memory of this process image, MB.
+
+    ``VmHWM`` (Linux; reset at exec, unlike ``ru_maxrss``, which a spawned child inherits
+    from its parent), else ``ru_maxrss``.
     """
     try:
         with open("/proc/self/status", encoding="ascii") as f:
@@ -411,8 +412,10 @@ def _rss_mb() -> float:
 
 
 def _audit_trace_child(n: int, folder: str) -> tuple[float, float, float, int, float]:
-    """In a fresh process: write the run, audit it; (wall, cpu, peak MB, diagnoses, peak
-    MB before the audit: the interpreter and its imports).
+    """In a fresh process: write the run, audit it.
+
+    Returns (wall, cpu, peak MB, diagnoses, peak MB before the audit: the interpreter and
+    its imports).
     """
     from icore.adapters import audit_path
 
@@ -427,8 +430,9 @@ def _audit_trace_child(n: int, folder: str) -> tuple[float, float, float, int, f
 
 
 def bench_trace(n: int) -> TraceFigures:
-    """``icore audit`` (import + audit, no report) of :func:`generic_run` ``(n)``, in a
-    fresh process: wall and CPU time and that process's peak resident memory.
+    """``icore audit`` of :func:`generic_run` ``(n)`` in a fresh process: import + audit, no report.
+
+    Measures wall and CPU time and that process's peak resident memory.
     """
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(1, mp_context=ctx) as ex:
@@ -437,8 +441,9 @@ def bench_trace(n: int) -> TraceFigures:
 
 
 def bench_trial(entries: int, rng: random.Random, samples: int = 200) -> TrialFigures:
-    """Per-proposal cost of judging a recovery on a trial of X with ``entries`` log
-    entries (audit + apply on the candidate, then undo), and one replay copy.
+    """Per-proposal cost of judging a recovery on a trial of X with ``entries`` log entries.
+
+    Judging is audit + apply on the candidate, then undo; plus one replay copy.
     """
     d = bench_declaration()
     x = State(d)

@@ -1,5 +1,6 @@
-"""PlanFence controlled replay and its campaigns (planfence Sec. 5, App. A.1, A.6, B, C;
-design.md 3.3-3.5).
+"""PlanFence controlled replay and its campaigns.
+
+Implements planfence Sec. 5, App. A.1, A.6, B, C; design.md 3.3-3.5.
 
 Module map (lowest first; no module imports one listed after it):
 

@@ -1,5 +1,6 @@
-"""Aggregates, paired comparisons and the paper's orderings (planfence Sec. 5, App. A.1,
-A.6, B, C).
+"""Aggregates, paired comparisons and the paper's orderings.
+
+Implements planfence Sec. 5, App. A.1, A.6, B, C.
 
 Every ordering is checked on the numbers of the run and stated as reproduced or not, next
 to the paper's numbers. Cost per action is the pooled mean (total over scheduled actions,
@@ -640,8 +641,9 @@ def summary_rows(aggs: dict[tuple[str, str, str], Agg]) -> list[dict[str, Any]]:
 
 def paired_table(aggs: dict[tuple[str, str, str], Agg], pairs: Sequence[tuple[str, str]],
                  *, seed: int = 0) -> list[dict[str, Any]]:
-    """Paired comparisons (stall and traffic) for ``pairs`` of policies in every cell
-    where both ran.
+    """Paired comparisons (stall and traffic) for ``pairs`` of policies.
+
+    One comparison in every cell where both policies ran.
     """
     out: list[dict[str, Any]] = []
     for (s, c, p) in list(aggs):

@@ -1,5 +1,6 @@
-"""The PlanFence replay's default transport: in-process, virtual time (planfence Sec. 5.1,
-App. A; design.md 3.4).
+"""The PlanFence replay's default transport: in-process, virtual time.
+
+Implements planfence Sec. 5.1, App. A; design.md 3.4.
 
 Every request and reply is an encoded frame of :mod:`icore.net` served by the world's
 :class:`~icore.net.OwnerHandler`; each agent has its own access path (a fresh
@@ -70,8 +71,9 @@ class InprocTransport:
             cpu=self.world.agent_cpus[agent], owner_cpus=self.world.owner_cpus(hs))
 
     def background(self, agent: str) -> VirtualTransport:
-        """A new sync virtual transport of ``agent`` on the background clock (private
-        CPUs).
+        """A new sync virtual transport of ``agent`` on the background clock.
+
+        The background clock models private CPUs.
         """
         return VirtualTransport(self.world.handlers(agent), clock=self.background_clock,
                                 path=self._path(agent), identity=agent, **self._common())

@@ -1,5 +1,6 @@
-"""``run_planfence``: the one call behind ``icore bench planfence`` (planfence Sec. 5,
-App. A.6, B, C).
+"""``run_planfence``: the one call behind ``icore bench planfence``.
+
+Implements planfence Sec. 5, App. A.6, B, C.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Presets of the PlanFence replay: one per paper table or figure (planfence Sec. 5, App.
-A.6, B, C), and ``paper`` running them all.
+"""Presets of the PlanFence replay: one per paper table or figure, and ``paper`` running them all.
+
+The tables and figures are those of planfence Sec. 5, App. A.6, B, C.
 
 A preset is a list of :class:`Cell` objects. A cell is one point of a table or figure:
 workload parameters, a network, the policy variants compared, the templates and race
@@ -149,9 +150,11 @@ def table7(seed: int = 0) -> list[Cell]:
 
 
 def appc(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list[Cell]:
-    """App. C / Table 11: replan vs no replan over 3,000 races; lineage depth 1..8 with
-    full vs direct-parent traversal, intact vs missing intermediate; fail-closed vs
-    fail-open under owner outage, missing lineage, malformed head, second change.
+    """App. C / Table 11: replan, lineage depth and fail-closed controls.
+
+    Replan vs no replan over 3,000 races; lineage depth 1..8 with full vs direct-parent
+    traversal, intact vs missing intermediate; fail-closed vs fail-open under owner outage,
+    missing lineage, malformed head, second change.
     """
     races = tuple(range(race_seeds))
     small = tuple(range(small_seeds))
@@ -178,8 +181,10 @@ def appc(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list
 
 
 def fig6(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list[Cell]:
-    """Fig. 6: dependency omission 0..50% (4 true dependencies, the first always
-    declared) and over-declaration cost (4 true + 0..32 extra of 36 keys).
+    """Fig. 6: dependency omission and over-declaration cost.
+
+    Dependency omission 0..50% (4 true dependencies, the first always declared) and
+    over-declaration cost (4 true + 0..32 extra of 36 keys).
     """
     races = tuple(range(race_seeds))
     out = [Cell("fig6", f"omit={p:g}", _seeded(replace(RACE, deps=4, omit_prob=p), seed),
@@ -208,9 +213,11 @@ ARTIFACT_POLICIES = (FRESH, CENTRAL, SYNC1, PER_KEY, BATCHED, FENCE, MAJORITY, A
 
 
 def artifact(seed: int = 0) -> list[Cell]:
-    """App. A.6 / B large-artifact safety control: 4 networks x 30 templates x 8 policies
-    = 960 runs of 16 protected actions (rho = 2, H = 64), 15,360 actions; every action
-    fetches and verifies the same changed 64 KiB public artifact twice.
+    """App. A.6 / B large-artifact safety control: 960 runs, 15,360 protected actions.
+
+    4 networks x 30 templates x 8 policies = 960 runs of 16 protected actions (rho = 2,
+    H = 64), 15,360 actions; every action fetches and verifies the same changed 64 KiB
+    public artifact twice.
     """
     p = _seeded(WorkloadParams(rho=2.0, artifact_bytes=ARTIFACT_BYTES), seed)
     return [Cell("artifact", f"{link} rho=2", p, NetSpec(link=link), ARTIFACT_POLICIES,

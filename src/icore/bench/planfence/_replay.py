@@ -1,5 +1,6 @@
-"""PlanFence controlled replay: one schedule under one policy (planfence Sec. 5.1, App. A.3,
-A.6, B, C; design.md 3.3-3.5).
+"""PlanFence controlled replay: one schedule under one policy.
+
+Implements planfence Sec. 5.1, App. A.3, A.6, B, C; design.md 3.3-3.5.
 
 The replay drives the real components on virtual time: one :class:`~icore.memory.MemoryStore`
 per agent (plus a central store for centralized lineage), the owner protocol of
@@ -181,8 +182,9 @@ class Episode:
             self._setup_artifact()
 
     def _setup_artifact(self) -> None:
-        """The large-artifact control: the owner publishes v0 (the executor holds it),
-        then changes it to v1 before the episode, so every policy must fetch v1.
+        """Set up the large-artifact control, so that every policy must fetch v1.
+
+        The owner publishes v0 (the executor holds it), then changes it to v1 before the episode.
         """
         sched, owner, size = self.schedule, self.artifact_owner, self.artifact_bytes
         store = self.stores[owner]
@@ -202,8 +204,9 @@ class Episode:
         self.artifact_base = v0.id
 
     def _fetch_artifact(self, tally: dict[str, int]) -> None:
-        """Fetch the artifact's current version from its owner (head, then content) and
-        verify it: the owner's head, a matching content address, the exact parent.
+        """Fetch the artifact's current version from its owner (head, then content) and verify it.
+
+        Verification checks the owner's head, a matching content address, the exact parent.
         """
         owner, n = self.artifact_owner, self.net
         cl = self.client(self.schedule.executor)
@@ -267,10 +270,11 @@ class Episode:
         return b, r
 
     def _block(self, make: Any, agent: str) -> None:
-        """Run a synchronous coordination step (``make()`` builds its coroutine) until
-        it succeeds: proactive synchronization cannot skip a replica without losing its
-        guarantee, so a timed-out attempt is retried (up to :data:`MAX_SYNC_ATTEMPTS`)
-        and its whole duration is stall.
+        """Run a synchronous coordination step until it succeeds; ``make()`` builds its coroutine.
+
+        Proactive synchronization cannot skip a replica without losing its guarantee, so a
+        timed-out attempt is retried (up to :data:`MAX_SYNC_ATTEMPTS`) and its whole duration is
+        stall.
         """
         t0 = self.clock.now_ms()
         for attempt in range(MAX_SYNC_ATTEMPTS):
@@ -325,8 +329,9 @@ class Episode:
             self.dirty_count[rec.owner] = 0
 
     def _write_quorum(self, rec: Record, others: list[str]) -> None:
-        """Write quorum: the owner plus floor(N/2) replicas (the executor's first) hold
-        the new head.
+        """Write quorum: the owner plus floor(N/2) replicas hold the new head.
+
+        The replicas are taken in ring order, the executor's first.
         """
         ring = sorted(others, key=lambda a: (a != self.schedule.executor, a))
         self._announce(rec.owner, [rec], ring[: len(self.schedule.agents) // 2])
@@ -401,8 +406,9 @@ class Episode:
 
     # -- validators ----------------------------------------------------------------------
     def _validator(self) -> PolicyValidator:
-        """The policy's validator (:func:`~icore.fence.make_validator`) over the access
-        its strategy reads: none, a sync client (kept for outage injection) or the
+        """The policy's validator (:func:`~icore.fence.make_validator`) over the access it reads.
+
+        The access its strategy reads: none, a sync client (kept for outage injection) or the
         executor's async client on the episode loop.
         """
         sched, strat = self.schedule, self.strategy
@@ -567,8 +573,9 @@ class Episode:
 
 def _ancestry(recs: Sequence[Record], truth: Mapping[RecordId, Record], have: Store
               ) -> list[Record]:
-    """``recs`` and their ancestors that ``have`` lacks or holds lineage incomplete,
-    parents before children.
+    """``recs`` and their ancestors that ``have`` lacks or holds lineage incomplete.
+
+    Ordered parents before children.
     """
     out: list[Record] = []
     seen: set[RecordId] = set()
@@ -587,8 +594,9 @@ def _ancestry(recs: Sequence[Record], truth: Mapping[RecordId, Record], have: St
 
 
 def _replace_head(store: Store, rec: Record, writer: str) -> None:
-    """Commit a re-derived record as the new head of its key, naming the head it replaces
-    (it cites fresh inputs, not its previous version).
+    """Commit a re-derived record as the new head of its key, naming the head it replaces.
+
+    The record cites fresh inputs, not its previous version.
     """
     head = store.head(rec.key)
     store.commit(rec, writer=writer, expected_head=None if head is None else head.record_id)
@@ -601,8 +609,9 @@ def _bump(row: ActionRow, stall: float, nbytes: int, rpcs: int) -> ActionRow:
 
 def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
            keep_decisions: bool = False, transport: str = "inproc") -> EpisodeResult:
-    """Replay ``schedule`` under ``spec`` on ``net`` (default: AT&T, offset 0, a new
-    TCP + TLS connection per RPC) and return the per-action metrics.
+    """Replay ``schedule`` under ``spec`` on ``net`` and return the per-action metrics.
+
+    ``net`` defaults to AT&T, offset 0, a new TCP + TLS connection per RPC.
 
     Args:
         schedule: the recorded schedule to replay.

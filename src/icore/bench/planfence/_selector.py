@@ -176,8 +176,9 @@ _CALIBRATION: dict[str, dict[str, float]] = {}
 
 
 def calibration(link: str) -> dict[str, float]:
-    """Static calibration of a link from its trace files (no trace events of a run):
-    mean capacity (Mbit/s, 1500-byte opportunities) and the share of 100 ms windows with
+    """Static calibration of a link from its trace files (no trace events of a run).
+
+    Mean capacity (Mbit/s, 1500-byte opportunities) and the share of 100 ms windows with
     no delivery opportunity, per direction. Loopback: a fixed fast, lossless profile.
     """
     hit = _CALIBRATION.get(link)
@@ -234,8 +235,9 @@ class PolicyOutcome:
 
 
 def label(outcomes: Mapping[str, PolicyOutcome]) -> str | None:
-    """The safe near-optimal policy: among eligible policies within 10% of the lowest
-    stall, the one with the least traffic (None when no policy is eligible).
+    """The safe near-optimal policy, or None when no policy is eligible.
+
+    Among eligible policies within 10% of the lowest stall, the one with the least traffic.
     """
     ok = {p: o for p, o in outcomes.items() if o.eligible}
     if not ok:
@@ -373,8 +375,10 @@ class Fixed:
 
 
 class ResidualMLP:
-    """A small residual MLP classifier in numpy: x -> h = relu(W0 x) -> h + W2 relu(W1 h)
-    -> softmax, trained full-batch with Adam and weight decay on standardized inputs.
+    """A small residual MLP classifier in numpy.
+
+    x -> h = relu(W0 x) -> h + W2 relu(W1 h) -> softmax, trained full-batch with Adam and
+    weight decay on standardized inputs.
     """
 
     def __init__(self, *, hidden: int = 32, blocks: int = 2, steps: int = 600,
@@ -480,8 +484,9 @@ class Ensemble:
 
 def fit_selectors(train: Sequence[Example], *, seeds: Sequence[int] = (0, 1, 2)
                   ) -> list[Selector]:
-    """The rate rule, fixed PlanFence and the three learned ensembles fitted on
-    ``train`` (examples without an eligible policy are skipped).
+    """Fit the rate rule, fixed PlanFence and the three learned ensembles on ``train``.
+
+    Examples without an eligible policy are skipped.
     """
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
@@ -508,8 +513,10 @@ def fit_selectors(train: Sequence[Example], *, seeds: Sequence[int] = (0, 1, 2)
 
 
 def inference_p95_ms(selector: Selector, xs: Sequence[Sequence[float]]) -> float:
-    """Conservative batch-one p95 inference time, ms/query: the sum over an ensemble's
-    members of each member's p95 (one query at a time over ``xs``).
+    """Conservative batch-one p95 inference time, ms/query.
+
+    The sum over an ensemble's members of each member's p95 (one query at a time over
+    ``xs``).
     """
     members = range(len(selector.members)) if isinstance(selector, Ensemble) else [None]
     total = 0.0
@@ -654,8 +661,10 @@ def _fmt(v: float | None, digits: int = 1) -> str:
 
 
 def table10_rows(res: Mapping[str, Any]) -> list[list[str]]:
-    """Table 10 cells, paper / ours side by side: selector, SNO ID, SNO OOD, p95 regret
-    ID, p95 regret OOD (ms/action), p95 inference (ms/query), all-shift gate.
+    """Table 10 cells, paper / ours side by side.
+
+    Columns: selector, SNO ID, SNO OOD, p95 regret ID, p95 regret OOD (ms/action), p95
+    inference (ms/query), all-shift gate.
     """
     out: list[list[str]] = []
     for key, (name, sid, sood, rid, rood, inf, g) in PAPER_TABLE10.items():
@@ -698,8 +707,9 @@ def table10_markdown(res: Mapping[str, Any]) -> str:
 
 def run_selector(out: Path, *, seed: int = 0, scale: float = 1.0, workers: int = 2,
                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Build (or load) the campaign, fit and score every selector, write
-    ``table10.json`` and ``table10.md`` into ``out``.
+    """Build (or load) the campaign, fit and score every selector, write Table 10.
+
+    Writes ``table10.json`` and ``table10.md`` into ``out``.
 
     Raises:
         ValueError: ``scale`` is not in (0, 1].

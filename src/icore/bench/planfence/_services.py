@@ -1,5 +1,6 @@
-"""What both transports of the PlanFence replay serve: the owner services of an
-episode's world and each agent's access path (planfence Sec. 5.1, App. A, C).
+"""What both transports of the PlanFence replay serve (planfence Sec. 5.1, App. A, C).
+
+The owner services of an episode's world and each agent's access path.
 
 :class:`ReplayWorld` holds the episode's stores and the policy's strategy; it answers
 which services exist (one per owner, the central service, replica views) and which CPU
@@ -35,8 +36,9 @@ from icore.net import (
 
 
 class ReplicaHandler(OwnerHandler):
-    """Answers head queries from this replica's *installed* view (quorum controls; the
-    service is named :func:`~icore.fence.replica_service` of the agent).
+    """Answers head queries from this replica's *installed* view (quorum controls).
+
+    The service is named :func:`~icore.fence.replica_service` of the agent.
     """
 
     def handle(self, msg: Message, peer: str) -> Message:
@@ -49,8 +51,9 @@ class ReplicaHandler(OwnerHandler):
 
 
 class FaultyHandler(OwnerHandler):
-    """An owner whose head replies for ``corrupt`` keys are malformed (sequence 0): the
-    malformed-head fault of planfence App. C.
+    """An owner whose head replies for ``corrupt`` keys are malformed (sequence 0).
+
+    The malformed-head fault of planfence App. C.
 
     Args:
         store: the owner's store.

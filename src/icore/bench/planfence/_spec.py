@@ -1,5 +1,6 @@
-"""PlanFence controlled replay: what a replay is asked to run and what it returns
-(planfence Sec. 5.1, App. A.1, A.3; design.md 3.3-3.4).
+"""PlanFence controlled replay: what a replay is asked to run and what it returns.
+
+Implements planfence Sec. 5.1, App. A.1, A.3; design.md 3.3-3.4.
 
 The spec module under both transports of the replay (:mod:`icore.bench.planfence._replay`
 with the in-process virtual-time transport, :mod:`icore.bench.planfence._tcp` over real
@@ -96,8 +97,9 @@ class PolicySpec:
 
     @property
     def exact_lineage(self) -> bool:
-        """True for the exact-lineage (safe) policies: every policy but the two unsafe
-        baselines, metadata sync with K > 1, and the ablations.
+        """True for the exact-lineage (safe) policies.
+
+        Every policy but the two unsafe baselines, metadata sync with K > 1, and the ablations.
         """
         if not self.policy.safe or self.fail_open or self.mode is not TraversalMode.FULL:
             return False
@@ -105,8 +107,9 @@ class PolicySpec:
 
     @property
     def announces_every_k(self) -> bool:
-        """True when the policy announces heads every ``k`` updates (metadata sync), so
-        ``k`` is part of the variant.
+        """True when the policy announces heads every ``k`` updates (metadata sync).
+
+        Then ``k`` is part of the variant.
         """
         return strategy(self.policy).propagation is Propagation.ANNOUNCE_EVERY_K
 

@@ -74,8 +74,9 @@ class _WallClock(ManualClock):
 
 
 class TcpTransport:
-    """:class:`~icore.bench.planfence._services.ReplayTransport` over real TCP + mutual
-    TLS on 127.0.0.1, wall-clock time.
+    """:class:`~icore.bench.planfence._services.ReplayTransport` over real TCP + mutual TLS.
+
+    On 127.0.0.1, wall-clock time.
 
     Args:
         schedule: the schedule the episode replays (checked here).
