@@ -29,6 +29,7 @@ from icore.adapters._attribution import (
     Attribution,
     AttributionScore,
     ChainLink,
+    Prediction,
     ScoreRow,
     agent_counts,
     attribute,
@@ -86,11 +87,13 @@ from icore.adapters._otel_live import audit_live_trace
 from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, write_prov
 from icore.adapters._results import AuditResult, Finding, FlagPlace, MetricPoint, RunSummary
 from icore.adapters._scorer import (
+    REGULARIZATION_C,
     ModelSet,
     RankedCandidate,
     ScorerModel,
     fit_model_set,
     fit_scorer,
+    group_key,
     load_shipped_model,
 )
 from icore.adapters._trace import (
@@ -119,6 +122,7 @@ if TYPE_CHECKING:
     from icore.adapters._otel_export import (
         OtelExporter,
         OtlpJsonFileExporter,
+        SpanCounter,
         decision_attributes,
         exporting,
         make_provider,
@@ -126,8 +130,8 @@ if TYPE_CHECKING:
         traces_endpoint,
     )
 
-_OTEL_EXPORT = ("OtelExporter", "OtlpJsonFileExporter", "decision_attributes", "exporting",
-                "make_provider", "otlp_json", "traces_endpoint")
+_OTEL_EXPORT = ("OtelExporter", "OtlpJsonFileExporter", "SpanCounter", "decision_attributes",
+                "exporting", "make_provider", "otlp_json", "traces_endpoint")
 
 
 def __getattr__(name: str) -> Any:
@@ -155,6 +159,7 @@ __all__ = [
     "OTEL",
     "PUBLISHED",
     "PUBLISHED_BEST",
+    "REGULARIZATION_C",
     "ROOT",
     "AdapterError",
     "Annotation",
@@ -175,10 +180,12 @@ __all__ = [
     "OtelExporter",
     "OtelSpan",
     "OtlpJsonFileExporter",
+    "Prediction",
     "RankedCandidate",
     "RunSummary",
     "ScoreRow",
     "ScorerModel",
+    "SpanCounter",
     "Step",
     "StepKind",
     "Trace",
@@ -209,6 +216,7 @@ __all__ = [
     "fit_model_set",
     "fit_scorer",
     "generic_declaration",
+    "group_key",
     "last_agent_before_answer",
     "load_captain_agent",
     "load_jsonl",

@@ -62,6 +62,7 @@ from icore.audit._triggers import (
     WorkIndex,
     evaluate_triggers,
 )
+from icore.audit._views import check_view
 
 __all__ = [
     "ENABLED_STATUSES",
@@ -95,6 +96,7 @@ __all__ = [
     "alternatives",
     "audit_recovery",
     "build_feedback",
+    "check_view",
     "commit_recovery",
     "count_tokens",
     "diagnose",

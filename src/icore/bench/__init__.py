@@ -11,6 +11,7 @@ failure attribution), :mod:`icore.bench.micro` (microbenchmarks of the parts);
 ``_errors`` and ``_checks`` are shared by all three.
 """
 
+from icore.bench._checks import check_count, check_positive_seconds
 from icore.bench._errors import (
     BadOption,
     BenchError,
@@ -68,6 +69,8 @@ __all__ = [
     "UnknownPreset",
     "aggregate",
     "binomial_upper",
+    "check_count",
+    "check_positive_seconds",
     "cluster_bootstrap_diff",
     "orderings",
     "practical_tie",

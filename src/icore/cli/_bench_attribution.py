@@ -61,13 +61,13 @@ def bench_attribution(
         console.print("[red]no runs to evaluate[/]")
         raise typer.Exit(2)
     require("sklearn", "attribution", feature="icore bench attribution")
-    from icore.bench.icore._attribution import cross_validate, write_outputs
+    from icore.bench.icore import cross_validate, write_outputs
 
     ev = cross_validate(results, folds=folds, repeats=repeats, seed=seed)
     if llm_base_url:
         from icore.adapters import LLMAttributor
         from icore.agents import LLMSettings
-        from icore.bench.icore._attribution import with_llm_rows
+        from icore.bench.icore import with_llm_rows
 
         att = LLMAttributor(LLMSettings(base_url=llm_base_url, model=llm_model,
                                         api_key=llm_api_key), mode=llm_mode)

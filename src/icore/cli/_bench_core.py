@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.bench.micro._core_gate import BEFORE_COMMITS_PER_S, run_core_bench
+from icore.bench.micro import BEFORE_COMMITS_PER_S, run_core_bench
 from icore.cli._inputs import bad_options, positive_seconds
 
 TARGET = 20_000.0

@@ -12,10 +12,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from icore.agents import LLMSettings, LLMUnavailable, negotiate
-from icore.bench._errors import BadOption, UnknownPreset
-from icore.bench.icore._evaluate import PRESETS, default_jobs, evaluate, evaluate_grid
+from icore.bench import BadOption, UnknownPreset
+from icore.bench.icore import PRESETS, default_jobs, evaluate, evaluate_grid
 from icore.cli._inputs import bad_options
-from icore.workloads._tasks import TASK_MODES, TaskMode
+from icore.workloads import TASK_MODES, TaskMode
 
 
 def bench_icore(

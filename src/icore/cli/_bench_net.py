@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.bench.micro._net import (
+from icore.bench.micro import (
     PAPER_KIB_PER_ACTION,
     SIZES,
     TRACES,
@@ -110,7 +110,7 @@ def bench_net(
 
 def _bench_backends(console: Console, *, n: int, seconds: float,
                     json_out: Path | None) -> None:
-    from icore.bench.micro._backends import EXECUTORS, WRITERS, run_backends
+    from icore.bench.micro import EXECUTORS, WRITERS, run_backends
     try:
         import icore.net.nats  # noqa: F401  (the extra is needed for this table)
     except ImportError as exc:

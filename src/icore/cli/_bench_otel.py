@@ -43,7 +43,7 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             "--json", help="Write figures as JSON.")] = None,
     ) -> None:
         """Benchmark OTLP import (100,000 spans) and export overhead on the matched study."""
-        from icore.bench.micro._otel import run
+        from icore.bench.micro import run_otel_bench as run
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else None
         with output_file(json_out, what="--json output") as out:

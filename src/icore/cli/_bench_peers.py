@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
+from icore.bench.micro import PEERS, Figures, PeersResult, run_peers
 from icore.cli._inputs import bad_options, output_file, positive_seconds
 
 REFERENCE = "redis (TLS)"

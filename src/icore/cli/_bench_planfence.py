@@ -101,7 +101,7 @@ def bench_planfence(
 
 def _selector(console: Console, folder: Path, *, jobs: int, seed: int, scale: float
               ) -> None:
-    from icore.bench.planfence._selector import (
+    from icore.bench.planfence import (
         TABLE10_HEADER,
         run_selector,
         table10_markdown,

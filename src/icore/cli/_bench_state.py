@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from icore.bench.micro._state import run
+from icore.bench.micro import run_state_bench as run
 from icore.cli._inputs import bad_options, output_file
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import typer
 
 from icore._files import not_a_regular_file
-from icore.bench import BadOption
-from icore.bench._checks import check_positive_seconds
+from icore.bench import BadOption, check_positive_seconds
 
 FAIL_EXIT = 3
 """Exit code of a command that ran to the end but meets a ``--fail-on`` condition (for

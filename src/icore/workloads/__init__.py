@@ -44,8 +44,10 @@ __all__ = [
 # iCORE task modes (issue 6)
 from icore.workloads._tasks import (
     BOUND_MODES,
+    FAILURE_PROBABILITY,
     TASK_MODES,
     FaultProfile,
+    FaultSettings,
     Revision,
     TaskInstance,
     TaskMode,
@@ -58,8 +60,10 @@ from icore.workloads._tasks import (
 
 __all__ += [
     "BOUND_MODES",
+    "FAILURE_PROBABILITY",
     "TASK_MODES",
     "FaultProfile",
+    "FaultSettings",
     "Revision",
     "TaskInstance",
     "TaskMode",

@@ -32,20 +32,25 @@ from typing import Any
 
 import numpy as np
 
-from icore.adapters import AuditResult
-from icore.adapters._attribution import (
+from icore.adapters import (
     BASELINES,
+    FEATURES,
     PUBLISHED,
+    REGULARIZATION_C,
     AttributionScore,
+    AuditResult,
+    Candidate,
     Prediction,
+    ScorerModel,
     ScoreRow,
     agent_counts,
+    candidates,
+    fit_scorer,
+    group_key,
     majority_agent,
+    name_key,
     random_expectation,
 )
-from icore.adapters._features import FEATURES, Candidate, candidates
-from icore.adapters._scorer import REGULARIZATION_C, ScorerModel, fit_scorer, group_key
-from icore.adapters._trace import name_key
 
 TOLERANCES = (0, 1, 2, 3, 4, 5)
 """Step tolerances reported (a step within ±k of the annotated one counts)."""

@@ -21,14 +21,13 @@ from typing import Any
 
 from icore._clock import WallClock
 from icore.agents import LLMSettings, LLMTeam, SimEnvironment, SimTeam, SimWorld, introduce
-from icore.audit import AuditLoop, AuditRunResult, LoopConfig, run_mas_only
-from icore.audit._views import check_view
+from icore.audit import AuditLoop, AuditRunResult, LoopConfig, check_view, run_mas_only
 from icore.bench._checks import check_count
 from icore.bench._errors import BadOption, UnknownPreset
 from icore.bench.icore._loop import LOOP_VIEWS, loop_detection, loop_table
 from icore.bench.icore._repr import DEFECTS, REPRESENTATIONS, detect_all
 from icore.state import State
-from icore.workloads._tasks import (
+from icore.workloads import (
     TASK_MODES,
     FaultSettings,
     TaskInstance,
@@ -155,7 +154,7 @@ def run_condition(
 def _run(
     inst: TaskInstance, condition: str, llm: LLMSettings | None
 ) -> tuple[RunRow, State | None, SimWorld, AuditRunResult]:
-    from icore.workloads._tasks import FAILURE_PROBABILITY
+    from icore.workloads import FAILURE_PROBABILITY
 
     clock = WallClock()
     t0 = clock.now_ms()

@@ -14,7 +14,7 @@ from typing import Any
 
 from icore._extras import require
 from icore.bench.icore._repr import DEFECTS, REPRESENTATIONS
-from icore.workloads._tasks import FAILURE_PROBABILITY
+from icore.workloads import FAILURE_PROBABILITY
 
 np = require("numpy", "bench", feature="icore bench icore")
 sps = require("scipy.stats", "bench", feature="icore bench icore")

@@ -16,3 +16,81 @@ Module map:
 The entry points are the ``icore bench ...`` commands; the modules are imported where
 used.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from icore._extras import lazy_attributes
+
+if TYPE_CHECKING:
+    from icore.bench.micro._backends import EXECUTORS, WRITERS, run_backends
+    from icore.bench.micro._core_gate import BEFORE_COMMITS_PER_S, run_core_bench
+    from icore.bench.micro._net import (
+        PAPER_KIB_PER_ACTION,
+        SIZES,
+        TRACES,
+        percentile,
+        run_fig2_virtual,
+        run_validation,
+        size_label,
+    )
+    from icore.bench.micro._otel import run as run_otel_bench
+    from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
+    from icore.bench.micro._state import run as run_state_bench
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "icore.bench.micro._backends": ("EXECUTORS", "WRITERS", "run_backends"),
+    "icore.bench.micro._core_gate": ("BEFORE_COMMITS_PER_S", "run_core_bench"),
+    "icore.bench.micro._net": (
+        "PAPER_KIB_PER_ACTION", "SIZES", "TRACES", "percentile", "run_fig2_virtual",
+        "run_validation", "size_label",
+    ),
+    "icore.bench.micro._peers": ("PEERS", "Figures", "PeersResult", "run_peers"),
+}
+"""Front-door names by the module that defines them, imported on first use."""
+
+_RENAMED: dict[str, tuple[str, str]] = {
+    "run_otel_bench": ("icore.bench.micro._otel", "run"),
+    "run_state_bench": ("icore.bench.micro._state", "run"),
+}
+"""Front-door name -> (module, name there) for the two entry points both called ``run``."""
+
+_lazy = lazy_attributes(
+    __name__, {name: module for module, names in _HOMES.items() for name in names})
+
+
+def __getattr__(name: str) -> Any:
+    """Import a front-door name on first use (PEP 562) and cache it on the package."""
+    if name not in _RENAMED:
+        return _lazy(name)
+    module, attr = _RENAMED[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's attributes and every exported name (loaded or not)."""
+    return sorted(set(globals()) | set(__all__))
+
+
+__all__ = [
+    "BEFORE_COMMITS_PER_S",
+    "EXECUTORS",
+    "PAPER_KIB_PER_ACTION",
+    "PEERS",
+    "SIZES",
+    "TRACES",
+    "WRITERS",
+    "Figures",
+    "PeersResult",
+    "percentile",
+    "run_backends",
+    "run_core_bench",
+    "run_fig2_virtual",
+    "run_otel_bench",
+    "run_peers",
+    "run_state_bench",
+    "run_validation",
+    "size_label",
+]

@@ -224,7 +224,7 @@ def run(*, spans: int = 100_000, export_runs: int = 1, families: Sequence[str] |
         if export_runs <= 0:
             return res
         t1 = time.perf_counter()
-        import icore.adapters._otel_export  # noqa: F401  (SDK + OTLP/HTTP exporter)
+        from icore.adapters import OtelExporter  # noqa: F401  (SDK + OTLP/HTTP exporter)
 
         imp = time.perf_counter() - t1
         m = _export(Path(tmp), export_runs, families, seeds, receiver)
@@ -247,8 +247,7 @@ def run(*, spans: int = 100_000, export_runs: int = 1, families: Sequence[str] |
 
 def _export(tmp: Path, runs: int, families: Sequence[str] | None, seeds: Sequence[int] | None,
             receiver: str | None) -> dict[str, Any]:
-    from icore.adapters import OtelExporter, make_provider
-    from icore.adapters._otel_export import SpanCounter
+    from icore.adapters import OtelExporter, SpanCounter, make_provider
     from icore.live import run_matched
     from icore.workloads import FAMILIES, SEEDS_PER_FAMILY
 

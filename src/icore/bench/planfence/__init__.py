@@ -26,6 +26,9 @@ Module map (lowest first; no module imports one listed after it):
 Policies themselves (validators, head sources, strategies) live in :mod:`icore.fence`.
 """
 
+from typing import TYPE_CHECKING
+
+from icore._extras import lazy_attributes
 from icore.bench.planfence._analysis import Agg, Ordering, aggregate, orderings
 from icore.bench.planfence._inproc import InprocTransport
 from icore.bench.planfence._preset import TRANSPORTS, run_planfence
@@ -44,9 +47,30 @@ from icore.bench.planfence._stats import (
 )
 from icore.bench.planfence._tcp import TcpTransport
 
+if TYPE_CHECKING:
+    from icore.bench.planfence._selector import (
+        TABLE10_HEADER,
+        run_selector,
+        table10_markdown,
+        table10_rows,
+    )
+
+_SELECTOR = ("TABLE10_HEADER", "run_selector", "table10_markdown", "table10_rows")
+"""The App. B.2 selector's names, imported on first use (it needs numpy)."""
+
+__getattr__ = lazy_attributes(
+    __name__, dict.fromkeys(_SELECTOR, "icore.bench.planfence._selector"))
+
+
+def __dir__() -> list[str]:
+    """The module's attributes and every exported name (loaded or not)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
     "BOOTSTRAP_DRAWS",
     "PRESETS",
+    "TABLE10_HEADER",
     "TIE_THRESHOLD",
     "TRANSPORTS",
     "ActionRow",
@@ -72,4 +96,7 @@ __all__ = [
     "replay",
     "run_cells",
     "run_planfence",
+    "run_selector",
+    "table10_markdown",
+    "table10_rows",
 ]

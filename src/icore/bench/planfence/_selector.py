@@ -188,7 +188,7 @@ def calibration(link: str) -> dict[str, float]:
         out = {"loopback": 1.0, "up_mbps": 1000.0, "down_mbps": 1000.0,
                "up_outage": 0.0, "down_outage": 0.0}
     else:
-        from icore.net._links import TRACE_FILES, traces_dir
+        from icore.net import TRACE_FILES, traces_dir
 
         out = {"loopback": 0.0}
         for direction, name in zip(("up", "down"), TRACE_FILES[link], strict=True):
