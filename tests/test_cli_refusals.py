@@ -116,3 +116,14 @@ def test_otlp_endpoint_that_is_no_url_is_a_usage_error(
     assert res.exit_code == 2, res.output
     assert "--otlp-endpoint" in res.output and "notaurl" in res.output
     assert not out.exists()
+
+
+def test_policy_with_matched_is_a_usage_error(tmp_path: Path) -> None:
+    """``--matched`` runs its own three policies, so a ``--policy`` beside it would be
+    silently ignored: exit 2 naming --policy, before any agent starts (no run folder)."""
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["run", "--matched", "--policy", "planfence", "-o",
+                                   str(out)], env=_ENV)
+    assert res.exit_code == 2, res.output
+    assert "--policy" in res.output and "--matched" in res.output
+    assert not out.exists()

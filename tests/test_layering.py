@@ -15,7 +15,7 @@ Three rules over every module of ``src/icore``, read from the AST (nothing is im
    ``IO_MODULES`` (at any depth, ``TYPE_CHECKING`` blocks included: a pure layer has no
    business with paths or sockets, not even in a signature) and never call the builtin
    ``open``. The documented I/O edge is ``PURE_EXCEPTIONS``: iCORE's event-sourced SQLite
-   log (``state/_log``, ``state/_sqlite``, ``state/_store``) and the declaration loader
+   log (``state/_log``) and the declaration loader
    (``state/_loader``), the only module of state/ that reads files or imports user code.
    ``PURE_RUNTIME`` admits one module as a layer's runtime: fence may import ``asyncio``
    (it awaits the owner access it is handed), nothing else of ``IO_MODULES``.
@@ -45,7 +45,7 @@ IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http"
               "datetime"}
 # the documented I/O edge of a pure layer, as module paths inside the layer: iCORE's
 # event-sourced SQLite log, and the declaration loader (the one file reader of state/)
-PURE_EXCEPTIONS = {"state": {"_log", "_sqlite", "_store", "_loader"}}
+PURE_EXCEPTIONS = {"state": {"_log", "_loader"}}
 # the one I/O module a pure layer may use as its runtime: fence awaits the owner access it
 # is handed (planfence Alg. 1 queries owners; Fence.aexecute runs async tools), so it uses
 # asyncio (gather, the owner-query timeout, to_thread bridges) and nothing else of

@@ -215,3 +215,16 @@ def test_agent_process_import_is_light() -> None:
     usage = subprocess.run([sys.executable, "-m", "icore.live._agent_proc"],
                            capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "python -m icore.live._agent_proc" in usage.stderr
+
+
+def test_run_live_unknown_policy_is_a_typed_error(tmp_path: Path) -> None:
+    """``run_live(..., policy=...)`` with an unknown policy raises LiveManifestError (path
+    ``policy``, listing the nine) before any process starts or any folder is made."""
+    from icore.live import run_live
+
+    out = tmp_path / "run"
+    with pytest.raises(LiveManifestError) as ei:
+        run_live(default_manifest(), out, policy="nope")
+    assert ei.value.fields["path"] == "policy"
+    assert "planfence" in str(ei.value) and "all_replica" in str(ei.value)
+    assert not out.exists()

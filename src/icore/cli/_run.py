@@ -177,7 +177,8 @@ def run(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path(
         "results/run"),
     policy: Annotated[str | None, typer.Option(
-        help="Policy under test: any of the nine, e.g. planfence, owner_head_freshness.")
+        help="Policy under test (planfence Sec. 5.1), one of: " + ", ".join(_POLICIES)
+             + ". Not with --matched, which runs its own three.")
     ] = None,
     family: Annotated[str, typer.Option(
         help="Workflow family of the embedded manifest: reservation, fulfillment, "
@@ -232,6 +233,10 @@ def run(
         refuse_special_file(manifest, what="run manifest")
     refuse_non_folder(out, what="--out")
     check_otlp_endpoint(otlp_endpoint)
+    if matched and policy:
+        raise typer.BadParameter(
+            "--matched runs its own three policies (owner_head_freshness, "
+            "centralized_lineage, planfence); drop --policy", param_hint="--policy")
     if backend and backend not in ("scripted", "llm"):
         raise typer.BadParameter("use scripted or llm", param_hint="--backend")
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,

@@ -36,7 +36,13 @@ from icore._files import move_aside
 from icore.agents import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
 from icore.fence import strategy
 from icore.live._live_audit import LiveAudit
-from icore.live._manifest import LIVE_POLICIES, CrashSpec, RunManifest, load_manifest
+from icore.live._manifest import (
+    LIVE_POLICIES,
+    CrashSpec,
+    LiveManifestError,
+    RunManifest,
+    load_manifest,
+)
 from icore.live._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.live._workflow import TaskSpec, make_task
 from icore.memory import SQLiteStore
@@ -583,16 +589,19 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
     m = manifest if isinstance(manifest, RunManifest) else load_manifest(manifest)
     pol = policy or m.policy
     if pol not in LIVE_POLICIES:
-        raise ValueError(f"a live run supports {', '.join(LIVE_POLICIES)}, not {pol!r}")
+        raise LiveManifestError(
+            f"a live run supports {', '.join(LIVE_POLICIES)}, not {pol!r}", path="policy")
     if strategy(pol).replica_views and m.memory.backend == "nats":
-        raise ValueError(f"{pol} reads replica views from each agent's owner service; "
-                         "on NATS the engine is the one service")
+        raise LiveManifestError(f"{pol} reads replica views from each agent's owner "
+                                "service; on NATS the engine is the one service",
+                                path="policy")
     out = _fresh_run_folder(Path(out_dir))
     if tasks is not None:
         names = {t.name for t in m.tools}
         for t in tasks:
             if t.spec.action not in names:
-                raise ValueError(f"task {t.task} needs a protected tool {t.spec.action!r}")
+                raise LiveManifestError(
+                    f"task {t.task} needs a protected tool {t.spec.action!r}", path="tools")
     return await _Run(m, out, pol, tasks, reporter, observer).run()
 
 
@@ -635,8 +644,11 @@ def run_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
         ``interrupted=True`` (the report is still written).
 
     Raises:
-        LiveManifestError: the manifest file is invalid.
-        ValueError: an unsupported policy.
+        LiveManifestError: the manifest file is invalid; ``policy`` is not one of
+            :data:`LIVE_POLICIES` (``fields['path'] == "policy"``), or a replica-view
+            policy (majority/all replica) on NATS memory; a task in ``tasks`` names a tool
+            the manifest does not protect (``"tools"``). Nothing has started then. It is
+            a ``ValueError`` too.
     """
     return asyncio.run(arun_live(manifest, out_dir, policy=policy, tasks=tasks,
                                  reporter=reporter, observer=observer))
