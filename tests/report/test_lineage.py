@@ -67,6 +67,23 @@ def test_policy_without_frontier_uses_plan_parents() -> None:
     assert lv.steps[-1].status == "bad"
 
 
+def test_policy_reading_no_heads_names_the_newest_recorded_version() -> None:
+    """A local replica reads neither F(x) nor owner heads: an INVALID action's reason
+    names the cited version and the run's newest version of the key, labelled as such
+    (status is the caller's ground truth)."""
+    lv = lineage_view("t", "t", RECORDS[:3], [
+        _decision(1, "authorized", "not_validated", [PLAN], {}, {},
+                  policy="local_replica")], status="INVALID")
+    assert lv.points[0].heads == ()
+    assert "bound to v1" in lv.reason and "newest version is v2" in lv.reason
+    assert "by rev" in lv.reason and "read no owner head" in lv.reason
+    # nothing newer recorded than the cited version: no such claim
+    lv = lineage_view("t", "t", RECORDS[:2], [
+        _decision(1, "authorized", "not_validated", [PLAN], {}, {},
+                  policy="local_replica")], status="INVALID")
+    assert "newest version" not in lv.reason
+
+
 def test_blocked_reason_is_the_gate_reason() -> None:
     """A blocked action: the reason line quotes the gate's reason and detail."""
     lv = lineage_view("t", "t", RECORDS[:2], [

@@ -1,7 +1,7 @@
 """Lineage pictures of protected actions from PlanFence records and gate decisions.
 
 Input is the JSON the fence already produces: records as ``{id, key, owner, seq, type,
-parents, content?, role?}`` and decisions as :meth:`icore.fence.Decision.to_dict`. The
+parents, content?, role?}`` and decisions as :meth:`icore.fence.GateDecision.to_dict`. The
 gate's own frontier F(x) and heads H(x) are shown as recorded; a policy that computes no
 frontier (``owner_head_freshness``) is shown with the versions its roots cite as exact
 parents instead, labelled so (planfence Sec. 3, eq. 1; Alg. 1). Formatting only: which
@@ -86,6 +86,12 @@ def _validation(d: Mapping[str, Any], by_id: Mapping[str, RecordView]) -> Valida
         frontier_source=source,
         heads=tuple((k, heads[k]) for k in keys if k in heads), stale=stale,
         detail=str(d.get("detail", "")))
+
+
+def _newest(key: str, by_id: Mapping[str, RecordView]) -> RecordView | None:
+    """The record of ``key`` with the highest sequence number among ``by_id`` (or None)."""
+    versions = [r for r in by_id.values() if r.key == key and r.seq is not None]
+    return max(versions, key=lambda r: r.seq or 0) if versions else None
 
 
 def _version(rid: str, by_id: Mapping[str, RecordView]) -> str:
@@ -179,6 +185,16 @@ def _reason(status: str, points: Sequence[ValidationView],
             who = f" by {rev.owner}" if rev is not None else ""
             parts.append(f"{k}: the plan is bound to {_version(fr[k], by_id)} but the "
                          f"owner's head is {_version(hd[k], by_id)} (revised{who})")
+        if not parts:
+            # no owner head was read (e.g. local_replica): name the newest version of each
+            # cited key among the run's records instead, labelled so
+            for k in (k for k in last.deps if k in fr and k not in hd):
+                newest = _newest(k, by_id)
+                if newest is not None and newest.id != fr[k]:
+                    parts.append(f"{k}: the plan is bound to {_version(fr[k], by_id)} but "
+                                 f"the run's newest version is {_version(newest.id, by_id)} "
+                                 f"(revised by {newest.owner}; the policy read no owner "
+                                 "head)")
         why = "; ".join(parts) or "its frontier is not the owners' heads"
         checked = ("the policy did not check the plan's lineage"
                    if last.frontier_source != "gate" else "the gate saw the stale frontier")
