@@ -877,9 +877,7 @@ class State(Evaluation):
                 obligation); nothing is written and X is unchanged.
             LogError: the log refused the entries; nothing is written, X is unchanged.
         """
-        for fid in resolve:
-            if fid not in self._flags:
-                raise StateInputError("unknown flag", flag=fid)
+        self._check_flags(resolve)
         verdicts: list[Verdict] = []
         bodies: list[Body] = []
         with self.trial():
@@ -891,6 +889,21 @@ class State(Evaluation):
                 bodies.extend(v.bodies)
                 if i + 1 < len(proposals):
                     self.apply_verdict(v)
+        self._record_resolving(bodies, resolve, by, note)
+        return verdicts
+
+    def _check_flags(self, resolve: Sequence[str]) -> None:
+        for fid in resolve:
+            if fid not in self._flags:
+                raise StateInputError("unknown flag", flag=fid)
+
+    def _record_resolving(self, bodies: list[Body], resolve: Sequence[str],
+                          by: str | None, note: str) -> None:
+        """Record ``bodies`` and resolve the flags of ``resolve`` they leave open.
+
+        One log transaction: ``bodies``, then a ``flag_resolved`` entry for each flag still
+        open after them (nothing is written when there is nothing).
+        """
         closed = {
             fid for b in bodies if isinstance(b, Committed) for fid in b.resolved_flags
         }
@@ -899,7 +912,6 @@ class State(Evaluation):
                 bodies.append(FlagResolved(fid, by, note))
         if bodies:
             self._record(bodies)
-        return verdicts
 
     def commit_verdicts(
         self,
@@ -927,9 +939,7 @@ class State(Evaluation):
                 written and X is unchanged.
             LogError: the log refused the entries; nothing is written, X is unchanged.
         """
-        for fid in resolve:
-            if fid not in self._flags:
-                raise StateInputError("unknown flag", flag=fid)
+        self._check_flags(resolve)
         seq = self._seq
         bodies: list[Body] = []
         for v in verdicts:
@@ -940,14 +950,7 @@ class State(Evaluation):
                                  verdict_seq=v.base_seq, state_seq=seq)
             seq += len(v.bodies)
             bodies.extend(v.bodies)
-        closed = {
-            fid for b in bodies if isinstance(b, Committed) for fid in b.resolved_flags
-        }
-        for fid in dict.fromkeys(resolve):
-            if fid not in self._resolved and fid not in closed:
-                bodies.append(FlagResolved(fid, by, note))
-        if bodies:
-            self._record(bodies)
+        self._record_resolving(bodies, resolve, by, note)
         return list(verdicts)
 
     def transition(self, body: Committed) -> Transition:
