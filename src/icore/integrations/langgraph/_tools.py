@@ -236,8 +236,10 @@ class _Fenced:
             for m in reversed(msgs):
                 calls = getattr(m, "tool_calls", None)
                 if calls and any(c.get("id") == call_id for c in calls):
-                    return (thread, tuple(str(c.get("id")) for c in calls))
-        return (thread, (call_id,))
+                    # add_messages gives every message an id; tool-call ids may repeat
+                    return (thread, getattr(m, "id", None),
+                            tuple(str(c.get("id")) for c in calls))
+        return (thread, None, (call_id,))
 
     def plan_args(self, norm_args: dict[str, JSONValue],
                   roots: Sequence[RecordId] | None) -> Mapping[str, Any]:
