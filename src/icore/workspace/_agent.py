@@ -292,6 +292,7 @@ class Agent:
             OrderedDict()
         self._actions: OrderedDict[RecordId, Record] = OrderedDict()
         self._tools: dict[tuple[str, bool], tuple[Any, ProtectedTool]] = {}
+        self._static: dict[str, tuple[Any, frozenset[str]]] = {}
         self._seq = itertools.count(1)
         self._lock = threading.RLock()
         self.log = DecisionLog()
@@ -470,11 +471,17 @@ class Agent:
                  depends_on: Scope, turn: Hashable | None, approve: Approver | None,
                  is_async: bool) -> tuple[ProtectedTool, _Plan] | Call:
         tool = self._tool(action, depends_on, is_async)
-        try:
-            deps = tool.scope(args)
-        except DeclarationError as exc:
-            return Call(action, False, reason=Reason.INCOMPLETE_DECLARATION.value,
-                        args=dict(args), detail=str(exc))
+        static = self._static.get(action) if not callable(depends_on) else None
+        if static is not None and static[0] is depends_on:
+            deps = static[1]  # the fence checks the full declaration again
+        else:
+            try:
+                deps = tool.scope(args)
+            except DeclarationError as exc:
+                return Call(action, False, reason=Reason.INCOMPLETE_DECLARATION.value,
+                            args=dict(args), detail=str(exc))
+            if not callable(depends_on):
+                self._static[action] = (depends_on, deps)
         basis = self._basis(turn)
         missing = sorted(k for k in deps if k not in basis)
         if missing:
