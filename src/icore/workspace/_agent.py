@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from icore._clock import WallClock
 from icore.errors import AsyncRequired, DeclarationError, MalformedRecord, OwnershipError
 from icore.fence import (
+    ACTION_FIELD,
     ActionResult,
     DecisionLog,
     Fence,
@@ -173,6 +174,22 @@ def _message(c: Call) -> str:
     hint = _HINTS.get(c.reason, "the call was refused")
     detail = f" Detail: {c.detail}" if c.detail else ""
     return f"{head}: {hint}.{detail}"
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is built of dicts with str keys, lists and JSON scalars only."""
+    if isinstance(value, _SCALARS):
+        return True
+    if depth > 32:
+        return False
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain_json(v, depth + 1) for v in value)
+    return False
 
 
 class _Rejected(Exception):
@@ -474,8 +491,16 @@ class Agent:
 
     def _new_action(self, action: str, args: Mapping[str, Any],
                     parents: Sequence[Record]) -> Record:
-        rec = action_record(key=f"{ACTION_PREFIX}/{self.name}/{action}", owner=self.name,
-                            seq=next(self._seq), action=action, args=args, inputs=parents)
+        key, seq = f"{ACTION_PREFIX}/{self.name}/{action}", next(self._seq)
+        if _plain_json(args):
+            # normalised arguments are their own canonical form: bind them as they are
+            # (what bind_action would write), validated once by Record.create
+            rec = Record.create(key=key, owner=self.name, seq=seq, type="action",
+                                content={ACTION_FIELD: {"name": action, "args": dict(args)}},
+                                parents=[p.id for p in parents])
+        else:
+            rec = action_record(key=key, owner=self.name, seq=seq, action=action, args=args,
+                                inputs=parents)
         with self._lock:
             self._actions[rec.id] = rec
             while len(self._actions) > _MAX_ACTIONS:
