@@ -289,6 +289,29 @@ def test_async_graph_and_raise_mode() -> None:
         strict.invoke({"order_id": 42, "city": "Berlin"})
 
 
+def test_async_react_graph_two_calls_per_message() -> None:
+    """The order story under ``ainvoke``: calls of one message run concurrently (tasks),
+    each validated on its own; the stale one hands over, the fresh one ships."""
+    shop = Shop()
+    shop.ws.put("order/43", {"city": "Rome"})
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), ("get_order", {"order_id": 43}), n=n)
+        shop.move("Munich")
+        yield _msg(("ship", {"order_id": 42, "city": "Berlin"}),
+                   ("ship", {"order_id": 43, "city": "Rome"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    app = _react([shop.get_order, shop.safe_ship()], turns(), InMemorySaver())
+    out = asyncio.run(app.ainvoke({"messages": [HumanMessage("ship")]},
+                                  {"configurable": {"thread_id": "a"}}))
+    assert sorted(shop.shipped) == ["Munich", "Rome"]
+    assert [m.status for m in _tool_msgs(out)] == ["success", "success", "error", "success",
+                                                   "success"]
+
+
 # -- approvals with interrupt / Command(resume=...) and a checkpointer ------------------------
 
 def _approval_graph(shop: Shop, turns: Iterator[AIMessage], **kw: Any) -> Any:
