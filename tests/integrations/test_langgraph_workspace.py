@@ -312,6 +312,30 @@ def test_async_react_graph_two_calls_per_message() -> None:
                                                    "success"]
 
 
+def test_recording_on_without_recorder_still_records_the_fenced_tool() -> None:
+    """A fenced tool built without ``recorder=`` in a run recorded by RecordingHandler:
+    its gate decisions and calls are in the trace anyway."""
+    from icore.integrations import RunRecorder
+    from icore.integrations.langgraph import RecordingHandler
+
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), n=n)
+        shop.move("Munich")
+        yield _msg(("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    rec = RunRecorder("r")
+    _react([shop.get_order, shop.safe_ship()], turns()).invoke(
+        {"messages": [HumanMessage("ship")]}, {"callbacks": [RecordingHandler(rec)]})
+    ship_events = [e for e in rec.events if e.get("tool") == "ship"]
+    assert [e["exitcode"] for e in ship_events if e["kind"] == "tool_output"] == [1, 0]
+    assert any(e.get("gate") for e in rec.events)
+
+
 # -- approvals with interrupt / Command(resume=...) and a checkpointer ------------------------
 
 def _approval_graph(shop: Shop, turns: Iterator[AIMessage], **kw: Any) -> Any:
