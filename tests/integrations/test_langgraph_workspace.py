@@ -190,6 +190,33 @@ def test_a_read_in_the_same_message_never_counts_for_the_call() -> None:
     assert shop.shipped == ["Munich"]
 
 
+def test_prebuilt_react_agent_with_a_sibling_read() -> None:
+    """LangGraph's own ``create_react_agent`` (tool calls as parallel tasks): the sibling
+    read does not authorize the stale call; the replan ships."""
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), n=n)
+        shop.move("Munich")
+        yield _msg(("get_order", {"order_id": 42}),
+                   ("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    with warnings.catch_warnings():  # deprecated in favour of langchain's create_agent
+        warnings.simplefilter("ignore")
+        app = create_react_agent(Scripted(messages=turns()),
+                                 [shop.get_order, shop.safe_ship()])
+    out = app.invoke({"messages": [HumanMessage("ship")]})
+    assert shop.shipped == ["Munich"]
+    assert [m.status for m in _tool_msgs(out)] == ["success", "success", "error", "success"]
+
+
 def test_unread_fact_is_handed_over_in_the_same_message() -> None:
     """A call whose fact the model never read: refused not_read with the value; the next
     turn's call derived from it runs."""
