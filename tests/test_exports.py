@@ -94,7 +94,7 @@ PINNED = {
     "icore.integrations.openai_agents": [
         "ContextRoots", "RecordingProcessor", "fenced_function_tool", "recording",
     ],
-    "icore.integrations.ag2": ["ChatRecorder", "ContextRoots", "fenced_function",
+    "icore.integrations.ag2": ["ChatRecorder", "ContextRoots", "fenced_tool",
                                "record_agents"],
 }
 
