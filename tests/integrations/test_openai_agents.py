@@ -14,7 +14,7 @@ from agents.testing import assistant_message, function_call
 from agents.tool_context import ToolContext
 
 from icore.adapters import load_jsonl
-from icore.errors import ActionBlocked
+from icore.errors import ActionBlocked, IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations.openai_agents import fenced_function_tool, recording
 
@@ -122,3 +122,89 @@ def test_recording_restores_the_installed_processors() -> None:
     with recording(RunRecorder("y"), exclusive=True) as proc2:
         assert list(multi._processors) == [proc2]
     assert list(multi._processors) == before
+
+
+def _book_tool(trip: Any, **kw: Any) -> Any:
+    @function_tool(**kw)
+    def book(destination: str) -> str:
+        """Book a hotel."""
+        return trip.book(destination)
+
+    return book
+
+
+def test_raise_leaves_runner_run_as_action_blocked(trip: Any) -> None:
+    """``on_block="raise"`` inside a real ``Runner.run``: the documented ActionBlocked
+    (an AgentsActionBlocked), not the SDK's UserError; nothing ran."""
+    from agents.exceptions import AgentsException, UserError
+
+    from icore.integrations.openai_agents import AgentsActionBlocked
+
+    mod = load_example("openai_agents_app")
+    trip.revise("Porto")
+    strict = fenced_function_tool(_book_tool(trip), fence=trip.fence, depends_on={REQ},
+                                  on_block="raise")
+    agent = Agent(name="a", instructions="book", tools=[strict], model=mod.ScriptModel(iter([
+        [function_call("book", {"destination": "Lisbon"}, call_id="c1")],
+        [assistant_message("never")]])))
+    with pytest.raises(ActionBlocked) as exc:
+        asyncio.run(Runner.run(agent, "book", context=Ctx(plan_roots=[trip.first_plan.id])))
+    assert isinstance(exc.value, AgentsActionBlocked) and isinstance(exc.value, AgentsException)
+    assert not isinstance(exc.value, UserError)
+    assert exc.value.fields["reason"] == "stale" and trip.booked == []
+    with pytest.raises(IntegrationError, match="on_block"):
+        fenced_function_tool(_book_tool(trip), fence=trip.fence, depends_on={REQ},
+                             on_block="ignore")  # type: ignore[arg-type]
+
+
+def test_approval_covers_exactly_the_approved_arguments(trip: Any) -> None:
+    """The SDK's tool approval (``needs_approval``, interruptions, ``RunState.approve``):
+    the human approves Lisbon; the trip changes before the run resumes; the replan's
+    Porto is not what was approved, so nothing runs and the model is told; its call with
+    Porto is put to the human again and runs only after that second "yes"."""
+    mod = load_example("openai_agents_app")
+    w = fenced_function_tool(_book_tool(trip, needs_approval=True), fence=trip.fence,
+                             depends_on={REQ}, replan=trip.replan)
+    agent = Agent(name="a", instructions="book", tools=[w], model=mod.ScriptModel(iter([
+        [function_call("book", {"destination": "Lisbon"}, call_id="c1")],
+        [function_call("book", {"destination": "Porto"}, call_id="c2")],
+        [assistant_message("done")]])))
+    ctx = Ctx(plan_roots=[trip.first_plan.id])
+
+    async def go() -> list[str]:
+        asked: list[str] = []
+        result = await Runner.run(agent, "book", context=ctx)
+        while result.interruptions:
+            item = result.interruptions[0]
+            asked.append(json.loads(item.raw_item.arguments)["destination"])
+            if len(asked) == 1:
+                trip.revise("Porto")  # while the human decides
+            state = result.to_state()
+            state.approve(item)
+            result = await Runner.run(agent, state)
+        outputs = [str(i.output) for i in result.new_items
+                   if i.type == "tool_call_output_item"]
+        assert result.final_output == "done"
+        return asked + outputs
+
+    got = asyncio.run(go())
+    assert got[:2] == ["Lisbon", "Porto"]
+    assert any("approval_changed" in o and '"Porto"' in o for o in got[2:])
+    assert trip.booked == ["Porto"]
+
+
+def test_two_protected_calls_in_one_model_turn_each_gated(trip: Any) -> None:
+    """One model message with two calls of the fenced tool: each is gated on its own
+    (the one the plan binds runs, the other is refused as args_mismatch)."""
+    mod = load_example("openai_agents_app")
+    w = fenced_function_tool(_book_tool(trip), fence=trip.fence, depends_on={REQ})
+    agent = Agent(name="a", instructions="book", tools=[w], model=mod.ScriptModel(iter([
+        [function_call("book", {"destination": "Lisbon"}, call_id="c1"),
+         function_call("book", {"destination": "Faro"}, call_id="c2")],
+        [assistant_message("done")]])))
+    result = asyncio.run(Runner.run(agent, "book",
+                                    context=Ctx(plan_roots=[trip.first_plan.id])))
+    outs = {i.raw_item["call_id"]: str(i.output) for i in result.new_items
+            if i.type == "tool_call_output_item"}
+    assert outs["c1"] == "booked Lisbon" and "args_mismatch" in outs["c2"]
+    assert trip.booked == ["Lisbon"]

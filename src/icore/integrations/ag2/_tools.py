@@ -33,10 +33,9 @@ from ag2.middleware.builtin import ApprovalRequired
 from ag2.tools.types import FunctionTool
 
 from icore.errors import ActionBlocked, IntegrationError
-from icore.fence import Fence
+from icore.fence import Fence, Replan, ReplanRequest
 from icore.integrations import AnyReplanner, FenceGuard, Replicator, RunRecorder
 from icore.integrations import Scope as _Scope
-from icore.fence import Replan, ReplanRequest
 from icore.integrations._context import (
     ContextRoots,
     StateUpdate,
