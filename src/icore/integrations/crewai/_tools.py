@@ -7,18 +7,28 @@ object: key / attribute ``plan_roots`` by default, e.g. a Flow's state) or a fun
 CrewAI's ``ToolFailure`` (the tool's declared error result: the agent reads the reason,
 the framework records a failed call and applies the ``tool_failure_policy``), or raises
 :class:`~icore.errors.ActionBlocked` with ``on_block="raise"``.
+
+Arguments are compared as the tool sees them. CrewAI validates the model's JSON through
+the tool's ``args_schema`` before the tool runs (typed values: ``date``, ``UUID``, nested
+models; defaults filled in). The wrapper brings the call back to JSON through the same
+schema (``model_dump(mode="json")``) and reads what the plan's roots bind for this tool
+through it too: when the two agree, the call is the plan's call (its bound arguments go
+to the gate, exactly as bound), so a plan that binds what the model sent, with or
+without the defaulted parameters, is not refused as ``args_mismatch``.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crewai.tools import BaseTool
 from crewai.tools.tool_failure import ToolFailure
-from pydantic import PrivateAttr
+from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from icore.errors import IntegrationError
-from icore.fence import Fence
+from icore.fence import ACTION_FIELD, Fence
 from icore.integrations import AnyReplanner, FenceGuard, Gated, OnBlock, Replicator, RunRecorder
 from icore.integrations import Scope as _Scope
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
@@ -40,6 +50,33 @@ class FencedCrewTool(BaseTool):
         write_back(self._context, self._roots, gated, self._state_update)
         return gated.value
 
+    def _json(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``args`` through the tool's schema, as JSON (defaults filled in)."""
+        schema = self.args_schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel) and schema.model_fields:
+            return schema.model_validate(dict(args)).model_dump(mode="json")
+        return dict(args)
+
+    def _as_planned(self, kwargs: Mapping[str, Any], roots: Sequence[str] | None
+                    ) -> dict[str, Any]:
+        """The call's arguments as the gate should see them (see the module docstring)."""
+        call = self._json(kwargs)
+        fence = self._guard.fence
+        lookup = fence.lookup or (fence.install.get if fence.install is not None else None)
+        for rid in roots or ():
+            rec = lookup(rid) if lookup is not None else None
+            content = rec.content if rec is not None else None
+            body = content.get(ACTION_FIELD) if isinstance(content, dict) else None
+            if not (isinstance(body, dict) and body.get("name") == self.name
+                    and isinstance(body.get("args"), dict)):
+                continue
+            try:
+                if self._json(body["args"]) == call:
+                    return dict(body["args"])
+            except ValidationError:
+                continue
+        return call
+
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         """The gated call (CrewAI calls ``run`` -> ``_run`` with the validated arguments)."""
         if args:
@@ -51,10 +88,14 @@ class FencedCrewTool(BaseTool):
             return base.run(**a)
 
         plan = plan_roots(self._context, self._roots, kwargs)
-        return self._settle(self._guard.run(self.name, call, kwargs, plan))
+        gated = self._guard.run(self.name, call, self._as_planned(kwargs, plan), plan)
+        return self._settle(gated)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
         """The gated async call (the wrapped tool's ``arun`` if it has one)."""
+        if args:
+            raise IntegrationError("fenced CrewAI tools take keyword arguments",
+                                   framework="crewai", tool=self.name)
         base = self._base
 
         async def call(**a: Any) -> Any:
@@ -64,8 +105,22 @@ class FencedCrewTool(BaseTool):
                 return base.run(**a)
 
         plan = plan_roots(self._context, self._roots, kwargs)
-        gated = await self._guard.arun(self.name, call, kwargs, plan)
+        gated = await self._guard.arun(self.name, call, self._as_planned(kwargs, plan), plan)
         return self._settle(gated)
+
+
+def _check_signature(fn: Any, name: str) -> None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return
+    var = [p.name for p in params
+           if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    if var:
+        raise IntegrationError(
+            f"tool {name!r} takes *{var[0]}: a plan can bind only named parameters; "
+            "declare each argument as a parameter", framework="crewai", tool=name,
+            parameter=var[0])
 
 
 def fenced_crewai_tool(tool: BaseTool, *, fence: Fence, depends_on: _Scope, context: Any,
@@ -93,11 +148,15 @@ def fenced_crewai_tool(tool: BaseTool, *, fence: Fence, depends_on: _Scope, cont
         A :class:`FencedCrewTool` with the original name, description and schema.
 
     Raises:
-        IntegrationError: ``tool`` is not a CrewAI ``BaseTool``.
+        IntegrationError: ``tool`` is not a CrewAI ``BaseTool``, or its function takes
+            ``*args`` / ``**kwargs``.
     """
     if not isinstance(tool, BaseTool):
         raise IntegrationError("fenced_crewai_tool needs a CrewAI BaseTool",
                                framework="crewai", got=type(tool).__name__)
+    func = getattr(tool, "func", None)
+    if callable(func):
+        _check_signature(func, tool.name)
     guard = FenceGuard(fence=fence, depends_on=depends_on, replan=replan, recorder=recorder,
                        agent=agent, on_block=on_block, replicator=replicator)
     guard.claim(tool.name)
