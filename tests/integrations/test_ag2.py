@@ -247,3 +247,21 @@ def test_example_runs_and_audits(tmp_path: Path) -> None:
     assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
     assert "ag2-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
     assert out["events"][0] == "task" and out["events"][-1] == "termination"
+
+
+def test_two_protected_calls_in_one_model_turn_each_gated(trip: Any) -> None:
+    """One model response with two calls of the fenced tool: each is gated on its own
+    (the one the plan binds runs; the other is refused ``args_mismatch``)."""
+
+    def book(destination: str) -> str:
+        """Book a hotel."""
+        return trip.book(destination)
+
+    w = fenced_tool(book, fence=trip.fence, depends_on={REQ})
+    agent = _agent([[ToolCallEvent("book", arguments='{"destination": "Lisbon"}'),
+                     ToolCallEvent("book", arguments='{"destination": "Faro"}')], "ok"],
+                   [w], [trip.first_plan.id])
+    _, results = _run(agent)
+    by_error = {isinstance(r, ToolErrorEvent): r for r in results}
+    assert set(by_error) == {True, False} and trip.booked == ["Lisbon"]
+    assert "args_mismatch" in str(by_error[True].error)

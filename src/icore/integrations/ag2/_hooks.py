@@ -68,6 +68,7 @@ class _AgentRecording(BaseMiddleware):
         self.agent = agent
 
     async def on_turn(self, call_next: Any, event: Any, context: Any) -> Any:
+        """One ``ask`` of the agent: the task (first request), the final answer."""
         rec = self.chat.recorder
         if self.chat.first():
             rec.task(_text(event), agent="user")
@@ -82,6 +83,7 @@ class _AgentRecording(BaseMiddleware):
         return response
 
     async def on_llm_call(self, call_next: Any, events: Any, context: Any) -> Any:
+        """One model response: a turn naming its tool calls."""
         response = await call_next(events, context)
         calls = getattr(getattr(response, "tool_calls", None), "calls", None) or []
         if calls:
@@ -91,6 +93,7 @@ class _AgentRecording(BaseMiddleware):
         return response
 
     async def on_tool_execution(self, call_next: Any, event: Any, context: Any) -> Any:
+        """One tool call: the calling agent set for fenced tools; plain calls recorded."""
         token = CALLING_AGENT.set(self.agent)
         try:
             result = await call_next(event, context)
