@@ -104,7 +104,8 @@ def _noting(replan: AnyReplanner | None, fresh: list[Any]) -> AnyReplanner | Non
 
 
 def _split(hooks: Iterable[Any]) -> tuple[list[Any], list[Any]]:
-    approvals, rest = [], []
+    approvals: list[Any] = []
+    rest: list[Any] = []
     for h in hooks:
         (approvals if isinstance(h, ApprovalRequired) else rest).append(h)
     return approvals, rest
