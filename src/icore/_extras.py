@@ -71,8 +71,9 @@ def require_version(module: str, dist: str, minimum: str, *, extra: str = "",
         The imported module.
 
     Raises:
-        MissingExtra: ``dist`` is not installed, is older than ``minimum``, or ``module``
-            (or a module it imports) is missing.
+        MissingExtra: ``dist`` is older than ``minimum`` (the upgrade line), or ``module``
+            (or a module it imports) is missing (the extra's install line: the extra pins
+            ``dist>=minimum``, so it cannot downgrade).
     """
     what = feature or f"icore[{extra or dist}]"
     try:
@@ -84,15 +85,7 @@ def require_version(module: str, dist: str, minimum: str, *, extra: str = "",
             f"{what} needs {dist}>={minimum}; {dist} {installed} is installed: "
             f"pip install -U '{dist}>={minimum}'", module=module, extra=extra or dist,
             installed=installed, minimum=minimum)
-    if installed is None:
-        return require(module, extra or dist, feature=feature)
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        raise MissingExtra(
-            f"{what} needs {exc.name or module} ({dist} {installed} is installed): "
-            f"pip install -U '{dist}>={minimum}'", module=exc.name or module,
-            extra=extra or dist) from None
+    return require(module, extra or dist, feature=feature)
 
 
 def lazy_attributes(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
