@@ -188,7 +188,7 @@ def test_approval_covers_exactly_the_approved_arguments(trip: Any) -> None:
 def test_calling_agent_named_and_plain_tools_recorded() -> None:
     """record_agents: the task, the model's tool calls, plain tool results and errors,
     the answer; a fenced tool's gate events name the calling agent."""
-    trip = _app().Trip()
+    trip = load_example("_trip").Trip()
     rec = RunRecorder("plain")
 
     def weather(city: str) -> str:
@@ -235,20 +235,6 @@ def test_old_ag2_gets_an_upgrade_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     assert importlib.import_module("icore.integrations.ag2").fenced_tool is fenced_tool
 
 
-def test_example_runs_and_audits(tmp_path: Path) -> None:
-    """examples/ag2_app.py: replan then block as the tool's error; the run audits."""
-    out = _app().main(str(tmp_path / "run.jsonl"))
-    assert out["booked"] == ["Porto"] and out["tool_results"][0] == "booked Porto"
-    assert out["blocked"] == [False, True]
-    assert out["tool_results"][1].startswith("ActionBlocked: PlanFence blocked book "
-                                             "(second_change)")
-    assert out["schema"]["properties"] == {"destination": {"title": "Destination",
-                                                           "type": "string"}}
-    assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
-    assert "ag2-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
-    assert out["events"][0] == "task" and out["events"][-1] == "termination"
-
-
 def test_two_protected_calls_in_one_model_turn_each_gated(trip: Any) -> None:
     """One model response with two calls of the fenced tool: each is gated on its own
     (the one the plan binds runs; the other is refused ``args_mismatch``)."""
@@ -265,3 +251,213 @@ def test_two_protected_calls_in_one_model_turn_each_gated(trip: Any) -> None:
     by_error = {isinstance(r, ToolErrorEvent): r for r in results}
     assert set(by_error) == {True, False} and trip.booked == ["Lisbon"]
     assert "args_mismatch" in str(by_error[True].error)
+
+
+# --- the high-level API (a workspace agent: the model's call is the plan) -------------
+
+def _orders() -> tuple[Any, Any, list[tuple[str, str]]]:
+    from icore.workspace import Workspace
+
+    ws = Workspace({"order/*": "sales"})
+    ws.put("order/42", {"city": "Berlin"}, by="sales")
+    ws.put("order/7", {"city": "Hamburg"}, by="sales")
+    return ws, ws.agent("shipper"), []
+
+
+def _call(name: str, **args: Any) -> ToolCallEvent:
+    import json
+
+    return ToolCallEvent(name, arguments=json.dumps(args))
+
+
+def _world(turns: Any) -> Any:
+    return _app().ScriptedWorld(iter(turns))
+
+
+def test_order_shipping_app_fenced_in_at_most_ten_lines(tmp_path: Path) -> None:
+    """examples/ag2_app.py: the stale Berlin call never runs, one replan ships Munich, a
+    second change blocks with AG2's tool error; <= 10 icore lines; the run audits."""
+    from .conftest import icore_lines
+
+    out = _app().main(str(tmp_path / "run.jsonl"))
+    assert out["shipped"] == [["42", "Munich"]] or out["shipped"] == [("42", "Munich")]
+    res = out["ship_results"]
+    assert res[0].startswith("error: PlanFence blocked ship (stale)") and "Munich" in res[0]
+    assert res[1] == "shipped order 42 to Munich"
+    assert "(stale)" in res[2] and "Bonn" in res[2]
+    assert res[3].startswith("error: PlanFence blocked ship (second_change)")
+    assert len(icore_lines("ag2_app")) <= 10
+    assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
+    assert "ag2-orders" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
+
+
+def test_agent_mode_typed_arguments_defaults_and_a_user_replanner() -> None:
+    """``date``, ``UUID``, an enum-like nested model and a defaulted parameter: the action
+    record binds their JSON form (defaults applied), the tool gets AG2's typed values; a
+    user replanner's arguments go through the same normal form and run."""
+    ws, shipper, _ = _orders()
+    got: list[Any] = []
+
+    class Address(BaseModel):
+        city: str
+        zip: str = "00000"
+
+    def ship(order_id: uuid.UUID, when: datetime.date, to: Address,
+             express: bool = False) -> str:
+        """Ship an order."""
+        got.append((order_id, when, to, express))
+        return f"shipped to {to.city}"
+
+    ship.__annotations__ = {"order_id": uuid.UUID, "when": datetime.date, "to": Address,
+                            "express": bool, "return": str}  # local class: real types
+    oid = "12345678-1234-5678-1234-567812345678"
+
+    def replan(stale: Any) -> dict[str, Any]:
+        return {"order_id": uuid.UUID(oid), "when": datetime.date(2026, 12, 4),
+                "to": Address(city=stale.fresh["order/42"]["city"])}
+
+    w = fenced_tool(ship, agent=shipper, depends_on={"order/42"}, replan=replan)
+    shipper.read("order/42")
+
+    def turns() -> Any:
+        yield _call("ship", order_id=oid, when="2026-12-03", to={"city": "Berlin"})
+        ws.put("order/42", {"city": "Munich"}, by="sales")
+        yield _call("ship", order_id=oid, when="2026-12-03", to={"city": "Berlin"})
+        yield "ok"
+
+    agent = Agent("shipper", config=_world(turns()), tools=[w])
+    _, results = _run(agent)
+    assert not any(isinstance(r, ToolErrorEvent) for r in results)
+    assert got == [(uuid.UUID(oid), datetime.date(2026, 12, 3), Address(city="Berlin"), False),
+                   (uuid.UUID(oid), datetime.date(2026, 12, 4), Address(city="Munich"), False)]
+    bound = [d for d in shipper.log if d.outcome.value == "authorized"]
+    assert len(bound) == 2
+
+
+def test_agent_mode_parallel_calls_each_their_own_root() -> None:
+    """One model response with three protected calls after order 42 changed: the two on
+    order 42 are refused stale (a sibling's hand-over never authorizes the other), the
+    one on order 7 runs."""
+    ws, shipper, shipped = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    def label(order_id: str, city: str) -> str:
+        """Print a label."""
+        shipped.append(("label", city))
+        return "labelled"
+
+    scope = {"depends_on": lambda a: {f"order/{a['order_id']}"}}
+    tools = [fenced_tool(ship, agent=shipper, **scope), fenced_tool(label, agent=shipper,
+                                                                       **scope)]
+    shipper.read("order/42")
+    shipper.read("order/7")
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    agent = Agent("shipper", config=_world([
+        [_call("ship", order_id="42", city="Berlin"), _call("label", order_id="42",
+                                                            city="Berlin"),
+         _call("ship", order_id="7", city="Hamburg")], "ok"]), tools=tools)
+    _, results = _run(agent)
+    errors = sorted(str(r.error).split(":")[0] for r in results
+                    if isinstance(r, ToolErrorEvent))
+    assert errors == ["PlanFence blocked label (stale)", "PlanFence blocked ship (stale)"]
+    assert shipped == [("7", "Hamburg")]
+
+
+def test_agent_mode_unread_fact_is_handed_over_then_runs() -> None:
+    """A call depending on a fact the agent never read: refused ``not_read`` with the
+    value; the next call (from that value) runs."""
+    _ws, shipper, shipped = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    w = fenced_tool(ship, agent=shipper, depends_on=lambda a: {f"order/{a['order_id']}"})
+    agent = Agent("shipper", config=_world([
+        _call("ship", order_id="42", city="Paris"), _call("ship", order_id="42",
+                                                          city="Berlin"), "ok"]), tools=[w])
+    _, results = _run(agent)
+    assert isinstance(results[0], ToolErrorEvent) and "not_read" in str(results[0].error)
+    assert "Berlin" in str(results[0].error) and shipped == [("42", "Berlin")]
+
+
+def test_agent_mode_approval_then_change_asks_again() -> None:
+    """The human approves Berlin; sales changes the order while the human decides; the
+    approved call is stale and never runs; the model's Munich call is asked again and
+    runs only after that "yes". With a user replanner the changed arguments are refused
+    (``approval_changed``) instead of running unapproved."""
+    ws, shipper, shipped = _orders()
+    asked: list[str] = []
+
+    def human(request: Any) -> str:
+        asked.append(str(getattr(request, "content", request)))
+        if len(asked) == 1:
+            ws.put("order/42", {"city": "Munich"}, by="sales")
+        return "y"
+
+    @tool(middleware=[approval_required(allow_always=False)])
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    w = fenced_tool(ship, agent=shipper, depends_on={"order/42"})
+    shipper.read("order/42")
+    agent = Agent("shipper", config=_world([
+        _call("ship", order_id="42", city="Berlin"), _call("ship", order_id="42",
+                                                           city="Munich"), "ok"]),
+        tools=[w], hitl_hook=human)
+    _, results = _run(agent)
+    assert isinstance(results[0], ToolErrorEvent) and "(stale)" in str(results[0].error)
+    assert len(asked) == 2 and "Berlin" in asked[0] and "Munich" in asked[1]
+    assert shipped == [("42", "Munich")]
+
+    ws2, shipper2, shipped2 = _orders()
+    asked.clear()
+
+    def human2(request: Any) -> str:
+        asked.append("x")
+        ws2.put("order/42", {"city": "Munich"}, by="sales")
+        return "y"
+
+    w2 = fenced_tool(ship, agent=shipper2, depends_on={"order/42"},
+                     replan=lambda st: {"order_id": "42", "city": st.fresh["order/42"]["city"]})
+    shipper2.read("order/42")
+    agent2 = Agent("shipper", config=_world([_call("ship", order_id="42", city="Berlin"),
+                                             "ok"]), tools=[w2], hitl_hook=human2)
+    _, results2 = _run(agent2)
+    assert "approval_changed" in str(results2[0].error) and "Munich" in str(results2[0].error)
+    assert shipped == [("42", "Munich")] and shipped2 == []
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"depends_on": "order/42"}, "not a str"),
+    ({"depends_on": {"orders/42"}}, "no owner is declared"),
+    ({"depends_on": set()}, "empty"),
+    ({"agent": None}, "needs agent="),
+    ({"agent": 42}, "workspace agent"),
+])
+def test_agent_mode_setup_mistakes_raise_when_wrapped(kwargs: dict[str, Any],
+                                                      match: str) -> None:
+    """Setup mistakes are typed errors naming the fix, raised by ``fenced_tool``."""
+    _ws, shipper, _ = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        return "x"
+
+    args: dict[str, Any] = {"agent": shipper, "depends_on": {"order/42"}, **kwargs}
+    with pytest.raises(IntegrationError, match=match):
+        fenced_tool(ship, **args)
+
+    def positional(order_id: str, /, city: str) -> str:
+        """Ship."""
+        return "x"
+
+    with pytest.raises(IntegrationError, match="positional-only"):
+        fenced_tool(positional, agent=shipper, depends_on={"order/42"})
