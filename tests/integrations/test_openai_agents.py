@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 from agents import Agent, RunContextWrapper, Runner, function_tool
 from agents.testing import assistant_message, function_call
 from agents.tool_context import ToolContext
+from pydantic import BaseModel
 
 from icore.adapters import load_jsonl
 from icore.errors import ActionBlocked, IntegrationError
@@ -21,6 +24,13 @@ from icore.integrations.openai_agents import fenced_function_tool, recording
 from .conftest import audit_cli, load_example
 
 REQ = "req/trip-17"
+
+
+class Address(BaseModel):
+    """A nested model argument."""
+
+    city: str
+    zip: str = "00000"
 
 
 @dataclass
@@ -98,16 +108,6 @@ def test_tracing_processor_records_plain_tools_and_handoff(trip: Any) -> None:
     assert tools[0]["tool"] == "weather" and tools[0]["args"] == {"city": "Porto"}
     assert any(e["kind"] == "instruction" and e["to"] == "helper" for e in rec.events)
     assert rec.events[0]["kind"] == "task" and rec.events[-1]["kind"] == "termination"
-
-
-def test_example_app_runs_and_audits(tmp_path: Path) -> None:
-    """examples/openai_agents_app.py: replan then block; the recorded run audits."""
-    out = load_example("openai_agents_app").main(str(tmp_path / "run.jsonl"))
-    assert out["booked"] == ["Porto"] and out["tool_outputs"][0] == "booked Porto"
-    assert "second_change" in out["tool_outputs"][1] and out["plan_in_context"]
-    assert out["final"].startswith("Booked Porto")
-    assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
-    assert "openai-agents-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
 
 
 def test_recording_restores_the_installed_processors() -> None:
@@ -208,3 +208,184 @@ def test_two_protected_calls_in_one_model_turn_each_gated(trip: Any) -> None:
             if i.type == "tool_call_output_item"}
     assert outs["c1"] == "booked Lisbon" and "args_mismatch" in outs["c2"]
     assert trip.booked == ["Lisbon"]
+
+
+# --- the high-level API (a workspace agent: the model's call is the plan) -------------
+
+def _orders() -> tuple[Any, Any, list[tuple[str, str]]]:
+    from icore.workspace import Workspace
+
+    ws = Workspace({"order/*": "sales"})
+    ws.put("order/42", {"city": "Berlin"}, by="sales")
+    ws.put("order/7", {"city": "Hamburg"}, by="sales")
+    return ws, ws.agent("shipper"), []
+
+
+def _outputs(result: Any) -> dict[str, str]:
+    return {i.raw_item["call_id"]: str(i.output) for i in result.new_items
+            if i.type == "tool_call_output_item"}
+
+
+def _model(turns: Any) -> Any:
+    return load_example("openai_agents_app").ScriptModel(iter(turns))
+
+
+def test_order_shipping_app_fenced_in_at_most_ten_lines(tmp_path: Path) -> None:
+    """examples/openai_agents_app.py: the stale Berlin call never runs, one replan ships
+    Munich, a second change blocks as the tool's output; <= 10 icore lines; audits."""
+    from .conftest import icore_lines
+
+    out = load_example("openai_agents_app").main(str(tmp_path / "run.jsonl"))
+    assert [tuple(x) for x in out["shipped"]] == [("42", "Munich")]
+    res = out["ship_results"]
+    assert res[0].startswith("PlanFence blocked ship (stale)") and "Munich" in res[0]
+    assert res[1] == "shipped order 42 to Munich"
+    assert "(stale)" in res[2] and res[3].startswith("PlanFence blocked ship (second_change)")
+    assert out["final"].startswith("Order 42 shipped to Munich")
+    assert len(icore_lines("openai_agents_app")) <= 10
+    assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
+    assert "openai-agents-orders" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
+
+
+def test_agent_mode_typed_arguments_defaults_and_raise() -> None:
+    """``date``/``UUID``/nested-model/defaulted parameters through the SDK's own parsing:
+    the call runs; a stale call with ``on_block="raise"`` leaves ``Runner.run`` as
+    ActionBlocked (not the SDK's UserError), nothing ran."""
+    ws, shipper, _ = _orders()
+    got: list[Any] = []
+
+    @function_tool
+    def ship(order_id: uuid.UUID, when: datetime.date, to: Address,
+             express: bool = False) -> str:
+        """Ship an order."""
+        got.append((order_id, when, to, express))
+        return f"shipped to {to.city}"
+
+    oid = "12345678-1234-5678-1234-567812345678"
+    call = {"order_id": oid, "when": "2026-12-03", "to": {"city": "Berlin"}}
+    w = fenced_function_tool(ship, agent=shipper, depends_on={"order/42"}, on_block="raise")
+    shipper.read("order/42")
+    agent = Agent(name="a", tools=[w], model=_model([
+        [function_call("ship", call, call_id="c1")],
+        [function_call("ship", call, call_id="c2")], [assistant_message("never")]]))
+
+    def change_then_raise() -> None:
+        asyncio.run(Runner.run(agent, "ship"))
+
+    # the first call runs; sales changes the order before the second
+    orig = agent.model.turns  # type: ignore[union-attr]
+
+    def turns() -> Any:
+        yield next(orig)
+        ws.put("order/42", {"city": "Munich"}, by="sales")
+        yield next(orig)
+        yield next(orig)
+
+    agent.model.turns = turns()  # type: ignore[union-attr]
+    with pytest.raises(ActionBlocked) as exc:
+        change_then_raise()
+    assert exc.value.fields["reason"] == "stale"
+    assert got == [(uuid.UUID(oid), datetime.date(2026, 12, 3), Address(city="Berlin"), False)]
+
+
+def test_agent_mode_parallel_calls_of_one_response_each_their_own_root() -> None:
+    """One model response with three protected calls after order 42 changed: both calls
+    on order 42 are refused stale (a sibling's hand-over never authorizes the other); the
+    call on order 7 runs; the next response's call from the fresh value is the replan."""
+    ws, shipper, shipped = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    scope = {"agent": shipper, "depends_on": lambda a: {f"order/{a['order_id']}"}}
+    w = fenced_function_tool(ship, **scope)
+    shipper.read("order/42")
+    shipper.read("order/7")
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    agent = Agent(name="a", tools=[w], model=_model([
+        [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1"),
+         function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c2"),
+         function_call("ship", {"order_id": "7", "city": "Hamburg"}, call_id="c3")],
+        [function_call("ship", {"order_id": "42", "city": "Munich"}, call_id="c4")],
+        [assistant_message("done")]]))
+    outs = _outputs(asyncio.run(Runner.run(agent, "ship")))
+    assert "(stale)" in outs["c1"] and "(stale)" in outs["c2"] and outs["c3"] == "shipped"
+    assert outs["c4"] == "shipped" and shipped == [("7", "Hamburg"), ("42", "Munich")]
+
+
+def test_agent_mode_approval_then_change_is_asked_again() -> None:
+    """SDK tool approval in the high-level API: the human approves Berlin, sales changes
+    the order before the run resumes; the approved call is stale and never runs; the
+    model's Munich call is a new call the SDK puts to the human again; with a user
+    replanner the changed arguments are refused (approval_changed), never run."""
+    ws, shipper, shipped = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    async def drive(agent: Any, ws: Any) -> tuple[list[str], dict[str, str]]:
+        asked: list[str] = []
+        result = await Runner.run(agent, "ship")
+        while result.interruptions:
+            item = result.interruptions[0]
+            asked.append(json.loads(item.raw_item.arguments)["city"])
+            if len(asked) == 1:
+                ws.put("order/42", {"city": "Munich"}, by="sales")  # while deciding
+            state = result.to_state()
+            state.approve(item)
+            result = await Runner.run(agent, state)
+        return asked, _outputs(result)
+
+    tool = function_tool(ship, needs_approval=True)
+    w = fenced_function_tool(tool, agent=shipper, depends_on={"order/42"})
+    shipper.read("order/42")
+    agent = Agent(name="a", tools=[w], model=_model([
+        [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
+        [function_call("ship", {"order_id": "42", "city": "Munich"}, call_id="c2")],
+        [assistant_message("done")]]))
+    asked, outs = asyncio.run(drive(agent, ws))
+    assert asked == ["Berlin", "Munich"] and "(stale)" in outs["c1"]
+    assert outs["c2"] == "shipped" and shipped == [("42", "Munich")]
+
+    ws2, shipper2, _ = _orders()
+    w2 = fenced_function_tool(tool, agent=shipper2, depends_on={"order/42"},
+                              replan=lambda st: {"order_id": "42",
+                                                 "city": st.fresh["order/42"]["city"]})
+    shipper2.read("order/42")
+    agent2 = Agent(name="a", tools=[w2], model=_model([
+        [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
+        [assistant_message("done")]]))
+    asked2, outs2 = asyncio.run(drive(agent2, ws2))
+    assert asked2 == ["Berlin"] and "approval_changed" in outs2["c1"]
+    assert "Munich" in outs2["c1"] and shipped == [("42", "Munich")]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"depends_on": "order/42"}, "not a str"),
+    ({"depends_on": {"orders/42"}}, "no owner is declared"),
+    ({"agent": 42}, "workspace agent"),
+    ({"agent": "executor"}, "needs agent="),
+])
+def test_agent_mode_setup_mistakes_raise_when_wrapped(kwargs: dict[str, Any],
+                                                      match: str) -> None:
+    """Setup mistakes are typed errors naming the fix, raised by the wrapper."""
+    _ws, shipper, _ = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        return "x"
+
+    with pytest.raises(IntegrationError, match=match):
+        fenced_function_tool(ship, **{"agent": shipper, "depends_on": {"order/42"},
+                                      **kwargs})
+
+    def loose(order_id: str, **extra: Any) -> str:
+        """Ship."""
+        return "x"
+
+    with pytest.raises(IntegrationError, match="kwargs"):
+        fenced_function_tool(loose, agent=shipper, depends_on={"order/42"})
