@@ -83,16 +83,6 @@ def test_block_is_a_tool_failure_or_raises(trip: Any) -> None:
         strict.run(destination="Lisbon")
 
 
-def test_example_crew_runs_and_audits(tmp_path: Path) -> None:
-    """examples/crewai_app.py: replan then block; the event-bus recording audits."""
-    out = load_example("crewai_app").main(str(tmp_path / "run.jsonl"))
-    assert out["booked"] == ["Porto"] and "second_change" in out["blocked_reason"]
-    assert out["plan_in_context"] and out["final"].startswith("Booked Porto")
-    assert out["events"][0] == "task" and out["events"][-1] == "termination"
-    assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
-    assert "crewai-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
-
-
 def _plan(trip: Any, action: str, args: dict[str, Any]) -> Any:
     from icore.fence import bind_action
     from icore.records import derive
@@ -154,3 +144,90 @@ def test_variadic_tools_and_non_tools_refused_when_wrapped(trip: Any) -> None:
     with pytest.raises(IntegrationError, match="BaseTool"):
         fenced_crewai_tool(lambda: 1, fence=trip.fence, depends_on={REQ},  # type: ignore
                            context={})
+
+
+# --- the high-level API (a workspace agent: the agent's call is the plan) -------------
+
+def _orders() -> tuple[Any, Any]:
+    from icore.workspace import Workspace
+
+    ws = Workspace({"order/*": "sales"})
+    ws.put("order/42", {"city": "Berlin"}, by="sales")
+    return ws, ws.agent("shipper")
+
+
+def test_order_shipping_crew_fenced_in_at_most_ten_lines(tmp_path: Path) -> None:
+    """examples/crewai_app.py: the stale Berlin call never runs, one replan ships Munich,
+    a second change blocks as CrewAI's ToolFailure the agent reads; <= 10 icore lines."""
+    from .conftest import icore_lines
+
+    out = load_example("crewai_app").main(str(tmp_path / "run.jsonl"))
+    assert [tuple(x) for x in out["shipped"]] == [("42", "Munich")]
+    seen = out["observations"]
+    assert "ship (stale)" in seen[0] and "Munich" in seen[0]
+    assert "ship (stale)" in seen[1] and "Bonn" in seen[1]
+    assert "ship (second_change)" in seen[2] and len(seen) == 3
+    assert out["final"].startswith("Order 42 shipped to Munich")
+    assert out["events"][0] == "task" and out["events"][-1] == "termination"
+    assert len(icore_lines("crewai_app")) <= 10
+    assert len(load_jsonl(tmp_path / "run.jsonl").steps) == out["audited_steps"]
+    assert "crewai-orders" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
+
+
+def test_agent_mode_typed_defaults_stale_then_replan_and_raise() -> None:
+    """CrewAI's parsing types the model's JSON and fills defaults; the action record binds
+    the normal form; a stale call is a ToolFailure with the fresh value, the next call is
+    the replan; a second change with ``on_block="raise"`` raises ActionBlocked."""
+    ws, shipper = _orders()
+    got: list[Any] = []
+
+    def ship_fn(order_id: uuid.UUID, when: datetime.date, to: Address,
+                express: bool = False) -> str:
+        """Ship an order."""
+        got.append((order_id, when, to["city"], express))  # type: ignore[index]
+        return f"shipped to {to['city']}"  # type: ignore[index]
+
+    ship_fn.__annotations__ = {"order_id": uuid.UUID, "when": datetime.date, "to": Address,
+                               "express": bool, "return": str}
+    ship = crewai_tools.tool("ship")(ship_fn)
+    oid = "12345678-1234-5678-1234-567812345678"
+    w = fenced_crewai_tool(ship, agent=shipper, depends_on={"order/42"})
+    run = w.to_structured_tool().invoke
+    shipper.read("order/42")
+    assert run(json.dumps({"order_id": oid, "when": "2026-12-03",
+                           "to": {"city": "Berlin"}})) == "shipped to Berlin"
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    out = run(json.dumps({"order_id": oid, "when": "2026-12-03", "to": {"city": "Berlin"}}))
+    assert isinstance(out, ToolFailure) and out.code == "stale" and "Munich" in out.message
+    assert run(json.dumps({"order_id": oid, "when": "2026-12-03", "to": {"city": "Munich"},
+                           "express": True})) == "shipped to Munich"
+    assert got == [(uuid.UUID(oid), datetime.date(2026, 12, 3), "Berlin", False),
+                   (uuid.UUID(oid), datetime.date(2026, 12, 3), "Munich", True)]
+    strict = fenced_crewai_tool(ship, agent=shipper, depends_on={"order/42"},
+                                on_block="raise")
+    ws.put("order/42", {"city": "Bonn"}, by="sales")
+    with pytest.raises(ActionBlocked):
+        strict.run(order_id=oid, when="2026-12-03", to={"city": "Munich"})
+    assert len(got) == 2
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"depends_on": "order/42"}, "not a str"),
+    ({"depends_on": {"orders/42"}}, "no owner is declared"),
+    ({"agent": 42}, "workspace agent"),
+    ({"agent": "executor"}, "needs agent="),
+])
+def test_agent_mode_setup_mistakes_raise_when_wrapped(kwargs: dict[str, Any],
+                                                      match: str) -> None:
+    """Setup mistakes are typed errors naming the fix, raised by the wrapper."""
+    from icore.errors import IntegrationError
+
+    _ws, shipper = _orders()
+
+    @crewai_tools.tool("ship")
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        return "x"
+
+    with pytest.raises(IntegrationError, match=match):
+        fenced_crewai_tool(ship, **{"agent": shipper, "depends_on": {"order/42"}, **kwargs})
