@@ -461,3 +461,27 @@ def test_agent_mode_setup_mistakes_raise_when_wrapped(kwargs: dict[str, Any],
 
     with pytest.raises(IntegrationError, match="positional-only"):
         fenced_tool(positional, agent=shipper, depends_on={"order/42"})
+
+
+def test_agent_mode_injected_context_parameter_left_out_of_the_binding() -> None:
+    """A tool taking AG2's injected ``Context`` still wraps: the action record binds only
+    the model's arguments, and the tool gets its context."""
+    from ag2 import Context
+
+    _ws, shipper, shipped = _orders()
+
+    def ship(order_id: str, city: str, context: Context) -> str:
+        """Ship."""
+        shipped.append((order_id, city, context.variables.get("carrier")))
+        return "shipped"
+
+    ship.__annotations__ = {"order_id": str, "city": str, "context": Context, "return": str}
+    w = fenced_tool(ship, agent=shipper, depends_on={"order/42"})
+    assert "context" not in w.schema.function.parameters["properties"]
+    shipper.read("order/42")
+    agent = Agent("shipper", config=_world([_call("ship", order_id="42", city="Berlin"),
+                                            "ok"]), tools=[w], variables={"carrier": "dhl"})
+    _, results = _run(agent)
+    assert not isinstance(results[0], ToolErrorEvent) and shipped == [("42", "Berlin", "dhl")]
+    bound = [r for r in shipper.log if r.outcome.value == "authorized"]
+    assert len(bound) == 1
