@@ -83,7 +83,8 @@ def _canon(args: Any) -> str:
 
 def _function_of(tool: FunctionTool) -> Callable[..., Any]:
     """The user's function behind an ag2 tool (ag2 wraps it in an async adapter)."""
-    return inspect.unwrap(tool.model.call)
+    fn: Callable[..., Any] = inspect.unwrap(tool.model.call)
+    return fn
 
 
 def _normalizer(tool: FunctionTool) -> ArgNormalizer:
@@ -111,6 +112,7 @@ class _Turns:
         return self
 
     def note(self, response: ModelResponse) -> None:
+        """Name the response's tool calls as one turn (its first call's id)."""
         calls = getattr(response.tool_calls, "calls", None) or []
         for c in calls:  # the response's first call id names the turn
             self.of[c.id] = str(calls[0].id)

@@ -116,10 +116,11 @@ class FencedCrewTool(BaseTool):
             return base.run(**a)
 
         if self._norm is not None:
-            args = self._team_args(kwargs)
-            if isinstance(args, ToolFailure):
-                return args
-            return self._settle(self._guard.run(self.name, call, args, normalize=self._norm))
+            team_args = self._team_args(kwargs)
+            if isinstance(team_args, ToolFailure):
+                return team_args
+            return self._settle(self._guard.run(self.name, call, team_args,
+                                                normalize=self._norm))
         plan = plan_roots(self._context, self._roots, kwargs)
         gated = self._guard.run(self.name, call, self._as_planned(kwargs, plan), plan)
         return self._settle(gated)
@@ -138,10 +139,10 @@ class FencedCrewTool(BaseTool):
                 return base.run(**a)
 
         if self._norm is not None:
-            args = self._team_args(kwargs)
-            if isinstance(args, ToolFailure):
-                return args
-            return self._settle(await self._guard.arun(self.name, call, args,
+            team_args = self._team_args(kwargs)
+            if isinstance(team_args, ToolFailure):
+                return team_args
+            return self._settle(await self._guard.arun(self.name, call, team_args,
                                                        normalize=self._norm))
         plan = plan_roots(self._context, self._roots, kwargs)
         gated = await self._guard.arun(self.name, call, self._as_planned(kwargs, plan), plan)

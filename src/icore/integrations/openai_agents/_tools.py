@@ -130,6 +130,7 @@ class _Turns:
         return got[1] if got is not None and got[0]() is usage else 0
 
     def bump(self, wrapper: Any) -> None:
+        """One more model call of the run whose ``RunContextWrapper`` is ``wrapper``."""
         usage = getattr(wrapper, "usage", None)
         if usage is None:
             return
@@ -138,6 +139,7 @@ class _Turns:
             self.count.pop(next(iter(self.count)))
 
     def key(self, ctx: ToolContext[Any]) -> tuple[int, int] | None:
+        """The turn of a tool call: (run, model call), None when no count is known."""
         n = self._n(ctx.usage)
         return (id(ctx.usage), n) if n else None
 
