@@ -169,6 +169,18 @@ def _split(hooks: Iterable[Any]) -> tuple[list[Any], list[Any]]:
     return approvals, rest
 
 
+class _Result:
+    """A tool's result event, with its text as ``content`` (what the recorder keeps)."""
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+        if isinstance(event, ToolErrorEvent):
+            self.content = f"Error: {type(event.error).__name__}: {event.error}"
+        else:
+            parts = getattr(getattr(event, "result", None), "parts", None) or []
+            self.content = "\n".join(str(getattr(p, "content", p)) for p in parts)
+
+
 def _blocked(event: ToolCallEvent, message: str, name: str, reason: str) -> ToolErrorEvent:
     return ToolErrorEvent.from_call(event, error=ActionBlocked(message, action=name,
                                                                reason=reason))
@@ -278,7 +290,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
             return True
 
         async def call(**a: Any) -> Any:
-            return await call_next(_with_args(event, a, args), context)
+            return _Result(await call_next(_with_args(event, a, args), context))
 
         try:
             gated = await guard.arun(name, call, norm_args,
@@ -289,7 +301,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                             "approval_changed")
         if not gated.executed:
             return _blocked(event, gated.message, name, gated.reason)
-        return gated.value
+        return gated.value.event
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         args = _model_args(event, name)
@@ -300,7 +312,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             if approved is not None and _canon(a) != approved:
                 raise _ApprovalChanged(args, a)
-            return await call_next(_with_args(event, a, args), context)
+            return _Result(await call_next(_with_args(event, a, args), context))
 
         fresh: list[Any] = []
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
@@ -320,7 +332,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         if not gated.executed:
             return _blocked(event, gated.message, name, gated.reason)
         write_back(where, roots, gated, state_update)
-        return gated.value
+        return gated.value.event
 
     gate = team_gate if team is not None else fence_gate
     wrapped = FencedTool(tool.model, name=name, description=tool.schema.function.description,
