@@ -168,6 +168,46 @@ def test_siblings_of_a_stale_call_in_one_message_never_run_from_its_hand_over() 
                                                                                "error"]
 
 
+def test_a_read_in_the_same_message_never_counts_for_the_call() -> None:
+    """[get_order, ship] in one message: the sibling read happens first but the model made
+    the call from the earlier read (Berlin); the order is Munich now: refused as stale."""
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), n=n)
+        shop.move("Munich")
+        yield _msg(("get_order", {"order_id": 42}),
+                   ("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    out = _react([shop.get_order, shop.safe_ship()], turns()).invoke(
+        {"messages": [HumanMessage("ship")]})
+    by_id = {m.tool_call_id: m for m in _tool_msgs(out)}
+    assert "Munich" in str(by_id["get_order-2"].content)
+    assert by_id["ship-3"].status == "error" and "(stale)" in str(by_id["ship-3"].content)
+    assert shop.shipped == ["Munich"]
+
+
+def test_unread_fact_is_handed_over_in_the_same_message() -> None:
+    """A call whose fact the model never read: refused not_read with the value; the next
+    turn's call derived from it runs."""
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("ship", {"order_id": 42, "city": "Paris"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield AIMessage("done")
+
+    out = _react([shop.get_order, shop.safe_ship()], turns()).invoke(
+        {"messages": [HumanMessage("ship")]})
+    msgs = _tool_msgs(out)
+    assert msgs[0].status == "error" and "(not_read)" in str(msgs[0].content)
+    assert '"Berlin"' in str(msgs[0].content) and shop.shipped == ["Berlin"]
+
+
 class Room(enum.Enum):
     """Room kinds."""
 

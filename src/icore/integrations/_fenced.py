@@ -257,6 +257,10 @@ class FenceGuard:
             if call.executed:
                 self.recorder.tool_call(self.agent, name, call.args, call.value,
                                         replanned=call.replanned)
+        elif self.recorder is not None:  # refused before the gate (e.g. not_read)
+            self.recorder.tool_call(self.agent, name, call.args,
+                                    f"BLOCKED: {call.reason}: {call.detail}", error=True,
+                                    blocked=True)
         if call.executed:
             return Gated(res, "", call)
         msg = call.message

@@ -36,6 +36,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.tools import tool as as_tool
+from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command, interrupt
@@ -98,6 +99,30 @@ def _extras(fn: Callable[..., Any]) -> tuple[bool, str | None]:
             hints = {}
         cfg = next((n for n, t in hints.items() if t is RunnableConfig), None)
     return "run_manager" in params, cfg
+
+
+def _turn_of(config: Any) -> Hashable | None:
+    """The superstep a config runs in: its thread and the checkpoints of the step.
+
+    Every task of one superstep (all tool calls of one model message, in one ``ToolNode``
+    or one ``Send`` each) shares it; the next model turn is a later step; a replayed
+    (resumed) step has the same one.
+    """
+    if not isinstance(config, Mapping):
+        return None
+    conf = config.get("configurable") or {}
+    cmap = conf.get("checkpoint_map")
+    if not isinstance(cmap, Mapping) or not cmap:
+        return None
+    return ("langgraph", conf.get("thread_id"), tuple(sorted(cmap.items())))
+
+
+def _graph_turn() -> Hashable | None:
+    """The superstep of the graph run this code runs in (None outside a graph)."""
+    try:
+        return _turn_of(get_config())
+    except RuntimeError:
+        return None
 
 
 class _Direct:
@@ -225,21 +250,23 @@ class _Fenced:
 
     @staticmethod
     def turn(runtime: Any, call_id: str | None) -> Hashable | None:
-        """The model message a call came from: its thread and its tool calls' ids."""
-        if call_id is None:
-            return None
+        """The model turn a call came from: the graph superstep it runs in.
+
+        Outside a graph run (``invoke`` with a tool call): its model message, found in the
+        state by the call's id; else None.
+        """
+        step = _turn_of(getattr(runtime, "config", None))
+        if step is not None or call_id is None:
+            return step
         state = getattr(runtime, "state", None)
         msgs = _state_get(state, "messages") if state is not None else None
-        cfg = getattr(runtime, "config", None) or {}
-        thread = (cfg.get("configurable") or {}).get("thread_id")
         if isinstance(msgs, Sequence):
             for m in reversed(msgs):
                 calls = getattr(m, "tool_calls", None)
                 if calls and any(c.get("id") == call_id for c in calls):
-                    # add_messages gives every message an id; tool-call ids may repeat
-                    return (thread, getattr(m, "id", None),
+                    return ("message", getattr(m, "id", None),
                             tuple(str(c.get("id")) for c in calls))
-        return (thread, None, (call_id,))
+        return None
 
     def plan_args(self, norm_args: dict[str, JSONValue],
                   roots: Sequence[RecordId] | None) -> Mapping[str, Any]:
@@ -391,6 +418,9 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         raise IntegrationError("approval=True needs a workspace agent (agent=ws.agent(...))",
                                framework=_FW, tool=base.name)
     guard.claim(base.name)
+    if guard.handle is not None and guard.handle.turn_source is None:
+        # reads made in a graph run are stamped with its superstep (see _turn_of)
+        guard.handle.turn_source = _graph_turn
     own_runtime = _RUNTIME in schema.model_fields
     wrapped_schema: type[BaseModel] = schema if own_runtime else create_model(
         schema.__name__, __base__=schema, __doc__=schema.__doc__,
