@@ -485,3 +485,28 @@ def test_agent_mode_injected_context_parameter_left_out_of_the_binding() -> None
     assert not isinstance(results[0], ToolErrorEvent) and shipped == [("42", "Berlin", "dhl")]
     bound = [r for r in shipper.log if r.outcome.value == "authorized"]
     assert len(bound) == 1
+
+
+def test_agent_mode_a_sibling_read_of_the_same_response_never_counts() -> None:
+    """One model response calls ``get_order`` and ``ship``: the model chose the city
+    before it read the order, so the sibling read does not authorize the call (refused
+    ``not_read`` with the value); the next response's call, made after the read, runs."""
+    _ws, shipper, shipped = _orders()
+
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Read an order."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[return-value]
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    w = fenced_tool(ship, agent=shipper, depends_on=lambda a: {f"order/{a['order_id']}"})
+    agent = Agent("shipper", config=_world([
+        [_call("get_order", order_id="42"), _call("ship", order_id="42", city="Paris")],
+        _call("ship", order_id="42", city="Berlin"), "ok"]), tools=[get_order, w])
+    _, results = _run(agent)
+    errors = [r for r in results if isinstance(r, ToolErrorEvent)]
+    assert len(errors) == 1 and "not_read" in str(errors[0].error)
+    assert shipped == [("42", "Berlin")]

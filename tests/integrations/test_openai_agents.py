@@ -389,3 +389,31 @@ def test_agent_mode_setup_mistakes_raise_when_wrapped(kwargs: dict[str, Any],
 
     with pytest.raises(IntegrationError, match="kwargs"):
         fenced_function_tool(loose, agent=shipper, depends_on={"order/42"})
+
+
+def test_agent_mode_a_sibling_read_of_the_same_response_never_counts() -> None:
+    """One model response calls ``get_order`` and ``ship``: the sibling read does not
+    authorize the call (refused ``not_read`` with the value); the next response's call
+    runs."""
+    _ws, shipper, shipped = _orders()
+
+    @function_tool
+    def get_order(order_id: str) -> str:
+        """Read an order."""
+        return json.dumps(shipper.read(f"order/{order_id}"))
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    w = fenced_function_tool(ship, agent=shipper,
+                             depends_on=lambda a: {f"order/{a['order_id']}"})
+    agent = Agent(name="a", tools=[get_order, w], model=_model([
+        [function_call("get_order", {"order_id": "42"}, call_id="c1"),
+         function_call("ship", {"order_id": "42", "city": "Paris"}, call_id="c2")],
+        [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c3")],
+        [assistant_message("done")]]))
+    outs = _outputs(asyncio.run(Runner.run(agent, "ship")))
+    assert "not_read" in outs["c2"] and outs["c3"] == "shipped"
+    assert shipped == [("42", "Berlin")]

@@ -107,6 +107,7 @@ class _Turns:
 
     def __init__(self) -> None:
         self.of: dict[str, str] = {}
+        self.current: str | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Turns:
         return self
@@ -114,6 +115,7 @@ class _Turns:
     def note(self, response: ModelResponse) -> None:
         """Name the response's tool calls as one turn (its first call's id)."""
         calls = getattr(response.tool_calls, "calls", None) or []
+        self.current = str(calls[0].id) if calls else None
         for c in calls:  # the response's first call id names the turn
             self.of[c.id] = str(calls[0].id)
         while len(self.of) > self.MAX:
@@ -273,6 +275,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
     guard.claim(name)
     approvals, rest = _split(d.middleware for d in tool.middleware)
     turns = _Turns()
+    if team is not None:  # reads made by tools of a response are stamped with its turn
+        team.turn_source = lambda: turns.current
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         args = _model_args(event, name)

@@ -124,6 +124,7 @@ class _Turns:
 
     def __init__(self) -> None:
         self.count: dict[int, tuple[weakref.ref[Any], int]] = {}
+        self.latest: tuple[int, int] | None = None
 
     def _n(self, usage: Any) -> int:
         got = self.count.get(id(usage))
@@ -134,7 +135,9 @@ class _Turns:
         usage = getattr(wrapper, "usage", None)
         if usage is None:
             return
-        self.count[id(usage)] = (weakref.ref(usage), self._n(usage) + 1)
+        n = self._n(usage) + 1
+        self.count[id(usage)] = (weakref.ref(usage), n)
+        self.latest = (id(usage), n)  # reads by tools from now on belong to this turn
         while len(self.count) > self.MAX:
             self.count.pop(next(iter(self.count)))
 
@@ -231,6 +234,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                        replan=replan if team is not None else None, recorder=recorder)
     guard.claim(base.name)
     turns = _Turns()
+    if team is not None:  # reads made by tools of a model call are stamped with its turn
+        team.turn_source = lambda: turns.latest
 
     def blocked(message: str, reason: str, detail: str = "") -> str:
         if on_block == "raise":
