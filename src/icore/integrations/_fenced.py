@@ -236,12 +236,14 @@ class FenceGuard:
         if self.recorder is not None:
             self.recorder.fenced_tools.add(name)
 
-    def _finish(self, name: str, res: ActionResult) -> Gated:
-        if self.recorder is not None:
-            self.recorder.gate(self.agent, name, res)
+    def _finish(self, name: str, res: ActionResult,
+                recorder: RunRecorder | None = None) -> Gated:
+        recorder = recorder if recorder is not None else self.recorder
+        if recorder is not None:
+            recorder.gate(self.agent, name, res)
             if res.executed:
-                self.recorder.tool_call(self.agent, name, res.args, res.value,
-                                        replanned=res.replanned)
+                recorder.tool_call(self.agent, name, res.args, res.value,
+                                   replanned=res.replanned)
         if res.executed:
             return Gated(res)
         msg = self.message(name, res)
@@ -250,17 +252,19 @@ class FenceGuard:
                                 detail=res.detail)
         return Gated(res, msg)
 
-    def _finish_call(self, name: str, call: Call) -> Gated:
+    def _finish_call(self, name: str, call: Call,
+                     recorder: RunRecorder | None = None) -> Gated:
         res = call.result
-        if self.recorder is not None and res is not None:
-            self.recorder.gate(self.agent, name, res)
+        recorder = recorder if recorder is not None else self.recorder
+        if recorder is not None and res is not None:
+            recorder.gate(self.agent, name, res)
             if call.executed:
-                self.recorder.tool_call(self.agent, name, call.args, call.value,
-                                        replanned=call.replanned)
-        elif self.recorder is not None:  # refused before the gate (e.g. not_read)
-            self.recorder.tool_call(self.agent, name, call.args,
-                                    f"BLOCKED: {call.reason}: {call.detail}", error=True,
-                                    blocked=True)
+                recorder.tool_call(self.agent, name, call.args, call.value,
+                                   replanned=call.replanned)
+        elif recorder is not None:  # refused before the gate (e.g. not_read)
+            recorder.tool_call(self.agent, name, call.args,
+                               f"BLOCKED: {call.reason}: {call.detail}", error=True,
+                               blocked=True)
         if call.executed:
             return Gated(res, "", call)
         msg = call.message
@@ -288,14 +292,16 @@ class FenceGuard:
     def run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
             roots: Sequence[RecordId] | None = None, *, turn: Any = None,
             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-            approve: Approver | None = None) -> Gated:
+            approve: Approver | None = None,
+            recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of the sync tool ``fn(**args)``.
 
         Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
         names the model message the call came from, ``normalize`` normalises a user
         replanner's arguments and ``approve`` is asked before an authorized call runs
         (see :meth:`icore.workspace.Agent.execute`). Fence mode: the call must be the one
-        ``roots`` authorize.
+        ``roots`` authorize. ``recorder`` records this call when the guard has none (a
+        run recorded by the framework's handler).
 
         Returns:
             :class:`Gated`; the tool ran only when ``executed``.
@@ -313,16 +319,17 @@ class FenceGuard:
             call = self.handle.execute(name, fn, args, depends_on=self.depends_on,
                                        replan=self.replan,  # type: ignore[arg-type]
                                        turn=turn, normalize=normalize, approve=approve)
-            return self._finish_call(name, call)
+            return self._finish_call(name, call, recorder)
         res = _seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
                             replan=self.replan)  # type: ignore[arg-type]  # sync, checked
-        return self._finish(name, res)
+        return self._finish(name, res, recorder)
 
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
                    roots: Sequence[RecordId] | None = None, *, turn: Any = None,
                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                   approve: Approver | None = None) -> Gated:
+                   approve: Approver | None = None,
+                   recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         if self.handle is not None:
             self._scope_checked(args)
@@ -330,8 +337,8 @@ class FenceGuard:
                                               replan=self.replan,  # type: ignore[arg-type]
                                               turn=turn, normalize=normalize,
                                               approve=approve)
-            return self._finish_call(name, call)
+            return self._finish_call(name, call, recorder)
         res = await _seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
                                    replan=self.replan)  # type: ignore[arg-type]
-        return self._finish(name, res)
+        return self._finish(name, res, recorder)

@@ -55,6 +55,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations.langgraph._record import RecordingHandler
 from icore.records import JSONValue, RecordId
 from icore.workspace import Agent, ApprovalRequest, UserReplanner, running_call
 
@@ -115,6 +116,17 @@ def _turn_of(config: Any) -> Hashable | None:
     if not isinstance(cmap, Mapping) or not cmap:
         return None
     return ("langgraph", conf.get("thread_id"), tuple(sorted(cmap.items())))
+
+
+def _handler_recorder(config: Any) -> RunRecorder | None:
+    """The recorder of a :class:`RecordingHandler` among the run's callbacks, if any."""
+    cbs = config.get("callbacks") if isinstance(config, Mapping) else None
+    handlers = getattr(cbs, "handlers", cbs)
+    if isinstance(handlers, list | tuple):
+        for h in handlers:
+            if isinstance(h, RecordingHandler):
+                return h.recorder
+    return None
 
 
 def _graph_turn() -> Hashable | None:
@@ -457,12 +469,14 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     f.suspend(key, a)
                 raise
 
+        # recording on (a RecordingHandler) but no recorder= given: recorded anyway
+        rec = _handler_recorder(config) if guard.recorder is None else None
         if agent_mode:
             gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
-                              normalize=f.norm, approve=f.approver(key))
+                              normalize=f.norm, approve=f.approver(key), recorder=rec)
         else:
             r = f.plan_roots(runtime, args)
-            gated = guard.run(base.name, call, f.plan_args(norm, r), r)
+            gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
         return f.out(gated, runtime)
 
     async def run_async(**kwargs: Any) -> Any:
@@ -478,12 +492,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     f.suspend(key, a)
                 raise
 
+        rec = _handler_recorder(config) if guard.recorder is None else None
         if agent_mode:
             gated = await guard.arun(base.name, call, norm, turn=f.turn(runtime, call_id),
-                                     normalize=f.norm, approve=f.approver(key))
+                                     normalize=f.norm, approve=f.approver(key), recorder=rec)
         else:
             r = f.plan_roots(runtime, args)
-            gated = await guard.arun(base.name, call, f.plan_args(norm, r), r)
+            gated = await guard.arun(base.name, call, f.plan_args(norm, r), r, recorder=rec)
         return f.out(gated, runtime)
 
     def run_via_loop(**kwargs: Any) -> Any:  # an async-only tool under invoke()
