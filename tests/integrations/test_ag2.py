@@ -510,3 +510,29 @@ def test_agent_mode_a_sibling_read_of_the_same_response_never_counts() -> None:
     errors = [r for r in results if isinstance(r, ToolErrorEvent)]
     assert len(errors) == 1 and "not_read" in str(errors[0].error)
     assert shipped == [("42", "Berlin")]
+
+
+def test_fenced_tool_without_recorder_records_into_the_recorded_run() -> None:
+    """A fenced tool built without ``recorder=`` in a run recorded by ``record_agents``:
+    its gate decisions and calls land in that run's recorder, once, naming the agent."""
+    ws, shipper, shipped = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    w = fenced_tool(ship, agent=shipper, depends_on={"order/42"})
+    shipper.read("order/42")
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    agent = Agent("front", config=_world([_call("ship", order_id="42", city="Berlin"),
+                                          _call("ship", order_id="42", city="Munich"),
+                                          "ok"]), tools=[w])
+    rec = RunRecorder("no-recorder")
+    record_agents(rec, agent)
+    _run(agent)
+    gates = [e["gate"]["reason"] for e in rec.events if e.get("gate")]
+    outs = [(e["args"]["city"], e["exitcode"]) for e in rec.events
+            if e["kind"] == "tool_output"]
+    assert gates == ["stale", "valid"] and outs == [("Berlin", 1), ("Munich", 0)]
+    assert {e["agent"] for e in rec.events if e.get("gate")} == {"shipper"}

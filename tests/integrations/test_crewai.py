@@ -231,3 +231,27 @@ def test_agent_mode_setup_mistakes_raise_when_wrapped(kwargs: dict[str, Any],
 
     with pytest.raises(IntegrationError, match=match):
         fenced_crewai_tool(ship, **{"agent": shipper, "depends_on": {"order/42"}, **kwargs})
+
+
+def test_fenced_tool_without_recorder_records_into_the_recording_block() -> None:
+    """A fenced tool built without ``recorder=`` inside ``recording(rec)``: its gate
+    decisions and calls land in ``rec``."""
+    from icore.integrations import RunRecorder
+    from icore.integrations.crewai import recording
+
+    ws, shipper = _orders()
+
+    @crewai_tools.tool("ship")
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        return "shipped"
+
+    w = fenced_crewai_tool(ship, agent=shipper, depends_on={"order/42"})
+    shipper.read("order/42")
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    rec = RunRecorder("no-recorder")
+    with recording(rec):
+        assert isinstance(w.run(order_id="42", city="Berlin"), ToolFailure)
+        assert w.run(order_id="42", city="Munich") == "shipped"
+    gates = [e["gate"]["reason"] for e in rec.events if e.get("gate")]
+    assert gates == ["stale", "valid"] and "ship" in rec.fenced_tools

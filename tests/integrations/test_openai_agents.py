@@ -417,3 +417,28 @@ def test_agent_mode_a_sibling_read_of_the_same_response_never_counts() -> None:
     outs = _outputs(asyncio.run(Runner.run(agent, "ship")))
     assert "not_read" in outs["c2"] and outs["c3"] == "shipped"
     assert shipped == [("42", "Berlin")]
+
+
+def test_fenced_tool_without_recorder_records_into_the_recording_block() -> None:
+    """A fenced tool built without ``recorder=`` inside ``recording(rec)``: its gate
+    decisions and calls land in ``rec``, once (the function span is not recorded twice)."""
+    ws, shipper, _ = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        return "shipped"
+
+    w = fenced_function_tool(ship, agent=shipper, depends_on={"order/42"})
+    shipper.read("order/42")
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    agent = Agent(name="a", tools=[w], model=_model([
+        [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
+        [function_call("ship", {"order_id": "42", "city": "Munich"}, call_id="c2")],
+        [assistant_message("done")]]))
+    rec = RunRecorder("no-recorder")
+    with recording(rec, exclusive=True):
+        asyncio.run(Runner.run(agent, "ship"))
+    gates = [e["gate"]["reason"] for e in rec.events if e.get("gate")]
+    outs = [(e["args"]["city"], e["exitcode"]) for e in rec.events
+            if e["kind"] == "tool_output"]
+    assert gates == ["stale", "valid"] and outs == [("Berlin", 1), ("Munich", 0)]

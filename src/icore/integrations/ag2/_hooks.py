@@ -19,7 +19,7 @@ from ag2.events import ToolErrorEvent
 from ag2.middleware import BaseMiddleware
 
 from icore.integrations import RunRecorder
-from icore.integrations.ag2._tools import CALLING_AGENT
+from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
 
 
 def _text(obj: Any) -> str:
@@ -95,9 +95,11 @@ class _AgentRecording(BaseMiddleware):
     async def on_tool_execution(self, call_next: Any, event: Any, context: Any) -> Any:
         """One tool call: the calling agent set for fenced tools; plain calls recorded."""
         token = CALLING_AGENT.set(self.agent)
+        rec_token = CHAT_RECORDER.set(self.chat.recorder)
         try:
             result = await call_next(event, context)
         finally:
+            CHAT_RECORDER.reset(rec_token)
             CALLING_AGENT.reset(token)
         rec = self.chat.recorder
         if event.name not in rec.fenced_tools:

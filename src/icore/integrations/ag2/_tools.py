@@ -66,6 +66,20 @@ CALLING_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "icore_ag2_calling_agent", default=None)
 """The agent whose turn is running (set by :func:`~icore.integrations.ag2.record_agents`'
 middleware), so gate events name the calling agent."""
+CHAT_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(
+    "icore_ag2_chat_recorder", default=None)
+"""The recorder of a run recorded by :func:`~icore.integrations.ag2.record_agents`: a
+fenced tool built without ``recorder=`` records its gate decisions and calls there."""
+
+
+def _run_recorder(own: RunRecorder | None, name: str) -> RunRecorder | None:
+    """``own``, else the recorder of the recorded run this call belongs to (claimed)."""
+    if own is not None:
+        return own
+    rec = CHAT_RECORDER.get()
+    if rec is not None:
+        rec.fenced_tools.add(name)
+    return rec
 
 
 class _ApprovalChanged(Exception):
@@ -298,6 +312,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
         try:
             gated = await guard.arun(name, call, norm_args,
+                                     recorder=_run_recorder(recorder, name),
                                      turn=turns.of.get(event.id, event.id),
                                      normalize=norm, approve=approve)
         except _ApprovalChanged as ch:
@@ -321,7 +336,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         fresh: list[Any] = []
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
                               replan=_noting(replan, fresh),  # type: ignore[arg-type]
-                              recorder=recorder,
+                              recorder=_run_recorder(recorder, name),
                               agent=agent or CALLING_AGENT.get() or "executor",
                               replicator=replicator)
         variables = getattr(context, "variables", None)

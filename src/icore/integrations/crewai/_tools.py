@@ -48,6 +48,7 @@ from icore.integrations import (
 )
 from icore.integrations import Scope as _Scope
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
+from icore.integrations.crewai._events import ACTIVE_RECORDER
 from icore.workspace import Agent as TeamAgent
 from icore.workspace import UserReplanner
 
@@ -69,6 +70,15 @@ class FencedCrewTool(BaseTool):
         if self._norm is None:
             write_back(self._context, self._roots, gated, self._state_update)
         return gated.value
+
+    def _run_recorder(self) -> RunRecorder | None:
+        """The guard's recorder, else the :func:`recording` block's (the tool claimed)."""
+        if self._guard.recorder is not None:
+            return None  # the guard records itself
+        rec = ACTIVE_RECORDER.get()
+        if rec is not None:
+            rec.fenced_tools.add(self.name)
+        return rec
 
     def _team_args(self, kwargs: Mapping[str, Any]) -> dict[str, Any] | ToolFailure:
         assert self._norm is not None
@@ -120,9 +130,11 @@ class FencedCrewTool(BaseTool):
             if isinstance(team_args, ToolFailure):
                 return team_args
             return self._settle(self._guard.run(self.name, call, team_args,
-                                                normalize=self._norm))
+                                                normalize=self._norm,
+                                                recorder=self._run_recorder()))
         plan = plan_roots(self._context, self._roots, kwargs)
-        gated = self._guard.run(self.name, call, self._as_planned(kwargs, plan), plan)
+        gated = self._guard.run(self.name, call, self._as_planned(kwargs, plan), plan,
+                                recorder=self._run_recorder())
         return self._settle(gated)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
@@ -143,9 +155,11 @@ class FencedCrewTool(BaseTool):
             if isinstance(team_args, ToolFailure):
                 return team_args
             return self._settle(await self._guard.arun(self.name, call, team_args,
-                                                       normalize=self._norm))
+                                                       normalize=self._norm,
+                                                       recorder=self._run_recorder()))
         plan = plan_roots(self._context, self._roots, kwargs)
-        gated = await self._guard.arun(self.name, call, self._as_planned(kwargs, plan), plan)
+        gated = await self._guard.arun(self.name, call, self._as_planned(kwargs, plan), plan,
+                                       recorder=self._run_recorder())
         return self._settle(gated)
 
 

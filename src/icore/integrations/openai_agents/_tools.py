@@ -60,6 +60,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations.openai_agents._tracing import ACTIVE_RECORDER
 from icore.workspace import Agent as TeamAgent
 from icore.workspace import ApprovalRequest, UserReplanner
 
@@ -163,6 +164,16 @@ def _normalizer(tool: FunctionTool) -> Callable[[Any], dict[str, Any]]:
     check_tool_function(fn, framework="openai_agents", tool=tool.name, skip=skip)
     return ArgNormalizer.for_function(fn, name=tool.name, skip=skip,
                                       framework="openai_agents")
+
+
+def _run_recorder(own: RunRecorder | None, name: str) -> RunRecorder | None:
+    """``own``, else the recorder of the :func:`recording` block (the tool claimed)."""
+    if own is not None:
+        return own
+    rec = ACTIVE_RECORDER.get()
+    if rec is not None:
+        rec.fenced_tools.add(name)
+    return rec
 
 
 def _changed(name: str, approved: Any, fresh: Any) -> str:
@@ -272,6 +283,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
 
         try:
             gated = await guard.arun(base.name, call, norm_args, turn=turns.key(ctx),
+                                     recorder=_run_recorder(recorder, base.name),
                                      normalize=norm, approve=approve)
         except _ApprovalChanged as ch:
             return blocked(_changed(base.name, ch.approved, ch.fresh), "approval_changed")
@@ -295,7 +307,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         fresh: list[Replan] = []
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
                               replan=_noting(replan, fresh),  # type: ignore[arg-type]
-                              recorder=recorder, agent=guard.agent, replicator=replicator)
+                              recorder=_run_recorder(recorder, base.name), agent=guard.agent,
+                              replicator=replicator)
         try:
             gated = await per_call.arun(base.name, call, args,
                                         plan_roots(context, roots, args))
