@@ -1,12 +1,23 @@
-"""A CrewAI crew whose tool is fenced by PlanFence and whose run is audited.
+"""A CrewAI order-shipping crew fenced by PlanFence with the high-level API.
 
-One agent, one task, a ``@tool`` and a scripted ``BaseLLM`` (CrewAI's custom-LLM
-interface: its replies are scripted ReAct steps, no network). ``fenced_crewai_tool``
-gates every ``book`` call against the plan in the crew's shared context
-(``plan_roots``): the first call's plan is stale, so it replans once, books the fresh
-destination and writes the fresh plan back; the second call meets a second change and
-is blocked: the agent reads the tool's ``ToolFailure``. ``recording`` records the run
-through CrewAI's event bus; ``icore audit`` reads the file.
+The shipper agent looks an order up (``get_order``) and ships it (``ship``). While it
+works, the sales agent changes orders. Fencing it took the lines marked ``# icore``
+(recording the run for ``icore audit``: the ones marked ``# icore (recording)``): the
+orders live in a :class:`~icore.workspace.Workspace` owned by ``sales``, the shipper's
+reads go through its workspace handle, and ``ship`` is wrapped with
+:func:`~icore.integrations.crewai.fenced_crewai_tool`. The agent's own ``ship`` call is
+the plan:
+
+* order 42: the agent read Berlin and calls ``ship(42, "Berlin")``; sales has changed the
+  order to Munich in between, so the stale call never runs; the agent reads the tool's
+  ``ToolFailure`` with the fresh value, and its next call, ``ship(42, "Munich")``, is the
+  one replan; it runs.
+* order 7: read Hamburg, changed to Bonn before the call (refused, Bonn handed over),
+  changed again to Cologne before the replan: blocked ``second_change`` (CrewAI's
+  ``ToolFailure``); nothing shipped.
+
+The LLM is a scripted ``BaseLLM`` (CrewAI's custom-LLM interface: scripted ReAct steps,
+no network).
 
 Run (in an env with ``icore[crewai]``): ``python examples/crewai_app.py [out.jsonl]``
 """
@@ -18,9 +29,9 @@ import os
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # no network from the example
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 
+import json
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from crewai import Agent, Crew, Task
@@ -29,11 +40,9 @@ from crewai.llms.base_llm import BaseLLM, llm_call_context
 from crewai.tools import tool
 from pydantic import PrivateAttr
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _trip import REQ, Trip
-
-from icore.integrations import RunRecorder
-from icore.integrations.crewai import fenced_crewai_tool, recording
+from icore.integrations import RunRecorder  # icore (recording)
+from icore.integrations.crewai import fenced_crewai_tool, recording  # icore
+from icore.workspace import Workspace  # icore
 
 
 class ScriptedLLM(BaseLLM):
@@ -41,6 +50,7 @@ class ScriptedLLM(BaseLLM):
     call events a real LLM emits."""
 
     _turns: Iterator[str] = PrivateAttr()
+    _inbox: list[str] = PrivateAttr(default_factory=list)
 
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
              available_functions: Any = None, from_task: Any = None, from_agent: Any = None,
@@ -50,6 +60,8 @@ class ScriptedLLM(BaseLLM):
                                           callbacks=callbacks,
                                           available_functions=available_functions,
                                           from_task=from_task, from_agent=from_agent)
+            self._inbox.extend(str(m.get("content", "")) if isinstance(m, dict) else str(m)
+                               for m in (messages if isinstance(messages, list) else [messages]))
             text = next(self._turns)
             self._emit_call_completed_event(response=text, call_type=LLMCallType.LLM_CALL,
                                             from_task=from_task, from_agent=from_agent,
@@ -66,55 +78,71 @@ class ScriptedLLM(BaseLLM):
         return 8192
 
 
-def _act(dest: str) -> str:
-    return ("Thought: I should book the hotel.\nAction: book\n"
-            f'Action Input: {{"destination": "{dest}"}}')
+def _act(name: str, **args: Any) -> str:
+    return (f"Thought: I should use {name}.\nAction: {name}\n"
+            f"Action Input: {json.dumps(args)}")
 
 
-def build(trip: Trip, recorder: RunRecorder, ctx: dict[str, Any]) -> Crew:
-    """The crew (fenced tool, scripted LLM)."""
-
-    @tool("book")
-    def book(destination: str) -> str:
-        """Book a hotel in the destination city."""
-        return trip.book(destination)
-
-    safe_book = fenced_crewai_tool(book, fence=trip.fence, depends_on={REQ}, context=ctx,
-                                   replan=trip.replan, recorder=recorder,
-                                   replicator=trip.replicator)
-    llm = ScriptedLLM(model="scripted")
-    llm._turns = trip.script(_act("Lisbon"), _act("Porto"),
-                             "Thought: I now know the final answer\nFinal Answer: Booked "
-                             "Porto; the second booking was refused by PlanFence.")
-    agent = Agent(role="travel agent", goal="book hotels", backstory="careful",
-                  tools=[safe_book], llm=llm, verbose=False, allow_delegation=False,
-                  max_iter=5)
-    task = Task(description="Book a hotel for trip 17", expected_output="a booking",
-                agent=agent)
-    return Crew(agents=[agent], tasks=[task], verbose=False)
+def script(ws: Workspace) -> Iterator[str]:
+    """The LLM's ReAct steps; the sales agent changes orders between them."""
+    yield _act("get_order", order_id="42")
+    ws.put("order/42", {"city": "Munich"}, by="sales")  # after the read, before the call
+    yield _act("ship", order_id="42", city="Berlin")  # stale: refused, Munich handed over
+    yield _act("ship", order_id="42", city="Munich")  # the one replan: runs
+    yield _act("get_order", order_id="7")
+    ws.put("order/7", {"city": "Bonn"}, by="sales")
+    yield _act("ship", order_id="7", city="Hamburg")  # stale: refused, Bonn handed over
+    ws.put("order/7", {"city": "Cologne"}, by="sales")  # a second change
+    yield _act("ship", order_id="7", city="Bonn")  # blocked: second_change
+    yield ("Thought: I now know the final answer\nFinal Answer: Order 42 shipped to Munich; "
+           "order 7 changed twice and was not shipped.")
 
 
 def main(out: str | None = None) -> dict[str, Any]:
     """Run the crew once; print and return what happened."""
-    trip = Trip()
-    rec = RunRecorder("crewai-trip", question="Book a hotel for trip 17")
-    ctx: dict[str, Any] = {"plan_roots": [trip.first_plan.id]}
-    crew = build(trip, rec, ctx)
-    with recording(rec):
+    shipped: list[tuple[str, str]] = []
+    ws = Workspace({"order/*": "sales"})  # icore
+    ws.put("order/42", {"city": "Berlin"}, by="sales")  # icore
+    ws.put("order/7", {"city": "Hamburg"}, by="sales")  # icore
+    shipper = ws.agent("shipper")  # icore
+    rec = RunRecorder("crewai-orders", question="Ship orders 42 and 7")  # icore (recording)
+
+    @tool("get_order")
+    def get_order(order_id: str) -> str:
+        """Look an order up: its destination city."""
+        return json.dumps(shipper.read(f"order/{order_id}"))  # icore
+
+    @tool("ship")
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order to a city."""
+        shipped.append((order_id, city))
+        return f"shipped order {order_id} to {city}"
+
+    safe_ship = fenced_crewai_tool(ship, agent=shipper, recorder=rec,  # icore
+                                   depends_on=lambda a: {f"order/{a['order_id']}"})  # icore
+    llm = ScriptedLLM(model="scripted")
+    llm._turns = script(ws)
+    agent = Agent(role="shipper", goal="ship orders", backstory="careful", llm=llm,
+                  tools=[get_order, safe_ship], verbose=False, allow_delegation=False,
+                  max_iter=10)
+    task = Task(description="Ship orders 42 and 7", expected_output="what was shipped",
+                agent=agent)
+    crew = Crew(agents=[agent], tasks=[task], verbose=False)
+    with recording(rec):  # icore (recording)
         result = crew.kickoff()
     if out:
         rec.write(out)
-    audit = rec.audit()
-    blocked = [e for e in rec.events if e.get("blocked")]
+    seen = list(dict.fromkeys(  # what the agent read back from the fenced tool
+        ln.strip() for m in llm._inbox for ln in m.splitlines() if "PlanFence blocked" in ln))
     summary = {
-        "booked": trip.booked,
-        "blocked_reason": blocked[0]["content"] if blocked else "",
-        "plan_in_context": ctx["plan_roots"] != [trip.first_plan.id],
+        "shipped": shipped,
+        "blocked": [e["content"] for e in rec.events if e.get("blocked")],
+        "observations": seen,
         "final": str(getattr(result, "raw", result)),
         "events": rec.kinds(),
-        "audited_steps": len(audit.trace.steps),
+        "audited_steps": len(rec.audit().trace.steps),
     }
-    print(summary)
+    print(json.dumps(summary, indent=1))
     return summary
 
 

@@ -1,12 +1,22 @@
-"""An OpenAI Agents SDK agent whose tool is fenced by PlanFence and whose run is audited.
+"""An OpenAI Agents SDK order-shipping agent fenced by PlanFence with the high-level API.
 
-A plain ``Agent`` with a ``@function_tool``, driven by a custom ``Model`` that returns
-scripted tool calls (no network). ``fenced_function_tool`` gates every ``book`` call
-against the plan in the run context (``TripContext.plan_roots``): the first call's plan
-is stale, so it replans once, books the fresh destination and writes the fresh plan back
-into the context; the second call meets a second change and is blocked: the model gets
-the reason as the tool's output. ``recording`` records the run through a tracing
-processor; ``icore audit`` reads the file.
+The shipper agent looks an order up (``get_order``) and ships it (``ship``). While it
+works, the sales agent changes orders. Fencing it took the lines marked ``# icore``
+(recording the run for ``icore audit``: the ones marked ``# icore (recording)``): the
+orders live in a :class:`~icore.workspace.Workspace` owned by ``sales``, the shipper's
+reads go through its workspace handle, and ``ship`` is wrapped with
+:func:`~icore.integrations.openai_agents.fenced_function_tool`. The model's own ``ship``
+call is the plan:
+
+* order 42: the model read Berlin and calls ``ship(42, "Berlin")``; sales has changed the
+  order to Munich in between, so the stale call never runs; the model gets the fresh
+  value as the tool's output and its next call, ``ship(42, "Munich")``, is the one
+  replan; it runs.
+* order 7: read Hamburg, changed to Bonn before the call (refused, Bonn handed over),
+  changed again to Cologne before the replan: blocked ``second_change`` (the tool's
+  output); nothing shipped.
+
+The model is a custom ``Model`` returning scripted turns (no network).
 
 Run: ``python examples/openai_agents_app.py [out.jsonl]``
 """
@@ -14,28 +24,18 @@ Run: ``python examples/openai_agents_app.py [out.jsonl]``
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool
 from agents.testing import assistant_message, function_call
 from agents.tracing import generation_span
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _trip import REQ, Trip
-
-from icore.integrations import RunRecorder
-from icore.integrations.openai_agents import fenced_function_tool, recording
-
-
-@dataclass
-class TripContext:
-    """The run context: the plan's record ids."""
-
-    plan_roots: list[str] = field(default_factory=list)
+from icore.integrations import RunRecorder  # icore (recording)
+from icore.integrations.openai_agents import fenced_function_tool, recording  # icore
+from icore.workspace import Workspace  # icore
 
 
 class ScriptModel(Model):
@@ -58,46 +58,58 @@ class ScriptModel(Model):
         raise NotImplementedError("the scripted model does not stream")
 
 
-def build(trip: Trip, recorder: RunRecorder) -> Agent[TripContext]:
-    """The agent (fenced tool, scripted model)."""
-
-    @function_tool
-    def book(destination: str) -> str:
-        """Book a hotel in the destination city."""
-        return trip.book(destination)
-
-    safe_book = fenced_function_tool(book, fence=trip.fence, depends_on={REQ},
-                                     roots="plan_roots", replan=trip.replan,
-                                     recorder=recorder, replicator=trip.replicator)
-    model = ScriptModel(trip.script(
-        [function_call("book", {"destination": "Lisbon"}, call_id="call-1")],
-        [function_call("book", {"destination": "Porto"}, call_id="call-2")],
-        [assistant_message("Booked Porto; the second booking was refused by PlanFence.")]))
-    return Agent(name="travel_agent", instructions="Book hotels.", tools=[safe_book],
-                 model=model)
+def script(ws: Workspace) -> Iterator[list[Any]]:
+    """The model's turns; the sales agent changes orders between them."""
+    yield [function_call("get_order", {"order_id": "42"}, call_id="c1")]
+    ws.put("order/42", {"city": "Munich"}, by="sales")  # after the read, before the call
+    yield [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c2")]
+    yield [function_call("ship", {"order_id": "42", "city": "Munich"}, call_id="c3")]
+    yield [function_call("get_order", {"order_id": "7"}, call_id="c4")]
+    ws.put("order/7", {"city": "Bonn"}, by="sales")
+    yield [function_call("ship", {"order_id": "7", "city": "Hamburg"}, call_id="c5")]
+    ws.put("order/7", {"city": "Cologne"}, by="sales")  # a second change
+    yield [function_call("ship", {"order_id": "7", "city": "Bonn"}, call_id="c6")]
+    yield [assistant_message("Order 42 shipped to Munich; order 7 changed twice and was "
+                             "not shipped.")]
 
 
 async def arun(out: str | None = None) -> dict[str, Any]:
-    """Run the agent once; return what happened."""
-    trip = Trip()
-    rec = RunRecorder("openai-agents-trip", question="Book a hotel for trip 17")
-    agent = build(trip, rec)
-    ctx = TripContext(plan_roots=[trip.first_plan.id])
-    with recording(rec, exclusive=True):
-        result = await Runner.run(agent, "Book a hotel for trip 17", context=ctx)
-    outputs = [str(i.output) for i in result.new_items if i.type == "tool_call_output_item"]
+    """Run the shipper once; return what happened."""
+    shipped: list[tuple[str, str]] = []
+    ws = Workspace({"order/*": "sales"})  # icore
+    ws.put("order/42", {"city": "Berlin"}, by="sales")  # icore
+    ws.put("order/7", {"city": "Hamburg"}, by="sales")  # icore
+    shipper = ws.agent("shipper")  # icore
+    rec = RunRecorder("openai-agents-orders", question="Ship orders 42 and 7")  # icore (recording)
+
+    @function_tool
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Look an order up: its destination city."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[return-value]  # icore
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order to a city."""
+        shipped.append((order_id, city))
+        return f"shipped order {order_id} to {city}"
+
+    safe_ship = fenced_function_tool(ship, agent=shipper, recorder=rec,  # icore
+                                     depends_on=lambda a: {f"order/{a['order_id']}"})  # icore
+    agent = Agent(name="shipper", instructions="Ship orders.", tools=[get_order, safe_ship],
+                  model=ScriptModel(script(ws)))
+    with recording(rec, exclusive=True):  # icore (recording)
+        result = await Runner.run(agent, "Ship orders 42 and 7")
+    outputs = [str(i.output) for i in result.new_items if i.type == "tool_call_output_item"
+               and i.raw_item["call_id"] in ("c2", "c3", "c5", "c6")]
     if out:
         rec.write(out)
-    audit = rec.audit()
     summary = {
-        "booked": trip.booked,
-        "tool_outputs": outputs,
-        "plan_in_context": ctx.plan_roots != [trip.first_plan.id],
+        "shipped": shipped,
+        "ship_results": outputs,
         "final": result.final_output,
         "events": rec.kinds(),
-        "audited_steps": len(audit.trace.steps),
+        "audited_steps": len(rec.audit().trace.steps),
     }
-    print(summary)
+    print(json.dumps(summary, indent=1))
     return summary
 
 

@@ -99,9 +99,10 @@ PINNED = {
         "StateUpdate", "fenced_tool", "is_fenced", "recorded_node",
     ],
     "icore.integrations.openai_agents": [
-        "ContextRoots", "RecordingProcessor", "fenced_function_tool", "recording",
+        "AgentsActionBlocked", "ContextRoots", "RecordingProcessor", "fenced_function_tool",
+        "recording",
     ],
-    "icore.integrations.ag2": ["ChatRecorder", "ContextRoots", "fenced_function",
+    "icore.integrations.ag2": ["ChatRecorder", "ContextRoots", "fenced_tool",
                                "record_agents"],
 }
 

@@ -9,6 +9,8 @@ instead of a bare ``ModuleNotFoundError`` deep in a traceback.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import itertools
 import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -38,6 +40,52 @@ def require(module: str, extra: str, *, feature: str = "") -> ModuleType:
         raise MissingExtra(
             f"{feature or 'icore[' + extra + ']'} needs {missing}: "
             f"pip install 'icore[{extra}]'", module=missing, extra=extra) from None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    nums = []
+    for part in version.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        nums.append(int(digits))
+    return tuple(nums)
+
+
+def require_version(module: str, dist: str, minimum: str, *, extra: str = "",
+                    feature: str = "") -> ModuleType:
+    """Import ``module`` of the distribution ``dist`` at version ``minimum`` or newer.
+
+    Unlike :func:`require`, an installed but older ``dist`` gets an upgrade hint
+    (``pip install -U 'dist>=minimum'``), never an install line that could keep or bring
+    back the old major version.
+
+    Args:
+        module: dotted module name (``"ag2"``).
+        dist: the distribution that provides it (``"ag2"``).
+        minimum: the oldest supported release (``"1.2"``).
+        extra: the icore extra that installs it (default: ``dist``).
+        feature: what needs it, for the message.
+
+    Returns:
+        The imported module.
+
+    Raises:
+        MissingExtra: ``dist`` is older than ``minimum`` (the upgrade line), or ``module``
+            (or a module it imports) is missing (the extra's install line: the extra pins
+            ``dist>=minimum``, so it cannot downgrade).
+    """
+    what = feature or f"icore[{extra or dist}]"
+    try:
+        installed: str | None = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed is not None and _release(installed) < _release(minimum):
+        raise MissingExtra(
+            f"{what} needs {dist}>={minimum}; {dist} {installed} is installed: "
+            f"pip install -U '{dist}>={minimum}'", module=module, extra=extra or dist,
+            installed=installed, minimum=minimum)
+    return require(module, extra or dist, feature=feature)
 
 
 def lazy_attributes(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:

@@ -45,3 +45,11 @@ def audit_cli(run: Path, out: Path) -> str:
     assert cli.returncode == 0, cli.stderr
     assert (out / "index.html").exists()
     return cli.stdout
+
+
+def icore_lines(name: str) -> list[str]:
+    """The lines of ``examples/<name>.py`` marked ``# icore`` (the fencing code)."""
+    import re
+
+    text = (EXAMPLES / f"{name}.py").read_text(encoding="utf-8")
+    return [ln for ln in text.splitlines() if re.search(r"#\s*icore\s*$", ln)]

@@ -109,7 +109,7 @@ def test_base_install_works_without_bench_or_framework_extras() -> None:
     """Without numpy/scipy/matplotlib and the frameworks: the fence, memory, state and the
     CLI work; a bench statistic and an integration fail with the install hint."""
     heavy = {"numpy", "scipy", "matplotlib", "langgraph", "langchain_core", "agents",
-             "autogen", "crewai", "networkx"}
+             "autogen", "ag2", "crewai", "networkx"}
     code = """
 import icore.records, icore.memory, icore.fence, icore.net, icore.state, icore.adapters
 import icore.cli, icore.integrations

@@ -1,20 +1,21 @@
-"""AG2 drop-in (``pip install 'icore[ag2]'``: the ConversableAgent API of ag2 0.9-0.14).
+"""AG2 drop-in (``pip install 'icore[ag2]'``: the ``ag2.Agent`` API of ag2 1.x).
 
 See docs/integrations-ag2.md.
 
-* :func:`fenced_function`: the function an AG2 executor runs, gated by PlanFence, plan
-  roots from the chat's ``ContextVariables``, blocks as the function's error reply,
-  replans written back into the context (planfence App. A.3);
-* :func:`record_agents`, :class:`ChatRecorder`: message hooks recording a chat into the
+* :func:`fenced_tool`: an ``ag2`` tool whose calls pass the PlanFence gate in a tool
+  middleware, plan roots from the conversation's ``context.variables``, blocks as the
+  tool's error, replans written back, human approvals bound to the approved arguments
+  (planfence App. A.3);
+* :func:`record_agents`, :class:`ChatRecorder`: agent middleware recording a run into the
   trace ``icore audit`` reads (icore Sec. 3).
 """
 
-from icore._extras import require
+from icore._extras import require_version
 
-require("autogen", "ag2", feature="icore.integrations.ag2")
+require_version("ag2", "ag2", "1.2", feature="icore.integrations.ag2")
 
 from icore.integrations._context import ContextRoots  # noqa: E402
 from icore.integrations.ag2._hooks import ChatRecorder, record_agents  # noqa: E402
-from icore.integrations.ag2._tools import fenced_function  # noqa: E402
+from icore.integrations.ag2._tools import fenced_tool  # noqa: E402
 
-__all__ = ["ChatRecorder", "ContextRoots", "fenced_function", "record_agents"]
+__all__ = ["ChatRecorder", "ContextRoots", "fenced_tool", "record_agents"]

@@ -1,87 +1,140 @@
-"""Recorded AG2 chats through ConversableAgent message hooks (icore Sec. 3).
+"""Recorded AG2 1.x runs through agent middleware (icore Sec. 3).
 
-:func:`record_agents` registers a ``process_message_before_send`` hook on each agent:
-every message an agent sends is recorded (the first one as the task), tool calls with
-their arguments, tool responses with their result (``Error: ...`` replies as errors), and
-a message containing ``TERMINATE`` as the final answer. The hook returns the message
-unchanged.
+:func:`record_agents` adds one middleware (``ag2.Middleware``, AG2's own per-turn hook
+object) to each agent: the first request an agent is asked is the run's task, every model
+response with tool calls is a turn naming them, every tool result or tool error is a tool
+call with its arguments (fenced tools record their own calls, gate decisions included),
+and the text of an agent's last model response in a turn is its final answer. The
+middleware also tells fenced tools which agent is calling (gate events name it).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
 from typing import Any
 
+from ag2 import Middleware
+from ag2.events import ToolErrorEvent
+from ag2.middleware import BaseMiddleware
+
 from icore.integrations import RunRecorder
+from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
+
+
+def _text(obj: Any) -> str:
+    """The text of a request, response or tool result (its parts' contents joined)."""
+    content = getattr(obj, "content", None)
+    if isinstance(content, str):
+        return content
+    parts = getattr(obj, "parts", None)
+    if parts is None and hasattr(obj, "result"):
+        parts = getattr(obj.result, "parts", None)
+    if parts is not None:
+        return "\n".join(str(getattr(p, "content", p)) for p in parts)
+    message = getattr(obj, "message", None)
+    if message is not None and message is not obj:
+        return _text(message)
+    return "" if obj is None else str(obj)
 
 
 class ChatRecorder:
-    """The hook (one instance shared by every recorded agent of a chat).
+    """What every recorded agent of one run shares: the recorder and the task flag.
 
     Args:
-        recorder: where the chat goes.
-        terminate: the text that marks the final answer.
+        recorder: where the run goes.
     """
 
-    def __init__(self, recorder: RunRecorder, *, terminate: str = "TERMINATE") -> None:
+    def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
-        self.terminate = terminate
-        self._calls: dict[str, tuple[str, Any]] = {}
         self._started = False
         self._lock = threading.Lock()
 
-    def __call__(self, sender: Any, message: dict[str, Any] | str, recipient: Any,
-                 silent: bool) -> dict[str, Any] | str:
-        """Record one sent message; return it unchanged."""
-        who = str(getattr(sender, "name", sender))
-        msg: Mapping[str, Any] = {"content": message} if isinstance(message, str) else message
+    def first(self) -> bool:
+        """True exactly once: for the run's first request (its task)."""
         with self._lock:
-            first = not self._started
-            self._started = True
-        content = msg.get("content")
-        text = content if isinstance(content, str) else ("" if content is None else
-                                                           json.dumps(content, default=str))
-        if first:
-            self.recorder.task(text, agent=who)
-            return message
-        for tc in msg.get("tool_calls") or ():
-            fn = tc.get("function", {})
-            try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except json.JSONDecodeError:
-                args = {"raw": fn.get("arguments")}
-            with self._lock:
-                self._calls[str(tc.get("id"))] = (str(fn.get("name")), args)
-        if msg.get("tool_calls"):
-            calls = [{"name": n, "args": a} for n, a in
-                     (self._calls[str(tc.get("id"))] for tc in msg["tool_calls"])]
-            self.recorder.turn(who, text or f"calls {[c['name'] for c in calls]}",
-                               tool_calls=calls)
-        for tr in msg.get("tool_responses") or ():
-            with self._lock:
-                name, args = self._calls.get(str(tr.get("tool_call_id")), ("tool", None))
-            if name in self.recorder.fenced_tools:
-                continue
-            out = str(tr.get("content", ""))
-            self.recorder.tool_call(who, name, args, out, error=out.startswith("Error:"))
-        if not msg.get("tool_calls") and not msg.get("tool_responses") and text:
-            if self.terminate and self.terminate in text:
-                self.recorder.finish(who, text.replace(self.terminate, "").strip())
-            else:
-                self.recorder.turn(who, text)
-        return message
+            first, self._started = not self._started, True
+        return first
+
+    def middleware(self, agent: str) -> Middleware:
+        """The ``ag2.Middleware`` recording one agent's turns."""
+        return Middleware(_AgentRecording, chat=self, agent=agent)
 
 
-def record_agents(recorder: RunRecorder, *agents: Any, terminate: str = "TERMINATE"
-                  ) -> ChatRecorder:
-    """Record every message the given ConversableAgents send into ``recorder``.
+class _AgentRecording(BaseMiddleware):
+    def __init__(self, event: Any, context: Any, *, chat: ChatRecorder, agent: str) -> None:
+        super().__init__(event, context)
+        self.chat = chat
+        self.agent = agent
+
+    async def on_turn(self, call_next: Any, event: Any, context: Any) -> Any:
+        """One ``ask`` of the agent: the task (first request), the final answer."""
+        rec = self.chat.recorder
+        if self.chat.first():
+            rec.task(_text(event), agent="user")
+        token = CALLING_AGENT.set(self.agent)
+        try:
+            response = await call_next(event, context)
+        finally:
+            CALLING_AGENT.reset(token)
+        text = _text(response)
+        if text:
+            rec.finish(self.agent, text)
+        return response
+
+    async def on_llm_call(self, call_next: Any, events: Any, context: Any) -> Any:
+        """One model response: a turn naming its tool calls."""
+        response = await call_next(events, context)
+        calls = getattr(getattr(response, "tool_calls", None), "calls", None) or []
+        if calls:
+            named = [{"name": c.name, "args": _args(c.arguments)} for c in calls]
+            text = _text(response) or f"calls {[c['name'] for c in named]}"
+            self.chat.recorder.turn(self.agent, text, tool_calls=named)
+        return response
+
+    async def on_tool_execution(self, call_next: Any, event: Any, context: Any) -> Any:
+        """One tool call: the calling agent set for fenced tools; plain calls recorded."""
+        token = CALLING_AGENT.set(self.agent)
+        rec_token = CHAT_RECORDER.set(self.chat.recorder)
+        try:
+            result = await call_next(event, context)
+        finally:
+            CHAT_RECORDER.reset(rec_token)
+            CALLING_AGENT.reset(token)
+        rec = self.chat.recorder
+        if event.name not in rec.fenced_tools:
+            rec.tool_call(self.agent, event.name, _args(event.arguments), _text(result),
+                          error=isinstance(result, ToolErrorEvent))
+        return result
+
+
+def _args(raw: str) -> Any:
+    try:
+        return json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"raw": raw}
+
+
+def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
+    """Record every turn, tool call and answer of the given ``ag2.Agent`` s.
+
+    Args:
+        recorder: where the run goes.
+        agents: ``ag2.Agent`` objects; each gets one recording middleware.
 
     Returns:
-        The registered hook.
+        The shared :class:`ChatRecorder`.
+
+    Raises:
+        IntegrationError: an argument is not an ``ag2.Agent`` (no ``add_middleware``).
     """
-    hook = ChatRecorder(recorder, terminate=terminate)
+    from icore.errors import IntegrationError
+
+    chat = ChatRecorder(recorder)
     for a in agents:
-        a.register_hook("process_message_before_send", hook)
-    return hook
+        add = getattr(a, "add_middleware", None)
+        if not callable(add):
+            raise IntegrationError("record_agents needs ag2.Agent objects", framework="ag2",
+                                   got=type(a).__name__)
+        add(chat.middleware(str(a.name)))
+    return chat

@@ -12,6 +12,7 @@ subscribes for a ``with`` block and flushes at its end.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -124,13 +125,24 @@ class CrewRecorder:
             fn()
 
 
+ACTIVE_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(
+    "icore_crewai_recorder", default=None)
+"""The recorder of the :func:`recording` block this code runs in: a fenced tool built
+without ``recorder=`` records its gate decisions and calls there."""
+
+
 @contextmanager
 def recording(recorder: RunRecorder) -> Iterator[CrewRecorder]:
-    """Record every CrewAI run inside the block; flushed into ``recorder`` at its end."""
+    """Record every CrewAI run inside the block; flushed into ``recorder`` at its end.
+
+    Fenced tools built without ``recorder=`` record into ``recorder`` inside the block.
+    """
     cr = CrewRecorder(recorder)
     cr.subscribe()
+    token = ACTIVE_RECORDER.set(recorder)
     try:
         yield cr
     finally:
+        ACTIVE_RECORDER.reset(token)
         cr.flush()
         cr.unsubscribe()

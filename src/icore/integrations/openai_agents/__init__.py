@@ -14,10 +14,14 @@ from icore._extras import require
 require("agents", "openai-agents", feature="icore.integrations.openai_agents")
 
 from icore.integrations._context import ContextRoots  # noqa: E402
-from icore.integrations.openai_agents._tools import fenced_function_tool  # noqa: E402
+from icore.integrations.openai_agents._tools import (  # noqa: E402
+    AgentsActionBlocked,
+    fenced_function_tool,
+)
 from icore.integrations.openai_agents._tracing import (  # noqa: E402
     RecordingProcessor,
     recording,
 )
 
-__all__ = ["ContextRoots", "RecordingProcessor", "fenced_function_tool", "recording"]
+__all__ = ["AgentsActionBlocked", "ContextRoots", "RecordingProcessor", "fenced_function_tool",
+           "recording"]

@@ -12,6 +12,7 @@ for a ``with`` block.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -158,6 +159,12 @@ class RecordingProcessor(TracingProcessor):
         """Events are recorded as they arrive."""
 
 
+ACTIVE_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(
+    "icore_openai_agents_recorder", default=None)
+"""The recorder of the :func:`recording` block this code runs in: a fenced tool built
+without ``recorder=`` records its gate decisions and calls there."""
+
+
 @contextmanager
 def recording(recorder: RunRecorder, *, exclusive: bool = False
               ) -> Iterator[RecordingProcessor]:
@@ -168,6 +175,7 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         exclusive: for the block, this processor replaces the installed ones (nothing
             leaves the process, e.g. in tests); otherwise it is added next to them.
 
+    Fenced tools built without ``recorder=`` record into ``recorder`` inside the block.
     The processors installed before are restored afterwards. When the SDK's provider
     does not expose them, the processor is only switched off at the end (and
     ``exclusive`` is refused, since the others could not be put back).
@@ -188,9 +196,11 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         provider.set_processors([proc])
     else:
         provider.register_processor(proc)
+    token = ACTIVE_RECORDER.set(recorder)
     try:
         yield proc
     finally:
+        ACTIVE_RECORDER.reset(token)
         proc.active = False
         if before is not None:
             provider.set_processors(before)
