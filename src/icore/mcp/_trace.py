@@ -1,0 +1,123 @@
+"""The gateway's trace: every session's reads, calls and gate decisions, for ``icore audit``.
+
+Built on :class:`icore.integrations.RunRecorder` (the recorder every integration uses):
+event lines from it, plus the PlanFence lines of the generic JSONL format (the records
+a decision cites and the decisions themselves), so ``icore audit TRACE`` draws the
+lineage pictures and ``--fail-on invalid`` judges the run. With a file, the trace is
+rewritten (atomically: a temporary file, then a rename) after every event, so a crash
+of the gateway loses nothing already recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from icore.fence import ActionResult, GateDecision, Outcome
+from icore.integrations import RunRecorder
+from icore.records import Record
+
+
+def _record_line(rec: Record, role: str) -> dict[str, Any]:
+    return {"planfence": {"record": {"id": rec.id, "key": rec.key, "owner": rec.owner,
+                                     "seq": rec.seq, "type": rec.type,
+                                     "parents": list(rec.parents), "role": role}}}
+
+
+class GatewayTrace:
+    """The recorder of one gateway run (thread-safe; one agent per client session).
+
+    Args:
+        run_id: the run's id in the trace header.
+        path: the JSONL file to keep current (None: in memory only).
+    """
+
+    def __init__(self, run_id: str, path: Path | None = None) -> None:
+        self.recorder = RunRecorder(run_id, question=f"MCP gateway {run_id}",
+                                    agents={"gateway": "icore MCP gateway"})
+        self.path = path
+        self.planfence: list[dict[str, Any]] = []
+        self._ids: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _rec(self, rec: Record, role: str) -> None:
+        with self._lock:
+            if rec.id in self._ids:
+                return
+            self._ids.add(rec.id)
+            self.planfence.append(_record_line(rec, role))
+
+    def session(self, sid: str, client: str) -> None:
+        """A client session started."""
+        self.recorder.agents.setdefault(sid, f"MCP client {client}")
+        self.recorder.task(f"session {sid} ({client}) connected", agent=sid)
+        self.flush()
+
+    def version(self, rec: Record, source: str) -> None:
+        """A new version of a fact was committed (``source``: who or what changed it)."""
+        self._rec(rec, "revision" if rec.parents else "input")
+        self.recorder.add("gateway", "thought", f"new version of {rec.key} (seq {rec.seq}) "
+                          f"from {source}", fact={"key": rec.key, "record": rec.id,
+                                                  "source": source})
+        self.flush()
+
+    def read(self, sid: str, uri: str, rec: Record | None) -> None:
+        """A session read ``uri`` (the version it saw, when ``uri`` is a fact)."""
+        fields: dict[str, Any] = {"read": {"key": uri}}
+        if rec is not None:
+            self._rec(rec, "revision" if rec.parents else "input")
+            fields["read"] = {"key": uri, "record": rec.id, "seq": rec.seq}
+        self.recorder.add(sid, "output", f"read {uri}", **fields)
+        self.flush()
+
+    def decision(self, sid: str, tool: str, d: GateDecision, plan: Record | None,
+                 args: Mapping[str, Any], *, task: str) -> None:
+        """One gate decision of a protected call (with the plan it validated)."""
+        if plan is not None:
+            self._rec(plan, "plan")
+        res = ActionResult(d.outcome if d.outcome is not Outcome.REPLAN_REQUIRED
+                           else Outcome.BLOCKED, d.authorized, None, (d,), d.replanned,
+                           d.roots, dict(args), d.detail)
+        with self._lock:
+            self.planfence.append({"planfence": {"decision": {**d.to_dict(), "task": task}}})
+        for line in (res.decisions if d.authorized else ()):
+            self.recorder.add(sid, "thought", f"gate {line.outcome.value}/"
+                              f"{line.reason.value} for {tool}",
+                              gate={"outcome": line.outcome.value,
+                                    "reason": line.reason.value, "tool": tool,
+                                    "replanned": line.replanned})
+        if not d.authorized:
+            self.recorder.gate(sid, tool, res)
+        self.flush()
+
+    def call(self, sid: str, tool: str, args: Mapping[str, Any] | None, result: Any, *,
+             error: bool, **fields: Any) -> None:
+        """A tool call forwarded to an upstream (or served by the gateway) and its result."""
+        self.recorder.tool_call(sid, tool, args, result, error=error, **fields)
+        self.flush()
+
+    def note(self, agent: str, text: str, **fields: Any) -> None:
+        """Anything else worth keeping (an upstream down, a refused request)."""
+        self.recorder.add(agent, "thought", text, **fields)
+        self.flush()
+
+    def jsonl(self) -> str:
+        """The trace: the recorder's lines, then the PlanFence lines."""
+        with self._lock:
+            extra = list(self.planfence)
+        return self.recorder.jsonl() + "".join(json.dumps(x, sort_keys=True) + "\n"
+                                               for x in extra)
+
+    def flush(self) -> None:
+        """Rewrite the trace file (atomically) when there is one."""
+        if self.path is None:
+            return
+        text = self.jsonl()
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        with self._lock:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.path)
