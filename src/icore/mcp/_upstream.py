@@ -26,6 +26,10 @@ log = logging.getLogger("icore.mcp")
 
 T = TypeVar("T")
 
+CONNECT_TIMEOUT_S = 30.0
+"""Bound of launching and initializing an upstream, seconds (at least its ``timeout_s``):
+a stdio server's interpreter start can take seconds on a loaded machine."""
+
 
 class UpstreamError(GatewayError):
     """An upstream MCP server is down, crashed, or did not answer in time.
@@ -93,7 +97,7 @@ class Upstream:
                             streamable_http_client(spec.url, http_client=client))
                     session = ClientSession(r, w, message_handler=self._handler)
                     await stack.enter_async_context(session)
-                    with anyio.fail_after(spec.timeout_s):
+                    with anyio.fail_after(max(spec.timeout_s, CONNECT_TIMEOUT_S)):
                         init = await session.initialize()
                     self.capabilities = init.capabilities
                     self.session = session
