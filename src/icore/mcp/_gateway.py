@@ -106,6 +106,10 @@ class Gateway:
             weakref.WeakKeyDictionary()
         self._notifiers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._n = itertools.count(1)
+        self.single_client = False
+        """True when serving stdio: every request comes from the one client."""
+        self._stdio_key = _Key("stdio")
+        self._sid_keys: dict[str, _Key] = {}
         self._tasks = itertools.count(1)
         self._tg: anyio.abc.TaskGroup | None = None
         self.server = self._make_server()
@@ -230,7 +234,7 @@ class Gateway:
     # -- sessions -----------------------------------------------------------------------
     def view(self, ctx: Any) -> SessionView:
         """The :class:`SessionView` of the request's client session (made on first use)."""
-        key = _connection(ctx)
+        key = self._client_key(ctx)
         v = self._sessions.get(key)
         if v is None:
             params = getattr(ctx.session, "client_params", None)
@@ -240,6 +244,25 @@ class Gateway:
             self._sessions[key] = v
             self.trace.session(v.sid, client)
         return v
+
+    def _client_key(self, ctx: Any) -> Any:
+        """What identifies the request's client session.
+
+        Over stdio the process has exactly one client. Over HTTP: the MCP session id
+        (``Mcp-Session-Id``), else the SDK's connection object (a handshake-era
+        connection lives as long as its client; a stateless request is a session of its
+        own, so a protected call there never cites a read: blocked, fail closed).
+        """
+        if self.single_client:
+            return self._stdio_key
+        conn = getattr(ctx.session, "_connection", None) or ctx.session
+        sid = getattr(conn, "session_id", None)
+        if isinstance(sid, str) and sid:
+            k = self._sid_keys.get(sid)
+            if k is None:
+                k = self._sid_keys[sid] = _Key(sid)
+            return k
+        return conn
 
     # -- the SDK server -----------------------------------------------------------------
     def _make_server(self) -> Any:
@@ -395,7 +418,7 @@ class Gateway:
     async def _subscribe(self, ctx: Any, params: Any) -> Any:
         from mcp_types import EmptyResult
         uri = str(params.uri)
-        conn = _connection(ctx)
+        conn = self._client_key(ctx)
         self._subscribers.setdefault(conn, set()).add(uri)
         self._notifiers[conn] = ctx.session
         route = self._route_uri(uri)
@@ -405,7 +428,7 @@ class Gateway:
 
     async def _unsubscribe(self, ctx: Any, params: Any) -> Any:
         from mcp_types import EmptyResult
-        self._subscribers.get(_connection(ctx), set()).discard(str(params.uri))
+        self._subscribers.get(self._client_key(ctx), set()).discard(str(params.uri))
         return EmptyResult()
 
     async def _upstream_subscribe(self, route: Route) -> None:
@@ -480,7 +503,7 @@ class Gateway:
         u = self.upstreams[route.upstream]
         try:
             result = await u.request("tools/call", lambda s: s.call_tool(
-                route.name, args, meta=params.meta))
+                route.name, args, meta=_forward_meta(params.meta)))
         except UpstreamError as exc:
             self.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc}", error=True,
                             task=task)
@@ -596,10 +619,31 @@ class Gateway:
                               structured_content={"key": key, "seq": rec.seq})
 
 
-def _connection(ctx: Any) -> Any:
-    """The client connection of a request (the SDK makes one ServerSession per request;
-    the connection it wraps is what lives as long as the client session)."""
-    return getattr(ctx.session, "_connection", None) or ctx.session
+_RESERVED = "io.modelcontextprotocol/"
+
+
+def _forward_meta(meta: Any) -> Any:
+    """The client's ``_meta`` for the upstream: trace context (``traceparent``,
+    ``tracestate``, ``baggage``) and the application's own keys, without the
+    protocol-reserved ``io.modelcontextprotocol/*`` envelope of the client's
+    connection (the upstream connection has its own) and without ``progressToken``
+    (progress belongs to the client's request, not the gateway's)."""
+    if not meta:
+        return None
+    raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
+                                                                  exclude_none=True)
+    out = {k: v for k, v in raw.items()
+           if not k.startswith(_RESERVED) and k != "progressToken"}
+    return out or None
+
+
+class _Key:
+    """A hashable, weak-referenceable stand-in for a string session key."""
+
+    __slots__ = ("__weakref__", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:

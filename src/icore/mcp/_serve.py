@@ -29,6 +29,7 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
     from mcp.server.stdio import stdio_server
 
     async with Gateway(manifest) as gw, stdio_server() as (read, write):
+        gw.single_client = True
         await gw.server.run(read, write, gw.server.create_initialization_options())
 
 
