@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from icore.errors import IcoreError
 from icore.fence import Outcome, Reason
-from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply
 from icore.mcp import FactBook, SessionView, expand_deps
+from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply
 from icore.records import Record, RecordId
 
 OWNERS = {"memo://price": "trip", "memo://city": "trip", "fact://plan/*": "planner"}

@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, Model, ModelResponse, Runner, Usage  # noqa: E402
-from agents.mcp import MCPServerStdio  # noqa: E402
-from agents.testing import assistant_message, function_call  # noqa: E402
+from agents import Agent, Model, ModelResponse, Runner, Usage
+from agents.mcp import MCPServerStdio
+from agents.testing import assistant_message, function_call
 
-from .conftest import env, stdio_upstream, upstream_log, write_manifest  # noqa: E402
+from .conftest import env, stdio_upstream, upstream_log, write_manifest
 
 
 class ScriptModel(Model):

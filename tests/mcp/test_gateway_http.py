@@ -95,7 +95,7 @@ def test_two_sessions_one_changes_while_other_acts(gateway: tuple[str, Path]) ->
     assert {"city": "Porto", "price": 100} not in books  # the stale call never arrived
     assert books.count({"city": "Porto", "price": 250}) == 2  # B's fresh one, A's replan
     trace = load_jsonl(folder / "trace.jsonl")
-    agents = set(trace.agents) if not isinstance(trace.agents, dict) else set(trace.agents)
+    agents = set(trace.agents)
     assert any(a.startswith("alice#") for a in agents)
     assert any(a.startswith("bob#") for a in agents)
 

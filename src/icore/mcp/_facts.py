@@ -312,8 +312,8 @@ class FactBook:
             # (missing_boundary); the session is shown the current versions
             d = await self.fence.acheck(ptool, roots=[plan.id], args=args,
                                         replanned=replanned)
-            changed = {k: r for k in unread if (r := self.head(k)) is not None}
-            return Verdict(d, plan, dset, changed)
+            shown = {k: r for k in unread if (r := self.head(k)) is not None}
+            return Verdict(d, plan, dset, shown)
         d = await self.fence.acheck(ptool, roots=[plan.id], args=args, replanned=replanned)
         changed: dict[str, Record] = {}
         if d.outcome is Outcome.REPLAN_REQUIRED:

@@ -178,8 +178,11 @@ class Gateway:
         while True:
             from mcp_types import PaginatedRequestParams
             params = PaginatedRequestParams(cursor=cursor) if cursor else None
-            res = await u.request(f"{what}/list",
-                                  lambda s, m=method, p=params: getattr(s, m)(params=p))
+
+            async def page(s: Any, m: str = method, p: Any = params) -> Any:
+                return await getattr(s, m)(params=p)
+
+            res = await u.request(f"{what}/list", page)
             out.extend(getattr(res, what))
             cursor = res.next_cursor
             if not cursor:
@@ -623,11 +626,14 @@ _RESERVED = "io.modelcontextprotocol/"
 
 
 def _forward_meta(meta: Any) -> Any:
-    """The client's ``_meta`` for the upstream: trace context (``traceparent``,
-    ``tracestate``, ``baggage``) and the application's own keys, without the
+    """The client's ``_meta`` for the upstream.
+
+    Trace context (``traceparent``, ``tracestate``, ``baggage``) and the application's
+    own keys are kept; dropped: the
     protocol-reserved ``io.modelcontextprotocol/*`` envelope of the client's
     connection (the upstream connection has its own) and without ``progressToken``
-    (progress belongs to the client's request, not the gateway's)."""
+    (progress belongs to the client's request, not the gateway's).
+    """
     if not meta:
         return None
     raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
