@@ -105,10 +105,10 @@ PINNED = {
                                "record_agents"],
     "icore.mcp": [
         "DEFAULT_CALL_TIMEOUT_S", "DEFAULT_GATE_TIMEOUT_S", "FACT_SCHEME",
-        "AsyncLocalOwners", "BenchRow", "FactBook", "FactsSpec", "Gateway", "GatewayError",
+        "BenchRow", "FactBook", "FactsSpec", "Gateway", "GatewayError",
         "GatewayManifest", "GatewayManifestError", "GatewayTrace", "Route", "SessionView",
         "StoreSpec", "ToolSpec", "Upstream", "UpstreamError", "UpstreamSpec", "Verdict",
-        "expand_deps", "load_manifest", "manifest_from_dict", "run_bench", "serve_http",
+        "describe", "expand_deps", "load_manifest", "manifest_from_dict", "run_bench", "serve_http",
         "serve_stdio",
     ],
 }

@@ -1,9 +1,11 @@
-"""Facts as versioned records and the gate at the boundary (planfence Alg. 1), in process."""
+"""Facts as versioned records and the gate at the boundary (planfence Alg. 1), in process,
+through the gateway's seam over the workspace API (icore.workspace)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -11,33 +13,39 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icore.errors import IcoreError
-from icore.fence import Outcome, Reason
-from icore.mcp import FactBook, SessionView, expand_deps
-from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply
+from icore.mcp import FactBook, SessionView, Verdict, expand_deps
+from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply, OwnerUnavailable
 from icore.records import Record, RecordId
 
 OWNERS = {"memo://price": "trip", "memo://city": "trip", "fact://plan/*": "planner"}
 DEPS = ["memo://price", "memo://city"]
 
 
-def _book(**kw: object) -> FactBook:
-    return FactBook(OWNERS, **kw)  # type: ignore[arg-type]
+class Upstream:
+    """Stands in for the forward to the upstream: records what reached it."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, **args: Any) -> str:
+        self.calls.append(args)
+        return "done"
 
 
-def _read(book: FactBook, view: SessionView, key: str) -> Record:
-    rec = book.head(key)
-    assert rec is not None
-    view.saw(rec)
-    return rec
+def _setup(**kw: Any) -> tuple[FactBook, SessionView]:
+    book = FactBook(OWNERS, **kw)
+    for k in DEPS:
+        book.observe(k, {"v": k})
+    return book, book.session("s#1")
 
 
-def _gate(book: FactBook, view: SessionView, deps: Sequence[str] = DEPS,
-          args: Mapping[str, object] | None = None):  # type: ignore[no-untyped-def]
-    return anyio.run(lambda: book.gate(view, "book", deps, args or {"city": "Porto"}))
+def _run(book: FactBook, view: SessionView, up: Upstream,
+         args: Mapping[str, Any] | None = None) -> Verdict:
+    return anyio.run(lambda: book.execute(view, "book", DEPS, args or {"city": "Porto"}, up))
 
 
 def test_observe_versions_only_on_change() -> None:
-    book = _book()
+    book = FactBook(OWNERS)
     r1, c1 = book.observe("memo://price", {"v": 1})
     r2, c2 = book.observe("memo://price", {"v": 1})
     r3, c3 = book.observe("memo://price", {"v": 2})
@@ -45,88 +53,116 @@ def test_observe_versions_only_on_change() -> None:
     assert r3 is not None and r1 is not None and r3.parents == (r1.id,)
     assert book.head("memo://price") == r3
     assert book.observe("other://x", 1) == (None, False)  # no owner: not a fact
+    assert book.owner_of("fact://plan/goal") == "planner"
 
 
 def test_fresh_stale_replan_second_change() -> None:
-    book = _book()
-    view = SessionView("s#1")
+    book, view = _setup()
+    up = Upstream()
     for k in DEPS:
-        book.observe(k, {"v": k})
-        _read(book, view, k)
-    v = _gate(book, view)
-    assert v.decision.authorized and v.plan is not None
+        book.read(view, k)
+    v = _run(book, view, up)
+    assert v.call.executed and v.reason == "valid" and len(up.calls) == 1
+    assert v.call.record is not None and v.decisions[0].authorized
+    # another writer: the session's plan is stale; not forwarded; fresh value handed over
     book.observe("memo://price", {"v": "changed"})
-    v = _gate(book, view)
-    assert v.decision.outcome is Outcome.REPLAN_REQUIRED and set(v.changed) == {
-        "memo://price"}
-    # the gateway shows the fresh values and makes the next call the one replan
-    view.pending.add("book")
-    for r in v.changed.values():
-        view.saw(r)
-    book.observe("memo://price", {"v": "changed again"})
-    v = _gate(book, view)
-    assert (v.decision.outcome, v.decision.reason) == (Outcome.BLOCKED,
-                                                       Reason.SECOND_CHANGE)
-    assert "memo://price" in v.changed
+    v = _run(book, view, up)
+    assert v.reason == "stale" and not v.call.executed and len(up.calls) == 1
+    assert set(v.changed) == {"memo://price"}
+    # the next call is the one replan: it runs from the handed-over version
+    v = _run(book, view, up)
+    assert v.call.executed and len(up.calls) == 2
+    # stale, then changed again before the replan: second_change, blocked
+    book.observe("memo://price", {"v": "x"})
+    assert _run(book, view, up).reason == "stale"
+    book.observe("memo://price", {"v": "y"})
+    v = _run(book, view, up)
+    assert v.reason == "second_change" and "memo://price" in v.changed
+    assert _run(book, view, up).reason == "second_change"  # until the session reads again
+    book.read(view, "memo://price")
+    assert _run(book, view, up).call.executed
+    assert len(up.calls) == 3
 
 
-def test_unread_fact_blocks_with_current_value() -> None:
-    book = _book()
-    view = SessionView("s#1")
+def test_unread_fact_refused_with_current_value() -> None:
+    book, view = _setup()
+    up = Upstream()
+    book.read(view, "memo://price")
+    v = _run(book, view, up)
+    assert v.reason == "not_read" and set(v.changed) == {"memo://city"} and not up.calls
+    assert _run(book, view, up).call.executed  # handed over = read
+
+
+def test_sessions_are_independent() -> None:
+    book, a = _setup()
+    b = book.session("s#2")
+    up = Upstream()
     for k in DEPS:
-        book.observe(k, {"v": k})
-    _read(book, view, "memo://price")
-    v = _gate(book, view)
-    assert v.decision.reason is Reason.MISSING_BOUNDARY and not v.decision.authorized
-    assert set(v.changed) == {"memo://city"}
+        book.read(a, k)
+        book.read(b, k)
+    book.observe("memo://city", {"v": "Faro"})  # e.g. a write by a third session
+    book.read(b, "memo://city")
+    assert _run(book, a, up).reason == "stale"
+    assert _run(book, b, up).call.executed
+    assert len(up.calls) == 1
 
 
 def test_owner_down_blocks_fail_closed() -> None:
-    book = _book()
-    view = SessionView("s#1")
+    book, view = _setup()
+    up = Upstream()
     for k in DEPS:
-        book.observe(k, {"v": k})
-        _read(book, view, k)
-    book.local.down.add("trip")
-    v = _gate(book, view)
-    assert (v.decision.outcome, v.decision.reason) == (Outcome.BLOCKED,
-                                                       Reason.OWNER_UNAVAILABLE)
+        book.read(view, k)
+
+    class Down:
+        def query_heads(self, owner: str, keys: Sequence[str], *,
+                        known: Mapping[str, RecordId] | None = None,
+                        timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+            raise OwnerUnavailable("owner is unavailable", owner=owner)
+
+        def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+            raise OwnerUnavailable("owner is unavailable", owner=owner)
+
+    view.agent.fence.validator.context = _with_owners(view, Down())  # type: ignore[attr-defined]
+    v = _run(book, view, up)
+    assert v.reason == "owner_unavailable" and not up.calls
+
+
+def _with_owners(view: SessionView, owners: Any) -> Any:
+    from dataclasses import replace
+    return replace(view.agent.fence.validator.context, owners=owners)  # type: ignore[attr-defined]
 
 
 def test_malformed_owner_reply_blocks() -> None:
-    book = _book()
-    view = SessionView("s#1")
+    book, view = _setup()
+    up = Upstream()
     for k in DEPS:
-        book.observe(k, {"v": k})
-        _read(book, view, k)
+        book.read(view, k)
     rec = book.head("memo://price")
     assert rec is not None
 
     class Liar:
-        async def query_heads(self, owner: str, keys: Sequence[str], *,
-                              known: Mapping[str, RecordId] | None = None,
-                              timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-            wrong = HeadEntry("memo://elsewhere", rec.id, rec.seq)
-            return HeadReply.from_entries(owner, [wrong])
+        def query_heads(self, owner: str, keys: Sequence[str], *,
+                        known: Mapping[str, RecordId] | None = None,
+                        timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+            return HeadReply.from_entries(owner, [HeadEntry("memo://elsewhere", rec.id, 1)])
 
-        async def fetch(self, owner: str, ids: Sequence[RecordId], *,
-                        timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
             return []
 
-    object.__setattr__(book._ctx, "owners", Liar())
-    v = _gate(book, view)
-    assert v.decision.outcome is Outcome.BLOCKED
-    assert v.decision.reason in (Reason.WRONG_KEY, Reason.MALFORMED_HEAD)
+    view.agent.fence.validator.context = _with_owners(view, Liar())  # type: ignore[attr-defined]
+    v = _run(book, view, up)
+    assert not v.call.executed and v.reason in ("wrong_key", "malformed_head") and not up.calls
 
 
-def test_arguments_not_json_blocked() -> None:
-    book = _book()
-    view = SessionView("s#1")
+def test_arguments_not_json_refused() -> None:
+    book, view = _setup()
+    up = Upstream()
     for k in DEPS:
-        book.observe(k, {"v": k})
-        _read(book, view, k)
-    v = _gate(book, view, args={"x": float("nan")})
-    assert v.decision.reason is Reason.ARGS_MISMATCH and v.plan is None
+        book.read(view, k)
+    v = _run(book, view, up, {"x": float("nan")})
+    assert not v.call.executed and not up.calls
 
 
 def test_expand_deps_binds_arguments_and_globs() -> None:
@@ -140,41 +176,46 @@ def test_expand_deps_binds_arguments_and_globs() -> None:
 
 
 def test_sqlite_store_keeps_versions_across_restart(tmp_path: Path) -> None:
-    book = _book(backend="sqlite", path=tmp_path)
+    book = FactBook(OWNERS, backend="sqlite", path=tmp_path)
     r1, _ = book.observe("memo://price", {"v": 1})
     book.close()
-    book2 = _book(backend="sqlite", path=tmp_path)
+    book2 = FactBook(OWNERS, backend="sqlite", path=tmp_path)
     assert book2.head("memo://price") == r1
     r2, created = book2.observe("memo://price", {"v": 2})
     assert created and r2 is not None and r1 is not None and r2.parents == (r1.id,)
-    view = SessionView("s#2")
-    view.saw(r2)
     book2.observe("memo://city", {"v": "c"})
-    _read(book2, view, "memo://city")
-    assert _gate(book2, view).decision.authorized
+    view = book2.session("s#1")
+    for k in DEPS:
+        book2.read(view, k)
+    assert _run(book2, view, Upstream()).call.executed
     book2.close()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["read", "write"]), st.sampled_from(DEPS),
                           st.integers(0, 3)), max_size=12))
-def test_first_validation_authorizes_iff_reads_are_current(
-        ops: list[tuple[str, str, int]]) -> None:
-    """Invariant: a first attempt runs exactly when every fact of D(a) the session saw is
-    the owner's head; a stale view is replan_required; an unread fact blocks."""
-    book = _book()
-    view = SessionView("s#1")
+def test_first_call_runs_iff_reads_are_current(ops: list[tuple[str, str, int]]) -> None:
+    """Invariant: a session's first call reaches the upstream exactly when every fact of
+    D(a) it read is still the owner's head; a stale read is refused ``stale``, an unread
+    fact ``not_read``; a refused call never reaches the upstream."""
+    book = FactBook(OWNERS)
     for k in DEPS:
         book.observe(k, {"v": -1})
+    view = book.session("s#1")
     for op, key, val in ops:
         if op == "write":
             book.observe(key, {"v": val})
         else:
-            _read(book, view, key)
-    d = _gate(book, view).decision
-    if any(k not in view.seen for k in DEPS):
-        assert d.outcome is Outcome.BLOCKED
-    elif all(view.seen[k] == book.head(k) for k in DEPS):
-        assert d.authorized
+            book.read(view, key)
+    seen = view.seen
+    heads = {k: book.head(k) for k in DEPS}
+    up = Upstream()
+    v = _run(book, view, up)
+    if any(k not in seen for k in DEPS):
+        assert v.reason == "not_read"
+    elif all(seen[k] == heads[k] for k in DEPS):
+        assert v.call.executed
     else:
-        assert d.outcome is Outcome.REPLAN_REQUIRED
+        assert v.reason == "stale"
+    assert bool(up.calls) == v.call.executed
+    book.close()

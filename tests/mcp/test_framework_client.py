@@ -66,4 +66,4 @@ def test_openai_agents_through_gateway(tmp_path: Path) -> None:
     books = [x for x in upstream_log(log) if x["tool"] == "book"]
     assert [b["args"] for b in books] == [args]  # the refused call never arrived
     trace = (tmp_path / "trace.jsonl").read_text()
-    assert "missing_boundary" in trace and '"valid"' in trace
+    assert "not_read" in trace and '"valid"' in trace

@@ -76,7 +76,7 @@ def test_protected_call_stale_replan_and_block(manifest: Path, folder: Path) -> 
         async with stdio_gateway(manifest) as s:
             # never read: blocked, shown the current values, not forwarded
             r = await s.call_tool("book", {"city": "Porto", "price": 100})
-            assert r.is_error and "missing_boundary" in text(r) and "Porto" in text(r)
+            assert r.is_error and "(not_read)" in text(r) and "Porto" in text(r)
             assert not [x for x in upstream_log(log) if x["tool"] == "book"]
             # the refusal showed the values: the next call runs
             r = await s.call_tool("book", {"city": "Porto", "price": 100})
@@ -136,7 +136,8 @@ def test_protected_call_stale_replan_and_block(manifest: Path, folder: Path) -> 
     trace = load_jsonl(folder / "trace.jsonl")
     pf = trace.extras["planfence"]
     reasons = [d["reason"] for d in pf["decisions"]]
-    assert {"valid", "stale", "second_change", "missing_boundary"} <= set(reasons)
+    assert {"valid", "stale", "second_change"} <= set(reasons)
+    assert "BLOCKED: not_read" in (folder / "trace.jsonl").read_text()
     assert any(r["key"] == "memo://price" for r in pf["records"])
     result = audit_trace(trace)
     assert result.summary()

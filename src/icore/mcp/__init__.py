@@ -18,7 +18,7 @@ public API of records, fence, memory and integrations.
 """
 
 from icore.mcp._bench import BenchRow, run_bench
-from icore.mcp._facts import AsyncLocalOwners, FactBook, SessionView, Verdict, expand_deps
+from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway import Gateway, Route
 from icore.mcp._manifest import (
     DEFAULT_CALL_TIMEOUT_S,
@@ -42,7 +42,6 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "DEFAULT_GATE_TIMEOUT_S",
     "FACT_SCHEME",
-    "AsyncLocalOwners",
     "BenchRow",
     "FactBook",
     "FactsSpec",
@@ -59,6 +58,7 @@ __all__ = [
     "UpstreamError",
     "UpstreamSpec",
     "Verdict",
+    "describe",
     "expand_deps",
     "load_manifest",
     "manifest_from_dict",

@@ -131,23 +131,27 @@ async def _through(session: Any, deps: int, n: int) -> tuple[list[float], list[f
 
 
 async def _gate_only(n: int, deps: int) -> BenchRow:
-    """The gate alone, in process: plan record + Alg. 1 over d owners (no MCP hop)."""
-    from icore.mcp._facts import FactBook, SessionView
+    """The gate alone, in process: action record + Alg. 1 over d owners (no MCP hop)."""
+    from icore.mcp._facts import FactBook
     keys = [f"fact://bench/k{i}" for i in range(deps)]
     book = FactBook({k: f"owner{i}" for i, k in enumerate(keys)})
-    view = SessionView("bench#1")
     for i, k in enumerate(keys):
-        rec, _ = book.observe(k, {"value": i})
-        assert rec is not None
-        view.saw(rec)
+        book.observe(k, {"value": i})
+    view = book.session("bench#1")
+    for k in keys:
+        book.read(view, k)
+
+    async def forward(**args: Any) -> None:
+        return None
+
     out = []
     for i in range(n + 20):
         t0 = time.perf_counter()
-        v = await book.gate(view, "act", keys, {"n": i})
+        v = await book.execute(view, "act", keys, {"n": i}, forward)
         if i >= 20:
             out.append((time.perf_counter() - t0) * 1000)
-        if not v.decision.authorized:
-            raise GatewayError(f"benchmark gate refused: {v.decision.detail}")
+        if not v.call.executed:
+            raise GatewayError(f"benchmark gate refused: {v.call.detail}")
     book.close()
     return BenchRow("in process", f"gate only d={deps}", statistics.median(out),
                     _pct(out, 0.99), statistics.median(out))

@@ -1,128 +1,83 @@
 """Shared facts as versioned records, each session's reads, and the gate (the gateway's seam).
 
-The one module of the gateway that touches :mod:`icore.memory` and :mod:`icore.fence`
-(a small internal seam, so the gateway can move onto the high-level team API unchanged).
+The one module of the gateway that touches the team API (:mod:`icore.workspace`, issue
+28), so the rest of the gateway speaks MCP only:
 
-* A fact is a semantic key (an upstream resource URI, or a ``fact://`` key of the
-  gateway's own key-value set) with an owner (planfence Sec. 3.1): its versions are
-  records in the owner's store, each citing the version it replaces; the owner's head
-  is the current version.
+* a fact is a semantic key (an upstream resource URI, or a ``fact://`` key of the
+  gateway's own key-value set) with an owner (planfence Sec. 3.1); its versions are
+  records in the owner's store, each citing the version it replaces; the owner's head is
+  the current version;
 * :meth:`FactBook.observe` turns content the gateway just read (a session's
   ``resources/read``, a re-read after ``notifications/resources/updated`` or after a
   tool that writes it, a ``fact://`` write) into a new version when it differs from the
-  head, under the owner rules of App. A (compare-and-set on the head).
-* A session's *view* holds the version of each key it last saw. A protected call's plan
-  is an action record (:func:`icore.fence.action_record`) citing those versions and
-  binding the tool and its arguments; :meth:`FactBook.gate` validates it with
-  planfence Alg. 1 (:class:`icore.fence.Fence`, only the owners of D(a) asked).
+  head (compare-and-set on the head, App. A);
+* each client session is a workspace :class:`~icore.workspace.Agent`: its reads are the
+  versions it saw; :meth:`FactBook.execute` runs a protected call through the agent
+  (the action record derived from those versions and bound to the arguments, planfence
+  Alg. 1 against the owners' heads, the one replan by hand-over).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import itertools
+import json
 import string
-import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from icore.errors import IcoreError
-from icore.fence import (
-    Fence,
-    GateContext,
-    GateDecision,
-    GateValidator,
-    Outcome,
-    PointCounter,
-    ProtectedTool,
-    Reason,
-    action_record,
-)
-from icore.memory import (
-    DEFAULT_TIMEOUT_S,
-    HeadReply,
-    LocalOwners,
-    MemoryStore,
-    OwnershipMap,
-    SQLiteStore,
-    Store,
-)
-from icore.records import JSONValue, Record, RecordId
+from icore.errors import CommitConflict, IcoreError
+from icore.fence import GateDecision, Reason
+from icore.memory import DEFAULT_TIMEOUT_S
+from icore.records import JSONValue, Record
+from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
 
-PLAN_OWNER = "mcp-gateway"
-"""Owner id of the gateway's action records (the plans of protected calls)."""
-PLAN_PREFIX = "mcp/plan/"
-
-
-class AsyncLocalOwners:
-    """:class:`icore.memory.AsyncOwnerAccess` over in-process stores, without threads.
-
-    The stores answer from memory or a local SQLite file, so the gate awaits them inline
-    (a worker thread per owner would cost more than the read). ``down`` owners raise
-    :class:`icore.memory.OwnerUnavailable` (the gate blocks).
-    """
-
-    def __init__(self, local: LocalOwners) -> None:
-        self.local = local
-
-    async def query_heads(self, owner: str, keys: Sequence[str], *,
-                          known: Mapping[str, RecordId] | None = None,
-                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        """See :meth:`icore.memory.AsyncOwnerAccess.query_heads`."""
-        return self.local.query_heads(owner, keys, known=known, timeout_s=timeout_s)
-
-    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
-        """See :meth:`icore.memory.AsyncOwnerAccess.fetch`."""
-        return self.local.fetch(owner, ids, timeout_s=timeout_s)
+_WRITE_RETRIES = 8
 
 
 @dataclass
 class SessionView:
-    """What one client session saw: the version of each key it last read.
+    """One client session: its id in the trace and its workspace agent.
 
     Attributes:
-        sid: the session's id in the trace (``<client name>#<n>``).
-        seen: key -> the record (version) the session last saw.
-        pending: tools whose last call was refused stale: the next call is the one
-            replan (validated with ``replanned=True``).
-        exhausted: tools refused ``second_change``: the session must read the changed
-            keys again (a new plan) before the tool runs.
+        sid: the session's id (``<client name>#<n>``), also the agent's name.
+        agent: the :class:`~icore.workspace.Agent` whose reads are this session's.
     """
 
     sid: str
-    seen: dict[str, Record] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)
-    exhausted: dict[str, set[str]] = field(default_factory=dict)
+    agent: Agent
 
-    def saw(self, rec: Record) -> None:
-        """Record that the session saw ``rec`` (a read, or fresh values in a refusal)."""
-        self.seen[rec.key] = rec
-        for tool, keys in list(self.exhausted.items()):
-            keys.discard(rec.key)
-            if not keys:
-                del self.exhausted[tool]
-                self.pending.discard(tool)
+    @property
+    def seen(self) -> dict[str, Record]:
+        """Key -> the version this session last saw."""
+        return self.agent.seen()
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The gate's answer for one protected call.
+    """What one protected call did.
 
     Attributes:
-        decision: the :class:`icore.fence.GateDecision`.
-        plan: the action record validated (None when the arguments are not JSON).
+        call: the workspace's :class:`~icore.workspace.Call` (``executed``, ``value``,
+            ``reason``, ``record``: the action record, the call's root).
+        decisions: the gate decisions made for it (none when refused before the gate:
+            ``not_read``, ``args_not_json``, ``incomplete_declaration``).
         deps: D(a) with the call's arguments filled in.
-        changed: key -> the fresh record, for keys whose version changed since the
-            session read them (or that it never read).
+        changed: key -> the current record of each fact whose version the session had
+            not seen (handed over with a ``stale`` / ``not_read`` refusal, or changed
+            again after a ``second_change``).
     """
 
-    decision: GateDecision
-    plan: Record | None
+    call: Call
+    decisions: tuple[GateDecision, ...]
     deps: tuple[str, ...]
-    changed: Mapping[str, Record]
+    changed: Mapping[str, Record] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str:
+        """The call's reason code (``valid``, ``stale``, ``not_read``, ...)."""
+        return self.call.reason
 
 
 def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
@@ -156,186 +111,162 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
     return frozenset(keys)
 
 
-def _text_of(rec: Record, limit: int = 2000) -> str:
-    c = rec.content
-    if isinstance(c, dict) and "value" in c and set(c) <= {"value", "uri"}:
-        import json
-        s = json.dumps(c["value"], sort_keys=True)
-    elif isinstance(c, dict) and isinstance(c.get("contents"), list):
+def text_of(content: JSONValue, limit: int = 2000) -> str:
+    """A fact's value as text for a model (resource text parts, or the fact's JSON)."""
+    if isinstance(content, dict) and isinstance(content.get("contents"), list):
         texts = []
-        for part in c["contents"]:
+        for part in content["contents"]:
             if isinstance(part, dict) and isinstance(part.get("text"), str):
                 texts.append(part["text"])
             elif isinstance(part, dict) and "blob" in part:
                 texts.append(f"<binary {part.get('mimeType') or ''}>")
         s = "\n".join(texts)
+    elif isinstance(content, dict) and set(content) == {"value"}:
+        s = json.dumps(content["value"], sort_keys=True)
     else:
-        s = str(c)
+        s = json.dumps(content, sort_keys=True, default=str)
     return s if len(s) <= limit else s[:limit] + "...[cut]"
 
 
+def describe(rec: Record) -> str:
+    """One fact version for a model: ``key (version n): value``."""
+    return f"{rec.key} (version {rec.seq}): {text_of(rec.content)}"
+
+
 class FactBook:
-    """The owners' stores, the executor replica and the gate of one gateway.
+    """The gateway's workspace: owners' stores and heads, one agent per client session.
 
     Args:
-        ownership: key (or glob) -> owner; plan records' keys are added.
-        backend: ``"memory"`` or ``"sqlite"``.
-        path: folder of the SQLite files (one per owner), for ``"sqlite"``.
-        gate_timeout_s: bound of one owner query, seconds.
+        owners: key (or glob) -> owner id.
+        backend: ``"memory"`` or ``"sqlite"`` (one file per owner under ``path``).
+        path: folder of the SQLite files, for ``"sqlite"``.
+        gate_timeout_s: bound of one owner query of the gate, seconds.
 
     Raises:
-        GatewayError: (from the caller) never; store errors propagate as
-            :class:`icore.errors.StoreError`.
+        WorkspaceError: ``owners`` is empty or has an empty key or owner.
     """
 
     def __init__(self, owners: Mapping[str, str], *, backend: str = "memory",
                  path: Path | None = None, gate_timeout_s: float = DEFAULT_TIMEOUT_S
                  ) -> None:
-        mapping = {**owners, f"{PLAN_PREFIX}*": PLAN_OWNER}
-        self.ownership = OwnershipMap.from_mapping(mapping)
-        owner_ids = sorted(set(owners.values()))
-        self.stores: dict[str, Store] = {}
-        for o in owner_ids:
-            if backend == "sqlite":
-                assert path is not None
-                path.mkdir(parents=True, exist_ok=True)
-                self.stores[o] = SQLiteStore(path / f"{o}.db", self.ownership, o)
-            else:
-                self.stores[o] = MemoryStore(self.ownership, o)
-        self.replica = MemoryStore(self.ownership)
-        self.local = LocalOwners(self.stores)
-        self.fence = Fence.for_store(self.replica, AsyncLocalOwners(self.local),
-                                     timeout_s=gate_timeout_s)
-        assert isinstance(self.fence.validator, GateValidator)
-        self._ctx: GateContext = self.fence.validator.context
-        self._points = self._ctx.points or PointCounter()
-        self._plan_seq = itertools.count(1)
-        self._lock = threading.Lock()
-        # the replica holds every version committed, so lineage walks are complete
-        for store in self.stores.values():
-            for key in store.head_keys():
-                self._install_chain(store, key)
-
-    def _install_chain(self, store: Store, key: str) -> None:
-        chain: list[Record] = []
-        h = store.head(key)
-        rid = None if h is None else h.record_id
-        while rid is not None:
-            rec = store.get(rid)
-            if rec is None or self.replica.get(rid) is not None:
-                break
-            chain.append(rec)
-            rid = next((p for p in rec.parents if (q := store.get(p)) is not None
-                        and q.key == key), None)
-        for rec in reversed(chain):
-            self.replica.install(rec)
+        facts = dict(owners) or {"fact://icore/none": "icore"}
+        if backend == "sqlite":
+            assert path is not None
+            path.mkdir(parents=True, exist_ok=True)
+            self.ws = Workspace.sqlite(facts, path)
+        else:
+            self.ws = Workspace(facts)
+        self.ws.timeout_s = gate_timeout_s
 
     # -- facts ------------------------------------------------------------------------
     def owner_of(self, key: str) -> str | None:
         """The owner of ``key`` (None: the key is not a fact and is not versioned)."""
-        o = self.ownership.owner_of(key)
-        return None if o == PLAN_OWNER and key.startswith(PLAN_PREFIX) else o
+        try:
+            return self.ws.owner_of(key)
+        except WorkspaceError:
+            return None
 
     def head(self, key: str) -> Record | None:
-        """The owner's current version of ``key`` (None: no version yet or no owner)."""
-        o = self.owner_of(key)
-        store = self.stores.get(o) if o is not None else None
-        if store is None:
+        """The owner's current version of ``key`` (None: no version yet, or no owner).
+
+        Raises:
+            OwnerUnavailable: the owner did not answer.
+        """
+        if self.owner_of(key) is None:
             return None
-        h = store.head(key)
-        return None if h is None else store.get(h.record_id)
+        return self.ws.head(key)
 
     def known_keys(self) -> list[str]:
         """Every key with a version, sorted."""
-        return sorted({k for s in self.stores.values() for k in s.head_keys()})
+        return sorted({k for s in self.ws.stores.values() for k in s.head_keys()})
 
     def observe(self, key: str, content: JSONValue, *, type: str = "resource"
                 ) -> tuple[Record | None, bool]:
         """Make ``content`` the current version of ``key`` (a new record if it differs).
+
+        The new version cites the one it replaces (its exact parent) and is committed
+        with compare-and-set on that head, retried on a lost race.
 
         Returns:
             ``(record, created)``: the current version (None when the key has no owner:
             not a fact) and whether a new version was committed.
 
         Raises:
-            StoreError: the owner's store refused the commit (closed, conflict).
+            WorkspaceError: the owner is hosted in another process.
+            CommitConflict: still losing races after 8 retries.
             MalformedRecord: ``content`` is not JSON or too large.
         """
-        o = self.owner_of(key)
-        if o is None or o not in self.stores:
+        if self.owner_of(key) is None:
             return None, False
-        store = self.stores[o]
-        with self._lock:
-            h = store.head(key)
-            cur = None if h is None else store.get(h.record_id)
+        attempt = 0
+        while True:
+            cur = self.ws.head(key)
             if cur is not None and cur.content == content:
                 return cur, False
-            rec = Record.create(key=key, owner=o, seq=store.next_seq(o), content=content,
-                                parents=[] if cur is None else [cur.id], type=type)
-            store.commit(rec, writer=o)
-            self.replica.install(rec)
-        return rec, True
+            try:
+                rec = self.ws.commit(key, content, expected=None if cur is None else cur.id,
+                                     inputs=[] if cur is None else [cur], type=type)
+            except CommitConflict:
+                attempt += 1
+                if attempt > _WRITE_RETRIES:
+                    raise
+                continue
+            return rec, True
 
-    # -- the gate ---------------------------------------------------------------------
-    async def gate(self, view: SessionView, tool: str, deps: Collection[str],
-                   args: Mapping[str, Any]) -> Verdict:
-        """Validate one protected call of ``view``'s session (planfence Alg. 1).
+    # -- sessions ---------------------------------------------------------------------
+    def session(self, sid: str) -> SessionView:
+        """The session ``sid`` (its workspace agent; ``/`` in ``sid`` becomes ``_``)."""
+        name = sid.replace("/", "_")
+        return SessionView(name, self.ws.agent(name))
 
-        The plan is an action record citing the versions the session last read of the
-        keys of D(a) and binding ``tool`` with ``args``; the owners of D(a) are asked for
-        their heads (only those owners), each query bounded by the gate timeout.
+    def read(self, view: SessionView, key: str) -> Record | None:
+        """``view``'s session reads ``key``: the owner's head, recorded as the version seen.
+
+        Raises:
+            OwnerUnavailable: the owner did not answer.
+        """
+        if self.owner_of(key) is None:
+            return None
+        return view.agent.read_record(key)
+
+    async def execute(self, view: SessionView, tool: str, deps: Collection[str],
+                      args: Mapping[str, Any], forward: Callable[..., Awaitable[Any]]
+                      ) -> Verdict:
+        """Run one protected call of ``view``'s session (planfence Alg. 1, App. A.3).
+
+        ``forward(**args)`` (the call to the upstream) is awaited only when the gate
+        authorized the action record derived from the versions the session read of D(a).
 
         Returns:
-            :class:`Verdict`: authorized; replan_required (stale, first time: ``changed``
-            holds the fresh records); blocked (second change, missing read, unreachable
-            owner, malformed reply, bad arguments - fail closed).
+            :class:`Verdict`. Refused: ``not_read`` (a fact never read: its current
+            version handed over, now read), ``stale`` (first change: fresh versions
+            handed over; the session's next call of the tool is the one replan),
+            ``second_change``, ``owner_unavailable`` and every other gate reason (fail
+            closed), ``args_not_json``.
+
+        Raises:
+            Exception: whatever ``forward`` raises once authorized.
         """
         dset = tuple(sorted(deps))
-        replanned = tool in view.pending
-        unread = [k for k in dset if k not in view.seen]
-        inputs = [view.seen[k] for k in dset if k in view.seen]
-        ptool = ProtectedTool(_never, depends_on=dset, name=tool)
-        try:
-            with self._lock:
-                seq = next(self._plan_seq)
-                plan = action_record(key=f"{PLAN_PREFIX}{view.sid}/{seq}", owner=PLAN_OWNER,
-                                     seq=seq, action=tool, args=args, inputs=inputs)
-                self.replica.install(plan)
-        except IcoreError as exc:
-            d = GateDecision(outcome=Outcome.BLOCKED, reason=Reason.ARGS_MISMATCH,
-                             action=tool, roots=(), deps=dset, replanned=replanned,
-                             detail=f"the call's arguments cannot be bound: {exc}")
-            self.fence.log(d)
-            return Verdict(d, None, dset, {})
-        if unread:
-            # the plan cites no version of these keys: Alg. 1 line 2 blocks
-            # (missing_boundary); the session is shown the current versions
-            d = await self.fence.acheck(ptool, roots=[plan.id], args=args,
-                                        replanned=replanned)
-            shown = {k: r for k in unread if (r := self.head(k)) is not None}
-            return Verdict(d, plan, dset, shown)
-        d = await self.fence.acheck(ptool, roots=[plan.id], args=args, replanned=replanned)
+        before = dict(view.agent.seen())
+        n0 = len(view.agent.log)
+        call = await view.agent.aexecute(tool, forward, args, depends_on=frozenset(dset))
+        decisions = tuple(list(view.agent.log)[n0:])
+        after = view.agent.seen()
         changed: dict[str, Record] = {}
-        if d.outcome is Outcome.REPLAN_REQUIRED:
-            for k, rec in d.fresh.items():
-                self.replica.install(rec)
-                changed[k] = rec
-        elif d.reason is Reason.SECOND_CHANGE:
-            changed = {k: r for k in dset if (r := self.head(k)) is not None
-                       and view.seen.get(k) is not None and view.seen[k].id != r.id}
-        return Verdict(d, plan, dset, changed)
+        if call.reason in (Reason.STALE.value, NOT_READ):
+            changed = {k: r for k in dset if (r := after.get(k)) is not None
+                       and (k not in before or before[k].id != r.id)}
+        elif call.reason == Reason.SECOND_CHANGE.value:
+            for k in dset:
+                try:
+                    h = self.head(k)
+                except IcoreError:
+                    continue
+                if h is not None and (k not in after or after[k].id != h.id):
+                    changed[k] = h
+        return Verdict(call, decisions, dset, changed)
 
     def close(self) -> None:
         """Close the owners' stores (SQLite files flushed)."""
-        for s in self.stores.values():
-            s.close()
-        self.replica.close()
-
-
-def _never(**_: Any) -> None:  # the gateway forwards the call itself after the gate
-    raise AssertionError("the gateway never runs a protected tool through the fence")
-
-
-def describe(rec: Record) -> str:
-    """One fact version for a model: ``uri (version n): value``."""
-    return f"{rec.key} (version {rec.seq}): {_text_of(rec)}"
+        self.ws.close()

@@ -6,8 +6,8 @@ longer does). Tools, resources, resource templates and prompts of the upstreams 
 listed unchanged; a name (or URI) two upstreams share is namespaced ``<upstream>.<name>``
 for both.
 
-Per client session the gateway keeps a :class:`~icore.mcp._facts.SessionView` (the
-version of each fact it last read). A protected tool's call is validated against the
+Each client session is an agent of the gateway's workspace (:mod:`icore.workspace`):
+its reads are the versions of the facts it saw. A protected tool's call is validated against the
 owners' heads (planfence Alg. 1; :meth:`FactBook.gate`):
 
 * authorized: forwarded to the upstream;
@@ -32,8 +32,14 @@ import anyio
 import anyio.abc
 
 from icore.errors import IcoreError
-from icore.fence import Outcome, Reason
-from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
+from icore.fence import Reason
+from icore.mcp._facts import (
+    FactBook,
+    SessionView,
+    Verdict,
+    describe,
+    expand_deps,
+)
 from icore.mcp._manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._trace import GatewayTrace
 from icore.mcp._upstream import Upstream, UpstreamError
@@ -47,8 +53,10 @@ _HINT = {
     "are below. Re-plan from them and call again (this is the one replan)",
     Reason.SECOND_CHANGE.value: "the facts changed again after the one replan. Do not "
     "retry with this plan: read the changed resources again (a new plan) or report it",
-    Reason.MISSING_BOUNDARY.value: "this call depends on facts this session has not read; "
-    "their current values are below. Plan from them and call again",
+    "not_read": "this call depends on facts this session has not read; their current "
+    "values are below (now read). Plan from them and call again",
+    Reason.MISSING_BOUNDARY.value: "the call does not derive from a version of every fact "
+    "the tool depends on; read them and call again",
     Reason.OWNER_UNAVAILABLE.value: "an owner of the facts this call depends on did not "
     "answer; the call was not made (fail closed). Try again later",
     Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
@@ -243,7 +251,8 @@ class Gateway:
             params = getattr(ctx.session, "client_params", None)
             info = getattr(params, "client_info", None)
             client = getattr(info, "name", None) or "client"
-            v = SessionView(f"{client}#{next(self._n)}")
+            assert self.facts is not None
+            v = self.facts.session(f"{client}#{next(self._n)}")
             self._sessions[key] = v
             self.trace.session(v.sid, client)
         return v
@@ -393,10 +402,9 @@ class Gateway:
         view = self.view(ctx)
         uri = str(params.uri)
         if uri.startswith(FACT_SCHEME):
-            rec = self.facts.head(uri) if self.facts is not None else None
+            rec = self._read(view, uri)
             if rec is None:
                 raise _invalid(f"Unknown fact: {uri}")
-            view.saw(rec)
             self.trace.read(view.sid, uri, rec)
             value = rec.content.get("value") if isinstance(rec.content, dict) else None
             return ReadResourceResult(
@@ -411,7 +419,12 @@ class Gateway:
         except GatewayError as exc:
             raise _invalid(str(exc)) from None
         if rec is not None:
-            view.saw(rec)
+            seen = self._read(view, uri)
+            if seen is not None and seen.id != rec.id:
+                # another session's read committed a newer version in between: serve the
+                # version this session is recorded to have seen
+                result = _result_of(seen, result)
+                rec = seen
             meta = dict(result.meta or {})
             meta["icore/version"] = {"record": rec.id, "seq": rec.seq}
             result = result.model_copy(update={"meta": meta})
@@ -499,14 +512,19 @@ class Gateway:
             return _error_result(f"Invalid arguments for tool {name}: {problem}")
         spec = self.manifest.tools.get(name)
         task = f"{view.sid}/{next(self._tasks)}"
-        if spec is not None:
-            refusal = await self._gate(view, name, spec, args, task)
-            if refusal is not None:
-                return refusal
         u = self.upstreams[route.upstream]
+
+        async def forward(**a: Any) -> Any:
+            return await u.request("tools/call", lambda s: s.call_tool(
+                route.name, a, meta=_forward_meta(params.meta)))
+
         try:
-            result = await u.request("tools/call", lambda s: s.call_tool(
-                route.name, args, meta=_forward_meta(params.meta)))
+            if spec is None:
+                result = await forward(**args)
+            else:
+                result = await self._protected(view, name, spec, args, task, forward)
+                if isinstance(result, _Refused):
+                    return result.result
         except UpstreamError as exc:
             self.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc}", error=True,
                             task=task)
@@ -519,7 +537,6 @@ class Gateway:
         self.trace.call(view.sid, name, args, _result_text(result),
                         error=bool(result.is_error), task=task)
         if spec is not None:
-            view.pending.discard(name)
             for w in spec.writes:
                 await self._reread(w, f"{view.sid} via {name}")
         return result
@@ -535,56 +552,56 @@ class Gateway:
         where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
         return f"{where}: {err.message}"
 
-    async def _gate(self, view: SessionView, name: str, spec: ToolSpec,
-                    args: Mapping[str, Any], task: str) -> Any:
+    def _read(self, view: SessionView, key: str) -> Any:
+        assert self.facts is not None
+        try:
+            return self.facts.read(view, key)
+        except IcoreError as exc:
+            raise _internal(f"cannot read {key}: {exc}") from None
+
+    async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
+                         args: Mapping[str, Any], task: str, forward: Any) -> Any:
+        """Run one protected call through the gate; a refusal comes back as _Refused."""
         assert self.facts is not None
         known = set(self.facts.known_keys()) | set(view.seen)
         try:
             deps = expand_deps(spec.depends_on, args, known)
         except IcoreError as exc:
             self.trace.call(view.sid, name, args, f"REFUSED: {exc.message}", error=True,
-                            task=task)
-            return _error_result(f"PlanFence blocked {name} (incomplete_declaration): "
-                                 f"{exc.message}")
+                            task=task, blocked=True)
+            return _Refused(_error_result(f"PlanFence blocked {name} "
+                                          f"(incomplete_declaration): {exc.message}"))
         if not deps:
-            return _error_result(f"PlanFence blocked {name} (incomplete_declaration): "
-                                 "D(a) matches no known fact; read the resources it "
-                                 f"depends on first ({', '.join(spec.depends_on)})")
+            msg = (f"PlanFence blocked {name} (incomplete_declaration): D(a) matches no "
+                   f"known fact; read the resources it depends on first "
+                   f"({', '.join(spec.depends_on)})")
+            self.trace.call(view.sid, name, args, msg, error=True, task=task, blocked=True)
+            return _Refused(_error_result(msg))
         for k in sorted(deps):
             if k not in view.seen and not k.startswith(FACT_SCHEME) \
-                    and self.facts.head(k) is None:
-                # never read by anyone yet: read it, so the refusal can show its value
+                    and self.facts.owner_of(k) is not None and self.facts.head(k) is None:
+                # never read by anyone yet: read it, so the refusal can hand it over
                 try:
                     await self.fetch_resource(k, f"{view.sid} via {name}")
-                except (IcoreError, Exception) as exc:
+                except Exception as exc:
                     log.debug("pre-read of %s failed: %r", k, exc)
-        v: Verdict = await self.facts.gate(view, name, deps, args)
-        d = v.decision
-        self.trace.decision(view.sid, name, d, v.plan, args, task=task)
-        if d.authorized:
-            return None
-        reason = d.reason.value
-        if d.outcome is Outcome.REPLAN_REQUIRED:
-            view.pending.add(name)
-            for rec in v.changed.values():
-                view.saw(rec)
-        elif d.reason is Reason.MISSING_BOUNDARY:
-            for rec in v.changed.values():
-                view.saw(rec)
-        elif d.reason is Reason.SECOND_CHANGE:
-            view.exhausted[name] = set(v.changed) or set(v.deps)
+        v: Verdict = await self.facts.execute(view, name, deps, args, forward)
+        self.trace.verdict(view.sid, name, v, args, task=task)
+        if v.call.executed:
+            return v.call.value
+        reason = v.reason
         lines = [f"PlanFence blocked {name} ({reason}): "
                  f"{_HINT.get(reason, 'the call was refused (fail closed)')}."]
-        if v.changed and d.reason is not Reason.SECOND_CHANGE:
+        if v.changed and reason != Reason.SECOND_CHANGE.value:
             lines.append("Current values:")
             lines.extend(f"- {describe(r)}" for r in v.changed.values())
         elif v.changed:
             lines.append("Changed: " + ", ".join(sorted(v.changed)))
-        if d.detail:
-            lines.append(f"Detail: {d.detail}")
-        return _error_result("\n".join(lines), meta={"icore/gate": {
-            "outcome": d.outcome.value, "reason": reason,
-            "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()}}})
+        if v.call.detail:
+            lines.append(f"Detail: {v.call.detail}")
+        return _Refused(_error_result("\n".join(lines), meta={"icore/gate": {
+            "reason": reason, "deps": list(v.deps),
+            "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()}}}))
 
     async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any]) -> Any:
         from mcp_types import CallToolResult, TextContent
@@ -596,10 +613,9 @@ class Gateway:
             return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
                                  "(facts.owners)")
         if name == GET_FACT:
-            rec = self.facts.head(key)
+            rec = self._read(view, key)
             if rec is None:
                 return _error_result(f"{GET_FACT}: no fact {key} yet")
-            view.saw(rec)
             self.trace.read(view.sid, key, rec)
             value = rec.content.get("value") if isinstance(rec.content, dict) else None
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(value))],
@@ -615,7 +631,7 @@ class Gateway:
         if created:
             self.trace.version(rec, view.sid)
             await self._notify_subscribers(key)
-        view.saw(rec)
+        self._read(view, key)  # the writer knows the value it wrote
         self.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
         return CallToolResult(content=[TextContent(type="text", text=f"{key} is now version "
                                                    f"{rec.seq}")],
@@ -650,6 +666,20 @@ class _Key:
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    result: Any
+
+
+def _result_of(rec: Any, like: Any) -> Any:
+    """A ReadResourceResult carrying the contents recorded in ``rec``."""
+    contents = rec.content.get("contents") if isinstance(rec.content, dict) else None
+    if not isinstance(contents, list):
+        return like
+    return like.model_validate({**like.model_dump(by_alias=True, exclude_none=True),
+                                "contents": contents})
 
 
 def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from icore.fence import ActionResult, GateDecision, Outcome
 from icore.integrations import RunRecorder
+from icore.mcp._facts import Verdict
 from icore.records import Record
 
 
@@ -74,24 +74,31 @@ class GatewayTrace:
         self.recorder.add(sid, "output", f"read {uri}", **fields)
         self.flush()
 
-    def decision(self, sid: str, tool: str, d: GateDecision, plan: Record | None,
-                 args: Mapping[str, Any], *, task: str) -> None:
-        """One gate decision of a protected call (with the plan it validated)."""
-        if plan is not None:
-            self._rec(plan, "plan")
-        res = ActionResult(d.outcome if d.outcome is not Outcome.REPLAN_REQUIRED
-                           else Outcome.BLOCKED, d.authorized, None, (d,), d.replanned,
-                           d.roots, dict(args), d.detail)
+    def verdict(self, sid: str, tool: str, v: Verdict, args: Mapping[str, Any], *,
+                task: str) -> None:
+        """One protected call's gate decisions, its action record and a refusal if any."""
+        call = v.call
+        if call.record is not None:
+            self._rec(call.record, "plan")
+        for r in v.changed.values():
+            self._rec(r, "revision" if r.parents else "input")
         with self._lock:
-            self.planfence.append({"planfence": {"decision": {**d.to_dict(), "task": task}}})
-        for line in (res.decisions if d.authorized else ()):
-            self.recorder.add(sid, "thought", f"gate {line.outcome.value}/"
-                              f"{line.reason.value} for {tool}",
-                              gate={"outcome": line.outcome.value,
-                                    "reason": line.reason.value, "tool": tool,
-                                    "replanned": line.replanned})
-        if not d.authorized:
-            self.recorder.gate(sid, tool, res)
+            for d in v.decisions:
+                self.planfence.append({"planfence": {"decision": {**d.to_dict(),
+                                                                  "task": task}}})
+        if call.result is not None:
+            if call.executed:
+                for d in call.result.decisions:
+                    self.recorder.add(sid, "thought", f"gate {d.outcome.value}/"
+                                      f"{d.reason.value} for {tool}",
+                                      gate={"outcome": d.outcome.value,
+                                            "reason": d.reason.value, "tool": tool,
+                                            "replanned": d.replanned})
+            else:
+                self.recorder.gate(sid, tool, call.result)
+        else:
+            self.recorder.tool_call(sid, tool, args, f"BLOCKED: {call.reason}: {call.detail}",
+                                    error=True, blocked=True, task=task)
         self.flush()
 
     def call(self, sid: str, tool: str, args: Mapping[str, Any] | None, result: Any, *,
