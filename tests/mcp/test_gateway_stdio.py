@@ -29,6 +29,9 @@ from .conftest import (
 )
 
 
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("gw-stdio")
@@ -36,7 +39,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def manifest(folder: Path) -> Path:
-    return write_manifest(folder, {"trip": stdio_upstream(folder / "up.log", 2.0)})
+    return write_manifest(folder, {"trip": stdio_upstream(folder / "up.log", 2.0)},
+                          otel=f"file:{folder / 'spans.jsonl'}")
 
 
 async def _direct_listing() -> tuple[list[Any], list[Any], list[Any]]:
@@ -96,8 +100,9 @@ def test_protected_call_stale_replan_and_block(manifest: Path, folder: Path) -> 
             assert r.is_error and "(stale)" in text(r) and "120" in text(r), text(r)
             assert r.meta is not None and r.meta["icore/gate"]["reason"] == "stale"
             n_book = len([x for x in upstream_log(log) if x["tool"] == "book"])
-            # the one replan: the session now knows 120
-            r = await s.call_tool("book", {"city": "Porto", "price": 120})
+            # the one replan: the session now knows 120 (the client's trace continues)
+            r = await s.call_tool("book", {"city": "Porto", "price": 120},
+                                  meta={"traceparent": f"00-{TRACE_ID}-{'1' * 16}-01"})
             assert not r.is_error, text(r)
             assert len([x for x in upstream_log(log) if x["tool"] == "book"]) == n_book + 1
             # stale, then changed again before the replan: second_change, blocked
@@ -141,6 +146,9 @@ def test_protected_call_stale_replan_and_block(manifest: Path, folder: Path) -> 
     assert any(r["key"] == "memo://price" for r in pf["records"])
     result = audit_trace(trace)
     assert result.summary()
+    # OpenTelemetry: the gate's spans continue the MCP client's trace context (_meta)
+    spans = (folder / "spans.jsonl").read_text()
+    assert TRACE_ID in spans and "icore.gate book" in spans
 
 
 def test_bad_input_and_upstream_faults(manifest: Path, folder: Path) -> None:

@@ -103,6 +103,13 @@ class Gateway:
         tpath = manifest.resolve(manifest.trace) if manifest.trace else None
         self.trace = GatewayTrace(manifest.name, tpath)
         self.facts: FactBook | None = None
+        self.otel: Any = None
+        if manifest.otel:
+            from icore.adapters import OtelExporter
+            ep = manifest.otel
+            if ep.startswith("file:"):
+                ep = "file:" + str(manifest.resolve(ep.removeprefix("file:")))
+            self.otel = OtelExporter(endpoint=ep)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
         self.resources: dict[str, Route] = {}
@@ -144,6 +151,9 @@ class Gateway:
             self._tg = None
         if self.facts is not None:
             self.facts.close()
+        if self.otel is not None:
+            self.otel.flush()
+            self.otel.shutdown()
         self.trace.flush()
 
     async def _start(self) -> None:
@@ -587,6 +597,9 @@ class Gateway:
                     log.debug("pre-read of %s failed: %r", k, exc)
         v: Verdict = await self.facts.execute(view, name, deps, args, forward)
         self.trace.verdict(view.sid, name, v, args, task=task)
+        if self.otel is not None:
+            for d in v.decisions:  # child spans of the SDK's tools/call server span
+                self.otel.decision(d)
         if v.call.executed:
             return v.call.value
         reason = v.reason

@@ -19,6 +19,7 @@ Example::
         depends_on: ["memo://price", "fact://plan/{trip}"]   # D(a); {arg} from the call
         writes: ["memo://price"]                             # re-read after a call
     trace: gateway-trace.jsonl
+    otel: "http://127.0.0.1:4318"                            # optional: spans out
 """
 
 from __future__ import annotations
@@ -197,6 +198,10 @@ class GatewayManifest(_Model):
         tools: tool name (as clients see it) -> :class:`ToolSpec`; others pass through.
         trace: the JSONL trace file ``icore audit`` reads (relative to the manifest);
             None: keep it in memory only.
+        otel: OpenTelemetry export of the gate decisions (GenAI conventions, extra
+            ``icore[otel]``): an OTLP/HTTP collector URL, or ``file:PATH`` (OTLP JSON
+            lines). Each decision's span continues the client's trace context
+            (``traceparent`` in the request's ``params._meta``).
         gate_timeout_s: bound of one owner query of the gate, seconds.
         base_dir: folder relative paths are resolved against (set by :func:`load_manifest`).
     """
@@ -208,6 +213,7 @@ class GatewayManifest(_Model):
     facts: FactsSpec = FactsSpec()
     tools: dict[str, ToolSpec] = Field(default_factory=dict)
     trace: str | None = None
+    otel: str | None = None
     gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60)
     base_dir: str = "."
 
