@@ -28,7 +28,6 @@ from .conftest import (
     write_manifest,
 )
 
-
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 

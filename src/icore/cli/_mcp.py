@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import anyio
 import typer
 
 from icore.cli._inputs import refuse_special_file
@@ -36,6 +35,8 @@ def mcp(
     are still current (planfence Alg. 1); every read, call and decision goes to the
     manifest's trace, which `icore audit` reads. See docs/mcp.md.
     """
+    import anyio
+
     from icore.mcp import GatewayManifestError, load_manifest, serve_http, serve_stdio
 
     level = logging.getLevelName(log_level.upper())

@@ -17,6 +17,11 @@ See docs/mcp.md. Import rule: this room sits beside ``integrations`` and uses on
 public API of records, fence, memory and integrations.
 """
 
+# ruff: noqa: E402  (the extra is checked before the modules that import it)
+from icore._extras import require
+
+require("mcp", "mcp", feature="icore.mcp")  # a missing extra: one-line install hint
+
 from icore.mcp._bench import BenchRow, run_bench
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway import Gateway, Route

@@ -22,15 +22,15 @@ from __future__ import annotations
 import fnmatch
 import json
 import string
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from icore.errors import CommitConflict, IcoreError
-from icore.fence import GateDecision, Reason
-from icore.memory import DEFAULT_TIMEOUT_S
-from icore.records import JSONValue, Record
+from icore.fence import GateDecision, GateValidator, Reason
+from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, OwnerAccess
+from icore.records import JSONValue, Record, RecordId
 from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
 
 _WRITE_RETRIES = 8
@@ -129,8 +129,31 @@ def text_of(content: JSONValue, limit: int = 2000) -> str:
 
 
 def describe(rec: Record) -> str:
-    """One fact version for a model: ``key (version n): value``."""
-    return f"{rec.key} (version {rec.seq}): {text_of(rec.content)}"
+    """One fact version for a model: ``key = value (owner seq n)``."""
+    return f"{rec.key} = {text_of(rec.content)} (owner seq {rec.seq})"
+
+
+class InlineOwners:
+    """:class:`~icore.memory.AsyncOwnerAccess` over owners whose stores are in this process.
+
+    They answer from memory or a local SQLite file, so the gate awaits them inline: a
+    worker thread per owner would cost more than the read. Any exception (an owner down,
+    a closed store) reaches the gate, which blocks (fail closed).
+    """
+
+    def __init__(self, owners: OwnerAccess) -> None:
+        self.owners = owners
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """See :meth:`icore.memory.AsyncOwnerAccess.query_heads`."""
+        return self.owners.query_heads(owner, keys, known=known, timeout_s=timeout_s)
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """See :meth:`icore.memory.AsyncOwnerAccess.fetch`."""
+        return self.owners.fetch(owner, ids, timeout_s=timeout_s)
 
 
 class FactBook:
@@ -157,6 +180,7 @@ class FactBook:
         else:
             self.ws = Workspace(facts)
         self.ws.timeout_s = gate_timeout_s
+        self._scopes: dict[frozenset[str], frozenset[str]] = {}
 
     # -- facts ------------------------------------------------------------------------
     def owner_of(self, key: str) -> str | None:
@@ -215,9 +239,17 @@ class FactBook:
 
     # -- sessions ---------------------------------------------------------------------
     def session(self, sid: str) -> SessionView:
-        """The session ``sid`` (its workspace agent; ``/`` in ``sid`` becomes ``_``)."""
+        """The session ``sid`` (its workspace agent; ``/`` in ``sid`` becomes ``_``).
+
+        The owners are stores of this process, so the agent's gate awaits them inline
+        (:class:`InlineOwners`) instead of a worker thread per owner.
+        """
         name = sid.replace("/", "_")
-        return SessionView(name, self.ws.agent(name))
+        agent = self.ws.agent(name)
+        v = agent.fence.validator
+        if isinstance(v, GateValidator) and not isinstance(v.context.owners, InlineOwners):
+            v.context = replace(v.context, owners=InlineOwners(self.ws.owners))
+        return SessionView(name, agent)
 
     def read(self, view: SessionView, key: str) -> Record | None:
         """``view``'s session reads ``key``: the owner's head, recorded as the version seen.
@@ -248,9 +280,11 @@ class FactBook:
             Exception: whatever ``forward`` raises once authorized.
         """
         dset = tuple(sorted(deps))
+        # one D(a) object per distinct scope: the agent reuses its protected tool for it
+        scope = self._scopes.setdefault(frozenset(dset), frozenset(dset))
         before = dict(view.agent.seen())
         n0 = len(view.agent.log)
-        call = await view.agent.aexecute(tool, forward, args, depends_on=frozenset(dset))
+        call = await view.agent.aexecute(tool, forward, args, depends_on=scope)
         decisions = tuple(list(view.agent.log)[n0:])
         after = view.agent.seen()
         changed: dict[str, Record] = {}

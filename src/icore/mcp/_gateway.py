@@ -98,10 +98,19 @@ class Gateway:
         from icore._extras import require
         require("mcp.server", "mcp", feature="icore mcp")
         self.manifest = manifest
-        self.upstreams = {n: Upstream(n, s, self._on_upstream_notification)
-                          for n, s in manifest.upstreams.items()}
+        self.upstreams = {
+            n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
+                        if s.command is not None else s, self._on_upstream_notification)
+            for n, s in manifest.upstreams.items()}
         tpath = manifest.resolve(manifest.trace) if manifest.trace else None
         self.trace = GatewayTrace(manifest.name, tpath)
+        if tpath is not None:
+            try:
+                tpath.parent.mkdir(parents=True, exist_ok=True)
+                self.trace.flush()
+            except OSError as exc:
+                raise GatewayError(f"cannot write the trace {tpath}: {exc}",
+                                   file=str(tpath), path="trace") from None
         self.facts: FactBook | None = None
         self.otel: Any = None
         if manifest.otel:
@@ -610,7 +619,7 @@ class Gateway:
             lines.extend(f"- {describe(r)}" for r in v.changed.values())
         elif v.changed:
             lines.append("Changed: " + ", ".join(sorted(v.changed)))
-        if v.call.detail:
+        if v.call.detail and reason not in (Reason.STALE.value, "not_read"):
             lines.append(f"Detail: {v.call.detail}")
         return _Refused(_error_result("\n".join(lines), meta={"icore/gate": {
             "reason": reason, "deps": list(v.deps),

@@ -65,7 +65,9 @@ class UpstreamSpec(_Model):
     """One upstream MCP server: a stdio ``command`` or a streamable-HTTP ``url``.
 
     Attributes:
-        command: executable to launch (stdio); with ``args``, ``env``, ``cwd``.
+        command: executable to launch (stdio); with ``args``, ``env`` (added to a safe
+            default environment: PATH, HOME, ...) and ``cwd`` (default: the manifest's
+            folder; relative to it).
         url: the server's streamable-HTTP endpoint (``http(s)://host:port/mcp``).
         timeout_s: bound of one request to this upstream, seconds (> 0).
         headers: extra HTTP headers (``url`` only).

@@ -11,6 +11,7 @@ of the gateway loses nothing already recorded.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -20,6 +21,8 @@ from typing import Any
 from icore.integrations import RunRecorder
 from icore.mcp._facts import Verdict
 from icore.records import Record
+
+log = logging.getLogger("icore.mcp")
 
 
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
@@ -126,5 +129,8 @@ class GatewayTrace:
         text = self.jsonl()
         tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
         with self._lock:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, self.path)
+            try:
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, self.path)
+            except OSError as exc:  # keep serving; the trace stays in memory
+                log.error("cannot write the trace %s: %s", self.path, exc)
