@@ -43,6 +43,9 @@ trace: t.jsonl
     ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'plan/x': p}\n",
      "facts.owners", 4),
     ("upstreams:\n  a: {command: python}\nbogus: 1\n", "bogus", 3),
+    ("upstreams:\n  a: {command: python}\nstore:\n  backend: owner-service\n", "store", 3),
+    ("upstreams:\n  a: {command: python}\nstore: {backend: owner-service, identity: g,"
+     " certs_dir: c, addresses: {s: 'nohost'}}\n", "store", 3),
     ("upstreams:\n  a: {command: python, timeout_s: -1}\n", "upstreams.a.timeout_s", 2),
 ])
 def test_manifest_errors_name_field_and_line(tmp_path: Path, text: str, path: str,

@@ -29,7 +29,7 @@ from typing import Any
 
 from icore.errors import CommitConflict, IcoreError
 from icore.fence import GateDecision, GateValidator, Reason
-from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, OwnerAccess
+from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, MemoryStore, OwnerAccess, OwnershipMap
 from icore.records import JSONValue, Record, RecordId
 from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
 
@@ -121,8 +121,6 @@ def text_of(content: JSONValue, limit: int = 2000) -> str:
             elif isinstance(part, dict) and "blob" in part:
                 texts.append(f"<binary {part.get('mimeType') or ''}>")
         s = "\n".join(texts)
-    elif isinstance(content, dict) and set(content) == {"value"}:
-        s = json.dumps(content["value"], sort_keys=True)
     else:
         s = json.dumps(content, sort_keys=True, default=str)
     return s if len(s) <= limit else s[:limit] + "...[cut]"
@@ -164,16 +162,31 @@ class FactBook:
         backend: ``"memory"`` or ``"sqlite"`` (one file per owner under ``path``).
         path: folder of the SQLite files, for ``"sqlite"``.
         gate_timeout_s: bound of one owner query of the gate, seconds.
+        remote: owner -> ``(host, port)`` of owners serving their own stores (the owner
+            service over TCP with mutual TLS); the other owners are in process.
+        identity: the gateway's agent id in the team (with ``remote``).
+        certs_dir: the team's certificate folder (with ``remote``).
 
     Raises:
         WorkspaceError: ``owners`` is empty or has an empty key or owner.
     """
 
     def __init__(self, owners: Mapping[str, str], *, backend: str = "memory",
-                 path: Path | None = None, gate_timeout_s: float = DEFAULT_TIMEOUT_S
-                 ) -> None:
+                 path: Path | None = None, gate_timeout_s: float = DEFAULT_TIMEOUT_S,
+                 remote: Mapping[str, tuple[str, int]] | None = None,
+                 identity: str | None = None, certs_dir: Path | None = None) -> None:
         facts = dict(owners) or {"fact://icore/none": "icore"}
-        if backend == "sqlite":
+        self.remote = dict(remote or {})
+        if self.remote:
+            if identity is None or certs_dir is None:
+                raise WorkspaceError("remote owners need the gateway's identity and the "
+                                     "team's certs_dir")
+            om = OwnershipMap.from_mapping(facts)
+            local = {o: MemoryStore(om, o) for o in sorted(om.owners() - set(self.remote))}
+            self.ws = Workspace.over_tcp(om, identity=identity, addresses=self.remote,
+                                         certs_dir=certs_dir, stores=local,
+                                         timeout_s=gate_timeout_s)
+        elif backend == "sqlite":
             assert path is not None
             path.mkdir(parents=True, exist_ok=True)
             self.ws = Workspace.sqlite(facts, path)
@@ -212,15 +225,17 @@ class FactBook:
         with compare-and-set on that head, retried on a lost race.
 
         Returns:
-            ``(record, created)``: the current version (None when the key has no owner:
-            not a fact) and whether a new version was committed.
+            ``(record, created)``: the current version (None when the key has no owner,
+            not a fact, or its owner is a remote service that writes it itself) and
+            whether a new version was committed.
 
         Raises:
             WorkspaceError: the owner is hosted in another process.
             CommitConflict: still losing races after 8 retries.
             MalformedRecord: ``content`` is not JSON or too large.
         """
-        if self.owner_of(key) is None:
+        owner = self.owner_of(key)
+        if owner is None or owner in self.remote:
             return None, False
         attempt = 0
         while True:
@@ -247,7 +262,8 @@ class FactBook:
         name = sid.replace("/", "_")
         agent = self.ws.agent(name)
         v = agent.fence.validator
-        if isinstance(v, GateValidator) and not isinstance(v.context.owners, InlineOwners):
+        if not self.remote and isinstance(v, GateValidator) \
+                and not isinstance(v.context.owners, InlineOwners):
             v.context = replace(v.context, owners=InlineOwners(self.ws.owners))
         return SessionView(name, agent)
 

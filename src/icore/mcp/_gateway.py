@@ -185,11 +185,16 @@ class Gateway:
         owners.update(m.facts.owners)
         backend = m.store.backend
         path = m.resolve(m.store.path) if m.store.path else None
+        remote = m.store.endpoints() if backend == "owner-service" else None
+        certs = m.resolve(m.store.certs_dir) if m.store.certs_dir else None
         self.facts = FactBook(owners, backend=backend, path=path,
-                              gate_timeout_s=m.gate_timeout_s)
+                              gate_timeout_s=m.gate_timeout_s, remote=remote,
+                              identity=m.store.identity, certs_dir=certs)
         for key, value in m.facts.initial.items():
+            if self.facts.owner_of(key) in self.facts.remote:
+                continue  # a remote owner writes its own facts
             if self.facts.head(key) is None:
-                rec, _ = self.facts.observe(key, {"value": value}, type="fact")
+                rec, _ = self.facts.observe(key, value, type="fact")
                 if rec is not None:
                     self.trace.version(rec, "manifest")
 
@@ -425,7 +430,7 @@ class Gateway:
             if rec is None:
                 raise _invalid(f"Unknown fact: {uri}")
             self.trace.read(view.sid, uri, rec)
-            value = rec.content.get("value") if isinstance(rec.content, dict) else None
+            value = rec.content
             return ReadResourceResult(
                 contents=[TextResourceContents(uri=uri, mime_type="application/json",
                                                text=json.dumps(value))],
@@ -639,14 +644,18 @@ class Gateway:
             if rec is None:
                 return _error_result(f"{GET_FACT}: no fact {key} yet")
             self.trace.read(view.sid, key, rec)
-            value = rec.content.get("value") if isinstance(rec.content, dict) else None
+            value = rec.content
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(value))],
                                   structured_content={"key": key, "value": value,
                                                       "seq": rec.seq})
         if "value" not in args:
             return _error_result(f"{PUT_FACT}: value is required")
+        if self.facts.owner_of(key) in self.facts.remote:
+            return _error_result(f"{PUT_FACT}: fact {key} is owned by "
+                                 f"{self.facts.owner_of(key)}, a team agent serving its own "
+                                 "store; it writes the fact there")
         try:
-            rec, created = self.facts.observe(key, {"value": args["value"]}, type="fact")
+            rec, created = self.facts.observe(key, args["value"], type="fact")
         except IcoreError as exc:
             return _error_result(f"{PUT_FACT}: {exc}")
         assert rec is not None

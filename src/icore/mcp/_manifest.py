@@ -103,21 +103,50 @@ class StoreSpec(_Model):
     """Where the owners' records and heads live.
 
     Attributes:
-        backend: ``memory`` (in process, lost at exit) or ``sqlite`` (durable, one file
-            per owner under ``path``).
+        backend: ``memory`` (in process, lost at exit), ``sqlite`` (durable, one file per
+            owner under ``path``) or ``owner-service``: the owners named in ``addresses``
+            are team agents serving their own stores (``icore serve``, TCP with mutual
+            TLS); the gateway reads and validates their facts there (it cannot write
+            them); every other owner is in process.
         path: the folder of the SQLite files (``sqlite`` only; relative to the manifest).
+        identity: the gateway's agent id in the team (its certificate; owner-service).
+        certs_dir: the team's certificate folder (``icore certs init``; owner-service).
+        addresses: owner -> ``host:port`` of its owner service (owner-service).
     """
 
-    backend: Literal["memory", "sqlite"] = "memory"
+    backend: Literal["memory", "sqlite", "owner-service"] = "memory"
     path: str | None = None
+    identity: str | None = None
+    certs_dir: str | None = None
+    addresses: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _path(self) -> StoreSpec:
         if self.backend == "sqlite" and not self.path:
             raise ValueError("the sqlite backend needs path (a folder for the owners' files)")
-        if self.backend == "memory" and self.path:
+        if self.backend != "sqlite" and self.path:
             raise ValueError("path applies to the sqlite backend only")
+        remote = (self.identity, self.certs_dir, self.addresses)
+        if self.backend == "owner-service":
+            if not (self.identity and self.certs_dir and self.addresses):
+                raise ValueError("the owner-service backend needs identity, certs_dir and "
+                                 "addresses (owner -> host:port)")
+            for o, a in self.addresses.items():
+                host, _, port = a.rpartition(":")
+                if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                    raise ValueError(f"address of owner {o!r} must be host:port, not {a!r}")
+        elif any(remote):
+            raise ValueError("identity, certs_dir and addresses apply to the owner-service "
+                             "backend only")
         return self
+
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        """Owner -> ``(host, port)`` of the remote owners (owner-service)."""
+        out = {}
+        for o, a in self.addresses.items():
+            host, _, port = a.rpartition(":")
+            out[o] = (host.strip("[]"), int(port))
+        return out
 
 
 class FactsSpec(_Model):
