@@ -129,3 +129,49 @@ def test_unprotected_tools_pass_through(gateway: tuple[str, Path]) -> None:
             assert r.structured_content == {"result": "hi"}
 
     anyio.run(main)
+
+
+def test_gateway_killed_loses_nothing_committed(tmp_path: Path) -> None:
+    """SIGKILL the gateway mid-session: its trace up to the kill and the owners' versions
+    (SQLite) survive; a restarted gateway serves the same versions and keeps the old
+    trace beside the new one."""
+    import signal
+
+    folder = tmp_path
+    log = folder / "up.log"
+    manifest = write_manifest(folder, {"trip": {
+        "command": sys.executable, "args": [str(UPSTREAM)], "env": {"UPSTREAM_LOG": str(log)},
+        "timeout_s": 10}}, store={"backend": "sqlite", "path": "facts"})
+    port = free_port()
+    args = [sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+            f"127.0.0.1:{port}"]
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def first() -> Any:
+        async with http_client(url, "before") as s:
+            await s.call_tool("icore_put_fact", {"key": "fact://plan/goal", "value": "Faro"})
+            got = await s.read_resource("fact://plan/goal")
+            return got.meta
+
+    with process(args) as gw:
+        wait_port(port, gw)
+        meta1 = anyio.run(first)
+        gw.send_signal(signal.SIGKILL)
+        gw.wait(timeout=10)
+    before = load_jsonl(folder / "trace.jsonl")
+    assert any(s.agent.startswith("before#") for s in before.steps)
+    assert "Faro" in (folder / "trace.jsonl").read_text()
+
+    async def second() -> Any:
+        async with http_client(url, "after") as s:
+            got = await s.read_resource("fact://plan/goal")
+            assert got.contents[0].text == '"Faro"'  # type: ignore[union-attr]
+            return got.meta
+
+    with process(args) as gw:
+        wait_port(port, gw)
+        meta2 = anyio.run(second)
+    assert meta1["icore/version"] == meta2["icore/version"]  # the same committed version
+    old, new = (folder / "trace-1.jsonl").read_text(), (folder / "trace.jsonl").read_text()
+    assert "before#" in old and "Faro" in old and "after#" not in old
+    assert "after#" in new and "before#" not in new

@@ -107,6 +107,12 @@ class Gateway:
         if tpath is not None:
             try:
                 tpath.parent.mkdir(parents=True, exist_ok=True)
+                if tpath.exists():  # an earlier run's trace is kept, never overwritten
+                    n = 1
+                    while (old := tpath.with_name(f"{tpath.stem}-{n}{tpath.suffix}")
+                           ).exists():
+                        n += 1
+                    tpath.rename(old)
                 self.trace.flush()
             except OSError as exc:
                 raise GatewayError(f"cannot write the trace {tpath}: {exc}",
