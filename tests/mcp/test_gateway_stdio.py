@@ -145,6 +145,14 @@ def test_protected_call_stale_replan_and_block(manifest: Path, folder: Path) -> 
     assert any(r["key"] == "memo://price" for r in pf["records"])
     result = audit_trace(trace)
     assert result.summary()
+    # icore audit reads it: lineage pictures of the protected calls, no invalid action
+    out = folder / "audit"
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(folder / "trace.jsonl"),
+                          "--fail-on", "invalid", "--out", str(out)], capture_output=True,
+                         text=True, env=env(), timeout=120, check=False)
+    assert cli.returncode == 0, cli.stderr
+    page = (out / "test-gateway.html").read_text()
+    assert "lineage status-valid" in page and "lineage status-blocked" in page
     # OpenTelemetry: the gate's spans continue the MCP client's trace context (_meta)
     spans = (folder / "spans.jsonl").read_text()
     assert TRACE_ID in spans and "icore.gate book" in spans
