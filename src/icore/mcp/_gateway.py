@@ -169,7 +169,7 @@ class Gateway:
         if self.otel is not None:
             self.otel.flush()
             self.otel.shutdown()
-        self.trace.flush()
+        self.trace.close()
 
     async def _start(self) -> None:
         async def one(name: str, u: Upstream) -> None:

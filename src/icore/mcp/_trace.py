@@ -4,8 +4,8 @@ Built on :class:`icore.integrations.RunRecorder` (the recorder every integration
 event lines from it, plus the PlanFence lines of the generic JSONL format (the records
 a decision cites and the decisions themselves), so ``icore audit TRACE`` draws the
 lineage pictures and ``--fail-on invalid`` judges the run. With a file, the trace is
-rewritten (atomically: a temporary file, then a rename) after every event, so a crash
-of the gateway loses nothing already recorded.
+appended after every event (a crash of the gateway loses nothing already recorded) and
+rewritten once, atomically, when the gateway stops.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from icore.integrations import RunRecorder
 from icore.mcp._facts import Verdict
@@ -45,7 +45,10 @@ class GatewayTrace:
         self.path = path
         self.planfence: list[dict[str, Any]] = []
         self._ids: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._fh: TextIO | None = None
+        self._events_done = 0
+        self._pf_done = 0
 
     def _rec(self, rec: Record, role: str) -> None:
         with self._lock:
@@ -123,14 +126,43 @@ class GatewayTrace:
                                                for x in extra)
 
     def flush(self) -> None:
-        """Rewrite the trace file (atomically) when there is one."""
+        """Append the events recorded since the last flush to the trace file.
+
+        Append-only while the gateway runs (O(1) per event, a killed gateway keeps every
+        line written); :meth:`close` rewrites the file once, atomically, with the final
+        header (every session's agent named).
+        """
         if self.path is None:
             return
-        text = self.jsonl()
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
         with self._lock:
+            events = self.recorder.events[self._events_done:]
+            pf = self.planfence[self._pf_done:]
+            lines = [json.dumps(x, sort_keys=True) + "\n" for x in (*events, *pf)]
+            if self._fh is None:
+                lines.insert(0, json.dumps(self.recorder.header(), sort_keys=True) + "\n")
+            try:
+                if self._fh is None:
+                    self._fh = self.path.open("w", encoding="utf-8")
+                self._fh.write("".join(lines))
+                self._fh.flush()
+            except OSError as exc:  # keep serving; the trace stays in memory
+                log.error("cannot write the trace %s: %s", self.path, exc)
+                return
+            self._events_done += len(events)
+            self._pf_done += len(pf)
+
+    def close(self) -> None:
+        """Rewrite the trace atomically with the final header; close the file."""
+        if self.path is None:
+            return
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+            text = self.jsonl()
+            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
             try:
                 tmp.write_text(text, encoding="utf-8")
                 os.replace(tmp, self.path)
-            except OSError as exc:  # keep serving; the trace stays in memory
+            except OSError as exc:
                 log.error("cannot write the trace %s: %s", self.path, exc)
