@@ -125,9 +125,22 @@ def _rows(transport: str, direct: list[float], unprot: list[float], prot: list[f
 
 
 async def _through(session: Any, deps: int, n: int) -> tuple[list[float], list[float]]:
+    """Unprotected and protected calls interleaved, so a drifting machine load hits both."""
     for i in range(deps):
         await session.read_resource(f"fact://bench/k{i}")
-    return await _time(session, "ping", n), await _time(session, "act", n)
+    for i in range(min(20, n)):  # warm up
+        await session.call_tool("ping", {"n": i})
+        await session.call_tool("act", {"n": i})
+    unprot, prot = [], []
+    for i in range(n):
+        for tool, out in (("ping", unprot), ("act", prot)):
+            t0 = time.perf_counter()
+            res = await session.call_tool(tool, {"n": i})
+            out.append((time.perf_counter() - t0) * 1000)
+            if res.is_error:
+                raise GatewayError(f"benchmark call of {tool} failed: {res.content}",
+                                   tool=tool)
+    return unprot, prot
 
 
 async def _gate_only(n: int, deps: int) -> BenchRow:

@@ -2,7 +2,10 @@
 
 :func:`serve_stdio` speaks JSON-RPC on this process's stdin/stdout (logs go to stderr);
 :func:`serve_http` serves the streamable-HTTP transport at ``http://HOST:PORT/mcp``
-(one gateway session per MCP session id), printing one ready line on stderr.
+(one gateway session per MCP session id; each answer a JSON response, not a per-request
+SSE stream: the gateway sends nothing during a request, and notifications such as
+``resources/updated`` go on the session's standalone stream), printing one ready line
+on stderr.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
     uvicorn = require("uvicorn", "mcp", feature="icore mcp --http")
 
     async with Gateway(manifest) as gw:
-        app = gw.server.streamable_http_app(host=host)
+        app = gw.server.streamable_http_app(host=host, json_response=True)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                                 lifespan="on")
         server = uvicorn.Server(config)
