@@ -615,7 +615,12 @@ class Gateway:
                     await self.fetch_resource(k, f"{view.sid} via {name}")
                 except Exception as exc:
                     log.debug("pre-read of %s failed: %r", k, exc)
-        v: Verdict = await self.facts.execute(view, name, deps, args, forward)
+        n0 = len(view.agent.log)
+        try:
+            v: Verdict = await self.facts.execute(view, name, deps, args, forward)
+        except Exception:  # authorized, then the upstream failed: keep the decisions
+            self.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task)
+            raise
         self.trace.verdict(view.sid, name, v, args, task=task)
         if self.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span

@@ -14,10 +14,11 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from icore.fence import GateDecision
 from icore.integrations import RunRecorder
 from icore.mcp._facts import Verdict
 from icore.records import Record
@@ -105,6 +106,20 @@ class GatewayTrace:
         else:
             self.recorder.tool_call(sid, tool, args, f"BLOCKED: {call.reason}: {call.detail}",
                                     error=True, blocked=True, task=task)
+        self.flush()
+
+    def decisions(self, sid: str, tool: str, decisions: Sequence[GateDecision], *,
+                  task: str) -> None:
+        """Gate decisions of a call whose forward then failed (recorded before the error)."""
+        with self._lock:
+            for d in decisions:
+                self.planfence.append({"planfence": {"decision": {**d.to_dict(),
+                                                                  "task": task}}})
+        for d in decisions:
+            self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
+                              f"for {tool}", gate={"outcome": d.outcome.value,
+                                                   "reason": d.reason.value, "tool": tool,
+                                                   "replanned": d.replanned})
         self.flush()
 
     def call(self, sid: str, tool: str, args: Mapping[str, Any] | None, result: Any, *,
