@@ -131,7 +131,8 @@ async def _through(session: Any, deps: int, n: int) -> tuple[list[float], list[f
     for i in range(min(20, n)):  # warm up
         await session.call_tool("ping", {"n": i})
         await session.call_tool("act", {"n": i})
-    unprot, prot = [], []
+    unprot: list[float] = []
+    prot: list[float] = []
     for i in range(n):
         for tool, out in (("ping", unprot), ("act", prot)):
             t0 = time.perf_counter()
