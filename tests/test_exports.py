@@ -104,6 +104,14 @@ PINNED = {
     ],
     "icore.integrations.ag2": ["ChatRecorder", "ContextRoots", "fenced_tool",
                                "record_agents"],
+    "icore.mcp": [
+        "DEFAULT_CALL_TIMEOUT_S", "DEFAULT_GATE_TIMEOUT_S", "FACT_SCHEME",
+        "BenchRow", "FactBook", "FactsSpec", "Gateway", "GatewayError",
+        "GatewayManifest", "GatewayManifestError", "GatewayTrace", "Route", "SessionView",
+        "StoreSpec", "ToolSpec", "Upstream", "UpstreamError", "UpstreamSpec", "Verdict",
+        "describe", "expand_deps", "load_manifest", "manifest_from_dict", "run_bench", "serve_http",
+        "serve_stdio",
+    ],
 }
 
 

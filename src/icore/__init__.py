@@ -26,6 +26,8 @@ may use)::
     integrations I/O drop-ins for LangGraph, OpenAI Agents SDK, AG2, CrewAI (extras);
                      import only the public API of records, fence, memory, workspace,
                      state, adapters
+    mcp       I/O    the MCP gateway (``icore mcp``, extra): PlanFence + recording in
+                     front of any MCP server (over workspace)
     cli              the ``icore`` command (thin)
 
 Pure layers do no I/O and read no clock; their one documented I/O edge is iCORE's SQLite

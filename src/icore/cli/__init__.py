@@ -59,6 +59,7 @@ _MODULES = (
     "_bench_attribution",
     "_audit",
     "_run",
+    "_mcp",
 )
 
 

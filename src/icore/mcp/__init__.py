@@ -1,0 +1,73 @@
+"""``icore mcp``: PlanFence and iCORE recording in front of any MCP server (issue 25).
+
+An MCP server (the official ``mcp`` SDK, 2.x; extra ``icore[mcp]``, imported lazily)
+that proxies the upstream MCP servers a YAML manifest names, for any MCP client (Claude
+Desktop, Cursor, the OpenAI Agents SDK, LangChain's MCP adapters):
+
+* tools, resources and prompts listed unchanged (namespaced ``<upstream>.<name>`` only
+  on a clash);
+* upstream resources (and the gateway's own ``fact://`` key-value set) are versioned
+  records with owners; a session's ``resources/read`` records the version it saw;
+* a protected tool's call is validated against the owners' heads (planfence Alg. 1):
+  stale -> not forwarded, ``isError`` with the fresh values (the next call is the one
+  replan); second change, unread fact, unreachable owner, malformed reply -> blocked;
+* every session's reads, calls and decisions go to a trace ``icore audit`` reads.
+
+See docs/mcp.md. Import rule: this room sits beside ``integrations`` and uses only the
+public API of records, fence, memory and integrations.
+"""
+
+# ruff: noqa: E402  (the extra is checked before the modules that import it)
+from icore._extras import require
+
+require("mcp", "mcp", feature="icore.mcp")  # a missing extra: one-line install hint
+
+from icore.mcp._bench import BenchRow, run_bench
+from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
+from icore.mcp._gateway import Gateway, Route
+from icore.mcp._manifest import (
+    DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_GATE_TIMEOUT_S,
+    FACT_SCHEME,
+    FactsSpec,
+    GatewayError,
+    GatewayManifest,
+    GatewayManifestError,
+    StoreSpec,
+    ToolSpec,
+    UpstreamSpec,
+    load_manifest,
+    manifest_from_dict,
+)
+from icore.mcp._serve import serve_http, serve_stdio
+from icore.mcp._trace import GatewayTrace
+from icore.mcp._upstream import Upstream, UpstreamError
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
+    "DEFAULT_GATE_TIMEOUT_S",
+    "FACT_SCHEME",
+    "BenchRow",
+    "FactBook",
+    "FactsSpec",
+    "Gateway",
+    "GatewayError",
+    "GatewayManifest",
+    "GatewayManifestError",
+    "GatewayTrace",
+    "Route",
+    "SessionView",
+    "StoreSpec",
+    "ToolSpec",
+    "Upstream",
+    "UpstreamError",
+    "UpstreamSpec",
+    "Verdict",
+    "describe",
+    "expand_deps",
+    "load_manifest",
+    "manifest_from_dict",
+    "run_bench",
+    "serve_http",
+    "serve_stdio",
+]

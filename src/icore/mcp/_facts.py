@@ -1,0 +1,322 @@
+"""Shared facts as versioned records, each session's reads, and the gate (the gateway's seam).
+
+The one module of the gateway that touches the team API (:mod:`icore.workspace`, issue
+28), so the rest of the gateway speaks MCP only:
+
+* a fact is a semantic key (an upstream resource URI, or a ``fact://`` key of the
+  gateway's own key-value set) with an owner (planfence Sec. 3.1); its versions are
+  records in the owner's store, each citing the version it replaces; the owner's head is
+  the current version;
+* :meth:`FactBook.observe` turns content the gateway just read (a session's
+  ``resources/read``, a re-read after ``notifications/resources/updated`` or after a
+  tool that writes it, a ``fact://`` write) into a new version when it differs from the
+  head (compare-and-set on the head, App. A);
+* each client session is a workspace :class:`~icore.workspace.Agent`: its reads are the
+  versions it saw; :meth:`FactBook.execute` runs a protected call through the agent
+  (the action record derived from those versions and bound to the arguments, planfence
+  Alg. 1 against the owners' heads, the one replan by hand-over).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import string
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from icore.errors import CommitConflict, IcoreError
+from icore.fence import GateDecision, GateValidator, Reason
+from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, MemoryStore, OwnerAccess, OwnershipMap
+from icore.records import JSONValue, Record, RecordId
+from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
+
+_WRITE_RETRIES = 8
+
+
+@dataclass
+class SessionView:
+    """One client session: its id in the trace and its workspace agent.
+
+    Attributes:
+        sid: the session's id (``<client name>#<n>``), also the agent's name.
+        agent: the :class:`~icore.workspace.Agent` whose reads are this session's.
+    """
+
+    sid: str
+    agent: Agent
+
+    @property
+    def seen(self) -> dict[str, Record]:
+        """Key -> the version this session last saw."""
+        return self.agent.seen()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What one protected call did.
+
+    Attributes:
+        call: the workspace's :class:`~icore.workspace.Call` (``executed``, ``value``,
+            ``reason``, ``record``: the action record, the call's root).
+        decisions: the gate decisions made for it (none when refused before the gate:
+            ``not_read``, ``args_not_json``, ``incomplete_declaration``).
+        deps: D(a) with the call's arguments filled in.
+        changed: key -> the current record of each fact whose version the session had
+            not seen (handed over with a ``stale`` / ``not_read`` refusal, or changed
+            again after a ``second_change``).
+    """
+
+    call: Call
+    decisions: tuple[GateDecision, ...]
+    deps: tuple[str, ...]
+    changed: Mapping[str, Record] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str:
+        """The call's reason code (``valid``, ``stale``, ``not_read``, ...)."""
+        return self.call.reason
+
+
+def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
+                known: Iterable[str]) -> frozenset[str]:
+    """D(a) for one call: ``{arg}`` placeholders filled, globs matched to known keys.
+
+    Raises:
+        IcoreError: a placeholder names an argument the call lacks, or an argument
+            used in a key is not a string or number.
+    """
+    keys: set[str] = set()
+    known_l = list(known)
+    for pat in patterns:
+        parts = []
+        for lit, name, _spec, _conv in string.Formatter().parse(pat):
+            parts.append(lit)
+            if name:
+                if name not in args:
+                    raise IcoreError(f"D(a) entry {pat!r} needs argument {name!r}",
+                                     key=pat, argument=name)
+                val = args[name]
+                if isinstance(val, bool) or not isinstance(val, str | int | float):
+                    raise IcoreError(f"argument {name!r} used in {pat!r} must be a string "
+                                     "or number", key=pat, argument=name)
+                parts.append(str(val))
+        key = "".join(parts)
+        if any(c in key for c in "*?["):
+            keys.update(k for k in known_l if fnmatch.fnmatchcase(k, key))
+        else:
+            keys.add(key)
+    return frozenset(keys)
+
+
+def text_of(content: JSONValue, limit: int = 2000) -> str:
+    """A fact's value as text for a model (resource text parts, or the fact's JSON)."""
+    if isinstance(content, dict) and isinstance(content.get("contents"), list):
+        texts = []
+        for part in content["contents"]:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif isinstance(part, dict) and "blob" in part:
+                texts.append(f"<binary {part.get('mimeType') or ''}>")
+        s = "\n".join(texts)
+    else:
+        s = json.dumps(content, sort_keys=True, default=str)
+    return s if len(s) <= limit else s[:limit] + "...[cut]"
+
+
+def describe(rec: Record) -> str:
+    """One fact version for a model: ``key = value (owner seq n)``."""
+    return f"{rec.key} = {text_of(rec.content)} (owner seq {rec.seq})"
+
+
+class InlineOwners:
+    """:class:`~icore.memory.AsyncOwnerAccess` over owners whose stores are in this process.
+
+    They answer from memory or a local SQLite file, so the gate awaits them inline: a
+    worker thread per owner would cost more than the read. Any exception (an owner down,
+    a closed store) reaches the gate, which blocks (fail closed).
+    """
+
+    def __init__(self, owners: OwnerAccess) -> None:
+        self.owners = owners
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """See :meth:`icore.memory.AsyncOwnerAccess.query_heads`."""
+        return self.owners.query_heads(owner, keys, known=known, timeout_s=timeout_s)
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """See :meth:`icore.memory.AsyncOwnerAccess.fetch`."""
+        return self.owners.fetch(owner, ids, timeout_s=timeout_s)
+
+
+class FactBook:
+    """The gateway's workspace: owners' stores and heads, one agent per client session.
+
+    Args:
+        owners: key (or glob) -> owner id.
+        backend: ``"memory"`` or ``"sqlite"`` (one file per owner under ``path``).
+        path: folder of the SQLite files, for ``"sqlite"``.
+        gate_timeout_s: bound of one owner query of the gate, seconds.
+        remote: owner -> ``(host, port)`` of owners serving their own stores (the owner
+            service over TCP with mutual TLS); the other owners are in process.
+        identity: the gateway's agent id in the team (with ``remote``).
+        certs_dir: the team's certificate folder (with ``remote``).
+
+    Raises:
+        WorkspaceError: ``owners`` is empty or has an empty key or owner.
+    """
+
+    def __init__(self, owners: Mapping[str, str], *, backend: str = "memory",
+                 path: Path | None = None, gate_timeout_s: float = DEFAULT_TIMEOUT_S,
+                 remote: Mapping[str, tuple[str, int]] | None = None,
+                 identity: str | None = None, certs_dir: Path | None = None) -> None:
+        facts = dict(owners) or {"fact://icore/none": "icore"}
+        self.remote = dict(remote or {})
+        if self.remote:
+            if identity is None or certs_dir is None:
+                raise WorkspaceError("remote owners need the gateway's identity and the "
+                                     "team's certs_dir")
+            om = OwnershipMap.from_mapping(facts)
+            local = {o: MemoryStore(om, o) for o in sorted(om.owners() - set(self.remote))}
+            self.ws = Workspace.over_tcp(om, identity=identity, addresses=self.remote,
+                                         certs_dir=certs_dir, stores=local,
+                                         timeout_s=gate_timeout_s)
+        elif backend == "sqlite":
+            assert path is not None
+            path.mkdir(parents=True, exist_ok=True)
+            self.ws = Workspace.sqlite(facts, path)
+        else:
+            self.ws = Workspace(facts)
+        self.ws.timeout_s = gate_timeout_s
+        self._scopes: dict[frozenset[str], frozenset[str]] = {}
+
+    # -- facts ------------------------------------------------------------------------
+    def owner_of(self, key: str) -> str | None:
+        """The owner of ``key`` (None: the key is not a fact and is not versioned)."""
+        try:
+            return self.ws.owner_of(key)
+        except WorkspaceError:
+            return None
+
+    def head(self, key: str) -> Record | None:
+        """The owner's current version of ``key`` (None: no version yet, or no owner).
+
+        Raises:
+            OwnerUnavailable: the owner did not answer.
+        """
+        if self.owner_of(key) is None:
+            return None
+        return self.ws.head(key)
+
+    def known_keys(self) -> list[str]:
+        """Every key with a version, sorted."""
+        return sorted({k for s in self.ws.stores.values() for k in s.head_keys()})
+
+    def observe(self, key: str, content: JSONValue, *, type: str = "resource"
+                ) -> tuple[Record | None, bool]:
+        """Make ``content`` the current version of ``key`` (a new record if it differs).
+
+        The new version cites the one it replaces (its exact parent) and is committed
+        with compare-and-set on that head, retried on a lost race.
+
+        Returns:
+            ``(record, created)``: the current version (None when the key has no owner,
+            not a fact, or its owner is a remote service that writes it itself) and
+            whether a new version was committed.
+
+        Raises:
+            WorkspaceError: the owner is hosted in another process.
+            CommitConflict: still losing races after 8 retries.
+            MalformedRecord: ``content`` is not JSON or too large.
+        """
+        owner = self.owner_of(key)
+        if owner is None or owner in self.remote:
+            return None, False
+        attempt = 0
+        while True:
+            cur = self.ws.head(key)
+            if cur is not None and cur.content == content:
+                return cur, False
+            try:
+                rec = self.ws.commit(key, content, expected=None if cur is None else cur.id,
+                                     inputs=[] if cur is None else [cur], type=type)
+            except CommitConflict:
+                attempt += 1
+                if attempt > _WRITE_RETRIES:
+                    raise
+                continue
+            return rec, True
+
+    # -- sessions ---------------------------------------------------------------------
+    def session(self, sid: str) -> SessionView:
+        """The session ``sid`` (its workspace agent; ``/`` in ``sid`` becomes ``_``).
+
+        The owners are stores of this process, so the agent's gate awaits them inline
+        (:class:`InlineOwners`) instead of a worker thread per owner.
+        """
+        name = sid.replace("/", "_")
+        agent = self.ws.agent(name)
+        v = agent.fence.validator
+        if not self.remote and isinstance(v, GateValidator) \
+                and not isinstance(v.context.owners, InlineOwners):
+            v.context = replace(v.context, owners=InlineOwners(self.ws.owners))
+        return SessionView(name, agent)
+
+    def read(self, view: SessionView, key: str) -> Record | None:
+        """``view``'s session reads ``key``: the owner's head, recorded as the version seen.
+
+        Raises:
+            OwnerUnavailable: the owner did not answer.
+        """
+        if self.owner_of(key) is None:
+            return None
+        return view.agent.read_record(key)
+
+    async def execute(self, view: SessionView, tool: str, deps: Collection[str],
+                      args: Mapping[str, Any], forward: Callable[..., Awaitable[Any]]
+                      ) -> Verdict:
+        """Run one protected call of ``view``'s session (planfence Alg. 1, App. A.3).
+
+        ``forward(**args)`` (the call to the upstream) is awaited only when the gate
+        authorized the action record derived from the versions the session read of D(a).
+
+        Returns:
+            :class:`Verdict`. Refused: ``not_read`` (a fact never read: its current
+            version handed over, now read), ``stale`` (first change: fresh versions
+            handed over; the session's next call of the tool is the one replan),
+            ``second_change``, ``owner_unavailable`` and every other gate reason (fail
+            closed), ``args_not_json``.
+
+        Raises:
+            Exception: whatever ``forward`` raises once authorized.
+        """
+        dset = tuple(sorted(deps))
+        # one D(a) object per distinct scope: the agent reuses its protected tool for it
+        scope = self._scopes.setdefault(frozenset(dset), frozenset(dset))
+        before = dict(view.agent.seen())
+        n0 = len(view.agent.log)
+        call = await view.agent.aexecute(tool, forward, args, depends_on=scope)
+        decisions = tuple(list(view.agent.log)[n0:])
+        after = view.agent.seen()
+        changed: dict[str, Record] = {}
+        if call.reason in (Reason.STALE.value, NOT_READ):
+            changed = {k: r for k in dset if (r := after.get(k)) is not None
+                       and (k not in before or before[k].id != r.id)}
+        elif call.reason == Reason.SECOND_CHANGE.value:
+            for k in dset:
+                try:
+                    h = self.head(k)
+                except IcoreError:
+                    continue
+                if h is not None and (k not in after or after[k].id != h.id):
+                    changed[k] = h
+        return Verdict(call, decisions, dset, changed)
+
+    def close(self) -> None:
+        """Close the owners' stores (SQLite files flushed)."""
+        self.ws.close()

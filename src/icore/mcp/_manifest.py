@@ -1,0 +1,357 @@
+"""The gateway manifest: upstream MCP servers, the fact store, protected tools (YAML).
+
+Validated with pydantic; every error is a :class:`GatewayManifestError` naming the file,
+the field path and, for a YAML file, the line (``line 12: tools.book.depends_on``).
+
+Example::
+
+    name: travel-gateway
+    upstreams:
+      notes: {command: python, args: [notes_server.py]}      # stdio
+      booking: {url: "http://127.0.0.1:8000/mcp", timeout_s: 10}   # streamable HTTP
+    store: {backend: sqlite, path: facts.db}                 # owners' heads (memory|sqlite)
+    owners: {"memo://*": notes}                              # key or glob -> owner
+    facts:                                                   # the gateway's own key-value set
+      owners: {"fact://plan/*": planner}
+      initial: {"fact://plan/goal": "Porto"}
+    tools:
+      book:
+        depends_on: ["memo://price", "fact://plan/{trip}"]   # D(a); {arg} from the call
+        writes: ["memo://price"]                             # re-read after a call
+    trace: gateway-trace.jsonl
+    otel: "http://127.0.0.1:4318"                            # optional: spans out
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from icore.errors import IntegrationError
+
+DEFAULT_CALL_TIMEOUT_S = 30.0
+"""Default bound of one upstream request (tools/call, resources/read), in seconds."""
+DEFAULT_GATE_TIMEOUT_S = 2.0
+"""Default bound of one owner head query of the gate, in seconds (design.md 3.2)."""
+FACT_SCHEME = "fact://"
+"""URI scheme of the gateway's own key-value facts."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class GatewayError(IntegrationError):
+    """The MCP gateway (``icore.mcp``) met input or state it cannot serve.
+
+    Fields name the upstream, tool, resource URI or key.
+    """
+
+
+class GatewayManifestError(GatewayError, ValueError):
+    """An invalid gateway manifest. Fields: ``file``, ``path`` (field path), ``line``."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UpstreamSpec(_Model):
+    """One upstream MCP server: a stdio ``command`` or a streamable-HTTP ``url``.
+
+    Attributes:
+        command: executable to launch (stdio); with ``args``, ``env`` (added to a safe
+            default environment: PATH, HOME, ...) and ``cwd`` (default: the manifest's
+            folder; relative to it).
+        url: the server's streamable-HTTP endpoint (``http(s)://host:port/mcp``).
+        timeout_s: bound of one request to this upstream, seconds (> 0).
+        headers: extra HTTP headers (``url`` only).
+    """
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> UpstreamSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
+        if self.url is not None and not re.match(r"^https?://", self.url):
+            raise ValueError("url must start with http:// or https://")
+        if self.url is None and (self.headers):
+            raise ValueError("headers apply to a url upstream only")
+        if self.command is not None and not self.command.strip():
+            raise ValueError("command is empty")
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        """``"stdio"`` or ``"http"``."""
+        return "stdio" if self.command is not None else "http"
+
+
+class StoreSpec(_Model):
+    """Where the owners' records and heads live.
+
+    Attributes:
+        backend: ``memory`` (in process, lost at exit), ``sqlite`` (durable, one file per
+            owner under ``path``) or ``owner-service``: the owners named in ``addresses``
+            are team agents serving their own stores (``icore serve``, TCP with mutual
+            TLS); the gateway reads and validates their facts there (it cannot write
+            them); every other owner is in process.
+        path: the folder of the SQLite files (``sqlite`` only; relative to the manifest).
+        identity: the gateway's agent id in the team (its certificate; owner-service).
+        certs_dir: the team's certificate folder (``icore certs init``; owner-service).
+        addresses: owner -> ``host:port`` of its owner service (owner-service).
+    """
+
+    backend: Literal["memory", "sqlite", "owner-service"] = "memory"
+    path: str | None = None
+    identity: str | None = None
+    certs_dir: str | None = None
+    addresses: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _path(self) -> StoreSpec:
+        if self.backend == "sqlite" and not self.path:
+            raise ValueError("the sqlite backend needs path (a folder for the owners' files)")
+        if self.backend != "sqlite" and self.path:
+            raise ValueError("path applies to the sqlite backend only")
+        remote = (self.identity, self.certs_dir, self.addresses)
+        if self.backend == "owner-service":
+            if not (self.identity and self.certs_dir and self.addresses):
+                raise ValueError("the owner-service backend needs identity, certs_dir and "
+                                 "addresses (owner -> host:port)")
+            for o, a in self.addresses.items():
+                host, _, port = a.rpartition(":")
+                if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                    raise ValueError(f"address of owner {o!r} must be host:port, not {a!r}")
+        elif any(remote):
+            raise ValueError("identity, certs_dir and addresses apply to the owner-service "
+                             "backend only")
+        return self
+
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        """Owner -> ``(host, port)`` of the remote owners (owner-service)."""
+        out = {}
+        for o, a in self.addresses.items():
+            host, _, port = a.rpartition(":")
+            out[o] = (host.strip("[]"), int(port))
+        return out
+
+
+class FactsSpec(_Model):
+    """The gateway's own key-value facts (served as resources and two tools).
+
+    Attributes:
+        owners: fact key (``fact://...``) or glob -> owner id.
+        initial: fact key -> initial value (any JSON), committed at start when absent.
+        tools: serve ``icore_put_fact`` / ``icore_get_fact`` to clients.
+    """
+
+    owners: dict[str, str] = Field(default_factory=dict)
+    initial: dict[str, Any] = Field(default_factory=dict)
+    tools: bool = True
+
+    @field_validator("owners", "initial")
+    @classmethod
+    def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for k in v:
+            if not k.startswith(FACT_SCHEME) or len(k) == len(FACT_SCHEME):
+                raise ValueError(f"fact key {k!r} must start with {FACT_SCHEME} and name "
+                                 "something")
+        return v
+
+    @model_validator(mode="after")
+    def _owned(self) -> FactsSpec:
+        import fnmatch
+        for k in self.initial:
+            if k not in self.owners and not any(fnmatch.fnmatchcase(k, p)
+                                                for p in self.owners):
+                raise ValueError(f"initial fact {k!r} has no owner in facts.owners")
+        return self
+
+
+class ToolSpec(_Model):
+    """A protected tool: its dependency declaration D(a) (planfence Sec. 3.2).
+
+    Attributes:
+        depends_on: resource URIs, fact keys or glob patterns; ``{arg}`` placeholders
+            are filled from the call's arguments (argument binding).
+        writes: URIs the tool changes: re-read from the upstream after a call, so the
+            change becomes a new version at once.
+    """
+
+    depends_on: tuple[str, ...]
+    writes: tuple[str, ...] = ()
+
+    @field_validator("depends_on")
+    @classmethod
+    def _deps(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("depends_on must name at least one resource URI or fact key")
+        for d in v:
+            if not isinstance(d, str) or not d.strip():
+                raise ValueError("depends_on entries are non-empty strings")
+            try:
+                list(string.Formatter().parse(d))
+            except ValueError as exc:
+                raise ValueError(f"bad placeholder in {d!r}: {exc}") from None
+        return v
+
+    def placeholders(self) -> set[str]:
+        """The argument names the ``{arg}`` placeholders of ``depends_on`` use."""
+        out: set[str] = set()
+        for d in self.depends_on:
+            out.update(f for _, f, _, _ in string.Formatter().parse(d) if f)
+        return out
+
+
+class GatewayManifest(_Model):
+    """A validated gateway manifest (see the module docstring for the YAML form).
+
+    Attributes:
+        name: the server name clients see.
+        upstreams: upstream name -> :class:`UpstreamSpec` (at least one; names
+            ``[A-Za-z0-9_.-]``).
+        store: :class:`StoreSpec`.
+        owners: resource URI or glob -> owner id (default: the upstream serving it).
+        facts: :class:`FactsSpec`.
+        tools: tool name (as clients see it) -> :class:`ToolSpec`; others pass through.
+        trace: the JSONL trace file ``icore audit`` reads (relative to the manifest);
+            None: keep it in memory only.
+        otel: OpenTelemetry export of the gate decisions (GenAI conventions, extra
+            ``icore[otel]``): an OTLP/HTTP collector URL, or ``file:PATH`` (OTLP JSON
+            lines). Each decision's span continues the client's trace context
+            (``traceparent`` in the request's ``params._meta``).
+        gate_timeout_s: bound of one owner query of the gate, seconds.
+        base_dir: folder relative paths are resolved against (set by :func:`load_manifest`).
+    """
+
+    name: str = "icore-mcp"
+    upstreams: dict[str, UpstreamSpec]
+    store: StoreSpec = StoreSpec()
+    owners: dict[str, str] = Field(default_factory=dict)
+    facts: FactsSpec = FactsSpec()
+    tools: dict[str, ToolSpec] = Field(default_factory=dict)
+    trace: str | None = None
+    otel: str | None = None
+    gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60)
+    base_dir: str = "."
+
+    @field_validator("upstreams")
+    @classmethod
+    def _ups(cls, v: dict[str, UpstreamSpec]) -> dict[str, UpstreamSpec]:
+        if not v:
+            raise ValueError("name at least one upstream")
+        for n in v:
+            if not _NAME.match(n):
+                raise ValueError(f"upstream name {n!r} must match [A-Za-z0-9_.-]{{1,64}}")
+        return v
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, o in v.items():
+            if not k or not o:
+                raise ValueError("owners entries need a non-empty key and owner")
+        return v
+
+    def resolve(self, path: str) -> Path:
+        """``path`` relative to :attr:`base_dir` (absolute paths unchanged)."""
+        p = Path(path)
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (the deepest one found)."""
+    line = None if node is None else node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == str(part):
+                    nxt = v
+                    line = k.start_mark.line + 1
+                    break
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) \
+                and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+        if node is None:
+            break
+    return line
+
+
+def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
+                       node: yaml.Node | None = None) -> GatewayManifest:
+    """Validate a manifest mapping.
+
+    Args:
+        data: the manifest as parsed YAML/JSON.
+        file: named in errors.
+        node: the YAML node tree, to name the line of an error.
+
+    Raises:
+        GatewayManifestError: naming the file, the field path and the line (when known).
+    """
+    try:
+        return GatewayManifest.model_validate(dict(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(p for p in first.get("loc", ()) if not str(p).startswith("function-"))
+        path = ".".join(str(p) for p in loc) or "<root>"
+        line = _line_of(node, loc)
+        where = f"line {line}: " if line is not None else ""
+        msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        raise GatewayManifestError(f"invalid gateway manifest at {where}{path}: {msg}",
+                                   file=file, path=path, line=line) from None
+
+
+def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
+    """Load and validate a YAML (or JSON) gateway manifest.
+
+    Relative paths in it (``store.path``, ``trace``, an upstream's ``cwd``) are resolved
+    against the manifest's folder.
+
+    Raises:
+        GatewayManifestError: not a regular file, unreadable, bad YAML (with its line) or
+            an invalid manifest (file, field path and line named).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise GatewayManifestError(f"gateway manifest {p} is not a readable regular file",
+                                   file=str(p), path="<root>", line=None)
+    try:
+        text = p.read_text(encoding="utf-8")
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = None if mark is None else mark.line + 1
+        raise GatewayManifestError(f"bad YAML at line {line}: {exc.problem}", file=str(p),
+                                   path="<root>", line=line) from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+        raise GatewayManifestError(f"cannot read gateway manifest: {exc}", file=str(p),
+                                   path="<root>", line=None) from None
+    if not isinstance(data, dict):
+        raise GatewayManifestError("a gateway manifest is a YAML mapping", file=str(p),
+                                   path="<root>", line=1)
+    if "base_dir" in data:
+        raise GatewayManifestError("base_dir is set from the manifest's folder, not in it",
+                                   file=str(p), path="base_dir",
+                                   line=_line_of(node, ("base_dir",)))
+    data = {**data, "base_dir": str(p.resolve().parent)}
+    return manifest_from_dict(data, file=str(p), node=node)

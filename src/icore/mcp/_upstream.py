@@ -1,0 +1,186 @@
+"""One upstream MCP server: its client connection, kept alive, each request bounded.
+
+The connection (the SDK's ``ClientSession`` over ``stdio_client`` or
+``streamable_http_client``) lives in a supervisor task of the gateway's task group, so
+its context managers open and close in one task. A request that does not answer within
+the upstream's ``timeout_s`` fails with :class:`UpstreamError` (the SDK cancels it
+upstream); a crashed upstream fails the requests in flight, is marked down and is
+reconnected (a stdio server relaunched) on the next request. Other upstreams and other
+sessions are unaffected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+
+from icore.mcp._manifest import GatewayError, UpstreamSpec
+
+log = logging.getLogger("icore.mcp")
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 30.0
+"""Bound of launching and initializing an upstream, seconds (at least its ``timeout_s``):
+a stdio server's interpreter start can take seconds on a loaded machine."""
+
+
+class UpstreamError(GatewayError):
+    """An upstream MCP server is down, crashed, or did not answer in time.
+
+    Fields: ``upstream``, ``method``, ``timeout_s`` (for a timeout).
+    """
+
+
+class Upstream:
+    """A kept-alive client connection to one upstream server.
+
+    Args:
+        name: the upstream's name in the manifest.
+        spec: its :class:`~icore.mcp.UpstreamSpec`.
+        on_notification: awaited with ``(upstream name, notification)`` for every
+            notification the upstream sends (``notifications/resources/updated``, ...).
+    """
+
+    def __init__(self, name: str, spec: UpstreamSpec,
+                 on_notification: Callable[[str, Any], Awaitable[None]]) -> None:
+        self.name = name
+        self.spec = spec
+        self.on_notification = on_notification
+        self.session: Any = None
+        self.capabilities: Any = None
+        self.generation = 0
+        self._lock = anyio.Lock()
+        self._scope: anyio.CancelScope | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def bind(self, tg: anyio.abc.TaskGroup) -> None:
+        """Run connections in ``tg`` (the gateway's task group)."""
+        self._tg = tg
+
+    async def _handler(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.debug("upstream %s: transport error %r", self.name, message)
+            return
+        with contextlib.suppress(Exception):
+            await self.on_notification(self.name, message)
+
+    async def _serve(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
+        from mcp.client import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        spec = self.spec
+        started = False
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                async with contextlib.AsyncExitStack() as stack:
+                    if spec.command is not None:
+                        params = StdioServerParameters(command=spec.command,
+                                                       args=list(spec.args), env=spec.env
+                                                       or None, cwd=spec.cwd)
+                        r, w = await stack.enter_async_context(
+                            stdio_client(params, errlog=sys.stderr))
+                    else:
+                        assert spec.url is not None
+                        client = create_mcp_http_client(headers=dict(spec.headers) or None)
+                        await stack.enter_async_context(client)
+                        r, w = await stack.enter_async_context(
+                            streamable_http_client(spec.url, http_client=client))
+                    session = ClientSession(r, w, message_handler=self._handler)
+                    await stack.enter_async_context(session)
+                    with anyio.fail_after(max(spec.timeout_s, CONNECT_TIMEOUT_S)):
+                        init = await session.initialize()
+                    self.capabilities = init.capabilities
+                    self.session = session
+                    self.generation += 1
+                    started = True
+                    task_status.started(session)
+                    await anyio.sleep_forever()
+        except Exception as exc:
+            if not started:
+                task_status.started(exc)
+            else:
+                log.warning("upstream %s disconnected: %r", self.name, exc)
+        finally:
+            self.session = None
+            if not started:
+                with contextlib.suppress(RuntimeError):
+                    task_status.started(None)
+
+    async def connect(self) -> Any:
+        """The live client session, connecting (or relaunching) first when down.
+
+        Raises:
+            UpstreamError: the upstream cannot be reached or did not initialize.
+        """
+        s = self.session
+        if s is not None:
+            return s
+        async with self._lock:
+            if self.session is not None:
+                return self.session
+            if self._tg is None:
+                raise UpstreamError("the gateway is not running", upstream=self.name)
+            got = await self._tg.start(self._serve)
+            if isinstance(got, BaseException) or got is None:
+                raise UpstreamError(f"upstream {self.name} is unreachable: "
+                                    f"{type(got).__name__}: {got}", upstream=self.name)
+            return got
+
+    def drop(self, generation: int) -> None:
+        """Close connection ``generation`` (a crash seen by a request); next request reconnects."""
+        if generation == self.generation and self._scope is not None:
+            self._scope.cancel()
+            self.session = None
+
+    async def request(self, method: str, fn: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``fn(session)`` against the upstream, bounded by its ``timeout_s``.
+
+        Raises:
+            UpstreamError: unreachable, crashed during the request, or no answer in
+                ``timeout_s`` (the request is cancelled upstream).
+            MCPError: the upstream answered with a JSON-RPC error (passed on as is).
+        """
+        from mcp.shared.exceptions import MCPError
+
+        session = await self.connect()
+        gen = self.generation
+        try:
+            with anyio.fail_after(self.spec.timeout_s):
+                return await fn(session)
+        except TimeoutError:
+            raise UpstreamError(f"upstream {self.name} did not answer {method} within "
+                                f"{self.spec.timeout_s:g} s", upstream=self.name,
+                                method=method, timeout_s=self.spec.timeout_s) from None
+        except MCPError as exc:
+            if _is_connection_loss(exc):
+                self.drop(gen)
+                raise UpstreamError(f"upstream {self.name} failed during {method}: "
+                                    f"{exc.message}", upstream=self.name,
+                                    method=method) from None
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
+                OSError) as exc:
+            self.drop(gen)
+            raise UpstreamError(f"upstream {self.name} crashed during {method}: "
+                                f"{type(exc).__name__}", upstream=self.name,
+                                method=method) from None
+
+    def close(self) -> None:
+        """Stop the connection (the gateway's task group then finishes)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+
+def _is_connection_loss(exc: Any) -> bool:
+    from mcp_types import CONNECTION_CLOSED
+    return bool(exc.code == CONNECTION_CLOSED)

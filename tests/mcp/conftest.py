@@ -1,0 +1,114 @@
+"""Shared servers for the gateway tests: real processes, started once per module."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("mcp")
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src"
+UPSTREAM = HERE / "upstream_server.py"
+
+
+def env() -> dict[str, str]:
+    """The environment of a subprocess: this worktree's icore first."""
+    return {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[Any], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"port {port} did not open in {timeout_s} s")
+
+
+@contextlib.contextmanager
+def process(args: list[str], **kw: Any) -> Iterator[subprocess.Popen[Any]]:
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=env(), **kw)
+    try:
+        yield p
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+def write_manifest(folder: Path, upstreams: dict[str, Any], **extra: Any) -> Path:
+    m = {"name": "test-gateway", "upstreams": upstreams,
+         "facts": {"owners": {"fact://plan/*": "planner"},
+                   "initial": {"fact://plan/goal": "Porto"}},
+         "tools": {"book": {"depends_on": ["memo://price", "memo://city"]},
+                   "set_city": {"depends_on": ["fact://plan/goal"],
+                                "writes": ["memo://city"]}},
+         "trace": str(folder / "trace.jsonl"), **extra}
+    path = folder / "gateway.yaml"
+    path.write_text(yaml.safe_dump(m), encoding="utf-8")
+    return path
+
+
+def stdio_upstream(log: Path, timeout_s: float = 3.0) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(UPSTREAM)],
+            "env": {"UPSTREAM_LOG": str(log)}, "timeout_s": timeout_s}
+
+
+def upstream_log(log: Path) -> list[dict[str, Any]]:
+    import json
+    if not log.exists():
+        return []
+    return [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+
+
+@contextlib.asynccontextmanager
+async def stdio_gateway(manifest: Path) -> AsyncIterator[Any]:
+    """The SDK's real client launching ``icore mcp MANIFEST`` over stdio."""
+    from mcp.client import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    p = StdioServerParameters(command=sys.executable,
+                              args=["-m", "icore", "mcp", str(manifest)], env=env())
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(p, errlog=devnull) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            yield s
+
+
+@contextlib.asynccontextmanager
+async def http_client(url: str, name: str = "client") -> AsyncIterator[Any]:
+    from mcp.client import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_types import Implementation
+    async with streamable_http_client(url) as (r, w), \
+            ClientSession(r, w, client_info=Implementation(name=name, version="1")) as s:
+        await s.initialize()
+        yield s
+
+
+def text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)

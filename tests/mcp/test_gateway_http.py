@@ -1,0 +1,177 @@
+"""The gateway over streamable HTTP (127.0.0.1, free ports) in front of an HTTP upstream.
+
+Both are real processes started once for the module: the upstream SDK server
+(tests/mcp/upstream_server.py --http PORT) and ``icore mcp MANIFEST --http HOST:PORT``.
+Clients are the SDK's streamable-HTTP client.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from icore.adapters import load_jsonl
+
+from .conftest import (
+    UPSTREAM,
+    free_port,
+    http_client,
+    process,
+    text,
+    upstream_log,
+    wait_port,
+    write_manifest,
+)
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    folder = tmp_path_factory.mktemp("gw-http")
+    log = folder / "up.log"
+    p_up, p_gw = free_port(), free_port()
+    import os
+    os.environ["UPSTREAM_LOG"] = str(log)
+    try:
+        with process([sys.executable, str(UPSTREAM), "--http", str(p_up)]) as up:
+            wait_port(p_up, up)
+            manifest = write_manifest(folder, {"trip": {
+                "url": f"http://127.0.0.1:{p_up}/mcp", "timeout_s": 5}})
+            with process([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+                          f"127.0.0.1:{p_gw}"]) as gw:
+                wait_port(p_gw, gw)
+                yield f"http://127.0.0.1:{p_gw}/mcp", folder
+    finally:
+        os.environ.pop("UPSTREAM_LOG", None)
+
+
+def _books(folder: Path) -> list[dict[str, Any]]:
+    return [x["args"] for x in upstream_log(folder / "up.log") if x["tool"] == "book"]
+
+
+def test_two_sessions_one_changes_while_other_acts(gateway: tuple[str, Path]) -> None:
+    url, folder = gateway
+    planned, changed = anyio.Event(), anyio.Event()
+    results: dict[str, Any] = {}
+
+    async def reader_then_actor() -> None:  # session A: plans from price 100
+        async with http_client(url, "alice") as a:
+            got = await a.read_resource("memo://price")
+            results["planned_from"] = got.contents[0].text  # type: ignore[union-attr]
+            await a.read_resource("memo://city")
+            planned.set()
+            await changed.wait()
+            # B changed the price meanwhile: A's plan is stale and is not forwarded
+            results["stale"] = await a.call_tool("book", {"city": "Porto", "price": 100})
+            results["books_after_stale"] = list(_books(folder))
+            results["replan"] = await a.call_tool("book", {"city": "Porto", "price": 250})
+
+    async def writer() -> None:  # session B: changes the resource, then acts fresh
+        async with http_client(url, "bob") as b:
+            await planned.wait()
+            await b.call_tool("set_price", {"value": "250"})
+            got = await b.read_resource("memo://price")
+            assert got.contents[0].text == "250"  # type: ignore[union-attr]
+            await b.read_resource("memo://city")
+            changed.set()
+            results["fresh"] = await b.call_tool("book", {"city": "Porto", "price": 250})
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader_then_actor)
+            tg.start_soon(writer)
+
+    anyio.run(main)
+    assert results["planned_from"] == "100"
+    stale = results["stale"]
+    assert stale.is_error and "(stale)" in text(stale) and "250" in text(stale)
+    assert {"city": "Porto", "price": 100} not in results["books_after_stale"]
+    assert not results["fresh"].is_error and not results["replan"].is_error
+    books = _books(folder)
+    assert {"city": "Porto", "price": 100} not in books  # the stale call never arrived
+    assert books.count({"city": "Porto", "price": 250}) == 2  # B's fresh one, A's replan
+    trace = load_jsonl(folder / "trace.jsonl")
+    agents = set(trace.agents)
+    assert any(a.startswith("alice#") for a in agents)
+    assert any(a.startswith("bob#") for a in agents)
+
+
+def test_client_disconnect_mid_call(gateway: tuple[str, Path]) -> None:
+    url, folder = gateway
+
+    async def main() -> None:
+        with anyio.move_on_after(0.5):
+            async with http_client(url, "quitter") as c:
+                await c.call_tool("slow", {"seconds": 1.5})
+        # the gateway stays up for everyone else
+        async with http_client(url, "after") as d:
+            r = await d.call_tool("echo", {"text": "still serving"})
+            assert text(r) == "still serving"
+        await anyio.sleep(1.5)
+
+    anyio.run(main)
+    assert any(x["tool"] == "slow" for x in upstream_log(folder / "up.log"))
+    trace = (folder / "trace.jsonl").read_text()
+    assert "quitter#" in trace and "still serving" in trace
+
+
+def test_unprotected_tools_pass_through(gateway: tuple[str, Path]) -> None:
+    url, _ = gateway
+
+    async def main() -> None:
+        async with http_client(url) as s:
+            r = await s.call_tool("echo", {"text": "hi"})
+            assert not r.is_error and text(r) == "hi"
+            assert r.structured_content == {"result": "hi"}
+
+    anyio.run(main)
+
+
+def test_gateway_killed_loses_nothing_committed(tmp_path: Path) -> None:
+    """SIGKILL the gateway mid-session: its trace up to the kill and the owners' versions
+    (SQLite) survive; a restarted gateway serves the same versions and keeps the old
+    trace beside the new one."""
+    import signal
+
+    folder = tmp_path
+    log = folder / "up.log"
+    manifest = write_manifest(folder, {"trip": {
+        "command": sys.executable, "args": [str(UPSTREAM)], "env": {"UPSTREAM_LOG": str(log)},
+        "timeout_s": 10}}, store={"backend": "sqlite", "path": "facts"})
+    port = free_port()
+    args = [sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+            f"127.0.0.1:{port}"]
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def first() -> Any:
+        async with http_client(url, "before") as s:
+            await s.call_tool("icore_put_fact", {"key": "fact://plan/goal", "value": "Faro"})
+            got = await s.read_resource("fact://plan/goal")
+            return got.meta
+
+    with process(args) as gw:
+        wait_port(port, gw)
+        meta1 = anyio.run(first)
+        gw.send_signal(signal.SIGKILL)
+        gw.wait(timeout=10)
+    before = load_jsonl(folder / "trace.jsonl")
+    assert any(s.agent.startswith("before#") for s in before.steps)
+    assert "Faro" in (folder / "trace.jsonl").read_text()
+
+    async def second() -> Any:
+        async with http_client(url, "after") as s:
+            got = await s.read_resource("fact://plan/goal")
+            assert got.contents[0].text == '"Faro"'  # type: ignore[union-attr]
+            return got.meta
+
+    with process(args) as gw:
+        wait_port(port, gw)
+        meta2 = anyio.run(second)
+    assert meta1["icore/version"] == meta2["icore/version"]  # the same committed version
+    old, new = (folder / "trace-1.jsonl").read_text(), (folder / "trace.jsonl").read_text()
+    assert "before#" in old and "Faro" in old and "after#" not in old
+    assert "after#" in new and "before#" not in new

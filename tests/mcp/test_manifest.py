@@ -1,0 +1,93 @@
+"""The gateway manifest: validated with pydantic; errors typed, naming field and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icore.cli import app
+from icore.mcp import GatewayManifestError, load_manifest, manifest_from_dict
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "m.yaml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_valid_manifest_resolves_paths(tmp_path: Path) -> None:
+    p = _write(tmp_path, """
+upstreams:
+  a: {command: python, args: [s.py]}
+  b: {url: "http://127.0.0.1:9/mcp", timeout_s: 2}
+store: {backend: sqlite, path: facts}
+tools:
+  book: {depends_on: ["memo://price", "fact://plan/{trip}"]}
+trace: t.jsonl
+""")
+    m = load_manifest(p)
+    assert m.upstreams["a"].transport == "stdio" and m.upstreams["b"].transport == "http"
+    assert m.resolve(m.store.path or "") == tmp_path.resolve() / "facts"
+    assert m.tools["book"].placeholders() == {"trip"}
+
+
+@pytest.mark.parametrize(("text", "path", "line"), [
+    ("upstreams:\n  a: {command: python}\ntools:\n  book:\n    depends_on: []\n",
+     "tools.book.depends_on", 5),
+    ("upstreams:\n  a: {command: python, url: 'http://x/mcp'}\n", "upstreams.a", 2),
+    ("upstreams:\n  a:\n    url: ftp://x\n", "upstreams.a", 2),
+    ("upstreams: {}\n", "upstreams", 1),
+    ("upstreams:\n  a: {command: python}\nstore: {backend: sqlite}\n", "store", 3),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'plan/x': p}\n",
+     "facts.owners", 4),
+    ("upstreams:\n  a: {command: python}\nbogus: 1\n", "bogus", 3),
+    ("upstreams:\n  a: {command: python}\nstore:\n  backend: owner-service\n", "store", 3),
+    ("upstreams:\n  a: {command: python}\nstore: {backend: owner-service, identity: g,"
+     " certs_dir: c, addresses: {s: 'nohost'}}\n", "store", 3),
+    ("upstreams:\n  a: {command: python, timeout_s: -1}\n", "upstreams.a.timeout_s", 2),
+])
+def test_manifest_errors_name_field_and_line(tmp_path: Path, text: str, path: str,
+                                             line: int) -> None:
+    with pytest.raises(GatewayManifestError) as ei:
+        load_manifest(_write(tmp_path, text))
+    err = ei.value
+    assert isinstance(err, ValueError)
+    assert err.fields["path"] == path and err.fields["line"] == line, err
+    assert f"line {line}" in str(err) and str(tmp_path) in str(err)
+
+
+def test_bad_yaml_names_line(tmp_path: Path) -> None:
+    with pytest.raises(GatewayManifestError, match="line 3") as ei:
+        load_manifest(_write(tmp_path, "name: x\nupstreams:\n  a: {command: python}}\n"))
+    assert ei.value.fields["line"] == 3
+
+
+def test_not_a_mapping_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(GatewayManifestError, match="mapping"):
+        load_manifest(_write(tmp_path, "- a\n"))
+    with pytest.raises(GatewayManifestError, match="not a readable"):
+        load_manifest(tmp_path / "nope.yaml")
+    with pytest.raises(GatewayManifestError, match="upstreams"):
+        manifest_from_dict({})
+
+
+def test_cli_manifest_error_exit_2(tmp_path: Path) -> None:
+    p = _write(tmp_path, "upstreams:\n  a: {command: python}\ntools: {book: {}}\n")
+    res = CliRunner().invoke(app, ["mcp", str(p)])
+    assert res.exit_code == 2
+    assert "line 3" in res.output and "tools.book.depends_on" in res.output
+
+
+def test_cli_bad_http_address(tmp_path: Path) -> None:
+    p = _write(tmp_path, "upstreams:\n  a: {command: python}\n")
+    res = CliRunner().invoke(app, ["mcp", str(p), "--http", "nope"])
+    assert res.exit_code == 2 and "HOST:PORT" in res.output
+
+
+def test_help_lists_mcp() -> None:
+    res = CliRunner().invoke(app, ["--help"])
+    assert res.exit_code == 0 and " mcp " in res.output
+    res = CliRunner().invoke(app, ["bench", "--help"])
+    assert " mcp " in res.output

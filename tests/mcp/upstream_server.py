@@ -1,0 +1,96 @@
+"""An upstream MCP server for the gateway tests, written with the SDK (MCPServer).
+
+Run: python upstream_server.py [--http PORT]. Every tool call is appended to the file
+named by $UPSTREAM_LOG (one JSON line), so a test can prove a call never reached it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
+mcp = MCPServer("trip-upstream")
+STATE: dict[str, str] = {"price": "100", "city": "Porto"}
+
+
+def _log(tool: str, args: dict[str, object]) -> None:
+    path = os.environ.get("UPSTREAM_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": tool, "args": args, "pid": os.getpid()}) + "\n")
+
+
+@mcp.tool()
+def book(city: str, price: int) -> str:
+    """Book a trip to city at price."""
+    _log("book", {"city": city, "price": price})
+    return f"booked {city} at {price}"
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echo text back."""
+    _log("echo", {"text": text})
+    return text
+
+
+@mcp.tool()
+async def set_price(value: str, ctx: Context) -> str:
+    """Change the price (a write: notifies resources/updated)."""
+    _log("set_price", {"value": value})
+    STATE["price"] = value
+    await ctx.session.send_resource_updated("memo://price")
+    return f"price is {value}"
+
+
+@mcp.tool()
+def set_city(value: str) -> str:
+    """Change the city (no notification: the manifest declares the write)."""
+    _log("set_city", {"value": value})
+    STATE["city"] = value
+    return f"city is {value}"
+
+
+@mcp.tool()
+def slow(seconds: float) -> str:
+    """Sleep, then answer (a hang when seconds is large)."""
+    _log("slow", {"seconds": seconds})
+    time.sleep(seconds)
+    return "slept"
+
+
+@mcp.tool()
+def crash() -> str:
+    """Exit the process mid-call."""
+    _log("crash", {})
+    os._exit(3)
+
+
+@mcp.resource("memo://price")
+def price() -> str:
+    """The current price."""
+    return STATE["price"]
+
+
+@mcp.resource("memo://city")
+def city() -> str:
+    """The current city."""
+    return STATE["city"]
+
+
+@mcp.prompt()
+def plan_trip(city: str) -> str:
+    """A prompt to plan a trip."""
+    return f"Plan a trip to {city}."
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        mcp.run()
