@@ -164,3 +164,76 @@ def test_size_limit_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("ICORE_MAX_INPUT_MB", "nan")
     with pytest.raises(AdapterError, match="ICORE_MAX_INPUT_MB"):
         audit_file(q)
+
+
+# ------------------------------------------------------------- live exports re-audited
+@pytest.fixture(scope="module")
+def live_export(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One live run's spans as OTLP JSON (a JSON document per line), written once."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from icore.adapters import OtelExporter, make_provider, otlp_json
+    from icore.live import default_manifest, run_live
+
+    spans = InMemorySpanExporter()
+    ex = OtelExporter(tracer_provider=make_provider(exporter=spans, batch=False))
+    d = tmp_path_factory.mktemp("live")
+    run_live(default_manifest("reservation").with_(seeds=[0], concurrency=1), d / "run",
+             policy="planfence", observer=ex)
+    return json.dumps(otlp_json(spans.get_finished_spans()))
+
+
+def _edit(doc: str, pick: Any, key: str, value: dict[str, Any],
+          also: dict[str, Any] | None = None) -> str:
+    """Set attribute ``key`` (an OTLP AnyValue; and ``also``) on the first span picked."""
+    d = json.loads(doc)
+    for rs in d["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                attrs = {kv["key"]: kv["value"] for kv in sp.get("attributes", [])}
+                if pick(attrs):
+                    new = {key: value, **(also or {})}
+                    sp["attributes"] = [kv for kv in sp["attributes"] if kv["key"] not in new]
+                    sp["attributes"] += [{"key": k, "value": v} for k, v in new.items()]
+                    return json.dumps(d)
+    raise AssertionError("no span to edit")
+
+
+def _call(name: str) -> Any:
+    return lambda a: a.get("icore.call", {}).get("stringValue") == name
+
+
+@pytest.mark.parametrize(("pick", "key", "value", "field"), [
+    (_call("run"), "icore.run.manifest", {"stringValue": "[1,2]"}, "icore.run.manifest"),
+    (_call("run"), "icore.run.manifest", {"stringValue": "{"}, "icore.run.manifest"),
+    (_call("committed"), "icore.event.fields", {"stringValue": "not json"},
+     "icore.event.fields"),
+    (_call("committed"), "icore.event.fields", {"stringValue": "[1, 2]"},
+     "icore.event.fields"),
+    (_call("committed"), "icore.event.fields", {"stringValue": "{\"a\": 1}"},
+     "(event)"),  # a committed step replayed as an event lacking its fields
+    (_call("gate"), "icore.gate.outcome", {"intValue": "3"}, "icore.gate.outcome"),
+    (_call("gate"), "icore.gate.point", {"stringValue": "x"}, "icore.gate.point"),
+    (_call("planned"), "icore.task", {"stringValue": "t-other"}, "icore.event.id"),
+    (_call("planned"), "icore.verdict.decisions", {"arrayValue": {"values": [
+        {"stringValue": "rejected"}]}}, "icore.verdict.decisions"),
+    (_call("committed"), "icore.task", {"stringValue": "t-other"}, "icore.event.id"),
+    (_call("audited"), "icore.audit.verdict", {"intValue": "1"}, "icore.audit.verdict"),
+])
+def test_edited_live_exports_are_refused(live_export: str, pick: Any, key: str,
+                                         value: dict[str, Any], field: str,
+                                         tmp_path: Path) -> None:
+    from icore.adapters import audit_path
+
+    assert audit_path(_write(tmp_path / "ok.otlp.json", live_export)).final.cq >= 0
+    also = ({"icore.call": {"stringValue": "event"}} if key == "icore.event.fields" else None)
+    edited = _edit(live_export, pick, key, value, also)
+    with pytest.raises(AdapterError) as e:
+        audit_path(_write(tmp_path / "x.otlp.json", edited))
+    assert e.value.field.endswith(field), e.value
+
+
+def _write(p: Path, text: str) -> Path:
+    p.write_text(text)
+    return p

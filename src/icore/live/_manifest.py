@@ -258,8 +258,12 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>") -> RunM
     """Validate a manifest mapping.
 
     Raises:
-        LiveManifestError: naming the file and the offending path.
+        LiveManifestError: not a mapping, or invalid (naming the file and the offending
+            path).
     """
+    if not isinstance(data, Mapping):
+        raise LiveManifestError(f"a run manifest must be a mapping, not "
+                                f"{type(data).__name__}", file=file, path="<root>")
     try:
         return RunManifest.model_validate(dict(data))
     except ValidationError as exc:
