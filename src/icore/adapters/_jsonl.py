@@ -59,7 +59,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
-from icore.adapters._values import check_size
+from icore.adapters._values import check_size, integer
 
 JSONL = "jsonl"
 
@@ -233,10 +233,8 @@ def _planfence_line(obj: Any, file: str, field: str,
         if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
             raise AdapterError("parents must be a list of record ids", file=file,
                                field=f"{f}.parents")
-        seq = rec.get("seq")
-        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
-            raise AdapterError(f"seq must be an integer, not {seq!r}", file=file,
-                               field=f"{f}.seq")
+        if rec.get("seq") is not None:
+            integer(rec["seq"], file=file, field=f"{f}.seq", lo=0)
         into["records"].append(rec)
         return
     dec = obj["decision"]
@@ -252,6 +250,11 @@ def _planfence_line(obj: Any, file: str, field: str,
     for k in ("roots", "deps"):
         if not isinstance(dec.get(k, []), list):
             raise AdapterError(f"{k} must be a list", file=file, field=f"{f}.{k}")
+    for k in ("policy", "detail"):
+        as_str(dec.get(k), file=file, field=f"{f}.{k}", optional=True)
+    if dec.get("point") is not None:
+        integer(dec["point"], file=file, field=f"{f}.point", lo=0)
+    as_bool(dec.get("replanned"), file=file, field=f"{f}.replanned", optional=True)
     into["decisions"].append(dec)
 
 
