@@ -7,11 +7,12 @@ and ``--fail-on`` turns findings into exit code 3, for CI.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,6 @@ def audit(
     fails = fail_conditions(fail_on, FAIL_ON)
     if llm_base_url and not attribution:
         raise typer.BadParameter("applies only with --attribution", param_hint="--llm-base-url")
-    if max_input_mb is not None:
-        os.environ[ENV_MAX_INPUT] = repr(max_input_mb)
     for p in paths:
         # a FIFO or device given by name would block (or never end) when read: refuse it
         # before anything is read; inside folders only regular files are collected
@@ -131,11 +130,28 @@ def audit(
     refuse_input_as_output([(w, p) for w, p in (("--json", json_out),
                                                 ("--otlp-endpoint file:", target))
                             if p is not None], files)
-    with output_file(json_out, what="--json file") as jf:
+    with output_file(json_out, what="--json file") as jf, _max_input(max_input_mb):
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
                single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,
                llm=_LlmOptions(llm_base_url, llm_model, llm_mode, llm_api_key),
                folds=folds, repeats=repeats, otlp_best_effort=otlp_best_effort)
+
+
+@contextlib.contextmanager
+def _max_input(mb: float | None) -> Iterator[None]:
+    """``--max-input-mb`` as the importers' ``ICORE_MAX_INPUT_MB`` while the command runs."""
+    if mb is None:
+        yield
+        return
+    old = os.environ.get(ENV_MAX_INPUT)
+    os.environ[ENV_MAX_INPUT] = repr(mb)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV_MAX_INPUT, None)
+        else:
+            os.environ[ENV_MAX_INPUT] = old
 
 
 @dataclasses.dataclass(frozen=True)
