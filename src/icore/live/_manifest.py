@@ -55,7 +55,8 @@ class LiveManifestError(IcoreError, ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are refused as such (not as "should be <= 3600")
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LiveAgentSpec(_Model):
@@ -187,6 +188,12 @@ class RunManifest(_Model):
                                  f"(found {roles.count(r)})")
         if "central" in ids:
             raise ValueError("'central' is reserved for the centralized-lineage service")
+        if self.memory.backend == "nats":
+            dotted = [i for i in ids if "." in i]
+            if dotted:
+                raise ValueError(f"agent id {dotted[0]!r} contains '.', which the NATS "
+                                 "memory backend cannot use as a subject token (use '-' "
+                                 "or '_')")
         for key, owner in self.ownership.items():
             if owner not in ids:
                 raise ValueError(f"ownership[{key!r}] names unknown agent {owner!r}")
