@@ -27,7 +27,8 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── FenceError                         fence: declaration / usage errors
     │   ├── DeclarationError (ValueError)
     │   ├── ActionBlocked                  raised by ``execute(..., raise_on_block=True)``
-    │   └── AsyncRequired                  a coroutine function given to the sync path
+    │   ├── AsyncRequired                  a coroutine function given to the sync path
+    │   └── FenceCallError (TypeError)     execute/aexecute called with wrong argument types
     ├── TransportError                     net (defined in icore.net)
     ├── StateError                         iCORE state (defined in icore.state)
     ├── AuditError                         iCORE-Audit (defined in icore.audit)
@@ -261,6 +262,16 @@ class AsyncRequired(FenceError, TypeError):
     """
 
     code = ErrorCode.ASYNC_REQUIRED
+
+
+class FenceCallError(FenceError, TypeError):
+    """``Fence.execute``/``aexecute`` was called with an argument of the wrong type.
+
+    A tool that is not a :class:`~icore.fence.ProtectedTool`, roots that are not a list
+    of record ids (None, a single id string, a dict inside), args that are not a mapping
+    of names. Raised at the call, before any owner is asked; nothing was executed.
+    Fields: ``argument`` (the parameter) and ``got`` (the type given).
+    """
 
 
 # --- optional extras and integrations ------------------------------------------------

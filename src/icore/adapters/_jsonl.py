@@ -59,7 +59,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
-from icore.adapters._values import check_size, integer
+from icore.adapters._values import check_size
 
 JSONL = "jsonl"
 
@@ -233,8 +233,7 @@ def _planfence_line(obj: Any, file: str, field: str,
         if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
             raise AdapterError("parents must be a list of record ids", file=file,
                                field=f"{f}.parents")
-        if rec.get("seq") is not None:
-            integer(rec["seq"], file=file, field=f"{f}.seq", lo=0)
+        _count(rec.get("seq"), file, f"{f}.seq")
         into["records"].append(rec)
         return
     dec = obj["decision"]
@@ -252,10 +251,15 @@ def _planfence_line(obj: Any, file: str, field: str,
             raise AdapterError(f"{k} must be a list", file=file, field=f"{f}.{k}")
     for k in ("policy", "detail"):
         as_str(dec.get(k), file=file, field=f"{f}.{k}", optional=True)
-    if dec.get("point") is not None:
-        integer(dec["point"], file=file, field=f"{f}.point", lo=0)
+    _count(dec.get("point"), file, f"{f}.point")
     as_bool(dec.get("replanned"), file=file, field=f"{f}.replanned", optional=True)
     into["decisions"].append(dec)
+
+
+def _count(v: Any, file: str, field: str) -> None:
+    """An optional JSON integer >= 0 (a sequence number, a decision point)."""
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+        raise AdapterError(f"must be an integer >= 0, not {v!r}", file=file, field=field)
 
 
 def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:
