@@ -688,6 +688,8 @@ def span_kind(s: OtelSpan) -> str:
     if isinstance(kind, str) and kind:
         return kind.upper()
     op = a.get(N.OPERATION)
+    if not isinstance(op, str):
+        op = None
     if op in _AGENT_OPS:
         return "AGENT"
     if op in _TOOL_OPS:
