@@ -137,6 +137,13 @@ def _big(n: int) -> str:
 
 
 def test_streamed_import_matches_the_in_memory_parser(tmp_path: Path) -> None:
+    one = tmp_path / "one.otlp.json"  # one resource, one scope: the C-built fast path
+    one.write_text(_otlp(*[_sp(i, 1 if i > 1 else None) for i in range(1, 50)]).replace(
+        '"attributes": []', '"attributes": [{"key": "service.name", "value": '
+        '{"stringValue": "s"}}]'))
+    fast = list(iter_file_spans(one))
+    assert fast == parse_spans(one.read_text(), file=str(one)) and len(fast) == 49
+    assert fast[0].resource == {"service.name": "s"} and fast[0].scope == "t"
     text = _big(400)
     p = tmp_path / "big.otlp.json"
     p.write_text(text)

@@ -525,7 +525,9 @@ def _stream(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
         return
     text_head = head.decode("utf-8", errors="replace")
     if re.search(r'"(resourceSpans|resource_spans)"\s*:', text_head):
-        yield from _stream_otlp(f, file)
+        fast = _one_scope_prefix(f, text_head)
+        f.seek(0)
+        yield from (_stream_otlp_fast(f, file, fast) if fast else _stream_otlp(f, file))
         return
     if re.match(r'\s*\{\s*"data"\s*:\s*\[\s*\{', text_head) and '"traceID"' in text_head:
         yield from _stream_items(f, file, "data.item", lambda tr, w: _jaeger_spans(
@@ -552,6 +554,58 @@ def _stream_items(f: IO[bytes], file: str, prefix: str,
     try:
         for i, item in enumerate(ijson.items(f, prefix, use_float=True)):
             yield from each(item, f"data[{i}]")
+    except _ijson_errors(file) as exc:
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+
+
+_RS_KEYS = (b'"resourceSpans"', b'"resource_spans"')
+_SS_KEYS = (b'"scopeSpans"', b'"scope_spans"', b'"instrumentationLibrarySpans"')
+
+
+def _one_scope_prefix(f: IO[bytes], text_head: str) -> str | None:
+    """The ijson prefix of a document holding one resource with one scope, else None.
+
+    Counted on the raw bytes (a key's closing quote is never escaped, so a key name
+    inside a string value does not match): the usual shape of a big export, whose spans
+    can then be built by ijson's C backend one at a time.
+    """
+    counts = dict.fromkeys((*_RS_KEYS, *_SS_KEYS, b'"spans"'), 0)
+    tail = b""
+    while chunk := f.read(1 << 22):
+        buf = tail + chunk
+        for k in counts:
+            counts[k] += buf.count(k) - tail.count(k)
+        tail = buf[-40:]
+    rs = [k for k in _RS_KEYS if counts[k]]
+    ss = [k for k in _SS_KEYS if counts[k]]
+    if (len(rs) != 1 or counts[rs[0]] != 1 or len(ss) != 1 or counts[ss[0]] != 1
+            or counts[b'"spans"'] != 1):  # one resource, one scope, one spans list
+        return None
+    base = rs[0].decode().strip('"')
+    if re.search(r'"result"\s*:\s*\{\s*"resourceSpans"', text_head):
+        base = "result." + base
+    return f"{base}.item.{ss[0].decode().strip(chr(34))}.item"
+
+
+def _stream_otlp_fast(f: IO[bytes], file: str, scope_prefix: str) -> Iterator[OtelSpan]:
+    """One resource, one scope: spans built by ijson's C backend, one at a time."""
+    import ijson
+
+    res_prefix = scope_prefix.rsplit(".", 2)[0] + ".resource"
+    try:
+        res = next(ijson.items(f, res_prefix, use_float=True), None)
+        f.seek(0)
+        scope = next(ijson.items(f, scope_prefix + ".scope", use_float=True), None)
+        f.seek(0)
+        if res is not None and not isinstance(res, dict):
+            raise AdapterError("resource must be an object", file=file,
+                               field="resourceSpans[0].resource")
+        rattrs = _kvs((res or {}).get("attributes"), file,
+                      "resourceSpans[0].resource.attributes")
+        sname = str(scope.get("name", "")) if isinstance(scope, dict) else ""
+        for k, sp in enumerate(ijson.items(f, scope_prefix + ".spans.item", use_float=True)):
+            yield _otlp_span(sp, file, f"resourceSpans[0].scopeSpans[0].spans[{k}]", rattrs,
+                             sname)
     except _ijson_errors(file) as exc:
         raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
 
