@@ -65,6 +65,7 @@ _SUFFIXES = (".otlp.json", ".otlp.jsonl", ".otel.json", ".otel.jsonl")
 _AGENT_OPS = {"invoke_agent", "create_agent"}
 _LLM_OPS = {"chat", "text_completion", "generate_content", "embeddings"}
 _TOOL_OPS = {"execute_tool"}
+_HEX = re.compile(r"[0-9a-fA-F]+")
 _HANDOFF_NAME = re.compile(r"^(handoff|transfer_to_(?P<to>.+))$", re.IGNORECASE)
 
 
@@ -158,11 +159,15 @@ def _kvs(items: Any, file: str, where: str) -> dict[str, Any]:
             raise AdapterError("attribute needs a string 'key'", file=file,
                                field=f"{where}[{i}].key")
         v = kv.get("value", {})
-        if isinstance(v, dict) and len(v) == 1:  # fast path: one string AnyValue
+        if isinstance(v, dict) and len(v) == 1:  # fast path: one string or int AnyValue
             (k, x), = v.items()
-            if k == "stringValue" and isinstance(x, str):
-                out[key] = x
-                continue
+            if type(x) is str:
+                if k == "stringValue":
+                    out[key] = x
+                    continue
+                if k == "intValue" and x.isascii() and x.isdigit() and len(x) <= 18:
+                    out[key] = int(x)
+                    continue
         out[key] = _any(v, file, f"{where}[{i}].value")
     return out
 
@@ -189,7 +194,7 @@ def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False) ->
         raw = b""
     if len(raw) == n:
         return raw.hex()
-    if re.fullmatch(r"[0-9a-fA-F]+", s):
+    if _HEX.fullmatch(s):
         return s.lower().rjust(2 * n, "0")
     if optional and not s.strip("0"):
         return ""

@@ -30,6 +30,7 @@ ENV_MAX_INPUT = "ICORE_MAX_INPUT_MB"
 """Environment variable holding the largest trace file to read, in MiB."""
 
 _DIGITS = re.compile(r"[0-9]+")
+_INT = re.compile(r"[+-]?[0-9]{1,40}")
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
@@ -72,15 +73,17 @@ def integer(v: Any, *, file: str, field: str, lo: int | None = None,
         AdapterError: a bool, NaN, an infinity, a fraction, non-ASCII digits, or a value
             outside ``[lo, hi]``.
     """
-    if isinstance(v, bool):
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 18:  # fast path
+        n = int(v)
+    elif isinstance(v, bool):
         raise AdapterError(f"not an integer: {_short(v)}", file=file, field=field)
-    if isinstance(v, int):
+    elif isinstance(v, int):
         n = v
     elif isinstance(v, float):
         if not math.isfinite(v) or not v.is_integer():
             raise AdapterError(f"not an integer: {_short(v)}", file=file, field=field)
         n = int(v)
-    elif isinstance(v, str) and re.fullmatch(r"[+-]?[0-9]{1,40}", v.strip()):
+    elif isinstance(v, str) and _INT.fullmatch(v.strip()):
         n = int(v.strip())
     else:
         raise AdapterError(f"not an integer: {_short(v)}", file=file, field=field)
@@ -104,6 +107,10 @@ def time_ns(v: Any, *, file: str, field: str, unit_ns: int = 1) -> int:
     """
     if v is None or v == "":
         return 0
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 18:  # fast path: ns
+        return int(v) * unit_ns
+    if type(v) is int and 0 <= v <= MAX_NS // unit_ns:
+        return v * unit_ns
     if isinstance(v, str) and not _DIGITS.fullmatch(v.strip()):
         s = v.strip()
         try:
