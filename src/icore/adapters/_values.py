@@ -107,8 +107,10 @@ def time_ns(v: Any, *, file: str, field: str, unit_ns: int = 1) -> int:
     """
     if v is None or v == "":
         return 0
-    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 18:  # fast path: ns
-        return int(v) * unit_ns
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 19:  # fast path: ns
+        n = int(v) * unit_ns
+        if n <= MAX_NS:
+            return n
     if type(v) is int and 0 <= v <= MAX_NS // unit_ns:
         return v * unit_ns
     if isinstance(v, str) and not _DIGITS.fullmatch(v.strip()):
