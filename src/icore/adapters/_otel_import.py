@@ -973,6 +973,31 @@ def _run_name(path: str | Path) -> str:
     return name or p.stem
 
 
+_MAPPED = frozenset({
+    N.SPAN_KIND, N.OPERATION, "handoff.to", "to_agent", "handoff.to_agent", N.AGENT_NAME,
+    N.OI_AGENT_NAME, N.AGENT_ID, "graph.node.id", N.AGENT_DESCRIPTION, N.OI_INPUT,
+    N.INPUT_MESSAGES, N.OI_OUTPUT, N.OUTPUT_MESSAGES, N.TOOL_RESULT, "output.value",
+    "llm.output_messages.0.message.content"})
+"""Span attributes :func:`spans_to_trace` reads (besides every ``icore.*``/``gen_ai.*``)."""
+
+
+def _compact(spans: Iterable[OtelSpan]) -> Iterator[OtelSpan]:
+    """Spans as streamed, slimmed to what the mapping reads (bounded memory, issue 29).
+
+    Attributes the mapping never reads, span events and per-span copies of the trace id
+    are dropped or shared; the resulting trace is the same.
+    """
+    ids: dict[str, str] = {}
+    for sp in spans:
+        a = sp.attributes
+        if any(k not in _MAPPED and not k.startswith(("icore.", "gen_ai.")) for k in a):
+            sp.attributes = {k: v for k, v in a.items()
+                             if k in _MAPPED or k.startswith(("icore.", "gen_ai."))}
+        sp.events = []
+        sp.trace_id = ids.setdefault(sp.trace_id, sp.trace_id)
+        yield sp
+
+
 def load_otlp(path: str | Path) -> Trace:
     """Import a one-run OTLP JSON / Phoenix / Langfuse / Jaeger export (module docstring).
 
@@ -984,7 +1009,7 @@ def load_otlp(path: str | Path) -> Trace:
             a cycle of parent links, or several traces in the file (field ``traceId``;
             use :func:`load_otlp_runs`).
     """
-    spans = list(iter_file_spans(path))
+    spans = list(_compact(iter_file_spans(path)))
     file = str(Path(path))
     n = len({s.trace_id for s in spans})
     if n > 1:
@@ -1008,7 +1033,7 @@ def load_otlp_runs(path: str | Path) -> list[Trace]:
     Raises:
         AdapterError: as :func:`load_otlp` (but several traces are fine).
     """
-    return _runs(_groups(iter_file_spans(path)), file=str(Path(path)),
+    return _runs(_groups(_compact(iter_file_spans(path))), file=str(Path(path)),
                  run_id=_run_name(path))
 
 

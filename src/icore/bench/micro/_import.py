@@ -59,6 +59,7 @@ def _spans(seed: int, agents: int = 8) -> Iterator[dict[str, Any]]:
     while True:
         i += 1
         parent: int | None
+        attrs: dict[str, Any]
         if i == 1:
             kind, parent, attrs = "CHAIN", None, {"openinference.span.kind": "CHAIN",
                                                   "input.value": "synthetic task"}
