@@ -138,8 +138,7 @@ def write_jsonl(path: Path, lines: int, *, seed: int = 0) -> None:
 # ----------------------------------------------------------------------- child processes
 def _child(kind: str, path: str, audit: bool) -> dict[str, Any]:
     """One measured import (and audit) in this process: times and peak RSS."""
-    from icore.adapters import audit_trace, load_jsonl
-    from icore.adapters._otel_import import load_otlp_runs
+    from icore.adapters import audit_trace, load_jsonl, load_otlp_runs
 
     t0 = time.perf_counter()
     traces = load_otlp_runs(path) if kind == "otlp" else [load_jsonl(path)]
