@@ -73,7 +73,7 @@ PINNED = {
     "icore.bench.micro": [
         "BEFORE_COMMITS_PER_S", "EXECUTORS", "PAPER_KIB_PER_ACTION", "PEERS", "SIZES",
         "TRACES", "WRITERS", "Figures", "PeersResult", "percentile", "run_backends",
-        "run_core_bench", "run_fig2_virtual", "run_otel_bench", "run_peers",
+        "run_core_bench", "run_fig2_virtual", "run_import_bench", "run_otel_bench", "run_peers",
         "run_state_bench", "run_validation", "size_label",
     ],
     "icore.net.nats": [

@@ -27,7 +27,8 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── FenceError                         fence: declaration / usage errors
     │   ├── DeclarationError (ValueError)
     │   ├── ActionBlocked                  raised by ``execute(..., raise_on_block=True)``
-    │   └── AsyncRequired                  a coroutine function given to the sync path
+    │   ├── AsyncRequired                  a coroutine function given to the sync path
+    │   └── FenceCallError (TypeError)     execute/aexecute called with wrong argument types
     ├── TransportError                     net (defined in icore.net)
     ├── StateError                         iCORE state (defined in icore.state)
     ├── AuditError                         iCORE-Audit (defined in icore.audit)
@@ -42,7 +43,27 @@ Higher layers define their subclasses next to their code and attach them to this
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
+
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL replaced (``nats://u:pw@h`` -> ``nats://***@h``).
+
+    Every :class:`IcoreError` message and string field passes through it (issue 29), so a
+    password or token in a server URL is never printed.
+    """
+    return _USERINFO.sub(r"\g<scheme>***@", text)
+
+
+def _redacted(v: Any) -> Any:
+    if isinstance(v, str):
+        return redact(v)
+    if isinstance(v, list | tuple):
+        return type(v)(_redacted(x) for x in v)
+    return v
 
 
 class ErrorCode(enum.StrEnum):
@@ -93,9 +114,10 @@ class IcoreError(Exception):
             fields: structured context (record key, record id, owner, file, path, ...),
                 kept in :attr:`fields`.
         """
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.fields: dict[str, Any] = fields
+        self.fields: dict[str, Any] = {k: _redacted(v) for k, v in fields.items()}
 
     def __str__(self) -> str:
         """The message followed by the fields as ``(k=v, ...)`` when there are any."""
@@ -240,6 +262,16 @@ class AsyncRequired(FenceError, TypeError):
     """
 
     code = ErrorCode.ASYNC_REQUIRED
+
+
+class FenceCallError(FenceError, TypeError):
+    """``Fence.execute``/``aexecute`` was called with an argument of the wrong type.
+
+    A tool that is not a :class:`~icore.fence.ProtectedTool`, roots that are not a list
+    of record ids (None, a single id string, a dict inside), args that are not a mapping
+    of names. Raised at the call, before any owner is asked; nothing was executed.
+    Fields: ``argument`` (the parameter) and ``got`` (the type given).
+    """
 
 
 # --- optional extras and integrations ------------------------------------------------

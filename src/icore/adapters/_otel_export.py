@@ -239,13 +239,21 @@ class OtelExporter:
                  capture_content: bool | None = None) -> None:
         provider = tracer_provider or (None if endpoint else _user_provider())
         self._own = provider is None
-        file_exporter = None
-        if endpoint and endpoint.startswith("file:"):
-            file_exporter = OtlpJsonFileExporter(endpoint.removeprefix("file://")
-                                                 .removeprefix("file:"))
+        self.delivery: DeliveryCheck | None = None
+        """Counts spans the exporter could not deliver (when this exporter made the
+        provider): ``icore audit --otlp-endpoint`` fails on them."""
+        if provider is None:
+            inner: SpanExporter
+            if endpoint and endpoint.startswith("file:"):
+                inner = OtlpJsonFileExporter(endpoint.removeprefix("file://")
+                                             .removeprefix("file:"))
+            else:
+                inner = OTLPSpanExporter(
+                    endpoint=traces_endpoint(endpoint) if endpoint else None,
+                    headers=dict(headers) if headers else None)
+            self.delivery = DeliveryCheck(inner)
         self.provider: trace.TracerProvider = provider or make_provider(
-            endpoint=None if file_exporter else endpoint, headers=headers,
-            exporter=file_exporter)
+            exporter=self.delivery)
         self.tracer = self.provider.get_tracer(N.SCOPE)
         if capture_content is None:
             capture_content = os.environ.get(_CAPTURE_ENV, "").strip().lower() == "true"
@@ -696,6 +704,47 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
         for res, scopes in by_res.values()]}
 
 
+class DeliveryCheck(SpanExporter):
+    """Wraps an exporter and counts the spans it failed to deliver (issue 29).
+
+    An OTLP exporter reports a failed batch only to the SDK's log; this wrapper keeps the
+    count so a command can end with a non-zero exit when its spans were lost.
+
+    Attributes:
+        inner: the wrapped exporter.
+        failed: spans in batches that returned FAILURE or raised.
+        delivered: spans in batches that returned SUCCESS.
+        last_error: the last exception raised by ``inner.export`` (its text).
+    """
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.failed = 0
+        self.delivered = 0
+        self.last_error = ""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Delegate, counting the batch as delivered or failed; never raises."""
+        try:
+            res = self.inner.export(spans)
+        except Exception as exc:  # an exporter must not raise; count it as lost
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            res = SpanExportResult.FAILURE
+        if res == SpanExportResult.SUCCESS:
+            self.delivered += len(spans)
+        else:
+            self.failed += len(spans)
+        return res
+
+    def shutdown(self) -> None:
+        """Shut the wrapped exporter down."""
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the wrapped exporter."""
+        return bool(self.inner.force_flush(timeout_millis))
+
+
 class OtlpJsonFileExporter(SpanExporter):
     """Appends each export batch as one JSON line of ``ExportTraceServiceRequest``.
 
@@ -754,6 +803,7 @@ def exporting(*, endpoint: str | None = None, headers: Mapping[str, str] | None 
 
 
 __all__ = [
+    "DeliveryCheck",
     "OtelExporter",
     "OtlpJsonFileExporter",
     "SpanCounter",

@@ -55,7 +55,8 @@ class LiveManifestError(IcoreError, ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are refused as such (not as "should be <= 3600")
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LiveAgentSpec(_Model):
@@ -187,6 +188,12 @@ class RunManifest(_Model):
                                  f"(found {roles.count(r)})")
         if "central" in ids:
             raise ValueError("'central' is reserved for the centralized-lineage service")
+        if self.memory.backend == "nats":
+            dotted = [i for i in ids if "." in i]
+            if dotted:
+                raise ValueError(f"agent id {dotted[0]!r} contains '.', which the NATS "
+                                 "memory backend cannot use as a subject token (use '-' "
+                                 "or '_')")
         for key, owner in self.ownership.items():
             if owner not in ids:
                 raise ValueError(f"ownership[{key!r}] names unknown agent {owner!r}")
@@ -258,8 +265,12 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>") -> RunM
     """Validate a manifest mapping.
 
     Raises:
-        LiveManifestError: naming the file and the offending path.
+        LiveManifestError: not a mapping, or invalid (naming the file and the offending
+            path).
     """
+    if not isinstance(data, Mapping):
+        raise LiveManifestError(f"a run manifest must be a mapping, not "
+                                f"{type(data).__name__}", file=file, path="<root>")
     try:
         return RunManifest.model_validate(dict(data))
     except ValidationError as exc:
