@@ -95,8 +95,10 @@ class FenceGuard:
         depends_on: D(a) (:data:`Scope`).
         replan: the one replan (sync, or ``async def`` for :meth:`arun`); without it a
             changed dependency blocks.
-        recorder: receives gate decisions, the replan and the tool call.
-        agent: the agent id events are attributed to.
+        recorder: receives gate decisions (with the records they cite), the replan and
+            the tool call.
+        agent: the agent id events are attributed to (default: the agent whose model
+            turn asked for the tool, as the recorder saw it; else ``"executor"``).
         on_block: ``"error"`` (the framework's tool error) or ``"raise"``
             (:class:`~icore.errors.ActionBlocked` escapes to the caller).
         replicator: names keys instead of record ids in a block's message.
@@ -106,7 +108,7 @@ class FenceGuard:
     """
 
     def __init__(self, *, fence: Fence, depends_on: Scope, replan: AnyReplanner | None = None,
-                 recorder: RunRecorder | None = None, agent: str = "executor",
+                 recorder: RunRecorder | None = None, agent: str | None = None,
                  on_block: OnBlock = "error", replicator: Replicator | None = None) -> None:
         if on_block not in ("error", "raise"):
             raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block)
@@ -139,9 +141,10 @@ class FenceGuard:
 
     def _finish(self, name: str, res: ActionResult) -> Gated:
         if self.recorder is not None:
-            self.recorder.gate(self.agent, name, res)
+            who = self.recorder.gate(self.agent, name, res, lookup=self.fence.lookup or (
+                self.fence.install.get if self.fence.install is not None else None))
             if res.executed:
-                self.recorder.tool_call(self.agent, name, res.args, res.value,
+                self.recorder.tool_call(who, name, res.args, res.value,
                                         replanned=res.replanned)
         if res.executed:
             return Gated(res)

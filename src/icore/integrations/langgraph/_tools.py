@@ -20,6 +20,7 @@ graph state and the tool call's id. Each call:
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from icore.errors import IntegrationError
 from icore.fence import Fence
 from icore.integrations import AnyReplanner, FenceGuard, Gated, OnBlock, Replicator, RunRecorder
 from icore.integrations import Scope as _Scope
+from icore.integrations.langgraph._record import recorder_in
 from icore.records import RecordId
 
 RootsFrom = str | Callable[[Any, Mapping[str, Any]], Sequence[RecordId] | None]
@@ -155,9 +157,22 @@ class _Fenced:
         return Command(update={**update, "messages": [msg]})
 
 
+def _recording(guard: FenceGuard, runtime: Any) -> FenceGuard:
+    """``guard``, or a copy recording into the run's :class:`RecordingHandler` when the
+    tool was built without ``recorder=`` (so it never vanishes from the trace)."""
+    if guard.recorder is not None:
+        return guard
+    rec = recorder_in(getattr(runtime, "config", None))
+    if rec is None:
+        return guard
+    g = copy.copy(guard)
+    g.recorder = rec
+    return g
+
+
 def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on: _Scope,
                 roots: RootsFrom = "plan_roots", replan: AnyReplanner | None = None,
-                recorder: RunRecorder | None = None, agent: str = "executor",
+                recorder: RunRecorder | None = None, agent: str | None = None,
                 on_block: OnBlock = "error", state_update: StateUpdate | None = None,
                 replicator: Replicator | None = None) -> StructuredTool:
     """Wrap a LangChain/LangGraph tool so every call passes the PlanFence gate.
@@ -170,8 +185,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on
         roots: where L(a) comes from: a graph-state key holding the plan's record ids
             (default ``"plan_roots"``), or ``f(state, args)`` returning them.
         replan: the one replan (sync or ``async def``); without it a change blocks.
-        recorder: records gate decisions, the replan and the tool call.
-        agent: the agent id events are attributed to.
+        recorder: records gate decisions, the replan and the tool call (default: the
+            recorder of a :class:`RecordingHandler` among the run's callbacks, if any).
+        agent: the agent id events are attributed to (default: the node whose model
+            turn asked for the call, as the recorder saw it).
         on_block: ``"error"``: the model gets a ``ToolMessage`` with ``status="error"``;
             ``"raise"``: :class:`~icore.errors.ActionBlocked` escapes the ``ToolNode``.
         state_update: after a replan, extra graph-state updates (the fresh roots are
@@ -209,7 +226,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on
         def call(**a: Any) -> Any:
             return base.invoke(f.payload(a, injected, call_id))
 
-        gated = guard.run(base.name, call, args, f.plan_roots(runtime, args))
+        gated = _recording(guard, runtime).run(base.name, call, args, f.plan_roots(runtime, args))
         return f.out(gated, runtime)
 
     async def run_async(**kwargs: Any) -> Any:
@@ -219,7 +236,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on
         async def call(**a: Any) -> Any:
             return await base.ainvoke(f.payload(a, injected, call_id))
 
-        gated = await guard.arun(base.name, call, args, f.plan_roots(runtime, args))
+        gated = await _recording(guard, runtime).arun(base.name, call, args, f.plan_roots(runtime, args))
         return f.out(gated, runtime)
 
     def run_via_loop(**kwargs: Any) -> Any:  # an async-only tool under invoke()

@@ -1,0 +1,180 @@
+"""Faithful recordings of framework runs (issue 28 item 6).
+
+A recorded LangGraph run carries PlanFence record and decision lines (so ``icore audit``
+draws each call's lineage picture and ``--fail-on invalid`` can fire), counts a replan as
+a replan, names the calling agent, records the end of the run, and records a fenced tool
+built without ``recorder=``. Real LangGraph graphs with LangChain's scripted chat model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from icore.adapters import load_jsonl
+from icore.fence import Fence, GateContext, make_validator
+from icore.integrations import FenceGuard, RunRecorder
+from icore.integrations.langgraph import RecordingHandler, fenced_tool
+
+from .conftest import load_example
+
+REQ = "req/trip-17"
+
+
+class _S(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    plan_roots: list[str]
+
+
+class _Chat(GenericFakeChatModel):
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+def _call(dest: str, n: int) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "book", "args": {"destination": dest},
+                                      "id": f"call-{n}"}])
+
+
+def _unsafe_fence(trip: Any) -> Fence:
+    """The trip's executor behind the unsafe owner-head-freshness baseline (no lineage)."""
+    store = trip.stores["executor"]
+    ctx = GateContext(lookup=store.lookup, ownership=store.ownership,
+                      owners=trip.fence.validator.context.owners)
+    return Fence(validator=make_validator("owner_head_freshness", ctx), install=store)
+
+
+def _run(trip: Any, fence: Fence, path: Path, *, recorder_on_tool: bool,
+         replan: bool = True) -> tuple[RunRecorder, dict[str, Any]]:
+    """One planner -> booking-agent run: the order changes Lisbon -> Porto after planning."""
+    rec = RunRecorder("faithful", question="Book a hotel for trip 17")
+
+    @tool
+    def book(destination: str) -> str:
+        """Book a hotel in the destination city."""
+        return trip.book(destination)
+
+    safe = fenced_tool(book, fence=fence, depends_on={REQ},
+                       replan=trip.replan if replan else None,
+                       recorder=rec if recorder_on_tool else None)
+    trip.revise("Porto")  # the plan (Lisbon) is stale before the call
+    llm = _Chat(messages=iter([_call("Lisbon", 1), AIMessage("Booked.")]))
+
+    def booker(state: _S) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    g = StateGraph(_S)
+    g.add_node("booker", booker)
+    g.add_node("tools", ToolNode([safe]))
+    g.add_edge(START, "booker")
+    g.add_conditional_edges("booker", tools_condition)
+    g.add_edge("tools", "booker")
+    g.add_edge("booker", END)
+    out = g.compile().invoke({"messages": [HumanMessage("Book a hotel for trip 17")],
+                              "plan_roots": [trip.first_plan.id]},
+                             {"callbacks": [RecordingHandler(rec)]})
+    rec.write(path)
+    return rec, out
+
+
+def _audit(path: Path, out: Path, *fail_on: str) -> tuple[int, dict[str, Any]]:
+    js = out.parent / f"{out.name}.json"
+    args = [sys.executable, "-m", "icore", "audit", str(path), "--out", str(out), "--json",
+            str(js)] + [a for f in fail_on for a in ("--fail-on", f)]
+    cli = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
+                         env={**os.environ, "COLUMNS": "200"})
+    assert cli.returncode in (0, 3), cli.stderr
+    return cli.returncode, json.loads(js.read_text(encoding="utf-8"))["runs"][0]
+
+
+@pytest.mark.parametrize("recorder_on_tool", [True, False])
+def test_fenced_run_records_lineage_replan_caller_and_end(tmp_path: Path,
+                                                         recorder_on_tool: bool) -> None:
+    """A replanned, fenced call: PlanFence lines for its two decisions, replans=1, gate
+    events by the calling node, a terminal marker; ``--fail-on invalid`` passes. Without
+    ``recorder=`` on the tool the handler's recorder is used (nothing vanishes)."""
+    trip = load_example("_trip").Trip()
+    path = tmp_path / "run.jsonl"
+    rec, _ = _run(trip, trip.fence, path, recorder_on_tool=recorder_on_tool)
+    assert trip.booked == ["Porto"]
+    decisions = [x["planfence"]["decision"] for x in rec.planfence
+                 if "decision" in x["planfence"]]
+    assert [(d["outcome"], d["reason"]) for d in decisions] == [
+        ("replan_required", "stale"), ("authorized", "valid")]
+    assert {d["task"] for d in decisions} == {"book-1"}
+    first, second = decisions
+    assert first["frontier"][REQ] != first["heads"][REQ]  # the stale plan, seen
+    assert second["frontier"][REQ] == second["heads"][REQ] and second["point"] > \
+        first["point"]
+    records = {x["planfence"]["record"]["id"]: x["planfence"]["record"]
+               for x in rec.planfence if "record" in x["planfence"]}
+    for d in decisions:  # every record a decision cites is in the trace, once
+        assert set(d["roots"]) | set(d["frontier"].values()) | set(d["heads"].values()) \
+            <= set(records)
+    assert len(records) == sum(1 for x in rec.planfence if "record" in x["planfence"])
+    assert records[trip.first_plan.id]["parents"] == list(trip.first_plan.parents)
+    gate_agents = {e["agent"] for e in rec.events if e["kind"] in ("thought", "plan",
+                                                                    "tool_output")
+                   and ("gate" in e or e["kind"] != "thought")}
+    assert gate_agents == {"booker"}
+    assert rec.events[-1]["kind"] == "termination" and \
+        rec.events[-1]["final_answer"] == "Booked."
+    code, run = _audit(path, tmp_path / "rep", "invalid")
+    assert code == 0
+    assert run["summary"]["replans"] == 1 and run["summary"]["terminated"]
+    assert [x["status"] for x in run["lineage"]] == ["valid"]
+    details = " ".join(str(d.get("detail", "")) for d in run["diagnoses"])
+    assert "executor" not in details and "without a terminal marker" not in details
+    html = (tmp_path / "rep" / "faithful.html").read_text(encoding="utf-8")
+    assert 'id="lin-book-1"' in html
+
+
+def test_stale_action_from_an_unsafe_policy_fails_on_invalid(tmp_path: Path) -> None:
+    """The same app behind the unsafe owner-head-freshness baseline books Lisbon from a
+    stale plan: the recorded run's lineage is INVALID and ``--fail-on invalid`` exits 3."""
+    trip = load_example("_trip").Trip()
+    path = tmp_path / "run.jsonl"
+    rec, _ = _run(trip, _unsafe_fence(trip), path, recorder_on_tool=True, replan=False)
+    assert trip.booked == ["Lisbon"]  # the stale call ran
+    trace = load_jsonl(path)
+    pf = trace.extras["planfence"]
+    assert [d["reason"] for d in pf["decisions"]] == ["not_validated"]
+    code, run = _audit(path, tmp_path / "rep", "invalid")
+    assert code == 3
+    assert [x["status"] for x in run["lineage"]] == ["INVALID"]
+    assert "stale plan" in run["lineage"][0]["reason"]
+
+
+def test_blocked_call_and_calls_numbered(tmp_path: Path) -> None:
+    """Framework-free: two calls of one tool are two pictures (``book-1``, ``book-2``);
+    a block without a replanner is recorded with its decision, by the given agent."""
+    trip = load_example("_trip").Trip()
+    rec = RunRecorder("guard")
+    guard = FenceGuard(fence=trip.fence, depends_on={REQ}, recorder=rec, agent="alice")
+    ok = guard.run("book", trip.book, {"destination": "Lisbon"}, [trip.first_plan.id])
+    assert ok.executed
+    trip.revise("Porto")
+    no = guard.run("book", trip.book, {"destination": "Lisbon"}, [trip.first_plan.id])
+    assert not no.executed
+    decisions = [x["planfence"]["decision"] for x in rec.planfence
+                 if "decision" in x["planfence"]]
+    assert [(d["task"], d["outcome"]) for d in decisions] == [("book-1", "authorized"),
+                                                             ("book-2", "blocked")]
+    assert {e["agent"] for e in rec.events} == {"alice"}
+    rec.finish("alice", "done")
+    path = rec.write(tmp_path / "g.jsonl")
+    code, run = _audit(path, tmp_path / "rep", "invalid")
+    assert code == 0 and [x["status"] for x in run["lineage"]] == ["valid", "blocked"]
+    assert run["summary"]["replans"] == 0
