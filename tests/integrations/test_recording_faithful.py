@@ -146,7 +146,7 @@ def test_stale_action_from_an_unsafe_policy_fails_on_invalid(tmp_path: Path) -> 
     stale plan: the recorded run's lineage is INVALID and ``--fail-on invalid`` exits 3."""
     trip = load_example("_trip").Trip()
     path = tmp_path / "run.jsonl"
-    rec, _ = _run(trip, _unsafe_fence(trip), path, recorder_on_tool=True, replan=False)
+    _run(trip, _unsafe_fence(trip), path, recorder_on_tool=True, replan=False)
     assert trip.booked == ["Lisbon"]  # the stale call ran
     trace = load_jsonl(path)
     pf = trace.extras["planfence"]

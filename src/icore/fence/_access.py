@@ -383,7 +383,7 @@ __all__ = [
     "LoopOwners",
     "QuorumHeads",
     "ThreadedOwners",
-    "nonblocking",
     "installed_heads",
+    "nonblocking",
     "replica_service",
 ]

@@ -170,8 +170,10 @@ class RunRecorder:
                 self._callers[f"tool:{tool}"] = str(agent)
 
     def caller(self, tool: str, call_id: Any = None) -> str | None:
-        """The agent whose model turn asked for this call (by id, else the last to ask
-        for ``tool``); None when no hook saw it."""
+        """The agent whose model turn asked for this call; None when no hook saw it.
+
+        By the call's id, else the last agent that asked for ``tool``.
+        """
         with self._lock:
             return (self._callers.get(f"id:{call_id}") if call_id else None) or \
                 self._callers.get(f"tool:{tool}")
@@ -271,7 +273,7 @@ class RunRecorder:
             for r in d.roots:
                 walk(r, True)
         for d in decisions:
-            for key, rec in d.fresh.items():
+            for rec in d.fresh.values():
                 if rec.id not in recs:
                     recs[rec.id] = (rec, "revision")
             for rid in (*d.frontier.values(), *d.heads.values()):
@@ -316,8 +318,10 @@ class RunRecorder:
         return {"run": run}
 
     def jsonl(self) -> str:
-        """The run in the generic JSONL format (header first, then the PlanFence lines,
-        then one event per line)."""
+        """The run in the generic JSONL format.
+
+        The header first, then the PlanFence lines, then one event per line.
+        """
         with self._lock:
             events = list(self.events)
             planfence = list(self.planfence)

@@ -229,7 +229,7 @@ class RecordingHandler(BaseCallbackHandler):
                 self._root = run_id
             msgs = inputs.get("messages") if isinstance(inputs, Mapping) else None
             first = (msgs[0] if isinstance(msgs, list) else msgs) if msgs else None
-            if isinstance(inputs, Command) or first is None and not inputs:
+            if isinstance(inputs, Command) or (first is None and not inputs):
                 return  # a resume (Command) continues the run: no new task
             self.recorder.task(_content(first) if first is not None else inputs)
         if self.nodes and node is not None and kwargs.get("name") == node:

@@ -158,8 +158,11 @@ class _Fenced:
 
 
 def _recording(guard: FenceGuard, runtime: Any) -> FenceGuard:
-    """``guard``, or a copy recording into the run's :class:`RecordingHandler` when the
-    tool was built without ``recorder=`` (so it never vanishes from the trace)."""
+    """``guard``, or a copy recording into the run's :class:`RecordingHandler`.
+
+    The copy is used when the tool was built without ``recorder=`` while a handler
+    records the run, so the tool never vanishes from the trace.
+    """
     if guard.recorder is not None:
         return guard
     rec = recorder_in(getattr(runtime, "config", None))
@@ -236,7 +239,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on
         async def call(**a: Any) -> Any:
             return await base.ainvoke(f.payload(a, injected, call_id))
 
-        gated = await _recording(guard, runtime).arun(base.name, call, args, f.plan_roots(runtime, args))
+        gated = await _recording(guard, runtime).arun(base.name, call, args,
+                                                      f.plan_roots(runtime, args))
         return f.out(gated, runtime)
 
     def run_via_loop(**kwargs: Any) -> Any:  # an async-only tool under invoke()
