@@ -46,8 +46,8 @@ PINNED = {
         "ProtectedTool", "QuorumHeads", "Reads", "Reason", "RecordFetches", "RecordRef",
         "Replan", "ReplanRequest", "Replanner", "TeamContext", "ThreadedOwners", "Validator",
         "action_record", "apply_fail_open", "args_digest", "arun_gate", "avalidate",
-        "bind_action", "canonical_args", "installed_heads", "make_validator", "protected",
-        "replica_service", "run_gate", "strategy", "validate",
+        "bind_action", "canonical_args", "installed_heads", "make_validator", "nonblocking",
+        "protected", "replica_service", "run_gate", "strategy", "validate",
     ],
     "icore.bench": [
         "BOOTSTRAP_DRAWS", "PLANFENCE_PRESETS", "TIE_THRESHOLD", "TRANSPORTS", "ActionRow",
@@ -72,8 +72,9 @@ PINNED = {
     ],
     "icore.bench.micro": [
         "BEFORE_COMMITS_PER_S", "EXECUTORS", "PAPER_KIB_PER_ACTION", "PEERS", "SIZES",
-        "TRACES", "WRITERS", "Figures", "PeersResult", "percentile", "run_backends",
-        "run_core_bench", "run_fig2_virtual", "run_otel_bench", "run_peers",
+        "TRACES", "WRITERS", "Figures", "PeersResult", "SeamCase", "SeamFigure", "SeamSkip",
+        "SeamWorld", "fence_cases", "percentile", "run_backends", "run_core_bench",
+        "run_fig2_virtual", "run_otel_bench", "run_peers", "run_seam_bench",
         "run_state_bench", "run_validation", "size_label",
     ],
     "icore.net.nats": [
@@ -86,6 +87,7 @@ PINNED = {
     ],
     "icore.integrations": [
         "AnyReplanner", "FenceGuard", "Gated", "OnBlock", "Replicator", "RunRecorder", "Scope",
+        "seam_cases",
     ],
     "icore.integrations.langgraph": [
         "RecordCheckpointSaver", "RecordStore", "RecordingHandler", "RootsFrom",

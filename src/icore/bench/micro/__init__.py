@@ -10,6 +10,7 @@ Module map:
 ``_peers``        ``icore bench peers``: icore's owner service vs Redis, NATS, etcd
 ``_otel``         ``icore bench otel``: OpenTelemetry export and import
 ``_state``        ``icore bench state``: the iCORE state (design.md 4.4)
+``_seam``         ``icore bench integrations``: fenced vs unfenced calls (issue 28)
 ``_loopback``     free ports, waiting for a listener, a byte-counting relay
 ================  ==============================================================
 
@@ -36,6 +37,14 @@ if TYPE_CHECKING:
     )
     from icore.bench.micro._otel import run as run_otel_bench
     from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
+    from icore.bench.micro._seam import (
+        SeamCase,
+        SeamFigure,
+        SeamSkip,
+        SeamWorld,
+        fence_cases,
+        run_seam_bench,
+    )
     from icore.bench.micro._state import run as run_state_bench
 
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -46,6 +55,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "run_validation", "size_label",
     ),
     "icore.bench.micro._peers": ("PEERS", "Figures", "PeersResult", "run_peers"),
+    "icore.bench.micro._seam": ("SeamCase", "SeamFigure", "SeamSkip", "SeamWorld",
+                                "fence_cases", "run_seam_bench"),
 }
 """Front-door names by the module that defines them, imported on first use."""
 
@@ -84,12 +95,18 @@ __all__ = [
     "WRITERS",
     "Figures",
     "PeersResult",
+    "SeamCase",
+    "SeamFigure",
+    "SeamSkip",
+    "SeamWorld",
+    "fence_cases",
     "percentile",
     "run_backends",
     "run_core_bench",
     "run_fig2_virtual",
     "run_otel_bench",
     "run_peers",
+    "run_seam_bench",
     "run_state_bench",
     "run_validation",
     "size_label",
