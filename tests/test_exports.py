@@ -87,8 +87,8 @@ PINNED = {
     ],
     "icore.integrations": [
         "AnyReplanner", "FenceGuard", "Gated", "OnBlock", "Replicator", "RunRecorder", "Scope",
-        "seam_cases",
     ],
+    "icore.integrations.cost": ["seam_cases"],
     "icore.integrations.langgraph": [
         "RecordCheckpointSaver", "RecordStore", "RecordingHandler", "RootsFrom",
         "StateUpdate", "fenced_tool", "is_fenced", "recorded_node",

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from icore.bench import BadOption
 from icore.bench.micro import SeamWorld, fence_cases, run_seam_bench
 from icore.cli import app
-from icore.integrations import seam_cases
+from icore.integrations.cost import seam_cases
 
 WIDE = {"COLUMNS": "200"}
 

@@ -1,6 +1,6 @@
 """``icore bench integrations``: fenced vs unfenced calls per framework, in one run.
 
-Thin: the cases come from :func:`icore.integrations.seam_cases`, the timing from
+Thin: the cases come from :func:`icore.integrations.cost.seam_cases`, the timing from
 :func:`icore.bench.micro.run_seam_bench` (issue 28 item 8).
 """
 
@@ -33,7 +33,7 @@ def bench_integrations(
     authorized. Targets: LangGraph fenced <= 1.3x unfenced; aexecute <= 1.5x execute.
     """
     from icore.bench.micro import run_seam_bench
-    from icore.integrations import seam_cases
+    from icore.integrations.cost import seam_cases
 
     console = Console(width=120)
     with output_file(json_out, what="--json output") as out, bad_options():

@@ -10,7 +10,7 @@ derived from it, an executor replica and :class:`~icore.memory.LocalOwners` over
 in-memory stores (planfence App. A.3; owners reached in process).
 
 The framework cases (LangGraph, OpenAI Agents SDK, AG2) are built by
-:func:`icore.integrations.seam_cases` (integrations sit above bench); this module holds
+:func:`icore.integrations.cost.seam_cases` (integrations sit above bench); this module holds
 the harness and the bare-fence cases. Figures are printed; nothing asserts a time.
 """
 
