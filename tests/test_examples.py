@@ -26,7 +26,7 @@ def test_otel_quickstart_runs() -> None:
                          capture_output=True, text=True, timeout=60, check=True)
     lines = out.stdout.splitlines()
     assert lines[0] == "booked Porto"
-    assert lines[1].split() == ["icore.gate", "book", "GUARDRAIL", "replan_required"]
+    assert lines[1].split() == ["apply_guardrail", "PlanFence", "GUARDRAIL", "replan_required"]
     assert lines[3].split() == ["execute_tool", "book", "TOOL", "authorized"]
     assert lines[-1].startswith("imported: ['task', 'tool_output'")
 
