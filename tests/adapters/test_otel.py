@@ -731,7 +731,7 @@ def test_exported_gate_decisions_come_back_as_decisions(
     """The library's fence decisions exported as apply_guardrail spans and imported
     again carry the same outcome, reason, roots, D(a), frontier and heads."""
     spans_x, otel = mem
-    alice, _planner, ex, owners, a1 = _world()
+    _alice, _planner, ex, owners, a1 = _world()
     plan = derive(key="plan/p", owner="planner", seq=1,
                   content=bind_action("book", {"dest": "A"}), inputs=[a1])
     ex.install(plan)
