@@ -86,7 +86,14 @@ PINNED = {
         "nats_server_binary", "server_config",
     ],
     "icore.integrations": [
-        "AnyReplanner", "FenceGuard", "Gated", "OnBlock", "Replicator", "RunRecorder", "Scope",
+        "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
+        "RunRecorder", "Scope", "check_tool_function", "normalize_args", "signature_model",
+    ],
+    "icore.workspace": [
+        "ACTION_PREFIX", "APPROVAL_FIELD", "ARGS_NOT_JSON", "FACT_TYPE", "NOT_READ",
+        "REJECTED", "Agent", "Answer", "ApprovalBook", "ApprovalRequest", "Approver",
+        "AsyncUserReplanner", "Call", "Scope", "Stale", "UserReplanner", "Verdict",
+        "Workspace", "WorkspaceError", "read_answer",
     ],
     "icore.integrations.cost": ["seam_cases"],
     "icore.integrations.langgraph": [

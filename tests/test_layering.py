@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "icore"
-LAYERS = ["records", "memory", "fence", "net", "state", "audit", "workloads", "agents",
-          "live", "adapters", "bench", "report", "integrations", "cli"]
+LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit", "workloads",
+          "agents", "live", "adapters", "bench", "report", "integrations", "cli"]
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "__main__", ""}
 PURE = {"records", "fence", "audit", "workloads", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",

@@ -14,6 +14,7 @@ may use)::
     memory    I/O    in-memory + SQLite stores, ownership map, head rules, owner access
     fence     pure   dependency declaration, the gate (Alg. 1), protected action, policies
     net       I/O    sans-io protocol, transports (in-process virtual time, asyncio TCP)
+    workspace I/O    shared facts with owners, agents' reads, action records from tool calls
     state     pure*  iCORE declaration package, G/Q/Pi, legality, metrics (*SQLite log)
     audit     pure   iCORE-Audit loop, triggers, diagnosis, routing, recovery audit
     workloads pure   PlanFence schedules, iCORE task modes
@@ -23,7 +24,8 @@ may use)::
     bench     I/O    experiment harnesses and statistics
     report    I/O    HTML reports and plots
     integrations I/O drop-ins for LangGraph, OpenAI Agents SDK, AG2, CrewAI (extras);
-                     import only the public API of records, fence, memory, state, adapters
+                     import only the public API of records, fence, memory, workspace,
+                     state, adapters
     cli              the ``icore`` command (thin)
 
 Pure layers do no I/O and read no clock; their one documented I/O edge is iCORE's SQLite

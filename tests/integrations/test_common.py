@@ -132,9 +132,10 @@ for f in (lambda: binomial_upper(1, 10),
 
 
 def test_integrations_import_only_public_api() -> None:
-    """design.md 2: integrations use the public API of records/fence/memory/state/adapters."""
-    allowed = {"icore.records", "icore.fence", "icore.memory", "icore.state",
-               "icore.adapters", "icore.errors", "icore._extras"}
+    """design.md 2: integrations use the public API of records/fence/memory/workspace/state/
+    adapters."""
+    allowed = {"icore.records", "icore.fence", "icore.memory", "icore.workspace",
+               "icore.state", "icore.adapters", "icore.errors", "icore._extras"}
     for path in sorted((SRC / "integrations").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):

@@ -14,17 +14,27 @@ One public subpackage per framework, each an extra, each importing its framework
 
 Shared by all of them (no framework needed): :class:`RunRecorder` (a run into the generic
 JSONL trace that ``icore audit`` reads), :class:`FenceGuard` (the PlanFence protected
-action behind every fenced tool, planfence App. A.3) and :class:`Replicator` (records to
-the replicas that need them; keys named in errors). :mod:`icore.integrations.cost` builds
-the cases of ``icore bench integrations`` (fenced vs unfenced calls per framework).
+action behind every fenced tool, planfence App. A.3; with ``agent=`` a
+:class:`~icore.workspace.Agent` it builds each call's action record itself),
+:class:`ArgNormalizer` / :func:`normalize_args` (arguments in the tool's normal form) and
+:class:`Replicator` (records to the replicas that need them; keys named in errors).
+:mod:`icore.integrations.cost` builds the cases of ``icore bench integrations`` (fenced vs
+unfenced calls per framework).
 
-Import rule: integrations use only the public API of records, fence, memory, state and
-adapters (``tests/test_layering.py``).
+Import rule: integrations use only the public API of records, fence, memory, workspace,
+state and adapters (``tests/test_layering.py``).
 """
 
 from icore.integrations._fenced import AnyReplanner, FenceGuard, Gated, OnBlock, Scope
 from icore.integrations._memory import Replicator
+from icore.integrations._normalize import (
+    ArgNormalizer,
+    check_tool_function,
+    normalize_args,
+    signature_model,
+)
 from icore.integrations._recorder import RunRecorder
 
-__all__ = ["AnyReplanner", "FenceGuard", "Gated", "OnBlock", "Replicator", "RunRecorder",
-           "Scope"]
+__all__ = ["AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
+           "RunRecorder", "Scope", "check_tool_function", "normalize_args",
+           "signature_model"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
+from icore.errors import IntegrationError
 from icore.integrations._fenced import Gated
 from icore.records import RecordId
 
@@ -44,11 +45,32 @@ def context_set(ctx: Any, key: str, value: Any) -> None:
 
 def plan_roots(ctx: Any, roots: ContextRoots, args: Mapping[str, Any]
                ) -> Sequence[RecordId] | None:
-    """L(a) for one call: the ``roots`` field of ``ctx``, or ``roots(ctx, args)``."""
-    if isinstance(roots, str):
-        got = context_get(ctx, roots)
-        return list(got) if got else None
-    return roots(ctx, args)
+    """L(a) for one call: the ``roots`` field of ``ctx``, or ``roots(ctx, args)``.
+
+    Raises:
+        IntegrationError: the field (or the function) gives a str or another non-list
+            (a single record id is not L(a): store ``[record.id]``).
+    """
+    got = context_get(ctx, roots) if isinstance(roots, str) else roots(ctx, args)
+    return check_roots(got, source=roots if isinstance(roots, str) else "roots()")
+
+
+def check_roots(got: Any, *, source: str) -> list[RecordId] | None:
+    """``got`` as L(a) (a list of record ids), None when empty.
+
+    Raises:
+        IntegrationError: ``got`` is a str/bytes (it would be read as one-character
+            roots), not a list/tuple, or holds a non-str.
+    """
+    if not got:
+        return None
+    if isinstance(got, str | bytes) or not isinstance(got, list | tuple):
+        raise IntegrationError("the plan roots must be a list of record ids",
+                               source=source, got=type(got).__name__,
+                               fix="store [record.id], not record.id")
+    if not all(isinstance(r, str) for r in got):
+        raise IntegrationError("the plan roots must be record ids (str)", source=source)
+    return list(got)
 
 
 def write_back(ctx: Any, roots: ContextRoots, gated: Gated,

@@ -24,7 +24,8 @@ from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _seam
 from icore.integrations._memory import Replicator
 from icore.integrations._recorder import RunRecorder
-from icore.records import RecordId
+from icore.records import Lookup, RecordId
+from icore.workspace import Agent, Approver, Call, UserReplanner
 
 Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """D(a): keys, or a function of the call's arguments returning them."""
@@ -59,64 +60,160 @@ class Gated:
     """What one fenced call did.
 
     Attributes:
-        result: the fence's :class:`~icore.fence.ActionResult`.
+        result: the fence's :class:`~icore.fence.ActionResult` (None for a call an
+            agent-mode guard refused before the gate, e.g. a fact it had not read).
         message: a blocked call's reason, phrased for the model (empty when executed).
+        call: the agent-mode :class:`~icore.workspace.Call` (None in fence mode).
     """
 
-    result: ActionResult
+    result: ActionResult | None
     message: str = ""
+    call: Call | None = None
 
     @property
     def executed(self) -> bool:
         """Whether the tool ran."""
-        return self.result.executed
+        if self.call is not None:
+            return self.call.executed
+        return self.result is not None and self.result.executed
 
     @property
     def value(self) -> Any:
         """What the tool returned (None when blocked)."""
-        return self.result.value
+        return self.result.value if self.result is not None else None
 
     @property
     def replanned(self) -> bool:
-        """Whether the one replan happened and the tool then ran with the fresh plan."""
-        return self.result.executed and self.result.replanned
+        """Whether a replan happened and the tool then ran with the fresh plan."""
+        return self.result is not None and self.result.executed and self.result.replanned
 
     @property
     def roots(self) -> tuple[RecordId, ...]:
         """The roots the tool ran with (the fresh plan's after a replan)."""
-        return self.result.roots
+        return self.result.roots if self.result is not None else ()
+
+    @property
+    def reason(self) -> str:
+        """``valid`` when it ran, else why not (a gate reason or a workspace reason)."""
+        if self.call is not None:
+            return self.call.reason
+        return self.result.final.reason.value if self.result is not None else "no_roots"
+
+
+def _args_hint(detail: str) -> str:
+    """The hint for an ``args_mismatch`` block, from the fence's detail (the real cause)."""
+    if "roots bind an action; exactly one must" in detail:
+        return ("several plan roots bind an action; each call needs its own action record "
+                "as its root (per-call roots)")
+    if "root binds action" in detail:
+        return "the plan authorizes another tool; call the tool the plan names"
+    if "no root binds" in detail or "no readable root" in detail or "no lookup" in detail:
+        return "no plan record authorizes this call; make a plan first"
+    if "not JSON" in detail:
+        return ("an argument has no JSON form (an application error: normalise the "
+                "arguments through the tool's schema); do not retry")
+    if "digest" in detail:
+        return "the fresh plan binds only an argument digest; the replanner must pass args"
+    return _HINTS[Reason.ARGS_MISMATCH.value]
+
+
+def _static_keys(scope: Scope) -> frozenset[str] | None:
+    if callable(scope):
+        return None
+    if isinstance(scope, str | bytes):
+        raise IntegrationError("depends_on must be a collection of keys, not a str",
+                               got=str(scope), fix=f"depends_on={{{str(scope)!r}}}")
+    try:
+        return frozenset(scope)
+    except TypeError:
+        raise IntegrationError("depends_on must be a collection of keys or a function of "
+                               "the call's arguments", got=type(scope).__name__) from None
 
 
 class FenceGuard:
     """Runs one framework tool's calls through the PlanFence gate.
 
+    Two modes:
+
+    * **agent mode** (``agent=`` a :class:`~icore.workspace.Agent`, the high-level API):
+      each call's action record is built from the versions that agent read of D(a) and
+      bound to the call's (normalised) arguments; no roots, no replanner needed (a stale
+      call hands the model the fresh values and counts as the one replan);
+    * **fence mode** (``fence=``, the low-level API): the plan roots L(a) come from the
+      framework's state and must bind the call (``bind_action``).
+
     Args:
-        fence: the executor's :class:`~icore.fence.Fence`.
-        depends_on: D(a) (:data:`Scope`).
-        replan: the one replan (sync, or ``async def`` for :meth:`arun`); without it a
-            changed dependency blocks.
+        fence: the executor's :class:`~icore.fence.Fence` (fence mode).
+        depends_on: D(a) (:data:`Scope`); static keys are checked against the ownership
+            map here.
+        replan: fence mode: the one replan (sync, or ``async def`` for :meth:`arun`),
+            without it a changed dependency blocks; agent mode: a
+            :data:`~icore.workspace.UserReplanner` returning new arguments (default: hand
+            the model the fresh values).
         recorder: receives gate decisions (with the records they cite), the replan and
             the tool call.
-        agent: the agent id events are attributed to (default: the agent whose model
-            turn asked for the tool, as the recorder saw it; else ``"executor"``).
+        agent: a :class:`~icore.workspace.Agent` (agent mode), or the agent id events are
+            attributed to (fence mode; default: the agent whose model turn asked for the
+            tool, as the recorder saw it, else ``"executor"``).
         on_block: ``"error"`` (the framework's tool error) or ``"raise"``
             (:class:`~icore.errors.ActionBlocked` escapes to the caller).
         replicator: names keys instead of record ids in a block's message.
 
     Raises:
-        IntegrationError: ``on_block`` is neither ``"error"`` nor ``"raise"``.
+        IntegrationError: ``on_block`` is neither ``"error"`` nor ``"raise"``; neither
+            ``agent`` (a workspace agent) nor ``fence`` is given, or ``fence`` is not a
+            Fence; ``depends_on`` is a str, not a collection, empty, or names keys no owner
+            is declared for (the error names them and the fix).
     """
 
-    def __init__(self, *, fence: Fence, depends_on: Scope, replan: AnyReplanner | None = None,
-                 recorder: RunRecorder | None = None, agent: str | None = None,
+    def __init__(self, *, fence: Fence | None = None, depends_on: Scope,
+                 replan: AnyReplanner | UserReplanner | None = None,
+                 recorder: RunRecorder | None = None, agent: str | Agent | None = None,
                  on_block: OnBlock = "error", replicator: Replicator | None = None) -> None:
         if on_block not in ("error", "raise"):
             raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block)
+        self.handle: Agent | None = agent if isinstance(agent, Agent) else None
+        if self.handle is not None:
+            if fence is not None and fence is not self.handle.fence:
+                raise IntegrationError("give agent= (a workspace agent) or fence=, not both",
+                                       agent=self.handle.name)
+            fence = self.handle.fence
+        elif fence is None:
+            raise IntegrationError(
+                "a fenced tool needs agent= (a workspace agent: ws.agent('name')) or "
+                "fence= (a Fence, the low-level API)",
+                fix="fenced_tool(tool, agent=ws.agent('shipper'), depends_on={'order/42'})")
+        elif not isinstance(fence, Fence):
+            raise IntegrationError("fence= must be an icore.fence.Fence",
+                                   got=type(fence).__name__)
+        if agent is not None and (not isinstance(agent, str | Agent) or (
+                isinstance(agent, str) and not agent)):
+            raise IntegrationError("agent must be a workspace agent or a non-empty agent id",
+                                   got=type(agent).__name__)
+        keys = _static_keys(depends_on)
+        if keys is not None:
+            if not keys:
+                raise IntegrationError("depends_on is empty: name the facts the tool's "
+                                       "effect depends on", fix="depends_on={'order/42'}")
+            if self.handle is not None:
+                keys = self.handle.workspace.check_keys(keys, where="depends_on")
+            else:
+                om = getattr(getattr(fence.validator, "context", None), "ownership", None)
+                if om is None and fence.install is not None:
+                    om = fence.install.ownership
+                unowned = sorted(k for k in keys if not isinstance(k, str) or (
+                    om is not None and om.owner_of(k) is None))
+                if unowned:
+                    raise IntegrationError("depends_on names keys no owner is declared for",
+                                           keys=[str(k) for k in unowned],
+                                           fix="add them to the ownership map")
+            depends_on = keys
         self.fence = fence
         self.depends_on = depends_on
         self.replan = replan
         self.recorder = recorder
-        self.agent = agent
+        self.agent: str | None = (self.handle.name if self.handle is not None
+                                  else str(agent) if agent is not None else None)
         self.on_block: OnBlock = on_block
         self.replicator = replicator
 
@@ -130,8 +227,12 @@ class FenceGuard:
                 miss = self.replicator.missing(self.fence.install, res.roots)
                 if miss:
                     detail += f"; missing from this agent's replica: {', '.join(miss)}"
-        hint = _HINTS["no_roots"] if not res.roots else _HINTS.get(reason,
-                                                                  "the call was refused")
+        if not res.roots:
+            hint = _HINTS["no_roots"]
+        elif reason == Reason.ARGS_MISMATCH.value:
+            hint = _args_hint(detail)
+        else:
+            hint = _HINTS.get(reason, "the call was refused")
         return f"PlanFence blocked {name} ({reason}): {hint}. Detail: {detail}"
 
     def claim(self, name: str) -> None:
@@ -139,10 +240,15 @@ class FenceGuard:
         if self.recorder is not None:
             self.recorder.fenced_tools.add(name)
 
+    def _lookup(self) -> Lookup | None:
+        """Where the recorder reads the records a call's roots cite."""
+        if self.fence.lookup is not None:
+            return self.fence.lookup
+        return self.fence.install.get if self.fence.install is not None else None
+
     def _finish(self, name: str, res: ActionResult) -> Gated:
         if self.recorder is not None:
-            who = self.recorder.gate(self.agent, name, res, lookup=self.fence.lookup or (
-                self.fence.install.get if self.fence.install is not None else None))
+            who = self.recorder.gate(self.agent, name, res, lookup=self._lookup())
             if res.executed:
                 self.recorder.tool_call(who, name, res.args, res.value,
                                         replanned=res.replanned)
@@ -154,32 +260,89 @@ class FenceGuard:
                                 detail=res.detail)
         return Gated(res, msg)
 
+    def _finish_call(self, name: str, call: Call) -> Gated:
+        res = call.result
+        if self.recorder is not None and res is not None:
+            who = self.recorder.gate(self.agent, name, res, lookup=self._lookup(),
+                                     args=call.args)
+            if call.executed:
+                self.recorder.tool_call(who, name, call.args, call.value,
+                                        replanned=call.replanned)
+        elif self.recorder is not None:  # refused before the gate: recorded all the same
+            self.recorder.tool_call(self.agent or "executor", name, call.args,
+                                    f"REFUSED: {call.reason}: {call.detail}", error=True,
+                                    blocked=True)
+        if call.executed:
+            return Gated(res, "", call)
+        msg = call.message
+        if self.replicator is not None:
+            msg = self.replicator.explain(msg)
+        if self.on_block == "raise":
+            raise ActionBlocked(msg, action=name, reason=call.reason, detail=call.detail)
+        return Gated(res, msg, call)
+
     def _check_roots(self, roots: Sequence[RecordId] | None) -> tuple[RecordId, ...]:
+        if isinstance(roots, str | bytes):
+            raise IntegrationError("the plan roots are a str; L(a) is a list of record ids",
+                                   got=str(roots)[:80], fix="store [record.id], not record.id")
         return tuple(roots or ())
 
+    def _scope_checked(self, args: Mapping[str, Any]) -> None:
+        """Agent mode, dynamic D(a): its keys must have owners (raised, not told the model)."""
+        if self.handle is not None and callable(self.depends_on):
+            try:
+                keys = list(self.depends_on(args))
+            except Exception:
+                return
+            self.handle.workspace.check_keys(keys, where="depends_on")
+
     def run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
-            roots: Sequence[RecordId] | None) -> Gated:
-        """Gate one call of the sync tool ``fn(**args)`` authorized by ``roots``.
+            roots: Sequence[RecordId] | None = None, *, turn: Any = None,
+            normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+            approve: Approver | None = None) -> Gated:
+        """Gate one call of the sync tool ``fn(**args)``.
+
+        Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
+        names the model message the call came from, ``normalize`` normalises a user
+        replanner's arguments and ``approve`` is asked before an authorized call runs
+        (see :meth:`icore.workspace.Agent.execute`). Fence mode: the call must be the one
+        ``roots`` authorize.
 
         Returns:
             :class:`Gated`; the tool ran only when ``executed``.
 
         Raises:
             ActionBlocked: blocked and ``on_block="raise"``.
-            IntegrationError: ``fn`` or the replanner is ``async def`` (use :meth:`arun`).
+            IntegrationError: ``fn`` or the replanner is ``async def`` (use :meth:`arun`);
+                the roots are a str; a dynamic D(a) names unowned keys.
             Exception: whatever the tool raises once authorized.
         """
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(self.replan):
             raise IntegrationError("an async tool or replanner needs arun()", tool=name)
+        if self.handle is not None:
+            self._scope_checked(args)
+            call = self.handle.execute(name, fn, args, depends_on=self.depends_on,
+                                       replan=self.replan,  # type: ignore[arg-type]
+                                       turn=turn, normalize=normalize, approve=approve)
+            return self._finish_call(name, call)
         res = _seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
                             replan=self.replan)  # type: ignore[arg-type]  # sync, checked
         return self._finish(name, res)
 
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
-                   roots: Sequence[RecordId] | None) -> Gated:
+                   roots: Sequence[RecordId] | None = None, *, turn: Any = None,
+                   normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+                   approve: Approver | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
+        if self.handle is not None:
+            self._scope_checked(args)
+            call = await self.handle.aexecute(name, fn, args, depends_on=self.depends_on,
+                                              replan=self.replan,  # type: ignore[arg-type]
+                                              turn=turn, normalize=normalize,
+                                              approve=approve)
+            return self._finish_call(name, call)
         res = await _seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
-                                   replan=self.replan)
+                                   replan=self.replan)  # type: ignore[arg-type]
         return self._finish(name, res)

@@ -33,7 +33,9 @@ invalid`` fires on an action that ran from a stale plan (planfence Sec. 3-4, Alg
 
 Attribution: gate events, the replan and the tool call go to the agent that called the
 tool (its model turn asked for the tool), not to a fixed "executor"; a replan is recorded
-as a replan of the call's original plan (the summary counts it in ``replans``).
+as a replan of the call's original plan (the summary counts it in ``replans``): the
+fence's one replan inside a call, or, when a stale call was refused with the fresh values
+(the high-level API's hand-over), the agent's next call of that tool.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from icore.adapters import AuditResult, Trace, audit_trace, parse_jsonl
-from icore.fence import ACTION_FIELD, ActionResult, GateDecision
+from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Reason
 from icore.records import Lookup, Record, RecordId
 
 MAX_CONTENT_CHARS = 20_000
@@ -115,6 +117,7 @@ class RunRecorder:
         self._calls: dict[str, int] = {}
         self._callers: dict[str, str] = {}
         self._plans = 0
+        self._stale: dict[tuple[str, str], bool] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ events
@@ -220,10 +223,14 @@ class RunRecorder:
         who = agent or self.caller(tool, call_id) or "executor"
         first = result.decisions[0] if result.decisions else None
         replanned = result.replanned and len(result.decisions) > 1
-        if replanned and first is not None and self._plans == 0:
-            # the call's own plan (the model's call, its roots) before its replan
-            self.plan(who, f"plan for {tool}: {_text(dict(args or {}))}",
-                      roots=list(first.roots))
+        with self._lock:  # the previous call of this tool by this agent was stale
+            handed_over = self._stale.pop((who, tool), False)
+        if (replanned or handed_over) and first is not None and self._plans == 0:
+            # the original plan (the model's first call) before its replan
+            self.plan(who, f"plan for {tool}", roots=list(first.roots))
+        if handed_over:  # the model re-planned from the fresh values it was handed
+            self.plan(who, f"replan for {tool}: {_text(dict(args or result.args))}",
+                      roots=list(first.roots) if first is not None else None, replan=True)
         for d in result.decisions:
             self.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
                      gate={"outcome": d.outcome.value, "reason": d.reason.value,
@@ -231,6 +238,10 @@ class RunRecorder:
         if replanned:
             self.plan(who, f"replan for {tool}: {_text(dict(result.args))}",
                       roots=list(result.roots), replan=True)
+        elif not result.executed and any(d.reason is Reason.STALE
+                                         for d in result.decisions):
+            with self._lock:  # a stale call without a replan: the next call replans
+                self._stale[(who, tool)] = True
         self.lineage(tool, result.decisions, lookup=lookup)
         if not result.executed:
             self.tool_call(who, tool, result.args, f"BLOCKED: {result.final.reason.value}: "

@@ -72,7 +72,7 @@ def fenced_function(fn: Callable[..., Any], *, fence: Fence, depends_on: _Scope,
     def settle(gated: Gated) -> Any:
         if not gated.executed:
             raise ActionBlocked(gated.message, action=tool_name,
-                                reason=gated.result.final.reason.value)
+                                reason=gated.reason)
         write_back(context, roots, gated, state_update)
         return gated.value
 

@@ -35,7 +35,7 @@ class FencedCrewTool(BaseTool):
 
     def _settle(self, gated: Gated) -> Any:
         if not gated.executed:
-            return ToolFailure(message=gated.message, code=gated.result.final.reason.value,
+            return ToolFailure(message=gated.message, code=gated.reason,
                                retryable=False)
         write_back(self._context, self._roots, gated, self._state_update)
         return gated.value

@@ -1,0 +1,181 @@
+"""Arguments compared as the tool sees them (issue 28 item 2; planfence App. A.3 step 1).
+
+A call's arguments and a plan's bound arguments are compared in one normal form: put
+through the tool's own parameter schema (a pydantic model, or one built from the
+function's signature), with defaults applied and every value in its JSON form (``date``
+and ``datetime`` -> ISO text, ``UUID`` -> text, ``Enum`` -> its value, ``Decimal`` ->
+text, nested models -> objects). A ``date`` argument thus binds and matches as
+``"2026-03-01"`` whichever side produced it, and a plan that omits a defaulted
+parameter matches the call that the framework filled in.
+
+Functions whose arguments cannot be named (``*args``, ``**kwargs``, positional-only
+parameters), classes, ``functools.partial`` objects and non-callables are refused when
+the tool is wrapped (:func:`check_tool_function`), with an
+:class:`~icore.errors.IntegrationError` saying what to do instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from icore.errors import IntegrationError
+from icore.records import JSONValue
+
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
+                        skip: Iterable[str] = ()) -> inspect.Signature:
+    """Refuse what cannot be a fenced tool function; return its signature.
+
+    Args:
+        fn: the candidate tool function.
+        framework: the integration's name (for the error).
+        tool: the tool's name, when known.
+        skip: parameters the framework injects (not model arguments).
+
+    Raises:
+        IntegrationError: ``fn`` is None or not callable, a class, a
+            ``functools.partial``, has no signature, or takes ``*args`` / ``**kwargs`` /
+            positional-only parameters (the schema could not name the arguments the
+            plan binds).
+    """
+    name = tool or getattr(fn, "__name__", type(fn).__name__)
+    if fn is None or not callable(fn):
+        raise IntegrationError("a fenced tool needs a function", framework=framework,
+                               tool=name, got=type(fn).__name__,
+                               fix="pass the tool function (def ship(city: str): ...)")
+    if inspect.isclass(fn):
+        raise IntegrationError("a fenced tool needs a function, not a class",
+                               framework=framework, tool=name,
+                               fix="wrap a function that builds and calls the object")
+    if isinstance(fn, functools.partial):
+        raise IntegrationError("a functools.partial cannot be a fenced tool: its schema "
+                               "would hide the bound arguments", framework=framework,
+                               tool=name, fix="define a def with the remaining parameters")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise IntegrationError("the tool function has no readable signature",
+                               framework=framework, tool=name, error=str(exc)) from None
+    skipped = set(skip)
+    bad = [p.name for p in sig.parameters.values()
+           if p.name not in skipped and (p.kind in _VARIADIC
+                                         or p.kind is inspect.Parameter.POSITIONAL_ONLY)]
+    if bad:
+        raise IntegrationError("a fenced tool's parameters must be named: *args, **kwargs "
+                               "and positional-only parameters cannot be bound to a plan",
+                               framework=framework, tool=name, parameters=bad,
+                               fix="declare each argument as a named, typed parameter")
+    return sig
+
+
+def signature_model(fn: Callable[..., Any], *, name: str | None = None,
+                    skip: Iterable[str] = (), framework: str = "icore") -> type[BaseModel]:
+    """A pydantic model of ``fn``'s named parameters (annotations and defaults).
+
+    Unannotated parameters are ``Any``. Raises as :func:`check_tool_function`.
+    """
+    sig = check_tool_function(fn, framework=framework, tool=name, skip=skip)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception:
+        hints = {}
+    skipped = set(skip) | {"self", "cls"}
+    fields: dict[str, Any] = {}
+    for p in sig.parameters.values():
+        if p.name in skipped:
+            continue
+        ann = hints.get(p.name, Any)
+        fields[p.name] = (ann, ... if p.default is inspect.Parameter.empty else p.default)
+    model_name = f"{name or getattr(fn, '__name__', 'tool')}_args"
+    return create_model(model_name, __config__=ConfigDict(arbitrary_types_allowed=True),
+                        **fields)
+
+
+class ArgNormalizer:
+    """Puts a call's arguments into the tool's normal form (see the module docstring).
+
+    Args:
+        schema: the tool's parameter model (a pydantic ``BaseModel`` subclass).
+        name: the tool's name (for errors).
+        fields: the model-supplied fields to keep (default: every field of the schema);
+            injected parameters are left out.
+        framework: the integration's name (for errors).
+
+    Raises:
+        IntegrationError: ``schema`` is not a pydantic model class.
+    """
+
+    def __init__(self, schema: type[BaseModel], *, name: str,
+                 fields: Iterable[str] | None = None, framework: str = "icore") -> None:
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise IntegrationError("the tool's argument schema must be a pydantic model",
+                                   framework=framework, tool=name,
+                                   got=type(schema).__name__)
+        self.schema = schema
+        self.name = name
+        self.framework = framework
+        self.fields: frozenset[str] = frozenset(
+            fields if fields is not None else schema.model_fields)
+
+    @classmethod
+    def for_function(cls, fn: Callable[..., Any], *, name: str | None = None,
+                     skip: Iterable[str] = (), framework: str = "icore") -> ArgNormalizer:
+        """The normaliser of a plain function's named parameters.
+
+        Raises:
+            IntegrationError: as :func:`check_tool_function`.
+        """
+        tool = str(name or getattr(fn, "__name__", "tool"))
+        return cls(signature_model(fn, name=tool, skip=skip, framework=framework),
+                   name=tool, framework=framework)
+
+    def _validate(self, args: Mapping[str, Any]) -> BaseModel:
+        if not isinstance(args, Mapping):
+            raise IntegrationError("a tool call's arguments must be a mapping",
+                                   framework=self.framework, tool=self.name,
+                                   got=type(args).__name__)
+        try:
+            return self.schema.model_validate(dict(args))
+        except ValidationError as exc:
+            raise IntegrationError("the call's arguments do not fit the tool's schema",
+                                   framework=self.framework, tool=self.name,
+                                   error=str(exc).splitlines()[0],
+                                   errors=exc.error_count()) from None
+
+    def __call__(self, args: Mapping[str, Any]) -> dict[str, JSONValue]:
+        """The normal form: validated, defaults applied, JSON values, model fields only.
+
+        Raises:
+            IntegrationError: the arguments do not validate against the schema.
+        """
+        m = self._validate(args)
+        out: dict[str, JSONValue] = m.model_dump(mode="json", include=set(self.fields))
+        return out
+
+    def to_python(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as the tool function takes them (validated Python values).
+
+        Raises:
+            IntegrationError: the arguments do not validate against the schema.
+        """
+        m = self._validate(args)
+        return {k: getattr(m, k) for k in type(m).model_fields if k in self.fields}
+
+
+def normalize_args(schema: type[BaseModel] | Callable[..., Any],
+                   args: Mapping[str, Any]) -> dict[str, JSONValue]:
+    """One-off normal form of ``args`` for a schema model or a plain function.
+
+    Raises:
+        IntegrationError: the schema or function is unusable or the arguments invalid.
+    """
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return ArgNormalizer(schema, name=schema.__name__)(args)
+    return ArgNormalizer.for_function(schema)(args)

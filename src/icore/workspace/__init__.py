@@ -1,0 +1,66 @@
+"""The team's shared facts and the agents that act on them (issue 28; planfence Sec. 3-4).
+
+The high-level API: the model's own tool call is the plan.
+
+* :class:`Workspace`: shared facts (semantic keys) declared once with their owners, over
+  stores in this process (memory or SQLite, one per owner) or owners elsewhere (the TCP
+  owner client, NATS owner access of :mod:`icore.net`); compare-and-set writes with a
+  retry helper (:meth:`Workspace.update`).
+* :class:`Agent` (``ws.agent("shipper")``): records each read of a fact as the version it
+  saw; :meth:`Agent.execute` turns a protected call into its action record (derived from
+  those versions, bound to the arguments) and runs it through the PlanFence gate (Alg. 1,
+  App. A.3) with the one replan; every call is its own root.
+* :class:`ApprovalRequest` / :class:`ApprovalBook`: a human approval bound to the call's
+  normalised arguments and the versions it derives from.
+
+Layer: above :mod:`icore.net`, below everything that builds on it (integrations, the MCP
+gateway). Errors: :class:`WorkspaceError` (an :class:`~icore.errors.IntegrationError`).
+The low-level API (records, ``derive``, ``bind_action``, ``Fence``) is unchanged.
+"""
+
+from icore.workspace._agent import (
+    ACTION_PREFIX,
+    ARGS_NOT_JSON,
+    NOT_READ,
+    REJECTED,
+    Agent,
+    Approver,
+    AsyncUserReplanner,
+    Call,
+    Scope,
+    Stale,
+    UserReplanner,
+)
+from icore.workspace._approval import (
+    APPROVAL_FIELD,
+    Answer,
+    ApprovalBook,
+    ApprovalRequest,
+    Verdict,
+    read_answer,
+)
+from icore.workspace._errors import WorkspaceError
+from icore.workspace._workspace import FACT_TYPE, Workspace
+
+__all__ = [
+    "ACTION_PREFIX",
+    "APPROVAL_FIELD",
+    "ARGS_NOT_JSON",
+    "FACT_TYPE",
+    "NOT_READ",
+    "REJECTED",
+    "Agent",
+    "Answer",
+    "ApprovalBook",
+    "ApprovalRequest",
+    "Approver",
+    "AsyncUserReplanner",
+    "Call",
+    "Scope",
+    "Stale",
+    "UserReplanner",
+    "Verdict",
+    "Workspace",
+    "WorkspaceError",
+    "read_answer",
+]

@@ -1,0 +1,236 @@
+"""An approval covers exactly what was approved (issue 28 item 5).
+
+A human approval of a protected call is bound to the call's normalised arguments and
+to the plan's record ids (the versions of the facts the call was derived from, i.e. the
+action record's parents). :class:`ApprovalRequest` is what is put to the human; its
+``id`` is the sha256 of that binding, so an answer naming an id approves that call and no
+other: after a replan (other arguments, or the same arguments from other versions) the
+id differs and the changed call must be put to the human again.
+
+:class:`ApprovalBook` serves frameworks that *replay* a call to deliver the human's
+answer (LangGraph ``interrupt`` / ``Command(resume=...)``, run states resumed later):
+it remembers, per call, the requests already put to the human in order, so a bare
+"yes" delivered for request *i* is matched against request *i*, never against the
+call as it looks after a replan. Answers it cannot attribute never approve (fail
+closed): the request is put to the human again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from icore.fence import canonical_args
+from icore.records import JSONValue, Record, RecordId, canonical_json
+
+APPROVAL_FIELD = "planfence.approval"
+"""The key of an approval request's payload and of an id-bearing answer."""
+
+_YES = frozenset({"yes", "y", "approve", "approved", "ok", "accept", "accepted", "true"})
+_NO = frozenset({"no", "n", "reject", "rejected", "deny", "denied", "false", "cancel"})
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """One protected call as put to a human: action, arguments and the plan's records.
+
+    Attributes:
+        action: the tool's name.
+        args: the call's normalised (JSON) arguments.
+        basis: ``(key, record id)`` of every version the call derives from (the action
+            record's parents), sorted by key.
+        id: sha256 hex of ``{action, args, basis}`` in canonical JSON.
+    """
+
+    action: str
+    args: Mapping[str, JSONValue]
+    basis: tuple[tuple[str, RecordId], ...]
+    id: str
+
+    @classmethod
+    def of(cls, action: str, args: Mapping[str, Any],
+           basis: Sequence[Record] | Mapping[str, RecordId]) -> ApprovalRequest:
+        """Bind ``action(args)`` derived from ``basis`` (records, or key -> record id).
+
+        Raises:
+            MalformedRecord: an argument is not JSON (normalise it first).
+        """
+        canon = canonical_args(args)
+        pairs = (sorted(basis.items()) if isinstance(basis, Mapping)
+                 else sorted((r.key, r.id) for r in basis))
+        body: JSONValue = {"action": action, "args": canon,
+                           "basis": [[k, rid] for k, rid in pairs]}
+        digest = hashlib.sha256(canonical_json(body)).hexdigest()
+        return cls(action, canon, tuple(pairs), digest)
+
+    def payload(self) -> dict[str, JSONValue]:
+        """What to show the human: ``{"planfence.approval": {id, action, args, basis}}``."""
+        return {APPROVAL_FIELD: {
+            "id": self.id, "action": self.action, "args": dict(self.args),
+            "basis": [{"key": k, "id": rid} for k, rid in self.basis]}}
+
+    def approve(self) -> dict[str, JSONValue]:
+        """The answer that approves exactly this request.
+
+        ``{"planfence.approval": id, "approved": true}``: pass it back as the framework's
+        resume value.
+        """
+        return {APPROVAL_FIELD: self.id, "approved": True}
+
+    def reject(self, reason: str = "") -> dict[str, JSONValue]:
+        """The answer that rejects this request."""
+        return {APPROVAL_FIELD: self.id, "approved": False, "reason": reason}
+
+    def covers(self, answer: Any) -> bool:
+        """Whether ``answer`` approves exactly this request.
+
+        Only an id-bearing approval (:meth:`approve`, or a mapping with this ``id``)
+        covers a request on its own; a bare "yes" does not (see :class:`ApprovalBook`).
+        """
+        verdict = read_answer(answer)
+        return verdict.approved and verdict.id == self.id
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A human's answer as read by :func:`read_answer`.
+
+    Attributes:
+        approved: True for an approval.
+        id: the request id the answer names (None for a bare yes/no).
+        reason: the rejection's reason, when given.
+    """
+
+    approved: bool
+    id: str | None
+    reason: str = ""
+
+
+def read_answer(answer: Any) -> Answer:
+    """Read a human's answer: a bool, ``"yes"``/``"no"``-like text, or a mapping.
+
+    Mappings: ``{"planfence.approval": id, "approved": bool}`` (from
+    :meth:`ApprovalRequest.approve`), or ``{"approved": bool}`` / ``{"type": "accept"}``
+    without an id. Anything else is a rejection (fail closed).
+    """
+    if isinstance(answer, bool):
+        return Answer(answer, None)
+    if isinstance(answer, str):
+        word = answer.strip().lower()
+        return Answer(word in _YES and word not in _NO, None,
+                      "" if word in _YES else answer)
+    if isinstance(answer, Mapping):
+        rid = answer.get(APPROVAL_FIELD, answer.get("id"))
+        rid = rid if isinstance(rid, str) else None
+        if "approved" in answer:
+            ok = answer["approved"] is True
+        else:
+            kind = answer.get("type", answer.get("action", answer.get("decision")))
+            ok = isinstance(kind, str) and kind.strip().lower() in _YES
+        return Answer(ok, rid, str(answer.get("reason", "")))
+    return Answer(False, None, "unreadable answer")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of :meth:`ApprovalBook.resolve` for the call as it is now.
+
+    Attributes:
+        approved: the human approved exactly this request.
+        request: the request decided.
+        reason: the rejection's reason (empty when approved).
+    """
+
+    approved: bool
+    request: ApprovalRequest
+    reason: str = ""
+
+
+_UNATTRIBUTED = ApprovalRequest("", {}, (), "")
+
+
+class ApprovalBook:
+    """Requests put to a human, per call, for frameworks that replay a call to resume it.
+
+    Thread-safe; keeps the last ``max_calls`` calls.
+
+    Args:
+        max_calls: how many calls' histories to keep (older ones are forgotten; their
+            bare answers then approve nothing and the human is asked again).
+    """
+
+    def __init__(self, *, max_calls: int = 4096) -> None:
+        self._asked: OrderedDict[Hashable, list[ApprovalRequest]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_calls = max_calls
+
+    def asked(self, call: Hashable) -> list[ApprovalRequest]:
+        """The requests put to the human for ``call``, in order."""
+        with self._lock:
+            return list(self._asked.get(call, ()))
+
+    def _append(self, call: Hashable, request: ApprovalRequest) -> None:
+        with self._lock:
+            self._asked.setdefault(call, []).append(request)
+            self._asked.move_to_end(call)
+            while len(self._asked) > self.max_calls:
+                self._asked.popitem(last=False)
+
+    def forget(self, call: Hashable) -> None:
+        """Drop ``call``'s history (after it ran or was refused for good)."""
+        with self._lock:
+            self._asked.pop(call, None)
+
+    def resolve(self, call: Hashable, request: ApprovalRequest,
+                ask: Callable[[dict[str, JSONValue]], Any], *,
+                fresh_answers: bool = False) -> Verdict:
+        """Decide ``request`` (the call as it is now) from the answers ``ask`` delivers.
+
+        ``ask(payload)`` is the framework's "put this to the human" (LangGraph:
+        ``interrupt``): on a replay it returns the answer already given to the i-th
+        request of this call, else it asks (and, for an interrupting framework, raises to
+        suspend the run). The i-th answer counts for ``request`` only when it names
+        ``request.id`` or - a bare answer - when the i-th request the book remembers is
+        ``request`` itself. Otherwise ``request`` is put to the human next.
+
+        Args:
+            call: the call's identity (e.g. thread and tool-call id).
+            request: the call as it is now (after any replan).
+            ask: delivers the answer to a payload (may raise to suspend the run).
+            fresh_answers: True when ``ask`` answers immediately what it was just asked
+                (a synchronous prompt); False for replaying frameworks, where an answer
+                at an index the book does not remember is not attributable (fail closed).
+
+        Returns:
+            :class:`Verdict` for ``request``.
+        """
+        asked = self.asked(call)
+        i = 0
+        while True:
+            known = i < len(asked)
+            shown = asked[i] if known else request
+            if not known:
+                self._append(call, request)
+            answer = read_answer(ask(shown.payload()))
+            if answer.id is not None:
+                covers = answer.id == request.id
+            else:
+                covers = shown.id == request.id and (known or fresh_answers)
+                if not known and not fresh_answers:
+                    # an answer replayed for a request this book never saw: whatever it
+                    # was for, it is not attributable; remember the slot as such
+                    self._mark_unattributed(call, i)
+            if covers:
+                return Verdict(answer.approved, request, answer.reason)
+            i += 1
+            asked = self.asked(call)
+
+    def _mark_unattributed(self, call: Hashable, index: int) -> None:
+        with self._lock:
+            lst = self._asked.get(call)
+            if lst is not None and index < len(lst):
+                lst[index] = _UNATTRIBUTED

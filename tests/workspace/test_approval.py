@@ -1,0 +1,116 @@
+"""Approvals bound to exactly what was approved (issue 28 item 5), framework-free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from icore.workspace import ApprovalBook, ApprovalRequest, Workspace, read_answer
+
+ORDER = "order/42"
+
+
+class _Suspend(Exception):
+    """Stands for a framework's interrupt: the run stops until the human answers."""
+
+
+class Replaying:
+    """A replaying framework's ``ask``: answers given so far, by index, else suspend."""
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+        self.shown: list[dict[str, Any]] = []
+        self.i = 0
+
+    def __call__(self, payload: dict[str, Any]) -> Any:
+        self.shown.append(payload)
+        i, self.i = self.i, self.i + 1
+        if i < len(self.answers):
+            return self.answers[i]
+        raise _Suspend(payload)
+
+
+def _req(city: str, basis: str = "a" * 64) -> ApprovalRequest:
+    return ApprovalRequest.of("ship", {"city": city}, {ORDER: basis})
+
+
+def test_request_id_binds_arguments_and_versions() -> None:
+    """Other arguments or other versions make another request."""
+    r = _req("Berlin")
+    assert r.id == _req("Berlin").id
+    assert r.id != _req("Munich").id and r.id != _req("Berlin", "b" * 64).id
+    assert r.covers(r.approve()) and not r.covers(_req("Munich").approve())
+    assert not r.covers(True) and not r.covers(r.reject("no"))
+    assert r.payload()["planfence.approval"]["args"] == {"city": "Berlin"}  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("answer", "ok"), [
+    (True, True), ("yes", True), ("Approve", True), ({"approved": True}, True),
+    ({"type": "accept"}, True), (False, False), ("no", False), ("maybe", False),
+    (None, False), (3, False), ({"approved": "yes"}, False)])
+def test_read_answer_fails_closed(answer: Any, ok: bool) -> None:
+    """Only a clear yes approves; anything unreadable is a rejection."""
+    assert read_answer(answer).approved is ok
+
+
+def test_book_matches_bare_answers_to_what_was_asked() -> None:
+    """A "yes" given for Berlin never approves Munich; Munich is put to the human."""
+    book = ApprovalBook()
+    berlin, munich = _req("Berlin"), _req("Munich")
+    with pytest.raises(_Suspend):
+        book.resolve("c1", berlin, Replaying([]))
+    # the human said yes to Berlin; meanwhile the call became Munich (a replan)
+    ask = Replaying(["yes"])
+    with pytest.raises(_Suspend) as ei:
+        book.resolve("c1", munich, ask)
+    assert ei.value.args[0]["planfence.approval"]["args"] == {"city": "Munich"}
+    assert [r.id for r in book.asked("c1")] == [berlin.id, munich.id]
+    # the human approves Munich too: now it runs
+    v = book.resolve("c1", munich, Replaying(["yes", "yes"]))
+    assert v.approved and v.request == munich
+    # and had the call stayed Berlin, the first yes is Berlin's
+    assert book.resolve("c1", berlin, Replaying(["yes", "no"])).approved
+
+
+def test_book_forgotten_history_asks_again() -> None:
+    """After a restart the book is empty: a replayed bare yes approves nothing."""
+    book = ApprovalBook()
+    munich = _req("Munich")
+    with pytest.raises(_Suspend):
+        book.resolve("c1", munich, Replaying(["yes"]))  # that yes was for something else
+    v = book.resolve("c1", munich, Replaying(["yes", "yes"]))
+    assert v.approved
+    # an id-bearing answer is attributable anywhere
+    book2 = ApprovalBook()
+    assert book2.resolve("c9", munich, Replaying([munich.approve()])).approved
+    assert not book2.resolve("c8", munich, Replaying([munich.reject("too far")])).approved
+
+
+def test_sync_prompt_answers_what_it_was_asked() -> None:
+    """A synchronous prompt (``fresh_answers``) answers the request just shown."""
+    book = ApprovalBook()
+    v = book.resolve("c1", _req("Oslo"), lambda payload: "yes", fresh_answers=True)
+    assert v.approved
+
+
+def test_agent_execute_asks_before_running_and_binds_the_basis() -> None:
+    """``approve`` sees the authorized call (arguments and the versions read)."""
+    ws = Workspace({ORDER: "sales"})
+    ws.put(ORDER, {"city": "Berlin"})
+    agent = ws.agent("shipper")
+    rec = agent.read_record(ORDER)
+    assert rec is not None
+    asked: list[ApprovalRequest] = []
+
+    def approve(req: ApprovalRequest) -> bool:
+        asked.append(req)
+        return req.args == {"city": "Berlin"}
+
+    ok = agent.execute("ship", lambda city: city, {"city": "Berlin"}, depends_on={ORDER},
+                       approve=approve)
+    assert ok.executed and asked[0].basis == ((ORDER, rec.id),)
+    assert agent.approval_request(ok).id == asked[0].id
+    no = agent.execute("ship", lambda city: city, {"city": "Paris"}, depends_on={ORDER},
+                       approve=approve)
+    assert no.reason == "approval_rejected" and not no.executed
