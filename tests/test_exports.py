@@ -72,7 +72,7 @@ PINNED = {
     ],
     "icore.bench.micro": [
         "BEFORE_COMMITS_PER_S", "EXECUTORS", "PAPER_KIB_PER_ACTION", "PEERS", "SIZES",
-        "TRACES", "WRITERS", "Figures", "PeersResult", "SeamCase", "SeamFigure", "SeamSkip",
+        "TRACES", "WRITERS", "Figures", "Pair", "PeersResult", "SeamCase", "SeamFigure",
         "SeamWorld", "fence_cases", "percentile", "run_backends", "run_core_bench",
         "run_fig2_virtual", "run_otel_bench", "run_peers", "run_seam_bench",
         "run_state_bench", "run_validation", "size_label",
@@ -95,7 +95,7 @@ PINNED = {
         "AsyncUserReplanner", "Call", "Scope", "Stale", "UserReplanner", "Verdict",
         "Workspace", "WorkspaceError", "read_answer",
     ],
-    "icore.integrations.cost": ["seam_cases"],
+    "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [
         "RecordCheckpointSaver", "RecordStore", "RecordingHandler", "RootsFrom",
         "StateUpdate", "fenced_tool", "is_fenced", "recorded_node",

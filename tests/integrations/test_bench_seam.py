@@ -43,12 +43,12 @@ def test_command_runs_every_case(tmp_path: Path) -> None:
 
 def test_every_fenced_call_is_authorized_and_runs_the_tool() -> None:
     """The benchmark measures authorized calls: each fenced call ships once."""
-    cases, _ = seam_cases()
+    cases, _ = seam_cases(SeamWorld)
     w = SeamWorld()
     run_seam_bench(fence_cases(w), calls=4, rounds=2)
     # warm-up (4 per side) + 2 rounds x 2 calls per side, on 4 sides that ship
     assert w.shipped == 4 * (4 + 4)
-    assert len(cases) >= 2
+    assert len(cases) >= 1
 
 
 @pytest.mark.timeout(30)

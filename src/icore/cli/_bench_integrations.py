@@ -1,6 +1,6 @@
 """``icore bench integrations``: fenced vs unfenced calls per framework, in one run.
 
-Thin: the cases come from :func:`icore.integrations.cost.seam_cases`, the timing from
+Thin: the framework cases come from :func:`icore.integrations.cost.seam_cases`, the timing from
 :func:`icore.bench.micro.run_seam_bench` (issue 28 item 8).
 """
 
@@ -32,7 +32,7 @@ def bench_integrations(
     ``Fence.execute``, all over in-process owners (in-memory stores), every call
     authorized. Targets: LangGraph fenced <= 1.3x unfenced; aexecute <= 1.5x execute.
     """
-    from icore.bench.micro import run_seam_bench
+    from icore.bench.micro import SeamWorld, fence_cases, run_seam_bench
     from icore.integrations.cost import seam_cases
 
     console = Console(width=120)
@@ -41,7 +41,8 @@ def bench_integrations(
             typer.echo(f"error: --calls ({calls}) must be at least --rounds ({rounds})",
                        err=True)
             raise typer.Exit(2)
-        cases, skipped = seam_cases()
+        framework, skipped = seam_cases(SeamWorld)
+        cases = [*framework, *fence_cases(SeamWorld())]
         per = max(1, calls // rounds) * rounds * 2
         with Progress(TextColumn("{task.description:<36}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console,
@@ -58,8 +59,8 @@ def bench_integrations(
             table.add_row(f.name, f.base_label, f"{f.base_us:,.1f}", f.fenced_label,
                           f"{f.fenced_us:,.1f}", f"{f.ratio:.2f}x", verdict)
         console.print(table)
-        for s in skipped:
-            console.print(f"skipped {s.name}: {s.reason}")
+        for name, reason in skipped:
+            console.print(f"skipped {name}: {reason}")
         console.print("Figures from a shared machine vary between runs; compare the ratios "
                       "of one run (both sides are timed in alternating rounds).")
         if out is not None:
@@ -69,7 +70,7 @@ def bench_integrations(
                            "base_us": f.base_us, "fenced_us": f.fenced_us,
                            "ratio": f.ratio, "target": f.target, "met": f.met}
                           for f in figures],
-                "skipped": [{"name": s.name, "reason": s.reason} for s in skipped]},
+                "skipped": [{"name": n, "reason": r} for n, r in skipped]},
                 indent=2))
 
 

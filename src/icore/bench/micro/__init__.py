@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from icore.bench.micro._otel import run as run_otel_bench
     from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
     from icore.bench.micro._seam import (
+        Pair,
         SeamCase,
         SeamFigure,
-        SeamSkip,
         SeamWorld,
         fence_cases,
         run_seam_bench,
@@ -55,7 +55,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "run_validation", "size_label",
     ),
     "icore.bench.micro._peers": ("PEERS", "Figures", "PeersResult", "run_peers"),
-    "icore.bench.micro._seam": ("SeamCase", "SeamFigure", "SeamSkip", "SeamWorld",
+    "icore.bench.micro._seam": ("Pair", "SeamCase", "SeamFigure", "SeamWorld",
                                 "fence_cases", "run_seam_bench"),
 }
 """Front-door names by the module that defines them, imported on first use."""
@@ -94,10 +94,10 @@ __all__ = [
     "TRACES",
     "WRITERS",
     "Figures",
+    "Pair",
     "PeersResult",
     "SeamCase",
     "SeamFigure",
-    "SeamSkip",
     "SeamWorld",
     "fence_cases",
     "percentile",

@@ -10,8 +10,9 @@ derived from it, an executor replica and :class:`~icore.memory.LocalOwners` over
 in-memory stores (planfence App. A.3; owners reached in process).
 
 The framework cases (LangGraph, OpenAI Agents SDK, AG2) are built by
-:func:`icore.integrations.cost.seam_cases` (integrations sit above bench); this module holds
-the harness and the bare-fence cases. Figures are printed; nothing asserts a time.
+:func:`icore.integrations.cost.seam_cases` on a :class:`SeamWorld` it is handed
+(integrations sit above bench and import none of it); this module holds the harness and
+the bare-fence cases. Figures are printed; nothing asserts a time.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from icore.bench._checks import check_count
 from icore.fence import Fence, ProtectedTool, bind_action
@@ -33,6 +34,43 @@ Call = Callable[[], Any] | Callable[[], Awaitable[Any]]
 """One call of a side of a case: a sync function, or an ``async def`` one (awaited)."""
 
 ORDER, PLAN = "req/order-7", "plan/order-7"
+
+
+class Pair(Protocol):
+    """What :func:`measure` times: any object with a :class:`SeamCase`'s fields.
+
+    The framework cases of :mod:`icore.integrations.cost` are their own dataclass.
+    """
+
+    @property
+    def name(self) -> str:
+        """The row's label."""
+        ...
+
+    @property
+    def base_label(self) -> str:
+        """What the base side calls."""
+        ...
+
+    @property
+    def fenced_label(self) -> str:
+        """What the measured side calls."""
+        ...
+
+    @property
+    def base(self) -> Call:
+        """One call of the base side."""
+        ...
+
+    @property
+    def fenced(self) -> Call:
+        """One call of the measured side."""
+        ...
+
+    @property
+    def target(self) -> float | None:
+        """The highest acceptable ratio (None: no target)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -55,14 +93,6 @@ class SeamCase:
     base: Call
     fenced: Call
     target: float | None = None
-
-
-@dataclass(frozen=True)
-class SeamSkip:
-    """A case that could not be built (its framework is not installed, ...)."""
-
-    name: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -184,7 +214,7 @@ def _timed(fn: Call, n: int) -> float:
     return time.perf_counter() - t
 
 
-def measure(case: SeamCase, *, calls: int = 2000, rounds: int = 5,
+def measure(case: Pair, *, calls: int = 2000, rounds: int = 5,
             advance: Callable[[int], None] | None = None) -> SeamFigure:
     """Time both sides of ``case``: ``calls`` calls each, in ``rounds`` alternating rounds.
 
@@ -223,7 +253,7 @@ def measure(case: SeamCase, *, calls: int = 2000, rounds: int = 5,
                       case.target)
 
 
-def run_seam_bench(cases: Sequence[SeamCase], *, calls: int = 2000, rounds: int = 5,
+def run_seam_bench(cases: Sequence[Pair], *, calls: int = 2000, rounds: int = 5,
                    advance: Callable[[str, int], None] | None = None) -> list[SeamFigure]:
     """:func:`measure` every case in order; ``advance(case name, calls made)`` per step."""
     out = []
@@ -233,5 +263,5 @@ def run_seam_bench(cases: Sequence[SeamCase], *, calls: int = 2000, rounds: int 
     return out
 
 
-__all__ = ["SeamCase", "SeamFigure", "SeamSkip", "SeamWorld", "fence_cases", "measure",
+__all__ = ["Pair", "SeamCase", "SeamFigure", "SeamWorld", "fence_cases", "measure",
            "run_seam_bench"]

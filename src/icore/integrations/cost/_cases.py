@@ -1,34 +1,83 @@
 """The framework cases of ``icore bench integrations`` (issue 28 item 8).
 
 Each case times one framework's own call of a tool, without and with the fence, on the
-same in-process team (:class:`icore.bench.micro.SeamWorld`: in-memory stores reached
-through ``LocalOwners``), every fenced call authorized:
+in-process team the caller hands in (``icore bench integrations`` passes
+:class:`icore.bench.micro.SeamWorld`: in-memory stores reached through ``LocalOwners``),
+every fenced call authorized:
 
 =============================  ==================================================
 case                           the call
 =============================  ==================================================
 LangGraph tool.invoke          ``StructuredTool.invoke(args)`` (target <= 1.3x)
 OpenAI Agents function tool    ``await FunctionTool.on_invoke_tool(ctx, json)``
-AG2 function                   the registered function called as AG2 calls it
+AG2 function                   the fenced function called as AG2 calls it
 =============================  ==================================================
 
 A framework that is not installed (or whose drop-in refuses the installed version) is
-skipped with the reason.
+skipped with the reason. Integrations use only the public API of the layers they build
+on (design.md 2), so this module imports nothing of ``icore.bench``: the world is duck
+typed (:class:`World`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from icore.errors import IcoreError
-
-if TYPE_CHECKING:  # icore.bench is imported when the benchmark runs, not with the package
-    from icore.bench.micro import SeamCase, SeamSkip, SeamWorld
+from icore.fence import Fence
 
 
-def _ship_fn(world: SeamWorld) -> Callable[..., str]:
+class World(Protocol):
+    """The team a case gates against: a fence, D(a), roots binding ``ship(**args)``."""
+
+    @property
+    def fence(self) -> Fence:
+        """The executor's fence."""
+        ...
+
+    @property
+    def deps(self) -> Collection[str]:
+        """D(a) of ``ship``."""
+        ...
+
+    @property
+    def roots(self) -> Sequence[str]:
+        """L(a): the roots binding ``ship(**args)``."""
+        ...
+
+    @property
+    def args(self) -> Mapping[str, Any]:
+        """The arguments every call makes."""
+        ...
+
+    def ship(self, city: str) -> str:
+        """The tool's side effect."""
+        ...
+
+
+@dataclass(frozen=True)
+class FrameworkCase:
+    """One framework's unfenced and fenced call (the fields ``icore.bench.micro`` times).
+
+    Attributes:
+        name: the row's label.
+        base_label / fenced_label: what each side calls.
+        base / fenced: one call of each side (sync, or a coroutine function).
+        target: the highest acceptable ratio fenced / base (None: no target).
+    """
+
+    name: str
+    base_label: str
+    fenced_label: str
+    base: Callable[[], Any] | Callable[[], Awaitable[Any]]
+    fenced: Callable[[], Any] | Callable[[], Awaitable[Any]]
+    target: float | None = None
+
+
+def _ship_fn(world: World) -> Callable[..., str]:
     def ship(city: str) -> str:
         """Ship the order to a city."""
         return world.ship(city)
@@ -36,22 +85,20 @@ def _ship_fn(world: SeamWorld) -> Callable[..., str]:
     return ship
 
 
-def _langgraph(world: SeamWorld) -> SeamCase:
+def _langgraph(world: World) -> FrameworkCase:
     from langchain_core.tools import tool as as_tool
 
     from icore.integrations.langgraph import fenced_tool
 
     plain = as_tool(_ship_fn(world))
     safe = fenced_tool(plain, fence=world.fence, depends_on=world.deps,
-                       roots=lambda state, args: world.roots)
-    args = world.args
-    from icore.bench.micro import SeamCase
-
-    return SeamCase("LangGraph tool.invoke", "unfenced tool", "fenced_tool",
-                    lambda: plain.invoke(args), lambda: safe.invoke(args), target=1.3)
+                       roots=lambda state, args: list(world.roots))
+    args = dict(world.args)
+    return FrameworkCase("LangGraph tool.invoke", "unfenced tool", "fenced_tool",
+                         lambda: plain.invoke(args), lambda: safe.invoke(args), target=1.3)
 
 
-def _openai_agents(world: SeamWorld) -> SeamCase:
+def _openai_agents(world: World) -> FrameworkCase:
     from agents import function_tool
     from agents.tool_context import ToolContext
 
@@ -59,8 +106,8 @@ def _openai_agents(world: SeamWorld) -> SeamCase:
 
     plain = function_tool(_ship_fn(world))
     safe = fenced_function_tool(plain, fence=world.fence, depends_on=world.deps,
-                                roots=lambda ctx, args: world.roots)
-    raw = json.dumps(world.args)
+                                roots=lambda ctx, args: list(world.roots))
+    raw = json.dumps(dict(world.args))
     ctx: Any = ToolContext(context=None, tool_name=plain.name, tool_call_id="bench",
                            tool_arguments=raw)
 
@@ -70,50 +117,49 @@ def _openai_agents(world: SeamWorld) -> SeamCase:
     async def fenced() -> Any:
         return await safe.on_invoke_tool(ctx, raw)
 
-    from icore.bench.micro import SeamCase
-
-    return SeamCase("OpenAI Agents function tool", "unfenced FunctionTool",
-                    "fenced_function_tool", base, fenced)
+    return FrameworkCase("OpenAI Agents function tool", "unfenced FunctionTool",
+                         "fenced_function_tool", base, fenced)
 
 
-def _ag2(world: SeamWorld) -> SeamCase:
+def _ag2(world: World) -> FrameworkCase:
     from icore.integrations.ag2 import fenced_function
 
     plain = _ship_fn(world)
     safe = fenced_function(plain, fence=world.fence, depends_on=world.deps, context={},
-                           roots=lambda ctx, args: world.roots)
-    args = world.args
-    from icore.bench.micro import SeamCase
-
-    return SeamCase("AG2 function", "unfenced function", "fenced_function",
-                    lambda: plain(**args), lambda: safe(**args))
+                           roots=lambda ctx, args: list(world.roots))
+    args = dict(world.args)
+    return FrameworkCase("AG2 function", "unfenced function", "fenced_function",
+                         lambda: plain(**args), lambda: safe(**args))
 
 
-_FRAMEWORKS: tuple[tuple[str, Callable[[SeamWorld], SeamCase]], ...] = (
+FRAMEWORKS: tuple[tuple[str, Callable[[World], FrameworkCase]], ...] = (
     ("LangGraph tool.invoke", _langgraph),
     ("OpenAI Agents function tool", _openai_agents),
     ("AG2 function", _ag2),
 )
+"""(case name, builder) for every framework, in the benchmark's order."""
 
 
-def seam_cases() -> tuple[list[SeamCase], list[SeamSkip]]:
-    """The cases of ``icore bench integrations``: frameworks first, then the bare fence.
+def seam_cases(world: Callable[[], World]
+               ) -> tuple[list[FrameworkCase], list[tuple[str, str]]]:
+    """The framework cases of ``icore bench integrations``, each on a fresh ``world()``.
+
+    Args:
+        world: makes the in-process team a case gates against
+            (:class:`icore.bench.micro.SeamWorld`).
 
     Returns:
-        ``(cases, skipped)``: each framework's case when it can be built (each on a
-        fresh :class:`~icore.bench.micro.SeamWorld`), the bare-fence cases, and the
-        frameworks skipped with their reason.
+        ``(cases, skipped)``: each framework's case when it can be built, and
+        ``(name, reason)`` for each framework that cannot (not installed, or refused).
     """
-    from icore.bench.micro import SeamSkip, SeamWorld, fence_cases
-
-    cases: list[SeamCase] = []
-    skipped: list[SeamSkip] = []
-    for name, build in _FRAMEWORKS:
+    cases: list[FrameworkCase] = []
+    skipped: list[tuple[str, str]] = []
+    for name, build in FRAMEWORKS:
         try:
-            cases.append(build(SeamWorld()))
+            cases.append(build(world()))
         except (ImportError, IcoreError) as exc:  # not installed, or refused
-            skipped.append(SeamSkip(name, str(exc).splitlines()[0]))
-    return cases + fence_cases(SeamWorld()), skipped
+            skipped.append((name, str(exc).splitlines()[0]))
+    return cases, skipped
 
 
-__all__ = ["seam_cases"]
+__all__ = ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"]
