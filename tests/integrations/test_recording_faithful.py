@@ -178,3 +178,46 @@ def test_blocked_call_and_calls_numbered(tmp_path: Path) -> None:
     code, run = _audit(path, tmp_path / "rep", "invalid")
     assert code == 0 and [x["status"] for x in run["lineage"]] == ["valid", "blocked"]
     assert run["summary"]["replans"] == 0
+
+
+def test_high_level_api_run_records_faithfully(tmp_path: Path) -> None:
+    """The workspace API (agent mode): a stale call hands the model the fresh value, the
+    model's next call is the one replan (summary replans=1), each call's action record
+    and the versions it derives from are in the trace, every event is the shipper's,
+    and ``--fail-on invalid`` passes."""
+    from icore.workspace import Workspace
+
+    ws = Workspace({"order/42": "sales"})
+    ws.put("order/42", {"city": "Berlin"})
+    shipper = ws.agent("shipper")
+    shipper.read("order/42")
+    shipped: list[str] = []
+    rec = RunRecorder("ws", question="ship order 42")
+    rec.task("ship order 42")
+    guard = FenceGuard(agent=shipper, depends_on={"order/42"}, recorder=rec)
+    ws.put("order/42", {"city": "Munich"})  # another agent changes the order
+
+    def ship(city: str) -> str:
+        shipped.append(city)
+        return f"shipped to {city}"
+
+    first = guard.run("ship", ship, {"city": "Berlin"})
+    assert not first.executed and first.reason == "stale"
+    second = guard.run("ship", ship, {"city": "Munich"})
+    assert second.executed and shipped == ["Munich"]
+    rec.finish("shipper", "shipped to Munich")
+    decisions = [x["planfence"]["decision"] for x in rec.planfence
+                 if "decision" in x["planfence"]]
+    assert [(d["task"], d["outcome"], d["reason"]) for d in decisions][-1] == (
+        "ship-2", "authorized", "valid")
+    assert decisions[0]["task"] == "ship-1" and decisions[0]["reason"] == "stale"
+    records = {x["planfence"]["record"]["id"]: x["planfence"]["record"]
+               for x in rec.planfence if "record" in x["planfence"]}
+    actions = [r for r in records.values() if r["role"] == "action"]
+    assert len(actions) == 2 and all(r["parents"] for r in actions)
+    assert all(p in records for r in actions for p in r["parents"])
+    assert {e["agent"] for e in rec.events} - {"user"} == {"shipper"}
+    path = rec.write(tmp_path / "ws.jsonl")
+    code, run = _audit(path, tmp_path / "rep", "invalid")
+    assert code == 0 and run["summary"]["replans"] == 1
+    assert [x["status"] for x in run["lineage"]] == ["blocked", "valid"]
