@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -58,9 +59,10 @@ def bench_integrations(
                 f"≤ {f.target:g}x {'met' if f.met else 'MISSED'}")
             table.add_row(f.name, f.base_label, f"{f.base_us:,.1f}", f.fenced_label,
                           f"{f.fenced_us:,.1f}", f"{f.ratio:.2f}x", verdict)
+        table.columns[0].no_wrap = True
         console.print(table)
         for name, reason in skipped:
-            console.print(f"skipped {name}: {reason}")
+            console.print(f"skipped {escape(name)}: {escape(reason)}")
         console.print("Figures from a shared machine vary between runs; compare the ratios "
                       "of one run (both sides are timed in alternating rounds).")
         if out is not None:
