@@ -33,7 +33,7 @@ def bench_integrations(
     ``Fence.execute``, all over in-process owners (in-memory stores), every call
     authorized. Targets: LangGraph fenced <= 1.3x unfenced; aexecute <= 1.5x execute.
     """
-    from icore.bench.micro import SeamWorld, fence_cases, run_seam_bench
+    from icore.bench.micro import Pair, SeamWorld, fence_cases, run_seam_bench
     from icore.integrations.cost import seam_cases
 
     console = Console(width=120)
@@ -43,7 +43,7 @@ def bench_integrations(
                        err=True)
             raise typer.Exit(2)
         framework, skipped = seam_cases(SeamWorld)
-        cases = [*framework, *fence_cases(SeamWorld())]
+        cases: list[Pair] = [*framework, *fence_cases(SeamWorld())]
         per = max(1, calls // rounds) * rounds * 2
         with Progress(TextColumn("{task.description:<36}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console,
