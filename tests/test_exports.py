@@ -87,7 +87,8 @@ PINNED = {
     ],
     "icore.integrations": [
         "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
-        "RunRecorder", "Scope", "check_tool_function", "normalize_args", "signature_model",
+        "RunRecorder", "Scope", "active_recorder", "check_tool_function", "normalize_args",
+        "signature_model",
     ],
     "icore.workspace": [
         "ACTION_PREFIX", "APPROVAL_FIELD", "ARGS_NOT_JSON", "FACT_TYPE", "NOT_READ",

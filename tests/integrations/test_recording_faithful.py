@@ -221,3 +221,42 @@ def test_high_level_api_run_records_faithfully(tmp_path: Path) -> None:
     code, run = _audit(path, tmp_path / "rep", "invalid")
     assert code == 0 and run["summary"]["replans"] == 1
     assert [x["status"] for x in run["lineage"]] == ["blocked", "valid"]
+
+
+def test_openai_agents_fenced_tool_without_recorder_is_recorded(tmp_path: Path) -> None:
+    """OpenAI Agents SDK: a fenced tool built without ``recorder=`` inside ``recording``
+    records its gate decisions into the recording's recorder, once (the tracing
+    processor skips it), attributed to the calling agent."""
+    import asyncio
+
+    from agents import Agent, Runner, function_tool
+
+    from icore.integrations.openai_agents import fenced_function_tool, recording
+
+    mod = load_example("openai_agents_app")
+    trip = load_example("_trip").Trip()
+
+    @function_tool
+    def book(destination: str) -> str:
+        """Book a hotel."""
+        return trip.book(destination)
+
+    safe = fenced_function_tool(book, fence=trip.fence, depends_on={REQ},
+                                replan=trip.replan, agent="travel_agent")
+    model = mod.ScriptModel(iter([
+        [mod.function_call("book", {"destination": "Lisbon"}, call_id="c1")],
+        [mod.assistant_message("Booked.")]]))
+    agent = Agent(name="travel_agent", instructions="Book.", tools=[safe], model=model)
+    trip.revise("Porto")
+    rec = RunRecorder("oa")
+    with recording(rec, exclusive=True):
+        asyncio.run(Runner.run(agent, "book", context=mod.TripContext(
+            plan_roots=[trip.first_plan.id])))
+    assert trip.booked == ["Porto"]
+    decisions = [x["planfence"]["decision"] for x in rec.planfence
+                 if "decision" in x["planfence"]]
+    assert [d["reason"] for d in decisions] == ["stale", "valid"]
+    tools = [e for e in rec.events if e["kind"] == "tool_output"]
+    assert len(tools) == 1 and tools[0]["agent"] == "travel_agent"
+    code, run = _audit(rec.write(tmp_path / "oa.jsonl"), tmp_path / "rep", "invalid")
+    assert code == 0 and run["summary"]["replans"] == 1

@@ -33,8 +33,8 @@ from icore.integrations._normalize import (
     normalize_args,
     signature_model,
 )
-from icore.integrations._recorder import RunRecorder
+from icore.integrations._recorder import RunRecorder, active_recorder
 
 __all__ = ["AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
-           "RunRecorder", "Scope", "check_tool_function", "normalize_args",
-           "signature_model"]
+           "RunRecorder", "Scope", "active_recorder", "check_tool_function",
+           "normalize_args", "signature_model"]

@@ -23,7 +23,7 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _seam
 from icore.integrations._memory import Replicator
-from icore.integrations._recorder import RunRecorder
+from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.records import Lookup, RecordId
 from icore.workspace import Agent, Approver, Call, UserReplanner
 
@@ -246,12 +246,25 @@ class FenceGuard:
             return self.fence.lookup
         return self.fence.install.get if self.fence.install is not None else None
 
-    def _finish(self, name: str, res: ActionResult) -> Gated:
+    def _recorder(self, name: str) -> RunRecorder | None:
+        """``recorder=``, else the recording block's (:func:`active_recorder`).
+
+        The block's recorder is told that this guard records ``name``'s calls, so the
+        framework hooks skip them.
+        """
         if self.recorder is not None:
-            who = self.recorder.gate(self.agent, name, res, lookup=self._lookup())
+            return self.recorder
+        rec = active_recorder()
+        if rec is not None:
+            rec.fenced_tools.add(name)
+        return rec
+
+    def _finish(self, name: str, res: ActionResult) -> Gated:
+        rec = self._recorder(name)
+        if rec is not None:
+            who = rec.gate(self.agent, name, res, lookup=self._lookup())
             if res.executed:
-                self.recorder.tool_call(who, name, res.args, res.value,
-                                        replanned=res.replanned)
+                rec.tool_call(who, name, res.args, res.value, replanned=res.replanned)
         if res.executed:
             return Gated(res)
         msg = self.message(name, res)
@@ -262,16 +275,15 @@ class FenceGuard:
 
     def _finish_call(self, name: str, call: Call) -> Gated:
         res = call.result
-        if self.recorder is not None and res is not None:
-            who = self.recorder.gate(self.agent, name, res, lookup=self._lookup(),
-                                     args=call.args)
+        rec = self._recorder(name)
+        if rec is not None and res is not None:
+            who = rec.gate(self.agent, name, res, lookup=self._lookup(), args=call.args)
             if call.executed:
-                self.recorder.tool_call(who, name, call.args, call.value,
-                                        replanned=call.replanned)
-        elif self.recorder is not None:  # refused before the gate: recorded all the same
-            self.recorder.tool_call(self.agent or "executor", name, call.args,
-                                    f"REFUSED: {call.reason}: {call.detail}", error=True,
-                                    blocked=True)
+                rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
+        elif rec is not None:  # refused before the gate: recorded all the same
+            rec.tool_call(self.agent or "executor", name, call.args,
+                          f"REFUSED: {call.reason}: {call.detail}", error=True,
+                          blocked=True)
         if call.executed:
             return Gated(res, "", call)
         msg = call.message

@@ -44,7 +44,9 @@ import bisect
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,18 @@ MAX_CONTENT_CHARS = 20_000
 
 MAX_LINEAGE_RECORDS = 256
 """At most this many records of one call's lineage are written (roots first)."""
+
+
+_ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
+
+
+def active_recorder() -> RunRecorder | None:
+    """The recorder of the recording block this code runs in (:meth:`RunRecorder.active`).
+
+    A :class:`~icore.integrations.FenceGuard` built without ``recorder=`` records into it,
+    so a fenced tool never vanishes from a recorded run.
+    """
+    return _ACTIVE.get()
 
 
 def _text(value: Any) -> str:
@@ -119,6 +133,20 @@ class RunRecorder:
         self._plans = 0
         self._stale: dict[tuple[str, str], bool] = {}
         self._lock = threading.Lock()
+
+    @contextmanager
+    def active(self) -> Iterator[RunRecorder]:
+        """Make this the recorder of fenced tools built without ``recorder=`` in the block.
+
+        The framework recording contexts enter it (the OpenAI Agents SDK's ``recording``);
+        it follows the block's context (threads and tasks started inside inherit it as
+        Python's ``contextvars`` do).
+        """
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
 
     # ------------------------------------------------------------------ events
     def add(self, agent: str, kind: str, content: Any = "", *, at: float | None = None,

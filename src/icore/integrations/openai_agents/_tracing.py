@@ -189,7 +189,8 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
     else:
         provider.register_processor(proc)
     try:
-        yield proc
+        with recorder.active():  # fenced tools built without recorder= record here too
+            yield proc
     finally:
         proc.active = False
         if before is not None:
