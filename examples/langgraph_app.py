@@ -1,11 +1,12 @@
-"""A LangGraph ReAct graph whose tool is fenced by PlanFence and whose run is audited.
+"""An order-shipping LangGraph app fenced with icore's high-level API (issue 28).
 
-An ordinary graph (agent -> tools -> agent, a checkpointer) with LangChain's own scripted
-chat model. ``fenced_tool`` gates every ``book`` call against the plan in graph state
-(``plan_roots``): the first call's plan is stale, so it replans once and books the fresh
-destination, writing the fresh plan back into graph state; the second call meets a
-second change and is blocked: the model gets a ``ToolMessage`` with ``status="error"``.
-``RecordingHandler`` records the run; ``icore audit`` reads the file.
+A sales agent owns the orders; the shipper is a ReAct graph (agent -> tools -> agent)
+with LangChain's scripted chat model. The model reads order 42 (Berlin) and plans to
+ship it there; before the tool runs another agent changes the order to Munich. The stale
+Berlin call never runs: the model gets the fresh order as the tool error, and its one
+replan ships to Munich. Order 43 changes twice (the second time while the model
+replans): that call is blocked. Lines marked ``# icore`` are all it takes (the rest is
+the plain app); ``RecordingHandler`` additionally records the run for ``icore audit``.
 
 Run: ``python examples/langgraph_app.py [out.jsonl]``
 """
@@ -13,32 +14,29 @@ Run: ``python examples/langgraph_app.py [out.jsonl]``
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import tool
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _trip import REQ, Trip
 
 from icore.integrations import RunRecorder
 from icore.integrations.langgraph import (
     RecordCheckpointSaver,
     RecordingHandler,
-    fenced_tool,
+    fenced_tool,  # icore
 )
+from icore.workspace import Workspace  # icore
 
 
-class TripState(TypedDict):
-    """Graph state: the conversation and the plan's record ids."""
+class State(TypedDict):
+    """Graph state: the conversation."""
 
     messages: Annotated[list[AnyMessage], add_messages]
-    plan_roots: list[str]
 
 
 class ScriptedChat(GenericFakeChatModel):
@@ -48,61 +46,95 @@ class ScriptedChat(GenericFakeChatModel):
         return self
 
 
-def _call(dest: str, n: int) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": "book", "args": {"destination": dest},
-                                      "id": f"call-{n}"}])
+_IDS = iter(range(1, 1_000_000))
 
 
-def build(trip: Trip, recorder: RunRecorder) -> Any:
-    """The compiled graph (fenced tool, scripted model, icore checkpointer)."""
+def _calls(*calls: tuple[str, dict[str, Any]]) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"call-{next(_IDS)}"}
+                                     for n, a in calls])
 
-    @tool
-    def book(destination: str) -> str:
-        """Book a hotel in the destination city."""
-        return trip.book(destination)
 
-    safe_book = fenced_tool(book, fence=trip.fence, depends_on={REQ}, roots="plan_roots",
-                            replan=trip.replan, recorder=recorder,
-                            replicator=trip.replicator)
-    model = ScriptedChat(messages=trip.script(
-        _call("Lisbon", 1), _call("Porto", 2),
-        AIMessage("Booked Porto; the second booking was refused by PlanFence.")))
-    llm = model.bind_tools([safe_book])
+class Shop:
+    """The app: orders owned by sales, a shipper agent with two tools."""
 
-    def agent(state: TripState) -> dict[str, Any]:
+    def __init__(self) -> None:
+        self.ws = Workspace({"order/*": "sales"})  # icore: shared facts and their owner
+        self.ws.put("order/42", {"city": "Berlin"})  # icore (was ORDERS[42] = {...})
+        self.ws.put("order/43", {"city": "Rome"})  # icore
+        self.shipper = self.ws.agent("shipper")  # icore
+        self.shipped: list[str] = []
+
+    def change(self, order_id: int, city: str) -> None:
+        """Another agent changes an order (a compare-and-set write with retries)."""
+        self.ws.update(f"order/{order_id}", lambda o: {**o, "city": city})  # icore
+
+    def tools(self, recorder: RunRecorder | None = None) -> list[Any]:
+        """``get_order`` reads through the shipper's handle; ``ship`` is fenced."""
+
+        @tool
+        def get_order(order_id: int) -> dict[str, Any]:
+            """Read an order."""
+            return self.shipper.read(f"order/{order_id}")  # type: ignore[return-value]  # icore
+
+        @tool
+        def ship(order_id: int, city: str) -> str:
+            """Ship an order to a city."""
+            self.shipped.append(f"{order_id}:{city}")
+            return f"shipped order {order_id} to {city}"
+
+        safe_ship = fenced_tool(ship, agent=self.shipper,  # icore
+                                depends_on=lambda a: {f"order/{a['order_id']}"},  # icore
+                                recorder=recorder)  # records its gate decisions
+        return [get_order, safe_ship]
+
+    def script(self) -> Iterator[AIMessage]:
+        """The model's turns; the other agent acts between them."""
+        yield _calls(("get_order", {"order_id": 42}), ("get_order", {"order_id": 43}))
+        self.change(42, "Munich")  # after the plan, before the tool runs
+        self.change(43, "Paris")
+        yield _calls(("ship", {"order_id": 42, "city": "Berlin"}),
+                     ("ship", {"order_id": 43, "city": "Rome"}))  # both stale
+        self.change(43, "Milan")  # a second change while the model replans
+        yield _calls(("ship", {"order_id": 42, "city": "Munich"}),
+                     ("ship", {"order_id": 43, "city": "Paris"}))
+        yield AIMessage("Order 42 shipped to Munich; order 43 changed again and was not "
+                        "shipped.")
+
+
+def build(shop: Shop, recorder: RunRecorder | None = None) -> Any:
+    """The compiled ReAct graph (with icore's checkpointer: checkpoints are records)."""
+    tools = shop.tools(recorder)
+    llm = ScriptedChat(messages=shop.script()).bind_tools(tools)
+
+    def agent(state: State) -> dict[str, Any]:
         return {"messages": [llm.invoke(state["messages"])]}
 
-    g = StateGraph(TripState)
+    g = StateGraph(State)
     g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([safe_book]))
+    g.add_node("tools", ToolNode(tools))
     g.add_edge(START, "agent")
     g.add_conditional_edges("agent", tools_condition)
     g.add_edge("tools", "agent")
-    g.add_edge("agent", END)
     return g.compile(checkpointer=RecordCheckpointSaver.in_memory())
 
 
 def main(out: str | None = None) -> dict[str, Any]:
     """Run the graph once; print and return what happened."""
-    trip = Trip()
-    rec = RunRecorder("langgraph-trip", question="Book a hotel for trip 17")
-    app = build(trip, rec)
-    cfg: Any = {"configurable": {"thread_id": "trip-17"},
-                "callbacks": [RecordingHandler(rec)]}
-    final = app.invoke({"messages": [HumanMessage("Book a hotel for trip 17")],
-                        "plan_roots": [trip.first_plan.id]}, cfg)
-    tool_msgs = [m for m in final["messages"] if m.type == "tool"]
+    shop = Shop()
+    rec = RunRecorder("langgraph-orders", question="Ship orders 42 and 43")
+    app = build(shop, rec)
+    cfg: Any = {"configurable": {"thread_id": "orders"}, "callbacks": [RecordingHandler(rec)]}
+    final = app.invoke({"messages": [HumanMessage("Ship orders 42 and 43")]}, cfg)
+    tool_msgs = [m for m in final["messages"] if m.type == "tool" and m.name == "ship"]
     if out:
         rec.write(out)
-    audit = rec.audit()
     summary = {
-        "booked": trip.booked,
-        "tool_status": [m.status for m in tool_msgs],
-        "blocked_reason": tool_msgs[-1].content if tool_msgs else "",
-        "plan_in_state": final["plan_roots"] != [trip.first_plan.id],
+        "shipped": shop.shipped,
+        "ship_status": [m.status for m in tool_msgs],
+        "refusals": [str(m.content).split(":")[0] for m in tool_msgs if m.status == "error"],
         "checkpoints": len(list(app.checkpointer.list(cfg))),
         "events": rec.kinds(),
-        "audited_steps": len(audit.trace.steps),
+        "audited_steps": len(rec.audit().trace.steps),
     }
     print(summary)
     return summary

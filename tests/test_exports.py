@@ -93,8 +93,8 @@ PINNED = {
     "icore.workspace": [
         "ACTION_PREFIX", "APPROVAL_FIELD", "ARGS_NOT_JSON", "FACT_TYPE", "NOT_READ",
         "REJECTED", "Agent", "Answer", "ApprovalBook", "ApprovalRequest", "Approver",
-        "AsyncUserReplanner", "Call", "Scope", "Stale", "UserReplanner", "Verdict",
-        "Workspace", "WorkspaceError", "read_answer",
+        "AsyncUserReplanner", "Call", "RunningCall", "Scope", "Stale", "UserReplanner",
+        "Verdict", "Workspace", "WorkspaceError", "read_answer", "running_call",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [

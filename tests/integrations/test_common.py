@@ -180,9 +180,20 @@ def test_any_recorded_run_parses_as_recorded(events: list[tuple[str, str, str, A
 
 @pytest.mark.parametrize("framework", ["langgraph", "openai_agents", "ag2", "crewai"])
 def test_docs_page_starts_with_a_ten_line_snippet(framework: str) -> None:
-    """docs/integrations-<framework>.md opens with a <= 10-line snippet using the package."""
+    """docs/integrations-<framework>.md opens with a <= 10-line snippet using the package,
+    or (issue 28) shows a plain app and the diff that fences it: <= 10 added code lines."""
     page = SRC.parents[1] / "docs" / f"integrations-{framework.replace('_', '-')}.md"
-    text = page.read_text(encoding="utf-8").split("```python\n", 1)[1].split("```", 1)[0]
+    full = page.read_text(encoding="utf-8")
+    if "```diff\n" in full:
+        diff = full.split("```diff\n", 1)[1].split("```", 1)[0].splitlines()
+        added = [ln[1:] for ln in diff if ln.startswith("+") and ln[1:].strip()]
+        assert len(added) <= 10, added
+        assert any(f"from icore.integrations.{framework} import" in ln for ln in added)
+        plain = full.split("```python\n", 1)[1].split("```", 1)[0]
+        assert "icore" not in plain  # the plain app comes first
+        ast.parse("\n".join(ln[1:] for ln in diff if not ln.startswith("-")))
+        return
+    text = full.split("```python\n", 1)[1].split("```", 1)[0]
     assert len(text.splitlines()) <= 10
     assert f"from icore.integrations.{framework} import" in text
     ast.parse(text)

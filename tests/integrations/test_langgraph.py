@@ -189,30 +189,33 @@ def test_recorded_node_config_async_and_command() -> None:
 
 
 def test_example_app_runs_and_audits(tmp_path: Path) -> None:
-    """examples/langgraph_app.py: replan then block; the recorded run audits."""
+    """examples/langgraph_app.py: stale never runs, one replan ships, a second change
+    blocks; the recorded run audits."""
     out = load_example("langgraph_app").main(str(tmp_path / "run.jsonl"))
-    assert out["booked"] == ["Porto"] and out["tool_status"] == ["success", "error"]
-    assert "second_change" in out["blocked_reason"] and out["plan_in_state"]
-    assert out["checkpoints"] > 0 and "plan" in out["events"]
+    assert out["shipped"] == ["42:Munich"]
+    assert out["ship_status"] == ["error", "error", "success", "error"]
+    assert [r.split("(")[1].rstrip(")") for r in out["refusals"]] == [
+        "stale", "stale", "second_change"]
+    assert out["checkpoints"] > 0 and "thought" in out["events"]
     trace = load_jsonl(tmp_path / "run.jsonl")
     assert len(trace.steps) == out["audited_steps"]
-    assert "langgraph-trip" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
+    assert "langgraph-orders" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
 
 
 def test_react_graph_under_ainvoke_with_the_record_checkpointer() -> None:
     """The same ReAct graph run async: async checkpointer, async fenced tool path."""
     mod = load_example("langgraph_app")
-    trip = load_example("_trip").Trip()
+    shop = mod.Shop()
     rec = RunRecorder("async")
-    app = mod.build(trip, rec)
+    app = mod.build(shop, rec)
     cfg: Any = {"configurable": {"thread_id": "a"}, "callbacks": [mod.RecordingHandler(rec)]}
-    final = asyncio.run(app.ainvoke({"messages": [mod.HumanMessage("book")],
-                                     "plan_roots": [trip.first_plan.id]}, cfg))
-    assert trip.booked == ["Porto"]
-    assert [m.status for m in final["messages"] if m.type == "tool"] == ["success", "error"]
+    final = asyncio.run(app.ainvoke({"messages": [mod.HumanMessage("ship")]}, cfg))
+    assert shop.shipped == ["42:Munich"]
+    assert [m.status for m in final["messages"] if m.type == "tool" and m.name == "ship"] \
+        == ["error", "error", "success", "error"]
     tup = asyncio.run(app.checkpointer.aget_tuple(cfg))
-    assert tup is not None and tup.checkpoint["channel_values"]["plan_roots"] == \
-        final["plan_roots"]
+    assert tup is not None and len(tup.checkpoint["channel_values"]["messages"]) == \
+        len(final["messages"])
 
 
 def test_content_and_artifact_tool_keeps_its_artifact(trip: Any) -> None:

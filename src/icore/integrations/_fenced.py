@@ -282,7 +282,7 @@ class FenceGuard:
                 rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
         elif rec is not None:  # refused before the gate: recorded all the same
             rec.tool_call(self.agent or "executor", name, call.args,
-                          f"REFUSED: {call.reason}: {call.detail}", error=True,
+                          f"BLOCKED: {call.reason}: {call.detail}", error=True,
                           blocked=True)
         if call.executed:
             return Gated(res, "", call)

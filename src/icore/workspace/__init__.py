@@ -27,9 +27,11 @@ from icore.workspace._agent import (
     Approver,
     AsyncUserReplanner,
     Call,
+    RunningCall,
     Scope,
     Stale,
     UserReplanner,
+    running_call,
 )
 from icore.workspace._approval import (
     APPROVAL_FIELD,
@@ -56,6 +58,7 @@ __all__ = [
     "Approver",
     "AsyncUserReplanner",
     "Call",
+    "RunningCall",
     "Scope",
     "Stale",
     "UserReplanner",
@@ -63,4 +66,5 @@ __all__ = [
     "Workspace",
     "WorkspaceError",
     "read_answer",
+    "running_call",
 ]

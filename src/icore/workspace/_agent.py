@@ -188,9 +188,41 @@ class _Run:
     root: Record
     basis: dict[str, Record]
     approve: Approver | None
+    action: str = ""
 
 
 _CURRENT: contextvars.ContextVar[_Run] = contextvars.ContextVar("icore_workspace_run")
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """The protected call running in this context (inside the tool function).
+
+    Attributes:
+        action: the tool's name.
+        record: the action record that authorized it (after a replan: the fresh one).
+        basis: key -> the version of each fact of D(a) the call derives from.
+    """
+
+    action: str
+    record: Record
+    basis: Mapping[str, Record]
+
+    def request(self, args: Mapping[str, Any]) -> ApprovalRequest:
+        """The :class:`ApprovalRequest` of this call with ``args`` (normalised)."""
+        return ApprovalRequest.of(self.action, args, [self.basis[k] for k in sorted(self.basis)])
+
+
+def running_call() -> RunningCall | None:
+    """The protected call whose tool function is running in this context, else None.
+
+    For integrations that must know, inside the tool, which action record authorized the
+    call (e.g. to bind a question the tool body puts to a human).
+    """
+    cur = _CURRENT.get(None)
+    if cur is None:
+        return None
+    return RunningCall(cur.action, cur.root, dict(cur.basis))
 
 
 def _check(run: _Run, action: str, args: Mapping[str, Any]) -> None:
@@ -260,6 +292,7 @@ class Agent:
             OrderedDict()
         self._actions: OrderedDict[RecordId, Record] = OrderedDict()
         self._tools: dict[tuple[str, bool], tuple[Any, ProtectedTool]] = {}
+        self._static: dict[str, tuple[Any, frozenset[str]]] = {}
         self._seq = itertools.count(1)
         self._lock = threading.RLock()
         self.log = DecisionLog()
@@ -438,11 +471,17 @@ class Agent:
                  depends_on: Scope, turn: Hashable | None, approve: Approver | None,
                  is_async: bool) -> tuple[ProtectedTool, _Plan] | Call:
         tool = self._tool(action, depends_on, is_async)
-        try:
-            deps = tool.scope(args)
-        except DeclarationError as exc:
-            return Call(action, False, reason=Reason.INCOMPLETE_DECLARATION.value,
-                        args=dict(args), detail=str(exc))
+        static = self._static.get(action) if not callable(depends_on) else None
+        if static is not None and static[0] is depends_on:
+            deps = static[1]  # the fence checks the full declaration again
+        else:
+            try:
+                deps = tool.scope(args)
+            except DeclarationError as exc:
+                return Call(action, False, reason=Reason.INCOMPLETE_DECLARATION.value,
+                            args=dict(args), detail=str(exc))
+            if not callable(depends_on):
+                self._static[action] = (depends_on, deps)
         basis = self._basis(turn)
         missing = sorted(k for k in deps if k not in basis)
         if missing:
@@ -461,7 +500,7 @@ class Agent:
         canon = rec.content[  # type: ignore[index, call-overload]
             "planfence.action"]["args"]
         plan = _Plan(action, deps, mine, rec, canon, replan_call,
-                     _Run(fn, rec, mine, approve))
+                     _Run(fn, rec, mine, approve, action))
         return tool, plan
 
     def _hand_over(self, plan: _Plan) -> Callable[[ReplanRequest], Replan | None]:

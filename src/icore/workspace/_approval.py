@@ -180,6 +180,14 @@ class ApprovalBook:
             while len(self._asked) > self.max_calls:
                 self._asked.popitem(last=False)
 
+    def note(self, call: Hashable, request: ApprovalRequest) -> None:
+        """Remember that ``request`` was put to the human for ``call`` (next index).
+
+        For a question the framework asked by other means (e.g. the tool body's own
+        ``interrupt``), so the answer delivered at that index is attributed to it.
+        """
+        self._append(call, request)
+
     def forget(self, call: Hashable) -> None:
         """Drop ``call``'s history (after it ran or was refused for good)."""
         with self._lock:

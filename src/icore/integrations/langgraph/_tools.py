@@ -2,58 +2,82 @@
 
 :func:`fenced_tool` returns a ``StructuredTool`` with the wrapped tool's name, description
 and the exact parameter schema the model sees. The wrapper adds one injected argument
-(LangGraph's ``runtime: ToolRuntime``, hidden from the model) to read the plan roots from
-graph state and the tool call's id. Each call:
+(LangGraph's ``runtime: ToolRuntime``, hidden from the model) to read graph state and the
+tool call's id. Each call:
 
-1. takes L(a) from graph state (``roots="plan_roots"``: a state key holding record ids) or
-   from a function of (state, arguments);
-2. runs the PlanFence protected action over D(a) with the model's arguments (sync
-   ``invoke`` and async ``ainvoke``; ``async def`` tools and replanners work);
-3. executed: returns the tool's result; executed after the one replan: returns a
+1. normalises the model's arguments through the tool's own schema (defaults applied,
+   ``date``/``UUID``/``Enum``/``Decimal``/nested models in their JSON form);
+2. **agent mode** (``agent=ws.agent("shipper")``, the high-level API): builds the call's
+   action record from the versions that agent read of D(a), bound to the arguments;
+   calls of one model message share the reads that message came from. **Fence mode**
+   (``fence=``): takes L(a) from graph state (``roots="plan_roots"``) or
+   ``roots(state, args)``; the plan's bound arguments are normalised the same way;
+3. runs the PlanFence protected action (sync ``invoke`` and async ``ainvoke``); once
+   authorized the wrapped tool's own ``_run`` / ``_arun`` runs once (not its ``invoke``);
+   with ``approval=True`` the call is first put to the human with LangGraph's
+   ``interrupt``, bound to its arguments and the versions it derives from;
+4. executed: returns the tool's result; in fence mode after the one replan: a
    ``Command`` whose update writes the fresh roots (and ``state_update(gated)``) back
    into graph state, with the ``ToolMessage``;
-4. blocked: raises LangChain's ``ToolException``, which the tool (``handle_tool_error``)
-   turns into a ``ToolMessage`` with ``status="error"`` and the reason, or raises
-   :class:`~icore.errors.ActionBlocked` with ``on_block="raise"``.
+5. blocked: raises LangChain's ``ToolException``, which the tool turns into a
+   ``ToolMessage`` with ``status="error"`` and the reason (a stale call's fresh values
+   included), or raises :class:`~icore.errors.ActionBlocked` with ``on_block="raise"``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import inspect
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, get_type_hints
 
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.tools import tool as as_tool
+from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 from pydantic import BaseModel, create_model
 
 from icore.errors import IntegrationError
-from icore.fence import Fence
-from icore.integrations import AnyReplanner, FenceGuard, Gated, OnBlock, Replicator, RunRecorder
+from icore.fence import Fence, ProtectedTool
+from icore.integrations import (
+    AnyReplanner,
+    ArgNormalizer,
+    FenceGuard,
+    Gated,
+    OnBlock,
+    Replicator,
+    RunRecorder,
+    check_tool_function,
+)
 from icore.integrations import Scope as _Scope
 from icore.integrations.langgraph._record import recorder_in
-from icore.records import RecordId
+from icore.records import JSONValue, RecordId
+from icore.workspace import Agent, ApprovalRequest, UserReplanner, running_call
 
 RootsFrom = str | Callable[[Any, Mapping[str, Any]], Sequence[RecordId] | None]
-"""A graph-state key holding L(a), or ``f(state, args) -> L(a)``."""
+"""A graph-state key holding L(a), or ``f(state, args) -> L(a)`` (fence mode)."""
 StateUpdate = Callable[[Gated], Mapping[str, Any]]
 """Extra graph-state updates after a replan (e.g. the fresh destination)."""
 
 _RUNTIME = "runtime"
+_FW = "langgraph"
+_MAX_SUSPENDED = 4096
 
 
 def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
     if isinstance(tool, BaseTool):
+        for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
+            if fn is not None:
+                check_tool_function(fn, framework=_FW, tool=tool.name)
         return tool
-    if callable(tool):
-        # the decorator keeps the signature, so the schema is the function's parameters
-        return as_tool(tool)
-    raise IntegrationError("fenced_tool needs a LangChain tool or a function",
-                           framework="langgraph", got=type(tool).__name__)
+    check_tool_function(tool, framework=_FW)
+    # the decorator keeps the signature, so the schema is the function's parameters
+    return as_tool(tool)
 
 
 def _state_get(state: Any, key: str) -> Any:
@@ -62,28 +86,108 @@ def _state_get(state: Any, key: str) -> Any:
     return getattr(state, key, None)
 
 
+def _extras(fn: Callable[..., Any]) -> tuple[bool, str | None]:
+    """Whether ``fn`` takes ``run_manager``, and the name of its config parameter."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False, None
+    cfg = "config" if "config" in params else None
+    if cfg is None:
+        try:
+            hints = get_type_hints(fn)
+        except Exception:
+            hints = {}
+        cfg = next((n for n, t in hints.items() if t is RunnableConfig), None)
+    return "run_manager" in params, cfg
+
+
+class _Direct:
+    """Calls the wrapped tool once, below its ``invoke``.
+
+    A ``StructuredTool``'s own function / coroutine, else the tool's ``_run`` / ``_arun``.
+    """
+
+    def __init__(self, base: BaseTool) -> None:
+        self.base = base
+        func = getattr(base, "func", None) if isinstance(base, StructuredTool) else None
+        coro = getattr(base, "coroutine", None) if isinstance(base, StructuredTool) else None
+        self.func: Callable[..., Any] | None = func
+        self.coro: Callable[..., Any] | None = coro
+        # config slots are found once here (LangChain looks them up on every call)
+        self.sync_rm, self.sync_cfg = (False, _extras(func)[1]) if func is not None \
+            else _extras(base._run)
+        if coro is not None:
+            self.async_rm, self.async_cfg = False, _extras(coro)[1]
+        else:
+            own_arun = type(base)._arun is not BaseTool._arun
+            self.async_rm, self.async_cfg = (_extras(base._arun) if own_arun and func is None
+                                             else (self.sync_rm, self.sync_cfg))
+
+    def _kw(self, args: Mapping[str, Any], injected: Mapping[str, Any], config: Any,
+            rm: bool, cfg: str | None) -> dict[str, Any]:
+        kw = {**args, **injected}
+        if rm:
+            kw["run_manager"] = None
+        if cfg is not None:
+            kw[cfg] = config if config is not None else {}
+        return kw
+
+    def run(self, args: Mapping[str, Any], injected: Mapping[str, Any], config: Any) -> Any:
+        """The tool's function (or ``_run``) with the arguments and its config slot."""
+        kw = self._kw(args, injected, config, self.sync_rm, self.sync_cfg)
+        if self.func is not None:
+            return self.func(**kw)
+        return self.base._run(**kw)
+
+    async def arun(self, args: Mapping[str, Any], injected: Mapping[str, Any],
+                   config: Any) -> Any:
+        """The tool's coroutine (or ``_arun``; a sync function runs on the loop)."""
+        kw = self._kw(args, injected, config, self.async_rm, self.async_cfg)
+        if self.coro is not None:
+            return await self.coro(**kw)
+        if self.func is not None:
+            return self.func(**kw)
+        return await self.base._arun(**kw)
+
+
 class _Fenced:
     """One fenced LangGraph tool's call plumbing, shared by its sync and async runners.
 
     Args:
         tool: the wrapped tool.
         guard: the :class:`~icore.integrations.FenceGuard` that gates each call.
-        roots: the state field holding the plan roots L(a), or a function of
-            ``(state, args)`` returning them.
+        roots: fence mode: the state field holding the plan roots L(a), or a function
+            of ``(state, args)`` returning them.
         state_update: extra graph-state updates after a replanned call.
         own_runtime: True when the wrapped tool declares the injected runtime itself.
         model_fields: the argument names the model supplies (the rest are injected).
+        approval: put each authorized call to the human (``interrupt``) before it runs.
     """
 
     def __init__(self, tool: BaseTool, guard: FenceGuard, roots: RootsFrom,
                  state_update: StateUpdate | None, own_runtime: bool,
-                 model_fields: frozenset[str]) -> None:
+                 model_fields: frozenset[str], approval: bool) -> None:
         self.tool = tool
         self.guard = guard
         self.roots = roots
         self.state_update = state_update
         self.own_runtime = own_runtime
         self.model_fields = model_fields
+        self.approval = approval
+        self.direct = _Direct(tool)
+        schema: Any = tool.tool_call_schema  # the model-facing fields only (no injected)
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            schema = tool.args_schema
+        assert isinstance(schema, type) and issubclass(schema, BaseModel)
+        self.norm = ArgNormalizer(schema, name=tool.name, fields=model_fields, framework=_FW)
+        self.protected = ProtectedTool(lambda **_: None, depends_on=("-",), name=tool.name)
+        self.suspended: OrderedDict[Hashable, ApprovalRequest] = OrderedDict()
+
+    @property
+    def agent_mode(self) -> bool:
+        """Whether the guard builds action records itself (a workspace agent)."""
+        return self.guard.handle is not None
 
     def split(self, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
         """Split a call's keyword arguments into ``(runtime, model args, injected args)``.
@@ -98,36 +202,100 @@ class _Fenced:
         return runtime, model, injected
 
     def plan_roots(self, runtime: Any, args: Mapping[str, Any]) -> Sequence[RecordId] | None:
-        """The plan roots L(a) of this call, from the graph state; None when there are none.
+        """Fence mode: the plan roots L(a) of this call from the graph state (None: none).
 
-        With no roots the gate blocks the call (reason ``no_roots``: no plan authorizes
-        it yet).
+        With no roots the gate blocks the call (no plan authorizes it yet).
+
+        Raises:
+            IntegrationError: the state field (or ``roots()``) gives a str or another
+                non-list: one record id is not L(a).
         """
         state = getattr(runtime, "state", None)
         if isinstance(self.roots, str):
             got = _state_get(state, self.roots) if state is not None else None
-            return list(got) if got else None
-        return self.roots(state, args)
+            source = self.roots
+        else:
+            got, source = self.roots(state, args), "roots()"
+        if not got:
+            return None
+        if isinstance(got, str | bytes) or not isinstance(got, list | tuple):
+            raise IntegrationError("the plan roots must be a list of record ids",
+                                   framework=_FW, tool=self.tool.name, source=source,
+                                   got=type(got).__name__,
+                                   fix="store [record.id] in the state, not record.id")
+        return list(got)
 
-    def payload(self, args: Mapping[str, Any], injected: Mapping[str, Any],
-                call_id: str | None) -> Any:
-        """What the wrapped tool is invoked with: a ``tool_call`` dict when the call has an id.
+    @staticmethod
+    def turn(runtime: Any, call_id: str | None) -> Hashable | None:
+        """The model message a call came from: its thread and its tool calls' ids."""
+        if call_id is None:
+            return None
+        state = getattr(runtime, "state", None)
+        msgs = _state_get(state, "messages") if state is not None else None
+        cfg = getattr(runtime, "config", None) or {}
+        thread = (cfg.get("configurable") or {}).get("thread_id")
+        if isinstance(msgs, Sequence):
+            for m in reversed(msgs):
+                calls = getattr(m, "tool_calls", None)
+                if calls and any(c.get("id") == call_id for c in calls):
+                    # add_messages gives every message an id; tool-call ids may repeat
+                    return (thread, getattr(m, "id", None),
+                            tuple(str(c.get("id")) for c in calls))
+        return (thread, None, (call_id,))
 
-        With an id the tool returns a ``ToolMessage`` (LangGraph's convention); without
-        one, the plain merged arguments.
+    def plan_args(self, norm_args: dict[str, JSONValue],
+                  roots: Sequence[RecordId] | None) -> Mapping[str, Any]:
+        """Fence mode: the plan's bound arguments when they normalise to the call's.
+
+        The fence then compares them byte for byte with what the root binds; otherwise the
+        call's normal form is passed and the fence names the real mismatch.
         """
-        merged = {**args, **injected}
-        if call_id is not None:
-            return {"type": "tool_call", "name": self.tool.name, "args": merged,
-                    "id": call_id}
-        return merged
+        if not roots:
+            return norm_args
+        bound = self.guard.fence.bound_args(self.protected, roots)
+        if bound is None:
+            return norm_args
+        try:
+            same = self.norm(bound) == norm_args
+        except IntegrationError:
+            same = False
+        return bound if same else norm_args
+
+    def approver(self, key: Hashable) -> Callable[[ApprovalRequest], bool] | None:
+        """The check before an authorized call runs: approvals bound to the call.
+
+        None (no check) unless ``approval=True`` or this call's body suspended earlier
+        with its own question (then an answer given for another call is not reused).
+        """
+        book = self.guard.handle.approvals if self.guard.handle is not None else None
+        prior = self.suspended.get(key)
+        if book is None or (not self.approval and prior is None):
+            return None
+
+        def approve(req: ApprovalRequest) -> bool:
+            if not self.approval and (prior is None or prior.id == req.id):
+                return True  # the tool's own question was asked for exactly this call
+            if not self.approval and not book.asked(key):
+                book.note(key, prior)  # type: ignore[arg-type]  # not None here
+            return book.resolve(key, req, interrupt).approved
+
+        return approve
+
+    def suspend(self, key: Hashable, args: Mapping[str, Any]) -> None:
+        """The tool body interrupted (its own question): remember which call it was for."""
+        cur = running_call()
+        if cur is None or key in self.suspended:
+            return
+        self.suspended[key] = cur.request(args)
+        while len(self.suspended) > _MAX_SUSPENDED:
+            self.suspended.popitem(last=False)
 
     def out(self, gated: Gated, runtime: Any) -> Any:
         """The tool's answer to LangGraph for a gated call.
 
-        After a replan (planfence App. A.3) it is a ``Command`` that also writes the new
-        plan roots and ``state_update``'s fields into the graph state; otherwise the
-        tool's value unchanged.
+        Fence mode, after a replan (planfence App. A.3): a ``Command`` that also writes
+        the new plan roots and ``state_update``'s fields into the graph state; otherwise
+        the tool's value unchanged.
 
         Raises:
             ToolException: the gate blocked the call (the tool did not run); its message
@@ -139,7 +307,7 @@ class _Fenced:
         if not gated.replanned:
             return value
         update: dict[str, Any] = {}
-        if isinstance(self.roots, str):
+        if isinstance(self.roots, str) and not self.agent_mode:
             update[self.roots] = list(gated.roots)
         if self.state_update is not None:
             update.update(self.state_update(gated))
@@ -152,8 +320,13 @@ class _Fenced:
                            update={**inner, **update})
         if call_id is None:  # invoked outside a ToolNode: nowhere to write state
             return value
-        msg = value if isinstance(value, ToolMessage) else ToolMessage(
-            content=str(value), tool_call_id=call_id, name=self.tool.name)
+        if self.tool.response_format == "content_and_artifact" and isinstance(value, tuple):
+            content, artifact = value
+            msg = ToolMessage(content=str(content), artifact=artifact,
+                              tool_call_id=call_id, name=self.tool.name)
+        else:
+            msg = value if isinstance(value, ToolMessage) else ToolMessage(
+                content=str(value), tool_call_id=call_id, name=self.tool.name)
         return Command(update={**update, "messages": [msg]})
 
 
@@ -173,46 +346,71 @@ def _recording(guard: FenceGuard, runtime: Any) -> FenceGuard:
     return g
 
 
-def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on: _Scope,
-                roots: RootsFrom = "plan_roots", replan: AnyReplanner | None = None,
-                recorder: RunRecorder | None = None, agent: str | None = None,
-                on_block: OnBlock = "error", state_update: StateUpdate | None = None,
-                replicator: Replicator | None = None) -> StructuredTool:
+def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
+                agent: str | Agent | None = None, fence: Fence | None = None,
+                roots: RootsFrom = "plan_roots",
+                replan: AnyReplanner | UserReplanner | None = None,
+                recorder: RunRecorder | None = None, on_block: OnBlock = "error",
+                state_update: StateUpdate | None = None,
+                replicator: Replicator | None = None, approval: bool = False
+                ) -> StructuredTool:
     """Wrap a LangChain/LangGraph tool so every call passes the PlanFence gate.
 
     Args:
         tool: a ``BaseTool`` (``@tool``, sync or ``async def``) or a plain function (its
             signature becomes the schema).
-        fence: the executor's :class:`~icore.fence.Fence`.
         depends_on: D(a): keys, or a function of the call's arguments returning them.
-        roots: where L(a) comes from: a graph-state key holding the plan's record ids
-            (default ``"plan_roots"``), or ``f(state, args)`` returning them.
-        replan: the one replan (sync or ``async def``); without it a change blocks.
+        agent: a workspace agent (``ws.agent("shipper")``, the high-level API: the call
+            itself is the plan), or - with ``fence`` - the agent id events are
+            attributed to (default: the node whose model turn asked for the call, as
+            the recorder saw it).
+        fence: the low-level API: the executor's :class:`~icore.fence.Fence`; plans come
+            from ``roots``.
+        roots: fence mode: where L(a) comes from: a graph-state key holding the plan's
+            record ids (default ``"plan_roots"``), or ``f(state, args)``.
+        replan: agent mode: a :data:`~icore.workspace.UserReplanner` returning new
+            arguments from the fresh values (default: the model gets the fresh values
+            as the tool error and its next call is the one replan); fence mode: the one
+            replan (sync or ``async def``), without it a change blocks.
         recorder: records gate decisions, the replan and the tool call (default: the
             recorder of a :class:`RecordingHandler` among the run's callbacks, if any).
-        agent: the agent id events are attributed to (default: the node whose model
-            turn asked for the call, as the recorder saw it).
         on_block: ``"error"``: the model gets a ``ToolMessage`` with ``status="error"``;
             ``"raise"``: :class:`~icore.errors.ActionBlocked` escapes the ``ToolNode``.
-        state_update: after a replan, extra graph-state updates (the fresh roots are
-            written to the ``roots`` key anyway).
+        state_update: after a replan, extra graph-state updates (fence mode also writes
+            the fresh roots to the ``roots`` key).
         replicator: names keys, not record ids, in a block's message.
+        approval: agent mode: put every authorized call to the human with LangGraph's
+            ``interrupt`` (payload: :meth:`~icore.workspace.ApprovalRequest.payload`;
+            resume with ``Command(resume=True)`` or ``request.approve()``) before it
+            runs; an answer counts only for the exact arguments and fact versions it was
+            given for (needs a checkpointer).
 
     Returns:
         A ``StructuredTool`` with the original name, description and model-facing
         schema, usable in ``ToolNode`` / ``create_react_agent`` / ``bind_tools``.
 
     Raises:
-        IntegrationError: ``tool`` is not a tool or function, its ``args_schema`` is not a
-            pydantic model, or ``on_block`` is invalid.
+        IntegrationError: ``tool`` is not a tool or function (None, a class, a
+            ``functools.partial``), takes ``*args`` / ``**kwargs``, its ``args_schema`` is
+            not a pydantic model; neither ``agent`` (a workspace agent) nor ``fence`` is
+            given; ``depends_on`` is a str, empty or names keys without an owner;
+            ``roots`` is neither a state key nor a function; ``approval`` without a
+            workspace agent; ``on_block`` is invalid.
     """
     base = _as_base_tool(tool)
     schema = base.args_schema
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         raise IntegrationError("the tool's args_schema must be a pydantic model",
-                               framework="langgraph", tool=base.name)
+                               framework=_FW, tool=base.name)
+    if not (isinstance(roots, str) and roots) and not callable(roots):
+        raise IntegrationError("roots= names a graph-state key or is f(state, args)",
+                               framework=_FW, tool=base.name, got=type(roots).__name__)
     guard = FenceGuard(fence=fence, depends_on=depends_on, replan=replan, recorder=recorder,
                        agent=agent, on_block=on_block, replicator=replicator)
+    if approval and guard.handle is None:
+        raise IntegrationError("approval=True needs a workspace agent (agent=ws.agent(...))",
+                               framework=_FW, tool=base.name)
+    guard.claim(base.name)
     own_runtime = _RUNTIME in schema.model_fields
     wrapped_schema: type[BaseModel] = schema if own_runtime else create_model(
         schema.__name__, __base__=schema, __doc__=schema.__doc__,
@@ -220,44 +418,86 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, fence: Fence, depends_on
     call_schema = base.tool_call_schema
     model_fields = frozenset(call_schema.model_fields if isinstance(call_schema, type)
                              and issubclass(call_schema, BaseModel) else ())
-    f = _Fenced(base, guard, roots, state_update, own_runtime, model_fields)
+    f = _Fenced(base, guard, roots, state_update, own_runtime, model_fields, approval)
+    agent_mode = guard.handle is not None
+
+    def prepare(kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any],
+                                                 dict[str, JSONValue], str | None]:
+        runtime, args, injected = f.split(kwargs)
+        try:
+            norm = f.norm(args)
+        except IntegrationError as exc:
+            raise ToolException(f"PlanFence refused {base.name}: {exc}") from None
+        return runtime, args, injected, norm, getattr(runtime, "tool_call_id", None)
+
+    def python_args(a: Mapping[str, Any], args: dict[str, Any],
+                    norm: dict[str, JSONValue]) -> Mapping[str, Any]:
+        return args if a == norm else f.norm.to_python(a)
 
     def run_sync(**kwargs: Any) -> Any:
-        runtime, args, injected = f.split(kwargs)
-        call_id = getattr(runtime, "tool_call_id", None)
+        runtime, args, injected, norm, call_id = prepare(kwargs)
+        config = getattr(runtime, "config", None)
+        key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
 
         def call(**a: Any) -> Any:
-            return base.invoke(f.payload(a, injected, call_id))
+            try:
+                return f.direct.run(python_args(a, args, norm), injected, config)
+            except GraphInterrupt:
+                if agent_mode:
+                    f.suspend(key, a)
+                raise
 
-        gated = _recording(guard, runtime).run(base.name, call, args, f.plan_roots(runtime, args))
+        if agent_mode:
+            gated = _recording(guard, runtime).run(
+                base.name, call, norm, turn=f.turn(runtime, call_id), normalize=f.norm,
+                approve=f.approver(key))
+        else:
+            r = f.plan_roots(runtime, args)
+            gated = _recording(guard, runtime).run(base.name, call, f.plan_args(norm, r), r)
         return f.out(gated, runtime)
 
     async def run_async(**kwargs: Any) -> Any:
-        runtime, args, injected = f.split(kwargs)
-        call_id = getattr(runtime, "tool_call_id", None)
+        runtime, args, injected, norm, call_id = prepare(kwargs)
+        config = getattr(runtime, "config", None)
+        key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
 
         async def call(**a: Any) -> Any:
-            return await base.ainvoke(f.payload(a, injected, call_id))
+            try:
+                return await f.direct.arun(python_args(a, args, norm), injected, config)
+            except GraphInterrupt:
+                if agent_mode:
+                    f.suspend(key, a)
+                raise
 
-        gated = await _recording(guard, runtime).arun(base.name, call, args,
-                                                      f.plan_roots(runtime, args))
+        if agent_mode:
+            gated = await _recording(guard, runtime).arun(
+                base.name, call, norm, turn=f.turn(runtime, call_id), normalize=f.norm,
+                approve=f.approver(key))
+        else:
+            r = f.plan_roots(runtime, args)
+            gated = await _recording(guard, runtime).arun(base.name, call,
+                                                          f.plan_args(norm, r), r)
         return f.out(gated, runtime)
 
     def run_via_loop(**kwargs: Any) -> Any:  # an async-only tool under invoke()
         return asyncio.run(run_async(**kwargs))
+
+    # LangChain evaluates the tool function's type hints on every call (to find a config
+    # parameter); these have none to find, so their (string) annotations are dropped
+    for fn in (run_sync, run_async, run_via_loop):
+        fn.__annotations__ = {}
 
     async_only = getattr(base, "func", None) is None and getattr(
         base, "coroutine", None) is not None
     wrapped = StructuredTool.from_function(
         func=run_via_loop if async_only else run_sync, coroutine=run_async, name=base.name,
         description=base.description, args_schema=wrapped_schema,
-        return_direct=base.return_direct,  # the wrapped tool formats its own output
-        handle_tool_error=True, metadata={**(base.metadata or {}), "planfence": True},
-        tags=base.tags)
+        return_direct=base.return_direct, response_format=base.response_format,
+        handle_tool_error=True, handle_validation_error=base.handle_validation_error,
+        metadata={**(base.metadata or {}), "planfence": True}, tags=base.tags)
     return wrapped
 
 
 def is_fenced(tool: Any) -> bool:
     """Whether ``tool`` came from :func:`fenced_tool`."""
     return bool(isinstance(tool, BaseTool) and (tool.metadata or {}).get("planfence"))
-
