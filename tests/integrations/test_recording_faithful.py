@@ -260,3 +260,18 @@ def test_openai_agents_fenced_tool_without_recorder_is_recorded(tmp_path: Path) 
     assert len(tools) == 1 and tools[0]["agent"] == "travel_agent"
     code, run = _audit(rec.write(tmp_path / "oa.jsonl"), tmp_path / "rep", "invalid")
     assert code == 0 and run["summary"]["replans"] == 1
+
+
+def test_langgraph_example_parallel_calls_count_each_replan_once(tmp_path: Path) -> None:
+    """examples/langgraph_app.py (high-level API, two orders shipped by parallel calls,
+    both stale, one replan each, the second changes again): replans=2, one lineage
+    picture per call, gate events by the shipper, the run ends with its answer."""
+    path = tmp_path / "orders.jsonl"
+    load_example("langgraph_app").main(str(path))
+    code, run = _audit(path, tmp_path / "rep", "invalid")
+    assert code == 0 and run["summary"]["replans"] == 2 and run["summary"]["terminated"]
+    assert [x["status"] for x in run["lineage"]] == ["blocked", "blocked", "valid",
+                                                     "blocked"]
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    gates = [x for x in lines if x.get("kind") == "thought" and "gate" in x]
+    assert gates and {x["agent"] for x in gates} == {"shipper"}

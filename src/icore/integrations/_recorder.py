@@ -131,7 +131,7 @@ class RunRecorder:
         self._calls: dict[str, int] = {}
         self._callers: dict[str, str] = {}
         self._plans = 0
-        self._stale: dict[tuple[str, str], bool] = {}
+        self._stale: dict[tuple[str, str, tuple[str, ...]], tuple[RecordId, ...]] = {}
         self._lock = threading.Lock()
 
     @contextmanager
@@ -250,12 +250,16 @@ class RunRecorder:
         """
         who = agent or self.caller(tool, call_id) or "executor"
         first = result.decisions[0] if result.decisions else None
-        replanned = result.replanned and len(result.decisions) > 1
-        with self._lock:  # the previous call of this tool by this agent was stale
-            handed_over = self._stale.pop((who, tool), False)
+        # one logical call: this agent, this tool, these facts (parallel calls of one tool
+        # on other facts are other calls)
+        scope = (who, tool, tuple(first.deps) if first is not None else ())
+        with self._lock:  # the previous such call was stale and handed the fresh values
+            stale_roots = self._stale.pop(scope, None)
+        handed_over = stale_roots is not None
+        replanned = result.replanned and len(result.decisions) > 1 and not handed_over
         if (replanned or handed_over) and first is not None and self._plans == 0:
             # the original plan (the model's first call) before its replan
-            self.plan(who, f"plan for {tool}", roots=list(first.roots))
+            self.plan(who, f"plan for {tool}", roots=list(stale_roots or first.roots))
         if handed_over:  # the model re-planned from the fresh values it was handed
             self.plan(who, f"replan for {tool}: {_text(dict(args or result.args))}",
                       roots=list(first.roots) if first is not None else None, replan=True)
@@ -269,7 +273,7 @@ class RunRecorder:
         elif not result.executed and any(d.reason is Reason.STALE
                                          for d in result.decisions):
             with self._lock:  # a stale call without a replan: the next call replans
-                self._stale[(who, tool)] = True
+                self._stale[scope] = tuple(first.roots) if first is not None else ()
         self.lineage(tool, result.decisions, lookup=lookup)
         if not result.executed:
             self.tool_call(who, tool, result.args, f"BLOCKED: {result.final.reason.value}: "
