@@ -8,7 +8,11 @@ every fenced call authorized:
 =============================  ==================================================
 case                           the call
 =============================  ==================================================
-LangGraph tool.invoke          ``StructuredTool.invoke(args)`` (target <= 1.3x)
+LangGraph tool.invoke          ``StructuredTool.invoke(args)`` (target <= 1.3x), plan
+                               roots given (the low-level API)
+... workspace agent            the same through ``fenced_tool(agent=ws.agent(...))``
+                               (the high-level API: each call's action record built
+                               from the agent's reads; target <= 1.3x)
 OpenAI Agents function tool    ``await FunctionTool.on_invoke_tool(ctx, json)``
 AG2 function                   the fenced function called as AG2 calls it
 =============================  ==================================================
@@ -98,6 +102,25 @@ def _langgraph(world: World) -> FrameworkCase:
                          lambda: plain.invoke(args), lambda: safe.invoke(args), target=1.3)
 
 
+def _langgraph_agent(world: World) -> FrameworkCase:
+    """The high-level API: each call builds its action record from the agent's reads."""
+    from langchain_core.tools import tool as as_tool
+
+    from icore.integrations.langgraph import fenced_tool
+    from icore.workspace import Workspace
+
+    ws = Workspace({"order/7": "customer"})
+    ws.put("order/7", dict(world.args))
+    shipper = ws.agent("shipper")
+    shipper.read("order/7")
+    plain = as_tool(_ship_fn(world))
+    safe = fenced_tool(plain, agent=shipper, depends_on={"order/7"})
+    args = dict(world.args)
+    return FrameworkCase("LangGraph tool.invoke, workspace agent", "unfenced tool",
+                         "fenced_tool(agent=)", lambda: plain.invoke(args),
+                         lambda: safe.invoke(args), target=1.3)
+
+
 def _openai_agents(world: World) -> FrameworkCase:
     from agents import function_tool
     from agents.tool_context import ToolContext
@@ -134,6 +157,7 @@ def _ag2(world: World) -> FrameworkCase:
 
 FRAMEWORKS: tuple[tuple[str, Callable[[World], FrameworkCase]], ...] = (
     ("LangGraph tool.invoke", _langgraph),
+    ("LangGraph tool.invoke, workspace agent", _langgraph_agent),
     ("OpenAI Agents function tool", _openai_agents),
     ("AG2 function", _ag2),
 )
