@@ -43,12 +43,12 @@ def test_cli_help_lists_every_command() -> None:
     for cmd in ("demo", "run", "audit", "certs", "serve", "bench"):
         assert cmd in top.output
     bench = runner.invoke(app, ["bench", "--help"])
-    for cmd in ("core", "net", "state", "planfence", "icore", "otel"):
+    for cmd in ("core", "net", "state", "planfence", "icore", "otel", "integrations"):
         assert cmd in bench.output
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
     for cmd in ("icore run", "icore audit", "icore certs init", "icore serve",
                 "icore bench planfence", "icore bench icore", "icore bench core",
-                "icore bench otel"):
+                "icore bench otel", "icore bench integrations"):
         assert cmd in readme, cmd
 
 
