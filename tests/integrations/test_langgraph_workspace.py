@@ -168,6 +168,73 @@ def test_siblings_of_a_stale_call_in_one_message_never_run_from_its_hand_over() 
                                                                                "error"]
 
 
+def test_a_read_in_the_same_message_never_counts_for_the_call() -> None:
+    """[get_order, ship] in one message: the sibling read happens first but the model made
+    the call from the earlier read (Berlin); the order is Munich now: refused as stale."""
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), n=n)
+        shop.move("Munich")
+        yield _msg(("get_order", {"order_id": 42}),
+                   ("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    out = _react([shop.get_order, shop.safe_ship()], turns()).invoke(
+        {"messages": [HumanMessage("ship")]})
+    by_id = {m.tool_call_id: m for m in _tool_msgs(out)}
+    assert "Munich" in str(by_id["get_order-2"].content)
+    assert by_id["ship-3"].status == "error" and "(stale)" in str(by_id["ship-3"].content)
+    assert shop.shipped == ["Munich"]
+
+
+def test_prebuilt_react_agent_with_a_sibling_read() -> None:
+    """LangGraph's own ``create_react_agent`` (tool calls as parallel tasks): the sibling
+    read does not authorize the stale call; the replan ships."""
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), n=n)
+        shop.move("Munich")
+        yield _msg(("get_order", {"order_id": 42}),
+                   ("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    with warnings.catch_warnings():  # deprecated in favour of langchain's create_agent
+        warnings.simplefilter("ignore")
+        app = create_react_agent(Scripted(messages=turns()),
+                                 [shop.get_order, shop.safe_ship()])
+    out = app.invoke({"messages": [HumanMessage("ship")]})
+    assert shop.shipped == ["Munich"]
+    assert [m.status for m in _tool_msgs(out)] == ["success", "success", "error", "success"]
+
+
+def test_unread_fact_is_handed_over_in_the_same_message() -> None:
+    """A call whose fact the model never read: refused not_read with the value; the next
+    turn's call derived from it runs."""
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("ship", {"order_id": 42, "city": "Paris"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield AIMessage("done")
+
+    out = _react([shop.get_order, shop.safe_ship()], turns()).invoke(
+        {"messages": [HumanMessage("ship")]})
+    msgs = _tool_msgs(out)
+    assert msgs[0].status == "error" and "(not_read)" in str(msgs[0].content)
+    assert '"Berlin"' in str(msgs[0].content) and shop.shipped == ["Berlin"]
+
+
 class Room(enum.Enum):
     """Room kinds."""
 
@@ -247,6 +314,53 @@ def test_async_graph_and_raise_mode() -> None:
     strict = fenced_tool(shop.ship, agent=shop.shipper, depends_on={ORDER}, on_block="raise")
     with pytest.raises(ActionBlocked):
         strict.invoke({"order_id": 42, "city": "Berlin"})
+
+
+def test_async_react_graph_two_calls_per_message() -> None:
+    """The order story under ``ainvoke``: calls of one message run concurrently (tasks),
+    each validated on its own; the stale one hands over, the fresh one ships."""
+    shop = Shop()
+    shop.ws.put("order/43", {"city": "Rome"})
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), ("get_order", {"order_id": 43}), n=n)
+        shop.move("Munich")
+        yield _msg(("ship", {"order_id": 42, "city": "Berlin"}),
+                   ("ship", {"order_id": 43, "city": "Rome"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    app = _react([shop.get_order, shop.safe_ship()], turns(), InMemorySaver())
+    out = asyncio.run(app.ainvoke({"messages": [HumanMessage("ship")]},
+                                  {"configurable": {"thread_id": "a"}}))
+    assert sorted(shop.shipped) == ["Munich", "Rome"]
+    assert [m.status for m in _tool_msgs(out)] == ["success", "success", "error", "success",
+                                                   "success"]
+
+
+def test_recording_on_without_recorder_still_records_the_fenced_tool() -> None:
+    """A fenced tool built without ``recorder=`` in a run recorded by RecordingHandler:
+    its gate decisions and calls are in the trace anyway."""
+    from icore.integrations import RunRecorder
+    from icore.integrations.langgraph import RecordingHandler
+
+    shop = Shop()
+    n = [0]
+
+    def turns() -> Iterator[AIMessage]:
+        yield _msg(("get_order", {"order_id": 42}), n=n)
+        shop.move("Munich")
+        yield _msg(("ship", {"order_id": 42, "city": "Berlin"}), n=n)
+        yield _msg(("ship", {"order_id": 42, "city": "Munich"}), n=n)
+        yield AIMessage("done")
+
+    rec = RunRecorder("r")
+    _react([shop.get_order, shop.safe_ship()], turns()).invoke(
+        {"messages": [HumanMessage("ship")]}, {"callbacks": [RecordingHandler(rec)]})
+    ship_events = [e for e in rec.events if e.get("tool") == "ship"]
+    assert [e["exitcode"] for e in ship_events if e["kind"] == "tool_output"] == [1, 0]
+    assert any(e.get("gate") for e in rec.events)
 
 
 # -- approvals with interrupt / Command(resume=...) and a checkpointer ------------------------

@@ -259,8 +259,9 @@ class FenceGuard:
             rec.fenced_tools.add(name)
         return rec
 
-    def _finish(self, name: str, res: ActionResult) -> Gated:
-        rec = self._recorder(name)
+    def _finish(self, name: str, res: ActionResult,
+                recorder: RunRecorder | None = None) -> Gated:
+        rec = recorder if recorder is not None else self._recorder(name)
         if rec is not None:
             who = rec.gate(self.agent, name, res, lookup=self._lookup())
             if res.executed:
@@ -273,9 +274,10 @@ class FenceGuard:
                                 detail=res.detail)
         return Gated(res, msg)
 
-    def _finish_call(self, name: str, call: Call) -> Gated:
+    def _finish_call(self, name: str, call: Call,
+                     recorder: RunRecorder | None = None) -> Gated:
         res = call.result
-        rec = self._recorder(name)
+        rec = recorder if recorder is not None else self._recorder(name)
         if rec is not None and res is not None:
             who = rec.gate(self.agent, name, res, lookup=self._lookup(), args=call.args)
             if call.executed:
@@ -311,14 +313,16 @@ class FenceGuard:
     def run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
             roots: Sequence[RecordId] | None = None, *, turn: Any = None,
             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-            approve: Approver | None = None) -> Gated:
+            approve: Approver | None = None,
+            recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of the sync tool ``fn(**args)``.
 
         Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
         names the model message the call came from, ``normalize`` normalises a user
         replanner's arguments and ``approve`` is asked before an authorized call runs
         (see :meth:`icore.workspace.Agent.execute`). Fence mode: the call must be the one
-        ``roots`` authorize.
+        ``roots`` authorize. ``recorder`` records this call when the guard has none (a
+        run recorded by the framework's handler).
 
         Returns:
             :class:`Gated`; the tool ran only when ``executed``.
@@ -336,16 +340,17 @@ class FenceGuard:
             call = self.handle.execute(name, fn, args, depends_on=self.depends_on,
                                        replan=self.replan,  # type: ignore[arg-type]
                                        turn=turn, normalize=normalize, approve=approve)
-            return self._finish_call(name, call)
+            return self._finish_call(name, call, recorder)
         res = _seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
                             replan=self.replan)  # type: ignore[arg-type]  # sync, checked
-        return self._finish(name, res)
+        return self._finish(name, res, recorder)
 
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
                    roots: Sequence[RecordId] | None = None, *, turn: Any = None,
                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                   approve: Approver | None = None) -> Gated:
+                   approve: Approver | None = None,
+                   recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         if self.handle is not None:
             self._scope_checked(args)
@@ -353,8 +358,8 @@ class FenceGuard:
                                               replan=self.replan,  # type: ignore[arg-type]
                                               turn=turn, normalize=normalize,
                                               approve=approve)
-            return self._finish_call(name, call)
+            return self._finish_call(name, call, recorder)
         res = await _seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
                                    replan=self.replan)  # type: ignore[arg-type]
-        return self._finish(name, res)
+        return self._finish(name, res, recorder)

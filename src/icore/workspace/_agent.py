@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from icore._clock import WallClock
 from icore.errors import AsyncRequired, DeclarationError, MalformedRecord, OwnershipError
 from icore.fence import (
+    ACTION_FIELD,
     ActionResult,
     DecisionLog,
     Fence,
@@ -69,6 +70,7 @@ ARGS_NOT_JSON = "args_not_json"
 _MAX_TURNS = 1024
 _MAX_ACTIONS = 4096
 _MAX_TICKETS = 1024
+_MAX_HISTORY = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +176,22 @@ def _message(c: Call) -> str:
     return f"{head}: {hint}.{detail}"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is built of dicts with str keys, lists and JSON scalars only."""
+    if isinstance(value, _SCALARS):
+        return True
+    if depth > 32:
+        return False
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain_json(v, depth + 1) for v in value)
+    return False
+
+
 class _Rejected(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -266,6 +284,7 @@ class _Plan:
     run: _Run
     handed: dict[str, Record] = field(default_factory=dict)
     replanned_args: dict[str, JSONValue] | None = None
+    turn: Hashable | None = None
 
 
 class Agent:
@@ -286,7 +305,12 @@ class Agent:
         self.workspace = workspace
         self.name = name
         self.replica = MemoryStore(workspace.ownership, name)
-        self._seen: dict[str, Record] = {}
+        self._seen: dict[str, list[tuple[Record, Hashable | None]]] = {}
+        self.turn_source: Callable[[], Hashable | None] | None = None
+        """Where a read happens: a function returning the current model turn (or None).
+
+        Integrations set it (LangGraph: the graph's superstep), so a read made by a tool
+        of the same model message as a protected call never counts for that call."""
         self._turns: OrderedDict[Hashable, dict[str, Record]] = OrderedDict()
         self._tickets: OrderedDict[tuple[str, frozenset[str]], dict[str, RecordId]] = \
             OrderedDict()
@@ -305,6 +329,23 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, read={sorted(self._seen)})"
+
+    def _turn_now(self) -> Hashable | None:
+        src = self.turn_source
+        if src is None:
+            return None
+        try:
+            return src()
+        except Exception:  # an unknown turn: the read counts everywhere
+            return None
+
+    def _note(self, records: Mapping[str, Record], stamp: Hashable | None) -> None:
+        with self._lock:
+            for key, rec in records.items():
+                hist = self._seen.setdefault(key, [])
+                hist.append((rec, stamp))
+                if len(hist) > _MAX_HISTORY:
+                    del hist[0]
 
     # -- reads ------------------------------------------------------------------------
     def _lookup(self, rid: RecordId) -> Record | None:
@@ -341,8 +382,10 @@ class Agent:
             except OwnershipError:
                 continue  # a record under no declared key: the gate reports it missing
 
-    def read_record(self, key: str) -> Record | None:
+    def read_record(self, key: str, *, stamp: Hashable | None = None) -> Record | None:
         """Read the owner's current version of ``key`` and record it as seen.
+
+        ``stamp`` is the model turn the read belongs to (default: :attr:`turn_source`).
 
         Returns:
             The verified record (None when the fact has no version yet; nothing is
@@ -364,9 +407,13 @@ class Agent:
             if rec is None:
                 return None
         self._install(rec, owner)
-        with self._lock:
-            self._seen[key] = rec
+        self._note({key: rec}, stamp if stamp is not None else self._turn_now())
         return rec
+
+    def _read_in(self, key: str, turn: Hashable | None) -> JSONValue | None:
+        """Read ``key`` as part of ``turn`` (a value handed over with a refusal)."""
+        rec = self.read_record(key, stamp=turn)
+        return None if rec is None else rec.content
 
     def read(self, key: str) -> JSONValue | None:
         """Read the current value of fact ``key``, recording the version seen.
@@ -384,7 +431,7 @@ class Agent:
     def seen(self) -> dict[str, Record]:
         """Key -> the version this agent read last (what its next turn derives from)."""
         with self._lock:
-            return dict(self._seen)
+            return {k: h[-1][0] for k, h in self._seen.items() if h}
 
     def forget(self, keys: Iterable[str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None).
@@ -394,21 +441,29 @@ class Agent:
         with self._lock:
             if keys is None:
                 self._seen.clear()
+                self._turns.clear()
             else:
                 for k in keys:
                     self._seen.pop(k, None)
 
-    def _see(self, records: Mapping[str, Record]) -> None:
-        with self._lock:
-            self._seen.update(records)
-
     def _basis(self, turn: Hashable | None) -> dict[str, Record]:
+        """The reads a call of ``turn`` derives from (fixed at the turn's first call).
+
+        Reads stamped with ``turn`` itself (a sibling tool of the same model message, a
+        sibling call's hand-over) are not among them: the message was produced before.
+        """
         with self._lock:
             if turn is None:
-                return dict(self._seen)
+                return {k: h[-1][0] for k, h in self._seen.items() if h}
             snap = self._turns.get(turn)
             if snap is None:
-                snap = self._turns[turn] = dict(self._seen)
+                snap = {}
+                for k, hist in self._seen.items():
+                    for rec, stamp in reversed(hist):
+                        if stamp is None or stamp != turn:
+                            snap[k] = rec
+                            break
+                self._turns[turn] = snap
                 while len(self._turns) > _MAX_TURNS:
                     self._turns.popitem(last=False)
             return snap
@@ -436,8 +491,16 @@ class Agent:
 
     def _new_action(self, action: str, args: Mapping[str, Any],
                     parents: Sequence[Record]) -> Record:
-        rec = action_record(key=f"{ACTION_PREFIX}/{self.name}/{action}", owner=self.name,
-                            seq=next(self._seq), action=action, args=args, inputs=parents)
+        key, seq = f"{ACTION_PREFIX}/{self.name}/{action}", next(self._seq)
+        if _plain_json(args):
+            # normalised arguments are their own canonical form: bind them as they are
+            # (what bind_action would write), validated once by Record.create
+            rec = Record.create(key=key, owner=self.name, seq=seq, type="action",
+                                content={ACTION_FIELD: {"name": action, "args": dict(args)}},
+                                parents=[p.id for p in parents])
+        else:
+            rec = action_record(key=key, owner=self.name, seq=seq, action=action, args=args,
+                                inputs=parents)
         with self._lock:
             self._actions[rec.id] = rec
             while len(self._actions) > _MAX_ACTIONS:
@@ -485,7 +548,7 @@ class Agent:
         basis = self._basis(turn)
         missing = sorted(k for k in deps if k not in basis)
         if missing:
-            got = {k: self.read(k) for k in missing}
+            got = {k: self._read_in(k, turn) for k in missing}
             return Call(action, False, reason=NOT_READ, args=dict(args), fresh=got,
                         detail=f"not read: {', '.join(missing)}")
         mine = {k: basis[k] for k in sorted(deps)}
@@ -500,7 +563,7 @@ class Agent:
         canon = rec.content[  # type: ignore[index, call-overload]
             "planfence.action"]["args"]
         plan = _Plan(action, deps, mine, rec, canon, replan_call,
-                     _Run(fn, rec, mine, approve, action))
+                     _Run(fn, rec, mine, approve, action), turn=turn)
         return tool, plan
 
     def _hand_over(self, plan: _Plan) -> Callable[[ReplanRequest], Replan | None]:
@@ -534,7 +597,7 @@ class Agent:
 
     def _user_stale(self, plan: _Plan, rq: ReplanRequest) -> Stale:
         plan.handed.update(rq.fresh)
-        self._see(rq.fresh)  # the replanner read them
+        self._note(rq.fresh, plan.turn)  # the replanner read them (in this turn)
         return Stale(plan.action, plan.args,
                      {k: r.content for k, r in rq.fresh.items()}, dict(rq.fresh))
 
@@ -551,8 +614,9 @@ class Agent:
         fresh: dict[str, JSONValue] = {}
         if (not plan.replan_call and plan.replanned_args is None and plan.handed
                 and reason == Reason.STALE.value):
-            # default replan: the fresh values go to the agent; its next call is the replan
-            self._see(plan.handed)
+            # default replan: the fresh values go to the agent (it sees them in this turn's
+            # answer, so they count from its next turn); its next call is the replan
+            self._note(plan.handed, plan.turn)
             ticket = {k: (plan.handed.get(k) or plan.basis[k]).id for k in plan.deps}
             with self._lock:
                 self._tickets[key] = ticket

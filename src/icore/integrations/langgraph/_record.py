@@ -11,7 +11,7 @@ Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit``
   calls) and tool result is recorded, and the end of the run (its last message as the
   final answer, so a clean run has its terminal marker); prebuilt graphs need no
   wrapping. A fenced tool built without ``recorder=`` records into the handler's
-  recorder (:func:`recorder_in`), so it never vanishes from the trace.
+  recorder, so it never vanishes from the trace.
 """
 
 from __future__ import annotations
@@ -137,25 +137,6 @@ def recorded_node(node: F, *, recorder: RunRecorder, name: str | None = None,
         return out
 
     return wrapped  # type: ignore[return-value]
-
-
-def recorder_in(config: Any) -> RunRecorder | None:
-    """The recorder of the :class:`RecordingHandler` among a run config's callbacks.
-
-    ``config`` is a LangChain ``RunnableConfig`` (a tool's ``runtime.config``); its
-    ``callbacks`` are a list of handlers or a callback manager. None when no recording
-    handler is on.
-    """
-    cbs = config.get("callbacks") if isinstance(config, Mapping) else None
-    if cbs is None:
-        return None
-    handlers = list(cbs) if isinstance(cbs, list | tuple) else [
-        *(getattr(cbs, "handlers", None) or ()),
-        *(getattr(cbs, "inheritable_handlers", None) or ())]
-    for h in handlers:
-        if isinstance(h, RecordingHandler):
-            return h.recorder
-    return None
 
 
 def _text_args(args: Any) -> str:

@@ -27,7 +27,6 @@ tool call's id. Each call:
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -37,6 +36,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.tools import tool as as_tool
+from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command, interrupt
@@ -55,7 +55,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
-from icore.integrations.langgraph._record import recorder_in
+from icore.integrations.langgraph._record import RecordingHandler
 from icore.records import JSONValue, RecordId
 from icore.workspace import Agent, ApprovalRequest, UserReplanner, running_call
 
@@ -100,6 +100,41 @@ def _extras(fn: Callable[..., Any]) -> tuple[bool, str | None]:
             hints = {}
         cfg = next((n for n, t in hints.items() if t is RunnableConfig), None)
     return "run_manager" in params, cfg
+
+
+def _turn_of(config: Any) -> Hashable | None:
+    """The superstep a config runs in: its thread and the checkpoints of the step.
+
+    Every task of one superstep (all tool calls of one model message, in one ``ToolNode``
+    or one ``Send`` each) shares it; the next model turn is a later step; a replayed
+    (resumed) step has the same one.
+    """
+    if not isinstance(config, Mapping):
+        return None
+    conf = config.get("configurable") or {}
+    cmap = conf.get("checkpoint_map")
+    if not isinstance(cmap, Mapping) or not cmap:
+        return None
+    return ("langgraph", conf.get("thread_id"), tuple(sorted(cmap.items())))
+
+
+def _handler_recorder(config: Any) -> RunRecorder | None:
+    """The recorder of a :class:`RecordingHandler` among the run's callbacks, if any."""
+    cbs = config.get("callbacks") if isinstance(config, Mapping) else None
+    handlers = getattr(cbs, "handlers", cbs)
+    if isinstance(handlers, list | tuple):
+        for h in handlers:
+            if isinstance(h, RecordingHandler):
+                return h.recorder
+    return None
+
+
+def _graph_turn() -> Hashable | None:
+    """The superstep of the graph run this code runs in (None outside a graph)."""
+    try:
+        return _turn_of(get_config())
+    except RuntimeError:
+        return None
 
 
 class _Direct:
@@ -227,21 +262,23 @@ class _Fenced:
 
     @staticmethod
     def turn(runtime: Any, call_id: str | None) -> Hashable | None:
-        """The model message a call came from: its thread and its tool calls' ids."""
-        if call_id is None:
-            return None
+        """The model turn a call came from: the graph superstep it runs in.
+
+        Outside a graph run (``invoke`` with a tool call): its model message, found in the
+        state by the call's id; else None.
+        """
+        step = _turn_of(getattr(runtime, "config", None))
+        if step is not None or call_id is None:
+            return step
         state = getattr(runtime, "state", None)
         msgs = _state_get(state, "messages") if state is not None else None
-        cfg = getattr(runtime, "config", None) or {}
-        thread = (cfg.get("configurable") or {}).get("thread_id")
         if isinstance(msgs, Sequence):
             for m in reversed(msgs):
                 calls = getattr(m, "tool_calls", None)
                 if calls and any(c.get("id") == call_id for c in calls):
-                    # add_messages gives every message an id; tool-call ids may repeat
-                    return (thread, getattr(m, "id", None),
+                    return ("message", getattr(m, "id", None),
                             tuple(str(c.get("id")) for c in calls))
-        return (thread, None, (call_id,))
+        return None
 
     def plan_args(self, norm_args: dict[str, JSONValue],
                   roots: Sequence[RecordId] | None) -> Mapping[str, Any]:
@@ -330,22 +367,6 @@ class _Fenced:
         return Command(update={**update, "messages": [msg]})
 
 
-def _recording(guard: FenceGuard, runtime: Any) -> FenceGuard:
-    """``guard``, or a copy recording into the run's :class:`RecordingHandler`.
-
-    The copy is used when the tool was built without ``recorder=`` while a handler
-    records the run, so the tool never vanishes from the trace.
-    """
-    if guard.recorder is not None:
-        return guard
-    rec = recorder_in(getattr(runtime, "config", None))
-    if rec is None:
-        return guard
-    g = copy.copy(guard)
-    g.recorder = rec
-    return g
-
-
 def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 agent: str | Agent | None = None, fence: Fence | None = None,
                 roots: RootsFrom = "plan_roots",
@@ -372,8 +393,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             arguments from the fresh values (default: the model gets the fresh values
             as the tool error and its next call is the one replan); fence mode: the one
             replan (sync or ``async def``), without it a change blocks.
-        recorder: records gate decisions, the replan and the tool call (default: the
-            recorder of a :class:`RecordingHandler` among the run's callbacks, if any).
+        recorder: records gate decisions, the replan and the tool call.
         on_block: ``"error"``: the model gets a ``ToolMessage`` with ``status="error"``;
             ``"raise"``: :class:`~icore.errors.ActionBlocked` escapes the ``ToolNode``.
         state_update: after a replan, extra graph-state updates (fence mode also writes
@@ -411,6 +431,9 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         raise IntegrationError("approval=True needs a workspace agent (agent=ws.agent(...))",
                                framework=_FW, tool=base.name)
     guard.claim(base.name)
+    if guard.handle is not None and guard.handle.turn_source is None:
+        # reads made in a graph run are stamped with its superstep (see _turn_of)
+        guard.handle.turn_source = _graph_turn
     own_runtime = _RUNTIME in schema.model_fields
     wrapped_schema: type[BaseModel] = schema if own_runtime else create_model(
         schema.__name__, __base__=schema, __doc__=schema.__doc__,
@@ -447,13 +470,14 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     f.suspend(key, a)
                 raise
 
+        # recording on (a RecordingHandler) but no recorder= given: recorded anyway
+        rec = _handler_recorder(config) if guard.recorder is None else None
         if agent_mode:
-            gated = _recording(guard, runtime).run(
-                base.name, call, norm, turn=f.turn(runtime, call_id), normalize=f.norm,
-                approve=f.approver(key))
+            gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
+                              normalize=f.norm, approve=f.approver(key), recorder=rec)
         else:
             r = f.plan_roots(runtime, args)
-            gated = _recording(guard, runtime).run(base.name, call, f.plan_args(norm, r), r)
+            gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
         return f.out(gated, runtime)
 
     async def run_async(**kwargs: Any) -> Any:
@@ -469,14 +493,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     f.suspend(key, a)
                 raise
 
+        rec = _handler_recorder(config) if guard.recorder is None else None
         if agent_mode:
-            gated = await _recording(guard, runtime).arun(
-                base.name, call, norm, turn=f.turn(runtime, call_id), normalize=f.norm,
-                approve=f.approver(key))
+            gated = await guard.arun(base.name, call, norm, turn=f.turn(runtime, call_id),
+                                     normalize=f.norm, approve=f.approver(key), recorder=rec)
         else:
             r = f.plan_roots(runtime, args)
-            gated = await _recording(guard, runtime).arun(base.name, call,
-                                                          f.plan_args(norm, r), r)
+            gated = await guard.arun(base.name, call, f.plan_args(norm, r), r, recorder=rec)
         return f.out(gated, runtime)
 
     def run_via_loop(**kwargs: Any) -> Any:  # an async-only tool under invoke()
