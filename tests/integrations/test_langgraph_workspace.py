@@ -290,6 +290,37 @@ def test_typed_and_defaulted_arguments_are_not_blocked() -> None:
     assert isinstance(got[1][2], Guest)
 
 
+def test_a_basetool_subclass_runs_once_through_its_run() -> None:
+    """A ``BaseTool`` subclass (own ``_run`` with ``run_manager`` and ``config``): fenced,
+    it runs exactly once per authorized call, with its config."""
+    from langchain_core.callbacks import CallbackManagerForToolRun
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+
+    shop = Shop()
+    runs: list[tuple[str, bool]] = []
+
+    class ShipArgs(BaseModel):
+        order_id: int
+        city: str
+
+    class ShipTool(BaseTool):
+        name: str = "ship"
+        description: str = "Ship an order."
+        args_schema: type[BaseModel] = ShipArgs
+
+        def _run(self, order_id: int, city: str, config: RunnableConfig,
+                 run_manager: CallbackManagerForToolRun | None = None) -> str:
+            runs.append((city, isinstance(config, dict)))
+            return f"shipped {order_id} to {city}"
+
+    safe = fenced_tool(ShipTool(), agent=shop.shipper, depends_on={ORDER})
+    shop.shipper.read(ORDER)
+    res = safe.invoke({"type": "tool_call", "name": "ship", "id": "s1",
+                       "args": {"order_id": 42, "city": "Berlin"}})
+    assert res.status == "success" and runs == [("Berlin", True)]
+
+
 def test_async_graph_and_raise_mode() -> None:
     """``ainvoke`` with an ``async def`` tool; ``on_block='raise'`` raises ActionBlocked."""
     shop = Shop()

@@ -139,6 +139,8 @@ class Call:
 
 
 _HINTS: dict[str, str] = {
+    Reason.STALE.value: "the facts it depends on changed since they were read and the "
+    "replan was declined; read them again before calling",
     Reason.SECOND_CHANGE.value: "its facts changed again after the one replan; do not "
     "retry this plan: report it (or read the facts again to start a new plan)",
     Reason.LINEAGE_INCOMPLETE.value: "a version this call derives from is missing from "

@@ -40,7 +40,7 @@ from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command, interrupt
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 
 from icore.errors import IntegrationError
 from icore.fence import Fence, ProtectedTool
@@ -435,9 +435,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         # reads made in a graph run are stamped with its superstep (see _turn_of)
         guard.handle.turn_source = _graph_turn
     own_runtime = _RUNTIME in schema.model_fields
+    # the wrapped schema plus LangGraph's injected runtime (hidden from the model); a
+    # user's own args_schema may not allow arbitrary types, which ToolRuntime needs
     wrapped_schema: type[BaseModel] = schema if own_runtime else create_model(
-        schema.__name__, __base__=schema, __doc__=schema.__doc__,
-        runtime=(ToolRuntime, None))
+        schema.__name__, __base__=type(schema.__name__, (schema,), {
+            "model_config": ConfigDict(arbitrary_types_allowed=True),
+            "__doc__": schema.__doc__, "__module__": schema.__module__}),
+        __doc__=schema.__doc__, runtime=(ToolRuntime, None))
     call_schema = base.tool_call_schema
     model_fields = frozenset(call_schema.model_fields if isinstance(call_schema, type)
                              and issubclass(call_schema, BaseModel) else ())
