@@ -9,9 +9,6 @@ built without ``recorder=``. Real LangGraph graphs with LangChain's scripted cha
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -22,8 +19,10 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
+from typer.testing import CliRunner
 
 from icore.adapters import load_jsonl
+from icore.cli import app
 from icore.fence import Fence, GateContext, make_validator
 from icore.integrations import FenceGuard, RunRecorder
 from icore.integrations.langgraph import RecordingHandler, fenced_tool
@@ -90,13 +89,13 @@ def _run(trip: Any, fence: Fence, path: Path, *, recorder_on_tool: bool,
 
 
 def _audit(path: Path, out: Path, *fail_on: str) -> tuple[int, dict[str, Any]]:
+    """``icore audit PATH --out OUT --json ... --fail-on ...``: (exit code, the run)."""
     js = out.parent / f"{out.name}.json"
-    args = [sys.executable, "-m", "icore", "audit", str(path), "--out", str(out), "--json",
-            str(js)] + [a for f in fail_on for a in ("--fail-on", f)]
-    cli = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
-                         env={**os.environ, "COLUMNS": "200"})
-    assert cli.returncode in (0, 3), cli.stderr
-    return cli.returncode, json.loads(js.read_text(encoding="utf-8"))["runs"][0]
+    args = ["audit", str(path), "--out", str(out), "--json", str(js)] + [
+        a for f in fail_on for a in ("--fail-on", f)]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code in (0, 3), res.output
+    return res.exit_code, json.loads(js.read_text(encoding="utf-8"))["runs"][0]
 
 
 @pytest.mark.parametrize("recorder_on_tool", [True, False])
