@@ -738,11 +738,26 @@ def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
 
 
 # ------------------------------------------------------------------------ classification
+_OWN_OPS = {"invoke_workflow": "WORKFLOW", "plan": "PLAN", "apply_guardrail": "GUARDRAIL"}
+"""GenAI operations (semantic-conventions-genai v0.1.0) that decide a span's kind before
+OpenInference's ``openinference.span.kind`` (which has no workflow or plan kind)."""
+
+
 def span_kind(s: OtelSpan) -> str:
-    """``AGENT``, ``LLM``, ``TOOL``, ``HANDOFF``, ``GUARDRAIL``, ``CHAIN``, ... of a span."""
+    """``AGENT``, ``LLM``, ``TOOL``, ``HANDOFF``, ``GUARDRAIL``, ``PLAN``, ``WORKFLOW``, ...
+
+    The 2026 GenAI operations ``invoke_workflow``, ``plan`` and ``apply_guardrail`` come
+    first; icore's spans before them (``icore.workflow <task>``, ``icore.gate <tool>``)
+    read the same.
+    """
     a = s.attributes
     if _handoff_target(s) is not None:
         return "HANDOFF"
+    own = _OWN_OPS.get(str(a.get(N.OPERATION)))
+    if own is not None:
+        return own
+    if s.name.startswith("icore.workflow "):
+        return "WORKFLOW"
     kind = a.get(N.SPAN_KIND)
     if isinstance(kind, str) and kind:
         return kind.upper()
@@ -830,6 +845,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         return "system"
 
     steps: list[Step] = []
+    decisions: list[dict[str, Any]] = []
     step_of_span: dict[str, int] = {}
     unknown: dict[str, int] = {}
     roots = [s for s in order if not s.parent_id or s.parent_id not in by_id]
@@ -866,6 +882,8 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                 orchestrator = who
         if s is root and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
             continue
+        if k == "WORKFLOW":  # groups agent turns; its name is the run's or the task's
+            continue
         if k == "AGENT":
             add(s, StepKind.OUTPUT, agent_of_span[s.span_id],
                 _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES))
@@ -880,6 +898,20 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             to = _handoff_target(s) or ""
             who = names.canonical(to) or names.add(to)
             add(s, StepKind.INSTRUCTION, owner(s), f"handoff to {who}", to=who)
+        elif k == "PLAN":
+            own = _agent_of(s)
+            who = (names.canonical(own) or names.add(own)) if own else owner(s)
+            add(s, StepKind.PLAN, who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
+                                                N.PLAN_OPTION) or s.name)
+        elif k == "GUARDRAIL":
+            a = s.attributes
+            value = a.get(N.GR_RESULT_VALUE, a.get(N.G + "outcome", ""))
+            why = a.get(N.GR_RESULT_REASON, a.get(N.G + "reason", ""))
+            comp = a.get(N.GR_COMPONENT, "guardrail")
+            add(s, StepKind.THOUGHT, owner(s), f"{comp} {value}/{why}: {s.name}".strip())
+            dec = _gate_decision(s, by_id)
+            if dec is not None:
+                decisions.append(dec)
         else:
             unknown[k] = unknown.get(k, 0) + 1
             add(s, StepKind.THOUGHT, owner(s), f"{k.lower()} span {s.name!r}")
@@ -897,6 +929,8 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     extras: dict[str, Any] = {"spans": len(spans), "traces": len({s.trace_id for s in spans})}
     if orchestrator:
         extras["orchestrator"] = orchestrator
+    if decisions:
+        extras["planfence"] = {"records": [], "decisions": decisions}
     if unknown:
         extras["unknown_spans"] = dict(sorted(unknown.items()))
         extras["warnings"] = [f"{file}: kept {n} {k.lower()} span(s) as events (no mapping)"
@@ -946,6 +980,38 @@ def _check_parents(by_id: Mapping[str, OtelSpan], file: str) -> None:
             sp = by_id[cur]
             cur = sp.parent_id if sp.parent_id and sp.parent_id in by_id else None
         done.update(path)
+
+
+def _gate_decision(s: OtelSpan, by_id: Mapping[str, OtelSpan]) -> dict[str, Any] | None:
+    """The gate decision an icore guardrail span carries (``icore.gate.*``), or None.
+
+    The inverse of the exporter's ``decision_attributes``: parallel key/id arrays back to
+    maps. ``task`` groups one protected call's decisions: the span's ``icore.task`` and
+    the enclosing ``execute_tool`` span.
+    """
+    a, g = s.attributes, N.G
+    if not isinstance(a.get(g + "outcome"), str) or not isinstance(a.get(g + "reason"), str):
+        return None
+    d: dict[str, Any] = {k: a[g + k] for k in ("outcome", "reason", "action", "policy",
+                                                "detail") if isinstance(a.get(g + k), str)}
+    for k in ("point", "owners_contacted", "heads_checked"):
+        if isinstance(a.get(g + k), int) and not isinstance(a.get(g + k), bool):
+            d[k] = a[g + k]
+    if isinstance(a.get(g + "replanned"), bool):
+        d["replanned"] = a[g + "replanned"]
+    for k in ("roots", "deps"):
+        v = a.get(g + k)
+        d[k] = [str(x) for x in v] if isinstance(v, list | tuple) else []
+    for m in ("frontier", "heads", "fresh"):
+        keys, ids = a.get(f"{g}{m}.keys"), a.get(f"{g}{m}.ids")
+        if isinstance(keys, list | tuple) and isinstance(ids, list | tuple) and \
+                len(keys) == len(ids):
+            d[m] = {str(k): str(i) for k, i in zip(keys, ids, strict=True)}
+    parent = by_id.get(s.parent_id)
+    call = parent.span_id[:8] if parent is not None and span_kind(parent) == "TOOL" else ""
+    task = a.get(N.TASK)
+    d["task"] = "/".join(str(x) for x in (task, d.get("action"), call) if x)
+    return d
 
 
 def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:

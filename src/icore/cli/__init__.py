@@ -57,6 +57,7 @@ _MODULES = (
     "_bench_otel",
     "_bench_icore",
     "_bench_attribution",
+    "_bench_integrations",
     "_audit",
     "_run",
     "_mcp",

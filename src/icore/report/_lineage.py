@@ -133,7 +133,8 @@ def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
         decisions: the gate's decisions for this action, in order.
         status: ``valid`` / ``INVALID`` / ``blocked`` / ``not issued`` when the caller
             knows it (a live run's ground truth); None derives it from the last decision
-            (authorized with a stale F(x) -> ``INVALID``).
+            (authorized with a stale F(x) -> ``INVALID``; authorized with neither a
+            frontier nor the records to read one from -> ``unchecked``).
         outcome_note: extra words for the reason line (e.g. the auditor's verdict).
 
     Returns:
@@ -165,7 +166,8 @@ def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
         if last is None:
             status = "not issued"
         elif last.outcome == "authorized":
-            status = "INVALID" if last.stale else "valid"
+            unknown = last.frontier_source == "none" and bool(last.deps)
+            status = "INVALID" if last.stale else "unchecked" if unknown else "valid"
         else:
             status = "blocked"
     if last is not None:
@@ -214,6 +216,9 @@ def _reason(status: str, points: Sequence[ValidationView],
                    if last.frontier_source != "gate" else "the gate saw the stale frontier")
         return (f"INVALID: the action ran from a stale plan. {why}. {gate}: {checked}"
                 f"{' — ' + last.detail if last.detail else ''}.")
+    if status == "unchecked":
+        return (f"unchecked: {gate} authorized without a lineage check, and the trace "
+                "carries no records of the plan's inputs to check it against.")
     if status == "blocked":
         return f"BLOCKED (fail closed): {gate}{' — ' + last.detail if last.detail else ''}."
     if status == "valid":

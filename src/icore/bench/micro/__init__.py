@@ -11,6 +11,7 @@ Module map:
 ``_otel``         ``icore bench otel``: OpenTelemetry export and import
 ``_import``       ``icore bench import``: streamed import of big traces (time, RSS)
 ``_state``        ``icore bench state``: the iCORE state (design.md 4.4)
+``_seam``         ``icore bench integrations``: fenced vs unfenced calls (issue 28)
 ``_loopback``     free ports, waiting for a listener, a byte-counting relay
 ================  ==============================================================
 
@@ -38,6 +39,14 @@ if TYPE_CHECKING:
     )
     from icore.bench.micro._otel import run as run_otel_bench
     from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
+    from icore.bench.micro._seam import (
+        Pair,
+        SeamCase,
+        SeamFigure,
+        SeamWorld,
+        fence_cases,
+        run_seam_bench,
+    )
     from icore.bench.micro._state import run as run_state_bench
 
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -48,6 +57,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "run_validation", "size_label",
     ),
     "icore.bench.micro._peers": ("PEERS", "Figures", "PeersResult", "run_peers"),
+    "icore.bench.micro._seam": ("Pair", "SeamCase", "SeamFigure", "SeamWorld",
+                                "fence_cases", "run_seam_bench"),
 }
 """Front-door names by the module that defines them, imported on first use."""
 
@@ -86,7 +97,12 @@ __all__ = [
     "TRACES",
     "WRITERS",
     "Figures",
+    "Pair",
     "PeersResult",
+    "SeamCase",
+    "SeamFigure",
+    "SeamWorld",
+    "fence_cases",
     "percentile",
     "run_backends",
     "run_core_bench",
@@ -94,6 +110,7 @@ __all__ = [
     "run_import_bench",
     "run_otel_bench",
     "run_peers",
+    "run_seam_bench",
     "run_state_bench",
     "run_validation",
     "size_label",
