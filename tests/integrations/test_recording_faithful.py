@@ -249,8 +249,8 @@ def test_openai_agents_fenced_tool_without_recorder_is_recorded(tmp_path: Path) 
     trip.revise("Porto")
     rec = RunRecorder("oa")
     with recording(rec, exclusive=True):
-        asyncio.run(Runner.run(agent, "book", context=mod.TripContext(
-            plan_roots=[trip.first_plan.id])))
+        asyncio.run(Runner.run(agent, "book", context={
+            "plan_roots": [trip.first_plan.id]}))
     assert trip.booked == ["Porto"]
     decisions = [x["planfence"]["decision"] for x in rec.planfence
                  if "decision" in x["planfence"]]
