@@ -1,0 +1,156 @@
+"""Tests that kill the hand mutations of issue 30 that survived in state/ (item 4).
+
+Each test names the safety line it guards; through the public API where one exists.
+"""
+
+from __future__ import annotations
+
+from icore.memory import MemoryStore, OwnershipMap
+from icore.records import Record, derive
+from icore.state import (
+    AssertionKind,
+    CertificateRequest,
+    CitedRecord,
+    Effect,
+    EventSpec,
+    Proposal,
+    ReasonCode,
+    Revoked,
+    Status,
+    audit,
+    store_head_view,
+)
+from icore.state._transition import obligation_steps
+
+
+def _rec(seq: int, **kw) -> Record:
+    return Record.create(key="req/trip", owner="traveler", seq=seq, content={"v": seq}, **kw)
+
+
+def _ready(flow, *oids: str) -> None:
+    flow.introduce(*oids)
+    for o in oids:
+        flow.assign(o, "alice")
+        flow.start(o, "alice")
+
+
+def test_records_cited_by_a_proposal_have_their_lineage_checked(flow) -> None:
+    """_legality check_citations: ``Proposal.records`` lineage (not only certificates')."""
+    store = MemoryStore(OwnershipMap.from_mapping({"block": "owner", "summary": "writer"}))
+    view = store_head_view(store)
+    b1 = Record.create(key="block", owner="owner", seq=1, content={"v": 1})
+    store.commit(b1, writer="owner")
+    s1 = derive(key="summary", owner="writer", seq=1, content={}, inputs=[b1])
+    store.commit(s1, writer="writer")
+    store.commit(Record.create(key="block", owner="owner", seq=2, content={"v": 2},
+                               supersedes=b1.id), writer="owner")
+    _ready(flow, "o1")
+    p = flow.submit_proposal("o1", "alice")
+    from dataclasses import replace
+
+    v = flow.x.submit(replace(p, records=(CitedRecord.of(s1),)), head_view=view)
+    assert not v.committed
+    assert any(r.code == ReasonCode.STALE_RECORD and r.subject == b1.id for r in v.reasons)
+
+
+def test_settlement_needs_a_certificate_citing_the_settled_obligation(flow) -> None:
+    """_legality check_removals: a passing ``approved`` certificate tied to o2 does not
+    settle o1."""
+    _ready(flow, "o1", "o2")
+    for o in ("o1", "o2"):
+        flow.submit(o, "alice")
+        flow.ok(flow.approve_proposal(o))
+    rv = "rv-settle"
+    p = Proposal("lead", "settle", target="o1",
+                 events=(EventSpec("review_posted", "bob", {"pr": 1, "verdict": "approve"},
+                                   id=rv),),
+                 effects=(Effect.status("o1", Status.SETTLED),), justification=(rv,),
+                 certificates=(CertificateRequest("approved", events=(rv,),
+                                                  obligations=("o2",)),))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert not v.committed
+    assert ReasonCode.UNSUPPORTED_REMOVAL in v.codes
+    tied = Proposal("lead", "settle", target="o1", events=(EventSpec(
+        "review_posted", "bob", {"pr": 1, "verdict": "approve"}, id="rv-ok"),),
+        effects=(Effect.status("o1", Status.SETTLED),), justification=("rv-ok",),
+        certificates=(CertificateRequest("approved", events=("rv-ok",),
+                                         obligations=("o1",)),))
+    assert flow.x.submit(tied, head_view=flow.heads.get).committed
+
+
+def test_a_cited_certificate_over_records_needs_a_head_view(flow) -> None:
+    """_legality _cited_certificate: without a head view its records are not current
+    (the fail-open of issue 30: it used to commit)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    cert = flow.submit("o1", "alice", record=r1).certificates[0]
+    p = flow.submit_proposal("o2", "alice")
+    from dataclasses import replace
+
+    p = replace(p, cite_certificates=(cert.id,))
+    v = flow.x.submit(p, head_view=None)
+    assert not v.committed
+    assert any(r.code == ReasonCode.STALE_RECORD and r.subject == cert.id for r in v.reasons)
+    assert flow.x.submit(p, head_view=flow.heads.get).committed  # with the heads: current
+
+
+def test_revocation_reaches_work_citing_work_citing_the_evidence(flow) -> None:
+    """_revocation citing_closure: transitive, not one level (o3 cites o2 cites o1)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2", "o3")
+    v1 = flow.submit("o1", "alice", record=r1)
+    up = next(a.id for a in v1.assertions if a.kind == AssertionKind.RESULT)
+    from dataclasses import replace
+
+    v2 = flow.ok(replace(flow.submit_proposal("o2", "alice"), cites=(up,)))
+    mid = next(a.id for a in v2.assertions if a.kind == AssertionKind.RESULT)
+    v3 = flow.ok(replace(flow.submit_proposal("o3", "alice"), cites=(mid,)))
+    (flag,) = flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    for v in (v1, v2, v3):
+        assert {a.id for a in v.assertions if a.kind == AssertionKind.RESULT} <= \
+            set(flag.assertions)
+    assert set(flag.obligations) == {"o1", "o2", "o3"}
+    assert flow.x.obligations["o3"].effective_status == Status.REPAIR_PENDING
+
+
+def test_an_imported_assertion_on_a_revoked_certificate_is_unsound(flow) -> None:
+    """_evaluation assertion_sound: a certificate revoked before the import."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    v1 = flow.submit("o1", "alice", record=r1)
+    cid = v1.certificates[0].id
+    ev = next(iter(flow.x.events))
+    flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    assert not flow.x.certificate_active(cid)
+    ci = next(e for e in flow.x.events if e.startswith("ci"))
+    a = flow.x.import_assertion(Effect.result("o2", {"sha": "x"}), events=(ev, ci),
+                                operation="submit", certificates=(cid,), proposer="alice")
+    assert not flow.x.assertion_sound(a.id)
+    ok = flow.x.import_assertion(Effect.result("o1", {"sha": "y"}), events=(ev, ci),
+                                 operation="submit", certificates=(), proposer="alice")
+    assert ok.id != a.id
+
+
+def test_a_revocation_earlier_in_the_same_change_reaches_a_commit(flow) -> None:
+    """_transition obligation_steps: body 2 sees the revocation of body 1 (pure)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    cid = flow.submit("o1", "alice", record=r1).certificates[0].id
+    from dataclasses import replace
+
+    p = replace(flow.submit_proposal("o2", "alice"), cite_certificates=(cid,))
+    v = audit(p, flow.x, head_view=flow.heads.get)
+    assert v.committed, v.reasons
+    bodies = [Revoked("req/trip", None, (cid,), (), ()), *v.bodies]
+    steps = obligation_steps(flow.x, bodies)
+    last = next(s for s in reversed(steps) if s is not None and "o2" in s.obligations)
+    assert last.obligations["o2"].repair_pending
+    assert {a.id for a in v.assertions if a.obligation == "o2"} <= last.dependents["o2"]
+    # without the revocation in front, the same commit is clean
+    clean = obligation_steps(flow.x, list(v.bodies))
+    o2 = next(s for s in clean if s is not None and "o2" in s.obligations).obligations["o2"]
+    assert not o2.repair_pending
