@@ -81,7 +81,7 @@ def test_on_head_change_of_the_input_key_revokes(flow) -> None:
 
 def test_a_local_replica_is_read_before_fetching(flow) -> None:
     """Records from a replica; heads still from the owners (and a mapping works)."""
-    traveler, planner, owners, b1, s1 = _team()
+    _traveler, _planner, owners, b1, s1 = _team()
     owners.down.add("traveler")  # the traveler cannot be asked for records or heads
     view = owners_head_view(owners, {b1.id: b1, s1.id: s1}, ownership=OM)
     assert view.ancestors(CitedRecord.of(s1)) == (CitedRecord("block/t1", b1.id),)

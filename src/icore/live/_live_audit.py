@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import Clock
-from icore.errors import IcoreError
 from icore.audit import Diagnosis, Trigger, TriggerHit, diagnose_hit
+from icore.errors import IcoreError
 from icore.live._manifest import RunManifest
 from icore.records import Record
 from icore.state import (

@@ -245,9 +245,10 @@ class Store(abc.ABC):
         accepted only if that is the key's current head. By default (:data:`FROM_PARENTS`)
         that is ``record.supersedes`` (the owner's chain link, not an input: see
         :func:`icore.records.derive`), else the version of ``record.key`` among the
-        record's exact parents, or no head at all when it cites none (a creation). Pass ``expected_head`` - the head id the
-        writer read, or None for create-if-absent - when the new version is re-derived
-        from fresh inputs and does not cite its previous version. All checks and the write
+        record's exact parents, or no head at all when it cites none (a creation). Pass
+        ``expected_head`` - the head id the writer read, or None for create-if-absent -
+        when the new version is re-derived from fresh inputs and names no previous
+        version. All checks and the write
         happen in one critical section; on a conflict nothing is written.
 
         Retry on :class:`~icore.errors.CommitConflict` (``retryable``): re-read the head

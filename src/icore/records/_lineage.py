@@ -102,8 +102,9 @@ def frontier(
     """Compute F_a by walking exact inputs from ``roots`` to the keys in ``deps``.
 
     Parents that are chain links of their child (same key, or its ``supersedes``) are
-    not walked (the lineage rule, module docstring). The walk finds the version of every key of D(a) reachable from the roots, also keys
-    that are ancestors of other declared keys (planfence Fig. 6 right, App. C: declaring
+    not walked (the lineage rule, module docstring). The walk finds the version of every
+    key of D(a) reachable from the roots, also keys that are ancestors of other declared
+    keys (planfence Fig. 6 right, App. C: declaring
     more keys only adds checks). On each path the first version of a declared key met is
     that key's boundary; versions of the same key further down that path are its history
     (the owner's chain), not a second version. A path stops once every key of D(a) has a
