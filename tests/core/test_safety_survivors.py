@@ -84,3 +84,60 @@ def test_the_majority_reads_floor_n_half_plus_one(n: int, read: int) -> None:
     assert len(quorum.remote) + 1 == total // 2 + 1
     full = make_validator(Policy.ALL_REPLICA, ctx, TeamContext(install=ex, replicas=replicas))
     assert full.context.owners.remote == list(replicas)
+
+
+# ------------------------------------------------------------------ records (make mutation)
+def test_a_deeper_version_on_a_derivation_path_is_history_not_a_conflict() -> None:
+    """records/_lineage.py frontier: req v2 derives from a note that derives from req v1;
+    the plan's boundary is v2, and v1 below it is its history (the path's bounded keys
+    grow with each boundary met)."""
+    from icore.records import frontier
+
+    r1 = Record.create(key="req/a", owner="alice", seq=1, content={"v": 1})
+    note = derive(key="note/a", owner="alice", seq=2, content={}, inputs=[r1])
+    r2 = derive(key="req/a", owner="alice", seq=3, content={"v": 2}, inputs=[note])
+    plan = derive(key="plan/1", owner="executor", seq=1, content={}, inputs=[r2])
+    recs = {r.id: r for r in (r1, note, r2, plan)}
+    fr = frontier([plan.id], ["req/a"], recs.get)
+    assert fr.versions == {"req/a": r2.id}
+    fr2 = frontier([plan.id], ["req/a", "note/a"], recs.get)
+    assert fr2.versions == {"req/a": r2.id, "note/a": note.id}
+
+
+def test_a_record_citing_itself_is_a_cycle() -> None:
+    """records/_record.py check_envelope: a parent equal to the record's own id."""
+    from icore.errors import MalformedRecord
+
+    r = Record.create(key="req/a", owner="alice", seq=1, content={})
+    forged = Record(r.key, r.owner, r.seq, (r.id,), r.type, r.content, r.content_address,
+                    r.size, r.schema, r.id)
+    with pytest.raises(MalformedRecord, match="cycle"):
+        forged.check_envelope()
+
+
+@pytest.mark.parametrize("size", [True, False, "2", 2.0, -1, 4 * 1024 * 1024 + 1])
+def test_a_record_size_must_be_an_int_in_range(size: object) -> None:
+    """records/_record.py check_envelope: bool is not a size (nor a str, float or out of
+    range)."""
+    from icore.errors import MalformedRecord
+
+    r = Record.create(key="req/a", owner="alice", seq=1, content={})
+    forged = Record(r.key, r.owner, r.seq, r.parents, r.type, r.content, r.content_address,
+                    size, r.schema, r.id)  # type: ignore[arg-type]
+    with pytest.raises(MalformedRecord) as ei:
+        forged.check_envelope()
+    assert ei.value.fields["field"] == "size"
+
+
+def test_content_of_the_same_size_but_another_hash_does_not_verify() -> None:
+    """records/_record.py verify: the content address is checked even when the size
+    matches."""
+    from icore.errors import RecordIdMismatch
+
+    r = Record.create(key="req/a", owner="alice", seq=1, content={"v": 1})
+    with pytest.raises(RecordIdMismatch, match="content"):
+        r.without_content().with_content({"v": 2})
+    forged = Record(r.key, r.owner, r.seq, r.parents, r.type, {"v": 2}, r.content_address,
+                    r.size, r.schema, r.id)
+    with pytest.raises(RecordIdMismatch):
+        forged.verify()

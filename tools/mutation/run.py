@@ -219,12 +219,23 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name}: {r['killed']}/{r['killed'] + r['survived']} killed "
                       f"({100 * r['score']:.1f}%), {r['equivalent']} equivalent, "
                       f"{r['incompetent']} incompetent, {r['seconds']} s", flush=True)
+            if not args.list:
+                _write(out, args)
     if args.list:
         return 0
+    summary = _write(out, args)
+    print(f"total: {summary['killed']}/{summary['killed'] + summary['survived']} killed "
+          f"({100 * summary['score']:.1f}%); {args.out / 'summary.json'}")
+    return 0
+
+
+def _write(out: dict[str, dict], args: argparse.Namespace) -> dict:
+    """Write summary.json and survivors.md for the packages run so far."""
     args.out.mkdir(parents=True, exist_ok=True)
     total_k = sum(r["killed"] for r in out.values())
     total_s = sum(r["survived"] for r in out.values())
-    summary = {"sample": args.sample, "packages": {k: {f: v for f, v in r.items() if f != "survivors"}
+    summary = {"sample": args.sample,
+               "packages": {k: {f: v for f, v in r.items() if f != "survivors"}
                             for k, r in out.items()},
                "killed": total_k, "survived": total_s,
                "score": round(total_k / (total_k + total_s), 4) if total_k + total_s else 1.0}
@@ -236,9 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             lines += [f"## {k}: {s['module']}:{s['line']} {s['function']} ({s['operator']})",
                       "", "```diff", s["diff"].strip(), "```", ""]
     (args.out / "survivors.md").write_text("\n".join(lines), encoding="utf-8")
-    print(f"total: {total_k}/{total_k + total_s} killed ({100 * summary['score']:.1f}%); "
-          f"{args.out / 'summary.json'}")
-    return 0
+    return summary
 
 
 if __name__ == "__main__":
