@@ -143,3 +143,63 @@ def test_the_lineage_walk_is_bounded() -> None:
         prev = [r]
     view = LineageHeadView(lambda key: None, recs.get, max_records=2)
     assert any(a.key == UNKNOWN_KEY for a in view.ancestors(CitedRecord.of(prev[0])))
+
+
+class _Liar:
+    """An OwnerAccess whose replies are wrong in one way (fail-closed cases)."""
+
+    def __init__(self, owners: LocalOwners, *, owner_name: str | None = None,
+                 key: str | None = None, fetch_owner: str | None = None) -> None:
+        self.owners, self.owner_name, self.key, self.fetch_owner = (owners, owner_name, key,
+                                                                     fetch_owner)
+
+    def query_heads(self, owner, keys, *, known=None, timeout_s=0.0):
+        from icore.memory import HeadEntry, HeadReply
+
+        reply = self.owners.query_heads(owner, keys)
+        heads = dict(reply.heads)
+        if self.key is not None:
+            heads = {k: HeadEntry(self.key, e.record_id, e.seq) for k, e in heads.items()}
+        return HeadReply(self.owner_name or reply.owner, heads)
+
+    def fetch(self, owner, ids, *, timeout_s=0.0):
+        got = self.owners.fetch(owner, ids)
+        if self.fetch_owner is not None:
+            got = [Record.create(key=r.key, owner=self.fetch_owner, seq=r.seq,
+                                 content=r.content, parents=r.parents) for r in got]
+        return got
+
+
+def test_a_reply_naming_another_owner_or_key_gives_no_head() -> None:
+    _traveler, _planner, owners, b1, _s1 = _team()
+    assert owners_head_view(owners, ownership=OM)("block/t1") == b1.id
+    assert owners_head_view(_Liar(owners, owner_name="planner"),
+                            ownership=OM)("block/t1") is None
+    assert owners_head_view(_Liar(owners, key="block/t2"), ownership=OM)("block/t1") is None
+
+
+def test_a_fetched_record_that_is_not_the_one_asked_is_not_used() -> None:
+    """An owner returning a record under another owner (another id) is refused."""
+    _traveler, _planner, owners, b1, s1 = _team()
+    view = owners_head_view(_Liar(owners, fetch_owner="planner"), ownership=OM)
+    anc = view.ancestors(CitedRecord.of(s1))
+    assert anc and all(a.key == UNKNOWN_KEY for a in anc)
+    good = owners_head_view(owners, ownership=OM)
+    assert good.record(b1.id) == b1 and good.record(b1.id) is good.record(b1.id)
+
+
+def test_a_replica_lookup_that_raises_falls_back_to_fetching() -> None:
+    _traveler, _planner, owners, b1, s1 = _team()
+
+    def broken(rid):
+        raise RuntimeError("replica closed")
+
+    view = owners_head_view(owners, broken, ownership=OM)
+    assert view.ancestors(CitedRecord.of(s1)) == (CitedRecord("block/t1", b1.id),)
+
+
+def test_a_head_that_is_not_a_record_id_is_no_head() -> None:
+    view = LineageHeadView(lambda key: "not-an-id", lambda rid: None)
+    assert view("k") is None
+    view2 = LineageHeadView(lambda key: 7, lambda rid: None)  # type: ignore[arg-type,return-value]
+    assert view2("k") is None
