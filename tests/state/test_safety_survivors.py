@@ -5,6 +5,8 @@ Each test names the safety line it guards; through the public API where one exis
 
 from __future__ import annotations
 
+import pytest
+
 from icore.memory import MemoryStore, OwnershipMap
 from icore.records import Record, derive
 from icore.state import (
@@ -154,3 +156,63 @@ def test_a_revocation_earlier_in_the_same_change_reaches_a_commit(flow) -> None:
     clean = obligation_steps(flow.x, list(v.bodies))
     o2 = next(s for s in clean if s is not None and "o2" in s.obligations).obligations["o2"]
     assert not o2.repair_pending
+
+
+# ------------------------------------------------------------------ from `make mutation`
+def test_repair_pending_stays_until_every_dependent_assertion_is_superseded(flow) -> None:
+    """_transition obligation_steps: superseding one of two revoked assertions (the
+    status, by a re-assignment) leaves the obligation repair-pending; the result's
+    resubmission clears it."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1")
+    flow.submit("o1", "alice", record=r1)
+    r2 = _rec(2, supersedes=r1.id)
+    (flag,) = flow.x.on_head_change("req/trip", r2.id)
+    assert len(flag.assertions) == 2  # status and result
+    assert flow.x.obligations["o1"].repair_pending
+    flow.assign("o1", "alice")  # supersedes the status assertion only
+    assert flow.x.obligations["o1"].repair_pending
+    assert flow.x.obligations["o1"].effective_status == Status.REPAIR_PENDING
+    flow.heads["req/trip"] = r2.id
+    flow.submit("o1", "alice", record=r2)  # repair: supersedes the result too
+    assert not flow.x.obligations["o1"].repair_pending
+
+
+def _with_replace_op():
+    """code_review.yaml plus ``replace``: remove work and create its replacement in one
+    proposal (transport evidence from the same proposal)."""
+    from pathlib import Path
+
+    import yaml
+
+    from icore.state import State, declaration_from_dict
+
+    from .conftest import EXAMPLES, Flow
+
+    data = yaml.safe_load(Path(EXAMPLES / "code_review.yaml").read_text(encoding="utf-8"))
+    data["operations"].append({
+        "name": "replace", "proposers": ["role:assigner"],
+        "effects": [{"kind": "node", "target": "new", "many": True},
+                    {"kind": "status", "values": ["superseded"]},
+                    {"kind": "relation", "key": "transported_to"}],
+        "removes": True, "transports": True})
+    return Flow(State(declaration_from_dict(data)))
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_a_replacement_created_by_the_same_proposal_carries_the_removed_work(root) -> None:
+    """_legality check_removals: the node effects of the proposal are its replacements;
+    a required root's replacement must be a required root."""
+    flow = _with_replace_op()
+    flow.introduce("o1")
+    eid = flow.any_event()
+    p = Proposal("lead", "replace", target="o1",
+                 effects=(Effect.node("o1b", "code", required_root=root),
+                          Effect.status("o1", Status.SUPERSEDED),
+                          Effect.relation("o1", "transported_to", "o1b")),
+                 justification=(eid,))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert v.committed is root, v.reasons
+    if not root:
+        assert ReasonCode.UNSUPPORTED_REMOVAL in v.codes

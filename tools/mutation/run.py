@@ -4,8 +4,9 @@ Not part of ``make test``: it runs each mutant against its area's tests, so it t
 minutes. What is mutated is listed in ``safety.toml``: per package (records, memory,
 fence, net, state) the safety-check functions (by qualified name, so the selection does
 not drift when lines move), the tests that guard them, and nothing else. Operators are
-the ones that can break a check (comparisons, boolean operators, ``not``, constants,
-break/continue, arithmetic, loop bodies, exception types).
+the ones that can break a check (comparisons, boolean operators, ``not``,
+break/continue, arithmetic, loop bodies, exception types); type annotations are never
+mutated (they are not evaluated).
 
 The run works on a temporary copy of the worktree (a stopped run never leaves a mutant
 in your files), writes ``results/mutation/summary.json`` and ``survivors.md``, and prints
@@ -66,6 +67,27 @@ def _ranges(path: Path, names: list[str]) -> list[tuple[int, int, str]]:
     return [(*found[n], n) for n in names]
 
 
+def _annotations(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Source spans of type annotations (never mutated).
+
+    They are not evaluated (``from __future__ import annotations``), so a mutant inside
+    one is equivalent by construction.
+    """
+    spans = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        anns: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            anns.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            anns.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for a in anns:
+            if a is not None and a.end_lineno is not None and a.end_col_offset is not None:
+                spans.append(((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)))
+    return spans
+
+
 def _copy_repo(dst: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for part in ("src", "tests", "examples"):
@@ -117,6 +139,7 @@ def run_package(name: str, spec: dict, work: Path, operators: re.Pattern[str], *
     subprocess.run([sys.executable, "-m", "cosmic_ray.cli", "init", str(cfg), str(session)],
                    cwd=work, env=env, check=True, capture_output=True)
     ranges = {m: _ranges(work / m, names) for m, names in modules.items()}
+    annotations = {m: _annotations(work / m) for m in modules}
     keep: dict[str, str] = {}  # job id -> function
     skip: list[str] = []
     with use_db(str(session), WorkDB.Mode.open) as db:
@@ -126,7 +149,9 @@ def run_package(name: str, spec: dict, work: Path, operators: re.Pattern[str], *
             mod = str(mut.module_path)
             fn = next((q for lo, hi, q in ranges.get(mod, ())
                        if lo <= mut.start_pos[0] and mut.end_pos[0] <= hi), None)
-            if fn is None or not operators.search(mut.operator_name):
+            pos = tuple(mut.start_pos)
+            in_annotation = any(lo <= pos < hi for lo, hi in annotations.get(mod, ()))
+            if fn is None or in_annotation or not operators.search(mut.operator_name):
                 skip.append(item.job_id)
             else:
                 order = (mod, mut.start_pos[0], mut.start_pos[1], mut.operator_name,
