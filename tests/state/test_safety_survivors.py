@@ -15,6 +15,7 @@ from icore.state import (
     CitedRecord,
     Effect,
     EventSpec,
+    FlagKind,
     Proposal,
     ReasonCode,
     Revoked,
@@ -216,3 +217,65 @@ def test_a_replacement_created_by_the_same_proposal_carries_the_removed_work(roo
     assert v.committed is root, v.reasons
     if not root:
         assert ReasonCode.UNSUPPORTED_REMOVAL in v.codes
+
+
+def test_flags_of_several_keys_in_one_revalidation_get_distinct_ids(flow) -> None:
+    """_revocation revocation_bodies: the n-th flag of one change is numbered after the
+    ones before it (with flags already raised)."""
+    r1 = _rec(1)
+    q1 = Record.create(key="req/other", owner="traveler", seq=1, content={"q": 1})
+    flow.heads.update({"req/trip": r1.id, "req/other": q1.id})
+    _ready(flow, "o1", "o2", "o3")
+    flow.submit("o1", "alice", record=r1)
+    flow.submit("o2", "alice", record=q1)
+    v3 = flow.submit("o3", "alice", record=r1)
+    flow.x.raise_flag(FlagKind.REVOCATION, obligations=("o3",), detail="an earlier flag")
+    before = set(flow.x.flags)
+    heads = {"req/trip": _rec(2, supersedes=r1.id).id, "req/other": "f" * 64}
+    flags = flow.x.revalidate_certificates(heads.get)
+    assert len(flags) == 2
+    ids = [f.id for f in flags]
+    assert len(set(ids)) == 2 and not set(ids) & before
+    assert set(flow.x.flags) == before | set(ids)
+    assert v3.certificates[0].id in flags[0].certificates + flags[1].certificates
+
+
+def test_the_citing_closure_skips_superseded_work(flow) -> None:
+    """_revocation citing_closure: an assertion that cites revoked work but was already
+    superseded is not flagged (only active, untainted ones are)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    v1 = flow.submit("o1", "alice", record=r1)
+    up = next(a.id for a in v1.assertions if a.kind == AssertionKind.RESULT)
+    from dataclasses import replace
+
+    v2 = flow.ok(replace(flow.submit_proposal("o2", "alice"), cites=(up,)))
+    old = {a.id for a in v2.assertions}
+    flow.ok(flow.approve_proposal("o2"))  # supersedes o2's submitted status
+    status_old = next(a.id for a in v2.assertions if a.kind == AssertionKind.STATUS)
+    (flag,) = flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    assert status_old not in flag.assertions
+    assert (old - {status_old}) <= set(flag.assertions)
+
+
+def test_work_already_reached_by_a_revocation_is_not_flagged_again(flow) -> None:
+    """_revocation citing_closure: o2 cites o1's and o3's results; revoking o1's evidence
+    reaches o2, and revoking o3's later does not list o2 a second time."""
+    r1 = _rec(1)
+    q1 = Record.create(key="req/other", owner="traveler", seq=1, content={"q": 1})
+    flow.heads.update({"req/trip": r1.id, "req/other": q1.id})
+    _ready(flow, "o1", "o2", "o3")
+    v1 = flow.submit("o1", "alice", record=r1)
+    v3 = flow.submit("o3", "alice", record=q1)
+    ups = tuple(next(a.id for a in v.assertions if a.kind == AssertionKind.RESULT)
+                for v in (v1, v3))
+    from dataclasses import replace
+
+    v2 = flow.ok(replace(flow.submit_proposal("o2", "alice"), cites=ups))
+    mine = {a.id for a in v2.assertions}
+    (first,) = flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    assert mine <= set(first.assertions)
+    (second,) = flow.x.on_head_change("req/other", "e" * 64)
+    assert not mine & set(second.assertions)
+    assert {a.id for a in v3.assertions} <= set(second.assertions)
