@@ -203,3 +203,14 @@ def test_a_head_that_is_not_a_record_id_is_no_head() -> None:
     assert view("k") is None
     view2 = LineageHeadView(lambda key: 7, lambda rid: None)  # type: ignore[arg-type,return-value]
     assert view2("k") is None
+
+
+def test_the_lineage_walk_stops_at_the_bound() -> None:
+    """Reaching ``max_records`` ends the walk at once: one unknown ancestor, nothing
+    read past it."""
+    ins = [Record.create(key=f"in{i}", owner="o", seq=i + 1, content={}) for i in range(3)]
+    root = derive(key="plan", owner="o", seq=9, content={}, inputs=ins)
+    recs = {r.id: r for r in (*ins, root)}
+    view = LineageHeadView(lambda key: None, recs.get, max_records=2)
+    assert view.ancestors(CitedRecord.of(root)) == (
+        CitedRecord(UNKNOWN_KEY, ins[1].id), CitedRecord("in0", ins[0].id))
