@@ -195,10 +195,11 @@ def run_package(name: str, spec: dict, work: Path, operators: re.Pattern[str], *
             fn = keep[item.job_id]
             if result.worker_outcome == WorkerOutcome.SKIPPED:
                 continue
-            if result.worker_outcome == WorkerOutcome.TIMEOUT or \
-                    result.test_outcome == TestOutcome.KILLED:
+            if result.worker_outcome == WorkerOutcome.ABNORMAL or \
+                    result.test_outcome == TestOutcome.KILLED:  # abnormal: a timeout
                 killed += 1
-            elif result.test_outcome == TestOutcome.INCOMPETENT:
+            elif result.test_outcome == TestOutcome.INCOMPETENT or result.worker_outcome in (
+                    WorkerOutcome.EXCEPTION, WorkerOutcome.NO_TEST):
                 incompetent += 1
             else:
                 why = _is_equivalent(str(mut.module_path), fn, result.diff or "", eq)
