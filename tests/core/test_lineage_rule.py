@@ -267,3 +267,17 @@ def test_the_gates_frontier_and_icores_ancestors_agree(lineage) -> None:
     heads = {a.key: a.record_id for a in anc}
     if all(len(v) == 1 for v in versions.values()):
         assert all(heads[k] == rid for k, rid in fr.versions.items())
+
+
+def test_the_wire_form_takes_ten_or_eleven_fields() -> None:
+    from icore.errors import CodecError
+
+    a = _req(1)
+    c = _req(2, supersedes=a.id)
+    with pytest.raises(CodecError, match="10-element"):
+        record_from_wire([*record_to_wire(c), b"\0" * 32])
+    with pytest.raises(CodecError, match="10-element"):
+        record_from_wire(record_to_wire(a)[:9])
+    with pytest.raises(CodecError) as ei:
+        record_from_wire([*record_to_wire(a), None])
+    assert ei.value.fields["field"] == "supersedes"
