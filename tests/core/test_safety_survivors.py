@@ -141,3 +141,49 @@ def test_content_of_the_same_size_but_another_hash_does_not_verify() -> None:
                     r.size, r.schema, r.id)
     with pytest.raises(RecordIdMismatch):
         forged.verify()
+
+
+# ------------------------------------------------------------------ fence/memory (make mutation)
+def test_a_fetched_head_of_another_key_blocks() -> None:
+    """fence/_gate.py _verify_fresh: the owner reports, as req/a's head, the id of its own
+    req/c record; the fetched record is not a version of req/a."""
+    om = OwnershipMap.from_mapping({"req/a": "alice", "req/c": "alice", "plan/*": "executor"})
+    a = Record.create(key="req/a", owner="alice", seq=1, content={})
+    c = Record.create(key="req/c", owner="alice", seq=2, content={})
+    plan = derive(key="plan/1", owner="executor", seq=1, content={}, inputs=[a])
+    recs = {r.id: r for r in (a, plan)}
+    run = GateRun(action="book", roots=(plan.id,), deps=frozenset({"req/a"}),
+                  lookup=recs.get, ownership=om)
+    assert isinstance(run.start(), HeadQueries)
+    step = run.on_heads({"alice": HeadReply("alice", {"req/a": HeadEntry("req/a", c.id, 2)})})
+    d = run.on_records({"alice": [c]})
+    assert step is not None and d.outcome is Outcome.BLOCKED
+    assert d.reason is Reason.FETCH_FAILED
+
+
+def test_a_reply_listing_entries_must_agree_with_its_map() -> None:
+    """fence/_gate.py _duplicate_entry: the entries as received are the map's entries."""
+    run, _, recs = _run()
+    ea = HeadEntry("req/a", recs["req/a"].id, 1)
+    eb = HeadEntry("req/b", recs["req/b"].id, 1)
+    ok = run.on_heads({"alice": HeadReply.from_entries("alice", [ea]),
+                       "bob": HeadReply.from_entries("bob", [eb])})
+    assert ok.outcome is Outcome.AUTHORIZED
+    run2, _, _ = _run()
+    twin = HeadEntry("req/a", recs["req/a"].id, 1)  # equal, but not the map's entry
+    bad = run2.on_heads({"alice": HeadReply("alice", {"req/a": ea}, (twin,)),
+                         "bob": HeadReply.from_entries("bob", [eb])})
+    assert bad.outcome is Outcome.BLOCKED and bad.reason is Reason.CONFLICTING_REPLY
+
+
+def test_an_equivocating_record_never_moves_the_installed_head() -> None:
+    """memory/_base.py _install: another record with the same owner sequence, installed
+    (again), does not replace the installed head."""
+    ex = MemoryStore(OM, "executor")
+    first = Record.create(key="req/a", owner="alice", seq=5, content={"v": 1})
+    twin = Record.create(key="req/a", owner="alice", seq=5, content={"v": 2})
+    assert ex.install(first) is True
+    assert ex.install(twin) is False
+    assert ex.install(twin) is False  # already held: still no move
+    assert ex.install(first) is False
+    assert ex.installed_head("req/a").record_id == first.id
