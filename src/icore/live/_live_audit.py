@@ -138,7 +138,7 @@ class LiveAudit:
         self.state = State(self.decl, log=self.log, clock=clock)
         self.heads: dict[str, str] = {}
         self.records: dict[str, Record] = {}  # the coordinator's replica (verified)
-        self._view = LineageHeadView(self.heads.get, self.records.get)
+        self._view = _CoordinatorView(self.heads.get, self.records.get)
         self.verdicts: list[dict[str, Any]] = []
         self.diagnoses: dict[str, Diagnosis] = {}  # hard flag id -> F (icore.audit)
         self.timeline: list[tuple[int, float, float, float]] = []
@@ -411,6 +411,21 @@ class LiveAudit:
         close = getattr(self.log, "close", None)
         if callable(close):
             close()
+
+
+class _CoordinatorView(LineageHeadView):
+    """The coordinator's lineage view: derivation is followed from the records it holds.
+
+    A cited record the coordinator could not rebuild from an acknowledged reply (a
+    recording whose spans carry no envelope) has no known lineage: only the record itself
+    is checked against its head, as before lineage was followed. Missing ancestors of a
+    held record fail closed (:meth:`LineageHeadView.ancestors`).
+    """
+
+    def ancestors(self, ref: CitedRecord) -> tuple[CitedRecord, ...]:
+        if self.record(ref.record_id) is None:
+            return ()
+        return super().ancestors(ref)
 
 
 def _rec(rec: Mapping[str, Any]) -> dict[str, Any]:
