@@ -281,3 +281,26 @@ def test_the_wire_form_takes_ten_or_eleven_fields() -> None:
     with pytest.raises(CodecError) as ei:
         record_from_wire([*record_to_wire(a), None])
     assert ei.value.fields["field"] == "supersedes"
+
+
+def test_ancestors_take_up_to_max_records() -> None:
+    from icore.errors import LineageTooLarge
+
+    prev: list[Record] = []
+    recs: dict[str, Record] = {}
+    for i in range(4):
+        r = derive(key=f"k{i}", owner="o", seq=i + 1, content={"i": i}, inputs=prev)
+        recs[r.id] = r
+        prev = [r]
+    assert len(ancestors(prev[0].id, recs.get, max_records=4)) == 4
+    with pytest.raises(LineageTooLarge):
+        ancestors(prev[0].id, recs.get, max_records=3)
+
+
+def test_content_that_is_not_utf8_is_a_codec_error() -> None:
+    from icore.errors import CodecError
+
+    wire = record_to_wire(_req(1))
+    wire[9] = b"\xff\xfe"
+    with pytest.raises(CodecError, match="not JSON"):
+        record_from_wire(wire)

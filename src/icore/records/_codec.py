@@ -75,7 +75,7 @@ def record_from_wire(obj: Any) -> Record:
             raise CodecError("content must be bytes or nil", key=key, field="content")
         try:
             content = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
     rec = Record(
         key=key,
