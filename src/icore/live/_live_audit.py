@@ -423,6 +423,7 @@ class _CoordinatorView(LineageHeadView):
     """
 
     def ancestors(self, ref: CitedRecord) -> tuple[CitedRecord, ...]:
+        """Ancestors of a held record (fail closed); () for one the coordinator lacks."""
         if self.record(ref.record_id) is None:
             return ()
         return super().ancestors(ref)
