@@ -103,6 +103,8 @@ class ErrorCode(enum.StrEnum):
     LIVE = "live"
     LLM = "llm"
     DATA = "data"
+    WORKSPACE = "workspace"
+    MCP = "mcp"
     UNCLASSIFIED = "unclassified"
 
 
@@ -123,7 +125,10 @@ FAMILIES: dict[str, frozenset[ErrorCode]] = {
     "bench": frozenset({ErrorCode.BENCH}),
     "live": frozenset({ErrorCode.LIVE}),
     "agents": frozenset({ErrorCode.LLM}),
-    "integrations": frozenset({ErrorCode.INTEGRATION}),
+    # a fenced tool may surface the gate's block as the framework's own exception type
+    "integrations": frozenset({ErrorCode.INTEGRATION, ErrorCode.BLOCKED}),
+    "workspace": frozenset({ErrorCode.WORKSPACE}),
+    "mcp": frozenset({ErrorCode.MCP}),
     "extras": frozenset({ErrorCode.MISSING_EXTRA}),
     "data": frozenset({ErrorCode.DATA}),
 }
