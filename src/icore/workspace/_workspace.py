@@ -254,7 +254,8 @@ class Workspace:
         Args:
             key: the fact.
             value: its new JSON value.
-            expected: the head this version replaces (None: the fact must not exist yet).
+            expected: the head this version replaces (None: the fact must not exist yet);
+                recorded as the new record's ``supersedes`` link.
             by: the writing agent (checked to be the owner).
             inputs: records the value was derived from (its exact parents).
             type: the record type.
@@ -269,8 +270,10 @@ class Workspace:
             MalformedRecord: ``value`` is not JSON.
         """
         owner, store = self._store_for_write(key, by)
+        # the version it replaces is the owner's chain link (``supersedes``), never an
+        # input: one lineage rule (records/_lineage.py, #30)
         rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner), content=value,
-                            parents=[r.id for r in inputs], type=type)
+                            parents=[r.id for r in inputs], type=type, supersedes=expected)
         store.commit(rec, writer=owner, expected_head=expected)
         return rec
 
