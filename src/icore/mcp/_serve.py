@@ -71,9 +71,11 @@ class _PipeOut:
         self.writer = writer
 
     async def write(self, text: str) -> None:
+        """Queue ``text`` (one JSON-RPC line) on the pipe, UTF-8."""
         self.writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
+        """Wait until the pipe took what was queued (flow control)."""
         await self.writer.drain()
 
 
