@@ -210,6 +210,14 @@ class ToolSpec(_Model):
                 raise ValueError(f"bad placeholder in {d!r}: {exc}") from None
         return v
 
+    @property
+    def globs(self) -> bool:
+        """True when D(a) may need matching against the known keys.
+
+        A glob in ``depends_on``, or a placeholder (an argument value may carry one).
+        """
+        return any(c in d for d in self.depends_on for c in "*?[{")
+
     def placeholders(self) -> set[str]:
         """The argument names the ``{arg}`` placeholders of ``depends_on`` use."""
         out: set[str] = set()
