@@ -78,6 +78,15 @@ def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
                 check_tool_function(fn, framework=_FW, tool=tool.name)
         return tool
     check_tool_function(tool, framework=_FW)
+    name = getattr(tool, "__name__", "")
+    if name == "<lambda>":
+        raise IntegrationError("a lambda cannot be a tool: it has no name or description",
+                               framework=_FW,
+                               fix="def my_tool(...) with a docstring, then fenced_tool(my_tool, ...)")
+    if not (inspect.getdoc(tool) or "").strip():
+        raise IntegrationError("the tool function has no docstring: the model reads it as "
+                               "the tool's description", framework=_FW, tool=name,
+                               fix=f'add a docstring: def {name}(...): """What it does."""')
     # the decorator keeps the signature, so the schema is the function's parameters
     return as_tool(tool)
 
@@ -539,9 +548,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             ``functools.partial``), takes ``*args`` / ``**kwargs``, its ``args_schema`` is
             not a pydantic model; neither ``agent`` (a workspace agent) nor ``fence`` is
             given; ``depends_on`` is a str, empty or names keys without an owner;
-            ``roots`` is neither a state key nor a function; ``approval`` without a
-            workspace agent; ``on_block`` is invalid.
+            ``roots`` is neither a state key nor a function; ``approval`` is not a bool
+            or is given without a workspace agent; ``on_block`` is invalid; a plain
+            function has no docstring (the model's description) or is a lambda.
     """
+    if not isinstance(approval, bool):
+        raise IntegrationError("approval= must be True or False", framework=_FW,
+                               got=repr(approval)[:80], fix="approval=True")
     base = _as_base_tool(tool)
     schema = base.args_schema
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
