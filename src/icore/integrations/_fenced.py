@@ -294,7 +294,8 @@ class FenceGuard:
                 raise WorkspaceError(
                     "the depends_on function failed on the call's arguments (an "
                     "application error)", error=f"{type(exc).__name__}: {exc}",
-                    args=sorted(args), fix="read the call's arguments by the tool's parameter names: "
+                    args=sorted(args),
+                    fix="read the call's arguments by the tool's parameter names: "
                     + ", ".join(sorted(args))) from exc
             if isinstance(keys, str | bytes):
                 raise WorkspaceError(

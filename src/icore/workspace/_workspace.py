@@ -13,7 +13,6 @@ and builds and validates the action records of its protected calls
 from __future__ import annotations
 
 import difflib
-
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path

@@ -82,7 +82,8 @@ def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
     if name == "<lambda>":
         raise IntegrationError("a lambda cannot be a tool: it has no name or description",
                                framework=_FW,
-                               fix="def my_tool(...) with a docstring, then fenced_tool(my_tool, ...)")
+                               fix="def my_tool(...) with a docstring, then "
+                               "fenced_tool(my_tool, ...)")
     if not (inspect.getdoc(tool) or "").strip():
         raise IntegrationError("the tool function has no docstring: the model reads it as "
                                "the tool's description", framework=_FW, tool=name,
