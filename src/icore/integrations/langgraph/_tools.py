@@ -433,7 +433,7 @@ class _Fenced:
 
         return approve
 
-    def replayed(self, key: Hashable) -> tuple[bool, Any]:
+    def replayed(self, key: Hashable, turn: Hashable | None) -> tuple[bool, Any]:
         """A call that already executed under an approval: ``(True, its recorded result)``.
 
         LangGraph re-runs the whole tool node on each resume; such a call never runs
@@ -441,18 +441,19 @@ class _Fenced:
         the answers already given (by number), so the next call's answers stay aligned.
         """
         book = self.guard.handle.approvals if self.guard.handle is not None else None
-        done = book.executed(key) if book is not None else None
+        done = book.executed((key, turn)) if book is not None else None
         if done is None:
             return False, None
         for req in book.asked(key):  # type: ignore[union-attr]  # book is set here
             interrupt(req.payload())
         return True, done[1]
 
-    def executed(self, key: Hashable, granted: list[str], result: Any) -> None:
-        """Remember an approved call that ran (the executed-call ledger)."""
+    def executed(self, key: Hashable, turn: Hashable | None, granted: list[str],
+                 result: Any) -> None:
+        """Remember an approved call that ran (ledger key: the call and its model turn)."""
         book = self.guard.handle.approvals if self.guard.handle is not None else None
         if book is not None and granted:
-            book.ran(key, granted[-1], result)
+            book.ran((key, turn), granted[-1], result)
 
     def suspend(self, key: Hashable, args: Mapping[str, Any]) -> None:
         """The tool body interrupted (its own question): remember which call it was for."""
@@ -615,7 +616,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             if attempt is not None:
                 _ORDER.wait(attempt, _earlier_approval_calls(runtime, call_id))
             if agent_mode:
-                again, value = f.replayed(key)
+                again, value = f.replayed(key, f.turn(runtime, call_id))
                 if again:
                     return value
 
@@ -635,7 +636,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
                                   normalize=f.norm, approve=approve, recorder=rec)
                 result = f.out(gated, runtime)
-                f.executed(key, granted, result)
+                f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
             r = f.plan_roots(runtime, args)
             gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
@@ -654,7 +655,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             if attempt is not None:
                 await _ORDER.await_(attempt, _earlier_approval_calls(runtime, call_id))
             if agent_mode:
-                again, value = f.replayed(key)
+                again, value = f.replayed(key, f.turn(runtime, call_id))
                 if again:
                     return value
 
@@ -674,7 +675,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                                          turn=f.turn(runtime, call_id), normalize=f.norm,
                                          approve=approve, recorder=rec)
                 result = f.out(gated, runtime)
-                f.executed(key, granted, result)
+                f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
             r = f.plan_roots(runtime, args)
             gated = await guard.arun(base.name, call, f.plan_args(norm, r), r, recorder=rec)
