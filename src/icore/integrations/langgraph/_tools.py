@@ -149,7 +149,7 @@ def _graph_turn() -> Hashable | None:
         return None
 
 
-_ARRIVAL_S = 0.05
+_ARRIVAL_S = 0.25
 _ORDER_TIMEOUT_S = 5.0
 _MAX_ATTEMPTS = 256
 
@@ -539,7 +539,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             ``interrupt`` (payload: :meth:`~icore.workspace.ApprovalRequest.payload`;
             resume with ``Command(resume=True)`` or ``request.approve()``) before it
             runs; an answer counts only for the exact arguments and fact versions it was
-            given for (needs a checkpointer).
+            given for (needs a checkpointer). Several approval calls of one message
+            in one ``ToolNode`` are asked one at a time, in the message's order; a call
+            that ran under its approval never runs again when LangGraph replays the
+            node (its recorded result is returned).
 
     Returns:
         A ``StructuredTool`` with the original name, description and model-facing
