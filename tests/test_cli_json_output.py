@@ -18,7 +18,9 @@ from icore.cli._inputs import OutputFile, output_file
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("command", [["bench", "net", "--quick"],
-                                     ["bench", "state", "--quick"]])
+                                     ["bench", "state", "--quick"],
+                                     ["bench", "integrations", "--calls", "2", "--rounds",
+                                      "1"]])
 def test_json_to_a_fifo_without_reader_is_refused(tmp_path: Path,
                                                   command: list[str]) -> None:
     """Exit 2 with ``error:`` naming the FIFO, before the benchmark runs."""

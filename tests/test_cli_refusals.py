@@ -86,11 +86,12 @@ def test_earlier_run_in_the_current_folder_is_kept(tmp_path: Path,
     """A second run with ``--out .`` (or a folder that contains the current one) cannot
     move the first aside: an ``error:`` naming the folder (was a ValueError traceback),
     and the first run's files are left as they were; a subfolder is still numbered."""
-    from icore._files import move_aside
+    from icore._files import MARKER, move_aside
 
     run = tmp_path / "here"
     (run / "sub").mkdir(parents=True)
     (run / "run.json").write_text("first", encoding="utf-8")
+    (run / MARKER).write_text("", encoding="utf-8")  # icore's own earlier run (#29)
     monkeypatch.chdir(run)
     res = CliRunner().invoke(app, ["run", "--out", "."], env=_ENV)
     assert res.exit_code == 1, res.output

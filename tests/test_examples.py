@@ -26,7 +26,7 @@ def test_otel_quickstart_runs() -> None:
                          capture_output=True, text=True, timeout=60, check=True)
     lines = out.stdout.splitlines()
     assert lines[0] == "booked Porto"
-    assert lines[1].split() == ["icore.gate", "book", "GUARDRAIL", "replan_required"]
+    assert lines[1].split() == ["apply_guardrail", "PlanFence", "GUARDRAIL", "replan_required"]
     assert lines[3].split() == ["execute_tool", "book", "TOOL", "authorized"]
     assert lines[-1].startswith("imported: ['task', 'tool_output'")
 
@@ -43,12 +43,14 @@ def test_cli_help_lists_every_command() -> None:
     for cmd in ("demo", "run", "audit", "certs", "serve", "bench", "mcp"):
         assert cmd in top.output
     bench = runner.invoke(app, ["bench", "--help"])
-    for cmd in ("core", "net", "state", "planfence", "icore", "otel", "mcp"):
+    for cmd in ("core", "net", "state", "planfence", "icore", "otel", "mcp",
+                "integrations"):
         assert cmd in bench.output
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
     for cmd in ("icore run", "icore audit", "icore certs init", "icore serve",
                 "icore bench planfence", "icore bench icore", "icore bench core",
-                "icore bench otel", "icore mcp", "icore bench mcp"):
+                "icore bench otel", "icore mcp", "icore bench mcp",
+                "icore bench integrations"):
         assert cmd in readme, cmd
 
 

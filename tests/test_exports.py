@@ -27,8 +27,8 @@ PINNED = {
         "MAX_CONTENT_BYTES", "MAX_LINEAGE_RECORDS", "MAX_PARENTS", "MAX_RECORD_BYTES",
         "SCHEMA_VERSION", "Frontier", "JSONValue", "Lookup", "Record", "RecordId",
         "TraversalMode", "ancestors", "canonical_json", "content_address", "decode_record",
-        "derive", "encode_record", "frontier", "is_record_id", "record_from_wire",
-        "record_to_wire",
+        "derive", "encode_record", "frontier", "is_chain_link", "is_record_id",
+        "lineage_inputs", "record_from_wire", "record_to_wire",
     ],
     "icore.memory": [
         "DEFAULT_TIMEOUT_S", "FROM_PARENTS", "AsyncOwnerAccess", "CommitOp", "CommitResult",
@@ -46,8 +46,8 @@ PINNED = {
         "ProtectedTool", "QuorumHeads", "Reads", "Reason", "RecordFetches", "RecordRef",
         "Replan", "ReplanRequest", "Replanner", "TeamContext", "ThreadedOwners", "Validator",
         "action_record", "apply_fail_open", "args_digest", "arun_gate", "avalidate",
-        "bind_action", "canonical_args", "installed_heads", "make_validator", "protected",
-        "replica_service", "run_gate", "strategy", "validate",
+        "bind_action", "canonical_args", "installed_heads", "make_validator", "nonblocking",
+        "protected", "replica_service", "run_gate", "strategy", "validate",
     ],
     "icore.bench": [
         "BOOTSTRAP_DRAWS", "PLANFENCE_PRESETS", "TIE_THRESHOLD", "TRANSPORTS", "ActionRow",
@@ -72,8 +72,10 @@ PINNED = {
     ],
     "icore.bench.micro": [
         "BEFORE_COMMITS_PER_S", "EXECUTORS", "PAPER_KIB_PER_ACTION", "PEERS", "SIZES",
-        "TRACES", "WRITERS", "Figures", "PeersResult", "percentile", "run_backends",
-        "run_core_bench", "run_fig2_virtual", "run_otel_bench", "run_peers",
+        "TRACES", "WRITERS", "Figures", "Pair", "PeersResult", "SeamCase", "SeamFigure",
+        "SeamWorld", "fence_cases", "percentile", "run_backends", "run_core_bench",
+        "run_fig2_virtual", "run_import_bench", "run_otel_bench", "run_peers",
+        "run_seam_bench",
         "run_state_bench", "run_validation", "size_label",
     ],
     "icore.net.nats": [
@@ -86,7 +88,8 @@ PINNED = {
     ],
     "icore.integrations": [
         "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
-        "RunRecorder", "Scope", "check_tool_function", "normalize_args", "signature_model",
+        "RunRecorder", "Scope", "active_recorder", "check_tool_function", "normalize_args",
+        "signature_model",
     ],
     "icore.workspace": [
         "ACTION_PREFIX", "APPROVAL_FIELD", "ARGS_NOT_JSON", "FACT_TYPE", "NOT_READ",
@@ -94,6 +97,7 @@ PINNED = {
         "AsyncUserReplanner", "Call", "RunningCall", "Scope", "Stale", "UserReplanner",
         "Verdict", "Workspace", "WorkspaceError", "read_answer", "running_call",
     ],
+    "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [
         "RecordCheckpointSaver", "RecordStore", "RecordingHandler", "RootsFrom",
         "StateUpdate", "fenced_tool", "is_fenced", "recorded_node",

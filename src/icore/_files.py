@@ -5,7 +5,10 @@ such as ``/dev/zero`` never ends, so every loader of a user-supplied path ``stat
 first and refuses anything that is not a regular file (or, where a folder is accepted, a
 directory), without opening it. The loaders wrap the answer in their own typed error.
 
-:func:`move_aside` keeps an earlier run's folder instead of mixing or overwriting it.
+:func:`move_aside` keeps an earlier run's folder instead of mixing or overwriting it;
+:func:`make_room` moves only a folder icore created (it holds the :data:`MARKER` file
+written by :func:`mark_folder`) and refuses any other folder holding a run's files, so
+a user's own folder is never renamed (issue 29).
 
 Pure stdlib (``os``, ``stat``) and no icore import: every layer may use this module.
 """
@@ -53,7 +56,49 @@ def not_a_regular_file(path: str | os.PathLike[str], *, dir_ok: bool = False) ->
     return f"is {kind}, not {wanted}"
 
 
-__all__ = ["not_a_regular_file"]
+MARKER = ".icore-output"
+"""File icore writes into every output folder it creates (run folders, bench results)."""
+
+
+def mark_folder(folder: Path) -> None:
+    """Write :data:`MARKER` into ``folder`` (icore created it and may move it later)."""
+    (folder / MARKER).write_text("created by icore; a rerun into this folder moves it to "
+                                 "<folder>.1 instead of mixing runs\n", encoding="utf-8")
+
+
+def make_room(folder: Path, *, run_files: tuple[str, ...] = ()) -> Path | None:
+    """Make ``folder`` free for a new run's output; return where an earlier run went.
+
+    - missing, or an empty folder: nothing to do (None);
+    - a folder holding :data:`MARKER` (icore created it): moved to ``<folder>.1`` (then
+      ``.2``, ...) by :func:`move_aside`; returns the new path, for the caller to say so;
+    - a folder without the marker that holds any of ``run_files`` (or, with
+      ``run_files`` empty, anything at all): refused, never moved or mixed;
+    - any other folder (only unrelated files): None, the run writes next to them.
+
+    Raises:
+        FileExistsError: the folder holds a run's files but icore did not create it
+            (no marker); the message names the folder and what to do.
+        OSError: as :func:`move_aside`.
+    """
+    if not folder.is_dir():
+        return None
+    if (folder / MARKER).is_file():
+        return move_aside(folder)
+    try:
+        names = {p.name for p in folder.iterdir()}
+    except OSError:
+        return None
+    clash = sorted(names & set(run_files)) if run_files else sorted(names)
+    if not clash:
+        return None
+    raise FileExistsError(
+        errno.EEXIST, f"the output folder holds {', '.join(clash[:4])} but was not created "
+        f"by icore (no {MARKER} marker); icore never moves or mixes a folder it did not "
+        "create: give a new or empty folder", str(folder))
+
+
+__all__ = ["MARKER", "make_room", "mark_folder", "not_a_regular_file"]
 
 
 def move_aside(folder: Path) -> Path:

@@ -27,22 +27,50 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── FenceError                         fence: declaration / usage errors
     │   ├── DeclarationError (ValueError)
     │   ├── ActionBlocked                  raised by ``execute(..., raise_on_block=True)``
-    │   └── AsyncRequired                  a coroutine function given to the sync path
+    │   ├── AsyncRequired                  a coroutine function given to the sync path
+    │   └── FenceCallError (TypeError)     execute/aexecute called with wrong argument types
     ├── TransportError                     net (defined in icore.net)
     ├── StateError                         iCORE state (defined in icore.state)
     ├── AuditError                         iCORE-Audit (defined in icore.audit)
     ├── AdapterError (ValueError)          importers (defined in icore.adapters)
     ├── MissingExtra (ImportError)         an optional extra is not installed
     ├── IntegrationError                   framework integrations (icore.integrations)
+    ├── LiveManifestError, LiveRunError    live runs (defined in icore.live)
+    ├── LLMUnavailable                     the LLM host (defined in icore.agents)
+    ├── DataUnavailable                    the shared data folder cannot be found
     └── BenchError                         harnesses (defined in icore.bench)
 
 Higher layers define their subclasses next to their code and attach them to this tree.
+
+Error families: every error sets the :class:`ErrorCode` of its own family
+(:data:`FAMILIES`: the package it belongs to -> the codes it may report); the root's
+``unclassified`` is never reported by a public error (tests/test_error_families.py).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
+
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URL replaced (``nats://u:pw@h`` -> ``nats://***@h``).
+
+    Every :class:`IcoreError` message and string field passes through it (issue 29), so a
+    password or token in a server URL is never printed.
+    """
+    return _USERINFO.sub(r"\g<scheme>***@", text)
+
+
+def _redacted(v: Any) -> Any:
+    if isinstance(v, str):
+        return redact(v)
+    if isinstance(v, list | tuple):
+        return type(v)(_redacted(x) for x in v)
+    return v
 
 
 class ErrorCode(enum.StrEnum):
@@ -71,17 +99,52 @@ class ErrorCode(enum.StrEnum):
     BENCH = "bench"
     MISSING_EXTRA = "missing_extra"
     INTEGRATION = "integration"
+    OWNER_UNAVAILABLE = "owner_unavailable"
+    LIVE = "live"
+    LLM = "llm"
+    DATA = "data"
+    WORKSPACE = "workspace"
+    MCP = "mcp"
+    UNCLASSIFIED = "unclassified"
+
+
+FAMILIES: dict[str, frozenset[ErrorCode]] = {
+    "records": frozenset({ErrorCode.MALFORMED_RECORD, ErrorCode.RECORD_ID_MISMATCH,
+                          ErrorCode.CODEC, ErrorCode.MISSING_PARENT,
+                          ErrorCode.MISSING_BOUNDARY, ErrorCode.FRONTIER_CONFLICT,
+                          ErrorCode.LINEAGE_TOO_LARGE}),
+    "memory": frozenset({ErrorCode.OWNERSHIP, ErrorCode.SEQUENCE,
+                         ErrorCode.SEQUENCE_CONFLICT, ErrorCode.HEAD_CONFLICT,
+                         ErrorCode.NOT_FOUND, ErrorCode.STORE_CLOSED,
+                         ErrorCode.OWNER_UNAVAILABLE}),
+    "fence": frozenset({ErrorCode.DECLARATION, ErrorCode.BLOCKED, ErrorCode.ASYNC_REQUIRED}),
+    "net": frozenset({ErrorCode.TRANSPORT}),
+    "state": frozenset({ErrorCode.STATE, ErrorCode.DECLARATION}),
+    "audit": frozenset({ErrorCode.AUDIT}),
+    "adapters": frozenset({ErrorCode.ADAPTER}),
+    "bench": frozenset({ErrorCode.BENCH}),
+    "live": frozenset({ErrorCode.LIVE}),
+    "agents": frozenset({ErrorCode.LLM}),
+    # a fenced tool may surface the gate's block as the framework's own exception type
+    "integrations": frozenset({ErrorCode.INTEGRATION, ErrorCode.BLOCKED}),
+    "workspace": frozenset({ErrorCode.WORKSPACE}),
+    "mcp": frozenset({ErrorCode.MCP}),
+    "extras": frozenset({ErrorCode.MISSING_EXTRA}),
+    "data": frozenset({ErrorCode.DATA}),
+}
+"""Each error family (the package an error belongs to) -> the codes its errors report."""
 
 
 class IcoreError(Exception):
     """Root of every icore error.
 
     Attributes:
-        code: stable :class:`ErrorCode`.
+        code: stable :class:`ErrorCode` of the error's family (:data:`FAMILIES`); every
+            subclass sets its own (the root's ``unclassified`` is never reported).
         fields: structured context (record key, record id, owner, file, path, ...).
     """
 
-    code: ErrorCode = ErrorCode.STATE
+    code: ErrorCode = ErrorCode.UNCLASSIFIED
     retryable: bool = False
     """True when the same operation may succeed after re-reading state (a lost race)."""
 
@@ -93,9 +156,10 @@ class IcoreError(Exception):
             fields: structured context (record key, record id, owner, file, path, ...),
                 kept in :attr:`fields`.
         """
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.fields: dict[str, Any] = fields
+        self.fields: dict[str, Any] = {k: _redacted(v) for k, v in fields.items()}
 
     def __str__(self) -> str:
         """The message followed by the fields as ``(k=v, ...)`` when there are any."""
@@ -242,6 +306,16 @@ class AsyncRequired(FenceError, TypeError):
     code = ErrorCode.ASYNC_REQUIRED
 
 
+class FenceCallError(FenceError, TypeError):
+    """``Fence.execute``/``aexecute`` was called with an argument of the wrong type.
+
+    A tool that is not a :class:`~icore.fence.ProtectedTool`, roots that are not a list
+    of record ids (None, a single id string, a dict inside), args that are not a mapping
+    of names. Raised at the call, before any owner is asked; nothing was executed.
+    Fields: ``argument`` (the parameter) and ``got`` (the type given).
+    """
+
+
 # --- optional extras and integrations ------------------------------------------------
 class MissingExtra(IcoreError, ImportError):
     """An optional dependency is not installed; the message is the one-line install hint.
@@ -259,3 +333,9 @@ class IntegrationError(IcoreError):
     """
 
     code = ErrorCode.INTEGRATION
+
+
+class DataUnavailable(IcoreError):
+    """The shared data folder cannot be found (``fields['path']`` when one was given)."""
+
+    code = ErrorCode.DATA

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -109,3 +110,216 @@ def test_random_jsonl(lines: list[dict[str, Any]]) -> None:
         err = None
         audit_trace(t)
     assert err is None or err.file == "f.jsonl"
+
+
+# ------------------------------------------------- issue 29: one fuzz test per importer
+# Structured JSON over the importers' real field names, with the values that crashed
+# main (NaN, infinities, huge integers, "²", naive ISO times, wrong shapes). Each test
+# asserts "a result or an AdapterError naming the file, never another exception", for
+# the in-memory parser and for the streamed file reader.
+_wild = (st.none() | st.booleans() | st.integers() | st.sampled_from([10**30, -1, 2**63])
+         | st.floats(allow_nan=True, allow_infinity=True)
+         | st.sampled_from(["", "²", "NaN", "Infinity", "12", "1e400", "abc", "0x1f",
+                            "2026-01-01T00:00:00", "2026-01-01T00:00:00Z", "9" * 30,
+                            "ab" * 16, "cd" * 8, "\u2028", "{}", "[1,2]"])
+         | st.text(max_size=8))
+_val = st.recursive(_wild, lambda c: st.lists(c, max_size=3)
+                    | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=5)
+_ids = st.sampled_from([f"{i:016x}" for i in range(1, 5)] + ["", None, 7, "zz"])
+_any_value = st.one_of(
+    st.fixed_dictionaries({"stringValue": _val}), st.fixed_dictionaries({"intValue": _val}),
+    st.fixed_dictionaries({"doubleValue": _val}), st.fixed_dictionaries({"boolValue": _val}),
+    st.fixed_dictionaries({"arrayValue": st.fixed_dictionaries({"values": st.lists(
+        st.fixed_dictionaries({"stringValue": _val}), max_size=2)})}),
+    st.fixed_dictionaries({"kvlistValue": _val}), _val)
+_attr_keys = st.sampled_from(["openinference.span.kind", "agent.name", "gen_ai.agent.name",
+                              "gen_ai.operation.name", "input.value", "output.value",
+                              "handoff.to", "gen_ai.tool.name", "icore.call", "icore.seq"])
+_attrs = st.lists(st.fixed_dictionaries({"key": _attr_keys | _val, "value": _any_value}),
+                  max_size=3) | _val
+_otlp_span = st.fixed_dictionaries(
+    {"traceId": st.sampled_from(["ab" * 16, "cd" * 16]) | _val, "spanId": _ids,
+     "name": st.sampled_from(["agent", "handoff", "transfer_to_b", "chat"]) | _val},
+    optional={"parentSpanId": _ids, "startTimeUnixNano": _wild, "endTimeUnixNano": _wild,
+              "attributes": _attrs, "kind": _wild, "status": _val | st.fixed_dictionaries(
+                  {"code": _wild}),
+              "events": st.lists(st.fixed_dictionaries(
+                  {"name": _val, "timeUnixNano": _wild, "attributes": _attrs}), max_size=2)})
+_otlp_doc = st.fixed_dictionaries({"resourceSpans": st.lists(st.fixed_dictionaries(
+    {"scopeSpans": st.lists(st.fixed_dictionaries(
+        {"spans": st.lists(_otlp_span, max_size=4)}, optional={"scope": _val}),
+        min_size=1, max_size=2)},
+    optional={"resource": _val | st.fixed_dictionaries({"attributes": _attrs})}),
+    min_size=1, max_size=2)})
+_phoenix = st.lists(st.fixed_dictionaries(
+    {"name": _val, "context": st.fixed_dictionaries({"trace_id": _val, "span_id": _ids})
+     | _val},
+    optional={"parent_id": _ids, "span_kind": st.sampled_from(["AGENT", "TOOL", "LLM"]) | _val,
+              "start_time": _wild, "end_time": _wild, "status_code": _val,
+              "attributes": _val, "events": st.lists(st.fixed_dictionaries(
+                  {"name": _val, "timestamp": _wild}), max_size=2)}), min_size=1, max_size=4)
+_langfuse = st.fixed_dictionaries({"id": _val, "observations": st.lists(
+    st.fixed_dictionaries({"id": st.sampled_from(["o1", "o2", "o3"]) | _val},
+                          optional={"type": st.sampled_from(["AGENT", "TOOL", "GENERATION",
+                                                             "SPAN"]) | _val,
+                                    "parentObservationId": st.sampled_from(["o1", "o2"]) | _val,
+                                    "startTime": _wild, "endTime": _wild, "traceId": _val,
+                                    "input": _val, "output": _val, "level": _val,
+                                    "name": _val, "metadata": _val}),
+    min_size=1, max_size=4)})
+_jaeger = st.fixed_dictionaries({"data": st.lists(st.fixed_dictionaries(
+    {"traceID": st.just("ab" * 16) | _val, "spans": st.lists(st.fixed_dictionaries(
+        {"operationName": st.sampled_from(["agent", "tool"]) | _val, "spanID": _ids},
+        optional={"traceID": _val, "startTime": _wild, "duration": _wild,
+                  "tags": st.lists(st.fixed_dictionaries({"key": _attr_keys, "value": _val}),
+                                   max_size=3) | _val,
+                  "references": st.lists(st.fixed_dictionaries(
+                      {"refType": st.just("CHILD_OF") | _val, "spanID": _ids}), max_size=2)
+                  | _val,
+                  "processID": _val}), min_size=1, max_size=4)},
+    optional={"processes": _val}), min_size=1, max_size=2)})
+
+
+def _dumps(doc: Any) -> str:
+    import json
+
+    return json.dumps(doc, ensure_ascii=False)  # NaN/Infinity as JSON5 tokens, like main saw
+
+
+def _otel_check(doc: Any, *, lines: bool = False) -> None:
+    """In memory and streamed from a file: runs or an AdapterError, nothing else."""
+    import tempfile
+    from pathlib import Path
+
+    from icore.adapters import parse_otlp_runs
+    from icore.adapters._otel_import import load_otlp_runs
+
+    text = _dumps(doc)
+    if lines:
+        text = text + "\n" + text
+    for how in ("memory", "file"):
+        try:
+            if how == "memory":
+                runs = parse_otlp_runs(text, file="f.otlp.json")
+            else:
+                with tempfile.TemporaryDirectory() as d:
+                    p = Path(d) / "f.otlp.json"
+                    p.write_text(text, encoding="utf-8")
+                    runs = load_otlp_runs(p)
+            for t in runs:
+                audit_trace(t)
+        except AdapterError as e:
+            assert e.field and e.file.endswith("f.otlp.json")  # noqa: PT017
+
+
+@settings(max_examples=40)
+@given(_otlp_doc, st.booleans())
+def test_fuzz_otlp(doc: dict[str, Any], lines: bool) -> None:
+    _otel_check(doc, lines=lines)
+
+
+@settings(max_examples=30)
+@given(_phoenix)
+def test_fuzz_phoenix(doc: list[Any]) -> None:
+    _otel_check(doc)
+
+
+@settings(max_examples=30)
+@given(_langfuse)
+def test_fuzz_langfuse(doc: dict[str, Any]) -> None:
+    _otel_check(doc)
+
+
+@settings(max_examples=30)
+@given(_jaeger)
+def test_fuzz_jaeger(doc: dict[str, Any]) -> None:
+    _otel_check(doc)
+
+
+@settings(max_examples=30)
+@given(st.lists(st.fixed_dictionaries(
+    {"agent": _val | st.sampled_from(["user", "a"]),
+     "kind": st.sampled_from(["task", "output", "ledger", "instruction"]) | _val},
+    optional={"step": _wild, "content": _val, "to": _val, "exitcode": _wild,
+              "ledger": _val, "final_answer": _val, "terminates": _wild,
+              "planfence": st.fixed_dictionaries({"decision": st.fixed_dictionaries(
+                  {"outcome": _val, "reason": _val},
+                  optional={"point": _wild, "deps": _val, "roots": _val, "heads": _val,
+                            "frontier": _val, "replanned": _wild})})}),
+    min_size=1, max_size=6))
+def test_fuzz_jsonl_values(lines: list[dict[str, Any]]) -> None:
+    """JSONL with the wild values (NaN step, huge exitcode, malformed decisions)."""
+    import tempfile
+    from pathlib import Path
+
+    from icore.adapters import load_jsonl
+
+    text = "\n".join(_dumps(x) for x in lines)
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "f.jsonl"
+        p.write_text(text, encoding="utf-8")
+        try:
+            t = load_jsonl(p)
+        except AdapterError as e:
+            assert e.file.endswith("f.jsonl")  # noqa: PT017
+            return
+    audit_trace(t)
+
+
+_LIVE: dict[str, Any] = {}
+
+
+def _live_doc() -> dict[str, Any]:
+    """One small live run's export (made once per session)."""
+    if "doc" not in _LIVE:
+        import json
+        import tempfile
+        from pathlib import Path
+
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        from icore.adapters import OtelExporter, make_provider, otlp_json
+        from icore.live import default_manifest, run_live
+
+        spans = InMemorySpanExporter()
+        ex = OtelExporter(tracer_provider=make_provider(exporter=spans, batch=False))
+        with tempfile.TemporaryDirectory() as d:
+            run_live(default_manifest("reservation").with_(seeds=[0]), Path(d) / "r",
+                     policy="planfence", observer=ex)
+        _LIVE["doc"] = json.loads(json.dumps(otlp_json(spans.get_finished_spans())))
+    return _LIVE["doc"]
+
+
+@settings(max_examples=25)
+@given(st.data())
+def test_fuzz_live_export(data: st.DataObject) -> None:
+    """Edit the attributes of an icore live export at random: re-audit or AdapterError."""
+    pytest.importorskip("opentelemetry.sdk")
+    doc = copy.deepcopy(_live_doc())
+    spans = [sp for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]
+             for sp in ss["spans"]]
+    for _ in range(data.draw(st.integers(1, 3))):
+        sp = spans[data.draw(st.integers(0, len(spans) - 1))]
+        attrs = sp.setdefault("attributes", [])
+        if attrs and data.draw(st.booleans()):
+            i = data.draw(st.integers(0, len(attrs) - 1))
+            attrs[i]["value"] = data.draw(_any_value)
+        else:
+            attrs.append({"key": data.draw(st.sampled_from([
+                "icore.call", "icore.seq", "icore.task", "icore.event.fields",
+                "icore.event.id", "icore.gate.outcome", "icore.gate.point",
+                "icore.record.id", "icore.run.manifest", "gen_ai.agent.id",
+                "icore.verdict.decisions"])), "value": data.draw(_any_value)})
+    try:
+        for t in parse_otlp_runs_(doc):
+            audit_trace(t)  # re-audits the live steps: an edit is an AdapterError here
+    except AdapterError as e:
+        assert e.field  # noqa: PT017
+
+
+def parse_otlp_runs_(doc: Any) -> Any:
+    from icore.adapters import parse_otlp_runs
+
+    return parse_otlp_runs(_dumps(doc), file="live.otlp.json")

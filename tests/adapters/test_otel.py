@@ -81,23 +81,30 @@ def _write(spans: Sequence[ReadableSpan], path: Path, *, lines: int = 1) -> Path
 # ------------------------------------------------------------------ export: a live run
 def test_live_run_spans_follow_genai_conventions(
         mem: tuple[InMemorySpanExporter, OtelExporter], tmp_path: Path) -> None:
-    """invoke_agent per turn, execute_tool per protected call, gate children, metrics."""
+    """The 2026 GenAI conventions: invoke_workflow for the run and each task, plan per
+    plan, invoke_agent per other turn, execute_tool per protected call, its gate
+    decisions as apply_guardrail children with gen_ai.guardrail.* results; metrics."""
     spans_x, ex = mem
     res = _live(tmp_path, ex, "planfence")
     spans = spans_x.get_finished_spans()
-    run = _by_name(spans, "icore.run ")
+    flows = _by_name(spans, "invoke_workflow ")
+    run = [s for s in flows if s.parent is None]
     assert len(run) == 1 and run[0].attributes is not None
     assert run[0].attributes["icore.run.policy"] == "planfence"
-    wf = _by_name(spans, "icore.workflow ")[0]
+    assert run[0].attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert run[0].attributes["gen_ai.agent.name"] == run[0].name.split(" ", 1)[1]
+    wf = next(s for s in flows if s.parent is not None)
     assert wf.parent is not None and wf.parent.span_id == run[0].context.span_id
     assert wf.attributes is not None
     assert wf.attributes["gen_ai.conversation.id"] == "reservation-00"
-    agents = _by_name(spans, "invoke_agent ")
+    assert wf.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    agents = _by_name(spans, "invoke_agent ") + _by_name(spans, "plan ")
     assert {s.attributes["gen_ai.agent.id"] for s in agents if s.attributes} == {
         "reviser-1", "retriever-1", "planner-1", "auditor-1"}
     for s in agents:
         assert s.attributes is not None
-        assert s.attributes["gen_ai.operation.name"] == "invoke_agent"
+        assert s.attributes["gen_ai.operation.name"] == (
+            "plan" if s.attributes["icore.call"] == "planned" else "invoke_agent")
         assert s.attributes["openinference.span.kind"] == "AGENT"
         assert str(s.attributes["gen_ai.agent.description"]).split()[0] in (
             "reviser", "retriever", "planner", "auditor")
@@ -115,11 +122,22 @@ def test_live_run_spans_follow_genai_conventions(
     assert a["openinference.span.kind"] == "TOOL" and a["gen_ai.tool.call.id"]
     assert a["icore.decision"] == "authorized" and a["icore.replan.count"] == 1
     assert "gen_ai.tool.call.arguments" not in a  # content capture is opt-in
-    gates = _by_name(spans, "icore.gate ")
+    gates = _by_name(spans, "apply_guardrail ")
     assert all(g.parent is not None and g.parent.span_id == tool.context.span_id
                for g in gates)
     ga = [g.attributes for g in gates if g.attributes]
     assert [x["icore.gate.outcome"] for x in ga] == ["replan_required", "authorized"]
+    for g, x in zip(gates, ga, strict=True):
+        assert g.name == "apply_guardrail PlanFence"
+        assert x["gen_ai.operation.name"] == "apply_guardrail"
+        assert x["gen_ai.guardrail.component.name"] == "PlanFence"
+        assert x["gen_ai.guardrail.policy.id"] == "planfence"
+        assert x["gen_ai.guardrail.result.type"] == "outcome"
+        assert x["gen_ai.guardrail.result.value"] == x["icore.gate.outcome"]
+        assert x["gen_ai.guardrail.result.reason"] == x["icore.gate.reason"]
+        (ev,) = [e for e in g.events if e.name == "gen_ai.guardrail.result"]
+        assert ev.attributes and ev.attributes["gen_ai.guardrail.result.value"] == \
+            x["icore.gate.outcome"]
     assert ga[0]["icore.gate.reason"] == "stale"
     assert list(ga[0]["icore.gate.deps"]) == ["req/reservation-00"]  # D(a)
     assert ga[0]["icore.gate.roots"]
@@ -255,7 +273,7 @@ def test_fence_decisions_become_spans(mem: tuple[InMemorySpanExporter, OtelExpor
     assert a["icore.decision"] == "authorized" and a["icore.replan.count"] == 1
     assert [e.attributes["icore.decision"] for e in span.events if e.attributes] == [
         "replan_required", "authorized"]
-    gates = _by_name(spans, "icore.gate ")
+    gates = _by_name(spans, "apply_guardrail ")
     assert len(gates) == 2 and all(g.parent and g.parent.span_id == span.context.span_id
                                    for g in gates)
     g0 = gates[0].attributes
@@ -276,8 +294,9 @@ def test_decision_log_sink_and_blocked_status(
     (span,) = _by_name(spans, "execute_tool ")
     assert span.status.status_code.name == "ERROR"
     assert span.attributes and span.attributes["error.type"] == "blocked"
-    (gate,) = _by_name(spans, "icore.gate ")
+    (gate,) = _by_name(spans, "apply_guardrail ")
     assert gate.attributes and gate.attributes["icore.gate.outcome"] == "blocked"
+    assert gate.attributes["gen_ai.guardrail.result.value"] == "blocked"
 
 
 def test_a_users_own_provider_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,7 +311,7 @@ def test_a_users_own_provider_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
         assert ex.provider is provider
         ex.decision_sink({"outcome": "authorized", "reason": "valid", "action": "a"})
         ex.shutdown()  # a user's provider is flushed, never shut down
-        assert [s.name for s in spans_x.get_finished_spans()] == ["icore.gate a"]
+        assert [s.name for s in spans_x.get_finished_spans()] == ["apply_guardrail PlanFence"]
         provider.get_tracer("t").start_span("still-open").end()
         assert len(spans_x.get_finished_spans()) == 2
     finally:
@@ -331,6 +350,8 @@ def _kv(d: dict[str, Any]) -> list[dict[str, Any]]:
             val: dict[str, Any] = {"boolValue": v}
         elif isinstance(v, int):
             val = {"intValue": str(v)}
+        elif isinstance(v, list):
+            val = {"arrayValue": {"values": [{"stringValue": str(x)} for x in v]}}
         else:
             val = {"stringValue": str(v)}
         out.append({"key": k, "value": val})
@@ -647,4 +668,81 @@ def test_otel_exporter_otlp_variables_are_honoured(monkeypatch: pytest.MonkeyPat
     assert {a.key: a.value.string_value for a in rs.resource.attributes}["service.name"] == (
         "icore-ci")
     (span,) = rs.scope_spans[0].spans
-    assert span.name == "icore.gate pay" and rs.scope_spans[0].scope.name == "icore"
+    assert span.name == "apply_guardrail PlanFence" and rs.scope_spans[0].scope.name == "icore"
+
+
+# ------------------------------------------- the 2026 GenAI operations, in and out (#28)
+def _gate_attrs(outcome: str, reason: str, frontier: str, head: str) -> dict[str, Any]:
+    return {"gen_ai.operation.name": "apply_guardrail",
+            "gen_ai.guardrail.component.name": "PlanFence",
+            "gen_ai.guardrail.result.type": "outcome",
+            "gen_ai.guardrail.result.value": outcome,
+            "gen_ai.guardrail.result.reason": reason,
+            "icore.gate.outcome": outcome, "icore.gate.reason": reason,
+            "icore.gate.action": "ship", "icore.gate.policy": "planfence",
+            "icore.gate.point": 1 if reason == "stale" else 2,
+            "icore.gate.roots": ["c" * 64], "icore.gate.deps": ["req/o"],
+            "icore.gate.frontier.keys": ["req/o"], "icore.gate.frontier.ids": [frontier],
+            "icore.gate.heads.keys": ["req/o"], "icore.gate.heads.ids": [head]}
+
+
+def test_import_reads_the_2026_genai_operations(tmp_path: Path) -> None:
+    """invoke_workflow groups, plan is a plan, apply_guardrail a gate thought whose
+    icore.gate.* attributes come back as PlanFence decisions (the lineage picture);
+    nothing is an unknown span."""
+    a, b = "a" * 64, "b" * 64
+    spans = [
+        _span(1, "invoke_workflow team", None, 10, {
+            "gen_ai.operation.name": "invoke_workflow", "gen_ai.agent.name": "team",
+            "input.value": "ship order 7", "output.value": "shipped"}),
+        _span(2, "plan alice", 1, 20, {"gen_ai.operation.name": "plan",
+                                       "gen_ai.agent.name": "alice",
+                                       "output.value": "ship to Berlin"}),
+        _span(3, "invoke_agent alice", 1, 30, {"gen_ai.operation.name": "invoke_agent",
+                                               "gen_ai.agent.name": "alice",
+                                               "output.value": "calling ship"}),
+        _span(4, "execute_tool ship", 3, 40, {"gen_ai.operation.name": "execute_tool",
+                                              "gen_ai.tool.name": "ship",
+                                              "output.value": "shipped"}),
+        _span(5, "apply_guardrail PlanFence", 4, 41, _gate_attrs("replan_required",
+                                                                  "stale", a, b)),
+        _span(6, "apply_guardrail PlanFence", 4, 42, _gate_attrs("authorized", "valid",
+                                                                  b, b)),
+    ]
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    path = tmp_path / "genai.otlp.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    t = load_otlp(path)
+    assert [s.kind.value for s in t.steps] == ["task", "plan", "output", "tool_output",
+                                               "thought", "thought", "termination"]
+    assert t.steps[1].agent == "alice" and t.steps[1].content == "ship to Berlin"
+    assert "unknown_spans" not in t.extras and "warnings" not in t.extras
+    decs = t.extras["planfence"]["decisions"]
+    assert [(d["outcome"], d["reason"]) for d in decs] == [("replan_required", "stale"),
+                                                          ("authorized", "valid")]
+    assert decs[0]["frontier"] == {"req/o": a} and decs[0]["heads"] == {"req/o": b}
+    assert len({d["task"] for d in decs}) == 1
+    r = audit_path(path)
+    assert r.summary().steps == len(t.steps)
+
+
+def test_exported_gate_decisions_come_back_as_decisions(
+        mem: tuple[InMemorySpanExporter, OtelExporter], tmp_path: Path) -> None:
+    """The library's fence decisions exported as apply_guardrail spans and imported
+    again carry the same outcome, reason, roots, D(a), frontier and heads."""
+    spans_x, otel = mem
+    _alice, _planner, ex, owners, a1 = _world()
+    plan = derive(key="plan/p", owner="planner", seq=1,
+                  content=bind_action("book", {"dest": "A"}), inputs=[a1])
+    ex.install(plan)
+    log = DecisionLog()
+    fence = Fence.for_store(ex, owners, log=otel.fence_log(log))
+    tool = ProtectedTool(lambda dest: dest, depends_on={"req/a"}, name="book")
+    res = otel.protect(fence, tool, roots=[plan.id], args={"dest": "A"})
+    assert res.executed
+    path = _write(spans_x.get_finished_spans(), tmp_path / "lib.otlp.json")
+    got = load_otlp(path).extras["planfence"]["decisions"]
+    want = [d.to_dict() for d in log]
+    keys = ("outcome", "reason", "action", "roots", "deps", "frontier", "heads", "policy",
+            "point")
+    assert [{k: g[k] for k in keys} for g in got] == [{k: w[k] for k in keys} for w in want]

@@ -113,20 +113,21 @@ def test_live_run_in_phoenix(phoenix: str, tmp_path: Path) -> None:
     names = sorted(str(s["name"]) for s in spans)
     assert names == want
     assert names.count("execute_tool book") == 2
-    assert {"invoke_agent planner-1", "invoke_agent reviser-1", "invoke_agent retriever-1",
-            "invoke_agent auditor-1", "icore.run reservation-live"} <= set(names)
+    assert {"plan planner-1", "invoke_agent reviser-1", "invoke_agent retriever-1",
+            "invoke_agent auditor-1", "invoke_workflow reservation-live"} <= set(names)
     by_kind: dict[str, set[str]] = {}
     for s in spans:
         by_kind.setdefault(str(s["span_kind"]), set()).add(str(s["name"]).split(" ")[0])
     # Phoenix read openinference.span.kind: agents, tools, gate guardrails, chains
-    assert by_kind["AGENT"] == {"invoke_agent"} and by_kind["TOOL"] == {"execute_tool"}
-    assert by_kind["GUARDRAIL"] == {"icore.gate"}
+    assert by_kind["AGENT"] == {"invoke_agent", "plan"} and by_kind["TOOL"] == {"execute_tool"}
+    assert by_kind["GUARDRAIL"] == {"apply_guardrail"}
     tool = next(s for s in spans if s["name"] == "execute_tool book")
     attrs = _flat(tool["attributes"])
     assert attrs["gen_ai.tool.name"] == "book", sorted(attrs)
     assert attrs["gen_ai.operation.name"] == "execute_tool"
     assert attrs["icore.decision"] == "authorized" and attrs["gen_ai.tool.call.id"]
-    gate = _flat(next(s for s in spans if s["name"] == "icore.gate book")["attributes"])
+    gate = _flat(next(s for s in spans if s["name"] == "apply_guardrail PlanFence")[
+        "attributes"])
     assert gate["icore.gate.deps"] == ["req/reservation-00"] or gate["icore.gate.deps"] == [
         "req/reservation-01"]
     assert gate["icore.gate.reason"] == "not_validated"  # owner-head freshness

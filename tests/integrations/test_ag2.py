@@ -211,8 +211,11 @@ def test_calling_agent_named_and_plain_tools_recorded() -> None:
     record_agents(rec, agent)
     _run(agent, "weather?")
     tools = [e for e in rec.events if e["kind"] == "tool_output"]
-    assert [(e["args"], e["exitcode"]) for e in tools] == [
-        ({"city": "Porto"}, 0), ({"city": "Atlantis"}, 1), ({"destination": "Lisbon"}, 0)]
+    got = [(e["args"], e["exitcode"]) for e in tools]
+    # the model's two weather calls of one response may finish in either order
+    assert sorted(got[:2], key=repr) == sorted(
+        [({"city": "Porto"}, 0), ({"city": "Atlantis"}, 1)], key=repr)
+    assert got[2:] == [({"destination": "Lisbon"}, 0)]
     assert {e["agent"] for e in rec.events if e["kind"] == "thought"} == {"concierge"}
     assert rec.events[0]["kind"] == "task" and rec.events[0]["content"] == "weather?"
     assert rec.events[-1]["kind"] == "termination"

@@ -76,6 +76,7 @@ from icore.adapters._otel_import import (
     ICORE_LIVE,
     OTEL,
     OtelSpan,
+    iter_file_spans,
     load_otlp,
     load_otlp_runs,
     parse_otlp,
@@ -106,6 +107,14 @@ from icore.adapters._trace import (
     as_step,
     name_key,
 )
+from icore.adapters._values import (
+    DEFAULT_MAX_INPUT_MB,
+    ENV_MAX_INPUT,
+    check_size,
+    finite_float,
+    max_input_bytes,
+    time_ns,
+)
 from icore.adapters._whowhen import (
     CAPTAIN_AGENT,
     MAGENTIC_ONE,
@@ -120,6 +129,7 @@ from icore.adapters._whowhen import (
 
 if TYPE_CHECKING:
     from icore.adapters._otel_export import (
+        DeliveryCheck,
         OtelExporter,
         OtlpJsonFileExporter,
         SpanCounter,
@@ -130,8 +140,8 @@ if TYPE_CHECKING:
         traces_endpoint,
     )
 
-_OTEL_EXPORT = ("OtelExporter", "OtlpJsonFileExporter", "SpanCounter", "decision_attributes",
-                "exporting", "make_provider", "otlp_json", "traces_endpoint")
+_OTEL_EXPORT = ("DeliveryCheck", "OtelExporter", "OtlpJsonFileExporter", "SpanCounter",
+                "decision_attributes", "exporting", "make_provider", "otlp_json", "traces_endpoint")
 
 
 def __getattr__(name: str) -> Any:
@@ -150,6 +160,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BASELINES",
     "CAPTAIN_AGENT",
+    "DEFAULT_MAX_INPUT_MB",
+    "ENV_MAX_INPUT",
     "FEATURES",
     "HUMAN",
     "ICORE_LIVE",
@@ -168,6 +180,7 @@ __all__ = [
     "AuditResult",
     "Candidate",
     "ChainLink",
+    "DeliveryCheck",
     "ExportError",
     "Feature",
     "Finding",
@@ -203,6 +216,7 @@ __all__ = [
     "check_answer",
     "check_ledger",
     "check_output",
+    "check_size",
     "classify",
     "collect_paths",
     "decision_attributes",
@@ -210,6 +224,7 @@ __all__ = [
     "detect_family",
     "exporting",
     "feature_names",
+    "finite_float",
     "first_error_marker",
     "first_output_after_replan",
     "first_unsupported",
@@ -217,6 +232,7 @@ __all__ = [
     "fit_scorer",
     "generic_declaration",
     "group_key",
+    "iter_file_spans",
     "last_agent_before_answer",
     "load_captain_agent",
     "load_jsonl",
@@ -229,6 +245,7 @@ __all__ = [
     "magentic_one_declaration",
     "majority_agent",
     "make_provider",
+    "max_input_bytes",
     "name_key",
     "otlp_json",
     "parse_captain_agent",
@@ -245,6 +262,7 @@ __all__ = [
     "shipped_models",
     "spans_to_trace",
     "speakers",
+    "time_ns",
     "to_prov",
     "traces_endpoint",
     "validate_prov",

@@ -42,6 +42,7 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
+from icore.adapters._values import check_size
 
 JSONL = "jsonl"
 
@@ -74,19 +76,41 @@ def load_jsonl(path: str | Path) -> Trace:
     p = Path(path)
     if (problem := not_a_regular_file(p)) is not None:
         raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
+    check_size(p)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with p.open("rb") as f:  # streamed: one line at a time, split on b"\n" only
+            return _parse_lines(((n, _utf8(raw, str(p), n)) for n, raw in
+                                 enumerate(f, start=1)), file=str(p), run_id=p.stem)
+    except OSError as exc:
         raise AdapterError(f"cannot read: {exc}", file=str(p), field="<root>") from None
-    return parse_jsonl(text, file=str(p), run_id=p.stem)
+
+
+def _utf8(raw: bytes, file: str, n: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file,
+                           field=f"line {n}") from None
 
 
 def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
-    """Parse the generic JSONL format from a string (see :func:`load_jsonl`)."""
+    """Parse the generic JSONL format from a string (see :func:`load_jsonl`).
+
+    Lines are split on a newline (LF) only: a raw U+2028 inside a JSON string is text.
+    """
+    return _parse_lines(enumerate(text.split("\n"), start=1), file=file, run_id=run_id)
+
+
+def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) -> Trace:
+    """The run of numbered lines, read one at a time (each line becomes a step at once)."""
     header: dict[str, Any] = {}
-    raw: list[tuple[int, dict[str, Any]]] = []
     planfence: dict[str, list[dict[str, Any]]] = {"records": [], "decisions": []}
-    for n, line in enumerate(text.splitlines(), start=1):
+    names: AgentNames | None = None
+    agents_decl: dict[str, Any] = {}
+    steps: list[Step] = []
+    last = -1
+    pos = 0
+    for n, line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
@@ -98,7 +122,7 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
             raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
-        if "run" in obj and not raw and not header:
+        if "run" in obj and names is None and not header:
             if not isinstance(obj["run"], dict):
                 raise AdapterError("run header must be an object", file=file,
                                    field=f"line {n}.run")
@@ -107,16 +131,11 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
         if "planfence" in obj and "agent" not in obj:
             _planfence_line(obj["planfence"], file, f"line {n}.planfence", planfence)
             continue
-        raw.append((n, obj))
-    if not raw:
-        raise AdapterError("no events", file=file, field="<root>")
-    agents_decl = header.get("agents", {})
-    if not isinstance(agents_decl, dict):
-        raise AdapterError("agents must be an object", file=file, field="run.agents")
-    names = AgentNames(agents_decl)
-    steps: list[Step] = []
-    last = -1
-    for pos, (n, obj) in enumerate(raw):
+        if names is None:
+            agents_decl = header.get("agents", {})
+            if not isinstance(agents_decl, dict):
+                raise AdapterError("agents must be an object", file=file, field="run.agents")
+            names = AgentNames(agents_decl)
         f = f"line {n}"
         agent = as_str(obj.get("agent"), file=file, field=f"{f}.agent")
         kind_s = as_str(obj.get("kind"), file=file, field=f"{f}.kind")
@@ -129,6 +148,7 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
                 file=file, field=f"{f}.kind") from None
         step = as_step(obj.get("step", pos), file=file, field=f"{f}.step")
         step = pos if step is None else step
+        pos += 1
         if step <= last:
             raise AdapterError(f"step {step} does not increase (previous {last})", file=file,
                                field=f"{f}.step")
@@ -155,6 +175,8 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
                                 optional=True),
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
         ))
+    if names is None:
+        raise AdapterError("no events", file=file, field="<root>")
     ann = header.get("annotation")
     annotation = None
     if ann is not None:
@@ -211,10 +233,7 @@ def _planfence_line(obj: Any, file: str, field: str,
         if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
             raise AdapterError("parents must be a list of record ids", file=file,
                                field=f"{f}.parents")
-        seq = rec.get("seq")
-        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
-            raise AdapterError(f"seq must be an integer, not {seq!r}", file=file,
-                               field=f"{f}.seq")
+        _count(rec.get("seq"), file, f"{f}.seq")
         into["records"].append(rec)
         return
     dec = obj["decision"]
@@ -230,7 +249,17 @@ def _planfence_line(obj: Any, file: str, field: str,
     for k in ("roots", "deps"):
         if not isinstance(dec.get(k, []), list):
             raise AdapterError(f"{k} must be a list", file=file, field=f"{f}.{k}")
+    for k in ("policy", "detail"):
+        as_str(dec.get(k), file=file, field=f"{f}.{k}", optional=True)
+    _count(dec.get("point"), file, f"{f}.point")
+    as_bool(dec.get("replanned"), file=file, field=f"{f}.replanned", optional=True)
     into["decisions"].append(dec)
+
+
+def _count(v: Any, file: str, field: str) -> None:
+    """An optional JSON integer >= 0 (a sequence number, a decision point)."""
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+        raise AdapterError(f"must be an integer >= 0, not {v!r}", file=file, field=field)
 
 
 def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:

@@ -30,7 +30,7 @@ from icore.adapters._features import Candidate, candidates
 from icore.adapters._results import AuditResult
 from icore.adapters._scorer import ModelSet, ScorerModel
 from icore.adapters._trace import name_key
-from icore.agents import LLMSettings
+from icore.agents import LLMSettings, LLMUnavailable
 
 MODES = ("all-at-once", "step-by-step", "hybrid")
 """The strategies of the Who&When paper."""
@@ -127,11 +127,20 @@ class LLMAttributor:
                                  timeout=self.settings.timeout_s, max_retries=0)
 
     def _ask(self, user: str) -> dict[str, Any] | None:
-        resp = self.client.chat.completions.create(
-            model=self.settings.model,
-            messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
-            temperature=self.settings.temperature,
-        )
+        try:
+            resp = self.client.chat.completions.create(
+                model=self.settings.model,
+                messages=[{"role": "system", "content": SYSTEM},
+                          {"role": "user", "content": user}],
+                temperature=self.settings.temperature,
+            )
+        except Exception as exc:  # the client's transport and HTTP errors
+            if not _is_api_error(exc):
+                raise
+            raise LLMUnavailable(
+                f"LLM attribution: the model server at {self.settings.base_url} cannot be "
+                f"used ({type(exc).__name__}: {str(exc)[:200]}); check --llm-base-url",
+                base_url=self.settings.base_url, reason=type(exc).__name__) from None
         self.requests += 1
         text = resp.choices[0].message.content or ""
         self.transcript.append({"user": user, "assistant": text})
@@ -171,7 +180,8 @@ class LLMAttributor:
         """Attribute one run (None if recorded as successful).
 
         Raises:
-            Exception: whatever the OpenAI client raises on transport errors.
+            LLMUnavailable: the model server cannot be reached or answers with an HTTP
+                error (the message names the base URL).
         """
         base = attribute(result, model=self.model, ground_truth=self.ground_truth)
         if base is None:
@@ -199,6 +209,15 @@ class LLMAttributor:
         did, chain = _chain(result, pick[1])
         return Attribution(base.run, pick[0], pick[1], did, chain, f"llm:{self.mode}",
                            base.candidates, f"{self.settings.model} via {self.settings.base_url}")
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    """True for an error of the OpenAI client (connection, timeout, HTTP status)."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - a client given without the package
+        return False
+    return isinstance(exc, openai.APIError)
 
 
 __all__ = ["MODES", "LLMAttributor", "context", "evidence_line"]

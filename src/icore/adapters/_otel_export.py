@@ -5,10 +5,14 @@ Built on ``opentelemetry-sdk`` and the OTLP/HTTP exporter (extra ``icore[otel]``
 
 - **live runs** (planfence Sec. 5.2, App. A.5): pass it as ``observer`` to
   :func:`icore.live.run_live` / :func:`icore.live.run_matched` (``icore run
-  --otlp-endpoint URL``). Each run is one trace: a run span, one span per workflow
-  (``gen_ai.conversation.id`` = the task), an ``invoke_agent`` span per agent turn and an
-  ``execute_tool`` span per protected call, whose children are the gate decisions
-  (planfence Alg. 1) with roots L(a), D(a), frontier, heads, outcome and reason. Every
+  --otlp-endpoint URL``). Each run is one trace, named as the 2026 GenAI semantic
+  conventions (open-telemetry/semantic-conventions-genai v0.1.0) name them: an
+  ``invoke_workflow`` run span, one ``invoke_workflow`` span per task
+  (``gen_ai.conversation.id`` = the task), a ``plan`` span per plan or replan, an
+  ``invoke_agent`` span per other agent turn and an ``execute_tool`` span per protected
+  call, whose children are the gate decisions as ``apply_guardrail PlanFence`` spans
+  (``gen_ai.guardrail.*`` result attributes and event; planfence Alg. 1) with roots L(a),
+  D(a), frontier, heads, outcome and reason in ``icore.gate.*``. Every
   audited step carries the iCORE verdicts, hard flags and the metrics snd/astab/cq after
   it as span events (icore Def. 6, Sec. 4). The step's arguments are attributes, so the
   importer can re-audit the run (:func:`icore.adapters.load_otlp`).
@@ -169,6 +173,39 @@ def decision_attributes(d: Mapping[str, Any], *, prefix: str = N.G) -> dict[str,
     return out
 
 
+def guardrail_attributes(d: Mapping[str, Any]) -> dict[str, AttrValue]:
+    """The GenAI guardrail attributes of one gate decision (``apply_guardrail``).
+
+    semantic-conventions-genai, "GenAI guardrails": the component is ``PlanFence``, the
+    policy id the gate's policy, the source ``tool_input`` (the gate judges a tool call
+    before it runs), and the result the gate's own ``outcome`` field and value
+    (``authorized`` / ``replan_required`` / ``blocked``) with its reason code, kept as
+    the gate reports them (no allow/deny translation).
+    """
+    out: dict[str, AttrValue] = {
+        N.OPERATION: N.APPLY_GUARDRAIL, N.PROVIDER: "icore", N.GR_COMPONENT: N.GATE_COMPONENT,
+        N.GR_SOURCE: N.GATE_SOURCE, N.GR_RESULT_TYPE: N.GATE_RESULT,
+        N.GR_RESULT_VALUE: str(d.get("outcome"))}
+    if d.get("policy"):
+        out[N.GR_POLICY] = str(d["policy"])
+    if d.get("reason"):
+        out[N.GR_RESULT_REASON] = str(d["reason"])
+    return out
+
+
+def _guardrail_span(tracer: trace.Tracer, d: Mapping[str, Any], extra: Mapping[str, AttrValue],
+                    *, context: Any = None, start: int | None = None) -> Span:
+    """An ``apply_guardrail PlanFence`` span for one decision, with its result event."""
+    attrs = {**extra, **decision_attributes(d), **guardrail_attributes(d),
+             N.SPAN_KIND: "GUARDRAIL", N.DECISION: str(d.get("outcome")),
+             N.REASON: str(d.get("reason"))}
+    span = tracer.start_span(f"{N.APPLY_GUARDRAIL} {N.GATE_COMPONENT}", context=context,
+                             start_time=start, kind=SpanKind.CLIENT, attributes=attrs)
+    span.add_event(N.EV_GUARDRAIL_RESULT, {k: v for k, v in attrs.items()
+                                           if k.startswith("gen_ai.guardrail.")})
+    return span
+
+
 def _decision_dict(d: GateDecision) -> dict[str, Any]:
     out = d.to_dict()
     out["fresh_seqs"] = {k: r.seq for k, r in d.fresh.items()}
@@ -239,13 +276,21 @@ class OtelExporter:
                  capture_content: bool | None = None) -> None:
         provider = tracer_provider or (None if endpoint else _user_provider())
         self._own = provider is None
-        file_exporter = None
-        if endpoint and endpoint.startswith("file:"):
-            file_exporter = OtlpJsonFileExporter(endpoint.removeprefix("file://")
-                                                 .removeprefix("file:"))
+        self.delivery: DeliveryCheck | None = None
+        """Counts spans the exporter could not deliver (when this exporter made the
+        provider): ``icore audit --otlp-endpoint`` fails on them."""
+        if provider is None:
+            inner: SpanExporter
+            if endpoint and endpoint.startswith("file:"):
+                inner = OtlpJsonFileExporter(endpoint.removeprefix("file://")
+                                             .removeprefix("file:"))
+            else:
+                inner = OTLPSpanExporter(
+                    endpoint=traces_endpoint(endpoint) if endpoint else None,
+                    headers=dict(headers) if headers else None)
+            self.delivery = DeliveryCheck(inner)
         self.provider: trace.TracerProvider = provider or make_provider(
-            endpoint=None if file_exporter else endpoint, headers=headers,
-            exporter=file_exporter)
+            exporter=self.delivery)
         self.tracer = self.provider.get_tracer(N.SCOPE)
         if capture_content is None:
             capture_content = os.environ.get(_CAPTURE_ENV, "").strip().lower() == "true"
@@ -291,7 +336,9 @@ class OtelExporter:
             self._run = _RunSpans(provider_name="openai" if backend == "llm" else "icore",
                                   roles={a.id: a.role for a in manifest.agents})
             self._run.span = self.tracer.start_span(
-                f"icore.run {manifest.name}", kind=SpanKind.INTERNAL, attributes={
+                f"{N.INVOKE_WORKFLOW} {manifest.name}", kind=SpanKind.INTERNAL, attributes={
+                    N.OPERATION: N.INVOKE_WORKFLOW, N.AGENT_NAME: manifest.name,
+                    N.WORKFLOW_NAME: manifest.name, N.PROVIDER: "icore",
                     N.SPAN_KIND: "CHAIN", N.RUN_NAME: manifest.name, N.RUN_POLICY: policy,
                     N.RUN_FAMILY: manifest.family, N.CALL: "run",
                     N.RUN_MANIFEST: _json(manifest.model_dump(mode="json")),
@@ -355,8 +402,10 @@ class OtelExporter:
         if t is None:
             parent = trace.set_span_in_context(self._run.span) if self._run.span else None
             span = self.tracer.start_span(
-                f"icore.workflow {task}", context=parent, start_time=now,
+                f"{N.INVOKE_WORKFLOW} {task}", context=parent, start_time=now,
                 kind=SpanKind.INTERNAL, attributes={
+                    N.OPERATION: N.INVOKE_WORKFLOW, N.AGENT_NAME: task,
+                    N.WORKFLOW_NAME: task, N.PROVIDER: "icore",
                     N.SPAN_KIND: "CHAIN", N.CONVERSATION: task, N.OI_SESSION: task,
                     N.TASK: task})
             t = self._run.tasks[task] = _TaskSpans(span, now)
@@ -457,7 +506,9 @@ class OtelExporter:
                 attrs[N.EVENT_CAUSES] = [str(c) for c in args.get("causes") or ()]
         else:
             attrs[N.EVENT_TYPE] = call
-        name = f"{N.INVOKE_AGENT} {agent}" if agent else f"icore.{call}"
+        op = N.PLAN if call == "planned" else N.INVOKE_AGENT
+        attrs[N.OPERATION] = op
+        name = f"{op} {agent}" if agent else f"icore.{call}"
         span = self._child(t, name, attrs, t.last_ns)
         _outcome_events(span, outcome)
         if status is not None:
@@ -479,11 +530,8 @@ class OtelExporter:
                 **({N.AGENT_ID: attrs[N.AGENT_ID], N.AGENT_NAME: attrs[N.AGENT_ID]}
                    if N.AGENT_ID in attrs else {})}, t.last_ns)
         t.gates += 1
-        attrs.update(decision_attributes(d))
-        attrs[N.SPAN_KIND] = "GUARDRAIL"
-        attrs[N.DECISION] = str(d.get("outcome"))
-        attrs[N.REASON] = str(d.get("reason"))
-        g = self._child(t, f"icore.gate {action}", attrs, now, parent=t.tool)
+        g = _guardrail_span(self.tracer, d, attrs, context=trace.set_span_in_context(t.tool),
+                            start=now)
         _outcome_events(g, outcome)
         g.end(end_time=now)
         t.tool.add_event(N.EV_GATE, {N.DECISION: str(d.get("outcome")),
@@ -520,24 +568,20 @@ class OtelExporter:
         """Record one gate decision (a ``Fence(log=...)`` callable).
 
         Inside :meth:`protect` (or any recording span) it becomes an
-        ``icore.gate_decision`` event of the current span plus a child ``icore.gate``
-        span; on its own, a standalone ``icore.gate {action}`` span.
+        ``icore.gate_decision`` event of the current span plus a child ``apply_guardrail
+        PlanFence`` span (GenAI guardrail attributes and a ``gen_ai.guardrail.result``
+        event); on its own, a standalone ``apply_guardrail PlanFence`` span.
         """
         self.decision_sink(_decision_dict(d))
 
     def decision_sink(self, d: Mapping[str, Any]) -> None:
         """Record one decision dict (a ``DecisionLog(sink=...)`` sink)."""
-        action = str(d.get("action") or "action")
-        attrs = decision_attributes(d)
-        attrs.update({N.SPAN_KIND: "GUARDRAIL", N.DECISION: str(d.get("outcome")),
-                      N.REASON: str(d.get("reason"))})
         cur = trace.get_current_span()
         if cur.is_recording():
             cur.add_event(N.EV_GATE, {N.DECISION: str(d.get("outcome")),
                                       N.REASON: str(d.get("reason")),
                                       N.G + "point": int(d.get("point") or 0)})
-        with self.tracer.start_as_current_span(f"icore.gate {action}", attributes=attrs):
-            pass
+        _guardrail_span(self.tracer, d, {}).end()
 
     def fence_log(self, inner: Callable[[GateDecision], None] | None = None
                   ) -> Callable[[GateDecision], None]:
@@ -696,6 +740,47 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
         for res, scopes in by_res.values()]}
 
 
+class DeliveryCheck(SpanExporter):
+    """Wraps an exporter and counts the spans it failed to deliver (issue 29).
+
+    An OTLP exporter reports a failed batch only to the SDK's log; this wrapper keeps the
+    count so a command can end with a non-zero exit when its spans were lost.
+
+    Attributes:
+        inner: the wrapped exporter.
+        failed: spans in batches that returned FAILURE or raised.
+        delivered: spans in batches that returned SUCCESS.
+        last_error: the last exception raised by ``inner.export`` (its text).
+    """
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.failed = 0
+        self.delivered = 0
+        self.last_error = ""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Delegate, counting the batch as delivered or failed; never raises."""
+        try:
+            res = self.inner.export(spans)
+        except Exception as exc:  # an exporter must not raise; count it as lost
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            res = SpanExportResult.FAILURE
+        if res == SpanExportResult.SUCCESS:
+            self.delivered += len(spans)
+        else:
+            self.failed += len(spans)
+        return res
+
+    def shutdown(self) -> None:
+        """Shut the wrapped exporter down."""
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the wrapped exporter."""
+        return bool(self.inner.force_flush(timeout_millis))
+
+
 class OtlpJsonFileExporter(SpanExporter):
     """Appends each export batch as one JSON line of ``ExportTraceServiceRequest``.
 
@@ -754,6 +839,7 @@ def exporting(*, endpoint: str | None = None, headers: Mapping[str, str] | None 
 
 
 __all__ = [
+    "DeliveryCheck",
     "OtelExporter",
     "OtlpJsonFileExporter",
     "SpanCounter",

@@ -45,16 +45,16 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from icore._files import not_a_regular_file
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import AdapterError
 from icore.adapters._trace import AgentNames, Step, StepKind, Trace
+from icore.adapters._values import MAX_NS, check_size, finite_float, integer, time_ns
 
 OTEL = "otel"
 """Family of a trace imported from generic OpenTelemetry / OpenInference spans."""
@@ -65,6 +65,7 @@ _SUFFIXES = (".otlp.json", ".otlp.jsonl", ".otel.json", ".otel.jsonl")
 _AGENT_OPS = {"invoke_agent", "create_agent"}
 _LLM_OPS = {"chat", "text_completion", "generate_content", "embeddings"}
 _TOOL_OPS = {"execute_tool"}
+_HEX = re.compile(r"[0-9a-fA-F]+")
 _HANDOFF_NAME = re.compile(r"^(handoff|transfer_to_(?P<to>.+))$", re.IGNORECASE)
 
 
@@ -125,15 +126,16 @@ def _any(v: Any, file: str, where: str) -> Any:
     if k in ("stringValue", "string_value"):
         return str(x)
     if k in ("boolValue", "bool_value"):
-        return bool(x)
-    if k in ("intValue", "int_value"):
-        try:
-            return int(x)
-        except (TypeError, ValueError):
-            raise AdapterError(f"intValue is not an integer: {x!r}", file=file,
-                               field=where) from None
+        if isinstance(x, bool):
+            return x
+        if x in ("true", "false"):
+            return x == "true"
+        raise AdapterError(f"boolValue is not a boolean: {x!r}", file=file,
+                           field=where)
+    if k in ("intValue", "int_value"):  # int64 (a decimal string in OTLP/JSON)
+        return integer(x, file=file, field=where, lo=-(2**63), hi=2**63 - 1)
     if k in ("doubleValue", "double_value"):
-        return float(x)
+        return finite_float(x, file=file, field=where)
     if k in ("arrayValue", "array_value"):
         vals = (x or {}).get("values", []) if isinstance(x, dict) else []
         return [_any(e, file, f"{where}.arrayValue.values[{i}]") for i, e in enumerate(vals)]
@@ -143,9 +145,6 @@ def _any(v: Any, file: str, where: str) -> Any:
     if k in ("bytesValue", "bytes_value"):
         return str(x)
     raise AdapterError(f"unknown AnyValue type {k!r}", file=file, field=where)
-
-
-_SCALAR = {"stringValue": str, "boolValue": bool, "doubleValue": float}
 
 
 def _kvs(items: Any, file: str, where: str) -> dict[str, Any]:
@@ -160,12 +159,15 @@ def _kvs(items: Any, file: str, where: str) -> dict[str, Any]:
             raise AdapterError("attribute needs a string 'key'", file=file,
                                field=f"{where}[{i}].key")
         v = kv.get("value", {})
-        if isinstance(v, dict) and len(v) == 1:  # fast path: one scalar AnyValue
+        if isinstance(v, dict) and len(v) == 1:  # fast path: one string or int AnyValue
             (k, x), = v.items()
-            conv = _SCALAR.get(k)
-            if conv is not None and not isinstance(x, dict | list):
-                out[key] = conv(x)
-                continue
+            if type(x) is str:
+                if k == "stringValue":
+                    out[key] = x
+                    continue
+                if k == "intValue" and x.isascii() and x.isdigit() and len(x) <= 18:
+                    out[key] = int(x)
+                    continue
         out[key] = _any(v, file, f"{where}[{i}].value")
     return out
 
@@ -192,7 +194,7 @@ def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False) ->
         raw = b""
     if len(raw) == n:
         return raw.hex()
-    if re.fullmatch(r"[0-9a-fA-F]+", s):
+    if _HEX.fullmatch(s):
         return s.lower().rjust(2 * n, "0")
     if optional and not s.strip("0"):
         return ""
@@ -200,24 +202,8 @@ def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False) ->
 
 
 def _ns(v: Any, file: str, where: str) -> int:
-    if v is None or v == "":
-        return 0
-    if isinstance(v, bool):
-        raise AdapterError(f"not a time: {v!r}", file=file, field=where)
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return int(v)
-    if isinstance(v, str):
-        s = v.strip()
-        if s.isdigit():
-            return int(s)
-        try:
-            dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
-        except ValueError:
-            raise AdapterError(f"not a time: {v!r}", file=file, field=where) from None
-        return int(dt.timestamp() * 1e9)
-    raise AdapterError(f"not a time: {v!r}", file=file, field=where)
+    """A time in ns (:func:`icore.adapters._values.time_ns`)."""
+    return time_ns(v, file=file, field=where)
 
 
 def _list(v: Any, file: str, where: str) -> list[Any]:
@@ -415,8 +401,12 @@ def _jaeger_spans(traces: Sequence[Any], file: str, where: str) -> list[OtelSpan
             parent = next((r.get("spanID") for r in _list(sp.get("references"), file,
                                                           f"{w}.references")
                            if isinstance(r, dict) and r.get("refType") == "CHILD_OF"), None)
-            start = _ns(sp.get("startTime"), file, f"{w}.startTime") * 1000
-            dur = _ns(sp.get("duration"), file, f"{w}.duration") * 1000
+            start = time_ns(sp.get("startTime"), file=file, field=f"{w}.startTime",
+                            unit_ns=1000)
+            dur = time_ns(sp.get("duration"), file=file, field=f"{w}.duration", unit_ns=1000)
+            if start + dur > MAX_NS:
+                raise AdapterError("startTime + duration is past year 2262", file=file,
+                                   field=f"{w}.duration")
             status = str(tags.get("otel.status_code") or "").upper()
             if tags.get("error") is True:
                 status = "ERROR"
@@ -442,31 +432,270 @@ def _jaeger_spans(traces: Sequence[Any], file: str, where: str) -> list[OtelSpan
 def parse_spans(text: str, *, file: str = "<memory>") -> list[OtelSpan]:
     """Parse OTLP JSON (one document or JSON lines), Phoenix or Langfuse span exports.
 
+    JSON lines are split on a newline (LF) only (a raw U+2028 inside a JSON string is text, not
+    a line break).
+
     Raises:
-        AdapterError: malformed JSON, or a document in none of the formats (the error
-            names the missing or invalid field).
+        AdapterError: malformed JSON or nested too deeply, or a document in none of the
+            formats (the error names the missing or invalid field).
     """
     stripped = text.strip()
     if not stripped:
         raise AdapterError("empty file", file=file, field="<root>")
-    docs: list[tuple[str, Any]] = []
     try:
-        docs.append(("", json.loads(stripped)))
-    except json.JSONDecodeError:
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                docs.append((f"line {n}.", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=f"line {n}",
-                                   column=exc.colno) from None
-    except RecursionError:
-        raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
+        doc: Any = _loads(stripped, file, "<root>")
+    except AdapterError:
+        if "\n" not in stripped:
+            raise
+        doc = None
+    if doc is not None:
+        return _document(doc, file, "")
     spans: list[OtelSpan] = []
-    for where, doc in docs:
-        spans.extend(_document(doc, file, where))
+    for n, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            spans.extend(_document(_loads(line, file, f"line {n}"), file, f"line {n}."))
     return spans
+
+
+def _loads(text: str | bytes, file: str, where: str) -> Any:
+    """One JSON document; AdapterError (never JSONDecodeError/RecursionError) when bad."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=where,
+                           column=exc.colno) from None
+    except RecursionError:
+        raise AdapterError("JSON nested too deeply", file=file, field=where) from None
+    except UnicodeDecodeError as exc:
+        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file, field=where) from None
+
+
+# ----------------------------------------------------------------------- streaming reader
+_SPANS_PREFIXES = ("resourceSpans.item", "resource_spans.item", "result.resourceSpans.item")
+
+
+def iter_file_spans(path: str | Path) -> Iterator[OtelSpan]:
+    """Stream the spans of an export file in bounded memory (issue 29).
+
+    JSON lines are read one line at a time; a one-document OTLP JSON file (also Jaeger's
+    ``/api/v3`` ``{"result": ...}``) is parsed incrementally with ijson, span by span, and
+    a Jaeger ``{"data": [...]}`` file trace by trace. Only Phoenix and Langfuse
+    one-document exports are read whole. The file size is checked first
+    (:func:`icore.adapters.max_input_bytes`).
+
+    Raises:
+        AdapterError: not a regular file, over the size limit, unreadable, malformed JSON
+            (naming the line of a JSON-lines file), or a document in none of the formats.
+    """
+    p = Path(path)
+    file = str(p)
+    if (problem := not_a_regular_file(p)) is not None:
+        raise AdapterError(f"{problem}; refusing to read it", file=file, field="<root>")
+    check_size(p)
+    try:
+        f = p.open("rb")
+    except OSError as exc:
+        raise AdapterError(f"cannot read: {exc.strerror or exc}", file=file,
+                           field="<root>") from None
+    with f:
+        try:
+            yield from _stream(f, file)
+        except OSError as exc:
+            raise AdapterError(f"cannot read: {exc.strerror or exc}", file=file,
+                               field="<root>") from None
+
+
+def _stream(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
+    head = f.read(65536)
+    if not head.strip():
+        raise AdapterError("empty file", file=file, field="<root>")
+    first = head.split(b"\n", 1)[0]
+    one_line_doc = False
+    if first.strip() and (b"\n" in head or len(head) < 65536):
+        try:
+            json.loads(first)
+            one_line_doc = True
+        except (ValueError, RecursionError):
+            pass
+    f.seek(0)
+    if one_line_doc:  # JSON lines (or a one-line document): one line at a time
+        n = 0
+        any_line = False
+        for n, raw in enumerate(_lines(f), start=1):
+            if raw.strip():
+                any_line = True
+                yield from _document(_loads(raw, file, f"line {n}"), file, f"line {n}.")
+        if not any_line:
+            raise AdapterError("empty file", file=file, field="<root>")
+        return
+    text_head = head.decode("utf-8", errors="replace")
+    if re.search(r'"(resourceSpans|resource_spans)"\s*:', text_head):
+        fast = _one_scope_prefix(f, text_head)
+        f.seek(0)
+        yield from (_stream_otlp_fast(f, file, fast) if fast else _stream_otlp(f, file))
+        return
+    if re.match(r'\s*\{\s*"data"\s*:\s*\[\s*\{', text_head) and '"traceID"' in text_head:
+        yield from _stream_items(f, file, "data.item", lambda tr, w: _jaeger_spans(
+            [tr], file, w))
+        return
+    yield from _document(_loads(f.read(), file, "<root>"), file, "")
+
+
+def _lines(f: IO[bytes]) -> Iterator[bytes]:
+    """Lines split on a newline (LF) only (bytes: U+2028 and CR never split a line)."""
+    yield from f  # binary iteration splits on b"\n" only
+
+
+def _ijson_errors(file: str) -> tuple[type[BaseException], ...]:
+    import ijson
+
+    return (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError, RecursionError)
+
+
+def _stream_items(f: IO[bytes], file: str, prefix: str,
+                  each: Any) -> Iterator[OtelSpan]:
+    import ijson
+
+    try:
+        for i, item in enumerate(ijson.items(f, prefix, use_float=True)):
+            yield from each(item, f"data[{i}]")
+    except _ijson_errors(file) as exc:
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+
+
+_RS_KEYS = (b'"resourceSpans"', b'"resource_spans"')
+_SS_KEYS = (b'"scopeSpans"', b'"scope_spans"', b'"instrumentationLibrarySpans"')
+
+
+def _one_scope_prefix(f: IO[bytes], text_head: str) -> str | None:
+    """The ijson prefix of a document holding one resource with one scope, else None.
+
+    Counted on the raw bytes (a key's closing quote is never escaped, so a key name
+    inside a string value does not match): the usual shape of a big export, whose spans
+    can then be built by ijson's C backend one at a time.
+    """
+    counts = dict.fromkeys((*_RS_KEYS, *_SS_KEYS, b'"spans"'), 0)
+    tail = b""
+    while chunk := f.read(1 << 22):
+        buf = tail + chunk
+        for k in counts:
+            counts[k] += buf.count(k) - tail.count(k)
+        tail = buf[-40:]
+    rs = [k for k in _RS_KEYS if counts[k]]
+    ss = [k for k in _SS_KEYS if counts[k]]
+    if (len(rs) != 1 or counts[rs[0]] != 1 or len(ss) != 1 or counts[ss[0]] != 1
+            or counts[b'"spans"'] != 1):  # one resource, one scope, one spans list
+        return None
+    base = rs[0].decode().strip('"')
+    if re.search(r'"result"\s*:\s*\{\s*"resourceSpans"', text_head):
+        base = "result." + base
+    return f"{base}.item.{ss[0].decode().strip(chr(34))}.item"
+
+
+def _stream_otlp_fast(f: IO[bytes], file: str, scope_prefix: str) -> Iterator[OtelSpan]:
+    """One resource, one scope: spans built by ijson's C backend, one at a time."""
+    import ijson
+
+    res_prefix = scope_prefix.rsplit(".", 2)[0] + ".resource"
+    try:
+        res = next(ijson.items(f, res_prefix, use_float=True), None)
+        f.seek(0)
+        scope = next(ijson.items(f, scope_prefix + ".scope", use_float=True), None)
+        f.seek(0)
+        if res is not None and not isinstance(res, dict):
+            raise AdapterError("resource must be an object", file=file,
+                               field="resourceSpans[0].resource")
+        rattrs = _kvs((res or {}).get("attributes"), file,
+                      "resourceSpans[0].resource.attributes")
+        sname = str(scope.get("name", "")) if isinstance(scope, dict) else ""
+        for k, sp in enumerate(ijson.items(f, scope_prefix + ".spans.item", use_float=True)):
+            yield _otlp_span(sp, file, f"resourceSpans[0].scopeSpans[0].spans[{k}]", rattrs,
+                             sname)
+    except _ijson_errors(file) as exc:
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+
+
+def _stream_otlp(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
+    """Walk ijson events of one OTLP document; build one span (and resource) at a time."""
+    import ijson
+
+    r_i = s_i = k_i = -1
+    rattrs: dict[str, Any] = {}
+    scope_name = ""
+    pending: list[OtelSpan] = []  # spans of the current scope (the scope may come later)
+    seen_rs = False
+    base = ""
+    try:
+        events = ijson.parse(f, use_float=True, multiple_values=True)
+        for prefix, event, _value in events:
+            if event == "start_array" and prefix in ("resourceSpans", "resource_spans",
+                                                     "result.resourceSpans"):
+                seen_rs, base = True, prefix
+                continue
+            if not prefix.startswith(base + ".item") or not seen_rs:
+                continue
+            rest = prefix[len(base) + 5:]
+            if rest == "":
+                if event == "start_map":
+                    r_i, s_i = r_i + 1, -1
+                    rattrs = {}
+                elif event not in ("end_map", "map_key"):
+                    raise AdapterError("must be an object", file=file,
+                                       field=f"resourceSpans[{r_i + 1}]")
+                continue
+            if rest == ".resource" and event == "start_map":
+                res = _build(events, "start_map")
+                rattrs.update(_kvs(res.get("attributes"), file,
+                                   f"resourceSpans[{r_i}].resource.attributes"))
+                continue
+            scope_key = next((k for k in (".scopeSpans.item", ".scope_spans.item",
+                                          ".instrumentationLibrarySpans.item")
+                              if rest.startswith(k)), None)
+            if scope_key is None:
+                continue
+            tail = rest[len(scope_key):]
+            if tail == "" and event == "start_map":
+                s_i, k_i = s_i + 1, -1
+                scope_name, pending = "", []
+            elif tail == "" and event == "end_map":
+                for sp in pending:
+                    sp.scope = scope_name
+                yield from pending
+                pending = []
+            elif tail in (".scope", ".instrumentationLibrary") and event == "start_map":
+                sc = _build(events, "start_map")
+                scope_name = str(sc.get("name", ""))
+            elif tail == ".spans.item" and event in ("start_map", "start_array", "string",
+                                                      "number", "null", "boolean"):
+                k_i += 1
+                sp = _build(events, event, _value)
+                w = f"resourceSpans[{r_i}].scopeSpans[{s_i}].spans[{k_i}]"
+                pending.append(_otlp_span(sp, file, w, rattrs, ""))
+    except _ijson_errors(file) as exc:
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+    if not seen_rs:  # "resourceSpans" was only text inside another format: read it whole
+        f.seek(0)
+        yield from _document(_loads(f.read(), file, "<root>"), file, "")
+
+
+def _build(events: Iterator[tuple[str, str, Any]], event: str, value: Any = None) -> Any:
+    """The JSON value whose first event was ``event`` (ijson's ObjectBuilder)."""
+    import ijson
+
+    if event not in ("start_map", "start_array"):
+        return value
+    b = ijson.ObjectBuilder()
+    b.event(event, value)
+    depth = 1
+    for _prefix, ev, val in events:
+        b.event(ev, val)
+        if ev in ("start_map", "start_array"):
+            depth += 1
+        elif ev in ("end_map", "end_array"):
+            depth -= 1
+            if depth == 0:
+                return b.value
+    raise AdapterError("truncated JSON", file="<stream>", field="<root>")
 
 
 def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
@@ -509,15 +738,32 @@ def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
 
 
 # ------------------------------------------------------------------------ classification
+_OWN_OPS = {"invoke_workflow": "WORKFLOW", "plan": "PLAN", "apply_guardrail": "GUARDRAIL"}
+"""GenAI operations (semantic-conventions-genai v0.1.0) that decide a span's kind before
+OpenInference's ``openinference.span.kind`` (which has no workflow or plan kind)."""
+
+
 def span_kind(s: OtelSpan) -> str:
-    """``AGENT``, ``LLM``, ``TOOL``, ``HANDOFF``, ``GUARDRAIL``, ``CHAIN``, ... of a span."""
+    """``AGENT``, ``LLM``, ``TOOL``, ``HANDOFF``, ``GUARDRAIL``, ``PLAN``, ``WORKFLOW``, ...
+
+    The 2026 GenAI operations ``invoke_workflow``, ``plan`` and ``apply_guardrail`` come
+    first; icore's spans before them (``icore.workflow <task>``, ``icore.gate <tool>``)
+    read the same.
+    """
     a = s.attributes
     if _handoff_target(s) is not None:
         return "HANDOFF"
+    own = _OWN_OPS.get(str(a.get(N.OPERATION)))
+    if own is not None:
+        return own
+    if s.name.startswith("icore.workflow "):
+        return "WORKFLOW"
     kind = a.get(N.SPAN_KIND)
     if isinstance(kind, str) and kind:
         return kind.upper()
     op = a.get(N.OPERATION)
+    if not isinstance(op, str):
+        op = None
     if op in _AGENT_OPS:
         return "AGENT"
     if op in _TOOL_OPS:
@@ -576,6 +822,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             raise AdapterError(f"duplicate span id {s.span_id}", file=file,
                                field=f"span {s.name!r}.spanId")
         by_id[s.span_id] = s
+    _check_parents(by_id, file)
     order = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     kinds = {s.span_id: span_kind(s) for s in spans}
     names = AgentNames()
@@ -598,6 +845,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         return "system"
 
     steps: list[Step] = []
+    decisions: list[dict[str, Any]] = []
     step_of_span: dict[str, int] = {}
     unknown: dict[str, int] = {}
     roots = [s for s in order if not s.parent_id or s.parent_id not in by_id]
@@ -634,6 +882,8 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                 orchestrator = who
         if s is root and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
             continue
+        if k == "WORKFLOW":  # groups agent turns; its name is the run's or the task's
+            continue
         if k == "AGENT":
             add(s, StepKind.OUTPUT, agent_of_span[s.span_id],
                 _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES))
@@ -648,6 +898,20 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             to = _handoff_target(s) or ""
             who = names.canonical(to) or names.add(to)
             add(s, StepKind.INSTRUCTION, owner(s), f"handoff to {who}", to=who)
+        elif k == "PLAN":
+            own = _agent_of(s)
+            who = (names.canonical(own) or names.add(own)) if own else owner(s)
+            add(s, StepKind.PLAN, who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
+                                                N.PLAN_OPTION) or s.name)
+        elif k == "GUARDRAIL":
+            a = s.attributes
+            value = a.get(N.GR_RESULT_VALUE, a.get(N.G + "outcome", ""))
+            why = a.get(N.GR_RESULT_REASON, a.get(N.G + "reason", ""))
+            comp = a.get(N.GR_COMPONENT, "guardrail")
+            add(s, StepKind.THOUGHT, owner(s), f"{comp} {value}/{why}: {s.name}".strip())
+            dec = _gate_decision(s, by_id)
+            if dec is not None:
+                decisions.append(dec)
         else:
             unknown[k] = unknown.get(k, 0) + 1
             add(s, StepKind.THOUGHT, owner(s), f"{k.lower()} span {s.name!r}")
@@ -665,6 +929,8 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     extras: dict[str, Any] = {"spans": len(spans), "traces": len({s.trace_id for s in spans})}
     if orchestrator:
         extras["orchestrator"] = orchestrator
+    if decisions:
+        extras["planfence"] = {"records": [], "decisions": decisions}
     if unknown:
         extras["unknown_spans"] = dict(sorted(unknown.items()))
         extras["warnings"] = [f"{file}: kept {n} {k.lower()} span(s) as events (no mapping)"
@@ -686,6 +952,68 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                  succeeded=succeeded, agents=agents, steps=tuple(steps), extras=extras)
 
 
+def _check_parents(by_id: Mapping[str, OtelSpan], file: str) -> None:
+    """Refuse parent links that form a cycle (a self-parent, a 2-cycle, ...).
+
+    Every span must reach a root (no parent, or a parent outside the file) by following
+    parents; a span on a cycle never does.
+
+    Raises:
+        AdapterError: naming the trace and the spans of the first cycle found.
+    """
+    done: set[str] = set()
+    for start in by_id:
+        path: list[str] = []
+        on_path: set[str] = set()
+        cur: str | None = start
+        while cur is not None and cur not in done:
+            if cur in on_path:
+                cyc = path[path.index(cur):]
+                names = ", ".join(f"{x} ({by_id[x].name!r})" for x in cyc[:8])
+                raise AdapterError(
+                    f"parent links form a cycle in trace {by_id[cur].trace_id}: "
+                    f"{names}{' ...' if len(cyc) > 8 else ''} (each span is its own "
+                    "ancestor; the file is refused)", file=file,
+                    field=f"span {cur}.parentSpanId")
+            path.append(cur)
+            on_path.add(cur)
+            sp = by_id[cur]
+            cur = sp.parent_id if sp.parent_id and sp.parent_id in by_id else None
+        done.update(path)
+
+
+def _gate_decision(s: OtelSpan, by_id: Mapping[str, OtelSpan]) -> dict[str, Any] | None:
+    """The gate decision an icore guardrail span carries (``icore.gate.*``), or None.
+
+    The inverse of the exporter's ``decision_attributes``: parallel key/id arrays back to
+    maps. ``task`` groups one protected call's decisions: the span's ``icore.task`` and
+    the enclosing ``execute_tool`` span.
+    """
+    a, g = s.attributes, N.G
+    if not isinstance(a.get(g + "outcome"), str) or not isinstance(a.get(g + "reason"), str):
+        return None
+    d: dict[str, Any] = {k: a[g + k] for k in ("outcome", "reason", "action", "policy",
+                                                "detail") if isinstance(a.get(g + k), str)}
+    for k in ("point", "owners_contacted", "heads_checked"):
+        if isinstance(a.get(g + k), int) and not isinstance(a.get(g + k), bool):
+            d[k] = a[g + k]
+    if isinstance(a.get(g + "replanned"), bool):
+        d["replanned"] = a[g + "replanned"]
+    for k in ("roots", "deps"):
+        v = a.get(g + k)
+        d[k] = [str(x) for x in v] if isinstance(v, list | tuple) else []
+    for m in ("frontier", "heads", "fresh"):
+        keys, ids = a.get(f"{g}{m}.keys"), a.get(f"{g}{m}.ids")
+        if isinstance(keys, list | tuple) and isinstance(ids, list | tuple) and \
+                len(keys) == len(ids):
+            d[m] = {str(k): str(i) for k, i in zip(keys, ids, strict=True)}
+    parent = by_id.get(s.parent_id)
+    call = parent.span_id[:8] if parent is not None and span_kind(parent) == "TOOL" else ""
+    task = a.get(N.TASK)
+    d["task"] = "/".join(str(x) for x in (task, d.get("action"), call) if x)
+    return d
+
+
 def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:
     """Icore live-run steps carried by the spans (``icore.call``), in recorded order."""
     out = []
@@ -701,32 +1029,59 @@ def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:
     return out
 
 
-def _read(path: str | Path) -> tuple[str, str, str]:
+def _run_name(path: str | Path) -> str:
     p = Path(path)
-    if (problem := not_a_regular_file(p)) is not None:
-        raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AdapterError(f"cannot read: {exc}", file=str(p), field="<root>") from None
     name = p.name
     for suf in (*_SUFFIXES, ".jsonl", ".json"):
         if name.lower().endswith(suf):
             name = name[: -len(suf)]
             break
-    return text, str(p), name or p.stem
+    return name or p.stem
+
+
+_MAPPED = frozenset({
+    N.SPAN_KIND, N.OPERATION, "handoff.to", "to_agent", "handoff.to_agent", N.AGENT_NAME,
+    N.OI_AGENT_NAME, N.AGENT_ID, "graph.node.id", N.AGENT_DESCRIPTION, N.OI_INPUT,
+    N.INPUT_MESSAGES, N.OI_OUTPUT, N.OUTPUT_MESSAGES, N.TOOL_RESULT, "output.value",
+    "llm.output_messages.0.message.content"})
+"""Span attributes :func:`spans_to_trace` reads (besides every ``icore.*``/``gen_ai.*``)."""
+
+
+def _compact(spans: Iterable[OtelSpan]) -> Iterator[OtelSpan]:
+    """Spans as streamed, slimmed to what the mapping reads (bounded memory, issue 29).
+
+    Attributes the mapping never reads, span events and per-span copies of the trace id
+    are dropped or shared; the resulting trace is the same.
+    """
+    ids: dict[str, str] = {}
+    for sp in spans:
+        a = sp.attributes
+        if any(k not in _MAPPED and not k.startswith(("icore.", "gen_ai.")) for k in a):
+            sp.attributes = {k: v for k, v in a.items()
+                             if k in _MAPPED or k.startswith(("icore.", "gen_ai."))}
+        sp.events = []
+        sp.trace_id = ids.setdefault(sp.trace_id, sp.trace_id)
+        yield sp
 
 
 def load_otlp(path: str | Path) -> Trace:
     """Import a one-run OTLP JSON / Phoenix / Langfuse / Jaeger export (module docstring).
 
+    The file is streamed (:func:`iter_file_spans`).
+
     Raises:
-        AdapterError: unreadable or not a regular file (field ``<root>``), malformed JSON,
-            not one of the formats (the error names the field), or several traces in
-            the file (field ``traceId``; use :func:`load_otlp_runs`).
+        AdapterError: unreadable or not a regular file (field ``<root>``), over the input
+            size limit, malformed JSON, not one of the formats (the error names the field),
+            a cycle of parent links, or several traces in the file (field ``traceId``;
+            use :func:`load_otlp_runs`).
     """
-    text, file, name = _read(path)
-    return parse_otlp(text, file=file, run_id=name)
+    spans = list(_compact(iter_file_spans(path)))
+    file = str(Path(path))
+    n = len({s.trace_id for s in spans})
+    if n > 1:
+        raise AdapterError(f"holds {n} traces (runs); read them with load_otlp_runs "
+                           "(icore audit audits each)", file=file, field="traceId")
+    return spans_to_trace(spans, file=file, run_id=_run_name(path))
 
 
 def load_otlp_runs(path: str | Path) -> list[Trace]:
@@ -735,16 +1090,20 @@ def load_otlp_runs(path: str | Path) -> list[Trace]:
     A Collector's file exporter appends every trace it receives, and ``icore run
     --matched`` exports one trace per policy; each trace is one run. Run ids are the file
     stem, suffixed (``-<policy>`` for icore runs, else ``-<trace id prefix>``) when the
-    file holds several.
+    file holds several. The file is streamed (:func:`iter_file_spans`).
+
+    A trace whose parent links form a cycle (a self-parent, a 2-cycle, ...) refuses the
+    whole file: its other traces are not audited either (the error names the trace and
+    the spans), so a damaged export is never mistaken for a complete one.
 
     Raises:
         AdapterError: as :func:`load_otlp` (but several traces are fine).
     """
-    text, file, name = _read(path)
-    return parse_otlp_runs(text, file=file, run_id=name)
+    return _runs(_groups(_compact(iter_file_spans(path))), file=str(Path(path)),
+                 run_id=_run_name(path))
 
 
-def _groups(spans: Sequence[OtelSpan]) -> list[list[OtelSpan]]:
+def _groups(spans: Iterable[OtelSpan]) -> list[list[OtelSpan]]:
     by: dict[str, list[OtelSpan]] = {}
     for sp in spans:
         by.setdefault(sp.trace_id, []).append(sp)
@@ -753,7 +1112,10 @@ def _groups(spans: Sequence[OtelSpan]) -> list[list[OtelSpan]]:
 
 def parse_otlp_runs(text: str, *, file: str = "<memory>", run_id: str = "run") -> list[Trace]:
     """Parse every run (trace) of a string (see :func:`load_otlp_runs`)."""
-    groups = _groups(parse_spans(text, file=file))
+    return _runs(_groups(parse_spans(text, file=file)), file=file, run_id=run_id)
+
+
+def _runs(groups: list[list[OtelSpan]], *, file: str, run_id: str) -> list[Trace]:
     if len(groups) <= 1:
         return [spans_to_trace(groups[0] if groups else [], file=file, run_id=run_id)]
     out, used = [], set()
@@ -787,6 +1149,7 @@ __all__ = [
     "OTEL",
     "OtelSpan",
     "is_otel_path",
+    "iter_file_spans",
     "load_otlp",
     "load_otlp_runs",
     "parse_otlp",

@@ -7,8 +7,11 @@ manifest on the run span. :func:`audit_live_trace` replays those steps, in recor
 order, through a fresh :class:`icore.live.LiveAudit` over the same declaration package:
 every proposal is audited again under icore Def. 6 and every owner revision revokes its
 dependent certificates again, so X — and snd, astab, cq — are recomputed from the spans,
-not read back from them. The event ids the replay produces are checked against the ids
-the spans recorded, so a reordered, truncated or edited export is refused.
+not read back from them. Every step's replayed outcome (the id of the event it added to
+G, the decisions and targets of the proposals it submitted) is checked against what its
+span recorded, and every attribute the replay reads is type-checked, so a reordered,
+truncated or edited export (a step moved to another task, an outcome changed to a
+number, a JSON field that is not an object) is refused with an :class:`AdapterError`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from icore.adapters import _otel_names as N
 from icore.adapters._errors import AdapterError
 from icore.adapters._results import AuditResult, Finding, MetricPoint, compact_diagnosis
 from icore.adapters._trace import Trace
+from icore.errors import IcoreError
 from icore.live import LiveAudit, LiveManifestError, manifest_from_dict
 from icore.state import FlagKind
 
@@ -33,6 +37,56 @@ def _s(a: Mapping[str, Any], key: str, file: str, where: str) -> str:
         raise AdapterError(f"missing string attribute {key!r}", file=file,
                            field=f"{where}.{key}")
     return v
+
+
+def _opt_s(a: Mapping[str, Any], key: str, file: str, where: str) -> str | None:
+    v = a.get(key)
+    if v is not None and not isinstance(v, str):
+        raise AdapterError(f"attribute {key!r} must be a string, not {type(v).__name__}",
+                           file=file, field=f"{where}.{key}")
+    return v
+
+
+def _fields(a: Mapping[str, Any], file: str, where: str) -> dict[str, Any]:
+    raw = a.get(N.EVENT_FIELDS)
+    if raw is None or raw == "":
+        return {}
+    try:
+        v = json.loads(raw) if isinstance(raw, str) else None
+    except (json.JSONDecodeError, RecursionError):
+        v = None
+    if not isinstance(v, dict):
+        raise AdapterError("must be a JSON object (the event's fields)", file=file,
+                           field=f"{where}.{N.EVENT_FIELDS}")
+    return v
+
+
+_GATE_STR = ("outcome", "reason", "policy")
+
+
+def _check_outcome(a: Mapping[str, Any], told: Mapping[str, Any] | None, file: str,
+                   where: str) -> None:
+    """The replayed step's outcome must be the one its span recorded."""
+    if told is None:
+        raise AdapterError("the step did nothing on replay: the export is edited",
+                           file=file, field=where)
+    recorded = a.get(N.EVENT_ID)
+    eid = told.get("event")
+    if recorded is not None and eid is not None and recorded != eid:
+        raise AdapterError(f"replayed event {eid} differs from the recorded {recorded}: "
+                           "the export is reordered, truncated or edited", file=file,
+                           field=f"{where}.{N.EVENT_ID}")
+    verdicts = told.get("verdicts") or ()
+    for key, part in (("icore.verdict.decisions", "decision"),
+                      ("icore.verdict.targets", "target")):
+        got = [str(v.get(part)) for v in verdicts]
+        rec = a.get(key)
+        if rec is None and not got:
+            continue
+        if not isinstance(rec, list) or [str(x) for x in rec] != got:
+            raise AdapterError(f"replayed {part}s {got} differ from the recorded {rec!r}: "
+                               "the export is reordered, truncated or edited", file=file,
+                               field=f"{where}.{key}")
 
 
 def audit_live_trace(trace: Trace) -> AuditResult:
@@ -55,11 +109,17 @@ def audit_live_trace(trace: Trace) -> AuditResult:
         raise AdapterError("no icore run span with the run manifest", file=file,
                            field=N.RUN_MANIFEST)
     try:
-        manifest = manifest_from_dict(json.loads(raw), file=file)
-    except (json.JSONDecodeError, LiveManifestError) as exc:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict):
+            raise AdapterError(f"run manifest must be a JSON object, not "
+                               f"{type(doc).__name__}", file=file, field=N.RUN_MANIFEST)
+        manifest = manifest_from_dict(doc, file=file)
+    except (json.JSONDecodeError, RecursionError, LiveManifestError) as exc:
         raise AdapterError(f"invalid run manifest: {exc}", file=file,
                            field=N.RUN_MANIFEST) from None
-    audit = LiveAudit(manifest, None, ManualClock())
+    told: list[Mapping[str, Any]] = []
+    audit = LiveAudit(manifest, None, ManualClock(),
+                      listener=lambda _call, _task, _args, outcome: told.append(outcome))
     timeline: list[MetricPoint] = []
     replans = 0
     for c in trace.extras.get("icore_calls", ()):
@@ -67,57 +127,65 @@ def audit_live_trace(trace: Trace) -> AuditResult:
         call = str(c["call"])
         where = f"span {c['span']} ({call})"
         task = _s(a, N.TASK, file, where)
-        agent = a.get(N.AGENT_ID)
-        ag = str(agent) if isinstance(agent, str) else ""
-        rec = {"id": a.get(N.RECORD_ID), "key": a.get(N.RECORD_KEY)}
-        eid: str | None
-        if call == "introduce":
-            audit.introduce(task)
-            eid = None
-        elif call == "committed":
-            eid = audit.committed(task, _s(a, N.EVENT_TYPE, file, where), ag, rec)
-        elif call == "revised":
-            audit.revised(task, ag, rec)
-            eid = None
-        elif call == "planned":
-            replan = bool(a.get(N.REPLAN))
-            replans += replan
-            audit.planned(task, ag, {**rec, "content": {"args": {
-                "option": a.get(N.PLAN_OPTION)}}}, _s(a, N.PLAN_REQ_KEY, file, where),
-                _s(a, N.PLAN_REQ_ID, file, where), replan=replan)
-            eid = None
-        elif call == "gate":
-            eid = audit.gate(task, ag, {
-                "outcome": a.get(N.G + "outcome"), "reason": a.get(N.G + "reason"),
-                "policy": a.get(N.G + "policy"), "replanned": a.get(N.G + "replanned"),
-                "point": a.get(N.G + "point")})
-        elif call == "executed":
-            audit.executed(task, ag, _s(a, N.TOOL_NAME, file, where),
-                           _s(a, N.OPTION, file, where), _s(a, N.GATE_EVENT, file, where),
-                           _s(a, N.LINEAGE_KEY, file, where),
-                           _s(a, N.LINEAGE_FRONTIER, file, where))
-            eid = None
-        elif call == "audited":
-            audit.audited(task, ag, _s(a, N.AUDIT_VERDICT, file, where),
-                          _s(a, N.AUDIT_REQ_KEY, file, where), _s(a, N.AUDIT_REQ_ID, file, where))
-            eid = None
-        elif call in ("failed", "event"):
-            fields = json.loads(str(a.get(N.EVENT_FIELDS) or "{}"))
-            if call == "failed":
-                audit.failed(task, _s(a, N.OBLIGATION, file, where),
-                             _s(a, N.EVENT_TYPE, file, where), ag, fields)
-                eid = None
+        ag = _opt_s(a, N.AGENT_ID, file, where) or ""
+        rec = {"id": _opt_s(a, N.RECORD_ID, file, where),
+               "key": _opt_s(a, N.RECORD_KEY, file, where)}
+        del told[:]
+        try:
+            if call == "introduce":
+                audit.introduce(task)
+            elif call == "committed":
+                audit.committed(task, _s(a, N.EVENT_TYPE, file, where), ag, rec)
+            elif call == "revised":
+                audit.revised(task, ag, rec)
+            elif call == "planned":
+                replan = bool(a.get(N.REPLAN))
+                replans += replan
+                audit.planned(task, ag, {**rec, "content": {"args": {
+                    "option": _opt_s(a, N.PLAN_OPTION, file, where)}}},
+                    _s(a, N.PLAN_REQ_KEY, file, where),
+                    _s(a, N.PLAN_REQ_ID, file, where), replan=replan)
+            elif call == "gate":
+                for k in _GATE_STR:
+                    _opt_s(a, N.G + k, file, where)
+                if not isinstance(a.get(N.G + "replanned"), bool | None):
+                    raise AdapterError("must be a boolean", file=file,
+                                       field=f"{where}.{N.G}replanned")
+                point = a.get(N.G + "point")
+                if point is not None and (isinstance(point, bool) or not isinstance(point, int)):
+                    raise AdapterError("must be an integer (the gate's decision point)",
+                                       file=file, field=f"{where}.{N.G}point")
+                audit.gate(task, ag, {
+                    "outcome": a.get(N.G + "outcome"), "reason": a.get(N.G + "reason"),
+                    "policy": a.get(N.G + "policy"), "replanned": a.get(N.G + "replanned"),
+                    "point": a.get(N.G + "point")})
+            elif call == "executed":
+                audit.executed(task, ag, _s(a, N.TOOL_NAME, file, where),
+                               _s(a, N.OPTION, file, where), _s(a, N.GATE_EVENT, file, where),
+                               _s(a, N.LINEAGE_KEY, file, where),
+                               _s(a, N.LINEAGE_FRONTIER, file, where))
+            elif call == "audited":
+                audit.audited(task, ag, _s(a, N.AUDIT_VERDICT, file, where),
+                              _s(a, N.AUDIT_REQ_KEY, file, where),
+                              _s(a, N.AUDIT_REQ_ID, file, where))
+            elif call in ("failed", "event"):
+                fields = _fields(a, file, where)
+                if call == "failed":
+                    audit.failed(task, _s(a, N.OBLIGATION, file, where),
+                                 _s(a, N.EVENT_TYPE, file, where), ag, fields)
+                else:
+                    causes = a.get(N.EVENT_CAUSES)
+                    audit.event(task, _s(a, N.EVENT_TYPE, file, where), ag, fields,
+                            [str(x) for x in causes] if isinstance(causes, list) else ())
             else:
-                causes = a.get(N.EVENT_CAUSES)
-                eid = audit.event(task, _s(a, N.EVENT_TYPE, file, where), ag, fields,
-                                  [str(x) for x in causes] if isinstance(causes, list) else ())
-        else:
-            raise AdapterError(f"unknown icore step {call!r}", file=file, field=f"{where}.{N.CALL}")
-        recorded = a.get(N.EVENT_ID)
-        if eid is not None and isinstance(recorded, str) and recorded != eid:
-            raise AdapterError(f"replayed event {eid} differs from the recorded {recorded}: "
-                               "the export is reordered, truncated or edited", file=file,
-                               field=f"{where}.{N.EVENT_ID}")
+                raise AdapterError(f"unknown icore step {call!r}", file=file,
+                                   field=f"{where}.{N.CALL}")
+        except AdapterError:
+            raise
+        except IcoreError as exc:  # the replayed step is invalid in X: an edited export
+            raise AdapterError(f"the recorded step does not replay: {exc}", file=file,
+                               field=where) from None
+        _check_outcome(a, told[-1] if told else None, file, where)
         m = audit.state.metrics()
         timeline.append(MetricPoint(int(c["seq"]), m.snd, m.astab, m.cq, len(audit.state.flags), 0))
     x = audit.state

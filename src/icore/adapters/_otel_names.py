@@ -1,7 +1,10 @@
 """Attribute and span names shared by the OpenTelemetry exporter and importer.
 
 No opentelemetry import here: the importer (OTLP JSON in) works without the ``otel``
-extra. Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``),
+extra. Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``; the
+standalone open-telemetry/semantic-conventions-genai repository, v0.1.0: operations
+``invoke_workflow``, ``invoke_agent``, ``plan``, ``execute_tool``, ``apply_guardrail`` and
+the ``gen_ai.guardrail.*`` result attributes),
 OpenInference (``openinference.span.kind`` and friends, so Phoenix renders the spans) and
 icore's own ``icore.*`` namespace (docs/observability.md, "Attributes").
 """
@@ -27,8 +30,27 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 REQUEST_MODEL = "gen_ai.request.model"
 ERROR_TYPE = "error.type"
+WORKFLOW_NAME = "gen_ai.workflow.name"
+"""The workflow's name before semantic-conventions-genai v0.1.0 (now ``gen_ai.agent.name``)."""
 INVOKE_AGENT = "invoke_agent"
+INVOKE_WORKFLOW = "invoke_workflow"
+PLAN = "plan"
 EXECUTE_TOOL = "execute_tool"
+APPLY_GUARDRAIL = "apply_guardrail"
+GR_COMPONENT = "gen_ai.guardrail.component.name"
+GR_POLICY = "gen_ai.guardrail.policy.id"
+GR_SOURCE = "gen_ai.guardrail.source"
+GR_RESULT_TYPE = "gen_ai.guardrail.result.type"
+GR_RESULT_VALUE = "gen_ai.guardrail.result.value"
+GR_RESULT_REASON = "gen_ai.guardrail.result.reason"
+EV_GUARDRAIL_RESULT = "gen_ai.guardrail.result"
+GATE_COMPONENT = "PlanFence"
+"""``gen_ai.guardrail.component.name`` of every gate decision icore emits."""
+GATE_SOURCE = "tool_input"
+"""``gen_ai.guardrail.source``: the gate judges a tool call before it runs."""
+GATE_RESULT = "outcome"
+"""``gen_ai.guardrail.result.type``: the gate's own result field (authorized,
+replan_required, blocked), its ``reason`` code in ``gen_ai.guardrail.result.reason``."""
 
 # OpenInference
 SPAN_KIND = "openinference.span.kind"

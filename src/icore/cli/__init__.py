@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from icore import __version__
-from icore.errors import IcoreError
+from icore.errors import IcoreError, redact
 
 _HELP = {"help_option_names": ["-h", "--help"]}
 
@@ -57,6 +57,7 @@ _MODULES = (
     "_bench_otel",
     "_bench_icore",
     "_bench_attribution",
+    "_bench_integrations",
     "_audit",
     "_run",
     "_mcp",
@@ -71,7 +72,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except (IcoreError, OSError) as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {redact(str(exc))}", err=True)
             raise typer.Exit(1) from exc
 
     return wrapper

@@ -7,10 +7,12 @@ and ``--fail-on`` turns findings into exit code 3, for CI.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from rich.table import Table
 
 from icore import __version__
 from icore.adapters import (
+    ENV_MAX_INPUT,
     AdapterError,
     Attribution,
     AuditResult,
@@ -33,7 +36,10 @@ from icore.cli._inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
     fail_conditions,
+    otlp_file_target,
     output_file,
+    positive_number,
+    refuse_input_as_output,
     refuse_non_folder,
     refuse_special_file,
 )
@@ -88,17 +94,27 @@ def audit(
     otlp_endpoint: str | None = typer.Option(
         None, "--otlp-endpoint", help="Also export each audit (metrics, cq timeline, hard "
         "flags, diagnoses) as OpenTelemetry spans to this OTLP/HTTP URL, or file:PATH. "
-        "Needs icore[otel]."),
+        "Needs icore[otel]. Spans that cannot be delivered end the command with exit 1 "
+        "(after the reports are written), unless --otlp-best-effort."),
+    otlp_best_effort: bool = typer.Option(
+        False, "--otlp-best-effort", help="--otlp-endpoint: undelivered spans are a "
+        "warning, not exit 1."),
+    max_input_mb: float | None = typer.Option(
+        None, "--max-input-mb", callback=positive_number, help="Refuse trace files larger "
+        "than this many MiB (default: $ICORE_MAX_INPUT_MB, else 1024)."),
 ) -> None:
     """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses.
 
     Exit codes: 0 ok; 1 a file could not be imported (nothing is written when no run
-    was read); 2 usage error (no trace files, a FIFO or device as PATH, a bad
-    --fail-on, an --out that is a file, a --json that is a folder); 3 a --fail-on
-    condition holds.
+    was read), or --otlp-endpoint spans were not delivered; 2 usage error (no trace
+    files, a FIFO or device as PATH, a bad --fail-on, an --out that is a file, a --json
+    that is a folder, an output that is one of the inputs, --llm-* without
+    --attribution); 3 a --fail-on condition holds.
     """
     console = Console(width=160)
     fails = fail_conditions(fail_on, FAIL_ON)
+    if llm_base_url and not attribution:
+        raise typer.BadParameter("applies only with --attribution", param_hint="--llm-base-url")
     for p in paths:
         # a FIFO or device given by name would block (or never end) when read: refuse it
         # before anything is read; inside folders only regular files are collected
@@ -110,11 +126,32 @@ def audit(
     if not files:
         console.print("[red]no trace files found[/]")
         raise typer.Exit(2)
-    with output_file(json_out, what="--json file") as jf:
+    target = otlp_file_target(otlp_endpoint)
+    refuse_input_as_output([(w, p) for w, p in (("--json", json_out),
+                                                ("--otlp-endpoint file:", target))
+                            if p is not None], files)
+    with output_file(json_out, what="--json file") as jf, _max_input(max_input_mb):
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
                single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,
                llm=_LlmOptions(llm_base_url, llm_model, llm_mode, llm_api_key),
-               folds=folds, repeats=repeats)
+               folds=folds, repeats=repeats, otlp_best_effort=otlp_best_effort)
+
+
+@contextlib.contextmanager
+def _max_input(mb: float | None) -> Iterator[None]:
+    """``--max-input-mb`` as the importers' ``ICORE_MAX_INPUT_MB`` while the command runs."""
+    if mb is None:
+        yield
+        return
+    old = os.environ.get(ENV_MAX_INPUT)
+    os.environ[ENV_MAX_INPUT] = repr(mb)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV_MAX_INPUT, None)
+        else:
+            os.environ[ENV_MAX_INPUT] = old
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +166,8 @@ class _LlmOptions:
 
 def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool, prov: bool,
            report: bool, single_file: bool, json_file: Any, fails: frozenset[str],
-           otlp_endpoint: str | None, llm: _LlmOptions, folds: int, repeats: int) -> None:
+           otlp_endpoint: str | None, llm: _LlmOptions, folds: int, repeats: int,
+           otlp_best_effort: bool = False) -> None:
     results: list[AuditResult] = []
     errors: list[tuple[str, str]] = []
     t0 = time.perf_counter()
@@ -162,12 +200,26 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         # leave an empty ./icore-audit behind)
         console.print("[red]no run could be imported; nothing written[/]")
         raise typer.Exit(1)
+    if report or prov:  # no report may replace an input (a trace named index.html ...)
+        planned = [("report", out / report_filename(r.trace.id)) for r in results] + [
+            ("report", out / "index.html")] + [
+            ("--prov", out / f"{Path(report_filename(r.trace.id)).stem}.prov.json")
+            for r in results if prov]
+        refuse_input_as_output(planned, files)
+    undelivered = ""
     if otlp_endpoint:
         from icore.adapters import exporting
 
         with exporting(endpoint=otlp_endpoint) as ex:
             for r in results:
                 ex.audit(r)
+        d = ex.delivery
+        if d is not None and d.failed:
+            undelivered = (f"--otlp-endpoint {otlp_endpoint}: {d.failed} span(s) could not "
+                           f"be delivered ({d.delivered} delivered)"
+                           f"{'; ' + d.last_error if d.last_error else ''}")
+            console.print(f"[{'yellow' if otlp_best_effort else 'red'}]"
+                          f"{'warning' if otlp_best_effort else 'error'}[/] {undelivered}")
     atts: dict[str, Attribution] = {}
     sc = None
     if attribution:
@@ -223,7 +275,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                "elapsed_s": round(elapsed, 3)}
         json_file.write(json.dumps(doc, indent=1, default=str) + "\n")
         console.print(f"JSON summary: {json_file.path}")
-    if errors:
+    if errors or (undelivered and not otlp_best_effort):
         raise typer.Exit(1)
     hit = _failing(runs, fails)
     if hit:
@@ -278,10 +330,10 @@ def _unique_ids(results: list[AuditResult]) -> list[AuditResult]:
     out = []
     for r in results:
         rid, n = r.trace.id, 1
-        while report_filename(rid) in seen:
+        while report_filename(rid).lower() in seen:  # case-insensitive file systems too
             n += 1
             rid = f"{r.trace.id}-{n}"
-        seen.add(report_filename(rid))
+        seen.add(report_filename(rid).lower())
         out.append(r if rid == r.trace.id else replace(r, trace=replace(r.trace, id=rid)))
     return out
 

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from icore.cli._inputs import output_file
+from icore.cli._inputs import output_file, refuse_non_folder
 
 
 def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
@@ -25,7 +25,37 @@ def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:
-    """Add ``icore bench otel``."""
+    """Add ``icore bench otel`` and ``icore bench import``."""
+
+    @bench.command("import")
+    def import_cmd(
+        otlp_mb: float = typer.Option(200.0, min=0, help="Size of the one-document OTLP "
+                                      "JSON file, MiB (0 skips it)."),
+        jsonl_lines: int = typer.Option(1_000_000, min=0, help="Lines of the JSONL run "
+                                        "(0 skips it)."),
+        repeats: int = typer.Option(1, min=1, help="Child processes per input (medians)."),
+        audit: bool = typer.Option(True, "--audit/--no-audit", help="Also audit each "
+                                   "trace (time and peak RSS then include X)."),
+        workdir: Path | None = typer.Option(None, help="Folder for the generated inputs "
+                                            "(default: a temporary folder; removed)."),
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="Write figures as JSON.")] = None,
+    ) -> None:
+        """Benchmark streamed import of big traces: MB/s, seconds, peak RSS / file size.
+
+        Targets (issue 29): a 200 MB OTLP file imported and audited in <= 60 s with peak
+        RSS <= 2x the file; a 10^6-line JSONL run in <= 1 GB; import >= 10 MB/s.
+        """
+        from icore.bench.micro import run_import_bench
+
+        if workdir is not None:
+            refuse_non_folder(workdir, what="--workdir")
+        with output_file(json_out, what="--json output") as out:
+            figs = run_import_bench(otlp_mb=otlp_mb, jsonl_lines=jsonl_lines,
+                                    repeats=repeats, audit=audit, workdir=workdir,
+                                    echo=typer.echo)
+            if out is not None:
+                out.write(json.dumps([f.to_json() for f in figs], indent=2))
 
     @bench.command("otel")
     def otel_cmd(

@@ -23,7 +23,7 @@ def certs_init(
         "--agent", "-a", help="Agent id to certify (repeatable; adds to the manifest's).")
     ] = None,
     team: Annotated[str | None, typer.Option(help="Team name in the certificates.")] = None,
-    days: Annotated[int, typer.Option(min=1, help="Validity in days.")] = 365,
+    days: Annotated[int, typer.Option(min=1, max=36500, help="Validity in days (1..36500).")] = 365,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace existing CA and certificates.")] = False,
 ) -> None:

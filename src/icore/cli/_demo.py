@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from icore._data import shared_data_dir
+from icore.cli._inputs import refuse_non_folder
 from icore.errors import IcoreError
 from icore.workloads import staged_race
 
@@ -125,7 +126,12 @@ def demo(
                              help="Folder for the reports."),
     live: bool = typer.Option(True, "--live/--no-live", help="Run the live processes part."),
 ) -> None:
-    """Run the embedded default: race, live team, Table 1 replay, Who&When audit."""
+    """Run the embedded default: race, live team, Table 1 replay, Who&When audit.
+
+    An --out that exists and is not a folder is a usage error (exit 2) before any part
+    runs.
+    """
+    refuse_non_folder(out, what="--out")
     console = Console(width=140)
     t0 = time.perf_counter()
     reports: list[str] = []

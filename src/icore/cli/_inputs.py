@@ -6,6 +6,7 @@ Not a command module (it has no ``register``): the command modules import it.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -185,6 +186,56 @@ def check_otlp_endpoint(endpoint: str | None) -> None:
                                  f"{endpoint!r}", param_hint="--otlp-endpoint")
 
 
+def _same(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
+    """Exit 2 when an output path is one of the inputs (writing it would destroy it).
+
+    Compared by file identity when both exist (a symlink or hard link to an input is
+    caught), else by resolved path. Checked before any work is done.
+
+    Args:
+        outputs: ``(what, path)`` pairs, e.g. ``("--json", Path("t.jsonl"))``.
+        inputs: the files the command reads.
+
+    Raises:
+        typer.Exit: code 2, naming the option, the path and the input it would replace.
+    """
+    for what, out in outputs:
+        for src in inputs:
+            if _same(out, src):
+                typer.echo(f"error: {what} {out} is the input {src}; writing it would "
+                           "destroy the input; give another path", err=True)
+                raise typer.Exit(2)
+
+
+def otlp_file_target(endpoint: str | None) -> Path | None:
+    """The file an ``--otlp-endpoint file:PATH`` appends to (None for a URL)."""
+    if not endpoint or not endpoint.strip().startswith("file:"):
+        return None
+    return Path(endpoint.strip().removeprefix("file://").removeprefix("file:"))
+
+
+def positive_number(value: float | None) -> float | None:
+    """Typer callback: an optional size or count option must be finite and ``> 0``.
+
+    Raises:
+        typer.BadParameter: NaN, infinite or ``<= 0`` (exit 2 naming the option).
+    """
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        raise typer.BadParameter(f"must be a finite number > 0, got {value}")
+    return value
+
+
 def refuse_non_folder(path: Path, *, what: str) -> None:
     """Exit 2 with an ``error:`` message when ``path`` exists but is not a folder.
 
@@ -219,5 +270,6 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
 
 
 __all__ = ["FAIL_EXIT", "OutputFile", "bad_options", "check_otlp_endpoint", "fail_conditions",
-           "output_file", "positive_seconds", "positive_seconds_or_none", "refuse_non_folder",
+           "otlp_file_target", "output_file", "positive_number", "positive_seconds",
+           "positive_seconds_or_none", "refuse_input_as_output", "refuse_non_folder",
            "refuse_special_file"]

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from icore._files import MARKER, make_room
 from icore.agents import LLMConfig, LLMUnavailable
 from icore.cli._inputs import (
     FAIL_EXIT,
@@ -239,10 +240,17 @@ def run(
             "centralized_lineage, planfence); drop --policy", param_hint="--policy")
     if backend and backend not in ("scripted", "llm"):
         raise typer.BadParameter("use scripted or llm", param_hint="--backend")
+    if manifest is not None and _given(ctx, "family"):
+        raise typer.BadParameter("the manifest names its own family; drop --family (it "
+                                 "picks the embedded manifest when no MANIFEST is given)",
+                                 param_hint="--family")
     m = _manifest(manifest, family, policy=policy, backend=backend, base_url=llm_base_url,
                   model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
                   concurrency=concurrency, repeat=repeat)
     observer = _otel_observer(ctx, otlp_endpoint)
+    if not matched and (out / MARKER).is_file():  # icore's own earlier run: say it moves
+        moved = make_room(out)
+        console.print(f"moved the earlier run in {out} (created by icore) to {moved}")
     if matched:
         try:
             res = run_matched(out, manifest=m,
@@ -295,6 +303,12 @@ def run(
         typer.echo(f"--fail-on invalid: {res1.invalid_actions} primary action(s) ran from "
                    "a stale plan", err=True)
         raise typer.Exit(FAIL_EXIT)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """True when option ``name`` came from the command line (not its default)."""
+    src = ctx.get_parameter_source(name)
+    return src is not None and src.name == "COMMANDLINE"
 
 
 def _otel_observer(ctx: typer.Context, endpoint: str | None) -> RunObserver | None:

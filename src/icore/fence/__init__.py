@@ -22,6 +22,7 @@ from icore.fence._access import (
     QuorumHeads,
     ThreadedOwners,
     installed_heads,
+    nonblocking,
     replica_service,
 )
 from icore.fence._binding import (
@@ -123,6 +124,7 @@ __all__ = [
     "canonical_args",
     "installed_heads",
     "make_validator",
+    "nonblocking",
     "protected",
     "replica_service",
     "run_gate",

@@ -32,6 +32,8 @@ from icore.memory import (
     AsyncOwnerAccess,
     HeadEntry,
     HeadReply,
+    LocalOwners,
+    MemoryStore,
     OwnerAccess,
     OwnershipMap,
     OwnerUnavailable,
@@ -123,6 +125,23 @@ class InstalledHeads:
         if len(recs) != len(ids):
             raise OwnerUnavailable("announced record content not installed", owner=owner)
         return recs
+
+
+def nonblocking(owners: object) -> bool:
+    """Whether a sync owner access answers without blocking, so it may run on an event loop.
+
+    True for an access that says so itself (a ``nonblocking`` attribute that is True) and
+    for :class:`~icore.memory.LocalOwners` whose every store is a plain
+    :class:`~icore.memory.MemoryStore` (a dict read under a short lock: no I/O, no
+    wait). Anything else (SQLite files, sockets, a store subclass that may do more) is
+    treated as blocking and reached through :class:`ThreadedOwners`. An access declared
+    non-blocking is called directly, so the owner-query timeout cannot interrupt it.
+    """
+    declared = getattr(owners, "nonblocking", None)
+    if isinstance(declared, bool):
+        return declared
+    return type(owners) is LocalOwners and all(
+        type(s) is MemoryStore for s in owners.stores.values())
 
 
 class ThreadedOwners:
@@ -365,5 +384,6 @@ __all__ = [
     "QuorumHeads",
     "ThreadedOwners",
     "installed_heads",
+    "nonblocking",
     "replica_service",
 ]

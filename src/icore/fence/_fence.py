@@ -18,7 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 from icore._clock import Clock
-from icore.errors import ActionBlocked, AsyncRequired, DeclarationError, MalformedRecord
+from icore.errors import (
+    ActionBlocked,
+    AsyncRequired,
+    DeclarationError,
+    FenceCallError,
+    MalformedRecord,
+)
 from icore.fence._binding import args_digest, binding_of
 from icore.fence._decision import GateDecision, Outcome, Reason
 from icore.fence._gate import GateContext, PointCounter, apply_fail_open
@@ -148,6 +154,38 @@ class DecisionLog:
             k = f"{d.outcome.value}/{d.reason.value}"
             out[k] = out.get(k, 0) + 1
         return out
+
+
+def _check_call(tool: Any, roots: Any, args: Any, replan: Any) -> None:
+    """Refuse wrong argument types of execute/aexecute at the call (issue 29).
+
+    Raises:
+        FenceCallError: naming the argument, what was given and what is expected.
+    """
+    def bad(argument: str, expected: str, got: Any) -> FenceCallError:
+        return FenceCallError(f"{argument} must be {expected}, not {type(got).__name__}",
+                              argument=argument, got=type(got).__name__)
+
+    if not isinstance(tool, ProtectedTool):
+        raise bad("tool", "a ProtectedTool (wrap the function with @protected(...) or "
+                  "ProtectedTool(fn, depends_on=...))", tool)
+    if isinstance(roots, str | bytes):
+        raise FenceCallError("roots must be a list of record ids, not one id as a string "
+                             "(write roots=[rid])", argument="roots", got="str")
+    if not isinstance(roots, Sequence):
+        raise bad("roots", "a list or tuple of record ids (L(a))", roots)
+    for i, r in enumerate(roots):
+        if not isinstance(r, str):
+            raise FenceCallError(f"roots[{i}] must be a record id string, not "
+                                 f"{type(r).__name__}", argument=f"roots[{i}]",
+                                 got=type(r).__name__)
+    if not isinstance(args, Mapping):
+        raise bad("args", "a mapping of argument names to values (a dict)", args)
+    if not all(isinstance(k, str) for k in args):
+        raise FenceCallError("args keys must be argument names (strings)", argument="args",
+                             got="non-str key")
+    if replan is not None and not callable(replan):
+        raise bad("replan", "a callable (or None)", replan)
 
 
 @dataclass
@@ -388,11 +426,16 @@ class Fence:
             :class:`ActionResult`. The tool runs only on an authorized decision.
 
         Raises:
+            FenceCallError: ``tool`` is not a :class:`ProtectedTool`, ``roots`` is not a
+                list or tuple of record-id strings (None, one id as a bare string, a dict
+                inside), ``args`` is not a mapping with string keys, or ``replan`` is
+                not callable; raised at the call, nothing was asked or executed.
             AsyncRequired: the tool or the replanner is a coroutine function (or returned
                 an awaitable); nothing was awaited - use :meth:`aexecute`.
             ActionBlocked: when blocked and ``raise_on_block``.
             Exception: whatever the tool itself raises once authorized.
         """
+        _check_call(tool, roots, args, replan)
         if tool.is_async:
             raise AsyncRequired("an async tool runs only through Fence.aexecute()",
                                 tool=tool.name)
@@ -434,9 +477,11 @@ class Fence:
         thread).
 
         Raises:
+            FenceCallError: as :meth:`execute`.
             ActionBlocked: when blocked and ``raise_on_block``.
             Exception: whatever the tool itself raises once authorized.
         """
+        _check_call(tool, roots, args, replan)
         gen = self._protocol(tool, roots, args, replan is not None, raise_on_block)
         step = next(gen)
         while True:

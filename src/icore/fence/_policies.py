@@ -41,6 +41,7 @@ from icore.fence._access import (
     CentralHeads,
     QuorumHeads,
     ThreadedOwners,
+    nonblocking,
 )
 from icore.fence._decision import GateDecision, Outcome, Reason
 from icore.fence._gate import GateContext, PointCounter, arun_gate, run_gate
@@ -170,6 +171,9 @@ class GateValidator:
         """Run the gate with every owner of D(a) queried concurrently.
 
         Sync owners each run in a worker thread; see :func:`icore.fence.avalidate`.
+        Sync in-process owners that cannot block (:func:`nonblocking`: in-memory stores)
+        are read directly on the loop instead, as :meth:`validate` reads them: the same
+        gate and decision, without a thread hop per owner (issue 28).
 
         Args:
             action: action name for the log.
@@ -181,6 +185,10 @@ class GateValidator:
             The decision.
         """
         context = self.context
+        if self.loop is None and not _is_async_access(context.owners) and nonblocking(
+                context.owners):
+            return self._count(run_gate(context, action=action, roots=roots, deps=deps,
+                                        replanned=replanned))
         if not _is_async_access(context.owners):
             context = replace(context, owners=ThreadedOwners(
                 cast(OwnerAccess, context.owners)))

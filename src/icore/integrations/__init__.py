@@ -18,6 +18,8 @@ action behind every fenced tool, planfence App. A.3; with ``agent=`` a
 :class:`~icore.workspace.Agent` it builds each call's action record itself),
 :class:`ArgNormalizer` / :func:`normalize_args` (arguments in the tool's normal form) and
 :class:`Replicator` (records to the replicas that need them; keys named in errors).
+:mod:`icore.integrations.cost` builds the cases of ``icore bench integrations`` (fenced vs
+unfenced calls per framework).
 
 Import rule: integrations use only the public API of records, fence, memory, workspace,
 state and adapters (``tests/test_layering.py``).
@@ -31,8 +33,8 @@ from icore.integrations._normalize import (
     normalize_args,
     signature_model,
 )
-from icore.integrations._recorder import RunRecorder
+from icore.integrations._recorder import RunRecorder, active_recorder
 
 __all__ = ["AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
-           "RunRecorder", "Scope", "check_tool_function", "normalize_args",
-           "signature_model"]
+           "RunRecorder", "Scope", "active_recorder", "check_tool_function",
+           "normalize_args", "signature_model"]

@@ -23,8 +23,8 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _seam
 from icore.integrations._memory import Replicator
-from icore.integrations._recorder import RunRecorder
-from icore.records import RecordId
+from icore.integrations._recorder import RunRecorder, active_recorder
+from icore.records import Lookup, RecordId
 from icore.workspace import Agent, Approver, Call, UserReplanner, WorkspaceError
 
 Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
@@ -150,9 +150,11 @@ class FenceGuard:
             without it a changed dependency blocks; agent mode: a
             :data:`~icore.workspace.UserReplanner` returning new arguments (default: hand
             the model the fresh values).
-        recorder: receives gate decisions, the replan and the tool call.
+        recorder: receives gate decisions (with the records they cite), the replan and
+            the tool call.
         agent: a :class:`~icore.workspace.Agent` (agent mode), or the agent id events are
-            attributed to (fence mode).
+            attributed to (fence mode; default: the agent whose model turn asked for the
+            tool, as the recorder saw it, else ``"executor"``).
         on_block: ``"error"`` (the framework's tool error) or ``"raise"``
             (:class:`~icore.errors.ActionBlocked` escapes to the caller).
         replicator: names keys instead of record ids in a block's message.
@@ -166,7 +168,7 @@ class FenceGuard:
 
     def __init__(self, *, fence: Fence | None = None, depends_on: Scope,
                  replan: AnyReplanner | UserReplanner | None = None,
-                 recorder: RunRecorder | None = None, agent: str | Agent = "executor",
+                 recorder: RunRecorder | None = None, agent: str | Agent | None = None,
                  on_block: OnBlock = "error", replicator: Replicator | None = None) -> None:
         if on_block not in ("error", "raise"):
             raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block)
@@ -184,7 +186,8 @@ class FenceGuard:
         elif not isinstance(fence, Fence):
             raise IntegrationError("fence= must be an icore.fence.Fence",
                                    got=type(fence).__name__)
-        if not isinstance(agent, str | Agent) or (isinstance(agent, str) and not agent):
+        if agent is not None and (not isinstance(agent, str | Agent) or (
+                isinstance(agent, str) and not agent)):
             raise IntegrationError("agent must be a workspace agent or a non-empty agent id",
                                    got=type(agent).__name__)
         keys = _static_keys(depends_on)
@@ -209,7 +212,8 @@ class FenceGuard:
         self.depends_on = depends_on
         self.replan = replan
         self.recorder = recorder
-        self.agent = self.handle.name if self.handle is not None else str(agent)
+        self.agent: str | None = (self.handle.name if self.handle is not None
+                                  else str(agent) if agent is not None else None)
         self.on_block: OnBlock = on_block
         self.replicator = replicator
 
@@ -236,14 +240,32 @@ class FenceGuard:
         if self.recorder is not None:
             self.recorder.fenced_tools.add(name)
 
+    def _lookup(self) -> Lookup | None:
+        """Where the recorder reads the records a call's roots cite."""
+        if self.fence.lookup is not None:
+            return self.fence.lookup
+        return self.fence.install.get if self.fence.install is not None else None
+
+    def _recorder(self, name: str) -> RunRecorder | None:
+        """``recorder=``, else the recording block's (:func:`active_recorder`).
+
+        The block's recorder is told that this guard records ``name``'s calls, so the
+        framework hooks skip them.
+        """
+        if self.recorder is not None:
+            return self.recorder
+        rec = active_recorder()
+        if rec is not None:
+            rec.fenced_tools.add(name)
+        return rec
+
     def _finish(self, name: str, res: ActionResult,
                 recorder: RunRecorder | None = None) -> Gated:
-        recorder = recorder if recorder is not None else self.recorder
-        if recorder is not None:
-            recorder.gate(self.agent, name, res)
+        rec = recorder if recorder is not None else self._recorder(name)
+        if rec is not None:
+            who = rec.gate(self.agent, name, res, lookup=self._lookup())
             if res.executed:
-                recorder.tool_call(self.agent, name, res.args, res.value,
-                                   replanned=res.replanned)
+                rec.tool_call(who, name, res.args, res.value, replanned=res.replanned)
         if res.executed:
             return Gated(res)
         msg = self.message(name, res)
@@ -255,16 +277,15 @@ class FenceGuard:
     def _finish_call(self, name: str, call: Call,
                      recorder: RunRecorder | None = None) -> Gated:
         res = call.result
-        recorder = recorder if recorder is not None else self.recorder
-        if recorder is not None and res is not None:
-            recorder.gate(self.agent, name, res)
+        rec = recorder if recorder is not None else self._recorder(name)
+        if rec is not None and res is not None:
+            who = rec.gate(self.agent, name, res, lookup=self._lookup(), args=call.args)
             if call.executed:
-                recorder.tool_call(self.agent, name, call.args, call.value,
-                                   replanned=call.replanned)
-        elif recorder is not None:  # refused before the gate (e.g. not_read)
-            recorder.tool_call(self.agent, name, call.args,
-                               f"BLOCKED: {call.reason}: {call.detail}", error=True,
-                               blocked=True)
+                rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
+        elif rec is not None:  # refused before the gate: recorded all the same
+            rec.tool_call(self.agent or "executor", name, call.args,
+                          f"BLOCKED: {call.reason}: {call.detail}", error=True,
+                          blocked=True)
         if call.executed:
             return Gated(res, "", call)
         msg = call.message

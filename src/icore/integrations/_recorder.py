@@ -21,6 +21,21 @@ tool result / error       ``tool_output``  ``tool``, ``args``, ``exitcode`` 0 / 
 blocked protected call    ``tool_output``  ``exitcode`` 1, ``blocked`` true
 final answer              ``termination``  ``final_answer``
 ========================  ===============  ============================================
+
+Every protected call also writes PlanFence lines (docs/audit-real-runs.md, "Generic
+JSONL format"): ``{"planfence": {"record": ...}}`` for the records its roots cite (roots,
+their ancestors, the owners' heads and the fresh records of a replan, each once) and
+``{"planfence": {"decision": ...}}`` for each gate decision
+(:meth:`icore.fence.GateDecision.to_dict`: roots, D(a), frontier F(x), heads H(x),
+validation point, outcome and reason) with a ``task`` naming the call (``ship-1``,
+``ship-2``, ...), so ``icore audit`` draws each call's lineage picture and ``--fail-on
+invalid`` fires on an action that ran from a stale plan (planfence Sec. 3-4, Alg. 1).
+
+Attribution: gate events, the replan and the tool call go to the agent that called the
+tool (its model turn asked for the tool), not to a fixed "executor"; a replan is recorded
+as a replan of the call's original plan (the summary counts it in ``replans``): the
+fence's one replan inside a call, or, when a stale call was refused with the fresh values
+(the high-level API's hand-over), the agent's next call of that tool.
 """
 
 from __future__ import annotations
@@ -29,15 +44,33 @@ import bisect
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from icore.adapters import AuditResult, Trace, audit_trace, parse_jsonl
-from icore.fence import ActionResult
+from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Reason
+from icore.records import Lookup, Record, RecordId
 
 MAX_CONTENT_CHARS = 20_000
 """Longer contents (a tool's raw output) are cut to this many characters in the trace."""
+
+MAX_LINEAGE_RECORDS = 256
+"""At most this many records of one call's lineage are written (roots first)."""
+
+
+_ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
+
+
+def active_recorder() -> RunRecorder | None:
+    """The recorder of the recording block this code runs in (:meth:`RunRecorder.active`).
+
+    A :class:`~icore.integrations.FenceGuard` built without ``recorder=`` records into it,
+    so a fenced tool never vanishes from a recorded run.
+    """
+    return _ACTIVE.get()
 
 
 def _text(value: Any) -> str:
@@ -92,7 +125,28 @@ class RunRecorder:
         self.fenced_tools: set[str] = set()
         """Tools whose calls a :class:`~icore.integrations.FenceGuard` records itself
         (framework hooks skip them, so no call is recorded twice)."""
+        self.planfence: list[dict[str, Any]] = []
+        """The PlanFence lines (records and decisions), in the order they were made."""
+        self._records: set[str] = set()
+        self._calls: dict[str, int] = {}
+        self._callers: dict[str, str] = {}
+        self._plans = 0
+        self._stale: dict[tuple[str, str, tuple[str, ...]], tuple[RecordId, ...]] = {}
         self._lock = threading.Lock()
+
+    @contextmanager
+    def active(self) -> Iterator[RunRecorder]:
+        """Make this the recorder of fenced tools built without ``recorder=`` in the block.
+
+        The framework recording contexts enter it (the OpenAI Agents SDK's ``recording``);
+        it follows the block's context (threads and tasks started inside inherit it as
+        Python's ``contextvars`` do).
+        """
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
 
     # ------------------------------------------------------------------ events
     def add(self, agent: str, kind: str, content: Any = "", *, at: float | None = None,
@@ -115,6 +169,8 @@ class RunRecorder:
         when = time.time() if at is None else at
         with self._lock:
             self.agents.setdefault(str(agent), "")
+            if kind == "plan":
+                self._plans += 1
             i = bisect.bisect_right(self._at, when)
             self._at.insert(i, when)
             self.events.insert(i, line)
@@ -126,8 +182,32 @@ class RunRecorder:
 
     def turn(self, agent: str, content: Any, *, at: float | None = None, **fields: Any
              ) -> None:
-        """One agent turn (an LLM output, a node's result)."""
+        """One agent turn (an LLM output, a node's result).
+
+        A ``tool_calls`` field (``[{"name", "args", "id"?}, ...]``) also notes ``agent``
+        as the caller of those tools (:meth:`caller`).
+        """
+        for c in fields.get("tool_calls") or ():
+            if isinstance(c, Mapping):
+                self.note_call(agent, str(c.get("name", "")), c.get("id"))
         self.add(agent, "output", content, at=at, **fields)
+
+    def note_call(self, agent: str, tool: str, call_id: Any = None) -> None:
+        """Note that ``agent`` asked for ``tool`` (call id ``call_id``, if known)."""
+        with self._lock:
+            if call_id:
+                self._callers[f"id:{call_id}"] = str(agent)
+            if tool:
+                self._callers[f"tool:{tool}"] = str(agent)
+
+    def caller(self, tool: str, call_id: Any = None) -> str | None:
+        """The agent whose model turn asked for this call; None when no hook saw it.
+
+        By the call's id, else the last agent that asked for ``tool``.
+        """
+        with self._lock:
+            return (self._callers.get(f"id:{call_id}") if call_id else None) or \
+                self._callers.get(f"tool:{tool}")
 
     def handoff(self, agent: str, to: str, content: Any = "", *, at: float | None = None
                 ) -> None:
@@ -145,18 +225,122 @@ class RunRecorder:
                  args=dict(args) if args is not None else None, exitcode=1 if error else 0,
                  **fields)
 
-    def gate(self, agent: str, tool: str, result: ActionResult) -> None:
-        """Every gate decision of one protected call, its replan, and a block if any."""
+    def gate(self, agent: str | None, tool: str, result: ActionResult, *,
+             lookup: Lookup | None = None, call_id: Any = None,
+             args: Mapping[str, Any] | None = None) -> str:
+        """Every gate decision of one protected call, its replan, and a block if any.
+
+        Writes the call's PlanFence lines too (:meth:`lineage`): its decisions, each with
+        its frontier, heads and validation point, and the records they cite.
+
+        Args:
+            agent: who called the tool; None: :meth:`caller` (the agent whose model turn
+                asked for it), else ``"executor"``.
+            tool: the tool's name.
+            result: the fence's result.
+            lookup: reads the records the roots cite (the executor's replica, e.g.
+                ``Fence.install.get``); without it only the decisions' own fresh
+                records are written.
+            call_id: the framework's tool-call id, to find the calling agent.
+            args: the model's arguments (default: the ones the call ran or was refused
+                with).
+
+        Returns:
+            The agent the call was attributed to.
+        """
+        who = agent or self.caller(tool, call_id) or "executor"
+        first = result.decisions[0] if result.decisions else None
+        # one logical call: this agent, this tool, these facts (parallel calls of one tool
+        # on other facts are other calls)
+        scope = (who, tool, tuple(first.deps) if first is not None else ())
+        with self._lock:  # the previous such call was stale and handed the fresh values
+            stale_roots = self._stale.pop(scope, None)
+        handed_over = stale_roots is not None
+        replanned = result.replanned and len(result.decisions) > 1 and not handed_over
+        if (replanned or handed_over) and first is not None and self._plans == 0:
+            # the original plan (the model's first call) before its replan
+            self.plan(who, f"plan for {tool}", roots=list(stale_roots or first.roots))
+        if handed_over:  # the model re-planned from the fresh values it was handed
+            self.plan(who, f"replan for {tool}: {_text(dict(args or result.args))}",
+                      roots=list(first.roots) if first is not None else None, replan=True)
         for d in result.decisions:
-            self.add(agent, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
+            self.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
                      gate={"outcome": d.outcome.value, "reason": d.reason.value,
-                           "tool": tool, "replanned": d.replanned})
-        if result.replanned and len(result.decisions) > 1:
-            self.plan(agent, f"replan for {tool}: {_text(dict(result.args))}",
-                      roots=list(result.roots))
+                           "tool": tool, "replanned": d.replanned, "point": d.point})
+        if replanned:
+            self.plan(who, f"replan for {tool}: {_text(dict(result.args))}",
+                      roots=list(result.roots), replan=True)
+        elif not result.executed and any(d.reason is Reason.STALE
+                                         for d in result.decisions):
+            with self._lock:  # a stale call without a replan: the next call replans
+                self._stale[scope] = tuple(first.roots) if first is not None else ()
+        self.lineage(tool, result.decisions, lookup=lookup)
         if not result.executed:
-            self.tool_call(agent, tool, result.args, f"BLOCKED: {result.final.reason.value}: "
+            self.tool_call(who, tool, result.args, f"BLOCKED: {result.final.reason.value}: "
                            f"{result.detail}", error=True, blocked=True)
+        return who
+
+    def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
+                lookup: Lookup | None = None) -> str:
+        """Write one protected call's PlanFence lines; return its ``task`` name.
+
+        The records first (each record once per run: roots and their ancestors as far as
+        ``lookup`` holds them, the heads and fresh records of every decision), then one
+        decision line per gate decision, grouped by ``task`` = ``<tool>-<n>``.
+        """
+        with self._lock:
+            n = self._calls[tool] = self._calls.get(tool, 0) + 1
+        task = f"{tool}-{n}"
+        recs: dict[RecordId, tuple[Record, str]] = {}
+        replan_roots = {r for d in decisions if d.replanned for r in d.roots}
+
+        def role(rec: Record) -> str:
+            c = rec.content
+            if isinstance(c, Mapping) and ACTION_FIELD in c:
+                return "action"
+            return "replan" if rec.id in replan_roots else "plan"
+
+        def walk(rid: RecordId, root: bool) -> None:
+            stack = [(rid, root)]
+            while stack and len(recs) < MAX_LINEAGE_RECORDS:
+                r, is_root = stack.pop()
+                if r in recs:
+                    continue
+                got = lookup(r) if lookup is not None else None
+                if got is None:
+                    continue
+                recs[r] = (got, role(got) if is_root else got.type)
+                stack.extend((p, False) for p in got.parents if p not in recs)
+
+        for d in decisions:
+            for r in d.roots:
+                walk(r, True)
+        for d in decisions:
+            for rec in d.fresh.values():
+                if rec.id not in recs:
+                    recs[rec.id] = (rec, "revision")
+            for rid in (*d.frontier.values(), *d.heads.values()):
+                walk(rid, False)
+            for key, rid in d.heads.items():  # a head newer than the plan's frontier
+                if rid in recs and d.frontier.get(key) not in (None, rid):
+                    recs[rid] = (recs[rid][0], "revision")
+        lines: list[dict[str, Any]] = []
+        with self._lock:
+            for rec, rrole in recs.values():
+                if rec.id in self._records:
+                    continue
+                self._records.add(rec.id)
+                line: dict[str, Any] = {"id": rec.id, "key": rec.key, "owner": rec.owner,
+                                        "seq": rec.seq, "type": rec.type,
+                                        "parents": list(rec.parents), "role": rrole}
+                content = _jsonable(rec.content)
+                if len(json.dumps(content, default=str)) <= MAX_CONTENT_CHARS:
+                    line["content"] = content
+                lines.append({"planfence": {"record": line}})
+            for d in decisions:
+                lines.append({"planfence": {"decision": {**d.to_dict(), "task": task}}})
+            self.planfence.extend(lines)
+        return task
 
     def finish(self, agent: str, answer: Any, *, at: float | None = None) -> None:
         """The run's final answer."""
@@ -177,10 +361,14 @@ class RunRecorder:
         return {"run": run}
 
     def jsonl(self) -> str:
-        """The run in the generic JSONL format (header first, one event per line)."""
+        """The run in the generic JSONL format.
+
+        The header first, then the PlanFence lines, then one event per line.
+        """
         with self._lock:
             events = list(self.events)
-        lines = [self.header(), *events]
+            planfence = list(self.planfence)
+        lines = [self.header(), *planfence, *events]
         return "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)
 
     def write(self, path: str | Path) -> Path:

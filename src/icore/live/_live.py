@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from icore._clock import WallClock
-from icore._files import move_aside
+from icore._files import make_room, mark_folder
 from icore.agents import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
 from icore.fence import strategy
 from icore.live._live_audit import LiveAudit
@@ -605,16 +605,21 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
     return await _Run(m, out, pol, tasks, reporter, observer).run()
 
 
+RUN_FILES = ("icore.sqlite", "run.json", "agents", "certs")
+"""Names in a folder that mark it as a run folder (a rerun must not mix with them)."""
+
+
 def _fresh_run_folder(out: Path) -> Path:
     """Create ``out`` for a new run; a previous run there is moved to ``out.1``, ``out.2``...
 
     A run's log, memories and certificates belong to that run: appending a second run to
-    them would mix two histories, and deleting them would lose committed records.
+    them would mix two histories, and deleting them would lose committed records. Only a
+    folder icore created (its marker file) is moved; a folder of the user's holding
+    :data:`RUN_FILES` is refused (:func:`icore._files.make_room`, FileExistsError).
     """
-    if out.exists() and any((out / n).exists() for n in ("icore.sqlite", "run.json",
-                                                          "agents", "certs")):
-        move_aside(out)
+    make_room(out, run_files=RUN_FILES)
     out.mkdir(parents=True, exist_ok=True)
+    mark_folder(out)
     return out
 
 

@@ -37,7 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from icore._files import not_a_regular_file
-from icore.errors import IcoreError
+from icore.errors import ErrorCode, IcoreError
 from icore.fence import Policy, strategy
 from icore.live._workflow import FAMILY_SPECS, ROLES
 from icore.memory import OwnershipMap
@@ -53,9 +53,12 @@ KEY_KINDS = ("req", "cat", "short", "plan", "act", "audit")
 class LiveManifestError(IcoreError, ValueError):
     """A run manifest is invalid (``fields['path']`` names the offending entry)."""
 
+    code = ErrorCode.LIVE
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are refused as such (not as "should be <= 3600")
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LiveAgentSpec(_Model):
@@ -187,6 +190,12 @@ class RunManifest(_Model):
                                  f"(found {roles.count(r)})")
         if "central" in ids:
             raise ValueError("'central' is reserved for the centralized-lineage service")
+        if self.memory.backend == "nats":
+            dotted = [i for i in ids if "." in i]
+            if dotted:
+                raise ValueError(f"agent id {dotted[0]!r} contains '.', which the NATS "
+                                 "memory backend cannot use as a subject token (use '-' "
+                                 "or '_')")
         for key, owner in self.ownership.items():
             if owner not in ids:
                 raise ValueError(f"ownership[{key!r}] names unknown agent {owner!r}")
@@ -258,8 +267,12 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>") -> RunM
     """Validate a manifest mapping.
 
     Raises:
-        LiveManifestError: naming the file and the offending path.
+        LiveManifestError: not a mapping, or invalid (naming the file and the offending
+            path).
     """
+    if not isinstance(data, Mapping):
+        raise LiveManifestError(f"a run manifest must be a mapping, not "
+                                f"{type(data).__name__}", file=file, path="<root>")
     try:
         return RunManifest.model_validate(dict(data))
     except ValidationError as exc:

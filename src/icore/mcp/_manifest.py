@@ -34,7 +34,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from icore.errors import IntegrationError
+from icore.errors import ErrorCode, IntegrationError
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
@@ -51,6 +51,8 @@ class GatewayError(IntegrationError):
 
     Fields name the upstream, tool, resource URI or key.
     """
+
+    code = ErrorCode.MCP
 
 
 class GatewayManifestError(GatewayError, ValueError):

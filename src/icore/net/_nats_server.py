@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from icore.net._errors import TransportError
-from icore.net._pki import check_agent_id, init_team_certs
+from icore.net._manifest import TeamManifestError
+from icore.net._pki import check_agent_id, init_team_certs, x509_name
 
 SERVER_IDENTITY = "nats-server"
 """Certificate name of the NATS servers (issued by the team CA like an agent's)."""
@@ -82,13 +83,15 @@ def check_nats_agent(agent: str) -> str:
     """Return ``agent`` if it can name a NATS subject token.
 
     Raises:
-        ValueError: not a valid agent id, or it contains ``.`` (a subject separator:
-            agent ``a`` could otherwise be granted ``a.b``'s keys).
+        ValueError: not a valid agent id; :class:`TeamManifestError` (a ValueError) when
+            it contains ``.`` (a subject separator: agent ``a`` could otherwise be granted
+            ``a.b``'s keys).
     """
     check_agent_id(agent)
     if "." in agent:
-        raise ValueError(f"agent id {agent!r} contains '.', which the NATS backend cannot "
-                         "use as a subject token")
+        raise TeamManifestError(f"agent id {agent!r} contains '.', which the NATS memory "
+                                "backend cannot use as a subject token (use '-' or '_')",
+                                agent=agent)
     return agent
 
 
@@ -106,7 +109,7 @@ def nats_certs(certs_dir: str | os.PathLike[str], agents: Sequence[str], *,
 
 def user_dn(agent: str, team: str) -> str:
     """The certificate subject a ``verify_and_map`` user is matched on (RFC 2253)."""
-    return f"O={team},CN={agent}"
+    return f"O={x509_name(team)},CN={agent}"
 
 
 def _permissions(agent: str) -> dict[str, object]:

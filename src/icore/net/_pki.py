@@ -15,6 +15,7 @@ Layout of a certs folder::
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 import os
 import re
@@ -62,14 +63,46 @@ def _load_key(path: Path) -> ec.EllipticCurvePrivateKey:
     return key
 
 
+MAX_NAME_BYTES = 64
+"""Longest x509 common name / organization name (RFC 5280 ub-common-name), UTF-8 bytes."""
+MAX_CERT_DAYS = 36500
+"""Longest certificate validity accepted, in days (100 years; x509 ends at year 9999)."""
+
+
+def x509_name(text: str) -> str:
+    """``text`` if it fits an x509 name (64 UTF-8 bytes), else a stable short form.
+
+    A longer name keeps its longest prefix that fits in 51 bytes (whole characters) and
+    a ``~`` plus 12 hex digits of the SHA-256 of the whole name, so the same team or
+    agent always gets the same name and two long names stay apart.
+    """
+    raw = text.encode("utf-8")
+    if len(raw) <= MAX_NAME_BYTES:
+        return text
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    head = raw[:MAX_NAME_BYTES - 13].decode("utf-8", errors="ignore")
+    return f"{head}~{digest}"
+
+
+def check_days(days: int) -> int:
+    """Return ``days`` if it is a certificate validity icore can issue.
+
+    Raises:
+        ValueError: not an integer in ``[1, MAX_CERT_DAYS]``.
+    """
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_CERT_DAYS:
+        raise ValueError(f"certificate validity must be 1..{MAX_CERT_DAYS} days, not {days!r}")
+    return days
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
 def _make_ca(team: str, days: int) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{team} CA"),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, team)])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, x509_name(f"{team} CA")),
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, x509_name(team))])
     now = _now()
     cert = (
         x509.CertificateBuilder()
@@ -97,7 +130,8 @@ def _make_agent(agent: str, team: str, ca_key: ec.EllipticCurvePrivateKey,
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, agent),
-                                 x509.NameAttribute(NameOID.ORGANIZATION_NAME, team)]))
+                                 x509.NameAttribute(NameOID.ORGANIZATION_NAME,
+                                                    x509_name(team))]))
         .issuer_name(ca_cert.subject).public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
@@ -136,13 +170,17 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
         The certs folder.
 
     Raises:
-        ValueError: an invalid agent id, or an existing CA that does not load (including
+        ValueError: an invalid agent id, ``days`` outside ``1..MAX_CERT_DAYS``,
+            ``out_dir`` is a file, or an existing CA that does not load (including
             a ``ca.key``/``ca.crt`` that is not a regular file, such as a FIFO: refused
             by kind without opening it).
     """
     for a in agents:
         check_agent_id(a)
+    check_days(days)
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"the certs folder {out} is a file, not a folder")
     out.mkdir(parents=True, exist_ok=True)
     ca_crt, ca_keyp = out / "ca.crt", out / "ca.key"
     if ca_crt.exists() and ca_keyp.exists() and not overwrite:
@@ -173,6 +211,9 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
 def _paths(certs_dir: str | os.PathLike[str], agent: str) -> tuple[Path, Path, Path]:
     d = Path(certs_dir)
     check_agent_id(agent)
+    if d.exists() and not d.is_dir():
+        raise NotADirectoryError(f"the certs folder {d} is a file, not a folder (give the "
+                                 "folder `icore certs init` wrote)")
     ca, crt, key = d / "ca.crt", d / f"{agent}.crt", d / f"{agent}.key"
     for p in (ca, crt, key):
         if not p.is_file():

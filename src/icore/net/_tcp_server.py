@@ -186,8 +186,19 @@ class OwnerServer:
         return self._group.groups, self._group.commits
 
     async def start(self) -> int:
-        """Bind and start accepting; return the bound port."""
-        self._server = await asyncio.start_server(self._on_connect, self.host, self.port)
+        """Bind and start accepting; return the bound port.
+
+        Raises:
+            TransportError: the host does not resolve or the address cannot be bound
+                (the message names the agent, host and port).
+        """
+        try:
+            self._server = await asyncio.start_server(self._on_connect, self.host,
+                                                      self.port)
+        except OSError as exc:
+            raise TransportError(f"agent {self.agent}: cannot serve on {self.host}:"
+                                 f"{self.port}: {exc.strerror or exc}", agent=self.agent,
+                                 host=self.host, port=self.port) from exc
         self.port = int(self._server.sockets[0].getsockname()[1])
         log.info("owner %s serving on %s:%d", self.agent, self.host, self.port)
         return self.port

@@ -63,10 +63,10 @@ def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]
 
 
 def _validation(d: Mapping[str, Any], by_id: Mapping[str, RecordView]) -> ValidationView:
-    deps = tuple(str(k) for k in d.get("deps") or ())
-    roots = tuple(str(r) for r in d.get("roots") or ())
-    heads = {str(k): str(v) for k, v in (d.get("heads") or {}).items()}
-    frontier = {str(k): str(v) for k, v in (d.get("frontier") or {}).items()}
+    deps = tuple(str(k) for k in _seq(d.get("deps")))
+    roots = tuple(str(r) for r in _seq(d.get("roots")))
+    heads = {str(k): str(v) for k, v in _map(d.get("heads")).items()}
+    frontier = {str(k): str(v) for k, v in _map(d.get("frontier")).items()}
     source = "gate"
     if not frontier:
         # the policy did not compute F(x): show the versions the roots cite as parents
@@ -79,13 +79,27 @@ def _validation(d: Mapping[str, Any], by_id: Mapping[str, RecordView]) -> Valida
     stale = tuple(k for k in deps if k in frontier and k in heads and frontier[k] != heads[k])
     keys = list(dict.fromkeys([*deps, *frontier, *heads]))
     return ValidationView(
-        point=int(d.get("point") or 0), outcome=str(d.get("outcome", "")),
+        point=_point(d.get("point")), outcome=str(d.get("outcome", "")),
         reason=str(d.get("reason", "")), policy=str(d.get("policy", "")),
         replanned=bool(d.get("replanned")), roots=roots, deps=deps,
         frontier=tuple((k, frontier[k]) for k in keys if k in frontier),
         frontier_source=source,
         heads=tuple((k, heads[k]) for k in keys if k in heads), stale=stale,
         detail=str(d.get("detail", "")))
+
+
+def _seq(v: Any) -> Sequence[Any]:
+    """A list field of a decision (anything else reads as empty: the importer names it)."""
+    return v if isinstance(v, list | tuple) else ()
+
+
+def _map(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _point(v: Any) -> int:
+    """The decision point; a value that is not an integer shows as 0."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _newest(key: str, by_id: Mapping[str, RecordView]) -> RecordView | None:
@@ -119,7 +133,8 @@ def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
         decisions: the gate's decisions for this action, in order.
         status: ``valid`` / ``INVALID`` / ``blocked`` / ``not issued`` when the caller
             knows it (a live run's ground truth); None derives it from the last decision
-            (authorized with a stale F(x) -> ``INVALID``).
+            (authorized with a stale F(x) -> ``INVALID``; authorized with neither a
+            frontier nor the records to read one from -> ``unchecked``).
         outcome_note: extra words for the reason line (e.g. the auditor's verdict).
 
     Returns:
@@ -151,7 +166,8 @@ def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
         if last is None:
             status = "not issued"
         elif last.outcome == "authorized":
-            status = "INVALID" if last.stale else "valid"
+            unknown = last.frontier_source == "none" and bool(last.deps)
+            status = "INVALID" if last.stale else "unchecked" if unknown else "valid"
         else:
             status = "blocked"
     if last is not None:
@@ -200,6 +216,9 @@ def _reason(status: str, points: Sequence[ValidationView],
                    if last.frontier_source != "gate" else "the gate saw the stale frontier")
         return (f"INVALID: the action ran from a stale plan. {why}. {gate}: {checked}"
                 f"{' — ' + last.detail if last.detail else ''}.")
+    if status == "unchecked":
+        return (f"unchecked: {gate} authorized without a lineage check, and the trace "
+                "carries no records of the plan's inputs to check it against.")
     if status == "blocked":
         return f"BLOCKED (fail closed): {gate}{' — ' + last.detail if last.detail else ''}."
     if status == "valid":

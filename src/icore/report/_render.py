@@ -118,6 +118,20 @@ class _Plot:
     bottom: float
 
 
+def _tick_step(span: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 25, 50, ... giving at most 10 ticks over ``span``.
+
+    Unbounded: a run whose step indexes span 10**15 (or more) still gets 10 ticks.
+    """
+    e = 0
+    while True:
+        base = 10**e
+        for s in (base, 2 * base, base * 5 // 2 if e else 0, 5 * base):
+            if s and span <= 10 * s:
+                return s
+        e += 1
+
+
 def _timeline(points: tuple[MetricPointView, ...]) -> _Plot | None:
     if not points:
         return None
@@ -136,8 +150,7 @@ def _timeline(points: tuple[MetricPointView, ...]) -> _Plot | None:
     for name in ("snd", "astab", "cq"):
         pts = " ".join(f"{px(p.step):.1f},{py(getattr(p, name)):.1f}" for p in points)
         lines.append((f"line-{name}", pts))
-    step = next(s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 10**9)
-                if span / s <= 10)
+    step = _tick_step(span)
     first = -(-lo // step) * step
     xt = tuple((px(v), str(v)) for v in range(first, hi + 1, step))
     yt = tuple((py(v), f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0))
@@ -351,9 +364,30 @@ def anchor(value: object) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", str(value))
 
 
+RESERVED_STEMS = frozenset({"index", "assets"})
+"""File stems a report never takes (the index page and the assets folder), compared
+case-insensitively (a case-insensitive file system)."""
+MAX_STEM = 100
+"""Longest report file stem, in characters (ASCII); longer ids are shortened."""
+
+
 def report_filename(run_id: str) -> str:
-    """The file name of a run's report: ``<safe id>.html``."""
-    return f"{anchor(run_id)}.html"
+    """The file name of a run's report: ``<safe id>.html``, never the index's.
+
+    The id is made file-name safe (:func:`anchor`); a stem that is reserved
+    (:data:`RESERVED_STEMS`: ``index``, ``assets``) gets ``-run``; a stem longer than
+    :data:`MAX_STEM` characters keeps its first 80 and a stable digest of the whole id
+    (``<80 chars>-<12 hex of sha256>``), so every file system can hold it and two long
+    ids stay apart. Distinct ids that still map to one name are told apart by the caller
+    (``icore audit`` suffixes ``-2``, ``-3``, ...).
+    """
+    stem = anchor(run_id)
+    if len(stem) > MAX_STEM:
+        digest = hashlib.sha256(str(run_id).encode("utf-8", "surrogatepass")).hexdigest()
+        stem = f"{stem[:80]}-{digest[:12]}"
+    if stem.lower() in RESERVED_STEMS:
+        stem = f"{stem}-run"
+    return f"{stem}.html"
 
 
 def _asset(name: str) -> str:

@@ -9,7 +9,9 @@ Module map:
 ``_backends``     ``icore bench net --backend nats``: owner memory backends
 ``_peers``        ``icore bench peers``: icore's owner service vs Redis, NATS, etcd
 ``_otel``         ``icore bench otel``: OpenTelemetry export and import
+``_import``       ``icore bench import``: streamed import of big traces (time, RSS)
 ``_state``        ``icore bench state``: the iCORE state (design.md 4.4)
+``_seam``         ``icore bench integrations``: fenced vs unfenced calls (issue 28)
 ``_loopback``     free ports, waiting for a listener, a byte-counting relay
 ================  ==============================================================
 
@@ -25,6 +27,7 @@ from icore._extras import lazy_attributes
 if TYPE_CHECKING:
     from icore.bench.micro._backends import EXECUTORS, WRITERS, run_backends
     from icore.bench.micro._core_gate import BEFORE_COMMITS_PER_S, run_core_bench
+    from icore.bench.micro._import import run as run_import_bench
     from icore.bench.micro._net import (
         PAPER_KIB_PER_ACTION,
         SIZES,
@@ -36,6 +39,14 @@ if TYPE_CHECKING:
     )
     from icore.bench.micro._otel import run as run_otel_bench
     from icore.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
+    from icore.bench.micro._seam import (
+        Pair,
+        SeamCase,
+        SeamFigure,
+        SeamWorld,
+        fence_cases,
+        run_seam_bench,
+    )
     from icore.bench.micro._state import run as run_state_bench
 
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -46,10 +57,13 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "run_validation", "size_label",
     ),
     "icore.bench.micro._peers": ("PEERS", "Figures", "PeersResult", "run_peers"),
+    "icore.bench.micro._seam": ("Pair", "SeamCase", "SeamFigure", "SeamWorld",
+                                "fence_cases", "run_seam_bench"),
 }
 """Front-door names by the module that defines them, imported on first use."""
 
 _RENAMED: dict[str, tuple[str, str]] = {
+    "run_import_bench": ("icore.bench.micro._import", "run"),
     "run_otel_bench": ("icore.bench.micro._otel", "run"),
     "run_state_bench": ("icore.bench.micro._state", "run"),
 }
@@ -83,13 +97,20 @@ __all__ = [
     "TRACES",
     "WRITERS",
     "Figures",
+    "Pair",
     "PeersResult",
+    "SeamCase",
+    "SeamFigure",
+    "SeamWorld",
+    "fence_cases",
     "percentile",
     "run_backends",
     "run_core_bench",
     "run_fig2_virtual",
+    "run_import_bench",
     "run_otel_bench",
     "run_peers",
+    "run_seam_bench",
     "run_state_bench",
     "run_validation",
     "size_label",

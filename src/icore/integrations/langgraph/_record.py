@@ -8,7 +8,10 @@ Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit``
   update too) and its ``goto`` as a handoff.
 * :class:`RecordingHandler` is a LangChain callback handler: pass it in
   ``config={"callbacks": [handler]}`` and every node step, model turn (with its tool
-  calls) and tool result is recorded; prebuilt graphs need no wrapping.
+  calls) and tool result is recorded, and the end of the run (its last message as the
+  final answer, so a clean run has its terminal marker); prebuilt graphs need no
+  wrapping. A fenced tool built without ``recorder=`` records into the handler's
+  recorder, so it never vanishes from the trace.
 """
 
 from __future__ import annotations
@@ -136,6 +139,20 @@ def recorded_node(node: F, *, recorder: RunRecorder, name: str | None = None,
     return wrapped  # type: ignore[return-value]
 
 
+def _text_args(args: Any) -> str:
+    if isinstance(args, Mapping):
+        return ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return repr(args)
+
+
+def _final(outputs: Any) -> Any:
+    """The run's final answer: the last message's text, else the output itself."""
+    msgs = outputs.get("messages") if isinstance(outputs, Mapping) else None
+    if isinstance(msgs, list) and msgs:
+        return _content(msgs[-1])
+    return outputs
+
+
 def _content(m: Any) -> str:
     c = getattr(m, "content", m)
     if isinstance(c, str):
@@ -145,13 +162,22 @@ def _content(m: Any) -> str:
     return str(c)
 
 
+def _interrupted(outputs: Any) -> bool:
+    """Whether a graph run stopped at ``interrupt()`` (it resumes later; not its end)."""
+    return isinstance(outputs, Mapping) and "__interrupt__" in outputs
+
+
 class RecordingHandler(BaseCallbackHandler):
     """A LangChain callback handler recording a LangGraph run into ``recorder``.
 
-    Node steps (``langgraph_node`` runs), model turns with their tool calls, tool results
-    (``status="error"`` ones as errors) and the run's final output. Fenced tools record
-    their own gate decisions and calls (:func:`fenced_tool` ``recorder=``), so their tool
-    events are skipped here.
+    Node steps (``langgraph_node`` runs), model turns with their tool calls (each call
+    noted with the agent that asked for it, so a fenced tool's gate events go to that
+    agent), tool results (``status="error"`` ones as errors) and the end of the run: the
+    graph run's last message is recorded as the final answer (a ``termination`` line,
+    attributed to the last agent that spoke). A graph interrupted for a human
+    (``interrupt()``) or failing records no end. Fenced tools record their own gate
+    decisions and calls (with or without :func:`fenced_tool` ``recorder=``: without it
+    they use this handler's recorder), so their tool events are skipped here.
 
     Args:
         recorder: where the run goes.
@@ -166,6 +192,8 @@ class RecordingHandler(BaseCallbackHandler):
         self.nodes = nodes
         self._runs: dict[UUID, tuple[str, Any]] = {}
         self._fenced: set[UUID] = set()
+        self._root: UUID | None = None
+        self._last_agent = "graph"
         self._lock = threading.Lock()
 
     @staticmethod
@@ -178,20 +206,34 @@ class RecordingHandler(BaseCallbackHandler):
         """A node starts (only the node's own run, not its inner runnables)."""
         node = (metadata or {}).get("langgraph_node")
         if parent_run_id is None:  # the graph run itself: its input is the task
+            with self._lock:
+                self._root = run_id
             msgs = inputs.get("messages") if isinstance(inputs, Mapping) else None
             first = (msgs[0] if isinstance(msgs, list) else msgs) if msgs else None
+            if isinstance(inputs, Command) or (first is None and not inputs):
+                return  # a resume (Command) continues the run: no new task
             self.recorder.task(_content(first) if first is not None else inputs)
         if self.nodes and node is not None and kwargs.get("name") == node:
             with self._lock:
                 self._runs[run_id] = ("node", str(node))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """A node ends: record what it wrote."""
+        """A node ends: record what it wrote; the graph run ends: record its final answer."""
         with self._lock:
             entry = self._runs.pop(run_id, None)
+            root = run_id == self._root
+            if root:
+                self._root = None
+            last = self._last_agent
+        if root:
+            if not _interrupted(outputs):
+                self.recorder.finish(last, _final(outputs))
+            return
         if entry is None:
             return
         node = str(entry[1])
+        with self._lock:
+            self._last_agent = node
         wrote, goto = _writes(outputs)
         self.recorder.add(node, "thought", f"node {node} wrote {', '.join(wrote) or 'nothing'}",
                           node=node, wrote=wrote)
@@ -217,14 +259,16 @@ class RecordingHandler(BaseCallbackHandler):
         with self._lock:
             entry = self._runs.pop(run_id, None)
         agent = entry[1] if entry else "model"
+        with self._lock:
+            self._last_agent = str(agent)
         for gens in response.generations:
             for g in gens:
                 msg = getattr(g, "message", None)
-                calls = [{"name": c["name"], "args": c["args"]}
+                calls = [{"name": c["name"], "args": c["args"], "id": c.get("id")}
                          for c in (getattr(msg, "tool_calls", None) or [])]
                 text = _content(msg) if msg is not None else g.text
-                self.recorder.turn(agent, text or f"calls {[c['name'] for c in calls]}",
-                                   tool_calls=calls or None)
+                asked = ", ".join(f"{c['name']}({_text_args(c['args'])})" for c in calls)
+                self.recorder.turn(agent, text or f"calls {asked}", tool_calls=calls or None)
 
     def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *,
                       run_id: UUID, metadata: dict[str, Any] | None = None,

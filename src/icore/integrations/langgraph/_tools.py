@@ -505,7 +505,7 @@ class _Fenced:
 
 
 def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
-                agent: str | Agent = "executor", fence: Fence | None = None,
+                agent: str | Agent | None = None, fence: Fence | None = None,
                 roots: RootsFrom = "plan_roots",
                 replan: AnyReplanner | UserReplanner | None = None,
                 recorder: RunRecorder | None = None, on_block: OnBlock = "error",
@@ -520,7 +520,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         depends_on: D(a): keys, or a function of the call's arguments returning them.
         agent: a workspace agent (``ws.agent("shipper")``, the high-level API: the call
             itself is the plan), or - with ``fence`` - the agent id events are
-            attributed to.
+            attributed to (default: the node whose model turn asked for the call, as
+            the recorder saw it).
         fence: the low-level API: the executor's :class:`~icore.fence.Fence`; plans come
             from ``roots``.
         roots: fence mode: where L(a) comes from: a graph-state key holding the plan's

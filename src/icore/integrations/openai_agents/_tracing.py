@@ -198,7 +198,8 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         provider.register_processor(proc)
     token = ACTIVE_RECORDER.set(recorder)
     try:
-        yield proc
+        with recorder.active():  # fenced tools built without recorder= record here too
+            yield proc
     finally:
         ACTIVE_RECORDER.reset(token)
         proc.active = False

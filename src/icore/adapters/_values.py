@@ -1,0 +1,190 @@
+"""One validation helper for the numbers, times and sizes every importer reads (issue 29).
+
+Every trace importer (OTLP, Phoenix, Langfuse, Jaeger, JSONL, Who&When) reads numbers
+and times through these functions, so a NaN, an infinity, an overflowing integer, a
+non-ASCII digit (``"²"``), a naive ISO time or a file over the size limit is an
+:class:`AdapterError` naming the file and the field, never a Python exception.
+
+Times are nanoseconds since the Unix epoch, in ``[0, 2**63)`` (OTLP's ``fixed64`` as the
+OpenTelemetry SDKs hold it). A file larger than :func:`max_input_bytes` is refused before
+it is read; the limit is ``ICORE_MAX_INPUT_MB`` (MiB) in the environment, else
+:data:`DEFAULT_MAX_INPUT_MB`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from icore.adapters._errors import AdapterError
+
+MAX_NS = 2**63 - 1
+"""Largest time accepted, in ns since the epoch (int64, year 2262)."""
+DEFAULT_MAX_INPUT_MB = 1024
+"""Default largest trace file read, in MiB (``ICORE_MAX_INPUT_MB`` overrides it)."""
+ENV_MAX_INPUT = "ICORE_MAX_INPUT_MB"
+"""Environment variable holding the largest trace file to read, in MiB."""
+
+_DIGITS = re.compile(r"[0-9]+")
+_INT = re.compile(r"[+-]?[0-9]{1,40}")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def finite_float(v: Any, *, file: str, field: str) -> float:
+    """A finite float from a JSON number or a decimal string (``"1.5"``, ``"2e3"``).
+
+    Raises:
+        AdapterError: a bool, NaN, an infinity, an overflowing value or anything else
+            that is not a decimal number.
+    """
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise AdapterError(f"not a number: {_short(v)}", file=file, field=field)
+    if isinstance(v, str):
+        s = v.strip()
+        if not _NUMBER.fullmatch(s):
+            raise AdapterError(f"not a number: {_short(v)}", file=file, field=field)
+        v = s
+    try:
+        x = float(v)
+    except (OverflowError, ValueError):
+        raise AdapterError(f"number out of range: {_short(v)}", file=file,
+                           field=field) from None
+    if not math.isfinite(x):
+        raise AdapterError(f"not a finite number: {_short(v)}", file=file, field=field)
+    return x
+
+
+def integer(v: Any, *, file: str, field: str, lo: int | None = None,
+            hi: int | None = None) -> int:
+    """An integer from a JSON integer, an integral float or a string of ASCII digits.
+
+    Args:
+        v: the value read.
+        file: the file it was read from, for the error.
+        field: the field it was read from, for the error.
+        lo: inclusive lower bound (None: unbounded).
+        hi: inclusive upper bound (None: unbounded).
+
+    Raises:
+        AdapterError: a bool, NaN, an infinity, a fraction, non-ASCII digits, or a value
+            outside ``[lo, hi]``.
+    """
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 18:  # fast path
+        n = int(v)
+    elif isinstance(v, bool):
+        raise AdapterError(f"not an integer: {_short(v)}", file=file, field=field)
+    elif isinstance(v, int):
+        n = v
+    elif isinstance(v, float):
+        if not math.isfinite(v) or not v.is_integer():
+            raise AdapterError(f"not an integer: {_short(v)}", file=file, field=field)
+        n = int(v)
+    elif isinstance(v, str) and _INT.fullmatch(v.strip()):
+        n = int(v.strip())
+    else:
+        raise AdapterError(f"not an integer: {_short(v)}", file=file, field=field)
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise AdapterError(f"integer out of range [{lo}, {hi}]: {_short(v)}", file=file,
+                           field=field)
+    return n
+
+
+def time_ns(v: Any, *, file: str, field: str, unit_ns: int = 1) -> int:
+    """A time (or duration) in ns from a number in ``unit_ns`` units or an ISO string.
+
+    Accepted: None or ``""`` (unknown: 0); a non-negative integer, an integral float or a
+    string of ASCII digits, scaled by ``unit_ns`` (1 for OTLP ns, 1000 for Jaeger's µs);
+    an ISO 8601 string with a timezone (``Z`` or ``+hh:mm``).
+
+    Raises:
+        AdapterError: a bool, NaN, an infinity, a fraction of the unit, a negative
+            value, non-ASCII digits (``"²"``), an ISO time without a timezone (it would
+            be read in this machine's zone) or a time past :data:`MAX_NS`.
+    """
+    if v is None or v == "":
+        return 0
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 19:  # fast path: ns
+        n = int(v) * unit_ns
+        if n <= MAX_NS:
+            return n
+    if type(v) is int and 0 <= v <= MAX_NS // unit_ns:
+        return v * unit_ns
+    if isinstance(v, str) and not _DIGITS.fullmatch(v.strip()):
+        s = v.strip()
+        try:
+            dt = datetime.fromisoformat(s[:-1] + "+00:00" if s[-1:] in "Zz" else s)
+        except ValueError:
+            raise AdapterError(f"not a time: {_short(v)} (want ns since the epoch or an "
+                               "ISO 8601 time with a timezone)", file=file,
+                               field=field) from None
+        if dt.tzinfo is None:
+            raise AdapterError(f"ISO time without a timezone: {_short(v)} (add Z or "
+                               "+hh:mm)", file=file, field=field)
+        try:
+            ns = int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
+        except (OverflowError, ValueError, OSError):
+            raise AdapterError(f"time out of range: {_short(v)}", file=file,
+                               field=field) from None
+        if not 0 <= ns <= MAX_NS:
+            raise AdapterError(f"time out of range (before 1970 or after 2262): "
+                               f"{_short(v)}", file=file, field=field)
+        return ns
+    try:
+        n = integer(v, file=file, field=field, lo=0)
+    except AdapterError:
+        raise AdapterError(f"not a time: {_short(v)} (want a non-negative integer of "
+                           f"{'ns' if unit_ns == 1 else 'µs'} or an ISO 8601 time)",
+                           file=file, field=field) from None
+    ns = n * unit_ns
+    if ns > MAX_NS:
+        raise AdapterError(f"time out of range (after 2262): {_short(v)}", file=file,
+                           field=field)
+    return ns
+
+
+def max_input_bytes() -> int:
+    """The largest trace file an importer reads, in bytes (``ICORE_MAX_INPUT_MB``).
+
+    Raises:
+        AdapterError: the environment variable is set but is not a positive number.
+    """
+    raw = os.environ.get(ENV_MAX_INPUT, "").strip()
+    if not raw:
+        return DEFAULT_MAX_INPUT_MB * 1024 * 1024
+    mb = finite_float(raw, file=f"${ENV_MAX_INPUT}", field="<value>")
+    if mb <= 0:
+        raise AdapterError(f"must be a number of MiB > 0, got {raw!r}",
+                           file=f"${ENV_MAX_INPUT}", field="<value>")
+    return int(mb * 1024 * 1024)
+
+
+def check_size(path: Path) -> int:
+    """Refuse a file over :func:`max_input_bytes` before reading it; return its size.
+
+    Raises:
+        AdapterError: the file is larger than the limit (field ``<root>``), naming the
+            size, the limit and how to raise it.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0  # the reader reports it
+    limit = max_input_bytes()
+    if size > limit:
+        raise AdapterError(f"file is {size / 2**20:.1f} MiB, over the {limit / 2**20:.0f} MiB "
+                           f"input limit (raise it with --max-input-mb or {ENV_MAX_INPUT})",
+                           file=str(path), field="<root>")
+    return size
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+__all__ = ["DEFAULT_MAX_INPUT_MB", "ENV_MAX_INPUT", "MAX_NS", "check_size", "finite_float",
+           "integer", "max_input_bytes", "time_ns"]

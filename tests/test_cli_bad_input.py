@@ -1,0 +1,95 @@
+"""Issue 29 at the command line: no traceback from any input, nothing the user has is
+destroyed, and failures are said (exit 1 input, 2 usage, a message naming what)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icore.cli import app
+
+_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
+        "OPENAI_BASE_URL": ""}
+_RUN = ['{"run": {"id": "%s", "succeeded": false}}',
+        '{"agent": "user", "kind": "task", "content": "add 2 and 2"}',
+        '{"agent": "coder", "kind": "output", "content": "5"}',
+        '{"agent": "coder", "kind": "termination", "content": "done", "final_answer": "5"}']
+
+
+def _trace(tmp_path: Path, run_id: str = "t", name: str = "t.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("\n".join(_RUN).replace("%s", run_id) + "\n", encoding="utf-8")
+    return p
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, list(args), env=_ENV)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res.exit_code, res.output
+
+
+@pytest.mark.parametrize("flag", ["--json", "--otlp-endpoint"])
+def test_an_output_that_is_an_input_is_refused(tmp_path: Path, flag: str) -> None:
+    t = _trace(tmp_path)
+    before = t.read_bytes()
+    value = str(t) if flag == "--json" else f"file:{t}"
+    code, out = _invoke("audit", str(t), "-o", str(tmp_path / "o"), flag, value)
+    assert code == 2 and "is the input" in out and str(t) in out
+    assert t.read_bytes() == before and not (tmp_path / "o").exists()
+    link = tmp_path / "link.jsonl"  # the same file by another name
+    link.symlink_to(t)
+    code, _ = _invoke("audit", str(t), "--no-report", "--json", str(link))
+    assert code == 2 and t.read_bytes() == before
+
+
+def test_report_names_never_replace_the_index_or_each_other(tmp_path: Path) -> None:
+    a = _trace(tmp_path, "index", "a.jsonl")
+    b = _trace(tmp_path, "INDEX", "b.jsonl")
+    long_id = "r" * 300
+    c = _trace(tmp_path, long_id, "c.jsonl")
+    d = _trace(tmp_path, "é" * 26, "d.jsonl")
+    out = tmp_path / "o"
+    code, text = _invoke("audit", str(a), str(b), str(c), str(d), "-o", str(out), "--prov",
+                         "--json", str(tmp_path / "s.json"))
+    assert code == 0, text
+    names = sorted(p.name for p in out.glob("*.html"))
+    assert "index.html" in names and len(names) == 5, names
+    assert "index" in (out / "index.html").read_text() and all(len(n) < 120 for n in names)
+    runs = json.loads((tmp_path / "s.json").read_text())["runs"]
+    assert len({r["report"] for r in runs}) == 4
+
+
+def test_an_undeliverable_otlp_export_fails_unless_best_effort(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    t = _trace(tmp_path)
+    t0 = time.monotonic()
+    code, out = _invoke("audit", str(t), "--no-report", "--otlp-endpoint",
+                        "http://127.0.0.1:1/v1/traces")
+    assert code == 1 and "could not be delivered" in out, out
+    code, out = _invoke("audit", str(t), "--no-report", "--otlp-endpoint",
+                        "http://127.0.0.1:1/v1/traces", "--otlp-best-effort")
+    assert code == 0 and "warning" in out
+    assert time.monotonic() - t0 < 100
+
+
+def test_llm_attribution_unreachable_is_a_typed_error(tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    t = _trace(tmp_path)
+    code, out = _invoke("audit", str(t), "--no-report", "--attribution", "--llm-base-url",
+                        "http://127.0.0.1:1/v1")
+    assert code == 1 and "http://127.0.0.1:1/v1" in out and "Traceback" not in out
+    code, out = _invoke("audit", str(t), "--llm-base-url", "http://127.0.0.1:1/v1")
+    assert code == 2 and "--attribution" in out
+
+
+def test_max_input_size_option(tmp_path: Path) -> None:
+    t = _trace(tmp_path)
+    code, out = _invoke("audit", str(t), "--no-report", "--max-input-mb", "0.0001")
+    assert code == 1 and "input limit" in out and "t.jsonl" in out
+    for bad in ("nan", "0", "-1", "inf"):
+        code, out = _invoke("audit", str(t), "--no-report", "--max-input-mb", bad)
+        assert code == 2, (bad, out)
