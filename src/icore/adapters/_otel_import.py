@@ -693,11 +693,136 @@ def _stream_otlp_fast(f: IO[bytes], file: str, scope_prefix: str) -> Iterator[Ot
         rattrs = _kvs((res or {}).get("attributes"), file,
                       "resourceSpans[0].resource.attributes")
         sname = str(scope.get("name", "")) if isinstance(scope, dict) else ""
-        for k, sp in enumerate(ijson.items(f, scope_prefix + ".spans.item", use_float=True)):
+        at = _spans_array_at(f)
+        f.seek(0)
+        items = (_array_items(f, file, at, scope_prefix + ".spans") if at is not None else
+                 ijson.items(f, scope_prefix + ".spans.item", use_float=True))
+        for k, sp in enumerate(items):
             yield _otlp_span_fast(sp, rattrs, sname) or _otlp_span(
                 sp, file, f"resourceSpans[0].scopeSpans[0].spans[{k}]", rattrs, sname)
     except _ijson_errors(file) as exc:
         raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+
+
+_SKELETON_MAX = 1 << 24
+"""Most bytes outside the spans array for :func:`_array_items` (else ijson reads it all)."""
+_WINDOW = 1 << 20
+"""Bytes read at a time by :func:`_array_items`."""
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _spans_array_at(f: IO[bytes]) -> int | None:
+    """Byte offset just past the ``[`` of the one ``"spans": [`` key, else None."""
+    head = b""
+    while len(head) <= _SKELETON_MAX and (chunk := f.read(1 << 20)):
+        head += chunk
+        m = re.search(rb'"spans"[ \t\n\r]*:[ \t\n\r]*\[', head)
+        if m is not None:
+            return m.end()
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Skeleton:
+    """The document with its spans array emptied, as a byte stream (for ijson to check)."""
+
+    def __init__(self, f: IO[bytes], head: bytes, tail_at: int) -> None:
+        self._parts = [head, b"]"]
+        self._f, self._tail_at, self._tail = f, tail_at, False
+
+    def read(self, n: int = -1) -> bytes:
+        if n == 0:  # ijson probes the stream's type with read(0)
+            return b""
+        while self._parts:
+            part = self._parts.pop(0)
+            if part:
+                return part
+        if not self._tail:
+            self._tail = True
+            self._f.seek(self._tail_at)
+        return self._f.read(n)
+
+
+def _array_items(f: IO[bytes], file: str, at: int, prefix: str) -> Iterator[Any]:
+    """The items of the JSON array opening at byte ``at``, parsed by the stdlib's C scanner.
+
+    The text is decoded and scanned in 1 MiB windows (a window grows to hold an item bigger
+    than it), so memory stays bounded by the largest span; ``NaN``/``Infinity`` are refused
+    as ijson refuses them. Once the array ends, the rest of the document (with the array
+    emptied) is checked with ijson, so a malformed document is refused as on the ijson path,
+    and the emptied array must be the one at ``prefix``.
+
+    Raises:
+        AdapterError: malformed JSON or not UTF-8 text.
+    """
+    import codecs
+
+    import ijson
+
+    head = f.read(at)
+    dec = codecs.getincrementaldecoder("utf-8")()
+    rd = json.JSONDecoder(parse_constant=_no_constant).raw_decode
+    ws = _WS.match
+    buf, pos, eof, want = "", 0, False, _WINDOW
+    read = at  # bytes read so far (the tail's offset follows from it)
+
+    def more() -> None:
+        nonlocal buf, pos, eof, want, read
+        chunk = f.read(max(want, len(buf) - pos))
+        read += len(chunk)
+        eof = not chunk
+        buf = buf[pos:] + dec.decode(chunk, final=eof)
+        pos = 0
+
+    try:
+        while True:
+            pos = ws(buf, pos).end()
+            while pos >= len(buf) and not eof:
+                more()
+                pos = ws(buf, pos).end()
+            if pos >= len(buf):
+                raise AdapterError("malformed JSON: the spans array is not closed", file=file,
+                                   field="<root>")
+            if buf[pos] == "]":
+                break
+            while True:
+                try:
+                    item, end = rd(buf, pos)
+                except ValueError:
+                    if eof:
+                        raise
+                    more()
+                    continue
+                if end < len(buf) or eof:
+                    break
+                more()  # a number could go on in the next window
+            yield item
+            pos = ws(buf, end).end()
+            while pos >= len(buf) and not eof:
+                more()
+                pos = ws(buf, pos).end()
+            if pos < len(buf) and buf[pos] == ",":
+                pos += 1
+                continue
+            if pos < len(buf) and buf[pos] == "]":
+                break
+            raise AdapterError("malformed JSON: expected ',' or ']' after a span", file=file,
+                               field="<root>")
+        pos += 1
+        tail_at = read - len(buf[pos:].encode("utf-8")) - len(dec.getstate()[0])
+    except ValueError as exc:
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+    except RecursionError:
+        raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
+    here = False
+    for p, event, _v in ijson.parse(_Skeleton(f, head, tail_at), use_float=True):
+        here = here or (p == prefix and event == "start_array")
+    if not here:
+        raise AdapterError("the spans array is not at resourceSpans[0].scopeSpans[0].spans",
+                           file=file, field="resourceSpans[0].scopeSpans[0].spans")
 
 
 def _stream_otlp(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
