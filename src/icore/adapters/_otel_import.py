@@ -813,7 +813,12 @@ def _array_items(f: IO[bytes], file: str, at: int, prefix: str) -> Iterator[Any]
                                field="<root>")
         pos += 1
         tail_at = read - len(buf[pos:].encode("utf-8")) - len(dec.getstate()[0])
-    except ValueError as exc:
+    except AdapterError:
+        raise
+    except json.JSONDecodeError as exc:  # its position is within the window: not shown
+        raise AdapterError(f"malformed JSON in the spans array: {exc.msg}", file=file,
+                           field="<root>") from None
+    except ValueError as exc:  # not UTF-8, NaN/Infinity
         raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
     except RecursionError:
         raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
