@@ -711,6 +711,11 @@ _WINDOW = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
 
 
+def _skip_ws(s: str, i: int) -> int:
+    m = _WS.match(s, i)
+    return m.end() if m is not None else i
+
+
 def _spans_array_at(f: IO[bytes]) -> int | None:
     """Byte offset just past the ``[`` of the one ``"spans": [`` key, else None."""
     head = b""
@@ -765,7 +770,7 @@ def _array_items(f: IO[bytes], file: str, at: int, prefix: str) -> Iterator[Any]
     head = f.read(at)
     dec = codecs.getincrementaldecoder("utf-8")()
     rd = json.JSONDecoder(parse_constant=_no_constant).raw_decode
-    ws = _WS.match
+    ws = _skip_ws
     buf, pos, eof, want = "", 0, False, _WINDOW
     read = at  # bytes read so far (the tail's offset follows from it)
 
@@ -779,10 +784,10 @@ def _array_items(f: IO[bytes], file: str, at: int, prefix: str) -> Iterator[Any]
 
     try:
         while True:
-            pos = ws(buf, pos).end()
+            pos = ws(buf, pos)
             while pos >= len(buf) and not eof:
                 more()
-                pos = ws(buf, pos).end()
+                pos = ws(buf, pos)
             if pos >= len(buf):
                 raise AdapterError("malformed JSON: the spans array is not closed", file=file,
                                    field="<root>")
@@ -800,10 +805,10 @@ def _array_items(f: IO[bytes], file: str, at: int, prefix: str) -> Iterator[Any]
                     break
                 more()  # a number could go on in the next window
             yield item
-            pos = ws(buf, end).end()
+            pos = ws(buf, end)
             while pos >= len(buf) and not eof:
                 more()
-                pos = ws(buf, pos).end()
+                pos = ws(buf, pos)
             if pos < len(buf) and buf[pos] == ",":
                 pos += 1
                 continue
