@@ -59,7 +59,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
-from icore.adapters._values import check_size
+from icore.adapters._values import check_size, gc_paused
 
 JSONL = "jsonl"
 
@@ -78,7 +78,7 @@ def load_jsonl(path: str | Path) -> Trace:
         raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
     check_size(p)
     try:
-        with p.open("rb") as f:  # streamed: one line at a time, split on b"\n" only
+        with p.open("rb") as f, gc_paused():  # streamed: one line at a time, split on b"\n" only
             return _parse_lines(((n, _utf8(raw, str(p), n)) for n, raw in
                                  enumerate(f, start=1)), file=str(p), run_id=p.stem)
     except OSError as exc:
@@ -110,6 +110,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
     steps: list[Step] = []
     last = -1
     pos = 0
+    roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
     for n, line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -169,7 +170,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         term = as_bool(obj.get("terminates"), file=file, field=f"{f}.terminates",
                        optional=True)
         steps.append(Step(
-            index=step, agent=who, kind=kind, content=content, role=agent, to=to,
+            index=step, agent=who, kind=kind, content=content,
+            role=roles.setdefault(agent, agent), to=to,
             ledger=ledger,
             final_answer=as_str(obj.get("final_answer"), file=file, field=f"{f}.final_answer",
                                 optional=True),

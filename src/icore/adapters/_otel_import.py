@@ -54,7 +54,14 @@ from icore._files import not_a_regular_file
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import AdapterError
 from icore.adapters._trace import AgentNames, Step, StepKind, Trace
-from icore.adapters._values import MAX_NS, check_size, finite_float, integer, time_ns
+from icore.adapters._values import (
+    MAX_NS,
+    check_size,
+    finite_float,
+    gc_paused,
+    integer,
+    time_ns,
+)
 
 OTEL = "otel"
 """Family of a trace imported from generic OpenTelemetry / OpenInference spans."""
@@ -261,8 +268,86 @@ def _otlp_spans(doc: Mapping[str, Any], file: str, where: str) -> list[OtelSpan]
             if not isinstance(spans, list):
                 raise AdapterError("spans must be a list", file=file, field=f"{ws}.spans")
             for k, sp in enumerate(spans):
-                out.append(_otlp_span(sp, file, f"{ws}.spans[{k}]", rattrs, sname))
+                out.append(_otlp_span_fast(sp, rattrs, sname)
+                           or _otlp_span(sp, file, f"{ws}.spans[{k}]", rattrs, sname))
     return out
+
+
+def _fast_kvs(items: Any) -> dict[str, Any] | None:
+    """Attributes whose values are all plain strings or small ints, else None (slow path)."""
+    if items is None:
+        return {}
+    if type(items) is not list:
+        return None
+    out: dict[str, Any] = {}
+    for kv in items:
+        if type(kv) is not dict:
+            return None
+        key = kv.get("key")
+        v = kv.get("value")
+        if type(key) is not str or type(v) is not dict or len(v) != 1:
+            return None
+        (k, x), = v.items()
+        if type(x) is not str:
+            return None
+        if k == "stringValue":
+            out[key] = x
+        elif k == "intValue" and x.isascii() and x.isdigit() and len(x) <= 18:
+            out[key] = int(x)
+        else:
+            return None
+    return out
+
+
+def _fast_hex(v: Any, n: int) -> str | None:
+    """A plain ``n``-digit hex id, lowercased (what :func:`_hex_id` returns), else None."""
+    if type(v) is str and len(v) == n and v.isascii() and v.isalnum():
+        try:
+            int(v, 16)
+        except ValueError:
+            return None
+        return v.lower()
+    return None
+
+
+def _fast_ns(v: Any) -> int | None:
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 19:
+        t = int(v)
+        return t if t <= MAX_NS else None
+    return None
+
+
+def _otlp_span_fast(sp: Any, rattrs: Mapping[str, Any], scope: str) -> OtelSpan | None:
+    """The common well-formed span, built without per-field error context, else None.
+
+    Anything unusual (base64 ids, events, other value types, a missing field, ...) returns
+    None and the caller builds the span with :func:`_otlp_span`, which checks every field
+    and names it in its errors: the result is the same span either way.
+    """
+    if type(sp) is not dict:
+        return None
+    g = sp.get
+    name = g("name")
+    status = g("status") or {}
+    ev = g("events")
+    if type(name) is not str or type(status) is not dict or not (ev is None or ev == []):
+        return None
+    code = status.get("code", 0)
+    msg = status.get("message", "")
+    tid = _fast_hex(g("traceId"), 32)
+    sid = _fast_hex(g("spanId"), 16)
+    start = _fast_ns(g("startTimeUnixNano"))
+    end = _fast_ns(g("endTimeUnixNano"))
+    attrs = _fast_kvs(g("attributes"))
+    par = g("parentSpanId", g("parent_span_id"))
+    pid = "" if par is None or par == "" else _fast_hex(par, 16)
+    if (type(code) is not int or type(msg) is not str or tid is None or sid is None
+            or start is None or end is None or attrs is None or pid is None):
+        return None
+    return OtelSpan(trace_id=tid, span_id=sid, parent_id=pid, name=name, kind=str(g("kind", 0)),
+                    start_ns=start, end_ns=end, attributes=attrs, events=[],
+                    status=_OTLP_STATUS.get(code, "UNSET"), status_message=msg,
+                    resource=rattrs, scope=scope)
 
 
 def _otlp_span(sp: Any, file: str, w: str, rattrs: Mapping[str, Any],
@@ -608,11 +693,146 @@ def _stream_otlp_fast(f: IO[bytes], file: str, scope_prefix: str) -> Iterator[Ot
         rattrs = _kvs((res or {}).get("attributes"), file,
                       "resourceSpans[0].resource.attributes")
         sname = str(scope.get("name", "")) if isinstance(scope, dict) else ""
-        for k, sp in enumerate(ijson.items(f, scope_prefix + ".spans.item", use_float=True)):
-            yield _otlp_span(sp, file, f"resourceSpans[0].scopeSpans[0].spans[{k}]", rattrs,
-                             sname)
+        at = _spans_array_at(f)
+        f.seek(0)
+        items = (_array_items(f, file, at, scope_prefix + ".spans") if at is not None else
+                 ijson.items(f, scope_prefix + ".spans.item", use_float=True))
+        for k, sp in enumerate(items):
+            yield _otlp_span_fast(sp, rattrs, sname) or _otlp_span(
+                sp, file, f"resourceSpans[0].scopeSpans[0].spans[{k}]", rattrs, sname)
     except _ijson_errors(file) as exc:
         raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+
+
+_SKELETON_MAX = 1 << 24
+"""Most bytes outside the spans array for :func:`_array_items` (else ijson reads it all)."""
+_WINDOW = 1 << 20
+"""Bytes read at a time by :func:`_array_items`."""
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_ws(s: str, i: int) -> int:
+    m = _WS.match(s, i)
+    return m.end() if m is not None else i
+
+
+def _spans_array_at(f: IO[bytes]) -> int | None:
+    """Byte offset just past the ``[`` of the one ``"spans": [`` key, else None."""
+    head = b""
+    while len(head) <= _SKELETON_MAX and (chunk := f.read(1 << 20)):
+        head += chunk
+        m = re.search(rb'"spans"[ \t\n\r]*:[ \t\n\r]*\[', head)
+        if m is not None:
+            return m.end()
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Skeleton:
+    """The document with its spans array emptied, as a byte stream (for ijson to check)."""
+
+    def __init__(self, f: IO[bytes], head: bytes, tail_at: int) -> None:
+        self._parts = [head, b"]"]
+        self._f, self._tail_at, self._tail = f, tail_at, False
+
+    def read(self, n: int = -1) -> bytes:
+        if n == 0:  # ijson probes the stream's type with read(0)
+            return b""
+        while self._parts:
+            part = self._parts.pop(0)
+            if part:
+                return part
+        if not self._tail:
+            self._tail = True
+            self._f.seek(self._tail_at)
+        return self._f.read(n)
+
+
+def _array_items(f: IO[bytes], file: str, at: int, prefix: str) -> Iterator[Any]:
+    """The items of the JSON array opening at byte ``at``, parsed by the stdlib's C scanner.
+
+    The text is decoded and scanned in 1 MiB windows (a window grows to hold an item bigger
+    than it), so memory stays bounded by the largest span; ``NaN``/``Infinity`` are refused
+    as ijson refuses them. Once the array ends, the rest of the document (with the array
+    emptied) is checked with ijson, so a malformed document is refused as on the ijson path,
+    and the emptied array must be the one at ``prefix``.
+
+    Raises:
+        AdapterError: malformed JSON or not UTF-8 text.
+    """
+    import codecs
+
+    import ijson
+
+    head = f.read(at)
+    dec = codecs.getincrementaldecoder("utf-8")()
+    rd = json.JSONDecoder(parse_constant=_no_constant).raw_decode
+    ws = _skip_ws
+    buf, pos, eof, want = "", 0, False, _WINDOW
+    read = at  # bytes read so far (the tail's offset follows from it)
+
+    def more() -> None:
+        nonlocal buf, pos, eof, want, read
+        chunk = f.read(max(want, len(buf) - pos))
+        read += len(chunk)
+        eof = not chunk
+        buf = buf[pos:] + dec.decode(chunk, final=eof)
+        pos = 0
+
+    try:
+        while True:
+            pos = ws(buf, pos)
+            while pos >= len(buf) and not eof:
+                more()
+                pos = ws(buf, pos)
+            if pos >= len(buf):
+                raise AdapterError("malformed JSON: the spans array is not closed", file=file,
+                                   field="<root>")
+            if buf[pos] == "]":
+                break
+            while True:
+                try:
+                    item, end = rd(buf, pos)
+                except ValueError:
+                    if eof:
+                        raise
+                    more()
+                    continue
+                if end < len(buf) or eof:
+                    break
+                more()  # a number could go on in the next window
+            yield item
+            pos = ws(buf, end)
+            while pos >= len(buf) and not eof:
+                more()
+                pos = ws(buf, pos)
+            if pos < len(buf) and buf[pos] == ",":
+                pos += 1
+                continue
+            if pos < len(buf) and buf[pos] == "]":
+                break
+            raise AdapterError("malformed JSON: expected ',' or ']' after a span", file=file,
+                               field="<root>")
+        pos += 1
+        tail_at = read - len(buf[pos:].encode("utf-8")) - len(dec.getstate()[0])
+    except AdapterError:
+        raise
+    except json.JSONDecodeError as exc:  # its position is within the window: not shown
+        raise AdapterError(f"malformed JSON in the spans array: {exc.msg}", file=file,
+                           field="<root>") from None
+    except ValueError as exc:  # not UTF-8, NaN/Infinity
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+    except RecursionError:
+        raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
+    here = False
+    for p, event, _v in ijson.parse(_Skeleton(f, head, tail_at), use_float=True):
+        here = here or (p == prefix and event == "start_array")
+    if not here:
+        raise AdapterError("the spans array is not at resourceSpans[0].scopeSpans[0].spans",
+                           file=file, field="resourceSpans[0].scopeSpans[0].spans")
 
 
 def _stream_otlp(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
@@ -670,7 +890,8 @@ def _stream_otlp(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
                 k_i += 1
                 sp = _build(events, event, _value)
                 w = f"resourceSpans[{r_i}].scopeSpans[{s_i}].spans[{k_i}]"
-                pending.append(_otlp_span(sp, file, w, rattrs, ""))
+                pending.append(_otlp_span_fast(sp, rattrs, "") or _otlp_span(sp, file, w,
+                                                                               rattrs, ""))
     except _ijson_errors(file) as exc:
         raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
     if not seen_rs:  # "resourceSpans" was only text inside another format: read it whole
@@ -1054,11 +1275,19 @@ def _compact(spans: Iterable[OtelSpan]) -> Iterator[OtelSpan]:
     are dropped or shared; the resulting trace is the same.
     """
     ids: dict[str, str] = {}
+    keep: dict[str, bool] = {}  # attribute key -> read by the mapping (few distinct keys)
     for sp in spans:
         a = sp.attributes
-        if any(k not in _MAPPED and not k.startswith(("icore.", "gen_ai.")) for k in a):
-            sp.attributes = {k: v for k, v in a.items()
-                             if k in _MAPPED or k.startswith(("icore.", "gen_ai."))}
+        for k in a:
+            kept = keep.get(k)
+            if kept is None:
+                kept = k in _MAPPED or k.startswith(("icore.", "gen_ai."))
+                if len(keep) < 65536:
+                    keep[k] = kept
+            if not kept:
+                sp.attributes = {k: v for k, v in a.items()
+                                 if k in _MAPPED or k.startswith(("icore.", "gen_ai."))}
+                break
         sp.events = []
         sp.trace_id = ids.setdefault(sp.trace_id, sp.trace_id)
         yield sp
@@ -1075,7 +1304,8 @@ def load_otlp(path: str | Path) -> Trace:
             a cycle of parent links, or several traces in the file (field ``traceId``;
             use :func:`load_otlp_runs`).
     """
-    spans = list(_compact(iter_file_spans(path)))
+    with gc_paused():
+        spans = list(_compact(iter_file_spans(path)))
     file = str(Path(path))
     n = len({s.trace_id for s in spans})
     if n > 1:
@@ -1099,8 +1329,9 @@ def load_otlp_runs(path: str | Path) -> list[Trace]:
     Raises:
         AdapterError: as :func:`load_otlp` (but several traces are fine).
     """
-    return _runs(_groups(_compact(iter_file_spans(path))), file=str(Path(path)),
-                 run_id=_run_name(path))
+    with gc_paused():
+        return _runs(_groups(_compact(iter_file_spans(path))), file=str(Path(path)),
+                     run_id=_run_name(path))
 
 
 def _groups(spans: Iterable[OtelSpan]) -> list[list[OtelSpan]]:

@@ -219,21 +219,33 @@ class AgentNames:
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self._by_key: dict[str, str] = {}
+        self._known: dict[str, str] = {}  # spelling -> canonical (a known name never changes)
         for n in names:
             self.add(n)
 
     def add(self, name: str) -> str:
         """Register ``name`` (if new) and return its canonical spelling."""
+        got = self._known.get(name)
+        if got is not None:
+            return got
         key = name_key(name)
         if not key:
             return name
-        return self._by_key.setdefault(key, name.strip())
+        got = self._by_key.setdefault(key, name.strip())
+        self._known[name] = got
+        return got
 
     def canonical(self, name: str | None) -> str | None:
         """The canonical spelling of ``name`` or None when unknown."""
         if name is None:
             return None
-        return self._by_key.get(name_key(name))
+        got = self._known.get(name)
+        if got is not None:
+            return got
+        got = self._by_key.get(name_key(name))
+        if got is not None:
+            self._known[name] = got
+        return got
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name_key(name) in self._by_key

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from icore.state._errors import StateInputError
-from icore.state._interfaces import checked_feasible, checked_value, checked_weight
+from icore.state._interfaces import (
+    capability_feasible,
+    capability_value,
+    checked_feasible,
+    checked_value,
+    checked_weight,
+)
 from icore.state._metrics import ObligationEval, fixed
 from icore.state._model import (
     CLOSED_STATUSES,
@@ -201,10 +207,23 @@ class Evaluation:
             return 0.0
         iface = self.decl.interfaces
         best: float | None = None
+        kind = o.kind
+        builtin = (iface.value is capability_value and iface.feasible is capability_feasible
+                   and type(kind) is str)
         for b in self.decl.agents.values():
-            if b.id == o.assignee or not checked_feasible(iface, b, o):
+            if b.id == o.assignee:
                 continue
-            v = checked_value(iface, b, o)
+            caps = b.capabilities
+            if builtin and type(caps) is dict:  # the built-ins, inlined (same values)
+                if kind not in caps:
+                    continue
+                v = caps[kind]
+                if type(v) is not float or not 0.0 <= v <= 1.0:
+                    v = checked_value(iface, b, o)  # an int, or out of range: its error
+            else:
+                if not checked_feasible(iface, b, o):
+                    continue
+                v = checked_value(iface, b, o)
             if best is None or v > best:
                 best = v
         if o.assignee is None:
