@@ -395,6 +395,10 @@ class _FencedTool(StructuredTool):
         return await self.coroutine(*args, **kwargs)
 
 
+for _runner in (_FencedTool._run, _FencedTool._arun):  # LangChain reads them every call
+    _runner.__signature__ = inspect.signature(_runner)  # type: ignore[attr-defined]
+
+
 def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 agent: str | Agent | None = None, fence: Fence | None = None,
                 roots: RootsFrom = "plan_roots",
