@@ -396,7 +396,7 @@ class _FencedTool(StructuredTool):
 
 
 for _runner in (_FencedTool._run, _FencedTool._arun):  # LangChain reads them every call
-    _runner.__signature__ = inspect.signature(_runner)  # type: ignore[attr-defined]
+    _runner.__signature__ = inspect.signature(_runner)  # type: ignore[union-attr]
 
 
 def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
