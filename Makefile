@@ -10,7 +10,7 @@ PHOENIX_VENV ?= .venv-phoenix
 CREW_VENV ?= .venv-crewai
 
 .PHONY: demo test test-browser test-crewai chromium lint typecheck bench bench-peers peers \
-	clean venv phoenix nats-dev matched-nats
+	clean venv phoenix nats-dev matched-nats mutation
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -139,3 +139,10 @@ llm-check: $(VENV)/.installed-run $(if $(LLM_BASE_URL),,$(LLM_VENV)/.installed)
 		--model '$(LLM_MODEL)' --seeds $(LLM_SEEDS) --per-mode $(LLM_PER_MODE) \
 		$(foreach m,$(LLM_MODES),--mode $(m)) --timeout-s $(LLM_TIMEOUT_S) --threads $(LLM_THREADS) \
 		$(if $(LLM_BASE_URL),--base-url '$(LLM_BASE_URL)',)
+
+# Mutation testing of the safety lines of records, memory, fence, net and state with
+# cosmic-ray (issue 30; tools/mutation/safety.toml). Not part of `make test`: minutes per
+# package. MUTATION_ARGS="--sample 3" runs a systematic third; "--package state" one area.
+MUTATION_ARGS ?=
+mutation: $(VENV)/.installed-dev
+	nice -n 19 $(BIN)/python tools/mutation/run.py $(MUTATION_ARGS)

@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, settings
 settings.register_profile(
     "icore", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
 )
+# `make mutation` runs the area tests against every mutant: fewer examples each
+settings.register_profile("mutation", parent=settings.get_profile("icore"), max_examples=20)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "icore"))
 
 REPO = Path(__file__).resolve().parents[1]

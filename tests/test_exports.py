@@ -27,8 +27,8 @@ PINNED = {
         "MAX_CONTENT_BYTES", "MAX_LINEAGE_RECORDS", "MAX_PARENTS", "MAX_RECORD_BYTES",
         "SCHEMA_VERSION", "Frontier", "JSONValue", "Lookup", "Record", "RecordId",
         "TraversalMode", "ancestors", "canonical_json", "content_address", "decode_record",
-        "derive", "encode_record", "frontier", "is_record_id", "record_from_wire",
-        "record_to_wire",
+        "derive", "encode_record", "frontier", "is_chain_link", "is_record_id",
+        "lineage_inputs", "record_from_wire", "record_to_wire",
     ],
     "icore.memory": [
         "DEFAULT_TIMEOUT_S", "FROM_PARENTS", "AsyncOwnerAccess", "CommitOp", "CommitResult",

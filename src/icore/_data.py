@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from icore.errors import IcoreError
+from icore.errors import DataUnavailable
 
 
 def shared_data_dir() -> Path:
@@ -19,7 +19,7 @@ def shared_data_dir() -> Path:
     directory and to the source checkout.
 
     Raises:
-        IcoreError: ``$ICORE_SHARED_DATA`` is set but not a folder, or no folder exists
+        DataUnavailable: ``$ICORE_SHARED_DATA`` is set but not a folder, or no folder exists
             (the message says where it looked).
     """
     candidates: list[Path] = []
@@ -27,7 +27,7 @@ def shared_data_dir() -> Path:
     if env:
         # an explicit setting is never silently replaced by a guess
         if not Path(env).is_dir():
-            raise IcoreError(f"ICORE_SHARED_DATA={env} is not a folder", path=env)
+            raise DataUnavailable(f"ICORE_SHARED_DATA={env} is not a folder", path=env)
         return Path(env)
     candidates.append(Path.cwd().parent / "shared" / "data")
     candidates.append(Path.cwd() / "shared" / "data")
@@ -36,5 +36,5 @@ def shared_data_dir() -> Path:
     for c in candidates:
         if c.is_dir():
             return c
-    raise IcoreError("shared data folder not found; set ICORE_SHARED_DATA",
+    raise DataUnavailable("shared data folder not found; set ICORE_SHARED_DATA",
                      looked_in=[str(c) for c in candidates[:4]])

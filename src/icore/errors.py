@@ -35,9 +35,16 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── AdapterError (ValueError)          importers (defined in icore.adapters)
     ├── MissingExtra (ImportError)         an optional extra is not installed
     ├── IntegrationError                   framework integrations (icore.integrations)
+    ├── LiveManifestError, LiveRunError    live runs (defined in icore.live)
+    ├── LLMUnavailable                     the LLM host (defined in icore.agents)
+    ├── DataUnavailable                    the shared data folder cannot be found
     └── BenchError                         harnesses (defined in icore.bench)
 
 Higher layers define their subclasses next to their code and attach them to this tree.
+
+Error families: every error sets the :class:`ErrorCode` of its own family
+(:data:`FAMILIES`: the package it belongs to -> the codes it may report); the root's
+``unclassified`` is never reported by a public error (tests/test_error_families.py).
 """
 
 from __future__ import annotations
@@ -92,17 +99,52 @@ class ErrorCode(enum.StrEnum):
     BENCH = "bench"
     MISSING_EXTRA = "missing_extra"
     INTEGRATION = "integration"
+    OWNER_UNAVAILABLE = "owner_unavailable"
+    LIVE = "live"
+    LLM = "llm"
+    DATA = "data"
+    WORKSPACE = "workspace"
+    MCP = "mcp"
+    UNCLASSIFIED = "unclassified"
+
+
+FAMILIES: dict[str, frozenset[ErrorCode]] = {
+    "records": frozenset({ErrorCode.MALFORMED_RECORD, ErrorCode.RECORD_ID_MISMATCH,
+                          ErrorCode.CODEC, ErrorCode.MISSING_PARENT,
+                          ErrorCode.MISSING_BOUNDARY, ErrorCode.FRONTIER_CONFLICT,
+                          ErrorCode.LINEAGE_TOO_LARGE}),
+    "memory": frozenset({ErrorCode.OWNERSHIP, ErrorCode.SEQUENCE,
+                         ErrorCode.SEQUENCE_CONFLICT, ErrorCode.HEAD_CONFLICT,
+                         ErrorCode.NOT_FOUND, ErrorCode.STORE_CLOSED,
+                         ErrorCode.OWNER_UNAVAILABLE}),
+    "fence": frozenset({ErrorCode.DECLARATION, ErrorCode.BLOCKED, ErrorCode.ASYNC_REQUIRED}),
+    "net": frozenset({ErrorCode.TRANSPORT}),
+    "state": frozenset({ErrorCode.STATE, ErrorCode.DECLARATION}),
+    "audit": frozenset({ErrorCode.AUDIT}),
+    "adapters": frozenset({ErrorCode.ADAPTER}),
+    "bench": frozenset({ErrorCode.BENCH}),
+    "live": frozenset({ErrorCode.LIVE}),
+    "agents": frozenset({ErrorCode.LLM}),
+    # a fenced tool may surface the gate's block as the framework's own exception type
+    "integrations": frozenset({ErrorCode.INTEGRATION, ErrorCode.BLOCKED}),
+    "workspace": frozenset({ErrorCode.WORKSPACE}),
+    "mcp": frozenset({ErrorCode.MCP}),
+    "extras": frozenset({ErrorCode.MISSING_EXTRA}),
+    "data": frozenset({ErrorCode.DATA}),
+}
+"""Each error family (the package an error belongs to) -> the codes its errors report."""
 
 
 class IcoreError(Exception):
     """Root of every icore error.
 
     Attributes:
-        code: stable :class:`ErrorCode`.
+        code: stable :class:`ErrorCode` of the error's family (:data:`FAMILIES`); every
+            subclass sets its own (the root's ``unclassified`` is never reported).
         fields: structured context (record key, record id, owner, file, path, ...).
     """
 
-    code: ErrorCode = ErrorCode.STATE
+    code: ErrorCode = ErrorCode.UNCLASSIFIED
     retryable: bool = False
     """True when the same operation may succeed after re-reading state (a lost race)."""
 
@@ -291,3 +333,9 @@ class IntegrationError(IcoreError):
     """
 
     code = ErrorCode.INTEGRATION
+
+
+class DataUnavailable(IcoreError):
+    """The shared data folder cannot be found (``fields['path']`` when one was given)."""
+
+    code = ErrorCode.DATA

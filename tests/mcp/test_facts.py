@@ -50,7 +50,8 @@ def test_observe_versions_only_on_change() -> None:
     r2, c2 = book.observe("memo://price", {"v": 1})
     r3, c3 = book.observe("memo://price", {"v": 2})
     assert c1 and not c2 and c3 and r1 == r2
-    assert r3 is not None and r1 is not None and r3.parents == (r1.id,)
+    assert r3 is not None and r1 is not None
+    assert r3.supersedes == r1.id and r3.parents == ()  # the chain link, not an input
     assert book.head("memo://price") == r3
     assert book.observe("other://x", 1) == (None, False)  # no owner: not a fact
     assert book.owner_of("fact://plan/goal") == "planner"
@@ -182,7 +183,8 @@ def test_sqlite_store_keeps_versions_across_restart(tmp_path: Path) -> None:
     book2 = FactBook(OWNERS, backend="sqlite", path=tmp_path)
     assert book2.head("memo://price") == r1
     r2, created = book2.observe("memo://price", {"v": 2})
-    assert created and r2 is not None and r1 is not None and r2.parents == (r1.id,)
+    assert created and r2 is not None and r1 is not None
+    assert r2.supersedes == r1.id and r2.parents == ()
     book2.observe("memo://city", {"v": "c"})
     view = book2.session("s#1")
     for k in DEPS:

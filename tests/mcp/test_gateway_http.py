@@ -103,10 +103,17 @@ def test_two_sessions_one_changes_while_other_acts(gateway: tuple[str, Path]) ->
 def test_client_disconnect_mid_call(gateway: tuple[str, Path]) -> None:
     url, folder = gateway
 
+    async def quitter() -> None:
+        async with http_client(url, "quitter") as c:
+            await c.call_tool("slow", {"seconds": 1.5})
+
     async def main() -> None:
-        with anyio.move_on_after(0.5):
-            async with http_client(url, "quitter") as c:
-                await c.call_tool("slow", {"seconds": 1.5})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(quitter)
+            with anyio.fail_after(60):  # a loaded machine: wait for the call upstream
+                while not any(x["tool"] == "slow" for x in upstream_log(folder / "up.log")):
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()  # the client disconnects mid-call
         # the gateway stays up for everyone else
         async with http_client(url, "after") as d:
             r = await d.call_tool("echo", {"text": "still serving"})

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from icore.agents._decide import DecisionOutcome, DecisionRequest, ToolSpec, check_call
-from icore.errors import IcoreError
+from icore.errors import ErrorCode, IcoreError
 
 MAX_ATTEMPTS = 2
 """One response plus one public correction (App. A.2)."""
@@ -83,6 +83,8 @@ class LLMUnavailable(IcoreError):
 
     Attributes (in ``fields``): ``base_url``, ``reason``, ``probes`` (per mode).
     """
+
+    code = ErrorCode.LLM
 
 
 @dataclass(frozen=True, slots=True)

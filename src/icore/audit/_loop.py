@@ -11,9 +11,11 @@ One iteration = at most one agent call:
 4. patience, per obligation: every enabled assigned obligation has its own counter of
    iterations since its last progress (a committed transition that *changed* one of its
    declared progress fields, ``parameters.progress_fields``; a re-assertion of the same
-   value is not progress) or since it got its current assignee; the ``patience``
-   trigger fires when some counter reaches H, naming those obligations, longest first
-   (``h`` in the trajectory is the largest counter);
+   value is not progress). Activity is not progress: a re-assignment, to another agent or
+   back, keeps the obligation's window (a loop between assignees trips it), and so does a
+   detour out of enabled work; only finished work drops it. The ``patience`` trigger
+   fires when some counter reaches H, naming those obligations, longest first (``h`` in
+   the trajectory is the largest counter);
 5. snd, astab, cq are recomputed (incrementally) and the five triggers evaluated;
 6. on a trigger (``mode="audit"`` only): diagnosis F with frozen W_F, routing, feedback.
 
@@ -62,9 +64,13 @@ from icore.state import (
     Proposal,
     State,
     StateInputError,
+    Status,
     Verdict,
     audit,
 )
+
+_FINISHED = frozenset({Status.DISCHARGED, Status.SETTLED, Status.SUPERSEDED})
+"""Effective statuses that end an obligation's patience window."""
 
 Mode = Literal["audit", "passive"]
 
@@ -255,7 +261,6 @@ class AuditLoop:
         self.no_progress_steps = 0
         self._seen = state.seq
         self._since: dict[str, int] = {}  # enabled assigned obligation -> step of last progress
-        self._owner: dict[str, str | None] = {}
         self._last_diag: dict[tuple[str, tuple[str, ...]], int] = {}
         self._flag_attempts: dict[str, int] = {}
         self._exhausted: set[str] = set()
@@ -288,17 +293,16 @@ class AuditLoop:
         obs = self.state.obligations
         live: dict[str, int] = {}
         for oid in self.index.enabled:
-            who = obs[oid].assignee
-            if who is None:
+            if obs[oid].assignee is None:
                 continue
             since = self._since.get(oid)
-            if since is None or self._owner.get(oid) != who:
-                since = step  # a new assignee gets a fresh window
-            live[oid] = since
-            self._owner[oid] = who
-        for oid in [o for o in self._owner if o not in live]:
-            del self._owner[oid]
-        self._since = live
+            live[oid] = step if since is None else since
+        # activity is not progress: a re-assignment (to anyone, back and forth) or a
+        # detour out of enabled work keeps the window; only progress (_progressed) resets
+        # it, and finished work drops it
+        kept = {o: s for o, s in self._since.items() if o not in live and o in obs
+                and obs[o].effective_status not in _FINISHED}
+        self._since = kept | live
         stall = {o: step - s for o, s in live.items()}
         self.no_progress_steps = max(stall.values(), default=0)
         hit = [o for o, n in stall.items() if n >= self.state.decl.parameters.patience]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ from icore.errors import IcoreError, redact
 
 _HELP = {"help_option_names": ["-h", "--help"]}
 
-app = typer.Typer(
+_app = typer.Typer(
     name="icore",
     help="Safe-to-act, auditable LLM multi-agent teams (PlanFence + iCORE).",
     no_args_is_help=True,
@@ -27,9 +28,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings=_HELP,
 )
-bench = typer.Typer(help="Benchmarks and paper reproductions.", no_args_is_help=True,
-                    context_settings=_HELP)
-app.add_typer(bench, name="bench")
+_bench = typer.Typer(help="Benchmarks and paper reproductions.", no_args_is_help=True,
+                     context_settings=_HELP)
+_app.add_typer(_bench, name="bench")
 
 
 def _print_version(value: bool) -> None:
@@ -38,7 +39,7 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
+@_app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_print_version,
                                  is_eager=True, help="Print the version and exit."),
@@ -80,28 +81,58 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _guard(t: typer.Typer) -> None:
     for cmd in t.registered_commands:
-        if cmd.callback is not None:
+        if cmd.callback is not None and not getattr(cmd.callback, "_icore_guarded", False):
             cmd.callback = _guarded(cmd.callback)
+            cmd.callback._icore_guarded = True  # type: ignore[attr-defined]
     for group in t.registered_groups:
         if group.typer_instance is not None:
             _guard(group.typer_instance)
 
 
-def _register_all() -> None:
-    for name in _MODULES:
+_done: set[str] = set()
+
+
+def _register(names: tuple[str, ...]) -> None:
+    for name in names:
+        if name in _done:
+            continue
+        _done.add(name)
         full = f"icore.cli.{name}"
         if importlib.util.find_spec(full) is None:
             continue
-        importlib.import_module(full).register(app, bench)
-    _guard(app)
+        importlib.import_module(full).register(_app, _bench)
+    _guard(_app)
 
 
-_register_all()
+def _register_all() -> None:
+    _register(_MODULES)
+
+
+def __getattr__(name: str) -> Any:
+    """``app`` / ``bench``: the command groups with every command module registered.
+
+    Registration is lazy (PEP 562) so that ``icore mcp``, which an MCP client launches
+    and waits for, imports only its own command module (start-up in seconds saved).
+    """
+    if name in ("app", "bench"):
+        _register_all()
+        return _app if name == "app" else _bench
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_FAST = {"mcp": ("_mcp",)}
+"""Commands an MCP client launches: run with only their own module registered."""
 
 
 def main() -> None:
     """Entry point of the ``icore`` console script."""
-    app()
+    argv = sys.argv[1:]
+    fast = _FAST.get(argv[0]) if argv else None
+    if fast is not None:
+        _register(fast)
+    else:
+        _register_all()
+    _app()
 
 
 __all__ = ["app", "main"]

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from icore.cli._inputs import refuse_special_file
+from icore._files import not_a_regular_file
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -46,7 +46,13 @@ def mcp(
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     addr = _host_port(http) if http is not None else None
-    refuse_special_file(manifest, what="gateway manifest")
+    # as cli._inputs.refuse_special_file, without importing the benchmark modules it
+    # needs (the gateway's start-up is what an MCP client waits for)
+    problem = not_a_regular_file(manifest)
+    if problem is not None:
+        typer.echo(f"error: gateway manifest {manifest} {problem}; refusing to read it",
+                   err=True)
+        raise typer.Exit(2)
     try:
         m = load_manifest(manifest)
     except GatewayManifestError as exc:

@@ -25,7 +25,7 @@ from icore.integrations import _seam
 from icore.integrations._memory import Replicator
 from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.records import Lookup, RecordId
-from icore.workspace import Agent, Approver, Call, UserReplanner
+from icore.workspace import Agent, Approver, Call, UserReplanner, WorkspaceError
 
 Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """D(a): keys, or a function of the call's arguments returning them."""
@@ -303,12 +303,26 @@ class FenceGuard:
         return tuple(roots or ())
 
     def _scope_checked(self, args: Mapping[str, Any]) -> None:
-        """Agent mode, dynamic D(a): its keys must have owners (raised, not told the model)."""
+        """Agent mode, dynamic D(a): a setup mistake is raised, never told the model.
+
+        The same checks as a static ``depends_on`` at wrap time: the function must run
+        on the call's (normalised) arguments and return a collection of keys (not a
+        str), each a declared fact (not a pattern); the error names the fix.
+        """
         if self.handle is not None and callable(self.depends_on):
             try:
-                keys = list(self.depends_on(args))
-            except Exception:
-                return
+                keys = self.depends_on(args)
+            except Exception as exc:
+                raise WorkspaceError(
+                    "the depends_on function failed on the call's arguments (an "
+                    "application error)", error=f"{type(exc).__name__}: {exc}",
+                    args=sorted(args),
+                    fix="read the call's arguments by the tool's parameter names: "
+                    + ", ".join(sorted(args))) from exc
+            if isinstance(keys, str | bytes):
+                raise WorkspaceError(
+                    "the depends_on function returned a str, not a collection of keys",
+                    got=str(keys)[:80], fix=f"return a set: {{{str(keys)[:80]!r}}}")
             self.handle.workspace.check_keys(keys, where="depends_on")
 
     def run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
@@ -331,7 +345,8 @@ class FenceGuard:
         Raises:
             ActionBlocked: blocked and ``on_block="raise"``.
             IntegrationError: ``fn`` or the replanner is ``async def`` (use :meth:`arun`);
-                the roots are a str; a dynamic D(a) names unowned keys.
+                the roots are a str; a dynamic D(a) fails, returns a str, a pattern or
+                unowned keys (a :class:`~icore.workspace.WorkspaceError`).
             Exception: whatever the tool raises once authorized.
         """
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(self.replan):

@@ -48,11 +48,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from icore.adapters import AuditResult, Trace, audit_trace, parse_jsonl
 from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Reason
 from icore.records import Lookup, Record, RecordId
+
+if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
+    from icore.adapters import AuditResult, Trace
 
 MAX_CONTENT_CHARS = 20_000
 """Longer contents (a tool's raw output) are cut to this many characters in the trace."""
@@ -387,10 +389,12 @@ class RunRecorder:
         Raises:
             AdapterError: nothing was recorded.
         """
+        from icore.adapters import parse_jsonl
         return parse_jsonl(self.jsonl(), file=f"<{self.run_id}>", run_id=self.run_id)
 
     def audit(self) -> AuditResult:
         """Audit the recorded run (iCORE-Audit over X built from :meth:`trace`)."""
+        from icore.adapters import audit_trace
         return audit_trace(self.trace())
 
     def kinds(self) -> list[str]:

@@ -95,8 +95,11 @@ def rec_from_b64(text: str) -> Record:
 
 def rec_info(rec: Record) -> dict[str, Any]:
     """JSON summary of a record for the coordinator (ids stay out of model prompts)."""
-    return {"id": rec.id, "key": rec.key, "owner": rec.owner, "seq": rec.seq,
-            "parents": list(rec.parents), "type": rec.type, "content": rec.content}
+    out = {"id": rec.id, "key": rec.key, "owner": rec.owner, "seq": rec.seq,
+           "parents": list(rec.parents), "type": rec.type, "content": rec.content}
+    if rec.supersedes is not None:
+        out["supersedes"] = rec.supersedes
+    return out
 
 
 class _ReplicaView(OwnerHandler):

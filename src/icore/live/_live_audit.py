@@ -22,7 +22,9 @@ from typing import Any
 
 from icore._clock import Clock
 from icore.audit import Diagnosis, Trigger, TriggerHit, diagnose_hit
+from icore.errors import IcoreError
 from icore.live._manifest import RunManifest
+from icore.records import Record
 from icore.state import (
     CertificateRequest,
     CitedRecord,
@@ -30,6 +32,7 @@ from icore.state import (
     Effect,
     EventSpec,
     HardFlag,
+    LineageHeadView,
     MemoryLog,
     Proposal,
     SQLiteLog,
@@ -134,6 +137,8 @@ class LiveAudit:
                     else MemoryLog())
         self.state = State(self.decl, log=self.log, clock=clock)
         self.heads: dict[str, str] = {}
+        self.records: dict[str, Record] = {}  # the coordinator's replica (verified)
+        self._view = _CoordinatorView(self.heads.get, self.records.get)
         self.verdicts: list[dict[str, Any]] = []
         self.diagnoses: dict[str, Diagnosis] = {}  # hard flag id -> F (icore.audit)
         self.timeline: list[tuple[int, float, float, float]] = []
@@ -180,7 +185,32 @@ class LiveAudit:
 
     def head_view(self, key: str) -> str | None:
         """The coordinator's view of owners' heads (from acknowledged commits)."""
-        return self.heads.get(key)
+        return self._view(key)
+
+    @property
+    def lineage_view(self) -> LineageHeadView:
+        """The lineage-aware head view proposals are audited with (icore.state).
+
+        Heads are the ones the owners acknowledged; records are the acknowledged records
+        (verified against their ids), so a revision of any input revokes every
+        certificate derived from it (docs/state.md "Revocation follows derivation").
+        """
+        return self._view
+
+    def _hold(self, rec: Mapping[str, Any]) -> None:
+        """Keep an acknowledged record in the replica when its fields hash to its id."""
+        rid = rec.get("id")
+        if not isinstance(rid, str) or rid in self.records:
+            return
+        try:
+            r = Record.create(key=rec["key"], owner=rec["owner"], seq=rec["seq"],
+                              content=rec.get("content"), parents=rec.get("parents") or (),
+                              type=rec.get("type") or "record",
+                              supersedes=rec.get("supersedes"))
+        except (KeyError, TypeError, IcoreError):
+            return
+        if r.id == rid:
+            self.records[rid] = r
 
     def _causes(self, task: str, causes: Sequence[str] = ()) -> tuple[str, ...]:
         """``causes`` plus the workflow's previous event in G (steps run in sequence)."""
@@ -216,7 +246,7 @@ class LiveAudit:
 
     def submit(self, task: str, p: Proposal) -> Verdict:
         """Audit and record one proposal (icore Def. 6)."""
-        v = self.state.submit(p, head_view=self.head_view)
+        v = self.state.submit(p, head_view=self._view)
         self._diagnose(v.flags)
         self.verdicts.append({"task": task, "operation": p.operation, "proposer": p.proposer,
                               "target": p.target, "decision": str(v.decision),
@@ -261,8 +291,9 @@ class LiveAudit:
     def committed(self, task: str, type_: str, agent: str, rec: Mapping[str, Any]) -> str:
         """A record commit observed (requirement, catalog, shortlist): an event in G."""
         mark = self._mark()
-        if rec.get("key", "").startswith("req/"):
+        if rec.get("key") and rec.get("id"):
             self.heads[rec["key"]] = rec["id"]
+            self._hold(rec)
         eid = self._add_event(task, type_, agent, {"record": rec["id"], "key": rec["key"]})
         self._told("committed", task, {"type": type_, "agent": agent, "record": _rec(rec)},
                    mark=mark, event=eid)
@@ -272,6 +303,7 @@ class LiveAudit:
         """An owner revision: event in G, head moves, dependent certificates revoked."""
         mark = self._mark()
         self.heads[rec["key"]] = rec["id"]
+        self._hold(rec)
         eid = self._add_event(task, "requirement_revised", agent, {"record": rec["id"],
                                                                    "key": rec["key"]})
         flags = self.state.on_head_change(rec["key"], rec["id"])
@@ -379,6 +411,22 @@ class LiveAudit:
         close = getattr(self.log, "close", None)
         if callable(close):
             close()
+
+
+class _CoordinatorView(LineageHeadView):
+    """The coordinator's lineage view: derivation is followed from the records it holds.
+
+    A cited record the coordinator could not rebuild from an acknowledged reply (a
+    recording whose spans carry no envelope) has no known lineage: only the record itself
+    is checked against its head, as before lineage was followed. Missing ancestors of a
+    held record fail closed (:meth:`LineageHeadView.ancestors`).
+    """
+
+    def ancestors(self, ref: CitedRecord) -> tuple[CitedRecord, ...]:
+        """Ancestors of a held record (fail closed); () for one the coordinator lacks."""
+        if self.record(ref.record_id) is None:
+            return ()
+        return super().ancestors(ref)
 
 
 def _rec(rec: Mapping[str, Any]) -> dict[str, Any]:

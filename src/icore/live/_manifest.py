@@ -37,7 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from icore._files import not_a_regular_file
-from icore.errors import IcoreError
+from icore.errors import ErrorCode, IcoreError
 from icore.fence import Policy, strategy
 from icore.live._workflow import FAMILY_SPECS, ROLES
 from icore.memory import OwnershipMap
@@ -52,6 +52,8 @@ KEY_KINDS = ("req", "cat", "short", "plan", "act", "audit")
 
 class LiveManifestError(IcoreError, ValueError):
     """A run manifest is invalid (``fields['path']`` names the offending entry)."""
+
+    code = ErrorCode.LIVE
 
 
 class _Model(BaseModel):

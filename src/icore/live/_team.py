@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from icore.errors import IcoreError
+from icore.errors import ErrorCode, IcoreError
 from icore.fence import strategy
 from icore.live._manifest import RunManifest
 from icore.net import init_team_certs
@@ -39,6 +39,8 @@ AGENT_MODULE = "icore.live._agent_proc"
 
 class LiveRunError(IcoreError):
     """A live-run step could not complete."""
+
+    code = ErrorCode.LIVE
 
 
 class AgentCrashed(LiveRunError):

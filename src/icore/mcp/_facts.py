@@ -243,8 +243,9 @@ class FactBook:
             if cur is not None and cur.content == content:
                 return cur, False
             try:
+                # the version replaced is the chain link (supersedes), not an input
                 rec = self.ws.commit(key, content, expected=None if cur is None else cur.id,
-                                     inputs=[] if cur is None else [cur], type=type)
+                                     type=type)
             except CommitConflict:
                 attempt += 1
                 if attempt > _WRITE_RETRIES:

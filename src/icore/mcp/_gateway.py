@@ -593,7 +593,9 @@ class Gateway:
                          args: Mapping[str, Any], task: str, forward: Any) -> Any:
         """Run one protected call through the gate; a refusal comes back as _Refused."""
         assert self.facts is not None
-        known = set(self.facts.known_keys()) | set(view.seen)
+        seen = view.seen
+        # the known keys are only needed to match globs (a scan of every owner's heads)
+        known: Any = (set(self.facts.known_keys()) | set(seen)) if spec.globs else ()
         try:
             deps = expand_deps(spec.depends_on, args, known)
         except IcoreError as exc:
@@ -608,7 +610,7 @@ class Gateway:
             self.trace.call(view.sid, name, args, msg, error=True, task=task, blocked=True)
             return _Refused(_error_result(msg))
         for k in sorted(deps):
-            if k not in view.seen and not k.startswith(FACT_SCHEME) \
+            if k not in seen and not k.startswith(FACT_SCHEME) \
                     and self.facts.owner_of(k) is not None and self.facts.head(k) is None:
                 # never read by anyone yet: read it, so the refusal can hand it over
                 try:

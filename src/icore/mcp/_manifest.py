@@ -34,7 +34,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from icore.errors import IntegrationError
+from icore.errors import ErrorCode, IntegrationError
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
@@ -51,6 +51,8 @@ class GatewayError(IntegrationError):
 
     Fields name the upstream, tool, resource URI or key.
     """
+
+    code = ErrorCode.MCP
 
 
 class GatewayManifestError(GatewayError, ValueError):
@@ -207,6 +209,14 @@ class ToolSpec(_Model):
             except ValueError as exc:
                 raise ValueError(f"bad placeholder in {d!r}: {exc}") from None
         return v
+
+    @property
+    def globs(self) -> bool:
+        """True when D(a) may need matching against the known keys.
+
+        A glob in ``depends_on``, or a placeholder (an argument value may carry one).
+        """
+        return any(c in d for d in self.depends_on for c in "*?[{")
 
     def placeholders(self) -> set[str]:
         """The argument names the ``{arg}`` placeholders of ``depends_on`` use."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from icore.errors import StoreError
+from icore.errors import ErrorCode, StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.records import Record, RecordId
 
@@ -22,6 +22,8 @@ DEFAULT_TIMEOUT_S = 2.0
 
 class OwnerUnavailable(StoreError):
     """The owner could not be reached or did not answer in time."""
+
+    code = ErrorCode.OWNER_UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

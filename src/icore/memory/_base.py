@@ -31,7 +31,7 @@ from icore.errors import (
     StoreClosed,
 )
 from icore.memory._ownership import OwnershipMap
-from icore.records import Record, RecordId, is_record_id
+from icore.records import Record, RecordId, is_record_id, lineage_inputs
 
 
 class _FromParents(enum.Enum):
@@ -59,7 +59,9 @@ def check_commit_rules(record: Record, *, head: HeadEntry | None, last_seq: int,
     read there, then writes only if it returns. Compare-and-set on the base: with
     ``expected_head`` a record id, the current head must be that record; with None, the
     key must have no head (create-if-absent); with :data:`FROM_PARENTS`, the current head
-    (if any) must be among ``record.parents``.
+    must be ``record.supersedes`` when the record names one, else (if any) it must be
+    among ``record.parents`` (a legacy same-key parent). A record that names
+    ``supersedes`` must supersede the current head whatever ``expected_head`` says.
 
     Args:
         record: the verified new version.
@@ -77,13 +79,17 @@ def check_commit_rules(record: Record, *, head: HeadEntry | None, last_seq: int,
         SequenceError: ``record.seq`` is below the owner's last sequence.
     """
     current = None if head is None else head.record_id
-    if expected_head is FROM_PARENTS:
+    if expected_head is FROM_PARENTS and record.supersedes is not None:
+        ok = current == record.supersedes
+        expected = record.supersedes
+    elif expected_head is FROM_PARENTS:
         ok = current is None or current in record.parents
         expected = None
         if not ok:
             expected = next((p for p in record.parents if key_of(p) == record.key), None)
     else:
-        ok = current == expected_head
+        ok = current == expected_head and (record.supersedes is None
+                                           or record.supersedes == current)
         expected = expected_head
     if not ok:
         raise HeadConflict("the commit's base is not the key's current head", key=record.key,
@@ -216,8 +222,14 @@ class Store(abc.ABC):
             raise StoreClosed("the store is closed", agent=self.agent)
 
     def _is_complete(self, rec: Record, incomplete: set[RecordId]) -> bool:
-        for p in rec.parents:
-            if p in incomplete or self._get_raw(p) is None:
+        """Every input of ``rec`` is held and complete (the lineage rule, icore.records).
+
+        A chain link (a same-key parent; ``supersedes`` is never a parent) need not be
+        complete, or held when ``supersedes`` names the base; a parent that is not held
+        cannot be told apart from an input, so it makes ``rec`` incomplete (fail closed).
+        """
+        for p in lineage_inputs(rec, self._get_raw):
+            if isinstance(p, str) or p.id in incomplete:
                 return False
         return True
 
@@ -231,10 +243,12 @@ class Store(abc.ABC):
 
         Compare-and-set on the base: the commit states which head it replaces, and is
         accepted only if that is the key's current head. By default (:data:`FROM_PARENTS`)
-        that is the version of ``record.key`` among the record's exact parents, or no head
-        at all when it cites none (a creation). Pass ``expected_head`` - the head id the
-        writer read, or None for create-if-absent - when the new version is re-derived
-        from fresh inputs and does not cite its previous version. All checks and the write
+        that is ``record.supersedes`` (the owner's chain link, not an input: see
+        :func:`icore.records.derive`), else the version of ``record.key`` among the
+        record's exact parents, or no head at all when it cites none (a creation). Pass
+        ``expected_head`` - the head id the writer read, or None for create-if-absent -
+        when the new version is re-derived from fresh inputs and names no previous
+        version. All checks and the write
         happen in one critical section; on a conflict nothing is written.
 
         Retry on :class:`~icore.errors.CommitConflict` (``retryable``): re-read the head

@@ -112,6 +112,9 @@ def check_chains(store: Store, acked: Iterable[RecordId],
             if replaced is not None and rec.id in replaced:
                 cur = replaced[rec.id]
                 continue
+            if rec.supersedes is not None:
+                cur = rec.supersedes
+                continue
             same = [p for p in rec.parents if (q := store.get(p)) is not None and q.key == key]
             if len(same) > 1:
                 problems.append(f"{key}: {rec.id[:12]} cites {len(same)} versions of its key")

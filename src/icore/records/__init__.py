@@ -17,6 +17,8 @@ from icore.records._lineage import (
     TraversalMode,
     ancestors,
     frontier,
+    is_chain_link,
+    lineage_inputs,
 )
 from icore.records._record import (
     MAX_CONTENT_BYTES,
@@ -50,7 +52,9 @@ __all__ = [
     "derive",
     "encode_record",
     "frontier",
+    "is_chain_link",
     "is_record_id",
+    "lineage_inputs",
     "record_from_wire",
     "record_to_wire",
 ]

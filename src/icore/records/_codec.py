@@ -2,8 +2,10 @@
 
 Layout: a msgpack array ``[schema, key, owner, seq, [parent ids as 32-byte bin], type,
 content address (32-byte bin), size, id (32-byte bin), content]`` where ``content`` is the
-canonical JSON bytes, or nil for an envelope-only record. Decoding always verifies the id
-(and the content when present), so a decoded record is trustworthy.
+canonical JSON bytes, or nil for an envelope-only record; a record with a ``supersedes``
+link appends it as an 11th element (32-byte bin), so records without one encode exactly as
+before. Decoding always verifies the id (and the content when present), so a decoded
+record is trustworthy.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def record_to_wire(rec: Record, *, with_content: bool = True) -> list[Any]:
     body = None
     if with_content and rec.has_content:
         body = canonical_json(rec.content)
-    return [
+    out: list[Any] = [
         rec.schema,
         rec.key,
         rec.owner,
@@ -38,6 +40,9 @@ def record_to_wire(rec: Record, *, with_content: bool = True) -> list[Any]:
         bytes.fromhex(rec.id),
         body,
     ]
+    if rec.supersedes is not None:
+        out.append(bytes.fromhex(rec.supersedes))
+    return out
 
 
 def _hex32(value: Any, field: str) -> str:
@@ -53,9 +58,11 @@ def record_from_wire(obj: Any) -> Record:
         CodecError: wrong shape or types (names the field).
         MalformedRecord / RecordIdMismatch: the record itself is invalid.
     """
-    if not isinstance(obj, list | tuple) or len(obj) != _FIELDS:
-        raise CodecError(f"a record is a {_FIELDS}-element array", field="record")
-    schema, key, owner, seq, parents, rtype, caddr, size, rid, body = obj
+    if not isinstance(obj, list | tuple) or len(obj) not in (_FIELDS, _FIELDS + 1):
+        raise CodecError(f"a record is a {_FIELDS}-element array (11 with supersedes)",
+                         field="record")
+    schema, key, owner, seq, parents, rtype, caddr, size, rid, body = obj[:_FIELDS]
+    supersedes = _hex32(obj[_FIELDS], "supersedes") if len(obj) > _FIELDS else None
     if not isinstance(parents, list | tuple):
         raise CodecError("parents must be an array", field="parents")
     if not isinstance(key, str) or not isinstance(owner, str) or not isinstance(rtype, str):
@@ -68,7 +75,7 @@ def record_from_wire(obj: Any) -> Record:
             raise CodecError("content must be bytes or nil", key=key, field="content")
         try:
             content = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
     rec = Record(
         key=key,
@@ -81,6 +88,7 @@ def record_from_wire(obj: Any) -> Record:
         size=size,
         schema=schema,
         id=_hex32(rid, "id"),
+        supersedes=supersedes,
     )
     if body is not None and content is None and rec.content_address != _NULL_ADDRESS:
         raise CodecError("content decodes to null but address differs", key=key,

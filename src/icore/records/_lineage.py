@@ -1,10 +1,25 @@
-"""Lineage traversal and the dependency frontier F_a (planfence Sec. 3.2, Alg. 1 lines 1-4).
+"""The lineage rule, lineage traversal and the frontier F_a (planfence Sec. 3.2, Alg. 1).
 
-Starting from the roots L(a), follow exact parent ids to every key of D(a) reachable from
-them; the first version of a key of D(a) met on a path is that path's boundary for the
-key (older versions below it are its history), and a path ends once it has a boundary
-for every key of D(a). ``F_a(x)`` is the id of the boundary of x. The walk is pure: it
-reads records through an injected ``lookup`` and never touches I/O.
+**The lineage rule** (stated here once; the gate's frontier walk, the stores' lineage
+completeness check and iCORE's derivation ancestors all apply it through
+:func:`is_chain_link` / :func:`lineage_inputs`):
+
+* a record's *inputs* are its ``parents`` whose key differs from the record's own key -
+  the records it was derived from. Lineage is walked through inputs only.
+* the *owner's chain* - the version of the same key that a new version replaces - is not
+  an input. It is named by the record's ``supersedes`` link (the compare-and-set base,
+  which is not in ``parents`` and is never walked), or, for records written before that
+  link existed, by a parent of the record's own key: such a *same-key parent* is a chain
+  link too, never walked. Only its key tells it apart, so a legacy same-key parent that
+  is not available still makes the child lineage-incomplete (fail closed); a record that
+  names its base with ``supersedes`` is complete once its inputs are, so a replica that
+  holds only a key's current version can act on it.
+
+Frontier: starting from the roots L(a), follow inputs to every key of D(a) reachable
+from them; the first version of a key of D(a) met on a path is that path's boundary for
+the key (versions of it further down a derivation path are its history), and a path ends
+once it has a boundary for every key of D(a). ``F_a(x)`` is the id of the boundary of x.
+The walk is pure: it reads records through an injected ``lookup`` and never touches I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +36,31 @@ Lookup = Callable[[RecordId], Record | None]
 
 MAX_LINEAGE_RECORDS = 100_000
 """Default bound on records visited by one traversal."""
+
+
+def is_chain_link(child: Record, parent: Record) -> bool:
+    """True when ``parent`` is on ``child``'s owner chain, not an input (the lineage rule).
+
+    That is when ``parent`` is the version ``child`` supersedes or has ``child``'s key.
+    """
+    return parent.key == child.key or parent.id == child.supersedes
+
+
+def lineage_inputs(record: Record, lookup: Lookup) -> tuple[RecordId | Record, ...]:
+    """The inputs of ``record`` under the lineage rule, in parent order.
+
+    Each element is the input :class:`Record` when ``lookup`` has it, or the bare id when
+    it does not (the caller decides: the gate and iCORE fail closed on it). Parents that
+    are chain links (:func:`is_chain_link`) are left out; ``supersedes`` is never listed.
+    """
+    out: list[RecordId | Record] = []
+    for pid in record.parents:
+        parent = lookup(pid)
+        if parent is None:
+            out.append(pid)
+        elif not is_chain_link(record, parent):
+            out.append(parent)
+    return tuple(out)
 
 
 class TraversalMode(enum.StrEnum):
@@ -59,10 +99,12 @@ def frontier(
     mode: TraversalMode = TraversalMode.FULL,
     max_records: int = MAX_LINEAGE_RECORDS,
 ) -> Frontier:
-    """Compute F_a by walking exact parents from ``roots`` to the keys in ``deps``.
+    """Compute F_a by walking exact inputs from ``roots`` to the keys in ``deps``.
 
-    The walk finds the version of every key of D(a) reachable from the roots, also keys
-    that are ancestors of other declared keys (planfence Fig. 6 right, App. C: declaring
+    Parents that are chain links of their child (same key, or its ``supersedes``) are
+    not walked (the lineage rule, module docstring). The walk finds the version of every
+    key of D(a) reachable from the roots, also keys that are ancestors of other declared
+    keys (planfence Fig. 6 right, App. C: declaring
     more keys only adds checks). On each path the first version of a declared key met is
     that key's boundary; versions of the same key further down that path are its history
     (the owner's chain), not a second version. A path stops once every key of D(a) has a
@@ -103,14 +145,8 @@ def frontier(
     while stack:
         rid, depth, child, above = stack.pop()
         prev = bounded.get(rid)
-        if prev is not None:
-            if prev <= above:
-                continue
-            above = prev & above
-        bounded[rid] = above
-        if len(bounded) > max_records:
-            raise LineageTooLarge(f"lineage walk visited more than {max_records} records",
-                                  roots=roots_t)
+        if prev is not None and prev <= above:
+            continue
         rec = got.get(rid)
         if rec is None:
             rec = lookup(rid)
@@ -118,6 +154,14 @@ def frontier(
                 raise MissingParent("lineage is incomplete: a record is not available",
                                     record=rid, cited_by=child)
             got[rid] = rec
+        if child is not None and is_chain_link(got[child], rec):
+            continue  # the owner's chain, not an input: never a boundary, never walked
+        if prev is not None:
+            above = prev & above
+        bounded[rid] = above
+        if len(bounded) > max_records:
+            raise LineageTooLarge(f"lineage walk visited more than {max_records} records",
+                                  roots=roots_t)
         if rec.key in dep_set and rec.key not in above:
             have = versions.get(rec.key)
             if have is not None and have != rid:
@@ -143,23 +187,30 @@ def frontier(
 
 def ancestors(root: RecordId, lookup: Lookup, *, max_records: int = MAX_LINEAGE_RECORDS
               ) -> dict[RecordId, Record]:
-    """Return every record reachable from ``root`` through parents (including it).
+    """Return ``root`` and every record reachable from it through inputs (the lineage rule).
+
+    Chain links (a same-key parent, ``supersedes``) are not followed; this is the set of
+    records a certificate over ``root`` depends on in iCORE (docs/state.md "Revocation
+    follows derivation").
 
     Raises:
-        MissingParent: a reachable record is not available.
+        MissingParent: a reachable input (or ``root``) is not available.
         LineageTooLarge: more than ``max_records`` records are reachable.
     """
-    out: dict[RecordId, Record] = {}
-    stack = [root]
+    first = lookup(root)
+    if first is None:
+        raise MissingParent("lineage is incomplete", record=root)
+    out: dict[RecordId, Record] = {root: first}
+    stack = [first]
     while stack:
-        rid = stack.pop()
-        if rid in out:
-            continue
-        rec = lookup(rid)
-        if rec is None:
-            raise MissingParent("lineage is incomplete", record=rid)
-        out[rid] = rec
-        if len(out) > max_records:
-            raise LineageTooLarge("too many ancestors", root=root)
-        stack.extend(p for p in rec.parents if p not in out)
+        rec = stack.pop()
+        for inp in lineage_inputs(rec, lookup):
+            if isinstance(inp, str):
+                raise MissingParent("lineage is incomplete", record=inp, cited_by=rec.id)
+            if inp.id in out:
+                continue
+            out[inp.id] = inp
+            if len(out) > max_records:
+                raise LineageTooLarge("too many ancestors", root=root)
+            stack.append(inp)
     return out

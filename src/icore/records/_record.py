@@ -2,7 +2,8 @@
 
 A record's id is ``sha256`` over the canonical encoding of its metadata envelope:
 schema version, key, owner, owner sequence, ordered parent ids, type, content address
-and content size. The content address is itself ``sha256`` over the canonical encoding
+and content size, plus - only when set - the ``supersedes`` link (so records without one
+keep the ids they always had). The content address is itself ``sha256`` over the canonical encoding
 of the content. So the envelope alone (what a head announcement carries) can be checked
 against its id, and content fetched later can be checked against the envelope.
 Timestamps are not part of a record (design.md 3.1).
@@ -97,13 +98,17 @@ class Record:
         key: the semantic key ``x`` (e.g. ``"req/trip-17"``).
         owner: agent id authoritative for ``key`` (``o(x)``).
         seq: owner sequence, a per-owner monotone counter (>= 1).
-        parents: exact, ordered parent record ids (the lineage edges).
+        parents: exact, ordered parent record ids: the inputs the record was derived from
+            (the lineage edges; :mod:`icore.records._lineage` states the rule).
         type: application record type (``"requirement"``, ``"plan"``, ...).
         content: the JSON content, or None when only the envelope is held.
         content_address: sha256 hex of the canonical content bytes.
         size: canonical content size in bytes.
         schema: record schema version.
         id: sha256 hex of the canonical envelope encoding (the record id).
+        supersedes: the previous version of ``key`` this version replaces on the owner's
+            chain (compare-and-set base), or None. Not an input and never walked as
+            lineage; hashed into the id (as ``"u"``) only when set.
     """
 
     key: str
@@ -116,6 +121,7 @@ class Record:
     size: int
     schema: int
     id: RecordId = field(default="")
+    supersedes: RecordId | None = None
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -128,13 +134,26 @@ class Record:
         content: JSONValue,
         parents: Iterable[RecordId] = (),
         type: str = "record",
+        supersedes: RecordId | None = None,
     ) -> Record:
         """Validate fields, encode content canonically and compute the record id.
+
+        Args:
+            key: the semantic key.
+            owner: the key's owner.
+            seq: owner sequence (>= 1).
+            content: JSON content.
+            parents: the exact ids of the inputs the record was derived from.
+            type: record type name.
+            supersedes: the version of ``key`` this one replaces (the owner's chain,
+                planfence App. A), or None for a creation or when the commit states its
+                base with ``expected_head``; it is not an input.
 
         Raises:
             MalformedRecord: naming the field, for an empty or oversized key, owner or
                 type, a sequence < 1, a non-JSON or oversized content, a parent that is
-                not a record id, duplicate parents or more than ``MAX_PARENTS`` parents.
+                not a record id, duplicate parents or more than ``MAX_PARENTS`` parents,
+                a ``supersedes`` that is not a record id or is also a parent.
         """
         try:
             parents_t = tuple(parents)
@@ -160,6 +179,7 @@ class Record:
             content_address=content_address(body),
             size=len(body),
             schema=SCHEMA_VERSION,
+            supersedes=supersedes,
         )
         rec.check_envelope()
         object.__setattr__(rec, "id", rec.compute_id())
@@ -167,8 +187,11 @@ class Record:
 
     # -- identity -------------------------------------------------------------------
     def envelope(self) -> dict[str, JSONValue]:
-        """Return the metadata envelope (everything hashed into the id)."""
-        return {
+        """Return the metadata envelope (everything hashed into the id).
+
+        ``"u"`` (supersedes) is present only when set, so older records keep their ids.
+        """
+        env: dict[str, JSONValue] = {
             "v": self.schema,
             "k": self.key,
             "o": self.owner,
@@ -178,6 +201,9 @@ class Record:
             "c": self.content_address,
             "n": self.size,
         }
+        if self.supersedes is not None:
+            env["u"] = self.supersedes
+        return env
 
     def compute_id(self) -> RecordId:
         """Return sha256 hex over the canonical envelope encoding."""
@@ -223,6 +249,17 @@ class Record:
                 raise MalformedRecord("a record cannot be its own parent (cycle)",
                                       key=self.key, record=rid, field=f"parents[{i}]")
             seen.add(p)
+        if self.supersedes is not None:
+            if not is_record_id(self.supersedes):
+                raise MalformedRecord(f"supersedes is not a record id: {self.supersedes!r}",
+                                      key=self.key, record=rid, field="supersedes")
+            if self.supersedes in seen:
+                raise MalformedRecord("the superseded version is not an input: it cannot "
+                                      "also be a parent", key=self.key, record=rid,
+                                      field="supersedes")
+            if rid is not None and self.supersedes == rid:
+                raise MalformedRecord("a record cannot supersede itself (cycle)",
+                                      key=self.key, record=rid, field="supersedes")
         if not is_record_id(self.content_address):
             raise MalformedRecord("content_address must be a sha256 hex digest",
                                   key=self.key, record=rid, field="content_address")
@@ -268,7 +305,8 @@ class Record:
     def without_content(self) -> Record:
         """Return the metadata-envelope-only form (for head announcements)."""
         return Record(self.key, self.owner, self.seq, self.parents, self.type, None,
-                      self.content_address, self.size, self.schema, self.id)
+                      self.content_address, self.size, self.schema, self.id,
+                      self.supersedes)
 
     def with_content(self, content: JSONValue) -> Record:
         """Attach fetched content to an envelope-only record and verify it.
@@ -277,12 +315,14 @@ class Record:
             RecordIdMismatch: the content does not hash to ``content_address``.
         """
         rec = Record(self.key, self.owner, self.seq, self.parents, self.type, content,
-                     self.content_address, self.size, self.schema, self.id)
+                     self.content_address, self.size, self.schema, self.id,
+                     self.supersedes)
         return rec.verify()
 
     def __repr__(self) -> str:
+        sup = "" if self.supersedes is None else f", supersedes={self.supersedes[:12]}…"
         return (f"Record(key={self.key!r}, owner={self.owner!r}, seq={self.seq}, "
-                f"id={self.id[:12]}…, parents={len(self.parents)}, type={self.type!r})")
+                f"id={self.id[:12]}…, parents={len(self.parents)}, type={self.type!r}{sup})")
 
 
 _NULL_ADDRESS = content_address(b"null")
@@ -296,11 +336,15 @@ def derive(
     content: JSONValue,
     inputs: Sequence[Record] | Mapping[str, Record],
     type: str = "plan",
+    supersedes: Record | RecordId | None = None,
 ) -> Record:
     """Create a record derived from ``inputs``, citing their exact ids as parents.
 
     This is how a plan binds itself to the records it came from (planfence Sec. 4.1).
+    ``supersedes`` (a record or its id) is the previous version of ``key`` the new one
+    replaces - the owner's chain, not an input (:func:`icore.records.is_chain_link`).
     """
     recs = list(inputs.values()) if isinstance(inputs, Mapping) else list(inputs)
+    sup = supersedes.id if isinstance(supersedes, Record) else supersedes
     return Record.create(key=key, owner=owner, seq=seq, content=content,
-                         parents=[r.id for r in recs], type=type)
+                         parents=[r.id for r in recs], type=type, supersedes=sup)

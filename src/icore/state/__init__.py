@@ -48,7 +48,15 @@ from icore.state._errors import (
     StateInputError,
     ValidatorError,
 )
-from icore.state._heads import HeadView, StoreHeadView, store_head_view
+from icore.state._heads import (
+    UNKNOWN_KEY,
+    HeadView,
+    LineageHeadView,
+    RecordSource,
+    StoreHeadView,
+    owners_head_view,
+    store_head_view,
+)
 from icore.state._interfaces import BUILTIN_VALIDATORS, Interfaces
 from icore.state._legality import Verdict, audit, run_validator, transport_problem
 from icore.state._loader import declaration_from_dict, load_declaration
@@ -87,6 +95,7 @@ __all__ = [
     "CLOSED_STATUSES",
     "TASK_ROLE",
     "TRANSPORTED_TO",
+    "UNKNOWN_KEY",
     "AgentDecl",
     "Assertion",
     "AssertionImported",
@@ -114,6 +123,7 @@ __all__ = [
     "InterfaceError",
     "Interfaces",
     "Justification",
+    "LineageHeadView",
     "Log",
     "LogEntry",
     "LogError",
@@ -129,6 +139,7 @@ __all__ = [
     "Proposal",
     "ProposalRecorded",
     "ReasonCode",
+    "RecordSource",
     "Rejected",
     "RejectionReason",
     "Revoked",
@@ -154,6 +165,7 @@ __all__ = [
     "full_metrics",
     "load_declaration",
     "normalize",
+    "owners_head_view",
     "rebuild",
     "run_validator",
     "store_head_view",

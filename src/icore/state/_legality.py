@@ -277,7 +277,9 @@ def audit(proposal: Proposal, state: StateView, *, head_view: HeadView | None = 
         proposal: the labelled proposal.
         state: X.
         head_view: key -> owner's current head, used for cited records; without it, a
-            proposal citing records is rejected (``stale_record``: currency unprovable).
+            proposal citing records - directly, by a certificate request, or through a
+            cited certificate over records - is rejected (``stale_record``: currency
+            unprovable).
 
     Returns:
         A :class:`Verdict`; record it with :meth:`State.apply_verdict`.
@@ -560,13 +562,13 @@ class _Audit:
                 cid,
             )
             return
-        stale = [
-            r
-            for r in (*c.records, *c.lineage)
-            if head_view is not None and head_view(r.key) != r.record_id
-        ]
+        # without a head view no cited record can be shown current (fail closed, as for
+        # records cited directly): a certificate over records is then stale
+        stale = [r for r in (*c.records, *c.lineage) if not self.current(r.key, r.record_id)]
         if stale:
-            self.bad(ReasonCode.STALE_RECORD, "cited certificate cites a stale record", cid)
+            self.bad(ReasonCode.STALE_RECORD,
+                     "cited certificate cites a stale record" if head_view is not None
+                     else "cited certificate cites records and no head view is given", cid)
             return
         self.passing_kinds.add(c.validator)
         for oid in c.obligations:

@@ -169,6 +169,10 @@ def _message(c: Call) -> str:
         return (f"{head}: {', '.join(sorted(c.fresh))} changed after you read it. Current "
                 f"values: {_values(c.fresh)}. Decide again from these values; your next "
                 f"call counts as the one replan.")
+    if c.reason == NOT_READ and c.fresh and all(v is None for v in c.fresh.values()):
+        return (f"{head}: no value yet for {', '.join(sorted(c.fresh))}: the fact this "
+                f"call depends on has not been written by its owner, so nothing can "
+                f"authorize the call. Do not retry it until the fact exists; report it.")
     if c.reason == NOT_READ:
         return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which you "
                 f"had not read. Current values: {_values(c.fresh)}. Decide from these "

@@ -165,6 +165,7 @@ class ApprovalBook:
 
     def __init__(self, *, max_calls: int = 4096) -> None:
         self._asked: OrderedDict[Hashable, list[ApprovalRequest]] = OrderedDict()
+        self._ran: OrderedDict[Hashable, tuple[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.max_calls = max_calls
 
@@ -192,6 +193,25 @@ class ApprovalBook:
         """Drop ``call``'s history (after it ran or was refused for good)."""
         with self._lock:
             self._asked.pop(call, None)
+            self._ran.pop(call, None)
+
+    def ran(self, call: Hashable, request_id: str, result: Any) -> None:
+        """Record that ``call`` executed under the approval ``request_id``, with its result.
+
+        The executed-call ledger: a replaying framework (LangGraph re-runs a whole tool
+        node on every resume) consults :meth:`executed` first, so an approved call runs
+        at most once and its replay returns the recorded result.
+        """
+        with self._lock:
+            self._ran[call] = (request_id, result)
+            self._ran.move_to_end(call)
+            while len(self._ran) > self.max_calls:
+                self._ran.popitem(last=False)
+
+    def executed(self, call: Hashable) -> tuple[str, Any] | None:
+        """``(approval request id, result)`` when ``call`` already executed, else None."""
+        with self._lock:
+            return self._ran.get(call)
 
     def resolve(self, call: Hashable, request: ApprovalRequest,
                 ask: Callable[[dict[str, JSONValue]], Any], *,

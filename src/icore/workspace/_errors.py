@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icore.errors import IntegrationError
+from icore.errors import ErrorCode, IntegrationError
 
 
 class WorkspaceError(IntegrationError, ValueError):
@@ -10,3 +10,5 @@ class WorkspaceError(IntegrationError, ValueError):
 
     Fields name the key, owner or agent and, where there is one, the fix.
     """
+
+    code = ErrorCode.WORKSPACE

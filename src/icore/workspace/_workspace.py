@@ -12,6 +12,7 @@ and builds and validates the action records of its protected calls
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,37 @@ MAX_ANCESTORS = 10_000
 
 def _fix(key: str) -> str:
     return f"declare it: Workspace({{{key!r}: '<owner>'}})"
+
+
+_GLOB = frozenset("*?[")
+
+
+def _is_pattern(key: str) -> bool:
+    return any(c in _GLOB for c in key)
+
+
+def suggest_key(key: str, om: OwnershipMap) -> str | None:
+    """The declared key closest to a misspelled ``key`` (difflib), or None.
+
+    A pattern ``day/*`` is compared through its literal prefix: ``dya/2026-12-10`` ->
+    ``day/2026-12-10``.
+    """
+    cands: list[str] = []
+    for pat in om.to_dict():
+        if not _is_pattern(pat):
+            cands.append(pat)
+            continue
+        prefix = pat[:min(pat.index(c) for c in _GLOB if c in pat)]
+        if prefix.endswith("/") and "/" in key:
+            head, rest = key.split("/", 1)
+            head += "/"
+        else:
+            head, rest = key[:len(prefix)], key[len(prefix):]
+        close = difflib.SequenceMatcher(None, head, prefix).ratio() >= 0.6
+        if prefix and close and om.owner_of(prefix + rest) is not None:
+            cands.append(prefix + rest)
+    best = difflib.get_close_matches(key, cands, n=1, cutoff=0.6)
+    return best[0] if best else None
 
 
 class _Owners:
@@ -191,7 +223,9 @@ class Workspace:
 
         Raises:
             WorkspaceError: ``keys`` is a str (one key must be in a set), not an iterable
-                of non-empty strings, or a key has no declared owner.
+                of non-empty strings, a key is a glob pattern (``day/*``: a call depends
+                on facts, not patterns), or a key has no declared owner (the fix names
+                the closest declared key when there is one).
         """
         if isinstance(keys, str | bytes):
             raise WorkspaceError(f"{where} must be a collection of keys, not a str",
@@ -201,12 +235,21 @@ class Workspace:
         except TypeError:
             raise WorkspaceError(f"{where} must be a collection of keys",
                                  got=type(keys).__name__) from None
+        patterns = sorted(k for k in out if isinstance(k, str) and _is_pattern(k))
+        if patterns:
+            raise WorkspaceError(
+                f"{where} names a pattern, not a fact: a call depends on the facts it "
+                "acts on", keys=patterns,
+                fix=f"name the fact from the call's arguments: depends_on=lambda a: "
+                f"{{f'{patterns[0].split('*')[0]}{{a[...]}}'}}")
         unowned = sorted(k for k in out if not isinstance(k, str) or not k
                          or self.ownership.owner_of(k) is None)
         if unowned:
+            first = str(unowned[0])
+            near = suggest_key(first, self.ownership) if isinstance(unowned[0], str) else None
+            fix = f"did you mean {near!r}?" if near else _fix(first)
             raise WorkspaceError(f"{where} names facts no owner is declared for",
-                                 keys=[str(k) for k in unowned],
-                                 fix=_fix(str(unowned[0])))
+                                 keys=[str(k) for k in unowned], fix=fix)
         if not out:
             raise WorkspaceError(f"{where} is empty", fix=f"{where}={{'<key>'}}")
         return out
@@ -254,7 +297,8 @@ class Workspace:
         Args:
             key: the fact.
             value: its new JSON value.
-            expected: the head this version replaces (None: the fact must not exist yet).
+            expected: the head this version replaces (None: the fact must not exist yet);
+                recorded as the new record's ``supersedes`` link.
             by: the writing agent (checked to be the owner).
             inputs: records the value was derived from (its exact parents).
             type: the record type.
@@ -269,8 +313,10 @@ class Workspace:
             MalformedRecord: ``value`` is not JSON.
         """
         owner, store = self._store_for_write(key, by)
+        # the version it replaces is the owner's chain link (``supersedes``), never an
+        # input: one lineage rule (records/_lineage.py, #30)
         rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner), content=value,
-                            parents=[r.id for r in inputs], type=type)
+                            parents=[r.id for r in inputs], type=type, supersedes=expected)
         store.commit(rec, writer=owner, expected_head=expected)
         return rec
 

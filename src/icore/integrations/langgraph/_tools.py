@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, get_type_hints
@@ -79,6 +81,16 @@ def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
                 check_tool_function(fn, framework=_FW, tool=tool.name)
         return tool
     check_tool_function(tool, framework=_FW)
+    name = getattr(tool, "__name__", "")
+    if name == "<lambda>":
+        raise IntegrationError("a lambda cannot be a tool: it has no name or description",
+                               framework=_FW,
+                               fix="def my_tool(...) with a docstring, then "
+                               "fenced_tool(my_tool, ...)")
+    if not (inspect.getdoc(tool) or "").strip():
+        raise IntegrationError("the tool function has no docstring: the model reads it as "
+                               "the tool's description", framework=_FW, tool=name,
+                               fix=f'add a docstring: def {name}(...): """What it does."""')
     # the decorator keeps the signature, so the schema is the function's parameters
     return as_tool(tool)
 
@@ -138,6 +150,101 @@ def _graph_turn() -> Hashable | None:
         return _turn_of(get_config())
     except RuntimeError:
         return None
+
+
+_ARRIVAL_S = 0.25
+_ORDER_TIMEOUT_S = 5.0
+_MAX_ATTEMPTS = 256
+
+
+class _Order:
+    """Approval questions of one tool node run put to the human in the message's order.
+
+    LangGraph numbers a task's ``interrupt`` calls and matches resume values by that
+    number; a ``ToolNode`` runs a message's calls in threads (or ``gather``), so two
+    approval-requiring calls would race for the numbers and a "yes" given to one
+    question could reach the other. Calls of one node run (same task and run id) ask in
+    the order of the model's message: a call waits until the earlier approval calls of
+    its node run have asked (or finished). An earlier call that does not arrive within
+    ``_ARRIVAL_S`` runs in another task (``Send`` per call) and is not waited for.
+    """
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.runs: OrderedDict[Hashable, tuple[set[str], set[str]]] = OrderedDict()
+
+    def _run(self, attempt: Hashable) -> tuple[set[str], set[str]]:
+        run = self.runs.get(attempt)
+        if run is None:
+            run = self.runs[attempt] = (set(), set())
+            while len(self.runs) > _MAX_ATTEMPTS:
+                self.runs.popitem(last=False)
+        return run
+
+    def arrive(self, attempt: Hashable, call_id: str) -> None:
+        with self.cond:
+            self._run(attempt)[0].add(call_id)
+            self.cond.notify_all()
+
+    def done(self, attempt: Hashable, call_id: str) -> None:
+        with self.cond:
+            self._run(attempt)[1].add(call_id)
+            self.cond.notify_all()
+
+    def pending(self, attempt: Hashable, earlier: Sequence[str], waited_s: float) -> bool:
+        """Whether an earlier call of this node run still has to ask first."""
+        with self.cond:
+            arrived, done = self._run(attempt)
+            return any(c not in done and (c in arrived or waited_s < _ARRIVAL_S)
+                       for c in earlier)
+
+    def wait(self, attempt: Hashable, earlier: Sequence[str]) -> None:
+        start = time.monotonic()
+        with self.cond:
+            while (waited := time.monotonic() - start) < _ORDER_TIMEOUT_S and \
+                    self.pending(attempt, earlier, waited):
+                self.cond.wait(0.01)
+
+    async def await_(self, attempt: Hashable, earlier: Sequence[str]) -> None:
+        start = time.monotonic()
+        while (waited := time.monotonic() - start) < _ORDER_TIMEOUT_S and \
+                self.pending(attempt, earlier, waited):
+            await asyncio.sleep(0.002)
+
+
+_ORDER = _Order()
+
+
+def _attempt(config: Any) -> Hashable | None:
+    """One run of one graph task (a resume re-runs the task: another run id)."""
+    if not isinstance(config, Mapping):
+        return None
+    conf = config.get("configurable") or {}
+    run_id = getattr(config.get("callbacks"), "parent_run_id", None)
+    task = conf.get("__pregel_task_id")
+    return None if run_id is None or task is None else (task, run_id)
+
+
+def _earlier_approval_calls(runtime: Any, call_id: str | None) -> list[str]:
+    """The ids of the approval-requiring fenced calls before ``call_id`` in its message."""
+    state = getattr(runtime, "state", None)
+    msgs = _state_get(state, "messages") if state is not None else None
+    tools = {t.name: t for t in (getattr(runtime, "tools", None) or ())
+             if isinstance(t, BaseTool)}
+    if call_id is None or not isinstance(msgs, Sequence):
+        return []
+    for m in reversed(msgs):
+        calls = getattr(m, "tool_calls", None) or []
+        ids = [c.get("id") for c in calls]
+        if call_id in ids:
+            out = []
+            for c in calls[:ids.index(call_id)]:
+                t = tools.get(c.get("name"))
+                if t is not None and (t.metadata or {}).get("planfence.approval") \
+                        and isinstance(c.get("id"), str):
+                    out.append(c["id"])
+            return out
+    return []
 
 
 class _Direct:
@@ -309,11 +416,14 @@ class _Fenced:
             self.plan_forms[text] = normal
         return bound if normal == norm_args else norm_args
 
-    def approver(self, key: Hashable) -> Callable[[ApprovalRequest], bool] | None:
+    def approver(self, key: Hashable, granted: list[str],
+                 asked: Callable[[], None]) -> Callable[[ApprovalRequest], bool] | None:
         """The check before an authorized call runs: approvals bound to the call.
 
         None (no check) unless ``approval=True`` or this call's body suspended earlier
         with its own question (then an answer given for another call is not reused).
+        The approved request's id is appended to ``granted``; ``asked()`` runs once the
+        human's answer is known (the next call of the message may ask).
         """
         book = self.guard.handle.approvals if self.guard.handle is not None else None
         prior = self.suspended.get(key)
@@ -322,12 +432,39 @@ class _Fenced:
 
         def approve(req: ApprovalRequest) -> bool:
             if not self.approval and (prior is None or prior.id == req.id):
+                granted.append(req.id)
                 return True  # the tool's own question was asked for exactly this call
             if not self.approval and not book.asked(key):
                 book.note(key, prior)  # type: ignore[arg-type]  # not None here
-            return book.resolve(key, req, interrupt).approved
+            verdict = book.resolve(key, req, interrupt)
+            asked()
+            if verdict.approved:
+                granted.append(req.id)
+            return verdict.approved
 
         return approve
+
+    def replayed(self, key: Hashable, turn: Hashable | None) -> tuple[bool, Any]:
+        """A call that already executed under an approval: ``(True, its recorded result)``.
+
+        LangGraph re-runs the whole tool node on each resume; such a call never runs
+        again. The questions it was asked are asked again first: LangGraph hands back
+        the answers already given (by number), so the next call's answers stay aligned.
+        """
+        book = self.guard.handle.approvals if self.guard.handle is not None else None
+        done = book.executed((key, turn)) if book is not None else None
+        if done is None:
+            return False, None
+        for req in book.asked(key):  # type: ignore[union-attr]  # book is set here
+            interrupt(req.payload())
+        return True, done[1]
+
+    def executed(self, key: Hashable, turn: Hashable | None, granted: list[str],
+                 result: Any) -> None:
+        """Remember an approved call that ran (ledger key: the call and its model turn)."""
+        book = self.guard.handle.approvals if self.guard.handle is not None else None
+        if book is not None and granted:
+            book.ran((key, turn), granted[-1], result)
 
     def suspend(self, key: Hashable, args: Mapping[str, Any]) -> None:
         """The tool body interrupted (its own question): remember which call it was for."""
@@ -435,7 +572,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             ``interrupt`` (payload: :meth:`~icore.workspace.ApprovalRequest.payload`;
             resume with ``Command(resume=True)`` or ``request.approve()``) before it
             runs; an answer counts only for the exact arguments and fact versions it was
-            given for (needs a checkpointer).
+            given for (needs a checkpointer). Several approval calls of one message
+            in one ``ToolNode`` are asked one at a time, in the message's order; a call
+            that ran under its approval never runs again when LangGraph replays the
+            node (its recorded result is returned).
 
     Returns:
         A ``StructuredTool`` with the original name, description and model-facing
@@ -446,9 +586,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             ``functools.partial``), takes ``*args`` / ``**kwargs``, its ``args_schema`` is
             not a pydantic model; neither ``agent`` (a workspace agent) nor ``fence`` is
             given; ``depends_on`` is a str, empty or names keys without an owner;
-            ``roots`` is neither a state key nor a function; ``approval`` without a
-            workspace agent; ``on_block`` is invalid.
+            ``roots`` is neither a state key nor a function; ``approval`` is not a bool
+            or is given without a workspace agent; ``on_block`` is invalid; a plain
+            function has no docstring (the model's description) or is a lambda.
     """
+    if not isinstance(approval, bool):
+        raise IntegrationError("approval= must be True or False", framework=_FW,
+                               got=repr(approval)[:80], fix="approval=True")
     base = _as_base_tool(tool)
     schema = base.args_schema
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
@@ -489,6 +633,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             raise ToolException(f"PlanFence refused {base.name}: {exc}") from None
         return runtime, args, injected, norm, getattr(runtime, "tool_call_id", None)
 
+    def signal(attempt: Hashable | None, call_id: str | None) -> None:
+        if attempt is not None and call_id is not None:
+            _ORDER.done(attempt, call_id)
+
     def python_args(a: Mapping[str, Any], args: dict[str, Any],
                     norm: dict[str, JSONValue]) -> Mapping[str, Any]:
         return args if a == norm else f.norm.to_python(a)
@@ -497,46 +645,79 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         runtime, args, injected, norm, call_id = prepare(kwargs)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
+        attempt = _attempt(config) if approval and call_id is not None else None
+        if attempt is not None:
+            _ORDER.arrive(attempt, call_id)  # type: ignore[arg-type]
+        try:
+            if attempt is not None:
+                _ORDER.wait(attempt, _earlier_approval_calls(runtime, call_id))
+            if agent_mode:
+                again, value = f.replayed(key, f.turn(runtime, call_id))
+                if again:
+                    return value
 
-        def call(**a: Any) -> Any:
-            try:
-                return f.direct.run(python_args(a, args, norm), injected, config)
-            except GraphInterrupt:
-                if agent_mode:
-                    f.suspend(key, a)
-                raise
+            def call(**a: Any) -> Any:
+                try:
+                    return f.direct.run(python_args(a, args, norm), injected, config)
+                except GraphInterrupt:
+                    if agent_mode:
+                        f.suspend(key, a)
+                    raise
 
-        # recording on (a RecordingHandler) but no recorder= given: recorded anyway
-        rec = _handler_recorder(config) if guard.recorder is None else None
-        if agent_mode:
-            gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
-                              normalize=f.norm, approve=f.approver(key), recorder=rec)
-        else:
+            # recording on (a RecordingHandler) but no recorder= given: recorded anyway
+            rec = _handler_recorder(config) if guard.recorder is None else None
+            if agent_mode:
+                granted: list[str] = []
+                approve = f.approver(key, granted, lambda: signal(attempt, call_id))
+                gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
+                                  normalize=f.norm, approve=approve, recorder=rec)
+                result = f.out(gated, runtime)
+                f.executed(key, f.turn(runtime, call_id), granted, result)
+                return result
             r = f.plan_roots(runtime, args)
             gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
-        return f.out(gated, runtime)
+            return f.out(gated, runtime)
+        finally:
+            signal(attempt, call_id)
 
     async def run_async(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
+        attempt = _attempt(config) if approval and call_id is not None else None
+        if attempt is not None:
+            _ORDER.arrive(attempt, call_id)  # type: ignore[arg-type]
+        try:
+            if attempt is not None:
+                await _ORDER.await_(attempt, _earlier_approval_calls(runtime, call_id))
+            if agent_mode:
+                again, value = f.replayed(key, f.turn(runtime, call_id))
+                if again:
+                    return value
 
-        async def call(**a: Any) -> Any:
-            try:
-                return await f.direct.arun(python_args(a, args, norm), injected, config)
-            except GraphInterrupt:
-                if agent_mode:
-                    f.suspend(key, a)
-                raise
+            async def call(**a: Any) -> Any:
+                try:
+                    return await f.direct.arun(python_args(a, args, norm), injected, config)
+                except GraphInterrupt:
+                    if agent_mode:
+                        f.suspend(key, a)
+                    raise
 
-        rec = _handler_recorder(config) if guard.recorder is None else None
-        if agent_mode:
-            gated = await guard.arun(base.name, call, norm, turn=f.turn(runtime, call_id),
-                                     normalize=f.norm, approve=f.approver(key), recorder=rec)
-        else:
+            rec = _handler_recorder(config) if guard.recorder is None else None
+            if agent_mode:
+                granted: list[str] = []
+                approve = f.approver(key, granted, lambda: signal(attempt, call_id))
+                gated = await guard.arun(base.name, call, norm,
+                                         turn=f.turn(runtime, call_id), normalize=f.norm,
+                                         approve=approve, recorder=rec)
+                result = f.out(gated, runtime)
+                f.executed(key, f.turn(runtime, call_id), granted, result)
+                return result
             r = f.plan_roots(runtime, args)
             gated = await guard.arun(base.name, call, f.plan_args(norm, r), r, recorder=rec)
-        return f.out(gated, runtime)
+            return f.out(gated, runtime)
+        finally:
+            signal(attempt, call_id)
 
     def run_via_loop(**kwargs: Any) -> Any:  # an async-only tool under invoke()
         return asyncio.run(run_async(**kwargs))
@@ -553,7 +734,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         description=base.description, args_schema=wrapped_schema,
         return_direct=base.return_direct, response_format=base.response_format,
         handle_tool_error=True, handle_validation_error=base.handle_validation_error,
-        metadata={**(base.metadata or {}), "planfence": True}, tags=base.tags)
+        metadata={**(base.metadata or {}), "planfence": True,
+                  "planfence.approval": bool(approval)}, tags=base.tags)
     return wrapped
 
 

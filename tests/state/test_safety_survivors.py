@@ -1,0 +1,281 @@
+"""Tests that kill the hand mutations of issue 30 that survived in state/ (item 4).
+
+Each test names the safety line it guards; through the public API where one exists.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from icore.memory import MemoryStore, OwnershipMap
+from icore.records import Record, derive
+from icore.state import (
+    AssertionKind,
+    CertificateRequest,
+    CitedRecord,
+    Effect,
+    EventSpec,
+    FlagKind,
+    Proposal,
+    ReasonCode,
+    Revoked,
+    Status,
+    audit,
+    store_head_view,
+)
+from icore.state._transition import obligation_steps
+
+
+def _rec(seq: int, **kw) -> Record:
+    return Record.create(key="req/trip", owner="traveler", seq=seq, content={"v": seq}, **kw)
+
+
+def _ready(flow, *oids: str) -> None:
+    flow.introduce(*oids)
+    for o in oids:
+        flow.assign(o, "alice")
+        flow.start(o, "alice")
+
+
+def test_records_cited_by_a_proposal_have_their_lineage_checked(flow) -> None:
+    """_legality check_citations: ``Proposal.records`` lineage (not only certificates')."""
+    store = MemoryStore(OwnershipMap.from_mapping({"block": "owner", "summary": "writer"}))
+    view = store_head_view(store)
+    b1 = Record.create(key="block", owner="owner", seq=1, content={"v": 1})
+    store.commit(b1, writer="owner")
+    s1 = derive(key="summary", owner="writer", seq=1, content={}, inputs=[b1])
+    store.commit(s1, writer="writer")
+    store.commit(Record.create(key="block", owner="owner", seq=2, content={"v": 2},
+                               supersedes=b1.id), writer="owner")
+    _ready(flow, "o1")
+    p = flow.submit_proposal("o1", "alice")
+    from dataclasses import replace
+
+    v = flow.x.submit(replace(p, records=(CitedRecord.of(s1),)), head_view=view)
+    assert not v.committed
+    assert any(r.code == ReasonCode.STALE_RECORD and r.subject == b1.id for r in v.reasons)
+
+
+def test_settlement_needs_a_certificate_citing_the_settled_obligation(flow) -> None:
+    """_legality check_removals: a passing ``approved`` certificate tied to o2 does not
+    settle o1."""
+    _ready(flow, "o1", "o2")
+    for o in ("o1", "o2"):
+        flow.submit(o, "alice")
+        flow.ok(flow.approve_proposal(o))
+    rv = "rv-settle"
+    p = Proposal("lead", "settle", target="o1",
+                 events=(EventSpec("review_posted", "bob", {"pr": 1, "verdict": "approve"},
+                                   id=rv),),
+                 effects=(Effect.status("o1", Status.SETTLED),), justification=(rv,),
+                 certificates=(CertificateRequest("approved", events=(rv,),
+                                                  obligations=("o2",)),))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert not v.committed
+    assert ReasonCode.UNSUPPORTED_REMOVAL in v.codes
+    tied = Proposal("lead", "settle", target="o1", events=(EventSpec(
+        "review_posted", "bob", {"pr": 1, "verdict": "approve"}, id="rv-ok"),),
+        effects=(Effect.status("o1", Status.SETTLED),), justification=("rv-ok",),
+        certificates=(CertificateRequest("approved", events=("rv-ok",),
+                                         obligations=("o1",)),))
+    assert flow.x.submit(tied, head_view=flow.heads.get).committed
+
+
+def test_a_cited_certificate_over_records_needs_a_head_view(flow) -> None:
+    """_legality _cited_certificate: without a head view its records are not current
+    (the fail-open of issue 30: it used to commit)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    cert = flow.submit("o1", "alice", record=r1).certificates[0]
+    p = flow.submit_proposal("o2", "alice")
+    from dataclasses import replace
+
+    p = replace(p, cite_certificates=(cert.id,))
+    v = flow.x.submit(p, head_view=None)
+    assert not v.committed
+    assert any(r.code == ReasonCode.STALE_RECORD and r.subject == cert.id for r in v.reasons)
+    assert flow.x.submit(p, head_view=flow.heads.get).committed  # with the heads: current
+
+
+def test_revocation_reaches_work_citing_work_citing_the_evidence(flow) -> None:
+    """_revocation citing_closure: transitive, not one level (o3 cites o2 cites o1)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2", "o3")
+    v1 = flow.submit("o1", "alice", record=r1)
+    up = next(a.id for a in v1.assertions if a.kind == AssertionKind.RESULT)
+    from dataclasses import replace
+
+    v2 = flow.ok(replace(flow.submit_proposal("o2", "alice"), cites=(up,)))
+    mid = next(a.id for a in v2.assertions if a.kind == AssertionKind.RESULT)
+    v3 = flow.ok(replace(flow.submit_proposal("o3", "alice"), cites=(mid,)))
+    (flag,) = flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    for v in (v1, v2, v3):
+        assert {a.id for a in v.assertions if a.kind == AssertionKind.RESULT} <= \
+            set(flag.assertions)
+    assert set(flag.obligations) == {"o1", "o2", "o3"}
+    assert flow.x.obligations["o3"].effective_status == Status.REPAIR_PENDING
+
+
+def test_an_imported_assertion_on_a_revoked_certificate_is_unsound(flow) -> None:
+    """_evaluation assertion_sound: a certificate revoked before the import."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    v1 = flow.submit("o1", "alice", record=r1)
+    cid = v1.certificates[0].id
+    ev = next(iter(flow.x.events))
+    flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    assert not flow.x.certificate_active(cid)
+    ci = next(e for e in flow.x.events if e.startswith("ci"))
+    a = flow.x.import_assertion(Effect.result("o2", {"sha": "x"}), events=(ev, ci),
+                                operation="submit", certificates=(cid,), proposer="alice")
+    assert not flow.x.assertion_sound(a.id)
+    ok = flow.x.import_assertion(Effect.result("o1", {"sha": "y"}), events=(ev, ci),
+                                 operation="submit", certificates=(), proposer="alice")
+    assert ok.id != a.id
+
+
+def test_a_revocation_earlier_in_the_same_change_reaches_a_commit(flow) -> None:
+    """_transition obligation_steps: body 2 sees the revocation of body 1 (pure)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    cid = flow.submit("o1", "alice", record=r1).certificates[0].id
+    from dataclasses import replace
+
+    p = replace(flow.submit_proposal("o2", "alice"), cite_certificates=(cid,))
+    v = audit(p, flow.x, head_view=flow.heads.get)
+    assert v.committed, v.reasons
+    bodies = [Revoked("req/trip", None, (cid,), (), ()), *v.bodies]
+    steps = obligation_steps(flow.x, bodies)
+    last = next(s for s in reversed(steps) if s is not None and "o2" in s.obligations)
+    assert last.obligations["o2"].repair_pending
+    assert {a.id for a in v.assertions if a.obligation == "o2"} <= last.dependents["o2"]
+    # without the revocation in front, the same commit is clean
+    clean = obligation_steps(flow.x, list(v.bodies))
+    o2 = next(s for s in clean if s is not None and "o2" in s.obligations).obligations["o2"]
+    assert not o2.repair_pending
+
+
+# ------------------------------------------------------------------ from `make mutation`
+def test_repair_pending_stays_until_every_dependent_assertion_is_superseded(flow) -> None:
+    """_transition obligation_steps: superseding one of two revoked assertions (the
+    status, by a re-assignment) leaves the obligation repair-pending; the result's
+    resubmission clears it."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1")
+    flow.submit("o1", "alice", record=r1)
+    r2 = _rec(2, supersedes=r1.id)
+    (flag,) = flow.x.on_head_change("req/trip", r2.id)
+    assert len(flag.assertions) == 2  # status and result
+    assert flow.x.obligations["o1"].repair_pending
+    flow.assign("o1", "alice")  # supersedes the status assertion only
+    assert flow.x.obligations["o1"].repair_pending
+    assert flow.x.obligations["o1"].effective_status == Status.REPAIR_PENDING
+    flow.heads["req/trip"] = r2.id
+    flow.submit("o1", "alice", record=r2)  # repair: supersedes the result too
+    assert not flow.x.obligations["o1"].repair_pending
+
+
+def _with_replace_op():
+    """code_review.yaml plus ``replace``: remove work and create its replacement in one
+    proposal (transport evidence from the same proposal)."""
+    from pathlib import Path
+
+    import yaml
+
+    from icore.state import State, declaration_from_dict
+
+    from .conftest import EXAMPLES, Flow
+
+    data = yaml.safe_load(Path(EXAMPLES / "code_review.yaml").read_text(encoding="utf-8"))
+    data["operations"].append({
+        "name": "replace", "proposers": ["role:assigner"],
+        "effects": [{"kind": "node", "target": "new", "many": True},
+                    {"kind": "status", "values": ["superseded"]},
+                    {"kind": "relation", "key": "transported_to"}],
+        "removes": True, "transports": True})
+    return Flow(State(declaration_from_dict(data)))
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_a_replacement_created_by_the_same_proposal_carries_the_removed_work(root) -> None:
+    """_legality check_removals: the node effects of the proposal are its replacements;
+    a required root's replacement must be a required root."""
+    flow = _with_replace_op()
+    flow.introduce("o1")
+    eid = flow.any_event()
+    p = Proposal("lead", "replace", target="o1",
+                 effects=(Effect.node("o1b", "code", required_root=root),
+                          Effect.status("o1", Status.SUPERSEDED),
+                          Effect.relation("o1", "transported_to", "o1b")),
+                 justification=(eid,))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert v.committed is root, v.reasons
+    if not root:
+        assert ReasonCode.UNSUPPORTED_REMOVAL in v.codes
+
+
+def test_flags_of_several_keys_in_one_revalidation_get_distinct_ids(flow) -> None:
+    """_revocation revocation_bodies: the n-th flag of one change is numbered after the
+    ones before it (with flags already raised)."""
+    r1 = _rec(1)
+    q1 = Record.create(key="req/other", owner="traveler", seq=1, content={"q": 1})
+    flow.heads.update({"req/trip": r1.id, "req/other": q1.id})
+    _ready(flow, "o1", "o2", "o3")
+    flow.submit("o1", "alice", record=r1)
+    flow.submit("o2", "alice", record=q1)
+    v3 = flow.submit("o3", "alice", record=r1)
+    flow.x.raise_flag(FlagKind.REVOCATION, obligations=("o3",), detail="an earlier flag")
+    before = set(flow.x.flags)
+    heads = {"req/trip": _rec(2, supersedes=r1.id).id, "req/other": "f" * 64}
+    flags = flow.x.revalidate_certificates(heads.get)
+    assert len(flags) == 2
+    ids = [f.id for f in flags]
+    assert len(set(ids)) == 2 and not set(ids) & before
+    assert set(flow.x.flags) == before | set(ids)
+    assert v3.certificates[0].id in flags[0].certificates + flags[1].certificates
+
+
+def test_the_citing_closure_skips_superseded_work(flow) -> None:
+    """_revocation citing_closure: an assertion that cites revoked work but was already
+    superseded is not flagged (only active, untainted ones are)."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    v1 = flow.submit("o1", "alice", record=r1)
+    up = next(a.id for a in v1.assertions if a.kind == AssertionKind.RESULT)
+    from dataclasses import replace
+
+    v2 = flow.ok(replace(flow.submit_proposal("o2", "alice"), cites=(up,)))
+    old = {a.id for a in v2.assertions}
+    flow.ok(flow.approve_proposal("o2"))  # supersedes o2's submitted status
+    status_old = next(a.id for a in v2.assertions if a.kind == AssertionKind.STATUS)
+    (flag,) = flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    assert status_old not in flag.assertions
+    assert (old - {status_old}) <= set(flag.assertions)
+
+
+def test_work_already_reached_by_a_revocation_is_not_flagged_again(flow) -> None:
+    """_revocation citing_closure: o2 cites o1's and o3's results; revoking o1's evidence
+    reaches o2, and revoking o3's later does not list o2 a second time."""
+    r1 = _rec(1)
+    q1 = Record.create(key="req/other", owner="traveler", seq=1, content={"q": 1})
+    flow.heads.update({"req/trip": r1.id, "req/other": q1.id})
+    _ready(flow, "o1", "o2", "o3")
+    v1 = flow.submit("o1", "alice", record=r1)
+    v3 = flow.submit("o3", "alice", record=q1)
+    ups = tuple(next(a.id for a in v.assertions if a.kind == AssertionKind.RESULT)
+                for v in (v1, v3))
+    from dataclasses import replace
+
+    v2 = flow.ok(replace(flow.submit_proposal("o2", "alice"), cites=ups))
+    mine = {a.id for a in v2.assertions}
+    (first,) = flow.x.on_head_change("req/trip", _rec(2, supersedes=r1.id).id)
+    assert mine <= set(first.assertions)
+    (second,) = flow.x.on_head_change("req/other", "e" * 64)
+    assert not mine & set(second.assertions)
+    assert {a.id for a in v3.assertions} <= set(second.assertions)
