@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -11,9 +12,12 @@ from typer.testing import CliRunner
 from icore.bench import BadOption
 from icore.bench.micro import SeamWorld, fence_cases, run_seam_bench
 from icore.cli import app
-from icore.integrations.cost import seam_cases
+from icore.integrations.cost import FRAMEWORKS, seam_cases
 
 WIDE = {"COLUMNS": "200"}
+INSTALLED = {"LangGraph tool.invoke": "langchain_core",
+             "LangGraph tool.invoke, workspace agent": "langchain_core",
+             "OpenAI Agents function tool": "agents", "AG2 tool": "ag2"}
 
 
 @pytest.mark.timeout(120)
@@ -37,8 +41,11 @@ def test_command_runs_every_case(tmp_path: Path) -> None:
         assert name.split(":")[0].split(" ")[0] in res.output
     assert "1.3x" in res.output and "1.5x" in res.output
     skipped = {s["name"] for s in doc["skipped"]}
-    assert skipped | set(names) >= {"LangGraph tool.invoke", "OpenAI Agents function tool",
-                                    "AG2 function"}
+    every = {name for name, _ in FRAMEWORKS}
+    assert skipped | set(names) >= every
+    for name, module in INSTALLED.items():  # an installed framework is measured
+        if importlib.util.find_spec(module) is not None:
+            assert name in names, doc["skipped"]
 
 
 def test_every_fenced_call_is_authorized_and_runs_the_tool() -> None:
@@ -49,6 +56,25 @@ def test_every_fenced_call_is_authorized_and_runs_the_tool() -> None:
     # warm-up (4 per side) + 2 rounds x 2 calls per side, on 4 sides that ship
     assert w.shipped == 4 * (4 + 4)
     assert len(cases) >= 1
+
+
+@pytest.mark.timeout(120)
+def test_every_framework_case_runs_the_tool_on_both_sides() -> None:
+    """Each framework case (AG2 1.x included) calls the tool once per call on each side:
+    no fenced call is blocked, none is skipped silently."""
+    worlds: list[SeamWorld] = []
+
+    def world() -> SeamWorld:
+        worlds.append(SeamWorld())
+        return worlds[-1]
+
+    cases, skipped = seam_cases(world)
+    by_name = dict(zip([name for name, _ in FRAMEWORKS], worlds, strict=True))
+    assert {c.name for c in cases} | {n for n, _ in skipped} == set(by_name)
+    for case in cases:
+        run_seam_bench([case], calls=4, rounds=2)
+        # warm-up (4 per side) + 2 rounds x 2 calls, on both sides
+        assert by_name[case.name].shipped == 2 * (4 + 4), case.name
 
 
 @pytest.mark.timeout(30)

@@ -156,6 +156,10 @@ class DecisionLog:
         return out
 
 
+_MAX_BINDINGS = 4096
+"""Most remembered root bindings per fence (then forgotten all at once)."""
+
+
 def _check_call(tool: Any, roots: Any, args: Any, replan: Any) -> None:
     """Refuse wrong argument types of execute/aexecute at the call (issue 29).
 
@@ -213,6 +217,10 @@ class Fence:
     log: Callable[[GateDecision], None] = field(default_factory=DecisionLog)
     unsafe_fail_open_ablation: bool = False
     lookup: Lookup | None = None
+    _bindings: dict[RecordId, tuple[Record, Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    """Record id -> (the record read, what it binds): a record read again as the same
+    object is not decoded and digested again (records are immutable)."""
 
     @classmethod
     def for_store(cls, store: Store, owners: OwnerAccess | AsyncOwnerAccess, *,
@@ -261,7 +269,7 @@ class Fence:
             if rec is None:
                 missing += 1
                 continue
-            b = binding_of(rec)
+            b = self._binding(rid, rec)
             if b is not None:
                 found.append(b)
         if not found:
@@ -273,6 +281,19 @@ class Fence:
         b = found[0]
         if b[0] != tool.name:
             return f"the root binds action {b[0]!r}, not {tool.name!r}"
+        return b
+
+    def _binding(self, rid: RecordId, rec: Record
+                 ) -> tuple[str, dict[str, Any] | None, str] | None:
+        """:func:`binding_of` ``rec``, remembered while the lookup hands back that object."""
+        hit = self._bindings.get(rid)
+        if hit is not None and hit[0] is rec:
+            b: tuple[str, dict[str, Any] | None, str] | None = hit[1]
+            return b
+        b = binding_of(rec)
+        if len(self._bindings) >= _MAX_BINDINGS:
+            self._bindings.clear()
+        self._bindings[rid] = (rec, b)
         return b
 
     def _args_problem(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
@@ -295,7 +316,7 @@ class Fence:
         None when no root binds them in full, e.g. a digest-only binding.
         """
         b = self._bound(tool, tuple(roots))
-        return None if isinstance(b, str) else b[1]
+        return None if isinstance(b, str) or b[1] is None else dict(b[1])
 
     def _replan_args(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
                      given: Mapping[str, Any] | None
@@ -308,7 +329,7 @@ class Fence:
             return {}, b
         if b[1] is None:
             return {}, "the fresh root binds only an argument digest; Replan must pass args"
-        return b[1], None
+        return dict(b[1]), None
 
     def _pre_check(self, tool: ProtectedTool, roots: tuple[RecordId, ...],
                    args: Mapping[str, Any], replanned: bool

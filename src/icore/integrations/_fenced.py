@@ -210,6 +210,7 @@ class FenceGuard:
             depends_on = keys
         self.fence = fence
         self.depends_on = depends_on
+        self._tools = _seam.Tools(depends_on)
         self.replan = replan
         self.recorder = recorder
         self.agent: str | None = (self.handle.name if self.handle is not None
@@ -358,7 +359,8 @@ class FenceGuard:
             return self._finish_call(name, call, recorder)
         res = _seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
-                            replan=self.replan)  # type: ignore[arg-type]  # sync, checked
+                            replan=self.replan,  # type: ignore[arg-type]  # sync, checked
+                            tools=self._tools)
         return self._finish(name, res, recorder)
 
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
@@ -376,5 +378,6 @@ class FenceGuard:
             return self._finish_call(name, call, recorder)
         res = await _seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
-                                   replan=self.replan)  # type: ignore[arg-type]
+                                   replan=self.replan,  # type: ignore[arg-type]
+                                   tools=self._tools)
         return self._finish(name, res, recorder)

@@ -14,7 +14,8 @@ LangGraph tool.invoke          ``StructuredTool.invoke(args)`` (target <= 1.3x),
                                (the high-level API: each call's action record built
                                from the agent's reads; target <= 1.3x)
 OpenAI Agents function tool    ``await FunctionTool.on_invoke_tool(ctx, json)``
-AG2 function                   the fenced function called as AG2 calls it
+AG2 tool                       one ``ToolCallEvent`` through the ``ag2.tool``'s
+                               middleware chain (AG2 1.x), as its ``register`` runs it
 =============================  ==================================================
 
 A framework that is not installed (or whose drop-in refuses the installed version) is
@@ -145,21 +146,55 @@ def _openai_agents(world: World) -> FrameworkCase:
 
 
 def _ag2(world: World) -> FrameworkCase:
-    from icore.integrations.ag2 import fenced_function
+    """AG2 1.x: one ``ToolCallEvent`` through the tool's middleware chain, as AG2 runs it.
 
-    plain = _ship_fn(world)
-    safe = fenced_function(plain, fence=world.fence, depends_on=world.deps, context={},
-                           roots=lambda ctx, args: list(world.roots))
-    args = dict(world.args)
-    return FrameworkCase("AG2 function", "unfenced function", "fenced_function",
-                         lambda: plain(**args), lambda: safe(**args))
+    The chain is composed as ``FunctionTool.register`` composes it (each of the tool's
+    ``middleware`` hooks around the next, the tool itself innermost), without the stream
+    subscription: the unfenced tool's chain against the fenced tool's, same call.
+    """
+    from ag2 import MemoryStream, tool
+    from ag2.context import ConversationContext
+    from ag2.events import ToolCallEvent, ToolResultEvent
+
+    from icore.integrations.ag2 import fenced_tool
+
+    plain = tool(_ship_fn(world))
+    safe = fenced_tool(plain, fence=world.fence, depends_on=world.deps,
+                       roots=lambda ctx, args: list(world.roots))
+    context = ConversationContext(MemoryStream())
+    event = ToolCallEvent(plain.name, arguments=json.dumps(dict(world.args)), id="bench")
+
+    def chain(t: Any) -> Callable[[], Awaitable[Any]]:
+        execution: Callable[[Any, Any], Awaitable[Any]] = t
+        for described in reversed(t.middleware):
+            execution = _around(described.middleware, execution)
+        source = t.source
+
+        async def call() -> Any:
+            result = await execution(event.handled_by(source), context)
+            if not isinstance(result, ToolResultEvent):  # a benchmark of errors misleads
+                raise RuntimeError(f"the benchmark's AG2 call failed: {result!r}")
+            return result
+
+        return call
+
+    return FrameworkCase("AG2 tool", "unfenced ag2 tool", "fenced_tool", chain(plain),
+                         chain(safe))
+
+
+def _around(hook: Any, inner: Callable[[Any, Any], Awaitable[Any]]
+            ) -> Callable[[Any, Any], Awaitable[Any]]:
+    async def call(event: Any, context: Any) -> Any:
+        return await hook(inner, event, context)
+
+    return call
 
 
 FRAMEWORKS: tuple[tuple[str, Callable[[World], FrameworkCase]], ...] = (
     ("LangGraph tool.invoke", _langgraph),
     ("LangGraph tool.invoke, workspace agent", _langgraph_agent),
     ("OpenAI Agents function tool", _openai_agents),
-    ("AG2 function", _ag2),
+    ("AG2 tool", _ag2),
 )
 """(case name, builder) for every framework, in the benchmark's order."""
 

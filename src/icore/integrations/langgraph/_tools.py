@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -69,6 +70,8 @@ StateUpdate = Callable[[Gated], Mapping[str, Any]]
 _RUNTIME = "runtime"
 _FW = "langgraph"
 _MAX_SUSPENDED = 4096
+_MAX_PLAN_FORMS = 256
+_UNSET: Any = object()
 
 
 def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
@@ -325,6 +328,7 @@ class _Fenced:
         self.norm = ArgNormalizer(schema, name=tool.name, fields=model_fields, framework=_FW)
         self.protected = ProtectedTool(lambda **_: None, depends_on=("-",), name=tool.name)
         self.suspended: OrderedDict[Hashable, ApprovalRequest] = OrderedDict()
+        self.plan_forms: dict[str, Any] = {}
 
     @property
     def agent_mode(self) -> bool:
@@ -399,11 +403,18 @@ class _Fenced:
         bound = self.guard.fence.bound_args(self.protected, roots)
         if bound is None:
             return norm_args
-        try:
-            same = self.norm(bound) == norm_args
-        except IntegrationError:
-            same = False
-        return bound if same else norm_args
+        # the plan's normal form is remembered by its canonical text (same plan, same form)
+        text = json.dumps(bound, sort_keys=True, default=repr)
+        normal = self.plan_forms.get(text, _UNSET)
+        if normal is _UNSET:
+            try:
+                normal = self.norm(bound)
+            except IntegrationError:
+                normal = None
+            if len(self.plan_forms) >= _MAX_PLAN_FORMS:
+                self.plan_forms.clear()
+            self.plan_forms[text] = normal
+        return bound if normal == norm_args else norm_args
 
     def approver(self, key: Hashable, granted: list[str],
                  asked: Callable[[], None]) -> Callable[[ApprovalRequest], bool] | None:
@@ -502,6 +513,27 @@ class _Fenced:
             msg = value if isinstance(value, ToolMessage) else ToolMessage(
                 content=str(value), tool_call_id=call_id, name=self.tool.name)
         return Command(update={**update, "messages": [msg]})
+
+
+class _FencedTool(StructuredTool):
+    """The fenced wrapper: its runners take no ``config`` / ``run_manager`` slots.
+
+    LangChain looks a tool's ``_run`` and function up for those slots (type hints and
+    signatures) on every call; the fenced runners read the call's config from the
+    injected runtime instead, so these lean overrides skip that work (issue 28 item 8).
+    """
+
+    def _run(self, *args, **kwargs):  # type: ignore[no-untyped-def]  # no hints to read
+        assert self.func is not None
+        return self.func(*args, **kwargs)
+
+    async def _arun(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        assert self.coroutine is not None
+        return await self.coroutine(*args, **kwargs)
+
+
+for _runner in (_FencedTool._run, _FencedTool._arun):  # LangChain reads them every call
+    _runner.__signature__ = inspect.signature(_runner)  # type: ignore[union-attr]
 
 
 def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
@@ -697,7 +729,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
     async_only = getattr(base, "func", None) is None and getattr(
         base, "coroutine", None) is not None
-    wrapped = StructuredTool.from_function(
+    wrapped = _FencedTool.from_function(
         func=run_via_loop if async_only else run_sync, coroutine=run_async, name=base.name,
         description=base.description, args_schema=wrapped_schema,
         return_direct=base.return_direct, response_format=base.response_format,
