@@ -160,12 +160,14 @@ def test_live_runs_diagnose_hard_flags_through_icore_audit() -> None:
     task = "t0"
     planner = audit.role_agent["planner"]
     audit.introduce(task)
-    req = {"id": "r1", "key": f"req/{task}", "owner": "reviser-1", "seq": 1}
+    # record ids are 64-hex content addresses; the head view refuses anything else
+    r1, r2, p1 = "1" * 64, "2" * 64, "3" * 64
+    req = {"id": r1, "key": f"req/{task}", "owner": "reviser-1", "seq": 1}
     audit.committed(task, "requirement_committed", "reviser-1", req)
-    plan = {"id": "p1", "key": f"plan/{task}", "content": {"args": {"option": "A"}}}
+    plan = {"id": p1, "key": f"plan/{task}", "content": {"args": {"option": "A"}}}
     assert audit.planned(task, planner, plan, req["key"], req["id"], replan=False).committed
     assert audit.diagnoses == {}
-    fids = audit.revised(task, "reviser-1", {**req, "id": "r2", "seq": 2})
+    fids = audit.revised(task, "reviser-1", {**req, "id": r2, "seq": 2})
     assert fids and set(audit.diagnoses) == set(fids)
     f = audit.diagnoses[fids[0]]
     assert isinstance(f, Diagnosis) and f.primary == Trigger.HARD_FLAG

@@ -155,7 +155,7 @@ def test_protected_call_stale_replan_and_block(manifest: Path, folder: Path) -> 
     assert "lineage status-valid" in page and "lineage status-blocked" in page
     # OpenTelemetry: the gate's spans continue the MCP client's trace context (_meta)
     spans = (folder / "spans.jsonl").read_text()
-    assert TRACE_ID in spans and "icore.gate book" in spans
+    assert TRACE_ID in spans and "apply_guardrail PlanFence" in spans  # GenAI conventions
 
 
 def test_bad_input_and_upstream_faults(manifest: Path, folder: Path) -> None:

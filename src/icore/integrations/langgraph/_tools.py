@@ -182,11 +182,13 @@ class _Order:
         return run
 
     def arrive(self, attempt: Hashable, call_id: str) -> None:
+        """Note that ``call_id`` of node run ``attempt`` has started."""
         with self.cond:
             self._run(attempt)[0].add(call_id)
             self.cond.notify_all()
 
     def done(self, attempt: Hashable, call_id: str) -> None:
+        """Note that ``call_id`` of node run ``attempt`` has asked (or needs not ask)."""
         with self.cond:
             self._run(attempt)[1].add(call_id)
             self.cond.notify_all()
@@ -199,6 +201,7 @@ class _Order:
                        for c in earlier)
 
     def wait(self, attempt: Hashable, earlier: Sequence[str]) -> None:
+        """Block until the ``earlier`` calls of this node run have asked (bounded)."""
         start = time.monotonic()
         with self.cond:
             while (waited := time.monotonic() - start) < _ORDER_TIMEOUT_S and \
@@ -206,6 +209,7 @@ class _Order:
                 self.cond.wait(0.01)
 
     async def await_(self, attempt: Hashable, earlier: Sequence[str]) -> None:
+        """:meth:`wait` for async tools, polling without blocking the event loop."""
         start = time.monotonic()
         while (waited := time.monotonic() - start) < _ORDER_TIMEOUT_S and \
                 self.pending(attempt, earlier, waited):
