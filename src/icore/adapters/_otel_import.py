@@ -739,6 +739,7 @@ class _Skeleton:
         self._f, self._tail_at, self._tail = f, tail_at, False
 
     def read(self, n: int = -1) -> bytes:
+        """The next bytes of the skeleton (head, an empty spans array, then the tail)."""
         if n == 0:  # ijson probes the stream's type with read(0)
             return b""
         while self._parts:
