@@ -245,29 +245,12 @@ class Gateway:
                 for it in items:
                     ident = it.uri if what == "resources" else it.name
                     found[what].setdefault(ident, []).append((n, it))
-        tools: dict[str, Route] = {}
-        defs: dict[str, Any] = {}
-        for name, hits in found["tools"].items():
-            for up, t in hits:
-                shown = name if len(hits) == 1 else f"{up}.{name}"
-                tools[shown] = Route(up, name)
-                defs[shown] = t if shown == name else t.model_copy(update={"name": shown})
-        res: dict[str, Route] = {}
-        self._resource_defs: list[Any] = []
-        for uri, hits in found["resources"].items():
-            for up, r in hits:
-                shown = uri if len(hits) == 1 else f"{up}.{uri}"
-                res[shown] = Route(up, uri)
-                self._resource_defs.append(r if shown == uri
-                                           else r.model_copy(update={"uri": shown}))
-        prompts: dict[str, Route] = {}
-        self._prompt_defs: list[Any] = []
-        for name, hits in found["prompts"].items():
-            for up, p in hits:
-                shown = name if len(hits) == 1 else f"{up}.{name}"
-                prompts[shown] = Route(up, name)
-                self._prompt_defs.append(p if shown == name
-                                         else p.model_copy(update={"name": shown}))
+        tools, tool_defs = _namespaced(found["tools"], "name")
+        defs = dict(tool_defs)
+        res, res_defs = _namespaced(found["resources"], "uri")
+        prompts, prompt_defs = _namespaced(found["prompts"], "name")
+        self._resource_defs = [d for _, d in res_defs]
+        self._prompt_defs = [d for _, d in prompt_defs]
         if defs != self.tool_defs:
             self._validators.clear()
         self.tools, self.tool_defs, self.resources, self.prompts = tools, defs, res, prompts
@@ -683,6 +666,24 @@ class Gateway:
 
 
 _RESERVED = "io.modelcontextprotocol/"
+
+
+def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str
+                ) -> tuple[dict[str, Route], list[tuple[str, Any]]]:
+    """Routes and definitions of one listing (tools, resources or prompts).
+
+    An identifier served by one upstream is shown as it is; one served by several is shown
+    as ``upstream.identifier`` by each (the definition's ``field`` renamed to match).
+    Returns the routes by shown identifier and the (shown identifier, definition) pairs.
+    """
+    routes: dict[str, Route] = {}
+    defs: list[tuple[str, Any]] = []
+    for ident, hits in found.items():
+        for up, d in hits:
+            shown = ident if len(hits) == 1 else f"{up}.{ident}"
+            routes[shown] = Route(up, ident)
+            defs.append((shown, d if shown == ident else d.model_copy(update={field: shown})))
+    return routes, defs
 
 
 def _forward_meta(meta: Any) -> Any:
