@@ -68,6 +68,9 @@ class _Agent:
     reader: asyncio.Task[None] | None = None
     crashed: dict[str, Any] | None = None
     stopping: bool = False
+    killed: bool = False
+    """Set before an injected SIGKILL, so whichever of the reader and ``kill`` records
+    the crash first records it as injected."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -214,7 +217,7 @@ class LiveTeam:
         with contextlib.suppress(Exception):
             rc = await asyncio.wait_for(a.proc.wait(), 5.0)
         if not a.stopping and not self._closing:
-            self._crashed(a, rc)
+            self._crashed(a, rc, injected=a.killed)
         err = AgentCrashed("agent process exited", agent=a.id, returncode=rc)
         if a.ready is not None and not a.ready.done():
             a.ready.set_exception(err)
@@ -286,6 +289,7 @@ class LiveTeam:
     async def kill(self, agent: str) -> None:
         """SIGKILL one agent process (reliability fault injection) and record the crash."""
         a = self.agents[agent]
+        a.killed = True  # before the signal: the reader may see EOF before we resume
         with contextlib.suppress(ProcessLookupError):
             a.proc.kill()
         rc = None
