@@ -84,6 +84,8 @@ T = TypeVar("T")
 _RAW_KEY = re.compile(r"[A-Za-z0-9][-/=A-Za-z0-9_]*")
 MAX_COMMIT_RETRIES = 64
 """Bound on owner-CAS retries of one commit under contention by the same owner."""
+STALE_REREADS = 4
+"""Bound on re-reads of a gate's heads whose snapshot is behind its quorum barrier."""
 
 
 def encode_key(key: str) -> str:
@@ -209,6 +211,8 @@ class NatsStats:
         gets: key-value gets issued.
         puts: key-value writes issued (create/update, barriers).
         cas_conflicts: owner or head CAS attempts that lost a race and were retried.
+        rereads: gate head reads repeated because their snapshot was behind the
+            quorum barrier.
         permission_denied: publishes the server refused (subject permissions).
         violations: the server's last permission-violation messages (at most 100).
     """
@@ -216,6 +220,7 @@ class NatsStats:
     gets: int = 0
     puts: int = 0
     cas_conflicts: int = 0
+    rereads: int = 0
     permission_denied: int = 0
     violations: list[str] = field(default_factory=list)
 
@@ -742,14 +747,18 @@ class NatsOwnerAccess:
             return got[0]
         # the answer's snapshot predates the barrier's predecessor (a lagging replica,
         # or writes raced the read), or there was no snapshot: read again, now that the
-        # barrier committed
-        got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
-        if got is None:
-            return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
-        if got[1] < seq - 1:
-            raise OwnerUnreachable("the engine's answer is behind the quorum barrier",
-                                   owner=owner, snapshot=got[1], barrier=seq)
-        return got[0]
+        # barrier committed (a few times: a replica may apply it a moment later)
+        for attempt in range(STALE_REREADS):
+            mem.stats.rereads += 1
+            if attempt:
+                await asyncio.sleep(0.002 * attempt)
+            got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
+            if got is None:
+                return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
+            if got[1] >= seq - 1:
+                return got[0]
+        raise OwnerUnreachable("the engine's answer is behind the quorum barrier",
+                               owner=owner, snapshot=got[1], barrier=seq)
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,
