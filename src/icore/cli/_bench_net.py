@@ -133,9 +133,10 @@ def _bench_backends(console: Console, *, n: int, seconds: float,
         by = {f.backend: f for f in figs}
         tcp, n1, nj = by.get("icore-tcp"), by.get("nats-1"), by.get("nats-1-json")
         if tcp is not None and n1 is not None:
+            b8 = n1.bytes_per_validation_d8 / tcp.bytes_per_validation_d8
             console.print(f"nats-1 / icore-tcp: p50 d=8 {n1.p50_d8_ms / tcp.p50_d8_ms:.2f}x "
                           f"(target <= 2x), p50 d=1 {n1.p50_d1_ms / tcp.p50_d1_ms:.2f}x, "
-                          f"bytes d=8 {n1.bytes_per_validation_d8 / tcp.bytes_per_validation_d8:.2f}x")
+                          f"bytes d=8 {b8:.2f}x")
         if n1 is not None and nj is not None:
             console.print(f"nats-1 batched direct get / one JSON get per key: bytes d=8 "
                           f"{n1.bytes_per_validation_d8 / nj.bytes_per_validation_d8:.2f}x "

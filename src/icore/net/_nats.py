@@ -21,13 +21,17 @@ agent's NATS user write access to its own keys only, see :mod:`icore.net._nats_s
   commit is acknowledged only after its head moved, so a reader never misses an
   acknowledged write and never sees a head whose record is not stored.
 
-Reads go to the stream leader (``allow_direct`` off): a cluster without quorum answers
-nothing, so the gate blocks (fail closed) instead of authorizing against a stale follower.
+Records, owner entries and single heads are read from the stream leader (``allow_direct``
+off, or a leader get on the heads bucket). The heads bucket allows direct gets for the
+gate's batched read only, which proves its freshness against a quorum barrier
+(:class:`NatsOwnerAccess`): without a quorum the gate blocks (fail closed) instead of
+authorizing against a stale leader or follower.
 
 The gate reaches owners through :class:`NatsOwnerAccess` (async) or
-:class:`SyncNatsOwnerAccess` (sync): the heads of D(a) in one round of concurrent gets
-(all owners at once), then exact fetches of changed records; a timeout or any engine
-error raises :class:`~icore.net.OwnerUnreachable`, which the gate turns into *blocked*.
+:class:`SyncNatsOwnerAccess` (sync): per owner, the heads of D(a) in one batched direct
+get (``multi_last``, nats-server 2.11+) concurrent with the barrier (all owners at once),
+then exact fetches of changed records; a timeout or any engine error raises
+:class:`~icore.net.OwnerUnreachable`, which the gate turns into *blocked*.
 :meth:`NatsStore.watch_heads` installs every owner's new heads into the local replica
 cache through a KV watcher (metadata sync with K = 1 on the same engine).
 """
@@ -364,11 +368,16 @@ class NatsMemory:
         except (TimeoutError, nats.errors.Error) as exc:
             raise OwnerUnreachable(f"cannot open the owner-memory buckets: {exc!r}",
                                    prefix=self.prefix) from exc
-        hk = self._kv[heads]
         # direct gets may be answered by any replica: single-key reads (commit CAS loop,
         # Store.heads, pull) stay leader reads; the gate's batched read checks freshness
-        self.heads_direct = bool(hk._direct)  # noqa: SLF001  (the bucket's own setting)
         self.heads_stream = f"KV_{heads}"
+        try:
+            si = await asyncio.wait_for(self.js.stream_info(self.heads_stream),
+                                        self.timeout_s)
+        except (TimeoutError, nats.errors.Error) as exc:
+            raise OwnerUnreachable(f"cannot open the owner-memory buckets: {exc!r}",
+                                   prefix=self.prefix) from exc
+        self.heads_direct = bool(si.config.allow_direct)
         self._heads_pre = f"$KV.{heads}."
         self.heads_kv = KeyValue(name=heads, stream=self.heads_stream,
                                  pre=self._heads_pre, js=self.js, direct=False)
@@ -719,10 +728,12 @@ class NatsOwnerAccess:
             self.memory.stats.puts += 1
             try:
                 seq = await asyncio.wait_for(self.memory.heads_kv.put(key, b""), timeout_s)
-            except BaseException as exc:  # noqa: BLE001  (handed to every waiter)
+            except asyncio.CancelledError:
+                fut.cancel()
+                raise
+            except Exception as exc:  # handed to every waiter: each fails closed
                 if not fut.done():
-                    fut.set_exception(exc if isinstance(exc, Exception)
-                                      else TimeoutError("barrier cancelled"))
+                    fut.set_exception(exc)
                 return
             if not fut.done():
                 fut.set_result(int(seq))
