@@ -76,6 +76,9 @@ def test_batched_read_is_one_request_and_omits_missing_keys(world: World) -> Non
             rep = await acc.query_heads("a", ["req/missing", "req/0"])
             assert set(rep.heads) == {"req/0"}
             assert (await acc.query_heads("a", ["req/missing"])).heads == {}
+            mem.heads_direct = False  # a bucket made before it allowed direct gets
+            assert await mem.last_heads("a", KEYS) is None
+            assert set((await acc.query_heads("a", KEYS)).heads) == set(KEYS)
         finally:
             await mem.close()
     asyncio.run(go())

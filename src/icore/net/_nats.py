@@ -754,11 +754,14 @@ class NatsOwnerAccess:
             return heads
         got, seq = await asyncio.gather(mem.last_heads(owner, keys, timeout_s=timeout_s),
                                         asyncio.shield(bar))
-        if got is not None and got[1] >= seq - 1:
+        if got is None:  # no snapshot sequence (no key has a head): leader reads
+            return await mem.heads(owner, keys, timeout_s=timeout_s)
+        if got[1] >= seq - 1:
             return got[0]
         # the answer's snapshot predates the barrier's predecessor (a lagging replica,
-        # or writes raced the read), or there was no snapshot: read again, now that the
-        # barrier committed (a few times: a replica may apply it a moment later)
+        # or writes raced the read): read again, now that the barrier committed (a few
+        # times: a replica may apply it a moment later)
+        snapshot = got[1]
         for attempt in range(STALE_REREADS):
             mem.stats.rereads += 1
             if attempt:
@@ -768,8 +771,9 @@ class NatsOwnerAccess:
                 return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
             if got[1] >= seq - 1:
                 return got[0]
+            snapshot = got[1]
         raise OwnerUnreachable("the engine's answer is behind the quorum barrier",
-                               owner=owner, snapshot=got[1], barrier=seq)
+                               owner=owner, snapshot=snapshot, barrier=seq)
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,
