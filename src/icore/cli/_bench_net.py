@@ -121,18 +121,32 @@ def _bench_backends(console: Console, *, n: int, seconds: float,
             figs = run_backends(n=n, seconds=seconds)
         t = Table("backend", "p50 d=1 ms", "p99 d=1 ms", "p50 d=8 ms", "p99 d=8 ms",
                   f"validations/s ({EXECUTORS} exec)", f"commits/s ({WRITERS} writers)",
-                  "bytes/validation",
+                  "bytes d=1", "bytes d=8",
                   title="Owner memory backends, PlanFence validation (no mismatch) and "
                   "commits, 127.0.0.1, TLS")
         for f in figs:
             t.add_row(f.backend, f"{f.p50_d1_ms:.2f}", f"{f.p99_d1_ms:.2f}",
                       f"{f.p50_d8_ms:.2f}", f"{f.p99_d8_ms:.2f}",
                       f"{f.validations_per_s:,.0f}", f"{f.commits_per_s:,.0f}",
-                      f"{f.bytes_per_validation:,.0f}")
+                      f"{f.bytes_per_validation:,.0f}", f"{f.bytes_per_validation_d8:,.0f}")
         console.print(t)
+        by = {f.backend: f for f in figs}
+        tcp, n1, nj = by.get("icore-tcp"), by.get("nats-1"), by.get("nats-1-json")
+        if tcp is not None and n1 is not None:
+            b8 = n1.bytes_per_validation_d8 / tcp.bytes_per_validation_d8
+            console.print(f"nats-1 / icore-tcp: p50 d=8 {n1.p50_d8_ms / tcp.p50_d8_ms:.2f}x "
+                          f"(target <= 2x), p50 d=1 {n1.p50_d1_ms / tcp.p50_d1_ms:.2f}x, "
+                          f"bytes d=8 {b8:.2f}x")
+        if n1 is not None and nj is not None:
+            console.print(f"nats-1 batched direct get / one JSON get per key: bytes d=8 "
+                          f"{n1.bytes_per_validation_d8 / nj.bytes_per_validation_d8:.2f}x "
+                          "(target <= 0.33x), bytes d=1 "
+                          f"{n1.bytes_per_validation / nj.bytes_per_validation:.2f}x, "
+                          f"p50 d=8 {n1.p50_d8_ms / nj.p50_d8_ms:.2f}x")
         console.print("icore-tcp: one owner process per agent (SQLite, mutual TLS 1.3); "
-                      "nats-1/nats-3: JetStream KV, leader reads + quorum barrier per "
-                      "validation; nats-3 replicates every write to 3 nodes (Raft).")
+                      "nats-1/nats-3: JetStream KV, one batched direct get of the d heads + "
+                      "quorum barrier per validation (nats-1-json: one JSON get per key); "
+                      "nats-3 replicates every write to 3 nodes (Raft).")
         if out is not None:
             out.write(json.dumps({"backends": [asdict(f) for f in figs]}, indent=1))
             console.print(f"figures written to {json_out}")

@@ -21,13 +21,17 @@ agent's NATS user write access to its own keys only, see :mod:`icore.net._nats_s
   commit is acknowledged only after its head moved, so a reader never misses an
   acknowledged write and never sees a head whose record is not stored.
 
-Reads go to the stream leader (``allow_direct`` off): a cluster without quorum answers
-nothing, so the gate blocks (fail closed) instead of authorizing against a stale follower.
+Records, owner entries and single heads are read from the stream leader (``allow_direct``
+off, or a leader get on the heads bucket). The heads bucket allows direct gets for the
+gate's batched read only, which proves its freshness against a quorum barrier
+(:class:`NatsOwnerAccess`): without a quorum the gate blocks (fail closed) instead of
+authorizing against a stale leader or follower.
 
 The gate reaches owners through :class:`NatsOwnerAccess` (async) or
-:class:`SyncNatsOwnerAccess` (sync): the heads of D(a) in one round of concurrent gets
-(all owners at once), then exact fetches of changed records; a timeout or any engine
-error raises :class:`~icore.net.OwnerUnreachable`, which the gate turns into *blocked*.
+:class:`SyncNatsOwnerAccess` (sync): per owner, the heads of D(a) in one batched direct
+get (``multi_last``, nats-server 2.11+) concurrent with the barrier (all owners at once),
+then exact fetches of changed records; a timeout or any engine error raises
+:class:`~icore.net.OwnerUnreachable`, which the gate turns into *blocked*.
 :meth:`NatsStore.watch_heads` installs every owner's new heads into the local replica
 cache through a KV watcher (metadata sync with K = 1 on the same engine).
 """
@@ -84,6 +88,8 @@ T = TypeVar("T")
 _RAW_KEY = re.compile(r"[A-Za-z0-9][-/=A-Za-z0-9_]*")
 MAX_COMMIT_RETRIES = 64
 """Bound on owner-CAS retries of one commit under contention by the same owner."""
+STALE_REREADS = 4
+"""Bound on re-reads of a gate's heads whose snapshot is behind its quorum barrier."""
 
 
 def encode_key(key: str) -> str:
@@ -156,6 +162,51 @@ def _record_from(data: bytes, rid: RecordId) -> Record:
     return rec
 
 
+def _json_req(subjects: list[str], batch: int) -> bytes:
+    import json
+    return json.dumps({"multi_last": subjects, "batch": batch},
+                      separators=(",", ":")).encode()
+
+
+class _BatchReply:
+    """Collects one batched direct get's messages (see :meth:`NatsMemory.last_heads`)."""
+
+    def __init__(self, subjects: dict[str, str],
+                 done: asyncio.Future[tuple[dict[str, HeadEntry], int]]) -> None:
+        self.subjects, self.done = subjects, done
+        self.heads: dict[str, HeadEntry] = {}
+
+    def add(self, msg: Any) -> None:
+        try:
+            got = self._add(msg.headers or {}, msg.data or b"")
+        except StoreError as exc:
+            self.done.set_exception(exc)
+            return
+        if got is not None:
+            self.done.set_result((self.heads, got))
+
+    def _add(self, hdr: Mapping[str, str], data: bytes) -> int | None:
+        status = hdr.get("Status")
+        if status == "404" and not self.heads:
+            return -1  # none of the keys has a head: no snapshot sequence to check
+        if status is not None:
+            if status != "204":
+                raise StoreError("the engine refused the batched head read", status=status,
+                                 description=str(hdr.get("Description", ""))[:200])
+            upto = hdr.get("Nats-UpTo-Sequence", "")
+            if not upto.isdigit():
+                raise StoreError("end of batch without its snapshot sequence")
+            return int(upto)
+        key = self.subjects.get(hdr.get("Nats-Subject", ""))
+        if key is None or key in self.heads:
+            raise StoreError("the engine answered a head not asked for",
+                             subject=str(hdr.get("Nats-Subject", ""))[:200])
+        if hdr.get("KV-Operation") in ("DEL", "PURGE"):
+            raise StoreError("a head was deleted in the engine", key=key)
+        self.heads[key] = _unpack_head(key, data)
+        return None
+
+
 @dataclass
 class NatsStats:
     """Client-side operation counters of one :class:`NatsMemory` connection.
@@ -164,6 +215,8 @@ class NatsStats:
         gets: key-value gets issued.
         puts: key-value writes issued (create/update, barriers).
         cas_conflicts: owner or head CAS attempts that lost a race and were retried.
+        rereads: gate head reads repeated because their snapshot was behind the
+            quorum barrier.
         permission_denied: publishes the server refused (subject permissions).
         violations: the server's last permission-violation messages (at most 100).
     """
@@ -171,6 +224,7 @@ class NatsStats:
     gets: int = 0
     puts: int = 0
     cas_conflicts: int = 0
+    rereads: int = 0
     permission_denied: int = 0
     violations: list[str] = field(default_factory=list)
 
@@ -213,14 +267,17 @@ async def create_buckets(nc: NatsClient, *, replicas: int = 1,
                          prefix: str = DEFAULT_PREFIX) -> None:
     """Create the heads, records and owners buckets (idempotent; admin credentials).
 
-    Leader-only reads (``direct=False``) and ``replicas`` Raft replicas (1 or 3).
+    ``replicas`` Raft replicas (1 or 3). The heads bucket allows direct gets (the gate's
+    batched head read, :meth:`NatsMemory.last_heads`); records and owners are read from
+    the stream leader only (``direct=False``).
     """
     js = nc.jetstream()
+    heads = bucket_names(prefix)[0]
     for b in bucket_names(prefix):
         for attempt in range(50):
             try:
                 await js.create_key_value(bucket=b, history=1, replicas=replicas,
-                                          direct=False)
+                                          direct=b == heads)
                 break
             except nats.js.errors.BadRequestError:
                 with contextlib.suppress(nats.js.errors.Error):
@@ -271,6 +328,11 @@ class NatsMemory:
         self.timeout_s = timeout_s
         self.stats = stats if stats is not None else NatsStats()
         self._kv: dict[str, KeyValue] = {}
+        self.heads_direct = False
+        self._batch_sub: Any = None
+        self._batch_inbox = ""
+        self._batch_next = 0
+        self._batches: dict[str, _BatchReply] = {}
 
     @classmethod
     async def connect(cls, servers: Sequence[str], *, certs_dir: str | Path, identity: str,
@@ -306,8 +368,20 @@ class NatsMemory:
         except (TimeoutError, nats.errors.Error) as exc:
             raise OwnerUnreachable(f"cannot open the owner-memory buckets: {exc!r}",
                                    prefix=self.prefix) from exc
-        self.heads_kv, self.records_kv, self.owners_kv = (self._kv[heads],
-                                                          self._kv[records], self._kv[owners])
+        # direct gets may be answered by any replica: single-key reads (commit CAS loop,
+        # Store.heads, pull) stay leader reads; the gate's batched read checks freshness
+        self.heads_stream = f"KV_{heads}"
+        try:
+            si = await asyncio.wait_for(self.js.stream_info(self.heads_stream),
+                                        self.timeout_s)
+        except (TimeoutError, nats.errors.Error) as exc:
+            raise OwnerUnreachable(f"cannot open the owner-memory buckets: {exc!r}",
+                                   prefix=self.prefix) from exc
+        self.heads_direct = bool(si.config.allow_direct)
+        self._heads_pre = f"$KV.{heads}."
+        self.heads_kv = KeyValue(name=heads, stream=self.heads_stream,
+                                 pre=self._heads_pre, js=self.js, direct=False)
+        self.records_kv, self.owners_kv = self._kv[records], self._kv[owners]
 
     async def close(self) -> None:
         """Drain and close the connection."""
@@ -354,6 +428,56 @@ class NatsMemory:
         """The heads of ``keys`` in one round of concurrent gets (absent keys omitted)."""
         got = await asyncio.gather(*(self.head(owner, k, timeout_s=timeout_s) for k in keys))
         return {k: h for k, (h, _rev) in zip(keys, got, strict=True) if h is not None}
+
+    async def _on_batch_msg(self, msg: Any) -> None:
+        b = self._batches.get(msg.subject.rsplit(".", 1)[-1])
+        if b is not None and not b.done.done():
+            b.add(msg)
+
+    async def last_heads(self, owner: str, keys: Sequence[str], *,
+                         timeout_s: float | None = None
+                         ) -> tuple[dict[str, HeadEntry], int] | None:
+        """The heads of ``keys`` in one batched direct get (``multi_last``, nats-server 2.11+).
+
+        One request names the d head subjects; the server answers the last entry of each
+        that exists, then an end-of-batch status carrying the sequence its snapshot is up
+        to (``Nats-UpTo-Sequence``). Any replica may answer: the caller proves freshness
+        by comparing that sequence with a quorum barrier's (see :class:`NatsOwnerAccess`).
+
+        Returns:
+            (heads of the present keys, the responder's up-to stream sequence), or None
+            when the heads bucket does not allow direct gets (buckets made before it did)
+            or none of ``keys`` has a head (the answer then carries no sequence): use
+            :meth:`heads`.
+
+        Raises:
+            StoreError: a malformed head, an entry for a subject not asked for or asked
+                twice, or an error status from the server.
+            TimeoutError: no complete answer within ``timeout_s``.
+        """
+        if not self.heads_direct:
+            return None
+        if self._batch_sub is None:
+            self._batch_inbox = self.nc.new_inbox()
+            self._batch_sub = await self.nc.subscribe(self._batch_inbox + ".*",
+                                                      cb=self._on_batch_msg)
+        subjects = {self._heads_pre + head_subject_key(owner, k): k for k in dict.fromkeys(keys)}
+        self._batch_next += 1
+        token = str(self._batch_next)
+        b = _BatchReply(subjects, asyncio.get_running_loop().create_future())
+        self._batches[token] = b
+        self.stats.gets += 1
+        try:
+            await self.nc.publish(f"$JS.API.DIRECT.GET.{self.heads_stream}",
+                                  _json_req(list(subjects), len(subjects)),
+                                  reply=f"{self._batch_inbox}.{token}")
+            heads, upto = await asyncio.wait_for(asyncio.shield(b.done),
+                                                 timeout_s or self.timeout_s)
+        finally:
+            del self._batches[token]
+            if not b.done.done():
+                b.done.cancel()
+        return None if upto < 0 else (heads, upto)
 
     async def record(self, owner: str, rid: RecordId, *, timeout_s: float | None = None
                      ) -> Record | None:
@@ -544,19 +668,29 @@ class NatsOwnerAccess:
         memory: the connected :class:`NatsMemory` (any agent's identity: reads are open).
         identity: the connection's agent id, which names its barrier key (it may write
             only its own keys).
-        barrier: with every head query, also commit a tiny write to the heads stream
-            (the reader's own key) and fail unless it commits.
+        barrier: with every head query, also require a tiny write to the heads stream
+            (the reader's own key) that was sent after the query began and committed;
+            fail unless it did.
 
-    ``query_heads`` issues one get per key, all concurrently, bounded by ``timeout_s``;
-    ``fetch`` gets exact records the same way. Any failure raises OwnerUnreachable.
+    ``query_heads`` reads the d heads with one batched direct get
+    (:meth:`NatsMemory.last_heads`, nats-server 2.11+), concurrently with the barrier;
+    ``fetch`` gets exact records. Any failure raises OwnerUnreachable (the gate blocks).
 
     Why the barrier: a JetStream stream leader keeps answering reads for a while after it
-    lost its quorum (until it steps down), so reads alone would let a gate authorize
-    against a leader that can no longer know the current heads. The barrier goes through
-    Raft like any commit; without a quorum it does not commit, and the gate blocks (fail
-    closed). It runs concurrently with the gets, in the same round, over the same
-    connection (so to the same stream leader), and concurrent queries of one validation
-    share one barrier. Cost: one replicated write per validation.
+    lost its quorum (until it steps down), and a direct get may be answered by a follower
+    that is behind, so reads alone could let a gate authorize against stale heads. The
+    barrier goes through Raft like any commit; without a quorum it does not commit, and
+    the gate blocks (fail closed). Its stream sequence S was assigned after the query
+    began, so every write acknowledged before then has a sequence <= S - 1; the batched
+    read's snapshot sequence (a replica stores only committed entries, in order) must be
+    >= S - 1, else the heads are read again after the barrier, and the query blocks if
+    the answer is still behind.
+
+    Amortized barrier: at most one barrier of this access is in flight. A query that
+    begins while one is in flight does not join it (it was sent before the query began);
+    it joins the *next* barrier, sent as soon as the in-flight one completes and shared
+    by every query that began meanwhile (group commit). A failed or timed-out barrier
+    fails every query sharing it.
     """
 
     def __init__(self, memory: NatsMemory, *, identity: str | None = None,
@@ -564,20 +698,82 @@ class NatsOwnerAccess:
         self.memory = memory
         self.identity = identity
         self.barrier = barrier and identity is not None
-        self._inflight: asyncio.Future[None] | None = None
+        self._inflight: asyncio.Future[int] | None = None
+        self._next: asyncio.Future[int] | None = None
+        self._tasks: set[asyncio.Future[None]] = set()
 
-    async def _barrier(self, timeout_s: float) -> None:
-        fut = self._inflight
-        if fut is None or fut.done():
-            key = f"{BARRIER_TOKEN}.{self.identity}"
+    def _barrier_after_now(self, timeout_s: float) -> asyncio.Future[int]:
+        """A barrier sent after this call; its result is its stream sequence."""
+        if self._next is not None:
+            return self._next  # queued, not sent yet: it will be sent after now
+        cur = self._inflight
+        if cur is not None and not cur.done():
+            nxt = self._next = asyncio.get_running_loop().create_future()
+            cur.add_done_callback(lambda _f: self._send_next(timeout_s))
+            return nxt
+        return self._send(asyncio.get_running_loop().create_future(), timeout_s)
 
-            async def go() -> None:
-                self.memory.stats.puts += 1
-                await asyncio.wait_for(self.memory.heads_kv.put(key, b""), timeout_s)
-            fut = self._inflight = asyncio.ensure_future(go())
-            # every waiter may have timed out first: the outcome is still retrieved
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-        await asyncio.shield(fut)
+    def _send_next(self, timeout_s: float) -> None:
+        nxt, self._next = self._next, None
+        if nxt is not None:
+            self._send(nxt, timeout_s)
+
+    def _send(self, fut: asyncio.Future[int], timeout_s: float) -> asyncio.Future[int]:
+        key = f"{BARRIER_TOKEN}.{self.identity}"
+        self._inflight = fut
+        # every waiter may have timed out first: the outcome is still retrieved
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+        async def go() -> None:
+            self.memory.stats.puts += 1
+            try:
+                seq = await asyncio.wait_for(self.memory.heads_kv.put(key, b""), timeout_s)
+            except asyncio.CancelledError:
+                fut.cancel()
+                raise
+            except Exception as exc:  # handed to every waiter: each fails closed
+                if not fut.done():
+                    fut.set_exception(exc)
+                return
+            if not fut.done():
+                fut.set_result(int(seq))
+        task = asyncio.ensure_future(go())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return fut
+
+    async def _read(self, owner: str, keys: Sequence[str], timeout_s: float
+                    ) -> dict[str, HeadEntry]:
+        mem = self.memory
+        if not self.barrier:
+            return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
+        bar = self._barrier_after_now(timeout_s)
+        if not mem.heads_direct:
+            heads, _ = await asyncio.gather(mem.heads(owner, keys, timeout_s=timeout_s),
+                                            asyncio.shield(bar))
+            return heads
+        got, seq = await asyncio.gather(mem.last_heads(owner, keys, timeout_s=timeout_s),
+                                        asyncio.shield(bar))
+        if got is None:  # no snapshot sequence (no key has a head): leader reads
+            return await mem.heads(owner, keys, timeout_s=timeout_s)
+        if got[1] >= seq - 1:
+            return got[0]
+        # the answer's snapshot predates the barrier's predecessor (a lagging replica,
+        # or writes raced the read): read again, now that the barrier committed (a few
+        # times: a replica may apply it a moment later)
+        snapshot = got[1]
+        for attempt in range(STALE_REREADS):
+            mem.stats.rereads += 1
+            if attempt:
+                await asyncio.sleep(0.002 * attempt)
+            got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
+            if got is None:
+                return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
+            if got[1] >= seq - 1:
+                return got[0]
+            snapshot = got[1]
+        raise OwnerUnreachable("the engine's answer is behind the quorum barrier",
+                               owner=owner, snapshot=snapshot, barrier=seq)
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,
@@ -586,15 +782,12 @@ class NatsOwnerAccess:
 
         Raises:
             OwnerUnreachable: timeout (RpcTimeout), engine error, a barrier that did not
-                commit, or malformed entries.
+                commit, an answer behind the barrier, or malformed entries.
         """
         try:
-            reads = self.memory.heads(owner, keys, timeout_s=timeout_s)
-            if self.barrier:
-                heads, _ = await asyncio.wait_for(
-                    asyncio.gather(reads, self._barrier(timeout_s)), timeout_s)
-            else:
-                heads = await asyncio.wait_for(reads, timeout_s)
+            heads = await asyncio.wait_for(self._read(owner, keys, timeout_s), timeout_s)
+        except OwnerUnreachable:
+            raise
         except (TimeoutError, nats.errors.Error, StoreError, OSError) as exc:
             raise _unreachable(owner, exc) from exc
         return HeadReply(owner, heads)

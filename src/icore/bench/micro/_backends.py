@@ -8,12 +8,15 @@ replicas = 3, all on 127.0.0.1, TLS with the team certificates):
   d=8 (eight keys of one owner), no mismatch, one executor;
 * validations/s with 8 concurrent executors (one connection each, d=1);
 * commits/s with 8 concurrent writers (8 owners, one connection each);
-* bytes on the wire per validation (d=1): icore's client counts its TCP bytes; for NATS
-  a counting TCP relay sits between the executor and the server, so TLS records,
-  protocol lines, the quorum barrier and pings are all included.
+* bytes on the wire per validation (d=1 and d=8): icore's client counts its TCP bytes;
+  for NATS a counting TCP relay sits between the executor and the server, so TLS
+  records, protocol lines, the quorum barrier and pings are all included.
 
 NATS validations include the quorum barrier (:class:`icore.net.nats.NatsOwnerAccess`),
-which is what keeps the gate fail closed on a cluster that lost its quorum.
+which is what keeps the gate fail closed on a cluster that lost its quorum. ``nats-1``
+reads the d heads with one batched direct get (nats-server 2.11+); ``nats-1-json`` is
+the same single node read with one JSON API get per key (the path of buckets created
+before the heads bucket allowed direct gets), for comparison.
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ from icore.net import (
 )
 from icore.records import Record, derive
 
-BACKENDS = ("icore-tcp", "nats-1", "nats-3")
-"""Backends compared: icore's owner service, NATS single node, NATS 3-node cluster."""
+BACKENDS = ("icore-tcp", "nats-1", "nats-1-json", "nats-3")
+"""Backends compared: icore's owner service, NATS single node (batched head read, and
+one JSON get per key), NATS 3-node cluster."""
 EXECUTORS = 8
 WRITERS = 8
 D8 = [f"req/{i}" for i in range(1, 9)]
@@ -54,13 +58,14 @@ class BackendFigures:
     """Figures of one backend.
 
     Attributes:
-        backend: ``icore-tcp``, ``nats-1`` or ``nats-3``.
+        backend: one of :data:`BACKENDS`.
         n: sequential validations per latency figure.
         p50_d1_ms / p99_d1_ms: validation latency, d=1.
         p50_d8_ms / p99_d8_ms: validation latency, d=8 (one owner).
         validations_per_s: with 8 executors (d=1).
         commits_per_s: with 8 writers (8 owners).
         bytes_per_validation: on the wire, d=1, executor side.
+        bytes_per_validation_d8: on the wire, d=8, executor side.
     """
 
     backend: str
@@ -72,6 +77,7 @@ class BackendFigures:
     validations_per_s: float
     commits_per_s: float
     bytes_per_validation: float
+    bytes_per_validation_d8: float = 0.0
 
 
 class _World:
@@ -207,7 +213,9 @@ def _tcp(tmp: Path, w: _World, n: int, seconds: float) -> BackendFigures:
             before = c0.stats.snapshot()
             l1 = await _latency(lambda: w.validate(c0, ["req/1"]), n)
             used = c0.stats - before
+            before8 = c0.stats.snapshot()
             l8 = await _latency(lambda: w.validate(c0, D8), n)
+            used8 = c0.stats - before8
             await c0.close()
             cs = [client(i) for i in range(EXECUTORS)]
             rate = await _rate([functools.partial(w.validate, c, ["req/1"]) for c in cs], seconds)
@@ -225,12 +233,13 @@ def _tcp(tmp: Path, w: _World, n: int, seconds: float) -> BackendFigures:
                 await c.close()
             return BackendFigures("icore-tcp", n, statistics.median(l1), percentile(l1, 0.99),
                                   statistics.median(l8), percentile(l8, 0.99), rate, crate,
-                                  used.total_bytes / n)
+                                  used.total_bytes / n, used8.total_bytes / n)
         return asyncio.run(go())
 
 
 # -- NATS JetStream ------------------------------------------------------------------
-def _nats(tmp: Path, w: _World, n: int, seconds: float, nodes: int) -> BackendFigures:
+def _nats(tmp: Path, w: _World, n: int, seconds: float, nodes: int,
+          json_gets: bool = False) -> BackendFigures:
     from icore.net import MemorySpec
     from icore.net.nats import (
         NatsCluster,
@@ -259,25 +268,31 @@ def _nats(tmp: Path, w: _World, n: int, seconds: float, nodes: int) -> BackendFi
             rport = await relay.start()
             m0 = await NatsMemory.connect([f"tls://127.0.0.1:{rport}"], certs_dir=certs,
                                           identity="ex0", ownership=w.om, timeout_s=10.0)
+            m0.heads_direct = m0.heads_direct and not json_gets
             a0 = NatsOwnerAccess(m0, identity="ex0")
             await w.validate(a0, ["req/1"])
             before = relay.bytes
             l1 = await _latency(lambda: w.validate(a0, ["req/1"]), n)
             used = relay.bytes - before
+            before = relay.bytes
             l8 = await _latency(lambda: w.validate(a0, D8), n)
+            used8 = relay.bytes - before
             await m0.close()
             await relay.close()
             mems = [await NatsMemory.connect(urls, certs_dir=certs, identity=f"ex{i}",
                                              ownership=w.om, timeout_s=10.0)
                     for i in range(EXECUTORS)]
+            for m in mems:
+                m.heads_direct = m.heads_direct and not json_gets
             accs = [NatsOwnerAccess(m, identity=f"ex{i}") for i, m in enumerate(mems)]
             rate = await _rate([functools.partial(w.validate, a, ["req/1"]) for a in accs],
                                seconds)
             for m in mems:
                 await m.close()
-            return BackendFigures(f"nats-{nodes}", n, statistics.median(l1),
-                                  percentile(l1, 0.99), statistics.median(l8),
-                                  percentile(l8, 0.99), rate, 0.0, used / n)
+            return BackendFigures(f"nats-{nodes}" + ("-json" if json_gets else ""), n,
+                                  statistics.median(l1), percentile(l1, 0.99),
+                                  statistics.median(l8), percentile(l8, 0.99), rate, 0.0,
+                                  used / n, used8 / n)
         figs = asyncio.run(go())
         stores = [NatsStore(urls, certs_dir=certs, ownership=w.om, agent=f"w{i}",
                             timeout_s=10.0) for i in range(WRITERS)]
@@ -323,5 +338,6 @@ def run_backends(*, n: int, seconds: float,
             if b == "icore-tcp":
                 out.append(_tcp(tmp, w, n, seconds))
             else:
-                out.append(_nats(tmp, w, n, seconds, nodes=int(b.split("-")[1])))
+                out.append(_nats(tmp, w, n, seconds, nodes=int(b.split("-")[1]),
+                                 json_gets=b.endswith("-json")))
     return out

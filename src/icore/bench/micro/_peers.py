@@ -7,8 +7,9 @@ medians over rounds. Natural equivalent operations:
 
 * **validation** = read the current versions of the d declared keys in one round trip
   (icore: the PlanFence gate ``avalidate`` (planfence Alg. 1) and, separately, the raw
-  batched ``query_heads``; Redis: ``MGET``; NATS JetStream KV: d concurrent ``get`` on
-  one connection; etcd: one transaction of d ``Range`` reads);
+  batched ``query_heads``; Redis: ``MGET``; NATS JetStream KV: one batched direct get
+  (``multi_last`` of the d subjects, nats-server 2.11+; d=1 a single get); etcd: one
+  transaction of d ``Range`` reads);
 * **commit** = compare-and-set on the expected version, then a durable write (icore: a
   record citing the current head, planfence App. A; Redis: a Lua CAS script; NATS:
   ``update(key, value, last=revision)``; etcd: a transaction comparing ``mod_revision``).
@@ -525,7 +526,8 @@ class NatsSystem(System):
             kv = await js.key_value("icore")
         except Exception:  # the bucket does not exist yet
             kv = await js.create_key_value(KeyValueConfig(bucket="icore", history=1,
-                                                          storage=StorageType.FILE))
+                                                          storage=StorageType.FILE,
+                                                          direct=True))
         return _NatsConn(nc, kv, writer)
 
     async def stop(self) -> None:
@@ -550,14 +552,36 @@ class _NatsConn(Conn):
         self.rev: int | None = None
 
     async def validate(self, d: int) -> None:
-        """Read the first ``d`` entries with d concurrent ``get`` on this connection.
+        """Read the first ``d`` entries: one ``get`` (d=1) or one batched direct get.
+
+        The batched get names the d subjects (``multi_last``); the server answers one
+        message per entry, then an end-of-batch status.
 
         Raises:
-            RuntimeError: an entry has no revision.
+            RuntimeError: an entry has no revision, or the batch is short or an error.
         """
-        entries = await asyncio.gather(*(self.kv.get(f"req.{i}") for i in range(1, d + 1)))
-        if any(e.revision is None for e in entries):
-            raise RuntimeError("nats returned an entry without a revision")
+        if d == 1:
+            e = await self.kv.get("req.1")
+            if e.revision is None:
+                raise RuntimeError("nats returned an entry without a revision")
+            return
+        import json
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox, max_msgs=d + 1)
+        req = {"multi_last": [f"$KV.icore.req.{i}" for i in range(1, d + 1)], "batch": d}
+        await self.nc.publish("$JS.API.DIRECT.GET.KV_icore", json.dumps(req).encode(),
+                              reply=inbox)
+        got = 0
+        while True:
+            m = await sub.next_msg(timeout=10.0)
+            status = (m.headers or {}).get("Status")
+            if status is not None:
+                if status != "204" or got != d:
+                    raise RuntimeError(f"nats batched get: status {status}, {got}/{d}")
+                return
+            if "Nats-Sequence" not in (m.headers or {}):
+                raise RuntimeError("nats returned an entry without a revision")
+            got += 1
 
     async def commit(self) -> None:
         """Create this writer's key, then ``update`` it on its last revision (the CAS).
