@@ -165,6 +165,8 @@ class Gateway:
             await self._tg.__aexit__(None, None, None)
             self._tg = None
         if self.facts is not None:
+            with anyio.CancelScope(shield=True):
+                await self.facts.stop_serving()
             self.facts.close()
         if self.otel is not None:
             self.otel.flush()
@@ -193,9 +195,19 @@ class Gateway:
         path = m.resolve(m.store.path) if m.store.path else None
         remote = m.store.endpoints() if backend == "owner-service" else None
         certs = m.resolve(m.store.certs_dir) if m.store.certs_dir else None
-        self.facts = FactBook(owners, backend=backend, path=path,
-                              gate_timeout_s=m.gate_timeout_s, remote=remote,
-                              identity=m.store.identity, certs_dir=certs)
+        try:
+            self.facts = FactBook(owners, backend=backend, path=path,
+                                  gate_timeout_s=m.gate_timeout_s, remote=remote,
+                                  identity=m.store.identity, certs_dir=certs,
+                                  serve=m.store.served(), servers=m.store.servers,
+                                  prefix=m.store.prefix)
+            ports = await self.facts.start_serving()
+        except (IcoreError, OSError) as exc:
+            raise GatewayError(f"cannot open the {backend} store: {exc}",
+                               path="store") from None
+        for owner, port in ports.items():
+            self.trace.note("gateway", f"serving owner {owner} on port {port}", owner=owner,
+                            port=port)
         for key, value in m.facts.initial.items():
             if self.facts.owner_of(key) in self.facts.remote:
                 continue  # a remote owner writes its own facts
