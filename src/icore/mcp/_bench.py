@@ -97,7 +97,9 @@ def _manifest(folder: Path, deps: int, upstream: dict[str, Any]) -> Path:
          "facts": {"owners": {f"fact://bench/k{i}": f"owner{i}" for i in range(deps)},
                    "initial": {k: i for i, k in enumerate(keys)}},
          "tools": {"act": {"depends_on": keys}}}
-    path = folder / f"gateway-{(upstream.get('url') and 'http') or 'stdio'}.yaml"
+    kind = (upstream.get("url") and "http") or "stdio"
+    m["trace"] = str(folder / f"trace-{kind}.jsonl")  # recording included, as deployed
+    path = folder / f"gateway-{kind}.yaml"
     path.write_text(yaml.safe_dump(m), encoding="utf-8")
     return path
 

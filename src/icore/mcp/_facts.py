@@ -223,7 +223,7 @@ class FactBook:
         else:
             self.ws = Workspace(facts)
         self.ws.timeout_s = gate_timeout_s
-        self._scopes: dict[frozenset[str], frozenset[str]] = {}
+        self._scopes: dict[frozenset[str], tuple[frozenset[str], tuple[str, ...]]] = {}
 
     def _nats(self, facts: Mapping[str, str], servers: Sequence[str], certs_dir: Path | None,
               prefix: str | None, timeout_s: float) -> Workspace:
@@ -383,19 +383,26 @@ class FactBook:
         Raises:
             Exception: whatever ``forward`` raises once authorized.
         """
-        dset = tuple(sorted(deps))
+        fdeps = deps if isinstance(deps, frozenset) else frozenset(deps)
         # one D(a) object per distinct scope: the agent reuses its protected tool for it
-        scope = self._scopes.setdefault(frozenset(dset), frozenset(dset))
-        before = dict(view.agent.seen())
+        got = self._scopes.get(fdeps)
+        if got is None:
+            got = self._scopes[fdeps] = (fdeps, tuple(sorted(fdeps)))
+        scope, dset = got
+        before = view.agent.seen()  # a snapshot (a new dict)
         n0 = len(view.agent.log)
         call = await view.agent.aexecute(tool, forward, args, depends_on=scope)
-        decisions = tuple(list(view.agent.log)[n0:])
-        after = view.agent.seen()
+        # this call's decisions: its result's (one or two), without copying the session's
+        # whole decision log on every call
+        decisions = call.result.decisions if call.result is not None \
+            else tuple(list(view.agent.log)[n0:]) if len(view.agent.log) > n0 else ()
         changed: dict[str, Record] = {}
         if call.reason in (Reason.STALE.value, NOT_READ):
+            after = view.agent.seen()
             changed = {k: r for k in dset if (r := after.get(k)) is not None
                        and (k not in before or before[k].id != r.id)}
         elif call.reason == Reason.SECOND_CHANGE.value:
+            after = view.agent.seen()
             for k in dset:
                 try:
                     h = self.head(k)

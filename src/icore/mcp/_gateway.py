@@ -130,6 +130,8 @@ class Gateway:
         self.resources: dict[str, Route] = {}
         self.prompts: dict[str, Route] = {}
         self._validators: dict[str, Any] = {}
+        self._static_deps = {n: frozenset(t.depends_on) for n, t in manifest.tools.items()
+                             if not t.globs}
         self._sessions: weakref.WeakKeyDictionary[Any, SessionView] = \
             weakref.WeakKeyDictionary()
         self._subscribers: weakref.WeakKeyDictionary[Any, set[str]] = \
@@ -589,10 +591,15 @@ class Gateway:
         """Run one protected call through the gate; a refusal comes back as _Refused."""
         assert self.facts is not None
         seen = view.seen
-        # the known keys are only needed to match globs (a scan of every owner's heads)
-        known: Any = (set(self.facts.known_keys()) | set(seen)) if spec.globs else ()
+        static = self._static_deps.get(name)
         try:
-            deps = expand_deps(spec.depends_on, args, known)
+            if static is not None:  # D(a) without globs or placeholders: the same each call
+                deps = static
+            else:
+                # the known keys are only needed to match globs (a scan of every owner's
+                # heads)
+                known: Any = (set(self.facts.known_keys()) | set(seen)) if spec.globs else ()
+                deps = expand_deps(spec.depends_on, args, known)
         except IcoreError as exc:
             self.trace.call(view.sid, name, args, f"REFUSED: {exc.message}", error=True,
                             task=task, blocked=True)
@@ -618,7 +625,8 @@ class Gateway:
         except Exception:  # authorized, then the upstream failed: keep the decisions
             self.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task)
             raise
-        self.trace.verdict(view.sid, name, v, args, task=task)
+        # an executed call's lines are written with its result line (one write per call)
+        self.trace.verdict(view.sid, name, v, args, task=task, flush=not v.call.executed)
         if self.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span
                 self.otel.decision(d)
