@@ -138,3 +138,25 @@ def test_nats_store_shared_by_two_gateways(tmp_path: Path) -> None:
             anyio.run(_stale_across_gateways, url, b, lambda: cl.kill(0))
     assert _forwarded(tmp_path, "b") == ["ship to Porto"]
     assert not _forwarded(tmp_path, "a")
+
+
+def test_unreachable_nats_store_refuses_to_start(tmp_path: Path) -> None:
+    """A gateway whose NATS engine does not answer does not start (typed, names store)."""
+    pytest.importorskip("nats")
+    from icore.mcp import Gateway, GatewayError, manifest_from_dict
+    from icore.net.nats import nats_certs
+
+    certs = nats_certs(tmp_path / "certs", ["planner", "trip"], team="gw-team")
+    m = manifest_from_dict({
+        "upstreams": {"trip": stdio_upstream(tmp_path / "up.log", 10)},
+        "store": {"backend": "nats", "servers": [f"tls://127.0.0.1:{free_port()}"],
+                  "certs_dir": str(certs)},
+        "facts": {"owners": {"fact://plan/*": "planner"}}, "gate_timeout_s": 0.5})
+
+    async def main() -> None:
+        with pytest.raises(GatewayError, match="cannot open the nats store") as ei:
+            async with Gateway(m):
+                pass
+        assert ei.value.fields["path"] == "store"
+
+    anyio.run(main)
