@@ -127,15 +127,22 @@ def test_client_disconnect_mid_call(gateway: tuple[str, Path]) -> None:
 
 
 def test_unprotected_tools_pass_through(gateway: tuple[str, Path]) -> None:
-    url, _ = gateway
+    """Passed through unchanged, over one kept-alive upstream connection: the upstream
+    answers with SSE streams, and the gateway reads each to its end (the SDK's client
+    alone would open a TCP connection per call)."""
+    url, folder = gateway
 
     async def main() -> None:
         async with http_client(url) as s:
-            r = await s.call_tool("echo", {"text": "hi"})
-            assert not r.is_error and text(r) == "hi"
-            assert r.structured_content == {"result": "hi"}
+            for i in range(12):
+                r = await s.call_tool("echo", {"text": f"hi {i}"})
+                assert not r.is_error and text(r) == f"hi {i}"
+                assert r.structured_content == {"result": f"hi {i}"}
 
     anyio.run(main)
+    peers = [x["peer"] for x in upstream_log(folder / "up.log")
+             if x["tool"] == "echo" and x["args"]["text"].startswith("hi ")]
+    assert len(peers) == 12 and len(set(peers)) <= 2, peers
 
 
 def test_gateway_killed_loses_nothing_committed(tmp_path: Path) -> None:

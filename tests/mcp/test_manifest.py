@@ -47,6 +47,16 @@ trace: t.jsonl
     ("upstreams:\n  a: {command: python}\nstore: {backend: owner-service, identity: g,"
      " certs_dir: c, addresses: {s: 'nohost'}}\n", "store", 3),
     ("upstreams:\n  a: {command: python, timeout_s: -1}\n", "upstreams.a.timeout_s", 2),
+    ("upstreams:\n  a: {command: python}\nstore: {backend: nats, certs_dir: c}\n", "store", 3),
+    ("upstreams:\n  a: {command: python}\nstore: {backend: nats, certs_dir: c,"
+     " servers: ['http://x:4222']}\n", "store", 3),
+    ("upstreams:\n  a: {command: python}\nstore: {servers: ['tls://x:4222']}\n", "store", 3),
+    ("upstreams:\n  a: {command: python}\nstore: {backend: owner-service, identity: g,"
+     " certs_dir: c, addresses: {s: 'h:1'}, serve: {s: 'h:2'}}\n", "store", 3),
+    ("upstreams:\n  a: {command: python}\nstore: {backend: owner-service, identity: g,"
+     " certs_dir: c, serve: {s: 'h:x'}}\n", "store", 3),
+    ("upstreams:\n  a.b: {command: python}\nstore: {backend: nats, certs_dir: c,"
+     " servers: ['tls://x:4222']}\n", "<root>", 1),
 ])
 def test_manifest_errors_name_field_and_line(tmp_path: Path, text: str, path: str,
                                              line: int) -> None:
@@ -91,3 +101,20 @@ def test_help_lists_mcp() -> None:
     assert res.exit_code == 0 and " mcp " in res.output
     res = CliRunner().invoke(app, ["bench", "--help"])
     assert " mcp " in res.output
+
+
+def test_store_backends_parse(tmp_path: Path) -> None:
+    m = load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\nstore:\n"
+                             "  backend: owner-service\n  identity: gw\n  certs_dir: c\n"
+                             "  addresses: {sales: '[::1]:7001'}\n"
+                             "  serve: {a: '127.0.0.1:0'}\n"))
+    assert m.store.endpoints() == {"sales": ("::1", 7001)}
+    assert m.store.served() == {"a": ("127.0.0.1", 0)}
+    m = load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\nstore:\n"
+                             "  {backend: nats, certs_dir: c, servers: ['tls://h:4222'],"
+                             " prefix: team1}\n"))
+    assert m.store.servers == ("tls://h:4222",) and m.store.prefix == "team1"
+    with pytest.raises(GatewayManifestError, match="subject token"):
+        load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\nowners:\n"
+                             "  {'memo://*': my.owner}\nstore: {backend: nats, certs_dir:"
+                             " c, servers: ['nats://h:4222']}\n"))

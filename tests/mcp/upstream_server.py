@@ -18,11 +18,12 @@ mcp = MCPServer("trip-upstream")
 STATE: dict[str, str] = {"price": "100", "city": "Porto"}
 
 
-def _log(tool: str, args: dict[str, object]) -> None:
+def _log(tool: str, args: dict[str, object], **extra: object) -> None:
     path = os.environ.get("UPSTREAM_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"tool": tool, "args": args, "pid": os.getpid()}) + "\n")
+            f.write(json.dumps({"tool": tool, "args": args, "pid": os.getpid(), **extra})
+                    + "\n")
 
 
 @mcp.tool()
@@ -33,9 +34,10 @@ def book(city: str, price: int) -> str:
 
 
 @mcp.tool()
-def echo(text: str) -> str:
+def echo(text: str, ctx: Context) -> str:
     """Echo text back."""
-    _log("echo", {"text": text})
+    client = getattr(ctx.request_context.request, "client", None)  # HTTP: the peer
+    _log("echo", {"text": text}, peer=None if client is None else client.port)
     return text
 
 

@@ -74,8 +74,9 @@ def bench_mcp(
 ) -> None:
     """tools/call p50/p99 through the gateway (protected, unprotected) vs the upstream directly.
 
-    Over stdio and streamable HTTP on loopback, in one run; prints the added latency
-    (target: <= 1 ms p50 added for a protected call with d <= 8).
+    Over stdio and streamable HTTP on loopback, in one run, with an SDK-only pass-through
+    proxy (no icore code) as the floor of any MCP hop; prints the added latency and the
+    ratio gateway / SDK proxy (target: <= 1 ms p50 added for a protected call, d <= 8).
     """
     from rich.console import Console
     from rich.table import Table
@@ -87,12 +88,24 @@ def bench_mcp(
     console = Console(width=120)
     with console.status("timing tools/call over stdio and HTTP..."):
         rows = run_bench(n=n, deps=deps)
-    t = Table("transport", "path", "p50 ms", "p99 ms", "added p50 ms", title=
-              f"tools/call, n={n}, protected d={deps}")
+    t = Table("transport", "path", "p50 ms", "p99 ms", "added p50 ms", "/ sdk proxy",
+              title=f"tools/call, n={n}, protected d={deps}")
+    proxy = {r.transport: r.p50_ms for r in rows if r.path.startswith("sdk proxy")}
     for r in rows:
+        ratio = ""
+        if r.path.startswith("gateway") and proxy.get(r.transport):
+            ratio = f"{r.p50_ms / proxy[r.transport]:.2f}x"
         t.add_row(r.transport, r.path, f"{r.p50_ms:.3f}", f"{r.p99_ms:.3f}",
-                  "" if r.added_p50_ms is None else f"{r.added_p50_ms:+.3f}")
+                  "" if r.added_p50_ms is None else f"{r.added_p50_ms:+.3f}", ratio)
     console.print(t)
+    for tr in ("stdio", "http"):
+        by = {r.path.split(" d=")[0]: r for r in rows if r.transport == tr}
+        px, pr = by.get("sdk proxy (no icore)"), by.get("gateway protected")
+        if px is not None and pr is not None:
+            console.print(f"{tr}: protected call {pr.p50_ms - px.p50_ms:+.2f} ms p50 over "
+                          f"the SDK-only proxy ({pr.p50_ms / px.p50_ms:.2f}x); the SDK hop "
+                          f"itself {px.p50_ms - by['direct (upstream)'].p50_ms:+.2f} ms "
+                          "over the direct call (target: <= 1 ms added)")
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

@@ -1,10 +1,12 @@
 """``icore bench mcp``: what the gateway adds to a ``tools/call`` (issue 25 item 7).
 
 In one run, over stdio and over streamable HTTP on loopback: p50/p99 of ``tools/call``
-sent by the SDK's client to the upstream directly, through the gateway to an unprotected
-tool, and through the gateway to a protected tool with ``d`` facts in D(a) (the session
-read them first, so every call is validated fresh: planfence Alg. 1, the owners of D(a)
-asked). Real processes: the upstream and the gateway (``icore mcp``) run as subprocesses.
+sent by the SDK's client to the upstream directly, through an SDK-only pass-through proxy
+(``_bench_proxy.py``: no icore code; the floor of any MCP hop built on the SDK), through
+the gateway to an unprotected tool, and through the gateway to a protected tool with ``d``
+facts in D(a) (the session read them first, so every call is validated fresh: planfence
+Alg. 1, the owners of D(a) asked). Real processes: the upstream, the proxy and the
+gateway (``icore mcp``) run as subprocesses; the four are timed in turn in every round.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class BenchRow:
 
     Attributes:
         transport: ``stdio`` or ``http``.
-        path: ``direct`` (upstream), ``gateway unprotected`` or ``gateway protected d=N``.
+        path: ``direct (upstream)``, ``sdk proxy (no icore)``, ``gateway unprotected``
+            or ``gateway protected d=N`` (``gate only d=N`` in process).
         p50_ms / p99_ms: latency percentiles of one ``tools/call``, milliseconds.
         added_p50_ms: p50 minus the direct p50 of the same transport (None for direct).
     """
@@ -88,60 +91,61 @@ async def _client_http(url: str) -> AsyncIterator[Any]:
         yield s
 
 
-async def _time(session: Any, tool: str, n: int) -> list[float]:
-    for i in range(min(20, n)):  # warm up
-        await session.call_tool(tool, {"n": i})
-    out = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        res = await session.call_tool(tool, {"n": i})
-        out.append((time.perf_counter() - t0) * 1000)
-        if res.is_error:
-            raise GatewayError(f"benchmark call of {tool} failed: {res.content}", tool=tool)
-    return out
-
-
 def _manifest(folder: Path, deps: int, upstream: dict[str, Any]) -> Path:
     keys = [f"fact://bench/k{i}" for i in range(deps)]
     m = {"name": "icore-bench", "upstreams": {"bench": upstream},
          "facts": {"owners": {f"fact://bench/k{i}": f"owner{i}" for i in range(deps)},
                    "initial": {k: i for i, k in enumerate(keys)}},
          "tools": {"act": {"depends_on": keys}}}
-    path = folder / f"gateway-{(upstream.get('url') and 'http') or 'stdio'}.yaml"
+    kind = (upstream.get("url") and "http") or "stdio"
+    m["trace"] = str(folder / f"trace-{kind}.jsonl")  # recording included, as deployed
+    path = folder / f"gateway-{kind}.yaml"
     path.write_text(yaml.safe_dump(m), encoding="utf-8")
     return path
 
 
-def _rows(transport: str, direct: list[float], unprot: list[float], prot: list[float],
-          deps: int) -> list[BenchRow]:
-    base = statistics.median(direct)
-    return [
-        BenchRow(transport, "direct (upstream)", base, _pct(direct, 0.99), None),
-        BenchRow(transport, "gateway unprotected", statistics.median(unprot),
-                 _pct(unprot, 0.99), statistics.median(unprot) - base),
-        BenchRow(transport, f"gateway protected d={deps}", statistics.median(prot),
-                 _pct(prot, 0.99), statistics.median(prot) - base),
-    ]
+_PROXY = str(Path(__file__).with_name("_bench_proxy.py"))
+"""The SDK-only pass-through proxy, run as a script (it never imports icore)."""
 
 
-async def _through(session: Any, deps: int, n: int) -> tuple[list[float], list[float]]:
-    """Unprotected and protected calls interleaved, so a drifting machine load hits both."""
+async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int
+                       ) -> dict[str, list[float]]:
+    """Every configuration timed in turn within each round, so a drifting load hits all.
+
+    The gateway session reads the ``d`` facts first (every protected call validated
+    fresh); 20 warm-up rounds are not timed.
+    """
     for i in range(deps):
-        await session.read_resource(f"fact://bench/k{i}")
-    for i in range(min(20, n)):  # warm up
-        await session.call_tool("ping", {"n": i})
-        await session.call_tool("act", {"n": i})
-    unprot: list[float] = []
-    prot: list[float] = []
-    for i in range(n):
-        for tool, out in (("ping", unprot), ("act", prot)):
+        await gateway.read_resource(f"fact://bench/k{i}")
+    steps = (("direct", direct, "ping"), ("proxy", proxy, "ping"),
+             ("unprotected", gateway, "ping"), ("protected", gateway, "act"))
+    out: dict[str, list[float]] = {k: [] for k, _, _ in steps}
+    for i in range(n + 20):
+        for key, session, tool in steps:
             t0 = time.perf_counter()
             res = await session.call_tool(tool, {"n": i})
-            out.append((time.perf_counter() - t0) * 1000)
+            dt = (time.perf_counter() - t0) * 1000
             if res.is_error:
-                raise GatewayError(f"benchmark call of {tool} failed: {res.content}",
-                                   tool=tool)
-    return unprot, prot
+                raise GatewayError(f"benchmark call of {tool} ({key}) failed: "
+                                   f"{res.content}", tool=tool)
+            if i >= 20:
+                out[key].append(dt)
+    return out
+
+
+def _rows(transport: str, t: dict[str, list[float]], deps: int) -> list[BenchRow]:
+    base = statistics.median(t["direct"])
+
+    def row(path: str, xs: list[float]) -> BenchRow:
+        p50 = statistics.median(xs)
+        return BenchRow(transport, path, p50, _pct(xs, 0.99), p50 - base)
+
+    return [
+        BenchRow(transport, "direct (upstream)", base, _pct(t["direct"], 0.99), None),
+        row("sdk proxy (no icore)", t["proxy"]),
+        row("gateway unprotected", t["unprotected"]),
+        row(f"gateway protected d={deps}", t["protected"]),
+    ]
 
 
 async def _gate_only(n: int, deps: int) -> BenchRow:
@@ -171,42 +175,44 @@ async def _gate_only(n: int, deps: int) -> BenchRow:
                     _pct(out, 0.99), statistics.median(out))
 
 
+def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
 async def _run(n: int, deps: int) -> list[BenchRow]:
     up = ["-m", "icore.mcp._bench_upstream"]
     rows: list[BenchRow] = [await _gate_only(n, deps)]
     with tempfile.TemporaryDirectory(prefix="icore-bench-mcp-") as tmp:
         folder = Path(tmp)
-        # stdio: the client launches the upstream, or the gateway (which launches it)
-        async with _client_stdio(up) as s:
-            direct = await _time(s, "ping", n)
+        # stdio: the client launches the upstream, the SDK proxy or the gateway (each of
+        # which launches its own upstream)
         env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
         man = _manifest(folder, deps, {"command": sys.executable, "args": up, "env": env})
-        async with _client_stdio(["-m", "icore", "mcp", str(man)]) as s:
-            unprot, prot = await _through(s, deps, n)
-        rows += _rows("stdio", direct, unprot, prot, deps)
-        # streamable HTTP: both servers on loopback ports
-        p_up, p_gw = _free_port(), _free_port()
-        procs = [subprocess.Popen([sys.executable, *up, "--http", str(p_up)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        async with _client_stdio(up) as d, \
+                _client_stdio([_PROXY, " ".join([sys.executable, *up])]) as p, \
+                _client_stdio(["-m", "icore", "mcp", str(man)]) as g:
+            rows += _rows("stdio", await _interleaved(d, p, g, deps, n), deps)
+        # streamable HTTP: the upstream, the SDK proxy and the gateway on loopback ports
+        p_up, p_px, p_gw = _free_port(), _free_port(), _free_port()
+        url_up = f"http://127.0.0.1:{p_up}/mcp"
+        man = _manifest(folder, deps, {"url": url_up})
+        procs = [_spawn([*up, "--http", str(p_up)])]
         try:
-            url_up = f"http://127.0.0.1:{p_up}/mcp"
-            async with _client_http(url_up) as s:
-                direct = await _time(s, "ping", n)
-            man = _manifest(folder, deps, {"url": url_up})
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "icore", "mcp", str(man), "--http",
-                 f"127.0.0.1:{p_gw}"], stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL))
-            async with _client_http(f"http://127.0.0.1:{p_gw}/mcp") as s:
-                unprot, prot = await _through(s, deps, n)
+            async with _client_http(url_up) as d:
+                procs.append(_spawn([_PROXY, url_up, "--http", str(p_px)]))
+                procs.append(_spawn(["-m", "icore", "mcp", str(man), "--http",
+                                     f"127.0.0.1:{p_gw}"]))
+                async with _client_http(f"http://127.0.0.1:{p_px}/mcp") as p, \
+                        _client_http(f"http://127.0.0.1:{p_gw}/mcp") as g:
+                    rows += _rows("http", await _interleaved(d, p, g, deps, n), deps)
         finally:
-            for p in procs:
-                p.terminate()
+            for proc in procs:
+                proc.terminate()
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(timeout=5)
-                if p.poll() is None:
-                    p.kill()
-        rows += _rows("http", direct, unprot, prot, deps)
+                    proc.wait(timeout=5)
+                if proc.poll() is None:
+                    proc.kill()
     return rows
 
 
@@ -218,8 +224,10 @@ def run_bench(*, n: int = 300, deps: int = 8) -> list[BenchRow]:
         deps: d = |D(a)| of the protected tool (facts of ``d`` distinct owners).
 
     Returns:
-        Seven :class:`BenchRow`: the gate alone in process (what PlanFence adds), then
-        three per transport.
+        Nine :class:`BenchRow`: the gate alone in process (what PlanFence adds), then
+        per transport the direct call, the SDK-only pass-through proxy (the floor of any
+        MCP hop built on the SDK), the gateway unprotected and protected. All four of a
+        transport are timed in turn within each round.
 
     Raises:
         GatewayError: a server did not start or a call failed.

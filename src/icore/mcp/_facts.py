@@ -29,7 +29,14 @@ from typing import Any
 
 from icore.errors import CommitConflict, IcoreError
 from icore.fence import GateDecision, GateValidator, Reason
-from icore.memory import DEFAULT_TIMEOUT_S, HeadReply, MemoryStore, OwnerAccess, OwnershipMap
+from icore.memory import (
+    DEFAULT_TIMEOUT_S,
+    HeadReply,
+    MemoryStore,
+    OwnerAccess,
+    OwnershipMap,
+    Store,
+)
 from icore.records import JSONValue, Record, RecordId
 from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
 
@@ -159,33 +166,56 @@ class FactBook:
 
     Args:
         owners: key (or glob) -> owner id.
-        backend: ``"memory"`` or ``"sqlite"`` (one file per owner under ``path``).
+        backend: ``"memory"``, ``"sqlite"`` (one file per owner under ``path``) or
+            ``"nats"``.
         path: folder of the SQLite files, for ``"sqlite"``.
         gate_timeout_s: bound of one owner query of the gate, seconds.
         remote: owner -> ``(host, port)`` of owners serving their own stores (the owner
             service over TCP with mutual TLS); the other owners are in process.
-        identity: the gateway's agent id in the team (with ``remote``).
-        certs_dir: the team's certificate folder (with ``remote``).
+        identity: the gateway's agent id in the team (with ``remote`` or ``serve``).
+        certs_dir: the team's certificate folder (``remote``, ``serve``, ``"nats"``).
+        serve: owner -> ``(host, port)``: owners hosted here whose stores
+            :meth:`start_serving` serves to other processes (the owner service).
+        servers: NATS URLs, for ``backend="nats"`` (every owner's store on JetStream).
+        prefix: the team's NATS bucket prefix (default ``icore``).
 
     Raises:
-        WorkspaceError: ``owners`` is empty or has an empty key or owner.
+        WorkspaceError: ``owners`` has an empty key or owner, or the owner service is
+            asked for without identity and certs_dir.
+        OwnerUnreachable: the NATS engine did not answer (``"nats"``).
     """
 
     def __init__(self, owners: Mapping[str, str], *, backend: str = "memory",
                  path: Path | None = None, gate_timeout_s: float = DEFAULT_TIMEOUT_S,
                  remote: Mapping[str, tuple[str, int]] | None = None,
-                 identity: str | None = None, certs_dir: Path | None = None) -> None:
+                 identity: str | None = None, certs_dir: Path | None = None,
+                 serve: Mapping[str, tuple[str, int]] | None = None,
+                 servers: Sequence[str] = (), prefix: str | None = None) -> None:
         facts = dict(owners) or {"fact://icore/none": "icore"}
         self.remote = dict(remote or {})
-        if self.remote:
+        self.serving = dict(serve or {})
+        self.certs_dir = certs_dir
+        self.ports: dict[str, int] = {}
+        """Owner -> the port its store is served on (after :meth:`start_serving`)."""
+        self._servers: list[Any] = []
+        self._gate_owners: Any = None
+        if self.remote or self.serving:
             if identity is None or certs_dir is None:
-                raise WorkspaceError("remote owners need the gateway's identity and the "
-                                     "team's certs_dir")
+                raise WorkspaceError("the owner service needs the gateway's identity and "
+                                     "the team's certs_dir")
             om = OwnershipMap.from_mapping(facts)
+            unknown = sorted(set(self.serving) - om.owners())
+            if unknown:
+                raise WorkspaceError("serve names owners of no fact", owners=unknown)
             local = {o: MemoryStore(om, o) for o in sorted(om.owners() - set(self.remote))}
-            self.ws = Workspace.over_tcp(om, identity=identity, addresses=self.remote,
-                                         certs_dir=certs_dir, stores=local,
-                                         timeout_s=gate_timeout_s)
+            if self.remote:
+                self.ws = Workspace.over_tcp(om, identity=identity, addresses=self.remote,
+                                             certs_dir=certs_dir, stores=local,
+                                             timeout_s=gate_timeout_s)
+            else:
+                self.ws = Workspace(om, stores=local, timeout_s=gate_timeout_s)
+        elif backend == "nats" and owners:
+            self.ws = self._nats(facts, servers, certs_dir, prefix, gate_timeout_s)
         elif backend == "sqlite":
             assert path is not None
             path.mkdir(parents=True, exist_ok=True)
@@ -193,7 +223,61 @@ class FactBook:
         else:
             self.ws = Workspace(facts)
         self.ws.timeout_s = gate_timeout_s
-        self._scopes: dict[frozenset[str], frozenset[str]] = {}
+        self._scopes: dict[frozenset[str], tuple[frozenset[str], tuple[str, ...]]] = {}
+
+    def _nats(self, facts: Mapping[str, str], servers: Sequence[str], certs_dir: Path | None,
+              prefix: str | None, timeout_s: float) -> Workspace:
+        """Every owner's store on NATS JetStream (``icore.net.nats.NatsStore``).
+
+        Each owner's store connects with that owner's certificate (the engine lets it
+        write that owner's keys only); several gateways hosting one owner commit
+        concurrently (the owner CAS, docs/nats.md). The gate asks the engine through an
+        async owner access (concurrent gets plus the quorum barrier).
+        """
+        from icore.net.nats import DEFAULT_PREFIX, NatsStore
+        assert certs_dir is not None
+        om = OwnershipMap.from_mapping(facts)
+        stores: dict[str, Store] = {}
+        try:
+            for o in sorted(om.owners()):
+                stores[o] = NatsStore(servers, certs_dir=certs_dir, ownership=om, agent=o,
+                                      prefix=prefix or DEFAULT_PREFIX, timeout_s=timeout_s)
+        except BaseException:
+            for st in stores.values():
+                st.close()
+            raise
+        first = stores[min(stores)]
+        assert isinstance(first, NatsStore)
+        self._gate_owners = first.async_owner_access()
+        return Workspace(om, stores=stores, timeout_s=timeout_s, closing=stores.values())
+
+    async def start_serving(self) -> dict[str, int]:
+        """Serve the stores of the owners in ``serve`` (icore's owner service, mutual TLS).
+
+        Each runs on the running event loop with the owner's certificate, so other
+        gateways and team agents read and validate these owners' facts here.
+
+        Returns:
+            Owner -> bound port.
+
+        Raises:
+            OSError: an address cannot be bound.
+        """
+        if not self.serving:
+            return {}
+        from icore.net import OwnerServer, server_context
+        assert self.certs_dir is not None
+        for o, (host, port) in sorted(self.serving.items()):
+            srv = OwnerServer(self.ws.stores[o], agent=o, host=host, port=port,
+                              ssl_context=server_context(self.certs_dir, o))
+            self.ports[o] = await srv.start()
+            self._servers.append(srv)
+        return dict(self.ports)
+
+    async def stop_serving(self) -> None:
+        """Stop the owner services of :meth:`start_serving`. Idempotent."""
+        while self._servers:
+            await self._servers.pop().close()
 
     # -- facts ------------------------------------------------------------------------
     def owner_of(self, key: str) -> str | None:
@@ -263,7 +347,10 @@ class FactBook:
         name = sid.replace("/", "_")
         agent = self.ws.agent(name)
         v = agent.fence.validator
-        if not self.remote and isinstance(v, GateValidator) \
+        if isinstance(v, GateValidator) and self._gate_owners is not None:
+            if v.context.owners is not self._gate_owners:  # the engine, asked async
+                v.context = replace(v.context, owners=self._gate_owners)
+        elif not self.remote and isinstance(v, GateValidator) \
                 and not isinstance(v.context.owners, InlineOwners):
             v.context = replace(v.context, owners=InlineOwners(self.ws.owners))
         return SessionView(name, agent)
@@ -296,19 +383,26 @@ class FactBook:
         Raises:
             Exception: whatever ``forward`` raises once authorized.
         """
-        dset = tuple(sorted(deps))
+        fdeps = deps if isinstance(deps, frozenset) else frozenset(deps)
         # one D(a) object per distinct scope: the agent reuses its protected tool for it
-        scope = self._scopes.setdefault(frozenset(dset), frozenset(dset))
-        before = dict(view.agent.seen())
+        got = self._scopes.get(fdeps)
+        if got is None:
+            got = self._scopes[fdeps] = (fdeps, tuple(sorted(fdeps)))
+        scope, dset = got
+        before = view.agent.seen()  # a snapshot (a new dict)
         n0 = len(view.agent.log)
         call = await view.agent.aexecute(tool, forward, args, depends_on=scope)
-        decisions = tuple(list(view.agent.log)[n0:])
-        after = view.agent.seen()
+        # this call's decisions: its result's (one or two), without copying the session's
+        # whole decision log on every call
+        decisions = call.result.decisions if call.result is not None \
+            else tuple(list(view.agent.log)[n0:]) if len(view.agent.log) > n0 else ()
         changed: dict[str, Record] = {}
         if call.reason in (Reason.STALE.value, NOT_READ):
+            after = view.agent.seen()
             changed = {k: r for k in dset if (r := after.get(k)) is not None
                        and (k not in before or before[k].id != r.id)}
         elif call.reason == Reason.SECOND_CHANGE.value:
+            after = view.agent.seen()
             for k in dset:
                 try:
                     h = self.head(k)

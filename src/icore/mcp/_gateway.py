@@ -130,6 +130,8 @@ class Gateway:
         self.resources: dict[str, Route] = {}
         self.prompts: dict[str, Route] = {}
         self._validators: dict[str, Any] = {}
+        self._static_deps = {n: frozenset(t.depends_on) for n, t in manifest.tools.items()
+                             if not t.globs}
         self._sessions: weakref.WeakKeyDictionary[Any, SessionView] = \
             weakref.WeakKeyDictionary()
         self._subscribers: weakref.WeakKeyDictionary[Any, set[str]] = \
@@ -165,6 +167,8 @@ class Gateway:
             await self._tg.__aexit__(None, None, None)
             self._tg = None
         if self.facts is not None:
+            with anyio.CancelScope(shield=True):
+                await self.facts.stop_serving()
             self.facts.close()
         if self.otel is not None:
             self.otel.flush()
@@ -193,9 +197,19 @@ class Gateway:
         path = m.resolve(m.store.path) if m.store.path else None
         remote = m.store.endpoints() if backend == "owner-service" else None
         certs = m.resolve(m.store.certs_dir) if m.store.certs_dir else None
-        self.facts = FactBook(owners, backend=backend, path=path,
-                              gate_timeout_s=m.gate_timeout_s, remote=remote,
-                              identity=m.store.identity, certs_dir=certs)
+        try:
+            self.facts = FactBook(owners, backend=backend, path=path,
+                                  gate_timeout_s=m.gate_timeout_s, remote=remote,
+                                  identity=m.store.identity, certs_dir=certs,
+                                  serve=m.store.served(), servers=m.store.servers,
+                                  prefix=m.store.prefix)
+            ports = await self.facts.start_serving()
+        except (IcoreError, OSError) as exc:
+            raise GatewayError(f"cannot open the {backend} store: {exc}",
+                               path="store") from None
+        for owner, port in ports.items():
+            self.trace.note("gateway", f"serving owner {owner} on port {port}", owner=owner,
+                            port=port)
         for key, value in m.facts.initial.items():
             if self.facts.owner_of(key) in self.facts.remote:
                 continue  # a remote owner writes its own facts
@@ -577,10 +591,15 @@ class Gateway:
         """Run one protected call through the gate; a refusal comes back as _Refused."""
         assert self.facts is not None
         seen = view.seen
-        # the known keys are only needed to match globs (a scan of every owner's heads)
-        known: Any = (set(self.facts.known_keys()) | set(seen)) if spec.globs else ()
+        static = self._static_deps.get(name)
         try:
-            deps = expand_deps(spec.depends_on, args, known)
+            if static is not None:  # D(a) without globs or placeholders: the same each call
+                deps = static
+            else:
+                # the known keys are only needed to match globs (a scan of every owner's
+                # heads)
+                known: Any = (set(self.facts.known_keys()) | set(seen)) if spec.globs else ()
+                deps = expand_deps(spec.depends_on, args, known)
         except IcoreError as exc:
             self.trace.call(view.sid, name, args, f"REFUSED: {exc.message}", error=True,
                             task=task, blocked=True)
@@ -606,7 +625,8 @@ class Gateway:
         except Exception:  # authorized, then the upstream failed: keep the decisions
             self.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task)
             raise
-        self.trace.verdict(view.sid, name, v, args, task=task)
+        # an executed call's lines are written with its result line (one write per call)
+        self.trace.verdict(view.sid, name, v, args, task=task, flush=not v.call.executed)
         if self.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span
                 self.otel.decision(d)

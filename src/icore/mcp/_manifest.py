@@ -9,7 +9,7 @@ Example::
     upstreams:
       notes: {command: python, args: [notes_server.py]}      # stdio
       booking: {url: "http://127.0.0.1:8000/mcp", timeout_s: 10}   # streamable HTTP
-    store: {backend: sqlite, path: facts.db}                 # owners' heads (memory|sqlite)
+    store: {backend: sqlite, path: facts.db}     # owners' heads: memory|sqlite|owner-service|nats
     owners: {"memo://*": notes}                              # key or glob -> owner
     facts:                                                   # the gateway's own key-value set
       owners: {"fact://plan/*": planner}
@@ -101,51 +101,90 @@ class UpstreamSpec(_Model):
         return "stdio" if self.command is not None else "http"
 
 
+def _address(owner: str, a: str) -> tuple[str, int]:
+    host, _, port = a.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"address of owner {owner!r} must be host:port, not {a!r}")
+    return host.strip("[]"), int(port)
+
+
 class StoreSpec(_Model):
     """Where the owners' records and heads live.
 
     Attributes:
         backend: ``memory`` (in process, lost at exit), ``sqlite`` (durable, one file per
-            owner under ``path``) or ``owner-service``: the owners named in ``addresses``
-            are team agents serving their own stores (``icore serve``, TCP with mutual
-            TLS); the gateway reads and validates their facts there (it cannot write
-            them); every other owner is in process.
+            owner under ``path``), ``owner-service`` (icore's owner service over TCP with
+            mutual TLS: the owners named in ``addresses`` are served by other processes,
+            team agents or other gateways, and read and validated there; the owners named
+            in ``serve`` are hosted here and served to them; every other owner is in
+            process) or ``nats`` (owner memory on NATS JetStream: every owner's records
+            and heads in the engine, shared by every gateway and agent of the team).
         path: the folder of the SQLite files (``sqlite`` only; relative to the manifest).
         identity: the gateway's agent id in the team (its certificate; owner-service).
-        certs_dir: the team's certificate folder (``icore certs init``; owner-service).
+        certs_dir: the team's certificate folder (``icore certs init``; owner-service,
+            nats: ``icore.net.nats.nats_certs``, with a pair per owner).
         addresses: owner -> ``host:port`` of its owner service (owner-service).
+        serve: owner -> ``host:port`` this gateway serves that owner's store on
+            (owner-service; port 0 picks a free one).
+        servers: NATS URLs (``tls://127.0.0.1:4222``; nats).
+        prefix: the team's bucket prefix (nats; default ``icore``).
     """
 
-    backend: Literal["memory", "sqlite", "owner-service"] = "memory"
+    backend: Literal["memory", "sqlite", "owner-service", "nats"] = "memory"
     path: str | None = None
     identity: str | None = None
     certs_dir: str | None = None
     addresses: dict[str, str] = Field(default_factory=dict)
+    serve: dict[str, str] = Field(default_factory=dict)
+    servers: tuple[str, ...] = ()
+    prefix: str | None = None
 
     @model_validator(mode="after")
     def _path(self) -> StoreSpec:
-        if self.backend == "sqlite" and not self.path:
+        b = self.backend
+        if b == "sqlite" and not self.path:
             raise ValueError("the sqlite backend needs path (a folder for the owners' files)")
-        if self.backend != "sqlite" and self.path:
+        if b != "sqlite" and self.path:
             raise ValueError("path applies to the sqlite backend only")
-        remote = (self.identity, self.certs_dir, self.addresses)
-        if self.backend == "owner-service":
-            if not (self.identity and self.certs_dir and self.addresses):
+        if b == "owner-service":
+            if not (self.identity and self.certs_dir and (self.addresses or self.serve)):
                 raise ValueError("the owner-service backend needs identity, certs_dir and "
-                                 "addresses (owner -> host:port)")
+                                 "addresses (owner -> host:port) or serve")
             for o, a in self.addresses.items():
-                host, _, port = a.rpartition(":")
-                if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                    raise ValueError(f"address of owner {o!r} must be host:port, not {a!r}")
-        elif any(remote):
-            raise ValueError("identity, certs_dir and addresses apply to the owner-service "
+                _address(o, a)
+            for o, a in self.serve.items():
+                host, port = a.rpartition(":")[0], a.rpartition(":")[2]
+                if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+                    raise ValueError(f"serve address of owner {o!r} must be host:port, "
+                                     f"not {a!r}")
+            both = sorted(set(self.addresses) & set(self.serve))
+            if both:
+                raise ValueError(f"owners {both} are both served here and reached at an "
+                                 "address")
+        elif self.identity or self.addresses or self.serve:
+            raise ValueError("identity, addresses and serve apply to the owner-service "
                              "backend only")
+        if b == "nats":
+            if not (self.servers and self.certs_dir):
+                raise ValueError("the nats backend needs servers (NATS URLs) and certs_dir")
+            for u in self.servers:
+                if not re.match(r"^(nats|tls)://[^/]+$", u):
+                    raise ValueError(f"NATS server {u!r} must be nats://host:port or "
+                                     "tls://host:port")
+        elif self.servers or self.prefix is not None:
+            raise ValueError("servers and prefix apply to the nats backend only")
+        elif self.certs_dir and b != "owner-service":
+            raise ValueError("certs_dir applies to the owner-service and nats backends")
         return self
 
     def endpoints(self) -> dict[str, tuple[str, int]]:
         """Owner -> ``(host, port)`` of the remote owners (owner-service)."""
+        return {o: _address(o, a) for o, a in self.addresses.items()}
+
+    def served(self) -> dict[str, tuple[str, int]]:
+        """Owner -> ``(host, port)`` this gateway serves it on (owner-service)."""
         out = {}
-        for o, a in self.addresses.items():
+        for o, a in self.serve.items():
             host, _, port = a.rpartition(":")
             out[o] = (host.strip("[]"), int(port))
         return out
@@ -275,6 +314,22 @@ class GatewayManifest(_Model):
             if not k or not o:
                 raise ValueError("owners entries need a non-empty key and owner")
         return v
+
+    @model_validator(mode="after")
+    def _nats_owners(self) -> GatewayManifest:
+        if self.store.backend != "nats":
+            return self
+        from icore.net import check_agent_id
+        # every owner (an upstream by default) is a NATS user: a subject token, no "."
+        for o in sorted({*self.upstreams, *self.owners.values(), *self.facts.owners.values()}):
+            try:
+                check_agent_id(o)
+            except ValueError as exc:
+                raise ValueError(f"owner {o!r} cannot be a NATS agent: {exc}") from None
+            if "." in o:
+                raise ValueError(f"owner {o!r} contains '.', which the nats backend cannot "
+                                 "use as a subject token (use '-' or '_')")
+        return self
 
     def resolve(self, path: str) -> Path:
         """``path`` relative to :attr:`base_dir` (absolute paths unchanged)."""

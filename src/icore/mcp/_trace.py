@@ -82,8 +82,11 @@ class GatewayTrace:
         self.flush()
 
     def verdict(self, sid: str, tool: str, v: Verdict, args: Mapping[str, Any], *,
-                task: str) -> None:
-        """One protected call's gate decisions, its action record and a refusal if any."""
+                task: str, flush: bool = True) -> None:
+        """One protected call's gate decisions, its action record and a refusal if any.
+
+        ``flush=False``: the caller records the call's result next (written together).
+        """
         call = v.call
         if call.record is not None:
             self._rec(call.record, "plan")
@@ -106,7 +109,8 @@ class GatewayTrace:
         else:
             self.recorder.tool_call(sid, tool, args, f"BLOCKED: {call.reason}: {call.detail}",
                                     error=True, blocked=True, task=task)
-        self.flush()
+        if flush:
+            self.flush()
 
     def decisions(self, sid: str, tool: str, decisions: Sequence[GateDecision], *,
                   task: str) -> None:

@@ -75,7 +75,6 @@ class Upstream:
         from mcp.client import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
         spec = self.spec
         started = False
@@ -91,7 +90,7 @@ class Upstream:
                             stdio_client(params, errlog=sys.stderr))
                     else:
                         assert spec.url is not None
-                        client = create_mcp_http_client(headers=dict(spec.headers) or None)
+                        client = keepalive_http_client(dict(spec.headers) or None)
                         await stack.enter_async_context(client)
                         r, w = await stack.enter_async_context(
                             streamable_http_client(spec.url, http_client=client))
@@ -179,6 +178,65 @@ class Upstream:
         """Stop the connection (the gateway's task group then finishes)."""
         if self._scope is not None:
             self._scope.cancel()
+
+
+DRAIN_S = 1.0
+"""How long closing an upstream's SSE response may wait for the rest of it, seconds."""
+
+
+def keepalive_http_client(headers: dict[str, str] | None = None) -> Any:
+    """The SDK's HTTP client for an upstream, keeping its connection across SSE answers.
+
+    An upstream that answers a POST with an SSE stream ends that stream right after the
+    JSON-RPC response; the SDK's client closes the response as soon as it has the result,
+    before reading the stream's end, so the HTTP/1.1 connection cannot be reused and every
+    ``tools/call`` opened a new TCP connection. Here closing such a response first reads
+    what is left of it (the end of the stream, already on its way; at most ``DRAIN_S`` in
+    the SDK's background request task, never in the caller's path), so the connection
+    goes back to the pool. Timeouts, headers and redirects are the SDK's defaults
+    (``create_mcp_http_client``); nothing of the exchange changes.
+    """
+    import httpx2
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+    class DrainOnClose(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def __aiter__(self) -> Any:
+            async for part in self.inner:
+                yield part
+
+        async def aclose(self) -> None:
+            with contextlib.suppress(Exception), anyio.move_on_after(DRAIN_S):
+                async for _ in self.inner:
+                    pass
+            await self.inner.aclose()
+
+    class KeepAlive(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.AsyncHTTPTransport()
+
+        async def __aenter__(self) -> Any:
+            await self.inner.__aenter__()
+            return self
+
+        async def __aexit__(self, *exc: Any) -> None:
+            await self.inner.__aexit__(*exc)
+
+        async def handle_async_request(self, request: Any) -> Any:
+            resp = await self.inner.handle_async_request(request)
+            if request.method == "POST" and resp.headers.get(
+                    "content-type", "").lower().startswith("text/event-stream"):
+                resp.stream = DrainOnClose(resp.stream)
+            return resp
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return httpx2.AsyncClient(
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        headers=headers, transport=KeepAlive())
 
 
 def _is_connection_loss(exc: Any) -> bool:
