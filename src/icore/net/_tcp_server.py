@@ -276,12 +276,12 @@ class OwnerServer:
                 msgs = dec.feed(data)
                 if len(msgs) == 1 and not isinstance(msgs[0], Commit):
                     # the usual read: one query, answered from memory in this iteration
-                    msg = msgs[0]
-                    seq.check(msg.rid)
-                    reply = self.handler.handle(msg, peer)
-                    if isinstance(reply, ErrorReply):
-                        self._event("request", _Remote(reply), peer)
-                    ch.send(encode_frame(reply, max_frame_bytes=self.max_frame_bytes))
+                    query = msgs[0]
+                    seq.check(query.rid)
+                    answer = self.handler.handle(query, peer)
+                    if isinstance(answer, ErrorReply):
+                        self._event("request", _Remote(answer), peer)
+                    ch.send(encode_frame(answer, max_frame_bytes=self.max_frame_bytes))
                     stats.frames_in += 1
                     stats.frames_out += 1
                     stats.rpcs += 1
