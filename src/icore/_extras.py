@@ -8,15 +8,19 @@ instead of a bare ``ModuleNotFoundError`` deep in a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.metadata
 import itertools
+import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from icore.errors import MissingExtra
+
+T = TypeVar("T")
 
 
 def require(module: str, extra: str, *, feature: str = "") -> ModuleType:
@@ -117,3 +121,47 @@ def lazy_attributes(package: str, homes: Mapping[str, str]) -> Callable[[str], A
         return value
 
     return __getattr__
+
+
+EVENT_LOOP_ENV = "ICORE_EVENT_LOOP"
+"""Environment variable choosing the event loop: ``uvloop`` (the default when installed) or
+``asyncio`` (the standard library's loop, e.g. to compare the two)."""
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop the owner service and the benchmarks run on (issue 27).
+
+    uvloop (extra ``net``) when it is installed and :data:`EVENT_LOOP_ENV` is not
+    ``asyncio``; otherwise ``None``, which :class:`asyncio.Runner` reads as the standard
+    loop. uvloop runs the same protocol code (TLS stays on ``ssl.MemoryBIO``, so every
+    ciphertext byte is still counted); only the loop's scheduling and socket calls are
+    faster.
+
+    Raises:
+        ValueError: :data:`EVENT_LOOP_ENV` is set to something other than ``uvloop`` or
+            ``asyncio``.
+    """
+    choice = os.environ.get(EVENT_LOOP_ENV, "").strip().lower()
+    if choice not in ("", "uvloop", "asyncio"):
+        raise ValueError(f"{EVENT_LOOP_ENV} must be 'uvloop' or 'asyncio', got {choice!r}")
+    if choice == "asyncio" or sys.platform == "win32":
+        return None
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        if choice == "uvloop":
+            raise MissingExtra(f"{EVENT_LOOP_ENV}=uvloop needs uvloop: pip install "
+                               "'icore[net]'", module="uvloop", extra="net") from None
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """Run ``main`` to completion like :func:`asyncio.run`, on :func:`event_loop_factory`'s loop.
+
+    Raises:
+        Exception: whatever ``main`` raises.
+    """
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(main)

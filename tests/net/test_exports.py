@@ -27,7 +27,7 @@ path_by_name run_virtual serve_agent server_context traces_dir wire_bytes
 
 SRC = Path(icore.net.__file__).resolve().parent
 ALLOWED = {"icore.errors", "icore._clock", "icore.records", "icore.memory", "icore.fence",
-           "icore.net", "icore._data", "icore._files"}
+           "icore.net", "icore._data", "icore._files", "icore._extras"}
 IO = {"socket", "ssl", "asyncio", "time", "subprocess", "sqlite3", "selectors"}
 
 

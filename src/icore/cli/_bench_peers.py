@@ -17,6 +17,12 @@ REFERENCE = "redis (TLS)"
 """The peer the targets of issue 17 are stated against."""
 
 
+SERVER_CPU_TARGET_US = 35.0
+"""Issue 27: owner CPU per d=1 head query, in µs (``icore query_heads`` column)."""
+CLIENT_CPU_TARGET_US = 90.0
+"""Issue 27: client CPU per gate validation, in µs (``icore gate`` column)."""
+
+
 def _fmt(x: float | None, spec: str) -> str:
     return "–" if x is None else format(x, spec)
 
@@ -43,7 +49,7 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def print_result(console: Console, res: PeersResult) -> None:
-    """The side-by-side table, icore/peer ratios and the issue-17 targets."""
+    """The side-by-side table, icore/peer ratios and the issue-17/27 targets (PASS/MISS)."""
     t = Table("", *[f.system for f in res.systems],
               title=f"icore vs peers on 127.0.0.1 (medians of {res.rounds} alternating "
               f"round(s), {res.seconds:g} s per throughput run)")
@@ -66,19 +72,37 @@ def print_result(console: Console, res: PeersResult) -> None:
         r.add_row("bytes per validation d=1",
                   *[_ratio(gate.bytes_per_validation.get(1), p.bytes_per_validation.get(1))
                     for p in peers])
+        r.add_row("bytes per validation d=8",
+                  *[_ratio(gate.bytes_per_validation.get(8), p.bytes_per_validation.get(8))
+                    for p in peers])
+        r.add_row("client CPU per validation", *[_ratio(gate.client_cpu_us, p.client_cpu_us)
+                                                 for p in peers])
+        r.add_row("server CPU per validation", *[_ratio(gate.server_cpu_us, p.server_cpu_us)
+                                                 for p in peers])
         r.add_row("commits/s, fsync", *[_ratio(gate.commits_fsync_per_s,
                                                p.commits_fsync_per_s) for p in peers])
         r.add_row("commits/s, no fsync", *[_ratio(gate.commits_nofsync_per_s,
                                                   p.commits_nofsync_per_s) for p in peers])
         console.print(r)
     ref = next((f for f in res.systems if f.system == REFERENCE), None)
+
+    def check(name: str, ok: bool | None) -> str:
+        return f"{name}: {'–' if ok is None else 'PASS' if ok else 'MISS'}"
+
+    def le(a: float | None, b: float | None, k: float = 1.0) -> bool | None:
+        return None if a is None or b is None else a <= k * b
+
+    raw = next((f for f in res.systems if f.system == "icore query_heads"), None)
+    owner_cpu = raw.server_cpu_us if raw is not None else None
+    console.print(
+        f"CPU per validation (issue 27 targets): owner {_fmt(owner_cpu, '.0f')} "
+        f"µs per d=1 head query (target <= {SERVER_CPU_TARGET_US:g}), client "
+        f"{_fmt(gate.client_cpu_us, '.0f')} µs per gate validation (target <= "
+        f"{CLIENT_CPU_TARGET_US:g}): " + "; ".join([
+            check("owner", le(owner_cpu, SERVER_CPU_TARGET_US)),
+            check("client", le(gate.client_cpu_us, CLIENT_CPU_TARGET_US))]),
+        highlight=False)
     if ref is not None:
-        def check(name: str, ok: bool | None) -> str:
-            return f"{name}: {'–' if ok is None else 'PASS' if ok else 'MISS'}"
-
-        def le(a: float | None, b: float | None, k: float = 1.0) -> bool | None:
-            return None if a is None or b is None else a <= k * b
-
         console.print("targets vs Redis with TLS: " + "; ".join([
             check("validations/s >= 1.0x", le(ref.per_s_8, gate.per_s_8)),
             check("p50 d=1 <= 1.5x", le(gate.p50_ms.get(1), ref.p50_ms.get(1), 1.5)),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -13,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from icore._extras import run_async
 from icore.cli._inputs import refuse_special_file
 from icore.net import TeamManifest, TeamManifestError, TeamProcesses, TransportError, serve_agent
 
@@ -64,7 +64,7 @@ def serve(
         return
     if agent is not None:
         try:
-            asyncio.run(serve_agent(m, agent, port=port))
+            run_async(serve_agent(m, agent, port=port))
         except (TeamManifestError, FileNotFoundError, OSError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc

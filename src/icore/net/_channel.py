@@ -146,8 +146,15 @@ class SecureChannel:
         self._obj.write(data)
         self._flush()
 
+    def backlogged(self) -> bool:
+        """True when a write is queued in the transport (or it is closing): drain may wait."""
+        t = self._w.transport
+        return bool(t.get_write_buffer_size()) or t.is_closing()
+
     async def drain(self) -> None:
         """Wait until the write buffer is below its high-water mark."""
+        if not self.backlogged():
+            return  # nothing queued (the usual case): no await, no wake-up
         try:
             await self._w.drain()
         except (ConnectionError, OSError) as exc:
@@ -161,6 +168,14 @@ class SecureChannel:
             ConnectionClosed: the connection dropped without close_notify.
         """
         while True:
+            if not self._in.pending and not self._obj.pending():
+                # nothing buffered, so a read would only raise SSLWantReadError: read the
+                # socket first (one exception less per message on the hot path)
+                try:
+                    await self._pull()
+                except (ConnectionError, OSError) as exc:
+                    raise ConnectionClosed(f"connection lost: {exc}",
+                                           peer=self.peer or None) from exc
             try:
                 data = self._obj.read(_READ)
             except ssl.SSLWantReadError:

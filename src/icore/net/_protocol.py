@@ -88,6 +88,10 @@ class MsgType(enum.IntEnum):
     PONG = 12
 
 
+_MAX_TYPE = int(max(MsgType))
+_TYPES = {int(t): t for t in MsgType}
+
+
 @dataclass(frozen=True, slots=True)
 class HeadQuery:
     """Ask one owner for its heads of ``keys`` (one request per owner, Alg. 1 line 5).
@@ -373,9 +377,9 @@ def decode_body(body: bytes) -> Message:
     if version != PROTOCOL_VERSION or isinstance(version, bool):
         raise UnsupportedVersion(f"protocol version {version!r} is not supported",
                                  version=repr(version)[:32], expected=PROTOCOL_VERSION)
-    t = _int(mtype, "type", 1, max(MsgType))
+    t = _int(mtype, "type", 1, _MAX_TYPE)
     rid = _int(rid_v, "rid")
-    kind = MsgType(t)
+    kind = _TYPES[t]
     if kind is MsgType.HEAD_QUERY:
         _arity(f, 3, "head query")
         keys = tuple(_str(k, "keys[]", 512) for k in _list(f[0], "keys"))

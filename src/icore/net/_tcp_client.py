@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import itertools
 import ssl
 from collections.abc import Callable, Mapping, Sequence
@@ -64,6 +65,10 @@ class _Conn:
         self.reader: asyncio.Task[None] | None = None
         self.wbuf: list[bytes] = []
         self.flush_scheduled = False
+        self._deadlines: list[tuple[float, int]] = []
+        """Heap of (loop-time deadline, request id) of requests on this connection."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
     def start(self) -> None:
         """Start the reader task that matches replies to requests (on the running loop)."""
@@ -108,6 +113,10 @@ class _Conn:
         """
         if self.dead is None:
             self.dead = err
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._deadlines.clear()
         pending, self.pending = self.pending, {}
         for fut in pending.values():
             if not fut.done():
@@ -134,6 +143,33 @@ class _Conn:
             self.flush_scheduled = True
             loop.call_soon(self._flush_writes)
         return rid, fut
+
+    def expire_at(self, rid: int, deadline: float) -> None:
+        """Fail request ``rid`` with :class:`TimeoutError` if it is unanswered at ``deadline``.
+
+        One timer per connection, armed at the earliest live deadline, instead of one
+        timer per request: a reply only leaves a stale heap entry, dropped when the timer
+        next fires (about once per timeout period while requests keep flowing).
+        """
+        heapq.heappush(self._deadlines, (deadline, rid))
+        if self._timer is None or deadline < self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer_at = deadline
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = asyncio.get_running_loop().time()
+        dl, pending = self._deadlines, self.pending
+        while dl and (dl[0][0] <= now or dl[0][1] not in pending):
+            deadline, rid = heapq.heappop(dl)
+            if deadline <= now and (fut := pending.pop(rid, None)) is not None \
+                    and not fut.done():
+                fut.set_exception(TimeoutError())
+        if dl:
+            self._timer_at = dl[0][0]
+            self._timer = asyncio.get_running_loop().call_at(self._timer_at, self._expire)
 
     def _flush_writes(self) -> None:
         self.flush_scheduled = False
@@ -266,6 +302,21 @@ class OwnerClient:
             conn.pending.pop(rid, None)
             _abandon(fut)
 
+    async def _rpc_live(self, conn: _Conn, build: Callable[[int], Message],
+                        timeout_s: float) -> Message:
+        """One RPC on an open connection, timed by the connection's deadline sweep."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        rid, fut = conn.request(build)
+        conn.expire_at(rid, deadline)
+        try:
+            if conn.ch.backlogged():
+                async with asyncio.timeout_at(deadline):
+                    await conn.ch.drain()
+            return await fut
+        finally:  # on timeout/cancellation, forget the request (a late reply is dropped)
+            conn.pending.pop(rid, None)
+            _abandon(fut)
+
     async def rpc(self, owner: str, build: Callable[[int], Message], *,
                   timeout_s: float = DEFAULT_TIMEOUT_S) -> Message:
         """Send one request (built from its request id) and return the reply.
@@ -277,8 +328,12 @@ class OwnerClient:
             ProtocolError: the owner sent bytes that do not decode.
         """
         try:
-            async with asyncio.timeout(timeout_s):  # no extra task per RPC (unlike wait_for)
-                reply = await self._rpc_once(owner, build)
+            conn = self._conns.get(owner)
+            if conn is not None and conn.dead is None and not self.new_connection_per_rpc:
+                reply = await self._rpc_live(conn, build, timeout_s)
+            else:
+                async with asyncio.timeout(timeout_s):  # no extra task (unlike wait_for)
+                    reply = await self._rpc_once(owner, build)
         except TimeoutError as exc:
             self.stats.failures += 1
             raise RpcTimeout("owner did not answer in time", owner=owner,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from icore._extras import run_async
 from icore.memory import SQLiteStore
 from icore.net._errors import TransportError
 from icore.net._manifest import TeamManifest
@@ -265,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=ns.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     manifest = TeamManifest.load(ns.manifest)
-    asyncio.run(serve_agent(manifest, ns.agent, port=ns.port))
+    run_async(serve_agent(manifest, ns.agent, port=ns.port))
     return 0
 
 

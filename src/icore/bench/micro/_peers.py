@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from icore._extras import run_async
 from icore.bench._checks import check_count, check_positive_seconds
 from icore.bench._errors import BadOption
 from icore.bench.micro._loopback import ByteRelay, free_port, wait_port
@@ -932,5 +933,5 @@ def run_peers(peers: Sequence[str] = PEERS, *, rounds: int = 3, n: int = 500,
     check_count("rounds", rounds)
     check_count("n", n)
     check_positive_seconds("seconds", seconds)
-    return asyncio.run(_run(list(dict.fromkeys(peers)), rounds=rounds, n=n, seconds=seconds,
-                            progress=progress))
+    return run_async(_run(list(dict.fromkeys(peers)), rounds=rounds, n=n, seconds=seconds,
+                          progress=progress))
