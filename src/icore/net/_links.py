@@ -206,7 +206,8 @@ class TraceLink:
     continues into later opportunities, and arrives at the opportunity that carries its
     last byte, plus ``base_delay_ms``. An opportunity serves only packets queued before it:
     a message sent at ``t`` uses opportunities later than ``floor(t)`` (mm-link burns the
-    opportunities of the current millisecond before it enqueues). Unused opportunities are
+    opportunities of the current millisecond before it enqueues); a time within 1e-9 ms
+    below a whole millisecond counts as that millisecond (float noise of virtual time). Unused opportunities are
     lost (an idle link does not bank capacity). The trace repeats with period = its last
     timestamp.
 
