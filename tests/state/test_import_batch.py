@@ -160,3 +160,25 @@ def test_batch_refuses_as_one_by_one() -> None:
         with pytest.raises(StateInputError, match="unknown certificate"):
             b.import_assertion(Effect.assign("o3", "alice"), certificates=["c1"])
     assert set(x.obligations) == {"o1", "o2", "o3"}
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner)
+    | st.dictionaries(st.text(max_size=3) | st.integers() | st.none(), inner, max_size=3),
+    max_leaves=12)
+
+
+@given(_json_values)
+def test_is_json_fast_path_agrees_with_the_encoder(value: Any) -> None:
+    """The fast structural check never says yes where the strict encoder says no."""
+    import json
+
+    from icore.state._json import is_json
+
+    try:
+        json.dumps(value, allow_nan=False)
+        encodes = True
+    except (TypeError, ValueError):
+        encodes = False
+    assert is_json(value) == encodes

@@ -221,7 +221,13 @@ class ImportBatch:
     def __init__(self, x: StateView) -> None:
         self._x = x
         self._bodies: list[Body] = []
-        self._view = _BatchView(x)
+        self._pending: _BatchView | None = None  # built on the first item
+
+    @property
+    def _view(self) -> _BatchView:
+        if self._pending is None:
+            self._pending = _BatchView(self._x)
+        return self._pending
 
     def __len__(self) -> int:
         return len(self._bodies)
@@ -292,7 +298,7 @@ class ImportBatch:
             LogError: the log refused the entries (nothing written, X unchanged).
         """
         bodies, self._bodies = self._bodies, []
-        self._view = _BatchView(self._x)
+        self._pending = None
         if not bodies:
             return []
         rec: _Recorder = self._x  # type: ignore[assignment]
