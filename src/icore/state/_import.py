@@ -29,10 +29,57 @@ from icore.state._model import (
     Certificate,
     CitedRecord,
     Effect,
+    Event,
     EventSpec,
     Justification,
+    Obligation,
 )
+from icore.state._package import DeclarationPackage
 from icore.state._view import StateView
+
+
+class ImportView(Protocol):
+    """What :func:`certificate_body` and :func:`assertion_body` read of X.
+
+    A State, or X as a batch's pending items leave it.
+    """
+
+    @property
+    def decl(self) -> DeclarationPackage:
+        """D."""
+        ...
+
+    @property
+    def events(self) -> Mapping[str, Event]:
+        """G."""
+        ...
+
+    @property
+    def certificates(self) -> Mapping[str, Certificate]:
+        """Π's certificates."""
+        ...
+
+    @property
+    def assertions(self) -> Mapping[str, Assertion]:
+        """Q's assertions."""
+        ...
+
+    @property
+    def obligations(self) -> Mapping[str, Obligation]:
+        """Q's obligations."""
+        ...
+
+    def next_ids(self, prefix: str, count: int) -> list[str]:
+        """The next ids for ``a``/``c``/``f``."""
+        ...
+
+    def is_active(self, assertion_id: str) -> bool:
+        """The assertion exists and is not superseded."""
+        ...
+
+    def assertion_sound(self, assertion_id: str) -> bool:
+        """Soundness of one assertion."""
+        ...
 
 
 def event_body(x: StateView, spec: EventSpec, eid: str) -> EventAdded:
@@ -49,7 +96,7 @@ def event_body(x: StateView, spec: EventSpec, eid: str) -> EventAdded:
 
 
 def certificate_body(
-    x: StateView,
+    x: ImportView,
     validator: str,
     *,
     verdict: bool,
@@ -84,7 +131,7 @@ def certificate_body(
 
 
 def assertion_body(
-    x: StateView,
+    x: ImportView,
     effect: Effect,
     *,
     events: Sequence[str] = (),
@@ -181,6 +228,7 @@ class _BatchView:
         self.pending_certs: dict[str, Certificate] = {}
         self.pending_assertions: dict[str, Assertion] = {}
         self.pending_obligations: dict[str, Assertion] = {}  # id -> its node assertion
+        self.events: Mapping[str, Event]
         self.events = x.events
         self.certificates = _Union(self.pending_certs, x.certificates)
         self.assertions = _Union(self.pending_assertions, x.assertions)

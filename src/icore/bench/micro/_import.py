@@ -256,9 +256,11 @@ def report(figs: list[ImportFigures], echo: Callable[[str], None] = print, *,
              f"total {j['total_s']:6.1f} s  peak RSS {j['rss_peak_mb']:7.0f} MB "
              f"(import {j['rss_import_mb']:.0f} MB; {j['rss_over_file']:.2f}x the file)  "
              f"median of {len(f.runs)}")
+        rate = (f"{j['steps'] / j['audit_cpu_s']:.0f} steps/s" if audited
+                and j['audit_cpu_s'] > 0 else "not audited")
         echo(f"  CPU: import {j['import_cpu_s']:.1f} s ({j['cpu_mb_s']:.1f} MB/s of CPU), "
-             f"audit {j['audit_cpu_s']:.1f} s, {j['steps'] / max(j['audit_cpu_s'], 1e-9):.0f} "
-             f"steps/s; load average {j['load']:.1f} on {os.cpu_count()} cores (a loaded "
+             f"audit {j['audit_cpu_s']:.1f} s, {rate}; load average {j['load']:.1f} on "
+             f"{os.cpu_count()} cores (a loaded "
              f"machine stretches wall times; CPU seconds are less affected)")
         if f.kind == "otlp":
             what = "import + audit" if audited else "import only (--no-audit)"
