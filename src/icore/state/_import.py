@@ -235,13 +235,16 @@ class _BatchView:
         self.obligations = _Union(self.pending_obligations, x.obligations)
 
     def next_ids(self, prefix: str, count: int) -> list[str]:
+        """The next ``count`` ids for ``a``/``c``/``f``, after the pending items' ids."""
         n = {"a": len(self.pending_assertions), "c": len(self.pending_certs)}.get(prefix, 0)
         return self._x.next_ids(prefix, n + count)[n:]
 
     def is_active(self, assertion_id: str) -> bool:
+        """X's answer (citations are checked against X itself)."""
         return self._x.is_active(assertion_id)
 
     def assertion_sound(self, assertion_id: str) -> bool:
+        """X's answer (citations are checked against X itself)."""
         return self._x.assertion_sound(assertion_id)
 
 
