@@ -33,6 +33,17 @@ def _plain(value: object, depth: int) -> bool:
     answer is always the encoder's (a text of 20 000 characters is not escaped just to be
     checked; issue 29).
     """
+    t = type(value)
+    if t is dict and depth < 32:  # the common case: flat str-keyed fields, checked inline
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                return False
+            tv = type(v)
+            if tv is str or tv is bool or v is None:
+                continue
+            if not _plain(v, depth + 1):
+                return False
+        return True
     if value is None or isinstance(value, str | bool):
         return True
     if isinstance(value, int):
