@@ -187,3 +187,100 @@ def test_an_equivocating_record_never_moves_the_installed_head() -> None:
     assert ex.install(twin) is False  # already held: still no move
     assert ex.install(first) is False
     assert ex.installed_head("req/a").record_id == first.id
+
+
+# ------------------------------------------------------------ full mutation run (issue 30)
+@pytest.mark.parametrize("variant", ["envelope", "other owner"])
+def test_an_inlined_head_record_must_be_the_owners_full_record(variant: str) -> None:
+    """fence/_gate.py _verify_fresh: a head entry that inlines its record (a moved head)
+    is accepted only with the content and written by the key's owner."""
+    a = Record.create(key="req/a", owner="alice", seq=1, content={})
+    b = Record.create(key="req/b", owner="bob", seq=1, content={})
+    plan = derive(key="plan/1", owner="executor", seq=1, content={}, inputs=[a, b])
+    recs = {r.id: r for r in (a, b, plan)}
+    if variant == "envelope":
+        moved = Record.create(key="req/a", owner="alice", seq=2, content={"v": 2})
+        inlined = moved.without_content()
+    else:
+        moved = Record.create(key="req/a", owner="mallory", seq=2, content={"v": 2})
+        inlined = moved
+
+    def decide(record: Record) -> tuple[Outcome, Reason | None]:
+        run = GateRun(action="book", roots=(plan.id,), deps=frozenset({"req/a", "req/b"}),
+                      lookup=recs.get, ownership=OM)
+        assert isinstance(run.start(), HeadQueries)
+        d = run.on_heads({
+            "alice": HeadReply("alice", {"req/a": HeadEntry("req/a", moved.id, 2, record)}),
+            "bob": _reply("bob", b)})
+        return d.outcome, d.reason
+
+    assert decide(inlined) == (Outcome.BLOCKED, Reason.MALFORMED_HEAD)
+    good = Record.create(key="req/a", owner="alice", seq=2, content={"v": 2})
+    recs_ok = {**recs}
+    run = GateRun(action="book", roots=(plan.id,), deps=frozenset({"req/a", "req/b"}),
+                  lookup=recs_ok.get, ownership=OM)
+    assert isinstance(run.start(), HeadQueries)
+    d = run.on_heads({"alice": HeadReply("alice", {"req/a": HeadEntry("req/a", good.id, 2,
+                                                                      good)}),
+                      "bob": _reply("bob", b)})
+    assert d.reason is not Reason.MALFORMED_HEAD  # the owner's full record is accepted
+
+
+def test_a_held_record_installed_again_never_moves_the_installed_head_back() -> None:
+    """memory/_base.py _install: re-installing a held record moves the installed head only
+    forward, and installing a store's own committed record reports a move (no head before)."""
+    ex = MemoryStore(OM, "executor")
+    a1 = Record.create(key="req/a", owner="alice", seq=1, content={"v": 1})
+    a2 = Record.create(key="req/a", owner="alice", seq=2, content={"v": 2})
+    assert ex.install(a1) is True
+    assert ex.install(a2) is True
+    assert ex.install(a1) is False
+    assert ex.install(a1.without_content()) is False
+    assert ex.installed_head("req/a") == HeadEntry("req/a", a2.id, 2)
+    plan = Record.create(key="plan/1", owner="executor", seq=1, content={})
+    ex.commit(plan, writer="executor")
+    assert ex.install(plan) is True
+    assert ex.install(plan) is False  # again: nothing moves
+    assert ex.installed_head("plan/1") == HeadEntry("plan/1", plan.id, 1)
+
+
+def test_a_long_chain_installed_child_first_completes_at_once() -> None:
+    """memory/_base.py _recheck_incomplete: installing the root of a chain installed
+    deepest-first completes the whole chain (a fixpoint, not one pass)."""
+    om = OwnershipMap.from_mapping({"n/*": "alice", "plan/*": "executor"})
+    chain = [Record.create(key="n/0", owner="alice", seq=1, content={})]
+    for i in range(1, 12):
+        chain.append(derive(key=f"n/{i}", owner="alice", seq=i + 1, content={},
+                            inputs=[chain[-1]]))
+    ex = MemoryStore(om, "executor")
+    for rec in reversed(chain[1:]):
+        ex.install(rec)
+    assert ex.lookup(chain[-1].id) is None
+    ex.install(chain[0])
+    assert ex.lookup(chain[-1].id) == chain[-1]
+    assert all(ex.lookup(r.id) == r for r in chain)
+
+
+def test_an_installed_record_completed_by_an_own_commit_is_visible() -> None:
+    """memory/_base.py lookup: a record held as incomplete becomes visible once the
+    store's own commit supplies its missing input (completeness is rechecked on lookup)."""
+    ex = MemoryStore(OM, "executor")
+    plan = Record.create(key="plan/1", owner="executor", seq=1, content={})
+    note = derive(key="req/a", owner="alice", seq=1, content={}, inputs=[plan])
+    ex.install(note)
+    assert ex.lookup(note.id) is None
+    ex.commit(plan, writer="executor")
+    assert ex.lookup(note.id) == note
+
+
+@pytest.mark.parametrize("seq", [True, 0, -1, "1", 1.0])
+def test_a_head_entry_needs_an_int_sequence_of_at_least_one(seq: object) -> None:
+    """fence/_gate.py _check_entry: a bool, a non-int or a sequence below 1 is malformed."""
+    run, _, recs = _run()
+    a = recs["req/a"]
+    d = run.on_heads({"alice": HeadReply("alice", {"req/a": HeadEntry("req/a", a.id, seq)}),
+                      "bob": _reply("bob", recs["req/b"])})
+    assert d.outcome is Outcome.BLOCKED and d.reason is Reason.MALFORMED_HEAD
+    ok, _, _ = _run()
+    assert ok.on_heads({"alice": _reply("alice", a),
+                        "bob": _reply("bob", recs["req/b"])}).outcome is Outcome.AUTHORIZED

@@ -153,9 +153,11 @@ class Unit:
         self.ranges = _ranges(REPO / module, names)
 
     def command(self) -> list[str]:
+        """The pytest command line of this module's tests."""
         return [sys.executable, "-m", "pytest", *self.tests, *PYTEST]
 
     def config(self, work: Path, timeout_s: float) -> Path:
+        """Write the cosmic-ray config of this session into ``work``; return its path."""
         cfg = work / f"cr-{self.key}.toml"
         cfg.write_text(
             "[cosmic-ray]\n"
@@ -167,6 +169,7 @@ class Unit:
         return cfg
 
     def function_of(self, line_lo: int, line_hi: int) -> str | None:
+        """The selected function holding lines ``line_lo``..``line_hi``, or None."""
         return next((q for lo, hi, q in self.ranges if lo <= line_lo and line_hi <= hi), None)
 
     def ensure(self, work: Path, operators: re.Pattern[str], sample: int) -> None:
