@@ -9,6 +9,7 @@ import pytest
 
 from icore.fence import (
     GateContext,
+    GateDecision,
     GateRun,
     HeadQueries,
     Outcome,
@@ -284,3 +285,88 @@ def test_a_head_entry_needs_an_int_sequence_of_at_least_one(seq: object) -> None
     ok, _, _ = _run()
     assert ok.on_heads({"alice": _reply("alice", a),
                         "bob": _reply("bob", recs["req/b"])}).outcome is Outcome.AUTHORIZED
+
+
+@pytest.mark.parametrize("inlined", ["req/a", "req/b"])
+def test_every_moved_head_not_inlined_is_fetched_and_checked(inlined: str) -> None:
+    """fence/_gate.py on_records: an inlined moved head does not end the check of the
+    other moved heads; one the owner does not return blocks."""
+    run, _, recs = _run()
+    moved = {k: Record.create(key=k, owner=r.owner, seq=2, content={"v": 2})
+             for k, r in recs.items()}
+    replies = {}
+    for key, rec in moved.items():
+        inline = rec if key == inlined else None
+        replies[rec.owner] = HeadReply(rec.owner, {key: HeadEntry(key, rec.id, 2, inline)})
+    step = run.on_heads(replies)
+    assert not isinstance(step, GateDecision)
+    other = next(k for k in moved if k != inlined)
+    d = run.on_records({moved[other].owner: []})
+    assert d.outcome is Outcome.BLOCKED and d.reason is Reason.FETCH_FAILED
+    assert other in d.detail
+
+
+def test_an_own_envelope_then_committed_with_content_is_a_new_commit() -> None:
+    """memory/_base.py commit: the idempotent replay needs the held record's content; an
+    envelope of the store's own record installed first does not make the commit a replay."""
+    ex = MemoryStore(OM, "executor")
+    plan = Record.create(key="plan/1", owner="executor", seq=1, content={"p": 1})
+    ex.install(plan.without_content())
+    res = ex.commit(plan, writer="executor")
+    assert res.created is True and res.lineage_complete is True
+    assert ex.head("plan/1") == HeadEntry("plan/1", plan.id, 1)
+    assert ex.get(plan.id) is not None and ex.get(plan.id).has_content
+    again = ex.commit(plan, writer="executor")
+    assert again.created is False and again.lineage_complete is True
+
+
+def test_an_own_record_installed_after_its_commit_stays_complete() -> None:
+    """memory/_base.py _install: re-installing a held complete record keeps it complete
+    (a replayed commit still reports lineage_complete)."""
+    ex = MemoryStore(OM, "executor")
+    plan = Record.create(key="plan/1", owner="executor", seq=1, content={})
+    ex.commit(plan, writer="executor")
+    assert ex.install(plan) is True
+    assert ex.commit(plan, writer="executor").lineage_complete is True
+
+
+def test_the_sequence_bound_is_exclusive_and_the_size_bound_inclusive() -> None:
+    """records/_record.py check_envelope: seq < 2**63; 0 <= size <= 4 MiB."""
+    from icore.errors import MalformedRecord
+    from icore.records import MAX_CONTENT_BYTES
+
+    r = Record.create(key="req/a", owner="alice", seq=1, content={})
+
+    def env(seq: int, size: int) -> Record:
+        return Record(r.key, r.owner, seq, r.parents, r.type, None, r.content_address,
+                      size, r.schema, r.id)
+
+    env(2**63 - 1, MAX_CONTENT_BYTES).check_envelope()
+    env(1, 0).check_envelope()
+    with pytest.raises(MalformedRecord) as ei:
+        env(2**63, 0).check_envelope()
+    assert ei.value.fields["field"] == "seq"
+
+
+@pytest.mark.parametrize(("field", "at_most"), [("key", 512), ("owner", 512), ("type", 128),
+                                                 ("parents", 256)])
+def test_the_envelope_length_bounds_are_inclusive(field: str, at_most: int) -> None:
+    """records/_record.py check_envelope: key and owner of at most 512 chars, type of at
+    most 128, at most 256 parents (MAX_PARENTS); one more is malformed, naming the field."""
+    from dataclasses import replace
+
+    from icore.errors import MalformedRecord
+    from icore.records import MAX_PARENTS
+
+    assert MAX_PARENTS == 256
+    r = Record.create(key="req/a", owner="alice", seq=1, content={})
+
+    def value(n: int) -> object:
+        if field == "parents":
+            return tuple(f"{i:064x}" for i in range(1, n + 1))
+        return "k" * n
+
+    replace(r, **{field: value(at_most)}).check_envelope()
+    with pytest.raises(MalformedRecord) as ei:
+        replace(r, **{field: value(at_most + 1)}).check_envelope()
+    assert ei.value.fields["field"] == field
