@@ -370,3 +370,27 @@ def test_the_envelope_length_bounds_are_inclusive(field: str, at_most: int) -> N
     with pytest.raises(MalformedRecord) as ei:
         replace(r, **{field: value(at_most + 1)}).check_envelope()
     assert ei.value.fields["field"] == field
+
+
+@pytest.mark.parametrize("order", ["boundary first", "shared first"])
+def test_a_record_reached_again_with_fewer_bounded_keys_is_walked_again(order: str) -> None:
+    """records/_lineage.py frontier: x is reached below req/a v2 (req/a bounded) and
+    directly from the plan (nothing bounded); below x, req/a v1 is a second version of
+    req/a on the direct path, whichever path is walked first (the keys bounded on a
+    re-expanded record are the intersection over its paths, not the union)."""
+    from icore.errors import FrontierConflict
+    from icore.records import frontier
+
+    a1 = Record.create(key="req/a", owner="alice", seq=1, content={"v": 1})
+    b1 = Record.create(key="req/b", owner="bob", seq=1, content={})
+    x = derive(key="note/x", owner="alice", seq=2, content={}, inputs=[a1, b1])
+    a2 = derive(key="req/a", owner="alice", seq=3, content={"v": 2}, inputs=[x])
+    inputs = [a2, x] if order == "boundary first" else [x, a2]
+    plan = derive(key="plan/1", owner="executor", seq=1, content={}, inputs=inputs)
+    recs = {r.id: r for r in (a1, b1, x, a2, plan)}
+    with pytest.raises(FrontierConflict):
+        frontier([plan.id], ["req/a", "req/b"], recs.get)
+    ok = derive(key="plan/2", owner="executor", seq=2, content={}, inputs=[a2])
+    recs[ok.id] = ok
+    assert frontier([ok.id], ["req/a", "req/b"], recs.get).versions == {
+        "req/a": a2.id, "req/b": b1.id}
