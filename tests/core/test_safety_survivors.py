@@ -394,3 +394,58 @@ def test_a_record_reached_again_with_fewer_bounded_keys_is_walked_again(order: s
     recs[ok.id] = ok
     assert frontier([ok.id], ["req/a", "req/b"], recs.get).versions == {
         "req/a": a2.id, "req/b": b1.id}
+
+
+def test_the_walk_stops_once_every_dependency_has_a_boundary() -> None:
+    """records/_lineage.py frontier: below the boundaries of all of D(a) nothing is walked,
+    so inputs of a boundary that this replica does not hold do not matter."""
+    from icore.errors import MissingParent
+    from icore.records import frontier
+
+    src = Record.create(key="note/src", owner="bob", seq=1, content={})
+    b = derive(key="req/b", owner="bob", seq=2, content={}, inputs=[src])
+    a = derive(key="req/a", owner="alice", seq=1, content={}, inputs=[b])
+    plan = derive(key="plan/1", owner="executor", seq=1, content={}, inputs=[a])
+    recs = {r.id: r for r in (a, b, plan)}  # src is not held
+    fr = frontier([plan.id], ["req/a", "req/b"], recs.get)
+    assert fr.versions == {"req/a": a.id, "req/b": b.id}
+    assert fr.visited == 3
+    with pytest.raises(MissingParent):  # a declared key below a still needs src
+        frontier([plan.id], ["req/a", "req/b", "note/src"], recs.get)
+
+
+def test_a_shared_ancestor_seen_again_does_not_end_the_walk() -> None:
+    """records/_lineage.py frontier: a record reached again with nothing new bounded is
+    skipped, and the walk goes on with the other inputs (req/b after the diamond)."""
+    from icore.records import frontier
+
+    a = Record.create(key="req/a", owner="alice", seq=1, content={})
+    b = Record.create(key="req/b", owner="bob", seq=1, content={})
+    s = derive(key="note/s", owner="alice", seq=2, content={}, inputs=[a])
+    m1 = derive(key="note/m1", owner="alice", seq=3, content={}, inputs=[s])
+    m2 = derive(key="note/m2", owner="alice", seq=4, content={}, inputs=[s])
+    plan = derive(key="plan/1", owner="executor", seq=1, content={}, inputs=[m1, m2, b])
+    recs = {r.id: r for r in (a, b, s, m1, m2, plan)}
+    fr = frontier([plan.id], ["req/a", "req/b"], recs.get)
+    assert fr.versions == {"req/a": a.id, "req/b": b.id}
+    assert fr.visited == 6
+
+
+def test_the_lineage_bounds_allow_exactly_max_records() -> None:
+    """records/_lineage.py frontier and ancestors: max_records records may be visited;
+    one more raises LineageTooLarge."""
+    from icore.errors import LineageTooLarge
+    from icore.records import ancestors, frontier
+
+    chain = [Record.create(key="req/a", owner="alice", seq=1, content={})]
+    for i in range(1, 5):
+        chain.append(derive(key=f"note/{i}", owner="alice", seq=i + 1, content={},
+                            inputs=[chain[-1]]))
+    plan = derive(key="plan/1", owner="executor", seq=1, content={}, inputs=[chain[-1]])
+    recs = {r.id: r for r in (*chain, plan)}
+    assert frontier([plan.id], ["req/a"], recs.get, max_records=6).visited == 6
+    with pytest.raises(LineageTooLarge):
+        frontier([plan.id], ["req/a"], recs.get, max_records=5)
+    assert len(ancestors(plan.id, recs.get, max_records=6)) == 6
+    with pytest.raises(LineageTooLarge):
+        ancestors(plan.id, recs.get, max_records=5)
