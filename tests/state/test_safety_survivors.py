@@ -279,3 +279,94 @@ def test_work_already_reached_by_a_revocation_is_not_flagged_again(flow) -> None
     (second,) = flow.x.on_head_change("req/other", "e" * 64)
     assert not mine & set(second.assertions)
     assert {a.id for a in v3.assertions} <= set(second.assertions)
+
+
+def _settle_citing(flow, cert_id: str, event: str) -> Proposal:
+    return Proposal("lead", "settle", target="o1",
+                    effects=(Effect.status("o1", Status.SETTLED),),
+                    justification=(event,), cite_certificates=(cert_id,))
+
+
+def _approve_tied(flow, oid: str):
+    """Approve ``oid`` with an ``approved`` certificate citing it; (certificate, event)."""
+    from dataclasses import replace
+
+    p = flow.approve_proposal(oid)
+    req = replace(p.certificates[0], obligations=(oid,))
+    v = flow.ok(replace(p, certificates=(req,)))
+    return v.certificates[0], p.events[0].id
+
+
+def test_a_cited_certificate_ties_its_obligations_for_settlement(flow) -> None:
+    """_legality _cited_certificate: an active ``approved`` certificate of an earlier
+    change, cited, is settlement evidence for the obligations it cites."""
+    _ready(flow, "o1")
+    flow.submit("o1", "alice")
+    approved, ev = _approve_tied(flow, "o1")
+    assert approved.obligations == ("o1",)
+    v = flow.x.submit(_settle_citing(flow, approved.id, ev), head_view=flow.heads.get)
+    assert v.committed, v.reasons
+
+
+def test_settlement_evidence_must_be_of_a_required_kind(flow) -> None:
+    """_legality check_removals: a ``ci_green`` certificate tied to o1 is not the
+    ``approved`` evidence ``settle`` requires."""
+    from dataclasses import replace
+
+    _ready(flow, "o1")
+    sp = flow.submit_proposal("o1", "alice")
+    ci = flow.ok(replace(sp, certificates=(replace(sp.certificates[0], obligations=("o1",)),))
+                 ).certificates[0]
+    assert ci.validator == "ci_green" and ci.obligations == ("o1",)
+    _, ev = _approve_tied(flow, "o1")
+    v = flow.x.submit(_settle_citing(flow, ci.id, ev), head_view=flow.heads.get)
+    assert not v.committed
+    assert ReasonCode.UNSUPPORTED_REMOVAL in v.codes
+
+
+def test_a_stale_cited_certificate_says_why(flow) -> None:
+    """_legality _cited_certificate: the reason names a stale record with a head view,
+    and the missing head view without one."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    cert = flow.submit("o1", "alice", record=r1).certificates[0]
+    from dataclasses import replace
+
+    p = replace(flow.submit_proposal("o2", "alice"), cite_certificates=(cert.id,))
+    flow.heads["req/trip"] = _rec(2, supersedes=r1.id).id
+    stale = [r for r in flow.x.submit(p, head_view=flow.heads.get).reasons
+             if r.subject == cert.id]
+    blind = [r for r in flow.x.submit(p, head_view=None).reasons if r.subject == cert.id]
+    assert [r.code for r in stale] == [ReasonCode.STALE_RECORD]
+    assert "stale record" in stale[0].detail and "no head view" not in stale[0].detail
+    assert [r.code for r in blind] == [ReasonCode.STALE_RECORD]
+    assert "no head view" in blind[0].detail
+
+
+def test_every_status_effect_is_checked_for_removal(flow) -> None:
+    """_legality check_removals: a settlement listed after another effect is still checked
+    for its evidence."""
+    _ready(flow, "o1")
+    flow.submit("o1", "alice")
+    _, ev = _approve_tied(flow, "o1")
+    p = Proposal("lead", "settle", target="o1", justification=(ev,),
+                 effects=(Effect.claim("o1", "reviewed", True),
+                          Effect.status("o1", Status.SETTLED)))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert not v.committed
+    assert any(r.code == ReasonCode.UNSUPPORTED_REMOVAL and r.subject == "o1"
+               for r in v.reasons)
+
+
+def test_a_transferring_removal_needs_its_transport(flow) -> None:
+    """_legality check_removals: an operation that transports supersedes only what it
+    transports (no ``transported_to`` effect: unsupported)."""
+    _ready(flow, "o1")
+    p = Proposal("lead", "transfer", target="o1", justification=("mv",),
+                 events=(EventSpec("task_posted", "lead", {"description": "move"}, id="mv"),),
+                 effects=(Effect.status("o1", Status.SUPERSEDED),))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert not v.committed
+    assert any(r.code == ReasonCode.UNSUPPORTED_REMOVAL and r.subject == "o1"
+               for r in v.reasons)
