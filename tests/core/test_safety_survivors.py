@@ -449,3 +449,22 @@ def test_the_lineage_bounds_allow_exactly_max_records() -> None:
     assert len(ancestors(plan.id, recs.get, max_records=6)) == 6
     with pytest.raises(LineageTooLarge):
         ancestors(plan.id, recs.get, max_records=5)
+
+
+@pytest.mark.parametrize(("index", "value", "field"), [
+    (1, 7, "key/owner/type"), (2, 7, "key/owner/type"), (5, 7, "key/owner/type"),
+    (0, "1", "schema/seq/size"), (3, "1", "schema/seq/size"), (7, "1", "schema/seq/size")])
+def test_each_wire_field_type_is_checked_on_its_own(index: int, value: object,
+                                                    field: str) -> None:
+    """records/_codec.py record_from_wire: any one of key, owner, type of the wrong type
+    (or any one of schema, seq, size) is a CodecError naming that group."""
+    from icore.errors import CodecError
+    from icore.records import record_from_wire, record_to_wire
+
+    r = Record.create(key="req/a", owner="alice", seq=1, content={"v": 1})
+    wire = record_to_wire(r)
+    assert record_from_wire(list(wire)) == r
+    wire[index] = value
+    with pytest.raises(CodecError) as ei:
+        record_from_wire(wire)
+    assert ei.value.fields["field"] == field

@@ -370,3 +370,93 @@ def test_a_transferring_removal_needs_its_transport(flow) -> None:
     assert not v.committed
     assert any(r.code == ReasonCode.UNSUPPORTED_REMOVAL and r.subject == "o1"
                for r in v.reasons)
+
+
+def test_an_owner_fetch_that_raises_is_a_missing_record() -> None:
+    """_heads LineageHeadView.record: a fetch that fails (owner down) gives None (fail
+    closed: the record, and a certificate over it, is not current), never an exception."""
+    from icore.state import LineageHeadView
+
+    r1 = _rec(1)
+
+    def down(rid: str) -> Record | None:
+        raise ConnectionError("owner unreachable")
+
+    view = LineageHeadView(lambda key: r1.id, lambda rid: None, fetch=down)
+    assert view.record(r1.id) is None
+    assert LineageHeadView(lambda key: r1.id, lambda rid: None,
+                           fetch={r1.id: r1}.get).record(r1.id) == r1
+
+
+def test_a_fetch_keeps_looking_past_an_owner_that_sends_other_records() -> None:
+    """_heads owners_head_view fetch: an owner's reply is searched for the exact id asked
+    for; other records in it are skipped and the next owner is asked."""
+    from icore.memory import LocalOwners
+    from icore.state import owners_head_view
+
+    om = OwnershipMap.from_mapping({"block/*": "traveler", "sum/*": "planner"})
+    traveler, planner = MemoryStore(om, "traveler"), MemoryStore(om, "planner")
+    b1 = Record.create(key="block/t1", owner="traveler", seq=1, content={"v": 1})
+    traveler.commit(b1, writer="traveler")
+    s1 = Record.create(key="sum/t1", owner="planner", seq=1, content={})
+    planner.commit(s1, writer="planner")
+    inner = LocalOwners({"traveler": traveler, "planner": planner})
+
+    class Chatty:
+        """Owners whose planner answers every fetch with its own record first."""
+
+        def query_heads(self, owner, keys, *, timeout_s=None):
+            return inner.query_heads(owner, keys, timeout_s=timeout_s)
+
+        def fetch(self, owner, ids, *, timeout_s=None):
+            got = list(inner.fetch(owner, ids, timeout_s=timeout_s))
+            return [s1, *got] if owner == "planner" else got
+
+    view = owners_head_view(Chatty(), None, ownership=om)
+    assert view.record(b1.id) == b1
+    assert view.record(s1.id) == s1
+
+
+def test_a_fetch_asks_the_next_owner_when_one_fails() -> None:
+    """_heads owners_head_view fetch: an owner whose fetch raises is skipped; the record
+    is fetched from the next owner (and still verified against its id)."""
+    from icore.memory import LocalOwners
+    from icore.state import owners_head_view
+
+    om = OwnershipMap.from_mapping({"block/*": "traveler", "sum/*": "planner"})
+    traveler = MemoryStore(om, "traveler")
+    b1 = Record.create(key="block/t1", owner="traveler", seq=1, content={"v": 1})
+    traveler.commit(b1, writer="traveler")
+    inner = LocalOwners({"traveler": traveler, "planner": MemoryStore(om, "planner")})
+
+    class Flaky:
+        """Owners whose planner (asked first) fails every fetch."""
+
+        def query_heads(self, owner, keys, *, timeout_s=None):
+            return inner.query_heads(owner, keys, timeout_s=timeout_s)
+
+        def fetch(self, owner, ids, *, timeout_s=None):
+            if owner == "planner":
+                raise ConnectionError("planner unreachable")
+            return inner.fetch(owner, ids, timeout_s=timeout_s)
+
+    assert owners_head_view(Flaky(), None, ownership=om).record(b1.id) == b1
+
+
+def test_an_unreadable_input_does_not_hide_the_other_inputs() -> None:
+    """_heads LineageHeadView.ancestors: an input no one returns is an UNKNOWN_KEY
+    ancestor, and the record's other inputs (and theirs) are still walked."""
+    from icore.state import UNKNOWN_KEY, CitedRecord, LineageHeadView
+
+    lost = Record.create(key="block/lost", owner="traveler", seq=1, content={})
+    roots = [Record.create(key=f"block/{i}", owner="traveler", seq=i + 2, content={"i": i})
+             for i in range(6)]
+    mids = [derive(key=f"mid/{i}", owner="traveler", seq=20 + i, content={}, inputs=[r])
+            for i, r in enumerate(roots)]
+    s = derive(key="sum/t1", owner="planner", seq=1, content={}, inputs=[lost, *mids])
+    held = {r.id: r for r in (*roots, *mids, s)}
+    view = LineageHeadView(lambda key: None, held.get)
+    got = view.ancestors(CitedRecord.of(s))
+    assert CitedRecord(UNKNOWN_KEY, lost.id) in got
+    assert {CitedRecord.of(r) for r in (*roots, *mids)} <= set(got)
+    assert len(got) == 13
