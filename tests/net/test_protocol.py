@@ -265,3 +265,19 @@ class TestFuzz:
             decode_frame(frame)
         except ProtocolError:
             pass
+
+
+def test_a_frame_of_exactly_the_maximum_size_is_accepted() -> None:
+    """FrameDecoder.feed: max_frame_bytes is the largest accepted body (inclusive)."""
+    frame = encode_frame(Pong(1, "a" * 100))
+    body = len(frame) - 4
+    assert FrameDecoder(max_frame_bytes=body).feed(frame) == [Pong(1, "a" * 100)]
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder(max_frame_bytes=body - 1).feed(frame)
+
+
+def test_a_string_field_of_exactly_its_maximum_length_is_accepted() -> None:
+    """_str: a string of max_len chars decodes; one more is malformed (agent: 512)."""
+    assert decode_frame(encode_frame(Pong(1, "a" * 512))) == Pong(1, "a" * 512)
+    with pytest.raises(MalformedMessage):
+        decode_frame(encode_frame(Pong(1, "a" * 513)))
