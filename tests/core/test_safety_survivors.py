@@ -468,3 +468,45 @@ def test_each_wire_field_type_is_checked_on_its_own(index: int, value: object,
     with pytest.raises(CodecError) as ei:
         record_from_wire(wire)
     assert ei.value.fields["field"] == field
+
+
+def test_a_default_sqlite_store_shares_its_file_and_sees_other_writers(tmp_path: Path) -> None:
+    """memory/_sqlite.py __init__/_open: by default a store is not exclusive: two stores
+    open the same file, and a head committed through one is read by the other (heads
+    are read from the file, not from a memory copy made at open)."""
+    om = OwnershipMap.from_mapping({"req/*": "alice"})
+    one = SQLiteStore(tmp_path / "s.sqlite", om, "alice")
+    two = SQLiteStore(tmp_path / "s.sqlite", om, "alice")
+    assert not one.exclusive
+    r = Record.create(key="req/a", owner="alice", seq=1, content={})
+    one.commit(r, writer="alice")
+    assert two.head("req/a") == HeadEntry("req/a", r.id, 1)
+    one.close()
+    two.close()
+    solo = SQLiteStore(tmp_path / "x.sqlite", om, "alice", exclusive=True)
+    solo.commit(r, writer="alice")
+    solo.close()
+    again = SQLiteStore(tmp_path / "x.sqlite", om, "alice", exclusive=True)
+    assert again.head("req/a") == HeadEntry("req/a", r.id, 1)  # loaded at open
+    again.close()
+
+
+def test_a_store_in_a_new_directory_creates_it(tmp_path: Path) -> None:
+    """memory/_sqlite.py __init__: missing parent directories are created."""
+    store = SQLiteStore(tmp_path / "a" / "b" / "s.sqlite", OM, "alice")
+    assert (tmp_path / "a" / "b" / "s.sqlite").exists()
+    store.close()
+
+
+def test_a_store_that_cannot_be_opened_raises_a_store_error(tmp_path: Path) -> None:
+    """memory/_sqlite.py __init__: a file SQLite cannot open (here a directory) is a
+    StoreError naming the path, and the lock is released (the store opens once fixed)."""
+    from icore.errors import StoreError
+
+    path = tmp_path / "s.sqlite"
+    path.mkdir()
+    with pytest.raises(StoreError) as ei:
+        SQLiteStore(path, OM, "alice")
+    assert ei.value.fields["path"] == str(path)
+    path.rmdir()
+    SQLiteStore(path, OM, "alice").close()

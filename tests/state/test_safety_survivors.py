@@ -460,3 +460,12 @@ def test_an_unreadable_input_does_not_hide_the_other_inputs() -> None:
     assert CitedRecord(UNKNOWN_KEY, lost.id) in got
     assert {CitedRecord.of(r) for r in (*roots, *mids)} <= set(got)
     assert len(got) == 13
+
+
+def test_an_unknown_assertion_is_not_sound(flow) -> None:
+    """_evaluation assertion_sound: an id naming no assertion of Pi is unsound (fail
+    closed), while a committed assertion is sound."""
+    _ready(flow, "o1")
+    assert not flow.x.assertion_sound("a-no-such-assertion")
+    committed = [a for a in flow.x.assertions if flow.x.assertion_sound(a)]
+    assert committed
