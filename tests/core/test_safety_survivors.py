@@ -510,3 +510,38 @@ def test_a_store_that_cannot_be_opened_raises_a_store_error(tmp_path: Path) -> N
     assert ei.value.fields["path"] == str(path)
     path.rmdir()
     SQLiteStore(path, OM, "alice").close()
+
+
+def test_the_quorum_read_keeps_only_asked_keys_and_the_first_of_equal_sequences() -> None:
+    """fence/_access.py QuorumHeads.query_heads: a replica view answering for keys not
+    asked adds nothing; of two views at one owner sequence the first read (the
+    executor's own replica) is kept; a higher sequence wins."""
+    import asyncio
+
+    from icore.fence import QuorumHeads
+
+    a1 = Record.create(key="req/a", owner="alice", seq=1, content={"v": 1})
+    twin = Record.create(key="req/a", owner="alice", seq=1, content={"v": "twin"})
+    b3 = Record.create(key="req/b", owner="bob", seq=3, content={})
+    local = MemoryStore(OM, "executor")
+    local.install(a1)
+
+    class Views:
+        """Replica views: r1 reports the twin of req/a and an unasked req/b."""
+
+        def __init__(self, a: Record) -> None:
+            self.a = a
+
+        async def query_heads(self, owner, keys, *, known=None, timeout_s=None):
+            return HeadReply(owner, {"req/a": HeadEntry("req/a", self.a.id, self.a.seq),
+                                     "req/b": HeadEntry("req/b", b3.id, 3)})
+
+        async def fetch(self, owner, ids, *, timeout_s=None):
+            return []
+
+    got = asyncio.run(QuorumHeads(Views(twin), local, ["r1"]).query_heads("alice", ["req/a"]))
+    assert set(got.heads) == {"req/a"}
+    assert got.heads["req/a"].record_id == a1.id
+    a2 = Record.create(key="req/a", owner="alice", seq=2, content={"v": 2})
+    got2 = asyncio.run(QuorumHeads(Views(a2), local, ["r1"]).query_heads("alice", ["req/a"]))
+    assert got2.heads["req/a"].record_id == a2.id
