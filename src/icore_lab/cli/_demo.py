@@ -30,7 +30,7 @@ def _race(console: Console) -> None:
                   "replanned", "decisions")
     for pol in ("local_replica", "owner_head_freshness", "planfence"):
         out = staged_race(pol)
-        decisions = "; ".join(f"{d['outcome']}/{d['reason']}" for d in out.decisions)
+        decisions = "; ".join(f"{d.outcome}/{d.reason}" for d in out.decisions)
         table.add_row(out.policy, str(out.executed), str(out.booked), out.current,
                       "[red]yes[/]" if out.invalid else "[green]no[/]",
                       str(out.replanned), decisions)

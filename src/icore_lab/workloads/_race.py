@@ -9,11 +9,13 @@ runs lineage-valid.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from icore.errors import LineageError
 from icore.fence import (
     ActionResult,
+    DecisionEntry,
     DecisionLog,
     Fence,
     GateContext,
@@ -23,10 +25,11 @@ from icore.fence import (
     ReplanRequest,
     TeamContext,
     bind_action,
+    judge_action,
     make_validator,
 )
 from icore.memory import LocalOwners, MemoryStore, OwnershipMap
-from icore.records import Record, derive
+from icore.records import Record, RecordId, derive, frontier
 
 REQ_KEY = "req/trip-17"
 PLAN_KEY = "plan/trip-17"
@@ -43,7 +46,7 @@ class RaceOutcome:
         current: the destination of the current requirement head.
         invalid: True when the tool ran from a plan whose frontier is not the head.
         replanned: whether the one replan happened.
-        decisions: the logged decisions (as dicts).
+        decisions: the logged decisions (:class:`~icore.fence.DecisionEntry`).
     """
 
     policy: str
@@ -52,7 +55,20 @@ class RaceOutcome:
     current: str
     invalid: bool
     replanned: bool
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[DecisionEntry] = field(default_factory=list)
+
+
+def _ran_stale(roots: Sequence[RecordId], executor: MemoryStore, head: RecordId) -> bool:
+    """The ground-truth verdict of the executed action (:func:`icore.fence.judge_action`).
+
+    ``F_a`` is read from the executed roots' lineage in the executor's store; ``H`` is
+    the owner's requirement head after the race.
+    """
+    try:
+        fr: Mapping[str, RecordId] | None = frontier(roots, [REQ_KEY], executor.lookup).versions
+    except LineageError:
+        fr = None
+    return judge_action([REQ_KEY], fr, {REQ_KEY: head}).invalid(ground_truth=True)
 
 
 def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
@@ -122,10 +138,9 @@ def staged_race(policy: Policy | str = Policy.PLANFENCE) -> RaceOutcome:
     assert head is not None
     current = reviser.get(head.record_id)
     assert current is not None
-    plan_rec = executor.get(res.roots[0])
-    invalid = res.executed and (plan_rec is None or head.record_id not in plan_rec.parents)
+    invalid = res.executed and _ran_stale(res.roots, executor, head.record_id)
     return RaceOutcome(policy=pol.value, executed=res.executed,
                        booked=booked[0] if booked else None,
                        current=current.content["destination"], invalid=invalid,
                        replanned=res.replanned,
-                       decisions=[d.to_dict() for d in log])
+                       decisions=[d.entry() for d in log])

@@ -90,3 +90,22 @@ def test_bad_params_rejected() -> None:
         WorkloadParams(deps=9, keys=8)
     with pytest.raises(ValueError, match="agents"):
         WorkloadParams(agents=1)
+
+
+def test_staged_race_verdicts() -> None:
+    """The Fig. 1 race: only planfence replans and books the current head (judge_action)."""
+    from icore.fence import DecisionEntry
+    from icore_lab.workloads import staged_race
+
+    stale = {p: staged_race(p) for p in ("local_replica", "owner_head_freshness")}
+    for out in stale.values():
+        assert (out.executed, out.booked, out.current, out.invalid) == (
+            True, "Lisbon", "Porto", True)
+        assert [(d.outcome, d.reason) for d in out.decisions] == [
+            ("authorized", "not_validated")]
+    pf = staged_race("planfence")
+    assert (pf.executed, pf.booked, pf.invalid, pf.replanned) == (True, "Porto", False, True)
+    assert [(d.outcome, d.reason) for d in pf.decisions] == [
+        ("replan_required", "stale"), ("authorized", "valid")]
+    assert all(isinstance(d, DecisionEntry) for d in pf.decisions)
+    assert DecisionEntry.from_dict(pf.decisions[0].to_dict(), where="race") == pf.decisions[0]

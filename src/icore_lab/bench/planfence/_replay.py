@@ -59,6 +59,7 @@ from icore.fence import (
     ReplanRequest,
     TeamContext,
     bind_action,
+    judge_action,
     make_validator,
     replica_service,
     strategy,
@@ -95,7 +96,8 @@ class Episode:
         schedule: the schedule (identical for every policy).
         spec: the policy variant.
         net: the network.
-        keep_decisions: keep every gate decision (as dicts) in the result.
+        keep_decisions: keep every gate decision (:class:`~icore.fence.DecisionEntry`) in
+            the result.
         transport: how agents reach the owner services (default: a new
             :class:`~icore_lab.bench.planfence._inproc.InprocTransport` on ``net``). The
             episode owns it and closes it.
@@ -436,15 +438,20 @@ class Episode:
 
     # -- truth ---------------------------------------------------------------------------
     def _is_invalid(self, roots: Sequence[RecordId], true_deps: Sequence[str]) -> bool:
+        """The ground truth of an executed action (:func:`icore.fence.judge_action`).
+
+        ``F_a`` over the TRUE dependencies from the executed roots' lineage, ``H`` from
+        every owner's store now; a lineage error is invalid.
+        """
         try:
             fr = frontier(roots, true_deps, self.truth.get)
         except LineageError:
-            return True
+            return judge_action(true_deps, None, {}).invalid(ground_truth=True)
+        heads: dict[str, RecordId | None] = {}
         for k in true_deps:
             h = self.stores[self.schedule.owners[k]].head(k)
-            if h is None or fr.versions.get(k) != h.record_id:
-                return True
-        return False
+            heads[k] = None if h is None else h.record_id
+        return judge_action(true_deps, fr.versions, heads).invalid(ground_truth=True)
 
     # -- run ---------------------------------------------------------------------------
     def run(self) -> EpisodeResult:
@@ -503,7 +510,7 @@ class Episode:
             rows[-1] = _bump(rows[-1], self.pending_stall, b - last_bytes, r - last_rpcs)
             self.total_stall += self.pending_stall
             self.pending_stall = 0.0
-        decisions = tuple(d.to_dict() for d in self.log) if self.keep_decisions else ()
+        decisions = tuple(d.entry() for d in self.log) if self.keep_decisions else ()
         return EpisodeResult(template=sched.template.id, family=sched.template.family,
                              policy=spec.label, rows=tuple(rows),
                              total_stall_ms=self.total_stall, total_bytes=b,

@@ -14,9 +14,8 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
-from icore.fence import Policy, Propagation, strategy
+from icore.fence import DecisionEntry, Policy, Propagation, strategy
 from icore.memory import DEFAULT_TIMEOUT_S
 from icore.records import TraversalMode
 from icore_lab.bench._errors import BadOption
@@ -262,7 +261,8 @@ class EpisodeResult:
         total_stall_ms: blocking time of the whole episode, ms.
         total_bytes: wire bytes of the whole episode.
         duration_ms: episode clock at the end, ms.
-        decisions: every gate decision (as dicts) when asked for, else empty.
+        decisions: every gate decision (:class:`~icore.fence.DecisionEntry`) when asked
+            for, else empty.
     """
 
     template: str
@@ -272,7 +272,7 @@ class EpisodeResult:
     total_stall_ms: float
     total_bytes: int
     duration_ms: float
-    decisions: tuple[dict[str, Any], ...] = field(default=())
+    decisions: tuple[DecisionEntry, ...] = field(default=())
 
 
 __all__ = [
