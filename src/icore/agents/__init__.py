@@ -27,21 +27,16 @@ from icore.agents._decide import (
     object_schema,
 )
 from icore.agents._llm import (
-    MODES,
     TALLY_KEYS,
-    LLMConfig,
     LLMDecider,
-    LLMUnavailable,
-    Negotiation,
     decider_from_config,
     decision_tally,
-    discover_slots,
     dumps_transcript,
-    fit_timeouts,
-    negotiate,
-    negotiated_backend,
 )
+from icore.agents._llm_config import MODES, LLMConfig, LLMUnavailable, Negotiation
 from icore.agents._llm_settings import LLMSettings
+from icore.agents._llm_wire import discover_slots
+from icore.agents._negotiate import fit_timeouts, negotiate, negotiated_backend
 from icore.agents._scripted import ScriptedDecider
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from icore.agents._llm import LLMConfig
+from icore.agents._llm_config import LLMConfig
 
 
 @dataclass(frozen=True, slots=True)
