@@ -11,6 +11,7 @@ A :class:`LinkPair` also shapes a real TCP connection (the ``path=`` of
 :class:`icore.net.OwnerClient`). See docs/net.md.
 """
 
+from icore_lab.net._hostcost import DEFAULT_TLS_COST, HostCost, HostCpu, TlsCost
 from icore_lab.net._links import (
     DEFAULT_ATT_TRACE,
     DEFAULT_BASE_DELAY_MS,
@@ -31,14 +32,7 @@ from icore_lab.net._links import (
     traces_dir,
     wire_bytes,
 )
-from icore_lab.net._virtual import (
-    DEFAULT_TLS_COST,
-    AsyncVirtualTransport,
-    HostCost,
-    HostCpu,
-    TlsCost,
-    VirtualTransport,
-)
+from icore_lab.net._virtual import AsyncVirtualTransport, VirtualTransport
 from icore_lab.net._vloop import VirtualTimeLoop, run_virtual
 
 __all__ = [

@@ -9,7 +9,8 @@ import pytest
 from icore.fence import Policy
 from icore.records import Record
 from icore_lab.bench import NetSpec, PolicySpec, replay
-from icore_lab.bench.planfence._analysis import aggregate, orderings
+from icore_lab.bench.planfence._analysis import aggregate
+from icore_lab.bench.planfence._orderings import orderings
 from icore_lab.bench.planfence._presets import ARTIFACT_BYTES, PAPER_STUDIES, preset_cells
 from icore_lab.bench.planfence._replay import Episode
 from icore_lab.bench.planfence._run import run_cells

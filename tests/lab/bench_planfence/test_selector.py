@@ -13,21 +13,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icore_lab.bench.planfence import _selector as sel
+from icore_lab.bench.planfence import _selector_data as sd
 from icore_lab.bench.planfence._selector import (
-    CHOICES,
-    FALLBACK,
-    FEATURES,
     BlockMetrics,
-    Example,
-    ExampleSpec,
-    PolicyOutcome,
     ResidualMLP,
-    build_dataset,
-    campaign,
-    label,
     no_worse_and_better,
     safe_choice,
     table10,
+)
+from icore_lab.bench.planfence._selector_data import (
+    CHOICES,
+    FALLBACK,
+    FEATURES,
+    Example,
+    ExampleSpec,
+    PolicyOutcome,
+    build_dataset,
+    campaign,
+    label,
 )
 from icore_lab.workloads import TEMPLATES, WorkloadParams
 
@@ -79,7 +82,7 @@ def test_campaign_follows_the_protocol() -> None:
                  "ood_rate": 90, "ood_keys": 90, "ood_compound": 90}
     for s in specs:
         p, ver = s.params, s.link == "verizon"
-        rate, keys = p.rho in sel.OOD_RHOS, p.keys in sel.OOD_KEYS
+        rate, keys = p.rho in sd.OOD_RHOS, p.keys in sd.OOD_KEYS
         shifted = {"ood_verizon": (True, False, False), "ood_rate": (False, True, False),
                    "ood_keys": (False, False, True), "ood_compound": (True, True, True)}
         assert (ver, rate, keys) == shifted.get(s.split, (False, False, False)), s
@@ -94,11 +97,11 @@ def test_features_are_pre_action_only() -> None:
     """Workload dimensions and static link calibration: no template, no outcome."""
     s = ExampleSpec("e", "train", WorkloadParams(rho=0.25, keys=16), "loopback", 0.0,
                     TEMPLATES[:6])
-    x = sel.features(s)
+    x = sd.features(s)
     assert len(x) == len(FEATURES)
     t = ExampleSpec("f", "train", WorkloadParams(rho=0.25, keys=16), "loopback", 0.0,
                     TEMPLATES[6:12])
-    assert sel.features(t) == x  # other workflows, same inputs
+    assert sd.features(t) == x  # other workflows, same inputs
 
 
 class _Bad:
@@ -149,7 +152,7 @@ def _synthetic(n: int, split: str, rng: random.Random) -> list[Example]:
         s = ExampleSpec(f"{split}{i}", split, WorkloadParams(rho=rho), "loopback", 0.0,
                         TEMPLATES[:6])
         oc = {C: _o(100 + rho, 20), S: _o(40 * rho, 5 + rho), F: _o(60, 3)}
-        out.append(Example(s, sel.features(s), oc, label(oc)))
+        out.append(Example(s, sd.features(s), oc, label(oc)))
     return out
 
 
@@ -198,7 +201,7 @@ def test_dataset_from_the_replay_is_cached(tmp_path: Path) -> None:
         assert e.target in CHOICES
     again, cost2 = build_dataset(specs, cache=cache)
     assert cost2["cached"] and [e.target for e in again] == [e.target for e in ex]
-    assert json.loads(cache.read_text())["digest"] == sel.protocol_digest(specs)
+    assert json.loads(cache.read_text())["digest"] == sd.protocol_digest(specs)
 
 
 @pytest.mark.slow

@@ -29,8 +29,9 @@ Policies themselves (validators, head sources, strategies) live in :mod:`icore.f
 from typing import TYPE_CHECKING
 
 from icore._extras import lazy_attributes
-from icore_lab.bench.planfence._analysis import Agg, Ordering, aggregate, orderings
+from icore_lab.bench.planfence._analysis import Agg, aggregate
 from icore_lab.bench.planfence._inproc import InprocTransport
+from icore_lab.bench.planfence._orderings import Ordering, orderings
 from icore_lab.bench.planfence._preset import TRANSPORTS, run_planfence
 from icore_lab.bench.planfence._presets import PRESETS, Cell, preset_cells
 from icore_lab.bench.planfence._replay import Episode, replay

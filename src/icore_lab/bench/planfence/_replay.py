@@ -40,7 +40,7 @@ in the same span (TCP payload incl. TLS, see :class:`icore.net.TrafficStats`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -52,7 +52,6 @@ from icore.fence import (
     GateContext,
     PointCounter,
     PolicyValidator,
-    Propagation,
     ProtectedTool,
     Reads,
     Replan,
@@ -68,17 +67,17 @@ from icore.memory import MemoryStore, OwnershipMap, Store
 from icore.net import TransportError
 from icore.records import Record, RecordId, derive, frontier
 from icore_lab.bench._errors import BadOption
+from icore_lab.bench.planfence._artifact import fetch_artifact, setup_artifact
 from icore_lab.bench.planfence._inproc import InprocTransport
+from icore_lab.bench.planfence._propagation import _Propagation
 from icore_lab.bench.planfence._services import ReplayTransport, ReplayWorld
 from icore_lab.bench.planfence._spec import (
-    ARTIFACT_KEY,
     CENTRAL,
     MAX_SYNC_ATTEMPTS,
     ActionRow,
     EpisodeResult,
     NetSpec,
     PolicySpec,
-    artifact_blob,
 )
 from icore_lab.net import HostCpu
 from icore_lab.workloads import ActStep, Fault, Idle, PlanStep, Schedule, Update
@@ -124,8 +123,6 @@ class Episode:
         self._clients: dict[str, Any] = {}
         self._background_clients: dict[str, Any] = {}
         self.points = PointCounter()
-        self.dirty: dict[str, dict[str, Record]] = {}
-        self.dirty_count: dict[str, int] = {}
         self.freshness_client: Any = None
         self.sync_failures = 0
         self.shared = frozenset(schedule.keys)
@@ -138,13 +135,7 @@ class Episode:
             net=net, strategy=self.strategy, ownership=self.ownership, stores=self.stores,
             central=self.central, agent_cpus={a: HostCpu() for a in sched.agents},
             memory_cpus={a: HostCpu() for a in (*sched.agents, CENTRAL)})
-        self._propagate: dict[Propagation, Callable[[Record, list[str]], None]] = {
-            Propagation.NONE: lambda rec, others: None,
-            Propagation.BACKGROUND: self._replicate_in_background,
-            Propagation.CENTRAL_COMMIT: self._commit_centrally,
-            Propagation.ANNOUNCE_EVERY_K: self._announce_every_k,
-            Propagation.WRITE_QUORUM: self._write_quorum,
-        }
+        self.propagation = _Propagation(self)
         try:
             self._setup_records()
             self.transport.start(self.world)
@@ -185,57 +176,8 @@ class Episode:
             self._setup_artifact()
 
     def _setup_artifact(self) -> None:
-        """Set up the large-artifact control, so that every policy must fetch v1.
-
-        The owner publishes v0 (the executor holds it), then changes it to v1 before the episode.
-        """
-        sched, owner, size = self.schedule, self.artifact_owner, self.artifact_bytes
-        store = self.stores[owner]
-        v0 = Record.create(key=ARTIFACT_KEY, owner=owner, seq=store.next_seq(),
-                           type="artifact",
-                           content={"blob": artifact_blob(sched.template.id, 0, size),
-                                    "rev": 0})
-        self._commit_local(v0)
-        self.stores[sched.executor].install(v0)
-        v1 = derive(key=ARTIFACT_KEY, owner=owner, seq=store.next_seq(), type="artifact",
-                    content={"blob": artifact_blob(sched.template.id, 1, size), "rev": 1},
-                    inputs=[v0])
-        self._commit_local(v1)
-        if self.strategy.central:
-            self.central.commit(v0, writer=owner)
-            self.central.commit(v1, writer=owner)
-        self.artifact_base = v0.id
-
-    def _fetch_artifact(self, tally: dict[str, int]) -> None:
-        """Fetch the artifact's current version from its owner (head, then content) and verify it.
-
-        Verification checks the owner's head, a matching content address, the exact parent.
-        """
-        owner, n = self.artifact_owner, self.net
-        cl = self.client(self.schedule.executor)
-        got: list[Any] = []
-
-        async def go() -> None:
-            got.clear()
-            rep = await cl.query_heads(owner, [ARTIFACT_KEY], timeout_s=n.timeout_s)
-            h = rep.heads.get(ARTIFACT_KEY)
-            recs = [] if h is None else await cl.fetch(owner, [h.record_id],
-                                                        timeout_s=n.timeout_s)
-            got.extend([h, recs])
-
-        self._block(go, self.schedule.executor)
-        h, recs = got
-        truth = self.stores[owner].head(ARTIFACT_KEY)
-        ok = (h is not None and truth is not None and len(recs) == 1
-              and recs[0].id == h.record_id == truth.record_id
-              and self.artifact_base in recs[0].parents
-              and len(str((recs[0].content or {}).get("blob", ""))) == self.artifact_bytes)
-        if ok:
-            try:
-                recs[0].verify()
-            except Exception:
-                ok = False
-        tally["artifact_fetches" if ok else "artifact_violations"] += 1
+        """Publish the artifact's v0 and change it to v1 (:func:`._artifact.setup_artifact`)."""
+        self.artifact_base = setup_artifact(self)
 
     def _commit_local(self, rec: Record) -> None:
         self.stores[rec.owner].commit(rec, writer=rec.owner)
@@ -289,76 +231,6 @@ class Episode:
                 if attempt == MAX_SYNC_ATTEMPTS - 1:
                     raise
         self.pending_stall += self.clock.now_ms() - t0
-
-    # -- updates -----------------------------------------------------------------------
-    def _revise(self, u: Update) -> Record:
-        store = self.stores[u.owner]
-        head = store.head(u.key)
-        assert head is not None
-        prev = self.truth[head.record_id]
-        rev = int(prev.content["rev"]) + 1
-        rec = derive(key=u.key, owner=u.owner, seq=store.next_seq(), type=prev.type,
-                     content={"value": u.value, "rev": rev}, inputs=[prev])
-        self._commit_local(rec)
-        self._on_update(rec)
-        return rec
-
-    def _on_update(self, rec: Record) -> None:
-        others = [a for a in self.schedule.agents if a != rec.owner]
-        self._propagate[self.strategy.propagation](rec, others)
-
-    def _replicate_in_background(self, rec: Record, others: list[str]) -> None:
-        """Asynchronous background replication: bytes count, nobody waits."""
-        bg = self._background(rec.owner)
-        self.transport.sync_background_clock()
-        for a in others:
-            try:
-                bg.replicate(a, [rec], timeout_s=self.net.timeout_s)
-            except TransportError:
-                self.sync_failures += 1  # background: the replica stays behind
-
-    def _commit_centrally(self, rec: Record, others: list[str]) -> None:
-        cl = self.client(rec.owner)
-        self._block(lambda: cl.commit(CENTRAL, rec, timeout_s=self.net.timeout_s),
-                    rec.owner)
-
-    def _announce_every_k(self, rec: Record, others: list[str]) -> None:
-        dirty = self.dirty.setdefault(rec.owner, {})
-        dirty[rec.key] = rec
-        self.dirty_count[rec.owner] = self.dirty_count.get(rec.owner, 0) + 1
-        if self.dirty_count[rec.owner] >= self.spec.k:
-            self._announce(rec.owner, list(dirty.values()), others)
-            dirty.clear()
-            self.dirty_count[rec.owner] = 0
-
-    def _write_quorum(self, rec: Record, others: list[str]) -> None:
-        """Write quorum: the owner plus floor(N/2) replicas hold the new head.
-
-        The replicas are taken in ring order, the executor's first.
-        """
-        ring = sorted(others, key=lambda a: (a != self.schedule.executor, a))
-        self._announce(rec.owner, [rec], ring[: len(self.schedule.agents) // 2])
-
-    def _announce(self, owner: str, recs: list[Record], to: Sequence[str]) -> None:
-        cl = self.client(owner)
-        envelopes = tuple(r.without_content() for r in recs)
-        left = set(to)
-
-        async def go() -> None:
-            order = sorted(left)
-            res = await asyncio.gather(*(self._announce_one(cl, a, envelopes)
-                                         for a in order), return_exceptions=True)
-            for a, r in zip(order, res, strict=True):
-                if not isinstance(r, BaseException):
-                    left.discard(a)
-            failed = [r for r in res if isinstance(r, BaseException)]
-            if failed:
-                raise failed[0]
-
-        self._block(go, owner)
-
-    async def _announce_one(self, cl: Any, to: str, envelopes: tuple[Record, ...]) -> None:
-        await cl.announce(to, envelopes, timeout_s=self.net.timeout_s)
 
     # -- plans ---------------------------------------------------------------------------
     def _plan(self, step: PlanStep, sources: Mapping[str, Record],
@@ -479,7 +351,7 @@ class Episode:
             if isinstance(step, Idle):
                 continue
             if isinstance(step, Update):
-                self._revise(step)
+                self.propagation.revise(step)
                 continue
             if isinstance(step, PlanStep):
                 plans[step.action] = (step, self._plan(step, self._current(step.cited)))
@@ -527,11 +399,11 @@ class Episode:
 
         def run_tool(**kw: Any) -> bool:
             if self.artifact_bytes:
-                self._fetch_artifact(art)  # the second fetch: verified again at use
+                fetch_artifact(self, art)  # the second fetch: verified again at use
             return True
 
         if self.artifact_bytes:
-            self._fetch_artifact(art)  # the first fetch: staged before validation
+            fetch_artifact(self, art)  # the first fetch: staged before validation
         tool = ProtectedTool(run_tool, depends_on=pstep.declared, name=sched.action_name)
         fault_owner = sched.owners[step.fault_key] if step.fault_key else None
         if step.fault is Fault.OUTAGE and fault_owner is not None:
@@ -546,7 +418,7 @@ class Episode:
             # the recorded fresh public decision (App. A.3): the same plan re-derived from
             # the fresh records the gate verified, the old inputs for everything else
             if step.fault is Fault.SECOND_CHANGE and step.fault_key is not None:
-                self._revise(Update(step.fault_key, sched.owners[step.fault_key],
+                self.propagation.revise(Update(step.fault_key, sched.owners[step.fault_key],
                                     f"second-change:{step.action}"))
             sources = self._plan_sources(plan, pstep)
             sources.update({k: r for k, r in req.fresh.items() if k in sources})

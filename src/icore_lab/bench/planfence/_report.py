@@ -18,15 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from icore_lab.bench.planfence._analysis import (
-    PAPER_TABLE1,
-    Agg,
-    Ordering,
-    aggregate,
-    orderings,
-    paired_table,
-    summary_rows,
-)
+from icore_lab.bench.planfence._analysis import Agg, aggregate, summary_rows
+from icore_lab.bench.planfence._orderings import PAPER_TABLE1, Ordering, orderings, paired_table
 from icore_lab.bench.planfence._run import ROW_FIELDS, CampaignResult
 
 PAIRS = (("planfence", "centralized_lineage"), ("planfence", "metadata_sync_k1"),
