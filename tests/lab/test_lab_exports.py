@@ -14,7 +14,7 @@ PINNED = {
     "icore_lab.bench": [
         "BOOTSTRAP_DRAWS", "PLANFENCE_PRESETS", "TIE_THRESHOLD", "TRANSPORTS", "ActionRow",
         "Agg", "BadOption", "BenchError", "CampaignResult", "Cell", "EpisodeResult",
-        "NetSpec", "Ordering", "OutputUnavailable", "PairedComparison", "PolicySpec",
+        "NetSpec", "Ordering", "OutputUnavailable", "PairedComparison", "PolicySpec", "VariantSpec",
         "ReplayFailed", "TraceUnavailable", "TransportUnavailable", "UnknownPreset",
         "aggregate", "binomial_upper", "check_count", "check_positive_seconds",
         "cluster_bootstrap_diff", "orderings", "practical_tie", "preset_cells", "replay",
@@ -23,7 +23,7 @@ PINNED = {
     "icore_lab.bench.planfence": [
         "BOOTSTRAP_DRAWS", "PRESETS", "TABLE10_HEADER", "TIE_THRESHOLD", "TRANSPORTS",
         "ActionRow", "Agg", "CampaignResult", "Cell", "Episode", "EpisodeResult",
-        "InprocTransport", "NetSpec", "Ordering", "PairedComparison", "PolicySpec",
+        "InprocTransport", "NetSpec", "Ordering", "PairedComparison", "PolicySpec", "VariantSpec",
         "ReplayTransport", "ReplayWorld", "TcpTransport", "aggregate", "binomial_upper",
         "cluster_bootstrap_diff", "orderings", "practical_tie", "preset_cells", "replay",
         "run_cells", "run_planfence", "run_selector", "table10_markdown", "table10_rows",

@@ -1,4 +1,4 @@
-"""``icore bench state``: iCORE state benchmark (thin; see :mod:`icore_lab.bench.micro._state`)."""
+"""``icore bench state``: the iCORE state benchmark (thin; see :mod:`icore_lab.bench.micro`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from icore.state import Committed, EventAdded, EventSpec, State
 from icore_lab.agents._sim_world import SimWorld
 from icore_lab.agents._simulated import SimEnvironment, SimTeam, introduce
 from icore_lab.bench.icore._evaluate import run_instance
-from icore_lab.bench.icore._loop import loop_detection
+from icore_lab.bench.icore._loop_eval import loop_detection
 from icore_lab.workloads._tasks import declaration, make_instance
 
 

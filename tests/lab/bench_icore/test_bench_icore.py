@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from icore_lab.bench._errors import UnknownPreset
 from icore_lab.bench.icore._evaluate import CONDITIONS, evaluate, get_preset, run_instance
-from icore_lab.bench.icore._stats import paired
+from icore_lab.bench.icore._icore_stats import paired
 from icore_lab.workloads._tasks import (
     TASK_MODES,
     TaskMode,
@@ -67,7 +67,7 @@ def test_prop4_is_checked_as_an_expectation_bound_with_slack() -> None:
     diagnostic (the old per-run assertion failed on deadline seed 36, allocation 68/81)."""
     from dataclasses import asdict
 
-    from icore_lab.bench.icore._stats import expectation_bound, prop4_check
+    from icore_lab.bench.icore._icore_stats import expectation_bound, prop4_check
 
     runs = [asdict(r) for m in ("deadline", "allocation") for s in range(6)
             for r in run_instance(m, s).runs]

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from icore_lab.bench.planfence._analysis import aggregate
+from icore_lab.bench.planfence._cells import run_cells
 from icore_lab.bench.planfence._orderings import orderings
 from icore_lab.bench.planfence._presets import appc, fig6
-from icore_lab.bench.planfence._run import run_cells
 from icore_lab.workloads import TEMPLATES
 
 

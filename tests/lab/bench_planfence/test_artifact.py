@@ -8,12 +8,12 @@ import pytest
 
 from icore.fence import Policy
 from icore.records import Record
-from icore_lab.bench import NetSpec, PolicySpec, replay
+from icore_lab.bench import NetSpec, VariantSpec, replay
 from icore_lab.bench.planfence._analysis import aggregate
+from icore_lab.bench.planfence._cells import run_cells
+from icore_lab.bench.planfence._episode import Episode
 from icore_lab.bench.planfence._orderings import orderings
 from icore_lab.bench.planfence._presets import ARTIFACT_BYTES, PAPER_STUDIES, preset_cells
-from icore_lab.bench.planfence._replay import Episode
-from icore_lab.bench.planfence._run import run_cells
 from icore_lab.bench.planfence._spec import ARTIFACT_KEY
 from icore_lab.workloads import TEMPLATES, WorkloadParams, build_schedule
 
@@ -44,9 +44,9 @@ def test_two_verified_fetches_per_action(policy: Policy) -> None:
     """Every policy fetches the changed artifact twice per action and verifies it; its
     bytes ride on the action (the artifact spans many packets)."""
     s = build_schedule(TEMPLATES[0], ART)
-    with_art = replay(s, PolicySpec(policy), NetSpec(link="loopback"))
+    with_art = replay(s, VariantSpec(policy), NetSpec(link="loopback"))
     plain = replay(build_schedule(TEMPLATES[0], dataclasses.replace(ART, artifact_bytes=0)),
-                   PolicySpec(policy), NetSpec(link="loopback"))
+                   VariantSpec(policy), NetSpec(link="loopback"))
     assert all(r.artifact_fetches == 2 and r.artifact_violations == 0
                for r in with_art.rows)
     assert with_art.total_bytes - plain.total_bytes > 2 * ARTIFACT_BYTES * len(with_art.rows)
@@ -74,7 +74,7 @@ def test_a_version_without_the_exact_parent_is_a_violation() -> None:
     """A fetched artifact whose exact parent is not the published version fails the
     verification (counted as a violation, never as a verified fetch)."""
     s = build_schedule(TEMPLATES[1], ART)
-    res = _ForgedArtifact(s, PolicySpec(Policy.PLANFENCE), NetSpec(link="loopback")).run()
+    res = _ForgedArtifact(s, VariantSpec(Policy.PLANFENCE), NetSpec(link="loopback")).run()
     assert all(r.artifact_violations == 2 and r.artifact_fetches == 0 for r in res.rows)
 
 

@@ -202,7 +202,7 @@ def test_failed_write_leaves_no_folder(tmp_path: Path,
     """A run that fails while writing its files leaves neither a half-written results
     folder nor its staging folder; earlier results stay where they were."""
     from icore_lab.bench import OutputUnavailable, run_planfence
-    from icore_lab.bench.planfence import _report as report
+    from icore_lab.bench.planfence import _replay_report as report
 
     out = tmp_path / "res"
     run_planfence("tiny", out, jobs=1, plots=False, seed=1)

@@ -9,7 +9,7 @@ import pytest
 
 from icore.fence import Policy
 from icore.records import TraversalMode
-from icore_lab.bench import BadOption, NetSpec, PolicySpec, replay
+from icore_lab.bench import BadOption, NetSpec, VariantSpec, replay
 from icore_lab.net import DEFAULT_TLS_COST
 from icore_lab.workloads import TEMPLATES, WorkloadParams, build_schedule
 
@@ -19,8 +19,8 @@ def test_same_seed_same_rows() -> None:
     """Two replays of one schedule give identical rows (virtual time, no wall clock)."""
     s = build_schedule(TEMPLATES[4])
     for pol in (Policy.PLANFENCE, Policy.METADATA_SYNC, Policy.BATCHED_ALL_KEY):
-        a = replay(s, PolicySpec(pol), NetSpec(link="att", offset_ms=5000))
-        b = replay(s, PolicySpec(pol), NetSpec(link="att", offset_ms=5000))
+        a = replay(s, VariantSpec(pol), NetSpec(link="att", offset_ms=5000))
+        b = replay(s, VariantSpec(pol), NetSpec(link="att", offset_ms=5000))
         assert a.rows == b.rows
         assert a.total_bytes == b.total_bytes
 
@@ -28,16 +28,16 @@ def test_same_seed_same_rows() -> None:
 @pytest.mark.usefixtures("shared_data")  # reads the AT&T trace
 def test_other_seed_other_costs() -> None:
     """Another master seed gives another schedule and other costs."""
-    a = replay(build_schedule(TEMPLATES[0]), PolicySpec(Policy.PLANFENCE))
+    a = replay(build_schedule(TEMPLATES[0]), VariantSpec(Policy.PLANFENCE))
     b = replay(build_schedule(TEMPLATES[0], WorkloadParams(master_seed=7)),
-               PolicySpec(Policy.PLANFENCE))
+               VariantSpec(Policy.PLANFENCE))
     assert a.rows != b.rows
 
 
 def test_planfence_bytes_are_handshakes_plus_frames() -> None:
     """On loopback, a raced PlanFence action is 3 RPCs on new TLS connections: the
     bytes are 3 full handshakes + close alerts + the encoded frames."""
-    res = replay(build_schedule(TEMPLATES[0]), PolicySpec(Policy.PLANFENCE),
+    res = replay(build_schedule(TEMPLATES[0]), VariantSpec(Policy.PLANFENCE),
                  NetSpec(link="loopback"))
     tls = DEFAULT_TLS_COST
     per_conn = tls.handshake_bytes + 2 * tls.close + 2 * tls.record_overhead
@@ -51,22 +51,22 @@ def test_planfence_bytes_are_handshakes_plus_frames() -> None:
 def test_connection_reuse_is_cheaper() -> None:
     """Reusing connections removes the per-RPC handshakes."""
     s = build_schedule(TEMPLATES[0])
-    new = replay(s, PolicySpec(Policy.PLANFENCE), NetSpec(link="att"))
-    reuse = replay(s, PolicySpec(Policy.PLANFENCE),
+    new = replay(s, VariantSpec(Policy.PLANFENCE), NetSpec(link="att"))
+    reuse = replay(s, VariantSpec(Policy.PLANFENCE),
                    NetSpec(link="att", new_connection_per_rpc=False))
     assert reuse.total_bytes < new.total_bytes / 3
     assert reuse.total_stall_ms < new.total_stall_ms
 
 
 @pytest.mark.parametrize(("spec", "label", "exact"), [
-    (PolicySpec(Policy.METADATA_SYNC, k=1), "metadata_sync_k1", True),
-    (PolicySpec(Policy.METADATA_SYNC, k=4), "metadata_sync_k4", False),
-    (PolicySpec(Policy.PLANFENCE, mode=TraversalMode.DIRECT), "planfence_direct", False),
-    (PolicySpec(Policy.PLANFENCE, replan=False), "planfence_noreplan", True),
-    (PolicySpec(Policy.PLANFENCE, fail_open=True), "planfence_failopen", False),
-    (PolicySpec(Policy.OWNER_HEAD_FRESHNESS), "owner_head_freshness", False),
+    (VariantSpec(Policy.METADATA_SYNC, k=1), "metadata_sync_k1", True),
+    (VariantSpec(Policy.METADATA_SYNC, k=4), "metadata_sync_k4", False),
+    (VariantSpec(Policy.PLANFENCE, mode=TraversalMode.DIRECT), "planfence_direct", False),
+    (VariantSpec(Policy.PLANFENCE, replan=False), "planfence_noreplan", True),
+    (VariantSpec(Policy.PLANFENCE, fail_open=True), "planfence_failopen", False),
+    (VariantSpec(Policy.OWNER_HEAD_FRESHNESS), "owner_head_freshness", False),
 ])
-def test_labels(spec: PolicySpec, label: str, exact: bool) -> None:
+def test_labels(spec: VariantSpec, label: str, exact: bool) -> None:
     """Row labels and the exact-lineage flag."""
     assert spec.label == label
     assert spec.exact_lineage is exact
@@ -75,8 +75,8 @@ def test_labels(spec: PolicySpec, label: str, exact: bool) -> None:
 def test_all_key_checks_every_key() -> None:
     """Batched all-key checks |X| heads per validation; PlanFence only d."""
     s = build_schedule(TEMPLATES[1], WorkloadParams(keys=32))
-    ba = replay(s, PolicySpec(Policy.BATCHED_ALL_KEY), NetSpec(link="loopback"))
-    pf = replay(s, PolicySpec(Policy.PLANFENCE), NetSpec(link="loopback"))
+    ba = replay(s, VariantSpec(Policy.BATCHED_ALL_KEY), NetSpec(link="loopback"))
+    pf = replay(s, VariantSpec(Policy.PLANFENCE), NetSpec(link="loopback"))
     assert all(r.heads_checked == 2 * 32 for r in ba.rows)
     assert all(r.heads_checked == 2 for r in pf.rows)
     assert sum(r.bytes for r in ba.rows) > 2 * sum(r.bytes for r in pf.rows)
@@ -114,15 +114,15 @@ def test_netspec_accepts_known_links_and_bounds(link: str) -> None:
 def test_metadata_sync_needs_k_at_least_one(k: object) -> None:
     """Metadata sync with K < 1 (or a non-int K) is a BadOption on ``k``."""
     with pytest.raises(BadOption) as ei:
-        PolicySpec(Policy.METADATA_SYNC, k=k)  # type: ignore[arg-type]
+        VariantSpec(Policy.METADATA_SYNC, k=k)  # type: ignore[arg-type]
     assert ei.value.fields["option"] == "k"
-    assert PolicySpec(Policy.METADATA_SYNC, k=16).label == "metadata_sync_k16"
+    assert VariantSpec(Policy.METADATA_SYNC, k=16).label == "metadata_sync_k16"
 
 
 def test_policyspec_refuses_a_non_policy() -> None:
     """A policy given as a string is refused, not replayed as an unknown policy."""
     with pytest.raises(BadOption) as ei:
-        PolicySpec("planfence")  # type: ignore[arg-type]
+        VariantSpec("planfence")  # type: ignore[arg-type]
     assert ei.value.fields["option"] == "policy"
 
 
@@ -135,7 +135,7 @@ def test_policyspec_refuses_a_non_policy() -> None:
 def test_replay_refuses_bad_arguments(kwargs: dict[str, object], option: str) -> None:
     """``replay`` checks its argument types and transport name up front."""
     args: dict[str, object] = {"schedule": build_schedule(TEMPLATES[0]),
-                               "spec": PolicySpec(Policy.PLANFENCE), **kwargs}
+                               "spec": VariantSpec(Policy.PLANFENCE), **kwargs}
     with pytest.raises(BadOption) as ei:
         replay(**args)  # type: ignore[arg-type]
     assert ei.value.fields["option"] == option

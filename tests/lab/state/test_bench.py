@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from icore.state import State
-from icore_lab.bench.micro._state import bench_declaration, populate, run
+from icore_lab.bench.micro._state_bench import bench_declaration, populate, run
 
 
 def test_bench_runs_and_reports():

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from icore.cli import app
 from icore_lab.bench import BadOption
-from icore_lab.bench.micro._state import run
+from icore_lab.bench.micro._state_bench import run
 
 WIDE = {"COLUMNS": "200"}
 

@@ -4,10 +4,10 @@ Module map:
 
 =================  =============================================================
 ``_evaluate``      ``icore bench icore``: conditions on matched instances, presets
-``_loop``          the loop-level representation ablation (claim 1)
+``_loop_eval``     the loop-level representation ablation (claim 1)
 ``_repr``          representation sufficiency: which defects G, Q or X detect
-``_stats``         paired bootstrap, Wilcoxon, the Prop. 4 check, tables
-``_report``        CSV, JSON, PNG and markdown outputs
+``_icore_stats``   paired bootstrap, Wilcoxon, the Prop. 4 check, tables
+``_icore_report``  CSV, JSON, PNG and markdown outputs
 ``_attribution``   the failure-attribution protocol on real traces (Who&When)
 =================  =============================================================
 

@@ -6,7 +6,7 @@ common random numbers for every attempt): ``mas_only`` (the host alone), ``passi
 (iCORE-Audit). Two representation ablations, both scored against the defects the
 simulated world injected (ground truth): detection-only on the passive runs' logs
 (:mod:`icore_lab.bench.icore._repr`), and loop-level, where the whole audit loop runs with a
-G-only, Q-only or full-X view (:mod:`icore_lab.bench.icore._loop`, :mod:`icore.audit._views`).
+G-only, Q-only or full-X view (:mod:`icore_lab.bench.icore._loop_eval`, :mod:`icore.audit._views`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from icore.state import State
 from icore_lab.agents import LLMTeam, SimEnvironment, SimTeam, SimWorld, introduce
 from icore_lab.bench._checks import check_count
 from icore_lab.bench._errors import BadOption, UnknownPreset
-from icore_lab.bench.icore._loop import LOOP_VIEWS, loop_detection, loop_table
+from icore_lab.bench.icore._loop_eval import LOOP_VIEWS, loop_detection, loop_table
 from icore_lab.bench.icore._repr import DEFECTS, REPRESENTATIONS, detect_all
 from icore_lab.workloads import (
     TASK_MODES,
@@ -385,8 +385,13 @@ def evaluate(
             ``per_mode`` or ``jobs`` is not an integer >= 1 (checked before any instance
             runs).
     """
-    from icore_lab.bench.icore._report import paired_json, write_all
-    from icore_lab.bench.icore._stats import comparisons, costs, prop4_check, representation_table
+    from icore_lab.bench.icore._icore_report import paired_json, write_all
+    from icore_lab.bench.icore._icore_stats import (
+        comparisons,
+        costs,
+        prop4_check,
+        representation_table,
+    )
 
     p = get_preset(preset)
     n = per_mode if per_mode is not None else p.per_mode
@@ -420,7 +425,7 @@ def evaluate(
     target = out if out is not None else Path("results") / "icore" / p.name
     paths = write_all(target, summary, runs, reps)
     if loop_runs:
-        from icore_lab.bench.icore._report import write_csv
+        from icore_lab.bench.icore._icore_report import write_csv
 
         paths["loop_runs"] = target / "loop_runs.csv"
         paths["loop_detection"] = target / "loop_detection.csv"

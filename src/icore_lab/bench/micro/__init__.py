@@ -2,18 +2,19 @@
 
 Module map:
 
-================  ==============================================================
-``_core_gate``    ``icore bench core``: gate decisions/s and store commits/s
-``_contention``   contended commits: writers racing on hot keys
-``_net``          ``icore bench net``: transport costs (planfence Fig. 2, Sec. 5.4)
-``_backends``     ``icore bench net --backend nats``: owner memory backends
-``_peers``        ``icore bench peers``: icore's owner service vs Redis, NATS, etcd
-``_otel``         ``icore bench otel``: OpenTelemetry export and import
-``_import``       ``icore bench import``: streamed import of big traces (time, RSS)
-``_state``        ``icore bench state``: the iCORE state (design.md 4.4)
-``_seam``         ``icore bench integrations``: fenced vs unfenced calls (issue 28)
-``_loopback``     free ports, waiting for a listener, a byte-counting relay
-================  ==============================================================
+==================  ============================================================
+``_core_gate``      ``icore bench core``: gate decisions/s and store commits/s
+``_contention``     contended commits: writers racing on hot keys
+``_net``            ``icore bench net``: transport costs (planfence Fig. 2, Sec. 5.4)
+``_backends``       ``icore bench net --backend nats``: owner memory backends
+``_peers``          ``icore bench peers``: icore's owner service vs Redis, NATS, etcd
+                    (``_peers_systems``: the peers; ``_peers_icore``: icore's service)
+``_otel``           ``icore bench otel``: OpenTelemetry export and import
+``_import_bench``   ``icore bench import``: streamed import of big traces (time, RSS)
+``_state_bench``    ``icore bench state``: the iCORE state (design.md 4.4)
+``_seam_bench``     ``icore bench integrations``: fenced vs unfenced calls (issue 28)
+``_loopback``       free ports, waiting for a listener, a byte-counting relay
+==================  ============================================================
 
 The entry points are the ``icore bench ...`` commands; the modules are imported where
 used.
@@ -27,7 +28,7 @@ from icore._extras import lazy_attributes
 if TYPE_CHECKING:
     from icore_lab.bench.micro._backends import EXECUTORS, WRITERS, run_backends
     from icore_lab.bench.micro._core_gate import BEFORE_COMMITS_PER_S, run_core_bench
-    from icore_lab.bench.micro._import import run as run_import_bench
+    from icore_lab.bench.micro._import_bench import run as run_import_bench
     from icore_lab.bench.micro._net import (
         PAPER_KIB_PER_ACTION,
         SIZES,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     )
     from icore_lab.bench.micro._otel import run as run_otel_bench
     from icore_lab.bench.micro._peers import PEERS, Figures, PeersResult, run_peers
-    from icore_lab.bench.micro._seam import (
+    from icore_lab.bench.micro._seam_bench import (
         Pair,
         SeamCase,
         SeamFigure,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
         fence_cases,
         run_seam_bench,
     )
-    from icore_lab.bench.micro._state import run as run_state_bench
+    from icore_lab.bench.micro._state_bench import run as run_state_bench
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "icore_lab.bench.micro._backends": ("EXECUTORS", "WRITERS", "run_backends"),
@@ -57,15 +58,15 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "run_validation", "size_label",
     ),
     "icore_lab.bench.micro._peers": ("PEERS", "Figures", "PeersResult", "run_peers"),
-    "icore_lab.bench.micro._seam": ("Pair", "SeamCase", "SeamFigure", "SeamWorld",
+    "icore_lab.bench.micro._seam_bench": ("Pair", "SeamCase", "SeamFigure", "SeamWorld",
                                 "fence_cases", "run_seam_bench"),
 }
 """Front-door names by the module that defines them, imported on first use."""
 
 _RENAMED: dict[str, tuple[str, str]] = {
-    "run_import_bench": ("icore_lab.bench.micro._import", "run"),
+    "run_import_bench": ("icore_lab.bench.micro._import_bench", "run"),
     "run_otel_bench": ("icore_lab.bench.micro._otel", "run"),
-    "run_state_bench": ("icore_lab.bench.micro._state", "run"),
+    "run_state_bench": ("icore_lab.bench.micro._state_bench", "run"),
 }
 """Front-door name -> (module, name there) for the two entry points both called ``run``."""
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore_lab.bench.planfence._stats import (
+from icore_lab.bench.planfence._replay_stats import (
     PairedComparison,
     binomial_upper,
     cluster_bootstrap_diff,

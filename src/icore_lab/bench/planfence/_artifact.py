@@ -2,7 +2,7 @@
 
 Every policy must fetch the artifact's current version from its owner and verify it
 (:func:`fetch_artifact`); :func:`setup_artifact` publishes v0 and changes it to v1 before
-the episode. Used by :class:`~icore_lab.bench.planfence._replay.Episode`.
+the episode. Used by :class:`~icore_lab.bench.planfence._episode.Episode`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icore_lab.bench.planfence._analysis import EXACT, Agg, compare
-from icore_lab.bench.planfence._stats import (
+from icore_lab.bench.planfence._replay_stats import (
     PairedComparison,
     practical_tie,
     relative_reduction,

@@ -19,9 +19,9 @@ from icore_lab.bench._errors import (
     TraceUnavailable,
     TransportUnavailable,
 )
+from icore_lab.bench.planfence._cells import CampaignResult, run_cells
 from icore_lab.bench.planfence._presets import Cell, preset_cells
-from icore_lab.bench.planfence._report import write_outputs
-from icore_lab.bench.planfence._run import CampaignResult, run_cells
+from icore_lab.bench.planfence._replay_report import write_outputs
 from icore_lab.net import TRACE_FILES, path_by_name
 
 TRANSPORTS = ("inproc", "tcp")

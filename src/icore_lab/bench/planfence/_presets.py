@@ -17,20 +17,20 @@ from typing import Any
 from icore.fence import Policy
 from icore.records import TraversalMode
 from icore_lab.bench._errors import UnknownPreset
-from icore_lab.bench.planfence._spec import NetSpec, PolicySpec
+from icore_lab.bench.planfence._spec import NetSpec, VariantSpec
 from icore_lab.workloads import TEMPLATES, Fault, Template, WorkloadParams
 
 P = Policy
-LOCAL = PolicySpec(P.LOCAL_REPLICA)
-FRESH = PolicySpec(P.OWNER_HEAD_FRESHNESS)
-CENTRAL = PolicySpec(P.CENTRALIZED_LINEAGE)
-SYNC1 = PolicySpec(P.METADATA_SYNC, k=1)
-SYNC4 = PolicySpec(P.METADATA_SYNC, k=4)
-PER_KEY = PolicySpec(P.PER_KEY_ALL_KEY)
-BATCHED = PolicySpec(P.BATCHED_ALL_KEY)
-FENCE = PolicySpec(P.PLANFENCE)
-MAJORITY = PolicySpec(P.MAJORITY_REPLICA)
-ALL_REPLICA = PolicySpec(P.ALL_REPLICA)
+LOCAL = VariantSpec(P.LOCAL_REPLICA)
+FRESH = VariantSpec(P.OWNER_HEAD_FRESHNESS)
+CENTRAL = VariantSpec(P.CENTRALIZED_LINEAGE)
+SYNC1 = VariantSpec(P.METADATA_SYNC, k=1)
+SYNC4 = VariantSpec(P.METADATA_SYNC, k=4)
+PER_KEY = VariantSpec(P.PER_KEY_ALL_KEY)
+BATCHED = VariantSpec(P.BATCHED_ALL_KEY)
+FENCE = VariantSpec(P.PLANFENCE)
+MAJORITY = VariantSpec(P.MAJORITY_REPLICA)
+ALL_REPLICA = VariantSpec(P.ALL_REPLICA)
 
 TABLE1_POLICIES = (LOCAL, FRESH, SYNC4, CENTRAL, SYNC1, PER_KEY, BATCHED, FENCE, MAJORITY,
                    ALL_REPLICA)
@@ -76,7 +76,7 @@ class Cell:
     cell: str
     params: WorkloadParams
     net: NetSpec
-    specs: tuple[PolicySpec, ...]
+    specs: tuple[VariantSpec, ...]
     facets: Mapping[str, Any] = field(default_factory=dict)
     templates: tuple[Template, ...] = TEMPLATES
     race_seeds: tuple[int, ...] = (0,)
@@ -108,7 +108,7 @@ def fig3(seed: int = 0) -> list[Cell]:
 
 def fig4(seed: int = 0) -> list[Cell]:
     """Fig. 4 / Table 4: metadata-sync cadence K on AT&T across rho."""
-    specs = (*(PolicySpec(P.METADATA_SYNC, k=k) for k in (1, 2, 4, 8, 16)), FENCE, CENTRAL)
+    specs = (*(VariantSpec(P.METADATA_SYNC, k=k) for k in (1, 2, 4, 8, 16)), FENCE, CENTRAL)
     return [Cell("fig4", f"att rho={rho:g}", _seeded(WorkloadParams(rho=rho), seed), ATT,
                  specs, {"link": "att", "rho": rho}) for rho in RHOS]
 
@@ -160,9 +160,9 @@ def appc(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list
     small = tuple(range(small_seeds))
     base = _seeded(RACE, seed)
     out = [Cell("appc", "races", base, LOOP,
-                (FENCE, PolicySpec(P.PLANFENCE, replan=False), FRESH, LOCAL),
+                (FENCE, VariantSpec(P.PLANFENCE, replan=False), FRESH, LOCAL),
                 {"case": "races"}, race_seeds=races)]
-    direct = PolicySpec(P.PLANFENCE, mode=TraversalMode.DIRECT)
+    direct = VariantSpec(P.PLANFENCE, mode=TraversalMode.DIRECT)
     for depth in range(1, 9):
         out.append(Cell("appc", f"depth={depth} intact", replace(base, depth=depth), LOOP,
                         (FENCE, direct), {"case": "depth", "depth": depth,
@@ -175,7 +175,7 @@ def appc(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list
     for fault in (Fault.OUTAGE, Fault.MISSING_LINEAGE, Fault.MALFORMED_HEAD,
                   Fault.SECOND_CHANGE):
         out.append(Cell("appc", f"fault={fault.value}", replace(base, depth=2, fault=fault),
-                        LOOP, (FENCE, PolicySpec(P.PLANFENCE, fail_open=True)),
+                        LOOP, (FENCE, VariantSpec(P.PLANFENCE, fail_open=True)),
                         {"case": "fault", "fault": fault.value}, race_seeds=small))
     return out
 
@@ -199,7 +199,7 @@ def fig6(seed: int = 0, *, race_seeds: int = 100, small_seeds: int = 10) -> list
 
 def aligned(seed: int = 0) -> list[Cell]:
     """App. A.6 aligned policy grid: every policy variant x rho x {loopback, AT&T}."""
-    specs = (*TABLE1_POLICIES, PolicySpec(P.METADATA_SYNC, k=2))
+    specs = (*TABLE1_POLICIES, VariantSpec(P.METADATA_SYNC, k=2))
     return [Cell("aligned", f"{link} rho={rho:g}", _seeded(WorkloadParams(rho=rho), seed),
                  NetSpec(link=link), specs, {"link": link, "rho": rho})
             for link in ("loopback", "att") for rho in RHOS]

@@ -3,7 +3,7 @@
 The policy's :class:`~icore.fence.Propagation` decides: nothing, asynchronous background
 replication (local replica), a synchronous central commit (centralized lineage),
 announcements after every K dirty updates (metadata sync), or a write quorum of replicas.
-:class:`_Propagation` holds that side of an :class:`~icore_lab.bench.planfence._replay.Episode`
+:class:`_Propagation` holds that side of an :class:`~icore_lab.bench.planfence._episode.Episode`
 (the episode owns the stores, the clients and the stall it blocks on).
 """
 
@@ -18,7 +18,7 @@ from icore.memory import MemoryStore
 from icore.net import TransportError
 from icore.records import Record, RecordId, derive
 from icore_lab.bench.planfence._services import ReplayTransport
-from icore_lab.bench.planfence._spec import CENTRAL, NetSpec, PolicySpec
+from icore_lab.bench.planfence._spec import CENTRAL, NetSpec, VariantSpec
 from icore_lab.workloads import Schedule, Update
 
 
@@ -26,7 +26,7 @@ class _EpisodeSide(Protocol):
     """What the propagation reads and calls on its episode."""
 
     schedule: Schedule
-    spec: PolicySpec
+    spec: VariantSpec
     net: NetSpec
     strategy: PolicyStrategy
     transport: ReplayTransport

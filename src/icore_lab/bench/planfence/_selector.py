@@ -9,7 +9,7 @@ unavailable selector output falls back to PlanFence (:func:`safe_choice`).
 replay. Each example is one workload setting (team size N, keys |X|, episode length H,
 update rate rho, dependencies d) on one network (link + trace offset) and aggregates six
 workflows, two templates of each of the three families, replayed under the three
-policies on identical schedules (:mod:`icore_lab.bench.planfence._replay`). A policy is
+policies on identical schedules (:mod:`icore_lab.bench.planfence._episode`). A policy is
 *eligible* when it issues no invalid action and completes every scheduled action; the
 label is the *safe near-optimal* policy: among eligible policies within 10% of the lowest
 stall, the one with the least traffic.

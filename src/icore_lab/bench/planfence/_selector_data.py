@@ -290,7 +290,7 @@ def build_dataset(specs: Sequence[ExampleSpec], *, cache: Path | None = None,
     Raises:
         ReplayFailed: an episode could not finish.
     """
-    from icore_lab.bench.planfence._run import run_cells
+    from icore_lab.bench.planfence._cells import run_cells
 
     digest = protocol_digest(specs)
     if cache is not None and cache.is_file():

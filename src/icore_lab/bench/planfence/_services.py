@@ -159,7 +159,7 @@ class ReplayTransport(Protocol):
     The in-process virtual-time transport
     (:class:`~icore_lab.bench.planfence._inproc.InprocTransport`) and real TCP with mutual
     TLS (:class:`~icore_lab.bench.planfence._tcp.TcpTransport`) implement it; the episode
-    (:class:`~icore_lab.bench.planfence._replay.Episode`) is the same over both.
+    (:class:`~icore_lab.bench.planfence._episode.Episode`) is the same over both.
 
     Attributes:
         clock: the episode clock (virtual or wall), in ms.

@@ -2,9 +2,9 @@
 
 Implements planfence Sec. 5.1, App. A.1, A.3; design.md 3.3-3.4.
 
-The spec module under both transports of the replay (:mod:`icore_lab.bench.planfence._replay`
+The spec module under both transports of the replay (:mod:`icore_lab.bench.planfence._episode`
 with the in-process virtual-time transport, :mod:`icore_lab.bench.planfence._tcp` over real
-TCP): the policy variant (:class:`PolicySpec`), the network (:class:`NetSpec`), the
+TCP): the policy variant (:class:`VariantSpec`), the network (:class:`NetSpec`), the
 per-action metrics (:class:`ActionRow`), the episode result (:class:`EpisodeResult`) and
 the modelled costs every policy pays alike.
 """
@@ -50,8 +50,8 @@ runs; was 2.5)."""
 
 # --- specs ----------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class PolicySpec:
-    """A policy variant replayed on a schedule.
+class VariantSpec:
+    """A policy variant replayed on a schedule (formerly ``PolicySpec``, still an alias).
 
     Attributes:
         policy: the :class:`~icore.fence.Policy`.
@@ -111,6 +111,10 @@ class PolicySpec:
         Then ``k`` is part of the variant.
         """
         return strategy(self.policy).propagation is Propagation.ANNOUNCE_EVERY_K
+
+
+PolicySpec = VariantSpec
+"""The former name of :class:`VariantSpec` ("policy" is the gate's; kept as an alias)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +191,7 @@ class ActionRow:
 
     Attributes:
         template / family: the workflow template and its family.
-        policy: :attr:`PolicySpec.label`.
+        policy: :attr:`VariantSpec.label`.
         action: action index in the episode.
         raced: a revision was staged between plan and action.
         fault: fault injected at this action.
@@ -256,7 +260,7 @@ class EpisodeResult:
 
     Attributes:
         template / family: the workflow template and its family.
-        policy: :attr:`PolicySpec.label`.
+        policy: :attr:`VariantSpec.label`.
         rows: one :class:`ActionRow` per protected action, in order.
         total_stall_ms: blocking time of the whole episode, ms.
         total_bytes: wire bytes of the whole episode.
@@ -287,5 +291,6 @@ __all__ = [
     "EpisodeResult",
     "NetSpec",
     "PolicySpec",
+    "VariantSpec",
     "artifact_blob",
 ]

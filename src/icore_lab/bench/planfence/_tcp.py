@@ -1,7 +1,7 @@
 """The PlanFence replay over real loopback TCP with mutual TLS 1.3 (``--transport tcp``).
 
 Same schedules, stores, protocol, gate and policies as the virtual-time replay
-(:class:`~icore_lab.bench.planfence._replay.Episode` is given this transport instead of
+(:class:`~icore_lab.bench.planfence._episode.Episode` is given this transport instead of
 :class:`~icore_lab.bench.planfence._inproc.InprocTransport`); only the transport differs:
 every agent's store is served by an :class:`~icore.net.ServerThread` on 127.0.0.1, every
 agent talks through an :class:`~icore.net.OwnerClient` (new connection per RPC by default,

@@ -161,7 +161,7 @@ def _child(kind: str, path: str, audit: bool) -> dict[str, Any]:
 
 
 def _measure(kind: str, path: Path, audit: bool) -> dict[str, Any]:
-    code = ("import json, sys; from icore_lab.bench.micro._import import _child; "
+    code = ("import json, sys; from icore_lab.bench.micro._import_bench import _child; "
             "print(json.dumps(_child(sys.argv[1], sys.argv[2], sys.argv[3] == '1')))")
     out = subprocess.run([sys.executable, "-c", code, kind, str(path), "1" if audit else "0"],
                          capture_output=True, text=True, check=False)

@@ -67,7 +67,7 @@ def loop_table(
         loop_reps: :class:`~icore_lab.bench.icore._evaluate.ReprRow` dicts of every view.
         draws: bootstrap resamples.
     """
-    from icore_lab.bench.icore._stats import paired
+    from icore_lab.bench.icore._icore_stats import paired
 
     def by(cond: str) -> dict[tuple[str, int], dict[str, Any]]:
         return {(r["mode"], r["seed"]): r for r in [*runs, *loop_runs]

@@ -77,7 +77,7 @@ from icore_lab.bench.planfence._spec import (
     ActionRow,
     EpisodeResult,
     NetSpec,
-    PolicySpec,
+    VariantSpec,
 )
 from icore_lab.net import HostCpu
 from icore_lab.workloads import ActStep, Fault, Idle, PlanStep, Schedule, Update
@@ -85,7 +85,7 @@ from icore_lab.workloads import ActStep, Fault, Idle, PlanStep, Schedule, Update
 
 # --- the episode ------------------------------------------------------------------------
 class Episode:
-    """Replay one :class:`~icore_lab.workloads.Schedule` under one :class:`PolicySpec`.
+    """Replay one :class:`~icore_lab.workloads.Schedule` under one :class:`VariantSpec`.
 
     The policy's :class:`~icore.fence.PolicyStrategy` says what differs between policies
     (setup, how updates propagate, central service, replica views, the validator); the
@@ -102,7 +102,7 @@ class Episode:
             episode owns it and closes it.
     """
 
-    def __init__(self, schedule: Schedule, spec: PolicySpec, net: NetSpec, *,
+    def __init__(self, schedule: Schedule, spec: VariantSpec, net: NetSpec, *,
                  keep_decisions: bool = False,
                  transport: ReplayTransport | None = None) -> None:
         self.schedule, self.spec, self.net = schedule, spec, net
@@ -487,7 +487,7 @@ def _bump(row: ActionRow, stall: float, nbytes: int, rpcs: int) -> ActionRow:
                    rpcs=row.rpcs + rpcs)
 
 
-def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
+def replay(schedule: Schedule, spec: VariantSpec, net: NetSpec | None = None, *,
            keep_decisions: bool = False, transport: str = "inproc") -> EpisodeResult:
     """Replay ``schedule`` under ``spec`` on ``net`` and return the per-action metrics.
 
@@ -503,14 +503,14 @@ def replay(schedule: Schedule, spec: PolicySpec, net: NetSpec | None = None, *,
 
     Raises:
         BadOption: ``schedule`` is not a :class:`~icore_lab.workloads.Schedule`, ``spec`` not
-            a :class:`PolicySpec`, ``net`` neither ``None`` nor a :class:`NetSpec`, or
+            a :class:`VariantSpec`, ``net`` neither ``None`` nor a :class:`NetSpec`, or
             ``transport`` not ``inproc``/``tcp`` (``fields['option']`` names it). Field
             values are checked when the specs are built (see their ``Raises``).
     """
     if not isinstance(schedule, Schedule):
         raise BadOption("schedule must be an icore_lab.workloads.Schedule",
                         option="schedule", value=type(schedule).__name__)
-    if not isinstance(spec, PolicySpec):
+    if not isinstance(spec, VariantSpec):
         raise BadOption("spec must be a PolicySpec", option="spec",
                         value=type(spec).__name__)
     if net is not None and not isinstance(net, NetSpec):

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from icore._extras import require
-from icore_lab.bench.icore._loop import loop_markdown
-from icore_lab.bench.icore._stats import PAPER_ANCHORS, Paired
+from icore_lab.bench.icore._icore_stats import PAPER_ANCHORS, Paired
+from icore_lab.bench.icore._loop_eval import loop_markdown
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from icore_lab.bench.planfence._analysis import Agg, aggregate, summary_rows
+from icore_lab.bench.planfence._cells import ROW_FIELDS, CampaignResult
 from icore_lab.bench.planfence._orderings import PAPER_TABLE1, Ordering, orderings, paired_table
-from icore_lab.bench.planfence._run import ROW_FIELDS, CampaignResult
 
 PAIRS = (("planfence", "centralized_lineage"), ("planfence", "metadata_sync_k1"),
          ("planfence", "batched_all_key"), ("planfence", "per_key_all_key"))

@@ -18,9 +18,9 @@ from typing import Any
 from icore.net import TransportError
 from icore_lab.bench._checks import check_count
 from icore_lab.bench._errors import ReplayFailed
+from icore_lab.bench.planfence._episode import replay
 from icore_lab.bench.planfence._presets import Cell
-from icore_lab.bench.planfence._replay import replay
-from icore_lab.bench.planfence._spec import MAX_SYNC_ATTEMPTS, ActionRow, NetSpec, PolicySpec
+from icore_lab.bench.planfence._spec import MAX_SYNC_ATTEMPTS, ActionRow, NetSpec, VariantSpec
 from icore_lab.workloads import Template, WorkloadParams, build_schedule
 
 
@@ -39,7 +39,7 @@ class Job:
     params: WorkloadParams
     net: NetSpec
     template: Template
-    specs: tuple[PolicySpec, ...]
+    specs: tuple[VariantSpec, ...]
     transport: str = "inproc"
 
     @property
@@ -76,7 +76,7 @@ def _worker_init() -> None:
 
 def plan_jobs(cells: Sequence[Cell], transport: str = "inproc") -> list[Job]:
     """Deduplicate the (schedule, network, policy) work of ``cells`` into jobs."""
-    specs_by_key: dict[tuple[WorkloadParams, NetSpec, Template], dict[str, PolicySpec]] = {}
+    specs_by_key: dict[tuple[WorkloadParams, NetSpec, Template], dict[str, VariantSpec]] = {}
     for c in cells:
         for rs in c.race_seeds:
             p = replace(c.params, race_seed=rs)
