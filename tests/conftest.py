@@ -336,10 +336,10 @@ class FakeOpenAI:
 def fake_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     """A started fake server (script it by assigning ``fake_llm.script``); the backend's
     negotiation cache is cleared and retries back off for milliseconds."""
-    from icore.agents import _llm
+    from icore.agents import _llm_wire, _negotiate
 
-    monkeypatch.setattr(_llm, "_NEGOTIATED", {})
-    monkeypatch.setattr(_llm, "_SEMAPHORES", {})
+    monkeypatch.setattr(_negotiate, "_NEGOTIATED", {})
+    monkeypatch.setattr(_llm_wire, "_SEMAPHORES", {})
     monkeypatch.setenv("ICORE_LLM_BACKOFF_S", "0.01")
     srv = FakeOpenAI().start()
     try:

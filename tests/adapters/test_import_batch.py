@@ -10,7 +10,7 @@ import pytest
 
 from icore.adapters import AuditResult, audit_trace, load_jsonl, load_otlp_runs, load_trace
 from icore.adapters._audit import _Builder
-from icore.bench.micro._import import write_jsonl, write_otlp
+from icore_lab.bench.micro._import_bench import write_jsonl, write_otlp
 
 REAL = ["Hand-Crafted/13.json", "Hand-Crafted/17.json", "Algorithm-Generated/103.json",
         "Algorithm-Generated/106.json"]

@@ -46,7 +46,7 @@ def mcp(
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     addr = _host_port(http) if http is not None else None
-    # as cli._inputs.refuse_special_file, without importing the benchmark modules it
+    # as cli.inputs.refuse_special_file, without importing the benchmark modules it
     # needs (the gateway's start-up is what an MCP client waits for)
     problem = not_a_regular_file(manifest)
     if problem is not None:
