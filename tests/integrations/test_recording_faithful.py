@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from icore.adapters import load_jsonl
 from icore.cli import app
-from icore.fence import Fence, GateContext, make_validator
+from icore.fence import Fence, GateContext, make_check
 from icore.integrations import FenceGuard, RunRecorder
 from icore.integrations.langgraph import RecordingHandler, fenced_tool
 
@@ -52,7 +52,7 @@ def _unsafe_fence(trip: Any) -> Fence:
     store = trip.stores["executor"]
     ctx = GateContext(lookup=store.lookup, ownership=store.ownership,
                       owners=trip.fence.validator.context.owners)
-    return Fence(validator=make_validator("owner_head_freshness", ctx), install=store)
+    return Fence(validator=make_check("owner_head_freshness", ctx), install=store)
 
 
 def _run(trip: Any, fence: Fence, path: Path, *, recorder_on_tool: bool,

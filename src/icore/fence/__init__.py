@@ -3,8 +3,8 @@
 The gate is planfence Alg. 1, the protected action with one replan App. A.3, the
 coordination policies Sec. 5.1.
 
-Every policy's head source and validator lives here: :func:`make_validator` builds the
-validator a policy (named by :class:`Policy` or its string) gets from one frozen
+Every policy's head source and gate check lives here: :func:`make_check` builds the
+:class:`GateCheck` a policy (named by :class:`Policy` or its string) gets from one frozen
 :class:`GateContext` and a :class:`TeamContext`; :func:`strategy` tells a harness what
 else the policy does (setup, propagation of updates, central service, replica views).
 
@@ -14,23 +14,15 @@ status; replay, live runs, reports and the CLI all ask them. :class:`DecisionEnt
 the typed gate decision logs and recordings carry (:meth:`GateDecision.entry`,
 ``DecisionEntry.from_dict``).
 
+Names before issue 26 stay as deprecated aliases: ``Validator`` (:class:`GateCheck`),
+``GateValidator`` (:class:`PlanFenceCheck`), ``AllKeyValidator`` (:class:`AllKeyCheck`),
+``PolicyValidator`` (:class:`PolicyCheck`), ``make_validator`` (:func:`make_check`);
+"validator" now means only iCORE's certificate validator V.
+
 Pure layer: reaches owners only through :class:`icore.memory.OwnerAccess` /
 :class:`icore.memory.AsyncOwnerAccess`; time comes from an injected clock.
 """
 
-from icore.fence._access import (
-    REPLICA_PREFIX,
-    AllKeyHeads,
-    AnnouncedHeads,
-    CentralHeads,
-    InstalledHeads,
-    LoopOwners,
-    QuorumHeads,
-    ThreadedOwners,
-    installed_heads,
-    nonblocking,
-    replica_service,
-)
 from icore.fence._binding import (
     ACTION_FIELD,
     action_record,
@@ -67,13 +59,30 @@ from icore.fence._gate import (
     run_gate,
     validate,
 )
+from icore.fence._owner_queries import (
+    REPLICA_PREFIX,
+    AllKeyHeads,
+    AnnouncedHeads,
+    CentralHeads,
+    InstalledHeads,
+    LoopOwners,
+    QuorumHeads,
+    ThreadedOwners,
+    installed_heads,
+    nonblocking,
+    replica_service,
+)
 from icore.fence._policies import (
     STRATEGIES,
+    AllKeyCheck,
     AllKeyValidator,
+    GateCheck,
     GateValidator,
     LocalReplica,
     OwnerHeadFreshness,
+    PlanFenceCheck,
     Policy,
+    PolicyCheck,
     PolicyError,
     PolicyStrategy,
     PolicyValidator,
@@ -81,6 +90,7 @@ from icore.fence._policies import (
     Reads,
     TeamContext,
     Validator,
+    make_check,
     make_validator,
     strategy,
 )
@@ -95,6 +105,7 @@ __all__ = [
     "STRATEGIES",
     "ActionResult",
     "ActionVerdict",
+    "AllKeyCheck",
     "AllKeyHeads",
     "AllKeyValidator",
     "AnnouncedHeads",
@@ -104,6 +115,7 @@ __all__ = [
     "DecisionFormatError",
     "DecisionLog",
     "Fence",
+    "GateCheck",
     "GateContext",
     "GateDecision",
     "GateRun",
@@ -115,8 +127,10 @@ __all__ = [
     "LoopOwners",
     "Outcome",
     "OwnerHeadFreshness",
+    "PlanFenceCheck",
     "PointCounter",
     "Policy",
+    "PolicyCheck",
     "PolicyError",
     "PolicyStrategy",
     "PolicyValidator",
@@ -143,6 +157,7 @@ __all__ = [
     "canonical_args",
     "installed_heads",
     "judge_action",
+    "make_check",
     "make_validator",
     "nonblocking",
     "protected",
