@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from icore.adapters import load_jsonl
 from icore.cli import app
-from icore.fence import Fence, GateContext, make_check
+from icore.fence import DecisionEntry, Fence, GateContext, judge_action, make_check
 from icore.integrations import FenceGuard, RunRecorder
 from icore.integrations.langgraph import RecordingHandler, fenced_tool
 
@@ -124,6 +124,11 @@ def test_fenced_run_records_lineage_replan_caller_and_end(tmp_path: Path,
             <= set(records)
     assert len(records) == sum(1 for x in rec.planfence if "record" in x["planfence"])
     assert records[trip.first_plan.id]["parents"] == list(trip.first_plan.parents)
+    # the typed path: each line reads back as a DecisionEntry, byte for byte, and keeps
+    # the frontier and heads the one verdict needs (stale first, then current)
+    typed = [DecisionEntry.from_dict(d) for d in decisions]
+    assert [json.dumps(e.to_dict()) for e in typed] == [json.dumps(d) for d in decisions]
+    assert [judge_action(e.deps, e.frontier, e.heads).stale for e in typed] == [(REQ,), ()]
     gate_agents = {e["agent"] for e in rec.events if e["kind"] in ("thought", "plan",
                                                                     "tool_output")
                    and ("gate" in e or e["kind"] != "thought")}
