@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from icore.adapters import AuditResult, audit_trace, load_jsonl, load_otlp_runs, load_trace
-from icore.adapters._audit import _Builder
+from icore.adapters._trace_audit import _Builder
 from icore.bench.micro._import import write_jsonl, write_otlp
 
 REAL = ["Hand-Crafted/13.json", "Hand-Crafted/17.json", "Algorithm-Generated/103.json",

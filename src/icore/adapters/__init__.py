@@ -44,16 +44,6 @@ from icore.adapters._attribution import (
     shipped_models,
     speakers,
 )
-from icore.adapters._audit import (
-    ROOT,
-    FlagPlaces,
-    audit_file,
-    audit_path,
-    audit_trace,
-    collect_paths,
-    declaration_for,
-    load_trace,
-)
 from icore.adapters._decl import (
     HUMAN,
     captain_agent_declaration,
@@ -106,6 +96,16 @@ from icore.adapters._trace import (
     as_bool,
     as_step,
     name_key,
+)
+from icore.adapters._trace_audit import (
+    ROOT,
+    FlagPlaces,
+    audit_file,
+    audit_path,
+    audit_trace,
+    collect_paths,
+    declaration_for,
+    load_trace,
 )
 from icore.adapters._values import (
     DEFAULT_MAX_INPUT_MB,

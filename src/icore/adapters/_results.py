@@ -1,7 +1,7 @@
 """What an audit of a recorded run returns (design.md 2, data flow 3).
 
 The run's X, its cq timeline, its findings and summary. Plain data, shared by the importers
-(:mod:`icore.adapters._audit`, :mod:`icore.adapters._otel_live`) and the reports.
+(:mod:`icore.adapters._trace_audit`, :mod:`icore.adapters._otel_live`) and the reports.
 """
 
 from __future__ import annotations
