@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from icore.adapters import AuditResult, audit_trace, load_jsonl, load_otlp_runs, load_trace
-from icore.adapters._trace_audit import _Builder
+from icore.adapters._trace_builder import _XWriter
 from icore.bench.micro._import import write_jsonl, write_otlp
 
 REAL = ["Hand-Crafted/13.json", "Hand-Crafted/17.json", "Algorithm-Generated/103.json",
@@ -31,11 +31,11 @@ def _fingerprint(r: AuditResult) -> dict[str, Any]:
 
 def _both(load: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     batched = [_fingerprint(audit_trace(t)) for t in load()]
-    _Builder.batched = False
+    _XWriter.batched = False
     try:
         one = [_fingerprint(audit_trace(t)) for t in load()]
     finally:
-        _Builder.batched = True
+        _XWriter.batched = True
     assert batched
     return list(zip(batched, one, strict=True))
 

@@ -99,7 +99,6 @@ from icore.adapters._trace import (
 )
 from icore.adapters._trace_audit import (
     ROOT,
-    FlagPlaces,
     audit_file,
     audit_path,
     audit_trace,
@@ -107,6 +106,7 @@ from icore.adapters._trace_audit import (
     declaration_for,
     load_trace,
 )
+from icore.adapters._trace_places import FlagPlaces
 from icore.adapters._values import (
     DEFAULT_MAX_INPUT_MB,
     ENV_MAX_INPUT,
