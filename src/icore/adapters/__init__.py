@@ -22,6 +22,13 @@ See docs/audit-real-runs.md.
 
 from typing import TYPE_CHECKING, Any
 
+from icore.adapters._action_lineage import (
+    ActionLineage,
+    ValidationPoint,
+    lineage_of,
+    trace_lineages,
+    validation_point,
+)
 from icore.adapters._attribution import (
     BASELINES,
     PUBLISHED,
@@ -173,6 +180,7 @@ __all__ = [
     "PUBLISHED_BEST",
     "REGULARIZATION_C",
     "ROOT",
+    "ActionLineage",
     "AdapterError",
     "Annotation",
     "Attribution",
@@ -202,6 +210,7 @@ __all__ = [
     "Step",
     "StepKind",
     "Trace",
+    "ValidationPoint",
     "agent_counts",
     "as_bool",
     "as_step",
@@ -234,6 +243,7 @@ __all__ = [
     "group_key",
     "iter_file_spans",
     "last_agent_before_answer",
+    "lineage_of",
     "load_captain_agent",
     "load_jsonl",
     "load_magentic_one",
@@ -264,7 +274,9 @@ __all__ = [
     "speakers",
     "time_ns",
     "to_prov",
+    "trace_lineages",
     "traces_endpoint",
     "validate_prov",
+    "validation_point",
     "write_prov",
 ]

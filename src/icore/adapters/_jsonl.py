@@ -60,6 +60,7 @@ from icore.adapters._trace import (
     as_str,
 )
 from icore.adapters._values import check_size, gc_paused
+from icore.fence import DecisionEntry, DecisionFormatError
 
 JSONL = "jsonl"
 
@@ -239,22 +240,10 @@ def _planfence_line(obj: Any, file: str, field: str,
         into["records"].append(rec)
         return
     dec = obj["decision"]
-    f = f"{field}.decision"
-    if not isinstance(dec, dict):
-        raise AdapterError("a decision must be an object", file=file, field=f)
-    for k in ("outcome", "reason"):
-        as_str(dec.get(k), file=file, field=f"{f}.{k}")
-    for k in ("frontier", "heads"):
-        if not isinstance(dec.get(k, {}), dict):
-            raise AdapterError(f"{k} must be an object of key -> record id", file=file,
-                               field=f"{f}.{k}")
-    for k in ("roots", "deps"):
-        if not isinstance(dec.get(k, []), list):
-            raise AdapterError(f"{k} must be a list", file=file, field=f"{f}.{k}")
-    for k in ("policy", "detail"):
-        as_str(dec.get(k), file=file, field=f"{f}.{k}", optional=True)
-    _count(dec.get("point"), file, f"{f}.point")
-    as_bool(dec.get("replanned"), file=file, field=f"{f}.replanned", optional=True)
+    try:  # the typed decision's own checks (icore.fence.DecisionEntry), same messages
+        DecisionEntry.from_dict(dec, where=f"{field}.decision")
+    except DecisionFormatError as e:
+        raise AdapterError(e.message, file=file, field=e.fields["field"]) from None
     into["decisions"].append(dec)
 
 

@@ -32,7 +32,7 @@ from icore.report._build import (
     trace_lineage,
     view_from_audit,
 )
-from icore.report._lineage import lineage_view, record_views
+from icore.report._lineage import lineage_view, record_views, render_lineage
 from icore.report._live import (
     ICORE_DIR,
     icore_run_view,
@@ -107,6 +107,7 @@ __all__ = [
     "live_run_view",
     "record_views",
     "render_index",
+    "render_lineage",
     "render_live",
     "render_report",
     "report_filename",
