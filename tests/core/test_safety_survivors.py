@@ -513,7 +513,7 @@ def test_a_store_that_cannot_be_opened_raises_a_store_error(tmp_path: Path) -> N
 
 
 def test_the_quorum_read_keeps_only_asked_keys_and_the_first_of_equal_sequences() -> None:
-    """fence/_access.py QuorumHeads.query_heads: a replica view answering for keys not
+    """fence/_owner_queries.py QuorumHeads.query_heads: a replica view answering for keys not
     asked adds nothing; of two views at one owner sequence the first read (the
     executor's own replica) is kept; a higher sequence wins."""
     import asyncio
