@@ -15,8 +15,9 @@ from icore.adapters import (
     trace_lineages,
 )
 from icore.records import is_record_id
-from icore.report._lineage import render_lineage
-from icore.report._model import (
+from icore.report._lineage_view import render_lineage
+from icore.report._render import anchor, report_filename
+from icore.report._view_model import (
     AssertionView,
     AttributionView,
     CandidateView,
@@ -33,7 +34,6 @@ from icore.report._model import (
     ObligationView,
     RunView,
 )
-from icore.report._render import anchor, report_filename
 from icore.state import AssertionKind, State
 
 _EXCERPT = 600

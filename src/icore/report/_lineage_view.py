@@ -16,7 +16,7 @@ from typing import Any
 
 from icore.adapters import ActionLineage, ValidationPoint, lineage_of
 from icore.fence import DecisionEntry
-from icore.report._model import (
+from icore.report._view_model import (
     DecisionStepView,
     LineageView,
     RecordView,
