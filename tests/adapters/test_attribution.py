@@ -17,15 +17,21 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from icore.adapters import (
-    FEATURES,
     AdapterError,
     AuditResult,
+    audit_trace,
+    parse_captain_agent,
+    parse_magentic_one,
+)
+from icore.adapters._evidence import assumes, content_words, numbers, output_facts, tool_facts
+from icore.agents import LLMSettings
+from icore.attribution import (
+    FEATURES,
     LLMAttributor,
     ModelSet,
     ScorerModel,
     agent_counts,
     attribute,
-    audit_trace,
     candidates,
     feature_names,
     first_error_marker,
@@ -35,15 +41,11 @@ from icore.adapters import (
     fit_scorer,
     last_agent_before_answer,
     majority_agent,
-    parse_captain_agent,
-    parse_magentic_one,
     random_expectation,
     score,
     shipped_models,
 )
-from icore.adapters._evidence import assumes, content_words, numbers, output_facts, tool_facts
-from icore.adapters._scorer import MIXES, choose_mix
-from icore.agents import LLMSettings
+from icore.attribution._scorer import MIXES, choose_mix
 from icore.bench.icore._attribution import (
     RANDOM,
     SCORER,

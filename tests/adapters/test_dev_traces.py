@@ -12,12 +12,11 @@ from icore.adapters import (
     AuditResult,
     audit_path,
     collect_paths,
-    fit_model_set,
-    load_shipped_model,
     read_prov,
     validate_prov,
     write_prov,
 )
+from icore.attribution import fit_model_set, load_shipped_model
 from icore.bench.icore._attribution import RANDOM, SCORER, cross_validate, markdown
 
 BUDGET_S = 30.0

@@ -6,14 +6,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from icore.adapters import (
-    Attribution,
-    AttributionScore,
-    AuditResult,
-    FlagPlace,
-    FlagPlaces,
-    trace_lineages,
-)
+from icore.adapters import AuditResult, FlagPlace, FlagPlaces, trace_lineages
+from icore.attribution import Attribution, AttributionScore
 from icore.records import is_record_id
 from icore.report._lineage_view import render_lineage
 from icore.report._render import anchor, report_filename

@@ -14,7 +14,7 @@ Every figure is cross-validated and reported per subset (Who&When Hand-Crafted =
 - 95% intervals: percentile bootstrap over runs (2,000 draws) of each run's accuracy
   averaged over the repeats; plus the standard deviation over repeats and over folds
   (the CV variance);
-- baselines in the same table (:mod:`icore.adapters._attribution`): the expected
+- baselines in the same table (:mod:`icore.attribution._rank`): the expected
   accuracy of a uniform guess over the same candidates, the majority agent of the
   training folds, first error marker, last agent before the final answer, first output
   after the last replan, and the earlier rule (first failed certificate).
@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from icore.adapters import (
+from icore.adapters import AuditResult, name_key
+from icore.attribution import (
     BASELINES,
     FEATURES,
     PUBLISHED,
     REGULARIZATION_C,
     AttributionScore,
-    AuditResult,
     Candidate,
     Prediction,
     ScorerModel,
@@ -48,7 +48,6 @@ from icore.adapters import (
     fit_scorer,
     group_key,
     majority_agent,
-    name_key,
     random_expectation,
 )
 
