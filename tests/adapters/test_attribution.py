@@ -46,7 +46,8 @@ from icore.attribution import (
     shipped_models,
 )
 from icore.attribution._scorer import MIXES, choose_mix
-from icore.bench.icore._attribution import (
+from icore.cli import app
+from icore_lab.bench.icore._attribution import (
     RANDOM,
     SCORER,
     TOLERANCES,
@@ -55,7 +56,6 @@ from icore.bench.icore._attribution import (
     markdown,
     with_llm_rows,
 )
-from icore.cli import app
 
 
 def _m(d: dict[str, Any]) -> AuditResult:

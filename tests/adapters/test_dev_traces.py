@@ -17,7 +17,7 @@ from icore.adapters import (
     write_prov,
 )
 from icore.attribution import fit_model_set, load_shipped_model
-from icore.bench.icore._attribution import RANDOM, SCORER, cross_validate, markdown
+from icore_lab.bench.icore._attribution import RANDOM, SCORER, cross_validate, markdown
 
 BUDGET_S = 30.0
 
