@@ -16,8 +16,14 @@ from icore.adapters import (
     validate_prov,
     write_prov,
 )
-from icore.attribution import fit_model_set, load_shipped_model
-from icore_lab.bench.icore._attribution import RANDOM, SCORER, cross_validate, markdown
+from icore.attribution import (
+    RANDOM,
+    SCORER,
+    cross_validate,
+    fit_model_set,
+    load_shipped_model,
+    markdown,
+)
 
 BUDGET_S = 30.0
 

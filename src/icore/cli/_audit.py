@@ -236,7 +236,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         _print_candidates(console, atts)
         if any(r.trace.annotation is not None and r.trace.succeeded is not True
                for r in results):
-            from icore_lab.bench.icore import cross_validate, cv_score, markdown
+            from icore.attribution import cross_validate, cv_score, markdown
 
             ev = cross_validate(results, folds=folds, repeats=repeats)
             if ev.rows:

@@ -1,6 +1,6 @@
 """``icore bench attribution``: cross-validated failure attribution per subset (thin).
 
-See :mod:`icore_lab.bench.icore._attribution` for the protocol.
+See :mod:`icore.attribution._crossval` for the protocol.
 """
 
 from __future__ import annotations
