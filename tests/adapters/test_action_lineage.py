@@ -104,3 +104,14 @@ def test_malformed_decisions_are_named() -> None:
     assert "must be an integer >= 0" in exc.value.problem
     with pytest.raises(DecisionFormatError):
         trace_lineages({"decisions": [{"outcome": "authorized"}]})
+
+
+def test_otel_attributes_take_the_typed_entry() -> None:
+    """The exporter's decision attributes are the same for the entry and its dict."""
+    pytest.importorskip("opentelemetry.sdk")
+    from icore.adapters import decision_attributes
+
+    e = DecisionEntry.from_dict(_d("a-1", "authorized", "valid", {"req/t": R1},
+                                   {"req/t": R1}))
+    assert decision_attributes(e) == decision_attributes(e.to_dict())
+    assert decision_attributes(e)["icore.gate.frontier.keys"] == ["req/t"]

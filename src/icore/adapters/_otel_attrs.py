@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
 from icore.adapters import _otel_names as N
-from icore.fence import GateDecision
+from icore.fence import DecisionEntry, GateDecision
 
 AttrValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 
@@ -27,13 +27,16 @@ def _json(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str, separators=(",", ":"))
 
 
-def decision_attributes(d: Mapping[str, Any], *, prefix: str = N.G) -> dict[str, AttrValue]:
-    """OTel attributes of one gate decision (a :meth:`GateDecision.to_dict` dict).
+def decision_attributes(d: Mapping[str, Any] | DecisionEntry, *,
+                        prefix: str = N.G) -> dict[str, AttrValue]:
+    """OTel attributes of one gate decision (a :class:`~icore.fence.DecisionEntry` or its dict).
 
     Maps become parallel arrays (``<prefix>frontier.keys`` / ``.ids``), since attribute
     values cannot be maps; record sequences are given for fresh records when known
     (``<prefix>fresh.seqs``).
     """
+    if isinstance(d, DecisionEntry):
+        d = d.to_dict()
     out: dict[str, AttrValue] = {}
     for k in ("outcome", "reason", "action", "policy", "detail"):
         if d.get(k) is not None:

@@ -64,7 +64,15 @@ from icore.adapters._otel_attrs import (
 )
 from icore.adapters._otel_run import _LiveSpans
 from icore.adapters._otlp_file import ERROR_ATTR, DeliveryCheck, OtlpJsonFileExporter, otlp_json
-from icore.fence import ActionResult, DecisionLog, Fence, GateDecision, ProtectedTool, Replanner
+from icore.fence import (
+    ActionResult,
+    DecisionEntry,
+    DecisionLog,
+    Fence,
+    GateDecision,
+    ProtectedTool,
+    Replanner,
+)
 from icore.records import RecordId
 
 if TYPE_CHECKING:
@@ -244,8 +252,10 @@ class OtelExporter:
         """
         self.decision_sink(_decision_dict(d))
 
-    def decision_sink(self, d: Mapping[str, Any]) -> None:
-        """Record one decision dict (a ``DecisionLog(sink=...)`` sink)."""
+    def decision_sink(self, d: Mapping[str, Any] | DecisionEntry) -> None:
+        """Record one logged decision (a ``DecisionLog(sink=...)`` sink; dict or entry)."""
+        if isinstance(d, DecisionEntry):
+            d = d.to_dict()
         cur = trace.get_current_span()
         if cur.is_recording():
             cur.add_event(N.EV_GATE, {N.DECISION: str(d.get("outcome")),
