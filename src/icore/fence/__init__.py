@@ -75,9 +75,7 @@ from icore.fence._owner_queries import (
 from icore.fence._policies import (
     STRATEGIES,
     AllKeyCheck,
-    AllKeyValidator,
     GateCheck,
-    GateValidator,
     LocalReplica,
     OwnerHeadFreshness,
     PlanFenceCheck,
@@ -85,17 +83,26 @@ from icore.fence._policies import (
     PolicyCheck,
     PolicyError,
     PolicyStrategy,
-    PolicyValidator,
     Propagation,
     Reads,
     TeamContext,
-    Validator,
     make_check,
-    make_validator,
     strategy,
 )
 from icore.fence._tool import MAX_ARG_NESTING, ProtectedTool, RecordRef, protected
 from icore.fence._verdict import ActionVerdict, KeyCheck, action_status, judge_action
+
+# names before issue 26 ("validator" now means only iCORE's certificate validator V)
+Validator = GateCheck
+"""Deprecated alias of :class:`GateCheck`."""
+GateValidator = PlanFenceCheck
+"""Deprecated alias of :class:`PlanFenceCheck`."""
+AllKeyValidator = AllKeyCheck
+"""Deprecated alias of :class:`AllKeyCheck`."""
+PolicyValidator = PolicyCheck
+"""Deprecated alias of :class:`PolicyCheck`."""
+make_validator = make_check
+"""Deprecated alias of :func:`make_check`."""
 
 __all__ = [
     "ACTION_FIELD",

@@ -569,25 +569,10 @@ def make_check(policy: Policy | str, context: GateContext,
     return strategy(policy).validator(context, team or TeamContext())
 
 
-# names before issue 26 ("validator" now means only iCORE's certificate validator V)
-Validator = GateCheck
-"""Deprecated alias of :class:`GateCheck`."""
-GateValidator = PlanFenceCheck
-"""Deprecated alias of :class:`PlanFenceCheck`."""
-AllKeyValidator = AllKeyCheck
-"""Deprecated alias of :class:`AllKeyCheck`."""
-PolicyValidator = PolicyCheck
-"""Deprecated alias of :class:`PolicyCheck`."""
-make_validator = make_check
-"""Deprecated alias of :func:`make_check`."""
-
-
 __all__ = [
     "STRATEGIES",
     "AllKeyCheck",
-    "AllKeyValidator",
     "GateCheck",
-    "GateValidator",
     "LocalReplica",
     "OwnerHeadFreshness",
     "PlanFenceCheck",
@@ -595,12 +580,9 @@ __all__ = [
     "PolicyCheck",
     "PolicyError",
     "PolicyStrategy",
-    "PolicyValidator",
     "Propagation",
     "Reads",
     "TeamContext",
-    "Validator",
     "make_check",
-    "make_validator",
     "strategy",
 ]
