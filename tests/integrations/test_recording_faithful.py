@@ -274,8 +274,9 @@ def test_langgraph_example_parallel_calls_count_each_replan_once(tmp_path: Path)
     load_example("langgraph_app").main(str(path))
     code, run = _audit(path, tmp_path / "rep", "invalid")
     assert code == 0 and run["summary"]["replans"] == 2 and run["summary"]["terminated"]
-    assert [x["status"] for x in run["lineage"]] == ["blocked", "blocked", "valid",
-                                                     "blocked"]
+    # parallel calls write their decisions when they finish, in either order under load
+    assert sorted(x["status"] for x in run["lineage"]) == ["blocked", "blocked", "blocked",
+                                                           "valid"]
     lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     gates = [x for x in lines if x.get("kind") == "thought" and "gate" in x]
     assert gates and {x["agent"] for x in gates} == {"shipper"}
