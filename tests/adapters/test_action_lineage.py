@@ -115,3 +115,18 @@ def test_otel_attributes_take_the_typed_entry() -> None:
                                    {"req/t": R1}))
     assert decision_attributes(e) == decision_attributes(e.to_dict())
     assert decision_attributes(e)["icore.gate.frontier.keys"] == ["req/t"]
+
+
+def test_trace_carries_typed_parts_and_the_old_extras_view() -> None:
+    """Trace.planfence is typed (DecisionEntry); Trace.extras rebuilds the old dict."""
+    text = _trace(_d("a-1", "authorized", "valid", {"req/t": R1}, {"req/t": R1}))
+    text = json.dumps({"run": {"id": "r", "orchestrator": "e"}}) + "\n" + text
+    t = parse_jsonl(text)
+    assert t.orchestrator == "e" and t.planfence is not None
+    assert all(isinstance(d, DecisionEntry) for d in t.planfence.decisions)
+    assert len(t.planfence.records) == 3 and t.warnings == () and t.live is None
+    ex = t.extras
+    assert list(ex) == ["orchestrator", "planfence"]
+    assert ex["planfence"]["decisions"] == [d.to_dict() for d in t.planfence.decisions]
+    assert ex["planfence"]["records"] == [REQ0, PLAN0, REQ1]
+    assert audit_trace(t).lineage[0].status == "valid"

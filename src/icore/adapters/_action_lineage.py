@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from icore.adapters._trace import PlanfenceLog
 from icore.fence import ActionVerdict, DecisionEntry, action_status, judge_action
 
 GATE = "gate"
@@ -148,7 +149,9 @@ def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
     and decisions that are not objects are skipped (the importers name them).
 
     Args:
-        planfence: ``{"records": [...], "decisions": [...]}`` (anything else: no action).
+        planfence: the trace's :class:`~icore.adapters.PlanfenceLog` (``Trace.planfence``)
+            or its dict ``{"records": [...], "decisions": [...]}`` (anything else: no
+            action).
 
     Returns:
         One :class:`ActionLineage` per action, in first-decision order.
@@ -157,14 +160,19 @@ def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
         icore.fence.DecisionFormatError: a decision object is malformed (the importers
             reject those first, naming the file).
     """
-    if not isinstance(planfence, Mapping):
+    if isinstance(planfence, PlanfenceLog):
+        records = [r for r in planfence.records if isinstance(r, Mapping)]
+        entries = list(planfence.decisions)
+    elif isinstance(planfence, Mapping):
+        records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
+        entries = [DecisionEntry.from_dict(d, where=f"planfence.decisions[{i}]")
+                   for i, d in enumerate(planfence.get("decisions", ()))
+                   if isinstance(d, Mapping)]
+    else:
         return ()
-    records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
     groups: dict[str, list[DecisionEntry]] = {}
-    for i, d in enumerate(planfence.get("decisions", ())):
-        if isinstance(d, Mapping):
-            e = DecisionEntry.from_dict(d, where=f"planfence.decisions[{i}]")
-            groups.setdefault(str(e.task or e.action or "action"), []).append(e)
+    for e in entries:
+        groups.setdefault(str(e.task or e.action or "action"), []).append(e)
     return tuple(lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
                             _relevant(records, es), es) for name, es in groups.items())
 

@@ -52,6 +52,7 @@ from icore.adapters._trace import (
     AgentNames,
     Annotation,
     Ledger,
+    PlanfenceLog,
     Step,
     StepKind,
     Trace,
@@ -213,9 +214,10 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         agents=agents,
         steps=tuple(steps),
         annotation=annotation,
-        extras=({"orchestrator": names.canonical(orch) or orch} if orch else {})
-        | ({"planfence": planfence} if planfence["records"] or planfence["decisions"]
-           else {}),
+        orchestrator=(names.canonical(orch) or orch) if orch else None,
+        planfence=PlanfenceLog(tuple(planfence["records"]), tuple(
+            DecisionEntry.from_dict(d) for d in planfence["decisions"]))
+        if planfence["records"] or planfence["decisions"] else None,
     )
 
 

@@ -51,10 +51,11 @@ from icore.adapters._errors import AdapterError
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
 from icore.adapters._otel_values import OtelSpan
-from icore.adapters._trace import AgentNames, Step, StepKind, Trace
+from icore.adapters._trace import AgentNames, LiveRunPart, PlanfenceLog, Step, StepKind, Trace
 from icore.adapters._values import (
     gc_paused,
 )
+from icore.fence import DecisionEntry
 
 OTEL = "otel"
 """Family of a trace imported from generic OpenTelemetry / OpenInference spans."""
@@ -282,30 +283,27 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     for st in steps:
         if st.agent not in agents and st.agent != "user":
             agents[st.agent] = ""
-    extras: dict[str, Any] = {"spans": len(spans), "traces": len({s.trace_id for s in spans})}
-    if orchestrator:
-        extras["orchestrator"] = orchestrator
-    if decisions:
-        extras["planfence"] = {"records": [], "decisions": decisions}
-    if unknown:
-        extras["unknown_spans"] = dict(sorted(unknown.items()))
-        extras["warnings"] = [f"{file}: kept {n} {k.lower()} span(s) as events (no mapping)"
-                              for k, n in sorted(unknown.items())]
+    warnings = tuple(f"{file}: kept {n} {k.lower()} span(s) as events (no mapping)"
+                     for k, n in sorted(unknown.items()))
     family = OTEL
     calls = _icore_calls(spans)
+    live = None
     if calls:
         family = ICORE_LIVE
-        extras["icore_calls"] = calls
         man = next((s.attributes.get(N.RUN_MANIFEST) for s in spans
                     if s.attributes.get(N.CALL) == "run"), None)
-        if isinstance(man, str):
-            extras["icore_manifest"] = man
-        extras.pop("warnings", None)
+        live = LiveRunPart(tuple(calls), man if isinstance(man, str) else None)
+        warnings = ()
     succeeded = None
     if root.status in ("OK", "ERROR") and root.end_ns:
         succeeded = root.status == "OK"
     return Trace(id=run_id, file=file, family=family, question=question, ground_truth=None,
-                 succeeded=succeeded, agents=agents, steps=tuple(steps), extras=extras)
+                 succeeded=succeeded, agents=agents, steps=tuple(steps),
+                 span_counts=(len(spans), len({s.trace_id for s in spans})),
+                 orchestrator=orchestrator or None,
+                 planfence=PlanfenceLog((), tuple(DecisionEntry.from_dict(d)
+                                                  for d in decisions)) if decisions else None,
+                 unknown_spans=dict(sorted(unknown.items())), warnings=warnings, live=live)
 
 
 def _check_parents(by_id: Mapping[str, OtelSpan], file: str) -> None:

@@ -247,7 +247,7 @@ class AuditResult:
             icore.fence.DecisionFormatError: a decision line is malformed (the
                 importers reject those first).
         """
-        return trace_lineages(self.trace.extras.get("planfence"))
+        return trace_lineages(self.trace.planfence)
 
     @property
     def invalid_actions(self) -> int:

@@ -63,8 +63,7 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
         return magentic_one_declaration(trace.agents)
     if trace.family == CAPTAIN_AGENT:
         return captain_agent_declaration(trace.agents)
-    orch = trace.extras.get("orchestrator")
-    return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
+    return generic_declaration(trace.agents, orchestrator=trace.orchestrator)
 
 
 def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> AuditResult:

@@ -263,7 +263,7 @@ def group_key(result: AuditResult) -> str:
 
     The text is normalized; runs of one question must stay in one fold.
     """
-    qid = result.trace.extras.get("question_ID")
+    qid = result.trace.source_fields.get("question_ID")
     if isinstance(qid, str | int) and str(qid).strip():
         return f"id:{qid}"
     return "q:" + re.sub(r"\s+", " ", result.trace.question.strip().lower())

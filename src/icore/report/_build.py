@@ -89,9 +89,8 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         ("import + audit time", f"{result.elapsed_ms:.0f} ms"),
     )
     lineage = tuple(render_lineage(a) for a in result.lineage)
-    warnings = t.extras.get("warnings")
-    if isinstance(warnings, list) and warnings:
-        summary += (("import warnings", "; ".join(map(str, warnings))),)
+    if t.warnings:
+        summary += (("import warnings", "; ".join(t.warnings)),)
     return RunView(
         id=t.id,
         title=f"Audit of run {t.id}",
