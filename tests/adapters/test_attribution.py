@@ -17,43 +17,43 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from icore.adapters import (
-    FEATURES,
     AdapterError,
     AuditResult,
+    audit_trace,
+    parse_captain_agent,
+    parse_magentic_one,
+)
+from icore.adapters._evidence import assumes, content_words, numbers, output_facts, tool_facts
+from icore.agents import LLMSettings
+from icore.attribution import (
+    FEATURES,
+    RANDOM,
+    SCORER,
+    TOLERANCES,
     LLMAttributor,
     ModelSet,
     ScorerModel,
     agent_counts,
     attribute,
-    audit_trace,
     candidates,
+    cross_validate,
     feature_names,
     first_error_marker,
     first_output_after_replan,
     first_unsupported,
     fit_model_set,
     fit_scorer,
+    group_key,
     last_agent_before_answer,
     majority_agent,
-    parse_captain_agent,
-    parse_magentic_one,
+    markdown,
     random_expectation,
     score,
     shipped_models,
-)
-from icore.adapters._evidence import assumes, content_words, numbers, output_facts, tool_facts
-from icore.adapters._scorer import MIXES, choose_mix
-from icore.agents import LLMSettings
-from icore.cli import app
-from icore_lab.bench.icore._attribution import (
-    RANDOM,
-    SCORER,
-    TOLERANCES,
-    cross_validate,
-    group_key,
-    markdown,
     with_llm_rows,
 )
+from icore.attribution._scorer import MIXES, choose_mix
+from icore.cli import app
 
 
 def _m(d: dict[str, Any]) -> AuditResult:

@@ -12,13 +12,18 @@ from icore.adapters import (
     AuditResult,
     audit_path,
     collect_paths,
-    fit_model_set,
-    load_shipped_model,
     read_prov,
     validate_prov,
     write_prov,
 )
-from icore_lab.bench.icore._attribution import RANDOM, SCORER, cross_validate, markdown
+from icore.attribution import (
+    RANDOM,
+    SCORER,
+    cross_validate,
+    fit_model_set,
+    load_shipped_model,
+    markdown,
+)
 
 BUDGET_S = 30.0
 

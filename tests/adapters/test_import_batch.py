@@ -1,5 +1,5 @@
 """The audit's batched trusted-import path gives the same audit as one import per call
-(issue 29 item 4): real Who&When runs and generated OTLP / JSONL traces."""
+(issue 29 item 4): real Who&When runs (generated traces: tests/lab/adapters)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from icore.adapters import AuditResult, audit_trace, load_jsonl, load_otlp_runs, load_trace
-from icore.adapters._audit import _Builder
-from icore_lab.bench.micro._import_bench import write_jsonl, write_otlp
+from icore.adapters import AuditResult, audit_trace, load_trace
+from icore.adapters._trace_builder import _XWriter
 
 REAL = ["Hand-Crafted/13.json", "Hand-Crafted/17.json", "Algorithm-Generated/103.json",
         "Algorithm-Generated/106.json"]
@@ -31,11 +30,11 @@ def _fingerprint(r: AuditResult) -> dict[str, Any]:
 
 def _both(load: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     batched = [_fingerprint(audit_trace(t)) for t in load()]
-    _Builder.batched = False
+    _XWriter.batched = False
     try:
         one = [_fingerprint(audit_trace(t)) for t in load()]
     finally:
-        _Builder.batched = True
+        _XWriter.batched = True
     assert batched
     return list(zip(batched, one, strict=True))
 
@@ -47,31 +46,3 @@ def test_real_runs_same_audit(shared_data: Path, name: str) -> None:
     for b, o in _both(lambda: [load_trace(path)]):
         assert b == o
         assert b["diagnoses"]  # the runs fail: there is something to diagnose
-
-
-def test_generated_otlp_same_audit(tmp_path: Path) -> None:
-    """A generated OpenInference OTLP trace (agents, LLM/tool calls, handoffs)."""
-    p = tmp_path / "t.json"
-    write_otlp(p, 0.25, seed=3)
-    for b, o in _both(lambda: load_otlp_runs(p)):
-        assert b == o
-        x_final = b["final"]
-        assert b["summary"].steps > 300 and 0.0 <= x_final.cq <= 1.0
-
-
-def test_generated_jsonl_same_audit(tmp_path: Path) -> None:
-    """A generated JSONL run (instructions, outputs, tool outputs with failures)."""
-    p = tmp_path / "t.jsonl"
-    write_jsonl(p, 600, seed=5)
-    for b, o in _both(lambda: [load_jsonl(p)]):
-        assert b == o
-        assert b["summary"].steps == 599 and b["diagnoses"]
-
-
-def test_incremental_metrics_equal_full_recompute(tmp_path: Path) -> None:
-    """The metrics kept incrementally by the batched path equal a full recompute."""
-    p = tmp_path / "t.json"
-    write_otlp(p, 0.1, seed=11)
-    for t in load_otlp_runs(p):
-        r = audit_trace(t)
-        assert r.state.metrics() == r.state.recompute_metrics()

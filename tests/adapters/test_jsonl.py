@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from icore.adapters import (
-    AdapterError,
-    StepKind,
-    attribute,
-    audit_trace,
-    load_jsonl,
-    load_trace,
-    parse_jsonl,
-)
+from icore.adapters import AdapterError, StepKind, audit_trace, load_jsonl, load_trace, parse_jsonl
+from icore.attribution import attribute
 from icore.state import Status
 
 RUN = "\n".join(json.dumps(x) for x in [

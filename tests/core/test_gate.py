@@ -15,9 +15,9 @@ from icore.fence import (
     Fence,
     GateContext,
     GateRun,
-    GateValidator,
     HeadQueries,
     Outcome,
+    PlanFenceCheck,
     ProtectedTool,
     Reason,
     RecordRef,
@@ -436,7 +436,7 @@ def test_fail_closed_vs_fail_open_ablation(w: World, case: str) -> None:
     for fail_open in (False, True):
         ran: list[int] = []
         tool = ProtectedTool(lambda ran=ran: ran.append(1), depends_on={"req/a"})
-        v = GateValidator(GateContext(lookup=w.ex.lookup, ownership=OM, owners=owners))
+        v = PlanFenceCheck(GateContext(lookup=w.ex.lookup, ownership=OM, owners=owners))
         fence = Fence(validator=v, install=w.ex, unsafe_fail_open_ablation=fail_open)
 
         def replan(req: ReplanRequest) -> Replan:
@@ -460,8 +460,8 @@ def test_direct_parent_mode_ablation(w: World) -> None:
     w.planner.commit(mid, writer="planner")
     w.ex.install(mid)
     p = w.plan(mid)
-    full = GateValidator(GateContext(lookup=w.ex.lookup, ownership=OM, owners=w.owners))
-    direct = GateValidator(GateContext(lookup=w.ex.lookup, ownership=OM, owners=w.owners,
+    full = PlanFenceCheck(GateContext(lookup=w.ex.lookup, ownership=OM, owners=w.owners))
+    direct = PlanFenceCheck(GateContext(lookup=w.ex.lookup, ownership=OM, owners=w.owners,
                                        mode=TraversalMode.DIRECT))
     assert full.validate(action="a", roots=[p.id], deps={"req/a"}, replanned=False).authorized
     d = direct.validate(action="a", roots=[p.id], deps={"req/a"}, replanned=False)

@@ -14,8 +14,8 @@ import pytest
 from icore.errors import AsyncRequired
 from icore.fence import (
     Fence,
-    GateValidator,
     Outcome,
+    PlanFenceCheck,
     ProtectedTool,
     Reason,
     bind_action,
@@ -240,4 +240,4 @@ def test_aexecute_queries_the_owners_of_d_concurrently(kind: str) -> None:
     if kind == "async":
         with pytest.raises(AsyncRequired):
             fence.execute(tool, roots=[plan.id], args={})
-        assert isinstance(fence.validator, GateValidator)
+        assert isinstance(fence.validator, PlanFenceCheck)

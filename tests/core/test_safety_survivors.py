@@ -17,7 +17,7 @@ from icore.fence import (
     Reason,
     TeamContext,
     ThreadedOwners,
-    make_validator,
+    make_check,
 )
 from icore.memory import HeadEntry, HeadReply, LocalOwners, MemoryStore, OwnershipMap, SQLiteStore
 from icore.records import Record, derive
@@ -77,13 +77,13 @@ def test_the_majority_reads_floor_n_half_plus_one(n: int, read: int) -> None:
     ctx = GateContext(lookup=ex.lookup, ownership=OM, owners=ThreadedOwners(LocalOwners({})),
                       policy=Policy.MAJORITY_REPLICA.value)
     replicas = tuple(f"r{i}" for i in range(n))
-    v = make_validator(Policy.MAJORITY_REPLICA, ctx, TeamContext(install=ex,
+    v = make_check(Policy.MAJORITY_REPLICA, ctx, TeamContext(install=ex,
                                                                  replicas=replicas))
     quorum = v.context.owners
     assert quorum.remote == list(replicas[:read])
     total = n + 1  # the remote views and the executor's own
     assert len(quorum.remote) + 1 == total // 2 + 1
-    full = make_validator(Policy.ALL_REPLICA, ctx, TeamContext(install=ex, replicas=replicas))
+    full = make_check(Policy.ALL_REPLICA, ctx, TeamContext(install=ex, replicas=replicas))
     assert full.context.owners.remote == list(replicas)
 
 
@@ -513,7 +513,7 @@ def test_a_store_that_cannot_be_opened_raises_a_store_error(tmp_path: Path) -> N
 
 
 def test_the_quorum_read_keeps_only_asked_keys_and_the_first_of_equal_sequences() -> None:
-    """fence/_access.py QuorumHeads.query_heads: a replica view answering for keys not
+    """fence/_owner_queries.py QuorumHeads.query_heads: a replica view answering for keys not
     asked adds nothing; of two views at one owner sequence the first read (the
     executor's own replica) is kept; a higher sequence wins."""
     import asyncio

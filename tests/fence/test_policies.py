@@ -1,4 +1,4 @@
-"""Policies in fence/ (planfence Sec. 5.1): one strategy per policy, one make_validator,
+"""Policies in fence/ (planfence Sec. 5.1): one strategy per policy, one make_check,
 the head sources every safe policy runs the gate against."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from icore.fence import (
     ThreadedOwners,
     bind_action,
     installed_heads,
-    make_validator,
+    make_check,
     replica_service,
     strategy,
 )
@@ -133,7 +133,7 @@ def test_make_validator_runs_every_policy(policy: Policy) -> None:
     """Safe policies detect the post-plan revision and replan once; the unsafe baselines
     act on the obsolete plan."""
     w = Race()
-    v = make_validator(policy, w.context(policy), w.team())
+    v = make_check(policy, w.context(policy), w.team())
     assert v.name == policy.value
     booked: list[str] = []
     tool = ProtectedTool(lambda to: booked.append(to), depends_on={"req/a", "req/b"},
@@ -206,7 +206,7 @@ def test_a_policy_that_reads_the_replica_needs_it(policy: Policy) -> None:
     """Fail at build time, naming the policy, when the executor's replica is missing."""
     w = Race()
     with pytest.raises(PolicyError) as ei:
-        make_validator(policy, w.context(policy))
+        make_check(policy, w.context(policy))
     assert ei.value.fields["policy"] == policy.value
 
 
@@ -215,4 +215,15 @@ def test_a_policy_that_reads_owners_needs_an_access() -> None:
     w = Race()
     ctx = GateContext(lookup=w.ex.lookup, ownership=OM, policy="per_key_all_key")
     with pytest.raises(PolicyError):
-        make_validator("per_key_all_key", ctx, w.team())
+        make_check("per_key_all_key", ctx, w.team())
+
+
+def test_names_before_issue_26_are_aliases() -> None:
+    """The gate-check renames keep the old public names as the same objects."""
+    import icore.fence as fence
+
+    assert fence.Validator is fence.GateCheck
+    assert fence.GateValidator is fence.PlanFenceCheck
+    assert fence.AllKeyValidator is fence.AllKeyCheck
+    assert fence.PolicyValidator is fence.PolicyCheck
+    assert fence.make_validator is fence.make_check

@@ -42,7 +42,7 @@ def old_live(req_head: str, parents: Sequence[str]) -> bool:
 
 def old_report(authorized: bool | None, deps: Sequence[str], frontier: Mapping[str, str],
                heads: Mapping[str, str], source: str) -> tuple[str, tuple[str, ...]]:
-    """report/_lineage.py ``_validation``'s stale + ``lineage_view``'s status."""
+    """report/_lineage_view.py ``_validation``'s stale + ``lineage_view``'s status."""
     stale = tuple(k for k in deps if k in frontier and k in heads and frontier[k] != heads[k])
     if authorized is None:
         status = "not issued"

@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from icore.adapters import attribute, audit_trace, parse_jsonl, parse_magentic_one
+from icore.adapters import audit_trace, parse_jsonl, parse_magentic_one
+from icore.attribution import attribute
 from icore.live import default_manifest, run_live
 from icore.report import (
     EventView,

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from icore.adapters import attribute, audit_trace, parse_captain_agent, parse_magentic_one
+from icore.adapters import audit_trace, parse_captain_agent, parse_magentic_one
+from icore.attribution import attribute
 from icore.report import (
     ASSETS,
     IndexRow,

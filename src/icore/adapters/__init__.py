@@ -5,10 +5,11 @@
   (:func:`load_jsonl`), all into a source-neutral :class:`Trace`.
 - :func:`audit_trace` builds X = (G, Q, Π) over the family's declaration package
   (:func:`magentic_one_declaration`, :func:`captain_agent_declaration`,
-  :func:`generic_declaration`) and derives diagnoses; :func:`attribute` and :func:`score`
-  do failure attribution (per-candidate features from X, :data:`FEATURES`; a learned,
-  transparent scorer, :func:`fit_scorer`; baselines; an optional :class:`LLMAttributor`);
-  :func:`to_prov` / :func:`write_prov` export PROV-JSON.
+  :func:`generic_declaration`) and derives diagnoses; :attr:`AuditResult.lineage` judges
+  every protected action the run's PlanFence lines carry (:class:`ActionLineage`,
+  ``AuditResult.invalid_actions``); the evidence helpers (:func:`output_facts`,
+  :func:`tool_facts`, ...) are shared with failure attribution (:mod:`icore.attribution`
+  since issue 26); :func:`to_prov` / :func:`write_prov` export PROV-JSON.
 - OpenTelemetry: :func:`load_otlp` imports OTLP JSON, Phoenix and Langfuse span exports
   (no extra needed); :class:`OtelExporter` (extra ``icore[otel]``, imported on first use)
   emits live runs, fence decisions and audits as GenAI / OpenInference spans. See
@@ -22,37 +23,12 @@ See docs/audit-real-runs.md.
 
 from typing import TYPE_CHECKING, Any
 
-from icore.adapters._attribution import (
-    BASELINES,
-    PUBLISHED,
-    PUBLISHED_BEST,
-    Attribution,
-    AttributionScore,
-    ChainLink,
-    Prediction,
-    ScoreRow,
-    agent_counts,
-    attribute,
-    first_error_marker,
-    first_output_after_replan,
-    first_unsupported,
-    last_agent_before_answer,
-    majority_agent,
-    random_expectation,
-    rank_candidates,
-    score,
-    shipped_models,
-    speakers,
-)
-from icore.adapters._audit import (
-    ROOT,
-    FlagPlaces,
-    audit_file,
-    audit_path,
-    audit_trace,
-    collect_paths,
-    declaration_for,
-    load_trace,
+from icore.adapters._action_lineage import (
+    ActionLineage,
+    ValidationPoint,
+    lineage_of,
+    trace_lineages,
+    validation_point,
 )
 from icore.adapters._decl import (
     HUMAN,
@@ -62,16 +38,19 @@ from icore.adapters._decl import (
 )
 from icore.adapters._errors import AdapterError, ExportError
 from icore.adapters._evidence import (
+    assumes,
     capabilities,
     check_answer,
     check_ledger,
     check_output,
     classify,
+    content_words,
+    normalize_answer,
+    numbers,
+    output_facts,
+    tool_facts,
 )
-from icore.adapters._features import FEATURES, Candidate, Feature, candidates, feature_names
 from icore.adapters._jsonl import load_jsonl, parse_jsonl
-from icore.adapters._llm_attribution import MODES as LLM_MODES
-from icore.adapters._llm_attribution import LLMAttributor
 from icore.adapters._otel_import import (
     ICORE_LIVE,
     OTEL,
@@ -87,19 +66,11 @@ from icore.adapters._otel_import import (
 from icore.adapters._otel_live import audit_live_trace
 from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, write_prov
 from icore.adapters._results import AuditResult, Finding, FlagPlace, MetricPoint, RunSummary
-from icore.adapters._scorer import (
-    REGULARIZATION_C,
-    ModelSet,
-    RankedCandidate,
-    ScorerModel,
-    fit_model_set,
-    fit_scorer,
-    group_key,
-    load_shipped_model,
-)
 from icore.adapters._trace import (
     Annotation,
     Ledger,
+    LiveRunPart,
+    PlanfenceLog,
     Step,
     StepKind,
     Trace,
@@ -107,6 +78,16 @@ from icore.adapters._trace import (
     as_step,
     name_key,
 )
+from icore.adapters._trace_audit import (
+    ROOT,
+    audit_file,
+    audit_path,
+    audit_trace,
+    collect_paths,
+    declaration_for,
+    load_trace,
+)
+from icore.adapters._trace_places import FlagPlaces
 from icore.adapters._values import (
     DEFAULT_MAX_INPUT_MB,
     ENV_MAX_INPUT,
@@ -158,59 +139,44 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BASELINES",
     "CAPTAIN_AGENT",
     "DEFAULT_MAX_INPUT_MB",
     "ENV_MAX_INPUT",
-    "FEATURES",
     "HUMAN",
     "ICORE_LIVE",
     "ICORE_NS",
-    "LLM_MODES",
     "MAGENTIC_ONE",
     "OTEL",
-    "PUBLISHED",
-    "PUBLISHED_BEST",
-    "REGULARIZATION_C",
     "ROOT",
+    "ActionLineage",
     "AdapterError",
     "Annotation",
-    "Attribution",
-    "AttributionScore",
     "AuditResult",
-    "Candidate",
-    "ChainLink",
     "DeliveryCheck",
     "ExportError",
-    "Feature",
     "Finding",
     "FlagPlace",
     "FlagPlaces",
-    "LLMAttributor",
     "Ledger",
+    "LiveRunPart",
     "MetricPoint",
-    "ModelSet",
     "OtelExporter",
     "OtelSpan",
     "OtlpJsonFileExporter",
-    "Prediction",
-    "RankedCandidate",
+    "PlanfenceLog",
     "RunSummary",
-    "ScoreRow",
-    "ScorerModel",
     "SpanCounter",
     "Step",
     "StepKind",
     "Trace",
-    "agent_counts",
+    "ValidationPoint",
     "as_bool",
     "as_step",
-    "attribute",
+    "assumes",
     "audit_file",
     "audit_live_trace",
     "audit_path",
     "audit_trace",
-    "candidates",
     "capabilities",
     "captain_agent_declaration",
     "check_answer",
@@ -219,35 +185,30 @@ __all__ = [
     "check_size",
     "classify",
     "collect_paths",
+    "content_words",
     "decision_attributes",
     "declaration_for",
     "detect_family",
     "exporting",
-    "feature_names",
     "finite_float",
-    "first_error_marker",
-    "first_output_after_replan",
-    "first_unsupported",
-    "fit_model_set",
-    "fit_scorer",
     "generic_declaration",
-    "group_key",
     "iter_file_spans",
-    "last_agent_before_answer",
+    "lineage_of",
     "load_captain_agent",
     "load_jsonl",
     "load_magentic_one",
     "load_otlp",
     "load_otlp_runs",
-    "load_shipped_model",
     "load_trace",
     "load_who_and_when",
     "magentic_one_declaration",
-    "majority_agent",
     "make_provider",
     "max_input_bytes",
     "name_key",
+    "normalize_answer",
+    "numbers",
     "otlp_json",
+    "output_facts",
     "parse_captain_agent",
     "parse_jsonl",
     "parse_magentic_one",
@@ -255,16 +216,14 @@ __all__ = [
     "parse_otlp_runs",
     "parse_spans",
     "parse_who_and_when_data",
-    "random_expectation",
-    "rank_candidates",
     "read_prov",
-    "score",
-    "shipped_models",
     "spans_to_trace",
-    "speakers",
     "time_ns",
     "to_prov",
+    "tool_facts",
+    "trace_lineages",
     "traces_endpoint",
     "validate_prov",
+    "validation_point",
     "write_prov",
 ]

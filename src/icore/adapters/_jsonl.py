@@ -52,6 +52,7 @@ from icore.adapters._trace import (
     AgentNames,
     Annotation,
     Ledger,
+    PlanfenceLog,
     Step,
     StepKind,
     Trace,
@@ -60,6 +61,7 @@ from icore.adapters._trace import (
     as_str,
 )
 from icore.adapters._values import check_size, gc_paused
+from icore.fence import DecisionEntry, DecisionFormatError
 
 JSONL = "jsonl"
 
@@ -212,9 +214,10 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         agents=agents,
         steps=tuple(steps),
         annotation=annotation,
-        extras=({"orchestrator": names.canonical(orch) or orch} if orch else {})
-        | ({"planfence": planfence} if planfence["records"] or planfence["decisions"]
-           else {}),
+        orchestrator=(names.canonical(orch) or orch) if orch else None,
+        planfence=PlanfenceLog(tuple(planfence["records"]), tuple(
+            DecisionEntry.from_dict(d) for d in planfence["decisions"]))
+        if planfence["records"] or planfence["decisions"] else None,
     )
 
 
@@ -239,22 +242,10 @@ def _planfence_line(obj: Any, file: str, field: str,
         into["records"].append(rec)
         return
     dec = obj["decision"]
-    f = f"{field}.decision"
-    if not isinstance(dec, dict):
-        raise AdapterError("a decision must be an object", file=file, field=f)
-    for k in ("outcome", "reason"):
-        as_str(dec.get(k), file=file, field=f"{f}.{k}")
-    for k in ("frontier", "heads"):
-        if not isinstance(dec.get(k, {}), dict):
-            raise AdapterError(f"{k} must be an object of key -> record id", file=file,
-                               field=f"{f}.{k}")
-    for k in ("roots", "deps"):
-        if not isinstance(dec.get(k, []), list):
-            raise AdapterError(f"{k} must be a list", file=file, field=f"{f}.{k}")
-    for k in ("policy", "detail"):
-        as_str(dec.get(k), file=file, field=f"{f}.{k}", optional=True)
-    _count(dec.get("point"), file, f"{f}.point")
-    as_bool(dec.get("replanned"), file=file, field=f"{f}.replanned", optional=True)
+    try:  # the typed decision's own checks (icore.fence.DecisionEntry), same messages
+        DecisionEntry.from_dict(dec, where=f"{field}.decision")
+    except DecisionFormatError as e:
+        raise AdapterError(e.message, file=file, field=e.fields["field"]) from None
     into["decisions"].append(dec)
 
 

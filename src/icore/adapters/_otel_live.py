@@ -104,7 +104,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
     """
     t0 = time.perf_counter()
     file = trace.file
-    raw = trace.extras.get("icore_manifest")
+    raw = trace.live.manifest if trace.live is not None else None
     if not isinstance(raw, str):
         raise AdapterError("no icore run span with the run manifest", file=file,
                            field=N.RUN_MANIFEST)
@@ -122,7 +122,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
                       listener=lambda _call, _task, _args, outcome: told.append(outcome))
     timeline: list[MetricPoint] = []
     replans = 0
-    for c in trace.extras.get("icore_calls", ()):
+    for c in (trace.live.calls if trace.live is not None else ()):
         a: Mapping[str, Any] = c["attributes"]
         call = str(c["call"])
         where = f"span {c['span']} ({call})"

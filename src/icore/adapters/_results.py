@@ -1,7 +1,7 @@
 """What an audit of a recorded run returns (design.md 2, data flow 3).
 
 The run's X, its cq timeline, its findings and summary. Plain data, shared by the importers
-(:mod:`icore.adapters._audit`, :mod:`icore.adapters._otel_live`) and the reports.
+(:mod:`icore.adapters._trace_audit`, :mod:`icore.adapters._otel_live`) and the reports.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from icore.adapters._action_lineage import ActionLineage, trace_lineages
 from icore.adapters._trace import Trace
 from icore.audit import Diagnosis
 from icore.state import LogEntry, Metrics, State
@@ -233,6 +234,25 @@ class AuditResult:
             terminal=self.state.terminal(), terminated=self.terminated,
             succeeded=self.trace.succeeded,
         )
+
+    @property
+    def lineage(self) -> tuple[ActionLineage, ...]:
+        """Every protected action the run's PlanFence lines carry, with its status.
+
+        One :class:`~icore.adapters.ActionLineage` per action (decisions grouped by
+        task), judged by :func:`icore.fence.judge_action` / :func:`icore.fence.action_status`
+        (planfence eq. 1); empty for a trace without PlanFence lines.
+
+        Raises:
+            icore.fence.DecisionFormatError: a decision line is malformed (the
+                importers reject those first).
+        """
+        return trace_lineages(self.trace.planfence)
+
+    @property
+    def invalid_actions(self) -> int:
+        """How many actions were authorized from a stale plan (status ``INVALID``)."""
+        return sum(1 for a in self.lineage if a.invalid)
 
     def event_step(self, event_id: str) -> int | None:
         """The source step of an event (None for synthetic events)."""

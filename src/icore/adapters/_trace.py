@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icore.adapters._errors import AdapterError
+from icore.fence import DecisionEntry
 
 
 class StepKind(enum.StrEnum):
@@ -97,6 +98,38 @@ class Annotation:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanfenceLog:
+    """The PlanFence lines a recorded run carries (planfence Sec. 3; issue 26 typed part).
+
+    Attributes:
+        records: record lines (``{id, key, owner, seq, type, parents, content?, role?}``),
+            as recorded.
+        decisions: the gate decisions, typed (:class:`icore.fence.DecisionEntry`).
+    """
+
+    records: tuple[Mapping[str, Any], ...] = ()
+    decisions: tuple[DecisionEntry, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"records": [...], "decisions": [...]}`` (decisions as their dicts)."""
+        return {"records": list(self.records),
+                "decisions": [d.to_dict() for d in self.decisions]}
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRunPart:
+    """What an icore live run's spans carry beyond the steps (OTel ``icore.call``).
+
+    Attributes:
+        calls: the recorded live-run calls, in order.
+        manifest: the run manifest (JSON text), if recorded.
+    """
+
+    calls: tuple[Mapping[str, Any], ...] = ()
+    manifest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Trace:
     """A recorded multi-agent run in source-neutral form.
 
@@ -110,7 +143,16 @@ class Trace:
         agents: canonical agent id -> declared description (system prompt / team entry).
         steps: the classified messages, in order.
         annotation: the failure annotation, if any.
-        extras: keys of the source the importer does not interpret (kept, not lost).
+        source_fields: keys of the source the importer does not interpret (kept, not
+            lost: Who&When's ``mistake_type``, ``question_ID``, ``level``, ...).
+        span_counts: ``(spans, traces)`` of an OpenTelemetry source.
+        orchestrator: the run's orchestrator agent, when the source names one.
+        planfence: the run's PlanFence lines (records and typed gate decisions).
+        unknown_spans: span kinds kept as events without a mapping -> count.
+        warnings: problems the importer worked around (file and field named).
+        live: an icore live run's recorded calls and manifest (OTel ``icore.call``).
+
+    ``extras`` (read-only) rebuilds the free dict earlier versions carried.
     """
 
     id: str
@@ -122,7 +164,44 @@ class Trace:
     agents: Mapping[str, str]
     steps: tuple[Step, ...]
     annotation: Annotation | None = None
-    extras: Mapping[str, Any] = field(default_factory=dict)
+    source_fields: Mapping[str, Any] = field(default_factory=dict)
+    span_counts: tuple[int, int] | None = None
+    orchestrator: str | None = None
+    planfence: PlanfenceLog | None = None
+    unknown_spans: Mapping[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    live: LiveRunPart | None = None
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The trace's parts as one dict (read-only view, keys as importers wrote them).
+
+        ``source_fields`` first, then ``spans``/``traces``, ``orchestrator``,
+        ``planfence`` (``{"records": [...], "decisions": [DecisionEntry.to_dict(), ...]}``),
+        ``unknown_spans``, ``warnings``, ``icore_calls``, ``icore_manifest`` when set.
+        """
+        out = dict(self.source_fields)
+        if self.span_counts is not None:
+            out["spans"], out["traces"] = self.span_counts
+        if self.orchestrator is not None:
+            out["orchestrator"] = self.orchestrator
+        if self.planfence is not None:
+            out["planfence"] = self.planfence.to_dict()
+        if self.unknown_spans:
+            out["unknown_spans"] = dict(self.unknown_spans)
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        if self.live is not None:
+            out["icore_calls"] = list(self.live.calls)
+            if self.live.manifest is not None:
+                out["icore_manifest"] = self.live.manifest
+        return out
+
+    @property
+    def question_id(self) -> str | None:
+        """The source's question id (Who&When ``question_ID``), if any."""
+        q = self.source_fields.get("question_ID")
+        return None if q is None else str(q)
 
     @property
     def length(self) -> int:

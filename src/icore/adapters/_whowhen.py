@@ -4,7 +4,7 @@ Dataset: "Which Agent Causes Task Failures and When?" (ICML 2025), ``shared/data
 Each file is one JSON object; see the README there for the fields. Quirks handled here
 (each with a test): string booleans (``"True"``), agent-name case (``Websurfer``), string
 step indices (``"12"``), the two outcome field names (``is_corrected`` / ``is_correct``)
-and extra keys (``mistake_type``, ``labels``: kept in :attr:`Trace.extras`). Anything
+and extra keys (``mistake_type``, ``labels``: kept in :attr:`Trace.source_fields`). Anything
 else malformed raises :class:`~icore.adapters.AdapterError` naming the file and field.
 """
 
@@ -199,7 +199,8 @@ def _common(data: dict[str, Any], file: str, outcome_keys: tuple[str, ...]) -> d
     for k in ("question_ID", "level"):
         if k in data:
             extras[k] = data[k]
-    return {"question": question, "ground_truth": gt, "succeeded": succeeded, "extras": extras}
+    return {"question": question, "ground_truth": gt, "succeeded": succeeded,
+            "source_fields": extras}
 
 
 # ------------------------------------------------------------------ Magentic-One
@@ -336,7 +337,7 @@ def parse_magentic_one(data: Any, *, file: str = "<memory>") -> Trace:
             steps.append(Step(i, who, StepKind.OUTPUT, text, role))
     common = _common(d, file, ("is_corrected", "is_correct"))
     if warnings:
-        common["extras"]["warnings"] = warnings
+        common["warnings"] = tuple(warnings)
     if not common["question"] and steps and steps[0].kind == StepKind.TASK:
         common["question"] = steps[0].content.strip()
     agents = {n: team.get(n, "") for n in names.names}

@@ -25,13 +25,12 @@ from icore import __version__
 from icore.adapters import (
     ENV_MAX_INPUT,
     AdapterError,
-    Attribution,
     AuditResult,
-    attribute,
     audit_file,
     collect_paths,
     write_prov,
 )
+from icore.attribution import Attribution, attribute
 from icore.cli.inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
@@ -225,8 +224,8 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
     if attribution:
         attr: Callable[[AuditResult], Attribution | None] = attribute
         if llm.base_url:
-            from icore.adapters import LLMAttributor
             from icore.agents import LLMSettings
+            from icore.attribution import LLMAttributor
 
             attr = LLMAttributor(LLMSettings(base_url=llm.base_url, model=llm.model,
                                              api_key=llm.api_key), mode=llm.mode).attribute
@@ -237,7 +236,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         _print_candidates(console, atts)
         if any(r.trace.annotation is not None and r.trace.succeeded is not True
                for r in results):
-            from icore_lab.bench.icore import cross_validate, cv_score, markdown
+            from icore.attribution import cross_validate, cv_score, markdown
 
             ev = cross_validate(results, folds=folds, repeats=repeats)
             if ev.rows:

@@ -3,8 +3,8 @@
 The gate is planfence Alg. 1, the protected action with one replan App. A.3, the
 coordination policies Sec. 5.1.
 
-Every policy's head source and validator lives here: :func:`make_validator` builds the
-validator a policy (named by :class:`Policy` or its string) gets from one frozen
+Every policy's head source and gate check lives here: :func:`make_check` builds the
+:class:`GateCheck` a policy (named by :class:`Policy` or its string) gets from one frozen
 :class:`GateContext` and a :class:`TeamContext`; :func:`strategy` tells a harness what
 else the policy does (setup, propagation of updates, central service, replica views).
 
@@ -14,23 +14,15 @@ status; replay, live runs, reports and the CLI all ask them. :class:`DecisionEnt
 the typed gate decision logs and recordings carry (:meth:`GateDecision.entry`,
 ``DecisionEntry.from_dict``).
 
+Names before issue 26 stay as deprecated aliases: ``Validator`` (:class:`GateCheck`),
+``GateValidator`` (:class:`PlanFenceCheck`), ``AllKeyValidator`` (:class:`AllKeyCheck`),
+``PolicyValidator`` (:class:`PolicyCheck`), ``make_validator`` (:func:`make_check`);
+"validator" now means only iCORE's certificate validator V.
+
 Pure layer: reaches owners only through :class:`icore.memory.OwnerAccess` /
 :class:`icore.memory.AsyncOwnerAccess`; time comes from an injected clock.
 """
 
-from icore.fence._access import (
-    REPLICA_PREFIX,
-    AllKeyHeads,
-    AnnouncedHeads,
-    CentralHeads,
-    InstalledHeads,
-    LoopOwners,
-    QuorumHeads,
-    ThreadedOwners,
-    installed_heads,
-    nonblocking,
-    replica_service,
-)
 from icore.fence._binding import (
     ACTION_FIELD,
     action_record,
@@ -67,25 +59,50 @@ from icore.fence._gate import (
     run_gate,
     validate,
 )
+from icore.fence._owner_queries import (
+    REPLICA_PREFIX,
+    AllKeyHeads,
+    AnnouncedHeads,
+    CentralHeads,
+    InstalledHeads,
+    LoopOwners,
+    QuorumHeads,
+    ThreadedOwners,
+    installed_heads,
+    nonblocking,
+    replica_service,
+)
 from icore.fence._policies import (
     STRATEGIES,
-    AllKeyValidator,
-    GateValidator,
+    AllKeyCheck,
+    GateCheck,
     LocalReplica,
     OwnerHeadFreshness,
+    PlanFenceCheck,
     Policy,
+    PolicyCheck,
     PolicyError,
     PolicyStrategy,
-    PolicyValidator,
     Propagation,
     Reads,
     TeamContext,
-    Validator,
-    make_validator,
+    make_check,
     strategy,
 )
 from icore.fence._tool import MAX_ARG_NESTING, ProtectedTool, RecordRef, protected
 from icore.fence._verdict import ActionVerdict, KeyCheck, action_status, judge_action
+
+# names before issue 26 ("validator" now means only iCORE's certificate validator V)
+Validator = GateCheck
+"""Deprecated alias of :class:`GateCheck`."""
+GateValidator = PlanFenceCheck
+"""Deprecated alias of :class:`PlanFenceCheck`."""
+AllKeyValidator = AllKeyCheck
+"""Deprecated alias of :class:`AllKeyCheck`."""
+PolicyValidator = PolicyCheck
+"""Deprecated alias of :class:`PolicyCheck`."""
+make_validator = make_check
+"""Deprecated alias of :func:`make_check`."""
 
 __all__ = [
     "ACTION_FIELD",
@@ -95,6 +112,7 @@ __all__ = [
     "STRATEGIES",
     "ActionResult",
     "ActionVerdict",
+    "AllKeyCheck",
     "AllKeyHeads",
     "AllKeyValidator",
     "AnnouncedHeads",
@@ -104,6 +122,7 @@ __all__ = [
     "DecisionFormatError",
     "DecisionLog",
     "Fence",
+    "GateCheck",
     "GateContext",
     "GateDecision",
     "GateRun",
@@ -115,8 +134,10 @@ __all__ = [
     "LoopOwners",
     "Outcome",
     "OwnerHeadFreshness",
+    "PlanFenceCheck",
     "PointCounter",
     "Policy",
+    "PolicyCheck",
     "PolicyError",
     "PolicyStrategy",
     "PolicyValidator",
@@ -143,6 +164,7 @@ __all__ = [
     "canonical_args",
     "installed_heads",
     "judge_action",
+    "make_check",
     "make_validator",
     "nonblocking",
     "protected",

@@ -28,7 +28,7 @@ from icore.errors import (
 from icore.fence._binding import args_digest, binding_of
 from icore.fence._decision import GateDecision, Outcome, Reason
 from icore.fence._gate import GateContext, PointCounter, apply_fail_open
-from icore.fence._policies import GateValidator, Validator
+from icore.fence._policies import GateCheck, PlanFenceCheck
 from icore.fence._tool import ProtectedTool, is_coroutine_callable
 from icore.memory import DEFAULT_TIMEOUT_S, AsyncOwnerAccess, OwnerAccess, Store
 from icore.records import Lookup, Record, RecordId, TraversalMode
@@ -212,7 +212,7 @@ class Fence:
     Use :meth:`for_store` to build the usual PlanFence executor.
     """
 
-    validator: Validator
+    validator: GateCheck
     install: Store | None = None
     log: Callable[[GateDecision], None] = field(default_factory=DecisionLog)
     unsafe_fail_open_ablation: bool = False
@@ -231,7 +231,7 @@ class Fence:
 
         Over ``owners`` (sync or async access).
         """
-        v = GateValidator(GateContext(lookup=store.lookup, ownership=store.ownership,
+        v = PlanFenceCheck(GateContext(lookup=store.lookup, ownership=store.ownership,
                                       owners=owners, clock=clock, points=PointCounter(),
                                       timeout_s=timeout_s, mode=mode))
         return cls(validator=v, install=store, log=log if log is not None else DecisionLog())

@@ -1,24 +1,24 @@
 """Validation policies (planfence Sec. 5.1, design.md 3.3): one strategy per policy.
 
-A policy is a :class:`Validator`: given an action's roots and D(a) it returns a
+A policy is a :class:`GateCheck`: given an action's roots and D(a) it returns a
 :class:`~icore.fence.GateDecision`. Safe policies are the gate run against different
-sources of heads (:mod:`icore.fence._access`); unsafe baselines skip lineage:
+sources of heads (:mod:`icore.fence._owner_queries`); unsafe baselines skip lineage:
 
 ========================  ====================================================
-policy                    validator
+policy                    gate check
 ========================  ====================================================
-PlanFence                 :class:`GateValidator` over the owners of D(a)
-centralized lineage       :class:`GateValidator` over one central store
-metadata sync K           :class:`GateValidator` over :class:`AnnouncedHeads`
+PlanFence                 :class:`PlanFenceCheck` over the owners of D(a)
+centralized lineage       :class:`PlanFenceCheck` over one central store
+metadata sync K           :class:`PlanFenceCheck` over :class:`AnnouncedHeads`
                           (heads announced to this replica every K updates)
-per-key / batched         :class:`AllKeyValidator` over :class:`AllKeyHeads`
+per-key / batched         :class:`AllKeyCheck` over :class:`AllKeyHeads`
 all-key                   (every shared key, per key or per owner)
-majority / all replica    :class:`GateValidator` over :class:`QuorumHeads`
+majority / all replica    :class:`PlanFenceCheck` over :class:`QuorumHeads`
 owner-head freshness      :class:`OwnerHeadFreshness` (reads owner heads, no lineage)
 local replica             :class:`LocalReplica` (acts from installed state)
 ========================  ====================================================
 
-Which validator a policy gets is decided in one place, :func:`make_validator` (through
+Which gate check a policy gets is decided in one place, :func:`make_check` (through
 the policy's :class:`PolicyStrategy`, :func:`strategy`); a harness or a live run names
 the policy and gives a :class:`~icore.fence.GateContext` and a :class:`TeamContext`.
 Each strategy also states how an owner's update reaches other replicas
@@ -35,7 +35,9 @@ from dataclasses import dataclass, replace
 from typing import Protocol, cast
 
 from icore.errors import AsyncRequired, FenceError
-from icore.fence._access import (
+from icore.fence._decision import GateDecision, Outcome, Reason
+from icore.fence._gate import GateContext, PointCounter, arun_gate, run_gate
+from icore.fence._owner_queries import (
     AllKeyHeads,
     AnnouncedHeads,
     CentralHeads,
@@ -43,8 +45,6 @@ from icore.fence._access import (
     ThreadedOwners,
     nonblocking,
 )
-from icore.fence._decision import GateDecision, Outcome, Reason
-from icore.fence._gate import GateContext, PointCounter, arun_gate, run_gate
 from icore.memory import AsyncOwnerAccess, OwnerAccess, Store
 from icore.records import RecordId
 
@@ -75,7 +75,7 @@ class Policy(enum.StrEnum):
         return self not in (Policy.LOCAL_REPLICA, Policy.OWNER_HEAD_FRESHNESS)
 
 
-class Validator(Protocol):
+class GateCheck(Protocol):
     """Decides whether an action may run (one validation, no replan)."""
 
     name: str
@@ -86,8 +86,8 @@ class Validator(Protocol):
         ...
 
 
-class PolicyValidator(Validator, Protocol):
-    """A validator built by :func:`make_validator`: it also counts its owner-side cost.
+class PolicyCheck(GateCheck, Protocol):
+    """A gate check built by :func:`make_check`: it also counts its owner-side cost.
 
     Attributes:
         name: policy name written into decisions.
@@ -108,7 +108,7 @@ def _with_points(context: GateContext) -> GateContext:
                                                               points=PointCounter())
 
 
-class GateValidator:
+class PlanFenceCheck:
     """planfence Alg. 1 against the head source ``context.owners``.
 
     The head source: owners, central store, installed heads, a quorum.
@@ -196,7 +196,7 @@ class GateValidator:
                                            replanned=replanned))
 
 
-class AllKeyValidator(GateValidator):
+class AllKeyCheck(PlanFenceCheck):
     """The all-key controls: the gate over :class:`AllKeyHeads`.
 
     Every validation asks for every shared key; the decision is on D(a).
@@ -204,7 +204,7 @@ class AllKeyValidator(GateValidator):
     Args:
         context: the gate context; ``context.owners`` is the executor's async access.
         heads: the all-key head source over ``context.owners``.
-        loop: as in :class:`GateValidator`.
+        loop: as in :class:`PlanFenceCheck`.
     """
 
     def __init__(self, context: GateContext, heads: AllKeyHeads, *,
@@ -220,7 +220,7 @@ class AllKeyValidator(GateValidator):
                  replanned: bool) -> GateDecision:
         """Fan out to every shared key, then decide on D(a).
 
-        See :meth:`GateValidator.validate`.
+        See :meth:`PlanFenceCheck.validate`.
         """
         self.heads.begin()
         return super().validate(action=action, roots=roots, deps=deps, replanned=replanned)
@@ -369,8 +369,8 @@ class TeamContext:
             read (quorum controls; the majority reads the first half).
         central: name of the central lineage service when the team reaches it under its
             own name (a live run); None when owner names already resolve to it.
-        loop: an event loop this thread drives; sync :meth:`Validator.validate` of the
-            gate policies runs the async gate on it (see :class:`GateValidator`).
+        loop: an event loop this thread drives; sync :meth:`GateCheck.validate` of the
+            gate policies runs the async gate on it (see :class:`PlanFenceCheck`).
     """
 
     install: Store | None = None
@@ -403,28 +403,28 @@ class PolicyStrategy:
     central: bool = False
     replica_views: bool = False
 
-    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
-        """Return this policy's validator (see :func:`make_validator`)."""
-        return GateValidator(context, loop=team.loop)
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyCheck:
+        """Return this policy's gate check (see :func:`make_check`)."""
+        return PlanFenceCheck(context, loop=team.loop)
 
 
 @dataclass(frozen=True, slots=True)
 class _LocalReplica(PolicyStrategy):
-    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyCheck:
         """Return a :class:`LocalReplica` validator over ``context`` (no owner access)."""
         return LocalReplica(context)
 
 
 @dataclass(frozen=True, slots=True)
 class _OwnerHeadFreshness(PolicyStrategy):
-    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyCheck:
         """Return an :class:`OwnerHeadFreshness` validator; fresh records go to ``team.install``."""
         return OwnerHeadFreshness(context, install=team.install)
 
 
 @dataclass(frozen=True, slots=True)
 class _Centralized(PolicyStrategy):
-    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyCheck:
         """Return the gate against the central lineage service.
 
         When ``team.central`` names the service (a live run), head queries go to it through
@@ -435,27 +435,27 @@ class _Centralized(PolicyStrategy):
         """
         if team.central is not None:
             context = replace(context, owners=CentralHeads(_async(context), team.central))
-        return GateValidator(context, loop=team.loop)
+        return PlanFenceCheck(context, loop=team.loop)
 
 
 @dataclass(frozen=True, slots=True)
 class _MetadataSync(PolicyStrategy):
-    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyCheck:
         """Return the gate over :class:`AnnouncedHeads`: installed heads, content from owners.
 
         Raises:
             PolicyError: ``team.install`` or ``context.owners`` is None.
         """
         heads = AnnouncedHeads(_installed(team, self.policy), _async(context))
-        return GateValidator(replace(context, owners=heads), loop=team.loop)
+        return PlanFenceCheck(replace(context, owners=heads), loop=team.loop)
 
 
 @dataclass(frozen=True, slots=True)
 class _AllKey(PolicyStrategy):
     batched: bool = False
 
-    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
-        """Return the all-key control: an :class:`AllKeyValidator` over every key of ``team.keys``.
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyCheck:
+        """Return the all-key control: an :class:`AllKeyCheck` over every key of ``team.keys``.
 
         One request per owner when ``batched``, else one per key.
 
@@ -464,14 +464,14 @@ class _AllKey(PolicyStrategy):
         """
         heads = AllKeyHeads(_async(context), context.ownership, team.keys,
                             batched=self.batched)
-        return AllKeyValidator(context, heads, loop=team.loop)
+        return AllKeyCheck(context, heads, loop=team.loop)
 
 
 @dataclass(frozen=True, slots=True)
 class _Quorum(PolicyStrategy):
     majority: bool = False
 
-    def validator(self, context: GateContext, team: TeamContext) -> PolicyValidator:
+    def validator(self, context: GateContext, team: TeamContext) -> PolicyCheck:
         """Return the gate over :class:`QuorumHeads` of the replica views ``team.replicas``.
 
         With ``majority`` only the first half of them is read: with the executor's own replica,
@@ -484,7 +484,7 @@ class _Quorum(PolicyStrategy):
         if self.majority:  # with the executor's own replica: floor(N/2) + 1 of N
             remote = remote[: (len(remote) + 1) // 2]
         heads = QuorumHeads(_async(context), _installed(team, self.policy), remote)
-        return GateValidator(replace(context, owners=heads), loop=team.loop)
+        return PlanFenceCheck(replace(context, owners=heads), loop=team.loop)
 
 
 def _async(context: GateContext) -> AsyncOwnerAccess:
@@ -546,9 +546,9 @@ def strategy(policy: Policy | str) -> PolicyStrategy:
                           f"{', '.join(p.value for p in Policy)}", policy=str(policy)) from None
 
 
-def make_validator(policy: Policy | str, context: GateContext,
-                   team: TeamContext | None = None) -> PolicyValidator:
-    """Build ``policy``'s validator for one executor.
+def make_check(policy: Policy | str, context: GateContext,
+               team: TeamContext | None = None) -> PolicyCheck:
+    """Build ``policy``'s gate check for one executor.
 
     Args:
         policy: the policy (or its name).
@@ -560,7 +560,7 @@ def make_validator(policy: Policy | str, context: GateContext,
             service and the loop (default: none of them).
 
     Returns:
-        The validator (it counts :attr:`PolicyValidator.heads_queried`).
+        The gate check (it counts :attr:`PolicyCheck.heads_queried`).
 
     Raises:
         PolicyError: an unknown policy, or one that needs an owner access or the
@@ -571,18 +571,18 @@ def make_validator(policy: Policy | str, context: GateContext,
 
 __all__ = [
     "STRATEGIES",
-    "AllKeyValidator",
-    "GateValidator",
+    "AllKeyCheck",
+    "GateCheck",
     "LocalReplica",
     "OwnerHeadFreshness",
+    "PlanFenceCheck",
     "Policy",
+    "PolicyCheck",
     "PolicyError",
     "PolicyStrategy",
-    "PolicyValidator",
     "Propagation",
     "Reads",
     "TeamContext",
-    "Validator",
-    "make_validator",
+    "make_check",
     "strategy",
 ]

@@ -26,7 +26,7 @@ Every protected call also writes PlanFence lines (docs/audit-real-runs.md, "Gene
 JSONL format"): ``{"planfence": {"record": ...}}`` for the records its roots cite (roots,
 their ancestors, the owners' heads and the fresh records of a replan, each once) and
 ``{"planfence": {"decision": ...}}`` for each gate decision
-(:meth:`icore.fence.GateDecision.to_dict`: roots, D(a), frontier F(x), heads H(x),
+(:meth:`icore.fence.DecisionEntry.to_dict`: roots, D(a), frontier F(x), heads H(x),
 validation point, outcome and reason) with a ``task`` naming the call (``ship-1``,
 ``ship-2``, ...), so ``icore audit`` draws each call's lineage picture and ``--fail-on
 invalid`` fires on an action that ran from a stale plan (planfence Sec. 3-4, Alg. 1).
@@ -340,7 +340,7 @@ class RunRecorder:
                     line["content"] = content
                 lines.append({"planfence": {"record": line}})
             for d in decisions:
-                lines.append({"planfence": {"decision": {**d.to_dict(), "task": task}}})
+                lines.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
             self.planfence.extend(lines)
         return task
 

@@ -32,15 +32,25 @@ from icore.report._build import (
     trace_lineage,
     view_from_audit,
 )
-from icore.report._lineage import lineage_view, record_views
-from icore.report._live import (
+from icore.report._lineage_view import lineage_view, record_views, render_lineage
+from icore.report._live_page import (
     ICORE_DIR,
     icore_run_view,
     live_diagnoses,
     live_run_view,
     write_live_report,
 )
-from icore.report._model import (
+from icore.report._render import (
+    ASSETS,
+    EVENTS_PER_PAGE,
+    anchor,
+    copy_assets,
+    render_index,
+    render_live,
+    render_report,
+    report_filename,
+)
+from icore.report._view_model import (
     AssertionView,
     AttributionView,
     CandidateView,
@@ -61,16 +71,6 @@ from icore.report._model import (
     RecordView,
     RunView,
     ValidationView,
-)
-from icore.report._render import (
-    ASSETS,
-    EVENTS_PER_PAGE,
-    anchor,
-    copy_assets,
-    render_index,
-    render_live,
-    render_report,
-    report_filename,
 )
 
 __all__ = [
@@ -107,6 +107,7 @@ __all__ = [
     "live_run_view",
     "record_views",
     "render_index",
+    "render_lineage",
     "render_live",
     "render_report",
     "report_filename",

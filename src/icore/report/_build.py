@@ -6,10 +6,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from icore.adapters import Attribution, AttributionScore, AuditResult, FlagPlace, FlagPlaces
+from icore.adapters import AuditResult, FlagPlace, FlagPlaces, trace_lineages
+from icore.attribution import Attribution, AttributionScore
 from icore.records import is_record_id
-from icore.report._lineage import lineage_view
-from icore.report._model import (
+from icore.report._lineage_view import render_lineage
+from icore.report._render import anchor, report_filename
+from icore.report._view_model import (
     AssertionView,
     AttributionView,
     CandidateView,
@@ -26,7 +28,6 @@ from icore.report._model import (
     ObligationView,
     RunView,
 )
-from icore.report._render import anchor, report_filename
 from icore.state import AssertionKind, State
 
 _EXCERPT = 600
@@ -87,10 +88,9 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         ("declaration package", f"{x.decl.name} v{x.decl.version}"),
         ("import + audit time", f"{result.elapsed_ms:.0f} ms"),
     )
-    lineage = trace_lineage(t.extras.get("planfence"))
-    warnings = t.extras.get("warnings")
-    if isinstance(warnings, list) and warnings:
-        summary += (("import warnings", "; ".join(map(str, warnings))),)
+    lineage = tuple(render_lineage(a) for a in result.lineage)
+    if t.warnings:
+        summary += (("import warnings", "; ".join(t.warnings)),)
     return RunView(
         id=t.id,
         title=f"Audit of run {t.id}",
@@ -115,41 +115,10 @@ def trace_lineage(planfence: object) -> tuple[LineageView, ...]:
     """Lineage pictures of a trace that carries PlanFence records and decisions.
 
     The trace's ``Trace.extras["planfence"]`` (see the :mod:`icore.adapters` JSONL
-    format); one picture per action, decisions grouped by their ``task`` (else
-    ``action``) field, in order.
+    format), judged by :func:`icore.adapters.trace_lineages`; one picture per action,
+    decisions grouped by their ``task`` (else ``action``) field, in order.
     """
-    if not isinstance(planfence, Mapping):
-        return ()
-    records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for d in planfence.get("decisions", ()):
-        if isinstance(d, Mapping):
-            groups.setdefault(str(d.get("task") or d.get("action") or "action"), []).append(d)
-    return tuple(lineage_view(name, f"{name} · {ds[0].get('action', '')}".rstrip(" ·"),
-                              _relevant(records, ds), ds) for name, ds in groups.items())
-
-
-def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[Mapping[str, Any]]
-              ) -> list[Mapping[str, Any]]:
-    """The records one action's picture shows.
-
-    Its roots and their ancestors, the versions of D(x) it saw (frontier, heads, every
-    version of those keys) and the records derived from its roots (the action record).
-    """
-    by_id = {str(r.get("id")): r for r in records}
-    roots = {str(x) for d in decisions for x in d.get("roots") or ()}
-    deps = {str(k) for d in decisions for k in d.get("deps") or ()}
-    keep = set(roots) | {str(v) for d in decisions for k in ("frontier", "heads")
-                         for v in (d.get(k) or {}).values()}
-    todo = list(keep)
-    while todo:
-        r = by_id.get(todo.pop())
-        for p in (r.get("parents") or ()) if r is not None else ():
-            if str(p) not in keep:
-                keep.add(str(p))
-                todo.append(str(p))
-    return [r for r in records if str(r.get("id")) in keep or r.get("key") in deps
-            or roots & {str(p) for p in r.get("parents") or ()}]
+    return tuple(render_lineage(a) for a in trace_lineages(planfence))
 
 
 def index_from_audits(results: Sequence[AuditResult], *,

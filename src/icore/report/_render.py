@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jinja2
 
-from icore.report._model import (
+from icore.report._view_model import (
     EventView,
     IndexView,
     LineageView,

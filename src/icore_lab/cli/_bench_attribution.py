@@ -1,6 +1,6 @@
 """``icore bench attribution``: cross-validated failure attribution per subset (thin).
 
-See :mod:`icore_lab.bench.icore._attribution` for the protocol.
+See :mod:`icore.attribution._crossval` for the protocol.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from rich.markdown import Markdown
 
 from icore._data import shared_data_dir
 from icore._extras import require
-from icore.adapters import AdapterError, audit_path, collect_paths, fit_model_set
+from icore.adapters import AdapterError, audit_path, collect_paths
+from icore.attribution import fit_model_set
 from icore.cli.inputs import refuse_special_file
 
 
@@ -65,8 +66,8 @@ def bench_attribution(
 
     ev = cross_validate(results, folds=folds, repeats=repeats, seed=seed)
     if llm_base_url:
-        from icore.adapters import LLMAttributor
         from icore.agents import LLMSettings
+        from icore.attribution import LLMAttributor
         from icore_lab.bench.icore import with_llm_rows
 
         att = LLMAttributor(LLMSettings(base_url=llm_base_url, model=llm_model,

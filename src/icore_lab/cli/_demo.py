@@ -96,7 +96,8 @@ def _fmt(v: object) -> str:
 
 
 def _audit(console: Console, out: Path) -> list[str]:
-    from icore.adapters import attribute, audit_path
+    from icore.adapters import audit_path
+    from icore.attribution import attribute
     from icore.report import render_report, view_from_audit
 
     console.rule("[bold]4. Audit of a recorded Who&When run (Magentic-One)")

@@ -8,7 +8,6 @@ Module map:
 ``_repr``          representation sufficiency: which defects G, Q or X detect
 ``_icore_stats``   paired bootstrap, Wilcoxon, the Prop. 4 check, tables
 ``_icore_report``  CSV, JSON, PNG and markdown outputs
-``_attribution``   the failure-attribution protocol on real traces (Who&When)
 =================  =============================================================
 
 The entry points are the ``icore bench icore`` / ``icore bench attribution`` commands;
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 from icore._extras import lazy_attributes
 
 if TYPE_CHECKING:
-    from icore_lab.bench.icore._attribution import (
+    from icore.attribution import (
         cross_validate,
         cv_score,
         markdown,
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from icore_lab.bench.icore._evaluate import PRESETS, default_jobs, evaluate, evaluate_grid
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    "icore_lab.bench.icore._attribution": (
+    "icore.attribution": (  # the protocol lives in the library since issue 26
         "cross_validate", "cv_score", "markdown", "with_llm_rows", "write_outputs",
     ),
     "icore_lab.bench.icore._evaluate": ("PRESETS", "default_jobs", "evaluate", "evaluate_grid"),

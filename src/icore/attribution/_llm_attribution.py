@@ -3,7 +3,7 @@
 The three strategies of the Who&When paper (Zhang et al., ICML 2025, Sec. 4), each given
 the X-derived evidence of every step (failed certificates by kind, unsound/revoked
 assertions, unstable assignments, stalls, cq drops: the non-zero features of
-:mod:`icore.adapters._features`) next to the message, and the learned scorer's top
+:mod:`icore.attribution._features`) next to the message, and the learned scorer's top
 candidates as hints:
 
 - ``all-at-once``: the whole log in one request; the model names agent and step;
@@ -24,13 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore.adapters._attribution import Attribution, _chain, attribute
-from icore.adapters._errors import AdapterError
-from icore.adapters._features import Candidate, candidates
-from icore.adapters._results import AuditResult
-from icore.adapters._scorer import ModelSet, ScorerModel
-from icore.adapters._trace import name_key
+from icore.adapters import AdapterError, AuditResult, name_key
 from icore.agents import LLMSettings, LLMUnavailable
+from icore.attribution._features import Candidate, candidates
+from icore.attribution._rank import Attribution, _chain, attribute
+from icore.attribution._scorer import ModelSet, ScorerModel
 
 MODES = ("all-at-once", "step-by-step", "hybrid")
 """The strategies of the Who&When paper."""

@@ -1,6 +1,6 @@
 """A transparent learned scorer over attribution candidates (logistic regression).
 
-Two linear models over the standardized features of :mod:`icore.adapters._features`,
+Two linear models over the standardized features of :mod:`icore.attribution._features`,
 fitted with scikit-learn's L2-regularized :class:`~sklearn.linear_model.LogisticRegression`
 (class-balanced) on annotated failed runs:
 
@@ -30,10 +30,8 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from icore.adapters._errors import AdapterError
-from icore.adapters._features import Candidate, candidates, feature_names
-from icore.adapters._results import AuditResult
-from icore.adapters._trace import name_key
+from icore.adapters import AdapterError, AuditResult, name_key
+from icore.attribution._features import Candidate, candidates, feature_names
 
 REGULARIZATION_C = 0.1
 """Inverse L2 strength of both models (fixed a priori: few runs, many candidates)."""
@@ -265,7 +263,7 @@ def group_key(result: AuditResult) -> str:
 
     The text is normalized; runs of one question must stay in one fold.
     """
-    qid = result.trace.extras.get("question_ID")
+    qid = result.trace.source_fields.get("question_ID")
     if isinstance(qid, str | int) and str(qid).strip():
         return f"id:{qid}"
     return "q:" + re.sub(r"\s+", " ", result.trace.question.strip().lower())
@@ -391,7 +389,7 @@ def load_shipped_model() -> ModelSet:
         AdapterError: the packaged model file is missing or malformed.
     """
     try:
-        text = resources.files("icore.adapters").joinpath(MODEL_RESOURCE).read_text("utf-8")
+        text = resources.files("icore.attribution").joinpath(MODEL_RESOURCE).read_text("utf-8")
         return ModelSet.from_json(json.loads(text))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise AdapterError(f"cannot load the shipped attribution model: {exc}",

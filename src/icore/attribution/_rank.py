@@ -1,10 +1,10 @@
 """Failure attribution from iCORE diagnoses, and scoring against annotations.
 
 Method (docs/audit-real-runs.md, "Failure attribution"): every (agent, step) candidate of
-a failed run gets the features of :mod:`icore.adapters._features`, read from X (failed
+a failed run gets the features of :mod:`icore.attribution._features`, read from X (failed
 certificates by kind, unsound and revoked assertions, unstable assignments, stall onset,
 loops, repeated observations, instruction coverage, cq drops, unsupported numbers); a
-transparent learned scorer (:mod:`icore.adapters._scorer`, logistic regression) ranks
+transparent learned scorer (:mod:`icore.attribution._scorer`, logistic regression) ranks
 them. :func:`attribute` names the top candidate's agent and step, keeps the top three
 with the features that ranked them, and the chain of evidence: the diagnoses at the
 predicted step, the later diagnoses that cite its events or obligations, and the
@@ -25,12 +25,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore.adapters._decl import HUMAN
-from icore.adapters._evidence import output_facts, tool_facts
-from icore.adapters._features import Candidate, candidates
-from icore.adapters._results import AuditResult, Finding
-from icore.adapters._scorer import ModelSet, RankedCandidate, ScorerModel, load_shipped_model
-from icore.adapters._trace import StepKind, name_key
+from icore.adapters import (
+    HUMAN,
+    AdapterError,
+    AuditResult,
+    Finding,
+    StepKind,
+    name_key,
+    output_facts,
+    tool_facts,
+)
+from icore.attribution._features import Candidate, candidates
+from icore.attribution._scorer import ModelSet, RankedCandidate, ScorerModel, load_shipped_model
 
 PUBLISHED_BEST = {"agent": 0.535, "step": 0.142}
 """Best published Who&When results (Zhang et al., ICML 2025): agent-level 53.5%, step 14.2%."""
@@ -171,8 +177,7 @@ def attribute(result: AuditResult, *, model: ScorerModel | ModelSet | None = Non
     if isinstance(ms, ModelSet):
         m = ms.get(result.trace.family, ground_truth=ground_truth)
         if m is None:
-            from icore.adapters._errors import AdapterError
-
+            
             raise AdapterError(f"no attribution model for family {result.trace.family!r}",
                                file=result.trace.file, field="family")
     else:

@@ -14,7 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icore.report._model import (
+from icore.adapters import ActionLineage, ValidationPoint, lineage_of
+from icore.fence import DecisionEntry
+from icore.report._view_model import (
     DecisionStepView,
     LineageView,
     RecordView,
@@ -62,44 +64,18 @@ def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]
     return tuple(out)
 
 
-def _validation(d: Mapping[str, Any], by_id: Mapping[str, RecordView]) -> ValidationView:
-    deps = tuple(str(k) for k in _seq(d.get("deps")))
-    roots = tuple(str(r) for r in _seq(d.get("roots")))
-    heads = {str(k): str(v) for k, v in _map(d.get("heads")).items()}
-    frontier = {str(k): str(v) for k, v in _map(d.get("frontier")).items()}
-    source = "gate"
-    if not frontier:
-        # the policy did not compute F(x): show the versions the roots cite as parents
-        cited = [p for r in roots if r in by_id for p in by_id[r].parents]
-        for key in deps:
-            hit = next((p for p in cited if p in by_id and by_id[p].key == key), None)
-            if hit is not None:
-                frontier[key] = hit
-        source = "plan parents" if frontier else "none"
-    stale = tuple(k for k in deps if k in frontier and k in heads and frontier[k] != heads[k])
-    keys = list(dict.fromkeys([*deps, *frontier, *heads]))
+def _validation(p: ValidationPoint) -> ValidationView:
+    """The view of one validation point (F(x) and its source come from adapters)."""
+    e = p.entry
+    heads, frontier = dict(e.heads), dict(p.frontier)
+    keys = list(dict.fromkeys([*e.deps, *frontier, *heads]))
     return ValidationView(
-        point=_point(d.get("point")), outcome=str(d.get("outcome", "")),
-        reason=str(d.get("reason", "")), policy=str(d.get("policy", "")),
-        replanned=bool(d.get("replanned")), roots=roots, deps=deps,
+        point=e.point, outcome=e.outcome, reason=e.reason, policy=e.policy,
+        replanned=e.replanned, roots=e.roots, deps=e.deps,
         frontier=tuple((k, frontier[k]) for k in keys if k in frontier),
-        frontier_source=source,
-        heads=tuple((k, heads[k]) for k in keys if k in heads), stale=stale,
-        detail=str(d.get("detail", "")))
-
-
-def _seq(v: Any) -> Sequence[Any]:
-    """A list field of a decision (anything else reads as empty: the importer names it)."""
-    return v if isinstance(v, list | tuple) else ()
-
-
-def _map(v: Any) -> Mapping[str, Any]:
-    return v if isinstance(v, Mapping) else {}
-
-
-def _point(v: Any) -> int:
-    """The decision point; a value that is not an integer shows as 0."""
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+        frontier_source=p.frontier_source,
+        heads=tuple((k, heads[k]) for k in keys if k in heads), stale=p.verdict.stale,
+        detail=e.detail)
 
 
 def _newest(key: str, by_id: Mapping[str, RecordView]) -> RecordView | None:
@@ -122,27 +98,49 @@ def _status_of(outcome: str, reason: str) -> str:
 
 
 def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
-                 decisions: Sequence[Mapping[str, Any]], *, status: str | None = None,
-                 outcome_note: str = "") -> LineageView:
+                 decisions: Sequence[DecisionEntry | Mapping[str, Any]], *,
+                 status: str | None = None, outcome_note: str = "") -> LineageView:
     """The lineage picture of one protected action.
 
     Args:
         anchor: HTML id suffix (``lin-<anchor>``).
         title: heading (task and action).
         records: the records of the workflow (plan, requirement versions, action...).
-        decisions: the gate's decisions for this action, in order.
+        decisions: the gate's decisions for this action, in order
+            (:class:`~icore.fence.DecisionEntry` or its dict).
         status: ``valid`` / ``INVALID`` / ``blocked`` / ``not issued`` when the caller
             knows it (a live run's ground truth); None derives it from the last decision
-            (authorized with a stale F(x) -> ``INVALID``; authorized with neither a
-            frontier nor the records to read one from -> ``unchecked``).
+            (:func:`icore.fence.action_status`: authorized with a stale F(x) ->
+            ``INVALID``; authorized with neither a frontier nor the records to read one
+            from -> ``unchecked``).
+        outcome_note: extra words for the reason line (e.g. the auditor's verdict).
+
+    Returns:
+        The :class:`LineageView`.
+
+    Raises:
+        icore.fence.DecisionFormatError: a decision dict is malformed.
+    """
+    entries = [d if isinstance(d, DecisionEntry) else DecisionEntry.from_dict(d)
+               for d in decisions]
+    return render_lineage(lineage_of(anchor, title, records, entries, status=status),
+                          outcome_note=outcome_note)
+
+
+def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> LineageView:
+    """The lineage picture of one protected action judged by adapters (render only).
+
+    Args:
+        lineage: the action (:attr:`icore.adapters.AuditResult.lineage`).
         outcome_note: extra words for the reason line (e.g. the auditor's verdict).
 
     Returns:
         The :class:`LineageView`.
     """
-    recs = record_views(records)
+    recs = record_views(lineage.records)
     by_id = {r.id: r for r in recs}
-    points = tuple(_validation(d, by_id) for d in decisions)
+    points = tuple(_validation(p) for p in lineage.points)
+    status = lineage.status
     steps: list[DecisionStepView] = []
     stale_by: list[str] = []
     for i, p in enumerate(points):
@@ -162,14 +160,6 @@ def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
                 stale_by.append(heads[k])
     last = points[-1] if points else None
     action = next((r.id for r in reversed(recs) if r.role == "action"), None)
-    if status is None:
-        if last is None:
-            status = "not issued"
-        elif last.outcome == "authorized":
-            unknown = last.frontier_source == "none" and bool(last.deps)
-            status = "INVALID" if last.stale else "unchecked" if unknown else "valid"
-        else:
-            status = "blocked"
     if last is not None:
         if last.outcome == "authorized":
             steps.append(DecisionStepView(
@@ -183,7 +173,7 @@ def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
     reason = _reason(status, points, by_id)
     if outcome_note:
         reason = f"{reason} {outcome_note}".strip()
-    return LineageView(anchor, title, status, reason, recs, points, tuple(steps),
+    return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else ())
 
 
@@ -232,4 +222,4 @@ def _reason(status: str, points: Sequence[ValidationView],
     return f"{status}: {gate}."
 
 
-__all__ = ["lineage_view", "record_views", "short"]
+__all__ = ["lineage_view", "record_views", "render_lineage", "short"]

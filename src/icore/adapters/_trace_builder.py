@@ -1,77 +1,34 @@
-"""Import a recorded run into X = (G, Q, Π) and audit it (design.md 2, data flow 3).
+"""The trace import itself: a recorded run's steps into X = (G, Q, Π), step by step.
 
-:func:`audit_trace` replays a :class:`~icore.adapters.Trace` message by message into an
-:class:`icore.state.State` over the family's declaration package, with these mappings
-(docs/audit-real-runs.md, "Mapping"):
-
-- task statement -> ``task`` event; required root obligation ``task`` (``pose_task``);
-- plan / replan -> ``plan`` event; obligation ``plan<k>`` (``plan``); a replan supersedes
-  the previous plan with a ``transported_to`` relation (``replan``);
-- routed instruction (``Orchestrator (-> X)``) with the ledger's ``next_speaker`` ->
-  ``instruction`` event; obligation ``o<step>`` assigned to X (``assign``);
-  CaptainAgent experts self-assign the turn they take (``self_assign``);
-- agent output -> ``output`` event; ``status=submitted`` and ``result`` assertions on the
-  agent's open obligation (``submit``) with an ``output_evidence`` certificate;
-- tool output -> ``tool_output`` event, evidence for the code it ran;
-- ledger -> ``ledger`` event; claims ``is_request_satisfied``, ``is_progress_being_made``,
-  ``is_in_loop`` on ``task`` (``ledger_update``) citing the outputs since the previous
-  ledger, with a ``ledger_evidence`` certificate;
-- stall / replan trigger, and a ledger admitting no progress or a loop -> ``stall``
-  progress events;
-- termination -> ``termination`` event; terminal marker on ``task`` (``terminate``) with
-  an ``answer_check`` certificate.
-
-An assertion whose certificate fails is imported anyway (so X records what the run
-claimed) and is unsound; the importer raises an ``unsupported_assertion`` hard flag for
-it. Work, evidence and assignment defects are diagnosed and routed by iCORE-Audit
-(:func:`icore.audit.diagnose` on the hard flag / reassignment trigger,
-:func:`icore.audit.responsible_agent`); stalls, replans and terminal failures are
-diagnosed here. Each diagnosis cites the events of G it rests on.
+:class:`_XWriter` writes X (events, obligations, submissions with their certificates,
+diagnoses, snapshots); :class:`_StepReader` reads the run, one handler per step kind.
+The mapping is described in :mod:`icore.adapters._trace_audit` (split for size, issue 26).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any, ClassVar
 
 from icore.adapters._decl import (
     HUMAN,
-    captain_agent_declaration,
-    generic_declaration,
-    magentic_one_declaration,
 )
 from icore.adapters._evidence import classify, output_facts, tool_facts
-from icore.adapters._otel_import import ICORE_LIVE
 from icore.adapters._results import (
-    AuditResult,
-    BuiltOnRead,
     Finding,
-    FlagPlace,
-    MetricPoint,
-    RunSummary,
     Timeline,
     compact_diagnosis,
 )
 from icore.adapters._trace import Step, StepKind, Trace
-from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
+from icore.adapters._trace_places import NoteLog
+from icore.adapters._whowhen import CAPTAIN_AGENT
 from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
-    Committed,
     DeclarationPackage,
     Effect,
-    EntryKind,
-    EventAdded,
     EventSpec,
     FlagKind,
-    FlagRaised,
-    LogEntry,
-    Note,
-    ProposalRecorded,
     State,
     Status,
     ValidatorInput,
@@ -81,119 +38,17 @@ from icore.state import (
 ROOT = "task"
 """Id of the required root obligation of every imported run."""
 
+
 _CLAIMS = ("is_request_satisfied", "is_progress_being_made", "is_in_loop")
 
 
-def declaration_for(trace: Trace) -> DeclarationPackage:
-    """The declaration package of the trace's family."""
-    if trace.family == MAGENTIC_ONE:
-        return magentic_one_declaration(trace.agents)
-    if trace.family == CAPTAIN_AGENT:
-        return captain_agent_declaration(trace.agents)
-    orch = trace.extras.get("orchestrator")
-    return generic_declaration(trace.agents, orchestrator=orch if isinstance(orch, str) else None)
+class _XWriter:
+    """The X side of a trace import: events, obligations, submissions, diagnoses.
 
-
-class FlagPlaces:
-    """Where in a run each hard flag was raised, tracked from the log entries.
-
-    Tracked as the entries are appended, so a report can name the step and agent of a flag
-    without the log.
+    Holds the state X being built and the bookkeeping the step handlers share; every
+    write into X goes through it (iCORE Def. 2-6).
     """
 
-    def __init__(self) -> None:
-        self.proposals = 0
-        self.last: str | None = None
-        self.step_of: dict[str, int] = {}
-        self.at: dict[str, FlagPlace] = {}
-
-    def feed(self, entries: Sequence[LogEntry]) -> None:
-        """Account for ``entries`` (in log order)."""
-        for e in entries:
-            b = e.body
-            if isinstance(b, ProposalRecorded):
-                self.proposals += 1
-                steps = [ev.fields.get("step") for ev in b.proposal.events]
-                first = next((s for s in steps if isinstance(s, int) and s >= 0), None)
-                if b.proposal.id is not None and first is not None:
-                    self.step_of[b.proposal.id] = first
-            elif isinstance(b, EventAdded):
-                self.last = b.event.id
-            elif isinstance(b, Committed) and b.events:
-                self.last = b.events[-1].id
-            elif isinstance(b, FlagRaised):
-                p = b.flag.proposal
-                self.at[b.flag.id] = (self.proposals, self.last,
-                                      self.step_of.get(p) if p is not None else None)
-
-
-class NoteLog:
-    """Where an imported run's log goes: only its notes (diagnoses) are kept.
-
-    An audit of a recorded run needs X itself, not its history: keeping every entry in
-    memory doubled the footprint of a long run (docs/audit.md "Cost"), so the state
-    keeps no entries and this log keeps only the ``note`` entries (what the audit
-    concluded), in order. A ``diagnosis`` note of the run's own diagnoses (``ref`` in
-    ``diagnoses``) is kept as its place (seq, time) only, and rebuilt from its
-    :class:`Finding` when read (:meth:`Finding.note_payload`): the diagnosis is not
-    kept twice.
-    """
-
-    def __init__(self, diagnoses: Mapping[str, Finding] | None = None) -> None:
-        self._kept: list[LogEntry | tuple[int, float, str]] = []
-        self._diagnoses: Mapping[str, Finding] = diagnoses if diagnoses is not None else {}
-        self.places = FlagPlaces()
-
-    def append(self, entries: Sequence[LogEntry]) -> None:
-        """Keep the note entries of ``entries``; track where flags are raised."""
-        for e in entries:
-            b = e.body
-            if isinstance(b, Note):
-                ref = b.ref
-                if b.kind == "diagnosis" and ref is not None and ref in self._diagnoses:
-                    self._kept.append((e.seq, e.t_ms, ref))
-                else:
-                    self._kept.append(e)
-        self.places.feed(entries)
-
-    @property
-    def notes(self) -> NoteEntries:
-        """The kept note entries, in order (built on access)."""
-        return NoteEntries(self._kept, self._diagnoses)
-
-    def entries(self) -> list[LogEntry]:
-        """The kept note entries, in order."""
-        return list(self.notes)
-
-
-class NoteEntries(BuiltOnRead[LogEntry]):
-    """The note entries a :class:`NoteLog` kept, read-only.
-
-    A diagnosis note is rebuilt from its :class:`Finding` each time it is read.
-    """
-
-    __slots__ = ("_diagnoses", "_kept")
-
-    def __init__(self, kept: Sequence[LogEntry | tuple[int, float, str]],
-                 diagnoses: Mapping[str, Finding]) -> None:
-        self._kept = kept
-        self._diagnoses = diagnoses
-
-    def __len__(self) -> int:
-        return len(self._kept)
-
-    def _at(self, i: int) -> LogEntry:
-        return self._entry(self._kept[i])
-
-    def _entry(self, k: LogEntry | tuple[int, float, str]) -> LogEntry:
-        if isinstance(k, LogEntry):
-            return k
-        seq, t_ms, ref = k
-        body = Note("diagnosis", self._diagnoses[ref].note_payload(), ref)
-        return LogEntry(seq, t_ms, EntryKind.NOTE, body)
-
-
-class _Builder:
     def __init__(self, trace: Trace, decl: DeclarationPackage) -> None:
         self.trace = trace
         self.diagnoses: list[Finding] = []
@@ -328,6 +183,93 @@ class _Builder:
                 detail=(f"{kind!r} work assigned to {assignee} (declared capability "
                         f"{have if have is not None else 'none'}); gain {x.gain(oid):.2f} > ε"),
             )
+
+    def submit(self, s: Step, ev: str, oid: str, tools: tuple[str, ...]) -> None:
+        """Import a submission (status and result of ``oid``) with its evidence certificate.
+
+        The certificate is issued by the ``output_evidence`` validator of V.
+
+        The validator sees whether this output repeats what the agent already reported;
+        an output it rejects raises a hard flag and a ``work`` diagnosis.
+        """
+        x = self.state
+        who = self.agent(s.agent)
+        fields = x.events[ev].fields
+        # the validator asks whether *this* output repeats what the agent already
+        # reported: the payload carries only the matching earlier report (O(1) per output,
+        # so the audit stays linear in the trace)
+        digest, page = str(fields.get("digest")), fields.get("page")
+        seen_d = [digest] if digest in self.seen_digests.get(who, ()) else []
+        seen_p = [str(page)] if page and str(page) in self.seen_pages.get(who, ()) else []
+        payload = {"seen_digests": seen_d, "seen_pages": seen_p,
+                   "evidence_before": self.evidence}
+        events = (ev, *tools)
+        verdict = self.validate("output_evidence", events, payload)
+        repeat = fields.get("digest") in seen_d or bool(
+            fields.get("interaction") and fields.get("page") in seen_p)
+        with self.batch() as b:  # one change: the obligation is evaluated once
+            c = b.import_certificate("output_evidence", verdict=verdict, events=events,
+                                     payload=payload)
+            a1 = b.import_assertion(Effect.status(oid, Status.SUBMITTED), events=events,
+                                    operation="submit", certificates=(c.id,), proposer=who)
+            a2 = b.import_assertion(
+                Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
+                events=events, operation="submit", certificates=(c.id,), proposer=who)
+        self.seen_digests.setdefault(who, set()).add(digest)
+        if page:
+            self.seen_pages.setdefault(who, set()).add(str(page))
+        self.since_ledger.append((ev, verdict, repeat))
+        if verdict:
+            self.ever_passed += 1
+            if fields.get("page"):
+                self.evidence += 1  # an observation of the environment (a page, a file)
+        else:
+            why = _why_output(fields, repeat, tools, x)
+            detail = f"{who}'s output at step {s.index} is not supported by G: {why}"
+            fid = self.flag_unsupported((a1.id, a2.id), oid, who, detail)
+            self.diagnose("work", s.index, obligations=(oid,), assertions=(a1.id, a2.id),
+                          events=events, proposer=who, detail=detail, flag=fid)
+
+    def terminal(self, s: Step, ev: str | None) -> None:
+        """Import the final answer as the root's terminal, checked by ``answer_check``.
+
+        A failed check is diagnosed as a ``terminal`` defect. Nothing happens when ``ev``
+        is None.
+        """
+        x = self.state
+        if ev is None:
+            return
+        self.terminated = True
+        who = self.agent(s.agent)
+        payload = {"final_answer": s.final_answer, "ground_truth": self.trace.ground_truth,
+                   "recorded_outcome": self.trace.succeeded}
+        verdict = self.validate("answer_check", (ev,), payload)
+        c = x.import_certificate("answer_check", verdict=verdict, events=(ev,), payload=payload)
+        a = x.import_assertion(Effect.terminal(ROOT, {"final_answer": s.final_answer}),
+                               events=(ev,), operation="terminate", certificates=(c.id,),
+                               proposer=who)
+        x.import_assertion(Effect.status(ROOT, Status.SUBMITTED), events=(ev,),
+                           operation="terminate", certificates=(c.id,), proposer=who)
+        if not verdict:
+            self.diagnose("terminal", s.index, obligations=(ROOT,), assertions=(a.id,),
+                          events=(ev,), proposer=who,
+                          detail=f"final answer {s.final_answer!r} fails answer_check")
+
+    def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
+        """The verdict of validator ``name`` of V on the recorded events.
+
+        Run through the same runner as Definition 6 (:func:`icore.state.run_validator`);
+        an inconsistent validator (raising, non-boolean, two answers) fails (fail closed).
+        """
+        spec = self.state.decl.validators[name]
+        g = self.state.events
+        inp = ValidatorInput(tuple(g[e] for e in events), (), payload, spec.params)
+        verdict, _ = run_validator(spec.fn, inp)
+        return verdict is True
+
+
+class _StepReader(_XWriter):
+    """Reads a recorded run step by step: one ``on_<kind>`` handler per :class:`StepKind`."""
 
     # -- the run -----------------------------------------------------------------------
     def start(self) -> None:
@@ -525,52 +467,6 @@ class _Builder:
         self.pending_code = None
         self.submit(s, ev, oid, tools)
 
-    def submit(self, s: Step, ev: str, oid: str, tools: tuple[str, ...]) -> None:
-        """Import a submission (status and result of ``oid``) with its evidence certificate.
-
-        The certificate is issued by the ``output_evidence`` validator of V.
-
-        The validator sees whether this output repeats what the agent already reported;
-        an output it rejects raises a hard flag and a ``work`` diagnosis.
-        """
-        x = self.state
-        who = self.agent(s.agent)
-        fields = x.events[ev].fields
-        # the validator asks whether *this* output repeats what the agent already
-        # reported: the payload carries only the matching earlier report (O(1) per output,
-        # so the audit stays linear in the trace)
-        digest, page = str(fields.get("digest")), fields.get("page")
-        seen_d = [digest] if digest in self.seen_digests.get(who, ()) else []
-        seen_p = [str(page)] if page and str(page) in self.seen_pages.get(who, ()) else []
-        payload = {"seen_digests": seen_d, "seen_pages": seen_p,
-                   "evidence_before": self.evidence}
-        events = (ev, *tools)
-        verdict = self.validate("output_evidence", events, payload)
-        repeat = fields.get("digest") in seen_d or bool(
-            fields.get("interaction") and fields.get("page") in seen_p)
-        with self.batch() as b:  # one change: the obligation is evaluated once
-            c = b.import_certificate("output_evidence", verdict=verdict, events=events,
-                                     payload=payload)
-            a1 = b.import_assertion(Effect.status(oid, Status.SUBMITTED), events=events,
-                                    operation="submit", certificates=(c.id,), proposer=who)
-            a2 = b.import_assertion(
-                Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
-                events=events, operation="submit", certificates=(c.id,), proposer=who)
-        self.seen_digests.setdefault(who, set()).add(digest)
-        if page:
-            self.seen_pages.setdefault(who, set()).add(str(page))
-        self.since_ledger.append((ev, verdict, repeat))
-        if verdict:
-            self.ever_passed += 1
-            if fields.get("page"):
-                self.evidence += 1  # an observation of the environment (a page, a file)
-        else:
-            why = _why_output(fields, repeat, tools, x)
-            detail = f"{who}'s output at step {s.index} is not supported by G: {why}"
-            fid = self.flag_unsupported((a1.id, a2.id), oid, who, detail)
-            self.diagnose("work", s.index, obligations=(oid,), assertions=(a1.id, a2.id),
-                          events=events, proposer=who, detail=detail, flag=fid)
-
     def on_stall(self, s: Step) -> None:
         """Record an orchestrator's stall as an event and a ``progress`` diagnosis."""
         self.stalls += 1
@@ -583,43 +479,6 @@ class _Builder:
         ev = self.event(s, "termination", s.agent, final_answer=s.final_answer,
                         reason=_first_line(s.content))
         self.terminal(s, ev)
-
-    def terminal(self, s: Step, ev: str | None) -> None:
-        """Import the final answer as the root's terminal, checked by ``answer_check``.
-
-        A failed check is diagnosed as a ``terminal`` defect. Nothing happens when ``ev``
-        is None.
-        """
-        x = self.state
-        if ev is None:
-            return
-        self.terminated = True
-        who = self.agent(s.agent)
-        payload = {"final_answer": s.final_answer, "ground_truth": self.trace.ground_truth,
-                   "recorded_outcome": self.trace.succeeded}
-        verdict = self.validate("answer_check", (ev,), payload)
-        c = x.import_certificate("answer_check", verdict=verdict, events=(ev,), payload=payload)
-        a = x.import_assertion(Effect.terminal(ROOT, {"final_answer": s.final_answer}),
-                               events=(ev,), operation="terminate", certificates=(c.id,),
-                               proposer=who)
-        x.import_assertion(Effect.status(ROOT, Status.SUBMITTED), events=(ev,),
-                           operation="terminate", certificates=(c.id,), proposer=who)
-        if not verdict:
-            self.diagnose("terminal", s.index, obligations=(ROOT,), assertions=(a.id,),
-                          events=(ev,), proposer=who,
-                          detail=f"final answer {s.final_answer!r} fails answer_check")
-
-    def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
-        """The verdict of validator ``name`` of V on the recorded events.
-
-        Run through the same runner as Definition 6 (:func:`icore.state.run_validator`);
-        an inconsistent validator (raising, non-boolean, two answers) fails (fail closed).
-        """
-        spec = self.state.decl.validators[name]
-        g = self.state.events
-        inp = ValidatorInput(tuple(g[e] for e in events), (), payload, spec.params)
-        verdict, _ = run_validator(spec.fn, inp)
-        return verdict is True
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -661,147 +520,3 @@ def _why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],
     if fields.get("claims"):
         return "it states a conclusion with no observed evidence (no tool output) before it"
     return "unsupported"
-
-
-def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> AuditResult:
-    """Import ``trace`` into X and audit it.
-
-    Args:
-        trace: a parsed run (:func:`load_who_and_when`, :func:`load_jsonl`, ...).
-        decl: the declaration package (default: :func:`declaration_for` the family).
-
-    Returns:
-        The audited run (X, timeline, diagnoses, unsupported assertions, counts).
-
-    Raises:
-        AdapterError: the run references something the declaration cannot express.
-    """
-    if trace.family == ICORE_LIVE and decl is None:
-        from icore.adapters._otel_live import audit_live_trace
-
-        return audit_live_trace(trace)
-    t0 = time.perf_counter()
-    b = _Builder(trace, decl or declaration_for(trace))
-    with _no_cyclic_gc():
-        b.run()
-    return AuditResult(
-        trace=trace,
-        state=b.state,
-        step_events=dict(b.step_events),
-        timeline=b.timeline,
-        diagnoses=tuple(b.diagnoses),
-        unsupported=tuple(b.unsupported),
-        stalls=b.stalls,
-        replans=b.replans,
-        final=b.state.metrics(),
-        elapsed_ms=(time.perf_counter() - t0) * 1000.0,
-        terminated=b.terminated,
-        notes=b.log.notes,
-        flag_places=dict(b.log.places.at),
-    )
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause CPython's cyclic garbage collector while a run is imported.
-
-    The import allocates millions of long-lived, acyclic objects (events, assertions,
-    certificates); each full collection walks all of them, about a fifth of a long
-    run's audit time (docs/audit.md "Cost"). Reference counting still frees everything
-    as usual; the collector is re-enabled (if it was on) however the block ends.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
-
-
-def load_trace(path: str | Path) -> Trace:
-    """Load any supported trace file.
-
-    Supported: ``.jsonl`` (generic format), Who&When ``.json``, or OpenTelemetry spans
-    (``*.otlp.json`` / ``*.otlp.jsonl``, or a ``.json`` whose start reads as OTLP JSON, a
-    Phoenix span list or a Langfuse trace: :func:`load_otlp`).
-    """
-    from icore.adapters._jsonl import load_jsonl
-    from icore.adapters._otel_import import load_otlp
-    from icore.adapters._whowhen import load_who_and_when
-
-    p = Path(path)
-    if _is_otel_file(p):
-        return load_otlp(p)
-    if p.suffix.lower() == ".jsonl":
-        return load_jsonl(p)
-    return load_who_and_when(p)
-
-
-def audit_path(path: str | Path) -> AuditResult:
-    """Load and audit one file (see :func:`load_trace`)."""
-    with _no_cyclic_gc():
-        return audit_trace(load_trace(path))
-
-
-def audit_file(path: str | Path) -> list[AuditResult]:
-    """Audit every run of one file.
-
-    One run per trace of an OpenTelemetry export (:func:`icore.adapters.load_otlp_runs`),
-    else the file's one run (:func:`audit_path`).
-
-    Raises:
-        AdapterError: as :func:`load_trace`.
-    """
-    if _is_otel_file(Path(path)):
-        from icore.adapters._otel_import import load_otlp_runs
-
-        return [audit_trace(t) for t in load_otlp_runs(path)]
-    return [audit_path(path)]
-
-
-def _is_otel_file(p: Path) -> bool:
-    from icore.adapters._otel_import import is_otel_path, sniff_otel
-
-    if is_otel_path(p):
-        return True
-    if p.suffix.lower() == ".json" and p.is_file():
-        with contextlib.suppress(OSError, UnicodeDecodeError), p.open(encoding="utf-8") as f:
-            return sniff_otel(f.read(8192))
-    return False
-
-
-def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
-    """Expand files and folders (recursively: ``*.json``, ``*.jsonl``) in a stable order.
-
-    ``*.otlp.jsonl`` files are included; ``*.prov.json`` exports are not.
-    """
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = [q for q in p.rglob("*") if q.suffix.lower() in (".json", ".jsonl")
-                     and q.is_file() and not q.name.endswith(".prov.json")]
-            out.extend(sorted(found, key=_natural))
-        else:
-            out.append(p)
-    return out
-
-
-def _natural(p: Path) -> tuple[str, int, str]:
-    stem = p.stem
-    return (str(p.parent), int(stem) if stem.isdigit() else -1, stem)
-
-
-__all__ = [
-    "ROOT",
-    "AuditResult",
-    "Finding",
-    "MetricPoint",
-    "RunSummary",
-    "audit_file",
-    "audit_path",
-    "audit_trace",
-    "collect_paths",
-    "declaration_for",
-    "load_trace",
-]

@@ -32,8 +32,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from icore.adapters._decl import HUMAN
-from icore.adapters._evidence import (
+from icore.adapters import (
+    HUMAN,
+    AuditResult,
+    Step,
+    StepKind,
     assumes,
     content_words,
     normalize_answer,
@@ -41,8 +44,6 @@ from icore.adapters._evidence import (
     output_facts,
     tool_facts,
 )
-from icore.adapters._results import AuditResult
-from icore.adapters._trace import Step, StepKind
 from icore.state import AssertionKind, State, Status
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from icore.audit import Trigger, TriggerHit, diagnose, responsible_agent
 from icore.live import LiveRunResult, TaskResult
 from icore.report._build import flag_context, flag_views, state_views
-from icore.report._lineage import lineage_view
-from icore.report._model import (
+from icore.report._lineage_view import lineage_view
+from icore.report._render import anchor, render_live, render_report, report_filename
+from icore.report._view_model import (
     DiagnosisView,
     LineageView,
     LiveRunView,
@@ -28,7 +29,6 @@ from icore.report._model import (
     NoticeView,
     RunView,
 )
-from icore.report._render import anchor, render_live, render_report, report_filename
 from icore.state import State
 
 ICORE_DIR = "icore-report"

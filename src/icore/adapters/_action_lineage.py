@@ -1,0 +1,204 @@
+"""The lineage verdict of every protected action a recorded run carries (issue 26).
+
+A trace with PlanFence lines (``Trace.extras["planfence"]``: records and gate
+decisions, :class:`icore.fence.DecisionEntry`) gets one :class:`ActionLineage` per
+protected action: its decisions grouped by ``task`` (else ``action``), in order, the
+records its picture needs, and its status from the one verdict
+(:func:`icore.fence.judge_action` / :func:`icore.fence.action_status`, planfence Sec. 3,
+eq. 1). A policy that computes no frontier (``owner_head_freshness``) is judged on the
+versions its roots cite as exact parents, labelled so. Reports only render these;
+``icore audit --fail-on invalid`` counts :attr:`AuditResult.invalid_actions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from icore.adapters._trace import PlanfenceLog
+from icore.fence import ActionVerdict, DecisionEntry, action_status, judge_action
+
+GATE = "gate"
+"""Frontier source: the gate recorded F(x)."""
+PLAN_PARENTS = "plan parents"
+"""Frontier source: the policy computed no F(x); the roots' exact parents stand in."""
+NONE = "none"
+"""Frontier source: no frontier could be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationPoint:
+    """One gate decision of an action with the frontier it is judged on.
+
+    Attributes:
+        entry: the decision as recorded.
+        frontier: F(x) per key: the decision's own, else the versions the roots cite
+            as exact parents (``frontier_source`` says which).
+        frontier_source: ``gate``, ``plan parents`` or ``none``.
+        verdict: :func:`icore.fence.judge_action` of D(a), ``frontier`` and the
+            recorded heads.
+    """
+
+    entry: DecisionEntry
+    frontier: Mapping[str, str]
+    frontier_source: str
+    verdict: ActionVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class ActionLineage:
+    """One protected action of a recorded run: its decisions, records and status.
+
+    Attributes:
+        action: the action's name in the trace (its ``task``, else ``action``).
+        title: heading (task and action name).
+        status: ``valid``, ``INVALID``, ``unchecked``, ``blocked`` or ``not issued``
+            (:func:`icore.fence.action_status` of the last decision, unless a live run's
+            ground truth gave it).
+        records: the record lines the action's picture shows (its roots and their
+            ancestors, the versions of D(a) it saw, the records derived from its roots).
+        points: its validation points, in order.
+    """
+
+    action: str
+    title: str
+    status: str
+    records: tuple[Mapping[str, Any], ...]
+    points: tuple[ValidationPoint, ...]
+
+    @property
+    def invalid(self) -> bool:
+        """True when the action was authorized from a stale plan."""
+        return self.status == "INVALID"
+
+
+def _record_index(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Record id -> (key, parents), first occurrence of each id (as pages show them)."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for r in records:
+        rid = str(r.get("id", ""))
+        if rid and rid not in out:
+            out[rid] = (str(r.get("key", "")),
+                        tuple(str(p) for p in r.get("parents") or ()))
+    return out
+
+
+def validation_point(entry: DecisionEntry, records: Sequence[Mapping[str, Any]]
+                     ) -> ValidationPoint:
+    """The :class:`ValidationPoint` of one decision among the action's records.
+
+    Args:
+        entry: the decision.
+        records: the record lines the roots' parents are looked up in.
+
+    Returns:
+        The point: F(x) from the decision, else from the roots' cited parents.
+    """
+    return _point(entry, _record_index(records))
+
+
+def _point(entry: DecisionEntry, by_id: Mapping[str, tuple[str, tuple[str, ...]]]
+           ) -> ValidationPoint:
+    frontier = dict(entry.frontier)
+    source = GATE
+    if not frontier:
+        # the policy did not compute F(x): judge the versions the roots cite as parents
+        cited = [p for r in entry.roots if r in by_id for p in by_id[r][1]]
+        for key in entry.deps:
+            hit = next((p for p in cited if p in by_id and by_id[p][0] == key), None)
+            if hit is not None:
+                frontier[key] = hit
+        source = PLAN_PARENTS if frontier else NONE
+    return ValidationPoint(entry, frontier, source,
+                           judge_action(entry.deps, frontier, entry.heads))
+
+
+def lineage_of(action: str, title: str, records: Sequence[Mapping[str, Any]],
+               decisions: Sequence[DecisionEntry], *, status: str | None = None
+               ) -> ActionLineage:
+    """The :class:`ActionLineage` of one action.
+
+    Args:
+        action: the action's name (task).
+        title: heading.
+        records: the record lines of its picture.
+        decisions: its gate decisions, in order.
+        status: the status when the caller knows it (a live run's ground truth); None
+            derives it from the last decision with :func:`icore.fence.action_status`.
+
+    Returns:
+        The action's lineage.
+    """
+    by_id = _record_index(records)
+    points = tuple(_point(e, by_id) for e in decisions)
+    if status is None:
+        if points:
+            last = points[-1]
+            status = action_status(last.entry.authorized, last.verdict,
+                                   frontier_known=last.frontier_source != NONE)
+        else:
+            status = action_status(None, judge_action((), {}, {}), frontier_known=False)
+    return ActionLineage(action, title, status, tuple(records), points)
+
+
+def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
+    """Every protected action of a trace's PlanFence lines (``Trace.extras["planfence"]``).
+
+    Decisions are grouped by their ``task`` (else ``action``) field, in order; records
+    and decisions that are not objects are skipped (the importers name them).
+
+    Args:
+        planfence: the trace's :class:`~icore.adapters.PlanfenceLog` (``Trace.planfence``)
+            or its dict ``{"records": [...], "decisions": [...]}`` (anything else: no
+            action).
+
+    Returns:
+        One :class:`ActionLineage` per action, in first-decision order.
+
+    Raises:
+        icore.fence.DecisionFormatError: a decision object is malformed (the importers
+            reject those first, naming the file).
+    """
+    if isinstance(planfence, PlanfenceLog):
+        records = [r for r in planfence.records if isinstance(r, Mapping)]
+        entries = list(planfence.decisions)
+    elif isinstance(planfence, Mapping):
+        records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
+        entries = [DecisionEntry.from_dict(d, where=f"planfence.decisions[{i}]")
+                   for i, d in enumerate(planfence.get("decisions", ()))
+                   if isinstance(d, Mapping)]
+    else:
+        return ()
+    groups: dict[str, list[DecisionEntry]] = {}
+    for e in entries:
+        groups.setdefault(str(e.task or e.action or "action"), []).append(e)
+    return tuple(lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
+                            _relevant(records, es), es) for name, es in groups.items())
+
+
+def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]
+              ) -> list[Mapping[str, Any]]:
+    """The records one action's picture shows.
+
+    Its roots and their ancestors, the versions of D(x) it saw (frontier, heads, every
+    version of those keys) and the records derived from its roots (the action record).
+    """
+    by_id = {str(r.get("id")): r for r in records}
+    roots = {x for d in decisions for x in d.roots}
+    deps = {k for d in decisions for k in d.deps}
+    keep = set(roots) | {v for d in decisions for m in (d.frontier, d.heads)
+                         for v in m.values()}
+    todo = list(keep)
+    while todo:
+        r = by_id.get(todo.pop())
+        for p in (r.get("parents") or ()) if r is not None else ():
+            if str(p) not in keep:
+                keep.add(str(p))
+                todo.append(str(p))
+    return [r for r in records if str(r.get("id")) in keep or r.get("key") in deps
+            or roots & {str(p) for p in r.get("parents") or ()}]
+
+
+__all__ = ["ActionLineage", "ValidationPoint", "lineage_of", "trace_lineages",
+           "validation_point"]

@@ -1,0 +1,210 @@
+"""Import a recorded run into X = (G, Q, Π) and audit it (design.md 2, data flow 3).
+
+:func:`audit_trace` replays a :class:`~icore.adapters.Trace` message by message into an
+:class:`icore.state.State` over the family's declaration package, with these mappings
+(docs/audit-real-runs.md, "Mapping"):
+
+- task statement -> ``task`` event; required root obligation ``task`` (``pose_task``);
+- plan / replan -> ``plan`` event; obligation ``plan<k>`` (``plan``); a replan supersedes
+  the previous plan with a ``transported_to`` relation (``replan``);
+- routed instruction (``Orchestrator (-> X)``) with the ledger's ``next_speaker`` ->
+  ``instruction`` event; obligation ``o<step>`` assigned to X (``assign``);
+  CaptainAgent experts self-assign the turn they take (``self_assign``);
+- agent output -> ``output`` event; ``status=submitted`` and ``result`` assertions on the
+  agent's open obligation (``submit``) with an ``output_evidence`` certificate;
+- tool output -> ``tool_output`` event, evidence for the code it ran;
+- ledger -> ``ledger`` event; claims ``is_request_satisfied``, ``is_progress_being_made``,
+  ``is_in_loop`` on ``task`` (``ledger_update``) citing the outputs since the previous
+  ledger, with a ``ledger_evidence`` certificate;
+- stall / replan trigger, and a ledger admitting no progress or a loop -> ``stall``
+  progress events;
+- termination -> ``termination`` event; terminal marker on ``task`` (``terminate``) with
+  an ``answer_check`` certificate.
+
+An assertion whose certificate fails is imported anyway (so X records what the run
+claimed) and is unsound; the importer raises an ``unsupported_assertion`` hard flag for
+it. Work, evidence and assignment defects are diagnosed and routed by iCORE-Audit
+(:func:`icore.audit.diagnose` on the hard flag / reassignment trigger,
+:func:`icore.audit.responsible_agent`); stalls, replans and terminal failures are
+diagnosed here. Each diagnosis cites the events of G it rests on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from icore.adapters._decl import (
+    captain_agent_declaration,
+    generic_declaration,
+    magentic_one_declaration,
+)
+from icore.adapters._otel_import import ICORE_LIVE
+from icore.adapters._results import (
+    AuditResult,
+    Finding,
+    MetricPoint,
+    RunSummary,
+)
+from icore.adapters._trace import Trace
+from icore.adapters._trace_builder import ROOT, _StepReader
+from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
+from icore.state import (
+    DeclarationPackage,
+)
+
+
+def declaration_for(trace: Trace) -> DeclarationPackage:
+    """The declaration package of the trace's family."""
+    if trace.family == MAGENTIC_ONE:
+        return magentic_one_declaration(trace.agents)
+    if trace.family == CAPTAIN_AGENT:
+        return captain_agent_declaration(trace.agents)
+    return generic_declaration(trace.agents, orchestrator=trace.orchestrator)
+
+
+def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> AuditResult:
+    """Import ``trace`` into X and audit it.
+
+    Args:
+        trace: a parsed run (:func:`load_who_and_when`, :func:`load_jsonl`, ...).
+        decl: the declaration package (default: :func:`declaration_for` the family).
+
+    Returns:
+        The audited run (X, timeline, diagnoses, unsupported assertions, counts).
+
+    Raises:
+        AdapterError: the run references something the declaration cannot express.
+    """
+    if trace.family == ICORE_LIVE and decl is None:
+        from icore.adapters._otel_live import audit_live_trace
+
+        return audit_live_trace(trace)
+    t0 = time.perf_counter()
+    b = _StepReader(trace, decl or declaration_for(trace))
+    with _no_cyclic_gc():
+        b.run()
+    return AuditResult(
+        trace=trace,
+        state=b.state,
+        step_events=dict(b.step_events),
+        timeline=b.timeline,
+        diagnoses=tuple(b.diagnoses),
+        unsupported=tuple(b.unsupported),
+        stalls=b.stalls,
+        replans=b.replans,
+        final=b.state.metrics(),
+        elapsed_ms=(time.perf_counter() - t0) * 1000.0,
+        terminated=b.terminated,
+        notes=b.log.notes,
+        flag_places=dict(b.log.places.at),
+    )
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector while a run is imported.
+
+    The import allocates millions of long-lived, acyclic objects (events, assertions,
+    certificates); each full collection walks all of them, about a fifth of a long
+    run's audit time (docs/audit.md "Cost"). Reference counting still frees everything
+    as usual; the collector is re-enabled (if it was on) however the block ends.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Load any supported trace file.
+
+    Supported: ``.jsonl`` (generic format), Who&When ``.json``, or OpenTelemetry spans
+    (``*.otlp.json`` / ``*.otlp.jsonl``, or a ``.json`` whose start reads as OTLP JSON, a
+    Phoenix span list or a Langfuse trace: :func:`load_otlp`).
+    """
+    from icore.adapters._jsonl import load_jsonl
+    from icore.adapters._otel_import import load_otlp
+    from icore.adapters._whowhen import load_who_and_when
+
+    p = Path(path)
+    if _is_otel_file(p):
+        return load_otlp(p)
+    if p.suffix.lower() == ".jsonl":
+        return load_jsonl(p)
+    return load_who_and_when(p)
+
+
+def audit_path(path: str | Path) -> AuditResult:
+    """Load and audit one file (see :func:`load_trace`)."""
+    with _no_cyclic_gc():
+        return audit_trace(load_trace(path))
+
+
+def audit_file(path: str | Path) -> list[AuditResult]:
+    """Audit every run of one file.
+
+    One run per trace of an OpenTelemetry export (:func:`icore.adapters.load_otlp_runs`),
+    else the file's one run (:func:`audit_path`).
+
+    Raises:
+        AdapterError: as :func:`load_trace`.
+    """
+    if _is_otel_file(Path(path)):
+        from icore.adapters._otel_import import load_otlp_runs
+
+        return [audit_trace(t) for t in load_otlp_runs(path)]
+    return [audit_path(path)]
+
+
+def _is_otel_file(p: Path) -> bool:
+    from icore.adapters._otel_import import is_otel_path, sniff_otel
+
+    if is_otel_path(p):
+        return True
+    if p.suffix.lower() == ".json" and p.is_file():
+        with contextlib.suppress(OSError, UnicodeDecodeError), p.open(encoding="utf-8") as f:
+            return sniff_otel(f.read(8192))
+    return False
+
+
+def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand files and folders (recursively: ``*.json``, ``*.jsonl``) in a stable order.
+
+    ``*.otlp.jsonl`` files are included; ``*.prov.json`` exports are not.
+    """
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = [q for q in p.rglob("*") if q.suffix.lower() in (".json", ".jsonl")
+                     and q.is_file() and not q.name.endswith(".prov.json")]
+            out.extend(sorted(found, key=_natural))
+        else:
+            out.append(p)
+    return out
+
+
+def _natural(p: Path) -> tuple[str, int, str]:
+    stem = p.stem
+    return (str(p.parent), int(stem) if stem.isdigit() else -1, stem)
+
+
+__all__ = [
+    "ROOT",
+    "AuditResult",
+    "Finding",
+    "MetricPoint",
+    "RunSummary",
+    "audit_file",
+    "audit_path",
+    "audit_trace",
+    "collect_paths",
+    "declaration_for",
+    "load_trace",
+]

@@ -1,0 +1,123 @@
+"""Where flags were raised and which notes a trace import kept (read lazily).
+
+:class:`FlagPlaces` maps each flag to the step it was raised at; :class:`NoteLog` is the
+import's log sink. Part of :mod:`icore.adapters._trace_audit` (split for size, issue 26).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from icore.adapters._results import (
+    BuiltOnRead,
+    Finding,
+    FlagPlace,
+)
+from icore.state import (
+    Committed,
+    EntryKind,
+    EventAdded,
+    FlagRaised,
+    LogEntry,
+    Note,
+    ProposalRecorded,
+)
+
+
+class FlagPlaces:
+    """Where in a run each hard flag was raised, tracked from the log entries.
+
+    Tracked as the entries are appended, so a report can name the step and agent of a flag
+    without the log.
+    """
+
+    def __init__(self) -> None:
+        self.proposals = 0
+        self.last: str | None = None
+        self.step_of: dict[str, int] = {}
+        self.at: dict[str, FlagPlace] = {}
+
+    def feed(self, entries: Sequence[LogEntry]) -> None:
+        """Account for ``entries`` (in log order)."""
+        for e in entries:
+            b = e.body
+            if isinstance(b, ProposalRecorded):
+                self.proposals += 1
+                steps = [ev.fields.get("step") for ev in b.proposal.events]
+                first = next((s for s in steps if isinstance(s, int) and s >= 0), None)
+                if b.proposal.id is not None and first is not None:
+                    self.step_of[b.proposal.id] = first
+            elif isinstance(b, EventAdded):
+                self.last = b.event.id
+            elif isinstance(b, Committed) and b.events:
+                self.last = b.events[-1].id
+            elif isinstance(b, FlagRaised):
+                p = b.flag.proposal
+                self.at[b.flag.id] = (self.proposals, self.last,
+                                      self.step_of.get(p) if p is not None else None)
+
+
+class NoteLog:
+    """Where an imported run's log goes: only its notes (diagnoses) are kept.
+
+    An audit of a recorded run needs X itself, not its history: keeping every entry in
+    memory doubled the footprint of a long run (docs/audit.md "Cost"), so the state
+    keeps no entries and this log keeps only the ``note`` entries (what the audit
+    concluded), in order. A ``diagnosis`` note of the run's own diagnoses (``ref`` in
+    ``diagnoses``) is kept as its place (seq, time) only, and rebuilt from its
+    :class:`Finding` when read (:meth:`Finding.note_payload`): the diagnosis is not
+    kept twice.
+    """
+
+    def __init__(self, diagnoses: Mapping[str, Finding] | None = None) -> None:
+        self._kept: list[LogEntry | tuple[int, float, str]] = []
+        self._diagnoses: Mapping[str, Finding] = diagnoses if diagnoses is not None else {}
+        self.places = FlagPlaces()
+
+    def append(self, entries: Sequence[LogEntry]) -> None:
+        """Keep the note entries of ``entries``; track where flags are raised."""
+        for e in entries:
+            b = e.body
+            if isinstance(b, Note):
+                ref = b.ref
+                if b.kind == "diagnosis" and ref is not None and ref in self._diagnoses:
+                    self._kept.append((e.seq, e.t_ms, ref))
+                else:
+                    self._kept.append(e)
+        self.places.feed(entries)
+
+    @property
+    def notes(self) -> NoteEntries:
+        """The kept note entries, in order (built on access)."""
+        return NoteEntries(self._kept, self._diagnoses)
+
+    def entries(self) -> list[LogEntry]:
+        """The kept note entries, in order."""
+        return list(self.notes)
+
+
+class NoteEntries(BuiltOnRead[LogEntry]):
+    """The note entries a :class:`NoteLog` kept, read-only.
+
+    A diagnosis note is rebuilt from its :class:`Finding` each time it is read.
+    """
+
+    __slots__ = ("_diagnoses", "_kept")
+
+    def __init__(self, kept: Sequence[LogEntry | tuple[int, float, str]],
+                 diagnoses: Mapping[str, Finding]) -> None:
+        self._kept = kept
+        self._diagnoses = diagnoses
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def _at(self, i: int) -> LogEntry:
+        return self._entry(self._kept[i])
+
+    def _entry(self, k: LogEntry | tuple[int, float, str]) -> LogEntry:
+        if isinstance(k, LogEntry):
+            return k
+        seq, t_ms, ref = k
+        body = Note("diagnosis", self._diagnoses[ref].note_payload(), ref)
+        return LogEntry(seq, t_ms, EntryKind.NOTE, body)
