@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from icore.fence import LoopOwners, strategy
+from icore.fence import LoopOwners, installed_heads, strategy
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
     AsyncOwnerAccess,
@@ -36,7 +36,6 @@ from icore.net import (
     client_context,
     server_context,
 )
-from icore.fence import installed_heads
 from icore.records import Record, RecordId
 
 

@@ -39,7 +39,7 @@ from pydantic import (
 )
 
 from icore._files import not_a_regular_file
-from icore.errors import TeamManifestError
+from icore.errors import TeamManifestError as TeamManifestError  # re-exported by icore.net
 from icore.memory import OwnershipMap
 from icore.net._pki import AGENT_ID_RE
 

@@ -22,7 +22,7 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply
-from icore.net._channel import SecureChannel, Shaper
+from icore.net._channel import PathModel, SecureChannel, Shaper
 from icore.net._errors import (
     AuthenticationError,
     ConnectionClosed,
@@ -31,7 +31,6 @@ from icore.net._errors import (
     RpcTimeout,
     TransportError,
 )
-from icore.net._links import LinkPair
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Announce,
@@ -230,7 +229,7 @@ class OwnerClient:
 
     def __init__(self, addresses: Mapping[str, tuple[str, int]], *, identity: str,
                  ssl_context: ssl.SSLContext, new_connection_per_rpc: bool = False,
-                 path: LinkPair | None = None, inline_max_bytes: int = 0,
+                 path: PathModel | None = None, inline_max_bytes: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self.addresses = dict(addresses)
         self.identity = identity

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from icore._threads import LoopThread as _LoopThread
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply, Store
-from icore.net._links import LinkPair
+from icore.net._channel import PathModel
 from icore.net._protocol import MAX_FRAME_BYTES, CommitAck
 from icore.net._stats import TrafficStats
 from icore.net._tcp_client import OwnerClient
@@ -36,7 +36,7 @@ class SyncOwnerClient:
 
     def __init__(self, addresses: Mapping[str, tuple[str, int]], *, identity: str,
                  ssl_context: ssl.SSLContext, new_connection_per_rpc: bool = False,
-                 path: LinkPair | None = None, inline_max_bytes: int = 0,
+                 path: PathModel | None = None, inline_max_bytes: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self._lt = _LoopThread(f"icore-client-{identity}")
         path_ = path
