@@ -9,7 +9,7 @@ the manifest through the five-agent workflow::
     -> reviser: revision r1 (post-plan, optional) -> executor: protected action through
     the gate (one isolated replan) -> auditor: checks the outcome against the owner's head
 
-records every step in iCORE (:class:`~icore.live.LiveAudit`), stops every process
+records every step in iCORE (:class:`~icore.live.LiveLedger`), stops every process
 (also on Ctrl-C, a timeout or an agent crash) and writes ``run.json`` into the run folder
 (and ``report.html`` through the ``reporter`` the caller passes, e.g.
 :func:`icore.report.write_live_report`).
@@ -33,8 +33,8 @@ from typing import Any
 from icore._clock import WallClock
 from icore._files import make_room, mark_folder
 from icore.agents import decision_tally, fit_timeouts, negotiated_backend
-from icore.fence import strategy
-from icore.live._live_audit import LiveAudit
+from icore.fence import DecisionEntry, judge_action, strategy
+from icore.live._live_audit import LiveLedger
 from icore.live._manifest import (
     LIVE_POLICIES,
     CrashSpec,
@@ -48,6 +48,20 @@ from icore.live._results import TaskResult as TaskResult
 from icore.live._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.live._workflow import TaskSpec, make_task
 from icore.memory import SQLiteStore
+
+
+def _is_invalid(req_key: str, head_id: str, r0_id: str, parents: Sequence[str]) -> bool:
+    """Ground truth of one executed action (planfence eq. 1), by the one fence rule.
+
+    ``F_a(x)`` of the requirement key is the requirement version among the executed
+    root's parents (the owner's head, else the first version r0; none: unknown);
+    ``H(x)`` is the owner's head at issue time.
+    """
+    f = head_id if head_id in parents else r0_id if r0_id in parents else None
+    frontier = {} if f is None else {req_key: f}
+    return judge_action([req_key], frontier, {req_key: head_id}).invalid(
+        ground_truth=True)
+
 
 _RECORD_FIELDS = ("id", "key", "owner", "seq", "type", "parents", "content")
 
@@ -73,7 +87,7 @@ class _Run:
         self.team = LiveTeam(manifest, out, policy=policy, backend=self.backend)
         self.team_manifest = manifest.team_manifest(out, policy=policy)
         self.observer = observer
-        self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock(),
+        self.audit = LiveLedger(manifest, out / "icore.sqlite", WallClock(),
                                listener=observer.audit_call if observer else None)
         self.committed: dict[str, set[str]] = {}
         self.crash_done = False
@@ -195,9 +209,11 @@ class _Run:
                                  {"role": "planner", "error": str(dec.get("error"))[:500]})
             if decision_failed("executor", ex, "act"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            gate.extend(ex.get("decisions") or [])
+            decisions = [DecisionEntry.from_dict(d, where=f"execute.decisions[{i}]")
+                         for i, d in enumerate(ex.get("decisions") or [])]
+            gate.extend(d.to_dict() for d in decisions)
             last_gate = ""
-            for d in ex.get("decisions") or []:
+            for d in decisions:
                 last_gate = A.gate(task, self.role["executor"], d)
             st["replanned"] = bool(ex.get("replanned"))
             if ex.get("executed"):
@@ -205,7 +221,7 @@ class _Run:
                 root = ex["roots"][0]
                 parents = (ex.get("root_parents") or {}).get(root, [])
                 # ground truth: the plan's requirement frontier vs the owner's head now
-                st["invalid"] = req_head["id"] not in parents
+                st["invalid"] = _is_invalid(req_key, req_head["id"], r0["id"], parents)
                 st["successful_replan"] = st["replanned"]
                 frontier = next((p for p in parents if p in (r0["id"], req_head["id"])),
                                 parents[0] if parents else "")
@@ -214,9 +230,9 @@ class _Run:
                            req_key, frontier)
             else:
                 st["blocked"] = ex.get("outcome") == "blocked"
-                last = (ex.get("decisions") or [{}])[-1]
-                st["block_reason"] = str(last.get("reason", ""))
-                st["error"] = f"primary action blocked: {last.get('reason')} ({ex.get('detail')})"
+                reason = decisions[-1].reason if decisions else None
+                st["block_reason"] = "" if reason is None else reason
+                st["error"] = f"primary action blocked: {reason} ({ex.get('detail')})"
                 A.failed(task, "act", "step_failed", self.role["executor"],
                          {"step": "execute", "error": st["error"][:500]})
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)

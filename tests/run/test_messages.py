@@ -1,0 +1,55 @@
+"""Typed control-plane messages: the wire objects are exactly the JSON written before (#26)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icore.live._messages import (
+    Command,
+    PeerCall,
+    PeerReply,
+    Ready,
+    Reply,
+    dumps,
+    parse_line,
+)
+
+_ARGS = st.dictionaries(st.sampled_from(["task", "family", "plan", "act", "fresh"]),
+                        st.one_of(st.text(max_size=8), st.integers(), st.none()), max_size=4)
+
+
+def test_wire_objects_are_the_old_ones() -> None:
+    assert dumps(Command(3, "plan", {"task": "t1"}).to_dict()) == \
+        json.dumps({"id": 3, "cmd": "plan", "task": "t1"}, sort_keys=True)
+    assert Reply(3, True, {"a": 1}).to_dict() == {"id": 3, "ok": True, "result": {"a": 1}}
+    assert Reply(3, False, error="E: x").to_dict() == {"id": 3, "ok": False, "error": "E: x"}
+    assert Ready(0, 42, "alice").to_dict() == {"ready": 0, "pid": 42, "agent": "alice"}
+    assert PeerCall(1, "planner", "replan", {"task": "t"}).to_dict() == \
+        {"call": 1, "to": "planner", "cmd": "replan", "task": "t"}
+    assert PeerReply(1, False, error="x").to_dict() == {"reply": 1, "ok": False, "error": "x"}
+
+
+@given(st.integers(0, 10**6), st.sampled_from(["plan", "execute", "audit"]), _ARGS)
+def test_commands_and_calls_round_trip(n: int, cmd: str, args: dict[str, object]) -> None:
+    c = Command(n, cmd, args)
+    assert parse_line(dumps(c.to_dict()), to_agent=True) == c
+    p = PeerCall(n, "planner", cmd, args)
+    assert parse_line(dumps(p.to_dict()), to_agent=False) == p
+    r = PeerReply(n, True, dict(args))
+    assert parse_line(dumps(r.to_dict()), to_agent=True) == r
+
+
+def test_replies_and_ready_round_trip() -> None:
+    for msg in (Reply(7, True, {"x": [1]}), Reply(7, False, error="boom"), Ready(5, 9, "a")):
+        assert parse_line(dumps(msg.to_dict()), to_agent=False) == msg
+
+
+def test_lines_that_are_no_message() -> None:
+    assert parse_line("[1, 2]", to_agent=True) is None
+    assert parse_line('{"ready": "x"}', to_agent=False) is None
+    assert parse_line('{"x": 1}', to_agent=False) is None
+    # a command line without "cmd" still reaches the agent (it answers "unknown command")
+    assert parse_line('{"id": 1}', to_agent=True) == Command(1, "None", {})
