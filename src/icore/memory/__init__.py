@@ -23,7 +23,7 @@ from icore.memory._base import (
     Store,
     check_commit_rules,
 )
-from icore.memory._memory import MemoryStore
+from icore.memory._in_memory import MemoryStore
 from icore.memory._ownership import OwnershipMap
 from icore.memory._sqlite import SQLiteStore
 
