@@ -35,8 +35,9 @@ import contextlib
 import gc
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from icore.adapters._decl import (
     HUMAN,
@@ -220,6 +221,14 @@ class _Builder:
         self.terminated = False
 
     # -- helpers -----------------------------------------------------------------------
+    batched: ClassVar[bool] = True
+    """Import each step's assertions as one change (``State.import_batch``); False: one
+    call per assertion (the same X, slower; kept for the equivalence tests)."""
+
+    def batch(self) -> AbstractContextManager[Any]:
+        """A batch of imports (or, unbatched, the state itself: the same calls one by one)."""
+        return self.state.import_batch() if self.batched else nullcontext(self.state)
+
     def agent(self, name: str) -> str:
         """``name`` if it is a declared agent of D, else the human (:data:`HUMAN`)."""
         return name if name in self.state.decl.agents else HUMAN
@@ -303,12 +312,13 @@ class _Builder:
         ``assignment`` defect at ``step``.
         """
         x = self.state
-        x.import_assertion(Effect.node(oid, kind, parent=parent), events=events,
-                           operation=operation, proposer=proposer)
-        a = x.import_assertion(Effect.assign(oid, assignee), events=events,
+        with self.batch() as b:  # one change: the obligation is evaluated once
+            b.import_assertion(Effect.node(oid, kind, parent=parent), events=events,
                                operation=operation, proposer=proposer)
-        x.import_assertion(Effect.status(oid, status), events=events, operation=operation,
-                           proposer=proposer)
+            a = b.import_assertion(Effect.assign(oid, assignee), events=events,
+                                   operation=operation, proposer=proposer)
+            b.import_assertion(Effect.status(oid, status), events=events,
+                               operation=operation, proposer=proposer)
         if x.gain(oid) > x.decl.parameters.epsilon:
             decl = x.decl.agents.get(assignee)
             have = decl.capabilities.get(kind) if decl is not None else None
@@ -538,13 +548,14 @@ class _Builder:
         verdict = self.validate("output_evidence", events, payload)
         repeat = fields.get("digest") in seen_d or bool(
             fields.get("interaction") and fields.get("page") in seen_p)
-        c = x.import_certificate("output_evidence", verdict=verdict, events=events,
-                                 payload=payload)
-        a1 = x.import_assertion(Effect.status(oid, Status.SUBMITTED), events=events,
-                                operation="submit", certificates=(c.id,), proposer=who)
-        a2 = x.import_assertion(
-            Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
-            events=events, operation="submit", certificates=(c.id,), proposer=who)
+        with self.batch() as b:  # one change: the obligation is evaluated once
+            c = b.import_certificate("output_evidence", verdict=verdict, events=events,
+                                     payload=payload)
+            a1 = b.import_assertion(Effect.status(oid, Status.SUBMITTED), events=events,
+                                    operation="submit", certificates=(c.id,), proposer=who)
+            a2 = b.import_assertion(
+                Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
+                events=events, operation="submit", certificates=(c.id,), proposer=who)
         self.seen_digests.setdefault(who, set()).add(digest)
         if page:
             self.seen_pages.setdefault(who, set()).add(str(page))

@@ -273,6 +273,11 @@ def _otlp_spans(doc: Mapping[str, Any], file: str, where: str) -> list[OtelSpan]
     return out
 
 
+_KEY_MEMO: dict[str, str] = {}
+"""Attribute keys seen so far, one string object each (a key is a JSON *value* in OTLP,
+so the parser makes a new string per span; sharing them cuts the spans' memory)."""
+
+
 def _fast_kvs(items: Any) -> dict[str, Any] | None:
     """Attributes whose values are all plain strings or small ints, else None (slow path)."""
     if items is None:
@@ -280,6 +285,7 @@ def _fast_kvs(items: Any) -> dict[str, Any] | None:
     if type(items) is not list:
         return None
     out: dict[str, Any] = {}
+    memo = _KEY_MEMO
     for kv in items:
         if type(kv) is not dict:
             return None
@@ -287,6 +293,11 @@ def _fast_kvs(items: Any) -> dict[str, Any] | None:
         v = kv.get("value")
         if type(key) is not str or type(v) is not dict or len(v) != 1:
             return None
+        shared = memo.get(key)
+        if shared is not None:
+            key = shared
+        elif len(memo) < 4096:
+            memo[key] = key
         (k, x), = v.items()
         if type(x) is not str:
             return None

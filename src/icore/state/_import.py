@@ -9,9 +9,16 @@ they change nothing (the state records the bodies, the same way as any change).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
-from icore.state._entries import AssertionImported, CertificateImported, EventAdded
+from icore.state._entries import (
+    AssertionImported,
+    Body,
+    CertificateImported,
+    EventAdded,
+    LogEntry,
+)
 from icore.state._errors import StateInputError
 from icore.state._json import check_json
 from icore.state._legality import check_effect_value, check_event, make_event
@@ -22,10 +29,57 @@ from icore.state._model import (
     Certificate,
     CitedRecord,
     Effect,
+    Event,
     EventSpec,
     Justification,
+    Obligation,
 )
+from icore.state._package import DeclarationPackage
 from icore.state._view import StateView
+
+
+class ImportView(Protocol):
+    """What :func:`certificate_body` and :func:`assertion_body` read of X.
+
+    A State, or X as a batch's pending items leave it.
+    """
+
+    @property
+    def decl(self) -> DeclarationPackage:
+        """D."""
+        ...
+
+    @property
+    def events(self) -> Mapping[str, Event]:
+        """G."""
+        ...
+
+    @property
+    def certificates(self) -> Mapping[str, Certificate]:
+        """Π's certificates."""
+        ...
+
+    @property
+    def assertions(self) -> Mapping[str, Assertion]:
+        """Q's assertions."""
+        ...
+
+    @property
+    def obligations(self) -> Mapping[str, Obligation]:
+        """Q's obligations."""
+        ...
+
+    def next_ids(self, prefix: str, count: int) -> list[str]:
+        """The next ids for ``a``/``c``/``f``."""
+        ...
+
+    def is_active(self, assertion_id: str) -> bool:
+        """The assertion exists and is not superseded."""
+        ...
+
+    def assertion_sound(self, assertion_id: str) -> bool:
+        """Soundness of one assertion."""
+        ...
 
 
 def event_body(x: StateView, spec: EventSpec, eid: str) -> EventAdded:
@@ -42,7 +96,7 @@ def event_body(x: StateView, spec: EventSpec, eid: str) -> EventAdded:
 
 
 def certificate_body(
-    x: StateView,
+    x: ImportView,
     validator: str,
     *,
     verdict: bool,
@@ -77,7 +131,7 @@ def certificate_body(
 
 
 def assertion_body(
-    x: StateView,
+    x: ImportView,
     effect: Effect,
     *,
     events: Sequence[str] = (),
@@ -132,3 +186,171 @@ def assertion_body(
         else None
     )
     return AssertionImported(a, j)
+
+
+class _Union(Mapping[str, Any]):
+    """Read-only union of a batch's pending items and X's (pending first)."""
+
+    __slots__ = ("_a", "_b")
+
+    def __init__(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
+        self._a, self._b = a, b
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._a:
+            return self._a[key]
+        return self._b[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._a or key in self._b
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._a
+        yield from (k for k in self._b if k not in self._a)
+
+    def __len__(self) -> int:
+        return len(self._a) + sum(1 for k in self._b if k not in self._a)
+
+
+class _BatchView:
+    """X as the pending bodies of an :class:`ImportBatch` leave it, for the import checks.
+
+    Only what :func:`certificate_body` and :func:`assertion_body` read: D, the clock, G,
+    Π's certificates, Q's assertions and obligations (pending ones included) and the next
+    ids. Citations are read from X itself (a batch commits its pending bodies before an
+    assertion that cites anything, so they are always X's).
+    """
+
+    def __init__(self, x: StateView) -> None:
+        self._x = x
+        self.decl = x.decl
+        self.clock = x.clock
+        self.pending_certs: dict[str, Certificate] = {}
+        self.pending_assertions: dict[str, Assertion] = {}
+        self.pending_obligations: dict[str, Assertion] = {}  # id -> its node assertion
+        self.events: Mapping[str, Event]
+        self.events = x.events
+        self.certificates = _Union(self.pending_certs, x.certificates)
+        self.assertions = _Union(self.pending_assertions, x.assertions)
+        self.obligations = _Union(self.pending_obligations, x.obligations)
+
+    def next_ids(self, prefix: str, count: int) -> list[str]:
+        """The next ``count`` ids for ``a``/``c``/``f``, after the pending items' ids."""
+        n = {"a": len(self.pending_assertions), "c": len(self.pending_certs)}.get(prefix, 0)
+        return self._x.next_ids(prefix, n + count)[n:]
+
+    def is_active(self, assertion_id: str) -> bool:
+        """X's answer (citations are checked against X itself)."""
+        return self._x.is_active(assertion_id)
+
+    def assertion_sound(self, assertion_id: str) -> bool:
+        """X's answer (citations are checked against X itself)."""
+        return self._x.assertion_sound(assertion_id)
+
+
+class _Recorder(Protocol):
+    def _record(self, bodies: Sequence[Body], *, batch: bool = False) -> list[LogEntry]: ...
+
+
+class ImportBatch:
+    """Imported certificates and assertions recorded as one change (trusted-import path).
+
+    Each item is checked exactly as :meth:`State.import_certificate
+    <icore.state.State.import_certificate>` / :meth:`State.import_assertion
+    <icore.state.State.import_assertion>` check it, against X as the items before it in
+    the batch leave it (so an assertion may name an obligation or a certificate created
+    earlier in the batch). :meth:`commit` records them in one log write; X ends exactly
+    as after the same calls one by one (each touched obligation is evaluated once, as
+    the last item touching it leaves it, instead of once per item; interfaces are called
+    once per obligation). Atomic: if an item is refused or an interface misbehaves,
+    nothing of the batch is written. An assertion that cites assertions first commits
+    the items before it (the citations are then checked against X itself).
+
+    Built by :meth:`State.import_batch <icore.state.State.import_batch>`.
+    """
+
+    def __init__(self, x: StateView) -> None:
+        self._x = x
+        self._bodies: list[Body] = []
+        self._pending: _BatchView | None = None  # built on the first item
+
+    @property
+    def _view(self) -> _BatchView:
+        if self._pending is None:
+            self._pending = _BatchView(self._x)
+        return self._pending
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+    def import_certificate(
+        self,
+        validator: str,
+        *,
+        verdict: bool,
+        version: str | None = None,
+        events: Sequence[str] = (),
+        records: Sequence[CitedRecord] = (),
+        payload: JSON = None,
+    ) -> Certificate:
+        """Add a recorded certificate to the batch (see ``State.import_certificate``).
+
+        Raises:
+            StateInputError: undeclared validator or an event not in G.
+        """
+        body = certificate_body(self._view, validator, verdict=verdict, version=version,
+                                events=events, records=records, payload=payload)
+        c = body.certificate
+        self._view.pending_certs[c.id] = c
+        self._bodies.append(body)
+        return c
+
+    def import_assertion(
+        self,
+        effect: Effect,
+        *,
+        events: Sequence[str] = (),
+        operation: str | None = None,
+        certificates: Sequence[str] = (),
+        cites: Sequence[str] = (),
+        proposer: str | None = None,
+        justified: bool = True,
+    ) -> Assertion:
+        """Add an assertion to the batch (see ``State.import_assertion``).
+
+        Raises:
+            StateInputError: anything named that does not exist (in X or earlier in the
+                batch), or a malformed effect.
+            InterfaceError: only when ``cites`` is not empty and the items before it are
+                committed first (see :meth:`commit`).
+            LogError: likewise.
+        """
+        if cites and self._bodies:
+            self.commit()
+        body = assertion_body(self._view, effect, events=events, operation=operation,
+                              certificates=certificates, cites=cites, proposer=proposer,
+                              justified=justified)
+        a = body.assertion
+        self._view.pending_assertions[a.id] = a
+        if a.kind == AssertionKind.NODE:
+            self._view.pending_obligations[a.obligation] = a
+        self._bodies.append(body)
+        return a
+
+    def commit(self) -> list[LogEntry]:
+        """Record the pending items as one change and start an empty batch.
+
+        Returns:
+            The log entries written (one per item), in order.
+
+        Raises:
+            InterfaceError: an interface misbehaved on a touched obligation (nothing of
+                the batch written, X unchanged).
+            LogError: the log refused the entries (nothing written, X unchanged).
+        """
+        bodies, self._bodies = self._bodies, []
+        self._pending = None
+        if not bodies:
+            return []
+        rec: _Recorder = self._x  # type: ignore[assignment]
+        return rec._record(bodies, batch=True)

@@ -21,12 +21,55 @@ def json_problem(value: Any) -> str | None:
     return None
 
 
+_INT_BOUND = 10**4000
+"""Integers below this in magnitude always encode (the encoder refuses > 4300 digits)."""
+
+
+def _plain(value: object, depth: int) -> bool:
+    """True only if the strict encoder surely accepts ``value`` (checked without encoding).
+
+    Strings, ints, bools, None, finite floats, and lists/tuples/str-keyed dicts of them,
+    up to 32 levels deep. False means "not sure": the caller then asks the encoder, so the
+    answer is always the encoder's (a text of 20 000 characters is not escaped just to be
+    checked; issue 29).
+    """
+    t = type(value)
+    if t is dict and depth < 32:  # the common case: flat str-keyed fields, checked inline
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                return False
+            tv = type(v)
+            if tv is str or tv is bool or v is None:
+                continue
+            if not _plain(v, depth + 1):
+                return False
+        return True
+    if value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, int):
+        return -_INT_BOUND < value < _INT_BOUND
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth >= 32:
+        return False
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str) or not _plain(v, depth + 1):
+                return False
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v, depth + 1) for v in value)
+    return False
+
+
 def is_json(value: object) -> bool:
-    """``value`` is plain JSON (scalars are checked without encoding)."""
+    """``value`` is plain JSON (plain values are checked without encoding)."""
     if value is None or isinstance(value, bool | int | str):
         return True
     if isinstance(value, float):
         return math.isfinite(value)
+    if _plain(value, 0):
+        return True
     try:
         _STRICT.encode(value)
     except (TypeError, ValueError):
@@ -40,6 +83,8 @@ def check_json(value: Any, what: str) -> None:
     Raises:
         StateInputError: ``value`` is not JSON (``what`` names it).
     """
+    if _plain(value, 0):
+        return
     try:
         _STRICT.encode(value)
     except (TypeError, ValueError) as exc:

@@ -26,8 +26,9 @@ flag (``validator_inconsistency`` and/or ``unsupported_assertion``) is recorded.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from icore.state._components import EffectTemplate, OperationDecl, Transition, ValidatorInput
 from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, Rejected
@@ -49,11 +50,13 @@ from icore.state._model import (
     FlagKind,
     HardFlag,
     Justification,
+    Obligation,
     Proposal,
     ReasonCode,
     RejectionReason,
     Status,
 )
+from icore.state._package import DeclarationPackage
 from icore.state._view import StateView
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
@@ -127,8 +130,22 @@ def check_event(
     return None
 
 
+class EffectView(Protocol):
+    """What :func:`check_effect_value` reads of X: D and Q's obligations."""
+
+    @property
+    def decl(self) -> DeclarationPackage:
+        """D."""
+        ...
+
+    @property
+    def obligations(self) -> Mapping[str, Obligation]:
+        """Q's obligations."""
+        ...
+
+
 def check_effect_value(
-    e: Effect, state: StateView, new_obligations: set[str]
+    e: Effect, state: EffectView, new_obligations: set[str]
 ) -> tuple[ReasonCode, str] | None:
     """Check an effect's value is well formed for its kind."""
     known = state.obligations
