@@ -392,7 +392,8 @@ class _Run:
             processes_left=tuple(self.team.alive()),
             pids={a.id: a.proc.pid for a in self.team.agents.values()},
             timeline=tuple(self.audit.timeline), state=self.audit.state,
-            negotiation=dict(self.backend.get("negotiation") or {}))
+            negotiation=dict(self.backend.get("negotiation") or {}),
+            diagnoses=tuple(self.audit.diagnoses.values()))
         if self.reporter is not None:
             res = LiveRunResult(**{**res.__dict__, "report": self.reporter(res)})
         (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import Clock
-from icore.audit import Diagnosis, Trigger, TriggerHit, diagnose_hit
+from icore.audit import Diagnosis, diagnose_flags
 from icore.errors import IcoreError
 from icore.fence import DecisionEntry
 from icore.live._manifest import RunManifest
@@ -166,14 +166,14 @@ class LiveLedger:
     def _diagnose(self, flags: Sequence[HardFlag]) -> None:
         """Diagnose each new hard flag with iCORE-Audit's diagnosis F.
 
-        The ``hard_flag`` trigger, :func:`icore.audit.diagnose_hit`, routed by D's rule;
-        kept in :attr:`diagnoses` by flag id; X's log is unchanged.
+        iCORE-Audit's one diagnosis step (:func:`icore.audit.diagnose_flags`: the
+        ``hard_flag`` trigger routed by D's rule), one flag at a time as it appears: id
+        ``d<n>`` numbers the diagnoses so far, step = the audited proposals so far; kept
+        in :attr:`diagnoses` by flag id; X's log is unchanged.
         """
         for f in flags:
-            hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)
-            d = diagnose_hit(self.state, hit, diagnosis_id=f"d{len(self.diagnoses) + 1}",
-                             step=len(self.verdicts))
-            if d is not None:
+            for d in diagnose_flags(self.state, (f,), step_of=lambda _f: len(self.verdicts),
+                                    first_id=len(self.diagnoses) + 1):
                 self.diagnoses[f.id] = d
 
     def _mark(self) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from icore.agents import TALLY_KEYS
+from icore.audit import Diagnosis
 from icore.live._manifest import RunManifest
 
 
@@ -89,6 +90,8 @@ class LiveRunResult:
         report: path of ``report.html`` (None when not written).
         timeline: ``(proposal number, snd, astab, cq)`` after each audited proposal.
         state: the run's iCORE state X (:class:`icore.state.State`; not serialized).
+        diagnoses: iCORE-Audit's diagnosis F of each hard flag, in flag order, as the
+            run's ledger made them (:func:`icore.audit.diagnose_flags`; not serialized).
     """
 
     name: str
@@ -110,6 +113,7 @@ class LiveRunResult:
     timeline: tuple[tuple[int, float, float, float], ...] = ()
     state: Any = field(default=None, repr=False, compare=False)
     negotiation: Mapping[str, Any] = field(default_factory=dict)
+    diagnoses: tuple[Diagnosis, ...] = field(default=(), repr=False, compare=False)
 
     # -- aggregates -----------------------------------------------------------------
     @property
