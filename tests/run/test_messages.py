@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,3 +55,23 @@ def test_lines_that_are_no_message() -> None:
     assert parse_line('{"x": 1}', to_agent=False) is None
     # a command line without "cmd" still reaches the agent (it answers "unknown command")
     assert parse_line('{"id": 1}', to_agent=True) == Command(1, "None", {})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_live_run_carries_one_diagnosis_per_flag(tmp_path: Path) -> None:
+    """The ledger diagnoses each hard flag once, through ``icore.audit.diagnose_flags``;
+    the report's live view routes the same flags to the same agents (#26)."""
+    from icore.live import default_manifest, run_live
+    from icore.report import live_run_view
+
+    res = run_live(default_manifest("reservation"), tmp_path / "run",
+                   policy="owner_head_freshness")
+    flags = res.state.flags  # id -> HardFlag
+    assert [d.id for d in res.diagnoses] == [f"d{i}" for i in range(1, len(res.diagnoses) + 1)]
+    assert len(res.diagnoses) == 2 and all(len(d.flags) == 1 and d.flags[0] in flags
+                                          for d in res.diagnoses)
+    view = live_run_view(res)
+    assert [d.responsible for d in res.diagnoses] == [d.responsible for d in view.diagnoses]
+    assert [(d.id, str(d.defect), tuple(d.obligations)) for d in res.diagnoses] == \
+        [(d.id, d.defect, tuple(d.obligations)) for d in view.diagnoses]
