@@ -1,12 +1,12 @@
 """One agent process of a live run (``python -m icore.live._agent_proc CONFIG``).
 
-The process hosts the agent's durable SQLite memory behind its own owner service
-(mutually authenticated TCP on 127.0.0.1, :class:`icore.net` owner server), reaches the
-other owners through an :class:`icore.net` owner client, and performs its role's steps
-when the run coordinator asks (control plane: JSON lines on stdin/stdout; data plane:
-records, heads and fetches over TLS).
+The process holds the agent's owner memory through a backend chosen once from its config
+(:mod:`icore.live._backend`: durable SQLite behind its own mutual-TLS owner service and
+an owner client to the others, or the team's NATS JetStream engine), and performs its
+role's steps when the run coordinator asks (control plane: JSON lines on stdin/stdout,
+:mod:`icore.live._control`; data plane: records, heads and fetches over TLS).
 
-Control messages::
+Control messages (typed in :mod:`icore.live._messages`)::
 
     coordinator -> agent   {"id": n, "cmd": "...", ...}            a step
     agent -> coordinator   {"id": n, "ok": true, "result": {...}}  its answer
