@@ -29,6 +29,14 @@ from icore.net._errors import (
     TruncatedFrame,
     UnsupportedVersion,
 )
+from icore.net._frames import (
+    FrameDecoder,
+    decode_body,
+    decode_frame,
+    encode_body,
+    encode_frame,
+    frame_size,
+)
 from icore.net._handler import DEFAULT_INLINE_CAP_BYTES, OwnerHandler
 from icore.net._manifest import MemorySpec, TeamAgentSpec, TeamManifest, TeamManifestError
 from icore.net._pki import (
@@ -50,7 +58,6 @@ from icore.net._protocol import (
     ErrorReply,
     FetchReply,
     FetchRequest,
-    FrameDecoder,
     HeadQuery,
     HeadReplyMsg,
     Message,
@@ -59,11 +66,6 @@ from icore.net._protocol import (
     Pong,
     Replicate,
     RequestSequence,
-    decode_body,
-    decode_frame,
-    encode_body,
-    encode_frame,
-    frame_size,
 )
 from icore.net._stats import TrafficStats
 from icore.net._tcp_client import OwnerClient

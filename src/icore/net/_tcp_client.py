@@ -31,6 +31,10 @@ from icore.net._errors import (
     RpcTimeout,
     TransportError,
 )
+from icore.net._frames import (
+    FrameDecoder,
+    encode_frame,
+)
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Announce,
@@ -39,13 +43,11 @@ from icore.net._protocol import (
     ErrorReply,
     FetchReply,
     FetchRequest,
-    FrameDecoder,
     HeadQuery,
     Message,
     Ping,
     Pong,
     Replicate,
-    encode_frame,
 )
 from icore.net._stats import TrafficStats, raise_for_error, to_head_reply
 from icore.records import Record, RecordId

@@ -26,15 +26,17 @@ from dataclasses import dataclass
 from icore.memory import Store
 from icore.net._channel import SecureChannel
 from icore.net._errors import ConnectionClosed, ProtocolError, TransportError
+from icore.net._frames import (
+    FrameDecoder,
+    encode_frame,
+)
 from icore.net._handler import DEFAULT_INLINE_CAP_BYTES, OwnerHandler
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Commit,
     ErrorReply,
-    FrameDecoder,
     Message,
     RequestSequence,
-    encode_frame,
 )
 from icore.net._stats import TrafficStats, error_code_of
 
