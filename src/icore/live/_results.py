@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from icore.agents import TALLY_KEYS
 from icore.audit import Diagnosis
-from icore.live._manifest import RunManifest
+from icore.live._run_manifest import RunManifest
 
 
 @dataclass(frozen=True)

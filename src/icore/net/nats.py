@@ -30,8 +30,8 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("icore.net.nats needs nats-py: pip install 'icore[nats]'") from exc
-from icore.net._nats import TeamEngine
-from icore.net._nats_server import (
+from icore.net._team.engine import TeamEngine
+from icore.net._team.nats_server import (
     SERVER_IDENTITY,
     NatsCluster,
     NatsNode,

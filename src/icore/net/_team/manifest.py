@@ -41,7 +41,7 @@ from pydantic import (
 from icore._files import not_a_regular_file
 from icore.errors import TeamManifestError as TeamManifestError  # re-exported by icore.net
 from icore.memory import OwnershipMap
-from icore.net._pki import AGENT_ID_RE
+from icore.net._team.pki import AGENT_ID_RE
 
 
 class TeamAgentSpec(BaseModel):

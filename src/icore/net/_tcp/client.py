@@ -1,7 +1,7 @@
 """asyncio TCP owner client with mutual TLS 1.3 (planfence App. A).
 
 :class:`OwnerClient` implements :class:`icore.memory.AsyncOwnerAccess` over the owner
-servers of :mod:`icore.net._tcp_server`, so the gate runs unchanged over either transport
+servers of :mod:`icore.net._tcp.server`, so the gate runs unchanged over either transport
 (the synchronous wrapper is :class:`icore.net.SyncOwnerClient`).
 
 Connections are reused by default (one per owner, requests pipelined and matched to
@@ -22,7 +22,6 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply
-from icore.net._channel import PathModel, SecureChannel, Shaper
 from icore.net._errors import (
     AuthenticationError,
     ConnectionClosed,
@@ -50,6 +49,7 @@ from icore.net._protocol import (
     Replicate,
 )
 from icore.net._stats import TrafficStats, raise_for_error, to_head_reply
+from icore.net._tcp.channel import PathModel, SecureChannel, Shaper
 from icore.records import Record, RecordId
 
 

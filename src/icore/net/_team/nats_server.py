@@ -40,7 +40,7 @@ from pathlib import Path
 
 from icore.errors import TransportError
 from icore.memory.nats import ADMIN_IDENTITY, DEFAULT_PREFIX, check_nats_agent
-from icore.net._pki import init_team_certs, x509_name
+from icore.net._team.pki import init_team_certs, x509_name
 
 SERVER_IDENTITY = "nats-server"
 """Certificate name of the NATS servers (issued by the team CA like an agent's)."""

@@ -24,7 +24,7 @@ from icore._clock import Clock
 from icore.audit import Diagnosis, diagnose_flags
 from icore.errors import IcoreError
 from icore.fence import DecisionEntry
-from icore.live._manifest import RunManifest
+from icore.live._run_manifest import RunManifest
 from icore.records import Record
 from icore.state import (
     CertificateRequest,

@@ -17,8 +17,8 @@ import ssl
 from typing import Protocol
 
 from icore.net._errors import AuthenticationError, ConnectionClosed
-from icore.net._pki import identity_of_cert
 from icore.net._stats import TrafficStats
+from icore.net._team.pki import identity_of_cert
 
 _READ = 65536
 

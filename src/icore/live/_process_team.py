@@ -25,8 +25,8 @@ from typing import Any
 
 from icore.errors import ErrorCode, IcoreError
 from icore.fence import strategy
-from icore.live._manifest import RunManifest
 from icore.live._messages import Command, PeerCall, PeerReply, Ready, Reply, dumps, parse_line
+from icore.live._run_manifest import RunManifest
 from icore.net import init_team_certs
 
 CENTRAL = "central"

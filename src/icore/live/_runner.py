@@ -34,18 +34,16 @@ from icore._clock import WallClock
 from icore._files import make_room, mark_folder
 from icore.agents import decision_tally, fit_timeouts, negotiated_backend
 from icore.fence import DecisionEntry, judge_action, strategy
-from icore.live._live_audit import LiveLedger
-from icore.live._manifest import (
+from icore.live._ledger import LiveLedger
+from icore.live._process_team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
+from icore.live._results import LiveRunResult, RunObserver, TaskResult
+from icore.live._run_manifest import (
     LIVE_POLICIES,
     CrashSpec,
     LiveManifestError,
     RunManifest,
     load_manifest,
 )
-from icore.live._results import LiveRunResult as LiveRunResult  # re-exported
-from icore.live._results import RunObserver as RunObserver
-from icore.live._results import TaskResult as TaskResult
-from icore.live._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.live._workflow import TaskSpec, make_task
 from icore.memory import SQLiteStore
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from icore.memory.nats import ADMIN_IDENTITY, connect_nats, create_buckets
-from icore.net._manifest import MemorySpec
-from icore.net._nats_server import NatsCluster, nats_certs
+from icore.net._team.manifest import MemorySpec
+from icore.net._team.nats_server import NatsCluster, nats_certs
 
 
 class TeamEngine:

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 from icore._threads import LoopThread as _LoopThread
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply, Store
-from icore.net._channel import PathModel
 from icore.net._protocol import MAX_FRAME_BYTES, CommitAck
 from icore.net._stats import TrafficStats
-from icore.net._tcp_client import OwnerClient
-from icore.net._tcp_server import OwnerServer, check_port
+from icore.net._tcp.channel import PathModel
+from icore.net._tcp.client import OwnerClient
+from icore.net._tcp.server import OwnerServer, check_port
 from icore.records import Record, RecordId
 
 T = TypeVar("T")
