@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from icore.live._messages import (
     Command,
+    ExecuteReply,
     PeerCall,
     PeerReply,
     Ready,
@@ -75,3 +76,21 @@ def test_live_run_carries_one_diagnosis_per_flag(tmp_path: Path) -> None:
     assert [d.responsible for d in res.diagnoses] == [d.responsible for d in view.diagnoses]
     assert [(d.id, str(d.defect), tuple(d.obligations)) for d in res.diagnoses] == \
         [(d.id, d.defect, tuple(d.obligations)) for d in view.diagnoses]
+
+
+def test_execute_reply_round_trips_the_agent_dict() -> None:
+    """``ExecuteReply`` reads what the executor writes and writes it back unchanged."""
+    dec = {"outcome": "authorized", "reason": "fresh", "action": "reserve",
+           "roots": ["a" * 64], "deps": ["req/t"], "frontier": {"req/t": "b" * 64},
+           "heads": {"req/t": "b" * 64}, "fresh": {}, "replanned": False, "point": 1,
+           "at_ms": 2.5, "policy": "planfence", "detail": "", "owners_contacted": 1,
+           "heads_checked": 1}
+    full = {"decision": {"ok": True, "responses": 1}, "executed": True, "replanned": False,
+            "roots": ["a" * 64], "args": {"task": "t", "option": "o1"}, "detail": "",
+            "outcome": "authorized", "decisions": [dec], "replan_replies": [None],
+            "root_parents": {"a" * 64: ["b" * 64]}, "record": {"id": "c" * 64}}
+    failed = {"decision": {"ok": False, "error": "schema"}, "executed": False}
+    for obj in (full, failed, {**full, "executed": False, "outcome": "blocked"}):
+        obj = {k: v for k, v in obj.items() if k != "record" or obj.get("executed")}
+        assert dumps(ExecuteReply.from_dict(obj).to_dict()) == dumps(obj)
+    assert ExecuteReply.from_dict(full).decisions[0].authorized

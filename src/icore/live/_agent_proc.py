@@ -51,7 +51,7 @@ from icore.fence import (
 from icore.live._backend import AgentBackend, make_backend
 from icore.live._control import ControlPlane, Handler
 from icore.live._executor import executor_fence, protected_tool
-from icore.live._messages import PeerReply
+from icore.live._messages import ExecuteReply, PeerReply
 from icore.live._workflow import FAMILY_SPECS, MAX_CANDIDATES, eligible, opaque_digest
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
@@ -389,9 +389,8 @@ class LiveAgentProcess:
         out = await self.decide(DecisionRequest("executor", family, user, tool,
                                                 {"action": fs.action,
                                                  "candidate": args["option"]}))
-        res: dict[str, Any] = {"decision": out.to_dict(), "executed": False}
         if not out.ok:
-            return res
+            return ExecuteReply(out.to_dict()).to_dict()
         replans: list[PeerReply] = []
 
         async def replan(rq: ReplanRequest) -> Replan | None:
@@ -412,17 +411,12 @@ class LiveAgentProcess:
         ptool = protected_tool(self.cfg.get("tools", []), fs.action, self.external)
         # async protected action: the owners of D(a) are queried concurrently
         ar = await fence.aexecute(ptool, roots=[plan.id], args=args, replan=replan)
-        res.update({
-            "executed": ar.executed, "replanned": ar.replanned, "roots": list(ar.roots),
-            "args": dict(ar.args), "detail": ar.detail, "outcome": ar.outcome.value,
-            "decisions": [d.to_dict() for d in ar.decisions],
-            "replan_replies": [r.result for r in replans],
-            "root_parents": {},
-        })
+        root_parents: dict[str, list[str]] = {}
         for rid in ar.roots:
             r = self.store.get(rid)
             if r is not None:
-                res["root_parents"][rid] = list(r.parents)
+                root_parents[rid] = list(r.parents)
+        record = None
         if ar.executed:
             root = self.store.get(ar.roots[0])
             assert root is not None
@@ -431,8 +425,13 @@ class LiveAgentProcess:
                                                  "replanned": ar.replanned,
                                                  "result": ar.value},
                          inputs=[root])
-            res["record"] = await self.publish(act, ("auditor",))
-        return res
+            record = await self.publish(act, ("auditor",))
+        return ExecuteReply(
+            out.to_dict(), executed=ar.executed, outcome=ar.outcome.value,
+            replanned=ar.replanned, roots=tuple(ar.roots), args=dict(ar.args),
+            detail=ar.detail, decisions=tuple(d.entry() for d in ar.decisions),
+            replan_replies=tuple(r.result for r in replans), root_parents=root_parents,
+            record=record).to_dict()
 
     # -- auditor ----------------------------------------------------------------------
     async def cmd_audit(self, msg: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,8 +33,9 @@ from typing import Any
 from icore._clock import WallClock
 from icore._files import make_room, mark_folder
 from icore.agents import decision_tally, fit_timeouts, negotiated_backend
-from icore.fence import DecisionEntry, judge_action, strategy
+from icore.fence import judge_action, strategy
 from icore.live._ledger import LiveLedger
+from icore.live._messages import ExecuteReply
 from icore.live._process_team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.live._results import LiveRunResult, RunObserver, TaskResult
 from icore.live._run_manifest import (
@@ -188,8 +189,9 @@ class _Run:
                 keep("revision", r1)
                 A.revised(task, self.role["reviser"], r1)
             await self._maybe_crash("after_revision")
-            ex = await step("execute", "executor", "execute", plan=plan["id"])
-            for rr in ex.get("replan_replies") or []:
+            ex_raw = await step("execute", "executor", "execute", plan=plan["id"])
+            ex = ExecuteReply.from_dict(ex_raw)
+            for rr in ex.replan_replies:
                 if isinstance(rr, dict):
                     dec = rr.get("decision") or {}
                     st["decisions"].append(dec)
@@ -205,38 +207,38 @@ class _Run:
                     elif not dec.get("ok", True):
                         A.failed(task, "plan", "decision_failed", self.role["planner"],
                                  {"role": "planner", "error": str(dec.get("error"))[:500]})
-            if decision_failed("executor", ex, "act"):
+            if decision_failed("executor", ex_raw, "act"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            decisions = [DecisionEntry.from_dict(d, where=f"execute.decisions[{i}]")
-                         for i, d in enumerate(ex.get("decisions") or [])]
+            decisions = ex.decisions
             gate.extend(d.to_dict() for d in decisions)
             last_gate = ""
             for d in decisions:
                 last_gate = A.gate(task, self.role["executor"], d)
-            st["replanned"] = bool(ex.get("replanned"))
-            if ex.get("executed"):
+            st["replanned"] = ex.replanned
+            if ex.executed:
                 st["executed"] = True
-                root = ex["roots"][0]
-                parents = (ex.get("root_parents") or {}).get(root, [])
+                root = ex.roots[0]
+                parents = ex.root_parents.get(root, [])
                 # ground truth: the plan's requirement frontier vs the owner's head now
                 st["invalid"] = _is_invalid(req_key, req_head["id"], r0["id"], parents)
                 st["successful_replan"] = st["replanned"]
                 frontier = next((p for p in parents if p in (r0["id"], req_head["id"])),
                                 parents[0] if parents else "")
-                A.executed(task, self.role["executor"], ex["args"].get("action", "")
-                           or self._action(spec), str(ex["args"].get("option")), last_gate,
+                A.executed(task, self.role["executor"], ex.args.get("action", "")
+                           or self._action(spec), str(ex.args.get("option")), last_gate,
                            req_key, frontier)
             else:
-                st["blocked"] = ex.get("outcome") == "blocked"
+                st["blocked"] = ex.outcome == "blocked"
                 reason = decisions[-1].reason if decisions else None
                 st["block_reason"] = "" if reason is None else reason
-                st["error"] = f"primary action blocked: {reason} ({ex.get('detail')})"
+                st["error"] = f"primary action blocked: {reason} ({ex.detail})"
                 A.failed(task, "act", "step_failed", self.role["executor"],
                          {"step": "execute", "error": st["error"][:500]})
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            keep("action", ex.get("record"))
+            keep("action", ex.record)
             await self._maybe_crash("after_execute")
-            au = await step("audit", "auditor", "audit", act=ex["record"]["id"])
+            assert ex.record is not None  # an executed action was committed
+            au = await step("audit", "auditor", "audit", act=ex.record["id"])
             if decision_failed("auditor", au, "audit"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
             verdict = str(au.get("verdict"))
