@@ -112,6 +112,7 @@ class _BatchReply:
         self.heads: dict[str, HeadEntry] = {}
 
     def add(self, msg: Any) -> None:
+        """Take one message of the batch; settle the future at its end or on an error."""
         try:
             got = self._add(msg.headers or {}, msg.data or b"")
         except StoreError as exc:
