@@ -82,7 +82,7 @@ def test_nan_timeouts_are_reported_as_such(value: float) -> None:
 
 
 def test_nats_agent_id_with_a_dot_is_typed() -> None:
-    from icore.net._nats_server import check_nats_agent
+    from icore.net._team.nats_server import check_nats_agent
 
     d = default_manifest("reservation").model_dump(mode="json")
     d["agents"][0]["id"] = "planner.1"
@@ -97,8 +97,8 @@ def test_nats_agent_id_with_a_dot_is_typed() -> None:
 
 def test_long_and_non_ascii_names_fit_x509(tmp_path: Path) -> None:
     from icore.net import init_team_certs, server_context
-    from icore.net._nats_server import user_dn
-    from icore.net._pki import x509_name
+    from icore.net._team.nats_server import user_dn
+    from icore.net._team.pki import x509_name
 
     team = "é" * 26 + " " + "t" * 80
     d = init_team_certs(tmp_path / "certs", ["planner"], team=team)

@@ -23,13 +23,27 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     │   │   ├── SequenceError              sequence did not increase
     │   │   └── SequenceConflict           same sequence, another record id
     │   ├── RecordNotFound
-    │   └── StoreClosed
+    │   ├── StoreClosed
+    │   └── OwnerUnavailable               the owner could not be reached (gate blocks)
     ├── FenceError                         fence: declaration / usage errors
     │   ├── DeclarationError (ValueError)
     │   ├── ActionBlocked                  raised by ``execute(..., raise_on_block=True)``
     │   ├── AsyncRequired                  a coroutine function given to the sync path
     │   └── FenceCallError (TypeError)     execute/aexecute called with wrong argument types
-    ├── TransportError                     net (defined in icore.net)
+    ├── TransportError                     net: anything between two agents went wrong
+    │   ├── ProtocolError (ValueError)     bytes on the wire are not a valid frame/message
+    │   │   ├── FrameTooLarge              length prefix over the maximum frame size
+    │   │   ├── TruncatedFrame             the stream ended inside a frame
+    │   │   ├── UnsupportedVersion         the frame names another protocol version
+    │   │   ├── MalformedMessage           not msgpack, wrong shape or types, unknown type
+    │   │   ├── InvalidRecord              a carried record fails verification
+    │   │   └── SequenceViolation          a request id was replayed or reordered
+    │   ├── AuthenticationError            TLS failed, or a certificate names another agent
+    │   ├── OwnerUnreachable               also an OwnerUnavailable
+    │   │   └── RpcTimeout                 no reply within the RPC timeout (default 2 s)
+    │   ├── ConnectionClosed               the peer closed the connection
+    │   ├── RemoteError                    the owner answered with a typed error reply
+    │   └── TeamManifestError (ValueError) the team manifest is missing or invalid
     ├── StateError                         iCORE state (defined in icore.state)
     ├── AuditError                         iCORE-Audit (defined in icore.audit)
     ├── AdapterError (ValueError)          importers (defined in icore.adapters)
@@ -280,6 +294,12 @@ class StoreClosed(StoreError):
     code = ErrorCode.STORE_CLOSED
 
 
+class OwnerUnavailable(StoreError):
+    """The owner could not be reached or did not answer in time."""
+
+    code = ErrorCode.OWNER_UNAVAILABLE
+
+
 # --- fence --------------------------------------------------------------------------
 class FenceError(IcoreError):
     """PlanFence usage error."""
@@ -314,6 +334,75 @@ class FenceCallError(FenceError, TypeError):
     of names. Raised at the call, before any owner is asked; nothing was executed.
     Fields: ``argument`` (the parameter) and ``got`` (the type given).
     """
+
+
+# --- net: the transport branch (re-exported by icore.net) -----------------------------
+class TransportError(IcoreError):
+    """Root of every transport error (design.md 3.4).
+
+    Every transport error carries ``code = ErrorCode.TRANSPORT`` plus structured fields
+    (owner, peer, request id, ...).
+    """
+
+    code = ErrorCode.TRANSPORT
+
+
+class ProtocolError(TransportError, ValueError):
+    """Bytes received do not form a valid frame or message; the connection is closed."""
+
+
+class FrameTooLarge(ProtocolError):
+    """The length prefix exceeds the maximum frame size."""
+
+
+class TruncatedFrame(ProtocolError):
+    """The byte stream ended in the middle of a frame."""
+
+
+class UnsupportedVersion(ProtocolError):
+    """The frame was written by another protocol version."""
+
+
+class MalformedMessage(ProtocolError):
+    """The frame body is not msgpack, or has the wrong shape, types or message type."""
+
+
+class InvalidRecord(ProtocolError):
+    """A record inside a message is invalid (e.g. its content does not hash to its id)."""
+
+
+class SequenceViolation(ProtocolError):
+    """A request id did not increase on its connection (replayed or reordered)."""
+
+
+class AuthenticationError(TransportError):
+    """TLS handshake failed, or a peer certificate names another agent than expected."""
+
+
+class OwnerUnreachable(TransportError, OwnerUnavailable):
+    """The owner could not be reached (refused, reset, closed, down).
+
+    Also an :class:`OwnerUnavailable`, so a gate that treats an unavailable owner as
+    *blocked* (planfence Alg. 1 line 6) needs no knowledge of the transport.
+    """
+
+    code = ErrorCode.TRANSPORT
+
+
+class RpcTimeout(OwnerUnreachable):
+    """The owner did not answer within the RPC timeout."""
+
+
+class ConnectionClosed(TransportError):
+    """The peer closed the connection."""
+
+
+class RemoteError(TransportError):
+    """The owner answered with an error reply (``fields['remote_code']`` names it)."""
+
+
+class TeamManifestError(TransportError, ValueError):
+    """The team manifest is missing, not YAML, or invalid (``fields['errors']`` says where)."""
 
 
 # --- optional extras and integrations ------------------------------------------------

@@ -29,13 +29,10 @@ HEAVY = ("numpy", "scipy", "matplotlib")
 # (PLAN26; each names its owner). The tests below fail if an entry no longer needs to be
 # here, so the list only shrinks.
 PENDING_SRC = {
-    # the TCP client types path= against the lab's LinkPair until net's PathModel (E2)
-    "net/_channel.py", "net/_tcp_client.py", "net/_tcp_sync.py",
     # `icore audit --attribution` cross-validation, until attribution/_crossval.py (E3)
     "cli/_audit.py",
 }
 PENDING_TESTS = {
-    "tests/net/test_tcp.py",               # shaped-link cases -> tests/lab/net (E2)
     "tests/adapters/test_attribution.py",  # cross-validation -> icore.attribution (E3)
     "tests/adapters/test_dev_traces.py",   # same (E3)
     "tests/adapters/test_import_batch.py",  # trace generators of the import bench (E3)

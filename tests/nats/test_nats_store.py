@@ -172,7 +172,7 @@ def test_engine_refuses_another_owners_keys(team: Team, nats_single: NatsCluster
             with pytest.raises(OwnershipError):
                 await mem.decide("b", forged, rev)
             _h, hrev = await mem.head("b", "req/b")
-            from icore.net._nats import _pack
+            from icore.memory.nats._codec import _pack
             with pytest.raises(OwnershipError):
                 await mem._write(mem.heads_kv, "b.req/b", _pack([forged.id, 9]), hrev, None)
             assert mem.stats.permission_denied >= 2
@@ -313,7 +313,7 @@ def test_commit_decided_but_not_acknowledged_is_replayed(
     """A writer that crashed after the owner CAS (intent written, record not stored, head
     not moved): readers still see the old head; the owner's retry of the identical
     record is an idempotent replay that completes it."""
-    from icore.net._nats import _pack
+    from icore.memory.nats._codec import _pack
     old = team.reqs["a"]
     new = derive(key="req/a", owner="a", seq=2, content={"v": 2}, inputs=[old],
                  type="requirement")

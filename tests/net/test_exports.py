@@ -11,9 +11,9 @@ PINNED = sorted("""
 DEFAULT_HANDSHAKE_TIMEOUT_S DEFAULT_INLINE_CAP_BYTES HEADER_BYTES MAX_FRAME_BYTES
 PROTOCOL_VERSION AGENT_ID_RE Ack TeamAgentProcess TeamAgentSpec Announce AuthenticationError
 Commit CommitAck ConnectionClosed ErrorReply FetchReply FetchRequest FrameDecoder
-FrameTooLarge GroupCommitter HeadQuery HeadReplyMsg InvalidRecord MalformedMessage
+FrameTooLarge GroupCommitter HeadQuery HeadReplyMsg InvalidRecord LinkModel MalformedMessage
 TeamManifestError MemorySpec Message MsgType OwnerClient OwnerHandler OwnerServer
-OwnerUnreachable Ping Pong ProtocolError RemoteError Replicate RequestSequence RpcTimeout
+OwnerUnreachable PathModel Ping Pong ProtocolError RemoteError Replicate RequestSequence RpcTimeout
 SecureChannel SecurityEvent SequenceViolation ServerThread Shaper SyncOwnerClient
 TeamManifest TeamProcesses TrafficStats TransportError TruncatedFrame UnsupportedVersion
 check_agent_id client_context decode_body decode_frame encode_body encode_frame frame_size
@@ -22,7 +22,8 @@ identity_of_cert init_team_certs serve_agent server_context
 
 SRC = Path(icore.net.__file__).resolve().parent
 ALLOWED = {"icore.errors", "icore._clock", "icore.records", "icore.memory", "icore.fence",
-           "icore.net", "icore._data", "icore._files", "icore._extras"}
+           "icore.net", "icore._data", "icore._files", "icore._extras", "icore._tls",
+           "icore._threads"}
 IO = {"socket", "ssl", "asyncio", "time", "subprocess", "sqlite3", "selectors"}
 
 
@@ -45,11 +46,11 @@ def _imports(path: Path) -> set[str]:
 
 def test_layering() -> None:
     """icore.net imports only lower layers; the protocol does no I/O."""
-    for path in SRC.glob("*.py"):
+    for path in SRC.rglob("*.py"):
         for mod in _imports(path):
             if mod == "icore" or mod.startswith("icore."):
                 assert any(mod == a or mod.startswith(a + ".") for a in ALLOWED), (path, mod)
-    for pure in ("_protocol.py", "_errors.py"):
+    for pure in ("_protocol.py", "_frames.py", "_errors.py"):
         assert not {m.split(".")[0] for m in _imports(SRC / pure)} & IO, pure
 
 

@@ -211,8 +211,8 @@ def test_agent_process_import_is_light() -> None:
                          check=True, timeout=60).stdout.split()
     heavy = [m for m in out if m.split(".")[1:2] in (["state"], ["audit"], ["workloads"],
                                                      ["adapters"], ["report"], ["bench"])
-             or m in ("icore.live._live", "icore.live._live_audit", "icore.live._manifest",
-                      "icore.live._matched", "icore.live._team")]
+             or m in ("icore.live._runner", "icore.live._ledger", "icore.live._run_manifest",
+                      "icore.live._matched", "icore.live._process_team")]
     assert "icore.live._agent_proc" in out and heavy == []
     usage = subprocess.run([sys.executable, "-m", "icore.live._agent_proc"],
                            capture_output=True, text=True, timeout=60)

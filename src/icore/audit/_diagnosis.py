@@ -10,7 +10,7 @@ priority D fixes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -300,3 +300,41 @@ def diagnose_hit(
     if f is None:
         return None
     return replace(f, responsible=responsible_agent(state, f))
+
+
+def diagnose_flags(
+    state: State,
+    flags: Iterable[HardFlag],
+    *,
+    step_of: Callable[[HardFlag], int],
+    first_id: int = 1,
+) -> tuple[Diagnosis, ...]:
+    """The one diagnosis step of a run's hard flags (icore Sec. 4; design.md 4.4).
+
+    Each flag fires the ``hard_flag`` trigger and is diagnosed by :func:`diagnose_hit`
+    (F, its frozen W_F, routed by D's rule). Live runs call it as flags appear, reports
+    render what it returned; nothing else diagnoses a live run's flags. Pure: X is
+    unchanged.
+
+    Args:
+        state: X (every flag must be one of ``state.flags``).
+        flags: the hard flags to diagnose, in the order they were raised.
+        step_of: the step a flag was raised at (e.g. the number of proposals before it).
+        first_id: number of the first diagnosis id; the i-th flag (from 0) gets
+            ``d<first_id + i>``, whether or not an earlier one was diagnosed.
+
+    Returns:
+        One F per flag that points at an obligation still in X, in flag order (a flag
+        whose obligations all left X yields none). ``F.flags == (flag.id,)``.
+
+    Raises:
+        KeyError: a flag is not in ``state.flags``.
+        InterfaceError: as :func:`diagnose` and :func:`responsible_agent`.
+    """
+    out: list[Diagnosis] = []
+    for i, f in enumerate(flags):
+        hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)
+        d = diagnose_hit(state, hit, diagnosis_id=f"d{first_id + i}", step=step_of(f))
+        if d is not None:
+            out.append(d)
+    return tuple(out)

@@ -10,7 +10,8 @@ planfence Sec. 5.2 and App. A.2-A.5, icore Sec. 4; see docs/live-runs.md.
   agent, each with its own SQLite (or NATS) memory behind a mutual-TLS owner service,
   deciding through an :mod:`icore.agents` host policy (scripted or LLM);
 * the coordinator (:func:`run_live`, :func:`run_policies`, :func:`arun_live`;
-  :class:`LiveRunResult`), which records every step in iCORE (:class:`LiveAudit`);
+  :class:`LiveRunResult`), which records every step in iCORE (:class:`LiveLedger`;
+  ``LiveAudit`` is its former name);
 * the matched study (planfence App. A.5: :func:`run_matched`, :class:`MatchedResult`).
 
 Layer: ``live`` sits between ``agents`` (the deciders it hosts) and ``adapters`` (the
@@ -27,23 +28,12 @@ from typing import TYPE_CHECKING
 from icore._extras import lazy_attributes
 
 if TYPE_CHECKING:
-    from icore.live._live import (
-        LiveRunResult,
-        Reporter,
-        RunObserver,
-        TaskResult,
-        arun_live,
-        run_live,
-        run_policies,
-    )
-    from icore.live._live_audit import AuditListener, LiveAudit, live_declaration
-    from icore.live._manifest import (
-        LiveAgentSpec,
-        LiveManifestError,
-        RunManifest,
-        default_manifest,
-        load_manifest,
-        manifest_from_dict,
+    from icore.live._ledger import (
+        AuditListener,
+        LedgerListener,
+        LiveAudit,
+        LiveLedger,
+        live_declaration,
     )
     from icore.live._matched import (
         TABLE_HEADER,
@@ -52,7 +42,17 @@ if TYPE_CHECKING:
         matched_manifest,
         run_matched,
     )
-    from icore.live._team import AgentCrashed, LiveRunError, LiveTeam, StepTimeout
+    from icore.live._process_team import AgentCrashed, LiveRunError, LiveTeam, StepTimeout
+    from icore.live._results import LiveRunResult, RunObserver, TaskResult
+    from icore.live._run_manifest import (
+        LiveAgentSpec,
+        LiveManifestError,
+        RunManifest,
+        default_manifest,
+        load_manifest,
+        manifest_from_dict,
+    )
+    from icore.live._runner import Reporter, arun_live, run_live, run_policies
     from icore.live._workflow import (
         FAMILIES,
         FAMILY_SPECS,
@@ -63,19 +63,19 @@ if TYPE_CHECKING:
     )
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    "icore.live._live": (
-        "LiveRunResult", "Reporter", "RunObserver", "TaskResult", "arun_live", "run_live",
-        "run_policies",
+    "icore.live._runner": ("Reporter", "arun_live", "run_live", "run_policies"),
+    "icore.live._results": ("LiveRunResult", "RunObserver", "TaskResult"),
+    "icore.live._ledger": (
+        "AuditListener", "LedgerListener", "LiveAudit", "LiveLedger", "live_declaration",
     ),
-    "icore.live._live_audit": ("AuditListener", "LiveAudit", "live_declaration"),
-    "icore.live._manifest": (
+    "icore.live._run_manifest": (
         "LiveAgentSpec", "LiveManifestError", "RunManifest", "default_manifest",
         "load_manifest", "manifest_from_dict",
     ),
     "icore.live._matched": (
         "TABLE_HEADER", "MatchedResult", "MatchedRow", "matched_manifest", "run_matched",
     ),
-    "icore.live._team": ("AgentCrashed", "LiveRunError", "LiveTeam", "StepTimeout"),
+    "icore.live._process_team": ("AgentCrashed", "LiveRunError", "LiveTeam", "StepTimeout"),
     "icore.live._workflow": (
         "FAMILIES", "FAMILY_SPECS", "ROLES", "SEEDS_PER_FAMILY", "TaskSpec", "make_task",
     ),
@@ -99,8 +99,10 @@ __all__ = [
     "TABLE_HEADER",
     "AgentCrashed",
     "AuditListener",
+    "LedgerListener",
     "LiveAgentSpec",
     "LiveAudit",
+    "LiveLedger",
     "LiveManifestError",
     "LiveRunError",
     "LiveRunResult",

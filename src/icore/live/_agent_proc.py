@@ -1,12 +1,12 @@
 """One agent process of a live run (``python -m icore.live._agent_proc CONFIG``).
 
-The process hosts the agent's durable SQLite memory behind its own owner service
-(mutually authenticated TCP on 127.0.0.1, :class:`icore.net` owner server), reaches the
-other owners through an :class:`icore.net` owner client, and performs its role's steps
-when the run coordinator asks (control plane: JSON lines on stdin/stdout; data plane:
-records, heads and fetches over TLS).
+The process holds the agent's owner memory through a backend chosen once from its config
+(:mod:`icore.live._backend`: durable SQLite behind its own mutual-TLS owner service and
+an owner client to the others, or the team's NATS JetStream engine), and performs its
+role's steps when the run coordinator asks (control plane: JSON lines on stdin/stdout,
+:mod:`icore.live._control`; data plane: records, heads and fetches over TLS).
 
-Control messages::
+Control messages (typed in :mod:`icore.live._messages`)::
 
     coordinator -> agent   {"id": n, "cmd": "...", ...}            a step
     agent -> coordinator   {"id": n, "ok": true, "result": {...}}  its answer
@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
-import os
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,37 +43,22 @@ from icore.agents import (
 from icore.fence import (
     DecisionLog,
     Fence,
-    GateContext,
-    LoopOwners,
     PointCounter,
-    ProtectedTool,
-    Reads,
     Replan,
     ReplanRequest,
-    TeamContext,
     bind_action,
-    installed_heads,
-    make_validator,
-    strategy,
 )
+from icore.live._backend import AgentBackend, make_backend
+from icore.live._control import ControlPlane, Handler
+from icore.live._executor import executor_fence, protected_tool
+from icore.live._messages import ExecuteReply, PeerReply
 from icore.live._workflow import FAMILY_SPECS, MAX_CANDIDATES, eligible, opaque_digest
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
     AsyncOwnerAccess,
     OwnerAccess,
     OwnershipMap,
-    SQLiteStore,
     Store,
-)
-from icore.net import (
-    HeadQuery,
-    HeadReplyMsg,
-    Message,
-    OwnerClient,
-    OwnerHandler,
-    OwnerServer,
-    client_context,
-    server_context,
 )
 from icore.records import Record, decode_record, derive, encode_record
 
@@ -102,26 +84,6 @@ def rec_info(rec: Record) -> dict[str, Any]:
     return out
 
 
-class _ReplicaView(OwnerHandler):
-    """This agent's owner service, also serving its installed view of other owners' keys.
-
-    Quorum policies read a quorum of replica views (planfence Sec. 5.1). Own keys are
-    answered as the owner answers them.
-    """
-
-    def handle(self, msg: Message, peer: str) -> Message:
-        """Answer as the owner; add installed heads of asked keys owned by others."""
-        reply = super().handle(msg, peer)
-        if isinstance(msg, HeadQuery) and isinstance(reply, HeadReplyMsg):
-            ownership = self.store.ownership
-            others = [k for k in msg.keys if ownership.owner_of(k) != self.agent]
-            extra = installed_heads(self.store, others)
-            if extra:
-                reply = HeadReplyMsg(reply.rid, reply.owner,
-                                     reply.heads + tuple(extra.values()), reply.same)
-        return reply
-
-
 class LiveAgentProcess:
     """The agent side of a live run (see the module docstring)."""
 
@@ -135,135 +97,41 @@ class LiveAgentProcess:
         self.step_s: float = float(cfg.get("step_s", 60.0))
         self.roles: dict[str, str] = dict(cfg.get("roles", {}))
         self.ownership = OwnershipMap.from_mapping(cfg["ownership"])
-        central = self.role == "central"
-        memory = cfg.get("memory") or {}
-        self.nats: Any = None
-        """This agent's :class:`icore.net.nats.NatsStore` when owner memory is on NATS."""
-        if memory.get("backend") == "nats":
-            from icore.net.nats import NatsStore
-
-            self.nats = NatsStore(memory["servers"], certs_dir=cfg["certs"],
-                                  ownership=self.ownership, agent=self.id,
-                                  prefix=memory.get("prefix", "icore"), timeout_s=self.rpc_s)
-            self.store: Store = self.nats
-        else:
-            self.store = SQLiteStore(cfg["db"], self.ownership, None if central else self.id,
-                                     synchronous=cfg.get("synchronous", "NORMAL"))
-        self.client: OwnerClient | None = None
-        self.server: OwnerServer | None = None
+        self.backend: AgentBackend = make_backend(cfg, self.ownership, policy=self.policy,
+                                                  rpc_s=self.rpc_s)
+        """The owner-memory backend (TCP + SQLite, or NATS), chosen once from the config."""
+        self.store: Store = self.backend.store
+        self.control = ControlPlane(self.step_s)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._out_lock = threading.Lock()
-        self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._next_call = 0
         self._decider: Decider | None = None
         self._transcript: list[dict[str, Any]] = []
         self._clock: WallClock | None = None
         self._points: PointCounter | None = None
         self._log = DecisionLog()
         self.external: list[dict[str, Any]] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._central_lock = asyncio.Lock()
 
     # -- control plane --------------------------------------------------------------
-    def send(self, obj: Mapping[str, Any]) -> None:
-        """Write one control message to stdout."""
-        line = json.dumps(obj, sort_keys=True, default=str)
-        with self._out_lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-
-    async def call(self, to_role: str, cmd: str, **args: Any) -> dict[str, Any]:
+    async def call(self, to_role: str, cmd: str, **args: Any) -> PeerReply:
         """Ask another agent (through the coordinator); bounded by the step timeout."""
-        assert self.loop is not None
-        self._next_call += 1
-        n = self._next_call
-        fut: asyncio.Future[dict[str, Any]] = self.loop.create_future()
-        self._calls[n] = fut
-        self.send({"call": n, "to": to_role, "cmd": cmd, **args})
-        try:
-            return await asyncio.wait_for(fut, self.step_s)
-        finally:
-            self._calls.pop(n, None)
+        return await self.control.call(to_role, cmd, **args)
 
     async def run(self) -> None:
         """Serve until stdin closes or ``shutdown``."""
         self.loop = asyncio.get_running_loop()
-        certs = self.cfg["certs"]
-        if self.nats is not None:
-            # no owner service of our own: the engine holds our heads; metadata sync of
-            # every other owner's heads through a KV watcher fills the replica cache
-            port = 0
-            self.nats.watch_heads()
-        else:
-            self.server = OwnerServer(self.store, agent=self.id,
-                                      ssl_context=server_context(certs, self.id))
-            if strategy(self.policy).replica_views:
-                self.server.handler = _ReplicaView(self.store, agent=self.id)
-            port = await self.server.start()
-        queue: asyncio.Queue[str | None] = asyncio.Queue()
-        loop = self.loop
-
-        def pump() -> None:
-            for line in sys.stdin:
-                loop.call_soon_threadsafe(queue.put_nowait, line)
-            loop.call_soon_threadsafe(queue.put_nowait, None)
-
-        threading.Thread(target=pump, name="icore-stdin", daemon=True).start()
-        self.send({"ready": port, "pid": os.getpid(), "agent": self.id})
+        port = await self.backend.start()
         try:
-            while True:
-                line = await queue.get()
-                if line is None:
-                    break
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    log.warning("undecodable control line: %r", line[:200])
-                    continue
-                if "reply" in msg:
-                    fut = self._calls.get(int(msg["reply"]))
-                    if fut is not None and not fut.done():
-                        fut.set_result(msg)
-                    continue
-                if msg.get("cmd") == "shutdown":
-                    self.send({"id": msg.get("id"), "ok": True, "result": {}})
-                    break
-                t = asyncio.create_task(self._handle(msg))
-                self._tasks.add(t)
-                t.add_done_callback(self._tasks.discard)
+            await self.control.serve(self.id, port, self._handler)
         finally:
             await self._close()
 
-    async def _close(self) -> None:
-        for t in list(self._tasks):
-            t.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 5)
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.client.close(), 5)
-        if self.server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.close(), 5)
-        with contextlib.suppress(Exception):
-            self.store.close()
-        self._flush_transcript()
+    def _handler(self, cmd: str) -> Handler | None:
+        fn: Handler | None = getattr(self, f"cmd_{cmd}", None)
+        return fn
 
-    async def _handle(self, msg: Mapping[str, Any]) -> None:
-        mid = msg.get("id")
-        cmd = str(msg.get("cmd"))
-        fn = getattr(self, f"cmd_{cmd}", None)
-        if fn is None:
-            self.send({"id": mid, "ok": False, "error": f"unknown command {cmd!r}"})
-            return
-        try:
-            result = await fn(msg)
-            self.send({"id": mid, "ok": True, "result": result})
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("command %s failed", cmd)
-            self.send({"id": mid, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    async def _close(self) -> None:
+        await self.control.cancel()
+        await self.backend.close()
+        self._flush_transcript()
 
     # -- helpers --------------------------------------------------------------------
     def decider(self) -> Decider:
@@ -298,9 +166,9 @@ class LiveAgentProcess:
         (the publisher's commit was acknowledged before this step was asked for).
         """
         h = self.store.head(key) or self.store.installed_head(key)
-        if h is None and self.nats is not None:
-            return self.nats.pull(key)  # type: ignore[no-any-return]
-        return None if h is None else self.store.get(h.record_id)
+        if h is None:
+            return self.backend.pull(key)
+        return self.store.get(h.record_id)
 
     def owner_access(self) -> OwnerAccess:
         """A sync owner access for the fence.
@@ -308,10 +176,7 @@ class LiveAgentProcess:
         The engine on NATS, else the owner client driven on this agent's loop from the
         fence's worker thread.
         """
-        if self.nats is not None:
-            return self.nats.owner_access()  # type: ignore[no-any-return]
-        assert self.client is not None and self.loop is not None
-        return LoopOwners(self.client, self.loop)
+        return self.backend.owner_access()
 
     def async_owner_access(self) -> AsyncOwnerAccess:
         """The gate's async owner access on this agent's loop.
@@ -319,10 +184,7 @@ class LiveAgentProcess:
         The engine on NATS (its calls run on the store's connection loop), else the owner
         client.
         """
-        if self.nats is not None:
-            return self.nats.async_owner_access()  # type: ignore[no-any-return]
-        assert self.client is not None
-        return self.client
+        return self.backend.async_owner_access()
 
     async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
         """Commit an own record (and at the central service), then replicate it.
@@ -334,25 +196,11 @@ class LiveAgentProcess:
         """
         head = self.store.head(rec.key)
         base = None if head is None else head.record_id
-        if self.nats is not None:
-            # synchronous, as with SQLite: the record's sequence came from next_seq() in
-            # this same loop turn, so concurrent workflows never race on it
-            self.store.commit(rec, writer=self.id, expected_head=base)
-            info = rec_info(rec)
-            info["replication_failed"] = []
-            return info
-        assert self.client is not None
+        # synchronous: the record's sequence came from next_seq() in this same loop
+        # turn, so concurrent workflows never race on it
         self.store.commit(rec, writer=self.id, expected_head=base)
-        if strategy(self.policy).central:
-            # the central service serializes every commit: keep this owner's sequence
-            # order (FIFO lock, taken right after the local commit)
-            async with self._central_lock:
-                await self.client.commit("central", rec, expected_head=base,
-                                         timeout_s=self.rpc_s)
         targets = [self.roles[r] for r in to_roles if r in self.roles and self.roles[r] != self.id]
-        results = await asyncio.gather(*(self.client.replicate(t, [rec], timeout_s=self.rpc_s)
-                                         for t in targets), return_exceptions=True)
-        failed = [t for t, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
+        failed = await self.backend.propagate(rec, base, targets)
         info = rec_info(rec)
         info["replication_failed"] = failed
         return info
@@ -368,9 +216,7 @@ class LiveAgentProcess:
     async def cmd_peers(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Learn the team's owner addresses and open the owner client."""
         addrs = {k: (str(v[0]), int(v[1])) for k, v in msg["addresses"].items()}
-        if self.nats is None:
-            self.client = OwnerClient(addrs, identity=self.id,
-                                      ssl_context=client_context(self.cfg["certs"], self.id))
+        self.backend.connect(addrs)
         if self.role == "executor":
             self._clock, self._points = WallClock(), PointCounter()
         if self.role in ("planner", "retriever", "executor", "auditor"):
@@ -386,16 +232,7 @@ class LiveAgentProcess:
     async def cmd_stats(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Traffic and memory counters."""
         out: dict[str, Any] = {"agent": self.id, "external_actions": len(self.external)}
-        if self.server is not None:
-            out["server"] = self.server.stats.as_dict()
-        if self.client is not None:
-            out["client"] = self.client.stats.as_dict()
-        if isinstance(self.store, SQLiteStore):
-            out["records"] = self.store.record_count()
-        if self.nats is not None:
-            st = self.nats.memory.stats
-            out["nats"] = {"gets": st.gets, "puts": st.puts, "cas_conflicts": st.cas_conflicts,
-                           "permission_denied": st.permission_denied}
+        self.backend.stats(out)
         return out
 
     # -- reviser ----------------------------------------------------------------------
@@ -525,46 +362,11 @@ class LiveAgentProcess:
 
     # -- executor ---------------------------------------------------------------------
     def _build_fence(self, task: str) -> Fence:
-        """The executor's fence for one task under the policy under test.
-
-        Built by :func:`~icore.fence.make_validator`; all-key asks for every key of the
-        task.
-        """
-        strat = strategy(self.policy)
-        owners: OwnerAccess | AsyncOwnerAccess | None = None
-        if strat.reads is Reads.SYNC:
-            owners = self.owner_access()
-        elif strat.reads is Reads.ASYNC:
-            owners = self.async_owner_access()
-        # on NATS the engine is the one shared service; otherwise the central service
-        # and the replica views are reached under their own names
-        central = "central" if strat.central and self.nats is None else None
-        others = sorted(a for a in set(self.roles.values()) if a not in (self.id, "central"))
-        keys = tuple(k for k in (str(p).replace("*", task) for p in self.cfg["ownership"])
-                     if self.ownership.owner_of(k) not in (None, self.id))
-        context = GateContext(lookup=self.store.lookup, ownership=self.ownership,
-                              owners=owners, timeout_s=self.rpc_s, clock=self._clock,
-                              points=self._points, policy=self.policy)
-        team = TeamContext(install=self.store, keys=keys, replicas=tuple(others), central=central)
-        return Fence(validator=make_validator(self.policy, context, team),
-                     install=self.store, log=self._log)
-
-    def _tool(self, name: str) -> ProtectedTool:
-        specs = {t["name"]: t for t in self.cfg.get("tools", [])}
-        spec = specs.get(name)
-        if spec is None:
-            raise RuntimeError(f"no protected tool {name!r} in the manifest")
-        templates = list(spec["depends_on"])
-
-        def scope(args: Mapping[str, Any]) -> set[str]:
-            return {t.replace("{task}", str(args["task"])) for t in templates}
-
-        def act(task: str, option: str) -> dict[str, Any]:
-            out = {"action": name, "task": task, "option": option}
-            self.external.append(out)  # the external service call (simulated)
-            return out
-
-        return ProtectedTool(act, depends_on=scope, name=name)
+        """The executor's fence for one task (:func:`~icore.live._executor.executor_fence`)."""
+        return executor_fence(task, agent=self.id, policy=self.policy, backend=self.backend,
+                              ownership=self.ownership, patterns=list(self.cfg["ownership"]),
+                              roles=self.roles, rpc_s=self.rpc_s, clock=self._clock,
+                              points=self._points, log=self._log)
 
     async def cmd_execute(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Run the protected primary action from the plan (executor, App. A.3)."""
@@ -587,10 +389,9 @@ class LiveAgentProcess:
         out = await self.decide(DecisionRequest("executor", family, user, tool,
                                                 {"action": fs.action,
                                                  "candidate": args["option"]}))
-        res: dict[str, Any] = {"decision": out.to_dict(), "executed": False}
         if not out.ok:
-            return res
-        replans: list[dict[str, Any]] = []
+            return ExecuteReply(out.to_dict()).to_dict()
+        replans: list[PeerReply] = []
 
         async def replan(rq: ReplanRequest) -> Replan | None:
             fresh = [rec_b64(r) for r in rq.fresh.values()]
@@ -598,29 +399,24 @@ class LiveAgentProcess:
                 self.call("planner", "replan", task=task, family=family, fresh=fresh,
                           old_args=dict(rq.old_args)), self.step_s + 5.0)
             replans.append(reply)
-            if not reply.get("ok"):
+            if not reply.ok:
                 return None
-            result = reply.get("result") or {}
+            result = reply.result or {}
             rec = result.get("record")
             if rec is None:
                 return None
             return Replan(roots=[rec["id"]], args=result["args"])
 
         fence = self._build_fence(task)
-        ptool = self._tool(fs.action)
+        ptool = protected_tool(self.cfg.get("tools", []), fs.action, self.external)
         # async protected action: the owners of D(a) are queried concurrently
         ar = await fence.aexecute(ptool, roots=[plan.id], args=args, replan=replan)
-        res.update({
-            "executed": ar.executed, "replanned": ar.replanned, "roots": list(ar.roots),
-            "args": dict(ar.args), "detail": ar.detail, "outcome": ar.outcome.value,
-            "decisions": [d.to_dict() for d in ar.decisions],
-            "replan_replies": [r.get("result") for r in replans],
-            "root_parents": {},
-        })
+        root_parents: dict[str, list[str]] = {}
         for rid in ar.roots:
             r = self.store.get(rid)
             if r is not None:
-                res["root_parents"][rid] = list(r.parents)
+                root_parents[rid] = list(r.parents)
+        record = None
         if ar.executed:
             root = self.store.get(ar.roots[0])
             assert root is not None
@@ -629,8 +425,13 @@ class LiveAgentProcess:
                                                  "replanned": ar.replanned,
                                                  "result": ar.value},
                          inputs=[root])
-            res["record"] = await self.publish(act, ("auditor",))
-        return res
+            record = await self.publish(act, ("auditor",))
+        return ExecuteReply(
+            out.to_dict(), executed=ar.executed, outcome=ar.outcome.value,
+            replanned=ar.replanned, roots=tuple(ar.roots), args=dict(ar.args),
+            detail=ar.detail, decisions=tuple(d.entry() for d in ar.decisions),
+            replan_replies=tuple(r.result for r in replans), root_parents=root_parents,
+            record=record).to_dict()
 
     # -- auditor ----------------------------------------------------------------------
     async def cmd_audit(self, msg: Mapping[str, Any]) -> dict[str, Any]:
@@ -641,22 +442,11 @@ class LiveAgentProcess:
             raise RuntimeError("no action record to audit")
         key = f"req/{task}"
         owner = self.ownership.require_owner(key)
-        if self.nats is not None:
-            access = self.owner_access()
-            reply = await asyncio.to_thread(access.query_heads, owner, [key],
-                                            timeout_s=self.rpc_s)
-        else:
-            assert self.client is not None
-            reply = await self.client.query_heads(owner, [key], timeout_s=self.rpc_s)
+        reply = await self.backend.query_heads(owner, [key])
         head = reply.heads[key]
         cur = self.store.get(head.record_id)
         if cur is None or not cur.has_content:
-            if self.nats is not None:
-                got = await asyncio.to_thread(self.owner_access().fetch, owner,
-                                              [head.record_id], timeout_s=self.rpc_s)
-            else:
-                assert self.client is not None
-                got = await self.client.fetch(owner, [head.record_id], timeout_s=self.rpc_s)
+            got = await self.backend.fetch(owner, [head.record_id])
             cur = got[0]
             self.store.install(cur)
         cat = self.local(f"cat/{task}")

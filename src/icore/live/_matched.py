@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from icore.live._live import LiveRunResult, Reporter, RunObserver, run_live
-from icore.live._manifest import RunManifest, default_manifest, manifest_from_dict
+from icore.live._results import LiveRunResult, RunObserver
+from icore.live._run_manifest import RunManifest, default_manifest, manifest_from_dict
+from icore.live._runner import Reporter, run_live
 from icore.live._workflow import FAMILIES, FAMILY_SPECS, SEEDS_PER_FAMILY, make_task
 
 MATCHED_POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")

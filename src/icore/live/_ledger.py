@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from icore._clock import Clock
-from icore.audit import Diagnosis, Trigger, TriggerHit, diagnose_hit
+from icore.audit import Diagnosis, diagnose_flags
 from icore.errors import IcoreError
-from icore.live._manifest import RunManifest
+from icore.fence import DecisionEntry
+from icore.live._run_manifest import RunManifest
 from icore.records import Record
 from icore.state import (
     CertificateRequest,
@@ -46,13 +47,13 @@ RUN_AGENT = "run"
 
 _KIND_OF_ROLE = {"planner": "plan", "executor": "act", "auditor": "audit"}
 
-AuditListener = Callable[[str, str, Mapping[str, Any], Mapping[str, Any]], None]
+LedgerListener = Callable[[str, str, Mapping[str, Any], Mapping[str, Any]], None]
 """Called after each recorded workflow step as ``(call, task, args, outcome)``.
 
-``call`` names the :class:`LiveAudit` method (``introduce``, ``committed``, ``revised``,
+``call`` names the :class:`LiveLedger` method (``introduce``, ``committed``, ``revised``,
 ``planned``, ``gate``, ``executed``, ``audited``, ``failed``, ``event``), ``args`` are
 its arguments (JSON-ready; ``task`` excluded), and ``outcome`` holds what the step did to
-X: ``verdicts`` (the audited proposals, as in :attr:`LiveAudit.verdicts`), ``flags`` (the
+X: ``verdicts`` (the audited proposals, as in :attr:`LiveLedger.verdicts`), ``flags`` (the
 hard flags raised, as dicts), ``event`` (the id of the event added to G, when one was)
 and the metrics ``snd``, ``astab``, ``cq`` after it. The OpenTelemetry exporter
 (:mod:`icore.adapters`) turns these into spans; the listener must not raise.
@@ -119,18 +120,18 @@ def live_declaration(manifest: RunManifest) -> DeclarationPackage:
     return declaration_from_dict(doc, file="<live run declaration>")
 
 
-class LiveAudit:
+class LiveLedger:
     """Records a live run in iCORE and audits every proposal as it happens.
 
     Args:
         manifest: the run manifest (agents of D).
         log_path: SQLite event log (None: in memory).
         clock: time source for events.
-        listener: told of every recorded step (:data:`AuditListener`), e.g. an exporter.
+        listener: told of every recorded step (:data:`LedgerListener`), e.g. an exporter.
     """
 
     def __init__(self, manifest: RunManifest, log_path: Path | None, clock: Clock, *,
-                 listener: AuditListener | None = None) -> None:
+                 listener: LedgerListener | None = None) -> None:
         self.manifest = manifest
         self.decl = live_declaration(manifest)
         self.log = (SQLiteLog(log_path, declaration=self.decl) if log_path is not None
@@ -165,14 +166,14 @@ class LiveAudit:
     def _diagnose(self, flags: Sequence[HardFlag]) -> None:
         """Diagnose each new hard flag with iCORE-Audit's diagnosis F.
 
-        The ``hard_flag`` trigger, :func:`icore.audit.diagnose_hit`, routed by D's rule;
-        kept in :attr:`diagnoses` by flag id; X's log is unchanged.
+        iCORE-Audit's one diagnosis step (:func:`icore.audit.diagnose_flags`: the
+        ``hard_flag`` trigger routed by D's rule), one flag at a time as it appears: id
+        ``d<n>`` numbers the diagnoses so far, step = the audited proposals so far; kept
+        in :attr:`diagnoses` by flag id; X's log is unchanged.
         """
         for f in flags:
-            hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)
-            d = diagnose_hit(self.state, hit, diagnosis_id=f"d{len(self.diagnoses) + 1}",
-                             step=len(self.verdicts))
-            if d is not None:
+            for d in diagnose_flags(self.state, (f,), step_of=lambda _f: len(self.verdicts),
+                                    first_id=len(self.diagnoses) + 1):
                 self.diagnoses[f.id] = d
 
     def _mark(self) -> tuple[int, int]:
@@ -335,14 +336,20 @@ class LiveAudit:
                    mark=mark, event=str(ev.id))
         return v
 
-    def gate(self, task: str, agent: str, decision: Mapping[str, Any]) -> str:
-        """One gate decision: an event in G."""
+    def gate(self, task: str, agent: str,
+             decision: DecisionEntry | Mapping[str, Any]) -> str:
+        """One gate decision: an event in G.
+
+        ``decision`` is the typed :class:`~icore.fence.DecisionEntry` of a live run, or
+        the fields a recorded run's span carried (any of them may be missing).
+        """
+        d = decision.to_dict() if isinstance(decision, DecisionEntry) else decision
         mark = self._mark()
         eid = self._add_event(task, "gate_decision", agent, {
-            "outcome": decision.get("outcome"), "reason": decision.get("reason"),
-            "policy": decision.get("policy"), "replanned": decision.get("replanned"),
-            "point": decision.get("point")})
-        self._told("gate", task, {"agent": agent, "decision": dict(decision)}, mark=mark,
+            "outcome": d.get("outcome"), "reason": d.get("reason"),
+            "policy": d.get("policy"), "replanned": d.get("replanned"),
+            "point": d.get("point")})
+        self._told("gate", task, {"agent": agent, "decision": dict(d)}, mark=mark,
                    event=eid)
         return eid
 
@@ -437,3 +444,9 @@ def _rec(rec: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(args, dict) and "option" in args:
         out["content"] = {"args": {"option": args["option"]}}
     return out
+
+
+LiveAudit = LiveLedger
+"""Former name of :class:`LiveLedger` (the live run's recorder of X), kept for existing code."""
+AuditListener = LedgerListener
+"""Former name of :data:`LedgerListener`, kept for existing code."""

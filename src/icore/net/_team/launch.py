@@ -29,9 +29,9 @@ from typing import IO, Any
 from icore._extras import run_async
 from icore.memory import SQLiteStore
 from icore.net._errors import TransportError
-from icore.net._manifest import TeamManifest
-from icore.net._pki import server_context
-from icore.net._tcp_server import OwnerServer, check_port
+from icore.net._tcp.server import OwnerServer, check_port
+from icore.net._team.manifest import TeamManifest
+from icore.net._team.pki import server_context
 
 READY_TIMEOUT_S = 60.0
 """How long the launcher waits for an agent's ready line."""

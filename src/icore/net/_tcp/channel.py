@@ -14,28 +14,52 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from icore.net._errors import AuthenticationError, ConnectionClosed
-from icore.net._pki import identity_of_cert
 from icore.net._stats import TrafficStats
-
-if TYPE_CHECKING:  # the lab's link model, a type only (net never imports the lab)
-    from icore_lab.net import Link, LinkPair
+from icore.net._team.pki import identity_of_cert
 
 _READ = 65536
 
 
+class LinkModel(Protocol):
+    """One direction of a network path, as the shaper uses it."""
+
+    def deliver(self, t_ms: float, nbytes: int) -> float:
+        """Return the arrival time (ms) of ``nbytes`` sent at ``t_ms``; may update state."""
+        ...
+
+
+class PathModel(Protocol):
+    """A network path model: ``up`` for client writes, ``down`` for client reads.
+
+    The transport only needs this shape; the link emulator's ``LinkPair`` (the lab's
+    fixed, trace-driven and Mahimahi links) satisfies it structurally, so the TCP client
+    does not import the emulator.
+    """
+
+    @property
+    def up(self) -> LinkModel:
+        """The uplink (client to owner)."""
+        ...
+
+    @property
+    def down(self) -> LinkModel:
+        """The downlink (owner to client)."""
+        ...
+
+
 class Shaper:
-    """Applies a :class:`LinkPair` to real traffic; link time 0 is the shaper's creation.
+    """Applies a :class:`PathModel` to real traffic; link time 0 is the shaper's creation.
 
     Args:
         path: the links (``up`` for client writes, ``down`` for client reads).
     """
 
-    def __init__(self, path: LinkPair) -> None:
-        self.up: Link = path.up
-        self.down: Link = path.down
+    def __init__(self, path: PathModel) -> None:
+        self.up: LinkModel = path.up
+        self.down: LinkModel = path.down
         self._epoch = asyncio.get_running_loop().time()
 
     def now_ms(self) -> float:

@@ -25,7 +25,8 @@ from typing import Any
 
 from icore.errors import ErrorCode, IcoreError
 from icore.fence import strategy
-from icore.live._manifest import RunManifest
+from icore.live._messages import Command, PeerCall, PeerReply, Ready, Reply, dumps, parse_line
+from icore.live._run_manifest import RunManifest
 from icore.net import init_team_certs
 
 CENTRAL = "central"
@@ -63,8 +64,8 @@ class _Agent:
     log_path: Path
     db_path: Path
     port: int = 0
-    pending: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
-    ready: asyncio.Future[dict[str, Any]] | None = None
+    pending: dict[int, asyncio.Future[Reply]] = field(default_factory=dict)
+    ready: asyncio.Future[Ready] | None = None
     reader: asyncio.Task[None] | None = None
     crashed: dict[str, Any] | None = None
     stopping: bool = False
@@ -162,9 +163,9 @@ class LiveTeam:
         try:
             for a in self.agents.values():
                 assert a.ready is not None
-                msg = await asyncio.wait_for(asyncio.shield(a.ready),
-                                             self.manifest.timeouts.start_s)
-                a.port = int(msg["ready"])
+                ready = await asyncio.wait_for(asyncio.shield(a.ready),
+                                               self.manifest.timeouts.start_s)
+                a.port = ready.ready
         except (TimeoutError, AgentCrashed) as exc:
             raise LiveRunError(f"agents did not start: {exc}",
                                crashes=[c["agent"] for c in self.crashes]) from exc
@@ -197,18 +198,18 @@ class LiveTeam:
                 if not line:
                     break
                 try:
-                    msg = json.loads(line)
+                    msg = parse_line(line, to_agent=False)
                 except ValueError:
                     continue
-                if "ready" in msg:
+                if isinstance(msg, Ready):
                     if a.ready is not None and not a.ready.done():
                         a.ready.set_result(msg)
-                elif "call" in msg:
+                elif isinstance(msg, PeerCall):
                     t = asyncio.create_task(self._route(a, msg))
                     self._routes.add(t)
                     t.add_done_callback(self._routes.discard)
-                elif "id" in msg:
-                    fut = a.pending.pop(int(msg["id"]), None) if msg["id"] is not None else None
+                elif isinstance(msg, Reply):
+                    fut = a.pending.pop(int(msg.id), None) if msg.id is not None else None
                     if fut is not None and not fut.done():
                         fut.set_result(msg)
         except Exception:  # a broken pipe ends the reader like EOF
@@ -234,10 +235,10 @@ class LiveTeam:
                      "at": time.time(), "log": str(a.log_path), "tail": _tail(a.log_path)}
         self.crashes.append(a.crashed)
 
-    async def _send(self, a: _Agent, obj: Mapping[str, Any]) -> None:
+    async def _send(self, a: _Agent, msg: Command | PeerReply) -> None:
         if a.crashed is not None or a.proc.stdin is None:
             raise AgentCrashed("agent process is gone", agent=a.id)
-        data = (json.dumps(obj, sort_keys=True, default=str) + "\n").encode()
+        data = (dumps(msg.to_dict()) + "\n").encode()
         try:
             async with a.lock:
                 a.proc.stdin.write(data)
@@ -259,29 +260,28 @@ class LiveTeam:
             raise LiveRunError("no such agent", agent=agent)
         self._n += 1
         n = self._n
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         a.pending[n] = fut
         try:
-            await self._send(a, {"id": n, "cmd": cmd, **args})
+            await self._send(a, Command(n, cmd, args))
             msg = await asyncio.wait_for(fut, timeout_s or self.manifest.timeouts.step_s)
         except TimeoutError as exc:
             raise StepTimeout("agent did not answer in time", agent=agent, cmd=cmd) from exc
         finally:
             a.pending.pop(n, None)
-        if not msg.get("ok"):
-            raise AgentStepError(str(msg.get("error")), agent=agent, cmd=cmd)
-        res: dict[str, Any] = msg.get("result") or {}
+        if not msg.ok:
+            raise AgentStepError(str(msg.error), agent=agent, cmd=cmd)
+        res: dict[str, Any] = dict(msg.result or {})
         return res
 
-    async def _route(self, a: _Agent, msg: Mapping[str, Any]) -> None:
-        n = msg["call"]
-        target = self.roles.get(str(msg.get("to")), str(msg.get("to")))
-        args = {k: v for k, v in msg.items() if k not in ("call", "to", "cmd")}
+    async def _route(self, a: _Agent, msg: PeerCall) -> None:
+        n = msg.call
+        target = self.roles.get(msg.to, msg.to)
         try:
-            res = await self.request(target, str(msg["cmd"]), **args)
-            reply: dict[str, Any] = {"reply": n, "ok": True, "result": res}
+            res = await self.request(target, msg.cmd, **msg.args)
+            reply = PeerReply(n, True, res)
         except Exception as exc:
-            reply = {"reply": n, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            reply = PeerReply(n, False, error=f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(LiveRunError):
             await self._send(a, reply)
 

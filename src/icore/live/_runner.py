@@ -9,7 +9,7 @@ the manifest through the five-agent workflow::
     -> reviser: revision r1 (post-plan, optional) -> executor: protected action through
     the gate (one isolated replan) -> auditor: checks the outcome against the owner's head
 
-records every step in iCORE (:class:`~icore.live.LiveAudit`), stops every process
+records every step in iCORE (:class:`~icore.live.LiveLedger`), stops every process
 (also on Ctrl-C, a timeout or an agent crash) and writes ``run.json`` into the run folder
 (and ``report.html`` through the ``reporter`` the caller passes, e.g.
 :func:`icore.report.write_live_report`).
@@ -27,218 +27,42 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from icore._clock import WallClock
 from icore._files import make_room, mark_folder
-from icore.agents import TALLY_KEYS, decision_tally, fit_timeouts, negotiated_backend
-from icore.fence import strategy
-from icore.live._live_audit import LiveAudit
-from icore.live._manifest import (
+from icore.agents import decision_tally, fit_timeouts, negotiated_backend
+from icore.fence import judge_action, strategy
+from icore.live._ledger import LiveLedger
+from icore.live._messages import ExecuteReply
+from icore.live._process_team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
+from icore.live._results import LiveRunResult, RunObserver, TaskResult
+from icore.live._run_manifest import (
     LIVE_POLICIES,
     CrashSpec,
     LiveManifestError,
     RunManifest,
     load_manifest,
 )
-from icore.live._team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
 from icore.live._workflow import TaskSpec, make_task
 from icore.memory import SQLiteStore
 
+
+def _is_invalid(req_key: str, head_id: str, r0_id: str, parents: Sequence[str]) -> bool:
+    """Ground truth of one executed action (planfence eq. 1), by the one fence rule.
+
+    ``F_a(x)`` of the requirement key is the requirement version among the executed
+    root's parents (the owner's head, else the first version r0; none: unknown);
+    ``H(x)`` is the owner's head at issue time.
+    """
+    f = head_id if head_id in parents else r0_id if r0_id in parents else None
+    frontier = {} if f is None else {req_key: f}
+    return judge_action([req_key], frontier, {req_key: head_id}).invalid(
+        ground_truth=True)
+
+
 _RECORD_FIELDS = ("id", "key", "owner", "seq", "type", "parents", "content")
-
-
-@dataclass(frozen=True)
-class TaskResult:
-    """The outcome of one live workflow.
-
-    Attributes:
-        task: task id.
-        family / seed: the workflow template.
-        policy: policy under test.
-        success: the primary action ran and was lineage-valid.
-        executed: the primary action ran.
-        invalid: it ran from a plan whose frontier was not the owner's head.
-        replanned: the one replan happened.
-        successful_replan: the action ran after the one replan.
-        blocked: the gate blocked the action (fail closed).
-        block_reason: the gate's reason when blocked.
-        redundant_auditor: auditor actions repeating an already-valid action.
-        responses / accepted: model (or scripted) responses received / accepted.
-        audit_verdict: the auditor's verdict (None when it did not run).
-        error: why the workflow stopped early ('' when it ran to the end).
-        gate: the gate decisions (dicts).
-        steps: step log (name, agent, ok, ms, detail).
-        icore: iCORE verdicts of this task's proposals.
-        duration_ms: wall time of the workflow.
-        lineage: the PlanFence records of the workflow in commit order (``id``, ``key``,
-            ``owner``, ``seq``, ``type``, exact ``parents``, ``content`` and the ``role``
-            it played: requirement, catalog, shortlist, plan, revision, replan, action),
-            the input of the report's lineage picture.
-    """
-
-    task: str
-    family: str
-    seed: int
-    policy: str
-    success: bool
-    executed: bool
-    invalid: bool
-    replanned: bool
-    successful_replan: bool
-    blocked: bool
-    block_reason: str
-    redundant_auditor: int
-    responses: int
-    accepted: int
-    audit_verdict: str | None
-    error: str
-    gate: tuple[dict[str, Any], ...] = ()
-    steps: tuple[dict[str, Any], ...] = ()
-    icore: tuple[dict[str, Any], ...] = ()
-    duration_ms: float = 0.0
-    lineage: tuple[dict[str, Any], ...] = ()
-    llm: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LiveRunResult:
-    """The outcome of one live run (one team, one policy).
-
-    Attributes:
-        name: manifest name.
-        policy: policy under test.
-        family: workflow family.
-        backend: ``scripted`` or ``llm``.
-        out_dir: run folder.
-        tasks: one :class:`TaskResult` per workflow.
-        crashes: agent processes that exited unexpectedly (injected or not).
-        interrupted: the run was stopped by Ctrl-C (or cancelled).
-        error: a run-level failure ('' when none).
-        duration_s: wall time including start-up and shutdown.
-        icore: iCORE summary (snd, astab, cq, proposals, hard flags, ...).
-        records_checked: committed records verified present after shutdown.
-        records_lost: committed records missing after shutdown (must be empty).
-        processes_left: agent processes still running after shutdown (must be empty).
-        report: path of ``report.html`` (None when not written).
-        timeline: ``(proposal number, snd, astab, cq)`` after each audited proposal.
-        state: the run's iCORE state X (:class:`icore.state.State`; not serialized).
-    """
-
-    name: str
-    policy: str
-    family: str
-    backend: str
-    out_dir: Path
-    tasks: tuple[TaskResult, ...]
-    crashes: tuple[dict[str, Any], ...] = ()
-    interrupted: bool = False
-    error: str = ""
-    duration_s: float = 0.0
-    icore: Mapping[str, Any] = field(default_factory=dict)
-    records_checked: int = 0
-    records_lost: tuple[str, ...] = ()
-    processes_left: tuple[str, ...] = ()
-    pids: Mapping[str, int] = field(default_factory=dict)
-    report: Path | None = None
-    timeline: tuple[tuple[int, float, float, float], ...] = ()
-    state: Any = field(default=None, repr=False, compare=False)
-    negotiation: Mapping[str, Any] = field(default_factory=dict)
-
-    # -- aggregates -----------------------------------------------------------------
-    @property
-    def succeeded(self) -> int:
-        """Tasks completed with a valid primary action."""
-        return sum(t.success for t in self.tasks)
-
-    @property
-    def invalid_actions(self) -> int:
-        """Invalid primary actions issued."""
-        return sum(t.invalid for t in self.tasks)
-
-    @property
-    def successful_replans(self) -> int:
-        """Tasks whose action ran after the one replan."""
-        return sum(t.successful_replan for t in self.tasks)
-
-    @property
-    def redundant_auditor_actions(self) -> int:
-        """Auditor actions repeating an already-valid action."""
-        return sum(t.redundant_auditor for t in self.tasks)
-
-    @property
-    def responses(self) -> int:
-        """Model responses (scripted: decisions) in total."""
-        return sum(t.responses for t in self.tasks)
-
-    @property
-    def accepted(self) -> int:
-        """Accepted responses."""
-        return sum(t.accepted for t in self.tasks)
-
-    @property
-    def llm(self) -> dict[str, int]:
-        """Decision counters summed over the tasks (see :func:`decision_tally`)."""
-        out = dict.fromkeys(TALLY_KEYS, 0)
-        for t in self.tasks:
-            for k in TALLY_KEYS:
-                out[k] += int(t.llm.get(k, 0))
-        return out
-
-    @property
-    def blocked(self) -> int:
-        """Actions blocked by the gate."""
-        return sum(t.blocked for t in self.tasks)
-
-    def summary(self) -> dict[str, Any]:
-        """The headline numbers (JSON)."""
-        return {"name": self.name, "policy": self.policy, "family": self.family,
-                "backend": self.backend, "tasks": len(self.tasks),
-                "succeeded": self.succeeded, "invalid_actions": self.invalid_actions,
-                "successful_replans": self.successful_replans, "blocked": self.blocked,
-                "redundant_auditor_actions": self.redundant_auditor_actions,
-                "responses": self.responses, "accepted": self.accepted,
-                "crashes": len(self.crashes), "interrupted": self.interrupted,
-                "error": self.error, "duration_s": round(self.duration_s, 3),
-                "records_checked": self.records_checked,
-                "records_lost": len(self.records_lost),
-                "processes_left": len(self.processes_left), "icore": dict(self.icore),
-                "llm": self.llm, "negotiation": dict(self.negotiation)}
-
-    def to_json(self) -> dict[str, Any]:
-        """Everything (JSON-ready)."""
-        d = self.summary()
-        d["out_dir"] = str(self.out_dir)
-        d["report"] = str(self.report) if self.report else None
-        d["crash_details"] = list(self.crashes)
-        d["pids"] = dict(self.pids)
-        d["records_lost_ids"] = list(self.records_lost)
-        d["task_results"] = [asdict(t) for t in self.tasks]
-        return d
-
-
-class RunObserver(Protocol):
-    """Watches a live run as it happens.
-
-    E.g. the OpenTelemetry exporter of :mod:`icore.adapters`. Every method is called from
-    the run's event loop; none may raise (an observer's failure must never stop a run) or
-    block for long.
-    """
-
-    def run_started(self, manifest: RunManifest, policy: str) -> None:
-        """The team is about to start (``manifest`` as run, ``policy`` under test)."""
-
-    def audit_call(self, call: str, task: str, args: Mapping[str, Any],
-                   outcome: Mapping[str, Any]) -> None:
-        """One step recorded in iCORE (see :data:`icore.live.AuditListener`)."""
-
-    def task_done(self, result: TaskResult) -> None:
-        """One workflow finished (successfully or not)."""
-
-    def run_done(self, result: LiveRunResult) -> None:
-        """The run finished; ``result`` is final (report and ``run.json`` written)."""
 
 
 # ---------------------------------------------------------------------------- runner
@@ -262,7 +86,7 @@ class _Run:
         self.team = LiveTeam(manifest, out, policy=policy, backend=self.backend)
         self.team_manifest = manifest.team_manifest(out, policy=policy)
         self.observer = observer
-        self.audit = LiveAudit(manifest, out / "icore.sqlite", WallClock(),
+        self.audit = LiveLedger(manifest, out / "icore.sqlite", WallClock(),
                                listener=observer.audit_call if observer else None)
         self.committed: dict[str, set[str]] = {}
         self.crash_done = False
@@ -365,8 +189,9 @@ class _Run:
                 keep("revision", r1)
                 A.revised(task, self.role["reviser"], r1)
             await self._maybe_crash("after_revision")
-            ex = await step("execute", "executor", "execute", plan=plan["id"])
-            for rr in ex.get("replan_replies") or []:
+            ex_raw = await step("execute", "executor", "execute", plan=plan["id"])
+            ex = ExecuteReply.from_dict(ex_raw)
+            for rr in ex.replan_replies:
                 if isinstance(rr, dict):
                     dec = rr.get("decision") or {}
                     st["decisions"].append(dec)
@@ -382,36 +207,38 @@ class _Run:
                     elif not dec.get("ok", True):
                         A.failed(task, "plan", "decision_failed", self.role["planner"],
                                  {"role": "planner", "error": str(dec.get("error"))[:500]})
-            if decision_failed("executor", ex, "act"):
+            if decision_failed("executor", ex_raw, "act"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            gate.extend(ex.get("decisions") or [])
+            decisions = ex.decisions
+            gate.extend(d.to_dict() for d in decisions)
             last_gate = ""
-            for d in ex.get("decisions") or []:
+            for d in decisions:
                 last_gate = A.gate(task, self.role["executor"], d)
-            st["replanned"] = bool(ex.get("replanned"))
-            if ex.get("executed"):
+            st["replanned"] = ex.replanned
+            if ex.executed:
                 st["executed"] = True
-                root = ex["roots"][0]
-                parents = (ex.get("root_parents") or {}).get(root, [])
+                root = ex.roots[0]
+                parents = ex.root_parents.get(root, [])
                 # ground truth: the plan's requirement frontier vs the owner's head now
-                st["invalid"] = req_head["id"] not in parents
+                st["invalid"] = _is_invalid(req_key, req_head["id"], r0["id"], parents)
                 st["successful_replan"] = st["replanned"]
                 frontier = next((p for p in parents if p in (r0["id"], req_head["id"])),
                                 parents[0] if parents else "")
-                A.executed(task, self.role["executor"], ex["args"].get("action", "")
-                           or self._action(spec), str(ex["args"].get("option")), last_gate,
+                A.executed(task, self.role["executor"], ex.args.get("action", "")
+                           or self._action(spec), str(ex.args.get("option")), last_gate,
                            req_key, frontier)
             else:
-                st["blocked"] = ex.get("outcome") == "blocked"
-                last = (ex.get("decisions") or [{}])[-1]
-                st["block_reason"] = str(last.get("reason", ""))
-                st["error"] = f"primary action blocked: {last.get('reason')} ({ex.get('detail')})"
+                st["blocked"] = ex.outcome == "blocked"
+                reason = decisions[-1].reason if decisions else None
+                st["block_reason"] = "" if reason is None else reason
+                st["error"] = f"primary action blocked: {reason} ({ex.detail})"
                 A.failed(task, "act", "step_failed", self.role["executor"],
                          {"step": "execute", "error": st["error"][:500]})
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            keep("action", ex.get("record"))
+            keep("action", ex.record)
             await self._maybe_crash("after_execute")
-            au = await step("audit", "auditor", "audit", act=ex["record"]["id"])
+            assert ex.record is not None  # an executed action was committed
+            au = await step("audit", "auditor", "audit", act=ex.record["id"])
             if decision_failed("auditor", au, "audit"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
             verdict = str(au.get("verdict"))
@@ -565,7 +392,8 @@ class _Run:
             processes_left=tuple(self.team.alive()),
             pids={a.id: a.proc.pid for a in self.team.agents.values()},
             timeline=tuple(self.audit.timeline), state=self.audit.state,
-            negotiation=dict(self.backend.get("negotiation") or {}))
+            negotiation=dict(self.backend.get("negotiation") or {}),
+            diagnoses=tuple(self.audit.diagnoses.values()))
         if self.reporter is not None:
             res = LiveRunResult(**{**res.__dict__, "report": self.reporter(res)})
         (self.out / "run.json").write_text(json.dumps(res.to_json(), indent=1, default=str),

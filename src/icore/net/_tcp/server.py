@@ -1,7 +1,7 @@
 """asyncio TCP owner server with mutual TLS 1.3 (planfence App. A).
 
 :class:`OwnerServer` serves one agent's store to the team (the client side is
-:mod:`icore.net._tcp_client`, the thread wrappers :mod:`icore.net._tcp_sync`); commits that
+:mod:`icore.net._tcp.client`, the thread wrappers :mod:`icore.net._tcp.sync`); commits that
 arrive together are applied as one group (:class:`GroupCommitter`). Replies to the
 requests of one read go out in one TLS record and one socket write, in request order.
 
@@ -24,19 +24,21 @@ import ssl
 from dataclasses import dataclass
 
 from icore.memory import Store
-from icore.net._channel import SecureChannel
 from icore.net._errors import ConnectionClosed, ProtocolError, TransportError
+from icore.net._frames import (
+    FrameDecoder,
+    encode_frame,
+)
 from icore.net._handler import DEFAULT_INLINE_CAP_BYTES, OwnerHandler
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Commit,
     ErrorReply,
-    FrameDecoder,
     Message,
     RequestSequence,
-    encode_frame,
 )
 from icore.net._stats import TrafficStats, error_code_of
+from icore.net._tcp.channel import SecureChannel
 
 log = logging.getLogger("icore.net")
 

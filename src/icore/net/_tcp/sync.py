@@ -3,68 +3,27 @@
 :class:`SyncOwnerClient` wraps :class:`icore.net.OwnerClient` as
 :class:`icore.memory.OwnerAccess` for plain scripts; :class:`ServerThread` runs an
 :class:`icore.net.OwnerServer` in-process for tests, benchmarks and scripts. Both run
-their asyncio object on a private loop in a daemon thread (:class:`_LoopThread`, also used
-by the NATS backend).
+their asyncio object on a private loop in a daemon thread (``icore._threads.LoopThread``,
+also used by the NATS store).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import ssl
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
+from icore._threads import LoopThread as _LoopThread
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply, Store
-from icore.net._errors import RpcTimeout
 from icore.net._protocol import MAX_FRAME_BYTES, CommitAck
 from icore.net._stats import TrafficStats
-from icore.net._tcp_client import OwnerClient
-from icore.net._tcp_server import OwnerServer, check_port
+from icore.net._tcp.channel import PathModel
+from icore.net._tcp.client import OwnerClient
+from icore.net._tcp.server import OwnerServer, check_port
 from icore.records import Record, RecordId
 
-if TYPE_CHECKING:  # the lab's link model, a type only (net never imports the lab)
-    from icore_lab.net import LinkPair
-
 T = TypeVar("T")
-
-
-class _LoopThread:
-    """A private event loop running in a daemon thread."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> T:
-        """Run ``coro`` on the loop thread and wait for its result.
-
-        Args:
-            coro: the coroutine (its exception, if any, is raised here).
-            timeout_s: seconds to wait (None: no limit); on expiry ``coro`` is cancelled.
-
-        Raises:
-            RpcTimeout: no result within ``timeout_s``.
-        """
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result(timeout_s)
-        except concurrent.futures.TimeoutError as exc:
-            fut.cancel()
-            raise RpcTimeout("the client loop did not answer in time",
-                             timeout_s=timeout_s) from exc
-
-    def stop(self) -> None:
-        """Stop the loop and join its thread (bounded, 5 s); idempotent."""
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5.0)
-        if not self.thread.is_alive():
-            self.loop.close()
 
 
 class SyncOwnerClient:
@@ -77,7 +36,7 @@ class SyncOwnerClient:
 
     def __init__(self, addresses: Mapping[str, tuple[str, int]], *, identity: str,
                  ssl_context: ssl.SSLContext, new_connection_per_rpc: bool = False,
-                 path: LinkPair | None = None, inline_max_bytes: int = 0,
+                 path: PathModel | None = None, inline_max_bytes: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self._lt = _LoopThread(f"icore-client-{identity}")
         path_ = path

@@ -1,0 +1,97 @@
+"""Reading a team's TLS material: mutual TLS 1.3 contexts and certificate identities.
+
+Shared by the transports (``icore.net``) and the store backends that connect to an engine
+with a team certificate (``icore.memory.nats``). A certs folder (made by ``icore certs
+init``, see :func:`icore.net.init_team_certs`) holds ``ca.crt`` and one ``<agent>.crt`` /
+``<agent>.key`` pair per agent; an agent's identity is the common name of its
+certificate (design.md 3.4).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+from pathlib import Path
+from typing import Any
+
+from icore.errors import AuthenticationError
+
+AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+"""Allowed agent ids (they name certificate files and appear in certificates)."""
+
+
+def check_agent_id(agent: str) -> str:
+    """Return ``agent`` if it is a valid agent id.
+
+    Raises:
+        ValueError: not 1-63 characters of ``[A-Za-z0-9._-]`` starting alphanumeric.
+    """
+    if not isinstance(agent, str) or not AGENT_ID_RE.match(agent):
+        raise ValueError(f"invalid agent id {agent!r}: use 1-63 chars [A-Za-z0-9._-]")
+    return agent
+
+
+def _paths(certs_dir: str | os.PathLike[str], agent: str) -> tuple[Path, Path, Path]:
+    d = Path(certs_dir)
+    check_agent_id(agent)
+    if d.exists() and not d.is_dir():
+        raise NotADirectoryError(f"the certs folder {d} is a file, not a folder (give the "
+                                 "folder `icore certs init` wrote)")
+    ca, crt, key = d / "ca.crt", d / f"{agent}.crt", d / f"{agent}.key"
+    for p in (ca, crt, key):
+        if not p.is_file():
+            raise FileNotFoundError(f"missing {p} (run `icore certs init`)")
+    return ca, crt, key
+
+
+def server_context(certs_dir: str | os.PathLike[str], agent: str) -> ssl.SSLContext:
+    """Return a TLS 1.3 server context that requires a client certificate from the CA.
+
+    Raises:
+        FileNotFoundError: the CA or the agent's pair is missing.
+    """
+    ca, crt, key = _paths(certs_dir, agent)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(crt, key)
+    ctx.load_verify_locations(cafile=str(ca))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    # no session resumption is used, so session tickets would be ~1.4 KB of dead weight
+    # on every new connection (the paper's new-connection-per-RPC setting)
+    ctx.num_tickets = 0
+    return ctx
+
+
+def client_context(certs_dir: str | os.PathLike[str], agent: str) -> ssl.SSLContext:
+    """Return a TLS 1.3 client context presenting ``agent``'s certificate.
+
+    The server's identity is checked against the owner asked by :func:`peer_identity`
+    (not by host name: every agent may run on 127.0.0.1).
+
+    Raises:
+        FileNotFoundError: the CA or the agent's pair is missing.
+    """
+    ca, crt, key = _paths(certs_dir, agent)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_cert_chain(crt, key)
+    ctx.load_verify_locations(cafile=str(ca))
+    return ctx
+
+
+def identity_of_cert(cert: dict[str, Any] | None) -> str:
+    """Return the agent id (common name) of a verified peer certificate.
+
+    Raises:
+        AuthenticationError: no certificate, or no single common name.
+    """
+    if not cert:
+        raise AuthenticationError("peer presented no certificate")
+    cns = [v for rdn in cert.get("subject", ()) for (k, v) in rdn if k == "commonName"]
+    if len(cns) != 1 or not isinstance(cns[0], str) or not AGENT_ID_RE.match(cns[0]):
+        raise AuthenticationError("peer certificate has no valid agent common name",
+                                  subject=str(cert.get("subject"))[:200])
+    return cns[0]

@@ -1,0 +1,205 @@
+"""Owner access over JetStream for the gate: quorum-barrier head reads (planfence Alg. 1)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+import nats.errors
+
+from icore._threads import LoopThread
+from icore.errors import OwnerUnreachable, RecordError, StoreError
+from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, HeadReply
+from icore.memory.nats._codec import BARRIER_TOKEN, STALE_REREADS, _unreachable
+from icore.memory.nats._engine import NatsMemory
+from icore.records import Record, RecordId
+
+
+class NatsOwnerAccess:
+    """:class:`~icore.memory.AsyncOwnerAccess` over JetStream (planfence Alg. 1 lines 5-8).
+
+    Args:
+        memory: the connected :class:`NatsMemory` (any agent's identity: reads are open).
+        identity: the connection's agent id, which names its barrier key (it may write
+            only its own keys).
+        barrier: with every head query, also require a tiny write to the heads stream
+            (the reader's own key) that was sent after the query began and committed;
+            fail unless it did.
+
+    ``query_heads`` reads the d heads with one batched direct get
+    (:meth:`NatsMemory.last_heads`, nats-server 2.11+), concurrently with the barrier;
+    ``fetch`` gets exact records. Any failure raises OwnerUnreachable (the gate blocks).
+
+    Why the barrier: a JetStream stream leader keeps answering reads for a while after it
+    lost its quorum (until it steps down), and a direct get may be answered by a follower
+    that is behind, so reads alone could let a gate authorize against stale heads. The
+    barrier goes through Raft like any commit; without a quorum it does not commit, and
+    the gate blocks (fail closed). Its stream sequence S was assigned after the query
+    began, so every write acknowledged before then has a sequence <= S - 1; the batched
+    read's snapshot sequence (a replica stores only committed entries, in order) must be
+    >= S - 1, else the heads are read again after the barrier, and the query blocks if
+    the answer is still behind.
+
+    Amortized barrier: at most one barrier of this access is in flight. A query that
+    begins while one is in flight does not join it (it was sent before the query began);
+    it joins the *next* barrier, sent as soon as the in-flight one completes and shared
+    by every query that began meanwhile (group commit). A failed or timed-out barrier
+    fails every query sharing it.
+    """
+
+    def __init__(self, memory: NatsMemory, *, identity: str | None = None,
+                 barrier: bool = True) -> None:
+        self.memory = memory
+        self.identity = identity
+        self.barrier = barrier and identity is not None
+        self._inflight: asyncio.Future[int] | None = None
+        self._next: asyncio.Future[int] | None = None
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    def _barrier_after_now(self, timeout_s: float) -> asyncio.Future[int]:
+        """A barrier sent after this call; its result is its stream sequence."""
+        if self._next is not None:
+            return self._next  # queued, not sent yet: it will be sent after now
+        cur = self._inflight
+        if cur is not None and not cur.done():
+            nxt = self._next = asyncio.get_running_loop().create_future()
+            cur.add_done_callback(lambda _f: self._send_next(timeout_s))
+            return nxt
+        return self._send(asyncio.get_running_loop().create_future(), timeout_s)
+
+    def _send_next(self, timeout_s: float) -> None:
+        nxt, self._next = self._next, None
+        if nxt is not None:
+            self._send(nxt, timeout_s)
+
+    def _send(self, fut: asyncio.Future[int], timeout_s: float) -> asyncio.Future[int]:
+        key = f"{BARRIER_TOKEN}.{self.identity}"
+        self._inflight = fut
+        # every waiter may have timed out first: the outcome is still retrieved
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+        async def go() -> None:
+            self.memory.stats.puts += 1
+            try:
+                seq = await asyncio.wait_for(self.memory.heads_kv.put(key, b""), timeout_s)
+            except asyncio.CancelledError:
+                fut.cancel()
+                raise
+            except Exception as exc:  # handed to every waiter: each fails closed
+                if not fut.done():
+                    fut.set_exception(exc)
+                return
+            if not fut.done():
+                fut.set_result(int(seq))
+        task = asyncio.ensure_future(go())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return fut
+
+    async def _read(self, owner: str, keys: Sequence[str], timeout_s: float
+                    ) -> dict[str, HeadEntry]:
+        mem = self.memory
+        if not self.barrier:
+            return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
+        bar = self._barrier_after_now(timeout_s)
+        if not mem.heads_direct:
+            heads, _ = await asyncio.gather(mem.heads(owner, keys, timeout_s=timeout_s),
+                                            asyncio.shield(bar))
+            return heads
+        got, seq = await asyncio.gather(mem.last_heads(owner, keys, timeout_s=timeout_s),
+                                        asyncio.shield(bar))
+        if got is None:  # no snapshot sequence (no key has a head): leader reads
+            return await mem.heads(owner, keys, timeout_s=timeout_s)
+        if got[1] >= seq - 1:
+            return got[0]
+        # the answer's snapshot predates the barrier's predecessor (a lagging replica,
+        # or writes raced the read): read again, now that the barrier committed (a few
+        # times: a replica may apply it a moment later)
+        snapshot = got[1]
+        for attempt in range(STALE_REREADS):
+            mem.stats.rereads += 1
+            if attempt:
+                await asyncio.sleep(0.002 * attempt)
+            got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
+            if got is None:
+                return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
+            if got[1] >= seq - 1:
+                return got[0]
+            snapshot = got[1]
+        raise OwnerUnreachable("the engine's answer is behind the quorum barrier",
+                               owner=owner, snapshot=snapshot, barrier=seq)
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """See :meth:`icore.memory.AsyncOwnerAccess.query_heads`.
+
+        Raises:
+            OwnerUnreachable: timeout (RpcTimeout), engine error, a barrier that did not
+                commit, an answer behind the barrier, or malformed entries.
+        """
+        try:
+            heads = await asyncio.wait_for(self._read(owner, keys, timeout_s), timeout_s)
+        except OwnerUnreachable:
+            raise
+        except (TimeoutError, nats.errors.Error, StoreError, OSError) as exc:
+            raise _unreachable(owner, exc) from exc
+        return HeadReply(owner, heads)
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """See :meth:`icore.memory.AsyncOwnerAccess.fetch` (records verified on arrival).
+
+        Raises:
+            OwnerUnreachable: timeout (RpcTimeout), engine error or invalid records.
+        """
+        try:
+            return await asyncio.wait_for(self.memory.records(owner, ids,
+                                                              timeout_s=timeout_s), timeout_s)
+        except (TimeoutError, nats.errors.Error, StoreError, RecordError, OSError) as exc:
+            raise _unreachable(owner, exc) from exc
+
+
+class SyncNatsOwnerAccess:
+    """:class:`~icore.memory.OwnerAccess` over a :class:`NatsOwnerAccess` on a loop thread."""
+
+    def __init__(self, access: NatsOwnerAccess, loop: LoopThread) -> None:
+        self.access, self._lt = access, loop
+
+    def query_heads(self, owner: str, keys: Sequence[str], *,
+                    known: Mapping[str, RecordId] | None = None,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """See :meth:`NatsOwnerAccess.query_heads`."""
+        return self._lt.run(self.access.query_heads(owner, keys, known=known,
+                                                    timeout_s=timeout_s), timeout_s + 2.0)
+
+    def fetch(self, owner: str, ids: Sequence[RecordId], *,
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """See :meth:`NatsOwnerAccess.fetch`."""
+        return self._lt.run(self.access.fetch(owner, ids, timeout_s=timeout_s),
+                            timeout_s + 2.0)
+
+
+class CrossLoopNatsAccess:
+    """:class:`~icore.memory.AsyncOwnerAccess` for any loop over another loop's engine.
+
+    The :class:`NatsOwnerAccess` runs on another loop (a :class:`NatsStore`'s thread):
+    each call is scheduled there and awaited here, bounded by the same timeout.
+    """
+
+    def __init__(self, access: NatsOwnerAccess, loop: asyncio.AbstractEventLoop) -> None:
+        self.access, self.loop = access, loop
+
+    async def query_heads(self, owner: str, keys: Sequence[str], *,
+                          known: Mapping[str, RecordId] | None = None,
+                          timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
+        """See :meth:`NatsOwnerAccess.query_heads`."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+            self.access.query_heads(owner, keys, known=known, timeout_s=timeout_s),
+            self.loop))
+
+    async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """See :meth:`NatsOwnerAccess.fetch`."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+            self.access.fetch(owner, ids, timeout_s=timeout_s), self.loop))

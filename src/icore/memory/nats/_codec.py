@@ -1,0 +1,176 @@
+"""NATS store codec: subject tokens of keys, engine entries, counters (planfence App. A).
+
+Heads are ``[record id, seq]`` and owner entries ``[seq, record id, key, record]``, both
+msgpack; every malformed entry raises :class:`~icore.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import nats.errors
+
+from icore.errors import OwnerUnreachable, RpcTimeout, StoreError
+from icore.memory import HeadEntry
+from icore.records import Record, RecordId, decode_record, is_record_id
+
+_RAW_KEY = re.compile(r"[A-Za-z0-9][-/=A-Za-z0-9_]*")
+MAX_COMMIT_RETRIES = 64
+"""Bound on owner-CAS retries of one commit under contention by the same owner."""
+STALE_REREADS = 4
+"""Bound on re-reads of a gate's heads whose snapshot is behind its quorum barrier."""
+
+
+def encode_key(key: str) -> str:
+    """Map a semantic key to one NATS subject token (injective).
+
+    Keys made of ``[A-Za-z0-9/_=-]`` starting alphanumeric stay as they are; any other key
+    becomes ``_`` + unpadded base64url of its UTF-8 bytes (a raw key never starts with
+    ``_``, so the two forms cannot collide).
+    """
+    if _RAW_KEY.fullmatch(key):
+        return key
+    return "_" + base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_key(token: str) -> str:
+    """Inverse of :func:`encode_key`."""
+    if not token.startswith("_"):
+        return token
+    b = token[1:]
+    return base64.urlsafe_b64decode(b + "=" * (-len(b) % 4)).decode("utf-8")
+
+
+def head_subject_key(owner: str, key: str) -> str:
+    """The heads-bucket key of semantic key ``key`` owned by ``owner``."""
+    return f"{owner}.{encode_key(key)}"
+
+
+class _OwnerRaced(Exception):
+    """Another writer of the same owner won the owner CAS: decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Intent:
+    seq: int
+    rid: RecordId
+    key: str
+    record: bytes
+
+
+def _pack(obj: object) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def _unpack_head(key: str, data: bytes) -> HeadEntry:
+    try:
+        rid, seq = msgpack.unpackb(data, raw=False)
+    except Exception as exc:
+        raise StoreError("malformed head entry in the engine", key=key) from exc
+    if not is_record_id(rid) or not isinstance(seq, int) or isinstance(seq, bool):
+        raise StoreError("malformed head entry in the engine", key=key)
+    return HeadEntry(key, rid, seq)
+
+
+def _unpack_intent(owner: str, data: bytes) -> _Intent:
+    try:
+        seq, rid, key, rec = msgpack.unpackb(data, raw=False)
+    except Exception as exc:
+        raise StoreError("malformed owner entry in the engine", owner=owner) from exc
+    if not (isinstance(seq, int) and is_record_id(rid) and isinstance(key, str)
+            and isinstance(rec, bytes)):
+        raise StoreError("malformed owner entry in the engine", owner=owner)
+    return _Intent(seq, rid, key, rec)
+
+
+def _record_from(data: bytes, rid: RecordId) -> Record:
+    rec = decode_record(data)
+    if rec.id != rid:
+        raise StoreError("the engine returned another record than asked", record=rid,
+                         got=rec.id)
+    return rec
+
+
+def _json_req(subjects: list[str], batch: int) -> bytes:
+    import json
+    return json.dumps({"multi_last": subjects, "batch": batch},
+                      separators=(",", ":")).encode()
+
+
+class _BatchReply:
+    """Collects one batched direct get's messages (see :meth:`NatsMemory.last_heads`)."""
+
+    def __init__(self, subjects: dict[str, str],
+                 done: asyncio.Future[tuple[dict[str, HeadEntry], int]]) -> None:
+        self.subjects, self.done = subjects, done
+        self.heads: dict[str, HeadEntry] = {}
+
+    def add(self, msg: Any) -> None:
+        """Take one message of the batch; settle the future at its end or on an error."""
+        try:
+            got = self._add(msg.headers or {}, msg.data or b"")
+        except StoreError as exc:
+            self.done.set_exception(exc)
+            return
+        if got is not None:
+            self.done.set_result((self.heads, got))
+
+    def _add(self, hdr: Mapping[str, str], data: bytes) -> int | None:
+        status = hdr.get("Status")
+        if status == "404" and not self.heads:
+            return -1  # none of the keys has a head: no snapshot sequence to check
+        if status is not None:
+            if status != "204":
+                raise StoreError("the engine refused the batched head read", status=status,
+                                 description=str(hdr.get("Description", ""))[:200])
+            upto = hdr.get("Nats-UpTo-Sequence", "")
+            if not upto.isdigit():
+                raise StoreError("end of batch without its snapshot sequence")
+            return int(upto)
+        key = self.subjects.get(hdr.get("Nats-Subject", ""))
+        if key is None or key in self.heads:
+            raise StoreError("the engine answered a head not asked for",
+                             subject=str(hdr.get("Nats-Subject", ""))[:200])
+        if hdr.get("KV-Operation") in ("DEL", "PURGE"):
+            raise StoreError("a head was deleted in the engine", key=key)
+        self.heads[key] = _unpack_head(key, data)
+        return None
+
+
+@dataclass
+class NatsStats:
+    """Client-side operation counters of one :class:`NatsMemory` connection.
+
+    Attributes:
+        gets: key-value gets issued.
+        puts: key-value writes issued (create/update, barriers).
+        cas_conflicts: owner or head CAS attempts that lost a race and were retried.
+        rereads: gate head reads repeated because their snapshot was behind the
+            quorum barrier.
+        permission_denied: publishes the server refused (subject permissions).
+        violations: the server's last permission-violation messages (at most 100).
+    """
+
+    gets: int = 0
+    puts: int = 0
+    cas_conflicts: int = 0
+    rereads: int = 0
+    permission_denied: int = 0
+    violations: list[str] = field(default_factory=list)
+
+
+def _unreachable(owner: str, exc: BaseException) -> OwnerUnreachable:
+    if isinstance(exc, TimeoutError | nats.errors.TimeoutError):
+        return RpcTimeout("the engine did not answer in time", owner=owner)
+    return OwnerUnreachable(f"the engine failed: {type(exc).__name__}: {exc}", owner=owner)
+
+
+BARRIER_TOKEN = "=barrier"
+"""First token of a reader's quorum-barrier key in the heads bucket,
+``=barrier.<reader>`` (no agent id starts with ``=``, so no owner's watcher sees it)."""

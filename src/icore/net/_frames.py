@@ -1,0 +1,377 @@
+"""The owner protocol's frame codec, sans-io: encode, decode and a stream decoder.
+
+Pure code in the style of h11: no sockets, no clock (planfence Sec. 4.1, App. A;
+design.md 3.2, 3.4). A frame is a 4-byte big-endian length N, then N bytes of a msgpack
+array ``[version, type, request id, *fields]`` (the messages are in
+:mod:`icore.net._protocol`). Every decode failure raises a
+:class:`~icore.net.ProtocolError` subclass; after one, a :class:`FrameDecoder` refuses
+further input, and transports close the connection.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+
+from icore.errors import CodecError, RecordError
+from icore.memory import FROM_PARENTS, ExpectedHead, HeadEntry
+from icore.net._errors import (
+    FrameTooLarge,
+    InvalidRecord,
+    MalformedMessage,
+    ProtocolError,
+    TruncatedFrame,
+    UnsupportedVersion,
+)
+from icore.net._protocol import (
+    _MAX_RID,
+    _MAX_TYPE,
+    _TYPES,
+    HEADER_BYTES,
+    MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    Ack,
+    Announce,
+    Commit,
+    CommitAck,
+    ErrorReply,
+    FetchReply,
+    FetchRequest,
+    HeadQuery,
+    HeadReplyMsg,
+    Message,
+    MsgType,
+    Ping,
+    Pong,
+    Replicate,
+)
+from icore.records import Record, RecordId, record_from_wire, record_to_wire
+
+_LEN = struct.Struct(">I")
+
+
+# --- encoding -------------------------------------------------------------------------
+def _rid32(rid: RecordId) -> bytes:
+    try:
+        raw = bytes.fromhex(rid)
+    except (TypeError, ValueError):
+        raw = b""
+    if len(raw) != 32:
+        raise MalformedMessage(f"not a record id: {rid!r:.80}", field="record_id")
+    return raw
+
+
+def _fields(msg: Message) -> list[Any]:
+    if isinstance(msg, HeadQuery):
+        known = msg.known
+        return [list(msg.keys),
+                [None if (v := known.get(k)) is None else _rid32(v) for k in msg.keys],
+                msg.inline_max_bytes]
+    if isinstance(msg, HeadReplyMsg):
+        return [msg.owner, [[h.key, _rid32(h.record_id), h.seq,
+                             None if h.record is None else record_to_wire(h.record)]
+                            for h in msg.heads],
+                [[k, q] for k, q in msg.same]]
+    if isinstance(msg, FetchRequest):
+        return [[_rid32(i) for i in msg.ids]]
+    if isinstance(msg, FetchReply | Replicate):
+        return [[record_to_wire(r) for r in msg.records]]
+    if isinstance(msg, Announce):
+        return [[record_to_wire(r, with_content=False) for r in msg.records]]
+    if isinstance(msg, Commit):
+        if msg.expected_head is FROM_PARENTS:
+            return [record_to_wire(msg.record)]
+        exp = None if msg.expected_head is None else _rid32(msg.expected_head)
+        return [record_to_wire(msg.record), exp]
+    if isinstance(msg, CommitAck):
+        return [_rid32(msg.record_id), msg.seq, msg.created, msg.lineage_complete]
+    if isinstance(msg, Ack):
+        return [msg.count]
+    if isinstance(msg, ErrorReply):
+        if msg.fields:
+            return [msg.code, msg.message, dict(msg.fields)]
+        return [msg.code, msg.message]
+    if isinstance(msg, Ping):
+        return []
+    if isinstance(msg, Pong):
+        return [msg.agent]
+    raise TypeError(f"not a protocol message: {type(msg).__name__}")
+
+
+def encode_body(msg: Message) -> bytes:
+    """Encode a message without the length prefix."""
+    body: bytes = msgpack.packb([PROTOCOL_VERSION, int(msg.TYPE), msg.rid, *_fields(msg)],
+                                use_bin_type=True)
+    return body
+
+
+def encode_frame(msg: Message, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    """Encode a message as one length-prefixed frame (exactly the bytes a transport sends).
+
+    Raises:
+        FrameTooLarge: the body exceeds ``max_frame_bytes``.
+        TypeError: ``msg`` is not a protocol message.
+    """
+    body = encode_body(msg)
+    if len(body) > max_frame_bytes:
+        raise FrameTooLarge(f"frame body is {len(body)} bytes, over {max_frame_bytes}",
+                            size=len(body), limit=max_frame_bytes, rid=msg.rid)
+    return _LEN.pack(len(body)) + body
+
+
+# --- decoding -------------------------------------------------------------------------
+def _int(v: Any, name: str, lo: int = 0, hi: int = _MAX_RID) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise MalformedMessage(f"{name} must be an integer in [{lo}, {hi}]", field=name)
+    return v
+
+
+def _str(v: Any, name: str, max_len: int = 4096) -> str:
+    if not isinstance(v, str) or len(v) > max_len:
+        raise MalformedMessage(f"{name} must be a string of at most {max_len} chars",
+                               field=name)
+    return v
+
+
+def _bool(v: Any, name: str) -> bool:
+    if not isinstance(v, bool):
+        raise MalformedMessage(f"{name} must be a boolean", field=name)
+    return v
+
+
+def _list(v: Any, name: str) -> list[Any]:
+    if not isinstance(v, list):
+        raise MalformedMessage(f"{name} must be an array", field=name)
+    return v
+
+
+def _id(v: Any, name: str) -> RecordId:
+    if not isinstance(v, bytes) or len(v) != 32:
+        raise MalformedMessage(f"{name} must be a 32-byte record id", field=name)
+    return v.hex()
+
+
+def _record(v: Any, name: str, *, envelope_only: bool = False) -> Record:
+    try:
+        rec = record_from_wire(v)
+    except RecordError as exc:
+        ctx = {**exc.fields, "field": name, "record_code": str(exc.code)}
+        if isinstance(exc, CodecError):  # wrong shape or types: a malformed message
+            raise MalformedMessage(f"{name}: {exc.message}", **ctx) from exc
+        raise InvalidRecord(f"{name}: {exc.message}", **ctx) from exc
+    if envelope_only and rec.content is not None:
+        raise MalformedMessage(f"{name}: an announcement carries no content", field=name)
+    return rec
+
+
+def _arity(parts: list[Any], n: int, what: str) -> None:
+    if len(parts) != n:
+        raise MalformedMessage(f"{what} has {len(parts)} fields, expected {n}", field="frame")
+
+
+def decode_body(body: bytes) -> Message:
+    """Decode one frame body (no length prefix) into a message.
+
+    Raises:
+        UnsupportedVersion: another protocol version.
+        MalformedMessage: not msgpack, wrong shape or types, unknown message type.
+        InvalidRecord: a carried record fails verification.
+    """
+    try:
+        obj = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises several unrelated exception types
+        raise MalformedMessage(f"frame body is not msgpack: {type(exc).__name__}",
+                               field="frame") from exc
+    if not isinstance(obj, list) or len(obj) < 3:
+        raise MalformedMessage("a frame is an array [version, type, rid, ...]", field="frame")
+    version, mtype, rid_v, *f = obj
+    if version != PROTOCOL_VERSION or isinstance(version, bool):
+        raise UnsupportedVersion(f"protocol version {version!r} is not supported",
+                                 version=repr(version)[:32], expected=PROTOCOL_VERSION)
+    t = _int(mtype, "type", 1, _MAX_TYPE)
+    rid = _int(rid_v, "rid")
+    kind = _TYPES[t]
+    if kind is MsgType.HEAD_QUERY:
+        _arity(f, 3, "head query")
+        keys = tuple(_str(k, "keys[]", 512) for k in _list(f[0], "keys"))
+        ids = _list(f[1], "known")
+        if len(ids) != len(keys):
+            raise MalformedMessage("known must align with keys", field="known")
+        known = {k: _id(v, "known[]") for k, v in zip(keys, ids, strict=True)
+                 if v is not None}
+        return HeadQuery(rid, keys, known, _int(f[2], "inline_max_bytes"))
+    if kind is MsgType.HEAD_REPLY:
+        _arity(f, 3, "head reply")
+        owner = _str(f[0], "owner", 512)
+        heads: list[HeadEntry] = []
+        for i, h in enumerate(_list(f[1], "heads")):
+            hl = _list(h, f"heads[{i}]")
+            _arity(hl, 4, f"heads[{i}]")
+            key = _str(hl[0], f"heads[{i}].key", 512)
+            hid = _id(hl[1], f"heads[{i}].id")
+            seq = _int(hl[2], f"heads[{i}].seq")
+            rec = None if hl[3] is None else _record(hl[3], f"heads[{i}].record")
+            if rec is not None and (rec.id != hid or rec.key != key):
+                raise InvalidRecord("inlined record is not the head it claims to be",
+                                    field=f"heads[{i}].record", key=key)
+            heads.append(HeadEntry(key, hid, seq, rec))
+        same: list[tuple[str, int]] = []
+        for i, e in enumerate(_list(f[2], "same")):
+            el = _list(e, f"same[{i}]")
+            _arity(el, 2, f"same[{i}]")
+            same.append((_str(el[0], f"same[{i}].key", 512), _int(el[1], f"same[{i}].seq")))
+        return HeadReplyMsg(rid, owner, tuple(heads), tuple(same))
+    if kind is MsgType.FETCH:
+        _arity(f, 1, "fetch")
+        return FetchRequest(rid, tuple(_id(x, "ids[]") for x in _list(f[0], "ids")))
+    if kind in (MsgType.FETCH_REPLY, MsgType.REPLICATE, MsgType.ANNOUNCE):
+        _arity(f, 1, kind.name.lower())
+        env = kind is MsgType.ANNOUNCE
+        recs = tuple(_record(x, f"records[{i}]", envelope_only=env)
+                     for i, x in enumerate(_list(f[0], "records")))
+        if kind is MsgType.FETCH_REPLY:
+            return FetchReply(rid, recs)
+        return Announce(rid, recs) if env else Replicate(rid, recs)
+    if kind is MsgType.COMMIT:
+        if len(f) == 2:
+            exp: ExpectedHead = None if f[1] is None else _id(f[1], "expected_head")
+            return Commit(rid, _record(f[0], "record"), exp)
+        _arity(f, 1, "commit")
+        return Commit(rid, _record(f[0], "record"))
+    if kind is MsgType.COMMIT_ACK:
+        _arity(f, 4, "commit ack")
+        return CommitAck(rid, _id(f[0], "record_id"), _int(f[1], "seq"),
+                         _bool(f[2], "created"), _bool(f[3], "lineage_complete"))
+    if kind is MsgType.ACK:
+        _arity(f, 1, "ack")
+        return Ack(rid, _int(f[0], "count"))
+    if kind is MsgType.ERROR:
+        if len(f) == 3:
+            if not isinstance(f[2], dict) or len(f[2]) > 16:
+                raise MalformedMessage("error fields must be a small map", field="fields")
+            fields = {_str(k, "fields.key", 64): _str(v, "fields[]", 512)
+                      for k, v in f[2].items()}
+            return ErrorReply(rid, _str(f[0], "code", 64), _str(f[1], "message", 65536),
+                              fields)
+        _arity(f, 2, "error")
+        return ErrorReply(rid, _str(f[0], "code", 64), _str(f[1], "message", 65536))
+    if kind is MsgType.PING:
+        _arity(f, 0, "ping")
+        return Ping(rid)
+    _arity(f, 1, "pong")
+    return Pong(rid, _str(f[0], "agent", 512))
+
+
+def decode_frame(data: bytes, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> Message:
+    """Decode exactly one complete frame (prefix included).
+
+    Raises:
+        ProtocolError: any subclass (truncated, trailing bytes, too large, malformed).
+    """
+    dec = FrameDecoder(max_frame_bytes=max_frame_bytes)
+    msgs = dec.feed(data)
+    dec.eof()
+    if len(msgs) != 1:
+        raise MalformedMessage(f"expected one frame, found {len(msgs)}", field="frame")
+    return msgs[0]
+
+
+class FrameDecoder:
+    """Incremental, sans-io decoder of a byte stream into messages.
+
+    Feed it whatever the transport read; it returns the complete messages. The length
+    prefix is checked before the body is buffered, so an oversize prefix costs nothing.
+    After the first error the decoder is *broken*: every later call raises the same error
+    (the transport must close the connection).
+
+    Args:
+        max_frame_bytes: largest accepted frame body.
+
+    Attributes:
+        bytes_in: total bytes fed.
+        frames_in: complete frames decoded.
+    """
+
+    def __init__(self, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes < 1:
+            raise ValueError("max_frame_bytes must be >= 1")
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._error: ProtocolError | None = None
+        self.bytes_in = 0
+        self.frames_in = 0
+
+    @property
+    def broken(self) -> ProtocolError | None:
+        """The error that broke the decoder, or None."""
+        return self._error
+
+    @property
+    def pending(self) -> int:
+        """Bytes buffered that do not yet form a complete frame."""
+        return len(self._buf)
+
+    def _fail(self, exc: ProtocolError) -> ProtocolError:
+        self._error = exc
+        self._buf.clear()
+        return exc
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Message]:
+        """Consume bytes and return every message they complete (possibly none).
+
+        Raises:
+            ProtocolError: any subclass; the decoder is broken afterwards.
+        """
+        if self._error is not None:
+            raise self._error
+        self.bytes_in += len(data)
+        self._buf += data
+        out: list[Message] = []
+        buf = self._buf
+        while len(buf) >= HEADER_BYTES:
+            (n,) = _LEN.unpack_from(buf, 0)
+            if n == 0:
+                raise self._fail(MalformedMessage("empty frame", field="length"))
+            if n > self.max_frame_bytes:
+                raise self._fail(FrameTooLarge(
+                    f"length prefix {n} exceeds the maximum frame size {self.max_frame_bytes}",
+                    size=n, limit=self.max_frame_bytes))
+            if len(buf) < HEADER_BYTES + n:
+                break
+            body = bytes(buf[HEADER_BYTES:HEADER_BYTES + n])
+            del buf[:HEADER_BYTES + n]
+            try:
+                out.append(decode_body(body))
+            except ProtocolError as exc:
+                raise self._fail(exc) from None
+            self.frames_in += 1
+        return out
+
+    def eof(self) -> None:
+        """Signal the end of the stream.
+
+        Raises:
+            TruncatedFrame: the stream ended inside a frame.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._buf:
+            raise self._fail(TruncatedFrame(f"stream ended {len(self._buf)} bytes into a "
+                                            "frame", pending=len(self._buf)))
+
+
+def frame_size(msg: Message) -> int:
+    """Return the exact number of bytes ``encode_frame(msg)`` produces."""
+    return HEADER_BYTES + len(encode_body(msg))
+
+
+__all__ = [
+    "FrameDecoder",
+    "decode_body",
+    "decode_frame",
+    "encode_body",
+    "encode_frame",
+    "frame_size",
+]
