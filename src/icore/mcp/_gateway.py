@@ -40,8 +40,8 @@ from icore.mcp._facts import (
     describe,
     expand_deps,
 )
-from icore.mcp._manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
-from icore.mcp._trace import GatewayTrace
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
+from icore.mcp._session_log import GatewayTrace
 from icore.mcp._upstream import Upstream, UpstreamError
 
 log = logging.getLogger("icore.mcp")

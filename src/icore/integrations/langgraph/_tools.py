@@ -58,7 +58,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
-from icore.integrations.langgraph._record import RecordingHandler
+from icore.integrations.langgraph._recording import RecordingHandler
 from icore.records import JSONValue, RecordId
 from icore.workspace import Agent, ApprovalRequest, UserReplanner, running_call
 
