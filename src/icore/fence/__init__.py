@@ -8,6 +8,12 @@ validator a policy (named by :class:`Policy` or its string) gets from one frozen
 :class:`GateContext` and a :class:`TeamContext`; :func:`strategy` tells a harness what
 else the policy does (setup, propagation of updates, central service, replica views).
 
+One verdict: :func:`judge_action` compares an executed action's frontier with the
+owners' heads key by key and :func:`action_status` turns a recorded decision into its
+status; replay, live runs, reports and the CLI all ask them. :class:`DecisionEntry` is
+the typed gate decision logs and recordings carry (:meth:`GateDecision.entry`,
+``DecisionEntry.from_dict``).
+
 Pure layer: reaches owners only through :class:`icore.memory.OwnerAccess` /
 :class:`icore.memory.AsyncOwnerAccess`; time comes from an injected clock.
 """
@@ -32,7 +38,14 @@ from icore.fence._binding import (
     bind_action,
     canonical_args,
 )
-from icore.fence._decision import INFRASTRUCTURE_REASONS, GateDecision, Outcome, Reason
+from icore.fence._decision import (
+    INFRASTRUCTURE_REASONS,
+    DecisionEntry,
+    DecisionFormatError,
+    GateDecision,
+    Outcome,
+    Reason,
+)
 from icore.fence._fence import (
     ActionResult,
     AsyncReplanner,
@@ -72,6 +85,7 @@ from icore.fence._policies import (
     strategy,
 )
 from icore.fence._tool import MAX_ARG_NESTING, ProtectedTool, RecordRef, protected
+from icore.fence._verdict import ActionVerdict, KeyCheck, action_status, judge_action
 
 __all__ = [
     "ACTION_FIELD",
@@ -80,11 +94,14 @@ __all__ = [
     "REPLICA_PREFIX",
     "STRATEGIES",
     "ActionResult",
+    "ActionVerdict",
     "AllKeyHeads",
     "AllKeyValidator",
     "AnnouncedHeads",
     "AsyncReplanner",
     "CentralHeads",
+    "DecisionEntry",
+    "DecisionFormatError",
     "DecisionLog",
     "Fence",
     "GateContext",
@@ -93,6 +110,7 @@ __all__ = [
     "GateValidator",
     "HeadQueries",
     "InstalledHeads",
+    "KeyCheck",
     "LocalReplica",
     "LoopOwners",
     "Outcome",
@@ -116,6 +134,7 @@ __all__ = [
     "ThreadedOwners",
     "Validator",
     "action_record",
+    "action_status",
     "apply_fail_open",
     "args_digest",
     "arun_gate",
@@ -123,6 +142,7 @@ __all__ = [
     "bind_action",
     "canonical_args",
     "installed_heads",
+    "judge_action",
     "make_validator",
     "nonblocking",
     "protected",

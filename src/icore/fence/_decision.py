@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from icore.errors import FenceError
 from icore.records import Record, RecordId
 
 
@@ -112,17 +113,98 @@ class GateDecision:
         """True when the action may execute."""
         return self.outcome is Outcome.AUTHORIZED
 
+    def entry(self, task: str | None = None) -> DecisionEntry:
+        """The decision as a :class:`DecisionEntry` (fresh records by id) for logs.
+
+        Args:
+            task: the protected call the decision belongs to (recorders group by it);
+                None leaves it out.
+        """
+        return DecisionEntry(
+            self.outcome.value, self.reason.value, self.action, tuple(self.roots),
+            tuple(self.deps), dict(self.frontier), dict(self.heads),
+            {k: r.id for k, r in self.fresh.items()}, self.replanned, self.point,
+            self.at_ms, self.policy, self.detail, self.owners_contacted,
+            self.heads_checked, task)
+
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (fresh records by id) for the decision log."""
-        return {
-            "outcome": self.outcome.value,
-            "reason": self.reason.value,
+        """Return a JSON-ready dict (fresh records by id) for the decision log.
+
+        The same as ``self.entry().to_dict()``; :meth:`DecisionEntry.from_dict` reads it.
+        """
+        return self.entry().to_dict()
+
+
+class DecisionFormatError(FenceError, ValueError):
+    """A logged gate decision (a :meth:`DecisionEntry.to_dict` object) is malformed.
+
+    ``fields["field"]`` names the offending field (``<where>.<name>``).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionEntry:
+    """One gate decision as a log, a recording, a live run or a report carries it.
+
+    The typed form of :meth:`GateDecision.to_dict` (planfence Alg. 1 inputs and
+    outcome); :meth:`to_dict` and :meth:`from_dict` are inverses. Outcome and reason are
+    kept as recorded (an :class:`Outcome` / :class:`Reason` value, or an unknown code
+    written by another version).
+
+    Attributes:
+        outcome: the :class:`Outcome` value (``authorized``, ``replan_required``,
+            ``blocked``).
+        reason: the :class:`Reason` value.
+        action: the action name.
+        roots: L(a).
+        deps: D(a).
+        frontier: F_a(x), key -> record id.
+        heads: H(x) as reported by the owners, key -> record id.
+        fresh: the fresh verified records for changed keys, key -> record id.
+        replanned: the flag the gate was called with.
+        point: the validation point (per-gate monotone counter).
+        at_ms: clock time of the validation point, in ms.
+        policy: name of the policy that decided.
+        detail: human-readable detail.
+        owners_contacted: number of owners queried.
+        heads_checked: number of head items queried.
+        task: the protected call the decision belongs to (recorders, live runs); None
+            when not recorded.
+    """
+
+    outcome: str
+    reason: str
+    action: str = ""
+    roots: tuple[RecordId, ...] = ()
+    deps: tuple[str, ...] = ()
+    frontier: Mapping[str, RecordId] = field(default_factory=dict)
+    heads: Mapping[str, RecordId] = field(default_factory=dict)
+    fresh: Mapping[str, RecordId] = field(default_factory=dict)
+    replanned: bool = False
+    point: int = 0
+    at_ms: float = 0.0
+    policy: str = ""
+    detail: str = ""
+    owners_contacted: int = 0
+    heads_checked: int = 0
+    task: str | None = None
+
+    @property
+    def authorized(self) -> bool:
+        """True when the decision authorized the action."""
+        return self.outcome == Outcome.AUTHORIZED.value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict, keys in the decision log's order (``task`` last, if set)."""
+        d: dict[str, Any] = {
+            "outcome": self.outcome,
+            "reason": self.reason,
             "action": self.action,
             "roots": list(self.roots),
             "deps": list(self.deps),
             "frontier": dict(self.frontier),
             "heads": dict(self.heads),
-            "fresh": {k: r.id for k, r in self.fresh.items()},
+            "fresh": dict(self.fresh),
             "replanned": self.replanned,
             "point": self.point,
             "at_ms": self.at_ms,
@@ -131,3 +213,111 @@ class GateDecision:
             "owners_contacted": self.owners_contacted,
             "heads_checked": self.heads_checked,
         }
+        if self.task is not None:
+            d["task"] = self.task
+        return d
+
+    @classmethod
+    def from_dict(cls, obj: Any, *, where: str = "decision") -> DecisionEntry:
+        """Read a logged decision back (the inverse of :meth:`to_dict`).
+
+        Lenient as the importers have always been: ``outcome`` and ``reason`` are
+        required; every other field may be missing (it then reads as empty, 0, False
+        or ""); ids and keys are read as strings; unknown fields are ignored.
+
+        Args:
+            obj: the decoded JSON object.
+            where: where ``obj`` sits (prefix of the field named by an error).
+
+        Returns:
+            The :class:`DecisionEntry`.
+
+        Raises:
+            DecisionFormatError: ``obj`` is not an object; ``outcome``/``reason`` is
+                missing or not a string or number; ``frontier``/``heads`` is not an
+                object; ``roots``/``deps`` is not a list; ``policy``/``detail`` is not a
+                string or number; ``point`` is not an integer >= 0; ``replanned`` is not
+                a boolean.
+        """
+        if not isinstance(obj, Mapping):
+            raise DecisionFormatError("a decision must be an object", field=where)
+        outcome = _text(obj.get("outcome"), f"{where}.outcome", required=True)
+        reason = _text(obj.get("reason"), f"{where}.reason", required=True)
+        maps = {}
+        for k in ("frontier", "heads"):
+            v = obj.get(k, {})
+            if not isinstance(v, Mapping):
+                raise DecisionFormatError(f"{k} must be an object of key -> record id",
+                                          field=f"{where}.{k}")
+            maps[k] = {str(a): str(b) for a, b in v.items()}
+        lists = {}
+        for k in ("roots", "deps"):
+            v = obj.get(k, [])
+            if not isinstance(v, list | tuple):
+                raise DecisionFormatError(f"{k} must be a list", field=f"{where}.{k}")
+            lists[k] = tuple(str(x) for x in v)
+        policy = _text(obj.get("policy"), f"{where}.policy")
+        detail = _text(obj.get("detail"), f"{where}.detail")
+        point = obj.get("point")
+        if point is not None and (not isinstance(point, int) or isinstance(point, bool)
+                                  or point < 0):
+            raise DecisionFormatError(f"must be an integer >= 0, not {point!r}",
+                                      field=f"{where}.point")
+        fresh = obj.get("fresh")
+        action, task = obj.get("action"), obj.get("task")
+        return cls(
+            outcome=outcome, reason=reason,
+            action="" if action is None else str(action),
+            roots=lists["roots"], deps=lists["deps"],
+            frontier=maps["frontier"], heads=maps["heads"],
+            fresh={str(a): str(b) for a, b in fresh.items()}
+            if isinstance(fresh, Mapping) else {},
+            replanned=_flag(obj.get("replanned"), f"{where}.replanned"),
+            point=point or 0, at_ms=_number(obj.get("at_ms")),
+            policy=policy, detail=detail,
+            owners_contacted=_whole(obj.get("owners_contacted")),
+            heads_checked=_whole(obj.get("heads_checked")),
+            task=None if task is None else str(task))
+
+
+def _text(v: Any, field: str, *, required: bool = False) -> str:
+    """A string field (a number reads as its text); missing reads as ""."""
+    if v is None:
+        if required:
+            raise DecisionFormatError("missing field", field=field)
+        return ""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return str(v)
+    raise DecisionFormatError(f"expected a string, got {type(v).__name__}", field=field)
+
+
+_TRUE = frozenset({"true", "yes", "1", "y", "t"})
+_FALSE = frozenset({"false", "no", "0", "n", "f"})
+
+
+def _flag(v: Any, field: str) -> bool:
+    """A boolean field (``true``/``"false"``/``0``/``1`` as the importers read them)."""
+    if v is None:
+        return False
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE or not s:
+            return False
+    raise DecisionFormatError(f"not a boolean: {v!r}", field=field)
+
+
+def _number(v: Any) -> float:
+    """A number field as recorded (an int stays an int: the round trip is exact)."""
+    return v if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+
+def _whole(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
