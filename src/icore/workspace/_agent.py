@@ -24,7 +24,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from icore._clock import WallClock
 from icore.errors import OwnershipError
@@ -37,7 +37,7 @@ from icore.fence import (
     PointCounter,
     action_record,
 )
-from icore.memory import MemoryStore
+from icore.memory import MemoryStore, OwnerAccess, OwnershipMap, Store
 from icore.records import JSONValue, Record, RecordId
 from icore.workspace._agent_exec import _Execution
 from icore.workspace._approval import ApprovalBook, ApprovalRequest
@@ -50,11 +50,50 @@ from icore.workspace._call import (
 )
 from icore.workspace._errors import WorkspaceError
 
-if TYPE_CHECKING:
-    from icore.workspace._workspace import Workspace
-
 ACTION_PREFIX = "planfence.act"
 """Action records are keyed ``planfence.act/<agent>/<tool>`` and owned by the agent."""
+
+
+
+class _Team(Protocol):
+    """What an agent reads of its :class:`~icore.workspace.Workspace` (a Workspace is one).
+
+    The shared facts' ownership map o(k), the owner access their heads come from, the
+    stores hosted in this process, and the key checks the integrations run.
+    """
+
+    @property
+    def ownership(self) -> OwnershipMap:
+        """The ownership map o(k)."""
+        ...
+
+    @property
+    def owners(self) -> OwnerAccess:
+        """Owner access: heads and records of every owner (local or remote)."""
+        ...
+
+    @property
+    def stores(self) -> Mapping[str, Store]:
+        """Owner -> the store hosted in this process."""
+        ...
+
+    @property
+    def timeout_s(self) -> float:
+        """Owner query timeout in seconds."""
+        ...
+
+    def owner_of(self, key: str) -> str:
+        """o(key); raises WorkspaceError when no owner is declared."""
+        ...
+
+    def head(self, key: str) -> Record | None:
+        """The owner's current version of ``key`` (None when it has none)."""
+        ...
+
+    def check_keys(self, keys: Iterable[str], *, where: str) -> frozenset[str]:
+        """The keys, each checked against the ownership map."""
+        ...
+
 
 _MAX_TURNS = 1024
 _MAX_ACTIONS = 4096
@@ -85,14 +124,14 @@ class Agent:
 
     Attributes:
         name: the agent id.
-        workspace: its workspace.
+        workspace: its workspace (typed by what the agent reads of it, :class:`_Team`).
         replica: its replica (the records it read and their ancestors).
         fence: its :class:`~icore.fence.Fence` (PlanFence over the facts' owners).
         log: every gate decision of its calls.
         approvals: the :class:`~icore.workspace.ApprovalBook` of its calls.
     """
 
-    def __init__(self, workspace: Workspace, name: str) -> None:
+    def __init__(self, workspace: _Team, name: str) -> None:
         self.workspace = workspace
         self.name = name
         self.replica = MemoryStore(workspace.ownership, name)
