@@ -38,7 +38,6 @@ PENDING_TESTS = {
     "tests/net/test_tcp.py",               # shaped-link cases -> tests/lab/net (E2)
     "tests/adapters/test_attribution.py",  # cross-validation -> icore.attribution (E3)
     "tests/adapters/test_dev_traces.py",   # same (E3)
-    "tests/integrations/test_common.py",   # the bench extra's MissingExtra case (E5)
 }
 
 _BLOCK = """
