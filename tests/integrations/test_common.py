@@ -107,16 +107,15 @@ def _without(mods: set[str], code: str) -> subprocess.CompletedProcess[str]:
 
 def test_base_install_works_without_bench_or_framework_extras() -> None:
     """Without numpy/scipy/matplotlib and the frameworks: the fence, memory, state and the
-    CLI work; a bench statistic and an integration fail with the install hint."""
+    CLI work; an integration fails with the install hint (the lab's statistics: the same
+    check in tests/lab/bench_planfence/test_missing_extra.py)."""
     heavy = {"numpy", "scipy", "matplotlib", "langgraph", "langchain_core", "agents",
              "autogen", "ag2", "crewai", "networkx"}
     code = """
 import icore.records, icore.memory, icore.fence, icore.net, icore.state, icore.adapters
 import icore.cli, icore.integrations
 from icore.errors import MissingExtra
-from icore_lab.bench.planfence._replay_stats import binomial_upper
-for f in (lambda: binomial_upper(1, 10),
-          lambda: __import__("icore.integrations.langgraph"),
+for f in (lambda: __import__("icore.integrations.langgraph"),
           lambda: __import__("icore.integrations.openai_agents"),
           lambda: __import__("icore.integrations.ag2")):
     try:
@@ -128,7 +127,7 @@ for f in (lambda: binomial_upper(1, 10),
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert [ln.split("pip install ")[1].split()[0] for ln in lines] == [
-        "'icore[bench]'", "'icore[langgraph]'", "'icore[openai-agents]'", "'icore[ag2]'"]
+        "'icore[langgraph]'", "'icore[openai-agents]'", "'icore[ag2]'"]
 
 
 def test_integrations_import_only_public_api() -> None:

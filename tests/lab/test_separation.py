@@ -35,8 +35,6 @@ PENDING_SRC = {
 PENDING_TESTS = {
     "tests/adapters/test_attribution.py",  # cross-validation -> icore.attribution (E3)
     "tests/adapters/test_dev_traces.py",   # same (E3)
-    "tests/adapters/test_import_batch.py",  # trace generators of the import bench (E3)
-    "tests/integrations/test_common.py",   # the bench extra's MissingExtra case (E5)
 }
 
 _BLOCK = """

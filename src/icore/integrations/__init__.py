@@ -25,15 +25,15 @@ Import rule: integrations use only the public API of records, fence, memory, wor
 state and adapters (``tests/test_layering.py``).
 """
 
-from icore.integrations._fenced import AnyReplanner, FenceGuard, Gated, OnBlock, Scope
-from icore.integrations._memory import Replicator
-from icore.integrations._normalize import (
+from icore.integrations._arg_normal import (
     ArgNormalizer,
     check_tool_function,
     normalize_args,
     signature_model,
 )
+from icore.integrations._fenced import AnyReplanner, FenceGuard, Gated, OnBlock, Scope
 from icore.integrations._recorder import RunRecorder, active_recorder
+from icore.integrations._wiring import Replicator
 
 __all__ = ["AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
            "RunRecorder", "Scope", "active_recorder", "check_tool_function",

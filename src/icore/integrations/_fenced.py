@@ -8,7 +8,7 @@ guard records every gate decision, the replan and the tool call in a
 :class:`~icore.integrations.RunRecorder`, and phrases a block as a reason the model can
 act on, with keys named (not 64-hex ids).
 
-The PlanFence calls themselves go through :mod:`icore.integrations._seam` (one small
+The PlanFence calls themselves go through :mod:`icore.integrations._fence_seam` (one small
 internal module), the only place that touches the :class:`~icore.fence.Fence` API.
 """
 
@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
-from icore.integrations import _seam
-from icore.integrations._memory import Replicator
+from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
+from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
 from icore.workspace import Agent, Approver, Call, UserReplanner, WorkspaceError
 
@@ -210,7 +210,7 @@ class FenceGuard:
             depends_on = keys
         self.fence = fence
         self.depends_on = depends_on
-        self._tools = _seam.Tools(depends_on)
+        self._tools = _fence_seam.Tools(depends_on)
         self.replan = replan
         self.recorder = recorder
         self.agent: str | None = (self.handle.name if self.handle is not None
@@ -357,7 +357,7 @@ class FenceGuard:
                                        replan=self.replan,  # type: ignore[arg-type]
                                        turn=turn, normalize=normalize, approve=approve)
             return self._finish_call(name, call, recorder)
-        res = _seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
+        res = _fence_seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
                             replan=self.replan,  # type: ignore[arg-type]  # sync, checked
                             tools=self._tools)
@@ -376,7 +376,7 @@ class FenceGuard:
                                               turn=turn, normalize=normalize,
                                               approve=approve)
             return self._finish_call(name, call, recorder)
-        res = await _seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
+        res = await _fence_seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
                                    replan=self.replan,  # type: ignore[arg-type]
                                    tools=self._tools)

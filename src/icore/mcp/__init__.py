@@ -24,8 +24,8 @@ require("mcp", "mcp", feature="icore.mcp")  # a missing extra: one-line install 
 
 from icore.mcp._bench import BenchRow, run_bench
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
-from icore.mcp._gateway import Gateway, Route
-from icore.mcp._manifest import (
+from icore.mcp._gateway import Gateway
+from icore.mcp._gateway_manifest import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_GATE_TIMEOUT_S,
     FACT_SCHEME,
@@ -39,8 +39,9 @@ from icore.mcp._manifest import (
     load_manifest,
     manifest_from_dict,
 )
-from icore.mcp._serve import serve_http, serve_stdio
-from icore.mcp._trace import GatewayTrace
+from icore.mcp._gateway_resources import Route
+from icore.mcp._session_log import GatewayTrace
+from icore.mcp._transport import serve_http, serve_stdio
 from icore.mcp._upstream import Upstream, UpstreamError
 
 __all__ = [

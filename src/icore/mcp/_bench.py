@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import yaml
 
-from icore.mcp._manifest import GatewayError
+from icore.mcp._gateway_manifest import GatewayError
 
 
 @dataclass(frozen=True, slots=True)

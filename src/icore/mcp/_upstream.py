@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from icore.mcp._manifest import GatewayError, UpstreamSpec
+from icore.mcp._gateway_manifest import GatewayError, UpstreamSpec
 
 log = logging.getLogger("icore.mcp")
 

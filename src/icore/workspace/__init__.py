@@ -18,12 +18,19 @@ gateway). Errors: :class:`WorkspaceError` (an :class:`~icore.errors.IntegrationE
 The low-level API (records, ``derive``, ``bind_action``, ``Fence``) is unchanged.
 """
 
-from icore.workspace._agent import (
-    ACTION_PREFIX,
+from icore.workspace._agent import ACTION_PREFIX, Agent
+from icore.workspace._approval import (
+    APPROVAL_FIELD,
+    Answer,
+    ApprovalBook,
+    ApprovalRequest,
+    Verdict,
+    read_answer,
+)
+from icore.workspace._call import (
     ARGS_NOT_JSON,
     NOT_READ,
     REJECTED,
-    Agent,
     Approver,
     AsyncUserReplanner,
     Call,
@@ -32,14 +39,6 @@ from icore.workspace._agent import (
     Stale,
     UserReplanner,
     running_call,
-)
-from icore.workspace._approval import (
-    APPROVAL_FIELD,
-    Answer,
-    ApprovalBook,
-    ApprovalRequest,
-    Verdict,
-    read_answer,
 )
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._workspace import FACT_TYPE, Workspace

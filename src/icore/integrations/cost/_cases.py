@@ -1,8 +1,8 @@
 """The framework cases of ``icore bench integrations`` (issue 28 item 8).
 
 Each case times one framework's own call of a tool, without and with the fence, on the
-in-process team the caller hands in (``icore bench integrations`` passes
-:class:`icore.bench.micro.SeamWorld`: in-memory stores reached through ``LocalOwners``),
+in-process team the caller hands in (``icore bench integrations`` passes the lab's
+``SeamWorld``: in-memory stores reached through ``LocalOwners``),
 every fenced call authorized:
 
 =============================  ==================================================
@@ -20,8 +20,8 @@ AG2 tool                       one ``ToolCallEvent`` through the ``ag2.tool``'s
 
 A framework that is not installed (or whose drop-in refuses the installed version) is
 skipped with the reason. Integrations use only the public API of the layers they build
-on (design.md 2), so this module imports nothing of ``icore.bench``: the world is duck
-typed (:class:`World`).
+on (design.md 2), so this module imports nothing of the lab (the benchmarks): the world
+is duck typed (:class:`World`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class World(Protocol):
 
 @dataclass(frozen=True)
 class FrameworkCase:
-    """One framework's unfenced and fenced call (the fields ``icore.bench.micro`` times).
+    """One framework's unfenced and fenced call (the fields the seam benchmark times).
 
     Attributes:
         name: the row's label.
@@ -205,7 +205,7 @@ def seam_cases(world: Callable[[], World]
 
     Args:
         world: makes the in-process team a case gates against
-            (:class:`icore.bench.micro.SeamWorld`).
+            (the seam benchmark's ``SeamWorld``).
 
     Returns:
         ``(cases, skipped)``: each framework's case when it can be built, and

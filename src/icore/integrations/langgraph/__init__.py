@@ -18,14 +18,10 @@ from icore._extras import require
 require("langgraph.graph", "langgraph", feature="icore.integrations.langgraph")
 
 from icore.integrations.langgraph._checkpoint import RecordCheckpointSaver  # noqa: E402
-from icore.integrations.langgraph._record import RecordingHandler, recorded_node  # noqa: E402
-from icore.integrations.langgraph._store import RecordStore  # noqa: E402
-from icore.integrations.langgraph._tools import (  # noqa: E402
-    RootsFrom,
-    StateUpdate,
-    fenced_tool,
-    is_fenced,
-)
+from icore.integrations.langgraph._fenced_node import RootsFrom, StateUpdate  # noqa: E402
+from icore.integrations.langgraph._record_store import RecordStore  # noqa: E402
+from icore.integrations.langgraph._recording import RecordingHandler, recorded_node  # noqa: E402
+from icore.integrations.langgraph._tools import fenced_tool, is_fenced  # noqa: E402
 
 __all__ = [
     "RecordCheckpointSaver",

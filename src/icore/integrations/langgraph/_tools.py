@@ -28,50 +28,41 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, get_type_hints
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
-from langchain_core.messages import ToolMessage
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.tools import tool as as_tool
 from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
-from langgraph.types import Command, interrupt
 from pydantic import BaseModel, ConfigDict, create_model
 
 from icore.errors import IntegrationError
-from icore.fence import Fence, ProtectedTool
+from icore.fence import Fence
 from icore.integrations import (
     AnyReplanner,
-    ArgNormalizer,
     FenceGuard,
-    Gated,
     OnBlock,
     Replicator,
     RunRecorder,
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
-from icore.integrations.langgraph._record import RecordingHandler
-from icore.records import JSONValue, RecordId
-from icore.workspace import Agent, ApprovalRequest, UserReplanner, running_call
-
-RootsFrom = str | Callable[[Any, Mapping[str, Any]], Sequence[RecordId] | None]
-"""A graph-state key holding L(a), or ``f(state, args) -> L(a)`` (fence mode)."""
-StateUpdate = Callable[[Gated], Mapping[str, Any]]
-"""Extra graph-state updates after a replan (e.g. the fresh destination)."""
-
-_RUNTIME = "runtime"
-_FW = "langgraph"
-_MAX_SUSPENDED = 4096
-_MAX_PLAN_FORMS = 256
-_UNSET: Any = object()
+from icore.integrations.langgraph._fenced_node import (
+    _FW,
+    _ORDER,
+    _RUNTIME,
+    RootsFrom,
+    StateUpdate,
+    _attempt,
+    _earlier_approval_calls,
+    _Fenced,
+    _turn_of,
+)
+from icore.integrations.langgraph._recording import RecordingHandler
+from icore.records import JSONValue
+from icore.workspace import Agent, UserReplanner
 
 
 def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
@@ -95,44 +86,6 @@ def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
     return as_tool(tool)
 
 
-def _state_get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
-
-
-def _extras(fn: Callable[..., Any]) -> tuple[bool, str | None]:
-    """Whether ``fn`` takes ``run_manager``, and the name of its config parameter."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False, None
-    cfg = "config" if "config" in params else None
-    if cfg is None:
-        try:
-            hints = get_type_hints(fn)
-        except Exception:
-            hints = {}
-        cfg = next((n for n, t in hints.items() if t is RunnableConfig), None)
-    return "run_manager" in params, cfg
-
-
-def _turn_of(config: Any) -> Hashable | None:
-    """The superstep a config runs in: its thread and the checkpoints of the step.
-
-    Every task of one superstep (all tool calls of one model message, in one ``ToolNode``
-    or one ``Send`` each) shares it; the next model turn is a later step; a replayed
-    (resumed) step has the same one.
-    """
-    if not isinstance(config, Mapping):
-        return None
-    conf = config.get("configurable") or {}
-    cmap = conf.get("checkpoint_map")
-    if not isinstance(cmap, Mapping) or not cmap:
-        return None
-    return ("langgraph", conf.get("thread_id"), tuple(sorted(cmap.items())))
-
-
 def _handler_recorder(config: Any) -> RunRecorder | None:
     """The recorder of a :class:`RecordingHandler` among the run's callbacks, if any."""
     cbs = config.get("callbacks") if isinstance(config, Mapping) else None
@@ -150,373 +103,6 @@ def _graph_turn() -> Hashable | None:
         return _turn_of(get_config())
     except RuntimeError:
         return None
-
-
-_ARRIVAL_S = 0.25
-_ORDER_TIMEOUT_S = 5.0
-_MAX_ATTEMPTS = 256
-
-
-class _Order:
-    """Approval questions of one tool node run put to the human in the message's order.
-
-    LangGraph numbers a task's ``interrupt`` calls and matches resume values by that
-    number; a ``ToolNode`` runs a message's calls in threads (or ``gather``), so two
-    approval-requiring calls would race for the numbers and a "yes" given to one
-    question could reach the other. Calls of one node run (same task and run id) ask in
-    the order of the model's message: a call waits until the earlier approval calls of
-    its node run have asked (or finished). An earlier call that does not arrive within
-    ``_ARRIVAL_S`` runs in another task (``Send`` per call) and is not waited for.
-    """
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.runs: OrderedDict[Hashable, tuple[set[str], set[str]]] = OrderedDict()
-
-    def _run(self, attempt: Hashable) -> tuple[set[str], set[str]]:
-        run = self.runs.get(attempt)
-        if run is None:
-            run = self.runs[attempt] = (set(), set())
-            while len(self.runs) > _MAX_ATTEMPTS:
-                self.runs.popitem(last=False)
-        return run
-
-    def arrive(self, attempt: Hashable, call_id: str) -> None:
-        """Note that ``call_id`` of node run ``attempt`` has started."""
-        with self.cond:
-            self._run(attempt)[0].add(call_id)
-            self.cond.notify_all()
-
-    def done(self, attempt: Hashable, call_id: str) -> None:
-        """Note that ``call_id`` of node run ``attempt`` has asked (or needs not ask)."""
-        with self.cond:
-            self._run(attempt)[1].add(call_id)
-            self.cond.notify_all()
-
-    def pending(self, attempt: Hashable, earlier: Sequence[str], waited_s: float) -> bool:
-        """Whether an earlier call of this node run still has to ask first."""
-        with self.cond:
-            arrived, done = self._run(attempt)
-            return any(c not in done and (c in arrived or waited_s < _ARRIVAL_S)
-                       for c in earlier)
-
-    def wait(self, attempt: Hashable, earlier: Sequence[str]) -> None:
-        """Block until the ``earlier`` calls of this node run have asked (bounded)."""
-        start = time.monotonic()
-        with self.cond:
-            while (waited := time.monotonic() - start) < _ORDER_TIMEOUT_S and \
-                    self.pending(attempt, earlier, waited):
-                self.cond.wait(0.01)
-
-    async def await_(self, attempt: Hashable, earlier: Sequence[str]) -> None:
-        """:meth:`wait` for async tools, polling without blocking the event loop."""
-        start = time.monotonic()
-        while (waited := time.monotonic() - start) < _ORDER_TIMEOUT_S and \
-                self.pending(attempt, earlier, waited):
-            await asyncio.sleep(0.002)
-
-
-_ORDER = _Order()
-
-
-def _attempt(config: Any) -> Hashable | None:
-    """One run of one graph task (a resume re-runs the task: another run id)."""
-    if not isinstance(config, Mapping):
-        return None
-    conf = config.get("configurable") or {}
-    run_id = getattr(config.get("callbacks"), "parent_run_id", None)
-    task = conf.get("__pregel_task_id")
-    return None if run_id is None or task is None else (task, run_id)
-
-
-def _earlier_approval_calls(runtime: Any, call_id: str | None) -> list[str]:
-    """The ids of the approval-requiring fenced calls before ``call_id`` in its message."""
-    state = getattr(runtime, "state", None)
-    msgs = _state_get(state, "messages") if state is not None else None
-    tools = {t.name: t for t in (getattr(runtime, "tools", None) or ())
-             if isinstance(t, BaseTool)}
-    if call_id is None or not isinstance(msgs, Sequence):
-        return []
-    for m in reversed(msgs):
-        calls = getattr(m, "tool_calls", None) or []
-        ids = [c.get("id") for c in calls]
-        if call_id in ids:
-            out = []
-            for c in calls[:ids.index(call_id)]:
-                t = tools.get(c.get("name"))
-                if t is not None and (t.metadata or {}).get("planfence.approval") \
-                        and isinstance(c.get("id"), str):
-                    out.append(c["id"])
-            return out
-    return []
-
-
-class _Direct:
-    """Calls the wrapped tool once, below its ``invoke``.
-
-    A ``StructuredTool``'s own function / coroutine, else the tool's ``_run`` / ``_arun``.
-    """
-
-    def __init__(self, base: BaseTool) -> None:
-        self.base = base
-        func = getattr(base, "func", None) if isinstance(base, StructuredTool) else None
-        coro = getattr(base, "coroutine", None) if isinstance(base, StructuredTool) else None
-        self.func: Callable[..., Any] | None = func
-        self.coro: Callable[..., Any] | None = coro
-        # config slots are found once here (LangChain looks them up on every call)
-        self.sync_rm, self.sync_cfg = (False, _extras(func)[1]) if func is not None \
-            else _extras(base._run)
-        if coro is not None:
-            self.async_rm, self.async_cfg = False, _extras(coro)[1]
-        else:
-            own_arun = type(base)._arun is not BaseTool._arun
-            self.async_rm, self.async_cfg = (_extras(base._arun) if own_arun and func is None
-                                             else (self.sync_rm, self.sync_cfg))
-
-    def _kw(self, args: Mapping[str, Any], injected: Mapping[str, Any], config: Any,
-            rm: bool, cfg: str | None) -> dict[str, Any]:
-        kw = {**args, **injected}
-        if rm:
-            kw["run_manager"] = None
-        if cfg is not None:
-            kw[cfg] = config if config is not None else {}
-        return kw
-
-    def run(self, args: Mapping[str, Any], injected: Mapping[str, Any], config: Any) -> Any:
-        """The tool's function (or ``_run``) with the arguments and its config slot."""
-        kw = self._kw(args, injected, config, self.sync_rm, self.sync_cfg)
-        if self.func is not None:
-            return self.func(**kw)
-        return self.base._run(**kw)
-
-    async def arun(self, args: Mapping[str, Any], injected: Mapping[str, Any],
-                   config: Any) -> Any:
-        """The tool's coroutine (or ``_arun``; a sync function runs on the loop)."""
-        kw = self._kw(args, injected, config, self.async_rm, self.async_cfg)
-        if self.coro is not None:
-            return await self.coro(**kw)
-        if self.func is not None:
-            return self.func(**kw)
-        return await self.base._arun(**kw)
-
-
-class _Fenced:
-    """One fenced LangGraph tool's call plumbing, shared by its sync and async runners.
-
-    Args:
-        tool: the wrapped tool.
-        guard: the :class:`~icore.integrations.FenceGuard` that gates each call.
-        roots: fence mode: the state field holding the plan roots L(a), or a function
-            of ``(state, args)`` returning them.
-        state_update: extra graph-state updates after a replanned call.
-        own_runtime: True when the wrapped tool declares the injected runtime itself.
-        model_fields: the argument names the model supplies (the rest are injected).
-        approval: put each authorized call to the human (``interrupt``) before it runs.
-    """
-
-    def __init__(self, tool: BaseTool, guard: FenceGuard, roots: RootsFrom,
-                 state_update: StateUpdate | None, own_runtime: bool,
-                 model_fields: frozenset[str], approval: bool) -> None:
-        self.tool = tool
-        self.guard = guard
-        self.roots = roots
-        self.state_update = state_update
-        self.own_runtime = own_runtime
-        self.model_fields = model_fields
-        self.approval = approval
-        self.direct = _Direct(tool)
-        schema: Any = tool.tool_call_schema  # the model-facing fields only (no injected)
-        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-            schema = tool.args_schema
-        assert isinstance(schema, type) and issubclass(schema, BaseModel)
-        self.norm = ArgNormalizer(schema, name=tool.name, fields=model_fields, framework=_FW)
-        self.protected = ProtectedTool(lambda **_: None, depends_on=("-",), name=tool.name)
-        self.suspended: OrderedDict[Hashable, ApprovalRequest] = OrderedDict()
-        self.plan_forms: dict[str, Any] = {}
-
-    @property
-    def agent_mode(self) -> bool:
-        """Whether the guard builds action records itself (a workspace agent)."""
-        return self.guard.handle is not None
-
-    def split(self, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        """Split a call's keyword arguments into ``(runtime, model args, injected args)``.
-
-        The runtime stays in ``kwargs`` only when the wrapped tool takes it itself.
-        """
-        runtime = kwargs.get(_RUNTIME)
-        if not self.own_runtime:
-            kwargs.pop(_RUNTIME, None)
-        model = {k: v for k, v in kwargs.items() if k in self.model_fields}
-        injected = {k: v for k, v in kwargs.items() if k not in self.model_fields}
-        return runtime, model, injected
-
-    def plan_roots(self, runtime: Any, args: Mapping[str, Any]) -> Sequence[RecordId] | None:
-        """Fence mode: the plan roots L(a) of this call from the graph state (None: none).
-
-        With no roots the gate blocks the call (no plan authorizes it yet).
-
-        Raises:
-            IntegrationError: the state field (or ``roots()``) gives a str or another
-                non-list: one record id is not L(a).
-        """
-        state = getattr(runtime, "state", None)
-        if isinstance(self.roots, str):
-            got = _state_get(state, self.roots) if state is not None else None
-            source = self.roots
-        else:
-            got, source = self.roots(state, args), "roots()"
-        if not got:
-            return None
-        if isinstance(got, str | bytes) or not isinstance(got, list | tuple):
-            raise IntegrationError("the plan roots must be a list of record ids",
-                                   framework=_FW, tool=self.tool.name, source=source,
-                                   got=type(got).__name__,
-                                   fix="store [record.id] in the state, not record.id")
-        return list(got)
-
-    @staticmethod
-    def turn(runtime: Any, call_id: str | None) -> Hashable | None:
-        """The model turn a call came from: the graph superstep it runs in.
-
-        Outside a graph run (``invoke`` with a tool call): its model message, found in the
-        state by the call's id; else None.
-        """
-        step = _turn_of(getattr(runtime, "config", None))
-        if step is not None or call_id is None:
-            return step
-        state = getattr(runtime, "state", None)
-        msgs = _state_get(state, "messages") if state is not None else None
-        if isinstance(msgs, Sequence):
-            for m in reversed(msgs):
-                calls = getattr(m, "tool_calls", None)
-                if calls and any(c.get("id") == call_id for c in calls):
-                    return ("message", getattr(m, "id", None),
-                            tuple(str(c.get("id")) for c in calls))
-        return None
-
-    def plan_args(self, norm_args: dict[str, JSONValue],
-                  roots: Sequence[RecordId] | None) -> Mapping[str, Any]:
-        """Fence mode: the plan's bound arguments when they normalise to the call's.
-
-        The fence then compares them byte for byte with what the root binds; otherwise the
-        call's normal form is passed and the fence names the real mismatch.
-        """
-        if not roots:
-            return norm_args
-        bound = self.guard.fence.bound_args(self.protected, roots)
-        if bound is None:
-            return norm_args
-        # the plan's normal form is remembered by its canonical text (same plan, same form)
-        text = json.dumps(bound, sort_keys=True, default=repr)
-        normal = self.plan_forms.get(text, _UNSET)
-        if normal is _UNSET:
-            try:
-                normal = self.norm(bound)
-            except IntegrationError:
-                normal = None
-            if len(self.plan_forms) >= _MAX_PLAN_FORMS:
-                self.plan_forms.clear()
-            self.plan_forms[text] = normal
-        return bound if normal == norm_args else norm_args
-
-    def approver(self, key: Hashable, granted: list[str],
-                 asked: Callable[[], None]) -> Callable[[ApprovalRequest], bool] | None:
-        """The check before an authorized call runs: approvals bound to the call.
-
-        None (no check) unless ``approval=True`` or this call's body suspended earlier
-        with its own question (then an answer given for another call is not reused).
-        The approved request's id is appended to ``granted``; ``asked()`` runs once the
-        human's answer is known (the next call of the message may ask).
-        """
-        book = self.guard.handle.approvals if self.guard.handle is not None else None
-        prior = self.suspended.get(key)
-        if book is None or (not self.approval and prior is None):
-            return None
-
-        def approve(req: ApprovalRequest) -> bool:
-            if not self.approval and (prior is None or prior.id == req.id):
-                granted.append(req.id)
-                return True  # the tool's own question was asked for exactly this call
-            if not self.approval and not book.asked(key):
-                book.note(key, prior)  # type: ignore[arg-type]  # not None here
-            verdict = book.resolve(key, req, interrupt)
-            asked()
-            if verdict.approved:
-                granted.append(req.id)
-            return verdict.approved
-
-        return approve
-
-    def replayed(self, key: Hashable, turn: Hashable | None) -> tuple[bool, Any]:
-        """A call that already executed under an approval: ``(True, its recorded result)``.
-
-        LangGraph re-runs the whole tool node on each resume; such a call never runs
-        again. The questions it was asked are asked again first: LangGraph hands back
-        the answers already given (by number), so the next call's answers stay aligned.
-        """
-        book = self.guard.handle.approvals if self.guard.handle is not None else None
-        done = book.executed((key, turn)) if book is not None else None
-        if done is None:
-            return False, None
-        for req in book.asked(key):  # type: ignore[union-attr]  # book is set here
-            interrupt(req.payload())
-        return True, done[1]
-
-    def executed(self, key: Hashable, turn: Hashable | None, granted: list[str],
-                 result: Any) -> None:
-        """Remember an approved call that ran (ledger key: the call and its model turn)."""
-        book = self.guard.handle.approvals if self.guard.handle is not None else None
-        if book is not None and granted:
-            book.ran((key, turn), granted[-1], result)
-
-    def suspend(self, key: Hashable, args: Mapping[str, Any]) -> None:
-        """The tool body interrupted (its own question): remember which call it was for."""
-        cur = running_call()
-        if cur is None or key in self.suspended:
-            return
-        self.suspended[key] = cur.request(args)
-        while len(self.suspended) > _MAX_SUSPENDED:
-            self.suspended.popitem(last=False)
-
-    def out(self, gated: Gated, runtime: Any) -> Any:
-        """The tool's answer to LangGraph for a gated call.
-
-        Fence mode, after a replan (planfence App. A.3): a ``Command`` that also writes
-        the new plan roots and ``state_update``'s fields into the graph state; otherwise
-        the tool's value unchanged.
-
-        Raises:
-            ToolException: the gate blocked the call (the tool did not run); its message
-                says why.
-        """
-        if not gated.executed:
-            raise ToolException(gated.message)
-        value = gated.value
-        if not gated.replanned:
-            return value
-        update: dict[str, Any] = {}
-        if isinstance(self.roots, str) and not self.agent_mode:
-            update[self.roots] = list(gated.roots)
-        if self.state_update is not None:
-            update.update(self.state_update(gated))
-        call_id = getattr(runtime, "tool_call_id", None)
-        if not update:
-            return value
-        if isinstance(value, Command):
-            inner = value.update if isinstance(value.update, Mapping) else {}
-            return Command(graph=value.graph, goto=value.goto, resume=value.resume,
-                           update={**inner, **update})
-        if call_id is None:  # invoked outside a ToolNode: nowhere to write state
-            return value
-        if self.tool.response_format == "content_and_artifact" and isinstance(value, tuple):
-            content, artifact = value
-            msg = ToolMessage(content=str(content), artifact=artifact,
-                              tool_call_id=call_id, name=self.tool.name)
-        else:
-            msg = value if isinstance(value, ToolMessage) else ToolMessage(
-                content=str(value), tool_call_id=call_id, name=self.tool.name)
-        return Command(update={**update, "messages": [msg]})
 
 
 class _FencedTool(StructuredTool):

@@ -23,7 +23,7 @@ import anyio
 
 from icore._extras import require
 from icore.mcp._gateway import Gateway
-from icore.mcp._manifest import GatewayManifest
+from icore.mcp._gateway_manifest import GatewayManifest
 
 log = logging.getLogger("icore.mcp")
 

@@ -94,8 +94,7 @@ class GatewayTrace:
             self._rec(r, "revision" if r.parents else "input")
         with self._lock:
             for d in v.decisions:
-                self.planfence.append({"planfence": {"decision": {**d.to_dict(),
-                                                                  "task": task}}})
+                self.planfence.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
         if call.result is not None:
             if call.executed:
                 for d in call.result.decisions:
@@ -117,8 +116,7 @@ class GatewayTrace:
         """Gate decisions of a call whose forward then failed (recorded before the error)."""
         with self._lock:
             for d in decisions:
-                self.planfence.append({"planfence": {"decision": {**d.to_dict(),
-                                                                  "task": task}}})
+                self.planfence.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
         for d in decisions:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,

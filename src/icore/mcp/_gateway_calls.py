@@ -1,0 +1,307 @@
+"""The gateway's tools/call: argument checks, PlanFence at a protected tool, fact tools.
+
+A protected tool's call is validated against the owners' heads (planfence Alg. 1;
+:meth:`FactBook.execute`) and forwarded to its upstream only when authorized; a refusal
+is a ``CallToolResult(isError=true)`` telling the model what changed and what to do
+(the one replan, App. A.3). Unprotected tools are forwarded unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from icore.errors import IcoreError
+from icore.fence import Reason
+from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest, ToolSpec
+from icore.mcp._gateway_resources import Route, _invalid, _Resources
+from icore.mcp._session_log import GatewayTrace
+from icore.mcp._upstream import Upstream, UpstreamError
+
+log = logging.getLogger("icore.mcp")
+
+PUT_FACT = "icore_put_fact"
+GET_FACT = "icore_get_fact"
+_HINT = {
+    Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
+    "are below. Re-plan from them and call again (this is the one replan)",
+    Reason.SECOND_CHANGE.value: "the facts changed again after the one replan. Do not "
+    "retry with this plan: read the changed resources again (a new plan) or report it",
+    "not_read": "this call depends on facts this session has not read; their current "
+    "values are below (now read). Plan from them and call again",
+    Reason.MISSING_BOUNDARY.value: "the call does not derive from a version of every fact "
+    "the tool depends on; read them and call again",
+    Reason.OWNER_UNAVAILABLE.value: "an owner of the facts this call depends on did not "
+    "answer; the call was not made (fail closed). Try again later",
+    Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
+    Reason.NO_OWNER.value: "a fact this call depends on has no owner in the gateway "
+    "manifest (a configuration error); do not retry",
+}
+
+
+class _Host(Protocol):
+    """What the tool side reads of its gateway (manifest, routes, facts, trace, spans)."""
+
+    manifest: GatewayManifest
+    upstreams: dict[str, Upstream]
+    tools: dict[str, Route]
+    tool_defs: dict[str, Any]
+    facts: FactBook | None
+    trace: GatewayTrace
+    otel: Any
+
+    def view(self, ctx: Any) -> SessionView:
+        """The request's session view."""
+        ...
+
+    async def refresh(self) -> None:
+        """List the upstreams' tools, resources and prompts again."""
+        ...
+
+
+class _ToolCalls:
+    """The tools/call side of a :class:`~icore.mcp.Gateway` (held by it).
+
+    Args:
+        host: the gateway.
+        resources: its resource side (pre-reads, re-reads after a write, notifications).
+    """
+
+    def __init__(self, host: _Host, resources: _Resources) -> None:
+        self.gw = host
+        self._resources = resources
+        self.validators: dict[str, Any] = {}
+        """Tool name -> its argument schema's validator (cleared when the tools change)."""
+        self._static_deps = {n: frozenset(t.depends_on)
+                             for n, t in host.manifest.tools.items() if not t.globs}
+        self._tasks = itertools.count(1)
+
+    def fact_tools(self) -> list[Any]:
+        """The gateway's own fact tools (put/get), when the manifest enables them."""
+        from mcp_types import Tool
+        if not self.gw.manifest.facts.tools or not self.gw.manifest.facts.owners:
+            return []
+        return [
+            Tool(name=PUT_FACT, description="Publish a new version of a shared fact "
+                 "(key fact://...) that this gateway serves; other sessions' plans that "
+                 "read the old version become stale.",
+                 input_schema={"type": "object", "required": ["key", "value"],
+                               "properties": {"key": {"type": "string"}, "value": {}}}),
+            Tool(name=GET_FACT, description="Read the current version of a shared fact "
+                 "(key fact://...); the read is recorded as the version this session saw.",
+                 input_schema={"type": "object", "required": ["key"],
+                               "properties": {"key": {"type": "string"}}}),
+        ]
+
+    def _validator(self, name: str) -> Any:
+        v = self.validators.get(name)
+        if v is None:
+            import jsonschema
+            schema = getattr(self.gw.tool_defs[name], "input_schema", None) or {"type": "object"}
+            cls = jsonschema.validators.validator_for(schema)
+            v = cls(schema)
+            self.validators[name] = v
+        return v
+
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
+        """``tools/call``: checked arguments, PlanFence at a protected tool, forwarded."""
+        view = self.gw.view(ctx)
+        name = params.name
+        args = dict(params.arguments or {})
+        if name in (PUT_FACT, GET_FACT) and self.fact_tools():
+            return await self._fact_tool(view, name, args)
+        if name not in self.gw.tools:
+            await self.gw.refresh()
+        route = self.gw.tools.get(name)
+        if route is None:
+            self.gw.trace.note(view.sid, f"unknown tool {name!r} refused")
+            raise _invalid(f"Unknown tool: {name}")
+        problem = self._arg_problem(name, args)
+        if problem is not None:
+            self.gw.trace.call(view.sid, name, args, f"REFUSED: {problem}", error=True,
+                               refused=True)
+            return _error_result(f"Invalid arguments for tool {name}: {problem}")
+        spec = self.gw.manifest.tools.get(name)
+        task = f"{view.sid}/{next(self._tasks)}"
+        u = self.gw.upstreams[route.upstream]
+
+        async def forward(**a: Any) -> Any:
+            return await u.request("tools/call", lambda s: s.call_tool(
+                route.name, a, meta=_forward_meta(params.meta)))
+
+        try:
+            if spec is None:
+                result = await forward(**args)
+            else:
+                result = await self._protected(view, name, spec, args, task, forward)
+                if isinstance(result, _Refused):
+                    return result.result
+        except UpstreamError as exc:
+            self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc}", error=True,
+                               task=task)
+            return _error_result(str(exc))
+        except Exception as exc:  # the upstream answered a JSON-RPC error
+            msg = getattr(exc, "message", None) or str(exc)
+            self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
+                               task=task)
+            return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
+        self.gw.trace.call(view.sid, name, args, _result_text(result),
+                           error=bool(result.is_error), task=task)
+        if spec is not None:
+            for w in spec.writes:
+                await self._resources.reread(w, f"{view.sid} via {name}")
+        return result
+
+    def _arg_problem(self, name: str, args: Mapping[str, Any]) -> str | None:
+        import jsonschema
+        try:
+            err = jsonschema.exceptions.best_match(self._validator(name).iter_errors(args))
+        except jsonschema.exceptions.SchemaError:
+            return None  # the upstream's schema is broken: let the upstream judge
+        if err is None:
+            return None
+        where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
+        return f"{where}: {err.message}"
+
+    async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
+                         args: Mapping[str, Any], task: str, forward: Any) -> Any:
+        """Run one protected call through the gate; a refusal comes back as _Refused."""
+        assert self.gw.facts is not None
+        seen = view.seen
+        static = self._static_deps.get(name)
+        try:
+            if static is not None:  # D(a) without globs or placeholders: the same each call
+                deps = static
+            else:
+                # the known keys are only needed to match globs (a scan of every owner's
+                # heads)
+                known: Any = (set(self.gw.facts.known_keys()) | set(seen)) if spec.globs else ()
+                deps = expand_deps(spec.depends_on, args, known)
+        except IcoreError as exc:
+            self.gw.trace.call(view.sid, name, args, f"REFUSED: {exc.message}", error=True,
+                               task=task, blocked=True)
+            return _Refused(_error_result(f"PlanFence blocked {name} "
+                                          f"(incomplete_declaration): {exc.message}"))
+        if not deps:
+            msg = (f"PlanFence blocked {name} (incomplete_declaration): D(a) matches no "
+                   f"known fact; read the resources it depends on first "
+                   f"({', '.join(spec.depends_on)})")
+            self.gw.trace.call(view.sid, name, args, msg, error=True, task=task, blocked=True)
+            return _Refused(_error_result(msg))
+        for k in sorted(deps):
+            if k not in seen and not k.startswith(FACT_SCHEME) \
+                    and self.gw.facts.owner_of(k) is not None and self.gw.facts.head(k) is None:
+                # never read by anyone yet: read it, so the refusal can hand it over
+                try:
+                    await self._resources.fetch(k, f"{view.sid} via {name}")
+                except Exception as exc:
+                    log.debug("pre-read of %s failed: %r", k, exc)
+        n0 = len(view.agent.log)
+        try:
+            v: Verdict = await self.gw.facts.execute(view, name, deps, args, forward)
+        except Exception:  # authorized, then the upstream failed: keep the decisions
+            self.gw.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task)
+            raise
+        # an executed call's lines are written with its result line (one write per call)
+        self.gw.trace.verdict(view.sid, name, v, args, task=task, flush=not v.call.executed)
+        if self.gw.otel is not None:
+            for d in v.decisions:  # child spans of the SDK's tools/call server span
+                self.gw.otel.decision(d)
+        if v.call.executed:
+            return v.call.value
+        reason = v.reason
+        lines = [f"PlanFence blocked {name} ({reason}): "
+                 f"{_HINT.get(reason, 'the call was refused (fail closed)')}."]
+        if v.changed and reason != Reason.SECOND_CHANGE.value:
+            lines.append("Current values:")
+            lines.extend(f"- {describe(r)}" for r in v.changed.values())
+        elif v.changed:
+            lines.append("Changed: " + ", ".join(sorted(v.changed)))
+        if v.call.detail and reason not in (Reason.STALE.value, "not_read"):
+            lines.append(f"Detail: {v.call.detail}")
+        return _Refused(_error_result("\n".join(lines), meta={"icore/gate": {
+            "reason": reason, "deps": list(v.deps),
+            "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()}}}))
+
+    async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any]) -> Any:
+        from mcp_types import CallToolResult, TextContent
+        assert self.gw.facts is not None
+        key = args.get("key")
+        if not isinstance(key, str) or not key.startswith(FACT_SCHEME):
+            return _error_result(f"{name}: key must be a string starting with {FACT_SCHEME}")
+        if self.gw.facts.owner_of(key) is None:
+            return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
+                                 "(facts.owners)")
+        if name == GET_FACT:
+            rec = self._resources.read(view, key)
+            if rec is None:
+                return _error_result(f"{GET_FACT}: no fact {key} yet")
+            self.gw.trace.read(view.sid, key, rec)
+            value = rec.content
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(value))],
+                                  structured_content={"key": key, "value": value,
+                                                      "seq": rec.seq})
+        if "value" not in args:
+            return _error_result(f"{PUT_FACT}: value is required")
+        if self.gw.facts.owner_of(key) in self.gw.facts.remote:
+            return _error_result(f"{PUT_FACT}: fact {key} is owned by "
+                                 f"{self.gw.facts.owner_of(key)}, a team agent serving its own "
+                                 "store; it writes the fact there")
+        try:
+            rec, created = self.gw.facts.observe(key, args["value"], type="fact")
+        except IcoreError as exc:
+            return _error_result(f"{PUT_FACT}: {exc}")
+        assert rec is not None
+        if created:
+            self.gw.trace.version(rec, view.sid)
+            await self._resources.notify_subscribers(key)
+        self._resources.read(view, key)  # the writer knows the value it wrote
+        self.gw.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
+        return CallToolResult(content=[TextContent(type="text", text=f"{key} is now version "
+                                                   f"{rec.seq}")],
+                              structured_content={"key": key, "seq": rec.seq})
+
+
+_RESERVED = "io.modelcontextprotocol/"
+
+
+def _forward_meta(meta: Any) -> Any:
+    """The client's ``_meta`` for the upstream.
+
+    Trace context (``traceparent``, ``tracestate``, ``baggage``) and the application's
+    own keys are kept; dropped: the
+    protocol-reserved ``io.modelcontextprotocol/*`` envelope of the client's
+    connection (the upstream connection has its own) and without ``progressToken``
+    (progress belongs to the client's request, not the gateway's).
+    """
+    if not meta:
+        return None
+    raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
+                                                                  exclude_none=True)
+    out = {k: v for k, v in raw.items()
+           if not k.startswith(_RESERVED) and k != "progressToken"}
+    return out or None
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    result: Any
+
+
+def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
+    from mcp_types import CallToolResult, TextContent
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
+                          _meta=meta)
+
+
+def _result_text(result: Any) -> str:
+    parts = [getattr(c, "text", None) or f"<{getattr(c, 'type', 'content')}>"
+             for c in result.content]
+    return "\n".join(parts)
+
+

@@ -1,0 +1,233 @@
+"""The gateway's resources: reads versioned as facts, subscriptions, update notifications.
+
+Every resource read through the gateway is a version of a fact (:meth:`FactBook.observe`):
+a changed content commits a new version, owned by the upstream serving it, and the
+session's read is recorded as the version it saw (planfence Sec. 4: the reads a plan
+derives from). A ``fact://`` URI is a shared fact served by the gateway itself.
+Subscribers of a URI are notified when a new version is committed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio.abc
+
+from icore.errors import IcoreError
+from icore.mcp._facts import FactBook, SessionView
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError
+from icore.mcp._session_log import GatewayTrace
+from icore.mcp._upstream import Upstream, UpstreamError
+
+log = logging.getLogger("icore.mcp")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where one listed name goes: the upstream and the name it has there."""
+
+    upstream: str
+    name: str
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return out
+
+
+class _Host(Protocol):
+    """What the resource side reads of its gateway (routes, upstreams, facts, trace)."""
+
+    upstreams: dict[str, Upstream]
+    resources: dict[str, Route]
+    facts: FactBook | None
+    trace: GatewayTrace
+
+    def view(self, ctx: Any) -> SessionView:
+        """The request's session view."""
+        ...
+
+
+class _Resources:
+    """The resource side of a :class:`~icore.mcp.Gateway` (held by it).
+
+    Args:
+        host: the gateway.
+        client_key: what identifies a request's client session (subscriptions are kept
+            per client).
+    """
+
+    def __init__(self, host: _Host, client_key: Callable[[Any], Any]) -> None:
+        self.gw = host
+        self._client_key = client_key
+        self._subscribers: weakref.WeakKeyDictionary[Any, set[str]] = \
+            weakref.WeakKeyDictionary()
+        self._notifiers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self.tg: anyio.abc.TaskGroup | None = None
+        """The gateway's task group while it runs (re-reads after an upstream's update)."""
+
+    def read(self, view: SessionView, key: str) -> Any:
+        """The version of ``key`` the session reads now (recorded as seen), or None.
+
+        Raises:
+            MCPError: the store failed (INTERNAL_ERROR).
+        """
+        assert self.gw.facts is not None
+        try:
+            return self.gw.facts.read(view, key)
+        except IcoreError as exc:
+            raise _internal(f"cannot read {key}: {exc}") from None
+
+    def route_uri(self, uri: str) -> Route | None:
+        """The route of ``uri`` (a listed resource, else the only upstream serving any)."""
+        r = self.gw.resources.get(uri)
+        if r is not None:
+            return r
+        # a template resource: the upstream whose template matches, else the only one
+        ups = [n for n, u in self.gw.upstreams.items()
+               if u.capabilities is not None and u.capabilities.resources is not None]
+        return Route(ups[0], uri) if len(ups) == 1 else None
+
+    async def fetch(self, uri: str, source: str) -> tuple[Any, Any]:
+        """Read ``uri`` from its upstream; commit a new version when it changed.
+
+        Returns:
+            ``(ReadResourceResult, record or None)``.
+
+        Raises:
+            UpstreamError: the upstream failed; MCPError: it answered an error.
+            GatewayError: no upstream serves ``uri``.
+        """
+        route = self.route_uri(uri)
+        if route is None:
+            raise GatewayError(f"no upstream serves resource {uri}", uri=uri)
+        u = self.gw.upstreams[route.upstream]
+        result = await u.request("resources/read", lambda s: s.read_resource(route.name))
+        rec = None
+        if self.gw.facts is not None:
+            content = {"uri": uri, "contents": [_dump(c) for c in result.contents]}
+            try:
+                rec, created = self.gw.facts.observe(uri, content)
+            except IcoreError as exc:
+                raise GatewayError(f"cannot version resource {uri}: {exc}", uri=uri) from None
+            if created and rec is not None:
+                self.gw.trace.version(rec, source)
+                await self.notify_subscribers(uri)
+        return result, rec
+
+    async def read_resource(self, ctx: Any, params: Any) -> Any:
+        """``resources/read``: the content, versioned; ``_meta`` names the version seen."""
+        from mcp_types import ReadResourceResult, TextResourceContents
+        view = self.gw.view(ctx)
+        uri = str(params.uri)
+        if uri.startswith(FACT_SCHEME):
+            rec = self.read(view, uri)
+            if rec is None:
+                raise _invalid(f"Unknown fact: {uri}")
+            self.gw.trace.read(view.sid, uri, rec)
+            value = rec.content
+            return ReadResourceResult(
+                contents=[TextResourceContents(uri=uri, mime_type="application/json",
+                                               text=json.dumps(value))],
+                _meta={"icore/version": {"record": rec.id, "seq": rec.seq}})
+        try:
+            result, rec = await self.fetch(uri, view.sid)
+        except UpstreamError as exc:
+            self.gw.trace.note(view.sid, f"read {uri} failed: {exc}")
+            raise _internal(str(exc)) from None
+        except GatewayError as exc:
+            raise _invalid(str(exc)) from None
+        if rec is not None:
+            seen = self.read(view, uri)
+            if seen is not None and seen.id != rec.id:
+                # another session's read committed a newer version in between: serve the
+                # version this session is recorded to have seen
+                result = _result_of(seen, result)
+                rec = seen
+            meta = dict(result.meta or {})
+            meta["icore/version"] = {"record": rec.id, "seq": rec.seq}
+            result = result.model_copy(update={"meta": meta})
+        self.gw.trace.read(view.sid, uri, rec)
+        return result
+
+    async def subscribe(self, ctx: Any, params: Any) -> Any:
+        """``resources/subscribe``: the client is notified of each new version."""
+        from mcp_types import EmptyResult
+        uri = str(params.uri)
+        conn = self._client_key(ctx)
+        self._subscribers.setdefault(conn, set()).add(uri)
+        self._notifiers[conn] = ctx.session
+        route = self.route_uri(uri)
+        if route is not None:
+            await self._upstream_subscribe(route)
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> Any:
+        """``resources/unsubscribe``."""
+        from mcp_types import EmptyResult
+        self._subscribers.get(self._client_key(ctx), set()).discard(str(params.uri))
+        return EmptyResult()
+
+    async def _upstream_subscribe(self, route: Route) -> None:
+        u = self.gw.upstreams[route.upstream]
+        caps = u.capabilities
+        if caps is None or caps.resources is None or not caps.resources.subscribe:
+            return
+        try:
+            await u.request("resources/subscribe", lambda s: s.subscribe_resource(route.name))
+        except Exception as exc:  # subscription is an optimisation: reads still version
+            log.debug("upstream %s: subscribe %s failed: %r", u.name, route.name, exc)
+
+    async def notify_subscribers(self, uri: str) -> None:
+        """Tell every subscribed client that ``uri`` has a new version."""
+        for conn, uris in list(self._subscribers.items()):
+            session = self._notifiers.get(conn)
+            if uri in uris and session is not None:
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception as exc:  # a gone client: drop it
+                    log.debug("notify %s failed: %r", uri, exc)
+
+    async def on_upstream_notification(self, upstream: str, message: Any) -> None:
+        """An upstream's notification: a resource update is read again (versioned)."""
+        method = getattr(message, "method", None)
+        if method != "notifications/resources/updated":
+            return
+        uri = str(message.params.uri)
+        shown = next((k for k, r in self.gw.resources.items()
+                      if r.upstream == upstream and r.name == uri), uri)
+        if self.tg is not None:
+            self.tg.start_soon(self.reread, shown, f"upstream {upstream} (updated)")
+
+    async def reread(self, uri: str, source: str) -> None:
+        """Read ``uri`` again after a change (``source`` names who caused it)."""
+        try:
+            await self.fetch(uri, source)
+        except Exception as exc:
+            self.gw.trace.note("gateway", f"re-read of {uri} after an update failed: {exc}")
+
+
+def _result_of(rec: Any, like: Any) -> Any:
+    """A ReadResourceResult carrying the contents recorded in ``rec``."""
+    contents = rec.content.get("contents") if isinstance(rec.content, dict) else None
+    if not isinstance(contents, list):
+        return like
+    return like.model_validate({**like.model_dump(by_alias=True, exclude_none=True),
+                                "contents": contents})
+
+
+def _invalid(msg: str) -> Exception:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+    return MCPError(INVALID_PARAMS, msg)
+
+
+def _internal(msg: str) -> Exception:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INTERNAL_ERROR
+    return MCPError(INTERNAL_ERROR, msg)

@@ -1,0 +1,236 @@
+"""One protected call of a workspace agent: its outcome, its context, its trampolines.
+
+What :meth:`~icore.workspace.Agent.execute` returns (:class:`Call`, with the reason a
+refused call gives the model), what a user replanner gets (:class:`Stale`), and the
+per-call context the tool function runs in (:func:`running_call`): the fence runs a
+trampoline that looks the call's function and authorizing root up in a context variable,
+so one :class:`~icore.fence.ProtectedTool` per tool serves every call (planfence App. A.3).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from icore.fence import ActionResult, Reason
+from icore.records import JSONValue, Record
+from icore.workspace._approval import ApprovalRequest
+
+Scope: TypeAlias = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
+"""D(a): keys, or a function of the call's (normalised) arguments returning them."""
+
+NOT_READ = "not_read"
+"""Call reason: the agent had not read a fact of D(a); its current value was handed over."""
+REJECTED = "approval_rejected"
+"""Call reason: the human did not approve this exact call."""
+ARGS_NOT_JSON = "args_not_json"
+"""Call reason: an argument has no JSON form (normalise the arguments first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """What a user replanner gets: the refused call and the facts that changed.
+
+    Attributes:
+        action: the tool's name.
+        args: the refused call's (normalised) arguments.
+        fresh: key -> current value of every changed fact of D(a).
+        records: key -> the verified current record of each changed fact.
+    """
+
+    action: str
+    args: Mapping[str, JSONValue]
+    fresh: Mapping[str, JSONValue]
+    records: Mapping[str, Record]
+
+
+UserReplanner: TypeAlias = Callable[[Stale], Mapping[str, Any] | None]
+"""Returns the new call's arguments from the fresh values, or None to decline."""
+AsyncUserReplanner: TypeAlias = Callable[[Stale], Awaitable[Mapping[str, Any] | None]]
+"""An ``async def`` :data:`UserReplanner` (for :meth:`Agent.aexecute`)."""
+Approver: TypeAlias = Callable[[ApprovalRequest], bool]
+"""Called once the gate authorized a call, before it runs: True lets it run. May raise
+to suspend the run (LangGraph ``interrupt``); it is then asked again on the replay."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What one protected call did.
+
+    Attributes:
+        action: the tool's name.
+        executed: whether the tool ran.
+        value: what it returned (None when it did not run).
+        reason: ``valid``, a gate :class:`~icore.fence.Reason` value (``stale``,
+            ``second_change``, ``owner_unavailable``, ...), :data:`NOT_READ`,
+            :data:`REJECTED` or :data:`ARGS_NOT_JSON`.
+        args: the arguments it ran (or was refused) with, normalised.
+        record: the authorizing (or refused) action record, the call's root.
+        result: the fence's :class:`~icore.fence.ActionResult` (None when refused
+            before the gate).
+        fresh: key -> value handed to the agent (stale call or unread fact).
+        replanned: the user replanner's arguments ran (after revalidation).
+        detail: the gate's detail text.
+    """
+
+    action: str
+    executed: bool
+    value: Any = None
+    reason: str = Reason.VALID.value
+    args: Mapping[str, JSONValue] = field(default_factory=dict)
+    record: Record | None = None
+    result: ActionResult | None = None
+    fresh: Mapping[str, JSONValue] = field(default_factory=dict)
+    replanned: bool = False
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        """A refused call's reason for the model: what, why, what to do (empty if run)."""
+        if self.executed:
+            return ""
+        return _message(self)
+
+
+_HINTS: dict[str, str] = {
+    Reason.STALE.value: "the facts it depends on changed since they were read and the "
+    "replan was declined; read them again before calling",
+    Reason.SECOND_CHANGE.value: "its facts changed again after the one replan; do not "
+    "retry this plan: report it (or read the facts again to start a new plan)",
+    Reason.LINEAGE_INCOMPLETE.value: "a version this call derives from is missing from "
+    "this agent's memory; it must be replicated here first",
+    Reason.MISSING_BOUNDARY.value: "the call does not derive from a version of every fact "
+    "the tool depends on; read them and call again",
+    Reason.FRONTIER_CONFLICT.value: "the call derives from two versions of one fact; read "
+    "it again and call again",
+    Reason.OWNER_UNAVAILABLE.value: "an owner of the call's facts did not answer; try "
+    "again later",
+    Reason.INCOMPLETE_DECLARATION.value: "the tool's dependency declaration is incomplete "
+    "(an application error); do not retry",
+    Reason.ARGS_MISMATCH.value: "the call is not the one its action record binds",
+    REJECTED: "a human did not approve this exact call; do not retry it unchanged",
+    ARGS_NOT_JSON: "an argument has no JSON form (an application error); do not retry",
+}
+
+
+def _values(fresh: Mapping[str, JSONValue]) -> str:
+    return json.dumps(dict(sorted(fresh.items())), ensure_ascii=False, default=str)
+
+
+def _message(c: Call) -> str:
+    head = f"PlanFence blocked {c.action} ({c.reason})"
+    if c.reason == Reason.STALE.value and c.fresh:
+        return (f"{head}: {', '.join(sorted(c.fresh))} changed after you read it. Current "
+                f"values: {_values(c.fresh)}. Decide again from these values; your next "
+                f"call counts as the one replan.")
+    if c.reason == NOT_READ and c.fresh and all(v is None for v in c.fresh.values()):
+        return (f"{head}: no value yet for {', '.join(sorted(c.fresh))}: the fact this "
+                f"call depends on has not been written by its owner, so nothing can "
+                f"authorize the call. Do not retry it until the fact exists; report it.")
+    if c.reason == NOT_READ:
+        return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which you "
+                f"had not read. Current values: {_values(c.fresh)}. Decide from these "
+                f"values and call again.")
+    hint = _HINTS.get(c.reason, "the call was refused")
+    detail = f" Detail: {c.detail}" if c.detail else ""
+    return f"{head}: {hint}.{detail}"
+
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class _Run:
+    """Per-call context the trampoline reads: the function, the authorizing root."""
+
+    fn: Callable[..., Any]
+    root: Record
+    basis: dict[str, Record]
+    approve: Approver | None
+    action: str = ""
+
+
+_CURRENT: contextvars.ContextVar[_Run] = contextvars.ContextVar("icore_workspace_run")
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """The protected call running in this context (inside the tool function).
+
+    Attributes:
+        action: the tool's name.
+        record: the action record that authorized it (after a replan: the fresh one).
+        basis: key -> the version of each fact of D(a) the call derives from.
+    """
+
+    action: str
+    record: Record
+    basis: Mapping[str, Record]
+
+    def request(self, args: Mapping[str, Any]) -> ApprovalRequest:
+        """The :class:`ApprovalRequest` of this call with ``args`` (normalised)."""
+        return ApprovalRequest.of(self.action, args, [self.basis[k] for k in sorted(self.basis)])
+
+
+def running_call() -> RunningCall | None:
+    """The protected call whose tool function is running in this context, else None.
+
+    For integrations that must know, inside the tool, which action record authorized the
+    call (e.g. to bind a question the tool body puts to a human).
+    """
+    cur = _CURRENT.get(None)
+    if cur is None:
+        return None
+    return RunningCall(cur.action, cur.root, dict(cur.basis))
+
+
+def _check(run: _Run, action: str, args: Mapping[str, Any]) -> None:
+    if run.approve is not None:
+        req = ApprovalRequest.of(action, args, [run.basis[k] for k in sorted(run.basis)])
+        if not run.approve(req):
+            raise _Rejected("not approved")
+
+
+def _trampoline_for(action: str) -> Callable[..., Any]:
+    def run(**args: Any) -> Any:
+        cur = _CURRENT.get()
+        _check(cur, action, args)
+        return cur.fn(**args)
+
+    run.__name__ = action
+    return run
+
+
+def _atrampoline_for(action: str) -> Callable[..., Awaitable[Any]]:
+    async def run(**args: Any) -> Any:
+        cur = _CURRENT.get()
+        _check(cur, action, args)
+        out = cur.fn(**args)
+        if inspect.isawaitable(out):
+            out = await out
+        return out
+
+    run.__name__ = action
+    return run
+
+
+@dataclass
+class _Plan:
+    action: str
+    deps: frozenset[str]
+    basis: dict[str, Record]
+    record: Record
+    args: dict[str, JSONValue]
+    replan_call: bool
+    run: _Run
+    handed: dict[str, Record] = field(default_factory=dict)
+    replanned_args: dict[str, JSONValue] | None = None
+    turn: Hashable | None = None
