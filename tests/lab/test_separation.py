@@ -28,14 +28,8 @@ HEAVY = ("numpy", "scipy", "matplotlib")
 # Files outside the lab that still name icore_lab while a planned move is under way
 # (PLAN26; each names its owner). The tests below fail if an entry no longer needs to be
 # here, so the list only shrinks.
-PENDING_SRC = {
-    # `icore audit --attribution` cross-validation, until attribution/_crossval.py (E3)
-    "cli/_audit.py",
-}
-PENDING_TESTS = {
-    "tests/adapters/test_attribution.py",  # cross-validation -> icore.attribution (E3)
-    "tests/adapters/test_dev_traces.py",   # same (E3)
-}
+PENDING_SRC: set[str] = set()
+PENDING_TESTS: set[str] = set()
 
 _BLOCK = """
 import importlib.abc, sys

@@ -10,7 +10,7 @@ with the features that ranked them, and the chain of evidence: the diagnoses at 
 predicted step, the later diagnoses that cite its events or obligations, and the
 terminal diagnosis. By default it uses the shipped model, trained on the whole Who&When
 development half; every accuracy figure icore reports is cross-validated instead
-(:mod:`icore.bench.icore._attribution`).
+(:mod:`icore.attribution._crossval`).
 
 Baselines (same candidates, no learning unless stated): :func:`first_unsupported` (the
 earlier rule: the first output whose ``output_evidence`` certificate failed),
@@ -392,7 +392,7 @@ def score(results: Iterable[AuditResult], *,
         attributions: run id -> attribution to score (default: :func:`attribute` with
             the shipped model; that is in-sample on the development half, so the
             figures icore reports come from the cross-validation in
-            :mod:`icore.bench.icore._attribution` instead).
+            :mod:`icore.attribution._crossval` instead).
     """
     rows: list[ScoreRow] = []
     for r in results:

@@ -633,7 +633,7 @@ class State(Evaluation):
         if self.keep_entries or self._undo is not None:
             self._entries.append(entry)
         if step is not None and step.obligations:
-            touched = list(dict.fromkeys(step.obligations))  # step order: W(X) order is reproducible
+            touched = list(dict.fromkeys(step.obligations))  # step order, not hash order
             self._install(step)
             if self._touched is not None:
                 for oid in step.obligations:
