@@ -35,6 +35,7 @@ from icore.state._model import (
     Obligation,
 )
 from icore.state._package import DeclarationPackage
+from icore.state._tables import Recorder
 from icore.state._view import StateView
 
 
@@ -248,10 +249,6 @@ class _BatchView:
         return self._x.assertion_sound(assertion_id)
 
 
-class _Recorder(Protocol):
-    def _record(self, bodies: Sequence[Body], *, batch: bool = False) -> list[LogEntry]: ...
-
-
 class ImportBatch:
     """Imported certificates and assertions recorded as one change (trusted-import path).
 
@@ -269,8 +266,9 @@ class ImportBatch:
     Built by :meth:`State.import_batch <icore.state.State.import_batch>`.
     """
 
-    def __init__(self, x: StateView) -> None:
+    def __init__(self, x: StateView, record: Recorder) -> None:
         self._x = x
+        self._record = record
         self._bodies: list[Body] = []
         self._pending: _BatchView | None = None  # built on the first item
 
@@ -352,5 +350,4 @@ class ImportBatch:
         self._pending = None
         if not bodies:
             return []
-        rec: _Recorder = self._x  # type: ignore[assignment]
-        return rec._record(bodies, batch=True)
+        return self._record(bodies, batch=True)

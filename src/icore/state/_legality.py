@@ -1,6 +1,6 @@
 """Legality of a proposal: icore Definition 6 as fixed by design.md 4.3.
 
-:func:`audit` is pure: it reads X, runs the validators of V on the proposal's inputs and
+:func:`check_legality` is pure: it reads X, runs the validators of V on the proposal's inputs and
 returns a :class:`Verdict` holding the log entries that would record it. It changes
 nothing; :meth:`State.apply_verdict` (or :meth:`State.submit`) records it.
 
@@ -64,7 +64,7 @@ _DONE = (Status.DISCHARGED, Status.SETTLED)
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Outcome of :func:`audit` (icore Def. 6).
+    """Outcome of :func:`check_legality` (icore Def. 6).
 
     Attributes:
         decision: commit or reject.
@@ -284,8 +284,10 @@ def run_validator(fn: object, inp: ValidatorInput) -> tuple[bool | None, str]:
     return r1, ""
 
 
-def audit(proposal: Proposal, state: StateView, *, head_view: HeadView | None = None) -> Verdict:
-    """Audit one proposal against X (icore Def. 6; design.md 4.3). Pure: X is unchanged.
+def check_legality(
+    proposal: Proposal, state: StateView, *, head_view: HeadView | None = None
+) -> Verdict:
+    """Check one proposal's legality against X (icore Def. 6; design.md 4.3). Pure.
 
     The checks run in the order of the module docstring (1-8), each collecting typed
     reasons; any reason rejects.
@@ -323,6 +325,15 @@ def audit(proposal: Proposal, state: StateView, *, head_view: HeadView | None = 
     run.check_effects()
     run.check_removals()
     return run.reject() if run.reasons else run.commit()
+
+
+def audit(proposal: Proposal, state: StateView, *, head_view: HeadView | None = None) -> Verdict:
+    """Deprecated alias of :func:`check_legality` (the Definition 6 check; issue 26).
+
+    "audit" names iCORE-Audit (:mod:`icore.audit`); this name is kept for callers of
+    ``icore.state.audit``. Same arguments, result and errors as :func:`check_legality`.
+    """
+    return check_legality(proposal, state, head_view=head_view)
 
 
 class _Audit:
