@@ -141,8 +141,11 @@ llm-check: $(VENV)/.installed-run $(if $(LLM_BASE_URL),,$(LLM_VENV)/.installed)
 		$(if $(LLM_BASE_URL),--base-url '$(LLM_BASE_URL)',)
 
 # Mutation testing of the safety lines of records, memory, fence, net and state with
-# cosmic-ray (issue 30; tools/mutation/safety.toml). Not part of `make test`: minutes per
-# package. MUTATION_ARGS="--sample 3" runs a systematic third; "--package state" one area.
+# cosmic-ray (issue 30; tools/mutation/safety.toml). Not part of `make test`: each mutant
+# runs the tests of its module. Resumable (sessions in results/mutation/sessions): stop it
+# any time and run it again. Prints killed/scored, % and whether the >= 90% target is met.
+# MUTATION_ARGS="--budget-min 30" stops after 30 min; "--jobs 2" two sessions at once;
+# "--rerun-survivors" after adding tests; "--report" figures only; "--package state".
 MUTATION_ARGS ?=
 mutation: $(VENV)/.installed-dev
 	nice -n 19 $(BIN)/python tools/mutation/run.py $(MUTATION_ARGS)

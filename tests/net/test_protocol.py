@@ -265,3 +265,35 @@ class TestFuzz:
             decode_frame(frame)
         except ProtocolError:
             pass
+
+
+def test_a_frame_of_exactly_the_maximum_size_is_accepted() -> None:
+    """FrameDecoder.feed: max_frame_bytes is the largest accepted body (inclusive)."""
+    frame = encode_frame(Pong(1, "a" * 100))
+    body = len(frame) - 4
+    assert FrameDecoder(max_frame_bytes=body).feed(frame) == [Pong(1, "a" * 100)]
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder(max_frame_bytes=body - 1).feed(frame)
+
+
+def test_a_string_field_of_exactly_its_maximum_length_is_accepted() -> None:
+    """_str: a string of max_len chars decodes; one more is malformed (agent: 512)."""
+    assert decode_frame(encode_frame(Pong(1, "a" * 512))) == Pong(1, "a" * 512)
+    with pytest.raises(MalformedMessage):
+        decode_frame(encode_frame(Pong(1, "a" * 513)))
+
+
+@pytest.mark.parametrize("kind", [Announce, Replicate])
+def test_a_peer_announces_only_its_own_records_and_they_are_installed(kind: type) -> None:
+    """OwnerHandler: an Announce/Replicate of the peer's own records is installed (Ack
+    with the count); one naming another owner is refused and installs nothing."""
+    om = OwnershipMap.from_mapping({"req/*": "a", "plan/*": "b"})
+    store = MemoryStore(om, "b")
+    h = OwnerHandler(store, agent="b")
+    ack = h.handle(kind(1, (REC,)), "a")
+    assert ack == Ack(1, 1)
+    assert store.installed_head("req/1") == HeadEntry("req/1", REC.id, 1)
+    other = MemoryStore(om, "b")
+    refused = OwnerHandler(other, agent="b").handle(kind(2, (REC2,)), "c")
+    assert isinstance(refused, ErrorReply) and refused.code == "ownership"
+    assert other.installed_head("req/1") is None

@@ -9,7 +9,8 @@ from icore.state import State
 def test_bench_runs_and_reports():
     lines: list[str] = []
     res = run(
-        (50,), samples=5, speedup_at=100, rebuild_entries=120, memory_at=20, echo=lines.append
+        (50,), samples=5, speedup_at=100, rebuild_entries=120, memory_at=20,
+        trace_sizes=(200,), trial_at=(200,), echo=lines.append,
     )
     assert len(res.audits) == 1 and res.audits[0].proposals == 15
     assert res.rebuild_entries >= 120 and res.speedup > 0 and res.bytes_per_obligation > 0

@@ -279,3 +279,193 @@ def test_work_already_reached_by_a_revocation_is_not_flagged_again(flow) -> None
     (second,) = flow.x.on_head_change("req/other", "e" * 64)
     assert not mine & set(second.assertions)
     assert {a.id for a in v3.assertions} <= set(second.assertions)
+
+
+def _settle_citing(flow, cert_id: str, event: str) -> Proposal:
+    return Proposal("lead", "settle", target="o1",
+                    effects=(Effect.status("o1", Status.SETTLED),),
+                    justification=(event,), cite_certificates=(cert_id,))
+
+
+def _approve_tied(flow, oid: str):
+    """Approve ``oid`` with an ``approved`` certificate citing it; (certificate, event)."""
+    from dataclasses import replace
+
+    p = flow.approve_proposal(oid)
+    req = replace(p.certificates[0], obligations=(oid,))
+    v = flow.ok(replace(p, certificates=(req,)))
+    return v.certificates[0], p.events[0].id
+
+
+def test_a_cited_certificate_ties_its_obligations_for_settlement(flow) -> None:
+    """_legality _cited_certificate: an active ``approved`` certificate of an earlier
+    change, cited, is settlement evidence for the obligations it cites."""
+    _ready(flow, "o1")
+    flow.submit("o1", "alice")
+    approved, ev = _approve_tied(flow, "o1")
+    assert approved.obligations == ("o1",)
+    v = flow.x.submit(_settle_citing(flow, approved.id, ev), head_view=flow.heads.get)
+    assert v.committed, v.reasons
+
+
+def test_settlement_evidence_must_be_of_a_required_kind(flow) -> None:
+    """_legality check_removals: a ``ci_green`` certificate tied to o1 is not the
+    ``approved`` evidence ``settle`` requires."""
+    from dataclasses import replace
+
+    _ready(flow, "o1")
+    sp = flow.submit_proposal("o1", "alice")
+    ci = flow.ok(replace(sp, certificates=(replace(sp.certificates[0], obligations=("o1",)),))
+                 ).certificates[0]
+    assert ci.validator == "ci_green" and ci.obligations == ("o1",)
+    _, ev = _approve_tied(flow, "o1")
+    v = flow.x.submit(_settle_citing(flow, ci.id, ev), head_view=flow.heads.get)
+    assert not v.committed
+    assert ReasonCode.UNSUPPORTED_REMOVAL in v.codes
+
+
+def test_a_stale_cited_certificate_says_why(flow) -> None:
+    """_legality _cited_certificate: the reason names a stale record with a head view,
+    and the missing head view without one."""
+    r1 = _rec(1)
+    flow.heads["req/trip"] = r1.id
+    _ready(flow, "o1", "o2")
+    cert = flow.submit("o1", "alice", record=r1).certificates[0]
+    from dataclasses import replace
+
+    p = replace(flow.submit_proposal("o2", "alice"), cite_certificates=(cert.id,))
+    flow.heads["req/trip"] = _rec(2, supersedes=r1.id).id
+    stale = [r for r in flow.x.submit(p, head_view=flow.heads.get).reasons
+             if r.subject == cert.id]
+    blind = [r for r in flow.x.submit(p, head_view=None).reasons if r.subject == cert.id]
+    assert [r.code for r in stale] == [ReasonCode.STALE_RECORD]
+    assert "stale record" in stale[0].detail and "no head view" not in stale[0].detail
+    assert [r.code for r in blind] == [ReasonCode.STALE_RECORD]
+    assert "no head view" in blind[0].detail
+
+
+def test_every_status_effect_is_checked_for_removal(flow) -> None:
+    """_legality check_removals: a settlement listed after another effect is still checked
+    for its evidence."""
+    _ready(flow, "o1")
+    flow.submit("o1", "alice")
+    _, ev = _approve_tied(flow, "o1")
+    p = Proposal("lead", "settle", target="o1", justification=(ev,),
+                 effects=(Effect.claim("o1", "reviewed", True),
+                          Effect.status("o1", Status.SETTLED)))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert not v.committed
+    assert any(r.code == ReasonCode.UNSUPPORTED_REMOVAL and r.subject == "o1"
+               for r in v.reasons)
+
+
+def test_a_transferring_removal_needs_its_transport(flow) -> None:
+    """_legality check_removals: an operation that transports supersedes only what it
+    transports (no ``transported_to`` effect: unsupported)."""
+    _ready(flow, "o1")
+    p = Proposal("lead", "transfer", target="o1", justification=("mv",),
+                 events=(EventSpec("task_posted", "lead", {"description": "move"}, id="mv"),),
+                 effects=(Effect.status("o1", Status.SUPERSEDED),))
+    v = flow.x.submit(p, head_view=flow.heads.get)
+    assert not v.committed
+    assert any(r.code == ReasonCode.UNSUPPORTED_REMOVAL and r.subject == "o1"
+               for r in v.reasons)
+
+
+def test_an_owner_fetch_that_raises_is_a_missing_record() -> None:
+    """_heads LineageHeadView.record: a fetch that fails (owner down) gives None (fail
+    closed: the record, and a certificate over it, is not current), never an exception."""
+    from icore.state import LineageHeadView
+
+    r1 = _rec(1)
+
+    def down(rid: str) -> Record | None:
+        raise ConnectionError("owner unreachable")
+
+    view = LineageHeadView(lambda key: r1.id, lambda rid: None, fetch=down)
+    assert view.record(r1.id) is None
+    assert LineageHeadView(lambda key: r1.id, lambda rid: None,
+                           fetch={r1.id: r1}.get).record(r1.id) == r1
+
+
+def test_a_fetch_keeps_looking_past_an_owner_that_sends_other_records() -> None:
+    """_heads owners_head_view fetch: an owner's reply is searched for the exact id asked
+    for; other records in it are skipped and the next owner is asked."""
+    from icore.memory import LocalOwners
+    from icore.state import owners_head_view
+
+    om = OwnershipMap.from_mapping({"block/*": "traveler", "sum/*": "planner"})
+    traveler, planner = MemoryStore(om, "traveler"), MemoryStore(om, "planner")
+    b1 = Record.create(key="block/t1", owner="traveler", seq=1, content={"v": 1})
+    traveler.commit(b1, writer="traveler")
+    s1 = Record.create(key="sum/t1", owner="planner", seq=1, content={})
+    planner.commit(s1, writer="planner")
+    inner = LocalOwners({"traveler": traveler, "planner": planner})
+
+    class Chatty:
+        """Owners whose planner answers every fetch with its own record first."""
+
+        def query_heads(self, owner, keys, *, timeout_s=None):
+            return inner.query_heads(owner, keys, timeout_s=timeout_s)
+
+        def fetch(self, owner, ids, *, timeout_s=None):
+            got = list(inner.fetch(owner, ids, timeout_s=timeout_s))
+            return [s1, *got] if owner == "planner" else got
+
+    view = owners_head_view(Chatty(), None, ownership=om)
+    assert view.record(b1.id) == b1
+    assert view.record(s1.id) == s1
+
+
+def test_a_fetch_asks_the_next_owner_when_one_fails() -> None:
+    """_heads owners_head_view fetch: an owner whose fetch raises is skipped; the record
+    is fetched from the next owner (and still verified against its id)."""
+    from icore.memory import LocalOwners
+    from icore.state import owners_head_view
+
+    om = OwnershipMap.from_mapping({"block/*": "traveler", "sum/*": "planner"})
+    traveler = MemoryStore(om, "traveler")
+    b1 = Record.create(key="block/t1", owner="traveler", seq=1, content={"v": 1})
+    traveler.commit(b1, writer="traveler")
+    inner = LocalOwners({"traveler": traveler, "planner": MemoryStore(om, "planner")})
+
+    class Flaky:
+        """Owners whose planner (asked first) fails every fetch."""
+
+        def query_heads(self, owner, keys, *, timeout_s=None):
+            return inner.query_heads(owner, keys, timeout_s=timeout_s)
+
+        def fetch(self, owner, ids, *, timeout_s=None):
+            if owner == "planner":
+                raise ConnectionError("planner unreachable")
+            return inner.fetch(owner, ids, timeout_s=timeout_s)
+
+    assert owners_head_view(Flaky(), None, ownership=om).record(b1.id) == b1
+
+
+def test_an_unreadable_input_does_not_hide_the_other_inputs() -> None:
+    """_heads LineageHeadView.ancestors: an input no one returns is an UNKNOWN_KEY
+    ancestor, and the record's other inputs (and theirs) are still walked."""
+    from icore.state import UNKNOWN_KEY, CitedRecord, LineageHeadView
+
+    lost = Record.create(key="block/lost", owner="traveler", seq=1, content={})
+    roots = [Record.create(key=f"block/{i}", owner="traveler", seq=i + 2, content={"i": i})
+             for i in range(6)]
+    mids = [derive(key=f"mid/{i}", owner="traveler", seq=20 + i, content={}, inputs=[r])
+            for i, r in enumerate(roots)]
+    s = derive(key="sum/t1", owner="planner", seq=1, content={}, inputs=[lost, *mids])
+    held = {r.id: r for r in (*roots, *mids, s)}
+    view = LineageHeadView(lambda key: None, held.get)
+    got = view.ancestors(CitedRecord.of(s))
+    assert CitedRecord(UNKNOWN_KEY, lost.id) in got
+    assert {CitedRecord.of(r) for r in (*roots, *mids)} <= set(got)
+    assert len(got) == 13
+
+
+def test_an_unknown_assertion_is_not_sound(flow) -> None:
+    """_evaluation assertion_sound: an id naming no assertion of Pi is unsound (fail
+    closed), while a committed assertion is sound."""
+    _ready(flow, "o1")
+    assert not flow.x.assertion_sound("a-no-such-assertion")
+    committed = [a for a in flow.x.assertions if flow.x.assertion_sound(a)]
+    assert committed
