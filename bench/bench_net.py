@@ -13,7 +13,7 @@ import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-from icore.bench.micro._net import PAPER_KIB_PER_ACTION, run_fig2_virtual, run_validation
+from icore_lab.bench.micro._net import PAPER_KIB_PER_ACTION, run_fig2_virtual, run_validation
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from icore.bench.micro._state import run
+from icore_lab.bench.micro._state import run
 
 
 def main(argv: list[str]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from icore.cli import app
-from icore.cli._inputs import OutputFile, output_file
+from icore.cli.inputs import OutputFile, output_file
 
 
 @pytest.mark.timeout(30)

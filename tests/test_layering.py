@@ -36,10 +36,10 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "icore"
-LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit", "workloads",
-          "agents", "live", "adapters", "bench", "report", "integrations", "mcp", "cli"]
+LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
+          "agents", "live", "adapters", "report", "integrations", "mcp", "cli"]
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "__main__", ""}
-PURE = {"records", "fence", "audit", "workloads", "state"}
+PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",
               "datetime"}
@@ -337,7 +337,7 @@ def _exempt(path: Path) -> bool:
 
 @pytest.mark.parametrize("path", [p for p in PATHS if _layer(p) in PURE], ids=_rel)
 def test_pure_layers_do_no_io(path: Path) -> None:
-    """Pure layers (records, fence, audit, workloads, state) do no I/O and read no clock."""
+    """Pure layers (records, fence, audit, state) do no I/O and read no clock."""
     if _exempt(path):
         return
     name = _module_name(path)

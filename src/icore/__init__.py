@@ -13,15 +13,13 @@ may use)::
     records   pure   Record, RecordId, canonical codec, lineage traversal, frontier
     memory    I/O    in-memory + SQLite stores, ownership map, head rules, owner access
     fence     pure   dependency declaration, the gate (Alg. 1), protected action, policies
-    net       I/O    sans-io protocol, transports (in-process virtual time, asyncio TCP)
+    net       I/O    sans-io protocol, transports (asyncio TCP with mutual TLS, NATS)
     workspace I/O    shared facts with owners, agents' reads, action records from tool calls
     state     pure*  iCORE declaration package, G/Q/Pi, legality, metrics (*SQLite log)
     audit     pure   iCORE-Audit loop, triggers, diagnosis, routing, recovery audit
-    workloads pure   PlanFence schedules, iCORE task modes
-    agents    I/O    host policies: scripted, simulated, LLM
+    agents    I/O    host policies: scripted, LLM
     live      I/O    PlanFence live runs: one process per agent, manifest, matched study
     adapters  I/O    Who&When / JSONL importers, PROV export
-    bench     I/O    experiment harnesses and statistics
     report    I/O    HTML reports and plots
     integrations I/O drop-ins for LangGraph, OpenAI Agents SDK, AG2, CrewAI (extras);
                      import only the public API of records, fence, memory, workspace,
@@ -36,6 +34,10 @@ even through an import inside a function. No module imports another package's pr
 ``_module``: packages meet through their ``__init__`` front doors. ``tests/test_layering.py``
 and ``tests/test_private_imports.py`` enforce these rules; docs/architecture.md draws the
 layers and the data flows.
+
+The paper reproductions (benchmarks, simulated teams, workloads, the virtual-time network)
+are the lab, a second top-level package ``icore_lab`` (extra ``icore[lab]``) that imports
+this library's front doors; the library never imports it.
 """
 
 from icore.errors import IcoreError

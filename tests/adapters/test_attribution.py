@@ -44,7 +44,8 @@ from icore.adapters import (
 from icore.adapters._evidence import assumes, content_words, numbers, output_facts, tool_facts
 from icore.adapters._scorer import MIXES, choose_mix
 from icore.agents import LLMSettings
-from icore.bench.icore._attribution import (
+from icore.cli import app
+from icore_lab.bench.icore._attribution import (
     RANDOM,
     SCORER,
     TOLERANCES,
@@ -53,7 +54,6 @@ from icore.bench.icore._attribution import (
     markdown,
     with_llm_rows,
 )
-from icore.cli import app
 
 
 def _m(d: dict[str, Any]) -> AuditResult:

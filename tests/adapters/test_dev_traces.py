@@ -18,7 +18,7 @@ from icore.adapters import (
     validate_prov,
     write_prov,
 )
-from icore.bench.icore._attribution import RANDOM, SCORER, cross_validate, markdown
+from icore_lab.bench.icore._attribution import RANDOM, SCORER, cross_validate, markdown
 
 BUDGET_S = 30.0
 

@@ -114,7 +114,7 @@ def test_base_install_works_without_bench_or_framework_extras() -> None:
 import icore.records, icore.memory, icore.fence, icore.net, icore.state, icore.adapters
 import icore.cli, icore.integrations
 from icore.errors import MissingExtra
-from icore.bench.planfence._stats import binomial_upper
+from icore_lab.bench.planfence._stats import binomial_upper
 for f in (lambda: binomial_upper(1, 10),
           lambda: __import__("icore.integrations.langgraph"),
           lambda: __import__("icore.integrations.openai_agents"),

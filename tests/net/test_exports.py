@@ -8,21 +8,16 @@ from pathlib import Path
 import icore.net
 
 PINNED = sorted("""
-DEFAULT_ATT_TRACE DEFAULT_BASE_DELAY_MS DEFAULT_HANDSHAKE_TIMEOUT_S DEFAULT_INLINE_CAP_BYTES
-DEFAULT_RTO_MS DEFAULT_TLS_COST HEADER_BYTES LINK_NAMES MAX_FRAME_BYTES PACKET_BYTES
-SEGMENT_HEADER_BYTES SEGMENT_PAYLOAD_BYTES
-PROTOCOL_VERSION TRACE_FILES AGENT_ID_RE Ack TeamAgentProcess TeamAgentSpec Announce
-AsyncVirtualTransport AuthenticationError Commit CommitAck ConnectionClosed ErrorReply
-FetchReply FetchRequest FixedLink FrameDecoder FrameTooLarge GroupCommitter HeadQuery HeadReplyMsg
-HostCost HostCpu
-InvalidRecord Link LinkPair Loopback MalformedMessage TeamManifestError MemorySpec Message MsgType
-OwnerClient OwnerHandler OwnerServer OwnerUnreachable Ping Pong ProtocolError RemoteError
-Replicate RequestSequence RpcTimeout SecureChannel SecurityEvent SequenceViolation
-ServerThread Shaper SyncOwnerClient TeamManifest TeamProcesses TlsCost TraceLink
-TrafficStats TransportError TruncatedFrame UnsupportedVersion VirtualTimeLoop
-VirtualTransport check_agent_id client_context decode_body decode_frame default_att_trace
-encode_body encode_frame frame_size identity_of_cert init_team_certs link_by_name
-path_by_name run_virtual serve_agent server_context traces_dir wire_bytes
+DEFAULT_HANDSHAKE_TIMEOUT_S DEFAULT_INLINE_CAP_BYTES HEADER_BYTES MAX_FRAME_BYTES
+PROTOCOL_VERSION AGENT_ID_RE Ack TeamAgentProcess TeamAgentSpec Announce AuthenticationError
+Commit CommitAck ConnectionClosed ErrorReply FetchReply FetchRequest FrameDecoder
+FrameTooLarge GroupCommitter HeadQuery HeadReplyMsg InvalidRecord MalformedMessage
+TeamManifestError MemorySpec Message MsgType OwnerClient OwnerHandler OwnerServer
+OwnerUnreachable Ping Pong ProtocolError RemoteError Replicate RequestSequence RpcTimeout
+SecureChannel SecurityEvent SequenceViolation ServerThread Shaper SyncOwnerClient
+TeamManifest TeamProcesses TrafficStats TransportError TruncatedFrame UnsupportedVersion
+check_agent_id client_context decode_body decode_frame encode_body encode_frame frame_size
+identity_of_cert init_team_certs serve_agent server_context
 """.split())
 
 SRC = Path(icore.net.__file__).resolve().parent
@@ -49,21 +44,20 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_layering() -> None:
-    """icore.net imports only lower layers; the protocol and links do no I/O."""
+    """icore.net imports only lower layers; the protocol does no I/O."""
     for path in SRC.glob("*.py"):
         for mod in _imports(path):
-            if mod.startswith("icore"):
+            if mod == "icore" or mod.startswith("icore."):
                 assert any(mod == a or mod.startswith(a + ".") for a in ALLOWED), (path, mod)
-    for pure in ("_protocol.py", "_links.py", "_errors.py"):
+    for pure in ("_protocol.py", "_errors.py"):
         assert not {m.split(".")[0] for m in _imports(SRC / pure)} & IO, pure
 
 
 def test_transports_implement_owner_access() -> None:
-    """Sync and async transports satisfy the memory layer's protocols by signature."""
+    """The sync and async TCP clients satisfy the memory layer's protocols by signature."""
     from icore.memory import AsyncOwnerAccess, OwnerAccess
 
-    for cls in (icore.net.VirtualTransport, icore.net.SyncOwnerClient):
-        assert {"query_heads", "fetch"} <= set(dir(cls))
-        assert issubclass(cls, OwnerAccess)
-    for acls in (icore.net.AsyncVirtualTransport, icore.net.OwnerClient):
-        assert issubclass(acls, AsyncOwnerAccess)
+    cls = icore.net.SyncOwnerClient
+    assert {"query_heads", "fetch"} <= set(dir(cls))
+    assert issubclass(cls, OwnerAccess)
+    assert issubclass(icore.net.OwnerClient, AsyncOwnerAccess)

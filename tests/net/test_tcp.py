@@ -329,7 +329,7 @@ class TestSecurity:
 def test_shaped_client_runs_gate(world: World, servers: dict[str, ServerThread],
                                  certs: Path) -> None:
     """A client shaping its real connection with a link model still validates correctly."""
-    from icore.net import FixedLink, LinkPair
+    from icore_lab.net import FixedLink, LinkPair
 
     async def go() -> Outcome:
         async with OwnerClient(_addrs(servers), identity="executor",

@@ -185,11 +185,13 @@ def test_cli_run_refuses_bad_values(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert not out.exists()
 
 
-def test_workflow_families_are_the_workload_families() -> None:
-    """The live workflow templates cover exactly :data:`icore.workloads.FAMILIES`, in order."""
-    from icore.workloads import FAMILIES
+def test_workflow_families_are_the_paper_families() -> None:
+    """The live workflow families are the paper's three, in its order (planfence Sec. 5.1)."""
+    from icore.live import FAMILIES, SEEDS_PER_FAMILY
 
+    assert FAMILIES == ("reservation", "fulfillment", "deployment")
     assert tuple(FAMILY_SPECS) == FAMILIES
+    assert SEEDS_PER_FAMILY == 10
     with pytest.raises(ValueError, match=r"use one of \('reservation', 'fulfillment'"):
         make_task("nope", 0)
 

@@ -46,23 +46,33 @@ def _root(
 ) -> None:
     """Safe-to-act, auditable LLM multi-agent teams (PlanFence + iCORE)."""
 
-_MODULES = (
-    "_demo",
-    "_certs",
-    "_serve",
-    "_bench_core",
-    "_bench_net",
-    "_bench_peers",
-    "_bench_planfence",
-    "_bench_state",
-    "_bench_otel",
-    "_bench_icore",
-    "_bench_attribution",
-    "_bench_integrations",
-    "_audit",
-    "_run",
-    "_mcp",
+_LAB_PACKAGE = "icore_lab.cli"
+"""The lab's command modules (``icore bench ...``, ``icore demo``): the only place the
+library names the lab, imported only when one of :data:`_LAB` is asked for."""
+
+_LAB = ("bench", "demo")
+"""First arguments that load the lab (with ``-h``/``--help`` and no argument: the help
+lists every command)."""
+
+_MODULES: tuple[tuple[str, bool], ...] = (
+    ("_demo", True),
+    ("_certs", False),
+    ("_serve", False),
+    ("_bench_core", True),
+    ("_bench_net", True),
+    ("_bench_peers", True),
+    ("_bench_planfence", True),
+    ("_bench_state", True),
+    ("_bench_otel", True),
+    ("_bench_icore", True),
+    ("_bench_attribution", True),
+    ("_bench_integrations", True),
+    ("_audit", False),
+    ("_run", False),
+    ("_mcp", False),
 )
+"""Every command module in registration order (the order ``--help`` lists), and whether
+it is the lab's (a module of :data:`_LAB_PACKAGE`) or the library's (``icore.cli``)."""
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,20 +102,29 @@ def _guard(t: typer.Typer) -> None:
 _done: set[str] = set()
 
 
-def _register(names: tuple[str, ...]) -> None:
-    for name in names:
-        if name in _done:
+def _register(names: tuple[str, ...], *, lab: bool = False) -> None:
+    """Register the command modules ``names``, in :data:`_MODULES` order.
+
+    Args:
+        names: module names of :data:`_MODULES`.
+        lab: register the lab's modules among them too (else they are skipped).
+    """
+    for name, of_lab in _MODULES:
+        if name not in names or name in _done or (of_lab and not lab):
             continue
         _done.add(name)
-        full = f"icore.cli.{name}"
-        if importlib.util.find_spec(full) is None:
-            continue
-        importlib.import_module(full).register(_app, _bench)
+        full = f"{_LAB_PACKAGE if of_lab else __name__}.{name}"
+        try:
+            found = importlib.util.find_spec(full) is not None
+        except ModuleNotFoundError:     # the lab package itself is not installed
+            found = False
+        if found:
+            importlib.import_module(full).register(_app, _bench)
     _guard(_app)
 
 
-def _register_all() -> None:
-    _register(_MODULES)
+def _register_all(*, lab: bool = True) -> None:
+    _register(tuple(name for name, _ in _MODULES), lab=lab)
 
 
 def __getattr__(name: str) -> Any:
@@ -125,13 +144,17 @@ _FAST = {"mcp": ("_mcp",)}
 
 
 def main() -> None:
-    """Entry point of the ``icore`` console script."""
+    """Entry point of the ``icore`` console script.
+
+    Library commands never load the lab: its modules are registered only for
+    ``icore bench ...``, ``icore demo``, the top-level help and no argument.
+    """
     argv = sys.argv[1:]
     fast = _FAST.get(argv[0]) if argv else None
     if fast is not None:
         _register(fast)
     else:
-        _register_all()
+        _register_all(lab=not argv or argv[0] in (*_LAB, "-h", "--help"))
     _app()
 
 

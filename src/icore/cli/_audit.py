@@ -32,7 +32,7 @@ from icore.adapters import (
     collect_paths,
     write_prov,
 )
-from icore.cli._inputs import (
+from icore.cli.inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
     fail_conditions,
@@ -237,7 +237,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         _print_candidates(console, atts)
         if any(r.trace.annotation is not None and r.trace.succeeded is not True
                for r in results):
-            from icore.bench.icore import cross_validate, cv_score, markdown
+            from icore_lab.bench.icore import cross_validate, cv_score, markdown
 
             ev = cross_validate(results, folds=folds, repeats=repeats)
             if ev.rows:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from icore.cli._inputs import refuse_special_file
+from icore.cli.inputs import refuse_special_file
 from icore.net import TeamManifest, TeamManifestError, init_team_certs
 
 certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True)

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from icore._files import MARKER, make_room
 from icore.agents import LLMConfig, LLMUnavailable
-from icore.cli._inputs import (
+from icore.cli.inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
     fail_conditions,
@@ -26,6 +26,7 @@ from icore.cli._inputs import (
 )
 from icore.fence import Policy
 from icore.live import (
+    SEEDS_PER_FAMILY,
     TABLE_HEADER,
     LiveManifestError,
     LiveRunResult,
@@ -37,7 +38,6 @@ from icore.live import (
     run_matched,
 )
 from icore.report import ICORE_DIR, report_filename, write_live_report
-from icore.workloads import SEEDS_PER_FAMILY
 
 _EXCERPT = 160
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from icore._extras import run_async
-from icore.cli._inputs import refuse_special_file
+from icore.cli.inputs import refuse_special_file
 from icore.net import TeamManifest, TeamManifestError, TeamProcesses, TransportError, serve_agent
 
 

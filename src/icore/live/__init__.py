@@ -5,7 +5,7 @@ planfence Sec. 5.2 and App. A.2-A.5, icore Sec. 4; see docs/live-runs.md.
 * the run manifest (:class:`RunManifest`, :func:`load_manifest`, :func:`default_manifest`,
   :func:`manifest_from_dict`; errors: :class:`LiveManifestError`);
 * the five-agent workflow templates (:data:`ROLES`, :data:`FAMILY_SPECS`,
-  :func:`make_task`);
+  :data:`FAMILIES`, :data:`SEEDS_PER_FAMILY`, :func:`make_task`);
 * the team (:class:`LiveTeam`): one ``python -m icore.live._agent_proc CONFIG`` process per
   agent, each with its own SQLite (or NATS) memory behind a mutual-TLS owner service,
   deciding through an :mod:`icore.agents` host policy (scripted or LLM);
@@ -15,7 +15,7 @@ planfence Sec. 5.2 and App. A.2-A.5, icore Sec. 4; see docs/live-runs.md.
 
 Layer: ``live`` sits between ``agents`` (the deciders it hosts) and ``adapters`` (the
 OpenTelemetry export of a live run), so it imports records, memory, fence, net, state,
-audit, workloads and agents only. Its HTML page is rendered by :mod:`icore.report`
+audit and agents only. Its HTML page is rendered by :mod:`icore.report`
 (:func:`icore.report.write_live_report`, passed in as the ``reporter``).
 
 The agent process imports only what it needs: nothing in this package front door loads
@@ -53,7 +53,14 @@ if TYPE_CHECKING:
         run_matched,
     )
     from icore.live._team import AgentCrashed, LiveRunError, LiveTeam, StepTimeout
-    from icore.live._workflow import FAMILY_SPECS, ROLES, TaskSpec, make_task
+    from icore.live._workflow import (
+        FAMILIES,
+        FAMILY_SPECS,
+        ROLES,
+        SEEDS_PER_FAMILY,
+        TaskSpec,
+        make_task,
+    )
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "icore.live._live": (
@@ -69,7 +76,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "TABLE_HEADER", "MatchedResult", "MatchedRow", "matched_manifest", "run_matched",
     ),
     "icore.live._team": ("AgentCrashed", "LiveRunError", "LiveTeam", "StepTimeout"),
-    "icore.live._workflow": ("FAMILY_SPECS", "ROLES", "TaskSpec", "make_task"),
+    "icore.live._workflow": (
+        "FAMILIES", "FAMILY_SPECS", "ROLES", "SEEDS_PER_FAMILY", "TaskSpec", "make_task",
+    ),
 }
 """Front-door names by the module that defines them."""
 
@@ -83,8 +92,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "FAMILIES",
     "FAMILY_SPECS",
     "ROLES",
+    "SEEDS_PER_FAMILY",
     "TABLE_HEADER",
     "AgentCrashed",
     "AuditListener",

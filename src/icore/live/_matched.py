@@ -19,8 +19,7 @@ from typing import Any
 
 from icore.live._live import LiveRunResult, Reporter, RunObserver, run_live
 from icore.live._manifest import RunManifest, default_manifest, manifest_from_dict
-from icore.live._workflow import FAMILY_SPECS, make_task
-from icore.workloads import FAMILIES, SEEDS_PER_FAMILY
+from icore.live._workflow import FAMILIES, FAMILY_SPECS, SEEDS_PER_FAMILY, make_task
 
 MATCHED_POLICIES = ("owner_head_freshness", "centralized_lineage", "planfence")
 """The three methods of Table 2, in its row order."""

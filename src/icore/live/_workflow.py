@@ -64,9 +64,14 @@ FAMILY_SPECS: Mapping[str, FamilySpec] = {
                              ("1.4.0", "1.4.1", "1.5.0", "2.0.0", "2.0.1", "2.1.0"),
                              "build", "B", "size_mb"),
 }
-"""The three families (same names, same order as :data:`icore.workloads.FAMILIES`, which
-tests/run/test_manifest.py checks; not imported here, so an agent process never loads
-:mod:`icore.state` through :mod:`icore.workloads`)."""
+"""The three families, in the order of the paper's tables (planfence Sec. 5.1)."""
+
+FAMILIES: tuple[str, ...] = tuple(FAMILY_SPECS)
+"""The three workflow families (planfence Sec. 5.1), in order; the lab's workloads
+(:mod:`icore_lab.workloads`) use the same tuple."""
+
+SEEDS_PER_FAMILY = 10
+"""Seeds per family: 3 x 10 = 30 templates (planfence Sec. 5.1)."""
 
 
 def _rng(*parts: object) -> random.Random:

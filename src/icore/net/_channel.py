@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
+from typing import TYPE_CHECKING
 
 from icore.net._errors import AuthenticationError, ConnectionClosed
-from icore.net._links import Link, LinkPair
 from icore.net._pki import identity_of_cert
 from icore.net._stats import TrafficStats
+
+if TYPE_CHECKING:  # the lab's link model, a type only (net never imports the lab)
+    from icore_lab.net import Link, LinkPair
 
 _READ = 65536
 

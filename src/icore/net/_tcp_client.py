@@ -20,6 +20,7 @@ import heapq
 import itertools
 import ssl
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply
 from icore.net._channel import SecureChannel, Shaper
@@ -31,7 +32,6 @@ from icore.net._errors import (
     RpcTimeout,
     TransportError,
 )
-from icore.net._links import LinkPair
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Announce,
@@ -50,6 +50,9 @@ from icore.net._protocol import (
 )
 from icore.net._stats import TrafficStats, raise_for_error, to_head_reply
 from icore.records import Record, RecordId
+
+if TYPE_CHECKING:  # the lab's link model, a type only (net never imports the lab)
+    from icore_lab.net import LinkPair
 
 
 class _Conn:

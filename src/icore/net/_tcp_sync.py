@@ -15,16 +15,18 @@ import contextlib
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply, Store
 from icore.net._errors import RpcTimeout
-from icore.net._links import LinkPair
 from icore.net._protocol import MAX_FRAME_BYTES, CommitAck
 from icore.net._stats import TrafficStats
 from icore.net._tcp_client import OwnerClient
 from icore.net._tcp_server import OwnerServer, check_port
 from icore.records import Record, RecordId
+
+if TYPE_CHECKING:  # the lab's link model, a type only (net never imports the lab)
+    from icore_lab.net import LinkPair
 
 T = TypeVar("T")
 

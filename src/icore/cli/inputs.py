@@ -1,0 +1,260 @@
+"""Input checks shared by the commands: bad option values and unreadable file kinds.
+
+Not a command module (it has no ``register``): the command modules import it, the
+library's and the lab's (:mod:`icore_lab.cli`) alike. It imports nothing of the lab.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from icore._files import not_a_regular_file
+
+FAIL_EXIT = 3
+"""Exit code of a command that ran to the end but meets a ``--fail-on`` condition (for
+CI: 1 is an error, 2 a usage error)."""
+
+
+def fail_conditions(values: list[str] | None, known: tuple[str, ...]) -> frozenset[str]:
+    """Check ``--fail-on`` values (repeatable, or comma-separated).
+
+    Raises:
+        typer.BadParameter: a value not in ``known`` (exit 2 naming the option).
+    """
+    out = {v.strip() for raw in values or () for v in raw.split(",") if v.strip()}
+    bad = sorted(out - set(known))
+    if bad:
+        raise typer.BadParameter(f"unknown condition(s) {', '.join(bad)}; use "
+                                 f"{', '.join(known)}", param_hint="--fail-on")
+    return frozenset(out)
+
+
+def positive_seconds(value: float) -> float:
+    """Typer callback: a duration option must be a finite number of seconds ``> 0``.
+
+    Typer's ``min=`` cannot refuse NaN or infinity (both pass a range check, and an
+    infinite or NaN deadline makes a measuring loop run forever), nor express ``> 0``.
+
+    Raises:
+        typer.BadParameter: NaN, infinite or ``<= 0`` (typer exits 2 naming the option).
+    """
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or value <= 0):
+        raise typer.BadParameter(f"must be a finite number of seconds > 0, got {value}")
+    return value
+
+
+def positive_seconds_or_none(value: float | None) -> float | None:
+    """Typer callback for an optional duration in seconds.
+
+    None (not given) passes; anything else must pass :func:`positive_seconds`.
+
+    Raises:
+        typer.BadParameter: NaN, infinite or ``<= 0`` (typer exits 2 naming the option).
+    """
+    return None if value is None else positive_seconds(value)
+
+
+def refuse_special_file(path: Path, *, what: str, dir_ok: bool = False) -> None:
+    """Exit 2 when ``path`` exists but is not a regular file (or, with ``dir_ok``, a dir).
+
+    The ``error:`` message names the path.
+
+    Reading a FIFO or a character device can block forever or never end, so the path is
+    only ``stat``-ed, never opened. A path that cannot be ``stat``-ed (missing, no
+    permission) is left to the loader, which reports it with its own typed error.
+
+    Args:
+        path: the user-supplied path.
+        what: what the command expected, for the message (``"manifest"``, ``"trace"``).
+        dir_ok: a directory is acceptable too.
+
+    Raises:
+        typer.Exit: code 2, after the message is printed on stderr.
+    """
+    problem = not_a_regular_file(path, dir_ok=dir_ok)
+    if problem is None:
+        return
+    typer.echo(f"error: {what} {path} {problem}; refusing to read it", err=True)
+    raise typer.Exit(2)
+
+
+class OutputFile:
+    """Where a command writes its ``--json`` (or similar) output, checked up front.
+
+    An existing FIFO is opened for writing at once with ``O_NONBLOCK``: with no reader
+    the open fails with ENXIO instead of blocking, and the command stops before doing
+    its work. With a reader (a pipe to another process, ``/dev/stdout`` piped) the
+    descriptor is held until :meth:`write`, so the reader does not see an early EOF.
+    Any other path (missing, regular file, character device) is written at the end as
+    before; a folder, or a missing path whose parent folder does not exist, is refused
+    up front (exit 2). Use through :func:`output_file`.
+    """
+
+    def __init__(self, path: Path, *, what: str) -> None:
+        self.path = path
+        self.what = what
+        self._fd: int | None = None
+        try:
+            mode: int | None = os.stat(path).st_mode
+        except OSError:
+            mode = None
+        # refuse what the final write would refuse, before the command does its work
+        if mode is None and not path.parent.is_dir():
+            typer.echo(f"error: cannot write {what} {path}: folder {path.parent} does not "
+                       "exist", err=True)
+            raise typer.Exit(2)
+        if mode is not None and stat.S_ISDIR(mode):
+            typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
+            raise typer.Exit(2)
+        if mode is None or not stat.S_ISFIFO(mode):
+            return
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                typer.echo(f"error: {what} {path} is a FIFO with no reader; writing to it "
+                           "would block forever (start the reader first, or give a "
+                           "regular file)", err=True)
+                raise typer.Exit(2) from exc
+            typer.echo(f"error: cannot open {what} {path}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+
+    def write(self, text: str) -> None:
+        """Write ``text`` (UTF-8) to the path; a held FIFO is written in blocking mode.
+
+        Raises:
+            typer.Exit: code 1 when the write fails (message on stderr).
+        """
+        data = text.encode()
+        try:
+            if self._fd is None:
+                self.path.write_bytes(data)
+                return
+            fd, self._fd = self._fd, None
+            try:
+                os.set_blocking(fd, True)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            typer.echo(f"error: cannot write {self.what} {self.path}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+
+    def close(self) -> None:
+        """Release a held FIFO descriptor that was never written. Idempotent."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+def check_otlp_endpoint(endpoint: str | None) -> None:
+    """Refuse an ``--otlp-endpoint`` that is neither an http(s) URL nor ``file:PATH``.
+
+    It runs before the command does any work; the exporter itself checks it again.
+
+    Raises:
+        typer.BadParameter: exit 2, naming the option and the value.
+    """
+    if endpoint and not endpoint.strip().startswith(("http://", "https://", "file:")):
+        raise typer.BadParameter(f"use an http(s):// OTLP/HTTP URL or file:PATH, not "
+                                 f"{endpoint!r}", param_hint="--otlp-endpoint")
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
+    """Exit 2 when an output path is one of the inputs (writing it would destroy it).
+
+    Compared by file identity when both exist (a symlink or hard link to an input is
+    caught), else by resolved path. Checked before any work is done.
+
+    Args:
+        outputs: ``(what, path)`` pairs, e.g. ``("--json", Path("t.jsonl"))``.
+        inputs: the files the command reads.
+
+    Raises:
+        typer.Exit: code 2, naming the option, the path and the input it would replace.
+    """
+    for what, out in outputs:
+        for src in inputs:
+            if _same(out, src):
+                typer.echo(f"error: {what} {out} is the input {src}; writing it would "
+                           "destroy the input; give another path", err=True)
+                raise typer.Exit(2)
+
+
+def otlp_file_target(endpoint: str | None) -> Path | None:
+    """The file an ``--otlp-endpoint file:PATH`` appends to (None for a URL)."""
+    if not endpoint or not endpoint.strip().startswith("file:"):
+        return None
+    return Path(endpoint.strip().removeprefix("file://").removeprefix("file:"))
+
+
+def positive_number(value: float | None) -> float | None:
+    """Typer callback: an optional size or count option must be finite and ``> 0``.
+
+    Raises:
+        typer.BadParameter: NaN, infinite or ``<= 0`` (exit 2 naming the option).
+    """
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        raise typer.BadParameter(f"must be a finite number > 0, got {value}")
+    return value
+
+
+def refuse_non_folder(path: Path, *, what: str) -> None:
+    """Exit 2 with an ``error:`` message when ``path`` exists but is not a folder.
+
+    For output folders (``--out``): checked before any work, so a typo naming a file is
+    a usage error, not an OS error after the run (the file is left as it was).
+
+    Raises:
+        typer.Exit: code 2, after the message is printed on stderr.
+    """
+    if path.exists() and not path.is_dir():
+        typer.echo(f"error: {what} {path} exists and is not a folder", err=True)
+        raise typer.Exit(2)
+
+
+@contextmanager
+def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
+    """Check an output path up front (see :class:`OutputFile`); None passes through.
+
+    Raises:
+        typer.Exit: code 2 when ``path`` is an existing FIFO with no reader (ENXIO) or
+            cannot be opened for writing, is a folder, or its parent folder does not
+            exist; the message names ``path`` on stderr.
+    """
+    if path is None:
+        yield None
+        return
+    out = OutputFile(path, what=what)
+    try:
+        yield out
+    finally:
+        out.close()
+
+
+__all__ = ["FAIL_EXIT", "OutputFile", "check_otlp_endpoint", "fail_conditions",
+           "otlp_file_target", "output_file", "positive_number", "positive_seconds",
+           "positive_seconds_or_none", "refuse_input_as_output", "refuse_non_folder",
+           "refuse_special_file"]

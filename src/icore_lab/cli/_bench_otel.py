@@ -1,0 +1,95 @@
+"""``icore bench otel``: OpenTelemetry import and export cost.
+
+Thin; see :mod:`icore_lab.bench.micro._otel`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from icore.cli.inputs import output_file, refuse_non_folder
+
+
+def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise typer.BadParameter(f"use comma-separated integers, got {text!r}",
+                                 param_hint=what) from None
+
+
+def register(app: typer.Typer, bench: typer.Typer) -> None:
+    """Add ``icore bench otel`` and ``icore bench import``."""
+
+    @bench.command("import")
+    def import_cmd(
+        otlp_mb: float = typer.Option(200.0, min=0, help="Size of the one-document OTLP "
+                                      "JSON file, MiB (0 skips it)."),
+        jsonl_lines: int = typer.Option(1_000_000, min=0, help="Lines of the JSONL run "
+                                        "(0 skips it)."),
+        repeats: int = typer.Option(1, min=1, help="Child processes per input (medians)."),
+        audit: bool = typer.Option(True, "--audit/--no-audit", help="Also audit each "
+                                   "trace (time and peak RSS then include X)."),
+        workdir: Path | None = typer.Option(None, help="Folder for the generated inputs "
+                                            "(default: a temporary folder; removed)."),
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="Write figures as JSON.")] = None,
+    ) -> None:
+        """Benchmark streamed import of big traces: MB/s, seconds, peak RSS / file size.
+
+        Targets (issue 29): a 200 MB OTLP file imported and audited in <= 60 s with peak
+        RSS <= 2x the file; a 10^6-line JSONL run in <= 1 GB; import >= 10 MB/s.
+        """
+        from icore_lab.bench.micro import run_import_bench
+
+        if workdir is not None:
+            refuse_non_folder(workdir, what="--workdir")
+        with output_file(json_out, what="--json output") as out:
+            figs = run_import_bench(otlp_mb=otlp_mb, jsonl_lines=jsonl_lines,
+                                    repeats=repeats, audit=audit, workdir=workdir,
+                                    echo=typer.echo)
+            if out is not None:
+                out.write(json.dumps([f.to_json() for f in figs], indent=2))
+
+    @bench.command("otel")
+    def otel_cmd(
+        spans: int = typer.Option(100_000, min=2, help="Spans in the synthetic import trace."),
+        export_runs: int = typer.Option(
+            3, min=0, help="icore run --matched runs per arm (off/on, alternating); 0 skips "
+            "export."),
+        families: str | None = typer.Option(
+            None, help="Matched families (comma-separated; default all three)."),
+        seeds: str | None = typer.Option(
+            None, help="Matched seeds (comma-separated; default 0..9)."),
+        receiver: str | None = typer.Option(
+            None, help="OTLP/HTTP URL to export to (default: a local sink process)."),
+        json_out: Annotated[Path | None, typer.Option(
+            "--json", help="Write figures as JSON.")] = None,
+    ) -> None:
+        """Benchmark OTLP import (100,000 spans) and export overhead on the matched study."""
+        from icore_lab.bench.micro import run_otel_bench as run
+
+        fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else None
+        with output_file(json_out, what="--json output") as out:
+            res = run(spans=spans, export_runs=export_runs, families=fams,
+                      seeds=_ints(seeds, "--seeds"), receiver=receiver, echo=typer.echo)
+            if out is not None:
+                out.write(json.dumps({
+                    "import_spans": res.import_spans, "import_s": res.import_s,
+                    "import_mb": res.import_mb, "import_steps": res.import_steps,
+                    "export_off_s": list(res.export_off_s),
+                    "export_on_s": list(res.export_on_s), "export_spans": res.export_spans,
+                    "export_off_cpu_s": list(res.export_off_cpu_s),
+                    "export_on_cpu_s": list(res.export_on_cpu_s),
+                    "export_import_s": res.export_import_s,
+                    "export_overhead": res.export_overhead,
+                    "export_off_total_cpu_s": list(res.export_off_total_cpu_s),
+                    "export_cpu_overhead": res.export_cpu_overhead, "receiver": res.receiver,
+                    "load_average": res.load},
+                    indent=2))
