@@ -34,14 +34,13 @@ from icore.audit._host import (
     HostView,
     NoEnvironment,
 )
-from icore.audit._loop import (
-    AuditLoop,
+from icore.audit._loop import AuditLoop, run_mas_only
+from icore.audit._loop_types import (
     AuditRunResult,
     Intervention,
     LoopConfig,
     StepRecord,
     observe_unaudited,
-    run_mas_only,
 )
 from icore.audit._recovery import (
     MatchedQuality,
