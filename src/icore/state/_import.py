@@ -34,9 +34,8 @@ from icore.state._model import (
     Justification,
     Obligation,
 )
-from icore.state._package import DeclarationPackage
 from icore.state._tables import Recorder
-from icore.state._view import StateView
+from icore.state._view import DeclarationLike, StateView
 
 
 class ImportView(Protocol):
@@ -46,7 +45,7 @@ class ImportView(Protocol):
     """
 
     @property
-    def decl(self) -> DeclarationPackage:
+    def decl(self) -> DeclarationLike:
         """D."""
         ...
 

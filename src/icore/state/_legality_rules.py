@@ -32,8 +32,7 @@ from icore.state._model import (
     RejectionReason,
     Status,
 )
-from icore.state._package import DeclarationPackage
-from icore.state._view import StateView
+from icore.state._view import DeclarationLike, StateView
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
 
@@ -110,7 +109,7 @@ class EffectView(Protocol):
     """What :func:`check_effect_value` reads of X: D and Q's obligations."""
 
     @property
-    def decl(self) -> DeclarationPackage:
+    def decl(self) -> DeclarationLike:
         """D."""
         ...
 
