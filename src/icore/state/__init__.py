@@ -69,7 +69,11 @@ from icore.state._legality import (
 from icore.state._loader import declaration_from_dict, load_declaration
 from icore.state._log import MemoryLog, SQLiteLog, decode_entry, encode_entry, rebuild
 from icore.state._metrics import MatchedSet, Metrics, fixed
-from icore.state._model import (
+from icore.state._normalize import equivalent, export_json, full_metrics, normalize
+from icore.state._package import DeclarationPackage
+from icore.state._state import State
+from icore.state._view import StateView
+from icore.state._xmodel import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
     Assertion,
@@ -90,10 +94,6 @@ from icore.state._model import (
     RejectionReason,
     Status,
 )
-from icore.state._normalize import equivalent, export_json, full_metrics, normalize
-from icore.state._package import DeclarationPackage
-from icore.state._state import State
-from icore.state._view import StateView
 
 __all__ = [
     "ASSIGNER_ROLE",

@@ -31,7 +31,6 @@ from icore.state._entries import (
 )
 from icore.state._errors import StateError
 from icore.state._evaluation import Evaluation
-from icore.state._model import Assertion, AssertionKind, Certificate, Justification
 from icore.state._tables import Tables
 from icore.state._transition import (
     TOUCHING,
@@ -40,6 +39,7 @@ from icore.state._transition import (
     final_obligations,
     obligation_steps,
 )
+from icore.state._xmodel import Assertion, AssertionKind, Certificate, Justification
 
 
 class Log(Protocol):
@@ -81,7 +81,7 @@ class Applier:
         then installs exactly those obligations and uses only those checked values, so
         X and the log cannot disagree. ``now_ms`` stamps the entries.
 
-        With ``batch`` (an :class:`~icore.state._import.ImportBatch`), each touched
+        With ``batch`` (an :class:`~icore.state._trusted_import.ImportBatch`), each touched
         obligation is re-evaluated once, right after the last entry that touches it,
         instead of after every entry: X ends exactly as after recording the bodies one
         by one (an obligation's evaluation depends only on X up to its last change).

@@ -17,9 +17,9 @@ from icore.state._entries import Body, Committed, FlagResolved, LogEntry
 from icore.state._errors import StateError, StateInputError
 from icore.state._heads import HeadView
 from icore.state._legality import Verdict, check_legality
-from icore.state._model import Proposal
 from icore.state._tables import Recorder
 from icore.state._view import StateView
+from icore.state._xmodel import Proposal
 
 
 class Trialable(StateView, Protocol):

@@ -29,7 +29,9 @@ from icore.state._metrics import (
     fixed,
     make_metrics,
 )
-from icore.state._model import (
+from icore.state._package import DeclarationPackage
+from icore.state._tables import MISSING, Tables
+from icore.state._xmodel import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
     Assertion,
@@ -37,8 +39,6 @@ from icore.state._model import (
     Obligation,
     Status,
 )
-from icore.state._package import DeclarationPackage
-from icore.state._tables import MISSING, Tables
 
 _ZERO = 0
 

@@ -25,9 +25,9 @@ from icore.state._components import (
 )
 from icore.state._errors import InterfaceError
 from icore.state._json import json_problem
-from icore.state._model import JSON, Obligation, Status
 from icore.state._normalize import normalize
 from icore.state._view import InterfacesLike, StateView
+from icore.state._xmodel import JSON, Obligation, Status
 
 
 # ------------------------------------------------------------------ built-in validators

@@ -42,8 +42,8 @@ from icore.state._legality_rules import (
     run_validator,
     transport_problem,
 )
-from icore.state._model import Proposal
 from icore.state._view import StateView
+from icore.state._xmodel import Proposal
 
 
 def check_legality(

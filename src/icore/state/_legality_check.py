@@ -19,7 +19,8 @@ from icore.state._legality_rules import (
     run_validator,
     transport_problem,
 )
-from icore.state._model import (
+from icore.state._view import StateView
+from icore.state._xmodel import (
     TRANSPORTED_TO,
     AssertionKind,
     Certificate,
@@ -30,7 +31,6 @@ from icore.state._model import (
     RejectionReason,
     Status,
 )
-from icore.state._view import StateView
 
 
 class _LegalityCheck:

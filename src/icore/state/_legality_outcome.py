@@ -15,7 +15,8 @@ from icore.state._entries import Body, Committed, FlagRaised, ProposalRecorded, 
 from icore.state._interfaces import checked_progress
 from icore.state._legality_check import _LegalityCheck
 from icore.state._legality_rules import Verdict
-from icore.state._model import (
+from icore.state._view import StateView
+from icore.state._xmodel import (
     Assertion,
     AssertionKind,
     Decision,
@@ -24,7 +25,6 @@ from icore.state._model import (
     Justification,
     ReasonCode,
 )
-from icore.state._view import StateView
 
 
 def reject(run: _LegalityCheck) -> Verdict:

@@ -1,7 +1,7 @@
 """The rules of icore Definition 6 that do not need a run (design.md 4.3).
 
 :class:`Verdict` (a check's outcome), the event and effect checks shared with the
-trusted-import path (:mod:`icore.state._import`), effect matching against an
+trusted-import path (:mod:`icore.state._trusted_import`), effect matching against an
 operation's templates, running one validator of V twice (:func:`run_validator`) and
 the transport rule (:func:`transport_problem`). Pure: nothing here changes X.
 """
@@ -16,7 +16,8 @@ from typing import Protocol
 from icore.state._components import EffectTemplate, OperationDecl, ValidatorInput
 from icore.state._entries import Body
 from icore.state._json import is_json
-from icore.state._model import (
+from icore.state._view import DeclarationLike, StateView
+from icore.state._xmodel import (
     JSON,
     Assertion,
     AssertionKind,
@@ -32,7 +33,6 @@ from icore.state._model import (
     RejectionReason,
     Status,
 )
-from icore.state._view import DeclarationLike, StateView
 
 _DONE = (Status.DISCHARGED, Status.SETTLED)
 

@@ -22,9 +22,9 @@ from icore.state._interfaces import (
     checked_responsible,
     checked_terminal,
 )
-from icore.state._model import JSON, Assertion, AssertionKind, HardFlag, Status
 from icore.state._tables import Tables
 from icore.state._view import StateView
+from icore.state._xmodel import JSON, Assertion, AssertionKind, HardFlag, Status
 
 _EMPTY: list[str] = []
 _PRODUCTIVE = (Status.OPEN, Status.ASSIGNED, Status.ACTIVE, Status.REPAIR_PENDING)

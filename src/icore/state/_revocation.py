@@ -17,8 +17,8 @@ from typing import Protocol
 from icore.records import RecordId
 from icore.state._entries import Body, FlagRaised, Revoked
 from icore.state._errors import StateInputError
-from icore.state._model import Assertion, Certificate, FlagKind, HardFlag
 from icore.state._tables import Recorder, Tables
+from icore.state._xmodel import Assertion, Certificate, FlagKind, HardFlag
 
 
 class RevocationSource(Protocol):

@@ -40,10 +40,15 @@ from icore.state._entries import Body, Committed, FlagResolved, LogEntry
 from icore.state._errors import StateError
 from icore.state._evaluation import Evaluation
 from icore.state._heads import HeadView
-from icore.state._import import ImportBatch
 from icore.state._legality import Verdict
 from icore.state._metrics import MatchedSet, Metrics, ObligationEval
-from icore.state._model import (
+from icore.state._package import DeclarationPackage
+from icore.state._queries import Queries
+from icore.state._revocation import Revocations
+from icore.state._tables import Tables
+from icore.state._trusted import TrustedImport
+from icore.state._trusted_import import ImportBatch
+from icore.state._xmodel import (
     JSON,
     Assertion,
     AssertionKind,
@@ -59,11 +64,6 @@ from icore.state._model import (
     Proposal,
     Status,
 )
-from icore.state._package import DeclarationPackage
-from icore.state._queries import Queries
-from icore.state._revocation import Revocations
-from icore.state._tables import Tables
-from icore.state._trusted import TrustedImport
 
 
 class State:

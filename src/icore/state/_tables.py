@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from icore.state._entries import Body, FlagResolved, LogEntry
 from icore.state._metrics import MetricSums, ObligationEval
-from icore.state._model import (
+from icore.state._xmodel import (
     Assertion,
     Certificate,
     Event,

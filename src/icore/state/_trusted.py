@@ -2,10 +2,10 @@
 
 :class:`TrustedImport` is the part of :class:`~icore.state.State` that adds to X what
 was observed rather than proposed: events of G, certificates and assertions of a
-recorded run (one by one, or as one batch: :class:`~icore.state._import.ImportBatch`,
+recorded run (one by one, or as one batch: :class:`~icore.state._trusted_import.ImportBatch`,
 issue 29), hard flags and their resolutions, and the notes of iCORE-Audit (diagnosis,
 feedback, recovery). Definition 6 does not run here; each item is checked for what it
-names (:mod:`icore.state._import`), and soundness is computed honestly afterwards.
+names (:mod:`icore.state._trusted_import`), and soundness is computed honestly afterwards.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from contextlib import contextmanager
 
 from icore.state._entries import FlagRaised, FlagResolved, LogEntry, Note
 from icore.state._errors import StateInputError
-from icore.state._import import ImportBatch, assertion_body, certificate_body, event_body
 from icore.state._json import check_json
-from icore.state._model import (
+from icore.state._tables import Recorder
+from icore.state._trusted_import import ImportBatch, assertion_body, certificate_body, event_body
+from icore.state._view import StateView
+from icore.state._xmodel import (
     JSON,
     Assertion,
     Certificate,
@@ -28,8 +30,6 @@ from icore.state._model import (
     FlagKind,
     HardFlag,
 )
-from icore.state._tables import Recorder
-from icore.state._view import StateView
 
 
 class TrustedImport:

@@ -23,7 +23,7 @@ from icore.state._components import (
 )
 from icore.state._entries import FlagResolved
 from icore.state._metrics import MatchedSet, Metrics
-from icore.state._model import (
+from icore.state._xmodel import (
     JSON,
     Assertion,
     AssertionKind,

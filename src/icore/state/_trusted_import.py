@@ -22,7 +22,9 @@ from icore.state._entries import (
 from icore.state._errors import StateInputError
 from icore.state._json import check_json
 from icore.state._legality import check_effect_value, check_event, make_event
-from icore.state._model import (
+from icore.state._tables import Recorder
+from icore.state._view import DeclarationLike, StateView
+from icore.state._xmodel import (
     JSON,
     Assertion,
     AssertionKind,
@@ -34,8 +36,6 @@ from icore.state._model import (
     Justification,
     Obligation,
 )
-from icore.state._tables import Recorder
-from icore.state._view import DeclarationLike, StateView
 
 
 class ImportView(Protocol):
