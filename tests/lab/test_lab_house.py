@@ -135,7 +135,8 @@ def lab_private_imports(path: Path) -> list[str]:
     out = []
     for imp in layering.imports_in(path.read_text(encoding="utf-8"), package):
         owner = _lab_private_owner(imp.candidates[0])
-        if owner is None or owner[1] in LIBRARY_SHARED or package == owner[0] or package.startswith(owner[0] + "."):
+        if (owner is None or owner[1] in LIBRARY_SHARED or package == owner[0]
+                or package.startswith(owner[0] + ".")):
             continue
         out.append(f"{_rel(path)}:{imp.line} ({imp.where}) imports {owner[1]}, "
                    f"private to {owner[0]}")
