@@ -210,7 +210,7 @@ class Applier:
         if t.keep_entries or t.undo is not None:
             t.entries.append(entry)
         if step is not None and step.obligations:
-            touched = set(step.obligations)
+            touched = list(dict.fromkeys(step.obligations))  # step order: W(X) reproducible
             self._install(step)
             if t.touched is not None:
                 for oid in step.obligations:
