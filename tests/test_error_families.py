@@ -1,5 +1,8 @@
 """Error families (issue 30 item 5): every public error reports its own family's code.
 
+Over the library's front doors; the lab's errors (``BenchError`` and its subclasses) are
+checked by the same rule in tests/lab/test_lab_house.py (library tests never name the lab).
+
 The root's ``unclassified`` code is never reported by a public error, and an error's code
 is one of the codes of the family (package) it belongs to (``icore.errors.FAMILIES``).
 """
@@ -66,8 +69,9 @@ PUBLIC = _public_errors()
 
 
 def test_the_walk_finds_every_layer() -> None:
+    """The walk reaches every library room with errors (the lab's: tests/lab/test_lab_house.py)."""
     families = {_family(c) for c in PUBLIC.values()}
-    assert {"records", "memory", "fence", "net", "state", "audit", "adapters", "bench",
+    assert {"records", "memory", "fence", "net", "state", "audit", "adapters",
             "live", "agents", "extras", "data"} <= families
 
 

@@ -4,7 +4,7 @@ Three rules over every module of ``src/icore``, read from the AST (nothing is im
 
 1. **Layers.** Each layer may import only the layers listed before it in ``LAYERS`` (plus
    the shared top-level modules ``icore.errors``, ``icore._clock``, ``icore._data``,
-   ``icore._extras`` and ``icore._files``).
+   ``icore._extras``, ``icore._files``, ``icore._tls`` and ``icore._threads``).
 2. **No import circles inside a package.** Per layer (the layer's package with all its
    subpackages; ``icore`` itself for the top-level modules), the graph "module A imports
    module B" has no cycle. Imports inside functions count: a function-level import only
@@ -37,8 +37,12 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "icore"
 LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
-          "agents", "live", "adapters", "report", "integrations", "mcp", "cli"]
-SHARED = {"errors", "_clock", "_data", "_extras", "_files", "__main__", ""}
+          "agents", "live", "adapters", "attribution", "report", "integrations", "mcp",
+          "cli"]
+# shared top-level modules every layer may use: the error tree, the injected clock, the
+# data folder, optional extras, file writing, TLS contexts and the event-loop thread
+SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_tls", "_threads",
+          "__main__", ""}
 PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",
@@ -213,29 +217,30 @@ class Edge:
     file: str
     line: int
     where: str
+    type_checking: bool = False
 
     def __str__(self) -> str:
         return f"{self.source} -> {self.target}  ({self.file}:{self.line}, {self.where})"
 
 
 def import_graph(modules: dict[str, tuple[str, list[Import]]]) -> dict[str, list[Edge]]:
-    """Runtime import edges between the given modules.
+    """Import edges between the given modules (runtime and ``TYPE_CHECKING`` alike).
 
     Args:
         modules: module name -> (file shown in messages, its imports); only edges to
             modules of this mapping are kept.
 
     Returns:
-        Module name -> its edges, in file order; ``TYPE_CHECKING`` imports left out.
+        Module name -> its edges, in file order.
     """
     graph: dict[str, list[Edge]] = {}
     for name, (file, imps) in modules.items():
         edges = graph.setdefault(name, [])
         for imp in imps:
             target = next((c for c in imp.candidates if c in modules or c in MODULES), None)
-            if imp.type_checking or target is None or target == name or target not in modules:
+            if target is None or target == name or target not in modules:
                 continue
-            edge = Edge(name, target, file, imp.line, imp.where)
+            edge = Edge(name, target, file, imp.line, imp.where, imp.type_checking)
             if edge not in edges:       # one edge per statement, not per imported name
                 edges.append(edge)
     return graph
@@ -277,6 +282,16 @@ def _package_modules(package: str) -> dict[str, tuple[str, list[Import]]]:
     return {n: (_rel(MODULES[n]), imports(MODULES[n])) for n in names}
 
 
+# Typing-only circles still open at the end of issue 26, each named with its owner's room
+# (an allowance, not a rule: drop the entry when the room types against a protocol).
+# Only the TYPE_CHECKING edges between the listed modules are left out; a runtime edge
+# between them still fails.
+TYPE_CHECKING_CIRCLES_ALLOWED: dict[str, set[str]] = {
+    # workspace/_agent.py annotates with workspace._workspace.Workspace, which imports
+    # _agent at runtime (E5's room; a WorkspaceLike protocol in _agent removes it)
+    "icore.workspace": {"icore.workspace._agent", "icore.workspace._workspace"},
+}
+
 PACKAGES = ["icore"] + [f"icore.{p.name}" for p in sorted(SRC.iterdir())
                         if (p / "__init__.py").exists()]
 
@@ -285,6 +300,9 @@ PACKAGES = ["icore"] + [f"icore.{p.name}" for p in sorted(SRC.iterdir())
 def test_no_import_circles(package: str) -> None:
     """No package (with its subpackages) has an import circle, function-level included."""
     graph = import_graph(_package_modules(package))
+    allowed = TYPE_CHECKING_CIRCLES_ALLOWED.get(package, set())
+    for m in allowed & graph.keys():
+        graph[m] = [e for e in graph[m] if not (e.type_checking and e.target in allowed)]
     msgs = []
     for comp in circles(graph):
         edges = [str(e) for m in comp for e in graph[m] if e.target in comp]
@@ -294,7 +312,7 @@ def test_no_import_circles(package: str) -> None:
 
 
 def test_circle_finder_sees_function_level_imports() -> None:
-    """The checker itself: a function-level import closes a circle, TYPE_CHECKING does not."""
+    """The checker itself: function-level and TYPE_CHECKING imports both close a circle."""
     sources = {
         "p.a": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p import c\n"
                "def f():\n    from p import b\n",
@@ -303,8 +321,9 @@ def test_circle_finder_sees_function_level_imports() -> None:
         "p.d": "import p.c\n",
     }
     graph = import_graph({m: (m, imports_in(s, "p")) for m, s in sources.items()})
-    assert circles(graph) == [["p.a", "p.b"]]
-    assert [str(e) for e in graph["p.a"]] == ["p.a -> p.b  (p.a:5, in f)"]
+    assert circles(graph) == [["p.a", "p.b", "p.c"]]
+    assert [str(e) for e in graph["p.a"]] == ["p.a -> p.c  (p.a:3, module level)",
+                                              "p.a -> p.b  (p.a:5, in f)"]
     assert [e.target for e in graph["p.c"]] == ["p.a"]
 
 

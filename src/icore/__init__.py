@@ -7,8 +7,8 @@ Two published systems joined in one distribution:
 * **iCORE** (icore Sec. 3-4): the state X = (G, Q, Pi) and iCORE-Audit.
 
 Layering (lowest first; each layer may import only layers listed before it, and
-``icore.errors`` / ``icore._clock`` / ``icore._files`` / ``icore._extras`` which every layer
-may use)::
+the shared top-level modules ``icore.errors``, ``_clock``, ``_data``, ``_extras``,
+``_files``, ``_tls``, ``_threads``, which every layer may use)::
 
     records   pure   Record, RecordId, canonical codec, lineage traversal, frontier
     memory    I/O    in-memory + SQLite stores, ownership map, head rules, owner access
@@ -19,7 +19,8 @@ may use)::
     audit     pure   iCORE-Audit loop, triggers, diagnosis, routing, recovery audit
     agents    I/O    host policies: scripted, LLM
     live      I/O    PlanFence live runs: one process per agent, manifest, matched study
-    adapters  I/O    Who&When / JSONL importers, PROV export
+    adapters  I/O    Who&When / JSONL / OTLP importers, PROV and OpenTelemetry export
+    attribution I/O  failure attribution: features, scorer, ranking, cross-validation
     report    I/O    HTML reports and plots
     integrations I/O drop-ins for LangGraph, OpenAI Agents SDK, AG2, CrewAI (extras);
                      import only the public API of records, fence, memory, workspace,

@@ -80,6 +80,7 @@ EXPECTED = {
     "ValidatorSpec",
     "Verdict",
     "audit",
+    "check_legality",
     "declaration_from_dict",
     "decode_entry",
     "encode_entry",

@@ -533,7 +533,7 @@ def test_interface_values_checked_before_the_write_match_the_applied_state(code_
                 continue
             commits += d.submit(p).committed
         for oid, ob in x.obligations.items():
-            assert x._eval[oid] == x.evaluate(ob), oid
+            assert x._t.eval[oid] == x.evaluate(ob), oid
         assert x.metrics() == x.recompute_metrics()
         counts = Counter(ob.effective_status for ob in x.obligations.values())
         assert x.status_counts() == dict(counts)

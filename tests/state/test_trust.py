@@ -23,7 +23,7 @@ from icore.state import (
     export_json,
     store_head_view,
 )
-from icore.state._legality import match_effects
+from icore.state._legality_rules import match_effects
 
 # ------------------------------------------------------------------ effect matching
 OP = OperationDecl(
@@ -47,7 +47,7 @@ def test_effect_matching_is_order_independent() -> None:
 
 
 def _brute(templates: tuple[EffectTemplate, ...], p: Proposal) -> bool:
-    from icore.state._legality import _fits
+    from icore.state._legality_rules import _fits
 
     fits = [[i for i, t in enumerate(templates) if _fits(e, t.kind, t, p, set())]
             for e in p.effects]

@@ -34,14 +34,14 @@ from icore.audit._host import (
     HostView,
     NoEnvironment,
 )
-from icore.audit._loop import (
-    AuditLoop,
+from icore.audit._intervention_trace import InterventionTrace, reconstruct
+from icore.audit._loop import AuditLoop, run_mas_only
+from icore.audit._loop_types import (
     AuditRunResult,
     Intervention,
     LoopConfig,
     StepRecord,
     observe_unaudited,
-    run_mas_only,
 )
 from icore.audit._recovery import (
     MatchedQuality,
@@ -53,7 +53,6 @@ from icore.audit._recovery import (
     matched_quality,
     removal_supported,
 )
-from icore.audit._replay import InterventionTrace, reconstruct
 from icore.audit._triggers import (
     ENABLED_STATUSES,
     REASSIGNABLE_STATUSES,

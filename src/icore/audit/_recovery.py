@@ -49,7 +49,7 @@ from icore.state import (
     State,
     Status,
     Verdict,
-    audit,
+    check_legality,
     fixed,
 )
 
@@ -224,7 +224,7 @@ def _judge(
     before_open = {o for o in matched.obligations if not _closed(cand, o)}
     verdicts: list[Verdict] = []
     for p in proposals:
-        v = audit(p, cand, head_view=head_view)
+        v = check_legality(p, cand, head_view=head_view)
         verdicts.append(v)
         if not v.committed:
             violations.append(

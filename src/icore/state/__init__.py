@@ -11,6 +11,7 @@ Time comes from an injected clock and ids from the state's own counters, so a re
 reproduces X byte for byte. Module map: docs/state.md "Modules".
 """
 
+from icore.state._apply import Log
 from icore.state._components import (
     ASSIGNER_ROLE,
     BOUND_CONDITIONS,
@@ -58,11 +59,21 @@ from icore.state._heads import (
     store_head_view,
 )
 from icore.state._interfaces import BUILTIN_VALIDATORS, Interfaces
-from icore.state._legality import Verdict, audit, run_validator, transport_problem
+from icore.state._legality import (
+    Verdict,
+    audit,
+    check_legality,
+    run_validator,
+    transport_problem,
+)
 from icore.state._loader import declaration_from_dict, load_declaration
 from icore.state._log import MemoryLog, SQLiteLog, decode_entry, encode_entry, rebuild
 from icore.state._metrics import MatchedSet, Metrics, fixed
-from icore.state._model import (
+from icore.state._normalize import equivalent, export_json, full_metrics, normalize
+from icore.state._package import DeclarationPackage
+from icore.state._state import State
+from icore.state._view import StateView
+from icore.state._xmodel import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
     Assertion,
@@ -83,10 +94,6 @@ from icore.state._model import (
     RejectionReason,
     Status,
 )
-from icore.state._normalize import equivalent, export_json, full_metrics, normalize
-from icore.state._package import DeclarationPackage
-from icore.state._state import Log, State
-from icore.state._view import StateView
 
 __all__ = [
     "ASSIGNER_ROLE",
@@ -156,6 +163,7 @@ __all__ = [
     "ValidatorSpec",
     "Verdict",
     "audit",
+    "check_legality",
     "declaration_from_dict",
     "decode_entry",
     "encode_entry",

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from icore.state._model import (
+from icore.state._xmodel import (
     JSON,
     Assertion,
     AssertionKind,

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from icore.state._model import (
+from icore.state._xmodel import (
     JSON,
     Assertion,
     Certificate,

@@ -5,12 +5,13 @@ whether an assertion is sound (its justification, certificates and citations), w
 an obligation is sound (its decision-relevant assertions, and the removal evidence of a
 closed one), its gain and ε-stability, and its :class:`ObligationEval` (W membership,
 fixed-point weight, soundness, stability, weighted gain) that the metric sums add up.
-It only reads; the state's indexes it reads are declared below and kept by the state.
+It reads X's tables and keeps the incrementally maintained evaluations and metric sums
+(design.md 4.4 "recompute incrementally").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from icore.state._errors import StateInputError
 from icore.state._interfaces import (
@@ -20,36 +21,58 @@ from icore.state._interfaces import (
     checked_value,
     checked_weight,
 )
-from icore.state._metrics import ObligationEval, fixed
-from icore.state._model import (
+from icore.state._metrics import (
+    MatchedSet,
+    Metrics,
+    MetricSums,
+    ObligationEval,
+    fixed,
+    make_metrics,
+)
+from icore.state._package import DeclarationPackage
+from icore.state._tables import MISSING, Tables
+from icore.state._xmodel import (
     CLOSED_STATUSES,
     TRANSPORTED_TO,
     Assertion,
     AssertionKind,
-    Certificate,
-    Event,
-    Justification,
     Obligation,
     Status,
 )
-from icore.state._package import DeclarationPackage
+
+_ZERO = 0
 
 
 class Evaluation:
-    """Readouts of X: soundness, stability, per-obligation evaluation.
+    """Readouts of X: soundness, stability, per-obligation evaluation and the metrics.
 
-    A mixin of :class:`~icore.state.State`, which owns the fields below.
+    A part of :class:`~icore.state.State` (composition): it reads X's :class:`Tables`
+    (public attributes shared by the state's parts) and D, and writes only the
+    evaluation map and the metric sums (:meth:`refresh`). The state exposes each public
+    method as its own.
+
+    Args:
+        tables: X's tables.
+        decl: the declaration package D.
     """
 
-    decl: DeclarationPackage
-    _events: dict[str, Event]
-    _obligations: dict[str, Obligation]
-    _assertions: dict[str, Assertion]
-    _pi: dict[str, Justification]
-    _certs: dict[str, Certificate]
-    _revoked: dict[str, int]
-    _tainted: set[str]
-    _sound_memo: dict[str, bool]
+    __slots__ = ("_assertions", "_certs", "_eval", "_events", "_obligations", "_pi",
+                 "_revoked", "_sound_memo", "_sums", "_t", "_tainted", "decl")
+
+    def __init__(self, tables: Tables, decl: DeclarationPackage) -> None:
+        self.decl = decl
+        self._t = tables
+        # the same objects as the tables' (mutated in place, never rebound)
+        self._events = tables.events
+        self._obligations = tables.obligations
+        self._assertions = tables.assertions
+        self._pi = tables.pi
+        self._certs = tables.certs
+        self._revoked = tables.revoked
+        self._tainted = tables.tainted
+        self._sound_memo = tables.sound_memo
+        self._eval = tables.eval
+        self._sums = tables.sums
 
     # ------------------------------------------------------------------ soundness
     def assertion_sound(self, assertion_id: str) -> bool:
@@ -251,13 +274,13 @@ class Evaluation:
             InterfaceError: ``weight`` raised or returned anything but a finite number
                 >= 0, or ``feasible``/``value`` misbehaved (see :meth:`gain`).
         """
-        return self._evaluate(o, *self._interface_values(o))
+        return self.evaluate_with(o, *self.interface_values(o))
 
-    def _interface_values(self, o: Obligation) -> tuple[float, float]:
+    def interface_values(self, o: Obligation) -> tuple[float, float]:
         """(weight, gain) of ``o`` from D's interfaces, checked (raises InterfaceError)."""
         return checked_weight(self.decl.interfaces, o), self._gain(o)
 
-    def _evaluate(self, o: Obligation, w: float, g: float) -> ObligationEval:
+    def evaluate_with(self, o: Obligation, w: float, g: float) -> ObligationEval:
         """Evaluate ``o`` given its checked weight and gain (calls no interface)."""
         in_w = o.required_root or o.status not in CLOSED_STATUSES
         sound = self._sound(o)
@@ -270,3 +293,113 @@ class Evaluation:
             gain=g,
             weighted_gain=wf * fixed(g) if g > 0 else 0,
         )
+
+    # ------------------------------------------------------------------ metrics
+    def refresh(
+        self, touched: Iterable[str], pre: Mapping[str, tuple[float, float]] | None = None
+    ) -> None:
+        """Re-evaluate ``touched`` obligations and update the sums.
+
+        ``pre`` holds checked (weight, gain) pairs computed before the log write
+        (:meth:`State._prepare <icore.state.State>`); an obligation found there calls no
+        interface here.
+
+        Raises:
+            InterfaceError: an obligation not in ``pre`` whose interfaces misbehave (the
+                sums stay consistent).
+        """
+        for oid in touched:
+            o = self._obligations.get(oid)
+            # evaluate first: if it raises, the sums are still consistent
+            if o is not None:
+                iv = pre.get(oid) if pre is not None else None
+                new = self.evaluate_with(o, *iv) if iv is not None else self.evaluate(o)
+            old = self._eval.get(oid)
+            undo = self._t.undo
+            if undo is not None:
+                undo.append(("put", self._eval, oid, MISSING if old is None else old))
+            if old is not None:
+                self._sums.remove(old)
+            if o is None:
+                continue
+            self._eval[oid] = new
+            self._sums.add(new)
+
+    def metrics(self, over: MatchedSet | None = None) -> Metrics:
+        """snd, astab, cq, aggregate gain and the Prop. 4 bound (design.md 4.3).
+
+        Args:
+            over: None for W(X), maintained incrementally (O(1)); or a frozen matched set
+                W_F (cost O(|W_F|), from the incrementally maintained evaluation of each
+                member, so no interface is called): its members count with their frozen
+                weights,
+                a settled/superseded member counts as sound iff its closing assertion is
+                sound, and a member no longer in Q counts as unsound and unstable.
+
+        Raises:
+            InterfaceError: with ``over``, during a replay (evaluations not yet
+                refreshed), an interface misbehaved (see :meth:`evaluate`).
+        """
+        p = self.decl.parameters
+        if over is None:
+            return self._sums.metrics(p)
+        w = s = st = g = _ZERO
+        for oid, wf in zip(over.obligations, over.weights, strict=True):
+            fw = fixed(wf)
+            w += fw
+            ev = self.evaluation(oid)
+            if ev is None:
+                continue
+            if ev.sound:
+                s += fw
+            if ev.stable:
+                st += fw
+            if ev.gain > 0:
+                g += fw * fixed(ev.gain)
+        return make_metrics(w, s, st, g, len(over.obligations), p)
+
+    def evaluation(self, obligation_id: str) -> ObligationEval | None:
+        """The current evaluation of one obligation (None if it is not in Q).
+
+        The incrementally maintained one, or (during a replay) a fresh one.
+
+        Raises:
+            InterfaceError: during a replay, an interface misbehaved (see :meth:`evaluate`).
+        """
+        o = self._obligations.get(obligation_id)
+        if o is None:
+            return None
+        ev = self._eval.get(obligation_id) if self._t.defer is None else None
+        return ev if ev is not None else self.evaluate(o)
+
+    def recompute_metrics(self) -> Metrics:
+        """Full recompute of :meth:`metrics` over W(X), from scratch (O(|Q|)).
+
+        Raises:
+            InterfaceError: an interface misbehaved (see :meth:`evaluate`).
+        """
+        sums = MetricSums()
+        for o in self._obligations.values():
+            sums.add(self.evaluate(o))
+        return sums.metrics(self.decl.parameters)
+
+    def evaluated(self) -> list[str]:
+        """W(X): required roots and every obligation not settled/superseded."""
+        return [oid for oid, ev in self._eval.items() if ev.in_w]
+
+    def freeze(self, obligation_ids: Iterable[str]) -> MatchedSet:
+        """Freeze a matched set W_F with the current weights (icore Sec. 4; design.md 4.4).
+
+        Raises:
+            StateInputError: an id is not an obligation.
+            InterfaceError: ``weight`` raised or returned anything but a finite number >= 0.
+        """
+        ids: list[str] = []
+        ws: list[float] = []
+        for oid in dict.fromkeys(obligation_ids):
+            o = self._obligations.get(oid)
+            if o is None:
+                raise StateInputError("unknown obligation in matched set", obligation=oid)
+            ids.append(oid)
+            ws.append(checked_weight(self.decl.interfaces, o))
+        return MatchedSet(tuple(ids), tuple(ws))

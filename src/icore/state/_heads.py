@@ -27,7 +27,7 @@ from typing import Any
 from icore.errors import RecordError
 from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, OwnerAccess, OwnershipMap, Store
 from icore.records import MAX_LINEAGE_RECORDS, Record, RecordId, is_record_id, lineage_inputs
-from icore.state._model import CitedRecord
+from icore.state._xmodel import CitedRecord
 
 HeadView = Callable[[str], RecordId | None]
 """Key -> the owner's current head record id (None: no head / unavailable)."""

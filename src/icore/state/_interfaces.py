@@ -25,9 +25,9 @@ from icore.state._components import (
 )
 from icore.state._errors import InterfaceError
 from icore.state._json import json_problem
-from icore.state._model import JSON, Obligation, Status
 from icore.state._normalize import normalize
-from icore.state._view import StateView
+from icore.state._view import InterfacesLike, StateView
+from icore.state._xmodel import JSON, Obligation, Status
 
 
 # ------------------------------------------------------------------ built-in validators
@@ -240,7 +240,7 @@ def _real(out: Any, low: float, high: float | None) -> float | None:
     return v
 
 
-def checked_weight(ifaces: Interfaces, o: Obligation) -> float:
+def checked_weight(ifaces: InterfacesLike, o: Obligation) -> float:
     """``weight(o)``: a finite number >= 0.
 
     Raises:
@@ -259,7 +259,7 @@ def checked_weight(ifaces: Interfaces, o: Obligation) -> float:
     return v
 
 
-def checked_value(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> float:
+def checked_value(ifaces: InterfacesLike, agent: AgentDecl, o: Obligation) -> float:
     """``value(agent, o)``: a number in [0, 1] (design.md 4.1).
 
     Raises:
@@ -289,7 +289,7 @@ def checked_value(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> float:
     return v
 
 
-def checked_feasible(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> bool:
+def checked_feasible(ifaces: InterfacesLike, agent: AgentDecl, o: Obligation) -> bool:
     """``feasible(agent, o)``: a bool.
 
     Raises:
@@ -320,7 +320,7 @@ def checked_feasible(ifaces: Interfaces, agent: AgentDecl, o: Obligation) -> boo
     return out
 
 
-def checked_progress(ifaces: Interfaces, transition: Transition) -> bool:
+def checked_progress(ifaces: InterfacesLike, transition: Transition) -> bool:
     """``progress(transition)``: a bool.
 
     Raises:
@@ -342,7 +342,7 @@ def checked_progress(ifaces: Interfaces, transition: Transition) -> bool:
     return out
 
 
-def checked_terminal(ifaces: Interfaces, state: StateView) -> bool:
+def checked_terminal(ifaces: InterfacesLike, state: StateView) -> bool:
     """``terminal(X)``: a bool (icore Alg. 1 stops on it; design.md 4.1, 4.4).
 
     Raises:
@@ -357,7 +357,7 @@ def checked_terminal(ifaces: Interfaces, state: StateView) -> bool:
     return out
 
 
-def checked_local_view(ifaces: Interfaces, agent: str, state: StateView) -> JSON:
+def checked_local_view(ifaces: InterfacesLike, agent: str, state: StateView) -> JSON:
     """``local_view(agent, X)``: plain JSON (what the agent is shown; design.md 4.1).
 
     Raises:
@@ -377,7 +377,7 @@ def checked_local_view(ifaces: Interfaces, agent: str, state: StateView) -> JSON
     return out  # type: ignore[no-any-return]
 
 
-def checked_assignment_authority(ifaces: Interfaces, state: StateView) -> tuple[str, ...]:
+def checked_assignment_authority(ifaces: InterfacesLike, state: StateView) -> tuple[str, ...]:
     """``assignment_authority(X)``: a tuple or list of agent ids of M_D (design.md 4.4).
 
     Raises:
@@ -406,7 +406,7 @@ def checked_assignment_authority(ifaces: Interfaces, state: StateView) -> tuple[
 
 
 def checked_responsible(
-    ifaces: Interfaces, state: StateView, diagnosis: DiagnosisLike
+    ifaces: InterfacesLike, state: StateView, diagnosis: DiagnosisLike
 ) -> str | None:
     """``responsible(X, F)``: an agent id of M_D, or None (nobody; icore Sec. 4).
 

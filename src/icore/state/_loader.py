@@ -44,8 +44,8 @@ from icore.state._interfaces import (
     status_change_progress,
     uniform_weight,
 )
-from icore.state._model import AssertionKind, Status
 from icore.state._package import DeclarationPackage
+from icore.state._xmodel import AssertionKind, Status
 
 
 # ------------------------------------------------------------------ schema (YAML/JSON)

@@ -21,10 +21,11 @@ import pydantic
 import pydantic_core
 
 from icore._clock import Clock
+from icore.state._apply import Log
 from icore.state._entries import BODY_TYPES, LOG_SCHEMA_VERSION, EntryKind, LogEntry
 from icore.state._errors import InterfaceError, LogError, StateError
 from icore.state._package import DeclarationPackage
-from icore.state._state import Log, State
+from icore.state._state import State
 
 _ADAPTERS: dict[EntryKind, pydantic.TypeAdapter[Any]] = {
     k: pydantic.TypeAdapter(t) for k, t in BODY_TYPES.items()

@@ -22,7 +22,7 @@ from icore.state._components import (
 )
 from icore.state._errors import DeclarationPackageError, ValidatorError
 from icore.state._interfaces import Interfaces
-from icore.state._model import AssertionKind, Status
+from icore.state._xmodel import AssertionKind, Status
 
 
 # ------------------------------------------------------------------ the package

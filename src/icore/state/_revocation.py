@@ -5,18 +5,20 @@ returns the log bodies that revoke every active certificate citing another versi
 key (its records or their lineage ancestors), the assertions that evidence reached
 (directly, and transitively through assertions citing them: docs/state.md "Revocation
 follows derivation"), and one ``revocation`` hard flag naming them. The state records
-the bodies; :mod:`icore.state._transition` makes the reached obligations
-``repair_pending``.
+the bodies (:class:`Revocations`, its revocation part); :mod:`icore.state._transition`
+makes the reached obligations ``repair_pending``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from icore.records import RecordId
 from icore.state._entries import Body, FlagRaised, Revoked
-from icore.state._model import Assertion, Certificate, FlagKind, HardFlag
+from icore.state._errors import StateInputError
+from icore.state._tables import Recorder, Tables
+from icore.state._xmodel import Assertion, Certificate, FlagKind, HardFlag
 
 
 class RevocationSource(Protocol):
@@ -132,3 +134,95 @@ def _idkey(s: str) -> tuple[str, int]:
     head = s.rstrip("0123456789")
     tail = s[len(head) :]
     return (head, int(tail) if tail else -1)
+
+
+class Revocations:
+    """Revocation of cited evidence (a part of :class:`~icore.state.State`).
+
+    Reads the citation indexes of X's :class:`~icore.state._tables.Tables`; the state
+    itself is the :class:`RevocationSource` the bodies are computed from.
+
+    Args:
+        tables: X's tables.
+        x: the state.
+        record: the state's recorder (one log transaction per call).
+    """
+
+    __slots__ = ("_record", "_t", "_x")
+
+    def __init__(self, tables: Tables, x: RevocationSource, record: Recorder) -> None:
+        self._t = tables
+        self._x = x
+        self._record = record
+
+    def on_head_change(self, key: str, new_head: RecordId | None) -> list[HardFlag]:
+        """An owner revised ``key``: revoke every active certificate citing another version.
+
+        See ``State.on_head_change`` (icore Sec. 4; design.md 4.2).
+
+        Raises:
+            StateInputError: ``new_head`` is neither a record id (str) nor None.
+            InterfaceError: an interface misbehaved on a dependent obligation; nothing is
+                written and X is unchanged.
+        """
+        if new_head is not None and not isinstance(new_head, str):
+            raise StateInputError(
+                f"new head must be a record id or None, not {type(new_head).__name__}",
+                key=key,
+                new_head=new_head,
+            )
+        bodies, flags = revocation_bodies(self._x, key, new_head, set(), 0)
+        if bodies:
+            self._record(bodies)
+        return flags
+
+    def revalidate_certificates(
+        self, head_view: Callable[[str], RecordId | None]
+    ) -> list[HardFlag]:
+        """Check every cited key against ``head_view``; revoke stale certificates in one change.
+
+        See ``State.revalidate_certificates``.
+
+        Raises:
+            StateInputError: ``head_view`` returned something that is neither a record id
+                (str) nor None; nothing is written.
+            InterfaceError: an interface misbehaved on a dependent obligation; nothing is
+                written and X is unchanged.
+        """
+        heads = {key: head_view(key) for key in self.cited_keys()}
+        for key, head in heads.items():
+            if head is not None and not isinstance(head, str):
+                raise StateInputError(
+                    f"head_view returned {type(head).__name__}, not a record id or None",
+                    key=key,
+                )
+        bodies: list[Body] = []
+        flags: list[HardFlag] = []
+        revoked: set[str] = set()
+        for key, head in heads.items():
+            b, f = revocation_bodies(self._x, key, head, revoked, len(flags))
+            bodies += b
+            flags += f
+        if bodies:
+            self._record(bodies)
+        return flags
+
+    def cited_keys(self) -> list[str]:
+        """Keys cited by some certificate (records or lineage), sorted."""
+        return sorted(self._t.certs_by_key)
+
+    def certificates_on_key(self, key: str) -> Iterable[str]:
+        """Certificates citing a record (or lineage ancestor) of ``key``."""
+        return self._t.certs_by_key.get(key, ())
+
+    def active_citing_certificate(self, certificate_id: str) -> Iterable[str]:
+        """Active assertions whose justification cites the certificate."""
+        return self._t.active_by_cert.get(certificate_id, ())
+
+    def citing_assertion(self, assertion_id: str) -> Iterable[str]:
+        """Assertions whose justification cites ``assertion_id``."""
+        return self._t.cited_by.get(assertion_id, ())
+
+    def is_tainted(self, assertion_id: str) -> bool:
+        """A revocation reached the assertion (directly or through what it cites)."""
+        return assertion_id in self._t.tainted

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from icore.state._entries import AssertionImported, Body, Committed, Revoked
-from icore.state._model import Assertion, AssertionKind, Justification, Obligation, Status
+from icore.state._xmodel import Assertion, AssertionKind, Justification, Obligation, Status
 
 _STATUS = {str(s): s for s in Status}
 _SLOTS: dict[tuple[str, str], tuple[str, str]] = {}

@@ -8,12 +8,22 @@ imports the state (no import circle) and none can change X. :class:`State` imple
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from icore._clock import Clock
+from icore.state._components import (
+    AgentDecl,
+    DiagnosisLike,
+    ObservableType,
+    OperationDecl,
+    Parameters,
+    Transition,
+    ValidatorSpec,
+)
 from icore.state._entries import FlagResolved
-from icore.state._model import (
+from icore.state._metrics import MatchedSet, Metrics
+from icore.state._xmodel import (
     JSON,
     Assertion,
     AssertionKind,
@@ -25,9 +35,119 @@ from icore.state._model import (
     Proposal,
 )
 
-if TYPE_CHECKING:  # typing only: the package imports its components, not the view
-    from icore.state._metrics import MatchedSet, Metrics
-    from icore.state._package import DeclarationPackage
+
+class InterfacesLike(Protocol):
+    """I_D as X's readers call it (:class:`~icore.state.Interfaces` implements it)."""
+
+    @property
+    def value(self) -> Callable[[AgentDecl, Obligation], float]:
+        """The value of an agent for an obligation, in [0, 1]."""
+        ...
+
+    @property
+    def weight(self) -> Callable[[Obligation], float]:
+        """The weight of an obligation (finite, >= 0)."""
+        ...
+
+    @property
+    def feasible(self) -> Callable[[AgentDecl, Obligation], bool]:
+        """Whether an agent may take an obligation."""
+        ...
+
+    @property
+    def local_view(self) -> Callable[[str, StateView], JSON]:
+        """What an agent is shown of X (JSON)."""
+        ...
+
+    @property
+    def normalize(self) -> Callable[[StateView], JSON]:
+        """The canonical JSON form of X."""
+        ...
+
+    @property
+    def terminal(self) -> Callable[[StateView], bool]:
+        """D's terminal predicate on X."""
+        ...
+
+    @property
+    def progress(self) -> Callable[[Transition], bool]:
+        """Whether a committed transition is progress."""
+        ...
+
+    @property
+    def responsible(self) -> Callable[[StateView, DiagnosisLike], str | None]:
+        """D's routing rule for a diagnosis F."""
+        ...
+
+    @property
+    def assignment_authority(self) -> Callable[[StateView], tuple[str, ...]]:
+        """The agents D authorizes to revise assignments."""
+        ...
+
+
+class DeclarationLike(Protocol):
+    """D as X's readers see it (:class:`~icore.state.DeclarationPackage` implements it).
+
+    Defined here so the view does not import the package module (which imports the
+    interfaces, which read X through this view: no import circle, not even of types).
+    """
+
+    @property
+    def name(self) -> str:
+        """Package name."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """Package version."""
+        ...
+
+    @property
+    def file(self) -> str:
+        """Where D came from (error messages)."""
+        ...
+
+    @property
+    def observables(self) -> Mapping[str, ObservableType]:
+        """O_D."""
+        ...
+
+    @property
+    def agents(self) -> Mapping[str, AgentDecl]:
+        """M_D."""
+        ...
+
+    @property
+    def operations(self) -> Mapping[str, OperationDecl]:
+        """Ω."""
+        ...
+
+    @property
+    def validators(self) -> Mapping[str, ValidatorSpec]:
+        """V."""
+        ...
+
+    @property
+    def interfaces(self) -> InterfacesLike:
+        """I_D."""
+        ...
+
+    @property
+    def parameters(self) -> Parameters:
+        """ε, H, τ and the Prop. 4 declaration."""
+        ...
+
+    def effect_kinds(self, operation: str) -> frozenset[AssertionKind]:
+        """Assertion kinds ``operation`` declares effects of (empty if undeclared)."""
+        ...
+
+    def may_propose(self, agent: str, operation: str) -> bool:
+        """True if ``agent`` is declared and authorized to propose ``operation``."""
+        ...
+
+    def fingerprint(self) -> str:
+        """A digest of D (what a log was written under)."""
+        ...
 
 
 class StateView(Protocol):
@@ -37,7 +157,7 @@ class StateView(Protocol):
     """
 
     @property
-    def decl(self) -> DeclarationPackage:
+    def decl(self) -> DeclarationLike:
         """The declaration package D."""
         ...
 

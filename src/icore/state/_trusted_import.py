@@ -22,7 +22,9 @@ from icore.state._entries import (
 from icore.state._errors import StateInputError
 from icore.state._json import check_json
 from icore.state._legality import check_effect_value, check_event, make_event
-from icore.state._model import (
+from icore.state._tables import Recorder
+from icore.state._view import DeclarationLike, StateView
+from icore.state._xmodel import (
     JSON,
     Assertion,
     AssertionKind,
@@ -34,8 +36,6 @@ from icore.state._model import (
     Justification,
     Obligation,
 )
-from icore.state._package import DeclarationPackage
-from icore.state._view import StateView
 
 
 class ImportView(Protocol):
@@ -45,7 +45,7 @@ class ImportView(Protocol):
     """
 
     @property
-    def decl(self) -> DeclarationPackage:
+    def decl(self) -> DeclarationLike:
         """D."""
         ...
 
@@ -248,10 +248,6 @@ class _BatchView:
         return self._x.assertion_sound(assertion_id)
 
 
-class _Recorder(Protocol):
-    def _record(self, bodies: Sequence[Body], *, batch: bool = False) -> list[LogEntry]: ...
-
-
 class ImportBatch:
     """Imported certificates and assertions recorded as one change (trusted-import path).
 
@@ -269,8 +265,9 @@ class ImportBatch:
     Built by :meth:`State.import_batch <icore.state.State.import_batch>`.
     """
 
-    def __init__(self, x: StateView) -> None:
+    def __init__(self, x: StateView, record: Recorder) -> None:
         self._x = x
+        self._record = record
         self._bodies: list[Body] = []
         self._pending: _BatchView | None = None  # built on the first item
 
@@ -352,5 +349,4 @@ class ImportBatch:
         self._pending = None
         if not bodies:
             return []
-        rec: _Recorder = self._x  # type: ignore[assignment]
-        return rec._record(bodies, batch=True)
+        return self._record(bodies, batch=True)
