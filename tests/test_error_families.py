@@ -28,11 +28,14 @@ from icore.errors import (
     MissingExtra,
     RecordError,
     StoreError,
+    TransportError,
 )
 
-# errors defined in icore.errors belong to the family of the root they hang from
-_SHARED_ROOTS = {RecordError: "records", LineageError: "records", StoreError: "memory",
-                 FenceError: "fence", MissingExtra: "extras",
+# errors defined in icore.errors belong to the family of the root they hang from; the
+# first root that matches wins, so the transport branch (net) comes before StoreError:
+# OwnerUnreachable is an OwnerUnavailable reached over a transport (code ``transport``)
+_SHARED_ROOTS = {TransportError: "net", RecordError: "records", LineageError: "records",
+                 StoreError: "memory", FenceError: "fence", MissingExtra: "extras",
                  IntegrationError: "integrations", DataUnavailable: "data"}
 
 
