@@ -7,6 +7,7 @@ acknowledged write is there.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -88,6 +89,11 @@ def _until_authorized(ex: NatsStore, local: MemoryStore, plan: Record, within_s:
     return ok
 
 
+def _committed(store: NatsStore, record: Record, writer: str) -> bool:
+    store.commit(record, writer=writer)
+    return True
+
+
 def _until(check: Callable[[], bool], within_s: float) -> None:
     deadline = time.monotonic() + within_s
     while True:
@@ -112,7 +118,9 @@ def test_cluster_faults(cluster: NatsCluster, nats_team_certs: Path) -> None:
         reqs = []
         for s, o in ((a, "a"), (b, "b")):
             r = Record.create(key=f"req/{o}", owner=o, seq=s.next_seq(), content={"v": 1})
-            s.commit(r, writer=o)
+            # a busy machine may elect the new stream's leader after /healthz says ok:
+            # until then a write has no responders (OwnerUnreachable, nothing stored)
+            _until(functools.partial(_committed, s, r, o), 20.0)
             local.install(r)
             reqs.append(r)
         plan = derive(key="plan/p", owner="executor", seq=1, content={}, inputs=reqs)

@@ -22,7 +22,7 @@ sys.meta_path.insert(0, Block())
 def test_a_bench_statistic_without_the_extra_names_it() -> None:
     code = BLOCK + """
 from icore.errors import MissingExtra
-from icore_lab.bench.planfence._stats import binomial_upper
+from icore_lab.bench.planfence._replay_stats import binomial_upper
 try:
     binomial_upper(1, 10)
 except MissingExtra as e:
