@@ -52,7 +52,7 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── LiveManifestError, LiveRunError    live runs (defined in icore.live)
     ├── LLMUnavailable                     the LLM host (defined in icore.agents)
     ├── DataUnavailable                    the shared data folder cannot be found
-    └── BenchError                         harnesses (defined in icore.bench)
+    └── BenchError                         harnesses (defined in the lab, icore_lab.bench)
 
 Higher layers define their subclasses next to their code and attach them to this tree.
 
