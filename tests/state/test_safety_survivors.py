@@ -469,3 +469,148 @@ def test_an_unknown_assertion_is_not_sound(flow) -> None:
     assert not flow.x.assertion_sound("a-no-such-assertion")
     committed = [a for a in flow.x.assertions if flow.x.assertion_sound(a)]
     assert committed
+
+
+# ---------------------------------------------------------------------------------------
+# _legality_check check_removals: which effects are replacements and which are transports.
+# No shipped declaration lets a removing operation write a dict-valued effect other than a
+# node, a relation of another key, or a ``transported_to`` key on another kind, so this
+# small declaration is written for it. Every removing operation below removes its target
+# and transports (``removes`` and ``transports``).
+
+_DICT_KINDS = ("claim", "result", "terminal")
+
+
+def _removal_decl():
+    from icore.state import declaration_from_dict
+
+    def op(name: str, *effects: dict) -> dict:
+        return {"name": name, "proposers": ["role:assigner"], "effects": list(effects),
+                "removes": True, "transports": True}
+
+    node = {"kind": "node", "target": "new", "many": True}
+    gone = {"kind": "status", "values": ["superseded"]}
+    moved = {"kind": "relation", "key": "transported_to"}
+    ops = [{"name": "introduce", "proposers": ["role:assigner"],
+            "preconditions": {"target_required": False}, "effects": [node]}]
+    for k in _DICT_KINDS:
+        # remove the target to an existing obligation, writing a k effect on that one
+        ops.append(op(f"retire_{k}", gone, moved, {"kind": k, "target": "any"}))
+        # remove the target to a new obligation, writing a k effect on the new one too
+        ops.append(op(f"replace_{k}", node, gone, moved, {"kind": k, "target": "any"}))
+    # remove the target, creating work, with relations of any key from the target
+    ops.append(op("rework", node, gone, {"kind": "relation", "many": True}))
+    # remove the target, creating work, with claims of any key about the target
+    ops.append(op("rework_claimed", node, gone, {"kind": "claim", "many": True}))
+    return declaration_from_dict({
+        "name": "removals",
+        "observables": [{"name": "note"}],
+        "agents": [{"id": "lead", "roles": ["assigner"], "capabilities": {"code": 0.5}}],
+        "operations": ops,
+    }, file="removals")
+
+
+class _Removals:
+    """A state over :func:`_removal_decl` (each proposal justified by a new note)."""
+
+    def __init__(self) -> None:
+        from icore.state import State
+
+        self.x = State(_removal_decl())
+        self.n = 0
+
+    def submit(self, op: str, target: str | None, *effects: Effect):
+        self.n += 1
+        eid = f"note{self.n}"
+        return self.x.submit(Proposal("lead", op, target=target, effects=effects,
+                                      events=(EventSpec("note", "lead", {}, id=eid),),
+                                      justification=(eid,)), head_view=None)
+
+    def introduce(self, *oids: str, root: bool) -> None:
+        v = self.submit("introduce", None,
+                        *(Effect.node(o, "code", required_root=root) for o in oids))
+        assert v.committed, v.reasons
+
+
+def _dict_effect(kind: str, oid: str, value: dict) -> Effect:
+    if kind == "claim":
+        return Effect.claim(oid, "note", value)
+    if kind == "result":
+        return Effect.result(oid, value)
+    return Effect.terminal(oid, value)
+
+
+def _unsupported(v, oid: str) -> bool:
+    return any(r.code == ReasonCode.UNSUPPORTED_REMOVAL and r.subject == oid
+               for r in v.reasons)
+
+
+@pytest.mark.parametrize("kind", _DICT_KINDS)
+def test_a_dict_valued_effect_is_not_a_created_replacement(kind) -> None:
+    """_legality_check check_removals: only a NODE effect creates a replacement. An
+    existing obligation that a dict-valued claim/result/terminal effect names is neither
+    created by the proposal nor tied to the removed one, so it carries nothing."""
+    r = _Removals()
+    r.introduce("o1", "o2", root=False)
+    v = r.submit(f"retire_{kind}", "o1", Effect.status("o1", Status.SUPERSEDED),
+                 Effect.relation("o1", "transported_to", "o2"),
+                 _dict_effect(kind, "o2", {"kind": "code", "required_root": False}))
+    assert not v.committed
+    assert _unsupported(v, "o1"), v.reasons
+    assert any("neither created by the proposal nor tied" in r.detail for r in v.reasons)
+    assert r.x.obligations["o1"].status == Status.OPEN
+
+
+@pytest.mark.parametrize("kind", _DICT_KINDS)
+def test_a_dict_valued_effect_does_not_replace_the_node_it_names(kind) -> None:
+    """_legality_check check_removals: a dict-valued effect of another kind on a new
+    replacement, listed after its node, is not taken as the node: the replacement of a
+    required root stays a required root."""
+    r = _Removals()
+    r.introduce("o1", root=True)
+    v = r.submit(f"replace_{kind}", "o1", Effect.node("o1b", "code", required_root=True),
+                 Effect.status("o1", Status.SUPERSEDED),
+                 Effect.relation("o1", "transported_to", "o1b"),
+                 _dict_effect(kind, "o1b", {"moved": "o1"}))
+    assert v.committed, v.reasons
+    assert r.x.obligations["o1"].status == Status.SUPERSEDED
+    assert r.x.obligations["o1b"].required_root
+
+
+def test_a_relation_of_another_key_is_not_a_transport() -> None:
+    """_legality_check check_removals: only a relation keyed ``transported_to`` is transport
+    evidence; a ``follows`` relation to a new required root does not carry the work."""
+    r = _Removals()
+    r.introduce("o1", root=True)
+    v = r.submit("rework", "o1", Effect.node("o1b", "code", required_root=True),
+                 Effect.status("o1", Status.SUPERSEDED),
+                 Effect.relation("o1", "follows", "o1b"))
+    assert not v.committed
+    assert _unsupported(v, "o1"), v.reasons
+    assert r.x.obligations["o1"].status == Status.OPEN
+
+
+def test_a_relation_of_another_key_is_not_checked_as_a_transport() -> None:
+    """_legality_check check_removals: beside a valid ``transported_to``, a relation of
+    another key to an obligation that could not carry the work is no failed transport."""
+    r = _Removals()
+    r.introduce("o1", "o2", root=True)
+    v = r.submit("rework", "o1", Effect.node("o1b", "code", required_root=True),
+                 Effect.status("o1", Status.SUPERSEDED),
+                 Effect.relation("o1", "transported_to", "o1b"),
+                 Effect.relation("o1", "follows", "o2"))
+    assert v.committed, v.reasons
+    assert r.x.obligations["o1"].status == Status.SUPERSEDED
+
+
+def test_a_transported_to_claim_is_not_a_transport() -> None:
+    """_legality_check check_removals: a claim keyed ``transported_to`` (not a relation)
+    is no transport evidence, even naming a new required root."""
+    r = _Removals()
+    r.introduce("o1", root=True)
+    v = r.submit("rework_claimed", "o1", Effect.node("o1b", "code", required_root=True),
+                 Effect.status("o1", Status.SUPERSEDED),
+                 Effect.claim("o1", "transported_to", "o1b"))
+    assert not v.committed
+    assert _unsupported(v, "o1"), v.reasons
+    assert r.x.obligations["o1"].status == Status.OPEN
