@@ -70,6 +70,14 @@ def test_load_twenty_concurrent_workflows(manifest: RunManifest, run_dir: Path) 
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def _foreground_sigint() -> None:
+    # start the run as a terminal starts a foreground command: SIGINT neither ignored
+    # nor blocked (a disposition or mask left by another test in this worker would be
+    # inherited across exec and Ctrl-C would never reach the run)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     """SIGINT to ``icore run`` stops every agent process and still writes the report."""
     out = tmp_path / "run"
@@ -77,7 +85,8 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     with open(console, "wb") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "icore", "run", "--out", str(out), "--repeat", "400",
-             "--concurrency", "1"], stdout=fh, stderr=subprocess.STDOUT)
+             "--concurrency", "1"], stdout=fh, stderr=subprocess.STDOUT,
+            preexec_fn=_foreground_sigint)
     try:
         deadline = time.monotonic() + 60
         icore_log = out / "icore.sqlite"
