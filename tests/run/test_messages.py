@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from icore.live._messages import (
     Command,
-    ExecuteReply,
     PeerCall,
     PeerReply,
     Ready,
@@ -19,6 +18,7 @@ from icore.live._messages import (
     dumps,
     parse_line,
 )
+from icore.live._replies import ExecuteReply
 
 _ARGS = st.dictionaries(st.sampled_from(["task", "family", "plan", "act", "fresh"]),
                         st.one_of(st.text(max_size=8), st.integers(), st.none()), max_size=4)
@@ -102,7 +102,10 @@ def test_execute_reply_round_trips_the_agent_dict() -> None:
     full = {"decision": {"ok": True, "responses": 1}, "executed": True, "replanned": False,
             "roots": ["a" * 64], "args": {"task": "t", "option": "o1"}, "detail": "",
             "outcome": "authorized", "decisions": [dec], "replan_replies": [None],
-            "root_parents": {"a" * 64: ["b" * 64]}, "record": {"id": "c" * 64}}
+            "root_parents": {"a" * 64: ["b" * 64]},
+            "record": {"id": "c" * 64, "key": "act/t", "owner": "executor-1", "seq": 3,
+                       "parents": ["a" * 64], "type": "action",
+                       "content": {"action": "reserve"}, "replication_failed": []}}
     failed = {"decision": {"ok": False, "error": "schema"}, "executed": False}
     for obj in (full, failed, {**full, "executed": False, "outcome": "blocked"}):
         obj = {k: v for k, v in obj.items() if k != "record" or obj.get("executed")}
