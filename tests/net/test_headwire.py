@@ -20,7 +20,12 @@ from icore.net import (
     encode_body,
     encode_frame,
 )
-from icore.net._headwire import HEAD_QUERY_PREFIX, HeadReplyEncoder, decode_head_query
+from icore.net._headwire import (
+    HEAD_QUERY_PREFIX,
+    HeadReplyEncoder,
+    decode_head_query,
+    encode_head_query,
+)
 from icore.records import Record
 
 REC = Record.create(key="req/1", owner="a", seq=1, content={"city": "Oslo"})
@@ -75,6 +80,7 @@ def test_query_fields_equal_the_general_decoder(rid: int, keys: list[str],
     assert body.startswith(HEAD_QUERY_PREFIX)
     assert decode_head_query(body) == (rid, q.keys, q.known, inline)
     assert decode_body(body) == q
+    assert encode_head_query(rid, q.keys, q.known, inline) == encode_frame(q)
 
 
 _junk_fields = st.recursive(

@@ -7,6 +7,9 @@ import socket
 import time
 from pathlib import Path
 
+from tests.net.conftest import World
+
+from icore.fence import Outcome, Reason, avalidate
 from icore.memory import HeadEntry
 from icore.net import (
     Commit,
@@ -14,6 +17,7 @@ from icore.net import (
     FrameDecoder,
     HeadQuery,
     HeadReplyMsg,
+    OwnerClient,
     OwnerServer,
     Ping,
     Pong,
@@ -26,7 +30,6 @@ from icore.net import (
 )
 from icore.net._tcp.tls import TlsSession
 from icore.records import Record
-from tests.net.conftest import World
 
 
 async def _exchange(addr: tuple[str, int], certs: Path, frames: list[bytes], n: int
@@ -102,3 +105,26 @@ def test_tls_session_counts_every_byte_both_ways(certs: Path) -> None:
     assert srv.closed
     assert cs.bytes_out == ss.bytes_in and ss.bytes_out == cs.bytes_in
     assert 0 < cs.handshake_bytes < cs.total_bytes
+
+
+def test_gate_over_the_owner_client_blocks_in_time(world: World, certs: Path) -> None:
+    """The gate sets no timer of its own over OwnerClient (``bounds_timeouts``): an owner
+    that accepts but never answers still blocks the gate within the timeout."""
+    assert OwnerClient.bounds_timeouts is True
+
+    async def go() -> tuple[Outcome, Reason, float]:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(4)
+            addrs = {o: ("127.0.0.1", sock.getsockname()[1]) for o in ("a", "b", "c")}
+            async with OwnerClient(addrs, identity="executor",
+                                   ssl_context=client_context(certs, "executor")) as c:
+                t0 = time.monotonic()
+                d = await avalidate(roots=[world.plan.id], deps=["req/a", "req/b", "req/c"],
+                                    lookup=world.local.lookup, ownership=world.ownership,
+                                    owners=c, timeout_s=0.3)
+                return d.outcome, d.reason, time.monotonic() - t0
+
+    outcome, reason, took = asyncio.run(go())
+    assert (outcome, reason) == (Outcome.BLOCKED, Reason.OWNER_UNAVAILABLE)
+    assert took < 5.0

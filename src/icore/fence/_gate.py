@@ -385,13 +385,27 @@ async def _guarded(coro: Any, timeout_s: float) -> Any:
         return exc
 
 
-async def _per_owner(calls: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Await one call per owner, all concurrently; one owner needs no gather or task."""
+async def _caught(coro: Any) -> Any:
+    """Await ``coro`` (an access that bounds its own time); any exception is returned."""
+    try:
+        return await coro
+    except Exception as exc:
+        return exc
+
+
+async def _per_owner(calls: dict[str, Any], timeout_s: float, *,
+                     bounded: bool = False) -> dict[str, Any]:
+    """Await one call per owner, all concurrently; one owner needs no gather or task.
+
+    ``bounded``: the access ends every call within ``timeout_s`` itself
+    (``bounds_timeouts``, :class:`~icore.memory.AsyncOwnerAccess`): no second timer.
+    """
     if len(calls) == 1:
         ((owner, coro),) = calls.items()
-        return {owner: await _guarded(coro, timeout_s)}
+        return {owner: await (_caught(coro) if bounded else _guarded(coro, timeout_s))}
     names = list(calls)
-    results = await asyncio.gather(*(_guarded(calls[o], timeout_s) for o in names))
+    results = await asyncio.gather(*(_caught(calls[o]) if bounded
+                                     else _guarded(calls[o], timeout_s) for o in names))
     return dict(zip(names, results, strict=True))
 
 
@@ -442,8 +456,9 @@ async def arun_gate(context: GateContext, *, action: str, roots: Iterable[Record
                     deps: Collection[str], replanned: bool) -> GateDecision:
     """Run planfence Alg. 1 in ``context`` over its async ``owners``.
 
-    All owners are queried concurrently, each bounded by ``context.timeout_s``; a timeout
-    or any exception blocks (fail closed).
+    All owners are queried concurrently, each bounded by ``context.timeout_s`` (by the
+    gate's own timer, or by the access itself when its class says ``bounds_timeouts =
+    True``); a timeout or any exception blocks (fail closed).
 
     Args:
         context: the gate context; ``context.owners`` is an
@@ -459,15 +474,16 @@ async def arun_gate(context: GateContext, *, action: str, roots: Iterable[Record
     owners = cast(AsyncOwnerAccess, context.owners)
     run = context.start(action=action, roots=roots, deps=deps, replanned=replanned)
     timeout_s = context.timeout_s
+    bounded = getattr(type(owners), "bounds_timeouts", False) is True
     step: Step = run.start()
     if isinstance(step, HeadQueries):
         step = run.on_heads(await _per_owner(
             {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
-             for o, keys in step.per_owner.items()}, timeout_s))
+             for o, keys in step.per_owner.items()}, timeout_s, bounded=bounded))
     if isinstance(step, RecordFetches):
         step = run.on_records(await _per_owner(
             {o: owners.fetch(o, ids, timeout_s=timeout_s)
-             for o, ids in step.per_owner.items()}, timeout_s))
+             for o, ids in step.per_owner.items()}, timeout_s, bounded=bounded))
     assert isinstance(step, GateDecision)
     return step
 

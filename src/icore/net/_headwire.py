@@ -4,15 +4,16 @@ A validation's one request per owner is a head query, and its answer is a head r
 made of the owner's current heads, which change only when the owner commits. This
 module reads a head query without building a :class:`HeadQuery` and writes the reply
 without building a :class:`HeadReplyMsg`, from encodings of head entries it keeps until
-the head changes. The bytes are exactly those of :func:`~icore.net.decode_body` /
-:func:`~icore.net.encode_frame` (the wire is unchanged; property tests pin both), and
-every check of the general decoder is the same code (:func:`head_query_fields`).
+the head changes; the client writes its query the same way. The bytes are exactly those
+of :func:`~icore.net.decode_body` / :func:`~icore.net.encode_frame` (the wire is
+unchanged; property tests pin both), and every check of the general decoder is the same
+code (:func:`head_query_fields`).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from icore.memory import HeadEntry
 from icore.net._errors import FrameTooLarge
@@ -40,6 +41,23 @@ def decode_head_query(body: bytes) -> HeadQueryFields:
     """
     obj = unpack_body(body)  # a 6-array by its first byte, or trailing bytes: refused
     return (_int(obj[2], "rid"), *head_query_fields(obj[3:]))
+
+
+def encode_head_query(rid: int, keys: Sequence[str], known: Mapping[str, RecordId],
+                      inline_max_bytes: int) -> bytes:
+    """The frame of ``HeadQuery(rid, keys, known, inline_max_bytes)``, without building it.
+
+    Raises:
+        MalformedMessage: a known id is not 64 hex digits (nothing is sent).
+        FrameTooLarge: the body exceeds :data:`~icore.net.MAX_FRAME_BYTES`.
+    """
+    body: bytes = packer().pack([PROTOCOL_VERSION, int(MsgType.HEAD_QUERY), rid, list(keys),
+                          [None if (v := known.get(k)) is None else rid32(v) for k in keys],
+                          inline_max_bytes])
+    if len(body) > MAX_FRAME_BYTES:
+        raise FrameTooLarge(f"frame body is {len(body)} bytes, over {MAX_FRAME_BYTES}",
+                            size=len(body), limit=MAX_FRAME_BYTES, rid=rid)
+    return _LEN.pack(len(body)) + body
 
 
 def _array_header(n: int) -> bytes:
@@ -109,4 +127,10 @@ class HeadReplyEncoder:
         return _LEN.pack(len(body)) + body
 
 
-__all__ = ["HEAD_QUERY_PREFIX", "HeadQueryFields", "HeadReplyEncoder", "decode_head_query"]
+__all__ = [
+    "HEAD_QUERY_PREFIX",
+    "HeadQueryFields",
+    "HeadReplyEncoder",
+    "decode_head_query",
+    "encode_head_query",
+]
