@@ -17,6 +17,7 @@ from icore.net import (
     FrameDecoder,
     HeadQuery,
     HeadReplyMsg,
+    Message,
     OwnerClient,
     OwnerServer,
     Ping,
@@ -33,14 +34,14 @@ from icore.records import Record
 
 
 async def _exchange(addr: tuple[str, int], certs: Path, frames: list[bytes], n: int
-                    ) -> list[object]:
+                    ) -> list[Message]:
     """Write ``frames`` in one TLS record; return the first ``n`` replies."""
     reader, writer = await asyncio.open_connection(*addr)
     ch = SecureChannel(reader, writer, client_context(certs, "a"), server_side=False,
                        stats=TrafficStats())
     await ch.handshake()
     ch.send(b"".join(frames))
-    dec, out = FrameDecoder(), []
+    dec, out = FrameDecoder(), list[Message]()
     while len(out) < n:  # bounded by the timeout below
         out += dec.feed(await asyncio.wait_for(ch.recv(), 5.0))
     await ch.close()
@@ -56,7 +57,7 @@ def test_a_query_behind_a_commit_sees_it_and_replies_keep_order(
     frames = [encode_frame(HeadQuery(1, ("req/a",))), encode_frame(Commit(2, new)),
               encode_frame(HeadQuery(3, ("req/a",))), encode_frame(Ping(4))]
     replies = asyncio.run(_exchange(servers["a"].address, certs, frames, 4))
-    assert [r.rid for r in replies] == [1, 2, 3, 4]  # type: ignore[attr-defined]
+    assert [r.rid for r in replies] == [1, 2, 3, 4]
     first, ack, second, pong = replies
     assert isinstance(first, HeadReplyMsg) and first.heads == (HeadEntry("req/a", old.id, 1),)
     assert isinstance(ack, CommitAck) and ack.record_id == new.id
