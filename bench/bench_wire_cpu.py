@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -70,19 +71,23 @@ def _proc_user_sys_s(pid: int) -> tuple[float, float]:
 
 
 async def _cpu_round(sys_: IcoreSystem, gate: bool, d: int, n: int
-                     ) -> tuple[float, float, float, float]:
+                     ) -> tuple[float, float, float, float, float, float]:
     sys_.gate = gate
     conns = [await sys_.connect(i) for i in range(EXECUTORS)]
     try:
         await _run_ops(conns, d, 40 * EXECUTORS)  # warm
         c0, s0 = time.process_time(), _proc_cpu_s(sys_.pid)
         u0, k0 = _proc_user_sys_s(sys_.pid)
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         await _run_ops(conns, d, n)
         done = n // EXECUTORS * EXECUTORS
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
         u1, k1 = _proc_user_sys_s(sys_.pid)
         return ((time.process_time() - c0) / done * 1e6,
                 (_proc_cpu_s(sys_.pid) - s0) / done * 1e6,
-                (u1 - u0) / done * 1e6, (k1 - k0) / done * 1e6)
+                (u1 - u0) / done * 1e6, (k1 - k0) / done * 1e6,
+                (r1.ru_utime - r0.ru_utime) / done * 1e6,
+                (r1.ru_stime - r0.ru_stime) / done * 1e6)
     finally:
         for c in conns:
             await c.close()
@@ -158,11 +163,15 @@ async def _main(ns: argparse.Namespace) -> dict[str, object]:
                 sv = statistics.median(r[1] for r in rounds)
                 us = statistics.median(r[2] for r in rounds)
                 ks = statistics.median(r[3] for r in rounds)
+                cu = statistics.median(r[4] for r in rounds)
+                ck = statistics.median(r[5] for r in rounds)
                 results[name] = {"client_cpu_us": cl, "owner_cpu_us": sv,
                                  "owner_user_us": us, "owner_system_us": ks,
+                                 "client_user_us": cu, "client_system_us": ck,
                                  "rounds": rounds}
-                print(f"{name}: client {cl:.1f} µs, owner {sv:.1f} µs CPU per op (owner "
-                      f"user {us:.1f} + system {ks:.1f}; medians of {ns.rounds}; rounds "
+                print(f"{name}: client {cl:.1f} µs (user {cu:.1f} + system {ck:.1f}), owner "
+                      f"{sv:.1f} µs (user {us:.1f} + system {ks:.1f}) CPU per op "
+                      f"(medians of {ns.rounds}; rounds "
                       + ", ".join(f"{r[0]:.0f}/{r[1]:.0f}" for r in rounds) + ")",
                       flush=True)
         finally:
