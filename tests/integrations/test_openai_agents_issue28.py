@@ -124,10 +124,15 @@ def test_shared_tool_in_a_handoff_names_the_calling_agent() -> None:
     assert calls == [("triage", "R2"), ("booker", "R1")] and booked == [("R2", 2), ("R1", 1)]
 
 
-def test_approval_run_recorded_once_with_its_end() -> None:
+@pytest.mark.parametrize("task_spans", [True, False])
+def test_approval_run_recorded_once_with_its_end(task_spans: bool) -> None:
     """A recorded run with the SDK's approval (tool built without ``recorder=``): no
     tool output before the gate (the pending approval's span is not a call), the task
-    once, and the end recorded when the resumed run finishes."""
+    once, and the end recorded when the resumed run finishes (with the SDK's task spans,
+    and without them: the resumed run's agent span in its already ended trace)."""
+    from agents import RunConfig
+
+    config = RunConfig(tracing={"include_task_and_turn_spans": task_spans})
     ws = Workspace({"order/*": "billing"})
     ws.put("order/7", {"amount": 40}, by="billing")
     desk = ws.agent("desk")
@@ -151,12 +156,12 @@ def test_approval_run_recorded_once_with_its_end() -> None:
 
     async def go() -> Any:
         with recording(rec, exclusive=True):
-            result = await Runner.run(agent, "Refund order 7")
+            result = await Runner.run(agent, "Refund order 7", run_config=config)
             assert [e["kind"] for e in rec.events].count("termination") == 0
             state = result.to_state()
             for item in result.interruptions:
                 state.approve(item)
-            return await Runner.run(agent, state)
+            return await Runner.run(agent, state, run_config=config)
 
     assert asyncio.run(go()).final_output == "Refunded 40 on order 7."
     refunds = [(e["content"], e["exitcode"]) for e in rec.events
