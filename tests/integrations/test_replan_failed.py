@@ -7,8 +7,8 @@ returns no usable arguments never lets the call run, hands the model nothing, lo
 ERROR on ``icore.integrations`` and raises :class:`~icore.workspace.ReplanFailed`
 (chained to the cause) from the fenced tool. How that reaches the app is each
 framework's own exception path: LangGraph's ``invoke`` raises it; the Agents SDK's
-``Runner.run`` raises it (the SDK's ``UserError`` around it on older icore seams); AG2
-hands every tool exception to the model as a tool error event, which carries it.
+``Runner.run`` raises it (an ``AgentsException`` copy of it, not the SDK's ``UserError``);
+AG2 hands every tool exception to the model as a tool error event, which carries it.
 """
 
 import asyncio
@@ -72,6 +72,13 @@ def _replan_failed(exc: BaseException | None) -> ReplanFailed | None:
             return exc
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The innermost ``__cause__`` of ``exc``."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
 
 
 # --- LangGraph ---------------------------------------------------------------------------
@@ -143,10 +150,11 @@ def test_openai_agents_broken_replanner_leaves_runner_run(replan: Any, words: st
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c2")]]))
     agent = Agent(name="shipper", tools=[safe], model=model)
-    with pytest.raises(Exception, match="replan") as ei:  # ReplanFailed, or UserError
+    with pytest.raises(ReplanFailed, match=words) as ei:  # not the SDK's UserError
         asyncio.run(Runner.run(agent, "ship 42"))
-    err = _replan_failed(ei.value)
-    assert err is not None and words in str(err) and shop.shipped == []
+    assert shop.shipped == [] and ei.value.call is not None
+    if replan is _boom:  # chained, through the SDK's copy, to the replanner's exception
+        assert isinstance(_cause(ei.value), ValueError)
 
 
 # --- AG2 ----------------------------------------------------------------------------------

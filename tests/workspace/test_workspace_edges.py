@@ -208,3 +208,53 @@ def test_commit_of_a_version_another_writer_already_wrote_is_a_conflict() -> Non
     with pytest.raises(HeadConflict, match="wrote this version first") as ei:
         ws.commit("c", 1, expected=base.id)
     assert ei.value.fields["current"] == first.id
+
+
+# --- bad input QA (#28, badinput D4 / D12) ----------------------------------------------
+
+@pytest.mark.parametrize("owner", ["../../escape", "x/y", "..", ".hidden", "", "a" * 64])
+def test_sqlite_refuses_owner_names_that_are_not_safe_file_names(tmp_path: Path,
+                                                                 owner: str) -> None:
+    """An owner's name is its database file's name: ``../x`` would write outside."""
+    folder = tmp_path / "ws"
+    with pytest.raises(WorkspaceError) as ei:
+        Workspace.sqlite({"a/*": owner}, folder)
+    assert "[A-Za-z0-9._-]" in str(ei.value) or "non-empty" in str(ei.value)
+    assert sorted(p.name for p in tmp_path.rglob("*.db")) == []
+    with Workspace.sqlite({"a/*": "sales-eu.1"}, folder) as ok:
+        ok.put("a/1", 1)
+    assert (folder / "sales-eu.1.db").exists()
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"action": ""}, "action is the tool's name"),
+    ({"action": 5}, "action is the tool's name"),
+    ({"fn": None}, "fn is the tool function"),
+    ({"args": ["R1"]}, "mapping of names"),
+    ({"args": None}, "mapping of names"),
+    ({"args": {1: "R1"}}, "mapping of names"),
+    ({"turn": [1]}, "hashable"),
+    ({"replan": "yes"}, "replan= must be a function"),
+    ({"args": {"room": "R1", "x": 1}}, "do not fit the tool function's parameters"),
+    ({"args": {}}, "do not fit the tool function's parameters"),
+])
+def test_execute_refuses_wrong_inputs_before_the_gate(kw: dict[str, Any], words: str) -> None:
+    """badinput D12: typed errors, nothing asked or run (fn=None used to fail after the
+    gate authorized the call)."""
+    ws = _ws()
+    booker = ws.agent("booker")
+    booker.read(ROOM)
+    ran: list[str] = []
+
+    def book(room: str) -> str:
+        ran.append(room)
+        return room
+
+    call: dict[str, Any] = {"action": "book", "fn": book, "args": {"room": "R1"},
+                            "depends_on": {ROOM}, **kw}
+    n = len(booker.log)
+    with pytest.raises(WorkspaceError, match=words):
+        booker.execute(call.pop("action"), call.pop("fn"), call.pop("args"), **call)
+    assert ran == [] and len(booker.log) == n
+    assert booker.execute("book", lambda **kw: kw, {"room": "R1"},
+                          depends_on={ROOM}).executed  # explicit args: **kw is fine

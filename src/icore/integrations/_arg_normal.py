@@ -82,8 +82,8 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
             not isinstance(getattr(fn, "__name__", None), str):
         raise IntegrationError("a callable object has no name to call it by",
                                framework=framework, tool=name,
-                               fix="pass a function or a bound method (obj.ship), or wrap "
-                               "the object in a def")
+                               fix="pass a function or a bound method (obj.ship), or the "
+                               "framework's tool built from obj.__call__ with name='ship'")
     return sig
 
 

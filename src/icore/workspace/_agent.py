@@ -402,6 +402,9 @@ class Agent:
             :class:`Call`.
 
         Raises:
+            WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` not
+                callable, ``args`` not a mapping of names, ``turn`` unhashable (nothing
+                was asked or run).
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
             ReplanFailed: ``replan`` raised (its ``__cause__``) or returned neither
                 arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;

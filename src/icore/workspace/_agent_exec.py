@@ -45,7 +45,7 @@ from icore.workspace._call import (
     _Run,
     _trampoline_for,
 )
-from icore.workspace._errors import ReplanFailed
+from icore.workspace._errors import ReplanFailed, WorkspaceError
 from icore.workspace._keys import detached, detached_map
 
 _MAX_TICKETS = 1024
@@ -306,6 +306,7 @@ class _Execution:
                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
                 approve: Approver | None) -> Call:
         """:meth:`Agent.execute <icore.workspace.Agent.execute>` (its docstring)."""
+        _check_call(action, fn, args, turn, replan)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(replan):
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
@@ -337,6 +338,7 @@ class _Execution:
                        normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
                        approve: Approver | None) -> Call:
         """:meth:`Agent.aexecute <icore.workspace.Agent.aexecute>`."""
+        _check_call(action, fn, args, turn, replan)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
             return prep
@@ -383,3 +385,48 @@ def _short(exc: BaseException) -> str:
     if probs:
         return "; ".join(probs)[:300]
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None:
+    """Refuse a protected call's wrong-typed inputs before anything is asked or run.
+
+    Raises:
+        WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` is not
+            callable, ``args`` is not a mapping of str names, ``turn`` is unhashable.
+    """
+    if not isinstance(action, str) or not action:
+        raise WorkspaceError("action is the tool's name, a non-empty str",
+                             got=repr(action)[:80])
+    if not callable(fn):
+        raise WorkspaceError("fn is the tool function, called once the call is authorized",
+                             action=action, got=type(fn).__name__)
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
+                             "values", action=action, got=type(args).__name__,
+                             fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
+    _check_fits(action, fn, args)
+    if replan is not None and not callable(replan):
+        raise WorkspaceError("replan= must be a function (Stale) -> the new call's "
+                             "arguments", action=action, got=type(replan).__name__)
+    try:
+        hash(turn)
+    except TypeError:
+        raise WorkspaceError("turn names the model message the call came from: a hashable "
+                             "value (a str or a tuple)", action=action,
+                             got=type(turn).__name__) from None
+
+
+def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
+    """A plain function (no ``**kwargs``) must accept exactly ``args`` (checked before the
+    gate, so an authorized call never fails on its own parameters)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_flags & inspect.CO_VARKEYWORDS:
+        return  # a wrapper passing arguments on, a callable object, a builtin
+    try:
+        inspect.signature(fn).bind(**args)
+    except TypeError as exc:
+        raise WorkspaceError("the call's arguments do not fit the tool function's "
+                             "parameters", action=action, error=str(exc),
+                             args=sorted(args)) from None
+    except ValueError:  # no signature to check against
+        return

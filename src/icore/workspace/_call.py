@@ -151,9 +151,10 @@ def _message(c: Call) -> str:
                 f"not exist yet, or misspell it), so nothing can authorize the call. Do "
                 f"not retry it; report it.")
     if c.reason == NOT_READ:
-        return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which you "
-                f"had not read (or read before a restart). Current values: "
-                f"{_values(c.fresh)}. Decide from these values and call again.")
+        return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which this "
+                f"agent holds no read of (not read yet, or read before a restart: reads "
+                f"are kept in memory). Current values: {_values(c.fresh)}. Decide from "
+                f"these values and call again.")
     hint = _HINTS.get(c.reason, "the call was refused")
     detail = f" Detail: {c.detail}" if c.detail else ""
     return f"{head}: {hint}.{detail}"

@@ -13,6 +13,7 @@ and builds and validates the action records of its protected calls
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -47,6 +48,8 @@ FACT_TYPE = "fact"
 
 MAX_ANCESTORS = 10_000
 """Most ancestors one read installs into an agent's replica."""
+
+_FILE_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # as icore.net agent ids
 
 
 __all__ = ["FACT_TYPE", "MISSING", "Workspace", "suggest_key"]
@@ -153,9 +156,19 @@ class Workspace(KeyChecks):
         """Every owner in this process with its own SQLite file ``<directory>/<owner>.db``.
 
         Raises:
-            WorkspaceError: as for the constructor.
+            WorkspaceError: as for the constructor, or an owner's name is not a safe file
+                name (1-63 characters of ``[A-Za-z0-9._-]`` starting alphanumeric, as an
+                agent id): ``../x`` or ``a/b`` would put its database outside the folder.
         """
         probe = cls(facts, stores={}, remote=_NoOwners())
+        unsafe = sorted(o for o in probe.ownership.owners() if not _FILE_SAFE.match(o))
+        if unsafe:
+            raise WorkspaceError(
+                "an owner's name is its SQLite file's name (<folder>/<owner>.db): 1-63 "
+                "characters of [A-Za-z0-9._-], starting with a letter or digit",
+                owners=unsafe, folder=str(directory),
+                fix="name owners like agents ('facilities', 'sales-eu'), never with '/' "
+                "or '..'")
         folder = Path(directory)
         stores: dict[str, Store] = {
             o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)
@@ -283,8 +296,9 @@ class Workspace(KeyChecks):
         # the version it replaces is the owner's chain link (``supersedes``), never an
         # input: one lineage rule (records/_lineage.py, #30)
         rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner),
-                            content=detached(value), parents=[r.id for r in inputs],
-                            type=type, supersedes=expected)
+                            content=value, parents=[r.id for r in inputs],
+                            type=type, supersedes=expected)  # validates value (depth, JSON)
+        rec = dataclasses.replace(rec, content=detached(value))  # the caller keeps its own
         if not store.commit(rec, writer=owner, expected_head=expected).created:
             # another writer committed this very version (same base, value and owner
             # sequence) first: that write was its, and this one would be lost
