@@ -185,3 +185,24 @@ def test_ag2_broken_replanner_is_a_tool_error_carrying_it(
     err = _replan_failed(errors[0].error)
     assert err is not None and words in str(err)
     assert any("ship" in r.getMessage() for r in caplog.records)
+
+
+def test_fence_mode_replan_checked_when_wrapped_in_every_framework(trip: Any) -> None:
+    """The low-level API (``fence=``): ``replan=`` that is not callable is refused when
+    the tool is wrapped too, in each installed framework."""
+    def book(destination: str) -> str:
+        """Book."""
+        return destination
+
+    wrappers: list[Any] = []
+    for mod, name in (("icore.integrations.langgraph", "fenced_tool"),
+                      ("icore.integrations.openai_agents", "fenced_function_tool"),
+                      ("icore.integrations.ag2", "fenced_tool")):
+        try:
+            wrappers.append(getattr(__import__(mod, fromlist=[name]), name))
+        except ImportError:
+            continue
+    assert wrappers
+    for wrap in wrappers:
+        with pytest.raises(IntegrationError, match="replan= must be a function"):
+            wrap(book, fence=trip.fence, depends_on={"req/trip-17"}, replan="yes")

@@ -49,6 +49,7 @@ from icore.workspace._errors import ReplanFailed, WorkspaceError
 from icore.workspace._keys import detached, detached_map
 
 _MAX_TICKETS = 1024
+_SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
 _ID = re.compile(r"\b[0-9a-f]{64}\b")
 _RAISED_FIX = ("fix the replanner (its exception is this error's __cause__); when it cannot "
                "decide, return icore.workspace.DECLINE")
@@ -417,13 +418,21 @@ def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None
 
 
 def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
-    """A plain function (no ``**kwargs``) must accept exactly ``args`` (checked before the
-    gate, so an authorized call never fails on its own parameters)."""
+    """A plain function (no ``**kwargs``) must accept exactly ``args``.
+
+    Checked before the gate, so an authorized call never fails on its own parameters.
+    """
     code = getattr(fn, "__code__", None)
     if code is None or code.co_flags & inspect.CO_VARKEYWORDS:
         return  # a wrapper passing arguments on, a callable object, a builtin
+    key = (code, inspect.ismethod(fn))  # one def: the same parameters, whatever closure
     try:
-        inspect.signature(fn).bind(**args)
+        sig = _SIGNATURES.get(key)
+        if sig is None:
+            sig = _SIGNATURES[key] = inspect.signature(fn)
+            if len(_SIGNATURES) > 1024:
+                _SIGNATURES.pop(next(iter(_SIGNATURES)))
+        sig.bind(**args)
     except TypeError as exc:
         raise WorkspaceError("the call's arguments do not fit the tool function's "
                              "parameters", action=action, error=str(exc),
