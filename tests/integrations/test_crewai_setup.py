@@ -175,7 +175,8 @@ class _Schema(_Loose):
 
 def test_kwargs_basetool_refused_unless_its_schema_names_the_arguments() -> None:
     """D4: ``_run(self, **kwargs)`` without schema fields would run with ``{}``: refused
-    when wrapped. With an ``args_schema`` naming the fields it runs with them."""
+    when wrapped. With an ``args_schema`` naming the fields it runs with them. A fenced
+    tool is not fenced again."""
     ws = Workspace({"offer/*": "ops"})
     ws.put("offer/P7", {"flight": "LH402"}, by="ops")
     desk = ws.agent("desk")
@@ -185,6 +186,8 @@ def test_kwargs_basetool_refused_unless_its_schema_names_the_arguments() -> None
     ok = fenced_crewai_tool(_Schema(), agent=desk, depends_on={"offer/P7"})
     desk.read("offer/P7")
     assert ok.run(pax="P7", flight="LH404") == "ran [('flight', 'LH404'), ('pax', 'P7')]"
+    with pytest.raises(IntegrationError, match="fenced already"):
+        fenced_crewai_tool(ok, agent=desk, depends_on={"offer/P7"})
 
 
 def _offers() -> Any:

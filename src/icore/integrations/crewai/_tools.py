@@ -311,9 +311,10 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
         A :class:`FencedCrewTool` with the original name, description and schema.
 
     Raises:
-        IntegrationError: ``tool`` is not a CrewAI ``BaseTool``; its function (or, for a
-            ``BaseTool`` subclass without schema fields, its ``_run``) takes ``*args`` /
-            ``**kwargs`` / positional-only parameters; neither a workspace ``agent`` nor
+        IntegrationError: ``tool`` is not a CrewAI ``BaseTool`` or is fenced already;
+            its function (or, for a ``BaseTool`` subclass without schema fields, its
+            ``_run``) takes ``*args`` / ``**kwargs`` / positional-only parameters; neither
+            a workspace ``agent`` nor
             ``fence`` is given; ``on_block`` is neither ``"error"`` nor ``"raise"``;
             ``approve`` is not callable or given without a workspace agent;
             ``depends_on`` is a str, empty or names facts no owner is declared for, or
@@ -323,6 +324,10 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
     if not isinstance(tool, BaseTool):
         raise IntegrationError("fenced_crewai_tool needs a CrewAI BaseTool",
                                framework="crewai", got=type(tool).__name__)
+    if isinstance(tool, FencedCrewTool):
+        raise IntegrationError("the tool is fenced already: a second gate would validate "
+                               "a second action record for one call", framework="crewai",
+                               tool=tool.name, fix="wrap the original tool once")
     check_base_tool(tool)
     team = agent if isinstance(agent, TeamAgent) else None
     if team is None and not isinstance(agent, str):
