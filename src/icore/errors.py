@@ -334,22 +334,42 @@ class ActionBlocked(FenceError):
 
     code = ErrorCode.BLOCKED
 
+    def _field(self, name: str) -> Any:
+        value = self.fields.get(name)
+        return value if value is not None else self.__dict__.get(f"_set_{name}")
+
     @property
     def action(self) -> str | None:
         """The blocked tool's name."""
-        value = self.fields.get("action")
+        value = self._field("action")
         return None if value is None else str(value)
+
+    @action.setter
+    def action(self, value: Any) -> None:
+        self.__dict__["_set_action"] = value
 
     @property
     def reason(self) -> str | None:
-        """Why it was blocked (``stale``, ``second_change``, ``not_read``, ...)."""
-        value = self.fields.get("reason")
+        """Why it was blocked (``stale``, ``second_change``, ``not_read``, ...).
+
+        A framework base class that sets its own ``reason`` (CrewAI's ``HookAborted``
+        sets the message) does not override the gate's reason in :attr:`fields`.
+        """
+        value = self._field("reason")
         return None if value is None else str(value)
+
+    @reason.setter
+    def reason(self, value: Any) -> None:
+        self.__dict__["_set_reason"] = value
 
     @property
     def detail(self) -> str:
         """The detail text ("" when none was given)."""
-        return str(self.fields.get("detail") or "")
+        return str(self._field("detail") or "")
+
+    @detail.setter
+    def detail(self, value: Any) -> None:
+        self.__dict__["_set_detail"] = value
 
 
 class AsyncRequired(FenceError, TypeError):

@@ -1,11 +1,12 @@
 """A broken ``replan=`` under CrewAI (#28; the rule: tests/integrations/test_replan_failed.py).
 
-CrewAI hands every exception a tool raises to the model as text and records it as the
-agent's tool failure; its own ``tool_failure_policy="raise"`` turns that into
-``ToolExecutionFailedError`` out of ``kickoff``. So a broken replanner: the call never
-runs, ``ReplanFailed`` is logged at ERROR (``icore.integrations``), it is the failure's
-``code`` in ``agent.last_tool_failures``, and with ``tool_failure_policy="raise"`` the
-crew stops with it. Runs in ``.venv-crewai`` (``make test-crewai``).
+CrewAI hands every exception a tool raises to the model as text; the fenced CrewAI tool
+delivers an application error found at a call out of ``kickoff()`` instead, as
+``CrewSetupError`` (an ``IntegrationError``). So a broken replanner: the call never
+runs, ``ReplanFailed`` is logged at ERROR (``icore.integrations``) and ``kickoff()``
+raises ``CrewSetupError`` whose ``__cause__`` is the ``ReplanFailed`` (whose own
+``__cause__`` is the replanner's exception). Runs in ``.venv-crewai``
+(``make test-crewai``).
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 tool = pytest.importorskip("crewai.tools", reason="icore[crewai] runs in .venv-crewai").tool
 
 from crewai import Agent, Crew, Task  # noqa: E402
-from crewai.tools.tool_failure import ToolExecutionFailedError  # noqa: E402
 
 from icore.errors import IntegrationError  # noqa: E402
-from icore.integrations.crewai import fenced_crewai_tool  # noqa: E402
-from icore.workspace import Workspace  # noqa: E402
+from icore.integrations.crewai import CrewSetupError, fenced_crewai_tool  # noqa: E402
+from icore.workspace import ReplanFailed, Workspace  # noqa: E402
 
 from .conftest import load_example  # noqa: E402
 
@@ -77,20 +77,32 @@ def _boom(stale: Any) -> Any:
     raise ValueError("replanner bug")
 
 
-@pytest.mark.parametrize("replan", [_boom, lambda st: None, lambda st: {"cty": "x"}])
-def test_broken_replanner_is_a_recorded_tool_failure_and_logged(
-        replan: Any, caplog: pytest.LogCaptureFixture) -> None:
-    crew, agent, shipped = _crew(replan, None)
-    with caplog.at_level(logging.ERROR, logger="icore.integrations"):
+@pytest.mark.parametrize("policy", [None, "raise"])
+@pytest.mark.parametrize(("replan", "words"), [(_boom, "raised"),
+                                               (lambda st: None, "no arguments"),
+                                               (lambda st: {"cty": "x"}, "do not fit")])
+def test_broken_replanner_leaves_kickoff_chained_and_logged(
+        replan: Any, words: str, policy: str | None,
+        caplog: pytest.LogCaptureFixture) -> None:
+    crew, _, shipped = _crew(replan, policy)
+    with caplog.at_level(logging.ERROR, logger="icore.integrations"), \
+            pytest.raises(CrewSetupError, match=words) as ei:
         crew.kickoff()
-    assert shipped == []
-    codes = [f.failure.code for f in agent.last_tool_failures]
-    assert "ReplanFailed" in codes
+    assert shipped == [] and isinstance(ei.value, IntegrationError)
+    cause = ei.value.__cause__
+    assert isinstance(cause, ReplanFailed) and cause.call is not None
+    if replan is _boom:
+        assert isinstance(cause.__cause__, ValueError)
     assert any("fenced tool ship" in r.getMessage() for r in caplog.records)
 
 
-def test_with_crewais_raise_policy_the_crew_stops_with_it() -> None:
-    crew, _, shipped = _crew(_boom, "raise")
-    with pytest.raises(ToolExecutionFailedError, match="ReplanFailed"):
-        crew.kickoff()
-    assert shipped == []
+def test_crew_action_blocked_keeps_the_gates_reason() -> None:
+    """CrewAI's ``HookAborted`` sets ``reason`` to the message; ``ActionBlocked.reason``
+    stays the gate's reason (the documented attribute)."""
+    from icore.errors import ActionBlocked
+    from icore.integrations.crewai import CrewActionBlocked
+
+    e = CrewActionBlocked("PlanFence blocked ship (stale): ...", action="ship",
+                          reason="stale", detail="order/42 changed")
+    assert isinstance(e, ActionBlocked)
+    assert (e.action, e.reason, e.detail) == ("ship", "stale", "order/42 changed")

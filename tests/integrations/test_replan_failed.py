@@ -8,7 +8,8 @@ ERROR on ``icore.integrations`` and raises :class:`~icore.workspace.ReplanFailed
 (chained to the cause) from the fenced tool. How that reaches the app is each
 framework's own exception path: LangGraph's ``invoke`` raises it; the Agents SDK's
 ``Runner.run`` raises it (an ``AgentsException`` copy of it, not the SDK's ``UserError``);
-AG2 hands every tool exception to the model as a tool error event, which carries it.
+AG2 hands every tool exception to the model as a tool error event, which carries it;
+CrewAI's ``kickoff()`` raises ``CrewSetupError`` chained to it.
 """
 
 import asyncio
