@@ -185,3 +185,59 @@ def test_http_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(GatewayManifestError, match=r"http\.clients\.x"):
             load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\nhttp:\n"
                                            f"  clients:\n    x: {bad}\n"))
+
+
+@pytest.mark.parametrize("kind", ["folder", "manifest", "user_file", "fifo", "link"])
+def test_trace_path_never_moves_what_the_gateway_did_not_write(tmp_path: Path,
+                                                               kind: str) -> None:
+    """A ``trace:`` naming a folder, the manifest, a user's file, a FIFO or a link is a
+    manifest error naming ``trace``; the entry is left exactly as it was."""
+    import os
+
+    from icore.mcp import Gateway
+    target = {"folder": tmp_path / "proj", "manifest": tmp_path / "m.yaml",
+              "user_file": tmp_path / "notes_server.py", "fifo": tmp_path / "pipe",
+              "link": tmp_path / "t.jsonl"}[kind]
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "user_file":
+        target.write_text("print('mine')\n", encoding="utf-8")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "link":
+        (tmp_path / "elsewhere.txt").write_text("x", encoding="utf-8")
+        target.symlink_to(tmp_path / "elsewhere.txt")
+    p = _write(tmp_path, f"upstreams:\n  a: {{command: python}}\ntrace: {target.name}\n")
+    before = sorted(x.name for x in tmp_path.iterdir())
+    with pytest.raises(GatewayManifestError) as ei:
+        Gateway(load_manifest(p))
+    assert ei.value.fields["path"] == "trace" and ei.value.fields["line"] == 3
+    after = sorted(x.name for x in tmp_path.iterdir() if not x.name.startswith("."))
+    assert after == [x for x in before if not x.startswith(".")]
+    if kind == "user_file":
+        assert target.read_text(encoding="utf-8") == "print('mine')\n"
+
+
+@pytest.mark.parametrize(("text", "path", "words"), [
+    ("upstreams:\n  a: {command: python}\nstore: {backend: sqlite, path: f}\n"
+     "owners: {'memo://*': '../../../tmp/escape'}\n", "owners", "no '/'"),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': '..'}\n",
+     "facts.owners", "no leading '.'"),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': p}\n"
+     "  initial: {'fact://p/d': 2026-05-01}\n", "facts.initial", "must be JSON"),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': p}\n"
+     "  initial: {'fact://p/n': .nan}\n", "facts.initial", "must be JSON"),
+    ("upstreams:\n  a: {command: python, timeout_s: .nan}\n", "upstreams.a.timeout_s",
+     "finite number"),
+])
+def test_bad_values_named(tmp_path: Path, text: str, path: str, words: str) -> None:
+    with pytest.raises(GatewayManifestError) as ei:
+        load_manifest(_write(tmp_path, text))
+    assert ei.value.fields["path"] == path and words in str(ei.value), ei.value
+    assert ei.value.fields["line"] is not None and str(tmp_path) in str(ei.value)
+
+
+def test_cli_http_host_that_cannot_be_bound(tmp_path: Path) -> None:
+    p = _write(tmp_path, "upstreams:\n  a: {command: python}\n")
+    res = CliRunner().invoke(app, ["mcp", str(p), "--http", "999.1.1.1:8808"])
+    assert res.exit_code == 2 and "--http" in res.output and "Traceback" not in res.output

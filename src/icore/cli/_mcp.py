@@ -14,9 +14,15 @@ from icore._files import not_a_regular_file
 
 
 def _host_port(value: str) -> tuple[str, int]:
+    import socket
     m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d{1,5})", value.strip())
     if m is None or not m.group(1) or not 0 <= int(m.group(2)) <= 65535:
         raise typer.BadParameter("use HOST:PORT, e.g. 127.0.0.1:8808", param_hint="--http")
+    try:  # an address that cannot be bound is a usage error, before any work
+        socket.getaddrinfo(m.group(1), int(m.group(2)), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise typer.BadParameter(f"{m.group(1)!r} is not a host address here ({exc}); use "
+                                 "HOST:PORT, e.g. 127.0.0.1:8808", param_hint="--http") from None
     return m.group(1), int(m.group(2))
 
 

@@ -33,12 +33,10 @@ from icore.mcp._gateway_manifest import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_GATE_TIMEOUT_S,
     FACT_SCHEME,
-    ClientSpec,
     FactsSpec,
     GatewayError,
     GatewayManifest,
     GatewayManifestError,
-    HttpSpec,
     StoreSpec,
     ToolSpec,
     UpstreamSpec,
@@ -46,6 +44,7 @@ from icore.mcp._gateway_manifest import (
     manifest_from_dict,
 )
 from icore.mcp._gateway_resources import Route
+from icore.mcp._manifest_http import ClientSpec, HttpSpec
 from icore.mcp._session_log import GatewayTrace
 from icore.mcp._transport import StaticTokens, serve_http, serve_stdio, token_verifier
 from icore.mcp._upstream import Upstream, UpstreamError

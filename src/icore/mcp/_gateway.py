@@ -31,6 +31,7 @@ import re
 import secrets
 import weakref
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -43,7 +44,7 @@ from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch
-from icore.mcp._session_log import GatewayTrace, claim_trace
+from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream, UpstreamError
 
 log = logging.getLogger("icore.mcp")
@@ -78,8 +79,13 @@ class Gateway:
         tpath = manifest.resolve(manifest.trace) if manifest.trace else None
         lock = None
         if tpath is not None:
+            if manifest.file != "<dict>" and tpath.resolve() == Path(manifest.file).resolve():
+                raise manifest.error("the trace would replace the manifest itself; "
+                                     "choose another path", "trace")
             try:  # a path no other live gateway writes; an earlier run's file is kept
                 tpath, lock = claim_trace(tpath)
+            except TraceTaken as exc:
+                raise manifest.error(str(exc), "trace") from None
             except OSError as exc:
                 raise GatewayError(f"cannot write the trace {tpath}: {exc}",
                                    file=str(tpath), path="trace") from None
@@ -91,7 +97,11 @@ class Gateway:
             from icore.adapters import OtelExporter
             ep = manifest.otel
             if ep.startswith("file:"):
-                ep = "file:" + str(manifest.resolve(ep.removeprefix("file:")))
+                fp = manifest.resolve(ep.removeprefix("file:"))
+                if fp.exists() and not fp.is_file():
+                    raise manifest.error(f"otel file {fp} is not a regular file (a folder "
+                                         "or a device)", "otel")
+                ep = "file:" + str(fp)
             self.otel = OtelExporter(endpoint=ep)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}

@@ -45,6 +45,7 @@ from pydantic import (
 )
 
 from icore.errors import ErrorCode, IntegrationError
+from icore.mcp._manifest_http import HttpSpec
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
@@ -54,6 +55,14 @@ FACT_SCHEME = "fact://"
 """URI scheme of the gateway's own key-value facts."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_OWNER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
+"""An owner id: a safe file-name part (a SQLite store is ``<path>/<owner>.db``)."""
+
+
+def _owner_id(o: str, what: str) -> None:
+    if not isinstance(o, str) or not _OWNER.match(o):
+        raise ValueError(f"{what} {o!r} must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,62}} (it "
+                         "names the owner's store file: no '/', no leading '.')")
 
 
 class GatewayError(IntegrationError):
@@ -91,7 +100,7 @@ class UpstreamSpec(_Model):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600)
+    timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSpec:
@@ -222,6 +231,27 @@ class FactsSpec(_Model):
                                  "something")
         return v
 
+    @field_validator("owners")
+    @classmethod
+    def _owner_ids(cls, v: dict[str, str]) -> dict[str, str]:
+        for o in v.values():
+            _owner_id(o, "owner")
+        return v
+
+    @field_validator("initial")
+    @classmethod
+    def _json(cls, v: dict[str, Any]) -> dict[str, Any]:
+        import json
+        for k, val in v.items():
+            try:
+                json.dumps(val, allow_nan=False)
+            except (TypeError, ValueError):
+                raise ValueError(f"initial value of {k!r} must be JSON (a string, number, "
+                                 "list, mapping, true/false/null), not "
+                                 f"{type(val).__name__} {str(val)[:40]!r} (a YAML date, set, "
+                                 "binary or .nan is not)") from None
+        return v
+
     @model_validator(mode="after")
     def _owned(self) -> FactsSpec:
         import fnmatch
@@ -275,57 +305,6 @@ class ToolSpec(_Model):
         return out
 
 
-class ClientSpec(_Model):
-    """One HTTP client's identity: the bearer token it sends (``Authorization: Bearer``).
-
-    Under MCP 2026-07-28 a request carries no session: the authenticated principal is the
-    only identity that lasts across a client's requests, so the gateway ties a client's
-    reads to its calls by it (see :class:`HttpSpec`).
-
-    Attributes:
-        token_env: the environment variable holding the token (read at start).
-        token_sha256: the token's SHA-256, hex (the token itself stays out of the file).
-    """
-
-    token_env: str | None = None
-    token_sha256: str | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> ClientSpec:
-        if (self.token_env is None) == (self.token_sha256 is None):
-            raise ValueError("give exactly one of token_env or token_sha256")
-        if self.token_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}",
-                                                              self.token_sha256):
-            raise ValueError("token_sha256 is the token's SHA-256 as 64 hex digits")
-        if self.token_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*",
-                                                           self.token_env):
-            raise ValueError(f"token_env {self.token_env!r} is not an environment "
-                             "variable name")
-        return self
-
-
-class HttpSpec(_Model):
-    """What ``--http`` serves beyond the transport: the clients' identities.
-
-    Attributes:
-        clients: client name -> :class:`ClientSpec`. When given, every HTTP request must
-            carry one of these bearer tokens (401 otherwise); a request without an MCP
-            session (protocol 2026-07-28) is tied to the reads of its client by the
-            token's client name. Without it, such a request has no identity and its
-            protected calls are refused (fail closed).
-    """
-
-    clients: dict[str, ClientSpec] = Field(default_factory=dict)
-
-    @field_validator("clients")
-    @classmethod
-    def _names(cls, v: dict[str, ClientSpec]) -> dict[str, ClientSpec]:
-        for n in v:
-            if not _NAME.match(n):
-                raise ValueError(f"client name {n!r} must match [A-Za-z0-9_.-]{{1,64}}")
-        return v
-
-
 class GatewayManifest(_Model):
     """A validated gateway manifest (see the module docstring for the YAML form).
 
@@ -356,7 +335,7 @@ class GatewayManifest(_Model):
     tools: dict[str, ToolSpec] = Field(default_factory=dict)
     trace: str | None = None
     otel: str | None = None
-    gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60)
+    gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60, allow_inf_nan=False)
     http: HttpSpec = HttpSpec()
     base_dir: str = "."
     _file: str = PrivateAttr("<dict>")
@@ -370,6 +349,7 @@ class GatewayManifest(_Model):
         for n in v:
             if not _NAME.match(n):
                 raise ValueError(f"upstream name {n!r} must match [A-Za-z0-9_.-]{{1,64}}")
+            _owner_id(n, "upstream name")  # an upstream owns its resources
         return v
 
     @field_validator("owners")
@@ -378,6 +358,7 @@ class GatewayManifest(_Model):
         for k, o in v.items():
             if not k or not o:
                 raise ValueError("owners entries need a non-empty key and owner")
+            _owner_id(o, "owner")
         return v
 
     @model_validator(mode="after")

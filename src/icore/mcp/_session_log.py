@@ -38,6 +38,30 @@ from icore.records import Record, RecordId
 log = logging.getLogger("icore.mcp")
 
 
+def is_gateway_trace(path: Path) -> bool:
+    """True when ``path`` is a regular file whose first line is a gateway trace's header.
+
+    Only such a file is ever moved aside (an earlier run's trace); anything else at a
+    trace path (a folder, a device, the manifest, a user's file) is never touched.
+    """
+    import stat
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        with path.open("rb") as f:
+            first = f.readline(1 << 16)
+        head = json.loads(first.decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    run = head.get("run") if isinstance(head, dict) else None
+    return isinstance(run, dict) and str(run.get("question", "")).startswith("MCP gateway ")
+
+
+class TraceTaken(FileExistsError):
+    """A trace path holds something the gateway did not write (it is never moved)."""
+
+
 def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
     """A trace path for this gateway process, locked until its trace is closed.
 
@@ -51,6 +75,8 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
         ``(path, lock descriptor)``.
 
     Raises:
+        TraceTaken: the path (or the one claimed) holds a folder, a device, a link or a
+            file that is not a gateway trace: it is left as it is.
         OSError: the folder cannot be created or written, or ``limit`` paths are held.
     """
     import fcntl
@@ -68,6 +94,10 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
             os.close(fd)
             raise
         try:
+            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
+                raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote "
+                                 "(a folder, a device, a link or another file); it is "
+                                 "never moved or overwritten: choose another trace path")
             if p.exists():  # an earlier run's trace: kept beside, never overwritten
                 n = 1
                 while (old := p.with_name(f"{p.stem}-{n}{p.suffix}")).exists():
