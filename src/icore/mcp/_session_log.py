@@ -83,6 +83,10 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
     path.parent.mkdir(parents=True, exist_ok=True)
     for k in range(1, limit + 1):
         p = path if k == 1 else path.with_name(f"{path.stem}-gw{k}{path.suffix}")
+        if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
+            raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote (a "
+                             "folder, a device, a link or another file); it is never "
+                             "moved or overwritten: choose another trace path")
         fd = os.open(p.with_name(f".{p.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                      0o644)
         try:
@@ -94,10 +98,8 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
             os.close(fd)
             raise
         try:
-            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
-                raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote "
-                                 "(a folder, a device, a link or another file); it is "
-                                 "never moved or overwritten: choose another trace path")
+            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):  # raced
+                raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
             if p.exists():  # an earlier run's trace: kept beside, never overwritten
                 n = 1
                 while (old := p.with_name(f"{p.stem}-{n}{p.suffix}")).exists():
