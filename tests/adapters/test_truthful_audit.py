@@ -221,3 +221,33 @@ def test_recorder_writes_data_not_reprs() -> None:
     assert json.loads(line["content"]) == {"nights": 2, "room": "R1"}
     assert line["args"] == {"room": {"day": "2026-01-02", "id": str(UUID(int=1)),
                                      "kind": "a"}}
+
+
+def test_replan_across_a_handoff_is_the_fences_one_replan() -> None:
+    """One fenced tool (workspace agent ``booker``) shared by two framework agents: the
+    triage agent's call is refused stale, the booker's next call is the fence's one
+    replan. The recorder links them (the replan is the workspace agent's, the owner of
+    the ticket), while each event names the agent that made it."""
+    import copy
+
+    from icore.integrations import FenceGuard
+    from icore.workspace import Workspace
+
+    ws = Workspace({"room/*": "facilities"})
+    ws.put("room/R1", {"price": "100"})
+    booker = ws.agent("booker")
+    booker.read("room/R1")
+    rec = RunRecorder("handoff")
+    rec.task("book R1")
+    guard = FenceGuard(agent=booker, depends_on={"room/R1"}, recorder=rec)
+    triage, desk = copy.copy(guard), copy.copy(guard)
+    triage.agent, desk.agent = "triage", "desk"  # the SDK agents that call the tool
+    ws.put("room/R1", {"price": "150"})
+    assert not triage.run("book", lambda price: price, {"price": "100"}).executed
+    assert desk.run("book", lambda price: price, {"price": "150"}).executed
+    rec.finish("desk", "booked at 150")
+    plans = [(e["agent"], e["plan_id"], e.get("replan", False)) for e in rec.events
+             if e["kind"] == "plan"]
+    assert plans == [("triage", "book#1", False), ("desk", "book#1", True)]
+    assert {e["agent"] for e in rec.events if "gate" in e} == {"triage", "desk"}
+    assert rec.audit().replans == 1

@@ -354,8 +354,6 @@ def test_project_examples_audit_clean(tmp_path: Path, example: str) -> None:
     diagnosis (only their replans), every ``--fail-on`` passes, the answer is reported
     as not checked, and no trace line holds a Python object's repr (AG2's ``DataInput``
     / ``ModelResponse``)."""
-    from .conftest import load_example
-
     path = tmp_path / f"{example}.jsonl"
     load_example(example).main(str(path))
     code, _, run = _audit(path, "--fail-on", "unsound", "--fail-on", "hard-flags",

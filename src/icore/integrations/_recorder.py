@@ -35,7 +35,9 @@ Attribution: gate events, the replan and the tool call go to the agent that call
 tool (its model turn asked for the tool), not to a fixed "executor"; a replan is recorded
 as a replan of the call's original plan (the summary counts it in ``replans``): the
 fence's one replan inside a call, or, when a stale call was refused with the fresh values
-(the high-level API's hand-over), the agent's next call of that tool. Plan lines carry a
+(the high-level API's hand-over), the next call of that tool on the same facts through
+the same workspace agent (the fence's one replan, whichever framework agent makes it: the
+replan is the fence's, not the caller's). Plan lines carry a
 ``plan_id`` per logical call (``ship#1``, ``ship#2``, ...), so one call's replan supersedes
 its own original plan, never another call's.
 
@@ -71,7 +73,7 @@ MAX_LINEAGE_RECORDS = 256
 
 
 _Scope = tuple[str, str, tuple[str, ...]]
-"""One logical protected call: (calling agent, tool, the facts it depends on)."""
+"""One logical protected call: (its owner, tool, the facts it depends on)."""
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 
@@ -181,7 +183,8 @@ class RunRecorder:
         self._calls: dict[str, int] = {}
         self._callers: dict[str, str] = {}
         self._plan_ids: dict[str, int] = {}
-        self._stale: dict[_Scope, tuple[RecordId, ...]] = {}
+        self._stale: dict[_Scope, tuple[tuple[RecordId, ...], str]] = {}
+        """Refused stale calls whose next call replans: scope -> (their roots, caller)."""
         self._replanning: dict[_Scope, str] = {}
         """Logical calls whose original plan is written and whose replan was refused as
         stale again (scope -> plan id): the next call continues the same plan."""
@@ -278,7 +281,7 @@ class RunRecorder:
 
     def gate(self, agent: str | None, tool: str, result: ActionResult, *,
              lookup: Lookup | None = None, call_id: Any = None,
-             args: Mapping[str, Any] | None = None) -> str:
+             args: Mapping[str, Any] | None = None, owner: str | None = None) -> str:
         """Every gate decision of one protected call, its replan, and a block if any.
 
         Writes the call's PlanFence lines too (:meth:`lineage`): its decisions, each with
@@ -295,25 +298,32 @@ class RunRecorder:
             call_id: the framework's tool-call id, to find the calling agent.
             args: the model's arguments (default: the ones the call ran or was refused
                 with).
+            owner: whose replan the call is (the workspace agent that holds the fence's
+                one-replan ticket); default: the calling agent. A refused call and the
+                next call of the same tool on the same facts by the same owner are one
+                logical call, its replan, whichever framework agent makes each of them
+                (a handoff between two SDK agents sharing one fenced tool); every event
+                still names the agent that made it.
 
         Returns:
             The agent the call was attributed to.
         """
         who = agent or self.caller(tool, call_id) or "executor"
         first = result.decisions[0] if result.decisions else None
-        # one logical call: this agent, this tool, these facts (parallel calls of one tool
+        # one logical call: this owner, this tool, these facts (parallel calls of one tool
         # on other facts are other calls)
-        scope = (who, tool, tuple(first.deps) if first is not None else ())
+        scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
         with self._lock:  # the previous such call was stale and handed the fresh values
-            stale_roots = self._stale.pop(scope, None)
+            stale = self._stale.pop(scope, None)
             plan_id = self._replanning.pop(scope, None)
-        handed_over = stale_roots is not None
+        handed_over = stale is not None
+        stale_roots, planner = stale if stale is not None else ((), who)
         replanned = result.replanned and len(result.decisions) > 1 and not handed_over
         if (replanned or handed_over) and first is not None and plan_id is None:
             # this call's original plan (the model's first call) before its replan, once
             # per logical call: another call's replan never supersedes it
-            plan_id = self._new_plan_id(tool)
-            self.plan(who, f"plan for {tool}", roots=list(stale_roots or first.roots),
+            plan_id = self._new_plan_id(tool)  # the plan of the call that was refused
+            self.plan(planner, f"plan for {tool}", roots=list(stale_roots or first.roots),
                       plan_id=plan_id)
         if handed_over:  # the model re-planned from the fresh values it was handed
             self.plan(who, f"replan for {tool}: {_text(dict(args or result.args))}",
@@ -329,7 +339,7 @@ class RunRecorder:
         elif not result.executed and any(d.reason is Reason.STALE
                                          for d in result.decisions):
             with self._lock:  # a stale call without a replan: the next call replans
-                self._stale[scope] = tuple(first.roots) if first is not None else ()
+                self._stale[scope] = (tuple(first.roots) if first is not None else (), who)
                 if plan_id is not None:  # ... the same logical call's plan, again
                     self._replanning[scope] = plan_id
         self.lineage(tool, result.decisions, lookup=lookup)
