@@ -329,14 +329,16 @@ class FenceGuard:
     def run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
             roots: Sequence[RecordId] | None = None, *, turn: Any = None,
             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-            approve: Approver | None = None,
+            approve: Approver | None = None, ask: Approver | None = None,
             recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of the sync tool ``fn(**args)``.
 
         Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
         names the model message the call came from, ``normalize`` normalises a user
-        replanner's arguments and ``approve`` is asked before an authorized call runs
-        (see :meth:`icore.workspace.Agent.execute`). Fence mode: the call must be the one
+        replanner's arguments, ``approve`` is a check asked right before an authorized
+        call runs (no human waits there: :meth:`icore.workspace.Agent.execute`'s
+        ``check``) and ``ask`` a human's decision, after which the gate validates the
+        call again (``Agent.execute``'s ``approve``). Fence mode: the call must be the one
         ``roots`` authorize. ``recorder`` records this call when the guard has none (a
         run recorded by the framework's handler).
 
@@ -356,7 +358,8 @@ class FenceGuard:
             self._scope_checked(args)
             call = self.handle.execute(name, fn, args, depends_on=self.depends_on,
                                        replan=self.replan,  # type: ignore[arg-type]
-                                       turn=turn, normalize=normalize, approve=approve)
+                                       turn=turn, normalize=normalize, approve=ask,
+                                       check=approve)
             return self._finish_call(name, call, recorder)
         res = _fence_seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
@@ -367,7 +370,7 @@ class FenceGuard:
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
                    roots: Sequence[RecordId] | None = None, *, turn: Any = None,
                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                   approve: Approver | None = None,
+                   approve: Approver | None = None, ask: Approver | None = None,
                    recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         if self.handle is not None:
@@ -375,7 +378,7 @@ class FenceGuard:
             call = await self.handle.aexecute(name, fn, args, depends_on=self.depends_on,
                                               replan=self.replan,  # type: ignore[arg-type]
                                               turn=turn, normalize=normalize,
-                                              approve=approve)
+                                              approve=ask, check=approve)
             return self._finish_call(name, call, recorder)
         res = await _fence_seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,

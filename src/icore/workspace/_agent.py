@@ -40,7 +40,12 @@ from icore.fence import (
 from icore.memory import MemoryStore, OwnerAccess, OwnershipMap, Store
 from icore.records import JSONValue, Record, RecordId
 from icore.workspace._agent_exec import _Execution
-from icore.workspace._approval import ApprovalBook, ApprovalRequest
+from icore.workspace._approval import (
+    AnsweredFirst,
+    ApprovalBook,
+    ApprovalRequest,
+    AskThenValidate,
+)
 from icore.workspace._call import (
     Approver,
     AsyncUserReplanner,
@@ -353,7 +358,7 @@ class Agent:
                 depends_on: Scope, replan: UserReplanner | None = None,
                 turn: Hashable | None = None,
                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                approve: Approver | None = None) -> Call:
+                approve: Approver | None = None, check: Approver | None = None) -> Call:
         """Run ``fn(**args)`` as a protected call of this agent (planfence App. A.3).
 
         Builds the call's action record from this agent's reads of D(a), validates it
@@ -372,7 +377,13 @@ class Agent:
             replan: a user replanner (see :data:`UserReplanner`).
             turn: the model message the call came from (calls of one message share it).
             normalize: puts a replanner's arguments into the same normal form.
-            approve: asked once the gate authorized the call, before it runs.
+            approve: a human's decision (:class:`AskThenValidate`): asked once the gate
+                authorized the call; the gate then validates the call again, so it runs
+                only if still authorized and exactly the request approved (a change
+                while the human decided blocks it ``stale``, fresh values handed over).
+            check: a check without a human (e.g. the call is still the one a framework's
+                own approval covered), asked once the gate authorized the call, right
+                before it runs; False refuses it :data:`REJECTED`. No second validation.
 
         Returns:
             :class:`Call`.
@@ -381,16 +392,38 @@ class Agent:
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
-        return self._exec.execute(action, fn, args, depends_on=depends_on, replan=replan,
-                                  turn=turn, normalize=normalize, approve=approve)
+        if approve is None:
+            return self._exec.execute(action, fn, args, depends_on=depends_on,
+                                      replan=replan, turn=turn, normalize=normalize,
+                                      approve=check)
+        human = AskThenValidate(approve, check)  # validated again after the answer
+        try:
+            return self._exec.execute(action, fn, args, depends_on=depends_on,
+                                      replan=replan, turn=turn, normalize=normalize,
+                                      approve=human.ask)
+        except AnsweredFirst:
+            return self._exec.execute(action, fn, args, depends_on=depends_on,
+                                      replan=replan, turn=turn, normalize=normalize,
+                                      approve=human.approved)
 
     async def aexecute(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any],
                        *, depends_on: Scope,
                        replan: UserReplanner | AsyncUserReplanner | None = None,
                        turn: Hashable | None = None,
                        normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
-                       = None, approve: Approver | None = None) -> Call:
+                       = None, approve: Approver | None = None,
+                       check: Approver | None = None) -> Call:
         """Async :meth:`execute`: ``fn`` and ``replan`` may be ``async def``."""
-        return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
-                                         replan=replan, turn=turn, normalize=normalize,
-                                         approve=approve)
+        if approve is None:
+            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
+                                             replan=replan, turn=turn, normalize=normalize,
+                                             approve=check)
+        human = AskThenValidate(approve, check)
+        try:
+            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
+                                             replan=replan, turn=turn, normalize=normalize,
+                                             approve=human.ask)
+        except AnsweredFirst:
+            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
+                                             replan=replan, turn=turn, normalize=normalize,
+                                             approve=human.approved)
