@@ -116,7 +116,7 @@ PINNED = {
         "GatewayManifest", "GatewayManifestError", "GatewayTrace", "Route", "SessionView",
         "StoreSpec", "ToolSpec", "Upstream", "UpstreamError", "UpstreamSpec", "Verdict",
         "describe", "expand_deps", "load_manifest", "manifest_from_dict", "run_bench", "serve_http",
-        "serve_stdio",
+        "serve_stdio", "ClientSpec", "HttpSpec", "StaticTokens", "token_verifier",
     ],
 }
 
