@@ -149,8 +149,8 @@ async def _main(ns: argparse.Namespace) -> dict[str, object]:
     results: dict[str, object] = {"n": ns.n, "executors": EXECUTORS}
     with tempfile.TemporaryDirectory(prefix="icore-wire-cpu-") as d:
         sys_ = IcoreSystem(gate=False)
-        await sys_.start(Path(d))
         try:
+            await sys_.start(Path(d))  # a failed seed still stops the owner below
             if ns.callgrind is not None:
                 out = Path(ns.callgrind)
                 for name, gate, dd in OPS:
