@@ -346,6 +346,7 @@ class ActionBlocked(FenceError):
 
     @action.setter
     def action(self, value: Any) -> None:
+        """Keep a framework base class's own ``action`` aside (``fields`` wins)."""
         self.__dict__["_set_action"] = value
 
     @property
@@ -360,6 +361,7 @@ class ActionBlocked(FenceError):
 
     @reason.setter
     def reason(self, value: Any) -> None:
+        """Keep a framework base class's own ``reason`` aside (``fields`` wins)."""
         self.__dict__["_set_reason"] = value
 
     @property
@@ -369,6 +371,7 @@ class ActionBlocked(FenceError):
 
     @detail.setter
     def detail(self, value: Any) -> None:
+        """Keep a framework base class's own ``detail`` aside (``fields`` wins)."""
         self.__dict__["_set_detail"] = value
 
 
