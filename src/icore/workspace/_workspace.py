@@ -33,8 +33,8 @@ from icore.memory import (
 )
 from icore.records import JSONValue, Record, RecordId, is_record_id
 from icore.workspace._agent import Agent
-from icore.workspace._keychecks import KeyChecks
 from icore.workspace._errors import WorkspaceError
+from icore.workspace._keychecks import KeyChecks
 from icore.workspace._keys import (
     MISSING,
     _Missing,
