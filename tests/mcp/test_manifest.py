@@ -139,6 +139,15 @@ def test_duplicate_keys_refused_naming_both_lines(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "duplicate key" in res.output
 
 
+def test_alias_bomb_is_refused_in_linear_time(tmp_path: Path) -> None:
+    """Aliases reuse one node: the duplicate-key walk visits it once (9**8 paths else)."""
+    levels = ["x: &l0 [" + ",".join(['"x"'] * 9) + "]"]
+    levels += [f"x{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    p = _write(tmp_path, "\n".join(levels) + "\nupstreams:\n  a: {command: python}\n")
+    with pytest.raises(GatewayManifestError, match="Extra inputs"):
+        load_manifest(p)  # the pytest timeout fails the exponential walk
+
+
 def test_string_for_a_list_says_list(tmp_path: Path) -> None:
     with pytest.raises(GatewayManifestError) as ei:
         load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\ntools:\n"

@@ -438,7 +438,8 @@ def _walk(node: yaml.Node | None, path: tuple[str, ...], lines: dict[str, int],
           file: str) -> None:
     """Fill ``lines`` (dotted path -> 1-based line); refuse a key given twice.
 
-    Iterative (a deep document cannot exhaust the stack). YAML itself keeps the last of
+    Iterative (a deep document cannot exhaust the stack); a node reached again through
+    an alias is walked once (an alias bomb stays linear). YAML itself keeps the last of
     two equal keys, so a second ``tools.book`` entry would silently replace the first
     (its D(a) gone): refused, naming both lines.
 
@@ -446,8 +447,13 @@ def _walk(node: yaml.Node | None, path: tuple[str, ...], lines: dict[str, int],
         GatewayManifestError: a mapping holds the same key twice.
     """
     stack: list[tuple[yaml.Node | None, tuple[str, ...]]] = [(node, path)]
+    walked: set[int] = set()  # an alias is the same node again: walk it once (no bomb)
     while stack:
         n, at = stack.pop()
+        if isinstance(n, yaml.MappingNode | yaml.SequenceNode):
+            if id(n) in walked:
+                continue
+            walked.add(id(n))
         if isinstance(n, yaml.MappingNode):
             seen: dict[str, int] = {}
             for k, v in n.value:
