@@ -48,7 +48,7 @@ def _run(ws: Workspace, depends_on: Any, *, read: bool = True) -> Any:
     @tool
     def get_day(day: str) -> Any:
         """Read a day's open slots."""
-        return booker.read(f"day/{day}")
+        return booker.read(f"day/{day}", default=None)  # a day nobody wrote: null
 
     first = ([{"name": "get_day", "args": {"day": "2026-12-10"}, "id": "r1"}] if read
              else [])

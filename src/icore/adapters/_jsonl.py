@@ -22,6 +22,10 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 - ``step`` (int or string) defaults to the event's 0-based position; steps must increase.
 - ``to`` names the instruction target; ``ledger`` holds the claims (booleans may be
   strings); ``final_answer`` and ``terminates`` mark the end; ``exitcode`` for tools.
+- ``tool_calls`` on an ``output`` (``[{"name", "args", "id"?}, ...]``): the calls the turn
+  asked for; their names and arguments count in whether the output repeats an earlier one.
+- ``plan_id`` on a ``plan``: the plan it writes; a later plan with the same id is its
+  replan, one with a new id a new plan (without ids every later plan is a replan).
 - Unknown keys are ignored. Agents that speak but are not declared are added.
 - PlanFence lines (optional) carry the records and gate decisions of protected actions,
   so the report can draw their lineage (planfence Sec. 3-4)::
@@ -172,6 +176,9 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                                field=f"{f}.exitcode")
         term = as_bool(obj.get("terminates"), file=file, field=f"{f}.terminates",
                        optional=True)
+        calls = _calls(obj.get("tool_calls")) if kind == StepKind.OUTPUT else None
+        plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
+                         optional=True) if kind == StepKind.PLAN else None
         steps.append(Step(
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,
@@ -179,6 +186,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
             final_answer=as_str(obj.get("final_answer"), file=file, field=f"{f}.final_answer",
                                 optional=True),
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
+            calls=calls, plan_id=plan_id or None,
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
@@ -223,6 +231,16 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         planfence=PlanfenceLog(tuple(planfence["records"]), tuple(planfence["decisions"]))
         if planfence["records"] or planfence["decisions"] else None,
     )
+
+
+def _calls(value: Any) -> str | None:
+    """An output's ``tool_calls`` as canonical JSON, call ids dropped (None: none)."""
+    if not value:
+        return None
+    if isinstance(value, list):
+        value = [{k: v for k, v in c.items() if k != "id"} if isinstance(c, dict) else c
+                 for c in value]
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _planfence_line(obj: Any, file: str, field: str, into: dict[str, list[Any]]) -> None:

@@ -335,6 +335,8 @@ class OtelExporter:
             "icore.hard_flags": s.hard_flags, "icore.stalls": s.stalls,
             N.REPLAN_COUNT: s.replans, "icore.unsupported": s.unsupported,
             "icore.diagnoses": s.diagnoses, "icore.terminated": s.terminated}
+        if s.answer_checked is False:  # a final answer with nothing to check it against
+            attrs["icore.answer_checked"] = False
         with self.tracer.start_as_current_span(f"icore.audit {s.run}",
                                                attributes=attrs) as span:
             for p in r.timeline:

@@ -73,6 +73,12 @@ class Step:
         exitcode: the exit code of a ``tool_output`` when stated.
         parent: index of the step that caused this one, when the source records it (an
             OpenTelemetry parent span); None: the previous step.
+        calls: the tool calls an ``output`` asked for, as canonical JSON (names and
+            arguments, call ids dropped), when recorded; part of what the output says, so
+            two turns asking for other arguments are not one repeated observation.
+        plan_id: the plan a ``plan`` step writes or rewrites, when recorded: a replan
+            supersedes the plan of the same id; a new id is a new plan (None: every plan
+            after the first supersedes the previous one).
     """
 
     index: int
@@ -86,6 +92,8 @@ class Step:
     terminates: bool = False
     exitcode: int | None = None
     parent: int | None = None
+    calls: str | None = None
+    plan_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         final=b.state.metrics(),
         elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         terminated=b.terminated,
+        answer_checked=b.answer_checked,
         notes=b.log.notes,
         flag_places=dict(b.log.places.at),
     )

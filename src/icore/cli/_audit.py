@@ -205,6 +205,13 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                       str(s.stalls), str(s.unsupported), str(s.diagnoses))
     if results:
         console.print(table)
+    unchecked = [r.trace.id for r in results if r.answer_checked is False]
+    if unchecked:
+        console.print(
+            f"final answer not checked (the trace has no ground truth and no recorded "
+            f"outcome; not counted as wrong): {', '.join(unchecked[:10])}"
+            f"{' …' if len(unchecked) > 10 else ''}. Record one with "
+            "RunRecorder(ground_truth=...) or succeeded=True/False to check it.")
     for r in results:
         for w in r.trace.extras.get("warnings", ()):
             console.print(f"[yellow]warning[/] {escape(str(w))}")
@@ -320,7 +327,7 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     return {
         "id": r.trace.id, "file": r.trace.file,
         "report": str(out / report_filename(r.trace.id)) if out is not None else None,
-        "summary": _plain(r.summary()),
+        "summary": r.summary().to_json(),
         "flags": [_plain(f) for f in flag_views(r.state, r.event_step,
                                                        places=r.flag_places)],
         "diagnoses": [d.to_json() for d in r.diagnoses],

@@ -319,8 +319,15 @@ def _lineage_picture(lv: LineageView) -> _LineagePicture | None:
             tags.append("stale")
         if r.id in lv.roots:
             cls.append("root")
-            marks.append("plan the action ran from" if lv.action else "plan root")
-            tags.append("acted on" if lv.action else "root")
+            if lv.action and lv.ran:
+                marks.append("plan the action ran from")
+                tags.append("acted on")
+            elif lv.action:  # refused: the gate never let it run
+                marks.append("plan of the refused action (it never ran)")
+                tags.append("refused")
+            else:
+                marks.append("plan root")
+                tags.append("root")
         version = f" v{r.seq}" if r.seq is not None else ""
         title = (f"{r.role}: {r.key}{version} by {r.owner}\nid {r.id}\nparents: "
                  f"{', '.join(p[:8] for p in r.parents) or 'none'}"

@@ -23,6 +23,7 @@ from ag2.events import ToolErrorEvent
 from ag2.middleware import BaseMiddleware
 
 from icore.integrations import RunRecorder
+from icore.integrations._recorder import plain_data
 from icore.integrations._run_end import RunEnd
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
 
@@ -32,7 +33,11 @@ _IN_ASK: contextvars.ContextVar[ChatRecorder | None] = contextvars.ContextVar(
 
 
 def _text(obj: Any) -> str:
-    """The text of a request, response or tool result (its parts' contents joined)."""
+    """The text of a request, response or tool result (its parts' contents joined).
+
+    Data, never a Python repr: a ``DataInput`` part is its data as JSON, a model response
+    with no text (tool calls only) is ``""``.
+    """
     content = getattr(obj, "content", None)
     if isinstance(content, str):
         return content
@@ -40,11 +45,22 @@ def _text(obj: Any) -> str:
     if parts is None and hasattr(obj, "result"):
         parts = getattr(obj.result, "parts", None)
     if parts is not None:
-        return "\n".join(str(getattr(p, "content", p)) for p in parts)
+        return "\n".join(_part(p) for p in parts)
     message = getattr(obj, "message", None)
     if message is not None and message is not obj:
         return _text(message)
-    return "" if obj is None else str(obj)
+    if obj is None or hasattr(obj, "tool_calls"):  # a response without text
+        return ""
+    return _part(obj)
+
+
+def _part(p: Any) -> str:
+    content = getattr(p, "content", None)
+    if isinstance(content, str):
+        return content
+    data = getattr(p, "data", p)
+    return data if isinstance(data, str) else json.dumps(plain_data(data), sort_keys=True,
+                                                         default=str)
 
 
 class ChatRecorder:

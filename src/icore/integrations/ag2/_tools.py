@@ -382,7 +382,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                                got=type(agent).__name__)
     guard = FenceGuard(agent=team if team is not None else (agent or "executor"),
                        fence=fence, depends_on=depends_on,
-                       replan=replan if team is not None else None, recorder=recorder)
+                       replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(name)
     hooks = [d.middleware for d in tool.middleware]
     turns = Turns()

@@ -295,7 +295,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                                "agent id", framework="openai_agents", tool=base.name,
                                got=type(agent).__name__)
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
-                       replan=replan if team is not None else None, recorder=recorder)
+                       replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
     turns = _Turns()
     if team is not None:  # reads made by tools of a model call are stamped with its turn
