@@ -85,8 +85,9 @@ PINNED = {
     ],
     "icore.cli.inputs": [
         "FAIL_EXIT", "OutputFile", "check_otlp_endpoint", "fail_conditions", "otlp_file_target",
-        "output_file", "positive_number", "positive_seconds", "positive_seconds_or_none",
-        "refuse_input_as_output", "refuse_non_folder", "refuse_special_file",
+        "otlp_undelivered", "output_file", "positive_number", "positive_seconds",
+        "positive_seconds_or_none", "refuse_input_as_output", "refuse_inputs_inside",
+        "refuse_non_folder", "refuse_special_file", "same_file",
     ],
     "icore.integrations": [
         "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",

@@ -167,6 +167,7 @@ class OtelExporter:
                  capture_content: bool | None = None) -> None:
         provider = tracer_provider or (None if endpoint else _user_provider())
         self._own = provider is None
+        self._closed = False
         self.delivery: DeliveryCheck | None = None
         """Counts spans the exporter could not deliver (when this exporter made the
         provider): ``icore audit --otlp-endpoint`` fails on them."""
@@ -205,7 +206,10 @@ class OtelExporter:
         return bool(fn(int(timeout_s * 1000))) if callable(fn) else True
 
     def shutdown(self) -> None:
-        """Flush, and shut down the provider when the exporter created it."""
+        """Flush, and shut down the provider when the exporter created it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self.flush()
         if self._own:
             fn = getattr(self.provider, "shutdown", None)

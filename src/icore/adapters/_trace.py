@@ -247,13 +247,17 @@ def as_bool(value: Any, *, file: str, field: str, optional: bool = False) -> boo
     raise AdapterError(f"not a boolean: {value!r}", file=file, field=field)
 
 
+MAX_STEP = 2**53 - 1
+"""Largest step index read (the largest integer every JSON reader holds exactly)."""
+
+
 def as_step(value: Any, *, file: str, field: str) -> int | None:
     """Coerce a step index that may be stored as a string (``"12"``, ``12``, ``"12.0"``).
 
     Returns None for an empty value.
 
     Raises:
-        AdapterError: the value is not a non-negative integer.
+        AdapterError: the value is not an integer in ``[0, MAX_STEP]``.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -273,7 +277,15 @@ def as_step(value: Any, *, file: str, field: str) -> int | None:
         raise AdapterError(f"not a step index: {value!r}", file=file, field=field)
     if n < 0:
         raise AdapterError(f"negative step index: {value!r}", file=file, field=field)
+    if n > MAX_STEP:
+        raise AdapterError(f"step index out of range (at most 2**53 - 1): {_short(value)}",
+                           file=file, field=field)
     return n
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def as_str(value: Any, *, file: str, field: str, optional: bool = False) -> str | None:
@@ -291,6 +303,20 @@ def as_str(value: Any, *, file: str, field: str, optional: bool = False) -> str 
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     raise AdapterError(f"expected a string, got {type(value).__name__}", file=file, field=field)
+
+
+def as_name(value: Any, *, file: str, field: str, optional: bool = False) -> str | None:
+    """Require a string naming (or describing) an agent; numbers are refused.
+
+    Unlike :func:`as_str`: ``"agent": 5`` is a wrong type, not agent ``"5"``.
+
+    Raises:
+        AdapterError: missing (and not optional) or not a string.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise AdapterError(f"expected a string, got {type(value).__name__} {_short(value)}",
+                           file=file, field=field)
+    return as_str(value, file=file, field=field, optional=optional)
 
 
 def name_key(name: str) -> str:

@@ -51,6 +51,7 @@ import bisect
 import dataclasses
 import enum
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -59,6 +60,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from icore.errors import IntegrationError
 from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Reason
 from icore.records import Lookup, Record, RecordId
 
@@ -166,6 +168,9 @@ class RunRecorder:
     def __init__(self, run_id: str = "run", *, question: str = "",
                  agents: Mapping[str, str] | None = None, orchestrator: str | None = None,
                  ground_truth: str | None = None, succeeded: bool | None = None) -> None:
+        if not isinstance(run_id, str) or not run_id.strip():
+            raise IntegrationError(f"run_id must be a non-empty string, not {run_id!r}"[:120],
+                                   argument="run_id")
         self.run_id = run_id
         self.question = question
         self.agents: dict[str, str] = dict(agents or {})
@@ -467,10 +472,23 @@ class RunRecorder:
         """Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
 
         Raises:
-            OSError: the file cannot be written.
+            IntegrationError: ``path`` is not a path, names a folder, a device or a FIFO,
+                or cannot be written (the message names it and the OS reason).
         """
+        if not isinstance(path, str | os.PathLike):
+            raise IntegrationError(f"path must be a str or os.PathLike, not "
+                                   f"{type(path).__name__}", argument="path")
         p = Path(path)
-        p.write_text(self.jsonl(), encoding="utf-8")
+        if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
+            kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else
+                    "a device or special file")
+            raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
+                                   "regular file", path=str(p))
+        try:
+            p.write_text(self.jsonl(), encoding="utf-8")
+        except OSError as exc:
+            raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
+                                   path=str(p)) from None
         return p
 
     def trace(self) -> Trace:

@@ -465,8 +465,11 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
     return await _Run(m, out, pol, tasks, reporter, observer).run()
 
 
-RUN_FILES = ("icore.sqlite", "run.json", "agents", "certs")
-"""Names in a folder that mark it as a run folder (a rerun must not mix with them)."""
+RUN_FILES = ("icore.sqlite", "icore.sqlite-wal", "icore.sqlite-shm", "run.json", "agents",
+             "certs", "logs", "nats", "team.yaml", "report.html", "icore-report", "assets")
+"""Every name a run writes at the top of its folder: a folder icore did not create that
+holds any of them is refused, so a run never mixes with or overwrites a user's files
+(issue 29)."""
 
 
 def _fresh_run_folder(out: Path) -> Path:
