@@ -173,12 +173,12 @@ def assertion_body(
     a = Assertion(
         id=x.next_ids("a", 1)[0],
         obligation=effect.obligation,
-        kind=AssertionKind(effect.kind),
+        kind=effect.kind if type(effect.kind) is AssertionKind else AssertionKind(effect.kind),
         key=effect.key,
         value=effect.value,
         proposer=proposer,
         proposal=None,
-        cited_sound=all(x.is_active(c) and x.assertion_sound(c) for c in cites),
+        cited_sound=not cites or all(x.is_active(c) and x.assertion_sound(c) for c in cites),
     )
     j = (
         Justification(tuple(events), operation, tuple(certificates), tuple(cites))
@@ -270,6 +270,7 @@ class ImportBatch:
         self._record = record
         self._bodies: list[Body] = []
         self._pending: _BatchView | None = None  # built on the first item
+        self._last_j: Justification | None = None  # shared by equal justifications
 
     @property
     def _view(self) -> _BatchView:
@@ -327,6 +328,12 @@ class ImportBatch:
         body = assertion_body(self._view, effect, events=events, operation=operation,
                               certificates=certificates, cites=cites, proposer=proposer,
                               justified=justified)
+        j, last = body.justification, self._last_j
+        if j is not None:  # the items of a batch usually share one (frozen): one object
+            if last is not None and j == last:
+                body = AssertionImported(body.assertion, last)
+            else:
+                self._last_j = j
         a = body.assertion
         self._view.pending_assertions[a.id] = a
         if a.kind == AssertionKind.NODE:
