@@ -25,6 +25,7 @@ from icore.adapters._trace_places import NoteLog
 from icore.adapters._whowhen import CAPTAIN_AGENT
 from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
+    AssertionKind,
     DeclarationPackage,
     Effect,
     EventSpec,
@@ -74,6 +75,9 @@ class _XWriter:
         self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
         self.last_event: str | None = None
         self.terminated = False
+        # frozen values many items share, one object each (memory of long runs, issue 29)
+        self._cause: tuple[str, ...] = ()  # the last one-event causes tuple
+        self._node_values: dict[tuple[str, str | None], Any] = {}
 
     # -- helpers -----------------------------------------------------------------------
     batched: ClassVar[bool] = True
@@ -102,9 +106,15 @@ class _XWriter:
         eid = "task" if step is None else f"m{idx}"
         if step is not None and eid in self.state.events:
             eid = f"m{idx}.{type_}"
-        causes = (self.last_event,) if self.last_event is not None else ()
+        cause = self.last_event
         if step is not None and step.parent is not None and step.parent in self.step_events:
-            causes = (self.step_events[step.parent],)  # the recorded parent (e.g. a span's)
+            cause = self.step_events[step.parent]  # the recorded parent (e.g. a span's)
+        causes: tuple[str, ...] = ()
+        if cause is not None:
+            if self._cause and self._cause[0] == cause:
+                causes = self._cause  # siblings share their parent's tuple
+            else:
+                causes = self._cause = (cause,)
         ev = self.state.add_event(EventSpec(type_, self.agent(agent), {"step": idx, **fields},
                                         causes, eid))
         if step is not None and step.index not in self.step_events:
@@ -158,6 +168,16 @@ class _XWriter:
         m = self.state.metrics()
         self.timeline.append(step, m.snd, m.astab, m.cq, len(self.state.flags), self.stalls)
 
+    def node(self, oid: str, kind: str, parent: str | None) -> Effect:
+        """``Effect.node(oid, kind, parent=parent)``; equal values share one (frozen) dict."""
+        value = self._node_values.get((kind, parent))
+        if value is None:
+            e = Effect.node(oid, kind, parent=parent)
+            if len(self._node_values) < 4096:
+                self._node_values[(kind, parent)] = e.value
+            return e
+        return Effect(AssertionKind.NODE, oid, value)
+
     def new_obligation(self, oid: str, kind: str, *, parent: str | None, assignee: str,
                        events: Sequence[str], operation: str, proposer: str,
                        status: Status = Status.ASSIGNED, step: int | None = None) -> None:
@@ -168,7 +188,7 @@ class _XWriter:
         """
         x = self.state
         with self.batch() as b:  # one change: the obligation is evaluated once
-            b.import_assertion(Effect.node(oid, kind, parent=parent), events=events,
+            b.import_assertion(self.node(oid, kind, parent), events=events,
                                operation=operation, proposer=proposer)
             a = b.import_assertion(Effect.assign(oid, assignee), events=events,
                                    operation=operation, proposer=proposer)
