@@ -187,16 +187,28 @@ def _dumps(doc: Any) -> str:
 
 
 def _otel_check(doc: Any, *, lines: bool = False) -> None:
-    """In memory and streamed from a file: runs or an AdapterError, nothing else."""
+    """In memory and streamed from a file: runs or an AdapterError, nothing else.
+
+    The file is also written indented (its first line is no JSON), so it is read by the
+    streamed one-document reader rather than as JSON lines.
+    """
+    import json
+
+    text = _dumps(doc)
+    if not lines:
+        _otel_check_text(json.dumps(doc, ensure_ascii=False, indent=1))
+    if lines:
+        text = text + "\n" + text
+    _otel_check_text(text)
+
+
+def _otel_check_text(text: str) -> None:
     import tempfile
     from pathlib import Path
 
     from icore.adapters import parse_otlp_runs
     from icore.adapters._otel_import import load_otlp_runs
 
-    text = _dumps(doc)
-    if lines:
-        text = text + "\n" + text
     for how in ("memory", "file"):
         try:
             if how == "memory":
