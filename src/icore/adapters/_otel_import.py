@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -181,7 +182,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                                field=f"span {s.name!r}.spanId")
         by_id[s.span_id] = s
     _check_parents(by_id, file)
-    order = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+    order = sorted(spans, key=attrgetter("start_ns", "end_ns"))
     kinds = {s.span_id: span_kind(s) for s in spans}
     names = AgentNames()
     descriptions: dict[str, str] = {}

@@ -194,14 +194,16 @@ class _XWriter:
                                    operation=operation, proposer=proposer)
             b.import_assertion(Effect.status(oid, status), events=events,
                                operation=operation, proposer=proposer)
-        if x.gain(oid) > x.decl.parameters.epsilon:
+        ev = x.evaluation(oid)  # evaluated as the batch left it: its gain is x.gain(oid)
+        gain = ev.gain if ev is not None else x.gain(oid)
+        if gain > x.decl.parameters.epsilon:
             decl = x.decl.agents.get(assignee)
             have = decl.capabilities.get(kind) if decl is not None else None
             self.diagnose(
                 "assignment", step, obligations=(oid,), assertions=(a.id,), events=events,
                 proposer=proposer,
                 detail=(f"{kind!r} work assigned to {assignee} (declared capability "
-                        f"{have if have is not None else 'none'}); gain {x.gain(oid):.2f} > ε"),
+                        f"{have if have is not None else 'none'}); gain {gain:.2f} > ε"),
             )
 
     def submit(self, s: Step, ev: str, oid: str, tools: tuple[str, ...]) -> None:

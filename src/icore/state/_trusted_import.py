@@ -10,6 +10,7 @@ they change nothing (the state records the bodies, the same way as any change).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Protocol
 
 from icore.state._entries import (
@@ -260,7 +261,9 @@ class ImportBatch:
     the last item touching it leaves it, instead of once per item; interfaces are called
     once per obligation). Atomic: if an item is refused or an interface misbehaves,
     nothing of the batch is written. An assertion that cites assertions first commits
-    the items before it (the citations are then checked against X itself).
+    the items before it (the citations are then checked against X itself). A context
+    manager: the items of its block are committed when the block ends without an
+    exception.
 
     Built by :meth:`State.import_batch <icore.state.State.import_batch>`.
     """
@@ -280,6 +283,14 @@ class ImportBatch:
 
     def __len__(self) -> int:
         return len(self._bodies)
+
+    def __enter__(self) -> ImportBatch:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:  # an exception in the block writes nothing
+            self.commit()
 
     def import_certificate(
         self,
