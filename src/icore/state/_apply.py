@@ -124,14 +124,14 @@ class Applier:
                     last[oid] = i
         for oid, i in last.items():
             due[i].append(oid)
-        for i, (e, step) in enumerate(zip(entries, steps, strict=True)):
-            t.defer = set()  # collects what apply would refresh; refreshed below
-            try:
+        t.defer = set()  # collects what apply would refresh; refreshed below instead
+        try:
+            for i, (e, step) in enumerate(zip(entries, steps, strict=True)):
                 self.apply(e, pre, step)
-            finally:
-                t.defer = None
-            if due[i]:
-                self._ev.refresh(due[i], pre)
+                if due[i]:
+                    self._ev.refresh(due[i], pre)
+        finally:
+            t.defer = None
 
     def apply(
         self,

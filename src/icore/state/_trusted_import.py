@@ -237,7 +237,10 @@ class _BatchView:
 
     def next_ids(self, prefix: str, count: int) -> list[str]:
         """The next ``count`` ids for ``a``/``c``/``f``, after the pending items' ids."""
-        n = {"a": len(self.pending_assertions), "c": len(self.pending_certs)}.get(prefix, 0)
+        n = (len(self.pending_assertions) if prefix == "a" else
+             len(self.pending_certs) if prefix == "c" else 0)
+        if not n:
+            return self._x.next_ids(prefix, count)
         return self._x.next_ids(prefix, n + count)[n:]
 
     def is_active(self, assertion_id: str) -> bool:
