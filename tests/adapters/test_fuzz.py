@@ -185,26 +185,37 @@ _jaeger = st.fixed_dictionaries({"data": st.lists(st.fixed_dictionaries(
     optional={"processes": _val}), min_size=1, max_size=2)})
 
 
-def _dumps(doc: Any) -> str:
+def _dumps(doc: Any, indent: int | None = None) -> str:
     import json
     import re
 
-    text = json.dumps(doc, ensure_ascii=False)  # NaN/Infinity as JSON5 tokens, like main saw
+    text = json.dumps(doc, ensure_ascii=False, indent=indent)  # NaN/Infinity as JSON5 tokens, like main saw
     # a lone surrogate can only be written as its JSON escape (valid JSON, issue 29)
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _otel_check(doc: Any, *, lines: bool = False) -> None:
-    """In memory and streamed from a file: runs or an AdapterError, nothing else."""
+    """In memory and streamed from a file: runs or an AdapterError, nothing else.
+
+    The file is also written indented (its first line is no JSON), so it is read by the
+    streamed one-document reader rather than as JSON lines.
+    """
+
+    text = _dumps(doc)
+    if not lines:
+        _otel_check_text(_dumps(doc, indent=1))
+    if lines:
+        text = text + "\n" + text
+    _otel_check_text(text)
+
+
+def _otel_check_text(text: str) -> None:
     import tempfile
     from pathlib import Path
 
     from icore.adapters import parse_otlp_runs
     from icore.adapters._otel_import import load_otlp_runs
 
-    text = _dumps(doc)
-    if lines:
-        text = text + "\n" + text
     for how in ("memory", "file"):
         try:
             if how == "memory":

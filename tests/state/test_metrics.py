@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import random
+from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from icore.state import (
     AgentDecl,
@@ -26,6 +30,7 @@ from icore.state import (
     StateInputError,
     full_metrics,
 )
+from icore.state._metrics import Metrics, MetricSums, ObligationEval, fixed, make_metrics
 
 
 def _decl(agents, *, epsilon=0.1, weight=None, params=None) -> DeclarationPackage:
@@ -227,3 +232,59 @@ class TestSoundnessAndMatchedSets:
         m = State(_decl(AGENTS)).metrics()
         with pytest.raises(dataclasses.FrozenInstanceError):
             m.snd = 0.0  # type: ignore[misc]
+
+
+# issue 29: X's sums use the finest power of two their terms need, not a fixed 2**1100
+_floats = st.floats(min_value=0.0, max_value=1e300, allow_nan=False, allow_infinity=False)
+_evals = st.builds(ObligationEval, in_w=st.booleans(), weight=_floats, sound=st.booleans(),
+                   stable=st.booleans(),
+                   gain=st.floats(min_value=-1.0, max_value=1.0, allow_nan=False))
+
+
+def _fixed_point_metrics(evs: list[ObligationEval], p: Parameters) -> Metrics:
+    """The former arithmetic: every term at the fixed scale of :func:`fixed`."""
+    w = s = stb = g = n = 0
+    for ev in evs:
+        if not ev.in_w:
+            continue
+        fw = fixed(ev.weight)
+        w, n = w + fw, n + 1
+        s += fw if ev.sound else 0
+        stb += fw if ev.stable else 0
+        g += fw * fixed(ev.gain) if ev.gain > 0 else 0
+    return make_metrics(w, s, stb, g, n, p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_evals, max_size=12), st.lists(_evals, max_size=12), st.randoms())
+def test_dynamic_scale_sums_equal_the_fixed_point_and_the_exact_rationals(
+        keep: list[ObligationEval], drop: list[ObligationEval], rnd: random.Random) -> None:
+    """Adding and removing in any order gives the metrics of the kept terms exactly."""
+    p = Parameters(epsilon=0.1)
+    sums = MetricSums()
+    ops = [("add", e) for e in keep + drop]
+    rnd.shuffle(ops)
+    for e in drop:  # each dropped term is removed after it was added
+        ops.insert(rnd.randint(ops.index(("add", e)) + 1, len(ops)), ("remove", e))
+    for op, e in ops:
+        getattr(sums, op)(e)
+    got = sums.metrics(p)
+    assert got == _fixed_point_metrics(keep, p)
+    inw = [e for e in keep if e.in_w]
+    w = sum(Fraction(e.weight) for e in inw)
+    gain = sum(Fraction(e.weight) * Fraction(e.gain) for e in inw if e.gain > 0)
+    assert got.total_weight == float(w) and got.aggregate_gain == float(gain)
+    if w:
+        assert got.snd == float(sum(Fraction(e.weight) for e in inw if e.sound) / w)
+        assert got.cq == float(sum(Fraction(e.weight) * (e.sound + e.stable) for e in inw)
+                               / (2 * w))
+    assert sums.scale <= 1074 and sums.gain_scale <= 2 * 1074 + 1  # never more than needed
+
+
+def test_unit_weights_keep_the_sums_small() -> None:
+    """Weights 1.0 and 0.5 (the common case) need 1 bit of scale, not 1100."""
+    sums = MetricSums()
+    for w in (1.0, 0.5, 1.0):
+        sums.add(ObligationEval(in_w=True, weight=w, sound=True, stable=True, gain=0.25))
+    assert (sums.scale, sums.weight, sums.gain_scale) == (1, 5, 3)
+    assert sums.metrics(Parameters(epsilon=0.1)).aggregate_gain == 0.625

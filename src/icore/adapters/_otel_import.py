@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from icore.adapters import _otel_names as N
@@ -186,7 +188,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                                field=f"span {s.span_id} ({s.name!r}).end")
         by_id[s.span_id] = s
     _check_parents(by_id, file)
-    order = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+    order = sorted(spans, key=attrgetter("start_ns", "end_ns"))
     kinds = {s.span_id: span_kind(s) for s in spans}
     names = AgentNames()
     descriptions: dict[str, str] = {}
@@ -394,14 +396,36 @@ _MAPPED = frozenset({
 """Span attributes :func:`spans_to_trace` reads (besides every ``icore.*``/``gen_ai.*``)."""
 
 
+_NO_EVENTS: list[tuple[str, int, dict[str, Any]]] = []
+"""The events of every compacted span (never read by the mapping, never changed)."""
+
+
+_NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
+"""The resource of every compacted span that has none (Phoenix, Langfuse)."""
+
+
+_SHORT = 64
+"""Strings up to this length (span kinds, agent names, span names) are shared by value."""
+
+
+def _first(short: dict[str, str], v: str) -> str:
+    """``v``, remembered as the shared object of its value when short (and room is left)."""
+    if len(v) <= _SHORT and len(short) < 65536:
+        short[v] = v
+    return v
+
+
 def _compact(spans: Iterable[OtelSpan]) -> Iterator[OtelSpan]:
     """Spans as streamed, slimmed to what the mapping reads (bounded memory, issue 29).
 
     Attributes the mapping never reads, span events and per-span copies of the trace id
-    are dropped or shared; the resulting trace is the same.
+    are dropped or shared; short strings that repeat across spans (span kinds, agent,
+    operation and span names, statuses: the parser makes a new object for each) are
+    shared by value. The resulting trace is the same.
     """
     ids: dict[str, str] = {}
     keep: dict[str, bool] = {}  # attribute key -> read by the mapping (few distinct keys)
+    short: dict[str, str] = {}  # short string -> its first object (bounded)
     for sp in spans:
         a = sp.attributes
         for k in a:
@@ -411,10 +435,23 @@ def _compact(spans: Iterable[OtelSpan]) -> Iterator[OtelSpan]:
                 if len(keep) < 65536:
                     keep[k] = kept
             if not kept:
-                sp.attributes = {k: v for k, v in a.items()
-                                 if k in _MAPPED or k.startswith(("icore.", "gen_ai."))}
+                a = sp.attributes = {k: v for k, v in a.items()
+                                     if k in _MAPPED or k.startswith(("icore.", "gen_ai."))}
                 break
-        sp.events = []
+        for k, v in a.items():  # values replaced in place (the keys stay)
+            if type(v) is str and len(v) <= _SHORT:
+                got = short.get(v)
+                if got is None:
+                    if len(short) < 65536:
+                        short[v] = v
+                elif got is not v:
+                    a[k] = got
+        sp.name = short.get(sp.name) or _first(short, sp.name)
+        sp.kind = short.get(sp.kind) or _first(short, sp.kind)
+        sp.status = short.get(sp.status) or _first(short, sp.status)
+        sp.events = _NO_EVENTS
+        if not sp.resource:
+            sp.resource = _NO_RESOURCE
         sp.trace_id = ids.setdefault(sp.trace_id, sp.trace_id)
         yield sp
 

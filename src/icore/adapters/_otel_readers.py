@@ -7,7 +7,7 @@ OTLP JSON, Phoenix, Langfuse and Jaeger span exports into :class:`OtelSpan` list
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from icore.adapters import _otel_names as N
@@ -138,38 +138,39 @@ def _otlp_span(sp: Any, file: str, w: str, rattrs: Mapping[str, Any],
 
 
 def _phoenix_spans(items: Sequence[Any], file: str, where: str) -> list[OtelSpan]:
-    out = []
-    for i, sp in enumerate(items):
-        w = f"{where}[{i}]"
-        if not isinstance(sp, dict):
-            raise AdapterError("span must be an object", file=file, field=w)
-        ctx = sp.get("context")
-        if not isinstance(ctx, dict):
-            raise AdapterError("span needs a 'context' object", file=file, field=f"{w}.context")
-        name = sp.get("name")
-        if not isinstance(name, str):
-            raise AdapterError("span needs a string 'name'", file=file, field=f"{w}.name")
-        attrs = sp.get("attributes") or {}
-        if not isinstance(attrs, dict):
-            raise AdapterError("attributes must be an object", file=file,
-                               field=f"{w}.attributes")
-        flat = _flatten(attrs)
-        kind = str(sp.get("span_kind") or flat.get(N.SPAN_KIND) or "UNKNOWN")
-        flat.setdefault(N.SPAN_KIND, kind)
-        events = [(str(e.get("name", "")), _ns(e.get("timestamp"), file,
-                                                 f"{w}.events[{j}].timestamp"),
-                   _flatten(e.get("attributes") or {}))
-                  for j, e in enumerate(_list(sp.get("events"), file, f"{w}.events"))
-                  if isinstance(e, dict)]
-        out.append(OtelSpan(
-            trace_id=_hex_id(ctx.get("trace_id"), 16, file, f"{w}.context.trace_id"),
-            span_id=_hex_id(ctx.get("span_id"), 8, file, f"{w}.context.span_id"),
-            parent_id=_hex_id(sp.get("parent_id"), 8, file, f"{w}.parent_id", optional=True),
-            name=name, kind=kind, start_ns=_ns(sp.get("start_time"), file, f"{w}.start_time"),
-            end_ns=_ns(sp.get("end_time"), file, f"{w}.end_time"), attributes=flat,
-            events=events, status=str(sp.get("status_code") or "UNSET").upper(),
-            status_message=str(sp.get("status_message") or "")))
-    return out
+    return [_phoenix_span(sp, file, f"{where}[{i}]") for i, sp in enumerate(items)]
+
+
+def _phoenix_span(sp: Any, file: str, w: str) -> OtelSpan:
+    """One Phoenix span (``w`` names it in errors)."""
+    if not isinstance(sp, dict):
+        raise AdapterError("span must be an object", file=file, field=w)
+    ctx = sp.get("context")
+    if not isinstance(ctx, dict):
+        raise AdapterError("span needs a 'context' object", file=file, field=f"{w}.context")
+    name = sp.get("name")
+    if not isinstance(name, str):
+        raise AdapterError("span needs a string 'name'", file=file, field=f"{w}.name")
+    attrs = sp.get("attributes") or {}
+    if not isinstance(attrs, dict):
+        raise AdapterError("attributes must be an object", file=file,
+                           field=f"{w}.attributes")
+    flat = _flatten(attrs)
+    kind = str(sp.get("span_kind") or flat.get(N.SPAN_KIND) or "UNKNOWN")
+    flat.setdefault(N.SPAN_KIND, kind)
+    events = [(str(e.get("name", "")), _ns(e.get("timestamp"), file,
+                                             f"{w}.events[{j}].timestamp"),
+               _flatten(e.get("attributes") or {}))
+              for j, e in enumerate(_list(sp.get("events"), file, f"{w}.events"))
+              if isinstance(e, dict)]
+    return OtelSpan(
+        trace_id=_hex_id(ctx.get("trace_id"), 16, file, f"{w}.context.trace_id"),
+        span_id=_hex_id(ctx.get("span_id"), 8, file, f"{w}.context.span_id"),
+        parent_id=_hex_id(sp.get("parent_id"), 8, file, f"{w}.parent_id", optional=True),
+        name=name, kind=kind, start_ns=_ns(sp.get("start_time"), file, f"{w}.start_time"),
+        end_ns=_ns(sp.get("end_time"), file, f"{w}.end_time"), attributes=flat,
+        events=events, status=str(sp.get("status_code") or "UNSET").upper(),
+        status_message=str(sp.get("status_message") or ""))
 
 
 _LANGFUSE_KIND = {"SPAN": "CHAIN", "GENERATION": "LLM", "EVENT": "EVENT", "AGENT": "AGENT",
@@ -185,37 +186,38 @@ def _text(v: Any) -> str:
 
 def _langfuse_spans(obs: Sequence[Any], file: str, where: str,
                     trace_id: str = "") -> list[OtelSpan]:
-    out = []
-    for i, o in enumerate(obs):
-        w = f"{where}[{i}]"
-        if not isinstance(o, dict):
-            raise AdapterError("observation must be an object", file=file, field=w)
-        if not isinstance(o.get("id"), str):
-            raise AdapterError("observation needs a string 'id'", file=file, field=f"{w}.id")
-        if o.get("name") is not None and not isinstance(o["name"], str):
-            raise AdapterError(f"name must be a string, not {type(o['name']).__name__}",
-                               file=file, field=f"{w}.name")
-        typ = str(o.get("type") or "SPAN").upper()
-        kind = _LANGFUSE_KIND.get(typ, typ)
-        meta: dict[str, Any] = o["metadata"] if isinstance(o.get("metadata"), dict) else {}
-        attrs = _flatten(meta.get("attributes") if isinstance(meta.get("attributes"), dict)
-                         else {})
-        attrs.setdefault(N.SPAN_KIND, kind)
-        attrs[N.OI_INPUT] = _text(o.get("input"))
-        attrs[N.OI_OUTPUT] = _text(o.get("output"))
-        if o.get("model"):
-            attrs.setdefault(N.OI_MODEL, str(o["model"]))
-        if kind == "AGENT":
-            attrs.setdefault(N.AGENT_NAME, str(o.get("name") or ""))
-        level = str(o.get("level") or "DEFAULT").upper()
-        out.append(OtelSpan(
-            trace_id=str(o.get("traceId") or trace_id), span_id=o["id"],
-            parent_id=str(o.get("parentObservationId") or ""), name=str(o.get("name") or typ),
-            kind=kind, start_ns=_ns(o.get("startTime"), file, f"{w}.startTime"),
-            end_ns=_ns(o.get("endTime"), file, f"{w}.endTime"), attributes=attrs,
-            status="ERROR" if level == "ERROR" else "OK",
-            status_message=str(o.get("statusMessage") or "")))
-    return out
+    return [_langfuse_span(o, file, f"{where}[{i}]", trace_id) for i, o in enumerate(obs)]
+
+
+def _langfuse_span(o: Any, file: str, w: str, trace_id: str = "") -> OtelSpan:
+    """One Langfuse observation (``w`` names it; ``trace_id`` when it names none)."""
+    if not isinstance(o, dict):
+        raise AdapterError("observation must be an object", file=file, field=w)
+    if not isinstance(o.get("id"), str):
+        raise AdapterError("observation needs a string 'id'", file=file, field=f"{w}.id")
+    if o.get("name") is not None and not isinstance(o["name"], str):
+        raise AdapterError(f"name must be a string, not {type(o['name']).__name__}",
+                           file=file, field=f"{w}.name")
+    typ = str(o.get("type") or "SPAN").upper()
+    kind = _LANGFUSE_KIND.get(typ, typ)
+    meta: dict[str, Any] = o["metadata"] if isinstance(o.get("metadata"), dict) else {}
+    attrs = _flatten(meta.get("attributes") if isinstance(meta.get("attributes"), dict)
+                     else {})
+    attrs.setdefault(N.SPAN_KIND, kind)
+    attrs[N.OI_INPUT] = _text(o.get("input"))
+    attrs[N.OI_OUTPUT] = _text(o.get("output"))
+    if o.get("model"):
+        attrs.setdefault(N.OI_MODEL, str(o["model"]))
+    if kind == "AGENT":
+        attrs.setdefault(N.AGENT_NAME, str(o.get("name") or ""))
+    level = str(o.get("level") or "DEFAULT").upper()
+    return OtelSpan(
+        trace_id=str(o.get("traceId") or trace_id), span_id=o["id"],
+        parent_id=str(o.get("parentObservationId") or ""), name=str(o.get("name") or typ),
+        kind=kind, start_ns=_ns(o.get("startTime"), file, f"{w}.startTime"),
+        end_ns=_ns(o.get("endTime"), file, f"{w}.endTime"), attributes=attrs,
+        status="ERROR" if level == "ERROR" else "OK",
+        status_message=str(o.get("statusMessage") or ""))
 
 
 def _jaeger_tags(tags: Any, file: str, where: str) -> dict[str, Any]:
@@ -234,10 +236,14 @@ def _jaeger_tags(tags: Any, file: str, where: str) -> dict[str, Any]:
     return out
 
 
-def _jaeger_spans(traces: Sequence[Any], file: str, where: str) -> list[OtelSpan]:
-    """Jaeger's own JSON (UI "Download", ``/api/traces``): µs times, tags, references."""
+def _jaeger_spans(traces: Sequence[Any], file: str, where: str, *,
+                  start: int = 0) -> list[OtelSpan]:
+    """Jaeger's own JSON (UI "Download", ``/api/traces``): µs times, tags, references.
+
+    ``start``: the index of the first trace in its list (errors name ``where[i]``).
+    """
     out = []
-    for i, tr in enumerate(traces):
+    for i, tr in enumerate(traces, start):
         wt = f"{where}[{i}]"
         if not isinstance(tr, dict) or not isinstance(tr.get("spans"), list):
             raise AdapterError("a Jaeger trace needs a 'spans' list", file=file,
@@ -320,6 +326,32 @@ def _loads(text: str | bytes, file: str, where: str) -> Any:
         raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file, field=where) from None
 
 
+def list_reader(first: Any, file: str, where: str,
+                trace_id: str = "") -> Callable[[Any, int], list[OtelSpan]]:
+    """How the items of a span list are read, decided by its first item (as a list).
+
+    Phoenix spans (``context``), Langfuse observations (``parentObservationId``, or
+    ``traceId`` with ``type``; ``trace_id`` for those naming none) or OTLP documents
+    (``resourceSpans``). ``where`` is the list's path (``data``, or ``""``).
+
+    Returns:
+        ``read(item, index)``: the spans of one item.
+
+    Raises:
+        AdapterError: none of these (naming ``<where>[0].context``).
+    """
+    if isinstance(first, dict) and "context" in first:
+        return lambda sp, i: [_phoenix_span(sp, file, f"{where}[{i}]")]
+    if isinstance(first, dict) and ("parentObservationId" in first or ("traceId" in first
+                                    and "type" in first)):
+        return lambda o, i: [_langfuse_span(o, file, f"{where}[{i}]", trace_id)]
+    if isinstance(first, dict) and ("resourceSpans" in first):
+        return lambda d, i: _document(d, file, f"{where}[{i}].")
+    raise AdapterError("not a span list: items need 'context' (Phoenix) or "
+                       "'parentObservationId' (Langfuse)", file=file,
+                       field=f"{where}[0].context")
+
+
 def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
     if isinstance(doc, dict):
         if "resourceSpans" in doc or "resource_spans" in doc:
@@ -344,16 +376,7 @@ def _document(doc: Any, file: str, where: str) -> list[OtelSpan]:
     if isinstance(doc, list):
         if not doc:
             return []
-        first = doc[0]
-        if isinstance(first, dict) and "context" in first:
-            return _phoenix_spans(doc, file, where.rstrip("."))
-        if isinstance(first, dict) and ("parentObservationId" in first or ("traceId" in first
-                                        and "type" in first)):
-            return _langfuse_spans(doc, file, where.rstrip("."))
-        if isinstance(first, dict) and ("resourceSpans" in first):
-            return [s for i, d in enumerate(doc) for s in _document(d, file, f"[{i}].")]
-        raise AdapterError("not a span list: items need 'context' (Phoenix) or "
-                           "'parentObservationId' (Langfuse)", file=file,
-                           field=f"{where}[0].context")
+        each = list_reader(doc[0], file, where.rstrip("."))
+        return [s for i, item in enumerate(doc) for s in each(item, i)]
     raise AdapterError(f"not OTLP JSON: a {type(doc).__name__}, not an object",
                        file=file, field="<root>")

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from icore._files import not_a_regular_file
 from icore.adapters._errors import AdapterError
+from icore.adapters._json_window import JsonWindow
 from icore.adapters._otel_readers import (
     _document,
     _jaeger_spans,
+    _langfuse_span,
     _loads,
     _otlp_span,
     _otlp_span_fast,
+    list_reader,
 )
 from icore.adapters._otel_values import OtelSpan, _kvs
 from icore.adapters._values import (
@@ -91,11 +94,7 @@ def _stream(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
         f.seek(0)
         yield from (_stream_otlp_fast(f, file, fast) if fast else _stream_otlp(f, file))
         return
-    if re.match(r'\s*\{\s*"data"\s*:\s*\[\s*\{', text_head) and '"traceID"' in text_head:
-        yield from _stream_items(f, file, "data.item", lambda tr, w: _jaeger_spans(
-            [tr], file, w))
-        return
-    yield from _document(_loads(f.read(), file, "<root>"), file, "")
+    yield from _stream_document(f, file)
 
 
 def _lines(f: IO[bytes]) -> Iterator[bytes]:
@@ -107,17 +106,6 @@ def _ijson_errors(file: str) -> tuple[type[BaseException], ...]:
     import ijson
 
     return (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError, RecursionError)
-
-
-def _stream_items(f: IO[bytes], file: str, prefix: str,
-                  each: Any) -> Iterator[OtelSpan]:
-    import ijson
-
-    try:
-        for i, item in enumerate(ijson.items(f, prefix, use_float=True)):
-            yield from each(item, f"data[{i}]")
-    except _ijson_errors(file) as exc:
-        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
 
 
 _RS_KEYS = (b'"resourceSpans"', b'"resource_spans"')
@@ -182,18 +170,6 @@ _SKELETON_MAX = 1 << 24
 """Most bytes outside the spans array for :func:`_array_items` (else ijson reads it all)."""
 
 
-_WINDOW = 1 << 20
-"""Bytes read at a time by :func:`_array_items`."""
-
-
-_WS = re.compile(r"[ \t\n\r]*")
-
-
-def _skip_ws(s: str, i: int) -> int:
-    m = _WS.match(s, i)
-    return m.end() if m is not None else i
-
-
 def _spans_array_at(f: IO[bytes]) -> int | None:
     """Byte offset just past the ``[`` of the one ``"spans": [`` key, else None."""
     head = b""
@@ -203,10 +179,6 @@ def _spans_array_at(f: IO[bytes]) -> int | None:
         if m is not None:
             return m.end()
     return None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 class _Skeleton:
@@ -233,79 +205,20 @@ class _Skeleton:
 def _array_items(f: IO[bytes], file: str, at: int, prefix: str) -> Iterator[Any]:
     """The items of the JSON array opening at byte ``at``, parsed by the stdlib's C scanner.
 
-    The text is decoded and scanned in 1 MiB windows (a window grows to hold an item bigger
-    than it), so memory stays bounded by the largest span; ``NaN``/``Infinity`` are refused
-    as ijson refuses them. Once the array ends, the rest of the document (with the array
-    emptied) is checked with ijson, so a malformed document is refused as on the ijson path,
-    and the emptied array must be the one at ``prefix``.
+    Read with a :class:`JsonWindow` (memory bounded by the largest span). Once the array
+    ends, the rest of the document (with the array emptied) is checked with ijson, so a
+    malformed document is refused as on the ijson path, and the emptied array must be the
+    one at ``prefix``.
 
     Raises:
         AdapterError: malformed JSON or not UTF-8 text.
     """
-    import codecs
-
     import ijson
 
     head = f.read(at)
-    dec = codecs.getincrementaldecoder("utf-8")()
-    rd = json.JSONDecoder(parse_constant=_no_constant).raw_decode
-    ws = _skip_ws
-    buf, pos, eof, want = "", 0, False, _WINDOW
-    read = at  # bytes read so far (the tail's offset follows from it)
-
-    def more() -> None:
-        nonlocal buf, pos, eof, want, read
-        chunk = f.read(max(want, len(buf) - pos))
-        read += len(chunk)
-        eof = not chunk
-        buf = buf[pos:] + dec.decode(chunk, final=eof)
-        pos = 0
-
-    try:
-        while True:
-            pos = ws(buf, pos)
-            while pos >= len(buf) and not eof:
-                more()
-                pos = ws(buf, pos)
-            if pos >= len(buf):
-                raise AdapterError("malformed JSON: the spans array is not closed", file=file,
-                                   field="<root>")
-            if buf[pos] == "]":
-                break
-            while True:
-                try:
-                    item, end = rd(buf, pos)
-                except ValueError:
-                    if eof:
-                        raise
-                    more()
-                    continue
-                if end < len(buf) or eof:
-                    break
-                more()  # a number could go on in the next window
-            yield item
-            pos = ws(buf, end)
-            while pos >= len(buf) and not eof:
-                more()
-                pos = ws(buf, pos)
-            if pos < len(buf) and buf[pos] == ",":
-                pos += 1
-                continue
-            if pos < len(buf) and buf[pos] == "]":
-                break
-            raise AdapterError("malformed JSON: expected ',' or ']' after a span", file=file,
-                               field="<root>")
-        pos += 1
-        tail_at = read - len(buf[pos:].encode("utf-8")) - len(dec.getstate()[0])
-    except AdapterError:
-        raise
-    except json.JSONDecodeError as exc:  # its position is within the window: not shown
-        raise AdapterError(f"malformed JSON in the spans array: {exc.msg}", file=file,
-                           field="<root>") from None
-    except ValueError as exc:  # not UTF-8, NaN/Infinity
-        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
-    except RecursionError:
-        raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
+    win = JsonWindow(f, file, at=at)
+    yield from win.items("a span")
+    tail_at = win.byte_offset()
     here = False
     for p, event, _v in ijson.parse(_Skeleton(f, head, tail_at), use_float=True):
         here = here or (p == prefix and event == "start_array")
@@ -373,9 +286,9 @@ def _stream_otlp(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
                                                                                rattrs, ""))
     except _ijson_errors(file) as exc:
         raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
-    if not seen_rs:  # "resourceSpans" was only text inside another format: read it whole
+    if not seen_rs:  # "resourceSpans" was only text inside another format
         f.seek(0)
-        yield from _document(_loads(f.read(), file, "<root>"), file, "")
+        yield from _stream_document(f, file, otlp=False)
 
 
 def _build(events: Iterator[tuple[str, str, Any]], event: str, value: Any = None) -> Any:
@@ -396,3 +309,163 @@ def _build(events: Iterator[tuple[str, str, Any]], event: str, value: Any = None
             if depth == 0:
                 return b.value
     raise AdapterError("truncated JSON", file="<stream>", field="<root>")
+
+
+# ------------------------------------------------- Phoenix, Langfuse and Jaeger documents
+_ARRAYS = ("data", "observations")
+"""Top-level members holding a Phoenix / Jaeger / Langfuse span list (in this order)."""
+
+
+_SUMMARIZED = (*_ARRAYS, "resourceSpans", "resource_spans")
+"""Top-level arrays :func:`_outline` reads item by item (big: never kept whole)."""
+
+
+def _stream_document(f: IO[bytes], file: str, *, otlp: bool = True) -> Iterator[OtelSpan]:
+    """A one-document export other than OTLP, streamed (issue 29).
+
+    A span list (Phoenix spans, Langfuse observations, OTLP documents) is read item by
+    item. An object (Phoenix's ``{"data": [...]}``, Jaeger's ``{"data": [{"traceID",
+    "spans"}]}``, a Langfuse trace with ``observations``) is read twice with the C scanner
+    in bounded memory: first its outline (member names, the first item of ``data`` /
+    ``observations``, the other members' values), which decides the format exactly as
+    the whole-document reader does (the last of duplicate names counts, as in
+    ``json.loads``); then the chosen list's items, converted one at a time. An OTLP
+    document found this way goes to the OTLP stream (``otlp=False``: it came from there).
+
+    Raises:
+        AdapterError: malformed JSON, or a document in none of the formats.
+    """
+    win = JsonWindow(f, file, encoding="utf-8-sig")
+    c = win.peek()
+    if c == "[":
+        win.pos += 1
+        yield from _read_list(win.items("a span"), file, "")
+        win.end()
+        return
+    if c != "{":  # a scalar: small, or malformed
+        f.seek(0)
+        yield from _document(_loads(f.read(), file, "<root>"), file, "")
+        return
+    m = _outline(win)
+    kind, value, nth = m.get("resourceSpans") or m.get("resource_spans") or ("", None, 0)
+    if kind == "list" and otlp:  # an OTLP document whose resourceSpans the head did not show
+        f.seek(0)
+        yield from _stream_otlp(f, file)
+        return
+    if kind:
+        raise AdapterError("resourceSpans must be a list", file=file, field="resourceSpans")
+    kind, value, _ = m.get("result", ("", None, 0))
+    if kind == "value" and isinstance(value, dict):  # Jaeger's OTLP API (api_v3)
+        yield from _document(value, file, "result.")
+        return
+    for key in _ARRAYS:
+        kind, value, nth = m.get(key, ("", None, 0))
+        if kind != "list":
+            continue
+        if value[2] == 0:  # an empty list: no spans
+            return
+        read = _item_reader(key, value, m, file)
+        f.seek(0)
+        for i, item in enumerate(_member_items(JsonWindow(f, file, encoding="utf-8-sig"),
+                                               key, nth)):
+            yield from read(item, i)
+        return
+    raise AdapterError("not OTLP JSON: no resourceSpans (nor a Phoenix span list or a "
+                       "Langfuse trace with observations)", file=file, field="resourceSpans")
+
+
+def _item_reader(key: str, summary: tuple[Any, bool, int],
+                 m: dict[str, tuple[str, Any, int]],
+                 file: str) -> Callable[[Any, int], list[OtelSpan]]:
+    """How the items of the top-level list ``key`` are read (as the whole-document reader).
+
+    Raises:
+        AdapterError: Langfuse observations that are ids only, or a ``data`` list in no
+            known format.
+    """
+    first, all_str, _ = summary
+    if key == "data" and isinstance(first, dict) and "spans" in first and (
+            "traceID" in first or "processes" in first):
+        return lambda tr, i: _jaeger_spans([tr], file, "data", start=i)
+    if key == "data":
+        return list_reader(first, file, "data")
+    if all_str:
+        raise AdapterError("observations are ids only: export the trace with its "
+                           "observations", file=file, field="observations")
+    tid = str(m["id"][1]) if "id" in m else ""
+    return lambda o, i: [_langfuse_span(o, file, f"observations[{i}]", tid)]
+
+
+def _read_list(items: Iterator[Any], file: str, where: str) -> Iterator[OtelSpan]:
+    """The spans of a span list's items, read as its first item decides (``list_reader``)."""
+    read = None
+    for i, item in enumerate(items):
+        if read is None:
+            read = list_reader(item, file, where)
+        yield from read(item, i)
+
+
+def _members(win: JsonWindow) -> Iterator[str]:
+    """The member names of the object at ``win``, each left for the caller to read."""
+    win.take("{", "expected an object")
+    if win.peek() == "}":
+        win.pos += 1
+        return
+    while True:
+        key = win.value()
+        if type(key) is not str:
+            raise win.error("member names must be strings")
+        win.take(":", "expected ':' after a member name")
+        yield key
+        c = win.peek()
+        if c == ",":
+            win.pos += 1
+        elif c == "}":
+            win.pos += 1
+            return
+        else:
+            raise win.error("expected ',' or '}' after a member")
+
+
+def _outline(win: JsonWindow) -> dict[str, tuple[str, Any, int]]:
+    """Name -> (``"list"`` or ``"value"``, summary or value, occurrence) of the top object.
+
+    A ``data`` / ``observations`` / ``resourceSpans`` array is summarized as (first item,
+    all items strings, item count), read item by item; other members are kept whole
+    (they are small in these formats). A repeated name keeps its last occurrence
+    (1-based), as ``json.loads`` does.
+    """
+    out: dict[str, tuple[str, Any, int]] = {}
+    seen: dict[str, int] = {}
+    for key in _members(win):
+        nth = seen[key] = seen.get(key, 0) + 1
+        if key in _SUMMARIZED and win.peek() == "[":
+            win.pos += 1
+            first: Any = None
+            all_str, count = True, 0
+            for item in win.items():
+                if not count:
+                    first = item
+                all_str = all_str and isinstance(item, str)
+                count += 1
+            out[key] = ("list", (first, all_str, count), nth)
+        else:
+            out[key] = ("value", win.value(), nth)
+    win.end()
+    return out
+
+
+def _member_items(win: JsonWindow, name: str, nth: int) -> Iterator[Any]:
+    """The items of the ``nth`` array named ``name`` of the top object (the rest skipped)."""
+    seen = 0
+    for key in _members(win):
+        seen += key == name
+        if win.peek() != "[":
+            win.value()
+            continue
+        win.pos += 1
+        if key == name and seen == nth:
+            yield from win.items()
+        else:
+            for _ in win.items():
+                pass

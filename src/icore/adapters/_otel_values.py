@@ -176,11 +176,20 @@ def _list(v: Any, file: str, where: str) -> list[Any]:
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested attribute maps (Phoenix) -> dotted keys (``llm.model_name``)."""
+    """Nested attribute maps (Phoenix) -> dotted keys (``llm.model_name``).
+
+    The dotted keys are shared across spans (:data:`_KEY_MEMO`).
+    """
     out: dict[str, Any] = {}
     if isinstance(obj, dict):
+        memo = _KEY_MEMO
         for k, v in obj.items():
             key = f"{prefix}.{k}" if prefix else str(k)
+            shared = memo.get(key)
+            if shared is not None:
+                key = shared
+            elif len(memo) < 4096:
+                memo[key] = key
             if isinstance(v, dict) and v:
                 out.update(_flatten(v, key))
             else:

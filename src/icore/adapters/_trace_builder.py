@@ -26,6 +26,7 @@ from icore.adapters._trace_places import NoteLog
 from icore.adapters._whowhen import CAPTAIN_AGENT
 from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
+    AssertionKind,
     DeclarationPackage,
     Effect,
     EventSpec,
@@ -79,6 +80,9 @@ class _XWriter:
         self.terminated = False
         self.answer_checked: bool | None = None
         """Whether the final answer was checked (None: no terminal marker yet)."""
+        # frozen values many items share, one object each (memory of long runs, issue 29)
+        self._cause: tuple[str, ...] = ()  # the last one-event causes tuple
+        self._node_values: dict[tuple[str, str | None], Any] = {}
 
     # -- helpers -----------------------------------------------------------------------
     batched: ClassVar[bool] = True
@@ -107,9 +111,15 @@ class _XWriter:
         eid = "task" if step is None else f"m{idx}"
         if step is not None and eid in self.state.events:
             eid = f"m{idx}.{type_}"
-        causes = (self.last_event,) if self.last_event is not None else ()
+        cause = self.last_event
         if step is not None and step.parent is not None and step.parent in self.step_events:
-            causes = (self.step_events[step.parent],)  # the recorded parent (e.g. a span's)
+            cause = self.step_events[step.parent]  # the recorded parent (e.g. a span's)
+        causes: tuple[str, ...] = ()
+        if cause is not None:
+            if self._cause and self._cause[0] == cause:
+                causes = self._cause  # siblings share their parent's tuple
+            else:
+                causes = self._cause = (cause,)
         ev = self.state.add_event(EventSpec(type_, self.agent(agent), {"step": idx, **fields},
                                         causes, eid))
         if step is not None and step.index not in self.step_events:
@@ -163,6 +173,16 @@ class _XWriter:
         m = self.state.metrics()
         self.timeline.append(step, m.snd, m.astab, m.cq, len(self.state.flags), self.stalls)
 
+    def node(self, oid: str, kind: str, parent: str | None) -> Effect:
+        """``Effect.node(oid, kind, parent=parent)``; equal values share one (frozen) dict."""
+        value = self._node_values.get((kind, parent))
+        if value is None:
+            e = Effect.node(oid, kind, parent=parent)
+            if len(self._node_values) < 4096:
+                self._node_values[(kind, parent)] = e.value
+            return e
+        return Effect(AssertionKind.NODE, oid, value)
+
     def new_obligation(self, oid: str, kind: str, *, parent: str | None, assignee: str,
                        events: Sequence[str], operation: str, proposer: str,
                        status: Status = Status.ASSIGNED, step: int | None = None) -> None:
@@ -173,20 +193,22 @@ class _XWriter:
         """
         x = self.state
         with self.batch() as b:  # one change: the obligation is evaluated once
-            b.import_assertion(Effect.node(oid, kind, parent=parent), events=events,
+            b.import_assertion(self.node(oid, kind, parent), events=events,
                                operation=operation, proposer=proposer)
             a = b.import_assertion(Effect.assign(oid, assignee), events=events,
                                    operation=operation, proposer=proposer)
             b.import_assertion(Effect.status(oid, status), events=events,
                                operation=operation, proposer=proposer)
-        if x.gain(oid) > x.decl.parameters.epsilon:
+        ev = x.evaluation(oid)  # evaluated as the batch left it: its gain is x.gain(oid)
+        gain = ev.gain if ev is not None else x.gain(oid)
+        if gain > x.decl.parameters.epsilon:
             decl = x.decl.agents.get(assignee)
             have = decl.capabilities.get(kind) if decl is not None else None
             self.diagnose(
                 "assignment", step, obligations=(oid,), assertions=(a.id,), events=events,
                 proposer=proposer,
                 detail=(f"{kind!r} work assigned to {assignee} (declared capability "
-                        f"{have if have is not None else 'none'}); gain {x.gain(oid):.2f} > ε"),
+                        f"{have if have is not None else 'none'}); gain {gain:.2f} > ε"),
             )
 
     def submit(self, s: Step, ev: str, oid: str, tools: tuple[str, ...]) -> None:

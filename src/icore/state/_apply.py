@@ -124,14 +124,14 @@ class Applier:
                     last[oid] = i
         for oid, i in last.items():
             due[i].append(oid)
-        for i, (e, step) in enumerate(zip(entries, steps, strict=True)):
-            t.defer = set()  # collects what apply would refresh; refreshed below
-            try:
+        t.defer = set()  # collects what apply would refresh; refreshed below instead
+        try:
+            for i, (e, step) in enumerate(zip(entries, steps, strict=True)):
                 self.apply(e, pre, step)
-            finally:
-                t.defer = None
-            if due[i]:
-                self._ev.refresh(due[i], pre)
+                if due[i]:
+                    self._ev.refresh(due[i], pre)
+        finally:
+            t.defer = None
 
     def apply(
         self,
@@ -156,7 +156,17 @@ class Applier:
         put = t.put
         if step is None and isinstance(body, TOUCHING):
             step = obligation_steps(self._source, [body])[0]
-        if isinstance(body, Committed):
+        # the trace import's bodies first (the branches are disjoint: final classes)
+        if isinstance(body, EventAdded):
+            put(t.events, body.event.id, body.event)
+        elif isinstance(body, AssertionImported):
+            assert step is not None
+            self._index_assertion(body.assertion, body.justification, step)
+        elif isinstance(body, CertificateImported):
+            self._add_cert(body.certificate)
+        elif isinstance(body, Note):
+            t.notes += 1  # a trial restores the counter
+        elif isinstance(body, Committed):
             assert step is not None
             for ev in body.events:
                 put(t.events, ev.id, ev)
@@ -195,30 +205,20 @@ class Applier:
                 put(t.revoked, cid, entry.seq)
             for aid in body.assertions:
                 t.sadd(t.tainted, aid)
-        elif isinstance(body, EventAdded):
-            put(t.events, body.event.id, body.event)
-        elif isinstance(body, AssertionImported):
-            assert step is not None
-            self._index_assertion(body.assertion, body.justification, step)
-        elif isinstance(body, CertificateImported):
-            self._add_cert(body.certificate)
-        elif isinstance(body, Note):
-            t.notes += 1  # a trial restores the counter
         else:  # pragma: no cover - exhaustive
             raise StateError("unknown entry body", kind=str(entry.kind))
         t.seq = entry.seq
         if t.keep_entries or t.undo is not None:
             t.entries.append(entry)
         if step is not None and step.obligations:
-            touched = list(dict.fromkeys(step.obligations))  # step order: W(X) reproducible
             self._install(step)
             if t.touched is not None:
                 for oid in step.obligations:
                     t.sadd(t.touched, oid)
             if t.defer is not None:
-                t.defer.update(touched)
-            else:
-                self._ev.refresh(touched, pre)
+                t.defer.update(step.obligations)
+            else:  # in step order: W(X) reproducible
+                self._ev.refresh(list(step.obligations), pre)
 
     def replay(self, entries: Iterable[LogEntry]) -> None:
         """Apply many entries, refreshing each touched obligation once at the end.
@@ -282,16 +282,22 @@ class Applier:
             t.sound_memo.pop(old, None)  # rarely asked again: keep the memo small
             oj = t.pi.get(old)
             if oj is not None:
+                by_cert = t.active_by_cert
                 for cid in oj.certificates:
-                    s = t.active_by_cert.get(cid)
-                    if s is not None:
-                        t.sdiscard(s, old)
-                        if not s:
-                            t.delete(t.active_by_cert, cid)
+                    had = by_cert.get(cid)
+                    if had is not None and old in had:
+                        rest = tuple(x for x in had if x != old)
+                        if rest:
+                            t.put(by_cert, cid, rest)
+                        else:
+                            t.delete(by_cert, cid)
         t.put(t.assertions, a.id, a)
         if j is not None:
             t.put(t.pi, a.id, j)
-            for cid in j.certificates:
-                t.dadd(t.active_by_cert, cid, a.id)
+            by_cert = t.active_by_cert
+            for cid in j.certificates:  # a tuple: a certificate backs one or two assertions
+                had = by_cert.get(cid, ())
+                if a.id not in had:
+                    t.put(by_cert, cid, (*had, a.id))
             for cited in j.cites:
                 t.dadd(t.cited_by, cited, a.id)

@@ -12,6 +12,7 @@ It reads X's tables and keeps the incrementally maintained evaluations and metri
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from math import copysign
 
 from icore.state._errors import StateInputError
 from icore.state._interfaces import (
@@ -41,6 +42,10 @@ from icore.state._xmodel import (
 )
 
 _ZERO = 0
+SOUND_MEMO_MAX = 1 << 16
+"""Most memoized assertion verdicts kept (then the memo starts over): an obligation is
+evaluated again only while it changes, so old verdicts are rarely asked for again and a
+long run's memo would otherwise hold one entry per assertion (issue 29)."""
 
 
 class Evaluation:
@@ -56,7 +61,7 @@ class Evaluation:
         decl: the declaration package D.
     """
 
-    __slots__ = ("_assertions", "_certs", "_eval", "_events", "_obligations", "_pi",
+    __slots__ = ("_assertions", "_certs", "_eval", "_evals", "_events", "_obligations", "_pi",
                  "_revoked", "_sound_memo", "_sums", "_t", "_tainted", "decl")
 
     def __init__(self, tables: Tables, decl: DeclarationPackage) -> None:
@@ -73,6 +78,8 @@ class Evaluation:
         self._sound_memo = tables.sound_memo
         self._eval = tables.eval
         self._sums = tables.sums
+        # equal evaluations share one (frozen) object: most obligations evaluate alike
+        self._evals: dict[tuple[bool, bool, bool, float, float], ObligationEval] = {}
 
     # ------------------------------------------------------------------ soundness
     def assertion_sound(self, assertion_id: str) -> bool:
@@ -82,8 +89,8 @@ class Evaluation:
         in Ω and declares an effect of the assertion's kind; every certificate exists, is
         active and passed; the operation's required certificate kinds are present; the
         assertions it cited were sound when it was committed; and no revocation has reached
-        it, directly or through the assertions it cites (docs/state.md). Memoized; a
-        revocation clears the memo.
+        it, directly or through the assertions it cites (docs/state.md). Memoized (at most
+        :data:`SOUND_MEMO_MAX` verdicts); a revocation clears the memo.
         """
         memo = self._sound_memo.get(assertion_id)
         if memo is not None:
@@ -92,6 +99,8 @@ class Evaluation:
         if a is None:
             return False
         out = self._assertion_sound(a)
+        if len(self._sound_memo) >= SOUND_MEMO_MAX:  # a cache: clearing it is always safe
+            self._sound_memo.clear()
         self._sound_memo[assertion_id] = out
         return out
 
@@ -284,15 +293,17 @@ class Evaluation:
         """Evaluate ``o`` given its checked weight and gain (calls no interface)."""
         in_w = o.required_root or o.status not in CLOSED_STATUSES
         sound = self._sound(o)
-        wf = fixed(w)
-        return ObligationEval(
-            in_w=in_w,
-            weight=wf,
-            sound=sound,
-            stable=g <= self.decl.parameters.epsilon,
-            gain=g,
-            weighted_gain=wf * fixed(g) if g > 0 else 0,
-        )
+        stable = g <= self.decl.parameters.epsilon
+        if (w == 0.0 and copysign(1.0, w) < 0) or (g == 0.0 and copysign(1.0, g) < 0):
+            # -0.0 == 0.0: keep a negative zero out of the shared objects
+            return ObligationEval(in_w=in_w, weight=w, sound=sound, stable=stable, gain=g)
+        key = (in_w, sound, stable, w, g)
+        ev = self._evals.get(key)
+        if ev is None:
+            ev = ObligationEval(in_w=in_w, weight=w, sound=sound, stable=stable, gain=g)
+            if len(self._evals) < 4096:
+                self._evals[key] = ev
+        return ev
 
     # ------------------------------------------------------------------ metrics
     def refresh(

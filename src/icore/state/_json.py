@@ -41,6 +41,10 @@ def _plain(value: object, depth: int) -> bool:
             tv = type(v)
             if tv is str or tv is bool or v is None:
                 continue
+            if tv is int:
+                if -_INT_BOUND < v < _INT_BOUND:
+                    continue
+                return False
             if not _plain(v, depth + 1):
                 return False
         return True
@@ -60,6 +64,15 @@ def _plain(value: object, depth: int) -> bool:
     if isinstance(value, list | tuple):
         return all(_plain(v, depth + 1) for v in value)
     return False
+
+
+def is_plain(value: object) -> bool:
+    """``value`` is surely plain JSON, checked without encoding (False: not sure).
+
+    True only for strings, ints, bools, None, finite floats and lists/tuples/str-keyed
+    dicts of them, up to 32 levels deep: what the strict encoder surely accepts.
+    """
+    return _plain(value, 0)
 
 
 def is_json(value: object) -> bool:

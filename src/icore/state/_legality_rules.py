@@ -15,7 +15,7 @@ from typing import Protocol
 
 from icore.state._components import EffectTemplate, OperationDecl, ValidatorInput
 from icore.state._entries import Body
-from icore.state._json import is_json
+from icore.state._json import is_json, is_plain
 from icore.state._view import DeclarationLike, StateView
 from icore.state._xmodel import (
     JSON,
@@ -100,7 +100,10 @@ def check_event(
     for c in spec.causes:
         if c not in state.events and c not in pending:
             return (ReasonCode.INVALID_EVENT, f"event {eid!r} has unknown cause {c!r}")
-    if not all(isinstance(k, str) for k in spec.fields) or not is_json(dict(spec.fields)):
+    f = spec.fields
+    if type(f) is dict and is_plain(f):  # str keys and plain values: JSON, no copy needed
+        return None
+    if not all(isinstance(k, str) for k in f) or not is_json(dict(f)):
         return (ReasonCode.INVALID_EVENT, f"event {eid!r} fields are not JSON")
     return None
 
@@ -117,6 +120,17 @@ class EffectView(Protocol):
     def obligations(self) -> Mapping[str, Obligation]:
         """Q's obligations."""
         ...
+
+
+_ASSERTABLE = frozenset(Status) - {Status.REPAIR_PENDING}
+
+
+def _assertable(value: object) -> bool:
+    """``value`` equals a status other than ``repair_pending`` (as ``==`` compares)."""
+    try:
+        return value in _ASSERTABLE
+    except TypeError:  # unhashable: equal to no status
+        return False
 
 
 def check_effect_value(
@@ -140,7 +154,7 @@ def check_effect_value(
             if r not in known and r not in new_obligations:
                 return (ReasonCode.UNKNOWN_OBLIGATION, f"node refers to unknown obligation {r!r}")
     elif e.kind == AssertionKind.STATUS:
-        if e.value not in Status.__members__.values() or e.value == Status.REPAIR_PENDING:
+        if not _assertable(e.value):
             return (ReasonCode.EFFECT_MISMATCH, f"{e.value!r} is not an assertable status")
     elif e.kind == AssertionKind.ASSIGNEE:
         if e.value is not None and e.value not in state.decl.agents:

@@ -202,6 +202,16 @@ class Queries:
             KeyError: another prefix.
         """
         t = self._t
-        sizes: dict[str, Sized] = {"a": t.assertions, "c": t.certs, "f": t.flags}
-        base = len(sizes[prefix])
+        table: Sized
+        if prefix == "a":
+            table = t.assertions
+        elif prefix == "c":
+            table = t.certs
+        elif prefix == "f":
+            table = t.flags
+        else:
+            raise KeyError(prefix)
+        base = len(table)
+        if count == 1:  # the usual call
+            return [f"{prefix}{base + 1}"]
         return [f"{prefix}{base + i + 1}" for i in range(count)]

@@ -28,7 +28,7 @@ method, documented there (docs/state.md).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from types import MappingProxyType
 
 from icore._clock import Clock, ManualClock
@@ -436,7 +436,7 @@ class State:
                                               certificates=certificates, cites=cites,
                                               proposer=proposer, justified=justified)
 
-    def import_batch(self) -> AbstractContextManager[ImportBatch]:
+    def import_batch(self) -> ImportBatch:
         """Many imported items as one change (:meth:`TrustedImport.import_batch`, issue 29)."""
         return self._trusted.import_batch()
 

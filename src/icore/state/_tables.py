@@ -70,7 +70,7 @@ class Tables:
         self.certs: dict[str, Certificate] = {}
         self.revoked: dict[str, int] = {}  # cid -> seq of the revocation entry
         self.certs_by_key: dict[str, set[str]] = {}
-        self.active_by_cert: dict[str, set[str]] = {}  # cid -> active aids citing it
+        self.active_by_cert: dict[str, tuple[str, ...]] = {}  # cid -> active aids citing it
         self.revoked_dep: dict[str, set[str]] = {}  # oid -> active aids with revoked certs
         # proposals and flags
         self.proposals: set[str] = set()

@@ -129,56 +129,55 @@ def obligation_steps(
     added: dict[str, Assertion] = {}
     revoked: set[str] = set()  # certificates revoked by earlier bodies of this change
     steps: list[ObligationStep | None] = []
+
+    def touch(oid: str, step: ObligationStep) -> tuple[Obligation, set[str]]:
+        o = step.obligations.get(oid)
+        if o is None:
+            prev = latest.get(oid)
+            o = _copy(prev if prev is not None else source.obligation_now(oid))
+            d = set(deps[oid] if oid in deps else source.revoked_dependents(oid))
+            step.obligations[oid] = latest[oid] = o
+            step.dependents[oid] = deps[oid] = d
+        return o, step.dependents[oid]
+
+    def assertion(a: Assertion, j: Justification | None, step: ObligationStep) -> None:
+        added[a.id] = a
+        if a.kind == AssertionKind.NODE:
+            o = new_obligation(a)
+            step.obligations[o.id] = latest[o.id] = o
+            step.dependents[o.id] = deps[o.id] = set()
+            step.created.append(o.id)
+        o, d = touch(a.obligation, step)
+        old = o.active.get((str(a.kind), a.key))
+        if old is not None:
+            step.supersedes[a.id] = old
+            if d:
+                d.discard(old)
+                if not d:
+                    o.repair_pending = False
+        set_slot(o, a)
+        if j is not None:
+            for cid in j.certificates:
+                if cid in revoked or source.is_revoked(cid):
+                    d.add(a.id)
+                    o.repair_pending = True
+
     for body in bodies:
         if not isinstance(body, TOUCHING):
             steps.append(None)
             continue
         step = ObligationStep()
         steps.append(step)
-
-        def touch(oid: str, step: ObligationStep = step) -> tuple[Obligation, set[str]]:
-            o = step.obligations.get(oid)
-            if o is None:
-                prev = latest.get(oid)
-                o = _copy(prev if prev is not None else source.obligation_now(oid))
-                d = set(deps[oid] if oid in deps else source.revoked_dependents(oid))
-                step.obligations[oid] = latest[oid] = o
-                step.dependents[oid] = deps[oid] = d
-            return o, step.dependents[oid]
-
-        def assertion(a: Assertion, j: Justification | None,
-                      step: ObligationStep = step) -> None:
-            added[a.id] = a
-            if a.kind == AssertionKind.NODE:
-                o = new_obligation(a)
-                step.obligations[o.id] = latest[o.id] = o
-                step.dependents[o.id] = deps[o.id] = set()
-                step.created.append(o.id)
-            o, d = touch(a.obligation)
-            old = o.active.get((str(a.kind), a.key))
-            if old is not None:
-                step.supersedes[a.id] = old
-                if d:
-                    d.discard(old)
-                    if not d:
-                        o.repair_pending = False
-            set_slot(o, a)
-            if j is not None:
-                for cid in j.certificates:
-                    if cid in revoked or source.is_revoked(cid):
-                        d.add(a.id)
-                        o.repair_pending = True
-
-        if isinstance(body, Committed):
+        if isinstance(body, AssertionImported):
+            assertion(body.assertion, body.justification, step)
+        elif isinstance(body, Committed):
             for a in body.assertions:
-                assertion(a, body.justification)
-        elif isinstance(body, AssertionImported):
-            assertion(body.assertion, body.justification)
+                assertion(a, body.justification, step)
         else:  # Revoked
             revoked.update(body.certificates)
             for aid in body.assertions:
                 a = added.get(aid) or source.assertion_now(aid)
-                o, d = touch(a.obligation)
+                o, d = touch(a.obligation, step)
                 o.repair_pending = True
                 d.add(aid)
     return steps

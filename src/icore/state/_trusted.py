@@ -10,8 +10,7 @@ names (:mod:`icore.state._trusted_import`), and soundness is computed honestly a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from icore.state._entries import FlagRaised, FlagResolved, LogEntry, Note
 from icore.state._errors import StateInputError
@@ -108,21 +107,19 @@ class TrustedImport:
         self._record([body])
         return body.assertion
 
-    @contextmanager
-    def import_batch(self) -> Iterator[ImportBatch]:
+    def import_batch(self) -> ImportBatch:
         """Many certificates and assertions as one change (see ``State.import_batch``).
 
-        Yields:
-            The batch to add items to; recorded when the block ends without an exception.
+        Returns:
+            The batch, a context manager: items added in its block are recorded when the
+            block ends without an exception (an exception writes nothing).
 
         Raises:
             StateInputError: an item names something that does not exist.
             InterfaceError: an interface misbehaved on a touched obligation.
             LogError: the log refused the entries.
         """
-        b = ImportBatch(self._x, self._record)
-        yield b
-        b.commit()
+        return ImportBatch(self._x, self._record)
 
     def raise_flag(
         self,

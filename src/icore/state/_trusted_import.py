@@ -10,6 +10,7 @@ they change nothing (the state records the bodies, the same way as any change).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Protocol
 
 from icore.state._entries import (
@@ -173,12 +174,12 @@ def assertion_body(
     a = Assertion(
         id=x.next_ids("a", 1)[0],
         obligation=effect.obligation,
-        kind=AssertionKind(effect.kind),
+        kind=effect.kind if type(effect.kind) is AssertionKind else AssertionKind(effect.kind),
         key=effect.key,
         value=effect.value,
         proposer=proposer,
         proposal=None,
-        cited_sound=all(x.is_active(c) and x.assertion_sound(c) for c in cites),
+        cited_sound=not cites or all(x.is_active(c) and x.assertion_sound(c) for c in cites),
     )
     j = (
         Justification(tuple(events), operation, tuple(certificates), tuple(cites))
@@ -236,7 +237,10 @@ class _BatchView:
 
     def next_ids(self, prefix: str, count: int) -> list[str]:
         """The next ``count`` ids for ``a``/``c``/``f``, after the pending items' ids."""
-        n = {"a": len(self.pending_assertions), "c": len(self.pending_certs)}.get(prefix, 0)
+        n = (len(self.pending_assertions) if prefix == "a" else
+             len(self.pending_certs) if prefix == "c" else 0)
+        if not n:
+            return self._x.next_ids(prefix, count)
         return self._x.next_ids(prefix, n + count)[n:]
 
     def is_active(self, assertion_id: str) -> bool:
@@ -260,7 +264,9 @@ class ImportBatch:
     the last item touching it leaves it, instead of once per item; interfaces are called
     once per obligation). Atomic: if an item is refused or an interface misbehaves,
     nothing of the batch is written. An assertion that cites assertions first commits
-    the items before it (the citations are then checked against X itself).
+    the items before it (the citations are then checked against X itself). A context
+    manager: the items of its block are committed when the block ends without an
+    exception.
 
     Built by :meth:`State.import_batch <icore.state.State.import_batch>`.
     """
@@ -270,6 +276,7 @@ class ImportBatch:
         self._record = record
         self._bodies: list[Body] = []
         self._pending: _BatchView | None = None  # built on the first item
+        self._last_j: Justification | None = None  # shared by equal justifications
 
     @property
     def _view(self) -> _BatchView:
@@ -279,6 +286,14 @@ class ImportBatch:
 
     def __len__(self) -> int:
         return len(self._bodies)
+
+    def __enter__(self) -> ImportBatch:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:  # an exception in the block writes nothing
+            self.commit()
 
     def import_certificate(
         self,
@@ -327,6 +342,12 @@ class ImportBatch:
         body = assertion_body(self._view, effect, events=events, operation=operation,
                               certificates=certificates, cites=cites, proposer=proposer,
                               justified=justified)
+        j, last = body.justification, self._last_j
+        if j is not None:  # the items of a batch usually share one (frozen): one object
+            if last is not None and j == last:
+                body = AssertionImported(body.assertion, last)
+            else:
+                self._last_j = j
         a = body.assertion
         self._view.pending_assertions[a.id] = a
         if a.kind == AssertionKind.NODE:

@@ -33,6 +33,10 @@ class Status(enum.StrEnum):
     REPAIR_PENDING = "repair_pending"
 
 
+_STATUS_VALUE: dict[str, str] = {s: str(s) for s in Status}
+"""Each status as a plain string, one object each (a status effect's value)."""
+
+
 CLOSED_STATUSES = frozenset({Status.SETTLED, Status.SUPERSEDED})
 """Statuses that take an obligation out of W(X) unless it is a required root (design.md 4.3)."""
 
@@ -213,7 +217,12 @@ class Effect:
     @classmethod
     def status(cls, obligation: str, status: Status | str) -> Effect:
         """Set the status of ``obligation``."""
-        return cls(AssertionKind.STATUS, obligation, str(Status(status)))
+        try:
+            value = _STATUS_VALUE.get(status)
+        except TypeError:  # unhashable: Status() says why
+            value = None
+        return cls(AssertionKind.STATUS, obligation,
+                   value if value is not None else _STATUS_VALUE[Status(status)])
 
     @classmethod
     def assign(cls, obligation: str, agent: str | None) -> Effect:

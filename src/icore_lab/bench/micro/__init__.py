@@ -11,6 +11,7 @@ Module map:
                     (``_peers_systems``: the peers; ``_peers_icore``: icore's service)
 ``_otel``           ``icore bench otel``: OpenTelemetry export and import
 ``_import_bench``   ``icore bench import``: streamed import of big traces (time, RSS)
+``_import_inputs``  its inputs: big OTLP / Phoenix / Langfuse / JSONL traces
 ``_state_bench``    ``icore bench state``: the iCORE state (design.md 4.4)
 ``_seam_bench``     ``icore bench integrations``: fenced vs unfenced calls (issue 28)
 ``_loopback``       free ports, waiting for a listener, a byte-counting relay

@@ -1,0 +1,142 @@
+"""Windowed JSON reading of a binary file with the standard library's C scanner (issue 29).
+
+:class:`JsonWindow` decodes a file's UTF-8 text a window (1 MiB) at a time and parses one
+JSON value at a time with ``json.JSONDecoder.raw_decode``; the streaming readers of the
+OpenTelemetry importer walk a document's outer structure with it (an array's items, an
+object's members) without holding the document: memory stays bounded by the window and
+the largest value parsed at once (one span). ``NaN``/``Infinity`` are refused as ijson
+refuses them; every problem is an :class:`AdapterError` naming the file.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterator
+from typing import IO, Any
+
+from icore.adapters._errors import AdapterError
+
+WINDOW = 1 << 20
+"""Bytes read at a time (a window grows to hold a value bigger than it)."""
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class JsonWindow:
+    """The text of a binary file from byte ``at`` on, parsed one value at a time.
+
+    Args:
+        f: the file, positioned at byte ``at``.
+        file: its name (for errors).
+        at: the byte offset ``f`` is at.
+        encoding: ``utf-8`` (or ``utf-8-sig`` from the start of a file: a BOM is skipped).
+
+    Raises (every method):
+        AdapterError: malformed JSON, not UTF-8 text, ``NaN``/``Infinity``, nesting too deep.
+    """
+
+    __slots__ = ("_dec", "_f", "_rd", "_want", "buf", "eof", "file", "pos", "read")
+
+    def __init__(self, f: IO[bytes], file: str, *, at: int = 0,
+                 encoding: str = "utf-8") -> None:
+        self._f = f
+        self.file = file
+        self._dec = codecs.getincrementaldecoder(encoding)()
+        self._rd = json.JSONDecoder(parse_constant=_no_constant).raw_decode
+        self._want = WINDOW
+        self.buf, self.pos, self.eof, self.read = "", 0, False, at
+
+    def _more(self) -> None:
+        try:
+            chunk = self._f.read(max(self._want, len(self.buf) - self.pos))
+            self.read += len(chunk)
+            self.eof = not chunk
+            self.buf = self.buf[self.pos:] + self._dec.decode(chunk, final=self.eof)
+        except ValueError as exc:  # not UTF-8
+            raise AdapterError(f"malformed JSON: {exc}", file=self.file,
+                               field="<root>") from None
+        self.pos = 0
+
+    def error(self, problem: str) -> AdapterError:
+        """A malformed-document error naming the file."""
+        return AdapterError(f"malformed JSON: {problem}", file=self.file, field="<root>")
+
+    def peek(self) -> str:
+        """Skip whitespace; the next character, or ``""`` at the end of the file."""
+        m = _WS.match(self.buf, self.pos)
+        self.pos = m.end() if m is not None else self.pos
+        while self.pos >= len(self.buf) and not self.eof:
+            self._more()
+            m = _WS.match(self.buf, self.pos)
+            self.pos = m.end() if m is not None else self.pos
+        return self.buf[self.pos] if self.pos < len(self.buf) else ""
+
+    def take(self, ch: str, what: str) -> None:
+        """Consume ``ch`` (after whitespace), else a malformed-JSON error saying ``what``."""
+        if self.peek() != ch:
+            raise self.error(what)
+        self.pos += 1
+
+    def value(self) -> Any:
+        """Parse the next JSON value (a window never cuts it: it grows until it parses)."""
+        if (self.pos >= len(self.buf) or self.buf[self.pos] in " \t\n\r") and not self.peek():
+            raise self.error("unexpected end of the document")
+        while True:
+            try:
+                item, end = self._rd(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    raise self.error(exc.msg) from None
+                self._more()
+                continue
+            except ValueError as exc:  # NaN / Infinity
+                raise self.error(str(exc)) from None
+            except RecursionError:
+                raise AdapterError("JSON nested too deeply", file=self.file,
+                                   field="<root>") from None
+            if end < len(self.buf) or self.eof:
+                self.pos = end
+                return item
+            self._more()  # a number could go on in the next window
+
+    def items(self, what: str = "an item") -> Iterator[Any]:
+        """The items of the array whose ``[`` was just consumed, one at a time (then ``]``)."""
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            yield self.value()
+            pos = self.pos  # the usual case, a comma right after the item, without peek()
+            if pos < len(self.buf) and self.buf[pos] == ",":
+                self.pos = pos + 1
+                continue
+            c = self.peek()
+            if c == ",":
+                self.pos += 1
+                continue
+            if c == "]":
+                self.pos += 1
+                return
+            if not c:
+                raise self.error("an array is not closed")
+            raise self.error(f"expected ',' or ']' after {what}")
+
+    def byte_offset(self) -> int:
+        """Bytes of the file before the current position (the text after it re-encoded)."""
+        return self.read - len(self.buf[self.pos:].encode("utf-8")) - len(
+            self._dec.getstate()[0])
+
+    def end(self) -> None:
+        """Only whitespace may follow (as ``json.loads`` requires)."""
+        if self.peek():
+            raise self.error("extra data after the document")
+
+
+__all__ = ["WINDOW", "JsonWindow"]
