@@ -189,7 +189,8 @@ def _dumps(doc: Any, indent: int | None = None) -> str:
     import json
     import re
 
-    text = json.dumps(doc, ensure_ascii=False, indent=indent)  # NaN/Infinity as JSON5 tokens, like main saw
+    # NaN/Infinity as JSON5 tokens, like main saw
+    text = json.dumps(doc, ensure_ascii=False, indent=indent)
     # a lone surrogate can only be written as its JSON escape (valid JSON, issue 29)
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
