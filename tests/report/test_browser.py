@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from icore._files import WRITTEN
 from icore.adapters import audit_trace, parse_jsonl, parse_magentic_one
 from icore.attribution import attribute
 from icore.live import default_manifest, run_live
@@ -367,7 +368,8 @@ def test_audit_report_in_chromium(browser: Browser, magentic: dict[str, Any],
     page = render_report(view_from_audit(r, attribution=attribute(r), index_href="index.html"),
                          out)
     render_index(index_from_audits([r]), out)
-    assert sorted(p.name for p in out.iterdir()) == sorted([page.name, "index.html"])
+    # the pages, and the ledger of what icore wrote there (it never overwrites other files)
+    assert sorted(p.name for p in out.iterdir()) == sorted([page.name, "index.html", WRITTEN])
     browser.open(page)
     assert browser.problems() == []
     n = browser.eval("""[document.querySelectorAll('#obligation-graph .node').length,
