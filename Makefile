@@ -70,7 +70,7 @@ $(CREW_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-crewai: $(CREW_VENV)/.installed
-	$(CREW_VENV)/bin/pytest -p no:cacheprovider tests/integrations/test_crewai.py
+	$(CREW_VENV)/bin/pytest -p no:cacheprovider tests/integrations/test_crewai*.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples

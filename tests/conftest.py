@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,31 @@ settings.register_profile("mutation", parent=settings.get_profile("icore"), max_
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "icore"))
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _sigint_left_as_found() -> Any:
+    """Fail a test that leaves SIGINT handled, ignored or blocked differently.
+
+    A child process inherits an ignored or blocked SIGINT across exec, so a test that
+    leaks one makes a later Ctrl-C test's ``icore run`` deaf to Ctrl-C. The leak is put
+    back and the leaking test is named.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    now_handler = signal.getsignal(signal.SIGINT)
+    now_blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if now_handler is not handler or now_blocked != blocked:
+        signal.signal(signal.SIGINT, handler)  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_BLOCK if blocked else signal.SIG_UNBLOCK,
+                               {signal.SIGINT})
+        pytest.fail(f"the test left SIGINT changed: handler {handler!r} -> {now_handler!r}, "
+                    f"blocked {blocked} -> {now_blocked}; restore it in the test",
+                    pytrace=False)
 
 
 def _shared_data() -> Path:
@@ -160,7 +187,6 @@ def write_json(tmp_path: Path) -> Callable[[Any, str], Path]:
 # --------------------------------------------------------------------------------------
 # A local OpenAI-compatible fake server (test code, 127.0.0.1 only)
 # --------------------------------------------------------------------------------------
-import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402

@@ -47,10 +47,10 @@ PINNED = {
         "PolicyError", "PolicyStrategy", "PolicyValidator", "Propagation", "ProtectedTool",
         "QuorumHeads", "Reads", "Reason", "RecordFetches", "RecordRef", "Replan",
         "ReplanRequest", "Replanner", "TeamContext", "ThreadedOwners", "Validator",
-        "action_record", "action_status", "apply_fail_open", "args_digest", "arun_gate",
-        "avalidate", "bind_action", "canonical_args", "installed_heads", "judge_action",
-        "make_check", "make_validator", "nonblocking", "protected", "replica_service",
-        "run_gate", "strategy", "validate",
+        "action_ran", "action_record", "action_status", "apply_fail_open", "args_digest",
+        "arun_gate", "avalidate", "bind_action", "canonical_args", "installed_heads",
+        "judge_action", "make_check", "make_validator", "nonblocking", "protected",
+        "replica_service", "run_gate", "strategy", "validate",
     ],
     "icore.net.nats": [
         "ADMIN_IDENTITY", "BARRIER_TOKEN", "DEFAULT_PREFIX", "MAX_COMMIT_RETRIES",
@@ -85,8 +85,9 @@ PINNED = {
     ],
     "icore.cli.inputs": [
         "FAIL_EXIT", "OutputFile", "check_otlp_endpoint", "fail_conditions", "otlp_file_target",
-        "output_file", "positive_number", "positive_seconds", "positive_seconds_or_none",
-        "refuse_input_as_output", "refuse_non_folder", "refuse_special_file",
+        "otlp_undelivered", "output_file", "positive_number", "positive_seconds",
+        "positive_seconds_or_none", "refuse_input_as_output", "refuse_inputs_inside",
+        "refuse_non_folder", "refuse_special_file", "same_file",
     ],
     "icore.integrations": [
         "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
@@ -94,10 +95,11 @@ PINNED = {
         "signature_model",
     ],
     "icore.workspace": [
-        "ACTION_PREFIX", "APPROVAL_FIELD", "ARGS_NOT_JSON", "FACT_TYPE", "NOT_READ",
-        "REJECTED", "Agent", "Answer", "ApprovalBook", "ApprovalRequest", "Approver",
-        "AsyncUserReplanner", "Call", "RunningCall", "Scope", "Stale", "UserReplanner",
-        "Verdict", "Workspace", "WorkspaceError", "read_answer", "running_call",
+        "ACTION_PREFIX", "APPROVAL_FIELD", "ARGS_NOT_JSON", "DECLINE", "FACT_TYPE",
+        "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer", "ApprovalBook",
+        "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "FactNotWritten",
+        "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner", "Verdict",
+        "Workspace", "WorkspaceError", "read_answer", "running_call",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [
@@ -116,7 +118,7 @@ PINNED = {
         "GatewayManifest", "GatewayManifestError", "GatewayTrace", "Route", "SessionView",
         "StoreSpec", "ToolSpec", "Upstream", "UpstreamError", "UpstreamSpec", "Verdict",
         "describe", "expand_deps", "load_manifest", "manifest_from_dict", "run_bench", "serve_http",
-        "serve_stdio",
+        "serve_stdio", "ClientSpec", "HttpSpec", "StaticTokens", "token_verifier",
     ],
 }
 

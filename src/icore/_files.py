@@ -8,17 +8,25 @@ directory), without opening it. The loaders wrap the answer in their own typed e
 :func:`move_aside` keeps an earlier run's folder instead of mixing or overwriting it;
 :func:`make_room` moves only a folder icore created (it holds the :data:`MARKER` file
 written by :func:`mark_folder`) and refuses any other folder holding a run's files, so
-a user's own folder is never renamed (issue 29).
+a user's own folder is never renamed (issue 29). :func:`write_owned` writes a file into
+a folder the user may share with icore (``icore audit --out``, a run folder) only when
+nothing is there yet or the file there is one icore wrote and nobody changed since (the
+:data:`WRITTEN` ledger); anything else (the user's trace, a symlink, a changed report)
+is refused, never overwritten (issue 29).
 
-Pure stdlib (``os``, ``stat``) and no icore import: every layer may use this module.
+Pure stdlib (``os``, ``stat``, ``hashlib``) and no icore import: every layer may use
+this module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
 import os
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
@@ -98,7 +106,162 @@ def make_room(folder: Path, *, run_files: tuple[str, ...] = ()) -> Path | None:
         "create: give a new or empty folder", str(folder))
 
 
-__all__ = ["MARKER", "make_room", "mark_folder", "not_a_regular_file"]
+WRITTEN = ".icore-files"
+"""Ledger icore keeps in each folder it writes files into: one ``<sha256>  <name>`` line
+per file it wrote there (the ``sha256sum`` format; the last line of a name wins)."""
+
+_LEDGERS: dict[str, tuple[tuple[int, int, int], dict[str, str], int]] = {}
+"""Parsed ledgers by real folder path: (stat signature, name -> digest, lines)."""
+_LEDGER_LOCK = threading.Lock()
+
+
+def _ledger(folder: Path) -> tuple[dict[str, str], int]:
+    """The folder's :data:`WRITTEN` ledger (name -> sha256 hex) and its line count."""
+    p = folder / WRITTEN
+    try:
+        st = os.stat(p)
+    except OSError:
+        return {}, 0
+    sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+    key = os.path.realpath(folder)
+    hit = _LEDGERS.get(key)
+    if hit is not None and hit[0] == sig:
+        return hit[1], hit[2]
+    book: dict[str, str] = {}
+    lines = 0
+    try:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                lines += 1
+                digest, sep, name = line.rstrip("\n").partition("  ")
+                if sep and len(digest) == 64:
+                    book[name] = digest
+    except OSError:
+        return {}, 0
+    _LEDGERS[key] = (sig, book, lines)
+    return book, lines
+
+
+def _digest_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def foreign_file(path: Path) -> str | None:
+    """Why icore must not replace ``path``, or None when it may.
+
+    None when nothing is at ``path``, or when it is a regular file that the folder's
+    :data:`WRITTEN` ledger lists with its current content (icore wrote it, in this run or
+    an earlier one, and nobody changed it since). Symlinks are not followed.
+
+    Returns:
+        The problem, without the path, e.g. ``"was not written by icore"``.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return f"cannot be checked ({exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    recorded = _ledger(path.parent)[0].get(path.name)
+    if recorded is None:
+        return f"was not written by icore (not listed in {WRITTEN})"
+    try:
+        if _digest_of(path) != recorded:
+            return "was changed since icore wrote it"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    return None
+
+
+def refuse_foreign(paths: Iterable[Path]) -> None:
+    """Raise for the first of ``paths`` that :func:`write_owned` would refuse.
+
+    Lets a command refuse before it writes anything, not after its first files.
+
+    Raises:
+        FileExistsError: naming every such path (the first five) and why, and what to do.
+    """
+    bad = [(p, why) for p in paths if (why := foreign_file(p)) is not None]
+    if bad:
+        named = "; ".join(f"{p} {why}" for p, why in bad[:5])
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+        raise FileExistsError(errno.EEXIST, f"{named}{more}; icore never overwrites a file "
+                              "it did not write: move it away or give another output "
+                              "folder", str(bad[0][0]))
+
+
+def _foreign_message(path: Path, why: str) -> str:
+    return (f"{path} {why}; icore never overwrites a file it did not write: move it "
+            "away or give another output folder")
+
+
+def write_owned(path: Path, data: bytes) -> Path:
+    """Write ``data`` at ``path`` unless something icore did not write is there.
+
+    The bytes go to a temporary file beside ``path`` that then replaces it (a reader
+    never sees half a file, and a hard link to ``path`` is never written through); the
+    file is then listed in the folder's :data:`WRITTEN` ledger with its SHA-256.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        FileExistsError: :func:`foreign_file` gives a reason (the message names the path).
+        OSError: the write failed (nothing was replaced).
+    """
+    why = foreign_file(path)
+    if why is not None:
+        raise FileExistsError(errno.EEXIST, _foreign_message(path, why), str(path))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _record(path.parent, path.name, hashlib.sha256(data).hexdigest())
+    return path
+
+
+def _record(folder: Path, name: str, digest: str) -> None:
+    """List ``name`` with ``digest`` in the folder's ledger (appended; compacted when stale)."""
+    if "\n" in name or "\r" in name:  # report names never hold one; keep the format
+        return
+    p = folder / WRITTEN
+    with _LEDGER_LOCK:
+        book, lines = _ledger(folder)
+        book = {**book, name: digest}
+        if lines > 2 * len(book) + 64:  # mostly superseded lines: rewrite it whole
+            tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.tmp")
+            tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()), encoding="utf-8")
+            os.replace(tmp, p)
+            lines = len(book)
+        else:
+            with open(p, "a", encoding="utf-8") as f:
+                f.write(f"{digest}  {name}\n")
+            lines += 1
+        try:
+            st = os.stat(p)
+        except OSError:
+            return
+        _LEDGERS[os.path.realpath(folder)] = ((st.st_ino, st.st_size, st.st_mtime_ns),
+                                              book, lines)
+
+
+__all__ = ["MARKER", "WRITTEN", "foreign_file", "make_room", "mark_folder",
+           "not_a_regular_file", "refuse_foreign", "write_owned"]
 
 
 def move_aside(folder: Path) -> Path:

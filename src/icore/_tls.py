@@ -50,12 +50,13 @@ def server_context(certs_dir: str | os.PathLike[str], agent: str) -> ssl.SSLCont
 
     Raises:
         FileNotFoundError: the CA or the agent's pair is missing.
+        AuthenticationError: a file is not a PEM certificate or key, or the certificate
+            does not match the key (the message names the files).
     """
     ca, crt, key = _paths(certs_dir, agent)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(crt, key)
-    ctx.load_verify_locations(cafile=str(ca))
+    _load(ctx, ca, crt, key, agent)
     ctx.verify_mode = ssl.CERT_REQUIRED
     # no session resumption is used, so session tickets would be ~1.4 KB of dead weight
     # on every new connection (the paper's new-connection-per-RPC setting)
@@ -71,15 +72,58 @@ def client_context(certs_dir: str | os.PathLike[str], agent: str) -> ssl.SSLCont
 
     Raises:
         FileNotFoundError: the CA or the agent's pair is missing.
+        AuthenticationError: as :func:`server_context`.
     """
     ca, crt, key = _paths(certs_dir, agent)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_cert_chain(crt, key)
-    ctx.load_verify_locations(cafile=str(ca))
+    _load(ctx, ca, crt, key, agent)
     return ctx
+
+
+def _load(ctx: ssl.SSLContext, ca: Path, crt: Path, key: Path, agent: str) -> None:
+    """Load the agent's pair and the CA; a bad file is named (issue 29).
+
+    OpenSSL's own messages (``[SSL] PEM lib``, ``KEY_VALUES_MISMATCH``) name no file.
+
+    Raises:
+        AuthenticationError: naming the file that is not a PEM certificate or key, or
+            the certificate and key that do not match.
+    """
+    try:
+        ctx.load_cert_chain(crt, key)
+    except ssl.SSLError as exc:
+        raise AuthenticationError(f"agent {agent}: cannot use its key pair: "
+                                  f"{_pair_problem(crt, key, exc)}; remake it with "
+                                  "`icore certs init --force`", agent=agent,
+                                  cert=str(crt), key=str(key)) from None
+    try:
+        ctx.load_verify_locations(cafile=str(ca))
+    except ssl.SSLError as exc:
+        why = exc.reason or str(exc)
+        raise AuthenticationError(f"the team CA {ca} is not a PEM certificate ({why})",
+                                  agent=agent, cert=str(ca)) from None
+
+
+def _pair_problem(crt: Path, key: Path, exc: ssl.SSLError) -> str:
+    """Which file of a refused pair is wrong (read again with ``cryptography``)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        cert = x509.load_pem_x509_certificate(crt.read_bytes())
+    except (ValueError, OSError):
+        return f"{crt} is not a PEM certificate"
+    try:
+        pkey = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    except (ValueError, TypeError, OSError):
+        return f"{key} is not a PEM private key (without a password)"
+    fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*fmt) != pkey.public_key().public_bytes(*fmt):
+        return f"the certificate {crt} is not the one of the key {key} (swapped files?)"
+    return f"{crt} / {key}: {exc.reason or exc}"
 
 
 def identity_of_cert(cert: dict[str, Any] | None) -> str:

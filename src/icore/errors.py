@@ -49,12 +49,18 @@ stable machine-readable :class:`ErrorCode`. Input-validation errors also derive 
     ├── AdapterError (ValueError)          importers (defined in icore.adapters)
     ├── MissingExtra (ImportError)         an optional extra is not installed
     ├── IntegrationError                   framework integrations (icore.integrations)
+    │   └── WorkspaceError (ValueError)    the workspace API (defined in icore.workspace)
+    │       ├── FactNotWritten (LookupError) a read of a fact never written
+    │       └── ReplanFailed               a user replanner failed; the call did not run
     ├── LiveManifestError, LiveRunError    live runs (defined in icore.live)
     ├── LLMUnavailable                     the LLM host (defined in icore.agents)
     ├── DataUnavailable                    the shared data folder cannot be found
     └── BenchError                         harnesses (defined in the lab, icore_lab.bench)
 
 Higher layers define their subclasses next to their code and attach them to this tree.
+Import every error of this module from ``icore.errors`` (``from icore.errors import
+IntegrationError, ActionBlocked``); the higher layers' errors from their package
+(``from icore.workspace import WorkspaceError``). ``IcoreError`` is also ``icore.IcoreError``.
 
 Error families: every error sets the :class:`ErrorCode` of its own family
 (:data:`FAMILIES`: the package it belongs to -> the codes it may report); the root's
@@ -312,9 +318,61 @@ class DeclarationError(FenceError, ValueError):
 
 
 class ActionBlocked(FenceError):
-    """A protected action was blocked (only raised when the caller asks for it)."""
+    """A protected action was blocked (only raised when the caller asks for it).
+
+    ``from icore.errors import ActionBlocked``. Raised by ``Fence.execute(...,
+    raise_on_block=True)`` and by the fenced tools of every integration with
+    ``on_block="raise"`` (the OpenAI Agents SDK's is a subclass the SDK lets through).
+
+    Attributes:
+        action: the tool's name.
+        reason: why (a gate reason such as ``stale`` or ``second_change``, or a workspace
+            reason such as ``not_read``).
+        detail: the detail text (keys and versions named).
+        fields: the same values, and any others, as a dict.
+    """
 
     code = ErrorCode.BLOCKED
+
+    def _field(self, name: str) -> Any:
+        value = self.fields.get(name)
+        return value if value is not None else self.__dict__.get(f"_set_{name}")
+
+    @property
+    def action(self) -> str | None:
+        """The blocked tool's name."""
+        value = self._field("action")
+        return None if value is None else str(value)
+
+    @action.setter
+    def action(self, value: Any) -> None:
+        """Keep a framework base class's own ``action`` aside (``fields`` wins)."""
+        self.__dict__["_set_action"] = value
+
+    @property
+    def reason(self) -> str | None:
+        """Why it was blocked (``stale``, ``second_change``, ``not_read``, ...).
+
+        A framework base class that sets its own ``reason`` (CrewAI's ``HookAborted``
+        sets the message) does not override the gate's reason in :attr:`fields`.
+        """
+        value = self._field("reason")
+        return None if value is None else str(value)
+
+    @reason.setter
+    def reason(self, value: Any) -> None:
+        """Keep a framework base class's own ``reason`` aside (``fields`` wins)."""
+        self.__dict__["_set_reason"] = value
+
+    @property
+    def detail(self) -> str:
+        """The detail text ("" when none was given)."""
+        return str(self._field("detail") or "")
+
+    @detail.setter
+    def detail(self, value: Any) -> None:
+        """Keep a framework base class's own ``detail`` aside (``fields`` wins)."""
+        self.__dict__["_set_detail"] = value
 
 
 class AsyncRequired(FenceError, TypeError):
@@ -418,7 +476,9 @@ class MissingExtra(IcoreError, ImportError):
 class IntegrationError(IcoreError):
     """A framework integration (``icore.integrations``) was misused or met what it cannot map.
 
-    Fields name the framework, tool, key or state field.
+    ``from icore.errors import IntegrationError`` (the base of the workspace's
+    ``icore.workspace.WorkspaceError``, ``FactNotWritten`` and ``ReplanFailed``). Fields
+    name the framework, tool, key or state field, and the fix.
     """
 
     code = ErrorCode.INTEGRATION

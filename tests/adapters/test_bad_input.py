@@ -227,6 +227,15 @@ def _call(name: str) -> Any:
         {"stringValue": "rejected"}]}}, "icore.verdict.decisions"),
     (_call("committed"), "icore.task", {"stringValue": "t-other"}, "icore.event.id"),
     (_call("audited"), "icore.audit.verdict", {"intValue": "1"}, "icore.audit.verdict"),
+    # second report (badinput D11): the edits that audited as valid, and variants
+    (_call("committed"), "icore.record.id", {"stringValue": "abc"}, "icore.record.id"),
+    (_call("committed"), "icore.record.seq", {"doubleValue": 1.5}, "icore.record.seq"),
+    (_call("committed"), "icore.record.seq", {"intValue": "0"}, "icore.record.seq"),
+    (_call("planned"), "icore.replan", {"stringValue": "yes"}, "icore.replan"),
+    (_call("planned"), "icore.plan.requirement.id", {"stringValue": "x" * 64},
+     "icore.plan.requirement.id"),
+    (_call("gate"), "icore.gate.outcome", {"stringValue": "maybe"}, "icore.gate.outcome"),
+    (_call("gate"), "icore.gate.point", {"intValue": "-1"}, "icore.gate.point"),
 ])
 def test_edited_live_exports_are_refused(live_export: str, pick: Any, key: str,
                                          value: dict[str, Any], field: str,

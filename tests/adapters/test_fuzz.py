@@ -121,7 +121,9 @@ _wild = (st.none() | st.booleans() | st.integers() | st.sampled_from([10**30, -1
          | st.floats(allow_nan=True, allow_infinity=True)
          | st.sampled_from(["", "²", "NaN", "Infinity", "12", "1e400", "abc", "0x1f",
                             "2026-01-01T00:00:00", "2026-01-01T00:00:00Z", "9" * 30,
-                            "ab" * 16, "cd" * 8, "\u2028", "{}", "[1,2]"])
+                            "ab" * 16, "cd" * 8, "\u2028", "{}", "[1,2]",
+                            # second report: lone surrogates, markup, ids
+                            "x\ud800y", "\udcff", "[/x]", "a" * 64, "zz" * 8, "-inf"])
          | st.text(max_size=8))
 _val = st.recursive(_wild, lambda c: st.lists(c, max_size=3)
                     | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=5)
@@ -134,7 +136,10 @@ _any_value = st.one_of(
     st.fixed_dictionaries({"kvlistValue": _val}), _val)
 _attr_keys = st.sampled_from(["openinference.span.kind", "agent.name", "gen_ai.agent.name",
                               "gen_ai.operation.name", "input.value", "output.value",
-                              "handoff.to", "gen_ai.tool.name", "icore.call", "icore.seq"])
+                              "handoff.to", "gen_ai.tool.name", "icore.call", "icore.seq",
+                              "icore.gate.outcome", "icore.gate.reason", "icore.gate.point",
+                              "icore.gate.roots", "icore.gate.frontier.keys",
+                              "icore.gate.frontier.ids", "icore.gate.at_ms"])
 _attrs = st.lists(st.fixed_dictionaries({"key": _attr_keys | _val, "value": _any_value}),
                   max_size=3) | _val
 _otlp_span = st.fixed_dictionaries(
@@ -180,10 +185,14 @@ _jaeger = st.fixed_dictionaries({"data": st.lists(st.fixed_dictionaries(
     optional={"processes": _val}), min_size=1, max_size=2)})
 
 
-def _dumps(doc: Any) -> str:
+def _dumps(doc: Any, indent: int | None = None) -> str:
     import json
+    import re
 
-    return json.dumps(doc, ensure_ascii=False)  # NaN/Infinity as JSON5 tokens, like main saw
+    # NaN/Infinity as JSON5 tokens, like main saw
+    text = json.dumps(doc, ensure_ascii=False, indent=indent)
+    # a lone surrogate can only be written as its JSON escape (valid JSON, issue 29)
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _otel_check(doc: Any, *, lines: bool = False) -> None:
@@ -192,11 +201,10 @@ def _otel_check(doc: Any, *, lines: bool = False) -> None:
     The file is also written indented (its first line is no JSON), so it is read by the
     streamed one-document reader rather than as JSON lines.
     """
-    import json
 
     text = _dumps(doc)
     if not lines:
-        _otel_check_text(json.dumps(doc, ensure_ascii=False, indent=1))
+        _otel_check_text(_dumps(doc, indent=1))
     if lines:
         text = text + "\n" + text
     _otel_check_text(text)
@@ -276,6 +284,42 @@ def test_fuzz_jsonl_values(lines: list[dict[str, Any]]) -> None:
             assert e.file.endswith("f.jsonl")  # noqa: PT017
             return
     audit_trace(t)
+
+
+_rid = st.sampled_from(["a" * 64, "b" * 64, "", "A" * 64, "abc"]) | _val
+_decision = st.fixed_dictionaries(
+    {"outcome": st.sampled_from(["authorized", "blocked", "replan_required"]) | _val,
+     "reason": st.sampled_from(["valid", "stale"]) | _val},
+    optional={"point": _wild, "deps": st.lists(st.just("req/t") | _val, max_size=2) | _val,
+              "roots": st.lists(_rid, max_size=2) | _val,
+              "heads": st.dictionaries(st.just("req/t"), _rid, max_size=1) | _val,
+              "frontier": st.dictionaries(st.just("req/t"), _rid, max_size=1) | _val,
+              "replanned": _wild, "at_ms": _wild, "task": _val, "action": _val,
+              "owners_contacted": _wild, "policy": _val})
+_record = st.fixed_dictionaries({"id": _rid, "key": st.just("req/t") | _val},
+                                optional={"seq": _wild, "parents": st.lists(_rid, max_size=2)
+                                          | _val, "owner": _val, "type": _val})
+
+
+@settings(max_examples=30)
+@given(st.lists(st.one_of(st.fixed_dictionaries({"record": _record}),
+                          st.fixed_dictionaries({"decision": _decision})),
+                min_size=1, max_size=4))
+def test_fuzz_planfence_lines(lines: list[dict[str, Any]]) -> None:
+    """PlanFence lines with wild fields: a lineage verdict from a well-formed decision,
+    or an AdapterError naming the line; never another exception (DecisionFormatError,
+    a DeclarationError from the audit, ...)."""
+    text = "\n".join(_dumps(x) for x in [{"agent": "u", "kind": "task", "content": "q"},
+                                         *({"planfence": x} for x in lines),
+                                         {"agent": "a", "kind": "output", "content": "x"}])
+    try:
+        t = parse_jsonl(text, file="p.jsonl")
+    except AdapterError as e:
+        assert e.file == "p.jsonl" and e.field.startswith("line ")  # noqa: PT017
+        return
+    r = audit_trace(t)
+    assert all(lv.status in ("valid", "INVALID", "unchecked", "blocked", "not issued")
+               for lv in r.lineage)
 
 
 _LIVE: dict[str, Any] = {}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from icore._clock import ManualClock
 from icore.errors import ActionBlocked, DeclarationError, FenceError
 from icore.fence import (
     DecisionLog,
@@ -18,6 +19,7 @@ from icore.fence import (
     HeadQueries,
     Outcome,
     PlanFenceCheck,
+    PointCounter,
     ProtectedTool,
     Reason,
     RecordRef,
@@ -302,6 +304,38 @@ def test_async_driver_times_out_fail_closed(w: World) -> None:
     d2 = asyncio.run(avalidate(roots=[p.id], deps={"req/a"}, lookup=w.ex.lookup,
                                ownership=OM, owners=Async(), timeout_s=0.05))
     assert d2.authorized
+
+
+def test_every_decision_field_is_the_one_named(w: World) -> None:
+    """The decision is built positionally (hot path): each value lands in its own field,
+    and avalidate (no GateContext per call) decides exactly what validate decides."""
+    p = w.plan(w.a1, w.b1)
+    w.put(w.alice, "req/a", "A2", parents=[w.a1])
+    points, clock = PointCounter(), ManualClock(start_ms=12.5)
+
+    class Async:
+        async def query_heads(self, owner: str, keys: Sequence[str], *,
+                              known: Any = None, timeout_s: float = 2.0) -> HeadReply:
+            return w.owners.query_heads(owner, keys, known=known)
+
+        async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                        timeout_s: float = 2.0) -> list[Record]:
+            return w.owners.fetch(owner, ids)
+
+    kw: dict[str, Any] = {"roots": [p.id], "deps": {"req/b", "req/a"}, "lookup": w.ex.lookup,
+                          "ownership": OM, "action": "book", "clock": clock,
+                          "points": points, "policy": "pf"}
+    d = validate(owners=w.owners, **kw)
+    d2 = asyncio.run(avalidate(owners=Async(), **kw))
+    fresh = w.owners.query_heads("alice", ["req/a"]).heads["req/a"].record_id
+    assert (d.outcome, d.reason, d.action, d.roots, d.deps) == (
+        Outcome.REPLAN_REQUIRED, Reason.STALE, "book", (p.id,), ("req/a", "req/b"))
+    assert d.frontier == {"req/a": w.a1.id, "req/b": w.b1.id}
+    assert d.heads == {"req/a": fresh, "req/b": w.b1.id}
+    assert set(d.fresh) == {"req/a"} and d.fresh["req/a"].id == fresh
+    assert (d.replanned, d.point, d.at_ms, d.policy) == (False, 1, 12.5, "pf")
+    assert (d.detail, d.owners_contacted, d.heads_checked) == ("changed: req/a", 2, 2)
+    assert replace(d2, point=1) == d
 
 
 # -- the protected action (App. A.3) --------------------------------------------------

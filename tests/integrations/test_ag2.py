@@ -84,7 +84,7 @@ def test_schema_and_registered_name_kept_async_tool_and_replanner(trip: Any) -> 
                    [w], [plan.id])
     _, results = _run(agent)
     assert trip.booked == ["Porto"] and not isinstance(results[0], ToolErrorEvent)
-    assert seen == [[plan.id]]  # the gate runs before the tool's own hooks
+    assert seen == [[plan.id]]  # the tool's own hooks run before the gate (innermost)
 
 
 def test_block_is_the_tools_error_and_nothing_runs(trip: Any) -> None:
@@ -517,7 +517,8 @@ def test_agent_mode_a_sibling_read_of_the_same_response_never_counts() -> None:
 
 def test_fenced_tool_without_recorder_records_into_the_recorded_run() -> None:
     """A fenced tool built without ``recorder=`` in a run recorded by ``record_agents``:
-    its gate decisions and calls land in that run's recorder, once, naming the agent."""
+    its gate decisions and calls land in that run's recorder, once, naming the AG2 agent
+    whose turn called the tool (``front``, not the workspace agent ``shipper``)."""
     ws, shipper, shipped = _orders()
 
     def ship(order_id: str, city: str) -> str:
@@ -538,4 +539,4 @@ def test_fenced_tool_without_recorder_records_into_the_recorded_run() -> None:
     outs = [(e["args"]["city"], e["exitcode"]) for e in rec.events
             if e["kind"] == "tool_output"]
     assert gates == ["stale", "valid"] and outs == [("Berlin", 1), ("Munich", 0)]
-    assert {e["agent"] for e in rec.events if e.get("gate")} == {"shipper"}
+    assert {e["agent"] for e in rec.events if e.get("gate")} == {"front"}

@@ -8,7 +8,7 @@ import pytest
 
 from icore.errors import ActionBlocked, IntegrationError
 from icore.integrations import FenceGuard
-from icore.workspace import Workspace, WorkspaceError
+from icore.workspace import ReplanFailed, Workspace, WorkspaceError
 
 ORDER = "order/42"
 
@@ -88,3 +88,68 @@ def test_fence_mode_block_names_the_real_cause(trip: Any) -> None:
                   [trip.first_plan.id, other.id])
     assert g.reason == "args_mismatch" and "per-call roots" in g.message
     assert "arguments differ" not in g.message
+
+
+def test_guard_fence_mode_raising_or_non_replan_is_loud(trip: Any) -> None:
+    """Fence mode (low-level): a replanner that raises or returns no ``Replan`` raises
+    ReplanFailed; returning None still declines (the low-level API is unchanged)."""
+    trip.revise("Porto")
+
+    def book(destination: str) -> str:
+        return trip.book(destination)
+
+    def raising(rq: Any) -> Any:
+        raise RuntimeError("planner down")
+
+    for replan, words in ((raising, "raised"), (lambda rq: "x", "not a Replan")):
+        guard = FenceGuard(fence=trip.fence, depends_on={"req/trip-17"}, replan=replan)
+        with pytest.raises(ReplanFailed, match=words):
+            guard.run("book", book, {"destination": "Lisbon"}, [trip.first_plan.id])
+    declined = FenceGuard(fence=trip.fence, depends_on={"req/trip-17"},
+                          replan=lambda rq: None).run(
+        "book", book, {"destination": "Lisbon"}, [trip.first_plan.id])
+    assert not declined.executed and trip.booked == []
+
+
+def test_agent_mode_blocks_say_what_happened_no_planner_no_ids() -> None:
+    """LangGraph D10, AG2 9, OpenAI 6: no "planner declined" without a planner, no 64-hex
+    id; ``ActionBlocked`` has ``.action``, ``.reason``, ``.detail`` (and ``.fields``)."""
+    from icore.integrations import RunRecorder
+
+    ws, agent, shipped = _world()
+    rec = RunRecorder("r")
+    strict = FenceGuard(agent=agent, depends_on={ORDER}, on_block="raise", recorder=rec)
+    agent.read(ORDER)
+    ws.update(ORDER, lambda o: {"city": "Munich"})
+    with pytest.raises(ActionBlocked) as ei:
+        strict.run("ship", lambda city: shipped.append(city), {"city": "Berlin"})
+    e = ei.value
+    assert (e.action, e.reason) == ("ship", "stale") and e.fields["action"] == "ship"
+    assert "handed to the agent" in e.detail and "planner" not in e.detail
+    assert "planner" not in str(rec.events) and shipped == []
+    ws.update(ORDER, lambda o: {"city": "Bonn"})  # a second change before the replan
+    with pytest.raises(ActionBlocked) as ei:
+        strict.run("ship", lambda city: shipped.append(city), {"city": "Munich"})
+    assert ei.value.reason == "second_change"
+    text = str(ei.value) + ei.value.detail
+    assert not any(len(w.strip("'(),.:;")) == 64 for w in text.split())
+
+
+def test_static_depends_on_never_written_typo_is_refused_at_wrap() -> None:
+    """LangGraph D5: ``room/R10l`` matches ``room/*`` but nobody wrote it, and
+    ``room/R101`` exists: a typo, refused with did-you-mean. A key far from every written
+    one passes (its owner may write it later); its calls are refused without blaming the
+    owner."""
+    ws = Workspace({"room/*": "facilities"})
+    ws.put("room/R101", {"price": 100})
+    booker = ws.agent("booker")
+    with pytest.raises(WorkspaceError, match="never been written") as ei:
+        FenceGuard(agent=booker, depends_on={"room/R10l"})
+    assert "did you mean 'room/R101'?" in str(ei.value)
+    later = FenceGuard(agent=booker, depends_on={"room/Z9"})
+    g = later.run("book", lambda room: room, {"room": "Z9"})
+    assert not g.executed and g.reason == "not_read" and "no value yet for room/Z9" in g.message
+    assert "owner" not in g.message and g.call is not None and g.call.unwritten == ("room/Z9",)
+    ws.put("room/Z9", None)  # written, as None: a value, readable, can authorize
+    assert later.run("book", lambda room: room, {"room": "Z9"}).reason == "not_read"
+    assert later.run("book", lambda room: room, {"room": "Z9"}).executed

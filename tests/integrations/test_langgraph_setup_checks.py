@@ -17,7 +17,7 @@ pytest.importorskip("langgraph")
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -48,7 +48,7 @@ def _run(ws: Workspace, depends_on: Any, *, read: bool = True) -> Any:
     @tool
     def get_day(day: str) -> Any:
         """Read a day's open slots."""
-        return booker.read(f"day/{day}")
+        return booker.read(f"day/{day}", default=None)  # a day nobody wrote: null
 
     first = ([{"name": "get_day", "args": {"day": "2026-12-10"}, "id": "r1"}] if read
              else [])
@@ -119,3 +119,37 @@ def test_wrap_time_function_checks() -> None:
         with pytest.raises(IntegrationError, match="approval= must be True or False"):
             fenced_tool(book, agent=booker, depends_on={"day/2026-12-10"},
                         approval=bad)  # type: ignore[arg-type]
+
+
+class _CustomBook(BaseTool):
+    """A BaseTool subclass without args_schema: LangChain infers it from ``_run``."""
+
+    name: str = "custom_book"
+    description: str = "Book a slot on a day."
+
+    def _run(self, day: str, slot: str) -> str:
+        return f"custom booked {day} {slot}"
+
+
+class _KwBook(BaseTool):
+    name: str = "kw_book"
+    description: str = "Book anything."
+
+    def _run(self, **kwargs: Any) -> str:
+        return f"booked {kwargs}"
+
+
+def test_basetool_without_args_schema_is_fenced_with_langchains_schema() -> None:
+    booker = _ws().agent("booker")
+    fenced = fenced_tool(_CustomBook(), agent=booker, depends_on={"day/2026-12-10"})
+    assert set(fenced.tool_call_schema.model_json_schema()["properties"]) == {"day", "slot"}
+    with pytest.raises(IntegrationError, match=r"\*\*kwargs") as err:
+        fenced_tool(_KwBook(), agent=booker, depends_on={"day/2026-12-10"})
+    assert "kwargs" in str(err.value)
+
+
+def test_a_fenced_tool_is_not_fenced_twice() -> None:
+    booker = _ws().agent("booker")
+    once = fenced_tool(book, agent=booker, depends_on={"day/2026-12-10"})
+    with pytest.raises(IntegrationError, match="fenced already"):
+        fenced_tool(once, agent=booker, depends_on={"day/2026-12-10"})

@@ -91,7 +91,7 @@ class Tool:
 @pytest.mark.parametrize(("fn", "match"), [
     (None, "needs a function"), (42, "needs a function"), (Tool, "not a class"),
     (functools.partial(ship, U), "partial"), (_kw, r"\*\*kwargs"), (_star, r"\*args"),
-    (_pos, "positional-only"), (lambda **kw: kw, r"\*\*kwargs")])
+    (_pos, "positional-only"), (lambda **kw: kw, r"\*\*kwargs"), (lambda x: x, "lambda")])
 def test_unusable_tool_functions_are_refused(fn: Any, match: str) -> None:
     """Refused with a typed error naming the fix, before any call."""
     with pytest.raises(IntegrationError, match=match) as ei:
@@ -107,3 +107,20 @@ def test_injected_parameters_may_be_variadic_when_skipped() -> None:
 
     check_tool_function(tool, framework="t", skip={"runtime"})
     assert ArgNormalizer.for_function(tool, skip={"runtime"})({"city": "x"}) == {"city": "x"}
+
+
+def test_lambdas_and_nameless_callables_are_refused_when_wrapped() -> None:
+    """OpenAI Agents 8, AG2 6: ``<lambda>`` is no tool name; a callable object has none."""
+    from icore.integrations import check_tool_function
+
+    class Booker:
+        def __call__(self, room: str) -> str:
+            return room
+
+    with pytest.raises(IntegrationError, match="lambda") as ei:
+        check_tool_function(lambda room: room, framework="openai_agents")
+    assert "def ship" in str(ei.value)
+    with pytest.raises(IntegrationError, match="callable object"):
+        check_tool_function(Booker(), framework="ag2")
+    check_tool_function(Booker().__call__, framework="ag2")  # a bound method is fine
+    check_tool_function(lambda room: room, framework="x", tool="book")  # named by tool=

@@ -31,7 +31,7 @@ def test_sdk_proxy_forwards_without_icore() -> None:
                                   env=env())
         async with stdio_client(p) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
-            assert {t.name for t in (await s.list_tools()).tools} == {"ping", "act"}
+            assert {t.name for t in (await s.list_tools()).tools} == {"ping", "act", "act_res"}
             res = await s.call_tool("ping", {"n": 7})
             assert not res.is_error and res.structured_content == {"result": 7}
 

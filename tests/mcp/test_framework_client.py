@@ -38,27 +38,32 @@ class ScriptModel(Model):
         raise NotImplementedError("the scripted model does not stream")
 
 
-def test_openai_agents_through_gateway(tmp_path: Path) -> None:
-    log = tmp_path / "up.log"
-    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log, 5.0)})
-    args = {"city": "Porto", "price": 100}
+async def book_twice(server: Any, args: dict[str, Any]) -> tuple[ScriptModel, Any]:
+    """An agent whose scripted model calls ``book(args)`` twice, then answers.
+
+    The first call is refused (the session read nothing: the gateway shows the facts),
+    the second runs. Returns the model (what it was shown) and the run's result.
+    """
     model = ScriptModel(iter([
         [function_call("book", args, call_id="c1")],
         [function_call("book", args, call_id="c2")],
         [assistant_message("Booked Porto once the gateway showed me the current facts.")],
     ]))
+    async with server:
+        agent = Agent(name="traveler", instructions="Book trips.", model=model,
+                      mcp_servers=[server])
+        return model, await Runner.run(agent, "Book Porto")
 
-    async def main() -> Any:
-        server = MCPServerStdio(params={"command": sys.executable,
-                                        "args": ["-m", "icore", "mcp", str(manifest)],
-                                        "env": env()},
-                                client_session_timeout_seconds=30)
-        async with server:
-            agent = Agent(name="traveler", instructions="Book trips.", model=model,
-                          mcp_servers=[server])
-            return await Runner.run(agent, "Book Porto")
 
-    result = anyio.run(main)
+def test_openai_agents_through_gateway(tmp_path: Path) -> None:
+    log = tmp_path / "up.log"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log, 5.0)})
+    args = {"city": "Porto", "price": 100}
+    server = MCPServerStdio(params={"command": sys.executable,
+                                    "args": ["-m", "icore", "mcp", str(manifest)],
+                                    "env": env()},
+                            client_session_timeout_seconds=30)
+    model, result = anyio.run(book_twice, server, args)
     assert "Booked Porto" in str(result.final_output)
     assert "book" in model.tools and "icore_get_fact" in model.tools
     shown = str(model.inputs[1])

@@ -118,3 +118,135 @@ def test_store_backends_parse(tmp_path: Path) -> None:
         load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\nowners:\n"
                              "  {'memo://*': my.owner}\nstore: {backend: nats, certs_dir:"
                              " c, servers: ['nats://h:4222']}\n"))
+
+
+def test_duplicate_keys_refused_naming_both_lines(tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys: a second ``reserve:`` would silently drop
+    the first D(a). Refused, at any depth, naming both lines."""
+    p = _write(tmp_path, "upstreams:\n  a: {command: python}\ntools:\n"
+                         "  reserve: {depends_on: ['rooms://{hotel}/rate']}\n"
+                         "  cancel: {depends_on: ['x://y']}\n"
+                         "  reserve: {depends_on: ['policy://checkin']}\n")
+    with pytest.raises(GatewayManifestError, match="duplicate key") as ei:
+        load_manifest(p)
+    f = ei.value.fields
+    assert f["path"] == "tools.reserve" and f["lines"] == [4, 6] and f["line"] == 6
+    assert "first at line 4, again at line 6" in str(ei.value) and str(p) in str(ei.value)
+    with pytest.raises(GatewayManifestError, match=r"upstreams\.a\.env\.K"):
+        load_manifest(_write(tmp_path, "upstreams:\n  a:\n    command: python\n"
+                                       "    env: {K: '1', K: '2'}\n"))
+    res = CliRunner().invoke(app, ["mcp", str(p)])
+    assert res.exit_code == 2 and "duplicate key" in res.output
+
+
+def test_alias_bomb_is_refused_in_linear_time(tmp_path: Path) -> None:
+    """Aliases reuse one node: the duplicate-key walk visits it once (9**8 paths else)."""
+    levels = ["x: &l0 [" + ",".join(['"x"'] * 9) + "]"]
+    levels += [f"x{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    p = _write(tmp_path, "\n".join(levels) + "\nupstreams:\n  a: {command: python}\n")
+    with pytest.raises(GatewayManifestError, match="Extra inputs"):
+        load_manifest(p)  # the pytest timeout fails the exponential walk
+
+
+def test_string_for_a_list_says_list(tmp_path: Path) -> None:
+    with pytest.raises(GatewayManifestError) as ei:
+        load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\ntools:\n"
+                                       "  book: {depends_on: 'memo://price'}\n"))
+    msg = str(ei.value)
+    assert "must be a list" in msg and "write ['memo://price']" in msg and "tuple" not in msg
+    assert ei.value.fields["line"] == 4
+
+
+def test_nats_without_the_extra_is_one_line_exit_2(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "nats" else real(name, *a))
+    p = _write(tmp_path, "upstreams:\n  a: {command: python}\nstore:\n  backend: nats\n"
+                         "  servers: ['tls://127.0.0.1:1']\n  certs_dir: c\n")
+    res = CliRunner().invoke(app, ["mcp", str(p)])
+    assert res.exit_code == 2, res.output
+    assert "pip install 'icore[nats]'" in res.output and "store.backend" in res.output
+    assert "line 4" in res.output and "Traceback" not in res.output
+
+
+def test_http_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    import anyio
+
+    from icore.mcp import token_verifier
+    digest = hashlib.sha256(b"b-token").hexdigest()
+    m = load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\nhttp:\n"
+                                       "  clients:\n    alice: {token_env: T_ALICE}\n"
+                                       f"    bob: {{token_sha256: {digest}}}\n"))
+    with pytest.raises(GatewayManifestError, match="T_ALICE") as ei:
+        token_verifier(m)
+    assert ei.value.fields["line"] == 5
+    monkeypatch.setenv("T_ALICE", "a-token")
+    v = token_verifier(m)
+    assert v is not None
+    got = [anyio.run(v.verify_token, t) for t in ("a-token", "b-token", "nope")]
+    assert [g.client_id if g else None for g in got] == ["alice", "bob", None]
+    for bad in ("{token_env: A, token_sha256: " + digest + "}", "{}", "{token_sha256: ab}",
+                "{token_env: 'no such'}"):
+        with pytest.raises(GatewayManifestError, match=r"http\.clients\.x"):
+            load_manifest(_write(tmp_path, "upstreams:\n  a: {command: python}\nhttp:\n"
+                                           f"  clients:\n    x: {bad}\n"))
+
+
+@pytest.mark.parametrize("kind", ["folder", "manifest", "user_file", "fifo", "link"])
+def test_trace_path_never_moves_what_the_gateway_did_not_write(tmp_path: Path,
+                                                               kind: str) -> None:
+    """A ``trace:`` naming a folder, the manifest, a user's file, a FIFO or a link is a
+    manifest error naming ``trace``; the entry is left exactly as it was."""
+    import os
+
+    from icore.mcp import Gateway
+    target = {"folder": tmp_path / "proj", "manifest": tmp_path / "m.yaml",
+              "user_file": tmp_path / "notes_server.py", "fifo": tmp_path / "pipe",
+              "link": tmp_path / "t.jsonl"}[kind]
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "user_file":
+        target.write_text("print('mine')\n", encoding="utf-8")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "link":
+        (tmp_path / "elsewhere.txt").write_text("x", encoding="utf-8")
+        target.symlink_to(tmp_path / "elsewhere.txt")
+    p = _write(tmp_path, f"upstreams:\n  a: {{command: python}}\ntrace: {target.name}\n")
+    before = sorted(x.name for x in tmp_path.iterdir())
+    with pytest.raises(GatewayManifestError) as ei:
+        Gateway(load_manifest(p))
+    assert ei.value.fields["path"] == "trace" and ei.value.fields["line"] == 3
+    after = sorted(x.name for x in tmp_path.iterdir() if not x.name.startswith("."))
+    assert after == [x for x in before if not x.startswith(".")]
+    if kind == "user_file":
+        assert target.read_text(encoding="utf-8") == "print('mine')\n"
+
+
+@pytest.mark.parametrize(("text", "path", "words"), [
+    ("upstreams:\n  a: {command: python}\nstore: {backend: sqlite, path: f}\n"
+     "owners: {'memo://*': '../../../tmp/escape'}\n", "owners", "no '/'"),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': '..'}\n",
+     "facts.owners", "no leading '.'"),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': p}\n"
+     "  initial: {'fact://p/d': 2026-05-01}\n", "facts.initial", "must be JSON"),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': p}\n"
+     "  initial: {'fact://p/n': .nan}\n", "facts.initial", "must be JSON"),
+    ("upstreams:\n  a: {command: python, timeout_s: .nan}\n", "upstreams.a.timeout_s",
+     "finite number"),
+])
+def test_bad_values_named(tmp_path: Path, text: str, path: str, words: str) -> None:
+    with pytest.raises(GatewayManifestError) as ei:
+        load_manifest(_write(tmp_path, text))
+    assert ei.value.fields["path"] == path and words in str(ei.value), ei.value
+    assert ei.value.fields["line"] is not None and str(tmp_path) in str(ei.value)
+
+
+def test_cli_http_host_that_cannot_be_bound(tmp_path: Path) -> None:
+    p = _write(tmp_path, "upstreams:\n  a: {command: python}\n")
+    res = CliRunner().invoke(app, ["mcp", str(p), "--http", "999.1.1.1:8808"])
+    assert res.exit_code == 2 and "--http" in res.output and "Traceback" not in res.output

@@ -415,7 +415,8 @@ class TestOwnerDropsConnection:
                 with pytest.raises(RpcTimeout):  # this caller gives up first
                     await timed_out
                 replicate = asyncio.create_task(c.replicate("a", big, timeout_s=30.0))
-                transport = c._conns["a"].ch._w.transport
+                transport = c._conns["a"].transport
+                assert transport is not None
                 for _ in range(1000):  # bounded: until the owner's backlog pauses writes
                     if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
                         break

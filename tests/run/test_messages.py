@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from icore.live._messages import (
     Command,
-    ExecuteReply,
     PeerCall,
     PeerReply,
     Ready,
@@ -19,6 +18,7 @@ from icore.live._messages import (
     dumps,
     parse_line,
 )
+from icore.live._replies import ExecuteReply
 
 _ARGS = st.dictionaries(st.sampled_from(["task", "family", "plan", "act", "fresh"]),
                         st.one_of(st.text(max_size=8), st.integers(), st.none()), max_size=4)
@@ -62,20 +62,34 @@ def test_lines_that_are_no_message() -> None:
 @pytest.mark.timeout(240)
 def test_live_run_carries_one_diagnosis_per_flag(tmp_path: Path) -> None:
     """The ledger diagnoses each hard flag once, through ``icore.audit.diagnose_flags``;
-    the report's live view routes the same flags to the same agents (#26)."""
+    both report pages render exactly those diagnoses, and the flag the stale action's
+    proposal raised is diagnosed at that proposal's step, as the flag table says (#26)."""
     from icore.live import default_manifest, run_live
-    from icore.report import live_run_view
+    from icore.report import icore_run_view, live_run_view
+    from icore.state import ProposalRecorded
 
     res = run_live(default_manifest("reservation"), tmp_path / "run",
                    policy="owner_head_freshness")
-    flags = res.state.flags  # id -> HardFlag
+    x = res.state
+    flags = x.flags  # id -> HardFlag
     assert [d.id for d in res.diagnoses] == [f"d{i}" for i in range(1, len(res.diagnoses) + 1)]
     assert len(res.diagnoses) == 2 and all(len(d.flags) == 1 and d.flags[0] in flags
                                           for d in res.diagnoses)
-    view = live_run_view(res)
-    assert [d.responsible for d in res.diagnoses] == [d.responsible for d in view.diagnoses]
-    assert [(d.id, str(d.defect), tuple(d.obligations)) for d in res.diagnoses] == \
-        [(d.id, d.defect, tuple(d.obligations)) for d in view.diagnoses]
+    want = [(d.id, d.defect, d.step or None, d.responsible, d.detail, tuple(d.obligations),
+             flags[d.flags[0]].assertions) for d in res.diagnoses]
+    page, icore_page = live_run_view(res), icore_run_view(res)
+    for view in (page, icore_page):
+        assert [(d.id, d.defect, d.step, d.responsible, d.detail, tuple(d.obligations),
+                 d.assertions) for d in view.diagnoses] == want
+    # the step rule: the stale action's proposal (the k-th) raised f2, diagnosed at k
+    ids = [e.body.proposal.id for e in x.entries if isinstance(e.body, ProposalRecorded)]
+    by_flag = {d.flags[0]: d for d in res.diagnoses}
+    steps = {f.id: f.step for f in page.flags}
+    for f in flags.values():
+        if f.proposal is not None:
+            assert by_flag[f.id].step == ids.index(f.proposal) + 1 == steps[f.id]
+    assert [d.step for d in res.diagnoses] == [5, 6]
+    assert [steps[d.flags[0]] for d in res.diagnoses] == [5, 6]
 
 
 def test_execute_reply_round_trips_the_agent_dict() -> None:
@@ -88,7 +102,10 @@ def test_execute_reply_round_trips_the_agent_dict() -> None:
     full = {"decision": {"ok": True, "responses": 1}, "executed": True, "replanned": False,
             "roots": ["a" * 64], "args": {"task": "t", "option": "o1"}, "detail": "",
             "outcome": "authorized", "decisions": [dec], "replan_replies": [None],
-            "root_parents": {"a" * 64: ["b" * 64]}, "record": {"id": "c" * 64}}
+            "root_parents": {"a" * 64: ["b" * 64]},
+            "record": {"id": "c" * 64, "key": "act/t", "owner": "executor-1", "seq": 3,
+                       "parents": ["a" * 64], "type": "action",
+                       "content": {"action": "reserve"}, "replication_failed": []}}
     failed = {"decision": {"ok": False, "error": "schema"}, "executed": False}
     for obj in (full, failed, {**full, "executed": False, "outcome": "blocked"}):
         obj = {k: v for k, v in obj.items() if k != "record" or obj.get("executed")}

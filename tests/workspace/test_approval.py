@@ -114,3 +114,54 @@ def test_agent_execute_asks_before_running_and_binds_the_basis() -> None:
     no = agent.execute("ship", lambda city: city, {"city": "Paris"}, depends_on={ORDER},
                        approve=approve)
     assert no.reason == "approval_rejected" and not no.executed
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_change_while_the_human_decides_blocks_the_approved_call(is_async: bool) -> None:
+    """#28 D3: ``approve`` is a human who takes their time; the order changes meanwhile.
+    The gate validates again after the answer: the approved Berlin call is refused stale
+    with the fresh value (nothing ran), and the next call is put to the human again."""
+    import asyncio
+
+    ws = Workspace({ORDER: "sales"})
+    ws.put(ORDER, {"city": "Berlin"})
+    agent = ws.agent("shipper")
+    agent.read(ORDER)
+    asked: list[ApprovalRequest] = []
+    shipped: list[str] = []
+
+    def human(req: ApprovalRequest) -> Any:
+        asked.append(req)
+        if len(asked) == 1:
+            ws.put(ORDER, {"city": "Munich"})  # while the human decides
+        return req.approve()
+
+    def ship(city: str) -> None:
+        shipped.append(city)
+
+    def run(city: str) -> Any:
+        kw: dict[str, Any] = {"depends_on": {ORDER}, "approve": human}
+        if is_async:
+            return asyncio.run(agent.aexecute("ship", ship, {"city": city}, **kw))
+        return agent.execute("ship", ship, {"city": city}, **kw)
+
+    first = run("Berlin")
+    assert not first.executed and first.reason == "stale" and shipped == []
+    assert first.fresh == {ORDER: {"city": "Munich"}}
+    second = run("Munich")  # the agent's replan, from the handed-over value
+    assert second.executed and shipped == ["Munich"]
+    assert [r.args["city"] for r in asked] == ["Berlin", "Munich"]
+    assert asked[0].basis != asked[1].basis
+
+
+@pytest.mark.parametrize("answer", ["no", "nope", 1, {"approved": True, "id": "x" * 64}])
+def test_only_a_readable_yes_for_this_request_approves(answer: Any) -> None:
+    """A truthy answer is not a yes: "no" text, a number or another request's id rejects."""
+    ws = Workspace({ORDER: "sales"})
+    ws.put(ORDER, {"city": "Berlin"})
+    agent = ws.agent("shipper")
+    agent.read(ORDER)
+    ran: list[str] = []
+    call = agent.execute("ship", lambda city: ran.append(city), {"city": "Berlin"},
+                         depends_on={ORDER}, approve=lambda req: answer)
+    assert call.reason == "approval_rejected" and ran == []

@@ -19,7 +19,7 @@ from icore.errors import AsyncRequired, CommitConflict, HeadConflict, Integratio
 from icore.fence import Reason
 from icore.memory import MemoryStore
 from icore.records import Record
-from icore.workspace import NOT_READ, Call, Stale, Workspace, WorkspaceError
+from icore.workspace import DECLINE, NOT_READ, Call, Stale, Workspace, WorkspaceError
 
 ORDER = "order/42"
 
@@ -51,6 +51,9 @@ def test_facts_are_declared_once_and_written_by_their_owner() -> None:
     assert ws.value(ORDER) == {"city": "Berlin"}
     with pytest.raises(WorkspaceError, match="no owner is declared") as ei:
         ws.put("orders/42", {"city": "x"})
+    assert "did you mean 'order/42'?" in str(ei.value)
+    with pytest.raises(WorkspaceError, match="no owner is declared") as ei:
+        ws.put("invoice/1", {"city": "x"})
     assert "Workspace(" in str(ei.value)
     with pytest.raises(WorkspaceError, match="only the fact's owner"):
         ws.put(ORDER, {"city": "x"}, by="shipper")
@@ -100,7 +103,7 @@ def test_stale_call_never_runs_one_replan_then_second_change_blocks() -> None:
     assert ws.agent("shipper") is agent
     first = agent.execute("ship", s.ship, {"city": "Berlin"}, depends_on={ORDER})
     assert first.reason == NOT_READ and first.fresh == {ORDER: {"city": "Berlin"}}
-    assert "had not read" in first.message and s.shipped == []
+    assert "holds no read of" in first.message and s.shipped == []
     assert agent.read(ORDER) == {"city": "Berlin"}
     _set_city(ws, "Munich")  # another agent changes the order before the tool runs
     stale = agent.execute("ship", s.ship, {"city": "Berlin"}, depends_on={ORDER})
@@ -149,8 +152,9 @@ def test_user_replanner_runs_fresh_arguments_and_races_block() -> None:
     c2 = agent.execute("ship", s.ship, {"city": "Munich"}, depends_on={ORDER}, replan=racing)
     assert c2.reason == "second_change" and s.shipped == ["Munich"]
     c3 = agent.execute("ship", s.ship, {"city": "Munich"}, depends_on={ORDER},
-                       replan=lambda st_: None)
+                       replan=lambda st_: DECLINE)
     assert c3.reason == "stale" and not c3.executed and s.shipped == ["Munich"]
+    assert "replanner declined" in c3.detail and "planner declined" not in c3.message
 
 
 def test_two_calls_of_one_turn_validate_independently() -> None:

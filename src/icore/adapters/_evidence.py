@@ -67,12 +67,17 @@ def assumes(text: str) -> bool:
     return bool(_ASSUMPTION.search(text))
 
 
-def output_facts(text: str) -> dict[str, Any]:
-    """Facts of an agent output: page, digest, error/code/claim markers, interaction, size."""
+def output_facts(text: str, calls: str | None = None) -> dict[str, Any]:
+    """Facts of an agent output: page, digest, error/code/claim markers, interaction, size.
+
+    ``calls`` (the tool calls the turn asked for, canonical JSON) is part of the digest: a
+    turn asking for a tool with other arguments reports something new.
+    """
     m = _URL.search(text) or _ADDRESS.search(text)
+    seen = _observation(text) if not calls else f"{_observation(text)}\n{calls}"
     return {
         "page": m["u"] if m else None,
-        "digest": digest(_observation(text)),
+        "digest": digest(seen),
         "error": bool(_ERROR.search(text)),
         "code": bool(_CODE.search(text)),
         "claims": bool(_CLAIM.search(text)),
@@ -81,9 +86,17 @@ def output_facts(text: str) -> dict[str, Any]:
     }
 
 
-def tool_facts(text: str, exitcode: int | None) -> dict[str, Any]:
-    """Facts of a tool output: exit code, error marker, whether it printed anything."""
+def tool_facts(text: str, exitcode: int | None, *, plain: bool = False) -> dict[str, Any]:
+    """Facts of a tool output: exit code, error marker, whether it printed anything.
+
+    What it printed is the text after a code executor's ``Code output:`` marker (Who&When);
+    ``plain`` (a generic JSONL tool line, e.g. a framework tool's result): the whole text
+    when it carries no such marker.
+    """
+    marked = "Code output:" in text
     _, _, out = text.partition("Code output:")
+    if plain and not marked:
+        out = text
     return {
         "exitcode": exitcode,
         "error": bool(_ERROR.search(text)) or (exitcode is not None and exitcode != 0),
@@ -170,20 +183,40 @@ def content_words(text: str, *, min_len: int = 4) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) >= min_len}
 
 
+def answer_checkable(ground_truth: str | None, recorded_outcome: bool | None) -> bool:
+    """Whether a run's final answer can be checked: a recorded outcome or a ground truth.
+
+    A ground truth that normalizes to nothing (:func:`normalize_answer`) does not count.
+    """
+    return isinstance(recorded_outcome, bool) or bool(normalize_answer(ground_truth))
+
+
 def check_answer(inp: ValidatorInput) -> bool:
-    """``answer_check``: the run's final answer is correct.
+    """``answer_check``: the final answer is right, or (nothing to check it with) exists.
 
     Payload: ``recorded_outcome`` (the benchmark's own verdict, used when known), else
     ``final_answer`` compared with ``ground_truth`` after :func:`normalize_answer`
-    (numbers compared numerically). No ground truth and no recorded outcome: fails (no
-    evidence that the answer is right).
+    (numbers compared numerically).
+
+    With neither a recorded outcome nor a ground truth (:func:`answer_checkable` False,
+    e.g. a framework run recorded without ``RunRecorder(ground_truth=...)``) the answer
+    cannot be checked, and the certificate claims only what G shows: the run ended with a
+    non-empty final answer (the payload then carries ``checked: false``, and the audit
+    reports the answer as *not checked*, not as wrong). iCORE certifies the process;
+    "semantic task correctness still depends on validator adequacy" (icore Sec. 3), and
+    outside that assumption cq "remains a process-quality diagnostic rather than a
+    certificate of open-ended answer quality" (icore, Conclusion): a validator with no
+    reference answer is not adequate to judge correctness, so it must not fail (nor pass)
+    the answer on correctness. An empty final answer still fails (no terminal evidence).
     """
     p: Mapping[str, Any] = inp.payload if isinstance(inp.payload, Mapping) else {}
     rec = p.get("recorded_outcome")
     if isinstance(rec, bool):
         return rec
     fa, gt = normalize_answer(p.get("final_answer")), normalize_answer(p.get("ground_truth"))
-    if not fa or not gt:
+    if not gt:  # nothing to check against: certify only that there is an answer
+        return bool(fa)
+    if not fa:
         return False
     try:
         return abs(float(fa) - float(gt)) < 1e-9
@@ -229,6 +262,7 @@ def capabilities(description: str, *, llm: bool = True) -> dict[str, float]:
 
 __all__ = [
     "KINDS",
+    "answer_checkable",
     "assumes",
     "capabilities",
     "check_answer",

@@ -22,6 +22,10 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 - ``step`` (int or string) defaults to the event's 0-based position; steps must increase.
 - ``to`` names the instruction target; ``ledger`` holds the claims (booleans may be
   strings); ``final_answer`` and ``terminates`` mark the end; ``exitcode`` for tools.
+- ``tool_calls`` on an ``output`` (``[{"name", "args", "id"?}, ...]``): the calls the turn
+  asked for; their names and arguments count in whether the output repeats an earlier one.
+- ``plan_id`` on a ``plan``: the plan it writes; a later plan with the same id is its
+  replan, one with a new id a new plan (without ids every later plan is a replan).
 - Unknown keys are ignored. Agents that speak but are not declared are added.
 - PlanFence lines (optional) carry the records and gate decisions of protected actions,
   so the report can draw their lineage (planfence Sec. 3-4)::
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._files import not_a_regular_file
+from icore.adapters._decision_check import check_record_line, checked_decision
 from icore.adapters._errors import AdapterError
 from icore.adapters._trace import (
     AgentNames,
@@ -57,11 +62,11 @@ from icore.adapters._trace import (
     StepKind,
     Trace,
     as_bool,
+    as_name,
     as_step,
     as_str,
 )
-from icore.adapters._values import check_size, gc_paused
-from icore.fence import DecisionEntry, DecisionFormatError
+from icore.adapters._values import check_size, gc_paused, trace_path
 
 JSONL = "jsonl"
 
@@ -75,7 +80,7 @@ def load_jsonl(path: str | Path) -> Trace:
             line, a missing or invalid field (the error names the file and
             ``line <n>.<field>``).
     """
-    p = Path(path)
+    p = trace_path(path)
     if (problem := not_a_regular_file(p)) is not None:
         raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
     check_size(p)
@@ -106,7 +111,7 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
 def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) -> Trace:
     """The run of numbered lines, read one at a time (each line becomes a step at once)."""
     header: dict[str, Any] = {}
-    planfence: dict[str, list[dict[str, Any]]] = {"records": [], "decisions": []}
+    planfence: dict[str, list[Any]] = {"records": [], "decisions": []}
     names: AgentNames | None = None
     agents_decl: dict[str, Any] = {}
     steps: list[Step] = []
@@ -140,7 +145,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                 raise AdapterError("agents must be an object", file=file, field="run.agents")
             names = AgentNames(agents_decl)
         f = f"line {n}"
-        agent = as_str(obj.get("agent"), file=file, field=f"{f}.agent")
+        agent = as_name(obj.get("agent"), file=file, field=f"{f}.agent")
         kind_s = as_str(obj.get("kind"), file=file, field=f"{f}.kind")
         assert agent is not None and kind_s is not None
         try:
@@ -158,7 +163,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         last = step
         content = as_str(obj.get("content", ""), file=file, field=f"{f}.content") or ""
         who = names.canonical(agent) or names.add(agent)
-        to_raw = as_str(obj.get("to"), file=file, field=f"{f}.to", optional=True)
+        to_raw = as_name(obj.get("to"), file=file, field=f"{f}.to", optional=True)
         to = (names.canonical(to_raw) or names.add(to_raw)) if to_raw else None
         ledger = None
         if kind == StepKind.LEDGER:
@@ -171,6 +176,9 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                                field=f"{f}.exitcode")
         term = as_bool(obj.get("terminates"), file=file, field=f"{f}.terminates",
                        optional=True)
+        calls = _calls(obj.get("tool_calls")) if kind == StepKind.OUTPUT else None
+        plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
+                         optional=True) if kind == StepKind.PLAN else None
         steps.append(Step(
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,
@@ -178,6 +186,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
             final_answer=as_str(obj.get("final_answer"), file=file, field=f"{f}.final_answer",
                                 optional=True),
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
+            calls=calls, plan_id=plan_id or None,
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
@@ -187,18 +196,22 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         if not isinstance(ann, dict):
             raise AdapterError("annotation must be an object", file=file,
                                field="run.annotation")
-        a_agent = as_str(ann.get("agent"), file=file, field="run.annotation.agent",
-                         optional=True)
+        a_agent = as_name(ann.get("agent"), file=file, field="run.annotation.agent",
+                          optional=True)
         annotation = Annotation(
             agent=(names.canonical(a_agent) or a_agent) if a_agent else None,
             step=as_step(ann.get("step"), file=file, field="run.annotation.step"),
             reason=as_str(ann.get("reason", ""), file=file, field="run.annotation.reason") or "",
         )
-    orch = as_str(header.get("orchestrator"), file=file, field="run.orchestrator",
-                  optional=True)
-    agents = {n: str(agents_decl.get(n, "")) for n in names.names}
+    orch = as_name(header.get("orchestrator"), file=file, field="run.orchestrator",
+                   optional=True)
+    if orch and names.canonical(orch) is None:
+        raise AdapterError(f"{orch!r} is not an agent of the run (declared in run.agents "
+                           f"or speaking: {', '.join(names.names[:8])})", file=file,
+                           field="run.orchestrator")
     for k, v in agents_decl.items():
-        as_str(v, file=file, field=f"run.agents.{k}")
+        as_name(v, file=file, field=f"run.agents.{k}")
+    agents = {n: str(agents_decl.get(n, "")) for n in names.names}
     question = as_str(header.get("question", ""), file=file, field="run.question") or ""
     if not question:
         question = next((s.content for s in steps if s.kind == StepKind.TASK), "")
@@ -215,44 +228,38 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         steps=tuple(steps),
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
-        planfence=PlanfenceLog(tuple(planfence["records"]), tuple(
-            DecisionEntry.from_dict(d) for d in planfence["decisions"]))
+        planfence=PlanfenceLog(tuple(planfence["records"]), tuple(planfence["decisions"]))
         if planfence["records"] or planfence["decisions"] else None,
     )
 
 
-def _planfence_line(obj: Any, file: str, field: str,
-                    into: dict[str, list[dict[str, Any]]]) -> None:
+def _calls(value: Any) -> str | None:
+    """An output's ``tool_calls`` as canonical JSON, call ids dropped (None: none)."""
+    if not value:
+        return None
+    if isinstance(value, list):
+        value = [{k: v for k, v in c.items() if k != "id"} if isinstance(c, dict) else c
+                 for c in value]
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _planfence_line(obj: Any, file: str, field: str, into: dict[str, list[Any]]) -> None:
     """Check one PlanFence line (a record or a gate decision) and keep it."""
     if not isinstance(obj, dict) or len(obj.keys() & {"record", "decision"}) != 1:
         raise AdapterError("planfence must be an object with one of 'record' or 'decision'",
                            file=file, field=field)
+    extra = sorted(k for k in obj if k not in ("record", "decision"))
+    if extra:  # e.g. a decision's "task" put beside it: it would be lost
+        raise AdapterError(f"unknown key {extra[0]!r} (a planfence line holds only "
+                           "'record' or 'decision'; a decision's task goes inside it)",
+                           file=file, field=f"{field}.{extra[0]}")
     if "record" in obj:
-        rec = obj["record"]
-        f = f"{field}.record"
-        if not isinstance(rec, dict):
-            raise AdapterError("a record must be an object", file=file, field=f)
-        for k in ("id", "key"):
-            as_str(rec.get(k), file=file, field=f"{f}.{k}")
-        parents = rec.get("parents", [])
-        if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
-            raise AdapterError("parents must be a list of record ids", file=file,
-                               field=f"{f}.parents")
-        _count(rec.get("seq"), file, f"{f}.seq")
-        into["records"].append(rec)
+        check_record_line(obj["record"], file=file, field=f"{field}.record")
+        into["records"].append(obj["record"])
         return
-    dec = obj["decision"]
-    try:  # the typed decision's own checks (icore.fence.DecisionEntry), same messages
-        DecisionEntry.from_dict(dec, where=f"{field}.decision")
-    except DecisionFormatError as e:
-        raise AdapterError(e.message, file=file, field=e.fields["field"]) from None
-    into["decisions"].append(dec)
-
-
-def _count(v: Any, file: str, field: str) -> None:
-    """An optional JSON integer >= 0 (a sequence number, a decision point)."""
-    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-        raise AdapterError(f"must be an integer >= 0, not {v!r}", file=file, field=field)
+    # the typed decision's own checks (icore.fence.DecisionEntry) and the importer's
+    into["decisions"].append(checked_decision(obj["decision"], file=file,
+                                              field=f"{field}.decision"))
 
 
 def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:
@@ -263,7 +270,8 @@ def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:
         v = obj.get(k)
         return v.get("answer") if isinstance(v, dict) else v
 
-    nxt = as_str(ans("next_speaker"), file=file, field=f"{field}.next_speaker", optional=True)
+    nxt = as_name(ans("next_speaker"), file=file, field=f"{field}.next_speaker",
+                  optional=True)
     return Ledger(
         is_request_satisfied=as_bool(ans("is_request_satisfied"), file=file,
                                      field=f"{field}.is_request_satisfied", optional=True),

@@ -167,6 +167,7 @@ class OtelExporter:
                  capture_content: bool | None = None) -> None:
         provider = tracer_provider or (None if endpoint else _user_provider())
         self._own = provider is None
+        self._closed = False
         self.delivery: DeliveryCheck | None = None
         """Counts spans the exporter could not deliver (when this exporter made the
         provider): ``icore audit --otlp-endpoint`` fails on them."""
@@ -205,7 +206,10 @@ class OtelExporter:
         return bool(fn(int(timeout_s * 1000))) if callable(fn) else True
 
     def shutdown(self) -> None:
-        """Flush, and shut down the provider when the exporter created it."""
+        """Flush, and shut down the provider when the exporter created it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self.flush()
         if self._own:
             fn = getattr(self.provider, "shutdown", None)
@@ -331,6 +335,8 @@ class OtelExporter:
             "icore.hard_flags": s.hard_flags, "icore.stalls": s.stalls,
             N.REPLAN_COUNT: s.replans, "icore.unsupported": s.unsupported,
             "icore.diagnoses": s.diagnoses, "icore.terminated": s.terminated}
+        if s.answer_checked is False:  # a final answer with nothing to check it against
+            attrs["icore.answer_checked"] = False
         with self.tracer.start_as_current_span(f"icore.audit {s.run}",
                                                attributes=attrs) as span:
             for p in r.timeline:

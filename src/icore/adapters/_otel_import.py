@@ -49,6 +49,7 @@ from types import MappingProxyType
 from typing import Any
 
 from icore.adapters import _otel_names as N
+from icore.adapters._decision_check import gate_span_decision
 from icore.adapters._errors import AdapterError
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
@@ -171,7 +172,8 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     """The source-neutral trace of one file's spans (see the module docstring).
 
     Raises:
-        AdapterError: no spans, or duplicate span ids.
+        AdapterError: no spans, duplicate span ids, a span that ends before it starts, a
+            cycle of parent links, or a malformed icore gate decision.
     """
     if not spans:
         raise AdapterError("no spans", file=file, field="resourceSpans")
@@ -180,6 +182,10 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         if s.span_id in by_id:
             raise AdapterError(f"duplicate span id {s.span_id}", file=file,
                                field=f"span {s.name!r}.spanId")
+        if s.end_ns and s.end_ns < s.start_ns:  # 0: not ended (or unknown)
+            raise AdapterError(f"ends before it starts (end {s.end_ns} < start "
+                               f"{s.start_ns} ns)", file=file,
+                               field=f"span {s.span_id} ({s.name!r}).end")
         by_id[s.span_id] = s
     _check_parents(by_id, file)
     order = sorted(spans, key=attrgetter("start_ns", "end_ns"))
@@ -204,7 +210,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         return "system"
 
     steps: list[Step] = []
-    decisions: list[dict[str, Any]] = []
+    decisions: list[DecisionEntry] = []
     step_of_span: dict[str, int] = {}
     unknown: dict[str, int] = {}
     roots = [s for s in order if not s.parent_id or s.parent_id not in by_id]
@@ -268,7 +274,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             why = a.get(N.GR_RESULT_REASON, a.get(N.G + "reason", ""))
             comp = a.get(N.GR_COMPONENT, "guardrail")
             add(s, StepKind.THOUGHT, owner(s), f"{comp} {value}/{why}: {s.name}".strip())
-            dec = _gate_decision(s, by_id)
+            dec = _gate_decision(s, by_id, file)
             if dec is not None:
                 decisions.append(dec)
         else:
@@ -303,8 +309,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                  succeeded=succeeded, agents=agents, steps=tuple(steps),
                  span_counts=(len(spans), len({s.trace_id for s in spans})),
                  orchestrator=orchestrator or None,
-                 planfence=PlanfenceLog((), tuple(DecisionEntry.from_dict(d)
-                                                  for d in decisions)) if decisions else None,
+                 planfence=PlanfenceLog((), tuple(decisions)) if decisions else None,
                  unknown_spans=dict(sorted(unknown.items())), warnings=warnings, live=live)
 
 
@@ -338,36 +343,24 @@ def _check_parents(by_id: Mapping[str, OtelSpan], file: str) -> None:
         done.update(path)
 
 
-def _gate_decision(s: OtelSpan, by_id: Mapping[str, OtelSpan]) -> dict[str, Any] | None:
+def _gate_decision(s: OtelSpan, by_id: Mapping[str, OtelSpan], file: str
+                   ) -> DecisionEntry | None:
     """The gate decision an icore guardrail span carries (``icore.gate.*``), or None.
 
-    The inverse of the exporter's ``decision_attributes``: parallel key/id arrays back to
-    maps. ``task`` groups one protected call's decisions: the span's ``icore.task`` and
-    the enclosing ``execute_tool`` span.
+    Validated by :func:`icore.adapters._decision_check.gate_span_decision`. ``task``
+    groups one protected call's decisions: the span's ``icore.task`` and the enclosing
+    ``execute_tool`` span.
+
+    Raises:
+        AdapterError: a malformed decision (naming the span and the attribute).
     """
     a, g = s.attributes, N.G
-    if not isinstance(a.get(g + "outcome"), str) or not isinstance(a.get(g + "reason"), str):
-        return None
-    d: dict[str, Any] = {k: a[g + k] for k in ("outcome", "reason", "action", "policy",
-                                                "detail") if isinstance(a.get(g + k), str)}
-    for k in ("point", "owners_contacted", "heads_checked"):
-        if isinstance(a.get(g + k), int) and not isinstance(a.get(g + k), bool):
-            d[k] = a[g + k]
-    if isinstance(a.get(g + "replanned"), bool):
-        d["replanned"] = a[g + "replanned"]
-    for k in ("roots", "deps"):
-        v = a.get(g + k)
-        d[k] = [str(x) for x in v] if isinstance(v, list | tuple) else []
-    for m in ("frontier", "heads", "fresh"):
-        keys, ids = a.get(f"{g}{m}.keys"), a.get(f"{g}{m}.ids")
-        if isinstance(keys, list | tuple) and isinstance(ids, list | tuple) and \
-                len(keys) == len(ids):
-            d[m] = {str(k): str(i) for k, i in zip(keys, ids, strict=True)}
     parent = by_id.get(s.parent_id)
     call = parent.span_id[:8] if parent is not None and span_kind(parent) == "TOOL" else ""
-    task = a.get(N.TASK)
-    d["task"] = "/".join(str(x) for x in (task, d.get("action"), call) if x)
-    return d
+    action = a.get(g + "action")
+    task = "/".join(str(x) for x in (a.get(N.TASK), action if isinstance(action, str)
+                                     else None, call) if x)
+    return gate_span_decision(a, task, file=file, where=f"span {s.span_id} ({s.name!r})")
 
 
 def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:

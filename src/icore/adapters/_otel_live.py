@@ -23,11 +23,13 @@ from typing import Any
 
 from icore._clock import ManualClock
 from icore.adapters import _otel_names as N
+from icore.adapters._decision_check import OUTCOMES
 from icore.adapters._errors import AdapterError
 from icore.adapters._results import AuditResult, Finding, MetricPoint, compact_diagnosis
 from icore.adapters._trace import Trace
 from icore.errors import IcoreError
 from icore.live import LiveAudit, LiveManifestError, manifest_from_dict
+from icore.records import is_record_id
 from icore.state import FlagKind
 
 
@@ -45,6 +47,33 @@ def _opt_s(a: Mapping[str, Any], key: str, file: str, where: str) -> str | None:
         raise AdapterError(f"attribute {key!r} must be a string, not {type(v).__name__}",
                            file=file, field=f"{where}.{key}")
     return v
+
+
+def _rid(a: Mapping[str, Any], key: str, file: str, where: str, *,
+         required: bool = False) -> str | None:
+    """A record id attribute: 64 lowercase hex digits (what a live run records)."""
+    v = _s(a, key, file, where) if required else _opt_s(a, key, file, where)
+    if v is not None and not is_record_id(v):
+        raise AdapterError(f"not a record id (64 lowercase hex digits): {v[:70]!r}",
+                           file=file, field=f"{where}.{key}")
+    return v
+
+
+def _record(a: Mapping[str, Any], file: str, where: str) -> dict[str, Any]:
+    """The step's record (id, key), its sequence number checked when recorded."""
+    seq = a.get(N.RECORD_SEQ)
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+        raise AdapterError(f"must be an integer >= 1, not {seq!r}", file=file,
+                           field=f"{where}.{N.RECORD_SEQ}")
+    return {"id": _rid(a, N.RECORD_ID, file, where),
+            "key": _opt_s(a, N.RECORD_KEY, file, where)}
+
+
+def _flag(a: Mapping[str, Any], key: str, file: str, where: str) -> bool:
+    v = a.get(key)
+    if v is not None and not isinstance(v, bool):
+        raise AdapterError(f"must be a boolean, not {v!r}", file=file, field=f"{where}.{key}")
+    return bool(v)
 
 
 def _fields(a: Mapping[str, Any], file: str, where: str) -> dict[str, Any]:
@@ -128,8 +157,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
         where = f"span {c['span']} ({call})"
         task = _s(a, N.TASK, file, where)
         ag = _opt_s(a, N.AGENT_ID, file, where) or ""
-        rec = {"id": _opt_s(a, N.RECORD_ID, file, where),
-               "key": _opt_s(a, N.RECORD_KEY, file, where)}
+        rec = _record(a, file, where)
         del told[:]
         try:
             if call == "introduce":
@@ -139,21 +167,25 @@ def audit_live_trace(trace: Trace) -> AuditResult:
             elif call == "revised":
                 audit.revised(task, ag, rec)
             elif call == "planned":
-                replan = bool(a.get(N.REPLAN))
+                replan = _flag(a, N.REPLAN, file, where)
                 replans += replan
                 audit.planned(task, ag, {**rec, "content": {"args": {
                     "option": _opt_s(a, N.PLAN_OPTION, file, where)}}},
                     _s(a, N.PLAN_REQ_KEY, file, where),
-                    _s(a, N.PLAN_REQ_ID, file, where), replan=replan)
+                    str(_rid(a, N.PLAN_REQ_ID, file, where, required=True)), replan=replan)
             elif call == "gate":
                 for k in _GATE_STR:
                     _opt_s(a, N.G + k, file, where)
+                if a.get(N.G + "outcome") not in (None, *OUTCOMES):
+                    raise AdapterError(f"unknown outcome {a.get(N.G + 'outcome')!r}",
+                                       file=file, field=f"{where}.{N.G}outcome")
                 if not isinstance(a.get(N.G + "replanned"), bool | None):
                     raise AdapterError("must be a boolean", file=file,
                                        field=f"{where}.{N.G}replanned")
                 point = a.get(N.G + "point")
-                if point is not None and (isinstance(point, bool) or not isinstance(point, int)):
-                    raise AdapterError("must be an integer (the gate's decision point)",
+                if point is not None and (isinstance(point, bool) or not isinstance(point, int)
+                                          or point < 0):
+                    raise AdapterError("must be an integer >= 0 (the gate's decision point)",
                                        file=file, field=f"{where}.{N.G}point")
                 audit.gate(task, ag, {
                     "outcome": a.get(N.G + "outcome"), "reason": a.get(N.G + "reason"),
@@ -167,7 +199,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
             elif call == "audited":
                 audit.audited(task, ag, _s(a, N.AUDIT_VERDICT, file, where),
                               _s(a, N.AUDIT_REQ_KEY, file, where),
-                              _s(a, N.AUDIT_REQ_ID, file, where))
+                              str(_rid(a, N.AUDIT_REQ_ID, file, where, required=True)))
             elif call in ("failed", "event"):
                 fields = _fields(a, file, where)
                 if call == "failed":

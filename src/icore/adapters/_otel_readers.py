@@ -88,7 +88,8 @@ def _otlp_span_fast(sp: Any, rattrs: Mapping[str, Any], scope: str) -> OtelSpan 
     attrs = _fast_kvs(g("attributes"))
     par = g("parentSpanId", g("parent_span_id"))
     pid = "" if par is None or par == "" else _fast_hex(par, 16)
-    if (type(code) is not int or type(msg) is not str or tid is None or sid is None
+    if (type(code) is not int or code not in _OTLP_STATUS or type(msg) is not str
+            or tid is None or sid is None
             or start is None or end is None or attrs is None or pid is None):
         return None
     return OtelSpan(trace_id=tid, span_id=sid, parent_id=pid, name=name, kind=str(g("kind", 0)),
@@ -109,9 +110,9 @@ def _otlp_span(sp: Any, file: str, w: str, rattrs: Mapping[str, Any],
     if not isinstance(status, dict):
         raise AdapterError("status must be an object", file=file, field=f"{w}.status")
     code = status.get("code", 0)
-    if not isinstance(code, int | str):
-        raise AdapterError(f"status code must be an integer or name, not {code!r}",
-                           file=file, field=f"{w}.status.code")
+    if isinstance(code, bool) or not isinstance(code, int | str) or code not in _OTLP_STATUS:
+        raise AdapterError(f"status code must be 0, 1, 2 or STATUS_CODE_UNSET/OK/ERROR, not "
+                           f"{str(code)[:40]!r}", file=file, field=f"{w}.status.code")
     events = []
     for i, e in enumerate(_list(g("events"), file, f"{w}.events")):
         if not isinstance(e, dict):
@@ -121,10 +122,10 @@ def _otlp_span(sp: Any, file: str, w: str, rattrs: Mapping[str, Any],
                            f"{w}.events[{i}].timeUnixNano"),
                        _kvs(e.get("attributes"), file, f"{w}.events[{i}].attributes")))
     return OtelSpan(
-        trace_id=_hex_id(g("traceId", g("trace_id")), 16, file, f"{w}.traceId"),
-        span_id=_hex_id(g("spanId", g("span_id")), 8, file, f"{w}.spanId"),
+        trace_id=_hex_id(g("traceId", g("trace_id")), 16, file, f"{w}.traceId", exact=True),
+        span_id=_hex_id(g("spanId", g("span_id")), 8, file, f"{w}.spanId", exact=True),
         parent_id=_hex_id(g("parentSpanId", g("parent_span_id")), 8, file,
-                          f"{w}.parentSpanId", optional=True),
+                          f"{w}.parentSpanId", optional=True, exact=True),
         name=name, kind=str(g("kind", 0)),
         start_ns=_ns(g("startTimeUnixNano", g("start_time_unix_nano")), file,
                      f"{w}.startTimeUnixNano"),
@@ -194,6 +195,9 @@ def _langfuse_span(o: Any, file: str, w: str, trace_id: str = "") -> OtelSpan:
         raise AdapterError("observation must be an object", file=file, field=w)
     if not isinstance(o.get("id"), str):
         raise AdapterError("observation needs a string 'id'", file=file, field=f"{w}.id")
+    if o.get("name") is not None and not isinstance(o["name"], str):
+        raise AdapterError(f"name must be a string, not {type(o['name']).__name__}",
+                           file=file, field=f"{w}.name")
     typ = str(o.get("type") or "SPAN").upper()
     kind = _LANGFUSE_KIND.get(typ, typ)
     meta: dict[str, Any] = o["metadata"] if isinstance(o.get("metadata"), dict) else {}
@@ -216,6 +220,22 @@ def _langfuse_span(o: Any, file: str, w: str, trace_id: str = "") -> OtelSpan:
         status_message=str(o.get("statusMessage") or ""))
 
 
+def _jaeger_tags(tags: Any, file: str, where: str) -> dict[str, Any]:
+    """Jaeger ``[{"key", "type", "value"}]`` tags as a dict.
+
+    Raises:
+        AdapterError: a tag without a non-empty string key (it was dropped silently,
+            issue 29), naming it.
+    """
+    out: dict[str, Any] = {}
+    for i, t in enumerate(_list(tags, file, where)):
+        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
+            raise AdapterError("a tag needs a non-empty string 'key'", file=file,
+                               field=f"{where}[{i}].key")
+        out[t["key"]] = t.get("value")
+    return out
+
+
 def _jaeger_spans(traces: Sequence[Any], file: str, where: str, *,
                   start: int = 0) -> list[OtelSpan]:
     """Jaeger's own JSON (UI "Download", ``/api/traces``): µs times, tags, references.
@@ -234,8 +254,7 @@ def _jaeger_spans(traces: Sequence[Any], file: str, where: str, *,
             if not isinstance(sp, dict) or not isinstance(sp.get("operationName"), str):
                 raise AdapterError("span needs a string 'operationName'", file=file,
                                    field=f"{w}.operationName")
-            tags = {t["key"]: t.get("value") for t in _list(sp.get("tags"), file, f"{w}.tags")
-                    if isinstance(t, dict) and isinstance(t.get("key"), str)}
+            tags = _jaeger_tags(sp.get("tags"), file, f"{w}.tags")
             parent = next((r.get("spanID") for r in _list(sp.get("references"), file,
                                                           f"{w}.references")
                            if isinstance(r, dict) and r.get("refType") == "CHILD_OF"), None)
@@ -251,8 +270,7 @@ def _jaeger_spans(traces: Sequence[Any], file: str, where: str, *,
             pid = sp.get("processID")
             proc = procs.get(pid) if isinstance(procs, dict) and isinstance(pid, str) else None
             ptags = proc.get("tags") if isinstance(proc, dict) else None
-            res = {t["key"]: t.get("value") for t in _list(ptags, file, f"{wt}.processes")
-                   if isinstance(t, dict) and isinstance(t.get("key"), str)}
+            res = _jaeger_tags(ptags, file, f"{wt}.processes.{pid}.tags")
             if isinstance(proc, dict) and proc.get("serviceName"):
                 res["service.name"] = proc["serviceName"]
             out.append(OtelSpan(

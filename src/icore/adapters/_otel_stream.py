@@ -27,6 +27,7 @@ from icore.adapters._otel_readers import (
 from icore.adapters._otel_values import OtelSpan, _kvs
 from icore.adapters._values import (
     check_size,
+    trace_path,
 )
 
 # ----------------------------------------------------------------------- streaming reader
@@ -46,7 +47,7 @@ def iter_file_spans(path: str | Path) -> Iterator[OtelSpan]:
         AdapterError: not a regular file, over the size limit, unreadable, malformed JSON
             (naming the line of a JSON-lines file), or a document in none of the formats.
     """
-    p = Path(path)
+    p = trace_path(path)
     file = str(p)
     if (problem := not_a_regular_file(p)) is not None:
         raise AdapterError(f"{problem}; refusing to read it", file=file, field="<root>")

@@ -83,8 +83,16 @@ def _any(v: Any, file: str, where: str) -> Any:
     if k in ("kvlistValue", "kvlist_value"):
         vals = (x or {}).get("values", []) if isinstance(x, dict) else []
         return _kvs(vals, file, f"{where}.kvlistValue")
-    if k in ("bytesValue", "bytes_value"):
-        return str(x)
+    if k in ("bytesValue", "bytes_value"):  # base64 in OTLP/JSON; kept as that text
+        if not isinstance(x, str):
+            raise AdapterError(f"bytesValue must be a base64 string, not {type(x).__name__}",
+                               file=file, field=where)
+        try:
+            base64.b64decode(x, validate=True)
+        except (binascii.Error, ValueError):
+            raise AdapterError(f"bytesValue is not base64: {x[:40]!r}", file=file,
+                               field=where) from None
+        return x
     raise AdapterError(f"unknown AnyValue type {k!r}", file=file, field=where)
 
 
@@ -113,8 +121,18 @@ def _kvs(items: Any, file: str, where: str) -> dict[str, Any]:
     return out
 
 
-def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False) -> str:
-    """An id as lowercase hex of ``n`` bytes (accepts hex or base64)."""
+def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False,
+            exact: bool = False) -> str:
+    """An id as lowercase hex of ``n`` bytes (accepts hex or base64).
+
+    ``2n`` hex digits or the base64 of ``n`` bytes; fewer hex digits are left-padded
+    with zeros (Jaeger drops leading zeros) unless ``exact`` (OTLP, whose ids always
+    have all their digits).
+
+    Raises:
+        AdapterError: missing (and not ``optional``), not a string, or not an id of
+            ``n`` bytes in hex or base64 (non-hex text, too many digits).
+    """
     if v is None or v == "":
         if optional:
             return ""
@@ -135,11 +153,12 @@ def _hex_id(v: Any, n: int, file: str, where: str, *, optional: bool = False) ->
         raw = b""
     if len(raw) == n:
         return raw.hex()
-    if _HEX.fullmatch(s):
-        return s.lower().rjust(2 * n, "0")
     if optional and not s.strip("0"):
         return ""
-    return s  # a source-specific id (e.g. Langfuse uuids): keep it as is
+    if _HEX.fullmatch(s) and len(s) < 2 * n and not exact:
+        return s.lower().rjust(2 * n, "0")
+    raise AdapterError(f"not an id of {n} bytes ({2 * n} hex digits or base64): "
+                       f"{s[:70]!r}", file=file, field=where)
 
 
 def _ns(v: Any, file: str, where: str) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-from icore._files import not_a_regular_file
+from icore._files import not_a_regular_file, write_owned
 from icore.adapters._errors import ExportError
 from icore.state import State
 
@@ -169,8 +169,8 @@ def write_prov(state: State, path: str | Path, *, run_id: str = "run") -> Path:
     p = Path(path)
     doc = to_prov(state, run_id=run_id)
     try:
-        p.write_text(str(doc.serialize(format="json", indent=1)), encoding="utf-8")
-    except OSError as exc:
+        write_owned(p, str(doc.serialize(format="json", indent=1)).encode("utf-8"))
+    except OSError as exc:  # also FileExistsError: a file there icore did not write
         raise ExportError(f"cannot write: {exc}", file=str(p), field="<root>") from None
     back = read_prov(p)
     problems = validate_prov(back, round_trip=False)

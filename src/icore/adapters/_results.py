@@ -6,6 +6,7 @@ The run's X, its cq timeline, its findings and summary. Plain data, shared by th
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -185,6 +186,22 @@ class RunSummary:
     terminal: bool
     terminated: bool
     succeeded: bool | None
+    answer_checked: bool | None = None
+    """Whether the final answer was checked against a ground truth or a recorded outcome;
+    False: the run has a final answer but nothing to check it against (reported as *not
+    checked*, not as wrong); None: no terminal marker."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (``icore audit --json``).
+
+        Every field; ``answer_checked`` only when the answer was *not* checked
+        (``false``), so runs whose answer was checked read exactly as before the field
+        existed.
+        """
+        out = dataclasses.asdict(self)
+        if self.answer_checked is not False:
+            del out["answer_checked"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -203,6 +220,9 @@ class AuditResult:
         final: metrics of the final X.
         elapsed_ms: import + audit wall time.
         terminated: the run recorded a termination (a terminal marker exists, sound or not).
+        answer_checked: whether its final answer was checked (a ground truth or a recorded
+            outcome); False: not checked (the certificate says only that an answer
+            exists); None: no terminal marker.
         notes: the audit's ``note`` log entries (diagnoses), in order. X keeps no other
             entries (:class:`NoteLog`; its cost stays linear in the trace).
     """
@@ -218,6 +238,7 @@ class AuditResult:
     final: Metrics
     elapsed_ms: float
     terminated: bool = False
+    answer_checked: bool | None = None
     notes: Sequence[LogEntry] = ()
     flag_places: Mapping[str, FlagPlace] = field(default_factory=dict)
     """Where each hard flag was raised (:class:`FlagPlaces`), kept while X keeps no log."""
@@ -232,7 +253,7 @@ class AuditResult:
             hard_flags=len(self.state.flags), stalls=self.stalls, replans=self.replans,
             unsupported=len(self.unsupported), diagnoses=len(self.diagnoses),
             terminal=self.state.terminal(), terminated=self.terminated,
-            succeeded=self.trace.succeeded,
+            succeeded=self.trace.succeeded, answer_checked=self.answer_checked,
         )
 
     @property

@@ -73,6 +73,12 @@ class Step:
         exitcode: the exit code of a ``tool_output`` when stated.
         parent: index of the step that caused this one, when the source records it (an
             OpenTelemetry parent span); None: the previous step.
+        calls: the tool calls an ``output`` asked for, as canonical JSON (names and
+            arguments, call ids dropped), when recorded; part of what the output says, so
+            two turns asking for other arguments are not one repeated observation.
+        plan_id: the plan a ``plan`` step writes or rewrites, when recorded: a replan
+            supersedes the plan of the same id; a new id is a new plan (None: every plan
+            after the first supersedes the previous one).
     """
 
     index: int
@@ -86,6 +92,8 @@ class Step:
     terminates: bool = False
     exitcode: int | None = None
     parent: int | None = None
+    calls: str | None = None
+    plan_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,13 +247,17 @@ def as_bool(value: Any, *, file: str, field: str, optional: bool = False) -> boo
     raise AdapterError(f"not a boolean: {value!r}", file=file, field=field)
 
 
+MAX_STEP = 2**53 - 1
+"""Largest step index read (the largest integer every JSON reader holds exactly)."""
+
+
 def as_step(value: Any, *, file: str, field: str) -> int | None:
     """Coerce a step index that may be stored as a string (``"12"``, ``12``, ``"12.0"``).
 
     Returns None for an empty value.
 
     Raises:
-        AdapterError: the value is not a non-negative integer.
+        AdapterError: the value is not an integer in ``[0, MAX_STEP]``.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -265,7 +277,15 @@ def as_step(value: Any, *, file: str, field: str) -> int | None:
         raise AdapterError(f"not a step index: {value!r}", file=file, field=field)
     if n < 0:
         raise AdapterError(f"negative step index: {value!r}", file=file, field=field)
+    if n > MAX_STEP:
+        raise AdapterError(f"step index out of range (at most 2**53 - 1): {_short(value)}",
+                           file=file, field=field)
     return n
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def as_str(value: Any, *, file: str, field: str, optional: bool = False) -> str | None:
@@ -283,6 +303,20 @@ def as_str(value: Any, *, file: str, field: str, optional: bool = False) -> str 
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     raise AdapterError(f"expected a string, got {type(value).__name__}", file=file, field=field)
+
+
+def as_name(value: Any, *, file: str, field: str, optional: bool = False) -> str | None:
+    """Require a string naming (or describing) an agent; numbers are refused.
+
+    Unlike :func:`as_str`: ``"agent": 5`` is a wrong type, not agent ``"5"``.
+
+    Raises:
+        AdapterError: missing (and not optional) or not a string.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise AdapterError(f"expected a string, got {type(value).__name__} {_short(value)}",
+                           file=file, field=field)
+    return as_str(value, file=file, field=field, optional=optional)
 
 
 def name_key(name: str) -> str:

@@ -34,14 +34,16 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from icore.adapters._decl import (
     captain_agent_declaration,
     generic_declaration,
     magentic_one_declaration,
 )
+from icore.adapters._errors import AdapterError
 from icore.adapters._otel_import import ICORE_LIVE
 from icore.adapters._results import (
     AuditResult,
@@ -51,7 +53,10 @@ from icore.adapters._results import (
 )
 from icore.adapters._trace import Trace
 from icore.adapters._trace_builder import ROOT, _StepReader
+from icore.adapters._valid_text import valid_text_trace
+from icore.adapters._values import trace_path
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
+from icore.errors import IcoreError
 from icore.state import (
     DeclarationPackage,
 )
@@ -69,6 +74,11 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
 def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> AuditResult:
     """Import ``trace`` into X and audit it.
 
+    Text holding a lone UTF-16 surrogate (a JSON escape of U+D800..U+DFFF alone, e.g. half
+    an emoji) is audited with U+FFFD in its place, and a warning names the fields
+    (:func:`icore.adapters._valid_text.valid_text_trace`), so every report and export can
+    encode it.
+
     Args:
         trace: a parsed run (:func:`load_who_and_when`, :func:`load_jsonl`, ...).
         decl: the declaration package (default: :func:`declaration_for` the family).
@@ -79,6 +89,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
     Raises:
         AdapterError: the run references something the declaration cannot express.
     """
+    trace = valid_text_trace(trace)
     if trace.family == ICORE_LIVE and decl is None:
         from icore.adapters._otel_live import audit_live_trace
 
@@ -99,6 +110,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         final=b.state.metrics(),
         elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         terminated=b.terminated,
+        answer_checked=b.answer_checked,
         notes=b.log.notes,
         flag_places=dict(b.log.places.at),
     )
@@ -133,7 +145,7 @@ def load_trace(path: str | Path) -> Trace:
     from icore.adapters._otel_import import load_otlp
     from icore.adapters._whowhen import load_who_and_when
 
-    p = Path(path)
+    p = trace_path(path)
     if _is_otel_file(p):
         return load_otlp(p)
     if p.suffix.lower() == ".jsonl":
@@ -142,9 +154,13 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def audit_path(path: str | Path) -> AuditResult:
-    """Load and audit one file (see :func:`load_trace`)."""
-    with _no_cyclic_gc():
-        return audit_trace(load_trace(path))
+    """Load and audit one file (see :func:`load_trace`).
+
+    Raises:
+        AdapterError: ``path`` is not a ``str`` or ``os.PathLike`` (field ``path``); as
+            :func:`audit_file`.
+    """
+    return _one_file(path, lambda p: [audit_trace(load_trace(p))])[0]
 
 
 def audit_file(path: str | Path) -> list[AuditResult]:
@@ -153,14 +169,37 @@ def audit_file(path: str | Path) -> list[AuditResult]:
     One run per trace of an OpenTelemetry export (:func:`icore.adapters.load_otlp_runs`),
     else the file's one run (:func:`audit_path`).
 
-    Raises:
-        AdapterError: as :func:`load_trace`.
-    """
-    if _is_otel_file(Path(path)):
-        from icore.adapters._otel_import import load_otlp_runs
+    Every failure names the file: a typed error raised below the importer (a
+    declaration, decision or state error on a value the importer let through) becomes
+    an :class:`AdapterError` of this file, with the field the error names, if any.
 
-        return [audit_trace(t) for t in load_otlp_runs(path)]
-    return [audit_path(path)]
+    Raises:
+        AdapterError: ``path`` is not a ``str`` or ``os.PathLike`` (field ``path``); as
+            :func:`load_trace`; any other :class:`~icore.errors.IcoreError` of the import
+            or the audit, wrapped.
+    """
+    def runs(p: Path) -> list[AuditResult]:
+        if _is_otel_file(p):
+            from icore.adapters._otel_import import load_otlp_runs
+
+            return [audit_trace(t) for t in load_otlp_runs(p)]
+        return [audit_trace(load_trace(p))]
+
+    return _one_file(path, runs)
+
+
+def _one_file(path: Any, audit: Callable[[Path], list[AuditResult]]) -> list[AuditResult]:
+    """Run ``audit`` on one user-given path; every typed error names the file."""
+    p = trace_path(path)
+    with _no_cyclic_gc():
+        try:
+            return audit(p)
+        except AdapterError:
+            raise
+        except IcoreError as exc:
+            where = exc.fields.get("field") or exc.fields.get("path") or "<audit>"
+            raise AdapterError(f"{type(exc).__name__}: {exc.message}", file=str(p),
+                               field=str(where)) from exc
 
 
 def _is_otel_file(p: Path) -> bool:

@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 from icore.adapters._decl import (
     HUMAN,
 )
-from icore.adapters._evidence import classify, output_facts, tool_facts
+from icore.adapters._evidence import answer_checkable, classify, output_facts, tool_facts
+from icore.adapters._jsonl import JSONL
 from icore.adapters._results import (
     Finding,
     Timeline,
@@ -63,6 +64,7 @@ class _XWriter:
         self.replans = 0
         self.plan: str | None = None
         self.plan_count = 0
+        self.plans_by_id: dict[str, str] = {}
         self.open_by_agent: dict[str, str] = {}
         self.pending_ledger: str | None = None
         self.next_speaker: str | None = None
@@ -71,10 +73,13 @@ class _XWriter:
         self.ever_passed = 0
         self.evidence = 0
         self.seen_digests: dict[str, set[str]] = {}
+        self.call_digest: dict[str, str] = {}  # agent -> digest of its last tool-call turn
         self.seen_pages: dict[str, set[str]] = {}
         self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
         self.last_event: str | None = None
         self.terminated = False
+        self.answer_checked: bool | None = None
+        """Whether the final answer was checked (None: no terminal marker yet)."""
         # frozen values many items share, one object each (memory of long runs, issue 29)
         self._cause: tuple[str, ...] = ()  # the last one-event causes tuple
         self._node_values: dict[tuple[str, str | None], Any] = {}
@@ -238,6 +243,8 @@ class _XWriter:
                 Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
                 events=events, operation="submit", certificates=(c.id,), proposer=who)
         self.seen_digests.setdefault(who, set()).add(digest)
+        if s.calls:  # a turn asking for tool calls: retrying them after a refusal is new
+            self.call_digest[who] = digest
         if page:
             self.seen_pages.setdefault(who, set()).add(str(page))
         self.since_ledger.append((ev, verdict, repeat))
@@ -255,16 +262,24 @@ class _XWriter:
     def terminal(self, s: Step, ev: str | None) -> None:
         """Import the final answer as the root's terminal, checked by ``answer_check``.
 
-        A failed check is diagnosed as a ``terminal`` defect. Nothing happens when ``ev``
-        is None.
+        A failed check is diagnosed as a ``terminal`` defect. With neither a ground truth
+        nor a recorded outcome the answer is *not checked* (:attr:`answer_checked`
+        False): the certificate only says that a final answer exists
+        (:func:`~icore.adapters.check_answer`). Nothing happens when ``ev`` is None.
         """
         x = self.state
         if ev is None:
             return
         self.terminated = True
         who = self.agent(s.agent)
-        payload = {"final_answer": s.final_answer, "ground_truth": self.trace.ground_truth,
-                   "recorded_outcome": self.trace.succeeded}
+        t = self.trace
+        payload: dict[str, Any] = {"final_answer": s.final_answer,
+                                   "ground_truth": t.ground_truth,
+                                   "recorded_outcome": t.succeeded}
+        checkable = answer_checkable(t.ground_truth, t.succeeded)
+        self.answer_checked = checkable
+        if not checkable:  # the certificate claims only that there is an answer
+            payload["checked"] = False
         verdict = self.validate("answer_check", (ev,), payload)
         c = x.import_certificate("answer_check", verdict=verdict, events=(ev,), payload=payload)
         a = x.import_assertion(Effect.terminal(ROOT, {"final_answer": s.final_answer}),
@@ -275,7 +290,8 @@ class _XWriter:
         if not verdict:
             self.diagnose("terminal", s.index, obligations=(ROOT,), assertions=(a.id,),
                           events=(ev,), proposer=who,
-                          detail=f"final answer {s.final_answer!r} fails answer_check")
+                          detail=f"final answer {s.final_answer!r} fails answer_check"
+                          if checkable else "the run ended with an empty final answer")
 
     def validate(self, name: str, events: Sequence[str], payload: Any) -> bool:
         """The verdict of validator ``name`` of V on the recorded events.
@@ -341,15 +357,20 @@ class _StepReader(_XWriter):
         """Import a plan as a new active ``planning`` obligation under the root.
 
         A replan supersedes the previous plan (a ``transported_to`` relation to the new
-        one) and is diagnosed as a ``progress`` defect. In CaptainAgent traces the first
-        speaker relays the manager's plan and starts on it: the plan is also its output on
-        the new plan obligation.
+        one) and is diagnosed as a ``progress`` defect. A step with a ``plan_id``
+        supersedes the plan of that id only (a new id is a new plan, not a replan). In
+        CaptainAgent traces the first speaker relays the manager's plan and starts on it:
+        the plan is also its output on the new plan obligation.
         """
         x = self.state
         ev = self.event(s, "plan", s.agent, text=s.content[:20000])
         self.plan_count += 1
         new = f"plan{self.plan_count}"
-        old = self.plan
+        # a recorded plan id names the plan a replan rewrites (one protected call's plan
+        # in a framework run); without one, every later plan supersedes the previous
+        old = self.plan if s.plan_id is None else self.plans_by_id.get(s.plan_id)
+        if s.plan_id is not None:
+            self.plans_by_id[s.plan_id] = new
         if old is None:
             self.new_obligation(new, "planning", parent=ROOT, assignee=self.agent(s.agent),
                                 events=(ev,), operation="plan", proposer=self.agent(s.agent),
@@ -455,7 +476,7 @@ class _StepReader(_XWriter):
             obligation: the obligation it works on (default: the agent's open one).
         """
         who = self.agent(s.agent)
-        facts = output_facts(s.content)
+        facts = output_facts(s.content, s.calls)
         ev = event or self.event(s, "output", who, **facts)
         if event is not None:
             # a relayed plan is also an output: record its facts on a sibling event
@@ -474,11 +495,20 @@ class _StepReader(_XWriter):
         self.submit(s, ev, oid, ())
 
     def on_tool_output(self, s: Step) -> None:
-        """Record a tool output as an event and submit the pending code output with it."""
-        facts = tool_facts(s.content, s.exitcode)
+        """Record a tool output as an event and submit the pending code output with it.
+
+        A failed or refused tool output of an agent whose last turn asked for recorded
+        tool calls (``calls``) makes asking for the same calls again no repeat.
+        """
+        facts = tool_facts(s.content, s.exitcode, plain=self.trace.family == JSONL)
         ev = self.event(s, "tool_output", s.agent, **facts)
         if not facts["error"] and not facts["empty"]:
             self.evidence += 1
+        asked = self.call_digest.pop(self.agent(s.agent), None) if facts["error"] else None
+        if asked is not None:
+            # the agent's recorded tool call failed or was refused: asking for the same
+            # call again is a retry on new information (the refusal), not a repeat
+            self.seen_digests.get(self.agent(s.agent), set()).discard(asked)
         if self.pending_code is not None:
             self.finish_code((ev,))
 

@@ -149,6 +149,19 @@ def time_ns(v: Any, *, file: str, field: str, unit_ns: int = 1) -> int:
     return ns
 
 
+def trace_path(path: Any) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, checked to be a path at all.
+
+    Raises:
+        AdapterError: ``path`` is not a ``str`` or ``os.PathLike`` (``None``, a number,
+            bytes), field ``path``.
+    """
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
+        raise AdapterError(f"a trace path must be a str or os.PathLike, not "
+                           f"{type(path).__name__}", file="<argument>", field="path")
+    return Path(path)
+
+
 def max_input_bytes() -> int:
     """The largest trace file an importer reads, in bytes (``ICORE_MAX_INPUT_MB``).
 
@@ -209,4 +222,4 @@ def _short(v: Any) -> str:
 
 
 __all__ = ["DEFAULT_MAX_INPUT_MB", "ENV_MAX_INPUT", "MAX_NS", "check_size", "finite_float",
-           "gc_paused", "integer", "max_input_bytes", "time_ns"]
+           "gc_paused", "integer", "max_input_bytes", "time_ns", "trace_path"]

@@ -25,9 +25,11 @@ from icore.adapters._trace import (
     StepKind,
     Trace,
     as_bool,
+    as_name,
     as_step,
     as_str,
 )
+from icore.adapters._values import trace_path
 
 MAGENTIC_ONE = "magentic_one"
 CAPTAIN_AGENT = "captain_agent"
@@ -59,7 +61,7 @@ def read_json(path: str | Path) -> tuple[Any, str]:
             by kind without opening it), or the file is unreadable, not UTF-8, truncated
             or not JSON (field ``<root>``).
     """
-    p = Path(path)
+    p = trace_path(path)
     file = str(p)
     if (problem := not_a_regular_file(p)) is not None:
         raise AdapterError(f"{problem}; refusing to read it", file=file, field="<root>")
@@ -178,7 +180,8 @@ def _entry(hist: list[Any], i: int, file: str, keys: tuple[str, ...]) -> dict[st
 def _annotation(data: dict[str, Any], file: str, names: AgentNames) -> Annotation | None:
     if "mistake_agent" not in data and "mistake_step" not in data:
         return None
-    agent = as_str(data.get("mistake_agent"), file=file, field="mistake_agent", optional=True)
+    agent = as_name(data.get("mistake_agent"), file=file, field="mistake_agent",
+                    optional=True)
     step = as_step(data.get("mistake_step"), file=file, field="mistake_step")
     reason = as_str(data.get("mistake_reason"), file=file, field="mistake_reason", optional=True)
     canon = None

@@ -7,6 +7,7 @@ backend's one error (:class:`LLMUnavailable`). See :mod:`icore.agents._llm`.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,13 +74,22 @@ class LLMConfig:
     max_tokens: int = 256
 
     def __post_init__(self) -> None:
+        """Check every field (issue 29: a NaN backoff crashed the first retry).
+
+        Raises:
+            ValueError: a field out of range, of the wrong type, NaN or infinite; the
+                message names the field.
+        """
         if self.tool_choice not in ("negotiate", *MODES):
             raise ValueError(f"tool_choice must be negotiate or one of {', '.join(MODES)}, "
                              f"not {self.tool_choice!r}")
-        if self.retries < 0 or self.backoff_s < 0 or not self.timeout_s > 0:
-            raise ValueError("retries >= 0, backoff_s >= 0 and timeout_s > 0 are required")
-        if self.slots is not None and self.slots < 1:
-            raise ValueError(f"slots must be >= 1, not {self.slots}")
+        _whole("retries", self.retries, 0, MAX_RETRIES)
+        _seconds("backoff_s", self.backoff_s, 0.0, MAX_BACKOFF_S, zero_ok=True)
+        _seconds("timeout_s", self.timeout_s, 0.0, MAX_TIMEOUT_S, zero_ok=False)
+        _seconds("temperature", self.temperature, 0.0, 2.0, zero_ok=True)
+        _whole("max_tokens", self.max_tokens, 1, 1_000_000)
+        if self.slots is not None:
+            _whole("slots", self.slots, 1, MAX_SLOTS)
 
     @classmethod
     def from_env(cls, *, base_url: str | None = None, model: str | None = None,
@@ -89,7 +99,10 @@ class LLMConfig:
         """Build from flags, falling back to the environment.
 
         Raises:
-            ValueError: no base URL or no model is configured, or a value is invalid.
+            ValueError: no base URL or no model is configured, or a value is invalid
+                (the message names the flag's field or the environment variable:
+                ``ICORE_LLM_RETRIES``, ``ICORE_LLM_BACKOFF_S``, ``ICORE_LLM_SLOTS``,
+                ``ICORE_LLM_TIMEOUT_S``, ``ICORE_LLM_TOOL_CHOICE``).
         """
         e = os.environ if env is None else env
         url = base_url or e.get("ICORE_LLM_BASE_URL") or e.get("OPENAI_BASE_URL")
@@ -102,12 +115,75 @@ class LLMConfig:
             raise ValueError("the llm backend needs a model (--llm-model or ICORE_LLM_MODEL)")
         tc = ((tool_choice if tool_choice != "negotiate" else None)
               or e.get("ICORE_LLM_TOOL_CHOICE") or "negotiate")
-        sl = slots if slots is not None else (int(e["ICORE_LLM_SLOTS"])
-                                              if e.get("ICORE_LLM_SLOTS") else None)
-        return cls(url, mdl, key, float(timeout_s or e.get("ICORE_LLM_TIMEOUT_S") or 30.0),
-                   tool_choice=tc, slots=sl,
-                   retries=int(e.get("ICORE_LLM_RETRIES") or 3),
-                   backoff_s=float(e.get("ICORE_LLM_BACKOFF_S") or 1.0))
+        if tc not in ("negotiate", *MODES):
+            where = "ICORE_LLM_TOOL_CHOICE" if tool_choice in (None, "negotiate") else \
+                "tool_choice"
+            raise ValueError(f"{where}: use negotiate or one of {', '.join(MODES)}, not "
+                             f"{tc!r}")
+        # each value from the environment is checked under its variable's name
+        sl = slots if slots is not None else _env(e, "ICORE_LLM_SLOTS", int, None, 1,
+                                                  MAX_SLOTS)
+        to = timeout_s if timeout_s is not None else _env(
+            e, "ICORE_LLM_TIMEOUT_S", float, 30.0, 0.0, MAX_TIMEOUT_S, above=True)
+        return cls(url, mdl, key, float(to if to else 30.0), tool_choice=tc, slots=sl,
+                   retries=int(_env(e, "ICORE_LLM_RETRIES", int, 3, 0, MAX_RETRIES)),
+                   backoff_s=float(_env(e, "ICORE_LLM_BACKOFF_S", float, 1.0, 0.0,
+                                        MAX_BACKOFF_S)))
+
+
+MAX_RETRIES = 100
+"""Most retries of one request after infrastructure failures."""
+MAX_BACKOFF_S = 600.0
+"""Longest first backoff, in seconds (doubled per retry)."""
+MAX_TIMEOUT_S = 3600.0
+"""Longest per-request timeout, in seconds."""
+MAX_SLOTS = 4096
+"""Most requests in flight at once."""
+
+
+def _whole(name: str, v: Any, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], not {v!r}")
+    return v
+
+
+def _seconds(name: str, v: Any, lo: float, hi: float, *, zero_ok: bool) -> float:
+    if (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+            or v < lo or v > hi or (v == lo and not zero_ok)):
+        op = ">=" if zero_ok else ">"
+        raise ValueError(f"{name} must be a finite number {op} {lo:g} and <= {hi:g}, not "
+                         f"{v!r}")
+    return float(v)
+
+
+def _env(e: Mapping[str, str], var: str, kind: type, default: Any, lo: float,
+         hi: float, *, above: bool = False) -> Any:
+    """An environment variable's number, checked; the error names the variable.
+
+    Args:
+        e: the environment.
+        var: the variable.
+        kind: ``int`` or ``float``.
+        default: the value when the variable is unset or empty.
+        lo: the smallest value (excluded with ``above``).
+        hi: the largest value.
+        above: the value must be greater than ``lo``.
+
+    Raises:
+        ValueError: not a number of ``kind``, NaN, infinite, or out of range.
+    """
+    raw = (e.get(var) or "").strip()
+    if not raw:
+        return default
+    try:
+        v = kind(raw)
+    except ValueError:
+        v = None
+    if v is None or not math.isfinite(v) or v < lo or v > hi or (above and v == lo):
+        what = "an integer" if kind is int else "a finite number"
+        raise ValueError(f"{var}={raw!r}: must be {what} {'>' if above else '>='} {lo:g} "
+                         f"and <= {hi:g}")
+    return v
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ priority D fixes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -306,20 +306,32 @@ def diagnose_flags(
     state: State,
     flags: Iterable[HardFlag],
     *,
-    step_of: Callable[[HardFlag], int],
     first_id: int = 1,
 ) -> tuple[Diagnosis, ...]:
-    """The one diagnosis step of a run's hard flags (icore Sec. 4; design.md 4.4).
+    """The one diagnosis step of a run's hard flags, as they are raised (icore Sec. 4).
 
     Each flag fires the ``hard_flag`` trigger and is diagnosed by :func:`diagnose_hit`
     (F, its frozen W_F, routed by D's rule). Live runs call it as flags appear, reports
     render what it returned; nothing else diagnoses a live run's flags. Pure: X is
     unchanged.
 
+    The step of F (the one rule): a run diagnosed as it happens numbers its steps by the
+    proposals X has audited (step k: the k-th proposal was audited; the run's timeline
+    and flag table count the same way), and F is issued at the step its flag was raised
+    in, ``F.step = state.proposal_count()`` when called. In icore Alg. 1 (Sec. 4;
+    design.md 4.4) one iteration audits the proposal, recomputes the diagnostics and,
+    when a trigger such as a hard flag fires, builds F: a flag raised by a proposal is
+    diagnosed at *that proposal's* step, not the next one (X records the proposal before
+    the flags it raises, so the k-th proposal's flag gets step k). A flag no proposal
+    raised (a revocation by an owner's revision between proposals k and k+1) gets the
+    step in progress, k (0 before the first proposal). This is the step the reports name
+    for the flag (the proposals recorded up to its ``FlagRaised`` entry). The audit loop
+    numbers its own iterations (:class:`icore.audit.AuditLoop`, from 0) and does not call this.
+
     Args:
-        state: X (every flag must be one of ``state.flags``).
+        state: X, right after the flags were raised (before X records another proposal:
+            a later call would date them later).
         flags: the hard flags to diagnose, in the order they were raised.
-        step_of: the step a flag was raised at (e.g. the number of proposals before it).
         first_id: number of the first diagnosis id; the i-th flag (from 0) gets
             ``d<first_id + i>``, whether or not an earlier one was diagnosed.
 
@@ -331,10 +343,11 @@ def diagnose_flags(
         KeyError: a flag is not in ``state.flags``.
         InterfaceError: as :func:`diagnose` and :func:`responsible_agent`.
     """
+    step = state.proposal_count()
     out: list[Diagnosis] = []
     for i, f in enumerate(flags):
         hit = TriggerHit(Trigger.HARD_FLAG, f.obligations, (f.id,), f.detail)
-        d = diagnose_hit(state, hit, diagnosis_id=f"d{first_id + i}", step=step_of(f))
+        d = diagnose_hit(state, hit, diagnosis_id=f"d{first_id + i}", step=step)
         if d is not None:
             out.append(d)
     return tuple(out)

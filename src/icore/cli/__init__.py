@@ -6,12 +6,14 @@ Each command group lives in its own ``_<area>.py`` module exposing
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
 
 import typer
 
@@ -143,19 +145,74 @@ _FAST = {"mcp": ("_mcp",)}
 """Commands an MCP client launches: run with only their own module registered."""
 
 
+class _Redacting:
+    """A text stream that redacts URL credentials in everything written to it (issue 29).
+
+    Wraps ``sys.stdout``/``sys.stderr`` for the whole command, so no path prints a
+    password (:func:`icore.errors.redact`): icore's messages, usage errors, library
+    logs and even a traceback.
+    """
+
+    def __init__(self, inner: IO[str]) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        """Write ``text`` redacted; returns ``len(text)`` (what the caller gave)."""
+        self._inner.write(redact(text) if "@" in text else text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        """Write each line redacted."""
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextmanager
+def _redacted_output() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` redacted while a command runs.
+
+    Text they cannot encode (a file name that is not UTF-8 reaches Python as lone
+    surrogates) is printed as backslash escapes instead of raising.
+    """
+    old = sys.stdout, sys.stderr
+    errors = [getattr(s, "errors", None) for s in old]
+    for s in old:
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            s.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    if not isinstance(sys.stdout, _Redacting):
+        sys.stdout = _Redacting(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, _Redacting):
+        sys.stderr = _Redacting(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = old
+        for s, e in zip(old, errors, strict=True):
+            if e is not None:
+                with contextlib.suppress(AttributeError, ValueError, OSError):
+                    s.reconfigure(errors=e)  # type: ignore[union-attr]
+
+
 def main() -> None:
     """Entry point of the ``icore`` console script.
 
     Library commands never load the lab: its modules are registered only for
-    ``icore bench ...``, ``icore demo``, the top-level help and no argument.
+    ``icore bench ...``, ``icore demo``, the top-level help and no argument. Output is
+    redacted (:class:`_Redacting`), except for ``icore mcp``, whose stdout is the MCP
+    protocol (its messages redact on their own).
     """
     argv = sys.argv[1:]
     fast = _FAST.get(argv[0]) if argv else None
     if fast is not None:
         _register(fast)
-    else:
-        _register_all(lab=not argv or argv[0] in (*_LAB, "-h", "--help"))
-    _app()
+        _app()
+        return
+    _register_all(lab=not argv or argv[0] in (*_LAB, "-h", "--help"))
+    with _redacted_output():
+        _app()
 
 
 __all__ = ["app", "main"]

@@ -19,9 +19,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from icore import __version__
+from icore._files import refuse_foreign
 from icore.adapters import (
     ENV_MAX_INPUT,
     AdapterError,
@@ -36,13 +38,16 @@ from icore.cli.inputs import (
     check_otlp_endpoint,
     fail_conditions,
     otlp_file_target,
+    otlp_undelivered,
     output_file,
     positive_number,
     refuse_input_as_output,
     refuse_non_folder,
     refuse_special_file,
 )
+from icore.errors import IcoreError
 from icore.report import (
+    ASSETS,
     flag_views,
     index_from_audits,
     render_index,
@@ -104,11 +109,18 @@ def audit(
 ) -> None:
     """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses.
 
+    Each file is imported and audited on its own: a file that cannot be (a malformed
+    field, a value the audit refuses, even an internal error) is reported with its name
+    (and field) on the console, in the index and in --json, the other files are still
+    audited and reported, and the command exits 1.
+
     Exit codes: 0 ok; 1 a file could not be imported (nothing is written when no run
     was read), or --otlp-endpoint spans were not delivered; 2 usage error (no trace
     files, a FIFO or device as PATH, a bad --fail-on, an --out that is a file, a --json
-    that is a folder, an output that is one of the inputs, --llm-* without
-    --attribution); 3 a --fail-on condition holds.
+    that is a folder, an output that is one of the inputs or another output, a report or
+    PROV file that would replace a file icore did not write, --llm-* without
+    --attribution, --otlp-best-effort without --otlp-endpoint); 3 a --fail-on condition
+    holds.
     """
     console = Console(width=160)
     fails = fail_conditions(fail_on, FAIL_ON)
@@ -118,7 +130,7 @@ def audit(
         # a FIFO or device given by name would block (or never end) when read: refuse it
         # before anything is read; inside folders only regular files are collected
         refuse_special_file(p, what="trace path", dir_ok=True)
-    check_otlp_endpoint(otlp_endpoint)
+    check_otlp_endpoint(otlp_endpoint, best_effort=otlp_best_effort)
     if report or prov:
         refuse_non_folder(out, what="--out")
     files = collect_paths(paths)
@@ -170,11 +182,16 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
     results: list[AuditResult] = []
     errors: list[tuple[str, str]] = []
     t0 = time.perf_counter()
-    for f in files:
+    for f in files:  # one file's failure never stops the others (issue 29)
         try:
             results.extend(audit_file(f))  # an OpenTelemetry export: one run per trace
         except AdapterError as exc:
             errors.append((exc.file, f"{exc.field}: {exc.problem}"))
+        except IcoreError as exc:  # audit_file names the file; any other typed error too
+            errors.append((str(f), f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # last resort: a bug in icore, not in the file
+            errors.append((str(f), f"internal error {type(exc).__name__}: {exc} (a bug "
+                                   "in icore: please report it with this file)"))
     elapsed = time.perf_counter() - t0
     results = _unique_ids(results)
     table = Table("run", "family", "msgs", "snd", "astab", "cq", "cq mean", "cq min",
@@ -182,16 +199,24 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                   title="iCORE audit (final X; cq mean/min over the run)")
     for r in results:
         s = r.summary()
-        table.add_row(s.run, s.family, str(s.steps), f"{s.snd:.3f}", f"{s.astab:.3f}",
+        table.add_row(escape(s.run), escape(s.family), str(s.steps), f"{s.snd:.3f}",
+                      f"{s.astab:.3f}",
                       f"{s.cq:.3f}", f"{s.cq_mean:.3f}", f"{s.cq_min:.3f}", str(s.hard_flags),
                       str(s.stalls), str(s.unsupported), str(s.diagnoses))
     if results:
         console.print(table)
+    unchecked = [r.trace.id for r in results if r.answer_checked is False]
+    if unchecked:
+        console.print(
+            f"final answer not checked (the trace has no ground truth and no recorded "
+            f"outcome; not counted as wrong): {', '.join(unchecked[:10])}"
+            f"{' …' if len(unchecked) > 10 else ''}. Record one with "
+            "RunRecorder(ground_truth=...) or succeeded=True/False to check it.")
     for r in results:
         for w in r.trace.extras.get("warnings", ()):
-            console.print(f"[yellow]warning[/] {w}")
+            console.print(f"[yellow]warning[/] {escape(str(w))}")
     for file, err in errors:
-        console.print(f"[red]error[/] {file}: {err}")
+        console.print(f"[red]error[/] {escape(f'{file}: {err}')}")
     console.print(f"imported and audited {len(results)} run(s) in {elapsed:.2f} s "
                   f"(import + audit){f'; {len(errors)} file(s) failed' if errors else ''}")
     if not results:
@@ -200,11 +225,20 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         console.print("[red]no run could be imported; nothing written[/]")
         raise typer.Exit(1)
     if report or prov:  # no report may replace an input (a trace named index.html ...)
-        planned = [("report", out / report_filename(r.trace.id)) for r in results] + [
-            ("report", out / "index.html")] + [
+        planned = [("report", out / report_filename(r.trace.id)) for r in results
+                   if report] + [("report", out / "index.html")] * report + [
             ("--prov", out / f"{Path(report_filename(r.trace.id)).stem}.prov.json")
-            for r in results if prov]
-        refuse_input_as_output(planned, files)
+            for r in results if prov] + [
+            ("report", out / "assets" / a) for a in ASSETS if report and not single_file]
+        extra = [(w, p) for w, p in (("--json", json_file.path if json_file else None),
+                                     ("--otlp-endpoint file:", otlp_file_target(
+                                         otlp_endpoint))) if p is not None]
+        refuse_input_as_output(planned + extra, files)  # nor --json on a report's path
+        try:  # nor a file icore did not write (the user's r1.prov.json, ...): issue 29
+            refuse_foreign(p for _w, p in planned)
+        except FileExistsError as exc:
+            typer.echo(f"error: {exc.strerror}", err=True)
+            raise typer.Exit(2) from None
     undelivered = ""
     if otlp_endpoint:
         from icore.adapters import exporting
@@ -212,13 +246,12 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         with exporting(endpoint=otlp_endpoint) as ex:
             for r in results:
                 ex.audit(r)
-        d = ex.delivery
-        if d is not None and d.failed:
-            undelivered = (f"--otlp-endpoint {otlp_endpoint}: {d.failed} span(s) could not "
-                           f"be delivered ({d.delivered} delivered)"
-                           f"{'; ' + d.last_error if d.last_error else ''}")
-            console.print(f"[{'yellow' if otlp_best_effort else 'red'}]"
-                          f"{'warning' if otlp_best_effort else 'error'}[/] {undelivered}")
+        undelivered = otlp_undelivered(otlp_endpoint, ex.delivery,
+                                       best_effort=otlp_best_effort)
+        if undelivered:
+            kind, _, rest = undelivered.partition(" ")
+            console.print(f"[{'yellow' if otlp_best_effort else 'red'}]{kind}[/] "
+                          f"{escape(rest)}")
     atts: dict[str, Attribution] = {}
     sc = None
     if attribution:
@@ -262,9 +295,9 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             idx = render_index(index_from_audits(
                 results, attributions=atts if attribution else None, score=sc,
                 errors=errors, elapsed_s=elapsed), out, single_file=single_file)
-            console.print(f"reports: {idx}")
+            console.print(f"reports: {escape(str(idx))}")
         if prov:
-            console.print(f"PROV-JSON: {out}/*.prov.json (read back and validated)")
+            console.print(f"PROV-JSON: {escape(str(out))}/*.prov.json (read back and validated)")
     runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results
             ] if json_file is not None or fails else []
     if json_file is not None:
@@ -273,7 +306,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                "attribution_score": _plain(sc) if sc is not None else None,
                "elapsed_s": round(elapsed, 3)}
         json_file.write(json.dumps(doc, indent=1, default=str) + "\n")
-        console.print(f"JSON summary: {json_file.path}")
+        console.print(f"JSON summary: {escape(str(json_file.path))}")
     if errors or (undelivered and not otlp_best_effort):
         raise typer.Exit(1)
     hit = _failing(runs, fails)
@@ -294,7 +327,7 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     return {
         "id": r.trace.id, "file": r.trace.file,
         "report": str(out / report_filename(r.trace.id)) if out is not None else None,
-        "summary": _plain(r.summary()),
+        "summary": r.summary().to_json(),
         "flags": [_plain(f) for f in flag_views(r.state, r.event_step,
                                                        places=r.flag_places)],
         "diagnoses": [d.to_json() for d in r.diagnoses],
@@ -345,10 +378,10 @@ def _print_candidates(console: Console, atts: dict[str, Attribution]) -> None:
     for rid, a in atts.items():
         for i, c in enumerate(a.candidates, 1):
             why = ", ".join(f"{n}={v:.2g} (+{w:.2f})" for n, v, w in c.reasons)
-            t.add_row(rid if i == 1 else "", str(i), c.agent, str(c.step), f"{c.score:.2f}",
-                      why)
+            t.add_row(escape(rid) if i == 1 else "", str(i), escape(c.agent), str(c.step),
+                      f"{c.score:.2f}", escape(why))
         if not a.candidates:
-            t.add_row(rid, "-", str(a.agent), str(a.step), "", a.rule)
+            t.add_row(escape(rid), "-", escape(str(a.agent)), str(a.step), "", escape(a.rule))
     console.print(t)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from icore.cli.inputs import refuse_special_file
+from icore.cli.inputs import refuse_input_as_output, refuse_special_file
 from icore.net import TeamManifest, TeamManifestError, init_team_certs
 
 certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True)
@@ -27,7 +27,11 @@ def certs_init(
     force: Annotated[bool, typer.Option(
         "--force", help="Replace existing CA and certificates.")] = False,
 ) -> None:
-    """Create the team CA (reused if present) and a key + certificate per agent."""
+    """Create the team CA (reused if present) and a key + certificate per agent.
+
+    A certificate or key path that is the manifest (also through a link) is a usage
+    error (exit 2) before anything is written.
+    """
     agents = list(agent or [])
     team_name = team or "icore-team"
     folder = out
@@ -44,6 +48,10 @@ def certs_init(
     if folder is None or not agents:
         typer.echo("error: give --manifest, or --dir and at least one --agent", err=True)
         raise typer.Exit(2)
+    refuse_input_as_output(
+        [("--dir", Path(folder) / n) for n in ("ca.crt", "ca.key", *(
+            f"{a}{ext}" for a in agents for ext in (".crt", ".key")))],
+        [manifest] if manifest is not None else [])
     try:
         path = init_team_certs(folder, agents, team=team_name, days=days, overwrite=force)
     except ValueError as exc:

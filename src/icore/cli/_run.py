@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from icore._files import MARKER, make_room
@@ -20,7 +21,11 @@ from icore.cli.inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
     fail_conditions,
+    otlp_file_target,
+    otlp_undelivered,
     positive_seconds_or_none,
+    refuse_input_as_output,
+    refuse_inputs_inside,
     refuse_non_folder,
     refuse_special_file,
 )
@@ -30,6 +35,7 @@ from icore.live import (
     TABLE_HEADER,
     LiveManifestError,
     LiveRunResult,
+    Reporter,
     RunManifest,
     RunObserver,
     default_manifest,
@@ -38,6 +44,9 @@ from icore.live import (
     run_matched,
 )
 from icore.report import ICORE_DIR, report_filename, write_live_report
+
+if TYPE_CHECKING:
+    from icore.adapters import OtelExporter
 
 _EXCERPT = 160
 
@@ -121,17 +130,17 @@ def print_decisions(console: Console, rows: list[tuple[str, LiveRunResult]]) -> 
         return
     neg = runs[0][1].negotiation
     if neg:
-        console.print(str(neg.get("line") or f"tool-call mode: {neg.get('mode')}"))
-        for p in neg.get("probes", []):
-            console.print(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
-                          f"({_text(p.get('note', ''), 100)})")
+        console.print(escape(str(neg.get("line") or f"tool-call mode: {neg.get('mode')}")))
+        for p in neg.get("probes", []):  # notes quote the model server's replies
+            console.print(escape(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
+                                 f"({_text(p.get('note', ''), 100)})"))
     t = Table("policy", "tasks ok", "invalid", "responses", "accepted", "violations",
               "corrections", "unrecovered", "infra fail.", "infra unrec.", "wall s",
               title="Model decisions (violations: schema; infra: server errors and "
                     "timeouts, retried)")
     for p, r in runs:
         d = r.llm
-        t.add_row(p, f"{r.succeeded}/{len(r.tasks)}", str(r.invalid_actions),
+        t.add_row(escape(p), f"{r.succeeded}/{len(r.tasks)}", str(r.invalid_actions),
                   str(d["responses"]), str(d["accepted"]), str(d["violations"]),
                   str(d["corrections"]), str(d["unrecovered"]), str(d["infra_failures"]),
                   str(d["infra_unrecovered"]), f"{r.duration_s:.1f}")
@@ -142,21 +151,23 @@ def _print_run(console: Console, res: LiveRunResult) -> None:
     s = res.summary()
     t = Table("policy", "tasks", "success", "invalid primary", "successful replans",
               "blocked", "redundant auditor", "accepted/responses", "crashes", "seconds",
-              title=f"icore run {res.name}")
-    t.add_row(res.policy, str(s["tasks"]), str(s["succeeded"]), str(s["invalid_actions"]),
+              title=f"icore run {escape(res.name)}")
+    t.add_row(escape(res.policy), str(s["tasks"]), str(s["succeeded"]), str(s["invalid_actions"]),
               str(s["successful_replans"]), str(s["blocked"]),
               str(s["redundant_auditor_actions"]), f"{s['accepted']}/{s['responses']}",
               str(s["crashes"]), f"{res.duration_s:.1f}")
     console.print(t)
     print_decisions(console, [(res.policy, res)])
     for c in res.crashes:
-        console.print(f"[red]agent crash[/]: {c['agent']} ({c['role']}) exit code "
+        console.print(f"[red]agent crash[/]: {escape(str(c['agent']))} "
+                      f"({escape(str(c['role']))}) exit code "
                       f"{c['returncode']}{' (injected)' if c.get('injected') else ''}")
     for task in res.tasks:
         if task.error:
-            console.print(f"[yellow]task {task.task} failed[/]: {_text(task.error)}")
+            console.print(f"[yellow]task {escape(str(task.task))} failed[/]: "
+                          f"{escape(_text(task.error))}")
     if res.error:
-        console.print(f"[red]run error[/]: {res.error}")
+        console.print(f"[red]run error[/]: {escape(str(res.error))}")
     if res.interrupted:
         console.print("[yellow]interrupted[/]: every agent process was stopped")
     ic = res.icore
@@ -164,10 +175,10 @@ def _print_run(console: Console, res: LiveRunResult) -> None:
         console.print(f"iCORE: cq={ic.get('cq', 0):.3f} snd={ic.get('snd', 0):.3f} "
                       f"proposals={ic.get('proposals')} rejected={ic.get('rejected')} "
                       f"hard flags={ic.get('hard_flags')}")
-    console.print(f"report: {res.report}")
+    console.print(f"report: {escape(str(res.report))}")
     icore_page = res.out_dir / ICORE_DIR / report_filename(res.name)
     if res.report is not None and icore_page.is_file():
-        console.print(f"iCORE report: {icore_page}")
+        console.print(f"iCORE report: {escape(str(icore_page))}")
 
 
 def run(
@@ -211,7 +222,12 @@ def run(
     otlp_endpoint: Annotated[str | None, typer.Option(
         "--otlp-endpoint", help="Export the run as OpenTelemetry GenAI spans to this "
         "OTLP/HTTP URL (e.g. http://127.0.0.1:6006 for Phoenix; OTEL_EXPORTER_OTLP_* "
-        "variables apply), or file:PATH for OTLP JSON lines. Needs icore[otel].")] = None,
+        "variables apply), or file:PATH for OTLP JSON lines. Needs icore[otel]. Spans "
+        "that cannot be delivered end the command with exit 1 (after the run and its "
+        "reports), unless --otlp-best-effort.")] = None,
+    otlp_best_effort: Annotated[bool, typer.Option(
+        "--otlp-best-effort", help="--otlp-endpoint: undelivered spans are a warning, not "
+        "exit 1.")] = False,
 ) -> None:
     """Run a live multi-agent team: one process per agent, PlanFence-protected tools.
 
@@ -220,9 +236,12 @@ def run(
 
     A manifest that is not a regular file, and a --concurrency, --repeat or
     --llm-timeout-s the run manifest refuses (0, negative, NaN, infinite, over its
-    maximum), are usage errors: exit 2 naming the input, before any agent starts.
-    Exit codes: 0 ok, 1 crash/run error/every workflow stopped early, 2 usage error,
-    3 a --fail-on condition holds, 130 interrupted.
+    maximum), are usage errors: exit 2 naming the input, before any agent starts; so
+    are an output that is an input (``--otlp-endpoint file:`` naming the manifest, also
+    through a link), an --out holding the manifest that would be moved aside, and
+    --otlp-best-effort without --otlp-endpoint.
+    Exit codes: 0 ok, 1 crash/run error/every workflow stopped early/--otlp-endpoint
+    spans not delivered, 2 usage error, 3 a --fail-on condition holds, 130 interrupted.
     """
     console = Console(width=160)
     fails = fail_conditions(fail_on, ("invalid",))
@@ -233,7 +252,12 @@ def run(
     if manifest is not None:
         refuse_special_file(manifest, what="run manifest")
     refuse_non_folder(out, what="--out")
-    check_otlp_endpoint(otlp_endpoint)
+    check_otlp_endpoint(otlp_endpoint, best_effort=otlp_best_effort)
+    inputs = [manifest] if manifest is not None else []
+    target = otlp_file_target(otlp_endpoint)
+    refuse_input_as_output([("--otlp-endpoint file:", target)] if target else [], inputs)
+    if not matched and (out / MARKER).is_file():  # moved aside below, with what it holds
+        refuse_inputs_inside(out, inputs, what="--out")
     if matched and policy:
         raise typer.BadParameter(
             "--matched runs its own three policies (owner_head_freshness, "
@@ -248,9 +272,32 @@ def run(
                   model=llm_model, timeout_s=llm_timeout_s, seeds=seeds,
                   concurrency=concurrency, repeat=repeat)
     observer = _otel_observer(ctx, otlp_endpoint)
+    code = 0
+    try:
+        _run(console, m, out, matched=matched, seeds=seeds, concurrency=concurrency,
+             reporter=reporter, observer=observer, as_json=as_json, fails=fails)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    if observer is not None and otlp_endpoint:  # every span exported, then counted
+        observer.shutdown()
+        undelivered = otlp_undelivered(otlp_endpoint, observer.delivery,
+                                       best_effort=otlp_best_effort)
+        if undelivered:
+            typer.echo(undelivered, err=True)
+            if not otlp_best_effort and code in (0, FAIL_EXIT):
+                code = 1
+    if code:
+        raise typer.Exit(code)
+
+
+def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: str | None,
+         concurrency: int | None, reporter: Reporter, observer: RunObserver | None,
+         as_json: bool, fails: frozenset[str]) -> None:
+    """Run the manifest (or the matched study) and print it; exits by ``typer.Exit``."""
     if not matched and (out / MARKER).is_file():  # icore's own earlier run: say it moves
         moved = make_room(out)
-        console.print(f"moved the earlier run in {out} (created by icore) to {moved}")
+        console.print(f"moved the earlier run in {escape(str(out))} (created by icore) to "
+                      f"{escape(str(moved))}")
     if matched:
         try:
             res = run_matched(out, manifest=m,
@@ -258,7 +305,7 @@ def run(
                               seeds=m.seeds if seeds else range(SEEDS_PER_FAMILY),
                               reporter=reporter, observer=observer)
         except LLMUnavailable as exc:
-            console.print(f"[red]model server unusable[/]: {exc}")
+            console.print(f"[red]model server unusable[/]: {escape(str(exc))}")
             raise typer.Exit(1) from None
         if as_json:
             console.print_json(json.dumps(res.to_json()))
@@ -269,9 +316,9 @@ def run(
         console.print(t)
         print_decisions(console, list(res.runs.items()))
         console.print(f"{sum(r.tasks for r in res.rows)} attempts in {res.duration_s:.1f} s; "
-                      f"table: {out / 'matched.md'}")
+                      f"table: {escape(str(out / 'matched.md'))}")
         for p, r in res.runs.items():
-            console.print(f"  {p}: {r.report}")
+            console.print(f"  {escape(p)}: {escape(str(r.report))}")
         if any(r.crashes or r.error or r.interrupted for r in res.runs.values()):
             raise typer.Exit(1)
         # the matched study compares policies: the baselines' invalid actions are its
@@ -285,7 +332,7 @@ def run(
     try:
         res1 = run_live(m, out, reporter=reporter, observer=observer)
     except LLMUnavailable as exc:
-        console.print(f"[red]model server unusable[/]: {exc}")
+        console.print(f"[red]model server unusable[/]: {escape(str(exc))}")
         raise typer.Exit(1) from None
     if as_json:
         console.print_json(json.dumps(res1.summary()))
@@ -311,10 +358,11 @@ def _given(ctx: typer.Context, name: str) -> bool:
     return src is not None and src.name == "COMMANDLINE"
 
 
-def _otel_observer(ctx: typer.Context, endpoint: str | None) -> RunObserver | None:
+def _otel_observer(ctx: typer.Context, endpoint: str | None) -> OtelExporter | None:
     """The ``--otlp-endpoint`` exporter, flushed and shut down when the command ends.
 
-    However it ends: the command's context closes after it returns or raises.
+    However it ends: the command's context closes after it returns or raises (the
+    command shuts it down itself first, to count the spans it could not deliver).
     """
     if not endpoint:
         return None

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from icore._extras import run_async
-from icore.cli.inputs import refuse_special_file
+from icore.cli.inputs import refuse_input_as_output, refuse_special_file
 from icore.net import TeamManifest, TeamManifestError, TeamProcesses, TransportError, serve_agent
 
 
@@ -59,6 +59,11 @@ def serve(
         typer.echo("error: --port cannot be combined with --all (each agent's port comes "
                    "from the manifest); use --port with --agent ID", err=True)
         raise typer.Exit(2)
+    served = [agent] if agent is not None else m.agent_ids
+    refuse_input_as_output(  # an agent's store must not be the manifest or a certificate
+        [(f"agent {a}'s store", m.store_path(a)) for a in served if a in m.agent_ids],
+        [manifest, *(m.certs_dir / f"{a}{ext}" for a in m.agent_ids
+                     for ext in (".crt", ".key")), m.certs_dir / "ca.crt"])
     if m.memory.backend == "nats":
         _serve_nats(m, agent)
         return

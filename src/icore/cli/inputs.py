@@ -13,10 +13,12 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from icore._files import not_a_regular_file
+from icore.errors import redact
 
 FAIL_EXIT = 3
 """Exit code of a command that ran to the end but meets a ``--fail-on`` condition (for
@@ -158,47 +160,136 @@ class OutputFile:
             os.close(fd)
 
 
-def check_otlp_endpoint(endpoint: str | None) -> None:
-    """Refuse an ``--otlp-endpoint`` that is neither an http(s) URL nor ``file:PATH``.
+def check_otlp_endpoint(endpoint: str | None, *, best_effort: bool = False) -> None:
+    """Refuse an ``--otlp-endpoint`` that cannot be used, before the command does any work.
 
-    It runs before the command does any work; the exporter itself checks it again.
+    Usage errors: a value that is neither an http(s) URL nor ``file:PATH``; ``file:`` with
+    no path, or a path that is a folder or whose folder does not exist; and
+    ``--otlp-best-effort`` without ``--otlp-endpoint`` (a flag that cannot apply). The
+    exporter checks the URL again. Messages show the URL with its credentials redacted.
 
     Raises:
         typer.BadParameter: exit 2, naming the option and the value.
     """
-    if endpoint and not endpoint.strip().startswith(("http://", "https://", "file:")):
+    if best_effort and not endpoint:
+        raise typer.BadParameter("applies only with --otlp-endpoint",
+                                 param_hint="--otlp-best-effort")
+    if not endpoint:
+        return
+    if not endpoint.strip().startswith(("http://", "https://", "file:")):
         raise typer.BadParameter(f"use an http(s):// OTLP/HTTP URL or file:PATH, not "
-                                 f"{endpoint!r}", param_hint="--otlp-endpoint")
+                                 f"{redact(endpoint)!r}", param_hint="--otlp-endpoint")
+    target = otlp_file_target(endpoint)
+    if target is None:
+        return
+    if not endpoint.strip().removeprefix("file://").removeprefix("file:").strip():
+        raise typer.BadParameter("file: needs a path (file:spans.otlp.jsonl)",
+                                 param_hint="--otlp-endpoint")
+    if target.is_dir():
+        raise typer.BadParameter(f"file:{target} is a folder; give a file name",
+                                 param_hint="--otlp-endpoint")
+    if not target.exists() and not target.parent.is_dir():
+        raise typer.BadParameter(f"file:{target}: folder {target.parent} does not exist",
+                                 param_hint="--otlp-endpoint")
 
 
-def _same(a: Path, b: Path) -> bool:
+def otlp_undelivered(endpoint: str, delivery: Any, *, best_effort: bool) -> str:
+    """The one-line report of spans an ``--otlp-endpoint`` export could not deliver.
+
+    Args:
+        endpoint: the ``--otlp-endpoint`` value (printed with its credentials redacted).
+        delivery: the exporter's :class:`icore.adapters.DeliveryCheck` (or None).
+        best_effort: ``--otlp-best-effort`` (the line is then a warning, not an error).
+
+    Returns:
+        ``""`` when every span was delivered; else ``"error --otlp-endpoint URL: N
+        span(s) could not be delivered (M delivered); <last error>"`` (``warning`` with
+        ``best_effort``), redacted.
+    """
+    if delivery is None or not delivery.failed:
+        return ""
+    last = f"; {delivery.last_error}" if delivery.last_error else ""
+    return redact(f"{'warning' if best_effort else 'error'} --otlp-endpoint {endpoint}: "
+                  f"{delivery.failed} span(s) could not be delivered ({delivery.delivered} "
+                  f"delivered){last}")
+
+
+def _identity(path: Path) -> tuple[Any, ...]:
+    """What makes two paths one file: (device, inode) when it exists, else its real path.
+
+    ``stat`` follows symlinks, so a symlink, a hard link, a symlinked folder and
+    ``x/../name`` all meet the file they name; a path that does not exist yet is
+    compared by :func:`os.path.realpath` (its symlinked folders resolved).
+    """
     try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-        return a.resolve() == b.resolve()
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
     except (OSError, ValueError):
-        return False
+        pass
+    try:
+        return ("path", os.path.realpath(path))
+    except (OSError, ValueError):
+        return ("path", str(path))
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` name one file (see :func:`refuse_input_as_output`)."""
+    return _identity(a) == _identity(b)
 
 
 def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
-    """Exit 2 when an output path is one of the inputs (writing it would destroy it).
+    """Exit 2 when an output path is one of the inputs, or two outputs are one file.
 
-    Compared by file identity when both exist (a symlink or hard link to an input is
-    caught), else by resolved path. Checked before any work is done.
+    The one check every command that writes runs before it writes (issue 29): writing an
+    input would destroy it, and two outputs on one path would leave only the last.
+    Compared by file identity (device and inode, following symlinks, so a symlink, a
+    symlinked folder, ``x/../input`` or a hard link of an input is caught), else, for a
+    path that does not exist yet, by real path. Linear in the number of paths.
 
     Args:
         outputs: ``(what, path)`` pairs, e.g. ``("--json", Path("t.jsonl"))``.
         inputs: the files the command reads.
 
     Raises:
-        typer.Exit: code 2, naming the option, the path and the input it would replace.
+        typer.Exit: code 2, naming the option, the path and the input (or the other
+            output) it would replace.
     """
+    by_id = {_identity(src): src for src in reversed(inputs)}
+    seen: dict[tuple[Any, ...], tuple[str, Path]] = {}
     for what, out in outputs:
-        for src in inputs:
-            if _same(out, src):
-                typer.echo(f"error: {what} {out} is the input {src}; writing it would "
-                           "destroy the input; give another path", err=True)
-                raise typer.Exit(2)
+        key = _identity(out)
+        src = by_id.get(key)
+        if src is not None:
+            typer.echo(f"error: {what} {out} is the input {src}; writing it would "
+                       "destroy the input; give another path", err=True)
+            raise typer.Exit(2)
+        first = seen.setdefault(key, (what, out))
+        if first != (what, out):
+            typer.echo(f"error: {what} {out} and {first[0]} {first[1]} are the same file; "
+                       "the second would overwrite the first; give two paths", err=True)
+            raise typer.Exit(2)
+
+
+def refuse_inputs_inside(folder: Path, inputs: list[Path], *, what: str) -> None:
+    """Exit 2 when an input lies inside ``folder``, which the command moves or replaces.
+
+    Raises:
+        typer.Exit: code 2, naming the option, the folder and the input.
+    """
+    try:
+        top = Path(os.path.realpath(folder))
+    except (OSError, ValueError):
+        return
+    for src in inputs:
+        try:
+            real = Path(os.path.realpath(src))
+        except (OSError, ValueError):
+            continue
+        if real == top or top in real.parents:
+            typer.echo(f"error: {what} {folder} holds the input {src}; the earlier run in "
+                       "it would be moved aside with the input; give another folder",
+                       err=True)
+            raise typer.Exit(2)
 
 
 def otlp_file_target(endpoint: str | None) -> Path | None:
@@ -255,6 +346,6 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
 
 
 __all__ = ["FAIL_EXIT", "OutputFile", "check_otlp_endpoint", "fail_conditions",
-           "otlp_file_target", "output_file", "positive_number", "positive_seconds",
-           "positive_seconds_or_none", "refuse_input_as_output", "refuse_non_folder",
-           "refuse_special_file"]
+           "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
+           "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
+           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file"]

@@ -90,7 +90,13 @@ from icore.fence._policies import (
     strategy,
 )
 from icore.fence._tool import MAX_ARG_NESTING, ProtectedTool, RecordRef, protected
-from icore.fence._verdict import ActionVerdict, KeyCheck, action_status, judge_action
+from icore.fence._verdict import (
+    ActionVerdict,
+    KeyCheck,
+    action_ran,
+    action_status,
+    judge_action,
+)
 
 # names before issue 26 ("validator" now means only iCORE's certificate validator V)
 Validator = GateCheck
@@ -154,6 +160,7 @@ __all__ = [
     "TeamContext",
     "ThreadedOwners",
     "Validator",
+    "action_ran",
     "action_record",
     "action_status",
     "apply_fail_open",

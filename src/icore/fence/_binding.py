@@ -16,7 +16,9 @@ from the plan and its inputs; that record is the root the gate validates. Pure c
 
 from __future__ import annotations
 
+import enum
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,18 +44,48 @@ def _canon(value: Any, path: str) -> JSONValue:
         return out
     if isinstance(value, list | tuple):
         return [_canon(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    return value
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise MalformedRecord(f"argument {path[5:]!r} is {value!r}, which has no JSON "
+                                  "form", field=path, argument=path[5:])
+        return value
+    raise _not_json(value, path)
+
+
+def _not_json(value: Any, path: str) -> MalformedRecord:
+    """The error for a Python value with no JSON form: the argument, its type, the fix."""
+    name = path[5:] if path.startswith("args.") else path
+    kind = type(value).__name__
+    if isinstance(value, enum.Enum):
+        example = f"{value.value!r} ({kind}.{value.name}.value)"
+    elif callable(getattr(value, "isoformat", None)):  # date, datetime, time
+        example = f"{value.isoformat()!r} (.isoformat())"
+    elif kind in ("UUID", "Decimal"):
+        example = f"{str(value)!r} (str(...))"
+    else:
+        example = "its JSON form"
+    return MalformedRecord(
+        f"argument {name!r} is a {kind}, not JSON: bind the JSON form the tool's schema "
+        "gives the model", field=path, argument=name, got=kind,
+        fix=f"bind {example}, or normalise all arguments through the tool's schema: "
+        "icore.integrations.normalize_args(<the tool function or its args_schema>, args)")
 
 
 def canonical_args(args: Mapping[str, Any]) -> dict[str, JSONValue]:
     """Return the canonical JSON form of a call's keyword arguments.
 
     :class:`~icore.fence.RecordRef` values become ``{"$planfence.ref": {"key", "id"}}``,
-    tuples become lists; everything else must already be JSON.
+    tuples become lists; everything else must already be JSON. Python values with a JSON
+    form the tool's schema gives (``date``, ``datetime``, ``UUID``, ``Decimal``, an
+    ``Enum``) are refused, not converted: only the tool's schema knows their form (e.g.
+    ``datetime`` with ``Z`` or ``+00:00``), and a guessed form would not match the call.
 
     Raises:
-        MalformedRecord: an argument is not JSON (non-string key, NaN, an object, ...),
-            naming the argument path.
+        MalformedRecord: an argument is not JSON (non-string key, NaN, a ``date``, a
+            ``UUID``, an object, ...); fields ``argument`` (its path), ``got`` (its type)
+            and ``fix`` (its JSON form, or ``normalize_args``).
     """
     if not isinstance(args, Mapping):
         raise MalformedRecord("arguments must be a mapping of names to values", field="args")

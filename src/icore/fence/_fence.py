@@ -230,7 +230,20 @@ class Fence:
         """PlanFence for an executor whose replica is ``store``.
 
         Over ``owners`` (sync or async access).
+
+        Raises:
+            FenceCallError: ``store`` is not a store (no ``lookup``/``ownership``/
+                ``install``), or ``owners`` has no ``query_heads`` and ``fetch`` (an
+                owner access); raised here, not at the first call.
         """
+        for name, obj, needs in (("store", store, ("lookup", "ownership", "install")),
+                                 ("owners", owners, ("query_heads", "fetch"))):
+            missing = [m for m in needs if not hasattr(obj, m)]
+            if missing:
+                raise FenceCallError(
+                    f"{name} must be {'a Store' if name == 'store' else 'an owner access'}"
+                    f" (it has no {', '.join(missing)}), not {type(obj).__name__}",
+                    argument=name, got=type(obj).__name__)
         v = PlanFenceCheck(GateContext(lookup=store.lookup, ownership=store.ownership,
                                       owners=owners, clock=clock, points=PointCounter(),
                                       timeout_s=timeout_s, mode=mode))

@@ -127,23 +127,13 @@ class GateRun:
 
     # -- decisions --------------------------------------------------------------------
     def _decide(self, outcome: Outcome, reason: Reason, detail: str = "") -> GateDecision:
+        # positional, in GateDecision's field order (keywords cost a lookup per field)
         return GateDecision(
-            outcome=outcome,
-            reason=reason,
-            action=self.action,
-            roots=self.roots,
-            deps=tuple(sorted(self.deps)),
-            frontier=dict(self._frontier),
-            heads=dict(self._heads),
-            fresh=dict(self._fresh),
-            replanned=self.replanned,
-            point=self.points.next() if self.points is not None else 0,
-            at_ms=self.clock.now_ms() if self.clock is not None else 0.0,
-            policy=self.policy,
-            detail=detail,
-            owners_contacted=self._owners_contacted,
-            heads_checked=len(self._heads),
-        )
+            outcome, reason, self.action, self.roots, tuple(sorted(self.deps)),
+            dict(self._frontier), dict(self._heads), dict(self._fresh), self.replanned,
+            self.points.next() if self.points is not None else 0,
+            self.clock.now_ms() if self.clock is not None else 0.0,
+            self.policy, detail, self._owners_contacted, len(self._heads))
 
     def _block(self, reason: Reason, detail: str) -> GateDecision:
         return self._decide(Outcome.BLOCKED, reason, detail)
@@ -385,13 +375,27 @@ async def _guarded(coro: Any, timeout_s: float) -> Any:
         return exc
 
 
-async def _per_owner(calls: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Await one call per owner, all concurrently; one owner needs no gather or task."""
+async def _caught(coro: Any) -> Any:
+    """Await ``coro`` (an access that bounds its own time); any exception is returned."""
+    try:
+        return await coro
+    except Exception as exc:
+        return exc
+
+
+async def _per_owner(calls: dict[str, Any], timeout_s: float, *,
+                     bounded: bool = False) -> dict[str, Any]:
+    """Await one call per owner, all concurrently; one owner needs no gather or task.
+
+    ``bounded``: the access ends every call within ``timeout_s`` itself
+    (``bounds_timeouts``, :class:`~icore.memory.AsyncOwnerAccess`): no second timer.
+    """
     if len(calls) == 1:
         ((owner, coro),) = calls.items()
-        return {owner: await _guarded(coro, timeout_s)}
+        return {owner: await (_caught(coro) if bounded else _guarded(coro, timeout_s))}
     names = list(calls)
-    results = await asyncio.gather(*(_guarded(calls[o], timeout_s) for o in names))
+    results = await asyncio.gather(*(_caught(calls[o]) if bounded
+                                     else _guarded(calls[o], timeout_s) for o in names))
     return dict(zip(names, results, strict=True))
 
 
@@ -442,8 +446,9 @@ async def arun_gate(context: GateContext, *, action: str, roots: Iterable[Record
                     deps: Collection[str], replanned: bool) -> GateDecision:
     """Run planfence Alg. 1 in ``context`` over its async ``owners``.
 
-    All owners are queried concurrently, each bounded by ``context.timeout_s``; a timeout
-    or any exception blocks (fail closed).
+    All owners are queried concurrently, each bounded by ``context.timeout_s`` (by the
+    gate's own timer, or by the access itself when its class says ``bounds_timeouts =
+    True``); a timeout or any exception blocks (fail closed).
 
     Args:
         context: the gate context; ``context.owners`` is an
@@ -456,18 +461,23 @@ async def arun_gate(context: GateContext, *, action: str, roots: Iterable[Record
     Returns:
         The :class:`GateDecision`.
     """
-    owners = cast(AsyncOwnerAccess, context.owners)
-    run = context.start(action=action, roots=roots, deps=deps, replanned=replanned)
-    timeout_s = context.timeout_s
+    return await _arun(context.start(action=action, roots=roots, deps=deps,
+                                     replanned=replanned),
+                       cast(AsyncOwnerAccess, context.owners), context.timeout_s)
+
+
+async def _arun(run: GateRun, owners: AsyncOwnerAccess, timeout_s: float) -> GateDecision:
+    """Drive ``run`` over ``owners``: head queries, then any fetches (see :func:`arun_gate`)."""
+    bounded = getattr(type(owners), "bounds_timeouts", False) is True
     step: Step = run.start()
     if isinstance(step, HeadQueries):
         step = run.on_heads(await _per_owner(
             {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
-             for o, keys in step.per_owner.items()}, timeout_s))
+             for o, keys in step.per_owner.items()}, timeout_s, bounded=bounded))
     if isinstance(step, RecordFetches):
         step = run.on_records(await _per_owner(
             {o: owners.fetch(o, ids, timeout_s=timeout_s)
-             for o, ids in step.per_owner.items()}, timeout_s))
+             for o, ids in step.per_owner.items()}, timeout_s, bounded=bounded))
     assert isinstance(step, GateDecision)
     return step
 
@@ -537,11 +547,11 @@ async def avalidate(
     All owners are queried concurrently, each bounded by ``timeout_s`` seconds; a timeout
     or any exception blocks (fail closed). Arguments as in :func:`validate`.
     """
-    context = GateContext(lookup=lookup, ownership=ownership, owners=owners,
-                          timeout_s=timeout_s, mode=mode, clock=clock, points=points,
-                          policy=policy)
-    return await arun_gate(context, action=action, roots=roots, deps=deps,
-                           replanned=replanned)
+    # the run GateContext.start would make, without a context per call
+    run = GateRun(action=action, roots=tuple(roots), deps=frozenset(deps), lookup=lookup,
+                  ownership=ownership, replanned=replanned, mode=mode, clock=clock,
+                  points=points, policy=policy)
+    return await _arun(run, owners, timeout_s)
 
 
 __all__ = [

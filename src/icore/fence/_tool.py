@@ -75,11 +75,17 @@ class ProtectedTool:
         name: action name used in logs (default: the function's name).
 
     Raises:
-        DeclarationError: ``depends_on`` is neither a collection of strings nor callable.
+        DeclarationError: ``fn`` is not a function (None, a class, a value), or
+            ``depends_on`` is neither a collection of strings nor callable.
     """
 
     def __init__(self, fn: Callable[..., Any], *, depends_on: Iterable[str] | ScopeFn,
                  name: str | None = None) -> None:
+        if inspect.isclass(fn) or not callable(fn):
+            raise DeclarationError(
+                f"a protected tool must be a function (or async def), not "
+                f"{'the class ' + fn.__name__ if inspect.isclass(fn) else type(fn).__name__}",
+                tool=name or getattr(fn, "__name__", "?"))
         if callable(depends_on):
             self._static: frozenset[str] | None = None
             self._dynamic: ScopeFn | None = depends_on

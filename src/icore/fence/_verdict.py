@@ -132,4 +132,14 @@ def action_status(authorized: bool | None, verdict: ActionVerdict, *,
     return VALID
 
 
-__all__ = ["ActionVerdict", "KeyCheck", "action_status", "judge_action"]
+def action_ran(status: str) -> bool:
+    """Whether an action with this :func:`action_status` ran (last decision authorized).
+
+    ``valid``, ``INVALID`` or ``unchecked``: it ran; a ``blocked`` or ``not issued``
+    action never ran, whatever records it left behind (a refused call's action record
+    included).
+    """
+    return status in (VALID, INVALID, UNCHECKED)
+
+
+__all__ = ["ActionVerdict", "KeyCheck", "action_ran", "action_status", "judge_action"]

@@ -41,7 +41,8 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
 
     Raises:
         IntegrationError: ``fn`` is None or not callable, a class, a
-            ``functools.partial``, has no signature, or takes ``*args`` / ``**kwargs`` /
+            ``functools.partial``, a lambda or a callable object without ``__name__``
+            (when ``tool`` names nothing), has no signature, or takes ``*args`` / ``**kwargs`` /
             positional-only parameters (the schema could not name the arguments the
             plan binds).
     """
@@ -72,6 +73,17 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
                                "and positional-only parameters cannot be bound to a plan",
                                framework=framework, tool=name, parameters=bad,
                                fix="declare each argument as a named, typed parameter")
+    if tool is None and getattr(fn, "__name__", None) == "<lambda>":
+        raise IntegrationError("a lambda cannot be a fenced tool: its name '<lambda>' is "
+                               "not a tool name a model can call, and it has no "
+                               "description", framework=framework, tool=name,
+                               fix="def ship(city: str) -> str: with a docstring")
+    if tool is None and not isinstance(fn, functools.partial) and \
+            not isinstance(getattr(fn, "__name__", None), str):
+        raise IntegrationError("a callable object has no name to call it by",
+                               framework=framework, tool=name,
+                               fix="pass a function or a bound method (obj.ship), or the "
+                               "framework's tool built from obj.__call__ with name='ship'")
     return sig
 
 

@@ -15,6 +15,7 @@ internal module), the only place that touches the :class:`~icore.fence.Fence` AP
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,7 +26,16 @@ from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
-from icore.workspace import Agent, Approver, Call, UserReplanner, WorkspaceError
+from icore.workspace import (
+    Agent,
+    Approver,
+    Call,
+    ReplanFailed,
+    UserReplanner,
+    WorkspaceError,
+)
+
+_log = logging.getLogger("icore.integrations")
 
 Scope = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """D(a): keys, or a function of the call's arguments returning them."""
@@ -159,11 +169,20 @@ class FenceGuard:
             (:class:`~icore.errors.ActionBlocked` escapes to the caller).
         replicator: names keys instead of record ids in a block's message.
 
+    A broken replanner (it raises, or returns no arguments, arguments that do not fit the
+    tool's schema, or - fence mode - something that is not a ``Replan``) is an
+    application error: the call does not run, it is recorded as blocked, logged at ERROR
+    on the ``icore.integrations`` logger, and :meth:`run` / :meth:`arun` raise
+    :class:`~icore.workspace.ReplanFailed` chained to the replanner's exception.
+
     Raises:
-        IntegrationError: ``on_block`` is neither ``"error"`` nor ``"raise"``; neither
+        IntegrationError: ``replan`` is given but not callable; ``on_block`` is neither
+            ``"error"`` nor ``"raise"``; neither
             ``agent`` (a workspace agent) nor ``fence`` is given, or ``fence`` is not a
             Fence; ``depends_on`` is a str, not a collection, empty, or names keys no owner
-            is declared for (the error names them and the fix).
+            is declared for (the error names them and the fix); agent mode: a static key
+            that was never written while a written key is close to it (a typo: ``did
+            you mean ...?``; a :class:`~icore.workspace.WorkspaceError`).
     """
 
     def __init__(self, *, fence: Fence | None = None, depends_on: Scope,
@@ -190,6 +209,12 @@ class FenceGuard:
                 isinstance(agent, str) and not agent)):
             raise IntegrationError("agent must be a workspace agent or a non-empty agent id",
                                    got=type(agent).__name__)
+        if replan is not None and not callable(replan):
+            raise IntegrationError(
+                "replan= must be a function: (Stale) -> the new call's arguments (the "
+                "high-level API) or (ReplanRequest) -> Replan (fence=)",
+                got=type(replan).__name__, fix="def replan(stale): return {...}; or leave "
+                "replan out: the model gets the fresh values and decides again")
         keys = _static_keys(depends_on)
         if keys is not None:
             if not keys:
@@ -197,6 +222,7 @@ class FenceGuard:
                                        "effect depends on", fix="depends_on={'order/42'}")
             if self.handle is not None:
                 keys = self.handle.workspace.check_keys(keys, where="depends_on")
+                self.handle.workspace.check_written(keys, where="depends_on")
             else:
                 om = getattr(getattr(fence.validator, "context", None), "ownership", None)
                 if om is None and fence.install is not None:
@@ -261,7 +287,8 @@ class FenceGuard:
         return rec
 
     def _finish(self, name: str, res: ActionResult,
-                recorder: RunRecorder | None = None) -> Gated:
+                recorder: RunRecorder | None = None,
+                failed: list[BaseException] | None = None) -> Gated:
         rec = recorder if recorder is not None else self._recorder(name)
         if rec is not None:
             who = rec.gate(self.agent, name, res, lookup=self._lookup())
@@ -269,6 +296,9 @@ class FenceGuard:
                 rec.tool_call(who, name, res.args, res.value, replanned=res.replanned)
         if res.executed:
             return Gated(res)
+        broken = _fence_replan_failure(name, res, failed)
+        if broken is not None:
+            raise _loud(name, broken)
         msg = self.message(name, res)
         if self.on_block == "raise":
             raise ActionBlocked(msg, action=name, reason=res.final.reason.value,
@@ -277,16 +307,8 @@ class FenceGuard:
 
     def _finish_call(self, name: str, call: Call,
                      recorder: RunRecorder | None = None) -> Gated:
+        self._record_call(name, call, recorder)
         res = call.result
-        rec = recorder if recorder is not None else self._recorder(name)
-        if rec is not None and res is not None:
-            who = rec.gate(self.agent, name, res, lookup=self._lookup(), args=call.args)
-            if call.executed:
-                rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
-        elif rec is not None:  # refused before the gate: recorded all the same
-            rec.tool_call(self.agent or "executor", name, call.args,
-                          f"BLOCKED: {call.reason}: {call.detail}", error=True,
-                          blocked=True)
         if call.executed:
             return Gated(res, "", call)
         msg = call.message
@@ -295,6 +317,26 @@ class FenceGuard:
         if self.on_block == "raise":
             raise ActionBlocked(msg, action=name, reason=call.reason, detail=call.detail)
         return Gated(res, msg, call)
+
+    def _record_call(self, name: str, call: Call, recorder: RunRecorder | None) -> None:
+        res = call.result
+        rec = recorder if recorder is not None else self._recorder(name)
+        if rec is not None and res is not None:
+            who = rec.gate(self.agent, name, res, lookup=self._lookup(), args=call.args,
+                           owner=self.handle.name if self.handle is not None else None)
+            if call.executed:
+                rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
+        elif rec is not None:  # refused before the gate: recorded all the same
+            rec.tool_call(self.agent or "executor", name, call.args,
+                          f"BLOCKED: {call.reason}: {call.detail}", error=True,
+                          blocked=True)
+
+    def _failed_call(self, name: str, exc: ReplanFailed,
+                     recorder: RunRecorder | None) -> ReplanFailed:
+        """A broken user replanner: the blocked call recorded, the error logged."""
+        if exc.call is not None:
+            self._record_call(name, exc.call, recorder)
+        return _loud(name, exc)
 
     def _check_roots(self, roots: Sequence[RecordId] | None) -> tuple[RecordId, ...]:
         if isinstance(roots, str | bytes):
@@ -328,14 +370,16 @@ class FenceGuard:
     def run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
             roots: Sequence[RecordId] | None = None, *, turn: Any = None,
             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-            approve: Approver | None = None,
+            approve: Approver | None = None, ask: Approver | None = None,
             recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of the sync tool ``fn(**args)``.
 
         Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
         names the model message the call came from, ``normalize`` normalises a user
-        replanner's arguments and ``approve`` is asked before an authorized call runs
-        (see :meth:`icore.workspace.Agent.execute`). Fence mode: the call must be the one
+        replanner's arguments, ``approve`` is a check asked right before an authorized
+        call runs (no human waits there: :meth:`icore.workspace.Agent.execute`'s
+        ``check``) and ``ask`` a human's decision, after which the gate validates the
+        call again (``Agent.execute``'s ``approve``). Fence mode: the call must be the one
         ``roots`` authorize. ``recorder`` records this call when the guard has none (a
         run recorded by the framework's handler).
 
@@ -344,6 +388,8 @@ class FenceGuard:
 
         Raises:
             ActionBlocked: blocked and ``on_block="raise"``.
+            ReplanFailed: the replanner raised (chained) or returned no usable arguments;
+                the call did not run (recorded as blocked, logged).
             IntegrationError: ``fn`` or the replanner is ``async def`` (use :meth:`arun`);
                 the roots are a str; a dynamic D(a) fails, returns a str, a pattern or
                 unowned keys (a :class:`~icore.workspace.WorkspaceError`).
@@ -353,31 +399,89 @@ class FenceGuard:
             raise IntegrationError("an async tool or replanner needs arun()", tool=name)
         if self.handle is not None:
             self._scope_checked(args)
-            call = self.handle.execute(name, fn, args, depends_on=self.depends_on,
-                                       replan=self.replan,  # type: ignore[arg-type]
-                                       turn=turn, normalize=normalize, approve=approve)
+            try:
+                call = self.handle.execute(name, fn, args, depends_on=self.depends_on,
+                                           replan=self.replan,  # type: ignore[arg-type]
+                                           turn=turn, normalize=normalize, approve=ask,
+                                           check=approve)
+            except ReplanFailed as exc:
+                raise self._failed_call(name, exc, recorder) from exc.__cause__
             return self._finish_call(name, call, recorder)
+        failed: list[BaseException] = []
         res = _fence_seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
-                            replan=self.replan,  # type: ignore[arg-type]  # sync, checked
+                            replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                             tools=self._tools)
-        return self._finish(name, res, recorder)
+        return self._finish(name, res, recorder, failed)
 
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
                    roots: Sequence[RecordId] | None = None, *, turn: Any = None,
                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                   approve: Approver | None = None,
+                   approve: Approver | None = None, ask: Approver | None = None,
                    recorder: RunRecorder | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         if self.handle is not None:
             self._scope_checked(args)
-            call = await self.handle.aexecute(name, fn, args, depends_on=self.depends_on,
-                                              replan=self.replan,  # type: ignore[arg-type]
-                                              turn=turn, normalize=normalize,
-                                              approve=approve)
+            try:
+                call = await self.handle.aexecute(
+                    name, fn, args, depends_on=self.depends_on,
+                    replan=self.replan,  # type: ignore[arg-type]
+                    turn=turn, normalize=normalize, approve=ask, check=approve)
+            except ReplanFailed as exc:
+                raise self._failed_call(name, exc, recorder) from exc.__cause__
             return self._finish_call(name, call, recorder)
+        failed: list[BaseException] = []
         res = await _fence_seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
-                                   replan=self.replan,  # type: ignore[arg-type]
+                                   replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                                    tools=self._tools)
-        return self._finish(name, res, recorder)
+        return self._finish(name, res, recorder, failed)
+
+
+def _loud(name: str, exc: ReplanFailed) -> ReplanFailed:
+    """Log a broken replanner at ERROR (``icore.integrations``); the error to raise."""
+    _log.error("fenced tool %s: %s", name, exc)
+    return exc
+
+
+def _capturing(replan: Any, failed: list[BaseException]) -> Any:
+    """Fence mode: ``replan``, noting what it raises in ``failed`` (then re-raising)."""
+    if replan is None:
+        return None
+    inner = replan
+    if inspect.iscoroutinefunction(inner):
+        async def acaught(rq: Any) -> Any:
+            try:
+                return await inner(rq)
+            except Exception as exc:
+                failed.append(exc)
+                raise
+
+        return acaught
+
+    def caught(rq: Any) -> Any:
+        try:
+            return inner(rq)
+        except Exception as exc:
+            failed.append(exc)
+            raise
+
+    return caught
+
+
+def _fence_replan_failure(name: str, res: ActionResult,
+                          failed: list[BaseException] | None) -> ReplanFailed | None:
+    """Fence mode: the :class:`ReplanFailed` of a blocked call whose replanner broke."""
+    if failed:
+        cause = failed[-1]
+        err = ReplanFailed("the replanner raised", action=name,
+                           error=f"{type(cause).__name__}: {cause}"[:300],
+                           fix="fix the replanner; a replanner that cannot plan returns "
+                           "None (declines)")
+        err.__cause__ = cause
+        return err
+    if res.detail.startswith("replan failed:"):
+        return ReplanFailed("the replanner returned something other than a Replan",
+                            action=name, error=res.detail,
+                            fix="return Replan(roots=[fresh_root.id]) or None (declines)")
+    return None

@@ -15,7 +15,7 @@ framework event           JSONL ``kind``   extra fields kept in the line
 user input / task         ``task``
 agent turn (LLM output)   ``output``
 handoff / speaker change  ``instruction``  ``to``
-plan written or replan    ``plan``         ``roots``
+plan written or replan    ``plan``         ``roots``, ``plan_id``, ``replan``
 gate decision             ``thought``      ``gate`` (outcome, reason, tool, replanned)
 tool result / error       ``tool_output``  ``tool``, ``args``, ``exitcode`` 0 / 1
 blocked protected call    ``tool_output``  ``exitcode`` 1, ``blocked`` true
@@ -35,13 +35,23 @@ Attribution: gate events, the replan and the tool call go to the agent that call
 tool (its model turn asked for the tool), not to a fixed "executor"; a replan is recorded
 as a replan of the call's original plan (the summary counts it in ``replans``): the
 fence's one replan inside a call, or, when a stale call was refused with the fresh values
-(the high-level API's hand-over), the agent's next call of that tool.
+(the high-level API's hand-over), the next call of that tool on the same facts through
+the same workspace agent (the fence's one replan, whichever framework agent makes it: the
+replan is the fence's, not the caller's). Plan lines carry a
+``plan_id`` per logical call (``ship#1``, ``ship#2``, ...), so one call's replan supersedes
+its own original plan, never another call's.
+
+Framework objects (a tool's result model, a dataclass, an enum) are written as data
+(:func:`plain_data`), never as their Python repr.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import enum
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,6 +60,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from icore.errors import IntegrationError
 from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Reason
 from icore.records import Lookup, Record, RecordId
 
@@ -63,6 +74,9 @@ MAX_LINEAGE_RECORDS = 256
 """At most this many records of one call's lineage are written (roots first)."""
 
 
+_Scope = tuple[str, str, tuple[str, ...]]
+"""One logical protected call: (its owner, tool, the facts it depends on)."""
+
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 
 
@@ -75,6 +89,38 @@ def active_recorder() -> RunRecorder | None:
     return _ACTIVE.get()
 
 
+_MAX_DEPTH = 32
+
+
+def plain_data(value: Any, _depth: int = 0) -> Any:
+    """``value`` as JSON data, not a Python repr.
+
+    Mappings, sequences, dataclasses and pydantic models (``model_dump(mode="json")``)
+    field by field, enums as their value, other objects (dates, UUIDs, decimals ...) as
+    ``str``. What a trace line holds for a framework's result object.
+    """
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if _depth > _MAX_DEPTH:
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain_data(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain_data(v, _depth + 1) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain_data(getattr(value, f.name), _depth + 1)
+                for f in dataclasses.fields(value)}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return plain_data(dump(mode="json"), _depth + 1)
+        except Exception:
+            return str(value)
+    if isinstance(value, enum.Enum):
+        return plain_data(value.value, _depth + 1)
+    return str(value)
+
+
 def _text(value: Any) -> str:
     inner = getattr(value, "content", None)  # a framework message object: its text
     if isinstance(inner, str):
@@ -83,7 +129,7 @@ def _text(value: Any) -> str:
         s = value
     else:
         try:
-            s = json.dumps(value, default=str, sort_keys=True)
+            s = json.dumps(plain_data(value), default=str, sort_keys=True)
         except (TypeError, ValueError):
             s = str(value)
     return s if len(s) <= MAX_CONTENT_CHARS else s[:MAX_CONTENT_CHARS] + "...[cut]"
@@ -91,7 +137,7 @@ def _text(value: Any) -> str:
 
 def _jsonable(value: Any) -> Any:
     try:
-        return json.loads(json.dumps(value, default=str))
+        return json.loads(json.dumps(plain_data(value), default=str))
     except (TypeError, ValueError):
         return str(value)
 
@@ -104,7 +150,12 @@ class RunRecorder:
         question: the task statement (default: the first ``task`` event's content).
         agents: agent id -> description (agents that speak are added anyway).
         orchestrator: the agent that routes work, if any.
-        ground_truth: the expected answer, if known.
+        ground_truth: the expected answer, if known: ``icore audit`` then checks the final
+            answer against it (``answer_check``). Without it (and without
+            ``succeeded``) the answer is reported as *not checked*, never as wrong.
+        succeeded: the run's outcome as the app judged it (True / False), if known; it
+            decides ``answer_check`` when set. Settable after the run
+            (``rec.succeeded = booked == expected``) before :meth:`write`.
 
     Example::
 
@@ -116,12 +167,16 @@ class RunRecorder:
 
     def __init__(self, run_id: str = "run", *, question: str = "",
                  agents: Mapping[str, str] | None = None, orchestrator: str | None = None,
-                 ground_truth: str | None = None) -> None:
+                 ground_truth: str | None = None, succeeded: bool | None = None) -> None:
+        if not isinstance(run_id, str) or not run_id.strip():
+            raise IntegrationError(f"run_id must be a non-empty string, not {run_id!r}"[:120],
+                                   argument="run_id")
         self.run_id = run_id
         self.question = question
         self.agents: dict[str, str] = dict(agents or {})
         self.orchestrator = orchestrator
         self.ground_truth = ground_truth
+        self.succeeded = succeeded
         self.events: list[dict[str, Any]] = []
         self._at: list[float] = []
         self.fenced_tools: set[str] = set()
@@ -132,8 +187,12 @@ class RunRecorder:
         self._records: set[str] = set()
         self._calls: dict[str, int] = {}
         self._callers: dict[str, str] = {}
-        self._plans = 0
-        self._stale: dict[tuple[str, str, tuple[str, ...]], tuple[RecordId, ...]] = {}
+        self._plan_ids: dict[str, int] = {}
+        self._stale: dict[_Scope, tuple[tuple[RecordId, ...], str]] = {}
+        """Refused stale calls whose next call replans: scope -> (their roots, caller)."""
+        self._replanning: dict[_Scope, str] = {}
+        """Logical calls whose original plan is written and whose replan was refused as
+        stale again (scope -> plan id): the next call continues the same plan."""
         self._lock = threading.Lock()
 
     @contextmanager
@@ -171,8 +230,6 @@ class RunRecorder:
         when = time.time() if at is None else at
         with self._lock:
             self.agents.setdefault(str(agent), "")
-            if kind == "plan":
-                self._plans += 1
             i = bisect.bisect_right(self._at, when)
             self._at.insert(i, when)
             self.events.insert(i, line)
@@ -229,7 +286,7 @@ class RunRecorder:
 
     def gate(self, agent: str | None, tool: str, result: ActionResult, *,
              lookup: Lookup | None = None, call_id: Any = None,
-             args: Mapping[str, Any] | None = None) -> str:
+             args: Mapping[str, Any] | None = None, owner: str | None = None) -> str:
         """Every gate decision of one protected call, its replan, and a block if any.
 
         Writes the call's PlanFence lines too (:meth:`lineage`): its decisions, each with
@@ -246,41 +303,61 @@ class RunRecorder:
             call_id: the framework's tool-call id, to find the calling agent.
             args: the model's arguments (default: the ones the call ran or was refused
                 with).
+            owner: whose replan the call is (the workspace agent that holds the fence's
+                one-replan ticket); default: the calling agent. A refused call and the
+                next call of the same tool on the same facts by the same owner are one
+                logical call, its replan, whichever framework agent makes each of them
+                (a handoff between two SDK agents sharing one fenced tool); every event
+                still names the agent that made it.
 
         Returns:
             The agent the call was attributed to.
         """
         who = agent or self.caller(tool, call_id) or "executor"
         first = result.decisions[0] if result.decisions else None
-        # one logical call: this agent, this tool, these facts (parallel calls of one tool
+        # one logical call: this owner, this tool, these facts (parallel calls of one tool
         # on other facts are other calls)
-        scope = (who, tool, tuple(first.deps) if first is not None else ())
+        scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
         with self._lock:  # the previous such call was stale and handed the fresh values
-            stale_roots = self._stale.pop(scope, None)
-        handed_over = stale_roots is not None
+            stale = self._stale.pop(scope, None)
+            plan_id = self._replanning.pop(scope, None)
+        handed_over = stale is not None
+        stale_roots, planner = stale if stale is not None else ((), who)
         replanned = result.replanned and len(result.decisions) > 1 and not handed_over
-        if (replanned or handed_over) and first is not None and self._plans == 0:
-            # the original plan (the model's first call) before its replan
-            self.plan(who, f"plan for {tool}", roots=list(stale_roots or first.roots))
+        if (replanned or handed_over) and first is not None and plan_id is None:
+            # this call's original plan (the model's first call) before its replan, once
+            # per logical call: another call's replan never supersedes it
+            plan_id = self._new_plan_id(tool)  # the plan of the call that was refused
+            self.plan(planner, f"plan for {tool}", roots=list(stale_roots or first.roots),
+                      plan_id=plan_id)
         if handed_over:  # the model re-planned from the fresh values it was handed
             self.plan(who, f"replan for {tool}: {_text(dict(args or result.args))}",
-                      roots=list(first.roots) if first is not None else None, replan=True)
+                      roots=list(first.roots) if first is not None else None, replan=True,
+                      plan_id=plan_id)
         for d in result.decisions:
             self.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
                      gate={"outcome": d.outcome.value, "reason": d.reason.value,
                            "tool": tool, "replanned": d.replanned, "point": d.point})
         if replanned:
             self.plan(who, f"replan for {tool}: {_text(dict(result.args))}",
-                      roots=list(result.roots), replan=True)
+                      roots=list(result.roots), replan=True, plan_id=plan_id)
         elif not result.executed and any(d.reason is Reason.STALE
                                          for d in result.decisions):
             with self._lock:  # a stale call without a replan: the next call replans
-                self._stale[scope] = tuple(first.roots) if first is not None else ()
+                self._stale[scope] = (tuple(first.roots) if first is not None else (), who)
+                if plan_id is not None:  # ... the same logical call's plan, again
+                    self._replanning[scope] = plan_id
         self.lineage(tool, result.decisions, lookup=lookup)
         if not result.executed:
             self.tool_call(who, tool, result.args, f"BLOCKED: {result.final.reason.value}: "
                            f"{result.detail}", error=True, blocked=True)
         return who
+
+    def _new_plan_id(self, tool: str) -> str:
+        """A fresh plan id for one logical call of ``tool`` (``<tool>#<n>``)."""
+        with self._lock:
+            n = self._plan_ids[tool] = self._plan_ids.get(tool, 0) + 1
+        return f"{tool}#{n}"
 
     def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
                 lookup: Lookup | None = None) -> str:
@@ -344,9 +421,25 @@ class RunRecorder:
             self.planfence.extend(lines)
         return task
 
-    def finish(self, agent: str, answer: Any, *, at: float | None = None) -> None:
-        """The run's final answer."""
-        self.add(agent, "termination", answer, at=at, final_answer=_text(answer))
+    def finish(self, agent: str, answer: Any, *, at: float | None = None) -> dict[str, Any]:
+        """The run's final answer; returns its line (for :meth:`reopen`)."""
+        return self.add(agent, "termination", answer, at=at, final_answer=_text(answer))
+
+    def reopen(self, line: Mapping[str, Any]) -> None:
+        """A recorded end was a pause: turn the :meth:`finish` line ``line`` into one.
+
+        The run resumed after it, so it becomes a ``thought`` with ``pause: true`` (its
+        answer kept in the content); the resumed run records its own end. Unknown lines
+        are ignored.
+        """
+        with self._lock:
+            for ev in self.events:
+                if ev is line and ev.get("kind") == "termination":
+                    ev["kind"] = "thought"
+                    ev["pause"] = True
+                    ev.pop("final_answer", None)
+                    ev["content"] = f"paused (the run was resumed later): {ev['content']}"
+                    return
 
     # ------------------------------------------------------------------ outputs
     def header(self) -> dict[str, Any]:
@@ -360,6 +453,8 @@ class RunRecorder:
             run["orchestrator"] = self.orchestrator
         if self.ground_truth is not None:
             run["ground_truth"] = self.ground_truth
+        if self.succeeded is not None:
+            run["succeeded"] = bool(self.succeeded)
         return {"run": run}
 
     def jsonl(self) -> str:
@@ -377,10 +472,23 @@ class RunRecorder:
         """Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
 
         Raises:
-            OSError: the file cannot be written.
+            IntegrationError: ``path`` is not a path, names a folder, a device or a FIFO,
+                or cannot be written (the message names it and the OS reason).
         """
+        if not isinstance(path, str | os.PathLike):
+            raise IntegrationError(f"path must be a str or os.PathLike, not "
+                                   f"{type(path).__name__}", argument="path")
         p = Path(path)
-        p.write_text(self.jsonl(), encoding="utf-8")
+        if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
+            kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else
+                    "a device or special file")
+            raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
+                                   "regular file", path=str(p))
+        try:
+            p.write_text(self.jsonl(), encoding="utf-8")
+        except OSError as exc:
+            raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
+                                   path=str(p)) from None
         return p
 
     def trace(self) -> Trace:

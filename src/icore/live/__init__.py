@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from icore._extras import lazy_attributes
 
 if TYPE_CHECKING:
+    from icore.live._errors import AgentCrashed, LiveRunError, StepTimeout
     from icore.live._ledger import (
         AuditListener,
         LedgerListener,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
         matched_manifest,
         run_matched,
     )
-    from icore.live._process_team import AgentCrashed, LiveRunError, LiveTeam, StepTimeout
+    from icore.live._process_team import LiveTeam
     from icore.live._results import LiveRunResult, RunObserver, TaskResult
     from icore.live._run_manifest import (
         LiveAgentSpec,
@@ -75,7 +76,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "icore.live._matched": (
         "TABLE_HEADER", "MatchedResult", "MatchedRow", "matched_manifest", "run_matched",
     ),
-    "icore.live._process_team": ("AgentCrashed", "LiveRunError", "LiveTeam", "StepTimeout"),
+    "icore.live._errors": ("AgentCrashed", "LiveRunError", "StepTimeout"),
+    "icore.live._process_team": ("LiveTeam",),
     "icore.live._workflow": (
         "FAMILIES", "FAMILY_SPECS", "ROLES", "SEEDS_PER_FAMILY", "TaskSpec", "make_task",
     ),

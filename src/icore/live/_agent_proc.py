@@ -51,7 +51,17 @@ from icore.fence import (
 from icore.live._backend import AgentBackend, make_backend
 from icore.live._control import ControlPlane, Handler
 from icore.live._executor import executor_fence, protected_tool
-from icore.live._messages import ExecuteReply, PeerReply
+from icore.live._messages import PeerReply
+from icore.live._replies import (
+    AuditReply,
+    CommittedRecord,
+    ExecuteReply,
+    PeersReply,
+    PingReply,
+    PlanReply,
+    ShortlistReply,
+    StatsReply,
+)
 from icore.live._workflow import FAMILY_SPECS, MAX_CANDIDATES, eligible, opaque_digest
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
@@ -73,15 +83,6 @@ def rec_b64(rec: Record) -> str:
 def rec_from_b64(text: str) -> Record:
     """Decode and verify a control-plane record."""
     return decode_record(base64.b64decode(text))
-
-
-def rec_info(rec: Record) -> dict[str, Any]:
-    """JSON summary of a record for the coordinator (ids stay out of model prompts)."""
-    out = {"id": rec.id, "key": rec.key, "owner": rec.owner, "seq": rec.seq,
-           "parents": list(rec.parents), "type": rec.type, "content": rec.content}
-    if rec.supersedes is not None:
-        out["supersedes"] = rec.supersedes
-    return out
 
 
 class LiveAgentProcess:
@@ -186,7 +187,7 @@ class LiveAgentProcess:
         """
         return self.backend.async_owner_access()
 
-    async def publish(self, rec: Record, to_roles: Sequence[str]) -> dict[str, Any]:
+    async def publish(self, rec: Record, to_roles: Sequence[str]) -> CommittedRecord:
         """Commit an own record (and at the central service), then replicate it.
 
         The record replaces this agent's current head of its key, named explicitly
@@ -201,9 +202,7 @@ class LiveAgentProcess:
         self.store.commit(rec, writer=self.id, expected_head=base)
         targets = [self.roles[r] for r in to_roles if r in self.roles and self.roles[r] != self.id]
         failed = await self.backend.propagate(rec, base, targets)
-        info = rec_info(rec)
-        info["replication_failed"] = failed
-        return info
+        return CommittedRecord.of(rec, tuple(failed))
 
     def fam(self, msg: Mapping[str, Any]) -> str:
         """The workflow family of a step (per task; default: the manifest's)."""
@@ -223,24 +222,23 @@ class LiveAgentProcess:
             # build the backend now (the llm one imports openai), in parallel across the
             # team's processes rather than on each role's first decision
             await asyncio.to_thread(self.decider)
-        return {"peers": len(addrs)}
+        return PeersReply(len(addrs)).to_dict()
 
     async def cmd_ping(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Liveness."""
-        return {"agent": self.id, "role": self.role}
+        return PingReply(self.id, self.role).to_dict()
 
     async def cmd_stats(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Traffic and memory counters."""
-        out: dict[str, Any] = {"agent": self.id, "external_actions": len(self.external)}
-        self.backend.stats(out)
-        return out
+        return self.backend.stats(StatsReply(self.id, len(self.external))).to_dict()
 
     # -- reviser ----------------------------------------------------------------------
     async def cmd_seed(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Commit the task's initial requirement (reviser)."""
         rec = Record.create(key=f"req/{msg['task']}", owner=self.id, seq=self.store.next_seq(),
                             type="requirement", content=msg["requirement"])
-        return await self.publish(rec, ("planner", "retriever", "executor", "auditor"))
+        return (await self.publish(rec, ("planner", "retriever", "executor", "auditor"))
+                ).to_dict()
 
     async def cmd_revise(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Commit the post-plan revision, citing the previous version (reviser)."""
@@ -251,14 +249,15 @@ class LiveAgentProcess:
                      content=msg["revision"], inputs=[prev])
         # background propagation delivers the fresh fact to every replica; the plan
         # derived from the previous version is not replaced (planfence Sec. 1)
-        return await self.publish(rec, ("planner", "retriever", "executor", "auditor"))
+        return (await self.publish(rec, ("planner", "retriever", "executor", "auditor"))
+                ).to_dict()
 
     # -- retriever --------------------------------------------------------------------
     async def cmd_catalog(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Commit the task's catalog (retriever)."""
         rec = Record.create(key=f"cat/{msg['task']}", owner=self.id, seq=self.store.next_seq(),
                             type="catalog", content={"items": list(msg["catalog"])})
-        return await self.publish(rec, ("planner", "executor", "auditor"))
+        return (await self.publish(rec, ("planner", "executor", "auditor"))).to_dict()
 
     async def cmd_shortlist(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Decide the locally eligible candidates and publish them (retriever)."""
@@ -282,15 +281,14 @@ class LiveAgentProcess:
                 "candidates": cands, "handoffs": []}
         out = await self.decide(DecisionRequest("retriever", family, user, tool,
                                                 {"revision": digest, "candidates": ids}))
-        res: dict[str, Any] = {"decision": out.to_dict()}
         if not out.ok or out.args is None:
-            return res
+            return ShortlistReply(out.to_dict()).to_dict()
         chosen = [c for c in cands if c["id"] in set(out.args["candidates"])]
         rec = derive(key=f"short/{task}", owner=self.id, seq=self.store.next_seq(),
                      type="shortlist", content={"candidates": chosen, "revision": digest},
                      inputs=[req, cat])
-        res["record"] = await self.publish(rec, ("planner", "executor", "auditor"))
-        return res
+        return ShortlistReply(out.to_dict(), await self.publish(
+            rec, ("planner", "executor", "auditor"))).to_dict()
 
     # -- planner ----------------------------------------------------------------------
     def _plan_tool(self, family: str, digest: str, ids: Sequence[str]) -> ToolSpec:
@@ -303,7 +301,7 @@ class LiveAgentProcess:
 
     async def _plan(self, family: str, task: str, req: Record, sources: Sequence[Record],
                     cands: list[dict[str, Any]], user_extra: Mapping[str, Any],
-                    isolated: bool) -> dict[str, Any]:
+                    isolated: bool) -> PlanReply:
         fs = FAMILY_SPECS[family]
         digest = opaque_digest(req.id)
         if not cands:
@@ -314,9 +312,8 @@ class LiveAgentProcess:
         out = await self.decide(DecisionRequest(
             "planner", family, user, self._plan_tool(family, digest, ids),
             {"revision": digest, "action": fs.action, "candidate": ids[0]}, isolated=isolated))
-        res: dict[str, Any] = {"decision": out.to_dict()}
         if not out.ok or out.args is None:
-            return res
+            return PlanReply(out.to_dict())
         args = {"task": task, "option": out.args["candidate"]}
         # the planning model's tool call is the plan: it binds the action and its
         # arguments, so the executor can run exactly these (planfence A.3 step 1)
@@ -324,9 +321,7 @@ class LiveAgentProcess:
                      content={"action": fs.action, "args": args, "revision": digest,
                               **bind_action(fs.action, args)},
                      inputs=[req, *sources])
-        res["record"] = await self.publish(rec, ("executor", "auditor"))
-        res["args"] = args
-        return res
+        return PlanReply(out.to_dict(), await self.publish(rec, ("executor", "auditor")), args)
 
     async def cmd_plan(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """Form the plan from local state, citing the exact inputs (planner)."""
@@ -336,9 +331,9 @@ class LiveAgentProcess:
             raise RuntimeError("requirement or shortlist not available locally")
         handoffs = [{"from": "retriever", "candidates": [c["id"] for c in
                                                           short.content["candidates"]]}]
-        return await self._plan(self.fam(msg), task, req, [short],
-                                list(short.content["candidates"]),
-                                {"handoffs": handoffs}, isolated=False)
+        return (await self._plan(self.fam(msg), task, req, [short],
+                                 list(short.content["candidates"]),
+                                 {"handoffs": handoffs}, isolated=False)).to_dict()
 
     async def cmd_replan(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         """The one replan with isolated history over the fresh records (App. A.3 step 3)."""
@@ -358,7 +353,8 @@ class LiveAgentProcess:
                  "old_action": {"action": FAMILY_SPECS[family].action,
                                 "candidate": old.get("option")},
                  "handoffs": [{"from": "retriever", "candidates": [c["id"] for c in cands]}]}
-        return await self._plan(family, task, req, [cat], cands, extra, isolated=True)
+        return (await self._plan(family, task, req, [cat], cands, extra,
+                                 isolated=True)).to_dict()
 
     # -- executor ---------------------------------------------------------------------
     def _build_fence(self, task: str) -> Fence:
@@ -391,21 +387,19 @@ class LiveAgentProcess:
                                                  "candidate": args["option"]}))
         if not out.ok:
             return ExecuteReply(out.to_dict()).to_dict()
-        replans: list[PeerReply] = []
+        replans: list[PlanReply | None] = []
 
         async def replan(rq: ReplanRequest) -> Replan | None:
             fresh = [rec_b64(r) for r in rq.fresh.values()]
-            reply = await asyncio.wait_for(
+            reply: PeerReply = await asyncio.wait_for(
                 self.call("planner", "replan", task=task, family=family, fresh=fresh,
                           old_args=dict(rq.old_args)), self.step_s + 5.0)
-            replans.append(reply)
-            if not reply.ok:
+            plan = (PlanReply.from_dict(reply.result, where="replan")
+                    if reply.ok and reply.result is not None else None)
+            replans.append(plan)
+            if plan is None or plan.record is None:
                 return None
-            result = reply.result or {}
-            rec = result.get("record")
-            if rec is None:
-                return None
-            return Replan(roots=[rec["id"]], args=result["args"])
+            return Replan(roots=[plan.record.id], args=plan.args)
 
         fence = self._build_fence(task)
         ptool = protected_tool(self.cfg.get("tools", []), fs.action, self.external)
@@ -430,7 +424,7 @@ class LiveAgentProcess:
             out.to_dict(), executed=ar.executed, outcome=ar.outcome.value,
             replanned=ar.replanned, roots=tuple(ar.roots), args=dict(ar.args),
             detail=ar.detail, decisions=tuple(d.entry() for d in ar.decisions),
-            replan_replies=tuple(r.result for r in replans), root_parents=root_parents,
+            replan_replies=tuple(replans), root_parents=root_parents,
             record=record).to_dict()
 
     # -- auditor ----------------------------------------------------------------------
@@ -472,17 +466,14 @@ class LiveAgentProcess:
             "auditor", family, user, tool,
             {"revision": digest, "verdict": "accept" if consistent else "reject",
              "candidate": option}))
-        res: dict[str, Any] = {"decision": out.to_dict(), "consistent": consistent,
-                               "current_requirement": cur.id}
         if not out.ok or out.args is None:
-            return res
+            return AuditReply(out.to_dict(), consistent, cur.id).to_dict()
         rec = derive(key=f"audit/{task}", owner=self.id, seq=self.store.next_seq(),
                      type="audit", content={"verdict": out.args["verdict"],
                                             "candidate": option},
                      inputs=[act, cur])
-        res["record"] = await self.publish(rec, ())
-        res["verdict"] = out.args["verdict"]
-        return res
+        return AuditReply(out.to_dict(), consistent, cur.id, await self.publish(rec, ()),
+                          out.args["verdict"]).to_dict()
 
 
 def _public_req(content: Mapping[str, Any]) -> dict[str, Any]:

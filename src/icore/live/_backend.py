@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from icore.fence import LoopOwners, installed_heads, strategy
+from icore.live._replies import StatsReply
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
     AsyncOwnerAccess,
@@ -104,8 +106,8 @@ class AgentBackend(Protocol):
         """Exact records from their owner (the auditor's read)."""
         ...
 
-    def stats(self, out: dict[str, Any]) -> None:
-        """Add this backend's counters to a ``stats`` reply."""
+    def stats(self, reply: StatsReply) -> StatsReply:
+        """``reply`` (a ``stats`` answer) with this backend's counters added."""
         ...
 
     async def close(self) -> None:
@@ -191,14 +193,14 @@ class TcpBackend:
         assert self.client is not None
         return await self.client.fetch(owner, ids, timeout_s=self.rpc_s)
 
-    def stats(self, out: dict[str, Any]) -> None:
+    def stats(self, reply: StatsReply) -> StatsReply:
         """Server and client traffic, and the number of stored records."""
-        if self.server is not None:
-            out["server"] = self.server.stats.as_dict()
-        if self.client is not None:
-            out["client"] = self.client.stats.as_dict()
-        if isinstance(self.store, SQLiteStore):
-            out["records"] = self.store.record_count()
+        return replace(
+            reply,
+            server=None if self.server is None else self.server.stats.as_dict(),
+            client=None if self.client is None else self.client.stats.as_dict(),
+            records=self.store.record_count() if isinstance(self.store, SQLiteStore)
+            else None)
 
     async def close(self) -> None:
         """Close the client, then the server, then the store."""
@@ -277,11 +279,12 @@ class NatsBackend:
         return await asyncio.to_thread(self.owner_access().fetch, owner, ids,
                                        timeout_s=self.rpc_s)
 
-    def stats(self, out: dict[str, Any]) -> None:
+    def stats(self, reply: StatsReply) -> StatsReply:
         """The engine client's counters."""
         st = self.nats.memory.stats
-        out["nats"] = {"gets": st.gets, "puts": st.puts, "cas_conflicts": st.cas_conflicts,
-                       "permission_denied": st.permission_denied}
+        return replace(reply, nats={"gets": st.gets, "puts": st.puts,
+                                    "cas_conflicts": st.cas_conflicts,
+                                    "permission_denied": st.permission_denied})
 
     async def close(self) -> None:
         """Close the store (and its engine connection)."""

@@ -167,13 +167,13 @@ class LiveLedger:
         """Diagnose each new hard flag with iCORE-Audit's diagnosis F.
 
         iCORE-Audit's one diagnosis step (:func:`icore.audit.diagnose_flags`: the
-        ``hard_flag`` trigger routed by D's rule), one flag at a time as it appears: id
-        ``d<n>`` numbers the diagnoses so far, step = the audited proposals so far; kept
-        in :attr:`diagnoses` by flag id; X's log is unchanged.
+        ``hard_flag`` trigger routed by D's rule, and its step rule), one flag at a time
+        right after X raised it: id ``d<n>`` numbers the diagnoses so far; the step is
+        the proposal number the flag was raised at (the flagged proposal's own, as on the
+        run's timeline); kept in :attr:`diagnoses` by flag id; X's log is unchanged.
         """
         for f in flags:
-            for d in diagnose_flags(self.state, (f,), step_of=lambda _f: len(self.verdicts),
-                                    first_id=len(self.diagnoses) + 1):
+            for d in diagnose_flags(self.state, (f,), first_id=len(self.diagnoses) + 1):
                 self.diagnoses[f.id] = d
 
     def _mark(self) -> tuple[int, int]:

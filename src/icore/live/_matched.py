@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from icore._files import write_owned
 from icore.live._results import LiveRunResult, RunObserver
 from icore.live._run_manifest import RunManifest, default_manifest, manifest_from_dict
 from icore.live._runner import Reporter, run_live
@@ -152,6 +153,7 @@ def run_matched(out_dir: str | Path, *, manifest: RunManifest | None = None,
                              observer=observer)
     res = MatchedResult(tuple(_row(p, r) for p, r in runs.items()), runs, out,
                         time.perf_counter() - t0)
-    (out / "matched.json").write_text(json.dumps(res.to_json(), indent=1), encoding="utf-8")
-    (out / "matched.md").write_text(res.markdown() + "\n", encoding="utf-8")
+    # the study's folder may be the user's: never over a file icore did not write
+    write_owned(out / "matched.json", json.dumps(res.to_json(), indent=1).encode("utf-8"))
+    write_owned(out / "matched.md", (res.markdown() + "\n").encode("utf-8"))
     return res

@@ -12,7 +12,8 @@ not change::
     coordinator -> agent   PeerReply  {"reply": m, "ok": ..., "result" | "error": ...}
 
 :func:`parse_line` reads an incoming line into one of them (None for a line that is not
-a JSON object); a command's arguments stay a mapping (each command reads its own).
+a JSON object); a command's arguments stay a mapping (each command reads its own), and a
+reply's ``result`` is read by the step's typed reply (:mod:`icore.live._replies`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from icore.fence import DecisionEntry
 
 JSON = Any
 """A JSON value as :func:`json.loads` returns it."""
@@ -133,71 +132,6 @@ class PeerReply:
         """Read a reply line's object (``result`` as sent, None when absent)."""
         return cls(int(obj["reply"]), bool(obj.get("ok")), obj.get("result"),
                    None if obj.get("ok") else str(obj.get("error")))
-
-
-@dataclass(frozen=True, slots=True)
-class ExecuteReply:
-    """The executor's result of ``execute`` (planfence App. A.3).
-
-    Its role decision, then the protected action through the gate.
-
-    Attributes:
-        decision: the executor's role outcome (:meth:`icore.agents.DecisionOutcome.to_dict`).
-        executed: the protected action ran.
-        outcome: the gate's last outcome (``authorized``, ``blocked``, ...); None when the
-            role decision failed and the gate was never asked (the reply then carries
-            only ``decision`` and ``executed``).
-        replanned / roots / args / detail: as :class:`icore.fence.ActionResult` says.
-        decisions: every gate decision of the call, typed.
-        replan_replies: the planner's results of the one replan (None for a failed call).
-        root_parents: executed root id -> its exact parents.
-        record: the committed action record's summary (None when nothing ran).
-    """
-
-    decision: Mapping[str, JSON]
-    executed: bool = False
-    outcome: str | None = None
-    replanned: bool = False
-    roots: tuple[str, ...] = ()
-    args: Mapping[str, JSON] = field(default_factory=dict)
-    detail: JSON = ""
-    decisions: tuple[DecisionEntry, ...] = ()
-    replan_replies: tuple[JSON, ...] = ()
-    root_parents: Mapping[str, list[str]] = field(default_factory=dict)
-    record: Mapping[str, JSON] | None = None
-
-    def to_dict(self) -> dict[str, JSON]:
-        """The wire object (exactly the keys the agent wrote before #26)."""
-        d: dict[str, JSON] = {"decision": dict(self.decision), "executed": self.executed}
-        if self.outcome is None:
-            return d
-        d.update({"replanned": self.replanned, "roots": list(self.roots),
-                  "args": dict(self.args), "detail": self.detail, "outcome": self.outcome,
-                  "decisions": [e.to_dict() for e in self.decisions],
-                  "replan_replies": list(self.replan_replies),
-                  "root_parents": {k: list(v) for k, v in self.root_parents.items()}})
-        if self.record is not None:
-            d["record"] = dict(self.record)
-        return d
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, JSON]) -> ExecuteReply:
-        """Read an ``execute`` result (missing fields read as empty).
-
-        Raises:
-            icore.fence.DecisionFormatError: a gate decision is malformed (the field
-                names it, e.g. ``execute.decisions[0].outcome``).
-        """
-        outcome = obj.get("outcome")
-        return cls(
-            decision=obj.get("decision") or {}, executed=bool(obj.get("executed")),
-            outcome=None if outcome is None else str(outcome),
-            replanned=bool(obj.get("replanned")), roots=tuple(obj.get("roots") or ()),
-            args=obj.get("args") or {}, detail=obj.get("detail", ""),
-            decisions=tuple(DecisionEntry.from_dict(d, where=f"execute.decisions[{i}]")
-                            for i, d in enumerate(obj.get("decisions") or [])),
-            replan_replies=tuple(obj.get("replan_replies") or ()),
-            root_parents=obj.get("root_parents") or {}, record=obj.get("record"))
 
 
 Message = Command | Reply | Ready | PeerCall | PeerReply

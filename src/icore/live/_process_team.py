@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from icore.errors import ErrorCode, IcoreError
 from icore.fence import strategy
+from icore.live._errors import AgentCrashed, AgentStepError, LiveRunError, StepTimeout
 from icore.live._messages import Command, PeerCall, PeerReply, Ready, Reply, dumps, parse_line
+from icore.live._replies import PeersReply
 from icore.live._run_manifest import RunManifest
 from icore.net import init_team_certs
 
@@ -36,24 +37,6 @@ _LINE_LIMIT = 32 * 1024 * 1024
 
 AGENT_MODULE = "icore.live._agent_proc"
 """The agent process entry (``python -m icore.live._agent_proc CONFIG.json``)."""
-
-
-class LiveRunError(IcoreError):
-    """A live-run step could not complete."""
-
-    code = ErrorCode.LIVE
-
-
-class AgentCrashed(LiveRunError):
-    """The agent process is gone (``fields['agent']``)."""
-
-
-class StepTimeout(LiveRunError):
-    """An agent did not answer a step in time."""
-
-
-class AgentStepError(LiveRunError):
-    """The agent answered a step with an error."""
 
 
 @dataclass
@@ -121,7 +104,8 @@ class LiveTeam:
         """Create certificates, start every process, wait for ready, exchange addresses.
 
         Raises:
-            LiveRunError: an agent did not start within ``timeouts.start_s``.
+            LiveRunError: an agent did not start within ``timeouts.start_s``, or answered
+                ``peers`` with an error or a malformed reply (``ReplyFormatError``).
         """
         specs = self._specs()
         team = self.manifest.team_manifest(self.out, policy=self.policy)
@@ -170,8 +154,11 @@ class LiveTeam:
             raise LiveRunError(f"agents did not start: {exc}",
                                crashes=[c["agent"] for c in self.crashes]) from exc
         addrs = {a.id: ["127.0.0.1", a.port] for a in self.agents.values()}
-        await asyncio.gather(*(self.request(aid, "peers", addresses=addrs)
-                               for aid in self.agents))
+        ids = list(self.agents)
+        answers = await asyncio.gather(*(self.request(aid, "peers", addresses=addrs)
+                                         for aid in ids))
+        for aid, res in zip(ids, answers, strict=True):
+            PeersReply.from_dict(res, where=f"peers[{aid}]")  # a bad answer fails the start
 
     def _start_engine(self, certs: Path, specs: list[tuple[str, str]], team: str
                       ) -> dict[str, Any]:

@@ -296,7 +296,9 @@ def load_manifest(path: str | os.PathLike[str]) -> RunManifest:
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise LiveManifestError(f"cannot read run manifest: {exc}", file=str(p)) from exc
+        where = str(exc).replace('"<unicode string>"', f'"{p}"')  # YAML names no file
+        raise LiveManifestError(f"cannot read run manifest {p}: {where}", file=str(p)) \
+            from exc
     except RecursionError:
         raise LiveManifestError("cannot read run manifest: nested too deeply", file=str(p)) \
             from None

@@ -28,15 +28,22 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from icore._clock import WallClock
 from icore._files import make_room, mark_folder
 from icore.agents import decision_tally, fit_timeouts, negotiated_backend
 from icore.fence import judge_action, strategy
+from icore.live._errors import AgentCrashed, LiveRunError, ReplyFormatError
 from icore.live._ledger import LiveLedger
-from icore.live._messages import ExecuteReply
-from icore.live._process_team import CENTRAL, AgentCrashed, LiveRunError, LiveTeam
+from icore.live._process_team import CENTRAL, LiveTeam
+from icore.live._replies import (
+    AuditReply,
+    CommittedRecord,
+    ExecuteReply,
+    PlanReply,
+    ShortlistReply,
+)
 from icore.live._results import LiveRunResult, RunObserver, TaskResult
 from icore.live._run_manifest import (
     LIVE_POLICIES,
@@ -63,6 +70,20 @@ def _is_invalid(req_key: str, head_id: str, r0_id: str, parents: Sequence[str]) 
 
 
 _RECORD_FIELDS = ("id", "key", "owner", "seq", "type", "parents", "content")
+
+R = TypeVar("R")
+
+
+def _committed(rec: CommittedRecord | None, step: str) -> CommittedRecord:
+    """The record a step's accepted decision committed.
+
+    Raises:
+        ReplyFormatError: the reply carries none (field ``<step>.record``).
+    """
+    if rec is None:
+        raise ReplyFormatError("an accepted decision committed no record",
+                               field=f"{step}.record")
+    return rec
 
 
 # ---------------------------------------------------------------------------- runner
@@ -122,7 +143,12 @@ class _Run:
         req_head: dict[str, str] = {}
         A = self.audit
 
-        async def step(name: str, role: str, cmd: str, **args: Any) -> dict[str, Any]:
+        async def step(name: str, role: str, cmd: str, reply: Callable[[Mapping[str, Any]], R],
+                       **args: Any) -> R:
+            """Ask ``role`` for ``cmd`` and read its result as ``reply`` (a typed reply).
+
+            The decision and the committed record are accounted for first.
+            """
             nonlocal responses, accepted
             agent = self.role[role]
             t = time.perf_counter()
@@ -145,14 +171,15 @@ class _Run:
                           else ""})
             self._note_record(agent, res.get("record") if "record" in res else
                               (res if "id" in res and "key" in res else None))
-            return res
+            return reply(res)
 
-        def keep(role: str, rec: Mapping[str, Any] | None) -> None:
-            if rec and rec.get("id"):
-                lineage.append({k: rec.get(k) for k in _RECORD_FIELDS} | {"role": role})
+        def keep(role: str, rec: CommittedRecord | None) -> None:
+            if rec is not None and rec.id:
+                d = rec.to_dict()
+                lineage.append({k: d.get(k) for k in _RECORD_FIELDS} | {"role": role})
 
-        def decision_failed(role: str, res: Mapping[str, Any], obligation: str) -> bool:
-            dec = res.get("decision") or {}
+        def decision_failed(role: str, decision: Mapping[str, Any], obligation: str) -> bool:
+            dec = decision or {}
             if dec.get("ok", True):
                 return False
             st["error"] = f"{role} decision failed: {dec.get('error')}"
@@ -163,51 +190,57 @@ class _Run:
 
         try:
             A.introduce(task)
-            r0 = await step("seed", "reviser", "seed", requirement=dict(spec.requirement))
-            req_head["id"] = r0["id"]
+            r0 = await step("seed", "reviser", "seed", CommittedRecord.from_dict,
+                            requirement=dict(spec.requirement))
+            req_head["id"] = r0.id
             keep("requirement", r0)
-            A.committed(task, "requirement_committed", self.role["reviser"], r0)
+            A.committed(task, "requirement_committed", self.role["reviser"], r0.to_dict())
             await self._maybe_crash("after_seed")
-            cat = await step("catalog", "retriever", "catalog", catalog=list(spec.catalog))
+            cat = await step("catalog", "retriever", "catalog", CommittedRecord.from_dict,
+                             catalog=list(spec.catalog))
             keep("catalog", cat)
-            A.committed(task, "catalog_committed", self.role["retriever"], cat)
-            sh = await step("shortlist", "retriever", "shortlist")
-            if decision_failed("retriever", sh, "plan"):
+            A.committed(task, "catalog_committed", self.role["retriever"], cat.to_dict())
+            sh = await step("shortlist", "retriever", "shortlist", ShortlistReply.from_dict)
+            if decision_failed("retriever", sh.decision, "plan"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            keep("shortlist", sh["record"])
-            A.committed(task, "shortlist_committed", self.role["retriever"], sh["record"])
-            pl = await step("plan", "planner", "plan")
-            if decision_failed("planner", pl, "plan"):
+            short = _committed(sh.record, "shortlist")
+            keep("shortlist", short)
+            A.committed(task, "shortlist_committed", self.role["retriever"], short.to_dict())
+            pl = await step("plan", "planner", "plan", PlanReply.from_dict)
+            if decision_failed("planner", pl.decision, "plan"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            plan = pl["record"]
+            plan = _committed(pl.record, "plan")
             keep("plan", plan)
-            A.planned(task, self.role["planner"], plan, req_key, r0["id"], replan=False)
+            A.planned(task, self.role["planner"], plan.to_dict(), req_key, r0.id, replan=False)
             await self._maybe_crash("after_plan")
             if self.manifest.revision:
-                r1 = await step("revise", "reviser", "revise", revision=dict(spec.revision))
-                req_head["id"] = r1["id"]
+                r1 = await step("revise", "reviser", "revise", CommittedRecord.from_dict,
+                                revision=dict(spec.revision))
+                req_head["id"] = r1.id
                 keep("revision", r1)
-                A.revised(task, self.role["reviser"], r1)
+                A.revised(task, self.role["reviser"], r1.to_dict())
             await self._maybe_crash("after_revision")
-            ex_raw = await step("execute", "executor", "execute", plan=plan["id"])
-            ex = ExecuteReply.from_dict(ex_raw)
+            ex = await step("execute", "executor", "execute", ExecuteReply.from_dict,
+                            plan=plan.id)
             for rr in ex.replan_replies:
-                if isinstance(rr, dict):
-                    dec = rr.get("decision") or {}
+                if rr is not None:
+                    dec = rr.decision
                     st["decisions"].append(dec)
                     responses += int(dec.get("responses", 0))
                     accepted += int(dec.get("accepted", 0))
-                    self._note_record(self.role["planner"], rr.get("record"))
-                    keep("replan", rr.get("record"))
-                    if rr.get("record"):
-                        fresh_req = next((p for p in rr["record"]["parents"]
-                                          if p == req_head["id"]), rr["record"]["parents"][0])
-                        A.planned(task, self.role["planner"], rr["record"], req_key,
+                    rec = rr.record
+                    self._note_record(self.role["planner"],
+                                      None if rec is None else rec.to_dict())
+                    keep("replan", rec)
+                    if rec is not None:
+                        fresh_req = next((p for p in rec.parents if p == req_head["id"]),
+                                         rec.parents[0])
+                        A.planned(task, self.role["planner"], rec.to_dict(), req_key,
                                   fresh_req, replan=True)
                     elif not dec.get("ok", True):
                         A.failed(task, "plan", "decision_failed", self.role["planner"],
                                  {"role": "planner", "error": str(dec.get("error"))[:500]})
-            if decision_failed("executor", ex_raw, "act"):
+            if decision_failed("executor", ex.decision, "act"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
             decisions = ex.decisions
             gate.extend(d.to_dict() for d in decisions)
@@ -220,9 +253,9 @@ class _Run:
                 root = ex.roots[0]
                 parents = ex.root_parents.get(root, [])
                 # ground truth: the plan's requirement frontier vs the owner's head now
-                st["invalid"] = _is_invalid(req_key, req_head["id"], r0["id"], parents)
+                st["invalid"] = _is_invalid(req_key, req_head["id"], r0.id, parents)
                 st["successful_replan"] = st["replanned"]
-                frontier = next((p for p in parents if p in (r0["id"], req_head["id"])),
+                frontier = next((p for p in parents if p in (r0.id, req_head["id"])),
                                 parents[0] if parents else "")
                 A.executed(task, self.role["executor"], ex.args.get("action", "")
                            or self._action(spec), str(ex.args.get("option")), last_gate,
@@ -237,17 +270,16 @@ class _Run:
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
             keep("action", ex.record)
             await self._maybe_crash("after_execute")
-            assert ex.record is not None  # an executed action was committed
-            au = await step("audit", "auditor", "audit", act=ex.record["id"])
-            if decision_failed("auditor", au, "audit"):
+            act = _committed(ex.record, "execute")  # an executed action was committed
+            au = await step("audit", "auditor", "audit", AuditReply.from_dict, act=act.id)
+            if decision_failed("auditor", au.decision, "audit"):
                 return self._result(spec, st, steps, gate, responses, accepted, t_start, lineage)
-            verdict = str(au.get("verdict"))
+            verdict = str(au.verdict)
             st["verdict"] = verdict
             valid = st["executed"] and not st["invalid"]
             if valid and verdict in ("repeat_action", "reject"):
                 st["redundant"] = 1
-            A.audited(task, self.role["auditor"], verdict, req_key,
-                      str(au.get("current_requirement")))
+            A.audited(task, self.role["auditor"], verdict, req_key, au.current_requirement)
         except LiveRunError as exc:
             st["error"] = f"{type(exc).__name__}: {exc}"
             with contextlib.suppress(Exception):
@@ -433,8 +465,11 @@ async def arun_live(manifest: RunManifest | str | Path, out_dir: str | Path, *,
     return await _Run(m, out, pol, tasks, reporter, observer).run()
 
 
-RUN_FILES = ("icore.sqlite", "run.json", "agents", "certs")
-"""Names in a folder that mark it as a run folder (a rerun must not mix with them)."""
+RUN_FILES = ("icore.sqlite", "icore.sqlite-wal", "icore.sqlite-shm", "run.json", "agents",
+             "certs", "logs", "nats", "team.yaml", "report.html", "icore-report", "assets")
+"""Every name a run writes at the top of its folder: a folder icore did not create that
+holds any of them is refused, so a run never mixes with or overwrites a user's files
+(issue 29)."""
 
 
 def _fresh_run_folder(out: Path) -> Path:

@@ -11,7 +11,11 @@ Desktop, Cursor, the OpenAI Agents SDK, LangChain's MCP adapters):
 * a protected tool's call is validated against the owners' heads (planfence Alg. 1):
   stale -> not forwarded, ``isError`` with the fresh values (the next call is the one
   replan); second change, unread fact, unreachable owner, malformed reply -> blocked;
-* every session's reads, calls and decisions go to a trace ``icore audit`` reads.
+* every session's reads, calls and decisions go to a trace ``icore audit`` reads;
+* the manifest is checked against what the upstreams serve at start (a protected tool
+  or a D(a) resource no upstream serves is a typed error naming its line);
+* over ``--http`` a client without an MCP session (protocol 2026-07-28) is identified
+  by its bearer token (``http.clients``), else its protected calls are refused.
 
 See docs/mcp.md. Import rule: this room sits beside ``integrations`` and uses only the
 public API of records, fence, memory and integrations.
@@ -40,8 +44,9 @@ from icore.mcp._gateway_manifest import (
     manifest_from_dict,
 )
 from icore.mcp._gateway_resources import Route
+from icore.mcp._manifest_http import ClientSpec, HttpSpec
 from icore.mcp._session_log import GatewayTrace
-from icore.mcp._transport import serve_http, serve_stdio
+from icore.mcp._transport import StaticTokens, serve_http, serve_stdio, token_verifier
 from icore.mcp._upstream import Upstream, UpstreamError
 
 __all__ = [
@@ -49,6 +54,7 @@ __all__ = [
     "DEFAULT_GATE_TIMEOUT_S",
     "FACT_SCHEME",
     "BenchRow",
+    "ClientSpec",
     "FactBook",
     "FactsSpec",
     "Gateway",
@@ -56,8 +62,10 @@ __all__ = [
     "GatewayManifest",
     "GatewayManifestError",
     "GatewayTrace",
+    "HttpSpec",
     "Route",
     "SessionView",
+    "StaticTokens",
     "StoreSpec",
     "ToolSpec",
     "Upstream",
@@ -71,4 +79,5 @@ __all__ = [
     "run_bench",
     "serve_http",
     "serve_stdio",
+    "token_verifier",
 ]

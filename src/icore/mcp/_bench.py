@@ -3,10 +3,12 @@
 In one run, over stdio and over streamable HTTP on loopback: p50/p99 of ``tools/call``
 sent by the SDK's client to the upstream directly, through an SDK-only pass-through proxy
 (``_bench_proxy.py``: no icore code; the floor of any MCP hop built on the SDK), through
-the gateway to an unprotected tool, and through the gateway to a protected tool with ``d``
+the gateway to an unprotected tool, through the gateway to a protected tool with ``d``
 facts in D(a) (the session read them first, so every call is validated fresh: planfence
-Alg. 1, the owners of D(a) asked). Real processes: the upstream, the proxy and the
-gateway (``icore mcp``) run as subprocesses; the four are timed in turn in every round.
+Alg. 1, the owners of D(a) asked), and to a protected tool whose D(a) is ``d`` resources
+of the upstream (each read again from the upstream at every call: the owner of an
+upstream resource is the upstream). Real processes: the upstream, the proxy and the
+gateway (``icore mcp``) run as subprocesses; the five are timed in turn in every round.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ class BenchRow:
 
     Attributes:
         transport: ``stdio`` or ``http``.
-        path: ``direct (upstream)``, ``sdk proxy (no icore)``, ``gateway unprotected``
-            or ``gateway protected d=N`` (``gate only d=N`` in process).
+        path: ``direct (upstream)``, ``sdk proxy (no icore)``, ``gateway unprotected``,
+            ``gateway protected d=N`` (D(a): gateway facts), ``gateway protected
+            resources d=N`` (D(a): upstream resources, each read again at every call) or
+            ``gate only d=N`` (in process).
         p50_ms / p99_ms: latency percentiles of one ``tools/call``, milliseconds.
         added_p50_ms: p50 minus the direct p50 of the same transport (None for direct).
     """
@@ -96,7 +100,8 @@ def _manifest(folder: Path, deps: int, upstream: dict[str, Any]) -> Path:
     m = {"name": "icore-bench", "upstreams": {"bench": upstream},
          "facts": {"owners": {f"fact://bench/k{i}": f"owner{i}" for i in range(deps)},
                    "initial": {k: i for i, k in enumerate(keys)}},
-         "tools": {"act": {"depends_on": keys}}}
+         "tools": {"act": {"depends_on": keys},
+                   "act_res": {"depends_on": [f"bench://r{i}" for i in range(deps)]}}}
     kind = (upstream.get("url") and "http") or "stdio"
     m["trace"] = str(folder / f"trace-{kind}.jsonl")  # recording included, as deployed
     path = folder / f"gateway-{kind}.yaml"
@@ -117,8 +122,10 @@ async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int
     """
     for i in range(deps):
         await gateway.read_resource(f"fact://bench/k{i}")
+        await gateway.read_resource(f"bench://r{i}")
     steps = (("direct", direct, "ping"), ("proxy", proxy, "ping"),
-             ("unprotected", gateway, "ping"), ("protected", gateway, "act"))
+             ("unprotected", gateway, "ping"), ("protected", gateway, "act"),
+             ("reread", gateway, "act_res"))
     out: dict[str, list[float]] = {k: [] for k, _, _ in steps}
     for i in range(n + 20):
         for key, session, tool in steps:
@@ -145,6 +152,7 @@ def _rows(transport: str, t: dict[str, list[float]], deps: int) -> list[BenchRow
         row("sdk proxy (no icore)", t["proxy"]),
         row("gateway unprotected", t["unprotected"]),
         row(f"gateway protected d={deps}", t["protected"]),
+        row(f"gateway protected resources d={deps}", t["reread"]),
     ]
 
 
@@ -224,9 +232,10 @@ def run_bench(*, n: int = 300, deps: int = 8) -> list[BenchRow]:
         deps: d = |D(a)| of the protected tool (facts of ``d`` distinct owners).
 
     Returns:
-        Nine :class:`BenchRow`: the gate alone in process (what PlanFence adds), then
+        Eleven :class:`BenchRow`: the gate alone in process (what PlanFence adds), then
         per transport the direct call, the SDK-only pass-through proxy (the floor of any
-        MCP hop built on the SDK), the gateway unprotected and protected. All four of a
+        MCP hop built on the SDK), the gateway unprotected, protected by gateway facts
+        and protected by upstream resources (re-read at every call). All five of a
         transport are timed in turn within each round.
 
     Raises:

@@ -12,6 +12,7 @@ hop built on the SDK; the difference between the gateway and this proxy is icore
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Any
 
@@ -28,7 +29,8 @@ async def _serve(upstream: str, port: int | None) -> None:
         else:
             cmd, *args = upstream.split(" ")
             r, w = await stack.enter_async_context(
-                stdio_client(StdioServerParameters(command=cmd, args=args)))
+                stdio_client(StdioServerParameters(command=cmd, args=args,
+                                                   env=dict(os.environ))))
         up = await stack.enter_async_context(ClientSession(r, w))
         await up.initialize()
 

@@ -129,7 +129,7 @@ def text_of(content: JSONValue, limit: int = 2000) -> str:
                 texts.append(f"<binary {part.get('mimeType') or ''}>")
         s = "\n".join(texts)
     else:
-        s = json.dumps(content, sort_keys=True, default=str)
+        s = json.dumps(content, sort_keys=True, default=str, ensure_ascii=False)
     return s if len(s) <= limit else s[:limit] + "...[cut]"
 
 

@@ -25,9 +25,13 @@ argument checks, the gate, the fact tools).
 from __future__ import annotations
 
 import itertools
+import json
 import logging
+import re
+import secrets
 import weakref
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -36,9 +40,11 @@ import anyio.abc
 from icore.errors import IcoreError
 from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_calls import _ToolCalls
+from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
-from icore.mcp._session_log import GatewayTrace
+from icore.mcp._gateway_watch import ManifestWatch
+from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream, UpstreamError
 
 log = logging.getLogger("icore.mcp")
@@ -71,41 +77,55 @@ class Gateway:
                         self._resources.on_upstream_notification)
             for n, s in manifest.upstreams.items()}
         tpath = manifest.resolve(manifest.trace) if manifest.trace else None
-        self.trace = GatewayTrace(manifest.name, tpath)
+        lock = None
         if tpath is not None:
-            try:
-                tpath.parent.mkdir(parents=True, exist_ok=True)
-                if tpath.exists():  # an earlier run's trace is kept, never overwritten
-                    n = 1
-                    while (old := tpath.with_name(f"{tpath.stem}-{n}{tpath.suffix}")
-                           ).exists():
-                        n += 1
-                    tpath.rename(old)
-                self.trace.flush()
+            if manifest.file != "<dict>" and tpath.resolve() == Path(manifest.file).resolve():
+                raise manifest.error("the trace would replace the manifest itself; "
+                                     "choose another path", "trace")
+            try:  # a path no other live gateway writes; an earlier run's file is kept
+                tpath, lock = claim_trace(tpath)
+            except TraceTaken as exc:
+                raise manifest.error(str(exc), "trace") from None
             except OSError as exc:
                 raise GatewayError(f"cannot write the trace {tpath}: {exc}",
                                    file=str(tpath), path="trace") from None
+        self.trace = GatewayTrace(manifest.name, tpath, lock=lock)
+        self.trace.flush()
         self.facts: FactBook | None = None
         self.otel: Any = None
         if manifest.otel:
             from icore.adapters import OtelExporter
             ep = manifest.otel
             if ep.startswith("file:"):
-                ep = "file:" + str(manifest.resolve(ep.removeprefix("file:")))
+                fp = manifest.resolve(ep.removeprefix("file:"))
+                if fp.exists() and not fp.is_file():
+                    raise manifest.error(f"otel file {fp} is not a regular file (a folder "
+                                         "or a device)", "otel")
+                ep = "file:" + str(fp)
             self.otel = OtelExporter(endpoint=ep)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
+        self.templates: dict[str, list[str]] = {}
+        """Upstream -> the URI templates it serves (routes reads of unlisted URIs)."""
+        self.listed: set[str] = set()
+        """Upstreams whose tools have been listed at least once."""
+        self._tmpl_gen: dict[str, int] = {}
         self.resources: dict[str, Route] = {}
         self.prompts: dict[str, Route] = {}
         self._calls = _ToolCalls(self, self._resources)
+        self.watch = ManifestWatch(self, self._resources, self._calls)
+        """The manifest checked against the listing (at start, after each listing)."""
         self._sessions: weakref.WeakKeyDictionary[Any, SessionView] = \
             weakref.WeakKeyDictionary()
         self._n = itertools.count(1)
         self.single_client = False
         """True when serving stdio: every request comes from the one client."""
         self._stdio_key = _Key("stdio")
+        self.tag = secrets.token_hex(3)
+        """This gateway process's tag in its session names (``client#1@<tag>``)."""
         self._sid_keys: dict[str, _Key] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._failure: str | None = None
         self.server = self._make_server()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -116,12 +136,19 @@ class Gateway:
             u.bind(self._tg)
         try:
             await self._start()
-        except BaseException:
+        except BaseException as exc:
+            self._failure = f"start failed: {getattr(exc, 'message', None) or exc!r}"
             await self.__aexit__(None, None, None)
             raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
+        if exc and isinstance(exc[0], type) and not issubclass(
+                exc[0], (anyio.get_cancelled_exc_class(), KeyboardInterrupt)):
+            self._failure = self._failure or f"{exc[0].__name__}: {exc[1]}"
+        # the trace first: a client that stopped this gateway kills it soon after (the
+        # SDK's stdio client: 2 s after closing stdin), while upstreams take their time
+        self.trace.close(self._failure)
         for u in self.upstreams.values():
             u.close()
         if self._tg is not None:
@@ -135,22 +162,31 @@ class Gateway:
         if self.otel is not None:
             self.otel.flush()
             self.otel.shutdown()
-        self.trace.close()
 
     async def _start(self) -> None:
+        failed: dict[str, str] = {}
+
         async def one(name: str, u: Upstream) -> None:
             try:
                 await u.connect()
             except UpstreamError as exc:
-                log.warning("%s", exc)
-                self.trace.note("gateway", str(exc), upstream=name)
+                failed[name] = exc.message
+                log.warning("%s", exc.message)
+                self.trace.note("gateway", exc.message, upstream=name)
 
         async with anyio.create_task_group() as tg:
             for n, u in self.upstreams.items():
                 tg.start_soon(one, n, u)
+        if len(failed) == len(self.upstreams):
+            raise GatewayError("no upstream could be started: " + "; ".join(
+                failed[n] for n in sorted(failed)), upstreams=sorted(failed))
         await self.refresh()
+        self.watch.check()
         m = self.manifest
         owners: dict[str, str] = {}
+        for n, ts in sorted(self.templates.items()):  # a templated resource's upstream
+            for t in ts:
+                owners.setdefault(re.sub(r"\{[^}]*\}", "*", t), n)
         for uri, r in self.resources.items():
             owners[uri] = r.upstream
         owners.update(m.owners)
@@ -172,6 +208,10 @@ class Gateway:
         for owner, port in ports.items():
             self.trace.note("gateway", f"serving owner {owner} on port {port}", owner=owner,
                             port=port)
+        for spec in m.tools.values():  # the gateway subscribes itself (when supported)
+            for d in spec.depends_on:
+                if not d.startswith(FACT_SCHEME) and not any(c in d for c in "{*?["):
+                    await self._resources.subscribe_upstream(d)
         for key, value in m.facts.initial.items():
             if self.facts.owner_of(key) in self.facts.remote:
                 continue  # a remote owner writes its own facts
@@ -179,6 +219,11 @@ class Gateway:
                 rec, _ = self.facts.observe(key, value, type="fact")
                 if rec is not None:
                     self.trace.version(rec, "manifest")
+
+    @property
+    def unresolved(self) -> Unresolved:
+        """Protected names no listed tool has (:class:`ManifestWatch`)."""
+        return self.watch.unresolved
 
     # -- catalog ------------------------------------------------------------------------
     async def _list(self, u: Upstream, what: str) -> list[Any]:
@@ -206,21 +251,29 @@ class Gateway:
         """List every upstream's tools, resources and prompts again (names routed)."""
         found: dict[str, dict[str, list[tuple[str, Any]]]] = {
             "tools": {}, "resources": {}, "prompts": {}}
+        templates: dict[str, list[str]] = {}
         for n, u in self.upstreams.items():
             if u.session is None:
                 try:
                     await u.connect()
                 except UpstreamError:
                     continue
+            ok = True
             for what in found:
                 try:
                     items = await self._list(u, what)
                 except (UpstreamError, Exception) as exc:  # an upstream's bad listing
                     log.warning("upstream %s: %s/list failed: %r", n, what, exc)
+                    ok = ok and what != "tools"
                     continue
                 for it in items:
                     ident = it.uri if what == "resources" else it.name
                     found[what].setdefault(ident, []).append((n, it))
+            if self._tmpl_gen.get(n) != u.generation:
+                templates[n] = await self._templates(u)
+                self._tmpl_gen[n] = u.generation
+            if ok:
+                self.listed.add(n)
         tools, tool_defs = _namespaced(found["tools"], "name")
         defs = dict(tool_defs)
         res, res_defs = _namespaced(found["resources"], "uri")
@@ -230,18 +283,39 @@ class Gateway:
         if defs != self.tool_defs:
             self._calls.validators.clear()
         self.tools, self.tool_defs, self.resources, self.prompts = tools, defs, res, prompts
+        self.templates.update(templates)
+        if self.watch.checked:
+            self.watch.recheck()
+
+    async def _templates(self, u: Upstream) -> list[str]:
+        """The URI templates ``u`` serves (none when it has no resources or fails)."""
+        caps = u.capabilities
+        if caps is None or caps.resources is None:
+            return []
+        try:
+            r = await u.request("resources/templates/list",
+                                lambda s: s.list_resource_templates())
+        except (UpstreamError, Exception) as exc:  # an upstream's bad listing
+            log.debug("upstream %s: resources/templates/list failed: %r", u.name, exc)
+            return []
+        return [t.uri_template for t in r.resource_templates]
 
     # -- sessions -----------------------------------------------------------------------
     def view(self, ctx: Any) -> SessionView:
-        """The :class:`SessionView` of the request's client session (made on first use)."""
+        """The :class:`SessionView` of the request's client session (made on first use).
+
+        Its id is ``<client>#<n>@<tag>``: ``tag`` names this gateway process, so two
+        gateways sharing a store (and their traces) never share a session name.
+        """
         key = self._client_key(ctx)
         v = self._sessions.get(key)
         if v is None:
             params = getattr(ctx.session, "client_params", None)
             info = getattr(params, "client_info", None)
-            client = getattr(info, "name", None) or "client"
+            client = (key.client if isinstance(key, _Key) and key.client else None) or \
+                getattr(info, "name", None) or "client"
             assert self.facts is not None
-            v = self.facts.session(f"{client}#{next(self._n)}")
+            v = self.facts.session(f"{client}#{next(self._n)}@{self.tag}")
             self._sessions[key] = v
             self.trace.session(v.sid, client)
         return v
@@ -249,10 +323,13 @@ class Gateway:
     def _client_key(self, ctx: Any) -> Any:
         """What identifies the request's client session.
 
-        Over stdio the process has exactly one client. Over HTTP: the MCP session id
-        (``Mcp-Session-Id``), else the SDK's connection object (a handshake-era
-        connection lives as long as its client; a stateless request is a session of its
-        own, so a protected call there never cites a read: blocked, fail closed).
+        Over stdio the process has exactly one client. Over HTTP, in this order: the MCP
+        session id (``Mcp-Session-Id``, protocol revisions up to 2025-11-25); the
+        authenticated principal of the request's bearer token (client id, issuer,
+        subject: the SDK's ``principal_components``, what the 2026-07-28 revision, which
+        has no sessions, leaves as the identity of a client across requests; see
+        ``http.clients`` in the manifest); else the SDK's per-request connection object
+        (no identity: :meth:`anonymous`, its protected calls are refused).
         """
         if self.single_client:
             return self._stdio_key
@@ -263,7 +340,21 @@ class Gateway:
             if k is None:
                 k = self._sid_keys[sid] = _Key(sid)
             return k
+        who = _principal()
+        if who is not None:
+            k = self._sid_keys.get(who[0])
+            if k is None:
+                k = self._sid_keys[who[0]] = _Key(who[0], who[1])
+            return k
         return conn
+
+    def anonymous(self, ctx: Any) -> bool:
+        """True when the request has neither a session nor a client identity.
+
+        (HTTP, protocol 2026-07-28, no bearer token): its reads cannot be tied to its
+        calls.
+        """
+        return not self.single_client and not isinstance(self._client_key(ctx), _Key)
 
     # -- the SDK server -----------------------------------------------------------------
     def _make_server(self) -> Any:
@@ -373,9 +464,32 @@ def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str
 
 
 class _Key:
-    """A hashable, weak-referenceable stand-in for a string session key."""
+    """A hashable, weak-referenceable stand-in for a string session key.
 
-    __slots__ = ("__weakref__", "name")
+    Attributes:
+        name: the key (an MCP session id, or ``principal:<components>``).
+        client: the client's name when the key is an authenticated principal.
+    """
 
-    def __init__(self, name: str) -> None:
+    __slots__ = ("__weakref__", "client", "name")
+
+    def __init__(self, name: str, client: str | None = None) -> None:
         self.name = name
+        self.client = client
+
+
+def _principal() -> tuple[str, str] | None:
+    """``(key, client id)`` of the request's authenticated principal, else None.
+
+    The bearer token the SDK's auth middleware verified (``get_access_token``), as the
+    SDK identifies a principal (``principal_components``: client id, issuer, subject).
+    """
+    try:
+        from mcp.server.auth.middleware.auth_context import get_access_token
+        from mcp.server.auth.provider import principal_components
+    except ImportError:  # pragma: no cover - the SDK always has them
+        return None
+    token = get_access_token()
+    if token is None:
+        return None
+    return "principal:" + json.dumps(list(principal_components(token))), token.client_id

@@ -4,6 +4,13 @@ A protected tool's call is validated against the owners' heads (planfence Alg. 1
 :meth:`FactBook.execute`) and forwarded to its upstream only when authorized; a refusal
 is a ``CallToolResult(isError=true)`` telling the model what changed and what to do
 (the one replan, App. A.3). Unprotected tools are forwarded unchanged.
+
+The owner of an upstream resource is the upstream itself, so Alg. 1 asking the owner for
+its current head means reading the resource from the upstream: at every protected call
+each resource of D(a) is read again (concurrently, one read each; a change is committed
+as a new version before the gate compares it with the version the session saw).
+Notifications from the upstream only make the gateway's heads move sooner; they are never
+needed for a stale call to be refused. A read that fails blocks the call (fail closed).
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from typing import Any, Protocol
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
-from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest, ToolSpec
+from icore.mcp._gateway_checks import Unresolved
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
-from icore.mcp._session_log import GatewayTrace
+from icore.mcp._session_log import GatewayTrace, Replans
 from icore.mcp._upstream import Upstream, UpstreamError
 
 log = logging.getLogger("icore.mcp")
@@ -34,10 +42,23 @@ _HINT = {
     "retry with this plan: read the changed resources again (a new plan) or report it",
     "not_read": "this call depends on facts this session has not read; their current "
     "values are below (now read). Plan from them and call again",
+    "no_session": "this request reached the gateway over HTTP without an MCP session "
+    "(protocol 2026-07-28 is stateless) and without a client identity, so the gateway "
+    "cannot tie this call to the resources this client read. Retrying cannot help: the "
+    "operator must give each client a bearer token in the gateway manifest (http.clients: "
+    "NAME: {token_env: VAR}) and configure the client to send it (Authorization: Bearer "
+    "...), or connect this client with the handshake protocol (e.g. the MCP SDK's "
+    "Client(url, mode='legacy'))",
+    "dependency_unreadable": "a resource this call depends on could not be read from the "
+    "upstream that serves it, so the call was not made (fail closed)",
+    "unverified_protection": "the gateway manifest protects a tool name no reachable "
+    "upstream serves yet, and this tool may be the one it means; it is blocked until the "
+    "gateway can tell (fail closed). Do not retry; report it to the operator",
     Reason.MISSING_BOUNDARY.value: "the call does not derive from a version of every fact "
     "the tool depends on; read them and call again",
     Reason.OWNER_UNAVAILABLE.value: "an owner of the facts this call depends on did not "
-    "answer; the call was not made (fail closed). Try again later",
+    "answer (for a resource: the upstream serving it); the call was not made (fail "
+    "closed). Try again later",
     Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
     Reason.NO_OWNER.value: "a fact this call depends on has no owner in the gateway "
     "manifest (a configuration error); do not retry",
@@ -55,8 +76,17 @@ class _Host(Protocol):
     trace: GatewayTrace
     otel: Any
 
+    @property
+    def unresolved(self) -> Unresolved:
+        """Protected names no listed tool has yet."""
+        ...
+
     def view(self, ctx: Any) -> SessionView:
         """The request's session view."""
+        ...
+
+    def anonymous(self, ctx: Any) -> bool:
+        """True when the request has no session and no client identity (HTTP)."""
         ...
 
     async def refresh(self) -> None:
@@ -80,6 +110,7 @@ class _ToolCalls:
         self._static_deps = {n: frozenset(t.depends_on)
                              for n, t in host.manifest.tools.items() if not t.globs}
         self._tasks = itertools.count(1)
+        self._replans = Replans()
 
     def fact_tools(self) -> list[Any]:
         """The gateway's own fact tools (put/get), when the manifest enables them."""
@@ -128,9 +159,18 @@ class _ToolCalls:
             return _error_result(f"Invalid arguments for tool {name}: {problem}")
         spec = self.gw.manifest.tools.get(name)
         task = f"{view.sid}/{next(self._tasks)}"
+        if spec is None and self.gw.unresolved.names:
+            refused = await self._unverified(view, name, args, task)
+            if refused is not None:
+                return refused
+            spec = self.gw.manifest.tools.get(name)
+        if spec is not None and self.gw.anonymous(ctx):
+            return self._refuse(view, name, args, task, "no_session", [])
         u = self.gw.upstreams[route.upstream]
+        reached: list[bool] = []
 
         async def forward(**a: Any) -> Any:
+            reached.append(True)
             return await u.request("tools/call", lambda s: s.call_tool(
                 route.name, a, meta=_forward_meta(params.meta)))
 
@@ -142,11 +182,16 @@ class _ToolCalls:
                 if isinstance(result, _Refused):
                     return result.result
         except UpstreamError as exc:
-            self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc}", error=True,
-                               task=task)
-            return _error_result(str(exc))
-        except Exception as exc:  # the upstream answered a JSON-RPC error
+            self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc.message}",
+                               error=True, task=task)
+            return _error_result(exc.message)
+        except Exception as exc:
             msg = getattr(exc, "message", None) or str(exc)
+            if not reached:  # the gate path failed: the upstream never saw the call
+                log.warning("gate of %s failed: %r", name, exc)
+                return self._refuse(view, name, args, task, "gateway_error", [],
+                                    detail=msg)
+            # the upstream answered a JSON-RPC error
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
@@ -156,6 +201,40 @@ class _ToolCalls:
             for w in spec.writes:
                 await self._resources.reread(w, f"{view.sid} via {name}")
         return result
+
+    async def _unverified(self, view: SessionView, name: str, args: Mapping[str, Any],
+                          task: str) -> Any:
+        """Refuse an unprotected tool that a still-unresolved protected name may mean.
+
+        The upstreams are listed again first: the missing one may be back.
+        """
+        if not self.gw.unresolved.blocking(name):
+            return None
+        await self.gw.refresh()
+        means = self.gw.unresolved.blocking(name)
+        if not means or name in self.gw.manifest.tools:
+            return None
+        m = self.gw.manifest
+        where = ", ".join(f"tools.{n} (line {m.line_of('tools', n)})" for n in means)
+        down = self.gw.unresolved.down
+        detail = (f"the manifest protects {', '.join(repr(n) for n in means)} ({where}); "
+                  + (f"upstreams {', '.join(down)} are down, so the gateway cannot tell "
+                     f"whether that is a typo of {name!r}" if down else
+                     f"no upstream serves it: fix the manifest (did you mean {name!r}?)"))
+        return self._refuse(view, name, args, task, "unverified_protection", [],
+                            detail=detail)
+
+    def _refuse(self, view: SessionView, name: str, args: Mapping[str, Any], task: str,
+                reason: str, deps: list[str], *, detail: str = "",
+                extra: Mapping[str, Any] | None = None) -> Any:
+        """A gateway refusal before the gate: recorded as blocked, ``_meta`` attached."""
+        text = f"PlanFence blocked {name} ({reason}): {_HINT.get(reason, 'fail closed')}."
+        if detail:
+            text += f"\nDetail: {detail}"
+        self.gw.trace.call(view.sid, name, args, f"BLOCKED: {reason}: {detail or text}",
+                           error=True, task=task, blocked=True, reason=reason)
+        meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
+        return _error_result(text, meta={"icore/gate": meta})
 
     def _arg_problem(self, name: str, args: Mapping[str, Any]) -> str | None:
         import jsonschema
@@ -168,65 +247,93 @@ class _ToolCalls:
         where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
         return f"{where}: {err.message}"
 
+    def _entry_of(self, spec: ToolSpec, name: str, args: Mapping[str, Any], key: str,
+                  known: Any) -> str:
+        """The manifest entry (``tools.<name>.depends_on.<i>``, line) that gave ``key``."""
+        m = self.gw.manifest
+        for i, pat in enumerate(spec.depends_on):
+            try:
+                hit = key in expand_deps([pat], args, known)
+            except IcoreError:
+                continue
+            if hit:
+                line = m.line_of("tools", name, "depends_on", i)
+                at = f", line {line}" if line is not None else ""
+                return f"D(a) entry {pat!r} (tools.{name}.depends_on.{i}{at})"
+        return f"tools.{name}.depends_on"
+
+    async def _reread(self, view: SessionView, name: str, spec: ToolSpec,
+                      args: Mapping[str, Any], deps: frozenset[str], known: Any,
+                      task: str) -> Any:
+        """Alg. 1's owner query for upstream resources: read each again from its upstream.
+
+        Returns a refusal when a read failed (fail closed) or a resource has no owner,
+        else None (changes are now the owners' heads, for the gate to compare).
+        """
+        facts = self.gw.facts
+        assert facts is not None
+        keys = sorted(k for k in deps if not k.startswith(FACT_SCHEME)
+                      and facts.owner_of(k) not in facts.remote)
+        failed = await self._resources.reread_all(keys, f"{view.sid} via {name} "
+                                                   "(validation)")
+        bad = {k: e for k, e in failed.items()}
+        for k in keys:
+            if k not in bad and facts.owner_of(k) is None:
+                bad[k] = GatewayError("no upstream lists this resource and the manifest "
+                                      "declares no owner for it", uri=k)
+        if not bad:
+            return None
+        down = any(isinstance(e, UpstreamError) for e in bad.values())
+        reason = Reason.OWNER_UNAVAILABLE.value if down else "dependency_unreadable"
+        lines = [f"{k} ({self._entry_of(spec, name, args, k, known)}): "
+                 f"{getattr(e, 'message', None) or e}" for k, e in sorted(bad.items())]
+        return self._refuse(view, name, args, task, reason, sorted(deps),
+                            detail="; ".join(lines), extra={"unreadable": sorted(bad)})
+
     async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
                          args: Mapping[str, Any], task: str, forward: Any) -> Any:
         """Run one protected call through the gate; a refusal comes back as _Refused."""
         assert self.gw.facts is not None
         seen = view.seen
         static = self._static_deps.get(name)
+        known: Any = ()
         try:
             if static is not None:  # D(a) without globs or placeholders: the same each call
                 deps = static
             else:
                 # the known keys are only needed to match globs (a scan of every owner's
                 # heads)
-                known: Any = (set(self.gw.facts.known_keys()) | set(seen)) if spec.globs else ()
+                known = (set(self.gw.facts.known_keys()) | set(seen)) if spec.globs else ()
                 deps = expand_deps(spec.depends_on, args, known)
         except IcoreError as exc:
-            self.gw.trace.call(view.sid, name, args, f"REFUSED: {exc.message}", error=True,
-                               task=task, blocked=True)
-            return _Refused(_error_result(f"PlanFence blocked {name} "
-                                          f"(incomplete_declaration): {exc.message}"))
+            return _Refused(self._refuse(view, name, args, task, "incomplete_declaration",
+                                         list(spec.depends_on), detail=exc.message))
         if not deps:
-            msg = (f"PlanFence blocked {name} (incomplete_declaration): D(a) matches no "
-                   f"known fact; read the resources it depends on first "
-                   f"({', '.join(spec.depends_on)})")
-            self.gw.trace.call(view.sid, name, args, msg, error=True, task=task, blocked=True)
-            return _Refused(_error_result(msg))
-        for k in sorted(deps):
-            if k not in seen and not k.startswith(FACT_SCHEME) \
-                    and self.gw.facts.owner_of(k) is not None and self.gw.facts.head(k) is None:
-                # never read by anyone yet: read it, so the refusal can hand it over
-                try:
-                    await self._resources.fetch(k, f"{view.sid} via {name}")
-                except Exception as exc:
-                    log.debug("pre-read of %s failed: %r", k, exc)
+            return _Refused(self._refuse(
+                view, name, args, task, "incomplete_declaration", list(spec.depends_on),
+                detail=f"D(a) matches no known fact; read the resources it depends on "
+                f"first ({', '.join(spec.depends_on)})"))
+        refused = await self._reread(view, name, spec, args, deps, known, task)
+        if refused is not None:
+            return _Refused(refused)
+        ticket = self._replans.before(view, name, deps)
+        roots = ticket.roots if ticket is not None else ()
         n0 = len(view.agent.log)
         try:
             v: Verdict = await self.gw.facts.execute(view, name, deps, args, forward)
         except Exception:  # authorized, then the upstream failed: keep the decisions
             self.gw.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task)
             raise
+        replan = self._replans.after(view, name, deps, v, ticket)
         # an executed call's lines are written with its result line (one write per call)
-        self.gw.trace.verdict(view.sid, name, v, args, task=task, flush=not v.call.executed)
+        self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
+                              plan_roots=roots, flush=not v.call.executed)
         if self.gw.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span
                 self.gw.otel.decision(d)
         if v.call.executed:
             return v.call.value
-        reason = v.reason
-        lines = [f"PlanFence blocked {name} ({reason}): "
-                 f"{_HINT.get(reason, 'the call was refused (fail closed)')}."]
-        if v.changed and reason != Reason.SECOND_CHANGE.value:
-            lines.append("Current values:")
-            lines.extend(f"- {describe(r)}" for r in v.changed.values())
-        elif v.changed:
-            lines.append("Changed: " + ", ".join(sorted(v.changed)))
-        if v.call.detail and reason not in (Reason.STALE.value, "not_read"):
-            lines.append(f"Detail: {v.call.detail}")
-        return _Refused(_error_result("\n".join(lines), meta={"icore/gate": {
-            "reason": reason, "deps": list(v.deps),
-            "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()}}}))
+        return _Refused(_refusal(name, v))
 
     async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any]) -> Any:
         from mcp_types import CallToolResult, TextContent
@@ -243,7 +350,8 @@ class _ToolCalls:
                 return _error_result(f"{GET_FACT}: no fact {key} yet")
             self.gw.trace.read(view.sid, key, rec)
             value = rec.content
-            return CallToolResult(content=[TextContent(type="text", text=json.dumps(value))],
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(
+                value, ensure_ascii=False))],
                                   structured_content={"key": key, "value": value,
                                                       "seq": rec.seq})
         if "value" not in args:
@@ -291,6 +399,27 @@ def _forward_meta(meta: Any) -> Any:
 @dataclass(frozen=True, slots=True)
 class _Refused:
     result: Any
+
+
+def _refusal(name: str, v: Verdict) -> Any:
+    """The ``isError`` result of a call the gate refused: what changed, what to do."""
+    reason = v.reason
+    lines = [f"PlanFence blocked {name} ({reason}): "
+             f"{_HINT.get(reason, 'the call was refused (fail closed)')}."]
+    if v.changed and reason != Reason.SECOND_CHANGE.value:
+        lines.append("Current values:")
+        lines.extend(f"- {describe(r)}" for r in v.changed.values())
+    elif v.changed:
+        lines.append("Changed: " + ", ".join(sorted(v.changed)))
+    elif reason == "not_read":  # nothing could be handed over
+        lines[0] = (f"PlanFence blocked {name} (not_read): this call depends on facts this "
+                    "session has not read, and their current values could not be read. "
+                    "Read them and call again.")
+    if v.call.detail and reason not in (Reason.STALE.value, "not_read"):
+        lines.append(f"Detail: {v.call.detail}")
+    return _error_result("\n".join(lines), meta={"icore/gate": {
+        "reason": reason, "deps": list(v.deps),
+        "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()}}})
 
 
 def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:

@@ -20,6 +20,8 @@ Example::
         writes: ["memo://price"]                             # re-read after a call
     trace: gateway-trace.jsonl
     otel: "http://127.0.0.1:4318"                            # optional: spans out
+    http:                                    # --http: who is who (bearer tokens)
+      clients: {alice: {token_env: ALICE_TOKEN}}
 """
 
 from __future__ import annotations
@@ -32,9 +34,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from icore.errors import ErrorCode, IntegrationError
+from icore.mcp._manifest_http import HttpSpec
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
@@ -44,6 +55,14 @@ FACT_SCHEME = "fact://"
 """URI scheme of the gateway's own key-value facts."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_OWNER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
+"""An owner id: a safe file-name part (a SQLite store is ``<path>/<owner>.db``)."""
+
+
+def _owner_id(o: str, what: str) -> None:
+    if not isinstance(o, str) or not _OWNER.match(o):
+        raise ValueError(f"{what} {o!r} must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,62}} (it "
+                         "names the owner's store file: no '/', no leading '.')")
 
 
 class GatewayError(IntegrationError):
@@ -81,7 +100,7 @@ class UpstreamSpec(_Model):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600)
+    timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSpec:
@@ -212,6 +231,27 @@ class FactsSpec(_Model):
                                  "something")
         return v
 
+    @field_validator("owners")
+    @classmethod
+    def _owner_ids(cls, v: dict[str, str]) -> dict[str, str]:
+        for o in v.values():
+            _owner_id(o, "owner")
+        return v
+
+    @field_validator("initial")
+    @classmethod
+    def _json(cls, v: dict[str, Any]) -> dict[str, Any]:
+        import json
+        for k, val in v.items():
+            try:
+                json.dumps(val, allow_nan=False)
+            except (TypeError, ValueError):
+                raise ValueError(f"initial value of {k!r} must be JSON (a string, number, "
+                                 "list, mapping, true/false/null), not "
+                                 f"{type(val).__name__} {str(val)[:40]!r} (a YAML date, set, "
+                                 "binary or .nan is not)") from None
+        return v
+
     @model_validator(mode="after")
     def _owned(self) -> FactsSpec:
         import fnmatch
@@ -283,6 +323,7 @@ class GatewayManifest(_Model):
             lines). Each decision's span continues the client's trace context
             (``traceparent`` in the request's ``params._meta``).
         gate_timeout_s: bound of one owner query of the gate, seconds.
+        http: :class:`HttpSpec` (``--http`` only: the clients' bearer tokens).
         base_dir: folder relative paths are resolved against (set by :func:`load_manifest`).
     """
 
@@ -294,8 +335,11 @@ class GatewayManifest(_Model):
     tools: dict[str, ToolSpec] = Field(default_factory=dict)
     trace: str | None = None
     otel: str | None = None
-    gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60)
+    gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60, allow_inf_nan=False)
+    http: HttpSpec = HttpSpec()
     base_dir: str = "."
+    _file: str = PrivateAttr("<dict>")
+    _lines: dict[str, int] = PrivateAttr(default_factory=dict)
 
     @field_validator("upstreams")
     @classmethod
@@ -305,6 +349,7 @@ class GatewayManifest(_Model):
         for n in v:
             if not _NAME.match(n):
                 raise ValueError(f"upstream name {n!r} must match [A-Za-z0-9_.-]{{1,64}}")
+            _owner_id(n, "upstream name")  # an upstream owns its resources
         return v
 
     @field_validator("owners")
@@ -313,6 +358,7 @@ class GatewayManifest(_Model):
         for k, o in v.items():
             if not k or not o:
                 raise ValueError("owners entries need a non-empty key and owner")
+            _owner_id(o, "owner")
         return v
 
     @model_validator(mode="after")
@@ -335,6 +381,34 @@ class GatewayManifest(_Model):
         """``path`` relative to :attr:`base_dir` (absolute paths unchanged)."""
         p = Path(path)
         return p if p.is_absolute() else Path(self.base_dir) / p
+
+    @property
+    def file(self) -> str:
+        """The manifest's file (``<dict>`` when built from a mapping)."""
+        return self._file
+
+    def line_of(self, *path: str | int) -> int | None:
+        """The YAML line of the field at ``path`` (``"tools", "book"``).
+
+        The nearest known parent's line when that one has none; None for a manifest built
+        from a mapping.
+        """
+        parts = [str(p) for p in path]
+        while parts:
+            got = self._lines.get(".".join(parts))
+            if got is not None:
+                return got
+            parts.pop()
+        return None
+
+    def error(self, message: str, *path: str | int, **fields: object
+              ) -> GatewayManifestError:
+        """A :class:`GatewayManifestError` at ``path``: ``file``, ``path``, ``line`` named."""
+        dotted = ".".join(str(p) for p in path) or "<root>"
+        line = self.line_of(*path)
+        where = f"line {line}: " if line is not None else ""
+        return GatewayManifestError(f"invalid gateway manifest at {where}{dotted}: {message}",
+                                    file=self.file, path=dotted, line=line, **fields)
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -360,6 +434,75 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+def _walk(node: yaml.Node | None, path: tuple[str, ...], lines: dict[str, int],
+          file: str) -> None:
+    """Fill ``lines`` (dotted path -> 1-based line); refuse a key given twice.
+
+    Iterative (a deep document cannot exhaust the stack); a node reached again through
+    an alias is walked once (an alias bomb stays linear). YAML itself keeps the last of
+    two equal keys, so a second ``tools.book`` entry would silently replace the first
+    (its D(a) gone): refused, naming both lines.
+
+    Raises:
+        GatewayManifestError: a mapping holds the same key twice.
+    """
+    stack: list[tuple[yaml.Node | None, tuple[str, ...]]] = [(node, path)]
+    walked: set[int] = set()  # an alias is the same node again: walk it once (no bomb)
+    while stack:
+        n, at = stack.pop()
+        if isinstance(n, yaml.MappingNode | yaml.SequenceNode):
+            if id(n) in walked:
+                continue
+            walked.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for k, v in n.value:
+                if not isinstance(k, yaml.ScalarNode):
+                    continue
+                line = k.start_mark.line + 1
+                if k.value in seen and k.value != "<<":
+                    dotted = ".".join((*at, k.value))
+                    raise GatewayManifestError(
+                        f"invalid gateway manifest at line {line}: {dotted}: duplicate key "
+                        f"(first at line {seen[k.value]}, again at line {line}); YAML keeps "
+                        "only the last one, so the first entry would be silently lost",
+                        file=file, path=dotted, line=line, lines=[seen[k.value], line])
+                seen[k.value] = line
+                lines.setdefault(".".join((*at, k.value)), line)
+                stack.append((v, (*at, k.value)))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                lines.setdefault(".".join((*at, str(i))), v.start_mark.line + 1)
+                stack.append((v, (*at, str(i))))
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    """A pydantic error's message, in the manifest's words."""
+    kind = str(err.get("type", ""))
+    if kind in ("tuple_type", "list_type"):
+        got = err.get("input")
+        what = "a string" if isinstance(got, str) else f"a {type(got).__name__}"
+        return (f"must be a list (YAML [a, b] or one '- a' line per item), not {what}"
+                + (f" ({got!r}: write [{got!r}])" if isinstance(got, str) else ""))
+    return str(err.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def _extras(m: GatewayManifest, file: str, node: yaml.Node | None) -> None:
+    """The extras the manifest needs are installed (``store.backend: nats``: nats-py).
+
+    Raises:
+        GatewayManifestError: naming the field and the install line.
+    """
+    import importlib.util
+    if m.store.backend == "nats" and importlib.util.find_spec("nats") is None:
+        line = _line_of(node, ("store", "backend"))
+        where = f"line {line}: " if line is not None else ""
+        raise GatewayManifestError(
+            f"invalid gateway manifest at {where}store.backend: the nats backend needs "
+            "nats-py: pip install 'icore[nats]'", file=file, path="store.backend", line=line,
+            extra="nats")
+
+
 def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
                        node: yaml.Node | None = None) -> GatewayManifest:
     """Validate a manifest mapping.
@@ -367,22 +510,30 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
     Args:
         data: the manifest as parsed YAML/JSON.
         file: named in errors.
-        node: the YAML node tree, to name the line of an error.
+        node: the YAML node tree, to name the line of an error (and of later checks:
+            :meth:`GatewayManifest.line_of`).
 
     Raises:
-        GatewayManifestError: naming the file, the field path and the line (when known).
+        GatewayManifestError: naming the file, the field path and the line (when known);
+            a key given twice in ``node``; an extra the manifest needs is missing.
     """
+    lines: dict[str, int] = {}
+    _walk(node, (), lines, file)
     try:
-        return GatewayManifest.model_validate(dict(data))
+        m = GatewayManifest.model_validate(dict(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = tuple(p for p in first.get("loc", ()) if not str(p).startswith("function-"))
         path = ".".join(str(p) for p in loc) or "<root>"
         line = _line_of(node, loc)
         where = f"line {line}: " if line is not None else ""
-        msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-        raise GatewayManifestError(f"invalid gateway manifest at {where}{path}: {msg}",
-                                   file=file, path=path, line=line) from None
+        raise GatewayManifestError(f"invalid gateway manifest at {where}{path}: "
+                                   f"{_message(first)}", file=file, path=path,
+                                   line=line) from None
+    _extras(m, file, node)
+    m._file = file
+    m._lines = lines
+    return m
 
 
 def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
@@ -392,8 +543,9 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
     against the manifest's folder.
 
     Raises:
-        GatewayManifestError: not a regular file, unreadable, bad YAML (with its line) or
-            an invalid manifest (file, field path and line named).
+        GatewayManifestError: not a regular file, unreadable, bad YAML (with its line), a
+            key given twice (both lines named), an invalid manifest (file, field path and
+            line named) or a missing extra (``pip install 'icore[nats]'``).
     """
     p = Path(path)
     if not p.is_file():

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
 import anyio.abc
 
 from icore.errors import IcoreError
@@ -25,6 +26,9 @@ from icore.mcp._session_log import GatewayTrace
 from icore.mcp._upstream import Upstream, UpstreamError
 
 log = logging.getLogger("icore.mcp")
+
+REREAD_CONCURRENCY = 8
+"""At most this many resources of one call's D(a) are read again from upstreams at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,7 @@ class _Host(Protocol):
 
     upstreams: dict[str, Upstream]
     resources: dict[str, Route]
+    templates: dict[str, list[str]]
     facts: FactBook | None
     trace: GatewayTrace
 
@@ -70,6 +75,11 @@ class _Resources:
         self._notifiers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.tg: anyio.abc.TaskGroup | None = None
         """The gateway's task group while it runs (re-reads after an upstream's update)."""
+        self._limit = anyio.CapacityLimiter(REREAD_CONCURRENCY)
+        self._subscribed: set[tuple[str, int, str]] = set()
+        self.watched: Callable[[str], bool] = lambda uri: False
+        """Whether the gateway subscribes itself to a URI it reads (a resource some D(a)
+        of the manifest names; set by the gateway)."""
 
     def read(self, view: SessionView, key: str) -> Any:
         """The version of ``key`` the session reads now (recorded as seen), or None.
@@ -89,6 +99,11 @@ class _Resources:
         if r is not None:
             return r
         # a template resource: the upstream whose template matches, else the only one
+        from icore.mcp._gateway_checks import template_regex
+        hits = sorted({n for n, ts in self.gw.templates.items() for t in ts
+                       if template_regex(t).fullmatch(uri)})
+        if len(hits) == 1:
+            return Route(hits[0], uri)
         ups = [n for n, u in self.gw.upstreams.items()
                if u.capabilities is not None and u.capabilities.resources is not None]
         return Route(ups[0], uri) if len(ups) == 1 else None
@@ -108,6 +123,9 @@ class _Resources:
             raise GatewayError(f"no upstream serves resource {uri}", uri=uri)
         u = self.gw.upstreams[route.upstream]
         result = await u.request("resources/read", lambda s: s.read_resource(route.name))
+        if self.tg is not None and self.watched(uri) \
+                and (route.upstream, u.generation, route.name) not in self._subscribed:
+            self.tg.start_soon(self.subscribe_upstream, uri)
         rec = None
         if self.gw.facts is not None:
             content = {"uri": uri, "contents": [_dump(c) for c in result.contents]}
@@ -133,7 +151,7 @@ class _Resources:
             value = rec.content
             return ReadResourceResult(
                 contents=[TextResourceContents(uri=uri, mime_type="application/json",
-                                               text=json.dumps(value))],
+                                               text=json.dumps(value, ensure_ascii=False))],
                 _meta={"icore/version": {"record": rec.id, "seq": rec.seq}})
         try:
             result, rec = await self.fetch(uri, view.sid)
@@ -178,8 +196,15 @@ class _Resources:
         caps = u.capabilities
         if caps is None or caps.resources is None or not caps.resources.subscribe:
             return
+        import warnings
+
+        async def sub(s: Any) -> Any:
+            with warnings.catch_warnings():  # the SDK warns: removed as of 2026-07-28;
+                warnings.simplefilter("ignore")  # the upstream speaks the handshake era
+                return await s.subscribe_resource(route.name)
+
         try:
-            await u.request("resources/subscribe", lambda s: s.subscribe_resource(route.name))
+            await u.request("resources/subscribe", sub)
         except Exception as exc:  # subscription is an optimisation: reads still version
             log.debug("upstream %s: subscribe %s failed: %r", u.name, route.name, exc)
 
@@ -203,6 +228,52 @@ class _Resources:
                       if r.upstream == upstream and r.name == uri), uri)
         if self.tg is not None:
             self.tg.start_soon(self.reread, shown, f"upstream {upstream} (updated)")
+
+    async def reread_all(self, uris: Sequence[str], source: str) -> dict[str, Exception]:
+        """Read each of ``uris`` again from its upstream, concurrently.
+
+        One read each, at most :data:`REREAD_CONCURRENCY` at a time; a change is
+        committed as a new version.
+
+        Returns:
+            URI -> why its read failed (:class:`UpstreamError`: the upstream did not
+            answer; :class:`GatewayError`: no upstream serves it or it cannot be
+            versioned; ``MCPError``: the upstream answered an error). Empty: all read.
+        """
+        failed: dict[str, Exception] = {}
+        if not uris:
+            return failed
+
+        async def one(uri: str) -> None:
+            async with self._limit:
+                try:
+                    await self.fetch(uri, source)
+                except Exception as exc:  # fail closed: the caller refuses the call
+                    failed[uri] = exc
+
+        if len(uris) == 1:
+            await one(uris[0])
+            return failed
+        async with anyio.create_task_group() as tg:
+            for uri in uris:
+                tg.start_soon(one, uri)
+        return failed
+
+    async def subscribe_upstream(self, uri: str) -> None:
+        """Subscribe the gateway itself to ``uri`` at its upstream, once per connection.
+
+        Only when the upstream supports subscriptions: its notifications then re-read
+        ``uri`` at once (a protected call re-reads it anyway).
+        """
+        route = self.route_uri(uri)
+        if route is None:
+            return
+        u = self.gw.upstreams[route.upstream]
+        key = (route.upstream, u.generation, route.name)
+        if key in self._subscribed:
+            return
+        self._subscribed.add(key)
+        await self._upstream_subscribe(route)
 
     async def reread(self, uri: str, source: str) -> None:
         """Read ``uri`` again after a change (``source`` names who caused it)."""

@@ -2,10 +2,21 @@
 
 Built on :class:`icore.integrations.RunRecorder` (the recorder every integration uses):
 event lines from it, plus the PlanFence lines of the generic JSONL format (the records
-a decision cites and the decisions themselves), so ``icore audit TRACE`` draws the
-lineage pictures and ``--fail-on invalid`` judges the run. With a file, the trace is
-appended after every event (a crash of the gateway loses nothing already recorded) and
-rewritten once, atomically, when the gateway stops.
+a decision cites and the decisions themselves, each written once), so ``icore audit
+TRACE`` draws the lineage pictures and ``--fail-on invalid`` judges the run. With a file,
+the trace is appended after every event (a crash of the gateway loses nothing already
+recorded) and rewritten once, atomically, when the gateway stops, ending with a
+``termination`` line (a normal stop; a killed gateway's trace has none).
+
+How a gateway run reads in the audit:
+
+* a ``resources/read`` is an observation (``tool_output`` of the tool ``resources/read``
+  with the version seen), not an agent's claim: reading a resource again is what a
+  refusal asks for, never a repeated assertion;
+* a replan is the session's next call of a tool after a ``stale`` refusal that cites the
+  values handed over (:class:`Replans`): one ``plan`` line per session (``plan_id`` =
+  the session), written at its first replan, then one ``replan`` line per replan with
+  whether it ran (``executed``); a further attempt of a failed replan is no new replan.
 """
 
 from __future__ import annotations
@@ -15,15 +26,149 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from icore.fence import GateDecision
+from icore.fence import GateDecision, Reason
 from icore.integrations import RunRecorder
-from icore.mcp._facts import Verdict
-from icore.records import Record
+from icore.mcp._facts import SessionView, Verdict, text_of
+from icore.records import Record, RecordId
 
 log = logging.getLogger("icore.mcp")
+
+
+def is_gateway_trace(path: Path) -> bool:
+    """True when ``path`` is a regular file whose first line is a gateway trace's header.
+
+    Only such a file is ever moved aside (an earlier run's trace); anything else at a
+    trace path (a folder, a device, the manifest, a user's file) is never touched.
+    """
+    import stat
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        with path.open("rb") as f:
+            first = f.readline(1 << 16)
+        head = json.loads(first.decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    run = head.get("run") if isinstance(head, dict) else None
+    return isinstance(run, dict) and str(run.get("question", "")).startswith("MCP gateway ")
+
+
+class TraceTaken(FileExistsError):
+    """A trace path holds something the gateway did not write (it is never moved)."""
+
+
+def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
+    """A trace path for this gateway process, locked until its trace is closed.
+
+    ``path`` itself when no live gateway holds it, else ``<stem>-gw<k><suffix>``
+    (k = 2, 3, ...): two gateways sharing a manifest never write one file. A file
+    left at the claimed path by an earlier run is renamed ``<stem>-<n><suffix>`` first
+    (never overwritten). The lock is ``flock`` on ``.<name>.lock`` beside it (released
+    when the process exits, so a killed gateway never blocks its path).
+
+    Returns:
+        ``(path, lock descriptor)``.
+
+    Raises:
+        TraceTaken: the path (or the one claimed) holds a folder, a device, a link or a
+            file that is not a gateway trace: it is left as it is.
+        OSError: the folder cannot be created or written, or ``limit`` paths are held.
+    """
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for k in range(1, limit + 1):
+        p = path if k == 1 else path.with_name(f"{path.stem}-gw{k}{path.suffix}")
+        if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
+            raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote (a "
+                             "folder, a device, a link or another file); it is never "
+                             "moved or overwritten: choose another trace path")
+        fd = os.open(p.with_name(f".{p.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):  # raced
+                raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
+            if p.exists():  # an earlier run's trace: kept beside, never overwritten
+                n = 1
+                while (old := p.with_name(f"{p.stem}-{n}{p.suffix}")).exists():
+                    n += 1
+                p.rename(old)
+        except BaseException:
+            os.close(fd)
+            raise
+        return p, fd
+    raise OSError(f"{limit} gateways hold traces beside {path}")
+
+
+@dataclass
+class _Ticket:
+    ids: dict[str, RecordId]
+    roots: tuple[RecordId, ...]
+    failed: bool = False
+
+
+class Replans:
+    """Which protected call is a replan (planfence App. A.3), per session, tool and D(a).
+
+    After a ``stale`` refusal the fresh versions are handed to the session; its next call
+    of the tool citing exactly those versions is the one replan (the workspace validates
+    it with ``replanned``). A call citing other versions (the session read again) is a
+    new plan. A replan that was blocked stays blocked until a new read; attempts in
+    between are retries of it, not new replans.
+    """
+
+    def __init__(self) -> None:
+        self._tickets: dict[tuple[str, str, frozenset[str]], _Ticket] = {}
+        self._lock = threading.Lock()
+
+    def before(self, view: SessionView, tool: str, deps: frozenset[str]) -> _Ticket | None:
+        """The ticket this call redeems (it is a replan), else None."""
+        key = (view.sid, tool, deps)
+        with self._lock:
+            t = self._tickets.get(key)
+            if t is None:
+                return None
+            seen = view.seen
+            if all(k in seen and seen[k].id == rid for k, rid in t.ids.items()):
+                return t
+            del self._tickets[key]  # read again: a new plan
+            return None
+
+    def after(self, view: SessionView, tool: str, deps: frozenset[str], v: Verdict,
+              ticket: _Ticket | None) -> str | None:
+        """Note the call's outcome.
+
+        Returns:
+            ``"replan"`` (this call is a replan), ``"retry"`` (a further attempt of a
+            blocked replan) or None (a plan of its own).
+        """
+        key = (view.sid, tool, deps)
+        with self._lock:
+            if ticket is not None:
+                mark = "retry" if ticket.failed else "replan"
+                if v.call.executed:
+                    self._tickets.pop(key, None)
+                else:
+                    ticket.failed = True
+                return mark
+            if v.reason == Reason.STALE.value and not v.call.executed:
+                seen = view.seen
+                root = v.call.record.id if v.call.record is not None else None
+                self._tickets[key] = _Ticket({k: seen[k].id for k in deps if k in seen},
+                                             (root,) if root else ())
+        return None
 
 
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
@@ -38,9 +183,12 @@ class GatewayTrace:
     Args:
         run_id: the run's id in the trace header.
         path: the JSONL file to keep current (None: in memory only).
+        lock: the descriptor of the path's lock (:func:`claim_trace`), released at
+            :meth:`close`.
     """
 
-    def __init__(self, run_id: str, path: Path | None = None) -> None:
+    def __init__(self, run_id: str, path: Path | None = None, *,
+                 lock: int | None = None) -> None:
         self.recorder = RunRecorder(run_id, question=f"MCP gateway {run_id}",
                                     agents={"gateway": "icore MCP gateway"})
         self.path = path
@@ -50,6 +198,10 @@ class GatewayTrace:
         self._fh: TextIO | None = None
         self._events_done = 0
         self._pf_done = 0
+        self._planned: set[str] = set()
+        self._sessions = 0
+        self._lock_fd = lock
+        self._closed = False
 
     def _rec(self, rec: Record, role: str) -> None:
         with self._lock:
@@ -60,6 +212,7 @@ class GatewayTrace:
 
     def session(self, sid: str, client: str) -> None:
         """A client session started."""
+        self._sessions += 1
         self.recorder.agents.setdefault(sid, f"MCP client {client}")
         self.recorder.task(f"session {sid} ({client}) connected", agent=sid)
         self.flush()
@@ -73,41 +226,71 @@ class GatewayTrace:
         self.flush()
 
     def read(self, sid: str, uri: str, rec: Record | None) -> None:
-        """A session read ``uri`` (the version it saw, when ``uri`` is a fact)."""
+        """A session read ``uri`` (the version it saw, when ``uri`` is a fact).
+
+        An observation the session made (``tool_output`` of ``resources/read``), not an
+        output of its own: a second read of one resource is a new observation.
+        """
         fields: dict[str, Any] = {"read": {"key": uri}}
+        text = f"read {uri}"
         if rec is not None:
             self._rec(rec, "revision" if rec.parents else "input")
             fields["read"] = {"key": uri, "record": rec.id, "seq": rec.seq}
-        self.recorder.add(sid, "output", f"read {uri}", **fields)
+            text = f"read {uri} (owner seq {rec.seq}): {text_of(rec.content, 500)}"
+        self.recorder.tool_call(sid, "resources/read", {"uri": uri}, text, error=False,
+                                **fields)
         self.flush()
 
     def verdict(self, sid: str, tool: str, v: Verdict, args: Mapping[str, Any], *,
-                task: str, flush: bool = True) -> None:
-        """One protected call's gate decisions, its action record and a refusal if any.
+                task: str, replan: str | None = None, plan_roots: Sequence[str] = (),
+                flush: bool = True) -> None:
+        """One protected call: its replan mark, gate decisions, action record, a block.
 
-        ``flush=False``: the caller records the call's result next (written together).
+        Each decision's PlanFence line is written once (with the records it cites).
+
+        Args:
+            sid: the session.
+            tool: the tool's name.
+            v: the call's :class:`Verdict`.
+            args: the call's arguments.
+            task: the call's task name (``<session>/<n>``).
+            replan: ``"replan"`` (the call is the session's replan after a stale refusal:
+                a ``plan`` line, the session's first, then a ``replan`` line with whether
+                it ran), ``"retry"`` (another attempt of a blocked replan) or None.
+            plan_roots: the stale call's roots (the plan the replan rewrites).
+            flush: False when the caller records the call's result next (one write).
         """
         call = v.call
         if call.record is not None:
-            self._rec(call.record, "plan")
+            self._rec(call.record, "replan" if replan == "replan" else "plan")
         for r in v.changed.values():
             self._rec(r, "revision" if r.parents else "input")
         with self._lock:
             for d in v.decisions:
                 self.planfence.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
-        if call.result is not None:
-            if call.executed:
-                for d in call.result.decisions:
-                    self.recorder.add(sid, "thought", f"gate {d.outcome.value}/"
-                                      f"{d.reason.value} for {tool}",
-                                      gate={"outcome": d.outcome.value,
-                                            "reason": d.reason.value, "tool": tool,
-                                            "replanned": d.replanned})
-            else:
-                self.recorder.gate(sid, tool, call.result)
-        else:
+            first_plan = replan == "replan" and sid not in self._planned
+            if first_plan:
+                self._planned.add(sid)
+        if first_plan:  # the session's plan, written when it is first rewritten
+            self.recorder.plan(sid, f"plan of {sid} for {tool}", roots=list(plan_roots),
+                               plan_id=sid)
+        if replan == "replan":
+            said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
+            self.recorder.plan(sid, f"replan for {tool}: {said}",
+                               roots=[call.record.id] if call.record is not None else None,
+                               replan=True, plan_id=sid, executed=call.executed,
+                               reason=call.reason)
+        for d in v.decisions:
+            self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
+                              f"for {tool}", gate={"outcome": d.outcome.value,
+                                                   "reason": d.reason.value, "tool": tool,
+                                                   "replanned": d.replanned,
+                                                   "point": d.point},
+                              task=task)
+        if not call.executed:
             self.recorder.tool_call(sid, tool, args, f"BLOCKED: {call.reason}: {call.detail}",
-                                    error=True, blocked=True, task=task)
+                                    error=True, blocked=True, task=task, reason=call.reason,
+                                    retry=True if replan == "retry" else None)
         if flush:
             self.flush()
 
@@ -168,8 +351,30 @@ class GatewayTrace:
             self._events_done += len(events)
             self._pf_done += len(pf)
 
-    def close(self) -> None:
-        """Rewrite the trace atomically with the final header; close the file."""
+    def close(self, failure: str | None = None) -> None:
+        """End the run and write the trace's final form.
+
+        A ``termination`` line when the gateway stopped normally (``failure`` None), else
+        a note of why it stopped (no terminal marker: the audit says the run did not end
+        normally); then the file is rewritten atomically with the final header and
+        closed. Idempotent.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if failure is None:
+            self.recorder.finish("gateway", f"gateway stopped normally after serving "
+                                 f"{self._sessions} client session(s)")
+        else:
+            self.recorder.add("gateway", "thought", f"gateway stopped: {failure}")
+        try:
+            self._rewrite()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the lock
+                self._lock_fd = None
+
+    def _rewrite(self) -> None:
         if self.path is None:
             return
         with self._lock:

@@ -137,9 +137,92 @@ async def _pipe_stdio() -> AsyncIterator[tuple[Any, Any] | None]:
             wfile.close()
 
 
+class StaticTokens:
+    """An SDK ``TokenVerifier`` over the manifest's ``http.clients`` (bearer tokens).
+
+    A token is compared by its SHA-256 (constant time); a match is an ``AccessToken``
+    whose ``client_id`` is the client's name: the principal the gateway ties that
+    client's reads to its calls by when a request has no MCP session (2026-07-28).
+
+    Args:
+        digests: client name -> SHA-256 of its token (bytes).
+    """
+
+    def __init__(self, digests: dict[str, bytes]) -> None:
+        self.digests = dict(digests)
+
+    async def verify_token(self, token: str) -> Any:
+        """The client's ``AccessToken`` for ``token``, or None (401)."""
+        import hashlib
+        import hmac
+
+        from mcp.server.auth.provider import AccessToken
+        got = hashlib.sha256(token.encode("utf-8")).digest()
+        name = None
+        for n, want in self.digests.items():  # every entry compared: no early exit
+            if hmac.compare_digest(got, want):
+                name = n
+        if name is None:
+            return None
+        return AccessToken(token=token, client_id=name, scopes=[])
+
+
+def token_verifier(manifest: GatewayManifest) -> StaticTokens | None:
+    """The verifier of the manifest's ``http.clients`` (None: no clients declared).
+
+    Raises:
+        GatewayManifestError: a ``token_env`` variable is unset or empty.
+    """
+    clients = manifest.http.clients
+    if not clients:
+        return None
+    digests: dict[str, bytes] = {}
+    for name, c in clients.items():
+        if c.token_sha256 is not None:
+            digests[name] = bytes.fromhex(c.token_sha256)
+            continue
+        assert c.token_env is not None
+        value = os.environ.get(c.token_env, "")
+        if not value:
+            raise manifest.error(f"environment variable {c.token_env} (the token of client "
+                                 f"{name!r}) is not set", "http", "clients", name,
+                                 "token_env", variable=c.token_env)
+        import hashlib
+        digests[name] = hashlib.sha256(value.encode("utf-8")).digest()
+    return StaticTokens(digests)
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):  # type: ignore[misc]
+        """uvicorn's server that stops on SIGTERM/SIGINT and returns.
+
+        uvicorn raises a captured signal again once it has shut down, which kills the
+        process before the gateway can close (its trace's last lines, the stores);
+        here the gateway's own exit follows instead (``icore mcp`` exits 0).
+        """
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
+
+    return Server
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: int = 8808
                      ) -> None:
     """Run the gateway over streamable HTTP at ``http://host:port/mcp`` until cancelled.
+
+    With ``http.clients`` in the manifest every request must carry one of their bearer
+    tokens (401 otherwise); a request without an MCP session (protocol 2026-07-28) is
+    then that client's session. Without it, such a request's protected calls are refused.
 
     Args:
         manifest: the gateway manifest.
@@ -149,15 +232,26 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
     Raises:
         MissingExtra: the ``mcp`` extra (or uvicorn) is not installed.
         OSError: the port cannot be bound.
+        GatewayManifestError: a client's ``token_env`` is not set.
     """
     require("mcp.server", "mcp", feature="icore mcp")
     uvicorn = require("uvicorn", "mcp", feature="icore mcp --http")
 
+    verifier = token_verifier(manifest)
+    _Server = _server_class()
     async with Gateway(manifest) as gw:
-        app = gw.server.streamable_http_app(host=host, json_response=True)
+        if verifier is None:
+            app = gw.server.streamable_http_app(host=host, json_response=True)
+        else:
+            from mcp.server.auth.settings import AuthSettings
+            app = gw.server.streamable_http_app(
+                host=host, json_response=True, token_verifier=verifier,
+                auth=AuthSettings.model_validate({
+                    "issuer_url": f"http://{_url_host(host)}:{port}",
+                    "resource_server_url": None}))
         config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                                 lifespan="on")
-        server = uvicorn.Server(config)
+        server = _Server(config)
 
         async def ready() -> None:
             while not server.started:

@@ -132,8 +132,25 @@ class Upstream:
             got = await self._tg.start(self._serve)
             if isinstance(got, BaseException) or got is None:
                 raise UpstreamError(f"upstream {self.name} is unreachable: "
-                                    f"{type(got).__name__}: {got}", upstream=self.name)
+                                    f"{self._why(got)}", upstream=self.name)
             return got
+
+    def _why(self, exc: BaseException | None) -> str:
+        """What made a connection fail, in one line (the cause, not the task group)."""
+        from mcp.shared.exceptions import MCPError
+        if exc is None:
+            return "it did not initialize"
+        cause = root_cause(exc)
+        if isinstance(cause, TimeoutError):
+            return (f"it did not initialize within "
+                    f"{max(self.spec.timeout_s, CONNECT_TIMEOUT_S):g} s")
+        text = getattr(cause, "message", None) or str(cause) or "no detail"
+        what = f"{type(cause).__name__}: {text}"
+        if self.spec.command is not None and (isinstance(cause, MCPError)
+                                              or isinstance(cause, anyio.EndOfStream)):
+            what += (f" (the command {self.spec.command!r} exited or closed its stdout "
+                     "before answering; its stderr is on the gateway's stderr)")
+        return what
 
     def drop(self, generation: int) -> None:
         """Close connection ``generation`` (a crash seen by a request); next request reconnects."""
@@ -237,6 +254,20 @@ def keepalive_http_client(headers: dict[str, str] | None = None) -> Any:
     return httpx2.AsyncClient(
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         headers=headers, transport=KeepAlive())
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group, else ``exc``.
+
+    anyio task groups wrap a transport's failure as ``ExceptionGroup: unhandled errors
+    in a TaskGroup``; the leaf is the cause a user can act on.
+    """
+    seen = 0
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions and seen < 64:
+        leaves = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        exc = (leaves or list(exc.exceptions))[0]
+        seen += 1
+    return exc
 
 
 def _is_connection_loss(exc: Any) -> bool:

@@ -66,7 +66,13 @@ class OwnerAccess(Protocol):
 
 @runtime_checkable
 class AsyncOwnerAccess(Protocol):
-    """Asynchronous access to owners (network clients)."""
+    """Asynchronous access to owners (network clients).
+
+    The gate bounds every call by its ``timeout_s`` with a timer of its own. An access
+    that already ends every call within the ``timeout_s`` it is given (raising, so the
+    gate blocks) may say so with a class attribute ``bounds_timeouts = True``: the gate
+    then sets no second timer (:class:`icore.net.OwnerClient` does, issue 27).
+    """
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,
                           known: Mapping[str, RecordId] | None = None,

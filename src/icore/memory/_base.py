@@ -164,6 +164,19 @@ class Store(abc.ABC):
     """True when commits wait for disk I/O (servers then run them off their event loop)."""
 
     def __init__(self, ownership: OwnershipMap, agent: str | None = None) -> None:
+        """Check the arguments' types (issue 29), then keep them.
+
+        Raises:
+            OwnershipError: ``ownership`` is not an :class:`OwnershipMap`, or ``agent`` is
+                neither None nor a non-empty string.
+        """
+        if not isinstance(ownership, OwnershipMap):
+            raise OwnershipError(f"ownership must be an OwnershipMap (e.g. OwnershipMap."
+                                 f"from_mapping({{'req/*': 'planner'}})), not "
+                                 f"{type(ownership).__name__}", field="ownership")
+        if agent is not None and (not isinstance(agent, str) or not agent):
+            raise OwnershipError(f"agent must be a non-empty agent name or None, not "
+                                 f"{agent!r}"[:120], field="agent")
         self.ownership = ownership
         self.agent = agent
         self._closed = False
@@ -263,8 +276,10 @@ class Store(abc.ABC):
             :class:`CommitResult`.
 
         Raises:
-            MalformedRecord / RecordIdMismatch: the record is invalid, or
-                ``expected_head`` is neither a record id, None nor FROM_PARENTS.
+            MalformedRecord / RecordIdMismatch: the record is invalid or not a
+                :class:`~icore.records.Record` at all, ``writer`` is not a non-empty
+                string, or ``expected_head`` is neither a record id, None nor
+                FROM_PARENTS.
             OwnershipError: the key has no owner, the writer is not its owner, the record
                 names another owner, or this store does not host that owner's keys.
             HeadConflict: the stated base is not the current head (names key, expected,
@@ -274,6 +289,12 @@ class Store(abc.ABC):
             StoreClosed: the store is closed.
         """
         self._check_open()
+        if not isinstance(record, Record):
+            raise MalformedRecord(f"commit needs a Record (icore.records.Record.create or "
+                                  f"derive), not {type(record).__name__}", field="record")
+        if not isinstance(writer, str) or not writer:
+            raise MalformedRecord(f"writer must be a non-empty agent name, not "
+                                  f"{type(writer).__name__}", key=record.key, field="writer")
         if not (expected_head is FROM_PARENTS or expected_head is None
                 or is_record_id(expected_head)):
             raise MalformedRecord("expected_head must be a record id, None or FROM_PARENTS",

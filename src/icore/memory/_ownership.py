@@ -26,6 +26,10 @@ class OwnershipMap:
 
     def __init__(self, exact: Mapping[str, str] | None = None,
                  patterns: Mapping[str, str] | None = None) -> None:
+        for name, m in (("exact", exact), ("patterns", patterns)):
+            if m is not None and not isinstance(m, Mapping):
+                raise OwnershipError(f"{name} must be a mapping of key -> owner, not "
+                                     f"{type(m).__name__}", field=name)
         self._exact = dict(exact or {})
         pats = dict(patterns or {})
         for k, o in [*self._exact.items(), *pats.items()]:

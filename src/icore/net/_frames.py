@@ -11,6 +11,7 @@ further input, and transports close the connection.
 from __future__ import annotations
 
 import struct
+import threading
 from typing import Any
 
 import msgpack
@@ -50,10 +51,27 @@ from icore.net._protocol import (
 from icore.records import Record, RecordId, record_from_wire, record_to_wire
 
 _LEN = struct.Struct(">I")
+_LOCAL = threading.local()
+
+
+def packer() -> msgpack.Packer:
+    """This thread's msgpack packer (``use_bin_type``): no new packer per message.
+
+    Its ``pack`` returns the same bytes as ``msgpack.packb(o, use_bin_type=True)``.
+    """
+    p: msgpack.Packer | None = getattr(_LOCAL, "packer", None)
+    if p is None:
+        p = _LOCAL.packer = msgpack.Packer(use_bin_type=True)
+    return p
 
 
 # --- encoding -------------------------------------------------------------------------
-def _rid32(rid: RecordId) -> bytes:
+def rid32(rid: RecordId) -> bytes:
+    """The 32 bytes of a record id as it travels (hex string -> binary).
+
+    Raises:
+        MalformedMessage: ``rid`` is not 64 hex digits.
+    """
     try:
         raw = bytes.fromhex(rid)
     except (TypeError, ValueError):
@@ -67,15 +85,15 @@ def _fields(msg: Message) -> list[Any]:
     if isinstance(msg, HeadQuery):
         known = msg.known
         return [list(msg.keys),
-                [None if (v := known.get(k)) is None else _rid32(v) for k in msg.keys],
+                [None if (v := known.get(k)) is None else rid32(v) for k in msg.keys],
                 msg.inline_max_bytes]
     if isinstance(msg, HeadReplyMsg):
-        return [msg.owner, [[h.key, _rid32(h.record_id), h.seq,
+        return [msg.owner, [[h.key, rid32(h.record_id), h.seq,
                              None if h.record is None else record_to_wire(h.record)]
                             for h in msg.heads],
                 [[k, q] for k, q in msg.same]]
     if isinstance(msg, FetchRequest):
-        return [[_rid32(i) for i in msg.ids]]
+        return [[rid32(i) for i in msg.ids]]
     if isinstance(msg, FetchReply | Replicate):
         return [[record_to_wire(r) for r in msg.records]]
     if isinstance(msg, Announce):
@@ -83,10 +101,10 @@ def _fields(msg: Message) -> list[Any]:
     if isinstance(msg, Commit):
         if msg.expected_head is FROM_PARENTS:
             return [record_to_wire(msg.record)]
-        exp = None if msg.expected_head is None else _rid32(msg.expected_head)
+        exp = None if msg.expected_head is None else rid32(msg.expected_head)
         return [record_to_wire(msg.record), exp]
     if isinstance(msg, CommitAck):
-        return [_rid32(msg.record_id), msg.seq, msg.created, msg.lineage_complete]
+        return [rid32(msg.record_id), msg.seq, msg.created, msg.lineage_complete]
     if isinstance(msg, Ack):
         return [msg.count]
     if isinstance(msg, ErrorReply):
@@ -102,8 +120,7 @@ def _fields(msg: Message) -> list[Any]:
 
 def encode_body(msg: Message) -> bytes:
     """Encode a message without the length prefix."""
-    body: bytes = msgpack.packb([PROTOCOL_VERSION, int(msg.TYPE), msg.rid, *_fields(msg)],
-                                use_bin_type=True)
+    body: bytes = packer().pack([PROTOCOL_VERSION, int(msg.TYPE), msg.rid, *_fields(msg)])
     return body
 
 
@@ -171,6 +188,81 @@ def _arity(parts: list[Any], n: int, what: str) -> None:
         raise MalformedMessage(f"{what} has {len(parts)} fields, expected {n}", field="frame")
 
 
+def head_query_fields(f: list[Any]) -> tuple[tuple[str, ...], dict[str, RecordId], int]:
+    """Check a head query's fields (after version, type and rid): (keys, known, inline).
+
+    Raises:
+        MalformedMessage: wrong arity, shape or types.
+    """
+    if len(f) != 3:
+        _arity(f, 3, "head query")
+    keys_v, ids, inline = f
+    if type(keys_v) is not list:
+        _list(keys_v, "keys")
+    for k in keys_v:
+        if type(k) is not str or len(k) > 512:
+            _str(k, "keys[]", 512)
+    if type(ids) is not list or len(ids) != len(keys_v):
+        _list(ids, "known")
+        raise MalformedMessage("known must align with keys", field="known")
+    known: dict[str, RecordId] = {}
+    for k, v in zip(keys_v, ids, strict=True):
+        if v is not None:
+            if type(v) is not bytes or len(v) != 32:
+                _id(v, "known[]")
+            known[k] = v.hex()
+    if type(inline) is not int or not 0 <= inline <= _MAX_RID:
+        _int(inline, "inline_max_bytes")
+    return tuple(keys_v), known, inline
+
+
+def _head_reply(rid: int, f: list[Any]) -> HeadReplyMsg:
+    """Decode a head reply's fields; a field's name is spelled out only when it is wrong."""
+    _arity(f, 3, "head reply")
+    owner = _str(f[0], "owner", 512)
+    heads: list[HeadEntry] = []
+    for i, h in enumerate(_list(f[1], "heads")):
+        if type(h) is not list or len(h) != 4:
+            _arity(_list(h, f"heads[{i}]"), 4, f"heads[{i}]")
+        key, hid_v, seq, rec_v = h
+        if type(key) is not str or len(key) > 512:
+            _str(key, f"heads[{i}].key", 512)
+        if type(hid_v) is not bytes or len(hid_v) != 32:
+            _id(hid_v, f"heads[{i}].id")
+        if type(seq) is not int or not 0 <= seq <= _MAX_RID:
+            _int(seq, f"heads[{i}].seq")
+        hid = hid_v.hex()
+        rec = None if rec_v is None else _record(rec_v, f"heads[{i}].record")
+        if rec is not None and (rec.id != hid or rec.key != key):
+            raise InvalidRecord("inlined record is not the head it claims to be",
+                                field=f"heads[{i}].record", key=key)
+        heads.append(HeadEntry(key, hid, seq, rec))
+    same: list[tuple[str, int]] = []
+    for i, e in enumerate(_list(f[2], "same")):
+        if type(e) is not list or len(e) != 2:
+            _arity(_list(e, f"same[{i}]"), 2, f"same[{i}]")
+        key, seq = e
+        if type(key) is not str or len(key) > 512:
+            _str(key, f"same[{i}].key", 512)
+        if type(seq) is not int or not 0 <= seq <= _MAX_RID:
+            _int(seq, f"same[{i}].seq")
+        same.append((key, seq))
+    return HeadReplyMsg(rid, owner, tuple(heads), tuple(same))
+
+
+def unpack_body(body: bytes) -> Any:
+    """The msgpack object of a frame body.
+
+    Raises:
+        MalformedMessage: the body is not one msgpack object.
+    """
+    try:
+        return msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises several unrelated exception types
+        raise MalformedMessage(f"frame body is not msgpack: {type(exc).__name__}",
+                               field="frame") from exc
+
+
 def decode_body(body: bytes) -> Message:
     """Decode one frame body (no length prefix) into a message.
 
@@ -179,11 +271,7 @@ def decode_body(body: bytes) -> Message:
         MalformedMessage: not msgpack, wrong shape or types, unknown message type.
         InvalidRecord: a carried record fails verification.
     """
-    try:
-        obj = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
-    except Exception as exc:  # msgpack raises several unrelated exception types
-        raise MalformedMessage(f"frame body is not msgpack: {type(exc).__name__}",
-                               field="frame") from exc
+    obj = unpack_body(body)
     if not isinstance(obj, list) or len(obj) < 3:
         raise MalformedMessage("a frame is an array [version, type, rid, ...]", field="frame")
     version, mtype, rid_v, *f = obj
@@ -194,35 +282,9 @@ def decode_body(body: bytes) -> Message:
     rid = _int(rid_v, "rid")
     kind = _TYPES[t]
     if kind is MsgType.HEAD_QUERY:
-        _arity(f, 3, "head query")
-        keys = tuple(_str(k, "keys[]", 512) for k in _list(f[0], "keys"))
-        ids = _list(f[1], "known")
-        if len(ids) != len(keys):
-            raise MalformedMessage("known must align with keys", field="known")
-        known = {k: _id(v, "known[]") for k, v in zip(keys, ids, strict=True)
-                 if v is not None}
-        return HeadQuery(rid, keys, known, _int(f[2], "inline_max_bytes"))
+        return HeadQuery(rid, *head_query_fields(f))
     if kind is MsgType.HEAD_REPLY:
-        _arity(f, 3, "head reply")
-        owner = _str(f[0], "owner", 512)
-        heads: list[HeadEntry] = []
-        for i, h in enumerate(_list(f[1], "heads")):
-            hl = _list(h, f"heads[{i}]")
-            _arity(hl, 4, f"heads[{i}]")
-            key = _str(hl[0], f"heads[{i}].key", 512)
-            hid = _id(hl[1], f"heads[{i}].id")
-            seq = _int(hl[2], f"heads[{i}].seq")
-            rec = None if hl[3] is None else _record(hl[3], f"heads[{i}].record")
-            if rec is not None and (rec.id != hid or rec.key != key):
-                raise InvalidRecord("inlined record is not the head it claims to be",
-                                    field=f"heads[{i}].record", key=key)
-            heads.append(HeadEntry(key, hid, seq, rec))
-        same: list[tuple[str, int]] = []
-        for i, e in enumerate(_list(f[2], "same")):
-            el = _list(e, f"same[{i}]")
-            _arity(el, 2, f"same[{i}]")
-            same.append((_str(el[0], f"same[{i}].key", 512), _int(el[1], f"same[{i}].seq")))
-        return HeadReplyMsg(rid, owner, tuple(heads), tuple(same))
+        return _head_reply(rid, f)
     if kind is MsgType.FETCH:
         _arity(f, 1, "fetch")
         return FetchRequest(rid, tuple(_id(x, "ids[]") for x in _list(f[0], "ids")))
@@ -318,35 +380,66 @@ class FrameDecoder:
         self._buf.clear()
         return exc
 
+    def fail(self, exc: ProtocolError) -> ProtocolError:
+        """Break the decoder with ``exc`` (a body that did not decode); return ``exc``."""
+        return self._fail(exc)
+
+    def _prefix(self, src: bytes | bytearray, pos: int) -> int:
+        (n,) = _LEN.unpack_from(src, pos)
+        if n == 0:
+            raise self._fail(MalformedMessage("empty frame", field="length"))
+        if n > self.max_frame_bytes:
+            raise self._fail(FrameTooLarge(
+                f"length prefix {n} exceeds the maximum frame size {self.max_frame_bytes}",
+                size=n, limit=self.max_frame_bytes))
+        return int(n)
+
+    def bodies(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """Consume bytes and return the bodies of every frame they complete, undecoded.
+
+        The framing half of :meth:`feed`: a transport that decodes the bodies itself
+        (the owner's head-query path) calls :meth:`fail` when one does not decode.
+
+        Raises:
+            ProtocolError: an empty or oversize length prefix; the decoder is broken.
+        """
+        if self._error is not None:
+            raise self._error
+        self.bytes_in += len(data)
+        buf = self._buf
+        if buf:  # a frame was cut: copy out only once it is complete
+            buf += data
+            if len(buf) < HEADER_BYTES or len(buf) < HEADER_BYTES + self._prefix(buf, 0):
+                return []
+            src: bytes = bytes(buf)
+            buf.clear()
+        else:
+            src = data if isinstance(data, bytes) else bytes(data)
+        out: list[bytes] = []
+        pos, size = 0, len(src)
+        while size - pos >= HEADER_BYTES:
+            end = pos + HEADER_BYTES + self._prefix(src, pos)
+            if end > size:
+                break
+            out.append(src[pos + HEADER_BYTES:end])
+            pos = end
+        if pos < size:
+            buf += memoryview(src)[pos:]
+        self.frames_in += len(out)
+        return out
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Message]:
         """Consume bytes and return every message they complete (possibly none).
 
         Raises:
             ProtocolError: any subclass; the decoder is broken afterwards.
         """
-        if self._error is not None:
-            raise self._error
-        self.bytes_in += len(data)
-        self._buf += data
         out: list[Message] = []
-        buf = self._buf
-        while len(buf) >= HEADER_BYTES:
-            (n,) = _LEN.unpack_from(buf, 0)
-            if n == 0:
-                raise self._fail(MalformedMessage("empty frame", field="length"))
-            if n > self.max_frame_bytes:
-                raise self._fail(FrameTooLarge(
-                    f"length prefix {n} exceeds the maximum frame size {self.max_frame_bytes}",
-                    size=n, limit=self.max_frame_bytes))
-            if len(buf) < HEADER_BYTES + n:
-                break
-            body = bytes(buf[HEADER_BYTES:HEADER_BYTES + n])
-            del buf[:HEADER_BYTES + n]
+        for body in self.bodies(data):
             try:
                 out.append(decode_body(body))
             except ProtocolError as exc:
                 raise self._fail(exc) from None
-            self.frames_in += 1
         return out
 
     def eof(self) -> None:
@@ -374,4 +467,8 @@ __all__ = [
     "encode_body",
     "encode_frame",
     "frame_size",
+    "head_query_fields",
+    "packer",
+    "rid32",
+    "unpack_body",
 ]

@@ -18,7 +18,7 @@ logged on the ``icore.net`` logger with the peer and request id.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from icore.errors import HeadConflict, IcoreError, OwnershipError
 from icore.memory import CommitOp, HeadEntry, Store
@@ -37,6 +37,7 @@ from icore.net._protocol import (
     Pong,
     Replicate,
 )
+from icore.records import RecordId
 
 log = logging.getLogger("icore.net")
 
@@ -113,19 +114,39 @@ class OwnerHandler:
                                      res.lineage_complete))
         return out
 
+    def head_query(self, rid: int, keys: tuple[str, ...], known: dict[str, RecordId],
+                   inline_max_bytes: int, peer: str
+                   ) -> tuple[list[HeadEntry], list[HeadEntry]] | ErrorReply:
+        """Answer a head query given by its fields (the owner's hot path, issue 27).
+
+        Returns:
+            (heads to send in full, heads equal to the known id: sent as key and sequence
+            only), or an :class:`ErrorReply` when the store refused.
+        """
+        self.requests += 1
+        try:
+            return self._heads(keys, known, inline_max_bytes)
+        except IcoreError as exc:
+            return self._refused(HeadQuery(rid, keys, known, inline_max_bytes), peer, exc)
+
+    def _heads(self, keys: tuple[str, ...], known: Mapping[str, RecordId],
+               inline_max_bytes: int) -> tuple[list[HeadEntry], list[HeadEntry]]:
+        inline = min(inline_max_bytes, self.inline_cap_bytes)
+        heads = self.store.heads(keys, known=dict(known), inline_max_bytes=inline)
+        full: list[HeadEntry] = []
+        same: list[HeadEntry] = []
+        for h in heads.values():
+            if h.record is None and known.get(h.key) == h.record_id:
+                same.append(h)  # unchanged: the id is not sent back
+            else:
+                full.append(h)
+        return full, same
+
     def _handle(self, msg: Message, peer: str) -> Message:
         if isinstance(msg, HeadQuery):
-            inline = min(msg.inline_max_bytes, self.inline_cap_bytes)
-            known = msg.known
-            heads = self.store.heads(msg.keys, known=dict(known), inline_max_bytes=inline)
-            full: list[HeadEntry] = []
-            same: list[tuple[str, int]] = []
-            for h in heads.values():
-                if h.record is None and known.get(h.key) == h.record_id:
-                    same.append((h.key, h.seq))  # unchanged: the id is not sent back
-                else:
-                    full.append(h)
-            return HeadReplyMsg(msg.rid, self.agent, tuple(full), tuple(same))
+            full, same = self._heads(msg.keys, msg.known, msg.inline_max_bytes)
+            return HeadReplyMsg(msg.rid, self.agent, tuple(full),
+                                tuple((h.key, h.seq) for h in same))
         if isinstance(msg, FetchRequest):
             return FetchReply(msg.rid, tuple(self.store.fetch(msg.ids)))
         if isinstance(msg, Commit):

@@ -328,6 +328,14 @@ class Record:
 _NULL_ADDRESS = content_address(b"null")
 
 
+def _type_name(v: object) -> str:
+    """A value's type for an error message (``str 'abc'``, ``NoneType``)."""
+    if isinstance(v, str | int | float) and not isinstance(v, bool):
+        r = repr(v)
+        return f"{type(v).__name__} {r if len(r) <= 40 else r[:37] + '...'}"
+    return type(v).__name__
+
+
 def derive(
     *,
     key: str,
@@ -343,8 +351,26 @@ def derive(
     This is how a plan binds itself to the records it came from (planfence Sec. 4.1).
     ``supersedes`` (a record or its id) is the previous version of ``key`` the new one
     replaces - the owner's chain, not an input (:func:`icore.records.is_chain_link`).
+
+    Raises:
+        MalformedRecord: ``inputs`` is not a list (or mapping) of :class:`Record` (a
+            string, None, an id instead of the record: field ``inputs[i]``);
+            ``supersedes`` is neither a record, a record id nor None; or as
+            :meth:`Record.create`.
     """
+    if isinstance(inputs, str | bytes) or not isinstance(inputs, Mapping | Sequence):
+        raise MalformedRecord(f"inputs must be a list of records (or a mapping of them), "
+                              f"not {_type_name(inputs)}", key=key, field="inputs")
     recs = list(inputs.values()) if isinstance(inputs, Mapping) else list(inputs)
+    for i, r in enumerate(recs):
+        if not isinstance(r, Record):
+            hint = " (give the record, not its id)" if is_record_id(r) else ""
+            raise MalformedRecord(f"inputs[{i}] must be a Record, not {_type_name(r)}{hint}",
+                                  key=key, field=f"inputs[{i}]")
+    if supersedes is not None and not isinstance(supersedes, Record) and not is_record_id(
+            supersedes):
+        raise MalformedRecord(f"supersedes must be a Record, a record id or None, not "
+                              f"{_type_name(supersedes)}", key=key, field="supersedes")
     sup = supersedes.id if isinstance(supersedes, Record) else supersedes
     return Record.create(key=key, owner=owner, seq=seq, content=content,
                          parents=[r.id for r in recs], type=type, supersedes=sup)

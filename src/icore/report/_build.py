@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from icore.adapters import AuditResult, FlagPlace, FlagPlaces, trace_lineages
+from icore.adapters import AuditResult, FlagPlace, FlagPlaces, RunSummary, trace_lineages
 from icore.attribution import Attribution, AttributionScore
 from icore.records import is_record_id
 from icore.report._lineage_view import render_lineage
@@ -83,8 +83,7 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         ("hard flags", str(s.hard_flags)), ("stalls", str(s.stalls)),
         ("replans", str(s.replans)), ("unsupported assertions", str(s.unsupported)),
         ("diagnoses", str(s.diagnoses)),
-        ("terminal marker", ("sound" if s.terminal else "present, unsound")
-         if s.terminated else "none"),
+        ("terminal marker", _terminal_text(s)),
         ("declaration package", f"{x.decl.name} v{x.decl.version}"),
         ("import + audit time", f"{result.elapsed_ms:.0f} ms"),
     )
@@ -106,9 +105,24 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         links=tuple(links),
         index_href=index_href,
         lineage=lineage,
-        notices=tuple(NoticeView("bad", f"{lv.title}: {lv.reason}", f"#lin-{anchor(lv.id)}")
+        # an action that ran from a stale plan is a defect (red); a refused call is the
+        # fence failing closed, as designed (amber): nothing ran
+        notices=tuple(NoticeView("bad" if lv.status == "INVALID" else "warn",
+                                 f"{lv.title}: {lv.reason}", f"#lin-{anchor(lv.id)}")
                       for lv in lineage if lv.status in ("INVALID", "blocked")),
     )
+
+
+def _terminal_text(s: RunSummary) -> str:
+    """The report's "terminal marker" line: none, sound, unsound, or answer not checked."""
+    if not s.terminated:
+        return "none"
+    if s.answer_checked is False:
+        return ("present, final answer not checked (the trace has no ground truth and no "
+                "recorded outcome; pass RunRecorder(ground_truth=...) to check it)"
+                if s.terminal else "present, unsound: the final answer is empty "
+                "(not checked: no ground truth or recorded outcome)")
+    return "sound" if s.terminal else "present, unsound"
 
 
 def trace_lineage(planfence: object) -> tuple[LineageView, ...]:

@@ -8,14 +8,14 @@ the revision that made the plan stale) and the gate's decisions on a timeline
 the run: G as a graph, Q, Π, hard flags and their diagnoses (icore Sec. 3-4).
 
 Formatting only: the outcomes come from the run (:class:`icore.live.LiveRunResult`), the
-diagnoses from :func:`icore.audit.diagnose` on the run's hard flags.
+diagnoses too (``LiveRunResult.diagnoses``, made by :func:`icore.audit.diagnose_flags` as
+the run went; see :func:`live_diagnoses`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from icore.audit import Trigger, TriggerHit, diagnose, responsible_agent
 from icore.live import LiveRunResult, TaskResult
 from icore.report._build import flag_context, flag_views, state_views
 from icore.report._lineage_view import lineage_view
@@ -35,24 +35,28 @@ ICORE_DIR = "icore-report"
 """Sub-folder of the run folder holding the iCORE page."""
 
 
-def live_diagnoses(x: State) -> tuple[DiagnosisView, ...]:
-    """One diagnosis per hard flag of a live run's X (icore Sec. 4).
+def live_diagnoses(res: LiveRunResult) -> tuple[DiagnosisView, ...]:
+    """The rows of a live run's diagnoses: the run's own, rendered (icore Sec. 4).
 
-    Made by :func:`icore.audit.diagnose`, routed by :func:`icore.audit.responsible_agent`.
+    Renders :attr:`LiveRunResult.diagnoses <icore.live.LiveRunResult>`, which the run's
+    ledger made with :func:`icore.audit.diagnose_flags` (the one diagnosis step and its
+    step rule) as each hard flag appeared; nothing is diagnosed here. Each row cites the
+    last event added to G before its flag and the flag's assertions (read from X).
+    A step of 0 (a flag raised before any proposal) is shown as none.
     """
+    x = res.state
+    if not isinstance(x, State):
+        return ()
     ctx = flag_context(x)
     out = []
-    for i, f in enumerate(x.flags.values(), start=1):
-        n, last, _ = ctx.get(f.id, (0, None, None))
-        d = diagnose(x, [TriggerHit(Trigger.HARD_FLAG, obligations=f.obligations,
-                                    flags=(f.id,))],
-                     diagnosis_id=f"d{i}", step=n)
-        if d is None:
-            continue
-        who = responsible_agent(x, d)
+    for d in res.diagnoses:
+        fid = d.flags[0] if d.flags else None
+        flag = x.flags.get(fid) if fid is not None else None
+        last = ctx.get(fid, (0, None, None))[1] if fid is not None else None
         events = tuple(e for e in (last,) if e is not None)
-        out.append(DiagnosisView(d.id, d.defect, d.step or None, who, d.detail, events,
-                                 f.assertions, d.obligations))
+        out.append(DiagnosisView(d.id, d.defect, d.step or None, d.responsible, d.detail,
+                                 events, flag.assertions if flag is not None else (),
+                                 d.obligations))
     return tuple(out)
 
 
@@ -137,7 +141,7 @@ def live_run_view(res: LiveRunResult, *, icore_href: str | None = None) -> LiveR
              f"{s['records_checked']} checked, {s['records_lost']} lost"),
             ("agent processes left running", str(s["processes_left"]))),
         icore=icore_rows, lineage=lineage, tasks=tuple(_task_row(t) for t in res.tasks),
-        diagnoses=live_diagnoses(x) if isinstance(x, State) else (),
+        diagnoses=live_diagnoses(res),
         flags=flag_views(x) if isinstance(x, State) else (),
         icore_href=icore_href,
         files=(("run.json", "the run's results"), ("icore.sqlite", "iCORE event log"),
@@ -179,7 +183,7 @@ def icore_run_view(res: LiveRunResult, *, run_href: str | None = "../report.html
         summary=summary,
         timeline=tuple(MetricPointView(i, a, b, c) for i, a, b, c in res.timeline),
         obligations=obligations, assertions=assertions, events=events, flags=flags,
-        diagnoses=live_diagnoses(x),
+        diagnoses=live_diagnoses(res),
         links=(("run report", run_href),) if run_href else (),
         lineage=lineage, notices=notices, brand="icore run · iCORE")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import jinja2
 
+from icore._files import write_owned
 from icore.report._view_model import (
     EventView,
     IndexView,
@@ -318,8 +319,15 @@ def _lineage_picture(lv: LineageView) -> _LineagePicture | None:
             tags.append("stale")
         if r.id in lv.roots:
             cls.append("root")
-            marks.append("plan the action ran from" if lv.action else "plan root")
-            tags.append("acted on" if lv.action else "root")
+            if lv.action and lv.ran:
+                marks.append("plan the action ran from")
+                tags.append("acted on")
+            elif lv.action:  # refused: the gate never let it run
+                marks.append("plan of the refused action (it never ran)")
+                tags.append("refused")
+            else:
+                marks.append("plan root")
+                tags.append("root")
         version = f" v{r.seq}" if r.seq is not None else ""
         title = (f"{r.role}: {r.key}{version} by {r.owner}\nid {r.id}\nparents: "
                  f"{', '.join(p[:8] for p in r.parents) or 'none'}"
@@ -404,8 +412,8 @@ def copy_assets(out_dir: Path) -> list[Path]:
     for name in ASSETS:
         data = root.joinpath(name).read_bytes()
         p = dst / name
-        if not p.exists() or p.read_bytes() != data:
-            p.write_bytes(data)
+        if not p.is_file() or p.read_bytes() != data:
+            write_owned(p, data)  # never over a file of the user's (issue 29)
         out.append(p)
     return out
 
@@ -434,8 +442,8 @@ def _page_context(out: Path, single_file: bool) -> dict[str, object]:
 
 
 def _write(path: Path, html: str) -> Path:
-    path.write_text(html, encoding="utf-8")
-    return path
+    """Write a page; a file there that icore did not write is refused (FileExistsError)."""
+    return write_owned(path, html.encode("utf-8"))
 
 
 def render_report(view: RunView, out_dir: str | Path, *, single_file: bool = True) -> Path:
@@ -448,6 +456,11 @@ def render_report(view: RunView, out_dir: str | Path, *, single_file: bool = Tru
 
     Returns:
         The path of the HTML file.
+
+    Raises:
+        FileExistsError: a file is already at the page's (or an asset's) path that icore
+            did not write, or that changed since it did (:func:`icore._files.write_owned`,
+            issue 29): it is left as it was.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

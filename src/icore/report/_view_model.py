@@ -307,6 +307,16 @@ class LineageView:
     action: str | None = None
     roots: tuple[str, ...] = ()
 
+    @property
+    def ran(self) -> bool:
+        """Whether the action ran (:func:`icore.fence.action_ran` of its status).
+
+        A refused (``blocked``) call never did, even when its action record exists.
+        """
+        from icore.fence import action_ran
+
+        return action_ran(self.status)
+
 
 @dataclass(frozen=True, slots=True)
 class NoticeView:

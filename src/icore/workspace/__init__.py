@@ -14,7 +14,10 @@ The high-level API: the model's own tool call is the plan.
   normalised arguments and the versions it derives from.
 
 Layer: above :mod:`icore.net`, below everything that builds on it (integrations, the MCP
-gateway). Errors: :class:`WorkspaceError` (an :class:`~icore.errors.IntegrationError`).
+gateway). Errors (``from icore.workspace import ...``): :class:`WorkspaceError` (an
+:class:`~icore.errors.IntegrationError`), its subclasses :class:`FactNotWritten` (a read
+of a fact never written, without ``default=``) and :class:`ReplanFailed` (a broken
+user replanner; the call did not run).
 The low-level API (records, ``derive``, ``bind_action``, ``Fence``) is unchanged.
 """
 
@@ -29,6 +32,7 @@ from icore.workspace._approval import (
 )
 from icore.workspace._call import (
     ARGS_NOT_JSON,
+    DECLINE,
     NOT_READ,
     REJECTED,
     Approver,
@@ -40,14 +44,17 @@ from icore.workspace._call import (
     UserReplanner,
     running_call,
 )
-from icore.workspace._errors import WorkspaceError
+from icore.workspace._errors import FactNotWritten, ReplanFailed, WorkspaceError
+from icore.workspace._keys import MISSING
 from icore.workspace._workspace import FACT_TYPE, Workspace
 
 __all__ = [
     "ACTION_PREFIX",
     "APPROVAL_FIELD",
     "ARGS_NOT_JSON",
+    "DECLINE",
     "FACT_TYPE",
+    "MISSING",
     "NOT_READ",
     "REJECTED",
     "Agent",
@@ -57,6 +64,8 @@ __all__ = [
     "Approver",
     "AsyncUserReplanner",
     "Call",
+    "FactNotWritten",
+    "ReplanFailed",
     "RunningCall",
     "Scope",
     "Stale",

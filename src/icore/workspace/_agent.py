@@ -20,6 +20,7 @@ values to the agent meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections import OrderedDict
@@ -40,7 +41,12 @@ from icore.fence import (
 from icore.memory import MemoryStore, OwnerAccess, OwnershipMap, Store
 from icore.records import JSONValue, Record, RecordId
 from icore.workspace._agent_exec import _Execution
-from icore.workspace._approval import ApprovalBook, ApprovalRequest
+from icore.workspace._approval import (
+    AnsweredFirst,
+    ApprovalBook,
+    ApprovalRequest,
+    AskThenValidate,
+)
 from icore.workspace._call import (
     Approver,
     AsyncUserReplanner,
@@ -49,6 +55,7 @@ from icore.workspace._call import (
     UserReplanner,
 )
 from icore.workspace._errors import WorkspaceError
+from icore.workspace._keys import MISSING, _Missing, detached
 
 ACTION_PREFIX = "planfence.act"
 """Action records are keyed ``planfence.act/<agent>/<tool>`` and owned by the agent."""
@@ -92,6 +99,14 @@ class _Team(Protocol):
 
     def check_keys(self, keys: Iterable[str], *, where: str) -> frozenset[str]:
         """The keys, each checked against the ownership map."""
+        ...
+
+    def check_written(self, keys: Iterable[str], *, where: str) -> None:
+        """Refuse a never-written key when a written key is close (a typo)."""
+        ...
+
+    def not_written(self, key: str) -> Exception:
+        """The error for a read of ``key``, which has no version yet."""
         ...
 
 
@@ -154,7 +169,7 @@ class Agent:
                            lookup=self._lookup)
         self._exec = _Execution(self.fence, basis=self._basis, read_in=self._read_in,
                                 new_action=self._new_action, note=self._note,
-                                lock=self._lock)
+                                lock=self._lock, lookup=self._lookup)
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, read={sorted(self._seen)})"
@@ -211,19 +226,8 @@ class Agent:
             except OwnershipError:
                 continue  # a record under no declared key: the gate reports it missing
 
-    def read_record(self, key: str, *, stamp: Hashable | None = None) -> Record | None:
-        """Read the owner's current version of ``key`` and record it as seen.
-
-        ``stamp`` is the model turn the read belongs to (default: :attr:`turn_source`).
-
-        Returns:
-            The verified record (None when the fact has no version yet; nothing is
-            recorded then).
-
-        Raises:
-            WorkspaceError: no owner is declared for ``key``.
-            OwnerUnavailable: the owner did not answer.
-        """
+    def _read(self, key: str, stamp: Hashable | None) -> Record | None:
+        """Read ``key``'s head as this agent (recorded as seen); the stored record."""
         ws = self.workspace
         owner = ws.owner_of(key)
         reply = ws.owners.query_heads(owner, [key], timeout_s=ws.timeout_s)
@@ -239,23 +243,47 @@ class Agent:
         self._note({key: rec}, stamp if stamp is not None else self._turn_now())
         return rec
 
-    def _read_in(self, key: str, turn: Hashable | None) -> JSONValue | None:
-        """Read ``key`` as part of ``turn`` (a value handed over with a refusal)."""
-        rec = self.read_record(key, stamp=turn)
-        return None if rec is None else rec.content
+    def read_record(self, key: str, *, stamp: Hashable | None = None) -> Record | None:
+        """Read the owner's current version of ``key`` and record it as seen.
 
-    def read(self, key: str) -> JSONValue | None:
+        ``stamp`` is the model turn the read belongs to (default: :attr:`turn_source`).
+
+        Returns:
+            The verified record, its content a copy (None when the fact has no version
+            yet; nothing is recorded then).
+
+        Raises:
+            WorkspaceError: ``key`` is not a fact key or no owner is declared for it.
+            OwnerUnavailable: the owner did not answer.
+        """
+        rec = self._read(key, stamp)
+        return None if rec is None else dataclasses.replace(rec,
+                                                            content=detached(rec.content))
+
+    def _read_in(self, key: str, turn: Hashable | None) -> Record | None:
+        """Read ``key`` as part of ``turn`` (a value handed over with a refusal)."""
+        return self._read(key, turn)
+
+    def read(self, key: str, default: JSONValue | _Missing = MISSING) -> JSONValue:
         """Read the current value of fact ``key``, recording the version seen.
 
         A protected call that depends on ``key`` derives from this version: it runs only
-        if the version is still the owner's head when the call is validated.
+        if the version is still the owner's head when the call is validated. The value is
+        a copy: changing it changes nothing stored. A fact never written raises unless
+        ``default`` is given (then ``default`` is returned and nothing is recorded).
 
         Raises:
-            WorkspaceError: no owner is declared for ``key``.
+            FactNotWritten: the fact has no version yet and no ``default`` was given (the
+                fix names a written key close to ``key``, a likely typo).
+            WorkspaceError: ``key`` is not a fact key or no owner is declared for it.
             OwnerUnavailable: the owner did not answer.
         """
-        rec = self.read_record(key)
-        return None if rec is None else rec.content
+        rec = self._read(key, None)
+        if rec is None:
+            if isinstance(default, _Missing):
+                raise self.workspace.not_written(key)
+            return default
+        return detached(rec.content)
 
     def seen(self) -> dict[str, Record]:
         """Key -> the version this agent read last (what its next turn derives from)."""
@@ -353,7 +381,7 @@ class Agent:
                 depends_on: Scope, replan: UserReplanner | None = None,
                 turn: Hashable | None = None,
                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                approve: Approver | None = None) -> Call:
+                approve: Approver | None = None, check: Approver | None = None) -> Call:
         """Run ``fn(**args)`` as a protected call of this agent (planfence App. A.3).
 
         Builds the call's action record from this agent's reads of D(a), validates it
@@ -369,28 +397,69 @@ class Agent:
             fn: the tool function (sync), called with the arguments once authorized.
             args: the call's arguments, normalised to JSON (``normalize_args``).
             depends_on: D(a).
-            replan: a user replanner (see :data:`UserReplanner`).
+            replan: a user replanner (see :data:`UserReplanner`): the new arguments, or
+                :data:`~icore.workspace.DECLINE`.
             turn: the model message the call came from (calls of one message share it).
             normalize: puts a replanner's arguments into the same normal form.
-            approve: asked once the gate authorized the call, before it runs.
+            approve: a human's decision (:class:`AskThenValidate`): asked once the gate
+                authorized the call; the gate then validates the call again, so it runs
+                only if still authorized and exactly the request approved (a change
+                while the human decided blocks it ``stale``, fresh values handed over).
+            check: a check without a human (e.g. the call is still the one a framework's
+                own approval covered), asked once the gate authorized the call, right
+                before it runs; False refuses it :data:`REJECTED`. No second validation.
 
         Returns:
             :class:`Call`.
 
         Raises:
+            WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` not
+                callable, ``args`` not a mapping of names, ``turn`` unhashable (nothing
+                was asked or run).
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
+            ReplanFailed: ``replan`` raised (its ``__cause__``) or returned neither
+                arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;
+                the call did not run and the agent was handed nothing (``.call`` is the
+                blocked :class:`Call`).
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
-        return self._exec.execute(action, fn, args, depends_on=depends_on, replan=replan,
-                                  turn=turn, normalize=normalize, approve=approve)
+        if approve is None:
+            return self._exec.execute(action, fn, args, depends_on=depends_on,
+                                      replan=replan, turn=turn, normalize=normalize,
+                                      approve=check)
+        human = AskThenValidate(approve, check)  # validated again after the answer
+        try:
+            return self._exec.execute(action, fn, args, depends_on=depends_on,
+                                      replan=replan, turn=turn, normalize=normalize,
+                                      approve=human.ask)
+        except AnsweredFirst:
+            return self._exec.execute(action, fn, args, depends_on=depends_on,
+                                      replan=replan, turn=turn, normalize=normalize,
+                                      approve=human.approved)
 
     async def aexecute(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any],
                        *, depends_on: Scope,
                        replan: UserReplanner | AsyncUserReplanner | None = None,
                        turn: Hashable | None = None,
                        normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
-                       = None, approve: Approver | None = None) -> Call:
-        """Async :meth:`execute`: ``fn`` and ``replan`` may be ``async def``."""
-        return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
-                                         replan=replan, turn=turn, normalize=normalize,
-                                         approve=approve)
+                       = None, approve: Approver | None = None,
+                       check: Approver | None = None) -> Call:
+        """Async :meth:`execute`: ``fn`` and ``replan`` may be ``async def``.
+
+        Raises:
+            ReplanFailed: as for :meth:`execute`.
+            Exception: whatever ``fn`` or ``approve`` raises once authorized.
+        """
+        if approve is None:
+            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
+                                             replan=replan, turn=turn, normalize=normalize,
+                                             approve=check)
+        human = AskThenValidate(approve, check)
+        try:
+            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
+                                             replan=replan, turn=turn, normalize=normalize,
+                                             approve=human.ask)
+        except AnsweredFirst:
+            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
+                                             replan=replan, turn=turn, normalize=normalize,
+                                             approve=human.approved)

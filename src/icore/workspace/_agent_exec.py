@@ -9,13 +9,15 @@ only through the callables it is given (reads, turn snapshot, action records).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from icore.errors import AsyncRequired, DeclarationError, MalformedRecord
+from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord
 from icore.fence import (
     ActionResult,
     Fence,
@@ -28,6 +30,7 @@ from icore.records import JSONValue, Record, RecordId
 from icore.workspace._call import (
     _CURRENT,
     ARGS_NOT_JSON,
+    DECLINE,
     NOT_READ,
     REJECTED,
     Approver,
@@ -42,9 +45,16 @@ from icore.workspace._call import (
     _Run,
     _trampoline_for,
 )
-from icore.workspace._errors import WorkspaceError
+from icore.workspace._errors import ReplanFailed, WorkspaceError
+from icore.workspace._keys import detached, detached_map
 
 _MAX_TICKETS = 1024
+_SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
+_ID = re.compile(r"\b[0-9a-f]{64}\b")
+_RAISED_FIX = ("fix the replanner (its exception is this error's __cause__); when it cannot "
+               "decide, return icore.workspace.DECLINE")
+_REPLAN_FIX = ("return the tool's arguments as a dict (keys: the tool's parameters), or "
+               "icore.workspace.DECLINE to hand the fresh values to the model")
 
 
 class _Execution:
@@ -53,19 +63,23 @@ class _Execution:
     Args:
         fence: the agent's fence.
         basis: ``turn`` -> the reads a call of that turn derives from.
-        read_in: reads a key as part of a turn (a value handed over with a refusal).
+        read_in: reads a key as part of a turn (a value handed over with a refusal);
+            None when the fact was never written.
         new_action: builds and holds an action record ``(action, args, parents)``.
         note: records reads ``(key -> record, turn)`` as the agent's.
         lock: the agent's lock.
+        lookup: record id -> record (names versions in a refusal's detail).
     """
 
     def __init__(self, fence: Fence, *,
                  basis: Callable[[Hashable | None], dict[str, Record]],
-                 read_in: Callable[[str, Hashable | None], JSONValue | None],
+                 read_in: Callable[[str, Hashable | None], Record | None],
                  new_action: Callable[[str, Mapping[str, Any], Sequence[Record]], Record],
                  note: Callable[[Mapping[str, Record], Hashable | None], None],
-                 lock: threading.RLock) -> None:
+                 lock: threading.RLock,
+                 lookup: Callable[[RecordId], Record | None] | None = None) -> None:
         self.fence = fence
+        self._lookup = lookup
         self._basis = basis
         self._read_in = read_in
         self._new_action = new_action
@@ -105,8 +119,13 @@ class _Execution:
         missing = sorted(k for k in deps if k not in basis)
         if missing:
             got = {k: self._read_in(k, turn) for k in missing}
-            return Call(action, False, reason=NOT_READ, args=dict(args), fresh=got,
-                        detail=f"not read: {', '.join(missing)}")
+            unwritten = tuple(k for k, r in got.items() if r is None)
+            detail = (f"no value yet (never written): {', '.join(unwritten)}" if unwritten
+                      else f"not read: {', '.join(missing)}")
+            return Call(action, False, reason=NOT_READ, args=dict(args),
+                        fresh={k: None if r is None else detached(r.content)
+                               for k, r in got.items()},
+                        detail=detail, unwritten=unwritten)
         mine = {k: basis[k] for k in sorted(deps)}
         try:
             rec = self._new_action(action, args, list(mine.values()))
@@ -133,29 +152,120 @@ class _Execution:
 
         return hand_over
 
-    def _replan_root(self, tool: ProtectedTool, plan: _Plan,
-                     new: Mapping[str, Any] | None,
+    def _failed(self, plan: _Plan, message: str, cause: BaseException | None = None,
+                **fields: Any) -> ReplanFailed:
+        """Note a broken replanner on the plan; the error to raise (the fence blocks)."""
+        err = ReplanFailed(message, action=plan.action, **fields)
+        err.__cause__ = cause
+        plan.failure = err
+        return err
+
+    def _replan_root(self, tool: ProtectedTool, plan: _Plan, new: Any,
                      normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
                      ) -> Replan | None:
-        if new is None:
+        if new is DECLINE:
+            plan.declined = True
             return None
         if not isinstance(new, Mapping):
-            raise WorkspaceError("a replanner returns the new call's arguments (a mapping) "
-                                 "or None", got=type(new).__name__)
-        args = dict(normalize(new) if normalize is not None else new)
+            raise self._failed(plan, "the replanner returned no arguments (a forgotten "
+                               "return?)" if new is None else "the replanner returned "
+                               "something other than the tool's arguments",
+                               got=type(new).__name__, fix=_REPLAN_FIX)
+        try:
+            args = dict(normalize(new) if normalize is not None else new)
+        except Exception as exc:
+            raise self._failed(plan, "the replanner's arguments do not fit the tool's "
+                               "schema", cause=exc, error=_short(exc), got=sorted(map(str, new)),
+                               fix=_REPLAN_FIX) from exc
+        try:
+            deps = tool.scope(args)
+        except DeclarationError as exc:
+            raise self._failed(plan, "the tool's depends_on fails on the replanner's "
+                               "arguments", cause=exc, error=_short(exc),
+                               fix=_REPLAN_FIX) from exc
         basis = {**plan.basis, **plan.handed}
-        deps = tool.scope(args)
         mine = {k: basis[k] for k in sorted(deps) if k in basis}
-        rec = self._new_action(plan.action, args, list(mine.values()))
+        plan.unread = tuple(sorted(k for k in deps if k not in basis))
+        try:
+            rec = self._new_action(plan.action, args, list(mine.values()))
+        except MalformedRecord as exc:
+            raise self._failed(plan, "the replanner's arguments are not JSON", cause=exc,
+                               error=_short(exc), fix=_REPLAN_FIX) from exc
         plan.run.root, plan.run.basis = rec, mine
         plan.replanned_args = args
+        self._note(plan.handed, plan.turn)  # the replanner read them (in this turn)
         return Replan(roots=[rec.id])
 
+    def _user(self, tool: ProtectedTool, plan: _Plan, user: Any,
+              normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
+              ) -> Callable[[ReplanRequest], Replan | None]:
+        def rp(rq: ReplanRequest) -> Replan | None:
+            try:
+                new = user(self._user_stale(plan, rq))
+            except Exception as exc:
+                raise self._failed(plan, "the replanner raised", cause=exc,
+                                   error=_short(exc), fix=_RAISED_FIX) from exc
+            if inspect.isawaitable(new):
+                close = getattr(new, "close", None)
+                if close is not None:
+                    close()  # never leave an un-awaited coroutine behind
+                raise self._failed(plan, "the replanner returned an awaitable: an async "
+                                   "replanner needs the async path (aexecute / ainvoke)",
+                                   fix="make it a plain def, or run the tool async")
+            return self._replan_root(tool, plan, new, normalize)
+
+        return rp
+
+    def _auser(self, tool: ProtectedTool, plan: _Plan, user: Any,
+               normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
+               ) -> Callable[[ReplanRequest], Any]:
+        async def rp(rq: ReplanRequest) -> Replan | None:
+            try:
+                new = user(self._user_stale(plan, rq))
+                if inspect.isawaitable(new):
+                    new = await new
+            except Exception as exc:
+                raise self._failed(plan, "the replanner raised", cause=exc,
+                                   error=_short(exc), fix=_RAISED_FIX) from exc
+            return self._replan_root(tool, plan, new, normalize)
+
+        return rp
+
     def _user_stale(self, plan: _Plan, rq: ReplanRequest) -> Stale:
+        # what the replanner is handed; they become the agent's reads only once it
+        # returned arguments (a failed replanner hands nothing to the agent)
         plan.handed.update(rq.fresh)
-        self._note(rq.fresh, plan.turn)  # the replanner read them (in this turn)
-        return Stale(plan.action, plan.args,
-                     {k: r.content for k, r in rq.fresh.items()}, dict(rq.fresh))
+        return Stale(plan.action, detached_map(plan.args),
+                     {k: detached(r.content) for k, r in rq.fresh.items()},
+                     {k: dataclasses.replace(r, content=detached(r.content))
+                      for k, r in rq.fresh.items()})
+
+    def _named(self, text: str) -> str:
+        """``text`` with each 64-hex record id named ``key v<seq>``.
+
+        An action record is named ``the <tool> call's action record``.
+        """
+        def name(m: re.Match[str]) -> str:
+            r = self._lookup(m.group(0)) if self._lookup is not None else None
+            if r is None:
+                return "an unknown version"
+            if r.type == "action":
+                return f"the {r.key.rsplit('/', 1)[-1]} call's action record"
+            return f"{r.key} v{r.seq}"
+        return _ID.sub(name, text)
+
+    def _detail(self, plan: _Plan, res: ActionResult, handed_over: bool) -> str:
+        """A refusal's detail in agent terms (no planner, no record ids)."""
+        if plan.failure is not None:
+            return f"replan failed: {plan.failure.message}"
+        if handed_over:
+            who = "the replanner declined; " if plan.declined else ""
+            return (f"{who}{', '.join(sorted(plan.handed))} changed since read; the fresh "
+                    "values were handed to the agent (its next call is the one replan)")
+        if plan.unread and res.final.reason is Reason.MISSING_BOUNDARY:
+            return (f"the replanned call depends on {', '.join(plan.unread)}, which this "
+                    "agent has not read (a replanner gets only the facts that changed)")
+        return self._named(res.detail or res.final.detail)
 
     def _finish(self, plan: _Plan, res: ActionResult) -> Call:
         key = (plan.action, plan.deps)
@@ -168,8 +278,10 @@ class _Execution:
                         dict(res.args), rec, res, {}, res.replanned, res.detail)
         reason = res.final.reason.value
         fresh: dict[str, JSONValue] = {}
-        if (not plan.replan_call and plan.replanned_args is None and plan.handed
-                and reason == Reason.STALE.value):
+        handed_over = (not plan.replan_call and plan.replanned_args is None
+                       and plan.failure is None and bool(plan.handed)
+                       and reason == Reason.STALE.value)
+        if handed_over:
             # default replan: the fresh values go to the agent (it sees them in this turn's
             # answer, so they count from its next turn); its next call is the replan
             self._note(plan.handed, plan.turn)
@@ -179,10 +291,15 @@ class _Execution:
                 self._tickets.move_to_end(key)
                 while len(self._tickets) > _MAX_TICKETS:
                     self._tickets.popitem(last=False)
-            fresh = {k: r.content for k, r in plan.handed.items()}
-        detail = res.detail or res.final.detail
-        return Call(plan.action, False, None, reason, dict(res.args), rec, res, fresh,
+            fresh = {k: detached(r.content) for k, r in plan.handed.items()}
+        detail = self._detail(plan, res, handed_over)
+        res = dataclasses.replace(res, detail=detail)
+        call = Call(plan.action, False, None, reason, dict(res.args), rec, res, fresh,
                     res.replanned, detail)
+        if plan.failure is not None:
+            plan.failure.call = call
+            raise plan.failure
+        return call
 
     def execute(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any], *,
                 depends_on: Scope, replan: UserReplanner | None,
@@ -190,6 +307,7 @@ class _Execution:
                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
                 approve: Approver | None) -> Call:
         """:meth:`Agent.execute <icore.workspace.Agent.execute>` (its docstring)."""
+        _check_call(action, fn, args, turn, replan)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(replan):
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
@@ -200,11 +318,7 @@ class _Execution:
         if replan is None or plan.replan_call:
             rp = self._hand_over(plan)
         else:
-            user = replan
-
-            def rp(rq: ReplanRequest) -> Replan | None:
-                return self._replan_root(tool, plan, user(self._user_stale(plan, rq)),
-                                         normalize)
+            rp = self._user(tool, plan, replan, normalize)
 
         token = _CURRENT.set(plan.run)
         try:
@@ -225,6 +339,7 @@ class _Execution:
                        normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
                        approve: Approver | None) -> Call:
         """:meth:`Agent.aexecute <icore.workspace.Agent.aexecute>`."""
+        _check_call(action, fn, args, turn, replan)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
             return prep
@@ -233,13 +348,7 @@ class _Execution:
         if replan is None or plan.replan_call:
             rp = self._hand_over(plan)
         else:
-            user = replan
-
-            async def rp(rq: ReplanRequest) -> Replan | None:
-                new = user(self._user_stale(plan, rq))
-                if inspect.isawaitable(new):
-                    new = await new
-                return self._replan_root(tool, plan, new, normalize)
+            rp = self._auser(tool, plan, replan, normalize)
 
         token = _CURRENT.set(plan.run)
         try:
@@ -252,3 +361,81 @@ class _Execution:
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
+
+
+def _problems(exc: BaseException) -> list[str]:
+    """``field: why`` of a schema error (pydantic's ``errors()``, on it or its context)."""
+    for e in (exc, exc.__cause__, exc.__context__):
+        errors = getattr(e, "errors", None)
+        if callable(errors):
+            try:
+                return [f"{'.'.join(map(str, d.get('loc', ()))) or '(root)'}: {d.get('msg')}"
+                        for d in errors()][:8]
+            except Exception:  # not pydantic's shape
+                continue
+    return []
+
+
+def _short(exc: BaseException) -> str:
+    """``Type: message`` of an exception, its first line (for an error's field).
+
+    A schema error names each field and why instead.
+    """
+    text = exc.message if isinstance(exc, IcoreError) else str(exc)
+    probs = _problems(exc)
+    if probs:
+        return "; ".join(probs)[:300]
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None:
+    """Refuse a protected call's wrong-typed inputs before anything is asked or run.
+
+    Raises:
+        WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` is not
+            callable, ``args`` is not a mapping of str names, ``turn`` is unhashable.
+    """
+    if not isinstance(action, str) or not action:
+        raise WorkspaceError("action is the tool's name, a non-empty str",
+                             got=repr(action)[:80])
+    if not callable(fn):
+        raise WorkspaceError("fn is the tool function, called once the call is authorized",
+                             action=action, got=type(fn).__name__)
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
+                             "values", action=action, got=type(args).__name__,
+                             fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
+    _check_fits(action, fn, args)
+    if replan is not None and not callable(replan):
+        raise WorkspaceError("replan= must be a function (Stale) -> the new call's "
+                             "arguments", action=action, got=type(replan).__name__)
+    try:
+        hash(turn)
+    except TypeError:
+        raise WorkspaceError("turn names the model message the call came from: a hashable "
+                             "value (a str or a tuple)", action=action,
+                             got=type(turn).__name__) from None
+
+
+def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
+    """A plain function (no ``**kwargs``) must accept exactly ``args``.
+
+    Checked before the gate, so an authorized call never fails on its own parameters.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_flags & inspect.CO_VARKEYWORDS:
+        return  # a wrapper passing arguments on, a callable object, a builtin
+    key = (code, inspect.ismethod(fn))  # one def: the same parameters, whatever closure
+    try:
+        sig = _SIGNATURES.get(key)
+        if sig is None:
+            sig = _SIGNATURES[key] = inspect.signature(fn)
+            if len(_SIGNATURES) > 1024:
+                _SIGNATURES.pop(next(iter(_SIGNATURES)))
+        sig.bind(**args)
+    except TypeError as exc:
+        raise WorkspaceError("the call's arguments do not fit the tool function's "
+                             "parameters", action=action, error=str(exc),
+                             args=sorted(args)) from None
+    except ValueError:  # no signature to check against
+        return

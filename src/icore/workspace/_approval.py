@@ -262,3 +262,57 @@ class ApprovalBook:
             lst = self._asked.get(call)
             if lst is not None and index < len(lst):
                 lst[index] = _UNATTRIBUTED
+
+
+class AnsweredFirst(Exception):
+    """Raised by :meth:`AskThenValidate.ask` once the human answered: nothing ran yet."""
+
+
+class AskThenValidate:
+    """A human approval that waits on the human, validated again after the answer.
+
+    ``Agent.execute(approve=f)`` runs the call in two passes. The first runs the gate
+    and, once it authorized the call, puts the :class:`ApprovalRequest` to ``f`` (the
+    human decides, as long as they need; a stale call is never put to them) and stops
+    before the tool runs. The second runs the gate again, so the validation point is
+    after the answer: a fact that changed while the human decided blocks the call (the
+    fresh values go to the agent and its next call is asked again), and the call runs
+    only when it is the exact request the human approved (same id: arguments and
+    versions).
+
+    ``f`` may also raise to suspend the run (LangGraph ``interrupt``); nothing ran then.
+    Its answer is read with :func:`read_answer` (a bool, yes/no text, an id-bearing
+    mapping naming this request); anything else rejects.
+
+    Args:
+        approve: the human's decision on a request.
+        check: a check without a human, asked first in both passes (``Agent.execute``'s
+            ``check=``); False rejects.
+    """
+
+    def __init__(self, approve: Callable[[ApprovalRequest], Any],
+                 check: Callable[[ApprovalRequest], bool] | None = None) -> None:
+        self._approve = approve
+        self._check = check
+        self._answer: tuple[str, bool] | None = None
+
+    def ask(self, request: ApprovalRequest) -> bool:
+        """First pass: put ``request`` to the human, remember the answer, stop.
+
+        Returns:
+            False when ``check`` rejects (the human is not asked).
+
+        Raises:
+            AnsweredFirst: once the human answered (the second pass runs the call).
+        """
+        if self._check is not None and not self._check(request):
+            return False
+        verdict = read_answer(self._approve(request))
+        self._answer = (request.id, verdict.approved and verdict.id in (None, request.id))
+        raise AnsweredFirst(request.id)
+
+    def approved(self, request: ApprovalRequest) -> bool:
+        """Second pass: True only for the request the human approved (and ``check``)."""
+        if self._answer != (request.id, True):
+            return False
+        return self._check is None or self._check(request)

@@ -14,7 +14,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from icore.fence import ActionResult, Reason
 from icore.records import JSONValue, Record
@@ -48,9 +48,24 @@ class Stale:
     records: Mapping[str, Record]
 
 
-UserReplanner: TypeAlias = Callable[[Stale], Mapping[str, Any] | None]
-"""Returns the new call's arguments from the fresh values, or None to decline."""
-AsyncUserReplanner: TypeAlias = Callable[[Stale], Awaitable[Mapping[str, Any] | None]]
+class _Decline:
+    """The type of :data:`DECLINE`."""
+
+    def __repr__(self) -> str:
+        return "DECLINE"
+
+
+DECLINE: Final = _Decline()
+"""What a user replanner returns to decline: the call is refused and the fresh values go
+to the model (the default hand-over; the model's next call is the one replan). ``None``
+is not a way to decline: a replanner returning None (a forgotten ``return``) fails
+(:class:`~icore.workspace.ReplanFailed`)."""
+
+UserReplanner: TypeAlias = Callable[[Stale], Mapping[str, Any] | _Decline]
+"""Returns the new call's arguments (a mapping that fits the tool's schema) from the
+fresh values, or :data:`DECLINE`. Anything else, or an exception, is an application
+error: the call does not run and :class:`~icore.workspace.ReplanFailed` is raised."""
+AsyncUserReplanner: TypeAlias = Callable[[Stale], Awaitable[Mapping[str, Any] | _Decline]]
 """An ``async def`` :data:`UserReplanner` (for :meth:`Agent.aexecute`)."""
 Approver: TypeAlias = Callable[[ApprovalRequest], bool]
 """Called once the gate authorized a call, before it runs: True lets it run. May raise
@@ -74,7 +89,9 @@ class Call:
             before the gate).
         fresh: key -> value handed to the agent (stale call or unread fact).
         replanned: the user replanner's arguments ran (after revalidation).
-        detail: the gate's detail text.
+        detail: the gate's detail text (keys and versions named, never record ids).
+        unwritten: keys of D(a) that have never been written (a refused call's
+            :data:`NOT_READ` cannot be authorized until they exist).
     """
 
     action: str
@@ -87,6 +104,7 @@ class Call:
     fresh: Mapping[str, JSONValue] = field(default_factory=dict)
     replanned: bool = False
     detail: str = ""
+    unwritten: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -127,14 +145,16 @@ def _message(c: Call) -> str:
         return (f"{head}: {', '.join(sorted(c.fresh))} changed after you read it. Current "
                 f"values: {_values(c.fresh)}. Decide again from these values; your next "
                 f"call counts as the one replan.")
-    if c.reason == NOT_READ and c.fresh and all(v is None for v in c.fresh.values()):
-        return (f"{head}: no value yet for {', '.join(sorted(c.fresh))}: the fact this "
-                f"call depends on has not been written by its owner, so nothing can "
-                f"authorize the call. Do not retry it until the fact exists; report it.")
+    if c.reason == NOT_READ and c.unwritten:
+        return (f"{head}: no value yet for {', '.join(sorted(c.unwritten))}: nothing has "
+                f"been written under this key (the application may name a fact that does "
+                f"not exist yet, or misspell it), so nothing can authorize the call. Do "
+                f"not retry it; report it.")
     if c.reason == NOT_READ:
-        return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which you "
-                f"had not read. Current values: {_values(c.fresh)}. Decide from these "
-                f"values and call again.")
+        return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which this "
+                f"agent holds no read of (not read yet, or read before a restart: reads "
+                f"are kept in memory). Current values: {_values(c.fresh)}. Decide from "
+                f"these values and call again.")
     hint = _HINTS.get(c.reason, "the call was refused")
     detail = f" Detail: {c.detail}" if c.detail else ""
     return f"{head}: {hint}.{detail}"
@@ -234,3 +254,6 @@ class _Plan:
     handed: dict[str, Record] = field(default_factory=dict)
     replanned_args: dict[str, JSONValue] | None = None
     turn: Hashable | None = None
+    failure: Any = None  # the ReplanFailed of a broken user replanner
+    declined: bool = False  # the user replanner returned DECLINE
+    unread: tuple[str, ...] = ()  # keys the replanned call depends on, never read

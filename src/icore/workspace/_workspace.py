@@ -12,13 +12,14 @@ and builds and validates the action records of its protected calls
 
 from __future__ import annotations
 
-import difflib
+import dataclasses
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from icore.errors import CommitConflict
+from icore.errors import CommitConflict, HeadConflict
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
     HeadReply,
@@ -30,9 +31,17 @@ from icore.memory import (
     SQLiteStore,
     Store,
 )
-from icore.records import JSONValue, Record, RecordId
+from icore.records import JSONValue, Record, RecordId, is_record_id
 from icore.workspace._agent import Agent
 from icore.workspace._errors import WorkspaceError
+from icore.workspace._keychecks import KeyChecks
+from icore.workspace._keys import (
+    MISSING,
+    _Missing,
+    ambiguous_patterns,
+    detached,
+    suggest_key,
+)
 
 FACT_TYPE = "fact"
 """Record type of the versions :meth:`Workspace.put` / :meth:`Workspace.update` write."""
@@ -40,40 +49,10 @@ FACT_TYPE = "fact"
 MAX_ANCESTORS = 10_000
 """Most ancestors one read installs into an agent's replica."""
 
-
-def _fix(key: str) -> str:
-    return f"declare it: Workspace({{{key!r}: '<owner>'}})"
+_FILE_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # as icore.net agent ids
 
 
-_GLOB = frozenset("*?[")
-
-
-def _is_pattern(key: str) -> bool:
-    return any(c in _GLOB for c in key)
-
-
-def suggest_key(key: str, om: OwnershipMap) -> str | None:
-    """The declared key closest to a misspelled ``key`` (difflib), or None.
-
-    A pattern ``day/*`` is compared through its literal prefix: ``dya/2026-12-10`` ->
-    ``day/2026-12-10``.
-    """
-    cands: list[str] = []
-    for pat in om.to_dict():
-        if not _is_pattern(pat):
-            cands.append(pat)
-            continue
-        prefix = pat[:min(pat.index(c) for c in _GLOB if c in pat)]
-        if prefix.endswith("/") and "/" in key:
-            head, rest = key.split("/", 1)
-            head += "/"
-        else:
-            head, rest = key[:len(prefix)], key[len(prefix):]
-        close = difflib.SequenceMatcher(None, head, prefix).ratio() >= 0.6
-        if prefix and close and om.owner_of(prefix + rest) is not None:
-            cands.append(prefix + rest)
-    best = difflib.get_close_matches(key, cands, n=1, cutoff=0.6)
-    return best[0] if best else None
+__all__ = ["FACT_TYPE", "MISSING", "Workspace", "suggest_key"]
 
 
 class _Owners:
@@ -99,7 +78,7 @@ class _Owners:
         return self.remote.fetch(owner, ids, timeout_s=timeout_s)
 
 
-class Workspace:
+class Workspace(KeyChecks):
     """The shared facts of a team, their owners and how to reach them.
 
     Args:
@@ -113,9 +92,14 @@ class Workspace:
         timeout_s: per-owner RPC timeout of reads and gate queries, in seconds.
         closing: objects closed by :meth:`close` (a client this workspace opened).
 
+    Ownership: an exact key wins over patterns; among patterns the longer (more
+    specific) one wins. Two patterns of different owners of the same length that some
+    key matches both of (``room/*1`` and ``room/R*``) are refused: the owner of
+    ``room/R1`` would depend on declaration order.
+
     Raises:
-        WorkspaceError: ``facts`` is empty or not a mapping of non-empty strings, or a
-            store hosts another owner's keys.
+        WorkspaceError: ``facts`` is empty or not a mapping of non-empty strings, two
+            owner patterns tie for some key, or a store hosts another owner's keys.
     """
 
     def __init__(self, facts: Mapping[str, str] | OwnershipMap, *,
@@ -136,6 +120,15 @@ class Workspace:
                 raise WorkspaceError("every fact needs a non-empty key and owner",
                                      keys=[repr(k) for k in bad])
             om = OwnershipMap.from_mapping(facts)
+        tie = ambiguous_patterns(om)
+        if tie:
+            a, b = tie[0]
+            raise WorkspaceError(
+                "two owner patterns of different owners both match some keys and neither "
+                "is more specific: the owner would depend on declaration order",
+                patterns=[a, b], owners=[om.to_dict()[a], om.to_dict()[b]],
+                fix="make one of them more specific (longer), or declare the shared "
+                "keys exactly")
         self.ownership = om
         if stores is None and remote is None:
             stores = {o: MemoryStore(om, o) for o in sorted(om.owners())}
@@ -163,9 +156,19 @@ class Workspace:
         """Every owner in this process with its own SQLite file ``<directory>/<owner>.db``.
 
         Raises:
-            WorkspaceError: as for the constructor.
+            WorkspaceError: as for the constructor, or an owner's name is not a safe file
+                name (1-63 characters of ``[A-Za-z0-9._-]`` starting alphanumeric, as an
+                agent id): ``../x`` or ``a/b`` would put its database outside the folder.
         """
         probe = cls(facts, stores={}, remote=_NoOwners())
+        unsafe = sorted(o for o in probe.ownership.owners() if not _FILE_SAFE.match(o))
+        if unsafe:
+            raise WorkspaceError(
+                "an owner's name is its SQLite file's name (<folder>/<owner>.db): 1-63 "
+                "characters of [A-Za-z0-9._-], starting with a letter or digit",
+                owners=unsafe, folder=str(directory),
+                fix="name owners like agents ('facilities', 'sales-eu'), never with '/' "
+                "or '..'")
         folder = Path(directory)
         stores: dict[str, Store] = {
             o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)
@@ -205,55 +208,7 @@ class Workspace:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- facts --------------------------------------------------------------------------
-    def owner_of(self, key: str) -> str:
-        """o(key).
-
-        Raises:
-            WorkspaceError: no owner is declared for ``key`` (the message says how).
-        """
-        owner = self.ownership.owner_of(key) if isinstance(key, str) and key else None
-        if owner is None:
-            raise WorkspaceError("no owner is declared for this fact", key=key,
-                                 fix=_fix(str(key)))
-        return owner
-
-    def check_keys(self, keys: Iterable[str], *, where: str) -> frozenset[str]:
-        """The keys, each checked against the ownership map.
-
-        Raises:
-            WorkspaceError: ``keys`` is a str (one key must be in a set), not an iterable
-                of non-empty strings, a key is a glob pattern (``day/*``: a call depends
-                on facts, not patterns), or a key has no declared owner (the fix names
-                the closest declared key when there is one).
-        """
-        if isinstance(keys, str | bytes):
-            raise WorkspaceError(f"{where} must be a collection of keys, not a str",
-                                 got=str(keys), fix=f"{where}={{{str(keys)!r}}}")
-        try:
-            out = frozenset(keys)
-        except TypeError:
-            raise WorkspaceError(f"{where} must be a collection of keys",
-                                 got=type(keys).__name__) from None
-        patterns = sorted(k for k in out if isinstance(k, str) and _is_pattern(k))
-        if patterns:
-            raise WorkspaceError(
-                f"{where} names a pattern, not a fact: a call depends on the facts it "
-                "acts on", keys=patterns,
-                fix=f"name the fact from the call's arguments: depends_on=lambda a: "
-                f"{{f'{patterns[0].split('*')[0]}{{a[...]}}'}}")
-        unowned = sorted(k for k in out if not isinstance(k, str) or not k
-                         or self.ownership.owner_of(k) is None)
-        if unowned:
-            first = str(unowned[0])
-            near = suggest_key(first, self.ownership) if isinstance(unowned[0], str) else None
-            fix = f"did you mean {near!r}?" if near else _fix(first)
-            raise WorkspaceError(f"{where} names facts no owner is declared for",
-                                 keys=[str(k) for k in unowned], fix=fix)
-        if not out:
-            raise WorkspaceError(f"{where} is empty", fix=f"{where}={{'<key>'}}")
-        return out
-
+    # -- facts (owner_of, check_keys, check_written, not_written: KeyChecks) ------------
     def _store_for_write(self, key: str, by: str | None) -> tuple[str, Store]:
         owner = self.owner_of(key)
         if by is not None and by != owner:
@@ -266,10 +221,12 @@ class Workspace:
         return owner, store
 
     def head(self, key: str) -> Record | None:
-        """The owner's current version of ``key`` (None when it has none).
+        """The owner's current version of ``key``; None when it has never been written.
+
+        The record's content is a copy: changing it changes nothing stored.
 
         Raises:
-            WorkspaceError: no owner is declared for ``key``.
+            WorkspaceError: ``key`` is not a fact key or no owner is declared for it.
             OwnerUnavailable: the owner did not answer.
         """
         owner = self.owner_of(key)
@@ -280,14 +237,29 @@ class Workspace:
         got = self.owners.fetch(owner, [entry.record_id], timeout_s=self.timeout_s)
         for r in got:
             if r.id == entry.record_id and r.has_content:
-                return r.verify()
+                r.verify()
+                return dataclasses.replace(r, content=detached(r.content))
         raise OwnerUnavailable("the owner did not return its head record", owner=owner,
                                key=key)
 
-    def value(self, key: str) -> JSONValue | None:
-        """The content of :meth:`head` (None when the fact has no version)."""
+    def value(self, key: str, default: JSONValue | _Missing = MISSING) -> JSONValue:
+        """The content of :meth:`head` (a copy: changing it changes nothing stored).
+
+        A fact written as ``None`` reads as ``None``; a fact never written raises unless
+        ``default`` is given (then ``default`` is returned).
+
+        Raises:
+            FactNotWritten: the fact has no version and no ``default`` was given (the fix
+                names a written key close to ``key``, a likely typo).
+            WorkspaceError: as for :meth:`owner_of`.
+            OwnerUnavailable: the owner did not answer.
+        """
         rec = self.head(key)
-        return None if rec is None else rec.content
+        if rec is None:
+            if isinstance(default, _Missing):
+                raise self.not_written(key)
+            return default
+        return rec.content
 
     def commit(self, key: str, value: JSONValue, *, expected: RecordId | None,
                by: str | None = None, inputs: Sequence[Record] = (),
@@ -296,9 +268,10 @@ class Workspace:
 
         Args:
             key: the fact.
-            value: its new JSON value.
-            expected: the head this version replaces (None: the fact must not exist yet);
-                recorded as the new record's ``supersedes`` link.
+            value: its new JSON value (copied: changing ``value`` afterwards changes
+                nothing stored).
+            expected: the id of the head this version replaces (``ws.head(key).id``;
+                None: the fact must not exist yet).
             by: the writing agent (checked to be the owner).
             inputs: records the value was derived from (its exact parents).
             type: the record type.
@@ -307,41 +280,86 @@ class Workspace:
             The committed record.
 
         Raises:
-            WorkspaceError: no owner declared, ``by`` is not the owner, or the owner is
-                hosted elsewhere.
-            HeadConflict: the head moved (retry with :meth:`update`).
+            WorkspaceError: ``key`` is not a fact key, no owner is declared, ``by`` is not
+                the owner, the owner is hosted elsewhere, or ``expected`` is neither None
+                nor a record id.
+            HeadConflict: the head is not ``expected`` (another writer moved it, or wrote
+                this very version first): retry with :meth:`update`.
             MalformedRecord: ``value`` is not JSON.
         """
         owner, store = self._store_for_write(key, by)
+        if expected is not None and not is_record_id(expected):
+            raise WorkspaceError(
+                "expected= is the id of the head this version replaces", key=key,
+                got=repr(expected)[:80],
+                fix=f"expected=ws.head({key!r}).id, or None for a fact not written yet")
         # the version it replaces is the owner's chain link (``supersedes``), never an
         # input: one lineage rule (records/_lineage.py, #30)
-        rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner), content=value,
-                            parents=[r.id for r in inputs], type=type, supersedes=expected)
-        store.commit(rec, writer=owner, expected_head=expected)
+        rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner),
+                            content=value, parents=[r.id for r in inputs],
+                            type=type, supersedes=expected)  # validates value (depth, JSON)
+        rec = dataclasses.replace(rec, content=detached(value))  # the caller keeps its own
+        if not store.commit(rec, writer=owner, expected_head=expected).created:
+            # another writer committed this very version (same base, value and owner
+            # sequence) first: that write was its, and this one would be lost
+            cur = store.head(key)
+            raise HeadConflict("another writer wrote this version first", key=key,
+                               expected=expected,
+                               current=None if cur is None else cur.record_id)
         return rec
 
-    def update(self, key: str, fn: Callable[[JSONValue | None], JSONValue], *,
+    def update(self, key: str, fn: Callable[[Any], JSONValue], *,
                retries: int = 8, by: str | None = None, inputs: Sequence[Record] = (),
-               type: str = FACT_TYPE) -> Record:
+               type: str = FACT_TYPE, default: JSONValue | _Missing = MISSING) -> Record:
         """Read-modify-write ``key`` with compare-and-set, retrying a lost race.
 
-        ``fn(current value or None)`` returns the new value; on a
-        :class:`~icore.errors.CommitConflict` (another writer moved the head in between)
-        the head is read again and ``fn`` called again, up to ``retries`` more times.
+        ``fn(current value)`` returns the new value (it gets a copy: changing it in place
+        changes nothing until it is returned). On a :class:`~icore.errors.CommitConflict`
+        (another writer moved the head in between) the head is read again and ``fn``
+        called again, up to ``retries`` more times. A fact never written gets
+        ``fn(default)`` when ``default`` is given; without it the first value is written
+        with :meth:`put`.
 
         Raises:
+            FactNotWritten: the fact has no version yet and no ``default`` was given.
             CommitConflict: still conflicting after ``retries`` retries.
-            WorkspaceError: as for :meth:`commit`, or ``retries`` is negative.
+            WorkspaceError: as for :meth:`commit`; ``fn`` is not callable (to write a
+                value use :meth:`put`); ``fn`` returned None (write ``None`` with
+                :meth:`put`); ``retries`` is negative.
         """
-        if not isinstance(retries, int) or retries < 0:
+        if not callable(fn):
+            raise WorkspaceError("update needs a function old value -> new value",
+                                 key=key, got=type_name(fn),
+                                 fix=f"ws.update({key!r}, lambda old: {{**old, ...}}); "
+                                 f"to replace the value: ws.put({key!r}, value)")
+        return self._write(key, fn, retries=retries, by=by, inputs=inputs, type=type,
+                           default=default, check_none=True)
+
+    def _write(self, key: str, fn: Callable[[Any], JSONValue], *, retries: int,
+               by: str | None, inputs: Sequence[Record], type: str,
+               default: JSONValue | _Missing, check_none: bool) -> Record:
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise WorkspaceError("retries must be an int >= 0", retries=retries)
         _, store = self._store_for_write(key, by)
         attempt = 0
         while True:
             entry = store.head(key)
             cur = store.get(entry.record_id) if entry is not None else None
+            if cur is None:
+                if isinstance(default, _Missing):
+                    raise self.not_written(key, updating=check_none)
+                old: JSONValue = detached(default)
+            else:
+                old = detached(cur.content)
+            new = fn(old)
+            if new is None and check_none:
+                raise WorkspaceError(
+                    "the update function returned None (did it change the value in place "
+                    "without returning it?)", key=key,
+                    fix=f"return the new value: lambda old: {{**old, ...}}; to store None "
+                    f"use ws.put({key!r}, None)")
             try:
-                return self.commit(key, fn(None if cur is None else cur.content),
+                return self.commit(key, new,
                                    expected=None if entry is None else entry.record_id,
                                    by=by, inputs=inputs, type=type)
             except CommitConflict:
@@ -353,9 +371,14 @@ class Workspace:
             inputs: Sequence[Record] = (), type: str = FACT_TYPE) -> Record:
         """Write ``value`` as the fact's new version, whatever the head is (last writer wins).
 
+        ``value`` is copied. ``None`` is a value like any other (it reads back as None).
         Use :meth:`update` when the new value depends on the current one.
+
+        Raises:
+            WorkspaceError, MalformedRecord: as for :meth:`commit`.
         """
-        return self.update(key, lambda _cur: value, by=by, inputs=inputs, type=type)
+        return self._write(key, lambda _cur: value, retries=8, by=by, inputs=inputs,
+                           type=type, default=None, check_none=False)
 
     # -- agents ---------------------------------------------------------------------------
     def agent(self, name: str) -> Agent:
@@ -372,6 +395,11 @@ class Workspace:
             if got is None:
                 got = self._agents[name] = Agent(self, name)
             return got
+
+
+def type_name(value: object) -> str:
+    """``value``'s type name (for an error's ``got``)."""
+    return type(value).__name__
 
 
 class _NoOwners:

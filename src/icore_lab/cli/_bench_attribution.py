@@ -16,7 +16,7 @@ from icore._data import shared_data_dir
 from icore._extras import require
 from icore.adapters import AdapterError, audit_path, collect_paths
 from icore.attribution import fit_model_set
-from icore.cli.inputs import refuse_special_file
+from icore.cli.inputs import refuse_input_as_output, refuse_special_file
 
 
 def bench_attribution(
@@ -52,6 +52,9 @@ def bench_attribution(
     for p in paths:
         refuse_special_file(p, what="trace path", dir_ok=True)
     files = collect_paths(paths)
+    refuse_input_as_output(  # no output may replace a run it reads (issue 29)
+        [("--out", out / n) for n in ("attribution.md", "attribution.json", "predictions.csv")]
+        + ([("--write-model", write_model)] if write_model is not None else []), files)
     results = []
     for f in files:
         try:

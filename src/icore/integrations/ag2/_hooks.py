@@ -4,12 +4,16 @@
 object) to each agent: the first request an agent is asked is the run's task, every model
 response with tool calls is a turn naming them, every tool result or tool error is a tool
 call with its arguments (fenced tools record their own calls, gate decisions included),
-and the text of an agent's last model response in a turn is its final answer. The
-middleware also tells fenced tools which agent is calling (gate events name it).
+and the text of the last top-level ``ask``'s answer is the run's final answer: one end
+per run. An ``ask`` inside another (a sub-agent behind ``Agent.as_tool``) is a step of
+the outer one, its answer an ordinary output; a later top-level ``ask`` (a second agent's
+turn, a follow-up question) turns the earlier end back into an output. The middleware
+also tells fenced tools which agent is calling (gate events name it).
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 from typing import Any
@@ -19,11 +23,21 @@ from ag2.events import ToolErrorEvent
 from ag2.middleware import BaseMiddleware
 
 from icore.integrations import RunRecorder
+from icore.integrations._recorder import plain_data
+from icore.integrations._run_end import RunEnd
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
+
+_IN_ASK: contextvars.ContextVar[ChatRecorder | None] = contextvars.ContextVar(
+    "icore_ag2_in_ask", default=None)
+"""The recorded run whose ``ask`` this code runs inside (a nested ``ask`` is a step)."""
 
 
 def _text(obj: Any) -> str:
-    """The text of a request, response or tool result (its parts' contents joined)."""
+    """The text of a request, response or tool result (its parts' contents joined).
+
+    Data, never a Python repr: a ``DataInput`` part is its data as JSON, a model response
+    with no text (tool calls only) is ``""``.
+    """
     content = getattr(obj, "content", None)
     if isinstance(content, str):
         return content
@@ -31,15 +45,26 @@ def _text(obj: Any) -> str:
     if parts is None and hasattr(obj, "result"):
         parts = getattr(obj.result, "parts", None)
     if parts is not None:
-        return "\n".join(str(getattr(p, "content", p)) for p in parts)
+        return "\n".join(_part(p) for p in parts)
     message = getattr(obj, "message", None)
     if message is not None and message is not obj:
         return _text(message)
-    return "" if obj is None else str(obj)
+    if obj is None or hasattr(obj, "tool_calls"):  # a response without text
+        return ""
+    return _part(obj)
+
+
+def _part(p: Any) -> str:
+    content = getattr(p, "content", None)
+    if isinstance(content, str):
+        return content
+    data = getattr(p, "data", p)
+    return data if isinstance(data, str) else json.dumps(plain_data(data), sort_keys=True,
+                                                         default=str)
 
 
 class ChatRecorder:
-    """What every recorded agent of one run shares: the recorder and the task flag.
+    """What every recorded agent of one run shares: the recorder, the task, the run's end.
 
     Args:
         recorder: where the run goes.
@@ -47,6 +72,8 @@ class ChatRecorder:
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
+        self.run_end = RunEnd(recorder)
+        """The run's one end: the latest top-level ``ask``'s answer."""
         self._started = False
         self._lock = threading.Lock()
 
@@ -68,18 +95,29 @@ class _AgentRecording(BaseMiddleware):
         self.agent = agent
 
     async def on_turn(self, call_next: Any, event: Any, context: Any) -> Any:
-        """One ``ask`` of the agent: the task (first request), the final answer."""
+        """One ``ask`` of the agent: the task (first request), the answer.
+
+        The answer of a top-level ``ask`` is the run's end; inside another ``ask`` (a
+        delegated sub-agent) it is an output of this agent.
+        """
         rec = self.chat.recorder
+        nested = _IN_ASK.get() is self.chat
+        if not nested:  # the end recorded so far was a step after all
+            self.chat.run_end.another_run()
         if self.chat.first():
             rec.task(_text(event), agent="user")
         token = CALLING_AGENT.set(self.agent)
+        in_ask = _IN_ASK.set(self.chat)
         try:
             response = await call_next(event, context)
         finally:
+            _IN_ASK.reset(in_ask)
             CALLING_AGENT.reset(token)
         text = _text(response)
-        if text:
-            rec.finish(self.agent, text)
+        if text and nested:
+            rec.turn(self.agent, text)
+        elif text:
+            self.chat.run_end.end(self.agent, text)
         return response
 
     async def on_llm_call(self, call_next: Any, events: Any, context: Any) -> Any:

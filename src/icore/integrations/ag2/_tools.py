@@ -18,31 +18,47 @@ Low-level (``fence=``): L(a) comes from the conversation's ``context.variables``
 ``plan_roots`` by default) or a function of (context, arguments); the plan must bind the
 model's JSON; a replan writes the fresh roots back into ``context.variables``.
 
-Human approval: an ``ag2.middleware.builtin.approval_required()`` hook on the tool stays
-in front of the gate, so the human answers before the call is validated, and the gate
-runs the call right after; the approval covers the arguments the human saw. A call whose
-arguments a replan changed does not run: it is refused with the old and new arguments
-named (``approval_changed``), and the model's next call with them is put to the human
-again.
+Human waits (planfence App. A.3 with a human in the loop): the gate is the innermost tool
+middleware, right before the function body, so every human answer given before the tool
+runs - AG2's ``approval_required()``, a user's own approval middleware, an agent
+middleware asking with ``context.input`` - comes before the validation; a fact changed
+while the human decided makes the call stale and it never runs. A call a human was asked
+about covers exactly the arguments that reached the gate: a replan that changes them is
+refused with the old and new arguments named (``approval_changed``), and the model's next
+call with them is put to the human again. A question the tool body asks itself
+(``await context.input(...)``) is followed by a second validation of the same action
+record (:mod:`icore.integrations.ag2._human`): a change while the human decided stops the
+body at the answer.
 """
+
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import json
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable
 from copy import copy
 from typing import Any
 
 from ag2 import Context
 from ag2 import tool as ag2_tool
-from ag2.events import ModelResponse, ToolCallEvent, ToolErrorEvent
-from ag2.middleware.builtin import ApprovalRequired
+from ag2.events import ModelResponse, ToolCallEvent, ToolErrorEvent, ToolResult
 from ag2.tools.types import FunctionTool
+from pydantic import ValidationError
 
 from icore.errors import ActionBlocked, IntegrationError
-from icore.fence import Fence, Replan, ReplanRequest
+from icore.fence import (
+    DecisionLog,
+    Fence,
+    GateDecision,
+    ProtectedTool,
+    Reason,
+    Replan,
+    ReplanRequest,
+)
 from icore.integrations import (
     AnyReplanner,
     ArgNormalizer,
@@ -52,6 +68,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._context import (
     ContextRoots,
     StateUpdate,
@@ -59,8 +76,20 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations.ag2._human import (
+    AfterHuman,
+    StoppedAfterHuman,
+    Turns,
+    Watch,
+    always_granted,
+    gated_context,
+    was_asked,
+)
 from icore.workspace import Agent as TeamAgent
-from icore.workspace import ApprovalRequest, UserReplanner
+from icore.workspace import ApprovalRequest, UserReplanner, running_call
+
+_log = logging.getLogger("icore.integrations.ag2")
+_WATCH = Watch()
 
 CALLING_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "icore_ag2_calling_agent", default=None)
@@ -101,59 +130,52 @@ def _function_of(tool: FunctionTool) -> Callable[..., Any]:
     return fn
 
 
-def _normalizer(tool: FunctionTool) -> ArgNormalizer:
+def _normalizer(tool: FunctionTool) -> tuple[ArgNormalizer, bool]:
     """The tool's arguments in normal form, through its function's own signature.
 
     The parameters AG2 injects (absent from the model's JSON schema) are left out.
+
+    Returns:
+        The normaliser, and whether the function takes injected parameters (only then
+        can its body reach AG2's context to ask a human).
     """
     fn = _function_of(tool)
     props = tool.schema.function.parameters.get("properties") or {}
     sig = check_tool_function(fn, framework="ag2", tool=tool.name)
     skip = [p for p in sig.parameters if p not in props]
     check_tool_function(fn, framework="ag2", tool=tool.name, skip=skip)
-    return ArgNormalizer.for_function(fn, name=tool.name, skip=skip, framework="ag2")
-
-
-class _Turns:
-    """Tool call id -> the model response it came in (shared by a tool's copies)."""
-
-    MAX = 4096
-
-    def __init__(self) -> None:
-        self.of: dict[str, str] = {}
-        self.current: str | None = None
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Turns:
-        return self
-
-    def note(self, response: ModelResponse) -> None:
-        """Name the response's tool calls as one turn (its first call's id)."""
-        calls = getattr(response.tool_calls, "calls", None) or []
-        self.current = str(calls[0].id) if calls else None
-        for c in calls:  # the response's first call id names the turn
-            self.of[c.id] = str(calls[0].id)
-        while len(self.of) > self.MAX:
-            self.of.pop(next(iter(self.of)))
+    norm = ArgNormalizer.for_function(fn, name=tool.name, skip=skip, framework="ag2")
+    return norm, bool(skip)
 
 
 class FencedTool(FunctionTool):
     """An ag2 ``FunctionTool`` whose calls pass the PlanFence gate (:func:`fenced_tool`).
 
-    It also listens for the agent's model responses, so calls of one response are known
-    as one turn (they share the reads the response was produced from).
+    It listens to the agent's model responses (calls of one response are one turn: they
+    share the reads the response was produced from; in the high-level API a call's
+    dynamic ``depends_on`` is checked there, so a setup mistake leaves ``agent.ask``
+    before any tool runs), and its outermost execution layer (:class:`Watch`, outside
+    the agent's middleware) notes the human questions put for each call.
     """
 
-    turns: _Turns
+    turns: Turns
+    precheck: Callable[[ToolCallEvent], None] | None = None
 
-    def register(self, stack: Any, context: Any, *, middleware: Iterable[Any] = ()) -> None:
-        """AG2's registration, plus the model-response listener."""
-        turns = self.turns
+    def register(self, stack: Any, context: Any, *, middleware: Any = ()) -> None:
+        """AG2's registration, plus the model-response listener and the watch layer."""
+        turns, precheck, name = self.turns, self.precheck, self.name
 
         async def note(event: ModelResponse, context: Context) -> None:
             turns.note(event)
+            if precheck is not None:
+                for c in getattr(event.tool_calls, "calls", None) or []:
+                    if c.name == name:
+                        precheck(c)  # raises a setup mistake out of agent.ask
 
         stack.enter_context(context.stream.where(ModelResponse).sub_scope(note))
-        super().register(stack, context, middleware=middleware)
+        # AG2 wraps each agent middleware around the tool's hooks, the last outermost
+        layers: list[Any] = [*middleware, _WATCH]
+        super().register(stack, context, middleware=layers)
 
 
 def _noting(replan: AnyReplanner | None, fresh: list[Any]) -> AnyReplanner | None:
@@ -177,14 +199,6 @@ def _noting(replan: AnyReplanner | None, fresh: list[Any]) -> AnyReplanner | Non
     return noted
 
 
-def _split(hooks: Iterable[Any]) -> tuple[list[Any], list[Any]]:
-    approvals: list[Any] = []
-    rest: list[Any] = []
-    for h in hooks:
-        (approvals if isinstance(h, ApprovalRequired) else rest).append(h)
-    return approvals, rest
-
-
 class _Result:
     """A tool's result event, with its text as ``content`` (what the recorder keeps)."""
 
@@ -197,6 +211,12 @@ class _Result:
             self.content = "\n".join(str(getattr(p, "content", p)) for p in parts)
 
 
+def _error(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
+    """A tool error whose text (what the model reads) is ``text``, without a traceback."""
+    return ToolErrorEvent(parent_id=event.id, name=event.name, error=error,
+                          result=ToolResult(text))
+
+
 def _blocked(event: ToolCallEvent, message: str, name: str, reason: str) -> ToolErrorEvent:
     return ToolErrorEvent.from_call(event, error=ActionBlocked(message, action=name,
                                                                reason=reason))
@@ -207,6 +227,37 @@ def _changed(name: str, approved: Any, fresh: Any) -> str:
             f"call {json.dumps(fresh, default=str)} is not the approved "
             f"{json.dumps(approved, default=str)}; nothing ran. Call {name} again with the "
             "fresh arguments to ask the human again")
+
+
+def _invalid(event: ToolCallEvent, name: str, norm: ArgNormalizer, args: dict[str, Any],
+             exc: IntegrationError) -> ToolErrorEvent:
+    """The model's arguments do not fit the schema: which field and why (nothing ran)."""
+    cause = exc.__context__  # the normaliser's pydantic error (raised "from None")
+    error = cause if isinstance(cause, ValidationError) else exc
+    return _error(event, error, invalid_args_message(name, norm.schema, args,
+                                                     fallback=str(exc)))
+
+
+def _setup_error(event: ToolCallEvent, name: str, exc: IntegrationError) -> ToolErrorEvent:
+    """A setup mistake found only at the gate, logged for the developer.
+
+    The model is told not to retry (no traceback, no paths).
+    """
+    _log.error("fenced tool %s: %s", name, exc)
+    return _error(event, exc, f"PlanFence could not check {name}: the application's "
+                  "fence setup is wrong (an application error, reported to the developer); "
+                  "nothing ran. Do not retry this call.")
+
+
+def _stopped_message(name: str, d: GateDecision, fresh: dict[str, Any]) -> str:
+    if d.reason is Reason.STALE and fresh:
+        return (f"PlanFence blocked {name} (stale): {', '.join(sorted(fresh))} changed while "
+                f"the human decided; the call stopped at the human's answer. Current "
+                f"values: {json.dumps(fresh, sort_keys=True, default=str)}. Decide again "
+                f"from these values and call {name} again.")
+    return (f"PlanFence blocked {name} ({d.reason.value}): validated again after the "
+            f"human's answer, the call is no longer authorized; it stopped at the answer. "
+            f"Detail: {d.detail}")
 
 
 def _model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEvent:
@@ -229,6 +280,53 @@ def _with_args(event: ToolCallEvent, args: dict[str, Any], original: dict[str, A
     run.arguments = json.dumps(args)
     run.serialized_arguments = args
     return run
+
+
+def _never(**args: Any) -> Any:
+    """The protected tool of a second validation is only checked, never called."""
+    raise IntegrationError("a re-validation tool is never called")
+
+
+def _as_tool(tool: FunctionTool | Callable[..., Any]) -> FunctionTool:
+    if isinstance(tool, FunctionTool):
+        return tool
+    if not callable(tool):
+        raise IntegrationError("fenced_tool needs an ag2 tool or a function",
+                               framework="ag2", got=type(tool).__name__)
+    check_tool_function(tool, framework="ag2")
+    if not hasattr(tool, "__name__") and not isinstance(tool, functools.partial):
+        raise IntegrationError("fenced_tool needs a function or an ag2 tool, not a callable "
+                               "object (it has no tool name)", framework="ag2",
+                               got=type(tool).__name__,
+                               fix="fenced_tool(tool(obj.__call__, name='book'), ...)")
+    return ag2_tool(tool)
+
+
+def _recheck(fence: Fence, ptool: ProtectedTool, root: str,
+             args: dict[str, Any]) -> AfterHuman:
+    """Validate the call's action record again (after a human answered in the body)."""
+    async def check() -> None:
+        d = await fence.acheck(ptool, roots=[root], args=args)
+        if not d.authorized:
+            raise StoppedAfterHuman(d, root, dict(args))
+
+    return check
+
+
+def _record_stop(rec: RunRecorder | None, who: str | None, name: str, fence: Fence,
+                 stop: StoppedAfterHuman) -> None:
+    """Record a call stopped after the human's answer.
+
+    Its first decision (authorized), the second (refused) one, and the blocked call.
+    """
+    if rec is None:
+        return
+    log = fence.log
+    entries = list(log) if isinstance(log, DecisionLog) else []
+    first = next((d for d in reversed(entries) if d.roots == (stop.root,)
+                  and d.authorized), None)
+    lookup = fence.lookup or (fence.install.get if fence.install is not None else None)
+    rec.gate(who, name, stop.result(first), lookup=lookup)
 
 
 def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
@@ -261,23 +359,22 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     Returns:
         A :class:`FencedTool` with the same name, description and JSON schema; its
-        middleware runs approvals (``approval_required``) first, then the gate, then the
-        tool's other hooks.
+        middleware runs the tool's own hooks first (approvals among them) and the gate
+        last, right before the function body.
 
     Raises:
-        IntegrationError: ``tool`` is neither an AG2 ``FunctionTool`` nor a function; it
-            takes ``*args`` / ``**kwargs`` / positional-only parameters; neither a
-            workspace ``agent`` nor ``fence`` is given; ``depends_on`` is a str, empty or
-            names facts no owner is declared for (each error names the fix).
+        IntegrationError: ``tool`` is neither an AG2 ``FunctionTool`` nor a function (a
+            class, a ``functools.partial``, a callable object); it takes ``*args`` /
+            ``**kwargs`` / positional-only parameters; neither a workspace ``agent`` nor
+            ``fence`` is given; ``depends_on`` is a str, empty or names facts no owner is
+            declared for (each error names the fix). High-level, a dynamic ``depends_on``
+            that fails on the model's (valid) arguments, returns a str or names undeclared
+            facts raises a :class:`~icore.workspace.WorkspaceError` out of ``agent.ask``
+            when the model response naming the call arrives, before any tool runs.
     """
-    if not isinstance(tool, FunctionTool):
-        if not callable(tool):
-            raise IntegrationError("fenced_tool needs an ag2 tool or a function",
-                                   framework="ag2", got=type(tool).__name__)
-        check_tool_function(tool, framework="ag2")
-        tool = ag2_tool(tool)
+    tool = _as_tool(tool)
     name = tool.name
-    norm = _normalizer(tool)
+    norm, injected = _normalizer(tool)
     team = agent if isinstance(agent, TeamAgent) else None
     if team is None and agent is not None and not isinstance(agent, str):
         raise IntegrationError("agent= must be a workspace agent (ws.agent('name')) or an "
@@ -285,12 +382,34 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                                got=type(agent).__name__)
     guard = FenceGuard(agent=team if team is not None else (agent or "executor"),
                        fence=fence, depends_on=depends_on,
-                       replan=replan if team is not None else None, recorder=recorder)
+                       replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(name)
-    approvals, rest = _split(d.middleware for d in tool.middleware)
-    turns = _Turns()
+    hooks = [d.middleware for d in tool.middleware]
+    turns = Turns()
+    ptool = ProtectedTool(_never, depends_on=guard.depends_on, name=name)
     if team is not None:  # reads made by tools of a response are stamped with its turn
         team.turn_source = lambda: turns.current
+
+    def precheck(event: ToolCallEvent) -> None:
+        try:
+            args = event.serialized_arguments
+        except json.JSONDecodeError:
+            return
+        if not isinstance(args, dict):
+            return
+        try:
+            norm_args = norm(args)
+        except IntegrationError:
+            return  # the model's mistake: the gate tells the model
+        guard._scope_checked(norm_args)
+
+    def caller_guard() -> FenceGuard:
+        who = CALLING_AGENT.get()
+        if who is None or who == guard.agent:
+            return guard
+        per_call = copy(guard)  # gate events name the AG2 agent whose turn runs
+        per_call.agent = who
+        return per_call
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         args = _model_args(event, name)
@@ -299,25 +418,38 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
-            return ToolErrorEvent.from_call(event, error=exc)
-        approved = _canon(norm_args) if approvals else None
+            return _invalid(event, name, norm, args, exc)
+        asked = was_asked(context)
+        approved = _canon(norm_args)
 
         def approve(req: ApprovalRequest) -> bool:
-            if approved is not None and _canon(dict(req.args)) != approved:
+            if asked and not always_granted(context, event) and \
+                    _canon(dict(req.args)) != approved:
                 raise _ApprovalChanged(norm_args, dict(req.args))
             return True
 
         async def call(**a: Any) -> Any:
-            return _Result(await call_next(_with_args(event, a, args), context))
+            rc = running_call() if injected else None
+            after = _recheck(guard.fence, ptool, rc.record.id, a) if rc is not None else None
+            return _Result(await call_next(_with_args(event, a, args),
+                                           gated_context(context, after)))
 
+        g = caller_guard()
+        rec = _run_recorder(recorder, name)
         try:
-            gated = await guard.arun(name, call, norm_args,
-                                     recorder=_run_recorder(recorder, name),
-                                     turn=turns.of.get(event.id, event.id),
-                                     normalize=norm, approve=approve)
+            gated = await g.arun(name, call, norm_args, recorder=rec,
+                                 turn=turns.of.get(event.id, event.id), normalize=norm,
+                                 approve=approve)
         except _ApprovalChanged as ch:
             return _blocked(event, _changed(name, ch.approved, ch.fresh), name,
                             "approval_changed")
+        except StoppedAfterHuman as stop:
+            _record_stop(rec, g.agent, name, guard.fence, stop)
+            fresh = _hand_over(team, stop.decision)
+            return _blocked(event, _stopped_message(name, stop.decision, fresh), name,
+                            stop.decision.reason.value)
+        except IntegrationError as exc:
+            return _setup_error(event, name, exc)
         if not gated.executed:
             return _blocked(event, gated.message, name, gated.reason)
         return gated.value.event
@@ -326,28 +458,37 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         args = _model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return args
-        approved = _canon(args) if approvals else None
-
-        async def call(**a: Any) -> Any:
-            if approved is not None and _canon(a) != approved:
-                raise _ApprovalChanged(args, a)
-            return _Result(await call_next(_with_args(event, a, args), context))
-
+        asked = was_asked(context)
         fresh: list[Any] = []
-        per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
-                              replan=_noting(replan, fresh),  # type: ignore[arg-type]
-                              recorder=_run_recorder(recorder, name),
-                              agent=agent or CALLING_AGENT.get() or "executor",
-                              replicator=replicator)
         variables = getattr(context, "variables", None)
         where = variables if isinstance(roots, str) else context
+        first_roots = plan_roots(where, roots, args)
+
+        async def call(**a: Any) -> Any:
+            if asked and not always_granted(context, event) and _canon(a) != _canon(args):
+                raise _ApprovalChanged(args, a)
+            used = fresh[-1].roots if fresh else first_roots
+            after = _recheck(guard.fence, per_call._tools.get(name), used[0], a) \
+                if injected and isinstance(used, list | tuple) and len(used) == 1 else None
+            return _Result(await call_next(_with_args(event, a, args),
+                                           gated_context(context, after)))
+
+        rec = _run_recorder(recorder, name)
+        per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
+                              replan=_noting(replan, fresh),  # type: ignore[arg-type]
+                              recorder=rec, agent=agent or CALLING_AGENT.get() or "executor",
+                              replicator=replicator)
         try:
-            gated = await per_call.arun(name, call, args, plan_roots(where, roots, args))
+            gated = await per_call.arun(name, call, args, first_roots)
         except _ApprovalChanged as ch:
             if isinstance(roots, str) and fresh:  # the fresh plan stands; it needs a "yes"
                 context_set(where, roots, list(fresh[-1].roots))
             return _blocked(event, _changed(name, ch.approved, ch.fresh), name,
                             "approval_changed")
+        except StoppedAfterHuman as stop:
+            _record_stop(rec, per_call.agent, name, guard.fence, stop)
+            return _blocked(event, _stopped_message(name, stop.decision, {}), name,
+                            stop.decision.reason.value)
         if not gated.executed:
             return _blocked(event, gated.message, name, gated.reason)
         write_back(where, roots, gated, state_update)
@@ -355,7 +496,21 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     gate = team_gate if team is not None else fence_gate
     wrapped = FencedTool(tool.model, name=name, description=tool.schema.function.description,
-                         schema=tool.schema.function.parameters,
-                         middleware=[*approvals, gate, *rest])
+                         schema=tool.schema.function.parameters, middleware=[*hooks, gate])
     wrapped.turns = turns
+    if team is not None and callable(guard.depends_on):
+        wrapped.precheck = precheck
     return wrapped
+
+
+def _hand_over(team: TeamAgent | None, d: GateDecision) -> dict[str, Any]:
+    """The changed facts' current values, now the agent's reads (its next turn's basis)."""
+    if team is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key in sorted(d.fresh):
+        try:
+            out[key] = team.read(key)
+        except Exception:  # the owner did not answer: the value is not handed over
+            continue
+    return out

@@ -49,12 +49,12 @@ class CrewRecorder:
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
-        self._buf: list[tuple[int, int, Callable[[], None]]] = []
+        self._buf: list[tuple[int, int, Callable[[], object]]] = []
         self._n = 0
         self._lock = threading.Lock()
         self._handlers: list[tuple[type[Any], Callable[..., None]]] = []
 
-    def _push(self, event: Any, fn: Callable[[], None]) -> None:
+    def _push(self, event: Any, fn: Callable[[], object]) -> None:
         with self._lock:
             self._n += 1
             seq = getattr(event, "emission_sequence", None)

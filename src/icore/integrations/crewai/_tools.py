@@ -3,15 +3,22 @@
 :func:`fenced_crewai_tool` returns a ``BaseTool`` with the wrapped tool's name,
 description and ``args_schema``. A blocked call returns CrewAI's ``ToolFailure`` (the
 tool's declared error result: the agent reads the reason, the framework records a failed
-call and applies the ``tool_failure_policy``), or raises
-:class:`~icore.errors.ActionBlocked` with ``on_block="raise"``.
+call and applies the ``tool_failure_policy``), or, with ``on_block="raise"``, raises
+:class:`~icore.integrations.crewai.CrewActionBlocked` (an
+:class:`~icore.errors.ActionBlocked`) out of ``kickoff()``.
 
 High-level (``agent=`` a :class:`~icore.workspace.Agent` of a
 :class:`~icore.workspace.Workspace`): the agent's own call is the plan. Its action record
-is derived from the versions of D(a) that agent read and bound to the call's arguments in
-normal form (CrewAI's validated values brought back to JSON through the tool's
-``args_schema``: dates, UUIDs, enums, nested models, defaults applied); a stale call is
-refused with the fresh values, and the agent's next call from them is the one replan.
+is derived from the versions of D(a) that agent read *before the model message that
+proposed the call* (the message's turn, see :mod:`icore.integrations.crewai._turns`) and
+bound to the call's arguments in normal form (CrewAI's validated values brought back to
+JSON through the tool's ``args_schema``: dates, UUIDs, enums, nested models, defaults
+applied); a stale call is refused with the fresh values, and the agent's next call from
+them is the one replan. ``approve=`` puts an authorized call to a human and validates it
+again once they answered (:meth:`~icore.workspace.Agent.execute`). Setup mistakes found
+at a call (a ``depends_on`` function failing on the arguments, naming facts nobody owns)
+raise :class:`~icore.integrations.crewai.CrewSetupError` out of ``kickoff()``; the model
+never sees them.
 
 Low-level (``fence=``, ``context=``): L(a) comes from the crew's shared context (a
 mapping or object: key / attribute ``plan_roots`` by default, e.g. a Flow's state) or a
@@ -23,11 +30,14 @@ defaults filled in). The wrapper brings the call back to JSON through the same s
 it too: when the two agree, the call is the plan's call (its bound arguments go to the
 gate, exactly as bound), so a plan that binds what the model sent, with or without the
 defaulted parameters, is not refused as ``args_mismatch``.
+
+A fenced call is an action, never a lookup: CrewAI's tool cache is off for it (a cached
+result would answer a later call without the gate).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from crewai.tools import BaseTool
@@ -44,13 +54,34 @@ from icore.integrations import (
     OnBlock,
     Replicator,
     RunRecorder,
-    check_tool_function,
 )
 from icore.integrations import Scope as _Scope
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 from icore.integrations.crewai._events import ACTIVE_RECORDER
+from icore.integrations.crewai._setup import check_base_tool, probe_scope, schema_fields
+from icore.integrations.crewai._turns import (
+    CrewActionBlocked,
+    CrewSetupError,
+    UnknownTurn,
+    call_turn,
+    deliver,
+    install_hooks,
+    read_turn,
+)
 from icore.workspace import Agent as TeamAgent
-from icore.workspace import UserReplanner
+from icore.workspace import Approver, UserReplanner
+
+
+class _ToolRaised(Exception):
+    """Carries an exception the wrapped tool raised past the gate (CrewAI handles it)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _never_cache(_args: Any = None, _result: Any = None) -> bool:
+    return False
 
 
 class FencedCrewTool(BaseTool):
@@ -62,14 +93,32 @@ class FencedCrewTool(BaseTool):
     _roots: ContextRoots = PrivateAttr()
     _state_update: StateUpdate | None = PrivateAttr(default=None)
     _norm: ArgNormalizer | None = PrivateAttr(default=None)
+    _on_block: OnBlock = PrivateAttr(default="error")
+    _approve: Approver | None = PrivateAttr(default=None)
 
     def _settle(self, gated: Gated) -> Any:
         if not gated.executed:
+            if self._on_block == "raise":
+                detail = gated.call.detail if gated.call is not None else (
+                    gated.result.detail if gated.result is not None else "")
+                err = CrewActionBlocked(gated.message, action=self.name,
+                                        reason=gated.reason, detail=detail)
+                return deliver(err, message=gated.message, code=gated.reason)
             return ToolFailure(message=gated.message, code=gated.reason,
                                retryable=False)
         if self._norm is None:
             write_back(self._context, self._roots, gated, self._state_update)
         return gated.value
+
+    def _setup_failed(self, exc: IntegrationError) -> ToolFailure:
+        """A setup mistake found at this call: to the app, never to the model."""
+        fields = {k: v for k, v in exc.fields.items() if k != "tool"}
+        err = CrewSetupError(f"fenced tool {self.name}: {exc.message}", tool=self.name,
+                             **fields)
+        err.__cause__ = exc
+        return deliver(err, message=f"the fenced tool {self.name} is misconfigured (an "
+                       "application error, reported to the application); nothing ran. "
+                       "Do not retry it.", code="setup_error")
 
     def _run_recorder(self) -> RunRecorder | None:
         """The guard's recorder, else the :func:`recording` block's (the tool claimed)."""
@@ -87,6 +136,17 @@ class FencedCrewTool(BaseTool):
         except IntegrationError as exc:
             return ToolFailure(message=f"the arguments of {self.name} do not fit its "
                                f"schema: {exc}", code="invalid_arguments", retryable=True)
+
+    def _turn(self) -> Hashable | ToolFailure | None:
+        """The model turn of this call (None outside a CrewAI run)."""
+        try:
+            return call_turn()
+        except UnknownTurn as exc:
+            return self._setup_failed(IntegrationError(
+                "icore cannot tell which model message this call came from: the CrewAI "
+                "agent's executor was built before icore's CrewAI hooks were installed",
+                run=str(exc), fix="import icore.integrations.crewai (or call "
+                "install_hooks()) before building the CrewAI Agent"))
 
     def _json(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``args`` through the tool's schema, as JSON (defaults filled in)."""
@@ -115,52 +175,98 @@ class FencedCrewTool(BaseTool):
                 continue
         return call
 
-    def _run(self, *args: Any, **kwargs: Any) -> Any:
-        """The gated call (CrewAI calls ``run`` -> ``_run`` with the validated arguments)."""
+    def _gate_call(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                   ) -> tuple[dict[str, Any], dict[str, Any]] | ToolFailure:
+        """``(arguments for the gate, the guard's options)`` of this call, or a refusal.
+
+        Agent mode: the normal-form arguments and the call's model turn; fence mode: the
+        plan's roots from the context and the arguments as the plan binds them.
+        """
         if args:
             raise IntegrationError("fenced CrewAI tools take keyword arguments",
                                    framework="crewai", tool=self.name)
+        if self._norm is None:
+            plan = plan_roots(self._context, self._roots, kwargs)
+            return self._as_planned(kwargs, plan), {"roots": plan,
+                                                    "recorder": self._run_recorder()}
+        turn = self._turn()
+        if isinstance(turn, ToolFailure):
+            return turn
+        team_args = self._team_args(kwargs)
+        if isinstance(team_args, ToolFailure):
+            return team_args
+        return team_args, {"turn": turn, "normalize": self._norm, "ask": self._approve,
+                           "recorder": self._run_recorder()}
+
+    def _failed(self, exc: Exception) -> ToolFailure:
+        """After an exception: the tool's own goes to CrewAI; a setup error to the app.
+
+        Raises:
+            Exception: what the wrapped tool raised (CrewAI tells the model), a
+                :class:`CrewSetupError` as is, anything else unchanged.
+        """
+        if isinstance(exc, _ToolRaised):
+            raise exc.error from None
+        if isinstance(exc, IntegrationError) and not isinstance(exc, CrewSetupError):
+            return self._setup_failed(exc)
+        raise exc
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        """The gated call (CrewAI calls ``run`` -> ``_run`` with the validated arguments)."""
         base = self._base
 
         def call(**a: Any) -> Any:
-            return base.run(**a)
+            try:
+                return base.run(**a)
+            except Exception as exc:
+                raise _ToolRaised(exc) from exc
 
-        if self._norm is not None:
-            team_args = self._team_args(kwargs)
-            if isinstance(team_args, ToolFailure):
-                return team_args
-            return self._settle(self._guard.run(self.name, call, team_args,
-                                                normalize=self._norm,
-                                                recorder=self._run_recorder()))
-        plan = plan_roots(self._context, self._roots, kwargs)
-        gated = self._guard.run(self.name, call, self._as_planned(kwargs, plan), plan,
-                                recorder=self._run_recorder())
+        try:
+            spec = self._gate_call(args, kwargs)
+            if isinstance(spec, ToolFailure):
+                return spec
+            gated = self._guard.run(self.name, call, spec[0], **spec[1])
+        except Exception as exc:
+            return self._failed(exc)
         return self._settle(gated)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
         """The gated async call (the wrapped tool's ``arun`` if it has one)."""
-        if args:
-            raise IntegrationError("fenced CrewAI tools take keyword arguments",
-                                   framework="crewai", tool=self.name)
         base = self._base
 
         async def call(**a: Any) -> Any:
             try:
-                return await base.arun(**a)
-            except NotImplementedError:
-                return base.run(**a)
+                try:
+                    return await base.arun(**a)
+                except NotImplementedError:
+                    return base.run(**a)
+            except Exception as exc:
+                raise _ToolRaised(exc) from exc
 
-        if self._norm is not None:
-            team_args = self._team_args(kwargs)
-            if isinstance(team_args, ToolFailure):
-                return team_args
-            return self._settle(await self._guard.arun(self.name, call, team_args,
-                                                       normalize=self._norm,
-                                                       recorder=self._run_recorder()))
-        plan = plan_roots(self._context, self._roots, kwargs)
-        gated = await self._guard.arun(self.name, call, self._as_planned(kwargs, plan), plan,
-                                       recorder=self._run_recorder())
+        try:
+            spec = self._gate_call(args, kwargs)
+            if isinstance(spec, ToolFailure):
+                return spec
+            gated = await self._guard.arun(self.name, call, spec[0], **spec[1])
+        except Exception as exc:
+            return self._failed(exc)
         return self._settle(gated)
+
+
+def _stamp_reads(team: TeamAgent) -> None:
+    """Reads of ``team`` made by a CrewAI tool belong to that tool call's model turn."""
+    prev = team.turn_source
+    if prev is None or prev is read_turn or getattr(prev, "icore_crewai", False):
+        team.turn_source = read_turn
+        return
+    other = prev
+
+    def either() -> Hashable | None:
+        got = read_turn()
+        return got if got is not None else other()
+
+    either.icore_crewai = True  # type: ignore[attr-defined]
+    team.turn_source = either
 
 
 def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
@@ -169,7 +275,8 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
                        replan: AnyReplanner | UserReplanner | None = None,
                        recorder: RunRecorder | None = None, on_block: OnBlock = "error",
                        state_update: StateUpdate | None = None,
-                       replicator: Replicator | None = None) -> FencedCrewTool:
+                       replicator: Replicator | None = None,
+                       approve: Approver | None = None) -> FencedCrewTool:
     """Wrap a CrewAI ``BaseTool`` so every call passes the PlanFence gate.
 
     Args:
@@ -177,7 +284,8 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
         agent: high-level: the :class:`~icore.workspace.Agent` whose reads the calls
             derive from (``ws.agent("shipper")``). Low-level: the agent id events are
             attributed to.
-        depends_on: D(a): keys, or a function of the call's arguments returning them.
+        depends_on: D(a): keys, or a function of the call's arguments returning them
+            (probed once when wrapped, see :func:`~._setup.probe_scope`).
         fence: low-level only: the executor's :class:`~icore.fence.Fence`.
         context: low-level only: where the plan lives (a mapping or an object, e.g. a
             Flow state).
@@ -188,41 +296,70 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
             its next call is the one replan). Low-level: the one replan (sync; ``async
             def`` only for ``arun``).
         recorder: records gate decisions, the replan and the call.
-        on_block: ``"error"``: a ``ToolFailure`` result; ``"raise"``: ActionBlocked.
+        on_block: ``"error"``: a ``ToolFailure`` result the agent reads; ``"raise"``:
+            :class:`~icore.integrations.crewai.CrewActionBlocked` (an ``ActionBlocked``)
+            out of ``kickoff()`` (or out of ``run()`` called directly).
         state_update: low-level: after a replan, more context updates.
         replicator: low-level: names keys, not record ids, in a block's message.
+        approve: high-level: ``approve(ApprovalRequest) -> bool``, a human's decision on
+            an authorized call (its arguments and the versions it derives from); the
+            call is validated again after the answer and runs only if still authorized
+            and approved (a change meanwhile hands the model the fresh values; its next
+            call is put to the human again).
 
     Returns:
         A :class:`FencedCrewTool` with the original name, description and schema.
 
     Raises:
-        IntegrationError: ``tool`` is not a CrewAI ``BaseTool``; its function takes
-            ``*args`` / ``**kwargs`` / positional-only parameters; neither a workspace
-            ``agent`` nor ``fence`` is given; ``depends_on`` is a str, empty or names facts
-            no owner is declared for (each error names the fix).
+        IntegrationError: ``tool`` is not a CrewAI ``BaseTool`` or is fenced already;
+            its function (or, for a ``BaseTool`` subclass without schema fields, its
+            ``_run``) takes ``*args`` / ``**kwargs`` / positional-only parameters; neither
+            a workspace ``agent`` nor
+            ``fence`` is given; ``on_block`` is neither ``"error"`` nor ``"raise"``;
+            ``approve`` is not callable or given without a workspace agent;
+            ``depends_on`` is a str, empty or names facts no owner is declared for, or
+            (a function) reads a parameter the tool does not have or returns a str
+            (each error names the fix).
     """
     if not isinstance(tool, BaseTool):
         raise IntegrationError("fenced_crewai_tool needs a CrewAI BaseTool",
                                framework="crewai", got=type(tool).__name__)
-    func = getattr(tool, "func", None)
-    if callable(func):
-        check_tool_function(func, framework="crewai", tool=tool.name)
+    if isinstance(tool, FencedCrewTool):
+        raise IntegrationError("the tool is fenced already: a second gate would validate "
+                               "a second action record for one call", framework="crewai",
+                               tool=tool.name, fix="wrap the original tool once")
+    check_base_tool(tool)
     team = agent if isinstance(agent, TeamAgent) else None
     if team is None and not isinstance(agent, str):
         raise IntegrationError("agent= must be a workspace agent (ws.agent('name')) or an "
                                "agent id", framework="crewai", tool=tool.name,
                                got=type(agent).__name__)
+    if on_block not in ("error", "raise"):
+        raise IntegrationError("on_block must be 'error' or 'raise'", framework="crewai",
+                               tool=tool.name, on_block=on_block)
+    if approve is not None and (team is None or not callable(approve)):
+        raise IntegrationError("approve= needs a workspace agent= and a callable "
+                               "approve(request) -> bool", framework="crewai",
+                               tool=tool.name, got=type(approve).__name__)
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on, replan=replan,
-                       recorder=recorder, on_block=on_block, replicator=replicator)
+                       recorder=recorder, on_block="error", replicator=replicator)
+    if team is not None and callable(depends_on):
+        probe_scope(depends_on, schema_fields(tool), team.workspace.ownership,
+                    tool=tool.name)
     guard.claim(tool.name)
+    install_hooks()
     wrapped = FencedCrewTool(name=tool.name, description=tool.description,
                              args_schema=tool.args_schema,
-                             result_as_answer=tool.result_as_answer)
+                             result_as_answer=tool.result_as_answer,
+                             cache_function=_never_cache)
     wrapped._base = tool
     wrapped._guard = guard
     wrapped._context = context
     wrapped._roots = roots
     wrapped._state_update = state_update
+    wrapped._on_block = on_block
+    wrapped._approve = approve
     if team is not None:
         wrapped._norm = ArgNormalizer(tool.args_schema, name=tool.name, framework="crewai")
+        _stamp_reads(team)
     return wrapped

@@ -8,8 +8,10 @@ Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit``
   update too) and its ``goto`` as a handoff.
 * :class:`RecordingHandler` is a LangChain callback handler: pass it in
   ``config={"callbacks": [handler]}`` and every node step, model turn (with its tool
-  calls) and tool result is recorded, and the end of the run (its last message as the
-  final answer, so a clean run has its terminal marker); prebuilt graphs need no
+  calls and their arguments), tool result and handoff is recorded under the agent that
+  produced it (a ``create_react_agent``'s ``name=``, not its inner ``agent`` node), a
+  pause at ``interrupt()`` as a pause, and the end of the run once (its last message as
+  the final answer, so a clean run has its terminal marker); prebuilt graphs need no
   wrapping. A fenced tool built without ``recorder=`` records into the handler's
   recorder, so it never vanishes from the trace.
 """
@@ -18,17 +20,21 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import ToolMessage
 from langchain_core.outputs import LLMResult
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
 from icore.integrations import RunRecorder
+from icore.integrations._recorder import plain_data
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,8 +87,7 @@ def _writes(out: Any) -> tuple[list[str], list[str]]:
                 wrote.update(str(k) for k in up)
             elif isinstance(up, list | tuple):
                 wrote.update(str(k) for k, _ in up)
-            targets = o.goto if isinstance(o.goto, list | tuple) else [o.goto]
-            goto += [str(getattr(t, "node", t)) for t in targets if t]
+            goto += _goto(o)
         elif isinstance(o, Mapping):
             wrote.update(str(k) for k in o)
     return sorted(wrote), goto
@@ -140,9 +145,8 @@ def recorded_node(node: F, *, recorder: RunRecorder, name: str | None = None,
 
 
 def _text_args(args: Any) -> str:
-    if isinstance(args, Mapping):
-        return ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return repr(args)
+    """A call's arguments as JSON text (data, not Python reprs)."""
+    return json.dumps(plain_data(args), sort_keys=True, default=str)
 
 
 def _final(outputs: Any) -> Any:
@@ -159,12 +163,37 @@ def _content(m: Any) -> str:
         return c
     if isinstance(c, list):
         return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in c)
-    return str(c)
+    return json.dumps(plain_data(c), sort_keys=True, default=str)
 
 
-def _interrupted(outputs: Any) -> bool:
-    """Whether a graph run stopped at ``interrupt()`` (it resumes later; not its end)."""
-    return isinstance(outputs, Mapping) and "__interrupt__" in outputs
+def _goto(cmd: Command[Any]) -> list[str]:
+    targets = cmd.goto if isinstance(cmd.goto, list | tuple) else [cmd.goto]
+    return [str(getattr(t, "node", t)) for t in targets if t]
+
+
+def _command_text(cmd: Command[Any]) -> str:
+    """A ``Command`` a tool returned, as data: where it goes and what it updates."""
+    up = cmd.update
+    keys = sorted(str(k) for k in up) if isinstance(up, Mapping) else \
+        sorted({str(k) for k, _ in up}) if isinstance(up, list | tuple) else []
+    return json.dumps({"command": {"goto": _goto(cmd), "graph": cmd.graph, "update": keys}},
+                      sort_keys=True)
+
+
+_AGENT_STEPS = frozenset({"agent", "tools", "model", "pre_model_hook", "post_model_hook",
+                          "generate_structured_response"})
+"""Node names of LangGraph's prebuilt agent graphs (``create_react_agent``): steps of the
+agent, not agents; their graph (its ``name=``) is the agent."""
+
+_DEFAULT_GRAPH = "LangGraph"
+"""The name LangGraph gives a compiled graph built without ``name=``."""
+
+
+@dataclass(slots=True)
+class _Chain:
+    parent: UUID | None
+    name: str
+    node: str | None
 
 
 class RecordingHandler(BaseCallbackHandler):
@@ -172,12 +201,24 @@ class RecordingHandler(BaseCallbackHandler):
 
     Node steps (``langgraph_node`` runs), model turns with their tool calls (each call
     noted with the agent that asked for it, so a fenced tool's gate events go to that
-    agent), tool results (``status="error"`` ones as errors) and the end of the run: the
-    graph run's last message is recorded as the final answer (a ``termination`` line,
-    attributed to the last agent that spoke). A graph interrupted for a human
-    (``interrupt()``) or failing records no end. Fenced tools record their own gate
-    decisions and calls (with or without :func:`fenced_tool` ``recorder=``: without it
-    they use this handler's recorder), so their tool events are skipped here.
+    agent), tool results (``status="error"`` ones as errors), handoffs (a ``Command``'s
+    ``goto``, from a node or a tool, ``graph=Command.PARENT`` included) and the end of
+    the run: the graph run's last message is recorded as the final answer (a
+    ``termination`` line, attributed to the last agent that spoke), once per run.
+
+    A run paused at ``interrupt()`` is not an end: the pause is recorded as a
+    ``thought`` with ``pause: true`` and the interrupts' values, and the resumed run
+    (``Command(resume=...)``, no new task) records the real end when it finishes. A run
+    failing records no end.
+
+    The agent of an event (icore Sec. 3: every event is attributed to the agent that
+    produced it): a model run's ``lc_agent_name``; else the graph node the event runs in;
+    when that node is a step of a prebuilt agent graph (``create_react_agent``'s
+    ``agent`` / ``tools`` nodes), the agent graph itself: its ``name=`` (a subgraph's
+    name, or the invoked graph's), else the node that hosts it. A tool call goes to the
+    agent whose model turn asked for it (by the call's id). Fenced tools record their own
+    gate decisions and calls (with or without :func:`fenced_tool` ``recorder=``: without
+    it they use this handler's recorder), so their tool events are skipped here.
 
     Args:
         recorder: where the run goes.
@@ -191,71 +232,155 @@ class RecordingHandler(BaseCallbackHandler):
         self.recorder = recorder
         self.nodes = nodes
         self._runs: dict[UUID, tuple[str, Any]] = {}
+        self._chains: dict[UUID, _Chain] = {}
         self._fenced: set[UUID] = set()
         self._root: UUID | None = None
+        self._paused: list[tuple[str, Any]] = []
+        self._ended: dict[str, Any] | None = None
         self._last_agent = "graph"
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _node(metadata: Mapping[str, Any] | None) -> str:
-        return str((metadata or {}).get("langgraph_node") or "graph")
+    def _agent(self, start: UUID | None, metadata: Mapping[str, Any] | None) -> str:
+        """The agent an event under chain run ``start`` belongs to (see the class doc)."""
+        md = metadata or {}
+        if md.get("lc_agent_name"):
+            return str(md["lc_agent_name"])
+        with self._lock:
+            r, node = start, None
+            while r is not None and (c := self._chains.get(r)) is not None:
+                if c.node is not None and c.name == c.node:
+                    node = c
+                    break
+                r = c.parent
+            host = self._chains.get(node.parent) if node and node.parent else None
+        if node is None or node.node is None:
+            return str(md.get("langgraph_node") or "graph")
+        if node.node not in _AGENT_STEPS or host is None:
+            return node.node
+        if host.name and host.name != _DEFAULT_GRAPH:
+            return host.name
+        return host.node or node.node
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *,
                        run_id: UUID, parent_run_id: UUID | None = None,
                        metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """A node starts (only the node's own run, not its inner runnables)."""
+        """A chain starts: remembered, as agents are found by the run tree.
+
+        A node's own run is a node step; the graph run's input is the task (a resume's
+        is not).
+        """
         node = (metadata or {}).get("langgraph_node")
+        name = str(kwargs.get("name") or "")
+        with self._lock:
+            parent = self._chains.get(parent_run_id) if parent_run_id else None
+            self._chains[run_id] = _Chain(parent_run_id, name,
+                                          str(node) if node is not None else None)
         if parent_run_id is None:  # the graph run itself: its input is the task
             with self._lock:
                 self._root = run_id
+                self._paused = []
             msgs = inputs.get("messages") if isinstance(inputs, Mapping) else None
             first = (msgs[0] if isinstance(msgs, list) else msgs) if msgs else None
             if isinstance(inputs, Command) or (first is None and not inputs):
-                return  # a resume (Command) continues the run: no new task
+                # a resume continues the run: no new task; an end recorded before it was
+                # a pause (a static breakpoint, ``interrupt_before``, raises nothing)
+                with self._lock:
+                    ended, self._ended = self._ended, None
+                if ended is not None:
+                    self.recorder.reopen(ended)
+                return
+            with self._lock:
+                self._ended = None
             self.recorder.task(_content(first) if first is not None else inputs)
-        if self.nodes and node is not None and kwargs.get("name") == node:
+        # a node's own run (not its inner runnables, not the subgraph run it hosts)
+        if self.nodes and node is not None and name == node and not (
+                parent is not None and parent.name == name and parent.node == name):
             with self._lock:
                 self._runs[run_id] = ("node", str(node))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """A node ends: record what it wrote; the graph run ends: record its final answer."""
+        """A node ends: record what it wrote; the graph run ends: record its end.
+
+        The end is the final answer, or the pause when it stopped at ``interrupt()``.
+        """
+        agent = self._agent(run_id, kwargs.get("metadata"))
         with self._lock:
             entry = self._runs.pop(run_id, None)
+            self._chains.pop(run_id, None)
             root = run_id == self._root
             if root:
                 self._root = None
+                paused, self._paused = self._paused, []
             last = self._last_agent
         if root:
-            if not _interrupted(outputs):
-                self.recorder.finish(last, _final(outputs))
+            if paused:
+                self._pause(paused)
+            else:
+                line = self.recorder.finish(last, _final(outputs))
+                with self._lock:
+                    self._ended = line
             return
         if entry is None:
             return
         node = str(entry[1])
         with self._lock:
-            self._last_agent = node
+            self._last_agent = agent
         wrote, goto = _writes(outputs)
-        self.recorder.add(node, "thought", f"node {node} wrote {', '.join(wrote) or 'nothing'}",
+        self.recorder.add(agent, "thought",
+                          f"node {node} wrote {', '.join(wrote) or 'nothing'}",
                           node=node, wrote=wrote)
         for g in goto:
-            self.recorder.handoff(node, g, f"{node} -> {g}")
+            self.recorder.handoff(agent, g, f"{agent} -> {g}")
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end)."""
+        if isinstance(error, GraphInterrupt):  # seen by every chain it passes: once each
+            agent = self._agent(run_id, kwargs.get("metadata"))
+            items = error.args[0] if error.args and isinstance(error.args[0],
+                                                               list | tuple) else ()
+            with self._lock:
+                seen = {getattr(i, "id", None) for _, i in self._paused}
+                for i in items:
+                    if getattr(i, "id", None) not in seen:
+                        seen.add(getattr(i, "id", None))
+                        self._paused.append((agent, i))
+        with self._lock:
+            self._runs.pop(run_id, None)
+            self._chains.pop(run_id, None)
+            root = run_id == self._root
+            if root:
+                self._root = None
+                paused, self._paused = self._paused, []
+        if root and paused:
+            self._pause(paused)
+
+    def _pause(self, paused: list[tuple[str, Any]]) -> None:
+        """Record a pause at ``interrupt()``: who paused and the question(s) asked."""
+        values = [{"id": getattr(i, "id", None), "value": plain_data(getattr(i, "value", i))}
+                  for _, i in paused]
+        asked = "; ".join(_content(v["value"]) for v in values)
+        self.recorder.add(paused[0][0], "thought",
+                          f"paused at interrupt(), waiting for a human: {asked}",
+                          pause=True, interrupts=values)
 
     def on_chat_model_start(self, serialized: dict[str, Any] | None, messages: Any, *,
                             run_id: UUID, metadata: dict[str, Any] | None = None,
                             **kwargs: Any) -> None:
-        """A model call starts: remember which node (agent) makes it."""
+        """A model call starts: remember which agent makes it."""
+        agent = self._agent(kwargs.get("parent_run_id"), metadata)
         with self._lock:
-            self._runs[run_id] = ("model", self._node(metadata))
+            self._runs[run_id] = ("model", agent)
 
     def on_llm_start(self, serialized: dict[str, Any] | None, prompts: list[str], *,
                      run_id: UUID, metadata: dict[str, Any] | None = None,
                      **kwargs: Any) -> None:
         """A completion-model call starts."""
+        agent = self._agent(kwargs.get("parent_run_id"), metadata)
         with self._lock:
-            self._runs[run_id] = ("model", self._node(metadata))
+            self._runs[run_id] = ("model", agent)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        """A model turn: its text and tool calls."""
+        """A model turn: its text and tool calls (names and arguments)."""
         with self._lock:
             entry = self._runs.pop(run_id, None)
         agent = entry[1] if entry else "model"
@@ -273,7 +398,7 @@ class RecordingHandler(BaseCallbackHandler):
     def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *,
                       run_id: UUID, metadata: dict[str, Any] | None = None,
                       inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """A tool starts: record it.
+        """A tool starts: record it, under the agent whose model turn asked for it.
 
         Fenced tools, and the tool a fenced one wraps, are recorded by their guard instead.
         """
@@ -282,25 +407,38 @@ class RecordingHandler(BaseCallbackHandler):
                 self._fenced.add(run_id)
             return
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
+        agent = self.recorder.caller(name, kwargs.get("tool_call_id")) or self._agent(
+            kwargs.get("parent_run_id"), metadata)
         with self._lock:
-            self._runs[run_id] = ("tool", (self._node(metadata), name, inputs))
+            self._runs[run_id] = ("tool", (agent, name, inputs))
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """A tool result (a ``ToolMessage`` with ``status="error"`` is an error)."""
+        """A tool result.
+
+        A ``ToolMessage`` with ``status="error"`` is an error; a ``Command`` with a
+        ``goto`` is a handoff.
+        """
         with self._lock:
             entry = self._runs.pop(run_id, None)
+            self._fenced.discard(run_id)
         if entry is None:
             return
         agent, name, inputs = entry[1]
+        if isinstance(output, Command):
+            self.recorder.tool_call(agent, name, inputs, _command_text(output))
+            for g in _goto(output):
+                self.recorder.handoff(agent, g, f"{agent} -> {g} ({name})")
+            return
         error = isinstance(output, ToolMessage) and output.status == "error"
         self.recorder.tool_call(agent, name, inputs, _content(output), error=error)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """A tool raised."""
+        """A tool raised (an ``interrupt()`` inside it is a pause, noted by its node)."""
         with self._lock:
             entry = self._runs.pop(run_id, None)
-        if entry is None:
-            return
+            self._fenced.discard(run_id)
+        if entry is None or isinstance(error, GraphBubbleUp):
+            return  # an interrupt or a Command bubbling up is control flow, not a failure
         agent, name, inputs = entry[1]
         self.recorder.tool_call(agent, name, inputs, f"{type(error).__name__}: {error}",
                                 error=True)

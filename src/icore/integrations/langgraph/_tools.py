@@ -66,10 +66,19 @@ from icore.workspace import Agent, UserReplanner
 
 
 def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
+    if is_fenced(tool):
+        raise IntegrationError("the tool is fenced already: wrapping it again would ask "
+                               "the gate twice", framework=_FW, tool=getattr(tool, "name", ""),
+                               fix="pass the fenced tool as it is, or fence the plain tool "
+                               "once")
     if isinstance(tool, BaseTool):
         for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
             if fn is not None:
                 check_tool_function(fn, framework=_FW, tool=tool.name)
+        if getattr(tool, "func", None) is None and tool.args_schema is None:
+            # a BaseTool subclass: LangChain infers the schema from its own _run
+            check_tool_function(type(tool)._run, framework=_FW, tool=tool.name,
+                                skip=("self", "run_manager", "config", "callbacks"))
         return tool
     check_tool_function(tool, framework=_FW)
     name = getattr(tool, "__name__", "")
@@ -184,10 +193,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         raise IntegrationError("approval= must be True or False", framework=_FW,
                                got=repr(approval)[:80], fix="approval=True")
     base = _as_base_tool(tool)
-    schema = base.args_schema
+    # no args_schema: LangChain's own inference from _run (what the plain tool runs with)
+    schema = base.args_schema if base.args_schema is not None else base.get_input_schema()
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        raise IntegrationError("the tool's args_schema must be a pydantic model",
-                               framework=_FW, tool=base.name)
+        raise IntegrationError("the tool's args_schema must be a pydantic model class "
+                               "(a JSON-schema dict cannot normalise the arguments)",
+                               framework=_FW, tool=base.name, got=type(schema).__name__,
+                               fix="args_schema=<a pydantic BaseModel subclass>")
     if not (isinstance(roots, str) and roots) and not callable(roots):
         raise IntegrationError("roots= names a graph-state key or is f(state, args)",
                                framework=_FW, tool=base.name, got=type(roots).__name__)

@@ -19,13 +19,25 @@ SDK sends to the model as the call's result (the SDK's documented way for a tool
 report an error), or, with ``on_block="raise"``, raises :class:`AgentsActionBlocked`: an
 :class:`~icore.errors.ActionBlocked` that is also the SDK's ``AgentsException``, so
 ``Runner.run`` lets it out as it is (the SDK wraps any other tool exception in its
-``UserError``) and ``except ActionBlocked`` catches it around ``Runner.run``.
+``UserError``) and ``except ActionBlocked`` catches it around ``Runner.run``. A setup
+mistake found at a call (a dynamic ``depends_on`` naming undeclared facts, failing on the
+call's arguments or returning a str) leaves ``Runner.run`` the same way: as its own icore
+class (``WorkspaceError`` / ``IntegrationError``, :func:`agents_error`) that is also an
+``AgentsException``, chained to the original.
 
 Human approval (the SDK's ``needs_approval``, ``RunState.approve``): an approval covers
 the arguments of the approved call. If the gate's one replan changes them (the plan's
 inputs changed while the human decided), the changed call does not run: the model is told
 the old and new arguments (or :class:`AgentsActionBlocked` is raised), the fresh plan is
 written back, and the model's next call with the fresh arguments goes to the human again.
+An approved call this agent holds no read for (a run resumed in a new process: reads
+live in memory) is refused ``not_read`` with the current values, saying so; the model's
+new call is put to the human again.
+
+Recording: gate events and the call name the SDK agent that called the tool (a fenced
+tool shared by agents of a handoff), and inside a :func:`recording` block the tool is
+claimed as soon as the SDK lists it, so the tracing processor never records the SDK's
+function span of a call still waiting for its approval.
 """
 
 from __future__ import annotations
@@ -35,13 +47,13 @@ import inspect
 import json
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from agents import FunctionTool, function_tool
 from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 
-from icore.errors import ActionBlocked, IntegrationError
+from icore.errors import ActionBlocked, IcoreError, IntegrationError
 from icore.fence import Fence, Replan, ReplanRequest
 from icore.integrations import (
     AnyReplanner,
@@ -53,6 +65,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._context import (
     ContextRoots,
     StateUpdate,
@@ -61,8 +74,8 @@ from icore.integrations._context import (
     write_back,
 )
 from icore.integrations.openai_agents._tracing import ACTIVE_RECORDER
+from icore.workspace import NOT_READ, ApprovalRequest, Call, UserReplanner
 from icore.workspace import Agent as TeamAgent
-from icore.workspace import ApprovalRequest, UserReplanner
 
 
 class AgentsActionBlocked(ActionBlocked, AgentsException):
@@ -72,6 +85,43 @@ class AgentsActionBlocked(ActionBlocked, AgentsException):
     that is also the SDK's ``AgentsException``: the SDK re-raises its own exceptions
     from a tool unchanged and wraps every other one in ``UserError``.
     """
+
+
+_AGENTS_CLASSES: dict[type[IcoreError], type[Any]] = {}
+
+
+def agents_error(exc: IcoreError) -> AgentsException:
+    """``exc`` as an instance of its own class that is also the SDK's ``AgentsException``.
+
+    The SDK lets its own exceptions out of ``Runner.run`` as they are and wraps every
+    other tool exception in its ``UserError``; this copy (class ``Agents<Name>``, a
+    subclass of ``type(exc)`` and ``AgentsException``; same message and fields) keeps
+    ``except IntegrationError`` / ``except WorkspaceError`` working around ``Runner.run``.
+    """
+    if isinstance(exc, AgentsException):
+        return exc
+    cls = type(exc)
+    sub = _AGENTS_CLASSES.get(cls)
+    if sub is None:
+        sub = type(f"Agents{cls.__name__}", (cls, AgentsException), {
+            "__module__": __name__, "run_data": None,
+            "__doc__": f"A {cls.__name__} that leaves Runner.run as it is."})
+        _AGENTS_CLASSES[cls] = sub
+    out = cast(AgentsException, BaseException.__new__(sub))
+    out.args = exc.args
+    out.__dict__.update(exc.__dict__)
+    return out
+
+
+def _unread_after_approval(name: str, call: Call) -> str:
+    keys = ", ".join(sorted(call.fresh))
+    values = json.dumps(dict(sorted(call.fresh.items())), ensure_ascii=False, default=str)
+    return (f"PlanFence blocked {name} (not_read): this approved call depends on {keys}, and "
+            f"this agent holds no read of it here (reads are kept in memory: a run resumed "
+            f"in a new process, after a restart, starts with none), so the approval cannot "
+            f"be tied to the version the call was decided from; nothing ran. Current "
+            f"values: {values}. Decide from these values and call {name} again; the new "
+            f"call is put to the human again.")
 
 
 class _ApprovalChanged(Exception):
@@ -222,7 +272,10 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             function takes ``*args`` / ``**kwargs`` / positional-only parameters;
             ``on_block`` is neither ``"error"`` nor ``"raise"``; neither a workspace
             ``agent`` nor ``fence`` is given; ``depends_on`` is a str, empty or names
-            facts no owner is declared for (each error names the fix).
+            facts no owner is declared for (each error names the fix). At a call, an
+            icore error of the wrapper (e.g. a dynamic ``depends_on`` that fails on the
+            call's arguments, returns a str or names undeclared facts: a
+            ``WorkspaceError``) leaves ``Runner.run`` as an :func:`agents_error` copy.
     """
     if not isinstance(tool, FunctionTool):
         if not callable(tool):
@@ -242,7 +295,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                                "agent id", framework="openai_agents", tool=base.name,
                                got=type(agent).__name__)
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
-                       replan=replan if team is not None else None, recorder=recorder)
+                       replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
     turns = _Turns()
     if team is not None:  # reads made by tools of a model call are stamped with its turn
@@ -263,6 +316,14 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             return f"the arguments of {base.name} must be a JSON object"
         return args
 
+    def caller_guard(ctx: ToolContext[Any]) -> FenceGuard:
+        who = getattr(getattr(ctx, "agent", None), "name", None)
+        if not isinstance(who, str) or not who or who == guard.agent:
+            return guard
+        per_call = copy.copy(guard)  # events name the SDK agent that called the tool
+        per_call.agent = who
+        return per_call
+
     async def team_invoke(ctx: ToolContext[Any], input_json: str) -> Any:
         args = parse(input_json)
         if isinstance(args, str):
@@ -270,7 +331,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
-            return f"the arguments of {base.name} do not fit its schema: {exc}"
+            return invalid_args_message(base.name, getattr(norm, "schema", None), args,
+                                        fallback=str(exc))
         approved = _canon(norm_args) if _approved(base, ctx) else None
 
         def approve(req: ApprovalRequest) -> bool:
@@ -282,14 +344,18 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
         try:
-            gated = await guard.arun(base.name, call, norm_args, turn=turns.key(ctx),
-                                     recorder=_run_recorder(recorder, base.name),
-                                     normalize=norm, approve=approve)
+            gated = await caller_guard(ctx).arun(
+                base.name, call, norm_args, turn=turns.key(ctx),
+                recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve)
         except _ApprovalChanged as ch:
             return blocked(_changed(base.name, ch.approved, ch.fresh), "approval_changed")
         if not gated.executed:
             detail = gated.call.detail if gated.call is not None else ""
-            return blocked(gated.message, gated.reason, detail)
+            message = gated.message
+            if (approved is not None and gated.call is not None and gated.reason == NOT_READ
+                    and any(v is not None for v in gated.call.fresh.values())):
+                message = _unread_after_approval(base.name, gated.call)
+            return blocked(message, gated.reason, detail)
         return gated.value
 
     async def fence_invoke(ctx: ToolContext[Any], input_json: str) -> Any:
@@ -322,12 +388,23 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         write_back(context, roots, gated, state_update)
         return gated.value
 
+    inner = team_invoke if team is not None else fence_invoke
+
+    async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+        try:
+            return await inner(ctx, input_json)
+        except AgentsException:
+            raise
+        except IcoreError as exc:  # ours, not the SDK's UserError around it
+            raise agents_error(exc) from exc
+
     wrapped = copy.copy(base)
-    wrapped.on_invoke_tool = team_invoke if team is not None else fence_invoke
+    wrapped.on_invoke_tool = invoke
     enabled = base.is_enabled
 
     def is_enabled(wrapper: Any, owner: Any) -> Any:
         turns.bump(wrapper)
+        _run_recorder(recorder, base.name)  # claimed before any call waits for approval
         return enabled(wrapper, owner) if callable(enabled) else enabled
 
     wrapped.is_enabled = is_enabled

@@ -4,10 +4,17 @@ A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 
 :class:`RecordingProcessor` implements the SDK's ``TracingProcessor``: agent spans give
 the speaking agent, generation / response spans the model's turns (text and tool calls)
-and the run's task (the first user input), function spans the tool calls with input and
-output (errors as errors), handoff spans the handoffs, guardrail spans a thought; a
-trace's end records the last turn as the final answer. :func:`recording` installs it
-for a ``with`` block.
+and the run's task (the first user input, once per trace: a run resumed after a human
+approval continues the same trace), function spans the tool calls with input and output
+(errors as errors), handoff spans the handoffs, guardrail spans a thought.
+
+The end of a run: when a top-level run finishes (its task span ends; without task
+spans, its trace ends, or - for a run resumed from a ``RunState``, whose trace already
+ended - its agent span ends) and its last model turn is text without tool calls, that
+text is the final answer. A run stopped for a human approval has no end until it is
+resumed and finishes. One end per recorder: a later run recorded into the same recorder
+turns the earlier end back into an ordinary output. :func:`recording` installs the
+processor for a ``with`` block.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from agents.tracing import (
@@ -27,6 +36,7 @@ from agents.tracing import (
     HandoffSpanData,
     ResponseSpanData,
     Span,
+    TaskSpanData,
     Trace,
     TracingProcessor,
     get_trace_provider,
@@ -34,6 +44,7 @@ from agents.tracing import (
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
+from icore.integrations._run_end import RunEnd
 
 
 def _items(output: Any) -> list[Mapping[str, Any]]:
@@ -54,6 +65,18 @@ def _text(item: Mapping[str, Any]) -> str:
     return " ".join(str(p) for p in parts if p)
 
 
+@dataclass
+class _TraceState:
+    """What the processor knows of one trace (one run and its resumptions)."""
+
+    agent: str = "agent"
+    tasked: bool = False
+    final: tuple[str, str] | None = None
+    depth: int = 0
+    tasks: bool = False
+    ended: bool = False
+
+
 class RecordingProcessor(TracingProcessor):
     """An Agents SDK tracing processor recording every run into ``recorder``.
 
@@ -61,47 +84,86 @@ class RecordingProcessor(TracingProcessor):
         recorder: where the run goes.
     """
 
+    MAX_TRACES = 1024
+    """Traces remembered (a resumed run continues one of them)."""
+
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
         self.active = True
         """Set False to stop recording (the processor stays registered, inert)."""
-        self._agent: dict[str, str] = {}
-        self._last: dict[str, tuple[str, str]] = {}
-        self._tasked: set[str] = set()
+        self._traces: OrderedDict[str, _TraceState] = OrderedDict()
+        self._end = RunEnd(recorder)
         self._lock = threading.Lock()
+
+    def _state(self, trace_id: str) -> _TraceState:
+        """The trace's state (the caller holds the lock)."""
+        st = self._traces.get(trace_id)
+        if st is None:
+            st = self._traces[trace_id] = _TraceState()
+            while len(self._traces) > self.MAX_TRACES:
+                self._traces.popitem(last=False)
+        return st
 
     def _who(self, span: Span[Any]) -> str:
         with self._lock:
-            return self._agent.get(span.trace_id, "agent")
+            return self._state(span.trace_id).agent
+
+    def _finish(self, trace_id: str) -> None:
+        """The run ended: its last model turn, if text without tool calls, is the answer."""
+        with self._lock:
+            st = self._state(trace_id)
+            final, st.final = st.final, None
+        if final is not None:
+            self._end.end(*final)
 
     def on_trace_start(self, trace: Trace) -> None:
-        """A run starts."""
+        """A run starts (a resumed run continues its trace without a new start)."""
+        if self.active:
+            self._end.another_run()
 
     def on_trace_end(self, trace: Trace) -> None:
-        """A run ends: its last model text is the final answer."""
+        """The trace's first run ends (its answer, when its task span did not record it)."""
         if not self.active:
             return
         with self._lock:
-            last = self._last.pop(trace.trace_id, None)
-            self._agent.pop(trace.trace_id, None)
-            self._tasked.discard(trace.trace_id)
-        if last is not None:
-            self.recorder.finish(last[0], last[1])
+            self._state(trace.trace_id).ended = True
+        self._finish(trace.trace_id)
 
     def on_span_start(self, span: Span[Any]) -> None:
-        """An agent span names the agent that speaks next."""
+        """An agent span names the agent that speaks next; a task span starts a run."""
         if not self.active:
             return
         data = span.span_data
         if isinstance(data, AgentSpanData):
             with self._lock:
-                self._agent[span.trace_id] = data.name
+                self._state(span.trace_id).agent = data.name
+        elif isinstance(data, TaskSpanData):
+            with self._lock:
+                st = self._state(span.trace_id)
+                st.tasks = True
+                st.depth += 1
+                top = st.depth == 1
+            if top:
+                self._end.another_run()
+
+    def _ended_span(self, span: Span[Any]) -> None:
+        """A task span (or, in a resumed run without task spans, an agent span) ended."""
+        data = span.span_data
+        with self._lock:
+            st = self._state(span.trace_id)
+            if isinstance(data, TaskSpanData):
+                st.depth = max(0, st.depth - 1)
+                done = st.depth == 0
+            else:
+                done = st.ended and not st.tasks
+        if done:
+            self._finish(span.trace_id)
 
     def _turn(self, span: Span[Any], inputs: Any, output: Any) -> None:
         who = self._who(span)
         with self._lock:
-            first = span.trace_id not in self._tasked
-            self._tasked.add(span.trace_id)
+            st = self._state(span.trace_id)
+            first, st.tasked = not st.tasked, True
         if first:
             task = inputs if isinstance(inputs, str) else next(
                 (_text(m) for m in _items(inputs) if m.get("role") == "user"), "")
@@ -119,9 +181,8 @@ class RecordingProcessor(TracingProcessor):
             elif it.get("type") == "message" or it.get("role") == "assistant":
                 texts.append(_text(it))
         text = " ".join(t for t in texts if t)
-        if text:
-            with self._lock:
-                self._last[span.trace_id] = (who, text)
+        with self._lock:
+            self._state(span.trace_id).final = (who, text) if text and not calls else None
         if text or calls:
             self.recorder.turn(who, text or f"calls {[c['name'] for c in calls]}",
                                tool_calls=calls or None)
@@ -151,6 +212,8 @@ class RecordingProcessor(TracingProcessor):
         elif isinstance(data, GuardrailSpanData):
             self.recorder.add(self._who(span), "thought",
                               f"guardrail {data.name}: triggered={data.triggered}")
+        if isinstance(data, TaskSpanData | AgentSpanData):
+            self._ended_span(span)
 
     def shutdown(self) -> None:
         """Nothing to release."""

@@ -9,15 +9,14 @@ replies by request id; requests issued in the same event-loop iteration share on
 record and one socket write, and so do the replies to one read);
 ``new_connection_per_rpc=True`` opens, authenticates and closes a connection for every
 RPC, paying the TCP and TLS handshakes as in the paper's setting. Every RPC has a
-timeout (default 2 s, design.md 3.2).
+timeout (default 2 s, design.md 3.2). Each connection is an asyncio protocol
+(:class:`~icore.net._tcp.link.OwnerLink`): a reply resolves its caller's future within
+the loop callback that read it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import heapq
-import itertools
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 
@@ -30,168 +29,23 @@ from icore.net._errors import (
     RpcTimeout,
     TransportError,
 )
-from icore.net._frames import (
-    FrameDecoder,
-    encode_frame,
-)
+from icore.net._headwire import encode_head_query
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Announce,
     Commit,
     CommitAck,
-    ErrorReply,
     FetchReply,
     FetchRequest,
-    HeadQuery,
     Message,
     Ping,
     Pong,
     Replicate,
 )
 from icore.net._stats import TrafficStats, raise_for_error, to_head_reply
-from icore.net._tcp.channel import PathModel, SecureChannel, Shaper
+from icore.net._tcp.channel import PathModel, Shaper
+from icore.net._tcp.link import OwnerLink
 from icore.records import Record, RecordId
-
-
-class _Conn:
-    """One client connection to an owner: request ids, pending replies, reader task."""
-
-    def __init__(self, ch: SecureChannel, owner: str, max_frame_bytes: int) -> None:
-        self.ch = ch
-        self.owner = owner
-        self.dec = FrameDecoder(max_frame_bytes=max_frame_bytes)
-        self.rids = itertools.count(1)
-        self.pending: dict[int, asyncio.Future[Message]] = {}
-        self.dead: BaseException | None = None
-        self.reader: asyncio.Task[None] | None = None
-        self.wbuf: list[bytes] = []
-        self.flush_scheduled = False
-        self._deadlines: list[tuple[float, int]] = []
-        """Heap of (loop-time deadline, request id) of requests on this connection."""
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
-
-    def start(self) -> None:
-        """Start the reader task that matches replies to requests (on the running loop)."""
-        self.reader = asyncio.get_running_loop().create_task(self._read_loop())
-
-    async def _read_loop(self) -> None:
-        err: BaseException
-        try:
-            while True:
-                data = await self.ch.recv()
-                if not data:
-                    self.dec.eof()
-                    err = ConnectionClosed("owner closed the connection", owner=self.owner)
-                    break
-                for msg in self.dec.feed(data):
-                    self.ch.stats.frames_in += 1
-                    fut = self.pending.pop(msg.rid, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(msg)
-                    elif isinstance(msg, ErrorReply) and msg.rid == 0:
-                        err = ConnectionClosed(f"owner closed the connection: {msg.message}",
-                                               owner=self.owner, remote_code=msg.code)
-                        raise _Stop(err)
-        except _Stop as stop:
-            err = stop.err
-        except asyncio.CancelledError:
-            err = ConnectionClosed("connection closed locally", owner=self.owner)
-        except TransportError as exc:
-            err = exc
-        except Exception as exc:  # never leave callers waiting
-            err = ConnectionClosed(f"connection failed: {exc}", owner=self.owner)
-        self.fail(err)
-
-    def fail(self, err: BaseException) -> None:
-        """Mark the connection dead and fail every pending request with ``err``.
-
-        A caller still awaiting its reply gets ``err``. One that already gave up (timed
-        out or cancelled while its request was being written, or failed in ``drain()``
-        because the same drop broke the write) never awaits its future again: its
-        exception is marked retrieved here, so asyncio does not log "Future exception
-        was never retrieved" when the future is collected.
-        """
-        if self.dead is None:
-            self.dead = err
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._deadlines.clear()
-        pending, self.pending = self.pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(err)
-                fut.exception()  # retrieved: awaiting it still raises ``err``
-
-    def request(self, build: Callable[[int], Message]) -> tuple[int, asyncio.Future[Message]]:
-        """Allocate the next request id and write the frame now; return it and the future.
-
-        There is no await in between, so request ids reach the wire in increasing order.
-        """
-        if self.dead is not None:
-            raise self.dead
-        rid = next(self.rids)
-        msg = build(rid)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Message] = loop.create_future()
-        self.pending[rid] = fut
-        # frames of requests issued in the same loop iteration share one TLS record and
-        # one socket write (concurrent executors on one connection)
-        self.wbuf.append(encode_frame(msg))
-        self.ch.stats.frames_out += 1
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            loop.call_soon(self._flush_writes)
-        return rid, fut
-
-    def expire_at(self, rid: int, deadline: float) -> None:
-        """Fail request ``rid`` with :class:`TimeoutError` if it is unanswered at ``deadline``.
-
-        One timer per connection, armed at the earliest live deadline, instead of one
-        timer per request: a reply only leaves a stale heap entry, dropped when the timer
-        next fires (about once per timeout period while requests keep flowing).
-        """
-        heapq.heappush(self._deadlines, (deadline, rid))
-        if self._timer is None or deadline < self._timer_at:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer_at = deadline
-            self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
-
-    def _expire(self) -> None:
-        self._timer = None
-        now = asyncio.get_running_loop().time()
-        dl, pending = self._deadlines, self.pending
-        while dl and (dl[0][0] <= now or dl[0][1] not in pending):
-            deadline, rid = heapq.heappop(dl)
-            if deadline <= now and (fut := pending.pop(rid, None)) is not None \
-                    and not fut.done():
-                fut.set_exception(TimeoutError())
-        if dl:
-            self._timer_at = dl[0][0]
-            self._timer = asyncio.get_running_loop().call_at(self._timer_at, self._expire)
-
-    def _flush_writes(self) -> None:
-        self.flush_scheduled = False
-        if not self.wbuf:
-            return
-        data = b"".join(self.wbuf)
-        self.wbuf.clear()
-        try:
-            self.ch.send(data)
-        except Exception as exc:  # the connection is gone: fail every waiting request
-            self.fail(exc if isinstance(exc, TransportError)
-                      else ConnectionClosed(f"write failed: {exc}", owner=self.owner))
-
-    async def close(self) -> None:
-        """Fail every pending request, stop the reader and close the channel."""
-        self.fail(ConnectionClosed("connection closed locally", owner=self.owner))
-        if self.reader is not None:
-            self.reader.cancel()
-            with contextlib.suppress(BaseException):
-                await self.reader
-        await self.ch.close()
 
 
 def _abandon(fut: asyncio.Future[Message]) -> None:
@@ -204,12 +58,6 @@ def _abandon(fut: asyncio.Future[Message]) -> None:
         fut.cancel()
     elif not fut.cancelled():
         fut.exception()
-
-
-class _Stop(Exception):
-    def __init__(self, err: BaseException) -> None:
-        super().__init__(str(err))
-        self.err = err
 
 
 class OwnerClient:
@@ -229,6 +77,10 @@ class OwnerClient:
         max_frame_bytes: largest accepted frame.
     """
 
+    bounds_timeouts = True
+    """Every call ends within its ``timeout_s`` (connecting included), raising
+    :class:`RpcTimeout`: the gate sets no timer of its own (issue 27)."""
+
     def __init__(self, addresses: Mapping[str, tuple[str, int]], *, identity: str,
                  ssl_context: ssl.SSLContext, new_connection_per_rpc: bool = False,
                  path: PathModel | None = None, inline_max_bytes: int = 0,
@@ -241,38 +93,37 @@ class OwnerClient:
         self.inline_max_bytes = inline_max_bytes
         self.max_frame_bytes = max_frame_bytes
         self.stats = TrafficStats()
-        self._conns: dict[str, _Conn] = {}
+        self._conns: dict[str, OwnerLink] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._shaper: Shaper | None = None
 
-    async def _connect(self, owner: str) -> _Conn:
+    async def _connect(self, owner: str) -> OwnerLink:
         addr = self.addresses.get(owner)
         if addr is None:
             raise OwnerUnreachable("no address for this owner", owner=owner)
         if self.path is not None and self._shaper is None:
             self._shaper = Shaper(self.path)
+        loop = asyncio.get_running_loop()
+        conn = OwnerLink(owner, self.ssl_context, self.stats,
+                         max_frame_bytes=self.max_frame_bytes, shaper=self._shaper)
         try:
-            reader, writer = await asyncio.open_connection(addr[0], addr[1])
+            await loop.create_connection(lambda: conn, addr[0], addr[1])
         except OSError as exc:
             raise OwnerUnreachable(f"cannot connect: {exc}", owner=owner,
                                    address=f"{addr[0]}:{addr[1]}") from exc
-        ch = SecureChannel(reader, writer, self.ssl_context, server_side=False,
-                           stats=self.stats, shaper=self._shaper)
         try:
-            peer = await ch.handshake()
+            peer = await conn.handshake_done
         except BaseException:
-            ch.abort()
+            conn.abort()
             raise
         if peer != owner:
-            await ch.close()
+            await conn.close()
             raise AuthenticationError("the server's certificate names another agent",
                                       owner=owner, peer=peer)
         self.stats.connections += 1
-        conn = _Conn(ch, owner, self.max_frame_bytes)
-        conn.start()
         return conn
 
-    async def _conn(self, owner: str) -> _Conn:
+    async def _conn(self, owner: str) -> OwnerLink:
         conn = self._conns.get(owner)
         if conn is not None and conn.dead is None:
             return conn
@@ -287,7 +138,8 @@ class OwnerClient:
             self._conns[owner] = conn
             return conn
 
-    async def _rpc_once(self, owner: str, build: Callable[[int], Message]) -> Message:
+    async def _rpc_once(self, owner: str, build: Callable[[int], Message | bytes]
+                        ) -> Message:
         if self.new_connection_per_rpc:
             conn = await self._connect(owner)
             try:
@@ -297,30 +149,32 @@ class OwnerClient:
         conn = await self._conn(owner)
         rid, fut = conn.request(build)
         try:
-            await conn.ch.drain()
+            await conn.drain()
             return await fut
         finally:  # on timeout/cancellation, forget the request (a late reply is dropped)
             conn.pending.pop(rid, None)
             _abandon(fut)
 
-    async def _rpc_live(self, conn: _Conn, build: Callable[[int], Message],
+    async def _rpc_live(self, conn: OwnerLink, build: Callable[[int], Message | bytes],
                         timeout_s: float) -> Message:
         """One RPC on an open connection, timed by the connection's deadline sweep."""
         deadline = asyncio.get_running_loop().time() + timeout_s
         rid, fut = conn.request(build)
         conn.expire_at(rid, deadline)
         try:
-            if conn.ch.backlogged():
+            if conn.backlogged():
                 async with asyncio.timeout_at(deadline):
-                    await conn.ch.drain()
+                    await conn.drain()
             return await fut
         finally:  # on timeout/cancellation, forget the request (a late reply is dropped)
             conn.pending.pop(rid, None)
             _abandon(fut)
 
-    async def rpc(self, owner: str, build: Callable[[int], Message], *,
+    async def rpc(self, owner: str, build: Callable[[int], Message | bytes], *,
                   timeout_s: float = DEFAULT_TIMEOUT_S) -> Message:
-        """Send one request (built from its request id) and return the reply.
+        """Send one request and return the reply.
+
+        ``build`` makes the request from its request id: the message, or its frame.
 
         Raises:
             RpcTimeout: no reply within ``timeout_s`` (connecting included).
@@ -359,7 +213,8 @@ class OwnerClient:
         """One batched head query to ``owner`` (planfence Alg. 1 line 5)."""
         k = tuple(keys)
         kn = dict(known or {})
-        reply = await self.rpc(owner, lambda rid: HeadQuery(rid, k, kn, self.inline_max_bytes),
+        inline = self.inline_max_bytes
+        reply = await self.rpc(owner, lambda rid: encode_head_query(rid, k, kn, inline),
                                timeout_s=timeout_s)
         return to_head_reply(reply, owner=owner, keys=k, known=kn)
 

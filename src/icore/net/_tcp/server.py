@@ -3,7 +3,9 @@
 :class:`OwnerServer` serves one agent's store to the team (the client side is
 :mod:`icore.net._tcp.client`, the thread wrappers :mod:`icore.net._tcp.sync`); commits that
 arrive together are applied as one group (:class:`GroupCommitter`). Replies to the
-requests of one read go out in one TLS record and one socket write, in request order.
+requests of one read go out in one TLS record and one socket write, in request order; each
+connection is an asyncio protocol (:mod:`icore.net._tcp.serving`) answering a head query
+within the loop callback that read it.
 
 Security behaviour (each case is logged on ``icore.net`` and recorded in
 :attr:`OwnerServer.events`; the server keeps serving other connections):
@@ -24,21 +26,17 @@ import ssl
 from dataclasses import dataclass
 
 from icore.memory import Store
-from icore.net._errors import ConnectionClosed, ProtocolError, TransportError
-from icore.net._frames import (
-    FrameDecoder,
-    encode_frame,
-)
+from icore.net._errors import ConnectionClosed, TransportError
 from icore.net._handler import DEFAULT_INLINE_CAP_BYTES, OwnerHandler
+from icore.net._headwire import HeadReplyEncoder
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Commit,
     ErrorReply,
     Message,
-    RequestSequence,
 )
 from icore.net._stats import TrafficStats, error_code_of
-from icore.net._tcp.channel import SecureChannel
+from icore.net._tcp.serving import OwnerConnection
 
 log = logging.getLogger("icore.net")
 
@@ -170,6 +168,7 @@ class OwnerServer:
                  handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> None:
         check_port(port)
         self.handler = OwnerHandler(store, agent=agent, inline_cap_bytes=inline_cap_bytes)
+        self.head_encoder = HeadReplyEncoder(agent, max_frame_bytes=max_frame_bytes)
         self.agent = agent
         self.ssl_context = ssl_context
         self.host = host
@@ -179,7 +178,7 @@ class OwnerServer:
         self.stats = TrafficStats()
         self.events: list[SecurityEvent] = []
         self._server: asyncio.Server | None = None
-        self._conns: set[asyncio.Task[None]] = set()
+        self._conns: set[OwnerConnection] = set()
         self._group = GroupCommitter(self.handler)
 
     @property
@@ -195,8 +194,8 @@ class OwnerServer:
                 (the message names the agent, host and port).
         """
         try:
-            self._server = await asyncio.start_server(self._on_connect, self.host,
-                                                      self.port)
+            self._server = await asyncio.get_running_loop().create_server(
+                self._accept, self.host, self.port)
         except OSError as exc:
             raise TransportError(f"agent {self.agent}: cannot serve on {self.host}:"
                                  f"{self.port}: {exc.strerror or exc}", agent=self.agent,
@@ -216,114 +215,40 @@ class OwnerServer:
         """Stop accepting, close every connection. Idempotent."""
         if self._server is not None:
             self._server.close()
-            for t in list(self._conns):
-                t.cancel()
-            await asyncio.gather(*self._conns, return_exceptions=True)
+            conns = list(self._conns)
+            for c in conns:
+                c.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*(c.closed for c in conns)), 2.0)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
             self._server = None
 
-    def _event(self, kind: str, exc: BaseException, peer: str) -> None:
-        code = exc.code if isinstance(exc, _Remote) else error_code_of(exc)
-        name = "ErrorReply" if isinstance(exc, _Remote) else type(exc).__name__
-        ev = SecurityEvent(kind, code, name, peer, str(exc)[:500])
+    # -- ConnectionHost (what each OwnerConnection asks of its server) -------------------
+    def submit_commit(self, msg: Commit, peer: str) -> asyncio.Future[Message]:
+        """Queue a commit in the group commit; the future resolves once it is durable."""
+        return self._group.submit(msg, peer)
+
+    def security_event(self, kind: str, exc: BaseException, peer: str) -> None:
+        """Record a refused connection or request in :attr:`events` and log it."""
+        ev = SecurityEvent(kind, error_code_of(exc), type(exc).__name__, peer,
+                           str(exc)[:500])
         if len(self.events) < 10_000:
             self.events.append(ev)
-        if isinstance(exc, _Remote):
-            return  # OwnerHandler already logged the refused request
         log.warning("owner %s refused %s from peer=%r: %s: %s [%s]", self.agent, kind,
                     peer, ev.error, ev.detail, ev.code)
 
-    async def _on_connect(self, reader: asyncio.StreamReader,
-                          writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        ch = SecureChannel(reader, writer, self.ssl_context, server_side=True,
-                           stats=self.stats)
-        try:
-            await self._serve(ch)
-        except asyncio.CancelledError:
-            pass
-        except Exception as exc:  # a connection must never take the server down
-            self._event("connection", exc, ch.peer)
-        finally:
-            await ch.close()
-            self._conns.discard(task)
+    def refused_request(self, reply: ErrorReply, peer: str) -> None:
+        """Record a request the handler refused (:class:`OwnerHandler` logged it)."""
+        if len(self.events) < 10_000:
+            self.events.append(SecurityEvent("request", reply.code, "ErrorReply", peer,
+                                             reply.message[:500]))
 
-    async def _serve(self, ch: SecureChannel) -> None:
-        try:
-            await asyncio.wait_for(ch.handshake(), self.handshake_timeout_s)
-        except (TransportError, TimeoutError, OSError) as exc:
-            self._event("handshake", exc, "")
-            return
-        self.stats.connections += 1
-        stats = self.stats
-        peer = ch.peer
-        dec = FrameDecoder(max_frame_bytes=self.max_frame_bytes)
-        seq = RequestSequence()
-        out: list[bytes] = []
-        while True:
-            try:
-                data = await ch.recv()
-            except TransportError as exc:
-                if not isinstance(exc, ConnectionClosed):
-                    self._event("protocol", exc, peer)
-                return
-            try:
-                if not data:
-                    dec.eof()
-                    return
-                out = []
-                msgs = dec.feed(data)
-                if len(msgs) == 1 and not isinstance(msgs[0], Commit):
-                    # the usual read: one query, answered from memory in this iteration
-                    query = msgs[0]
-                    seq.check(query.rid)
-                    answer = self.handler.handle(query, peer)
-                    if isinstance(answer, ErrorReply):
-                        self._event("request", _Remote(answer), peer)
-                    ch.send(encode_frame(answer, max_frame_bytes=self.max_frame_bytes))
-                    stats.frames_in += 1
-                    stats.frames_out += 1
-                    stats.rpcs += 1
-                    await ch.drain()
-                    continue
-                # replies to the requests of one read go out in one TLS record and one
-                # write (pipelined clients), in request order; commits join the group
-                # commit, and a later request of the same read waits for them (it must
-                # see its own writes)
-                slots: list[Message | asyncio.Future[Message]] = []
-                for msg in msgs:
-                    seq.check(msg.rid)
-                    self.stats.frames_in += 1
-                    if isinstance(msg, Commit):
-                        slots.append(self._group.submit(msg, peer))
-                        continue
-                    if any(isinstance(x, asyncio.Future) for x in slots):
-                        await asyncio.wait([x for x in slots if isinstance(x, asyncio.Future)])
-                    slots.append(self.handler.handle(msg, peer))
-                for slot in slots:
-                    reply = await slot if isinstance(slot, asyncio.Future) else slot
-                    if isinstance(reply, ErrorReply):
-                        self._event("request", _Remote(reply), peer)
-                    out.append(encode_frame(reply, max_frame_bytes=self.max_frame_bytes))
-                    self.stats.frames_out += 1
-                    self.stats.rpcs += 1
-                if out:
-                    ch.send(b"".join(out))
-            except ProtocolError as exc:
-                self._event("protocol", exc, peer)
-                with contextlib.suppress(Exception):
-                    out.append(encode_frame(ErrorReply(0, error_code_of(exc), str(exc)[:1000])))
-                    ch.send(b"".join(out))
-                return
-            await ch.drain()
+    def connection_closed(self, conn: OwnerConnection) -> None:
+        """Forget a connection that is gone."""
+        self._conns.discard(conn)
 
-
-class _Remote(Exception):
-    """Adapter so an error reply can be logged like an exception."""
-
-    def __init__(self, reply: ErrorReply) -> None:
-        super().__init__(reply.message)
-        self.code = reply.code
+    def _accept(self) -> OwnerConnection:
+        conn = OwnerConnection(self)
+        self._conns.add(conn)
+        return conn

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from icore._extras import run_async
+from icore.errors import IcoreError, redact
 from icore.memory import SQLiteStore
 from icore.net._errors import TransportError
 from icore.net._tcp.server import OwnerServer, check_port
@@ -196,9 +197,9 @@ class TeamProcesses:
             proc.kill()
             proc.wait(5)
         proc.stdout.close()
-        tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
-        raise TransportError("agent did not become ready", agent=agent,
-                             returncode=proc.poll(), log=tail)
+        raise TransportError(f"agent {agent} did not become ready: "
+                             f"{_last_error(log_path)} (its log: {log_path})", agent=agent,
+                             returncode=proc.poll())
 
     def addresses(self) -> dict[str, tuple[str, int]]:
         """Return agent id -> bound (host, port) of the running agents."""
@@ -248,11 +249,23 @@ class TeamProcesses:
         self.stop()
 
 
+def _last_error(log_path: Path) -> str:
+    """The reason an agent process gave: its last ``error:`` line, else its last line."""
+    try:
+        lines = [ln.strip() for ln in log_path.read_text(
+            encoding="utf-8", errors="replace")[-20_000:].splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    errs = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")]
+    return (errs or lines or ["exited without a message"])[-1][:500]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m icore.net._team MANIFEST --agent ID [--port P]``.
 
     The launcher uses it instead of ``icore serve`` to skip importing the CLI; both run
-    :func:`serve_agent` the same way.
+    :func:`serve_agent` the same way. A typed error or an OS error ends it with one
+    ``error: ...`` line on stderr and exit 1 (no traceback), which the launcher quotes.
     """
     import argparse
     import logging
@@ -265,8 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     logging.basicConfig(level=ns.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    manifest = TeamManifest.load(ns.manifest)
-    run_async(serve_agent(manifest, ns.agent, port=ns.port))
+    try:
+        manifest = TeamManifest.load(ns.manifest)
+        run_async(serve_agent(manifest, ns.agent, port=ns.port))
+    except (IcoreError, OSError, ValueError) as exc:
+        print(f"error: {redact(str(exc))}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

@@ -132,6 +132,20 @@ class TeamManifest(BaseModel):
         return v
 
     @model_validator(mode="after")
+    def _one_port_each(self) -> TeamManifest:
+        """Two agents cannot listen on one fixed host:port (issue 29)."""
+        seen: dict[tuple[str, int], str] = {}
+        for a in self.agents:
+            if a.port == 0:  # ephemeral: each gets its own
+                continue
+            local = a.host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+            other = seen.setdefault(("*" if local else a.host, a.port), a.id)
+            if other != a.id:
+                raise ValueError(f"agents {other} and {a.id} both use port {a.port} on "
+                                 f"{a.host}; give each its own port (or 0: any free port)")
+        return self
+
+    @model_validator(mode="after")
     def _owners_are_agents(self) -> TeamManifest:
         ids = {a.id for a in self.agents}
         bad = {k: o for k, o in self.ownership.items() if o not in ids}
@@ -156,7 +170,9 @@ class TeamManifest(BaseModel):
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise TeamManifestError(f"cannot read manifest: {exc}", path=str(p)) from exc
+            where = str(exc).replace('"<unicode string>"', f'"{p}"')  # YAML names no file
+            raise TeamManifestError(f"cannot read manifest {p}: {where}", path=str(p)) \
+                from exc
         except RecursionError:
             raise TeamManifestError("cannot read manifest: nested too deeply", path=str(p)) \
                 from None

@@ -1,0 +1,195 @@
+"""Gate decisions and PlanFence records read from a trace, checked at the import (issue 29).
+
+A recorded decision decides an action's lineage verdict (``valid``, ``INVALID``,
+``blocked``, ...; :mod:`icore.adapters._action_lineage`), so the importers accept only
+what icore writes: :func:`checked_decision` for a JSONL ``{"planfence": {"decision":
+...}}`` line and, through :func:`gate_span_decision`, for an OpenTelemetry gate span's
+``icore.gate.*`` attributes; :func:`check_record_line` for a JSONL record line. Anything
+else (an unknown outcome, a reason that is not a string, an infinite time, a record
+line's id that is not 64 hex digits, parallel key/id arrays of different lengths, a key named
+twice) is an :class:`AdapterError` naming the file and the field, never a silently
+different verdict. Unknown reason codes are kept (they name, they do not decide).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from icore.adapters import _otel_names as N
+from icore.adapters._errors import AdapterError
+from icore.fence import DecisionEntry, DecisionFormatError, Outcome
+from icore.records import is_record_id
+
+OUTCOMES = tuple(o.value for o in Outcome)
+"""The gate outcomes a recorded decision may have."""
+
+_TEXT = ("action", "policy", "detail", "task")
+_COUNTS = ("point", "owners_contacted", "heads_checked")
+
+
+def _bad(problem: str, file: str, field: str) -> AdapterError:
+    return AdapterError(problem, file=file, field=field)
+
+
+def _ids(v: Any, file: str, field: str, *, strict: bool = True) -> None:
+    """A list of record ids: 64 lowercase hex digits (``strict``), else non-empty strings.
+
+    A gate decision keeps the roots it was called with, even ones that are no record's
+    (it blocks them), so its ids are only checked to be strings; a record line's are
+    the record store's own.
+    """
+    if not isinstance(v, list | tuple):
+        raise _bad(f"must be a list of record ids, not {type(v).__name__}", file, field)
+    for i, x in enumerate(v):
+        if not (is_record_id(x) if strict else isinstance(x, str) and x):
+            raise _bad(f"not a record id{' (64 lowercase hex digits)' if strict else ''}: "
+                       f"{_short(x)}", file, f"{field}[{i}]")
+
+
+def _map(v: Any, file: str, field: str) -> None:
+    """Key -> record id (a non-empty string)."""
+    if not isinstance(v, Mapping):
+        raise _bad("must be an object of key -> record id", file, field)
+    for k, x in v.items():
+        if not isinstance(k, str) or not k:
+            raise _bad(f"not a key: {_short(k)}", file, field)
+        if not isinstance(x, str) or not x:
+            raise _bad(f"not a record id: {_short(x)}", file, f"{field}.{k}")
+
+
+def checked_decision(obj: Any, *, file: str, field: str) -> DecisionEntry:
+    """A recorded gate decision, validated (see the module docstring).
+
+    Args:
+        obj: the decision's JSON object (:meth:`icore.fence.DecisionEntry.to_dict`).
+        file: the trace file, for errors.
+        field: where ``obj`` sits (``line 4.planfence.decision``).
+
+    Returns:
+        The typed decision.
+
+    Raises:
+        AdapterError: ``outcome`` is not one of :data:`OUTCOMES`; ``reason`` is not a
+            non-empty string; ``action``/``policy``/``detail``/``task`` is not a string;
+            ``point``/``owners_contacted``/``heads_checked`` is not an integer >= 0;
+            ``at_ms`` is not a finite number >= 0; ``roots`` is not a list of record
+            ids (strings), ``deps`` not a list of keys; ``frontier``/``heads``/``fresh`` is
+            not an object of key -> record id (a string); or anything
+            :meth:`~icore.fence.DecisionEntry.from_dict` refuses.
+    """
+    try:
+        entry = DecisionEntry.from_dict(obj, where=field)
+    except DecisionFormatError as exc:
+        raise _bad(exc.message, file, str(exc.fields.get("field", field))) from None
+    if entry.outcome not in OUTCOMES or not isinstance(obj.get("outcome"), str):
+        raise _bad(f"unknown outcome {_short(obj.get('outcome'))} (one of "
+                   f"{', '.join(OUTCOMES)})", file, f"{field}.outcome")
+    if not isinstance(obj.get("reason"), str) or not obj["reason"].strip():
+        raise _bad(f"must be a non-empty string (a reason code), not "
+                   f"{_short(obj.get('reason'))}", file, f"{field}.reason")
+    for k in _TEXT:
+        if obj.get(k) is not None and not isinstance(obj[k], str):
+            raise _bad(f"must be a string, not {_short(obj[k])}", file, f"{field}.{k}")
+    for k in _COUNTS:
+        v = obj.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise _bad(f"must be an integer >= 0, not {_short(v)}", file, f"{field}.{k}")
+    at = obj.get("at_ms")
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)
+                           or not math.isfinite(at) or at < 0):
+        raise _bad(f"must be a finite number of ms >= 0, not {_short(at)}", file,
+                   f"{field}.at_ms")
+    if obj.get("roots") is not None:
+        _ids(obj["roots"], file, f"{field}.roots", strict=False)
+    deps = obj.get("deps")
+    if deps is not None and (not isinstance(deps, list | tuple) or not all(
+            isinstance(d, str) and d for d in deps)):
+        raise _bad("must be a list of keys (non-empty strings)", file, f"{field}.deps")
+    for m in ("frontier", "heads", "fresh"):
+        if obj.get(m) is not None:
+            _map(obj[m], file, f"{field}.{m}")
+    return entry
+
+
+def gate_span_decision(a: Mapping[str, Any], task: str, *, file: str,
+                       where: str) -> DecisionEntry | None:
+    """The decision an icore guardrail span carries (``icore.gate.*``), or None.
+
+    The inverse of the exporter's ``decision_attributes``: parallel ``<map>.keys`` /
+    ``<map>.ids`` arrays back to maps. A span without a string ``icore.gate.outcome``
+    and ``icore.gate.reason`` is another tool's guardrail (None).
+
+    Args:
+        a: the span's attributes.
+        task: the protected call the decision belongs to (groups an action's decisions).
+        file: the trace file, for errors.
+        where: the span, for errors (``span <id> ('<name>')``).
+
+    Raises:
+        AdapterError: as :func:`checked_decision` (fields named ``<where>.icore.gate.*``),
+            or parallel arrays that are not lists of strings, differ in length, or name
+            a key twice.
+    """
+    g = N.G
+    if not isinstance(a.get(g + "outcome"), str) or not isinstance(a.get(g + "reason"), str):
+        return None
+    d: dict[str, Any] = {k: a[g + k] for k in ("outcome", "reason", "action", "policy",
+                                               "detail", "replanned", "at_ms", *_COUNTS)
+                         if a.get(g + k) is not None}
+    for k in ("roots", "deps"):
+        v = a.get(g + k)
+        if v is not None:
+            d[k] = list(v) if isinstance(v, list | tuple) else v
+    for m in ("frontier", "heads", "fresh"):
+        keys, ids = a.get(f"{g}{m}.keys"), a.get(f"{g}{m}.ids")
+        if keys is None and ids is None:
+            continue
+        f = f"{where}.{g}{m}"
+        if not isinstance(keys, list | tuple) or not isinstance(ids, list | tuple):
+            raise _bad(".keys and .ids must both be arrays", file, f)
+        if len(keys) != len(ids):
+            raise _bad(f".keys has {len(keys)} entries but .ids {len(ids)}", file, f)
+        if len(set(map(str, keys))) != len(keys):
+            raise _bad("a key is named twice in .keys", file, f"{f}.keys")
+        if not all(isinstance(k, str) for k in keys):
+            raise _bad(".keys must be strings", file, f"{f}.keys")
+        d[m] = dict(zip(keys, ids, strict=True))
+    if task:
+        d["task"] = task
+    return checked_decision(d, file=file, field=f"{where}.{g.rstrip('.')}")
+
+
+def check_record_line(rec: Any, *, file: str, field: str) -> None:
+    """A JSONL PlanFence record line: id, key, owner, seq and parents checked.
+
+    Raises:
+        AdapterError: not an object; ``id`` is not a record id (64 lowercase hex);
+            ``key`` is not a non-empty string; ``owner``/``type``/``role`` is not a
+            string; ``seq`` is not an integer >= 0; ``parents`` is not a list of record
+            ids.
+    """
+    if not isinstance(rec, Mapping):
+        raise _bad("a record must be an object", file, field)
+    if not is_record_id(rec.get("id")):
+        raise _bad(f"not a record id (64 lowercase hex digits): {_short(rec.get('id'))}",
+                   file, f"{field}.id")
+    if not isinstance(rec.get("key"), str) or not rec["key"]:
+        raise _bad(f"must be a non-empty string, not {_short(rec.get('key'))}", file,
+                   f"{field}.key")
+    for k in ("owner", "type", "role"):
+        if rec.get(k) is not None and not isinstance(rec[k], str):
+            raise _bad(f"must be a string, not {_short(rec[k])}", file, f"{field}.{k}")
+    seq = rec.get("seq")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
+        raise _bad(f"must be an integer >= 0, not {_short(seq)}", file, f"{field}.seq")
+    _ids(rec.get("parents", []), file, f"{field}.parents")
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+__all__ = ["OUTCOMES", "check_record_line", "checked_decision", "gate_span_decision"]

@@ -1,0 +1,74 @@
+"""What the model is told when its call's arguments do not fit the tool (issue 28).
+
+A fenced tool normalises the model's JSON through the tool's own schema before the gate
+(:class:`~icore.integrations.ArgNormalizer`). When that fails it is the model's mistake,
+not a setup error, so the model must read which argument is wrong and why, as the
+framework tells it for a plain tool: ``day: Input should be a valid date (got
+"tomorrow"); slot: Field required``. Nothing ran and nothing was validated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+MAX_PROBLEMS = 8
+"""At most this many argument problems are named (the rest are counted)."""
+_MAX_INPUT_CHARS = 80
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _MAX_INPUT_CHARS else text[:_MAX_INPUT_CHARS] + "..."
+
+
+def schema_problems(schema: type[BaseModel], args: Mapping[str, Any]) -> list[str]:
+    """One ``"field: why (got value)"`` line per way ``args`` fail ``schema``.
+
+    Args:
+        schema: the tool's parameter model (the normaliser's ``schema``).
+        args: the model's arguments (a JSON object).
+
+    Returns:
+        The problems in pydantic's order (empty when ``args`` validate), at most
+        :data:`MAX_PROBLEMS` and a count of the rest; the field path is dotted
+        (``to.city``, ``items.0.qty``).
+    """
+    try:
+        schema.model_validate(dict(args))
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        out: list[str] = []
+        for e in errors[:MAX_PROBLEMS]:
+            where = ".".join(str(p) for p in e.get("loc", ())) or "(arguments)"
+            line = f"{where}: {e.get('msg', 'invalid')}"
+            if e.get("type") != "missing":
+                line += f" (got {_shown(e.get('input'))})"
+            out.append(line)
+        if len(errors) > MAX_PROBLEMS:
+            out.append(f"and {len(errors) - MAX_PROBLEMS} more")
+        return out
+    return []
+
+
+def invalid_args_message(tool: str, schema: type[BaseModel] | None,
+                         args: Mapping[str, Any], fallback: str = "") -> str:
+    """The model's message for a call whose arguments do not fit the tool's schema.
+
+    Args:
+        tool: the tool's name.
+        schema: its parameter model (None: only ``fallback`` is known).
+        args: the model's arguments.
+        fallback: said when no problem can be named (e.g. the normaliser's error).
+
+    Returns:
+        ``"the arguments of <tool> do not fit its schema: <field>: <why>; ... Nothing
+        ran; call <tool> again with the arguments corrected."``
+    """
+    problems = schema_problems(schema, args) if schema is not None else []
+    said = "; ".join(problems) or fallback or "they do not validate"
+    return (f"the arguments of {tool} do not fit its schema: {said}. Nothing ran; call "
+            f"{tool} again with the arguments corrected.")

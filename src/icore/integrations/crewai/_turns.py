@@ -1,0 +1,218 @@
+"""Which model message a CrewAI tool call came from, and errors that must reach the app.
+
+The rule every integration follows (planfence App. A.3; :class:`~icore.workspace.Agent`
+keys its reads by model turn): a protected call is planned from the reads made *before*
+the model message that proposed it. Reads made by tools of that same message, and fresh
+values handed to a sibling call of that message, never authorize it.
+
+How CrewAI exposes the turn. An ``AgentExecutor`` run (one task, or one
+``Agent.kickoff``) is a CrewAI ``Flow``: it opens a ``flow_started`` event scope, and all
+its model calls and tool calls happen inside that scope (on CrewAI's event-context
+stack, inherited by the threads of parallel tool calls). Within one run the executor is
+sequential: a model call, then the tool calls of its message, then the next model call.
+A ``before_llm_call`` hook (registered globally; CrewAI copies the global list into each
+executor when the executor is built) numbers every model call of the run; a tool call,
+or a read made by a tool, belongs to the run's latest model call. Tool calls of one
+message therefore share a turn, the next message gets the next one, and two runs (two
+agents, two crews, a delegated coworker) never share one.
+
+Fail closed: a tool call inside a CrewAI run whose model calls were never numbered (the
+executor was built before this module was imported) has no known turn; a protected call
+then does not run and :class:`CrewSetupError` reaches the app. A call outside any
+executor run (``tool.run(...)`` from your own code) has no turn: it derives from the
+agent's latest reads. Model calls CrewAI makes without an executor (planning-mode steps)
+are not numbered: reads made inside such steps never authorize a call of the same run.
+
+Errors for the app: CrewAI turns every exception a tool raises into a message for the
+model. A ``before_tool_call`` hook gives each call a :class:`_Slot`; the fenced tool
+puts an error there and an ``after_tool_call`` hook raises it as CrewAI's
+``HookAborted``, the one exception CrewAI lets out of ``kickoff()`` unchanged.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from crewai.hooks import (
+    get_after_tool_call_hooks,
+    get_before_llm_call_hooks,
+    get_before_tool_call_hooks,
+    register_after_tool_call_hook,
+    register_before_llm_call_hook,
+    register_before_tool_call_hook,
+)
+from crewai.hooks.dispatch import HookAborted
+from crewai.tools.tool_failure import ToolFailure
+
+from icore.errors import ActionBlocked, IntegrationError
+
+_LOG = logging.getLogger("icore.integrations.crewai")
+
+_MAX_RUNS = 4096
+_RUN_SCOPE = "flow_started"
+_TOOL_SCOPE = "tool_usage_started"
+
+
+class CrewActionBlocked(ActionBlocked, HookAborted):
+    """A fenced call was blocked and ``on_block="raise"``: leaves ``kickoff()`` as is.
+
+    An :class:`~icore.errors.ActionBlocked` (fields ``action``, ``reason``, ``detail``)
+    that is also CrewAI's ``HookAborted``, the exception CrewAI lets out of a crew run
+    (it stops the run; parallel calls of the message not started yet are cancelled).
+    """
+
+
+class CrewSetupError(IntegrationError, HookAborted):
+    """An application error found at a fenced call (not the model's): leaves ``kickoff()``.
+
+    E.g. a ``depends_on`` function that fails on the call's arguments or names facts
+    nobody owns, or a CrewAI agent built before icore could number its model calls.
+    Its ``__cause__`` is the original error (a :class:`~icore.workspace.WorkspaceError`
+    for ``depends_on``); its fields name the tool and the fix. Nothing ran.
+    """
+
+
+@dataclass
+class _Slot:
+    """One CrewAI tool call (set by the ``before_tool_call`` hook, in the call's context).
+
+    Attributes:
+        tool: the tool name CrewAI resolved (sanitized).
+        error: an error the ``after_tool_call`` hook raises (it then reaches the app).
+    """
+
+    tool: str
+    error: HookAborted | None = None
+
+
+_SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
+    "icore_crewai_call", default=None)
+_LATEST: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
+_LOCK = threading.Lock()
+_COUNT = itertools.count(1)
+
+
+def _stack() -> tuple[tuple[str, str], ...]:
+    """CrewAI's event-scope stack in this context: ``(event id, event type)`` pairs."""
+    try:
+        from crewai.events.event_context import _event_id_stack
+    except ImportError:  # pragma: no cover - a CrewAI without it: no turn is known
+        return ()
+    got = _event_id_stack.get()
+    return got if isinstance(got, tuple) else ()
+
+
+def _run_here() -> tuple[str | None, bool]:
+    """``(innermost executor run's scope id or None, whether a tool call runs in it)``."""
+    stack = _stack()
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i][1] == _RUN_SCOPE:
+            return stack[i][0], any(t == _TOOL_SCOPE for _, t in stack[i + 1:])
+    return None, False
+
+
+def _before_model(ctx: Any) -> None:
+    """``before_llm_call``: a new model turn of the executor run this call belongs to."""
+    if getattr(ctx, "executor", None) is None:
+        return None  # a model call outside an executor's loop: not a turn of it
+    run, _ = _run_here()
+    if run is not None:
+        with _LOCK:
+            _LATEST[run] = ("crewai", run, next(_COUNT))
+            _LATEST.move_to_end(run)
+            while len(_LATEST) > _MAX_RUNS:
+                _LATEST.popitem(last=False)
+    return None
+
+
+def _before_tool(ctx: Any) -> None:
+    """``before_tool_call``: this call's slot (where a fenced tool leaves an error)."""
+    _SLOT.set(_Slot(str(getattr(ctx, "tool_name", ""))))
+    return None
+
+
+def _after_tool(ctx: Any) -> None:
+    """``after_tool_call``: raise the error a fenced tool left (it reaches the app)."""
+    slot = _SLOT.get()
+    if slot is not None and slot.error is not None:
+        err, slot.error = slot.error, None
+        raise err
+    return None
+
+
+def install_hooks() -> None:
+    """Register the three hooks with CrewAI (idempotent).
+
+    Call it before the CrewAI agents are built (importing this package does): CrewAI
+    copies the global ``before_llm_call`` hooks into an executor when it builds it.
+    """
+    with _LOCK:
+        if _before_model not in get_before_llm_call_hooks():
+            register_before_llm_call_hook(_before_model)
+        if _before_tool not in get_before_tool_call_hooks():
+            register_before_tool_call_hook(_before_tool)
+        if _after_tool not in get_after_tool_call_hooks():
+            register_after_tool_call_hook(_after_tool)
+
+
+class UnknownTurn(Exception):
+    """A tool call inside a CrewAI run whose model calls were never numbered."""
+
+
+def call_turn() -> Hashable | None:
+    """The model turn of the tool call running here (None outside an executor run).
+
+    Raises:
+        UnknownTurn: a CrewAI tool call whose executor run has no numbered model call.
+    """
+    run, in_tool = _run_here()
+    if run is None or not in_tool:
+        return None
+    with _LOCK:
+        turn = _LATEST.get(run)
+    if turn is None:
+        raise UnknownTurn(run)
+    return turn
+
+
+def read_turn() -> Hashable | None:
+    """A workspace agent's ``turn_source``: the turn a read made here belongs to."""
+    try:
+        return call_turn()
+    except UnknownTurn:
+        return None
+
+
+def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
+    """Get ``err`` to the app: raised here, or out of ``kickoff()`` from a CrewAI call.
+
+    Inside a CrewAI tool call the error is left in the call's slot (the
+    ``after_tool_call`` hook raises it) and the call's result is a ``ToolFailure``
+    (nothing ran). Were CrewAI's tool hooks cleared, the error is logged instead and the
+    call still does not run.
+
+    Raises:
+        HookAborted: ``err`` itself, outside a CrewAI tool call.
+    """
+    run, in_tool = _run_here()
+    if run is None or not in_tool:
+        raise err
+    here = _SLOT.get()
+    if here is not None:
+        here.error = err
+    else:
+        _LOG.error("%s (CrewAI's tool hooks were cleared, so it cannot reach the app: "
+                   "call icore.integrations.crewai.install_hooks() after clearing them)",
+                   err)
+    return ToolFailure(message=message, code=code, retryable=False)
+
+
+__all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_turn", "deliver",
+           "install_hooks", "read_turn"]

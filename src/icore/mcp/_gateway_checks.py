@@ -1,0 +1,198 @@
+"""The manifest checked against what the upstreams serve, once they are listed (at start).
+
+A manifest can be valid YAML and still protect nothing: ``tools: {reserv: ...}`` when the
+upstream serves ``reserve`` leaves the real tool unfenced, and a D(a) entry naming a
+resource no upstream serves (``room://{hotel}/rate``) blocks every call. Both are refused
+at start with a :class:`~icore.mcp.GatewayManifestError` naming the file, the field and
+its line, with a did-you-mean. When an upstream is down at start, a protected name no
+reachable upstream serves cannot be judged yet: the gateway starts, and until the name is
+found, every tool it could be a typo of is blocked (fail closed: the real tool never runs
+unprotected), see :class:`Unresolved`.
+
+Pure functions over the listing (no I/O).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import string
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass
+class Unresolved:
+    """Protected names no reachable upstream serves yet (some upstream was down).
+
+    Attributes:
+        names: protected name -> the listed tools it may be a typo of (blocked).
+        down: the upstreams not listed yet.
+    """
+
+    names: dict[str, list[str]] = field(default_factory=dict)
+    down: list[str] = field(default_factory=list)
+
+    def blocking(self, tool: str) -> list[str]:
+        """The unresolved protected names ``tool`` may be the real tool of."""
+        return sorted(n for n, cands in self.names.items() if tool in cands)
+
+
+def _did_you_mean(name: str, options: Collection[str]) -> list[str]:
+    close = difflib.get_close_matches(name, sorted(options), n=3, cutoff=0.6)
+    # a clash namespaces a name as <upstream>.<name>: that is the name to protect
+    close += sorted(o for o in options if o.endswith(f".{name}") and o not in close)
+    return close
+
+
+def _hint(cands: list[str]) -> str:
+    if not cands:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in cands) + "?)"
+
+
+def unserved(m: GatewayManifest, tools: Mapping[str, str], own: Collection[str]
+             ) -> dict[str, list[str]]:
+    """Protected names no listed tool has, each with the tools it may mean.
+
+    Args:
+        m: the manifest.
+        tools: listed tool name (as clients see it, ``<upstream>.<name>`` on a clash) ->
+            its name at the upstream.
+        own: the gateway's own tools when served.
+
+    Returns:
+        Protected name -> the listed tools whose shown or upstream name is it or close to
+        it (a typo, or a name a clash has namespaced since).
+    """
+    out: dict[str, list[str]] = {}
+    served = set(tools) | set(own)
+    for name in m.tools:
+        if name in served:
+            continue
+        near = set(_did_you_mean(name, tools))
+        near |= {t for t, up in tools.items()
+                 if up == name or difflib.get_close_matches(name, [up], cutoff=0.6)}
+        out[name] = sorted(near)
+    return out
+
+
+def check_tools(m: GatewayManifest, tools: Mapping[str, str], own: Collection[str],
+                down: Collection[str]) -> Unresolved:
+    """Every protected tool name is a tool clients see.
+
+    Args:
+        m: the manifest.
+        tools: listed tool name (as clients see it) -> its name at the upstream.
+        own: the gateway's own tools (``icore_put_fact``, ``icore_get_fact``) when served.
+        down: upstreams that could not be listed.
+
+    Returns:
+        The names that cannot be judged while ``down`` is not empty.
+
+    Raises:
+        GatewayManifestError: a protected name no upstream serves (every upstream listed),
+            naming ``tools.<name>``, its line and the closest tool names.
+    """
+    out = Unresolved(names=unserved(m, tools, own), down=sorted(down))
+    if down:
+        return out
+    for name, near in out.names.items():
+        cands = _did_you_mean(name, [*tools, *own]) or near
+        own_hint = ("; the gateway serves its fact tools only with facts.owners and "
+                    "facts.tools: true" if name in ("icore_put_fact", "icore_get_fact")
+                    else "")
+        raise m.error(f"no upstream serves a tool named {name!r}{_hint(cands)}; a "
+                      "protected tool is named as clients see it, so this entry "
+                      f"protects nothing{own_hint}", "tools", name, tool=name,
+                      candidates=cands)
+    return out
+
+
+def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
+    """Each ``{arg}`` of a protected tool's D(a) is an argument of the tool's input schema.
+
+    Tools without a listed schema (or whose schema has no ``properties``) are skipped.
+
+    Raises:
+        GatewayManifestError: naming ``tools.<name>.depends_on.<i>``, its line and the
+            closest argument names.
+    """
+    for name, spec in m.tools.items():
+        schema = schemas.get(name)
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(props, Mapping):
+            continue
+        for i, entry in enumerate(spec.depends_on):
+            for _, arg, _, _ in string.Formatter().parse(entry):
+                if arg and arg not in props:
+                    raise m.error(f"placeholder {{{arg}}} in {entry!r} is not an argument "
+                                  f"of {name}{_hint(_did_you_mean(arg, list(props)))}; "
+                                  f"its arguments: {', '.join(sorted(props)) or 'none'}",
+                                  "tools", name, "depends_on", i, tool=name, entry=entry)
+
+
+def dep_pattern(entry: str) -> re.Pattern[str]:
+    """A D(a) entry as a regex over URIs: ``{arg}`` and globs match anything."""
+    out = []
+    for lit, arg, _, _ in string.Formatter().parse(entry):
+        out.append(".*".join(re.escape(p) for p in _GLOB.split(lit)))
+        if arg:
+            out.append(".+")
+    return re.compile("".join(out), re.DOTALL)
+
+
+def template_regex(template: str) -> re.Pattern[str]:
+    """An RFC 6570 level-1 URI template (``rooms://{hotel}/info``) as a regex over URIs."""
+    parts = re.split(r"\{[^}]*\}", template)
+    return re.compile("[^/]+".join(re.escape(p) for p in parts), re.DOTALL)
+
+
+def served_by(entry: str, uris: Collection[str], templates: Collection[str]) -> bool:
+    """Whether some listed resource or resource template can be what ``entry`` names."""
+    pat = dep_pattern(entry)
+    if any(pat.fullmatch(u) for u in uris):
+        return True
+    for t in templates:
+        if pat.fullmatch(t) or template_regex(t).fullmatch(entry):
+            return True
+    # a templated entry against a template: compare their shapes with every
+    # placeholder of either side as one token
+    shape = re.sub(r"\{[^}]*\}", "{}", entry)
+    return any(re.sub(r"\{[^}]*\}", "{}", t) == shape for t in templates)
+
+
+def check_resources(m: GatewayManifest, uris: Collection[str], templates: Collection[str],
+                    owned: Collection[str]) -> None:
+    """Each D(a) entry that is not a fact or a glob names a resource an upstream serves.
+
+    Args:
+        m: the manifest.
+        uris: the listed resource URIs (as clients see them).
+        templates: the upstreams' resource templates.
+        owned: keys or globs the manifest's ``owners:`` declares (a resource listed by no
+            upstream but declared there is the operator's word that it exists).
+
+    Raises:
+        GatewayManifestError: naming ``tools.<name>.depends_on.<i>``, its line and the
+            closest URIs.
+    """
+    import fnmatch
+    for name, spec in m.tools.items():
+        for i, entry in enumerate(spec.depends_on):
+            if entry.startswith(FACT_SCHEME) or _GLOB.search(entry.split("{")[0]):
+                continue
+            if served_by(entry, uris, templates):
+                continue
+            if any(fnmatch.fnmatchcase(entry, o) or entry == o for o in owned):
+                continue
+            cands = _did_you_mean(entry, [*uris, *templates])
+            raise m.error(f"no upstream serves a resource {entry!r}{_hint(cands)}; a "
+                          "protected call re-reads each resource of D(a) from its upstream, "
+                          "so every call would be refused", "tools", name, "depends_on", i,
+                          tool=name, entry=entry)

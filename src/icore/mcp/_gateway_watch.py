@@ -1,0 +1,123 @@
+"""The gateway's manifest watched against its listing: at start, and after each listing.
+
+At start (:meth:`ManifestWatch.check`) the checks of :mod:`icore.mcp._gateway_checks`
+refuse a manifest that protects nothing it names (exit 2). Afterwards
+(:meth:`ManifestWatch.recheck`) a protected name no listed tool has - an upstream was down
+at start, or one that came back namespaced it by a clash - keeps the tools it may mean
+blocked (fail closed) until the name is found again; the findings are logged and noted
+in the trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from icore.mcp._gateway_checks import (
+    Unresolved,
+    check_placeholders,
+    check_resources,
+    check_tools,
+    dep_pattern,
+    unserved,
+)
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest
+from icore.mcp._gateway_resources import Route
+from icore.mcp._session_log import GatewayTrace
+
+log = logging.getLogger("icore.mcp")
+
+
+class _Host(Protocol):
+    """What the watch reads of its gateway (manifest, listing, upstreams, trace)."""
+
+    manifest: GatewayManifest
+    upstreams: dict[str, Any]
+    tools: dict[str, Route]
+    tool_defs: dict[str, Any]
+    resources: dict[str, Route]
+    templates: dict[str, list[str]]
+    listed: set[str]
+    trace: GatewayTrace
+
+
+class ManifestWatch:
+    """The manifest against what the upstreams serve (held by the gateway).
+
+    Args:
+        host: the gateway.
+        resources: its resource side (told which URIs the gateway subscribes to itself).
+        calls: its tools/call side (the gateway's own tools).
+
+    Attributes:
+        unresolved: protected names no listed tool has, with the tools they may mean.
+        checked: True once :meth:`check` ran.
+    """
+
+    def __init__(self, host: _Host, resources: Any, calls: Any) -> None:
+        self.gw = host
+        self._resources = resources
+        self._calls = calls
+        self.unresolved = Unresolved()
+        self.checked = False
+        self._late_error = False
+
+    def _routes(self) -> dict[str, str]:
+        return {shown: r.name for shown, r in self.gw.tools.items()}
+
+    def _own(self) -> list[str]:
+        return [t.name for t in self._calls.fact_tools()]
+
+    def check(self) -> None:
+        """The manifest against the first listing.
+
+        Raises:
+            GatewayManifestError: a protected name or a D(a) resource no upstream serves,
+                a placeholder that is no argument of its tool (every upstream listed).
+        """
+        gw, m = self.gw, self.gw.manifest
+        down = sorted(n for n in gw.upstreams if n not in gw.listed)
+        self.unresolved = check_tools(m, self._routes(), self._own(), down)
+        pats = [dep_pattern(d) for t in m.tools.values() for d in t.depends_on
+                if not d.startswith(FACT_SCHEME)]
+        self._resources.watched = lambda uri: any(p.fullmatch(uri) for p in pats)
+        self.checked = True
+        check_placeholders(m, {n: getattr(d, "input_schema", None)
+                               for n, d in gw.tool_defs.items()})
+        if not down:
+            check_resources(m, list(gw.resources),
+                            [t for ts in gw.templates.values() for t in ts],
+                            [*m.owners, *m.facts.owners])
+        for name, cands in self.unresolved.names.items():
+            msg = (f"the manifest protects {name!r} (tools.{name}, line "
+                   f"{m.line_of('tools', name)}), which no reachable upstream serves; "
+                   f"upstreams {', '.join(down)} are down. Until it is found, calls of "
+                   f"{', '.join(cands) or 'no listed tool'} are blocked (it may mean them)")
+            log.warning("%s", msg)
+            gw.trace.note("gateway", msg, tool=name, candidates=cands)
+
+    def recheck(self) -> None:
+        """After a listing: which protected names no listed tool has (now).
+
+        A name found now is resolved; a name lost since (a clash with an upstream that
+        came back namespaces it) is unresolved again: the tools it may mean are blocked
+        (fail closed). When every upstream is listed, a name still missing is a manifest
+        error (logged once).
+        """
+        gw, un = self.gw, self.unresolved
+        before = set(un.names)
+        un.names = unserved(gw.manifest, self._routes(), self._own())
+        un.down = sorted(n for n in gw.upstreams if n not in gw.listed)
+        for name in sorted(before - set(un.names)):
+            gw.trace.note("gateway", f"protected tool {name} found", tool=name)
+        for name in sorted(set(un.names) - before):
+            msg = (f"protected tool {name} (tools.{name}, line "
+                   f"{gw.manifest.line_of('tools', name)}) is no longer listed under "
+                   f"that name; {', '.join(un.names[name]) or 'no tool'} blocked")
+            log.error("%s", msg)
+            gw.trace.note("gateway", msg, tool=name, candidates=un.names[name])
+        if un.names and not un.down and not self._late_error:
+            self._late_error = True
+            log.error("manifest %s protects %s, which no upstream serves (every upstream "
+                      "is listed now): fix it; the tools it may mean stay blocked",
+                      gw.manifest.file, ", ".join(sorted(un.names)))

@@ -1,0 +1,199 @@
+"""Fact keys of a workspace: checks, suggestions, patterns and detached values (issue 28).
+
+Pure helpers of :class:`~icore.workspace.Workspace` and :class:`~icore.workspace.Agent`:
+
+* :func:`fact_key` refuses what cannot name one fact (not a str, empty, a glob pattern),
+  with a fix that fits the mistake (``ws.put(7, ...)`` is told keys are text, not to
+  declare ``'7'``);
+* :func:`suggest_key` / :func:`suggest_written` name the declared or written key closest
+  to a misspelled one (``did you mean ...?``);
+* :func:`ambiguous_patterns` finds owner patterns that both match some key with neither
+  more specific (the owner would depend on declaration order);
+* :func:`detached` copies a JSON value, so what a reader gets is never the stored
+  record's own object (planfence Sec. 3.1: only the owner writes a fact).
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from icore.memory import OwnershipMap
+from icore.records import JSONValue
+from icore.workspace._errors import WorkspaceError
+
+_GLOB = frozenset("*?[")
+
+
+class _Missing:
+    """The type of :data:`MISSING` (no ``default=`` given)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+"""``default=`` not given: reading a fact that was never written raises
+:class:`~icore.workspace.FactNotWritten`."""
+
+
+def is_pattern(key: str) -> bool:
+    """Whether ``key`` contains a glob character (``*``, ``?``, ``[``)."""
+    return any(c in _GLOB for c in key)
+
+
+def declare_fix(key: str) -> str:
+    """The fix for a key no owner is declared for."""
+    return f"declare it: Workspace({{{key!r}: '<owner>'}})"
+
+
+def fact_key(key: Any, *, where: str = "key") -> str:
+    """``key`` if it can name one fact, else a typed error naming the fix.
+
+    Raises:
+        WorkspaceError: ``key`` is not a str (the fix is its text form, never a
+            declaration of ``'None'``), is empty, or is a glob pattern (a pattern names
+            many facts; one fact is read or written at a time).
+    """
+    if not isinstance(key, str):
+        fix = (f"pass the key as text: {str(key)!r}" if isinstance(key, int | float)
+               else "pass the fact's key, e.g. 'order/42'")
+        raise WorkspaceError(f"a fact {where} is a str", got=type(key).__name__, fix=fix)
+    if not key:
+        raise WorkspaceError(f"a fact {where} is a non-empty str",
+                             fix="pass the fact's key, e.g. 'order/42'")
+    if is_pattern(key):
+        prefix = key[:min(key.index(c) for c in _GLOB if c in key)]
+        raise WorkspaceError(
+            f"the {where} {key!r} is a pattern, not a fact: '*', '?' and '[' only declare "
+            "owners (Workspace({'room/*': 'facilities'}))", key=key,
+            fix=f"name one fact, e.g. {prefix + '<id>'!r}")
+    return key
+
+
+def suggest_key(key: str, om: OwnershipMap) -> str | None:
+    """The declared key closest to a misspelled ``key`` (difflib), or None.
+
+    A pattern ``day/*`` is compared through its literal prefix: ``dya/2026-12-10`` ->
+    ``day/2026-12-10``.
+    """
+    cands: list[str] = []
+    for pat in om.to_dict():
+        if not is_pattern(pat):
+            cands.append(pat)
+            continue
+        prefix = pat[:min(pat.index(c) for c in _GLOB if c in pat)]
+        if prefix.endswith("/") and "/" in key:
+            head, rest = key.split("/", 1)
+            head += "/"
+        else:
+            head, rest = key[:len(prefix)], key[len(prefix):]
+        close = difflib.SequenceMatcher(None, head, prefix).ratio() >= 0.6
+        if prefix and close and om.owner_of(prefix + rest) is not None:
+            cands.append(prefix + rest)
+    best = difflib.get_close_matches(key, cands, n=1, cutoff=0.6)
+    return best[0] if best else None
+
+
+def suggest_written(key: str, written: Iterable[str]) -> str | None:
+    """The written key closest to ``key`` (a key matching a pattern but never written)."""
+    best = difflib.get_close_matches(key, [k for k in written if k != key], n=1,
+                                     cutoff=0.8)
+    return best[0] if best else None
+
+
+def _tokens(pattern: str) -> list[str]:
+    """``pattern`` as fnmatch tokens: ``*``, ``?``, a class ``[...]`` or one literal char."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[":
+            j = i + 1
+            if j < len(pattern) and pattern[j] == "!":
+                j += 1
+            if j < len(pattern) and pattern[j] == "]":
+                j += 1
+            end = pattern.find("]", j)
+            if end >= 0:
+                out.append(pattern[i:end + 1])
+                i = end + 1
+                continue
+        out.append(c)
+        i += 1
+    return out
+
+
+def _one(tok: str, c: str) -> bool:
+    if tok == "?":
+        return True
+    if len(tok) > 1:
+        return fnmatch.fnmatchcase(c, tok)
+    return tok == c
+
+
+def _chars(tok: str) -> set[str]:
+    """Characters worth trying for one token (its members, a few probes)."""
+    if len(tok) == 1 and tok != "?":
+        return {tok}
+    body = tok[1:-1].lstrip("!")
+    got = set("x0_-./A")
+    for a, b in re.findall(r"(.)-(.)", body):
+        got.update(chr(n) for n in range(ord(a), min(ord(b), ord(a) + 256) + 1))
+    got.update(body)
+    return got
+
+
+def _compatible(a: str, b: str) -> bool:
+    return any(_one(a, c) and _one(b, c) for c in _chars(a) | _chars(b))
+
+
+def patterns_overlap(p: str, q: str) -> bool:
+    """Whether some key matches both fnmatch patterns ``p`` and ``q``."""
+    tp, tq = _tokens(p), _tokens(q)
+
+    @functools.cache
+    def inter(i: int, j: int) -> bool:
+        if i == len(tp) and j == len(tq):
+            return True
+        if i < len(tp) and tp[i] == "*":
+            # the star matches nothing, or the one char q's token j matches (or q's star
+            # matches nothing)
+            return inter(i + 1, j) or (j < len(tq) and inter(i, j + 1))
+        if j < len(tq) and tq[j] == "*":
+            return inter(i, j + 1) or (i < len(tp) and inter(i + 1, j))
+        if i == len(tp) or j == len(tq):
+            return False
+        return _compatible(tp[i], tq[j]) and inter(i + 1, j + 1)
+
+    return inter(0, 0)
+
+
+def ambiguous_patterns(om: OwnershipMap) -> list[tuple[str, str]]:
+    """Pairs of owner patterns of different owners that tie for some key.
+
+    Some key matches both and neither is more specific (the longer pattern wins; equal
+    lengths tie). A tie would leave the key's owner to declaration order: two processes
+    declaring the facts in another order would disagree on who owns it.
+    """
+    pats = [(p, o) for p, o in om.to_dict().items() if is_pattern(p)]
+    return [(p, q) for i, (p, o) in enumerate(pats) for q, o2 in pats[i + 1:]
+            if o != o2 and len(p) == len(q) and patterns_overlap(p, q)]
+
+
+def detached(value: JSONValue) -> JSONValue:
+    """A deep copy of a JSON value (dicts and lists copied, scalars shared)."""
+    if isinstance(value, dict):
+        return {k: detached(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [detached(v) for v in value]
+    return value
+
+
+def detached_map(values: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
+    """Key -> :func:`detached` value."""
+    return {k: detached(v) for k, v in values.items()}

@@ -1,0 +1,235 @@
+"""QA fixes of issue 25 with real parts: the SDK's client launching ``icore mcp`` over
+stdio in front of a low-level SDK server (tests/mcp/upstream_ledger.py) whose data a test
+edits directly, with no notification.
+
+* a changed upstream resource is seen at the protected call itself (read again from its
+  upstream, planfence Alg. 1: the owner of an upstream resource is the upstream), with no
+  client subscription and no notification; the gateway subscribes itself;
+* a read that fails or hangs blocks the call (fail closed), as does a D(a) resource the
+  upstream does not serve (named with its manifest line, ``_meta`` attached);
+* the audit of the run: each decision once, replans counted and marked, re-reads are
+  observations (no hard flags), a normal stop is a terminal marker;
+* two gateways on one manifest write two traces and never share a session name.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+from icore.adapters import audit_trace, load_jsonl
+
+from .conftest import env, stdio_gateway, text, upstream_log
+
+LEDGER = Path(__file__).resolve().parent / "upstream_ledger.py"
+
+
+def _manifest(folder: Path, timeout_s: float = 2.0, **extra: Any) -> Path:
+    state = folder / "ledger.json"
+    if not state.exists():
+        state.write_text(json.dumps({"accounts": {"main": 500}}), encoding="utf-8")
+    m = {"name": "ledger-gateway",
+         "upstreams": {"ledger": {"command": sys.executable, "args": [str(LEDGER)],
+                                  "env": {"LEDGER_STATE": str(state),
+                                          "LEDGER_LOG": str(folder / "ledger.log")},
+                                  "timeout_s": timeout_s}},
+         "facts": {"owners": {"fact://ops/*": "ops"},
+                   "initial": {"fact://ops/note": "grève ☂ à 15h"}},
+         "tools": {"charge": {"depends_on": ["acct://{account}/balance"]},
+                   "audit_note": {"depends_on": ["fact://ops/note"]}},
+         "trace": str(folder / "trace.jsonl"), **extra}
+    path = folder / "gateway.yaml"
+    path.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def _edit(folder: Path, **changes: Any) -> None:
+    """Another agent changes the ledger's data directly: no notification at all."""
+    p = folder / "ledger.json"
+    s = json.loads(p.read_text(encoding="utf-8"))
+    s.update(changes)
+    p.write_text(json.dumps(s), encoding="utf-8")
+
+
+def _run_gateway(manifest: Path) -> Any:
+    """``icore mcp MANIFEST`` with no client (stdin closed): how it exits."""
+    import subprocess
+    return subprocess.run([sys.executable, "-m", "icore", "mcp", str(manifest)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env(),
+                          timeout=120, check=False)
+
+
+def _charges(folder: Path) -> list[dict[str, Any]]:
+    return [x["args"] for x in upstream_log(folder / "ledger.log") if x["tool"] == "charge"]
+
+
+def test_silent_change_seen_at_the_call_and_failed_reads_block(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, timeout_s=1.5)
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            got = await s.read_resource("acct://main/balance")
+            assert got.contents[0].text == "500"  # type: ignore[union-attr]
+            r = await s.call_tool("charge", {"account": "main", "amount": 400})
+            assert not r.is_error, text(r)
+            # finance edits the database: no notification, and this client never subscribed
+            _edit(tmp_path, accounts={"main": 10})
+            r = await s.call_tool("charge", {"account": "main", "amount": 400})
+            assert r.is_error and "(stale)" in text(r) and "= 10" in text(r), text(r)
+            assert r.meta is not None and r.meta["icore/gate"]["reason"] == "stale"
+            assert _charges(tmp_path) == [{"account": "main", "amount": 400}]
+            r = await s.call_tool("charge", {"account": "main", "amount": 5})  # the replan
+            assert not r.is_error, text(r)
+            await s.read_resource("acct://main/balance")  # a re-read: an observation
+            # a resource the upstream does not serve: named with its manifest line
+            r = await s.call_tool("charge", {"account": "ghost", "amount": 1})
+            t = text(r)
+            assert r.is_error and "(dependency_unreadable)" in t, t
+            assert "acct://ghost/balance" in t and "tools.charge.depends_on.0, line" in t
+            assert r.meta is not None and r.meta["icore/gate"]["unreadable"] == [
+                "acct://ghost/balance"]
+            # the upstream hangs on the read: owner_unavailable, fail closed, no values
+            _edit(tmp_path, read_delay=10)
+            r = await s.call_tool("charge", {"account": "main", "amount": 5})
+            t = text(r)
+            assert r.is_error and "(owner_unavailable)" in t and "did not answer" in t, t
+            assert "below" not in t
+            _edit(tmp_path, read_delay=0, fail=True)  # the upstream answers an error
+            r = await s.call_tool("charge", {"account": "main", "amount": 5})
+            assert r.is_error and "database is locked" in text(r), text(r)
+            _edit(tmp_path, fail=False)
+            # non-ASCII facts reach the model as written
+            r = await s.call_tool("audit_note", {"text": "x"})
+            assert r.is_error and "grève ☂ à 15h" in text(r) and "\\u" not in text(r)
+        # the gateway subscribed itself to the resource it read (the client never did)
+        subs = [x["args"]["uri"] for x in upstream_log(tmp_path / "ledger.log")
+                if x["tool"] == "<subscribe>"]
+        assert "acct://main/balance" in subs
+
+    anyio.run(main)
+    assert _charges(tmp_path) == [{"account": "main", "amount": 400},
+                                  {"account": "main", "amount": 5}]
+    # the audit of this run (items 6-8 of the QA report)
+    path = tmp_path / "trace.jsonl"
+    trace = load_jsonl(path)
+    decisions = trace.extras["planfence"]["decisions"]
+    assert [d["reason"] for d in decisions] == ["valid", "stale", "valid"]  # each once
+    result = audit_trace(trace)
+    assert result.replans == 1
+    plans = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()
+             if '"kind": "plan"' in x]
+    assert [p.get("replan", False) for p in plans] == [False, True]
+    assert plans[1]["executed"] is True and plans[1]["reason"] == "valid"
+    assert not result.state.flags, result.state.flags  # re-reads are no hard flags
+    assert result.terminated
+    assert not any("without a terminal marker" in d.detail for d in result.diagnoses)
+    refusal = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()
+               if "dependency_unreadable" in x and '"tool_output"' in x]
+    assert refusal and all(r["blocked"] and "UPSTREAM" not in r["content"]
+                           for r in refusal)
+
+
+def test_two_gateways_on_one_manifest_keep_apart(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+
+    async def one(started: anyio.Event, stop: anyio.Event) -> None:
+        async with stdio_gateway(manifest) as s:
+            await s.read_resource("acct://main/balance")
+            started.set()
+            await stop.wait()
+
+    async def main() -> None:
+        a, b, stop = anyio.Event(), anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, a, stop)
+            tg.start_soon(one, b, stop)
+            with anyio.fail_after(120):
+                await a.wait()
+                await b.wait()
+            stop.set()
+
+    anyio.run(main)
+    first, second = tmp_path / "trace.jsonl", tmp_path / "trace-gw2.jsonl"
+    sessions = []
+    for p in (first, second):
+        t = load_jsonl(p)
+        mine = [a for a in t.agents if a.startswith("mcp#") or a.startswith("client#")]
+        assert len(mine) == 1, t.agents
+        sessions.append(mine[0])
+        assert sum('"kind": "termination"' in x for x in p.read_text().splitlines()) == 1
+    assert sessions[0] != sessions[1]
+
+
+@pytest.mark.parametrize(("tools", "expect"), [
+    ({"chrage": {"depends_on": ["acct://{account}/balance"]}},
+     ["at line 2: tools.chrage", "did you mean 'charge'"]),
+    ({"charge": {"depends_on": ["acct://{acount}/balance"]}},
+     ["at line 2: tools.charge.depends_on.0", "did you mean 'account'"]),
+    ({"charge": {"depends_on": ["acc://{account}/balance"]}},
+     ["tools.charge.depends_on.0", "no upstream serves a resource 'acc://{account}/balance'"]),
+])
+def test_manifest_checked_against_the_upstreams_at_start(tmp_path: Path, tools: Any,
+                                                          expect: list[str]) -> None:
+    manifest = _manifest(tmp_path)
+    m = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    m["tools"] = tools
+    lines = ["tools:", *(f"  {k}: {json.dumps(v)}" for k, v in tools.items())]
+    rest = {k: v for k, v in m.items() if k != "tools"}
+    manifest.write_text("\n".join(lines) + "\n" + yaml.safe_dump(rest, allow_unicode=True),
+                        encoding="utf-8")
+    p = _run_gateway(manifest)
+    assert p.returncode == 2, p.stderr
+    err = p.stderr.strip().splitlines()[-1]
+    assert err.startswith("error: invalid gateway manifest at line") and str(manifest) in err
+    for e in expect:
+        assert e in err, err
+    assert "Traceback" not in p.stderr
+
+
+def test_only_upstream_unreachable_exits_1_naming_the_cause(tmp_path: Path) -> None:
+    from .conftest import free_port
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump({"upstreams": {"billing": {"url": url}}}),
+                    encoding="utf-8")
+    p = _run_gateway(path)
+    assert p.returncode == 1, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: no upstream could be started: upstream billing is "
+                           "unreachable: ConnectError"), last
+    assert "ExceptionGroup" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_upstream_down_at_start_blocks_what_a_protected_name_may_mean(tmp_path: Path) -> None:
+    """``bokk`` may be a typo of ``book``, or a tool of the upstream that is down: the
+    gateway starts, and ``book`` never runs unprotected until it can tell."""
+    from .conftest import free_port, stdio_upstream
+
+    log = tmp_path / "up.log"
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump({
+        "upstreams": {"trip": stdio_upstream(log, 5.0),
+                      "later": {"url": f"http://127.0.0.1:{free_port()}/mcp",
+                                "timeout_s": 1}},
+        "tools": {"bokk": {"depends_on": ["memo://price"]}}}), encoding="utf-8")
+
+    async def main() -> None:
+        async with stdio_gateway(path) as s:
+            r = await s.call_tool("book", {"city": "Porto", "price": 100})
+            t = text(r)
+            assert r.is_error and "(unverified_protection)" in t, t
+            assert "'bokk'" in t and "tools.bokk (line" in t and "later" in t
+            assert r.meta is not None
+            assert r.meta["icore/gate"]["reason"] == "unverified_protection"
+            r = await s.call_tool("echo", {"text": "unrelated"})  # not what bokk may mean
+            assert text(r) == "unrelated"
+
+    anyio.run(main)
+    assert [x["tool"] for x in upstream_log(log)] == ["echo"]
+

@@ -1,0 +1,107 @@
+"""A second upstream for the gateway tests: the SDK's low-level ``Server`` over stdio.
+
+Its data lives in the JSON file $LEDGER_STATE, which a test edits directly: a change the
+server never notifies anyone of (another agent writing the database). It supports
+``resources/subscribe`` (the gateway subscribes itself); every subscription and every
+tool call is appended to $LEDGER_LOG, so a test can prove a call never reached it.
+
+State: ``{"accounts": {"main": 500}, "read_delay": 0, "fail": false}``; reading
+``acct://<name>/balance`` waits ``read_delay`` seconds first, and fails when ``fail``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+STATE = Path(os.environ["LEDGER_STATE"])
+LOG = os.environ.get("LEDGER_LOG")
+
+
+def _state() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(STATE.read_text(encoding="utf-8"))
+    return data
+
+
+def _log(tool: str, args: dict[str, Any]) -> None:
+    if LOG:
+        with open(LOG, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": tool, "args": args}) + "\n")
+
+
+TOOLS = [
+    types.Tool(name="charge", description="Charge an account.",
+               input_schema={"type": "object", "required": ["account", "amount"],
+                             "properties": {"account": {"type": "string"},
+                                            "amount": {"type": "integer"}}}),
+    types.Tool(name="audit_note", description="Write a note (unprotected).",
+               input_schema={"type": "object", "required": ["text"],
+                             "properties": {"text": {"type": "string"}}}),
+]
+
+
+async def list_tools(ctx: Any, params: Any) -> Any:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx: Any, params: Any) -> Any:
+    args = dict(params.arguments or {})
+    _log(params.name, args)
+    text = f"{params.name} ok: {json.dumps(args, sort_keys=True)}"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+async def list_resources(ctx: Any, params: Any) -> Any:
+    return types.ListResourcesResult(resources=[
+        types.Resource(uri=f"acct://{n}/balance", name=f"{n}-balance", mime_type="text/plain")
+        for n in _state()["accounts"]])
+
+
+async def list_templates(ctx: Any, params: Any) -> Any:
+    return types.ListResourceTemplatesResult(resource_templates=[
+        types.ResourceTemplate(uri_template="acct://{name}/balance", name="balance")])
+
+
+async def read_resource(ctx: Any, params: Any) -> Any:
+    uri = str(params.uri)
+    s = _state()
+    if s.get("read_delay"):
+        await anyio.sleep(float(s["read_delay"]))
+    if s.get("fail"):
+        raise ValueError("the ledger database is locked")
+    name = uri.removeprefix("acct://").removesuffix("/balance")
+    if name not in s["accounts"]:
+        raise ValueError(f"no account {name!r}")
+    return types.ReadResourceResult(contents=[types.TextResourceContents(
+        uri=uri, text=str(s["accounts"][name]), mime_type="text/plain")])
+
+
+async def subscribe(ctx: Any, params: Any) -> Any:
+    _log("<subscribe>", {"uri": str(params.uri)})
+    return types.EmptyResult()
+
+
+async def unsubscribe(ctx: Any, params: Any) -> Any:
+    return types.EmptyResult()
+
+
+server = Server("ledger", on_list_tools=list_tools, on_call_tool=call_tool,
+                on_list_resources=list_resources, on_list_resource_templates=list_templates,
+                on_read_resource=read_resource, on_subscribe_resource=subscribe,
+                on_unsubscribe_resource=unsubscribe)
+
+
+async def main() -> None:
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,111 @@
+"""Issue 29 (badinput D3): icore never overwrites a file it did not write.
+
+``icore._files.write_owned`` writes into folders a user may share with icore (``icore
+audit --out``, a run folder, the matched study's folder): a path may be replaced only
+when nothing is there or the folder's ``.icore-files`` ledger lists it with its current
+content. Everything here runs in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icore._files import WRITTEN, foreign_file, refuse_foreign, write_owned
+
+
+def test_new_file_then_own_rewrite(tmp_path: Path) -> None:
+    p = tmp_path / "r1.html"
+    assert foreign_file(p) is None
+    write_owned(p, b"one")
+    assert p.read_bytes() == b"one" and (tmp_path / WRITTEN).is_file()
+    write_owned(p, b"two")  # icore wrote it and nobody changed it: replaced
+    assert p.read_bytes() == b"two"
+    assert not [q for q in tmp_path.iterdir() if q.name.endswith(".tmp")]
+
+
+def test_a_users_file_is_refused_and_kept(tmp_path: Path) -> None:
+    p = tmp_path / "r1.prov.json"
+    p.write_text("my own trace", encoding="utf-8")
+    with pytest.raises(FileExistsError) as e:
+        write_owned(p, b"{}")
+    assert str(p) in str(e.value) and "not written by icore" in str(e.value)
+    assert p.read_text(encoding="utf-8") == "my own trace"
+    with pytest.raises(FileExistsError):
+        refuse_foreign([tmp_path / "new.html", p])
+
+
+def test_a_changed_report_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "index.html"
+    write_owned(p, b"icore's")
+    p.write_text("edited by the user", encoding="utf-8")
+    assert foreign_file(p) == "was changed since icore wrote it"
+    with pytest.raises(FileExistsError):
+        write_owned(p, b"again")
+    assert p.read_text(encoding="utf-8") == "edited by the user"
+
+
+def test_links_are_never_written_through(tmp_path: Path) -> None:
+    """A symlink is refused; a hard link to an own file is replaced, not written into."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep", encoding="utf-8")
+    link = tmp_path / "r.html"
+    link.symlink_to(target)
+    with pytest.raises(FileExistsError, match="symbolic link"):
+        write_owned(link, b"x")
+    assert target.read_text(encoding="utf-8") == "keep"
+    own = tmp_path / "own.html"
+    write_owned(own, b"v1")
+    other = tmp_path / "hard.txt"
+    os.link(own, other)  # the user keeps a hard link to the old page
+    write_owned(own, b"v2")
+    assert other.read_bytes() == b"v1" and own.read_bytes() == b"v2"
+
+
+def test_folders_and_devices_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "assets").mkdir()
+    assert foreign_file(tmp_path / "assets") == "is a folder"
+    fifo = tmp_path / "pipe.html"
+    os.mkfifo(fifo)
+    assert foreign_file(fifo) == "is not a regular file"
+
+
+def test_the_ledger_stays_small(tmp_path: Path) -> None:
+    """Rewriting one file many times keeps the ledger bounded (compacted)."""
+    p = tmp_path / "r.html"
+    for i in range(300):
+        write_owned(p, str(i).encode())
+    assert len((tmp_path / WRITTEN).read_text(encoding="utf-8").splitlines()) < 200
+    assert foreign_file(p) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["icore", "user", "edit"]),
+                          st.sampled_from(["a.html", "b.html", "index.html"])),
+                min_size=1, max_size=12))
+def test_never_overwrites_what_icore_did_not_write(ops: list[tuple[str, str]]) -> None:
+    """Any interleaving of icore writes and user writes/edits: an icore write either
+    refuses or replaces a file whose content is the last thing icore wrote there."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        last_icore: dict[str, bytes] = {}
+        for n, (who, name) in enumerate(ops):
+            p = folder / name
+            if who == "icore":
+                before = p.read_bytes() if p.exists() else None
+                try:
+                    write_owned(p, f"icore {n}".encode())
+                except FileExistsError:
+                    assert p.read_bytes() == before  # left as it was
+                    assert before != last_icore.get(name)
+                    continue
+                assert before is None or before == last_icore.get(name)
+                last_icore[name] = p.read_bytes()
+            else:
+                p.write_bytes(f"{who} {n}".encode())

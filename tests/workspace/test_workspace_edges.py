@@ -1,0 +1,260 @@
+"""Workspace API rough edges found by new users (#28 QA: LangGraph D6-D8, AG2 8, OpenAI
+Agents 1/7/8/10, CrewAI 8): typed errors naming the fix, and readers that can never
+change what an owner stored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icore.errors import HeadConflict, MalformedRecord
+from icore.workspace import FactNotWritten, Workspace, WorkspaceError
+
+ROOM = "room/R101"
+
+
+def _ws(tmp: Path | None = None) -> Workspace:
+    facts = {"room/*": "facilities", "order/42": "sales"}
+    ws = Workspace.sqlite(facts, tmp) if tmp is not None else Workspace(facts)
+    ws.put(ROOM, {"price": 100, "tags": ["quiet"]})
+    return ws
+
+
+# --- never written vs written as None ---------------------------------------------------
+
+def test_a_fact_never_written_raises_typed_with_did_you_mean_and_default_opts_in() -> None:
+    """D6: ``value``/``read`` of a never-written key raise FactNotWritten (a typo gets
+    the closest written key); ``default=`` opts in; ``head`` is None; ``None`` written is
+    a value."""
+    ws = _ws()
+    booker = ws.agent("booker")
+    for read in (ws.value, booker.read):
+        with pytest.raises(FactNotWritten, match="never been written") as ei:
+            read("room/R10l")  # matches room/* but nobody wrote it: a typo
+        assert "did you mean 'room/R101'?" in str(ei.value)
+        assert isinstance(ei.value, LookupError) and isinstance(ei.value, WorkspaceError)
+        with pytest.raises(FactNotWritten, match=r"ws\.put\('room/R777'"):
+            read("room/R777")  # far from every written key: how to write it
+        assert read("room/R777", default=None) is None
+        assert read("room/R777", default={"price": 0}) == {"price": 0}
+    assert ws.head("room/R777") is None
+    assert booker.read_record("room/R777") is None and "room/R777" not in booker.seen()
+    ws.put("room/R5", None)  # None is a value like any other
+    assert ws.value("room/R5") is None and booker.read("room/R5") is None
+    assert ws.head("room/R5") is not None and "room/R5" in booker.seen()
+
+
+def test_update_of_a_fact_never_written_names_put_and_default_opts_in() -> None:
+    """D6/CrewAI 8: ``update`` never calls ``fn(None)`` for a missing fact."""
+    ws = _ws()
+    called: list[Any] = []
+    with pytest.raises(FactNotWritten, match="never been written") as ei:
+        ws.update("room/R404", lambda o: called.append(o) or {**o, "price": 1})
+    assert "ws.put('room/R404'" in str(ei.value) and called == []
+    rec = ws.update("room/counter", lambda n: n + 1, default=0)
+    assert rec.content == 1 and ws.update("room/counter", lambda n: n + 1).content == 2
+
+
+def test_update_needs_a_function_that_returns_the_new_value() -> None:
+    """D7, OpenAI 7/8: a value instead of a function, and an in-place edit that returns
+    None, are typed errors naming the fix; nothing is committed."""
+    ws = _ws()
+    head = ws.head(ROOM)
+    with pytest.raises(WorkspaceError, match="update needs a function") as ei:
+        ws.update(ROOM, {"price": 3})  # type: ignore[arg-type]
+    assert "ws.put('room/R101', value)" in str(ei.value)
+    with pytest.raises(WorkspaceError, match="returned None") as ei:
+        ws.update(ROOM, lambda r: r.update(price=2))  # the classic in-place mistake
+    assert "ws.put('room/R101', None)" in str(ei.value)
+    assert ws.head(ROOM) == head and ws.value(ROOM) == {"price": 100, "tags": ["quiet"]}
+
+
+@pytest.mark.parametrize(("key", "words", "fix"), [
+    (123, "is a str", "'123'"),
+    (None, "is a str", "'order/42'"),
+    ("", "non-empty", "'order/42'"),
+    ("room/*", "is a pattern, not a fact", "'room/<id>'"),
+    ("room/R?", "is a pattern, not a fact", "'room/R<id>'"),
+])
+def test_a_fact_key_is_one_fact_named_by_a_str(key: Any, words: str, fix: str) -> None:
+    """D8, AG2 8, OpenAI 10, CrewAI 8: globs and non-str keys are refused everywhere one
+    fact is named; the fix never invites declaring ``'None'``."""
+    ws = _ws()
+    booker = ws.agent("booker")
+    for op in (lambda: ws.put(key, {"a": 1}), lambda: ws.value(key), lambda: ws.head(key),
+               lambda: booker.read(key), lambda: ws.update(key, lambda o: o),
+               lambda: ws.commit(key, 1, expected=None)):
+        with pytest.raises(WorkspaceError, match=words) as ei:
+            op()
+        assert fix in str(ei.value) and "Workspace({'None'" not in str(ei.value)
+    assert ws.written_keys() == [ROOM]
+
+
+def test_depends_on_with_a_non_str_key_names_the_text_fix() -> None:
+    """OpenAI 10: ``depends_on={5}`` is told keys are text, not to declare ``'5'``."""
+    ws = _ws()
+    with pytest.raises(WorkspaceError, match="keys are non-empty str") as ei:
+        ws.check_keys({5}, where="depends_on")  # type: ignore[arg-type]
+    assert "depends_on={'5'}" in str(ei.value) and "declare" not in str(ei.value)
+
+
+def test_expected_must_be_a_head_id_and_the_error_names_expected() -> None:
+    """AG2 8: a bad ``expected=`` names ``expected=``, not the internal ``supersedes``."""
+    ws = _ws()
+    with pytest.raises(WorkspaceError, match="expected=") as ei:
+        ws.commit(ROOM, {"price": 1}, expected="deadbeef")
+    assert "supersedes" not in str(ei.value) and "ws.head('room/R101').id" in str(ei.value)
+    with pytest.raises(MalformedRecord):
+        ws.put(ROOM, {1, 2})  # type: ignore[arg-type]  # not JSON: still typed
+
+
+# --- overlapping owner patterns ---------------------------------------------------------
+
+def test_owner_patterns_that_tie_for_a_key_are_refused() -> None:
+    """OpenAI 10: ``room/*1`` vs ``room/R*`` (same length, both match room/R1) would make
+    the owner depend on declaration order: refused, either order; a more specific
+    (longer) pattern, or the same owner, is fine."""
+    for facts in ({"room/*1": "a", "room/R*": "b"}, {"room/R*": "b", "room/*1": "a"}):
+        with pytest.raises(WorkspaceError, match="declaration order") as ei:
+            Workspace(facts)
+        assert set(ei.value.fields["patterns"]) == {"room/*1", "room/R*"}
+    ws = Workspace({"room/*": "a", "room/R1*": "b", "stock/*": "c", "stoc?/x": "c"})
+    assert ws.owner_of("room/R12") == "b" and ws.owner_of("room/A") == "a"
+    Workspace({"a/[0-9]x": "a", "a/?y": "b"})  # no key matches both
+
+
+# --- readers never touch what the owner stored (OpenAI 1, SAFETY) ----------------------
+
+def _mutate(value: Any) -> None:
+    if isinstance(value, dict):
+        value["price"] = 99
+        value.setdefault("tags", []).append("mine")
+    elif isinstance(value, list):
+        value.append("x")
+
+
+@pytest.mark.parametrize("sqlite", [False, True])
+def test_changing_what_a_reader_got_never_changes_a_head(tmp_path: Path, sqlite: bool) -> None:
+    """Values from read/value/head/read_record, a written value kept by the caller, and
+    the value an update fn edits in place and then fails on: none is the stored object."""
+    ws = _ws(tmp_path if sqlite else None)
+    booker, other = ws.agent("booker"), ws.agent("other")
+    head = ws.head(ROOM)
+    assert head is not None
+    mine = {"price": 100, "tags": ["quiet"]}
+    ws.put("room/R2", mine)
+    _mutate(mine)
+    for got in (booker.read(ROOM), ws.value(ROOM), head.content,
+                booker.read_record(ROOM).content):  # type: ignore[union-attr]
+        _mutate(got)
+
+    def edit_then_fail(r: Any) -> Any:
+        _mutate(r)
+        raise RuntimeError("changed my mind")
+
+    with pytest.raises(RuntimeError):
+        ws.update(ROOM, edit_then_fail)
+    for reader in (other.read, booker.read, ws.value):
+        assert reader(ROOM) == {"price": 100, "tags": ["quiet"]}
+    assert ws.value("room/R2") == {"price": 100, "tags": ["quiet"]}
+    assert ws.head(ROOM).id == head.id  # type: ignore[union-attr]  # verified: hashes
+
+
+def test_a_tool_editing_its_read_cannot_authorize_on_the_edited_value() -> None:
+    """The gate authorizes on versions; the agent's edited copy is not the fact."""
+    ws = _ws()
+    booker = ws.agent("booker")
+    room = booker.read(ROOM)
+    room["price"] = 1  # type: ignore[index]
+    call = booker.execute("book", lambda price: price, {"price": 1}, depends_on={ROOM})
+    assert call.executed  # the version read is current: the arguments are the model's
+    assert ws.value(ROOM)["price"] == 100  # type: ignore[index]
+    ws.agent("auditor").read(ROOM)  # no RecordIdMismatch for other readers
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda kids: st.lists(kids, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), kids, max_size=3), max_leaves=12))
+def test_property_mutating_any_read_value_never_changes_any_head(value: Any) -> None:
+    """For any JSON value: a reader's copy, changed any way, leaves the head intact."""
+    ws = Workspace({"k/*": "o"})
+    rec = ws.put("k/1", value)
+    for got in (ws.value("k/1"), ws.agent("a").read("k/1"), ws.head("k/1").content):  # type: ignore[union-attr]
+        _mutate(got)
+        if isinstance(got, dict):
+            got.clear()
+        elif isinstance(got, list):
+            got.clear()
+    assert ws.value("k/1") == value and ws.head("k/1") == rec
+
+
+# --- lost updates (CrewAI 2, SAFETY) ---------------------------------------------------
+
+def test_commit_of_a_version_another_writer_already_wrote_is_a_conflict() -> None:
+    """Two writers with the same base and value make the byte-identical record; the
+    second must not be told it committed (its update would be lost)."""
+    ws = Workspace({"c": "o"})
+    base = ws.put("c", 0)
+    store = ws.stores["o"]
+    seq = store.next_seq("o")
+    store.next_seq = lambda owner=None: seq  # type: ignore[method-assign]  # both read it
+    first = ws.commit("c", 1, expected=base.id)
+    with pytest.raises(HeadConflict, match="wrote this version first") as ei:
+        ws.commit("c", 1, expected=base.id)
+    assert ei.value.fields["current"] == first.id
+
+
+# --- bad input QA (#28, badinput D4 / D12) ----------------------------------------------
+
+@pytest.mark.parametrize("owner", ["../../escape", "x/y", "..", ".hidden", "", "a" * 64])
+def test_sqlite_refuses_owner_names_that_are_not_safe_file_names(tmp_path: Path,
+                                                                 owner: str) -> None:
+    """An owner's name is its database file's name: ``../x`` would write outside."""
+    folder = tmp_path / "ws"
+    with pytest.raises(WorkspaceError) as ei:
+        Workspace.sqlite({"a/*": owner}, folder)
+    assert "[A-Za-z0-9._-]" in str(ei.value) or "non-empty" in str(ei.value)
+    assert sorted(p.name for p in tmp_path.rglob("*.db")) == []
+    with Workspace.sqlite({"a/*": "sales-eu.1"}, folder) as ok:
+        ok.put("a/1", 1)
+    assert (folder / "sales-eu.1.db").exists()
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"action": ""}, "action is the tool's name"),
+    ({"action": 5}, "action is the tool's name"),
+    ({"fn": None}, "fn is the tool function"),
+    ({"args": ["R1"]}, "mapping of names"),
+    ({"args": None}, "mapping of names"),
+    ({"args": {1: "R1"}}, "mapping of names"),
+    ({"turn": [1]}, "hashable"),
+    ({"replan": "yes"}, "replan= must be a function"),
+    ({"args": {"room": "R1", "x": 1}}, "do not fit the tool function's parameters"),
+    ({"args": {}}, "do not fit the tool function's parameters"),
+])
+def test_execute_refuses_wrong_inputs_before_the_gate(kw: dict[str, Any], words: str) -> None:
+    """badinput D12: typed errors, nothing asked or run (fn=None used to fail after the
+    gate authorized the call)."""
+    ws = _ws()
+    booker = ws.agent("booker")
+    booker.read(ROOM)
+    ran: list[str] = []
+
+    def book(room: str) -> str:
+        ran.append(room)
+        return room
+
+    call: dict[str, Any] = {"action": "book", "fn": book, "args": {"room": "R1"},
+                            "depends_on": {ROOM}, **kw}
+    n = len(booker.log)
+    with pytest.raises(WorkspaceError, match=words):
+        booker.execute(call.pop("action"), call.pop("fn"), call.pop("args"), **call)
+    assert ran == [] and len(booker.log) == n
+    assert booker.execute("book", lambda **kw: kw, {"room": "R1"},
+                          depends_on={ROOM}).executed  # explicit args: **kw is fine
