@@ -81,7 +81,8 @@ class BatchedHeadReads:
             await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}",
                                   _json_req(list(subjects), len(subjects)),
                                   reply=f"{self._inbox}.{token}")
-            await asyncio.wait_for(asyncio.shield(b.done), timeout_s or self.timeout_s)
+            async with asyncio.timeout(timeout_s or self.timeout_s):
+                await b.done  # a timeout cancels it: a late answer is dropped
         finally:
             del self._batches[token]
             if not b.done.done():
