@@ -111,4 +111,7 @@ async def http_client(url: str, name: str = "client") -> AsyncIterator[Any]:
 
 
 def text(result: Any) -> str:
+    """The text of a result: a ``CallToolResult``, or the wire dict the gateway forwards."""
+    if isinstance(result, dict):
+        return "\n".join(c.get("text", "") for c in result.get("content") or [])
     return "\n".join(getattr(c, "text", "") for c in result.content)
