@@ -11,6 +11,8 @@ each resource of D(a) is read again (concurrently, one read each; a change is co
 as a new version before the gate compares it with the version the session saw).
 Notifications from the upstream only make the gateway's heads move sooner; they are never
 needed for a stale call to be refused. A read that fails blocks the call (fail closed).
+An upstream with ``trust_updates`` (opt-in) is trusted to notify instead: a resource it
+serves under a live subscription is not read again (``_Resources.trusted``).
 """
 
 from __future__ import annotations
@@ -278,8 +280,9 @@ class _ToolCalls:
         assert facts is not None
         keys = sorted(k for k in deps if not k.startswith(FACT_SCHEME)
                       and facts.owner_of(k) not in facts.remote)
-        failed = await self._resources.reread_all(keys, f"{view.sid} via {name} "
-                                                   "(validation)")
+        stale = [k for k in keys if not self._resources.trusted(k)]
+        failed = await self._resources.reread_all(stale, f"{view.sid} via {name} "
+                                                  "(validation)")
         bad = {k: e for k, e in failed.items()}
         for k in keys:
             if k not in bad and facts.owner_of(k) is None:
