@@ -11,14 +11,16 @@ the re-read (fail closed).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import yaml
 
-from .conftest import stdio_gateway, text, upstream_log
-from .test_gateway_reread import _charges, _edit, _manifest
+from .conftest import env, free_port, stdio_gateway, text, upstream_log, wait_port
+from .test_gateway_reread import LEDGER, _charges, _edit, _manifest
 
 BAL = "acct://main/balance"
 
@@ -95,3 +97,67 @@ def test_lost_subscription_falls_back_to_the_reread(tmp_path: Path) -> None:
 
     anyio.run(main)
     assert [c["amount"] for c in _charges(tmp_path)] == [1, 2]
+
+
+def _start_ledger(folder: Path, port: int) -> subprocess.Popen[bytes]:
+    e = {**env(), "LEDGER_STATE": str(folder / "ledger.json"),
+         "LEDGER_LOG": str(folder / "ledger.log")}
+    p = subprocess.Popen([sys.executable, str(LEDGER), "--http", str(port)], env=e,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, p)
+    return p
+
+
+def _stop(p: subprocess.Popen[bytes]) -> None:
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts(
+        tmp_path: Path) -> None:
+    """Over HTTP the notification travels on the upstream's GET stream; once the gateway
+    has it the stale call is refused. The upstream restarted (its GET stream lost) after
+    a silent change: the call is not trusted, and never reaches the upstream."""
+    port = free_port()
+    manifest = _trusting(tmp_path)
+    m = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    m["upstreams"]["ledger"] = {"url": f"http://127.0.0.1:{port}/mcp",
+                                "trust_updates": True, "timeout_s": 3}
+    manifest.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
+    procs = [_start_ledger(tmp_path, port)]
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await _until_trusted(s, tmp_path)
+            n = _reads(tmp_path)
+            for amount in (2, 3):
+                r = await s.call_tool("charge", {"account": "main", "amount": amount})
+                assert not r.is_error, text(r)
+            assert _reads(tmp_path) == n  # no read per protected call
+            r = await s.call_tool("deposit", {"account": "main", "amount": 1000})
+            assert not r.is_error, text(r)
+            with anyio.fail_after(30):  # the gateway's re-read on the notification
+                while _reads(tmp_path) == n:
+                    await anyio.sleep(0.05)
+            r = await s.call_tool("charge", {"account": "main", "amount": 900})
+            assert r.is_error and "(stale)" in text(r), text(r)
+            r = await s.call_tool("charge", {"account": "main", "amount": 800})  # replan
+            assert not r.is_error, text(r)
+            _stop(procs[0])  # the upstream goes down: its GET stream with it
+            _edit(tmp_path, accounts={"main": 3})  # changed while nobody can notify
+            procs.append(_start_ledger(tmp_path, port))
+            r = await s.call_tool("charge", {"account": "main", "amount": 400})
+            # refused by the gate (read again, not trusted), not an upstream error
+            assert r.is_error and r.meta is not None and "icore/gate" in r.meta, text(r)
+
+    try:
+        anyio.run(main)
+    finally:
+        for p in procs:
+            _stop(p)
+    assert [c["amount"] for c in _charges(tmp_path)] == [1, 2, 3, 800]

@@ -9,6 +9,7 @@ State: ``{"accounts": {"main": 500}, "read_delay": 0, "fail": false}``; reading
 ``acct://<name>/balance`` waits ``read_delay`` seconds first, and fails when ``fail``.
 Each read is logged as ``<read>``. ``deposit`` changes a balance and notifies
 ``resources/updated`` (as a well-behaved server does); ``crash`` exits mid-call.
+``--http PORT``: streamable HTTP on 127.0.0.1 instead of stdio.
 """
 
 from __future__ import annotations
@@ -119,5 +120,17 @@ async def main() -> None:
         await server.run(r, w, server.create_initialization_options())
 
 
+async def main_http(port: int) -> None:
+    """Streamable HTTP on 127.0.0.1 (notifications on each session's GET stream)."""
+    import uvicorn
+    app = server.streamable_http_app(host="127.0.0.1")
+    await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                        log_level="warning")).serve()
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        anyio.run(main_http, int(sys.argv[2]))
+    else:
+        anyio.run(main)
