@@ -11,6 +11,7 @@ the re-read (fail closed).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import anyio
 import yaml
 
-from .conftest import env, free_port, stdio_gateway, text, upstream_log, wait_port
+from .conftest import free_port, process, stdio_gateway, text, upstream_log, wait_port
 from .test_gateway_reread import LEDGER, _charges, _edit, _manifest
 
 BAL = "acct://main/balance"
@@ -99,25 +100,6 @@ def test_lost_subscription_falls_back_to_the_reread(tmp_path: Path) -> None:
     assert [c["amount"] for c in _charges(tmp_path)] == [1, 2]
 
 
-def _start_ledger(folder: Path, port: int) -> subprocess.Popen[bytes]:
-    e = {**env(), "LEDGER_STATE": str(folder / "ledger.json"),
-         "LEDGER_LOG": str(folder / "ledger.log")}
-    p = subprocess.Popen([sys.executable, str(LEDGER), "--http", str(port)], env=e,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, p)
-    return p
-
-
-def _stop(p: subprocess.Popen[bytes]) -> None:
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=5)
-
-
 def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts(
         tmp_path: Path) -> None:
     """Over HTTP the notification travels on the upstream's GET stream; once the gateway
@@ -129,7 +111,17 @@ def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts
     m["upstreams"]["ledger"] = {"url": f"http://127.0.0.1:{port}/mcp",
                                 "trust_updates": True, "timeout_s": 3}
     manifest.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
-    procs = [_start_ledger(tmp_path, port)]
+    stack = contextlib.ExitStack()
+
+    def start() -> subprocess.Popen[Any]:
+        p = stack.enter_context(process(
+            [sys.executable, str(LEDGER), "--http", str(port)],
+            extra_env={"LEDGER_STATE": str(tmp_path / "ledger.json"),
+                       "LEDGER_LOG": str(tmp_path / "ledger.log")}))
+        wait_port(port, p)
+        return p
+
+    first = start()
 
     async def main() -> None:
         async with stdio_gateway(manifest) as s:
@@ -148,16 +140,14 @@ def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts
             assert r.is_error and "(stale)" in text(r), text(r)
             r = await s.call_tool("charge", {"account": "main", "amount": 800})  # replan
             assert not r.is_error, text(r)
-            _stop(procs[0])  # the upstream goes down: its GET stream with it
+            first.terminate()  # the upstream goes down: its GET stream with it
+            first.wait(timeout=10)
             _edit(tmp_path, accounts={"main": 3})  # changed while nobody can notify
-            procs.append(_start_ledger(tmp_path, port))
+            start()
             r = await s.call_tool("charge", {"account": "main", "amount": 400})
             # refused by the gate (read again, not trusted), not an upstream error
             assert r.is_error and r.meta is not None and "icore/gate" in r.meta, text(r)
 
-    try:
+    with stack:
         anyio.run(main)
-    finally:
-        for p in procs:
-            _stop(p)
     assert [c["amount"] for c in _charges(tmp_path)] == [1, 2, 3, 800]
