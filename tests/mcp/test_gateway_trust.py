@@ -151,3 +151,24 @@ def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts
     with stack:
         anyio.run(main)
     assert [c["amount"] for c in _charges(tmp_path)] == [1, 2, 3, 800]
+
+
+def test_trust_without_subscribe_support_warns(tmp_path: Path) -> None:
+    """An upstream marked ``trust_updates`` that cannot subscribe (the SDK's MCPServer):
+    a warning in the trace; a stale call is still refused."""
+    from .conftest import stdio_upstream, write_manifest
+    up = {**stdio_upstream(tmp_path / "up.log"), "trust_updates": True}
+    manifest = write_manifest(tmp_path, {"trip": up})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            for uri in ("memo://price", "memo://city"):
+                await s.read_resource(uri)
+            r = await s.call_tool("set_price", {"value": "120"})  # notifies; no subscriber
+            assert not r.is_error, text(r)
+            r = await s.call_tool("book", {"city": "Porto", "price": 100})
+            assert r.is_error and "(stale)" in text(r) and "120" in text(r), text(r)
+
+    anyio.run(main)
+    trace = (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
+    assert "marked trust_updates but does not support resources/subscribe" in trace
