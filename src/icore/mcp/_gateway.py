@@ -182,15 +182,6 @@ class Gateway:
                 failed[n] for n in sorted(failed)), upstreams=sorted(failed))
         await self.refresh()
         self.watch.check()
-        for n, u in self.upstreams.items():
-            caps = u.capabilities
-            if u.spec.trust_updates and caps is not None and not (
-                    caps.resources is not None and caps.resources.subscribe):
-                msg = (f"upstream {n} is marked trust_updates but does not support "
-                       "resources/subscribe: its resources are read again at every "
-                       "protected call")
-                log.warning("%s", msg)
-                self.trace.note("gateway", msg, upstream=n)
         m = self.manifest
         owners: dict[str, str] = {}
         for n, ts in sorted(self.templates.items()):  # a templated resource's upstream
