@@ -377,9 +377,13 @@ class _ToolCalls:
             await self._resources.notify_subscribers(key)
         self._resources.read(view, key)  # the writer knows the value it wrote
         self.gw.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
-        return CallToolResult(content=[TextContent(type="text", text=f"{key} is now version "
-                                                   f"{rec.seq}")],
-                              structured_content={"key": key, "seq": rec.seq})
+        owner = self.gw.facts.owner_of(key)
+        said = ("written" if created else "unchanged (the value was already current)")
+        # seq counts the owner's records over all its keys, not this key's versions
+        return CallToolResult(content=[TextContent(type="text", text=(
+            f"{key} {said}; its head is record seq {rec.seq} of owner {owner}"))],
+                              structured_content={"key": key, "seq": rec.seq,
+                                                  "owner": owner, "changed": created})
 
 
 _RESERVED = "io.modelcontextprotocol/"
