@@ -139,8 +139,19 @@ _HINTS: dict[str, str] = {
 }
 
 
+MAX_HANDOVER_CHARS = 8_000
+"""Most characters of fresh values a refusal's model-facing message carries (~2k tokens).
+
+Longer values are cut with a note: the whole value is the agent's read all the same, and
+the model can fetch it with the app's own read tool (which may show less of it)."""
+
+
 def _values(fresh: Mapping[str, JSONValue]) -> str:
-    return json.dumps(dict(sorted(fresh.items())), ensure_ascii=False, default=str)
+    text = json.dumps(dict(sorted(fresh.items())), ensure_ascii=False, default=str)
+    if len(text) <= MAX_HANDOVER_CHARS:
+        return text
+    return (f"{text[:MAX_HANDOVER_CHARS]} ... [cut: {len(text) - MAX_HANDOVER_CHARS:,} "
+            f"more characters; read {', '.join(sorted(fresh))} again for the whole value]")
 
 
 def _message(c: Call) -> str:
