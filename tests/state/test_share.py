@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,15 @@ from hypothesis import strategies as st
 
 from icore.state import Effect, EventSpec, MemoryLog, State, load_declaration, rebuild
 from icore.state._log import decode_entry, encode_entry
-from icore.state._share import MAX_ITEMS, MEMO_LIMIT, FieldLayouts, Fields, ValueShare
+from icore.state._share import (
+    MAX_ITEMS,
+    MEMO_LIMIT,
+    Compact,
+    FieldLayouts,
+    Fields,
+    Layouts,
+    ValueShare,
+)
 
 DECL = load_declaration(Path(__file__).resolve().parents[2] / "examples" / "declarations"
                         / "code_review.yaml")
@@ -72,7 +81,7 @@ def test_memo_is_bounded() -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.sampled_from(["step", "a", "b", "c"]), _scalar, max_size=4))
 def test_fields_read_like_the_dict(d: dict[str, Any]) -> None:
-    f = FieldLayouts()(d)
+    f = FieldLayouts[str]()(d)
     assert isinstance(f, Fields)
     assert f == d and d == f and dict(f) == d and list(f) == list(d)
     assert repr(f) == repr(d) and len(f) == len(d)
@@ -82,7 +91,7 @@ def test_fields_read_like_the_dict(d: dict[str, Any]) -> None:
 
 
 def test_events_share_a_layout() -> None:
-    layouts = FieldLayouts()
+    layouts: FieldLayouts[str] = FieldLayouts()
     a, b = layouts({"step": 1, "x": "p"}), layouts({"step": 2, "x": "q"})
     assert a._at is b._at and a != b and a["step"] == 1 and b["x"] == "q"
 
@@ -114,3 +123,28 @@ def test_imported_x_and_log_are_unchanged_by_sharing() -> None:
     assert y.metrics() == x.metrics()
     assert {k: dict(v.fields) for k, v in y.events.items()} == {
         k: dict(v.fields) for k, v in x.events.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["node", "status", "result"]), st.integers(0, 9)),
+                max_size=12))
+def test_put_matches_dict_assignment(writes: list[tuple[str, int]]) -> None:
+    layouts: Layouts[str] = Layouts()
+    d: dict[str, int] = {}
+    m: Mapping[str, int] = {}
+    for k, v in writes:
+        before = dict(m)
+        m2 = layouts.put(m, k, v)
+        assert dict(m) == before  # the old mapping is unchanged
+        d[k] = v
+        m = m2
+        assert dict(m) == d and list(m) == list(d) and list(m.values()) == list(d.values())
+        assert list(m.items()) == list(d.items())
+
+
+def test_obligation_active_is_replaced_not_changed() -> None:
+    x = State(DECL)
+    _run(x)
+    a1, a2 = x.obligations["o1"].active, x.obligations["o2"].active
+    assert isinstance(a1, Compact) and isinstance(a2, Compact)
+    assert dict(a1) == {("node", ""): "a1"} and a2._at is a1._at  # one layout for both

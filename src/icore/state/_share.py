@@ -15,8 +15,8 @@ Pure: no I/O, no clock; the memo is per state and bounded.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
-from typing import Any
+from collections.abc import Hashable, Iterator, Mapping, ValuesView
+from typing import Any, Generic, TypeVar
 
 from icore.state._xmodel import JSON
 
@@ -26,6 +26,8 @@ MAX_ITEMS = 8
 """Values with more items than this (in one list, tuple or dict, or nested) are not shared."""
 
 _SCALARS = (str, int, bool, type(None))
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def exact_key(value: Any, budget: list[int]) -> Hashable | None:
@@ -103,24 +105,25 @@ class ValueShare:
         return len(self._memo)
 
 
-class Fields(Mapping[str, JSON]):
-    """An imported event's fields: a shared key layout and a tuple of values.
+class Compact(Mapping[K, V]):
+    """A read-only mapping held as a shared key layout and a tuple of values.
 
-    Read-only, in the keys' original order; equal to (and printed as) the dict it was
-    built from. About half the memory of a dict of the same items, because the events
-    of one type and importer share their keys (:class:`FieldLayouts`).
+    In the keys' original order; equal to (and printed as) the dict it stands for. About
+    half the memory of a dict of the same items, because the mappings built by one
+    :class:`Layouts` share their keys: an imported event's fields (:class:`Fields`), an
+    obligation's active assertions by slot.
     """
 
     __slots__ = ("_at", "_values")
 
-    def __init__(self, at: Mapping[str, int], values: tuple[JSON, ...]) -> None:
+    def __init__(self, at: Mapping[K, int], values: tuple[V, ...]) -> None:
         self._at = at
         self._values = values
 
-    def __getitem__(self, key: str) -> JSON:
+    def __getitem__(self, key: K) -> V:
         return self._values[self._at[key]]
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: K, default: Any = None) -> Any:
         """The value of ``key``, else ``default``."""
         i = self._at.get(key)
         return default if i is None else self._values[i]
@@ -128,33 +131,71 @@ class Fields(Mapping[str, JSON]):
     def __contains__(self, key: object) -> bool:
         return key in self._at
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[K]:
         return iter(self._at)
 
     def __len__(self) -> int:
         return len(self._values)
 
+    def values(self) -> ValuesView[V]:
+        """The values, in key order."""
+        return _Values(self)
+
     def __repr__(self) -> str:
         return repr(dict(zip(self._at, self._values, strict=True)))
 
 
-class FieldLayouts:
-    """Builds :class:`Fields`, one key layout per distinct key sequence (bounded memo)."""
+class _Values(ValuesView[V]):
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[V]:
+        return iter(self._mapping._values)  # type: ignore[attr-defined]
+
+
+Fields = Compact
+"""An imported event's fields (:class:`Compact` over str keys and JSON values)."""
+
+
+class Layouts(Generic[K]):
+    """Builds :class:`Compact` mappings, one key layout per distinct key sequence.
+
+    The memo of layouts is bounded (:data:`MEMO_LIMIT`; emptied when full).
+    """
 
     __slots__ = ("_memo",)
 
     def __init__(self) -> None:
-        self._memo: dict[tuple[str, ...], Mapping[str, int]] = {}
+        self._memo: dict[tuple[K, ...], Mapping[K, int]] = {}
 
-    def __call__(self, fields: Mapping[str, JSON]) -> Fields:
-        """``fields`` as :class:`Fields` (its values are not copied)."""
-        keys = tuple(fields)
+    def _layout(self, keys: tuple[K, ...]) -> Mapping[K, int]:
         at = self._memo.get(keys)
         if at is None:
             if len(self._memo) >= MEMO_LIMIT:
                 self._memo.clear()
             at = self._memo[keys] = {k: i for i, k in enumerate(keys)}
-        return Fields(at, tuple(fields.values()))
+        return at
+
+    def __call__(self, items: Mapping[K, V]) -> Compact[K, V]:
+        """``items`` as a :class:`Compact` (its values are not copied)."""
+        return Compact(self._layout(tuple(items)), tuple(items.values()))
+
+    def put(self, m: Mapping[K, V], key: K, value: V) -> Compact[K, V]:
+        """A :class:`Compact` of ``m`` with ``key`` set to ``value`` (``m`` unchanged).
+
+        A new key goes last, as in a dict.
+        """
+        if type(m) is not Compact:
+            m = self(m)
+        at, values = m._at, m._values
+        i = at.get(key)
+        if i is not None:
+            return Compact(at, (*values[:i], value, *values[i + 1:]))
+        return Compact(self._layout((*at, key)), (*values, value))
 
 
-__all__ = ["MAX_ITEMS", "MEMO_LIMIT", "FieldLayouts", "Fields", "ValueShare", "exact_key"]
+FieldLayouts = Layouts
+"""Builds events' :class:`Fields` (see :class:`Layouts`)."""
+
+
+__all__ = ["MAX_ITEMS", "MEMO_LIMIT", "Compact", "FieldLayouts", "Fields", "Layouts", "ValueShare",
+           "exact_key"]

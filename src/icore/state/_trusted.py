@@ -47,7 +47,8 @@ class TrustedImport:
         self._record = record
         # equal small values (node values, payloads) imported as one object (issue 29)
         self._share = ValueShare()
-        self._layouts = FieldLayouts()  # events' fields: shared keys, a tuple of values
+        # events' fields: shared keys, a tuple of values
+        self._layouts: FieldLayouts[str] = FieldLayouts()
 
     def add_event(self, spec: EventSpec) -> Event:
         """Append an observed event to G (trace import).
