@@ -1,16 +1,20 @@
-"""Equal small JSON values held as one object (issue 29: X's memory on long imports).
+"""Compact forms of what X holds per step of a long import (issue 29: bounded memory).
 
-A long imported run repeats the same small values thousands of times: every obligation's
-``node`` value (``{"kind": "analysis", "weight": 1.0, "parent": "task", "deps": [],
-"required_root": False}``), the certificate payloads of consecutive outputs
-(``{"seen_digests": [], "seen_pages": [], "evidence_before": 12}``). Values of X are
-never mutated after they are recorded (the records holding them are frozen), so equal
-values can be one object: :class:`ValueShare` returns the first object seen for each
-value, keyed by an exact form that tells ``1``, ``1.0`` and ``True`` apart, ``0.0`` from
-``-0.0``, lists from tuples, and keeps key order, so every encoding of the shared value
-is byte for byte the encoding of the value it replaces.
+- :class:`ValueShare`: equal small JSON values as one object. A long imported run repeats
+  the same certificate payloads thousands of times (``{"seen_digests": [], "seen_pages":
+  [], "evidence_before": 12}`` for consecutive outputs). Values of X are never mutated
+  after they are recorded (the records holding them are frozen), so equal values can be
+  one object: the first object seen for each value is returned, keyed by an exact form
+  that tells ``1``, ``1.0`` and ``True`` apart, ``0.0`` from ``-0.0``, lists from tuples,
+  and keeps key order, so every encoding of the shared value is byte for byte the
+  encoding of the value it replaces.
+- :class:`Compact` (built by :class:`Layouts`): a read-only mapping as a key layout shared
+  by every mapping with the same keys and a tuple of values: an imported event's fields
+  (:data:`Fields`), an obligation's active assertions by slot. About half a dict's
+  memory; equal to and printed as the dict it stands for; encoded as a dict in the log.
 
-Pure: no I/O, no clock; the memo is per state and bounded.
+Pure: no I/O, no clock; every memo is per state (or per process for the interned slot
+layouts) and bounded.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ class TrustedImport:
     def __init__(self, x: StateView, record: Recorder) -> None:
         self._x = x
         self._record = record
-        # equal small values (node values, payloads) imported as one object (issue 29)
+        # equal small certificate payloads imported as one object (issue 29)
         self._share = ValueShare()
         # events' fields: shared keys, a tuple of values
         self._layouts: FieldLayouts[str] = FieldLayouts()
@@ -109,7 +109,7 @@ class TrustedImport:
         """
         body = assertion_body(self._x, effect, events=events, operation=operation,
                               certificates=certificates, cites=cites, proposer=proposer,
-                              justified=justified, share=self._share)
+                              justified=justified)
         self._record([body])
         return body.assertion
 

@@ -151,13 +151,10 @@ def assertion_body(
     cites: Sequence[str] = (),
     proposer: str | None = None,
     justified: bool = True,
-    share: Callable[[JSON], JSON] | None = None,
 ) -> AssertionImported:
     """The body adding an assertion to Q and its justification to Π.
 
-    See :meth:`State.import_assertion <icore.state.State.import_assertion>`. ``share``
-    (a :class:`~icore.state._share.ValueShare`) may return an earlier equal value object
-    in place of the effect's value (issue 29: memory of long imports).
+    See :meth:`State.import_assertion <icore.state.State.import_assertion>`.
 
     Raises:
         StateInputError: anything named that does not exist, or a malformed effect.
@@ -189,7 +186,7 @@ def assertion_body(
         obligation=effect.obligation,
         kind=effect.kind if type(effect.kind) is AssertionKind else AssertionKind(effect.kind),
         key=effect.key,
-        value=effect.value if share is None else share(effect.value),
+        value=effect.value,
         proposer=proposer,
         proposal=None,
         cited_sound=not cites or all(x.is_active(c) and x.assertion_sound(c) for c in cites),
@@ -288,7 +285,7 @@ class ImportBatch:
                  share: Callable[[JSON], JSON] | None = None) -> None:
         self._x = x
         self._record = record
-        self._share = share  # equal small values as one object (ValueShare)
+        self._share = share  # equal small payloads as one object (ValueShare)
         self._bodies: list[Body] = []
         self._pending: _BatchView | None = None  # built on the first item
         self._last_j: Justification | None = None  # shared by equal justifications
@@ -357,7 +354,7 @@ class ImportBatch:
             self.commit()
         body = assertion_body(self._view, effect, events=events, operation=operation,
                               certificates=certificates, cites=cites, proposer=proposer,
-                              justified=justified, share=self._share)
+                              justified=justified)
         j, last = body.justification, self._last_j
         if j is not None:  # the items of a batch usually share one (frozen): one object
             if last is not None and j == last:
