@@ -37,7 +37,7 @@ V = TypeVar("V")
 def exact_key(value: Any, budget: list[int]) -> Hashable | None:
     """A hashable form equal only for values with the same JSON encoding and types.
 
-    ``budget`` is a one-item counter of the items still allowed (decremented).
+    ``budget`` is a one-item counter of the containers still allowed (decremented).
 
     Returns:
         The key, or None when the value is too big or holds something else than JSON
@@ -58,18 +58,22 @@ def exact_key(value: Any, budget: list[int]) -> Hashable | None:
         for k, v in value.items():
             if type(k) is not str:
                 return None
-            kv = exact_key(v, budget)
+            tv = type(v)
+            kv: Hashable | None = (tv, v) if tv in _SCALARS else exact_key(v, budget)
             if kv is None:
                 return None
             items.append(k)
             items.append(kv)
         return tuple(items)
     if t is list or t is tuple:
+        if not value:  # the common empty list: no loop
+            return (t.__name__,)
         if len(value) > MAX_ITEMS:
             return None
         seq: list[Hashable] = [t.__name__]
         for v in value:
-            kv = exact_key(v, budget)
+            tv = type(v)
+            kv = (tv, v) if tv in _SCALARS else exact_key(v, budget)
             if kv is None:
                 return None
             seq.append(kv)
