@@ -338,6 +338,40 @@ def test_every_decision_field_is_the_one_named(w: World) -> None:
     assert replace(d2, point=1) == d
 
 
+def test_inline_owners_are_awaited_in_turn_and_still_fail_closed(w: World) -> None:
+    """``answers_inline`` (stores of this process): no task per owner, the same decision
+    as the synchronous gate, and an owner that raises still blocks."""
+    p = w.plan(w.a1, w.b1)
+    w.put(w.bob, "req/b", "B2", parents=[w.b1])
+    tasks: list[int] = []
+
+    class Inline:
+        bounds_timeouts = True
+        answers_inline = True
+
+        async def query_heads(self, owner: str, keys: Sequence[str], *,
+                              known: Any = None, timeout_s: float = 2.0) -> HeadReply:
+            tasks.append(id(asyncio.current_task()))
+            if owner in w.owners.down:
+                raise OwnerUnavailable(owner)
+            return w.owners.query_heads(owner, keys, known=known)
+
+        async def fetch(self, owner: str, ids: Sequence[RecordId], *,
+                        timeout_s: float = 2.0) -> list[Record]:
+            return w.owners.fetch(owner, ids)
+
+    kw: dict[str, Any] = {"roots": [p.id], "deps": {"req/a", "req/b"},
+                          "lookup": w.ex.lookup, "ownership": OM}
+    d = validate(owners=w.owners, **kw)
+    d2 = asyncio.run(avalidate(owners=Inline(), **kw))
+    assert (d2.outcome, d2.reason, d2.heads) == (d.outcome, d.reason, d.heads)
+    assert (d2.outcome, d2.reason) == (Outcome.REPLAN_REQUIRED, Reason.STALE)
+    assert len(tasks) == 2 and len(set(tasks)) == 1  # both owners in the caller's task
+    w.owners.down.add("alice")
+    d3 = asyncio.run(avalidate(owners=Inline(), **kw))
+    assert (d3.outcome, d3.reason) == (Outcome.BLOCKED, Reason.OWNER_UNAVAILABLE)
+
+
 # -- the protected action (App. A.3) --------------------------------------------------
 def _fence(w: World, **kw: Any) -> Fence:
     return Fence.for_store(w.ex, w.owners, **kw)

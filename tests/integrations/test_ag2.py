@@ -540,3 +540,73 @@ def test_fenced_tool_without_recorder_records_into_the_recorded_run() -> None:
             if e["kind"] == "tool_output"]
     assert gates == ["stale", "valid"] and outs == [("Berlin", 1), ("Munich", 0)]
     assert {e["agent"] for e in rec.events if e.get("gate")} == {"front"}
+
+def test_sibling_stale_calls_of_one_message_record_no_replan(tmp_path: Path) -> None:
+    """Two calls of one tool on the same changed order in one model message are both
+    refused stale (planned from the same old read); neither is the other's replan: the
+    recording counts replans 0 after that message and 1 once the model's next message
+    ships from the fresh value."""
+    ws, shipper, shipped = _orders()
+    rec = RunRecorder("siblings")
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    w = fenced_tool(ship, agent=shipper, recorder=rec,
+                    depends_on=lambda a: {f"order/{a['order_id']}"})
+    shipper.read("order/42")
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    agent = Agent("shipper", config=_world([
+        [_call("ship", order_id="42", city="Berlin"),
+         _call("ship", order_id="42", city="Bremen")], "ok"]), tools=[w])
+    _run(agent)
+    assert shipped == []
+    assert _replans(rec, tmp_path / "a") == 0
+    agent = Agent("shipper", config=_world([
+        _call("ship", order_id="42", city="Munich"), "ok"]), tools=[w])
+    _run(agent)
+    assert shipped == [("42", "Munich")]
+    assert _replans(rec, tmp_path / "b") == 1
+
+
+def _replans(rec: RunRecorder, out: Path) -> int:
+    import json
+
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    path = rec.write(out.with_suffix(".jsonl"))
+    res = CliRunner().invoke(app, ["audit", str(path), "--json", str(out) + ".json",
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    runs = json.loads(Path(str(out) + ".json").read_text())["runs"]
+    return int(runs[0]["summary"]["replans"])
+
+
+def test_a_broken_replanner_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A replanner that raises: the call does not run, AG2's tool error reaches the
+    model, and the developer's log holds the error once (not once per layer)."""
+    ws, shipper, shipped = _orders()
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    def broken(_stale: Any) -> Any:
+        raise RuntimeError("boom")
+
+    w = fenced_tool(ship, agent=shipper, replan=broken,
+                    depends_on=lambda a: {f"order/{a['order_id']}"})
+    shipper.read("order/42")
+    ws.put("order/42", {"city": "Munich"}, by="sales")
+    agent = Agent("shipper", config=_world([[_call("ship", order_id="42", city="Berlin")],
+                                            "ok"]), tools=[w])
+    with caplog.at_level("ERROR", logger="icore"):
+        _, results = _run(agent)
+    assert shipped == [] and isinstance(results[0], ToolErrorEvent)
+    logged = [r for r in caplog.records if "replanner raised" in r.getMessage()]
+    assert len(logged) == 1 and "boom" in logged[0].getMessage()

@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,7 +102,8 @@ def then(fn: Callable[[], Any], step: Step) -> Callable[[Any], Step]:
 class Store:
     """The QA app: warehouses owned by ``warehouse``, a clerk reading and transferring."""
 
-    def __init__(self, stock: dict[str, int], *, sequential: bool = False) -> None:
+    def __init__(self, stock: dict[str, int], *, sequential: bool = False,
+                 recorder: Any = None) -> None:
         self.ws = Workspace({"stock/*": "warehouse"})
         for wh, qty in stock.items():
             self.ws.put(f"stock/{wh}", {"qty": qty}, by="warehouse")
@@ -123,7 +125,8 @@ class Store:
         if sequential:  # CrewAI then runs a message's calls one by one
             get_stock.max_usage_count = 1000
         self.tools = [get_stock, fenced_crewai_tool(
-            transfer, agent=clerk, depends_on=lambda a: {f"stock/{a['wh']}"})]
+            transfer, agent=clerk, depends_on=lambda a: {f"stock/{a['wh']}"},
+            recorder=recorder)]
 
     def set(self, wh: str, qty: int) -> Callable[[], Any]:
         return lambda: self.ws.put(f"stock/{wh}", {"qty": qty}, by="warehouse")
@@ -174,6 +177,29 @@ def test_a_message_is_planned_from_the_reads_before_it(name: str, sequential: bo
         assert "(not_read)" in seen and '"qty": 10' in seen
     elif name != "independent":
         assert "(stale)" in seen
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["parallel", "sequential"])
+def test_sibling_refusals_record_one_replan_the_next_message(sequential: bool,
+                                                            tmp_path: Path) -> None:
+    """Two transfers of one message on a changed stock are both refused stale; neither is
+    the other's replan (recorded replans 0); the next message's transfer from the handed
+    value is the one replan (replans 1), and the recording audits clean."""
+    from icore.adapters import audit_file
+    from icore.integrations import RunRecorder
+
+    rec = RunRecorder("siblings")
+    s = Store({"W1": 10}, sequential=sequential, recorder=rec)
+    llm = scripted([[call("get_stock", wh="W1")],
+                    then(s.set("W1", 5), [call("transfer", wh="W1", qty=4),
+                                          call("transfer", wh="W1", qty=3)])])
+    s.crew(llm).kickoff()
+    assert s.moved == []
+    assert [r.replans for r in audit_file(rec.write(tmp_path / "a.jsonl"))] == [0]
+    llm = scripted([[call("transfer", wh="W1", qty=3)]])
+    s.crew(llm).kickoff()
+    assert s.moved == [("W1", 3)]
+    assert [r.replans for r in audit_file(rec.write(tmp_path / "b.jsonl"))] == [1]
 
 
 def test_the_next_message_is_authorized_by_the_values_handed_over() -> None:

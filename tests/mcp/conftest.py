@@ -47,9 +47,10 @@ def wait_port(port: int, proc: subprocess.Popen[Any], timeout_s: float = 30) -> 
 
 
 @contextlib.contextmanager
-def process(args: list[str], **kw: Any) -> Iterator[subprocess.Popen[Any]]:
+def process(args: list[str], extra_env: dict[str, str] | None = None,
+            **kw: Any) -> Iterator[subprocess.Popen[Any]]:
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         env=env(), **kw)
+                         env={**env(), **(extra_env or {})}, **kw)
     try:
         yield p
     finally:
@@ -111,4 +112,7 @@ async def http_client(url: str, name: str = "client") -> AsyncIterator[Any]:
 
 
 def text(result: Any) -> str:
+    """The text of a result: a ``CallToolResult``, or the wire dict the gateway forwards."""
+    if isinstance(result, dict):
+        return "\n".join(c.get("text", "") for c in result.get("content") or [])
     return "\n".join(getattr(c, "text", "") for c in result.content)

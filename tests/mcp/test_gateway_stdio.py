@@ -128,7 +128,12 @@ def test_protected_call_stale_replan_and_block(manifest: Path, folder: Path) -> 
             # publishing a fact makes plans citing the old version stale
             r = await s.call_tool("icore_put_fact", {"key": "fact://plan/goal",
                                                      "value": "Lisbon"})
-            assert not r.is_error
+            assert not r.is_error and text(r).startswith("fact://plan/goal written; ")
+            assert r.structured_content is not None and r.structured_content["changed"]
+            r = await s.call_tool("icore_put_fact", {"key": "fact://plan/goal",
+                                                     "value": "Lisbon"})  # same value
+            assert not r.is_error and "unchanged" in text(r)
+            assert r.structured_content is not None and not r.structured_content["changed"]
             r = await s.call_tool("icore_get_fact", {"key": "fact://plan/goal"})
             assert json.loads(text(r)) == "Lisbon"
         books = [x["args"] for x in upstream_log(log) if x["tool"] == "book"]

@@ -7,6 +7,9 @@ tool call is appended to $LEDGER_LOG, so a test can prove a call never reached i
 
 State: ``{"accounts": {"main": 500}, "read_delay": 0, "fail": false}``; reading
 ``acct://<name>/balance`` waits ``read_delay`` seconds first, and fails when ``fail``.
+Each read is logged as ``<read>``. ``deposit`` changes a balance and notifies
+``resources/updated`` (as a well-behaved server does); ``crash`` exits mid-call.
+``--http PORT``: streamable HTTP on 127.0.0.1 instead of stdio.
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ TOOLS = [
                input_schema={"type": "object", "required": ["account", "amount"],
                              "properties": {"account": {"type": "string"},
                                             "amount": {"type": "integer"}}}),
+    types.Tool(name="deposit", description="Add to a balance (notifies the update).",
+               input_schema={"type": "object", "required": ["account", "amount"],
+                             "properties": {"account": {"type": "string"},
+                                            "amount": {"type": "integer"}}}),
+    types.Tool(name="crash", description="Exit mid-call.",
+               input_schema={"type": "object", "properties": {}}),
     types.Tool(name="audit_note", description="Write a note (unprotected).",
                input_schema={"type": "object", "required": ["text"],
                              "properties": {"text": {"type": "string"}}}),
@@ -54,6 +63,13 @@ async def list_tools(ctx: Any, params: Any) -> Any:
 async def call_tool(ctx: Any, params: Any) -> Any:
     args = dict(params.arguments or {})
     _log(params.name, args)
+    if params.name == "crash":
+        os._exit(3)
+    if params.name == "deposit":
+        s = _state()
+        s["accounts"][args["account"]] += args["amount"]
+        STATE.write_text(json.dumps(s), encoding="utf-8")
+        await ctx.session.send_resource_updated(f"acct://{args['account']}/balance")
     text = f"{params.name} ok: {json.dumps(args, sort_keys=True)}"
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
@@ -71,6 +87,7 @@ async def list_templates(ctx: Any, params: Any) -> Any:
 
 async def read_resource(ctx: Any, params: Any) -> Any:
     uri = str(params.uri)
+    _log("<read>", {"uri": uri})
     s = _state()
     if s.get("read_delay"):
         await anyio.sleep(float(s["read_delay"]))
@@ -103,5 +120,17 @@ async def main() -> None:
         await server.run(r, w, server.create_initialization_options())
 
 
+async def main_http(port: int) -> None:
+    """Streamable HTTP on 127.0.0.1 (notifications on each session's GET stream)."""
+    import uvicorn
+    app = server.streamable_http_app(host="127.0.0.1")
+    await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                        log_level="warning")).serve()
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        anyio.run(main_http, int(sys.argv[2]))
+    else:
+        anyio.run(main)

@@ -85,7 +85,8 @@ def test_batched_read_is_one_request_and_omits_missing_keys(world: World) -> Non
 
 
 def test_malformed_head_blocks(world: World) -> None:
-    """A head entry that does not parse fails the query, so the gate blocks."""
+    """A head entry (d=1: per-key read) or an owner digest (d=8) that does not parse
+    fails the query, so the gate blocks."""
     async def go() -> tuple[Outcome, Outcome]:
         mem = await world.memory()
         own = await world.memory("a")
@@ -94,6 +95,9 @@ def test_malformed_head_blocks(world: World) -> None:
             ok = await avalidate(roots=[world.plan.id], deps=KEYS, lookup=world.lookup,
                                  ownership=OM, owners=acc, timeout_s=3.0)
             await own.heads_kv.put("a.req/3", b"\xc1not msgpack")
+            with pytest.raises(OwnerUnreachable):
+                await acc.query_heads("a", ["req/3"], timeout_s=3.0)
+            await own.heads_kv.put("a", b"\xc1not msgpack")  # the owner's digest
             with pytest.raises(OwnerUnreachable):
                 await acc.query_heads("a", KEYS, timeout_s=3.0)
             bad = await avalidate(roots=[world.plan.id], deps=KEYS, lookup=world.lookup,

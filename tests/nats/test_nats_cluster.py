@@ -143,6 +143,15 @@ def test_cluster_faults(cluster: NatsCluster, nats_team_certs: Path) -> None:
         # readable through the surviving quorum (once the records stream, too, has
         # elected a leader among the two survivors)
         _until(lambda: all(ex.get(r.id) == r for r in acked_one_down[-20:]), 20.0)
+        # d=5 keys of one owner: the gate reads owner a's digest (#27); it holds every
+        # acknowledged head
+        logs = [f"log/{i}" for i in range(5)]
+        latest = {r.key: r for r in acked_one_down}
+
+        def digest_fresh() -> bool:
+            got = ex.owner_access().query_heads("a", logs, timeout_s=GATE_TIMEOUT_S).heads
+            return all(got[k].seq >= r.seq for k, r in latest.items())
+        _until(digest_fresh, 20.0)
 
         cluster.kill(1)  # two of three: no quorum
         time.sleep(0.5)
@@ -151,6 +160,8 @@ def test_cluster_faults(cluster: NatsCluster, nats_team_certs: Path) -> None:
         assert all(o is Outcome.BLOCKED for o, _ in outs), outs
         # the gate's bound is per phase: heads, then (if needed) one fetch round
         assert all(dt <= 2 * GATE_TIMEOUT_S + 1.5 for _, dt in outs), outs
+        with pytest.raises(OwnerUnreachable):  # the digest read blocks too
+            ex.owner_access().query_heads("a", logs, timeout_s=GATE_TIMEOUT_S)
 
         cluster.restart(0, wait=False)
         cluster.restart(1, wait=False)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from icore.memory import HeadEntry, MemoryStore, OwnershipMap
 from icore.net import (
+    PROTOCOL_VERSION,
     FrameDecoder,
     FrameTooLarge,
     HeadQuery,
@@ -93,7 +94,7 @@ _junk_fields = st.recursive(
 @given(fields=st.lists(_junk_fields, min_size=4, max_size=4), tail=st.binary(max_size=3))
 def test_query_refusals_equal_the_general_decoder(fields: list[object], tail: bytes) -> None:
     """Any body with the head-query prefix: both paths accept it or both refuse it, alike."""
-    body = msgpack.packb([2, 1, *fields], use_bin_type=True) + tail
+    body = msgpack.packb([PROTOCOL_VERSION, 1, *fields], use_bin_type=True) + tail
     want: HeadQuery | ProtocolError
     try:
         want = decode_body(body)  # type: ignore[assignment]

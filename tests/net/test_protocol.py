@@ -48,8 +48,8 @@ REC2 = Record.create(key="req/1", owner="a", seq=2, content={"city": "Rome"}, pa
 MESSAGES = [
     HeadQuery(1, ("req/1", "req/2"), {"req/1": REC.id}, 4096),
     HeadQuery(2, (), {}, 0),
-    HeadReplyMsg(3, "a", (HeadEntry("req/1", REC.id, 1), HeadEntry("req/1", REC2.id, 2, REC2))),
-    HeadReplyMsg(3, "a", (HeadEntry("req/1", REC.id, 1),), (("req/2", 4), ("req/3", 9))),
+    HeadReplyMsg(3, "", (HeadEntry("req/1", REC.id, 1), HeadEntry("req/1", REC2.id, 2, REC2))),
+    HeadReplyMsg(3, "", (HeadEntry("req/1", REC.id, 1),), (("req/2", 4), ("req/3", 9))),
     FetchRequest(4, (REC.id, REC2.id)),
     FetchReply(5, (REC, REC2)),
     Announce(6, (REC.without_content(),)),
@@ -108,6 +108,19 @@ class TestRoundTrip:
         # "same" for a key the client sent no known id for is malformed (the gate blocks)
         with pytest.raises(MalformedMessage, match="no known id"):
             to_head_reply(reply, owner="a", keys=["req/1"], known={})
+
+    def test_protocol_2_replies_are_refused(self) -> None:
+        """Protocol 3 replies name no owner and list *same* heads flat; a protocol-2
+        reply (owner name, [key, seq] pairs) is refused with a typed error, and so is a
+        flat list of odd length."""
+        with pytest.raises(UnsupportedVersion):
+            decode_frame(_frame([2, 2, 1, "a", [], [["req/1", 1]]]))
+        with pytest.raises(MalformedMessage, match="pairs"):
+            decode_frame(_frame([V, 2, 1, [], ["req/1"]]))
+        with pytest.raises(MalformedMessage):
+            decode_frame(_frame([V, 2, 1, "a", [], ["req/1", 1]]))  # an owner: 3 fields
+        got = decode_frame(_frame([V, 2, 1, [], ["req/1", 1, "req/2", 5]]))
+        assert got == HeadReplyMsg(1, "", (), (("req/1", 1), ("req/2", 5)))
 
     def test_query_sends_only_the_asked_keys_ids(self) -> None:
         """Known ids of keys not asked of this owner stay off the wire."""

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from icore._files import not_a_regular_file
 from icore.adapters._errors import AdapterError
-from icore.adapters._json_window import JsonWindow
+from icore.adapters._json_window import JsonWindow, check_depth
 from icore.adapters._otel_readers import (
     _document,
     _jaeger_spans,
@@ -88,6 +88,8 @@ def _stream(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
         if not any_line:
             raise AdapterError("empty file", file=file, field="<root>")
         return
+    check_depth(f, file)  # before ijson, whose memory is quadratic in the depth
+    f.seek(0)
     text_head = head.decode("utf-8", errors="replace")
     if re.search(r'"(resourceSpans|resource_spans)"\s*:', text_head):
         fast = _one_scope_prefix(f, text_head)

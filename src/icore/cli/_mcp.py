@@ -132,6 +132,7 @@ def bench_mcp(
         by = {r.path.split(" d=")[0]: r for r in rows if r.transport == tr}
         px, pr = by.get("sdk proxy (no icore)"), by.get("gateway protected")
         rr = by.get("gateway protected resources")
+        tr_ = by.get("gateway protected trusted")
         if px is not None and pr is not None:
             console.print(f"{tr}: protected call {pr.p50_ms - px.p50_ms:+.2f} ms p50 over "
                           f"the SDK-only proxy ({pr.p50_ms / px.p50_ms:.2f}x); the SDK hop "
@@ -141,6 +142,9 @@ def bench_mcp(
             console.print(f"{tr}: re-reading d={deps} upstream resources at validation "
                           f"adds {rr.p50_ms - pr.p50_ms:+.2f} ms p50 "
                           f"({rr.p99_ms - pr.p99_ms:+.2f} ms p99) to a protected call")
+        if rr is not None and tr_ is not None:
+            console.print(f"{tr}: with trust_updates (live subscription) the same call "
+                          f"costs {tr_.p50_ms:.2f} ms p50 instead of {rr.p50_ms:.2f}")
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

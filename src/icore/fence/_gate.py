@@ -384,12 +384,16 @@ async def _caught(coro: Any) -> Any:
 
 
 async def _per_owner(calls: dict[str, Any], timeout_s: float, *,
-                     bounded: bool = False) -> dict[str, Any]:
+                     bounded: bool = False, inline: bool = False) -> dict[str, Any]:
     """Await one call per owner, all concurrently; one owner needs no gather or task.
 
     ``bounded``: the access ends every call within ``timeout_s`` itself
     (``bounds_timeouts``, :class:`~icore.memory.AsyncOwnerAccess`): no second timer.
+    ``inline``: its calls never suspend (``answers_inline``): awaited one after another,
+    no task per owner.
     """
+    if inline:
+        return {o: await _caught(c) for o, c in calls.items()}
     if len(calls) == 1:
         ((owner, coro),) = calls.items()
         return {owner: await (_caught(coro) if bounded else _guarded(coro, timeout_s))}
@@ -469,15 +473,18 @@ async def arun_gate(context: GateContext, *, action: str, roots: Iterable[Record
 async def _arun(run: GateRun, owners: AsyncOwnerAccess, timeout_s: float) -> GateDecision:
     """Drive ``run`` over ``owners``: head queries, then any fetches (see :func:`arun_gate`)."""
     bounded = getattr(type(owners), "bounds_timeouts", False) is True
+    inline = bounded and getattr(type(owners), "answers_inline", False) is True
     step: Step = run.start()
     if isinstance(step, HeadQueries):
         step = run.on_heads(await _per_owner(
             {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
-             for o, keys in step.per_owner.items()}, timeout_s, bounded=bounded))
+             for o, keys in step.per_owner.items()}, timeout_s, bounded=bounded,
+            inline=inline))
     if isinstance(step, RecordFetches):
         step = run.on_records(await _per_owner(
             {o: owners.fetch(o, ids, timeout_s=timeout_s)
-             for o, ids in step.per_owner.items()}, timeout_s, bounded=bounded))
+             for o, ids in step.per_owner.items()}, timeout_s, bounded=bounded,
+            inline=inline))
     assert isinstance(step, GateDecision)
     return step
 

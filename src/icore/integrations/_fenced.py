@@ -323,7 +323,8 @@ class FenceGuard:
         rec = recorder if recorder is not None else self._recorder(name)
         if rec is not None and res is not None:
             who = rec.gate(self.agent, name, res, lookup=self._lookup(), args=call.args,
-                           owner=self.handle.name if self.handle is not None else None)
+                           owner=self.handle.name if self.handle is not None else None,
+                           replan=call.one_replan)
             if call.executed:
                 rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
         elif rec is not None:  # refused before the gate: recorded all the same

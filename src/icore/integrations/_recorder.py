@@ -286,7 +286,8 @@ class RunRecorder:
 
     def gate(self, agent: str | None, tool: str, result: ActionResult, *,
              lookup: Lookup | None = None, call_id: Any = None,
-             args: Mapping[str, Any] | None = None, owner: str | None = None) -> str:
+             args: Mapping[str, Any] | None = None, owner: str | None = None,
+             replan: bool | None = None) -> str:
         """Every gate decision of one protected call, its replan, and a block if any.
 
         Writes the call's PlanFence lines too (:meth:`lineage`): its decisions, each with
@@ -309,6 +310,11 @@ class RunRecorder:
                 logical call, its replan, whichever framework agent makes each of them
                 (a handoff between two SDK agents sharing one fenced tool); every event
                 still names the agent that made it.
+            replan: whether this call is the replan of the last refused stale call in
+                its scope, when the caller knows (the workspace does:
+                :attr:`~icore.workspace.Call.one_replan`); None: every next call in the
+                scope is. False keeps the refused call waiting for its replan (a sibling
+                call of the same model turn, planned from the same old read).
 
         Returns:
             The agent the call was attributed to.
@@ -319,8 +325,8 @@ class RunRecorder:
         # on other facts are other calls)
         scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
         with self._lock:  # the previous such call was stale and handed the fresh values
-            stale = self._stale.pop(scope, None)
-            plan_id = self._replanning.pop(scope, None)
+            stale = self._stale.pop(scope, None) if replan is not False else None
+            plan_id = self._replanning.pop(scope, None) if replan is not False else None
         handed_over = stale is not None
         stale_roots, planner = stale if stale is not None else ((), who)
         replanned = result.replanned and len(result.decisions) > 1 and not handed_over

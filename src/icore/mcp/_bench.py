@@ -7,8 +7,10 @@ the gateway to an unprotected tool, through the gateway to a protected tool with
 facts in D(a) (the session read them first, so every call is validated fresh: planfence
 Alg. 1, the owners of D(a) asked), and to a protected tool whose D(a) is ``d`` resources
 of the upstream (each read again from the upstream at every call: the owner of an
-upstream resource is the upstream). Real processes: the upstream, the proxy and the
-gateway (``icore mcp``) run as subprocesses; the five are timed in turn in every round.
+upstream resource is the upstream), and to a protected tool whose D(a) is ``d`` resources
+of an upstream the manifest marks ``trust_updates`` (not read again while the gateway
+holds a live subscription). Real processes: the upstreams, the proxy and the gateway
+(``icore mcp``) run as subprocesses; the six are timed in turn in every round.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ class BenchRow:
         transport: ``stdio`` or ``http``.
         path: ``direct (upstream)``, ``sdk proxy (no icore)``, ``gateway unprotected``,
             ``gateway protected d=N`` (D(a): gateway facts), ``gateway protected
-            resources d=N`` (D(a): upstream resources, each read again at every call) or
-            ``gate only d=N`` (in process).
+            resources d=N`` (D(a): upstream resources, each read again at every call),
+            ``gateway protected trusted d=N`` (D(a): resources of a ``trust_updates``
+            upstream under a live subscription) or ``gate only d=N`` (in process).
         p50_ms / p99_ms: latency percentiles of one ``tools/call``, milliseconds.
         added_p50_ms: p50 minus the direct p50 of the same transport (None for direct).
     """
@@ -95,13 +98,28 @@ async def _client_http(url: str) -> AsyncIterator[Any]:
         yield s
 
 
-def _manifest(folder: Path, deps: int, upstream: dict[str, Any]) -> Path:
+def _wait_port(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise GatewayError(f"port {port} did not open in 30 s", port=port) from None
+            time.sleep(0.1)
+
+
+def _manifest(folder: Path, deps: int, upstream: dict[str, Any],
+              trusted: dict[str, Any]) -> Path:
     keys = [f"fact://bench/k{i}" for i in range(deps)]
-    m = {"name": "icore-bench", "upstreams": {"bench": upstream},
+    m = {"name": "icore-bench",
+         "upstreams": {"bench": upstream, "notifier": {**trusted, "trust_updates": True}},
          "facts": {"owners": {f"fact://bench/k{i}": f"owner{i}" for i in range(deps)},
                    "initial": {k: i for i, k in enumerate(keys)}},
          "tools": {"act": {"depends_on": keys},
-                   "act_res": {"depends_on": [f"bench://r{i}" for i in range(deps)]}}}
+                   "act_res": {"depends_on": [f"bench://r{i}" for i in range(deps)]},
+                   "act_trust": {"depends_on": [f"bench://t{i}" for i in range(deps)]}}}
     kind = (upstream.get("url") and "http") or "stdio"
     m["trace"] = str(folder / f"trace-{kind}.jsonl")  # recording included, as deployed
     path = folder / f"gateway-{kind}.yaml"
@@ -123,9 +141,10 @@ async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int
     for i in range(deps):
         await gateway.read_resource(f"fact://bench/k{i}")
         await gateway.read_resource(f"bench://r{i}")
+        await gateway.read_resource(f"bench://t{i}")
     steps = (("direct", direct, "ping"), ("proxy", proxy, "ping"),
              ("unprotected", gateway, "ping"), ("protected", gateway, "act"),
-             ("reread", gateway, "act_res"))
+             ("reread", gateway, "act_res"), ("trusted", gateway, "act_trust"))
     out: dict[str, list[float]] = {k: [] for k, _, _ in steps}
     for i in range(n + 20):
         for key, session, tool in steps:
@@ -153,6 +172,7 @@ def _rows(transport: str, t: dict[str, list[float]], deps: int) -> list[BenchRow
         row("gateway unprotected", t["unprotected"]),
         row(f"gateway protected d={deps}", t["protected"]),
         row(f"gateway protected resources d={deps}", t["reread"]),
+        row(f"gateway protected trusted d={deps}", t["trusted"]),
     ]
 
 
@@ -196,17 +216,21 @@ async def _run(n: int, deps: int) -> list[BenchRow]:
         # stdio: the client launches the upstream, the SDK proxy or the gateway (each of
         # which launches its own upstream)
         env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
-        man = _manifest(folder, deps, {"command": sys.executable, "args": up, "env": env})
+        man = _manifest(folder, deps, {"command": sys.executable, "args": up, "env": env},
+                        {"command": sys.executable, "args": [*up, "--trusted"], "env": env})
         async with _client_stdio(up) as d, \
                 _client_stdio([_PROXY, " ".join([sys.executable, *up])]) as p, \
                 _client_stdio(["-m", "icore", "mcp", str(man)]) as g:
             rows += _rows("stdio", await _interleaved(d, p, g, deps, n), deps)
         # streamable HTTP: the upstream, the SDK proxy and the gateway on loopback ports
-        p_up, p_px, p_gw = _free_port(), _free_port(), _free_port()
+        p_up, p_px, p_gw, p_tr = _free_port(), _free_port(), _free_port(), _free_port()
         url_up = f"http://127.0.0.1:{p_up}/mcp"
-        man = _manifest(folder, deps, {"url": url_up})
-        procs = [_spawn([*up, "--http", str(p_up)])]
+        man = _manifest(folder, deps, {"url": url_up},
+                        {"url": f"http://127.0.0.1:{p_tr}/mcp"})
+        procs = [_spawn([*up, "--http", str(p_up)]),
+                 _spawn([*up, "--trusted", "--http", str(p_tr)])]
         try:
+            _wait_port(p_tr)
             async with _client_http(url_up) as d:
                 procs.append(_spawn([_PROXY, url_up, "--http", str(p_px)]))
                 procs.append(_spawn(["-m", "icore", "mcp", str(man), "--http",
@@ -232,11 +256,12 @@ def run_bench(*, n: int = 300, deps: int = 8) -> list[BenchRow]:
         deps: d = |D(a)| of the protected tool (facts of ``d`` distinct owners).
 
     Returns:
-        Eleven :class:`BenchRow`: the gate alone in process (what PlanFence adds), then
+        Thirteen :class:`BenchRow`: the gate alone in process (what PlanFence adds), then
         per transport the direct call, the SDK-only pass-through proxy (the floor of any
-        MCP hop built on the SDK), the gateway unprotected, protected by gateway facts
-        and protected by upstream resources (re-read at every call). All five of a
-        transport are timed in turn within each round.
+        MCP hop built on the SDK), the gateway unprotected, protected by gateway facts,
+        protected by upstream resources (re-read at every call) and by resources of a
+        ``trust_updates`` upstream. All six of a transport are timed in turn within each
+        round.
 
     Raises:
         GatewayError: a server did not start or a call failed.

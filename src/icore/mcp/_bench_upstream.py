@@ -3,23 +3,52 @@
 Three trivial tools (``ping``, ``act``, ``act_res``), the constant resources
 ``bench://r0`` ... ``bench://r63`` (the D(a) of ``act_res``, read again at each of its
 calls through the gateway) and ``bench://value``; ``--http PORT`` serves streamable HTTP
-on 127.0.0.1, else stdio.
+on 127.0.0.1, else stdio. ``--trusted`` serves instead the tool ``act_trust`` and the
+constant resources ``bench://t0`` ... ``bench://t63`` and accepts ``resources/subscribe``
+(the upstream the benchmark's manifest marks ``trust_updates``).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
 
 RESOURCES = 64
 """How many constant resources ``bench://r<i>`` the server serves (d <= 64)."""
 
 
+def _trusted(server: MCPServer[Any]) -> None:
+    """``act_trust``, ``bench://t<i>`` and ``resources/subscribe`` (accepted, no-op)."""
+    from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+    @server.tool()
+    def act_trust(n: int) -> int:
+        """Return n (protected by resources of an upstream trusted to notify)."""
+        return n
+
+    _constants(server, "t")
+
+    async def subscribe(ctx: Any, params: Any) -> Any:
+        return EmptyResult()  # constant resources: never an update to send
+
+    low = server._lowlevel_server  # MCPServer has no subscribe decorator
+    low.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, subscribe)
+
+
 def main(argv: list[str]) -> None:
-    """Run the server (stdio, or ``--http PORT``)."""
+    """Run the server (stdio, or ``--http PORT``; ``--trusted``: see the module)."""
     from mcp.server import MCPServer
 
     server = MCPServer("icore-bench-upstream")
+    if "--trusted" in argv:
+        argv = [a for a in argv if a != "--trusted"]
+        _trusted(server)
+        _run(server, argv)
+        return
 
     @server.tool()
     def ping(n: int) -> int:
@@ -41,14 +70,22 @@ def main(argv: list[str]) -> None:
         """A constant resource."""
         return "1"
 
+    _constants(server, "r")
+    _run(server, argv)
+
+
+def _constants(server: MCPServer[Any], prefix: str) -> None:
+    """The constant resources ``bench://<prefix><i>`` (text ``<i>``), i < RESOURCES."""
     def constant(i: int) -> Any:
         def read() -> str:
             return str(i)
         return read
 
     for i in range(RESOURCES):
-        server.resource(f"bench://r{i}", name=f"r{i}")(constant(i))
+        server.resource(f"bench://{prefix}{i}", name=f"{prefix}{i}")(constant(i))
 
+
+def _run(server: MCPServer[Any], argv: list[str]) -> None:
     if len(argv) == 2 and argv[0] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(argv[1]))
     else:

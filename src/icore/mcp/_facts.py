@@ -143,8 +143,14 @@ class InlineOwners:
 
     They answer from memory or a local SQLite file, so the gate awaits them inline: a
     worker thread per owner would cost more than the read. Any exception (an owner down,
-    a closed store) reaches the gate, which blocks (fail closed).
+    a closed store) reaches the gate, which blocks (fail closed). An answer never waits
+    on the event loop, so a gate timer (``asyncio.timeout`` per owner) could not end it
+    early and is not armed (``bounds_timeouts``), and the owners are asked one after
+    another, with no task per owner (``answers_inline``).
     """
+
+    bounds_timeouts = True
+    answers_inline = True
 
     def __init__(self, owners: OwnerAccess) -> None:
         self.owners = owners

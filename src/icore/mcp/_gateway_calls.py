@@ -11,10 +11,13 @@ each resource of D(a) is read again (concurrently, one read each; a change is co
 as a new version before the gate compares it with the version the session saw).
 Notifications from the upstream only make the gateway's heads move sooner; they are never
 needed for a stale call to be refused. A read that fails blocks the call (fail closed).
+An upstream with ``trust_updates`` (opt-in) is trusted to notify instead: a resource it
+serves under a live subscription is not read again (``_Resources.trusted``).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -171,8 +174,8 @@ class _ToolCalls:
 
         async def forward(**a: Any) -> Any:
             reached.append(True)
-            return await u.request("tools/call", lambda s: s.call_tool(
-                route.name, a, meta=_forward_meta(params.meta)))
+            return await u.request("tools/call", lambda s: _call_raw(
+                s, route.name, a, _forward_meta(params.meta)))
 
         try:
             if spec is None:
@@ -196,7 +199,7 @@ class _ToolCalls:
                                task=task)
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
         self.gw.trace.call(view.sid, name, args, _result_text(result),
-                           error=bool(result.is_error), task=task)
+                           error=_is_error(result), task=task)
         if spec is not None:
             for w in spec.writes:
                 await self._resources.reread(w, f"{view.sid} via {name}")
@@ -239,7 +242,10 @@ class _ToolCalls:
     def _arg_problem(self, name: str, args: Mapping[str, Any]) -> str | None:
         import jsonschema
         try:
-            err = jsonschema.exceptions.best_match(self._validator(name).iter_errors(args))
+            v = self._validator(name)
+            if v.is_valid(args):  # the common case: no error tree to build
+                return None
+            err = jsonschema.exceptions.best_match(v.iter_errors(args))
         except jsonschema.exceptions.SchemaError:
             return None  # the upstream's schema is broken: let the upstream judge
         if err is None:
@@ -274,8 +280,9 @@ class _ToolCalls:
         assert facts is not None
         keys = sorted(k for k in deps if not k.startswith(FACT_SCHEME)
                       and facts.owner_of(k) not in facts.remote)
-        failed = await self._resources.reread_all(keys, f"{view.sid} via {name} "
-                                                   "(validation)")
+        stale = [k for k in keys if not self._resources.trusted(k)]
+        failed = await self._resources.reread_all(stale, f"{view.sid} via {name} "
+                                                  "(validation)")
         bad = {k: e for k, e in failed.items()}
         for k in keys:
             if k not in bad and facts.owner_of(k) is None:
@@ -370,9 +377,13 @@ class _ToolCalls:
             await self._resources.notify_subscribers(key)
         self._resources.read(view, key)  # the writer knows the value it wrote
         self.gw.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
-        return CallToolResult(content=[TextContent(type="text", text=f"{key} is now version "
-                                                   f"{rec.seq}")],
-                              structured_content={"key": key, "seq": rec.seq})
+        owner = self.gw.facts.owner_of(key)
+        said = ("written" if created else "unchanged (the value was already current)")
+        # seq counts the owner's records over all its keys, not this key's versions
+        return CallToolResult(content=[TextContent(type="text", text=(
+            f"{key} {said}; its head is record seq {rec.seq} of owner {owner}"))],
+                              structured_content={"key": key, "seq": rec.seq,
+                                                  "owner": owner, "changed": created})
 
 
 _RESERVED = "io.modelcontextprotocol/"
@@ -428,7 +439,46 @@ def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
                           _meta=meta)
 
 
+@functools.cache
+def _raw_result() -> Any:
+    """The pydantic adapter of a result kept as the wire dict."""
+    from pydantic import TypeAdapter
+    return TypeAdapter(dict[str, Any])
+
+
+async def _call_raw(session: Any, name: str, args: Mapping[str, Any], meta: Any
+                    ) -> dict[str, Any]:
+    """``tools/call`` at the upstream; its result as the wire dict.
+
+    The SDK's ``ClientSession.send_request`` (public) checks the result against the
+    negotiated protocol version; it is then handed to the gateway's client as it came,
+    not parsed into a ``CallToolResult``, checked against the tool's output schema and
+    dumped again (``call_tool`` would; the gateway's client checks the output schema
+    itself, and the SDK server checks the result's shape before sending it).
+    """
+    from mcp_types import CallToolRequest, CallToolRequestParams
+    req = CallToolRequest(params=CallToolRequestParams(name=name, arguments=dict(args),
+                                                       _meta=meta))
+    out: dict[str, Any] = await session.send_request(req, _raw_result())
+    # as CallToolResult's default: a 2026-07-28 client requires it, older ones drop it
+    out.setdefault("resultType", "complete")
+    return out
+
+
+def _is_error(result: Any) -> bool:
+    """``isError`` of a forwarded result (the wire dict) or a ``CallToolResult``."""
+    if isinstance(result, Mapping):
+        return bool(result.get("isError"))
+    return bool(result.is_error)
+
+
 def _result_text(result: Any) -> str:
+    """The text of a result's content (the wire dict or a ``CallToolResult``)."""
+    if isinstance(result, Mapping):
+        items = result.get("content") or []
+        return "\n".join((c.get("text") if isinstance(c, Mapping) else None)
+                         or f"<{c.get('type', 'content') if isinstance(c, Mapping) else 'content'}>"
+                         for c in items)
     parts = [getattr(c, "text", None) or f"<{getattr(c, 'type', 'content')}>"
              for c in result.content]
     return "\n".join(parts)

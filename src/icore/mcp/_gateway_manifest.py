@@ -92,6 +92,10 @@ class UpstreamSpec(_Model):
         url: the server's streamable-HTTP endpoint (``http(s)://host:port/mcp``).
         timeout_s: bound of one request to this upstream, seconds (> 0).
         headers: extra HTTP headers (``url`` only).
+        trust_updates: trust this upstream's ``notifications/resources/updated``: a
+            resource of a D(a) it serves is not read again at a protected call while the
+            gateway holds a live subscription to it, read since the subscription began,
+            with no update since (only when it declares ``resources.subscribe``; docs/mcp.md).
     """
 
     command: str | None = None
@@ -101,6 +105,7 @@ class UpstreamSpec(_Model):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False)
+    trust_updates: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSpec:

@@ -5,6 +5,13 @@ a changed content commits a new version, owned by the upstream serving it, and t
 session's read is recorded as the version it saw (planfence Sec. 4: the reads a plan
 derives from). A ``fact://`` URI is a shared fact served by the gateway itself.
 Subscribers of a URI are notified when a new version is committed.
+
+With an upstream's ``trust_updates`` (opt-in), a resource it serves is *trusted* while the
+gateway holds a live subscription to it (accepted by the upstream on the current
+connection, its notification channel open since), has read it since then, and has seen no
+``notifications/resources/updated`` for it since that read (:meth:`_Resources.trusted`): a
+protected call then skips reading it again. Any loss (a crash, a reconnect, a lost GET
+stream, a failed subscription) or update makes it untrusted: read again (fail closed).
 """
 
 from __future__ import annotations
@@ -77,6 +84,12 @@ class _Resources:
         """The gateway's task group while it runs (re-reads after an upstream's update)."""
         self._limit = anyio.CapacityLimiter(REREAD_CONCURRENCY)
         self._subscribed: set[tuple[str, int, str]] = set()
+        self._live: set[tuple[str, int, str]] = set()
+        """(upstream, generation, name) of the subscriptions an upstream accepted."""
+        self._updates: dict[str, int] = {}
+        """URI -> how many update notifications the gateway has seen for it."""
+        self._fresh: dict[str, tuple[int, int]] = {}
+        """URI -> the watch state (:meth:`_watch_state`) its last read was made under."""
         self.watched: Callable[[str], bool] = lambda uri: False
         """Whether the gateway subscribes itself to a URI it reads (a resource some D(a)
         of the manifest names; set by the gateway)."""
@@ -122,6 +135,7 @@ class _Resources:
         if route is None:
             raise GatewayError(f"no upstream serves resource {uri}", uri=uri)
         u = self.gw.upstreams[route.upstream]
+        watch = self._watch_state(uri, route, u)
         result = await u.request("resources/read", lambda s: s.read_resource(route.name))
         if self.tg is not None and self.watched(uri) \
                 and (route.upstream, u.generation, route.name) not in self._subscribed:
@@ -136,7 +150,33 @@ class _Resources:
             if created and rec is not None:
                 self.gw.trace.version(rec, source)
                 await self.notify_subscribers(uri)
+        if watch is not None and watch == self._watch_state(uri, route, u):
+            self._fresh[uri] = watch  # no loss, no update while it was read
         return result, rec
+
+    def _watch_state(self, uri: str, route: Route, u: Upstream) -> tuple[int, int] | None:
+        """``(notification channel epoch, updates seen)`` when ``uri`` may be trusted.
+
+        None unless its upstream has ``trust_updates``, declares ``resources.subscribe``,
+        accepted the gateway's subscription on this connection and its notification
+        channel is open.
+        """
+        if not u.spec.trust_updates or not u.watch_live or u.session is None or \
+                (route.upstream, u.generation, route.name) not in self._live:
+            return None
+        return u.watch_epoch, self._updates.get(uri, 0)
+
+    def trusted(self, uri: str) -> bool:
+        """True when a protected call need not read ``uri`` again (``trust_updates``).
+
+        The gateway holds a live subscription to it, read it under that subscription,
+        and has had neither an update notification nor a loss of the channel since.
+        """
+        route = self.route_uri(uri)
+        if route is None:
+            return False
+        st = self._watch_state(uri, route, self.gw.upstreams[route.upstream])
+        return st is not None and self._fresh.get(uri) == st
 
     async def read_resource(self, ctx: Any, params: Any) -> Any:
         """``resources/read``: the content, versioned; ``_meta`` names the version seen."""
@@ -192,10 +232,12 @@ class _Resources:
         return EmptyResult()
 
     async def _upstream_subscribe(self, route: Route) -> None:
+        """Subscribe at the upstream (when it supports it); an accepted one is live."""
         u = self.gw.upstreams[route.upstream]
         caps = u.capabilities
         if caps is None or caps.resources is None or not caps.resources.subscribe:
             return
+        gen = u.generation
         import warnings
 
         async def sub(s: Any) -> Any:
@@ -207,6 +249,9 @@ class _Resources:
             await u.request("resources/subscribe", sub)
         except Exception as exc:  # subscription is an optimisation: reads still version
             log.debug("upstream %s: subscribe %s failed: %r", u.name, route.name, exc)
+            return
+        if u.generation == gen:
+            self._live.add((route.upstream, gen, route.name))
 
     async def notify_subscribers(self, uri: str) -> None:
         """Tell every subscribed client that ``uri`` has a new version."""
@@ -226,6 +271,9 @@ class _Resources:
         uri = str(message.params.uri)
         shown = next((k for k, r in self.gw.resources.items()
                       if r.upstream == upstream and r.name == uri), uri)
+        # at once, before any await: a protected call from now on reads it again
+        self._updates[shown] = self._updates.get(shown, 0) + 1
+        self._fresh.pop(shown, None)
         if self.tg is not None:
             self.tg.start_soon(self.reread, shown, f"upstream {upstream} (updated)")
 

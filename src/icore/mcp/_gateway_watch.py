@@ -1,7 +1,8 @@
 """The gateway's manifest watched against its listing: at start, and after each listing.
 
 At start (:meth:`ManifestWatch.check`) the checks of :mod:`icore.mcp._gateway_checks`
-refuse a manifest that protects nothing it names (exit 2). Afterwards
+refuse a manifest that protects nothing it names (exit 2), and an upstream marked
+``trust_updates`` that cannot subscribe is a warning (its resources are read again). Afterwards
 (:meth:`ManifestWatch.recheck`) a protected name no listed tool has - an upstream was down
 at start, or one that came back namespaced it by a clash - keeps the tools it may mean
 blocked (fail closed) until the name is found again; the findings are logged and noted
@@ -88,6 +89,15 @@ class ManifestWatch:
             check_resources(m, list(gw.resources),
                             [t for ts in gw.templates.values() for t in ts],
                             [*m.owners, *m.facts.owners])
+        for n, u in gw.upstreams.items():
+            caps = u.capabilities
+            if u.spec.trust_updates and caps is not None and not (
+                    caps.resources is not None and caps.resources.subscribe):
+                msg = (f"upstream {n} is marked trust_updates but does not support "
+                       "resources/subscribe: its resources are read again at every "
+                       "protected call")
+                log.warning("%s", msg)
+                gw.trace.note("gateway", msg, upstream=n)
         for name, cands in self.unresolved.names.items():
             msg = (f"the manifest protects {name!r} (tools.{name}, line "
                    f"{m.line_of('tools', name)}), which no reachable upstream serves; "

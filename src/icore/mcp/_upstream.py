@@ -56,9 +56,19 @@ class Upstream:
         self.session: Any = None
         self.capabilities: Any = None
         self.generation = 0
+        self.watch_epoch = 0
+        """Bumped whenever the channel that carries this upstream's notifications opens or
+        is lost (a connection; over HTTP also the standalone GET stream)."""
+        self.watch_live = False
+        """True while that channel is open: notifications sent now reach the gateway."""
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+
+    def _watching(self, live: bool) -> None:
+        """The notification channel opened (``live``) or was lost: a new epoch."""
+        self.watch_epoch += 1
+        self.watch_live = live
 
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
         """Run connections in ``tg`` (the gateway's task group)."""
@@ -90,7 +100,8 @@ class Upstream:
                             stdio_client(params, errlog=sys.stderr))
                     else:
                         assert spec.url is not None
-                        client = keepalive_http_client(dict(spec.headers) or None)
+                        client = keepalive_http_client(dict(spec.headers) or None,
+                                                       on_listen=self._watching)
                         await stack.enter_async_context(client)
                         r, w = await stack.enter_async_context(
                             streamable_http_client(spec.url, http_client=client))
@@ -101,6 +112,8 @@ class Upstream:
                     self.capabilities = init.capabilities
                     self.session = session
                     self.generation += 1
+                    if spec.command is not None:  # stdio: the pipe carries notifications
+                        self._watching(True)
                     started = True
                     task_status.started(session)
                     await anyio.sleep_forever()
@@ -111,6 +124,7 @@ class Upstream:
                 log.warning("upstream %s disconnected: %r", self.name, exc)
         finally:
             self.session = None
+            self._watching(False)
             if not started:
                 with contextlib.suppress(RuntimeError):
                     task_status.started(None)
@@ -157,6 +171,7 @@ class Upstream:
         if generation == self.generation and self._scope is not None:
             self._scope.cancel()
             self.session = None
+            self._watching(False)
 
     async def request(self, method: str, fn: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``fn(session)`` against the upstream, bounded by its ``timeout_s``.
@@ -201,7 +216,8 @@ DRAIN_S = 1.0
 """How long closing an upstream's SSE response may wait for the rest of it, seconds."""
 
 
-def keepalive_http_client(headers: dict[str, str] | None = None) -> Any:
+def keepalive_http_client(headers: dict[str, str] | None = None,
+                          on_listen: Callable[[bool], None] | None = None) -> Any:
     """The SDK's HTTP client for an upstream, keeping its connection across SSE answers.
 
     An upstream that answers a POST with an SSE stream ends that stream right after the
@@ -212,9 +228,31 @@ def keepalive_http_client(headers: dict[str, str] | None = None) -> Any:
     the SDK's background request task, never in the caller's path), so the connection
     goes back to the pool. Timeouts, headers and redirects are the SDK's defaults
     (``create_mcp_http_client``); nothing of the exchange changes.
+
+    ``on_listen(True)`` is called when the standalone GET stream (where the upstream sends
+    notifications not tied to a request, such as ``notifications/resources/updated``)
+    opens, ``on_listen(False)`` when it ends or fails (the SDK reconnects it, but what
+    was sent in between is lost).
     """
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+    class Listening(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def __aiter__(self) -> Any:
+            try:
+                async for part in self.inner:
+                    yield part
+            finally:
+                if on_listen is not None:
+                    on_listen(False)
+
+        async def aclose(self) -> None:
+            if on_listen is not None:
+                on_listen(False)
+            await self.inner.aclose()
 
     class DrainOnClose(httpx2.AsyncByteStream):
         def __init__(self, inner: Any) -> None:
@@ -246,6 +284,11 @@ def keepalive_http_client(headers: dict[str, str] | None = None) -> Any:
             if request.method == "POST" and resp.headers.get(
                     "content-type", "").lower().startswith("text/event-stream"):
                 resp.stream = DrainOnClose(resp.stream)
+            elif request.method == "GET" and on_listen is not None \
+                    and resp.status_code == 200 and resp.headers.get(
+                        "content-type", "").lower().startswith("text/event-stream"):
+                on_listen(True)
+                resp.stream = Listening(resp.stream)
             return resp
 
         async def aclose(self) -> None:

@@ -71,7 +71,10 @@ class AsyncOwnerAccess(Protocol):
     The gate bounds every call by its ``timeout_s`` with a timer of its own. An access
     that already ends every call within the ``timeout_s`` it is given (raising, so the
     gate blocks) may say so with a class attribute ``bounds_timeouts = True``: the gate
-    then sets no second timer (:class:`icore.net.OwnerClient` does, issue 27).
+    then sets no second timer (:class:`icore.net.OwnerClient` does, issue 27). An access
+    whose calls never suspend (stores of this process answering inline) may say
+    ``answers_inline = True``: the gate then awaits the owners one after another instead
+    of a task per owner (``icore.mcp``'s in-process owners do, issue 25).
     """
 
     async def query_heads(self, owner: str, keys: Sequence[str], *,

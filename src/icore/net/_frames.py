@@ -88,10 +88,10 @@ def _fields(msg: Message) -> list[Any]:
                 [None if (v := known.get(k)) is None else rid32(v) for k in msg.keys],
                 msg.inline_max_bytes]
     if isinstance(msg, HeadReplyMsg):
-        return [msg.owner, [[h.key, rid32(h.record_id), h.seq,
-                             None if h.record is None else record_to_wire(h.record)]
-                            for h in msg.heads],
-                [[k, q] for k, q in msg.same]]
+        return [[[h.key, rid32(h.record_id), h.seq,
+                  None if h.record is None else record_to_wire(h.record)]
+                 for h in msg.heads],
+                [x for k, q in msg.same for x in (k, q)]]
     if isinstance(msg, FetchRequest):
         return [[rid32(i) for i in msg.ids]]
     if isinstance(msg, FetchReply | Replicate):
@@ -218,10 +218,9 @@ def head_query_fields(f: list[Any]) -> tuple[tuple[str, ...], dict[str, RecordId
 
 def _head_reply(rid: int, f: list[Any]) -> HeadReplyMsg:
     """Decode a head reply's fields; a field's name is spelled out only when it is wrong."""
-    _arity(f, 3, "head reply")
-    owner = _str(f[0], "owner", 512)
+    _arity(f, 2, "head reply")
     heads: list[HeadEntry] = []
-    for i, h in enumerate(_list(f[1], "heads")):
+    for i, h in enumerate(_list(f[0], "heads")):
         if type(h) is not list or len(h) != 4:
             _arity(_list(h, f"heads[{i}]"), 4, f"heads[{i}]")
         key, hid_v, seq, rec_v = h
@@ -237,17 +236,18 @@ def _head_reply(rid: int, f: list[Any]) -> HeadReplyMsg:
             raise InvalidRecord("inlined record is not the head it claims to be",
                                 field=f"heads[{i}].record", key=key)
         heads.append(HeadEntry(key, hid, seq, rec))
+    flat = _list(f[1], "same")
+    if len(flat) % 2:
+        raise MalformedMessage("same lists key, sequence pairs", field="same")
     same: list[tuple[str, int]] = []
-    for i, e in enumerate(_list(f[2], "same")):
-        if type(e) is not list or len(e) != 2:
-            _arity(_list(e, f"same[{i}]"), 2, f"same[{i}]")
-        key, seq = e
+    for i in range(0, len(flat), 2):
+        key, seq = flat[i], flat[i + 1]
         if type(key) is not str or len(key) > 512:
-            _str(key, f"same[{i}].key", 512)
+            _str(key, f"same[{i // 2}].key", 512)
         if type(seq) is not int or not 0 <= seq <= _MAX_RID:
-            _int(seq, f"same[{i}].seq")
+            _int(seq, f"same[{i // 2}].seq")
         same.append((key, seq))
-    return HeadReplyMsg(rid, owner, tuple(heads), tuple(same))
+    return HeadReplyMsg(rid, "", tuple(heads), tuple(same))
 
 
 def unpack_body(body: bytes) -> Any:

@@ -23,9 +23,10 @@ from icore.records import RecordId, record_to_wire
 
 _LEN = struct.Struct(">I")
 _FIXARRAY6 = 0x96
+_FIXARRAY5 = 0x95
 HEAD_QUERY_PREFIX = bytes([_FIXARRAY6, PROTOCOL_VERSION, int(MsgType.HEAD_QUERY)])
 """First bytes of every head-query body: a 6-array, the version, the type."""
-_REPLY_PREFIX = bytes([_FIXARRAY6, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
+_REPLY_PREFIX = bytes([_FIXARRAY5, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
 
 HeadQueryFields = tuple[int, tuple[str, ...], dict[str, RecordId], int]
 """(request id, keys, known ids, inline_max_bytes) of a head query."""
@@ -77,7 +78,8 @@ class HeadReplyEncoder:
     entries are kept (then the cache starts over).
 
     Args:
-        owner: the answering owner (every reply names it).
+        owner: the answering owner (kept for its errors; since protocol 3 no reply names
+            it).
         max_frame_bytes: largest frame body written.
         cache_size: most entries kept.
     """
@@ -87,7 +89,6 @@ class HeadReplyEncoder:
         self.owner = owner
         self.max_frame_bytes = max_frame_bytes
         self.cache_size = cache_size
-        self._owner = packer().pack(owner)
         self._cache: dict[int, tuple[HeadEntry, bytes, bytes]] = {}
 
     def _entry(self, h: HeadEntry) -> tuple[HeadEntry, bytes, bytes]:
@@ -95,7 +96,7 @@ class HeadReplyEncoder:
         if c is not None and c[0] is h:  # the cache holds h, so its id is not reused
             return c
         pack = packer().pack
-        c = (h, pack([h.key, rid32(h.record_id), h.seq, None]), pack([h.key, h.seq]))
+        c = (h, pack([h.key, rid32(h.record_id), h.seq, None]), pack(h.key) + pack(h.seq))
         if len(self._cache) >= self.cache_size:
             self._cache.clear()
         self._cache[id(h)] = c
@@ -109,14 +110,14 @@ class HeadReplyEncoder:
             MalformedMessage: a head's record id is not 64 hex digits.
         """
         pack = packer().pack
-        parts = [_REPLY_PREFIX, pack(rid), self._owner, _array_header(len(full))]
+        parts = [_REPLY_PREFIX, pack(rid), _array_header(len(full))]
         for h in full:
             if h.record is None:
                 parts.append(self._entry(h)[1])
             else:
                 parts.append(pack([h.key, rid32(h.record_id), h.seq,
                                    record_to_wire(h.record)]))
-        parts.append(_array_header(len(same)))
+        parts.append(_array_header(2 * len(same)))
         for h in same:
             parts.append(self._entry(h)[2])
         body = b"".join(parts)

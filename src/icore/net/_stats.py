@@ -86,9 +86,12 @@ def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str],
                   known: Mapping[str, RecordId] | None = None) -> HeadReply:
     """Convert a wire reply into the :class:`icore.memory.HeadReply` the gate expects.
 
-    The owner name and keys are passed through as received: the gate itself checks for a
-    wrong owner or key (Alg. 1 line 6) and blocks; here only the type is checked. A head
-    the owner answered as *same* (protocol 2) is the id this client sent as known for it.
+    The keys are passed through as received: the gate itself checks for a wrong key
+    (Alg. 1 line 6) and blocks; here only the type is checked. A decoded reply names no
+    owner (protocol 3: the connection's certificate was checked to be ``owner``), so
+    ``owner`` is filled in; a reply that names one (in process) is passed through for the
+    gate to check. A head the owner answered as *same* (protocol 2) is the id this
+    client sent as known for it.
 
     Raises:
         RemoteError: the owner answered with an error.
@@ -99,8 +102,9 @@ def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str],
     if not isinstance(reply, HeadReplyMsg):
         raise MalformedMessage(f"expected a head reply, got {type(reply).__name__}",
                                owner=owner, field="type")
+    who = reply.owner or owner
     if not reply.same:
-        return HeadReply.from_entries(reply.owner, reply.heads)
+        return HeadReply.from_entries(who, reply.heads)
     kn = known or {}
     entries = list(reply.heads)
     for key, seq in reply.same:
@@ -109,7 +113,7 @@ def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str],
             raise MalformedMessage("owner answered 'same' for a key with no known id",
                                    owner=owner, key=key, field="same")
         entries.append(HeadEntry(key, rid, seq))
-    return HeadReply.from_entries(reply.owner, entries)
+    return HeadReply.from_entries(who, entries)
 
 
 def error_code_of(exc: BaseException) -> str:

@@ -139,14 +139,16 @@ def _bench_backends(console: Console, *, n: int, seconds: float,
                           f"(target <= 2x), p50 d=1 {n1.p50_d1_ms / tcp.p50_d1_ms:.2f}x, "
                           f"bytes d=8 {b8:.2f}x")
         if n1 is not None and nj is not None:
-            console.print(f"nats-1 batched direct get / one JSON get per key: bytes d=8 "
+            console.print(f"nats-1 batched direct get (owner digest at d=8) / one JSON get "
+                          f"per key: bytes d=8 "
                           f"{n1.bytes_per_validation_d8 / nj.bytes_per_validation_d8:.2f}x "
                           "(target <= 0.33x), bytes d=1 "
                           f"{n1.bytes_per_validation / nj.bytes_per_validation:.2f}x, "
                           f"p50 d=8 {n1.p50_d8_ms / nj.p50_d8_ms:.2f}x")
         console.print("icore-tcp: one owner process per agent (SQLite, mutual TLS 1.3); "
-                      "nats-1/nats-3: JetStream KV, one batched direct get of the d heads + "
-                      "quorum barrier per validation (nats-1-json: one JSON get per key); "
+                      "nats-1/nats-3: JetStream KV, one batched direct get (d=1: the head; "
+                      "d>=2: the owner's digest of its heads) + quorum barrier per "
+                      "validation (nats-1-json: one JSON get per key); "
                       "nats-3 replicates every write to 3 nodes (Raft).")
         if out is not None:
             out.write(json.dumps({"backends": [asdict(f) for f in figs]}, indent=1))

@@ -86,7 +86,7 @@ from icore.integrations.ag2._human import (
     was_asked,
 )
 from icore.workspace import Agent as TeamAgent
-from icore.workspace import ApprovalRequest, UserReplanner, running_call
+from icore.workspace import ApprovalRequest, ReplanFailed, UserReplanner, running_call
 
 _log = logging.getLogger("icore.integrations.ag2")
 _WATCH = Watch()
@@ -241,9 +241,11 @@ def _invalid(event: ToolCallEvent, name: str, norm: ArgNormalizer, args: dict[st
 def _setup_error(event: ToolCallEvent, name: str, exc: IntegrationError) -> ToolErrorEvent:
     """A setup mistake found only at the gate, logged for the developer.
 
-    The model is told not to retry (no traceback, no paths).
+    The model is told not to retry (no traceback, no paths). A broken replanner was
+    logged once already, by the guard that caught it.
     """
-    _log.error("fenced tool %s: %s", name, exc)
+    if not isinstance(exc, ReplanFailed):
+        _log.error("fenced tool %s: %s", name, exc)
     return _error(event, exc, f"PlanFence could not check {name}: the application's "
                   "fence setup is wrong (an application error, reported to the developer); "
                   "nothing ran. Do not retry this call.")

@@ -81,7 +81,8 @@ class NatsOwnerAccess:
         async def go() -> None:
             self.memory.stats.puts += 1
             try:
-                seq = await asyncio.wait_for(self.memory.heads_kv.put(key, b""), timeout_s)
+                async with asyncio.timeout(timeout_s):  # no extra task (unlike wait_for)
+                    seq = await self.memory.heads_kv.put(key, b"")
             except asyncio.CancelledError:
                 fut.cancel()
                 raise
@@ -101,13 +102,15 @@ class NatsOwnerAccess:
         mem = self.memory
         if not self.barrier:
             return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
+        # the barrier is sent by its own task while this one reads: awaiting the read
+        # and then the barrier runs them concurrently without a task for the read
         bar = self._barrier_after_now(timeout_s)
         if not mem.heads_direct:
-            heads, _ = await asyncio.gather(mem.heads(owner, keys, timeout_s=timeout_s),
-                                            asyncio.shield(bar))
+            heads = await mem.heads(owner, keys, timeout_s=timeout_s)
+            await asyncio.shield(bar)  # shared by other queries: never cancelled by this one
             return heads
-        got, seq = await asyncio.gather(mem.last_heads(owner, keys, timeout_s=timeout_s),
-                                        asyncio.shield(bar))
+        got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
+        seq = await asyncio.shield(bar)
         if got is None:  # no snapshot sequence (no key has a head): leader reads
             return await mem.heads(owner, keys, timeout_s=timeout_s)
         if got[1] >= seq - 1:
@@ -139,7 +142,8 @@ class NatsOwnerAccess:
                 commit, an answer behind the barrier, or malformed entries.
         """
         try:
-            heads = await asyncio.wait_for(self._read(owner, keys, timeout_s), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                heads = await self._read(owner, keys, timeout_s)
         except OwnerUnreachable:
             raise
         except (TimeoutError, nats.errors.Error, StoreError, OSError) as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ import nats.errors
 
 from icore.errors import OwnerUnreachable, RpcTimeout, StoreError
 from icore.memory import HeadEntry
+from icore.memory.nats._digest import INTENT_LAYOUT, decode_digest
 from icore.records import Record, RecordId, decode_record, is_record_id
 
 _RAW_KEY = re.compile(r"[A-Za-z0-9][-/=A-Za-z0-9_]*")
@@ -62,6 +63,7 @@ class _Intent:
     rid: RecordId
     key: str
     record: bytes
+    layout: int = 0  # 1: written by a digest-aware writer (see _digest.INTENT_LAYOUT)
 
 
 def _pack(obj: object) -> bytes:
@@ -78,15 +80,30 @@ def _unpack_head(key: str, data: bytes) -> HeadEntry:
     return HeadEntry(key, rid, seq)
 
 
+def _pack_intent(it: _Intent) -> bytes:
+    base = [it.seq, it.rid, it.key, it.record]
+    return _pack([*base, it.layout] if it.layout else base)
+
+
 def _unpack_intent(owner: str, data: bytes) -> _Intent:
+    """An owner entry: 4 elements (before digests) or 5 (layout 1, digest-aware writers).
+
+    Raises:
+        StoreError: malformed, or of a layout newer than this icore knows.
+    """
     try:
-        seq, rid, key, rec = msgpack.unpackb(data, raw=False)
+        got = msgpack.unpackb(data, raw=False)
+        seq, rid, key, rec, *more = got
     except Exception as exc:
         raise StoreError("malformed owner entry in the engine", owner=owner) from exc
+    layout = more[0] if len(more) == 1 else 0 if not more else -1
+    if isinstance(layout, bool) or layout not in (0, INTENT_LAYOUT):
+        raise StoreError("owner entry of another layout (a newer icore wrote it)",
+                         owner=owner, layout=str(more)[:40], supported=INTENT_LAYOUT)
     if not (isinstance(seq, int) and is_record_id(rid) and isinstance(key, str)
             and isinstance(rec, bytes)):
         raise StoreError("malformed owner entry in the engine", owner=owner)
-    return _Intent(seq, rid, key, rec)
+    return _Intent(seq, rid, key, rec, layout)
 
 
 def _record_from(data: bytes, rid: RecordId) -> Record:
@@ -104,12 +121,25 @@ def _json_req(subjects: list[str], batch: int) -> bytes:
 
 
 class _BatchReply:
-    """Collects one batched direct get's messages (see :meth:`NatsMemory.last_heads`)."""
+    """Collects one batched direct get's messages (see :meth:`NatsMemory.last_heads`).
+
+    Args:
+        subjects: head subject -> semantic key asked for.
+        done: settled with (heads, the snapshot's up-to stream sequence; -1 when none of
+            the subjects had a message) or the error.
+        digest: the subjects are owner digests (:mod:`icore.memory.nats._digest`); only
+            the heads of ``want`` are kept from them.
+        want: the semantic keys asked for (digest mode).
+    """
 
     def __init__(self, subjects: dict[str, str],
-                 done: asyncio.Future[tuple[dict[str, HeadEntry], int]]) -> None:
+                 done: asyncio.Future[tuple[dict[str, HeadEntry], int]], *,
+                 digest: bool = False, want: Sequence[str] = ()) -> None:
         self.subjects, self.done = subjects, done
         self.heads: dict[str, HeadEntry] = {}
+        self.digest, self.want = digest, want
+        self.digest_keys: int | None = None  # digest mode: its size; -1 overflowed
+        self._seen: set[str] = set()
 
     def add(self, msg: Any) -> None:
         """Take one message of the batch; settle the future at its end or on an error."""
@@ -123,8 +153,8 @@ class _BatchReply:
 
     def _add(self, hdr: Mapping[str, str], data: bytes) -> int | None:
         status = hdr.get("Status")
-        if status == "404" and not self.heads:
-            return -1  # none of the keys has a head: no snapshot sequence to check
+        if status == "404" and not self._seen:
+            return -1  # none of the subjects has a message: no snapshot sequence to check
         if status is not None:
             if status != "204":
                 raise StoreError("the engine refused the batched head read", status=status,
@@ -133,13 +163,21 @@ class _BatchReply:
             if not upto.isdigit():
                 raise StoreError("end of batch without its snapshot sequence")
             return int(upto)
-        key = self.subjects.get(hdr.get("Nats-Subject", ""))
-        if key is None or key in self.heads:
+        subject = hdr.get("Nats-Subject", "")
+        key = self.subjects.get(subject)
+        if key is None or subject in self._seen:
             raise StoreError("the engine answered a head not asked for",
-                             subject=str(hdr.get("Nats-Subject", ""))[:200])
+                             subject=str(subject)[:200])
+        self._seen.add(subject)
         if hdr.get("KV-Operation") in ("DEL", "PURGE"):
             raise StoreError("a head was deleted in the engine", key=key)
-        self.heads[key] = _unpack_head(key, data)
+        if not self.digest:
+            self.heads[key] = _unpack_head(key, data)
+            return None
+        heads = decode_digest(key, data)
+        self.digest_keys = -1 if heads is None else len(heads)
+        if heads is not None:
+            self.heads = {k: heads[k] for k in self.want if k in heads}
         return None
 
 

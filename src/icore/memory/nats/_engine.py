@@ -11,7 +11,6 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import nats.errors
 import nats.js.errors
@@ -26,18 +25,24 @@ from icore.memory.nats._codec import (
     BARRIER_TOKEN,
     MAX_COMMIT_RETRIES,
     NatsStats,
-    _BatchReply,
     _Intent,
-    _json_req,
     _OwnerRaced,
     _pack,
+    _pack_intent,
     _record_from,
     _unpack_head,
     _unpack_intent,
     decode_key,
     head_subject_key,
 )
+from icore.memory.nats._digest import (
+    INTENT_LAYOUT,
+    decode_digest,
+    encode_digest,
+    with_head,
+)
 from icore.memory.nats._names import DEFAULT_PREFIX, bucket_names
+from icore.memory.nats._reads import BatchedHeadReads
 from icore.records import Record, RecordId, encode_record, is_record_id
 
 log = logging.getLogger("icore.net.nats")
@@ -143,10 +148,9 @@ class NatsMemory:
         self.stats = stats if stats is not None else NatsStats()
         self._kv: dict[str, KeyValue] = {}
         self.heads_direct = False
-        self._batch_sub: Any = None
-        self._batch_inbox = ""
-        self._batch_next = 0
-        self._batches: dict[str, _BatchReply] = {}
+        self._reads: BatchedHeadReads
+        # owner -> this writer's last digest of that owner, and its revision
+        self._digests: dict[str, tuple[dict[str, HeadEntry] | None, int]] = {}
 
     @classmethod
     async def connect(cls, servers: Sequence[str], *, certs_dir: str | Path, identity: str,
@@ -195,6 +199,8 @@ class NatsMemory:
         self._heads_pre = f"$KV.{heads}."
         self.heads_kv = KeyValue(name=heads, stream=self.heads_stream,
                                  pre=self._heads_pre, js=self.js, direct=False)
+        self._reads = BatchedHeadReads(self.nc, self.heads_stream, self._heads_pre,
+                                       self.stats, self.timeout_s)
         self.records_kv, self.owners_kv = self._kv[records], self._kv[owners]
 
     async def close(self) -> None:
@@ -243,55 +249,35 @@ class NatsMemory:
         got = await asyncio.gather(*(self.head(owner, k, timeout_s=timeout_s) for k in keys))
         return {k: h for k, (h, _rev) in zip(keys, got, strict=True) if h is not None}
 
-    async def _on_batch_msg(self, msg: Any) -> None:
-        b = self._batches.get(msg.subject.rsplit(".", 1)[-1])
-        if b is not None and not b.done.done():
-            b.add(msg)
-
     async def last_heads(self, owner: str, keys: Sequence[str], *,
                          timeout_s: float | None = None
                          ) -> tuple[dict[str, HeadEntry], int] | None:
         """The heads of ``keys`` in one batched direct get (``multi_last``, nats-server 2.11+).
 
-        One request names the d head subjects; the server answers the last entry of each
-        that exists, then an end-of-batch status carrying the sequence its snapshot is up
-        to (``Nats-UpTo-Sequence``). Any replica may answer: the caller proves freshness
-        by comparing that sequence with a quorum barrier's (see :class:`NatsOwnerAccess`).
+        For d >= 2 distinct keys the request names the owner's digest subject
+        (:mod:`icore.memory.nats._digest`: all the owner's heads in one message) unless
+        that digest is known to be much larger than d per-key messages; else, or when the
+        owner has no digest (yet) or it overflowed, it names the d head subjects. The
+        server answers the last entry of each subject that exists, then an end-of-batch
+        status carrying the sequence its snapshot is up to (``Nats-UpTo-Sequence``). Any
+        replica may answer: the caller proves freshness by comparing that sequence with a
+        quorum barrier's (see :class:`NatsOwnerAccess`).
 
         Returns:
             (heads of the present keys, the responder's up-to stream sequence), or None
             when the heads bucket does not allow direct gets (buckets made before it did)
-            or none of ``keys`` has a head (the answer then carries no sequence): use
-            :meth:`heads`.
+            or no subject asked for has an entry (the answer then carries no sequence):
+            use :meth:`heads`.
 
         Raises:
-            StoreError: a malformed head, an entry for a subject not asked for or asked
-                twice, or an error status from the server.
+            StoreError: a malformed head or digest (or a digest of a newer layout), an
+                entry for a subject not asked for or asked twice, or an error status from
+                the server.
             TimeoutError: no complete answer within ``timeout_s``.
         """
         if not self.heads_direct:
             return None
-        if self._batch_sub is None:
-            self._batch_inbox = self.nc.new_inbox()
-            self._batch_sub = await self.nc.subscribe(self._batch_inbox + ".*",
-                                                      cb=self._on_batch_msg)
-        subjects = {self._heads_pre + head_subject_key(owner, k): k for k in dict.fromkeys(keys)}
-        self._batch_next += 1
-        token = str(self._batch_next)
-        b = _BatchReply(subjects, asyncio.get_running_loop().create_future())
-        self._batches[token] = b
-        self.stats.gets += 1
-        try:
-            await self.nc.publish(f"$JS.API.DIRECT.GET.{self.heads_stream}",
-                                  _json_req(list(subjects), len(subjects)),
-                                  reply=f"{self._batch_inbox}.{token}")
-            heads, upto = await asyncio.wait_for(asyncio.shield(b.done),
-                                                 timeout_s or self.timeout_s)
-        finally:
-            del self._batches[token]
-            if not b.done.done():
-                b.done.cancel()
-        return None if upto < 0 else (heads, upto)
+        return await self._reads.last_heads(owner, keys, timeout_s=timeout_s)
 
     async def record(self, owner: str, rid: RecordId, *, timeout_s: float | None = None
                      ) -> Record | None:
@@ -341,14 +327,27 @@ class NatsMemory:
         except nats.js.errors.KeyWrongLastSequenceError:
             pass  # stored already (content addressed: same bytes)
 
-    async def roll_forward(self, owner: str, it: _Intent) -> None:
+    async def roll_forward(self, owner: str, it: _Intent, *, fresh: bool = False) -> None:
         """Make sure the intent's record is stored and its key's head is at least it.
 
-        The record is stored before the head can move (the head CAS waits for it), so a
-        head never names a record that is not there.
+        The record is stored before the head (and, for a digest-aware intent, the owner's
+        digest) can move, so neither ever names a record that is not there.
+
+        Args:
+            owner: the intent's owner.
+            it: the owner's last commit intent.
+            fresh: the intent is the owner's first (no digest to build from its heads).
         """
         _stored, (cur, rev) = await asyncio.gather(self._store_record(owner, it),
                                                    self.head(owner, it.key))
+        if it.layout >= INTENT_LAYOUT:
+            await asyncio.gather(self._move_head(owner, it, cur, rev),
+                                 self._note_digest(owner, it, fresh))
+        else:
+            await self._move_head(owner, it, cur, rev)
+
+    async def _move_head(self, owner: str, it: _Intent, cur: HeadEntry | None,
+                         rev: int) -> None:
         for attempt in range(MAX_COMMIT_RETRIES):
             if attempt:
                 cur, rev = await self.head(owner, it.key)
@@ -363,6 +362,54 @@ class NatsMemory:
         raise StoreError("could not move the head under contention", key=it.key,
                          owner=owner)
 
+    async def digest(self, owner: str, *, timeout_s: float | None = None
+                     ) -> tuple[dict[str, HeadEntry] | None, int] | None:
+        """The owner's head digest, read from the stream leader.
+
+        Returns:
+            (heads, or None when overflowed; the entry's revision), or None when the
+            owner has no digest.
+
+        Raises:
+            StoreError: a malformed digest or one of a newer layout.
+        """
+        got = await self._get(self.heads_kv, owner, timeout_s)
+        return None if got is None else (decode_digest(owner, got[0]), got[1])
+
+    async def _note_digest(self, owner: str, it: _Intent, fresh: bool) -> None:
+        """Put the intent's head into the owner's digest (compare-and-set, forward only).
+
+        A missing digest is built from the owner's heads (none when ``fresh``): every
+        earlier intent was rolled forward before this one was decided.
+        """
+        head = HeadEntry(it.key, it.rid, it.seq)
+        cached = self._digests.get(owner)
+        for _ in range(MAX_COMMIT_RETRIES):
+            if cached is None:
+                got = await self.digest(owner)
+                if got is None:
+                    cached = ({} if fresh else
+                              await self.heads(owner, await self.head_keys(owner)), 0)
+                else:
+                    cached = got
+            heads, rev = cached
+            if rev and (heads is None or (heads.get(it.key) is not None
+                                          and heads[it.key].seq >= it.seq)):
+                self._digests[owner] = cached
+                return  # overflowed (readers use the per-key heads), or there already
+            new = with_head(heads, head)
+            try:
+                rev = await self._write(self.heads_kv, owner, encode_digest(new), rev or None,
+                                        None)
+            except nats.js.errors.KeyWrongLastSequenceError:
+                self.stats.cas_conflicts += 1
+                cached = None
+                continue
+            self._digests[owner] = (new, rev)
+            return
+        raise StoreError("could not update the owner's head digest under contention",
+                         owner=owner, key=it.key)
+
     async def settle(self, owner: str) -> tuple[_Intent | None, int]:
         """Roll the owner's last intent forward and return it with its revision."""
         it, rev = await self.intent(owner)
@@ -376,14 +423,13 @@ class NatsMemory:
         Raises:
             _OwnerRaced: another writer of ``owner`` committed first.
         """
-        it = _Intent(rec.seq, rec.id, rec.key, encode_record(rec))
+        it = _Intent(rec.seq, rec.id, rec.key, encode_record(rec), INTENT_LAYOUT)
         try:
-            await self._write(self.owners_kv, owner, _pack([it.seq, it.rid, it.key, it.record]),
-                              last_rev or None, None)
+            await self._write(self.owners_kv, owner, _pack_intent(it), last_rev or None, None)
         except nats.js.errors.KeyWrongLastSequenceError:
             self.stats.cas_conflicts += 1
             raise _OwnerRaced() from None
-        await self.roll_forward(owner, it)
+        await self.roll_forward(owner, it, fresh=not last_rev)
 
     async def head_keys(self, owner: str | None) -> list[str]:
         """Semantic keys with a head (``owner``'s, or every owner's when None)."""

@@ -20,6 +20,11 @@ agent's NATS user write access to its own keys only, see :mod:`icore.net.nats`):
   commit (or :meth:`NatsStore.owner_seq`) rolls forward before deciding anything; the
   commit is acknowledged only after its head moved, so a reader never misses an
   acknowledged write and never sees a head whose record is not stored.
+* ``heads``: ``<owner>`` -> the owner's head digest (#27, :mod:`._digest`): every head of
+  the owner in one entry, moved (CAS, forward only) with the head before the commit is
+  acknowledged, so the gate reads d heads of an owner as one message. Owner entries of
+  digest-aware writers carry a fifth element (intent layout 1) that writers from before
+  digests cannot parse, so they cannot commit past a digest.
 
 Records, owner entries and single heads are read from the stream leader (``allow_direct``
 off, or a leader get on the heads bucket). The heads bucket allows direct gets for the
@@ -29,7 +34,8 @@ authorizing against a stale leader or follower.
 
 The gate reaches owners through :class:`NatsOwnerAccess` (async) or
 :class:`SyncNatsOwnerAccess` (sync): per owner, the heads of D(a) in one batched direct
-get (``multi_last``, nats-server 2.11+) concurrent with the barrier (all owners at once),
+get (``multi_last``, nats-server 2.11+; the owner's digest for d >= 2) concurrent with
+the barrier (all owners at once),
 then exact fetches of changed records; a timeout or any engine error raises
 :class:`~icore.net.OwnerUnreachable`, which the gate turns into *blocked*.
 :meth:`NatsStore.watch_heads` installs every owner's new heads into the local replica

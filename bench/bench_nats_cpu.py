@@ -1,0 +1,95 @@
+"""Where a NATS gate validation's time goes: latency and client CPU per step (#27).
+
+One nats-server (JetStream, TLS, the team certificates) on 127.0.0.1, owner ``owner``
+with eight heads (its digest included), one executor connection. Over ``--n`` sequential
+operations each, prints p50 latency and this thread's CPU per operation of:
+
+* ``gate d=N``: a whole PlanFence validation (``icore.fence.avalidate``) of N keys;
+* ``direct get``: one bare nats-py request (a direct get of the owner's digest);
+* ``barrier put``: one quorum-barrier write (``heads_kv.put``);
+* ``last_heads d=N``: the batched head read alone (the digest for N >= 2);
+* ``query_heads d=N``: the read and the barrier together, as the gate asks them.
+
+Thread CPU (``time.thread_time``) leaves out the server and other processes, so the
+figures say what the client spends; on a loaded machine latency varies more than CPU.
+
+Usage::
+
+    PYTHONPATH=src python bench/bench_nats_cpu.py [--n 1000] [--d 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from icore.net import MemorySpec
+from icore.net.nats import NatsMemory, NatsOwnerAccess, NatsStore, TeamEngine, nats_certs
+from icore_lab.bench.micro._backends import D8, _agents, _World
+
+
+async def _measure(label: str, fn: Callable[[], Awaitable[Any]], n: int) -> None:
+    for _ in range(min(50, n)):
+        await fn()
+    lat = []
+    c0 = time.thread_time()
+    for _ in range(n):
+        t = time.perf_counter()
+        await fn()
+        lat.append(time.perf_counter() - t)
+    cpu = (time.thread_time() - c0) / n
+    lat.sort()
+    print(f"{label:>18}: p50 {lat[len(lat) // 2] * 1e3:.3f} ms, client CPU {cpu * 1e6:.0f} µs")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--n", type=int, default=1000, help="operations per figure")
+    ap.add_argument("--d", type=int, default=8, choices=range(1, 9), help="keys asked")
+    args = ap.parse_args()
+    logging.disable(logging.WARNING)  # asyncio's TLS eof notes
+    deps = D8[: args.d]
+    w = _World()
+    with tempfile.TemporaryDirectory(prefix="icore-nats-cpu-") as d:
+        tmp = Path(d)
+        certs = nats_certs(tmp / "certs", _agents(), team="bench")
+        engine = TeamEngine(MemorySpec.model_validate({"backend": "nats", "nodes": 1}),
+                            folder=tmp / "nats", certs_dir=certs, agents=_agents(),
+                            team="bench")
+        urls = engine.start()
+        try:
+            with NatsStore(urls, certs_dir=certs, ownership=w.om, agent="owner",
+                           timeout_s=10.0) as s:
+                for r in w.reqs:
+                    s.commit(r, writer="owner")
+
+            async def go() -> None:
+                m = await NatsMemory.connect(urls, certs_dir=certs, identity="ex0",
+                                             ownership=w.om, timeout_s=10.0)
+                try:
+                    a = NatsOwnerAccess(m, identity="ex0")
+                    digest = f"$JS.API.DIRECT.GET.{m.heads_stream}.{m._heads_pre}owner"
+                    await _measure(f"gate d={args.d}", lambda: w.validate(a, deps), args.n)
+                    await _measure("direct get",
+                                   lambda: m.nc.request(digest, b"", timeout=5), args.n)
+                    await _measure("barrier put",
+                                   lambda: m.heads_kv.put("=barrier.ex0", b""), args.n)
+                    await _measure(f"last_heads d={args.d}",
+                                   lambda: m.last_heads("owner", deps), args.n)
+                    await _measure(f"query_heads d={args.d}",
+                                   lambda: a.query_heads("owner", deps), args.n)
+                finally:
+                    await m.close()
+            asyncio.run(go())
+        finally:
+            engine.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""``trust_updates`` (issue 25 item 7, opt-in): an upstream trusted to notify.
+
+The SDK's client launches ``icore mcp`` over stdio in front of the ledger upstream
+(tests/mcp/upstream_ledger.py: a low-level SDK server that accepts
+``resources/subscribe``, notifies ``resources/updated`` on ``deposit`` and logs every
+read). With ``trust_updates`` a protected call does not read its D(a) again while the
+gateway holds a live subscription; an update notification still makes the stale call
+refused, and a lost subscription (the upstream crashed and was relaunched) falls back to
+the re-read (fail closed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+from .conftest import free_port, process, stdio_gateway, text, upstream_log, wait_port
+from .test_gateway_reread import LEDGER, _charges, _edit, _manifest
+
+BAL = "acct://main/balance"
+
+
+def _trusting(folder: Path) -> Path:
+    path = _manifest(folder)
+    m = yaml.safe_load(path.read_text(encoding="utf-8"))
+    m["upstreams"]["ledger"]["trust_updates"] = True
+    path.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def _reads(folder: Path) -> int:
+    return sum(x["tool"] == "<read>" for x in upstream_log(folder / "ledger.log"))
+
+
+async def _until_trusted(s: Any, folder: Path) -> None:
+    """Read the balance, wait for the gateway's own subscription, make one call (read
+    again under the subscription: from then on the resource is trusted)."""
+    await s.read_resource(BAL)
+    with anyio.fail_after(30):
+        while not any(x["tool"] == "<subscribe>" for x in upstream_log(folder / "ledger.log")):
+            await anyio.sleep(0.05)
+    await anyio.sleep(0.3)  # the subscription's answer reaches the gateway
+    r = await s.call_tool("charge", {"account": "main", "amount": 1})
+    assert not r.is_error, text(r)
+
+
+def test_trusted_upstream_skips_the_reread_and_an_update_still_refuses(
+        tmp_path: Path) -> None:
+    manifest = _trusting(tmp_path)
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await _until_trusted(s, tmp_path)
+            n = _reads(tmp_path)
+            for amount in (2, 3, 4):
+                r = await s.call_tool("charge", {"account": "main", "amount": amount})
+                assert not r.is_error, text(r)
+            assert _reads(tmp_path) == n  # no read per protected call
+            # the upstream changes the balance and notifies: the next call is stale
+            r = await s.call_tool("deposit", {"account": "main", "amount": 1000})
+            assert not r.is_error, text(r)
+            r = await s.call_tool("charge", {"account": "main", "amount": 900})
+            assert r.is_error and "(stale)" in text(r) and "= 1500" in text(r), text(r)
+            assert r.meta is not None and r.meta["icore/gate"]["reason"] == "stale"
+            r = await s.call_tool("charge", {"account": "main", "amount": 800})  # replan
+            assert not r.is_error, text(r)
+            # what the mode trusts: a change the upstream never notifies is not seen
+            _edit(tmp_path, accounts={"main": 7})
+            r = await s.call_tool("charge", {"account": "main", "amount": 5})
+            assert not r.is_error, text(r)
+
+    anyio.run(main)
+    assert [c["amount"] for c in _charges(tmp_path)] == [1, 2, 3, 4, 800, 5]
+
+
+def test_lost_subscription_falls_back_to_the_reread(tmp_path: Path) -> None:
+    manifest = _trusting(tmp_path)
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await _until_trusted(s, tmp_path)
+            r = await s.call_tool("crash", {})  # the upstream dies: its subscription too
+            assert r.is_error, text(r)
+            # changed while no subscription exists: nobody can notify it
+            _edit(tmp_path, accounts={"main": 3})
+            n = _reads(tmp_path)
+            r = await s.call_tool("charge", {"account": "main", "amount": 400})
+            assert r.is_error and "(stale)" in text(r) and "= 3" in text(r), text(r)
+            assert _reads(tmp_path) > n  # read again from the relaunched upstream
+            r = await s.call_tool("charge", {"account": "main", "amount": 2})  # replan
+            assert not r.is_error, text(r)
+
+    anyio.run(main)
+    assert [c["amount"] for c in _charges(tmp_path)] == [1, 2]
+
+
+def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts(
+        tmp_path: Path) -> None:
+    """Over HTTP the notification travels on the upstream's GET stream; once the gateway
+    has it the stale call is refused. The upstream restarted (its GET stream lost) after
+    a silent change: the call is not trusted, and never reaches the upstream."""
+    port = free_port()
+    manifest = _trusting(tmp_path)
+    m = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    m["upstreams"]["ledger"] = {"url": f"http://127.0.0.1:{port}/mcp",
+                                "trust_updates": True, "timeout_s": 3}
+    manifest.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
+    stack = contextlib.ExitStack()
+
+    def start() -> subprocess.Popen[Any]:
+        p = stack.enter_context(process(
+            [sys.executable, str(LEDGER), "--http", str(port)],
+            extra_env={"LEDGER_STATE": str(tmp_path / "ledger.json"),
+                       "LEDGER_LOG": str(tmp_path / "ledger.log")}))
+        wait_port(port, p)
+        return p
+
+    first = start()
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await _until_trusted(s, tmp_path)
+            n = _reads(tmp_path)
+            for amount in (2, 3):
+                r = await s.call_tool("charge", {"account": "main", "amount": amount})
+                assert not r.is_error, text(r)
+            assert _reads(tmp_path) == n  # no read per protected call
+            r = await s.call_tool("deposit", {"account": "main", "amount": 1000})
+            assert not r.is_error, text(r)
+            with anyio.fail_after(30):  # the gateway's re-read on the notification
+                while _reads(tmp_path) == n:
+                    await anyio.sleep(0.05)
+            r = await s.call_tool("charge", {"account": "main", "amount": 900})
+            assert r.is_error and "(stale)" in text(r), text(r)
+            r = await s.call_tool("charge", {"account": "main", "amount": 800})  # replan
+            assert not r.is_error, text(r)
+            first.terminate()  # the upstream goes down: its GET stream with it
+            first.wait(timeout=10)
+            _edit(tmp_path, accounts={"main": 3})  # changed while nobody can notify
+            start()
+            r = await s.call_tool("charge", {"account": "main", "amount": 400})
+            # refused by the gate (read again, not trusted), not an upstream error
+            assert r.is_error and r.meta is not None and "icore/gate" in r.meta, text(r)
+
+    with stack:
+        anyio.run(main)
+    assert [c["amount"] for c in _charges(tmp_path)] == [1, 2, 3, 800]
+
+
+def test_trust_without_subscribe_support_warns(tmp_path: Path) -> None:
+    """An upstream marked ``trust_updates`` that cannot subscribe (the SDK's MCPServer):
+    a warning in the trace; a stale call is still refused."""
+    from .conftest import stdio_upstream, write_manifest
+    up = {**stdio_upstream(tmp_path / "up.log"), "trust_updates": True}
+    manifest = write_manifest(tmp_path, {"trip": up})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            for uri in ("memo://price", "memo://city"):
+                await s.read_resource(uri)
+            r = await s.call_tool("set_price", {"value": "120"})  # notifies; no subscriber
+            assert not r.is_error, text(r)
+            r = await s.call_tool("book", {"city": "Porto", "price": 100})
+            assert r.is_error and "(stale)" in text(r) and "120" in text(r), text(r)
+
+    anyio.run(main)
+    trace = (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
+    assert "marked trust_updates but does not support resources/subscribe" in trace
