@@ -92,9 +92,9 @@ class Call:
         detail: the gate's detail text (keys and versions named, never record ids).
         unwritten: keys of D(a) that have never been written (a refused call's
             :data:`NOT_READ` cannot be authorized until they exist).
-        one_replan: this call was the agent's one replan (planfence Alg. 1): a call of
-            the tool planned from the fresh values a stale refusal handed over. A
-            sibling call of the same model turn, planned from the old read, is not.
+        turn: the model turn (message) the call came from, as the framework names it
+            (None: no turn given). Calls of one turn are siblings: planned from the same
+            reads, none is another's replan.
     """
 
     action: str
@@ -108,7 +108,7 @@ class Call:
     replanned: bool = False
     detail: str = ""
     unwritten: tuple[str, ...] = ()
-    one_replan: bool = False
+    turn: Hashable | None = None
 
     @property
     def message(self) -> str:
