@@ -18,7 +18,13 @@ import pytest
 pytest.importorskip("langchain.agents", reason="langchain>=1.0 (icore[langgraph])")
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    HumanInTheLoopMiddleware,
+    after_model,
+    before_agent,
+    before_model,
+)
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -76,3 +82,79 @@ def test_human_in_the_loop_middleware_approval_never_runs_a_stale_call(
     code, _, run = _audit(rec.write(tmp_path / "hitl.jsonl"), "--fail-on", "invalid",
                           "--fail-on", "hard-flags")
     assert code == 0 and run["summary"]["replans"] == 1
+
+
+# ------------------------------------------------------------------ middleware nodes (D3)
+@before_agent
+def greet(state: Any, runtime: Any) -> None:
+    return None
+
+
+@before_model
+def trim(state: Any, runtime: Any) -> None:
+    return None
+
+
+@after_model
+def audit_log(state: Any, runtime: Any) -> None:
+    return None
+
+
+class Closing(AgentMiddleware):
+    """A class middleware with an ``after_agent`` hook (its node: ``Closing.after_agent``)."""
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("name", ["booker", None])
+def test_middleware_nodes_are_steps_of_the_agent(tmp_path: Path, name: str | None) -> None:
+    """Middleware hooks (``greet.before_agent``, ``trim.before_model``,
+    ``audit_log.after_model``, ``Closing.after_agent``) are nodes of ``create_agent``'s
+    graph, not agents: every event, the final answer and a wrong answer's blame are the
+    agent's (``name=``; without it the agent ``agent``)."""
+    hotel = Hotel()
+    agent = create_agent(Brain(brain=hotel.brain()), [hotel.get_room, hotel.fenced()],
+                         name=name, middleware=[greet, trim, audit_log, Closing()])
+    rec = RunRecorder("mw", ground_truth="Booked R102")
+    agent.invoke({"messages": [HumanMessage("Book room R101")]},
+                 {"callbacks": [RecordingHandler(rec)]})
+    who = name or "agent"
+    lines = _lines(rec)
+    assert {x["node"] for x in lines if "node" in x} >= {
+        "greet.before_agent", "trim.before_model", "audit_log.after_model",
+        "Closing.after_agent"}
+    # (the fenced tool's workspace agent is "booker" too)
+    assert set(rec.agents) <= {"user", who, "booker"} and who in rec.agents
+    assert {x["agent"] for x in lines if "node" in x or x["kind"] == "termination"} == {who}
+    _, _, run = _audit(rec.write(tmp_path / "mw.jsonl"))
+    assert [(d["defect"], d["proposer"], d["responsible"]) for d in run["diagnoses"]] == [
+        ("terminal", who, who)]
+
+
+def _hitl(hotel: Hotel, mode: str, name: str = "booker") -> Any:
+    kw: dict[str, Any] = {} if mode == "batched" else {"interrupt_mode": mode}
+    try:
+        mw = HumanInTheLoopMiddleware(interrupt_on={"book_room": True}, **kw)
+    except TypeError:  # an older langchain: batched only
+        pytest.skip(f"HumanInTheLoopMiddleware has no interrupt_mode={mode!r}")
+    return create_agent(Brain(brain=hotel.brain()), [hotel.get_room, hotel.fenced()],
+                        name=name, middleware=[mw], checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_hitl_pause_and_end_are_the_agents(tmp_path: Path, mode: str) -> None:
+    """The HITL pause (its ``after_model`` node in batched mode, the ``tools`` node per
+    call) and the end are the booker's: the trace has no middleware agent."""
+    hotel = Hotel()
+    agent = _hitl(hotel, mode)
+    rec = RunRecorder("hitl-agents")
+    cfg: Any = {"configurable": {"thread_id": mode}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}) if mode == "batched"
+                 else Command(resume={"type": "approve"}), cfg)
+    assert hotel.booked == ["100"]
+    lines = _lines(rec)
+    assert set(rec.agents) == {"user", "booker"}
+    assert [x["agent"] for x in lines if x.get("pause") or x["kind"] == "termination"] == [
+        "booker", "booker"]

@@ -9,9 +9,10 @@ Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit``
 * :class:`RecordingHandler` is a LangChain callback handler: pass it in
   ``config={"callbacks": [handler]}`` and every node step, model turn (with its tool
   calls and their arguments), tool result and handoff is recorded under the agent that
-  produced it (a ``create_react_agent``'s ``name=``, not its inner ``agent`` node), a
-  pause at ``interrupt()`` as a pause, and the end of the run once (its last message as
-  the final answer, so a clean run has its terminal marker); prebuilt graphs need no
+  produced it (a ``create_agent``'s or ``create_react_agent``'s ``name=``, not its
+  inner ``model`` / ``agent`` / ``tools`` or middleware nodes), a pause at
+  ``interrupt()`` as a pause, and the end of the run once (its last message as the
+  final answer, so a clean run has its terminal marker); prebuilt graphs need no
   wrapping. A fenced tool built without ``recorder=`` records into the handler's
   recorder, so it never vanishes from the trace.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -185,8 +187,24 @@ _AGENT_STEPS = frozenset({"agent", "tools", "model", "pre_model_hook", "post_mod
 """Node names of LangGraph's prebuilt agent graphs (``create_react_agent``): steps of the
 agent, not agents; their graph (its ``name=``) is the agent."""
 
+_HOOK_NODE = re.compile(r".+\.(?:before|after)_[a-z][a-z_]*")
+"""A middleware hook's node in LangChain's ``create_agent`` graph
+(``<middleware name>.before_agent``, ``.before_model``, ``.after_model``,
+``.after_agent``, any middleware's): a step of the agent, like its ``model`` node."""
+
+_CREATE_AGENT = "langchain_create_agent"
+"""The ``ls_integration`` metadata ``create_agent`` gives every run of its graph."""
+
+_UNNAMED_AGENT = "agent"
+"""The agent a ``create_agent`` graph built without ``name=`` and run alone is."""
+
 _DEFAULT_GRAPH = "LangGraph"
 """The name LangGraph gives a compiled graph built without ``name=``."""
+
+
+def _is_step(node: str) -> bool:
+    """Whether graph node ``node`` is a step of an agent graph rather than an agent."""
+    return node in _AGENT_STEPS or _HOOK_NODE.fullmatch(node) is not None
 
 
 @dataclass(slots=True)
@@ -194,6 +212,10 @@ class _Chain:
     parent: UUID | None
     name: str
     node: str | None
+    agent: str | None = None
+    """The agent LangChain names in the run's metadata (``lc_agent_name``)."""
+    create_agent: bool = False
+    """The run is part of a ``create_agent`` graph (its ``ls_integration`` metadata)."""
 
 
 class RecordingHandler(BaseCallbackHandler):
@@ -212,13 +234,18 @@ class RecordingHandler(BaseCallbackHandler):
     failing records no end.
 
     The agent of an event (icore Sec. 3: every event is attributed to the agent that
-    produced it): a model run's ``lc_agent_name``; else the graph node the event runs in;
-    when that node is a step of a prebuilt agent graph (``create_react_agent``'s
-    ``agent`` / ``tools`` nodes), the agent graph itself: its ``name=`` (a subgraph's
-    name, or the invoked graph's), else the node that hosts it. A tool call goes to the
-    agent whose model turn asked for it (by the call's id). Fenced tools record their own
-    gate decisions and calls (with or without :func:`fenced_tool` ``recorder=``: without
-    it they use this handler's recorder), so their tool events are skipped here.
+    produced it): the ``lc_agent_name`` LangChain's ``create_agent(..., name=)`` puts on
+    every run of its graph (its ``model`` and ``tools`` nodes and its middleware nodes,
+    ``<middleware>.before_agent`` / ``.before_model`` / ``.after_model`` /
+    ``.after_agent``, are its steps); else the graph node the event runs in; when that
+    node is a step of an agent graph (``create_react_agent``'s ``agent`` / ``tools``
+    nodes, a node named ``<middleware>.before_*`` / ``.after_*``, any node of a
+    ``create_agent`` graph), the agent graph itself: its ``name=`` (a subgraph's name,
+    or the invoked graph's), else the node that hosts it (an unnamed ``create_agent``
+    invoked alone: ``agent``). A tool call goes to the agent whose model turn asked for
+    it (by the call's id). Fenced tools record their own gate decisions and calls (with
+    or without :func:`fenced_tool` ``recorder=``: without it they use this handler's
+    recorder), so their tool events are skipped here.
 
     Args:
         recorder: where the run goes.
@@ -246,6 +273,9 @@ class RecordingHandler(BaseCallbackHandler):
         if md.get("lc_agent_name"):
             return str(md["lc_agent_name"])
         with self._lock:
+            first = self._chains.get(start) if start is not None else None
+            if first is not None and first.agent:  # a chain's end has no metadata
+                return first.agent
             r, node = start, None
             while r is not None and (c := self._chains.get(r)) is not None:
                 if c.node is not None and c.name == c.node:
@@ -255,11 +285,11 @@ class RecordingHandler(BaseCallbackHandler):
             host = self._chains.get(node.parent) if node and node.parent else None
         if node is None or node.node is None:
             return str(md.get("langgraph_node") or "graph")
-        if node.node not in _AGENT_STEPS or host is None:
+        if not (node.create_agent or _is_step(node.node)) or host is None:
             return node.node
         if host.name and host.name != _DEFAULT_GRAPH:
             return host.name
-        return host.node or node.node
+        return host.node or (_UNNAMED_AGENT if node.create_agent else node.node)
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *,
                        run_id: UUID, parent_run_id: UUID | None = None,
@@ -269,12 +299,15 @@ class RecordingHandler(BaseCallbackHandler):
         A node's own run is a node step; the graph run's input is the task (a resume's
         is not).
         """
-        node = (metadata or {}).get("langgraph_node")
+        md = metadata or {}
+        node = md.get("langgraph_node")
         name = str(kwargs.get("name") or "")
         with self._lock:
             parent = self._chains.get(parent_run_id) if parent_run_id else None
-            self._chains[run_id] = _Chain(parent_run_id, name,
-                                          str(node) if node is not None else None)
+            self._chains[run_id] = _Chain(
+                parent_run_id, name, str(node) if node is not None else None,
+                str(md["lc_agent_name"]) if md.get("lc_agent_name") else None,
+                md.get("ls_integration") == _CREATE_AGENT)
         if parent_run_id is None:  # the graph run itself: its input is the task
             with self._lock:
                 self._root = run_id
