@@ -158,3 +158,73 @@ def test_hitl_pause_and_end_are_the_agents(tmp_path: Path, mode: str) -> None:
     assert set(rec.agents) == {"user", "booker"}
     assert [x["agent"] for x in lines if x.get("pause") or x["kind"] == "termination"] == [
         "booker", "booker"]
+
+
+# ------------------------------------------------------------------ a rejected call (D5)
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_hitl_reject_is_recorded_as_the_agents_refused_call(tmp_path: Path,
+                                                            mode: str) -> None:
+    """The human rejects ``book_room``: the tool never runs, and the trace records the
+    call as refused (exit code 1) under the booker, with the middleware's message (what
+    the model read) and the human's decision; the read that ran is recorded once."""
+    hotel = Hotel()
+    agent = _hitl(hotel, mode)
+    rec = RunRecorder("reject")
+    cfg: Any = {"configurable": {"thread_id": mode}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    no = {"type": "reject", "message": "not today"}
+    out = agent.invoke(Command(resume={"decisions": [no]}) if mode == "batched"
+                       else Command(resume=no), cfg)
+    assert hotel.booked == []
+    told = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "book_room"]
+    outs = [x for x in _lines(rec) if x["kind"] == "tool_output"]
+    assert [(x["agent"], x["tool"], x["exitcode"]) for x in outs] == [
+        ("booker", "get_room", 0), ("booker", "book_room", 1)]
+    refused = outs[1]
+    assert refused["content"] == told[0].content and "not today" in refused["content"]
+    assert refused["decision"] == "reject" and refused["source"] == "hitl_interrupt_decision"
+    assert refused["args"] == {"room_id": "R101", "price": "100"}
+    code, _, run = _audit(rec.write(tmp_path / "reject.jsonl"), "--fail-on", "hard-flags",
+                          "--fail-on", "unsound")
+    assert code == 0 and run["lineage"] == []
+
+
+def test_hitl_approve_and_reject_record_each_call_once(tmp_path: Path) -> None:
+    """Two calls in one message, one approved (runs through the fence, recorded by it),
+    one rejected (recorded from the middleware's message): one line per call."""
+    hotel = Hotel()
+    hotel.ws.put("room/R102", {"price": "90"})
+    turns = iter([[("get_room", {"room_id": "R101"}), ("get_room", {"room_id": "R102"})],
+                  [("book_room", {"room_id": "R101", "price": "100"}),
+                   ("book_room", {"room_id": "R102", "price": "90"})], "done"])
+    agent = create_agent(
+        Brain(brain=lambda _m: next(turns)), [hotel.get_room, hotel.fenced()],
+        name="booker", checkpointer=InMemorySaver(),
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
+    rec = RunRecorder("two")
+    cfg: Any = {"configurable": {"thread_id": "two"}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book both")]}, cfg)
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}, {"type": "reject"}]}),
+                 cfg)
+    assert hotel.booked == ["100"]
+    books = [(x["args"]["room_id"], x["exitcode"], x.get("decision"))
+             for x in _lines(rec) if x.get("tool") == "book_room"
+             and x["kind"] == "tool_output"]
+    assert books == [("R102", 1, "reject"), ("R101", 0, None)]
+
+
+def test_call_of_an_unknown_tool_is_recorded_as_refused(tmp_path: Path) -> None:
+    """The model names a tool the agent does not have: ``ToolNode`` answers with an
+    error and runs nothing; the trace records that refusal under the agent, and the
+    sibling call that ran once."""
+    hotel = Hotel()
+    turns = iter([[("get_rooom", {"room_id": "R101"}), ("get_room", {"room_id": "R101"})],
+                  "R101 costs 100"])
+    agent = create_agent(Brain(brain=lambda _m: next(turns)), [hotel.get_room],
+                         name="booker")
+    rec = RunRecorder("unknown")
+    agent.invoke({"messages": [HumanMessage("Price of R101?")]},
+                 {"callbacks": [RecordingHandler(rec)]})
+    outs = sorted((x["agent"], x["tool"], x["exitcode"], str(x.get("answered_by")))
+                  for x in _lines(rec) if x["kind"] == "tool_output")
+    assert outs == [("booker", "get_room", 0, "None"), ("booker", "get_rooom", 1, "tools")]

@@ -11,10 +11,12 @@ Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit``
   calls and their arguments), tool result and handoff is recorded under the agent that
   produced it (a ``create_agent``'s or ``create_react_agent``'s ``name=``, not its
   inner ``model`` / ``agent`` / ``tools`` or middleware nodes), a pause at
-  ``interrupt()`` as a pause, and the end of the run once (its last message as the
-  final answer, so a clean run has its terminal marker); prebuilt graphs need no
-  wrapping. A fenced tool built without ``recorder=`` records into the handler's
-  recorder, so it never vanishes from the trace.
+  ``interrupt()`` as a pause, a call answered without its tool running (a human's
+  rejection through ``HumanInTheLoopMiddleware``) as the calling agent's refused call,
+  and the end of the run once (its last message as the final answer, so a clean run has
+  its terminal marker); prebuilt graphs need no wrapping. A fenced tool built without
+  ``recorder=`` records into the handler's recorder, so it never vanishes from the
+  trace.
 """
 
 from __future__ import annotations
@@ -168,6 +170,16 @@ def _content(m: Any) -> str:
     return json.dumps(plain_data(c), sort_keys=True, default=str)
 
 
+def _tool_messages(out: Any) -> Iterator[ToolMessage]:
+    """The ``ToolMessage`` objects a node's output writes to ``messages``."""
+    for o in out if isinstance(out, list | tuple) else [out]:
+        up = o.update if isinstance(o, Command) else o
+        msgs = up.get("messages") if isinstance(up, Mapping) else None
+        for m in msgs if isinstance(msgs, list | tuple) else [msgs]:
+            if isinstance(m, ToolMessage):
+                yield m
+
+
 def _goto(cmd: Command[Any]) -> list[str]:
     targets = cmd.goto if isinstance(cmd.goto, list | tuple) else [cmd.goto]
     return [str(getattr(t, "node", t)) for t in targets if t]
@@ -245,7 +257,9 @@ class RecordingHandler(BaseCallbackHandler):
     invoked alone: ``agent``). A tool call goes to the agent whose model turn asked for
     it (by the call's id). Fenced tools record their own gate decisions and calls (with
     or without :func:`fenced_tool` ``recorder=``: without it they use this handler's
-    recorder), so their tool events are skipped here.
+    recorder), so their tool events are skipped here. A call a node answered without
+    running its tool (``HumanInTheLoopMiddleware``'s rejection) is recorded from the
+    node's ``ToolMessage`` (:meth:`_answered`).
 
     Args:
         recorder: where the run goes.
@@ -261,6 +275,9 @@ class RecordingHandler(BaseCallbackHandler):
         self._runs: dict[UUID, tuple[str, Any]] = {}
         self._chains: dict[UUID, _Chain] = {}
         self._fenced: set[UUID] = set()
+        self._asked: dict[str, tuple[str, Any]] = {}
+        """Tool calls model turns asked for that no tool run started yet: id -> (name,
+        arguments)."""
         self._root: UUID | None = None
         self._paused: list[tuple[str, Any]] = []
         self._ended: dict[str, Any] | None = None
@@ -326,7 +343,7 @@ class RecordingHandler(BaseCallbackHandler):
                 self._ended = None
             self.recorder.task(_content(first) if first is not None else inputs)
         # a node's own run (not its inner runnables, not the subgraph run it hosts)
-        if self.nodes and node is not None and name == node and not (
+        if node is not None and name == node and not (
                 parent is not None and parent.name == name and parent.node == name):
             with self._lock:
                 self._runs[run_id] = ("node", str(node))
@@ -356,6 +373,9 @@ class RecordingHandler(BaseCallbackHandler):
         if entry is None:
             return
         node = str(entry[1])
+        self._answered(agent, node, outputs)
+        if not self.nodes:
+            return
         with self._lock:
             self._last_agent = agent
         wrote, goto = _writes(outputs)
@@ -364,6 +384,30 @@ class RecordingHandler(BaseCallbackHandler):
                           node=node, wrote=wrote)
         for g in goto:
             self.recorder.handoff(agent, g, f"{agent} -> {g}")
+
+    def _answered(self, agent: str, node: str, outputs: Any) -> None:
+        """Record the tool calls node ``node`` answered without running their tool.
+
+        A ``ToolMessage`` in the node's output for a call no tool run answered (a call
+        ``HumanInTheLoopMiddleware`` was told to reject, or answered for the tool; a
+        call ``ToolNode`` refused, e.g. an unknown tool): the call's tool output, under
+        the agent whose model turn asked for it, ``status="error"`` as a refusal
+        (exit code 1). A harness message's ``lc_source`` / ``lc_data["decision"]`` (the
+        human's decision) are kept as ``source`` / ``decision``; ``answered_by`` names
+        the node. Calls whose tool ran are recorded by their run (once).
+        """
+        with self._lock:
+            found = [(m, self._asked.pop(str(m.tool_call_id)))
+                     for m in _tool_messages(outputs) if str(m.tool_call_id) in self._asked]
+        for m, (name, args) in found:
+            extra = m.additional_kwargs or {}
+            data = extra.get("lc_data")
+            decision = data.get("decision") if isinstance(data, Mapping) else None
+            self.recorder.tool_call(
+                self.recorder.caller(name, m.tool_call_id) or agent, m.name or name, args,
+                _content(m), error=m.status == "error", answered_by=node,
+                source=str(extra["lc_source"]) if extra.get("lc_source") else None,
+                decision=str(decision) if decision is not None else None)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end)."""
@@ -424,6 +468,9 @@ class RecordingHandler(BaseCallbackHandler):
                 msg = getattr(g, "message", None)
                 calls = [{"name": c["name"], "args": c["args"], "id": c.get("id")}
                          for c in (getattr(msg, "tool_calls", None) or [])]
+                with self._lock:  # until a tool run (or a node) answers each call
+                    self._asked.update((str(c["id"]), (str(c["name"]), c["args"]))
+                                       for c in calls if c["id"])
                 text = _content(msg) if msg is not None else g.text
                 asked = ", ".join(f"{c['name']}({_text_args(c['args'])})" for c in calls)
                 self.recorder.turn(agent, text or f"calls {asked}", tool_calls=calls or None)
@@ -435,6 +482,8 @@ class RecordingHandler(BaseCallbackHandler):
 
         Fenced tools, and the tool a fenced one wraps, are recorded by their guard instead.
         """
+        with self._lock:  # the call's tool runs: its run is its record
+            self._asked.pop(str(kwargs.get("tool_call_id")), None)
         if (metadata or {}).get("planfence") or kwargs.get("parent_run_id") in self._fenced:
             with self._lock:
                 self._fenced.add(run_id)
