@@ -228,3 +228,25 @@ def test_call_of_an_unknown_tool_is_recorded_as_refused(tmp_path: Path) -> None:
     outs = sorted((x["agent"], x["tool"], x["exitcode"], str(x.get("answered_by")))
                   for x in _lines(rec) if x["kind"] == "tool_output")
     assert outs == [("booker", "get_room", 0, "None"), ("booker", "get_rooom", 1, "tools")]
+
+
+# ------------------------------------------------------------------ a paused trace (D6)
+def test_trace_written_at_an_interrupt_is_paused_not_unended(tmp_path: Path) -> None:
+    """Written while the human has not answered: the run is paused (text, JSON, HTML),
+    with no "ended without a terminal marker" diagnosis; the same run resumed and
+    written again ends, and its JSON has no ``paused`` field."""
+    hotel = Hotel()
+    agent = _hitl(hotel, "batched")
+    rec = RunRecorder("paused")
+    cfg: Any = {"configurable": {"thread_id": "p"}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    code, text, run = _audit(rec.write(tmp_path / "paused.jsonl"), "--fail-on", "unsound")
+    s = run["summary"]
+    assert code == 0 and run["diagnoses"] == [] and s["paused"] is True
+    assert s["terminated"] is False and "waiting for a human" in text
+    html = (tmp_path / "paused-rep" / "paused.html").read_text(encoding="utf-8")
+    assert "the run is paused, waiting for a human" in html
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg)
+    code, text, run = _audit(rec.write(tmp_path / "ended.jsonl"), "--fail-on", "unsound")
+    assert code == 0 and "paused" not in run["summary"] and run["summary"]["terminated"]
+    assert "waiting for a human" not in text
