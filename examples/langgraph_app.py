@@ -110,11 +110,11 @@ def build(shop: Shop, recorder: RunRecorder | None = None) -> Any:
         return {"messages": [llm.invoke(state["messages"])]}
 
     g = StateGraph(State)
-    g.add_node("agent", agent)
+    g.add_node("shipper", agent)  # a node is an agent in the recording: name it so
     g.add_node("tools", ToolNode(tools))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
+    g.add_edge(START, "shipper")
+    g.add_conditional_edges("shipper", tools_condition)
+    g.add_edge("tools", "shipper")
     return g.compile(checkpointer=RecordCheckpointSaver.in_memory())
 
 

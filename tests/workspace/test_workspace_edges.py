@@ -258,3 +258,23 @@ def test_execute_refuses_wrong_inputs_before_the_gate(kw: dict[str, Any], words:
     assert ran == [] and len(booker.log) == n
     assert booker.execute("book", lambda **kw: kw, {"room": "R1"},
                           depends_on={ROOM}).executed  # explicit args: **kw is fine
+
+
+def test_a_huge_fresh_value_is_cut_in_the_models_message() -> None:
+    """A refusal hands over a 300 KB fact: the model-facing message stays under ~8k
+    characters and says how to get the rest; the agent's read is the whole value."""
+    from icore.workspace import Workspace
+    from icore.workspace._call import MAX_HANDOVER_CHARS
+
+    ws = Workspace({"room/R1": "facilities"})
+    ws.put("room/R1", {"price": 100, "notes": "x" * 300_000})
+    agent = ws.agent("booker")
+    agent.read("room/R1")
+    ws.update("room/R1", lambda v: {**(v or {}), "price": 120})
+    call = agent.execute("book", lambda price: price, {"price": 100},
+                         depends_on={"room/R1"})
+    assert not call.executed and call.reason == "stale"
+    assert len(call.message) < MAX_HANDOVER_CHARS + 400
+    assert "more characters; read room/R1 again" in call.message
+    assert call.fresh["room/R1"]["notes"] == "x" * 300_000  # type: ignore[index]
+    assert ws.value("room/R1")["price"] == 120  # type: ignore[index]

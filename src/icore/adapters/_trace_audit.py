@@ -101,7 +101,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
     return AuditResult(
         trace=trace,
         state=b.state,
-        step_events=dict(b.step_events),
+        step_events=b.step_events,  # the builder is dropped: no copy (issue 29)
         timeline=b.timeline,
         diagnoses=tuple(b.diagnoses),
         unsupported=tuple(b.unsupported),

@@ -305,9 +305,9 @@ class FenceGuard:
                                 detail=res.detail)
         return Gated(res, msg)
 
-    def _finish_call(self, name: str, call: Call,
-                     recorder: RunRecorder | None = None) -> Gated:
-        self._record_call(name, call, recorder)
+    def _finish_call(self, name: str, call: Call, recorder: RunRecorder | None = None,
+                     call_id: Any = None) -> Gated:
+        self._record_call(name, call, recorder, call_id)
         res = call.result
         if call.executed:
             return Gated(res, "", call)
@@ -318,25 +318,29 @@ class FenceGuard:
             raise ActionBlocked(msg, action=name, reason=call.reason, detail=call.detail)
         return Gated(res, msg, call)
 
-    def _record_call(self, name: str, call: Call, recorder: RunRecorder | None) -> None:
+    def _record_call(self, name: str, call: Call, recorder: RunRecorder | None,
+                     call_id: Any = None) -> None:
         res = call.result
         rec = recorder if recorder is not None else self._recorder(name)
+        # the framework agent whose model turn asked for the call (by the call's id), not
+        # the workspace agent serving it: a handoff's refusal and replan name who made them
+        asker = rec.caller(name, call_id) if rec is not None and call_id is not None else None
         if rec is not None and res is not None:
-            who = rec.gate(self.agent, name, res, lookup=self._lookup(), args=call.args,
+            who = rec.gate(asker or self.agent, name, res, lookup=self._lookup(), args=call.args,
                            owner=self.handle.name if self.handle is not None else None,
-                           replan=call.one_replan)
+                           turn=call.turn)
             if call.executed:
                 rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
         elif rec is not None:  # refused before the gate: recorded all the same
-            rec.tool_call(self.agent or "executor", name, call.args,
+            rec.tool_call(asker or self.agent or "executor", name, call.args,
                           f"BLOCKED: {call.reason}: {call.detail}", error=True,
                           blocked=True)
 
-    def _failed_call(self, name: str, exc: ReplanFailed,
-                     recorder: RunRecorder | None) -> ReplanFailed:
+    def _failed_call(self, name: str, exc: ReplanFailed, recorder: RunRecorder | None,
+                     call_id: Any = None) -> ReplanFailed:
         """A broken user replanner: the blocked call recorded, the error logged."""
         if exc.call is not None:
-            self._record_call(name, exc.call, recorder)
+            self._record_call(name, exc.call, recorder, call_id)
         return _loud(name, exc)
 
     def _check_roots(self, roots: Sequence[RecordId] | None) -> tuple[RecordId, ...]:
@@ -372,7 +376,7 @@ class FenceGuard:
             roots: Sequence[RecordId] | None = None, *, turn: Any = None,
             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
             approve: Approver | None = None, ask: Approver | None = None,
-            recorder: RunRecorder | None = None) -> Gated:
+            recorder: RunRecorder | None = None, call_id: Any = None) -> Gated:
         """Gate one call of the sync tool ``fn(**args)``.
 
         Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
@@ -382,7 +386,9 @@ class FenceGuard:
         ``check``) and ``ask`` a human's decision, after which the gate validates the
         call again (``Agent.execute``'s ``approve``). Fence mode: the call must be the one
         ``roots`` authorize. ``recorder`` records this call when the guard has none (a
-        run recorded by the framework's handler).
+        run recorded by the framework's handler). ``call_id`` (the framework's tool-call
+        id) attributes the recorded call to the agent whose model turn asked for it
+        (:meth:`RunRecorder.caller`) rather than to the workspace agent.
 
         Returns:
             :class:`Gated`; the tool ran only when ``executed``.
@@ -406,8 +412,8 @@ class FenceGuard:
                                            turn=turn, normalize=normalize, approve=ask,
                                            check=approve)
             except ReplanFailed as exc:
-                raise self._failed_call(name, exc, recorder) from exc.__cause__
-            return self._finish_call(name, call, recorder)
+                raise self._failed_call(name, exc, recorder, call_id) from exc.__cause__
+            return self._finish_call(name, call, recorder, call_id)
         failed: list[BaseException] = []
         res = _fence_seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
@@ -419,7 +425,7 @@ class FenceGuard:
                    roots: Sequence[RecordId] | None = None, *, turn: Any = None,
                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
                    approve: Approver | None = None, ask: Approver | None = None,
-                   recorder: RunRecorder | None = None) -> Gated:
+                   recorder: RunRecorder | None = None, call_id: Any = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         if self.handle is not None:
             self._scope_checked(args)
@@ -429,8 +435,8 @@ class FenceGuard:
                     replan=self.replan,  # type: ignore[arg-type]
                     turn=turn, normalize=normalize, approve=ask, check=approve)
             except ReplanFailed as exc:
-                raise self._failed_call(name, exc, recorder) from exc.__cause__
-            return self._finish_call(name, call, recorder)
+                raise self._failed_call(name, exc, recorder, call_id) from exc.__cause__
+            return self._finish_call(name, call, recorder, call_id)
         failed: list[BaseException] = []
         res = await _fence_seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,

@@ -54,7 +54,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -76,6 +76,8 @@ MAX_LINEAGE_RECORDS = 256
 
 _Scope = tuple[str, str, tuple[str, ...]]
 """One logical protected call: (its owner, tool, the facts it depends on)."""
+_Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
+"""A refused stale call waiting for its replan: (roots, caller, plan id, model turn)."""
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 
@@ -188,11 +190,12 @@ class RunRecorder:
         self._calls: dict[str, int] = {}
         self._callers: dict[str, str] = {}
         self._plan_ids: dict[str, int] = {}
-        self._stale: dict[_Scope, tuple[tuple[RecordId, ...], str]] = {}
-        """Refused stale calls whose next call replans: scope -> (their roots, caller)."""
-        self._replanning: dict[_Scope, str] = {}
-        """Logical calls whose original plan is written and whose replan was refused as
-        stale again (scope -> plan id): the next call continues the same plan."""
+        self._stale: dict[_Scope, list[_Waiting]] = {}
+        """Refused stale calls waiting for their replan, oldest first: scope -> (their
+        roots, caller, plan id, model turn). The plan id is set when the refused call was itself a
+        replan refused as stale again (its logical call's plan is written: the next call
+        continues it). Sibling calls of one model turn in one scope each wait for their
+        own replan."""
         self._lock = threading.Lock()
 
     @contextmanager
@@ -287,7 +290,7 @@ class RunRecorder:
     def gate(self, agent: str | None, tool: str, result: ActionResult, *,
              lookup: Lookup | None = None, call_id: Any = None,
              args: Mapping[str, Any] | None = None, owner: str | None = None,
-             replan: bool | None = None) -> str:
+             turn: Hashable | None = None) -> str:
         """Every gate decision of one protected call, its replan, and a block if any.
 
         Writes the call's PlanFence lines too (:meth:`lineage`): its decisions, each with
@@ -310,11 +313,10 @@ class RunRecorder:
                 logical call, its replan, whichever framework agent makes each of them
                 (a handoff between two SDK agents sharing one fenced tool); every event
                 still names the agent that made it.
-            replan: whether this call is the replan of the last refused stale call in
-                its scope, when the caller knows (the workspace does:
-                :attr:`~icore.workspace.Call.one_replan`); None: every next call in the
-                scope is. False keeps the refused call waiting for its replan (a sibling
-                call of the same model turn, planned from the same old read).
+            turn: the model turn the call came from (the workspace's
+                :attr:`~icore.workspace.Call.turn`). A refused stale call waits for its
+                replan: the first later call in its scope from another turn (or with
+                no turn known). A sibling call of the same turn is never its replan.
 
         Returns:
             The agent the call was attributed to.
@@ -325,10 +327,9 @@ class RunRecorder:
         # on other facts are other calls)
         scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
         with self._lock:  # the previous such call was stale and handed the fresh values
-            stale = self._stale.pop(scope, None) if replan is not False else None
-            plan_id = self._replanning.pop(scope, None) if replan is not False else None
+            stale = self._replan_of(scope, turn)
         handed_over = stale is not None
-        stale_roots, planner = stale if stale is not None else ((), who)
+        stale_roots, planner, plan_id = stale[:3] if stale is not None else ((), who, None)
         replanned = result.replanned and len(result.decisions) > 1 and not handed_over
         if (replanned or handed_over) and first is not None and plan_id is None:
             # this call's original plan (the model's first call) before its replan, once
@@ -350,14 +351,31 @@ class RunRecorder:
         elif not result.executed and any(d.reason is Reason.STALE
                                          for d in result.decisions):
             with self._lock:  # a stale call without a replan: the next call replans
-                self._stale[scope] = (tuple(first.roots) if first is not None else (), who)
-                if plan_id is not None:  # ... the same logical call's plan, again
-                    self._replanning[scope] = plan_id
+                # ... with the same logical call's plan when this was its replan
+                self._stale.setdefault(scope, []).append(
+                    (tuple(first.roots) if first is not None else (), who, plan_id, turn))
         self.lineage(tool, result.decisions, lookup=lookup)
         if not result.executed:
             self.tool_call(who, tool, result.args, f"BLOCKED: {result.final.reason.value}: "
                            f"{result.detail}", error=True, blocked=True)
         return who
+
+    def _replan_of(self, scope: _Scope, turn: Hashable | None) -> _Waiting | None:
+        """The oldest refused call in ``scope`` a call of ``turn`` replans (taken), if any.
+
+        Not one of the same model turn: siblings are planned from the same reads. Call
+        with the lock held.
+        """
+        waiting = self._stale.get(scope)
+        if not waiting:
+            return None
+        for i, w in enumerate(waiting):
+            if turn is None or w[3] is None or w[3] != turn:
+                del waiting[i]
+                if not waiting:
+                    del self._stale[scope]
+                return w
+        return None
 
     def _new_plan_id(self, tool: str) -> str:
         """A fresh plan id for one logical call of ``tool`` (``<tool>#<n>``)."""

@@ -312,15 +312,20 @@ def transport_problem(
     return None
 
 
-def make_event(spec: EventSpec, eid: str, state: StateView) -> Event:
-    """Build the G event for ``spec`` (kind from O_D, time from the state's clock)."""
+def make_event(spec: EventSpec, eid: str, state: StateView,
+               fields: Mapping[str, JSON] | None = None) -> Event:
+    """Build the G event for ``spec`` (kind from O_D, time from the state's clock).
+
+    ``fields``: the event's fields as the caller holds them (e.g. the trace import's
+    compact :class:`~icore.state._share.Fields`); default a copy of ``spec.fields``.
+    """
     ot = state.decl.observables[spec.type]
     return Event(
         id=eid,
         type=spec.type,
         kind=ot.kind,
         agent=spec.agent,
-        fields=dict(spec.fields),
+        fields=dict(spec.fields) if fields is None else fields,
         causes=tuple(spec.causes),
         t_ms=float(state.clock.now_ms()),
     )

@@ -11,6 +11,7 @@ dataclass, decoded with pydantic, so entries round-trip exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,7 +23,13 @@ import pydantic_core
 
 from icore._clock import Clock
 from icore.state._apply import Log
-from icore.state._entries import BODY_TYPES, LOG_SCHEMA_VERSION, EntryKind, LogEntry
+from icore.state._entries import (
+    BODY_TYPES,
+    LOG_SCHEMA_VERSION,
+    EntryKind,
+    EventAdded,
+    LogEntry,
+)
 from icore.state._errors import InterfaceError, LogError, StateError
 from icore.state._package import DeclarationPackage
 from icore.state._state import State
@@ -40,8 +47,13 @@ def encode_entry(entry: LogEntry) -> tuple[int, float, str, str]:
             :func:`decode_entry` refuses would make the whole log unreplayable).
     """
     adapter = _ADAPTERS[entry.kind]
+    body_obj = entry.body
+    if isinstance(body_obj, EventAdded) and type(body_obj.event.fields) is not dict:
+        # an imported event's compact fields (icore.state._share.Fields) encode as a dict
+        ev = body_obj.event
+        body_obj = EventAdded(dataclasses.replace(ev, fields=dict(ev.fields)))
     try:
-        data = adapter.dump_python(entry.body, mode="python", warnings="error")
+        data = adapter.dump_python(body_obj, mode="python", warnings="error")
         body = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
         adapter.validate_json(body)
     except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:

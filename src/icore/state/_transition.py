@@ -30,11 +30,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from icore.state._entries import AssertionImported, Body, Committed, Revoked
+from icore.state._share import Layouts
 from icore.state._xmodel import Assertion, AssertionKind, Justification, Obligation, Status
 
 _STATUS = {str(s): s for s in Status}
 _SLOTS: dict[tuple[str, str], tuple[str, str]] = {}
 """Interned (kind, key) slot tuples: one object per distinct slot, not one per obligation."""
+_ACTIVE: Layouts[tuple[str, str]] = Layouts()
+"""Obligations' active maps: one key layout per slot sequence, a tuple of ids each (issue 29)."""
 
 TOUCHING = (Committed, AssertionImported, Revoked)
 """Body types that change obligations (the others leave Q's obligations alone)."""
@@ -95,7 +98,7 @@ def new_obligation(a: Assertion) -> Obligation:
 def set_slot(o: Obligation, a: Assertion) -> None:
     """Make ``a`` the active assertion of its slot in ``o`` and update the read fields."""
     slot = (str(a.kind), a.key)
-    o.active[_SLOTS.setdefault(slot, slot)] = a.id
+    o.active = _ACTIVE.put(o.active, _SLOTS.setdefault(slot, slot), a.id)  # o.active unchanged
     if a.kind == AssertionKind.STATUS:
         o.status = _STATUS[a.value]
     elif a.kind == AssertionKind.ASSIGNEE:
@@ -108,7 +111,7 @@ def _copy(o: Obligation) -> Obligation:
     return Obligation(
         id=o.id, kind=o.kind, weight=o.weight, parent=o.parent, deps=o.deps,
         required_root=o.required_root, status=o.status, assignee=o.assignee,
-        result=o.result, active=dict(o.active), repair_pending=o.repair_pending,
+        result=o.result, active=o.active, repair_pending=o.repair_pending,  # read-only: shared
     )
 
 

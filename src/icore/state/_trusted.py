@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from icore.state._entries import FlagRaised, FlagResolved, LogEntry, Note
 from icore.state._errors import StateInputError
 from icore.state._json import check_json
+from icore.state._share import FieldLayouts, ValueShare
 from icore.state._tables import Recorder
 from icore.state._trusted_import import ImportBatch, assertion_body, certificate_body, event_body
 from icore.state._view import StateView
@@ -39,11 +40,15 @@ class TrustedImport:
         record: the state's recorder (one log transaction per call or batch).
     """
 
-    __slots__ = ("_record", "_x")
+    __slots__ = ("_layouts", "_record", "_share", "_x")
 
     def __init__(self, x: StateView, record: Recorder) -> None:
         self._x = x
         self._record = record
+        # equal small certificate payloads imported as one object (issue 29)
+        self._share = ValueShare()
+        # events' fields: shared keys, a tuple of values
+        self._layouts: FieldLayouts[str] = FieldLayouts()
 
     def add_event(self, spec: EventSpec) -> Event:
         """Append an observed event to G (trace import).
@@ -59,7 +64,7 @@ class TrustedImport:
             while f"e{n}" in events:
                 n += 1
             eid = f"e{n}"
-        body = event_body(self._x, spec, eid)
+        body = event_body(self._x, spec, eid, self._layouts)
         self._record([body])
         return body.event
 
@@ -79,7 +84,8 @@ class TrustedImport:
             StateInputError: undeclared validator or an event not in G.
         """
         body = certificate_body(self._x, validator, verdict=verdict, version=version,
-                                events=events, records=records, payload=payload)
+                                events=events, records=records, payload=payload,
+                                share=self._share)
         self._record([body])
         return body.certificate
 
@@ -119,7 +125,7 @@ class TrustedImport:
             InterfaceError: an interface misbehaved on a touched obligation.
             LogError: the log refused the entries.
         """
-        return ImportBatch(self._x, self._record)
+        return ImportBatch(self._x, self._record, self._share)
 
     def raise_flag(
         self,

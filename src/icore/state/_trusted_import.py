@@ -9,7 +9,7 @@ they change nothing (the state records the bodies, the same way as any change).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -83,8 +83,13 @@ class ImportView(Protocol):
         ...
 
 
-def event_body(x: StateView, spec: EventSpec, eid: str) -> EventAdded:
+def event_body(x: StateView, spec: EventSpec, eid: str,
+               layouts: Callable[[Mapping[str, JSON]], Mapping[str, JSON]] | None = None,
+               ) -> EventAdded:
     """The body adding ``spec`` to G as event ``eid``.
+
+    ``layouts`` (a :class:`~icore.state._share.FieldLayouts`) builds the event's fields
+    in their compact form (issue 29: memory of long imports); default a plain dict.
 
     Raises:
         StateInputError: undeclared type, unknown agent, missing declared field, a
@@ -93,7 +98,8 @@ def event_body(x: StateView, spec: EventSpec, eid: str) -> EventAdded:
     problem = check_event(spec, eid, x, set())
     if problem is not None:
         raise StateInputError(problem[1], event=eid, code=str(problem[0]))
-    return EventAdded(make_event(spec, eid, x))
+    return EventAdded(make_event(spec, eid, x,
+                                 None if layouts is None else layouts(spec.fields)))
 
 
 def certificate_body(
@@ -105,8 +111,12 @@ def certificate_body(
     events: Sequence[str] = (),
     records: Sequence[CitedRecord] = (),
     payload: JSON = None,
+    share: Callable[[JSON], JSON] | None = None,
 ) -> CertificateImported:
     """The body adding a recorded certificate to Π with its recorded verdict.
+
+    ``share`` (a :class:`~icore.state._share.ValueShare`) may return an earlier equal
+    payload object in place of ``payload`` (issue 29: memory of long imports).
 
     Raises:
         StateInputError: undeclared validator or an event not in G.
@@ -125,7 +135,7 @@ def certificate_body(
         version=version or spec.version,
         events=tuple(events),
         records=tuple(records),
-        payload=payload,
+        payload=payload if share is None else share(payload),
         verdict=bool(verdict),
     )
     return CertificateImported(cert)
@@ -271,9 +281,11 @@ class ImportBatch:
     Built by :meth:`State.import_batch <icore.state.State.import_batch>`.
     """
 
-    def __init__(self, x: StateView, record: Recorder) -> None:
+    def __init__(self, x: StateView, record: Recorder,
+                 share: Callable[[JSON], JSON] | None = None) -> None:
         self._x = x
         self._record = record
+        self._share = share  # equal small payloads as one object (ValueShare)
         self._bodies: list[Body] = []
         self._pending: _BatchView | None = None  # built on the first item
         self._last_j: Justification | None = None  # shared by equal justifications
@@ -311,7 +323,8 @@ class ImportBatch:
             StateInputError: undeclared validator or an event not in G.
         """
         body = certificate_body(self._view, validator, verdict=verdict, version=version,
-                                events=events, records=records, payload=payload)
+                                events=events, records=records, payload=payload,
+                                share=self._share)
         c = body.certificate
         self._view.pending_certs[c.id] = c
         self._bodies.append(body)

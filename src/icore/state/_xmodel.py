@@ -459,8 +459,8 @@ class Obligation:
     assignee: str | None = None
     result: JSON = None
     repair_pending: bool = False
-    active: dict[tuple[str, str], str] = field(default_factory=dict)
-    """Active assertion ids by (kind, key)."""
+    active: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """Active assertion ids by (kind, key) (read-only; replaced, never changed in place)."""
 
     @property
     def effective_status(self) -> Status:

@@ -276,7 +276,7 @@ class _Execution:
                     self._tickets.pop(key, None)
             return Call(plan.action, True, res.value, res.final.reason.value,
                         dict(res.args), rec, res, {}, res.replanned, res.detail,
-                        one_replan=plan.replan_call)
+                        turn=plan.turn)
         reason = res.final.reason.value
         fresh: dict[str, JSONValue] = {}
         handed_over = (not plan.replan_call and plan.replanned_args is None
@@ -296,7 +296,7 @@ class _Execution:
         detail = self._detail(plan, res, handed_over)
         res = dataclasses.replace(res, detail=detail)
         call = Call(plan.action, False, None, reason, dict(res.args), rec, res, fresh,
-                    res.replanned, detail, one_replan=plan.replan_call)
+                    res.replanned, detail, turn=plan.turn)
         if plan.failure is not None:
             plan.failure.call = call
             raise plan.failure

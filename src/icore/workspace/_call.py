@@ -92,9 +92,9 @@ class Call:
         detail: the gate's detail text (keys and versions named, never record ids).
         unwritten: keys of D(a) that have never been written (a refused call's
             :data:`NOT_READ` cannot be authorized until they exist).
-        one_replan: this call was the agent's one replan (planfence Alg. 1): a call of
-            the tool planned from the fresh values a stale refusal handed over. A
-            sibling call of the same model turn, planned from the old read, is not.
+        turn: the model turn (message) the call came from, as the framework names it
+            (None: no turn given). Calls of one turn are siblings: planned from the same
+            reads, none is another's replan.
     """
 
     action: str
@@ -108,7 +108,7 @@ class Call:
     replanned: bool = False
     detail: str = ""
     unwritten: tuple[str, ...] = ()
-    one_replan: bool = False
+    turn: Hashable | None = None
 
     @property
     def message(self) -> str:
@@ -139,8 +139,19 @@ _HINTS: dict[str, str] = {
 }
 
 
+MAX_HANDOVER_CHARS = 8_000
+"""Most characters of fresh values a refusal's model-facing message carries (~2k tokens).
+
+Longer values are cut with a note: the whole value is the agent's read all the same, and
+the model can fetch it with the app's own read tool (which may show less of it)."""
+
+
 def _values(fresh: Mapping[str, JSONValue]) -> str:
-    return json.dumps(dict(sorted(fresh.items())), ensure_ascii=False, default=str)
+    text = json.dumps(dict(sorted(fresh.items())), ensure_ascii=False, default=str)
+    if len(text) <= MAX_HANDOVER_CHARS:
+        return text
+    return (f"{text[:MAX_HANDOVER_CHARS]} ... [cut: {len(text) - MAX_HANDOVER_CHARS:,} "
+            f"more characters; read {', '.join(sorted(fresh))} again for the whole value]")
 
 
 def _message(c: Call) -> str:

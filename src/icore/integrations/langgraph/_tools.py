@@ -272,7 +272,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 granted: list[str] = []
                 approve = f.approver(key, granted, lambda: signal(attempt, call_id))
                 gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
-                                  normalize=f.norm, approve=approve, recorder=rec)
+                                  normalize=f.norm, approve=approve, recorder=rec,
+                                  call_id=call_id)
                 result = f.out(gated, runtime)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
@@ -311,7 +312,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 approve = f.approver(key, granted, lambda: signal(attempt, call_id))
                 gated = await guard.arun(base.name, call, norm,
                                          turn=f.turn(runtime, call_id), normalize=f.norm,
-                                         approve=approve, recorder=rec)
+                                         approve=approve, recorder=rec, call_id=call_id)
                 result = f.out(gated, runtime)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
