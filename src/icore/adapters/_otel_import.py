@@ -512,7 +512,8 @@ def parse_otlp_runs(text: str, *, file: str = "<memory>", run_id: str = "run") -
 def _runs(groups: list[list[OtelSpan]], *, file: str, run_id: str) -> list[Trace]:
     if len(groups) <= 1:
         return [spans_to_trace(groups[0] if groups else [], file=file, run_id=run_id)]
-    out, used = [], set()
+    out: list[Trace] = []
+    used: set[str] = set()
     for g in groups:
         policy = next((x.attributes.get(N.RUN_POLICY) for x in g
                        if x.attributes.get(N.CALL) == "run"), None)
