@@ -181,7 +181,7 @@ def check_otlp_endpoint(endpoint: str | None, *, best_effort: bool = False) -> N
                                  f"{redact(endpoint)!r}", param_hint="--otlp-endpoint")
     target = otlp_file_target(endpoint)
     if target is None:
-        if (problem := url_problem(endpoint.strip())) is not None:
+        if (problem := _url_problem(endpoint.strip())) is not None:
             raise typer.BadParameter(f"{problem}: {redact(endpoint)!r}",
                                      param_hint="--otlp-endpoint")
         return
@@ -208,12 +208,12 @@ def check_llm_options(base_url: str | None, mode: str) -> None:
     if mode not in LLM_MODES:
         raise typer.BadParameter(f"unknown mode {mode!r}; use one of {', '.join(LLM_MODES)}",
                                  param_hint="--llm-mode")
-    if base_url and (problem := url_problem(base_url.strip())) is not None:
+    if base_url and (problem := _url_problem(base_url.strip())) is not None:
         raise typer.BadParameter(f"{problem}: {redact(base_url)!r}",
                                  param_hint="--llm-base-url")
 
 
-def url_problem(url: str) -> str | None:
+def _url_problem(url: str) -> str | None:
     """What is wrong with an http(s) URL a flag gives, or None (no request is made).
 
     Refused: another scheme, no host, a port that is not a number in 1-65535, and an
@@ -391,5 +391,4 @@ __all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint"
            "fail_conditions",
            "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
            "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
-           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file",
-           "url_problem"]
+           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file"]
