@@ -5,8 +5,9 @@ The connection (the SDK's ``ClientSession`` over ``stdio_client`` or
 its context managers open and close in one task. A request that does not answer within
 the upstream's ``timeout_s`` fails with :class:`UpstreamError` (the SDK cancels it
 upstream); a crashed upstream fails the requests in flight, is marked down and is
-reconnected (a stdio server relaunched) on the next request. Other upstreams and other
-sessions are unaffected.
+reconnected (a stdio server relaunched) on the next request; one that exited while idle
+(its receive stream ended, :meth:`Upstream.alive`) is relaunched before the next request
+instead of failing it. Other upstreams and other sessions are unaffected.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from icore.mcp._gateway_manifest import GatewayError, UpstreamSpec
 log = logging.getLogger("icore.mcp")
 
 T = TypeVar("T")
+
+READ_ONLY = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe",
+                       "resources/list", "resources/templates/list", "tools/list",
+                       "prompts/list", "ping"})
+"""Requests that change nothing at the upstream; any other (``tools/call``,
+``prompts/get``, ...) may write, so it bumps :attr:`Upstream.write_epoch`."""
 
 CONNECT_TIMEOUT_S = 30.0
 """Bound of launching and initializing an upstream, seconds (at least its ``timeout_s``):
@@ -61,6 +68,12 @@ class Upstream:
         is lost (a connection; over HTTP also the standalone GET stream)."""
         self.watch_live = False
         """True while that channel is open: notifications sent now reach the gateway."""
+        self.write_epoch = 0
+        """Bumped when a request that may write (not in :data:`READ_ONLY`) is sent and
+        again when it ends: a read made before or during it is no longer trusted (the
+        upstream may notify the change it made only after answering)."""
+        self._inbox: Any = None
+        """The connection's receive stream (its end: the upstream exited or closed it)."""
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -88,6 +101,7 @@ class Upstream:
 
         spec = self.spec
         started = False
+        mine = -1
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
@@ -111,7 +125,9 @@ class Upstream:
                         init = await session.initialize()
                     self.capabilities = init.capabilities
                     self.session = session
+                    self._inbox = r
                     self.generation += 1
+                    mine = self.generation
                     if spec.command is not None:  # stdio: the pipe carries notifications
                         self._watching(True)
                     started = True
@@ -123,8 +139,10 @@ class Upstream:
             else:
                 log.warning("upstream %s disconnected: %r", self.name, exc)
         finally:
-            self.session = None
-            self._watching(False)
+            if not started or self.generation == mine:  # not a newer connection's state
+                self.session = None
+                self._inbox = None
+                self._watching(False)
             if not started:
                 with contextlib.suppress(RuntimeError):
                     task_status.started(None)
@@ -136,9 +154,11 @@ class Upstream:
             UpstreamError: the upstream cannot be reached or did not initialize.
         """
         s = self.session
-        if s is not None:
+        if s is not None and self.alive():
             return s
         async with self._lock:
+            if self.session is not None and not self.alive():
+                self.drop(self.generation)  # it exited while idle: relaunch, not fail
             if self.session is not None:
                 return self.session
             if self._tg is None:
@@ -166,6 +186,22 @@ class Upstream:
                      "before answering; its stderr is on the gateway's stderr)")
         return what
 
+    def alive(self) -> bool:
+        """False once the connection's receive stream has ended.
+
+        A stdio upstream exited or closed its stdout, an HTTP transport closed: whatever
+        it would have notified since is lost. Checked at each trust check and before
+        each request.
+        """
+        inbox = self._inbox
+        if self.session is None or inbox is None:
+            return False
+        try:
+            st = inbox.statistics()
+        except Exception:  # not a memory stream: nothing to tell, the channel decides
+            return True
+        return bool(st.open_send_streams > 0)
+
     def drop(self, generation: int) -> None:
         """Close connection ``generation`` (a crash seen by a request); next request reconnects."""
         if generation == self.generation and self._scope is not None:
@@ -185,6 +221,9 @@ class Upstream:
 
         session = await self.connect()
         gen = self.generation
+        writes = method not in READ_ONLY
+        if writes:
+            self.write_epoch += 1
         try:
             with anyio.fail_after(self.spec.timeout_s):
                 return await fn(session)
@@ -205,6 +244,9 @@ class Upstream:
             raise UpstreamError(f"upstream {self.name} crashed during {method}: "
                                 f"{type(exc).__name__}", upstream=self.name,
                                 method=method) from None
+        finally:
+            if writes:  # its change may be notified only after the answer
+                self.write_epoch += 1
 
     def close(self) -> None:
         """Stop the connection (the gateway's task group then finishes)."""
