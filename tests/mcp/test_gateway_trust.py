@@ -253,3 +253,20 @@ def test_trust_without_subscribe_support_warns(tmp_path: Path) -> None:
     anyio.run(main)
     trace = (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
     assert "marked trust_updates but does not support resources/subscribe" in trace
+
+
+def test_second_gateway_on_the_manifest_warns_trust_is_not_shared(tmp_path: Path) -> None:
+    """S2: a second gateway with the same manifest (two desktop clients) launches its
+    own upstream, which never notifies changes made through the first: it warns."""
+    manifest = _trusting(tmp_path)
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as a, stdio_gateway(manifest) as b:
+            for s in (a, b):
+                await s.read_resource(BAL)
+
+    anyio.run(main)
+    second = (tmp_path / "trace-gw2.jsonl").read_text(encoding="utf-8")
+    assert "another icore gateway is running with this manifest" in second
+    assert "another icore gateway" not in (tmp_path / "trace.jsonl").read_text(
+        encoding="utf-8")
