@@ -270,3 +270,42 @@ def test_second_gateway_on_the_manifest_warns_trust_is_not_shared(tmp_path: Path
     assert "another icore gateway is running with this manifest" in second
     assert "another icore gateway" not in (tmp_path / "trace.jsonl").read_text(
         encoding="utf-8")
+
+
+def test_http_upstream_restarted_while_idle_is_reconnected(tmp_path: Path) -> None:
+    """C1: the HTTP upstream restarts on its URL while the gateway is idle; the new
+    server answers 404 to the old session id. The gateway starts a new session (the
+    request is sent again: the server never saw it) instead of failing for good."""
+    port = free_port()
+    manifest = _manifest(tmp_path)
+    m = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    m["upstreams"]["ledger"] = {"url": f"http://127.0.0.1:{port}/mcp", "timeout_s": 3}
+    manifest.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
+    stack = contextlib.ExitStack()
+
+    def start() -> subprocess.Popen[Any]:
+        p = stack.enter_context(process(
+            [sys.executable, str(LEDGER), "--http", str(port)],
+            extra_env={"LEDGER_STATE": str(tmp_path / "ledger.json"),
+                       "LEDGER_LOG": str(tmp_path / "ledger.log")}))
+        wait_port(port, p)
+        return p
+
+    up = start()
+
+    async def main() -> None:
+        nonlocal up
+        async with stdio_gateway(manifest) as s:
+            for amount in (1, 2, 3):
+                await s.read_resource(BAL)
+                r = await s.call_tool("charge", {"account": "main", "amount": amount})
+                assert not r.is_error, text(r)
+                up.terminate()
+                up.wait(timeout=10)
+                up = start()
+                await anyio.sleep(0.5)
+            assert "acct://main/balance" in str((await s.read_resource(BAL)).contents[0])
+
+    with stack:
+        anyio.run(main)
+    assert [c["amount"] for c in _charges(tmp_path)] == [1, 2, 3]

@@ -38,6 +38,10 @@ CONNECT_TIMEOUT_S = 30.0
 a stdio server's interpreter start can take seconds on a loaded machine."""
 
 
+class _SessionLost(Exception):
+    """The HTTP upstream no longer knows the gateway's session (404): reconnect."""
+
+
 class UpstreamError(GatewayError):
     """An upstream MCP server is down, crashed, or did not answer in time.
 
@@ -72,6 +76,8 @@ class Upstream:
         """Bumped when a request that may write (not in :data:`READ_ONLY`) is sent and
         again when it ends: a read made before or during it is no longer trusted (the
         upstream may notify the change it made only after answering)."""
+        self.session_lost = False
+        """Set when the HTTP upstream answered 404 to the session id (it restarted)."""
         self._inbox: Any = None
         """The connection's receive stream (its end: the upstream exited or closed it)."""
         self._lock = anyio.Lock()
@@ -82,6 +88,10 @@ class Upstream:
         """The notification channel opened (``live``) or was lost: a new epoch."""
         self.watch_epoch += 1
         self.watch_live = live
+
+    def _lost(self) -> None:
+        """The HTTP upstream answered 404 to the session id: the session is gone."""
+        self.session_lost = True
 
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
         """Run connections in ``tg`` (the gateway's task group)."""
@@ -115,7 +125,8 @@ class Upstream:
                     else:
                         assert spec.url is not None
                         client = keepalive_http_client(dict(spec.headers) or None,
-                                                       on_listen=self._watching)
+                                                       on_listen=self._watching,
+                                                       on_lost=self._lost)
                         await stack.enter_async_context(client)
                         r, w = await stack.enter_async_context(
                             streamable_http_client(spec.url, http_client=client))
@@ -126,6 +137,7 @@ class Upstream:
                     self.capabilities = init.capabilities
                     self.session = session
                     self._inbox = r
+                    self.session_lost = False
                     self.generation += 1
                     mine = self.generation
                     if spec.command is not None:  # stdio: the pipe carries notifications
@@ -217,13 +229,34 @@ class Upstream:
                 ``timeout_s`` (the request is cancelled upstream).
             MCPError: the upstream answered with a JSON-RPC error (passed on as is).
         """
-        from mcp.shared.exceptions import MCPError
-
-        session = await self.connect()
-        gen = self.generation
         writes = method not in READ_ONLY
         if writes:
             self.write_epoch += 1
+        try:
+            for attempt in (1, 2):
+                session = await self.connect()
+                gen = self.generation
+                try:
+                    return await self._once(method, fn, session, gen)
+                except _SessionLost:
+                    # the server answered 404 to our session id: it restarted and never
+                    # saw this request; a new session (initialized, subscribed again)
+                    log.warning("upstream %s lost our MCP session (HTTP 404: restarted?); "
+                                "reconnecting", self.name)
+                    self.drop(gen)
+                    if attempt == 2:
+                        raise UpstreamError(f"upstream {self.name} lost the MCP session "
+                                            f"again during {method}", upstream=self.name,
+                                            method=method) from None
+            raise AssertionError("unreachable")  # pragma: no cover
+        finally:
+            if writes:  # its change may be notified only after the answer
+                self.write_epoch += 1
+
+    async def _once(self, method: str, fn: Callable[[Any], Awaitable[T]], session: Any,
+                    gen: int) -> T:
+        """One attempt of :meth:`request` on connection ``gen``."""
+        from mcp.shared.exceptions import MCPError
         try:
             with anyio.fail_after(self.spec.timeout_s):
                 return await fn(session)
@@ -232,6 +265,8 @@ class Upstream:
                                 f"{self.spec.timeout_s:g} s", upstream=self.name,
                                 method=method, timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
+            if self.session_lost and self.spec.url is not None:
+                raise _SessionLost() from None
             if _is_connection_loss(exc):
                 self.drop(gen)
                 raise UpstreamError(f"upstream {self.name} failed during {method}: "
@@ -244,9 +279,6 @@ class Upstream:
             raise UpstreamError(f"upstream {self.name} crashed during {method}: "
                                 f"{type(exc).__name__}", upstream=self.name,
                                 method=method) from None
-        finally:
-            if writes:  # its change may be notified only after the answer
-                self.write_epoch += 1
 
     def close(self) -> None:
         """Stop the connection (the gateway's task group then finishes)."""
@@ -259,7 +291,8 @@ DRAIN_S = 1.0
 
 
 def keepalive_http_client(headers: dict[str, str] | None = None,
-                          on_listen: Callable[[bool], None] | None = None) -> Any:
+                          on_listen: Callable[[bool], None] | None = None,
+                          on_lost: Callable[[], None] | None = None) -> Any:
     """The SDK's HTTP client for an upstream, keeping its connection across SSE answers.
 
     An upstream that answers a POST with an SSE stream ends that stream right after the
@@ -274,7 +307,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     ``on_listen(True)`` is called when the standalone GET stream (where the upstream sends
     notifications not tied to a request, such as ``notifications/resources/updated``)
     opens, ``on_listen(False)`` when it ends or fails (the SDK reconnects it, but what
-    was sent in between is lost).
+    was sent in between is lost). ``on_lost()`` is called when the upstream answers 404
+    to a request carrying an ``Mcp-Session-Id``: it no longer knows the session (it
+    restarted), and the MCP spec asks the client to start a new one.
     """
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -323,6 +358,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
 
         async def handle_async_request(self, request: Any) -> Any:
             resp = await self.inner.handle_async_request(request)
+            if resp.status_code == 404 and on_lost is not None \
+                    and request.headers.get("mcp-session-id"):
+                on_lost()
             if request.method == "POST" and resp.headers.get(
                     "content-type", "").lower().startswith("text/event-stream"):
                 resp.stream = DrainOnClose(resp.stream)
