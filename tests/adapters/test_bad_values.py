@@ -273,3 +273,36 @@ def test_loaders_refuse_a_non_path(bad: Any) -> None:
         with pytest.raises(AdapterError) as e:
             fn(bad)
         assert e.value.field == "path"
+
+
+@pytest.mark.parametrize("mark", ["plain", "\ud800"])
+def test_a_deep_planfence_record_is_read_without_recursion(mark: str) -> None:
+    """A PlanFence record whose content is nested 900 deep is valid JSON: it is audited
+    (the surrogate walk has no recursion limit), with a surrogate at the bottom too."""
+    from icore.adapters._valid_text import _Fixer
+
+    value: Any = {"leaf": mark, ("k" + mark): [1, 2.5, None, True]}
+    for i in range(900):
+        value = {"a": value} if i % 2 else [value, "x" + mark]
+    fx = _Fixer()
+    got = fx.deep({"content": value}, "planfence.records")
+    if mark == "plain":
+        assert got == {"content": value} and not fx.places
+        return
+    assert fx.places and "\ud800" not in json.dumps(got, ensure_ascii=False)
+    inner = got["content"]
+    for i in reversed(range(900)):
+        inner = inner["a"] if i % 2 else inner[0]
+    assert inner == {"leaf": "\ufffd", "k\ufffd": [1, 2.5, None, True]}
+
+
+def test_traces_whose_ids_share_a_prefix_get_short_distinct_run_ids() -> None:
+    """64-bit Jaeger trace ids are zero-padded to 32 hex digits, so every trace shares
+    its first 8: each run still gets one distinct id of bounded length (it grew by 9
+    characters per earlier clash, quadratic in the number of traces)."""
+    from icore.adapters import parse_otlp_runs
+
+    spans = [_sp(i + 1, traceId=f"{i + 1:032x}") for i in range(600)]
+    runs = parse_otlp_runs(_otlp(*spans), file="j.otlp.json", run_id="j")
+    ids = [r.id for r in runs]
+    assert len(set(ids)) == 600 and max(map(len, ids)) <= len("j-00000000-") + 32

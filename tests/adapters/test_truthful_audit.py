@@ -16,11 +16,12 @@ from datetime import date
 from typing import Any
 from uuid import UUID
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from icore.adapters import audit_trace, check_answer, normalize_answer, parse_jsonl
+from icore.adapters import AdapterError, audit_trace, check_answer, normalize_answer, parse_jsonl
 from icore.integrations import RunRecorder
 from icore.integrations._recorder import plain_data
 from icore.state import ValidatorInput
@@ -89,6 +90,47 @@ def test_checked_runs_keep_their_json_form() -> None:
         s = _run(TASK, _end("R1 booked."), **header).summary()
         assert s.answer_checked is True and "answer_checked" not in s.to_json()
     assert "answer_checked" not in _run(TASK).summary().to_json()  # no terminal at all
+
+
+# ------------------------------------------------------------------ paused runs
+_ENDLESS = "the run ended without a terminal marker (no final answer)"
+
+
+def _pause(**extra: Any) -> dict[str, Any]:
+    return {"agent": "booker", "kind": "thought", "pause": True,
+            "content": "paused at interrupt(), waiting for a human: book R1?", **extra}
+
+
+def test_run_whose_last_event_is_a_pause_is_paused() -> None:
+    """Written while the run waits for a human: paused (summary, JSON), no terminal
+    diagnosis, no terminal marker claimed."""
+    r = _run(TASK, {"agent": "booker", "kind": "output", "content": "calls book"},
+             _pause())
+    s = r.summary()
+    assert r.paused and s.paused and s.to_json()["paused"] is True
+    assert r.diagnoses == () and not s.terminal and not s.terminated
+
+
+@given(st.lists(st.sampled_from(["pause", "thought", "output", "end", "unpaused"]),
+                max_size=6))
+def test_only_a_final_pause_excuses_the_missing_end(kinds: list[str]) -> None:
+    """Any run: paused iff it has no terminal marker and its last step is a pause (a
+    ``pause: false`` thought is none); every other run without one keeps its terminal
+    diagnosis, and a run that is not paused has no ``paused`` field."""
+    step = {"pause": _pause(), "unpaused": _pause(pause=False), "end": _end("R1 booked."),
+            "thought": {"agent": "booker", "kind": "thought", "content": "hm"},
+            "output": {"agent": "booker", "kind": "output", "content": "R1 is 100"}}
+    r = _run(TASK, *(step[k] for k in kinds))
+    ended = "end" in kinds
+    paused = not ended and bool(kinds) and kinds[-1] == "pause"
+    assert r.paused is paused and ("paused" in r.summary().to_json()) is paused
+    assert (_ENDLESS in [d.detail for d in r.diagnoses]) is (not ended and not paused)
+
+
+def test_pause_must_be_a_boolean() -> None:
+    """``pause`` is read like the format's other booleans; anything else names the line."""
+    with pytest.raises(AdapterError, match=r"line 3\.pause"):
+        _run(TASK, _pause(pause="maybe"))
 
 
 # ------------------------------------------------------------------ repeats

@@ -18,7 +18,13 @@ import pytest
 pytest.importorskip("langchain.agents", reason="langchain>=1.0 (icore[langgraph])")
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    HumanInTheLoopMiddleware,
+    after_model,
+    before_agent,
+    before_model,
+)
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -188,3 +194,170 @@ def test_a_handoff_names_who_was_refused_and_who_replanned(tmp_path: Path) -> No
     code, _, run = _audit(rec.write(tmp_path / "handoff.jsonl"), "--fail-on", "invalid")
     assert code == 0 and run["summary"]["replans"] == 1
 
+
+# ------------------------------------------------------------------ middleware nodes (D3)
+@before_agent
+def greet(state: Any, runtime: Any) -> None:
+    return None
+
+
+@before_model
+def trim(state: Any, runtime: Any) -> None:
+    return None
+
+
+@after_model
+def audit_log(state: Any, runtime: Any) -> None:
+    return None
+
+
+class Closing(AgentMiddleware):
+    """A class middleware with an ``after_agent`` hook (its node: ``Closing.after_agent``)."""
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("name", ["booker", None])
+def test_middleware_nodes_are_steps_of_the_agent(tmp_path: Path, name: str | None) -> None:
+    """Middleware hooks (``greet.before_agent``, ``trim.before_model``,
+    ``audit_log.after_model``, ``Closing.after_agent``) are nodes of ``create_agent``'s
+    graph, not agents: every event, the final answer and a wrong answer's blame are the
+    agent's (``name=``; without it the agent ``agent``)."""
+    hotel = Hotel()
+    agent = create_agent(Brain(brain=hotel.brain()), [hotel.get_room, hotel.fenced()],
+                         name=name, middleware=[greet, trim, audit_log, Closing()])
+    rec = RunRecorder("mw", ground_truth="Booked R102")
+    agent.invoke({"messages": [HumanMessage("Book room R101")]},
+                 {"callbacks": [RecordingHandler(rec)]})
+    who = name or "agent"
+    lines = _lines(rec)
+    assert {x["node"] for x in lines if "node" in x} >= {
+        "greet.before_agent", "trim.before_model", "audit_log.after_model",
+        "Closing.after_agent"}
+    # (the fenced tool's workspace agent is "booker" too)
+    assert set(rec.agents) <= {"user", who, "booker"} and who in rec.agents
+    assert {x["agent"] for x in lines if "node" in x or x["kind"] == "termination"} == {who}
+    _, _, run = _audit(rec.write(tmp_path / "mw.jsonl"))
+    assert [(d["defect"], d["proposer"], d["responsible"]) for d in run["diagnoses"]] == [
+        ("terminal", who, who)]
+
+
+def _hitl(hotel: Hotel, mode: str, name: str = "booker") -> Any:
+    kw: dict[str, Any] = {} if mode == "batched" else {"interrupt_mode": mode}
+    try:
+        mw = HumanInTheLoopMiddleware(interrupt_on={"book_room": True}, **kw)
+    except TypeError:  # an older langchain: batched only
+        pytest.skip(f"HumanInTheLoopMiddleware has no interrupt_mode={mode!r}")
+    return create_agent(Brain(brain=hotel.brain()), [hotel.get_room, hotel.fenced()],
+                        name=name, middleware=[mw], checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_hitl_pause_and_end_are_the_agents(tmp_path: Path, mode: str) -> None:
+    """The HITL pause (its ``after_model`` node in batched mode, the ``tools`` node per
+    call) and the end are the booker's: the trace has no middleware agent."""
+    hotel = Hotel()
+    agent = _hitl(hotel, mode)
+    rec = RunRecorder("hitl-agents")
+    cfg: Any = {"configurable": {"thread_id": mode}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}) if mode == "batched"
+                 else Command(resume={"type": "approve"}), cfg)
+    assert hotel.booked == ["100"]
+    lines = _lines(rec)
+    assert set(rec.agents) == {"user", "booker"}
+    assert [x["agent"] for x in lines if x.get("pause") or x["kind"] == "termination"] == [
+        "booker", "booker"]
+
+
+# ------------------------------------------------------------------ a rejected call (D5)
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_hitl_reject_is_recorded_as_the_agents_refused_call(tmp_path: Path,
+                                                            mode: str) -> None:
+    """The human rejects ``book_room``: the tool never runs, and the trace records the
+    call as refused (exit code 1) under the booker, with the middleware's message (what
+    the model read) and the human's decision; the read that ran is recorded once."""
+    hotel = Hotel()
+    agent = _hitl(hotel, mode)
+    rec = RunRecorder("reject")
+    cfg: Any = {"configurable": {"thread_id": mode}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    no = {"type": "reject", "message": "not today"}
+    out = agent.invoke(Command(resume={"decisions": [no]}) if mode == "batched"
+                       else Command(resume=no), cfg)
+    assert hotel.booked == []
+    told = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "book_room"]
+    outs = [x for x in _lines(rec) if x["kind"] == "tool_output"]
+    assert [(x["agent"], x["tool"], x["exitcode"]) for x in outs] == [
+        ("booker", "get_room", 0), ("booker", "book_room", 1)]
+    refused = outs[1]
+    assert refused["content"] == told[0].content and "not today" in refused["content"]
+    assert refused["decision"] == "reject" and refused["source"] == "hitl_interrupt_decision"
+    assert refused["args"] == {"room_id": "R101", "price": "100"}
+    code, _, run = _audit(rec.write(tmp_path / "reject.jsonl"), "--fail-on", "hard-flags",
+                          "--fail-on", "unsound")
+    assert code == 0 and run["lineage"] == []
+
+
+def test_hitl_approve_and_reject_record_each_call_once(tmp_path: Path) -> None:
+    """Two calls in one message, one approved (runs through the fence, recorded by it),
+    one rejected (recorded from the middleware's message): one line per call."""
+    hotel = Hotel()
+    hotel.ws.put("room/R102", {"price": "90"})
+    turns = iter([[("get_room", {"room_id": "R101"}), ("get_room", {"room_id": "R102"})],
+                  [("book_room", {"room_id": "R101", "price": "100"}),
+                   ("book_room", {"room_id": "R102", "price": "90"})], "done"])
+    agent = create_agent(
+        Brain(brain=lambda _m: next(turns)), [hotel.get_room, hotel.fenced()],
+        name="booker", checkpointer=InMemorySaver(),
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
+    rec = RunRecorder("two")
+    cfg: Any = {"configurable": {"thread_id": "two"}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book both")]}, cfg)
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}, {"type": "reject"}]}),
+                 cfg)
+    assert hotel.booked == ["100"]
+    books = [(x["args"]["room_id"], x["exitcode"], x.get("decision"))
+             for x in _lines(rec) if x.get("tool") == "book_room"
+             and x["kind"] == "tool_output"]
+    assert books == [("R102", 1, "reject"), ("R101", 0, None)]
+
+
+def test_call_of_an_unknown_tool_is_recorded_as_refused(tmp_path: Path) -> None:
+    """The model names a tool the agent does not have: ``ToolNode`` answers with an
+    error and runs nothing; the trace records that refusal under the agent, and the
+    sibling call that ran once."""
+    hotel = Hotel()
+    turns = iter([[("get_rooom", {"room_id": "R101"}), ("get_room", {"room_id": "R101"})],
+                  "R101 costs 100"])
+    agent = create_agent(Brain(brain=lambda _m: next(turns)), [hotel.get_room],
+                         name="booker")
+    rec = RunRecorder("unknown")
+    agent.invoke({"messages": [HumanMessage("Price of R101?")]},
+                 {"callbacks": [RecordingHandler(rec)]})
+    outs = sorted((x["agent"], x["tool"], x["exitcode"], str(x.get("answered_by")))
+                  for x in _lines(rec) if x["kind"] == "tool_output")
+    assert outs == [("booker", "get_room", 0, "None"), ("booker", "get_rooom", 1, "tools")]
+
+
+# ------------------------------------------------------------------ a paused trace (D6)
+def test_trace_written_at_an_interrupt_is_paused_not_unended(tmp_path: Path) -> None:
+    """Written while the human has not answered: the run is paused (text, JSON, HTML),
+    with no "ended without a terminal marker" diagnosis; the same run resumed and
+    written again ends, and its JSON has no ``paused`` field."""
+    hotel = Hotel()
+    agent = _hitl(hotel, "batched")
+    rec = RunRecorder("paused")
+    cfg: Any = {"configurable": {"thread_id": "p"}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    code, text, run = _audit(rec.write(tmp_path / "paused.jsonl"), "--fail-on", "unsound")
+    s = run["summary"]
+    assert code == 0 and run["diagnoses"] == [] and s["paused"] is True
+    assert s["terminated"] is False and "waiting for a human" in text
+    html = (tmp_path / "paused-rep" / "paused.html").read_text(encoding="utf-8")
+    assert "the run is paused, waiting for a human" in html
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg)
+    code, text, run = _audit(rec.write(tmp_path / "ended.jsonl"), "--fail-on", "unsound")
+    assert code == 0 and "paused" not in run["summary"] and run["summary"]["terminated"]
+    assert "waiting for a human" not in text

@@ -134,6 +134,30 @@ def test_event_graph_pages() -> None:
     assert not g.pages[0].labelled and _event_graph(events[:10]).pages[0].labelled  # type: ignore[union-attr]
 
 
+def test_many_agents_a_page_draws_only_its_lanes() -> None:
+    """2,000 agents, one event each, each caused by the event 150 before it: a page draws
+    the lanes of its own events' agents and of its off-page causes' agents (a stub starts
+    on its cause's lane), not all 2,000; up to ALL_LANES_MAX agents every page keeps
+    every lane in its place."""
+    from icore.report._render import ALL_LANES_MAX
+
+    events = [EventView(f"e{i}", i, "t", "action", f"a{i}",
+                        causes=(f"e{i - 150}",) if i >= 150 else ())
+              for i in range(2000)]
+    g = _event_graph(events, per_page=100)
+    assert g is not None and g.page_lanes and len(g.lanes) == 2000
+    for p in g.pages:
+        lanes = dict(p.lanes)
+        want = {n.e.agent for n in p.nodes} | {f"a{int(c[1:])}" for n in p.nodes
+                                               for c in n.e.causes}
+        assert set(lanes) == want and len(lanes) <= 200
+        assert all(lanes[n.e.agent] == n.y for n in p.nodes)
+        assert p.height < 210 * 40
+    few = _event_graph(events[:ALL_LANES_MAX], per_page=10)
+    assert few is not None and not few.page_lanes
+    assert all(p.lanes == few.lanes for p in few.pages)
+
+
 def _jsonl(*lines: object) -> str:
     return "\n".join(json.dumps(x) for x in lines)
 

@@ -121,6 +121,25 @@ class TestStability:
             State(_decl(AGENTS)).gain("nope")
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.0])),
+                min_size=1, max_size=12),
+       st.integers(0, 12))
+def test_gain_equals_the_best_alternative_over_every_agent(caps, pick) -> None:
+    """The per-kind best-two index gives the gain a loop over all of D's agents gives
+    (icore Def. 9): assignees with the best value, ties, none able, unassigned."""
+    agents = [AgentDecl(f"g{i}", {} if v is None else {"k": v}) for i, v in enumerate(caps)]
+    agents.append(AgentDecl("a", {}))
+    x = _state(_decl(agents), Effect.node("o", "k"))
+    able = {f"g{i}": v for i, v in enumerate(caps) if v is not None}
+    assert x.gain("o") == max(able.values(), default=0.0)
+    who = f"g{pick % len(caps)}"
+    _assign(x, "o", who)
+    others = [v for aid, v in able.items() if aid != who]
+    want = 0.0 if not others else max(others) - able.get(who, 0.0)
+    assert x.gain("o") == pytest.approx(want)
+
+
 class TestWeightsAndAggregates:
     """Weighted shares, aggregate gain, Fréchet and Prop. 4."""
 

@@ -26,6 +26,9 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
   asked for; their names and arguments count in whether the output repeats an earlier one.
 - ``plan_id`` on a ``plan``: the plan it writes; a later plan with the same id is its
   replan, one with a new id a new plan (without ids every later plan is a replan).
+- ``pause`` (boolean) on a ``thought``: the run stopped there waiting for a human (an
+  ``interrupt()``); a run whose last event is a pause is reported as paused, not as a
+  run that ended without a terminal marker.
 - Unknown keys are ignored. Agents that speak but are not declared are added.
 - PlanFence lines (optional) carry the records and gate decisions of protected actions,
   so the report can draw their lineage (planfence Sec. 3-4)::
@@ -179,6 +182,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         calls = _calls(obj.get("tool_calls")) if kind == StepKind.OUTPUT else None
         plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
                          optional=True) if kind == StepKind.PLAN else None
+        pause = as_bool(obj.get("pause"), file=file, field=f"{f}.pause",
+                        optional=True) if kind == StepKind.THOUGHT else None
         steps.append(Step(
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,
@@ -186,7 +191,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
             final_answer=as_str(obj.get("final_answer"), file=file, field=f"{f}.final_answer",
                                 optional=True),
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
-            calls=calls, plan_id=plan_id or None,
+            calls=calls, plan_id=plan_id or None, pause=bool(pause),
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")

@@ -337,6 +337,8 @@ class OtelExporter:
             "icore.diagnoses": s.diagnoses, "icore.terminated": s.terminated}
         if s.answer_checked is False:  # a final answer with nothing to check it against
             attrs["icore.answer_checked"] = False
+        if s.paused:  # no end yet: the run waits for a human at an interrupt
+            attrs["icore.paused"] = True
         with self.tracer.start_as_current_span(f"icore.audit {s.run}",
                                                attributes=attrs) as span:
             for p in r.timeline:

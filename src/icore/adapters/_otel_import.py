@@ -512,13 +512,16 @@ def parse_otlp_runs(text: str, *, file: str = "<memory>", run_id: str = "run") -
 def _runs(groups: list[list[OtelSpan]], *, file: str, run_id: str) -> list[Trace]:
     if len(groups) <= 1:
         return [spans_to_trace(groups[0] if groups else [], file=file, run_id=run_id)]
-    out, used = [], set()
+    out: list[Trace] = []
+    used: set[str] = set()
     for g in groups:
         policy = next((x.attributes.get(N.RUN_POLICY) for x in g
                        if x.attributes.get(N.CALL) == "run"), None)
         rid = f"{run_id}-{policy}" if isinstance(policy, str) else f"{run_id}-{g[0].trace_id[:8]}"
-        while rid in used:
-            rid = f"{rid}-{g[0].trace_id[:8]}"
+        if rid in used:  # the whole trace id (64-bit Jaeger ids share their first digits)
+            rid = f"{rid}-{g[0].trace_id}"
+        while rid in used:  # only an id a run policy already took: number it
+            rid = f"{rid}-{len(used)}"
         used.add(rid)
         out.append(spans_to_trace(g, file=file, run_id=rid))
     return out

@@ -190,17 +190,23 @@ class RunSummary:
     """Whether the final answer was checked against a ground truth or a recorded outcome;
     False: the run has a final answer but nothing to check it against (reported as *not
     checked*, not as wrong); None: no terminal marker."""
+    paused: bool = False
+    """The run is paused, waiting for a human: no terminal marker and its last recorded
+    event is a pause (an ``interrupt()``); it has not ended, so no ``terminal``
+    diagnosis is made for the missing end."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (``icore audit --json``).
 
         Every field; ``answer_checked`` only when the answer was *not* checked
-        (``false``), so runs whose answer was checked read exactly as before the field
-        existed.
+        (``false``) and ``paused`` only when the run is paused (``true``), so other runs
+        read exactly as before the fields existed.
         """
         out = dataclasses.asdict(self)
         if self.answer_checked is not False:
             del out["answer_checked"]
+        if not self.paused:
+            del out["paused"]
         return out
 
 
@@ -223,6 +229,8 @@ class AuditResult:
         answer_checked: whether its final answer was checked (a ground truth or a recorded
             outcome); False: not checked (the certificate says only that an answer
             exists); None: no terminal marker.
+        paused: the run is waiting for a human (no terminal marker, its last step a
+            pause): not diagnosed as a run that ended without one.
         notes: the audit's ``note`` log entries (diagnoses), in order. X keeps no other
             entries (:class:`NoteLog`; its cost stays linear in the trace).
     """
@@ -239,6 +247,7 @@ class AuditResult:
     elapsed_ms: float
     terminated: bool = False
     answer_checked: bool | None = None
+    paused: bool = False
     notes: Sequence[LogEntry] = ()
     flag_places: Mapping[str, FlagPlace] = field(default_factory=dict)
     """Where each hard flag was raised (:class:`FlagPlaces`), kept while X keeps no log."""
@@ -254,6 +263,7 @@ class AuditResult:
             unsupported=len(self.unsupported), diagnoses=len(self.diagnoses),
             terminal=self.state.terminal(), terminated=self.terminated,
             succeeded=self.trace.succeeded, answer_checked=self.answer_checked,
+            paused=self.paused,
         )
 
     @property

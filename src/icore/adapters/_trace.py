@@ -79,6 +79,8 @@ class Step:
         plan_id: the plan a ``plan`` step writes or rewrites, when recorded: a replan
             supersedes the plan of the same id; a new id is a new plan (None: every plan
             after the first supersedes the previous one).
+        pause: the step records a pause, the run waiting for a human (a LangGraph
+            ``interrupt()``): a run whose last step is a pause is paused, not ended.
     """
 
     index: int
@@ -94,6 +96,7 @@ class Step:
     parent: int | None = None
     calls: str | None = None
     plan_id: str | None = None
+    pause: bool = False
 
 
 @dataclass(frozen=True, slots=True)

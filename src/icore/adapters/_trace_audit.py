@@ -111,6 +111,7 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         elapsed_ms=(time.perf_counter() - t0) * 1000.0,
         terminated=b.terminated,
         answer_checked=b.answer_checked,
+        paused=b.paused,
         notes=b.log.notes,
         flag_places=dict(b.log.places.at),
     )

@@ -80,6 +80,9 @@ class _XWriter:
         self.terminated = False
         self.answer_checked: bool | None = None
         """Whether the final answer was checked (None: no terminal marker yet)."""
+        self.paused = False
+        """The run has no terminal marker and its last step is a pause: it is waiting for
+        a human (set at the end of :meth:`_StepReader.run`)."""
         # frozen values many items share, one object each (memory of long runs, issue 29)
         self._cause: tuple[str, ...] = ()  # the last one-event causes tuple
         self._node_values: dict[tuple[str, str | None], Any] = {}
@@ -326,7 +329,8 @@ class _StepReader(_XWriter):
         """Import every recorded step in order through its ``on_<kind>`` handler.
 
         A snapshot is taken after each step; a run without a terminal marker is diagnosed
-        as a ``terminal`` defect.
+        as a ``terminal`` defect, unless its last step is a pause (:attr:`paused`: the
+        trace was written while the run waited for a human; it has not ended yet).
         """
         self.start()
         for s in self.trace.steps:
@@ -339,8 +343,10 @@ class _StepReader(_XWriter):
             self.snapshot(s.index)
         if self.pending_code is not None:
             self.finish_code(())
-        if not self.terminated:
-            last = self.trace.steps[-1] if self.trace.steps else None
+        last = self.trace.steps[-1] if self.trace.steps else None
+        if not self.terminated and last is not None and last.pause:
+            self.paused = True
+        elif not self.terminated:
             self.diagnose("terminal", last.index if last else None, obligations=(ROOT,),
                           events=(self.last_event,) if self.last_event else (),
                           detail="the run ended without a terminal marker (no final answer)")

@@ -13,8 +13,9 @@ decoding and is kept.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -50,15 +51,48 @@ class _Fixer:
         return None if v is None else self.s(v, where)
 
     def deep(self, v: Any, where: str) -> Any:
-        """A JSON-like value with every string (keys too) fixed."""
+        """A JSON-like value with every string (keys too) fixed.
+
+        ``v`` itself when it holds no lone surrogate (checked on its JSON text, in C);
+        else a copy, built without recursion (a record nested 900 deep is valid JSON).
+        """
         if isinstance(v, str):
             return self.s(v, where)
-        if isinstance(v, Mapping):
-            return {self.deep(k, where) if isinstance(k, str) else k: self.deep(x, where)
-                    for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return type(v)(self.deep(x, where) for x in v)
-        return v
+        if not isinstance(v, Mapping | list | tuple) or _clean(v):
+            return v
+        frames: list[tuple[Any, Iterator[Any], list[tuple[Any, Any]], Any]] = []
+
+        def enter(x: Any, key: Any) -> None:
+            frames.append((x, iter(x.items()) if isinstance(x, Mapping) else iter(x), [],
+                           key))
+
+        enter(v, None)
+        while True:
+            src, items, out, key = frames[-1]
+            for item in items:
+                k, x = item if isinstance(src, Mapping) else (None, item)
+                if isinstance(k, str):
+                    k = self.s(k, where)
+                if isinstance(x, Mapping | list | tuple):
+                    enter(x, k)
+                    break
+                out.append((k, self.s(x, where) if isinstance(x, str) else x))
+            else:
+                frames.pop()
+                built = dict(out) if isinstance(src, Mapping) else type(src)(
+                    x for _, x in out)
+                if not frames:
+                    return built
+                frames[-1][2].append((key, built))
+
+
+def _clean(v: Any) -> bool:
+    """Whether the JSON text of ``v`` surely holds no lone surrogate (False: look)."""
+    try:
+        text = json.dumps(v, ensure_ascii=False, default=str, check_circular=False)
+    except (RecursionError, ValueError, TypeError):
+        return False
+    return text.isascii() or not _SURROGATE.search(text)
 
 
 def _step_ok(st: Step) -> bool:

@@ -212,6 +212,12 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             f"outcome; not counted as wrong): {', '.join(unchecked[:10])}"
             f"{' …' if len(unchecked) > 10 else ''}. Record one with "
             "RunRecorder(ground_truth=...) or succeeded=True/False to check it.")
+    paused = [r.trace.id for r in results if r.paused]
+    if paused:
+        console.print(
+            f"paused, waiting for a human (the trace ends at an interrupt: no final answer "
+            f"yet, not counted as a run that failed to end): {', '.join(paused[:10])}"
+            f"{' …' if len(paused) > 10 else ''}.")
     for r in results:
         for w in r.trace.extras.get("warnings", ()):
             console.print(f"[yellow]warning[/] {escape(str(w))}")

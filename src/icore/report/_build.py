@@ -114,9 +114,11 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
 
 
 def _terminal_text(s: RunSummary) -> str:
-    """The report's "terminal marker" line: none, sound, unsound, or answer not checked."""
+    """The report's "terminal marker" line: none, paused, sound, unsound, not checked."""
     if not s.terminated:
-        return "none"
+        return ("none yet: the run is paused, waiting for a human (the trace was written "
+                "at an interrupt; not a run that ended without a final answer)"
+                if s.paused else "none")
     if s.answer_checked is False:
         return ("present, final answer not checked (the trace has no ground truth and no "
                 "recorded outcome; pass RunRecorder(ground_truth=...) to check it)"

@@ -54,12 +54,19 @@ class _Edge:
     label: str
 
 
+MAX_GRAPH_EDGES = 5_000
+"""Most edges the obligation graph draws (parent edges first); the page says how many
+more there are (a run whose every obligation depends on every earlier one has
+quadratically many: 4,000 agents gave 10^6 edges and a 200 MB page)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Graph:
     nodes: tuple[_Node, ...]
     edges: tuple[_Edge, ...]
     width: float
     height: float
+    omitted: int = 0
 
 
 def _layout(obligations: tuple[ObligationView, ...]) -> _Graph:
@@ -91,21 +98,28 @@ def _layout(obligations: tuple[ObligationView, ...]) -> _Graph:
             nodes.append(_Node(o, x, y))
             height = max(height, y + _NODE_H + _PAD)
     edges: list[_Edge] = []
+    omitted = 0
 
     def edge(a: str, b: str, cls: str, label: str) -> None:
+        nonlocal omitted
         if a in pos and b in pos:
+            if len(edges) >= MAX_GRAPH_EDGES:
+                omitted += 1
+                return
             (ax, ay), (bx, by) = pos[a], pos[b]
             edges.append(_Edge(ax + _NODE_W, ay + _NODE_H / 2, bx, by + _NODE_H / 2, cls, label))
 
     for o in obligations:
         if o.parent is not None:
             edge(o.parent, o.id, "edge-parent", "parent")
+    for o in obligations:
         for dep in o.deps:
             edge(dep, o.id, "edge-dep", "depends on")
         for name, other in o.relations:
             edge(o.id, other, "edge-rel", name)
     width = _PAD * 2 + (max(cols, default=0) + 1) * (_NODE_W + _COL_GAP)
-    return _Graph(tuple(nodes), tuple(edges), width, max(height, _NODE_H + 2 * _PAD))
+    return _Graph(tuple(nodes), tuple(edges), width, max(height, _NODE_H + 2 * _PAD),
+                  omitted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +205,8 @@ class _GPage:
     edges: tuple[_GEdge, ...]
     width: float
     labelled: bool  # few events: each node carries its type as a label
+    lanes: tuple[tuple[str, float], ...] = ()  # (agent, y) drawn on this page
+    height: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +216,13 @@ class _EventGraph:
     height: float
     total: int
     edges: int
+    page_lanes: bool = False  # many agents: a page draws only the lanes it uses
+
+
+ALL_LANES_MAX = 40
+"""Up to this many agents every page of G's picture draws every agent's lane (a lane keeps
+its place across pages); with more, a page draws only the lanes of the agents its events
+and their causes belong to (4,000 agents × 41 pages drew 164,000 lanes, a 30 MB page)."""
 
 
 def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
@@ -212,13 +235,22 @@ def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
     if not events:
         return None
     agents = list(dict.fromkeys(e.agent for e in events))
+    rank = {a: i for i, a in enumerate(agents)}
+    every_lane = len(agents) <= ALL_LANES_MAX
     lane_y = {a: _TOP + i * _LANE_H + _LANE_H / 2 for i, a in enumerate(agents)}
+    height = _TOP + len(agents) * _LANE_H + 8
     page_of: dict[str, int] = {}
     pos: dict[str, tuple[float, float]] = {}
+    agent_of: dict[str, str] = {}
     pages = []
     n_edges = 0
     for p, start in enumerate(range(0, len(events), per_page), start=1):
         chunk = events[start:start + per_page]
+        if not every_lane:  # many agents: a page draws the lanes of the agents it shows
+            here = {e.agent for e in chunk} | {agent_of[c] for e in chunk for c in e.causes
+                                               if c in agent_of}
+            shown = sorted(here, key=rank.__getitem__)
+            lane_y = {a: _TOP + i * _LANE_H + _LANE_H / 2 for i, a in enumerate(shown)}
         labelled = len(chunk) <= _LABELLED_MAX
         step_w = _STEP_W_LABELLED if labelled else _STEP_W
         nodes = []
@@ -226,6 +258,7 @@ def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
             x = _LABEL_W + step_w / 2 + i * step_w
             pos[e.id] = (x, lane_y[e.agent])
             page_of[e.id] = p
+            agent_of[e.id] = e.agent
             nodes.append(_GNode(e, x, lane_y[e.agent], start + i + 1))
         edges = []
         for node in nodes:
@@ -241,17 +274,17 @@ def _event_graph(events: Sequence[EventView], per_page: int = EVENTS_PER_PAGE
                         f"{x2 - 6:.1f},{y2:.1f}"
                     edges.append(_GEdge(d, "cause", f"{c} → {node.e.id}"))
                 else:
-                    y1 = pos[c][1]
+                    y1 = lane_y[agent_of[c]]  # its agent's lane on this page
                     d = f"M{_LABEL_W:.1f},{y1:.1f} C{_LABEL_W + 12:.1f},{y1:.1f} " \
                         f"{x2 - 14:.1f},{y2:.1f} {x2 - 6:.1f},{y2:.1f}"
                     edges.append(_GEdge(d, "cause offpage",
                                         f"{c} (page {page_of[c]}) → {node.e.id}"))
         width = _LABEL_W + len(chunk) * step_w + 10
         pages.append(_GPage(p, start + 1, start + len(chunk), tuple(nodes), tuple(edges),
-                            width, labelled))
-    height = _TOP + len(agents) * _LANE_H + 8
-    return _EventGraph(tuple((a, lane_y[a]) for a in agents), tuple(pages), height,
-                       len(events), n_edges)
+                            width, labelled, tuple(lane_y.items()),
+                            height if every_lane else _TOP + len(lane_y) * _LANE_H + 8))
+    lanes = tuple((a, _TOP + i * _LANE_H + _LANE_H / 2) for i, a in enumerate(agents))
+    return _EventGraph(lanes, tuple(pages), height, len(events), n_edges, not every_lane)
 
 
 # ------------------------------------------------------------------ lineage picture

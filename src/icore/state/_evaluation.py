@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from math import copysign
 
+from icore.state._components import AgentDecl
 from icore.state._errors import StateInputError
 from icore.state._interfaces import (
     capability_feasible,
@@ -61,11 +62,16 @@ class Evaluation:
         decl: the declaration package D.
     """
 
-    __slots__ = ("_assertions", "_certs", "_eval", "_evals", "_events", "_obligations", "_pi",
-                 "_revoked", "_sound_memo", "_sums", "_t", "_tainted", "decl")
+    __slots__ = ("_assertions", "_best", "_best_of", "_certs", "_eval", "_evals", "_events",
+                 "_obligations", "_pi", "_revoked", "_sound_memo", "_sums", "_t", "_tainted",
+                 "decl")
 
     def __init__(self, tables: Tables, decl: DeclarationPackage) -> None:
         self.decl = decl
+        self._best: dict[str, tuple[tuple[float, str], ...] | None] = {}
+        """Per capability kind, the two agents of D able to do it best (built-in
+        interfaces only; None: some agent's value needs the checked path)."""
+        self._best_of: tuple[int, int] = (0, -1)
         self._t = tables
         # the same objects as the tables' (mutated in place, never rebound)
         self._events = tables.events
@@ -242,7 +248,10 @@ class Evaluation:
         kind = o.kind
         builtin = (iface.value is capability_value and iface.feasible is capability_feasible
                    and type(kind) is str)
-        for b in self.decl.agents.values():
+        top = self._top(kind) if builtin else None
+        if top is not None:  # the same values as the loop below, without visiting D
+            best = next((v for v, aid in top if aid != o.assignee), None)
+        for b in (() if top is not None else self.decl.agents.values()):
             if b.id == o.assignee:
                 continue
             caps = b.capabilities
@@ -265,6 +274,16 @@ class Evaluation:
         a = self.decl.agents.get(o.assignee)
         va = checked_value(iface, a, o) if a is not None else 0.0
         return best - va
+
+    def _top(self, kind: str) -> tuple[tuple[float, str], ...] | None:
+        """:func:`_best_two` of D's agents for ``kind``, built once per kind for this D."""
+        agents = self.decl.agents
+        if self._best_of != (id(agents), len(agents)):  # D's agents are fixed while in use
+            self._best.clear()
+            self._best_of = (id(agents), len(agents))
+        if kind not in self._best:
+            self._best[kind] = _best_two(agents, kind)
+        return self._best[kind]
 
     def is_stable(self, obligation_id: str) -> bool:
         """O is ε-stable iff gain(o) <= ε (icore Def. 9).
@@ -414,3 +433,25 @@ class Evaluation:
             ids.append(oid)
             ws.append(checked_weight(self.decl.interfaces, o))
         return MatchedSet(tuple(ids), tuple(ws))
+
+
+def _best_two(agents: Mapping[str, AgentDecl], kind: str
+              ) -> tuple[tuple[float, str], ...] | None:
+    """The two best (value, agent id) for ``kind`` with the built-in interfaces, best first.
+
+    A gain then costs O(1) rather than O(|agents|) (a run with 20,000 agents was
+    O(steps × agents)); ties keep D's order, as the loop does. None when an agent's
+    capabilities are not a plain dict or its value for ``kind`` is not a float in
+    [0, 1]: the checked loop then raises as before.
+    """
+    found: list[tuple[float, str]] = []
+    for b in agents.values():
+        caps = b.capabilities
+        if type(caps) is not dict:
+            return None
+        if kind in caps:
+            v = caps[kind]
+            if type(v) is not float or not 0.0 <= v <= 1.0:
+                return None
+            found.append((v, b.id))
+    return tuple(sorted(found, key=lambda t: -t[0])[:2])

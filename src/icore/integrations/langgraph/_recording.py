@@ -9,11 +9,14 @@ Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit``
 * :class:`RecordingHandler` is a LangChain callback handler: pass it in
   ``config={"callbacks": [handler]}`` and every node step, model turn (with its tool
   calls and their arguments), tool result and handoff is recorded under the agent that
-  produced it (a ``create_react_agent``'s ``name=``, not its inner ``agent`` node), a
-  pause at ``interrupt()`` as a pause, and the end of the run once (its last message as
-  the final answer, so a clean run has its terminal marker); prebuilt graphs need no
-  wrapping. A fenced tool built without ``recorder=`` records into the handler's
-  recorder, so it never vanishes from the trace.
+  produced it (a ``create_agent``'s or ``create_react_agent``'s ``name=``, not its
+  inner ``model`` / ``agent`` / ``tools`` or middleware nodes), a pause at
+  ``interrupt()`` as a pause, a call answered without its tool running (a human's
+  rejection through ``HumanInTheLoopMiddleware``) as the calling agent's refused call,
+  and the end of the run once (its last message as the final answer, so a clean run has
+  its terminal marker); prebuilt graphs need no wrapping. A fenced tool built without
+  ``recorder=`` records into the handler's recorder, so it never vanishes from the
+  trace.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -166,6 +170,16 @@ def _content(m: Any) -> str:
     return json.dumps(plain_data(c), sort_keys=True, default=str)
 
 
+def _tool_messages(out: Any) -> Iterator[ToolMessage]:
+    """The ``ToolMessage`` objects a node's output writes to ``messages``."""
+    for o in out if isinstance(out, list | tuple) else [out]:
+        up = o.update if isinstance(o, Command) else o
+        msgs = up.get("messages") if isinstance(up, Mapping) else None
+        for m in msgs if isinstance(msgs, list | tuple) else [msgs]:
+            if isinstance(m, ToolMessage):
+                yield m
+
+
 def _goto(cmd: Command[Any]) -> list[str]:
     targets = cmd.goto if isinstance(cmd.goto, list | tuple) else [cmd.goto]
     return [str(getattr(t, "node", t)) for t in targets if t]
@@ -185,8 +199,24 @@ _AGENT_STEPS = frozenset({"agent", "tools", "model", "pre_model_hook", "post_mod
 """Node names of LangGraph's prebuilt agent graphs (``create_react_agent``): steps of the
 agent, not agents; their graph (its ``name=``) is the agent."""
 
+_HOOK_NODE = re.compile(r".+\.(?:before|after)_[a-z][a-z_]*")
+"""A middleware hook's node in LangChain's ``create_agent`` graph
+(``<middleware name>.before_agent``, ``.before_model``, ``.after_model``,
+``.after_agent``, any middleware's): a step of the agent, like its ``model`` node."""
+
+_CREATE_AGENT = "langchain_create_agent"
+"""The ``ls_integration`` metadata ``create_agent`` gives every run of its graph."""
+
+_UNNAMED_AGENT = "agent"
+"""The agent a ``create_agent`` graph built without ``name=`` and run alone is."""
+
 _DEFAULT_GRAPH = "LangGraph"
 """The name LangGraph gives a compiled graph built without ``name=``."""
+
+
+def _is_step(node: str) -> bool:
+    """Whether graph node ``node`` is a step of an agent graph rather than an agent."""
+    return node in _AGENT_STEPS or _HOOK_NODE.fullmatch(node) is not None
 
 
 @dataclass(slots=True)
@@ -194,6 +224,10 @@ class _Chain:
     parent: UUID | None
     name: str
     node: str | None
+    agent: str | None = None
+    """The agent LangChain names in the run's metadata (``lc_agent_name``)."""
+    create_agent: bool = False
+    """The run is part of a ``create_agent`` graph (its ``ls_integration`` metadata)."""
 
 
 class RecordingHandler(BaseCallbackHandler):
@@ -212,13 +246,20 @@ class RecordingHandler(BaseCallbackHandler):
     failing records no end.
 
     The agent of an event (icore Sec. 3: every event is attributed to the agent that
-    produced it): a model run's ``lc_agent_name``; else the graph node the event runs in;
-    when that node is a step of a prebuilt agent graph (``create_react_agent``'s
-    ``agent`` / ``tools`` nodes), the agent graph itself: its ``name=`` (a subgraph's
-    name, or the invoked graph's), else the node that hosts it. A tool call goes to the
-    agent whose model turn asked for it (by the call's id). Fenced tools record their own
-    gate decisions and calls (with or without :func:`fenced_tool` ``recorder=``: without
-    it they use this handler's recorder), so their tool events are skipped here.
+    produced it): the ``lc_agent_name`` LangChain's ``create_agent(..., name=)`` puts on
+    every run of its graph (its ``model`` and ``tools`` nodes and its middleware nodes,
+    ``<middleware>.before_agent`` / ``.before_model`` / ``.after_model`` /
+    ``.after_agent``, are its steps); else the graph node the event runs in; when that
+    node is a step of an agent graph (``create_react_agent``'s ``agent`` / ``tools``
+    nodes, a node named ``<middleware>.before_*`` / ``.after_*``, any node of a
+    ``create_agent`` graph), the agent graph itself: its ``name=`` (a subgraph's name,
+    or the invoked graph's), else the node that hosts it (an unnamed ``create_agent``
+    invoked alone: ``agent``). A tool call goes to the agent whose model turn asked for
+    it (by the call's id). Fenced tools record their own gate decisions and calls (with
+    or without :func:`fenced_tool` ``recorder=``: without it they use this handler's
+    recorder), so their tool events are skipped here. A call a node answered without
+    running its tool (``HumanInTheLoopMiddleware``'s rejection) is recorded from the
+    node's ``ToolMessage`` (:meth:`_answered`).
 
     Args:
         recorder: where the run goes.
@@ -234,6 +275,9 @@ class RecordingHandler(BaseCallbackHandler):
         self._runs: dict[UUID, tuple[str, Any]] = {}
         self._chains: dict[UUID, _Chain] = {}
         self._fenced: set[UUID] = set()
+        self._asked: dict[str, tuple[str, Any]] = {}
+        """Tool calls model turns asked for that no tool run started yet: id -> (name,
+        arguments)."""
         self._root: UUID | None = None
         self._paused: list[tuple[str, Any]] = []
         self._ended: dict[str, Any] | None = None
@@ -246,6 +290,9 @@ class RecordingHandler(BaseCallbackHandler):
         if md.get("lc_agent_name"):
             return str(md["lc_agent_name"])
         with self._lock:
+            first = self._chains.get(start) if start is not None else None
+            if first is not None and first.agent:  # a chain's end has no metadata
+                return first.agent
             r, node = start, None
             while r is not None and (c := self._chains.get(r)) is not None:
                 if c.node is not None and c.name == c.node:
@@ -255,11 +302,11 @@ class RecordingHandler(BaseCallbackHandler):
             host = self._chains.get(node.parent) if node and node.parent else None
         if node is None or node.node is None:
             return str(md.get("langgraph_node") or "graph")
-        if node.node not in _AGENT_STEPS or host is None:
+        if not (node.create_agent or _is_step(node.node)) or host is None:
             return node.node
         if host.name and host.name != _DEFAULT_GRAPH:
             return host.name
-        return host.node or node.node
+        return host.node or (_UNNAMED_AGENT if node.create_agent else node.node)
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *,
                        run_id: UUID, parent_run_id: UUID | None = None,
@@ -269,12 +316,15 @@ class RecordingHandler(BaseCallbackHandler):
         A node's own run is a node step; the graph run's input is the task (a resume's
         is not).
         """
-        node = (metadata or {}).get("langgraph_node")
+        md = metadata or {}
+        node = md.get("langgraph_node")
         name = str(kwargs.get("name") or "")
         with self._lock:
             parent = self._chains.get(parent_run_id) if parent_run_id else None
-            self._chains[run_id] = _Chain(parent_run_id, name,
-                                          str(node) if node is not None else None)
+            self._chains[run_id] = _Chain(
+                parent_run_id, name, str(node) if node is not None else None,
+                str(md["lc_agent_name"]) if md.get("lc_agent_name") else None,
+                md.get("ls_integration") == _CREATE_AGENT)
         if parent_run_id is None:  # the graph run itself: its input is the task
             with self._lock:
                 self._root = run_id
@@ -293,7 +343,7 @@ class RecordingHandler(BaseCallbackHandler):
                 self._ended = None
             self.recorder.task(_content(first) if first is not None else inputs)
         # a node's own run (not its inner runnables, not the subgraph run it hosts)
-        if self.nodes and node is not None and name == node and not (
+        if node is not None and name == node and not (
                 parent is not None and parent.name == name and parent.node == name):
             with self._lock:
                 self._runs[run_id] = ("node", str(node))
@@ -323,6 +373,9 @@ class RecordingHandler(BaseCallbackHandler):
         if entry is None:
             return
         node = str(entry[1])
+        self._answered(agent, node, outputs)
+        if not self.nodes:
+            return
         with self._lock:
             self._last_agent = agent
         wrote, goto = _writes(outputs)
@@ -331,6 +384,30 @@ class RecordingHandler(BaseCallbackHandler):
                           node=node, wrote=wrote)
         for g in goto:
             self.recorder.handoff(agent, g, f"{agent} -> {g}")
+
+    def _answered(self, agent: str, node: str, outputs: Any) -> None:
+        """Record the tool calls node ``node`` answered without running their tool.
+
+        A ``ToolMessage`` in the node's output for a call no tool run answered (a call
+        ``HumanInTheLoopMiddleware`` was told to reject, or answered for the tool; a
+        call ``ToolNode`` refused, e.g. an unknown tool): the call's tool output, under
+        the agent whose model turn asked for it, ``status="error"`` as a refusal
+        (exit code 1). A harness message's ``lc_source`` / ``lc_data["decision"]`` (the
+        human's decision) are kept as ``source`` / ``decision``; ``answered_by`` names
+        the node. Calls whose tool ran are recorded by their run (once).
+        """
+        with self._lock:
+            found = [(m, self._asked.pop(str(m.tool_call_id)))
+                     for m in _tool_messages(outputs) if str(m.tool_call_id) in self._asked]
+        for m, (name, args) in found:
+            extra = m.additional_kwargs or {}
+            data = extra.get("lc_data")
+            decision = data.get("decision") if isinstance(data, Mapping) else None
+            self.recorder.tool_call(
+                self.recorder.caller(name, m.tool_call_id) or agent, m.name or name, args,
+                _content(m), error=m.status == "error", answered_by=node,
+                source=str(extra["lc_source"]) if extra.get("lc_source") else None,
+                decision=str(decision) if decision is not None else None)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end)."""
@@ -391,6 +468,9 @@ class RecordingHandler(BaseCallbackHandler):
                 msg = getattr(g, "message", None)
                 calls = [{"name": c["name"], "args": c["args"], "id": c.get("id")}
                          for c in (getattr(msg, "tool_calls", None) or [])]
+                with self._lock:  # until a tool run (or a node) answers each call
+                    self._asked.update((str(c["id"]), (str(c["name"]), c["args"]))
+                                       for c in calls if c["id"])
                 text = _content(msg) if msg is not None else g.text
                 asked = ", ".join(f"{c['name']}({_text_args(c['args'])})" for c in calls)
                 self.recorder.turn(agent, text or f"calls {asked}", tool_calls=calls or None)
@@ -402,6 +482,8 @@ class RecordingHandler(BaseCallbackHandler):
 
         Fenced tools, and the tool a fenced one wraps, are recorded by their guard instead.
         """
+        with self._lock:  # the call's tool runs: its run is its record
+            self._asked.pop(str(kwargs.get("tool_call_id")), None)
         if (metadata or {}).get("planfence") or kwargs.get("parent_run_id") in self._fenced:
             with self._lock:
                 self._fenced.add(run_id)
