@@ -109,8 +109,8 @@ def test_trusted_upstream_skips_the_reread_and_an_update_still_refuses(
     assert books == [2, 3, 4, 800, 5]
     # the trace says which heads were taken on trust, which were read again
     gates = [g for g in _gate_lines(tmp_path) if g["tool"] == "book"]
-    assert [g["heads"]["trusted"] for g in gates][:3] == [[BAL]] * 3
-    assert gates[3]["heads"] == {"reread": [BAL], "trusted": []}  # after the update
+    assert [g["head_source"]["trusted"] for g in gates][:3] == [[BAL]] * 3
+    assert gates[3]["head_source"] == {"reread": [BAL], "trusted": []}  # after the update
 
 
 def test_late_notification_after_a_forwarded_call_is_not_trusted(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_upstream_killed_while_idle_is_not_trusted(tmp_path: Path) -> None:
     anyio.run(main)
     assert [c["amount"] for c in _charges(tmp_path)] == [1]
     gates = [g for g in _gate_lines(tmp_path) if g["tool"] == "charge"]
-    assert gates[-1]["reason"] == "stale" and gates[-1]["heads"]["reread"] == [BAL]
+    assert gates[-1]["reason"] == "stale" and gates[-1]["head_source"]["reread"] == [BAL]
 
 
 def test_lost_subscription_falls_back_to_the_reread(tmp_path: Path) -> None:

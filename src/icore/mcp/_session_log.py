@@ -172,10 +172,10 @@ class Replans:
 
 
 def _heads(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
-    """The ``heads`` field of a gate line (``{}`` when D(a) has no upstream resource)."""
+    """The ``head_source`` field of a gate line (``{}`` when D(a) has no upstream resource)."""
     if not heads or not (heads.get("reread") or heads.get("trusted")):
         return {}
-    return {"heads": {"reread": list(heads.get("reread", ())),
+    return {"head_source": {"reread": list(heads.get("reread", ())),
                       "trusted": list(heads.get("trusted", ()))}}
 
 
@@ -269,7 +269,7 @@ class GatewayTrace:
             flush: False when the caller records the call's result next (one write).
             heads: how each upstream resource of D(a) got its head: ``{"reread": [uri],
                 "trusted": [uri]}`` (read again now, or taken on trust from a
-                ``trust_updates`` upstream); written on each gate line as ``heads``.
+                ``trust_updates`` upstream); written on each gate line as ``head_source``.
         """
         call = v.call
         if call.record is not None:
