@@ -43,7 +43,7 @@ from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
-from icore.mcp._gateway_watch import ManifestWatch
+from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream, UpstreamError
 
@@ -93,7 +93,7 @@ class Gateway:
         self.trace.flush()
         if tpath is not None and manifest.trace and \
                 tpath != manifest.resolve(manifest.trace):
-            self._warn_not_shared(tpath)
+            warn_not_shared(manifest, self.trace, tpath)
         self.facts: FactBook | None = None
         self.otel: Any = None
         if manifest.otel:
@@ -222,23 +222,6 @@ class Gateway:
                 rec, _ = self.facts.observe(key, value, type="fact")
                 if rec is not None:
                     self.trace.version(rec, "manifest")
-
-    def _warn_not_shared(self, tpath: Path) -> None:
-        """Another live gateway holds this manifest's trace: trust is not shared."""
-        m = self.manifest
-        trusting = sorted(n for n, s in m.upstreams.items() if s.trust_updates)
-        if not trusting:
-            return
-        msg = (f"another icore gateway is running with this manifest (it holds the trace "
-               f"{m.resolve(m.trace or '')}; this one writes {tpath.name}). Upstreams "
-               f"{', '.join(trusting)} are marked trust_updates: each gateway has its own "
-               "connection (a stdio upstream is launched per gateway), whose notifications "
-               "reach only that gateway, so a change made through the other gateway may "
-               "never be notified here and a stale call can be forwarded. Trust only an "
-               "upstream that notifies every change by any writer; otherwise remove "
-               "trust_updates (the default re-read)")
-        log.warning("%s", msg)
-        self.trace.note("gateway", msg, upstreams=trusting)
 
     @property
     def unresolved(self) -> Unresolved:
