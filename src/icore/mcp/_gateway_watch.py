@@ -135,8 +135,10 @@ class ManifestWatch:
 
 
 def warn_not_shared(m: GatewayManifest, trace: GatewayTrace, tpath: Path) -> None:
-    """Another live gateway holds ``m``'s trace (this one writes ``tpath``): trust is not
-    shared. A warning (log and trace) naming the ``trust_updates`` upstreams, if any.
+    """Warn that trust is not shared: another live gateway holds ``m``'s trace.
+
+    This one writes ``tpath``. The warning (log and trace) names the ``trust_updates``
+    upstreams; none: nothing is said.
     """
     trusting = sorted(n for n, s in m.upstreams.items() if s.trust_updates)
     if not trusting:
