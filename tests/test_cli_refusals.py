@@ -128,3 +128,23 @@ def test_policy_with_matched_is_a_usage_error(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "--policy" in res.output and "--matched" in res.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("flags", "option", "words"), [
+    (["--otlp-endpoint", "http://[::1"], "--otlp-endpoint", "not a URL"),
+    (["--otlp-endpoint", "http://127.0.0.1:99999"], "--otlp-endpoint", "Port out of range"),
+    (["--otlp-endpoint", "http://user:pw@:80/"], "--otlp-endpoint", "names no host"),
+    (["--attribution", "--llm-base-url", "not a url"], "--llm-base-url", "http"),
+    (["--attribution", "--llm-base-url", "file:///etc/passwd"], "--llm-base-url", "http"),
+    (["--attribution", "--llm-mode", "bogus"], "--llm-mode", "hybrid"),
+])
+def test_flag_values_that_cannot_work_are_usage_errors_before_any_work(
+        tmp_path: Path, magentic: dict[str, Any], flags: list[str], option: str,
+        words: str) -> None:
+    """An endpoint, base URL or mode that cannot work: exit 2 naming the option, before
+    the audit runs or anything connects (it used to fail after the work with exit 1)."""
+    runs, out = _runs(tmp_path, magentic), tmp_path / "out"
+    res = CliRunner().invoke(app, ["audit", str(runs), "-o", str(out), *flags], env=_ENV)
+    assert res.exit_code == 2, res.output
+    assert option in res.output and words in res.output and "pw" not in res.output
+    assert not out.exists()

@@ -35,6 +35,7 @@ from icore.adapters import (
 from icore.attribution import Attribution, attribute
 from icore.cli.inputs import (
     FAIL_EXIT,
+    check_llm_options,
     check_otlp_endpoint,
     fail_conditions,
     otlp_file_target,
@@ -126,6 +127,8 @@ def audit(
     fails = fail_conditions(fail_on, FAIL_ON)
     if llm_base_url and not attribution:
         raise typer.BadParameter("applies only with --attribution", param_hint="--llm-base-url")
+    if attribution:
+        check_llm_options(llm_base_url, llm_mode)
     for p in paths:
         # a FIFO or device given by name would block (or never end) when read: refuse it
         # before anything is read; inside folders only regular files are collected

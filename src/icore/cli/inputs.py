@@ -181,6 +181,9 @@ def check_otlp_endpoint(endpoint: str | None, *, best_effort: bool = False) -> N
                                  f"{redact(endpoint)!r}", param_hint="--otlp-endpoint")
     target = otlp_file_target(endpoint)
     if target is None:
+        if (problem := url_problem(endpoint.strip())) is not None:
+            raise typer.BadParameter(f"{problem}: {redact(endpoint)!r}",
+                                     param_hint="--otlp-endpoint")
         return
     if not endpoint.strip().removeprefix("file://").removeprefix("file:").strip():
         raise typer.BadParameter("file: needs a path (file:spans.otlp.jsonl)",
@@ -191,6 +194,45 @@ def check_otlp_endpoint(endpoint: str | None, *, best_effort: bool = False) -> N
     if not target.exists() and not target.parent.is_dir():
         raise typer.BadParameter(f"file:{target}: folder {target.parent} does not exist",
                                  param_hint="--otlp-endpoint")
+
+
+def check_llm_options(base_url: str | None, mode: str) -> None:
+    """Refuse ``--llm-base-url`` / ``--llm-mode`` values that cannot work, before any work.
+
+    Raises:
+        typer.BadParameter: exit 2; a base URL that is not an http(s) URL with a host, or
+            a mode other than ``all-at-once``, ``step-by-step`` or ``hybrid``.
+    """
+    from icore.attribution import LLM_MODES
+
+    if mode not in LLM_MODES:
+        raise typer.BadParameter(f"unknown mode {mode!r}; use one of {', '.join(LLM_MODES)}",
+                                 param_hint="--llm-mode")
+    if base_url and (problem := url_problem(base_url.strip())) is not None:
+        raise typer.BadParameter(f"{problem}: {redact(base_url)!r}",
+                                 param_hint="--llm-base-url")
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with an http(s) URL a flag gives, or None (no request is made).
+
+    Refused: another scheme, no host, a port that is not a number in 1-65535, and an
+    unclosed IPv6 bracket.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if u.scheme not in ("http", "https"):
+        return "use an http:// or https:// URL"
+    if not u.hostname:
+        return "the URL names no host"
+    if port == 0:
+        return "port 0 is not a port"
+    return None
 
 
 def otlp_undelivered(endpoint: str, delivery: Any, *, best_effort: bool) -> str:
@@ -345,7 +387,9 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
         out.close()
 
 
-__all__ = ["FAIL_EXIT", "OutputFile", "check_otlp_endpoint", "fail_conditions",
+__all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint",
+           "fail_conditions",
            "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
            "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
-           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file"]
+           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file",
+           "url_problem"]

@@ -32,11 +32,11 @@ Kept equal for every policy; measured order of magnitude of one in-process
 MAX_SYNC_ATTEMPTS = 20
 """Attempts of one synchronous coordination step before the replay gives up."""
 
-HOST_MS_PER_MESSAGE = 0.03
+HOST_MS_PER_MESSAGE = 0.02
 """End-host CPU time per message sent (encode, TLS record, syscalls), in ms: the owner's CPU
-per validation on a reused connection (one message in, one out: 24-25 µs) rounded up,
-``icore bench net`` on an idle 2-core machine, 2026-12-01, after issue 17 (was 0.25,
-modelled)."""
+per validation on a reused connection (one message in, one out: 18.4-18.7 µs in two runs
+of ``icore bench net``, 2026-12-05, after issue 27's protocol-3 owner; was 24-25 µs and
+0.03 on 2026-12-01, 0.25 modelled before) rounded up."""
 
 HANDSHAKE_CLIENT_MS = 0.86
 """Client CPU per TLS 1.3 handshake with certificates, in ms: ``icore bench net`` CPU per
