@@ -31,7 +31,8 @@ def test_sdk_proxy_forwards_without_icore() -> None:
                                   env=env())
         async with stdio_client(p) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
-            assert {t.name for t in (await s.list_tools()).tools} == {"ping", "act", "act_res"}
+            assert {t.name for t in (await s.list_tools()).tools} == {"ping", "act", "act_res",
+                                                                  "act_trust"}
             res = await s.call_tool("ping", {"n": 7})
             assert not res.is_error and res.structured_content == {"result": 7}
 

@@ -238,6 +238,10 @@ def test_trace_path_never_moves_what_the_gateway_did_not_write(tmp_path: Path,
      "  initial: {'fact://p/n': .nan}\n", "facts.initial", "must be JSON"),
     ("upstreams:\n  a: {command: python, timeout_s: .nan}\n", "upstreams.a.timeout_s",
      "finite number"),
+    ("upstreams:\n  a: {command: python, trust_updates: 'yes'}\n",
+     "upstreams.a.trust_updates", "valid boolean"),
+    ("upstreams:\n  a:\n    command: python\n    trust_updates: 1\n",
+     "upstreams.a.trust_updates", "valid boolean"),
 ])
 def test_bad_values_named(tmp_path: Path, text: str, path: str, words: str) -> None:
     with pytest.raises(GatewayManifestError) as ei:

@@ -8,12 +8,15 @@ tool call is appended to $LEDGER_LOG, so a test can prove a call never reached i
 State: ``{"accounts": {"main": 500}, "read_delay": 0, "fail": false}``; reading
 ``acct://<name>/balance`` waits ``read_delay`` seconds first, and fails when ``fail``.
 Each read is logged as ``<read>``. ``deposit`` changes a balance and notifies
-``resources/updated`` (as a well-behaved server does); ``crash`` exits mid-call.
+``resources/updated`` (as a well-behaved server does; ``notify_delay`` seconds after its
+answer, from a background task, when the state sets it); ``crash`` exits mid-call. Over
+stdio the server logs ``<start>`` with its pid.
 ``--http PORT``: streamable HTTP on 127.0.0.1 instead of stdio.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -25,6 +28,7 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 STATE = Path(os.environ["LEDGER_STATE"])
+_LATE: set[Any] = set()
 LOG = os.environ.get("LEDGER_LOG")
 
 
@@ -69,7 +73,15 @@ async def call_tool(ctx: Any, params: Any) -> Any:
         s = _state()
         s["accounts"][args["account"]] += args["amount"]
         STATE.write_text(json.dumps(s), encoding="utf-8")
-        await ctx.session.send_resource_updated(f"acct://{args['account']}/balance")
+        uri = f"acct://{args['account']}/balance"
+        delay = float(s.get("notify_delay") or 0)
+        if not delay:
+            await ctx.session.send_resource_updated(uri)
+        else:  # notified from a background task after the answer (an outbox)
+            async def late() -> None:
+                await anyio.sleep(delay)
+                await ctx.session.send_resource_updated(uri)
+            _LATE.add(asyncio.get_running_loop().create_task(late()))
     text = f"{params.name} ok: {json.dumps(args, sort_keys=True)}"
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
@@ -116,6 +128,7 @@ server = Server("ledger", on_list_tools=list_tools, on_call_tool=call_tool,
 
 
 async def main() -> None:
+    _log("<start>", {"pid": os.getpid()})
     async with stdio_server() as (r, w):
         await server.run(r, w, server.create_initialization_options())
 

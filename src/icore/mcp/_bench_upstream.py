@@ -1,11 +1,12 @@
 """The upstream MCP server ``icore bench mcp`` times (``python -m icore.mcp._bench_upstream``).
 
-Three trivial tools (``ping``, ``act``, ``act_res``), the constant resources
-``bench://r0`` ... ``bench://r63`` (the D(a) of ``act_res``, read again at each of its
-calls through the gateway) and ``bench://value``; ``--http PORT`` serves streamable HTTP
-on 127.0.0.1, else stdio. ``--trusted`` serves instead the tool ``act_trust`` and the
-constant resources ``bench://t0`` ... ``bench://t63`` and accepts ``resources/subscribe``
-(the upstream the benchmark's manifest marks ``trust_updates``).
+Four trivial tools (``ping``, ``act``, ``act_res``, ``act_trust``), the constant
+resources ``bench://r0`` ... ``bench://r63`` (the D(a) of ``act_res``, read again at each
+of its calls through the gateway) and ``bench://value``; ``--http PORT`` serves
+streamable HTTP on 127.0.0.1, else stdio. ``--trusted`` serves instead only the constant
+resources ``bench://t0`` ... ``bench://t63`` (the D(a) of ``act_trust``) and accepts
+``resources/subscribe`` (the upstream the benchmark's manifest marks ``trust_updates``;
+no tool call goes to it, since one would end its trust until the next read).
 """
 
 from __future__ import annotations
@@ -21,13 +22,8 @@ RESOURCES = 64
 
 
 def _trusted(server: MCPServer[Any]) -> None:
-    """``act_trust``, ``bench://t<i>`` and ``resources/subscribe`` (accepted, no-op)."""
+    """``bench://t<i>`` and ``resources/subscribe`` (accepted, no-op)."""
     from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
-
-    @server.tool()
-    def act_trust(n: int) -> int:
-        """Return n (protected by resources of an upstream trusted to notify)."""
-        return n
 
     _constants(server, "t")
 
@@ -63,6 +59,11 @@ def main(argv: list[str]) -> None:
     @server.tool()
     def act_res(n: int) -> int:
         """Return n (the protected tool whose D(a) are this server's resources)."""
+        return n
+
+    @server.tool()
+    def act_trust(n: int) -> int:
+        """Return n (protected by the other upstream's resources, trusted to notify)."""
         return n
 
     @server.resource("bench://value")

@@ -43,7 +43,7 @@ from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
-from icore.mcp._gateway_watch import ManifestWatch
+from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream, UpstreamError
 
@@ -91,6 +91,9 @@ class Gateway:
                                    file=str(tpath), path="trace") from None
         self.trace = GatewayTrace(manifest.name, tpath, lock=lock)
         self.trace.flush()
+        if tpath is not None and manifest.trace and \
+                tpath != manifest.resolve(manifest.trace):
+            warn_not_shared(manifest, self.trace, tpath)
         self.facts: FactBook | None = None
         self.otel: Any = None
         if manifest.otel:

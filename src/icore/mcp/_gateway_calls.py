@@ -270,8 +270,11 @@ class _ToolCalls:
 
     async def _reread(self, view: SessionView, name: str, spec: ToolSpec,
                       args: Mapping[str, Any], deps: frozenset[str], known: Any,
-                      task: str) -> Any:
+                      task: str, heads: dict[str, list[str]]) -> Any:
         """Alg. 1's owner query for upstream resources: read each again from its upstream.
+
+        Fills ``heads``: ``reread`` (the upstream resources of D(a) read again now) and
+        ``trusted`` (those of a ``trust_updates`` upstream taken on trust, not read).
 
         Returns a refusal when a read failed (fail closed) or a resource has no owner,
         else None (changes are now the owners' heads, for the gate to compare).
@@ -281,6 +284,8 @@ class _ToolCalls:
         keys = sorted(k for k in deps if not k.startswith(FACT_SCHEME)
                       and facts.owner_of(k) not in facts.remote)
         stale = [k for k in keys if not self._resources.trusted(k)]
+        heads["reread"] = stale
+        heads["trusted"] = [k for k in keys if k not in stale]
         failed = await self._resources.reread_all(stale, f"{view.sid} via {name} "
                                                   "(validation)")
         bad = {k: e for k, e in failed.items()}
@@ -320,7 +325,8 @@ class _ToolCalls:
                 view, name, args, task, "incomplete_declaration", list(spec.depends_on),
                 detail=f"D(a) matches no known fact; read the resources it depends on "
                 f"first ({', '.join(spec.depends_on)})"))
-        refused = await self._reread(view, name, spec, args, deps, known, task)
+        heads: dict[str, list[str]] = {}
+        refused = await self._reread(view, name, spec, args, deps, known, task, heads)
         if refused is not None:
             return _Refused(refused)
         ticket = self._replans.before(view, name, deps)
@@ -329,12 +335,13 @@ class _ToolCalls:
         try:
             v: Verdict = await self.gw.facts.execute(view, name, deps, args, forward)
         except Exception:  # authorized, then the upstream failed: keep the decisions
-            self.gw.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task)
+            self.gw.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task,
+                                    heads=heads)
             raise
         replan = self._replans.after(view, name, deps, v, ticket)
         # an executed call's lines are written with its result line (one write per call)
         self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
-                              plan_roots=roots, flush=not v.call.executed)
+                              plan_roots=roots, flush=not v.call.executed, heads=heads)
         if self.gw.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span
                 self.gw.otel.decision(d)

@@ -39,6 +39,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
@@ -96,6 +97,7 @@ class UpstreamSpec(_Model):
             resource of a D(a) it serves is not read again at a protected call while the
             gateway holds a live subscription to it, read since the subscription began,
             with no update since (only when it declares ``resources.subscribe``; docs/mcp.md).
+            A YAML bool only (``'yes'`` or ``1`` is refused).
     """
 
     command: str | None = None
@@ -105,7 +107,8 @@ class UpstreamSpec(_Model):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False)
-    trust_updates: bool = False
+    trust_updates: StrictBool = False
+    """Strict: only a YAML ``true``/``false`` (it turns the per-call re-read off)."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSpec:

@@ -10,8 +10,10 @@ With an upstream's ``trust_updates`` (opt-in), a resource it serves is *trusted*
 gateway holds a live subscription to it (accepted by the upstream on the current
 connection, its notification channel open since), has read it since then, and has seen no
 ``notifications/resources/updated`` for it since that read (:meth:`_Resources.trusted`): a
-protected call then skips reading it again. Any loss (a crash, a reconnect, a lost GET
-stream, a failed subscription) or update makes it untrusted: read again (fail closed).
+protected call then skips reading it again. Any loss (a crash, an exit while idle, a
+reconnect, a lost GET stream, a failed subscription), update, or request forwarded to that
+upstream that may write (a ``tools/call``: the upstream may notify its change only after
+answering) makes it untrusted: read again (fail closed).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class _Resources:
         """(upstream, generation, name) of the subscriptions an upstream accepted."""
         self._updates: dict[str, int] = {}
         """URI -> how many update notifications the gateway has seen for it."""
-        self._fresh: dict[str, tuple[int, int]] = {}
+        self._fresh: dict[str, tuple[int, int, int]] = {}
         """URI -> the watch state (:meth:`_watch_state`) its last read was made under."""
         self.watched: Callable[[str], bool] = lambda uri: False
         """Whether the gateway subscribes itself to a URI it reads (a resource some D(a)
@@ -154,17 +156,21 @@ class _Resources:
             self._fresh[uri] = watch  # no loss, no update while it was read
         return result, rec
 
-    def _watch_state(self, uri: str, route: Route, u: Upstream) -> tuple[int, int] | None:
-        """``(notification channel epoch, updates seen)`` when ``uri`` may be trusted.
+    def _watch_state(self, uri: str, route: Route, u: Upstream
+                     ) -> tuple[int, int, int] | None:
+        """``(channel epoch, write epoch, updates seen)`` when ``uri`` may be trusted.
 
         None unless its upstream has ``trust_updates``, declares ``resources.subscribe``,
-        accepted the gateway's subscription on this connection and its notification
-        channel is open.
+        accepted the gateway's subscription on this connection, its notification
+        channel is open and its connection alive (:meth:`Upstream.alive`). The write
+        epoch moves with every request forwarded to it that may write (a ``tools/call``):
+        a read made before such a request ended is not trusted after it.
         """
         if not u.spec.trust_updates or not u.watch_live or u.session is None or \
-                (route.upstream, u.generation, route.name) not in self._live:
+                (route.upstream, u.generation, route.name) not in self._live or \
+                not u.alive():
             return None
-        return u.watch_epoch, self._updates.get(uri, 0)
+        return u.watch_epoch, u.write_epoch, self._updates.get(uri, 0)
 
     def trusted(self, uri: str) -> bool:
         """True when a protected call need not read ``uri`` again (``trust_updates``).

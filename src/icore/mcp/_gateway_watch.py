@@ -12,6 +12,7 @@ in the trace.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Protocol
 
 from icore.mcp._gateway_checks import (
@@ -131,3 +132,24 @@ class ManifestWatch:
             log.error("manifest %s protects %s, which no upstream serves (every upstream "
                       "is listed now): fix it; the tools it may mean stay blocked",
                       gw.manifest.file, ", ".join(sorted(un.names)))
+
+
+def warn_not_shared(m: GatewayManifest, trace: GatewayTrace, tpath: Path) -> None:
+    """Warn that trust is not shared: another live gateway holds ``m``'s trace.
+
+    This one writes ``tpath``. The warning (log and trace) names the ``trust_updates``
+    upstreams; none: nothing is said.
+    """
+    trusting = sorted(n for n, s in m.upstreams.items() if s.trust_updates)
+    if not trusting:
+        return
+    msg = (f"another icore gateway is running with this manifest (it holds the trace "
+           f"{m.resolve(m.trace or '')}; this one writes {tpath.name}). Upstreams "
+           f"{', '.join(trusting)} are marked trust_updates: each gateway has its own "
+           "connection (a stdio upstream is launched per gateway), whose notifications "
+           "reach only that gateway, so a change made through the other gateway may "
+           "never be notified here and a stale call can be forwarded. Trust only an "
+           "upstream that notifies every change by any writer; otherwise remove "
+           "trust_updates (the default re-read)")
+    log.warning("%s", msg)
+    trace.note("gateway", msg, upstreams=trusting)

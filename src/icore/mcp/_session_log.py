@@ -171,6 +171,14 @@ class Replans:
         return None
 
 
+def _heads(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
+    """The ``head_source`` field of a gate line (``{}`` when D(a) has no upstream resource)."""
+    if not heads or not (heads.get("reread") or heads.get("trusted")):
+        return {}
+    return {"head_source": {"reread": list(heads.get("reread", ())),
+                      "trusted": list(heads.get("trusted", ()))}}
+
+
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
     return {"planfence": {"record": {"id": rec.id, "key": rec.key, "owner": rec.owner,
                                      "seq": rec.seq, "type": rec.type,
@@ -243,7 +251,7 @@ class GatewayTrace:
 
     def verdict(self, sid: str, tool: str, v: Verdict, args: Mapping[str, Any], *,
                 task: str, replan: str | None = None, plan_roots: Sequence[str] = (),
-                flush: bool = True) -> None:
+                flush: bool = True, heads: Mapping[str, list[str]] | None = None) -> None:
         """One protected call: its replan mark, gate decisions, action record, a block.
 
         Each decision's PlanFence line is written once (with the records it cites).
@@ -259,6 +267,9 @@ class GatewayTrace:
                 it ran), ``"retry"`` (another attempt of a blocked replan) or None.
             plan_roots: the stale call's roots (the plan the replan rewrites).
             flush: False when the caller records the call's result next (one write).
+            heads: how each upstream resource of D(a) got its head: ``{"reread": [uri],
+                "trusted": [uri]}`` (read again now, or taken on trust from a
+                ``trust_updates`` upstream); written on each gate line as ``head_source``.
         """
         call = v.call
         if call.record is not None:
@@ -285,7 +296,8 @@ class GatewayTrace:
                               f"for {tool}", gate={"outcome": d.outcome.value,
                                                    "reason": d.reason.value, "tool": tool,
                                                    "replanned": d.replanned,
-                                                   "point": d.point},
+                                                   "point": d.point,
+                                                   **_heads(heads)},
                               task=task)
         if not call.executed:
             self.recorder.tool_call(sid, tool, args, f"BLOCKED: {call.reason}: {call.detail}",
@@ -295,8 +307,11 @@ class GatewayTrace:
             self.flush()
 
     def decisions(self, sid: str, tool: str, decisions: Sequence[GateDecision], *,
-                  task: str) -> None:
-        """Gate decisions of a call whose forward then failed (recorded before the error)."""
+                  task: str, heads: Mapping[str, list[str]] | None = None) -> None:
+        """Gate decisions of a call whose forward then failed (recorded before the error).
+
+        ``heads``: as in :meth:`verdict`.
+        """
         with self._lock:
             for d in decisions:
                 self.planfence.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
@@ -304,7 +319,8 @@ class GatewayTrace:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,
                                                    "reason": d.reason.value, "tool": tool,
-                                                   "replanned": d.replanned})
+                                                   "replanned": d.replanned,
+                                                   **_heads(heads)})
         self.flush()
 
     def call(self, sid: str, tool: str, args: Mapping[str, Any] | None, result: Any, *,

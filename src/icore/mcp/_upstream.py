@@ -5,8 +5,9 @@ The connection (the SDK's ``ClientSession`` over ``stdio_client`` or
 its context managers open and close in one task. A request that does not answer within
 the upstream's ``timeout_s`` fails with :class:`UpstreamError` (the SDK cancels it
 upstream); a crashed upstream fails the requests in flight, is marked down and is
-reconnected (a stdio server relaunched) on the next request. Other upstreams and other
-sessions are unaffected.
+reconnected (a stdio server relaunched) on the next request; one that exited while idle
+(its receive stream ended, :meth:`Upstream.alive`) is relaunched before the next request
+instead of failing it. Other upstreams and other sessions are unaffected.
 """
 
 from __future__ import annotations
@@ -26,9 +27,19 @@ log = logging.getLogger("icore.mcp")
 
 T = TypeVar("T")
 
+READ_ONLY = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe",
+                       "resources/list", "resources/templates/list", "tools/list",
+                       "prompts/list", "ping"})
+"""Requests that change nothing at the upstream; any other (``tools/call``,
+``prompts/get``, ...) may write, so it bumps :attr:`Upstream.write_epoch`."""
+
 CONNECT_TIMEOUT_S = 30.0
 """Bound of launching and initializing an upstream, seconds (at least its ``timeout_s``):
 a stdio server's interpreter start can take seconds on a loaded machine."""
+
+
+class _SessionLost(Exception):
+    """The HTTP upstream no longer knows the gateway's session (404): reconnect."""
 
 
 class UpstreamError(GatewayError):
@@ -61,6 +72,14 @@ class Upstream:
         is lost (a connection; over HTTP also the standalone GET stream)."""
         self.watch_live = False
         """True while that channel is open: notifications sent now reach the gateway."""
+        self.write_epoch = 0
+        """Bumped when a request that may write (not in :data:`READ_ONLY`) is sent and
+        again when it ends: a read made before or during it is no longer trusted (the
+        upstream may notify the change it made only after answering)."""
+        self.session_lost = False
+        """Set when the HTTP upstream answered 404 to the session id (it restarted)."""
+        self._inbox: Any = None
+        """The connection's receive stream (its end: the upstream exited or closed it)."""
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -69,6 +88,10 @@ class Upstream:
         """The notification channel opened (``live``) or was lost: a new epoch."""
         self.watch_epoch += 1
         self.watch_live = live
+
+    def _lost(self) -> None:
+        """The HTTP upstream answered 404 to the session id: the session is gone."""
+        self.session_lost = True
 
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
         """Run connections in ``tg`` (the gateway's task group)."""
@@ -88,6 +111,7 @@ class Upstream:
 
         spec = self.spec
         started = False
+        mine = -1
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
@@ -101,7 +125,8 @@ class Upstream:
                     else:
                         assert spec.url is not None
                         client = keepalive_http_client(dict(spec.headers) or None,
-                                                       on_listen=self._watching)
+                                                       on_listen=self._watching,
+                                                       on_lost=self._lost)
                         await stack.enter_async_context(client)
                         r, w = await stack.enter_async_context(
                             streamable_http_client(spec.url, http_client=client))
@@ -111,7 +136,10 @@ class Upstream:
                         init = await session.initialize()
                     self.capabilities = init.capabilities
                     self.session = session
+                    self._inbox = r
+                    self.session_lost = False
                     self.generation += 1
+                    mine = self.generation
                     if spec.command is not None:  # stdio: the pipe carries notifications
                         self._watching(True)
                     started = True
@@ -123,8 +151,10 @@ class Upstream:
             else:
                 log.warning("upstream %s disconnected: %r", self.name, exc)
         finally:
-            self.session = None
-            self._watching(False)
+            if not started or self.generation == mine:  # not a newer connection's state
+                self.session = None
+                self._inbox = None
+                self._watching(False)
             if not started:
                 with contextlib.suppress(RuntimeError):
                     task_status.started(None)
@@ -136,9 +166,11 @@ class Upstream:
             UpstreamError: the upstream cannot be reached or did not initialize.
         """
         s = self.session
-        if s is not None:
+        if s is not None and self.alive():
             return s
         async with self._lock:
+            if self.session is not None and not self.alive():
+                self.drop(self.generation)  # it exited while idle: relaunch, not fail
             if self.session is not None:
                 return self.session
             if self._tg is None:
@@ -166,6 +198,22 @@ class Upstream:
                      "before answering; its stderr is on the gateway's stderr)")
         return what
 
+    def alive(self) -> bool:
+        """False once the connection's receive stream has ended.
+
+        A stdio upstream exited or closed its stdout, an HTTP transport closed: whatever
+        it would have notified since is lost. Checked at each trust check and before
+        each request.
+        """
+        inbox = self._inbox
+        if self.session is None or inbox is None:
+            return False
+        try:
+            st = inbox.statistics()
+        except Exception:  # not a memory stream: nothing to tell, the channel decides
+            return True
+        return bool(st.open_send_streams > 0)
+
     def drop(self, generation: int) -> None:
         """Close connection ``generation`` (a crash seen by a request); next request reconnects."""
         if generation == self.generation and self._scope is not None:
@@ -181,10 +229,34 @@ class Upstream:
                 ``timeout_s`` (the request is cancelled upstream).
             MCPError: the upstream answered with a JSON-RPC error (passed on as is).
         """
-        from mcp.shared.exceptions import MCPError
+        writes = method not in READ_ONLY
+        if writes:
+            self.write_epoch += 1
+        try:
+            for attempt in (1, 2):
+                session = await self.connect()
+                gen = self.generation
+                try:
+                    return await self._once(method, fn, session, gen)
+                except _SessionLost:
+                    # the server answered 404 to our session id: it restarted and never
+                    # saw this request; a new session (initialized, subscribed again)
+                    log.warning("upstream %s lost our MCP session (HTTP 404: restarted?); "
+                                "reconnecting", self.name)
+                    self.drop(gen)
+                    if attempt == 2:
+                        raise UpstreamError(f"upstream {self.name} lost the MCP session "
+                                            f"again during {method}", upstream=self.name,
+                                            method=method) from None
+            raise AssertionError("unreachable")  # pragma: no cover
+        finally:
+            if writes:  # its change may be notified only after the answer
+                self.write_epoch += 1
 
-        session = await self.connect()
-        gen = self.generation
+    async def _once(self, method: str, fn: Callable[[Any], Awaitable[T]], session: Any,
+                    gen: int) -> T:
+        """One attempt of :meth:`request` on connection ``gen``."""
+        from mcp.shared.exceptions import MCPError
         try:
             with anyio.fail_after(self.spec.timeout_s):
                 return await fn(session)
@@ -193,6 +265,8 @@ class Upstream:
                                 f"{self.spec.timeout_s:g} s", upstream=self.name,
                                 method=method, timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
+            if self.session_lost and self.spec.url is not None:
+                raise _SessionLost() from None
             if _is_connection_loss(exc):
                 self.drop(gen)
                 raise UpstreamError(f"upstream {self.name} failed during {method}: "
@@ -217,7 +291,8 @@ DRAIN_S = 1.0
 
 
 def keepalive_http_client(headers: dict[str, str] | None = None,
-                          on_listen: Callable[[bool], None] | None = None) -> Any:
+                          on_listen: Callable[[bool], None] | None = None,
+                          on_lost: Callable[[], None] | None = None) -> Any:
     """The SDK's HTTP client for an upstream, keeping its connection across SSE answers.
 
     An upstream that answers a POST with an SSE stream ends that stream right after the
@@ -232,7 +307,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     ``on_listen(True)`` is called when the standalone GET stream (where the upstream sends
     notifications not tied to a request, such as ``notifications/resources/updated``)
     opens, ``on_listen(False)`` when it ends or fails (the SDK reconnects it, but what
-    was sent in between is lost).
+    was sent in between is lost). ``on_lost()`` is called when the upstream answers 404
+    to a request carrying an ``Mcp-Session-Id``: it no longer knows the session (it
+    restarted), and the MCP spec asks the client to start a new one.
     """
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -281,6 +358,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
 
         async def handle_async_request(self, request: Any) -> Any:
             resp = await self.inner.handle_async_request(request)
+            if resp.status_code == 404 and on_lost is not None \
+                    and request.headers.get("mcp-session-id"):
+                on_lost()
             if request.method == "POST" and resp.headers.get(
                     "content-type", "").lower().startswith("text/event-stream"):
                 resp.stream = DrainOnClose(resp.stream)
