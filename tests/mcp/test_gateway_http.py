@@ -7,6 +7,7 @@ Clients are the SDK's streamable-HTTP client.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,6 +125,44 @@ def test_client_disconnect_mid_call(gateway: tuple[str, Path]) -> None:
     assert any(x["tool"] == "slow" for x in upstream_log(folder / "up.log"))
     trace = (folder / "trace.jsonl").read_text()
     assert "quitter#" in trace and "still serving" in trace
+    # the call the upstream ran is in the trace with its result, although nobody read it
+    lines = [json.loads(x) for x in trace.splitlines() if x.strip()]
+    slow = [x for x in lines if x.get("tool") == "slow" and x.get("kind") == "tool_output"]
+    assert len(slow) == 1 and str(slow[0]["agent"]).startswith("quitter#")
+
+
+def test_a_cancelled_call_runs_to_its_end_and_is_recorded(gateway: tuple[str, Path]) -> None:
+    """The client cancels one in-flight call (the SDK sends ``notifications/cancelled``)
+    and stays connected: the gateway does not cut the call short (the upstream runs it),
+    and its result is in the trace (it was lost: the handler was cancelled before it
+    wrote it; a protected call lost its gate decision too, the QA's repro)."""
+    url, folder = gateway
+    n0 = len(upstream_log(folder / "up.log"))
+
+    async def main() -> None:
+        async with http_client(url, "canceller") as c:
+            await c.read_resource("memo://city")
+            await c.read_resource("fact://plan/goal")
+            r = await c.call_tool("set_city", {"value": "Braga"})  # a protected call
+            assert not r.is_error, text(r)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(c.call_tool, "slow", {"seconds": 1.0})
+                with anyio.fail_after(60):
+                    while not any(x["tool"] == "slow"
+                                  for x in upstream_log(folder / "up.log")[n0:]):
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()  # this request only; the session stays open
+            await anyio.sleep(2.0)
+            r = await c.call_tool("echo", {"text": "after the cancel"})
+            assert text(r) == "after the cancel"
+
+    anyio.run(main)
+    lines = [json.loads(x) for x in (folder / "trace.jsonl").read_text().splitlines()
+             if x.strip()]
+    mine = [x for x in lines if str(x.get("agent", "")).startswith("canceller#")]
+    slow = [x for x in mine if x.get("tool") == "slow" and x.get("kind") == "tool_output"]
+    assert len(slow) == 1 and slow[0]["exitcode"] == 0
+    assert any(x.get("tool") == "set_city" and x.get("kind") == "tool_output" for x in mine)
 
 
 def test_unprotected_tools_pass_through(gateway: tuple[str, Path]) -> None:

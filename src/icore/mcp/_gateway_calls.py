@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
+
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
@@ -169,6 +171,15 @@ class _ToolCalls:
             spec = self.gw.manifest.tools.get(name)
         if spec is not None and self.gw.anonymous(ctx):
             return self._refuse(view, name, args, task, "no_session", [])
+        # a client that goes away mid-call (a dropped connection, a cancel) does not cut
+        # the call short: it runs to its end (each upstream request is bounded by its
+        # timeout) and is recorded, so the trace holds every call the upstream saw
+        with anyio.CancelScope(shield=True):
+            return await self._run(view, name, args, spec, task, route, params)
+
+    async def _run(self, view: SessionView, name: str, args: dict[str, Any],
+                   spec: ToolSpec | None, task: str, route: Route, params: Any) -> Any:
+        """Gate (when protected), forward and record one call (shielded by the caller)."""
         u = self.gw.upstreams[route.upstream]
         reached: list[bool] = []
 
