@@ -255,6 +255,30 @@ def test_trust_without_subscribe_support_warns(tmp_path: Path) -> None:
     assert "marked trust_updates but does not support resources/subscribe" in trace
 
 
+def test_a_refused_subscription_warns_and_the_reread_stays(tmp_path: Path) -> None:
+    """A trusted upstream that declares ``resources.subscribe`` but refuses it: trust is
+    never in effect, and the gateway says so (log and trace) instead of staying silent;
+    a silent change is still caught by the re-read."""
+    path = _trusting(tmp_path)
+    m = yaml.safe_load(path.read_text(encoding="utf-8"))
+    m["upstreams"]["ledger"]["env"]["LEDGER_REFUSE_SUBSCRIBE"] = "1"
+    path.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
+
+    async def main() -> None:
+        async with stdio_gateway(path) as s:
+            await s.read_resource(BAL)
+            with anyio.fail_after(30):
+                while "refused the subscription" not in (
+                        tmp_path / "trace.jsonl").read_text(encoding="utf-8"):
+                    await anyio.sleep(0.05)
+            _edit(tmp_path, accounts={"main": 100})  # a change nobody notifies
+            r = await s.call_tool("charge", {"account": "main", "amount": 30})
+            assert r.is_error and "(stale)" in text(r), text(r)
+
+    anyio.run(main)
+    assert _charges(tmp_path) == []
+
+
 def test_second_gateway_on_the_manifest_warns_trust_is_not_shared(tmp_path: Path) -> None:
     """S2: a second gateway with the same manifest (two desktop clients) launches its
     own upstream, which never notifies changes made through the first: it warns."""

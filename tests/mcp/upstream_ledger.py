@@ -114,6 +114,8 @@ async def read_resource(ctx: Any, params: Any) -> Any:
 
 async def subscribe(ctx: Any, params: Any) -> Any:
     _log("<subscribe>", {"uri": str(params.uri)})
+    if os.environ.get("LEDGER_REFUSE_SUBSCRIBE"):  # declares subscribe, then refuses it
+        raise ValueError("subscriptions are switched off on this ledger")
     return types.EmptyResult()
 
 

@@ -254,7 +254,16 @@ class _Resources:
         try:
             await u.request("resources/subscribe", sub)
         except Exception as exc:  # subscription is an optimisation: reads still version
-            log.debug("upstream %s: subscribe %s failed: %r", u.name, route.name, exc)
+            if not u.spec.trust_updates:
+                log.debug("upstream %s: subscribe %s failed: %r", u.name, route.name, exc)
+                return
+            # trust_updates asked for: say that its resources are read again instead, so
+            # an operator does not believe the cost cut is on (fail closed all the same)
+            msg = (f"upstream {u.name} is marked trust_updates but refused the "
+                   f"subscription to {route.name} ({getattr(exc, 'message', None) or exc}); "
+                   "its resources are read again before every protected call")
+            log.warning("%s", msg)
+            self.gw.trace.note("gateway", msg, upstream=u.name, resource=route.name)
             return
         if u.generation == gen:
             self._live.add((route.upstream, gen, route.name))
