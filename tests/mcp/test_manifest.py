@@ -236,6 +236,9 @@ def test_trace_path_never_moves_what_the_gateway_did_not_write(tmp_path: Path,
      "  initial: {'fact://p/d': 2026-05-01}\n", "facts.initial", "must be JSON"),
     ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': p}\n"
      "  initial: {'fact://p/n': .nan}\n", "facts.initial", "must be JSON"),
+    ("upstreams:\n  a: {command: python}\nfacts:\n  owners: {'fact://p/*': p}\n"
+     "  initial: {'fact://p/big': '" + "x" * (4 * 1024 * 1024) + "'}\n", "facts.initial",
+     "more than a record holds"),
     ("upstreams:\n  a: {command: python, timeout_s: .nan}\n", "upstreams.a.timeout_s",
      "finite number"),
     ("upstreams:\n  a: {command: python, trust_updates: 'yes'}\n",

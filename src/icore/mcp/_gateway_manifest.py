@@ -250,14 +250,19 @@ class FactsSpec(_Model):
     @classmethod
     def _json(cls, v: dict[str, Any]) -> dict[str, Any]:
         import json
+
+        from icore.records import MAX_CONTENT_BYTES
         for k, val in v.items():
             try:
-                json.dumps(val, allow_nan=False)
+                text = json.dumps(val, allow_nan=False)
             except (TypeError, ValueError):
                 raise ValueError(f"initial value of {k!r} must be JSON (a string, number, "
                                  "list, mapping, true/false/null), not "
                                  f"{type(val).__name__} {str(val)[:40]!r} (a YAML date, set, "
                                  "binary or .nan is not)") from None
+            if len(text) > MAX_CONTENT_BYTES:  # a record's content is at most this
+                raise ValueError(f"initial value of {k!r} is {len(text):,} bytes of JSON, "
+                                 f"more than a record holds ({MAX_CONTENT_BYTES:,})")
         return v
 
     @model_validator(mode="after")
