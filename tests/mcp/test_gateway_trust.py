@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,29 @@ def _trusting(folder: Path) -> Path:
     m["upstreams"]["ledger"]["trust_updates"] = True
     path.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
     return path
+
+
+def _http_ledger(folder: Path, *, trust: bool
+                 ) -> tuple[Path, Callable[[], subprocess.Popen[Any]], contextlib.ExitStack]:
+    """A manifest whose ledger upstream is served over HTTP on a free port; ``start()``
+    launches (or relaunches) that server, kept until the returned stack closes."""
+    port = free_port()
+    manifest = _manifest(folder)
+    m = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    m["upstreams"]["ledger"] = {"url": f"http://127.0.0.1:{port}/mcp", "timeout_s": 3,
+                                **({"trust_updates": True} if trust else {})}
+    manifest.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
+    stack = contextlib.ExitStack()
+
+    def start() -> subprocess.Popen[Any]:
+        p = stack.enter_context(process(
+            [sys.executable, str(LEDGER), "--http", str(port)],
+            extra_env={"LEDGER_STATE": str(folder / "ledger.json"),
+                       "LEDGER_LOG": str(folder / "ledger.log")}))
+        wait_port(port, p)
+        return p
+
+    return manifest, start, stack
 
 
 def _reads(folder: Path) -> int:
@@ -183,22 +207,7 @@ def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts
     """Over HTTP the notification travels on the upstream's GET stream; once the gateway
     has it the stale call is refused. The upstream restarted (its GET stream lost) after
     a silent change: the call is not trusted, and never reaches the upstream."""
-    port = free_port()
-    manifest = _trusting(tmp_path)
-    m = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    m["upstreams"]["ledger"] = {"url": f"http://127.0.0.1:{port}/mcp",
-                                "trust_updates": True, "timeout_s": 3}
-    manifest.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
-    stack = contextlib.ExitStack()
-
-    def start() -> subprocess.Popen[Any]:
-        p = stack.enter_context(process(
-            [sys.executable, str(LEDGER), "--http", str(port)],
-            extra_env={"LEDGER_STATE": str(tmp_path / "ledger.json"),
-                       "LEDGER_LOG": str(tmp_path / "ledger.log")}))
-        wait_port(port, p)
-        return p
-
+    manifest, start, stack = _http_ledger(tmp_path, trust=True)
     first = start()
 
     async def main() -> None:
@@ -300,21 +309,7 @@ def test_http_upstream_restarted_while_idle_is_reconnected(tmp_path: Path) -> No
     """C1: the HTTP upstream restarts on its URL while the gateway is idle; the new
     server answers 404 to the old session id. The gateway starts a new session (the
     request is sent again: the server never saw it) instead of failing for good."""
-    port = free_port()
-    manifest = _manifest(tmp_path)
-    m = yaml.safe_load(manifest.read_text(encoding="utf-8"))
-    m["upstreams"]["ledger"] = {"url": f"http://127.0.0.1:{port}/mcp", "timeout_s": 3}
-    manifest.write_text(yaml.safe_dump(m, allow_unicode=True), encoding="utf-8")
-    stack = contextlib.ExitStack()
-
-    def start() -> subprocess.Popen[Any]:
-        p = stack.enter_context(process(
-            [sys.executable, str(LEDGER), "--http", str(port)],
-            extra_env={"LEDGER_STATE": str(tmp_path / "ledger.json"),
-                       "LEDGER_LOG": str(tmp_path / "ledger.log")}))
-        wait_port(port, p)
-        return p
-
+    manifest, start, stack = _http_ledger(tmp_path, trust=False)
     up = start()
 
     async def main() -> None:
