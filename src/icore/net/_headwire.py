@@ -17,16 +17,21 @@ from collections.abc import Mapping, Sequence
 
 from icore.memory import HeadEntry
 from icore.net._errors import FrameTooLarge
-from icore.net._frames import _int, head_query_fields, packer, rid32, unpack_body
+from icore.net._frames import (
+    HEAD_REPLY_PREFIX,
+    _int,
+    head_query_fields,
+    packer,
+    rid32,
+    unpack_body,
+)
 from icore.net._protocol import MAX_FRAME_BYTES, PROTOCOL_VERSION, MsgType
 from icore.records import RecordId, record_to_wire
 
 _LEN = struct.Struct(">I")
 _FIXARRAY6 = 0x96
-_FIXARRAY5 = 0x95
 HEAD_QUERY_PREFIX = bytes([_FIXARRAY6, PROTOCOL_VERSION, int(MsgType.HEAD_QUERY)])
 """First bytes of every head-query body: a 6-array, the version, the type."""
-_REPLY_PREFIX = bytes([_FIXARRAY5, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
 
 HeadQueryFields = tuple[int, tuple[str, ...], dict[str, RecordId], int]
 """(request id, keys, known ids, inline_max_bytes) of a head query."""
@@ -110,7 +115,7 @@ class HeadReplyEncoder:
             MalformedMessage: a head's record id is not 64 hex digits.
         """
         pack = packer().pack
-        parts = [_REPLY_PREFIX, pack(rid), _array_header(len(full))]
+        parts = [HEAD_REPLY_PREFIX, pack(rid), _array_header(len(full))]
         for h in full:
             if h.record is None:
                 parts.append(self._entry(h)[1])
