@@ -66,9 +66,13 @@ def encode_head_query(rid: int, keys: Sequence[str], known: Mapping[str, RecordI
     return _LEN.pack(len(body)) + body
 
 
+_FIXARRAYS = [bytes([0x90 | n]) for n in range(16)]
+"""The one-byte msgpack array headers of 0..15 items."""
+
+
 def _array_header(n: int) -> bytes:
     if n < 16:
-        return bytes([0x90 | n])
+        return _FIXARRAYS[n]
     if n < 0x10000:
         return b"\xdc" + n.to_bytes(2, "big")
     return b"\xdd" + n.to_bytes(4, "big")
@@ -115,14 +119,16 @@ class HeadReplyEncoder:
             MalformedMessage: a head's record id is not 64 hex digits.
         """
         pack = packer().pack
-        parts = [HEAD_REPLY_PREFIX, pack(rid), _array_header(len(full))]
+        nf = len(full)
+        parts = [HEAD_REPLY_PREFIX, pack(rid), _FIXARRAYS[nf] if nf < 16 else _array_header(nf)]
         for h in full:
             if h.record is None:
                 parts.append(self._entry(h)[1])
             else:
                 parts.append(pack([h.key, rid32(h.record_id), h.seq,
                                    record_to_wire(h.record)]))
-        parts.append(_array_header(2 * len(same)))
+        ns = 2 * len(same)
+        parts.append(_FIXARRAYS[ns] if ns < 16 else _array_header(ns))
         for h in same:
             parts.append(self._entry(h)[2])
         body = b"".join(parts)
