@@ -46,6 +46,7 @@ import copy
 import inspect
 import json
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -74,7 +75,14 @@ from icore.integrations._context import (
     write_back,
 )
 from icore.integrations.openai_agents._tracing import ACTIVE_RECORDER
-from icore.workspace import NOT_READ, ApprovalRequest, Call, UserReplanner
+from icore.workspace import (
+    APPROVAL_CHANGED,
+    NOT_READ,
+    ApprovalRequest,
+    Call,
+    CallRefused,
+    UserReplanner,
+)
 from icore.workspace import Agent as TeamAgent
 
 
@@ -122,6 +130,12 @@ def _unread_after_approval(name: str, call: Call) -> str:
             f"be tied to the version the call was decided from; nothing ran. Current "
             f"values: {values}. Decide from these values and call {name} again; the new "
             f"call is put to the human again.")
+
+
+_MAX_ASKED = 4096
+"""Most approval requests remembered per tool (older approved calls fail closed)."""
+_NO_APPROVAL: Any = object()
+"""A call that did not run through the SDK's human approval."""
 
 
 class _ApprovalChanged(Exception):
@@ -226,11 +240,34 @@ def _run_recorder(own: RunRecorder | None, name: str) -> RunRecorder | None:
     return rec
 
 
-def _changed(name: str, approved: Any, fresh: Any) -> str:
-    return (f"PlanFence blocked {name} (approval_changed): the plan changed and the fresh "
-            f"call {json.dumps(fresh, default=str)} is not the approved "
-            f"{json.dumps(approved, default=str)}; nothing ran. Call {name} again with the "
-            "fresh arguments to ask the human again")
+def _fence_changed(name: str, approved: Any, fresh: Any) -> str:
+    same = _canon(approved) == _canon(fresh)
+    what = ("the replanned call derives from a fresh plan (the same arguments from other "
+            "versions)" if same else f"the fresh call {json.dumps(fresh, default=str)} is "
+            f"not the approved {json.dumps(approved, default=str)}")
+    return (f"PlanFence blocked {name} (approval_changed): the plan changed while the human "
+            f"decided and {what}; nothing ran. Call {name} again with the fresh arguments "
+            "to ask the human again")
+
+
+def _changed(name: str, approved: Any, req: ApprovalRequest,
+             asked: ApprovalRequest | None) -> str:
+    """Why an approved call does not run: it is not the request the human approved."""
+    fresh = dict(req.args)
+    if asked is None:
+        why = ("the approval cannot be tied to the versions the call derives from (it "
+               "was asked in another process, or before this tool was wrapped)")
+    elif _canon(dict(asked.args)) != _canon(fresh):
+        why = (f"the plan changed while the human decided and the fresh call "
+               f"{json.dumps(fresh, default=str)} is not the approved "
+               f"{json.dumps(approved, default=str)}")
+    else:
+        keys = sorted(k for k, rid in req.basis if dict(asked.basis).get(k) != rid)
+        why = (f"the same arguments now derive from newer versions of "
+               f"{', '.join(keys) or 'its facts'} than the ones the human approved")
+    return (f"PlanFence blocked {name} (approval_changed): {why}; nothing ran. Call {name} "
+            "again (with arguments decided from the current values) to ask the human "
+            "again")
 
 
 def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
@@ -298,6 +335,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
     turns = _Turns()
+    asked: OrderedDict[Any, ApprovalRequest | None] = OrderedDict()
+    """Tool-call id -> the request the human was asked (arguments and versions)."""
     if team is not None:  # reads made by tools of a model call are stamped with its turn
         team.turn_source = lambda: turns.latest
 
@@ -333,26 +372,27 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return invalid_args_message(base.name, getattr(norm, "schema", None), args,
                                         fallback=str(exc))
-        approved = _canon(norm_args) if _approved(base, ctx) else None
+        wanted = asked.get(ctx.tool_call_id) if _approved(base, ctx) else _NO_APPROVAL
 
         def approve(req: ApprovalRequest) -> bool:
-            if approved is not None and _canon(dict(req.args)) != approved:
-                raise _ApprovalChanged(norm_args, dict(req.args))
-            return True
+            if wanted is _NO_APPROVAL or (wanted is not None and wanted.id == req.id):
+                return True
+            raise CallRefused(APPROVAL_CHANGED, _changed(
+                base.name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
-        try:
-            gated = await caller_guard(ctx).arun(
-                base.name, call, norm_args, turn=turns.key(ctx),
-                recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve)
-        except _ApprovalChanged as ch:
-            return blocked(_changed(base.name, ch.approved, ch.fresh), "approval_changed")
+        gated = await caller_guard(ctx).arun(
+            base.name, call, norm_args, turn=turns.key(ctx),
+            recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve)
         if not gated.executed:
             detail = gated.call.detail if gated.call is not None else ""
             message = gated.message
-            if (approved is not None and gated.call is not None and gated.reason == NOT_READ
+            if gated.reason == APPROVAL_CHANGED:
+                message = detail
+            elif (wanted is not _NO_APPROVAL and gated.call is not None
+                    and gated.reason == NOT_READ
                     and any(v is not None for v in gated.call.fresh.values())):
                 message = _unread_after_approval(base.name, gated.call)
             return blocked(message, gated.reason, detail)
@@ -366,8 +406,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         approved = _canon(args) if _approved(base, ctx) else None
 
         async def call(**a: Any) -> Any:
-            if approved is not None and _canon(a) != approved:
-                raise _ApprovalChanged(args, a)
+            if approved is not None and (fresh or _canon(a) != approved):
+                raise _ApprovalChanged(args, a)  # a replan is another request
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
         fresh: list[Replan] = []
@@ -381,7 +421,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except _ApprovalChanged as ch:
             if isinstance(roots, str) and fresh:  # the fresh plan stands; it needs a "yes"
                 context_set(context, roots, list(fresh[-1].roots))
-            return blocked(_changed(base.name, ch.approved, ch.fresh), "approval_changed")
+            return blocked(_fence_changed(base.name, ch.approved, ch.fresh),
+                           APPROVAL_CHANGED)
         if not gated.executed:
             res = gated.result
             return blocked(gated.message, gated.reason, res.detail if res else "")
@@ -408,7 +449,46 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         return enabled(wrapper, owner) if callable(enabled) else enabled
 
     wrapped.is_enabled = is_enabled
+    if team is not None and base.needs_approval is not False:
+        wrapped.needs_approval = _binding(base, team, guard, norm, turns, asked)
     return wrapped
+
+
+def _binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
+             norm: Callable[[Any], dict[str, Any]], turns: _Turns,
+             asked: OrderedDict[Any, ApprovalRequest | None]) -> Callable[..., Any]:
+    """The tool's ``needs_approval``, noting the request each call is put to the human as.
+
+    The SDK asks it when the model's call arrives, before the human decides: the call's
+    :class:`~icore.workspace.ApprovalRequest` (its normalised arguments and the versions of
+    D(a) this agent read for the call's model turn) is noted under the tool-call id. Once
+    approved, the call runs only as that exact request (same id); a replan (other
+    arguments, or the same ones from other versions) is refused ``approval_changed``.
+    A request that cannot be built (arguments that do not fit, an unread fact) is noted as
+    None: the approved call is then refused (fail closed) unless the gate refuses it first.
+    """
+    policy = base.needs_approval
+
+    async def needs_approval(wrapper: Any, params: Any, call_id: Any) -> bool:
+        need = policy(wrapper, params, call_id) if callable(policy) else bool(policy)
+        if inspect.isawaitable(need):
+            need = await need
+        if need is not True:
+            return bool(need)
+        req: ApprovalRequest | None = None
+        try:
+            args = norm(params)
+            keys = guard.depends_on(args) if callable(guard.depends_on) else guard.depends_on
+            req = team.request_for(base.name, args, keys, turn=turns.key(wrapper))
+        except Exception:  # the gate refuses such a call with the real cause
+            req = None
+        asked[call_id] = req
+        asked.move_to_end(call_id)
+        while len(asked) > _MAX_ASKED:
+            asked.popitem(last=False)
+        return True
+
+    return needs_approval
 
 
 def _ctx_params(fn: Callable[..., Any]) -> list[str]:

@@ -1,0 +1,101 @@
+"""OpenAI Agents SDK approvals and recordings, QA round r4-oa (issue 28 items 5, 6).
+
+A real ``Agent`` / ``Runner`` with the examples' scripted ``Model`` (no network).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from agents import Agent, Runner, function_tool
+from agents.testing import assistant_message, function_call
+
+from icore.integrations import RunRecorder
+from icore.integrations.openai_agents import fenced_function_tool, recording
+from icore.workspace import Workspace
+
+from .test_openai_agents_issue28 import _model, _outputs
+
+
+def _replanned(second_dock: str) -> tuple[Any, list[tuple[str, str]], Any]:
+    """The dispatcher with a replanner taking the fresh dock; the model dispatches L7 to
+    D3 (asked first), then to ``second_dock``."""
+    ws, disp, sent, (get_load, dispatch) = _loads()
+    safe = fenced_function_tool(dispatch, agent=disp, depends_on=lambda a: {
+        f"load/{a['load_id']}"}, replan=lambda st: {**st.args, "dock": st.fresh[
+            "load/L7"]["dock"]})
+    agent = Agent(name="dispatcher", tools=[get_load, safe], model=_model([
+        [function_call("get_load", {"load_id": "L7"}, call_id="c1")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": "D3"}, call_id="c2")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": second_dock},
+                       call_id="c3")],
+        [assistant_message("done")]]))
+    return ws, sent, agent
+
+
+def _loads() -> tuple[Any, Any, list[tuple[str, str]], Any]:
+    ws = Workspace({"load/*": "planning"})
+    ws.put("load/L7", {"dock": "D3", "hazmat": False}, by="planning")
+    disp = ws.agent("dispatcher")
+    sent: list[tuple[str, str]] = []
+
+    @function_tool
+    def get_load(load_id: str) -> str:
+        """Read a load."""
+        return json.dumps(disp.read(f"load/{load_id}"))
+
+    def dispatch_truck(load_id: str, dock: str) -> str:
+        """Send a truck."""
+        sent.append((load_id, dock))
+        return f"sent to {dock}"
+
+    return ws, disp, sent, (get_load, function_tool(dispatch_truck, needs_approval=True))
+
+
+async def _drive(agent: Any, change: Any, rec: RunRecorder | None = None
+                 ) -> tuple[list[str], Any]:
+    """Approve every interruption; ``change()`` runs while the human decides the first."""
+    asked: list[str] = []
+    rec = rec or RunRecorder("approvals")
+    with recording(rec, exclusive=True):
+        result = await Runner.run(agent, "dispatch L7")
+        while result.interruptions and len(asked) < 4:
+            state = result.to_state()
+            for item in result.interruptions:
+                asked.append(item.arguments)
+                if len(asked) == 1:
+                    change()
+                state.approve(item)
+            result = await Runner.run(agent, state)
+    return asked, result
+
+
+def test_approval_on_old_facts_never_authorizes_the_same_arguments_on_new_ones() -> None:
+    """The human approves dispatch(L7, D3) for a non-hazmat load; the load becomes hazmat
+    while they decide and the replanner returns the same arguments: another request
+    (same arguments, other versions), refused ``approval_changed``, nothing ran; the
+    model's new call is put to the human again."""
+    ws, sent, agent = _replanned("D3")
+    asked, result = asyncio.run(_drive(agent, lambda: ws.update(
+        "load/L7", lambda o: {**o, "hazmat": True})))
+    outs = _outputs(result)
+    assert "(approval_changed)" in outs["c2"] and "newer versions of load/L7" in outs["c2"]
+    assert outs["c3"] == "sent to D3" and len(asked) == 2 and sent == [("L7", "D3")]
+
+
+def test_approval_changed_is_recorded_like_any_refused_call() -> None:
+    """A replan that changes the approved arguments: the trace has the call's gate
+    decisions (stale, then the replan's), the replan, and the blocked tool output."""
+    ws, sent, agent = _replanned("D5")
+    rec = RunRecorder("changed")
+    _asked, result = asyncio.run(_drive(agent, lambda: ws.update(
+        "load/L7", lambda o: {**o, "dock": "D5"}), rec))
+    assert "(approval_changed)" in _outputs(result)["c2"] and sent == [("L7", "D5")]
+    gates = [e["gate"]["reason"] for e in rec.events if e.get("gate")]
+    assert gates == ["stale", "valid", "valid"]
+    blocked = [e["content"] for e in rec.events if e["kind"] == "tool_output"
+               and e["tool"] == "dispatch_truck" and e.get("blocked")]
+    assert len(blocked) == 1 and blocked[0].startswith("BLOCKED: approval_changed")
+    assert [e for e in rec.events if e["kind"] == "plan" and e.get("replan")]
