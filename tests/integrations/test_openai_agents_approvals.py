@@ -99,3 +99,60 @@ def test_approval_changed_is_recorded_like_any_refused_call() -> None:
                and e["tool"] == "dispatch_truck" and e.get("blocked")]
     assert len(blocked) == 1 and blocked[0].startswith("BLOCKED: approval_changed")
     assert [e for e in rec.events if e["kind"] == "plan" and e.get("replan")]
+
+
+def test_always_approve_covers_the_replanned_call() -> None:
+    """``approve(always_approve=True)`` approves every call of the tool (the SDK's
+    meaning): the model's call from the fresh values runs without asking again."""
+    ws, disp, sent, (get_load, dispatch) = _loads()
+    safe = fenced_function_tool(dispatch, agent=disp, depends_on={"load/L7"})
+    agent = Agent(name="dispatcher", tools=[get_load, safe], model=_model([
+        [function_call("get_load", {"load_id": "L7"}, call_id="c1")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": "D3"}, call_id="c2")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": "D5"}, call_id="c3")],
+        [assistant_message("done")]]))
+
+    async def go() -> Any:
+        result = await Runner.run(agent, "dispatch L7")
+        ws.update("load/L7", lambda o: {**o, "dock": "D5"})
+        state = result.to_state()
+        state.approve(result.interruptions[0], always_approve=True)
+        return await Runner.run(agent, state)
+
+    result = asyncio.run(go())
+    outs = _outputs(result)
+    assert "(stale)" in outs["c2"] and outs["c3"] == "sent to D5"
+    assert not result.interruptions and sent == [("L7", "D5")]
+
+
+def test_a_rejected_call_is_recorded_as_refused_and_an_approval_as_a_thought() -> None:
+    """The human rejects the fenced call (the run resumed: the SDK opens no span for
+    it): the trace has it as the dispatcher's refused call with the SDK's message;
+    an approved call is preceded by the human's approval."""
+    _ws, disp, sent, (get_load, dispatch) = _loads()
+    safe = fenced_function_tool(dispatch, agent=disp, depends_on={"load/L7"})
+    agent = Agent(name="dispatcher", tools=[get_load, safe], model=_model([
+        [function_call("get_load", {"load_id": "L7"}, call_id="c1")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": "D3"}, call_id="c2")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": "D3"}, call_id="c3")],
+        [assistant_message("done")]]))
+    rec = RunRecorder("reject")
+
+    async def go() -> Any:
+        with recording(rec, exclusive=True):
+            result = await Runner.run(agent, "dispatch L7")
+            for decide in ("reject", "approve"):
+                state = result.to_state()
+                getattr(state, decide)(result.interruptions[0])
+                result = await Runner.run(agent, state)
+        return result
+
+    asyncio.run(go())
+    calls = [(e["agent"], e["content"], e["exitcode"], e.get("blocked"))
+             for e in rec.events if e["kind"] == "tool_output"
+             and e["tool"] == "dispatch_truck"]
+    assert calls == [("dispatcher", "Tool execution was not approved.", 1, True),
+                     ("dispatcher", "sent to D3", 0, None)] and sent == [("L7", "D3")]
+    approvals = [e["approval"] for e in rec.events if e.get("approval")]
+    assert len(approvals) == 1 and approvals[0]["approved"] is True
+    assert len(approvals[0]["request"]) == 64

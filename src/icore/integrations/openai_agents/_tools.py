@@ -74,7 +74,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
-from icore.integrations.openai_agents._tracing import ACTIVE_RECORDER
+from icore.integrations.openai_agents._tracing import ACTIVE_PROCESSOR, ACTIVE_RECORDER
 from icore.workspace import (
     APPROVAL_CHANGED,
     NOT_READ,
@@ -175,6 +175,22 @@ def _approved(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
     if tool.needs_approval is True:
         return True
     return ctx.is_tool_approved(tool.name, ctx.tool_call_id) is True
+
+
+def _always(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
+    """Whether the human approved every call of the tool (``approve(always_approve=True)``).
+
+    Read from the run context's approval records (not a public SDK API: when they cannot
+    be read, False, and each call stays bound to its own request).
+    """
+    records = getattr(ctx, "_approval_records_for_key", None)
+    if not callable(records):
+        return False
+    try:
+        return any(getattr(r, "approved", None) is True
+                   for r in records(tool.name, call_id=ctx.tool_call_id))
+    except Exception:
+        return False
 
 
 class _Turns:
@@ -372,7 +388,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return invalid_args_message(base.name, getattr(norm, "schema", None), args,
                                         fallback=str(exc))
-        wanted = asked.get(ctx.tool_call_id) if _approved(base, ctx) else _NO_APPROVAL
+        wanted = (asked.get(ctx.tool_call_id) if _approved(base, ctx)
+                  and not _always(base, ctx) else _NO_APPROVAL)
 
         def approve(req: ApprovalRequest) -> bool:
             if wanted is _NO_APPROVAL or (wanted is not None and wanted.id == req.id):
@@ -432,6 +449,16 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     inner = team_invoke if team is not None else fence_invoke
 
     async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+        proc = ACTIVE_PROCESSOR.get()
+        if proc is not None:
+            proc.invoked(ctx.tool_call_id)
+        rec = _run_recorder(recorder, base.name)
+        if rec is not None and _approved(base, ctx):  # the human's yes, before the gate
+            want = asked.get(ctx.tool_call_id)
+            rec.add(caller_guard(ctx).agent or "executor", "thought",
+                    f"a human approved {base.name} {input_json}", approval={
+                        "tool": base.name, "approved": True,
+                        "request": want.id if want is not None else None})
         try:
             return await inner(ctx, input_json)
         except AgentsException:

@@ -6,7 +6,9 @@ A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 the speaking agent, generation / response spans the model's turns (text and tool calls)
 and the run's task (the first user input, once per trace: a run resumed after a human
 approval continues the same trace), function spans the tool calls with input and output
-(errors as errors), handoff spans the handoffs, guardrail spans a thought.
+(errors as errors; a call the SDK answered without running its tool - a human's
+rejection through the SDK's approval - as the calling agent's refused call), handoff
+spans the handoffs, guardrail spans a thought.
 
 The end of a run: when a top-level run finishes (its task span ends; without task
 spans, its trace ends, or - for a run resumed from a ``RunState``, whose trace already
@@ -94,6 +96,8 @@ class RecordingProcessor(TracingProcessor):
         self._traces: OrderedDict[str, _TraceState] = OrderedDict()
         self._end = RunEnd(recorder)
         self._lock = threading.Lock()
+        self._pending: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
+        """Tool calls of model turns no tool answered yet: call id -> (agent, tool, args)."""
 
     def _state(self, trace_id: str) -> _TraceState:
         """The trace's state (the caller holds the lock)."""
@@ -159,6 +163,38 @@ class RecordingProcessor(TracingProcessor):
         if done:
             self._finish(span.trace_id)
 
+    def invoked(self, call_id: Any) -> None:
+        """A tool ran for the call ``call_id`` (a fenced tool tells it: no span names ids)."""
+        with self._lock:
+            self._pending.pop(str(call_id), None)
+
+    def _ran(self, name: str, args: Any) -> None:
+        """A plain tool's function span ended: the oldest such waiting call was answered."""
+        with self._lock:
+            for cid, (_, n, a) in self._pending.items():
+                if n == name and a == args:
+                    del self._pending[cid]
+                    return
+
+    def _answered(self, inputs: Any) -> None:
+        """Calls the SDK answered without running their tool, as their agent's refusals.
+
+        A model call's input carries the outputs of the previous turn's calls; one whose
+        tool never ran (the human rejected it through the SDK's approval, on a resumed
+        run, where the SDK opens no span for it) is recorded as the calling agent's
+        refused call: ``blocked``, ``answered_by="sdk"``, the SDK's message as output.
+        """
+        items = _items(inputs) if not isinstance(inputs, str) else []
+        found = []
+        with self._lock:
+            for it in items:
+                cid = it.get("call_id")
+                if it.get("type") == "function_call_output" and str(cid) in self._pending:
+                    found.append((self._pending.pop(str(cid)), it.get("output")))
+        for (who, name, args), out in found:
+            self.recorder.tool_call(who, name, args if isinstance(args, dict) else None,
+                                    out, error=True, blocked=True, answered_by="sdk")
+
     def _turn(self, span: Span[Any], inputs: Any, output: Any) -> None:
         who = self._who(span)
         with self._lock:
@@ -169,6 +205,7 @@ class RecordingProcessor(TracingProcessor):
                 (_text(m) for m in _items(inputs) if m.get("role") == "user"), "")
             if task:
                 self.recorder.task(task)
+        self._answered(inputs)
         calls, texts = [], []
         for it in _items(output):
             if it.get("type") == "function_call":
@@ -178,6 +215,10 @@ class RecordingProcessor(TracingProcessor):
                 except json.JSONDecodeError:
                     pass
                 calls.append({"name": it.get("name"), "args": args})
+                with self._lock:
+                    self._pending[str(it.get("call_id"))] = (who, str(it.get("name")), args)
+                    while len(self._pending) > self.MAX_TRACES:
+                        self._pending.popitem(last=False)
             elif it.get("type") == "message" or it.get("role") == "assistant":
                 texts.append(_text(it))
         text = " ".join(t for t in texts if t)
@@ -198,11 +239,12 @@ class RecordingProcessor(TracingProcessor):
             self._turn(span, data.input, data.response.output)
         elif isinstance(data, FunctionSpanData):
             if data.name in self.recorder.fenced_tools:
-                return
+                return  # recorded by the fenced tool (a pending approval's span: no call)
             try:
                 args = json.loads(data.input) if data.input else None
             except json.JSONDecodeError:
                 args = {"input": data.input}
+            self._ran(data.name, args)
             err = span.error
             self.recorder.tool_call(self._who(span), data.name, args if isinstance(
                 args, dict) else {"input": args}, err["message"] if err else data.output,
@@ -224,6 +266,9 @@ class RecordingProcessor(TracingProcessor):
 
 ACTIVE_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(
     "icore_openai_agents_recorder", default=None)
+ACTIVE_PROCESSOR: contextvars.ContextVar[RecordingProcessor | None] = contextvars.ContextVar(
+    "icore_openai_agents_processor", default=None)
+"""The processor of the :func:`recording` block: fenced tools tell it which calls ran."""
 """The recorder of the :func:`recording` block this code runs in: a fenced tool built
 without ``recorder=`` records its gate decisions and calls there."""
 
@@ -260,10 +305,12 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
     else:
         provider.register_processor(proc)
     token = ACTIVE_RECORDER.set(recorder)
+    ptoken = ACTIVE_PROCESSOR.set(proc)
     try:
         with recorder.active():  # fenced tools built without recorder= record here too
             yield proc
     finally:
+        ACTIVE_PROCESSOR.reset(ptoken)
         ACTIVE_RECORDER.reset(token)
         proc.active = False
         if before is not None:
