@@ -12,6 +12,7 @@ from typing import Any
 from agents import Agent, Runner, function_tool
 from agents.testing import assistant_message, function_call
 
+from icore.adapters import audit_file
 from icore.integrations import RunRecorder
 from icore.integrations.openai_agents import fenced_function_tool, recording
 from icore.workspace import Workspace
@@ -156,3 +157,31 @@ def test_a_rejected_call_is_recorded_as_refused_and_an_approval_as_a_thought() -
     approvals = [e["approval"] for e in rec.events if e.get("approval")]
     assert len(approvals) == 1 and approvals[0]["approved"] is True
     assert len(approvals[0]["request"]) == 64
+
+
+def test_a_run_waiting_for_the_human_is_recorded_as_paused(tmp_path: Any) -> None:
+    """A trace written while the run waits for the approval ends with a pause (a
+    ``thought`` with ``pause: true``): ``icore audit`` says paused, not "no terminal
+    marker"; the resumed run then records its end."""
+    _ws, disp, _sent, (get_load, dispatch) = _loads()
+    safe = fenced_function_tool(dispatch, agent=disp, depends_on={"load/L7"})
+    agent = Agent(name="dispatcher", tools=[get_load, safe], model=_model([
+        [function_call("get_load", {"load_id": "L7"}, call_id="c1")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": "D3"}, call_id="c2")],
+        [assistant_message("done")]]))
+    rec = RunRecorder("paused")
+
+    async def go() -> Any:
+        with recording(rec, exclusive=True):
+            result = await Runner.run(agent, "dispatch L7")
+            rec.write(tmp_path / "paused.jsonl")
+            state = result.to_state()
+            state.approve(result.interruptions[0])
+            return await Runner.run(agent, state)
+
+    asyncio.run(go())
+    audited = audit_file(tmp_path / "paused.jsonl")[0]
+    assert audited.paused and not audited.summary().terminal
+    pauses = [e for e in rec.events if e.get("pause")]
+    assert len(pauses) == 1 and pauses[0]["agent"] == "dispatcher"
+    assert rec.events[-1]["kind"] == "termination"

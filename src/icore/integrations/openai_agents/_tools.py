@@ -511,6 +511,9 @@ def _binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
             req = None
         asked[call_id] = req
         asked.move_to_end(call_id)
+        proc = ACTIVE_PROCESSOR.get()
+        if proc is not None:  # a run that stops here is paused, not ended
+            proc.asking(call_id, base.name, params)
         while len(asked) > _MAX_ASKED:
             asked.popitem(last=False)
         return True

@@ -13,9 +13,11 @@ spans the handoffs, guardrail spans a thought.
 The end of a run: when a top-level run finishes (its task span ends; without task
 spans, its trace ends, or - for a run resumed from a ``RunState``, whose trace already
 ended - its agent span ends) and its last model turn is text without tool calls, that
-text is the final answer. A run stopped for a human approval has no end until it is
-resumed and finishes. One end per recorder: a later run recorded into the same recorder
-turns the earlier end back into an ordinary output. :func:`recording` installs the
+text is the final answer. A run stopped for a human approval (``result.interruptions``)
+records a pause instead (a ``thought`` with ``pause: true`` naming the calls waiting; a
+fenced tool tells the processor which calls it put to the human); its end is recorded
+when it is resumed and finishes. One end per recorder: a later run recorded into the same
+recorder turns the earlier end back into an ordinary output. :func:`recording` installs the
 processor for a ``with`` block.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -72,6 +75,8 @@ class _TraceState:
     """What the processor knows of one trace (one run and its resumptions)."""
 
     agent: str = "agent"
+    at: float = 0.0
+    """When the processor first saw the trace (its task is recorded at that time)."""
     tasked: bool = False
     final: tuple[str, str] | None = None
     depth: int = 0
@@ -98,12 +103,14 @@ class RecordingProcessor(TracingProcessor):
         self._lock = threading.Lock()
         self._pending: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
         """Tool calls of model turns no tool answered yet: call id -> (agent, tool, args)."""
+        self._asking: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
+        """Fenced calls put to the human, not answered yet: call id -> (agent, tool, args)."""
 
     def _state(self, trace_id: str) -> _TraceState:
         """The trace's state (the caller holds the lock)."""
         st = self._traces.get(trace_id)
         if st is None:
-            st = self._traces[trace_id] = _TraceState()
+            st = self._traces[trace_id] = _TraceState(at=time.time())
             while len(self._traces) > self.MAX_TRACES:
                 self._traces.popitem(last=False)
         return st
@@ -117,8 +124,15 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             st = self._state(trace_id)
             final, st.final = st.final, None
+            waiting = list(self._asking.values()) if final is None else []
+            self._asking.clear()
         if final is not None:
             self._end.end(*final)
+        elif waiting:  # stopped for a human approval: a pause, not an end
+            asked = "; ".join(f"{t} {json.dumps(a, default=str)}" for _, t, a in waiting)
+            self.recorder.add(waiting[0][0], "thought",
+                              f"paused: waiting for a human to approve {asked}", pause=True,
+                              approvals=[{"tool": t, "args": a} for _, t, a in waiting])
 
     def on_trace_start(self, trace: Trace) -> None:
         """A run starts (a resumed run continues its trace without a new start)."""
@@ -167,6 +181,18 @@ class RecordingProcessor(TracingProcessor):
         """A tool ran for the call ``call_id`` (a fenced tool tells it: no span names ids)."""
         with self._lock:
             self._pending.pop(str(call_id), None)
+            self._asking.pop(str(call_id), None)
+
+    def asking(self, call_id: Any, tool: str, args: Any) -> None:
+        """The call ``call_id`` is put to the human (a fenced tool's ``needs_approval``).
+
+        A run that ends while such a call waits is recorded as paused, not ended.
+        """
+        with self._lock:
+            who = self._pending.get(str(call_id), ("agent",))[0]
+            self._asking[str(call_id)] = (who, tool, args)
+            while len(self._asking) > self.MAX_TRACES:
+                self._asking.popitem(last=False)
 
     def _ran(self, name: str, args: Any) -> None:
         """A plain tool's function span ended: the oldest such waiting call was answered."""
@@ -189,8 +215,10 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             for it in items:
                 cid = it.get("call_id")
-                if it.get("type") == "function_call_output" and str(cid) in self._pending:
-                    found.append((self._pending.pop(str(cid)), it.get("output")))
+                if it.get("type") == "function_call_output":
+                    self._asking.pop(str(cid), None)
+                    if str(cid) in self._pending:
+                        found.append((self._pending.pop(str(cid)), it.get("output")))
         for (who, name, args), out in found:
             self.recorder.tool_call(who, name, args if isinstance(args, dict) else None,
                                     out, error=True, blocked=True, answered_by="sdk")
@@ -199,12 +227,12 @@ class RecordingProcessor(TracingProcessor):
         who = self._who(span)
         with self._lock:
             st = self._state(span.trace_id)
-            first, st.tasked = not st.tasked, True
+            first, st.tasked, at = not st.tasked, True, st.at
         if first:
             task = inputs if isinstance(inputs, str) else next(
                 (_text(m) for m in _items(inputs) if m.get("role") == "user"), "")
-            if task:
-                self.recorder.task(task)
+            if task:  # before what a resumed run's tools recorded ahead of its model
+                self.recorder.task(task, at=at)
         self._answered(inputs)
         calls, texts = [], []
         for it in _items(output):
