@@ -185,3 +185,28 @@ def test_a_run_waiting_for_the_human_is_recorded_as_paused(tmp_path: Any) -> Non
     pauses = [e for e in rec.events if e.get("pause")]
     assert len(pauses) == 1 and pauses[0]["agent"] == "dispatcher"
     assert rec.events[-1]["kind"] == "termination"
+
+
+def test_a_chat_of_two_runs_records_one_end_and_each_runs_task() -> None:
+    """Two ``Runner.run`` calls into one recorder (the second with the first's history
+    and a new user message): the first answer is one output line (no duplicate), the
+    second run's task is its newest user message, one end."""
+    *_, (get_load, _dispatch) = _loads()
+    agent = Agent(name="dispatcher", tools=[get_load], model=_model([
+        [function_call("get_load", {"load_id": "L7"}, call_id="c1")],
+        [assistant_message("L7 is at D3")],
+        [assistant_message("L8 is unknown")]]))
+    rec = RunRecorder("chat")
+
+    async def go() -> None:
+        with recording(rec, exclusive=True):
+            first = await Runner.run(agent, "where is L7")
+            await Runner.run(agent, [*first.to_input_list(),
+                                     {"role": "user", "content": "and L8?"}])
+
+    asyncio.run(go())
+    lines = [(e["kind"], e["content"]) for e in rec.events
+             if e["kind"] in ("task", "output", "termination") and "calls" not in e["content"]]
+    assert lines == [("task", "where is L7"), ("output", "L7 is at D3"),
+                     ("task", "and L8?"), ("output", "L8 is unknown"),
+                     ("termination", "L8 is unknown")]

@@ -452,6 +452,16 @@ class RunRecorder:
         """The run's final answer; returns its line (for :meth:`reopen`)."""
         return self.add(agent, "termination", answer, at=at, final_answer=_text(answer))
 
+    def remove(self, line: Mapping[str, Any]) -> bool:
+        """Remove the event line ``line`` (as returned by :meth:`add`); False if unknown."""
+        with self._lock:
+            for i, ev in enumerate(self.events):
+                if ev is line:
+                    del self.events[i]
+                    del self._at[i]
+                    return True
+        return False
+
     def reopen(self, line: Mapping[str, Any]) -> None:
         """A recorded end was a pause: turn the :meth:`finish` line ``line`` into one.
 

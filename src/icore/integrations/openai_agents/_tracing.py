@@ -4,7 +4,8 @@ A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 
 :class:`RecordingProcessor` implements the SDK's ``TracingProcessor``: agent spans give
 the speaking agent, generation / response spans the model's turns (text and tool calls)
-and the run's task (the first user input, once per trace: a run resumed after a human
+and the run's task (the newest user message of the trace's first model input - a later
+run of a chat gets the whole history -, once per trace: a run resumed after a human
 approval continues the same trace), function spans the tool calls with input and output
 (errors as errors; a call the SDK answered without running its tool - a human's
 rejection through the SDK's approval - as the calling agent's refused call), handoff
@@ -17,8 +18,8 @@ text is the final answer. A run stopped for a human approval (``result.interrupt
 records a pause instead (a ``thought`` with ``pause: true`` naming the calls waiting; a
 fenced tool tells the processor which calls it put to the human); its end is recorded
 when it is resumed and finishes. One end per recorder: a later run recorded into the same
-recorder turns the earlier end back into an ordinary output. :func:`recording` installs the
-processor for a ``with`` block.
+recorder removes the earlier end (its answer stays the agent's output line).
+:func:`recording` installs the processor for a ``with`` block.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class RecordingProcessor(TracingProcessor):
         self.active = True
         """Set False to stop recording (the processor stays registered, inert)."""
         self._traces: OrderedDict[str, _TraceState] = OrderedDict()
-        self._end = RunEnd(recorder)
+        self._end = RunEnd(recorder, echoed=True)  # the answer is also a model turn
         self._lock = threading.Lock()
         self._pending: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
         """Tool calls of model turns no tool answered yet: call id -> (agent, tool, args)."""
@@ -229,8 +230,9 @@ class RecordingProcessor(TracingProcessor):
             st = self._state(span.trace_id)
             first, st.tasked, at = not st.tasked, True, st.at
         if first:
+            # a later run of a chat gets the history: its task is the newest user message
             task = inputs if isinstance(inputs, str) else next(
-                (_text(m) for m in _items(inputs) if m.get("role") == "user"), "")
+                (_text(m) for m in reversed(_items(inputs)) if m.get("role") == "user"), "")
             if task:  # before what a resumed run's tools recorded ahead of its model
                 self.recorder.task(task, at=at)
         self._answered(inputs)
