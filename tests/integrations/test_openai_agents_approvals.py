@@ -210,3 +210,20 @@ def test_a_chat_of_two_runs_records_one_end_and_each_runs_task() -> None:
     assert lines == [("task", "where is L7"), ("output", "L7 is at D3"),
                      ("task", "and L8?"), ("output", "L8 is unknown"),
                      ("termination", "L8 is unknown")]
+
+
+def test_after_an_agent_used_as_a_tool_its_caller_speaks_again() -> None:
+    """``inner.as_tool``: once the nested run ends, the tool's output, the caller's answer
+    and the end are recorded under the calling agent, not the nested one."""
+    inner = Agent(name="inner", model=_model([[assistant_message("SUB")]]))
+    outer = Agent(name="outer", tools=[inner.as_tool(tool_name="ask_inner",
+                                                     tool_description="Ask inner.")],
+                  model=_model([[function_call("ask_inner", {"input": "go"}, call_id="o1")],
+                                [assistant_message("TOP")]]))
+    rec = RunRecorder("nested")
+    with recording(rec, exclusive=True):
+        asyncio.run(Runner.run(outer, "start"))
+    said = [(e["agent"], e["kind"], e["content"]) for e in rec.events
+            if e["kind"] in ("output", "tool_output", "termination")]
+    assert said[-4:] == [("inner", "output", "SUB"), ("outer", "tool_output", "SUB"),
+                         ("outer", "output", "TOP"), ("outer", "termination", "TOP")]

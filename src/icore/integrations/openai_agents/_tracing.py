@@ -3,7 +3,8 @@
 A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 
 :class:`RecordingProcessor` implements the SDK's ``TracingProcessor``: agent spans give
-the speaking agent, generation / response spans the model's turns (text and tool calls)
+the speaking agent (the innermost agent span not ended: after an agent used as a tool,
+its caller again), generation / response spans the model's turns (text and tool calls)
 and the run's task (the newest user message of the trace's first model input - a later
 run of a chat gets the whole history -, once per trace: a run resumed after a human
 approval continues the same trace), function spans the tool calls with input and output
@@ -31,7 +32,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.tracing import (
@@ -76,6 +77,9 @@ class _TraceState:
     """What the processor knows of one trace (one run and its resumptions)."""
 
     agent: str = "agent"
+    open_agents: list[tuple[str, str]] = field(default_factory=list)
+    """Agent spans not ended yet, (span id, agent name), innermost last: an agent used as
+    a tool runs inside its caller's span, which speaks again once it ends."""
     at: float = 0.0
     """When the processor first saw the trace (its task is recorded at that time)."""
     tasked: bool = False
@@ -155,7 +159,9 @@ class RecordingProcessor(TracingProcessor):
         data = span.span_data
         if isinstance(data, AgentSpanData):
             with self._lock:
-                self._state(span.trace_id).agent = data.name
+                st = self._state(span.trace_id)
+                st.agent = data.name
+                st.open_agents.append((span.span_id, data.name))
         elif isinstance(data, TaskSpanData):
             with self._lock:
                 st = self._state(span.trace_id)
@@ -284,6 +290,12 @@ class RecordingProcessor(TracingProcessor):
         elif isinstance(data, GuardrailSpanData):
             self.recorder.add(self._who(span), "thought",
                               f"guardrail {data.name}: triggered={data.triggered}")
+        if isinstance(data, AgentSpanData):
+            with self._lock:  # the caller of an agent used as a tool speaks again
+                st = self._state(span.trace_id)
+                st.open_agents = [a for a in st.open_agents if a[0] != span.span_id]
+                if st.open_agents:
+                    st.agent = st.open_agents[-1][1]
         if isinstance(data, TaskSpanData | AgentSpanData):
             self._ended_span(span)
 
