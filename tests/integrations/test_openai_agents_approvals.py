@@ -9,10 +9,13 @@ import asyncio
 import json
 from typing import Any
 
-from agents import Agent, Runner, function_tool
+import pytest
+from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
 from agents.testing import assistant_message, function_call
+from agents.tracing import get_trace_provider
 
 from icore.adapters import audit_file
+from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations.openai_agents import fenced_function_tool, recording
 from icore.workspace import Workspace
@@ -65,7 +68,7 @@ async def _drive(agent: Any, change: Any, rec: RunRecorder | None = None
         while result.interruptions and len(asked) < 4:
             state = result.to_state()
             for item in result.interruptions:
-                asked.append(item.arguments)
+                asked.append(str(item.arguments))
                 if len(asked) == 1:
                     change()
                 state.approve(item)
@@ -227,3 +230,47 @@ def test_after_an_agent_used_as_a_tool_its_caller_speaks_again() -> None:
             if e["kind"] in ("output", "tool_output", "termination")]
     assert said[-4:] == [("inner", "output", "SUB"), ("outer", "tool_output", "SUB"),
                          ("outer", "output", "TOP"), ("outer", "termination", "TOP")]
+
+
+def _plain_run() -> tuple[Any, list[tuple[str, str]]]:
+    """A dispatcher reading L7 and dispatching it (no approval)."""
+    _ws, disp, sent, (get_load, _dispatch) = _loads()
+
+    def dispatch_truck(load_id: str, dock: str) -> str:
+        """Send a truck."""
+        sent.append((load_id, dock))
+        return f"sent to {dock}"
+
+    safe = fenced_function_tool(dispatch_truck, agent=disp, depends_on={"load/L7"})
+    return Agent(name="dispatcher", tools=[get_load, safe], model=_model([
+        [function_call("get_load", {"load_id": "L7"}, call_id="c1")],
+        [function_call("dispatch_truck", {"load_id": "L7", "dock": "D3"}, call_id="c2")],
+        [assistant_message("done")]])), sent
+
+
+def test_sdk_tracing_switched_off_is_recorded_anyway_or_refused_loudly() -> None:
+    """``set_tracing_disabled(True)``: ``recording(rec)`` refuses (typed, the fix named);
+    ``exclusive=True`` records the whole run (only the recorder gets the traces) and
+    switches tracing off again. ``RunConfig(tracing_disabled=True)`` in a recording
+    block: the first fenced call raises out of ``Runner.run``, nothing ran."""
+    set_tracing_disabled(True)
+    try:
+        with pytest.raises(IntegrationError, match="tracing is disabled") as exc:
+            with recording(RunRecorder("off")):
+                pass
+        assert "exclusive=True" in exc.value.fields["fix"]
+        agent, sent = _plain_run()
+        rec = RunRecorder("off")
+        with recording(rec, exclusive=True):
+            asyncio.run(Runner.run(agent, "dispatch L7"))
+        assert rec.kinds()[0] == "task" and rec.kinds()[-1] == "termination"
+        assert sent == [("L7", "D3")]
+        assert getattr(get_trace_provider(), "_disabled", None) is True
+    finally:
+        set_tracing_disabled(False)
+    agent, sent = _plain_run()
+    with recording(RunRecorder("per-run"), exclusive=True), pytest.raises(
+            IntegrationError, match="not traced"):
+        asyncio.run(Runner.run(agent, "dispatch L7",
+                               run_config=RunConfig(tracing_disabled=True)))
+    assert sent == []

@@ -74,7 +74,11 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
-from icore.integrations.openai_agents._tracing import ACTIVE_PROCESSOR, ACTIVE_RECORDER
+from icore.integrations.openai_agents._tracing import (
+    ACTIVE_PROCESSOR,
+    ACTIVE_RECORDER,
+    check_traced,
+)
 from icore.workspace import (
     APPROVAL_CHANGED,
     NOT_READ,
@@ -448,9 +452,11 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
 
     inner = team_invoke if team is not None else fence_invoke
 
-    async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+    def noted(ctx: ToolContext[Any], input_json: str) -> None:
+        """The recording block learns the call ran; a human's approval is recorded."""
         proc = ACTIVE_PROCESSOR.get()
         if proc is not None:
+            check_traced(base.name)  # a recorded run the SDK does not trace: loud
             proc.invoked(ctx.tool_call_id)
         rec = _run_recorder(recorder, base.name)
         if rec is not None and _approved(base, ctx):  # the human's yes, before the gate
@@ -459,7 +465,10 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                     f"a human approved {base.name} {input_json}", approval={
                         "tool": base.name, "approved": True,
                         "request": want.id if want is not None else None})
+
+    async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
         try:
+            noted(ctx, input_json)
             return await inner(ctx, input_json)
         except AgentsException:
             raise

@@ -46,8 +46,10 @@ from agents.tracing import (
     TaskSpanData,
     Trace,
     TracingProcessor,
+    get_current_trace,
     get_trace_provider,
 )
+from agents.tracing.traces import NoOpTrace
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
@@ -306,6 +308,35 @@ class RecordingProcessor(TracingProcessor):
         """Events are recorded as they arrive."""
 
 
+TRACING_FIX = ("keep SDK tracing on and record with recording(rec, exclusive=True): in the "
+               "block only the recorder receives the traces (nothing is exported, no "
+               "'OPENAI_API_KEY is not set' message); drop RunConfig(tracing_disabled=True)")
+"""The fix named when a recorded run is not traced."""
+
+
+def _globally_off(provider: Any) -> bool:
+    """Whether the SDK's tracing is switched off for the process (False when unknown)."""
+    refresh = getattr(provider, "_refresh_disabled_flag", None)
+    if callable(refresh):
+        refresh()
+    return getattr(provider, "_disabled", False) is True
+
+
+def check_traced(name: str) -> None:
+    """Inside :func:`recording`, refuse a fenced call of a run the SDK does not trace.
+
+    Raises:
+        IntegrationError: the run has no trace (``RunConfig(tracing_disabled=True)``):
+            only its gate decisions could be recorded; the error names the fix.
+    """
+    trace = get_current_trace()
+    if ACTIVE_PROCESSOR.get() is not None and (trace is None or isinstance(trace, NoOpTrace)):
+        raise IntegrationError(
+            "this run is not traced (RunConfig(tracing_disabled=True)) inside recording(): "
+            "its task, model turns, tools and end would not be recorded",
+            framework="openai_agents", tool=name, fix=TRACING_FIX)
+
+
 ACTIVE_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(
     "icore_openai_agents_recorder", default=None)
 ACTIVE_PROCESSOR: contextvars.ContextVar[RecordingProcessor | None] = contextvars.ContextVar(
@@ -330,10 +361,26 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
     does not expose them, the processor is only switched off at the end (and
     ``exclusive`` is refused, since the others could not be put back).
 
+    SDK tracing switched off for the process (``set_tracing_disabled(True)``,
+    ``OPENAI_AGENTS_DISABLE_TRACING``): with ``exclusive`` it is switched on for the block
+    (only this processor receives traces: nothing is exported) and off again after;
+    without ``exclusive`` it is refused (the runs would not be recorded). A run started
+    with ``RunConfig(tracing_disabled=True)`` in the block is refused at its first fenced
+    call (:func:`check_traced`).
+
     Raises:
-        IntegrationError: ``exclusive`` with a provider whose processors are unknown.
+        IntegrationError: ``exclusive`` with a provider whose processors are unknown;
+            SDK tracing is off for the process and ``exclusive`` is not set (the error
+            names the fix).
     """
     provider = get_trace_provider()
+    off = _globally_off(provider)
+    if off and not exclusive:
+        raise IntegrationError(
+            "Agents SDK tracing is disabled (set_tracing_disabled(True) or "
+            "OPENAI_AGENTS_DISABLE_TRACING): recording() reads runs from the SDK's traces "
+            "and would record nothing but gate decisions", framework="openai_agents",
+            fix=TRACING_FIX)
     multi = getattr(provider, "_multi_processor", None)
     known = getattr(multi, "_processors", None)
     before = list(known) if isinstance(known, tuple | list) else None
@@ -346,6 +393,8 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         provider.set_processors([proc])
     else:
         provider.register_processor(proc)
+    if off:  # only this processor receives traces in the block: nothing leaves
+        provider.set_disabled(False)
     token = ACTIVE_RECORDER.set(recorder)
     ptoken = ACTIVE_PROCESSOR.set(proc)
     try:
@@ -357,3 +406,5 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         proc.active = False
         if before is not None:
             provider.set_processors(before)
+        if off:
+            provider.set_disabled(True)
