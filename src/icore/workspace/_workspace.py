@@ -13,6 +13,7 @@ and builds and validates the action records of its protected calls
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -155,11 +156,19 @@ class Workspace(KeyChecks):
                directory: str | Path) -> Workspace:
         """Every owner in this process with its own SQLite file ``<directory>/<owner>.db``.
 
+        The folder (and its missing parents) is created when it does not exist.
+
         Raises:
-            WorkspaceError: as for the constructor, or an owner's name is not a safe file
+            WorkspaceError: as for the constructor; ``directory`` is neither a str nor a
+                path (e.g. None) or is empty; an owner's name is not a safe file
                 name (1-63 characters of ``[A-Za-z0-9._-]`` starting alphanumeric, as an
                 agent id): ``../x`` or ``a/b`` would put its database outside the folder.
         """
+        if not isinstance(directory, str | os.PathLike) or not str(directory):
+            raise WorkspaceError(
+                "Workspace.sqlite needs the folder of the owners' SQLite files (a str or "
+                "a path)", argument="directory", got=repr(directory)[:80],
+                fix="Workspace.sqlite(facts, 'data/owners')")
         probe = cls(facts, stores={}, remote=_NoOwners())
         unsafe = sorted(o for o in probe.ownership.owners() if not _FILE_SAFE.match(o))
         if unsafe:
