@@ -274,3 +274,17 @@ def test_sdk_tracing_switched_off_is_recorded_anyway_or_refused_loudly() -> None
         asyncio.run(Runner.run(agent, "dispatch L7",
                                run_config=RunConfig(tracing_disabled=True)))
     assert sent == []
+
+
+@pytest.mark.parametrize("agent", [None, "dispatcher", 42, "sdk"])
+def test_a_wrong_agent_gets_one_message_with_a_hint_for_an_sdk_agent(agent: Any) -> None:
+    """``agent=`` not a workspace agent (None, an agent id without ``fence=``, the SDK's
+    own ``Agent``): one message saying what it must be; the SDK ``Agent`` gets a hint
+    naming ``ws.agent('dispatcher')``."""
+    _ws, _disp, _sent, (_get_load, dispatch) = _loads()
+    given = Agent(name="dispatcher") if agent == "sdk" else agent
+    with pytest.raises(IntegrationError, match=r"needs agent= \(a workspace agent") as exc:
+        fenced_function_tool(dispatch, agent=given, depends_on={"load/L7"})
+    assert "agent id str" in str(exc.value)
+    assert ("this is an Agents SDK Agent" in str(exc.value)) is (agent == "sdk")
+    assert "ws.agent('dispatcher')" in exc.value.fields["fix"]

@@ -50,7 +50,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, cast
 
-from agents import FunctionTool, function_tool
+from agents import AgentBase, FunctionTool, function_tool
 from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 
@@ -347,10 +347,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                                framework="openai_agents", tool=base.name)
     norm = _normalizer(base)
     team = agent if isinstance(agent, TeamAgent) else None
-    if team is None and not isinstance(agent, str):
-        raise IntegrationError("agent= must be a workspace agent (ws.agent('name')) or an "
-                               "agent id", framework="openai_agents", tool=base.name,
-                               got=type(agent).__name__)
+    if team is None and (fence is None or not isinstance(agent, str)):
+        raise _agent_error(agent, base.name, fence)
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
@@ -488,6 +486,21 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     if team is not None and base.needs_approval is not False:
         wrapped.needs_approval = _binding(base, team, guard, norm, turns, asked)
     return wrapped
+
+
+def _agent_error(agent: Any, tool: str, fence: Fence | None) -> IntegrationError:
+    """The one error for a wrong ``agent=`` (a hint when it is the SDK's own ``Agent``)."""
+    name = getattr(agent, "name", None)
+    sdk = isinstance(agent, AgentBase)
+    hint = (f"; this is an Agents SDK Agent: pass the workspace agent whose reads the "
+            f"calls derive from, ws.agent({name!r})" if sdk else "")
+    return IntegrationError(
+        "a fenced tool needs agent= (a workspace agent: ws.agent('name')) or fence= (a "
+        "Fence, the low-level API, where agent= may be an agent id str)" + hint,
+        framework="openai_agents", tool=tool, got=type(agent).__name__,
+        fence="given" if fence is not None else "none",
+        fix=f"fenced_function_tool(tool, agent=ws.agent({(name if sdk else 'dispatcher')!r}), "
+        "depends_on={...})")
 
 
 def _binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
