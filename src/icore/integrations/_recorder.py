@@ -455,12 +455,10 @@ class RunRecorder:
     def remove(self, line: Mapping[str, Any]) -> bool:
         """Remove the event line ``line`` (as returned by :meth:`add`); False if unknown."""
         with self._lock:
-            for i, ev in enumerate(self.events):
-                if ev is line:
-                    del self.events[i]
-                    del self._at[i]
-                    return True
-        return False
+            i = next((i for i, ev in enumerate(self.events) if ev is line), None)
+            if i is not None:
+                del self.events[i], self._at[i]
+        return i is not None
 
     def reopen(self, line: Mapping[str, Any]) -> None:
         """A recorded end was a pause: turn the :meth:`finish` line ``line`` into one.
