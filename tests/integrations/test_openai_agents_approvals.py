@@ -288,3 +288,47 @@ def test_a_wrong_agent_gets_one_message_with_a_hint_for_an_sdk_agent(agent: Any)
     assert "agent id str" in str(exc.value)
     assert ("this is an Agents SDK Agent" in str(exc.value)) is (agent == "sdk")
     assert "ws.agent('dispatcher')" in exc.value.fields["fix"]
+
+
+def test_low_level_a_replan_after_the_approval_is_another_request(trip: Any) -> None:
+    """``fence=``: the human approves Lisbon; the trip is revised to Lisbon again (a new
+    version) while they decide and the replanner binds the same arguments from it: the
+    call is refused ``approval_changed`` (recorded with its decisions and the replan);
+    the model's next call is asked again and runs."""
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Ctx:
+        plan_roots: list[str] = field(default_factory=list)
+
+    tool = function_tool(trip.book, needs_approval=True)
+    w = fenced_function_tool(tool, fence=trip.fence, depends_on={"req/trip-17"},
+                             replan=trip.replan)
+    agent = Agent(name="a", tools=[w], model=_model([
+        [function_call("book", {"destination": "Lisbon"}, call_id="c1")],
+        [function_call("book", {"destination": "Lisbon"}, call_id="c2")],
+        [assistant_message("done")]]))
+    ctx = Ctx([trip.first_plan.id])
+    rec = RunRecorder("low")
+
+    async def go() -> tuple[int, Any]:
+        asked = 0
+        with recording(rec, exclusive=True):
+            result = await Runner.run(agent, "book", context=ctx)
+            while result.interruptions:
+                asked += 1
+                if asked == 1:
+                    trip.revise("Lisbon")  # same destination, another version
+                state = result.to_state()
+                state.approve(result.interruptions[0])
+                result = await Runner.run(agent, state, context=ctx)
+        return asked, result
+
+    asked, result = asyncio.run(go())
+    outs = _outputs(result)
+    assert "(approval_changed)" in outs["c1"] and "same arguments" in outs["c1"]
+    assert outs["c2"] == "booked Lisbon" and asked == 2 and trip.booked == ["Lisbon"]
+    gates = [e["gate"]["reason"] for e in rec.events if e.get("gate")]
+    assert gates[:2] == ["stale", "valid"]
+    assert any(e.get("blocked") and str(e["content"]).startswith("BLOCKED: approval_changed")
+               for e in rec.events)

@@ -55,7 +55,15 @@ from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
-from icore.fence import Fence, Replan, ReplanRequest
+from icore.fence import (
+    ActionResult,
+    DecisionLog,
+    Fence,
+    GateDecision,
+    Outcome,
+    Replan,
+    ReplanRequest,
+)
 from icore.integrations import (
     AnyReplanner,
     ArgNormalizer,
@@ -430,18 +438,22 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
         fresh: list[Replan] = []
+        rec = _run_recorder(recorder, base.name)
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
                               replan=_noting(replan, fresh),  # type: ignore[arg-type]
-                              recorder=_run_recorder(recorder, base.name), agent=guard.agent,
-                              replicator=replicator)
+                              recorder=rec, agent=guard.agent, replicator=replicator)
+        given = plan_roots(context, roots, args)
+        first = tuple(given) if isinstance(given, list | tuple) else ()
         try:
-            gated = await per_call.arun(base.name, call, args,
-                                        plan_roots(context, roots, args))
+            gated = await per_call.arun(base.name, call, args, given)
         except _ApprovalChanged as ch:
             if isinstance(roots, str) and fresh:  # the fresh plan stands; it needs a "yes"
                 context_set(context, roots, list(fresh[-1].roots))
-            return blocked(_fence_changed(base.name, ch.approved, ch.fresh),
-                           APPROVAL_CHANGED)
+            message = _fence_changed(base.name, ch.approved, ch.fresh)
+            if rec is not None:  # recorded like any refused call
+                _record_changed(rec, per_call, base.name, first, fresh, ch.fresh, message,
+                                caller_guard(ctx).agent)
+            return blocked(message, APPROVAL_CHANGED)
         if not gated.executed:
             res = gated.result
             return blocked(gated.message, gated.reason, res.detail if res else "")
@@ -486,6 +498,33 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     if team is not None and base.needs_approval is not False:
         wrapped.needs_approval = _binding(base, team, guard, norm, turns, asked)
     return wrapped
+
+
+def _record_changed(rec: RunRecorder, guard: FenceGuard, name: str,
+                    first: tuple[str, ...], fresh: list[Replan], args: Any, message: str,
+                    who: str | None) -> None:
+    """Fence mode: a call refused ``approval_changed`` after the gate authorized it.
+
+    Its decisions (the original roots', then the fresh plan's) are found in the fence's
+    :class:`~icore.fence.DecisionLog` and written with the replan and the blocked output.
+    """
+    log = guard.fence.log
+    wanted = [first, *(tuple(r.roots) for r in fresh[-1:])]
+    found: list[GateDecision] = []
+    for d in reversed(list(log)) if isinstance(log, DecisionLog) else ():
+        if d.action == name and d.roots in wanted and d.roots not in [x.roots for x in found]:
+            found.insert(0, d)
+            if len(found) == len(wanted):
+                break
+    if not found:
+        rec.tool_call(who or "executor", name, args, f"BLOCKED: {APPROVAL_CHANGED}: "
+                      f"{message}", error=True, blocked=True)
+        return
+    res = ActionResult(Outcome.BLOCKED, False, None, tuple(found), bool(fresh),
+                       found[-1].roots, dict(args), message)
+    fence = guard.fence
+    lookup = fence.lookup or (fence.install.get if fence.install is not None else None)
+    rec.gate(who, name, res, lookup=lookup, refused=APPROVAL_CHANGED)
 
 
 def _agent_error(agent: Any, tool: str, fence: Fence | None) -> IntegrationError:
