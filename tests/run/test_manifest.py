@@ -67,6 +67,18 @@ def test_semantic_checks() -> None:
         manifest_from_dict(bad)
 
 
+def test_empty_seeds_are_refused_naming_the_field(tmp_path: Path) -> None:
+    """``seeds: []`` would run no workflow and end like a clean run: a manifest error
+    naming the file and ``seeds``."""
+    data = default_manifest().model_dump()
+    data["seeds"] = []
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(LiveManifestError) as ei:
+        load_manifest(p)
+    assert ei.value.fields["path"] == "seeds" and ei.value.fields["file"] == str(p)
+
+
 def test_team_manifest_composition(tmp_path: Path) -> None:
     """A run manifest yields the net team manifest (central service under centralized)."""
     m = default_manifest()
@@ -162,6 +174,9 @@ def test_team_manifest_load_refuses_a_fifo(tmp_path: Path) -> None:
     (["--llm-timeout-s", "inf"], "--llm-timeout-s", "got inf"),
     (["--llm-timeout-s", "601"], "--llm-timeout-s", "less than or equal to 600"),
     (["--matched", "--concurrency", "0"], "--concurrency", "greater than or equal to 1"),
+    (["--seeds", ""], "--seeds", "names no seed"),
+    (["--seeds", " , "], "--seeds", "names no seed"),
+    (["--matched", "--seeds", ""], "--seeds", "names no seed"),
 ])
 def test_cli_run_refuses_bad_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     args: list[str], option: str, shown: str) -> None:

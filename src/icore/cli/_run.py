@@ -89,12 +89,17 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         if timeout_s is not None:
             b["timeout_s"] = timeout_s
         changes["backend"] = b
-    if seeds:
+    if seeds is not None:  # given: '' or ',' names no seed (not "the manifest's")
         try:
-            changes["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
+            picked = [int(s) for s in seeds.split(",") if s.strip()]
         except ValueError as exc:
             raise typer.BadParameter("use comma-separated integers, e.g. 1,2,3",
                                      param_hint="--seeds") from exc
+        if not picked:
+            raise typer.BadParameter(f"names no seed ({seeds!r}); use comma-separated "
+                                     "integers, e.g. 1,2,3, or drop --seeds",
+                                     param_hint="--seeds")
+        changes["seeds"] = picked
     # `is not None`, not truthiness: an explicit 0 must reach the validation, not vanish
     if concurrency is not None:
         changes["concurrency"] = concurrency
@@ -302,7 +307,7 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
         try:
             res = run_matched(out, manifest=m,
                               concurrency=10 if concurrency is None else concurrency,
-                              seeds=m.seeds if seeds else range(SEEDS_PER_FAMILY),
+                              seeds=m.seeds if seeds is not None else range(SEEDS_PER_FAMILY),
                               reporter=reporter, observer=observer)
         except LLMUnavailable as exc:
             console.print(f"[red]model server unusable[/]: {escape(str(exc))}")

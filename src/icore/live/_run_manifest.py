@@ -152,8 +152,9 @@ class RunManifest(_Model):
     """Run name (report title)."""
     family: Literal["reservation", "fulfillment", "deployment"] = "reservation"
     """Workflow family."""
-    seeds: tuple[int, ...] = (0,)
-    """Workflow templates (seeds) of the family; one task each."""
+    seeds: tuple[int, ...] = Field(default=(0,), min_length=1)
+    """Workflow templates (seeds) of the family; one task each (at least one: an empty
+    list would run nothing and look like a clean run)."""
     repeat: int = Field(default=1, ge=1, le=1000)
     """Copies of every task (load tests: concurrent workflows on one team)."""
     concurrency: int = Field(default=1, ge=1, le=64)
