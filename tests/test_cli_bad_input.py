@@ -93,3 +93,19 @@ def test_max_input_size_option(tmp_path: Path) -> None:
     for bad in ("nan", "0", "-1", "inf"):
         code, out = _invoke("audit", str(t), "--no-report", "--max-input-mb", bad)
         assert code == 2, (bad, out)
+
+
+@pytest.mark.parametrize("args", [["audit", ""], ["audit", "t.jsonl", "", "-o", "o"],
+                                  ["audit", "t.jsonl", "-o", ""],
+                                  ["audit", "t.jsonl", "-o", "o", "--json", " "],
+                                  ["run", ""], ["run", "--out", ""]])
+def test_an_empty_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        args: list[str]) -> None:
+    """``Path("")`` is the current folder: an empty PATH, --out, --json or MANIFEST (an
+    unset shell variable) is refused naming it (exit 2), nothing read or written."""
+    monkeypatch.chdir(tmp_path)
+    _trace(tmp_path)
+    code, out = _invoke(*args)
+    assert code == 2, out
+    assert "an empty path" in out and "Traceback" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]

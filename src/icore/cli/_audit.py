@@ -38,6 +38,7 @@ from icore.cli.inputs import (
     check_llm_options,
     check_otlp_endpoint,
     fail_conditions,
+    nonempty_path,
     otlp_file_target,
     otlp_undelivered,
     output_file,
@@ -66,10 +67,11 @@ PlanFence records that ran from a stale plan."""
 
 def audit(
     paths: list[Path] = typer.Argument(
-        ..., help="Trace files (.json Who&When, .jsonl generic, .otlp.json OpenTelemetry / "
-        "Phoenix / Langfuse spans) or folders of them."),
+        ..., parser=nonempty_path, help="Trace files (.json Who&When, .jsonl generic, "
+        ".otlp.json OpenTelemetry / Phoenix / Langfuse spans) or folders of them."),
     out: Path = typer.Option(
-        Path("icore-audit"), "--out", "-o", help="Folder for the HTML reports (and PROV)."),
+        Path("icore-audit"), "--out", "-o", parser=nonempty_path,
+        help="Folder for the HTML reports (and PROV)."),
     attribution: bool = typer.Option(
         False, "--attribution", help="Attribute each failure to an agent and step (shipped "
         "scorer, trained on the whole Who&When development half); on annotated runs also "
@@ -87,8 +89,9 @@ def audit(
     prov: bool = typer.Option(False, "--prov", help="Also export each run as PROV-JSON."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write HTML reports."),
     json_out: Path | None = typer.Option(
-        None, "--json", help="Write a JSON summary here: per run the summary, hard "
-        "flags, diagnoses, attribution and lineage verdicts; import errors."),
+        None, "--json", parser=nonempty_path, help="Write a JSON summary here: per run "
+        "the summary, hard flags, diagnoses, attribution and lineage verdicts; import "
+        "errors."),
     fail_on: list[str] | None = typer.Option(
         None, "--fail-on", help="Exit 3 when any run shows this (repeatable or "
         "comma-separated): hard-flags, unsound (final snd < 1), invalid (an action in the "
@@ -117,11 +120,11 @@ def audit(
 
     Exit codes: 0 ok; 1 a file could not be imported (nothing is written when no run
     was read), or --otlp-endpoint spans were not delivered; 2 usage error (no trace
-    files, a FIFO or device as PATH, a bad --fail-on, an --out that is a file, a --json
-    that is a folder, an output that is one of the inputs or another output, a report or
-    PROV file that would replace a file icore did not write, --llm-* without
-    --attribution, --otlp-best-effort without --otlp-endpoint); 3 a --fail-on condition
-    holds.
+    files, an empty PATH, --out or --json, a FIFO or device as PATH, a bad --fail-on,
+    an --out that is a file, a --json that is a folder, an output that is one of the
+    inputs or another output, a report or PROV file that would replace a file icore did
+    not write, --llm-* without --attribution, --otlp-best-effort without
+    --otlp-endpoint); 3 a --fail-on condition holds.
     """
     console = Console(width=160)
     fails = fail_conditions(fail_on, FAIL_ON)

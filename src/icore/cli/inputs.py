@@ -65,6 +65,25 @@ def positive_seconds_or_none(value: float | None) -> float | None:
     return None if value is None else positive_seconds(value)
 
 
+def nonempty_path(value: str | Path) -> Path:
+    """Typer ``parser=`` of a path argument or option: the empty string is refused.
+
+    ``Path("")`` is ``Path(".")``, so an empty path (a shell variable that was not set:
+    ``icore audit "$RUNS"``) would silently mean the current folder, read (every trace
+    below it) or written into. A default (already a :class:`~pathlib.Path`) passes.
+
+    Raises:
+        typer.BadParameter: the value is empty or blank (typer exits 2 naming the
+            argument or option).
+    """
+    if isinstance(value, Path):
+        return value
+    if not value.strip():
+        raise typer.BadParameter("an empty path names no file or folder (it would mean "
+                                 "the current folder); give a path, e.g. ./runs")
+    return Path(value)
+
+
 def refuse_special_file(path: Path, *, what: str, dir_ok: bool = False) -> None:
     """Exit 2 when ``path`` exists but is not a regular file (or, with ``dir_ok``, a dir).
 
@@ -388,7 +407,7 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
 
 
 __all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint",
-           "fail_conditions",
+           "fail_conditions", "nonempty_path",
            "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
            "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
            "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file"]
