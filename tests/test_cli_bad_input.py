@@ -109,3 +109,32 @@ def test_an_empty_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Monk
     assert code == 2, out
     assert "an empty path" in out and "Traceback" not in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+@pytest.mark.timeout(60)
+def test_a_folder_holding_a_fifo_is_audited_and_the_fifo_named(tmp_path: Path) -> None:
+    """A FIFO (whatever its name) or a broken link inside a
+    folder is never opened (the audit would block on a FIFO) and is named in a warning
+    line; the folder's traces are audited as usual."""
+    import os
+
+    from icore.adapters import scan_paths
+
+    runs = tmp_path / "runs"
+    (runs / "sub").mkdir(parents=True)
+    _trace(runs)
+    os.mkfifo(runs / "pipe.jsonl")
+    os.mkfifo(runs / "sub" / "fifo")
+    (runs / "dead.json").symlink_to(tmp_path / "nowhere")
+    scan = scan_paths([runs])
+    assert scan.files == (runs / "t.jsonl",)
+    assert [(p.name, why.split(",")[0]) for p, why in scan.skipped] == [
+        ("dead.json", "is a broken symbolic link"), ("pipe.jsonl", "is a FIFO (named pipe)"),
+        ("fifo", "is a FIFO (named pipe)")]
+    code, out = _invoke("audit", str(runs), "--no-report")
+    assert code == 0, out
+    for name in ("pipe.jsonl", "fifo", "dead.json"):
+        assert f"warning skipped {runs}" in out and f"{name}: is a" in out, out
+    (runs / "t.jsonl").unlink()
+    code, out = _invoke("audit", str(runs), "--no-report")
+    assert code == 2 and "pipe.jsonl: is a FIFO" in out and "no trace files found" in out

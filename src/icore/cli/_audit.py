@@ -29,7 +29,7 @@ from icore.adapters import (
     AdapterError,
     AuditResult,
     audit_file,
-    collect_paths,
+    scan_paths,
     write_prov,
 )
 from icore.attribution import Attribution, attribute
@@ -113,6 +113,10 @@ def audit(
 ) -> None:
     """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses.
 
+    In a folder, every ``.json`` / ``.jsonl`` regular file below it is audited; an entry
+    that is not a regular file (a FIFO, a socket, a device, a broken link) is never
+    opened, and a ``warning skipped PATH: ...`` line names it.
+
     Each file is imported and audited on its own: a file that cannot be (a malformed
     field, a value the audit refuses, even an internal error) is reported with its name
     (and field) on the console, in the index and in --json, the other files are still
@@ -134,12 +138,17 @@ def audit(
         check_llm_options(llm_base_url, llm_mode)
     for p in paths:
         # a FIFO or device given by name would block (or never end) when read: refuse it
-        # before anything is read; inside folders only regular files are collected
+        # before anything is read; inside folders only regular files are collected, and
+        # what is skipped (a FIFO, a socket, a broken link) is said, one line each
         refuse_special_file(p, what="trace path", dir_ok=True)
     check_otlp_endpoint(otlp_endpoint, best_effort=otlp_best_effort)
     if report or prov:
         refuse_non_folder(out, what="--out")
-    files = collect_paths(paths)
+    scan = scan_paths(paths)
+    files = list(scan.files)
+    for q, why in scan.skipped:
+        console.print(f"[yellow]warning[/] skipped {escape(str(q))}: {escape(why)}; not "
+                      "read (only regular files are audited)")
     if not files:
         console.print("[red]no trace files found[/]")
         raise typer.Exit(2)
