@@ -138,3 +138,16 @@ def test_a_folder_holding_a_fifo_is_audited_and_the_fifo_named(tmp_path: Path) -
     (runs / "t.jsonl").unlink()
     code, out = _invoke("audit", str(runs), "--no-report")
     assert code == 2 and "pipe.jsonl: is a FIFO" in out and "no trace files found" in out
+
+
+@pytest.mark.parametrize("args", [["run", "--seeds", ""], ["run", "--seeds", ","],
+                                  ["bench", "otel", "--seeds", ""],
+                                  ["bench", "otel", "--seeds", " , "]])
+def test_an_empty_seeds_list_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              args: list[str]) -> None:
+    """``--seeds ''`` names no seed: exit 2 naming ``--seeds`` before any work (it was
+    read as "not given": the manifest's seeds, or every seed)."""
+    monkeypatch.chdir(tmp_path)
+    code, out = _invoke(*args)
+    assert code == 2 and "--seeds" in out and "names no value" in out, out
+    assert list(tmp_path.iterdir()) == []

@@ -197,9 +197,9 @@ def test_team_manifest_load_refuses_a_fifo(tmp_path: Path) -> None:
     (["--llm-timeout-s", "inf"], "--llm-timeout-s", "got inf"),
     (["--llm-timeout-s", "601"], "--llm-timeout-s", "less than or equal to 600"),
     (["--matched", "--concurrency", "0"], "--concurrency", "greater than or equal to 1"),
-    (["--seeds", ""], "--seeds", "names no seed"),
-    (["--seeds", " , "], "--seeds", "names no seed"),
-    (["--matched", "--seeds", ""], "--seeds", "names no seed"),
+    (["--seeds", ""], "--seeds", "names no value"),
+    (["--seeds", " , "], "--seeds", "names no value"),
+    (["--matched", "--seeds", ""], "--seeds", "names no value"),
 ])
 def test_cli_run_refuses_bad_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     args: list[str], option: str, shown: str) -> None:

@@ -21,6 +21,7 @@ from icore.cli.inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
     fail_conditions,
+    int_list,
     nonempty_path,
     otlp_file_target,
     otlp_undelivered,
@@ -91,16 +92,7 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
             b["timeout_s"] = timeout_s
         changes["backend"] = b
     if seeds is not None:  # given: '' or ',' names no seed (not "the manifest's")
-        try:
-            picked = [int(s) for s in seeds.split(",") if s.strip()]
-        except ValueError as exc:
-            raise typer.BadParameter("use comma-separated integers, e.g. 1,2,3",
-                                     param_hint="--seeds") from exc
-        if not picked:
-            raise typer.BadParameter(f"names no seed ({seeds!r}); use comma-separated "
-                                     "integers, e.g. 1,2,3, or drop --seeds",
-                                     param_hint="--seeds")
-        changes["seeds"] = picked
+        changes["seeds"] = list(int_list(seeds, "--seeds"))
     # `is not None`, not truthiness: an explicit 0 must reach the validation, not vanish
     if concurrency is not None:
         changes["concurrency"] = concurrency

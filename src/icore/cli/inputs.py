@@ -67,6 +67,26 @@ def positive_seconds_or_none(value: float | None) -> float | None:
     return None if value is None else positive_seconds(value)
 
 
+def int_list(text: str, flag: str) -> tuple[int, ...]:
+    """Parse a given comma-separated integer option (``--seeds 0,1,2``): at least one.
+
+    An empty or blank value (``--seeds ''``, ``--seeds ,``) names no integer: refused,
+    never read as "the option was not given".
+
+    Raises:
+        typer.BadParameter: not integers, or none (typer exits 2 naming ``flag``).
+    """
+    try:
+        out = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(f"use comma-separated integers, e.g. 1,2,3; got {text!r}",
+                                 param_hint=flag) from exc
+    if not out:
+        raise typer.BadParameter(f"names no value ({text!r}); use comma-separated "
+                                 f"integers, e.g. 1,2,3, or drop {flag}", param_hint=flag)
+    return out
+
+
 def nonempty_path(value: str | Path) -> Path:
     """Typer ``parser=`` of a path argument or option: the empty string is refused.
 
@@ -516,7 +536,7 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
 
 
 __all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint",
-           "fail_conditions", "nonempty_path",
+           "fail_conditions", "int_list", "nonempty_path",
            "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
            "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
            "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file",
