@@ -98,7 +98,9 @@ def test_max_input_size_option(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["audit", ""], ["audit", "t.jsonl", "", "-o", "o"],
                                   ["audit", "t.jsonl", "-o", ""],
                                   ["audit", "t.jsonl", "-o", "o", "--json", " "],
-                                  ["run", ""], ["run", "--out", ""]])
+                                  ["run", ""], ["run", "--out", ""],
+                                  ["certs", "init", "--dir", "", "--agent", "a"],
+                                  ["serve", ""]])
 def test_an_empty_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         args: list[str]) -> None:
     """``Path("")`` is the current folder: an empty PATH, --out, --json or MANIFEST (an

@@ -169,6 +169,9 @@ _LONG = "a" * 5000
      "--otlp-endpoint", "5000 bytes"),
     (["run", "--out", "/proc/icore-run"], "--out", "cannot create anything in /proc"),
     (["run", "--out", "TMP/" + _LONG], "--out", "5000 bytes long"),
+    (["certs", "init", "--dir", "/proc/icore-certs", "--agent", "a"], "--dir",
+     "cannot create anything in /proc"),
+    (["certs", "init", "--dir", "TMP/" + _LONG, "--agent", "a"], "--dir", "5000 bytes"),
 ])
 def test_an_output_that_cannot_be_written_is_named_with_the_reason(
         tmp_path: Path, magentic: dict[str, Any], args: list[str], flag: str,
