@@ -253,8 +253,9 @@ def scan_paths(paths: Sequence[str | Path]) -> PathScan:
                         not q.name.endswith(".prov.json"):
                     found.append(q)
             elif not q.is_dir():
-                why = not_a_regular_file(q) or ("is a broken symbolic link" if q.is_symlink()
-                                                else "cannot be read (stat failed)")
+                why = not_a_regular_file(q) or (
+                    "is a symbolic link to nothing (broken, or a loop)" if q.is_symlink()
+                    else "cannot be read (stat failed)")
                 skipped.append((q, why))
         out.extend(sorted(found, key=_natural))
     return PathScan(tuple(out), tuple(sorted(skipped, key=lambda x: str(x[0]))))
