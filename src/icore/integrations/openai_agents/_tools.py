@@ -26,10 +26,14 @@ class (``WorkspaceError`` / ``IntegrationError``, :func:`agents_error`) that is 
 ``AgentsException``, chained to the original.
 
 Human approval (the SDK's ``needs_approval``, ``RunState.approve``): an approval covers
-the arguments of the approved call. If the gate's one replan changes them (the plan's
-inputs changed while the human decided), the changed call does not run: the model is told
-the old and new arguments (or :class:`AgentsActionBlocked` is raised), the fresh plan is
-written back, and the model's next call with the fresh arguments goes to the human again.
+the request put to the human, its :class:`~icore.workspace.ApprovalRequest` (arguments
+and the versions of D(a) the call derives from), noted when the SDK asks the tool's
+``needs_approval``. A replanned call (the plan's inputs changed while the human decided)
+is another request, whether its arguments changed or not: it does not run, the model is
+told ``approval_changed`` and what differs (or :class:`AgentsActionBlocked` is raised),
+the fresh plan is written back (``fence=``), and the model's next call goes to the human
+again; it is recorded like any refused call. ``always_approve=True`` keeps the SDK's
+meaning (every call of the tool approved).
 An approved call this agent holds no read for (a run resumed in a new process: reads
 live in memory) is refused ``not_read`` with the current values, saying so; the model's
 new call is put to the human again.
