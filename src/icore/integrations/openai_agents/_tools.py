@@ -60,11 +60,7 @@ from agents.tool_context import ToolContext
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
 from icore.fence import (
-    ActionResult,
-    DecisionLog,
     Fence,
-    GateDecision,
-    Outcome,
     Replan,
     ReplanRequest,
 )
@@ -86,6 +82,18 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations.openai_agents._sdk_approvals import (
+    NO_APPROVAL,
+    ApprovalChanged,
+    always_approved,
+    approved_call,
+    binding,
+    canon,
+    changed,
+    fence_changed,
+    record_changed,
+    unread_after_approval,
+)
 from icore.integrations.openai_agents._tracing import (
     ACTIVE_PROCESSOR,
     ACTIVE_RECORDER,
@@ -95,7 +103,6 @@ from icore.workspace import (
     APPROVAL_CHANGED,
     NOT_READ,
     ApprovalRequest,
-    Call,
     CallRefused,
     UserReplanner,
 )
@@ -137,33 +144,6 @@ def agents_error(exc: IcoreError) -> AgentsException:
     return out
 
 
-def _unread_after_approval(name: str, call: Call) -> str:
-    keys = ", ".join(sorted(call.fresh))
-    values = json.dumps(dict(sorted(call.fresh.items())), ensure_ascii=False, default=str)
-    return (f"PlanFence blocked {name} (not_read): this approved call depends on {keys}, and "
-            f"this agent holds no read of it here (reads are kept in memory: a run resumed "
-            f"in a new process, after a restart, starts with none), so the approval cannot "
-            f"be tied to the version the call was decided from; nothing ran. Current "
-            f"values: {values}. Decide from these values and call {name} again; the new "
-            f"call is put to the human again.")
-
-
-_MAX_ASKED = 4096
-"""Most approval requests remembered per tool (older approved calls fail closed)."""
-_NO_APPROVAL: Any = object()
-"""A call that did not run through the SDK's human approval."""
-
-
-class _ApprovalChanged(Exception):
-    def __init__(self, approved: dict[str, Any], fresh: dict[str, Any]) -> None:
-        super().__init__("changed after approval")
-        self.approved, self.fresh = approved, fresh
-
-
-def _canon(args: Any) -> str:
-    return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
-
-
 def _noting(replan: AnyReplanner | None, fresh: list[Replan]) -> AnyReplanner | None:
     if replan is None:
         return None
@@ -182,31 +162,6 @@ def _noting(replan: AnyReplanner | None, fresh: list[Replan]) -> AnyReplanner | 
         return got  # type: ignore[return-value]
 
     return noted
-
-
-def _approved(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
-    """Whether this call ran through the SDK's human approval."""
-    if tool.needs_approval is False:
-        return False
-    if tool.needs_approval is True:
-        return True
-    return ctx.is_tool_approved(tool.name, ctx.tool_call_id) is True
-
-
-def _always(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
-    """Whether the human approved every call of the tool (``approve(always_approve=True)``).
-
-    Read from the run context's approval records (not a public SDK API: when they cannot
-    be read, False, and each call stays bound to its own request).
-    """
-    records = getattr(ctx, "_approval_records_for_key", None)
-    if not callable(records):
-        return False
-    try:
-        return any(getattr(r, "approved", None) is True
-                   for r in records(tool.name, call_id=ctx.tool_call_id))
-    except Exception:
-        return False
 
 
 class _Turns:
@@ -270,36 +225,6 @@ def _run_recorder(own: RunRecorder | None, name: str) -> RunRecorder | None:
     if rec is not None:
         rec.fenced_tools.add(name)
     return rec
-
-
-def _fence_changed(name: str, approved: Any, fresh: Any) -> str:
-    same = _canon(approved) == _canon(fresh)
-    what = ("the replanned call derives from a fresh plan (the same arguments from other "
-            "versions)" if same else f"the fresh call {json.dumps(fresh, default=str)} is "
-            f"not the approved {json.dumps(approved, default=str)}")
-    return (f"PlanFence blocked {name} (approval_changed): the plan changed while the human "
-            f"decided and {what}; nothing ran. Call {name} again with the fresh arguments "
-            "to ask the human again")
-
-
-def _changed(name: str, approved: Any, req: ApprovalRequest,
-             asked: ApprovalRequest | None) -> str:
-    """Why an approved call does not run: it is not the request the human approved."""
-    fresh = dict(req.args)
-    if asked is None:
-        why = ("the approval cannot be tied to the versions the call derives from (it "
-               "was asked in another process, or before this tool was wrapped)")
-    elif _canon(dict(asked.args)) != _canon(fresh):
-        why = (f"the plan changed while the human decided and the fresh call "
-               f"{json.dumps(fresh, default=str)} is not the approved "
-               f"{json.dumps(approved, default=str)}")
-    else:
-        keys = sorted(k for k, rid in req.basis if dict(asked.basis).get(k) != rid)
-        why = (f"the same arguments now derive from newer versions of "
-               f"{', '.join(keys) or 'its facts'} than the ones the human approved")
-    return (f"PlanFence blocked {name} (approval_changed): {why}; nothing ran. Call {name} "
-            "again (with arguments decided from the current values) to ask the human "
-            "again")
 
 
 def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
@@ -402,13 +327,13 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return invalid_args_message(base.name, getattr(norm, "schema", None), args,
                                         fallback=str(exc))
-        wanted = (asked.get(ctx.tool_call_id) if _approved(base, ctx)
-                  and not _always(base, ctx) else _NO_APPROVAL)
+        wanted = (asked.get(ctx.tool_call_id) if approved_call(base, ctx)
+                  and not always_approved(base, ctx) else NO_APPROVAL)
 
         def approve(req: ApprovalRequest) -> bool:
-            if wanted is _NO_APPROVAL or (wanted is not None and wanted.id == req.id):
+            if wanted is NO_APPROVAL or (wanted is not None and wanted.id == req.id):
                 return True
-            raise CallRefused(APPROVAL_CHANGED, _changed(
+            raise CallRefused(APPROVAL_CHANGED, changed(
                 base.name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
@@ -422,10 +347,10 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             message = gated.message
             if gated.reason == APPROVAL_CHANGED:
                 message = detail
-            elif (wanted is not _NO_APPROVAL and gated.call is not None
+            elif (wanted is not NO_APPROVAL and gated.call is not None
                     and gated.reason == NOT_READ
                     and any(v is not None for v in gated.call.fresh.values())):
-                message = _unread_after_approval(base.name, gated.call)
+                message = unread_after_approval(base.name, gated.call)
             return blocked(message, gated.reason, detail)
         return gated.value
 
@@ -434,11 +359,11 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         if isinstance(args, str):
             return args
         context = ctx.context
-        approved = _canon(args) if _approved(base, ctx) else None
+        approved = canon(args) if approved_call(base, ctx) else None
 
         async def call(**a: Any) -> Any:
-            if approved is not None and (fresh or _canon(a) != approved):
-                raise _ApprovalChanged(args, a)  # a replan is another request
+            if approved is not None and (fresh or canon(a) != approved):
+                raise ApprovalChanged(args, a)  # a replan is another request
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
         fresh: list[Replan] = []
@@ -450,12 +375,12 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         first = tuple(given) if isinstance(given, list | tuple) else ()
         try:
             gated = await per_call.arun(base.name, call, args, given)
-        except _ApprovalChanged as ch:
+        except ApprovalChanged as ch:
             if isinstance(roots, str) and fresh:  # the fresh plan stands; it needs a "yes"
                 context_set(context, roots, list(fresh[-1].roots))
-            message = _fence_changed(base.name, ch.approved, ch.fresh)
+            message = fence_changed(base.name, ch.approved, ch.fresh)
             if rec is not None:  # recorded like any refused call
-                _record_changed(rec, per_call, base.name, first, fresh, ch.fresh, message,
+                record_changed(rec, per_call, base.name, first, fresh, ch.fresh, message,
                                 caller_guard(ctx).agent)
             return blocked(message, APPROVAL_CHANGED)
         if not gated.executed:
@@ -473,7 +398,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             check_traced(base.name)  # a recorded run the SDK does not trace: loud
             proc.invoked(ctx.tool_call_id)
         rec = _run_recorder(recorder, base.name)
-        if rec is not None and _approved(base, ctx):  # the human's yes, before the gate
+        if rec is not None and approved_call(base, ctx):  # the human's yes, before the gate
             want = asked.get(ctx.tool_call_id)
             rec.add(caller_guard(ctx).agent or "executor", "thought",
                     f"a human approved {base.name} {input_json}", approval={
@@ -500,35 +425,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
 
     wrapped.is_enabled = is_enabled
     if team is not None and base.needs_approval is not False:
-        wrapped.needs_approval = _binding(base, team, guard, norm, turns, asked)
+        wrapped.needs_approval = binding(base, team, guard, norm, turns.key, asked)
     return wrapped
-
-
-def _record_changed(rec: RunRecorder, guard: FenceGuard, name: str,
-                    first: tuple[str, ...], fresh: list[Replan], args: Any, message: str,
-                    who: str | None) -> None:
-    """Fence mode: a call refused ``approval_changed`` after the gate authorized it.
-
-    Its decisions (the original roots', then the fresh plan's) are found in the fence's
-    :class:`~icore.fence.DecisionLog` and written with the replan and the blocked output.
-    """
-    log = guard.fence.log
-    wanted = [first, *(tuple(r.roots) for r in fresh[-1:])]
-    found: list[GateDecision] = []
-    for d in reversed(list(log)) if isinstance(log, DecisionLog) else ():
-        if d.action == name and d.roots in wanted and d.roots not in [x.roots for x in found]:
-            found.insert(0, d)
-            if len(found) == len(wanted):
-                break
-    if not found:
-        rec.tool_call(who or "executor", name, args, f"BLOCKED: {APPROVAL_CHANGED}: "
-                      f"{message}", error=True, blocked=True)
-        return
-    res = ActionResult(Outcome.BLOCKED, False, None, tuple(found), bool(fresh),
-                       found[-1].roots, dict(args), message)
-    fence = guard.fence
-    lookup = fence.lookup or (fence.install.get if fence.install is not None else None)
-    rec.gate(who, name, res, lookup=lookup, refused=APPROVAL_CHANGED)
 
 
 def _agent_error(agent: Any, tool: str, fence: Fence | None) -> IntegrationError:
@@ -544,46 +442,6 @@ def _agent_error(agent: Any, tool: str, fence: Fence | None) -> IntegrationError
         fence="given" if fence is not None else "none",
         fix=f"fenced_function_tool(tool, agent=ws.agent({(name if sdk else 'dispatcher')!r}), "
         "depends_on={...})")
-
-
-def _binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
-             norm: Callable[[Any], dict[str, Any]], turns: _Turns,
-             asked: OrderedDict[Any, ApprovalRequest | None]) -> Callable[..., Any]:
-    """The tool's ``needs_approval``, noting the request each call is put to the human as.
-
-    The SDK asks it when the model's call arrives, before the human decides: the call's
-    :class:`~icore.workspace.ApprovalRequest` (its normalised arguments and the versions of
-    D(a) this agent read for the call's model turn) is noted under the tool-call id. Once
-    approved, the call runs only as that exact request (same id); a replan (other
-    arguments, or the same ones from other versions) is refused ``approval_changed``.
-    A request that cannot be built (arguments that do not fit, an unread fact) is noted as
-    None: the approved call is then refused (fail closed) unless the gate refuses it first.
-    """
-    policy = base.needs_approval
-
-    async def needs_approval(wrapper: Any, params: Any, call_id: Any) -> bool:
-        need = policy(wrapper, params, call_id) if callable(policy) else bool(policy)
-        if inspect.isawaitable(need):
-            need = await need
-        if need is not True:
-            return bool(need)
-        req: ApprovalRequest | None = None
-        try:
-            args = norm(params)
-            keys = guard.depends_on(args) if callable(guard.depends_on) else guard.depends_on
-            req = team.request_for(base.name, args, keys, turn=turns.key(wrapper))
-        except Exception:  # the gate refuses such a call with the real cause
-            req = None
-        asked[call_id] = req
-        asked.move_to_end(call_id)
-        proc = ACTIVE_PROCESSOR.get()
-        if proc is not None:  # a run that stops here is paused, not ended
-            proc.asking(call_id, base.name, params)
-        while len(asked) > _MAX_ASKED:
-            asked.popitem(last=False)
-        return True
-
-    return needs_approval
 
 
 def _ctx_params(fn: Callable[..., Any]) -> list[str]:
