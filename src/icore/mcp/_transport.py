@@ -264,7 +264,7 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                     "issuer_url": f"http://{_url_host(host)}:{port}",
                     "resource_server_url": None}))
         config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                lifespan="on", http=_http_parser(), ws="none",
+                                lifespan="on", http=_http_parser(),
                                 access_log=False)
         server = _Server(config)
 
