@@ -1,0 +1,83 @@
+"""X's tables of sequential ids kept as lists (issue 29 item 4): a :class:`SeqTable`
+behaves exactly as the dict it replaces, for any sequence of writes, and a trial's undo
+leaves X as it was."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icore.state._seqtable import SeqTable
+
+_keys = st.one_of(
+    st.integers(1, 12).map(lambda n: f"a{n}"),  # the usual ids
+    st.sampled_from(["a0", "a01", "b1", "a", "a1x", "a²", "", "A1"]),  # not canonical
+)
+_ops = st.lists(st.tuples(st.sampled_from(["set", "del", "pop", "popd"]), _keys,
+                          st.integers(0, 3)), max_size=40)
+
+
+def _same(t: SeqTable[int], d: dict[str, int]) -> None:
+    assert list(t) == list(d)
+    assert list(t.keys()) == list(d.keys())
+    assert list(t.values()) == list(d.values())
+    assert list(t.items()) == list(d.items())
+    assert len(t) == len(d)
+    assert t == d and d == t
+    for k in ["a1", "a2", "a5", "a12", "a13", "a0", "a01", "b1", "x", ""]:
+        assert (k in t) == (k in d)
+        assert t.get(k) == d.get(k)
+        assert t.get(k, -1) == d.get(k, -1)
+        if k in d:
+            assert t[k] == d[k]
+        else:
+            with pytest.raises(KeyError):
+                t[k]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops)
+def test_a_seqtable_is_the_dict_it_replaces(ops: list[tuple[str, str, int]]) -> None:
+    t: SeqTable[int] = SeqTable("a")
+    d: dict[str, int] = {}
+    for op, key, value in ops:
+        if op == "set":
+            t[key] = value
+            d[key] = value
+        elif op == "del":
+            if key in d:
+                del t[key]
+                del d[key]
+            else:
+                with pytest.raises(KeyError):
+                    del t[key]
+        elif op == "pop":
+            if key in d:
+                assert t.pop(key) == d.pop(key)
+            else:
+                with pytest.raises(KeyError):
+                    t.pop(key)
+        else:
+            assert t.pop(key, None) == d.pop(key, None)
+        _same(t, d)
+    proxy: Any = MappingProxyType(t)
+    assert dict(proxy) == d and list(proxy.values()) == list(d.values())
+    t.clear()
+    assert len(t) == 0 and list(t) == []
+
+
+def test_sequential_ids_stay_a_list_and_other_keys_make_a_dict() -> None:
+    t: SeqTable[str] = SeqTable("a")
+    for n in range(1, 6):
+        t[f"a{n}"] = str(n)
+    del t["a5"]  # a trial's undo removes the last
+    t["a5"] = "5"
+    assert t._d is None and list(t) == ["a1", "a2", "a3", "a4", "a5"]
+    del t["a2"]
+    t["a2"] = "2"  # re-inserted: a dict puts it last, so the list gives way
+    assert t._d is not None and list(t) == ["a1", "a3", "a4", "a5", "a2"]
+    assert repr(t).startswith("SeqTable({'a1': '1'")
