@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icore.state._seqtable import SeqTable
+from icore.state import AssertionKind
+from icore.state._seqtable import AssertionTable, SeqTable
+from icore.state._xmodel import Assertion
 
 _keys = st.one_of(
     st.integers(1, 12).map(lambda n: f"a{n}"),  # the usual ids
@@ -21,7 +23,7 @@ _ops = st.lists(st.tuples(st.sampled_from(["set", "del", "pop", "popd"]), _keys,
                           st.integers(0, 3)), max_size=40)
 
 
-def _same(t: SeqTable[int], d: dict[str, int]) -> None:
+def _same(t: SeqTable[Any], d: dict[str, Any]) -> None:
     assert list(t) == list(d)
     assert list(t.keys()) == list(d.keys())
     assert list(t.values()) == list(d.values())
@@ -39,12 +41,23 @@ def _same(t: SeqTable[int], d: dict[str, int]) -> None:
                 t[k]
 
 
+def _assertion(key: str, n: int) -> Any:
+    """An assertion stored under ``key`` (n = 3: one whose id is another key; n = 2: no
+    assertion at all)."""
+    if n == 2:
+        return ("not an assertion", key)
+    return Assertion(key if n < 3 else "a7", f"o{n}", list(AssertionKind)[n], "k" * n,
+                     {"v": [n]}, "agent" if n else None, None if n else "p1", n != 1)
+
+
 @settings(max_examples=300, deadline=None)
-@given(_ops)
-def test_a_seqtable_is_the_dict_it_replaces(ops: list[tuple[str, str, int]]) -> None:
-    t: SeqTable[int] = SeqTable("a")
-    d: dict[str, int] = {}
-    for op, key, value in ops:
+@given(_ops, st.booleans())
+def test_a_seqtable_is_the_dict_it_replaces(ops: list[tuple[str, str, int]],
+                                            columns: bool) -> None:
+    t: SeqTable[Any] = AssertionTable() if columns else SeqTable("a")
+    d: dict[str, Any] = {}
+    for op, key, n in ops:
+        value = _assertion(key, n) if columns else n
         if op == "set":
             t[key] = value
             d[key] = value
@@ -68,6 +81,9 @@ def test_a_seqtable_is_the_dict_it_replaces(ops: list[tuple[str, str, int]]) -> 
     assert dict(proxy) == d and list(proxy.values()) == list(d.values())
     t.clear()
     assert len(t) == 0 and list(t) == []
+    first = _assertion("a1", 0) if columns else 0
+    t["a1"] = first
+    assert list(t.values()) == [first] and t._d is None
 
 
 def test_sequential_ids_stay_a_list_and_other_keys_make_a_dict() -> None:
@@ -81,3 +97,11 @@ def test_sequential_ids_stay_a_list_and_other_keys_make_a_dict() -> None:
     t["a2"] = "2"  # re-inserted: a dict puts it last, so the list gives way
     assert t._d is not None and list(t) == ["a1", "a3", "a4", "a5", "a2"]
     assert repr(t).startswith("SeqTable({'a1': '1'")
+
+
+def test_assertion_columns_share_what_repeats() -> None:
+    t = AssertionTable()
+    for n in range(1, 4):
+        t[f"a{n}"] = Assertion(f"a{n}", f"o{n}", AssertionKind.STATUS, "", "open", "x", None)
+    assert t._d is None and t._metas[0] is t._metas[2]
+    assert t["a2"] == Assertion("a2", "o2", AssertionKind.STATUS, "", "open", "x", None)

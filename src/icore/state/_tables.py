@@ -15,9 +15,8 @@ from typing import Any, Protocol
 
 from icore.state._entries import Body, FlagResolved, LogEntry
 from icore.state._metrics import MetricSums, ObligationEval
-from icore.state._seqtable import SeqTable
+from icore.state._seqtable import AssertionTable, SeqTable
 from icore.state._xmodel import (
-    Assertion,
     Certificate,
     Event,
     HardFlag,
@@ -64,7 +63,7 @@ class Tables:
         self.events: dict[str, Event] = {}
         # Q
         self.obligations: dict[str, Obligation] = {}
-        self.assertions: SeqTable[Assertion] = SeqTable("a")  # ids a1, a2, ...: a list
+        self.assertions: AssertionTable = AssertionTable()  # ids a1, a2, ...: columns
         self.superseded: dict[str, str] = {}  # aid -> superseding aid
         # Π
         self.pi: SeqTable[Justification] = SeqTable("a")
