@@ -107,16 +107,10 @@ class SeqTable(MutableMapping[str, V], Generic[V]):
 
     # ---------------------------------------------------------------- reads
     def __getitem__(self, key: str) -> V:
-        d = self._d
-        if d is not None:
-            return d[key]
-        if type(key) is str and key[:1] == self._p:  # _pos, inlined (hot)
-            s = key[1:]
-            if s.isdigit() and s.isascii() and s[:1] != "0":
-                i = int(s) - 1
-                if i < len(self._items) and self._items[i] is not _HOLE:
-                    return self._load(i)
-        raise KeyError(key)
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            raise KeyError(key)
+        return v  # type: ignore[no-any-return]
 
     @overload
     def get(self, key: str, /) -> V | None: ...
