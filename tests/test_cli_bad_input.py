@@ -93,3 +93,64 @@ def test_max_input_size_option(tmp_path: Path) -> None:
     for bad in ("nan", "0", "-1", "inf"):
         code, out = _invoke("audit", str(t), "--no-report", "--max-input-mb", bad)
         assert code == 2, (bad, out)
+
+
+@pytest.mark.parametrize("args", [["audit", ""], ["audit", "t.jsonl", "", "-o", "o"],
+                                  ["audit", "t.jsonl", "-o", ""],
+                                  ["audit", "t.jsonl", "-o", "o", "--json", " "],
+                                  ["run", ""], ["run", "--out", ""],
+                                  ["certs", "init", "--dir", "", "--agent", "a"],
+                                  ["serve", ""]])
+def test_an_empty_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        args: list[str]) -> None:
+    """``Path("")`` is the current folder: an empty PATH, --out, --json or MANIFEST (an
+    unset shell variable) is refused naming it (exit 2), nothing read or written."""
+    monkeypatch.chdir(tmp_path)
+    _trace(tmp_path)
+    code, out = _invoke(*args)
+    assert code == 2, out
+    assert "an empty path" in out and "Traceback" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+@pytest.mark.timeout(60)
+def test_a_folder_holding_a_fifo_is_audited_and_the_fifo_named(tmp_path: Path) -> None:
+    """A FIFO (whatever its name) or a broken link inside a
+    folder is never opened (the audit would block on a FIFO) and is named in a warning
+    line; the folder's traces are audited as usual."""
+    import os
+
+    from icore.adapters import scan_paths
+
+    runs = tmp_path / "runs"
+    (runs / "sub").mkdir(parents=True)
+    _trace(runs)
+    os.mkfifo(runs / "pipe.jsonl")
+    os.mkfifo(runs / "sub" / "fifo")
+    (runs / "dead.json").symlink_to(tmp_path / "nowhere")
+    (runs / "sub" / "self.json").symlink_to("self.json")  # a link loop
+    scan = scan_paths([runs])
+    assert scan.files == (runs / "t.jsonl",)
+    assert [(p.name, why[:21]) for p, why in scan.skipped] == [
+        ("dead.json", "is a symbolic link to"), ("pipe.jsonl", "is a FIFO (named pipe"),
+        ("fifo", "is a FIFO (named pipe"), ("self.json", "is a symbolic link to")]
+    code, out = _invoke("audit", str(runs), "--no-report")
+    assert code == 0, out
+    for name in ("pipe.jsonl", "fifo", "dead.json"):
+        assert f"warning skipped {runs}" in out and f"{name}: is a" in out, out
+    (runs / "t.jsonl").unlink()
+    code, out = _invoke("audit", str(runs), "--no-report")
+    assert code == 2 and "pipe.jsonl: is a FIFO" in out and "no trace files found" in out
+
+
+@pytest.mark.parametrize("args", [["run", "--seeds", ""], ["run", "--seeds", ","],
+                                  ["bench", "otel", "--seeds", ""],
+                                  ["bench", "otel", "--seeds", " , "]])
+def test_an_empty_seeds_list_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              args: list[str]) -> None:
+    """``--seeds ''`` names no seed: exit 2 naming ``--seeds`` before any work (it was
+    read as "not given": the manifest's seeds, or every seed)."""
+    monkeypatch.chdir(tmp_path)
+    code, out = _invoke(*args)
+    assert code == 2 and "--seeds" in out and "names no value" in out, out
+    assert list(tmp_path.iterdir()) == []

@@ -148,3 +148,42 @@ def test_flag_values_that_cannot_work_are_usage_errors_before_any_work(
     assert res.exit_code == 2, res.output
     assert option in res.output and words in res.output and "pw" not in res.output
     assert not out.exists()
+
+
+_LONG = "a" * 5000
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize(("args", "flag", "why"), [
+    (["audit", "RUNS", "--out", "/proc/icore-out"], "--out", "cannot create anything in /proc"),
+    (["audit", "RUNS", "--out", "TMP/" + _LONG], "--out", "5000 bytes long"),
+    (["audit", "RUNS", "--out", "TMP/" + "/".join(["d" * 10] * 460)], "--out",
+     "over the system's limit"),
+    (["audit", "RUNS", "--out", "TMP/runs/1.json/sub"], "--out", "is a file, not a folder"),
+    (["audit", "RUNS", "--no-report", "--json", "/proc/icore.json"], "--json",
+     "cannot create anything in /proc"),
+    (["audit", "RUNS", "--no-report", "--json", "TMP/" + _LONG], "--json", "5000 bytes"),
+    (["audit", "RUNS", "--no-report", "--otlp-endpoint", "file:/proc/x.jsonl"],
+     "--otlp-endpoint", "cannot create anything in /proc"),
+    (["audit", "RUNS", "--no-report", "--otlp-endpoint", "file:TMP/" + _LONG],
+     "--otlp-endpoint", "5000 bytes"),
+    (["run", "--out", "/proc/icore-run"], "--out", "cannot create anything in /proc"),
+    (["run", "--out", "TMP/" + _LONG], "--out", "5000 bytes long"),
+    (["certs", "init", "--dir", "/proc/icore-certs", "--agent", "a"], "--dir",
+     "cannot create anything in /proc"),
+    (["certs", "init", "--dir", "TMP/" + _LONG, "--agent", "a"], "--dir", "5000 bytes"),
+])
+def test_an_output_that_cannot_be_written_is_named_with_the_reason(
+        tmp_path: Path, magentic: dict[str, Any], args: list[str], flag: str,
+        why: str) -> None:
+    """``--out /proc/...``, a 5000-character name or path, a folder on the way that is a
+    file: exit 2 before any work, naming the option and the reason (not an ``[Errno]``
+    after the audit or the run)."""
+    runs = _runs(tmp_path, magentic)
+    argv = [str(runs) if a == "RUNS" else a.replace("TMP", str(tmp_path)) for a in args]
+    res = CliRunner().invoke(app, argv, env=_ENV)
+    assert res.exit_code == 2, res.output
+    out = " ".join(res.output.replace("│", " ").split())
+    assert flag in out and why in out and "Traceback" not in out and "Errno" not in out
+    assert "characters)" in out or len(max(argv, key=len)) < 200  # long paths are cut
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

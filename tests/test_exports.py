@@ -85,10 +85,11 @@ PINNED = {
     ],
     "icore.cli.inputs": [
         "FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint", "fail_conditions",
-        "otlp_file_target",
+        "int_list", "nonempty_path", "otlp_file_target",
         "otlp_undelivered", "output_file", "positive_number", "positive_seconds",
         "positive_seconds_or_none", "refuse_input_as_output", "refuse_inputs_inside",
-        "refuse_non_folder", "refuse_special_file", "same_file",
+        "refuse_non_folder", "refuse_special_file", "same_file", "shown_path", "too_long",
+        "unwritable",
     ],
     "icore.integrations": [
         "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",

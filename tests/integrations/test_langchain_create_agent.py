@@ -272,6 +272,20 @@ def test_hitl_pause_and_end_are_the_agents(tmp_path: Path, mode: str) -> None:
 
 
 # ------------------------------------------------------------------ a rejected call (D5)
+def _decided(hotel: Hotel, mode: str, decision: dict[str, Any]
+             ) -> tuple[RunRecorder, list[ToolMessage]]:
+    """Run to the HITL pause, answer with ``decision``: (the recording, the
+    ``book_room`` messages the model got)."""
+    agent = _hitl(hotel, mode)
+    rec = RunRecorder(str(decision["type"]))
+    cfg: Any = {"configurable": {"thread_id": mode}, "callbacks": [RecordingHandler(rec)]}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    out = agent.invoke(Command(resume={"decisions": [decision]}) if mode == "batched"
+                       else Command(resume=decision), cfg)
+    return rec, [m for m in out["messages"]
+                 if isinstance(m, ToolMessage) and m.name == "book_room"]
+
+
 @pytest.mark.parametrize("mode", ["batched", "per_call"])
 def test_hitl_reject_is_recorded_as_the_agents_refused_call(tmp_path: Path,
                                                             mode: str) -> None:
@@ -279,15 +293,8 @@ def test_hitl_reject_is_recorded_as_the_agents_refused_call(tmp_path: Path,
     call as refused (exit code 1) under the booker, with the middleware's message (what
     the model read) and the human's decision; the read that ran is recorded once."""
     hotel = Hotel()
-    agent = _hitl(hotel, mode)
-    rec = RunRecorder("reject")
-    cfg: Any = {"configurable": {"thread_id": mode}, "callbacks": [RecordingHandler(rec)]}
-    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
-    no = {"type": "reject", "message": "not today"}
-    out = agent.invoke(Command(resume={"decisions": [no]}) if mode == "batched"
-                       else Command(resume=no), cfg)
+    rec, told = _decided(hotel, mode, {"type": "reject", "message": "not today"})
     assert hotel.booked == []
-    told = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "book_room"]
     outs = [x for x in _lines(rec) if x["kind"] == "tool_output"]
     assert [(x["agent"], x["tool"], x["exitcode"]) for x in outs] == [
         ("booker", "get_room", 0), ("booker", "book_room", 1)]
@@ -298,6 +305,37 @@ def test_hitl_reject_is_recorded_as_the_agents_refused_call(tmp_path: Path,
     code, _, run = _audit(rec.write(tmp_path / "reject.jsonl"), "--fail-on", "hard-flags",
                           "--fail-on", "unsound")
     assert code == 0 and run["lineage"] == []
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_hitl_respond_is_recorded_as_answered_by_the_human_not_run(tmp_path: Path,
+                                                                   mode: str) -> None:
+    """The human answers ``book_room`` in its place (``respond``): the fenced tool never
+    runs (nothing booked, no gate decision), and the trace says so: the call's line has
+    ``ran: false``, the human's decision and no exit code (nothing ran), a note "book_room
+    did not run: a human answered in its place" precedes it, and the report shows the
+    note; the audit is clean and has no lineage for a call that never ran."""
+    hotel = Hotel()
+    said = {"type": "respond", "message": "I booked it by phone at 100"}
+    rec, told = _decided(hotel, mode, said)
+    assert hotel.booked == []
+    assert [m.status for m in told] == ["success"]
+    lines = _lines(rec)
+    assert not [x for x in lines if "gate" in x or x.get("planfence")]
+    book = [x for x in lines if x.get("tool") == "book_room"]
+    assert [x["kind"] for x in book] == ["thought", "tool_output"]
+    note, answer = book
+    assert note["content"].startswith("book_room did not run: a human answered in its place")
+    assert answer["content"] == told[0].content == said["message"]
+    assert answer["ran"] is False and "exitcode" not in answer
+    assert answer["decision"] == "respond" and answer["source"] == "hitl_interrupt_decision"
+    assert answer["agent"] == note["agent"] == "booker"
+    assert answer["args"] == {"room_id": "R101", "price": "100"}
+    code, _, run = _audit(rec.write(tmp_path / "respond.jsonl"), "--fail-on", "hard-flags",
+                          "--fail-on", "unsound", "--fail-on", "invalid")
+    assert code == 0 and run["lineage"] == [] and run["diagnoses"] == []
+    html = (tmp_path / "respond-rep" / "respond.html").read_text(encoding="utf-8")
+    assert "book_room did not run: a human answered in its place" in html
 
 
 def test_hitl_approve_and_reject_record_each_call_once(tmp_path: Path) -> None:

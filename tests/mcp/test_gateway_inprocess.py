@@ -88,3 +88,43 @@ def test_owner_service_backend_validates_against_a_team_agent(tmp_path: Path) ->
         anyio.run(main)
     assert [x["tool"] for x in upstream_log(log)] == ["echo", "echo"]
     sales.close()
+
+
+def test_second_change_after_a_reread_of_the_same_versions_says_what_to_read(
+        tmp_path: Path) -> None:
+    """U5: after a stale refusal the session reads the handed-over versions again (no new
+    plan); a later change blocks second_change, whose text names the resource and says
+    that reading it now (a newer version) is what starts a new plan."""
+    from mcp_types import CallToolRequestParams, ReadResourceRequestParams
+
+    key = "fact://plan/goal"
+    log = tmp_path / "up.log"
+    m = manifest_from_dict({"upstreams": {"trip": stdio_upstream(log, 10)},
+                            "facts": {"owners": {"fact://plan/*": "planner"},
+                                      "initial": {key: "Porto"}},
+                            "tools": {"echo": {"depends_on": [key]}}})
+
+    async def main() -> None:
+        async with Gateway(m) as gw:
+            gw.single_client = True
+            assert gw.facts is not None
+            ctx = SimpleNamespace(session=None, meta=None)
+            read = ReadResourceRequestParams(uri=key)
+            call = CallToolRequestParams(name="echo", arguments={"text": "go"})
+            await gw._read_resource(ctx, read)
+            gw.facts.observe(key, "Faro")  # another writer
+            r = await gw._call_tool(ctx, call)
+            assert r.is_error and "(stale)" in text(r) and "Faro" in text(r)
+            await gw._read_resource(ctx, read)  # the handed-over version, read again
+            gw.facts.observe(key, "Lisbon")
+            r = await gw._call_tool(ctx, call)
+            said = text(r)
+            assert r.is_error and "(second_change)" in said, said
+            assert "reading those same versions again does not start a new plan" in said
+            assert "read the resources named below again now" in said
+            assert f"Changed: {key}" in said
+            await gw._read_resource(ctx, read)  # a newer version: a new plan
+            assert text(await gw._call_tool(ctx, call)) == "go"
+
+    anyio.run(main)
+    assert [x["tool"] for x in upstream_log(log)] == ["echo"]

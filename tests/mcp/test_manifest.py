@@ -96,6 +96,24 @@ def test_cli_bad_http_address(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "HOST:PORT" in res.output
 
 
+def test_cli_bad_event_loop_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ICORE_EVENT_LOOP (uvloop by default when installed) is checked before any start."""
+    p = _write(tmp_path, "upstreams:\n  a: {command: python}\n")
+    monkeypatch.setenv("ICORE_EVENT_LOOP", "tokio")
+    res = CliRunner().invoke(app, ["mcp", str(p)])
+    assert res.exit_code == 2 and "ICORE_EVENT_LOOP" in res.output, res.output
+
+
+def test_http_parser_is_httptools_when_installed() -> None:
+    from icore.mcp._transport import _http_parser
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        assert _http_parser() == "h11"
+    else:
+        assert _http_parser() == "httptools"
+
+
 def test_help_lists_mcp() -> None:
     res = CliRunner().invoke(app, ["--help"])
     assert res.exit_code == 0 and " mcp " in res.output

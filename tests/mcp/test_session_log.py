@@ -35,3 +35,34 @@ def test_decision_lines_are_the_old_bytes_and_read_back(tmp_path: Path) -> None:
     assert pf == [json.dumps(old, sort_keys=True)]
     back = DecisionEntry.from_dict(json.loads(pf[0])["planfence"]["decision"])
     assert back == d.entry(task="client#1/1")
+
+
+def test_a_decision_on_trusted_heads_says_so_where_the_audit_shows_it(
+        tmp_path: Path) -> None:
+    """A validation whose H(x) came from a ``trust_updates`` upstream (not read again) is
+    named in the decision's detail: the report's validation caption and the lineage
+    reason show it; a decision on re-read heads keeps its line unchanged."""
+    from icore.report import trace_lineage
+
+    bal = Record.create(key="acct://main/balance", owner="ledger", seq=1, content=500)
+    ok = GateDecision(Outcome.AUTHORIZED, Reason.VALID, action="book", roots=(bal.id,),
+                      deps=(bal.key,), frontier={bal.key: bal.id}, heads={bal.key: bal.id},
+                      point=1, policy="planfence", owners_contacted=1, heads_checked=1)
+    trace = GatewayTrace("gw", tmp_path / "trace.jsonl")
+    trace.decisions("c#1", "book", [ok], task="c#1/1",
+                    heads={"reread": [], "trusted": [bal.key]})
+    trace.decisions("c#1", "book", [ok], task="c#1/2",
+                    heads={"reread": [bal.key], "trusted": []})
+    trace.close()
+    lines = [json.loads(x) for x in (tmp_path / "trace.jsonl").read_text(
+        encoding="utf-8").splitlines() if x.startswith('{"planfence"')]
+    got = [x["planfence"]["decision"] for x in lines]
+    assert got[0]["detail"] == ("H(x) of acct://main/balance taken on trust (trust_updates: "
+                                "the upstream's subscription, not read again at this call)")
+    assert got[1] == ok.entry(task="c#1/2").to_dict()  # read again: the line as before
+    rec = {"id": bal.id, "key": bal.key, "owner": bal.owner, "seq": bal.seq,
+           "type": bal.type, "parents": [], "role": "input"}
+    views = trace_lineage({"records": [rec], "decisions": got})
+    assert "taken on trust" in views[0].reason and views[0].status == "valid"
+    assert views[0].points[-1].detail == got[0]["detail"]  # the report's caption
+    assert "trust" not in views[1].reason

@@ -299,13 +299,14 @@ def test_cli_certs_and_team_launcher(tmp_path: Path) -> None:
 
 
 def test_cli_certs_into_unusable_folder_is_a_clean_error(tmp_path: Path) -> None:
-    """`icore certs init --dir` onto a file: an error naming it and exit 1, no traceback."""
+    """`icore certs init --dir` under a file: a usage error naming --dir and the file
+    (exit 2, before anything is written), no traceback."""
     (tmp_path / "afile").write_text("")
     res = CliRunner().invoke(app, ["certs", "init", "--dir", str(tmp_path / "afile" / "c"),
                                    "--agent", "a"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert isinstance(res.exception, SystemExit)
-    assert "error:" in res.output and "afile" in res.output
+    assert "error: --dir" in res.output and "afile is a file, not a folder" in res.output
 
 
 def test_cli_serve_bad_log_level_is_a_usage_error(tmp_path: Path) -> None:

@@ -67,6 +67,41 @@ def test_semantic_checks() -> None:
         manifest_from_dict(bad)
 
 
+def test_empty_seeds_are_refused_naming_the_field(tmp_path: Path) -> None:
+    """``seeds: []`` would run no workflow and end like a clean run: a manifest error
+    naming the file and ``seeds``."""
+    data = default_manifest().model_dump()
+    data["seeds"] = []
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(LiveManifestError) as ei:
+        load_manifest(p)
+    assert ei.value.fields["path"] == "seeds" and ei.value.fields["file"] == str(p)
+
+
+@pytest.mark.parametrize("name", ["", "   "])
+def test_empty_name_is_refused_naming_file_and_field(tmp_path: Path, name: str) -> None:
+    """An empty or blank ``name`` (the report title and team name): a manifest error
+    naming the file and ``name``; ``icore run`` says so (exit 2, as every manifest error)
+    before any agent starts."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    data = default_manifest().model_dump()
+    data["name"] = name
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(LiveManifestError, match="needs a name") as ei:
+        load_manifest(p)
+    assert ei.value.fields == {"file": str(p), "path": "name"}
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["run", str(p), "--out", str(out)],
+                             env={"COLUMNS": "500"}, terminal_width=500)
+    assert res.exit_code == 2, res.output
+    assert "path='name'" in res.output and "m.yaml" in res.output and not out.exists()
+
+
 def test_team_manifest_composition(tmp_path: Path) -> None:
     """A run manifest yields the net team manifest (central service under centralized)."""
     m = default_manifest()
@@ -162,6 +197,9 @@ def test_team_manifest_load_refuses_a_fifo(tmp_path: Path) -> None:
     (["--llm-timeout-s", "inf"], "--llm-timeout-s", "got inf"),
     (["--llm-timeout-s", "601"], "--llm-timeout-s", "less than or equal to 600"),
     (["--matched", "--concurrency", "0"], "--concurrency", "greater than or equal to 1"),
+    (["--seeds", ""], "--seeds", "names no value"),
+    (["--seeds", " , "], "--seeds", "names no value"),
+    (["--matched", "--seeds", ""], "--seeds", "names no value"),
 ])
 def test_cli_run_refuses_bad_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     args: list[str], option: str, shown: str) -> None:

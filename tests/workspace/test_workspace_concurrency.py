@@ -72,3 +72,43 @@ def test_processes_on_one_sqlite_folder_never_lose_an_update(tmp_path: Path) -> 
     with Workspace.sqlite(FACTS, tmp_path) as ws2:
         assert ws2.value(KEY) == 200
     assert len(seqs) == len(set(seqs)) == 200
+
+
+def test_concurrent_siblings_consuming_one_fact_commit_against_their_basis() -> None:
+    """Two sibling calls run at once are both validated before either writes (planfence
+    Sec. 6: validation is not atomic with the call); a tool that consumes the fact writes
+    with ``expected=`` its basis, so the second gets ``HeadConflict`` and nothing is taken
+    twice (docs/workspace.md "Concurrent sibling calls")."""
+    import asyncio
+
+    from icore.errors import HeadConflict
+    from icore.workspace import running_call
+
+    ws = Workspace({"stock/*": "warehouse"})
+    ws.put("stock/x", {"n": 1})
+    buyer = ws.agent("buyer")
+    buyer.read("stock/x")
+    both_validated = asyncio.Event()
+    entered = 0
+
+    async def take(qty: int) -> str:
+        nonlocal entered
+        entered += 1
+        if entered == 2:
+            both_validated.set()
+        await asyncio.wait_for(both_validated.wait(), 5)
+        call = running_call()
+        assert call is not None
+        base = call.basis["stock/x"]
+        ws.commit("stock/x", {"n": base.content["n"] - qty}, expected=base.id, by="warehouse")
+        return "taken"
+
+    async def main() -> list[object]:
+        return await asyncio.gather(
+            *(buyer.aexecute("take", take, {"qty": 1}, depends_on={"stock/x"}, turn="m1")
+              for _ in range(2)), return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert entered == 2                                   # both were authorized
+    assert sum(isinstance(r, HeadConflict) for r in results) == 1
+    assert ws.value("stock/x") == {"n": 0}

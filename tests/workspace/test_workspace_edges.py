@@ -226,6 +226,34 @@ def test_sqlite_refuses_owner_names_that_are_not_safe_file_names(tmp_path: Path,
     assert (folder / "sales-eu.1.db").exists()
 
 
+@pytest.mark.parametrize("owner", ["../x", "../../escape", "x/y", "..", ".hidden", "-x",
+                                   "a b", "a" * 64])
+def test_every_store_holds_owner_names_to_the_sqlite_rule(tmp_path: Path,
+                                                          owner: str) -> None:
+    """One names rule for every store: a name SQLite refuses (it names the owner's
+    file) is refused in memory too, when the workspace is made, naming the owner."""
+    from icore.memory import MemoryStore, OwnershipMap
+
+    om = OwnershipMap.from_mapping({"a/*": owner})
+    for make in (lambda: Workspace({"a/*": owner}), lambda: Workspace.in_memory(om),
+                 lambda: Workspace(om, stores={owner: MemoryStore(om, owner)}),
+                 lambda: Workspace.sqlite(om, tmp_path / "ws")):
+        with pytest.raises(WorkspaceError, match=r"\[A-Za-z0-9._-\]") as ei:
+            make()
+        assert ei.value.fields["owners"] == [owner]
+    assert not list(tmp_path.rglob("*.db"))
+
+
+@pytest.mark.parametrize("owner", ["sales", "sales-eu.1", "_notes", "A9"])
+def test_a_safe_owner_name_works_in_memory_and_in_sqlite(tmp_path: Path,
+                                                         owner: str) -> None:
+    for ws in (Workspace({"a/*": owner}), Workspace.sqlite({"a/*": owner}, tmp_path)):
+        with ws:
+            ws.put("a/1", 1)
+            assert ws.value("a/1") == 1
+    assert (tmp_path / f"{owner}.db").exists()
+
+
 @pytest.mark.parametrize(("kw", "words"), [
     ({"action": ""}, "action is the tool's name"),
     ({"action": 5}, "action is the tool's name"),

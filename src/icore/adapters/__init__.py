@@ -80,12 +80,14 @@ from icore.adapters._trace import (
 )
 from icore.adapters._trace_audit import (
     ROOT,
+    PathScan,
     audit_file,
     audit_path,
     audit_trace,
     collect_paths,
     declaration_for,
     load_trace,
+    scan_paths,
 )
 from icore.adapters._trace_places import FlagPlaces
 from icore.adapters._values import (
@@ -163,6 +165,7 @@ __all__ = [
     "OtelExporter",
     "OtelSpan",
     "OtlpJsonFileExporter",
+    "PathScan",
     "PlanfenceLog",
     "RunSummary",
     "SpanCounter",
@@ -217,6 +220,7 @@ __all__ = [
     "parse_spans",
     "parse_who_and_when_data",
     "read_prov",
+    "scan_paths",
     "spans_to_trace",
     "time_ns",
     "to_prov",

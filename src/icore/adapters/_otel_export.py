@@ -338,7 +338,7 @@ class OtelExporter:
         if s.answer_checked is False:  # a final answer with nothing to check it against
             attrs["icore.answer_checked"] = False
         if s.paused:  # no end yet: the run waits for a human at an interrupt
-            attrs["icore.paused"] = True
+            attrs[N.PAUSED] = True
         with self.tracer.start_as_current_span(f"icore.audit {s.run}",
                                                attributes=attrs) as span:
             for p in r.timeline:

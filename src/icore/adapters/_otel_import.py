@@ -27,7 +27,11 @@ Mapping into the source-neutral trace (docs/observability.md, "Auditing a trace"
   ``handoff.to``/``to_agent``) -> instructions assigning the next turn to the target;
 - one trace -> one run (:func:`load_otlp_runs` splits a file holding several);
 - the root span -> the task (its input) and, once it ended, the termination (its output
-  is the final answer);
+  is the final answer); a root span with ``icore.paused: true`` (what
+  :meth:`OtelExporter.audit` writes for a run paused at an ``interrupt()``) has no
+  termination: its last step is a pause, and the run is reported paused as the JSONL
+  path reports a run ending in a ``pause`` thought; any other span with that marker is a
+  pause step;
 - parent/child -> causes (each step's parent is the nearest ancestor that is a step);
 - every other span kind (chains, retrievers, guardrails, evaluators, ...) -> kept as
   ``thought`` events naming the kind, and counted in ``extras["unknown_spans"]``.
@@ -228,6 +232,14 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             guard += 1
         return None
 
+    def paused(s: OtelSpan) -> bool:
+        """The span's :data:`~icore.adapters._otel_names.PAUSED` marker (a bool)."""
+        v = s.attributes.get(N.PAUSED)
+        if v is not None and not isinstance(v, bool):
+            raise AdapterError(f"must be a boolean, not {v!r}", file=file,
+                               field=f"span {s.span_id} ({s.name!r}).{N.PAUSED}")
+        return v is True
+
     def add(s: OtelSpan, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
         idx = len(steps)
         steps.append(Step(index=idx, agent=agent, kind=kind, content=content, role=s.name,
@@ -246,6 +258,9 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             if orchestrator is None:
                 orchestrator = who
         if s is root and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
+            continue
+        if paused(s):  # a step that stopped waiting for a human (JSONL ``pause``)
+            add(s, StepKind.THOUGHT, owner(s), f"paused: {s.name}", pause=True)
             continue
         if k == "WORKFLOW":  # groups agent turns; its name is the run's or the task's
             continue
@@ -280,7 +295,13 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         else:
             unknown[k] = unknown.get(k, 0) + 1
             add(s, StepKind.THOUGHT, owner(s), f"{k.lower()} span {s.name!r}")
-    if root.end_ns:
+    root_paused = paused(root)
+    if root_paused:  # the run waits for a human: no end, its last step is the pause
+        steps.append(Step(index=len(steps), agent=agent_of_span.get(
+            root.span_id, orchestrator or "system"), kind=StepKind.THOUGHT,
+            content=f"paused, waiting for a human: {root.name}", role=root.name,
+            parent=0, pause=True))
+    elif root.end_ns:
         final = _content(root, N.OI_OUTPUT, N.OUTPUT_MESSAGES) or None
         idx = len(steps)
         steps.append(Step(index=idx, agent=agent_of_span.get(root.span_id, orchestrator or
@@ -303,7 +324,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         live = LiveRunPart(tuple(calls), man if isinstance(man, str) else None)
         warnings = ()
     succeeded = None
-    if root.status in ("OK", "ERROR") and root.end_ns:
+    if root.status in ("OK", "ERROR") and root.end_ns and not root_paused:
         succeeded = root.status == "OK"
     return Trace(id=run_id, file=file, family=family, question=question, ground_truth=None,
                  succeeded=succeeded, agents=agents, steps=tuple(steps),

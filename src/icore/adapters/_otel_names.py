@@ -62,6 +62,9 @@ OI_OUTPUT = "output.value"
 OI_MODEL = "llm.model_name"
 
 # icore: the run, the replayable audit calls, PlanFence, iCORE
+PAUSED = "icore.paused"
+"""Boolean: the run (on the root span) or this step stopped waiting for a human (an
+``interrupt()``), the JSONL recorder's ``pause`` marker; a paused root has no end."""
 RUN_NAME = "icore.run.name"
 RUN_POLICY = "icore.run.policy"
 RUN_FAMILY = "icore.run.family"

@@ -35,9 +35,11 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from icore._files import not_a_regular_file
 from icore.adapters._decl import (
     captain_agent_declaration,
     generic_declaration,
@@ -214,20 +216,54 @@ def _is_otel_file(p: Path) -> bool:
     return False
 
 
-def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
+@dataclass(frozen=True, slots=True)
+class PathScan:
+    """What :func:`scan_paths` found: the trace files, and what it passed over.
+
+    Attributes:
+        files: the files to import, in a stable order.
+        skipped: ``(path, why)`` of every entry of a given folder that is neither a
+            folder nor a regular file (a FIFO, a socket, a device, a broken symlink): never
+            opened (a FIFO would block the audit forever), said to the user.
+    """
+
+    files: tuple[Path, ...]
+    skipped: tuple[tuple[Path, str], ...] = ()
+
+
+def scan_paths(paths: Sequence[str | Path]) -> PathScan:
     """Expand files and folders (recursively: ``*.json``, ``*.jsonl``) in a stable order.
 
-    ``*.otlp.jsonl`` files are included; ``*.prov.json`` exports are not.
+    ``*.otlp.jsonl`` files are included; ``*.prov.json`` exports are not. Inside a folder
+    each entry is only ``stat``-ed: regular files with a trace suffix are collected,
+    other regular files ignored, and anything that is not a folder or a regular file
+    (whatever its name) is skipped and listed in :attr:`PathScan.skipped`. A path given
+    by name is returned as it is (the loader refuses a special file by kind).
     """
     out: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = [q for q in p.rglob("*") if q.suffix.lower() in (".json", ".jsonl")
-                     and q.is_file() and not q.name.endswith(".prov.json")]
-            out.extend(sorted(found, key=_natural))
-        else:
+        if not p.is_dir():
             out.append(p)
-    return out
+            continue
+        found = []
+        for q in p.rglob("*"):
+            if q.is_file():
+                if q.suffix.lower() in (".json", ".jsonl") and \
+                        not q.name.endswith(".prov.json"):
+                    found.append(q)
+            elif not q.is_dir():
+                why = not_a_regular_file(q) or (
+                    "is a symbolic link to nothing (broken, or a loop)" if q.is_symlink()
+                    else "cannot be read (stat failed)")
+                skipped.append((q, why))
+        out.extend(sorted(found, key=_natural))
+    return PathScan(tuple(out), tuple(sorted(skipped, key=lambda x: str(x[0]))))
+
+
+def collect_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """The files of :func:`scan_paths` (what it skipped is dropped: see there)."""
+    return list(scan_paths(paths).files)
 
 
 def _natural(p: Path) -> tuple[str, int, str]:
@@ -240,6 +276,7 @@ __all__ = [
     "AuditResult",
     "Finding",
     "MetricPoint",
+    "PathScan",
     "RunSummary",
     "audit_file",
     "audit_path",
@@ -247,4 +284,5 @@ __all__ = [
     "collect_paths",
     "declaration_for",
     "load_trace",
+    "scan_paths",
 ]

@@ -29,7 +29,7 @@ from icore.adapters import (
     AdapterError,
     AuditResult,
     audit_file,
-    collect_paths,
+    scan_paths,
     write_prov,
 )
 from icore.attribution import Attribution, attribute
@@ -38,6 +38,7 @@ from icore.cli.inputs import (
     check_llm_options,
     check_otlp_endpoint,
     fail_conditions,
+    nonempty_path,
     otlp_file_target,
     otlp_undelivered,
     output_file,
@@ -66,10 +67,11 @@ PlanFence records that ran from a stale plan."""
 
 def audit(
     paths: list[Path] = typer.Argument(
-        ..., help="Trace files (.json Who&When, .jsonl generic, .otlp.json OpenTelemetry / "
-        "Phoenix / Langfuse spans) or folders of them."),
+        ..., parser=nonempty_path, help="Trace files (.json Who&When, .jsonl generic, "
+        ".otlp.json OpenTelemetry / Phoenix / Langfuse spans) or folders of them."),
     out: Path = typer.Option(
-        Path("icore-audit"), "--out", "-o", help="Folder for the HTML reports (and PROV)."),
+        Path("icore-audit"), "--out", "-o", parser=nonempty_path,
+        help="Folder for the HTML reports (and PROV)."),
     attribution: bool = typer.Option(
         False, "--attribution", help="Attribute each failure to an agent and step (shipped "
         "scorer, trained on the whole Who&When development half); on annotated runs also "
@@ -87,8 +89,9 @@ def audit(
     prov: bool = typer.Option(False, "--prov", help="Also export each run as PROV-JSON."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write HTML reports."),
     json_out: Path | None = typer.Option(
-        None, "--json", help="Write a JSON summary here: per run the summary, hard "
-        "flags, diagnoses, attribution and lineage verdicts; import errors."),
+        None, "--json", parser=nonempty_path, help="Write a JSON summary here: per run "
+        "the summary, hard flags, diagnoses, attribution and lineage verdicts; import "
+        "errors."),
     fail_on: list[str] | None = typer.Option(
         None, "--fail-on", help="Exit 3 when any run shows this (repeatable or "
         "comma-separated): hard-flags, unsound (final snd < 1), invalid (an action in the "
@@ -110,6 +113,10 @@ def audit(
 ) -> None:
     """Audit recorded multi-agent runs: snd, astab, cq, hard flags, stalls, diagnoses.
 
+    In a folder, every ``.json`` / ``.jsonl`` regular file below it is audited; an entry
+    that is not a regular file (a FIFO, a socket, a device, a broken link) is never
+    opened, and a ``warning skipped PATH: ...`` line names it.
+
     Each file is imported and audited on its own: a file that cannot be (a malformed
     field, a value the audit refuses, even an internal error) is reported with its name
     (and field) on the console, in the index and in --json, the other files are still
@@ -117,11 +124,11 @@ def audit(
 
     Exit codes: 0 ok; 1 a file could not be imported (nothing is written when no run
     was read), or --otlp-endpoint spans were not delivered; 2 usage error (no trace
-    files, a FIFO or device as PATH, a bad --fail-on, an --out that is a file, a --json
-    that is a folder, an output that is one of the inputs or another output, a report or
-    PROV file that would replace a file icore did not write, --llm-* without
-    --attribution, --otlp-best-effort without --otlp-endpoint); 3 a --fail-on condition
-    holds.
+    files, an empty PATH, --out or --json, a FIFO or device as PATH, a bad --fail-on,
+    an --out that is a file, a --json that is a folder, an output that is one of the
+    inputs or another output, a report or PROV file that would replace a file icore did
+    not write, --llm-* without --attribution, --otlp-best-effort without
+    --otlp-endpoint); 3 a --fail-on condition holds.
     """
     console = Console(width=160)
     fails = fail_conditions(fail_on, FAIL_ON)
@@ -131,12 +138,17 @@ def audit(
         check_llm_options(llm_base_url, llm_mode)
     for p in paths:
         # a FIFO or device given by name would block (or never end) when read: refuse it
-        # before anything is read; inside folders only regular files are collected
+        # before anything is read; inside folders only regular files are collected, and
+        # what is skipped (a FIFO, a socket, a broken link) is said, one line each
         refuse_special_file(p, what="trace path", dir_ok=True)
     check_otlp_endpoint(otlp_endpoint, best_effort=otlp_best_effort)
     if report or prov:
         refuse_non_folder(out, what="--out")
-    files = collect_paths(paths)
+    scan = scan_paths(paths)
+    files = list(scan.files)
+    for q, why in scan.skipped:
+        console.print(f"[yellow]warning[/] skipped {escape(str(q))}: {escape(why)}; not "
+                      "read (only regular files are audited)")
     if not files:
         console.print("[red]no trace files found[/]")
         raise typer.Exit(2)

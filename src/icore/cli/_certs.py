@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from icore.cli.inputs import refuse_input_as_output, refuse_special_file
+from icore.cli.inputs import (
+    nonempty_path,
+    refuse_input_as_output,
+    refuse_non_folder,
+    refuse_special_file,
+)
 from icore.net import TeamManifest, TeamManifestError, init_team_certs
 
 certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True)
@@ -16,9 +21,11 @@ certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args
 @certs_app.command("init")
 def certs_init(
     manifest: Annotated[Path | None, typer.Option(
-        "--manifest", "-m", help="Team manifest: certify its agents into certs_dir.")] = None,
+        "--manifest", "-m", parser=nonempty_path,
+        help="Team manifest: certify its agents into certs_dir.")] = None,
     out: Annotated[Path | None, typer.Option(
-        "--dir", "-d", help="Certs folder (default: the manifest's certs_dir).")] = None,
+        "--dir", "-d", parser=nonempty_path,
+        help="Certs folder (default: the manifest's certs_dir).")] = None,
     agent: Annotated[list[str] | None, typer.Option(
         "--agent", "-a", help="Agent id to certify (repeatable; adds to the manifest's).")
     ] = None,
@@ -29,8 +36,10 @@ def certs_init(
 ) -> None:
     """Create the team CA (reused if present) and a key + certificate per agent.
 
-    A certificate or key path that is the manifest (also through a link) is a usage
-    error (exit 2) before anything is written.
+    A certificate or key path that is the manifest (also through a link), an empty
+    --dir or --manifest, and a certs folder that cannot be created or written (a file,
+    ``/proc/x``, a name over the file system's limit) are usage errors (exit 2, naming
+    the option and the reason) before anything is written.
     """
     agents = list(agent or [])
     team_name = team or "icore-team"
@@ -48,6 +57,8 @@ def certs_init(
     if folder is None or not agents:
         typer.echo("error: give --manifest, or --dir and at least one --agent", err=True)
         raise typer.Exit(2)
+    refuse_non_folder(Path(folder), what="--dir" if out is not None else
+                      f"certs_dir of {manifest}")
     refuse_input_as_output(
         [("--dir", Path(folder) / n) for n in ("ca.crt", "ca.key", *(
             f"{a}{ext}" for a in agents for ext in (".crt", ".key")))],

@@ -43,6 +43,8 @@ def mcp(
     """
     import anyio
 
+    from icore._extras import event_loop_factory
+    from icore.errors import MissingExtra
     from icore.mcp import GatewayManifestError, load_manifest, serve_http, serve_stdio
 
     level = logging.getLevelName(log_level.upper())
@@ -65,10 +67,17 @@ def mcp(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     try:
+        # uvloop when installed (ICORE_EVENT_LOOP=asyncio: the standard loop): the hop's
+        # socket and pipe calls and its task switches are most of a call's cost (#25)
+        options = {"loop_factory": event_loop_factory()}
+    except (ValueError, MissingExtra) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
         if addr is None:
-            anyio.run(serve_stdio, m)
+            anyio.run(serve_stdio, m, backend_options=options)
         else:
-            anyio.run(serve_http, m, addr[0], addr[1])
+            anyio.run(serve_http, m, addr[0], addr[1], backend_options=options)
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # a typed error, possibly inside a task group's group

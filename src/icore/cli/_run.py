@@ -21,6 +21,8 @@ from icore.cli.inputs import (
     FAIL_EXIT,
     check_otlp_endpoint,
     fail_conditions,
+    int_list,
+    nonempty_path,
     otlp_file_target,
     otlp_undelivered,
     positive_seconds_or_none,
@@ -89,12 +91,8 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         if timeout_s is not None:
             b["timeout_s"] = timeout_s
         changes["backend"] = b
-    if seeds:
-        try:
-            changes["seeds"] = [int(s) for s in seeds.split(",") if s.strip()]
-        except ValueError as exc:
-            raise typer.BadParameter("use comma-separated integers, e.g. 1,2,3",
-                                     param_hint="--seeds") from exc
+    if seeds is not None:  # given: '' or ',' names no seed (not "the manifest's")
+        changes["seeds"] = list(int_list(seeds, "--seeds"))
     # `is not None`, not truthiness: an explicit 0 must reach the validation, not vanish
     if concurrency is not None:
         changes["concurrency"] = concurrency
@@ -185,9 +183,9 @@ def run(
     ctx: typer.Context,
     manifest: Annotated[Path | None, typer.Argument(
         help="Run manifest (YAML). Default: the embedded manifest of --family.",
-        exists=True, dir_okay=False)] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path(
-        "results/run"),
+        exists=True, dir_okay=False, parser=nonempty_path)] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.",
+                                      parser=nonempty_path)] = Path("results/run"),
     policy: Annotated[str | None, typer.Option(
         help="Policy under test (planfence Sec. 5.1), one of: " + ", ".join(_POLICIES)
              + ". Not with --matched, which runs its own three.")
@@ -234,12 +232,12 @@ def run(
     Owner memory is each agent's SQLite store behind a mutual-TLS owner service, or NATS
     JetStream when the manifest says ``memory: {backend: nats}``.
 
-    A manifest that is not a regular file, and a --concurrency, --repeat or
-    --llm-timeout-s the run manifest refuses (0, negative, NaN, infinite, over its
-    maximum), are usage errors: exit 2 naming the input, before any agent starts; so
-    are an output that is an input (``--otlp-endpoint file:`` naming the manifest, also
-    through a link), an --out holding the manifest that would be moved aside, and
-    --otlp-best-effort without --otlp-endpoint.
+    An empty MANIFEST or --out, a manifest that is not a regular file, and a
+    --concurrency, --repeat or --llm-timeout-s the run manifest refuses (0, negative,
+    NaN, infinite, over its maximum), are usage errors: exit 2 naming the input, before
+    any agent starts; so are an output that is an input (``--otlp-endpoint file:``
+    naming the manifest, also through a link), an --out holding the manifest that would
+    be moved aside, and --otlp-best-effort without --otlp-endpoint.
     Exit codes: 0 ok, 1 crash/run error/every workflow stopped early/--otlp-endpoint
     spans not delivered, 2 usage error, 3 a --fail-on condition holds, 130 interrupted.
     """
@@ -302,7 +300,7 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
         try:
             res = run_matched(out, manifest=m,
                               concurrency=10 if concurrency is None else concurrency,
-                              seeds=m.seeds if seeds else range(SEEDS_PER_FAMILY),
+                              seeds=m.seeds if seeds is not None else range(SEEDS_PER_FAMILY),
                               reporter=reporter, observer=observer)
         except LLMUnavailable as exc:
             console.print(f"[red]model server unusable[/]: {escape(str(exc))}")

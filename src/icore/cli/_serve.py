@@ -13,12 +13,13 @@ from typing import Annotated
 import typer
 
 from icore._extras import run_async
-from icore.cli.inputs import refuse_input_as_output, refuse_special_file
+from icore.cli.inputs import nonempty_path, refuse_input_as_output, refuse_special_file
 from icore.net import TeamManifest, TeamManifestError, TeamProcesses, TransportError, serve_agent
 
 
 def serve(
-    manifest: Annotated[Path, typer.Argument(help="Team manifest (YAML).")],
+    manifest: Annotated[Path, typer.Argument(help="Team manifest (YAML).",
+                                             parser=nonempty_path)],
     agent: Annotated[str | None, typer.Option(
         "--agent", "-a", help="Serve this agent.")] = None,
     all_agents: Annotated[bool, typer.Option(

@@ -6,10 +6,12 @@ library's and the lab's (:mod:`icore_lab.cli`) alike. It imports nothing of the 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,6 +67,45 @@ def positive_seconds_or_none(value: float | None) -> float | None:
     return None if value is None else positive_seconds(value)
 
 
+def int_list(text: str, flag: str) -> tuple[int, ...]:
+    """Parse a given comma-separated integer option (``--seeds 0,1,2``): at least one.
+
+    An empty or blank value (``--seeds ''``, ``--seeds ,``) names no integer: refused,
+    never read as "the option was not given".
+
+    Raises:
+        typer.BadParameter: not integers, or none (typer exits 2 naming ``flag``).
+    """
+    try:
+        out = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(f"use comma-separated integers, e.g. 1,2,3; got {text!r}",
+                                 param_hint=flag) from exc
+    if not out:
+        raise typer.BadParameter(f"names no value ({text!r}); use comma-separated "
+                                 f"integers, e.g. 1,2,3, or drop {flag}", param_hint=flag)
+    return out
+
+
+def nonempty_path(value: str | Path) -> Path:
+    """Typer ``parser=`` of a path argument or option: the empty string is refused.
+
+    ``Path("")`` is ``Path(".")``, so an empty path (a shell variable that was not set:
+    ``icore audit "$RUNS"``) would silently mean the current folder, read (every trace
+    below it) or written into. A default (already a :class:`~pathlib.Path`) passes.
+
+    Raises:
+        typer.BadParameter: the value is empty or blank (typer exits 2 naming the
+            argument or option).
+    """
+    if isinstance(value, Path):
+        return value
+    if not value.strip():
+        raise typer.BadParameter("an empty path names no file or folder (it would mean "
+                                 "the current folder); give a path, e.g. ./runs")
+    return Path(value)
+
+
 def refuse_special_file(path: Path, *, what: str, dir_ok: bool = False) -> None:
     """Exit 2 when ``path`` exists but is not a regular file (or, with ``dir_ok``, a dir).
 
@@ -105,6 +146,9 @@ class OutputFile:
         self.path = path
         self.what = what
         self._fd: int | None = None
+        if (problem := too_long(path)) is not None:  # before a stat that would raise
+            typer.echo(f"error: {what} {shown_path(path)}: {problem}", err=True)
+            raise typer.Exit(2)
         try:
             mode: int | None = os.stat(path).st_mode
         except OSError:
@@ -117,6 +161,11 @@ class OutputFile:
         if mode is not None and stat.S_ISDIR(mode):
             typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
             raise typer.Exit(2)
+        if mode is None or stat.S_ISREG(mode):  # too long a name, /proc, read-only ...
+            problem = unwritable(path, folder=False)
+            if problem is not None:
+                typer.echo(f"error: {what} {shown_path(path)}: {problem}", err=True)
+                raise typer.Exit(2)
         if mode is None or not stat.S_ISFIFO(mode):
             return
         try:
@@ -188,11 +237,17 @@ def check_otlp_endpoint(endpoint: str | None, *, best_effort: bool = False) -> N
     if not endpoint.strip().removeprefix("file://").removeprefix("file:").strip():
         raise typer.BadParameter("file: needs a path (file:spans.otlp.jsonl)",
                                  param_hint="--otlp-endpoint")
+    if (problem := too_long(target)) is not None:  # before a stat that would raise
+        raise typer.BadParameter(f"file:{shown_path(target)}: {problem}",
+                                 param_hint="--otlp-endpoint")
     if target.is_dir():
         raise typer.BadParameter(f"file:{target} is a folder; give a file name",
                                  param_hint="--otlp-endpoint")
     if not target.exists() and not target.parent.is_dir():
         raise typer.BadParameter(f"file:{target}: folder {target.parent} does not exist",
+                                 param_hint="--otlp-endpoint")
+    if (problem := unwritable(target, folder=False)) is not None:
+        raise typer.BadParameter(f"file:{shown_path(target)}: {problem}",
                                  param_hint="--otlp-endpoint")
 
 
@@ -355,17 +410,110 @@ def positive_number(value: float | None) -> float | None:
 
 
 def refuse_non_folder(path: Path, *, what: str) -> None:
-    """Exit 2 with an ``error:`` message when ``path`` exists but is not a folder.
+    """Exit 2 with an ``error:`` message when ``path`` cannot be the output folder.
 
     For output folders (``--out``): checked before any work, so a typo naming a file is
-    a usage error, not an OS error after the run (the file is left as it was).
+    a usage error, not an OS error after the run (the file is left as it was). Refused:
+    a path that exists and is not a folder, and one that cannot be created or written
+    (see :func:`unwritable`: a name or the whole path too long for the file system, a
+    folder on the way that is a file, ``/proc/...``, a read-only file system).
 
     Raises:
-        typer.Exit: code 2, after the message is printed on stderr.
+        typer.Exit: code 2, after the message (naming ``what`` and the reason) is
+            printed on stderr.
     """
-    if path.exists() and not path.is_dir():
-        typer.echo(f"error: {what} {path} exists and is not a folder", err=True)
+    problem = unwritable(path, folder=True)
+    if problem is not None:
+        typer.echo(f"error: {what} {shown_path(path)}: {problem}", err=True)
         raise typer.Exit(2)
+
+
+def shown_path(path: Path, limit: int = 120) -> str:
+    """``path`` for a message: a very long one cut, with its length said."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit - 40]}… ({len(text)} characters)"
+
+
+def _existing(path: Path) -> Path:
+    """``path`` when it exists (a broken link too), else its nearest existing parent."""
+    anchor = path
+    while not os.path.lexists(anchor) and anchor != anchor.parent:
+        anchor = anchor.parent
+    return anchor
+
+
+def too_long(path: Path) -> str | None:
+    """Why ``path`` is too long for the file system, or None.
+
+    A name (one part of the path) over ``NAME_MAX`` bytes or the whole absolute path
+    over ``PATH_MAX - 1`` bytes, as the nearest existing folder's file system says
+    (else Linux's 255 and 4096). Nothing is opened; a ``stat`` of such a path would
+    fail with "File name too long".
+    """
+    anchor = _existing(path)
+    name_max, path_max = 255, 4096
+    with contextlib.suppress(OSError, ValueError):
+        name_max = os.pathconf(anchor, "PC_NAME_MAX")
+        path_max = os.pathconf(anchor, "PC_PATH_MAX")
+    longest = max((len(os.fsencode(p)) for p in path.parts), default=0)
+    if longest > name_max:
+        return (f"cannot be created: a name in it is {longest} bytes long, over the file "
+                f"system's limit of {name_max}")
+    full = len(os.fsencode(os.path.abspath(path)))
+    if full >= path_max:
+        return (f"cannot be created: the path is {full} bytes long, over the system's "
+                f"limit of {path_max - 1}")
+    return None
+
+
+def unwritable(path: Path, *, folder: bool) -> str | None:
+    """Why an output ``path`` cannot be created or written, or None when it can.
+
+    Checked before a command does its work, so the error names the option and the
+    reason up front instead of an ``[Errno ...]`` after the work. In order: a file or
+    folder name longer than the file system's ``NAME_MAX`` or a whole path over
+    ``PATH_MAX`` (in bytes); with ``folder``, an existing path that is not a folder; a
+    folder on the way that is a file; then a probe: a temporary folder is created and
+    removed at once in the output folder (or the nearest existing folder above it), so
+    a read-only file system, missing permission or a pseudo file system such as
+    ``/proc`` is found whoever runs the command (``root`` included, which ``access()``
+    cannot tell). An existing file (not ``folder``) is opened for appending and closed,
+    nothing written.
+
+    Args:
+        path: the output folder (``folder``) or file.
+        folder: the path is a folder the command creates or writes into.
+
+    Returns:
+        None, or the reason without the path, e.g. ``"cannot be created: a name in it is
+        5000 bytes long, over the file system's limit of 255"``.
+    """
+    if (problem := too_long(path)) is not None:
+        return problem
+    anchor = _existing(path)
+    try:
+        st = os.stat(anchor)
+    except OSError as exc:
+        return f"cannot be created: {exc.strerror}"
+    if anchor == path and not folder:  # an existing output file
+        if stat.S_ISDIR(st.st_mode):
+            return "is a folder; give a file name"
+        if stat.S_ISREG(st.st_mode):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+            except OSError as exc:
+                return f"cannot be written: {exc.strerror}"
+        return None  # a FIFO or a device: see OutputFile
+    if not stat.S_ISDIR(st.st_mode):
+        return ("exists and is not a folder" if anchor == path else
+                f"cannot be created: {shown_path(anchor)} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".icore-probe-", dir=anchor))
+    except OSError as exc:
+        where = "in it" if anchor == path else f"in {shown_path(anchor)}"
+        return f"cannot be {'written' if anchor == path else 'created'}: cannot create " \
+               f"anything {where} ({exc.strerror})"
+    return None
 
 
 @contextmanager
@@ -388,7 +536,8 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
 
 
 __all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint",
-           "fail_conditions",
+           "fail_conditions", "int_list", "nonempty_path",
            "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
            "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
-           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file"]
+           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file",
+           "shown_path", "too_long", "unwritable"]

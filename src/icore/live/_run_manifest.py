@@ -149,11 +149,12 @@ class RunManifest(_Model):
     """An ``icore run`` manifest."""
 
     name: str = "live-run"
-    """Run name (report title)."""
+    """Run name (report title, team name, certificate): not empty or blank."""
     family: Literal["reservation", "fulfillment", "deployment"] = "reservation"
     """Workflow family."""
-    seeds: tuple[int, ...] = (0,)
-    """Workflow templates (seeds) of the family; one task each."""
+    seeds: tuple[int, ...] = Field(default=(0,), min_length=1)
+    """Workflow templates (seeds) of the family; one task each (at least one: an empty
+    list would run nothing and look like a clean run)."""
     repeat: int = Field(default=1, ge=1, le=1000)
     """Copies of every task (load tests: concurrent workflows on one team)."""
     concurrency: int = Field(default=1, ge=1, le=64)
@@ -177,6 +178,13 @@ class RunManifest(_Model):
     """SQLite ``synchronous`` pragma of the agents' memories."""
     memory: MemorySpec = MemorySpec()
     """Where owner memory lives: each agent's SQLite (default) or NATS JetStream."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError(f"the run needs a name (report title, team name), not {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> RunManifest:

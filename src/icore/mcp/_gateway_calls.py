@@ -43,8 +43,10 @@ GET_FACT = "icore_get_fact"
 _HINT = {
     Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
     "are below. Re-plan from them and call again (this is the one replan)",
-    Reason.SECOND_CHANGE.value: "the facts changed again after the one replan. Do not "
-    "retry with this plan: read the changed resources again (a new plan) or report it",
+    Reason.SECOND_CHANGE.value: "the facts changed again after their fresh values were "
+    "handed over, so this plan had its one replan (reading those same versions again does "
+    "not start a new plan). Do not retry with this plan: read the resources named below "
+    "again now (they have newer versions), then plan from them, or report it",
     "not_read": "this call depends on facts this session has not read; their current "
     "values are below (now read). Plan from them and call again",
     "no_session": "this request reached the gateway over HTTP without an MCP session "

@@ -21,6 +21,7 @@ How a gateway run reads in the audit:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -179,6 +180,24 @@ def _heads(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
                       "trusted": list(heads.get("trusted", ()))}}
 
 
+def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
+           ) -> dict[str, Any]:
+    """A decision's PlanFence line; its ``detail`` names the heads taken on trust.
+
+    The audit shows a decision's detail beside its outcome (the report's validation
+    caption, the lineage reason): a validation whose ``H(x)`` of some upstream resources
+    came from a ``trust_updates`` upstream's promise, not from a read at that call, says
+    so there (the gate line's ``head_source`` carries the same lists).
+    """
+    e = d.entry(task=task)
+    trusted = list(heads.get("trusted", ())) if heads else []
+    if trusted:
+        note = (f"H(x) of {', '.join(trusted)} taken on trust (trust_updates: the "
+                "upstream's subscription, not read again at this call)")
+        e = dataclasses.replace(e, detail=f"{e.detail}; {note}" if e.detail else note)
+    return e.to_dict()
+
+
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
     return {"planfence": {"record": {"id": rec.id, "key": rec.key, "owner": rec.owner,
                                      "seq": rec.seq, "type": rec.type,
@@ -278,7 +297,7 @@ class GatewayTrace:
             self._rec(r, "revision" if r.parents else "input")
         with self._lock:
             for d in v.decisions:
-                self.planfence.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
+                self.planfence.append({"planfence": {"decision": _entry(d, task, heads)}})
             first_plan = replan == "replan" and sid not in self._planned
             if first_plan:
                 self._planned.add(sid)
@@ -314,7 +333,7 @@ class GatewayTrace:
         """
         with self._lock:
             for d in decisions:
-                self.planfence.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
+                self.planfence.append({"planfence": {"decision": _entry(d, task, heads)}})
         for d in decisions:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,

@@ -217,8 +217,10 @@ def _reason(status: str, points: Sequence[ValidationView],
             revs = ", ".join(f"{k} → {_version(dict(first.heads)[k], by_id)}"
                              for k in first.stale)
             return (f"valid: validation #{first.point} found the plan stale ({revs}); one "
-                    f"replan; validation #{last.point} authorized with F(x) = H(x).")
-        return f"valid: F(x) = H(x) at validation #{last.point}; {gate}."
+                    f"replan; validation #{last.point} authorized with F(x) = H(x)"
+                    f"{' — ' + last.detail if last.detail else ''}.")
+        return (f"valid: F(x) = H(x) at validation #{last.point}; {gate}"
+                f"{' — ' + last.detail if last.detail else ''}.")
     return f"{status}: {gate}."
 
 

@@ -7,6 +7,8 @@ Pure helpers of :class:`~icore.workspace.Workspace` and :class:`~icore.workspace
   declare ``'7'``);
 * :func:`suggest_key` / :func:`suggest_written` name the declared or written key closest
   to a misspelled one (``did you mean ...?``);
+* :func:`check_owner_names` holds every owner name to one rule, whatever store hosts
+  the owner (a SQLite owner's name is its file's name);
 * :func:`ambiguous_patterns` finds owner patterns that both match some key with neither
   more specific (the owner would depend on declaration order);
 * :func:`detached` copies a JSON value, so what a reader gets is never the stored
@@ -27,6 +29,34 @@ from icore.records import JSONValue
 from icore.workspace._errors import WorkspaceError
 
 _GLOB = frozenset("*?[")
+
+OWNER_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$")
+"""An owner's name: 1-63 characters of ``[A-Za-z0-9._-]``, not starting with ``.`` or
+``-``: a safe file-name part (a SQLite owner's store is ``<folder>/<owner>.db``; no
+``/``, no ``..``, never hidden), the same rule as an MCP gateway manifest's owners."""
+
+
+def check_owner_names(om: OwnershipMap, **where: Any) -> None:
+    """Refuse owner names that are not :data:`OWNER_NAME`, for every store alike.
+
+    One rule whether the owner's store is in memory, in SQLite, over TCP or on NATS, so
+    a name a test accepts in memory (``../x``) is not refused only when the same team
+    moves to SQLite (where it would put the database outside the folder).
+
+    Args:
+        om: the ownership map.
+        **where: context for the error (e.g. ``folder=``).
+
+    Raises:
+        WorkspaceError: naming the owners that break the rule and the rule.
+    """
+    bad = sorted(o for o in om.owners() if not OWNER_NAME.match(o))
+    if bad:
+        raise WorkspaceError(
+            "an owner's name must be 1-63 characters of [A-Za-z0-9._-], not starting with "
+            "'.' or '-' (it names the owner's store, a file for SQLite)", owners=bad,
+            **where, fix="name owners like agents ('facilities', 'sales-eu'), never "
+            "with '/' or '..'")
 
 
 class _Missing:

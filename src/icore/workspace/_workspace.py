@@ -13,7 +13,6 @@ and builds and validates the action records of its protected calls
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ from icore.workspace._keys import (
     MISSING,
     _Missing,
     ambiguous_patterns,
+    check_owner_names,
     detached,
     suggest_key,
 )
@@ -48,8 +48,6 @@ FACT_TYPE = "fact"
 
 MAX_ANCESTORS = 10_000
 """Most ancestors one read installs into an agent's replica."""
-
-_FILE_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")  # as icore.net agent ids
 
 
 __all__ = ["FACT_TYPE", "MISSING", "Workspace", "suggest_key"]
@@ -98,8 +96,10 @@ class Workspace(KeyChecks):
     ``room/R1`` would depend on declaration order.
 
     Raises:
-        WorkspaceError: ``facts`` is empty or not a mapping of non-empty strings, two
-            owner patterns tie for some key, or a store hosts another owner's keys.
+        WorkspaceError: ``facts`` is empty or not a mapping of non-empty strings, an
+            owner's name is not 1-63 characters of ``[A-Za-z0-9._-]`` not starting with
+            ``.`` or ``-`` (one rule for every store: a SQLite owner's name is its file's),
+            two owner patterns tie for some key, or a store hosts another owner's keys.
     """
 
     def __init__(self, facts: Mapping[str, str] | OwnershipMap, *,
@@ -120,6 +120,7 @@ class Workspace(KeyChecks):
                 raise WorkspaceError("every fact needs a non-empty key and owner",
                                      keys=[repr(k) for k in bad])
             om = OwnershipMap.from_mapping(facts)
+        check_owner_names(om)  # one rule for every store (SQLite names files by it)
         tie = ambiguous_patterns(om)
         if tie:
             a, b = tie[0]
@@ -156,19 +157,11 @@ class Workspace(KeyChecks):
         """Every owner in this process with its own SQLite file ``<directory>/<owner>.db``.
 
         Raises:
-            WorkspaceError: as for the constructor, or an owner's name is not a safe file
-                name (1-63 characters of ``[A-Za-z0-9._-]`` starting alphanumeric, as an
-                agent id): ``../x`` or ``a/b`` would put its database outside the folder.
+            WorkspaceError: as for the constructor (which refuses an owner name that is
+                not a safe file name, :data:`~icore.workspace._keys.OWNER_NAME`, for every
+                store: ``../x`` or ``a/b`` would put its database outside the folder).
         """
         probe = cls(facts, stores={}, remote=_NoOwners())
-        unsafe = sorted(o for o in probe.ownership.owners() if not _FILE_SAFE.match(o))
-        if unsafe:
-            raise WorkspaceError(
-                "an owner's name is its SQLite file's name (<folder>/<owner>.db): 1-63 "
-                "characters of [A-Za-z0-9._-], starting with a letter or digit",
-                owners=unsafe, folder=str(directory),
-                fix="name owners like agents ('facilities', 'sales-eu'), never with '/' "
-                "or '..'")
         folder = Path(directory)
         stores: dict[str, Store] = {
             o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)

@@ -11,17 +11,12 @@ from typing import Annotated
 
 import typer
 
-from icore.cli.inputs import output_file, refuse_non_folder
+from icore.cli.inputs import int_list, output_file, refuse_non_folder
 
 
 def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    try:
-        return tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise typer.BadParameter(f"use comma-separated integers, got {text!r}",
-                                 param_hint=what) from None
+    """A given comma-separated integer option (``''`` is refused), else None."""
+    return None if text is None else int_list(text, what)
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

@@ -391,10 +391,14 @@ class RecordingHandler(BaseCallbackHandler):
         A ``ToolMessage`` in the node's output for a call no tool run answered (a call
         ``HumanInTheLoopMiddleware`` was told to reject, or answered for the tool; a
         call ``ToolNode`` refused, e.g. an unknown tool): the call's tool output, under
-        the agent whose model turn asked for it, ``status="error"`` as a refusal
-        (exit code 1). A harness message's ``lc_source`` / ``lc_data["decision"]`` (the
-        human's decision) are kept as ``source`` / ``decision``; ``answered_by`` names
-        the node. Calls whose tool ran are recorded by their run (once).
+        the agent whose model turn asked for it, with ``ran: false``; ``status="error"``
+        is a refusal (exit code 1). A call answered in the tool's place (the human's
+        ``respond`` decision: ``status="success"``, the human's text) has no exit code
+        (nothing ran) and is preceded by a ``thought`` saying "<tool> did not run: a
+        human answered in its place", so the audit and the report name it. A harness
+        message's ``lc_source`` / ``lc_data["decision"]`` (the human's decision) are
+        kept as ``source`` / ``decision``; ``answered_by`` names the node. Calls whose
+        tool ran are recorded by their run (once).
         """
         with self._lock:
             found = [(m, self._asked.pop(str(m.tool_call_id)))
@@ -403,11 +407,25 @@ class RecordingHandler(BaseCallbackHandler):
             extra = m.additional_kwargs or {}
             data = extra.get("lc_data")
             decision = data.get("decision") if isinstance(data, Mapping) else None
-            self.recorder.tool_call(
-                self.recorder.caller(name, m.tool_call_id) or agent, m.name or name, args,
-                _content(m), error=m.status == "error", answered_by=node,
-                source=str(extra["lc_source"]) if extra.get("lc_source") else None,
-                decision=str(decision) if decision is not None else None)
+            who = self.recorder.caller(name, m.tool_call_id) or agent
+            tool = m.name or name
+            source = str(extra["lc_source"]) if extra.get("lc_source") else None
+            said = str(decision) if decision is not None else None
+            if m.status == "error":  # refused: exit code 1, as a fenced tool's block
+                self.recorder.tool_call(who, tool, args, _content(m), error=True,
+                                        answered_by=node, ran=False, source=source,
+                                        decision=said)
+                continue
+            # answered in the tool's place (``respond``: the human's answer is what the
+            # model reads): the tool did not run, so the line has no exit code, and a
+            # note says so where the audit and the report show it
+            self.recorder.add(who, "thought", f"{tool} did not run: "
+                              f"{'a human' if said == 'respond' else node} answered in its "
+                              f"place ({node}{f', decision {said}' if said else ''})",
+                              tool=tool, ran=False, answered_by=node, decision=said)
+            self.recorder.add(who, "tool_output", _content(m), tool=tool,
+                              args=dict(args) if isinstance(args, Mapping) else args,
+                              ran=False, answered_by=node, source=source, decision=said)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end)."""
