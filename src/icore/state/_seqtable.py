@@ -227,6 +227,8 @@ class SeqTable(MutableMapping[str, V], Generic[V]):
         self._d, self._len = None, 0
 
 
+RECENT = 8
+"""Assertions kept as the objects written (the last ones; an import reads them back)."""
 _new = object.__new__
 (_set_id, _set_obligation, _set_kind, _set_key, _set_value, _set_proposer, _set_proposal,
  _set_cited_sound) = (getattr(Assertion, f.name).__set__ for f in fields(Assertion))
@@ -238,11 +240,13 @@ class AssertionTable(SeqTable[Assertion]):
     An assertion is kept as its obligation, its value, its proposal and one shared
     tuple of (kind, key, proposer, cited_sound), four list slots (about 36 bytes)
     instead of a 96-byte object; reading one builds an equal :class:`Assertion`
-    (a frozen value: equal objects are interchangeable). An item that is not exactly an
+    (a frozen value: equal objects are interchangeable). The last :data:`RECENT` written
+    are also kept as written: an import reads back the assertions it just wrote (their
+    soundness), so they are not rebuilt. An item that is not exactly an
     :class:`Assertion` whose id is its key makes the table a plain dict.
     """
 
-    __slots__ = ("_memo", "_metas", "_props", "_vals")
+    __slots__ = ("_memo", "_metas", "_props", "_recent", "_vals")
 
     def __init__(self, prefix: str = "a") -> None:
         super().__init__(prefix)
@@ -250,8 +254,16 @@ class AssertionTable(SeqTable[Assertion]):
         self._props: list[str | None] = []
         self._metas: list[Any] = []
         self._memo: dict[Any, Any] = {}
+        # the objects written at the last len(_recent) positions (None: a hole)
+        self._recent: list[Assertion | None] = []
 
     def _load(self, i: int) -> Assertion:
+        recent = self._recent
+        k = i - len(self._items) + len(recent)
+        if k >= 0:
+            kept = recent[k]
+            if kept is not None:
+                return kept
         kind, key, proposer, cited_sound = self._metas[i]
         a = _new(Assertion)  # the frozen dataclass's slots written directly: 2x faster
         _set_id(a, f"{self._p}{i + 1}")
@@ -288,6 +300,10 @@ class AssertionTable(SeqTable[Assertion]):
         self._vals.append(value.value)
         self._props.append(value.proposal)
         self._metas.append(meta)
+        recent = self._recent
+        recent.append(value)
+        if len(recent) > RECENT:
+            del recent[0]
         return True
 
     def _store(self, i: int, key: str, value: Assertion) -> bool:
@@ -296,16 +312,22 @@ class AssertionTable(SeqTable[Assertion]):
             return False
         self._items[i], self._vals[i] = value.obligation, value.value
         self._props[i], self._metas[i] = value.proposal, meta
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = value
         return True
 
     def _grow(self, n: int) -> None:
         super()._grow(n)
+        self._recent.clear()  # the window covers the last positions only
         self._vals.extend([None] * n)
         self._props.extend([None] * n)
         self._metas.extend([None] * n)
 
     def _shrink(self) -> None:
         super()._shrink()
+        if self._recent:
+            self._recent.pop()
         self._vals.pop()
         self._props.pop()
         self._metas.pop()
@@ -313,6 +335,9 @@ class AssertionTable(SeqTable[Assertion]):
     def _clear_at(self, i: int) -> None:
         super()._clear_at(i)
         self._vals[i] = self._props[i] = self._metas[i] = None
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = None
 
 
 class _Values(ValuesView[V]):
