@@ -105,3 +105,17 @@ def test_assertion_columns_share_what_repeats() -> None:
         t[f"a{n}"] = Assertion(f"a{n}", f"o{n}", AssertionKind.STATUS, "", "open", "x", None)
     assert t._d is None and t._metas[0] is t._metas[2]
     assert t["a2"] == Assertion("a2", "o2", AssertionKind.STATUS, "", "open", "x", None)
+
+
+def test_the_last_assertions_written_are_read_back_as_written() -> None:
+    from icore.state._seqtable import RECENT
+
+    t = AssertionTable()
+    written = [Assertion(f"a{n}", "o", AssertionKind.CLAIM, f"k{n}", n, None, None)
+               for n in range(1, RECENT + 3)]
+    for a in written:
+        t[a.id] = a
+    assert t["a3"] is written[2] and t[f"a{RECENT + 2}"] is written[-1]
+    assert t["a1"] == written[0] and t["a1"] is not written[0]  # rebuilt from the columns
+    del t[f"a{RECENT + 2}"]
+    assert t[f"a{RECENT + 1}"] is written[-2] and len(t) == RECENT + 1
