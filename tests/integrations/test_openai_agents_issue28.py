@@ -177,7 +177,8 @@ def test_restart_with_sqlite_refuses_the_approved_call_with_the_true_reason(
     """Phase 1 stops at the human approval and saves the ``RunState``; phase 2 is a new
     workspace on the same SQLite folder (a restart: reads are in memory). The approved
     call is refused ``not_read`` saying so (not "which you had not read"), nothing ran;
-    the model's new call is put to the human again and runs once."""
+    the model's new call is put to the human again and runs once. Recorded, the task
+    comes first."""
     facts = {"order/*": "billing"}
     paid: list[int] = []
 
@@ -224,7 +225,10 @@ def test_restart_with_sqlite_refuses_the_approved_call_with_the_true_reason(
                     return asked, result
                 state = result.to_state()
 
-        asked, result = asyncio.run(resume())
+        rec = RunRecorder("phase2")
+        with recording(rec, exclusive=True):
+            asked, result = asyncio.run(resume())
+    assert rec.kinds()[0] == "task"  # before the refusal the resumed run's tool recorded
     outs = _outputs(result)
     assert "(not_read)" in outs["c2"] and "holds no read" in outs["c2"]
     assert "which you had not read" not in outs["c2"] and '"amount": 40' in outs["c2"]

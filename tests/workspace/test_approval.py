@@ -165,3 +165,34 @@ def test_only_a_readable_yes_for_this_request_approves(answer: Any) -> None:
     call = agent.execute("ship", lambda city: ran.append(city), {"city": "Berlin"},
                          depends_on={ORDER}, approve=lambda req: answer)
     assert call.reason == "approval_rejected" and ran == []
+
+
+def test_a_check_refusing_with_its_own_reason_keeps_the_gate_decisions() -> None:
+    """``check`` compares with the request noted before the change (``request_for``):
+    the replanned call (same arguments, other version) is refused with the check's own
+    reason (``CallRefused``); ``Call.result`` keeps the call's decisions (stale, then the
+    replan's valid) and says it did not run."""
+    from icore.workspace import APPROVAL_CHANGED, CallRefused
+
+    ws = Workspace({"order/*": "sales"})
+    ws.put(ORDER, {"city": "Berlin", "rush": False}, by="sales")
+    agent = ws.agent("shipper")
+    agent.read(ORDER)
+    asked = agent.request_for("ship", {"city": "Berlin"}, [ORDER])
+    assert asked is not None and asked.basis[0][0] == ORDER
+    ws.update(ORDER, lambda o: {**o, "rush": True}, by="sales")  # while the human decides
+    ran: list[str] = []
+
+    def check(req: ApprovalRequest) -> bool:
+        if req.id != asked.id:
+            raise CallRefused(APPROVAL_CHANGED, "not the request the human approved")
+        return True
+
+    call = agent.execute("ship", lambda city: ran.append(city), {"city": "Berlin"},
+                         depends_on={ORDER}, replan=lambda st: {"city": "Berlin"},
+                         check=check)
+    assert (call.executed, call.reason, ran) == (False, APPROVAL_CHANGED, [])
+    assert call.detail == "not the request the human approved" and call.replanned
+    assert call.result is not None and not call.result.executed
+    assert [d.reason.value for d in call.result.decisions] == ["stale", "valid"]
+    assert agent.request_for("ship", {"city": "Berlin"}, ["order/7"]) is None

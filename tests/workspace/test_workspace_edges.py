@@ -226,6 +226,15 @@ def test_sqlite_refuses_owner_names_that_are_not_safe_file_names(tmp_path: Path,
     assert (folder / "sales-eu.1.db").exists()
 
 
+@pytest.mark.parametrize("folder", [None, "", 3])
+def test_sqlite_names_the_folder_argument_when_it_is_not_a_path(folder: Any) -> None:
+    """``Workspace.sqlite(facts, None)``: a ``WorkspaceError`` naming the argument and the
+    fix, not pathlib's raw ``TypeError`` (QA r4-oa D8)."""
+    with pytest.raises(WorkspaceError, match="folder of the owners' SQLite files") as ei:
+        Workspace.sqlite({"a/*": "sales"}, folder)
+    assert ei.value.fields["argument"] == "directory" and "fix" in ei.value.fields
+
+
 @pytest.mark.parametrize("owner", ["../x", "../../escape", "x/y", "..", ".hidden", "-x",
                                    "a b", "a" * 64])
 def test_every_store_holds_owner_names_to_the_sqlite_rule(tmp_path: Path,

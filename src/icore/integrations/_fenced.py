@@ -328,7 +328,8 @@ class FenceGuard:
         if rec is not None and res is not None:
             who = rec.gate(asker or self.agent, name, res, lookup=self._lookup(), args=call.args,
                            owner=self.handle.name if self.handle is not None else None,
-                           turn=call.turn)
+                           turn=call.turn, refused=None if call.executed or (
+                               call.reason == res.final.reason.value) else call.reason)
             if call.executed:
                 rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
         elif rec is not None:  # refused before the gate: recorded all the same

@@ -290,7 +290,7 @@ class RunRecorder:
     def gate(self, agent: str | None, tool: str, result: ActionResult, *,
              lookup: Lookup | None = None, call_id: Any = None,
              args: Mapping[str, Any] | None = None, owner: str | None = None,
-             turn: Hashable | None = None) -> str:
+             turn: Hashable | None = None, refused: str | None = None) -> str:
         """Every gate decision of one protected call, its replan, and a block if any.
 
         Writes the call's PlanFence lines too (:meth:`lineage`): its decisions, each with
@@ -317,6 +317,8 @@ class RunRecorder:
                 :attr:`~icore.workspace.Call.turn`). A refused stale call waits for its
                 replan: the first later call in its scope from another turn (or with
                 no turn known). A sibling call of the same turn is never its replan.
+            refused: why an authorized call did not run (e.g. ``approval_changed``: the
+                human approved another request); its blocked tool output names it.
 
         Returns:
             The agent the call was attributed to.
@@ -356,8 +358,9 @@ class RunRecorder:
                     (tuple(first.roots) if first is not None else (), who, plan_id, turn))
         self.lineage(tool, result.decisions, lookup=lookup)
         if not result.executed:
-            self.tool_call(who, tool, result.args, f"BLOCKED: {result.final.reason.value}: "
-                           f"{result.detail}", error=True, blocked=True)
+            why = refused or result.final.reason.value
+            self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
+                           error=True, blocked=True)
         return who
 
     def _replan_of(self, scope: _Scope, turn: Hashable | None) -> _Waiting | None:
@@ -448,6 +451,14 @@ class RunRecorder:
     def finish(self, agent: str, answer: Any, *, at: float | None = None) -> dict[str, Any]:
         """The run's final answer; returns its line (for :meth:`reopen`)."""
         return self.add(agent, "termination", answer, at=at, final_answer=_text(answer))
+
+    def remove(self, line: Mapping[str, Any]) -> bool:
+        """Remove the event line ``line`` (as returned by :meth:`add`); False if unknown."""
+        with self._lock:
+            i = next((i for i, ev in enumerate(self.events) if ev is line), None)
+            if i is not None:
+                del self.events[i], self._at[i]
+        return i is not None
 
     def reopen(self, line: Mapping[str, Any]) -> None:
         """A recorded end was a pause: turn the :meth:`finish` line ``line`` into one.

@@ -20,10 +20,14 @@ class RunEnd:
 
     Args:
         recorder: the run's recorder.
+        echoed: the answer is also recorded as the agent's ``output`` line (the Agents SDK
+            processor records every model turn): when another run starts, the end
+            recorded so far is removed instead (no second output of the same text).
     """
 
-    def __init__(self, recorder: RunRecorder) -> None:
+    def __init__(self, recorder: RunRecorder, *, echoed: bool = False) -> None:
         self.recorder = recorder
+        self.echoed = echoed
         self._line: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
@@ -34,9 +38,12 @@ class RunEnd:
             self._line = line
 
     def another_run(self) -> None:
-        """Another run starts: the end recorded so far becomes an ``output`` line."""
+        """Another run starts: the end recorded so far becomes an ``output`` line.
+
+        With ``echoed``, it is removed (its answer is already an ``output`` line).
+        """
         with self._lock:
             line, self._line = self._line, None
-        if line is not None:
+        if line is not None and not (self.echoed and self.recorder.remove(line)):
             line["kind"] = "output"
             line.pop("final_answer", None)

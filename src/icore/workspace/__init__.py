@@ -31,6 +31,7 @@ from icore.workspace._approval import (
     read_answer,
 )
 from icore.workspace._call import (
+    APPROVAL_CHANGED,
     ARGS_NOT_JSON,
     DECLINE,
     NOT_READ,
@@ -38,6 +39,7 @@ from icore.workspace._call import (
     Approver,
     AsyncUserReplanner,
     Call,
+    CallRefused,
     RunningCall,
     Scope,
     Stale,
@@ -50,6 +52,7 @@ from icore.workspace._workspace import FACT_TYPE, Workspace
 
 __all__ = [
     "ACTION_PREFIX",
+    "APPROVAL_CHANGED",
     "APPROVAL_FIELD",
     "ARGS_NOT_JSON",
     "DECLINE",
@@ -64,6 +67,7 @@ __all__ = [
     "Approver",
     "AsyncUserReplanner",
     "Call",
+    "CallRefused",
     "FactNotWritten",
     "ReplanFailed",
     "RunningCall",

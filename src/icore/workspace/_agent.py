@@ -376,6 +376,28 @@ class Agent:
                  if r is not None}
         return ApprovalRequest.of(call.action, call.args, basis)
 
+    def request_for(self, action: str, args: Mapping[str, Any], keys: Iterable[str], *,
+                    turn: Hashable | None = None) -> ApprovalRequest | None:
+        """The :class:`ApprovalRequest` a call of ``action(args)`` of ``turn`` is now.
+
+        Bound to ``args`` and to the versions of ``keys`` (D(a)) this agent read for
+        ``turn``, the ones the call derives from; nothing is built or validated. For a
+        framework that asks its human before the call reaches the gate (the Agents SDK's
+        ``needs_approval``): the call later runs only as this exact request.
+
+        Returns:
+            The request; None when a key was not read (the call would be refused
+            :data:`~icore.workspace.NOT_READ`).
+
+        Raises:
+            MalformedRecord: an argument is not JSON (normalise the arguments first).
+        """
+        basis = self._basis(turn)
+        wanted = sorted(set(keys))
+        if any(k not in basis for k in wanted):
+            return None
+        return ApprovalRequest.of(action, args, [basis[k] for k in wanted])
+
     # -- protected calls ----------------------------------------------------------------
     def execute(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any], *,
                 depends_on: Scope, replan: UserReplanner | None = None,

@@ -20,7 +20,10 @@ from typing import Any
 from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord
 from icore.fence import (
     ActionResult,
+    DecisionLog,
     Fence,
+    GateDecision,
+    Outcome,
     ProtectedTool,
     Reason,
     Replan,
@@ -32,7 +35,6 @@ from icore.workspace._call import (
     ARGS_NOT_JSON,
     DECLINE,
     NOT_READ,
-    REJECTED,
     Approver,
     AsyncUserReplanner,
     Call,
@@ -302,6 +304,30 @@ class _Execution:
             raise plan.failure
         return call
 
+    def _rejected(self, plan: _Plan, exc: _Rejected) -> Call:
+        """An authorized call an approver refused: the gate's decisions kept.
+
+        Its :class:`~icore.fence.ActionResult` holds this call's decisions (its original
+        action record's and, after a replan, the fresh one's, found in the fence's log),
+        so a recorder writes them, the replan and the refusal like any blocked call.
+        """
+        args = plan.replanned_args or plan.args
+        ids = {plan.record.id, plan.run.root.id}
+        found: list[GateDecision] = []
+        log = self.fence.log
+        for d in reversed(list(log)) if isinstance(log, DecisionLog) else ():
+            if d.action == plan.action and d.roots and set(d.roots) <= ids:
+                found.append(d)
+                if d.roots == (plan.record.id,) or len(found) == 2:
+                    break
+        res = None
+        if found:
+            res = ActionResult(Outcome.BLOCKED, False, None, tuple(reversed(found)),
+                               plan.replanned_args is not None, (plan.run.root.id,),
+                               dict(args), exc.reason)
+        return Call(plan.action, False, None, exc.code, args, plan.run.root, res, {},
+                    plan.replanned_args is not None, exc.reason, turn=plan.turn)
+
     def execute(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any], *,
                 depends_on: Scope, replan: UserReplanner | None,
                 turn: Hashable | None,
@@ -326,9 +352,7 @@ class _Execution:
             res = self.fence.execute(tool, roots=[plan.record.id], args=plan.args,
                                      replan=rp)
         except _Rejected as exc:
-            return Call(action, False, None, REJECTED, plan.replanned_args or plan.args,
-                        plan.run.root, None, {}, plan.replanned_args is not None,
-                        exc.reason)
+            return self._rejected(plan, exc)
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
@@ -356,9 +380,7 @@ class _Execution:
             res = await self.fence.aexecute(tool, roots=[plan.record.id], args=plan.args,
                                             replan=rp)
         except _Rejected as exc:
-            return Call(action, False, None, REJECTED, plan.replanned_args or plan.args,
-                        plan.run.root, None, {}, plan.replanned_args is not None,
-                        exc.reason)
+            return self._rejected(plan, exc)
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)

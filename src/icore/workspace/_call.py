@@ -27,6 +27,10 @@ NOT_READ = "not_read"
 """Call reason: the agent had not read a fact of D(a); its current value was handed over."""
 REJECTED = "approval_rejected"
 """Call reason: the human did not approve this exact call."""
+APPROVAL_CHANGED = "approval_changed"
+"""Call reason: the call is not the request the human approved (other arguments, or the
+same arguments derived from other versions); an approver refuses it with
+:class:`CallRefused`."""
 ARGS_NOT_JSON = "args_not_json"
 """Call reason: an argument has no JSON form (normalise the arguments first)."""
 
@@ -135,6 +139,8 @@ _HINTS: dict[str, str] = {
     "(an application error); do not retry",
     Reason.ARGS_MISMATCH.value: "the call is not the one its action record binds",
     REJECTED: "a human did not approve this exact call; do not retry it unchanged",
+    APPROVAL_CHANGED: "the call is not the one the human approved; call again to ask "
+    "the human again",
     ARGS_NOT_JSON: "an argument has no JSON form (an application error); do not retry",
 }
 
@@ -176,10 +182,26 @@ def _message(c: Call) -> str:
 
 
 
+class CallRefused(Exception):
+    """An approver's refusal with its own reason (instead of :data:`REJECTED`).
+
+    Raised by ``Agent.execute``'s ``check`` / ``approve``.
+
+    Args:
+        reason: the refused :class:`Call`'s ``reason`` (e.g. :data:`APPROVAL_CHANGED`).
+        detail: its ``detail`` (what differs, for the agent and the trace).
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(detail or reason)
+        self.reason, self.detail = reason, detail
+
+
 class _Rejected(Exception):
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, code: str = REJECTED) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
 
 
 @dataclass
@@ -230,7 +252,11 @@ def running_call() -> RunningCall | None:
 def _check(run: _Run, action: str, args: Mapping[str, Any]) -> None:
     if run.approve is not None:
         req = ApprovalRequest.of(action, args, [run.basis[k] for k in sorted(run.basis)])
-        if not run.approve(req):
+        try:
+            ok = run.approve(req)
+        except CallRefused as exc:
+            raise _Rejected(exc.detail or exc.reason, exc.reason) from None
+        if not ok:
             raise _Rejected("not approved")
 
 

@@ -13,6 +13,7 @@ and builds and validates the action records of its protected calls
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -156,11 +157,19 @@ class Workspace(KeyChecks):
                directory: str | Path) -> Workspace:
         """Every owner in this process with its own SQLite file ``<directory>/<owner>.db``.
 
+        The folder (and its missing parents) is created when it does not exist.
+
         Raises:
             WorkspaceError: as for the constructor (which refuses an owner name that is
                 not a safe file name, :data:`~icore.workspace._keys.OWNER_NAME`, for every
-                store: ``../x`` or ``a/b`` would put its database outside the folder).
+                store: ``../x`` or ``a/b`` would put its database outside the folder);
+                ``directory`` is neither a str nor a path (e.g. None) or is empty.
         """
+        if not isinstance(directory, str | os.PathLike) or not str(directory):
+            raise WorkspaceError(
+                "Workspace.sqlite needs the folder of the owners' SQLite files (a str or "
+                "a path)", argument="directory", got=repr(directory)[:80],
+                fix="Workspace.sqlite(facts, 'data/owners')")
         probe = cls(facts, stores={}, remote=_NoOwners())
         folder = Path(directory)
         stores: dict[str, Store] = {

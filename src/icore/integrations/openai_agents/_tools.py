@@ -26,10 +26,14 @@ class (``WorkspaceError`` / ``IntegrationError``, :func:`agents_error`) that is 
 ``AgentsException``, chained to the original.
 
 Human approval (the SDK's ``needs_approval``, ``RunState.approve``): an approval covers
-the arguments of the approved call. If the gate's one replan changes them (the plan's
-inputs changed while the human decided), the changed call does not run: the model is told
-the old and new arguments (or :class:`AgentsActionBlocked` is raised), the fresh plan is
-written back, and the model's next call with the fresh arguments goes to the human again.
+the request put to the human, its :class:`~icore.workspace.ApprovalRequest` (arguments
+and the versions of D(a) the call derives from), noted when the SDK asks the tool's
+``needs_approval``. A replanned call (the plan's inputs changed while the human decided)
+is another request, whether its arguments changed or not: it does not run, the model is
+told ``approval_changed`` and what differs (or :class:`AgentsActionBlocked` is raised),
+the fresh plan is written back (``fence=``), and the model's next call goes to the human
+again; it is recorded like any refused call. ``always_approve=True`` keeps the SDK's
+meaning (every call of the tool approved).
 An approved call this agent holds no read for (a run resumed in a new process: reads
 live in memory) is refused ``not_read`` with the current values, saying so; the model's
 new call is put to the human again.
@@ -46,15 +50,20 @@ import copy
 import inspect
 import json
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, cast
 
-from agents import FunctionTool, function_tool
+from agents import AgentBase, FunctionTool, function_tool
 from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
-from icore.fence import Fence, Replan, ReplanRequest
+from icore.fence import (
+    Fence,
+    Replan,
+    ReplanRequest,
+)
 from icore.integrations import (
     AnyReplanner,
     ArgNormalizer,
@@ -73,8 +82,30 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
-from icore.integrations.openai_agents._tracing import ACTIVE_RECORDER
-from icore.workspace import NOT_READ, ApprovalRequest, Call, UserReplanner
+from icore.integrations.openai_agents._sdk_approvals import (
+    NO_APPROVAL,
+    ApprovalChanged,
+    always_approved,
+    approved_call,
+    binding,
+    canon,
+    changed,
+    fence_changed,
+    record_changed,
+    unread_after_approval,
+)
+from icore.integrations.openai_agents._tracing import (
+    ACTIVE_PROCESSOR,
+    ACTIVE_RECORDER,
+    check_traced,
+)
+from icore.workspace import (
+    APPROVAL_CHANGED,
+    NOT_READ,
+    ApprovalRequest,
+    CallRefused,
+    UserReplanner,
+)
 from icore.workspace import Agent as TeamAgent
 
 
@@ -113,27 +144,6 @@ def agents_error(exc: IcoreError) -> AgentsException:
     return out
 
 
-def _unread_after_approval(name: str, call: Call) -> str:
-    keys = ", ".join(sorted(call.fresh))
-    values = json.dumps(dict(sorted(call.fresh.items())), ensure_ascii=False, default=str)
-    return (f"PlanFence blocked {name} (not_read): this approved call depends on {keys}, and "
-            f"this agent holds no read of it here (reads are kept in memory: a run resumed "
-            f"in a new process, after a restart, starts with none), so the approval cannot "
-            f"be tied to the version the call was decided from; nothing ran. Current "
-            f"values: {values}. Decide from these values and call {name} again; the new "
-            f"call is put to the human again.")
-
-
-class _ApprovalChanged(Exception):
-    def __init__(self, approved: dict[str, Any], fresh: dict[str, Any]) -> None:
-        super().__init__("changed after approval")
-        self.approved, self.fresh = approved, fresh
-
-
-def _canon(args: Any) -> str:
-    return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
-
-
 def _noting(replan: AnyReplanner | None, fresh: list[Replan]) -> AnyReplanner | None:
     if replan is None:
         return None
@@ -152,15 +162,6 @@ def _noting(replan: AnyReplanner | None, fresh: list[Replan]) -> AnyReplanner | 
         return got  # type: ignore[return-value]
 
     return noted
-
-
-def _approved(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
-    """Whether this call ran through the SDK's human approval."""
-    if tool.needs_approval is False:
-        return False
-    if tool.needs_approval is True:
-        return True
-    return ctx.is_tool_approved(tool.name, ctx.tool_call_id) is True
 
 
 class _Turns:
@@ -226,13 +227,6 @@ def _run_recorder(own: RunRecorder | None, name: str) -> RunRecorder | None:
     return rec
 
 
-def _changed(name: str, approved: Any, fresh: Any) -> str:
-    return (f"PlanFence blocked {name} (approval_changed): the plan changed and the fresh "
-            f"call {json.dumps(fresh, default=str)} is not the approved "
-            f"{json.dumps(approved, default=str)}; nothing ran. Call {name} again with the "
-            "fresh arguments to ask the human again")
-
-
 def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                          agent: TeamAgent | str = "executor", depends_on: _Scope,
                          fence: Fence | None = None, roots: ContextRoots = "plan_roots",
@@ -290,14 +284,14 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                                framework="openai_agents", tool=base.name)
     norm = _normalizer(base)
     team = agent if isinstance(agent, TeamAgent) else None
-    if team is None and not isinstance(agent, str):
-        raise IntegrationError("agent= must be a workspace agent (ws.agent('name')) or an "
-                               "agent id", framework="openai_agents", tool=base.name,
-                               got=type(agent).__name__)
+    if team is None and (fence is None or not isinstance(agent, str)):
+        raise _agent_error(agent, base.name, fence)
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
     turns = _Turns()
+    asked: OrderedDict[Any, ApprovalRequest | None] = OrderedDict()
+    """Tool-call id -> the request the human was asked (arguments and versions)."""
     if team is not None:  # reads made by tools of a model call are stamped with its turn
         team.turn_source = lambda: turns.latest
 
@@ -333,28 +327,30 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return invalid_args_message(base.name, getattr(norm, "schema", None), args,
                                         fallback=str(exc))
-        approved = _canon(norm_args) if _approved(base, ctx) else None
+        wanted = (asked.get(ctx.tool_call_id) if approved_call(base, ctx)
+                  and not always_approved(base, ctx) else NO_APPROVAL)
 
         def approve(req: ApprovalRequest) -> bool:
-            if approved is not None and _canon(dict(req.args)) != approved:
-                raise _ApprovalChanged(norm_args, dict(req.args))
-            return True
+            if wanted is NO_APPROVAL or (wanted is not None and wanted.id == req.id):
+                return True
+            raise CallRefused(APPROVAL_CHANGED, changed(
+                base.name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
-        try:
-            gated = await caller_guard(ctx).arun(
-                base.name, call, norm_args, turn=turns.key(ctx),
-                recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve)
-        except _ApprovalChanged as ch:
-            return blocked(_changed(base.name, ch.approved, ch.fresh), "approval_changed")
+        gated = await caller_guard(ctx).arun(
+            base.name, call, norm_args, turn=turns.key(ctx),
+            recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve)
         if not gated.executed:
             detail = gated.call.detail if gated.call is not None else ""
             message = gated.message
-            if (approved is not None and gated.call is not None and gated.reason == NOT_READ
+            if gated.reason == APPROVAL_CHANGED:
+                message = detail
+            elif (wanted is not NO_APPROVAL and gated.call is not None
+                    and gated.reason == NOT_READ
                     and any(v is not None for v in gated.call.fresh.values())):
-                message = _unread_after_approval(base.name, gated.call)
+                message = unread_after_approval(base.name, gated.call)
             return blocked(message, gated.reason, detail)
         return gated.value
 
@@ -363,25 +359,30 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         if isinstance(args, str):
             return args
         context = ctx.context
-        approved = _canon(args) if _approved(base, ctx) else None
+        approved = canon(args) if approved_call(base, ctx) else None
 
         async def call(**a: Any) -> Any:
-            if approved is not None and _canon(a) != approved:
-                raise _ApprovalChanged(args, a)
+            if approved is not None and (fresh or canon(a) != approved):
+                raise ApprovalChanged(args, a)  # a replan is another request
             return await base.on_invoke_tool(ctx, json.dumps(a))
 
         fresh: list[Replan] = []
+        rec = _run_recorder(recorder, base.name)
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
                               replan=_noting(replan, fresh),  # type: ignore[arg-type]
-                              recorder=_run_recorder(recorder, base.name), agent=guard.agent,
-                              replicator=replicator)
+                              recorder=rec, agent=guard.agent, replicator=replicator)
+        given = plan_roots(context, roots, args)
+        first = tuple(given) if isinstance(given, list | tuple) else ()
         try:
-            gated = await per_call.arun(base.name, call, args,
-                                        plan_roots(context, roots, args))
-        except _ApprovalChanged as ch:
+            gated = await per_call.arun(base.name, call, args, given)
+        except ApprovalChanged as ch:
             if isinstance(roots, str) and fresh:  # the fresh plan stands; it needs a "yes"
                 context_set(context, roots, list(fresh[-1].roots))
-            return blocked(_changed(base.name, ch.approved, ch.fresh), "approval_changed")
+            message = fence_changed(base.name, ch.approved, ch.fresh)
+            if rec is not None:  # recorded like any refused call
+                record_changed(rec, per_call, base.name, first, fresh, ch.fresh, message,
+                                caller_guard(ctx).agent)
+            return blocked(message, APPROVAL_CHANGED)
         if not gated.executed:
             res = gated.result
             return blocked(gated.message, gated.reason, res.detail if res else "")
@@ -390,8 +391,23 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
 
     inner = team_invoke if team is not None else fence_invoke
 
+    def noted(ctx: ToolContext[Any], input_json: str) -> None:
+        """The recording block learns the call ran; a human's approval is recorded."""
+        proc = ACTIVE_PROCESSOR.get()
+        if proc is not None:
+            check_traced(base.name)  # a recorded run the SDK does not trace: loud
+            proc.invoked(ctx.tool_call_id)
+        rec = _run_recorder(recorder, base.name)
+        if rec is not None and approved_call(base, ctx):  # the human's yes, before the gate
+            want = asked.get(ctx.tool_call_id)
+            rec.add(caller_guard(ctx).agent or "executor", "thought",
+                    f"a human approved {base.name} {input_json}", approval={
+                        "tool": base.name, "approved": True,
+                        "request": want.id if want is not None else None})
+
     async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
         try:
+            noted(ctx, input_json)
             return await inner(ctx, input_json)
         except AgentsException:
             raise
@@ -408,7 +424,24 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         return enabled(wrapper, owner) if callable(enabled) else enabled
 
     wrapped.is_enabled = is_enabled
+    if team is not None and base.needs_approval is not False:
+        wrapped.needs_approval = binding(base, team, guard, norm, turns.key, asked)
     return wrapped
+
+
+def _agent_error(agent: Any, tool: str, fence: Fence | None) -> IntegrationError:
+    """The one error for a wrong ``agent=`` (a hint when it is the SDK's own ``Agent``)."""
+    name = getattr(agent, "name", None)
+    sdk = isinstance(agent, AgentBase)
+    hint = (f"; this is an Agents SDK Agent: pass the workspace agent whose reads the "
+            f"calls derive from, ws.agent({name!r})" if sdk else "")
+    return IntegrationError(
+        "a fenced tool needs agent= (a workspace agent: ws.agent('name')) or fence= (a "
+        "Fence, the low-level API, where agent= may be an agent id str)" + hint,
+        framework="openai_agents", tool=tool, got=type(agent).__name__,
+        fence="given" if fence is not None else "none",
+        fix=f"fenced_function_tool(tool, agent=ws.agent({(name if sdk else 'dispatcher')!r}), "
+        "depends_on={...})")
 
 
 def _ctx_params(fn: Callable[..., Any]) -> list[str]:

@@ -3,18 +3,24 @@
 A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 
 :class:`RecordingProcessor` implements the SDK's ``TracingProcessor``: agent spans give
-the speaking agent, generation / response spans the model's turns (text and tool calls)
-and the run's task (the first user input, once per trace: a run resumed after a human
+the speaking agent (the innermost agent span not ended: after an agent used as a tool,
+its caller again), generation / response spans the model's turns (text and tool calls)
+and the run's task (the newest user message of the trace's first model input - a later
+run of a chat gets the whole history -, once per trace: a run resumed after a human
 approval continues the same trace), function spans the tool calls with input and output
-(errors as errors), handoff spans the handoffs, guardrail spans a thought.
+(errors as errors; a call the SDK answered without running its tool - a human's
+rejection through the SDK's approval - as the calling agent's refused call), handoff
+spans the handoffs, guardrail spans a thought.
 
 The end of a run: when a top-level run finishes (its task span ends; without task
 spans, its trace ends, or - for a run resumed from a ``RunState``, whose trace already
 ended - its agent span ends) and its last model turn is text without tool calls, that
-text is the final answer. A run stopped for a human approval has no end until it is
-resumed and finishes. One end per recorder: a later run recorded into the same recorder
-turns the earlier end back into an ordinary output. :func:`recording` installs the
-processor for a ``with`` block.
+text is the final answer. A run stopped for a human approval (``result.interruptions``)
+records a pause instead (a ``thought`` with ``pause: true`` naming the calls waiting; a
+fenced tool tells the processor which calls it put to the human); its end is recorded
+when it is resumed and finishes. One end per recorder: a later run recorded into the same
+recorder removes the earlier end (its answer stays the agent's output line).
+:func:`recording` installs the processor for a ``with`` block.
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.tracing import (
@@ -39,8 +46,10 @@ from agents.tracing import (
     TaskSpanData,
     Trace,
     TracingProcessor,
+    get_current_trace,
     get_trace_provider,
 )
+from agents.tracing.traces import NoOpTrace
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
@@ -70,6 +79,11 @@ class _TraceState:
     """What the processor knows of one trace (one run and its resumptions)."""
 
     agent: str = "agent"
+    open_agents: list[tuple[str, str]] = field(default_factory=list)
+    """Agent spans not ended yet, (span id, agent name), innermost last: an agent used as
+    a tool runs inside its caller's span, which speaks again once it ends."""
+    at: float = 0.0
+    """When the processor first saw the trace (its task is recorded at that time)."""
     tasked: bool = False
     final: tuple[str, str] | None = None
     depth: int = 0
@@ -92,14 +106,18 @@ class RecordingProcessor(TracingProcessor):
         self.active = True
         """Set False to stop recording (the processor stays registered, inert)."""
         self._traces: OrderedDict[str, _TraceState] = OrderedDict()
-        self._end = RunEnd(recorder)
+        self._end = RunEnd(recorder, echoed=True)  # the answer is also a model turn
         self._lock = threading.Lock()
+        self._pending: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
+        """Tool calls of model turns no tool answered yet: call id -> (agent, tool, args)."""
+        self._asking: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
+        """Fenced calls put to the human, not answered yet: call id -> (agent, tool, args)."""
 
     def _state(self, trace_id: str) -> _TraceState:
         """The trace's state (the caller holds the lock)."""
         st = self._traces.get(trace_id)
         if st is None:
-            st = self._traces[trace_id] = _TraceState()
+            st = self._traces[trace_id] = _TraceState(at=time.time())
             while len(self._traces) > self.MAX_TRACES:
                 self._traces.popitem(last=False)
         return st
@@ -113,8 +131,15 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             st = self._state(trace_id)
             final, st.final = st.final, None
+            waiting = list(self._asking.values()) if final is None else []
+            self._asking.clear()
         if final is not None:
             self._end.end(*final)
+        elif waiting:  # stopped for a human approval: a pause, not an end
+            asked = "; ".join(f"{t} {json.dumps(a, default=str)}" for _, t, a in waiting)
+            self.recorder.add(waiting[0][0], "thought",
+                              f"paused: waiting for a human to approve {asked}", pause=True,
+                              approvals=[{"tool": t, "args": a} for _, t, a in waiting])
 
     def on_trace_start(self, trace: Trace) -> None:
         """A run starts (a resumed run continues its trace without a new start)."""
@@ -136,7 +161,9 @@ class RecordingProcessor(TracingProcessor):
         data = span.span_data
         if isinstance(data, AgentSpanData):
             with self._lock:
-                self._state(span.trace_id).agent = data.name
+                st = self._state(span.trace_id)
+                st.agent = data.name
+                st.open_agents.append((span.span_id, data.name))
         elif isinstance(data, TaskSpanData):
             with self._lock:
                 st = self._state(span.trace_id)
@@ -159,16 +186,64 @@ class RecordingProcessor(TracingProcessor):
         if done:
             self._finish(span.trace_id)
 
+    def invoked(self, call_id: Any) -> None:
+        """A tool ran for the call ``call_id`` (a fenced tool tells it: no span names ids)."""
+        with self._lock:
+            self._pending.pop(str(call_id), None)
+            self._asking.pop(str(call_id), None)
+
+    def asking(self, call_id: Any, tool: str, args: Any) -> None:
+        """The call ``call_id`` is put to the human (a fenced tool's ``needs_approval``).
+
+        A run that ends while such a call waits is recorded as paused, not ended.
+        """
+        with self._lock:
+            who = self._pending.get(str(call_id), ("agent",))[0]
+            self._asking[str(call_id)] = (who, tool, args)
+            while len(self._asking) > self.MAX_TRACES:
+                self._asking.popitem(last=False)
+
+    def _ran(self, name: str, args: Any) -> None:
+        """A plain tool's function span ended: the oldest such waiting call was answered."""
+        with self._lock:
+            for cid, (_, n, a) in self._pending.items():
+                if n == name and a == args:
+                    del self._pending[cid]
+                    return
+
+    def _answered(self, inputs: Any) -> None:
+        """Calls the SDK answered without running their tool, as their agent's refusals.
+
+        A model call's input carries the outputs of the previous turn's calls; one whose
+        tool never ran (the human rejected it through the SDK's approval, on a resumed
+        run, where the SDK opens no span for it) is recorded as the calling agent's
+        refused call: ``blocked``, ``answered_by="sdk"``, the SDK's message as output.
+        """
+        items = _items(inputs) if not isinstance(inputs, str) else []
+        found = []
+        with self._lock:
+            for it in items:
+                cid = it.get("call_id")
+                if it.get("type") == "function_call_output":
+                    self._asking.pop(str(cid), None)
+                    if str(cid) in self._pending:
+                        found.append((self._pending.pop(str(cid)), it.get("output")))
+        for (who, name, args), out in found:
+            self.recorder.tool_call(who, name, args if isinstance(args, dict) else None,
+                                    out, error=True, blocked=True, answered_by="sdk")
+
     def _turn(self, span: Span[Any], inputs: Any, output: Any) -> None:
         who = self._who(span)
         with self._lock:
             st = self._state(span.trace_id)
-            first, st.tasked = not st.tasked, True
+            first, st.tasked, at = not st.tasked, True, st.at
         if first:
+            # a later run of a chat gets the history: its task is the newest user message
             task = inputs if isinstance(inputs, str) else next(
-                (_text(m) for m in _items(inputs) if m.get("role") == "user"), "")
-            if task:
-                self.recorder.task(task)
+                (_text(m) for m in reversed(_items(inputs)) if m.get("role") == "user"), "")
+            if task:  # before what a resumed run's tools recorded ahead of its model
+                self.recorder.task(task, at=at)
+        self._answered(inputs)
         calls, texts = [], []
         for it in _items(output):
             if it.get("type") == "function_call":
@@ -178,6 +253,10 @@ class RecordingProcessor(TracingProcessor):
                 except json.JSONDecodeError:
                     pass
                 calls.append({"name": it.get("name"), "args": args})
+                with self._lock:
+                    self._pending[str(it.get("call_id"))] = (who, str(it.get("name")), args)
+                    while len(self._pending) > self.MAX_TRACES:
+                        self._pending.popitem(last=False)
             elif it.get("type") == "message" or it.get("role") == "assistant":
                 texts.append(_text(it))
         text = " ".join(t for t in texts if t)
@@ -198,11 +277,12 @@ class RecordingProcessor(TracingProcessor):
             self._turn(span, data.input, data.response.output)
         elif isinstance(data, FunctionSpanData):
             if data.name in self.recorder.fenced_tools:
-                return
+                return  # recorded by the fenced tool (a pending approval's span: no call)
             try:
                 args = json.loads(data.input) if data.input else None
             except json.JSONDecodeError:
                 args = {"input": data.input}
+            self._ran(data.name, args)
             err = span.error
             self.recorder.tool_call(self._who(span), data.name, args if isinstance(
                 args, dict) else {"input": args}, err["message"] if err else data.output,
@@ -212,6 +292,12 @@ class RecordingProcessor(TracingProcessor):
         elif isinstance(data, GuardrailSpanData):
             self.recorder.add(self._who(span), "thought",
                               f"guardrail {data.name}: triggered={data.triggered}")
+        if isinstance(data, AgentSpanData):
+            with self._lock:  # the caller of an agent used as a tool speaks again
+                st = self._state(span.trace_id)
+                st.open_agents = [a for a in st.open_agents if a[0] != span.span_id]
+                if st.open_agents:
+                    st.agent = st.open_agents[-1][1]
         if isinstance(data, TaskSpanData | AgentSpanData):
             self._ended_span(span)
 
@@ -222,8 +308,40 @@ class RecordingProcessor(TracingProcessor):
         """Events are recorded as they arrive."""
 
 
+TRACING_FIX = ("keep SDK tracing on and record with recording(rec, exclusive=True): in the "
+               "block only the recorder receives the traces (nothing is exported, no "
+               "'OPENAI_API_KEY is not set' message); drop RunConfig(tracing_disabled=True)")
+"""The fix named when a recorded run is not traced."""
+
+
+def _globally_off(provider: Any) -> bool:
+    """Whether the SDK's tracing is switched off for the process (False when unknown)."""
+    refresh = getattr(provider, "_refresh_disabled_flag", None)
+    if callable(refresh):
+        refresh()
+    return getattr(provider, "_disabled", False) is True
+
+
+def check_traced(name: str) -> None:
+    """Inside :func:`recording`, refuse a fenced call of a run the SDK does not trace.
+
+    Raises:
+        IntegrationError: the run has no trace (``RunConfig(tracing_disabled=True)``):
+            only its gate decisions could be recorded; the error names the fix.
+    """
+    trace = get_current_trace()
+    if ACTIVE_PROCESSOR.get() is not None and (trace is None or isinstance(trace, NoOpTrace)):
+        raise IntegrationError(
+            "this run is not traced (RunConfig(tracing_disabled=True)) inside recording(): "
+            "its task, model turns, tools and end would not be recorded",
+            framework="openai_agents", tool=name, fix=TRACING_FIX)
+
+
 ACTIVE_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(
     "icore_openai_agents_recorder", default=None)
+ACTIVE_PROCESSOR: contextvars.ContextVar[RecordingProcessor | None] = contextvars.ContextVar(
+    "icore_openai_agents_processor", default=None)
+"""The processor of the :func:`recording` block: fenced tools tell it which calls ran."""
 """The recorder of the :func:`recording` block this code runs in: a fenced tool built
 without ``recorder=`` records its gate decisions and calls there."""
 
@@ -243,10 +361,26 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
     does not expose them, the processor is only switched off at the end (and
     ``exclusive`` is refused, since the others could not be put back).
 
+    SDK tracing switched off for the process (``set_tracing_disabled(True)``,
+    ``OPENAI_AGENTS_DISABLE_TRACING``): with ``exclusive`` it is switched on for the block
+    (only this processor receives traces: nothing is exported) and off again after;
+    without ``exclusive`` it is refused (the runs would not be recorded). A run started
+    with ``RunConfig(tracing_disabled=True)`` in the block is refused at its first fenced
+    call (:func:`check_traced`).
+
     Raises:
-        IntegrationError: ``exclusive`` with a provider whose processors are unknown.
+        IntegrationError: ``exclusive`` with a provider whose processors are unknown;
+            SDK tracing is off for the process and ``exclusive`` is not set (the error
+            names the fix).
     """
     provider = get_trace_provider()
+    off = _globally_off(provider)
+    if off and not exclusive:
+        raise IntegrationError(
+            "Agents SDK tracing is disabled (set_tracing_disabled(True) or "
+            "OPENAI_AGENTS_DISABLE_TRACING): recording() reads runs from the SDK's traces "
+            "and would record nothing but gate decisions", framework="openai_agents",
+            fix=TRACING_FIX)
     multi = getattr(provider, "_multi_processor", None)
     known = getattr(multi, "_processors", None)
     before = list(known) if isinstance(known, tuple | list) else None
@@ -259,12 +393,18 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         provider.set_processors([proc])
     else:
         provider.register_processor(proc)
+    if off:  # only this processor receives traces in the block: nothing leaves
+        provider.set_disabled(False)
     token = ACTIVE_RECORDER.set(recorder)
+    ptoken = ACTIVE_PROCESSOR.set(proc)
     try:
         with recorder.active():  # fenced tools built without recorder= record here too
             yield proc
     finally:
+        ACTIVE_PROCESSOR.reset(ptoken)
         ACTIVE_RECORDER.reset(token)
         proc.active = False
         if before is not None:
             provider.set_processors(before)
+        if off:
+            provider.set_disabled(True)

@@ -1,0 +1,178 @@
+"""Human approvals of fenced Agents SDK tools (issue 28 item 5; planfence App. A.3).
+
+The SDK asks its human before the call reaches the gate: :func:`binding` notes, when the
+SDK asks the tool's ``needs_approval``, the call's :class:`~icore.workspace.ApprovalRequest`
+(arguments and the versions of D(a) the agent read), so the approved call later runs only
+as that exact request; the messages and the record of a call refused
+``approval_changed``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from agents import FunctionTool
+from agents.tool_context import ToolContext
+
+from icore.fence import ActionResult, DecisionLog, GateDecision, Outcome, Replan
+from icore.integrations import FenceGuard, RunRecorder
+from icore.integrations.openai_agents._tracing import ACTIVE_PROCESSOR
+from icore.workspace import APPROVAL_CHANGED, ApprovalRequest, Call
+from icore.workspace import Agent as TeamAgent
+
+
+def unread_after_approval(name: str, call: Call) -> str:
+    """The model's message for an approved call refused ``not_read`` (reads are lost)."""
+    keys = ", ".join(sorted(call.fresh))
+    values = json.dumps(dict(sorted(call.fresh.items())), ensure_ascii=False, default=str)
+    return (f"PlanFence blocked {name} (not_read): this approved call depends on {keys}, and "
+            f"this agent holds no read of it here (reads are kept in memory: a run resumed "
+            f"in a new process, after a restart, starts with none), so the approval cannot "
+            f"be tied to the version the call was decided from; nothing ran. Current "
+            f"values: {values}. Decide from these values and call {name} again; the new "
+            f"call is put to the human again.")
+
+
+MAX_ASKED = 4096
+"""Most approval requests remembered per tool (older approved calls fail closed)."""
+NO_APPROVAL: Any = object()
+"""A call that did not run through the SDK's human approval."""
+
+
+class ApprovalChanged(Exception):
+    """Fence mode: the call about to run is not the approved one (raised in the tool)."""
+
+    def __init__(self, approved: dict[str, Any], fresh: dict[str, Any]) -> None:
+        super().__init__("changed after approval")
+        self.approved, self.fresh = approved, fresh
+
+
+def canon(args: Any) -> str:
+    """Arguments as canonical JSON text (compared, never stored)."""
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def approved_call(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
+    """Whether this call ran through the SDK's human approval."""
+    if tool.needs_approval is False:
+        return False
+    if tool.needs_approval is True:
+        return True
+    return ctx.is_tool_approved(tool.name, ctx.tool_call_id) is True
+
+
+def always_approved(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
+    """Whether the human approved every call of the tool (``approve(always_approve=True)``).
+
+    Read from the run context's approval records (not a public SDK API: when they cannot
+    be read, False, and each call stays bound to its own request).
+    """
+    records = getattr(ctx, "_approval_records_for_key", None)
+    if not callable(records):
+        return False
+    try:
+        return any(getattr(r, "approved", None) is True
+                   for r in records(tool.name, call_id=ctx.tool_call_id))
+    except Exception:
+        return False
+
+
+def fence_changed(name: str, approved: Any, fresh: Any) -> str:
+    same = canon(approved) == canon(fresh)
+    what = ("the replanned call derives from a fresh plan (the same arguments from other "
+            "versions)" if same else f"the fresh call {json.dumps(fresh, default=str)} is "
+            f"not the approved {json.dumps(approved, default=str)}")
+    return (f"PlanFence blocked {name} (approval_changed): the plan changed while the human "
+            f"decided and {what}; nothing ran. Call {name} again with the fresh arguments "
+            "to ask the human again")
+
+
+def changed(name: str, approved: Any, req: ApprovalRequest,
+             asked: ApprovalRequest | None) -> str:
+    """Why an approved call does not run: it is not the request the human approved."""
+    fresh = dict(req.args)
+    if asked is None:
+        why = ("the approval cannot be tied to the versions the call derives from (it "
+               "was asked in another process, or before this tool was wrapped)")
+    elif canon(dict(asked.args)) != canon(fresh):
+        why = (f"the plan changed while the human decided and the fresh call "
+               f"{json.dumps(fresh, default=str)} is not the approved "
+               f"{json.dumps(approved, default=str)}")
+    else:
+        keys = sorted(k for k, rid in req.basis if dict(asked.basis).get(k) != rid)
+        why = (f"the same arguments now derive from newer versions of "
+               f"{', '.join(keys) or 'its facts'} than the ones the human approved")
+    return (f"PlanFence blocked {name} (approval_changed): {why}; nothing ran. Call {name} "
+            "again (with arguments decided from the current values) to ask the human "
+            "again")
+
+
+def record_changed(rec: RunRecorder, guard: FenceGuard, name: str,
+                    first: tuple[str, ...], fresh: list[Replan], args: Any, message: str,
+                    who: str | None) -> None:
+    """Fence mode: a call refused ``approval_changed`` after the gate authorized it.
+
+    Its decisions (the original roots', then the fresh plan's) are found in the fence's
+    :class:`~icore.fence.DecisionLog` and written with the replan and the blocked output.
+    """
+    log = guard.fence.log
+    wanted = [first, *(tuple(r.roots) for r in fresh[-1:])]
+    found: list[GateDecision] = []
+    for d in reversed(list(log)) if isinstance(log, DecisionLog) else ():
+        if d.action == name and d.roots in wanted and d.roots not in [x.roots for x in found]:
+            found.insert(0, d)
+            if len(found) == len(wanted):
+                break
+    if not found:
+        rec.tool_call(who or "executor", name, args, f"BLOCKED: {APPROVAL_CHANGED}: "
+                      f"{message}", error=True, blocked=True)
+        return
+    res = ActionResult(Outcome.BLOCKED, False, None, tuple(found), bool(fresh),
+                       found[-1].roots, dict(args), message)
+    fence = guard.fence
+    lookup = fence.lookup or (fence.install.get if fence.install is not None else None)
+    rec.gate(who, name, res, lookup=lookup, refused=APPROVAL_CHANGED)
+
+
+def binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
+            norm: Callable[[Any], dict[str, Any]], turn_of: Callable[[Any], Hashable | None],
+            asked: OrderedDict[Any, ApprovalRequest | None]) -> Callable[..., Any]:
+    """The tool's ``needs_approval``, noting the request each call is put to the human as.
+
+    The SDK asks it when the model's call arrives, before the human decides: the call's
+    :class:`~icore.workspace.ApprovalRequest` (its normalised arguments and the versions of
+    D(a) this agent read for the call's model turn) is noted under the tool-call id. Once
+    approved, the call runs only as that exact request (same id); a replan (other
+    arguments, or the same ones from other versions) is refused ``approval_changed``.
+    A request that cannot be built (arguments that do not fit, an unread fact) is noted as
+    None: the approved call is then refused (fail closed) unless the gate refuses it first.
+    """
+    policy = base.needs_approval
+
+    async def needs_approval(wrapper: Any, params: Any, call_id: Any) -> bool:
+        need = policy(wrapper, params, call_id) if callable(policy) else bool(policy)
+        if inspect.isawaitable(need):
+            need = await need
+        if need is not True:
+            return bool(need)
+        req: ApprovalRequest | None = None
+        try:
+            args = norm(params)
+            keys = guard.depends_on(args) if callable(guard.depends_on) else guard.depends_on
+            req = team.request_for(base.name, args, keys, turn=turn_of(wrapper))
+        except Exception:  # the gate refuses such a call with the real cause
+            req = None
+        asked[call_id] = req
+        asked.move_to_end(call_id)
+        proc = ACTIVE_PROCESSOR.get()
+        if proc is not None:  # a run that stops here is paused, not ended
+            proc.asking(call_id, base.name, params)
+        while len(asked) > MAX_ASKED:
+            asked.popitem(last=False)
+        return True
+
+    return needs_approval
