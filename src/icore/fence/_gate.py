@@ -76,8 +76,7 @@ class RecordFetches:
 Step = GateDecision | HeadQueries | RecordFetches
 DecisionSink = Callable[[GateDecision], None]
 
-_decision = positional(GateDecision)
-"""GateDecision(*every field) without the frozen ``__init__``'s per-field setattr."""
+_decision = positional(GateDecision)  # every field; no per-field setattr (#27)
 
 
 class PointCounter:
@@ -177,11 +176,7 @@ class GateRun:
             if owner is None:
                 return self._block(Reason.NO_OWNER, f"no owner mapping for key {key!r}")
             self._owner_of[key] = owner
-            got = per_owner.get(owner)
-            if got is None:
-                per_owner[owner] = [key]
-            else:
-                got.append(key)
+            per_owner.setdefault(owner, []).append(key)
         self._owners_contacted = len(per_owner)
         self._asked = {o: tuple(ks) for o, ks in per_owner.items()}
         return HeadQueries(dict(self._asked), dict(self._frontier))
@@ -494,8 +489,7 @@ async def _arun(run: GateRun, owners: AsyncOwnerAccess, timeout_s: float) -> Gat
     step: Step = run.start()
     if isinstance(step, HeadQueries):
         if bounded and len(step.per_owner) == 1:
-            # one owner, an access that bounds its own time: await it here (what
-            # _per_owner does for it, without two more coroutines; issue 27)
+            # one self-bounded owner: _per_owner's work without two coroutines (#27)
             ((o, keys),) = step.per_owner.items()
             got: HeadReply | BaseException
             try:
