@@ -13,7 +13,6 @@ from typing import Any
 from ag2 import Agent, tool
 from ag2.events import ToolErrorEvent, ToolResultEvent
 from ag2.middleware.builtin import approval_required
-
 from typer.testing import CliRunner
 
 from icore.cli import app as cli
@@ -133,3 +132,30 @@ def test_low_level_replanned_plan_needs_a_new_approval(trip: Any) -> None:
     assert len(outs) == 1 and outs[0]["exitcode"] == 1 and outs[0].get("blocked")
     gates = [e["gate"]["reason"] for e in rec.events if e.get("gate")]
     assert gates[:2] == ["stale", "valid"]
+
+
+def test_a_human_no_is_recorded_as_a_refused_call(tmp_path: Path) -> None:
+    """D3: the human answers "no" to ``approval_required()``: nothing runs, and the trace
+    has a refused call (exit code 1, blocked, ``decision: reject``, ``ran: false``), once,
+    recorded through ``record_agents`` and through ``recorder=`` alike."""
+    for own in (False, True):
+        _, shipper, shipped = orders()
+        rec = RunRecorder("ag2-reject")
+        w = fenced_tool(_ship_tool(shipped), agent=shipper, depends_on={"order/42"},
+                        recorder=rec if own else None)
+        shipper.read("order/42")
+        agent = Agent("shipper", config=_world([call("ship", order_id="42", city="Berlin"),
+                                                "ok"]), tools=[w], hitl_hook=lambda r: "no")
+        if not own:
+            record_agents(rec, agent)
+        run(agent)
+        assert shipped == []
+        outs = [e for e in rec.events if e["kind"] == "tool_output"]
+        assert len(outs) == 1, outs
+        out = outs[0]
+        assert (out["exitcode"], out["blocked"], out["decision"], out["ran"]) == (
+            1, True, "reject", False)
+        assert "User denied" in out["content"] and out["agent"] == "shipper"
+        if not own:
+            code, summary = audit(rec, tmp_path, "--fail-on", "invalid,unsound,hard-flags")
+            assert code == 0 and summary["summary"]["hard_flags"] == 0

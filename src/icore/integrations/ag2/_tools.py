@@ -90,10 +90,12 @@ from icore.integrations.ag2._human import (
     Watch,
     always_granted,
     gated_context,
+    reached_gate,
     was_asked,
 )
 from icore.workspace import (
     APPROVAL_CHANGED,
+    REJECTED,
     ApprovalRequest,
     CallRefused,
     ReplanFailed,
@@ -103,7 +105,6 @@ from icore.workspace import (
 from icore.workspace import Agent as TeamAgent
 
 _log = logging.getLogger("icore.integrations.ag2")
-_WATCH = Watch()
 
 CALLING_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "icore_ag2_calling_agent", default=None)
@@ -161,6 +162,7 @@ class FencedTool(FunctionTool):
 
     turns: Turns
     precheck: Callable[[ToolCallEvent], None] | None = None
+    watch: Watch = Watch()
 
     def register(self, stack: Any, context: Any, *, middleware: Any = ()) -> None:
         """AG2's registration, plus the model-response listener and the watch layer."""
@@ -175,7 +177,7 @@ class FencedTool(FunctionTool):
 
         stack.enter_context(context.stream.where(ModelResponse).sub_scope(note))
         # AG2 wraps each agent middleware around the tool's hooks, the last outermost
-        layers: list[Any] = [*middleware, _WATCH]
+        layers: list[Any] = [*middleware, self.watch]
         super().register(stack, context, middleware=layers)
 
 
@@ -266,6 +268,14 @@ def _model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEv
         return ToolErrorEvent.from_call(event, error=IntegrationError(
             f"the arguments of {name} must be a JSON object", tool=name))
     return args
+
+
+def _is_json(event: ToolCallEvent) -> bool:
+    try:
+        event.serialized_arguments  # noqa: B018 (parses the model's JSON)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _with_args(event: ToolCallEvent, args: dict[str, Any], original: dict[str, Any]
@@ -408,6 +418,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return per_call
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        reached_gate()
         args = _model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return args
@@ -450,6 +461,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return gated.value.event
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        reached_gate()
         args = _model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return args
@@ -498,6 +510,20 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
     wrapped = FencedTool(tool.model, name=name, description=tool.schema.function.description,
                          schema=tool.schema.function.parameters, middleware=[*hooks, gate])
     wrapped.turns = turns
+
+    def unreached(event: ToolCallEvent, context: Any, result: Any) -> None:
+        """A human was asked and the call never reached the gate: a refused call."""
+        rec = _run_recorder(recorder, name)
+        if rec is None:
+            return
+        args = event.serialized_arguments if _is_json(event) else {"raw": event.arguments}
+        who = CALLING_AGENT.get() or (team.name if team is not None else
+                                      agent if isinstance(agent, str) else "executor")
+        rec.tool_call(who, name, args if isinstance(args, dict) else {"raw": args},
+                      f"BLOCKED: {REJECTED}: {_Result(result).content}", error=True, blocked=True,
+                      ran=False, answered_by="human", decision="reject")
+
+    wrapped.watch = Watch(unreached)
     if team is not None and callable(guard.depends_on):
         wrapped.precheck = precheck
     return wrapped
