@@ -97,11 +97,11 @@ PINNED = {
         "signature_model",
     ],
     "icore.workspace": [
-        "ACTION_PREFIX", "APPROVAL_FIELD", "ARGS_NOT_JSON", "DECLINE", "FACT_TYPE",
-        "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer", "ApprovalBook",
-        "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "FactNotWritten",
-        "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner", "Verdict",
-        "Workspace", "WorkspaceError", "read_answer", "running_call",
+        "ACTION_PREFIX", "APPROVAL_CHANGED", "APPROVAL_FIELD", "ARGS_NOT_JSON", "DECLINE",
+        "FACT_TYPE", "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer", "ApprovalBook",
+        "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
+        "FactNotWritten", "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner",
+        "Verdict", "Workspace", "WorkspaceError", "read_answer", "running_call",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [

@@ -399,3 +399,26 @@ def test_trace_written_at_an_interrupt_is_paused_not_unended(tmp_path: Path) -> 
     code, text, run = _audit(rec.write(tmp_path / "ended.jsonl"), "--fail-on", "unsound")
     assert code == 0 and "paused" not in run["summary"] and run["summary"]["terminated"]
     assert "waiting for a human" not in text
+
+
+def test_approval_true_with_a_same_args_replanner_asks_the_human_again() -> None:
+    """icore's own ``approval=True`` binds the human's answer to the arguments *and* the
+    versions: facilities reprice while the human decides, the replanner returns the same
+    arguments from the new version, and that call is put to the human again before it
+    runs (docs/integrations-langgraph.md: the middleware cannot do this with ``replan=``)."""
+    hotel = Hotel()
+    agent = create_agent(
+        Brain(brain=hotel.brain()),
+        [hotel.get_room, hotel.fenced(replan=lambda stale: dict(stale.args), approval=True)],
+        name="booker", checkpointer=InMemorySaver())
+    cfg: Any = {"configurable": {"thread_id": "t1"}}
+    out = agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    first = out["__interrupt__"][0].value["planfence.approval"]
+    hotel.reprice("175")  # while the human decides
+    out = agent.invoke(Command(resume=True), cfg)
+    assert hotel.booked == []  # the "yes" covered the old version only
+    again = out["__interrupt__"][0].value["planfence.approval"]
+    assert again["args"] == first["args"] and again["id"] != first["id"]
+    assert again["basis"] != first["basis"]
+    agent.invoke(Command(resume=True), cfg)
+    assert hotel.booked == ["100"]  # asked again and approved on the new version

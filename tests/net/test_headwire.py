@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -21,6 +23,7 @@ from icore.net import (
     encode_body,
     encode_frame,
 )
+from icore.net._frames import HEAD_REPLY_PREFIX, decode_head_reply
 from icore.net._headwire import (
     HEAD_QUERY_PREFIX,
     HeadReplyEncoder,
@@ -90,20 +93,31 @@ _junk_fields = st.recursive(
     lambda inner: st.lists(inner, max_size=4), max_leaves=12)
 
 
+def _general_or_error(body: bytes) -> object:
+    """What the general decoder makes of ``body``: its message, or the error it raised."""
+    try:
+        return decode_body(body)
+    except ProtocolError as exc:
+        return exc
+
+
+def _same_refusal(want: object, fast: Callable[[bytes], object], body: bytes) -> bool:
+    """If the general decoder refused ``body``, check ``fast`` refuses it alike; True then."""
+    if not isinstance(want, ProtocolError):
+        return False
+    with pytest.raises(type(want)) as got:
+        fast(body)
+    assert str(got.value) == str(want)
+    return True
+
+
 @settings(max_examples=400, deadline=None)
 @given(fields=st.lists(_junk_fields, min_size=4, max_size=4), tail=st.binary(max_size=3))
 def test_query_refusals_equal_the_general_decoder(fields: list[object], tail: bytes) -> None:
     """Any body with the head-query prefix: both paths accept it or both refuse it, alike."""
     body = msgpack.packb([PROTOCOL_VERSION, 1, *fields], use_bin_type=True) + tail
-    want: HeadQuery | ProtocolError
-    try:
-        want = decode_body(body)  # type: ignore[assignment]
-    except ProtocolError as exc:
-        want = exc
-    if isinstance(want, ProtocolError):
-        with pytest.raises(type(want)) as got:
-            decode_head_query(body)
-        assert str(got.value) == str(want)
+    want = _general_or_error(body)
+    if _same_refusal(want, decode_head_query, body):
         return
     assert isinstance(want, HeadQuery)
     assert decode_head_query(body) == (want.rid, want.keys, want.known,
@@ -138,3 +152,26 @@ def test_failed_body_breaks_the_decoder() -> None:
     assert dec.fail(exc) is exc
     with pytest.raises(MalformedMessage):
         dec.bodies(b"\x00")
+
+
+@settings(max_examples=200, deadline=None)
+@given(rid=_ints, full=st.lists(_entries, max_size=12),
+       same=st.lists(st.tuples(_keys, _ints), max_size=12))
+def test_reply_decodes_alike_on_both_paths(rid: int, full: list[HeadEntry],
+                                           same: list[tuple[str, int]]) -> None:
+    """The client's head-reply path decodes a reply to what the general decoder does."""
+    msg = HeadReplyMsg(rid, "", tuple(full), tuple(same))
+    body = encode_body(msg)
+    assert body.startswith(HEAD_REPLY_PREFIX)
+    assert decode_head_reply(body) == decode_body(body) == msg
+    assert FrameDecoder().feed(encode_frame(msg)) == [msg]
+
+
+@settings(max_examples=400, deadline=None)
+@given(fields=st.lists(_junk_fields, min_size=3, max_size=3), tail=st.binary(max_size=3))
+def test_reply_refusals_equal_the_general_decoder(fields: list[object], tail: bytes) -> None:
+    """Any body with the head-reply prefix: both paths accept it or both refuse it, alike."""
+    body = msgpack.packb([PROTOCOL_VERSION, 2, *fields], use_bin_type=True) + tail
+    want = _general_or_error(body)
+    if not _same_refusal(want, decode_head_reply, body):
+        assert decode_head_reply(body) == want

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from icore._clock import Clock
+from icore._frozen import positional
 from icore.errors import (
     FrontierConflict,
     LineageError,
@@ -74,6 +75,9 @@ class RecordFetches:
 
 Step = GateDecision | HeadQueries | RecordFetches
 DecisionSink = Callable[[GateDecision], None]
+
+_decision = positional(GateDecision)
+"""GateDecision(*every field) without the frozen ``__init__``'s per-field setattr."""
 
 
 class PointCounter:
@@ -124,12 +128,20 @@ class GateRun:
     _owner_of: dict[str, str] = field(default_factory=dict)
     _changed: dict[str, RecordId] = field(default_factory=dict)
     _owners_contacted: int = 0
+    _sorted_deps: tuple[str, ...] | None = None
+    _asked: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     # -- decisions --------------------------------------------------------------------
+    def _deps(self) -> tuple[str, ...]:
+        """D(a) sorted (computed once per run)."""
+        if self._sorted_deps is None:
+            self._sorted_deps = tuple(sorted(self.deps))
+        return self._sorted_deps
+
     def _decide(self, outcome: Outcome, reason: Reason, detail: str = "") -> GateDecision:
-        # positional, in GateDecision's field order (keywords cost a lookup per field)
-        return GateDecision(
-            outcome, reason, self.action, self.roots, tuple(sorted(self.deps)),
+        # every field, in GateDecision's field order (issue 27: no per-field setattr)
+        return _decision(
+            outcome, reason, self.action, self.roots, self._deps(),
             dict(self._frontier), dict(self._heads), dict(self._fresh), self.replanned,
             self.points.next() if self.points is not None else 0,
             self.clock.now_ms() if self.clock is not None else 0.0,
@@ -159,14 +171,20 @@ class GateRun:
             return self._block(Reason.LINEAGE_INCOMPLETE, str(exc))
         self._frontier = dict(fr.versions)
         per_owner: dict[str, list[str]] = {}
-        for key in sorted(self.deps):
-            owner = self.ownership.owner_of(key)
+        owner_of = self.ownership.owner_of
+        for key in self._deps():
+            owner = owner_of(key)
             if owner is None:
                 return self._block(Reason.NO_OWNER, f"no owner mapping for key {key!r}")
             self._owner_of[key] = owner
-            per_owner.setdefault(owner, []).append(key)
+            got = per_owner.get(owner)
+            if got is None:
+                per_owner[owner] = [key]
+            else:
+                got.append(key)
         self._owners_contacted = len(per_owner)
-        return HeadQueries({o: tuple(ks) for o, ks in per_owner.items()}, dict(self._frontier))
+        self._asked = {o: tuple(ks) for o, ks in per_owner.items()}
+        return HeadQueries(dict(self._asked), dict(self._frontier))
 
     # -- Alg. 1 lines 5-8 ---------------------------------------------------------------
     def on_heads(self, replies: Mapping[str, HeadReply | BaseException]) -> Step:
@@ -178,10 +196,8 @@ class GateRun:
         Returns:
             A decision, or the :class:`RecordFetches` still needed.
         """
-        asked: dict[str, list[str]] = {}
-        for key, owner in self._owner_of.items():
-            asked.setdefault(owner, []).append(key)
-        for owner, keys in asked.items():
+        # the keys asked of each owner, in D(a) order (``start`` grouped them)
+        for owner, keys in self._asked.items():
             reply = replies.get(owner)
             if reply is None:
                 return self._block(Reason.OWNER_UNAVAILABLE, f"no reply from owner {owner!r}")
@@ -197,12 +213,13 @@ class GateRun:
             if dup is not None:
                 return self._block(Reason.CONFLICTING_REPLY,
                                    f"owner {owner!r} sent several entries for {dup!r}")
-            extra = set(reply.heads) - set(keys)
+            heads = reply.heads
+            extra = set(heads) - set(keys)
             if extra:
                 return self._block(Reason.WRONG_KEY,
                                    f"owner {owner!r} answered for unasked keys {sorted(extra)}")
             for key in keys:
-                entry = reply.heads.get(key)
+                entry = heads.get(key)
                 if entry is None:
                     return self._block(Reason.WRONG_KEY,
                                        f"owner {owner!r} has no head for {key!r}")
@@ -476,10 +493,22 @@ async def _arun(run: GateRun, owners: AsyncOwnerAccess, timeout_s: float) -> Gat
     inline = bounded and getattr(type(owners), "answers_inline", False) is True
     step: Step = run.start()
     if isinstance(step, HeadQueries):
-        step = run.on_heads(await _per_owner(
-            {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
-             for o, keys in step.per_owner.items()}, timeout_s, bounded=bounded,
-            inline=inline))
+        if bounded and len(step.per_owner) == 1:
+            # one owner, an access that bounds its own time: await it here (what
+            # _per_owner does for it, without two more coroutines; issue 27)
+            ((o, keys),) = step.per_owner.items()
+            got: HeadReply | BaseException
+            try:
+                got = await owners.query_heads(o, keys, known=step.known,
+                                               timeout_s=timeout_s)
+            except Exception as exc:  # fail closed on anything the owner access raises
+                got = exc
+            step = run.on_heads({o: got})
+        else:
+            step = run.on_heads(await _per_owner(
+                {o: owners.query_heads(o, keys, known=step.known, timeout_s=timeout_s)
+                 for o, keys in step.per_owner.items()}, timeout_s, bounded=bounded,
+                inline=inline))
     if isinstance(step, RecordFetches):
         step = run.on_records(await _per_owner(
             {o: owners.fetch(o, ids, timeout_s=timeout_s)

@@ -35,7 +35,12 @@ def canon(args: Any) -> str:
 
 
 def fence_changed(name: str, approved: Any, fresh: Any) -> str:
-    """Fence mode: why an approved call does not run (the replan is another request)."""
+    """The model-facing refusal of a low-level (``fence=``) call replanned after approval.
+
+    The human's approval covered ``approved`` (JSON arguments) from the old versions,
+    ``fresh`` is the replanned call's; either way nothing ran (planfence App. A.3, one
+    replan; docs/workspace.md "Approvals bound to the call").
+    """
     same = canon(approved) == canon(fresh)
     what = ("the replanned call derives from a fresh plan (the same arguments from other "
             "versions)" if same else f"the fresh call {json.dumps(fresh, default=str)} is "

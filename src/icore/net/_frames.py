@@ -52,6 +52,8 @@ from icore.records import Record, RecordId, record_from_wire, record_to_wire
 
 _LEN = struct.Struct(">I")
 _LOCAL = threading.local()
+HEAD_REPLY_PREFIX = bytes([0x95, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
+"""First bytes of every head-reply body: a 5-array, the version, the type."""
 
 
 def packer() -> msgpack.Packer:
@@ -218,9 +220,13 @@ def head_query_fields(f: list[Any]) -> tuple[tuple[str, ...], dict[str, RecordId
 
 def _head_reply(rid: int, f: list[Any]) -> HeadReplyMsg:
     """Decode a head reply's fields; a field's name is spelled out only when it is wrong."""
-    _arity(f, 2, "head reply")
+    if len(f) != 2:
+        _arity(f, 2, "head reply")
+    heads_v, flat = f
+    if type(heads_v) is not list:
+        _list(heads_v, "heads")
     heads: list[HeadEntry] = []
-    for i, h in enumerate(_list(f[0], "heads")):
+    for i, h in enumerate(heads_v):
         if type(h) is not list or len(h) != 4:
             _arity(_list(h, f"heads[{i}]"), 4, f"heads[{i}]")
         key, hid_v, seq, rec_v = h
@@ -236,18 +242,35 @@ def _head_reply(rid: int, f: list[Any]) -> HeadReplyMsg:
             raise InvalidRecord("inlined record is not the head it claims to be",
                                 field=f"heads[{i}].record", key=key)
         heads.append(HeadEntry(key, hid, seq, rec))
-    flat = _list(f[1], "same")
+    if type(flat) is not list:
+        _list(flat, "same")
     if len(flat) % 2:
         raise MalformedMessage("same lists key, sequence pairs", field="same")
-    same: list[tuple[str, int]] = []
-    for i in range(0, len(flat), 2):
-        key, seq = flat[i], flat[i + 1]
+    same = list(zip(flat[::2], flat[1::2], strict=True))
+    for i, (key, seq) in enumerate(same):
         if type(key) is not str or len(key) > 512:
-            _str(key, f"same[{i // 2}].key", 512)
+            _str(key, f"same[{i}].key", 512)
         if type(seq) is not int or not 0 <= seq <= _MAX_RID:
-            _int(seq, f"same[{i // 2}].seq")
-        same.append((key, seq))
+            _int(seq, f"same[{i}].seq")
     return HeadReplyMsg(rid, "", tuple(heads), tuple(same))
+
+
+def decode_head_reply(body: bytes) -> HeadReplyMsg:
+    """Decode a body that starts with :data:`HEAD_REPLY_PREFIX` (the client's hot path).
+
+    Accepts and refuses exactly what :func:`decode_body` does for that body: the prefix
+    fixes the array length, the version and the type, so only the request id and the
+    fields are left to check (issue 27).
+
+    Raises:
+        MalformedMessage: not msgpack (trailing bytes included), wrong shape or types.
+        InvalidRecord: an inlined record fails verification.
+    """
+    obj = unpack_body(body)
+    rid = obj[2]
+    if type(rid) is not int or not 0 <= rid <= _MAX_RID:
+        _int(rid, "rid")
+    return _head_reply(rid, obj[3:])
 
 
 def unpack_body(body: bytes) -> Any:
@@ -437,7 +460,8 @@ class FrameDecoder:
         out: list[Message] = []
         for body in self.bodies(data):
             try:
-                out.append(decode_body(body))
+                out.append(decode_head_reply(body) if body[:3] == HEAD_REPLY_PREFIX
+                           else decode_body(body))
             except ProtocolError as exc:
                 raise self._fail(exc) from None
         return out
@@ -461,9 +485,11 @@ def frame_size(msg: Message) -> int:
 
 
 __all__ = [
+    "HEAD_REPLY_PREFIX",
     "FrameDecoder",
     "decode_body",
     "decode_frame",
+    "decode_head_reply",
     "encode_body",
     "encode_frame",
     "frame_size",

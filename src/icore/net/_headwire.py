@@ -17,16 +17,21 @@ from collections.abc import Mapping, Sequence
 
 from icore.memory import HeadEntry
 from icore.net._errors import FrameTooLarge
-from icore.net._frames import _int, head_query_fields, packer, rid32, unpack_body
+from icore.net._frames import (
+    HEAD_REPLY_PREFIX,
+    _int,
+    head_query_fields,
+    packer,
+    rid32,
+    unpack_body,
+)
 from icore.net._protocol import MAX_FRAME_BYTES, PROTOCOL_VERSION, MsgType
 from icore.records import RecordId, record_to_wire
 
 _LEN = struct.Struct(">I")
 _FIXARRAY6 = 0x96
-_FIXARRAY5 = 0x95
 HEAD_QUERY_PREFIX = bytes([_FIXARRAY6, PROTOCOL_VERSION, int(MsgType.HEAD_QUERY)])
 """First bytes of every head-query body: a 6-array, the version, the type."""
-_REPLY_PREFIX = bytes([_FIXARRAY5, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
 
 HeadQueryFields = tuple[int, tuple[str, ...], dict[str, RecordId], int]
 """(request id, keys, known ids, inline_max_bytes) of a head query."""
@@ -61,9 +66,13 @@ def encode_head_query(rid: int, keys: Sequence[str], known: Mapping[str, RecordI
     return _LEN.pack(len(body)) + body
 
 
+_FIXARRAYS = [bytes([0x90 | n]) for n in range(16)]
+"""The one-byte msgpack array headers of 0..15 items."""
+
+
 def _array_header(n: int) -> bytes:
     if n < 16:
-        return bytes([0x90 | n])
+        return _FIXARRAYS[n]
     if n < 0x10000:
         return b"\xdc" + n.to_bytes(2, "big")
     return b"\xdd" + n.to_bytes(4, "big")
@@ -110,14 +119,16 @@ class HeadReplyEncoder:
             MalformedMessage: a head's record id is not 64 hex digits.
         """
         pack = packer().pack
-        parts = [_REPLY_PREFIX, pack(rid), _array_header(len(full))]
+        nf = len(full)
+        parts = [HEAD_REPLY_PREFIX, pack(rid), _FIXARRAYS[nf] if nf < 16 else _array_header(nf)]
         for h in full:
             if h.record is None:
                 parts.append(self._entry(h)[1])
             else:
                 parts.append(pack([h.key, rid32(h.record_id), h.seq,
                                    record_to_wire(h.record)]))
-        parts.append(_array_header(2 * len(same)))
+        ns = 2 * len(same)
+        parts.append(_FIXARRAYS[ns] if ns < 16 else _array_header(ns))
         for h in same:
             parts.append(self._entry(h)[2])
         body = b"".join(parts)

@@ -98,22 +98,24 @@ def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str],
         MalformedMessage: the reply is not a head reply, or answers *same* for a key this
             client sent no known id for.
     """
-    raise_for_error(reply, owner=owner)
-    if not isinstance(reply, HeadReplyMsg):
-        raise MalformedMessage(f"expected a head reply, got {type(reply).__name__}",
-                               owner=owner, field="type")
+    if type(reply) is not HeadReplyMsg:
+        raise_for_error(reply, owner=owner)
+        if not isinstance(reply, HeadReplyMsg):
+            raise MalformedMessage(f"expected a head reply, got {type(reply).__name__}",
+                                   owner=owner, field="type")
     who = reply.owner or owner
-    if not reply.same:
-        return HeadReply.from_entries(who, reply.heads)
-    kn = known or {}
-    entries = list(reply.heads)
-    for key, seq in reply.same:
-        rid = kn.get(key)
-        if rid is None:
-            raise MalformedMessage("owner answered 'same' for a key with no known id",
-                                   owner=owner, key=key, field="same")
-        entries.append(HeadEntry(key, rid, seq))
-    return HeadReply.from_entries(who, entries)
+    entries = tuple(reply.heads)
+    if reply.same:
+        kn = known or {}
+        more = []
+        for key, seq in reply.same:
+            rid = kn.get(key)
+            if rid is None:
+                raise MalformedMessage("owner answered 'same' for a key with no known id",
+                                       owner=owner, key=key, field="same")
+            more.append(HeadEntry(key, rid, seq))
+        entries = (*entries, *more)
+    return HeadReply(who, {h.key: h for h in entries}, entries)
 
 
 def error_code_of(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ import enum
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from icore._frozen import positional
 from icore.errors import FrontierConflict, LineageTooLarge, MissingBoundary, MissingParent
 from icore.records._record import Record, RecordId
 
@@ -91,6 +92,9 @@ class Frontier:
     depth: int
 
 
+_frontier = positional(Frontier)
+
+
 def frontier(
     roots: Iterable[RecordId],
     deps: Collection[str],
@@ -137,7 +141,8 @@ def frontier(
     # intersection over those paths); a record is expanded again only when it shrinks
     bounded: dict[RecordId, frozenset[str]] = {}
     empty: frozenset[str] = frozenset()
-    stack: list[tuple[RecordId, int, RecordId | None, frozenset[str]]] = [
+    # (record id, depth, the child record that cites it or None for a root, keys bounded)
+    stack: list[tuple[RecordId, int, Record | None, frozenset[str]]] = [
         (r, 0, None, empty) for r in reversed(roots_t)]
     got: dict[RecordId, Record] = {}
     max_depth = 0
@@ -152,37 +157,40 @@ def frontier(
             rec = lookup(rid)
             if rec is None:
                 raise MissingParent("lineage is incomplete: a record is not available",
-                                    record=rid, cited_by=child)
+                                    record=rid, cited_by=None if child is None else child.id)
             got[rid] = rec
-        if child is not None and is_chain_link(got[child], rec):
-            continue  # the owner's chain, not an input: never a boundary, never walked
+        key = rec.key
+        # is_chain_link(child, rec), inline: the owner's chain, not an input, is never a
+        # boundary and never walked
+        if child is not None and (key == child.key or rec.id == child.supersedes):
+            continue
         if prev is not None:
             above = prev & above
         bounded[rid] = above
         if len(bounded) > max_records:
             raise LineageTooLarge(f"lineage walk visited more than {max_records} records",
                                   roots=roots_t)
-        if rec.key in dep_set and rec.key not in above:
-            have = versions.get(rec.key)
+        if key in dep_set and key not in above:
+            have = versions.get(key)
             if have is not None and have != rid:
                 raise FrontierConflict(
                     "two versions of one dependency are reached from the roots",
-                    key=rec.key, versions=(have, rid))
-            versions[rec.key] = rid
-            records[rec.key] = rec
+                    key=key, versions=(have, rid))
+            versions[key] = rid
+            records[key] = rec
             if depth > max_depth:
                 max_depth = depth
-            above = above | {rec.key}
+            above = above | {key}
         if above >= dep_set or (limit is not None and depth >= limit):
             continue
+        below = depth + 1
         for p in reversed(rec.parents):
-            stack.append((p, depth + 1, rid, above))
+            stack.append((p, below, rec, above))
     if len(versions) != len(dep_set):
         missing = sorted(k for k in dep_set if k not in versions)
         raise MissingBoundary("dependencies not reached from the roots", keys=missing,
                               roots=roots_t)
-    return Frontier(roots=roots_t, versions=versions, records=records, visited=len(bounded),
-                    depth=max_depth)
+    return _frontier(roots_t, versions, records, len(bounded), max_depth)
 
 
 def ancestors(root: RecordId, lookup: Lookup, *, max_records: int = MAX_LINEAGE_RECORDS

@@ -10,13 +10,13 @@ it: O(what the trial changed), independent of |X| (docs/state.md "Trials").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any, Protocol
 
 from icore.state._entries import Body, FlagResolved, LogEntry
 from icore.state._metrics import MetricSums, ObligationEval
+from icore.state._seqtable import AssertionTable, SeqTable
 from icore.state._xmodel import (
-    Assertion,
     Certificate,
     Event,
     HardFlag,
@@ -63,11 +63,11 @@ class Tables:
         self.events: dict[str, Event] = {}
         # Q
         self.obligations: dict[str, Obligation] = {}
-        self.assertions: dict[str, Assertion] = {}
+        self.assertions: AssertionTable = AssertionTable()  # ids a1, a2, ...: columns
         self.superseded: dict[str, str] = {}  # aid -> superseding aid
         # Π
-        self.pi: dict[str, Justification] = {}
-        self.certs: dict[str, Certificate] = {}
+        self.pi: SeqTable[Justification] = SeqTable("a")
+        self.certs: SeqTable[Certificate] = SeqTable("c")
         self.revoked: dict[str, int] = {}  # cid -> seq of the revocation entry
         self.certs_by_key: dict[str, set[str]] = {}
         self.active_by_cert: dict[str, tuple[str, ...]] = {}  # cid -> active aids citing it
@@ -96,13 +96,13 @@ class Tables:
         self.undo: list[tuple[Any, ...]] | None = None
 
     # ------------------------------------------------------------------ journaled writes
-    def put(self, d: dict[Any, Any], key: Any, value: Any) -> None:
+    def put(self, d: MutableMapping[Any, Any], key: Any, value: Any) -> None:
         """``d[key] = value``, journaled."""
         if self.undo is not None:
             self.undo.append(("put", d, key, d.get(key, MISSING)))
         d[key] = value
 
-    def delete(self, d: dict[Any, Any], key: Any) -> None:
+    def delete(self, d: MutableMapping[Any, Any], key: Any) -> None:
         """``del d[key]``, journaled."""
         if self.undo is not None:
             self.undo.append(("put", d, key, d[key]))

@@ -1,0 +1,370 @@
+"""A map of sequential ids kept as a list (issue 29: bounded memory; design.md 4.2).
+
+X names its assertions ``a1, a2, ...`` and its certificates ``c1, c2, ...`` in the order
+it records them (:meth:`Queries.next_ids <icore.state._queries.Queries.next_ids>`), and
+Π's justifications are keyed by the same assertion ids. A dict spends about 43 bytes per
+item on its hash slots (an entry of 24 bytes and an index, two thirds full on average);
+:class:`SeqTable` keeps the item of id ``<prefix><n>`` at position ``n - 1`` of a list
+(about 9 bytes per item), which removes two dict slots per assertion of a long run.
+
+It is a ``MutableMapping`` that behaves exactly as the dict it replaces: same keys, same
+iteration order (insertion order), same errors. Any write the list cannot hold with the
+dict's order (a key not of the form ``<prefix><n>``, with ``n`` written without leading
+zeros, or an insertion before an item written later) turns the table into a plain dict
+first, once, so nothing is lost and only the memory saving is. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from dataclasses import fields
+from typing import Any, Generic, TypeVar, overload
+
+from icore.state._share import MEMO_LIMIT
+from icore.state._xmodel import Assertion, AssertionKind
+
+V = TypeVar("V")
+D = TypeVar("D")
+
+_HOLE: Any = object()
+"""An empty position of the list (the id was never written, or was deleted)."""
+_MISSING: Any = object()
+
+
+class SeqTable(MutableMapping[str, V], Generic[V]):
+    """A ``dict[str, V]`` of ids ``<prefix><n>`` (``n`` ≥ 1) stored as a list by ``n``.
+
+    A subclass may keep each item as several columns (:class:`AssertionTable`): it
+    overrides :meth:`_load` (an item from its columns), :meth:`_store` (write the
+    columns, or refuse) and :meth:`_grow`/:meth:`_shrink`; ``_items`` stays the first
+    column, which marks the empty positions.
+
+    Args:
+        prefix: the ids' prefix, one character (``"a"`` for assertions, ``"c"`` for
+            certificates).
+
+    Raises:
+        ValueError: a prefix of another length.
+    """
+
+    __slots__ = ("_d", "_items", "_len", "_p")
+
+    def __init__(self, prefix: str) -> None:
+        if len(prefix) != 1:
+            raise ValueError(f"a SeqTable's prefix is one character, not {prefix!r}")
+        self._p = prefix
+        self._items: list[Any] = []
+        self._len = 0
+        self._d: dict[str, V] | None = None  # the plain dict once the list cannot hold it
+
+    # ---------------------------------------------------------------- columns (hooks)
+    def _load(self, i: int) -> V:
+        """The item at the (occupied) position ``i``."""
+        return self._items[i]  # type: ignore[no-any-return]
+
+    def _store(self, i: int, key: str, value: V) -> bool:
+        """Write ``value`` at the existing position ``i``; False: the columns cannot hold it."""
+        self._items[i] = value
+        return True
+
+    def _append(self, key: str, value: V) -> bool:
+        """Write ``value`` at a new last position; False: the columns cannot hold it."""
+        self._items.append(value)
+        return True
+
+    def _grow(self, n: int) -> None:
+        """Add ``n`` empty positions at the end."""
+        self._items.extend([_HOLE] * n)
+
+    def _shrink(self) -> None:
+        """Drop the last position (empty)."""
+        self._items.pop()
+
+    def _clear_at(self, i: int) -> None:
+        """Empty the position ``i``."""
+        self._items[i] = _HOLE
+
+    # ---------------------------------------------------------------- ids
+    def _pos(self, key: object) -> int:
+        """The list position of ``key``, or -1 when it is no canonical id of this table."""
+        if type(key) is str and key[:1] == self._p:
+            s = key[1:]
+            if s.isdigit() and s.isascii() and s[:1] != "0":
+                return int(s) - 1
+        return -1
+
+    def _to_dict(self) -> dict[str, V]:
+        """Turn the table into a plain dict (same items, same order), once."""
+        d = dict(self.items())
+        while self._items:
+            self._shrink()
+        self._d = d
+        return d
+
+    def _occupied(self) -> Iterator[int]:
+        items = self._items
+        return (i for i in range(len(items)) if items[i] is not _HOLE)
+
+    # ---------------------------------------------------------------- reads
+    def __getitem__(self, key: str) -> V:
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            raise KeyError(key)
+        return v  # type: ignore[no-any-return]
+
+    @overload
+    def get(self, key: str, /) -> V | None: ...
+    @overload
+    def get(self, key: str, default: V | D, /) -> V | D: ...
+
+    def get(self, key: str, default: Any = None, /) -> Any:
+        """``self[key]``, or ``default`` when absent (as ``dict.get``)."""
+        d = self._d
+        if d is not None:
+            return d.get(key, default)
+        if type(key) is str and key[:1] == self._p:  # _pos, inlined (hot)
+            s = key[1:]
+            if s.isdigit() and s.isascii() and s[:1] != "0":
+                i = int(s) - 1
+                if i < len(self._items) and self._items[i] is not _HOLE:
+                    return self._load(i)
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        d = self._d
+        if d is not None:
+            return key in d
+        i = self._pos(key)
+        return 0 <= i < len(self._items) and self._items[i] is not _HOLE
+
+    def __len__(self) -> int:
+        d = self._d
+        return len(d) if d is not None else self._len
+
+    def __iter__(self) -> Iterator[str]:
+        d = self._d
+        if d is not None:
+            return iter(d)
+        p = self._p
+        return (f"{p}{i + 1}" for i in self._occupied())
+
+    def keys(self) -> KeysView[str]:
+        """The ids, in insertion order."""
+        d = self._d
+        return d.keys() if d is not None else KeysView(self)
+
+    def values(self) -> ValuesView[V]:
+        """The items, in insertion order (no key strings made)."""
+        d = self._d
+        return d.values() if d is not None else _Values(self)
+
+    def items(self) -> ItemsView[str, V]:
+        """(id, item) pairs, in insertion order."""
+        d = self._d
+        return d.items() if d is not None else _Items(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.items())!r})"
+
+    # ---------------------------------------------------------------- writes
+    def __setitem__(self, key: str, value: V) -> None:
+        d = self._d
+        if d is not None:
+            d[key] = value
+            return
+        i = self._pos(key)
+        n = len(self._items)
+        if i >= n:  # after every item written so far: dict order kept
+            if i > n:
+                self._grow(i - n)
+            if self._append(key, value):
+                self._len += 1
+                return
+            while self._items and self._items[-1] is _HOLE:
+                self._shrink()
+        elif i >= 0 and self._items[i] is not _HOLE:  # a replacement keeps its place
+            if self._store(i, key, value):
+                return
+        # not an id of this table, a new key before a later one, or an item the
+        # columns cannot hold
+        self._to_dict()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        d = self._d
+        if d is not None:
+            del d[key]
+            return
+        i = self._pos(key)
+        items = self._items
+        if not (0 <= i < len(items)) or items[i] is _HOLE:
+            raise KeyError(key)
+        self._clear_at(i)
+        self._len -= 1
+        while items and items[-1] is _HOLE:  # a trial's undo removes the last ones
+            self._shrink()
+
+    def pop(self, key: str, default: Any = _MISSING, /) -> Any:
+        """Remove ``key`` and return its item (``default`` when absent, as ``dict.pop``)."""
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        del self[key]
+        return v
+
+    def clear(self) -> None:
+        """Remove every item (the table goes back to a list)."""
+        while self._items:
+            self._shrink()
+        self._d, self._len = None, 0
+
+
+RECENT = 8
+"""Assertions kept as the objects written (the last ones; an import reads them back)."""
+_new = object.__new__
+(_set_id, _set_obligation, _set_kind, _set_key, _set_value, _set_proposer, _set_proposal,
+ _set_cited_sound) = (getattr(Assertion, f.name).__set__ for f in fields(Assertion))
+
+
+class AssertionTable(SeqTable[Assertion]):
+    """Q's assertions ``a1, a2, ...`` as columns: no object per assertion is kept.
+
+    An assertion is kept as its obligation, its value, its proposal and one shared
+    tuple of (kind, key, proposer, cited_sound), four list slots (about 36 bytes)
+    instead of a 96-byte object; reading one builds an equal :class:`Assertion`
+    (a frozen value: equal objects are interchangeable). The last :data:`RECENT` written
+    are also kept as written: an import reads back the assertions it just wrote (their
+    soundness), so they are not rebuilt. An item that is not exactly an
+    :class:`Assertion` whose id is its key makes the table a plain dict.
+    """
+
+    __slots__ = ("_memo", "_metas", "_props", "_recent", "_vals")
+
+    def __init__(self, prefix: str = "a") -> None:
+        super().__init__(prefix)
+        self._vals: list[Any] = []
+        self._props: list[str | None] = []
+        self._metas: list[Any] = []
+        self._memo: dict[Any, Any] = {}
+        # the objects written at the last len(_recent) positions (None: a hole)
+        self._recent: list[Assertion | None] = []
+
+    def _load(self, i: int) -> Assertion:
+        recent = self._recent
+        k = i - len(self._items) + len(recent)
+        if k >= 0:
+            kept = recent[k]
+            if kept is not None:
+                return kept
+        kind, key, proposer, cited_sound = self._metas[i]
+        a = _new(Assertion)  # the frozen dataclass's slots written directly: 2x faster
+        _set_id(a, f"{self._p}{i + 1}")
+        _set_obligation(a, self._items[i])
+        _set_kind(a, kind)
+        _set_key(a, key)
+        _set_value(a, self._vals[i])
+        _set_proposer(a, proposer)
+        _set_proposal(a, self._props[i])
+        _set_cited_sound(a, cited_sound)
+        return a
+
+    def _meta(self, value: Assertion, key: str) -> tuple[Any, ...] | None:
+        """The shared (kind, key, proposer, cited_sound) of ``value``; None: not held."""
+        if type(value) is not Assertion:
+            return None
+        kind = value.kind
+        if type(kind) is not AssertionKind or value.id != key:
+            return None
+        memo_key = (kind._value_, value.key, value.proposer, value.cited_sound)  # str hash
+        memo = self._memo
+        shared = memo.get(memo_key)
+        if shared is None:
+            if len(memo) >= MEMO_LIMIT:  # a cache: clearing it only stops sharing
+                memo.clear()
+            shared = memo[memo_key] = (kind, value.key, value.proposer, value.cited_sound)
+        return shared
+
+    def _append(self, key: str, value: Assertion) -> bool:
+        meta = self._meta(value, key)
+        if meta is None:
+            return False
+        self._items.append(value.obligation)
+        self._vals.append(value.value)
+        self._props.append(value.proposal)
+        self._metas.append(meta)
+        recent = self._recent
+        recent.append(value)
+        if len(recent) > RECENT:
+            del recent[0]
+        return True
+
+    def _store(self, i: int, key: str, value: Assertion) -> bool:
+        meta = self._meta(value, key)
+        if meta is None:
+            return False
+        self._items[i], self._vals[i] = value.obligation, value.value
+        self._props[i], self._metas[i] = value.proposal, meta
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = value
+        return True
+
+    def _grow(self, n: int) -> None:
+        super()._grow(n)
+        self._recent.clear()  # the window covers the last positions only
+        self._vals.extend([None] * n)
+        self._props.extend([None] * n)
+        self._metas.extend([None] * n)
+
+    def _shrink(self) -> None:
+        super()._shrink()
+        if self._recent:
+            self._recent.pop()
+        self._vals.pop()
+        self._props.pop()
+        self._metas.pop()
+
+    def _clear_at(self, i: int) -> None:
+        super()._clear_at(i)
+        self._vals[i] = self._props[i] = self._metas[i] = None
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = None
+
+
+class _Values(ValuesView[V]):
+    """The items of a list-kept :class:`SeqTable`, read from the list directly."""
+
+    __slots__ = ()
+    _mapping: SeqTable[V]
+
+    def __iter__(self) -> Iterator[V]:
+        t = self._mapping
+        if t._d is not None:
+            return iter(t._d.values())
+        return (t._load(i) for i in t._occupied())
+
+
+class _Items(ItemsView[str, V]):
+    """The (id, item) pairs of a list-kept :class:`SeqTable`, read from the list directly."""
+
+    __slots__ = ()
+    _mapping: SeqTable[V]
+
+    def __iter__(self) -> Iterator[tuple[str, V]]:
+        t = self._mapping
+        if t._d is not None:
+            return iter(t._d.items())
+        p = t._p
+        return ((f"{p}{i + 1}", t._load(i)) for i in t._occupied())
+
+
+__all__ = ["AssertionTable", "SeqTable"]

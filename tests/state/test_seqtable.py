@@ -1,0 +1,121 @@
+"""X's tables of sequential ids kept as lists (issue 29 item 4): a :class:`SeqTable`
+behaves exactly as the dict it replaces, for any sequence of writes, and a trial's undo
+leaves X as it was."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icore.state import AssertionKind
+from icore.state._seqtable import AssertionTable, SeqTable
+from icore.state._xmodel import Assertion
+
+_keys = st.one_of(
+    st.integers(1, 12).map(lambda n: f"a{n}"),  # the usual ids
+    st.sampled_from(["a0", "a01", "b1", "a", "a1x", "a²", "", "A1"]),  # not canonical
+)
+_ops = st.lists(st.tuples(st.sampled_from(["set", "del", "pop", "popd"]), _keys,
+                          st.integers(0, 3)), max_size=40)
+
+
+def _same(t: SeqTable[Any], d: dict[str, Any]) -> None:
+    assert list(t) == list(d)
+    assert list(t.keys()) == list(d.keys())
+    assert list(t.values()) == list(d.values())
+    assert list(t.items()) == list(d.items())
+    assert len(t) == len(d)
+    assert t == d and d == t
+    for k in ["a1", "a2", "a5", "a12", "a13", "a0", "a01", "b1", "x", ""]:
+        assert (k in t) == (k in d)
+        assert t.get(k) == d.get(k)
+        assert t.get(k, -1) == d.get(k, -1)
+        if k in d:
+            assert t[k] == d[k]
+        else:
+            with pytest.raises(KeyError):
+                t[k]
+
+
+def _assertion(key: str, n: int) -> Any:
+    """An assertion stored under ``key`` (n = 3: one whose id is another key; n = 2: no
+    assertion at all)."""
+    if n == 2:
+        return ("not an assertion", key)
+    return Assertion(key if n < 3 else "a7", f"o{n}", list(AssertionKind)[n], "k" * n,
+                     {"v": [n]}, "agent" if n else None, None if n else "p1", n != 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops, st.booleans())
+def test_a_seqtable_is_the_dict_it_replaces(ops: list[tuple[str, str, int]],
+                                            columns: bool) -> None:
+    t: SeqTable[Any] = AssertionTable() if columns else SeqTable("a")
+    d: dict[str, Any] = {}
+    for op, key, n in ops:
+        value = _assertion(key, n) if columns else n
+        if op == "set":
+            t[key] = value
+            d[key] = value
+        elif op == "del":
+            if key in d:
+                del t[key]
+                del d[key]
+            else:
+                with pytest.raises(KeyError):
+                    del t[key]
+        elif op == "pop":
+            if key in d:
+                assert t.pop(key) == d.pop(key)
+            else:
+                with pytest.raises(KeyError):
+                    t.pop(key)
+        else:
+            assert t.pop(key, None) == d.pop(key, None)
+        _same(t, d)
+    proxy: Any = MappingProxyType(t)
+    assert dict(proxy) == d and list(proxy.values()) == list(d.values())
+    t.clear()
+    assert len(t) == 0 and list(t) == []
+    first = _assertion("a1", 0) if columns else 0
+    t["a1"] = first
+    assert list(t.values()) == [first] and t._d is None
+
+
+def test_sequential_ids_stay_a_list_and_other_keys_make_a_dict() -> None:
+    t: SeqTable[str] = SeqTable("a")
+    for n in range(1, 6):
+        t[f"a{n}"] = str(n)
+    del t["a5"]  # a trial's undo removes the last
+    t["a5"] = "5"
+    assert t._d is None and list(t) == ["a1", "a2", "a3", "a4", "a5"]
+    del t["a2"]
+    t["a2"] = "2"  # re-inserted: a dict puts it last, so the list gives way
+    assert t._d is not None and list(t) == ["a1", "a3", "a4", "a5", "a2"]
+    assert repr(t).startswith("SeqTable({'a1': '1'")
+
+
+def test_assertion_columns_share_what_repeats() -> None:
+    t = AssertionTable()
+    for n in range(1, 4):
+        t[f"a{n}"] = Assertion(f"a{n}", f"o{n}", AssertionKind.STATUS, "", "open", "x", None)
+    assert t._d is None and t._metas[0] is t._metas[2]
+    assert t["a2"] == Assertion("a2", "o2", AssertionKind.STATUS, "", "open", "x", None)
+
+
+def test_the_last_assertions_written_are_read_back_as_written() -> None:
+    from icore.state._seqtable import RECENT
+
+    t = AssertionTable()
+    written = [Assertion(f"a{n}", "o", AssertionKind.CLAIM, f"k{n}", n, None, None)
+               for n in range(1, RECENT + 3)]
+    for a in written:
+        t[a.id] = a
+    assert t["a3"] is written[2] and t[f"a{RECENT + 2}"] is written[-1]
+    assert t["a1"] == written[0] and t["a1"] is not written[0]  # rebuilt from the columns
+    del t[f"a{RECENT + 2}"]
+    assert t[f"a{RECENT + 1}"] is written[-2] and len(t) == RECENT + 1
