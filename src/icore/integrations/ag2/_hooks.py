@@ -8,7 +8,9 @@ and the text of the last top-level ``ask``'s answer is the run's final answer: o
 per run. An ``ask`` inside another (a sub-agent behind ``Agent.as_tool``) is a step of
 the outer one, its answer an ordinary output; a later top-level ``ask`` (a second agent's
 turn, a follow-up question) turns the earlier end back into an output. The middleware
-also tells fenced tools which agent is calling (gate events name it).
+also tells fenced tools which agent is calling (gate events name it); a fenced call a
+human refused before its gate (a "no" to ``approval_required()``) is recorded by the fenced
+tool as a refused call (exit code 1, ``decision: "reject"``), not as a tool output.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ag2.middleware import BaseMiddleware
 from icore.integrations import RunRecorder
 from icore.integrations._recorder import plain_data
 from icore.integrations._run_end import RunEnd
+from icore.integrations.ag2._human import WATCHED
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
 
 _IN_ASK: contextvars.ContextVar[ChatRecorder | None] = contextvars.ContextVar(
@@ -134,13 +137,17 @@ class _AgentRecording(BaseMiddleware):
         """One tool call: the calling agent set for fenced tools; plain calls recorded."""
         token = CALLING_AGENT.set(self.agent)
         rec_token = CHAT_RECORDER.set(self.chat.recorder)
+        watched = WATCHED.get()
         try:
             result = await call_next(event, context)
+            # a fenced call a human refused before its gate: recorded by the fenced tool
+            refused = watched is not None and watched.name == event.name and \
+                watched.settle(event, result)
         finally:
             CHAT_RECORDER.reset(rec_token)
             CALLING_AGENT.reset(token)
         rec = self.chat.recorder
-        if event.name not in rec.fenced_tools:
+        if not refused and event.name not in rec.fenced_tools:
             rec.tool_call(self.agent, event.name, _args(event.arguments), _text(result),
                           error=isinstance(result, ToolErrorEvent))
         return result

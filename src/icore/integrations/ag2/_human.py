@@ -23,6 +23,7 @@ Two things remain, and this module covers them:
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -117,16 +118,77 @@ def gated_context(context: Any, after_human: AfterHuman | None) -> Any:
     return GatedContext(**_fields(context), icore_asked=asked, icore_after_human=after_human)
 
 
+Unreached = Callable[[Any, Any, Any], None]
+"""Told ``(event, context, result)`` when a human was asked and the call never reached
+the gate (the human said no, or a hook answered in the tool's place)."""
+
+
+@dataclasses.dataclass(slots=True)
+class WatchedCall:
+    """One call of a fenced tool, as its :class:`Watch` sees it.
+
+    Attributes:
+        name: the tool's name.
+        context: the call's :class:`GatedContext`.
+        unreached: told about a call a human was asked about that never reached the gate.
+        reached: the call reached the gate.
+        told: ``unreached`` was told (once per call).
+    """
+
+    name: str
+    context: Any
+    unreached: Unreached | None
+    reached: bool = False
+    told: bool = False
+
+    def settle(self, event: Any, result: Any) -> bool:
+        """Whether the call was refused by a human before the gate (told once)."""
+        if self.reached or not was_asked(self.context):
+            return False
+        if not self.told and self.unreached is not None:
+            self.told = True
+            self.unreached(event, self.context, result)
+        return True
+
+
+WATCHED: contextvars.ContextVar[WatchedCall | None] = contextvars.ContextVar(
+    "icore_ag2_watched_call", default=None)
+"""The fenced call running (set by :class:`Watch`; the gate and the recording read it)."""
+
+
+def reached_gate() -> None:
+    """The gate notes that this call reached it (see :class:`Watch`)."""
+    w = WATCHED.get()
+    if w is not None:
+        w.reached = True
+
+
 class Watch:
     """The outermost layer of a fenced tool's execution (after every agent middleware).
 
     It gives the call a :func:`watching` context, so the questions every middleware
-    inside puts to a human are known at the gate (:func:`was_asked`).
+    inside puts to a human are known at the gate (:func:`was_asked`), and tells
+    ``unreached`` about a call a human was asked about that never reached the gate (a
+    rejection: nothing ran).
+
+    Args:
+        unreached: called with ``(event, context, result)`` for such a call.
     """
+
+    def __init__(self, unreached: Unreached | None = None) -> None:
+        self.unreached = unreached
 
     async def on_tool_execution(self, call_next: Any, event: Any, context: Any) -> Any:
         """Run the call with a context that notes human questions."""
-        return await call_next(event, watching(context))
+        watched = watching(context)
+        w = WatchedCall(getattr(event, "name", ""), watched, self.unreached)
+        token = WATCHED.set(w)
+        try:
+            result = await call_next(event, watched)
+        finally:
+            WATCHED.reset(token)
+        w.settle(event, result)
+        return result
 
 
 def always_granted(context: Any, event: Any) -> bool:

@@ -68,6 +68,13 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._approvals import (
+    ApprovalChanged,
+    canon,
+    changed,
+    fence_changed,
+    record_changed,
+)
 from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._context import (
     ContextRoots,
@@ -83,13 +90,21 @@ from icore.integrations.ag2._human import (
     Watch,
     always_granted,
     gated_context,
+    reached_gate,
     was_asked,
 )
+from icore.workspace import (
+    APPROVAL_CHANGED,
+    REJECTED,
+    ApprovalRequest,
+    CallRefused,
+    ReplanFailed,
+    UserReplanner,
+    running_call,
+)
 from icore.workspace import Agent as TeamAgent
-from icore.workspace import ApprovalRequest, ReplanFailed, UserReplanner, running_call
 
 _log = logging.getLogger("icore.integrations.ag2")
-_WATCH = Watch()
 
 CALLING_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "icore_ag2_calling_agent", default=None)
@@ -109,19 +124,6 @@ def _run_recorder(own: RunRecorder | None, name: str) -> RunRecorder | None:
     if rec is not None:
         rec.fenced_tools.add(name)
     return rec
-
-
-class _ApprovalChanged(Exception):
-    """The one replan changed the arguments a human approved (internal signal)."""
-
-    def __init__(self, approved: dict[str, Any], fresh: dict[str, Any]) -> None:
-        super().__init__("changed after approval")
-        self.approved = approved
-        self.fresh = fresh
-
-
-def _canon(args: Any) -> str:
-    return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _function_of(tool: FunctionTool) -> Callable[..., Any]:
@@ -160,6 +162,7 @@ class FencedTool(FunctionTool):
 
     turns: Turns
     precheck: Callable[[ToolCallEvent], None] | None = None
+    watch: Watch = Watch()
 
     def register(self, stack: Any, context: Any, *, middleware: Any = ()) -> None:
         """AG2's registration, plus the model-response listener and the watch layer."""
@@ -174,7 +177,7 @@ class FencedTool(FunctionTool):
 
         stack.enter_context(context.stream.where(ModelResponse).sub_scope(note))
         # AG2 wraps each agent middleware around the tool's hooks, the last outermost
-        layers: list[Any] = [*middleware, _WATCH]
+        layers: list[Any] = [*middleware, self.watch]
         super().register(stack, context, middleware=layers)
 
 
@@ -222,13 +225,6 @@ def _blocked(event: ToolCallEvent, message: str, name: str, reason: str) -> Tool
                                                                reason=reason))
 
 
-def _changed(name: str, approved: Any, fresh: Any) -> str:
-    return (f"PlanFence blocked {name} (approval_changed): the plan changed and the fresh "
-            f"call {json.dumps(fresh, default=str)} is not the approved "
-            f"{json.dumps(approved, default=str)}; nothing ran. Call {name} again with the "
-            "fresh arguments to ask the human again")
-
-
 def _invalid(event: ToolCallEvent, name: str, norm: ArgNormalizer, args: dict[str, Any],
              exc: IntegrationError) -> ToolErrorEvent:
     """The model's arguments do not fit the schema: which field and why (nothing ran)."""
@@ -274,9 +270,17 @@ def _model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEv
     return args
 
 
+def _is_json(event: ToolCallEvent) -> bool:
+    try:
+        event.serialized_arguments  # noqa: B018 (parses the model's JSON)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
 def _with_args(event: ToolCallEvent, args: dict[str, Any], original: dict[str, Any]
                ) -> ToolCallEvent:
-    if _canon(args) == _canon(original):
+    if canon(args) == canon(original):
         return event
     run = copy(event)
     run.arguments = json.dumps(args)
@@ -414,6 +418,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return per_call
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        reached_gate()
         args = _model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return args
@@ -421,14 +426,14 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
             norm_args = norm(args)
         except IntegrationError as exc:
             return _invalid(event, name, norm, args, exc)
-        asked = was_asked(context)
-        approved = _canon(norm_args)
+        turn = turns.of.get(event.id, event.id)
+        wanted = _asked_request(team, guard, name, context, event, norm_args, turn)
 
         def approve(req: ApprovalRequest) -> bool:
-            if asked and not always_granted(context, event) and \
-                    _canon(dict(req.args)) != approved:
-                raise _ApprovalChanged(norm_args, dict(req.args))
-            return True
+            if wanted is _NOT_ASKED or (wanted is not None and wanted.id == req.id):
+                return True
+            raise CallRefused(APPROVAL_CHANGED, changed(
+                name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
             rc = running_call() if injected else None
@@ -439,12 +444,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         g = caller_guard()
         rec = _run_recorder(recorder, name)
         try:
-            gated = await g.arun(name, call, norm_args, recorder=rec,
-                                 turn=turns.of.get(event.id, event.id), normalize=norm,
-                                 approve=approve)
-        except _ApprovalChanged as ch:
-            return _blocked(event, _changed(name, ch.approved, ch.fresh), name,
-                            "approval_changed")
+            gated = await g.arun(name, call, norm_args, recorder=rec, turn=turn,
+                                 normalize=norm, approve=approve)
         except StoppedAfterHuman as stop:
             _record_stop(rec, g.agent, name, guard.fence, stop)
             fresh = _hand_over(team, stop.decision)
@@ -453,10 +454,14 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return _setup_error(event, name, exc)
         if not gated.executed:
-            return _blocked(event, gated.message, name, gated.reason)
+            message = gated.message
+            if gated.reason == APPROVAL_CHANGED and gated.call is not None:
+                message = gated.call.detail  # what differs from the approved request
+            return _blocked(event, message, name, gated.reason)
         return gated.value.event
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        reached_gate()
         args = _model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return args
@@ -467,8 +472,9 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         first_roots = plan_roots(where, roots, args)
 
         async def call(**a: Any) -> Any:
-            if asked and not always_granted(context, event) and _canon(a) != _canon(args):
-                raise _ApprovalChanged(args, a)
+            if asked and not always_granted(context, event) and (
+                    fresh or canon(a) != canon(args)):
+                raise ApprovalChanged(args, a)  # a replan is another request
             used = fresh[-1].roots if fresh else first_roots
             after = _recheck(guard.fence, per_call._tools.get(name), used[0], a) \
                 if injected and isinstance(used, list | tuple) and len(used) == 1 else None
@@ -482,11 +488,15 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                               replicator=replicator)
         try:
             gated = await per_call.arun(name, call, args, first_roots)
-        except _ApprovalChanged as ch:
+        except ApprovalChanged as ch:
             if isinstance(roots, str) and fresh:  # the fresh plan stands; it needs a "yes"
                 context_set(where, roots, list(fresh[-1].roots))
-            return _blocked(event, _changed(name, ch.approved, ch.fresh), name,
-                            "approval_changed")
+            message = fence_changed(name, ch.approved, ch.fresh)
+            if rec is not None:  # recorded like any refused call
+                first = tuple(first_roots) if isinstance(first_roots, list | tuple) else ()
+                record_changed(rec, per_call, name, first, fresh, ch.fresh, message,
+                               per_call.agent)
+            return _blocked(event, message, name, APPROVAL_CHANGED)
         except StoppedAfterHuman as stop:
             _record_stop(rec, per_call.agent, name, guard.fence, stop)
             return _blocked(event, _stopped_message(name, stop.decision, {}), name,
@@ -500,9 +510,52 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
     wrapped = FencedTool(tool.model, name=name, description=tool.schema.function.description,
                          schema=tool.schema.function.parameters, middleware=[*hooks, gate])
     wrapped.turns = turns
+
+    def unreached(event: ToolCallEvent, context: Any, result: Any) -> None:
+        """A human was asked and the call never reached the gate: a refused call."""
+        rec = _run_recorder(recorder, name)
+        if rec is None:
+            return
+        args = event.serialized_arguments if _is_json(event) else {"raw": event.arguments}
+        who = CALLING_AGENT.get() or (team.name if team is not None else
+                                      agent if isinstance(agent, str) else "executor")
+        rec.tool_call(who, name, args if isinstance(args, dict) else {"raw": args},
+                      f"BLOCKED: {REJECTED}: {_Result(result).content}", error=True, blocked=True,
+                      ran=False, answered_by="human", decision="reject")
+
+    wrapped.watch = Watch(unreached)
     if team is not None and callable(guard.depends_on):
         wrapped.precheck = precheck
     return wrapped
+
+
+_NOT_ASKED: Any = object()
+"""A call no human was asked about (or one the human approved for every call)."""
+
+
+def _asked_request(team: TeamAgent | None, guard: FenceGuard, name: str, context: Any,
+                   event: Any, args: dict[str, Any], turn: Any) -> ApprovalRequest | None:
+    """The request a human approved for this call, or :data:`_NOT_ASKED`.
+
+    A human answered before the gate (``approval_required()``, a hook of the user's): the
+    call is bound to its :class:`~icore.workspace.ApprovalRequest`, the normalised
+    arguments that reached the gate and the versions of D(a) this agent read for the
+    call's model turn (the facts the human was shown the call from). Only that exact
+    request runs; a replan (other arguments, or the same ones from other versions) is
+    refused ``approval_changed``. None when the request cannot be built (an unread fact,
+    a broken ``depends_on``): the approved call is then refused, fail closed, unless the
+    gate refuses it first with the real cause. An "always" answer (AG2's bypass for the
+    tool) approves every call: :data:`_NOT_ASKED`.
+    """
+    if team is None or not was_asked(context) or always_granted(context, event):
+        asked: ApprovalRequest | None = _NOT_ASKED
+        return asked
+    try:
+        deps = guard.depends_on
+        keys = deps(args) if callable(deps) else deps
+        return team.request_for(name, args, keys, turn=turn)
+    except Exception:  # fail closed: refused approval_changed (or by the gate first)
+        return None
 
 
 def _hand_over(team: TeamAgent | None, d: GateDecision) -> dict[str, Any]:

@@ -74,6 +74,13 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._approvals import (
+    ApprovalChanged,
+    canon,
+    changed,
+    fence_changed,
+    record_changed,
+)
 from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._context import (
     ContextRoots,
@@ -84,14 +91,9 @@ from icore.integrations._context import (
 )
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
-    ApprovalChanged,
     always_approved,
     approved_call,
     binding,
-    canon,
-    changed,
-    fence_changed,
-    record_changed,
     unread_after_approval,
 )
 from icore.integrations.openai_agents._tracing import (
