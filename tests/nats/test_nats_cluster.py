@@ -148,10 +148,19 @@ def test_cluster_faults(cluster: NatsCluster, nats_team_certs: Path) -> None:
         logs = [f"log/{i}" for i in range(5)]
         latest = {r.key: r for r in acked_one_down}
 
+        behind: list[dict[str, tuple[int, int]]] = []
+
         def digest_fresh() -> bool:
             got = ex.owner_access().query_heads("a", logs, timeout_s=GATE_TIMEOUT_S).heads
-            return all(got[k].seq >= r.seq for k, r in latest.items())
-        _until(digest_fresh, 20.0)
+            lag = {k: (got[k].seq, r.seq) for k, r in latest.items() if got[k].seq < r.seq}
+            if lag:
+                behind.append(lag)  # an answer older than an acknowledged head
+            return not lag
+        try:
+            _until(digest_fresh, 20.0)
+        finally:  # say which way it failed: unreachable for 20 s, or answers behind
+            print(f"digest answers behind an acknowledged head: {len(behind)}"
+                  f"{'; last ' + str(behind[-1]) if behind else ''}")
 
         cluster.kill(1)  # two of three: no quorum
         time.sleep(0.5)
