@@ -61,8 +61,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from icore.errors import IntegrationError
-from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Reason
+from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Outcome, Reason
 from icore.records import Lookup, Record, RecordId
+from icore.workspace import APPROVAL_CHANGED, REJECTED
 
 if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
     from icore.adapters import AuditResult, Trace
@@ -78,6 +79,13 @@ _Scope = tuple[str, str, tuple[str, ...]]
 """One logical protected call: (its owner, tool, the facts it depends on)."""
 _Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
 """A refused stale call waiting for its replan: (roots, caller, plan id, model turn)."""
+
+_REFUSALS = {
+    REJECTED: "the human rejected the call after the gate authorized it; it never ran",
+    APPROVAL_CHANGED: "the approval covered another request (other arguments or "
+                        "versions); the call never ran",
+}
+"""The detail of the refusal line :meth:`RunRecorder.lineage` writes."""
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 
@@ -356,11 +364,17 @@ class RunRecorder:
                 # ... with the same logical call's plan when this was its replan
                 self._stale.setdefault(scope, []).append(
                     (tuple(first.roots) if first is not None else (), who, plan_id, turn))
-        self.lineage(tool, result.decisions, lookup=lookup)
+        after_gate = refused is not None and not result.executed and \
+            first is not None and result.final.outcome is Outcome.AUTHORIZED
+        self.lineage(tool, result.decisions, lookup=lookup,
+                     refused=refused if after_gate else None)
         if not result.executed:
             why = refused or result.final.reason.value
+            human = refused == REJECTED
             self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
-                           error=True, blocked=True)
+                           error=True, blocked=True, ran=False if refused else None,
+                           answered_by="human" if human else None,
+                           decision="reject" if human else None)
         return who
 
     def _replan_of(self, scope: _Scope, turn: Hashable | None) -> _Waiting | None:
@@ -387,12 +401,18 @@ class RunRecorder:
         return f"{tool}#{n}"
 
     def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
-                lookup: Lookup | None = None) -> str:
+                lookup: Lookup | None = None, refused: str | None = None) -> str:
         """Write one protected call's PlanFence lines; return its ``task`` name.
 
         The records first (each record once per run: roots and their ancestors as far as
         ``lookup`` holds them, the heads and fresh records of every decision), then one
         decision line per gate decision, grouped by ``task`` = ``<tool>-<n>``.
+
+        ``refused``: the gate authorized the call but it did not run (a human said no:
+        ``approval_rejected``; the approval covered another request:
+        ``approval_changed``). A last line records that refusal at the same validation
+        point (outcome ``blocked``, reason ``refused``, policy ``approval``), so the
+        audit's lineage shows the call blocked, never executed.
         """
         with self._lock:
             n = self._calls[tool] = self._calls.get(tool, 0) + 1
@@ -445,6 +465,12 @@ class RunRecorder:
                 lines.append({"planfence": {"record": line}})
             for d in decisions:
                 lines.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
+            if refused is not None and decisions:
+                last = decisions[-1].entry(task=task)
+                lines.append({"planfence": {"decision": dataclasses.replace(
+                    last, outcome=Outcome.BLOCKED.value, reason=refused, replanned=False,
+                    fresh={}, policy="approval", owners_contacted=0, heads_checked=0,
+                    detail=_REFUSALS.get(refused, refused)).to_dict()}})
             self.planfence.extend(lines)
         return task
 
