@@ -65,6 +65,22 @@ def test_dynamic_scope_with_unowned_key_raises_at_the_call() -> None:
         guard.run("ship", lambda id: id, {"id": "1"})
 
 
+def test_a_depends_on_function_failing_for_its_own_reasons_gets_its_own_fix() -> None:
+    """QA r5-crew D5: a D(a) function that reads the right parameters and raises its own
+    error (ZeroDivisionError) is not told to read the parameters by name; a KeyError
+    (a wrong parameter name) is."""
+    _ws, agent, _ = _world()
+    own = FenceGuard(agent=agent, depends_on=lambda a: {f"order/{1 // (a['n'] - 1)}"})
+    with pytest.raises(WorkspaceError) as ei:
+        own.run("ship", lambda n: n, {"n": 1})
+    assert "ZeroDivisionError" in str(ei.value) and "own error" in ei.value.fields["fix"]
+    assert isinstance(ei.value.__cause__, ZeroDivisionError)
+    typo = FenceGuard(agent=agent, depends_on=lambda a: {f"order/{a.get('n') or a['id']}"})
+    with pytest.raises(WorkspaceError) as ei:
+        typo.run("ship", lambda n: n, {"n": 0})
+    assert "parameter names: n" in ei.value.fields["fix"]
+
+
 def test_fence_mode_roots_as_str_is_an_error(trip: Any) -> None:
     """A single record id where L(a) (a list) is wanted: refused, not 64 one-char roots."""
     guard = FenceGuard(fence=trip.fence, depends_on={"req/trip-17"})

@@ -363,12 +363,15 @@ class FenceGuard:
             try:
                 keys = self.depends_on(args)
             except Exception as exc:
+                names = ", ".join(sorted(args))
+                fix = (f"read the call's arguments by the tool's parameter names: {names}"
+                       if isinstance(exc, KeyError | TypeError | IndexError) else
+                       f"the function's own error: fix it for arguments like these "
+                       f"(its exception is this error's __cause__; parameters: {names})")
                 raise WorkspaceError(
                     "the depends_on function failed on the call's arguments (an "
                     "application error)", error=f"{type(exc).__name__}: {exc}",
-                    args=sorted(args),
-                    fix="read the call's arguments by the tool's parameter names: "
-                    + ", ".join(sorted(args))) from exc
+                    args=sorted(args), fix=fix) from exc
             if isinstance(keys, str | bytes):
                 raise WorkspaceError(
                     "the depends_on function returned a str, not a collection of keys",
