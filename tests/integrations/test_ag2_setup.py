@@ -120,6 +120,50 @@ def test_callable_object_refused_and_its_method_works() -> None:
     assert shipped == [("42", "Berlin")]
 
 
+@pytest.mark.parametrize(("given", "fix"), [
+    (None, "ws.agent('dispatcher')"), ("shipper", "ws.agent('dispatcher')"),
+    ("ag2", "ws.agent('shipper')")])
+def test_a_wrong_agent_gets_one_message_with_a_hint_for_an_ag2_agent(
+        given: Any, fix: str) -> None:
+    """QA r4-ag2 D9: ``agent=`` left out, an agent id without ``fence=`` or AG2's own
+    ``Agent``: one message (a workspace agent, or ``fence=`` with an agent id: as the
+    OpenAI Agents integration says it); AG2's ``Agent`` gets a hint naming its
+    ``ws.agent(...)``."""
+    _ws, _shipper, shipped = orders()
+    agent = Agent("shipper") if given == "ag2" else given
+    with pytest.raises(IntegrationError, match=r"needs agent= \(a workspace agent") as exc:
+        fenced_tool(_ship(shipped), agent=agent, depends_on={"order/42"})
+    assert "agent id str" in str(exc.value) and fix in exc.value.fields["fix"]
+    assert ("this is an AG2 Agent" in str(exc.value)) is (given == "ag2")
+
+
+def test_a_recorder_path_or_a_second_wrap_is_refused_when_wrapped() -> None:
+    """QA r4-ag2 D5/D6: ``recorder="trace.jsonl"`` is an ``IntegrationError`` naming
+    ``recorder=`` and ``rec.write(path)`` (was a raw AttributeError); wrapping a fenced
+    tool again (or its ``with_middleware`` copy) is refused "fenced already" (one call
+    was recorded twice)."""
+    _ws, shipper, shipped = orders()
+    with pytest.raises(IntegrationError, match="recorder= must be a RunRecorder") as exc:
+        fenced_tool(_ship(shipped), agent=shipper, depends_on={"order/42"},
+                    recorder="trace.jsonl")  # type: ignore[arg-type]
+    assert "rec.write('trace.jsonl')" in exc.value.fields["fix"]
+    once = fenced_tool(_ship(shipped), agent=shipper, depends_on={"order/42"})
+    for again in (once, once.with_middleware(lambda call_next, e, c: call_next(e, c))):
+        with pytest.raises(IntegrationError, match="fenced already"):
+            fenced_tool(again, agent=shipper, depends_on={"order/42"})
+
+
+def test_record_agents_without_agents_or_recorder_is_refused() -> None:
+    """QA r4-ag2 D10: ``record_agents(rec)`` (nothing would be recorded) and
+    ``record_agents(None, agent)``: typed errors naming the fix."""
+    with pytest.raises(IntegrationError, match="no agent") as exc:
+        record_agents(RunRecorder("r"))
+    assert "record_agents(rec, agent)" in exc.value.fields["fix"]
+    with pytest.raises(IntegrationError, match="needs a RunRecorder") as exc:
+        record_agents(None, Agent("shipper"))  # type: ignore[arg-type]
+    assert "RunRecorder(" in exc.value.fields["fix"]
+
+
 def _ends(rec: RunRecorder) -> list[tuple[str, str]]:
     return [(e["agent"], e["content"]) for e in rec.events if e["kind"] == "termination"]
 

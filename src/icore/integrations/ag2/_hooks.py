@@ -24,6 +24,7 @@ from ag2 import Middleware
 from ag2.events import ToolErrorEvent
 from ag2.middleware import BaseMiddleware
 
+from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._recorder import plain_data
 from icore.integrations._run_end import RunEnd
@@ -171,10 +172,19 @@ def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
         The shared :class:`ChatRecorder`.
 
     Raises:
-        IntegrationError: an argument is not an ``ag2.Agent`` (no ``add_middleware``).
+        IntegrationError: ``recorder`` is not a :class:`~icore.integrations.RunRecorder`;
+            no agent is given (nothing would be recorded); an argument is not an
+            ``ag2.Agent`` (no ``add_middleware``). Each names the fix.
     """
-    from icore.errors import IntegrationError
-
+    if not isinstance(recorder, RunRecorder):
+        raise IntegrationError("record_agents needs a RunRecorder first", framework="ag2",
+                               got=type(recorder).__name__,
+                               fix="record_agents(RunRecorder('run-1'), agent, ...)")
+    if not agents:
+        raise IntegrationError("record_agents was given no agent: nothing would be "
+                               "recorded", framework="ag2",
+                               fix="record_agents(rec, agent) with every ag2.Agent of the "
+                               "run (record_agents(rec, alice, bob))")
     chat = ChatRecorder(recorder)
     for a in agents:
         add = getattr(a, "add_middleware", None)

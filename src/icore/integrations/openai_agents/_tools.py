@@ -89,6 +89,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._fenced import agent_error
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
@@ -287,7 +288,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     norm = _normalizer(base)
     team = agent if isinstance(agent, TeamAgent) else None
     if team is None and (fence is None or not isinstance(agent, str)):
-        raise _agent_error(agent, base.name, fence)
+        raise agent_error(agent, tool=base.name, fence=fence, framework="openai_agents",
+                          wrapper="fenced_function_tool", native=isinstance(agent, AgentBase),
+                          native_kind="an Agents SDK Agent")
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
@@ -429,21 +432,6 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     if team is not None and base.needs_approval is not False:
         wrapped.needs_approval = binding(base, team, guard, norm, turns.key, asked)
     return wrapped
-
-
-def _agent_error(agent: Any, tool: str, fence: Fence | None) -> IntegrationError:
-    """The one error for a wrong ``agent=`` (a hint when it is the SDK's own ``Agent``)."""
-    name = getattr(agent, "name", None)
-    sdk = isinstance(agent, AgentBase)
-    hint = (f"; this is an Agents SDK Agent: pass the workspace agent whose reads the "
-            f"calls derive from, ws.agent({name!r})" if sdk else "")
-    return IntegrationError(
-        "a fenced tool needs agent= (a workspace agent: ws.agent('name')) or fence= (a "
-        "Fence, the low-level API, where agent= may be an agent id str)" + hint,
-        framework="openai_agents", tool=tool, got=type(agent).__name__,
-        fence="given" if fence is not None else "none",
-        fix=f"fenced_function_tool(tool, agent=ws.agent({(name if sdk else 'dispatcher')!r}), "
-        "depends_on={...})")
 
 
 def _ctx_params(fn: Callable[..., Any]) -> list[str]:
