@@ -191,24 +191,30 @@ def test_one_end_per_run_with_a_delegated_sub_agent() -> None:
 
 
 def test_one_end_per_run_with_two_agents_and_gate_events_name_the_caller() -> None:
-    """``alice.ask`` then ``bob.ask`` sharing one fenced tool (one workspace agent):
-    one end (bob's answer; alice's answer stays an output), and each gate event names the
-    AG2 agent whose turn called the tool, not the workspace agent."""
+    """``alice.ask``, her follow-up ``reply.ask``, then ``bob.ask`` sharing one fenced
+    tool (one workspace agent): each request is a task in order (QA r4-ag2 D7: the
+    follow-up and bob's request were lost), one end (bob's answer; alice's answers stay
+    outputs), and each gate event names the AG2 agent whose turn called the tool, not
+    the workspace agent."""
     _ws, shipper, shipped = orders()
     shared = fenced_tool(_ship(shipped), agent=shipper, depends_on={"order/42"})
     shipper.read("order/42")
     alice = Agent("alice", config=_Model([call("ship", order_id="42", city="Berlin"),
-                                          "alice shipped"]).config(), tools=[shared])
+                                          "alice shipped", "alice again"]).config(),
+                  tools=[shared])
     bob = Agent("bob", config=_Model([call("ship", order_id="42", city="Berlin"),
                                       "bob shipped"]).config(), tools=[shared])
     rec = RunRecorder("two-agents")
     record_agents(rec, alice, bob)
 
     async def both() -> None:
-        await alice.ask("ship 42")
+        reply = await alice.ask("ship 42")
+        await reply.ask("any news?")
         await bob.ask("ship 42 again")
 
     asyncio.run(both())
+    assert [(e["agent"], e["content"]) for e in rec.events if e["kind"] == "task"] == [
+        ("user", "ship 42"), ("user", "any news?"), ("user", "ship 42 again")]
     assert _ends(rec) == [("bob", "bob shipped")]
     assert [e["agent"] for e in rec.events if e.get("gate")] == ["alice", "bob"]
     assert ("alice", "alice shipped") in [(e["agent"], e["content"]) for e in rec.events
