@@ -265,7 +265,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         A ``FunctionTool`` the model sees exactly as the original.
 
     Raises:
-        IntegrationError: ``tool`` is neither a ``FunctionTool`` nor a function; its
+        IntegrationError: ``tool`` is neither a ``FunctionTool`` nor a function, or is
+            fenced already (a second gate would record one call twice); its
             function takes ``*args`` / ``**kwargs`` / positional-only parameters;
             ``on_block`` is neither ``"error"`` nor ``"raise"``; neither a workspace
             ``agent`` nor ``fence`` is given; ``depends_on`` is a str, empty or names
@@ -274,6 +275,11 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             call's arguments, returns a str or names undeclared facts: a
             ``WorkspaceError``) leaves ``Runner.run`` as an :func:`agents_error` copy.
     """
+    if getattr(getattr(tool, "on_invoke_tool", None), _FENCED, False):
+        raise IntegrationError("the tool is fenced already: a second gate would validate "
+                               "a second action record for one call",
+                               framework="openai_agents", tool=getattr(tool, "name", ""),
+                               fix="wrap the original tool once")
     if not isinstance(tool, FunctionTool):
         if not callable(tool):
             raise IntegrationError("fenced_function_tool needs a FunctionTool or a function",
@@ -419,6 +425,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IcoreError as exc:  # ours, not the SDK's UserError around it
             raise agents_error(exc) from exc
 
+    setattr(invoke, _FENCED, True)
     wrapped = copy.copy(base)
     wrapped.on_invoke_tool = invoke
     enabled = base.is_enabled
@@ -432,6 +439,10 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     if team is not None and base.needs_approval is not False:
         wrapped.needs_approval = binding(base, team, guard, norm, turns.key, asked)
     return wrapped
+
+
+_FENCED = "__icore_fenced__"
+"""Marks the ``on_invoke_tool`` of a fenced tool (a second wrap is refused)."""
 
 
 def _ctx_params(fn: Callable[..., Any]) -> list[str]:
