@@ -154,14 +154,18 @@ def test_a_recorder_path_or_a_second_wrap_is_refused_when_wrapped() -> None:
 
 
 def test_record_agents_without_agents_or_recorder_is_refused() -> None:
-    """QA r4-ag2 D10: ``record_agents(rec)`` (nothing would be recorded) and
-    ``record_agents(None, agent)``: typed errors naming the fix."""
+    """QA r4-ag2 D10: ``record_agents(rec)`` (nothing would be recorded),
+    ``record_agents(None, agent)`` and an agent's name instead of the agent: typed
+    errors naming the fix."""
     with pytest.raises(IntegrationError, match="no agent") as exc:
         record_agents(RunRecorder("r"))
     assert "record_agents(rec, agent)" in exc.value.fields["fix"]
     with pytest.raises(IntegrationError, match="needs a RunRecorder") as exc:
         record_agents(None, Agent("shipper"))  # type: ignore[arg-type]
     assert "RunRecorder(" in exc.value.fields["fix"]
+    with pytest.raises(IntegrationError, match=r"needs ag2\.Agent objects") as exc:
+        record_agents(RunRecorder("r"), "alice")
+    assert "not their names" in exc.value.fields["fix"]
 
 
 def _ends(rec: RunRecorder) -> list[tuple[str, str]]:

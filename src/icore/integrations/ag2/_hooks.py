@@ -229,6 +229,8 @@ def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
         add = getattr(a, "add_middleware", None)
         if not callable(add):
             raise IntegrationError("record_agents needs ag2.Agent objects", framework="ag2",
-                                   got=type(a).__name__)
+                                   got=type(a).__name__,
+                                   fix="pass the agent objects, not their names: "
+                                   "record_agents(rec, alice, bob)")
         add(chat.middleware(str(a.name)))
     return chat
