@@ -241,6 +241,10 @@ class NatsStore(Store):
                expected_head: ExpectedHead = FROM_PARENTS) -> CommitResult:
         """See :meth:`icore.memory.Store.commit`; decided by the owner CAS in the engine.
 
+        Acknowledged only once the record's head and its owner's digest hold it, also for
+        an idempotent replay (``created`` False) of an attempt that failed after storing
+        the record.
+
         Raises:
             OwnershipError: as for every store, and also when the engine refuses the write
                 (the connection's user may not write that owner's keys).
@@ -252,7 +256,14 @@ class NatsStore(Store):
         self._revs.owner_of = (getattr(record, "id", None), getattr(record, "owner", None))
         for _ in range(MAX_COMMIT_RETRIES):
             try:
-                return super().commit(record, writer=writer, expected_head=expected_head)
+                res = super().commit(record, writer=writer, expected_head=expected_head)
+                if not res.created:
+                    # a replay found the record stored, but the attempt that stored it may
+                    # have failed before moving its head and digest (the record is stored
+                    # first): roll the owner's last intent forward before acknowledging.
+                    # A later intent was decided only after this one was rolled forward.
+                    self._run(self.memory.settle(record.owner))
+                return res
             except _OwnerRaced:
                 continue
             except CommitConflict:
