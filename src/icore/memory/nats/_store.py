@@ -18,8 +18,10 @@ agent's NATS user write access to its own keys only, see :mod:`icore.net.nats`):
   writer stores the record and moves the head with a revision CAS, only forwards in
   sequence. A writer that crashed in between leaves an intent that the owner's next
   commit (or :meth:`NatsStore.owner_seq`) rolls forward before deciding anything; the
-  commit is acknowledged only after its head moved, so a reader never misses an
-  acknowledged write and never sees a head whose record is not stored.
+  commit is acknowledged only after its head moved (a retried commit that finds its
+  record stored is an idempotent replay, acknowledged only after that roll-forward), so
+  a reader never misses an acknowledged write and never sees a head whose record is not
+  stored.
 * ``heads``: ``<owner>`` -> the owner's head digest (#27, :mod:`._digest`): every head of
   the owner in one entry, moved (CAS, forward only) with the head before the commit is
   acknowledged, so the gate reads d heads of an owner as one message. Owner entries of
@@ -35,7 +37,8 @@ authorizing against a stale leader or follower.
 The gate reaches owners through :class:`NatsOwnerAccess` (async) or
 :class:`SyncNatsOwnerAccess` (sync): per owner, the heads of D(a) in one batched direct
 get (``multi_last``, nats-server 2.11+; the owner's digest for d >= 2) concurrent with
-the barrier (all owners at once),
+the barrier (all owners at once; why an answer from any replica is fresh:
+:mod:`icore.memory.nats._access`),
 then exact fetches of changed records; a timeout or any engine error raises
 :class:`~icore.net.OwnerUnreachable`, which the gate turns into *blocked*.
 :meth:`NatsStore.watch_heads` installs every owner's new heads into the local replica
