@@ -353,8 +353,12 @@ class _StepReader(_XWriter):
                           detail="the run ended without a terminal marker (no final answer)")
 
     def on_task(self, s: Step) -> None:
-        """Nothing: the task step is imported by :meth:`start`."""
-        pass  # handled by start()
+        """A task step: new work, no output repeats one made before it.
+
+        The first is imported by :meth:`start`; a later one is the user's next request
+        in one recording.
+        """
+        self.seen_digests.clear()
 
     def on_thought(self, s: Step) -> None:
         """Record a thought as an event (no obligation changes)."""
