@@ -43,6 +43,7 @@ def test_agent_mode_builds_the_action_record_and_phrases_blocks() -> None:
     ({"fence": None}, "needs agent="),
     ({"fence": "not a fence"}, "must be an icore.fence.Fence"),
     ({"depends_on": "order/42"}, "not a str"),
+    ({"depends_on": {ORDER: 1}}, "not a mapping"),  # QA r5-crew D9
     ({"depends_on": set()}, "empty"),
     ({"depends_on": {"orders/42"}}, "no owner is declared"),
     ({"depends_on": 42}, "collection of keys"),

@@ -134,6 +134,10 @@ def _static_keys(scope: Scope) -> frozenset[str] | None:
     if isinstance(scope, str | bytes):
         raise IntegrationError("depends_on must be a collection of keys, not a str",
                                got=str(scope), fix=f"depends_on={{{str(scope)!r}}}")
+    if isinstance(scope, Mapping):  # its values would be dropped without a word
+        raise IntegrationError("depends_on must be a collection of keys, not a mapping",
+                               got=type(scope).__name__,
+                               fix=f"depends_on={set(map(str, scope))!r} (the keys only)")
     try:
         return frozenset(scope)
     except TypeError:
@@ -181,7 +185,7 @@ class FenceGuard:
             names ``rec.write(path)``); ``replan`` is given but not callable;
             ``on_block`` is neither ``"error"`` nor ``"raise"``; neither ``agent`` (a
             workspace agent) nor ``fence`` is given, or ``fence`` is not a Fence;
-            ``depends_on`` is a str, not a collection, empty, or names keys no owner
+            ``depends_on`` is a str or a mapping, not a collection, empty, or names keys no owner
             is declared for (the error names them and the fix); agent mode: a static key
             that was never written while a written key is close to it (a typo: ``did
             you mean ...?``; a :class:`~icore.workspace.WorkspaceError`).
