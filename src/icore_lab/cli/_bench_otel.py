@@ -74,9 +74,15 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             "--json", help="Write figures as JSON.")] = None,
     ) -> None:
         """Benchmark OTLP import (100,000 spans) and export overhead on the matched study."""
+        from icore.live import FAMILIES
         from icore_lab.bench.micro import run_otel_bench as run
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else None
+        unknown = [f for f in fams or () if f not in FAMILIES]
+        if unknown or (families is not None and not fams):  # before the import benchmark
+            raise typer.BadParameter(
+                f"unknown family {unknown[0]!r}; use one of {', '.join(FAMILIES)}" if unknown
+                else "names no family", param_hint="--families")
         with output_file(json_out, what="--json output") as out:
             res = run(spans=spans, export_runs=export_runs, families=fams,
                       seeds=_ints(seeds, "--seeds"), receiver=receiver, echo=typer.echo)
