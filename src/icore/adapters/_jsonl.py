@@ -55,7 +55,7 @@ from typing import Any
 
 from icore._files import not_a_regular_file
 from icore.adapters._decision_check import check_record_line, checked_decision
-from icore.adapters._errors import AdapterError
+from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._trace import (
     AgentNames,
     Annotation,
@@ -107,7 +107,11 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
     """Parse the generic JSONL format from a string (see :func:`load_jsonl`).
 
     Lines are split on a newline (LF) only: a raw U+2028 inside a JSON string is text.
+
+    Raises:
+        AdapterError: ``text`` or ``file`` is not a ``str``; as :func:`load_jsonl`.
     """
+    check_text(text, file)
     return _parse_lines(enumerate(text.split("\n"), start=1), file=file, run_id=run_id)
 
 
