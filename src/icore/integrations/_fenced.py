@@ -176,7 +176,8 @@ class FenceGuard:
     :class:`~icore.workspace.ReplanFailed` chained to the replanner's exception.
 
     Raises:
-        IntegrationError: ``replan`` is given but not callable; ``on_block`` is neither
+        IntegrationError: ``replan`` is given but not callable; ``recorder`` or
+            ``replicator`` is given but not a RunRecorder / Replicator; ``on_block`` is neither
             ``"error"`` nor ``"raise"``; neither
             ``agent`` (a workspace agent) nor ``fence`` is given, or ``fence`` is not a
             Fence; ``depends_on`` is a str, not a collection, empty, or names keys no owner
@@ -209,6 +210,11 @@ class FenceGuard:
                 isinstance(agent, str) and not agent)):
             raise IntegrationError("agent must be a workspace agent or a non-empty agent id",
                                    got=type(agent).__name__)
+        for name, value, cls in (("recorder", recorder, RunRecorder),
+                                 ("replicator", replicator, Replicator)):
+            if value is not None and not isinstance(value, cls):
+                raise IntegrationError(f"{name}= must be an icore.integrations.{cls.__name__} "
+                                       "or None", got=type(value).__name__)
         if replan is not None and not callable(replan):
             raise IntegrationError(
                 "replan= must be a function: (Stale) -> the new call's arguments (the "
