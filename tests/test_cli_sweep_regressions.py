@@ -34,3 +34,11 @@ def test_bench_otel_unknown_family_is_a_usage_error(tmp_path: Path,
     code, out = _invoke("bench", "otel", "--families", value)
     assert code == 2 and "--families" in out and said in out, out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_trace_files_names_the_paths(tmp_path: Path) -> None:
+    """An empty folder named ``x.jsonl`` said only "no trace files found"."""
+    d = tmp_path / "x.jsonl"
+    d.mkdir()
+    code, out = _invoke("audit", str(d), "-o", str(tmp_path / "o"))
+    assert code == 2 and "no trace files found" in out and str(d) in out, out

@@ -150,7 +150,9 @@ def audit(
         console.print(f"[yellow]warning[/] skipped {escape(str(q))}: {escape(why)}; not "
                       "read (only regular files are audited)")
     if not files:
-        console.print("[red]no trace files found[/]")
+        shown = ", ".join(str(p) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
+        console.print(f"[red]no trace files found[/] in {escape(shown)} (a folder is "
+                      "searched for .json and .jsonl files)")
         raise typer.Exit(2)
     target = otlp_file_target(otlp_endpoint)
     refuse_input_as_output([(w, p) for w, p in (("--json", json_out),
