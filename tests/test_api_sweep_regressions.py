@@ -4,6 +4,7 @@ naming the argument."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,9 +49,10 @@ def test_fence_guard_refuses_a_wrong_recorder_or_replicator(argument: str) -> No
 
     ws = Workspace({"k/*": "o"})
     ws.put("k/1", 1)
+    kw: dict[str, Any] = {argument: "x"}
+    agent = ws.agent("a")
     with pytest.raises(IntegrationError, match=f"{argument}= must be"):
-        kw: dict[str, Any] = {argument: "x"}
-        FenceGuard(agent=ws.agent("a"), depends_on={"k/1"}, **kw)
+        FenceGuard(agent=agent, depends_on={"k/1"}, **kw)
 
 
 def test_langgraph_fenced_tool_refuses_a_wrong_recorder_when_wrapping() -> None:
@@ -92,3 +94,28 @@ def test_fence_execute_refuses_a_raise_on_block_that_is_not_a_bool(value: Any) -
         f.execute(book, roots=[plan.id], args={}, raise_on_block=value)
     assert e.value.fields["argument"] == "raise_on_block"
     assert f.execute(book, roots=[plan.id], args={}, raise_on_block=False).executed
+
+
+_BIG = "1" * 5000  # over Python's 4300-digit limit of int(str): a plain ValueError
+
+
+@pytest.mark.parametrize(("name", "text", "field"), [
+    ("r.jsonl", '{"agent": "u", "kind": "task", "content": "q", "step": ' + _BIG + "}",
+     "line 1"),
+    ("r.jsonl", '{"agent": "u", "kind": "task", "content": "q", "step": "' + _BIG + '"}',
+     "line 1.step"),
+    ("w.json", '{"question": "q", "history": [], "level": ' + _BIG + "}", "<root>"),
+])
+def test_an_integer_over_the_digit_limit_is_an_adapter_error(tmp_path: Path, name: str,
+                                                             text: str, field: str) -> None:
+    """json.loads raises a plain ValueError (not JSONDecodeError) for it, and a step of
+    5000 digits as a string overflowed float(): both were internal errors."""
+    from icore.adapters import audit_file
+
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(AdapterError) as e:
+        audit_file(p)
+    assert e.value.file == str(p) and e.value.field == field
+    assert len(str(e.value)) < 500
+

@@ -135,6 +135,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                                column=exc.colno) from None
         except RecursionError:
             raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
+        except ValueError as exc:  # an integer over Python's 4300-digit limit
+            raise AdapterError(f"malformed JSON: {exc}", file=file, field=f"line {n}") from None
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
         if "run" in obj and names is None and not header:

@@ -326,6 +326,8 @@ def _loads(text: str | bytes, file: str, where: str) -> Any:
         raise AdapterError("JSON nested too deeply", file=file, field=where) from None
     except UnicodeDecodeError as exc:
         raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file, field=where) from None
+    except ValueError as exc:  # an integer over Python's 4300-digit limit
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field=where) from None
 
 
 def list_reader(first: Any, file: str, where: str,
