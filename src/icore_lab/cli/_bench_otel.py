@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from icore.cli.inputs import int_list, output_file, refuse_non_folder
+from icore.cli.inputs import int_list, nonempty_path, output_file, refuse_non_folder
 
 
 def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
@@ -35,7 +35,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         repeats: int = typer.Option(1, min=1, help="Child processes per input (medians)."),
         audit: bool = typer.Option(True, "--audit/--no-audit", help="Also audit each "
                                    "trace (time and peak RSS then include X)."),
-        workdir: Path | None = typer.Option(None, help="Folder for the generated inputs "
+        workdir: Path | None = typer.Option(None, parser=nonempty_path,
+                                            help="Folder for the generated inputs "
                                             "(default: a temporary folder; removed)."),
         json_out: Annotated[Path | None, typer.Option(
             "--json", help="Write figures as JSON.")] = None,
