@@ -119,3 +119,17 @@ def test_an_integer_over_the_digit_limit_is_an_adapter_error(tmp_path: Path, nam
     assert e.value.file == str(p) and e.value.field == field
     assert len(str(e.value)) < 500
 
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("w.json", b'{"question": "q\xff", "history": []}'),
+    ("r.jsonl", b'{"agent": "u", "kind": "task", "content": "q\xff"}\n'),
+    ("t.json", b'[{"name": "x\xff", "context": {"span_id": "1"}}]')])
+def test_invalid_utf8_names_the_byte(tmp_path: Path, name: str, data: bytes) -> None:
+    """The sweep's "field not named" review: invalid UTF-8 said only "<root>"."""
+    from icore.adapters import audit_file
+
+    p = tmp_path / name
+    p.write_bytes(data)
+    with pytest.raises(AdapterError, match=r"not UTF-8 text: .* at byte \d+"):
+        audit_file(p)

@@ -99,8 +99,8 @@ def _utf8(raw: bytes, file: str, n: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file,
-                           field=f"line {n}") from None
+        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start} of the line",
+                           file=file, field=f"line {n}", byte=exc.start) from None
 
 
 def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:

@@ -325,7 +325,8 @@ def _loads(text: str | bytes, file: str, where: str) -> Any:
     except RecursionError:
         raise AdapterError("JSON nested too deeply", file=file, field=where) from None
     except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file, field=where) from None
+        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", file=file,
+                           field=where, byte=exc.start) from None
     except ValueError as exc:  # an integer over Python's 4300-digit limit
         raise AdapterError(f"malformed JSON: {exc}", file=file, field=where) from None
 

@@ -68,7 +68,8 @@ def read_json(path: str | Path) -> tuple[Any, str]:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file, field="<root>") from None
+        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", file=file,
+                           field="<root>", byte=exc.start) from None
     except OSError as exc:
         raise AdapterError(f"cannot read: {exc.strerror or exc}", file=file,
                            field="<root>") from None
