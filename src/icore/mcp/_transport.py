@@ -24,6 +24,7 @@ import anyio
 from icore._extras import require
 from icore.mcp._gateway import Gateway
 from icore.mcp._gateway_manifest import GatewayManifest
+from icore.mcp._stdio_lines import stdio_streams
 
 log = logging.getLogger("icore.mcp")
 
@@ -39,8 +40,11 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
 
     async with Gateway(manifest) as gw, _pipe_stdio() as files:
         gw.single_client = True
-        stdin, stdout = files if files is not None else (None, None)
-        async with stdio_server(stdin, stdout) as (read, write):  # type: ignore[arg-type]
+        if files is None:  # not pipes (a terminal, a file): the SDK's own transport
+            async with stdio_server() as (read, write):
+                await gw.server.run(read, write, gw.server.create_initialization_options())
+            return
+        async with stdio_streams(*files) as (read, write):
             await gw.server.run(read, write, gw.server.create_initialization_options())
 
 
