@@ -20,6 +20,7 @@ from typing import Any
 import typer
 
 from icore._files import not_a_regular_file
+from icore.cli._writable import write_probe
 from icore.errors import redact
 
 FAIL_EXIT = 3
@@ -161,7 +162,7 @@ class OutputFile:
         if mode is not None and stat.S_ISDIR(mode):
             typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
             raise typer.Exit(2)
-        if mode is None or stat.S_ISREG(mode):  # too long a name, /proc, read-only ...
+        if mode is None or stat.S_ISREG(mode) or stat.S_ISCHR(mode):  # /proc, /dev/full ...
             problem = unwritable(path, folder=False)
             if problem is not None:
                 typer.echo(f"error: {what} {shown_path(path)}: {problem}", err=True)
@@ -478,8 +479,9 @@ def unwritable(path: Path, *, folder: bool) -> str | None:
     removed at once in the output folder (or the nearest existing folder above it), so
     a read-only file system, missing permission or a pseudo file system such as
     ``/proc`` is found whoever runs the command (``root`` included, which ``access()``
-    cannot tell). An existing file (not ``folder``) is opened for appending and closed,
-    nothing written.
+    cannot tell). An existing file or device (not ``folder``) is refused on a kernel
+    pseudo file system and otherwise written zero bytes (:func:`write_probe`): its content
+    is unchanged, ``/proc/version`` and ``/dev/full`` fail now.
 
     Args:
         path: the output folder (``folder``) or file.
@@ -499,12 +501,9 @@ def unwritable(path: Path, *, folder: bool) -> str | None:
     if anchor == path and not folder:  # an existing output file
         if stat.S_ISDIR(st.st_mode):
             return "is a folder; give a file name"
-        if stat.S_ISREG(st.st_mode):
-            try:
-                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
-            except OSError as exc:
-                return f"cannot be written: {exc.strerror}"
-        return None  # a FIFO or a device: see OutputFile
+        if stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            return write_probe(path)  # /proc/version, /dev/full: refused now, not at the end
+        return None  # a FIFO: see OutputFile
     if not stat.S_ISDIR(st.st_mode):
         return ("exists and is not a folder" if anchor == path else
                 f"cannot be created: {shown_path(anchor)} is a file, not a folder")

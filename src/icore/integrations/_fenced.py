@@ -182,7 +182,8 @@ class FenceGuard:
 
     Raises:
         IntegrationError: ``recorder`` is not a :class:`RunRecorder` (a path: the fix
-            names ``rec.write(path)``); ``replan`` is given but not callable;
+            names ``rec.write(path)``), or ``replicator`` not a Replicator; ``replan`` is given
+            but not callable;
             ``on_block`` is neither ``"error"`` nor ``"raise"``; neither ``agent`` (a
             workspace agent) nor ``fence`` is given, or ``fence`` is not a Fence;
             ``depends_on`` is a str or a mapping, not a collection, empty, or names keys no owner
@@ -225,6 +226,9 @@ class FenceGuard:
                 got=type(recorder).__name__,
                 fix=f"rec = RunRecorder('run-1'); pass recorder=rec; after the run: "
                 f"rec.write({path!r})")
+        if replicator is not None and not isinstance(replicator, Replicator):
+            raise IntegrationError("replicator= must be an icore.integrations.Replicator or "
+                                   "None", got=type(replicator).__name__)
         if replan is not None and not callable(replan):
             raise IntegrationError(
                 "replan= must be a function: (Stale) -> the new call's arguments (the "
