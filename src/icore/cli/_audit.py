@@ -89,9 +89,9 @@ def audit(
     prov: bool = typer.Option(False, "--prov", help="Also export each run as PROV-JSON."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write HTML reports."),
     json_out: Path | None = typer.Option(
-        None, "--json", parser=nonempty_path, help="Write a JSON summary here: per run "
-        "the summary, hard flags, diagnoses, attribution and lineage verdicts; import "
-        "errors."),
+        None, "--json", parser=nonempty_path, help="Write a JSON summary here (missing "
+        "folders are created): per run the summary, hard flags, diagnoses, attribution "
+        "and lineage verdicts; import errors."),
     fail_on: list[str] | None = typer.Option(
         None, "--fail-on", help="Exit 3 when any run shows this (repeatable or "
         "comma-separated): hard-flags, unsound (final snd < 1), invalid (an action in the "

@@ -138,8 +138,10 @@ class OutputFile:
     its work. With a reader (a pipe to another process, ``/dev/stdout`` piped) the
     descriptor is held until :meth:`write`, so the reader does not see an early EOF.
     Any other path (missing, regular file, character device) is written at the end as
-    before; a folder, or a missing path whose parent folder does not exist, is refused
-    up front (exit 2). Use through :func:`output_file`.
+    before, its missing folders created then (as ``--out`` creates its folder); a folder,
+    or a path that cannot be created or written (:func:`unwritable`: a file on the way,
+    a read-only file system, a name too long), is refused up front (exit 2). Use through
+    :func:`output_file`.
     """
 
     def __init__(self, path: Path, *, what: str) -> None:
@@ -153,11 +155,9 @@ class OutputFile:
             mode: int | None = os.stat(path).st_mode
         except OSError:
             mode = None
-        # refuse what the final write would refuse, before the command does its work
-        if mode is None and not path.parent.is_dir():
-            typer.echo(f"error: cannot write {what} {path}: folder {path.parent} does not "
-                       "exist", err=True)
-            raise typer.Exit(2)
+        # refuse what the final write would refuse, before the command does its work (a
+        # missing folder on the way is created at the write, as --out creates its own;
+        # one that cannot be - a file on the way, a read-only place - is refused here)
         if mode is not None and stat.S_ISDIR(mode):
             typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
             raise typer.Exit(2)
@@ -188,6 +188,7 @@ class OutputFile:
         data = text.encode()
         try:
             if self._fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.path.write_bytes(data)
                 return
             fd, self._fd = self._fd, None
@@ -522,8 +523,9 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
 
     Raises:
         typer.Exit: code 2 when ``path`` is an existing FIFO with no reader (ENXIO) or
-            cannot be opened for writing, is a folder, or its parent folder does not
-            exist; the message names ``path`` on stderr.
+            cannot be opened for writing, is a folder, or cannot be created (a file on
+            the way, a read-only file system); the message names ``path`` on stderr.
+            Missing folders on the way are created when the output is written.
     """
     if path is None:
         yield None

@@ -1,4 +1,47 @@
-"""Owner access over JetStream for the gate: quorum-barrier head reads (planfence Alg. 1)."""
+"""Owner access over JetStream for the gate: quorum-barrier head reads (planfence Alg. 1).
+
+Why a head read through any replica is fresh (the safety argument, #27). Claim: every
+head :meth:`NatsOwnerAccess.query_heads` returns is at least as new as every head
+acknowledged before the query began (PlanFence Sec. 3.1: no authorized action with a
+stale frontier).
+
+1. Sequences. The heads stream is one Raft log; stream sequences follow log order, and
+   a replica stores only committed entries, in order, under the stream lock. A commit is
+   acknowledged only after its head and its owner's digest were written, each with a
+   PubAck (committed) sequence; a replayed commit too (:meth:`NatsStore.commit` rolls
+   the intent forward before acknowledging a replay).
+2. Barrier. A put on the heads stream sent after the query began (never one already in
+   flight). Its sequence S is assigned after it reached the leader, so every write
+   acknowledged before the query began has a sequence <= S - 1. Without a quorum it does
+   not commit and the query fails (blocked).
+3. Read. A ``multi_last`` direct get is answered by any replica: a follower arbitrarily
+   behind, or a deposed leader. The server takes, under the stream's read lock, its
+   store's last sequence U and the last message <= U of each subject, and reports U
+   (``Nats-UpTo-Sequence``, nats-server ``getDirectMulti``): the answer is the state of
+   the committed prefix 1..U.
+4. Check. The answer is used only when U >= S - 1: then 1..U holds every acknowledged
+   write, so each answered head is that write or a later one. The order of the read and
+   the barrier does not matter (an answer given before the barrier was even proposed
+   passes only if U already covered S - 1). An answer behind is read again after the
+   barrier committed (bounded, :data:`STALE_REREADS`), then refused (blocked). So a
+   lagging replica never makes the gate authorize while the barrier succeeds: its U is
+   below S - 1. Tested on a real 3-node cluster with a follower paused by SIGSTOP that
+   answers as it wakes (``tests/nats/test_nats_cluster.py``): tens of answers per run are
+   behind and read again; with the check removed the test fails.
+5. Not pinned with ``up_to_seq``: a replica behind a requested ``up_to_seq`` answers
+   its own state and echoes the requested value as ``Nats-UpTo-Sequence``, which would
+   defeat step 4. (``min_last_seq``, nats-server 2.12+, makes the same comparison on the
+   server.)
+6. When no subject asked for has a message (404, no U), the heads are read from the
+   stream leader after the barrier committed.
+
+Assumed of the engine: the answering replica's store is the committed stream's prefix
+through U (Raft apply order; NATS's own read-after-write rests on it too). A replica
+rebuilding from a stream snapshot while it serves direct gets (the catch-up skips
+messages the leader has since replaced, history 1) could break it; closing that would
+need a leader-checked condition on what was read (e.g. the barrier published with
+``Nats-Expected-Last-Subject-Sequence`` of the owner's digest), one more round trip.
+"""
 
 from __future__ import annotations
 

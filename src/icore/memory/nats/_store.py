@@ -18,8 +18,10 @@ agent's NATS user write access to its own keys only, see :mod:`icore.net.nats`):
   writer stores the record and moves the head with a revision CAS, only forwards in
   sequence. A writer that crashed in between leaves an intent that the owner's next
   commit (or :meth:`NatsStore.owner_seq`) rolls forward before deciding anything; the
-  commit is acknowledged only after its head moved, so a reader never misses an
-  acknowledged write and never sees a head whose record is not stored.
+  commit is acknowledged only after its head moved (a retried commit that finds its
+  record stored is an idempotent replay, acknowledged only after that roll-forward), so
+  a reader never misses an acknowledged write and never sees a head whose record is not
+  stored.
 * ``heads``: ``<owner>`` -> the owner's head digest (#27, :mod:`._digest`): every head of
   the owner in one entry, moved (CAS, forward only) with the head before the commit is
   acknowledged, so the gate reads d heads of an owner as one message. Owner entries of
@@ -35,7 +37,8 @@ authorizing against a stale leader or follower.
 The gate reaches owners through :class:`NatsOwnerAccess` (async) or
 :class:`SyncNatsOwnerAccess` (sync): per owner, the heads of D(a) in one batched direct
 get (``multi_last``, nats-server 2.11+; the owner's digest for d >= 2) concurrent with
-the barrier (all owners at once),
+the barrier (all owners at once; why an answer from any replica is fresh:
+:mod:`icore.memory.nats._access`),
 then exact fetches of changed records; a timeout or any engine error raises
 :class:`~icore.net.OwnerUnreachable`, which the gate turns into *blocked*.
 :meth:`NatsStore.watch_heads` installs every owner's new heads into the local replica
@@ -241,6 +244,10 @@ class NatsStore(Store):
                expected_head: ExpectedHead = FROM_PARENTS) -> CommitResult:
         """See :meth:`icore.memory.Store.commit`; decided by the owner CAS in the engine.
 
+        Acknowledged only once the record's head and its owner's digest hold it, also for
+        an idempotent replay (``created`` False) of an attempt that failed after storing
+        the record.
+
         Raises:
             OwnershipError: as for every store, and also when the engine refuses the write
                 (the connection's user may not write that owner's keys).
@@ -252,7 +259,14 @@ class NatsStore(Store):
         self._revs.owner_of = (getattr(record, "id", None), getattr(record, "owner", None))
         for _ in range(MAX_COMMIT_RETRIES):
             try:
-                return super().commit(record, writer=writer, expected_head=expected_head)
+                res = super().commit(record, writer=writer, expected_head=expected_head)
+                if not res.created:
+                    # a replay found the record stored, but the attempt that stored it may
+                    # have failed before moving its head and digest (the record is stored
+                    # first): roll the owner's last intent forward before acknowledging.
+                    # A later intent was decided only after this one was rolled forward.
+                    self._run(self.memory.settle(record.owner))
+                return res
             except _OwnerRaced:
                 continue
             except CommitConflict:
