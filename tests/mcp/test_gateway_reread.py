@@ -15,6 +15,7 @@ edits directly, with no notification.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,13 +120,33 @@ def test_silent_change_seen_at_the_call_and_failed_reads_block(tmp_path: Path) -
     path = tmp_path / "trace.jsonl"
     trace = load_jsonl(path)
     decisions = trace.extras["planfence"]["decisions"]
-    assert [d["reason"] for d in decisions] == ["valid", "stale", "valid"]  # each once
+    # each decision once; the refusals made before the gate are blocked decisions too
+    assert [d["reason"] for d in decisions] == [
+        "valid", "stale", "valid", "dependency_unreadable", "owner_unavailable",
+        "dependency_unreadable", "not_read"], [d["reason"] for d in decisions]
+    assert all(d["outcome"] == "blocked" and d["policy"] == "icore mcp gateway"
+               for d in decisions[3:])
     result = audit_trace(trace)
     assert result.replans == 1
-    plans = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()
-             if '"kind": "plan"' in x]
-    assert [p.get("replan", False) for p in plans] == [False, True]
-    assert plans[1]["executed"] is True and plans[1]["reason"] == "valid"
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    # every protected call writes its plan; the replan rewrites the stale call's plan
+    plans = [x for x in lines if x.get("kind") == "plan"]
+    assert [p.get("replan", False) for p in plans] == [False, False, True, False, False,
+                                                       False, False]
+    assert plans[2]["plan_id"] == plans[1]["plan_id"] != plans[0]["plan_id"]
+    assert plans[2]["executed"] is True and plans[2]["reason"] == "valid"
+    # every refused call is a blocked action of the lineage (icore audit --json counts)
+    refused = [x for x in lines if x.get("blocked")]
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(path), "--json",
+                          str(tmp_path / "audit.json")], capture_output=True, text=True,
+                         env=env(), timeout=120, check=False)
+    assert cli.returncode == 0, cli.stderr
+    run = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))["runs"][0]
+    assert run["actions"]["blocked"] == len(refused) == 5, run["actions"]
+    assert run["actions"]["valid"] == 2 and run["actions"]["total"] == 7
+    assert sorted(lv["action"] for lv in run["lineage"] if lv["status"] == "blocked") \
+        == sorted(x["task"] for x in refused)
+    assert "protected actions of ledger-gateway: 7 (2 valid, 5 blocked)" in cli.stdout
     assert not result.state.flags, result.state.flags  # re-reads are no hard flags
     assert result.terminated
     assert not any("without a terminal marker" in d.detail for d in result.diagnoses)

@@ -247,8 +247,8 @@ class _ToolCalls:
         text = f"PlanFence blocked {name} ({reason}): {_HINT.get(reason, 'fail closed')}."
         if detail:
             text += f"\nDetail: {detail}"
-        self.gw.trace.call(view.sid, name, args, f"BLOCKED: {reason}: {detail or text}",
-                           error=True, task=task, blocked=True, reason=reason)
+        self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
+                              detail=detail or text)
         meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
         return _error_result(text, meta={"icore/gate": meta})
 
