@@ -187,6 +187,42 @@ def test_two_gateways_on_one_manifest_keep_apart(tmp_path: Path) -> None:
     assert sessions[0] != sessions[1]
 
 
+def test_a_clean_run_audits_clean_and_refusals_say_what_helps(tmp_path: Path) -> None:
+    """A run whose every call was valid scores astab 1 and cq 1 (each call's plan is
+    recorded); a first call of a session that read nothing says only this same session
+    can pass; a fact never written says it has no value yet, not "read and retry"."""
+    manifest = _manifest(tmp_path, tools={
+        "charge": {"depends_on": ["acct://{account}/balance"]},
+        "audit_note": {"depends_on": ["fact://ops/{text}"]}})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:  # a client that never reads first
+            r = await s.call_tool("charge", {"account": "main", "amount": 1})
+            t = text(r)
+            assert r.is_error and "(not_read)" in t and "this same session" in t, t
+            assert "new session for each tool call" in t and "= 500" in t, t
+            r = await s.call_tool("audit_note", {"text": "never"})
+            t = text(r)
+            assert r.is_error and "fact://ops/never has no value yet (never written)" in t
+            assert "Do not retry it" in t and "call again" not in t, t
+        async with stdio_gateway(manifest) as s:  # a clean run: read, then act
+            await s.read_resource("acct://main/balance")
+            for amount in (1, 2):
+                r = await s.call_tool("charge", {"account": "main", "amount": amount})
+                assert not r.is_error, text(r)
+
+    anyio.run(main)
+    first = load_jsonl(tmp_path / "trace-1.jsonl").extras["planfence"]["decisions"]
+    assert [(d["outcome"], d["reason"]) for d in first] == [("blocked", "not_read")] * 2
+    clean = tmp_path / "trace.jsonl"
+    result = audit_trace(load_jsonl(clean))
+    s = result.summary()
+    assert (s.snd, s.astab, s.cq, s.replans, s.diagnoses) == (1.0, 1.0, 1.0, 0, 0), s
+    plans = [json.loads(x) for x in clean.read_text(encoding="utf-8").splitlines()
+             if '"kind": "plan"' in x]
+    assert len(plans) == 2 and all(len(p["roots"]) == 1 for p in plans)
+
+
 @pytest.mark.parametrize(("tools", "expect"), [
     ({"chrage": {"depends_on": ["acct://{account}/balance"]}},
      ["at line 2: tools.chrage", "did you mean 'charge'"]),
@@ -194,6 +230,9 @@ def test_two_gateways_on_one_manifest_keep_apart(tmp_path: Path) -> None:
      ["at line 2: tools.charge.depends_on.0", "did you mean 'account'"]),
     ({"charge": {"depends_on": ["acc://{account}/balance"]}},
      ["tools.charge.depends_on.0", "no upstream serves a resource 'acc://{account}/balance'"]),
+    ({"charge": {"depends_on": ["fact://opz/{account}"]}},
+     ["at line 2: tools.charge.depends_on.0", "no owner is declared for the fact "
+      "'fact://opz/{account}'", "facts.owners: 'fact://ops/*'"]),
 ])
 def test_manifest_checked_against_the_upstreams_at_start(tmp_path: Path, tools: Any,
                                                           expect: list[str]) -> None:
