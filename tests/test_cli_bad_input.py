@@ -154,3 +154,45 @@ def test_an_empty_seeds_list_is_a_usage_error(tmp_path: Path, monkeypatch: pytes
     code, out = _invoke(*args)
     assert code == 2 and "--seeds" in out and "names no value" in out, out
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("target", ["/proc/version", "/dev/full"])
+def test_an_unwritable_json_target_is_refused_before_the_audit(tmp_path: Path,
+                                                              target: str) -> None:
+    """``/proc/version`` opens for writing and fails at the first write (EIO), so does
+    ``/dev/full`` (ENOSPC): refused up front (exit 2, naming --json and why), not after
+    the whole audit."""
+    if not Path(target).exists():
+        pytest.skip(f"no {target} here")
+    t = _trace(tmp_path)
+    code, out = _invoke("audit", str(t), "-o", str(tmp_path / "o"), "--json", target)
+    assert code == 2 and "--json" in out and target in out, out
+    assert "imported and audited" not in out and not (tmp_path / "o").exists()
+
+
+def test_an_existing_json_file_is_probed_without_a_change(tmp_path: Path) -> None:
+    from icore.cli._writable import write_probe
+
+    p = tmp_path / "s.json"
+    p.write_text("keep")
+    before = p.stat()
+    assert write_probe(p) is None
+    assert p.read_text() == "keep" and p.stat().st_mtime_ns == before.st_mtime_ns
+    assert write_probe(Path("/dev/null")) is None
+
+
+def test_skipped_entries_are_in_the_json_summary(tmp_path: Path) -> None:
+    """The ``warning skipped`` lines (a FIFO, a broken link in an audited folder) are in
+    --json too, as ``skipped``: ``{"path", "why"}``."""
+    import os
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _trace(runs)
+    os.mkfifo(runs / "pipe.jsonl")
+    (runs / "dead.json").symlink_to(tmp_path / "nowhere")
+    code, out = _invoke("audit", str(runs), "--no-report", "--json", str(tmp_path / "s.json"))
+    assert code == 0, out
+    skipped = json.loads((tmp_path / "s.json").read_text())["skipped"]
+    assert sorted(Path(s["path"]).name for s in skipped) == ["dead.json", "pipe.jsonl"]
+    assert all(s["why"].startswith("is a") for s in skipped)

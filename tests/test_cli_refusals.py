@@ -25,18 +25,36 @@ def _runs(tmp_path: Path, magentic: dict[str, Any]) -> Path:
 
 @pytest.mark.parametrize("command", [["audit", "RUNS", "-o", "OUT"],
                                      ["bench", "state", "--quick"]])
-def test_json_to_a_folder_or_a_missing_folder_is_refused_up_front(
+def test_json_to_a_folder_or_below_a_file_is_refused_up_front(
         tmp_path: Path, magentic: dict[str, Any], command: list[str]) -> None:
-    """``--json`` naming a folder, or a file in a folder that does not exist: exit 2
-    before the command runs (no reports written)."""
+    """``--json`` naming a folder, or a file below a file (its folder cannot be
+    created): exit 2 before the command runs (no reports written)."""
     runs, out = _runs(tmp_path, magentic), tmp_path / "out"
+    (tmp_path / "notes.txt").write_text("keep me", encoding="utf-8")
     args = [{"RUNS": str(runs), "OUT": str(out)}.get(a, a) for a in command]
     for target, words in ((tmp_path, "is a folder"),
-                          (tmp_path / "nope" / "x.json", "does not exist")):
+                          (tmp_path / "notes.txt" / "x.json", "is a file, not a folder")):
         res = CliRunner().invoke(app, [*args, "--json", str(target)], env=_ENV)
         assert res.exit_code == 2, res.output
         assert "error:" in res.output and words in res.output and str(target) in res.output
         assert not out.exists()
+
+
+def test_json_in_a_missing_folder_is_written_there_as_out_is(
+        tmp_path: Path, magentic: dict[str, Any]) -> None:
+    """``--out reports/x --json reports/x.json`` with no ``reports/`` yet (QA r4-ag2 D8):
+    both are written, the JSON's missing folders created as ``--out``'s are; the JSON
+    naming the input is still refused."""
+    runs = _runs(tmp_path, magentic)
+    reports = tmp_path / "reports"
+    res = CliRunner().invoke(app, ["audit", str(runs), "--out", str(reports / "x"),
+                                   "--json", str(reports / "deep" / "x.json")], env=_ENV)
+    assert res.exit_code == 0, res.output
+    assert json.loads((reports / "deep" / "x.json").read_text(encoding="utf-8"))
+    assert (reports / "x").is_dir()
+    res = CliRunner().invoke(app, ["audit", str(runs / "1.json"), "--no-report",
+                                   "--json", str(runs / "1.json")], env=_ENV)
+    assert res.exit_code == 2 and "is the input" in res.output
 
 
 @pytest.mark.parametrize("command", [["audit", "RUNS"], ["run"]])

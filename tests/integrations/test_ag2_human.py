@@ -6,10 +6,13 @@ fact while "the human decides" (the QA reporter's scenario, apps/04b_custom_appr
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
 from ag2 import Agent, Context, Middleware, tool
 from ag2.events import ToolErrorEvent, ToolResultEvent
+from ag2.exceptions import HumanInputError
 from ag2.middleware import BaseMiddleware
 from ag2.middleware.builtin import approval_required
 
@@ -87,6 +90,38 @@ def test_own_approval_middleware_answers_before_the_gate() -> None:
         assert "(stale)" in _errors(results)[0] and "Munich" in _errors(results)[0]
         assert len(asked) == 2 and "Berlin" in asked[0] and "Munich" in asked[1]
         assert shipped == [("42", "Munich")]
+
+
+@pytest.mark.parametrize("human", ["none", "too slow"])
+def test_a_run_stopped_at_an_unanswered_human_is_recorded_as_a_pause(human: str) -> None:
+    """QA r4-ag2 D4: ``approval_required()`` with no ``hitl_hook`` (or one slower than
+    the timeout) stops ``agent.ask`` with AG2's ``HumanInputError``; nothing ran and the
+    trace ends with a pause naming the call put to the human (was: no line at all, the
+    audit said "no final answer"): the audit reports the run paused."""
+    _ws, shipper, shipped = orders()
+
+    async def slow(request: Any) -> str:
+        await asyncio.sleep(5)
+        return "yes"
+
+    gate = approval_required(timeout=0.05) if human == "too slow" else approval_required()
+    w = fenced_tool(_ship_tool(shipped, middleware=[gate]), agent=shipper,
+                    depends_on={"order/42"})
+    shipper.read("order/42")
+    agent = Agent("shipper", config=_world([call("ship", order_id="42", city="Berlin"),
+                                            "ok"]), tools=[w],
+                  **({"hitl_hook": slow} if human == "too slow" else {}))
+    rec = RunRecorder("waits")
+    record_agents(rec, agent)
+    with pytest.raises(HumanInputError):
+        run(agent)
+    last = rec.events[-1]
+    assert shipped == [] and last["kind"] == "thought" and last["pause"] is True
+    assert last["agent"] == "shipper" and "waiting for a human" in last["content"]
+    assert last["approvals"] == [{"tool": "ship", "args": {"order_id": "42",
+                                                            "city": "Berlin"}}]
+    audited = rec.audit()
+    assert audited.paused and not audited.summary().terminal
 
 
 def test_agent_middleware_asking_the_human_answers_before_the_gate() -> None:

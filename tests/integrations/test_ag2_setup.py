@@ -120,6 +120,54 @@ def test_callable_object_refused_and_its_method_works() -> None:
     assert shipped == [("42", "Berlin")]
 
 
+@pytest.mark.parametrize(("given", "fix"), [
+    (None, "ws.agent('dispatcher')"), ("shipper", "ws.agent('dispatcher')"),
+    ("ag2", "ws.agent('shipper')")])
+def test_a_wrong_agent_gets_one_message_with_a_hint_for_an_ag2_agent(
+        given: Any, fix: str) -> None:
+    """QA r4-ag2 D9: ``agent=`` left out, an agent id without ``fence=`` or AG2's own
+    ``Agent``: one message (a workspace agent, or ``fence=`` with an agent id: as the
+    OpenAI Agents integration says it); AG2's ``Agent`` gets a hint naming its
+    ``ws.agent(...)``."""
+    _ws, _shipper, shipped = orders()
+    agent = Agent("shipper") if given == "ag2" else given
+    with pytest.raises(IntegrationError, match=r"needs agent= \(a workspace agent") as exc:
+        fenced_tool(_ship(shipped), agent=agent, depends_on={"order/42"})
+    assert "agent id str" in str(exc.value) and fix in exc.value.fields["fix"]
+    assert ("this is an AG2 Agent" in str(exc.value)) is (given == "ag2")
+
+
+def test_a_recorder_path_or_a_second_wrap_is_refused_when_wrapped() -> None:
+    """QA r4-ag2 D5/D6: ``recorder="trace.jsonl"`` is an ``IntegrationError`` naming
+    ``recorder=`` and ``rec.write(path)`` (was a raw AttributeError); wrapping a fenced
+    tool again (or its ``with_middleware`` copy) is refused "fenced already" (one call
+    was recorded twice)."""
+    _ws, shipper, shipped = orders()
+    with pytest.raises(IntegrationError, match="recorder= must be a RunRecorder") as exc:
+        fenced_tool(_ship(shipped), agent=shipper, depends_on={"order/42"},
+                    recorder="trace.jsonl")  # type: ignore[arg-type]
+    assert "rec.write('trace.jsonl')" in exc.value.fields["fix"]
+    once = fenced_tool(_ship(shipped), agent=shipper, depends_on={"order/42"})
+    for again in (once, once.with_middleware(lambda call_next, e, c: call_next(e, c))):
+        with pytest.raises(IntegrationError, match="fenced already"):
+            fenced_tool(again, agent=shipper, depends_on={"order/42"})
+
+
+def test_record_agents_without_agents_or_recorder_is_refused() -> None:
+    """QA r4-ag2 D10: ``record_agents(rec)`` (nothing would be recorded),
+    ``record_agents(None, agent)`` and an agent's name instead of the agent: typed
+    errors naming the fix."""
+    with pytest.raises(IntegrationError, match="no agent") as exc:
+        record_agents(RunRecorder("r"))
+    assert "record_agents(rec, agent)" in exc.value.fields["fix"]
+    with pytest.raises(IntegrationError, match="needs a RunRecorder") as exc:
+        record_agents(None, Agent("shipper"))  # type: ignore[arg-type]
+    assert "RunRecorder(" in exc.value.fields["fix"]
+    with pytest.raises(IntegrationError, match=r"needs ag2\.Agent objects") as exc:
+        record_agents(RunRecorder("r"), "alice")
+    assert "not their names" in exc.value.fields["fix"]
+
+
 def _ends(rec: RunRecorder) -> list[tuple[str, str]]:
     return [(e["agent"], e["content"]) for e in rec.events if e["kind"] == "termination"]
 
@@ -147,24 +195,30 @@ def test_one_end_per_run_with_a_delegated_sub_agent() -> None:
 
 
 def test_one_end_per_run_with_two_agents_and_gate_events_name_the_caller() -> None:
-    """``alice.ask`` then ``bob.ask`` sharing one fenced tool (one workspace agent):
-    one end (bob's answer; alice's answer stays an output), and each gate event names the
-    AG2 agent whose turn called the tool, not the workspace agent."""
+    """``alice.ask``, her follow-up ``reply.ask``, then ``bob.ask`` sharing one fenced
+    tool (one workspace agent): each request is a task in order (QA r4-ag2 D7: the
+    follow-up and bob's request were lost), one end (bob's answer; alice's answers stay
+    outputs), and each gate event names the AG2 agent whose turn called the tool, not
+    the workspace agent."""
     _ws, shipper, shipped = orders()
     shared = fenced_tool(_ship(shipped), agent=shipper, depends_on={"order/42"})
     shipper.read("order/42")
     alice = Agent("alice", config=_Model([call("ship", order_id="42", city="Berlin"),
-                                          "alice shipped"]).config(), tools=[shared])
+                                          "alice shipped", "alice again"]).config(),
+                  tools=[shared])
     bob = Agent("bob", config=_Model([call("ship", order_id="42", city="Berlin"),
                                       "bob shipped"]).config(), tools=[shared])
     rec = RunRecorder("two-agents")
     record_agents(rec, alice, bob)
 
     async def both() -> None:
-        await alice.ask("ship 42")
+        reply = await alice.ask("ship 42")
+        await reply.ask("any news?")
         await bob.ask("ship 42 again")
 
     asyncio.run(both())
+    assert [(e["agent"], e["content"]) for e in rec.events if e["kind"] == "task"] == [
+        ("user", "ship 42"), ("user", "any news?"), ("user", "ship 42 again")]
     assert _ends(rec) == [("bob", "bob shipped")]
     assert [e["agent"] for e in rec.events if e.get("gate")] == ["alice", "bob"]
     assert ("alice", "alice shipped") in [(e["agent"], e["content"]) for e in rec.events

@@ -290,6 +290,20 @@ def test_a_wrong_agent_gets_one_message_with_a_hint_for_an_sdk_agent(agent: Any)
     assert "ws.agent('dispatcher')" in exc.value.fields["fix"]
 
 
+def test_a_fenced_tool_or_a_recorder_path_is_refused_when_wrapped() -> None:
+    """As in every integration (QA r4-ag2 D5/D6): wrapping a fenced tool again is refused
+    "fenced already" (one call would be recorded twice); ``recorder="trace.jsonl"`` is
+    an ``IntegrationError`` naming ``rec.write(path)`` (was a raw AttributeError)."""
+    _ws, disp, _sent, (_get_load, dispatch) = _loads()
+    once = fenced_function_tool(dispatch, agent=disp, depends_on={"load/L7"})
+    with pytest.raises(IntegrationError, match="fenced already"):
+        fenced_function_tool(once, agent=disp, depends_on={"load/L7"})
+    with pytest.raises(IntegrationError, match="recorder= must be a RunRecorder") as exc:
+        fenced_function_tool(dispatch, agent=disp, depends_on={"load/L7"},
+                             recorder="trace.jsonl")  # type: ignore[arg-type]
+    assert "rec.write('trace.jsonl')" in exc.value.fields["fix"]
+
+
 def test_low_level_a_replan_after_the_approval_is_another_request(trip: Any) -> None:
     """``fence=``: the human approves Lisbon; the trip is revised to Lisbon again (a new
     version) while they decide and the replanner binds the same arguments from it: the

@@ -241,3 +241,70 @@ def test_malformed_json_rpc_keeps_serving(manifest: Path) -> None:
         p.wait(timeout=5)
         p.stdin.close()
         p.stdout.close()
+
+
+def test_malformed_lines_are_answered(manifest: Path) -> None:
+    """JSON-RPC 2.0 Sec. 5.1 over stdio (QA r3 U4): what is not JSON gets -32700, JSON that
+    is no valid message -32600, with the message's own id when it has a usable one (so the
+    waiting request is answered); a lone surrogate escape is a parse error; the session
+    goes on serving."""
+    p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", str(manifest)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env(), text=True)
+    assert p.stdin is not None and p.stdout is not None and p.stderr is not None
+    seen: dict[Any, list[dict[str, Any]]] = {}
+
+    def send(*lines: str) -> None:
+        assert p.stdin is not None
+        p.stdin.write("".join(x + "\n" for x in lines))
+        p.stdin.flush()
+
+    def until(rid: Any, n: int = 1) -> list[dict[str, Any]]:
+        assert p.stdout is not None
+        while len(seen.get(rid, ())) < n:
+            line = p.stdout.readline()
+            assert line, "the gateway closed its stdout"
+            msg = json.loads(line)
+            seen.setdefault(msg.get("id"), []).append(msg)
+        return seen[rid]
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}))
+        until(1)
+        send('{"jsonrpc":"2.0","method":"notifications/initialized"}',
+             "this is not json",
+             "",
+             "[1,2,3]",
+             '[{"jsonrpc":"2.0","id":21,"method":"tools/list"},'
+             '{"jsonrpc":"2.0","id":22,"method":"ping"}]',
+             '{"jsonrpc":"2.0","id":23}',
+             '{"jsonrpc":"2.0","id":24,"method":"tools/call","params":{"name":"echo",'
+             '"arguments":{"text":"\\ud800"}}}',
+             '{"jsonrpc":"2.0","id":true,"method":"ping"}',
+             '{"jsonrpc":"2.0","id":25,"method":"ping","params":[1]}',
+             '{"jsonrpc":"2.0","id":99,"result":{}, "junk": [}',
+             '{"jsonrpc":"2.0","id":98,"result":5}',
+             json.dumps({"jsonrpc": "2.0", "id": 26, "method": "tools/call",
+                         "params": {"name": "echo", "arguments": {"text": "still here"}}}))
+        assert until(26)[0]["result"]["content"][0]["text"] == "still here"
+        for rid in (21, 22, 23, 25):
+            assert until(rid)[0]["error"]["code"] == -32600, seen[rid]
+        assert until(24)[0]["error"]["code"] == -32700
+        assert "hex escape" in seen[24][0]["error"]["message"]
+        nulls = until(None, 4)  # not JSON, [1,2,3], id true, the broken response line
+        codes = sorted(m["error"]["code"] for m in nulls)
+        assert codes == [-32700, -32700, -32600, -32600], nulls
+        assert 99 not in seen and 98 not in seen  # a response is never answered
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+        err = p.stderr.read()
+        assert err.count("malformed JSON-RPC line on stdin") == 9, err
+        assert "Traceback" not in err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=5)
+        p.stdout.close()
+        p.stderr.close()

@@ -35,7 +35,7 @@ def _trusting(folder: Path) -> Path:
     return path
 
 
-def _http_ledger(folder: Path, *, trust: bool
+def _http_ledger(folder: Path, *, trust: bool, stateless: bool = False
                  ) -> tuple[Path, Callable[[], subprocess.Popen[Any]], contextlib.ExitStack]:
     """A manifest whose ledger upstream is served over HTTP on a free port; ``start()``
     launches (or relaunches) that server, kept until the returned stack closes."""
@@ -51,7 +51,8 @@ def _http_ledger(folder: Path, *, trust: bool
         p = stack.enter_context(process(
             [sys.executable, str(LEDGER), "--http", str(port)],
             extra_env={"LEDGER_STATE": str(folder / "ledger.json"),
-                       "LEDGER_LOG": str(folder / "ledger.log")}))
+                       "LEDGER_LOG": str(folder / "ledger.log"),
+                       **({"LEDGER_STATELESS": "1"} if stateless else {})}))
         wait_port(port, p)
         return p
 
@@ -241,6 +242,9 @@ def test_trusted_http_upstream_notifies_on_its_get_stream_and_a_restart_untrusts
     with stack:
         anyio.run(main)
     assert [c["amount"] for c in _charges(tmp_path)] == [1, 2, 3, 800]
+    # a stateful upstream's GET stream opened: no "trust not in effect" warning
+    assert "no notification can reach" not in (tmp_path / "trace.jsonl").read_text(
+        encoding="utf-8")
 
 
 def test_trust_without_subscribe_support_warns(tmp_path: Path) -> None:
@@ -286,6 +290,38 @@ def test_a_refused_subscription_warns_and_the_reread_stays(tmp_path: Path) -> No
 
     anyio.run(main)
     assert _charges(tmp_path) == []
+
+
+def test_a_stateless_http_upstream_warns_and_the_reread_stays(tmp_path: Path) -> None:
+    """A trusted HTTP upstream without sessions (stateless: no GET stream) accepts the
+    subscription but can never notify: the gateway says so (log and trace, QA r3 U2), the
+    gate lines say the heads were read again, and a silent change is refused ``stale``."""
+    import json
+    manifest, start, stack = _http_ledger(tmp_path, trust=True, stateless=True)
+    start()
+    trace = tmp_path / "trace.jsonl"
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await s.read_resource(BAL)
+            with anyio.fail_after(30):
+                while "no notification can reach the gateway" not in trace.read_text(
+                        encoding="utf-8"):
+                    await anyio.sleep(0.05)
+            r = await s.call_tool("charge", {"account": "main", "amount": 1})
+            assert not r.is_error, text(r)
+            await s.read_resource(BAL)
+            _edit(tmp_path, accounts={"main": 100})  # a change nobody notifies
+            r = await s.call_tool("charge", {"account": "main", "amount": 30})
+            assert r.is_error and "(stale)" in text(r), text(r)
+
+    with stack:
+        anyio.run(main)
+    assert [c["amount"] for c in _charges(tmp_path)] == [1]
+    notes = [json.loads(x) for x in trace.read_text(encoding="utf-8").splitlines()
+             if "no notification can reach" in x]
+    assert len(notes) == 1 and "stateless" in notes[0]["content"], notes
+    assert all(g["head_source"]["trusted"] == [] for g in _gate_lines(tmp_path))
 
 
 def test_second_gateway_on_the_manifest_warns_trust_is_not_shared(tmp_path: Path) -> None:

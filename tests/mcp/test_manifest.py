@@ -90,6 +90,15 @@ def test_cli_manifest_error_exit_2(tmp_path: Path) -> None:
     assert "line 3" in res.output and "tools.book.depends_on" in res.output
 
 
+@pytest.mark.parametrize("arg", ["", "  "])
+def test_cli_empty_manifest_path_is_a_usage_error(arg: str) -> None:
+    """An unset shell variable (``icore mcp "$M"``) is not the current folder."""
+    res = CliRunner().invoke(app, ["mcp", arg])
+    assert res.exit_code == 2, res.output
+    assert "'manifest'" in res.output and "empty path" in res.output, res.output
+    assert "directory" not in res.output
+
+
 def test_cli_bad_http_address(tmp_path: Path) -> None:
     p = _write(tmp_path, "upstreams:\n  a: {command: python}\n")
     res = CliRunner().invoke(app, ["mcp", str(p), "--http", "nope"])

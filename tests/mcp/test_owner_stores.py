@@ -160,3 +160,55 @@ def test_unreachable_nats_store_refuses_to_start(tmp_path: Path) -> None:
         assert ei.value.fields["path"] == "store"
 
     anyio.run(main)
+
+
+def _audit(trace: Path, out: Path) -> dict[str, Any]:
+    """``icore audit TRACE --fail-on invalid --json``: exit 0 and the JSON summary."""
+    import subprocess
+
+    from .conftest import env
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(trace), "--fail-on",
+                          "invalid", "--out", str(out), "--json", str(out) + ".json"],
+                         capture_output=True, text=True, env=env(), timeout=120, check=False)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    return dict(json.loads(Path(str(out) + ".json").read_text(encoding="utf-8")))
+
+
+def test_sqlite_store_shared_by_two_gateways_each_trace_audits(tmp_path: Path) -> None:
+    """Two gateways (two manifests, two traces) on one SQLite owner store: a fact written
+    through A makes B's plan stale (refused, never forwarded); B's replan from the new
+    version is forwarded. Each trace is audited on its own: no invalid action, B's
+    lineage has its two forwarded calls valid and the stale one blocked, A's has the
+    write."""
+    store = {"backend": "sqlite", "path": str(tmp_path / "owners")}
+    a, b = _manifest(tmp_path, "a", store), _manifest(tmp_path, "b", store)
+
+    async def main() -> None:
+        async with stdio_gateway(a) as ga, stdio_gateway(b) as gb:
+            got = await gb.call_tool("icore_get_fact", {"key": GOAL})
+            assert json.loads(text(got)) == "Porto"
+            assert not (await gb.call_tool("echo", {"text": "ship to Porto"})).is_error
+            put = await ga.call_tool("icore_put_fact", {"key": GOAL, "value": "Lisbon"})
+            assert not put.is_error, text(put)
+            r = await gb.call_tool("echo", {"text": "ship to Porto"})
+            assert r.is_error and "(stale)" in text(r) and "Lisbon" in text(r), text(r)
+            got = await gb.call_tool("icore_get_fact", {"key": GOAL})
+            assert json.loads(text(got)) == "Lisbon"
+            r = await gb.call_tool("echo", {"text": "ship to Lisbon"})
+            assert not r.is_error, text(r)
+
+    anyio.run(main)
+    assert _forwarded(tmp_path, "b") == ["ship to Porto", "ship to Lisbon"]
+    assert _forwarded(tmp_path, "a") == []
+    ja = _audit(tmp_path / "a-trace.jsonl", tmp_path / "audit-a")
+    jb = _audit(tmp_path / "b-trace.jsonl", tmp_path / "audit-b")
+    [rb] = jb["runs"]
+    assert [x["status"] for x in rb["lineage"]] == ["valid", "blocked", "valid"], rb
+    assert "changed: fact://plan/goal" in rb["lineage"][1]["reason"]
+    assert rb["summary"]["replans"] == 1 and rb["summary"]["terminated"]
+    [ra] = ja["runs"]
+    assert ra["lineage"] == [] and ra["summary"]["terminated"], ra  # A wrote, called nothing
+    trace_a = (tmp_path / "a-trace.jsonl").read_text(encoding="utf-8")
+    assert "icore_put_fact" in trace_a and "Lisbon" in trace_a
+    assert "ship to" not in trace_a  # A's trace holds A's session only
+    assert "icore_put_fact" not in (tmp_path / "b-trace.jsonl").read_text(encoding="utf-8")

@@ -138,7 +138,9 @@ async def main() -> None:
 async def main_http(port: int) -> None:
     """Streamable HTTP on 127.0.0.1 (notifications on each session's GET stream)."""
     import uvicorn
-    app = server.streamable_http_app(host="127.0.0.1")
+    # LEDGER_STATELESS: no session id, so no GET stream (subscriptions can never notify)
+    app = server.streamable_http_app(host="127.0.0.1",
+                                     stateless_http=bool(os.environ.get("LEDGER_STATELESS")))
     await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                         log_level="warning")).serve()
 

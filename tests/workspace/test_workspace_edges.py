@@ -113,6 +113,18 @@ def test_expected_must_be_a_head_id_and_the_error_names_expected() -> None:
         ws.put(ROOM, {1, 2})  # type: ignore[arg-type]  # not JSON: still typed
 
 
+def test_a_value_with_no_json_form_names_the_field_and_the_fix() -> None:
+    """QA r4-ag2 D10: ``put`` of a value holding an ``object()`` names the field, the
+    type (no "a object") and what to store instead; nothing is written."""
+    ws = _ws()
+    with pytest.raises(MalformedRecord, match="value of type object, which has no JSON "
+                       "form") as ei:
+        ws.put(ROOM, {"when": object()})  # type: ignore[dict-item]
+    assert ei.value.fields["field"] == "content.when"
+    assert "isoformat()" in ei.value.fields["fix"]
+    assert ws.value(ROOM) == {"price": 100, "tags": ["quiet"]}
+
+
 # --- overlapping owner patterns ---------------------------------------------------------
 
 def test_owner_patterns_that_tie_for_a_key_are_refused() -> None:

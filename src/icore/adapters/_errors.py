@@ -38,4 +38,21 @@ class ExportError(AdapterError):
     """An export could not be produced, written or read back."""
 
 
-__all__ = ["AdapterError", "ExportError"]
+def check_text(text: object, file: object) -> None:
+    """Refuse an in-memory input of a ``parse_*`` function that is not text (issue 29).
+
+    Raises:
+        AdapterError: ``file`` is not a ``str`` (field ``file``), or ``text`` is not a
+            ``str`` (field ``text``; bytes are told to be decoded first).
+    """
+    if not isinstance(file, str):
+        raise AdapterError(f"file must be a str naming the input, got {type(file).__name__}",
+                           file="<memory>", field="file")
+    if not isinstance(text, str):
+        hint = " (decode bytes first: data.decode('utf-8'))" \
+            if isinstance(text, bytes | bytearray) else ""
+        raise AdapterError(f"text must be a str, got {type(text).__name__}{hint}", file=file,
+                           field="text")
+
+
+__all__ = ["AdapterError", "ExportError", "check_text"]

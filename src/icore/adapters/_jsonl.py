@@ -55,7 +55,7 @@ from typing import Any
 
 from icore._files import not_a_regular_file
 from icore.adapters._decision_check import check_record_line, checked_decision
-from icore.adapters._errors import AdapterError
+from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._trace import (
     AgentNames,
     Annotation,
@@ -99,15 +99,19 @@ def _utf8(raw: bytes, file: str, n: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file,
-                           field=f"line {n}") from None
+        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start} of the line",
+                           file=file, field=f"line {n}", byte=exc.start) from None
 
 
 def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
     """Parse the generic JSONL format from a string (see :func:`load_jsonl`).
 
     Lines are split on a newline (LF) only: a raw U+2028 inside a JSON string is text.
+
+    Raises:
+        AdapterError: ``text`` or ``file`` is not a ``str``; as :func:`load_jsonl`.
     """
+    check_text(text, file)
     return _parse_lines(enumerate(text.split("\n"), start=1), file=file, run_id=run_id)
 
 
@@ -131,6 +135,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                                column=exc.colno) from None
         except RecursionError:
             raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
+        except ValueError as exc:  # an integer over Python's 4300-digit limit
+            raise AdapterError(f"malformed JSON: {exc}", file=file, field=f"line {n}") from None
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
         if "run" in obj and names is None and not header:

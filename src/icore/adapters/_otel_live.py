@@ -82,7 +82,7 @@ def _fields(a: Mapping[str, Any], file: str, where: str) -> dict[str, Any]:
         return {}
     try:
         v = json.loads(raw) if isinstance(raw, str) else None
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # malformed, a 5000-digit integer, too deep
         v = None
     if not isinstance(v, dict):
         raise AdapterError("must be a JSON object (the event's fields)", file=file,
@@ -143,7 +143,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
             raise AdapterError(f"run manifest must be a JSON object, not "
                                f"{type(doc).__name__}", file=file, field=N.RUN_MANIFEST)
         manifest = manifest_from_dict(doc, file=file)
-    except (json.JSONDecodeError, RecursionError, LiveManifestError) as exc:
+    except (ValueError, RecursionError, LiveManifestError) as exc:  # ValueError: JSON
         raise AdapterError(f"invalid run manifest: {exc}", file=file,
                            field=N.RUN_MANIFEST) from None
     told: list[Mapping[str, Any]] = []

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from icore.adapters import _otel_names as N
-from icore.adapters._errors import AdapterError
+from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._otel_values import (
     _OTLP_STATUS,
     OtelSpan,
@@ -292,9 +292,11 @@ def parse_spans(text: str, *, file: str = "<memory>") -> list[OtelSpan]:
     a line break).
 
     Raises:
-        AdapterError: malformed JSON or nested too deeply, or a document in none of the
-            formats (the error names the missing or invalid field).
+        AdapterError: ``text`` or ``file`` is not a ``str``; malformed JSON or nested too
+            deeply, or a document in none of the formats (the error names the missing or
+            invalid field).
     """
+    check_text(text, file)
     stripped = text.strip()
     if not stripped:
         raise AdapterError("empty file", file=file, field="<root>")
@@ -323,7 +325,10 @@ def _loads(text: str | bytes, file: str, where: str) -> Any:
     except RecursionError:
         raise AdapterError("JSON nested too deeply", file=file, field=where) from None
     except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file, field=where) from None
+        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", file=file,
+                           field=where, byte=exc.start) from None
+    except ValueError as exc:  # an integer over Python's 4300-digit limit
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field=where) from None
 
 
 def list_reader(first: Any, file: str, where: str,

@@ -274,8 +274,9 @@ def as_step(value: Any, *, file: str, field: str) -> int | None:
         s = value.strip()
         try:
             n = int(float(s)) if re.fullmatch(r"\d+(\.0*)?", s) else int(s)
-        except ValueError:
-            raise AdapterError(f"not a step index: {value!r}", file=file, field=field) from None
+        except (ValueError, OverflowError):  # "abc"; 400 digits: float is inf
+            raise AdapterError(f"not a step index: {_short(value)}", file=file,
+                               field=field) from None
     else:
         raise AdapterError(f"not a step index: {value!r}", file=file, field=field)
     if n < 0:

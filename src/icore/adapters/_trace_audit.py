@@ -89,8 +89,17 @@ def audit_trace(trace: Trace, *, decl: DeclarationPackage | None = None) -> Audi
         The audited run (X, timeline, diagnoses, unsupported assertions, counts).
 
     Raises:
-        AdapterError: the run references something the declaration cannot express.
+        AdapterError: ``trace`` is not a :class:`Trace` or ``decl`` not a
+            :class:`DeclarationPackage` (field ``trace`` / ``decl``, file ``<memory>``);
+            the run references something the declaration cannot express.
     """
+    if not isinstance(trace, Trace):
+        raise AdapterError(f"trace must be a Trace (load_trace, parse_jsonl, ...), got "
+                           f"{type(trace).__name__}", file="<memory>", field="trace")
+    if decl is not None and not isinstance(decl, DeclarationPackage):
+        raise AdapterError(f"decl must be a DeclarationPackage or None, got "
+                           f"{type(decl).__name__}", file=trace.file or "<memory>",
+                           field="decl")
     trace = valid_text_trace(trace)
     if trace.family == ICORE_LIVE and decl is None:
         from icore.adapters._otel_live import audit_live_trace

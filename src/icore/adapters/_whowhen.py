@@ -68,7 +68,8 @@ def read_json(path: str | Path) -> tuple[Any, str]:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason}", file=file, field="<root>") from None
+        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", file=file,
+                           field="<root>", byte=exc.start) from None
     except OSError as exc:
         raise AdapterError(f"cannot read: {exc.strerror or exc}", file=file,
                            field="<root>") from None
@@ -89,6 +90,8 @@ def read_json(path: str | Path) -> tuple[Any, str]:
         ) from None
     except RecursionError:
         raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
+    except ValueError as exc:  # an integer over Python's 4300-digit limit
+        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
 
 
 def detect_family(data: Any) -> str:
@@ -236,6 +239,8 @@ def _ledger(text: str, file: str, field: str, names: AgentNames) -> Ledger:
         raise AdapterError(f"malformed ledger JSON: {exc.msg}", file=file, field=field) from None
     except RecursionError:
         raise AdapterError("ledger JSON nested too deeply", file=file, field=field) from None
+    except ValueError as exc:  # an integer over Python's 4300-digit limit
+        raise AdapterError(f"malformed ledger JSON: {exc}", file=file, field=field) from None
     if not isinstance(obj, dict):
         raise AdapterError("ledger is not an object", file=file, field=field)
 

@@ -89,9 +89,9 @@ def audit(
     prov: bool = typer.Option(False, "--prov", help="Also export each run as PROV-JSON."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write HTML reports."),
     json_out: Path | None = typer.Option(
-        None, "--json", parser=nonempty_path, help="Write a JSON summary here: per run "
-        "the summary, hard flags, diagnoses, attribution and lineage verdicts; import "
-        "errors."),
+        None, "--json", parser=nonempty_path, help="Write a JSON summary here (missing "
+        "folders are created): per run the summary, hard flags, diagnoses, attribution "
+        "and lineage verdicts; import errors."),
     fail_on: list[str] | None = typer.Option(
         None, "--fail-on", help="Exit 3 when any run shows this (repeatable or "
         "comma-separated): hard-flags, unsound (final snd < 1), invalid (an action in the "
@@ -150,7 +150,9 @@ def audit(
         console.print(f"[yellow]warning[/] skipped {escape(str(q))}: {escape(why)}; not "
                       "read (only regular files are audited)")
     if not files:
-        console.print("[red]no trace files found[/]")
+        shown = ", ".join(str(p) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
+        console.print(f"[red]no trace files found[/] in {escape(shown)} (a folder is "
+                      "searched for .json and .jsonl files)")
         raise typer.Exit(2)
     target = otlp_file_target(otlp_endpoint)
     refuse_input_as_output([(w, p) for w, p in (("--json", json_out),
@@ -160,7 +162,8 @@ def audit(
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
                single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,
                llm=_LlmOptions(llm_base_url, llm_model, llm_mode, llm_api_key),
-               folds=folds, repeats=repeats, otlp_best_effort=otlp_best_effort)
+               folds=folds, repeats=repeats, otlp_best_effort=otlp_best_effort,
+               skipped=scan.skipped)
 
 
 @contextlib.contextmanager
@@ -193,7 +196,8 @@ class _LlmOptions:
 def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool, prov: bool,
            report: bool, single_file: bool, json_file: Any, fails: frozenset[str],
            otlp_endpoint: str | None, llm: _LlmOptions, folds: int, repeats: int,
-           otlp_best_effort: bool = False) -> None:
+           otlp_best_effort: bool = False,
+           skipped: tuple[tuple[Path, str], ...] = ()) -> None:
     results: list[AuditResult] = []
     errors: list[tuple[str, str]] = []
     t0 = time.perf_counter()
@@ -328,6 +332,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
     if json_file is not None:
         doc = {"icore": __version__, "runs": runs,
                "errors": [{"file": f, "error": e} for f, e in errors],
+               "skipped": [{"path": str(q), "why": why} for q, why in skipped],
                "attribution_score": _plain(sc) if sc is not None else None,
                "elapsed_s": round(elapsed, 3)}
         json_file.write(json.dumps(doc, indent=1, default=str) + "\n")

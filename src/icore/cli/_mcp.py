@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from icore._files import not_a_regular_file
+from icore.cli.inputs import nonempty_path
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -27,7 +28,8 @@ def _host_port(value: str) -> tuple[str, int]:
 
 
 def mcp(
-    manifest: Annotated[Path, typer.Argument(help="Gateway manifest (YAML).")],
+    manifest: Annotated[Path, typer.Argument(help="Gateway manifest (YAML).",
+                                             parser=nonempty_path)],
     http: Annotated[str | None, typer.Option(
         "--http", metavar="HOST:PORT",
         help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")] = None,

@@ -53,6 +53,8 @@ def serve(
     except TeamManifestError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if agent is not None and not agent.strip():
+        raise typer.BadParameter("an empty agent id names no agent", param_hint="--agent")
     if all_agents == (agent is not None):
         typer.echo("error: give exactly one of --agent ID or --all", err=True)
         raise typer.Exit(2)

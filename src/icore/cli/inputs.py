@@ -20,6 +20,7 @@ from typing import Any
 import typer
 
 from icore._files import not_a_regular_file
+from icore.cli._writable import write_probe
 from icore.errors import redact
 
 FAIL_EXIT = 3
@@ -138,8 +139,10 @@ class OutputFile:
     its work. With a reader (a pipe to another process, ``/dev/stdout`` piped) the
     descriptor is held until :meth:`write`, so the reader does not see an early EOF.
     Any other path (missing, regular file, character device) is written at the end as
-    before; a folder, or a missing path whose parent folder does not exist, is refused
-    up front (exit 2). Use through :func:`output_file`.
+    before, its missing folders created then (as ``--out`` creates its folder); a folder,
+    or a path that cannot be created or written (:func:`unwritable`: a file on the way,
+    a read-only file system, a name too long), is refused up front (exit 2). Use through
+    :func:`output_file`.
     """
 
     def __init__(self, path: Path, *, what: str) -> None:
@@ -153,15 +156,13 @@ class OutputFile:
             mode: int | None = os.stat(path).st_mode
         except OSError:
             mode = None
-        # refuse what the final write would refuse, before the command does its work
-        if mode is None and not path.parent.is_dir():
-            typer.echo(f"error: cannot write {what} {path}: folder {path.parent} does not "
-                       "exist", err=True)
-            raise typer.Exit(2)
+        # refuse what the final write would refuse, before the command does its work (a
+        # missing folder on the way is created at the write, as --out creates its own;
+        # one that cannot be - a file on the way, a read-only place - is refused here)
         if mode is not None and stat.S_ISDIR(mode):
             typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
             raise typer.Exit(2)
-        if mode is None or stat.S_ISREG(mode):  # too long a name, /proc, read-only ...
+        if mode is None or stat.S_ISREG(mode) or stat.S_ISCHR(mode):  # /proc, /dev/full ...
             problem = unwritable(path, folder=False)
             if problem is not None:
                 typer.echo(f"error: {what} {shown_path(path)}: {problem}", err=True)
@@ -188,6 +189,7 @@ class OutputFile:
         data = text.encode()
         try:
             if self._fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.path.write_bytes(data)
                 return
             fd, self._fd = self._fd, None
@@ -477,8 +479,9 @@ def unwritable(path: Path, *, folder: bool) -> str | None:
     removed at once in the output folder (or the nearest existing folder above it), so
     a read-only file system, missing permission or a pseudo file system such as
     ``/proc`` is found whoever runs the command (``root`` included, which ``access()``
-    cannot tell). An existing file (not ``folder``) is opened for appending and closed,
-    nothing written.
+    cannot tell). An existing file or device (not ``folder``) is refused on a kernel
+    pseudo file system and otherwise written zero bytes (:func:`write_probe`): its content
+    is unchanged, ``/proc/version`` and ``/dev/full`` fail now.
 
     Args:
         path: the output folder (``folder``) or file.
@@ -498,12 +501,9 @@ def unwritable(path: Path, *, folder: bool) -> str | None:
     if anchor == path and not folder:  # an existing output file
         if stat.S_ISDIR(st.st_mode):
             return "is a folder; give a file name"
-        if stat.S_ISREG(st.st_mode):
-            try:
-                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
-            except OSError as exc:
-                return f"cannot be written: {exc.strerror}"
-        return None  # a FIFO or a device: see OutputFile
+        if stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            return write_probe(path)  # /proc/version, /dev/full: refused now, not at the end
+        return None  # a FIFO: see OutputFile
     if not stat.S_ISDIR(st.st_mode):
         return ("exists and is not a folder" if anchor == path else
                 f"cannot be created: {shown_path(anchor)} is a file, not a folder")
@@ -522,8 +522,9 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
 
     Raises:
         typer.Exit: code 2 when ``path`` is an existing FIFO with no reader (ENXIO) or
-            cannot be opened for writing, is a folder, or its parent folder does not
-            exist; the message names ``path`` on stderr.
+            cannot be opened for writing, is a folder, or cannot be created (a file on
+            the way, a read-only file system); the message names ``path`` on stderr.
+            Missing folders on the way are created when the output is written.
     """
     if path is None:
         yield None

@@ -160,7 +160,7 @@ _MAX_BINDINGS = 4096
 """Most remembered root bindings per fence (then forgotten all at once)."""
 
 
-def _check_call(tool: Any, roots: Any, args: Any, replan: Any) -> None:
+def _check_call(tool: Any, roots: Any, args: Any, replan: Any, raise_on_block: Any) -> None:
     """Refuse wrong argument types of execute/aexecute at the call (issue 29).
 
     Raises:
@@ -190,6 +190,8 @@ def _check_call(tool: Any, roots: Any, args: Any, replan: Any) -> None:
                              got="non-str key")
     if replan is not None and not callable(replan):
         raise bad("replan", "a callable (or None)", replan)
+    if not isinstance(raise_on_block, bool):  # "no" would mean True
+        raise bad("raise_on_block", "True or False", raise_on_block)
 
 
 @dataclass
@@ -462,14 +464,15 @@ class Fence:
         Raises:
             FenceCallError: ``tool`` is not a :class:`ProtectedTool`, ``roots`` is not a
                 list or tuple of record-id strings (None, one id as a bare string, a dict
-                inside), ``args`` is not a mapping with string keys, or ``replan`` is
-                not callable; raised at the call, nothing was asked or executed.
+                inside), ``args`` is not a mapping with string keys, ``replan`` is
+                not callable, or ``raise_on_block`` is not a bool; raised at the call,
+                nothing was asked or executed.
             AsyncRequired: the tool or the replanner is a coroutine function (or returned
                 an awaitable); nothing was awaited - use :meth:`aexecute`.
             ActionBlocked: when blocked and ``raise_on_block``.
             Exception: whatever the tool itself raises once authorized.
         """
-        _check_call(tool, roots, args, replan)
+        _check_call(tool, roots, args, replan, raise_on_block)
         if tool.is_async:
             raise AsyncRequired("an async tool runs only through Fence.aexecute()",
                                 tool=tool.name)
@@ -515,7 +518,7 @@ class Fence:
             ActionBlocked: when blocked and ``raise_on_block``.
             Exception: whatever the tool itself raises once authorized.
         """
-        _check_call(tool, roots, args, replan)
+        _check_call(tool, roots, args, replan, raise_on_block)
         gen = self._protocol(tool, roots, args, replan is not None, raise_on_block)
         step = next(gen)
         while True:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -176,10 +177,12 @@ class FenceGuard:
     :class:`~icore.workspace.ReplanFailed` chained to the replanner's exception.
 
     Raises:
-        IntegrationError: ``replan`` is given but not callable; ``on_block`` is neither
-            ``"error"`` nor ``"raise"``; neither
-            ``agent`` (a workspace agent) nor ``fence`` is given, or ``fence`` is not a
-            Fence; ``depends_on`` is a str, not a collection, empty, or names keys no owner
+        IntegrationError: ``recorder`` is not a :class:`RunRecorder` (a path: the fix
+            names ``rec.write(path)``), or ``replicator`` not a Replicator; ``replan`` is given
+            but not callable;
+            ``on_block`` is neither ``"error"`` nor ``"raise"``; neither ``agent`` (a
+            workspace agent) nor ``fence`` is given, or ``fence`` is not a Fence;
+            ``depends_on`` is a str, not a collection, empty, or names keys no owner
             is declared for (the error names them and the fix); agent mode: a static key
             that was never written while a written key is close to it (a typo: ``did
             you mean ...?``; a :class:`~icore.workspace.WorkspaceError`).
@@ -209,6 +212,19 @@ class FenceGuard:
                 isinstance(agent, str) and not agent)):
             raise IntegrationError("agent must be a workspace agent or a non-empty agent id",
                                    got=type(agent).__name__)
+        if recorder is not None and not isinstance(recorder, RunRecorder):
+            is_path = isinstance(recorder, str | os.PathLike)
+            path = str(recorder)[:80] if is_path else "run.jsonl"
+            raise IntegrationError(
+                "recorder= must be a RunRecorder" + (", not a path: the trace file is "
+                                                     "written after the run with "
+                                                     "rec.write(path)" if is_path else ""),
+                got=type(recorder).__name__,
+                fix=f"rec = RunRecorder('run-1'); pass recorder=rec; after the run: "
+                f"rec.write({path!r})")
+        if replicator is not None and not isinstance(replicator, Replicator):
+            raise IntegrationError("replicator= must be an icore.integrations.Replicator or "
+                                   "None", got=type(replicator).__name__)
         if replan is not None and not callable(replan):
             raise IntegrationError(
                 "replan= must be a function: (Stale) -> the new call's arguments (the "
@@ -444,6 +460,36 @@ class FenceGuard:
                                    replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                                    tools=self._tools)
         return self._finish(name, res, recorder, failed)
+
+
+def agent_error(agent: Any, *, tool: str, fence: Fence | None, framework: str, wrapper: str,
+                native: bool = False, native_kind: str = "") -> IntegrationError:
+    """The one error of every integration for a wrong ``agent=`` (issue 28 item 4).
+
+    Args:
+        agent: what was passed.
+        tool: the tool's name.
+        fence: the ``fence=`` passed (the low-level API, where ``agent=`` may be an id).
+        framework: the integration (``"ag2"``, ``"openai_agents"``, ``"crewai"``).
+        wrapper: the function the fix calls (``fenced_tool``).
+        native: ``agent`` is the framework's own agent object: the message adds a hint
+            naming ``ws.agent('<its name>')``.
+        native_kind: how the hint names that object (``"an AG2 Agent"``).
+
+    Returns:
+        The :class:`~icore.errors.IntegrationError` to raise (fields ``framework``,
+        ``tool``, ``got``, ``fence`` and ``fix``).
+    """
+    name = getattr(agent, "name", None) if native else None
+    hint = (f"; this is {native_kind}: pass the workspace agent whose reads the calls "
+            f"derive from, ws.agent({name!r})" if native else "")
+    return IntegrationError(
+        "a fenced tool needs agent= (a workspace agent: ws.agent('name')) or fence= (a "
+        "Fence, the low-level API, where agent= may be an agent id str)" + hint,
+        framework=framework, tool=tool, got=type(agent).__name__,
+        fence="given" if fence is not None else "none",
+        fix=f"{wrapper}(tool, agent=ws.agent({(name if native else 'dispatcher')!r}), "
+        "depends_on={...})")
 
 
 def _loud(name: str, exc: ReplanFailed) -> ReplanFailed:

@@ -307,6 +307,9 @@ def load_manifest(path: str | os.PathLike[str]) -> RunManifest:
         where = str(exc).replace('"<unicode string>"', f'"{p}"')  # YAML names no file
         raise LiveManifestError(f"cannot read run manifest {p}: {where}", file=str(p)) \
             from exc
+    except (ValueError, OverflowError) as exc:  # an int of 5000 digits, 2026-13-45
+        raise LiveManifestError(f"cannot read run manifest {p}: a value YAML cannot "
+                                f"convert: {exc}", file=str(p)) from None
     except RecursionError:
         raise LiveManifestError("cannot read run manifest: nested too deeply", file=str(p)) \
             from None

@@ -573,7 +573,11 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
         line = None if mark is None else mark.line + 1
         raise GatewayManifestError(f"bad YAML at line {line}: {exc.problem}", file=str(p),
                                    path="<root>", line=line) from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+    except RecursionError:
+        raise GatewayManifestError("cannot read gateway manifest: nested too deeply",
+                                   file=str(p), path="<root>", line=None) from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, OverflowError) as exc:
+        # ValueError: an int of 5000 digits, a date 2026-13-45
         raise GatewayManifestError(f"cannot read gateway manifest: {exc}", file=str(p),
                                    path="<root>", line=None) from None
     if not isinstance(data, dict):

@@ -39,6 +39,10 @@ log = logging.getLogger("icore.mcp")
 REREAD_CONCURRENCY = 8
 """At most this many resources of one call's D(a) are read again from upstreams at once."""
 
+STREAM_GRACE_S = 2.0
+"""How long after an accepted subscription a trusted HTTP upstream's GET stream may take to
+open before the gateway warns that trust is not in effect, seconds."""
+
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -88,6 +92,8 @@ class _Resources:
         self._subscribed: set[tuple[str, int, str]] = set()
         self._live: set[tuple[str, int, str]] = set()
         """(upstream, generation, name) of the subscriptions an upstream accepted."""
+        self._stream_checked: set[tuple[str, int]] = set()
+        """(upstream, generation) whose notification stream was checked (:meth:`_check_stream`)."""
         self._updates: dict[str, int] = {}
         """URI -> how many update notifications the gateway has seen for it."""
         self._fresh: dict[str, tuple[int, int, int]] = {}
@@ -267,6 +273,30 @@ class _Resources:
             return
         if u.generation == gen:
             self._live.add((route.upstream, gen, route.name))
+            if u.spec.trust_updates and u.spec.url is not None and not u.watch_live \
+                    and self.tg is not None and (u.name, gen) not in self._stream_checked:
+                self._stream_checked.add((u.name, gen))
+                self.tg.start_soon(self._check_stream, u, gen, route.name)
+
+    async def _check_stream(self, u: Upstream, gen: int, name: str) -> None:
+        """Warn (log and trace) when a trusted HTTP upstream has no notification stream.
+
+        The SDK opens the standalone GET stream shortly after ``initialize``; when it is
+        still closed :data:`STREAM_GRACE_S` after an accepted subscription (a stateless
+        server, or one that refuses the GET), no update can reach the gateway, so
+        ``trust_updates`` is not in effect: its resources are read again at every
+        protected call (fail closed), and the operator is told so, once per connection.
+        """
+        await anyio.sleep(min(STREAM_GRACE_S, u.spec.timeout_s))
+        if u.generation != gen or u.watch_live or u.session is None:
+            return
+        why = ("it gave no Mcp-Session-Id: a stateless server, which has no GET stream"
+               if u.http_session is False else "its GET stream (HTTP) did not open")
+        msg = (f"upstream {u.name} is marked trust_updates and accepted the subscription "
+               f"to {name}, but no notification can reach the gateway ({why}); its "
+               "resources are read again before every protected call")
+        log.warning("%s", msg)
+        self.gw.trace.note("gateway", msg, upstream=u.name, resource=name)
 
     async def notify_subscribers(self, uri: str) -> None:
         """Tell every subscribed client that ``uri`` has a new version."""

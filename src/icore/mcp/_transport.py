@@ -24,6 +24,7 @@ import anyio
 from icore._extras import require
 from icore.mcp._gateway import Gateway
 from icore.mcp._gateway_manifest import GatewayManifest
+from icore.mcp._stdio_lines import stdio_streams
 
 log = logging.getLogger("icore.mcp")
 
@@ -39,8 +40,11 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
 
     async with Gateway(manifest) as gw, _pipe_stdio() as files:
         gw.single_client = True
-        stdin, stdout = files if files is not None else (None, None)
-        async with stdio_server(stdin, stdout) as (read, write):  # type: ignore[arg-type]
+        if files is None:  # not pipes (a terminal, a file): the SDK's own transport
+            async with stdio_server() as (read, write):
+                await gw.server.run(read, write, gw.server.create_initialization_options())
+            return
+        async with stdio_streams(*files) as (read, write):
             await gw.server.run(read, write, gw.server.create_initialization_options())
 
 
@@ -226,6 +230,61 @@ def _http_parser() -> str:
     return "httptools"
 
 
+_GONE_LOGGERS = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager",
+                 "uvicorn.error")
+"""Loggers that print a traceback when an HTTP client goes away mid-request."""
+
+
+def _gone(exc: BaseException | None) -> BaseException | None:
+    """The stream error behind ``exc`` when it means "the client went away", else None.
+
+    anyio's ``ClosedResourceError``, ``BrokenResourceError`` or ``EndOfStream`` (the
+    session's streams closed under a request), found in ``exc``, its cause or context
+    chain, or an exception group's members.
+    """
+    gone_types = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    stack, seen = [exc], set()
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, gone_types):
+            return e
+        if isinstance(e, BaseExceptionGroup):
+            stack.extend(e.exceptions)
+        stack.extend((e.__cause__, e.__context__))
+    return None
+
+
+class ClientGoneFilter(logging.Filter):
+    """One log line, no traceback, when an HTTP client went away mid-request (QA r3 U6).
+
+    The SDK's streamable-HTTP transport logs ``anyio.ClosedResourceError`` with its
+    traceback when a client disconnects (or ends its session) while a request of it is
+    being handled, and uvicorn then logs the failed error answer again. Such a record
+    becomes one WARNING line naming the error; uvicorn's follow-up (a ``RuntimeError``
+    caused by it: the answer could not be sent) is dropped. Any other record passes
+    unchanged. The gateway itself is unaffected: an accepted call still runs to its end
+    and is recorded.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for uvicorn's follow-up record; True (maybe rewritten) otherwise."""
+        exc = record.exc_info[1] if record.exc_info else None
+        gone = _gone(exc)
+        if gone is None:
+            return True
+        if record.name == "uvicorn.error" and exc is not gone:
+            return False  # "Exception in ASGI application" after the SDK's own line
+        what = record.getMessage()
+        record.msg = "an HTTP client went away mid-request (%s: %s); the gateway goes on"
+        record.args = (type(gone).__name__, what)
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
@@ -274,7 +333,14 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
             print(f"icore mcp: serving http://{host}:{port}/mcp", file=sys.stderr,
                   flush=True)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(ready)
-            await server.serve()
-            tg.cancel_scope.cancel()
+        quiet = ClientGoneFilter()
+        for name in _GONE_LOGGERS:
+            logging.getLogger(name).addFilter(quiet)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ready)
+                await server.serve()
+                tg.cancel_scope.cancel()
+        finally:
+            for name in _GONE_LOGGERS:
+                logging.getLogger(name).removeFilter(quiet)

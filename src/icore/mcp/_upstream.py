@@ -78,6 +78,9 @@ class Upstream:
         upstream may notify the change it made only after answering)."""
         self.session_lost = False
         """Set when the HTTP upstream answered 404 to the session id (it restarted)."""
+        self.http_session: bool | None = None
+        """HTTP: whether the upstream's answer to ``initialize`` gave an ``Mcp-Session-Id``
+        (False: a stateless server, which has no GET stream to notify on); None: stdio."""
         self._inbox: Any = None
         """The connection's receive stream (its end: the upstream exited or closed it)."""
         self._lock = anyio.Lock()
@@ -92,6 +95,10 @@ class Upstream:
     def _lost(self) -> None:
         """The HTTP upstream answered 404 to the session id: the session is gone."""
         self.session_lost = True
+
+    def _session_id(self, given: bool) -> None:
+        """The HTTP upstream answered ``initialize`` with (``given``) or without a session id."""
+        self.http_session = given
 
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
         """Run connections in ``tg`` (the gateway's task group)."""
@@ -126,7 +133,8 @@ class Upstream:
                         assert spec.url is not None
                         client = keepalive_http_client(dict(spec.headers) or None,
                                                        on_listen=self._watching,
-                                                       on_lost=self._lost)
+                                                       on_lost=self._lost,
+                                                       on_session=self._session_id)
                         await stack.enter_async_context(client)
                         r, w = await stack.enter_async_context(
                             streamable_http_client(spec.url, http_client=client))
@@ -292,7 +300,8 @@ DRAIN_S = 1.0
 
 def keepalive_http_client(headers: dict[str, str] | None = None,
                           on_listen: Callable[[bool], None] | None = None,
-                          on_lost: Callable[[], None] | None = None) -> Any:
+                          on_lost: Callable[[], None] | None = None,
+                          on_session: Callable[[bool], None] | None = None) -> Any:
     """The SDK's HTTP client for an upstream, keeping its connection across SSE answers.
 
     An upstream that answers a POST with an SSE stream ends that stream right after the
@@ -309,7 +318,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     opens, ``on_listen(False)`` when it ends or fails (the SDK reconnects it, but what
     was sent in between is lost). ``on_lost()`` is called when the upstream answers 404
     to a request carrying an ``Mcp-Session-Id``: it no longer knows the session (it
-    restarted), and the MCP spec asks the client to start a new one.
+    restarted), and the MCP spec asks the client to start a new one. ``on_session(given)``
+    is called with the answer to each POST sent without a session id (``initialize``):
+    whether it gave one (a stateless server does not, and opens no GET stream).
     """
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
@@ -358,9 +369,12 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
 
         async def handle_async_request(self, request: Any) -> Any:
             resp = await self.inner.handle_async_request(request)
-            if resp.status_code == 404 and on_lost is not None \
-                    and request.headers.get("mcp-session-id"):
-                on_lost()
+            if request.headers.get("mcp-session-id"):
+                if resp.status_code == 404 and on_lost is not None:
+                    on_lost()
+            elif on_session is not None and request.method == "POST" \
+                    and resp.status_code < 300:
+                on_session(bool(resp.headers.get("mcp-session-id")))
             if request.method == "POST" and resp.headers.get(
                     "content-type", "").lower().startswith("text/event-stream"):
                 resp.stream = DrainOnClose(resp.stream)

@@ -84,7 +84,11 @@ def _check_json(value: JSONValue, path: str, depth: int = 0) -> None:
                 raise MalformedRecord(f"content has a non-string key {k!r}", field=path)
             _check_json(v, f"{path}.{k}", depth + 1)
         return
-    raise MalformedRecord(f"content holds a {type(value).__name__}", field=path)
+    raise MalformedRecord(
+        f"content holds a value of type {type(value).__name__}, which has no JSON form",
+        field=path, fix="store JSON data: str, int, float, bool, None, lists and dicts with "
+        "str keys (e.g. d.isoformat() for a date, sorted(s) for a set, m.model_dump("
+        "mode='json') for a pydantic model)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -319,6 +319,9 @@ def load_declaration(path: str | Path) -> DeclarationPackage:
             data = yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise DeclarationPackageError(f"cannot parse: {exc}", file=file, path="<root>") from exc
+    except (ValueError, OverflowError) as exc:  # YAML: an int of 5000 digits, 2026-13-45
+        raise DeclarationPackageError(f"cannot parse: a value that cannot be converted: "
+                                      f"{exc}", file=file, path="<root>") from None
     except RecursionError:
         raise DeclarationPackageError("cannot parse: nested too deeply", file=file,
                                       path="<root>") from None

@@ -16,7 +16,12 @@ from icore._data import shared_data_dir
 from icore._extras import require
 from icore.adapters import AdapterError, audit_path, collect_paths
 from icore.attribution import fit_model_set
-from icore.cli.inputs import refuse_input_as_output, refuse_special_file
+from icore.cli.inputs import (
+    nonempty_path,
+    refuse_input_as_output,
+    refuse_non_folder,
+    refuse_special_file,
+)
 
 
 def bench_attribution(
@@ -26,7 +31,7 @@ def bench_attribution(
     folds: int = typer.Option(5, min=2, help="k of the grouped k-fold split."),
     repeats: int = typer.Option(5, min=1, help="Shuffles of the question groups."),
     seed: int = typer.Option(0, help="Seed of the first shuffle."),
-    out: Path = typer.Option(Path("results/attribution"), "--out", "-o",
+    out: Path = typer.Option(Path("results/attribution"), "--out", "-o", parser=nonempty_path,
                              help="Folder for attribution.md/.json and predictions.csv."),
     write_model: Path | None = typer.Option(
         None, "--write-model", help="Also fit the scorer on ALL given runs and write the "
@@ -44,6 +49,7 @@ def bench_attribution(
 
     Grouped k-fold, with and without ground truth, step tolerance ±0..±5, 95% intervals.
     """
+    refuse_non_folder(out, what="--out")  # /proc/x, /dev/full: before the evaluation
     console = Console(width=180)
     where = "the given runs"
     if not paths:

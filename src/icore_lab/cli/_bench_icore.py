@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from icore.agents import LLMSettings, LLMUnavailable, negotiate
+from icore.cli.inputs import nonempty_path, refuse_non_folder
 from icore_lab.bench import BadOption, UnknownPreset
 from icore_lab.bench.icore import PRESETS, default_jobs, evaluate, evaluate_grid
 from icore_lab.cli._options import bad_options
@@ -27,7 +28,8 @@ def bench_icore(
     ),
     seed0: int = typer.Option(0, help="First instance seed."),
     jobs: int = typer.Option(default_jobs(), min=1, help="Worker processes."),
-    out: Path | None = typer.Option(None, help="Output folder (default results/icore/<preset>)."),
+    out: Path | None = typer.Option(None, parser=nonempty_path,
+                                    help="Output folder (default results/icore/<preset>)."),
     llm_base_url: str = typer.Option(
         "", help="Run the LLM team behind this OpenAI-compatible endpoint (real-LLM setting)."
     ),
@@ -60,6 +62,8 @@ def bench_icore(
     except KeyError:
         raise typer.BadParameter(str(UnknownPreset(f"unknown preset {preset!r}",
                                                    known=sorted(PRESETS)))) from None
+    if out is not None:  # /proc/x, /dev/full: before the instances run
+        refuse_non_folder(out, what="--out")
     n = per_mode or p.per_mode
     if grid:
         with bad_options():

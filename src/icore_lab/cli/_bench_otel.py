@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from icore.cli.inputs import int_list, output_file, refuse_non_folder
+from icore.cli.inputs import int_list, nonempty_path, output_file, refuse_non_folder
 
 
 def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
@@ -35,7 +35,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
         repeats: int = typer.Option(1, min=1, help="Child processes per input (medians)."),
         audit: bool = typer.Option(True, "--audit/--no-audit", help="Also audit each "
                                    "trace (time and peak RSS then include X)."),
-        workdir: Path | None = typer.Option(None, help="Folder for the generated inputs "
+        workdir: Path | None = typer.Option(None, parser=nonempty_path,
+                                            help="Folder for the generated inputs "
                                             "(default: a temporary folder; removed)."),
         json_out: Annotated[Path | None, typer.Option(
             "--json", help="Write figures as JSON.")] = None,
@@ -74,9 +75,15 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             "--json", help="Write figures as JSON.")] = None,
     ) -> None:
         """Benchmark OTLP import (100,000 spans) and export overhead on the matched study."""
+        from icore.live import FAMILIES
         from icore_lab.bench.micro import run_otel_bench as run
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else None
+        unknown = [f for f in fams or () if f not in FAMILIES]
+        if unknown or (families is not None and not fams):  # before the import benchmark
+            raise typer.BadParameter(
+                f"unknown family {unknown[0]!r}; use one of {', '.join(FAMILIES)}" if unknown
+                else "names no family", param_hint="--families")
         with output_file(json_out, what="--json output") as out:
             res = run(spans=spans, export_runs=export_runs, families=fams,
                       seeds=_ints(seeds, "--seeds"), receiver=receiver, echo=typer.echo)

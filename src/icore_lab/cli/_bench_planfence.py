@@ -23,6 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from icore.cli.inputs import nonempty_path, refuse_non_folder
 from icore_lab.bench import PLANFENCE_PRESETS, BenchError, run_planfence
 
 _NAMES = ", ".join([*PLANFENCE_PRESETS, "paper", "selector"])
@@ -30,7 +31,7 @@ _NAMES = ", ".join([*PLANFENCE_PRESETS, "paper", "selector"])
 
 def bench_planfence(
     preset: str = typer.Argument("table1", help=f"Preset: {_NAMES}."),
-    out: Path | None = typer.Option(None, "--out", help="Output folder "
+    out: Path | None = typer.Option(None, "--out", parser=nonempty_path, help="Output folder "
                                     "(default results/planfence/<preset>)."),
     jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Worker processes."),
     transport: str = typer.Option("inproc", "--transport",
@@ -55,6 +56,7 @@ def bench_planfence(
     """
     console = Console(width=140)
     folder = out if out is not None else Path("results") / "planfence" / preset
+    refuse_non_folder(folder, what="--out")  # /proc/x, /dev/full: before the replay
     if preset == "selector":
         _selector(console, folder, jobs=jobs, seed=seed, scale=scale)
         return

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from icore._data import shared_data_dir
-from icore.cli.inputs import refuse_non_folder
+from icore.cli.inputs import nonempty_path, refuse_non_folder
 from icore.errors import IcoreError
 from icore_lab.workloads import staged_race
 
@@ -123,14 +123,14 @@ def _audit(console: Console, out: Path) -> list[str]:
 
 
 def demo(
-    out: Path = typer.Option(Path("results/demo"), "--out", "-o",
+    out: Path = typer.Option(Path("results/demo"), "--out", "-o", parser=nonempty_path,
                              help="Folder for the reports."),
     live: bool = typer.Option(True, "--live/--no-live", help="Run the live processes part."),
 ) -> None:
     """Run the embedded default: race, live team, Table 1 replay, Who&When audit.
 
-    An --out that exists and is not a folder is a usage error (exit 2) before any part
-    runs.
+    An --out that exists and is not a folder, or an empty --out (it would be the current
+    folder), is a usage error (exit 2) before any part runs.
     """
     refuse_non_folder(out, what="--out")
     console = Console(width=140)

@@ -1,8 +1,9 @@
 """Recorded AG2 1.x runs through agent middleware (icore Sec. 3).
 
 :func:`record_agents` adds one middleware (``ag2.Middleware``, AG2's own per-turn hook
-object) to each agent: the first request an agent is asked is the run's task, every model
-response with tool calls is a turn naming them, every tool result or tool error is a tool
+object) to each agent: every top-level request (the first ``ask``, a follow-up
+``reply.ask``, another agent's ``ask`` into the same recorder) is a ``task`` line, every
+model response with tool calls is a turn naming them, every tool result or tool error is a tool
 call with its arguments (fenced tools record their own calls, gate decisions included),
 and the text of the last top-level ``ask``'s answer is the run's final answer: one end
 per run. An ``ask`` inside another (a sub-agent behind ``Agent.as_tool``) is a step of
@@ -10,7 +11,11 @@ the outer one, its answer an ordinary output; a later top-level ``ask`` (a secon
 turn, a follow-up question) turns the earlier end back into an output. The middleware
 also tells fenced tools which agent is calling (gate events name it); a fenced call a
 human refused before its gate (a "no" to ``approval_required()``) is recorded by the fenced
-tool as a refused call (exit code 1, ``decision: "reject"``), not as a tool output.
+tool as a refused call (exit code 1, ``decision: "reject"``), not as a tool output. A
+run stopped at a human question nobody answered (AG2's ``HumanInputError`` leaving
+``ask``: no ``hitl_hook``, a timeout, a failed channel) is recorded as a pause (a
+``thought`` with ``pause: true`` naming the calls waiting, as the other integrations
+record a run waiting for a human), so ``icore audit`` reports it paused.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from typing import Any
 
 from ag2 import Middleware
 from ag2.events import ToolErrorEvent
+from ag2.exceptions import HumanInputError
 from ag2.middleware import BaseMiddleware
 
+from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._recorder import plain_data
 from icore.integrations._run_end import RunEnd
@@ -78,6 +85,8 @@ class ChatRecorder:
         self.run_end = RunEnd(recorder)
         """The run's one end: the latest top-level ``ask``'s answer."""
         self._started = False
+        self._waiting: list[tuple[str, str, Any]] = []
+        """Tool calls stopped at a human question no one answered: (agent, tool, args)."""
         self._lock = threading.Lock()
 
     def first(self) -> bool:
@@ -85,6 +94,29 @@ class ChatRecorder:
         with self._lock:
             first, self._started = not self._started, True
         return first
+
+    def waiting(self, agent: str, tool: str, args: Any) -> None:
+        """``agent``'s call of ``tool`` stopped at a human question no one answered."""
+        with self._lock:
+            self._waiting.append((agent, tool, args))
+
+    def pause(self, agent: str, error: BaseException) -> None:
+        """The run stopped waiting for a human (AG2's ``HumanInputError`` left ``ask``).
+
+        Recorded as a ``thought`` with ``pause: true`` naming the calls put to the
+        human (as the other integrations record a run waiting for a human), so
+        ``icore audit`` reports the run paused, not ended without a final answer.
+        """
+        with self._lock:
+            waiting, self._waiting = self._waiting, []
+        asked = "; ".join(f"{t} {json.dumps(a, sort_keys=True, default=str)}"
+                          for _, t, a in waiting)
+        what = f"'s answer about {asked}" if asked else "'s answer"
+        self.recorder.add(waiting[0][0] if waiting else agent, "thought",
+                          f"paused: waiting for a human{what} ({type(error).__name__}: "
+                          f"{error})", pause=True,
+                          approvals=[{"tool": t, "args": a} for _, t, a in waiting] or None,
+                          human_input=type(error).__name__)
 
     def middleware(self, agent: str) -> Middleware:
         """The ``ag2.Middleware`` recording one agent's turns."""
@@ -98,21 +130,26 @@ class _AgentRecording(BaseMiddleware):
         self.agent = agent
 
     async def on_turn(self, call_next: Any, event: Any, context: Any) -> Any:
-        """One ``ask`` of the agent: the task (first request), the answer.
+        """One ``ask`` of the agent: the task (a top-level request), the answer.
 
         The answer of a top-level ``ask`` is the run's end; inside another ``ask`` (a
-        delegated sub-agent) it is an output of this agent.
+        delegated sub-agent) it is an output of this agent. A top-level ``ask`` left by
+        a ``HumanInputError`` records the run's pause (the error goes on).
         """
         rec = self.chat.recorder
         nested = _IN_ASK.get() is self.chat
         if not nested:  # the end recorded so far was a step after all
             self.chat.run_end.another_run()
-        if self.chat.first():
+        if self.chat.first() or not nested:  # a follow-up or another agent's request too
             rec.task(_text(event), agent="user")
         token = CALLING_AGENT.set(self.agent)
         in_ask = _IN_ASK.set(self.chat)
         try:
             response = await call_next(event, context)
+        except HumanInputError as exc:  # no one answered a human question: a pause
+            if not nested:
+                self.chat.pause(self.agent, exc)
+            raise
         finally:
             _IN_ASK.reset(in_ask)
             CALLING_AGENT.reset(token)
@@ -143,6 +180,9 @@ class _AgentRecording(BaseMiddleware):
             # a fenced call a human refused before its gate: recorded by the fenced tool
             refused = watched is not None and watched.name == event.name and \
                 watched.settle(event, result)
+        except HumanInputError:  # the call waits for a human: the run's pause names it
+            self.chat.waiting(self.agent, event.name, _args(event.arguments))
+            raise
         finally:
             CHAT_RECORDER.reset(rec_token)
             CALLING_AGENT.reset(token)
@@ -171,15 +211,26 @@ def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
         The shared :class:`ChatRecorder`.
 
     Raises:
-        IntegrationError: an argument is not an ``ag2.Agent`` (no ``add_middleware``).
+        IntegrationError: ``recorder`` is not a :class:`~icore.integrations.RunRecorder`;
+            no agent is given (nothing would be recorded); an argument is not an
+            ``ag2.Agent`` (no ``add_middleware``). Each names the fix.
     """
-    from icore.errors import IntegrationError
-
+    if not isinstance(recorder, RunRecorder):
+        raise IntegrationError("record_agents needs a RunRecorder first", framework="ag2",
+                               got=type(recorder).__name__,
+                               fix="record_agents(RunRecorder('run-1'), agent, ...)")
+    if not agents:
+        raise IntegrationError("record_agents was given no agent: nothing would be "
+                               "recorded", framework="ag2",
+                               fix="record_agents(rec, agent) with every ag2.Agent of the "
+                               "run (record_agents(rec, alice, bob))")
     chat = ChatRecorder(recorder)
     for a in agents:
         add = getattr(a, "add_middleware", None)
         if not callable(add):
             raise IntegrationError("record_agents needs ag2.Agent objects", framework="ag2",
-                                   got=type(a).__name__)
+                                   got=type(a).__name__,
+                                   fix="pass the agent objects, not their names: "
+                                   "record_agents(rec, alice, bob)")
         add(chat.middleware(str(a.name)))
     return chat

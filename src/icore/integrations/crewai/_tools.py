@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from crewai import Agent as CrewAgent
 from crewai.tools import BaseTool
 from crewai.tools.tool_failure import ToolFailure
 from pydantic import BaseModel, PrivateAttr, ValidationError
@@ -57,6 +58,7 @@ from icore.integrations import (
 )
 from icore.integrations import Scope as _Scope
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
+from icore.integrations._fenced import agent_error
 from icore.integrations.crewai._events import ACTIVE_RECORDER
 from icore.integrations.crewai._setup import check_base_tool, probe_scope, schema_fields
 from icore.integrations.crewai._turns import (
@@ -330,10 +332,10 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
                                tool=tool.name, fix="wrap the original tool once")
     check_base_tool(tool)
     team = agent if isinstance(agent, TeamAgent) else None
-    if team is None and not isinstance(agent, str):
-        raise IntegrationError("agent= must be a workspace agent (ws.agent('name')) or an "
-                               "agent id", framework="crewai", tool=tool.name,
-                               got=type(agent).__name__)
+    if team is None and (fence is None or not isinstance(agent, str)):
+        raise agent_error(agent, tool=tool.name, fence=fence, framework="crewai",
+                          wrapper="fenced_crewai_tool", native=isinstance(agent, CrewAgent),
+                          native_kind="a CrewAI Agent")
     if on_block not in ("error", "raise"):
         raise IntegrationError("on_block must be 'error' or 'raise'", framework="crewai",
                                tool=tool.name, on_block=on_block)

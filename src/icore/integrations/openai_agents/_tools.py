@@ -89,6 +89,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._fenced import agent_error
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
@@ -264,7 +265,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         A ``FunctionTool`` the model sees exactly as the original.
 
     Raises:
-        IntegrationError: ``tool`` is neither a ``FunctionTool`` nor a function; its
+        IntegrationError: ``tool`` is neither a ``FunctionTool`` nor a function, or is
+            fenced already (a second gate would record one call twice); its
             function takes ``*args`` / ``**kwargs`` / positional-only parameters;
             ``on_block`` is neither ``"error"`` nor ``"raise"``; neither a workspace
             ``agent`` nor ``fence`` is given; ``depends_on`` is a str, empty or names
@@ -273,6 +275,11 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             call's arguments, returns a str or names undeclared facts: a
             ``WorkspaceError``) leaves ``Runner.run`` as an :func:`agents_error` copy.
     """
+    if getattr(getattr(tool, "on_invoke_tool", None), _FENCED, False):
+        raise IntegrationError("the tool is fenced already: a second gate would validate "
+                               "a second action record for one call",
+                               framework="openai_agents", tool=getattr(tool, "name", ""),
+                               fix="wrap the original tool once")
     if not isinstance(tool, FunctionTool):
         if not callable(tool):
             raise IntegrationError("fenced_function_tool needs a FunctionTool or a function",
@@ -287,7 +294,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     norm = _normalizer(base)
     team = agent if isinstance(agent, TeamAgent) else None
     if team is None and (fence is None or not isinstance(agent, str)):
-        raise _agent_error(agent, base.name, fence)
+        raise agent_error(agent, tool=base.name, fence=fence, framework="openai_agents",
+                          wrapper="fenced_function_tool", native=isinstance(agent, AgentBase),
+                          native_kind="an Agents SDK Agent")
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
@@ -416,6 +425,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IcoreError as exc:  # ours, not the SDK's UserError around it
             raise agents_error(exc) from exc
 
+    setattr(invoke, _FENCED, True)
     wrapped = copy.copy(base)
     wrapped.on_invoke_tool = invoke
     enabled = base.is_enabled
@@ -431,19 +441,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     return wrapped
 
 
-def _agent_error(agent: Any, tool: str, fence: Fence | None) -> IntegrationError:
-    """The one error for a wrong ``agent=`` (a hint when it is the SDK's own ``Agent``)."""
-    name = getattr(agent, "name", None)
-    sdk = isinstance(agent, AgentBase)
-    hint = (f"; this is an Agents SDK Agent: pass the workspace agent whose reads the "
-            f"calls derive from, ws.agent({name!r})" if sdk else "")
-    return IntegrationError(
-        "a fenced tool needs agent= (a workspace agent: ws.agent('name')) or fence= (a "
-        "Fence, the low-level API, where agent= may be an agent id str)" + hint,
-        framework="openai_agents", tool=tool, got=type(agent).__name__,
-        fence="given" if fence is not None else "none",
-        fix=f"fenced_function_tool(tool, agent=ws.agent({(name if sdk else 'dispatcher')!r}), "
-        "depends_on={...})")
+_FENCED = "__icore_fenced__"
+"""Marks the ``on_invoke_tool`` of a fenced tool (a second wrap is refused)."""
 
 
 def _ctx_params(fn: Callable[..., Any]) -> list[str]:

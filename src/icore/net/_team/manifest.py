@@ -173,6 +173,9 @@ class TeamManifest(BaseModel):
             where = str(exc).replace('"<unicode string>"', f'"{p}"')  # YAML names no file
             raise TeamManifestError(f"cannot read manifest {p}: {where}", path=str(p)) \
                 from exc
+        except (ValueError, OverflowError) as exc:  # an int of 5000 digits, 2026-13-45
+            raise TeamManifestError(f"cannot read manifest {p}: a value YAML cannot "
+                                    f"convert: {exc}", path=str(p)) from None
         except RecursionError:
             raise TeamManifestError("cannot read manifest: nested too deeply", path=str(p)) \
                 from None

@@ -1,0 +1,134 @@
+"""What a fenced AG2 call hands back: the model's arguments in, tool results and errors out.
+
+The gate of :func:`~icore.integrations.ag2.fenced_tool` reads the model's own JSON from
+the ``ToolCallEvent`` and answers with AG2 events: the tool's ``ToolResultEvent`` when the
+call ran (wrapped in :class:`Result`, whose text the recorder keeps), else a
+``ToolErrorEvent`` whose text is what the model reads (a block carrying
+:class:`~icore.errors.ActionBlocked`, arguments that do not fit the schema, a setup
+mistake): a reason it can act on, never a traceback (planfence App. A.3).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from copy import copy
+from typing import Any
+
+from ag2.events import ToolCallEvent, ToolErrorEvent, ToolResult
+from pydantic import ValidationError
+
+from icore.errors import ActionBlocked, IntegrationError
+from icore.fence import GateDecision, Reason
+from icore.integrations import ArgNormalizer
+from icore.integrations._approvals import canon
+from icore.integrations._arg_problems import invalid_args_message
+from icore.workspace import ReplanFailed
+
+_log = logging.getLogger("icore.integrations.ag2")
+
+
+class Result:
+    """A tool's result event, with its text as ``content`` (what the recorder keeps)."""
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+        if isinstance(event, ToolErrorEvent):
+            self.content = f"Error: {type(event.error).__name__}: {event.error}"
+        else:
+            parts = getattr(getattr(event, "result", None), "parts", None) or []
+            self.content = "\n".join(str(getattr(p, "content", p)) for p in parts)
+
+
+def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
+    """A tool error whose text (what the model reads) is ``text``, without a traceback."""
+    return ToolErrorEvent(parent_id=event.id, name=event.name, error=error,
+                          result=ToolResult(text))
+
+
+def blocked(event: ToolCallEvent, message: str, name: str, reason: str) -> ToolErrorEvent:
+    """A blocked call: the tool's error carrying :class:`~icore.errors.ActionBlocked`.
+
+    ``message`` is what the model reads; ``reason`` the gate's or workspace's reason.
+    """
+    return ToolErrorEvent.from_call(event, error=ActionBlocked(message, action=name,
+                                                               reason=reason))
+
+
+def invalid(event: ToolCallEvent, name: str, norm: ArgNormalizer, args: dict[str, Any],
+             exc: IntegrationError) -> ToolErrorEvent:
+    """The model's arguments do not fit the schema: which field and why (nothing ran)."""
+    cause = exc.__context__  # the normaliser's pydantic error (raised "from None")
+    error = cause if isinstance(cause, ValidationError) else exc
+    return error_event(event, error, invalid_args_message(name, norm.schema, args,
+                                                     fallback=str(exc)))
+
+
+def setup_error(event: ToolCallEvent, name: str, exc: IntegrationError) -> ToolErrorEvent:
+    """A setup mistake found only at the gate, logged for the developer.
+
+    The model is told not to retry (no traceback, no paths). A broken replanner was
+    logged once already, by the guard that caught it.
+    """
+    if not isinstance(exc, ReplanFailed):
+        _log.error("fenced tool %s: %s", name, exc)
+    return error_event(event, exc, f"PlanFence could not check {name}: the application's "
+                  "fence setup is wrong (an application error, reported to the developer); "
+                  "nothing ran. Do not retry this call.")
+
+
+def stopped_message(name: str, d: GateDecision, fresh: dict[str, Any]) -> str:
+    """What the model reads of a call stopped at the human's answer.
+
+    ``fresh``: the changed facts' current values (key -> value).
+    """
+    if d.reason is Reason.STALE and fresh:
+        return (f"PlanFence blocked {name} (stale): {', '.join(sorted(fresh))} changed while "
+                f"the human decided; the call stopped at the human's answer. Current "
+                f"values: {json.dumps(fresh, sort_keys=True, default=str)}. Decide again "
+                f"from these values and call {name} again.")
+    return (f"PlanFence blocked {name} ({d.reason.value}): validated again after the "
+            f"human's answer, the call is no longer authorized; it stopped at the answer. "
+            f"Detail: {d.detail}")
+
+
+def model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEvent:
+    """The model's JSON arguments (an object), else the tool error the model reads."""
+    try:
+        args = event.serialized_arguments
+    except json.JSONDecodeError as exc:
+        return ToolErrorEvent.from_call(event, error=IntegrationError(
+            f"the arguments of {name} are not JSON: {exc.msg}", tool=name))
+    if not isinstance(args, dict):
+        return ToolErrorEvent.from_call(event, error=IntegrationError(
+            f"the arguments of {name} must be a JSON object", tool=name))
+    return args
+
+
+def is_json(event: ToolCallEvent) -> bool:
+    """Whether the call's arguments parse as JSON."""
+    try:
+        event.serialized_arguments  # noqa: B018 (parses the model's JSON)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def with_args(event: ToolCallEvent, args: dict[str, Any], original: dict[str, Any]
+               ) -> ToolCallEvent:
+    """``event``, or a copy carrying ``args`` when they differ from ``original``.
+
+    A replan's arguments are what the tool body gets.
+    """
+    if canon(args) == canon(original):
+        return event
+    run = copy(event)
+    run.arguments = json.dumps(args)
+    run.serialized_arguments = args
+    return run
+
+
+def never(**args: Any) -> Any:
+    """The protected tool of a second validation is only checked, never called."""
+    raise IntegrationError("a re-validation tool is never called")
+

@@ -1,0 +1,188 @@
+"""JSON-RPC lines over the gateway's stdio pipes, malformed messages answered (#25, QA U4).
+
+The SDK's stdio transport drops a line it cannot validate (it hands the server an
+exception, which is logged): the client that sent a request with a typo'd field, a
+batch array or a lone surrogate escape waits for its own timeout. JSON-RPC 2.0 (Sec. 5.1)
+answers those: ``-32700`` (parse error) for what is not JSON, ``-32600`` (invalid request)
+for JSON that is no valid message. :func:`stdio_streams` is the transport the gateway
+serves its stdio pipes with: each line is validated once, as in the SDK, and a line that
+fails gets :func:`malformed_answers` on the wire before the next one is read; the
+session goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+import anyio
+
+log = logging.getLogger("icore.mcp")
+
+PARSE_ERROR = -32700
+"""JSON-RPC 2.0 code: the line is not JSON (or not valid Unicode text)."""
+INVALID_REQUEST = -32600
+"""JSON-RPC 2.0 code: JSON, but not a valid request or notification."""
+
+_SHOWN = 200
+"""Characters of a parser message quoted in an answer (never the whole input)."""
+
+
+class LineOut(Protocol):
+    """Where answers go: one JSON-RPC message per ``write`` call, then ``flush``."""
+
+    async def write(self, text: str) -> None:
+        """Queue ``text`` (one line, newline included)."""
+
+    async def flush(self) -> None:
+        """Wait until what was queued is taken."""
+
+
+def _id_of(obj: dict[str, Any]) -> str | int | None:
+    rid = obj.get("id")
+    if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+        return rid
+    return None
+
+
+def _answer(rid: str | int | None, code: int, message: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": rid,
+                       "error": {"code": code, "message": message[:_SHOWN + 80]}},
+                      ensure_ascii=True, separators=(",", ":")) + "\n"
+
+
+def _first_error(exc: Exception) -> tuple[str, str]:
+    """``(pydantic error type, short message)`` of a validation error, else ``("", str)``."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors(include_url=False, include_input=False)[0]
+        except (TypeError, IndexError, ValueError):
+            return "", str(exc)[:_SHOWN]
+        loc = ".".join(str(x) for x in first.get("loc", ()))
+        msg = str(first.get("msg", ""))[:_SHOWN]
+        return str(first.get("type", "")), f"{loc}: {msg}" if loc else msg
+    return "", str(exc)[:_SHOWN]
+
+
+def malformed_answers(line: str, exc: Exception | None = None) -> list[str]:
+    r"""The JSON-RPC error lines that answer ``line``, a message that failed validation.
+
+    Pure: no I/O. ``exc`` is the validator's error (pydantic's ``ValidationError``);
+    its type ``json_invalid`` (e.g. a lone UTF-16 surrogate escape such as
+    ``"\\ud800"``, which Python's json accepts) makes the answer a parse error too.
+
+    Args:
+        line: one line read from the client (any text; a blank line is ignored).
+        exc: why the SDK's validator refused it, or None.
+
+    Returns:
+        Zero or more lines (each ``{"jsonrpc": "2.0", "id": ..., "error": {...}}`` and a
+        newline): ``[]`` for a blank line or an invalid *response* (a response is never
+        answered); one ``-32700`` for text that is not JSON; one ``-32600`` per request
+        of a batch array (MCP has no batches since 2025-06-18) or one with id null when
+        none of its items has an id; one ``-32600`` for any other JSON value that is not
+        a valid message. The id is the message's own when it is a string or an integer
+        (so the waiting request is answered), else null (JSON-RPC 2.0 Sec. 5).
+    """
+    if not line.strip():
+        return []
+    etype, emsg = _first_error(exc) if exc is not None else ("", "")
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as err:
+        return [_answer(None, PARSE_ERROR, f"Parse error: not JSON ({str(err)[:_SHOWN]})")]
+    if isinstance(obj, list):
+        ids = [_id_of(x) for x in obj if isinstance(x, dict) and "method" in x]
+        text = ("Invalid Request: a JSON-RPC batch (array) is not an MCP message; "
+                "send one message per line")
+        if not obj:
+            text = "Invalid Request: an empty array is not a message"
+        return [_answer(rid, INVALID_REQUEST, text) for rid in ids if rid is not None] \
+            or [_answer(None, INVALID_REQUEST, text)]
+    if not isinstance(obj, dict):
+        return [_answer(None, INVALID_REQUEST,
+                        f"Invalid Request: a JSON {type(obj).__name__}, not an object")]
+    rid = _id_of(obj)
+    if etype == "json_invalid":
+        return [_answer(rid, PARSE_ERROR, f"Parse error: {emsg or 'invalid JSON text'}")]
+    if "method" not in obj:
+        if "result" in obj or "error" in obj:
+            return []  # a malformed response: JSON-RPC never answers a response
+        return [_answer(rid, INVALID_REQUEST, "Invalid Request: no method")]
+    if "id" in obj and rid is None:
+        return [_answer(None, INVALID_REQUEST,
+                        "Invalid Request: id must be a string or an integer")]
+    return [_answer(rid, INVALID_REQUEST, f"Invalid Request: {emsg or 'not a message'}")]
+
+
+def _notification_with_bad_id(line: str) -> bool:
+    """A line the SDK took for a notification although it has an ``id`` (null, bool, float)."""
+    if '"id"' not in line:
+        return False
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and "id" in obj
+
+
+@contextlib.asynccontextmanager
+async def stdio_streams(lines: AsyncIterator[str], out: LineOut
+                        ) -> AsyncIterator[tuple[Any, Any]]:
+    """``(read_stream, write_stream)`` for ``Server.run`` over ``lines`` and ``out``.
+
+    As the SDK's ``stdio_server`` (one message per line, UTF-8), except that a line that
+    is no valid message is answered with :func:`malformed_answers` (and logged) instead
+    of dropped.
+
+    Args:
+        lines: the client's lines (an async iterator of str; ends at EOF).
+        out: where messages are written, one JSON line each.
+    """
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    read_w, read_r = anyio.create_memory_object_stream[Any](0)
+    write_w, write_r = anyio.create_memory_object_stream[Any](0)
+    adapter = types.jsonrpc_message_adapter
+    notification = types.JSONRPCNotification
+
+    async def refuse(line: str, exc: Exception | None) -> None:
+        if not line.strip():
+            return  # a blank line between messages: nothing to answer
+        answers = malformed_answers(line, exc)
+        log.warning("malformed JSON-RPC line on stdin (%d characters): %s", len(line),
+                    "; ".join(json.loads(a)["error"]["message"][:120] for a in answers)
+                    or "an invalid response, dropped")
+        for a in answers:
+            await out.write(a)
+        await out.flush()
+
+    async def reader() -> None:
+        async with read_w:
+            async for line in lines:
+                try:
+                    msg = adapter.validate_json(line, by_name=False)
+                except ValueError as exc:
+                    await refuse(line, exc)
+                    continue
+                if isinstance(msg, notification) and _notification_with_bad_id(line):
+                    await refuse(line, None)
+                    continue
+                await read_w.send(SessionMessage(msg))
+
+    async def writer() -> None:
+        async with write_r:
+            async for sm in write_r:
+                await out.write(sm.message.model_dump_json(by_alias=True, exclude_unset=True)
+                                + "\n")
+                await out.flush()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        yield read_r, write_w

@@ -1,0 +1,78 @@
+"""Answers to malformed JSON-RPC lines (pure part of the gateway's stdio transport)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icore.mcp._stdio_lines import INVALID_REQUEST, PARSE_ERROR, malformed_answers
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+        st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "x"]),
+        kids, max_size=5),
+    max_leaves=12)
+
+
+def _shape(lines: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for line in lines:
+        assert line.endswith("\n") and "\n" not in line[:-1]
+        msg = json.loads(line)
+        assert msg["jsonrpc"] == "2.0" and set(msg) == {"jsonrpc", "id", "error"}
+        assert msg["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST)
+        assert msg["id"] is None or isinstance(msg["id"], str | int)
+        out.append(msg)
+    return out
+
+
+@given(st.text(max_size=300))
+def test_any_text_gets_well_formed_answers(line: str) -> None:
+    _shape(malformed_answers(line))
+
+
+@given(_json)
+def test_any_json_value_gets_well_formed_answers(value: Any) -> None:
+    msgs = _shape(malformed_answers(json.dumps(value)))
+    if isinstance(value, dict) and "method" not in value and (
+            "result" in value or "error" in value):
+        assert msgs == []  # a response is never answered
+    else:
+        assert len(msgs) >= 1
+
+
+def test_cases() -> None:
+    assert malformed_answers("   \n") == []
+    [m] = _shape(malformed_answers("nope"))
+    assert (m["id"], m["error"]["code"]) == (None, PARSE_ERROR)
+    [m] = _shape(malformed_answers('{"jsonrpc":"2.0","id":"a"}'))
+    assert (m["id"], m["error"]["code"]) == ("a", INVALID_REQUEST)
+    assert "no method" in m["error"]["message"]
+    ms = _shape(malformed_answers('[{"id":1,"method":"x"},{"id":2,"method":"y"},3]'))
+    assert [m["id"] for m in ms] == [1, 2]
+    [m] = _shape(malformed_answers("[]"))
+    assert m["id"] is None and "empty" in m["error"]["message"]
+    [m] = _shape(malformed_answers('{"jsonrpc":"2.0","id":true,"method":"ping"}'))
+    assert m["id"] is None and "string or an integer" in m["error"]["message"]
+    deep = "[" * 100_000 + "]" * 100_000
+    [m] = _shape(malformed_answers(deep))
+    assert m["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST)
+    big = '{"jsonrpc":"2.0","id":7,"method":' + '"' + "A" * 100_000 + '",' + '"params":[1]}'
+    [m] = _shape(malformed_answers(big))
+    assert m["id"] == 7 and len(m["error"]["message"]) < 400
+
+
+def test_lone_surrogate_is_a_parse_error_with_the_id() -> None:
+    import mcp_types as types
+    line = '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"x":"\\ud800"}}}'
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError as exc:
+        [m] = _shape(malformed_answers(line, exc))
+    else:
+        raise AssertionError("the SDK's validator accepted a lone surrogate")
+    assert (m["id"], m["error"]["code"]) == (3, PARSE_ERROR)

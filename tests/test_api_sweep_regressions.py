@@ -1,0 +1,135 @@
+"""Issue 29, bad-input sweep (tools/badinput_sweep.py): wrong types at the Python API
+that escaped as AttributeError/TypeError (or were accepted) are typed errors at the call,
+naming the argument."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icore.adapters import AdapterError, audit_trace, parse_jsonl, parse_otlp, parse_spans
+from icore.errors import FenceCallError, IntegrationError
+
+
+@pytest.mark.parametrize("parse", [parse_otlp, parse_jsonl, parse_spans])
+@pytest.mark.parametrize(("text", "file", "field"), [
+    (None, "f", "text"), (b"\xff\xfe", "f", "text"), (5, "f", "text"), ([1, 2], "f", "text"),
+    ("{}", 5, "file")])
+def test_parse_functions_refuse_what_is_not_text(parse: Any, text: Any, file: Any,
+                                                 field: str) -> None:
+    with pytest.raises(AdapterError) as e:
+        parse(text, file=file)
+    assert e.value.field == field and field in str(e.value)
+    if isinstance(text, bytes):
+        assert "decode" in e.value.problem
+
+
+@pytest.mark.parametrize("trace", [None, "x", {"steps": []}])
+def test_audit_trace_refuses_what_is_not_a_trace(trace: Any) -> None:
+    with pytest.raises(AdapterError) as e:
+        audit_trace(trace)
+    assert e.value.field == "trace" and "must be a Trace" in e.value.problem
+
+
+def test_audit_trace_refuses_a_wrong_declaration() -> None:
+    t = parse_jsonl('{"agent": "u", "kind": "task", "content": "q"}', file="f.jsonl")
+    with pytest.raises(AdapterError) as e:
+        audit_trace(t, decl="generic")  # type: ignore[arg-type]
+    assert e.value.field == "decl" and e.value.file == "f.jsonl"
+
+
+@pytest.mark.parametrize("argument", ["recorder", "replicator"])
+def test_fence_guard_refuses_a_wrong_recorder_or_replicator(argument: str) -> None:
+    """``recorder='x'`` was accepted and failed as AttributeError ('str' object has no
+    attribute 'fenced_tools') in every framework's wrapper."""
+    from icore.integrations import FenceGuard
+    from icore.workspace import Workspace
+
+    ws = Workspace({"k/*": "o"})
+    ws.put("k/1", 1)
+    kw: dict[str, Any] = {argument: "x"}
+    agent = ws.agent("a")
+    with pytest.raises(IntegrationError, match=f"{argument}= must be"):
+        FenceGuard(agent=agent, depends_on={"k/1"}, **kw)
+
+
+def test_langgraph_fenced_tool_refuses_a_wrong_recorder_when_wrapping() -> None:
+    pytest.importorskip("langchain_core")
+    from icore.integrations.langgraph import fenced_tool
+    from icore.workspace import Workspace
+
+    ws = Workspace({"k/*": "o"})
+    ws.put("k/1", 1)
+
+    def t(x: int) -> int:
+        """Add."""
+        return x
+
+    with pytest.raises(IntegrationError, match="recorder= must be"):
+        fenced_tool(t, depends_on={"k/1"}, agent=ws.agent("a"), recorder="x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_fence_execute_refuses_a_raise_on_block_that_is_not_a_bool(value: Any) -> None:
+    """``raise_on_block="no"`` was read as True."""
+    from icore.fence import Fence, bind_action, protected
+    from icore.memory import LocalOwners, MemoryStore, OwnershipMap
+    from icore.records import Record, derive
+
+    own = OwnershipMap({"k": "o"}, {"plan/*": "p"})
+    s = MemoryStore(own, "o")
+    r = Record.create(key="k", owner="o", seq=1, content={})
+    s.commit(r, writer="o")
+    plan = derive(key="plan/1", owner="p", seq=1, content=bind_action("book", {}), inputs=[r])
+    s.install(plan)
+
+    @protected(depends_on={"k"})
+    def book() -> int:
+        return 1
+
+    f = Fence.for_store(s, LocalOwners({"o": s}))
+    with pytest.raises(FenceCallError) as e:
+        f.execute(book, roots=[plan.id], args={}, raise_on_block=value)
+    assert e.value.fields["argument"] == "raise_on_block"
+    assert f.execute(book, roots=[plan.id], args={}, raise_on_block=False).executed
+
+
+_BIG = "1" * 5000  # over Python's 4300-digit limit of int(str): a plain ValueError
+
+
+@pytest.mark.parametrize(("name", "text", "field"), [
+    ("r.jsonl", '{"agent": "u", "kind": "task", "content": "q", "step": ' + _BIG + "}",
+     "line 1"),
+    ("r.jsonl", '{"agent": "u", "kind": "task", "content": "q", "step": "' + _BIG + '"}',
+     "line 1.step"),
+    ("w.json", '{"question": "q", "history": [], "level": ' + _BIG + "}", "<root>"),
+])
+def test_an_integer_over_the_digit_limit_is_an_adapter_error(tmp_path: Path, name: str,
+                                                             text: str, field: str) -> None:
+    """json.loads raises a plain ValueError (not JSONDecodeError) for it, and a step of
+    5000 digits as a string overflowed float(): both were internal errors."""
+    from icore.adapters import audit_file
+
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(AdapterError) as e:
+        audit_file(p)
+    assert e.value.file == str(p) and e.value.field == field
+    assert len(str(e.value)) < 500
+
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("w.json", b'{"question": "q\xff", "history": []}'),
+    ("r.jsonl", b'{"agent": "u", "kind": "task", "content": "q\xff"}\n'),
+    ("t.json", b'[{"name": "x\xff", "context": {"span_id": "1"}}]')])
+def test_invalid_utf8_names_the_byte(tmp_path: Path, name: str, data: bytes) -> None:
+    """The sweep's "field not named" review: invalid UTF-8 said only "<root>"."""
+    from icore.adapters import audit_file
+
+    p = tmp_path / name
+    p.write_bytes(data)
+    with pytest.raises(AdapterError, match=r"not UTF-8 text: .* at byte \d+"):
+        audit_file(p)

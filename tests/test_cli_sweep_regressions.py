@@ -1,0 +1,105 @@
+"""Issue 29, bad-input sweep (tools/badinput_sweep.py): the causes it found, one test each.
+
+Every case ends in a usage error (exit 2) or an input error (exit 1) naming the flag,
+file or field, before any work: never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icore.cli import app
+
+_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
+        "OPENAI_BASE_URL": ""}
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, list(args), env=_ENV)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res.exit_code, res.output
+
+
+@pytest.mark.parametrize(("value", "said"), [("bogus", "unknown family 'bogus'"),
+                                             (",,", "names no family"),
+                                             ("reservation,x", "unknown family 'x'")])
+def test_bench_otel_unknown_family_is_a_usage_error(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    value: str, said: str) -> None:
+    """It was a ValueError traceback after the 100,000-span import benchmark."""
+    monkeypatch.chdir(tmp_path)
+    code, out = _invoke("bench", "otel", "--families", value)
+    assert code == 2 and "--families" in out and said in out, out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_trace_files_names_the_paths(tmp_path: Path) -> None:
+    """An empty folder named ``x.jsonl`` said only "no trace files found"."""
+    d = tmp_path / "x.jsonl"
+    d.mkdir()
+    code, out = _invoke("audit", str(d), "-o", str(tmp_path / "o"))
+    assert code == 2 and "no trace files found" in out and str(d) in out, out
+
+
+def test_demo_empty_out_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """``demo --out ''`` ran the whole demo into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    code, out = _invoke("demo", "--out", "", "--no-live")
+    assert code == 2 and "--out" in out and "an empty path" in out, out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_empty_agent_is_a_usage_error(tmp_path: Path) -> None:
+    m = tmp_path / "team.yaml"
+    m.write_text("version: 1\nteam: t\nagents:\n  - {id: a, role: planner, host: 127.0.0.1, "
+                 "port: 0}\nownership: {'k/*': a}\n")
+    code, out = _invoke("serve", str(m), "--agent", " ")
+    assert code == 2 and "--agent" in out and "empty agent id" in out, out
+
+
+_BIG = "1" * 5000
+
+
+@pytest.mark.parametrize("text", [f"name: {_BIG}\n", "name: x\nwhen: 2026-13-45\n"])
+@pytest.mark.parametrize("command", [["run", "{m}", "--out", "{o}"],
+                                     ["certs", "init", "--manifest", "{m}"], ["mcp", "{m}"]])
+def test_a_yaml_value_python_cannot_convert_is_an_input_error(
+        tmp_path: Path, text: str, command: list[str]) -> None:
+    """An int of 5000 digits (over Python's 4300-digit limit) or a date 2026-13-45 is a
+    ValueError inside yaml.safe_load: it escaped every manifest loader as a traceback."""
+    m = tmp_path / "m.yaml"
+    m.write_text(text)
+    code, out = _invoke(*[a.format(m=m, o=tmp_path / "o") for a in command])
+    assert code in (1, 2) and "m.yaml" in out and "Traceback" not in out, out
+    assert ("4300" in out or "month" in out), out
+
+
+def test_a_declaration_value_python_cannot_convert_is_typed(tmp_path: Path) -> None:
+    from icore.state import DeclarationPackageError, load_declaration
+
+    p = tmp_path / "d.yaml"
+    p.write_text(f"name: {_BIG}\n")
+    with pytest.raises(DeclarationPackageError, match="cannot parse"):
+        load_declaration(p)
+
+
+@pytest.mark.parametrize("args", [["planfence"], ["attribution"], ["icore"]])
+@pytest.mark.parametrize(("value", "said"), [
+    ("", "an empty path"), ("/dev/full", "exists and is not a folder"),
+    ("/proc/x/y", "cannot be created")])
+def test_bench_out_is_checked_before_the_benchmark(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   args: list[str], value: str,
+                                                   said: str) -> None:
+    """``bench planfence|attribution|icore --out`` of /proc/x/y or /dev/full ran the whole
+    benchmark (minutes) before failing; ``--out ''`` wrote into the current folder."""
+    if value and not Path(value.split("/x")[0]).exists():
+        pytest.skip(f"no {value} here")
+    monkeypatch.chdir(tmp_path)
+    code, out = _invoke("bench", *args, "--out", value)
+    assert code == 2 and "--out" in out and said in out, out
+    assert list(tmp_path.iterdir()) == []
