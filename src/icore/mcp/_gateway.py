@@ -127,8 +127,7 @@ class Gateway:
         self.tag = secrets.token_hex(3)
         """This gateway process's tag in its session names (``client#1@<tag>``)."""
         self._sid_keys: dict[str, _Key] = {}
-        self._anon_key = _Anonymous()
-        """The one session of every HTTP request with no session and no identity."""
+        self._anon_key = _Anonymous()  # every HTTP request with no session or identity
         self._tg: anyio.abc.TaskGroup | None = None
         self._failure: str | None = None
         self.server = self._make_server()
@@ -334,11 +333,9 @@ class Gateway:
         authenticated principal of the request's bearer token (client id, issuer,
         subject: the SDK's ``principal_components``, what the 2026-07-28 revision, which
         has no sessions, leaves as the identity of a client across requests; see
-        ``http.clients`` in the manifest); else one key shared by every request with
-        neither (no identity: :meth:`anonymous`, its protected calls are refused;
-        recorded as one agent, ``anonymous-http#<n>``, not one per request). A handshake
-        session opened with a bearer token is named by the token's client
-        (``http.clients``), not by its ``clientInfo``.
+        ``http.clients``); else one key for all requests with neither (:meth:`anonymous`:
+        refused; one agent ``anonymous-http#<n>``). A session opened with a token is
+        named by the token's client, not by its ``clientInfo``.
         """
         if self.single_client:
             return self._stdio_key
