@@ -166,6 +166,30 @@ def test_retry_after_a_refusal_is_no_repeat_but_a_real_repeat_is() -> None:
     assert len(_repeats(loop)) == 1 and loop.summary().hard_flags == 1
 
 
+def _order(text: str) -> dict[str, Any]:
+    return {"agent": "crew", "kind": "instruction", "to": "booker", "content": text}
+
+
+def test_the_same_answer_to_a_new_instruction_is_no_repeat() -> None:
+    """Two tasks answered alike ("Done.") are two reports, not a repeated observation
+    (two instructions, or two user requests with the same instruction);
+    the same answer twice under one instruction, or to the same instruction given again
+    (a loop), still repeats one (a hard flag each)."""
+    done = {"agent": "booker", "kind": "output", "content": "Done."}
+    r = _run(TASK, _order("book R1"), _turn({"room_id": "R1"}), _tool('{"floor": 1}'), done,
+             _order("book R2"), _turn({"room_id": "R2"}), _tool('{"floor": 2}'), done,
+             _end("done"))
+    assert _repeats(r) == [] and r.summary().hard_flags == 0
+    r = _run(TASK, _order("book"), _turn({"room_id": "R1"}), _tool('{"floor": 1}'), done,
+             TASK, _order("book"), _turn({"room_id": "R2"}), _tool('{"floor": 2}'), done,
+             _end("done"))  # the user's next request (one recording, two crew runs)
+    assert _repeats(r) == [] and r.summary().hard_flags == 0
+    for again in (_order("book R1"), _tool('{"floor": 2}')):
+        r = _run(TASK, _order("book R1"), _turn({"room_id": "R1"}), _tool('{"floor": 1}'),
+                 done, again, done, _end("done"))
+        assert len(_repeats(r)) == 1 and r.summary().hard_flags == 1
+
+
 def test_plain_tool_output_is_evidence() -> None:
     """A framework tool's result (no ``Code output:`` marker) is an observation: a later
     conclusion ("Final Answer: ...") rests on it."""

@@ -43,6 +43,7 @@ def test_agent_mode_builds_the_action_record_and_phrases_blocks() -> None:
     ({"fence": None}, "needs agent="),
     ({"fence": "not a fence"}, "must be an icore.fence.Fence"),
     ({"depends_on": "order/42"}, "not a str"),
+    ({"depends_on": {ORDER: 1}}, "not a mapping"),  # QA r5-crew D9
     ({"depends_on": set()}, "empty"),
     ({"depends_on": {"orders/42"}}, "no owner is declared"),
     ({"depends_on": 42}, "collection of keys"),
@@ -63,6 +64,22 @@ def test_dynamic_scope_with_unowned_key_raises_at_the_call() -> None:
     guard = FenceGuard(agent=agent, depends_on=lambda a: {f"orders/{a['id']}"})
     with pytest.raises(WorkspaceError, match="no owner"):
         guard.run("ship", lambda id: id, {"id": "1"})
+
+
+def test_a_depends_on_function_failing_for_its_own_reasons_gets_its_own_fix() -> None:
+    """QA r5-crew D5: a D(a) function that reads the right parameters and raises its own
+    error (ZeroDivisionError) is not told to read the parameters by name; a KeyError
+    (a wrong parameter name) is."""
+    _ws, agent, _ = _world()
+    own = FenceGuard(agent=agent, depends_on=lambda a: {f"order/{1 // (a['n'] - 1)}"})
+    with pytest.raises(WorkspaceError) as ei:
+        own.run("ship", lambda n: n, {"n": 1})
+    assert "ZeroDivisionError" in str(ei.value) and "own error" in ei.value.fields["fix"]
+    assert isinstance(ei.value.__cause__, ZeroDivisionError)
+    typo = FenceGuard(agent=agent, depends_on=lambda a: {f"order/{a.get('n') or a['id']}"})
+    with pytest.raises(WorkspaceError) as ei:
+        typo.run("ship", lambda n: n, {"n": 0})
+    assert "parameter names: n" in ei.value.fields["fix"]
 
 
 def test_fence_mode_roots_as_str_is_an_error(trip: Any) -> None:

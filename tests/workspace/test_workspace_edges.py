@@ -74,6 +74,22 @@ def test_update_needs_a_function_that_returns_the_new_value() -> None:
     assert ws.head(ROOM) == head and ws.value(ROOM) == {"price": 100, "tags": ["quiet"]}
 
 
+def test_update_function_that_takes_no_old_value_is_named() -> None:
+    """QA r5-crew D6: ``lambda: {...}`` (no parameter) or two required parameters: a
+    WorkspaceError naming the key, the function and the fix, not a raw TypeError from
+    inside icore; nothing is committed. A default-valued extra parameter is fine."""
+    ws = _ws()
+    head = ws.head(ROOM)
+    for fn in (lambda: {"price": 1}, lambda a, b: {"price": 1}):
+        with pytest.raises(WorkspaceError, match="one argument") as ei:
+            ws.update(ROOM, fn)
+        assert ei.value.fields["key"] == ROOM and "lambda" in ei.value.fields["function"]
+        assert "lambda old" in str(ei.value)
+    assert ws.head(ROOM) == head
+    assert ws.update(ROOM, lambda o, bump=1: {**o, "price": o["price"] + bump}).content[
+        "price"] == 101
+
+
 @pytest.mark.parametrize(("key", "words", "fix"), [
     (123, "is a str", "'123'"),
     (None, "is a str", "'order/42'"),

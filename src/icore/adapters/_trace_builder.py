@@ -75,6 +75,7 @@ class _XWriter:
         self.seen_digests: dict[str, set[str]] = {}
         self.call_digest: dict[str, str] = {}  # agent -> digest of its last tool-call turn
         self.seen_pages: dict[str, set[str]] = {}
+        self.instructed: dict[str, set[int]] = {}  # agent -> hashes of its instructions
         self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
         self.last_event: str | None = None
         self.terminated = False
@@ -352,8 +353,12 @@ class _StepReader(_XWriter):
                           detail="the run ended without a terminal marker (no final answer)")
 
     def on_task(self, s: Step) -> None:
-        """Nothing: the task step is imported by :meth:`start`."""
-        pass  # handled by start()
+        """A task step: new work, no output repeats one made before it.
+
+        The first is imported by :meth:`start`; a later one is the user's next request
+        in one recording.
+        """
+        self.seen_digests.clear()
 
     def on_thought(self, s: Step) -> None:
         """Record a thought as an event (no obligation changes)."""
@@ -455,9 +460,15 @@ class _StepReader(_XWriter):
         """Import an instruction as a new obligation assigned to its addressee.
 
         Its events include the pending ledger when the ledger named the addressee as next
-        speaker.
+        speaker. An instruction the addressee never got before is new work: its outputs
+        are no repeat of what it reported for other instructions (two tasks both
+        answered "Done."); the same instruction again (a loop) keeps what it reported.
         """
         to = self.agent(s.to or "")
+        said = hash(s.content)
+        if said not in self.instructed.setdefault(to, set()):
+            self.instructed[to].add(said)
+            self.seen_digests.pop(to, None)
         ev = self.event(s, "instruction", s.agent, to=to, text=s.content[:20000])
         events: tuple[str, ...] = (ev,)
         if self.pending_ledger is not None and self.next_speaker == to:

@@ -134,6 +134,10 @@ def _static_keys(scope: Scope) -> frozenset[str] | None:
     if isinstance(scope, str | bytes):
         raise IntegrationError("depends_on must be a collection of keys, not a str",
                                got=str(scope), fix=f"depends_on={{{str(scope)!r}}}")
+    if isinstance(scope, Mapping):  # its values would be dropped without a word
+        raise IntegrationError("depends_on must be a collection of keys, not a mapping",
+                               got=type(scope).__name__,
+                               fix=f"depends_on={set(map(str, scope))!r} (the keys only)")
     try:
         return frozenset(scope)
     except TypeError:
@@ -182,7 +186,7 @@ class FenceGuard:
             but not callable;
             ``on_block`` is neither ``"error"`` nor ``"raise"``; neither ``agent`` (a
             workspace agent) nor ``fence`` is given, or ``fence`` is not a Fence;
-            ``depends_on`` is a str, not a collection, empty, or names keys no owner
+            ``depends_on`` is a str or a mapping, not a collection, empty, or names keys no owner
             is declared for (the error names them and the fix); agent mode: a static key
             that was never written while a written key is close to it (a typo: ``did
             you mean ...?``; a :class:`~icore.workspace.WorkspaceError`).
@@ -304,10 +308,11 @@ class FenceGuard:
 
     def _finish(self, name: str, res: ActionResult,
                 recorder: RunRecorder | None = None,
-                failed: list[BaseException] | None = None) -> Gated:
+                failed: list[BaseException] | None = None,
+                caller: str | None = None) -> Gated:
         rec = recorder if recorder is not None else self._recorder(name)
         if rec is not None:
-            who = rec.gate(self.agent, name, res, lookup=self._lookup())
+            who = rec.gate(caller or self.agent, name, res, lookup=self._lookup())
             if res.executed:
                 rec.tool_call(who, name, res.args, res.value, replanned=res.replanned)
         if res.executed:
@@ -322,8 +327,8 @@ class FenceGuard:
         return Gated(res, msg)
 
     def _finish_call(self, name: str, call: Call, recorder: RunRecorder | None = None,
-                     call_id: Any = None) -> Gated:
-        self._record_call(name, call, recorder, call_id)
+                     call_id: Any = None, caller: str | None = None) -> Gated:
+        self._record_call(name, call, recorder, call_id, caller)
         res = call.result
         if call.executed:
             return Gated(res, "", call)
@@ -335,12 +340,13 @@ class FenceGuard:
         return Gated(res, msg, call)
 
     def _record_call(self, name: str, call: Call, recorder: RunRecorder | None,
-                     call_id: Any = None) -> None:
+                     call_id: Any = None, caller: str | None = None) -> None:
         res = call.result
         rec = recorder if recorder is not None else self._recorder(name)
         # the framework agent whose model turn asked for the call (by the call's id), not
         # the workspace agent serving it: a handoff's refusal and replan name who made them
-        asker = rec.caller(name, call_id) if rec is not None and call_id is not None else None
+        asker = caller or (rec.caller(name, call_id) if rec is not None and call_id is not None
+                           else None)
         if rec is not None and res is not None:
             who = rec.gate(asker or self.agent, name, res, lookup=self._lookup(), args=call.args,
                            owner=self.handle.name if self.handle is not None else None,
@@ -354,10 +360,10 @@ class FenceGuard:
                           blocked=True)
 
     def _failed_call(self, name: str, exc: ReplanFailed, recorder: RunRecorder | None,
-                     call_id: Any = None) -> ReplanFailed:
+                     call_id: Any = None, caller: str | None = None) -> ReplanFailed:
         """A broken user replanner: the blocked call recorded, the error logged."""
         if exc.call is not None:
-            self._record_call(name, exc.call, recorder, call_id)
+            self._record_call(name, exc.call, recorder, call_id, caller)
         return _loud(name, exc)
 
     def _check_roots(self, roots: Sequence[RecordId] | None) -> tuple[RecordId, ...]:
@@ -377,12 +383,15 @@ class FenceGuard:
             try:
                 keys = self.depends_on(args)
             except Exception as exc:
+                names = ", ".join(sorted(args))
+                fix = (f"read the call's arguments by the tool's parameter names: {names}"
+                       if isinstance(exc, KeyError | TypeError | IndexError) else
+                       f"the function's own error: fix it for arguments like these "
+                       f"(its exception is this error's __cause__; parameters: {names})")
                 raise WorkspaceError(
                     "the depends_on function failed on the call's arguments (an "
                     "application error)", error=f"{type(exc).__name__}: {exc}",
-                    args=sorted(args),
-                    fix="read the call's arguments by the tool's parameter names: "
-                    + ", ".join(sorted(args))) from exc
+                    args=sorted(args), fix=fix) from exc
             if isinstance(keys, str | bytes):
                 raise WorkspaceError(
                     "the depends_on function returned a str, not a collection of keys",
@@ -393,7 +402,8 @@ class FenceGuard:
             roots: Sequence[RecordId] | None = None, *, turn: Any = None,
             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
             approve: Approver | None = None, ask: Approver | None = None,
-            recorder: RunRecorder | None = None, call_id: Any = None) -> Gated:
+            recorder: RunRecorder | None = None, call_id: Any = None,
+            caller: str | None = None) -> Gated:
         """Gate one call of the sync tool ``fn(**args)``.
 
         Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
@@ -405,7 +415,9 @@ class FenceGuard:
         ``roots`` authorize. ``recorder`` records this call when the guard has none (a
         run recorded by the framework's handler). ``call_id`` (the framework's tool-call
         id) attributes the recorded call to the agent whose model turn asked for it
-        (:meth:`RunRecorder.caller`) rather than to the workspace agent.
+        (:meth:`RunRecorder.caller`) rather than to the workspace agent; ``caller`` names
+        that agent directly when the framework says who made the call (CrewAI's tool
+        hook).
 
         Returns:
             :class:`Gated`; the tool ran only when ``executed``.
@@ -429,20 +441,21 @@ class FenceGuard:
                                            turn=turn, normalize=normalize, approve=ask,
                                            check=approve)
             except ReplanFailed as exc:
-                raise self._failed_call(name, exc, recorder, call_id) from exc.__cause__
-            return self._finish_call(name, call, recorder, call_id)
+                raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
+            return self._finish_call(name, call, recorder, call_id, caller)
         failed: list[BaseException] = []
         res = _fence_seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
                             replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                             tools=self._tools)
-        return self._finish(name, res, recorder, failed)
+        return self._finish(name, res, recorder, failed, caller)
 
     async def arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
                    roots: Sequence[RecordId] | None = None, *, turn: Any = None,
                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
                    approve: Approver | None = None, ask: Approver | None = None,
-                   recorder: RunRecorder | None = None, call_id: Any = None) -> Gated:
+                   recorder: RunRecorder | None = None, call_id: Any = None,
+                   caller: str | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         if self.handle is not None:
             self._scope_checked(args)
@@ -452,14 +465,14 @@ class FenceGuard:
                     replan=self.replan,  # type: ignore[arg-type]
                     turn=turn, normalize=normalize, approve=ask, check=approve)
             except ReplanFailed as exc:
-                raise self._failed_call(name, exc, recorder, call_id) from exc.__cause__
-            return self._finish_call(name, call, recorder, call_id)
+                raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
+            return self._finish_call(name, call, recorder, call_id, caller)
         failed: list[BaseException] = []
         res = await _fence_seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
                                    replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                                    tools=self._tools)
-        return self._finish(name, res, recorder, failed)
+        return self._finish(name, res, recorder, failed, caller)
 
 
 def agent_error(agent: Any, *, tool: str, fence: Fence | None, framework: str, wrapper: str,

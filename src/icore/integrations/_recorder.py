@@ -61,8 +61,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from icore.errors import IntegrationError
-from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Reason
+from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Outcome, Reason
 from icore.records import Lookup, Record, RecordId
+from icore.workspace import APPROVAL_CHANGED, REJECTED
 
 if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
     from icore.adapters import AuditResult, Trace
@@ -78,6 +79,48 @@ _Scope = tuple[str, str, tuple[str, ...]]
 """One logical protected call: (its owner, tool, the facts it depends on)."""
 _Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
 """A refused stale call waiting for its replan: (roots, caller, plan id, model turn)."""
+
+_REFUSALS = {
+    REJECTED: "the human rejected the call after the gate authorized it; it never ran",
+    APPROVAL_CHANGED: "the approval covered another request (other arguments or "
+                      "versions); the call never ran",
+}
+"""The detail of the refusal line :meth:`RunRecorder.lineage` writes."""
+
+
+def _after_gate(result: ActionResult, refused: str | None) -> str | None:
+    """``refused`` when the gate's last decision authorized a call that did not run."""
+    if result.decisions and not result.executed and \
+            result.final.outcome is Outcome.AUTHORIZED:
+        return refused
+    return None
+
+
+def _refusal_lines(decisions: Sequence[GateDecision], task: str, refused: str | None
+                   ) -> list[dict[str, Any]]:
+    """The lineage line of an authorized call that did not run, if ``refused``.
+
+    A human said no (``approval_rejected``) or the approval covered another request
+    (``approval_changed``): the refusal at the last decision's validation point
+    (outcome ``blocked``, reason ``refused``, policy ``approval``), so the audit's
+    lineage shows the call blocked, never executed.
+    """
+    if refused is None or not decisions:
+        return []
+    entry = dataclasses.replace(
+        decisions[-1].entry(task=task), outcome=Outcome.BLOCKED.value, reason=refused,
+        replanned=False, fresh={}, policy="approval", owners_contacted=0, heads_checked=0,
+        detail=_REFUSALS.get(refused, refused))
+    return [{"planfence": {"decision": entry.to_dict()}}]
+
+
+def _refusal_fields(refused: str | None) -> dict[str, Any]:
+    """Extra fields of a refused call's output: a human's "no" as AG2 records it."""
+    if refused is None:
+        return {}
+    if refused == REJECTED:
+        return {"ran": False, "answered_by": "human", "decision": "reject"}
+    return {"ran": False}
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 
@@ -325,8 +368,7 @@ class RunRecorder:
         """
         who = agent or self.caller(tool, call_id) or "executor"
         first = result.decisions[0] if result.decisions else None
-        # one logical call: this owner, this tool, these facts (parallel calls of one tool
-        # on other facts are other calls)
+        # one logical call: this owner, tool, facts (parallel calls on other facts differ)
         scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
         with self._lock:  # the previous such call was stale and handed the fresh values
             stale = self._replan_of(scope, turn)
@@ -334,8 +376,7 @@ class RunRecorder:
         stale_roots, planner, plan_id = stale[:3] if stale is not None else ((), who, None)
         replanned = result.replanned and len(result.decisions) > 1 and not handed_over
         if (replanned or handed_over) and first is not None and plan_id is None:
-            # this call's original plan (the model's first call) before its replan, once
-            # per logical call: another call's replan never supersedes it
+            # this call's original plan before its replan, once per logical call
             plan_id = self._new_plan_id(tool)  # the plan of the call that was refused
             self.plan(planner, f"plan for {tool}", roots=list(stale_roots or first.roots),
                       plan_id=plan_id)
@@ -356,11 +397,11 @@ class RunRecorder:
                 # ... with the same logical call's plan when this was its replan
                 self._stale.setdefault(scope, []).append(
                     (tuple(first.roots) if first is not None else (), who, plan_id, turn))
-        self.lineage(tool, result.decisions, lookup=lookup)
+        self.lineage(tool, result.decisions, lookup=lookup, refused=_after_gate(result, refused))
         if not result.executed:
             why = refused or result.final.reason.value
             self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
-                           error=True, blocked=True)
+                           error=True, blocked=True, **_refusal_fields(refused))
         return who
 
     def _replan_of(self, scope: _Scope, turn: Hashable | None) -> _Waiting | None:
@@ -387,12 +428,13 @@ class RunRecorder:
         return f"{tool}#{n}"
 
     def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
-                lookup: Lookup | None = None) -> str:
+                lookup: Lookup | None = None, refused: str | None = None) -> str:
         """Write one protected call's PlanFence lines; return its ``task`` name.
 
         The records first (each record once per run: roots and their ancestors as far as
         ``lookup`` holds them, the heads and fresh records of every decision), then one
-        decision line per gate decision, grouped by ``task`` = ``<tool>-<n>``.
+        decision line per gate decision, grouped by ``task`` = ``<tool>-<n>`` (and
+        :func:`_refusal_lines` when ``refused``).
         """
         with self._lock:
             n = self._calls[tool] = self._calls.get(tool, 0) + 1
@@ -445,6 +487,7 @@ class RunRecorder:
                 lines.append({"planfence": {"record": line}})
             for d in decisions:
                 lines.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
+            lines.extend(_refusal_lines(decisions, task, refused))
             self.planfence.extend(lines)
         return task
 

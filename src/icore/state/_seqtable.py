@@ -31,7 +31,77 @@ _HOLE: Any = object()
 _MISSING: Any = object()
 
 
-class SeqTable(MutableMapping[str, V], Generic[V]):
+class ListMap(MutableMapping[str, V], Generic[V]):
+    """A ``dict[str, V]`` kept in lists by position (or as the plain dict ``_d``).
+
+    What :class:`SeqTable` and :class:`~icore.state._eventtable.EventTable` share; ``_d``
+    is set once the lists cannot hold the dict's order.
+
+    A subclass defines ``get``, ``_occupied`` (the positions in use, in insertion
+    order), ``_key`` (the id at a position) and ``_load`` (the item at a position).
+    """
+
+    __slots__ = ()
+    _d: dict[str, V] | None
+
+    def _occupied(self) -> Iterator[int]:
+        raise NotImplementedError
+
+    def _key(self, i: int) -> str:
+        raise NotImplementedError
+
+    def _load(self, i: int) -> V:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> V:
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            raise KeyError(key)
+        return v  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        d = self._d
+        if d is not None:
+            return iter(d)
+        return (self._key(i) for i in self._occupied())
+
+    def keys(self) -> KeysView[str]:
+        """The ids, in insertion order."""
+        d = self._d
+        return d.keys() if d is not None else KeysView(self)
+
+    def values(self) -> ValuesView[V]:
+        """The items, in insertion order (no key strings made)."""
+        d = self._d
+        return d.values() if d is not None else _Values(self)
+
+    def items(self) -> ItemsView[str, V]:
+        """(id, item) pairs, in insertion order."""
+        d = self._d
+        return d.items() if d is not None else _Items(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.items())!r})"
+
+    def pop(self, key: str, default: Any = _MISSING, /) -> Any:
+        """Remove ``key`` and return its item (``default`` when absent, as ``dict.pop``)."""
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        del self[key]
+        return v
+
+
+class SeqTable(ListMap[V], Generic[V]):
     """A ``dict[str, V]`` of ids ``<prefix><n>`` (``n`` ≥ 1) stored as a list by ``n``.
 
     A subclass may keep each item as several columns (:class:`AssertionTable`): it
@@ -101,17 +171,14 @@ class SeqTable(MutableMapping[str, V], Generic[V]):
         self._d = d
         return d
 
+    def _key(self, i: int) -> str:
+        return f"{self._p}{i + 1}"
+
     def _occupied(self) -> Iterator[int]:
         items = self._items
         return (i for i in range(len(items)) if items[i] is not _HOLE)
 
     # ---------------------------------------------------------------- reads
-    def __getitem__(self, key: str) -> V:
-        v = self.get(key, _MISSING)
-        if v is _MISSING:
-            raise KeyError(key)
-        return v  # type: ignore[no-any-return]
-
     @overload
     def get(self, key: str, /) -> V | None: ...
     @overload
@@ -140,38 +207,6 @@ class SeqTable(MutableMapping[str, V], Generic[V]):
     def __len__(self) -> int:
         d = self._d
         return len(d) if d is not None else self._len
-
-    def __iter__(self) -> Iterator[str]:
-        d = self._d
-        if d is not None:
-            return iter(d)
-        p = self._p
-        return (f"{p}{i + 1}" for i in self._occupied())
-
-    def keys(self) -> KeysView[str]:
-        """The ids, in insertion order."""
-        d = self._d
-        return d.keys() if d is not None else KeysView(self)
-
-    def values(self) -> ValuesView[V]:
-        """The items, in insertion order (no key strings made)."""
-        d = self._d
-        return d.values() if d is not None else _Values(self)
-
-    def items(self) -> ItemsView[str, V]:
-        """(id, item) pairs, in insertion order."""
-        d = self._d
-        return d.items() if d is not None else _Items(self)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Mapping):
-            return NotImplemented
-        return dict(self.items()) == dict(other.items())
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({dict(self.items())!r})"
 
     # ---------------------------------------------------------------- writes
     def __setitem__(self, key: str, value: V) -> None:
@@ -209,16 +244,6 @@ class SeqTable(MutableMapping[str, V], Generic[V]):
         self._len -= 1
         while items and items[-1] is _HOLE:  # a trial's undo removes the last ones
             self._shrink()
-
-    def pop(self, key: str, default: Any = _MISSING, /) -> Any:
-        """Remove ``key`` and return its item (``default`` when absent, as ``dict.pop``)."""
-        v = self.get(key, _MISSING)
-        if v is _MISSING:
-            if default is _MISSING:
-                raise KeyError(key)
-            return default
-        del self[key]
-        return v
 
     def clear(self) -> None:
         """Remove every item (the table goes back to a list)."""
@@ -341,10 +366,10 @@ class AssertionTable(SeqTable[Assertion]):
 
 
 class _Values(ValuesView[V]):
-    """The items of a list-kept :class:`SeqTable`, read from the list directly."""
+    """The items of a list-kept :class:`ListMap`, read from the lists directly."""
 
     __slots__ = ()
-    _mapping: SeqTable[V]
+    _mapping: ListMap[V]
 
     def __iter__(self) -> Iterator[V]:
         t = self._mapping
@@ -354,17 +379,16 @@ class _Values(ValuesView[V]):
 
 
 class _Items(ItemsView[str, V]):
-    """The (id, item) pairs of a list-kept :class:`SeqTable`, read from the list directly."""
+    """The (id, item) pairs of a list-kept :class:`ListMap`, read from the lists directly."""
 
     __slots__ = ()
-    _mapping: SeqTable[V]
+    _mapping: ListMap[V]
 
     def __iter__(self) -> Iterator[tuple[str, V]]:
         t = self._mapping
         if t._d is not None:
             return iter(t._d.items())
-        p = t._p
-        return ((f"{p}{i + 1}", t._load(i)) for i in t._occupied())
+        return ((t._key(i), t._load(i)) for i in t._occupied())
 
 
-__all__ = ["AssertionTable", "SeqTable"]
+__all__ = ["AssertionTable", "ListMap", "SeqTable"]

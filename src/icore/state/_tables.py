@@ -14,11 +14,11 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any, Protocol
 
 from icore.state._entries import Body, FlagResolved, LogEntry
+from icore.state._eventtable import EventTable
 from icore.state._metrics import MetricSums, ObligationEval
 from icore.state._seqtable import AssertionTable, SeqTable
 from icore.state._xmodel import (
     Certificate,
-    Event,
     HardFlag,
     Justification,
     Obligation,
@@ -60,7 +60,7 @@ class Tables:
         self.entries: list[LogEntry] = []
         self.seq = 0
         # G
-        self.events: dict[str, Event] = {}
+        self.events: EventTable = EventTable()  # ids m<step> in step order: columns
         # Q
         self.obligations: dict[str, Obligation] = {}
         self.assertions: AssertionTable = AssertionTable()  # ids a1, a2, ...: columns

@@ -13,6 +13,7 @@ and builds and validates the action records of its protected calls
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -326,7 +327,8 @@ class Workspace(KeyChecks):
             FactNotWritten: the fact has no version yet and no ``default`` was given.
             CommitConflict: still conflicting after ``retries`` retries.
             WorkspaceError: as for :meth:`commit`; ``fn`` is not callable (to write a
-                value use :meth:`put`); ``fn`` returned None (write ``None`` with
+                value use :meth:`put`) or cannot take the one argument (the old value;
+                named with the fix); ``fn`` returned None (write ``None`` with
                 :meth:`put`); ``retries`` is negative.
         """
         if not callable(fn):
@@ -334,6 +336,7 @@ class Workspace(KeyChecks):
                                  key=key, got=type_name(fn),
                                  fix=f"ws.update({key!r}, lambda old: {{**old, ...}}); "
                                  f"to replace the value: ws.put({key!r}, value)")
+        _check_arity(key, fn)
         return self._write(key, fn, retries=retries, by=by, inputs=inputs, type=type,
                            default=default, check_none=True)
 
@@ -417,3 +420,22 @@ class _NoOwners:
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
         """Always raises :class:`~icore.memory.OwnerUnavailable`."""
         raise OwnerUnavailable("no owner", owner=owner)
+
+
+def _check_arity(key: str, fn: Callable[..., Any]) -> None:
+    """``fn`` must take the old value as its one positional argument.
+
+    Raises:
+        WorkspaceError: its signature cannot bind one argument (e.g. ``lambda: ...``).
+    """
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: let it run
+        return
+    try:
+        sig.bind(None)
+    except TypeError as exc:
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        raise WorkspaceError("update's function must take the old value as its one "
+                             "argument", key=key, function=name, error=str(exc),
+                             fix=f"ws.update({key!r}, lambda old: {{**old, ...}})") from None

@@ -3,7 +3,10 @@
 :class:`CrewRecorder` subscribes to ``crewai_event_bus``: crew kickoff (the task), task
 starts (an instruction to the task's agent), LLM call completions (agent turns), tool
 usage finished / error (tool calls with arguments and output; a ``ToolFailure`` or an
-error counts as an error) and crew completion (the final answer). CrewAI runs sync
+error counts as an error) and crew completion (the final answer). A standalone
+``Agent.kickoff()`` (no crew around it) records its messages as the task and its
+output as the final answer (the ``lite_agent_execution`` events; inside a crew's run
+they are the crew's work, not a run of their own). CrewAI runs sync
 handlers in a thread pool, so events are buffered and written into the recorder by
 :meth:`CrewRecorder.flush`, each at its event's timestamp (so they interleave with what
 fenced tools recorded meanwhile); :func:`recording`
@@ -19,6 +22,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from crewai.events import crewai_event_bus
+from crewai.events.types.agent_events import (
+    LiteAgentExecutionCompletedEvent,
+    LiteAgentExecutionStartedEvent,
+)
 from crewai.events.types.crew_events import CrewKickoffCompletedEvent, CrewKickoffStartedEvent
 from crewai.events.types.llm_events import LLMCallCompletedEvent
 from crewai.events.types.task_events import TaskStartedEvent
@@ -49,21 +56,38 @@ class CrewRecorder:
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
-        self._buf: list[tuple[int, int, Callable[[], object]]] = []
+        self._buf: list[tuple[int, int, Callable[[], object], str]] = []
         self._n = 0
         self._lock = threading.Lock()
         self._handlers: list[tuple[type[Any], Callable[..., None]]] = []
 
-    def _push(self, event: Any, fn: Callable[[], object]) -> None:
+    def _push(self, event: Any, fn: Callable[[], object], tag: str = "") -> None:
+        """Buffer ``fn`` (it writes one event).
+
+        ``tag`` marks a run's start / end (``crew+``, ``crew-``, ``agent+``, ``agent-``:
+        see :meth:`flush`).
+        """
         with self._lock:
             self._n += 1
             seq = getattr(event, "emission_sequence", None)
-            self._buf.append((seq if isinstance(seq, int) else 1 << 62, self._n, fn))
+            self._buf.append((seq if isinstance(seq, int) else 1 << 62, self._n, fn, tag))
 
     def _kickoff(self, source: Any, event: CrewKickoffStartedEvent) -> None:
         inputs = event.inputs or {}
         self._push(event, lambda: self.recorder.task(inputs or "kickoff", agent="user",
-                                                         at=_at(event)))
+                                                         at=_at(event)), "crew+")
+
+    def _agent_kickoff(self, source: Any, event: LiteAgentExecutionStartedEvent) -> None:
+        msgs = event.messages
+        text = msgs if isinstance(msgs, str) else "\n".join(
+            str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in msgs)
+        self._push(event, lambda: self.recorder.task(text or "kickoff", agent="user",
+                                                     at=_at(event)), "agent+")
+
+    def _agent_done(self, source: Any, event: LiteAgentExecutionCompletedEvent) -> None:
+        who = str((event.agent_info or {}).get("role") or "agent")
+        self._push(event, lambda: self.recorder.finish(who, event.output, at=_at(event)),
+                   "agent-")
 
     def _task(self, source: Any, event: TaskStartedEvent) -> None:
         task = event.task
@@ -98,14 +122,16 @@ class CrewRecorder:
 
     def _done(self, source: Any, event: CrewKickoffCompletedEvent) -> None:
         out = getattr(event.output, "raw", event.output)
-        self._push(event, lambda: self.recorder.finish("crew", out, at=_at(event)))
+        self._push(event, lambda: self.recorder.finish("crew", out, at=_at(event)), "crew-")
 
     def subscribe(self) -> None:
         """Register the handlers on ``crewai_event_bus``."""
         pairs: list[tuple[type[Any], Callable[..., None]]] = [
             (CrewKickoffStartedEvent, self._kickoff), (TaskStartedEvent, self._task),
             (LLMCallCompletedEvent, self._llm), (ToolUsageFinishedEvent, self._tool),
-            (ToolUsageErrorEvent, self._tool_error), (CrewKickoffCompletedEvent, self._done)]
+            (ToolUsageErrorEvent, self._tool_error), (CrewKickoffCompletedEvent, self._done),
+            (LiteAgentExecutionStartedEvent, self._agent_kickoff),
+            (LiteAgentExecutionCompletedEvent, self._agent_done)]
         for etype, fn in pairs:
             crewai_event_bus.on(etype)(fn)
             self._handlers.append((etype, fn))
@@ -117,12 +143,23 @@ class CrewRecorder:
         self._handlers.clear()
 
     def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait for pending handlers; write the buffered events in emission order."""
+        """Wait for pending handlers; write the buffered events in emission order.
+
+        An ``Agent.kickoff()``'s task and final answer are written only for the
+        outermost run: not inside a crew's kickoff, nor inside another agent's kickoff
+        (an agent used by a tool, a Flow step), whose task and end they are not.
+        """
         crewai_event_bus.flush(timeout=timeout_s)
         with self._lock:
             buf, self._buf = sorted(self._buf, key=lambda t: (t[0], t[1])), []
-        for _, _, fn in buf:
-            fn()
+        depth = 0
+        for _, _, fn, tag in buf:
+            if tag in ("crew-", "agent-"):
+                depth = max(depth - 1, 0)
+            if not tag.startswith("agent") or depth == 0:
+                fn()
+            if tag in ("crew+", "agent+"):
+                depth += 1
 
 
 ACTIVE_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(

@@ -66,6 +66,7 @@ from icore.integrations.crewai._turns import (
     CrewSetupError,
     UnknownTurn,
     call_turn,
+    calling_agent,
     deliver,
     install_hooks,
     read_turn,
@@ -97,6 +98,7 @@ class FencedCrewTool(BaseTool):
     _norm: ArgNormalizer | None = PrivateAttr(default=None)
     _on_block: OnBlock = PrivateAttr(default="error")
     _approve: Approver | None = PrivateAttr(default=None)
+    _name_caller: bool = PrivateAttr(default=True)
 
     def _settle(self, gated: Gated) -> Any:
         if not gated.executed:
@@ -182,14 +184,16 @@ class FencedCrewTool(BaseTool):
         """``(arguments for the gate, the guard's options)`` of this call, or a refusal.
 
         Agent mode: the normal-form arguments and the call's model turn; fence mode: the
-        plan's roots from the context and the arguments as the plan binds them.
+        plan's roots from the context and the arguments as the plan binds them. Both: the
+        CrewAI agent (role) that made the call, which the recorded call names.
         """
         if args:
             raise IntegrationError("fenced CrewAI tools take keyword arguments",
                                    framework="crewai", tool=self.name)
+        caller = calling_agent() if self._name_caller else None
         if self._norm is None:
             plan = plan_roots(self._context, self._roots, kwargs)
-            return self._as_planned(kwargs, plan), {"roots": plan,
+            return self._as_planned(kwargs, plan), {"roots": plan, "caller": caller,
                                                     "recorder": self._run_recorder()}
         turn = self._turn()
         if isinstance(turn, ToolFailure):
@@ -198,7 +202,7 @@ class FencedCrewTool(BaseTool):
         if isinstance(team_args, ToolFailure):
             return team_args
         return team_args, {"turn": turn, "normalize": self._norm, "ask": self._approve,
-                           "recorder": self._run_recorder()}
+                           "recorder": self._run_recorder(), "caller": caller}
 
     def _failed(self, exc: Exception) -> ToolFailure:
         """After an exception: the tool's own goes to CrewAI; a setup error to the app.
@@ -284,8 +288,9 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
     Args:
         tool: the CrewAI tool (``@tool`` or a ``BaseTool`` subclass).
         agent: high-level: the :class:`~icore.workspace.Agent` whose reads the calls
-            derive from (``ws.agent("shipper")``). Low-level: the agent id events are
-            attributed to.
+            derive from (``ws.agent("shipper")``); recorded events name the CrewAI agent
+            (its ``role``) that made each call. Low-level: the agent id events are
+            attributed to (default: the calling CrewAI agent's role).
         depends_on: D(a): keys, or a function of the call's arguments returning them
             (probed once when wrapped, see :func:`~._setup.probe_scope`).
         fence: low-level only: the executor's :class:`~icore.fence.Fence`.
@@ -361,6 +366,7 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
     wrapped._state_update = state_update
     wrapped._on_block = on_block
     wrapped._approve = approve
+    wrapped._name_caller = team is not None or agent == "executor"
     if team is not None:
         wrapped._norm = ArgNormalizer(tool.args_schema, name=tool.name, framework="crewai")
         _stamp_reads(team)

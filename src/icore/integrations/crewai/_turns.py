@@ -85,10 +85,13 @@ class _Slot:
 
     Attributes:
         tool: the tool name CrewAI resolved (sanitized).
+        agent: the role of the CrewAI agent that made the call ("" when CrewAI did not
+            say).
         error: an error the ``after_tool_call`` hook raises (it then reaches the app).
     """
 
     tool: str
+    agent: str = ""
     error: HookAborted | None = None
 
 
@@ -134,7 +137,8 @@ def _before_model(ctx: Any) -> None:
 
 def _before_tool(ctx: Any) -> None:
     """``before_tool_call``: this call's slot (where a fenced tool leaves an error)."""
-    _SLOT.set(_Slot(str(getattr(ctx, "tool_name", ""))))
+    role = getattr(getattr(ctx, "agent", None), "role", None)
+    _SLOT.set(_Slot(str(getattr(ctx, "tool_name", "")), str(role or "")))
     return None
 
 
@@ -182,6 +186,16 @@ def call_turn() -> Hashable | None:
     return turn
 
 
+def calling_agent() -> str | None:
+    """The role of the CrewAI agent whose tool call runs here (None: not known).
+
+    Set by the ``before_tool_call`` hook, so a recorded fenced call names the CrewAI
+    agent that made it, not the workspace agent serving it (icore Sec. 3).
+    """
+    slot = _SLOT.get()
+    return slot.agent or None if slot is not None else None
+
+
 def read_turn() -> Hashable | None:
     """A workspace agent's ``turn_source``: the turn a read made here belongs to."""
     try:
@@ -214,5 +228,5 @@ def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
     return ToolFailure(message=message, code=code, retryable=False)
 
 
-__all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_turn", "deliver",
-           "install_hooks", "read_turn"]
+__all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_turn",
+           "calling_agent", "deliver", "install_hooks", "read_turn"]

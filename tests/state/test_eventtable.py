@@ -1,0 +1,103 @@
+"""G's events kept as columns (issue 29 item 4): an :class:`EventTable` behaves exactly as
+the dict it replaces, for any sequence of writes."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icore.state._eventtable import RECENT, EventTable
+from icore.state._share import FieldLayouts
+from icore.state._xmodel import Event
+
+_keys = st.one_of(
+    st.integers(0, 12).map(lambda n: f"m{n}"),  # the usual ids
+    st.sampled_from(["task", "m01", "m-1", "m", "m1x", "m²", "", "M1", "e3"]),  # others
+)
+_ops = st.lists(st.tuples(st.sampled_from(["set", "del", "pop", "popd"]), _keys,
+                          st.integers(0, 4)), max_size=40)
+_layouts: FieldLayouts[str] = FieldLayouts()
+
+
+def _event(key: str, n: int) -> Any:
+    """An event stored under ``key`` (n = 3: one whose id is another key; n = 4: no event;
+    odd n: compact fields, even n: a dict)."""
+    if n == 4:
+        return ("not an event", key)
+    fields: dict[str, Any] = {"step": n, "digest": "d" * n}
+    return Event(key if n != 3 else "m7", "output", "artifact", f"agent{n % 2}",
+                 _layouts(fields) if n % 2 else fields, ("task",) * n, float(n))
+
+
+def _same(t: EventTable, d: dict[str, Any]) -> None:
+    assert list(t) == list(d)
+    assert list(t.keys()) == list(d.keys())
+    assert list(t.values()) == list(d.values())
+    assert list(t.items()) == list(d.items())
+    assert len(t) == len(d)
+    assert t == d and d == t
+    for k in ["m0", "m1", "m5", "m12", "m13", "task", "m01", "m-1", "x", ""]:
+        assert (k in t) == (k in d)
+        assert t.get(k) == d.get(k)
+        assert t.get(k, -1) == d.get(k, -1)
+        if k in d:
+            assert t[k] == d[k]
+        else:
+            with pytest.raises(KeyError):
+                t[k]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops)
+def test_an_event_table_is_the_dict_it_replaces(ops: list[tuple[str, str, int]]) -> None:
+    t = EventTable()
+    d: dict[str, Any] = {}
+    for op, key, n in ops:
+        if op == "set":
+            value = _event(key, n)
+            t[key] = value
+            d[key] = value
+        elif op == "del":
+            if key in d:
+                del t[key]
+                del d[key]
+            else:
+                with pytest.raises(KeyError):
+                    del t[key]
+        elif op == "pop":
+            if key in d:
+                assert t.pop(key) == d.pop(key)
+            else:
+                with pytest.raises(KeyError):
+                    t.pop(key)
+        else:
+            assert t.pop(key, None) == d.pop(key, None)
+        _same(t, d)
+    proxy: Any = MappingProxyType(t)
+    assert dict(proxy) == d and list(proxy.values()) == list(d.values())
+    t.clear()
+    assert len(t) == 0 and list(t) == []
+    t["m1"] = first = _event("m1", 1)
+    assert list(t.values()) == [first] and t._d is None
+
+
+def test_step_ids_in_order_stay_columns_and_others_make_a_dict() -> None:
+    t = EventTable()
+    written = [_event("task", 0)] + [_event(f"m{n}", 1) for n in range(0, 2 * RECENT + 4, 2)]
+    for e in written:
+        t[e.id] = e
+    assert t._d is None and list(t) == [e.id for e in written]
+    assert t["m0"] == written[1] and t["m0"] is not written[1]  # rebuilt from the columns
+    assert t["m0"].fields == {"step": 1, "digest": "d"}
+    assert t[written[-1].id] is written[-1]  # the last written are kept as written
+    assert t._metas[1] is t._metas[2]  # type, kind and agent shared
+    assert "m1" not in t and "m3" not in t and t.get("m02") is None
+    del t[written[-1].id]  # a trial's undo removes the last
+    assert t._d is None and len(t) == len(written) - 1
+    t["m1"] = _event("m1", 1)  # an m id before a later one: a dict keeps the order
+    assert t._d is not None and list(t)[-1] == "m1"
+    assert repr(t).startswith("EventTable({'task': Event(")
