@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -148,6 +149,36 @@ def test_no_identity_fails_closed_telling_the_operator(gateways: dict[str, Any])
         assert r.meta is not None and r.meta["icore/gate"]["reason"] == "no_session"
     assert text(ok) == "unprotected still works"
     assert len(_books(log)) == n  # never reached the upstream
+    # the audit sees one anonymous client, not one agent per request
+    lines = [json.loads(x) for x in (gateways["folder"] / "b" / "trace.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    agents = {x["agent"] for x in lines if "agent" in x} - {"gateway"}
+    assert len(agents) == 1 and next(iter(agents)).startswith("anonymous-http#"), agents
+
+
+def test_handshake_session_with_a_token_is_named_by_it(gateways: dict[str, Any]) -> None:
+    """A handshake (legacy) session opened with a client's token is that client's agent
+    in the trace, not the SDK's ``clientInfo`` name."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from mcp import Client
+
+    async def main() -> None:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {BOB}"}) as http, \
+                Client(streamable_http_client(gateways["url"], http_client=http),
+                       mode="legacy") as c:
+            assert c.protocol_version != "2026-07-28"  # a session, with a handshake
+            await c.read_resource("memo://price")
+            await c.call_tool("echo", {"text": "legacy bob"})
+
+    anyio.run(main)
+    lines = [json.loads(x) for x in (gateways["folder"] / "a" / "trace.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    who = {x["agent"] for x in lines if x.get("tool") == "echo"
+           and x.get("args") == {"text": "legacy bob"}}
+    assert len(who) == 1 and next(iter(who)).startswith("bob#"), who
+    assert not any(str(x.get("agent", "")).startswith("mcp#") for x in lines)
 
 
 def test_openai_agents_http_client_with_a_token(gateways: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ edits directly, with no notification.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,13 +120,33 @@ def test_silent_change_seen_at_the_call_and_failed_reads_block(tmp_path: Path) -
     path = tmp_path / "trace.jsonl"
     trace = load_jsonl(path)
     decisions = trace.extras["planfence"]["decisions"]
-    assert [d["reason"] for d in decisions] == ["valid", "stale", "valid"]  # each once
+    # each decision once; the refusals made before the gate are blocked decisions too
+    assert [d["reason"] for d in decisions] == [
+        "valid", "stale", "valid", "dependency_unreadable", "owner_unavailable",
+        "dependency_unreadable", "not_read"], [d["reason"] for d in decisions]
+    assert all(d["outcome"] == "blocked" and d["policy"] == "icore mcp gateway"
+               for d in decisions[3:])
     result = audit_trace(trace)
     assert result.replans == 1
-    plans = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()
-             if '"kind": "plan"' in x]
-    assert [p.get("replan", False) for p in plans] == [False, True]
-    assert plans[1]["executed"] is True and plans[1]["reason"] == "valid"
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    # every protected call writes its plan; the replan rewrites the stale call's plan
+    plans = [x for x in lines if x.get("kind") == "plan"]
+    assert [p.get("replan", False) for p in plans] == [False, False, True, False, False,
+                                                       False, False]
+    assert plans[2]["plan_id"] == plans[1]["plan_id"] != plans[0]["plan_id"]
+    assert plans[2]["executed"] is True and plans[2]["reason"] == "valid"
+    # every refused call is a blocked action of the lineage (icore audit --json counts)
+    refused = [x for x in lines if x.get("blocked")]
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(path), "--json",
+                          str(tmp_path / "audit.json")], capture_output=True, text=True,
+                         env=env(), timeout=120, check=False)
+    assert cli.returncode == 0, cli.stderr
+    run = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))["runs"][0]
+    assert run["actions"]["blocked"] == len(refused) == 5, run["actions"]
+    assert run["actions"]["valid"] == 2 and run["actions"]["total"] == 7
+    assert sorted(lv["action"] for lv in run["lineage"] if lv["status"] == "blocked") \
+        == sorted(x["task"] for x in refused)
+    assert "protected actions of ledger-gateway: 7 (2 valid, 5 blocked)" in cli.stdout
     assert not result.state.flags, result.state.flags  # re-reads are no hard flags
     assert result.terminated
     assert not any("without a terminal marker" in d.detail for d in result.diagnoses)
@@ -166,6 +187,42 @@ def test_two_gateways_on_one_manifest_keep_apart(tmp_path: Path) -> None:
     assert sessions[0] != sessions[1]
 
 
+def test_a_clean_run_audits_clean_and_refusals_say_what_helps(tmp_path: Path) -> None:
+    """A run whose every call was valid scores astab 1 and cq 1 (each call's plan is
+    recorded); a first call of a session that read nothing says only this same session
+    can pass; a fact never written says it has no value yet, not "read and retry"."""
+    manifest = _manifest(tmp_path, tools={
+        "charge": {"depends_on": ["acct://{account}/balance"]},
+        "audit_note": {"depends_on": ["fact://ops/{text}"]}})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:  # a client that never reads first
+            r = await s.call_tool("charge", {"account": "main", "amount": 1})
+            t = text(r)
+            assert r.is_error and "(not_read)" in t and "this same session" in t, t
+            assert "new session for each tool call" in t and "= 500" in t, t
+            r = await s.call_tool("audit_note", {"text": "never"})
+            t = text(r)
+            assert r.is_error and "fact://ops/never has no value yet (never written)" in t
+            assert "Do not retry it" in t and "call again" not in t, t
+        async with stdio_gateway(manifest) as s:  # a clean run: read, then act
+            await s.read_resource("acct://main/balance")
+            for amount in (1, 2):
+                r = await s.call_tool("charge", {"account": "main", "amount": amount})
+                assert not r.is_error, text(r)
+
+    anyio.run(main)
+    first = load_jsonl(tmp_path / "trace-1.jsonl").extras["planfence"]["decisions"]
+    assert [(d["outcome"], d["reason"]) for d in first] == [("blocked", "not_read")] * 2
+    clean = tmp_path / "trace.jsonl"
+    result = audit_trace(load_jsonl(clean))
+    s = result.summary()
+    assert (s.snd, s.astab, s.cq, s.replans, s.diagnoses) == (1.0, 1.0, 1.0, 0, 0), s
+    plans = [json.loads(x) for x in clean.read_text(encoding="utf-8").splitlines()
+             if '"kind": "plan"' in x]
+    assert len(plans) == 2 and all(len(p["roots"]) == 1 for p in plans)
+
+
 @pytest.mark.parametrize(("tools", "expect"), [
     ({"chrage": {"depends_on": ["acct://{account}/balance"]}},
      ["at line 2: tools.chrage", "did you mean 'charge'"]),
@@ -173,6 +230,9 @@ def test_two_gateways_on_one_manifest_keep_apart(tmp_path: Path) -> None:
      ["at line 2: tools.charge.depends_on.0", "did you mean 'account'"]),
     ({"charge": {"depends_on": ["acc://{account}/balance"]}},
      ["tools.charge.depends_on.0", "no upstream serves a resource 'acc://{account}/balance'"]),
+    ({"charge": {"depends_on": ["fact://opz/{account}"]}},
+     ["at line 2: tools.charge.depends_on.0", "no owner is declared for the fact "
+      "'fact://opz/{account}'", "facts.owners: 'fact://ops/*'"]),
 ])
 def test_manifest_checked_against_the_upstreams_at_start(tmp_path: Path, tools: Any,
                                                           expect: list[str]) -> None:

@@ -224,6 +224,10 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                       str(s.stalls), str(s.unsupported), str(s.diagnoses))
     if results:
         console.print(table)
+    for r in results[:20]:
+        line = _action_line(r)
+        if line is not None:
+            console.print(escape(line))
     unchecked = [r.trace.id for r in results if r.answer_checked is False]
     if unchecked:
         console.print(
@@ -348,8 +352,39 @@ def _plain(obj: Any) -> Any:
         obj, type) else obj
 
 
+_STATUSES = ("valid", "INVALID", "unchecked", "blocked", "not issued")
+"""The statuses of a protected action (:func:`icore.fence.action_status`), in the order
+``--json``'s ``actions`` counts and the console's line list them."""
+
+
+def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
+    """Protected actions per status (every status, 0 when none) and their ``total``."""
+    out = dict.fromkeys(_STATUSES, 0)
+    for lv in lineage:
+        out[lv["status"]] = out.get(lv["status"], 0) + 1
+    out["total"] = len(lineage)
+    return out
+
+
+def _action_line(r: AuditResult) -> str | None:
+    """The console's line of a run's protected actions per status (None: it has none)."""
+    counts = _action_counts([{"status": lv.status} for lv in
+                             trace_lineage(r.trace.extras.get("planfence"))])
+    if not counts["total"]:
+        return None
+    said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
+    return f"protected actions of {r.trace.id}: {counts['total']} ({said})"
+
+
 def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
-    """One run's entry of ``--json``."""
+    """One run's entry of ``--json``.
+
+    ``lineage`` lists every protected action with its status and reason; ``actions``
+    counts them per status (``valid``, ``INVALID``, ``unchecked``, ``blocked``, ``not
+    issued``) with their ``total``: a gateway's refusals are the ``blocked`` ones.
+    """
+    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason}
+               for lv in trace_lineage(r.trace.extras.get("planfence"))]
     return {
         "id": r.trace.id, "file": r.trace.file,
         "report": str(out / report_filename(r.trace.id)) if out is not None else None,
@@ -358,8 +393,8 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
                                                        places=r.flag_places)],
         "diagnoses": [d.to_json() for d in r.diagnoses],
         "attribution": att.to_json() if att is not None else None,
-        "lineage": [{"action": lv.id, "status": lv.status, "reason": lv.reason}
-                    for lv in trace_lineage(r.trace.extras.get("planfence"))],
+        "actions": _action_counts(lineage),
+        "lineage": lineage,
     }
 
 

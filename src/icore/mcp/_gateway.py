@@ -127,6 +127,7 @@ class Gateway:
         self.tag = secrets.token_hex(3)
         """This gateway process's tag in its session names (``client#1@<tag>``)."""
         self._sid_keys: dict[str, _Key] = {}
+        self._anon_key = _Anonymous()  # every HTTP request with no session or identity
         self._tg: anyio.abc.TaskGroup | None = None
         self._failure: str | None = None
         self.server = self._make_server()
@@ -316,6 +317,7 @@ class Gateway:
             params = getattr(ctx.session, "client_params", None)
             info = getattr(params, "client_info", None)
             client = (key.client if isinstance(key, _Key) and key.client else None) or \
+                (ANONYMOUS_HTTP if key is self._anon_key else None) or \
                 getattr(info, "name", None) or "client"
             assert self.facts is not None
             v = self.facts.session(f"{client}#{next(self._n)}@{self.tag}")
@@ -331,8 +333,9 @@ class Gateway:
         authenticated principal of the request's bearer token (client id, issuer,
         subject: the SDK's ``principal_components``, what the 2026-07-28 revision, which
         has no sessions, leaves as the identity of a client across requests; see
-        ``http.clients`` in the manifest); else the SDK's per-request connection object
-        (no identity: :meth:`anonymous`, its protected calls are refused).
+        ``http.clients``); else one key for all requests with neither (:meth:`anonymous`:
+        refused; one agent ``anonymous-http#<n>``). A session opened with a token is
+        named by the token's client, not by its ``clientInfo``.
         """
         if self.single_client:
             return self._stdio_key
@@ -341,7 +344,8 @@ class Gateway:
         if isinstance(sid, str) and sid:
             k = self._sid_keys.get(sid)
             if k is None:
-                k = self._sid_keys[sid] = _Key(sid)
+                who = _principal()
+                k = self._sid_keys[sid] = _Key(sid, who[1] if who is not None else None)
             return k
         who = _principal()
         if who is not None:
@@ -349,7 +353,7 @@ class Gateway:
             if k is None:
                 k = self._sid_keys[who[0]] = _Key(who[0], who[1])
             return k
-        return conn
+        return self._anon_key
 
     def anonymous(self, ctx: Any) -> bool:
         """True when the request has neither a session nor a client identity.
@@ -464,6 +468,16 @@ def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str
             routes[shown] = Route(up, ident)
             defs.append((shown, d if shown == ident else d.model_copy(update={field: shown})))
     return routes, defs
+
+
+ANONYMOUS_HTTP = "anonymous-http"
+"""The client name of the HTTP requests with neither a session nor an identity."""
+
+
+class _Anonymous:
+    """The session key of every HTTP request without a session or an identity."""
+
+    __slots__ = ("__weakref__",)
 
 
 class _Key:

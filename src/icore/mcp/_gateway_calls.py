@@ -247,8 +247,8 @@ class _ToolCalls:
         text = f"PlanFence blocked {name} ({reason}): {_HINT.get(reason, 'fail closed')}."
         if detail:
             text += f"\nDetail: {detail}"
-        self.gw.trace.call(view.sid, name, args, f"BLOCKED: {reason}: {detail or text}",
-                           error=True, task=task, blocked=True, reason=reason)
+        self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
+                              detail=detail or text)
         meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
         return _error_result(text, meta={"icore/gate": meta})
 
@@ -360,7 +360,7 @@ class _ToolCalls:
                 self.gw.otel.decision(d)
         if v.call.executed:
             return v.call.value
-        return _Refused(_refusal(name, v))
+        return _Refused(_refusal(name, v, first_read=not seen))
 
     async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any]) -> Any:
         from mcp_types import CallToolResult, TextContent
@@ -432,17 +432,36 @@ class _Refused:
     result: Any
 
 
-def _refusal(name: str, v: Verdict) -> Any:
-    """The ``isError`` result of a call the gate refused: what changed, what to do."""
+def _refusal(name: str, v: Verdict, *, first_read: bool = False) -> Any:
+    """The ``isError`` result of a call the gate refused: what changed, what to do.
+
+    ``first_read``: the session had read nothing before this call (a ``not_read``
+    refusal then says that only a call in this same session can pass: a client that
+    opens a new session per tool call is refused every time).
+    """
     reason = v.reason
     lines = [f"PlanFence blocked {name} ({reason}): "
              f"{_HINT.get(reason, 'the call was refused (fail closed)')}."]
+    unwritten = tuple(v.call.unwritten) if reason == "not_read" else ()
+    if unwritten:  # reading cannot help: there is no value to plan from
+        lines[0] = (f"PlanFence blocked {name} (not_read): {', '.join(unwritten)} "
+                    f"{'has' if len(unwritten) == 1 else 'have'} no value yet (never "
+                    "written), so there is nothing to plan this call from, and reading "
+                    "again does not change that. Do not retry it until an owner writes a "
+                    "value; call it with other arguments, or report it.")
+    elif reason == "not_read" and first_read:
+        lines[0] = (f"PlanFence blocked {name} (not_read): this MCP session had not read "
+                    "the facts this call depends on; the gateway ties a call to what the "
+                    "same session read. Their current values are below, now read in this "
+                    "session: plan from them and call again in this same session (a "
+                    "client that opens a new session for each tool call is refused every "
+                    "time; keep one session open).")
     if v.changed and reason != Reason.SECOND_CHANGE.value:
         lines.append("Current values:")
         lines.extend(f"- {describe(r)}" for r in v.changed.values())
     elif v.changed:
         lines.append("Changed: " + ", ".join(sorted(v.changed)))
-    elif reason == "not_read":  # nothing could be handed over
+    elif reason == "not_read" and not unwritten:  # nothing could be handed over
         lines[0] = (f"PlanFence blocked {name} (not_read): this call depends on facts this "
                     "session has not read, and their current values could not be read. "
                     "Read them and call again.")

@@ -137,6 +137,36 @@ def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
                                   "tools", name, "depends_on", i, tool=name, entry=entry)
 
 
+def check_facts(m: GatewayManifest) -> None:
+    """Each ``fact://`` entry of a protected tool's D(a) has an owner in the manifest.
+
+    A fact no owner covers has no head to validate against: every call of the tool
+    would be refused, so the manifest is refused at start instead. An entry is covered
+    when an owner key or glob (``facts.owners``, or ``owners``) matches it with each
+    ``{arg}`` filled in, or names an instance of it.
+
+    Raises:
+        GatewayManifestError: naming ``tools.<name>.depends_on.<i>``, its line, the
+            entry and the owner patterns declared.
+    """
+    import fnmatch
+    owned = [*m.facts.owners, *m.owners]
+    for name, spec in m.tools.items():
+        for i, entry in enumerate(spec.depends_on):
+            if not entry.startswith(FACT_SCHEME):
+                continue
+            probe = re.sub(r"\{[^}]*\}", "x", entry)
+            pat = dep_pattern(entry)
+            if any(fnmatch.fnmatchcase(probe, o) or pat.fullmatch(o) for o in owned):
+                continue
+            have = ", ".join(repr(o) for o in m.facts.owners) or "none"
+            raise m.error(f"no owner is declared for the fact {entry!r} (facts.owners: "
+                          f"{have}), so every call of {name} would be refused; add a key "
+                          f"or glob covering it to facts.owners (e.g. "
+                          f"{{{re.sub(r'{[^}]*}', '*', entry)!r}: OWNER}})", "tools", name,
+                          "depends_on", i, tool=name, entry=entry)
+
+
 def dep_pattern(entry: str) -> re.Pattern[str]:
     """A D(a) entry as a regex over URIs: ``{arg}`` and globs match anything."""
     out = []

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from icore.mcp._gateway_checks import (
     Unresolved,
+    check_facts,
     check_placeholders,
     check_resources,
     check_tools,
@@ -75,7 +76,8 @@ class ManifestWatch:
 
         Raises:
             GatewayManifestError: a protected name or a D(a) resource no upstream serves,
-                a placeholder that is no argument of its tool (every upstream listed).
+                a placeholder that is no argument of its tool (every upstream listed), a
+                ``fact://`` entry of D(a) no owner covers.
         """
         gw, m = self.gw, self.gw.manifest
         down = sorted(n for n in gw.upstreams if n not in gw.listed)
@@ -84,6 +86,7 @@ class ManifestWatch:
                 if not d.startswith(FACT_SCHEME)]
         self._resources.watched = lambda uri: any(p.fullmatch(uri) for p in pats)
         self.checked = True
+        check_facts(m)
         check_placeholders(m, {n: getattr(d, "input_schema", None)
                                for n, d in gw.tool_defs.items()})
         if not down:

@@ -13,10 +13,18 @@ How a gateway run reads in the audit:
 * a ``resources/read`` is an observation (``tool_output`` of the tool ``resources/read``
   with the version seen), not an agent's claim: reading a resource again is what a
   refusal asks for, never a repeated assertion;
+* every protected call writes its plan: a ``plan`` line (``plan_id`` = the call's task,
+  ``roots`` = its action record, whose parents are the versions it was planned from),
+  so a run whose calls were all valid audits clean (the session's work is planned and
+  assigned, as a framework recording's model turns are);
 * a replan is the session's next call of a tool after a ``stale`` refusal that cites the
-  values handed over (:class:`Replans`): one ``plan`` line per session (``plan_id`` =
-  the session), written at its first replan, then one ``replan`` line per replan with
-  whether it ran (``executed``); a further attempt of a failed replan is no new replan.
+  values handed over (:class:`Replans`): a ``replan`` line rewriting the stale call's
+  plan (its ``plan_id``) with whether it ran (``executed``); a further attempt of a
+  failed replan is no new replan (and no new plan);
+* a call refused before the gate decided (``not_read``, ``owner_unavailable``,
+  ``dependency_unreadable``, ``gateway_error``, ``no_session``, ...) is a ``blocked``
+  PlanFence decision with that reason (policy :data:`GATEWAY_POLICY`), so the audit's
+  lineage lists every refused call as a blocked action, as it lists ``stale`` ones.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from icore.fence import GateDecision, Reason
+from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
 from icore.integrations import RunRecorder
 from icore.mcp._facts import SessionView, Verdict, text_of
 from icore.records import Record, RecordId
@@ -198,6 +206,25 @@ def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
     return e.to_dict()
 
 
+GATEWAY_POLICY = "icore mcp gateway"
+"""The ``policy`` of a refusal the gateway made before (or without) a gate decision."""
+
+
+def _refusal_entry(tool: str, task: str, reason: str, deps: Sequence[str], detail: str
+                   ) -> dict[str, Any]:
+    """The PlanFence decision line of a call refused before the gate decided.
+
+    ``blocked`` with the gateway's reason code (``not_read``, ``owner_unavailable``,
+    ``dependency_unreadable``, ``gateway_error``, ``no_session``, ...), so the audit's
+    lineage lists the call as a blocked action like a ``stale`` one (no frontier or
+    heads: the gate never compared versions).
+    """
+    e = DecisionEntry(outcome=Outcome.BLOCKED.value, reason=reason, action=tool,
+                      deps=tuple(sorted(deps)), policy=GATEWAY_POLICY, detail=detail[:2000],
+                      task=task)
+    return {"planfence": {"decision": e.to_dict()}}
+
+
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
     return {"planfence": {"record": {"id": rec.id, "key": rec.key, "owner": rec.owner,
                                      "seq": rec.seq, "type": rec.type,
@@ -225,7 +252,8 @@ class GatewayTrace:
         self._fh: TextIO | None = None
         self._events_done = 0
         self._pf_done = 0
-        self._planned: set[str] = set()
+        self._plan_of: dict[RecordId, str] = {}
+        """A protected call's action record -> its plan id (its task), for its replan."""
         self._sessions = 0
         self._lock_fd = lock
         self._closed = False
@@ -282,8 +310,9 @@ class GatewayTrace:
             args: the call's arguments.
             task: the call's task name (``<session>/<n>``).
             replan: ``"replan"`` (the call is the session's replan after a stale refusal:
-                a ``plan`` line, the session's first, then a ``replan`` line with whether
-                it ran), ``"retry"`` (another attempt of a blocked replan) or None.
+                a ``replan`` line rewriting the stale call's plan, with whether it ran),
+                ``"retry"`` (another attempt of a blocked replan: no line) or None (a plan
+                of its own: a ``plan`` line).
             plan_roots: the stale call's roots (the plan the replan rewrites).
             flush: False when the caller records the call's result next (one write).
             heads: how each upstream resource of D(a) got its head: ``{"reread": [uri],
@@ -295,21 +324,29 @@ class GatewayTrace:
             self._rec(call.record, "replan" if replan == "replan" else "plan")
         for r in v.changed.values():
             self._rec(r, "revision" if r.parents else "input")
+        said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
+        roots = [call.record.id] if call.record is not None else None
         with self._lock:
             for d in v.decisions:
                 self.planfence.append({"planfence": {"decision": _entry(d, task, heads)}})
-            first_plan = replan == "replan" and sid not in self._planned
-            if first_plan:
-                self._planned.add(sid)
-        if first_plan:  # the session's plan, written when it is first rewritten
-            self.recorder.plan(sid, f"plan of {sid} for {tool}", roots=list(plan_roots),
-                               plan_id=sid)
-        if replan == "replan":
-            said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
-            self.recorder.plan(sid, f"replan for {tool}: {said}",
-                               roots=[call.record.id] if call.record is not None else None,
-                               replan=True, plan_id=sid, executed=call.executed,
-                               reason=call.reason)
+            if not v.decisions and not call.executed:  # refused before the gate
+                self.planfence.append(_refusal_entry(tool, task, call.reason, v.deps,
+                                                     call.detail))
+            plan_id = None
+            if replan == "replan":  # the plan it rewrites: the stale call's own
+                plan_id = next((self._plan_of[r] for r in plan_roots
+                                if r in self._plan_of), None)
+            elif replan is None and call.record is not None:
+                self._plan_of[call.record.id] = task
+        if replan is None:  # a plan of its own: the versions it was planned from
+            self.recorder.plan(sid, f"plan for {tool}: {said}", roots=roots, plan_id=task)
+        elif replan == "replan":
+            if plan_id is None:  # the stale call's plan was not recorded: written now
+                plan_id = f"{task}/plan"
+                self.recorder.plan(sid, f"plan for {tool}", roots=list(plan_roots),
+                                   plan_id=plan_id)
+            self.recorder.plan(sid, f"replan for {tool}: {said}", roots=roots, replan=True,
+                               plan_id=plan_id, executed=call.executed, reason=call.reason)
         for d in v.decisions:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,
@@ -331,6 +368,8 @@ class GatewayTrace:
 
         ``heads``: as in :meth:`verdict`.
         """
+        roots = list(decisions[0].roots) if decisions else None
+        self.recorder.plan(sid, f"plan for {tool}", roots=roots, plan_id=task)
         with self._lock:
             for d in decisions:
                 self.planfence.append({"planfence": {"decision": _entry(d, task, heads)}})
@@ -340,6 +379,36 @@ class GatewayTrace:
                                                    "reason": d.reason.value, "tool": tool,
                                                    "replanned": d.replanned,
                                                    **_heads(heads)})
+        self.flush()
+
+    def refused(self, sid: str, tool: str, args: Mapping[str, Any], *, task: str,
+                reason: str, deps: Sequence[str], detail: str) -> None:
+        """A protected call the gateway refused before the gate decided (fail closed).
+
+        Recorded as the other refusals are: the call's plan (it cites no version: none
+        was validated), a ``blocked`` PlanFence decision with ``reason`` (``not_read``,
+        ``owner_unavailable``, ``dependency_unreadable``, ``gateway_error``,
+        ``no_session``, ...; policy :data:`GATEWAY_POLICY`), so the audit's lineage lists
+        it as a blocked action, and the blocked tool output.
+
+        Args:
+            sid: the session.
+            tool: the tool's name.
+            args: the call's arguments.
+            task: the call's task name (``<session>/<n>``).
+            reason: the refusal's reason code.
+            deps: D(a) as far as it is known (empty when it could not be bound).
+            detail: what failed (the refusal's ``Detail:`` line).
+        """
+        said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
+        self.recorder.plan(sid, f"plan for {tool}: {said}", plan_id=task)
+        with self._lock:
+            self.planfence.append(_refusal_entry(tool, task, reason, deps, detail))
+        self.recorder.add(sid, "thought", f"gate {Outcome.BLOCKED.value}/{reason} for {tool}",
+                          gate={"outcome": Outcome.BLOCKED.value, "reason": reason,
+                                "tool": tool, "replanned": False}, task=task)
+        self.recorder.tool_call(sid, tool, args, f"BLOCKED: {reason}: {detail}", error=True,
+                                task=task, blocked=True, reason=reason)
         self.flush()
 
     def call(self, sid: str, tool: str, args: Mapping[str, Any] | None, result: Any, *,
