@@ -180,9 +180,20 @@ def _text(value: Any) -> str:
     return s if len(s) <= MAX_CONTENT_CHARS else s[:MAX_CONTENT_CHARS] + "...[cut]"
 
 
+def _is_plain_json(value: Any, depth: int = 0) -> bool:
+    """Exact JSON types only (str keys): what a JSON round trip would give back."""
+    t = type(value)
+    if t is list and depth <= _MAX_DEPTH + 1:
+        return all(_is_plain_json(v, depth + 1) for v in value)
+    if t is dict and depth <= _MAX_DEPTH + 1:
+        return all(type(k) is str and _is_plain_json(v, depth + 1) for k, v in value.items())
+    return t is str or t is int or t is float or t is bool or value is None
+
+
 def _jsonable(value: Any) -> Any:
     try:
-        return json.loads(json.dumps(plain_data(value), default=str))
+        data = plain_data(value)  # fresh containers: no round trip needed when plain
+        return data if _is_plain_json(data) else json.loads(json.dumps(data, default=str))
     except (TypeError, ValueError):
         return str(value)
 

@@ -1,0 +1,55 @@
+"""A recorder line's fields equal what a JSON round trip gives (issue 25 item 7).
+
+``RunRecorder.add`` skips the round trip for values made of exact JSON types; the result
+must be the same as with it, for plain data and for subclasses (``IntEnum``, ``str``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icore.integrations import RunRecorder
+from icore.integrations._recorder import plain_data
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Name(str):
+    pass
+
+
+_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5),
+                  st.floats(allow_nan=False), st.just(_Level.LOW),
+                  st.builds(_Name, st.text(max_size=3)), st.tuples(st.integers()))
+_value = st.recursive(_leaf, lambda c: st.one_of(
+    st.lists(c, max_size=3), st.dictionaries(st.one_of(st.text(max_size=3), st.integers()),
+                                             c, max_size=3)), max_leaves=12)
+
+
+def _round_trip(v: Any) -> Any:
+    return json.loads(json.dumps(plain_data(v), default=str))
+
+
+@given(_value)
+def test_fields_equal_the_json_round_trip(v: Any) -> None:
+    line = RunRecorder("r").add("a", "thought", "x", field=[v])  # None is dropped
+    got, want = line["field"], _round_trip([v])
+    assert json.dumps(got) == json.dumps(want)
+    assert type(got) is type(want)
+
+
+def test_fields_do_not_alias_the_callers_value() -> None:
+    heads, k = ["a" * 64], [1]
+    v: dict[str, Any] = {"heads": heads, "n": {"k": k}}
+    line = RunRecorder("r").add("a", "thought", "x", gate=v)
+    assert line["gate"] == v
+    heads.append("b")
+    k.append(2)
+    assert line["gate"] == {"heads": ["a" * 64], "n": {"k": [1]}}
