@@ -6,6 +6,7 @@ file or field, before any work: never a traceback.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,24 @@ def test_bench_out_is_checked_before_the_benchmark(tmp_path: Path,
     code, out = _invoke("bench", *args, "--out", value)
     assert code == 2 and "--out" in out and said in out, out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_huge_span_kind_is_shortened_in_the_warning(tmp_path: Path) -> None:
+    """A 100 KB span kind (seed-1 sweep, ``field/jaeger/7``) made the "kept ... span(s) as
+    events" warning 100 KB long; rich's automatic highlighting then spent over a minute
+    of CPU on it after the audit. The kind is shortened and the CLI prints user text
+    without highlighting."""
+    kind = "x" * 100_000
+    spans = [{"traceId": "ab" * 16, "spanId": f"{i:016x}", "name": f"s{i}",
+              "startTimeUnixNano": str(i), "endTimeUnixNano": "9",
+              "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": k}}],
+              **({"parentSpanId": f"{1:016x}"} if i > 1 else {})}
+             for i, k in ((1, "AGENT"), (2, kind))]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}),
+                     encoding="utf-8")
+    code, out = _invoke("audit", str(trace), "--out", str(tmp_path / "rep"))
+    assert code == 0, out
+    flat = " ".join(out.split())  # the console wraps long lines
+    assert "(100000 characters) span(s) as events (no mapping)" in flat, out
+    assert "x" * 100 not in flat and len(out) < 5_000, len(out)

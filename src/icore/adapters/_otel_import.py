@@ -312,7 +312,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     for st in steps:
         if st.agent not in agents and st.agent != "user":
             agents[st.agent] = ""
-    warnings = tuple(f"{file}: kept {n} {k.lower()} span(s) as events (no mapping)"
+    warnings = tuple(f"{file}: kept {n} {_kind_shown(k)} span(s) as events (no mapping)"
                      for k, n in sorted(unknown.items()))
     family = OTEL
     calls = _icore_calls(spans)
@@ -427,6 +427,15 @@ _NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
 
 _SHORT = 64
 """Strings up to this length (span kinds, agent names, span names) are shared by value."""
+
+
+def _kind_shown(kind: str) -> str:
+    """A span kind as a warning names it: lower case, at most 60 characters.
+
+    A kind is input text: a 100 KB one must not make the warning 100 KB.
+    """
+    k = kind.lower()
+    return k if len(k) <= 60 else f"{k[:40]}... ({len(k)} characters)"
 
 
 def _first(short: dict[str, str], v: str) -> str:

@@ -130,7 +130,7 @@ def audit(
     not write, --llm-* without --attribution, --otlp-best-effort without
     --otlp-endpoint); 3 a --fail-on condition holds.
     """
-    console = Console(width=160)
+    console = Console(width=160, highlight=False)
     fails = fail_conditions(fail_on, FAIL_ON)
     if llm_base_url and not attribution:
         raise typer.BadParameter("applies only with --attribution", param_hint="--llm-base-url")

@@ -126,7 +126,7 @@ def bench_mcp(
 
     if quick:
         n = 40
-    console = Console(width=120)
+    console = Console(width=120, highlight=False)
     with console.status("timing tools/call over stdio and HTTP..."):
         rows = run_bench(n=n, deps=deps)
     t = Table("transport", "path", "p50 ms", "p99 ms", "added p50 ms", "/ sdk proxy",

@@ -241,7 +241,7 @@ def run(
     Exit codes: 0 ok, 1 crash/run error/every workflow stopped early/--otlp-endpoint
     spans not delivered, 2 usage error, 3 a --fail-on condition holds, 130 interrupted.
     """
-    console = Console(width=160)
+    console = Console(width=160, highlight=False)
     fails = fail_conditions(fail_on, ("invalid",))
 
     def reporter(r: LiveRunResult) -> Path:
