@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -37,3 +38,25 @@ def test_sdk_proxy_forwards_without_icore() -> None:
             assert not res.is_error and res.structured_content == {"result": 7}
 
     anyio.run(main)
+
+
+def test_bench_failure_inside_task_groups_is_one_line(monkeypatch: Any) -> None:
+    """r5-mcp D7: an upstream lost under load surfaced as six nested ExceptionGroups; the
+    command now prints the icore error behind them as one line and exits 1."""
+    from typer.testing import CliRunner
+
+    import icore.mcp
+    from icore.cli import app
+    from icore.mcp import GatewayError
+
+    def lost(**_: Any) -> list[Any]:
+        err = GatewayError("benchmark call of act_res (reread) failed: upstream bench "
+                           "failed during resources/read: Connection closed")
+        raise ExceptionGroup("unhandled errors in a TaskGroup",
+                             [ExceptionGroup("unhandled errors in a TaskGroup", [err])])
+
+    monkeypatch.setattr(icore.mcp, "run_bench", lost)
+    res = CliRunner().invoke(app, ["bench", "mcp", "--quick"], env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output
+    assert "error: benchmark call of act_res (reread) failed" in res.output
+    assert "Traceback" not in res.output and "ExceptionGroup" not in res.output

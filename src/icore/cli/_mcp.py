@@ -12,6 +12,7 @@ import typer
 
 from icore._files import not_a_regular_file
 from icore.cli.inputs import nonempty_path
+from icore.errors import redact
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -127,8 +128,15 @@ def bench_mcp(
     if quick:
         n = 40
     console = Console(width=120, highlight=False)
-    with console.status("timing tools/call over stdio and HTTP..."):
-        rows = run_bench(n=n, deps=deps)
+    try:
+        with console.status("timing tools/call over stdio and HTTP..."):
+            rows = run_bench(n=n, deps=deps)
+    except Exception as exc:  # an upstream lost under load: one line, not nested groups
+        err = _typed(exc)
+        if err is None:
+            raise
+        typer.echo(f"error: {redact(str(err))}", err=True)
+        raise typer.Exit(1) from None
     t = Table("transport", "path", "p50 ms", "p99 ms", "added p50 ms", "/ sdk proxy",
               title=f"tools/call, n={n}, protected d={deps}")
     proxy = {r.transport: r.p50_ms for r in rows if r.path.startswith("sdk proxy")}
