@@ -223,11 +223,32 @@ def test_a_clean_run_audits_clean_and_refusals_say_what_helps(tmp_path: Path) ->
     assert len(plans) == 2 and all(len(p["roots"]) == 1 for p in plans)
 
 
+def test_writes_placeholders_are_filled_from_the_call(tmp_path: Path) -> None:
+    """QA r5-mcp D1: a ``writes`` entry's ``{arg}`` is filled from the call's arguments
+    as in D(a); the literal template URI was re-read (and failed) after every call."""
+    manifest = _manifest(tmp_path, tools={
+        "charge": {"depends_on": ["acct://{account}/balance"],
+                   "writes": ["acct://{account}/balance"]}})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await s.read_resource("acct://main/balance")
+            r = await s.call_tool("charge", {"account": "main", "amount": 1})
+            assert not r.is_error, text(r)
+
+    anyio.run(main)
+    trace = (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
+    assert "re-read of" not in trace, [x for x in trace.splitlines() if "re-read" in x]
+
+
 @pytest.mark.parametrize(("tools", "expect"), [
     ({"chrage": {"depends_on": ["acct://{account}/balance"]}},
      ["at line 2: tools.chrage", "did you mean 'charge'"]),
     ({"charge": {"depends_on": ["acct://{acount}/balance"]}},
      ["at line 2: tools.charge.depends_on.0", "did you mean 'account'"]),
+    ({"charge": {"depends_on": ["acct://{account}/balance"],
+                 "writes": ["acct://{acount}/balance"]}},
+     ["at line 2: tools.charge.writes.0", "did you mean 'account'"]),
     ({"charge": {"depends_on": ["acc://{account}/balance"]}},
      ["tools.charge.depends_on.0", "no upstream serves a resource 'acc://{account}/balance'"]),
     ({"charge": {"depends_on": ["fact://opz/{account}"]}},

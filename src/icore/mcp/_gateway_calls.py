@@ -214,8 +214,14 @@ class _ToolCalls:
         self.gw.trace.call(view.sid, name, args, _result_text(result),
                            error=_is_error(result), task=task)
         if spec is not None:
-            for w in spec.writes:
-                await self._resources.reread(w, f"{view.sid} via {name}")
+            for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
+                try:
+                    uris = sorted(expand_deps([w], args, ()))
+                except IcoreError as exc:
+                    self.gw.trace.note("gateway", f"re-read of {w} after {name} skipped: {exc}")
+                    continue
+                for uri in uris:
+                    await self._resources.reread(uri, f"{view.sid} via {name}")
         return result
 
     async def _unverified(self, view: SessionView, name: str, args: Mapping[str, Any],

@@ -115,7 +115,7 @@ def check_tools(m: GatewayManifest, tools: Mapping[str, str], own: Collection[st
 
 
 def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
-    """Each ``{arg}`` of a protected tool's D(a) is an argument of the tool's input schema.
+    """Each ``{arg}`` of a protected tool's D(a) and writes is an argument of its input schema.
 
     Tools without a listed schema (or whose schema has no ``properties``) are skipped.
 
@@ -128,13 +128,15 @@ def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
         props = schema.get("properties") if isinstance(schema, Mapping) else None
         if not isinstance(props, Mapping):
             continue
-        for i, entry in enumerate(spec.depends_on):
+        entries = [("depends_on", i, e) for i, e in enumerate(spec.depends_on)]
+        entries += [("writes", i, e) for i, e in enumerate(spec.writes)]
+        for part, i, entry in entries:
             for _, arg, _, _ in string.Formatter().parse(entry):
                 if arg and arg not in props:
                     raise m.error(f"placeholder {{{arg}}} in {entry!r} is not an argument "
                                   f"of {name}{_hint(_did_you_mean(arg, list(props)))}; "
                                   f"its arguments: {', '.join(sorted(props)) or 'none'}",
-                                  "tools", name, "depends_on", i, tool=name, entry=entry)
+                                  "tools", name, part, i, tool=name, entry=entry)
 
 
 def check_facts(m: GatewayManifest) -> None:

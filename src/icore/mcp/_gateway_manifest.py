@@ -282,7 +282,8 @@ class ToolSpec(_Model):
         depends_on: resource URIs, fact keys or glob patterns; ``{arg}`` placeholders
             are filled from the call's arguments (argument binding).
         writes: URIs the tool changes: re-read from the upstream after a call, so the
-            change becomes a new version at once.
+            change becomes a new version at once; ``{arg}`` placeholders are filled from
+            the call's arguments, as in ``depends_on``.
     """
 
     depends_on: tuple[str, ...]
