@@ -69,6 +69,10 @@ def test_listings_unchanged(manifest: Path) -> None:
             assert [p.model_dump() for p in gp] == [p.model_dump() for p in prompts]
             got = await s.get_prompt("plan_trip", {"city": "Faro"})
             assert "Faro" in got.messages[0].content.text  # type: ignore[union-attr]
+            init = s.initialize_result  # the upstream's instructions passed on, named
+            assert init is not None and init.instructions is not None
+            assert init.instructions.startswith("icore MCP gateway: ")
+            assert "\n\n[trip] Trips: read memo://price before booking." in init.instructions
     anyio.run(main)
 
 

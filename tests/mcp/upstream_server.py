@@ -14,7 +14,7 @@ import time
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
-mcp = MCPServer("trip-upstream")
+mcp = MCPServer("trip-upstream", instructions="Trips: read memo://price before booking.")
 STATE: dict[str, str] = {"price": "100", "city": "Porto"}
 
 

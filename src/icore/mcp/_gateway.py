@@ -49,6 +49,21 @@ from icore.mcp._upstream import Upstream, UpstreamError
 
 log = logging.getLogger("icore.mcp")
 
+GATEWAY_INSTRUCTIONS = ("icore MCP gateway: tools of the upstream servers; protected tools "
+                        "run only when the facts they were planned from are current.")
+"""The gateway's own ``instructions``; each upstream's follow it, named."""
+
+
+def instructions(upstreams: Mapping[str, Upstream]) -> str:
+    """The gateway's sentence, then each upstream's own ``instructions``, named.
+
+    Clients put a server's instructions in the model's context (QA r5-mcp D6), so the
+    upstreams' guidance is passed on, each prefixed by ``[<upstream name>]``.
+    """
+    theirs = [f"[{name}] {u.instructions.strip()}" for name, u in upstreams.items()
+              if isinstance(u.instructions, str) and u.instructions.strip()]
+    return "\n\n".join([GATEWAY_INSTRUCTIONS, *theirs])
+
 
 class Gateway:
     """PlanFence and iCORE recording in front of the manifest's upstream MCP servers.
@@ -140,6 +155,7 @@ class Gateway:
             u.bind(self._tg)
         try:
             await self._start()
+            self.server.instructions = instructions(self.upstreams)
         except BaseException as exc:
             self._failure = f"start failed: {getattr(exc, 'message', None) or exc!r}"
             await self.__aexit__(None, None, None)
@@ -368,8 +384,7 @@ class Gateway:
         from mcp.server import Server
         return Server(
             self.manifest.name, version="icore",
-            instructions="icore MCP gateway: tools of the upstream servers; protected "
-            "tools run only when the facts they were planned from are current.",
+            instructions=GATEWAY_INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_templates,

@@ -66,6 +66,8 @@ class Upstream:
         self.on_notification = on_notification
         self.session: Any = None
         self.capabilities: Any = None
+        self.instructions: str | None = None
+        """The upstream's ``instructions`` from its answer to ``initialize``."""
         self.generation = 0
         self.watch_epoch = 0
         """Bumped whenever the channel that carries this upstream's notifications opens or
@@ -143,6 +145,7 @@ class Upstream:
                     with anyio.fail_after(max(spec.timeout_s, CONNECT_TIMEOUT_S)):
                         init = await session.initialize()
                     self.capabilities = init.capabilities
+                    self.instructions = init.instructions
                     self.session = session
                     self._inbox = r
                     self.session_lost = False
