@@ -372,3 +372,16 @@ def fake_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
         yield srv
     finally:
         srv.close()
+
+
+def invoke_cli(*args: str) -> tuple[int, str]:
+    """``icore ARGS`` in process (typer's runner, no LLM configured, 200 columns): its exit
+    code and output; anything but a clean exit (a traceback) fails the test."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+    res = CliRunner().invoke(app, list(args), env={
+        "COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
+        "OPENAI_BASE_URL": ""})
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res.exit_code, res.output

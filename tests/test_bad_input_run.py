@@ -10,21 +10,12 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from typer.testing import CliRunner
 
 from icore._files import MARKER, make_room, mark_folder
-from icore.cli import app
 from icore.errors import IcoreError, redact
 from icore.live import LiveManifestError, default_manifest, manifest_from_dict
 
-_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
-        "OPENAI_BASE_URL": ""}
-
-
-def _invoke(*args: str) -> tuple[int, str]:
-    res = CliRunner().invoke(app, list(args), env=_ENV)
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.output
+from .conftest import invoke_cli as _invoke
 
 
 def test_make_room_moves_only_icores_own_folders(tmp_path: Path) -> None:

@@ -10,18 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from icore.cli import app
-
-_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
-        "OPENAI_BASE_URL": ""}
-
-
-def _invoke(*args: str) -> tuple[int, str]:
-    res = CliRunner().invoke(app, list(args), env=_ENV)
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.output
+from .conftest import invoke_cli as _invoke
 
 
 @pytest.mark.parametrize(("value", "said"), [("bogus", "unknown family 'bogus'"),

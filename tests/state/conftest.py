@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -140,3 +142,53 @@ def flow(code_review: DeclarationPackage) -> Flow:
 def make_flow(code_review: DeclarationPackage) -> Callable[[State], Flow]:
     """Wrap an existing state in a driver."""
     return Flow
+
+
+def replay_as_dict(t: Any, ops: Any, value: Callable[[str, int], Any],
+                   same: Callable[[Any, dict[str, Any]], None], first: tuple[str, Any]) -> None:
+    """Apply ``ops`` ((op, key, n): set / del / pop / pop with a default) to the table
+    ``t`` and to a dict alike, checking after each that they agree (``same``); then its
+    read-only view, ``clear`` and a first write ``first`` (key, value) back in columns."""
+    d: dict[str, Any] = {}
+    for op, key, n in ops:
+        if op == "set":
+            t[key] = d[key] = value(key, n)
+        elif op in ("del", "pop"):
+            if key in d:
+                if op == "del":
+                    del t[key]
+                    del d[key]
+                else:
+                    assert t.pop(key) == d.pop(key)
+            else:
+                with pytest.raises(KeyError):
+                    t.pop(key) if op == "pop" else t.__delitem__(key)
+        else:
+            assert t.pop(key, None) == d.pop(key, None)
+        same(t, d)
+    proxy: Any = MappingProxyType(t)
+    assert dict(proxy) == d and list(proxy.values()) == list(d.values())
+    t.clear()
+    assert len(t) == 0 and list(t) == []
+    t[first[0]] = first[1]
+    assert list(t.values()) == [first[1]] and t._d is None
+
+
+def same_as_dict(t: Any, d: dict[str, Any], probes: list[str]) -> None:
+    """The table ``t`` reads exactly as the dict ``d``: order, views, length, equality,
+    and membership, ``get`` and ``[]`` of each key in ``probes``."""
+    assert list(t) == list(d)
+    assert list(t.keys()) == list(d.keys())
+    assert list(t.values()) == list(d.values())
+    assert list(t.items()) == list(d.items())
+    assert len(t) == len(d)
+    assert t == d and d == t
+    for k in probes:
+        assert (k in t) == (k in d)
+        assert t.get(k) == d.get(k)
+        assert t.get(k, -1) == d.get(k, -1)
+        if k in d:
+            assert t[k] == d[k]
+        else:
+            with pytest.raises(KeyError):
+                t[k]

@@ -3,16 +3,16 @@ the dict it replaces, for any sequence of writes."""
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icore.state._eventtable import RECENT, EventTable
 from icore.state._share import FieldLayouts
 from icore.state._xmodel import Event
+
+from .conftest import replay_as_dict, same_as_dict
 
 _keys = st.one_of(
     st.integers(0, 12).map(lambda n: f"m{n}"),  # the usual ids
@@ -34,55 +34,13 @@ def _event(key: str, n: int) -> Any:
 
 
 def _same(t: EventTable, d: dict[str, Any]) -> None:
-    assert list(t) == list(d)
-    assert list(t.keys()) == list(d.keys())
-    assert list(t.values()) == list(d.values())
-    assert list(t.items()) == list(d.items())
-    assert len(t) == len(d)
-    assert t == d and d == t
-    for k in ["m0", "m1", "m5", "m12", "m13", "task", "m01", "m-1", "x", ""]:
-        assert (k in t) == (k in d)
-        assert t.get(k) == d.get(k)
-        assert t.get(k, -1) == d.get(k, -1)
-        if k in d:
-            assert t[k] == d[k]
-        else:
-            with pytest.raises(KeyError):
-                t[k]
+    same_as_dict(t, d, ["m0", "m1", "m5", "m12", "m13", "task", "m01", "m-1", "x", ""])
 
 
 @settings(max_examples=300, deadline=None)
 @given(_ops)
 def test_an_event_table_is_the_dict_it_replaces(ops: list[tuple[str, str, int]]) -> None:
-    t = EventTable()
-    d: dict[str, Any] = {}
-    for op, key, n in ops:
-        if op == "set":
-            value = _event(key, n)
-            t[key] = value
-            d[key] = value
-        elif op == "del":
-            if key in d:
-                del t[key]
-                del d[key]
-            else:
-                with pytest.raises(KeyError):
-                    del t[key]
-        elif op == "pop":
-            if key in d:
-                assert t.pop(key) == d.pop(key)
-            else:
-                with pytest.raises(KeyError):
-                    t.pop(key)
-        else:
-            assert t.pop(key, None) == d.pop(key, None)
-        _same(t, d)
-    proxy: Any = MappingProxyType(t)
-    assert dict(proxy) == d and list(proxy.values()) == list(d.values())
-    t.clear()
-    assert len(t) == 0 and list(t) == []
-    t["m1"] = first = _event("m1", 1)
-    assert list(t.values()) == [first] and t._d is None
+    replay_as_dict(EventTable(), ops, _event, _same, ("m1", _event("m1", 1)))
 
 
 def test_step_ids_in_order_stay_columns_and_others_make_a_dict() -> None:

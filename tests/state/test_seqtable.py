@@ -4,16 +4,16 @@ leaves X as it was."""
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icore.state import AssertionKind
 from icore.state._seqtable import AssertionTable, SeqTable
 from icore.state._xmodel import Assertion
+
+from .conftest import replay_as_dict, same_as_dict
 
 _keys = st.one_of(
     st.integers(1, 12).map(lambda n: f"a{n}"),  # the usual ids
@@ -24,21 +24,7 @@ _ops = st.lists(st.tuples(st.sampled_from(["set", "del", "pop", "popd"]), _keys,
 
 
 def _same(t: SeqTable[Any], d: dict[str, Any]) -> None:
-    assert list(t) == list(d)
-    assert list(t.keys()) == list(d.keys())
-    assert list(t.values()) == list(d.values())
-    assert list(t.items()) == list(d.items())
-    assert len(t) == len(d)
-    assert t == d and d == t
-    for k in ["a1", "a2", "a5", "a12", "a13", "a0", "a01", "b1", "x", ""]:
-        assert (k in t) == (k in d)
-        assert t.get(k) == d.get(k)
-        assert t.get(k, -1) == d.get(k, -1)
-        if k in d:
-            assert t[k] == d[k]
-        else:
-            with pytest.raises(KeyError):
-                t[k]
+    same_as_dict(t, d, ["a1", "a2", "a5", "a12", "a13", "a0", "a01", "b1", "x", ""])
 
 
 def _assertion(key: str, n: int) -> Any:
@@ -55,35 +41,8 @@ def _assertion(key: str, n: int) -> Any:
 def test_a_seqtable_is_the_dict_it_replaces(ops: list[tuple[str, str, int]],
                                             columns: bool) -> None:
     t: SeqTable[Any] = AssertionTable() if columns else SeqTable("a")
-    d: dict[str, Any] = {}
-    for op, key, n in ops:
-        value = _assertion(key, n) if columns else n
-        if op == "set":
-            t[key] = value
-            d[key] = value
-        elif op == "del":
-            if key in d:
-                del t[key]
-                del d[key]
-            else:
-                with pytest.raises(KeyError):
-                    del t[key]
-        elif op == "pop":
-            if key in d:
-                assert t.pop(key) == d.pop(key)
-            else:
-                with pytest.raises(KeyError):
-                    t.pop(key)
-        else:
-            assert t.pop(key, None) == d.pop(key, None)
-        _same(t, d)
-    proxy: Any = MappingProxyType(t)
-    assert dict(proxy) == d and list(proxy.values()) == list(d.values())
-    t.clear()
-    assert len(t) == 0 and list(t) == []
-    first = _assertion("a1", 0) if columns else 0
-    t["a1"] = first
-    assert list(t.values()) == [first] and t._d is None
+    value = _assertion if columns else (lambda _key, n: n)
+    replay_as_dict(t, ops, value, _same, ("a1", value("a1", 0)))
 
 
 def test_sequential_ids_stay_a_list_and_other_keys_make_a_dict() -> None:
