@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from icore.adapters import AdapterError, audit_trace, check_answer, normalize_answer, parse_jsonl
 from icore.integrations import RunRecorder
-from icore.integrations._recorder import plain_data
+from icore.integrations._trace_data import plain_data
 from icore.state import ValidatorInput
 
 

@@ -38,7 +38,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
 from icore.integrations import RunRecorder
-from icore.integrations._recorder import plain_data
+from icore.integrations._trace_data import plain_data
 
 F = TypeVar("F", bound=Callable[..., Any])
 
