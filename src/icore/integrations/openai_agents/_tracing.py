@@ -8,9 +8,12 @@ its caller again), generation / response spans the model's turns (text and tool 
 and the run's task (the newest user message of the trace's first model input - a later
 run of a chat gets the whole history -, once per trace: a run resumed after a human
 approval continues the same trace), function spans the tool calls with input and output
-(errors as errors; a call the SDK answered without running its tool - a human's
-rejection through the SDK's approval - as the calling agent's refused call), handoff
-spans the handoffs, guardrail spans a thought.
+(errors as errors; an MCP tool's result that is the ``icore mcp`` gateway's refusal -
+``PlanFence blocked <tool> (<reason>)``, an ``isError`` result the SDK traces without an
+error - as the calling agent's blocked call, a stale one's next call as its replan; a
+call the SDK answered without running its tool - a human's rejection through the SDK's
+approval - as the calling agent's refused call), handoff spans the handoffs, guardrail
+spans a thought.
 
 The end of a run: when a top-level run finishes (its task span ends; without task
 spans, its trace ends, or - for a run resumed from a ``RunState``, whose trace already
@@ -55,6 +58,7 @@ from agents.tracing.traces import NoOpTrace
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
+from icore.integrations._refusals import record_tool_result
 from icore.integrations._run_end import RunEnd
 
 _NONE_TEXT = ("None", "", None)
@@ -350,9 +354,15 @@ class RecordingProcessor(TracingProcessor):
             if approved is not None:  # it ran after the run paused on it: the human's yes
                 self._decision(approved[0], data.name, args, "approve")
             self._ran(data.name, args)
-            self.recorder.tool_call(self._who(span), data.name, args if isinstance(
-                args, dict) else {"input": args}, err["message"] if err else data.output,
-                error=err is not None)
+            call_args = args if isinstance(args, dict) else {"input": args}
+            if data.mcp_data is not None and err is None:  # the gateway's refusal: isError
+                # (the SDK sets no span error for it; its text names the refusal)
+                record_tool_result(self.recorder, self._who(span), data.name, call_args,
+                                   data.output)
+                return
+            self.recorder.tool_call(self._who(span), data.name, call_args,
+                                    err["message"] if err else data.output,
+                                    error=err is not None)
         elif isinstance(data, HandoffSpanData) and data.to_agent:
             self.recorder.handoff(data.from_agent or self._who(span), data.to_agent)
         elif isinstance(data, GuardrailSpanData):
