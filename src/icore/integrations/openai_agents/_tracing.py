@@ -4,7 +4,8 @@ A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 
 :class:`RecordingProcessor` implements the SDK's ``TracingProcessor``: agent spans give
 the speaking agent (the innermost agent span not ended: after an agent used as a tool,
-its caller again), generation / response spans the model's turns (text and tool calls)
+its caller again), generation / response spans the model's turns (text and tool calls;
+the Responses format, or the Chat Completions models' messages and streamed dumps)
 and the run's task (the newest user message of the trace's first model input - a later
 run of a chat gets the whole history -, once per trace: a run resumed after a human
 approval continues the same trace), function spans the tool calls with input and output
@@ -66,12 +67,40 @@ _NONE_TEXT = ("None", "", None)
 
 
 def _items(output: Any) -> list[Mapping[str, Any]]:
+    """A span's input or output as Responses-format items.
+
+    The SDK's Chat Completions models (``OpenAIChatCompletionsModel``, ``LitellmModel``)
+    trace chat messages (an assistant message with ``tool_calls``, a ``role: "tool"``
+    answer) or, when streaming, a whole ``Response`` dump: each is turned into the items
+    the Responses models trace (``message``, ``function_call``, ``function_call_output``).
+    """
     out: list[Mapping[str, Any]] = []
     for it in output or ():
+        if hasattr(it, "model_dump") and not isinstance(it, Mapping):
+            it = it.model_dump()
         if isinstance(it, Mapping):
-            out.append(it)
-        elif hasattr(it, "model_dump"):
-            out.append(it.model_dump())
+            out.extend(_responses_items(it))
+    return out
+
+
+def _responses_items(it: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """One traced item in the Responses format (see :func:`_items`)."""
+    if it.get("object") == "response" and isinstance(it.get("output"), list):
+        return _items(it["output"])  # a streamed Chat Completions run: the whole Response
+    if it.get("role") == "tool" and "tool_call_id" in it:
+        return [{"type": "function_call_output", "call_id": it["tool_call_id"],
+                 "output": it.get("content")}]
+    calls = it.get("tool_calls") if it.get("role") == "assistant" else None
+    if not isinstance(calls, list):
+        return [it]
+    out: list[Mapping[str, Any]] = []
+    if _text(it):
+        out.append({"type": "message", "role": "assistant", "content": _text(it)})
+    for c in calls:
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        if isinstance(fn, Mapping):
+            out.append({"type": "function_call", "call_id": c.get("id"),
+                        "name": fn.get("name"), "arguments": fn.get("arguments")})
     return out
 
 
