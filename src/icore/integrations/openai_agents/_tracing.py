@@ -155,6 +155,9 @@ class RecordingProcessor(TracingProcessor):
         pending approval, or a tool that returned None): call id -> (agent, tool, args)."""
         self._paused: set[str] = set()
         """Held calls a run paused on (put to the human)."""
+        self._handed: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """Handoffs made: (from agent, the SDK's transfer message the model reads). The
+        handoff's call has no function span; its output is not a call the SDK refused."""
 
     def _state(self, trace_id: str) -> _TraceState:
         """The trace's state (the caller holds the lock)."""
@@ -291,11 +294,14 @@ class RecordingProcessor(TracingProcessor):
         A model call's input carries the outputs of the previous turn's calls; one whose
         tool never ran (the human rejected it through the SDK's approval, on a resumed
         run, where the SDK opens no span for it) is recorded as the calling agent's
-        refused call: ``blocked``, ``answered_by="sdk"``, the SDK's message as output.
+        refused call: ``blocked``, ``answered_by="sdk"``, the SDK's message as output. A
+        handoff's call has no function span either: its output, the SDK's transfer
+        message to the agent a handoff span named, is recorded as the call's run.
         """
         items = _items(inputs) if not isinstance(inputs, str) else []
         found: list[tuple[tuple[str, str, Any], Any, bool]] = []
         ran: list[tuple[tuple[str, str, Any], Any, bool]] = []
+        handed: list[tuple[tuple[str, str, Any], Any]] = []
         with self._lock:
             for it in items:
                 cid = str(it.get("call_id"))
@@ -306,6 +312,9 @@ class RecordingProcessor(TracingProcessor):
                     self._paused.discard(cid)
                     if cid in self._pending:
                         out = it.get("output")
+                        if (self._pending[cid][0], str(out)) in self._handed:
+                            handed.append((self._pending.pop(cid), out))  # a handoff
+                            continue
                         entry = (self._pending.pop(cid), out, was_asked)
                         # held and answered without a pause, or with the text of None
                         # (the SDK's answer of a tool that returned None): it ran
@@ -317,6 +326,8 @@ class RecordingProcessor(TracingProcessor):
             self.recorder.tool_call(who, name, args if isinstance(args, dict) else None,
                                     out, error=True, blocked=True, answered_by="sdk",
                                     decision="reject" if asked else None)
+        for (who, name, args), out in handed:  # the handoff's call: it ran
+            self.recorder.tool_call(who, name, args if isinstance(args, dict) else None, out)
         for (who, name, args), out, _ in ran:  # a plain tool that returned nothing
             self.recorder.tool_call(who, name, args if isinstance(args, dict) else None, out)
 
@@ -393,7 +404,12 @@ class RecordingProcessor(TracingProcessor):
                                     err["message"] if err else data.output,
                                     error=err is not None)
         elif isinstance(data, HandoffSpanData) and data.to_agent:
-            self.recorder.handoff(data.from_agent or self._who(span), data.to_agent)
+            who = data.from_agent or self._who(span)
+            with self._lock:  # its call's output is the SDK's transfer message, not a refusal
+                self._handed[(who, json.dumps({"assistant": data.to_agent}))] = None
+                while len(self._handed) > self.MAX_TRACES:
+                    self._handed.popitem(last=False)
+            self.recorder.handoff(who, data.to_agent)
         elif isinstance(data, GuardrailSpanData):
             self.recorder.add(self._who(span), "thought",
                               f"guardrail {data.name}: triggered={data.triggered}")
