@@ -78,34 +78,94 @@ def test_the_gateways_refusals_and_the_parser_agree(tmp_path: Path) -> None:
     assert all(a == b for a, b in seen)
 
 
+def _traced() -> Any:
+    """The scripted model of test_framework_client, traced as a real one."""
+    from agents.tracing import generation_span
+
+    from .test_framework_client import ScriptModel
+
+    class TracedModel(ScriptModel):
+        async def get_response(self, system_instructions: Any, input: Any,
+                               *args: Any, **kwargs: Any) -> Any:
+            given = [{"role": "user", "content": input}] if isinstance(input, str) \
+                else list(input)  # the model's input, traced as a real model does
+            with generation_span(model="scripted", input=given) as span:
+                got = await super().get_response(system_instructions, input, *args,
+                                                 **kwargs)
+                span.span_data.output = [o.model_dump() for o in got.output]
+                return got
+
+    return TracedModel
+
+
+def _gateway_server(tmp_path: Path, **kw: Any) -> Any:
+    from agents.mcp import MCPServerStdio
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log", 5.0)})
+    return MCPServerStdio(params={"command": sys.executable,
+                                  "args": ["-m", "icore", "mcp", str(manifest)],
+                                  "env": env()}, client_session_timeout_seconds=30, **kw)
+
+
+@pytest.mark.parametrize("decide", ["approve", "reject"])
+def test_openai_agents_mcp_tool_with_require_approval(tmp_path: Path, decide: str) -> None:
+    """An MCP tool the SDK puts to a human (``require_approval``): the trace written while
+    the human decides audits as paused; after the resume, the human's decision, then the
+    call's run (approved) or its refusal (rejected: exit code 1, not a run with output
+    null) (QA r6-oa D4)."""
+    pytest.importorskip("agents")
+    from agents import Agent, Runner
+    from agents.testing import assistant_message, function_call
+
+    from icore.integrations.openai_agents import recording
+
+    server = _gateway_server(tmp_path, require_approval="always")
+    model = _traced()(iter([
+        [function_call("icore_get_fact", {"key": "fact://plan/goal"}, call_id="c1")],
+        [function_call("set_city", {"value": "Faro"}, call_id="c2")],
+        [assistant_message("Done.")]]))
+    rec = RunRecorder("mcp-approval")
+    paused: list[Any] = []
+
+    async def main() -> None:
+        async with server:
+            agent = Agent(name="traveler", model=model, mcp_servers=[server])
+            with recording(rec, exclusive=True):
+                result = await Runner.run(agent, "Go to Faro")
+                while result.interruptions:
+                    paused.append(rec.audit().summary())
+                    state = result.to_state()
+                    for it in result.interruptions:
+                        if it.raw_item.name == "set_city":
+                            getattr(state, decide)(it)
+                        else:
+                            state.approve(it)
+                    result = await Runner.run(agent, state)
+
+    anyio.run(main)
+    assert paused and all(p.paused and not p.terminated for p in paused)
+    said = [(e["tool"], e["decision"]) for e in rec.events if e.get("answered_by") == "human"]
+    assert ("set_city", decide) in said
+    calls = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "set_city"]
+    assert len(calls) == 1
+    if decide == "approve":
+        assert calls[0]["exitcode"] == 0 and "Faro" in str(calls[0]["content"])
+    else:
+        assert calls[0]["exitcode"] == 1 and calls[0]["blocked"] and calls[0]["content"]
+    assert rec.audit().summary().terminated
+
+
 def test_openai_agents_recording_through_the_gateway(tmp_path: Path) -> None:
     """The SDK traces an MCP ``isError`` result without an error: the recorder reads the
     gateway's refusal from the span's output. Both audits count the blocked calls; the
     in-process one names the agent and counts the stale call's replan."""
     pytest.importorskip("agents")
     from agents import Agent, Runner
-    from agents.mcp import MCPServerStdio
     from agents.testing import assistant_message, function_call
-    from agents.tracing import generation_span
 
     from icore.integrations.openai_agents import recording
 
-    from .test_framework_client import ScriptModel
-
-    class TracedModel(ScriptModel):
-        """The scripted model, traced as a real one (a generation span)."""
-
-        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
-            with generation_span(model="scripted") as span:
-                got = await super().get_response(*args, **kwargs)
-                span.span_data.output = [o.model_dump() for o in got.output]
-                return got
-
-    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log", 5.0)})
-    server = MCPServerStdio(params={"command": sys.executable,
-                                    "args": ["-m", "icore", "mcp", str(manifest)],
-                                    "env": env()}, client_session_timeout_seconds=30)
-    model = TracedModel(iter([
+    server = _gateway_server(tmp_path)
+    model = _traced()(iter([
         [function_call("book", {"city": "Porto", "price": 100}, call_id="c1")],  # not_read
         [function_call("book", {"city": "Porto", "price": 100}, call_id="c2")],  # valid
         [function_call("icore_get_fact", {"key": "fact://plan/goal"}, call_id="c3")],
