@@ -136,6 +136,23 @@ def record_blocked(rec: RunRecorder, tool: str, reason: str, policy: str,
     return task
 
 
+def refused_call(rec: RunRecorder, agent: str, tool: str, args: Mapping[str, Any] | None,
+                 content: Any, *, reason: str, policy: str = BEFORE_GATE_POLICY,
+                 detail: str = "", **fields: Any) -> str:
+    """A fenced call refused before its gate decided, as every recorder writes it.
+
+    The blocked decision line (:func:`record_blocked`: the audit counts the call as a
+    blocked protected action, as the gateway's audit counts its own pre-gate refusals)
+    and the call's refused output (exit code 1, ``blocked``, ``reason``). ``policy``:
+    :data:`BEFORE_GATE_POLICY` (``not_read``, arguments that do not fit, ...) or
+    ``approval`` (a human's "no" before the gate). Returns the call's task name.
+    """
+    task = record_blocked(rec, tool, reason, policy, detail or str(content))
+    rec.tool_call(agent, tool, args, content, error=True, blocked=True, reason=reason,
+                  **fields)
+    return task
+
+
 def record_tool_result(rec: RunRecorder, agent: str, tool: str, args: Mapping[str, Any] | None,
                        result: Any, *, error: bool = False, may_refuse: bool = True,
                        **fields: Any) -> Refusal | None:

@@ -38,9 +38,10 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
 from icore.integrations import RunRecorder, read_refusal
-from icore.integrations._refusals import record_tool_result
+from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._trace_data import plain_data
 from icore.integrations.langgraph._reviewed import human_decisions
+from icore.workspace import REJECTED
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -416,6 +417,12 @@ class RecordingHandler(BaseCallbackHandler):
             tool = m.name or name
             source = str(extra["lc_source"]) if extra.get("lc_source") else None
             said = str(decision) if decision is not None else None
+            if m.status == "error" and said == "reject" and tool in self.recorder.fenced_tools:
+                # a human's "no" to a fenced call: a protected action, blocked before its gate
+                refused_call(self.recorder, who, tool, args, _content(m), reason=REJECTED,
+                             policy="approval", answered_by=node, ran=False, source=source,
+                             decision=said)
+                continue
             if m.status == "error":  # refused: exit code 1, as a fenced tool's block
                 self.recorder.tool_call(who, tool, args, _content(m), error=True,
                                         answered_by=node, ran=False, source=source,

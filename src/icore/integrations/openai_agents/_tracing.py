@@ -59,8 +59,9 @@ from agents.tracing.traces import NoOpTrace
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
-from icore.integrations._refusals import record_tool_result
+from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
+from icore.workspace import REJECTED
 
 _NONE_TEXT = ("None", "", None)
 """What the model reads for a tool that returned None (never the SDK's rejection)."""
@@ -323,9 +324,13 @@ class RecordingProcessor(TracingProcessor):
         for (who, name, args), out, asked in found:
             if asked:  # the run paused on it: the human's "no" (the SDK runs nothing)
                 self._decision(who, name, args, "reject")
-            self.recorder.tool_call(who, name, args if isinstance(args, dict) else None,
-                                    out, error=True, blocked=True, answered_by="sdk",
-                                    decision="reject" if asked else None)
+            given = args if isinstance(args, dict) else None
+            if asked and name in self.recorder.fenced_tools:  # a protected action, blocked
+                refused_call(self.recorder, who, name, given, out, reason=REJECTED,
+                             policy="approval", answered_by="sdk", decision="reject")
+                continue
+            self.recorder.tool_call(who, name, given, out, error=True, blocked=True,
+                                    answered_by="sdk", decision="reject" if asked else None)
         for (who, name, args), out in handed:  # the handoff's call: it ran
             self.recorder.tool_call(who, name, args if isinstance(args, dict) else None, out)
         for (who, name, args), out, _ in ran:  # a plain tool that returned nothing
