@@ -131,3 +131,33 @@ def test_the_humans_edit_runs_as_edited_and_a_replan_of_it_is_asked_again() -> N
                                               "args": {"room_id": "R101", "price": "120"}}}
     out = agent.invoke(Command(resume={"decisions": [edit]}), cfg)
     assert hotel.booked == [] and "__interrupt__" in out
+
+
+def test_a_same_arguments_replan_after_the_middlewares_approval_is_asked_again() -> None:
+    """The replanner returns the approved arguments, now derived from the newer price:
+    the human said yes on the old values, so it is refused and asked again; the
+    ``depends_on`` function runs once per call."""
+    hotel = Hotel()
+    asked: list[dict[str, Any]] = []
+
+    def scope(a: dict[str, Any]) -> set[str]:
+        asked.append(dict(a))
+        return {f"room/{a['room_id']}"}
+
+    from icore.integrations.langgraph import fenced_tool
+    book = fenced_tool(hotel.book_room, agent=hotel.booker, depends_on=scope,
+                       replan=lambda s: dict(s.args))
+    agent = create_agent(
+        Brain(brain=_brain(hotel)), [hotel.get_room, book], name="booker",
+        checkpointer=InMemorySaver(),
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
+    cfg: Any = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    hotel.reprice("175")
+    asked.clear()
+    out = agent.invoke(_approve({}, "batched"), cfg)
+    assert hotel.booked == []
+    refused = [m for m in out["messages"] if isinstance(m, ToolMessage)
+               and m.status == "error"]
+    assert "newer versions of room/R101" in str(refused[-1].content)
+    assert len(asked) == 1  # once per call (the replan's arguments are the same)
