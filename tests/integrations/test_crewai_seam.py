@@ -58,3 +58,43 @@ def test_a_depends_on_function_is_asked_again_for_a_replans_other_arguments() ->
     assert d.paid == [("C1", 400)]
     assert seen == [{"case": "C1", "amount": 40}, {"case": "C1", "amount": 400}]
 
+
+def _hierarchical(coworker: str) -> tuple[Desk, Any]:
+    """A hierarchical crew: the manager delegates the refund to the ``refunds`` agent."""
+    from crewai import Agent, Crew, Process, Task
+
+    d = Desk()
+    refunds = Agent(role="refunds", goal="refund cases", backstory="support", tools=d.tools,
+                    llm=scripted([[call("get_case", case="C1")],
+                                  [call("refund", case="C1", amount=40)], "refunded 40"]),
+                    max_iter=8, allow_delegation=False)
+    manager = Agent(role="manager", goal="run the desk", backstory="lead",
+                    allow_delegation=True, llm=scripted([[call(
+                        "Delegate work to coworker", task="refund C1", context="case C1",
+                        coworker=coworker)], "all done"]))
+    return d, Crew(agents=[refunds], tasks=[Task(description="refund C1",
+                                                 expected_output="done")],
+                   process=Process.hierarchical, manager_agent=manager)
+
+
+@pytest.mark.parametrize("coworker", ["refunds", '"Refunds"'])
+def test_a_managers_delegation_is_a_handoff_to_the_coworker(coworker: str) -> None:
+    """The manager's ``Delegate work to coworker`` call is recorded as a handoff from
+    the manager to the coworker (named with the crew's spelling of its role) before the
+    coworker's work; the coworker's reads, gate decision and refund are its own."""
+    from icore.integrations import RunRecorder
+    from icore.integrations.crewai import recording
+
+    d, crew = _hierarchical(coworker)
+    rec = RunRecorder("hierarchical")
+    with recording(rec):
+        crew.kickoff()
+    assert d.paid == [("C1", 40)]
+    hand = [e for e in rec.events if e["kind"] == "instruction" and e["agent"] == "manager"]
+    assert [(e["to"], e["content"]) for e in hand] == [
+        ("refunds", "manager delegates to refunds: refund C1")]
+    i = rec.events.index(hand[0])
+    after = [e for e in rec.events[i + 1:] if e.get("tool") in ("get_case", "refund")
+             or e.get("gate")]
+    assert after and {e["agent"] for e in after} == {"refunds"}
+    assert rec.audit().summary().terminated
