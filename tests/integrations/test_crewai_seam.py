@@ -98,3 +98,61 @@ def test_a_managers_delegation_is_a_handoff_to_the_coworker(coworker: str) -> No
              or e.get("gate")]
     assert after and {e["agent"] for e in after} == {"refunds"}
     assert rec.audit().summary().terminated
+
+
+def test_hooks_cleared_by_the_app_are_put_back_for_later_kickoffs_and_crews() -> None:
+    """The app clears CrewAI's global hooks after icore installed them (a fixture that
+    resets hooks). The first kickoff's fenced call cannot tell its model message: it
+    does not run and ``CrewSetupError`` leaves ``kickoff()`` (not only a log line); that
+    call put icore's hooks back, so a second kickoff of the same crew and another crew
+    of the process work, and their calls name the calling agent."""
+    from crewai.hooks import clear_all_global_hooks
+
+    from icore.integrations import RunRecorder
+    from icore.integrations.crewai import CrewSetupError, install_hooks, recording
+
+    d = Desk()
+    try:
+        clear_all_global_hooks()
+        crew = d.crew(scripted([[call("get_case", case="C1")],
+                                [call("refund", case="C1", amount=40)], "done"]))
+        with pytest.raises(CrewSetupError):
+            crew.kickoff()
+        assert d.paid == []
+        again = d.crew(scripted([[call("get_case", case="C1")],
+                                 [call("refund", case="C1", amount=40)], "done"]))
+        again.kickoff()  # a second kickoff: hooks back, turns numbered
+        assert d.paid == [("C1", 40)]
+        other = Desk()
+        rec = RunRecorder("other")
+        with recording(rec):
+            other.crew(scripted([[call("get_case", case="C1")],
+                                 [call("refund", case="C1", amount=40)], "done"])).kickoff()
+        assert other.paid == [("C1", 40)]
+        assert {e["agent"] for e in rec.events if e.get("gate")} == {"refunds"}
+    finally:
+        install_hooks()
+
+
+def test_raise_on_block_leaves_kickoff_even_with_the_tool_hooks_cleared() -> None:
+    """Only the tool hooks cleared (the model-call hook kept): ``on_block="raise"``
+    still raises ``CrewActionBlocked`` out of ``kickoff()`` for a stale call, instead
+    of ``kickoff()`` returning normally."""
+    from crewai.hooks import clear_all_tool_call_hooks
+
+    from icore.integrations.crewai import CrewActionBlocked, install_hooks
+
+    d = Desk(on_block="raise")
+
+    def changed(_m: Any) -> Any:
+        d.raise_to(400)
+        return [call("refund", case="C1", amount=40)]
+
+    try:
+        crew = d.crew(scripted([[call("get_case", case="C1")], changed, "done"]))
+        clear_all_tool_call_hooks()
+        with pytest.raises(CrewActionBlocked):
+            crew.kickoff()
+        assert d.paid == []
+    finally:
+        install_hooks()
