@@ -98,6 +98,7 @@ def test_a_replan_after_the_middlewares_approval_is_put_to_the_human_again(
     code, _, run = _audit(rec.write(tmp_path / "hitl.jsonl"), "--fail-on", "invalid",
                           "--fail-on", "hard-flags")
     assert code == 0 and run["summary"]["replans"] == 1
+    assert run["diagnoses"] == []  # the gate's one replan: counted, not a defect
     assert [x["status"] for x in run["lineage"]] == ["blocked", "valid"]
 
 
