@@ -6,7 +6,9 @@ operations each, prints p50 latency and this thread's CPU per operation of:
 
 * ``gate d=N``: a whole PlanFence validation (``icore.fence.avalidate``) of N keys;
 * ``direct get``: one bare nats-py request (a direct get of the owner's digest);
-* ``barrier put``: one quorum-barrier write (``heads_kv.put``);
+* ``barrier kv put``: one write of the barrier key through nats-py's key-value put;
+* ``barrier``: one quorum barrier as the gate sends it (``NatsMemory.barrier``: a publish
+  whose acknowledgement comes back on the gate's raw reply lane);
 * ``last_heads d=N``: the batched head read alone (the digest for N >= 2);
 * ``query_heads d=N``: the read and the barrier together, as the gate asks them.
 
@@ -78,8 +80,14 @@ def main() -> None:
                     await _measure(f"gate d={args.d}", lambda: w.validate(a, deps), args.n)
                     await _measure("direct get",
                                    lambda: m.nc.request(digest, b"", timeout=5), args.n)
-                    await _measure("barrier put",
+                    await _measure("barrier kv put",
                                    lambda: m.heads_kv.put("=barrier.ex0", b""), args.n)
+
+                    async def barrier() -> None:
+                        fut = asyncio.get_running_loop().create_future()
+                        await m.barrier("=barrier.ex0", fut)
+                        await fut
+                    await _measure("barrier", barrier, args.n)
                     await _measure(f"last_heads d={args.d}",
                                    lambda: m.last_heads("owner", deps), args.n)
                     await _measure(f"query_heads d={args.d}",

@@ -94,7 +94,12 @@ class NatsOwnerAccess:
     it joins the *next* barrier, sent as soon as the in-flight one completes and shared
     by every query that began meanwhile (group commit). A failed or timed-out barrier
     fails every query sharing it.
+
+    Every call ends within the ``timeout_s`` it is given (``bounds_timeouts``), raising
+    OwnerUnreachable or RpcTimeout, so the gate sets no timer of its own.
     """
+
+    bounds_timeouts = True
 
     def __init__(self, memory: NatsMemory, *, identity: str | None = None,
                  barrier: bool = True) -> None:

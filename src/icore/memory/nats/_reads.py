@@ -126,6 +126,8 @@ class BatchedHeadReads:
         self._next = 0
         self._batches: dict[str, _BatchReply] = {}
         self._acks: dict[str, asyncio.Future[int]] = {}
+        self._api = f"$JS.API.DIRECT.GET.{stream}"
+        self._requests: dict[tuple[str, ...], bytes] = {}  # subjects -> request (bounded)
         # owner -> digest size seen last (-1: none or overflowed); reads since then
         self.digest_keys: dict[str, int] = {}
         self._misses: dict[str, int] = {}
@@ -201,10 +203,13 @@ class BatchedHeadReads:
                         digest=digest, want=want)
         self._batches[token] = b
         self.stats.gets += 1
+        req = self._requests.get(key := tuple(subjects))
+        if req is None:
+            if len(self._requests) >= 1024:
+                self._requests.clear()
+            req = self._requests[key] = _json_req(list(subjects), len(subjects))
         try:
-            await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}",
-                                  _json_req(list(subjects), len(subjects)),
-                                  reply=f"{self._inbox}.{token}")
+            await self.nc.publish(self._api, req, reply=f"{self._inbox}.{token}")
             async with asyncio.timeout(timeout_s or self.timeout_s):
                 await b.done  # a timeout cancels it: a late answer is dropped
         finally:
