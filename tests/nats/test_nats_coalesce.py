@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 from nats.aio.client import Client
 
 import nats
-from icore.errors import OwnerUnreachable
+from icore.errors import OwnerUnreachable, StoreError
 from icore.memory import OwnershipMap, Store
-from icore.memory.nats._reads import LaneClient, parse_headers
+from icore.memory.nats._codec import NatsStats, _BatchReply
+from icore.memory.nats._reads import BatchedHeadReads, LaneClient, parse_headers
 from icore.net import client_context
 from icore.net.nats import NatsCluster, NatsMemory, NatsOwnerAccess, NatsStore
 from icore.records import Record
@@ -174,7 +175,6 @@ def test_raw_headers_parse_as_nats_py_does(status: str | None,
 
 
 def test_raw_headers_refuse_a_block_without_the_version_line() -> None:
-    from icore.errors import StoreError
     with pytest.raises(StoreError, match="malformed message headers"):
         parse_headers(b"HTTP/1.1 200\r\n\r\n")
 
@@ -237,3 +237,48 @@ def test_a_query_never_shares_a_barrier_sequenced_before_a_write_it_must_see(
         asyncio.run(go())
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("headers", "data"), [
+    (b"NATS/1.0 503\r\n\r\n", b""),  # no responders: JetStream unavailable
+    (None, b'{"error": {"code": 503, "description": "no quorum"}}'),
+    (None, b'{"stream": "KV_other", "seq": 5}'),
+    (None, b'{"stream": "KV_t-heads", "seq": true}'),
+    (None, b'{"stream": "KV_t-heads", "seq": 0}'),
+    (None, b'[1, 2]'),
+    (None, b"not json"),
+    (b"HTTP/1.1 200\r\n\r\n", b'{"stream": "KV_t-heads", "seq": 5}'),
+])
+def test_a_barrier_acknowledgement_counts_only_when_it_is_one(
+        headers: bytes | None, data: bytes) -> None:
+    """Anything but a JetStream acknowledgement of the heads stream with a positive
+    sequence fails the barrier's waiters (StoreError), and the reader never raises."""
+    async def go() -> None:
+        reads = BatchedHeadReads(None, "KV_t-heads", "$KV.t-heads.",  # type: ignore[arg-type]
+                                 NatsStats(), 1.0)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        reads._acks["b1"] = fut
+        reads._on_raw(b"_INBOX.x.b1", data, headers)
+        with pytest.raises(StoreError):
+            await fut
+        ok: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        reads._acks["b2"] = ok
+        reads._on_raw(b"_INBOX.x.b2", b'{"stream":"KV_t-heads","seq":7}', None)
+        assert await ok == 7
+    asyncio.run(go())
+
+
+def test_a_malformed_batch_reply_fails_its_read_without_raising() -> None:
+    """A non-ASCII digit in the snapshot sequence (``isdigit`` but not ``int``) fails
+    the read with a StoreError instead of escaping into the connection's reader."""
+    async def go() -> None:
+        reads = BatchedHeadReads(None, "KV_t-heads", "$KV.t-heads.",  # type: ignore[arg-type]
+                                 NatsStats(), 1.0)
+        b = _BatchReply({"$KV.t-heads.a": "a"},
+                        asyncio.get_running_loop().create_future(), digest=True, want=["x"])
+        reads._batches["1"] = b
+        reads._on_raw(b"_INBOX.x.1", b"",
+                      "NATS/1.0 204 EOB\r\nNats-UpTo-Sequence: \u00b2\r\n\r\n".encode())
+        with pytest.raises(StoreError):
+            await b.done
+    asyncio.run(go())

@@ -98,8 +98,8 @@ def _pub_ack(stream: str, hdr: Mapping[str, str], data: bytes) -> int:
     except ValueError as exc:
         raise StoreError("malformed quorum-barrier acknowledgement") from exc
     seq = ack.get("seq") if isinstance(ack, dict) else None
-    if "error" in ack or ack.get("stream") != stream or not isinstance(seq, int) \
-            or isinstance(seq, bool) or seq < 1:
+    if not isinstance(ack, dict) or "error" in ack or ack.get("stream") != stream \
+            or not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
         raise StoreError("the engine refused the quorum barrier",
                          reply=data[:200].decode("utf-8", "replace"))
     return seq
@@ -218,30 +218,32 @@ class BatchedHeadReads:
                 b.done.cancel()
         return b
 
-    def _take(self, token: str, hdr: Mapping[str, str] | None, data: bytes) -> None:
+    def _take(self, token: str, headers: bytes | Mapping[str, str] | None,
+              data: bytes) -> None:
+        """Hand one reply to the read or barrier ``token`` names (late ones are dropped).
+
+        Never raises (it runs in the connection's reader): anything wrong with the reply
+        fails its waiter with a StoreError.
+        """
         b = self._batches.get(token)
-        if b is not None:
-            if not b.done.done():
-                b.add(hdr or {}, data)
+        ack = self._acks.get(token) if b is None else None
+        fut: asyncio.Future[Any] | None = b.done if b is not None else ack
+        if fut is None or fut.done():
             return
-        fut = self._acks.get(token)
-        if fut is not None and not fut.done():
-            try:
-                fut.set_result(_pub_ack(self.stream, hdr or {}, data))
-            except StoreError as exc:
-                fut.set_exception(exc)
+        try:
+            hdr = parse_headers(headers) if isinstance(headers, bytes) else headers or {}
+            if b is not None:
+                b.add(hdr, data)
+            elif ack is not None:
+                ack.set_result(_pub_ack(self.stream, hdr, data))
+        except Exception as exc:  # fail closed: the waiter's query blocks
+            if not fut.done():
+                fut.set_exception(exc if isinstance(exc, StoreError) else StoreError(
+                    "malformed reply from the engine", error=f"{type(exc).__name__}: {exc}"))
 
     def _on_raw(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
-        token = subject[subject.rfind(b".") + 1:].decode("ascii", "replace")
-        try:
-            hdr = parse_headers(headers) if headers else None
-        except StoreError as exc:
-            b, fut = self._batches.get(token), self._acks.get(token)
-            target = b.done if b is not None else fut
-            if target is not None and not target.done():
-                target.set_exception(exc)
-            return
-        self._take(token, hdr, data)
+        self._take(subject[subject.rfind(b".") + 1:].decode("ascii", "replace"), headers,
+                   data)
 
     async def _on_msg(self, msg: Any) -> None:
         self._take(msg.subject.rsplit(".", 1)[-1], msg.headers, msg.data or b"")
