@@ -13,6 +13,7 @@ scripted chat model, both interrupt modes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,10 @@ def _approve(out: dict[str, Any], mode: str) -> Command:  # type: ignore[type-ar
     return Command(resume={i.id: {"type": "approve"} for i in out["__interrupt__"]})
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
 @pytest.mark.parametrize("mode", ["batched", "per_call"])
 def test_a_replan_after_the_middlewares_approval_is_put_to_the_human_again(
-        tmp_path: Path, mode: str) -> None:
+        tmp_path: Path, mode: str, use_async: bool) -> None:
     hotel = Hotel()
     replanned: list[dict[str, Any]] = []
 
@@ -73,10 +75,14 @@ def test_a_replan_after_the_middlewares_approval_is_put_to_the_human_again(
             interrupt_on={"book_room": True}, interrupt_mode=mode)])
     rec = RunRecorder("hitl-replan", question="Book room R101")
     cfg: Any = {"configurable": {"thread_id": "t1"}, "callbacks": [RecordingHandler(rec)]}
-    out = agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+
+    def invoke(arg: Any) -> Any:
+        return asyncio.run(agent.ainvoke(arg, cfg)) if use_async else agent.invoke(arg, cfg)
+
+    out = invoke({"messages": [HumanMessage("Book room R101")]})
     assert "__interrupt__" in out and hotel.booked == []
     hotel.reprice("175")  # while the human decides on booking at 100
-    out = agent.invoke(_approve(out, mode), cfg)
+    out = invoke(_approve(out, mode))
     assert hotel.booked == []  # the "yes" to 100 never books 175
     assert len(replanned) == 1  # the replanner ran once: the fence's one replan
     refused = [m for m in out["messages"] if isinstance(m, ToolMessage)
@@ -86,7 +92,7 @@ def test_a_replan_after_the_middlewares_approval_is_put_to_the_human_again(
     assert "__interrupt__" in out  # the model's fresh call: the middleware asks again
     asked = json.dumps([i.value for i in out["__interrupt__"]], default=str)
     assert "175" in asked and "100" not in asked
-    out = agent.invoke(_approve(out, mode), cfg)
+    out = invoke(_approve(out, mode))
     assert hotel.booked == ["175"]  # approved by the human for exactly this call
 
     lines = _lines(rec)
@@ -98,6 +104,7 @@ def test_a_replan_after_the_middlewares_approval_is_put_to_the_human_again(
     code, _, run = _audit(rec.write(tmp_path / "hitl.jsonl"), "--fail-on", "invalid",
                           "--fail-on", "hard-flags")
     assert code == 0 and run["summary"]["replans"] == 1
+    assert run["diagnoses"] == []  # the gate's one replan: counted, not a defect
     assert [x["status"] for x in run["lineage"]] == ["blocked", "valid"]
 
 
@@ -131,3 +138,33 @@ def test_the_humans_edit_runs_as_edited_and_a_replan_of_it_is_asked_again() -> N
                                               "args": {"room_id": "R101", "price": "120"}}}
     out = agent.invoke(Command(resume={"decisions": [edit]}), cfg)
     assert hotel.booked == [] and "__interrupt__" in out
+
+
+def test_a_same_arguments_replan_after_the_middlewares_approval_is_asked_again() -> None:
+    """The replanner returns the approved arguments, now derived from the newer price:
+    the human said yes on the old values, so it is refused and asked again; the
+    ``depends_on`` function runs once per call."""
+    hotel = Hotel()
+    asked: list[dict[str, Any]] = []
+
+    def scope(a: dict[str, Any]) -> set[str]:
+        asked.append(dict(a))
+        return {f"room/{a['room_id']}"}
+
+    from icore.integrations.langgraph import fenced_tool
+    book = fenced_tool(hotel.book_room, agent=hotel.booker, depends_on=scope,
+                       replan=lambda s: dict(s.args))
+    agent = create_agent(
+        Brain(brain=_brain(hotel)), [hotel.get_room, book], name="booker",
+        checkpointer=InMemorySaver(),
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
+    cfg: Any = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    hotel.reprice("175")
+    asked.clear()
+    out = agent.invoke(_approve({}, "batched"), cfg)
+    assert hotel.booked == []
+    refused = [m for m in out["messages"] if isinstance(m, ToolMessage)
+               and m.status == "error"]
+    assert "newer versions of room/R101" in str(refused[-1].content)
+    assert len(asked) == 1  # once per call (the replan's arguments are the same)

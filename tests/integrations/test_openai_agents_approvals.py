@@ -103,6 +103,8 @@ def test_approval_changed_is_recorded_like_any_refused_call() -> None:
                and e["tool"] == "dispatch_truck" and e.get("blocked")]
     assert len(blocked) == 1 and blocked[0].startswith("BLOCKED: approval_changed")
     assert [e for e in rec.events if e["kind"] == "plan" and e.get("replan")]
+    audited = rec.audit()  # the gate's one replan: counted, no progress diagnosis
+    assert audited.replans == 1 and not audited.diagnoses
 
 
 def test_always_approve_covers_the_replanned_call() -> None:

@@ -475,7 +475,9 @@ class RecordingHandler(BaseCallbackHandler):
         agent = asked[0][0]
         for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):
             what = f"{tool}({_text_args(args)})" if tool else "the question asked"
-            self.recorder.add(agent, "thought", f"a human answered {said} for {what}",
+            text = (f"a human answered {what}" if said == "answered" else
+                    f"a human answered {said} for {what}")
+            self.recorder.add(agent, "thought", text,
                               answered_by="human", decision=said, tool=tool, args=args)
 
     def _pause(self, paused: list[tuple[str, Any]]) -> None:

@@ -59,6 +59,9 @@ def reviewed_check(guard: FenceGuard, name: str, args: Mapping[str, Any],
                    turn: Hashable | None, inner: Check | None) -> Check | None:
     """The check before a reviewed call runs: exactly the request the human saw.
 
+    Built before the gate runs (the versions the human saw); call it inside the call's
+    :func:`~icore.integrations._scope_once.one_call` so D(a) is asked once.
+
     Args:
         guard: the tool's guard (agent mode).
         name: the tool's name.

@@ -49,6 +49,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._scope_once import one_call
 from icore.integrations.langgraph._fenced_node import (
     _FW,
     _ORDER,
@@ -279,11 +280,12 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             if agent_mode:
                 granted: list[str] = []
-                approve = reviewed(runtime, norm, call_id,
-                                   f.approver(key, granted, lambda: signal(attempt, call_id)))
-                gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
-                                  normalize=f.norm, approve=approve, recorder=rec,
-                                  call_id=call_id)
+                with one_call():  # D(a) asked once: the approval's request and the gate
+                    approve = reviewed(runtime, norm, call_id, f.approver(
+                        key, granted, lambda: signal(attempt, call_id)))
+                    gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
+                                      normalize=f.norm, approve=approve, recorder=rec,
+                                      call_id=call_id)
                 result = f.out(gated, runtime)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
@@ -319,11 +321,12 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             if agent_mode:
                 granted: list[str] = []
-                approve = reviewed(runtime, norm, call_id,
-                                   f.approver(key, granted, lambda: signal(attempt, call_id)))
-                gated = await guard.arun(base.name, call, norm,
-                                         turn=f.turn(runtime, call_id), normalize=f.norm,
-                                         approve=approve, recorder=rec, call_id=call_id)
+                with one_call():
+                    approve = reviewed(runtime, norm, call_id, f.approver(
+                        key, granted, lambda: signal(attempt, call_id)))
+                    gated = await guard.arun(base.name, call, norm,
+                                             turn=f.turn(runtime, call_id), normalize=f.norm,
+                                             approve=approve, recorder=rec, call_id=call_id)
                 result = f.out(gated, runtime)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
