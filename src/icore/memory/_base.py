@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypeAlias
 
+from icore._frozen import positional
 from icore.errors import (
     HeadConflict,
     IcoreError,
@@ -154,6 +155,9 @@ class CommitOp:
     writer: str
     expected_head: ExpectedHead = FROM_PARENTS
     verified: bool = False
+
+
+_result = positional(CommitResult)  # every field, no per-field setattr (issue 27)
 
 
 class Store(abc.ABC):
@@ -337,7 +341,7 @@ class Store(abc.ABC):
                                key_of=self._key_of)
             complete = self._is_complete(record, self._incomplete_ids())
             self._write_commit(record, complete)
-        return CommitResult(record, created=True, lineage_complete=complete)
+        return _result(record, True, complete)
 
     def commit_many(self, ops: Sequence[CommitOp]) -> list[CommitResult | IcoreError]:
         """Group commit: several commits in one critical section (issue 17).
