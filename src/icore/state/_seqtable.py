@@ -21,7 +21,7 @@ from dataclasses import fields
 from typing import Any, Generic, TypeVar, overload
 
 from icore.state._share import MEMO_LIMIT
-from icore.state._xmodel import Assertion, AssertionKind
+from icore.state._xmodel import Assertion, AssertionKind, Certificate
 
 V = TypeVar("V")
 D = TypeVar("D")
@@ -365,6 +365,113 @@ class AssertionTable(SeqTable[Assertion]):
             self._recent[k] = None
 
 
+(_set_cid, _set_validator, _set_version, _set_events, _set_records, _set_payload, _set_verdict,
+ _set_obligations, _set_lineage) = (getattr(Certificate, f.name).__set__
+                                    for f in fields(Certificate))
+
+
+class CertificateTable(SeqTable[Certificate]):
+    """Π's certificates ``c1, c2, ...`` as columns: no object per certificate is kept.
+
+    A certificate is kept as its events, its payload and one shared tuple of (validator,
+    version, verdict, records, obligations, lineage): three list slots (about 24 bytes)
+    instead of a 104-byte object. Reading one builds an equal :class:`Certificate` (a
+    frozen value). The last :data:`RECENT` written are also kept as written (an import
+    reads back the certificates it has just recorded). An item that is not exactly a
+    :class:`Certificate` whose id is its key, or whose shared part cannot be hashed,
+    makes the table a plain dict.
+    """
+
+    __slots__ = ("_memo", "_metas", "_pays", "_recent")
+
+    def __init__(self, prefix: str = "c") -> None:
+        super().__init__(prefix)
+        self._pays: list[Any] = []
+        self._metas: list[Any] = []
+        self._memo: dict[Any, Any] = {}
+        self._recent: list[Certificate | None] = []  # as in AssertionTable
+
+    def _load(self, i: int) -> Certificate:
+        recent = self._recent
+        k = i - len(self._items) + len(recent)
+        if k >= 0:
+            kept = recent[k]
+            if kept is not None:
+                return kept
+        validator, version, verdict, records, obligations, lineage = self._metas[i]
+        c = _new(Certificate)  # the frozen dataclass's slots written directly
+        _set_cid(c, f"{self._p}{i + 1}")
+        _set_validator(c, validator)
+        _set_version(c, version)
+        _set_events(c, self._items[i])
+        _set_records(c, records)
+        _set_payload(c, self._pays[i])
+        _set_verdict(c, verdict)
+        _set_obligations(c, obligations)
+        _set_lineage(c, lineage)
+        return c
+
+    def _meta(self, value: Certificate, key: str) -> tuple[Any, ...] | None:
+        """The shared (validator, version, verdict, records, obligations, lineage)."""
+        if type(value) is not Certificate or value.id != key:
+            return None
+        meta = (value.validator, value.version, value.verdict, value.records,
+                value.obligations, value.lineage)
+        memo = self._memo
+        try:
+            shared = memo.get(meta)
+        except TypeError:  # an unhashable part (not from a state): kept in a dict
+            return None
+        if shared is None:
+            if len(memo) >= MEMO_LIMIT:  # a cache: clearing it only stops sharing
+                memo.clear()
+            shared = memo[meta] = meta
+        return shared
+
+    def _append(self, key: str, value: Certificate) -> bool:
+        meta = self._meta(value, key)
+        if meta is None:
+            return False
+        self._items.append(value.events)
+        self._pays.append(value.payload)
+        self._metas.append(meta)
+        recent = self._recent
+        recent.append(value)
+        if len(recent) > RECENT:
+            del recent[0]
+        return True
+
+    def _store(self, i: int, key: str, value: Certificate) -> bool:
+        meta = self._meta(value, key)
+        if meta is None:
+            return False
+        self._items[i], self._pays[i], self._metas[i] = value.events, value.payload, meta
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = value
+        return True
+
+    def _grow(self, n: int) -> None:
+        super()._grow(n)
+        self._recent.clear()  # the window covers the last positions only
+        self._pays.extend([None] * n)
+        self._metas.extend([None] * n)
+
+    def _shrink(self) -> None:
+        super()._shrink()
+        if self._recent:
+            self._recent.pop()
+        self._pays.pop()
+        self._metas.pop()
+
+    def _clear_at(self, i: int) -> None:
+        super()._clear_at(i)
+        self._pays[i] = self._metas[i] = None
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = None
+
+
 class _Values(ValuesView[V]):
     """The items of a list-kept :class:`ListMap`, read from the lists directly."""
 
@@ -391,4 +498,4 @@ class _Items(ItemsView[str, V]):
         return ((t._key(i), t._load(i)) for i in t._occupied())
 
 
-__all__ = ["AssertionTable", "ListMap", "SeqTable"]
+__all__ = ["AssertionTable", "CertificateTable", "ListMap", "SeqTable"]
