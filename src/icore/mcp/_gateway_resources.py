@@ -102,15 +102,18 @@ class _Resources:
         """Whether the gateway subscribes itself to a URI it reads (a resource some D(a)
         of the manifest names; set by the gateway)."""
 
-    def read(self, view: SessionView, key: str) -> Any:
+    def read(self, view: SessionView, key: str, stamp: Any = None) -> Any:
         """The version of ``key`` the session reads now (recorded as seen), or None.
+
+        ``stamp``: the request it is read for (its answer's moment decides which later
+        calls may derive from it; :class:`~icore.mcp._gateway_order.Exchange`).
 
         Raises:
             MCPError: the store failed (INTERNAL_ERROR).
         """
         assert self.gw.facts is not None
         try:
-            return self.gw.facts.read(view, key)
+            return self.gw.facts.read(view, key, stamp)
         except IcoreError as exc:
             raise _internal(f"cannot read {key}: {exc}") from None
 
@@ -190,13 +193,16 @@ class _Resources:
         st = self._watch_state(uri, route, self.gw.upstreams[route.upstream])
         return st is not None and self._fresh.get(uri) == st
 
-    async def read_resource(self, ctx: Any, params: Any) -> Any:
-        """``resources/read``: the content, versioned; ``_meta`` names the version seen."""
+    async def read_resource(self, ctx: Any, params: Any, stamp: Any = None) -> Any:
+        """``resources/read``: the content, versioned; ``_meta`` names the version seen.
+
+        ``stamp``: the request's exchange, the stamp of the read (see :meth:`read`).
+        """
         from mcp_types import ReadResourceResult, TextResourceContents
         view = self.gw.view(ctx)
         uri = str(params.uri)
         if uri.startswith(FACT_SCHEME):
-            rec = self.read(view, uri)
+            rec = self.read(view, uri, stamp)
             if rec is None:
                 raise _invalid(f"Unknown fact: {uri}")
             self.gw.trace.read(view.sid, uri, rec)
@@ -213,7 +219,7 @@ class _Resources:
         except GatewayError as exc:
             raise _invalid(str(exc)) from None
         if rec is not None:
-            seen = self.read(view, uri)
+            seen = self.read(view, uri, stamp)
             if seen is not None and seen.id != rec.id:
                 # another session's read committed a newer version in between: serve the
                 # version this session is recorded to have seen
