@@ -374,6 +374,13 @@ class Gateway:
             return k
         return self._anon_key
 
+    def writer(self, ctx: Any) -> str | None:
+        """The client a request's bearer token names (HTTP ``http.clients``), else None."""
+        if self.single_client:
+            return None
+        who = _principal()
+        return None if who is None else who[1]
+
     def anonymous(self, ctx: Any) -> bool:
         """True when the request has neither a session nor a client identity.
 

@@ -72,6 +72,9 @@ _HINT = {
     Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
     Reason.NO_OWNER.value: "a fact this call depends on has no owner in the gateway "
     "manifest (a configuration error); do not retry",
+    "not_owner": "only a fact's owner writes it (planfence's owner rule), and this "
+    "session does not speak for the owner. Do not retry; the operator can allow it (see "
+    "Detail)",
 }
 
 
@@ -85,6 +88,7 @@ class _Host(Protocol):
     facts: FactBook | None
     trace: GatewayTrace
     otel: Any
+    single_client: bool
 
     @property
     def unresolved(self) -> Unresolved:
@@ -97,6 +101,10 @@ class _Host(Protocol):
 
     def anonymous(self, ctx: Any) -> bool:
         """True when the request has no session and no client identity (HTTP)."""
+        ...
+
+    def writer(self, ctx: Any) -> str | None:
+        """The client the request's bearer token names (HTTP), else None."""
         ...
 
     async def refresh(self) -> None:
@@ -130,7 +138,8 @@ class _ToolCalls:
         return [
             Tool(name=PUT_FACT, description="Publish a new version of a shared fact "
                  "(key fact://...) that this gateway serves; other sessions' plans that "
-                 "read the old version become stale.",
+                 "read the old version become stale. Only a session that speaks for the "
+                 "fact's owner may write it.",
                  input_schema={"type": "object", "required": ["key", "value"],
                                "properties": {"key": {"type": "string"}, "value": {}}}),
             Tool(name=GET_FACT, description="Read the current version of a shared fact "
@@ -159,6 +168,10 @@ class _ToolCalls:
         name = params.name
         args = dict(params.arguments or {})
         if name in (PUT_FACT, GET_FACT) and self.fact_tools():
+            if name == PUT_FACT:
+                refused = self._not_owner(view, args, self.gw.writer(ctx))
+                if refused is not None:
+                    return refused
             return await self._fact_tool(view, name, args, ex)
         if name not in self.gw.tools:
             await self.gw.refresh()
@@ -377,6 +390,37 @@ class _ToolCalls:
             return v.call.value
         return _Refused(_refusal(name, v, first_read=not seen,
                                  late=sorted(k for k in v.call.fresh if k in seen)))
+
+    def _not_owner(self, view: SessionView, args: Mapping[str, Any],
+                   client: str | None) -> Any:
+        """Refuse a fact write by a session that does not speak for the fact's owner.
+
+        Over stdio the session speaks for ``facts.stdio_speaks_for``; over HTTP for the
+        owner its token's client is named like, and those ``facts.writers`` lists it for
+        (QA r6-oa D2). The refusal is recorded as a blocked call (the audit shows it).
+        Returns None when the write may go on (or is malformed: :meth:`_fact_tool`).
+        """
+        key = args.get("key")
+        owner = self.gw.facts.owner_of(key) if isinstance(key, str) and \
+            self.gw.facts is not None else None
+        facts = self.gw.manifest.facts
+        stdio = self.gw.single_client
+        if owner is None or facts.may_write(owner, client, stdio=stdio):
+            return None
+        if stdio:
+            who = ("the stdio client, which speaks for "
+                   + (", ".join(facts.stdio_speaks_for) or "no owner"))
+            allow = f"facts.stdio_speaks_for: [{owner}]"
+        else:
+            who = (f"client {client!r} (its bearer token)" if client is not None else
+                   "a client without a bearer token (http.clients)")
+            allow = (f"a client named {owner!r} in http.clients, or facts.writers: "
+                     f"{{{owner}: [CLIENT]}} naming a declared client")
+        return self._refuse(view, PUT_FACT, args, f"{view.sid}/{next(self._tasks)}",
+                            "not_owner", [str(key)],
+                            detail=f"{key} is owned by {owner!r}; this session is {who}. To "
+                            f"allow it, the gateway manifest needs {allow}",
+                            extra={"owner": owner})
 
     async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any],
                          ex: Any = None) -> Any:
