@@ -42,7 +42,7 @@ from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
-from icore.mcp._gateway_order import Exchange, Wire
+from icore.mcp._gateway_order import Wire
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
@@ -132,6 +132,9 @@ class Gateway:
         self.resources: dict[str, Route] = {}
         self.prompts: dict[str, Route] = {}
         self._calls = _ToolCalls(self, self._resources)
+        self.wire = Wire()  # each request's arrival and answer (QA r6-oa D1)
+        self._read_resource = self.wire.handler(self._resources.read_resource)
+        self._call_tool = self.wire.handler(self._calls.call_tool)
         self.watch = ManifestWatch(self, self._resources, self._calls)
         """The manifest checked against the listing (at start, after each listing)."""
         self._sessions: weakref.WeakKeyDictionary[Any, SessionView] = \
@@ -140,8 +143,6 @@ class Gateway:
         self.single_client = False
         """True when serving stdio: every request comes from the one client."""
         self._stdio_key = _Key("stdio")
-        self.wire = Wire()
-        """Each request's arrival and answer moments (QA r6-oa D1; set by the transport)."""
         self.tag = secrets.token_hex(3)
         """This gateway process's tag in its session names (``client#1@<tag>``)."""
         self._sid_keys: dict[str, _Key] = {}
@@ -374,13 +375,6 @@ class Gateway:
             return k
         return self._anon_key
 
-    def writer(self, ctx: Any) -> str | None:
-        """The client a request's bearer token names (HTTP ``http.clients``), else None."""
-        if self.single_client:
-            return None
-        who = _principal()
-        return None if who is None else who[1]
-
     def anonymous(self, ctx: Any) -> bool:
         """True when the request has neither a session nor a client identity.
 
@@ -470,25 +464,6 @@ class Gateway:
         """
         return await self._resources.fetch(uri, source)
 
-    async def _read_resource(self, ctx: Any, params: Any) -> Any:
-        ex = self._exchange(ctx)
-        try:
-            return await self._resources.read_resource(ctx, params, ex)
-        finally:
-            self.wire.done(ex)
-
-    async def _call_tool(self, ctx: Any, params: Any) -> Any:
-        ex = self._exchange(ctx)
-        try:
-            return await self._calls.call_tool(ctx, params, ex)
-        finally:
-            self.wire.done(ex)
-
-    def _exchange(self, ctx: Any) -> Exchange:
-        try:
-            return self.wire.exchange(ctx)
-        except ValueError as exc:  # a malformed _meta["icore/turn"]
-            raise _invalid(str(exc)) from None
 
 
 def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str

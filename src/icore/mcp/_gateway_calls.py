@@ -103,10 +103,6 @@ class _Host(Protocol):
         """True when the request has no session and no client identity (HTTP)."""
         ...
 
-    def writer(self, ctx: Any) -> str | None:
-        """The client the request's bearer token names (HTTP), else None."""
-        ...
-
     async def refresh(self) -> None:
         """List the upstreams' tools, resources and prompts again."""
         ...
@@ -168,11 +164,9 @@ class _ToolCalls:
         name = params.name
         args = dict(params.arguments or {})
         if name in (PUT_FACT, GET_FACT) and self.fact_tools():
-            if name == PUT_FACT:
-                refused = self._not_owner(view, args, self.gw.writer(ctx))
-                if refused is not None:
-                    return refused
-            return await self._fact_tool(view, name, args, ex)
+            refused = self._not_owner(view, args, None if self.gw.single_client
+                                      else _token_client()) if name == PUT_FACT else None
+            return refused or await self._fact_tool(view, name, args, ex)
         if name not in self.gw.tools:
             await self.gw.refresh()
         route = self.gw.tools.get(name)
@@ -400,11 +394,8 @@ class _ToolCalls:
         (QA r6-oa D2). The refusal is recorded as a blocked call (the audit shows it).
         Returns None when the write may go on (or is malformed: :meth:`_fact_tool`).
         """
-        key = args.get("key")
-        owner = self.gw.facts.owner_of(key) if isinstance(key, str) and \
-            self.gw.facts is not None else None
-        facts = self.gw.manifest.facts
-        stdio = self.gw.single_client
+        key, facts, stdio = args.get("key"), self.gw.manifest.facts, self.gw.single_client
+        owner = self.gw.facts.owner_of(key) if isinstance(key, str) and self.gw.facts else None
         if owner is None or facts.may_write(owner, client, stdio=stdio):
             return None
         if stdio:
@@ -470,6 +461,13 @@ class _ToolCalls:
 _RESERVED = "io.modelcontextprotocol/"
 
 
+def _token_client() -> str | None:
+    """The client the request's bearer token names (HTTP ``http.clients``), else None."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    token = get_access_token()
+    return None if token is None else str(token.client_id)
+
+
 def _forward_meta(meta: Any) -> Any:
     """The client's ``_meta`` for the upstream.
 
@@ -522,8 +520,9 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
                     "are below: plan from them and call again in a later message.")
     elif reason == "not_read" and first_read:
         lines[0] = (f"PlanFence blocked {name} (not_read): this MCP session had not read "
-                    "the facts this call depends on; the gateway ties a call to what the "
-                    "same session read. Their current values are below, now read in this "
+                    "the facts this call depends on before sending it (a read answered "
+                    "later, as by a tool of the same model message, does not count); the "
+                    "gateway ties a call to what the same session read. Their current values are below, now read in this "
                     "session: plan from them and call again in this same session (a "
                     "client that opens a new session for each tool call is refused every "
                     "time; keep one session open).")

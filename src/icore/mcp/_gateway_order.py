@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections.abc import Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 TURN_META = "icore/turn"
@@ -201,3 +201,22 @@ class Wire:
         if ex in self._unstamped:
             self._unstamped.discard(ex)
             ex.answered()
+
+    def handler(self, fn: Callable[[Any, Any, Exchange], Awaitable[Any]]
+                ) -> Callable[[Any, Any], Awaitable[Any]]:
+        """An SDK request handler ``(ctx, params)`` calling ``fn(ctx, params, exchange)``.
+
+        A malformed ``_meta["icore/turn"]`` is answered as invalid params (``MCPError``).
+        """
+        async def handle(ctx: Any, params: Any) -> Any:
+            try:
+                ex = self.exchange(ctx)
+            except ValueError as exc:
+                from mcp.shared.exceptions import MCPError
+                from mcp_types import INVALID_PARAMS
+                raise MCPError(INVALID_PARAMS, str(exc)) from None
+            try:
+                return await fn(ctx, params, ex)
+            finally:
+                self.done(ex)
+        return handle
