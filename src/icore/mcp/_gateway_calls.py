@@ -522,10 +522,10 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
         lines[0] = (f"PlanFence blocked {name} (not_read): this MCP session had not read "
                     "the facts this call depends on before sending it (a read answered "
                     "later, as by a tool of the same model message, does not count); the "
-                    "gateway ties a call to what the same session read. Their current values are below, now read in this "
-                    "session: plan from them and call again in this same session (a "
-                    "client that opens a new session for each tool call is refused every "
-                    "time; keep one session open).")
+                    "gateway ties a call to what the same session read. Their current "
+                    "values are below, now read in this session: plan from them and call "
+                    "again in this same session (a client that opens a new session for "
+                    "each tool call is refused every time; keep one session open).")
     if v.changed and reason != Reason.SECOND_CHANGE.value:
         lines.append("Current values:")
         lines.extend(f"- {describe(r)}" for r in v.changed.values())
