@@ -336,6 +336,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+    from icore.mcp._upstream_sse import Answer, as_answer
+
     class Listening(httpx2.AsyncByteStream):
         def __init__(self, inner: Any) -> None:
             self.inner = inner
@@ -393,7 +395,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                 on_session(bool(resp.headers.get("mcp-session-id")))
             if request.method == "POST" and resp.headers.get(
                     "content-type", "").lower().startswith("text/event-stream"):
-                resp.stream = DrainOnClose(resp.stream)
+                if not isinstance(resp.stream, Answer):  # else read by _send already
+                    resp.stream = DrainOnClose(resp.stream)
             elif request.method == "GET" and on_listen is not None \
                     and resp.status_code == 200 and resp.headers.get(
                         "content-type", "").lower().startswith("text/event-stream"):
@@ -412,13 +415,13 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             failure is answered as a JSON-RPC error of that request alone.
             """
             try:
-                return await self.inner.handle_async_request(request)
+                return await self._send(request)
             except httpx2.TransportError as exc:
                 first: Exception = exc
             method, rid = _method_and_id(request)
             if method in READ_ONLY and not isinstance(first, httpx2.TimeoutException):
                 try:
-                    return await self.inner.handle_async_request(request)
+                    return await self._send(request)
                 except httpx2.TransportError as exc:
                     first = exc
             log.warning("upstream HTTP %s of %s failed: %s: %s", method or "POST",
@@ -426,6 +429,22 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             return httpx2.Response(502, json={"jsonrpc": "2.0", "id": rid, "error": {
                 "code": TRANSPORT_FAILED, "message": f"{TRANSPORT_FAILED_TEXT} "
                 f"({type(first).__name__}: {first or 'no detail'})"}}, request=request)
+
+        async def _send(self, request: Any) -> Any:
+            """One POST; an SSE answer holding only the response is made JSON.
+
+            See :func:`~icore.mcp._upstream_sse.as_answer` (its first event read here).
+            """
+            resp = await self.inner.handle_async_request(request)
+            if resp.status_code != 200 or not resp.headers.get(
+                    "content-type", "").lower().startswith("text/event-stream"):
+                return resp
+            try:
+                return await as_answer(resp, DRAIN_S)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await resp.aclose()
+                raise
 
         async def aclose(self) -> None:
             await self.inner.aclose()
