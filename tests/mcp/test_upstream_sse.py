@@ -3,6 +3,7 @@ the response; otherwise every byte replayed as it came (#25 item 7)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -44,7 +45,7 @@ def _answer(parts: list[bytes]) -> tuple[str, bytes, bool]:
 
 def _split(data: bytes, cuts: list[int]) -> list[bytes]:
     idx = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(idx, idx[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(idx)]
 
 
 @settings(max_examples=60, deadline=None)
