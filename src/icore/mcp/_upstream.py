@@ -201,6 +201,10 @@ class Upstream:
         if exc is None:
             return "it did not initialize"
         cause = root_cause(exc)
+        if isinstance(cause, MCPError) and cause.code == TRANSPORT_FAILED:
+            data = cause.error.data  # the HTTP transport's own failure (ConnectError: ...)
+            if isinstance(data, dict) and isinstance(data.get("cause"), str):
+                return str(data["cause"])
         if isinstance(cause, TimeoutError):
             return (f"it did not initialize within "
                     f"{max(self.spec.timeout_s, CONNECT_TIMEOUT_S):g} s")
@@ -428,7 +432,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                         request.url, type(first).__name__, first)
             return httpx2.Response(502, json={"jsonrpc": "2.0", "id": rid, "error": {
                 "code": TRANSPORT_FAILED, "message": f"{TRANSPORT_FAILED_TEXT} "
-                f"({type(first).__name__}: {first or 'no detail'})"}}, request=request)
+                f"({type(first).__name__}: {first or 'no detail'})",
+                "data": {"cause": f"{type(first).__name__}: {first or 'no detail'}"}}},
+                request=request)
 
         async def _send(self, request: Any) -> Any:
             """One POST; an SSE answer holding only the response is made JSON.
