@@ -123,11 +123,9 @@ class Gateway:
             self.otel = OtelExporter(endpoint=ep)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
-        self.templates: dict[str, list[str]] = {}
-        """Upstream -> the URI templates it serves, as it names them."""
+        self.templates: dict[str, list[str]] = {}  # upstream -> its URI templates
         self.template_routes: dict[str, Route] = {}
-        """Shown URI template (``<upstream>.<template>`` on a clash) -> its upstream and
-        the template there (routes reads of unlisted URIs)."""
+        """Shown URI template (``<upstream>.<template>`` on a clash) -> its route."""
         self._template_items: dict[str, list[Any]] = {}
         self._template_defs: list[Any] = []
         self.listed: set[str] = set()

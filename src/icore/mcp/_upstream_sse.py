@@ -74,6 +74,7 @@ class Answer(httpx2.AsyncByteStream):
         self.head, self.it, self.inner, self.drain_s, self.rest = head, it, inner, drain_s, rest
 
     async def __aiter__(self) -> Any:
+        """``head``, then (``rest``) the inner stream's remaining bytes."""
         if self.head:
             yield self.head
         if self.rest:
@@ -81,6 +82,7 @@ class Answer(httpx2.AsyncByteStream):
                 yield part
 
     async def aclose(self) -> None:
+        """Read what is left of the stream (at most ``drain_s`` s), then close it."""
         with contextlib.suppress(Exception), anyio.move_on_after(self.drain_s):
             async for _ in self.it:
                 pass
