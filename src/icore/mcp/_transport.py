@@ -326,7 +326,7 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                     "resource_server_url": None}))
         config = uvicorn.Config(OrderMiddleware(app), host=host, port=port, log_level="warning",
                                 lifespan="on", http=_http_parser(),
-                                access_log=False)
+                                access_log=False, proxy_headers=False)
         server = _Server(config)
 
         async def ready() -> None:
