@@ -214,9 +214,10 @@ class _ToolCalls:
         self.gw.trace.call(view.sid, name, args, _result_text(result),
                            error=_is_error(result), task=task)
         if spec is not None:
+            filled = self._with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
                 try:
-                    uris = sorted(expand_deps([w], args, ()))
+                    uris = sorted(expand_deps([w], filled, ()))
                 except IcoreError as exc:
                     self.gw.trace.note("gateway", f"re-read of {w} after {name} skipped: {exc}")
                     continue
@@ -271,6 +272,33 @@ class _ToolCalls:
             return None
         where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
         return f"{where}: {err.message}"
+
+    def _with_defaults(self, name: str, args: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``args`` with the input schema's ``default`` of each omitted argument.
+
+        What fills the ``{arg}`` placeholders of D(a) and ``writes`` (the upstream applies
+        the same defaults; the in-process integration normalises through the tool's
+        schema likewise). A ``null`` default fills nothing (no key can name it). The
+        call is forwarded with the client's own arguments.
+        """
+        schema = getattr(self.gw.tool_defs.get(name), "input_schema", None)
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(props, Mapping):
+            return args
+        missing = {k: p["default"] for k, p in props.items() if k not in args
+                   and isinstance(p, Mapping) and p.get("default") is not None}
+        return {**missing, **args} if missing else args
+
+    def _no_default(self, name: str, exc: IcoreError) -> str:
+        """The detail of a D(a) entry whose placeholder names an omitted argument."""
+        arg = exc.fields.get("argument")
+        schema = getattr(self.gw.tool_defs.get(name), "input_schema", None) or {}
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(arg, str) or not isinstance(props, Mapping) or arg not in props:
+            return exc.message
+        return (f"{exc.message}: {arg!r} is optional in {name}'s input schema with no "
+                "default (or a null one), so the facts this call depends on are unknown "
+                f"without it. Call {name} again with {arg!r} given")
 
     def _entry_of(self, spec: ToolSpec, name: str, args: Mapping[str, Any], key: str,
                   known: Any) -> str:
@@ -327,6 +355,7 @@ class _ToolCalls:
         assert self.gw.facts is not None
         seen = view.seen
         static = self._static_deps.get(name)
+        args_d = self._with_defaults(name, args) if static is None else args
         known: Any = ()
         try:
             if static is not None:  # D(a) without globs or placeholders: the same each call
@@ -335,17 +364,18 @@ class _ToolCalls:
                 # the known keys are only needed to match globs (a scan of every owner's
                 # heads)
                 known = (set(self.gw.facts.known_keys()) | set(seen)) if spec.globs else ()
-                deps = expand_deps(spec.depends_on, args, known)
+                deps = expand_deps(spec.depends_on, args_d, known)
         except IcoreError as exc:
             return _Refused(self._refuse(view, name, args, task, "incomplete_declaration",
-                                         list(spec.depends_on), detail=exc.message))
+                                         list(spec.depends_on),
+                                         detail=self._no_default(name, exc)))
         if not deps:
             return _Refused(self._refuse(
                 view, name, args, task, "incomplete_declaration", list(spec.depends_on),
                 detail=f"D(a) matches no known fact; read the resources it depends on "
                 f"first ({', '.join(spec.depends_on)})"))
         heads: dict[str, list[str]] = {}
-        refused = await self._reread(view, name, spec, args, deps, known, task, heads)
+        refused = await self._reread(view, name, spec, args_d, deps, known, task, heads)
         if refused is not None:
             return _Refused(refused)
         ticket = self._replans.before(view, name, deps)

@@ -1,0 +1,75 @@
+"""A new user's gateway (QA r6-lgmcp): schema defaults fill D(a), the resource-read tool,
+setup messages. Real parts: the SDK's client launching ``icore mcp`` over stdio, the
+SDK upstream (``upstream_server.py``) behind it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import yaml
+
+from .conftest import stdio_gateway, stdio_upstream, text, upstream_log
+
+
+def _manifest(tmp: Path, log: Path, **extra: object) -> Path:
+    m = {"name": "user-gateway", "upstreams": {"trip": stdio_upstream(log, 10)},
+         "facts": {"owners": {"fact://lane/*": "planner"},
+                   "initial": {"fact://lane/Porto/north": "open",
+                               "fact://lane/Porto/south": "open"}},
+         "tools": {"book_lane": {"depends_on": ["fact://lane/{city}/{lane}"],
+                                 "writes": ["memo://{lane}"]}},
+         "trace": str(tmp / "trace.jsonl"), **extra}
+    path = tmp / "gateway.yaml"
+    path.write_text(yaml.safe_dump(m), encoding="utf-8")
+    return path
+
+
+def test_placeholder_of_an_omitted_argument_takes_the_schema_default(tmp_path: Path) -> None:
+    """D2: ``{lane}`` names an argument with a schema default; the model omits it. D(a) is
+    filled from the default and the call is judged (stale, then valid), not refused
+    ``incomplete_declaration``; an optional argument with a null default is refused with
+    a detail telling the model to pass it."""
+    log = tmp_path / "up.log"
+    path = _manifest(tmp_path, log)
+
+    async def main() -> None:
+        async with stdio_gateway(path) as s:
+            await s.read_resource("fact://lane/Porto/north")
+            r = await s.call_tool("book_lane", {"city": "Porto"})
+            assert not r.is_error, text(r)
+            assert text(r) == "booked Porto via north"
+            await s.call_tool("icore_put_fact", {"key": "fact://lane/Porto/north",
+                                                 "value": "closed"})
+            await s.read_resource("fact://lane/Porto/north")
+            r = await s.call_tool("book_lane", {"city": "Porto"})
+            assert not r.is_error, text(r)  # its own write, read back: valid
+            r = await s.call_tool("book_lane", {"city": "Porto", "lane": "south"})
+            assert r.is_error and "(not_read)" in text(r)
+
+    anyio.run(main)
+    calls = [x["args"] for x in upstream_log(log)]
+    # the upstream applied its own defaults to the arguments the client sent
+    assert calls == [{"city": "Porto", "lane": "north", "note": None}] * 2
+    trace = (tmp_path / "trace.jsonl").read_text()
+    assert "re-read of memo://north" in trace  # writes: {lane} from the default too
+    assert "skipped" not in trace
+
+
+def test_placeholder_of_an_optional_argument_without_default_is_refused_clearly(
+        tmp_path: Path) -> None:
+    log = tmp_path / "up.log"
+    path = _manifest(tmp_path, log)
+    path.write_text(path.read_text().replace("fact://lane/{city}/{lane}",
+                                             "fact://lane/{city}/{note}"))
+
+    async def main() -> None:
+        async with stdio_gateway(path) as s:
+            r = await s.call_tool("book_lane", {"city": "Porto"})
+            said = text(r)
+            assert r.is_error and "(incomplete_declaration)" in said, said
+            assert "'note' is optional in book_lane's input schema" in said
+            assert "Call book_lane again with 'note' given" in said
+
+    anyio.run(main)
+    assert not upstream_log(log)
