@@ -73,3 +73,42 @@ def test_placeholder_of_an_optional_argument_without_default_is_refused_clearly(
 
     anyio.run(main)
     assert not upstream_log(log)
+
+
+def test_pinned_minimum_is_the_pyproject_pin() -> None:
+    """D3: the version the message requires is the ``icore[mcp]`` pin of pyproject."""
+    import re
+    import tomllib
+
+    from icore.mcp._sdk import MCP_MINIMUM
+
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    pin = next(re.fullmatch(r"mcp>=([\d.]+)", r) for r in extras["mcp"] if r.startswith("mcp"))
+    assert pin is not None and MCP_MINIMUM == pin.group(1)
+
+
+def test_icore_mcp_with_mcp_1x_is_one_typed_line(tmp_path: Path) -> None:
+    """D3: ``icore mcp`` where the installed mcp is 1.x (an adapters venv): exit 2, one
+    line naming the installed and required versions and the fix, no traceback. The
+    installed version is faked in the child process (mcp 2.x is what this venv has)."""
+    import subprocess
+    import sys
+
+    from icore.mcp._sdk import MCP_MINIMUM
+
+    from .conftest import env
+
+    path = _manifest(tmp_path, tmp_path / "up.log")
+    code = ("import importlib.metadata as m, sys; real = m.version; "
+            "m.version = lambda d: '1.30.0' if d == 'mcp' else real(d); "
+            "from icore.cli import main; sys.argv = ['icore', 'mcp', sys.argv[1]]; main()")
+    p = subprocess.run([sys.executable, "-c", code, str(path)], env=env(),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert f"icore mcp needs mcp>={MCP_MINIMUM}; mcp 1.30.0 is installed" in lines[0]
+    assert "run the gateway from its own venv" in lines[0]
+    assert "pip install 'icore[mcp]'" in lines[0]
