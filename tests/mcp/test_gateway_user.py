@@ -112,3 +112,43 @@ def test_icore_mcp_with_mcp_1x_is_one_typed_line(tmp_path: Path) -> None:
     assert f"icore mcp needs mcp>={MCP_MINIMUM}; mcp 1.30.0 is installed" in lines[0]
     assert "run the gateway from its own venv" in lines[0]
     assert "pip install 'icore[mcp]'" in lines[0]
+
+
+def test_read_resource_tool_is_the_sessions_versioned_read(tmp_path: Path) -> None:
+    """D4: a tools-only client (the adapters' ``load_mcp_tools``) reads the resources of
+    D(a) through ``icore_read_resource``; the read is the session's, so the first
+    protected call is judged (valid), and a change after it is refused stale."""
+    import json
+
+    from .conftest import write_manifest
+
+    log = tmp_path / "up.log"
+    path = write_manifest(tmp_path, {"trip": stdio_upstream(log, 10)})
+
+    async def main() -> None:
+        async with stdio_gateway(path) as s:
+            names = {t.name for t in (await s.list_tools()).tools}
+            assert "icore_read_resource" in names
+            for uri in ("memo://price", "memo://city"):
+                r = await s.call_tool("icore_read_resource", {"uri": uri})
+                assert not r.is_error, text(r)
+            assert text(r) == "Porto"
+            assert r.structured_content is not None
+            assert r.structured_content["version"]["record"]
+            r = await s.call_tool("book", {"city": "Porto", "price": 100})
+            assert not r.is_error, text(r)  # judged valid, not refused not_read
+            r = await s.call_tool("icore_read_resource", {"uri": "fact://plan/goal"})
+            assert text(r) == '"Porto"'
+            r = await s.call_tool("icore_read_resource", {"uri": "memo://secret"})
+            assert r.is_error and "no resource a protected tool" in text(r)
+            assert "memo://price" in text(r)
+            await s.call_tool("set_price", {"value": "120"})  # the upstream changes it
+            r = await s.call_tool("book", {"city": "Porto", "price": 100})
+            assert r.is_error and "(stale)" in text(r)
+
+    anyio.run(main)
+    assert [x["tool"] for x in upstream_log(log)] == ["book", "set_price"]
+    lines = [json.loads(x) for x in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    reads = [x for x in lines if x.get("tool") == "resources/read"]
+    assert {x["read"]["key"] for x in reads} >= {"memo://price", "memo://city",
+                                                 "fact://plan/goal"}

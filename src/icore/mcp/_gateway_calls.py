@@ -32,6 +32,7 @@ from icore.fence import Reason
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
+from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
 from icore.mcp._upstream import Upstream, UpstreamError
@@ -120,11 +121,16 @@ class _ToolCalls:
         self._replans = Replans()
 
     def fact_tools(self) -> list[Any]:
-        """The gateway's own fact tools (put/get), when the manifest enables them."""
+        """The gateway's own tools: the resource read, the fact tools (put/get).
+
+        ``icore_read_resource`` when the manifest protects a tool; put/get when the
+        manifest enables them (``facts.tools``, with owners).
+        """
         from mcp_types import Tool
+        read = read_tool_def(self.gw.manifest)
         if not self.gw.manifest.facts.tools or not self.gw.manifest.facts.owners:
-            return []
-        return [
+            return read
+        return [*read,
             Tool(name=PUT_FACT, description="Publish a new version of a shared fact "
                  "(key fact://...) that this gateway serves; other sessions' plans that "
                  "read the old version become stale.",
@@ -151,8 +157,11 @@ class _ToolCalls:
         view = self.gw.view(ctx)
         name = params.name
         args = dict(params.arguments or {})
-        if name in (PUT_FACT, GET_FACT) and self.fact_tools():
+        if name in (PUT_FACT, GET_FACT) and self.gw.manifest.facts.tools \
+                and self.gw.manifest.facts.owners:
             return await self._fact_tool(view, name, args)
+        if name == READ_RESOURCE and self.gw.manifest.tools:
+            return await read_tool(self._resources, self.gw.manifest, ctx, args)
         if name not in self.gw.tools:
             await self.gw.refresh()
         route = self.gw.tools.get(name)
