@@ -152,3 +152,57 @@ def test_read_resource_tool_is_the_sessions_versioned_read(tmp_path: Path) -> No
     reads = [x for x in lines if x.get("tool") == "resources/read"]
     assert {x["read"]["key"] for x in reads} >= {"memo://price", "memo://city",
                                                  "fact://plan/goal"}
+
+
+def test_manifest_key_typos_name_the_key_meant(tmp_path: Path) -> None:
+    """D6: top-level ``tool:`` and ``depends-on:`` are unknown keys with a did-you-mean
+    (not ``Extra inputs are not permitted`` / ``depends_on: Field required``)."""
+    import pytest
+
+    from icore.mcp import GatewayManifestError, load_manifest
+
+    up = "upstreams:\n  a: {command: python}\n"
+    for body, path, line, meant in [
+            ("tool:\n  book: {depends_on: ['memo://x']}\n", "tool", 3, "tools"),
+            ("tools:\n  book:\n    depends-on: ['memo://x']\n", "tools.book.depends-on", 5,
+             "depends_on")]:
+        f = tmp_path / "m.yaml"
+        f.write_text(up + body)
+        with pytest.raises(GatewayManifestError) as ei:
+            load_manifest(f)
+        err = ei.value
+        assert err.fields["path"] == path and err.fields["line"] == line, err
+        assert f"did you mean `{meant}`?" in str(err), err
+
+
+def test_missing_upstream_command_is_named(tmp_path: Path) -> None:
+    """D6: an upstream command that does not exist: exit 1 naming the command."""
+    import subprocess
+    import sys
+
+    from .conftest import env
+
+    f = tmp_path / "m.yaml"
+    f.write_text("upstreams:\n  wh: {command: pythonn-not-here, args: [x.py]}\n")
+    p = subprocess.run([sys.executable, "-m", "icore", "mcp", str(f)], env=env(),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "its command 'pythonn-not-here' was not found" in p.stderr.splitlines()[-1]
+
+
+def test_put_fact_with_a_pattern_key_says_it_is_a_pattern(tmp_path: Path) -> None:
+    """D6: ``icore_put_fact`` with ``fact://plan/*``: a pattern, not a fact (not "has no
+    owner": the glob is the owner declaration)."""
+    from .conftest import write_manifest
+
+    log = tmp_path / "up.log"
+    path = write_manifest(tmp_path, {"trip": stdio_upstream(log, 10)})
+
+    async def main() -> None:
+        async with stdio_gateway(path) as s:
+            r = await s.call_tool("icore_put_fact", {"key": "fact://plan/*", "value": 1})
+            said = text(r)
+            assert r.is_error and "fact://plan/* is a pattern, not a fact" in said, said
+            assert "e.g. fact://plan/NAME" in said
+
+    anyio.run(main)

@@ -413,6 +413,11 @@ class _ToolCalls:
         key = args.get("key")
         if not isinstance(key, str) or not key.startswith(FACT_SCHEME):
             return _error_result(f"{name}: key must be a string starting with {FACT_SCHEME}")
+        if any(c in key for c in "*?["):
+            head = key[:min(key.index(c) for c in "*?[" if c in key)]
+            return _error_result(f"{name}: {key} is a pattern, not a fact: '*', '?' and '[' "
+                                 "only declare owners (facts.owners); give one fact's key "
+                                 f"(e.g. {head}NAME)")
         if self.gw.facts.owner_of(key) is None:
             return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
                                  "(facts.owners)")
