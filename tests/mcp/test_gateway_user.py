@@ -206,3 +206,45 @@ def test_put_fact_with_a_pattern_key_says_it_is_a_pattern(tmp_path: Path) -> Non
             assert "e.g. fact://plan/NAME" in said
 
     anyio.run(main)
+
+
+
+def test_versions_cite_what_they_replace_and_are_numbered_per_key(tmp_path: Path) -> None:
+    """D7: each new version of a key names the version it replaces (``supersedes`` in the
+    trace's record line), and the model-facing text numbers versions per key
+    ("version 2" after one change, though the owner's record sequence is at 3)."""
+    import json
+
+    from .conftest import write_manifest
+
+    log = tmp_path / "up.log"
+    path = write_manifest(tmp_path, {"trip": stdio_upstream(log, 10)})
+
+    async def main() -> None:
+        async with stdio_gateway(path) as s:
+            await s.read_resource("memo://price")
+            await s.read_resource("memo://city")
+            await s.call_tool("set_price", {"value": "120"})  # the upstream changes it
+            r = await s.call_tool("book", {"city": "Porto", "price": 100})
+            said = text(r)
+            assert r.is_error and "(stale)" in said, said
+            assert "memo://price = 120 (version 2)" in said, said
+            r = await s.call_tool("icore_put_fact", {"key": "fact://plan/goal",
+                                                     "value": "Faro"})
+            assert "its head is version 2 (record seq" in text(r), text(r)
+
+    anyio.run(main)
+    lines = [json.loads(x) for x in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    recs = [x["planfence"]["record"] for x in lines if "record" in x.get("planfence", {})]
+    price = [r for r in recs if r["key"] == "memo://price"]
+    assert [r["seq"] for r in price] == [1, 3]  # the owner's sequence spans its keys
+    assert "supersedes" not in price[0]
+    assert price[1]["supersedes"] == price[0]["id"] and price[1]["parents"] == []
+    import subprocess
+    import sys
+
+    from .conftest import env
+    p = subprocess.run([sys.executable, "-m", "icore", "audit", str(tmp_path / "trace.jsonl"),
+                        "--fail-on", "invalid"], env=env(), capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr  # the audit reads the supersedes links

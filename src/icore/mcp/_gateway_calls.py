@@ -405,7 +405,8 @@ class _ToolCalls:
                 self.gw.otel.decision(d)
         if v.call.executed:
             return v.call.value
-        return _Refused(_refusal(name, v, first_read=not seen))
+        return _Refused(_refusal(name, v, first_read=not seen,
+                                 version_of=self.gw.facts.version_of))
 
     async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any]) -> Any:
         from mcp_types import CallToolResult, TextContent
@@ -449,11 +450,12 @@ class _ToolCalls:
         self.gw.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
         owner = self.gw.facts.owner_of(key)
         said = ("written" if created else "unchanged (the value was already current)")
-        # seq counts the owner's records over all its keys, not this key's versions
+        # seq counts the owner's records over all its keys; version: this key's own
+        n = self.gw.facts.version_of(rec)
         return CallToolResult(content=[TextContent(type="text", text=(
-            f"{key} {said}; its head is record seq {rec.seq} of owner {owner}"))],
-                              structured_content={"key": key, "seq": rec.seq,
-                                                  "owner": owner, "changed": created})
+            f"{key} {said}; its head is version {n} (record seq {rec.seq} of owner "
+            f"{owner})"))], structured_content={"key": key, "seq": rec.seq, "version": n,
+                                                "owner": owner, "changed": created})
 
 
 _RESERVED = "io.modelcontextprotocol/"
@@ -482,12 +484,15 @@ class _Refused:
     result: Any
 
 
-def _refusal(name: str, v: Verdict, *, first_read: bool = False) -> Any:
+def _refusal(name: str, v: Verdict, *, first_read: bool = False,
+             version_of: Any = None) -> Any:
     """The ``isError`` result of a call the gate refused: what changed, what to do.
 
     ``first_read``: the session had read nothing before this call (a ``not_read``
     refusal then says that only a call in this same session can pass: a client that
-    opens a new session per tool call is refused every time).
+    opens a new session per tool call is refused every time). ``version_of``: a record
+    -> its key's version number (``FactBook.version_of``), shown with each value handed
+    over.
     """
     reason = v.reason
     lines = [f"PlanFence blocked {name} ({reason}): "
@@ -508,7 +513,8 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False) -> Any:
                     "time; keep one session open).")
     if v.changed and reason != Reason.SECOND_CHANGE.value:
         lines.append("Current values:")
-        lines.extend(f"- {describe(r)}" for r in v.changed.values())
+        lines.extend(f"- {describe(r, version_of(r) if version_of else None)}"
+                     for r in v.changed.values())
     elif v.changed:
         lines.append("Changed: " + ", ".join(sorted(v.changed)))
     elif reason == "not_read" and not unwritten:  # nothing could be handed over
