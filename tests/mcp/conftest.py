@@ -65,7 +65,8 @@ def process(args: list[str], extra_env: dict[str, str] | None = None,
 def write_manifest(folder: Path, upstreams: dict[str, Any], **extra: Any) -> Path:
     m = {"name": "test-gateway", "upstreams": upstreams,
          "facts": {"owners": {"fact://plan/*": "planner"},
-                   "initial": {"fact://plan/goal": "Porto"}},
+                   "initial": {"fact://plan/goal": "Porto"},
+                   "stdio_speaks_for": ["planner"]},  # the stdio client writes the plan
          "tools": {"book": {"depends_on": ["memo://price", "memo://city"]},
                    "set_city": {"depends_on": ["fact://plan/goal"],
                                 "writes": ["memo://city"]}},
@@ -101,12 +102,21 @@ async def stdio_gateway(manifest: Path) -> AsyncIterator[Any]:
 
 
 @contextlib.asynccontextmanager
-async def http_client(url: str, name: str = "client") -> AsyncIterator[Any]:
+async def http_client(url: str, name: str = "client", token: str | None = None
+                      ) -> AsyncIterator[Any]:
+    """The SDK's client session over streamable HTTP (``token``: a bearer token)."""
+    import httpx2
     from mcp.client import ClientSession
     from mcp.client.streamable_http import streamable_http_client
     from mcp_types import Implementation
-    async with streamable_http_client(url) as (r, w), \
-            ClientSession(r, w, client_info=Implementation(name=name, version="1")) as s:
+    async with contextlib.AsyncExitStack() as stack:
+        http = None
+        if token is not None:
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"}, timeout=30))
+        r, w = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+        s = await stack.enter_async_context(ClientSession(
+            r, w, client_info=Implementation(name=name, version="1")))
         await s.initialize()
         yield s
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from icore.adapters import load_jsonl
 
@@ -192,16 +193,23 @@ def test_gateway_killed_loses_nothing_committed(tmp_path: Path) -> None:
 
     folder = tmp_path
     log = folder / "up.log"
+    import hashlib
     manifest = write_manifest(folder, {"trip": {
         "command": sys.executable, "args": [str(UPSTREAM)], "env": {"UPSTREAM_LOG": str(log)},
-        "timeout_s": 10}}, store={"backend": "sqlite", "path": "facts"})
+        "timeout_s": 10}}, store={"backend": "sqlite", "path": "facts"},
+        http={"clients": {n: {"token_sha256": hashlib.sha256(n.encode()).hexdigest()}
+                          for n in ("before", "after")}})
+    with open(manifest, encoding="utf-8") as f:  # client "before" writes the planner's plan
+        m = yaml.safe_load(f)
+    m["facts"]["writers"] = {"planner": ["before"]}
+    manifest.write_text(yaml.safe_dump(m), encoding="utf-8")
     port = free_port()
     args = [sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
             f"127.0.0.1:{port}"]
     url = f"http://127.0.0.1:{port}/mcp"
 
     async def first() -> Any:
-        async with http_client(url, "before") as s:
+        async with http_client(url, "before", token="before") as s:
             await s.call_tool("icore_put_fact", {"key": "fact://plan/goal", "value": "Faro"})
             got = await s.read_resource("fact://plan/goal")
             return got.meta
@@ -216,7 +224,7 @@ def test_gateway_killed_loses_nothing_committed(tmp_path: Path) -> None:
     assert "Faro" in (folder / "trace.jsonl").read_text()
 
     async def second() -> Any:
-        async with http_client(url, "after") as s:
+        async with http_client(url, "after", token="after") as s:
             got = await s.read_resource("fact://plan/goal")
             assert got.contents[0].text == '"Faro"'  # type: ignore[union-attr]
             return got.meta

@@ -10,6 +10,7 @@ and never reaches its upstream. When the store becomes unreachable, the call is 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import sys
 from collections.abc import Iterator
@@ -32,12 +33,16 @@ from .conftest import (
 )
 
 GOAL = "fact://plan/goal"
+OTHER = "other-agent-token-5c1d"
 
 
 def _manifest(folder: Path, name: str, store: dict[str, Any]) -> Path:
     m = {"name": name, "upstreams": {"trip": stdio_upstream(folder / f"{name}.log", 10)},
          "store": store,
-         "facts": {"owners": {"fact://plan/*": "planner"}, "initial": {GOAL: "Porto"}},
+         "facts": {"owners": {"fact://plan/*": "planner"}, "initial": {GOAL: "Porto"},
+                   "stdio_speaks_for": "planner", "writers": {"planner": ["other-agent"]}},
+         "http": {"clients": {"other-agent": {"token_sha256": hashlib.sha256(
+             OTHER.encode()).hexdigest()}}},
          "tools": {"echo": {"depends_on": [GOAL]}},
          "trace": str(folder / f"{name}-trace.jsonl"), "gate_timeout_s": 2}
     path = folder / f"{name}.yaml"
@@ -53,7 +58,7 @@ async def _stale_across_gateways(a_url: str, b_manifest: Path, cut_store: Any) -
         assert not got.is_error and json.loads(text(got)) == "Porto"
         ok = await b.call_tool("echo", {"text": "ship to Porto"})
         assert not ok.is_error and text(ok) == "ship to Porto"
-        async with http_client(a_url, "other-agent") as a:
+        async with http_client(a_url, "other-agent", token=OTHER) as a:
             put = await a.call_tool("icore_put_fact", {"key": GOAL, "value": "Lisbon"})
             assert not put.is_error, text(put)
         r = await b.call_tool("echo", {"text": "ship to Porto"})

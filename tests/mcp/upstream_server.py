@@ -86,9 +86,18 @@ def price() -> str:
     return STATE["price"]
 
 
+@mcp.tool()
+def set_read_delay(seconds: float) -> str:
+    """Make reads of memo://city take this long (a slow read racing a call)."""
+    STATE["read_delay"] = str(seconds)
+    return f"city reads take {seconds} s"
+
+
 @mcp.resource("memo://city")
-def city() -> str:
-    """The current city."""
+async def city() -> str:
+    """The current city (after the read delay, if one is set)."""
+    import anyio
+    await anyio.sleep(float(STATE.get("read_delay", "0")))
     return STATE["city"]
 
 

@@ -143,8 +143,15 @@ def bench_mcp(
         raise typer.Exit(1) from None
     t = Table("transport", "path", "p50 ms", "p99 ms", "added p50 ms", "/ sdk proxy",
               title=f"tools/call, n={n}, protected d={deps}")
-    proxy = {r.transport: r.p50_ms for r in rows if r.path.startswith("sdk proxy")}
+    proxy = {r.transport: r.p50_ms for r in rows
+             if r.path.startswith("sdk proxy") and r.error is None}
+    failed = [r for r in rows if r.error is not None]
     for r in rows:
+        if r.error is not None:  # a configuration that failed: a row saying why
+            t.add_row(r.transport, r.path, "-", "-", "-", "",
+                      end_section=False, style="red")
+            t.add_row("", f"  FAILED: {redact(r.error)}", "", "", "", "")
+            continue
         ratio = ""
         if r.path.startswith("gateway") and proxy.get(r.transport):
             ratio = f"{r.p50_ms / proxy[r.transport]:.2f}x"
@@ -152,14 +159,16 @@ def bench_mcp(
                   "" if r.added_p50_ms is None else f"{r.added_p50_ms:+.3f}", ratio)
     console.print(t)
     for tr in ("stdio", "http"):
-        by = {r.path.split(" d=")[0]: r for r in rows if r.transport == tr}
+        by = {r.path.split(" d=")[0]: r for r in rows
+              if r.transport == tr and r.error is None}
         px, pr = by.get("sdk proxy (no icore)"), by.get("gateway protected")
         rr = by.get("gateway protected resources")
         tr_ = by.get("gateway protected trusted")
-        if px is not None and pr is not None:
+        dr = by.get("direct (upstream)")
+        if px is not None and pr is not None and dr is not None:
             console.print(f"{tr}: protected call {pr.p50_ms - px.p50_ms:+.2f} ms p50 over "
                           f"the SDK-only proxy ({pr.p50_ms / px.p50_ms:.2f}x); the SDK hop "
-                          f"itself {px.p50_ms - by['direct (upstream)'].p50_ms:+.2f} ms "
+                          f"itself {px.p50_ms - dr.p50_ms:+.2f} ms "
                           "over the direct call (target: <= 1 ms added)")
         if pr is not None and rr is not None:
             console.print(f"{tr}: re-reading d={deps} upstream resources at validation "
@@ -168,6 +177,10 @@ def bench_mcp(
         if rr is not None and tr_ is not None:
             console.print(f"{tr}: with trust_updates (live subscription) the same call "
                           f"costs {tr_.p50_ms:.2f} ms p50 instead of {rr.p50_ms:.2f}")
+    if failed:
+        typer.echo(f"error: {len(failed)} configuration(s) failed: "
+                   + "; ".join(f"{r.transport} {r.path}" for r in failed), err=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer, bench: typer.Typer) -> None:

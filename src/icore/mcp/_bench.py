@@ -16,6 +16,7 @@ holds a live subscription). Real processes: the upstreams, the proxy and the gat
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import statistics
@@ -45,8 +46,12 @@ class BenchRow:
             resources d=N`` (D(a): upstream resources, each read again at every call),
             ``gateway protected trusted d=N`` (D(a): resources of a ``trust_updates``
             upstream under a live subscription) or ``gate only d=N`` (in process).
-        p50_ms / p99_ms: latency percentiles of one ``tools/call``, milliseconds.
-        added_p50_ms: p50 minus the direct p50 of the same transport (None for direct).
+        p50_ms / p99_ms: latency percentiles of one ``tools/call``, milliseconds (NaN
+            when the configuration failed).
+        added_p50_ms: p50 minus the direct p50 of the same transport (None for direct,
+            or when either failed).
+        error: why the configuration failed (its calls stopped; the others went on),
+            else None.
     """
 
     transport: str
@@ -54,6 +59,7 @@ class BenchRow:
     p50_ms: float
     p99_ms: float
     added_p50_ms: float | None
+    error: str | None = None
 
 
 def _free_port() -> int:
@@ -131,49 +137,87 @@ _PROXY = str(Path(__file__).with_name("_bench_proxy.py"))
 """The SDK-only pass-through proxy, run as a script (it never imports icore)."""
 
 
-async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int
-                       ) -> dict[str, list[float]]:
+_STEPS = (("direct", "ping"), ("proxy", "ping"), ("unprotected", "ping"),
+          ("protected", "act"), ("reread", "act_res"), ("trusted", "act_trust"))
+"""(configuration, tool) timed in turn in every round."""
+
+
+def _why(exc: BaseException) -> str:
+    """One line for a failed configuration (the cause, not the task groups around it)."""
+    from icore.mcp._upstream import root_cause
+    cause = root_cause(exc)
+    text = getattr(cause, "message", None) or str(cause) or "no detail"
+    return f"{type(cause).__name__}: {text}"
+
+
+async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int,
+                       why_not: dict[str, str] | None = None
+                       ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Every configuration timed in turn within each round, so a drifting load hits all.
 
     The gateway session reads the ``d`` facts first (every protected call validated
-    fresh); 20 warm-up rounds are not timed.
+    fresh); 20 warm-up rounds are not timed. A configuration whose call fails (an error
+    result, a lost connection) stops there with the reason; the others go on. A session
+    that is None failed to start (its configurations carry ``failed[key]`` already).
+
+    Returns:
+        ``(configuration -> call times in ms, configuration -> why it failed)``.
     """
-    for i in range(deps):
-        await gateway.read_resource(f"fact://bench/k{i}")
-        await gateway.read_resource(f"bench://r{i}")
-        await gateway.read_resource(f"bench://t{i}")
-    steps = (("direct", direct, "ping"), ("proxy", proxy, "ping"),
-             ("unprotected", gateway, "ping"), ("protected", gateway, "act"),
-             ("reread", gateway, "act_res"), ("trusted", gateway, "act_trust"))
-    out: dict[str, list[float]] = {k: [] for k, _, _ in steps}
+    failed: dict[str, str] = {}
+    sessions = {"direct": direct, "proxy": proxy, "unprotected": gateway,
+                "protected": gateway, "reread": gateway, "trusted": gateway}
+    server = {"direct": "direct", "proxy": "proxy"}
+    for key, s in sessions.items():
+        if s is None:
+            failed[key] = (why_not or {}).get(server.get(key, "gateway"),
+                                              "its server did not start")
+    if gateway is not None:
+        try:
+            for i in range(deps):
+                await gateway.read_resource(f"fact://bench/k{i}")
+                await gateway.read_resource(f"bench://r{i}")
+                await gateway.read_resource(f"bench://t{i}")
+        except Exception as exc:  # every gateway configuration needs these reads
+            for key in ("unprotected", "protected", "reread", "trusted"):
+                failed[key] = f"reading D(a) first failed: {_why(exc)}"
+    out: dict[str, list[float]] = {k: [] for k, _ in _STEPS}
     for i in range(n + 20):
-        for key, session, tool in steps:
+        for key, tool in _STEPS:
+            if key in failed:
+                continue
             t0 = time.perf_counter()
-            res = await session.call_tool(tool, {"n": i})
+            try:
+                res = await sessions[key].call_tool(tool, {"n": i})
+            except Exception as exc:  # the connection to that server was lost
+                failed[key] = f"call {i + 1} of {tool} raised {_why(exc)}"
+                continue
             dt = (time.perf_counter() - t0) * 1000
             if res.is_error:
-                raise GatewayError(f"benchmark call of {tool} ({key}) failed: "
-                                   f"{res.content}", tool=tool)
+                said = " ".join(getattr(c, "text", "") for c in res.content)
+                failed[key] = f"call {i + 1} of {tool} was an error: {said[:300]}"
+                continue
             if i >= 20:
                 out[key].append(dt)
+    return out, failed
+
+
+def _rows(transport: str, t: dict[str, list[float]], deps: int,
+          failed: dict[str, str]) -> list[BenchRow]:
+    names = {"direct": "direct (upstream)", "proxy": "sdk proxy (no icore)",
+             "unprotected": "gateway unprotected", "protected": f"gateway protected d={deps}",
+             "reread": f"gateway protected resources d={deps}",
+             "trusted": f"gateway protected trusted d={deps}"}
+    base = None if "direct" in failed else statistics.median(t["direct"])
+    out = []
+    for key, _ in _STEPS:
+        if key in failed or not t[key]:
+            why = failed.get(key, "no call timed")
+            out.append(BenchRow(transport, names[key], math.nan, math.nan, None, error=why))
+            continue
+        p50 = statistics.median(t[key])
+        added = None if key == "direct" or base is None else p50 - base
+        out.append(BenchRow(transport, names[key], p50, _pct(t[key], 0.99), added))
     return out
-
-
-def _rows(transport: str, t: dict[str, list[float]], deps: int) -> list[BenchRow]:
-    base = statistics.median(t["direct"])
-
-    def row(path: str, xs: list[float]) -> BenchRow:
-        p50 = statistics.median(xs)
-        return BenchRow(transport, path, p50, _pct(xs, 0.99), p50 - base)
-
-    return [
-        BenchRow(transport, "direct (upstream)", base, _pct(t["direct"], 0.99), None),
-        row("sdk proxy (no icore)", t["proxy"]),
-        row("gateway unprotected", t["unprotected"]),
-        row(f"gateway protected d={deps}", t["protected"]),
-        row(f"gateway protected resources d={deps}", t["reread"]),
-        row(f"gateway protected trusted d={deps}", t["trusted"]),
-    ]
 
 
 async def _gate_only(n: int, deps: int) -> BenchRow:
@@ -208,6 +252,25 @@ def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
                             stderr=subprocess.DEVNULL)
 
 
+@contextlib.asynccontextmanager
+async def _opened(cm: Any, key: str, why_not: dict[str, str]) -> AsyncIterator[Any]:
+    """The session of ``cm``, or None with ``why_not[key]`` when it cannot be opened.
+
+    A failure while closing it (its server already gone) is not the benchmark's end.
+    """
+    try:
+        session = await cm.__aenter__()
+    except Exception as exc:
+        why_not[key] = f"its server did not start: {_why(exc)}"
+        yield None
+        return
+    try:
+        yield session
+    finally:
+        with contextlib.suppress(Exception):
+            await cm.__aexit__(None, None, None)
+
+
 async def _run(n: int, deps: int) -> list[BenchRow]:
     up = ["-m", "icore.mcp._bench_upstream"]
     rows: list[BenchRow] = [await _gate_only(n, deps)]
@@ -218,10 +281,14 @@ async def _run(n: int, deps: int) -> list[BenchRow]:
         env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
         man = _manifest(folder, deps, {"command": sys.executable, "args": up, "env": env},
                         {"command": sys.executable, "args": [*up, "--trusted"], "env": env})
-        async with _client_stdio(up) as d, \
-                _client_stdio([_PROXY, " ".join([sys.executable, *up])]) as p, \
-                _client_stdio(["-m", "icore", "mcp", str(man)]) as g:
-            rows += _rows("stdio", await _interleaved(d, p, g, deps, n), deps)
+        why: dict[str, str] = {}
+        async with _opened(_client_stdio(up), "direct", why) as d, \
+                _opened(_client_stdio([_PROXY, " ".join([sys.executable, *up])]), "proxy",
+                        why) as p, \
+                _opened(_client_stdio(["-m", "icore", "mcp", str(man)]), "gateway",
+                        why) as g:
+            t, failed = await _interleaved(d, p, g, deps, n, why)
+            rows += _rows("stdio", t, deps, failed)
         # streamable HTTP: the upstream, the SDK proxy and the gateway on loopback ports
         p_up, p_px, p_gw, p_tr = _free_port(), _free_port(), _free_port(), _free_port()
         url_up = f"http://127.0.0.1:{p_up}/mcp"
@@ -229,15 +296,20 @@ async def _run(n: int, deps: int) -> list[BenchRow]:
                         {"url": f"http://127.0.0.1:{p_tr}/mcp"})
         procs = [_spawn([*up, "--http", str(p_up)]),
                  _spawn([*up, "--trusted", "--http", str(p_tr)])]
+        why = {}
         try:
-            _wait_port(p_tr)
-            async with _client_http(url_up) as d:
+            with contextlib.suppress(GatewayError):
+                _wait_port(p_tr)  # else the gateway says which upstream it cannot reach
+            async with _opened(_client_http(url_up), "direct", why) as d:
                 procs.append(_spawn([_PROXY, url_up, "--http", str(p_px)]))
                 procs.append(_spawn(["-m", "icore", "mcp", str(man), "--http",
                                      f"127.0.0.1:{p_gw}"]))
-                async with _client_http(f"http://127.0.0.1:{p_px}/mcp") as p, \
-                        _client_http(f"http://127.0.0.1:{p_gw}/mcp") as g:
-                    rows += _rows("http", await _interleaved(d, p, g, deps, n), deps)
+                async with _opened(_client_http(f"http://127.0.0.1:{p_px}/mcp"), "proxy",
+                                   why) as p, \
+                        _opened(_client_http(f"http://127.0.0.1:{p_gw}/mcp"), "gateway",
+                                why) as g:
+                    t, failed = await _interleaved(d, p, g, deps, n, why)
+                    rows += _rows("http", t, deps, failed)
         finally:
             for proc in procs:
                 proc.terminate()
@@ -261,10 +333,10 @@ def run_bench(*, n: int = 300, deps: int = 8) -> list[BenchRow]:
         MCP hop built on the SDK), the gateway unprotected, protected by gateway facts,
         protected by upstream resources (re-read at every call) and by resources of a
         ``trust_updates`` upstream. All six of a transport are timed in turn within each
-        round.
+        round. A configuration whose server did not start or whose call failed is a
+        row with ``error`` saying why (NaN figures); the others still report.
 
     Raises:
-        GatewayError: a server did not start or a call failed.
         MissingExtra: the ``mcp`` extra is not installed.
     """
     from icore._extras import require

@@ -22,7 +22,15 @@ from __future__ import annotations
 import fnmatch
 import json
 import string
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -400,23 +408,29 @@ class FactBook:
             v.context = replace(v.context, owners=InlineOwners(self.ws.owners))
         return SessionView(name, agent)
 
-    def read(self, view: SessionView, key: str) -> Record | None:
+    def read(self, view: SessionView, key: str, stamp: Hashable | None = None
+             ) -> Record | None:
         """``view``'s session reads ``key``: the owner's head, recorded as the version seen.
+
+        ``stamp``: the request the read answers (the agent's read stamp; a call's
+        ``turn`` decides whether it counts).
 
         Raises:
             OwnerUnavailable: the owner did not answer.
         """
         if self.owner_of(key) is None:
             return None
-        return view.agent.read_record(key)
+        return view.agent.read_record(key, stamp=stamp)
 
     async def execute(self, view: SessionView, tool: str, deps: Collection[str],
-                      args: Mapping[str, Any], forward: Callable[..., Awaitable[Any]]
-                      ) -> Verdict:
+                      args: Mapping[str, Any], forward: Callable[..., Awaitable[Any]],
+                      turn: Hashable | None = None) -> Verdict:
         """Run one protected call of ``view``'s session (planfence Alg. 1, App. A.3).
 
         ``forward(**args)`` (the call to the upstream) is awaited only when the gate
-        authorized the action record derived from the versions the session read of D(a).
+        authorized the action record derived from the versions the session read of D(a)
+        that count for ``turn`` (the workspace's ``turn``: for the gateway, the call's
+        request exchange, so only reads answered before it arrived count).
 
         Returns:
             :class:`Verdict`. Refused: ``not_read`` (a fact never read: its current
@@ -436,7 +450,7 @@ class FactBook:
         scope, dset = got
         before = view.agent.seen()  # a snapshot (a new dict)
         n0 = len(view.agent.log)
-        call = await view.agent.aexecute(tool, forward, args, depends_on=scope)
+        call = await view.agent.aexecute(tool, forward, args, depends_on=scope, turn=turn)
         # this call's decisions: its result's (one or two), without copying the session's
         # whole decision log on every call
         decisions = call.result.decisions if call.result is not None \
@@ -445,7 +459,7 @@ class FactBook:
         if call.reason in (Reason.STALE.value, NOT_READ):
             after = view.agent.seen()
             changed = {k: r for k in dset if (r := after.get(k)) is not None
-                       and (k not in before or before[k].id != r.id)}
+                       and (k not in before or before[k].id != r.id or k in call.fresh)}
         elif call.reason == Reason.SECOND_CHANGE.value:
             after = view.agent.seen()
             for k in dset:

@@ -40,8 +40,9 @@ import anyio.abc
 from icore.errors import IcoreError
 from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_calls import _ToolCalls
-from icore.mcp._gateway_checks import Unresolved
+from icore.mcp._gateway_checks import Unresolved, template_shape
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
+from icore.mcp._gateway_order import Wire
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
@@ -123,14 +124,20 @@ class Gateway:
             self.otel = OtelExporter(endpoint=ep)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
-        self.templates: dict[str, list[str]] = {}
-        """Upstream -> the URI templates it serves (routes reads of unlisted URIs)."""
+        self.templates: dict[str, list[str]] = {}  # upstream -> its URI templates
+        self.template_routes: dict[str, Route] = {}
+        """Shown URI template (``<upstream>.<template>`` on a clash) -> its route."""
+        self._template_items: dict[str, list[Any]] = {}
+        self._template_defs: list[Any] = []
         self.listed: set[str] = set()
         """Upstreams whose tools have been listed at least once."""
         self._tmpl_gen: dict[str, int] = {}
         self.resources: dict[str, Route] = {}
         self.prompts: dict[str, Route] = {}
         self._calls = _ToolCalls(self, self._resources)
+        self.wire = Wire()  # each request's arrival and answer (QA r6-oa D1)
+        self._read_resource = self.wire.handler(self._resources.read_resource)
+        self._call_tool = self.wire.handler(self._calls.call_tool)
         self.watch = ManifestWatch(self, self._resources, self._calls)
         """The manifest checked against the listing (at start, after each listing)."""
         self._sessions: weakref.WeakKeyDictionary[Any, SessionView] = \
@@ -204,9 +211,8 @@ class Gateway:
         self.watch.check()
         m = self.manifest
         owners: dict[str, str] = {}
-        for n, ts in sorted(self.templates.items()):  # a templated resource's upstream
-            for t in ts:
-                owners.setdefault(re.sub(r"\{[^}]*\}", "*", t), n)
+        for t, r in sorted(self.template_routes.items()):  # a templated resource's upstream
+            owners.setdefault(re.sub(r"\{[^}]*\}", "*", t), r.upstream)
         for uri, r in self.resources.items():
             owners[uri] = r.upstream
         owners.update(m.owners)
@@ -267,11 +273,15 @@ class Gateway:
             if not cursor:
                 return out
 
-    async def refresh(self) -> None:
-        """List every upstream's tools, resources and prompts again (names routed)."""
+    async def refresh(self, *, templates_too: bool = False) -> None:
+        """List every upstream's tools, resources and prompts again (names routed).
+
+        Resource templates are listed again when an upstream (re)connected, or with
+        ``templates_too``.
+        """
         found: dict[str, dict[str, list[tuple[str, Any]]]] = {
             "tools": {}, "resources": {}, "prompts": {}}
-        templates: dict[str, list[str]] = {}
+        templates: dict[str, list[Any]] = {}
         for n, u in self.upstreams.items():
             if u.session is None:
                 try:
@@ -289,7 +299,7 @@ class Gateway:
                 for it in items:
                     ident = it.uri if what == "resources" else it.name
                     found[what].setdefault(ident, []).append((n, it))
-            if self._tmpl_gen.get(n) != u.generation:
+            if templates_too or self._tmpl_gen.get(n) != u.generation:
                 templates[n] = await self._templates(u)
                 self._tmpl_gen[n] = u.generation
             if ok:
@@ -303,11 +313,16 @@ class Gateway:
         if defs != self.tool_defs:
             self._calls.validators.clear()
         self.tools, self.tool_defs, self.resources, self.prompts = tools, defs, res, prompts
-        self.templates.update(templates)
+        if templates:
+            self._template_items.update(templates)
+            self.templates = {n: [t.uri_template for t in ts]
+                              for n, ts in self._template_items.items()}
+            self.template_routes, tdefs = _namespaced_templates(self._template_items)
+            self._template_defs = [d for _, d in tdefs]
         if self.watch.checked:
             self.watch.recheck()
 
-    async def _templates(self, u: Upstream) -> list[str]:
+    async def _templates(self, u: Upstream) -> list[Any]:
         """The URI templates ``u`` serves (none when it has no resources or fails)."""
         caps = u.capabilities
         if caps is None or caps.resources is None:
@@ -318,7 +333,7 @@ class Gateway:
         except (UpstreamError, Exception) as exc:  # an upstream's bad listing
             log.debug("upstream %s: resources/templates/list failed: %r", u.name, exc)
             return []
-        return [t.uri_template for t in r.resource_templates]
+        return list(r.resource_templates)
 
     # -- sessions -----------------------------------------------------------------------
     def view(self, ctx: Any) -> SessionView:
@@ -414,19 +429,8 @@ class Gateway:
 
     async def _list_templates(self, ctx: Any, params: Any) -> Any:
         from mcp_types import ListResourceTemplatesResult
-        out: list[Any] = []
-        for u in self.upstreams.values():
-            caps = u.capabilities
-            if caps is None or caps.resources is None:
-                continue
-            try:
-                r = await u.request("resources/templates/list",
-                                    lambda s: s.list_resource_templates())
-            except (UpstreamError, Exception) as exc:
-                log.warning("upstream %s: resources/templates/list failed: %r", u.name, exc)
-                continue
-            out.extend(r.resource_templates)
-        return ListResourceTemplatesResult(resource_templates=out)
+        await self.refresh(templates_too=True)
+        return ListResourceTemplatesResult(resource_templates=list(self._template_defs))
 
     async def _list_prompts(self, ctx: Any, params: Any) -> Any:
         from mcp_types import ListPromptsResult
@@ -460,11 +464,6 @@ class Gateway:
         """
         return await self._resources.fetch(uri, source)
 
-    async def _read_resource(self, ctx: Any, params: Any) -> Any:
-        return await self._resources.read_resource(ctx, params)
-
-    async def _call_tool(self, ctx: Any, params: Any) -> Any:
-        return await self._calls.call_tool(ctx, params)
 
 
 def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str
@@ -482,6 +481,34 @@ def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str
             shown = ident if len(hits) == 1 else f"{up}.{ident}"
             routes[shown] = Route(up, ident)
             defs.append((shown, d if shown == ident else d.model_copy(update={field: shown})))
+    return routes, defs
+
+
+def _namespaced_templates(found: Mapping[str, list[Any]]
+                          ) -> tuple[dict[str, Route], list[tuple[str, Any]]]:
+    """Routes and definitions of the upstreams' resource templates (QA r5-mcp D5).
+
+    Two templates clash when they have the same shape (their placeholders aside:
+    ``oven://{oven}/slot`` and ``oven://{id}/slot`` both name ``oven://x/slot``): each
+    upstream's is then shown as ``<upstream>.<template>`` (a URI whose scheme is
+    ``<upstream>.<scheme>``), as a clashing static URI is. Returns the routes by shown
+    template (to the upstream and its template) and the (shown, definition) pairs.
+    """
+    by_shape: dict[str, set[str]] = {}
+    for up, ts in found.items():
+        for t in ts:
+            by_shape.setdefault(template_shape(t.uri_template), set()).add(up)
+    routes: dict[str, Route] = {}
+    defs: list[tuple[str, Any]] = []
+    for up, ts in found.items():
+        for t in ts:
+            raw = t.uri_template
+            shown = raw if len(by_shape[template_shape(raw)]) == 1 else f"{up}.{raw}"
+            if shown in routes:
+                continue
+            routes[shown] = Route(up, raw)
+            defs.append((shown, t if shown == raw else
+                         t.model_copy(update={"uri_template": shown})))
     return routes, defs
 
 

@@ -32,6 +32,7 @@ from icore.fence import Reason
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
+from icore.mcp._gateway_order import TURN_META
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
@@ -48,8 +49,10 @@ _HINT = {
     "handed over, so this plan had its one replan (reading those same versions again does "
     "not start a new plan). Do not retry with this plan: read the resources named below "
     "again now (they have newer versions), then plan from them, or report it",
-    "not_read": "this call depends on facts this session has not read; their current "
-    "values are below (now read). Plan from them and call again",
+    "not_read": "this call depends on facts this session has not read before sending "
+    "it (a read answered after the call was sent, such as one by a tool of the same "
+    "model message, does not count); their current values are below (now read). Plan "
+    "from them and call again",
     "no_session": "this request reached the gateway over HTTP without an MCP session "
     "(protocol 2026-07-28 is stateless) and without a client identity, so the gateway "
     "cannot tie this call to the resources this client read. Retrying cannot help: the "
@@ -70,6 +73,9 @@ _HINT = {
     Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
     Reason.NO_OWNER.value: "a fact this call depends on has no owner in the gateway "
     "manifest (a configuration error); do not retry",
+    "not_owner": "only a fact's owner writes it (planfence's owner rule), and this "
+    "session does not speak for the owner. Do not retry; the operator can allow it (see "
+    "Detail)",
 }
 
 
@@ -83,6 +89,7 @@ class _Host(Protocol):
     facts: FactBook | None
     trace: GatewayTrace
     otel: Any
+    single_client: bool
 
     @property
     def unresolved(self) -> Unresolved:
@@ -133,7 +140,8 @@ class _ToolCalls:
         return [*read,
             Tool(name=PUT_FACT, description="Publish a new version of a shared fact "
                  "(key fact://...) that this gateway serves; other sessions' plans that "
-                 "read the old version become stale.",
+                 "read the old version become stale. Only a session that speaks for the "
+                 "fact's owner may write it.",
                  input_schema={"type": "object", "required": ["key", "value"],
                                "properties": {"key": {"type": "string"}, "value": {}}}),
             Tool(name=GET_FACT, description="Read the current version of a shared fact "
@@ -152,16 +160,22 @@ class _ToolCalls:
             self.validators[name] = v
         return v
 
-    async def call_tool(self, ctx: Any, params: Any) -> Any:
-        """``tools/call``: checked arguments, PlanFence at a protected tool, forwarded."""
+    async def call_tool(self, ctx: Any, params: Any, ex: Any = None) -> Any:
+        """``tools/call``: checked arguments, PlanFence at a protected tool, forwarded.
+
+        ``ex``: the request's exchange (:class:`~icore.mcp._gateway_order.Exchange`), the
+        call's ``turn``: only reads answered before it arrived count for its plan.
+        """
         view = self.gw.view(ctx)
         name = params.name
         args = dict(params.arguments or {})
         if name in (PUT_FACT, GET_FACT) and self.gw.manifest.facts.tools \
                 and self.gw.manifest.facts.owners:
-            return await self._fact_tool(view, name, args)
+            refused = self._not_owner(view, args, None if self.gw.single_client
+                                      else _token_client()) if name == PUT_FACT else None
+            return refused or await self._fact_tool(view, name, args, ex)
         if name == READ_RESOURCE and self.gw.manifest.tools:
-            return await read_tool(self._resources, self.gw.manifest, ctx, args)
+            return await read_tool(self._resources, self.gw.manifest, ctx, args, ex)
         if name not in self.gw.tools:
             await self.gw.refresh()
         route = self.gw.tools.get(name)
@@ -186,10 +200,11 @@ class _ToolCalls:
         # the call short: it runs to its end (each upstream request is bounded by its
         # timeout) and is recorded, so the trace holds every call the upstream saw
         with anyio.CancelScope(shield=True):
-            return await self._run(view, name, args, spec, task, route, params)
+            return await self._run(view, name, args, spec, task, route, params, ex)
 
     async def _run(self, view: SessionView, name: str, args: dict[str, Any],
-                   spec: ToolSpec | None, task: str, route: Route, params: Any) -> Any:
+                   spec: ToolSpec | None, task: str, route: Route, params: Any,
+                   ex: Any = None) -> Any:
         """Gate (when protected), forward and record one call (shielded by the caller)."""
         u = self.gw.upstreams[route.upstream]
         reached: list[bool] = []
@@ -203,7 +218,7 @@ class _ToolCalls:
             if spec is None:
                 result = await forward(**args)
             else:
-                result = await self._protected(view, name, spec, args, task, forward)
+                result = await self._protected(view, name, spec, args, task, forward, ex)
                 if isinstance(result, _Refused):
                     return result.result
         except UpstreamError as exc:
@@ -359,7 +374,8 @@ class _ToolCalls:
                             detail="; ".join(lines), extra={"unreadable": sorted(bad)})
 
     async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
-                         args: Mapping[str, Any], task: str, forward: Any) -> Any:
+                         args: Mapping[str, Any], task: str, forward: Any,
+                         ex: Any = None) -> Any:
         """Run one protected call through the gate; a refusal comes back as _Refused."""
         assert self.gw.facts is not None
         seen = view.seen
@@ -391,7 +407,7 @@ class _ToolCalls:
         roots = ticket.roots if ticket is not None else ()
         n0 = len(view.agent.log)
         try:
-            v: Verdict = await self.gw.facts.execute(view, name, deps, args, forward)
+            v: Verdict = await self.gw.facts.execute(view, name, deps, args, forward, ex)
         except Exception:  # authorized, then the upstream failed: keep the decisions
             self.gw.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task,
                                     heads=heads)
@@ -406,9 +422,39 @@ class _ToolCalls:
         if v.call.executed:
             return v.call.value
         return _Refused(_refusal(name, v, first_read=not seen,
+                                 late=sorted(k for k in v.call.fresh if k in seen),
                                  version_of=self.gw.facts.version_of))
 
-    async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any]) -> Any:
+    def _not_owner(self, view: SessionView, args: Mapping[str, Any],
+                   client: str | None) -> Any:
+        """Refuse a fact write by a session that does not speak for the fact's owner.
+
+        Over stdio the session speaks for ``facts.stdio_speaks_for``; over HTTP for the
+        owner its token's client is named like, and those ``facts.writers`` lists it for
+        (QA r6-oa D2). The refusal is recorded as a blocked call (the audit shows it).
+        Returns None when the write may go on (or is malformed: :meth:`_fact_tool`).
+        """
+        key, facts, stdio = args.get("key"), self.gw.manifest.facts, self.gw.single_client
+        owner = self.gw.facts.owner_of(key) if isinstance(key, str) and self.gw.facts else None
+        if owner is None or facts.may_write(owner, client, stdio=stdio):
+            return None
+        if stdio:
+            who = ("the stdio client, which speaks for "
+                   + (", ".join(facts.stdio_speaks_for) or "no owner"))
+            allow = f"facts.stdio_speaks_for: [{owner}]"
+        else:
+            who = (f"client {client!r} (its bearer token)" if client is not None else
+                   "a client without a bearer token (http.clients)")
+            allow = (f"a client named {owner!r} in http.clients, or facts.writers: "
+                     f"{{{owner}: [CLIENT]}} naming a declared client")
+        return self._refuse(view, PUT_FACT, args, f"{view.sid}/{next(self._tasks)}",
+                            "not_owner", [str(key)],
+                            detail=f"{key} is owned by {owner!r}; this session is {who}. To "
+                            f"allow it, the gateway manifest needs {allow}",
+                            extra={"owner": owner})
+
+    async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any],
+                         ex: Any = None) -> Any:
         from mcp_types import CallToolResult, TextContent
         assert self.gw.facts is not None
         key = args.get("key")
@@ -423,7 +469,7 @@ class _ToolCalls:
             return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
                                  "(facts.owners)")
         if name == GET_FACT:
-            rec = self._resources.read(view, key)
+            rec = self._resources.read(view, key, ex)
             if rec is None:
                 return _error_result(f"{GET_FACT}: no fact {key} yet")
             self.gw.trace.read(view.sid, key, rec)
@@ -446,7 +492,7 @@ class _ToolCalls:
         if created:
             self.gw.trace.version(rec, view.sid)
             await self._resources.notify_subscribers(key)
-        self._resources.read(view, key)  # the writer knows the value it wrote
+        self._resources.read(view, key, ex)  # the writer knows the value it wrote
         self.gw.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
         owner = self.gw.facts.owner_of(key)
         said = ("written" if created else "unchanged (the value was already current)")
@@ -461,21 +507,29 @@ class _ToolCalls:
 _RESERVED = "io.modelcontextprotocol/"
 
 
+def _token_client() -> str | None:
+    """The client the request's bearer token names (HTTP ``http.clients``), else None."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    token = get_access_token()
+    return None if token is None else str(token.client_id)
+
+
 def _forward_meta(meta: Any) -> Any:
     """The client's ``_meta`` for the upstream.
 
     Trace context (``traceparent``, ``tracestate``, ``baggage``) and the application's
     own keys are kept; dropped: the
     protocol-reserved ``io.modelcontextprotocol/*`` envelope of the client's
-    connection (the upstream connection has its own) and without ``progressToken``
-    (progress belongs to the client's request, not the gateway's).
+    connection (the upstream connection has its own), ``progressToken`` (progress
+    belongs to the client's request, not the gateway's) and ``icore/turn`` (the
+    gateway's own, :data:`~icore.mcp._gateway_order.TURN_META`).
     """
     if not meta:
         return None
     raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
                                                                   exclude_none=True)
     out = {k: v for k, v in raw.items()
-           if not k.startswith(_RESERVED) and k != "progressToken"}
+           if not k.startswith(_RESERVED) and k not in ("progressToken", TURN_META)}
     return out or None
 
 
@@ -485,14 +539,16 @@ class _Refused:
 
 
 def _refusal(name: str, v: Verdict, *, first_read: bool = False,
-             version_of: Any = None) -> Any:
+             late: list[str] | None = None, version_of: Any = None) -> Any:
     """The ``isError`` result of a call the gate refused: what changed, what to do.
 
     ``first_read``: the session had read nothing before this call (a ``not_read``
     refusal then says that only a call in this same session can pass: a client that
-    opens a new session per tool call is refused every time). ``version_of``: a record
-    -> its key's version number (``FactBook.version_of``), shown with each value handed
-    over.
+    opens a new session per tool call is refused every time). ``late``: keys this
+    session did read, but whose answer had not been sent when the call arrived, or of
+    the call's own turn (a read of the same model message: QA r6-oa D1). ``version_of``:
+    a record -> its key's version number (``FactBook.version_of``), shown with each value
+    handed over.
     """
     reason = v.reason
     lines = [f"PlanFence blocked {name} ({reason}): "
@@ -504,13 +560,20 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
                     "written), so there is nothing to plan this call from, and reading "
                     "again does not change that. Do not retry it until an owner writes a "
                     "value; call it with other arguments, or report it.")
+    elif reason == "not_read" and late:
+        lines[0] = (f"PlanFence blocked {name} (not_read): this session's read of "
+                    f"{', '.join(late)} was not answered before this call was sent (a read "
+                    "in the same model message as the call, or of the same icore/turn), "
+                    "so the call cannot have been planned from it. Their current values "
+                    "are below: plan from them and call again in a later message.")
     elif reason == "not_read" and first_read:
         lines[0] = (f"PlanFence blocked {name} (not_read): this MCP session had not read "
-                    "the facts this call depends on; the gateway ties a call to what the "
-                    "same session read. Their current values are below, now read in this "
-                    "session: plan from them and call again in this same session (a "
-                    "client that opens a new session for each tool call is refused every "
-                    "time; keep one session open).")
+                    "the facts this call depends on before sending it (a read answered "
+                    "later, as by a tool of the same model message, does not count); the "
+                    "gateway ties a call to what the same session read. Their current "
+                    "values are below, now read in this session: plan from them and call "
+                    "again in this same session (a client that opens a new session for "
+                    "each tool call is refused every time; keep one session open).")
     if v.changed and reason != Reason.SECOND_CHANGE.value:
         lines.append("Current values:")
         lines.extend(f"- {describe(r, version_of(r) if version_of else None)}"

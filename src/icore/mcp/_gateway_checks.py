@@ -15,6 +15,7 @@ Pure functions over the listing (no I/O).
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import string
 from collections.abc import Collection, Mapping
@@ -179,10 +180,16 @@ def dep_pattern(entry: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.DOTALL)
 
 
+@functools.lru_cache(maxsize=4096)
 def template_regex(template: str) -> re.Pattern[str]:
     """An RFC 6570 level-1 URI template (``rooms://{hotel}/info``) as a regex over URIs."""
     parts = re.split(r"\{[^}]*\}", template)
     return re.compile("[^/]+".join(re.escape(p) for p in parts), re.DOTALL)
+
+
+def template_shape(template: str) -> str:
+    """A URI template with every placeholder as ``{}`` (two templates of one shape clash)."""
+    return re.sub(r"\{[^}]*\}", "{}", template)
 
 
 def served_by(entry: str, uris: Collection[str], templates: Collection[str]) -> bool:
@@ -197,6 +204,52 @@ def served_by(entry: str, uris: Collection[str], templates: Collection[str]) -> 
     # placeholder of either side as one token
     shape = re.sub(r"\{[^}]*\}", "{}", entry)
     return any(re.sub(r"\{[^}]*\}", "{}", t) == shape for t in templates)
+
+
+def namespaced_forms(entry: str, clashed: Mapping[str, tuple[str, str]]) -> list[str]:
+    """The shown (namespaced) URIs or templates that ``entry`` names in its bare form.
+
+    Args:
+        entry: a D(a) or ``writes`` entry (a URI, or a URI with ``{arg}`` placeholders).
+        clashed: shown URI or template -> ``(upstream, its own URI or template)`` of
+            each one namespaced by a clash.
+
+    Returns:
+        The shown forms whose bare URI or template ``entry`` could be (several: the
+        entry is ambiguous), sorted.
+    """
+    return sorted(shown for shown, (_up, raw) in clashed.items()
+                  if entry == raw or served_by(entry, [raw], [raw]))
+
+
+def check_ambiguous(m: GatewayManifest, clashed: Mapping[str, tuple[str, str]]) -> None:
+    """No ``depends_on`` or ``writes`` entry names a URI several upstreams serve.
+
+    A URI (or URI template) two upstreams serve is shown ``<upstream>.<uri>`` by each
+    (QA r5-mcp D5); its bare form names neither, so the manifest names the namespaced
+    one.
+
+    Raises:
+        GatewayManifestError: naming ``tools.<name>.<depends_on|writes>.<i>``, its line,
+            the upstreams and the namespaced forms to choose from.
+    """
+    if not clashed:
+        return
+    for name, spec in m.tools.items():
+        entries = [("depends_on", i, e) for i, e in enumerate(spec.depends_on)]
+        entries += [("writes", i, e) for i, e in enumerate(spec.writes)]
+        for part, i, entry in entries:
+            if entry.startswith(FACT_SCHEME) or entry in clashed or \
+                    _GLOB.search(re.sub(r"\{[^}]*\}", "", entry)):
+                continue  # a glob is matched against the keys, shown forms included
+            forms = namespaced_forms(entry, clashed)
+            if not forms:
+                continue
+            ups = sorted({clashed[f][0] for f in forms})
+            raise m.error(f"{entry!r} is ambiguous: upstreams {', '.join(ups)} all serve "
+                          "it, so the gateway shows it namespaced by upstream; name the "
+                          f"one meant: {' or '.join(repr(f) for f in forms)}", "tools",
+                          name, part, i, tool=name, entry=entry, candidates=forms)
 
 
 def check_resources(m: GatewayManifest, uris: Collection[str], templates: Collection[str],

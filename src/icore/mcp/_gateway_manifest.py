@@ -46,6 +46,9 @@ from pydantic import (
 )
 
 from icore.errors import ErrorCode, IntegrationError
+from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
+from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
+from icore.mcp._manifest_facts import check_owner_id
 from icore.mcp._manifest_hints import unknown_key
 from icore.mcp._manifest_http import HttpSpec
 
@@ -53,20 +56,8 @@ DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
 DEFAULT_GATE_TIMEOUT_S = 2.0
 """Default bound of one owner head query of the gate, in seconds (design.md 3.2)."""
-FACT_SCHEME = "fact://"
-"""URI scheme of the gateway's own key-value facts."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_OWNER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
-"""An owner id: a safe file-name part (a SQLite store is ``<path>/<owner>.db``)."""
-
-
-def _owner_id(o: str, what: str) -> None:
-    if not isinstance(o, str) or not _OWNER.match(o):
-        raise ValueError(f"{what} {o!r} must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,62}} (it "
-                         "names the owner's store file: no '/', no leading '.')")
-
-
 class GatewayError(IntegrationError):
     """The MCP gateway (``icore.mcp``) met input or state it cannot serve.
 
@@ -218,64 +209,6 @@ class StoreSpec(_Model):
         return out
 
 
-class FactsSpec(_Model):
-    """The gateway's own key-value facts (served as resources and two tools).
-
-    Attributes:
-        owners: fact key (``fact://...``) or glob -> owner id.
-        initial: fact key -> initial value (any JSON), committed at start when absent.
-        tools: serve ``icore_put_fact`` / ``icore_get_fact`` to clients.
-    """
-
-    owners: dict[str, str] = Field(default_factory=dict)
-    initial: dict[str, Any] = Field(default_factory=dict)
-    tools: bool = True
-
-    @field_validator("owners", "initial")
-    @classmethod
-    def _keys(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for k in v:
-            if not k.startswith(FACT_SCHEME) or len(k) == len(FACT_SCHEME):
-                raise ValueError(f"fact key {k!r} must start with {FACT_SCHEME} and name "
-                                 "something")
-        return v
-
-    @field_validator("owners")
-    @classmethod
-    def _owner_ids(cls, v: dict[str, str]) -> dict[str, str]:
-        for o in v.values():
-            _owner_id(o, "owner")
-        return v
-
-    @field_validator("initial")
-    @classmethod
-    def _json(cls, v: dict[str, Any]) -> dict[str, Any]:
-        import json
-
-        from icore.records import MAX_CONTENT_BYTES
-        for k, val in v.items():
-            try:
-                text = json.dumps(val, allow_nan=False)
-            except (TypeError, ValueError):
-                raise ValueError(f"initial value of {k!r} must be JSON (a string, number, "
-                                 "list, mapping, true/false/null), not "
-                                 f"{type(val).__name__} {str(val)[:40]!r} (a YAML date, set, "
-                                 "binary or .nan is not)") from None
-            if len(text) > MAX_CONTENT_BYTES:  # a record's content is at most this
-                raise ValueError(f"initial value of {k!r} is {len(text):,} bytes of JSON, "
-                                 f"more than a record holds ({MAX_CONTENT_BYTES:,})")
-        return v
-
-    @model_validator(mode="after")
-    def _owned(self) -> FactsSpec:
-        import fnmatch
-        for k in self.initial:
-            if k not in self.owners and not any(fnmatch.fnmatchcase(k, p)
-                                                for p in self.owners):
-                raise ValueError(f"initial fact {k!r} has no owner in facts.owners")
-        return self
-
-
 class ToolSpec(_Model):
     """A protected tool: its dependency declaration D(a) (planfence Sec. 3.2).
 
@@ -364,7 +297,7 @@ class GatewayManifest(_Model):
         for n in v:
             if not _NAME.match(n):
                 raise ValueError(f"upstream name {n!r} must match [A-Za-z0-9_.-]{{1,64}}")
-            _owner_id(n, "upstream name")  # an upstream owns its resources
+            check_owner_id(n, "upstream name")  # an upstream owns its resources
         return v
 
     @field_validator("owners")
@@ -373,7 +306,7 @@ class GatewayManifest(_Model):
         for k, o in v.items():
             if not k or not o:
                 raise ValueError("owners entries need a non-empty key and owner")
-            _owner_id(o, "owner")
+            check_owner_id(o, "owner")
         return v
 
     @model_validator(mode="after")
@@ -520,6 +453,36 @@ def _extras(m: GatewayManifest, file: str, node: yaml.Node | None) -> None:
             extra="nats")
 
 
+def _writers(m: GatewayManifest, file: str, node: yaml.Node | None) -> None:
+    """``facts.writers`` and ``facts.stdio_speaks_for`` name fact owners and clients.
+
+    Raises:
+        GatewayManifestError: an owner no ``facts.owners`` entry names, or a writer no
+            ``http.clients`` entry declares (naming the line).
+    """
+    owners = set(m.facts.owners.values())
+    bad: list[tuple[tuple[str, ...], str]] = []
+    for o, names in m.facts.writers.items():
+        if o not in owners:
+            bad.append((("facts", "writers", o), f"owner {o!r} owns no fact (facts.owners "
+                        f"names {sorted(owners) or 'none'})"))
+        for i, n in enumerate(names):
+            if n not in m.http.clients:
+                bad.append((("facts", "writers", o, str(i)), f"client {n!r} is not declared "
+                            "in http.clients (only a token-named client can write for an "
+                            "owner)"))
+    for i, o in enumerate(m.facts.stdio_speaks_for):
+        if o not in owners:
+            bad.append((("facts", "stdio_speaks_for", str(i)), f"owner {o!r} owns no fact "
+                        f"(facts.owners names {sorted(owners) or 'none'})"))
+    if bad:
+        loc, msg = bad[0]
+        line = _line_of(node, loc)
+        where = f"line {line}: " if line is not None else ""
+        raise GatewayManifestError(f"invalid gateway manifest at {where}{'.'.join(loc)}: "
+                                   f"{msg}", file=file, path=".".join(loc), line=line)
+
+
 def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
                        node: yaml.Node | None = None) -> GatewayManifest:
     """Validate a manifest mapping.
@@ -549,6 +512,7 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
                                    f"{_message(first)}", file=file, path=path,
                                    line=line) from None
     _extras(m, file, node)
+    _writers(m, file, node)
     m._file = file
     m._lines = lines
     return m

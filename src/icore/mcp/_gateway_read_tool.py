@@ -43,7 +43,7 @@ def declared(manifest: GatewayManifest, uri: str) -> bool:
 
 
 async def read_tool(resources: Any, manifest: GatewayManifest, ctx: Any,
-                    args: Mapping[str, Any]) -> Any:
+                    args: Mapping[str, Any], ex: Any = None) -> Any:
     """Run ``icore_read_resource``: the resource's text, its version in ``_meta``.
 
     Args:
@@ -52,6 +52,8 @@ async def read_tool(resources: Any, manifest: GatewayManifest, ctx: Any,
         manifest: the gateway manifest (what may be read).
         ctx: the request context (the session).
         args: the call's arguments (``uri``).
+        ex: the tools/call request's exchange: the read's stamp, as a ``resources/read``
+            request's own (its answer's moment decides which later calls derive from it).
 
     Returns:
         A ``CallToolResult``: the contents' text; ``isError`` with what to do when the
@@ -68,7 +70,7 @@ async def read_tool(resources: Any, manifest: GatewayManifest, ctx: Any,
                       f"{', '.join(_entries(manifest))}); read other resources with "
                       "resources/read")
     try:
-        result = await resources.read_resource(ctx, SimpleNamespace(uri=uri))
+        result = await resources.read_resource(ctx, SimpleNamespace(uri=uri), ex)
     except MCPError as exc:
         return _error(f"{READ_RESOURCE}: cannot read {uri}: {exc.error.message}")
     texts = [getattr(c, "text", None) or f"<binary {getattr(c, 'mime_type', '') or ''}>"

@@ -62,7 +62,7 @@ class _Host(Protocol):
 
     upstreams: dict[str, Upstream]
     resources: dict[str, Route]
-    templates: dict[str, list[str]]
+    template_routes: dict[str, Route]
     facts: FactBook | None
     trace: GatewayTrace
 
@@ -102,32 +102,68 @@ class _Resources:
         """Whether the gateway subscribes itself to a URI it reads (a resource some D(a)
         of the manifest names; set by the gateway)."""
 
-    def read(self, view: SessionView, key: str) -> Any:
+    def read(self, view: SessionView, key: str, stamp: Any = None) -> Any:
         """The version of ``key`` the session reads now (recorded as seen), or None.
+
+        ``stamp``: the request it is read for (its answer's moment decides which later
+        calls may derive from it; :class:`~icore.mcp._gateway_order.Exchange`).
 
         Raises:
             MCPError: the store failed (INTERNAL_ERROR).
         """
         assert self.gw.facts is not None
         try:
-            return self.gw.facts.read(view, key)
+            return self.gw.facts.read(view, key, stamp)
         except IcoreError as exc:
             raise _internal(f"cannot read {key}: {exc}") from None
 
     def route_uri(self, uri: str) -> Route | None:
-        """The route of ``uri`` (a listed resource, else the only upstream serving any)."""
+        """The route of ``uri`` (a listed resource, else the only upstream serving any).
+
+        A URI no upstream lists is routed by the resource templates (shown forms:
+        ``<upstream>.<uri>`` for a template two upstreams serve, routed to that upstream
+        with the prefix removed); None when templates of several upstreams match it, or
+        none does and several upstreams serve resources.
+        """
         r = self.gw.resources.get(uri)
         if r is not None:
             return r
-        # a template resource: the upstream whose template matches, else the only one
         from icore.mcp._gateway_checks import template_regex
-        hits = sorted({n for n, ts in self.gw.templates.items() for t in ts
-                       if template_regex(t).fullmatch(uri)})
+        hits = {(rt.upstream, shown != rt.name) for shown, rt in
+                self.gw.template_routes.items() if template_regex(shown).fullmatch(uri)}
         if len(hits) == 1:
-            return Route(hits[0], uri)
+            up, prefixed = hits.pop()
+            return Route(up, uri[len(up) + 1:] if prefixed else uri)
+        if hits:
+            return None
         ups = [n for n, u in self.gw.upstreams.items()
                if u.capabilities is not None and u.capabilities.resources is not None]
         return Route(ups[0], uri) if len(ups) == 1 else None
+
+    def shown_uri(self, upstream: str, uri: str) -> str:
+        """The URI clients see for ``uri`` of ``upstream`` (namespaced on a clash)."""
+        from icore.mcp._gateway_checks import template_regex
+        for shown, r in self.gw.resources.items():
+            if r.upstream == upstream and r.name == uri:
+                return shown
+        for shown, r in self.gw.template_routes.items():
+            if r.upstream == upstream and template_regex(r.name).fullmatch(uri):
+                return shown if shown == r.name else f"{upstream}.{uri}"
+        return uri
+
+    def _unrouted(self, uri: str) -> GatewayError:
+        """Why no upstream serves ``uri``: several do (name the namespaced forms), or none."""
+        from icore.mcp._gateway_checks import namespaced_forms
+        clashed = {shown: (r.upstream, r.name) for routes in (self.gw.resources,
+                                                              self.gw.template_routes)
+                   for shown, r in routes.items() if shown != r.name}
+        forms = sorted({f if f in self.gw.resources else f"{clashed[f][0]}.{uri}"
+                        for f in namespaced_forms(uri, clashed)})
+        if not forms:
+            return GatewayError(f"no upstream serves resource {uri}", uri=uri)
+        return GatewayError(f"resource {uri} is served by several upstreams, so it is "
+                            f"shown namespaced by upstream: read {' or '.join(forms)}",
+                            uri=uri, candidates=forms)
 
     async def fetch(self, uri: str, source: str) -> tuple[Any, Any]:
         """Read ``uri`` from its upstream; commit a new version when it changed.
@@ -141,10 +177,14 @@ class _Resources:
         """
         route = self.route_uri(uri)
         if route is None:
-            raise GatewayError(f"no upstream serves resource {uri}", uri=uri)
+            raise self._unrouted(uri)
         u = self.gw.upstreams[route.upstream]
         watch = self._watch_state(uri, route, u)
         result = await u.request("resources/read", lambda s: s.read_resource(route.name))
+        if route.name != uri:  # namespaced: the contents named as the client asked
+            result = result.model_copy(update={"contents": [
+                c.model_copy(update={"uri": uri}) if c.uri == route.name else c
+                for c in result.contents]})
         if self.tg is not None and self.watched(uri) \
                 and (route.upstream, u.generation, route.name) not in self._subscribed:
             self.tg.start_soon(self.subscribe_upstream, uri)
@@ -190,13 +230,16 @@ class _Resources:
         st = self._watch_state(uri, route, self.gw.upstreams[route.upstream])
         return st is not None and self._fresh.get(uri) == st
 
-    async def read_resource(self, ctx: Any, params: Any) -> Any:
-        """``resources/read``: the content, versioned; ``_meta`` names the version seen."""
+    async def read_resource(self, ctx: Any, params: Any, stamp: Any = None) -> Any:
+        """``resources/read``: the content, versioned; ``_meta`` names the version seen.
+
+        ``stamp``: the request's exchange, the stamp of the read (see :meth:`read`).
+        """
         from mcp_types import ReadResourceResult, TextResourceContents
         view = self.gw.view(ctx)
         uri = str(params.uri)
         if uri.startswith(FACT_SCHEME):
-            rec = self.read(view, uri)
+            rec = self.read(view, uri, stamp)
             if rec is None:
                 raise _invalid(f"Unknown fact: {uri}")
             self.gw.trace.read(view.sid, uri, rec)
@@ -213,7 +256,7 @@ class _Resources:
         except GatewayError as exc:
             raise _invalid(str(exc)) from None
         if rec is not None:
-            seen = self.read(view, uri)
+            seen = self.read(view, uri, stamp)
             if seen is not None and seen.id != rec.id:
                 # another session's read committed a newer version in between: serve the
                 # version this session is recorded to have seen
@@ -313,9 +356,7 @@ class _Resources:
         method = getattr(message, "method", None)
         if method != "notifications/resources/updated":
             return
-        uri = str(message.params.uri)
-        shown = next((k for k, r in self.gw.resources.items()
-                      if r.upstream == upstream and r.name == uri), uri)
+        shown = self.shown_uri(upstream, str(message.params.uri))
         # at once, before any await: a protected call from now on reads it again
         self._updates[shown] = self._updates.get(shown, 0) + 1
         self._fresh.pop(shown, None)

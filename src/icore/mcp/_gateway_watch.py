@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from icore.mcp._gateway_checks import (
     Unresolved,
+    check_ambiguous,
     check_facts,
     check_placeholders,
     check_resources,
@@ -39,7 +40,7 @@ class _Host(Protocol):
     tools: dict[str, Route]
     tool_defs: dict[str, Any]
     resources: dict[str, Route]
-    templates: dict[str, list[str]]
+    template_routes: dict[str, Route]
     listed: set[str]
     trace: GatewayTrace
 
@@ -89,9 +90,12 @@ class ManifestWatch:
         check_facts(m)
         check_placeholders(m, {n: getattr(d, "input_schema", None)
                                for n, d in gw.tool_defs.items()})
+        clashed = {shown: (r.upstream, r.name) for routes in (gw.resources,
+                                                              gw.template_routes)
+                   for shown, r in routes.items() if shown != r.name}
+        check_ambiguous(m, clashed)
         if not down:
-            check_resources(m, list(gw.resources),
-                            [t for ts in gw.templates.values() for t in ts],
+            check_resources(m, list(gw.resources), list(gw.template_routes),
                             [*m.owners, *m.facts.owners])
         for n, u in gw.upstreams.items():
             caps = u.capabilities

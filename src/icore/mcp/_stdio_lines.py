@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import anyio
 
+from icore.mcp._gateway_order import StdioOrder, tick
+
 log = logging.getLogger("icore.mcp")
 
 PARSE_ERROR = -32700
@@ -131,8 +133,8 @@ def _notification_with_bad_id(line: str) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def stdio_streams(lines: AsyncIterator[str], out: LineOut
-                        ) -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
+                        order: StdioOrder | None = None) -> AsyncIterator[tuple[Any, Any]]:
     """``(read_stream, write_stream)`` for ``Server.run`` over ``lines`` and ``out``.
 
     As the SDK's ``stdio_server`` (one message per line, UTF-8), except that a line that
@@ -142,6 +144,8 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut
     Args:
         lines: the client's lines (an async iterator of str; ends at EOF).
         out: where messages are written, one JSON line each.
+        order: stamped with each request's arrival (the tick its line was read) and the
+            moment its response was written (the read/call order of QA r6-oa D1).
     """
     import mcp_types as types
     from mcp.shared.message import SessionMessage
@@ -150,6 +154,8 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut
     write_w, write_r = anyio.create_memory_object_stream[Any](0)
     adapter = types.jsonrpc_message_adapter
     notification = types.JSONRPCNotification
+    request = types.JSONRPCRequest
+    answers = (types.JSONRPCResponse, types.JSONRPCError)
 
     async def refuse(line: str, exc: Exception | None) -> None:
         if not line.strip():
@@ -165,6 +171,7 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut
     async def reader() -> None:
         async with read_w:
             async for line in lines:
+                at = tick()  # before anything else: the request's arrival
                 try:
                     msg = adapter.validate_json(line, by_name=False)
                 except ValueError as exc:
@@ -173,6 +180,8 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut
                 if isinstance(msg, notification) and _notification_with_bad_id(line):
                     await refuse(line, None)
                     continue
+                if order is not None and isinstance(msg, request):
+                    order.arrived(msg.id, at)
                 await read_w.send(SessionMessage(msg))
 
     async def writer() -> None:
@@ -180,6 +189,8 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut
             async for sm in write_r:
                 await out.write(sm.message.model_dump_json(by_alias=True, exclude_unset=True)
                                 + "\n")
+                if order is not None and isinstance(sm.message, answers):
+                    order.answered(sm.message.id)  # written: no await since the write
                 await out.flush()
 
     async with anyio.create_task_group() as tg:

@@ -24,6 +24,7 @@ import anyio
 from icore._extras import require
 from icore.mcp._gateway import Gateway
 from icore.mcp._gateway_manifest import GatewayManifest
+from icore.mcp._gateway_order import OrderMiddleware, StdioOrder
 from icore.mcp._stdio_lines import stdio_streams
 
 log = logging.getLogger("icore.mcp")
@@ -44,7 +45,8 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
             async with stdio_server() as (read, write):
                 await gw.server.run(read, write, gw.server.create_initialization_options())
             return
-        async with stdio_streams(*files) as (read, write):
+        gw.wire.stdio = StdioOrder()
+        async with stdio_streams(*files, order=gw.wire.stdio) as (read, write):
             await gw.server.run(read, write, gw.server.create_initialization_options())
 
 
@@ -322,9 +324,9 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                 auth=AuthSettings.model_validate({
                     "issuer_url": f"http://{_url_host(host)}:{port}",
                     "resource_server_url": None}))
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+        config = uvicorn.Config(OrderMiddleware(app), host=host, port=port, log_level="warning",
                                 lifespan="on", http=_http_parser(),
-                                access_log=False)
+                                access_log=False, proxy_headers=False)
         server = _Server(config)
 
         async def ready() -> None:

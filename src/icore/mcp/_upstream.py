@@ -84,6 +84,8 @@ class Upstream:
         self.http_session: bool | None = None
         """HTTP: whether the upstream's answer to ``initialize`` gave an ``Mcp-Session-Id``
         (False: a stateless server, which has no GET stream to notify on); None: stdio."""
+        self.http_client: Any = None
+        """HTTP: the connection's ``httpx2.AsyncClient`` (:func:`keepalive_http_client`)."""
         self._inbox: Any = None
         """The connection's receive stream (its end: the upstream exited or closed it)."""
         self._lock = anyio.Lock()
@@ -139,6 +141,7 @@ class Upstream:
                                                        on_lost=self._lost,
                                                        on_session=self._session_id)
                         await stack.enter_async_context(client)
+                        self.http_client = client
                         r, w = await stack.enter_async_context(
                             streamable_http_client(spec.url, http_client=client))
                     session = ClientSession(r, w, message_handler=self._handler)
@@ -199,6 +202,10 @@ class Upstream:
         if exc is None:
             return "it did not initialize"
         cause = root_cause(exc)
+        if isinstance(cause, MCPError) and cause.code == TRANSPORT_FAILED:
+            data = cause.error.data  # the HTTP transport's own failure (ConnectError: ...)
+            if isinstance(data, dict) and isinstance(data.get("cause"), str):
+                return str(data["cause"])
         if isinstance(cause, TimeoutError):
             return (f"it did not initialize within "
                     f"{max(self.spec.timeout_s, CONNECT_TIMEOUT_S):g} s")
@@ -283,6 +290,11 @@ class Upstream:
         except MCPError as exc:
             if self.session_lost and self.spec.url is not None:
                 raise _SessionLost() from None
+            if exc.code == TRANSPORT_FAILED and self.spec.url is not None and \
+                    exc.message.startswith(TRANSPORT_FAILED_TEXT):
+                raise UpstreamError(f"upstream {self.name} failed during {method}: "
+                                    f"{exc.message}", upstream=self.name,
+                                    method=method) from None
             if _is_connection_loss(exc):
                 self.drop(gen)
                 raise UpstreamError(f"upstream {self.name} failed during {method}: "
@@ -333,6 +345,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+    from icore.mcp._upstream_sse import Answer, as_answer
+
     class Listening(httpx2.AsyncByteStream):
         def __init__(self, inner: Any) -> None:
             self.inner = inner
@@ -366,7 +380,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
 
     class KeepAlive(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx2.AsyncHTTPTransport()
+            self.inner = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(
+                max_connections=100, max_keepalive_connections=20,
+                keepalive_expiry=KEEPALIVE_EXPIRY_S))
 
         async def __aenter__(self) -> Any:
             await self.inner.__aenter__()
@@ -376,7 +392,10 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             await self.inner.__aexit__(*exc)
 
         async def handle_async_request(self, request: Any) -> Any:
-            resp = await self.inner.handle_async_request(request)
+            if request.method != "POST":
+                resp = await self.inner.handle_async_request(request)
+            else:
+                resp = await self._post(request)
             if request.headers.get("mcp-session-id"):
                 if resp.status_code == 404 and on_lost is not None:
                     on_lost()
@@ -385,7 +404,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                 on_session(bool(resp.headers.get("mcp-session-id")))
             if request.method == "POST" and resp.headers.get(
                     "content-type", "").lower().startswith("text/event-stream"):
-                resp.stream = DrainOnClose(resp.stream)
+                if not isinstance(resp.stream, Answer):  # else read by _send already
+                    resp.stream = DrainOnClose(resp.stream)
             elif request.method == "GET" and on_listen is not None \
                     and resp.status_code == 200 and resp.headers.get(
                         "content-type", "").lower().startswith("text/event-stream"):
@@ -393,12 +413,81 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                 resp.stream = Listening(resp.stream)
             return resp
 
+        async def _post(self, request: Any) -> Any:
+            """One POST; a transport failure is that request's error, never the session's.
+
+            The SDK runs each POST in its transport's task group, so an exception here
+            (a pooled connection the server closed: ``RemoteProtocolError: Server
+            disconnected without sending a response``) would end the whole connection and
+            fail every request in flight with "Connection closed" (QA r5-mcp D7). A
+            read-only request is sent once more on a fresh connection; any other
+            failure is answered as a JSON-RPC error of that request alone.
+            """
+            try:
+                return await self._send(request)
+            except httpx2.TransportError as exc:
+                first: Exception = exc
+            method, rid = _method_and_id(request)
+            if method in READ_ONLY and not isinstance(first, httpx2.TimeoutException):
+                try:
+                    return await self._send(request)
+                except httpx2.TransportError as exc:
+                    first = exc
+            log.warning("upstream HTTP %s of %s failed: %s: %s", method or "POST",
+                        request.url, type(first).__name__, first)
+            return httpx2.Response(502, json={"jsonrpc": "2.0", "id": rid, "error": {
+                "code": TRANSPORT_FAILED, "message": f"{TRANSPORT_FAILED_TEXT} "
+                f"({type(first).__name__}: {first or 'no detail'})",
+                "data": {"cause": f"{type(first).__name__}: {first or 'no detail'}"}}},
+                request=request)
+
+        async def _send(self, request: Any) -> Any:
+            """One POST; an SSE answer holding only the response is made JSON.
+
+            See :func:`~icore.mcp._upstream_sse.as_answer` (its first event read here).
+            """
+            resp = await self.inner.handle_async_request(request)
+            if resp.status_code != 200 or not resp.headers.get(
+                    "content-type", "").lower().startswith("text/event-stream"):
+                return resp
+            try:
+                return await as_answer(resp, DRAIN_S)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await resp.aclose()
+                raise
+
         async def aclose(self) -> None:
             await self.inner.aclose()
 
     return httpx2.AsyncClient(
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
         headers=headers, transport=KeepAlive())
+
+
+TRANSPORT_FAILED = -32099
+"""JSON-RPC code (implementation-defined server error range) of a request whose HTTP
+exchange with the upstream failed (:func:`keepalive_http_client`): that request failed,
+the MCP session goes on."""
+TRANSPORT_FAILED_TEXT = "the HTTP request to the upstream failed"
+
+KEEPALIVE_EXPIRY_S = 2.0
+"""How long the gateway keeps an idle connection to an HTTP upstream, seconds: below the
+servers' own idle timeouts (uvicorn's 5 s), so the gateway does not reuse a connection
+at the moment the server closes it."""
+
+
+def _method_and_id(request: Any) -> tuple[str | None, Any]:
+    """The JSON-RPC ``method`` and ``id`` of a POST's body (``None`` when not a request)."""
+    import json
+    try:
+        body = json.loads(request.content)
+    except (ValueError, TypeError, RuntimeError):  # RuntimeError: a streamed body
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    method = body.get("method")
+    return (method if isinstance(method, str) else None), body.get("id")
 
 
 def root_cause(exc: BaseException) -> BaseException:

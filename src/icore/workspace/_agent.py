@@ -308,6 +308,9 @@ class Agent:
 
         Reads stamped with ``turn`` itself (a sibling tool of the same model message, a
         sibling call's hand-over) are not among them: the message was produced before.
+        A ``turn`` with a ``counts(stamp) -> bool`` method decides itself which reads
+        count (the MCP gateway's causal order: a read counts only if its answer left
+        before the call arrived).
         """
         with self._lock:
             if turn is None:
@@ -315,9 +318,11 @@ class Agent:
             snap = self._turns.get(turn)
             if snap is None:
                 snap = {}
+                counts = getattr(turn, "counts", None)
                 for k, hist in self._seen.items():
                     for rec, stamp in reversed(hist):
-                        if stamp is None or stamp != turn:
+                        if counts(stamp) if callable(counts) else \
+                                (stamp is None or stamp != turn):
                             snap[k] = rec
                             break
                 self._turns[turn] = snap
@@ -421,7 +426,9 @@ class Agent:
             depends_on: D(a).
             replan: a user replanner (see :data:`UserReplanner`): the new arguments, or
                 :data:`~icore.workspace.DECLINE`.
-            turn: the model message the call came from (calls of one message share it).
+            turn: the model message the call came from (calls of one message share it),
+                or an object with ``counts(stamp) -> bool`` saying which reads (by their
+                stamp, ``read_record(stamp=)``) the call may derive from.
             normalize: puts a replanner's arguments into the same normal form.
             approve: a human's decision (:class:`AskThenValidate`): asked once the gate
                 authorized the call; the gate then validates the call again, so it runs
