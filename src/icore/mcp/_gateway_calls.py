@@ -17,7 +17,6 @@ serves under a live subscription is not read again (``_Resources.trusted``).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import logging
@@ -31,8 +30,8 @@ from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway_checks import Unresolved
+from icore.mcp._gateway_forward import call_raw, forward_meta, is_error, result_text
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
-from icore.mcp._gateway_order import TURN_META
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
@@ -211,8 +210,8 @@ class _ToolCalls:
 
         async def forward(**a: Any) -> Any:
             reached.append(True)
-            return await u.request("tools/call", lambda s: _call_raw(
-                s, route.name, a, _forward_meta(params.meta)))
+            return await u.request("tools/call", lambda s: call_raw(
+                s, route.name, a, forward_meta(params.meta)))
 
         try:
             if spec is None:
@@ -235,8 +234,8 @@ class _ToolCalls:
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
-        self.gw.trace.call(view.sid, name, args, _result_text(result),
-                           error=_is_error(result), task=task)
+        self.gw.trace.call(view.sid, name, args, result_text(result),
+                           error=is_error(result), task=task)
         if spec is not None:
             filled = self._with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
@@ -504,33 +503,11 @@ class _ToolCalls:
                                                 "owner": owner, "changed": created})
 
 
-_RESERVED = "io.modelcontextprotocol/"
-
-
 def _token_client() -> str | None:
     """The client the request's bearer token names (HTTP ``http.clients``), else None."""
     from mcp.server.auth.middleware.auth_context import get_access_token
     token = get_access_token()
     return None if token is None else str(token.client_id)
-
-
-def _forward_meta(meta: Any) -> Any:
-    """The client's ``_meta`` for the upstream.
-
-    Trace context (``traceparent``, ``tracestate``, ``baggage``) and the application's
-    own keys are kept; dropped: the
-    protocol-reserved ``io.modelcontextprotocol/*`` envelope of the client's
-    connection (the upstream connection has its own), ``progressToken`` (progress
-    belongs to the client's request, not the gateway's) and ``icore/turn`` (the
-    gateway's own, :data:`~icore.mcp._gateway_order.TURN_META`).
-    """
-    if not meta:
-        return None
-    raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
-                                                                  exclude_none=True)
-    out = {k: v for k, v in raw.items()
-           if not k.startswith(_RESERVED) and k not in ("progressToken", TURN_META)}
-    return out or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -595,50 +572,3 @@ def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
     from mcp_types import CallToolResult, TextContent
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
                           _meta=meta)
-
-
-@functools.cache
-def _raw_result() -> Any:
-    """The pydantic adapter of a result kept as the wire dict."""
-    from pydantic import TypeAdapter
-    return TypeAdapter(dict[str, Any])
-
-
-async def _call_raw(session: Any, name: str, args: Mapping[str, Any], meta: Any
-                    ) -> dict[str, Any]:
-    """``tools/call`` at the upstream; its result as the wire dict.
-
-    The SDK's ``ClientSession.send_request`` (public) checks the result against the
-    negotiated protocol version; it is then handed to the gateway's client as it came,
-    not parsed into a ``CallToolResult``, checked against the tool's output schema and
-    dumped again (``call_tool`` would; the gateway's client checks the output schema
-    itself, and the SDK server checks the result's shape before sending it).
-    """
-    from mcp_types import CallToolRequest, CallToolRequestParams
-    req = CallToolRequest(params=CallToolRequestParams(name=name, arguments=dict(args),
-                                                       _meta=meta))
-    out: dict[str, Any] = await session.send_request(req, _raw_result())
-    # as CallToolResult's default: a 2026-07-28 client requires it, older ones drop it
-    out.setdefault("resultType", "complete")
-    return out
-
-
-def _is_error(result: Any) -> bool:
-    """``isError`` of a forwarded result (the wire dict) or a ``CallToolResult``."""
-    if isinstance(result, Mapping):
-        return bool(result.get("isError"))
-    return bool(result.is_error)
-
-
-def _result_text(result: Any) -> str:
-    """The text of a result's content (the wire dict or a ``CallToolResult``)."""
-    if isinstance(result, Mapping):
-        items = result.get("content") or []
-        return "\n".join((c.get("text") if isinstance(c, Mapping) else None)
-                         or f"<{c.get('type', 'content') if isinstance(c, Mapping) else 'content'}>"
-                         for c in items)
-    parts = [getattr(c, "text", None) or f"<{getattr(c, 'type', 'content')}>"
-             for c in result.content]
-    return "\n".join(parts)
-
-
