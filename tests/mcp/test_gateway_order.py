@@ -77,7 +77,8 @@ def _check(out: dict[str, Any], log: Path) -> None:
     assert sib.meta["icore/gate"]["reason"] == NOT_READ
     said = sib.content[0].text
     assert "memo://city" in said
-    assert "answered after the call was sent" in said or "not answered before" in said
+    # whichever reads were late (under load the fast one may be too), the text says why
+    assert "does not count" in said or "not answered before" in said, said
     assert out["books_after_sibling"] == []  # never reached the upstream
     assert not out["later"].is_error, out["later"]
     assert out["same_turn"].is_error
