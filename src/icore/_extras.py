@@ -56,8 +56,37 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(nums)
 
 
+def pinned_minimum(dist: str, extra: str, default: str) -> str:
+    """The oldest ``dist`` release icore's ``extra`` pins (``dist>=X`` in pyproject).
+
+    Read from the installed icore's metadata (pyproject's ``[project.optional-dependencies]``
+    as built), so a message names the pin the package really has.
+
+    Args:
+        dist: the distribution (``"mcp"``).
+        extra: the icore extra whose pin is read (``"mcp"``).
+        default: the minimum when the metadata is missing or has no such pin (a source
+            tree run without an install).
+
+    Returns:
+        The version string after ``>=`` (``"2.3"``).
+    """
+    import re
+    try:
+        reqs = importlib.metadata.requires("icore") or []
+    except importlib.metadata.PackageNotFoundError:
+        reqs = []
+    pat = re.compile(rf"^{re.escape(dist)}\s*>=\s*([0-9][0-9A-Za-z.]*)\s*[,;]"
+                     rf".*extra\s*==\s*['\"]{re.escape(extra)}['\"]")
+    for r in reqs:
+        m = pat.match(r)
+        if m is not None:
+            return m.group(1)
+    return default
+
+
 def require_version(module: str, dist: str, minimum: str, *, extra: str = "",
-                    feature: str = "") -> ModuleType:
+                    feature: str = "", fix: str = "") -> ModuleType:
     """Import ``module`` of the distribution ``dist`` at version ``minimum`` or newer.
 
     Unlike :func:`require`, an installed but older ``dist`` gets an upgrade hint
@@ -70,13 +99,15 @@ def require_version(module: str, dist: str, minimum: str, *, extra: str = "",
         minimum: the oldest supported release (``"1.2"``).
         extra: the icore extra that installs it (default: ``dist``).
         feature: what needs it, for the message.
+        fix: what to do about an older ``dist``, in place of the upgrade line (when
+            upgrading would break what else the environment holds).
 
     Returns:
         The imported module.
 
     Raises:
-        MissingExtra: ``dist`` is older than ``minimum`` (the upgrade line), or ``module``
-            (or a module it imports) is missing (the extra's install line: the extra pins
+        MissingExtra: ``dist`` is older than ``minimum`` (the upgrade line or ``fix``), or
+            ``module`` (or a module it imports) is missing (the extra's install line: the extra pins
             ``dist>=minimum``, so it cannot downgrade).
     """
     what = feature or f"icore[{extra or dist}]"
@@ -87,7 +118,8 @@ def require_version(module: str, dist: str, minimum: str, *, extra: str = "",
     if installed is not None and _release(installed) < _release(minimum):
         raise MissingExtra(
             f"{what} needs {dist}>={minimum}; {dist} {installed} is installed: "
-            f"pip install -U '{dist}>={minimum}'", module=module, extra=extra or dist,
+            + (fix or f"pip install -U '{dist}>={minimum}'"), module=module,
+            extra=extra or dist,
             installed=installed, minimum=minimum)
     return require(module, extra or dist, feature=feature)
 

@@ -60,7 +60,8 @@ def test_listings_unchanged(manifest: Path) -> None:
             gt = {t.name: t for t in (await s.list_tools()).tools}
             for t in tools:  # names, descriptions, input schemas unchanged
                 assert gt[t.name].model_dump() == t.model_dump()
-            assert set(gt) - {t.name for t in tools} == {"icore_put_fact", "icore_get_fact"}
+            assert set(gt) - {t.name for t in tools} == {"icore_put_fact", "icore_get_fact",
+                                                         "icore_read_resource"}
             gr = {r.uri: r for r in (await s.list_resources()).resources}
             for r in resources:
                 assert gr[r.uri].model_dump() == r.model_dump()

@@ -59,6 +59,13 @@ def set_city(value: str) -> str:
 
 
 @mcp.tool()
+def book_lane(city: str, lane: str = "north", note: str | None = None) -> str:
+    """Book a slot in a city's lane (defaults: lane north, no note)."""
+    _log("book_lane", {"city": city, "lane": lane, "note": note})
+    return f"booked {city} via {lane}"
+
+
+@mcp.tool()
 def slow(seconds: float) -> str:
     """Sleep, then answer (a hang when seconds is large)."""
     _log("slow", {"seconds": seconds})

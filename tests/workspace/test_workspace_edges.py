@@ -143,6 +143,17 @@ def test_a_value_with_no_json_form_names_the_field_and_the_fix() -> None:
 
 # --- overlapping owner patterns ---------------------------------------------------------
 
+def test_an_owner_that_is_not_a_str_is_named_with_the_fix() -> None:
+    """QA r6-lgmcp D6: ``Workspace({"dock/*": 5})`` names the owner's type and the fix."""
+    with pytest.raises(WorkspaceError, match="an owner must be a non-empty str") as ei:
+        Workspace({"dock/*": 5})  # type: ignore[dict-item]
+    assert "int 5" in str(ei.value)
+    assert ei.value.fields["keys"] == ["'dock/*'"]
+    assert "Workspace({'dock/*': 'dispatcher'})" in ei.value.fields["fix"]
+    with pytest.raises(WorkspaceError, match="fact key must be a non-empty str"):
+        Workspace({"": "sales"})
+
+
 def test_owner_patterns_that_tie_for_a_key_are_refused() -> None:
     """OpenAI 10: ``room/*1`` vs ``room/R*`` (same length, both match room/R1) would make
     the owner depend on declaration order: refused, either order; a more specific

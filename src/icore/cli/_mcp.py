@@ -48,7 +48,11 @@ def mcp(
 
     from icore._extras import event_loop_factory
     from icore.errors import MissingExtra
-    from icore.mcp import GatewayManifestError, load_manifest, serve_http, serve_stdio
+    try:  # mcp missing or 1.x (an adapters venv): one line, before any traceback
+        from icore.mcp import GatewayManifestError, load_manifest, serve_http, serve_stdio
+    except MissingExtra as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):

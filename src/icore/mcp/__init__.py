@@ -22,9 +22,9 @@ public API of records, fence, memory and integrations.
 """
 
 # ruff: noqa: E402  (the extra is checked before the modules that import it)
-from icore._extras import require
+from icore.mcp._sdk import require_mcp
 
-require("mcp", "mcp", feature="icore.mcp")  # a missing extra: one-line install hint
+require_mcp()  # a missing extra or mcp 1.x: one line naming the fix
 
 from icore.mcp._bench import BenchRow, run_bench
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps

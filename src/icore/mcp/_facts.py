@@ -141,8 +141,14 @@ def text_of(content: JSONValue, limit: int = 2000) -> str:
     return s if len(s) <= limit else s[:limit] + "...[cut]"
 
 
-def describe(rec: Record) -> str:
-    """One fact version for a model: ``key = value (owner seq n)``."""
+def describe(rec: Record, version: int | None = None) -> str:
+    """One fact version for a model: ``key = value (version n)``.
+
+    ``version``: the key's own version number (:meth:`FactBook.version_of`); None: the
+    owner's record sequence is shown instead (``owner seq n``, over all its keys).
+    """
+    if version is not None:
+        return f"{rec.key} = {text_of(rec.content)} (version {version})"
     return f"{rec.key} = {text_of(rec.content)} (owner seq {rec.seq})"
 
 
@@ -207,6 +213,8 @@ class FactBook:
                  servers: Sequence[str] = (), prefix: str | None = None) -> None:
         facts = dict(owners) or {"fact://icore/none": "icore"}
         self.remote = dict(remote or {})
+        self._versions: dict[RecordId, int] = {}
+        """Record id -> its number among its key's versions (:meth:`version_of`)."""
         self.serving = dict(serve or {})
         self.certs_dir = certs_dir
         self.ports: dict[str, int] = {}
@@ -310,6 +318,37 @@ class FactBook:
         if self.owner_of(key) is None:
             return None
         return self.ws.head(key)
+
+    def version_of(self, rec: Record) -> int | None:
+        """``rec``'s number among its key's versions (1: the first), or None.
+
+        Counted along the ``supersedes`` chain (each version names the head it replaced,
+        its compare-and-set base) in the owner's store of this process, cached per record;
+        None when the owner's store is elsewhere or a link is missing.
+        """
+        got = self._versions.get(rec.id)
+        if got is not None:
+            return got
+        store = self.ws.stores.get(rec.owner)
+        chain: list[RecordId] = []
+        cur: Record | None = rec
+        base = 0
+        while cur is not None:
+            known = self._versions.get(cur.id)
+            if known is not None:
+                base = known
+                break
+            chain.append(cur.id)
+            if cur.supersedes is None:
+                break
+            if store is None:
+                return None
+            cur = store.get(cur.supersedes)
+            if cur is None:
+                return None
+        for i, rid in enumerate(reversed(chain), start=1):
+            self._versions[rid] = base + i
+        return self._versions[rec.id]
 
     def known_keys(self) -> list[str]:
         """Every key with a version, sorted."""

@@ -17,7 +17,6 @@ serves under a live subscription is not read again (``_Resources.trusted``).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import logging
@@ -32,8 +31,9 @@ from icore.fence import Reason
 from icore.integrations import refusal_head
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway_checks import Unresolved
+from icore.mcp._gateway_forward import call_raw, forward_meta, is_error, result_text
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
-from icore.mcp._gateway_order import TURN_META
+from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
 from icore.mcp._upstream import Upstream, UpstreamError
@@ -128,11 +128,16 @@ class _ToolCalls:
         self._replans = Replans()
 
     def fact_tools(self) -> list[Any]:
-        """The gateway's own fact tools (put/get), when the manifest enables them."""
+        """The gateway's own tools: the resource read, the fact tools (put/get).
+
+        ``icore_read_resource`` when the manifest protects a tool; put/get when the
+        manifest enables them (``facts.tools``, with owners).
+        """
         from mcp_types import Tool
+        read = read_tool_def(self.gw.manifest)
         if not self.gw.manifest.facts.tools or not self.gw.manifest.facts.owners:
-            return []
-        return [
+            return read
+        return [*read,
             Tool(name=PUT_FACT, description="Publish a new version of a shared fact "
                  "(key fact://...) that this gateway serves; other sessions' plans that "
                  "read the old version become stale. Only a session that speaks for the "
@@ -164,10 +169,13 @@ class _ToolCalls:
         view = self.gw.view(ctx)
         name = params.name
         args = dict(params.arguments or {})
-        if name in (PUT_FACT, GET_FACT) and self.fact_tools():
+        if name in (PUT_FACT, GET_FACT) and self.gw.manifest.facts.tools \
+                and self.gw.manifest.facts.owners:
             refused = self._not_owner(view, args, None if self.gw.single_client
                                       else _token_client()) if name == PUT_FACT else None
             return refused or await self._fact_tool(view, name, args, ex)
+        if name == READ_RESOURCE and self.gw.manifest.tools:
+            return await read_tool(self._resources, self.gw.manifest, ctx, args, ex)
         if name not in self.gw.tools:
             await self.gw.refresh()
         route = self.gw.tools.get(name)
@@ -203,8 +211,8 @@ class _ToolCalls:
 
         async def forward(**a: Any) -> Any:
             reached.append(True)
-            return await u.request("tools/call", lambda s: _call_raw(
-                s, route.name, a, _forward_meta(params.meta)))
+            return await u.request("tools/call", lambda s: call_raw(
+                s, route.name, a, forward_meta(params.meta)))
 
         try:
             if spec is None:
@@ -227,12 +235,13 @@ class _ToolCalls:
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
-        self.gw.trace.call(view.sid, name, args, _result_text(result),
-                           error=_is_error(result), task=task)
+        self.gw.trace.call(view.sid, name, args, result_text(result),
+                           error=is_error(result), task=task)
         if spec is not None:
+            filled = self._with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
                 try:
-                    uris = sorted(expand_deps([w], args, ()))
+                    uris = sorted(expand_deps([w], filled, ()))
                 except IcoreError as exc:
                     self.gw.trace.note("gateway", f"re-read of {w} after {name} skipped: {exc}")
                     continue
@@ -287,6 +296,33 @@ class _ToolCalls:
             return None
         where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
         return f"{where}: {err.message}"
+
+    def _with_defaults(self, name: str, args: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``args`` with the input schema's ``default`` of each omitted argument.
+
+        What fills the ``{arg}`` placeholders of D(a) and ``writes`` (the upstream applies
+        the same defaults; the in-process integration normalises through the tool's
+        schema likewise). A ``null`` default fills nothing (no key can name it). The
+        call is forwarded with the client's own arguments.
+        """
+        schema = getattr(self.gw.tool_defs.get(name), "input_schema", None)
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(props, Mapping):
+            return args
+        missing = {k: p["default"] for k, p in props.items() if k not in args
+                   and isinstance(p, Mapping) and p.get("default") is not None}
+        return {**missing, **args} if missing else args
+
+    def _no_default(self, name: str, exc: IcoreError) -> str:
+        """The detail of a D(a) entry whose placeholder names an omitted argument."""
+        arg = exc.fields.get("argument")
+        schema = getattr(self.gw.tool_defs.get(name), "input_schema", None) or {}
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(arg, str) or not isinstance(props, Mapping) or arg not in props:
+            return exc.message
+        return (f"{exc.message}: {arg!r} is optional in {name}'s input schema with no "
+                "default (or a null one), so the facts this call depends on are unknown "
+                f"without it. Call {name} again with {arg!r} given")
 
     def _entry_of(self, spec: ToolSpec, name: str, args: Mapping[str, Any], key: str,
                   known: Any) -> str:
@@ -344,6 +380,7 @@ class _ToolCalls:
         assert self.gw.facts is not None
         seen = view.seen
         static = self._static_deps.get(name)
+        args_d = self._with_defaults(name, args) if static is None else args
         known: Any = ()
         try:
             if static is not None:  # D(a) without globs or placeholders: the same each call
@@ -352,17 +389,18 @@ class _ToolCalls:
                 # the known keys are only needed to match globs (a scan of every owner's
                 # heads)
                 known = (set(self.gw.facts.known_keys()) | set(seen)) if spec.globs else ()
-                deps = expand_deps(spec.depends_on, args, known)
+                deps = expand_deps(spec.depends_on, args_d, known)
         except IcoreError as exc:
             return _Refused(self._refuse(view, name, args, task, "incomplete_declaration",
-                                         list(spec.depends_on), detail=exc.message))
+                                         list(spec.depends_on),
+                                         detail=self._no_default(name, exc)))
         if not deps:
             return _Refused(self._refuse(
                 view, name, args, task, "incomplete_declaration", list(spec.depends_on),
                 detail=f"D(a) matches no known fact; read the resources it depends on "
                 f"first ({', '.join(spec.depends_on)})"))
         heads: dict[str, list[str]] = {}
-        refused = await self._reread(view, name, spec, args, deps, known, task, heads)
+        refused = await self._reread(view, name, spec, args_d, deps, known, task, heads)
         if refused is not None:
             return _Refused(refused)
         ticket = self._replans.before(view, name, deps)
@@ -384,7 +422,8 @@ class _ToolCalls:
         if v.call.executed:
             return v.call.value
         return _Refused(_refusal(name, v, first_read=not seen,
-                                 late=sorted(k for k in v.call.fresh if k in seen)))
+                                 late=sorted(k for k in v.call.fresh if k in seen),
+                                 version_of=self.gw.facts.version_of))
 
     def _not_owner(self, view: SessionView, args: Mapping[str, Any],
                    client: str | None) -> Any:
@@ -421,6 +460,11 @@ class _ToolCalls:
         key = args.get("key")
         if not isinstance(key, str) or not key.startswith(FACT_SCHEME):
             return _error_result(f"{name}: key must be a string starting with {FACT_SCHEME}")
+        if any(c in key for c in "*?["):
+            head = key[:min(key.index(c) for c in "*?[" if c in key)]
+            return _error_result(f"{name}: {key} is a pattern, not a fact: '*', '?' and '[' "
+                                 "only declare owners (facts.owners); give one fact's key "
+                                 f"(e.g. {head}NAME)")
         if self.gw.facts.owner_of(key) is None:
             return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
                                  "(facts.owners)")
@@ -452,14 +496,12 @@ class _ToolCalls:
         self.gw.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
         owner = self.gw.facts.owner_of(key)
         said = ("written" if created else "unchanged (the value was already current)")
-        # seq counts the owner's records over all its keys, not this key's versions
+        # seq counts the owner's records over all its keys; version: this key's own
+        n = self.gw.facts.version_of(rec)
         return CallToolResult(content=[TextContent(type="text", text=(
-            f"{key} {said}; its head is record seq {rec.seq} of owner {owner}"))],
-                              structured_content={"key": key, "seq": rec.seq,
-                                                  "owner": owner, "changed": created})
-
-
-_RESERVED = "io.modelcontextprotocol/"
+            f"{key} {said}; its head is version {n} (record seq {rec.seq} of owner "
+            f"{owner})"))], structured_content={"key": key, "seq": rec.seq, "version": n,
+                                                "owner": owner, "changed": created})
 
 
 def _token_client() -> str | None:
@@ -469,39 +511,22 @@ def _token_client() -> str | None:
     return None if token is None else str(token.client_id)
 
 
-def _forward_meta(meta: Any) -> Any:
-    """The client's ``_meta`` for the upstream.
-
-    Trace context (``traceparent``, ``tracestate``, ``baggage``) and the application's
-    own keys are kept; dropped: the
-    protocol-reserved ``io.modelcontextprotocol/*`` envelope of the client's
-    connection (the upstream connection has its own), ``progressToken`` (progress
-    belongs to the client's request, not the gateway's) and ``icore/turn`` (the
-    gateway's own, :data:`~icore.mcp._gateway_order.TURN_META`).
-    """
-    if not meta:
-        return None
-    raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
-                                                                  exclude_none=True)
-    out = {k: v for k, v in raw.items()
-           if not k.startswith(_RESERVED) and k not in ("progressToken", TURN_META)}
-    return out or None
-
-
 @dataclass(frozen=True, slots=True)
 class _Refused:
     result: Any
 
 
 def _refusal(name: str, v: Verdict, *, first_read: bool = False,
-             late: list[str] | None = None) -> Any:
+             late: list[str] | None = None, version_of: Any = None) -> Any:
     """The ``isError`` result of a call the gate refused: what changed, what to do.
 
     ``first_read``: the session had read nothing before this call (a ``not_read``
     refusal then says that only a call in this same session can pass: a client that
     opens a new session per tool call is refused every time). ``late``: keys this
     session did read, but whose answer had not been sent when the call arrived, or of
-    the call's own turn (a read of the same model message: QA r6-oa D1).
+    the call's own turn (a read of the same model message: QA r6-oa D1). ``version_of``:
+    a record -> its key's version number (``FactBook.version_of``), shown with each value
+    handed over.
     """
     reason = v.reason
     lines = [f"{refusal_head(name, reason)}: "
@@ -529,7 +554,8 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
                     "each tool call is refused every time; keep one session open).")
     if v.changed and reason != Reason.SECOND_CHANGE.value:
         lines.append("Current values:")
-        lines.extend(f"- {describe(r)}" for r in v.changed.values())
+        lines.extend(f"- {describe(r, version_of(r) if version_of else None)}"
+                     for r in v.changed.values())
     elif v.changed:
         lines.append("Changed: " + ", ".join(sorted(v.changed)))
     elif reason == "not_read" and not unwritten:  # nothing could be handed over
@@ -547,50 +573,3 @@ def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
     from mcp_types import CallToolResult, TextContent
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
                           _meta=meta)
-
-
-@functools.cache
-def _raw_result() -> Any:
-    """The pydantic adapter of a result kept as the wire dict."""
-    from pydantic import TypeAdapter
-    return TypeAdapter(dict[str, Any])
-
-
-async def _call_raw(session: Any, name: str, args: Mapping[str, Any], meta: Any
-                    ) -> dict[str, Any]:
-    """``tools/call`` at the upstream; its result as the wire dict.
-
-    The SDK's ``ClientSession.send_request`` (public) checks the result against the
-    negotiated protocol version; it is then handed to the gateway's client as it came,
-    not parsed into a ``CallToolResult``, checked against the tool's output schema and
-    dumped again (``call_tool`` would; the gateway's client checks the output schema
-    itself, and the SDK server checks the result's shape before sending it).
-    """
-    from mcp_types import CallToolRequest, CallToolRequestParams
-    req = CallToolRequest(params=CallToolRequestParams(name=name, arguments=dict(args),
-                                                       _meta=meta))
-    out: dict[str, Any] = await session.send_request(req, _raw_result())
-    # as CallToolResult's default: a 2026-07-28 client requires it, older ones drop it
-    out.setdefault("resultType", "complete")
-    return out
-
-
-def _is_error(result: Any) -> bool:
-    """``isError`` of a forwarded result (the wire dict) or a ``CallToolResult``."""
-    if isinstance(result, Mapping):
-        return bool(result.get("isError"))
-    return bool(result.is_error)
-
-
-def _result_text(result: Any) -> str:
-    """The text of a result's content (the wire dict or a ``CallToolResult``)."""
-    if isinstance(result, Mapping):
-        items = result.get("content") or []
-        return "\n".join((c.get("text") if isinstance(c, Mapping) else None)
-                         or f"<{c.get('type', 'content') if isinstance(c, Mapping) else 'content'}>"
-                         for c in items)
-    parts = [getattr(c, "text", None) or f"<{getattr(c, 'type', 'content')}>"
-             for c in result.content]
-    return "\n".join(parts)
-
-

@@ -49,6 +49,7 @@ from icore.errors import ErrorCode, IntegrationError
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
 from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
 from icore.mcp._manifest_facts import check_owner_id
+from icore.mcp._manifest_hints import unknown_key
 from icore.mcp._manifest_http import HttpSpec
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -426,6 +427,8 @@ def _walk(node: yaml.Node | None, path: tuple[str, ...], lines: dict[str, int],
 def _message(err: Mapping[str, Any]) -> str:
     """A pydantic error's message, in the manifest's words."""
     kind = str(err.get("type", ""))
+    if kind == "extra_forbidden":
+        return unknown_key(GatewayManifest, tuple(err.get("loc", ())))
     if kind in ("tuple_type", "list_type"):
         got = err.get("input")
         what = "a string" if isinstance(got, str) else f"a {type(got).__name__}"
@@ -499,7 +502,8 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
     try:
         m = GatewayManifest.model_validate(dict(data))
     except ValidationError as exc:
-        first = exc.errors()[0]
+        errs = exc.errors()  # an unknown key explains a required one missing beside it
+        first = next((e for e in errs if e.get("type") == "extra_forbidden"), errs[0])
         loc = tuple(p for p in first.get("loc", ()) if not str(p).startswith("function-"))
         path = ".".join(str(p) for p in loc) or "<root>"
         line = _line_of(node, loc)

@@ -228,9 +228,11 @@ def _refusal_entry(tool: str, task: str, reason: str, deps: Sequence[str], detai
 
 
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
-    return {"planfence": {"record": {"id": rec.id, "key": rec.key, "owner": rec.owner,
-                                     "seq": rec.seq, "type": rec.type,
-                                     "parents": list(rec.parents), "role": role}}}
+    line = {"id": rec.id, "key": rec.key, "owner": rec.owner, "seq": rec.seq,
+            "type": rec.type, "parents": list(rec.parents), "role": role}
+    if rec.supersedes is not None:  # the version it replaces (the chain link, not a parent)
+        line["supersedes"] = rec.supersedes
+    return {"planfence": {"record": line}}
 
 
 class GatewayTrace:
@@ -279,6 +281,7 @@ class GatewayTrace:
         self._rec(rec, "revision" if rec.parents else "input")
         self.recorder.add("gateway", "thought", f"new version of {rec.key} (seq {rec.seq}) "
                           f"from {source}", fact={"key": rec.key, "record": rec.id,
+                                                  "supersedes": rec.supersedes,
                                                   "source": source})
         self.flush()
 

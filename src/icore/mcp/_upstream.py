@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -210,6 +211,10 @@ class Upstream:
                     f"{max(self.spec.timeout_s, CONNECT_TIMEOUT_S):g} s")
         text = getattr(cause, "message", None) or str(cause) or "no detail"
         what = f"{type(cause).__name__}: {text}"
+        if self.spec.command is not None and isinstance(cause, FileNotFoundError) \
+                and (self.spec.cwd is None or os.path.isdir(self.spec.cwd)):
+            what = (f"its command {self.spec.command!r} was not found (neither on the "
+                    f"PATH the upstream gets nor a file; give an absolute path) ({what})")
         if self.spec.command is not None and (isinstance(cause, MCPError)
                                               or isinstance(cause, anyio.EndOfStream)):
             what += (f" (the command {self.spec.command!r} exited or closed its stdout "

@@ -116,11 +116,19 @@ class Workspace(KeyChecks):
                     "facts must be a non-empty mapping of semantic key -> owner",
                     got=type(facts).__name__,
                     fix="Workspace({'order/42': 'sales'})")
-            bad = [k for k, o in facts.items()
-                   if not (isinstance(k, str) and k and isinstance(o, str) and o)]
+            bad_keys = [k for k in facts if not (isinstance(k, str) and k)]
+            if bad_keys:
+                raise WorkspaceError("every fact key must be a non-empty str",
+                                     keys=[repr(k) for k in bad_keys],
+                                     fix="Workspace({'order/42': 'sales'})")
+            bad = {k: o for k, o in facts.items() if not (isinstance(o, str) and o)}
             if bad:
-                raise WorkspaceError("every fact needs a non-empty key and owner",
-                                     keys=[repr(k) for k in bad])
+                k, o = next(iter(bad.items()))
+                raise WorkspaceError(
+                    "an owner must be a non-empty str (the owning agent's name), not "
+                    f"{type(o).__name__} {o!r}", keys=[repr(k) for k in bad],
+                    fix=f"Workspace({{{k!r}: 'dispatcher'}}): key -> the name of the agent "
+                    "that writes it")
             om = OwnershipMap.from_mapping(facts)
         check_owner_names(om)  # one rule for every store (SQLite names files by it)
         tie = ambiguous_patterns(om)
