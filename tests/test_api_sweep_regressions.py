@@ -133,3 +133,30 @@ def test_invalid_utf8_names_the_byte(tmp_path: Path, name: str, data: bytes) -> 
     p.write_bytes(data)
     with pytest.raises(AdapterError, match=r"not UTF-8 text: .* at byte \d+"):
         audit_file(p)
+
+
+@pytest.mark.parametrize("key", ["k/\ud800", "k/\x00", "k/" + "x" * 600])
+def test_a_key_no_store_can_hold_is_refused_at_the_call(key: str, tmp_path: Path) -> None:
+    """Sweep seed 7: ``ws.put('k/\\ud800', 1)`` on a SQLite workspace escaped as
+    UnicodeEncodeError from the store's head lookup; a 600-character key read as "never
+    written" instead of malformed."""
+    from icore.workspace import Workspace, WorkspaceError
+
+    ws = Workspace.sqlite({"k/*": "o"}, tmp_path)
+    for call in (lambda: ws.put(key, 1), lambda: ws.value(key, default=None),
+                 lambda: ws.agent("a").read(key)):
+        with pytest.raises(WorkspaceError, match="a fact key"):
+            call()
+
+
+@pytest.mark.parametrize("field", ["key", "owner", "type"])
+def test_a_record_field_with_a_lone_surrogate_is_malformed_and_named(field: str) -> None:
+    """It was refused as 'content is not canonical JSON' (field='content'), naming the
+    wrong field."""
+    from icore.errors import MalformedRecord
+    from icore.records import Record
+
+    kw: dict[str, Any] = {"key": "k", "owner": "o", "type": "fact", field: "x\udc80"}
+    with pytest.raises(MalformedRecord) as e:
+        Record.create(seq=1, content={}, **kw)
+    assert e.value.fields["field"] == field

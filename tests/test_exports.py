@@ -24,7 +24,8 @@ PINNED = {
         "matched_manifest", "run_live", "run_matched", "run_policies",
     ],
     "icore.records": [
-        "MAX_CONTENT_BYTES", "MAX_LINEAGE_RECORDS", "MAX_PARENTS", "MAX_RECORD_BYTES",
+        "MAX_CONTENT_BYTES", "MAX_KEY_LEN", "MAX_LINEAGE_RECORDS", "MAX_PARENTS",
+        "MAX_RECORD_BYTES",
         "SCHEMA_VERSION", "Frontier", "JSONValue", "Lookup", "Record", "RecordId",
         "TraversalMode", "ancestors", "canonical_json", "content_address", "decode_record",
         "derive", "encode_record", "frontier", "is_chain_link", "is_record_id",
