@@ -391,6 +391,38 @@ def refuse_inputs_inside(folder: Path, inputs: list[Path], *, what: str) -> None
             raise typer.Exit(2)
 
 
+def refuse_trace_outputs_in(outputs: list[tuple[str, Path]], folders: list[Path]) -> None:
+    """Exit 2 when an output named like a trace (``.json``/``.jsonl``) lies in an input folder.
+
+    ``icore audit FOLDER`` reads every ``.json``/``.jsonl`` file below FOLDER, so a
+    ``--json`` summary or an ``--otlp-endpoint file:`` export written there would be read
+    as a trace by the next audit of FOLDER (a Who&When import error, or a run audited
+    twice). Reports (``.html``) and PROV (``.prov.json``) are never read back.
+
+    Raises:
+        typer.Exit: code 2, naming the option, the path and the input folder.
+    """
+    tops = []
+    for f in folders:
+        try:
+            tops.append((f, Path(os.path.realpath(f))))
+        except (OSError, ValueError):
+            continue
+    for what, out in outputs:
+        if out.suffix.lower() not in (".json", ".jsonl") or out.name.endswith(".prov.json"):
+            continue
+        try:
+            real = Path(os.path.realpath(out))
+        except (OSError, ValueError):
+            continue
+        for shown, top in tops:
+            if top in real.parents:
+                typer.echo(f"error: {what} {out} is inside the input folder {shown}; the "
+                           f"next audit of {shown} would read it as a trace; write it "
+                           "outside the folder", err=True)
+                raise typer.Exit(2)
+
+
 def otlp_file_target(endpoint: str | None) -> Path | None:
     """The file an ``--otlp-endpoint file:PATH`` appends to (None for a URL)."""
     if not endpoint or not endpoint.strip().startswith("file:"):
@@ -540,5 +572,5 @@ __all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint"
            "fail_conditions", "int_list", "nonempty_path",
            "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
            "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
-           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file",
-           "shown_path", "too_long", "unwritable"]
+           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file",
+           "refuse_trace_outputs_in", "same_file", "shown_path", "too_long", "unwritable"]
