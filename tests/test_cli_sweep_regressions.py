@@ -144,3 +144,12 @@ def test_a_summary_beside_an_input_file_or_not_trace_named_is_written(tmp_path: 
         code, out = _invoke("audit", *map(str, path), "--no-report", "--json",
                             str(runs / out_name))
         assert code == 0 and (runs / out_name).is_file(), out
+
+
+def test_certs_init_counts_a_repeated_agent_once(tmp_path: Path) -> None:
+    """``--agent a --agent a`` said "2 agent certificates" for the one it wrote."""
+    code, out = _invoke("certs", "init", "--dir", str(tmp_path / "k"), "--agent", "a",
+                        "--agent", "a", "--days", "1")
+    assert code == 0 and "1 agent certificates" in out, out
+    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == ["a.crt", "a.key", "ca.crt",
+                                                                  "ca.key"]
