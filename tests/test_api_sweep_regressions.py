@@ -160,3 +160,21 @@ def test_a_record_field_with_a_lone_surrogate_is_malformed_and_named(field: str)
     with pytest.raises(MalformedRecord) as e:
         Record.create(seq=1, content={}, **kw)
     assert e.value.fields["field"] == field
+
+
+@pytest.mark.parametrize("name", ["a\ud800", "a\x00", "a" * 600])
+def test_an_agent_name_no_trace_can_hold_is_refused(name: str) -> None:
+    from icore.workspace import Workspace, WorkspaceError
+
+    with pytest.raises(WorkspaceError, match="an agent name"):
+        Workspace({"k/*": "o"}).agent(name)
+
+
+def test_a_sqlite_folder_with_a_nul_is_a_store_error() -> None:
+    """``Workspace.sqlite(facts, '/tmp/x\\x00')`` escaped as ValueError (embedded null
+    byte) from pathlib."""
+    from icore.errors import StoreError
+    from icore.workspace import Workspace
+
+    with pytest.raises(StoreError, match="cannot open store"):
+        Workspace.sqlite({"k/*": "o"}, "/tmp/x\x00")

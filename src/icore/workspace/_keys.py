@@ -82,6 +82,14 @@ def declare_fix(key: str) -> str:
     return f"declare it: Workspace({{{key!r}: '<owner>'}})"
 
 
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a NUL or a lone surrogate (no UTF-8 form).
+
+    No store, file name or trace line can hold such text.
+    """
+    return "\x00" in text or (not text.isascii() and _SURROGATE.search(text) is not None)
+
+
 def fact_key(key: Any, *, where: str = "key") -> str:
     """``key`` if it can name one fact, else a typed error naming the fix.
 
@@ -102,7 +110,7 @@ def fact_key(key: Any, *, where: str = "key") -> str:
     if len(key) > MAX_KEY_LEN:
         raise WorkspaceError(f"a fact {where} is at most {MAX_KEY_LEN} characters",
                              key=key[:40] + "…", length=len(key))
-    if "\x00" in key or (not key.isascii() and _SURROGATE.search(key)):
+    if unstorable(key):
         raise WorkspaceError(f"a fact {where} must be text with a UTF-8 form and no NUL "
                              "(a lone surrogate or NUL cannot be stored)", key=ascii(key)[:80])
     if is_pattern(key):
