@@ -153,3 +153,14 @@ def test_certs_init_counts_a_repeated_agent_once(tmp_path: Path) -> None:
     assert code == 0 and "1 agent certificates" in out, out
     assert sorted(p.name for p in (tmp_path / "k").iterdir()) == ["a.crt", "a.key", "ca.crt",
                                                                   "ca.key"]
+
+
+def test_json_dash_is_a_usage_error_not_a_file_named_dash(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``audit t.jsonl --json -`` wrote a file named ``-`` and said "JSON summary: -"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.jsonl").write_text(_ROW)
+    code, out = _invoke("audit", "t.jsonl", "--no-report", "--json", "-")
+    assert code == 2 and "--json" in out and "stdout" in out, out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]

@@ -142,13 +142,19 @@ class OutputFile:
     before, its missing folders created then (as ``--out`` creates its folder); a folder,
     or a path that cannot be created or written (:func:`unwritable`: a file on the way,
     a read-only file system, a name too long), is refused up front (exit 2). Use through
-    :func:`output_file`.
+    :func:`output_file`. ``-`` is refused (exit 2): a file named ``-`` is not the stdout
+    the user meant.
     """
 
     def __init__(self, path: Path, *, what: str) -> None:
         self.path = path
         self.what = what
         self._fd: int | None = None
+        if str(path) == "-":  # the stdout convention: a file named '-' would be written
+            typer.echo(f"error: {what} -: stdout is not supported (the console output "
+                       "goes there); give a file name, or /dev/stdout with the console "
+                       "redirected", err=True)
+            raise typer.Exit(2)
         if (problem := too_long(path)) is not None:  # before a stat that would raise
             typer.echo(f"error: {what} {shown_path(path)}: {problem}", err=True)
             raise typer.Exit(2)
