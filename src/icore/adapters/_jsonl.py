@@ -69,7 +69,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
-from icore.adapters._values import check_size, gc_paused, trace_path
+from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
 
 JSONL = "jsonl"
 
@@ -136,7 +136,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         except RecursionError:
             raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
         except ValueError as exc:  # an integer over Python's 4300-digit limit
-            raise AdapterError(f"malformed JSON: {exc}", file=file, field=f"line {n}") from None
+            raise json_value_error(exc, line, file=file, field=f"line {n}",
+                                   first_line=n) from None
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
         if "run" in obj and names is None and not header:
