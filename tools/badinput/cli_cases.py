@@ -250,6 +250,13 @@ def api(b: Builder) -> None:
         ("update-retries-nan", _WS + "    ws.update('k/1', lambda v: v, retries=float('nan'))\n",
          ["retries"]),
         ("commit-expected-int", _WS + "    ws.commit('k/1', 2, expected=5)\n", ["expected"]),
+        ("put-key-surrogate", _WS.replace("Workspace(", "Workspace.sqlite(").replace(
+            "'o'})", "'o'}, __import__('tempfile').mkdtemp())") + "    ws.put('k/\\ud800', 1)\n",
+         ["key"]),
+        ("put-key-nul", _WS + "    ws.put('k/\\x00', 1)\n", ["key"]),
+        ("agent-surrogate", _WS + "    ws.agent('a\\udcff')\n", ["agent"]),
+        ("ws-sqlite-nul", "    from icore.workspace import Workspace\n"
+         "    Workspace.sqlite({'k': 'o'}, '/tmp/x\\x00')\n", ["store", "path"]),
         ("agent-none", _WS + "    ws.agent(None)\n", ["name", "agent"]),
         ("agent-empty", _WS + "    ws.agent('')\n", ["name", "agent"]),
         ("agent-read-int", _WS + "    ws.agent('a').read(5)\n", ["key"]),
@@ -257,9 +264,10 @@ def api(b: Builder) -> None:
          "depends_on={'k/1'})\n", ["fn"]),
         ("agent-exec-args-list", _WS + _TOOL + "    ws.agent('a').execute('book', t, [1], "
          "depends_on={'k/1'})\n", ["args"]),
-        ("agent-exec-action-int", _WS + _TOOL + "    ws.agent('a').execute(5, t, {}, "
+        # the tool's own argument given, so only the damaged one is wrong
+        ("agent-exec-action-int", _WS + _TOOL + "    ws.agent('a').execute(5, t, {'x': 1}, "
          "depends_on={'k/1'})\n", ["action"]),
-        ("agent-exec-deps-int", _WS + _TOOL + "    ws.agent('a').execute('book', t, {}, "
+        ("agent-exec-deps-int", _WS + _TOOL + "    ws.agent('a').execute('book', t, {'x': 1}, "
          "depends_on=5)\n", ["depends_on"]),
         ("fence-plain-fn", _FENCE + "    f.execute(lambda: 1, roots=[plan.id], args={})\n",
          ["tool"]),
