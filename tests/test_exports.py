@@ -89,7 +89,8 @@ PINNED = {
         "int_list", "nonempty_path", "otlp_file_target",
         "otlp_undelivered", "output_file", "positive_number", "positive_seconds",
         "positive_seconds_or_none", "refuse_input_as_output", "refuse_inputs_inside",
-        "refuse_non_folder", "refuse_special_file", "same_file", "shown_path", "too_long",
+        "refuse_non_folder", "refuse_special_file", "refuse_trace_outputs_in", "same_file",
+        "shown_path", "too_long",
         "unwritable",
     ],
     "icore.integrations": [
