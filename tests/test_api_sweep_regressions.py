@@ -4,6 +4,7 @@ naming the argument."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,32 @@ def test_a_sqlite_folder_with_a_nul_is_a_store_error() -> None:
 
     with pytest.raises(StoreError, match="cannot open store"):
         Workspace.sqlite({"k/*": "o"}, "/tmp/x\x00")
+
+
+@pytest.mark.parametrize("values", [float("-inf"), 5, True, "abc", {"a": 1}])
+def test_an_array_value_whose_values_is_no_list_names_the_field(values: Any) -> None:
+    """Found by the sweep's values at every OTLP path (in process, seed 23):
+    ``{"arrayValue": {"values": -Infinity}}`` escaped as TypeError (not iterable)."""
+    span = {"traceId": "ab" * 16, "spanId": "1" * 16, "name": "a",
+            "attributes": [{"key": "tags", "value": {"arrayValue": {"values": "@"}}}]}
+    text = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    text = text.replace('"@"', "-Infinity" if values == float("-inf") else json.dumps(values))
+    with pytest.raises(AdapterError) as e:
+        parse_otlp(text, file="f.otlp.json")
+    assert e.value.file == "f.otlp.json"
+    if values != float("-inf"):  # -Infinity is refused by the JSON reader first
+        assert (e.value.field or "").endswith("arrayValue.values"), e.value
+
+
+def test_an_array_value_of_infinity_in_a_file_is_an_adapter_error(tmp_path: Path) -> None:
+    """The file reader (streamed) took ``-Infinity`` as a float and then failed."""
+    from icore.adapters import audit_path
+
+    span = {"traceId": "ab" * 16, "spanId": "1" * 16, "name": "a",
+            "attributes": [{"key": "tags", "value": {"arrayValue": {"values": "@"}}}]}
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+                            ).replace('"@"', "-Infinity"))
+    with pytest.raises(AdapterError) as e:
+        audit_path(p)
+    assert e.value.file == str(p)
