@@ -150,7 +150,7 @@ _any_value = st.one_of(
     st.fixed_dictionaries({"stringValue": _val}), st.fixed_dictionaries({"intValue": _val}),
     st.fixed_dictionaries({"doubleValue": _val}), st.fixed_dictionaries({"boolValue": _val}),
     st.fixed_dictionaries({"arrayValue": st.fixed_dictionaries({"values": st.lists(
-        st.fixed_dictionaries({"stringValue": _val}), max_size=2)})}),
+        st.fixed_dictionaries({"stringValue": _val}), max_size=2) | _wild})}),
     st.fixed_dictionaries({"kvlistValue": _val}), _val)
 _attr_keys = st.sampled_from(["openinference.span.kind", "agent.name", "gen_ai.agent.name",
                               "gen_ai.operation.name", "input.value", "output.value",
