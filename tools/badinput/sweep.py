@@ -74,13 +74,24 @@ def _internal_location(c: Case) -> str:
     return _traceback_cause(r.stderr) if "Traceback" in r.stderr else "?"
 
 
+def _abs_pythonpath() -> str:
+    """PYTHONPATH with every entry absolute (default: the checkout's ``src``).
+
+    Each case runs in its own temporary folder: a relative ``PYTHONPATH=src`` would name
+    nothing there, and the cases would silently import the icore installed in the venv
+    (another checkout) instead of the one under test.
+    """
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(str(Path(p).resolve()) for p in parts or [str(ROOT / "src")])
+
+
 def run_case(c: Case, work: Path) -> dict[str, Any]:
     """Run one case in a subprocess (its own session, killed on timeout) and classify."""
     before = {str(p): _digest(p) for p in c.inputs}
     cwd = Path(tempfile.mkdtemp(dir=work, prefix="cwd"))
     env = {**os.environ, "COLUMNS": "200", "ICORE_PY": sys.executable,
            "ICORE_LLM_BASE_URL": "", "ICORE_LLM_MODEL": "", "OPENAI_BASE_URL": "",
-           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT / "src"))}
+           "PYTHONPATH": _abs_pythonpath()}
     t0 = time.monotonic()
     proc = subprocess.Popen(_argv(c), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
