@@ -102,6 +102,7 @@ def test_approval_changed_is_recorded_with_its_decisions_and_replan(tmp_path: Pa
     code, summary = audit(rec, tmp_path, "--fail-on", "invalid,unsound,hard-flags")
     assert code == 0 and summary["summary"]["replans"] == 1
     assert summary["summary"]["hard_flags"] == 0
+    assert summary["diagnoses"] == []  # the gate's one replan: counted, not a defect
 
 
 def test_low_level_replanned_plan_needs_a_new_approval(trip: Any) -> None:

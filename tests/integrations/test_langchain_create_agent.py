@@ -323,8 +323,9 @@ def test_hitl_respond_is_recorded_as_answered_by_the_human_not_run(tmp_path: Pat
     lines = _lines(rec)
     assert not [x for x in lines if "gate" in x or x.get("planfence")]
     book = [x for x in lines if x.get("tool") == "book_room"]
-    assert [x["kind"] for x in book] == ["thought", "tool_output"]
-    note, answer = book
+    assert [x["kind"] for x in book] == ["thought", "thought", "tool_output"]
+    decided, note, answer = book  # the human's answer at the resume, then the call's
+    assert decided["answered_by"] == "human" and decided["decision"] == "respond"
     assert note["content"].startswith("book_room did not run: a human answered in its place")
     assert answer["content"] == told[0].content == said["message"]
     assert answer["ran"] is False and "exitcode" not in answer
@@ -405,7 +406,7 @@ def test_approval_true_with_a_same_args_replanner_asks_the_human_again() -> None
     """icore's own ``approval=True`` binds the human's answer to the arguments *and* the
     versions: facilities reprice while the human decides, the replanner returns the same
     arguments from the new version, and that call is put to the human again before it
-    runs (docs/integrations-langgraph.md: the middleware cannot do this with ``replan=``)."""
+    runs (docs/integrations-langgraph.md)."""
     hotel = Hotel()
     agent = create_agent(
         Brain(brain=hotel.brain()),

@@ -103,6 +103,8 @@ def test_approval_changed_is_recorded_like_any_refused_call() -> None:
                and e["tool"] == "dispatch_truck" and e.get("blocked")]
     assert len(blocked) == 1 and blocked[0].startswith("BLOCKED: approval_changed")
     assert [e for e in rec.events if e["kind"] == "plan" and e.get("replan")]
+    audited = rec.audit()  # the gate's one replan: counted, no progress diagnosis
+    assert audited.replans == 1 and not audited.diagnoses
 
 
 def test_always_approve_covers_the_replanned_call() -> None:
@@ -346,3 +348,89 @@ def test_low_level_a_replan_after_the_approval_is_another_request(trip: Any) -> 
     assert gates[:2] == ["stale", "valid"]
     assert any(e.get("blocked") and str(e["content"]).startswith("BLOCKED: approval_changed")
                for e in rec.events)
+
+
+def _approval_run(decide: str, *, extra: Any = None) -> tuple[RunRecorder, list[str]]:
+    """A plain (not fenced) ``needs_approval`` tool: the run pauses, the human decides."""
+    done: list[str] = []
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        done.append(order_id)
+        return f"refunded {order_id}"
+
+    first = [function_call("refund", {"order_id": "o1"}, call_id="c1")]
+    if extra is not None:
+        first.insert(0, function_call("note", {"text": "x"}, call_id="c0"))
+    agent = Agent(name="clerk", tools=[refund, *([extra] if extra else [])],
+                  model=_model([first, [assistant_message("done")]]))
+    rec = RunRecorder("plain-approval")
+
+    async def go() -> None:
+        with recording(rec, exclusive=True):
+            result = await Runner.run(agent, "refund o1")
+            assert result.interruptions and done == []
+            state = result.to_state()
+            getattr(state, decide)(result.interruptions[0])
+            await Runner.run(agent, state)
+
+    asyncio.run(go())
+    return rec, done
+
+
+@pytest.mark.parametrize("decide", ["approve", "reject"])
+def test_a_plain_tools_approval_is_recorded_as_a_pause_and_the_humans_decision(
+        decide: str) -> None:
+    """A tool the app did not fence, with the SDK's ``needs_approval``: the trace has
+    the pause naming the call, the human's decision, then the call's run (approve) or
+    its refusal (reject) - no line says it ran before the human decided."""
+    rec, done = _approval_run(decide)
+    assert done == (["o1"] if decide == "approve" else [])
+    mine = [e for e in rec.events if e.get("tool") == "refund" or e.get("pause")]
+    assert [e["kind"] for e in mine] == ["thought", "thought", "tool_output"]
+    pause, said, call = mine
+    assert pause["pause"] is True and pause["approvals"] == [
+        {"tool": "refund", "args": {"order_id": "o1"}}]
+    assert (said["answered_by"], said["decision"], said["agent"]) == ("human", decide, "clerk")
+    if decide == "approve":
+        assert call["content"] == "refunded o1" and call["exitcode"] == 0
+    else:
+        assert call["exitcode"] == 1 and call["blocked"] and call["decision"] == "reject"
+    summary = rec.audit().summary()
+    assert summary.terminated and not summary.paused
+
+
+def test_a_plain_tool_returning_none_is_recorded_as_run_not_waiting() -> None:
+    """A plain tool that returns None ends its span without output, like a call put to
+    the human; without a pause it is recorded as run, with the text the model read."""
+    @function_tool
+    def note(text: str) -> None:
+        """Take a note."""
+
+    agent = Agent(name="clerk", tools=[note], model=_model([
+        [function_call("note", {"text": "x"}, call_id="c0")], [assistant_message("done")]]))
+    rec = RunRecorder("none")
+
+    async def go() -> None:
+        with recording(rec, exclusive=True):
+            await Runner.run(agent, "note x")
+
+    asyncio.run(go())
+    calls = [e for e in rec.events if e.get("tool") == "note"]
+    assert [(e["kind"], e["exitcode"]) for e in calls] == [("tool_output", 0)]
+    assert not [e for e in rec.events if e.get("pause") or e.get("answered_by")]
+
+
+def test_a_none_result_beside_a_rejected_call_is_recorded_as_run() -> None:
+    """A plain tool returning None in the model turn of a call the human rejects: the
+    rejection is the human's, the None result a run (exit code 0)."""
+    @function_tool
+    def note(text: str) -> None:
+        """Take a note."""
+
+    rec, _ = _approval_run("reject", extra=note)
+    by_tool = {e["tool"]: e for e in rec.events if e["kind"] == "tool_output"}
+    assert by_tool["note"]["exitcode"] == 0 and by_tool["refund"]["exitcode"] == 1
+    decided = [e for e in rec.events if e.get("answered_by") == "human"]
+    assert [(e["tool"], e["decision"]) for e in decided] == [("refund", "reject")]

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icore.integrations import RunRecorder
-from icore.integrations._recorder import plain_data
+from icore.integrations._trace_data import plain_data
 
 
 class _Level(enum.IntEnum):

@@ -117,9 +117,9 @@ def test_barrier_failure_blocks(world: World) -> None:
         try:
             acc = NatsOwnerAccess(mem, identity="executor")
 
-            async def refuse(key: str, value: bytes) -> int:
-                raise TimeoutError("no quorum")
-            mem.heads_kv.put = refuse  # type: ignore[method-assign]
+            async def refuse(key: str, fut: asyncio.Future[int], **kw: Any) -> None:
+                fut.set_exception(TimeoutError("no quorum"))
+            mem.barrier = refuse  # type: ignore[method-assign]
             with pytest.raises(OwnerUnreachable):
                 await acc.query_heads("a", KEYS, timeout_s=2.0)
             d = await avalidate(roots=[world.plan.id], deps=KEYS, lookup=world.lookup,
@@ -169,16 +169,21 @@ def test_concurrent_queries_share_only_a_later_barrier(world: World) -> None:
         mem = await world.memory()
         try:
             acc = NatsOwnerAccess(mem, identity="executor")
-            real_put = mem.heads_kv.put
+            real_barrier = mem.barrier
             release = asyncio.Event()
             sent: list[int] = []
+            held: list[asyncio.Task[None]] = []
 
-            async def held_put(key: str, value: bytes) -> int:
+            async def held_barrier(key: str, fut: asyncio.Future[int], **kw: Any) -> None:
                 sent.append(len(sent))
-                if len(sent) == 1:
+                if len(sent) > 1:
+                    return await real_barrier(key, fut, **kw)
+
+                async def later() -> None:  # the first barrier leaves only on release
                     await release.wait()
-                return await real_put(key, value)
-            mem.heads_kv.put = held_put  # type: ignore[method-assign]
+                    await real_barrier(key, fut, **kw)
+                held.append(asyncio.ensure_future(later()))
+            mem.barrier = held_barrier  # type: ignore[method-assign]
             first = asyncio.ensure_future(acc.query_heads("a", KEYS, timeout_s=5.0))
             await asyncio.sleep(0.05)
             later = [asyncio.ensure_future(acc.query_heads("a", KEYS[:2], timeout_s=5.0))
@@ -195,27 +200,13 @@ def test_concurrent_queries_share_only_a_later_barrier(world: World) -> None:
     asyncio.run(go())
 
 
-class _FakeHeads:
-    """A scripted barrier write: each put waits for its own release, then commits."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, int]] = []
-        self.gates: list[asyncio.Future[bool]] = []
-
-    async def put(self, key: str, value: bytes) -> int:
-        n = len(self.gates)
-        gate: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.gates.append(gate)
-        self.events.append(("sent", n))
-        if not await gate:
-            raise TimeoutError("no quorum")
-        return 100 + n
-
-
 class _FakeMemory:
+    """Scripted barrier writes: each waits for its own release, then commits or fails."""
+
     def __init__(self) -> None:
-        self.heads_kv = _FakeHeads()
+        self.gates: list[asyncio.Future[bool]] = []
         self.heads_direct = True
+        self.timeout_s = 60.0
 
         class _S:
             puts = 0
@@ -226,6 +217,19 @@ class _FakeMemory:
 
     async def heads(self, owner: str, keys: Any, **kw: Any) -> dict[str, HeadEntry]:
         return {}
+
+    async def barrier(self, key: str, fut: asyncio.Future[int], **kw: Any) -> None:
+        n = len(self.gates)
+        gate: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.gates.append(gate)
+
+        def settle(g: asyncio.Future[bool]) -> None:
+            if not fut.done():
+                if g.result():
+                    fut.set_result(100 + n)
+                else:
+                    fut.set_exception(TimeoutError("no quorum"))
+        gate.add_done_callback(settle)
 
 
 @settings(max_examples=60, deadline=None)
@@ -239,7 +243,7 @@ def test_a_query_is_authorized_only_by_a_barrier_sent_after_it_began(
     async def go() -> None:
         mem = _FakeMemory()
         acc = NatsOwnerAccess(mem, identity="executor")  # type: ignore[arg-type]
-        fake = mem.heads_kv
+        fake = mem
         started: dict[int, int] = {}  # query -> number of barriers sent when it began
         tasks: dict[int, asyncio.Task[Any]] = {}
         outcome: dict[int, int] = {}  # the barrier index whose outcome settled it

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
@@ -156,9 +157,9 @@ def test_gate_reads_one_digest_and_blocks_without_quorum(
                                 owners=acc, timeout_s=3.0)
             assert d.outcome is Outcome.AUTHORIZED
 
-            async def no_quorum(key: str, value: bytes) -> int:
-                raise TimeoutError("no quorum")
-            mem.heads_kv.put = no_quorum  # type: ignore[method-assign,assignment]
+            async def no_quorum(key: str, fut: asyncio.Future[int], **kw: Any) -> None:
+                fut.set_exception(TimeoutError("no quorum"))
+            mem.barrier = no_quorum  # type: ignore[method-assign]
             with pytest.raises(OwnerUnreachable):
                 await acc.query_heads("a", KEYS, timeout_s=2.0)
             d = await avalidate(roots=[plan.id], deps=KEYS, lookup=lookup, ownership=OM,

@@ -26,6 +26,9 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
   asked for; their names and arguments count in whether the output repeats an earlier one.
 - ``plan_id`` on a ``plan``: the plan it writes; a later plan with the same id is its
   replan, one with a new id a new plan (without ids every later plan is a replan).
+  ``replan: true`` with a ``plan_id`` marks the PlanFence gate's one replan of that
+  protected call (the framework recorders write it): counted as a replan, with no
+  ``progress`` diagnosis (the protocol working as designed, planfence Sec. 4).
 - ``pause`` (boolean) on a ``thought``: the run stopped there waiting for a human (an
   ``interrupt()``); a run whose last event is a pause is reported as paused, not as a
   run that ended without a terminal marker.
@@ -191,6 +194,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                          optional=True) if kind == StepKind.PLAN else None
         pause = as_bool(obj.get("pause"), file=file, field=f"{f}.pause",
                         optional=True) if kind == StepKind.THOUGHT else None
+        replan = as_bool(obj.get("replan"), file=file, field=f"{f}.replan",
+                         optional=True) if kind == StepKind.PLAN else None
         steps.append(Step(
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,
@@ -199,6 +204,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                                 optional=True),
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
             calls=calls, plan_id=plan_id or None, pause=bool(pause),
+            gate_replan=bool(replan) and bool(plan_id),
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")

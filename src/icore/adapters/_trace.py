@@ -81,6 +81,10 @@ class Step:
             after the first supersedes the previous one).
         pause: the step records a pause, the run waiting for a human (a LangGraph
             ``interrupt()``): a run whose last step is a pause is paused, not ended.
+        gate_replan: a ``plan`` step that is the PlanFence gate's one replan of a
+            protected call (``replan: true`` with a ``plan_id``, as the framework
+            recorders write it): the protocol working as designed (planfence Sec. 4,
+            Alg. 1, App. A.3), counted in ``replans`` with no ``progress`` diagnosis.
     """
 
     index: int
@@ -97,6 +101,7 @@ class Step:
     calls: str | None = None
     plan_id: str | None = None
     pause: bool = False
+    gate_replan: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,7 @@ class _XWriter:
         self.plan: str | None = None
         self.plan_count = 0
         self.plans_by_id: dict[str, str] = {}
+        self.gate_replanned: set[str] = set()  # plan ids the gate replanned once
         self.open_by_agent: dict[str, str] = {}
         self.pending_ledger: str | None = None
         self.next_speaker: str | None = None
@@ -368,7 +369,9 @@ class _StepReader(_XWriter):
         """Import a plan as a new active ``planning`` obligation under the root.
 
         A replan supersedes the previous plan (a ``transported_to`` relation to the new
-        one) and is diagnosed as a ``progress`` defect. A step with a ``plan_id``
+        one) and is diagnosed as a ``progress`` defect, except the PlanFence gate's one
+        replan of a protected call (``gate_replan``: counted, not a defect; a second
+        replan of the same call is one). A step with a ``plan_id``
         supersedes the plan of that id only (a new id is a new plan, not a replan). In
         CaptainAgent traces the first speaker relays the manager's plan and starts on it:
         the plan is also its output on the new plan obligation.
@@ -400,8 +403,11 @@ class _StepReader(_XWriter):
                                operation="replan", proposer=self.agent(s.agent))
             x.import_assertion(Effect.status(old, Status.SUPERSEDED), events=(ev,),
                                operation="replan", proposer=self.agent(s.agent))
-            self.diagnose("progress", s.index, obligations=(old, new), events=(ev,),
-                          proposer=self.agent(s.agent), detail=f"replan: {old} -> {new}")
+            if s.gate_replan and s.plan_id not in self.gate_replanned:
+                self.gate_replanned.add(str(s.plan_id))  # the gate's one: no defect
+            else:
+                self.diagnose("progress", s.index, obligations=(old, new), events=(ev,),
+                              proposer=self.agent(s.agent), detail=f"replan: {old} -> {new}")
         self.plan = new
         self.plans_since_ledger += 1
         if self.trace.family == CAPTAIN_AGENT:

@@ -25,6 +25,7 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
+from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
 from icore.workspace import (
@@ -254,6 +255,8 @@ class FenceGuard:
                                            keys=[str(k) for k in unowned],
                                            fix="add them to the ownership map")
             depends_on = keys
+        else:
+            depends_on = ScopeOnce(depends_on)  # type: ignore[arg-type]  # callable here
         self.fence = fence
         self.depends_on = depends_on
         self._tools = _fence_seam.Tools(depends_on)
@@ -433,6 +436,16 @@ class FenceGuard:
         """
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(self.replan):
             raise IntegrationError("an async tool or replanner needs arun()", tool=name)
+        with one_call():  # D(a) asked once for the whole call
+            return self._run(name, fn, args, roots, turn=turn, normalize=normalize,
+                             approve=approve, ask=ask, recorder=recorder, call_id=call_id,
+                             caller=caller)
+
+    def _run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
+             roots: Sequence[RecordId] | None, *, turn: Any,
+             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
+             approve: Approver | None, ask: Approver | None,
+             recorder: RunRecorder | None, call_id: Any, caller: str | None) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
             try:
@@ -457,6 +470,17 @@ class FenceGuard:
                    recorder: RunRecorder | None = None, call_id: Any = None,
                    caller: str | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
+        with one_call():  # D(a) asked once for the whole call
+            return await self._arun(name, fn, args, roots, turn=turn, normalize=normalize,
+                                    approve=approve, ask=ask, recorder=recorder,
+                                    call_id=call_id, caller=caller)
+
+    async def _arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
+                    roots: Sequence[RecordId] | None, *, turn: Any,
+                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
+                    approve: Approver | None, ask: Approver | None,
+                    recorder: RunRecorder | None, call_id: Any, caller: str | None
+                    ) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
             try:

@@ -42,14 +42,14 @@ replan is the fence's, not the caller's). Plan lines carry a
 its own original plan, never another call's.
 
 Framework objects (a tool's result model, a dataclass, an enum) are written as data
-(:func:`plain_data`), never as their Python repr.
+(:func:`icore.integrations._trace_data.plain_data`), never as their Python repr. The
+PlanFence lines of one call are built by :mod:`icore.integrations._call_lines` (pure); this
+module keeps the run's events, the replan bookkeeping and the outputs.
 """
 
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import enum
 import json
 import os
 import threading
@@ -61,66 +61,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from icore.errors import IntegrationError
-from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Outcome, Reason
-from icore.records import Lookup, Record, RecordId
-from icore.workspace import APPROVAL_CHANGED, REJECTED
+from icore.fence import ActionResult, GateDecision, Reason
+from icore.integrations._call_lines import (
+    after_gate,
+    lineage_lines,
+    lineage_records,
+    refusal_fields,
+)
+from icore.integrations._trace_data import jsonable, text_of
+from icore.records import Lookup, RecordId
 
 if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
     from icore.adapters import AuditResult, Trace
-
-MAX_CONTENT_CHARS = 20_000
-"""Longer contents (a tool's raw output) are cut to this many characters in the trace."""
-
-MAX_LINEAGE_RECORDS = 256
-"""At most this many records of one call's lineage are written (roots first)."""
-
 
 _Scope = tuple[str, str, tuple[str, ...]]
 """One logical protected call: (its owner, tool, the facts it depends on)."""
 _Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
 """A refused stale call waiting for its replan: (roots, caller, plan id, model turn)."""
-
-_REFUSALS = {
-    REJECTED: "the human rejected the call after the gate authorized it; it never ran",
-    APPROVAL_CHANGED: "the approval covered another request (other arguments or "
-                      "versions); the call never ran",
-}
-"""The detail of the refusal line :meth:`RunRecorder.lineage` writes."""
-
-
-def _after_gate(result: ActionResult, refused: str | None) -> str | None:
-    """``refused`` when the gate's last decision authorized a call that did not run."""
-    if result.decisions and not result.executed and \
-            result.final.outcome is Outcome.AUTHORIZED:
-        return refused
-    return None
-
-
-def _refusal_lines(decisions: Sequence[GateDecision], task: str, refused: str | None
-                   ) -> list[dict[str, Any]]:
-    """The lineage line of an authorized call that did not run, if ``refused``.
-
-    A human said no (``approval_rejected``) or the approval covered another request
-    (``approval_changed``): the refusal at the last decision's validation point
-    (outcome ``blocked``, reason ``refused``, policy ``approval``), so the audit's
-    lineage shows the call blocked, never executed.
-    """
-    if refused is None or not decisions:
-        return []
-    entry = dataclasses.replace(
-        decisions[-1].entry(task=task), outcome=Outcome.BLOCKED.value, reason=refused,
-        replanned=False, fresh={}, policy="approval", owners_contacted=0, heads_checked=0,
-        detail=_REFUSALS.get(refused, refused))
-    return [{"planfence": {"decision": entry.to_dict()}}]
-
-
-def _refusal_fields(refused: str | None) -> dict[str, Any]:
-    """Extra fields of a refused call's output: a human's "no" as AG2 records it."""
-    if refused is None:
-        return {}
-    if refused == REJECTED:
-        return {"ran": False, "answered_by": "human", "decision": "reject"}
-    return {"ran": False}
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 
@@ -132,70 +89,6 @@ def active_recorder() -> RunRecorder | None:
     so a fenced tool never vanishes from a recorded run.
     """
     return _ACTIVE.get()
-
-
-_MAX_DEPTH = 32
-
-
-def plain_data(value: Any, _depth: int = 0) -> Any:
-    """``value`` as JSON data, not a Python repr.
-
-    Mappings, sequences, dataclasses and pydantic models (``model_dump(mode="json")``)
-    field by field, enums as their value, other objects (dates, UUIDs, decimals ...) as
-    ``str``. What a trace line holds for a framework's result object.
-    """
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if _depth > _MAX_DEPTH:
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): plain_data(v, _depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [plain_data(v, _depth + 1) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain_data(getattr(value, f.name), _depth + 1)
-                for f in dataclasses.fields(value)}
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
-        try:
-            return plain_data(dump(mode="json"), _depth + 1)
-        except Exception:
-            return str(value)
-    if isinstance(value, enum.Enum):
-        return plain_data(value.value, _depth + 1)
-    return str(value)
-
-
-def _text(value: Any) -> str:
-    inner = getattr(value, "content", None)  # a framework message object: its text
-    if isinstance(inner, str):
-        value = inner
-    if isinstance(value, str):
-        s = value
-    else:
-        try:
-            s = json.dumps(plain_data(value), default=str, sort_keys=True)
-        except (TypeError, ValueError):
-            s = str(value)
-    return s if len(s) <= MAX_CONTENT_CHARS else s[:MAX_CONTENT_CHARS] + "...[cut]"
-
-
-def _is_plain_json(value: Any, depth: int = 0) -> bool:
-    """Exact JSON types only (str keys): what a JSON round trip would give back."""
-    t = type(value)
-    if t is list and depth <= _MAX_DEPTH + 1:
-        return all(_is_plain_json(v, depth + 1) for v in value)
-    if t is dict and depth <= _MAX_DEPTH + 1:
-        return all(type(k) is str and _is_plain_json(v, depth + 1) for k, v in value.items())
-    return t is str or t is int or t is float or t is bool or value is None
-
-
-def _jsonable(value: Any) -> Any:
-    try:
-        data = plain_data(value)  # fresh containers: no round trip needed when plain
-        return data if _is_plain_json(data) else json.loads(json.dumps(data, default=str))
-    except (TypeError, ValueError):
-        return str(value)
 
 
 class RunRecorder:
@@ -276,14 +169,14 @@ class RunRecorder:
             kind: one of the JSONL format's kinds (task, plan, ledger, instruction,
                 thought, output, tool_output, stall, termination).
             content: the message: a string, a framework message (its ``.content``) or
-                any value (as JSON); cut to :data:`MAX_CONTENT_CHARS` characters.
+                any value (as JSON); cut to ``MAX_CONTENT_CHARS`` (20,000) characters.
             at: when it happened (``time.time()`` seconds; default: now). Events are kept
                 in ``at`` order, so a hook that delivers late (CrewAI's threaded event
                 bus) still lands where it happened.
             fields: extra keys kept in the line.
         """
-        line: dict[str, Any] = {"agent": str(agent), "kind": kind, "content": _text(content)}
-        line.update({k: _jsonable(v) for k, v in fields.items() if v is not None})
+        line: dict[str, Any] = {"agent": str(agent), "kind": kind, "content": text_of(content)}
+        line.update({k: jsonable(v) for k, v in fields.items() if v is not None})
         when = time.time() if at is None else at
         with self._lock:
             self.agents.setdefault(str(agent), "")
@@ -392,7 +285,7 @@ class RunRecorder:
             self.plan(planner, f"plan for {tool}", roots=list(stale_roots or first.roots),
                       plan_id=plan_id)
         if handed_over:  # the model re-planned from the fresh values it was handed
-            self.plan(who, f"replan for {tool}: {_text(dict(args or result.args))}",
+            self.plan(who, f"replan for {tool}: {text_of(dict(args or result.args))}",
                       roots=list(first.roots) if first is not None else None, replan=True,
                       plan_id=plan_id)
         for d in result.decisions:
@@ -400,7 +293,7 @@ class RunRecorder:
                      gate={"outcome": d.outcome.value, "reason": d.reason.value,
                            "tool": tool, "replanned": d.replanned, "point": d.point})
         if replanned:
-            self.plan(who, f"replan for {tool}: {_text(dict(result.args))}",
+            self.plan(who, f"replan for {tool}: {text_of(dict(result.args))}",
                       roots=list(result.roots), replan=True, plan_id=plan_id)
         elif not result.executed and any(d.reason is Reason.STALE
                                          for d in result.decisions):
@@ -408,11 +301,11 @@ class RunRecorder:
                 # ... with the same logical call's plan when this was its replan
                 self._stale.setdefault(scope, []).append(
                     (tuple(first.roots) if first is not None else (), who, plan_id, turn))
-        self.lineage(tool, result.decisions, lookup=lookup, refused=_after_gate(result, refused))
+        self.lineage(tool, result.decisions, lookup=lookup, refused=after_gate(result, refused))
         if not result.executed:
             why = refused or result.final.reason.value
             self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
-                           error=True, blocked=True, **_refusal_fields(refused))
+                           error=True, blocked=True, **refusal_fields(refused))
         return who
 
     def _replan_of(self, scope: _Scope, turn: Hashable | None) -> _Waiting | None:
@@ -444,67 +337,21 @@ class RunRecorder:
 
         The records first (each record once per run: roots and their ancestors as far as
         ``lookup`` holds them, the heads and fresh records of every decision), then one
-        decision line per gate decision, grouped by ``task`` = ``<tool>-<n>`` (and
-        :func:`_refusal_lines` when ``refused``).
+        decision line per gate decision, grouped by ``task`` = ``<tool>-<n>`` (and a
+        refusal line when ``refused``; :func:`icore.integrations._call_lines.lineage_lines`).
         """
         with self._lock:
             n = self._calls[tool] = self._calls.get(tool, 0) + 1
         task = f"{tool}-{n}"
-        recs: dict[RecordId, tuple[Record, str]] = {}
-        replan_roots = {r for d in decisions if d.replanned for r in d.roots}
-
-        def role(rec: Record) -> str:
-            c = rec.content
-            if isinstance(c, Mapping) and ACTION_FIELD in c:
-                return "action"
-            return "replan" if rec.id in replan_roots else "plan"
-
-        def walk(rid: RecordId, root: bool) -> None:
-            stack = [(rid, root)]
-            while stack and len(recs) < MAX_LINEAGE_RECORDS:
-                r, is_root = stack.pop()
-                if r in recs:
-                    continue
-                got = lookup(r) if lookup is not None else None
-                if got is None:
-                    continue
-                recs[r] = (got, role(got) if is_root else got.type)
-                stack.extend((p, False) for p in got.parents if p not in recs)
-
-        for d in decisions:
-            for r in d.roots:
-                walk(r, True)
-        for d in decisions:
-            for rec in d.fresh.values():
-                if rec.id not in recs:
-                    recs[rec.id] = (rec, "revision")
-            for rid in (*d.frontier.values(), *d.heads.values()):
-                walk(rid, False)
-            for key, rid in d.heads.items():  # a head newer than the plan's frontier
-                if rid in recs and d.frontier.get(key) not in (None, rid):
-                    recs[rid] = (recs[rid][0], "revision")
-        lines: list[dict[str, Any]] = []
+        recs = lineage_records(decisions, lookup)
         with self._lock:
-            for rec, rrole in recs.values():
-                if rec.id in self._records:
-                    continue
-                self._records.add(rec.id)
-                line: dict[str, Any] = {"id": rec.id, "key": rec.key, "owner": rec.owner,
-                                        "seq": rec.seq, "type": rec.type,
-                                        "parents": list(rec.parents), "role": rrole}
-                content = _jsonable(rec.content)
-                if len(json.dumps(content, default=str)) <= MAX_CONTENT_CHARS:
-                    line["content"] = content
-                lines.append({"planfence": {"record": line}})
-            for d in decisions:
-                lines.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
-            lines.extend(_refusal_lines(decisions, task, refused))
-            self.planfence.extend(lines)
+            self.planfence.extend(lineage_lines(recs, decisions, task, refused,
+                                                self._records))
         return task
 
     def finish(self, agent: str, answer: Any, *, at: float | None = None) -> dict[str, Any]:
         """The run's final answer; returns its line (for :meth:`reopen`)."""
-        return self.add(agent, "termination", answer, at=at, final_answer=_text(answer))
+        return self.add(agent, "termination", answer, at=at, final_answer=text_of(answer))
 
     def remove(self, line: Mapping[str, Any]) -> bool:
         """Remove the event line ``line`` (as returned by :meth:`add`); False if unknown."""

@@ -32,8 +32,8 @@ from ag2.middleware import BaseMiddleware
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
-from icore.integrations._recorder import plain_data
 from icore.integrations._run_end import RunEnd
+from icore.integrations._trace_data import plain_data
 from icore.integrations.ag2._human import WATCHED
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
 

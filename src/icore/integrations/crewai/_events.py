@@ -3,7 +3,9 @@
 :class:`CrewRecorder` subscribes to ``crewai_event_bus``: crew kickoff (the task), task
 starts (an instruction to the task's agent), LLM call completions (agent turns), tool
 usage finished / error (tool calls with arguments and output; a ``ToolFailure`` or an
-error counts as an error) and crew completion (the final answer). A standalone
+error counts as an error), a delegation tool's start (a hierarchical crew's manager, or an
+agent with ``allow_delegation=True``, handing work to a coworker: a handoff to that
+coworker) and crew completion (the final answer). A standalone
 ``Agent.kickoff()`` (no crew around it) records its messages as the task and its
 output as the final answer (the ``lite_agent_execution`` events; inside a crew's run
 they are the crew's work, not a run of their own). CrewAI runs sync
@@ -29,7 +31,11 @@ from crewai.events.types.agent_events import (
 from crewai.events.types.crew_events import CrewKickoffCompletedEvent, CrewKickoffStartedEvent
 from crewai.events.types.llm_events import LLMCallCompletedEvent
 from crewai.events.types.task_events import TaskStartedEvent
-from crewai.events.types.tool_usage_events import ToolUsageErrorEvent, ToolUsageFinishedEvent
+from crewai.events.types.tool_usage_events import (
+    ToolUsageErrorEvent,
+    ToolUsageFinishedEvent,
+    ToolUsageStartedEvent,
+)
 
 from icore.integrations import RunRecorder
 
@@ -37,6 +43,19 @@ from icore.integrations import RunRecorder
 def _at(event: Any) -> float | None:
     ts = getattr(event, "timestamp", None)
     return ts.timestamp() if ts is not None else None
+
+
+DELEGATION_TOOLS = frozenset({"delegate_work_to_coworker", "ask_question_to_coworker"})
+"""CrewAI's delegation tools (a hierarchical crew's manager, ``allow_delegation=True``),
+by their normalised names: a call of one hands the work to the ``coworker``."""
+
+
+def _tool_key(name: Any) -> str:
+    """A tool's name as CrewAI normalises it.
+
+    ``Delegate work to coworker`` -> ``delegate_work_to_coworker``.
+    """
+    return "_".join(str(name or "").lower().split())
 
 
 def _role(event: Any, default: str = "agent") -> str:
@@ -60,6 +79,7 @@ class CrewRecorder:
         self._n = 0
         self._lock = threading.Lock()
         self._handlers: list[tuple[type[Any], Callable[..., None]]] = []
+        self._roles: dict[str, str] = {}
 
     def _push(self, event: Any, fn: Callable[[], object], tag: str = "") -> None:
         """Buffer ``fn`` (it writes one event).
@@ -72,7 +92,33 @@ class CrewRecorder:
             seq = getattr(event, "emission_sequence", None)
             self._buf.append((seq if isinstance(seq, int) else 1 << 62, self._n, fn, tag))
 
+    def _delegated(self, source: Any, event: ToolUsageStartedEvent) -> None:
+        """A delegation tool starts: a handoff from the delegating agent to the coworker.
+
+        The coworker named in the call (CrewAI matches it to an agent's role without
+        regard to case or quotes; the crew's own spelling of the role is kept), so the
+        coworker's turns and tool calls that follow are its own, after the handoff.
+        """
+        if _tool_key(event.tool_name) not in DELEGATION_TOOLS:
+            return
+        args = event.tool_args if isinstance(event.tool_args, dict) else {}
+        named = str(args.get("coworker") or "").strip().strip("\"'")
+        if not named:
+            return
+        with self._lock:
+            to = self._roles.get(named.casefold(), named)
+        who = _role(event)
+        what = str(args.get("task") or args.get("question") or "")
+        verb = "asks" if _tool_key(event.tool_name).startswith("ask") else "delegates to"
+        self._push(event, lambda: self.recorder.handoff(
+            who, to, f"{who} {verb} {to}: {what}" if what else "", at=_at(event)))
+
     def _kickoff(self, source: Any, event: CrewKickoffStartedEvent) -> None:
+        with self._lock:  # the crew's roles, as delegation calls name them
+            for a in getattr(source, "agents", None) or ():
+                role = getattr(a, "role", None)
+                if isinstance(role, str) and role:
+                    self._roles[role.strip().casefold()] = role
         inputs = event.inputs or {}
         self._push(event, lambda: self.recorder.task(inputs or "kickoff", agent="user",
                                                          at=_at(event)), "crew+")
@@ -129,6 +175,7 @@ class CrewRecorder:
         pairs: list[tuple[type[Any], Callable[..., None]]] = [
             (CrewKickoffStartedEvent, self._kickoff), (TaskStartedEvent, self._task),
             (LLMCallCompletedEvent, self._llm), (ToolUsageFinishedEvent, self._tool),
+            (ToolUsageStartedEvent, self._delegated),
             (ToolUsageErrorEvent, self._tool_error), (CrewKickoffCompletedEvent, self._done),
             (LiteAgentExecutionStartedEvent, self._agent_kickoff),
             (LiteAgentExecutionCompletedEvent, self._agent_done)]

@@ -70,6 +70,7 @@ from icore.integrations.crewai._turns import (
     deliver,
     install_hooks,
     read_turn,
+    restore_hooks,
 )
 from icore.workspace import Agent as TeamAgent
 from icore.workspace import Approver, UserReplanner
@@ -190,6 +191,7 @@ class FencedCrewTool(BaseTool):
         if args:
             raise IntegrationError("fenced CrewAI tools take keyword arguments",
                                    framework="crewai", tool=self.name)
+        restore_hooks(self.name)  # the app may have cleared CrewAI's global hooks
         caller = calling_agent() if self._name_caller else None
         if self._norm is None:
             plan = plan_roots(self._context, self._roots, kwargs)

@@ -27,6 +27,11 @@ Errors for the app: CrewAI turns every exception a tool raises into a message fo
 model. A ``before_tool_call`` hook gives each call a :class:`_Slot`; the fenced tool
 puts an error there and an ``after_tool_call`` hook raises it as CrewAI's
 ``HookAborted``, the one exception CrewAI lets out of ``kickoff()`` unchanged.
+
+Cleared hooks: the hooks are global to the process. An app (or a test fixture) that
+calls ``crewai.hooks.clear_all_global_hooks()`` removes icore's too; every fenced call
+checks and puts them back (:func:`restore_hooks`), so the call's error still leaves
+``kickoff()``, and the next kickoff and every other crew of the process have them again.
 """
 
 from __future__ import annotations
@@ -166,6 +171,29 @@ def install_hooks() -> None:
             register_after_tool_call_hook(_after_tool)
 
 
+def restore_hooks(tool: str) -> bool:
+    """At a fenced call: put back icore's hooks if the app cleared CrewAI's (True then).
+
+    ``crewai.hooks.clear_all_global_hooks()`` (a test fixture, an app resetting its own
+    hooks) also removes icore's. CrewAI reads the tool hooks when a call runs, so the
+    ones put back here serve this very call (its error still leaves ``kickoff()``, this
+    call gets its slot) and every later call, in every crew of the process; the model-call
+    hook serves executors built from now on (the next task or kickoff). Logged once per
+    restore at WARNING on the ``icore.integrations.crewai`` logger.
+    """
+    with _LOCK:
+        missing = (_before_model not in get_before_llm_call_hooks()
+                   or _before_tool not in get_before_tool_call_hooks()
+                   or _after_tool not in get_after_tool_call_hooks())
+    if missing:
+        install_hooks()
+        _LOG.warning("CrewAI's global hooks were cleared; icore's were put back (at a call "
+                     "of %s)", tool)
+    if _run_here()[1] and _SLOT.get() is None:  # no before_tool_call ran for this call
+        _SLOT.set(_Slot(tool))
+    return missing
+
+
 class UnknownTurn(Exception):
     """A tool call inside a CrewAI run whose model calls were never numbered."""
 
@@ -209,8 +237,9 @@ def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
 
     Inside a CrewAI tool call the error is left in the call's slot (the
     ``after_tool_call`` hook raises it) and the call's result is a ``ToolFailure``
-    (nothing ran). Were CrewAI's tool hooks cleared, the error is logged instead and the
-    call still does not run.
+    (nothing ran). Were CrewAI's hooks cleared, they are put back first
+    (:func:`restore_hooks`): CrewAI reads the after-call hooks when the call ends, so the
+    error still leaves ``kickoff()``.
 
     Raises:
         HookAborted: ``err`` itself, outside a CrewAI tool call.
@@ -219,14 +248,13 @@ def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
     if run is None or not in_tool:
         raise err
     here = _SLOT.get()
+    if here is None:  # the hooks were cleared: back for this call (see restore_hooks)
+        restore_hooks("")
+        here = _SLOT.get()
     if here is not None:
         here.error = err
-    else:
-        _LOG.error("%s (CrewAI's tool hooks were cleared, so it cannot reach the app: "
-                   "call icore.integrations.crewai.install_hooks() after clearing them)",
-                   err)
     return ToolFailure(message=message, code=code, retryable=False)
 
 
 __all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_turn",
-           "calling_agent", "deliver", "install_hooks", "read_turn"]
+           "calling_agent", "deliver", "install_hooks", "read_turn", "restore_hooks"]

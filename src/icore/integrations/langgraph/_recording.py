@@ -38,7 +38,8 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
 from icore.integrations import RunRecorder
-from icore.integrations._recorder import plain_data
+from icore.integrations._trace_data import plain_data
+from icore.integrations.langgraph._reviewed import human_decisions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -280,6 +281,7 @@ class RecordingHandler(BaseCallbackHandler):
         arguments)."""
         self._root: UUID | None = None
         self._paused: list[tuple[str, Any]] = []
+        self._questions: list[tuple[str, Any, Any]] = []
         self._ended: dict[str, Any] | None = None
         self._last_agent = "graph"
         self._lock = threading.Lock()
@@ -338,6 +340,8 @@ class RecordingHandler(BaseCallbackHandler):
                     ended, self._ended = self._ended, None
                 if ended is not None:
                     self.recorder.reopen(ended)
+                if isinstance(inputs, Command):
+                    self._decided(inputs.resume)
                 return
             with self._lock:
                 self._ended = None
@@ -449,10 +453,31 @@ class RecordingHandler(BaseCallbackHandler):
         if root and paused:
             self._pause(paused)
 
+    def _decided(self, resume: Any) -> None:
+        """Record the human's answer that resumes the run, a decision per call asked.
+
+        ``HumanInTheLoopMiddleware``'s ``approve`` / ``edit`` / ``reject`` / ``respond``
+        per tool call (:func:`human_decisions`), under the agent that paused, as a
+        ``thought`` with ``answered_by: "human"``, ``decision``, ``tool`` and ``args``.
+        """
+        with self._lock:
+            asked, self._questions = self._questions, []
+        if not asked:
+            return
+        agent = asked[0][0]
+        for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):
+            what = f"{tool}({_text_args(args)})" if tool else "the question asked"
+            text = (f"a human answered {what}" if said == "answered" else
+                    f"a human answered {said} for {what}")
+            self.recorder.add(agent, "thought", text,
+                              answered_by="human", decision=said, tool=tool, args=args)
+
     def _pause(self, paused: list[tuple[str, Any]]) -> None:
         """Record a pause at ``interrupt()``: who paused and the question(s) asked."""
         values = [{"id": getattr(i, "id", None), "value": plain_data(getattr(i, "value", i))}
                   for _, i in paused]
+        with self._lock:  # the resume's answers are paired with these
+            self._questions = [(paused[0][0], v["id"], v["value"]) for v in values]
         asked = "; ".join(_content(v["value"]) for v in values)
         self.recorder.add(paused[0][0], "thought",
                           f"paused at interrupt(), waiting for a human: {asked}",

@@ -49,6 +49,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._scope_once import one_call
 from icore.integrations.langgraph._fenced_node import (
     _FW,
     _ORDER,
@@ -61,8 +62,9 @@ from icore.integrations.langgraph._fenced_node import (
     _turn_of,
 )
 from icore.integrations.langgraph._recording import RecordingHandler
+from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
 from icore.records import JSONValue
-from icore.workspace import Agent, UserReplanner
+from icore.workspace import Agent, Approver, UserReplanner
 
 
 def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
@@ -243,6 +245,14 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     norm: dict[str, JSONValue]) -> Mapping[str, Any]:
         return args if a == norm else f.norm.to_python(a)
 
+    def reviewed(runtime: Any, norm: Mapping[str, Any], call_id: str | None,
+                 inner: Approver | None) -> Approver | None:
+        # a call HumanInTheLoopMiddleware put to its human runs only as the request the
+        # human saw: a replan's call is refused approval_changed, the model asks again
+        if not middleware_reviewed(runtime):
+            return inner
+        return reviewed_check(guard, base.name, norm, f.turn(runtime, call_id), inner)
+
     def run_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         config = getattr(runtime, "config", None)
@@ -270,10 +280,12 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             if agent_mode:
                 granted: list[str] = []
-                approve = f.approver(key, granted, lambda: signal(attempt, call_id))
-                gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
-                                  normalize=f.norm, approve=approve, recorder=rec,
-                                  call_id=call_id)
+                with one_call():  # D(a) asked once: the approval's request and the gate
+                    approve = reviewed(runtime, norm, call_id, f.approver(
+                        key, granted, lambda: signal(attempt, call_id)))
+                    gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
+                                      normalize=f.norm, approve=approve, recorder=rec,
+                                      call_id=call_id)
                 result = f.out(gated, runtime)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
@@ -309,10 +321,12 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             if agent_mode:
                 granted: list[str] = []
-                approve = f.approver(key, granted, lambda: signal(attempt, call_id))
-                gated = await guard.arun(base.name, call, norm,
-                                         turn=f.turn(runtime, call_id), normalize=f.norm,
-                                         approve=approve, recorder=rec, call_id=call_id)
+                with one_call():
+                    approve = reviewed(runtime, norm, call_id, f.approver(
+                        key, granted, lambda: signal(attempt, call_id)))
+                    gated = await guard.arun(base.name, call, norm,
+                                             turn=f.turn(runtime, call_id), normalize=f.norm,
+                                             approve=approve, recorder=rec, call_id=call_id)
                 result = f.out(gated, runtime)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result

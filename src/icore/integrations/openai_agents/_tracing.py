@@ -17,8 +17,10 @@ spans, its trace ends, or - for a run resumed from a ``RunState``, whose trace a
 ended - its agent span ends) and its last model turn is text without tool calls, that
 text is the final answer. A run stopped for a human approval (``result.interruptions``)
 records a pause instead (a ``thought`` with ``pause: true`` naming the calls waiting; a
-fenced tool tells the processor which calls it put to the human); its end is recorded
-when it is resumed and finishes. One end per recorder: a later run recorded into the same
+fenced tool tells the processor which calls it put to the human, a plain tool's waiting
+call ends its function span without output); the human's decision is recorded when the
+run resumes (``answered_by: "human"``, ``decision``), and its end is recorded when it
+is resumed and finishes. One end per recorder: a later run recorded into the same
 recorder removes the earlier end (its answer stays the agent's output line).
 :func:`recording` installs the processor for a ``with`` block.
 """
@@ -54,6 +56,9 @@ from agents.tracing.traces import NoOpTrace
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._run_end import RunEnd
+
+_NONE_TEXT = ("None", "", None)
+"""What the model reads for a tool that returned None (never the SDK's rejection)."""
 
 
 def _items(output: Any) -> list[Mapping[str, Any]]:
@@ -111,7 +116,12 @@ class RecordingProcessor(TracingProcessor):
         self._pending: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
         """Tool calls of model turns no tool answered yet: call id -> (agent, tool, args)."""
         self._asking: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
-        """Fenced calls put to the human, not answered yet: call id -> (agent, tool, args)."""
+        """Calls put to the human, not answered yet: call id -> (agent, tool, args)."""
+        self._held: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
+        """Plain tools' calls whose function span ended without output (the SDK's
+        pending approval, or a tool that returned None): call id -> (agent, tool, args)."""
+        self._paused: set[str] = set()
+        """Held calls a run paused on (put to the human)."""
 
     def _state(self, trace_id: str) -> _TraceState:
         """The trace's state (the caller holds the lock)."""
@@ -132,13 +142,16 @@ class RecordingProcessor(TracingProcessor):
             st = self._state(trace_id)
             final, st.final = st.final, None
             waiting = list(self._asking.values()) if final is None else []
+            asked = list(self._asking) if final is None else []
             self._asking.clear()
         if final is not None:
             self._end.end(*final)
         elif waiting:  # stopped for a human approval: a pause, not an end
-            asked = "; ".join(f"{t} {json.dumps(a, default=str)}" for _, t, a in waiting)
+            with self._lock:
+                self._paused.update(asked)
+            what = "; ".join(f"{t} {json.dumps(a, default=str)}" for _, t, a in waiting)
             self.recorder.add(waiting[0][0], "thought",
-                              f"paused: waiting for a human to approve {asked}", pause=True,
+                              f"paused: waiting for a human to approve {what}", pause=True,
                               approvals=[{"tool": t, "args": a} for _, t, a in waiting])
 
     def on_trace_start(self, trace: Trace) -> None:
@@ -191,6 +204,7 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             self._pending.pop(str(call_id), None)
             self._asking.pop(str(call_id), None)
+            self._paused.discard(str(call_id))
 
     def asking(self, call_id: Any, tool: str, args: Any) -> None:
         """The call ``call_id`` is put to the human (a fenced tool's ``needs_approval``).
@@ -202,6 +216,33 @@ class RecordingProcessor(TracingProcessor):
             self._asking[str(call_id)] = (who, tool, args)
             while len(self._asking) > self.MAX_TRACES:
                 self._asking.popitem(last=False)
+
+    def _hold(self, name: str, args: Any) -> bool:
+        """A plain tool's call ended without output: held as put to the human.
+
+        The SDK ends a call waiting for its ``needs_approval`` human with no output; a
+        run that stops there is paused (:meth:`_finish`). Whether it was a pending
+        approval or a tool returning None is told when the call is answered: it runs
+        again after the pause (approved), or the SDK answers it without running
+        (rejected), or its output reaches the model without a pause (a None result).
+        """
+        with self._lock:
+            for cid, (who, n, a) in self._pending.items():
+                if n == name and a == args and cid not in self._held:
+                    self._held[cid] = (who, n, a)
+                    self._asking[cid] = (who, n, a)
+                    return True
+        return False
+
+    def _approved(self, name: str, args: Any) -> tuple[str, str, Any] | None:
+        """A call the run paused on ran: the held entry (taken), else None."""
+        with self._lock:
+            for cid, (who, n, a) in self._held.items():
+                if n == name and a == args and cid in self._paused:
+                    del self._held[cid]
+                    self._paused.discard(cid)
+                    return who, n, a
+        return None
 
     def _ran(self, name: str, args: Any) -> None:
         """A plain tool's function span ended: the oldest such waiting call was answered."""
@@ -220,17 +261,37 @@ class RecordingProcessor(TracingProcessor):
         refused call: ``blocked``, ``answered_by="sdk"``, the SDK's message as output.
         """
         items = _items(inputs) if not isinstance(inputs, str) else []
-        found = []
+        found: list[tuple[tuple[str, str, Any], Any, bool]] = []
+        ran: list[tuple[tuple[str, str, Any], Any, bool]] = []
         with self._lock:
             for it in items:
-                cid = it.get("call_id")
+                cid = str(it.get("call_id"))
                 if it.get("type") == "function_call_output":
-                    self._asking.pop(str(cid), None)
-                    if str(cid) in self._pending:
-                        found.append((self._pending.pop(str(cid)), it.get("output")))
-        for (who, name, args), out in found:
+                    was_asked = self._asking.pop(cid, None) is not None or cid in self._paused
+                    held = self._held.pop(cid, None) is not None
+                    paused = cid in self._paused
+                    self._paused.discard(cid)
+                    if cid in self._pending:
+                        out = it.get("output")
+                        entry = (self._pending.pop(cid), out, was_asked)
+                        # held and answered without a pause, or with the text of None
+                        # (the SDK's answer of a tool that returned None): it ran
+                        (ran if held and (not paused or out in _NONE_TEXT) else
+                         found).append(entry)
+        for (who, name, args), out, asked in found:
+            if asked:  # the run paused on it: the human's "no" (the SDK runs nothing)
+                self._decision(who, name, args, "reject")
             self.recorder.tool_call(who, name, args if isinstance(args, dict) else None,
-                                    out, error=True, blocked=True, answered_by="sdk")
+                                    out, error=True, blocked=True, answered_by="sdk",
+                                    decision="reject" if asked else None)
+        for (who, name, args), out, _ in ran:  # a plain tool that returned nothing
+            self.recorder.tool_call(who, name, args if isinstance(args, dict) else None, out)
+
+    def _decision(self, who: str, name: str, args: Any, said: str) -> None:
+        """Record a human's answer to an approval the run paused on."""
+        self.recorder.add(who, "thought", f"a human answered {said} for {name} "
+                          f"{json.dumps(args, default=str)}", answered_by="human",
+                          decision=said, tool=name, args=args)
 
     def _turn(self, span: Span[Any], inputs: Any, output: Any) -> None:
         who = self._who(span)
@@ -282,8 +343,13 @@ class RecordingProcessor(TracingProcessor):
                 args = json.loads(data.input) if data.input else None
             except json.JSONDecodeError:
                 args = {"input": data.input}
-            self._ran(data.name, args)
             err = span.error
+            if data.output is None and err is None and self._hold(data.name, args):
+                return  # put to the human (or a None result): told apart when answered
+            approved = self._approved(data.name, args)
+            if approved is not None:  # it ran after the run paused on it: the human's yes
+                self._decision(approved[0], data.name, args, "approve")
+            self._ran(data.name, args)
             self.recorder.tool_call(self._who(span), data.name, args if isinstance(
                 args, dict) else {"input": args}, err["message"] if err else data.output,
                 error=err is not None)

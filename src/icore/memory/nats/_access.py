@@ -58,6 +58,12 @@ from icore.memory.nats._engine import NatsMemory
 from icore.records import Record, RecordId
 
 
+def _retrieve(f: asyncio.Future[int]) -> None:
+    """Retrieve a shared barrier's outcome (its waiters may all have gone)."""
+    if not f.cancelled():
+        f.exception()
+
+
 class NatsOwnerAccess:
     """:class:`~icore.memory.AsyncOwnerAccess` over JetStream (planfence Alg. 1 lines 5-8).
 
@@ -88,66 +94,71 @@ class NatsOwnerAccess:
     it joins the *next* barrier, sent as soon as the in-flight one completes and shared
     by every query that began meanwhile (group commit). A failed or timed-out barrier
     fails every query sharing it.
+
+    Every call ends within the ``timeout_s`` it is given (``bounds_timeouts``), raising
+    OwnerUnreachable or RpcTimeout, so the gate sets no timer of its own.
     """
+
+    bounds_timeouts = True
 
     def __init__(self, memory: NatsMemory, *, identity: str | None = None,
                  barrier: bool = True) -> None:
         self.memory = memory
         self.identity = identity
         self.barrier = barrier and identity is not None
+        self._key = f"{BARRIER_TOKEN}.{identity}"
         self._inflight: asyncio.Future[int] | None = None
         self._next: asyncio.Future[int] | None = None
+        self._next_timeout_s = 0.0
         self._tasks: set[asyncio.Future[None]] = set()
 
-    def _barrier_after_now(self, timeout_s: float) -> asyncio.Future[int]:
-        """A barrier sent after this call; its result is its stream sequence."""
+    def _barrier_after_now(self, timeout_s: float) -> tuple[asyncio.Future[int], bool]:
+        """A barrier sent after this call: (its future, whether the caller must send it).
+
+        The future's result is the barrier's stream sequence. Sent by the caller when no
+        barrier is in flight (:meth:`_send`); else the next barrier, queued now and sent
+        when the in-flight one completes (so after this call), shared by every query
+        that asks before it is sent.
+        """
         if self._next is not None:
-            return self._next  # queued, not sent yet: it will be sent after now
+            return self._next, False  # queued, not sent yet: it will be sent after now
         cur = self._inflight
+        loop = asyncio.get_running_loop()
         if cur is not None and not cur.done():
-            nxt = self._next = asyncio.get_running_loop().create_future()
-            cur.add_done_callback(lambda _f: self._send_next(timeout_s))
-            return nxt
-        return self._send(asyncio.get_running_loop().create_future(), timeout_s)
-
-    def _send_next(self, timeout_s: float) -> None:
-        nxt, self._next = self._next, None
-        if nxt is not None:
-            self._send(nxt, timeout_s)
-
-    def _send(self, fut: asyncio.Future[int], timeout_s: float) -> asyncio.Future[int]:
-        key = f"{BARRIER_TOKEN}.{self.identity}"
-        self._inflight = fut
+            nxt = self._next = loop.create_future()
+            self._next_timeout_s = timeout_s
+            cur.add_done_callback(self._send_next)
+            return nxt, False
+        fut = self._inflight = loop.create_future()
         # every waiter may have timed out first: the outcome is still retrieved
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        fut.add_done_callback(_retrieve)
+        return fut, True
 
-        async def go() -> None:
-            self.memory.stats.puts += 1
-            try:
-                async with asyncio.timeout(timeout_s):  # no extra task (unlike wait_for)
-                    seq = await self.memory.heads_kv.put(key, b"")
-            except asyncio.CancelledError:
-                fut.cancel()
-                raise
-            except Exception as exc:  # handed to every waiter: each fails closed
-                if not fut.done():
-                    fut.set_exception(exc)
-                return
-            if not fut.done():
-                fut.set_result(int(seq))
-        task = asyncio.ensure_future(go())
+    def _send_next(self, _done: asyncio.Future[int]) -> None:
+        nxt, self._next = self._next, None
+        if nxt is None:
+            return
+        self._inflight = nxt
+        nxt.add_done_callback(_retrieve)
+        # sent from a callback: a task awaits the publish (only when queries overlap)
+        task = asyncio.ensure_future(self._send(nxt, self._next_timeout_s))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return fut
+
+    async def _send(self, fut: asyncio.Future[int], timeout_s: float) -> None:
+        """Publish the barrier ``fut`` waits for (settled by the ack, an error or timeout)."""
+        await self.memory.barrier(self._key, fut, timeout_s=timeout_s)
 
     async def _read(self, owner: str, keys: Sequence[str], timeout_s: float
                     ) -> dict[str, HeadEntry]:
         mem = self.memory
         if not self.barrier:
             return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
-        # the barrier is sent by its own task while this one reads: awaiting the read
-        # and then the barrier runs them concurrently without a task for the read
-        bar = self._barrier_after_now(timeout_s)
+        # the barrier's publish is queued before the read's and both leave in one flush;
+        # the read is awaited, then the (possibly shared) barrier
+        bar, send = self._barrier_after_now(timeout_s)
+        if send:
+            await self._send(bar, timeout_s)
         if not mem.heads_direct:
             heads = await mem.heads(owner, keys, timeout_s=timeout_s)
             await asyncio.shield(bar)  # shared by other queries: never cancelled by this one

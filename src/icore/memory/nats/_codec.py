@@ -11,7 +11,6 @@ import base64
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgpack
 import nats.errors
@@ -141,10 +140,15 @@ class _BatchReply:
         self.digest_keys: int | None = None  # digest mode: its size; -1 overflowed
         self._seen: set[str] = set()
 
-    def add(self, msg: Any) -> None:
-        """Take one message of the batch; settle the future at its end or on an error."""
+    def add(self, hdr: Mapping[str, str], data: bytes) -> None:
+        """Take one message of the batch; settle the future at its end or on an error.
+
+        Args:
+            hdr: the message's headers (name -> value; ``Status`` for a status).
+            data: its payload.
+        """
         try:
-            got = self._add(msg.headers or {}, msg.data or b"")
+            got = self._add(hdr, data)
         except StoreError as exc:
             self.done.set_exception(exc)
             return

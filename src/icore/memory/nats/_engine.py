@@ -11,6 +11,7 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import nats.errors
 import nats.js.errors
@@ -42,7 +43,7 @@ from icore.memory.nats._digest import (
     with_head,
 )
 from icore.memory.nats._names import DEFAULT_PREFIX, bucket_names
-from icore.memory.nats._reads import BatchedHeadReads
+from icore.memory.nats._reads import BatchedHeadReads, LaneClient
 from icore.records import Record, RecordId, encode_record, is_record_id
 
 log = logging.getLogger("icore.net.nats")
@@ -70,11 +71,13 @@ async def connect_nats(servers: Sequence[str], *, certs_dir: str | Path, identit
 
     ctx = ssl_context or client_context(certs_dir, identity)
     try:
-        return await asyncio.wait_for(nats.connect(
-            list(servers), tls=ctx, name=identity, connect_timeout=timeout_s,
-            max_reconnect_attempts=-1, reconnect_time_wait=0.2, allow_reconnect=True,
-            error_cb=on_error, ping_interval=5, max_outstanding_pings=2),
-            timeout_s * max(1, len(servers)) + 1.0)
+        nc = LaneClient()  # the gate's reads and barriers skip nats-py's message path
+        opts: dict[str, Any] = {"connect_timeout": timeout_s, "reconnect_time_wait": 0.2}
+        await asyncio.wait_for(nc.connect(
+            list(servers), tls=ctx, name=identity, max_reconnect_attempts=-1,
+            allow_reconnect=True, error_cb=on_error, ping_interval=5,
+            max_outstanding_pings=2, **opts), timeout_s * max(1, len(servers)) + 1.0)
+        return nc
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         # a timeout's message is empty: say which kind of failure it was
         why = str(exc) or f"{type(exc).__name__} after {timeout_s:g} s per server"
@@ -278,6 +281,17 @@ class NatsMemory:
         if not self.heads_direct:
             return None
         return await self._reads.last_heads(owner, keys, timeout_s=timeout_s)
+
+    async def barrier(self, key: str, fut: asyncio.Future[int], *,
+                      timeout_s: float | None = None) -> None:
+        """Write an empty value to ``key`` of the heads bucket; ``fut`` gets its sequence.
+
+        Returns once the write is sent; ``fut`` is settled with the write's stream
+        sequence once the engine committed it, or with the error (a refusal, no
+        responders, or :class:`TimeoutError` after ``timeout_s``).
+        See :meth:`icore.memory.nats._reads.BatchedHeadReads.barrier`.
+        """
+        await self._reads.barrier(key, fut, timeout_s or self.timeout_s)
 
     async def record(self, owner: str, rid: RecordId, *, timeout_s: float | None = None
                      ) -> Record | None:

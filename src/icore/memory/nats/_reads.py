@@ -1,17 +1,23 @@
-"""The gate's batched head reads: one ``multi_last`` direct get per owner (#27).
+"""The gate's batched head reads and quorum barriers on one reply inbox (#27).
 
-See :meth:`icore.memory.nats.NatsMemory.last_heads`; the owner digests it reads are
-described in :mod:`icore.memory.nats._digest`.
+One ``multi_last`` direct get per owner (see :meth:`icore.memory.nats.NatsMemory.last_heads`;
+the owner digests it reads are described in :mod:`icore.memory.nats._digest`) and the
+quorum barrier's publish (:meth:`BatchedHeadReads.barrier`) share one subscription. On a
+:class:`LaneClient` (what :func:`icore.memory.nats.connect_nats` opens) their replies are
+taken as raw bytes in the connection's reader, without nats-py's header parser, message
+object, queue and subscription task; on any other client through the subscription.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
 
+from icore.errors import StoreError
 from icore.memory import HeadEntry
 from icore.memory.nats._codec import NatsStats, _BatchReply, _json_req, head_subject_key
 from icore.memory.nats._digest import use_digest
@@ -20,15 +26,94 @@ DIGEST_RETRY_EVERY = 64
 """An owner found without a digest (or overflowed) is asked for it again every this
 many batched reads (a digest-aware writer may have made one meanwhile)."""
 
+RawLane = Callable[[bytes, bytes, "bytes | None"], None]
+"""A lane's handler: (subject, payload, raw header block or None), called in the reader."""
+
+
+class LaneClient(NatsClient):
+    """nats-py's client whose messages to registered reply prefixes skip its parsing.
+
+    ``lanes`` maps a subject prefix up to its last ``.`` (bytes, e.g. ``b"_INBOX.x."``)
+    to a handler called in the connection's reader with the raw subject, payload and
+    header block. Every other message takes nats-py's own path. The subscription itself
+    stays nats-py's (subscribe, resubscribe on reconnect, unsubscribe); a handler must
+    not raise.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lanes: dict[bytes, RawLane] = {}
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes,
+                           headers: bytes) -> None:  # headers: None without any
+        if self.lanes:
+            lane = self.lanes.get(subject[:subject.rfind(b".") + 1])
+            if lane is not None:
+                lane(subject, data, headers)
+                return
+        await super()._process_msg(sid, subject, reply, data, headers)
+
+
+def parse_headers(raw: bytes) -> dict[str, str]:
+    """A NATS header block (``NATS/1.0[ status[ description]]`` CRLF, ``Name: value`` lines).
+
+    Returns:
+        name -> value (values stripped); the inline status as ``Status`` and
+        ``Description``, as nats-py names them.
+
+    Raises:
+        StoreError: the block does not start with ``NATS/1.0``.
+    """
+    lines = raw.split(b"\r\n")
+    first = lines[0]
+    if not first.startswith(b"NATS/1.0"):
+        raise StoreError("malformed message headers from the engine", head=repr(first[:40]))
+    out: dict[str, str] = {}
+    status = first[8:].strip()
+    if status:
+        code, _, desc = status.partition(b" ")
+        out["Status"] = code.decode("ascii", "replace")
+        if desc:
+            out["Description"] = desc.strip().decode("utf-8", "replace")
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if sep:
+            out[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8",
+                                                                               "replace")
+    return out
+
+
+def _pub_ack(stream: str, hdr: Mapping[str, str], data: bytes) -> int:
+    """The stream sequence of a JetStream publish acknowledgement for ``stream``.
+
+    Raises:
+        StoreError: a status (e.g. 503, no responders), an API error, another stream, or
+            no sequence.
+    """
+    if "Status" in hdr:
+        raise StoreError("the engine refused the quorum barrier", status=hdr["Status"],
+                         description=hdr.get("Description", "")[:200])
+    try:
+        ack = json.loads(data)
+    except ValueError as exc:
+        raise StoreError("malformed quorum-barrier acknowledgement") from exc
+    seq = ack.get("seq") if isinstance(ack, dict) else None
+    if not isinstance(ack, dict) or "error" in ack or ack.get("stream") != stream \
+            or not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise StoreError("the engine refused the quorum barrier",
+                         reply=data[:200].decode("utf-8", "replace"))
+    return seq
+
 
 class BatchedHeadReads:
-    """Batched direct gets of the heads stream on one connection (one reply inbox).
+    """Batched direct gets and quorum barriers of the heads stream on one reply inbox.
 
     Args:
-        nc: the connected client.
+        nc: the connected client (a :class:`LaneClient` takes replies without parsing them
+            twice).
         stream: the heads stream (``KV_<prefix>-heads``), which allows direct gets.
         pre: the heads bucket's subject prefix (``$KV.<prefix>-heads.``).
-        stats: the connection's counters (``gets`` counts requests).
+        stats: the connection's counters (``gets`` counts requests, ``puts`` barriers).
         timeout_s: default bound of one read, seconds.
     """
 
@@ -40,6 +125,9 @@ class BatchedHeadReads:
         self._inbox = ""
         self._next = 0
         self._batches: dict[str, _BatchReply] = {}
+        self._acks: dict[str, asyncio.Future[int]] = {}
+        self._api = f"$JS.API.DIRECT.GET.{stream}"
+        self._requests: dict[tuple[str, ...], bytes] = {}  # subjects -> request (bounded)
         # owner -> digest size seen last (-1: none or overflowed); reads since then
         self.digest_keys: dict[str, int] = {}
         self._misses: dict[str, int] = {}
@@ -65,22 +153,63 @@ class BatchedHeadReads:
         heads, upto = b.done.result()
         return None if upto < 0 else (heads, upto)
 
+    async def barrier(self, key: str, fut: asyncio.Future[int], timeout_s: float) -> None:
+        """Publish an empty value to ``key`` of the heads bucket; settle ``fut`` with its ack.
+
+        ``fut`` gets the write's stream sequence once the engine acknowledged it
+        (committed), or a :class:`~icore.errors.StoreError` (refused, no responders), the
+        publish's error, or :class:`TimeoutError` after ``timeout_s`` seconds. The call
+        returns once the publish is queued, before the acknowledgement.
+        """
+        await self._subscribe()
+        self._next += 1
+        token = f"b{self._next}"
+        self._acks[token] = fut
+        timer = asyncio.get_running_loop().call_later(timeout_s, self._expire, token)
+
+        def settled(_f: asyncio.Future[int]) -> None:
+            timer.cancel()
+            self._acks.pop(token, None)
+        fut.add_done_callback(settled)
+        self.stats.puts += 1
+        try:
+            await self.nc.publish(self.pre + key, b"", reply=f"{self._inbox}.{token}")
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except Exception as exc:  # handed to every waiter: each fails closed
+            if not fut.done():
+                fut.set_exception(exc)
+
+    def _expire(self, token: str) -> None:
+        fut = self._acks.pop(token, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(TimeoutError("the quorum barrier was not acknowledged in time"))
+
+    async def _subscribe(self) -> None:
+        if self._sub is None:
+            self._inbox = self.nc.new_inbox()
+            if isinstance(self.nc, LaneClient):
+                self.nc.lanes[f"{self._inbox}.".encode()] = self._on_raw
+            self._sub = await self.nc.subscribe(self._inbox + ".*", cb=self._on_msg)
+
     async def _batch(self, subjects: dict[str, str], timeout_s: float | None, *,
                      digest: bool = False, want: Sequence[str] = ()) -> _BatchReply:
         """One ``multi_last`` direct get of ``subjects``; returns the settled collector."""
-        if self._sub is None:
-            self._inbox = self.nc.new_inbox()
-            self._sub = await self.nc.subscribe(self._inbox + ".*", cb=self._on_batch_msg)
+        await self._subscribe()
         self._next += 1
         token = str(self._next)
         b = _BatchReply(subjects, asyncio.get_running_loop().create_future(),
                         digest=digest, want=want)
         self._batches[token] = b
         self.stats.gets += 1
+        req = self._requests.get(key := tuple(subjects))
+        if req is None:
+            if len(self._requests) >= 1024:
+                self._requests.clear()
+            req = self._requests[key] = _json_req(list(subjects), len(subjects))
         try:
-            await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}",
-                                  _json_req(list(subjects), len(subjects)),
-                                  reply=f"{self._inbox}.{token}")
+            await self.nc.publish(self._api, req, reply=f"{self._inbox}.{token}")
             async with asyncio.timeout(timeout_s or self.timeout_s):
                 await b.done  # a timeout cancels it: a late answer is dropped
         finally:
@@ -89,7 +218,32 @@ class BatchedHeadReads:
                 b.done.cancel()
         return b
 
-    async def _on_batch_msg(self, msg: Any) -> None:
-        b = self._batches.get(msg.subject.rsplit(".", 1)[-1])
-        if b is not None and not b.done.done():
-            b.add(msg)
+    def _take(self, token: str, headers: bytes | Mapping[str, str] | None,
+              data: bytes) -> None:
+        """Hand one reply to the read or barrier ``token`` names (late ones are dropped).
+
+        Never raises (it runs in the connection's reader): anything wrong with the reply
+        fails its waiter with a StoreError.
+        """
+        b = self._batches.get(token)
+        ack = self._acks.get(token) if b is None else None
+        fut: asyncio.Future[Any] | None = b.done if b is not None else ack
+        if fut is None or fut.done():
+            return
+        try:
+            hdr = parse_headers(headers) if isinstance(headers, bytes) else headers or {}
+            if b is not None:
+                b.add(hdr, data)
+            elif ack is not None:
+                ack.set_result(_pub_ack(self.stream, hdr, data))
+        except Exception as exc:  # fail closed: the waiter's query blocks
+            if not fut.done():
+                fut.set_exception(exc if isinstance(exc, StoreError) else StoreError(
+                    "malformed reply from the engine", error=f"{type(exc).__name__}: {exc}"))
+
+    def _on_raw(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        self._take(subject[subject.rfind(b".") + 1:].decode("ascii", "replace"), headers,
+                   data)
+
+    async def _on_msg(self, msg: Any) -> None:
+        self._take(msg.subject.rsplit(".", 1)[-1], msg.headers, msg.data or b"")

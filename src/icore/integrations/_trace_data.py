@@ -1,0 +1,86 @@
+"""Trace data: a framework's values as the JSON a trace line holds (never a Python repr).
+
+Shared by :class:`~icore.integrations.RunRecorder` and the framework hooks that build
+event fields (LangGraph's handler, AG2's hooks). Pure: no I/O, no framework import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping
+from typing import Any
+
+MAX_CONTENT_CHARS = 20_000
+"""Longer contents (a tool's raw output) are cut to this many characters in the trace."""
+
+_MAX_DEPTH = 32
+
+
+def plain_data(value: Any, _depth: int = 0) -> Any:
+    """``value`` as JSON data, not a Python repr.
+
+    Mappings, sequences, dataclasses and pydantic models (``model_dump(mode="json")``)
+    field by field, enums as their value, other objects (dates, UUIDs, decimals ...) as
+    ``str``. What a trace line holds for a framework's result object.
+    """
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if _depth > _MAX_DEPTH:
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain_data(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain_data(v, _depth + 1) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain_data(getattr(value, f.name), _depth + 1)
+                for f in dataclasses.fields(value)}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return plain_data(dump(mode="json"), _depth + 1)
+        except Exception:
+            return str(value)
+    if isinstance(value, enum.Enum):
+        return plain_data(value.value, _depth + 1)
+    return str(value)
+
+
+def text_of(value: Any) -> str:
+    """A line's ``content``: a message's text, a string, or any value as JSON.
+
+    Cut to :data:`MAX_CONTENT_CHARS` characters.
+    """
+    inner = getattr(value, "content", None)  # a framework message object: its text
+    if isinstance(inner, str):
+        value = inner
+    if isinstance(value, str):
+        s = value
+    else:
+        try:
+            s = json.dumps(plain_data(value), default=str, sort_keys=True)
+        except (TypeError, ValueError):
+            s = str(value)
+    return s if len(s) <= MAX_CONTENT_CHARS else s[:MAX_CONTENT_CHARS] + "...[cut]"
+
+
+def _is_plain_json(value: Any, depth: int = 0) -> bool:
+    """Exact JSON types only (str keys): what a JSON round trip would give back."""
+    t = type(value)
+    if t is list and depth <= _MAX_DEPTH + 1:
+        return all(_is_plain_json(v, depth + 1) for v in value)
+    if t is dict and depth <= _MAX_DEPTH + 1:
+        return all(type(k) is str and _is_plain_json(v, depth + 1) for k, v in value.items())
+    return t is str or t is int or t is float or t is bool or value is None
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as exact JSON data (a field of a trace line); its ``str`` if it has none."""
+    try:
+        data = plain_data(value)  # fresh containers: no round trip needed when plain
+        return data if _is_plain_json(data) else json.loads(json.dumps(data, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
