@@ -64,5 +64,11 @@ def test_a_streamed_window_shows_the_text_before_the_number() -> None:
     w.take(":", "a colon")
     with pytest.raises(AdapterError) as e:
         w.value()
-    assert "an integer of 5000 digits, after ''" in str(e.value) or \
-        "an integer of 5000 digits" in str(e.value)
+    assert "an integer of 5000 digits (after '{\"kind\": '" in str(e.value), e.value
+
+
+def test_a_string_of_digits_before_the_number_is_not_taken_for_it(tmp_path: Path) -> None:
+    p = tmp_path / "t.jsonl"
+    p.write_text(f'{{"agent": "u", "kind": "task", "content": "{_BIG}", "step": {_BIG}}}\n')
+    said = _refusal(p)
+    assert f"column {len(_BIG) + 55}" in said and "\"step\": " in said, said

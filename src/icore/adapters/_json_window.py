@@ -106,8 +106,8 @@ class JsonWindow:
                 self._more()
                 continue
             except ValueError as exc:  # NaN / Infinity, an integer over 4300 digits
-                raise json_value_error(exc, self.buf[self.pos:], file=self.file,
-                                       field="<root>", first_line=None) from None
+                raise json_value_error(exc, self.buf, file=self.file, field="<root>",
+                                       first_line=None) from None
             except RecursionError:
                 raise AdapterError("JSON nested too deeply", file=self.file,
                                    field="<root>") from None

@@ -149,8 +149,9 @@ def time_ns(v: Any, *, file: str, field: str, unit_ns: int = 1) -> int:
     return ns
 
 
-_LONG_INT = re.compile(r"-?[0-9]{4301,}")
-_LONG_INT_B = re.compile(rb"-?[0-9]{4301,}")
+# a JSON number of 4301+ digits: after ':', '[' or ',' (a string of digits is no match)
+_LONG_INT = re.compile(r"[:\[,]\s*(-?[0-9]{4301,})")
+_LONG_INT_B = re.compile(rb"[:\[,]\s*(-?[0-9]{4301,})")
 
 
 def json_value_error(exc: ValueError, text: str | bytes, *, file: str, field: str,
@@ -170,22 +171,23 @@ def json_value_error(exc: ValueError, text: str | bytes, *, file: str, field: st
         field: the field (``<root>``, ``line 3``), for the error.
         what: the first words of the message.
         first_line: the line number of ``text``'s first line in the file (None: the
-            position is not known, e.g. a window of a streamed file: the text before
-            the number is shown instead).
+            position is not known, e.g. a window of a streamed file). The text just
+            before the number (its key) is shown either way.
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     m = _LONG_INT.search(text)
     if m is None or "digits" not in str(exc):
         return AdapterError(f"{what}: {exc}", file=file, field=field)
-    digits = len(m.group().lstrip("-"))
-    why = "numbers over 4300 digits are refused"
+    at = m.start(1)
+    digits = len(m.group(1).lstrip("-"))
+    # the text just before the number names its key ('"step": ')
+    why = f"after {text[max(0, at - 30):at]!r}; numbers over 4300 digits are refused"
     if first_line is None:
-        return AdapterError(f"{what}: an integer of {digits} digits, "
-                            f"after {text[max(0, m.start() - 30):m.start()]!r} "
-                            f"({why})", file=file, field=field)
-    line = text.count("\n", 0, m.start()) + first_line
-    column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+        return AdapterError(f"{what}: an integer of {digits} digits ({why})", file=file,
+                            field=field)
+    line = text.count("\n", 0, at) + first_line
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
     return AdapterError(f"{what}: an integer of {digits} digits at line {line}, column "
                         f"{column} ({why})", file=file, field=field, line=line, column=column)
 
@@ -202,8 +204,8 @@ def long_int_in_file(f: IO[bytes], *, file: str, field: str) -> AdapterError | N
         buf = carry + chunk
         m = _LONG_INT_B.search(buf)
         if m is not None:
-            byte = at - len(carry) + m.start()
-            digits = f"{len(m.group().lstrip(b'-'))}{'+' if m.end() == len(buf) else ''}"
+            byte = at - len(carry) + m.start(1)
+            digits = f"{len(m.group(1).lstrip(b'-'))}{'+' if m.end() == len(buf) else ''}"
             return AdapterError(f"malformed JSON: an integer of {digits} digits at byte "
                                 f"{byte} (numbers over 4300 digits are refused)", file=file,
                                 field=field, byte=byte)
