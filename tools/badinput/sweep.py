@@ -189,11 +189,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="run only case ids starting with this")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
+    ap.add_argument("--inproc", type=int, default=0, metavar="N",
+                    help="instead: N sampled (path, value) mutations per importer, "
+                    "audited in this process (thousands in minutes)")
     ap.add_argument("--recheck", type=Path, default=None,
                     help="run only the cases that were not ok in this earlier --json")
     a = ap.parse_args(argv)
     work = a.work or Path(tempfile.mkdtemp(prefix="icore-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
+    if a.inproc:
+        from . import inproc
+        live, audit = _seed_exports(work)
+        b = Builder(work / "cases", random.Random(a.seed), live, audit, a.per_format)
+        res = inproc.run(b, random.Random(a.seed), a.inproc)
+        inproc.report(res)
+        if a.json:
+            a.json.write_text(json.dumps(res, indent=1))
+        return 1 if res["defects"] else 0
     cases = [c for c in build(work, a.seed, a.per_format, a.per_manifest)
              if c.id.startswith(a.only)]
     if a.recheck:
