@@ -29,8 +29,11 @@ def _event(key: str, n: int) -> Any:
     if n == 4:
         return ("not an event", key)
     fields: dict[str, Any] = {"step": n, "digest": "d" * n}
+    causes: tuple[str, ...] = ("task",) * n
+    if n == 2 and key[1:].isdecimal() and key[1:].isascii():  # the step before: a marker
+        causes = (f"m{int(key[1:]) - 1}",)
     return Event(key if n != 3 else "m7", "output", "artifact", f"agent{n % 2}",
-                 _layouts(fields) if n % 2 else fields, ("task",) * n, float(n))
+                 _layouts(fields) if n % 2 else fields, causes, float(n))
 
 
 def _same(t: EventTable, d: dict[str, Any]) -> None:
@@ -59,3 +62,18 @@ def test_step_ids_in_order_stay_columns_and_others_make_a_dict() -> None:
     t["m1"] = _event("m1", 1)  # an m id before a later one: a dict keeps the order
     assert t._d is not None and list(t)[-1] == "m1"
     assert repr(t).startswith("EventTable({'task': Event(")
+
+
+def test_the_cause_before_is_kept_as_a_marker_and_read_back() -> None:
+    from icore.state._eventtable import _PREV
+
+    t = EventTable()
+    t["task"] = Event("task", "task", "task", "human", {}, (), 0.0)
+    chain = [Event(f"m{n}", "output", "artifact", "a", {"step": n},
+                   ("task",) if n == 0 else (f"m{n - 1}",), 1.0) for n in range(RECENT + 4)]
+    for e in chain:
+        t[e.id] = e
+    t["m20"] = Event("m20", "output", "artifact", "a", {}, ("m3",), 1.0)  # another cause
+    assert t._causes[1] is _PREV and t._causes[2] is _PREV and t._causes[-1] == ("m3",)
+    assert [t[e.id] for e in chain] == chain and t["m1"].causes == ("m0",)
+    assert t["m0"].causes == ("task",) and t["task"].causes == ()

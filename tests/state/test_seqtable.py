@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icore.state import AssertionKind
-from icore.state._seqtable import AssertionTable, SeqTable
-from icore.state._xmodel import Assertion
+from icore.state._seqtable import AssertionTable, CertificateTable, SeqTable
+from icore.state._xmodel import Assertion, Certificate, CitedRecord
 
 from .conftest import replay_as_dict, same_as_dict
 
@@ -36,12 +36,31 @@ def _assertion(key: str, n: int) -> Any:
                      {"v": [n]}, "agent" if n else None, None if n else "p1", n != 1)
 
 
+def _certificate(key: str, n: int) -> Any:
+    """A certificate stored under ``key`` (n = 3: one whose id is another key; n = 2: no
+    certificate at all; n = 1: one with an unhashable payload and a list of records)."""
+    if n == 2:
+        return ("not a certificate", key)
+    rec: Any = (CitedRecord("k", "r" * 64),) if n else ()
+    if n == 1:
+        rec = [rec]  # unhashable: a dict holds it
+    return Certificate(key if n < 3 else "a7", f"v{n % 2}", "1", (f"m{n}",), rec,
+                       {"p": [n]}, n != 1, ("o1",) * n)
+
+
+_TABLES: dict[str, tuple[Any, Any]] = {
+    "list": (lambda: SeqTable("a"), lambda _key, n: n),
+    "assertions": (AssertionTable, _assertion),
+    "certificates": (lambda: CertificateTable("a"), _certificate),
+}
+
+
 @settings(max_examples=300, deadline=None)
-@given(_ops, st.booleans())
+@given(_ops, st.sampled_from(sorted(_TABLES)))
 def test_a_seqtable_is_the_dict_it_replaces(ops: list[tuple[str, str, int]],
-                                            columns: bool) -> None:
-    t: SeqTable[Any] = AssertionTable() if columns else SeqTable("a")
-    value = _assertion if columns else (lambda _key, n: n)
+                                            kind: str) -> None:
+    make, value = _TABLES[kind]
+    t: SeqTable[Any] = make()
     replay_as_dict(t, ops, value, _same, ("a1", value("a1", 0)))
 
 
@@ -78,3 +97,16 @@ def test_the_last_assertions_written_are_read_back_as_written() -> None:
     assert t["a1"] == written[0] and t["a1"] is not written[0]  # rebuilt from the columns
     del t[f"a{RECENT + 2}"]
     assert t[f"a{RECENT + 1}"] is written[-2] and len(t) == RECENT + 1
+
+
+def test_certificate_columns_share_what_repeats_and_read_back_equal() -> None:
+    from icore.state._seqtable import RECENT
+
+    t = CertificateTable()
+    written = [Certificate(f"c{n}", "output_evidence", "1", (f"m{n}",), (), {"n": n}, True)
+               for n in range(1, RECENT + 3)]
+    for c in written:
+        t[c.id] = c
+    assert t._d is None and t._metas[0] is t._metas[-1]
+    assert t["c3"] is written[2] and t["c1"] == written[0] and t["c1"] is not written[0]
+    assert list(t.values()) == written

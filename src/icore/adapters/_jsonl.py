@@ -52,7 +52,7 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from icore._files import not_a_regular_file
 from icore.adapters._decision_check import check_record_line, checked_decision
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._trace import (
+    MAX_STEP,
     AgentNames,
     Annotation,
     Ledger,
@@ -92,18 +93,19 @@ def load_jsonl(path: str | Path) -> Trace:
     check_size(p)
     try:
         with p.open("rb") as f, gc_paused():  # streamed: one line at a time, split on b"\n" only
-            return _parse_lines(((n, _utf8(raw, str(p), n)) for n, raw in
-                                 enumerate(f, start=1)), file=str(p), run_id=p.stem)
+            return _parse_lines(_utf8_lines(f, str(p)), file=str(p), run_id=p.stem)
     except OSError as exc:
         raise AdapterError(f"cannot read: {exc}", file=str(p), field="<root>") from None
 
 
-def _utf8(raw: bytes, file: str, n: int) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start} of the line",
-                           file=file, field=f"line {n}", byte=exc.start) from None
+def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a binary file, decoded as UTF-8 one at a time."""
+    for n, raw in enumerate(f, start=1):
+        try:
+            yield n, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start} of the "
+                               "line", file=file, field=f"line {n}", byte=exc.start) from None
 
 
 def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
@@ -129,18 +131,9 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
     pos = 0
     roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
     for n, line in lines:
-        if not line.strip() or line.lstrip().startswith("#"):
+        if line[:1] != "{" and (not line.strip() or line.lstrip().startswith("#")):
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=f"line {n}",
-                               column=exc.colno) from None
-        except RecursionError:
-            raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
-        except ValueError as exc:  # an integer over Python's 4300-digit limit
-            raise json_value_error(exc, line, file=file, field=f"line {n}",
-                                   first_line=n) from None
+        obj = _decode(line, file, n)
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
         if "run" in obj and names is None and not header:
@@ -158,25 +151,32 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                 raise AdapterError("agents must be an object", file=file, field="run.agents")
             names = AgentNames(agents_decl)
         f = f"line {n}"
-        agent = as_name(obj.get("agent"), file=file, field=f"{f}.agent")
-        kind_s = as_str(obj.get("kind"), file=file, field=f"{f}.kind")
+        # the checks below call the checkers only off the common case (a str, an int),
+        # where they would return the value as it is (import CPU, issue 29)
+        agent = obj.get("agent")
+        if type(agent) is not str:
+            agent = as_name(agent, file=file, field=f"{f}.agent")
+        kind_s = obj.get("kind")
+        if type(kind_s) is not str:
+            kind_s = as_str(kind_s, file=file, field=f"{f}.kind")
         assert agent is not None and kind_s is not None
-        try:
-            kind = StepKind(kind_s.strip().lower())
-        except ValueError:
-            raise AdapterError(
-                f"unknown kind {kind_s!r} (known: {', '.join(k.value for k in StepKind)})",
-                file=file, field=f"{f}.kind") from None
-        step = as_step(obj.get("step", pos), file=file, field=f"{f}.step")
-        step = pos if step is None else step
+        kind = _KINDS.get(kind_s) or _kind(kind_s, file, f)
+        step = obj.get("step", pos)
+        if type(step) is not int or not 0 <= step <= MAX_STEP:
+            step = as_step(step, file=file, field=f"{f}.step")
+            step = pos if step is None else step
         pos += 1
         if step <= last:
             raise AdapterError(f"step {step} does not increase (previous {last})", file=file,
                                field=f"{f}.step")
         last = step
-        content = as_str(obj.get("content", ""), file=file, field=f"{f}.content") or ""
+        content = obj.get("content", "")
+        if type(content) is not str:
+            content = as_str(content, file=file, field=f"{f}.content") or ""
         who = names.canonical(agent) or names.add(agent)
-        to_raw = as_name(obj.get("to"), file=file, field=f"{f}.to", optional=True)
+        to_raw = obj.get("to")
+        if to_raw is not None and type(to_raw) is not str:
+            to_raw = as_name(to_raw, file=file, field=f"{f}.to", optional=True)
         to = (names.canonical(to_raw) or names.add(to_raw)) if to_raw else None
         ledger = None
         if kind == StepKind.LEDGER:
@@ -187,8 +187,9 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         if exitcode is not None and (not isinstance(exitcode, int) or isinstance(exitcode, bool)):
             raise AdapterError(f"exitcode must be an integer, not {exitcode!r}", file=file,
                                field=f"{f}.exitcode")
-        term = as_bool(obj.get("terminates"), file=file, field=f"{f}.terminates",
-                       optional=True)
+        term = obj.get("terminates")
+        if term is not None:
+            term = as_bool(term, file=file, field=f"{f}.terminates", optional=True)
         calls = _calls(obj.get("tool_calls")) if kind == StepKind.OUTPUT else None
         plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
                          optional=True) if kind == StepKind.PLAN else None
@@ -200,8 +201,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,
             ledger=ledger,
-            final_answer=as_str(obj.get("final_answer"), file=file, field=f"{f}.final_answer",
-                                optional=True),
+            final_answer=None if (fa := obj.get("final_answer")) is None else as_str(
+                fa, file=file, field=f"{f}.final_answer"),
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
             calls=calls, plan_id=plan_id or None, pause=bool(pause),
             gate_replan=bool(replan) and bool(plan_id),
@@ -249,6 +250,52 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         planfence=PlanfenceLog(tuple(planfence["records"]), tuple(planfence["decisions"]))
         if planfence["records"] or planfence["decisions"] else None,
     )
+
+
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner under :func:`json.loads`, called at the line's first character."""
+_KINDS = {k.value: k for k in StepKind}
+"""Step kinds by their exact spelling (other spellings: :func:`_kind`)."""
+_JSON_SPACE = " \t\n\r"
+
+
+def _decode(line: str, file: str, n: int) -> Any:
+    """Line ``n`` as JSON: the value :func:`json.loads` gives, or its error, typed.
+
+    A line that starts with the value and ends with JSON whitespace (every line an
+    exporter writes) is scanned directly, without :func:`json.loads`' two whitespace
+    matches and wrappers (import CPU, issue 29); any other line, and any line the scanner
+    refuses, goes through :func:`json.loads` itself, so the value and the error are its.
+
+    Raises:
+        AdapterError: malformed JSON (with the column), nested too deeply, or an integer
+            over Python's digit limit (field ``line <n>``).
+    """
+    try:
+        obj, end = _SCAN(line, 0)
+        if end == len(line) or not line[end:].strip(_JSON_SPACE):
+            return obj
+    except (StopIteration, ValueError, RecursionError):
+        pass  # the error (or none: leading whitespace) as json.loads gives it, below
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=f"line {n}",
+                           column=exc.colno) from None
+    except RecursionError:
+        raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
+    except ValueError as exc:  # an integer over Python's 4300-digit limit
+        raise json_value_error(exc, line, file=file, field=f"line {n}", first_line=n) from None
+
+
+def _kind(kind_s: str, file: str, f: str) -> StepKind:
+    """A step kind spelled with other case or surrounding spaces (``" Output"``)."""
+    try:
+        return StepKind(kind_s.strip().lower())
+    except ValueError:
+        raise AdapterError(
+            f"unknown kind {kind_s!r} (known: {', '.join(k.value for k in StepKind)})",
+            file=file, field=f"{f}.kind") from None
 
 
 def _calls(value: Any) -> str | None:

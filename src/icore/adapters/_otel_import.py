@@ -193,7 +193,8 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         by_id[s.span_id] = s
     _check_parents(by_id, file)
     order = sorted(spans, key=attrgetter("start_ns", "end_ns"))
-    kinds = {s.span_id: span_kind(s) for s in spans}
+    shown: dict[str, str] = {}  # one object per kind (span_kind makes a new one per span)
+    kinds = {s.span_id: shown.setdefault(k, k) for s in spans for k in (span_kind(s),)}
     names = AgentNames()
     descriptions: dict[str, str] = {}
     agent_of_span: dict[str, str] = {}

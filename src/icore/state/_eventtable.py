@@ -4,7 +4,8 @@ An imported run records one event per step, named ``m<step>`` in step order (``t
 first). A dict of :class:`~icore.state._xmodel.Event` objects spends, per event, a 88-byte
 object, a dict slot of about 43 bytes and a 48-byte compact fields object;
 :class:`EventTable` keeps each event as list slots instead (its type, kind and agent as
-one shared tuple, its fields' key layout and values, its causes, its time) and the ids
+one shared tuple, its fields' key layout and values, its causes (a marker when they are
+the one event before it, as an import records them), its time) and the ids
 ``m<n>`` as one array of numbers (8 bytes each), about 48 bytes per event in all. Reading
 an event builds an equal frozen :class:`Event`; the last :data:`RECENT` written are kept
 as written (an import reads back the events it has just recorded).
@@ -32,6 +33,8 @@ from icore.state._xmodel import Event
 RECENT = 8
 """Events kept as the objects written (the last ones; an import reads them back)."""
 _new = object.__new__
+_PREV: Any = object()
+"""In ``_causes``: the event's causes are the one event at the position before it."""
 (_set_id, _set_type, _set_kind, _set_agent, _set_fields, _set_causes,
  _set_t_ms) = (getattr(Event, f.name).__set__ for f in fields(Event))
 
@@ -103,7 +106,8 @@ class EventTable(ListMap[Event]):
         _set_kind(e, kind)
         _set_agent(e, agent)
         _set_fields(e, self._vals[p] if at is None else Compact(at, self._vals[p]))
-        _set_causes(e, self._causes[p])
+        causes = self._causes[p]
+        _set_causes(e, (self._key(p - 1),) if causes is _PREV else causes)
         _set_t_ms(e, self._t[p])
         return e
 
@@ -126,7 +130,11 @@ class EventTable(ListMap[Event]):
                 del hot[next(iter(hot))]
         f = value.fields
         at, vals = (f._at, f._values) if type(f) is Compact else (None, f)
-        row = (self._meta(value), at, vals, value.causes, value.t_ms)
+        causes = value.causes
+        if (p and len(causes) == 1 and type(causes) is tuple
+                and causes[0] == self._key(p - 1)):
+            causes = _PREV  # the usual cause, the event before: no tuple kept
+        row = (self._meta(value), at, vals, causes, value.t_ms)
         if new:
             cols: tuple[list[Any], ...] = (self._metas, self._at, self._vals, self._causes,
                                            self._t)

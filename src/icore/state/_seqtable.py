@@ -21,7 +21,7 @@ from dataclasses import fields
 from typing import Any, Generic, TypeVar, overload
 
 from icore.state._share import MEMO_LIMIT
-from icore.state._xmodel import Assertion, AssertionKind
+from icore.state._xmodel import Assertion, AssertionKind, Certificate
 
 V = TypeVar("V")
 D = TypeVar("D")
@@ -253,13 +253,103 @@ class SeqTable(ListMap[V], Generic[V]):
 
 
 RECENT = 8
-"""Assertions kept as the objects written (the last ones; an import reads them back)."""
+"""Items kept as the objects written (the last ones; an import reads them back)."""
 _new = object.__new__
 (_set_id, _set_obligation, _set_kind, _set_key, _set_value, _set_proposer, _set_proposal,
  _set_cited_sound) = (getattr(Assertion, f.name).__set__ for f in fields(Assertion))
+(_set_cid, _set_validator, _set_version, _set_events, _set_records, _set_payload, _set_verdict,
+ _set_obligations, _set_lineage) = (getattr(Certificate, f.name).__set__
+                                    for f in fields(Certificate))
 
 
-class AssertionTable(SeqTable[Assertion]):
+class ColumnTable(SeqTable[V], Generic[V]):
+    """A :class:`SeqTable` whose items are kept as columns, no object per item.
+
+    A subclass names its columns (``_items`` stays the first, marking the empty
+    positions; ``_cols`` the others), splits an item into one value per column
+    (:meth:`_row`, None: the columns cannot hold it) and builds an equal item back
+    (:meth:`_load`, after :meth:`_kept`). The last :data:`RECENT` items written are also
+    kept as written: an import reads back the items it has just written, so they are not
+    rebuilt. :meth:`_shared` makes equal parts of items one object (a bounded memo).
+    """
+
+    __slots__ = ("_cols", "_memo", "_recent")
+
+    def __init__(self, prefix: str, columns: int) -> None:
+        super().__init__(prefix)
+        self._cols: tuple[list[Any], ...] = tuple([] for _ in range(columns))
+        self._memo: dict[Any, Any] = {}
+        # the objects written at the last len(_recent) positions (None: a hole)
+        self._recent: list[V | None] = []
+
+    def _row(self, value: V, key: str) -> tuple[Any, ...] | None:
+        """``value`` as (first column, *the other columns); None: not held."""
+        raise NotImplementedError
+
+    def _kept(self, i: int) -> V | None:
+        """The item at ``i`` as written, when it is one of the last written."""
+        recent = self._recent
+        k = i - len(self._items) + len(recent)
+        return recent[k] if k >= 0 else None
+
+    def _shared(self, part: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The first object equal to ``part`` (TypeError: ``part`` is unhashable)."""
+        memo = self._memo
+        shared = memo.get(part)
+        if shared is None:
+            if len(memo) >= MEMO_LIMIT:  # a cache: clearing it only stops sharing
+                memo.clear()
+            shared = memo[part] = part
+        return shared  # type: ignore[no-any-return]
+
+    def _append(self, key: str, value: V) -> bool:
+        row = self._row(value, key)
+        if row is None:
+            return False
+        self._items.append(row[0])
+        for col, v in zip(self._cols, row[1:], strict=True):
+            col.append(v)
+        recent = self._recent
+        recent.append(value)
+        if len(recent) > RECENT:
+            del recent[0]
+        return True
+
+    def _store(self, i: int, key: str, value: V) -> bool:
+        row = self._row(value, key)
+        if row is None:
+            return False
+        self._items[i] = row[0]
+        for col, v in zip(self._cols, row[1:], strict=True):
+            col[i] = v
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = value
+        return True
+
+    def _grow(self, n: int) -> None:
+        super()._grow(n)
+        self._recent.clear()  # the window covers the last positions only
+        for col in self._cols:
+            col.extend([None] * n)
+
+    def _shrink(self) -> None:
+        super()._shrink()
+        if self._recent:
+            self._recent.pop()
+        for col in self._cols:
+            col.pop()
+
+    def _clear_at(self, i: int) -> None:
+        super()._clear_at(i)
+        for col in self._cols:
+            col[i] = None
+        k = i - len(self._items) + len(self._recent)
+        if k >= 0:
+            self._recent[k] = None
+
+
+class AssertionTable(ColumnTable[Assertion]):
     """Q's assertions ``a1, a2, ...`` as columns: no object per assertion is kept.
 
     An assertion is kept as its obligation, its value, its proposal and one shared
@@ -271,24 +361,16 @@ class AssertionTable(SeqTable[Assertion]):
     :class:`Assertion` whose id is its key makes the table a plain dict.
     """
 
-    __slots__ = ("_memo", "_metas", "_props", "_recent", "_vals")
+    __slots__ = ("_metas", "_props", "_vals")
 
     def __init__(self, prefix: str = "a") -> None:
-        super().__init__(prefix)
-        self._vals: list[Any] = []
-        self._props: list[str | None] = []
-        self._metas: list[Any] = []
-        self._memo: dict[Any, Any] = {}
-        # the objects written at the last len(_recent) positions (None: a hole)
-        self._recent: list[Assertion | None] = []
+        super().__init__(prefix, 3)
+        self._vals, self._props, self._metas = self._cols
 
     def _load(self, i: int) -> Assertion:
-        recent = self._recent
-        k = i - len(self._items) + len(recent)
-        if k >= 0:
-            kept = recent[k]
-            if kept is not None:
-                return kept
+        kept = self._kept(i)
+        if kept is not None:
+            return kept
         kind, key, proposer, cited_sound = self._metas[i]
         a = _new(Assertion)  # the frozen dataclass's slots written directly: 2x faster
         _set_id(a, f"{self._p}{i + 1}")
@@ -301,8 +383,8 @@ class AssertionTable(SeqTable[Assertion]):
         _set_cited_sound(a, cited_sound)
         return a
 
-    def _meta(self, value: Assertion, key: str) -> tuple[Any, ...] | None:
-        """The shared (kind, key, proposer, cited_sound) of ``value``; None: not held."""
+    def _row(self, value: Assertion, key: str) -> tuple[Any, ...] | None:
+        """(obligation, value, proposal, shared (kind, key, proposer, cited_sound))."""
         if type(value) is not Assertion:
             return None
         kind = value.kind
@@ -315,54 +397,54 @@ class AssertionTable(SeqTable[Assertion]):
             if len(memo) >= MEMO_LIMIT:  # a cache: clearing it only stops sharing
                 memo.clear()
             shared = memo[memo_key] = (kind, value.key, value.proposer, value.cited_sound)
-        return shared
+        return value.obligation, value.value, value.proposal, shared
 
-    def _append(self, key: str, value: Assertion) -> bool:
-        meta = self._meta(value, key)
-        if meta is None:
-            return False
-        self._items.append(value.obligation)
-        self._vals.append(value.value)
-        self._props.append(value.proposal)
-        self._metas.append(meta)
-        recent = self._recent
-        recent.append(value)
-        if len(recent) > RECENT:
-            del recent[0]
-        return True
 
-    def _store(self, i: int, key: str, value: Assertion) -> bool:
-        meta = self._meta(value, key)
-        if meta is None:
-            return False
-        self._items[i], self._vals[i] = value.obligation, value.value
-        self._props[i], self._metas[i] = value.proposal, meta
-        k = i - len(self._items) + len(self._recent)
-        if k >= 0:
-            self._recent[k] = value
-        return True
+class CertificateTable(ColumnTable[Certificate]):
+    """Π's certificates ``c1, c2, ...`` as columns: no object per certificate is kept.
 
-    def _grow(self, n: int) -> None:
-        super()._grow(n)
-        self._recent.clear()  # the window covers the last positions only
-        self._vals.extend([None] * n)
-        self._props.extend([None] * n)
-        self._metas.extend([None] * n)
+    A certificate is kept as its events, its payload and one shared tuple of (validator,
+    version, verdict, records, obligations, lineage): three list slots (about 24 bytes)
+    instead of a 104-byte object. Reading one builds an equal :class:`Certificate` (a
+    frozen value). The last :data:`RECENT` written are also kept as written (an import
+    reads back the certificates it has just recorded). An item that is not exactly a
+    :class:`Certificate` whose id is its key, or whose shared part cannot be hashed,
+    makes the table a plain dict.
+    """
 
-    def _shrink(self) -> None:
-        super()._shrink()
-        if self._recent:
-            self._recent.pop()
-        self._vals.pop()
-        self._props.pop()
-        self._metas.pop()
+    __slots__ = ("_metas", "_pays")
 
-    def _clear_at(self, i: int) -> None:
-        super()._clear_at(i)
-        self._vals[i] = self._props[i] = self._metas[i] = None
-        k = i - len(self._items) + len(self._recent)
-        if k >= 0:
-            self._recent[k] = None
+    def __init__(self, prefix: str = "c") -> None:
+        super().__init__(prefix, 2)
+        self._pays, self._metas = self._cols
+
+    def _load(self, i: int) -> Certificate:
+        kept = self._kept(i)
+        if kept is not None:
+            return kept
+        validator, version, verdict, records, obligations, lineage = self._metas[i]
+        c = _new(Certificate)  # the frozen dataclass's slots written directly
+        _set_cid(c, f"{self._p}{i + 1}")
+        _set_validator(c, validator)
+        _set_version(c, version)
+        _set_events(c, self._items[i])
+        _set_records(c, records)
+        _set_payload(c, self._pays[i])
+        _set_verdict(c, verdict)
+        _set_obligations(c, obligations)
+        _set_lineage(c, lineage)
+        return c
+
+    def _row(self, value: Certificate, key: str) -> tuple[Any, ...] | None:
+        """(events, payload, the shared rest: validator to lineage)."""
+        if type(value) is not Certificate or value.id != key:
+            return None
+        try:
+            meta = self._shared((value.validator, value.version, value.verdict,
+                                 value.records, value.obligations, value.lineage))
+        except TypeError:  # an unhashable part (not from a state): kept in a dict
+            return None
+        return value.events, value.payload, meta
 
 
 class _Values(ValuesView[V]):
@@ -391,4 +473,4 @@ class _Items(ItemsView[str, V]):
         return ((t._key(i), t._load(i)) for i in t._occupied())
 
 
-__all__ = ["AssertionTable", "ListMap", "SeqTable"]
+__all__ = ["AssertionTable", "CertificateTable", "ColumnTable", "ListMap", "SeqTable"]

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from icore.state._entries import Body, FlagResolved, LogEntry
 from icore.state._eventtable import EventTable
 from icore.state._metrics import MetricSums, ObligationEval
-from icore.state._seqtable import AssertionTable, SeqTable
+from icore.state._seqtable import AssertionTable, CertificateTable, SeqTable
 from icore.state._xmodel import (
     Certificate,
     HardFlag,
@@ -67,7 +67,7 @@ class Tables:
         self.superseded: dict[str, str] = {}  # aid -> superseding aid
         # Π
         self.pi: SeqTable[Justification] = SeqTable("a")
-        self.certs: SeqTable[Certificate] = SeqTable("c")
+        self.certs: SeqTable[Certificate] = CertificateTable()  # c1, c2, ...: columns
         self.revoked: dict[str, int] = {}  # cid -> seq of the revocation entry
         self.certs_by_key: dict[str, set[str]] = {}
         self.active_by_cert: dict[str, tuple[str, ...]] = {}  # cid -> active aids citing it
