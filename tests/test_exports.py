@@ -94,8 +94,9 @@ PINNED = {
         "unwritable",
     ],
     "icore.integrations": [
-        "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
-        "RunRecorder", "Scope", "active_recorder", "check_tool_function", "normalize_args",
+        "GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock",
+        "Refusal", "Replicator", "RunRecorder", "Scope", "active_recorder",
+        "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
         "signature_model",
     ],
     "icore.workspace": [

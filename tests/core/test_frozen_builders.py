@@ -11,14 +11,24 @@ from hypothesis import strategies as st
 
 from icore._frozen import positional
 from icore.fence import GateDecision, Outcome, Reason
-from icore.records import Frontier
+from icore.memory import CommitOp, CommitResult
+from icore.net import Commit, CommitAck
+from icore.records import Frontier, Record
 
 _values = st.one_of(st.none(), st.integers(), st.text(max_size=8), st.booleans(),
                     st.tuples(st.text(max_size=4)),
                     st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3))
 
 
-@pytest.mark.parametrize("cls", [GateDecision, Frontier])
+def _repr(o: object) -> str:
+    try:
+        return repr(o)
+    except Exception as exc:  # Record's repr slices its id: odd values fail alike
+        return type(exc).__name__
+
+
+@pytest.mark.parametrize("cls", [GateDecision, Frontier, Record, CommitOp, CommitResult,
+                                 Commit, CommitAck])
 @settings(max_examples=50, deadline=None)
 @given(data=st.data())
 def test_built_object_equals_the_init_one(cls: type[Any], data: st.DataObject) -> None:
@@ -27,7 +37,7 @@ def test_built_object_equals_the_init_one(cls: type[Any], data: st.DataObject) -
     values = [data.draw(_values) for _ in range(n)]
     got, want = positional(cls)(*values), cls(*values)
     assert type(got) is cls
-    assert got == want and repr(got) == repr(want)
+    assert got == want and _repr(got) == _repr(want)
     assert [getattr(got, f.name) for f in dataclasses.fields(cls)] == values
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(got, dataclasses.fields(cls)[0].name, "other")

@@ -152,3 +152,25 @@ def test_group_equals_one_by_one(tmp_path_factory: pytest.TempPathFactory,
         a, b = ref.head(key), grp.head(key)
         assert (a and a.record_id) == (b and b.record_id)
     grp.close()
+
+
+def test_failed_flush_rolls_back_and_the_store_goes_on(tmp_path: Path) -> None:
+    """An exclusive store writes heads and owner sequences once per transaction, just
+    before COMMIT (issue 27): a failure there rolls the whole group back, and the next
+    group commits normally."""
+    s = SQLiteStore(tmp_path / "a.sqlite", OM, "alice", exclusive=True)
+    s._db.execute("CREATE TRIGGER boom BEFORE INSERT ON owner_seq WHEN NEW.seq = 3 "
+                  "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(sqlite3.DatabaseError, match="disk full"):
+        s.commit_many([CommitOp(_v1("req/a", 2), "alice"), CommitOp(_v1("req/b", 3), "alice")])
+    assert not s._db.in_transaction
+    assert s.head("req/a") is None and s.owner_seq("alice") == 0
+    a4 = _v1("req/a", 4)
+    res = s.commit_many([CommitOp(a4, "alice"), CommitOp(_v1("req/c", 5), "alice")])
+    assert all(isinstance(r, CommitResult) for r in res)
+    s.close()
+    s2 = SQLiteStore(tmp_path / "a.sqlite", OM, "alice", exclusive=True)
+    h = s2.head("req/a")
+    assert h is not None and h.record_id == a4.id
+    assert s2.head("req/b") is None and s2.owner_seq("alice") == 5
+    assert s2._db.execute("SELECT count(*) FROM owner_seq").fetchone()[0] == 1

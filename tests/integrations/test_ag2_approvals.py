@@ -157,6 +157,9 @@ def test_a_human_no_is_recorded_as_a_refused_call(tmp_path: Path) -> None:
         assert (out["exitcode"], out["blocked"], out["decision"], out["ran"]) == (
             1, True, "reject", False)
         assert "User denied" in out["content"] and out["agent"] == "shipper"
+        # a blocked protected action, as the gateway counts its pre-gate refusals (D7)
+        assert [(x["planfence"]["decision"]["outcome"], x["planfence"]["decision"]["reason"])
+                for x in rec.planfence] == [("blocked", "approval_rejected")]
         if not own:
             code, summary = audit(rec, tmp_path, "--fail-on", "invalid,unsound,hard-flags")
             assert code == 0 and summary["summary"]["hard_flags"] == 0

@@ -434,3 +434,36 @@ def test_a_none_result_beside_a_rejected_call_is_recorded_as_run() -> None:
     assert by_tool["note"]["exitcode"] == 0 and by_tool["refund"]["exitcode"] == 1
     decided = [e for e in rec.events if e.get("answered_by") == "human"]
     assert [(e["tool"], e["decision"]) for e in decided] == [("refund", "reject")]
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_handoff_is_recorded_as_a_handoff_not_a_refused_call(resumed: bool) -> None:
+    """A handoff's call has no function span; its output (the SDK's transfer message)
+    in the next model input is the handoff's, not a call the SDK answered without
+    running its tool - in a run resumed from a ``RunState`` too (QA r6-oa D5)."""
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return f"refunded {order_id}"
+
+    upgrader = Agent(name="upgrader", model=_model([[assistant_message("done")]]))
+    first = [[function_call("refund", {"order_id": "o1"}, call_id="c1")]] if resumed else []
+    triage = Agent(name="triage", tools=[refund], handoffs=[upgrader], model=_model([
+        *first, [function_call("transfer_to_upgrader", {}, call_id="h1")]]))
+    rec = RunRecorder("handoff")
+
+    async def go() -> None:
+        with recording(rec, exclusive=True):
+            result = await Runner.run(triage, "refund o1, then hand over")
+            if resumed:
+                state = result.to_state()
+                state.approve(result.interruptions[0])
+                await Runner.run(triage, state)
+
+    asyncio.run(go())
+    moves = [e for e in rec.events if e.get("tool") == "transfer_to_upgrader"
+             or e["kind"] == "instruction"]
+    assert [(e["kind"], e.get("exitcode"), e.get("blocked")) for e in moves] == [
+        ("instruction", None, None), ("tool_output", 0, None)]
+    assert not [e for e in rec.events if e.get("answered_by") == "sdk"]
+    assert [e["agent"] for e in rec.events if e["kind"] == "termination"] == ["upgrader"]

@@ -17,7 +17,10 @@ JSONL trace that ``icore audit`` reads), :class:`FenceGuard` (the PlanFence prot
 action behind every fenced tool, planfence App. A.3; with ``agent=`` a
 :class:`~icore.workspace.Agent` it builds each call's action record itself),
 :class:`ArgNormalizer` / :func:`normalize_args` (arguments in the tool's normal form) and
-:class:`Replicator` (records to the replicas that need them; keys named in errors).
+:class:`Replicator` (records to the replicas that need them; keys named in errors);
+:func:`read_refusal` / :func:`refusal_head` (the ``PlanFence blocked <tool> (<reason>)``
+text every refusal starts with, the ``icore mcp`` gateway's included: the recorders
+record such a tool result as a blocked call, :data:`GATEWAY_POLICY`).
 :mod:`icore.integrations.cost` builds the cases of ``icore bench integrations`` (fenced vs
 unfenced calls per framework).
 
@@ -33,8 +36,10 @@ from icore.integrations._arg_normal import (
 )
 from icore.integrations._fenced import AnyReplanner, FenceGuard, Gated, OnBlock, Scope
 from icore.integrations._recorder import RunRecorder, active_recorder
+from icore.integrations._refusals import GATEWAY_POLICY, Refusal, read_refusal, refusal_head
 from icore.integrations._wiring import Replicator
 
-__all__ = ["AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock", "Replicator",
-           "RunRecorder", "Scope", "active_recorder", "check_tool_function",
-           "normalize_args", "signature_model"]
+__all__ = ["GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock",
+           "Refusal", "Replicator", "RunRecorder", "Scope", "active_recorder",
+           "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
+           "signature_model"]

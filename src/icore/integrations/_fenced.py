@@ -25,6 +25,7 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
+from icore.integrations._refusals import refused_call
 from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
@@ -357,10 +358,10 @@ class FenceGuard:
                                call.reason == res.final.reason.value) else call.reason)
             if call.executed:
                 rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
-        elif rec is not None:  # refused before the gate: recorded all the same
-            rec.tool_call(asker or self.agent or "executor", name, call.args,
-                          f"BLOCKED: {call.reason}: {call.detail}", error=True,
-                          blocked=True)
+        elif rec is not None:  # refused before the gate: a blocked protected action
+            refused_call(rec, asker or self.agent or "executor", name, call.args,
+                         f"BLOCKED: {call.reason}: {call.detail}", reason=call.reason,
+                         detail=call.detail)
 
     def _failed_call(self, name: str, exc: ReplanFailed, recorder: RunRecorder | None,
                      call_id: Any = None, caller: str | None = None) -> ReplanFailed:

@@ -143,6 +143,9 @@ class RunRecorder:
         replan refused as stale again (its logical call's plan is written: the next call
         continues it). Sibling calls of one model turn in one scope each wait for their
         own replan."""
+        self.gateway_stale: dict[tuple[str, str], str] = {}
+        """Calls the ``icore mcp`` gateway refused ``stale``, waiting for their replan:
+        (agent, tool) -> plan id (:mod:`icore.integrations._refusals`)."""
         self._lock = threading.Lock()
 
     @contextmanager

@@ -29,6 +29,7 @@ import anyio
 
 from icore.errors import IcoreError
 from icore.fence import Reason
+from icore.integrations import refusal_head
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
@@ -250,7 +251,7 @@ class _ToolCalls:
                 reason: str, deps: list[str], *, detail: str = "",
                 extra: Mapping[str, Any] | None = None) -> Any:
         """A gateway refusal before the gate: recorded as blocked, ``_meta`` attached."""
-        text = f"PlanFence blocked {name} ({reason}): {_HINT.get(reason, 'fail closed')}."
+        text = f"{refusal_head(name, reason)}: {_HINT.get(reason, 'fail closed')}."
         if detail:
             text += f"\nDetail: {detail}"
         self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
@@ -446,17 +447,17 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False) -> Any:
     opens a new session per tool call is refused every time).
     """
     reason = v.reason
-    lines = [f"PlanFence blocked {name} ({reason}): "
+    lines = [f"{refusal_head(name, reason)}: "
              f"{_HINT.get(reason, 'the call was refused (fail closed)')}."]
     unwritten = tuple(v.call.unwritten) if reason == "not_read" else ()
     if unwritten:  # reading cannot help: there is no value to plan from
-        lines[0] = (f"PlanFence blocked {name} (not_read): {', '.join(unwritten)} "
+        lines[0] = (f"{refusal_head(name, 'not_read')}: {', '.join(unwritten)} "
                     f"{'has' if len(unwritten) == 1 else 'have'} no value yet (never "
                     "written), so there is nothing to plan this call from, and reading "
                     "again does not change that. Do not retry it until an owner writes a "
                     "value; call it with other arguments, or report it.")
     elif reason == "not_read" and first_read:
-        lines[0] = (f"PlanFence blocked {name} (not_read): this MCP session had not read "
+        lines[0] = (f"{refusal_head(name, 'not_read')}: this MCP session had not read "
                     "the facts this call depends on; the gateway ties a call to what the "
                     "same session read. Their current values are below, now read in this "
                     "session: plan from them and call again in this same session (a "
@@ -468,7 +469,7 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False) -> Any:
     elif v.changed:
         lines.append("Changed: " + ", ".join(sorted(v.changed)))
     elif reason == "not_read" and not unwritten:  # nothing could be handed over
-        lines[0] = (f"PlanFence blocked {name} (not_read): this call depends on facts this "
+        lines[0] = (f"{refusal_head(name, 'not_read')}: this call depends on facts this "
                     "session has not read, and their current values could not be read. "
                     "Read them and call again.")
     if v.call.detail and reason not in (Reason.STALE.value, "not_read"):

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
+from icore.integrations import GATEWAY_POLICY as INTEGRATIONS_GATEWAY_POLICY
 from icore.integrations import RunRecorder
 from icore.mcp._facts import SessionView, Verdict, text_of
 from icore.records import Record, RecordId
@@ -206,8 +207,9 @@ def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
     return e.to_dict()
 
 
-GATEWAY_POLICY = "icore mcp gateway"
-"""The ``policy`` of a refusal the gateway made before (or without) a gate decision."""
+GATEWAY_POLICY = INTEGRATIONS_GATEWAY_POLICY
+"""The ``policy`` of a refusal the gateway made before (or without) a gate decision (the
+one an in-process recorder writes for the gateway's refusals it sees)."""
 
 
 def _refusal_entry(tool: str, task: str, reason: str, deps: Sequence[str], detail: str

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypeAlias
 
+from icore._frozen import positional
 from icore.errors import (
     HeadConflict,
     IcoreError,
@@ -144,11 +145,19 @@ class CommitOp:
         record: the new version.
         writer: the agent claiming to write it (authenticated by the caller).
         expected_head: the head it replaces (:data:`FROM_PARENTS`, a record id, or None).
+        verified: the caller verified ``record`` itself (:meth:`Record.verify`: the
+            owner service's decoder does, :func:`icore.records.record_from_wire`) and
+            nothing changed it since, so the store does not verify it again (issue 27).
+            Every owner rule still applies. Leave False for any other record.
     """
 
     record: Record
     writer: str
     expected_head: ExpectedHead = FROM_PARENTS
+    verified: bool = False
+
+
+_result = positional(CommitResult)  # every field, no per-field setattr (issue 27)
 
 
 class Store(abc.ABC):
@@ -288,6 +297,11 @@ class Store(abc.ABC):
             SequenceConflict: the sequence was already used with another record id.
             StoreClosed: the store is closed.
         """
+        return self._commit(record, writer, expected_head, False)
+
+    def _commit(self, record: Record, writer: str, expected_head: ExpectedHead,
+                verified: bool) -> CommitResult:
+        """:meth:`commit`; ``verified``: the caller already ran ``record.verify()``."""
         self._check_open()
         if not isinstance(record, Record):
             raise MalformedRecord(f"commit needs a Record (icore.records.Record.create or "
@@ -299,7 +313,8 @@ class Store(abc.ABC):
                 or is_record_id(expected_head)):
             raise MalformedRecord("expected_head must be a record id, None or FROM_PARENTS",
                                   key=getattr(record, "key", None), field="expected_head")
-        record.verify()
+        if not verified:
+            record.verify()
         if not record.has_content:
             raise OwnershipError("a commit must carry the record content", key=record.key,
                                  record=record.id)
@@ -326,13 +341,14 @@ class Store(abc.ABC):
                                key_of=self._key_of)
             complete = self._is_complete(record, self._incomplete_ids())
             self._write_commit(record, complete)
-        return CommitResult(record, created=True, lineage_complete=complete)
+        return _result(record, True, complete)
 
     def commit_many(self, ops: Sequence[CommitOp]) -> list[CommitResult | IcoreError]:
         """Group commit: several commits in one critical section (issue 17).
 
         Each op is checked by every owner rule of :meth:`commit` against the state the ops
-        before it left, exactly as if they were committed one after another; a refused op
+        before it left, exactly as if they were committed one after another (an op marked
+        ``verified`` skips only the record's second verification); a refused op
         writes nothing and does not stop the others. The whole group is one write
         transaction (SQLite: one ``COMMIT``, so one fsync with ``synchronous=FULL``), so
         the caller acknowledges every accepted op only after this returns.
@@ -355,8 +371,8 @@ class Store(abc.ABC):
         with self._critical():
             for op in ops:
                 try:
-                    out.append(self.commit(op.record, writer=op.writer,
-                                           expected_head=op.expected_head))
+                    out.append(self._commit(op.record, op.writer, op.expected_head,
+                                            op.verified is True))
                 except IcoreError as exc:
                     out.append(exc)
         return out

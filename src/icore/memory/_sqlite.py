@@ -18,6 +18,7 @@ waiting for a writer's fsync (issue 17); SQLite stays the durable copy.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import random
@@ -194,10 +195,15 @@ class SQLiteStore(Store):
                     store._tx_thread = None
                     done, store._after_commit = store._after_commit, []
                     try:
+                        if et is None:
+                            store._flush_staged()
                         store._db.execute("COMMIT" if et is None else "ROLLBACK")
                     except BaseException:
                         store._staged_heads.clear()
                         store._staged_seqs.clear()
+                        if et is None and store._db.in_transaction:
+                            with contextlib.suppress(sqlite3.Error):
+                                store._db.execute("ROLLBACK")  # nothing of it is written
                         raise
                     # the caches and the in-memory table follow only what is durable
                     if et is None:
@@ -244,6 +250,21 @@ class SQLiteStore(Store):
                 pause = min(pause * 2, 0.002)
         finally:
             self._db.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
+
+    def _flush_staged(self) -> None:
+        """Write the transaction's staged heads and owner sequences (exclusive mode).
+
+        Inside the transaction they are read from the staged tables, so each key's and
+        each owner's row is written once per transaction, just before ``COMMIT``, not once
+        per commit (issue 27): a group of 8 commits of one owner writes 1 sequence row.
+        """
+        if self._staged_heads:
+            self._db.executemany("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
+                                 [(h.key, h.record_id, h.seq)
+                                  for h in self._staged_heads.values()])
+        if self._staged_seqs:
+            self._db.executemany("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
+                                 [(o, q, i) for o, (q, i) in self._staged_seqs.items()])
 
     def _tx(self) -> SQLiteStore._Tx:
         return SQLiteStore._Tx(self)
@@ -310,13 +331,14 @@ class SQLiteStore(Store):
     def _write_commit(self, rec: Record, complete: bool) -> None:
         with self._tx():
             self._insert(rec, complete)
-            self._db.execute("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
-                             (rec.key, rec.id, rec.seq))
-            self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
-                             (rec.owner, rec.seq, rec.id))
-            if self.exclusive:
+            if self.exclusive:  # written once per transaction (_flush_staged)
                 self._staged_heads[rec.key] = HeadEntry(rec.key, rec.id, rec.seq)
                 self._staged_seqs[rec.owner] = (rec.seq, rec.id)
+            else:
+                self._db.execute("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
+                                 (rec.key, rec.id, rec.seq))
+                self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
+                                 (rec.owner, rec.seq, rec.id))
         # the verified record with content, cached once the transaction commits: the
         # next version's parent check reads it
         self._after_commit.append(rec)

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgpack
 
+from icore._frozen import positional
 from icore.errors import CodecError, RecordError
 from icore.memory import FROM_PARENTS, ExpectedHead, HeadEntry
 from icore.net._errors import (
@@ -51,6 +52,7 @@ from icore.net._protocol import (
 from icore.records import Record, RecordId, record_from_wire, record_to_wire
 
 _LEN = struct.Struct(">I")
+_commit = positional(Commit)  # every field, no per-field setattr (issue 27)
 _LOCAL = threading.local()
 HEAD_REPLY_PREFIX = bytes([0x95, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
 """First bytes of every head-reply body: a 5-array, the version, the type."""
@@ -322,9 +324,9 @@ def decode_body(body: bytes) -> Message:
     if kind is MsgType.COMMIT:
         if len(f) == 2:
             exp: ExpectedHead = None if f[1] is None else _id(f[1], "expected_head")
-            return Commit(rid, _record(f[0], "record"), exp)
+            return _commit(rid, _record(f[0], "record"), exp)
         _arity(f, 1, "commit")
-        return Commit(rid, _record(f[0], "record"))
+        return _commit(rid, _record(f[0], "record"), FROM_PARENTS)
     if kind is MsgType.COMMIT_ACK:
         _arity(f, 4, "commit ack")
         return CommitAck(rid, _id(f[0], "record_id"), _int(f[1], "seq"),

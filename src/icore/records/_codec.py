@@ -11,14 +11,27 @@ record is trustworthy.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import msgpack
 
+from icore._frozen import positional
 from icore.errors import CodecError, RecordError
 from icore.records._record import _NULL_ADDRESS, MAX_CONTENT_BYTES, Record, canonical_json
 
 _FIELDS = 10
+_record = positional(Record)  # every field, no per-field setattr (issue 27)
+_LOCAL = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    """This thread's packer: ``pack`` gives ``msgpack.packb(o, use_bin_type=True)``."""
+    p: msgpack.Packer | None = getattr(_LOCAL, "packer", None)
+    if p is None:
+        p = _LOCAL.packer = msgpack.Packer(use_bin_type=True)
+    return p
+
 MAX_RECORD_BYTES = MAX_CONTENT_BYTES + 64 * 1024
 """Largest encoded record accepted by :func:`decode_record`, in bytes."""
 
@@ -77,19 +90,10 @@ def record_from_wire(obj: Any) -> Record:
             content = json.loads(body)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError too
             raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
-    rec = Record(
-        key=key,
-        owner=owner,
-        seq=seq,
-        parents=tuple(_hex32(p, f"parents[{i}]") for i, p in enumerate(parents)),
-        type=rtype,
-        content=content,
-        content_address=_hex32(caddr, "content_address"),
-        size=size,
-        schema=schema,
-        id=_hex32(rid, "id"),
-        supersedes=supersedes,
-    )
+    rec = _record(key, owner, seq,
+                  tuple(_hex32(p, f"parents[{i}]") for i, p in enumerate(parents)), rtype,
+                  content, _hex32(caddr, "content_address"), size, schema, _hex32(rid, "id"),
+                  supersedes)
     if body is not None and content is None and rec.content_address != _NULL_ADDRESS:
         raise CodecError("content decodes to null but address differs", key=key,
                          field="content")
@@ -98,8 +102,7 @@ def record_from_wire(obj: Any) -> Record:
 
 def encode_record(rec: Record, *, with_content: bool = True) -> bytes:
     """Encode a record to bytes (see module docstring for the layout)."""
-    out: bytes = msgpack.packb(record_to_wire(rec, with_content=with_content),
-                               use_bin_type=True)
+    out: bytes = _packer().pack(record_to_wire(rec, with_content=with_content))
     return out
 
 

@@ -43,18 +43,55 @@ _HEX = frozenset("0123456789abcdef")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)
+"""The canonical encoder, built once: ``json.dumps`` with these options builds one per call."""
+_QUOTE = json.encoder.encode_basestring
+"""The string encoder ``json`` uses with ``ensure_ascii=False`` (C when available)."""
+
+
 def canonical_json(value: JSONValue) -> bytes:
     """Encode a JSON value canonically (sorted keys, no spaces, UTF-8).
+
+    The bytes are those of ``json.dumps(value, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False, allow_nan=False)`` encoded as UTF-8.
 
     Raises:
         MalformedRecord: if the value is not JSON (non-str dict keys, NaN, sets, ...).
     """
     try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
+        return _CANONICAL.encode(value).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise MalformedRecord(f"content is not canonical JSON: {exc}", field="content") from exc
+
+
+def _envelope_json(rec: Record) -> bytes | None:
+    """``canonical_json(rec.envelope())`` written out field by field (issue 27), or None.
+
+    The envelope's keys are fixed, so their sorted order is too (``c k n o p s t u v``);
+    strings go through the very string encoder ``json`` uses and integers through
+    ``int.__repr__``, so the bytes are equal (property tests pin it). None - the caller
+    takes the general encoder, which also raises the right error - when a field is not
+    of its exact type (a ``bool`` schema, a ``str`` subclass, a list of parents) or a
+    string does not encode to UTF-8 (a lone surrogate).
+    """
+    key, owner, rtype, caddr = rec.key, rec.owner, rec.type, rec.content_address
+    seq, size, schema, parents, sup = rec.seq, rec.size, rec.schema, rec.parents, rec.supersedes
+    if (type(key) is not str or type(owner) is not str or type(rtype) is not str
+            or type(caddr) is not str or type(seq) is not int or type(size) is not int
+            or type(schema) is not int or type(parents) is not tuple
+            or (sup is not None and type(sup) is not str)):
+        return None
+    for p in parents:
+        if type(p) is not str:
+            return None
+    text = (f'{{"c":{_QUOTE(caddr)},"k":{_QUOTE(key)},"n":{size!r},"o":{_QUOTE(owner)},'
+            f'"p":[{",".join(map(_QUOTE, parents))}],"s":{seq!r},"t":{_QUOTE(rtype)},'
+            + ("" if sup is None else f'"u":{_QUOTE(sup)},') + f'"v":{schema!r}}}')
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
 
 
 def content_address(content_bytes: bytes) -> str:
@@ -212,8 +249,16 @@ class Record:
         return env
 
     def compute_id(self) -> RecordId:
-        """Return sha256 hex over the canonical envelope encoding."""
-        return hashlib.sha256(canonical_json(self.envelope())).hexdigest()
+        """Return sha256 hex over the canonical envelope encoding.
+
+        Raises:
+            MalformedRecord: a field has no JSON form (only for a record that did not
+                pass :meth:`check_envelope`).
+        """
+        body = _envelope_json(self)
+        if body is None:
+            body = canonical_json(self.envelope())
+        return hashlib.sha256(body).hexdigest()
 
     def check_envelope(self) -> None:
         """Validate envelope fields without touching the id.

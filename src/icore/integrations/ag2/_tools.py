@@ -68,6 +68,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._refusals import refused_call
 from icore.integrations.ag2._human import (
     StoppedAfterHuman,
     Turns,
@@ -366,9 +367,9 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         args = event.serialized_arguments if is_json(event) else {"raw": event.arguments}
         who = CALLING_AGENT.get() or (team.name if team is not None else
                                       agent if isinstance(agent, str) else "executor")
-        rec.tool_call(who, name, args if isinstance(args, dict) else {"raw": args},
-                      f"BLOCKED: {REJECTED}: {Result(result).content}", error=True, blocked=True,
-                      ran=False, answered_by="human", decision="reject")
+        refused_call(rec, who, name, args if isinstance(args, dict) else {"raw": args},
+                     f"BLOCKED: {REJECTED}: {Result(result).content}", reason=REJECTED,
+                     policy="approval", ran=False, answered_by="human", decision="reject")
 
     wrapped.watch = Watch(unreached)
     if team is not None and callable(guard.depends_on):

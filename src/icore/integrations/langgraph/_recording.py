@@ -37,9 +37,11 @@ from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
-from icore.integrations import RunRecorder
+from icore.integrations import RunRecorder, read_refusal
+from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._trace_data import plain_data
 from icore.integrations.langgraph._reviewed import human_decisions
+from icore.workspace import REJECTED
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -415,6 +417,12 @@ class RecordingHandler(BaseCallbackHandler):
             tool = m.name or name
             source = str(extra["lc_source"]) if extra.get("lc_source") else None
             said = str(decision) if decision is not None else None
+            if m.status == "error" and said == "reject" and tool in self.recorder.fenced_tools:
+                # a human's "no" to a fenced call: a protected action, blocked before its gate
+                refused_call(self.recorder, who, tool, args, _content(m), reason=REJECTED,
+                             policy="approval", answered_by=node, ran=False, source=source,
+                             decision=said)
+                continue
             if m.status == "error":  # refused: exit code 1, as a fenced tool's block
                 self.recorder.tool_call(who, tool, args, _content(m), error=True,
                                         answered_by=node, ran=False, source=source,
@@ -555,7 +563,10 @@ class RecordingHandler(BaseCallbackHandler):
                 self.recorder.handoff(agent, g, f"{agent} -> {g} ({name})")
             return
         error = isinstance(output, ToolMessage) and output.status == "error"
-        self.recorder.tool_call(agent, name, inputs, _content(output), error=error)
+        # an error that is the icore mcp gateway's refusal (langchain-mcp-adapters drops
+        # the result's _meta; its text names the refusal): the agent's blocked call
+        record_tool_result(self.recorder, agent, name, inputs, _content(output), error=error,
+                           may_refuse=error)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised (an ``interrupt()`` inside it is a pause, noted by its node)."""
@@ -565,5 +576,8 @@ class RecordingHandler(BaseCallbackHandler):
         if entry is None or isinstance(error, GraphBubbleUp):
             return  # an interrupt or a Command bubbling up is control flow, not a failure
         agent, name, inputs = entry[1]
-        self.recorder.tool_call(agent, name, inputs, f"{type(error).__name__}: {error}",
-                                error=True)
+        if read_refusal(str(error), name) is not None:  # the gateway's refusal, raised
+            record_tool_result(self.recorder, agent, name, inputs, str(error), error=True)
+            return
+        record_tool_result(self.recorder, agent, name, inputs,
+                           f"{type(error).__name__}: {error}", error=True, may_refuse=False)

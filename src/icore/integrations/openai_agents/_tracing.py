@@ -4,13 +4,17 @@ A tracing processor writes a :class:`~icore.integrations.RunRecorder`.
 
 :class:`RecordingProcessor` implements the SDK's ``TracingProcessor``: agent spans give
 the speaking agent (the innermost agent span not ended: after an agent used as a tool,
-its caller again), generation / response spans the model's turns (text and tool calls)
+its caller again), generation / response spans the model's turns (text and tool calls;
+the Responses format, or the Chat Completions models' messages and streamed dumps)
 and the run's task (the newest user message of the trace's first model input - a later
 run of a chat gets the whole history -, once per trace: a run resumed after a human
 approval continues the same trace), function spans the tool calls with input and output
-(errors as errors; a call the SDK answered without running its tool - a human's
-rejection through the SDK's approval - as the calling agent's refused call), handoff
-spans the handoffs, guardrail spans a thought.
+(errors as errors; an MCP tool's result that is the ``icore mcp`` gateway's refusal -
+``PlanFence blocked <tool> (<reason>)``, an ``isError`` result the SDK traces without an
+error - as the calling agent's blocked call, a stale one's next call as its replan; a
+call the SDK answered without running its tool - a human's rejection through the SDK's
+approval - as the calling agent's refused call), handoff spans the handoffs, guardrail
+spans a thought.
 
 The end of a run: when a top-level run finishes (its task span ends; without task
 spans, its trace ends, or - for a run resumed from a ``RunState``, whose trace already
@@ -55,19 +59,49 @@ from agents.tracing.traces import NoOpTrace
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
+from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
+from icore.workspace import REJECTED
 
 _NONE_TEXT = ("None", "", None)
 """What the model reads for a tool that returned None (never the SDK's rejection)."""
 
 
 def _items(output: Any) -> list[Mapping[str, Any]]:
+    """A span's input or output as Responses-format items.
+
+    The SDK's Chat Completions models (``OpenAIChatCompletionsModel``, ``LitellmModel``)
+    trace chat messages (an assistant message with ``tool_calls``, a ``role: "tool"``
+    answer) or, when streaming, a whole ``Response`` dump: each is turned into the items
+    the Responses models trace (``message``, ``function_call``, ``function_call_output``).
+    """
     out: list[Mapping[str, Any]] = []
     for it in output or ():
+        if hasattr(it, "model_dump") and not isinstance(it, Mapping):
+            it = it.model_dump()
         if isinstance(it, Mapping):
-            out.append(it)
-        elif hasattr(it, "model_dump"):
-            out.append(it.model_dump())
+            out.extend(_responses_items(it))
+    return out
+
+
+def _responses_items(it: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """One traced item in the Responses format (see :func:`_items`)."""
+    if it.get("object") == "response" and isinstance(it.get("output"), list):
+        return _items(it["output"])  # a streamed Chat Completions run: the whole Response
+    if it.get("role") == "tool" and "tool_call_id" in it:
+        return [{"type": "function_call_output", "call_id": it["tool_call_id"],
+                 "output": it.get("content")}]
+    calls = it.get("tool_calls") if it.get("role") == "assistant" else None
+    if not isinstance(calls, list):
+        return [it]
+    out: list[Mapping[str, Any]] = []
+    if _text(it):
+        out.append({"type": "message", "role": "assistant", "content": _text(it)})
+    for c in calls:
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        if isinstance(fn, Mapping):
+            out.append({"type": "function_call", "call_id": c.get("id"),
+                        "name": fn.get("name"), "arguments": fn.get("arguments")})
     return out
 
 
@@ -122,6 +156,9 @@ class RecordingProcessor(TracingProcessor):
         pending approval, or a tool that returned None): call id -> (agent, tool, args)."""
         self._paused: set[str] = set()
         """Held calls a run paused on (put to the human)."""
+        self._handed: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """Handoffs made: (from agent, the SDK's transfer message the model reads). The
+        handoff's call has no function span; its output is not a call the SDK refused."""
 
     def _state(self, trace_id: str) -> _TraceState:
         """The trace's state (the caller holds the lock)."""
@@ -258,11 +295,14 @@ class RecordingProcessor(TracingProcessor):
         A model call's input carries the outputs of the previous turn's calls; one whose
         tool never ran (the human rejected it through the SDK's approval, on a resumed
         run, where the SDK opens no span for it) is recorded as the calling agent's
-        refused call: ``blocked``, ``answered_by="sdk"``, the SDK's message as output.
+        refused call: ``blocked``, ``answered_by="sdk"``, the SDK's message as output. A
+        handoff's call has no function span either: its output, the SDK's transfer
+        message to the agent a handoff span named, is recorded as the call's run.
         """
         items = _items(inputs) if not isinstance(inputs, str) else []
         found: list[tuple[tuple[str, str, Any], Any, bool]] = []
         ran: list[tuple[tuple[str, str, Any], Any, bool]] = []
+        handed: list[tuple[tuple[str, str, Any], Any]] = []
         with self._lock:
             for it in items:
                 cid = str(it.get("call_id"))
@@ -273,6 +313,9 @@ class RecordingProcessor(TracingProcessor):
                     self._paused.discard(cid)
                     if cid in self._pending:
                         out = it.get("output")
+                        if (self._pending[cid][0], str(out)) in self._handed:
+                            handed.append((self._pending.pop(cid), out))  # a handoff
+                            continue
                         entry = (self._pending.pop(cid), out, was_asked)
                         # held and answered without a pause, or with the text of None
                         # (the SDK's answer of a tool that returned None): it ran
@@ -281,9 +324,15 @@ class RecordingProcessor(TracingProcessor):
         for (who, name, args), out, asked in found:
             if asked:  # the run paused on it: the human's "no" (the SDK runs nothing)
                 self._decision(who, name, args, "reject")
-            self.recorder.tool_call(who, name, args if isinstance(args, dict) else None,
-                                    out, error=True, blocked=True, answered_by="sdk",
-                                    decision="reject" if asked else None)
+            given = args if isinstance(args, dict) else None
+            if asked and name in self.recorder.fenced_tools:  # a protected action, blocked
+                refused_call(self.recorder, who, name, given, out, reason=REJECTED,
+                             policy="approval", answered_by="sdk", decision="reject")
+                continue
+            self.recorder.tool_call(who, name, given, out, error=True, blocked=True,
+                                    answered_by="sdk", decision="reject" if asked else None)
+        for (who, name, args), out in handed:  # the handoff's call: it ran
+            self.recorder.tool_call(who, name, args if isinstance(args, dict) else None, out)
         for (who, name, args), out, _ in ran:  # a plain tool that returned nothing
             self.recorder.tool_call(who, name, args if isinstance(args, dict) else None, out)
 
@@ -350,11 +399,22 @@ class RecordingProcessor(TracingProcessor):
             if approved is not None:  # it ran after the run paused on it: the human's yes
                 self._decision(approved[0], data.name, args, "approve")
             self._ran(data.name, args)
-            self.recorder.tool_call(self._who(span), data.name, args if isinstance(
-                args, dict) else {"input": args}, err["message"] if err else data.output,
-                error=err is not None)
+            call_args = args if isinstance(args, dict) else {"input": args}
+            if data.mcp_data is not None and err is None:  # the gateway's refusal: isError
+                # (the SDK sets no span error for it; its text names the refusal)
+                record_tool_result(self.recorder, self._who(span), data.name, call_args,
+                                   data.output)
+                return
+            self.recorder.tool_call(self._who(span), data.name, call_args,
+                                    err["message"] if err else data.output,
+                                    error=err is not None)
         elif isinstance(data, HandoffSpanData) and data.to_agent:
-            self.recorder.handoff(data.from_agent or self._who(span), data.to_agent)
+            who = data.from_agent or self._who(span)
+            with self._lock:  # its call's output is the SDK's transfer message, not a refusal
+                self._handed[(who, json.dumps({"assistant": data.to_agent}))] = None
+                while len(self._handed) > self.MAX_TRACES:
+                    self._handed.popitem(last=False)
+            self.recorder.handoff(who, data.to_agent)
         elif isinstance(data, GuardrailSpanData):
             self.recorder.add(self._who(span), "thought",
                               f"guardrail {data.name}: triggered={data.triggered}")

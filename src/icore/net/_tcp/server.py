@@ -100,18 +100,24 @@ class GroupCommitter:
         self.handler = handler
         self.max_group = max_group
         self.in_thread = handler.store.blocking_writes
-        self._queue: list[tuple[Commit, str, asyncio.Future[Message]]] = []
+        self._queue: list[tuple[Commit, str, bool, asyncio.Future[Message]]] = []
         self._task: asyncio.Task[None] | None = None
         self.groups = 0
         """Transactions run so far."""
         self.commits = 0
         """Commits answered so far."""
 
-    def submit(self, msg: Commit, peer: str) -> asyncio.Future[Message]:
-        """Queue one commit; the future resolves to its reply once its group is durable."""
+    def submit(self, msg: Commit, peer: str, *, verified: bool = False
+               ) -> asyncio.Future[Message]:
+        """Queue one commit; the future resolves to its reply once its group is durable.
+
+        ``verified``: ``msg`` came from :func:`~icore.net.decode_body`, which verified its
+        record (:meth:`OwnerHandler.handle_commits`); a group of such commits only is not
+        verified again.
+        """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Message] = loop.create_future()
-        self._queue.append((msg, peer, fut))
+        self._queue.append((msg, peer, verified, fut))
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
         return fut
@@ -121,14 +127,16 @@ class GroupCommitter:
             await asyncio.sleep(0)  # let every connection readable now join this group
             group, self._queue = (self._queue[:self.max_group],
                                   self._queue[self.max_group:])
-            items = [(m, p) for m, p, _f in group]
+            items = [(m, p) for m, p, _v, _f in group]
+            verified = all(v for _m, _p, v, _f in group)
             try:
                 if self.in_thread:
-                    replies = await asyncio.to_thread(self.handler.handle_commits, items)
+                    replies = await asyncio.to_thread(self.handler.handle_commits, items,
+                                                      verified=verified)
                 else:
-                    replies = self.handler.handle_commits(items)
+                    replies = self.handler.handle_commits(items, verified=verified)
             except BaseException as exc:  # nothing of the group was written: fail them all
-                for _m, _p, fut in group:
+                for _m, _p, _v, fut in group:
                     if not fut.done():
                         fut.set_exception(exc if isinstance(exc, Exception)
                                           else ConnectionClosed("owner shut down"))
@@ -138,7 +146,7 @@ class GroupCommitter:
                 continue
             self.groups += 1
             self.commits += len(group)
-            for (_m, _p, fut), reply in zip(group, replies, strict=True):
+            for (_m, _p, _v, fut), reply in zip(group, replies, strict=True):
                 if not fut.done():
                     fut.set_result(reply)
 
@@ -225,9 +233,14 @@ class OwnerServer:
             self._server = None
 
     # -- ConnectionHost (what each OwnerConnection asks of its server) -------------------
-    def submit_commit(self, msg: Commit, peer: str) -> asyncio.Future[Message]:
-        """Queue a commit in the group commit; the future resolves once it is durable."""
-        return self._group.submit(msg, peer)
+    def submit_commit(self, msg: Commit, peer: str, *, verified: bool = False
+                      ) -> asyncio.Future[Message]:
+        """Queue a commit in the group commit; the future resolves once it is durable.
+
+        ``verified``: ``msg`` was just decoded by :func:`~icore.net.decode_body` (its
+        record verified), see :meth:`GroupCommitter.submit`.
+        """
+        return self._group.submit(msg, peer, verified=verified)
 
     def security_event(self, kind: str, exc: BaseException, peer: str) -> None:
         """Record a refused connection or request in :attr:`events` and log it."""

@@ -50,8 +50,12 @@ class ConnectionHost(Protocol):
     handshake_timeout_s: float
     stats: TrafficStats
 
-    def submit_commit(self, msg: Commit, peer: str) -> asyncio.Future[Message]:
-        """Queue a commit in the group commit; the future resolves to its reply."""
+    def submit_commit(self, msg: Commit, peer: str, *, verified: bool = False
+                      ) -> asyncio.Future[Message]:
+        """Queue a commit in the group commit; the future resolves to its reply.
+
+        ``verified``: ``msg`` was just decoded (its record verified by the decoder).
+        """
         ...
 
     def security_event(self, kind: str, exc: BaseException, peer: str) -> None:
@@ -205,7 +209,8 @@ class OwnerConnection(asyncio.Protocol):
                 self.seq.check(msg.rid)
                 stats.frames_in += 1
                 if isinstance(msg, Commit):
-                    fut = self.host.submit_commit(msg, peer)
+                    # decode_body verified the record: the store does not again
+                    fut = self.host.submit_commit(msg, peer, verified=True)
                     fut.add_done_callback(self._commit_done)
                     waiting.append(fut)
                 elif waiting:

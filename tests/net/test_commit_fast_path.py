@@ -1,0 +1,98 @@
+"""The owner's commit fast path (issue 27): a record the decoder verified is not verified
+again, and every commit gets the very reply the general path gives it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from icore.errors import RecordIdMismatch
+from icore.memory import CommitOp, MemoryStore, OwnershipMap, SQLiteStore, Store
+from icore.net import Commit, ErrorReply, decode_body, encode_body
+from icore.net._handler import OwnerHandler
+from icore.records import Record, derive
+
+OM = OwnershipMap.from_mapping({"req/*": "a", "b/*": "b"})
+
+# one op: (writer slot, key slot, sequence step, cite the key's head?, writer name)
+ops = st.lists(st.tuples(st.integers(0, 2), st.integers(-2, 2), st.booleans(),
+                         st.sampled_from(["a", "a", "a", "b"])), min_size=1, max_size=12)
+
+
+def _frames(plan: list[tuple[int, int, bool, str]]) -> list[tuple[bytes, str]]:
+    """Commit frames as a writer builds them: some stale, backward or foreign."""
+    heads: dict[str, Record] = {}
+    seq, out = 0, []
+    for rid, (slot, step, cite, writer) in enumerate(plan, start=1):
+        seq = max(1, seq + step)
+        key = f"req/{slot}" if writer == "a" or rid % 2 else f"b/{slot}"
+        owner = "a" if key.startswith("req/") else "b"
+        prev = heads.get(key)
+        rec = (derive(key=key, owner=owner, seq=seq, content={"n": seq}, inputs=[prev])
+               if cite and prev is not None else
+               Record.create(key=key, owner=owner, seq=seq, content={"n": seq}))
+        heads[key] = rec
+        out.append((encode_body(Commit(rid, rec)), writer))
+    return out
+
+
+def _replies(store: Store, frames: list[tuple[bytes, str]], verified: bool,
+             group: int) -> list[object]:
+    h = OwnerHandler(store, agent="a")
+    got: list[object] = []
+    for i in range(0, len(frames), group):
+        items = [(decode_body(b), w) for b, w in frames[i:i + group]]
+        assert all(isinstance(m, Commit) for m, _w in items)
+        got += h.handle_commits(items, verified=verified)  # type: ignore[arg-type]
+    return got
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=ops, group=st.integers(1, 8))
+def test_verified_path_replies_as_the_general_path(tmp_path_factory: pytest.TempPathFactory,
+                                                   plan: list[tuple[int, int, bool, str]],
+                                                   group: int) -> None:
+    """Decoded commits, in groups: the same acknowledgements and the same typed refusals
+    (ownership, head conflict, sequence), and the same heads afterwards."""
+    frames = _frames(plan)
+    d = tmp_path_factory.mktemp("fast")
+    slow = SQLiteStore(d / "slow.sqlite", OM, "a", exclusive=True)
+    fast = SQLiteStore(d / "fast.sqlite", OM, "a", exclusive=True)
+    try:
+        want = _replies(slow, frames, False, group)
+        got = _replies(fast, frames, True, group)
+        assert got == want
+        keys = sorted({*slow.head_keys(), *fast.head_keys()})
+        assert [fast.head(k) for k in keys] == [slow.head(k) for k in keys]
+        assert fast.owner_seq("a") == slow.owner_seq("a")
+    finally:
+        slow.close()
+        fast.close()
+
+
+def test_unverified_op_is_verified(tmp_path: Path) -> None:
+    """Without ``verified`` the store verifies: a record changed after it was built is
+    refused (RecordIdMismatch) and nothing is written."""
+    for store in (MemoryStore(OM, "a"), SQLiteStore(tmp_path / "s.sqlite", OM, "a",
+                                                    exclusive=True)):
+        rec = Record.create(key="req/x", owner="a", seq=1, content={"n": 1})
+        rec.content["n"] = 2  # the content no longer hashes to the id
+        res = store.commit_many([CommitOp(rec, "a")])
+        assert isinstance(res[0], RecordIdMismatch)
+        assert store.head("req/x") is None
+        store.close()
+
+
+def test_refusals_keep_their_codes(tmp_path: Path) -> None:
+    """A foreign writer on the fast path is still refused by the owner rule."""
+    store = SQLiteStore(tmp_path / "s.sqlite", OM, "a", exclusive=True)
+    rec = Record.create(key="req/x", owner="a", seq=1, content={})
+    out = OwnerHandler(store, agent="a").handle_commits(
+        [(decode_body(encode_body(Commit(7, rec))), "b")], verified=True)  # type: ignore[list-item]
+    assert isinstance(out[0], ErrorReply) and out[0].code == "ownership"
+    assert store.head("req/x") is None
+    store.close()
