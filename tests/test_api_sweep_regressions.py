@@ -4,6 +4,7 @@ naming the argument."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,77 @@ def test_invalid_utf8_names_the_byte(tmp_path: Path, name: str, data: bytes) -> 
     p.write_bytes(data)
     with pytest.raises(AdapterError, match=r"not UTF-8 text: .* at byte \d+"):
         audit_file(p)
+
+
+@pytest.mark.parametrize("key", ["k/\ud800", "k/\x00", "k/" + "x" * 600])
+def test_a_key_no_store_can_hold_is_refused_at_the_call(key: str, tmp_path: Path) -> None:
+    """Sweep seed 7: ``ws.put('k/\\ud800', 1)`` on a SQLite workspace escaped as
+    UnicodeEncodeError from the store's head lookup; a 600-character key read as "never
+    written" instead of malformed."""
+    from icore.workspace import Workspace, WorkspaceError
+
+    ws = Workspace.sqlite({"k/*": "o"}, tmp_path)
+    for call in (lambda: ws.put(key, 1), lambda: ws.value(key, default=None),
+                 lambda: ws.agent("a").read(key)):
+        with pytest.raises(WorkspaceError, match="a fact key"):
+            call()
+
+
+@pytest.mark.parametrize("field", ["key", "owner", "type"])
+def test_a_record_field_with_a_lone_surrogate_is_malformed_and_named(field: str) -> None:
+    """It was refused as 'content is not canonical JSON' (field='content'), naming the
+    wrong field."""
+    from icore.errors import MalformedRecord
+    from icore.records import Record
+
+    kw: dict[str, Any] = {"key": "k", "owner": "o", "type": "fact", field: "x\udc80"}
+    with pytest.raises(MalformedRecord) as e:
+        Record.create(seq=1, content={}, **kw)
+    assert e.value.fields["field"] == field
+
+
+@pytest.mark.parametrize("name", ["a\ud800", "a\x00", "a" * 600])
+def test_an_agent_name_no_trace_can_hold_is_refused(name: str) -> None:
+    from icore.workspace import Workspace, WorkspaceError
+
+    with pytest.raises(WorkspaceError, match="an agent name"):
+        Workspace({"k/*": "o"}).agent(name)
+
+
+def test_a_sqlite_folder_with_a_nul_is_a_store_error() -> None:
+    """``Workspace.sqlite(facts, '/tmp/x\\x00')`` escaped as ValueError (embedded null
+    byte) from pathlib."""
+    from icore.errors import StoreError
+    from icore.workspace import Workspace
+
+    with pytest.raises(StoreError, match="cannot open store"):
+        Workspace.sqlite({"k/*": "o"}, "/tmp/x\x00")
+
+
+@pytest.mark.parametrize("values", [float("-inf"), 5, True, "abc", {"a": 1}])
+def test_an_array_value_whose_values_is_no_list_names_the_field(values: Any) -> None:
+    """Found by the sweep's values at every OTLP path (in process, seed 23):
+    ``{"arrayValue": {"values": -Infinity}}`` escaped as TypeError (not iterable)."""
+    span = {"traceId": "ab" * 16, "spanId": "1" * 16, "name": "a",
+            "attributes": [{"key": "tags", "value": {"arrayValue": {"values": "@"}}}]}
+    text = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    text = text.replace('"@"', "-Infinity" if values == float("-inf") else json.dumps(values))
+    with pytest.raises(AdapterError) as e:
+        parse_otlp(text, file="f.otlp.json")
+    assert e.value.file == "f.otlp.json"
+    if values != float("-inf"):  # -Infinity is refused by the JSON reader first
+        assert (e.value.field or "").endswith("arrayValue.values"), e.value
+
+
+def test_an_array_value_of_infinity_in_a_file_is_an_adapter_error(tmp_path: Path) -> None:
+    """The file reader (streamed) took ``-Infinity`` as a float and then failed."""
+    from icore.adapters import audit_path
+
+    span = {"traceId": "ab" * 16, "spanId": "1" * 16, "name": "a",
+            "attributes": [{"key": "tags", "value": {"arrayValue": {"values": "@"}}}]}
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+                            ).replace('"@"', "-Infinity"))
+    with pytest.raises(AdapterError) as e:
+        audit_path(p)
+    assert e.value.file == str(p)

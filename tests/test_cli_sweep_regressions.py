@@ -115,3 +115,52 @@ def test_a_huge_span_kind_is_shortened_in_the_warning(tmp_path: Path) -> None:
     flat = " ".join(out.split())  # the console wraps long lines
     assert "(100000 characters) span(s) as events (no mapping)" in flat, out
     assert "x" * 100 not in flat and len(out) < 5_000, len(out)
+
+
+_ROW = '{"agent": "u", "kind": "task", "content": "q", "run_id": "r1"}\n'
+
+
+@pytest.mark.parametrize("flag", ["--json", "--otlp-endpoint"])
+@pytest.mark.parametrize("name", ["s.json", "sub/s.jsonl", "x.otlp.jsonl"])
+def test_a_trace_named_output_inside_an_input_folder_is_refused(tmp_path: Path, flag: str,
+                                                                 name: str) -> None:
+    """``audit runs --json runs/s.json`` wrote the summary among the traces: the next
+    ``audit runs`` read it as a broken Who&When trace (exit 1)."""
+    runs = tmp_path / "runs"
+    (runs / "sub").mkdir(parents=True)
+    (runs / "t.jsonl").write_text(_ROW)
+    target = runs / name
+    value = f"file:{target}" if flag == "--otlp-endpoint" else str(target)
+    code, out = _invoke("audit", str(runs), "--no-report", flag, value)
+    assert code == 2 and flag in out and "inside the input folder" in out, out
+    assert not target.exists() and sorted(p.name for p in runs.rglob("*")) == ["sub", "t.jsonl"]
+
+
+def test_a_summary_beside_an_input_file_or_not_trace_named_is_written(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "t.jsonl").write_text(_ROW)
+    for path, out_name in (([runs], "s.txt"), ([runs / "t.jsonl"], "s.json")):
+        code, out = _invoke("audit", *map(str, path), "--no-report", "--json",
+                            str(runs / out_name))
+        assert code == 0 and (runs / out_name).is_file(), out
+
+
+def test_certs_init_counts_a_repeated_agent_once(tmp_path: Path) -> None:
+    """``--agent a --agent a`` said "2 agent certificates" for the one it wrote."""
+    code, out = _invoke("certs", "init", "--dir", str(tmp_path / "k"), "--agent", "a",
+                        "--agent", "a", "--days", "1")
+    assert code == 0 and "1 agent certificates" in out, out
+    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == ["a.crt", "a.key", "ca.crt",
+                                                                  "ca.key"]
+
+
+def test_json_dash_is_a_usage_error_not_a_file_named_dash(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``audit t.jsonl --json -`` wrote a file named ``-`` and said "JSON summary: -"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.jsonl").write_text(_ROW)
+    code, out = _invoke("audit", "t.jsonl", "--no-report", "--json", "-")
+    assert code == 2 and "--json" in out and "stdout" in out, out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]

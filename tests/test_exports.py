@@ -24,7 +24,8 @@ PINNED = {
         "matched_manifest", "run_live", "run_matched", "run_policies",
     ],
     "icore.records": [
-        "MAX_CONTENT_BYTES", "MAX_LINEAGE_RECORDS", "MAX_PARENTS", "MAX_RECORD_BYTES",
+        "MAX_CONTENT_BYTES", "MAX_KEY_LEN", "MAX_LINEAGE_RECORDS", "MAX_PARENTS",
+        "MAX_RECORD_BYTES",
         "SCHEMA_VERSION", "Frontier", "JSONValue", "Lookup", "Record", "RecordId",
         "TraversalMode", "ancestors", "canonical_json", "content_address", "decode_record",
         "derive", "encode_record", "frontier", "is_chain_link", "is_record_id",
@@ -88,7 +89,8 @@ PINNED = {
         "int_list", "nonempty_path", "otlp_file_target",
         "otlp_undelivered", "output_file", "positive_number", "positive_seconds",
         "positive_seconds_or_none", "refuse_input_as_output", "refuse_inputs_inside",
-        "refuse_non_folder", "refuse_special_file", "same_file", "shown_path", "too_long",
+        "refuse_non_folder", "refuse_special_file", "refuse_trace_outputs_in", "same_file",
+        "shown_path", "too_long",
         "unwritable",
     ],
     "icore.integrations": [

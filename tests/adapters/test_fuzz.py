@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -118,6 +119,13 @@ def test_random_jsonl(lines: list[dict[str, Any]]) -> None:
 # asserts "a result or an AdapterError naming the file, never another exception", for
 # the in-memory parser and for the streamed file reader.
 _BIG_INT = "<a 5000-digit JSON number>"
+_BIG_NEG = "<a negative 5000-digit JSON number>"
+# any ISO time from year 1 to 9999: naive, UTC, or with an offset (before 1970 and after
+# 2262 are out of the ns range; naive ones have no zone)
+_iso_times = st.builds(
+    lambda dt, tz: dt.isoformat() + tz,
+    st.datetimes(min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 12, 31)),
+    st.sampled_from(["", "Z", "+00:00", "-23:59", "+05:30"]))
 _wild = (st.none() | st.booleans() | st.integers() | st.sampled_from([10**30, -1, 2**63])
          | st.floats(allow_nan=True, allow_infinity=True)
          | st.sampled_from(["", "²", "NaN", "Infinity", "12", "1e400", "abc", "0x1f",
@@ -127,8 +135,14 @@ _wild = (st.none() | st.booleans() | st.integers() | st.sampled_from([10**30, -1
                             "x\ud800y", "\udcff", "[/x]", "a" * 64, "zz" * 8, "-inf",
                             # the sweep (tools/badinput_sweep.py): over Python's
                             # 4300-digit int limit, as a string and as a JSON number
-                            "9" * 5000, _BIG_INT])
-         | st.text(max_size=8))
+                            "9" * 5000, _BIG_INT, _BIG_NEG,
+                            # bad dates and times (sweep seed 7): year 0, Feb 30, leap
+                            # second, 5-digit and negative years, offsets past 24 h
+                            "0000-01-01T00:00:00Z", "2026-02-30T00:00:00Z",
+                            "9999-12-31T23:59:60Z", "10000-01-01T00:00:00Z",
+                            "-0001-01-01T00:00:00Z", "2026-01-01T00:00:00+99:00",
+                            "2026-01-01 00:00:00", "nan", "-Infinity"])
+         | _iso_times | st.text(max_size=8))
 _val = st.recursive(_wild, lambda c: st.lists(c, max_size=3)
                     | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=5)
 _ids = st.sampled_from([f"{i:016x}" for i in range(1, 5)] + ["", None, 7, "zz"])
@@ -136,7 +150,7 @@ _any_value = st.one_of(
     st.fixed_dictionaries({"stringValue": _val}), st.fixed_dictionaries({"intValue": _val}),
     st.fixed_dictionaries({"doubleValue": _val}), st.fixed_dictionaries({"boolValue": _val}),
     st.fixed_dictionaries({"arrayValue": st.fixed_dictionaries({"values": st.lists(
-        st.fixed_dictionaries({"stringValue": _val}), max_size=2)})}),
+        st.fixed_dictionaries({"stringValue": _val}), max_size=2) | _wild})}),
     st.fixed_dictionaries({"kvlistValue": _val}), _val)
 _attr_keys = st.sampled_from(["openinference.span.kind", "agent.name", "gen_ai.agent.name",
                               "gen_ai.operation.name", "input.value", "output.value",
@@ -196,6 +210,7 @@ def _dumps(doc: Any, indent: int | None = None) -> str:
     # NaN/Infinity as JSON5 tokens, like main saw
     text = json.dumps(doc, ensure_ascii=False, indent=indent)
     text = text.replace(f'"{_BIG_INT}"', "9" * 5000)  # a JSON number json.loads refuses
+    text = text.replace(f'"{_BIG_NEG}"', "-" + "9" * 5000)
     # a lone surrogate can only be written as its JSON escape (valid JSON, issue 29)
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 

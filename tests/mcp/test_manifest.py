@@ -284,3 +284,19 @@ def test_cli_http_host_that_cannot_be_bound(tmp_path: Path) -> None:
     p = _write(tmp_path, "upstreams:\n  a: {command: python}\n")
     res = CliRunner().invoke(app, ["mcp", str(p), "--http", "999.1.1.1:8808"])
     assert res.exit_code == 2 and "--http" in res.output and "Traceback" not in res.output
+
+
+def test_cli_http_port_in_use_is_one_line_before_any_upstream(tmp_path: Path) -> None:
+    """Sweep seed 7 (by hand): a port in use ended in uvicorn's SystemExit(3) inside a
+    task group, a BaseExceptionGroup traceback, after the upstreams had started."""
+    import socket
+
+    p = _write(tmp_path, "upstreams:\n  a: {command: /nonexistent/never-started}\n")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = CliRunner().invoke(app, ["mcp", str(p), "--http", f"127.0.0.1:{port}"])
+    assert res.exit_code == 1, res.output
+    assert f"cannot listen on 127.0.0.1:{port}" in res.output, res.output
+    assert "never-started" not in res.output and "Traceback" not in res.output

@@ -9,6 +9,7 @@ the YAML manifests and the Python API. A :class:`Case` is one subprocess.
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import os
 import random
@@ -54,6 +55,13 @@ BAD: list[Any] = [
     "x" * 100_000, [], [1, [2]], {}, {"a": {}}, _Raw("[" * 50_000 + "]" * 50_000),
     "[1,2]", "{", "null", '{"a": [1, 2]}', "\ud800", "<script>alert(1)</script>",
     "../../etc/passwd",
+    # 5000-digit integers: past Python's 4300-digit int/str limit, as a token and a string
+    _Raw("1" + "0" * 5000), _Raw("-" + "9" * 5000), "1" + "0" * 5000,
+    # bad dates and times: naive, year 0, out of range, impossible days, NaN-like strings
+    "2026-01-01 00:00:00", "0000-01-01T00:00:00Z", "2026-02-30T00:00:00Z",
+    "2026-13-01T00:00:00Z", "2026-01-01T25:61:00Z", "9999-12-31T23:59:60Z",
+    "10000-01-01T00:00:00Z", "-0001-01-01T00:00:00Z", "2026-01-01T00:00:00+99:00",
+    "1970-01-01T00:00:00Z", "nan", "-Infinity", "9" * 30, "-" + "9" * 30,
 ]
 
 
@@ -331,7 +339,9 @@ def yaml_mutations(doc: Any, rng: random.Random, n: int) -> list[tuple[str, str,
     """``n`` damaged copies of a YAML manifest: (label, text, the damaged field's keys)."""
     bad: list[Any] = [None, True, -1, 0, 10**30, 1.5, float("nan"), float("inf"), "", "abc",
                       "\u00e9" * 300, [], {}, [[[]]], {"a": [1]}, "../../etc/passwd",
-                      "/proc/version", "a" * 5000, "-1", "x y", "planner.1"]
+                      "/proc/version", "a" * 5000, "-1", "x y", "planner.1", 10**5000,
+                      datetime.date(2026, 1, 1), datetime.datetime(2026, 1, 1, 0, 0),
+                      "2026-02-30T00:00:00Z", "0000-01-01", ".nan", "NaN"]
     ops = [(p, v) for p in _paths(doc) for v in range(len(bad) + 2)]
     out = []
     for path, v in rng.sample(ops, min(n, len(ops))):
@@ -369,6 +379,11 @@ YAML_SPECIALS: dict[str, str] = {
     "binary": "\udcff\udcfe",  # written as raw bytes 0xff 0xfe
     "huge-int": "name: 1" + "0" * 5000 + "\n",
     "merge-key": "base: &b {name: x}\n<<: *b\n",
+    "huge-neg-int": "name: -" + "9" * 5000 + "\n",
+    "date-feb30": "name: 2026-02-30\n",  # YAML timestamps that are no date
+    "date-year0": "name: 0000-01-01\n",
+    "time-out-of-range": "name: 2026-01-01 25:61:00\n",
+    "date-bare": "2026-01-01\n",
 }
 
 

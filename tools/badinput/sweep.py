@@ -74,13 +74,24 @@ def _internal_location(c: Case) -> str:
     return _traceback_cause(r.stderr) if "Traceback" in r.stderr else "?"
 
 
+def _abs_pythonpath() -> str:
+    """PYTHONPATH with every entry absolute (default: the checkout's ``src``).
+
+    Each case runs in its own temporary folder: a relative ``PYTHONPATH=src`` would name
+    nothing there, and the cases would silently import the icore installed in the venv
+    (another checkout) instead of the one under test.
+    """
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(str(Path(p).resolve()) for p in parts or [str(ROOT / "src")])
+
+
 def run_case(c: Case, work: Path) -> dict[str, Any]:
     """Run one case in a subprocess (its own session, killed on timeout) and classify."""
     before = {str(p): _digest(p) for p in c.inputs}
     cwd = Path(tempfile.mkdtemp(dir=work, prefix="cwd"))
     env = {**os.environ, "COLUMNS": "200", "ICORE_PY": sys.executable,
            "ICORE_LLM_BASE_URL": "", "ICORE_LLM_MODEL": "", "OPENAI_BASE_URL": "",
-           "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT / "src"))}
+           "PYTHONPATH": _abs_pythonpath()}
     t0 = time.monotonic()
     proc = subprocess.Popen(_argv(c), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -155,6 +166,7 @@ def _seed_exports(work: Path) -> tuple[Path, Path]:
 
 def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Case]:
     """Write every input under ``work`` and return the cases."""
+    sys.set_int_max_str_digits(0)  # the generator writes 5000-digit ints; icore runs keep the limit
     live, audit = _seed_exports(work)
     b = Builder(work / "cases", random.Random(seed), live, audit, per_format)
     b.importer_fields()
@@ -177,11 +189,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="run only case ids starting with this")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
+    ap.add_argument("--inproc", type=int, default=0, metavar="N",
+                    help="instead: N sampled (path, value) mutations per importer, "
+                    "audited in this process (thousands in minutes)")
     ap.add_argument("--recheck", type=Path, default=None,
                     help="run only the cases that were not ok in this earlier --json")
     a = ap.parse_args(argv)
     work = a.work or Path(tempfile.mkdtemp(prefix="icore-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
+    if a.inproc:
+        from . import inproc
+        live, audit = _seed_exports(work)
+        b = Builder(work / "cases", random.Random(a.seed), live, audit, a.per_format)
+        res = inproc.run(b, random.Random(a.seed), a.inproc)
+        inproc.report(res)
+        if a.json:
+            a.json.write_text(json.dumps(res, indent=1))
+        return 1 if res["defects"] else 0
     cases = [c for c in build(work, a.seed, a.per_format, a.per_manifest)
              if c.id.startswith(a.only)]
     if a.recheck:

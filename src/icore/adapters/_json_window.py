@@ -19,6 +19,7 @@ from operator import sub
 from typing import IO, Any
 
 from icore.adapters._errors import AdapterError
+from icore.adapters._values import json_value_error
 
 WINDOW = 1 << 20
 """Bytes read at a time (a window grows to hold a value bigger than it)."""
@@ -104,8 +105,9 @@ class JsonWindow:
                     raise self.error(exc.msg) from None
                 self._more()
                 continue
-            except ValueError as exc:  # NaN / Infinity
-                raise self.error(str(exc)) from None
+            except ValueError as exc:  # NaN / Infinity, an integer over 4300 digits
+                raise json_value_error(exc, self.buf, file=self.file, field="<root>",
+                                       first_line=None) from None
             except RecursionError:
                 raise AdapterError("JSON nested too deeply", file=self.file,
                                    field="<root>") from None

@@ -73,7 +73,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
-from icore.adapters._values import check_size, gc_paused, trace_path
+from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
 
 JSONL = "jsonl"
 
@@ -285,7 +285,7 @@ def _decode(line: str, file: str, n: int) -> Any:
     except RecursionError:
         raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
     except ValueError as exc:  # an integer over Python's 4300-digit limit
-        raise AdapterError(f"malformed JSON: {exc}", file=file, field=f"line {n}") from None
+        raise json_value_error(exc, line, file=file, field=f"line {n}", first_line=n) from None
 
 
 def _kind(kind_s: str, file: str, f: str) -> StepKind:

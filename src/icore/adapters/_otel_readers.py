@@ -26,6 +26,7 @@ from icore.adapters._otel_values import (
 )
 from icore.adapters._values import (
     MAX_NS,
+    json_value_error,
     time_ns,
 )
 
@@ -328,7 +329,7 @@ def _loads(text: str | bytes, file: str, where: str) -> Any:
         raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", file=file,
                            field=where, byte=exc.start) from None
     except ValueError as exc:  # an integer over Python's 4300-digit limit
-        raise AdapterError(f"malformed JSON: {exc}", file=file, field=where) from None
+        raise json_value_error(exc, text, file=file, field=where) from None
 
 
 def list_reader(first: Any, file: str, where: str,

@@ -27,6 +27,7 @@ from icore.adapters._otel_readers import (
 from icore.adapters._otel_values import OtelSpan, _kvs
 from icore.adapters._values import (
     check_size,
+    long_int_in_file,
     trace_path,
 )
 
@@ -110,6 +111,15 @@ def _ijson_errors(file: str) -> tuple[type[BaseException], ...]:
     return (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError, RecursionError)
 
 
+def _ijson_error(exc: BaseException, f: IO[bytes], file: str) -> AdapterError:
+    """The streaming parser's error as an AdapterError; a number over 4300 digits is named."""
+    said = str(exc)
+    if ("digits" in said or "integer" in said) and \
+            (big := long_int_in_file(f, file=file, field="<root>")) is not None:
+        return big
+    return AdapterError(f"malformed JSON: {exc}", file=file, field="<root>")
+
+
 _RS_KEYS = (b'"resourceSpans"', b'"resource_spans"')
 
 
@@ -165,7 +175,7 @@ def _stream_otlp_fast(f: IO[bytes], file: str, scope_prefix: str) -> Iterator[Ot
             yield _otlp_span_fast(sp, rattrs, sname) or _otlp_span(
                 sp, file, f"resourceSpans[0].scopeSpans[0].spans[{k}]", rattrs, sname)
     except _ijson_errors(file) as exc:
-        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+        raise _ijson_error(exc, f, file) from None
 
 
 _SKELETON_MAX = 1 << 24
@@ -287,7 +297,7 @@ def _stream_otlp(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
                 pending.append(_otlp_span_fast(sp, rattrs, "") or _otlp_span(sp, file, w,
                                                                                rattrs, ""))
     except _ijson_errors(file) as exc:
-        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+        raise _ijson_error(exc, f, file) from None
     if not seen_rs:  # "resourceSpans" was only text inside another format
         f.seek(0)
         yield from _stream_document(f, file, otlp=False)

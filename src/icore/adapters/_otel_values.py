@@ -79,6 +79,9 @@ def _any(v: Any, file: str, where: str) -> Any:
         return finite_float(x, file=file, field=where)
     if k in ("arrayValue", "array_value"):
         vals = (x or {}).get("values", []) if isinstance(x, dict) else []
+        if not isinstance(vals, list):  # a number would escape as TypeError (sweep)
+            raise AdapterError(f"arrayValue.values must be a list, not {type(vals).__name__}",
+                               file=file, field=f"{where}.arrayValue.values")
         return [_any(e, file, f"{where}.arrayValue.values[{i}]") for i, e in enumerate(vals)]
     if k in ("kvlistValue", "kvlist_value"):
         vals = (x or {}).get("values", []) if isinstance(x, dict) else []

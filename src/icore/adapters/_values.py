@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from icore.adapters._errors import AdapterError
 
@@ -149,6 +149,71 @@ def time_ns(v: Any, *, file: str, field: str, unit_ns: int = 1) -> int:
     return ns
 
 
+# a JSON number of 4301+ digits: after ':', '[' or ',' (a string of digits is no match)
+_LONG_INT = re.compile(r"[:\[,]\s*(-?[0-9]{4301,})")
+_LONG_INT_B = re.compile(rb"[:\[,]\s*(-?[0-9]{4301,})")
+
+
+def json_value_error(exc: ValueError, text: str | bytes, *, file: str, field: str,
+                     what: str = "malformed JSON", first_line: int | None = 1
+                     ) -> AdapterError:
+    """The error of a ``json.loads`` ValueError that is no JSONDecodeError.
+
+    Python refuses integers over 4300 digits (``sys.get_int_max_str_digits``) with a
+    ValueError that names no place and suggests changing the interpreter; this error
+    names the number's line and column in ``text`` and its length. Another ValueError
+    (``NaN`` refused by a ``parse_constant``) keeps its message.
+
+    Args:
+        exc: the ValueError raised while parsing ``text``.
+        text: the JSON text that was parsed (str or UTF-8 bytes).
+        file: the file, for the error.
+        field: the field (``<root>``, ``line 3``), for the error.
+        what: the first words of the message.
+        first_line: the line number of ``text``'s first line in the file (None: the
+            position is not known, e.g. a window of a streamed file). The text just
+            before the number (its key) is shown either way.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    m = _LONG_INT.search(text)
+    if m is None or "digits" not in str(exc):
+        return AdapterError(f"{what}: {exc}", file=file, field=field)
+    at = m.start(1)
+    digits = len(m.group(1).lstrip("-"))
+    # the text just before the number names its key ('"step": ')
+    why = f"after {text[max(0, at - 30):at]!r}; numbers over 4300 digits are refused"
+    if first_line is None:
+        return AdapterError(f"{what}: an integer of {digits} digits ({why})", file=file,
+                            field=field)
+    line = text.count("\n", 0, at) + first_line
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    return AdapterError(f"{what}: an integer of {digits} digits at line {line}, column "
+                        f"{column} ({why})", file=file, field=field, line=line, column=column)
+
+
+def long_int_in_file(f: IO[bytes], *, file: str, field: str) -> AdapterError | None:
+    """Where a streamed file holds its first integer over 4300 digits (None: none).
+
+    A streaming parser (ijson) refuses such a number with a message that names no
+    place; this reads ``f`` again from its start, 1 MiB at a time, and names the byte.
+    """
+    f.seek(0)
+    at, carry = 0, b""
+    while chunk := f.read(1 << 20):
+        buf = carry + chunk
+        m = _LONG_INT_B.search(buf)
+        if m is not None:
+            byte = at - len(carry) + m.start(1)
+            digits = f"{len(m.group(1).lstrip(b'-'))}{'+' if m.end() == len(buf) else ''}"
+            return AdapterError(f"malformed JSON: an integer of {digits} digits at byte "
+                                f"{byte} (numbers over 4300 digits are refused)", file=file,
+                                field=field, byte=byte)
+        carry = buf[-4400:]
+        at += len(chunk)
+    return None
+
+
 def trace_path(path: Any) -> Path:
     """``path`` as a :class:`~pathlib.Path`, checked to be a path at all.
 
@@ -222,4 +287,5 @@ def _short(v: Any) -> str:
 
 
 __all__ = ["DEFAULT_MAX_INPUT_MB", "ENV_MAX_INPUT", "MAX_NS", "check_size", "finite_float",
-           "gc_paused", "integer", "max_input_bytes", "time_ns", "trace_path"]
+           "gc_paused", "integer", "json_value_error", "long_int_in_file", "max_input_bytes",
+           "time_ns", "trace_path"]

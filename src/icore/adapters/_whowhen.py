@@ -29,7 +29,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
-from icore.adapters._values import trace_path
+from icore.adapters._values import json_value_error, trace_path
 
 MAGENTIC_ONE = "magentic_one"
 CAPTAIN_AGENT = "captain_agent"
@@ -91,7 +91,7 @@ def read_json(path: str | Path) -> tuple[Any, str]:
     except RecursionError:
         raise AdapterError("JSON nested too deeply", file=file, field="<root>") from None
     except ValueError as exc:  # an integer over Python's 4300-digit limit
-        raise AdapterError(f"malformed JSON: {exc}", file=file, field="<root>") from None
+        raise json_value_error(exc, text, file=file, field="<root>") from None
 
 
 def detect_family(data: Any) -> str:
@@ -240,7 +240,8 @@ def _ledger(text: str, file: str, field: str, names: AgentNames) -> Ledger:
     except RecursionError:
         raise AdapterError("ledger JSON nested too deeply", file=file, field=field) from None
     except ValueError as exc:  # an integer over Python's 4300-digit limit
-        raise AdapterError(f"malformed ledger JSON: {exc}", file=file, field=field) from None
+        raise json_value_error(exc, text[i:], file=file, field=field,
+                               what="malformed ledger JSON") from None
     if not isinstance(obj, dict):
         raise AdapterError("ledger is not an object", file=file, field=field)
 

@@ -46,6 +46,7 @@ from icore.cli.inputs import (
     refuse_input_as_output,
     refuse_non_folder,
     refuse_special_file,
+    refuse_trace_outputs_in,
 )
 from icore.errors import IcoreError
 from icore.report import (
@@ -126,9 +127,10 @@ def audit(
     was read), or --otlp-endpoint spans were not delivered; 2 usage error (no trace
     files, an empty PATH, --out or --json, a FIFO or device as PATH, a bad --fail-on,
     an --out that is a file, a --json that is a folder, an output that is one of the
-    inputs or another output, a report or PROV file that would replace a file icore did
-    not write, --llm-* without --attribution, --otlp-best-effort without
-    --otlp-endpoint); 3 a --fail-on condition holds.
+    inputs or another output, a --json or --otlp-endpoint file: named ``.json``/``.jsonl``
+    inside an input folder (the next audit would read it as a trace), a report or PROV
+    file that would replace a file icore did not write, --llm-* without --attribution,
+    --otlp-best-effort without --otlp-endpoint); 3 a --fail-on condition holds.
     """
     console = Console(width=160, highlight=False)
     fails = fail_conditions(fail_on, FAIL_ON)
@@ -155,9 +157,10 @@ def audit(
                       "searched for .json and .jsonl files)")
         raise typer.Exit(2)
     target = otlp_file_target(otlp_endpoint)
-    refuse_input_as_output([(w, p) for w, p in (("--json", json_out),
-                                                ("--otlp-endpoint file:", target))
-                            if p is not None], files)
+    outputs = [(w, p) for w, p in (("--json", json_out), ("--otlp-endpoint file:", target))
+               if p is not None]
+    refuse_input_as_output(outputs, files)
+    refuse_trace_outputs_in(outputs, [p for p in paths if p.is_dir()])
     with output_file(json_out, what="--json file") as jf, _max_input(max_input_mb):
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
                single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,

@@ -41,7 +41,7 @@ def certs_init(
     ``/proc/x``, a name over the file system's limit) are usage errors (exit 2, naming
     the option and the reason) before anything is written.
     """
-    agents = list(agent or [])
+    agents = list(dict.fromkeys(agent or []))  # --agent a --agent a: one certificate
     team_name = team or "icore-team"
     folder = out
     if manifest is not None:

@@ -142,13 +142,19 @@ class OutputFile:
     before, its missing folders created then (as ``--out`` creates its folder); a folder,
     or a path that cannot be created or written (:func:`unwritable`: a file on the way,
     a read-only file system, a name too long), is refused up front (exit 2). Use through
-    :func:`output_file`.
+    :func:`output_file`. ``-`` is refused (exit 2): a file named ``-`` is not the stdout
+    the user meant.
     """
 
     def __init__(self, path: Path, *, what: str) -> None:
         self.path = path
         self.what = what
         self._fd: int | None = None
+        if str(path) == "-":  # the stdout convention: a file named '-' would be written
+            typer.echo(f"error: {what} -: stdout is not supported (the console output "
+                       "goes there); give a file name, or /dev/stdout with the console "
+                       "redirected", err=True)
+            raise typer.Exit(2)
         if (problem := too_long(path)) is not None:  # before a stat that would raise
             typer.echo(f"error: {what} {shown_path(path)}: {problem}", err=True)
             raise typer.Exit(2)
@@ -391,6 +397,38 @@ def refuse_inputs_inside(folder: Path, inputs: list[Path], *, what: str) -> None
             raise typer.Exit(2)
 
 
+def refuse_trace_outputs_in(outputs: list[tuple[str, Path]], folders: list[Path]) -> None:
+    """Exit 2 when an output named like a trace (``.json``/``.jsonl``) lies in an input folder.
+
+    ``icore audit FOLDER`` reads every ``.json``/``.jsonl`` file below FOLDER, so a
+    ``--json`` summary or an ``--otlp-endpoint file:`` export written there would be read
+    as a trace by the next audit of FOLDER (a Who&When import error, or a run audited
+    twice). Reports (``.html``) and PROV (``.prov.json``) are never read back.
+
+    Raises:
+        typer.Exit: code 2, naming the option, the path and the input folder.
+    """
+    tops = []
+    for f in folders:
+        try:
+            tops.append((f, Path(os.path.realpath(f))))
+        except (OSError, ValueError):
+            continue
+    for what, out in outputs:
+        if out.suffix.lower() not in (".json", ".jsonl") or out.name.endswith(".prov.json"):
+            continue
+        try:
+            real = Path(os.path.realpath(out))
+        except (OSError, ValueError):
+            continue
+        for shown, top in tops:
+            if top in real.parents:
+                typer.echo(f"error: {what} {out} is inside the input folder {shown}; the "
+                           f"next audit of {shown} would read it as a trace; write it "
+                           "outside the folder", err=True)
+                raise typer.Exit(2)
+
+
 def otlp_file_target(endpoint: str | None) -> Path | None:
     """The file an ``--otlp-endpoint file:PATH`` appends to (None for a URL)."""
     if not endpoint or not endpoint.strip().startswith("file:"):
@@ -540,5 +578,5 @@ __all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint"
            "fail_conditions", "int_list", "nonempty_path",
            "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
            "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
-           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file", "same_file",
-           "shown_path", "too_long", "unwritable"]
+           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file",
+           "refuse_trace_outputs_in", "same_file", "shown_path", "too_long", "unwritable"]

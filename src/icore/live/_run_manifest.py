@@ -37,6 +37,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from icore._files import not_a_regular_file
+from icore._yaml import safe_load
 from icore.errors import ErrorCode, IcoreError
 from icore.fence import Policy, strategy
 from icore.live._workflow import FAMILY_SPECS, ROLES
@@ -302,7 +303,7 @@ def load_manifest(path: str | os.PathLike[str]) -> RunManifest:
         raise LiveManifestError(f"run manifest {p} {problem}; refusing to read it",
                             file=str(p), path="<root>")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = safe_load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         where = str(exc).replace('"<unicode string>"', f'"{p}"')  # YAML names no file
         raise LiveManifestError(f"cannot read run manifest {p}: {where}", file=str(p)) \

@@ -45,6 +45,7 @@ from pydantic import (
     model_validator,
 )
 
+from icore._yaml import safe_load
 from icore.errors import ErrorCode, IntegrationError
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
 from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
@@ -536,7 +537,7 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
     try:
         text = p.read_text(encoding="utf-8")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = None if mark is None else mark.line + 1

@@ -291,6 +291,26 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
+def check_bindable(host: str, port: int) -> None:
+    """Bind ``host:port`` once and let it go, as the HTTP server will (SO_REUSEADDR).
+
+    Raises:
+        OSError: naming ``host:port`` and why (a port in use, an address that is not
+            this machine's, a name that does not resolve).
+    """
+    import socket
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        fam, kind, proto, _, addr = infos[0]
+        with socket.socket(fam, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(addr)
+    except OSError as exc:  # socket.gaierror is one
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: "
+                      f"{exc.strerror or exc}") from None
+
+
 async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: int = 8808
                      ) -> None:
     """Run the gateway over streamable HTTP at ``http://host:port/mcp`` until cancelled.
@@ -306,7 +326,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
 
     Raises:
         MissingExtra: the ``mcp`` extra (or uvicorn) is not installed.
-        OSError: the port cannot be bound.
+        OSError: the port cannot be bound (in use, not this machine's address), checked
+            before the upstreams start.
         GatewayManifestError: a client's ``token_env`` is not set.
     """
     require("mcp.server", "mcp", feature="icore mcp")
@@ -314,6 +335,7 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
 
     verifier = token_verifier(manifest)
     _Server = _server_class()
+    check_bindable(host, port)  # before the upstreams start: a port in use is said at once
     async with Gateway(manifest) as gw:
         if verifier is None:
             app = gw.server.streamable_http_app(host=host, json_response=True)
@@ -341,7 +363,11 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ready)
-                await server.serve()
+                try:
+                    await server.serve()
+                except SystemExit:  # uvicorn's start-up failure (bound since the check)
+                    raise OSError(f"the HTTP server could not listen on {host}:{port} "
+                                  "(see the line above)") from None
                 tg.cancel_scope.cancel()
         finally:
             for name in _GONE_LOGGERS:

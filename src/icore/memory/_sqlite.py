@@ -101,8 +101,9 @@ class SQLiteStore(Store):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lockfile = self._take_file_lock()
-        except OSError as exc:
-            raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            raise StoreError(f"cannot open store: {exc}", path=repr(str(self.path))[1:-1]
+                             ) from exc
         try:
             self._open(agent, synchronous)
         except BaseException:

@@ -22,6 +22,7 @@ from icore.records._lineage import (
 )
 from icore.records._record import (
     MAX_CONTENT_BYTES,
+    MAX_KEY_LEN,
     MAX_PARENTS,
     SCHEMA_VERSION,
     JSONValue,
@@ -35,6 +36,7 @@ from icore.records._record import (
 
 __all__ = [
     "MAX_CONTENT_BYTES",
+    "MAX_KEY_LEN",
     "MAX_LINEAGE_RECORDS",
     "MAX_PARENTS",
     "MAX_RECORD_BYTES",

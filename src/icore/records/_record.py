@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -39,6 +40,7 @@ MAX_TYPE_LEN = 128
 """Longest record type name, in characters."""
 
 _HEX = frozenset("0123456789abcdef")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -268,6 +270,11 @@ class Record:
         if not isinstance(self.key, str) or not self.key or len(self.key) > MAX_KEY_LEN:
             raise MalformedRecord("key must be a non-empty string of at most 512 chars",
                                   record=rid, field="key")
+        for name in ("key", "owner", "type"):
+            text = getattr(self, name)
+            if isinstance(text, str) and not text.isascii() and _SURROGATE.search(text):
+                raise MalformedRecord(f"{name} holds a lone surrogate (no UTF-8 form)",
+                                      record=rid, field=name, value=ascii(text)[:80])
         if not isinstance(self.owner, str) or not self.owner or len(self.owner) > MAX_KEY_LEN:
             raise MalformedRecord("owner must be a non-empty string", key=self.key,
                                   record=rid, field="owner")

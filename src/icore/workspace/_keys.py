@@ -25,10 +25,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from icore.memory import OwnershipMap
-from icore.records import JSONValue
+from icore.records import MAX_KEY_LEN, JSONValue
 from icore.workspace._errors import WorkspaceError
 
 _GLOB = frozenset("*?[")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 OWNER_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$")
 """An owner's name: 1-63 characters of ``[A-Za-z0-9._-]``, not starting with ``.`` or
@@ -81,13 +82,23 @@ def declare_fix(key: str) -> str:
     return f"declare it: Workspace({{{key!r}: '<owner>'}})"
 
 
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a NUL or a lone surrogate (no UTF-8 form).
+
+    No store, file name or trace line can hold such text.
+    """
+    return "\x00" in text or (not text.isascii() and _SURROGATE.search(text) is not None)
+
+
 def fact_key(key: Any, *, where: str = "key") -> str:
     """``key`` if it can name one fact, else a typed error naming the fix.
 
     Raises:
         WorkspaceError: ``key`` is not a str (the fix is its text form, never a
-            declaration of ``'None'``), is empty, or is a glob pattern (a pattern names
-            many facts; one fact is read or written at a time).
+            declaration of ``'None'``), is empty, longer than :data:`MAX_KEY_LEN`
+            characters, holds a lone surrogate (no UTF-8 form: a SQLite or remote store
+            could not hold it) or a NUL, or is a glob pattern (a pattern names many facts;
+            one fact is read or written at a time).
     """
     if not isinstance(key, str):
         fix = (f"pass the key as text: {str(key)!r}" if isinstance(key, int | float)
@@ -96,6 +107,12 @@ def fact_key(key: Any, *, where: str = "key") -> str:
     if not key:
         raise WorkspaceError(f"a fact {where} is a non-empty str",
                              fix="pass the fact's key, e.g. 'order/42'")
+    if len(key) > MAX_KEY_LEN:
+        raise WorkspaceError(f"a fact {where} is at most {MAX_KEY_LEN} characters",
+                             key=key[:40] + "…", length=len(key))
+    if unstorable(key):
+        raise WorkspaceError(f"a fact {where} must be text with a UTF-8 form and no NUL "
+                             "(a lone surrogate or NUL cannot be stored)", key=ascii(key)[:80])
     if is_pattern(key):
         prefix = key[:min(key.index(c) for c in _GLOB if c in key)]
         raise WorkspaceError(

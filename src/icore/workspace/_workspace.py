@@ -32,7 +32,7 @@ from icore.memory import (
     SQLiteStore,
     Store,
 )
-from icore.records import JSONValue, Record, RecordId, is_record_id
+from icore.records import MAX_KEY_LEN, JSONValue, Record, RecordId, is_record_id
 from icore.workspace._agent import Agent
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._keychecks import KeyChecks
@@ -43,6 +43,7 @@ from icore.workspace._keys import (
     check_owner_names,
     detached,
     suggest_key,
+    unstorable,
 )
 
 FACT_TYPE = "fact"
@@ -398,11 +399,14 @@ class Workspace(KeyChecks):
         """The handle of agent ``name`` (created once; the same object afterwards).
 
         Raises:
-            WorkspaceError: ``name`` is empty, not a str, or contains ``/``.
+            WorkspaceError: ``name`` is empty, not a str, longer than 512 characters,
+                or contains ``/``, a NUL or a lone surrogate.
         """
-        if not isinstance(name, str) or not name or "/" in name:
-            raise WorkspaceError("an agent name is a non-empty str without '/'",
-                                 agent=repr(name))
+        if not isinstance(name, str) or not name or "/" in name or \
+                len(name) > MAX_KEY_LEN or unstorable(name):
+            raise WorkspaceError(f"an agent name is a non-empty str of at most {MAX_KEY_LEN} "
+                                 "characters without '/', a NUL or a lone surrogate",
+                                 agent=ascii(name)[:80])
         with self._lock:
             got = self._agents.get(name)
             if got is None:

@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from icore._files import not_a_regular_file
+from icore._yaml import safe_load
 from icore.errors import TeamManifestError as TeamManifestError  # re-exported by icore.net
 from icore.memory import OwnershipMap
 from icore.net._team.pki import AGENT_ID_RE
@@ -168,7 +169,7 @@ class TeamManifest(BaseModel):
             raise TeamManifestError(f"team manifest {p} {problem}; refusing to read it",
                                 path=str(p))
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+            data = safe_load(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             where = str(exc).replace('"<unicode string>"', f'"{p}"')  # YAML names no file
             raise TeamManifestError(f"cannot read manifest {p}: {where}", path=str(p)) \
