@@ -155,7 +155,12 @@ def test_cluster_faults(cluster: NatsCluster, nats_team_certs: Path) -> None:
     def store(agent: str) -> NatsStore:
         return NatsStore(cluster.urls, certs_dir=nats_team_certs, ownership=OM,
                          agent=agent, timeout_s=GATE_TIMEOUT_S)
-    a, b, ex = store("a"), store("b"), store("executor")
+    stores: list[NatsStore] = []
+    for agent in ("a", "b", "executor"):
+        # a busy machine may elect the buckets' stream leaders after /healthz says ok:
+        # until then binding a bucket times out (OwnerUnreachable, nothing opened)
+        _until(lambda agent=agent: bool(stores.append(store(agent)) or stores), 20.0)
+    a, b, ex = stores
     try:
         local = MemoryStore(OM, "executor")
         reqs = []
