@@ -76,6 +76,22 @@ def write_manifest(folder: Path, upstreams: dict[str, Any], **extra: Any) -> Pat
     return path
 
 
+@contextlib.contextmanager
+def http_upstream_gateway(folder: Path, log: Path) -> Iterator[str]:
+    """The test upstream over streamable HTTP (its calls logged to ``log``) and
+    ``icore mcp --http`` in front of it, both real processes; yields the gateway's URL."""
+    p_up, p_gw = free_port(), free_port()
+    with process([sys.executable, str(UPSTREAM), "--http", str(p_up)],
+                 extra_env={"UPSTREAM_LOG": str(log)}) as up:
+        wait_port(p_up, up)
+        manifest = write_manifest(folder, {"trip": {
+            "url": f"http://127.0.0.1:{p_up}/mcp", "timeout_s": 5}})
+        with process([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+                      f"127.0.0.1:{p_gw}"]) as gw:
+            wait_port(p_gw, gw)
+            yield f"http://127.0.0.1:{p_gw}/mcp"
+
+
 def stdio_upstream(log: Path, timeout_s: float = 3.0) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(UPSTREAM)],
             "env": {"UPSTREAM_LOG": str(log)}, "timeout_s": timeout_s}

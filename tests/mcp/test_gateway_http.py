@@ -23,6 +23,7 @@ from .conftest import (
     UPSTREAM,
     free_port,
     http_client,
+    http_upstream_gateway,
     process,
     text,
     upstream_log,
@@ -34,21 +35,8 @@ from .conftest import (
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     folder = tmp_path_factory.mktemp("gw-http")
-    log = folder / "up.log"
-    p_up, p_gw = free_port(), free_port()
-    import os
-    os.environ["UPSTREAM_LOG"] = str(log)
-    try:
-        with process([sys.executable, str(UPSTREAM), "--http", str(p_up)]) as up:
-            wait_port(p_up, up)
-            manifest = write_manifest(folder, {"trip": {
-                "url": f"http://127.0.0.1:{p_up}/mcp", "timeout_s": 5}})
-            with process([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
-                          f"127.0.0.1:{p_gw}"]) as gw:
-                wait_port(p_gw, gw)
-                yield f"http://127.0.0.1:{p_gw}/mcp", folder
-    finally:
-        os.environ.pop("UPSTREAM_LOG", None)
+    with http_upstream_gateway(folder, folder / "up.log") as url:
+        yield url, folder
 
 
 def _books(folder: Path) -> list[dict[str, Any]]:

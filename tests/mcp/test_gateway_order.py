@@ -9,7 +9,6 @@ stdio and streamable HTTP, and as properties of the order itself.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,11 @@ from icore.mcp._gateway_order import Exchange, tick, turn_of
 from icore.workspace import NOT_READ, Workspace
 
 from .conftest import (
-    UPSTREAM,
-    free_port,
     http_client,
-    process,
+    http_upstream_gateway,
     stdio_gateway,
     stdio_upstream,
     upstream_log,
-    wait_port,
     write_manifest,
 )
 
@@ -102,16 +98,8 @@ def test_sibling_read_over_stdio_does_not_authorize(tmp_path: Path) -> None:
 @pytest.fixture
 def http_gateway(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     log = tmp_path / "up.log"
-    p_up, p_gw = free_port(), free_port()
-    with process([sys.executable, str(UPSTREAM), "--http", str(p_up)],
-                 extra_env={"UPSTREAM_LOG": str(log)}) as up:
-        wait_port(p_up, up)
-        manifest = write_manifest(tmp_path, {"trip": {
-            "url": f"http://127.0.0.1:{p_up}/mcp", "timeout_s": 5}})
-        with process([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
-                      f"127.0.0.1:{p_gw}"]) as gw:
-            wait_port(p_gw, gw)
-            yield f"http://127.0.0.1:{p_gw}/mcp", log
+    with http_upstream_gateway(tmp_path, log) as url:
+        yield url, log
 
 
 def test_sibling_read_over_http_does_not_authorize(http_gateway: tuple[str, Path]) -> None:
