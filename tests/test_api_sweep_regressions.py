@@ -208,3 +208,60 @@ def test_an_array_value_of_infinity_in_a_file_is_an_adapter_error(tmp_path: Path
     with pytest.raises(AdapterError) as e:
         audit_path(p)
     assert e.value.file == str(p)
+
+
+def _gate_doc(deps: Any) -> str:
+    """OTLP/JSON of one agent span and its gate decision: ``book`` authorized on a stale
+    frontier (plan bound to ``b...``, owner's head ``a...``), ``icore.gate.deps`` as given."""
+    def arr(*xs: str) -> dict[str, Any]:
+        return {"arrayValue": {"values": [{"stringValue": x} for x in xs]}}
+
+    old, new = "b" * 64, "a" * 64
+    attrs = {"openinference.span.kind": {"stringValue": "AGENT"},
+             "agent.name": {"stringValue": "a0"},
+             "gen_ai.operation.name": {"stringValue": "apply_guardrail"},
+             "icore.gate.outcome": {"stringValue": "authorized"},
+             "icore.gate.reason": {"stringValue": "valid"},
+             "icore.gate.action": {"stringValue": "book"},
+             "icore.gate.roots": arr(new), "icore.gate.deps": deps,
+             "icore.gate.frontier.keys": arr("req/t"), "icore.gate.frontier.ids": arr(old),
+             "icore.gate.heads.keys": arr("req/t"), "icore.gate.heads.ids": arr(new),
+             "icore.gate.point": {"intValue": "1"}}
+    root = {"traceId": "ab" * 16, "spanId": "1" * 16, "name": "agent 1",
+            "attributes": [{"key": "openinference.span.kind",
+                            "value": {"stringValue": "AGENT"}}]}
+    gate = {"traceId": "ab" * 16, "spanId": "2" * 16, "parentSpanId": "1" * 16,
+            "name": "agent 2", "attributes": [{"key": k, "value": v} for k, v in attrs.items()]}
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [root, gate]}]}]})
+
+
+@pytest.mark.parametrize("kind", ["arrayValue", "kvlistValue"])
+@pytest.mark.parametrize("value", ["req/t", [{"stringValue": "req/t"}], 5, True])
+def test_an_array_value_that_is_no_object_is_refused(tmp_path: Path, kind: str,
+                                                     value: Any) -> None:
+    """Found by the sweep (seed 11, ``arrayValue: "{"``): an ``arrayValue`` (or
+    ``kvlistValue``) of another type was read as empty, so a stale action whose
+    ``icore.gate.deps`` had one was audited valid (it depended on nothing)."""
+    from icore.adapters import audit_path
+
+    p = tmp_path / "t.otlp.json"
+    p.write_text(_gate_doc({kind: value}))
+    with pytest.raises(AdapterError) as e:
+        audit_path(p)
+    assert e.value.file == str(p)
+    assert (e.value.field or "").endswith(f".value.{kind}"), e.value
+
+
+@pytest.mark.parametrize("empty", [None, {}])
+def test_an_empty_array_value_is_still_read_as_empty(empty: Any) -> None:
+    """OTLP/JSON may write an empty array as ``{}`` or ``null``: still read as empty."""
+    assert parse_otlp(_gate_doc({"arrayValue": empty}), file="f.otlp.json") is not None
+
+
+def test_the_stale_gate_span_of_these_tests_is_invalid(tmp_path: Path) -> None:
+    """The document above, deps intact: the action is INVALID (the refusal is not vacuous)."""
+    from icore.adapters import audit_path
+
+    p = tmp_path / "t.otlp.json"
+    p.write_text(_gate_doc({"arrayValue": {"values": [{"stringValue": "req/t"}]}}))
+    assert audit_path(p).invalid_actions == 1
