@@ -265,3 +265,39 @@ def test_the_stale_gate_span_of_these_tests_is_invalid(tmp_path: Path) -> None:
     p = tmp_path / "t.otlp.json"
     p.write_text(_gate_doc({"arrayValue": {"values": [{"stringValue": "req/t"}]}}))
     assert audit_path(p).invalid_actions == 1
+
+
+@pytest.mark.parametrize("gone", ["icore.gate.outcome", "icore.gate.reason"])
+@pytest.mark.parametrize("how", ["deleted", "empty AnyValue", "an integer"])
+def test_a_gate_span_without_outcome_or_reason_is_refused_not_dropped(
+        tmp_path: Path, gone: str, how: str) -> None:
+    """Found by the same values at every path of a stale gate span (seed 11): without
+    a string ``icore.gate.outcome``/``reason`` the span was taken for another tool's
+    guardrail, the stale action vanished and ``--fail-on invalid`` passed."""
+    from icore.adapters import audit_path
+
+    doc = json.loads(_gate_doc({"arrayValue": {"values": [{"stringValue": "req/t"}]}}))
+    attrs = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["attributes"]
+    i = next(i for i, kv in enumerate(attrs) if kv["key"] == gone)
+    if how == "deleted":
+        del attrs[i]
+    else:
+        attrs[i]["value"] = {} if how == "empty AnyValue" else {"intValue": "1"}
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(AdapterError) as e:
+        audit_path(p)
+    assert (e.value.field or "").endswith(gone), e.value
+
+
+def test_another_tools_guardrail_span_is_still_no_decision(tmp_path: Path) -> None:
+    """A guardrail span with no ``icore.gate.*`` attribute is no icore decision."""
+    from icore.adapters import audit_path
+
+    doc = json.loads(_gate_doc({"arrayValue": {}}))
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    span["attributes"] = [kv for kv in span["attributes"]
+                          if not kv["key"].startswith("icore.gate.")]
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps(doc))
+    assert audit_path(p).lineage == ()
