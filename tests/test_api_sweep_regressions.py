@@ -301,3 +301,22 @@ def test_another_tools_guardrail_span_is_still_no_decision(tmp_path: Path) -> No
     p = tmp_path / "t.otlp.json"
     p.write_text(json.dumps(doc))
     assert audit_path(p).lineage == ()
+
+
+@pytest.mark.parametrize("op", [None, "1e400", "invoke_agent"])
+def test_a_gate_span_whose_operation_is_damaged_is_still_a_decision(
+        tmp_path: Path, op: str | None) -> None:
+    """Same probe: ``gen_ai.operation.name`` deleted or changed made the gate span an
+    agent span (its ``openinference.span.kind`` was AGENT) and its stale action vanished."""
+    from icore.adapters import audit_path
+
+    doc = json.loads(_gate_doc({"arrayValue": {"values": [{"stringValue": "req/t"}]}}))
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    span["attributes"] = [kv for kv in span["attributes"]
+                          if kv["key"] != "gen_ai.operation.name"]
+    if op is not None:
+        span["attributes"].append({"key": "gen_ai.operation.name",
+                                   "value": {"stringValue": op}})
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps(doc))
+    assert audit_path(p).invalid_actions == 1
