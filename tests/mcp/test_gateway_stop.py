@@ -123,3 +123,60 @@ def test_sdk_client_leaving_mid_call(tmp_path: Path) -> None:
     result = audit_trace(load_jsonl(path))
     assert result.terminated
     assert not any(d.defect == "terminal" for d in result.diagnoses), result.diagnoses
+
+
+def test_killed_mid_call_keeps_the_authorized_call(tmp_path: Path) -> None:
+    """QA r7 D2: the plan and gate decision of a forwarded call are on disk before the
+    upstream answers; a gateway killed (SIGKILL) while the upstream runs the call leaves
+    a trace whose audit counts that protected action (authorized, no result)."""
+    gw = _Raw(_manifest(tmp_path))
+    path = tmp_path / "trace.jsonl"
+    try:
+        gw.start()
+        gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 30}}, answer=False)
+        _wait_for(tmp_path / "up.log", '"slow"')  # the upstream is running it
+        lines = _lines(path)
+        gw.p.kill()
+        gw.p.wait(timeout=10)
+    finally:
+        gw.stop()
+    plans = [x for x in lines if x.get("kind") == "plan" and "slow" in x.get("content", "")]
+    gates = [x for x in lines if x.get("gate", {}).get("tool") == "slow"]
+    decisions = [x["planfence"]["decision"] for x in lines
+                 if "decision" in x.get("planfence", {})]
+    assert len(plans) == 1 and [g["gate"]["outcome"] for g in gates] == ["authorized"]
+    assert [(d["action"], d["outcome"]) for d in decisions] == [("slow", "authorized")]
+    records = {x["planfence"]["record"]["id"] for x in lines
+               if "record" in x.get("planfence", {})}
+    assert set(decisions[0]["roots"]) <= records  # the action record it cites is there
+    assert not any(x.get("kind") == "tool_output" and x.get("tool") == "slow" for x in lines)
+    result = audit_trace(load_jsonl(path))
+    assert not result.terminated  # killed: no terminal marker, and the audit says so
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(path), "--json",
+                          str(tmp_path / "audit.json")], capture_output=True, text=True,
+                         env=env(), timeout=120, check=False)
+    assert cli.returncode == 0, cli.stderr
+    run = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))["runs"][0]
+    assert run["actions"]["total"] == 1 and run["actions"]["valid"] == 1, run["actions"]
+
+
+def test_forwarded_call_written_once(tmp_path: Path) -> None:
+    """A call that ends normally: its plan and decision lines once, its result after."""
+    manifest = _manifest(tmp_path)
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await s.read_resource("memo://price")
+            r = await s.call_tool("slow", {"seconds": 0.1})
+            assert not r.is_error
+    anyio.run(main)
+    path = tmp_path / "trace.jsonl"
+    _wait_for(path, '"termination"')
+    lines = _lines(path)
+    kinds = [x.get("kind") for x in lines if x.get("tool") == "slow" or "slow" in str(
+        x.get("gate", {}).get("tool", "")) or (x.get("kind") == "plan")]
+    assert kinds == ["plan", "thought", "tool_output"], kinds
+    decisions = [x for x in lines if "decision" in x.get("planfence", {})]
+    assert len(decisions) == 1
+    result = audit_trace(load_jsonl(path))
+    assert result.terminated and not result.diagnoses, result.diagnoses
