@@ -279,7 +279,7 @@ class _ToolCalls:
         if detail:
             text += f"\nDetail: {detail}"
         self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
-                              detail=detail or text)
+                              detail=detail or text, action=name != PUT_FACT)
         meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
         return _error_result(text, meta={"icore/gate": meta})
 

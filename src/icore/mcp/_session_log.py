@@ -428,7 +428,7 @@ class GatewayTrace:
         self.flush()
 
     def refused(self, sid: str, tool: str, args: Mapping[str, Any], *, task: str,
-                reason: str, deps: Sequence[str], detail: str) -> None:
+                reason: str, deps: Sequence[str], detail: str, action: bool = True) -> None:
         """A protected call the gateway refused before the gate decided (fail closed).
 
         Recorded as the other refusals are: the call's plan (it cites no version: none
@@ -445,7 +445,16 @@ class GatewayTrace:
             reason: the refusal's reason code.
             deps: D(a) as far as it is known (empty when it could not be bound).
             detail: what failed (the refusal's ``Detail:`` line).
+            action: False for a refusal that is no protected action (a fact write refused
+                ``not_owner``: puts are not gated by PlanFence, so neither an accepted nor
+                a refused one is among the audit's protected actions, QA r7 D6): the
+                blocked tool output only, no plan and no PlanFence decision.
         """
+        if not action:
+            self.recorder.tool_call(sid, tool, args, f"BLOCKED: {reason}: {detail}",
+                                    error=True, task=task, blocked=True, reason=reason)
+            self.flush()
+            return
         said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
         self.recorder.plan(sid, f"plan for {tool}: {said}", plan_id=task)
         with self._lock:
