@@ -79,8 +79,12 @@ def test_stdio_client_writes_only_for_the_owner_it_speaks_for(tmp_path: Path) ->
     raw = trace.read_text(encoding="utf-8")
     assert "not_owner" in raw and "Faro" in raw  # the attempt is recorded
     assert "(seq 2)" not in raw  # only the initial version (seq 1, from the manifest)
-    report = _audit(trace, tmp_path)
-    assert "not_owner" in json.dumps(report)
+    out = [json.loads(x) for x in raw.splitlines() if "BLOCKED: not_owner" in x]
+    assert [(x["kind"], x["blocked"], x["reason"]) for x in out] == [
+        ("tool_output", True, "not_owner")]
+    # a put is no protected action, refused or accepted (QA r7 D6): not counted
+    assert "not_owner" not in json.dumps(_audit(trace, tmp_path)["runs"][0]["lineage"])
+    assert _audit(trace, tmp_path)["runs"][0]["actions"]["total"] == 0
 
     allowed = tmp_path / "allowed"
     allowed.mkdir()
@@ -94,6 +98,7 @@ def test_stdio_client_writes_only_for_the_owner_it_speaks_for(tmp_path: Path) ->
             assert got.contents[0].text == '"Faro"'
 
     anyio.run(owner)
+    assert _audit(allowed / "trace.jsonl", allowed)["runs"][0]["actions"]["total"] == 0
 
 
 def test_http_writes_by_the_owner_or_a_listed_writer_only(tmp_path: Path) -> None:

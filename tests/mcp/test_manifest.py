@@ -300,3 +300,31 @@ def test_cli_http_port_in_use_is_one_line_before_any_upstream(tmp_path: Path) ->
     assert res.exit_code == 1, res.output
     assert f"cannot listen on 127.0.0.1:{port}" in res.output, res.output
     assert "never-started" not in res.output and "Traceback" not in res.output
+
+
+_LISTS = {  # every list-valued option, given one string (QA r7 D4), and its line
+    "upstreams.a.args": ("upstreams:\n  a:\n    command: python\n    args: server.py\n", 4),
+    "tools.book.depends_on": ("upstreams:\n  a: {command: python}\ntools:\n  book:\n"
+                              "    depends_on: memo://price\n", 5),
+    "tools.book.writes": ("upstreams:\n  a: {command: python}\ntools:\n  book:\n"
+                          "    depends_on: [memo://price]\n    writes: memo://price\n", 6),
+    "facts.stdio_speaks_for": ("upstreams:\n  a: {command: python}\nfacts:\n"
+                               "  owners: {'fact://p/*': pharmacist}\n"
+                               "  stdio_speaks_for: pharmacist\n", 5),
+    "facts.writers.pharmacist": ("upstreams:\n  a: {command: python}\nfacts:\n"
+                                 "  owners: {'fact://p/*': pharmacist}\n"
+                                 "  writers:\n    pharmacist: nurse\n", 6),
+    "store.servers": ("upstreams:\n  a: {command: python}\nstore:\n  backend: nats\n"
+                      "  servers: tls://127.0.0.1:4222\n", 5),
+}
+
+
+@pytest.mark.parametrize("field", sorted(_LISTS))
+def test_every_list_option_refuses_a_string(tmp_path: Path, field: str) -> None:
+    """A string where a list is expected is refused, never taken as a one-item list."""
+    text, line = _LISTS[field]
+    with pytest.raises(GatewayManifestError) as ei:
+        load_manifest(_write(tmp_path, text))
+    msg = str(ei.value)
+    assert "must be a list" in msg and f"line {line}" in msg and field in msg, msg
+    assert ei.value.fields["line"] == line and ei.value.fields["path"] == field

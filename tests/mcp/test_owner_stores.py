@@ -40,7 +40,7 @@ def _manifest(folder: Path, name: str, store: dict[str, Any]) -> Path:
     m = {"name": name, "upstreams": {"trip": stdio_upstream(folder / f"{name}.log", 10)},
          "store": store,
          "facts": {"owners": {"fact://plan/*": "planner"}, "initial": {GOAL: "Porto"},
-                   "stdio_speaks_for": "planner", "writers": {"planner": ["other-agent"]}},
+                   "stdio_speaks_for": ["planner"], "writers": {"planner": ["other-agent"]}},
          "http": {"clients": {"other-agent": {"token_sha256": hashlib.sha256(
              OTHER.encode()).hexdigest()}}},
          "tools": {"echo": {"depends_on": [GOAL]}},

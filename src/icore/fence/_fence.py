@@ -147,6 +147,11 @@ class DecisionLog:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def since(self, start: int) -> list[GateDecision]:
+        """The decisions appended from index ``start`` on (``start`` = an earlier ``len``)."""
+        with self._lock:
+            return self._entries[start:]
+
     def counts(self) -> dict[str, int]:
         """Return decision counts by ``outcome/reason``."""
         out: dict[str, int] = {}

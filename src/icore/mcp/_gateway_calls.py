@@ -279,7 +279,7 @@ class _ToolCalls:
         if detail:
             text += f"\nDetail: {detail}"
         self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
-                              detail=detail or text)
+                              detail=detail or text, action=name != PUT_FACT)
         meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
         return _error_result(text, meta={"icore/gate": meta})
 
@@ -404,18 +404,25 @@ class _ToolCalls:
         if refused is not None:
             return _Refused(refused)
         ticket = self._replans.before(view, name, deps)
-        roots = ticket.roots if ticket is not None else ()
-        n0 = len(view.agent.log)
+        n0, written = len(view.agent.log), []
+
+        async def authorized(**a: Any) -> Any:  # on disk before the forward (QA r7 D2)
+            self.gw.trace.authorized(view, name, n0, args, task=task, ticket=ticket,
+                                     heads=heads)
+            written.append(True)
+            return await forward(**a)
+
         try:
-            v: Verdict = await self.gw.facts.execute(view, name, deps, args, forward, ex)
-        except Exception:  # authorized, then the upstream failed: keep the decisions
-            self.gw.trace.decisions(view.sid, name, list(view.agent.log)[n0:], task=task,
-                                    heads=heads)
+            v: Verdict = await self.gw.facts.execute(view, name, deps, args, authorized, ex)
+        except Exception:  # the gate or the forward failed: its decisions written once
+            if not written:
+                self.gw.trace.decisions(view.sid, name, view.agent.log.since(n0), task=task,
+                                        heads=heads)
             raise
         replan = self._replans.after(view, name, deps, v, ticket)
-        # an executed call's lines are written with its result line (one write per call)
-        self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
-                              plan_roots=roots, flush=not v.call.executed, heads=heads)
+        if not written:  # a refusal (an executed call's lines went before its forward)
+            self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
+                                  plan_roots=ticket.roots if ticket else (), heads=heads)
         if self.gw.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span
                 self.gw.otel.decision(d)

@@ -54,11 +54,6 @@ class FactsSpec(_Model):
     writers: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     stdio_speaks_for: tuple[str, ...] = ()
 
-    @field_validator("stdio_speaks_for", mode="before")
-    @classmethod
-    def _one_or_many(cls, v: Any) -> Any:
-        return (v,) if isinstance(v, str) else v
-
     def may_write(self, owner: str, client: str | None, *, stdio: bool) -> bool:
         """Whether a session speaks for ``owner``: may write its facts.
 

@@ -325,24 +325,67 @@ class GatewayTrace:
                 ``trust_updates`` upstream); written on each gate line as ``head_source``.
         """
         call = v.call
-        if call.record is not None:
-            self._rec(call.record, "replan" if replan == "replan" else "plan")
-        for r in v.changed.values():
+        self._lines(sid, tool, call.record, v.decisions, list(v.changed.values()), args,
+                    executed=call.executed, reason=call.reason, detail=call.detail,
+                    deps=v.deps, task=task, replan=replan, plan_roots=plan_roots,
+                    heads=heads)
+        if flush:
+            self.flush()
+
+    def authorized(self, view: SessionView, tool: str, since: int, args: Mapping[str, Any],
+                   *, task: str, ticket: _Ticket | None,
+                   heads: Mapping[str, list[str]] | None = None) -> None:
+        """A protected call the gate authorized, written (flushed) before it is forwarded.
+
+        The lines :meth:`verdict` writes for an executed call (its action record, plan or
+        replan line, gate decisions), so a gateway killed while the upstream runs the call
+        still shows an authorized, forwarded call (with no result) to the audit (QA r7 D2).
+        Called from the forward itself: the gate's decision is then the last entry of the
+        session's decision log (logged with no await since), and the call's decisions are
+        the entries from ``since`` (the log's length before the call) citing its roots.
+
+        Args:
+            view: the session.
+            tool: the tool's name.
+            since: ``len(view.agent.log)`` before the call.
+            args: the call's arguments.
+            task: the call's task name.
+            ticket: the replan ticket the call redeems (:meth:`Replans.before`), or None.
+            heads: as in :meth:`verdict`.
+        """
+        got = view.agent.log.since(since)
+        mine = [d for d in got if d.roots == got[-1].roots] if got else []
+        record = view.agent.record(mine[-1].roots[0]) if mine and mine[-1].roots else None
+        replan = None if ticket is None else "retry" if ticket.failed else "replan"
+        reason = mine[-1].reason.value if mine else "valid"
+        self._lines(view.sid, tool, record, mine, (), args, executed=True, reason=reason,
+                    detail="", deps=(), task=task, replan=replan,
+                    plan_roots=ticket.roots if ticket is not None else (), heads=heads)
+        self.flush()
+
+    def _lines(self, sid: str, tool: str, record: Record | None,
+               decisions: Sequence[GateDecision], changed: Sequence[Record],
+               args: Mapping[str, Any], *, executed: bool, reason: str, detail: str,
+               deps: Sequence[str], task: str, replan: str | None,
+               plan_roots: Sequence[str], heads: Mapping[str, list[str]] | None) -> None:
+        """The lines of one protected call's decision (see :meth:`verdict`), not flushed."""
+        if record is not None:
+            self._rec(record, "replan" if replan == "replan" else "plan")
+        for r in changed:
             self._rec(r, "revision" if r.parents else "input")
         said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
-        roots = [call.record.id] if call.record is not None else None
+        roots = [record.id] if record is not None else None
         with self._lock:
-            for d in v.decisions:
+            for d in decisions:
                 self.planfence.append({"planfence": {"decision": _entry(d, task, heads)}})
-            if not v.decisions and not call.executed:  # refused before the gate
-                self.planfence.append(_refusal_entry(tool, task, call.reason, v.deps,
-                                                     call.detail))
+            if not decisions and not executed:  # refused before the gate
+                self.planfence.append(_refusal_entry(tool, task, reason, deps, detail))
             plan_id = None
             if replan == "replan":  # the plan it rewrites: the stale call's own
                 plan_id = next((self._plan_of[r] for r in plan_roots
                                 if r in self._plan_of), None)
-            elif replan is None and call.record is not None:
-                self._plan_of[call.record.id] = task
+            elif replan is None and record is not None:
+                self._plan_of[record.id] = task
         if replan is None:  # a plan of its own: the versions it was planned from
             self.recorder.plan(sid, f"plan for {tool}: {said}", roots=roots, plan_id=task)
         elif replan == "replan":
@@ -351,8 +394,8 @@ class GatewayTrace:
                 self.recorder.plan(sid, f"plan for {tool}", roots=list(plan_roots),
                                    plan_id=plan_id)
             self.recorder.plan(sid, f"replan for {tool}: {said}", roots=roots, replan=True,
-                               plan_id=plan_id, executed=call.executed, reason=call.reason)
-        for d in v.decisions:
+                               plan_id=plan_id, executed=executed, reason=reason)
+        for d in decisions:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,
                                                    "reason": d.reason.value, "tool": tool,
@@ -360,12 +403,10 @@ class GatewayTrace:
                                                    "point": d.point,
                                                    **_heads(heads)},
                               task=task)
-        if not call.executed:
-            self.recorder.tool_call(sid, tool, args, f"BLOCKED: {call.reason}: {call.detail}",
-                                    error=True, blocked=True, task=task, reason=call.reason,
+        if not executed:
+            self.recorder.tool_call(sid, tool, args, f"BLOCKED: {reason}: {detail}",
+                                    error=True, blocked=True, task=task, reason=reason,
                                     retry=True if replan == "retry" else None)
-        if flush:
-            self.flush()
 
     def decisions(self, sid: str, tool: str, decisions: Sequence[GateDecision], *,
                   task: str, heads: Mapping[str, list[str]] | None = None) -> None:
@@ -387,7 +428,7 @@ class GatewayTrace:
         self.flush()
 
     def refused(self, sid: str, tool: str, args: Mapping[str, Any], *, task: str,
-                reason: str, deps: Sequence[str], detail: str) -> None:
+                reason: str, deps: Sequence[str], detail: str, action: bool = True) -> None:
         """A protected call the gateway refused before the gate decided (fail closed).
 
         Recorded as the other refusals are: the call's plan (it cites no version: none
@@ -404,7 +445,16 @@ class GatewayTrace:
             reason: the refusal's reason code.
             deps: D(a) as far as it is known (empty when it could not be bound).
             detail: what failed (the refusal's ``Detail:`` line).
+            action: False for a refusal that is no protected action (a fact write refused
+                ``not_owner``: puts are not gated by PlanFence, so neither an accepted nor
+                a refused one is among the audit's protected actions, QA r7 D6): the
+                blocked tool output only, no plan and no PlanFence decision.
         """
+        if not action:
+            self.recorder.tool_call(sid, tool, args, f"BLOCKED: {reason}: {detail}",
+                                    error=True, task=task, blocked=True, reason=reason)
+            self.flush()
+            return
         said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
         self.recorder.plan(sid, f"plan for {tool}: {said}", plan_id=task)
         with self._lock:

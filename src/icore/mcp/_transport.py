@@ -16,7 +16,7 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -31,7 +31,7 @@ log = logging.getLogger("icore.mcp")
 
 
 async def serve_stdio(manifest: GatewayManifest) -> None:
-    """Run the gateway over stdio until the client closes stdin.
+    """Run the gateway over stdio until the client closes stdin or sends SIGTERM.
 
     Raises:
         MissingExtra: the ``mcp`` extra is not installed.
@@ -39,15 +39,42 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
     require("mcp.server.stdio", "mcp", feature="icore mcp")
     from mcp.server.stdio import stdio_server
 
-    async with Gateway(manifest) as gw, _pipe_stdio() as files:
+    async with Gateway(manifest) as gw, _pipe_stdio() as files, \
+            anyio.create_task_group() as tg:
         gw.single_client = True
-        if files is None:  # not pipes (a terminal, a file): the SDK's own transport
-            async with stdio_server() as (read, write):
-                await gw.server.run(read, write, gw.server.create_initialization_options())
-            return
-        gw.wire.stdio = StdioOrder()
-        async with stdio_streams(*files, order=gw.wire.stdio) as (read, write):
-            await gw.server.run(read, write, gw.server.create_initialization_options())
+        run = anyio.CancelScope()
+        tg.start_soon(_stop_on_sigterm, files[0].stop if files else run.cancel, run.cancel)
+        with run:
+            if files is None:  # not pipes (a terminal, a file): the SDK's own transport
+                async with stdio_server() as (read, write):
+                    await gw.server.run(read, write, gw.server.create_initialization_options())
+            else:
+                gw.wire.stdio = StdioOrder()
+                async with stdio_streams(*files, order=gw.wire.stdio) as (read, write):
+                    await gw.server.run(read, write, gw.server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _stop_on_sigterm(first: Callable[[], object], then: Callable[[], object]) -> None:
+    """SIGTERM stops the stdio gateway as closing stdin does (D1, QA r7).
+
+    The first SIGTERM ends the input (``first``): calls in flight run to their end and are
+    recorded, then the gateway closes its trace (with its ``termination`` line) and its
+    upstreams. A second SIGTERM cancels what is left (``then``); the trace is still closed
+    as a normal stop. The SDK's stdio client closes stdin, then SIGTERMs the gateway's
+    process group 2 s later. Nothing is installed off the main thread (no signals there).
+    """
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        n = 0
+        async for _ in signals:
+            n += 1
+            log.warning("SIGTERM: the gateway stops (%s)", "input closed, calls in flight "
+                        "finish" if n == 1 else "calls in flight cancelled")
+            (first if n == 1 else then)()
 
 
 _LINE_LIMIT = 1 << 28
@@ -55,10 +82,16 @@ _LINE_LIMIT = 1 << 28
 
 
 class _PipeIn:
-    """stdin lines from the event loop (what ``anyio.wrap_file`` reads in a thread)."""
+    """stdin lines from the event loop (what ``anyio.wrap_file`` reads in a thread).
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    ``stop()`` ends the input as if the client closed stdin (the read pipe is closed: its
+    reader sees end of file, nothing read afterwards).
+    """
+
+    def __init__(self, reader: asyncio.StreamReader,
+                 stop: Callable[[], object] = lambda: None) -> None:
         self.reader = reader
+        self.stop = stop
 
     def __aiter__(self) -> _PipeIn:
         return self
@@ -129,7 +162,7 @@ async def _pipe_stdio() -> AsyncIterator[tuple[Any, Any] | None]:
         wtransport, wproto = await loop.connect_write_pipe(
             lambda: asyncio.streams.FlowControlMixin(loop=loop), wfile)
         writer = asyncio.StreamWriter(wtransport, wproto, None, loop)
-        yield _PipeIn(reader), _PipeOut(writer)
+        yield _PipeIn(reader, rtransport.close), _PipeOut(writer)
     finally:
         with contextlib.suppress(OSError):  # the wire back on fd 0 and 1
             os.dup2(rfd, 0)

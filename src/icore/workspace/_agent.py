@@ -290,6 +290,10 @@ class Agent:
         with self._lock:
             return {k: h[-1][0] for k, h in self._seen.items() if h}
 
+    def record(self, rid: RecordId) -> Record | None:
+        """The record ``rid`` as this agent knows it (its action records, its reads), or None."""
+        return self._lookup(rid)
+
     def forget(self, keys: Iterable[str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None).
 
