@@ -208,3 +208,115 @@ def test_an_array_value_of_infinity_in_a_file_is_an_adapter_error(tmp_path: Path
     with pytest.raises(AdapterError) as e:
         audit_path(p)
     assert e.value.file == str(p)
+
+
+def _gate_doc(deps: Any) -> str:
+    """OTLP/JSON of one agent span and its gate decision: ``book`` authorized on a stale
+    frontier (plan bound to ``b...``, owner's head ``a...``), ``icore.gate.deps`` as given."""
+    def arr(*xs: str) -> dict[str, Any]:
+        return {"arrayValue": {"values": [{"stringValue": x} for x in xs]}}
+
+    old, new = "b" * 64, "a" * 64
+    attrs = {"openinference.span.kind": {"stringValue": "AGENT"},
+             "agent.name": {"stringValue": "a0"},
+             "gen_ai.operation.name": {"stringValue": "apply_guardrail"},
+             "icore.gate.outcome": {"stringValue": "authorized"},
+             "icore.gate.reason": {"stringValue": "valid"},
+             "icore.gate.action": {"stringValue": "book"},
+             "icore.gate.roots": arr(new), "icore.gate.deps": deps,
+             "icore.gate.frontier.keys": arr("req/t"), "icore.gate.frontier.ids": arr(old),
+             "icore.gate.heads.keys": arr("req/t"), "icore.gate.heads.ids": arr(new),
+             "icore.gate.point": {"intValue": "1"}}
+    root = {"traceId": "ab" * 16, "spanId": "1" * 16, "name": "agent 1",
+            "attributes": [{"key": "openinference.span.kind",
+                            "value": {"stringValue": "AGENT"}}]}
+    gate = {"traceId": "ab" * 16, "spanId": "2" * 16, "parentSpanId": "1" * 16,
+            "name": "agent 2", "attributes": [{"key": k, "value": v} for k, v in attrs.items()]}
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [root, gate]}]}]})
+
+
+@pytest.mark.parametrize("kind", ["arrayValue", "kvlistValue"])
+@pytest.mark.parametrize("value", ["req/t", [{"stringValue": "req/t"}], 5, True])
+def test_an_array_value_that_is_no_object_is_refused(tmp_path: Path, kind: str,
+                                                     value: Any) -> None:
+    """Found by the sweep (seed 11, ``arrayValue: "{"``): an ``arrayValue`` (or
+    ``kvlistValue``) of another type was read as empty, so a stale action whose
+    ``icore.gate.deps`` had one was audited valid (it depended on nothing)."""
+    from icore.adapters import audit_path
+
+    p = tmp_path / "t.otlp.json"
+    p.write_text(_gate_doc({kind: value}))
+    with pytest.raises(AdapterError) as e:
+        audit_path(p)
+    assert e.value.file == str(p)
+    assert (e.value.field or "").endswith(f".value.{kind}"), e.value
+
+
+@pytest.mark.parametrize("empty", [None, {}])
+def test_an_empty_array_value_is_still_read_as_empty(empty: Any) -> None:
+    """OTLP/JSON may write an empty array as ``{}`` or ``null``: still read as empty."""
+    assert parse_otlp(_gate_doc({"arrayValue": empty}), file="f.otlp.json") is not None
+
+
+def test_the_stale_gate_span_of_these_tests_is_invalid(tmp_path: Path) -> None:
+    """The document above, deps intact: the action is INVALID (the refusal is not vacuous)."""
+    from icore.adapters import audit_path
+
+    p = tmp_path / "t.otlp.json"
+    p.write_text(_gate_doc({"arrayValue": {"values": [{"stringValue": "req/t"}]}}))
+    assert audit_path(p).invalid_actions == 1
+
+
+@pytest.mark.parametrize("gone", ["icore.gate.outcome", "icore.gate.reason"])
+@pytest.mark.parametrize("how", ["deleted", "empty AnyValue", "an integer"])
+def test_a_gate_span_without_outcome_or_reason_is_refused_not_dropped(
+        tmp_path: Path, gone: str, how: str) -> None:
+    """Found by the same values at every path of a stale gate span (seed 11): without
+    a string ``icore.gate.outcome``/``reason`` the span was taken for another tool's
+    guardrail, the stale action vanished and ``--fail-on invalid`` passed."""
+    from icore.adapters import audit_path
+
+    doc = json.loads(_gate_doc({"arrayValue": {"values": [{"stringValue": "req/t"}]}}))
+    attrs = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["attributes"]
+    i = next(i for i, kv in enumerate(attrs) if kv["key"] == gone)
+    if how == "deleted":
+        del attrs[i]
+    else:
+        attrs[i]["value"] = {} if how == "empty AnyValue" else {"intValue": "1"}
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(AdapterError) as e:
+        audit_path(p)
+    assert (e.value.field or "").endswith(gone), e.value
+
+
+def test_another_tools_guardrail_span_is_still_no_decision(tmp_path: Path) -> None:
+    """A guardrail span with no ``icore.gate.*`` attribute is no icore decision."""
+    from icore.adapters import audit_path
+
+    doc = json.loads(_gate_doc({"arrayValue": {}}))
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    span["attributes"] = [kv for kv in span["attributes"]
+                          if not kv["key"].startswith("icore.gate.")]
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps(doc))
+    assert audit_path(p).lineage == ()
+
+
+@pytest.mark.parametrize("op", [None, "1e400", "invoke_agent"])
+def test_a_gate_span_whose_operation_is_damaged_is_still_a_decision(
+        tmp_path: Path, op: str | None) -> None:
+    """Same probe: ``gen_ai.operation.name`` deleted or changed made the gate span an
+    agent span (its ``openinference.span.kind`` was AGENT) and its stale action vanished."""
+    from icore.adapters import audit_path
+
+    doc = json.loads(_gate_doc({"arrayValue": {"values": [{"stringValue": "req/t"}]}}))
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    span["attributes"] = [kv for kv in span["attributes"]
+                          if kv["key"] != "gen_ai.operation.name"]
+    if op is not None:
+        span["attributes"].append({"key": "gen_ai.operation.name",
+                                   "value": {"stringValue": op}})
+    p = tmp_path / "t.otlp.json"
+    p.write_text(json.dumps(doc))
+    assert audit_path(p).invalid_actions == 1

@@ -118,8 +118,9 @@ def gate_span_decision(a: Mapping[str, Any], task: str, *, file: str,
     """The decision an icore guardrail span carries (``icore.gate.*``), or None.
 
     The inverse of the exporter's ``decision_attributes``: parallel ``<map>.keys`` /
-    ``<map>.ids`` arrays back to maps. A span without a string ``icore.gate.outcome``
-    and ``icore.gate.reason`` is another tool's guardrail (None).
+    ``<map>.ids`` arrays back to maps. A span with no ``icore.gate.*`` attribute is
+    another tool's guardrail (None); one with some but no string ``icore.gate.outcome``
+    or ``icore.gate.reason`` is refused (dropping it would hide a stale action).
 
     Args:
         a: the span's attributes.
@@ -129,12 +130,17 @@ def gate_span_decision(a: Mapping[str, Any], task: str, *, file: str,
 
     Raises:
         AdapterError: as :func:`checked_decision` (fields named ``<where>.icore.gate.*``),
-            or parallel arrays that are not lists of strings, differ in length, or name
-            a key twice.
+            ``icore.gate.*`` attributes without a string outcome or reason, or
+            parallel arrays that are not lists of strings, differ in length, or name a
+            key twice.
     """
     g = N.G
-    if not isinstance(a.get(g + "outcome"), str) or not isinstance(a.get(g + "reason"), str):
-        return None
+    for k in ("outcome", "reason"):
+        if not isinstance(a.get(g + k), str):
+            if any(x.startswith(g) for x in a):  # icore's, not another tool's: not dropped
+                raise _bad(f"an icore gate decision needs a string {g}{k}", file,
+                           f"{where}.{g}{k}")
+            return None
     d: dict[str, Any] = {k: a[g + k] for k in ("outcome", "reason", "action", "policy",
                                                "detail", "replanned", "at_ms", *_COUNTS)
                          if a.get(g + k) is not None}

@@ -111,8 +111,9 @@ def span_kind(s: OtelSpan) -> str:
     """``AGENT``, ``LLM``, ``TOOL``, ``HANDOFF``, ``GUARDRAIL``, ``PLAN``, ``WORKFLOW``, ...
 
     The 2026 GenAI operations ``invoke_workflow``, ``plan`` and ``apply_guardrail`` come
-    first; icore's spans before them (``icore.workflow <task>``, ``icore.gate <tool>``)
-    read the same.
+    first; a span with a string ``icore.gate.outcome`` is icore's gate (``GUARDRAIL``);
+    icore's spans before them (``icore.workflow <task>``, ``icore.gate <tool>``) read
+    the same.
     """
     a = s.attributes
     if _handoff_target(s) is not None:
@@ -120,6 +121,8 @@ def span_kind(s: OtelSpan) -> str:
     own = _OWN_OPS.get(str(a.get(N.OPERATION)))
     if own is not None:
         return own
+    if isinstance(a.get(N.G + "outcome"), str):  # an icore gate decision, whatever else
+        return "GUARDRAIL"                       # it says (else its stale action vanished)
     if s.name.startswith("icore.workflow "):
         return "WORKFLOW"
     kind = a.get(N.SPAN_KIND)

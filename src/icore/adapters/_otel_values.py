@@ -77,6 +77,10 @@ def _any(v: Any, file: str, where: str) -> Any:
         return integer(x, file=file, field=where, lo=-(2**63), hi=2**63 - 1)
     if k in ("doubleValue", "double_value"):
         return finite_float(x, file=file, field=where)
+    if k in ("arrayValue", "array_value", "kvlistValue", "kvlist_value") and \
+            not isinstance(x, dict | None):  # read as empty, it dropped gate deps (sweep)
+        raise AdapterError(f"{k} must be an object, not {type(x).__name__}", file=file,
+                           field=f"{where}.{k}")
     if k in ("arrayValue", "array_value"):
         vals = (x or {}).get("values", []) if isinstance(x, dict) else []
         if not isinstance(vals, list):  # a number would escape as TypeError (sweep)
