@@ -18,7 +18,7 @@ from typing import Any
 import nats.errors
 import pytest
 
-from icore.memory import OwnershipMap
+from icore.memory import FROM_PARENTS, CommitOp, CommitResult, OwnershipMap
 from icore.net import OwnerUnreachable
 from icore.net.nats import NatsCluster, NatsStore
 from icore.records import Record
@@ -39,11 +39,23 @@ def _fail_once(target: Callable[..., Awaitable[Any]], rid: str
     return flaky
 
 
+def _commit_many(store: NatsStore, record: Record) -> CommitResult:
+    """One commit through ``commit_many`` (the owner service's group path)."""
+    (res,) = store.commit_many([CommitOp(record, "a", FROM_PARENTS)])
+    if isinstance(res, Exception):
+        raise res
+    return res
+
+
+@pytest.mark.parametrize("via", ["commit", "commit_many"])
 @pytest.mark.parametrize("step", ["_move_head", "_note_digest"])
 def test_replay_after_a_lost_head_move_moves_it_before_the_ack(
-        nats_single: NatsCluster, nats_team_certs: Path, prefix: str, step: str) -> None:
+        nats_single: NatsCluster, nats_team_certs: Path, prefix: str, step: str,
+        via: str) -> None:
     """The record is stored, the head (or digest) write times out; the identical retry is
-    acknowledged as a replay only with the head and the digest holding the record."""
+    acknowledged as a replay only with the head and the digest holding the record. Also
+    through ``commit_many`` (the owner service's group commits): same retries, same
+    settle, the timeout a typed refusal of its op."""
     a = NatsStore(nats_single.urls, certs_dir=nats_team_certs, ownership=OM, agent="a",
                   prefix=prefix, timeout_s=3.0)
     ex = NatsStore(nats_single.urls, certs_dir=nats_team_certs, ownership=OM,
@@ -57,10 +69,12 @@ def test_replay_after_a_lost_head_move_moves_it_before_the_ack(
                            parents=[first[0].id])
         real = getattr(a.memory, step)
         setattr(a.memory, step, _fail_once(real, r2.id))
+        def commit(r: Record) -> CommitResult:
+            return a.commit(r, writer="a") if via == "commit" else _commit_many(a, r)
         with pytest.raises(OwnerUnreachable):
-            a.commit(r2, writer="a")  # decided and stored, its head (or digest) not moved
+            commit(r2)  # decided and stored, its head (or digest) not moved
         setattr(a.memory, step, real)
-        res = a.commit(r2, writer="a")  # the writer's retry of the identical record
+        res = commit(r2)  # the writer's retry of the identical record
         assert not res.created  # an idempotent replay ...
         head = a.head("log/0")
         assert head is not None and head.record_id == r2.id  # ... acked with its head moved

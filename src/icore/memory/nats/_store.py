@@ -256,10 +256,19 @@ class NatsStore(Store):
             OwnerUnreachable: the engine did not answer in time; the write may or may not
                 have been decided (retry the identical record: it is idempotent).
         """
+        return self._commit(record, writer, expected_head, False)
+
+    def _commit(self, record: Record, writer: str, expected_head: ExpectedHead,
+                verified: bool) -> CommitResult:
+        """:meth:`commit` for one record, also each op of ``commit_many``.
+
+        The owner service's group commits go through here too: the owner-CAS retries, the
+        replay settle and the typed refusals apply to them alike.
+        """
         self._revs.owner_of = (getattr(record, "id", None), getattr(record, "owner", None))
         for _ in range(MAX_COMMIT_RETRIES):
             try:
-                res = super().commit(record, writer=writer, expected_head=expected_head)
+                res = super()._commit(record, writer, expected_head, verified)
                 if not res.created:
                     # a replay found the record stored, but the attempt that stored it may
                     # have failed before moving its head and digest (the record is stored
