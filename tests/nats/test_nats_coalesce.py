@@ -282,3 +282,39 @@ def test_a_malformed_batch_reply_fails_its_read_without_raising() -> None:
         with pytest.raises(StoreError):
             await b.done
     asyncio.run(go())
+
+
+class _NoSubscribe:
+    """A connection whose reply-inbox subscription fails (or hangs until cancelled)."""
+
+    def __init__(self, hang: bool) -> None:
+        self.hang = hang
+
+    def new_inbox(self) -> str:
+        return "_INBOX.x"
+
+    async def subscribe(self, subject: str, cb: Any) -> Any:
+        if self.hang:
+            await asyncio.sleep(3600)
+        raise nats.errors.ConnectionClosedError
+
+
+@pytest.mark.parametrize("hang", [False, True])
+def test_a_barrier_whose_subscribe_fails_settles_its_waiters(hang: bool) -> None:
+    """The reply inbox cannot be subscribed (an error, or the query's timeout cancels
+    it): the barrier's future is settled anyway (its waiters fail closed) instead of
+    staying pending, which would make every later query that shares it time out."""
+    async def go() -> None:
+        reads = BatchedHeadReads(_NoSubscribe(hang), "KV_t-heads",  # type: ignore[arg-type]
+                                 "$KV.t-heads.", NatsStats(), 1.0)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if hang:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await reads.barrier("k", fut, timeout_s=1.0)
+            assert fut.cancelled()
+        else:
+            await reads.barrier("k", fut, timeout_s=1.0)
+            with pytest.raises(nats.errors.ConnectionClosedError):
+                await fut
+    asyncio.run(go())

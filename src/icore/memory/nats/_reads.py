@@ -159,9 +159,19 @@ class BatchedHeadReads:
         ``fut`` gets the write's stream sequence once the engine acknowledged it
         (committed), or a :class:`~icore.errors.StoreError` (refused, no responders), the
         publish's error, or :class:`TimeoutError` after ``timeout_s`` seconds. The call
-        returns once the publish is queued, before the acknowledgement.
+        returns once the publish is queued, before the acknowledgement. ``fut`` is settled
+        on every path (also a failed or cancelled subscribe), so later queries waiting
+        behind it get a barrier of their own.
         """
-        await self._subscribe()
+        try:
+            await self._subscribe()
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except Exception as exc:  # handed to every waiter: each fails closed
+            if not fut.done():
+                fut.set_exception(exc)
+            return
         self._next += 1
         token = f"b{self._next}"
         self._acks[token] = fut
