@@ -36,10 +36,16 @@ from icore.integrations._arg_normal import (
 )
 from icore.integrations._fenced import AnyReplanner, FenceGuard, Gated, OnBlock, Scope
 from icore.integrations._recorder import RunRecorder, active_recorder
-from icore.integrations._refusals import GATEWAY_POLICY, Refusal, read_refusal, refusal_head
+from icore.integrations._refusals import (
+    GATEWAY_POLICY,
+    Refusal,
+    blocked_line,
+    read_refusal,
+    refusal_head,
+)
 from icore.integrations._wiring import Replicator
 
 __all__ = ["GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock",
            "Refusal", "Replicator", "RunRecorder", "Scope", "active_recorder",
-           "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
+           "blocked_line", "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
            "signature_model"]

@@ -39,9 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
-from icore.integrations import GATEWAY_POLICY as INTEGRATIONS_GATEWAY_POLICY
-from icore.integrations import RunRecorder
+from icore.fence import GateDecision, Outcome, Reason
+from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
 from icore.records import Record, RecordId
 
@@ -207,26 +206,6 @@ def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
     return e.to_dict()
 
 
-GATEWAY_POLICY = INTEGRATIONS_GATEWAY_POLICY
-"""The ``policy`` of a refusal the gateway made before (or without) a gate decision (the
-one an in-process recorder writes for the gateway's refusals it sees)."""
-
-
-def _refusal_entry(tool: str, task: str, reason: str, deps: Sequence[str], detail: str
-                   ) -> dict[str, Any]:
-    """The PlanFence decision line of a call refused before the gate decided.
-
-    ``blocked`` with the gateway's reason code (``not_read``, ``owner_unavailable``,
-    ``dependency_unreadable``, ``gateway_error``, ``no_session``, ...), so the audit's
-    lineage lists the call as a blocked action like a ``stale`` one (no frontier or
-    heads: the gate never compared versions).
-    """
-    e = DecisionEntry(outcome=Outcome.BLOCKED.value, reason=reason, action=tool,
-                      deps=tuple(sorted(deps)), policy=GATEWAY_POLICY, detail=detail[:2000],
-                      task=task)
-    return {"planfence": {"decision": e.to_dict()}}
-
-
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
     line = {"id": rec.id, "key": rec.key, "owner": rec.owner, "seq": rec.seq,
             "type": rec.type, "parents": list(rec.parents), "role": role}
@@ -379,7 +358,8 @@ class GatewayTrace:
             for d in decisions:
                 self.planfence.append({"planfence": {"decision": _entry(d, task, heads)}})
             if not decisions and not executed:  # refused before the gate
-                self.planfence.append(_refusal_entry(tool, task, reason, deps, detail))
+                self.planfence.append(
+                    blocked_line(tool, task, reason, GATEWAY_POLICY, detail, deps))
             plan_id = None
             if replan == "replan":  # the plan it rewrites: the stale call's own
                 plan_id = next((self._plan_of[r] for r in plan_roots
@@ -458,7 +438,7 @@ class GatewayTrace:
         said = json.dumps(dict(args), default=str, ensure_ascii=False, sort_keys=True)
         self.recorder.plan(sid, f"plan for {tool}: {said}", plan_id=task)
         with self._lock:
-            self.planfence.append(_refusal_entry(tool, task, reason, deps, detail))
+            self.planfence.append(blocked_line(tool, task, reason, GATEWAY_POLICY, detail, deps))
         self.recorder.add(sid, "thought", f"gate {Outcome.BLOCKED.value}/{reason} for {tool}",
                           gate={"outcome": Outcome.BLOCKED.value, "reason": reason,
                                 "tool": tool, "replanned": False}, task=task)
