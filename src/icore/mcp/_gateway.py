@@ -124,7 +124,6 @@ class Gateway:
             self.otel = OtelExporter(endpoint=ep)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
-        self.templates: dict[str, list[str]] = {}  # upstream -> its URI templates
         self.template_routes: dict[str, Route] = {}
         """Shown URI template (``<upstream>.<template>`` on a clash) -> its route."""
         self._template_items: dict[str, list[Any]] = {}
@@ -315,8 +314,6 @@ class Gateway:
         self.tools, self.tool_defs, self.resources, self.prompts = tools, defs, res, prompts
         if templates:
             self._template_items.update(templates)
-            self.templates = {n: [t.uri_template for t in ts]
-                              for n, ts in self._template_items.items()}
             self.template_routes, tdefs = _namespaced_templates(self._template_items)
             self._template_defs = [d for _, d in tdefs]
         if self.watch.checked:

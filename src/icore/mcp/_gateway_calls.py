@@ -237,7 +237,7 @@ class _ToolCalls:
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
         self.gw.trace.call(view.sid, name, args, result_text(result),
                            error=is_error(result), task=task)
-        if spec is not None:
+        if spec is not None and spec.writes:
             filled = self._with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
                 try:

@@ -170,6 +170,7 @@ def check_facts(m: GatewayManifest) -> None:
                           "depends_on", i, tool=name, entry=entry)
 
 
+@functools.lru_cache(maxsize=4096)
 def dep_pattern(entry: str) -> re.Pattern[str]:
     """A D(a) entry as a regex over URIs: ``{arg}`` and globs match anything."""
     out = []
@@ -202,8 +203,8 @@ def served_by(entry: str, uris: Collection[str], templates: Collection[str]) -> 
             return True
     # a templated entry against a template: compare their shapes with every
     # placeholder of either side as one token
-    shape = re.sub(r"\{[^}]*\}", "{}", entry)
-    return any(re.sub(r"\{[^}]*\}", "{}", t) == shape for t in templates)
+    shape = template_shape(entry)
+    return any(template_shape(t) == shape for t in templates)
 
 
 def namespaced_forms(entry: str, clashed: Mapping[str, tuple[str, str]]) -> list[str]:
