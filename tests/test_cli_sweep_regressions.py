@@ -73,9 +73,10 @@ def test_a_declaration_value_python_cannot_convert_is_typed(tmp_path: Path) -> N
     from icore.state import DeclarationPackageError, load_declaration
 
     p = tmp_path / "d.yaml"
-    p.write_text(f"name: {_BIG}\n")
-    with pytest.raises(DeclarationPackageError, match="cannot parse"):
-        load_declaration(p)
+    for text in (f"name: {_BIG}\n", "name: 2026-02-30\n"):  # named by line, as manifests
+        p.write_text(text)
+        with pytest.raises(DeclarationPackageError, match=r"(?s)cannot parse.*line 1"):
+            load_declaration(p)
 
 
 @pytest.mark.parametrize("args", [["planfence"], ["attribution"], ["icore"]])

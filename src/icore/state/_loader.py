@@ -19,6 +19,7 @@ import pydantic
 import yaml
 
 from icore._files import not_a_regular_file
+from icore._yaml import safe_load
 from icore.state._components import (
     AgentDecl,
     EffectTemplate,
@@ -316,10 +317,10 @@ def load_declaration(path: str | Path) -> DeclarationPackage:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            data = yaml.safe_load(text)
+            data = safe_load(text)  # an int of 5000 digits, 2026-02-30: marked errors
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise DeclarationPackageError(f"cannot parse: {exc}", file=file, path="<root>") from exc
-    except (ValueError, OverflowError) as exc:  # YAML: an int of 5000 digits, 2026-13-45
+    except (ValueError, OverflowError) as exc:  # JSON: an int over 4300 digits
         raise DeclarationPackageError(f"cannot parse: a value that cannot be converted: "
                                       f"{exc}", file=file, path="<root>") from None
     except RecursionError:
