@@ -197,7 +197,10 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     _check_parents(by_id, file)
     order = sorted(spans, key=attrgetter("start_ns", "end_ns"))
     shown: dict[str, str] = {}  # one object per kind (span_kind makes a new one per span)
-    kinds = {s.span_id: shown.setdefault(k, k) for s in spans for k in (span_kind(s),)}
+    kinds: dict[str, str] = {}
+    for s in spans:
+        k = span_kind(s)
+        kinds[s.span_id] = shown.setdefault(k, k)
     names = AgentNames()
     descriptions: dict[str, str] = {}
     agent_of_span: dict[str, str] = {}

@@ -82,13 +82,13 @@ def _any(v: Any, file: str, where: str) -> Any:
         raise AdapterError(f"{k} must be an object, not {type(x).__name__}", file=file,
                            field=f"{where}.{k}")
     if k in ("arrayValue", "array_value"):
-        vals = (x or {}).get("values", []) if isinstance(x, dict) else []
+        vals = (x or {}).get("values", [])
         if not isinstance(vals, list):  # a number would escape as TypeError (sweep)
             raise AdapterError(f"arrayValue.values must be a list, not {type(vals).__name__}",
                                file=file, field=f"{where}.arrayValue.values")
         return [_any(e, file, f"{where}.arrayValue.values[{i}]") for i, e in enumerate(vals)]
     if k in ("kvlistValue", "kvlist_value"):
-        vals = (x or {}).get("values", []) if isinstance(x, dict) else []
+        vals = (x or {}).get("values", [])
         return _kvs(vals, file, f"{where}.kvlistValue")
     if k in ("bytesValue", "bytes_value"):  # base64 in OTLP/JSON; kept as that text
         if not isinstance(x, str):
