@@ -256,7 +256,7 @@ class FenceGuard:
                                            keys=[str(k) for k in unowned],
                                            fix="add them to the ownership map")
             depends_on = keys
-        else:
+        elif not isinstance(depends_on, ScopeOnce):  # a per-call guard reuses its memo
             depends_on = ScopeOnce(depends_on)  # type: ignore[arg-type]  # callable here
         self.fence = fence
         self.depends_on = depends_on
