@@ -30,6 +30,7 @@ from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
 from icore.workspace import (
+    APPROVAL_CHANGED,
     Agent,
     Approver,
     Call,
@@ -111,6 +112,18 @@ class Gated:
         if self.call is not None:
             return self.call.reason
         return self.result.final.reason.value if self.result is not None else "no_roots"
+
+    @property
+    def model_message(self) -> str:
+        """What the model reads for a blocked call, in every framework.
+
+        :attr:`message`, except that a call refused ``approval_changed`` is told exactly
+        what differs from the approved request (the workspace call's detail).
+        """
+        call = self.call
+        if call is not None and call.reason == APPROVAL_CHANGED and call.detail:
+            return call.detail
+        return self.message
 
 
 def _args_hint(detail: str) -> str:

@@ -302,10 +302,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return setup_error(event, name, exc)
         if not gated.executed:
-            message = gated.message
-            if gated.reason == APPROVAL_CHANGED and gated.call is not None:
-                message = gated.call.detail  # what differs from the approved request
-            return blocked(event, message, name, gated.reason)
+            return blocked(event, gated.model_message, name, gated.reason)
         return gated.value.event
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:

@@ -30,7 +30,7 @@ from icore.errors import IntegrationError
 from icore.fence import ProtectedTool
 from icore.integrations import ArgNormalizer, FenceGuard, Gated
 from icore.records import JSONValue, RecordId
-from icore.workspace import APPROVAL_CHANGED, ApprovalRequest, running_call
+from icore.workspace import ApprovalRequest, running_call
 
 RootsFrom = str | Callable[[Any, Mapping[str, Any]], Sequence[RecordId] | None]
 """A graph-state key holding L(a), or ``f(state, args) -> L(a)`` (fence mode)."""
@@ -421,9 +421,7 @@ class _Fenced:
                 says why.
         """
         if not gated.executed:
-            call = gated.call  # an approval refusal's detail is the whole message
-            raise ToolException(call.detail if call is not None and call.reason ==
-                                APPROVAL_CHANGED and call.detail else gated.message)
+            raise ToolException(gated.model_message)
         value = gated.value
         if not gated.replanned:
             return value

@@ -355,10 +355,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve)
         if not gated.executed:
             detail = gated.call.detail if gated.call is not None else ""
-            message = gated.message
-            if gated.reason == APPROVAL_CHANGED:
-                message = detail
-            elif (wanted is not NO_APPROVAL and gated.call is not None
+            message = gated.model_message
+            if (wanted is not NO_APPROVAL and gated.call is not None
                     and gated.reason == NOT_READ
                     and any(v is not None for v in gated.call.fresh.values())):
                 message = unread_after_approval(base.name, gated.call)
