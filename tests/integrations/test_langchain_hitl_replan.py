@@ -168,3 +168,24 @@ def test_a_same_arguments_replan_after_the_middlewares_approval_is_asked_again()
                and m.status == "error"]
     assert "newer versions of room/R101" in str(refused[-1].content)
     assert len(asked) == 1  # once per call (the replan's arguments are the same)
+
+
+def test_a_broken_depends_on_under_the_middleware_is_the_guards_typed_error() -> None:
+    """A ``depends_on`` function that fails on the arguments (``a['dya']``) raises the
+    same typed ``WorkspaceError`` naming the fix under the middleware's review as
+    without it (it escaped as the user's raw ``KeyError``); nothing is booked."""
+    from icore.integrations.langgraph import fenced_tool
+    from icore.workspace import WorkspaceError
+
+    hotel = Hotel()
+    book = fenced_tool(hotel.book_room, agent=hotel.booker,
+                       depends_on=lambda a: {f"room/{a['rom_id']}"})
+    agent = create_agent(
+        Brain(brain=_brain(hotel)), [hotel.get_room, book], name="booker",
+        checkpointer=InMemorySaver(),
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
+    cfg: Any = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    with pytest.raises(WorkspaceError, match="rom_id"):
+        agent.invoke(_approve({}, "batched"), cfg)
+    assert hotel.booked == []

@@ -79,11 +79,11 @@ def reviewed_check(guard: FenceGuard, name: str, args: Mapping[str, Any],
     team = guard.handle
     if team is None:
         return inner
-    keys = guard.depends_on(args) if callable(guard.depends_on) else guard.depends_on
     try:
+        keys = guard.depends_on(args) if callable(guard.depends_on) else guard.depends_on
         wanted = team.request_for(name, args, keys, turn=turn)
-    except Exception:  # fail closed: no request can be tied to the approval
-        wanted = None
+    except Exception:  # fail closed: no request can be tied to the approval (a broken
+        wanted = None  # depends_on is then the guard's own typed error, as unreviewed)
 
     def check(req: ApprovalRequest) -> bool:
         if wanted is None or wanted.id != req.id:
