@@ -207,6 +207,15 @@ def served_by(entry: str, uris: Collection[str], templates: Collection[str]) -> 
     return any(template_shape(t) == shape for t in templates)
 
 
+def clashed_routes(*routes: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """The namespaced names among ``routes`` (shown name -> (upstream, bare name)).
+
+    Each of ``routes`` maps a shown URI or template to its route (``upstream``, ``name``).
+    """
+    return {shown: (r.upstream, r.name) for rs in routes for shown, r in rs.items()
+            if shown != r.name}
+
+
 def namespaced_forms(entry: str, clashed: Mapping[str, tuple[str, str]]) -> list[str]:
     """The shown (namespaced) URIs or templates that ``entry`` names in its bare form.
 

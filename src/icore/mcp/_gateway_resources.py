@@ -153,10 +153,8 @@ class _Resources:
 
     def _unrouted(self, uri: str) -> GatewayError:
         """Why no upstream serves ``uri``: several do (name the namespaced forms), or none."""
-        from icore.mcp._gateway_checks import namespaced_forms
-        clashed = {shown: (r.upstream, r.name) for routes in (self.gw.resources,
-                                                              self.gw.template_routes)
-                   for shown, r in routes.items() if shown != r.name}
+        from icore.mcp._gateway_checks import clashed_routes, namespaced_forms
+        clashed = clashed_routes(self.gw.resources, self.gw.template_routes)
         forms = sorted({f if f in self.gw.resources else f"{clashed[f][0]}.{uri}"
                         for f in namespaced_forms(uri, clashed)})
         if not forms:

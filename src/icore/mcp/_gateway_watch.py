@@ -22,6 +22,7 @@ from icore.mcp._gateway_checks import (
     check_placeholders,
     check_resources,
     check_tools,
+    clashed_routes,
     dep_pattern,
     unserved,
 )
@@ -90,10 +91,7 @@ class ManifestWatch:
         check_facts(m)
         check_placeholders(m, {n: getattr(d, "input_schema", None)
                                for n, d in gw.tool_defs.items()})
-        clashed = {shown: (r.upstream, r.name) for routes in (gw.resources,
-                                                              gw.template_routes)
-                   for shown, r in routes.items() if shown != r.name}
-        check_ambiguous(m, clashed)
+        check_ambiguous(m, clashed_routes(gw.resources, gw.template_routes))
         if not down:
             check_resources(m, list(gw.resources), list(gw.template_routes),
                             [*m.owners, *m.facts.owners])
