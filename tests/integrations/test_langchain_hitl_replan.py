@@ -58,6 +58,17 @@ def _approve(out: dict[str, Any], mode: str) -> Command:  # type: ignore[type-ar
     return Command(resume={i.id: {"type": "approve"} for i in out["__interrupt__"]})
 
 
+def _asked(hotel: Hotel, book: Any) -> tuple[Any, Any]:
+    """A ``create_agent`` reviewing ``book`` with the middleware, run to its question."""
+    agent = create_agent(
+        Brain(brain=_brain(hotel)), [hotel.get_room, book], name="booker",
+        checkpointer=InMemorySaver(),
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
+    cfg: Any = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    return agent, cfg
+
+
 @pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
 @pytest.mark.parametrize("mode", ["batched", "per_call"])
 def test_a_replan_after_the_middlewares_approval_is_put_to_the_human_again(
@@ -154,12 +165,7 @@ def test_a_same_arguments_replan_after_the_middlewares_approval_is_asked_again()
     from icore.integrations.langgraph import fenced_tool
     book = fenced_tool(hotel.book_room, agent=hotel.booker, depends_on=scope,
                        replan=lambda s: dict(s.args))
-    agent = create_agent(
-        Brain(brain=_brain(hotel)), [hotel.get_room, book], name="booker",
-        checkpointer=InMemorySaver(),
-        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
-    cfg: Any = {"configurable": {"thread_id": "t1"}}
-    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    agent, cfg = _asked(hotel, book)
     hotel.reprice("175")
     asked.clear()
     out = agent.invoke(_approve({}, "batched"), cfg)
@@ -180,12 +186,7 @@ def test_a_broken_depends_on_under_the_middleware_is_the_guards_typed_error() ->
     hotel = Hotel()
     book = fenced_tool(hotel.book_room, agent=hotel.booker,
                        depends_on=lambda a: {f"room/{a['rom_id']}"})
-    agent = create_agent(
-        Brain(brain=_brain(hotel)), [hotel.get_room, book], name="booker",
-        checkpointer=InMemorySaver(),
-        middleware=[HumanInTheLoopMiddleware(interrupt_on={"book_room": True})])
-    cfg: Any = {"configurable": {"thread_id": "t1"}}
-    agent.invoke({"messages": [HumanMessage("Book room R101")]}, cfg)
+    agent, cfg = _asked(hotel, book)
     with pytest.raises(WorkspaceError, match="rom_id"):
         agent.invoke(_approve({}, "batched"), cfg)
     assert hotel.booked == []

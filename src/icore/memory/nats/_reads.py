@@ -165,24 +165,16 @@ class BatchedHeadReads:
         """
         try:
             await self._subscribe()
-        except asyncio.CancelledError:
-            fut.cancel()
-            raise
-        except Exception as exc:  # handed to every waiter: each fails closed
-            if not fut.done():
-                fut.set_exception(exc)
-            return
-        self._next += 1
-        token = f"b{self._next}"
-        self._acks[token] = fut
-        timer = asyncio.get_running_loop().call_later(timeout_s, self._expire, token)
+            self._next += 1
+            token = f"b{self._next}"
+            self._acks[token] = fut
+            timer = asyncio.get_running_loop().call_later(timeout_s, self._expire, token)
 
-        def settled(_f: asyncio.Future[int]) -> None:
-            timer.cancel()
-            self._acks.pop(token, None)
-        fut.add_done_callback(settled)
-        self.stats.puts += 1
-        try:
+            def settled(_f: asyncio.Future[int]) -> None:
+                timer.cancel()
+                self._acks.pop(token, None)
+            fut.add_done_callback(settled)
+            self.stats.puts += 1
             await self.nc.publish(self.pre + key, b"", reply=f"{self._inbox}.{token}")
         except asyncio.CancelledError:
             fut.cancel()
