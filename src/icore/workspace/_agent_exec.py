@@ -48,7 +48,7 @@ from icore.workspace._call import (
     _trampoline_for,
 )
 from icore.workspace._errors import ReplanFailed, WorkspaceError
-from icore.workspace._keys import detached, detached_map
+from icore.workspace._keys import arg_fault, detached, detached_map
 
 _MAX_TICKETS = 1024
 _SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
@@ -117,6 +117,12 @@ class _Execution:
                             args=dict(args), detail=str(exc))
             if not callable(depends_on):
                 self._static[action] = (depends_on, deps)
+        faults = {k: f for k in deps if (f := arg_fault(k, args)) is not None}
+        if faults:  # the model's text in a key: refused to it, never a pattern (QA r8 D5)
+            return Call(action, False, reason=NOT_READ, args=dict(args),
+                        detail="argument values name no fact: " + ", ".join(sorted(faults)),
+                        unwritten=tuple(sorted(faults)),
+                        bad_args=dict(f for f in faults.values()))
         basis = self._basis(turn)
         missing = sorted(k for k in deps if k not in basis)
         if missing:
