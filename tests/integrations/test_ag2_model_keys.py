@@ -100,3 +100,28 @@ def test_a_pattern_the_application_writes_is_still_a_setup_error() -> None:
         run(agent)
     assert "stock/ly{a[...]}" in str(ei.value) and moves == []
 
+
+
+def test_an_owner_put_of_the_same_value_does_not_make_the_plan_stale() -> None:
+    """D7: the keeper's sync re-puts the unchanged stock between read and call: no new
+    version, the call runs; a real change is still refused ``stale``."""
+    ws, _d, moves, tool = _stock()
+
+    def turns() -> Any:
+        yield call("transfer", sku="bolt", from_site="lyon", qty=1)  # not read: handed over
+        yield call("transfer", sku="bolt", from_site="lyon", qty=1)
+        before = ws.head("stock/lyon/bolt")
+        again = ws.put("stock/lyon/bolt", {"qty": 100}, by="keeper")
+        assert again == before
+        yield call("transfer", sku="bolt", from_site="lyon", qty=2)
+        ws.put("stock/lyon/bolt", {"qty": 99}, by="keeper")
+        yield call("transfer", sku="bolt", from_site="lyon", qty=3)
+        yield "done"
+
+    results = run(Agent("dispatcher", config=load_example("ag2_app").ScriptedWorld(turns()),
+                        tools=[tool]))
+    assert "not_read" in _text(results[0])
+    assert not isinstance(results[1], ToolErrorEvent)
+    assert not isinstance(results[2], ToolErrorEvent)
+    assert "(stale)" in _text(results[3])
+    assert moves == [("bolt", 1), ("bolt", 2)]

@@ -29,7 +29,7 @@ from icore.fence import (
     Replan,
     ReplanRequest,
 )
-from icore.records import JSONValue, Record, RecordId
+from icore.records import JSONValue, Record, RecordId, canonical_json
 from icore.workspace._call import (
     _CURRENT,
     ARGS_NOT_JSON,
@@ -303,8 +303,10 @@ class _Execution:
             fresh = {k: detached(r.content) for k, r in plan.handed.items()}
         detail = self._detail(plan, res, handed_over)
         res = dataclasses.replace(res, detail=detail)
+        same = tuple(sorted(k for k, r in plan.handed.items() if handed_over
+                            and k in plan.basis and _json(r) == _json(plan.basis[k])))
         call = Call(plan.action, False, None, reason, dict(res.args), rec, res, fresh,
-                    res.replanned, detail, turn=plan.turn)
+                    res.replanned, detail, turn=plan.turn, same_value=same)
         if plan.failure is not None:
             plan.failure.call = call
             raise plan.failure
@@ -390,6 +392,11 @@ class _Execution:
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
+
+
+def _json(rec: Record) -> bytes:
+    """A record's value as canonical JSON (``1`` and ``1.0`` differ)."""
+    return canonical_json(rec.content)
 
 
 def _problems(exc: BaseException) -> list[str]:

@@ -104,6 +104,9 @@ class Call:
             are literal; a NUL cannot be stored). Such a call is refused
             :data:`NOT_READ` with those keys in ``unwritten`` (the model's argument,
             not the application's setup; nothing ran).
+        same_value: keys of ``fresh`` whose new version holds the value the agent had
+            read (written again, e.g. by :meth:`~icore.workspace.Workspace.commit`, or by
+            another process): a stale refusal does not call them changed.
     """
 
     action: str
@@ -119,6 +122,7 @@ class Call:
     unwritten: tuple[str, ...] = ()
     turn: Hashable | None = None
     bad_args: Mapping[str, str] = field(default_factory=dict)
+    same_value: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -169,9 +173,13 @@ def _values(fresh: Mapping[str, JSONValue]) -> str:
 def _message(c: Call) -> str:
     head = f"PlanFence blocked {c.action} ({c.reason})"
     if c.reason == Reason.STALE.value and c.fresh:
-        return (f"{head}: {', '.join(sorted(c.fresh))} changed after you read it. Current "
-                f"values: {_values(c.fresh)}. Decide again from these values; your next "
-                f"call counts as the one replan.")
+        changed = sorted(k for k in c.fresh if k not in c.same_value)
+        what = [f"{', '.join(changed)} changed after you read it"] if changed else []
+        if c.same_value:
+            what.append(f"{', '.join(sorted(c.same_value))} was written again after you "
+                        "read it, with the same value (a new version)")
+        return (f"{head}: {'; '.join(what)}. Current values: {_values(c.fresh)}. Decide "
+                f"again from these values; your next call counts as the one replan.")
     if c.reason == NOT_READ and c.bad_args:
         return f"{head}: {_bad_args(c)}"
     if c.reason == NOT_READ and c.unwritten:
