@@ -515,10 +515,16 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
                     "values are below, now read in this session: plan from them and call "
                     "again in this same session (a client that opens a new session for "
                     "each tool call is refused every time; keep one session open).")
+    if v.stale:  # read, but no longer current: handed over too, so one replan (D3)
+        lines.append(f"Also changed since this session read "
+                     f"{'it' if len(v.stale) == 1 else 'them'}: {', '.join(v.stale)} "
+                     "(the fresh values are below, now read): plan from all the values "
+                     "below at once.")
     if v.changed and reason != Reason.SECOND_CHANGE.value:
         lines.append("Current values:")
         lines.extend(f"- {describe(r, version_of(r) if version_of else None)}"
-                     for r in v.changed.values())
+                     + (" (changed since read)" if k in v.stale else "")
+                     for k, r in v.changed.items())
     elif v.changed:
         lines.append("Changed: " + ", ".join(sorted(v.changed)))
     elif reason == "not_read" and not unwritten:  # nothing could be handed over
@@ -529,7 +535,8 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
         lines.append(f"Detail: {v.call.detail}")
     return _error_result("\n".join(lines), meta={"icore/gate": {
         "reason": reason, "deps": list(v.deps),
-        "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()}}})
+        "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()},
+        **({"stale": list(v.stale)} if v.stale else {})}})
 
 
 def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
