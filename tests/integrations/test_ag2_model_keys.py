@@ -9,6 +9,10 @@ itself stays a setup error raised out of the run.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +20,8 @@ from ag2 import Agent
 from ag2.events import ToolErrorEvent, ToolResultEvent
 
 from icore.errors import ActionBlocked
-from icore.integrations.ag2 import fenced_tool
+from icore.integrations import RunRecorder
+from icore.integrations.ag2 import fenced_tool, record_agents
 from icore.workspace import Workspace, WorkspaceError
 
 from .ag2_world import call, run
@@ -80,6 +85,28 @@ def test_agent_execute_refuses_the_argument_and_keeps_the_scope_literal() -> Non
     assert not call_.executed and call_.reason == "not_read"
     assert call_.bad_args == {"sku": "*"} and call_.unwritten == ("stock/lyon/*",)
     assert "'*', '?' and '['" in call_.message and moves == []
+
+
+def test_the_refused_glob_argument_is_audited_blocked(tmp_path: Path) -> None:
+    """Recorded with ``record_agents``: the refused call is a blocked protected action
+    (policy before the gate), the next one valid; no hard flag."""
+    _ws, d, _moves, tool = _stock()
+    d.read("stock/lyon/bolt")
+    rec = RunRecorder("glob-arg")
+    agent = Agent("dispatcher", config=_world([
+        call("transfer", sku="*", from_site="lyon", qty=1),
+        call("transfer", sku="bolt", from_site="lyon", qty=1), "done"]), tools=[tool])
+    record_agents(rec, agent)
+    run(agent)
+    rec.write(tmp_path / "run.jsonl")
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(tmp_path / "run.jsonl"),
+                          "--json", str(tmp_path / "a.json")], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert cli.returncode == 0, cli.stderr
+    got = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["runs"][0]
+    assert got["actions"]["blocked"] == 1 and got["actions"]["valid"] == 1
+    assert got["summary"]["hard_flags"] == 0
+    assert "not_read" in got["lineage"][0]["reason"]
 
 
 def test_a_pattern_the_application_writes_is_still_a_setup_error() -> None:
