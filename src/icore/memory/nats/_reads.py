@@ -2,10 +2,13 @@
 
 One ``multi_last`` direct get per owner (see :meth:`icore.memory.nats.NatsMemory.last_heads`;
 the owner digests it reads are described in :mod:`icore.memory.nats._digest`) and the
-quorum barrier's publish (:meth:`BatchedHeadReads.barrier`) share one subscription. On a
+quorum barrier's publish (:meth:`BatchedHeadReads.barrier`) share one reply inbox. With a
+:class:`~icore.memory.nats._link.GateLink` (what :meth:`icore.memory.nats.NatsMemory.connect`
+sets up) both go over the gate's own NATS connection: the requests of one loop turn leave
+in one write, the replies are parsed in its ``data_received``. Otherwise, on a
 :class:`LaneClient` (what :func:`icore.memory.nats.connect_nats` opens) their replies are
-taken as raw bytes in the connection's reader, without nats-py's header parser, message
-object, queue and subscription task; on any other client through the subscription.
+taken as raw bytes in nats-py's reader, without its header parser, message object, queue
+and subscription task; on any other client through the subscription.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from icore.errors import StoreError
 from icore.memory import HeadEntry
 from icore.memory.nats._codec import NatsStats, _BatchReply, _json_req, head_subject_key
 from icore.memory.nats._digest import use_digest
+from icore.memory.nats._link import GateLink
 
 DIGEST_RETRY_EVERY = 64
 """An owner found without a digest (or overflowed) is asked for it again every this
@@ -115,12 +119,15 @@ class BatchedHeadReads:
         pre: the heads bucket's subject prefix (``$KV.<prefix>-heads.``).
         stats: the connection's counters (``gets`` counts requests, ``puts`` barriers).
         timeout_s: default bound of one read, seconds.
+        link: a :class:`GateLink` made with ``on_msg=self.on_wire`` and
+            ``on_lost=self.fail_all`` (see :meth:`with_link`), or None: nats-py's ``nc``.
     """
 
     def __init__(self, nc: NatsClient, stream: str, pre: str, stats: NatsStats,
                  timeout_s: float) -> None:
         self.nc, self.stream, self.pre, self.stats = nc, stream, pre, stats
         self.timeout_s = timeout_s
+        self.link: GateLink | None = None
         self._sub: Any = None
         self._inbox = ""
         self._next = 0
@@ -131,6 +138,18 @@ class BatchedHeadReads:
         # owner -> digest size seen last (-1: none or overflowed); reads since then
         self.digest_keys: dict[str, int] = {}
         self._misses: dict[str, int] = {}
+
+    def with_link(self, make: Callable[..., GateLink]) -> None:
+        """Send the reads and barriers over ``make(on_msg=..., on_lost=...)``'s link."""
+        self.link = make(on_msg=self.on_wire, on_lost=self.fail_all)
+        self._inbox = self.link.inbox
+
+    def fail_all(self, exc: Exception) -> None:
+        """Fail every read and barrier in flight with ``exc`` (the link dropped)."""
+        futs: list[asyncio.Future[Any]] = [b.done for b in self._batches.values()]
+        for fut in [*futs, *self._acks.values()]:
+            if not fut.done():
+                fut.set_exception(exc)
 
     async def last_heads(self, owner: str, keys: Sequence[str], *,
                          timeout_s: float | None = None
@@ -175,7 +194,10 @@ class BatchedHeadReads:
                 self._acks.pop(token, None)
             fut.add_done_callback(settled)
             self.stats.puts += 1
-            await self.nc.publish(self.pre + key, b"", reply=f"{self._inbox}.{token}")
+            if self.link is not None:
+                self.link.publish(self.pre + key, b"", f"{self._inbox}.{token}")
+            else:
+                await self.nc.publish(self.pre + key, b"", reply=f"{self._inbox}.{token}")
         except asyncio.CancelledError:
             fut.cancel()
             raise
@@ -189,6 +211,10 @@ class BatchedHeadReads:
             fut.set_exception(TimeoutError("the quorum barrier was not acknowledged in time"))
 
     async def _subscribe(self) -> None:
+        if self.link is not None:
+            if not self.link.connected:
+                await self.link.ready(self.timeout_s)
+            return
         if self._sub is None:
             self._inbox = self.nc.new_inbox()
             if isinstance(self.nc, LaneClient):
@@ -211,7 +237,10 @@ class BatchedHeadReads:
                 self._requests.clear()
             req = self._requests[key] = _json_req(list(subjects), len(subjects))
         try:
-            await self.nc.publish(self._api, req, reply=f"{self._inbox}.{token}")
+            if self.link is not None:
+                self.link.publish(self._api, req, f"{self._inbox}.{token}")
+            else:
+                await self.nc.publish(self._api, req, reply=f"{self._inbox}.{token}")
             async with asyncio.timeout(timeout_s or self.timeout_s):
                 await b.done  # a timeout cancels it: a late answer is dropped
         finally:
@@ -244,6 +273,11 @@ class BatchedHeadReads:
                     "malformed reply from the engine", error=f"{type(exc).__name__}: {exc}"))
 
     def _on_raw(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        self._take(subject[subject.rfind(b".") + 1:].decode("ascii", "replace"), headers,
+                   data)
+
+    def on_wire(self, subject: bytes, headers: bytes | None, data: bytes) -> None:
+        """A reply from the :class:`GateLink` (subject, raw header block or None, payload)."""
         self._take(subject[subject.rfind(b".") + 1:].decode("ascii", "replace"), headers,
                    data)
 
