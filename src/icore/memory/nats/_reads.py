@@ -138,6 +138,7 @@ class BatchedHeadReads:
         # owner -> digest size seen last (-1: none or overflowed); reads since then
         self.digest_keys: dict[str, int] = {}
         self._misses: dict[str, int] = {}
+        self._decoded: dict[str, tuple[bytes, dict[str, HeadEntry] | None]] = {}
 
     def with_link(self, make: Callable[..., GateLink]) -> None:
         """Send the reads and barriers over ``make(on_msg=..., on_lost=...)``'s link."""
@@ -228,7 +229,7 @@ class BatchedHeadReads:
         self._next += 1
         token = str(self._next)
         b = _BatchReply(subjects, asyncio.get_running_loop().create_future(),
-                        digest=digest, want=want)
+                        digest=digest, want=want, decoded=self._decoded)
         self._batches[token] = b
         self.stats.gets += 1
         req = self._requests.get(key := tuple(subjects))
