@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
@@ -43,7 +42,6 @@ from icore.memory.nats._digest import (
     encode_digest,
     with_head,
 )
-from icore.memory.nats._link import GateLink, link_servers
 from icore.memory.nats._names import DEFAULT_PREFIX, bucket_names
 from icore.memory.nats._reads import BatchedHeadReads, LaneClient
 from icore.records import Record, RecordId, encode_record, is_record_id
@@ -140,9 +138,8 @@ class NatsMemory:
         prefix: bucket name prefix.
         timeout_s: default bound of every engine operation, seconds.
         stats: counters shared with the connection's error callback.
-        gate_link: (server URLs, TLS context, connection name) of the gate's own
-            connection (:mod:`icore.memory.nats._link`) for the batched head reads and
-            quorum barriers; None, or URLs with user credentials: those stay on ``nc``.
+        gate_link: (server URLs, TLS context, name) of the gate's own connection for the
+            batched reads and barriers (:meth:`BatchedHeadReads.with_link`); None: ``nc``.
     """
 
     def __init__(self, nc: NatsClient, ownership: OwnershipMap, *,
@@ -150,12 +147,9 @@ class NatsMemory:
                  stats: NatsStats | None = None,
                  gate_link: tuple[Sequence[str], ssl.SSLContext | None, str] | None = None
                  ) -> None:
-        self.nc = nc
-        self.gate_link = gate_link
+        self.nc, self.gate_link = nc, gate_link
         self.js = nc.jetstream(timeout=timeout_s)
-        self.ownership = ownership
-        self.prefix = prefix
-        self.timeout_s = timeout_s
+        self.ownership, self.prefix, self.timeout_s = ownership, prefix, timeout_s
         self.stats = stats if stats is not None else NatsStats()
         self._kv: dict[str, KeyValue] = {}
         self.heads_direct = False
@@ -214,22 +208,15 @@ class NatsMemory:
                                  pre=self._heads_pre, js=self.js, direct=False)
         self._reads = BatchedHeadReads(self.nc, self.heads_stream, self._heads_pre,
                                        self.stats, self.timeout_s)
-        where = link_servers(self.gate_link[0]) if self.gate_link else None
-        if self.gate_link is not None and where is not None:
-            self._reads.with_link(functools.partial(
-                GateLink, where, ssl_context=self.gate_link[1], name=self.gate_link[2],
-                stats=self.stats))
+        if self.gate_link is not None:
+            self._reads.with_link(*self.gate_link)
         self.records_kv, self.owners_kv = self._kv[records], self._kv[owners]
 
     async def close(self) -> None:
         """Drain and close the connection (and the gate's own, when open)."""
-        if self._reads_open() and self._reads.link is not None:
-            await self._reads.link.close()
+        await self._reads.close() if hasattr(self, "_reads") else None
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.nc.close(), 5.0)
-
-    def _reads_open(self) -> bool:
-        return hasattr(self, "_reads")
 
     # -- primitives -----------------------------------------------------------------
     async def _get(self, kv: KeyValue, key: str, timeout_s: float | None

@@ -71,9 +71,11 @@ class _Conn(asyncio.Protocol):
                                  on_ok=_ignore, on_err=self._err, on_info=self._info)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the TCP transport (replaced by the TLS one after ``start_tls``)."""
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        """Parse ``data``; a protocol error or a failing handler drops the connection."""
         try:
             self.parser.feed(data)
         except Exception as exc:  # not NATS, or a handler failed: drop the connection
@@ -83,6 +85,7 @@ class _Conn(asyncio.Protocol):
                 self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Fail the handshake if it is under way; tell the link (requests fail)."""
         self.lost = True
         self._fail(StoreError("the gate's NATS connection was lost", server=self.where,
                               error=redact(str(exc or "closed by the server"))))
@@ -181,7 +184,7 @@ class GateLink:
             conn = task.result()
             if conn.lost or self._closed:
                 if self._closed and conn.transport is not None:
-                    conn.transport.close()
+                    conn.transport.abort()
                 return
             self._conn = conn
 
@@ -265,4 +268,5 @@ class GateLink:
             self._connecting.cancel()
         conn, self._conn = self._conn, None
         if conn is not None and conn.transport is not None:
-            conn.transport.close()
+            conn.transport.abort()  # no TLS close_notify wait: the socket closes now
+            await asyncio.sleep(0)  # let the transport's close run on this loop

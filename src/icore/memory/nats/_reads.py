@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from icore.errors import StoreError
 from icore.memory import HeadEntry
 from icore.memory.nats._codec import NatsStats, _BatchReply, _json_req, head_subject_key
 from icore.memory.nats._digest import use_digest
-from icore.memory.nats._link import GateLink
+from icore.memory.nats._link import GateLink, link_servers
 
 DIGEST_RETRY_EVERY = 64
 """An owner found without a digest (or overflowed) is asked for it again every this
@@ -140,10 +141,24 @@ class BatchedHeadReads:
         self._misses: dict[str, int] = {}
         self._decoded: dict[str, tuple[bytes, dict[str, HeadEntry] | None]] = {}
 
-    def with_link(self, make: Callable[..., GateLink]) -> None:
-        """Send the reads and barriers over ``make(on_msg=..., on_lost=...)``'s link."""
-        self.link = make(on_msg=self.on_wire, on_lost=self.fail_all)
-        self._inbox = self.link.inbox
+    def with_link(self, servers: Sequence[str], ssl_context: ssl.SSLContext | None,
+                  name: str) -> None:
+        """Send the reads and barriers over a :class:`GateLink` to ``servers``.
+
+        Nothing changes when a URL carries user credentials (see :func:`link_servers`):
+        the reads stay on nats-py. The link connects on the first read.
+        """
+        where = link_servers(servers)
+        if where is not None:
+            self.link = GateLink(where, ssl_context=ssl_context, name=name,
+                                 on_msg=self.on_wire, on_lost=self.fail_all,
+                                 stats=self.stats)
+            self._inbox = self.link.inbox
+
+    async def close(self) -> None:
+        """Close the gate's own connection, if any (reads in flight fail)."""
+        if self.link is not None:
+            await self.link.close()
 
     def fail_all(self, exc: Exception) -> None:
         """Fail every read and barrier in flight with ``exc`` (the link dropped)."""
