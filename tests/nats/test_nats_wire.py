@@ -1,7 +1,8 @@
 """The gate's own NATS connection (#27): its frame parser, and a server restart mid-read.
 
 The parser is pure: any split of a byte stream into chunks gives the same frames as the
-whole stream (hypothesis). The connection runs against a real nats-server: a server
+whole stream (hypothesis), and a barrier acknowledgement read without JSON agrees with
+the JSON reading. The connection runs against a real nats-server: a server
 killed while a validation waits for its replies fails that validation at once with a
 typed error (blocked, not a timeout), and the next validation after the restart
 reconnects and is authorized.
@@ -20,9 +21,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from icore.errors import StoreError
 from icore.fence import Outcome, avalidate
 from icore.memory import OwnershipMap
 from icore.memory.nats._link import link_servers
+from icore.memory.nats._reads import _pub_ack
 from icore.memory.nats._wire import WireError, WireParser
 from icore.net import OwnerUnreachable
 from icore.net.nats import NatsCluster, NatsMemory, NatsOwnerAccess, NatsStore
@@ -196,3 +199,23 @@ def test_server_restart_mid_validation_blocks_then_reconnects(
         finally:
             await mem.close()
     asyncio.run(go())
+
+
+@given(st.text("KV_abc-xyz09", min_size=1, max_size=20), st.integers(-5, 2**63),
+       st.booleans(), st.sampled_from(["", ',"domain":"hub"', ',"duplicate":true']))
+def test_barrier_ack_read_without_json_agrees_with_json(
+        stream: str, seq: int, same: bool, extra: str) -> None:
+    """The acknowledgement's fast form gives what the JSON reading gives (or both
+    refuse): another stream, a sequence below 1, or any other shape."""
+    body = f'{{"stream":"{stream if same else stream + "x"}","seq":{seq}{extra}}}'.encode()
+
+    def read(data: bytes) -> int | None:
+        try:
+            return _pub_ack(stream, {}, data)
+        except StoreError:
+            return None
+    got = read(body)
+    want = seq if same and seq >= 1 else None
+    assert got == want
+    spaced = body.replace(b'","seq"', b'", "seq"')  # not the fast form: JSON decides
+    assert read(spaced) == want

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,6 +28,8 @@ from icore.memory.nats._codec import NatsStats, _BatchReply, _json_req, head_sub
 from icore.memory.nats._digest import use_digest
 from icore.memory.nats._link import GateLink, link_servers
 
+_ACK = re.compile(rb'\{"stream":"([^"\\]*)","seq":([1-9][0-9]{0,17})\}')
+"""A JetStream publish acknowledgement as nats-server writes it (anything else: JSON)."""
 DIGEST_RETRY_EVERY = 64
 """An owner found without a digest (or overflowed) is asked for it again every this
 many batched reads (a digest-aware writer may have made one meanwhile)."""
@@ -69,22 +72,20 @@ def parse_headers(raw: bytes) -> dict[str, str]:
     Raises:
         StoreError: the block does not start with ``NATS/1.0``.
     """
-    lines = raw.split(b"\r\n")
-    first = lines[0]
-    if not first.startswith(b"NATS/1.0"):
-        raise StoreError("malformed message headers from the engine", head=repr(first[:40]))
+    if not raw.startswith(b"NATS/1.0"):
+        raise StoreError("malformed message headers from the engine", head=repr(raw[:40]))
+    lines = raw.decode("utf-8", "replace").split("\r\n")  # one decode per block
     out: dict[str, str] = {}
-    status = first[8:].strip()
+    status = lines[0][8:].strip()
     if status:
-        code, _, desc = status.partition(b" ")
-        out["Status"] = code.decode("ascii", "replace")
+        code, _, desc = status.partition(" ")
+        out["Status"] = code
         if desc:
-            out["Description"] = desc.strip().decode("utf-8", "replace")
+            out["Description"] = desc.strip()
     for line in lines[1:]:
-        name, sep, value = line.partition(b":")
+        name, sep, value = line.partition(":")
         if sep:
-            out[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8",
-                                                                               "replace")
+            out[name.strip()] = value.strip()
     return out
 
 
@@ -98,6 +99,9 @@ def _pub_ack(stream: str, hdr: Mapping[str, str], data: bytes) -> int:
     if "Status" in hdr:
         raise StoreError("the engine refused the quorum barrier", status=hdr["Status"],
                          description=hdr.get("Description", "")[:200])
+    m = _ACK.fullmatch(data)  # the engine's usual form, read without JSON
+    if m is not None and m[1] == stream.encode():
+        return int(m[2])
     try:
         ack = json.loads(data)
     except ValueError as exc:
