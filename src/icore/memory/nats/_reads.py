@@ -124,8 +124,9 @@ class BatchedHeadReads:
         pre: the heads bucket's subject prefix (``$KV.<prefix>-heads.``).
         stats: the connection's counters (``gets`` counts requests, ``puts`` barriers).
         timeout_s: default bound of one read, seconds.
-        link: a :class:`GateLink` made with ``on_msg=self.on_wire`` and
-            ``on_lost=self.fail_all`` (see :meth:`with_link`), or None: nats-py's ``nc``.
+
+    Attribute ``link``: the gate's own :class:`GateLink` the reads and barriers go over
+    (set by :meth:`with_link`), or None: they go over nats-py's ``nc``.
     """
 
     def __init__(self, nc: NatsClient, stream: str, pre: str, stats: NatsStats,
