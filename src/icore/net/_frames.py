@@ -10,6 +10,7 @@ further input, and transports close the connection.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import threading
 from typing import Any
@@ -187,6 +188,23 @@ def _record(v: Any, name: str, *, envelope_only: bool = False) -> Record:
     return rec
 
 
+def _encoded(wire: list[Any], rec: Record) -> bytes | None:
+    """``encode_record(rec)`` from the record's list form as received, or None.
+
+    ``wire`` decoded (:func:`icore.records.record_from_wire`) into ``rec``, which was
+    verified, so packing it again gives the same values in the same layout. The one part
+    verification does not pin is the content's bytes (any JSON text of the content
+    verifies): they are taken only when they hash to the content address, i.e. are the
+    canonical encoding (issue 27: the owner stores the bytes it received instead of
+    encoding the record a second time).
+    """
+    body = wire[9]
+    if type(body) is not bytes or hashlib.sha256(body).hexdigest() != rec.content_address:
+        return None
+    out: bytes = packer().pack(wire)
+    return out
+
+
 def _arity(parts: list[Any], n: int, what: str) -> None:
     if len(parts) != n:
         raise MalformedMessage(f"{what} has {len(parts)} fields, expected {n}", field="frame")
@@ -322,11 +340,13 @@ def decode_body(body: bytes) -> Message:
             return FetchReply(rid, recs)
         return Announce(rid, recs) if env else Replicate(rid, recs)
     if kind is MsgType.COMMIT:
+        exp: ExpectedHead = FROM_PARENTS
         if len(f) == 2:
-            exp: ExpectedHead = None if f[1] is None else _id(f[1], "expected_head")
-            return _commit(rid, _record(f[0], "record"), exp)
-        _arity(f, 1, "commit")
-        return _commit(rid, _record(f[0], "record"), FROM_PARENTS)
+            exp = None if f[1] is None else _id(f[1], "expected_head")
+        else:
+            _arity(f, 1, "commit")
+        rec = _record(f[0], "record")
+        return _commit(rid, rec, exp, _encoded(f[0], rec))
     if kind is MsgType.COMMIT_ACK:
         _arity(f, 4, "commit ack")
         return CommitAck(rid, _id(f[0], "record_id"), _int(f[1], "seq"),
