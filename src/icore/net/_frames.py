@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import threading
 from typing import Any
 
 import msgpack
 
 from icore._frozen import positional
+from icore._msgpack import packer
 from icore.errors import CodecError, RecordError
 from icore.memory import FROM_PARENTS, ExpectedHead, HeadEntry
 from icore.net._errors import (
@@ -54,20 +54,8 @@ from icore.records import Record, RecordId, record_from_wire, record_to_wire
 
 _LEN = struct.Struct(">I")
 _commit = positional(Commit)  # every field, no per-field setattr (issue 27)
-_LOCAL = threading.local()
 HEAD_REPLY_PREFIX = bytes([0x95, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
 """First bytes of every head-reply body: a 5-array, the version, the type."""
-
-
-def packer() -> msgpack.Packer:
-    """This thread's msgpack packer (``use_bin_type``): no new packer per message.
-
-    Its ``pack`` returns the same bytes as ``msgpack.packb(o, use_bin_type=True)``.
-    """
-    p: msgpack.Packer | None = getattr(_LOCAL, "packer", None)
-    if p is None:
-        p = _LOCAL.packer = msgpack.Packer(use_bin_type=True)
-    return p
 
 
 # --- encoding -------------------------------------------------------------------------

@@ -11,26 +11,17 @@ record is trustworthy.
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import msgpack
 
 from icore._frozen import positional
+from icore._msgpack import packer
 from icore.errors import CodecError, RecordError
 from icore.records._record import _NULL_ADDRESS, MAX_CONTENT_BYTES, Record, canonical_json
 
 _FIELDS = 10
 _record = positional(Record)  # every field, no per-field setattr (issue 27)
-_LOCAL = threading.local()
-
-
-def _packer() -> msgpack.Packer:
-    """This thread's packer: ``pack`` gives ``msgpack.packb(o, use_bin_type=True)``."""
-    p: msgpack.Packer | None = getattr(_LOCAL, "packer", None)
-    if p is None:
-        p = _LOCAL.packer = msgpack.Packer(use_bin_type=True)
-    return p
 
 MAX_RECORD_BYTES = MAX_CONTENT_BYTES + 64 * 1024
 """Largest encoded record accepted by :func:`decode_record`, in bytes."""
@@ -102,7 +93,7 @@ def record_from_wire(obj: Any) -> Record:
 
 def encode_record(rec: Record, *, with_content: bool = True) -> bytes:
     """Encode a record to bytes (see module docstring for the layout)."""
-    out: bytes = _packer().pack(record_to_wire(rec, with_content=with_content))
+    out: bytes = packer().pack(record_to_wire(rec, with_content=with_content))
     return out
 
 
