@@ -23,6 +23,9 @@ from icore.records._record import _NULL_ADDRESS, MAX_CONTENT_BYTES, Record, cano
 _FIELDS = 10
 _record = positional(Record)  # every field, no per-field setattr (issue 27)
 
+_RAW_DECODE = json.JSONDecoder().raw_decode
+"""``json.loads``'s own decoder (default options), without its encoding detection."""
+
 MAX_RECORD_BYTES = MAX_CONTENT_BYTES + 64 * 1024
 """Largest encoded record accepted by :func:`decode_record`, in bytes."""
 
@@ -55,6 +58,29 @@ def _hex32(value: Any, field: str) -> str:
     return value.hex()
 
 
+def _json_content(body: bytes, key: str) -> Any:
+    """``json.loads(body)``, with a shortcut for canonical content (issue 27).
+
+    UTF-8 JSON with nothing around the value (canonical content always is) goes to the C
+    scanner directly; any other text goes through ``json.loads`` itself, so the result and
+    the errors are the same.
+
+    Raises:
+        CodecError: the bytes are not JSON.
+    """
+    try:
+        text = body.decode("utf-8")
+        value, end = _RAW_DECODE(text)
+        if end == len(text):
+            return value
+    except ValueError:  # not UTF-8, or not a JSON value at the start: json.loads decides
+        pass
+    try:
+        return json.loads(body)
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+        raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
+
+
 def record_from_wire(obj: Any) -> Record:
     """Build and verify a record from its list form.
 
@@ -77,10 +103,7 @@ def record_from_wire(obj: Any) -> Record:
     if body is not None:
         if not isinstance(body, bytes):
             raise CodecError("content must be bytes or nil", key=key, field="content")
-        try:
-            content = json.loads(body)
-        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-            raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
+        content = _json_content(body, key)
     rec = _record(key, owner, seq,
                   tuple(_hex32(p, f"parents[{i}]") for i, p in enumerate(parents)), rtype,
                   content, _hex32(caddr, "content_address"), size, schema, _hex32(rid, "id"),
