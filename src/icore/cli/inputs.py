@@ -31,9 +31,19 @@ CI: 1 is an error, 2 a usage error)."""
 def fail_conditions(values: list[str] | None, known: tuple[str, ...]) -> frozenset[str]:
     """Check ``--fail-on`` values (repeatable, or comma-separated).
 
+    A given value that names no condition (``--fail-on ''``, ``','``, ``' '``: the CI
+    spelling ``--fail-on "$VAR"`` with the variable unset) is refused, never read as
+    "no condition": that would turn the gate off without a word.
+
     Raises:
-        typer.BadParameter: a value not in ``known`` (exit 2 naming the option).
+        typer.BadParameter: a value not in ``known``, or a value naming no condition
+            (exit 2 naming the option and the valid conditions).
     """
+    for raw in values or ():
+        if not raw.replace(",", "").strip():
+            raise typer.BadParameter(f"names no condition ({raw!r}); use "
+                                     f"{', '.join(known)}, or drop --fail-on",
+                                     param_hint="--fail-on")
     out = {v.strip() for raw in values or () for v in raw.split(",") if v.strip()}
     bad = sorted(out - set(known))
     if bad:
