@@ -37,3 +37,33 @@ def test_fail_on_naming_no_condition_is_a_usage_error(
     assert res.exit_code == 2, res.output
     assert "--fail-on" in res.output and "names no condition" in res.output
     assert "invalid" in res.output
+
+
+def test_redact_hides_userinfo_and_credential_query_values() -> None:
+    from icore.errors import redact
+
+    assert redact("http://alice:pw@h:1/mcp?token=T1&x=1") == "http://***@h:1/mcp?token=***&x=1"
+    assert redact("url: /v1/traces?api_key=K2") == "url: /v1/traces?api_key=***"
+    assert redact("https://h/p?a=1&X-Amz-Signature=S&Password=P#f") == \
+        "https://h/p?a=1&X-Amz-Signature=***&Password=***#f"
+    assert redact("a=b, key=c, ?page=2") == "a=b, key=c, ?page=2"
+
+
+@pytest.mark.parametrize("url", ["http://alice:s3cr3tPW@127.0.0.1:1/mcp",
+                                 "http://127.0.0.1:1/mcp?token=s3cr3tPW",
+                                 "http://127.0.0.1:1/mcp?a=1&api_key=s3cr3tPW"])
+def test_mcp_never_logs_an_upstream_url_credential(tmp_path: Path, url: str) -> None:
+    """QA r8-bad D12: ``icore mcp``'s stderr (kept by MCP clients in their log files)
+    printed an HTTP upstream's password and ``?token=`` in its warning lines."""
+    import os
+    import subprocess
+    import sys
+
+    m = tmp_path / "gw.yaml"
+    m.write_text(f"upstreams:\n  b: {{url: '{url}', timeout_s: 2}}\n", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "icore", "mcp", str(m), "--log-level", "DEBUG"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "200"}, timeout=110, check=False)
+    assert p.returncode == 1, p.stderr
+    assert "unreachable" in p.stderr and "127.0.0.1:1" in p.stderr
+    assert "s3cr3tPW" not in p.stdout + p.stderr and "***" in p.stderr
