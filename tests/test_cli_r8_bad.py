@@ -67,3 +67,30 @@ def test_mcp_never_logs_an_upstream_url_credential(tmp_path: Path, url: str) -> 
     assert p.returncode == 1, p.stderr
     assert "unreachable" in p.stderr and "127.0.0.1:1" in p.stderr
     assert "s3cr3tPW" not in p.stdout + p.stderr and "***" in p.stderr
+
+
+def test_run_id_with_terminal_codes_and_markup_is_printed_as_text(tmp_path: Path) -> None:
+    """QA r8-bad D1: a run id holding an OSC title, CSI colours, NUL and rich markup was
+    written raw to the console (window title set, text red, line erased)."""
+    rid = "ev\x1b]0;PWNED\x07\x1b[31mRED\x1b[2K[bold]B\x00\u202e"
+    lines = [{"run": {"id": rid, "question": "q"}},
+             {"agent": "user", "kind": "task", "content": "q"},
+             {"agent": "a\x1b[8m", "kind": "output", "content": "x"}]
+    t = tmp_path / "esc.jsonl"
+    t.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    res = CliRunner().invoke(app, ["audit", str(t), "--no-report"], env=_ENV)
+    assert res.exit_code == 0, res.output
+    assert not {"\x1b", "\x07", "\x00", "\u202e"} & set(res.output), repr(res.output)
+    assert "ev\\x1b]0;PWNED\\x07\\x1b[31mRED" in res.output and "[bold]B" in res.output
+
+
+def test_entry_point_streams_neutralize_codes_icore_never_writes() -> None:
+    """The second layer: any line the ``icore`` command writes (a ``typer.echo`` of an
+    error message) loses OSC/DCS introducers, BEL, NUL, C1 and bidi controls; rich's
+    own colours pass."""
+    from icore.cli._text import neutral, printable, shown
+
+    assert neutral("\x1b[31mred\x1b[0m t\x1b]0;X\x07 \x1bP \u202e é\n") == \
+        "\x1b[31mred\x1b[0m t\\x1b]0;X\\x07 \\x1bP \\u202e é\n"
+    assert printable("a\x1b[2Kb\tc\n\u2028") == "a\\x1b[2Kb\tc\n\\u2028"
+    assert shown("[bold]x\x9b") == "\\[bold]x\\x9b"

@@ -18,6 +18,7 @@ from typing import IO, Any
 import typer
 
 from icore import __version__
+from icore.cli._text import neutral
 from icore.errors import IcoreError, redact
 
 _HELP = {"help_option_names": ["-h", "--help"]}
@@ -148,6 +149,9 @@ _FAST = {"mcp": ("_mcp",)}
 class _Redacting:
     """A text stream that redacts URL credentials in everything written to it (issue 29).
 
+    It also makes the terminal control codes icore never writes visible
+    (:func:`icore.cli._text.neutral`: OSC titles, BEL, NUL, C1, bidi controls).
+
     Wraps ``sys.stdout``/``sys.stderr`` for the whole command, so no path prints a
     password (:func:`icore.errors.redact`): icore's messages, usage errors, library
     logs and even a traceback.
@@ -158,7 +162,7 @@ class _Redacting:
 
     def write(self, text: str) -> int:
         """Write ``text`` redacted; returns ``len(text)`` (what the caller gave)."""
-        self._inner.write(redact(text))
+        self._inner.write(redact(neutral(text)))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
