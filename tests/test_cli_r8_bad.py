@@ -94,3 +94,59 @@ def test_entry_point_streams_neutralize_codes_icore_never_writes() -> None:
         "\x1b[31mred\x1b[0m t\\x1b]0;X\\x07 \\x1bP \\u202e é\n"
     assert printable("a\x1b[2Kb\tc\n\u2028") == "a\\x1b[2Kb\tc\n\\u2028"
     assert shown("[bold]x\x9b") == "\\[bold]x\\x9b"
+
+
+def test_json_never_replaces_the_ledger_or_a_users_file(tmp_path: Path,
+                                                        magentic: dict[str, Any]) -> None:
+    """QA r8-bad D2/D3: ``--json OUT/.icore-files`` replaced icore's ledger (every later
+    audit into OUT refused), and ``--json my.json`` silently replaced the user's file.
+    Now both are refused (exit 2, nothing written); a JSON file icore wrote (listed in
+    its folder's ledger) is replaced on the next run, as reports are."""
+    runs, out = _runs(tmp_path, magentic), tmp_path / "o"
+    assert CliRunner().invoke(app, ["audit", str(runs), "-o", str(out)], env=_ENV
+                              ).exit_code == 0
+    ledger = (out / ".icore-files").read_bytes()
+    for target in (out / ".icore-files", out / ".icore-output"):
+        res = CliRunner().invoke(app, ["audit", str(runs), "-o", str(out), "--json",
+                                       str(target)], env=_ENV)
+        assert res.exit_code == 2 and "bookkeeping" in res.output, res.output
+    assert (out / ".icore-files").read_bytes() == ledger
+    mine = tmp_path / "my.json"
+    mine.write_text("precious", encoding="utf-8")
+    res = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--json", str(mine)],
+                             env=_ENV)
+    assert res.exit_code == 2 and "was not written by icore" in res.output, res.output
+    assert mine.read_text(encoding="utf-8") == "precious"
+    ours = tmp_path / "sub" / "a.json"
+    for _ in range(2):  # written, then replaced: icore wrote it
+        res = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--json",
+                                       str(ours)], env=_ENV)
+        assert res.exit_code == 0, res.output
+        assert json.loads(ours.read_text(encoding="utf-8"))["runs"]
+    ours.write_text("edited by the user", encoding="utf-8")
+    res = CliRunner().invoke(app, ["audit", str(runs), "--no-report", "--json", str(ours)],
+                             env=_ENV)
+    assert res.exit_code == 2 and "changed since" in res.output, res.output
+
+
+def test_otlp_file_appends_only_to_an_empty_file_or_one_icore_wrote(
+        tmp_path: Path, magentic: dict[str, Any]) -> None:
+    """QA r8-bad D3: ``--otlp-endpoint file:NOTES`` appended spans to the user's file."""
+    pytest.importorskip("opentelemetry.sdk")
+    runs = _runs(tmp_path, magentic)
+    notes = tmp_path / "my.otlp.jsonl"
+    notes.write_text("precious\n", encoding="utf-8")
+    args = ["audit", str(runs), "--no-report", "--otlp-endpoint"]
+    res = CliRunner().invoke(app, [*args, f"file:{notes}"], env=_ENV)
+    assert res.exit_code == 2 and "--otlp-endpoint" in res.output, res.output
+    assert notes.read_text(encoding="utf-8") == "precious\n"
+    res = CliRunner().invoke(app, [*args, f"file:{tmp_path / '.icore-files'}"], env=_ENV)
+    assert res.exit_code == 2 and "bookkeeping" in res.output, res.output
+    spans = tmp_path / "empty.otlp.jsonl"
+    spans.touch()
+    sizes = []
+    for _ in range(2):  # an empty file, then the file icore appended to
+        res = CliRunner().invoke(app, [*args, f"file:{spans}"], env=_ENV)
+        assert res.exit_code == 0, res.output
+        sizes.append(spans.stat().st_size)
+    assert 0 < sizes[0] < sizes[1]

@@ -35,6 +35,7 @@ from icore.attribution import Attribution, attribute
 from icore.cli._text import printable, shown
 from icore.cli.inputs import (
     FAIL_EXIT,
+    adopt_otlp_file,
     check_llm_options,
     check_otlp_endpoint,
     fail_conditions,
@@ -43,6 +44,7 @@ from icore.cli.inputs import (
     otlp_undelivered,
     output_file,
     positive_number,
+    refuse_foreign_otlp_file,
     refuse_input_as_output,
     refuse_non_folder,
     refuse_special_file,
@@ -161,6 +163,7 @@ def audit(
                if p is not None]
     refuse_input_as_output(outputs, files)
     refuse_trace_outputs_in(outputs, [p for p in paths if p.is_dir()])
+    refuse_foreign_otlp_file(otlp_endpoint)  # spans appended to the user's notes: no
     with output_file(json_out, what="--json file") as jf, _max_input(max_input_mb):
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
                single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,
@@ -278,6 +281,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         with exporting(endpoint=otlp_endpoint) as ex:
             for r in results:
                 ex.audit(r)
+        adopt_otlp_file(otlp_endpoint)
         undelivered = otlp_undelivered(otlp_endpoint, ex.delivery,
                                        best_effort=otlp_best_effort)
         if undelivered:

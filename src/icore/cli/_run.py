@@ -19,6 +19,7 @@ from icore.agents import LLMConfig, LLMUnavailable
 from icore.cli._text import shown
 from icore.cli.inputs import (
     FAIL_EXIT,
+    adopt_otlp_file,
     check_otlp_endpoint,
     fail_conditions,
     int_list,
@@ -26,6 +27,7 @@ from icore.cli.inputs import (
     otlp_file_target,
     otlp_undelivered,
     positive_seconds_or_none,
+    refuse_foreign_otlp_file,
     refuse_input_as_output,
     refuse_inputs_inside,
     refuse_non_folder,
@@ -254,6 +256,7 @@ def run(
     inputs = [manifest] if manifest is not None else []
     target = otlp_file_target(otlp_endpoint)
     refuse_input_as_output([("--otlp-endpoint file:", target)] if target else [], inputs)
+    refuse_foreign_otlp_file(otlp_endpoint)
     if not matched and (out / MARKER).is_file():  # moved aside below, with what it holds
         refuse_inputs_inside(out, inputs, what="--out")
     if matched and policy:
@@ -278,6 +281,7 @@ def run(
         code = exc.exit_code
     if observer is not None and otlp_endpoint:  # every span exported, then counted
         observer.shutdown()
+        adopt_otlp_file(otlp_endpoint)
         undelivered = otlp_undelivered(otlp_endpoint, observer.delivery,
                                        best_effort=otlp_best_effort)
         if undelivered:
