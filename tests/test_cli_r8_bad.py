@@ -150,3 +150,24 @@ def test_otlp_file_appends_only_to_an_empty_file_or_one_icore_wrote(
         assert res.exit_code == 0, res.output
         sizes.append(spans.stat().st_size)
     assert 0 < sizes[0] < sizes[1]
+
+
+def test_run_never_marks_or_moves_a_users_folder(tmp_path: Path) -> None:
+    """QA r8-bad D18: ``icore run --out DIR`` on a user's folder of unrelated files marked
+    it as icore's, and the next run moved the whole folder to ``DIR.1``. Refused (exit 2,
+    before any agent starts), in the library too; an empty folder is used."""
+    from icore.live._runner import _fresh_run_folder
+
+    user = tmp_path / "userout"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine", encoding="utf-8")
+    res = CliRunner().invoke(app, ["run", "--out", str(user)], env=_ENV)
+    assert res.exit_code == 2, res.output
+    assert "notes.txt" in res.output and "not created by icore" in res.output
+    assert sorted(p.name for p in user.iterdir()) == ["notes.txt"]
+    with pytest.raises(FileExistsError, match="not created by icore"):
+        _fresh_run_folder(user)
+    assert sorted(p.name for p in user.iterdir()) == ["notes.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _fresh_run_folder(empty) == empty and (empty / ".icore-output").is_file()

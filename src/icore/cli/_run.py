@@ -32,6 +32,7 @@ from icore.cli.inputs import (
     refuse_inputs_inside,
     refuse_non_folder,
     refuse_special_file,
+    shown_path,
 )
 from icore.fence import Policy
 from icore.live import (
@@ -259,6 +260,12 @@ def run(
     refuse_foreign_otlp_file(otlp_endpoint)
     if not matched and (out / MARKER).is_file():  # moved aside below, with what it holds
         refuse_inputs_inside(out, inputs, what="--out")
+    elif not matched and out.is_dir():  # the user's folder: never marked, never moved
+        try:
+            make_room(out)
+        except FileExistsError as exc:
+            typer.echo(f"error: --out {shown_path(out)}: {exc.strerror}", err=True)
+            raise typer.Exit(2) from None
     if matched and policy:
         raise typer.BadParameter(
             "--matched runs its own three policies (owner_head_freshness, "
