@@ -82,12 +82,16 @@ class Verdict:
         changed: key -> the current record of each fact whose version the session had
             not seen (handed over with a ``stale`` / ``not_read`` refusal, or changed
             again after a ``second_change``).
+        stale: of a ``not_read`` refusal, the keys the session had read whose version
+            was no longer the owner's head (their fresh versions are in ``changed``,
+            handed over with the same refusal).
     """
 
     call: Call
     decisions: tuple[GateDecision, ...]
     deps: tuple[str, ...]
     changed: Mapping[str, Record] = field(default_factory=dict)
+    stale: tuple[str, ...] = ()
 
     @property
     def reason(self) -> str:
@@ -456,6 +460,12 @@ class FactBook:
         decisions = call.result.decisions if call.result is not None \
             else tuple(list(view.agent.log)[n0:]) if len(view.agent.log) > n0 else ()
         changed: dict[str, Record] = {}
+        stale: tuple[str, ...] = ()
+        if call.reason == NOT_READ:
+            stale = self._hand_over_stale(view, dset, before, call, turn)
+            if stale:
+                call = replace(call, detail=f"{call.detail}; changed since read (fresh "
+                               f"values handed over): {', '.join(stale)}")
         if call.reason in (Reason.STALE.value, NOT_READ):
             after = view.agent.seen()
             changed = {k: r for k in dset if (r := after.get(k)) is not None
@@ -469,7 +479,37 @@ class FactBook:
                     continue
                 if h is not None and (k not in after or after[k].id != h.id):
                     changed[k] = h
-        return Verdict(call, decisions, dset, changed)
+        return Verdict(call, decisions, dset, changed, stale)
+
+    def _hand_over_stale(self, view: SessionView, deps: Iterable[str],
+                         before: Mapping[str, Record], call: Call,
+                         turn: Hashable | None) -> tuple[str, ...]:
+        """Hand over, with a ``not_read`` refusal, the facts read that are stale too.
+
+        A ``not_read`` call is refused before the gate, so a fact of D(a) the session did
+        read but whose version is no longer the owner's head would only be refused
+        ``stale`` at the next call (two refusals, two replans: QA r7-mcp D3). Each such
+        fact is read now, in the call's turn (like the unread ones: it counts from the
+        session's next message), so one new plan from the values handed over can pass.
+
+        Returns:
+            The keys handed over so, sorted. A fact whose owner does not answer is
+            skipped (the refusal stands; the next call's gate asks the owner again).
+        """
+        out = []
+        for k in sorted(deps):
+            old = before.get(k)
+            if old is None or k in call.fresh:  # never read, or read just now
+                continue
+            try:
+                head = self.head(k)
+                rec = self.read(view, k, turn) if head is not None and head.id != old.id \
+                    else None
+            except Exception:  # the refusal stands without this hand-over
+                continue
+            if rec is not None and rec.id != old.id:
+                out.append(k)
+        return tuple(out)
 
     def close(self) -> None:
         """Close the owners' stores (SQLite files flushed)."""
