@@ -227,6 +227,11 @@ class RunRecorder:
 
     @succeeded.setter
     def succeeded(self, value: bool | None) -> None:
+        """Set the outcome (before :meth:`write`).
+
+        Raises:
+            IntegrationError: not a bool or None (``"no"`` would read as a success).
+        """
         self._succeeded = _outcome(value)
 
     @contextmanager
