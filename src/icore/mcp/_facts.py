@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import string
 from collections.abc import (
     Awaitable,
@@ -45,10 +46,12 @@ from icore.memory import (
     OwnershipMap,
     Store,
 )
-from icore.records import JSONValue, Record, RecordId
+from icore.records import JSONValue, Record, RecordId, canonical_json
 from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
 
 _WRITE_RETRIES = 8
+_GLOB = frozenset("*?[")
+_GLOB_CHAR = re.compile(r"[*?\[]")
 
 
 @dataclass
@@ -103,6 +106,12 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
                 known: Iterable[str]) -> frozenset[str]:
     """D(a) for one call: ``{arg}`` placeholders filled, globs matched to known keys.
 
+    Only the manifest's own ``*``, ``?`` and ``[`` are a pattern: a value filled in from
+    the call's arguments is literal (``fact://hold/{sku}`` with ``sku="*"`` is the key
+    ``fact://hold/*``, never every hold: an argument never chooses which facts are
+    validated; such a key has no value, so the call is refused, :func:`glob_args`). In an
+    entry with a glob of its own, the filled value is escaped before matching.
+
     Raises:
         IcoreError: a placeholder names an argument the call lacks, or an argument
             used in a key is not a string or number.
@@ -110,9 +119,11 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
     keys: set[str] = set()
     known_l = list(known)
     for pat in patterns:
-        parts = []
+        parts, escaped, glob = [], [], False
         for lit, name, _spec, _conv in string.Formatter().parse(pat):
             parts.append(lit)
+            escaped.append(lit)
+            glob = glob or any(c in lit for c in _GLOB)
             if name:
                 if name not in args:
                     raise IcoreError(f"D(a) entry {pat!r} needs argument {name!r}",
@@ -122,12 +133,40 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
                     raise IcoreError(f"argument {name!r} used in {pat!r} must be a string "
                                      "or number", key=pat, argument=name)
                 parts.append(str(val))
-        key = "".join(parts)
-        if any(c in key for c in "*?["):
+                escaped.append(_GLOB_CHAR.sub(r"[\g<0>]", str(val)))
+        if glob:
+            key = "".join(escaped)
             keys.update(k for k in known_l if fnmatch.fnmatchcase(k, key))
         else:
-            keys.add(key)
+            keys.add("".join(parts))
     return frozenset(keys)
+
+
+def glob_args(patterns: Iterable[str], args: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments filled into a placeholder whose values carry ``*?[`` or a NUL.
+
+    The keys they make name no fact (:func:`expand_deps` keeps them literal).
+
+    Returns:
+        Argument name -> its value (empty: none).
+    """
+    out: dict[str, Any] = {}
+    for pat in patterns:
+        for _lit, name, _spec, _conv in string.Formatter().parse(pat):
+            val = args.get(name) if name else None
+            if isinstance(val, str) and any(c in val for c in "*?[\x00"):
+                out[str(name)] = val
+    return out
+
+
+def bad_args_hint(bad: Mapping[str, Any]) -> str:
+    """Why a call is refused whose :func:`glob_args` are ``bad`` (QA r8-ag2mcp D5)."""
+    shown = ", ".join(f"{k}={v!r}"[:120] for k, v in sorted(bad.items()))
+    return (f"the argument value {shown} is not a valid key of a known fact: '*', '?' and "
+            "'[' in an argument are literal characters, not a pattern, and no fact has such "
+            "a key (a NUL cannot be part of one), so nothing can authorize the call; it was "
+            "not made. Call it again with the exact value of an existing fact (read it "
+            "first)")
 
 
 def text_of(content: JSONValue, limit: int = 2000) -> str:
@@ -362,6 +401,9 @@ class FactBook:
                 ) -> tuple[Record | None, bool]:
         """Make ``content`` the current version of ``key`` (a new record if it differs).
 
+        "Differs" is by canonical JSON (as :meth:`Workspace.put`): ``1``, ``1.0`` and
+        ``true`` are three values, though Python's ``==`` calls them equal.
+
         The new version cites the one it replaces (its exact parent) and is committed
         with compare-and-set on that head, retried on a lost race.
 
@@ -378,10 +420,11 @@ class FactBook:
         owner = self.owner_of(key)
         if owner is None or owner in self.remote:
             return None, False
+        want = canonical_json(content)  # the same JSON, not Python ==: 1, 1.0, true differ
         attempt = 0
         while True:
             cur = self.ws.head(key)
-            if cur is not None and cur.content == content:
+            if cur is not None and canonical_json(cur.content) == want:
                 return cur, False
             try:
                 # the version replaced is the chain link (supersedes), not an input

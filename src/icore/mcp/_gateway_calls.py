@@ -29,7 +29,15 @@ import anyio
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.integrations import refusal_head
-from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
+from icore.mcp._facts import (
+    FactBook,
+    SessionView,
+    Verdict,
+    bad_args_hint,
+    describe,
+    expand_deps,
+    glob_args,
+)
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import call_raw, forward_meta, is_error, result_text
@@ -270,9 +278,9 @@ class _ToolCalls:
 
     def _refuse(self, view: SessionView, name: str, args: Mapping[str, Any], task: str,
                 reason: str, deps: list[str], *, detail: str = "",
-                extra: Mapping[str, Any] | None = None) -> Any:
-        """A gateway refusal before the gate: recorded as blocked, ``_meta`` attached."""
-        text = f"{refusal_head(name, reason)}: {_HINT.get(reason, 'fail closed')}."
+                extra: Mapping[str, Any] | None = None, hint: str | None = None) -> Any:
+        """A refusal before the gate (blocked, ``_meta``; ``hint``: the model's text)."""
+        text = f"{refusal_head(name, reason)}: {hint or _HINT.get(reason, 'fail closed')}."
         if detail:
             text += f"\nDetail: {detail}"
         self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
@@ -346,6 +354,12 @@ class _ToolCalls:
                 # heads)
                 known = (set(self.gw.facts.known_keys()) | set(seen)) if spec.globs else ()
                 deps = expand_deps(spec.depends_on, args_d, known)
+                bad = glob_args(spec.depends_on, args_d)
+                if bad:  # literal keys no fact has: refused, never a pattern (QA r8 D5)
+                    return _Refused(self._refuse(
+                        view, name, args, task, "not_read", sorted(deps),
+                        hint=bad_args_hint(bad), extra={"arguments": sorted(bad)},
+                        detail=f"argument values that name no fact: {bad}"))
         except IcoreError as exc:
             return _Refused(self._refuse(view, name, args, task, "incomplete_declaration",
                                          list(spec.depends_on),

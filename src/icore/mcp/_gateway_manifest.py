@@ -240,9 +240,10 @@ class ToolSpec(_Model):
 
     @property
     def globs(self) -> bool:
-        """True when D(a) may need matching against the known keys.
+        """True when D(a) is not the same for every call.
 
-        A glob in ``depends_on``, or a placeholder (an argument value may carry one).
+        A glob in ``depends_on`` (matched against the known keys), or a placeholder
+        (filled from the call's arguments; a value is literal, never a pattern: QA r8 D5).
         """
         return any(c in d for d in self.depends_on for c in "*?[{")
 
