@@ -31,7 +31,7 @@ from icore.fence import Reason
 from icore.integrations import refusal_head
 from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
 from icore.mcp._gateway_checks import Unresolved
-from icore.mcp._gateway_forward import call_raw, forward_meta, is_error, result_text
+from icore.mcp._gateway_forward import forward_meta, is_error, result_text
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
@@ -211,7 +211,7 @@ class _ToolCalls:
 
         async def forward(**a: Any) -> Any:
             reached.append(True)
-            return await u.request("tools/call", lambda s: call_raw(
+            return await u.request("tools/call", lambda s: u.call_tool(
                 s, route.name, a, forward_meta(params.meta)))
 
         try:
