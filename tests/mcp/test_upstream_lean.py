@@ -332,3 +332,16 @@ def test_a_proxied_host_is_not_lean(monkeypatch: pytest.MonkeyPatch) -> None:
     assert lean_origin("http://example.org:8000/mcp") is None
     monkeypatch.setenv("NO_PROXY", "example.org")
     assert lean_origin("http://example.org:8000/mcp?x=1") == ("example.org", 8000, "/mcp?x=1")
+
+
+def test_manifest_headers_never_override_the_requests_own() -> None:
+    http = LeanHttp("h", 8080, "/mcp", {"Accept": "x/y", "Authorization": "Bearer t",
+                                        "Host": "evil"}, keepalive_s=1, drain_s=1)
+    fixed = http._fixed.lower()
+    assert "accept" not in fixed and "host: h:8080\r\n" in fixed
+    assert "authorization: bearer t" in fixed
+
+
+def test_a_header_value_with_a_line_break_keeps_the_sdks_path() -> None:
+    assert LeanCalls.usable(Session(), Transport(), {"authorization": "Bearer t"})
+    assert not LeanCalls.usable(Session(), Transport(), {"x": "a\r\nb: c"})

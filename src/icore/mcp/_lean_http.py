@@ -22,6 +22,11 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+PER_REQUEST = frozenset({"accept", "content-type", "content-length", "transfer-encoding",
+                         "connection", "mcp-session-id", "mcp-protocol-version",
+                         "last-event-id", "host"})
+"""Headers a request sets itself: a same-named header of the manifest is not sent."""
+
 
 class LeanHttpError(Exception):
     """The exchange failed at the HTTP level (connect, lost connection, bad response).
@@ -216,8 +221,10 @@ class LeanHttp:
         self.host, self.port, self.target = host, port, target
         self.keepalive_s, self.drain_s = keepalive_s, drain_s
         authority = host if ":" not in host else f"[{host}]"
-        fixed = {"host": authority if port == 80 else f"{authority}:{port}",
-                 "user-agent": "icore-mcp", **{k.lower(): v for k, v in headers.items()}}
+        fixed = {"user-agent": "icore-mcp", **{k.lower(): v for k, v in headers.items()}}
+        for k in PER_REQUEST:  # set by each request (the SDK's own win over the client's)
+            fixed.pop(k, None)
+        fixed["host"] = authority if port == 80 else f"{authority}:{port}"
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
         self.idle: list[Conn] = []
 

@@ -192,7 +192,8 @@ class Upstream:
         from icore.mcp._upstream_lean import LeanCalls
         origin = lean_origin(self.spec.url or "")
         if os.environ.get("ICORE_MCP_LEAN", "1") == "0" or origin is None \
-                or self._tg is None or not LeanCalls.usable(session, transport):
+                or self._tg is None \
+                or not LeanCalls.usable(session, transport, self.spec.headers):
             return None
         http = LeanHttp(*origin, dict(self.spec.headers), keepalive_s=KEEPALIVE_EXPIRY_S,
                         drain_s=DRAIN_S)

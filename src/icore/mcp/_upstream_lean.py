@@ -95,17 +95,18 @@ class LeanCalls:
         return h
 
     @staticmethod
-    def usable(session: Any, transport: Any) -> bool:
+    def usable(session: Any, transport: Any, headers: Mapping[str, str]) -> bool:
         """Whether a call in this session can go the lean way.
 
         The session negotiated with ``initialize`` (not the 2026 ``server/discover``
-        era, whose requests carry more headers and ``_meta``), and its session id and
-        version are plain header values.
+        era, whose requests carry more headers and ``_meta``), and its session id,
+        version and the manifest's ``headers`` are plain header values.
         """
         version = session.protocol_version
         sid = transport.session_id or ""
         return (session.discover_result is None and isinstance(version, str)
-                and _plain(version) and _plain(sid))
+                and _plain(version) and _plain(sid)
+                and all(_plain(k) and _plain(v) for k, v in headers.items()))
 
     async def call(self, session: Any, name: str, args: Mapping[str, Any], meta: Any
                    ) -> dict[str, Any]:
@@ -166,8 +167,12 @@ class LeanCalls:
             except BaseException:
                 conn.close()
                 raise
-            if out is not None and not conn.done:
-                await conn.settle(SETTLE_S)
+            try:
+                if out is not None and not conn.done:
+                    await conn.settle(SETTLE_S)
+            except BaseException:
+                conn.close()
+                raise
             conn.release()
             if out is not None:
                 return out
