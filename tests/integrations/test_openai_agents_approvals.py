@@ -467,3 +467,41 @@ def test_a_handoff_is_recorded_as_a_handoff_not_a_refused_call(resumed: bool) ->
         ("instruction", None, None), ("tool_output", 0, None)]
     assert not [e for e in rec.events if e.get("answered_by") == "sdk"]
     assert [e["agent"] for e in rec.events if e["kind"] == "termination"] == ["upgrader"]
+
+
+def test_calls_left_waiting_for_the_human_are_forgotten_beyond_the_bound() -> None:
+    """A long-lived processor whose runs pause and are never resumed keeps at most
+    ``MAX_TRACES`` of each kind of call it remembers (held, paused, pending), oldest
+    forgotten first; the newest paused run is still told apart when resumed."""
+    calls = 0
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return f"refunded {order_id}"
+
+    rec = RunRecorder("many-pauses")
+
+    async def go() -> None:
+        nonlocal calls
+        with recording(rec, exclusive=True) as proc:
+            proc.MAX_TRACES = 2
+            result = None
+            for n in range(5):
+                calls += 1
+                agent = Agent(name="clerk", tools=[refund], model=_model([
+                    [function_call("refund", {"order_id": f"o{n}"}, call_id=f"c{n}")],
+                    [assistant_message("done")]]))
+                result = await Runner.run(agent, f"refund o{n}")
+                assert result.interruptions
+            held = (proc._held, proc._paused, proc._pending)
+            assert [len(m) for m in held] == [2, 2, 2] and not proc._asking
+            assert "c4" in proc._paused and "c0" not in proc._paused
+            assert result is not None
+            state = result.to_state()
+            state.approve(result.interruptions[0])
+            await Runner.run(agent, state)
+
+    asyncio.run(go())
+    said = [e for e in rec.events if e.get("answered_by") == "human"]
+    assert [(e["decision"], e["args"]) for e in said] == [("approve", {"order_id": "o4"})]

@@ -334,6 +334,17 @@ class RunRecorder:
             n = self._plan_ids[tool] = self._plan_ids.get(tool, 0) + 1
         return f"{tool}#{n}"
 
+    def next_task(self, tool: str) -> str:
+        """The ``task`` name of the next protected call of ``tool``: ``<tool>-<n>``."""
+        with self._lock:
+            n = self._calls[tool] = self._calls.get(tool, 0) + 1
+        return f"{tool}-{n}"
+
+    def add_lines(self, lines: Sequence[dict[str, Any]]) -> None:
+        """Append PlanFence lines (plan, decision, gate) as one step, under the lock."""
+        with self._lock:
+            self.planfence.extend(lines)
+
     def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
                 lookup: Lookup | None = None, refused: str | None = None) -> str:
         """Write one protected call's PlanFence lines; return its ``task`` name.
@@ -343,9 +354,7 @@ class RunRecorder:
         decision line per gate decision, grouped by ``task`` = ``<tool>-<n>`` (and a
         refusal line when ``refused``; :func:`icore.integrations._call_lines.lineage_lines`).
         """
-        with self._lock:
-            n = self._calls[tool] = self._calls.get(tool, 0) + 1
-        task = f"{tool}-{n}"
+        task = self.next_task(tool)
         recs = lineage_records(decisions, lookup)
         with self._lock:
             self.planfence.extend(lineage_lines(recs, decisions, task, refused,

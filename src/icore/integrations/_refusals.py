@@ -131,8 +131,8 @@ def blocked_line(tool: str, task: str, reason: str, policy: str, detail: str = "
 def record_blocked(rec: RunRecorder, tool: str, reason: str, policy: str,
                    detail: str = "") -> str:
     """Write the blocked decision line of one refused call into ``rec``; its task name."""
-    task = rec.lineage(tool, ())
-    rec.planfence.append(blocked_line(tool, task, reason, policy, detail))
+    task = rec.next_task(tool)
+    rec.add_lines([blocked_line(tool, task, reason, policy, detail)])
     return task
 
 

@@ -130,6 +130,12 @@ class _TraceState:
     ended: bool = False
 
 
+def _trim(entries: OrderedDict[Any, Any], most: int) -> None:
+    """Forget the oldest of ``entries`` beyond ``most`` (the caller holds the lock)."""
+    while len(entries) > most:
+        entries.popitem(last=False)
+
+
 class RecordingProcessor(TracingProcessor):
     """An Agents SDK tracing processor recording every run into ``recorder``.
 
@@ -154,8 +160,8 @@ class RecordingProcessor(TracingProcessor):
         self._held: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
         """Plain tools' calls whose function span ended without output (the SDK's
         pending approval, or a tool that returned None): call id -> (agent, tool, args)."""
-        self._paused: set[str] = set()
-        """Held calls a run paused on (put to the human)."""
+        self._paused: OrderedDict[str, None] = OrderedDict()
+        """Held calls a run paused on (put to the human), oldest first."""
         self._handed: OrderedDict[tuple[str, str], None] = OrderedDict()
         """Handoffs made: (from agent, the SDK's transfer message the model reads). The
         handoff's call has no function span; its output is not a call the SDK refused."""
@@ -165,8 +171,7 @@ class RecordingProcessor(TracingProcessor):
         st = self._traces.get(trace_id)
         if st is None:
             st = self._traces[trace_id] = _TraceState(at=time.time())
-            while len(self._traces) > self.MAX_TRACES:
-                self._traces.popitem(last=False)
+            _trim(self._traces, self.MAX_TRACES)
         return st
 
     def _who(self, span: Span[Any]) -> str:
@@ -185,7 +190,8 @@ class RecordingProcessor(TracingProcessor):
             self._end.end(*final)
         elif waiting:  # stopped for a human approval: a pause, not an end
             with self._lock:
-                self._paused.update(asked)
+                self._paused.update(dict.fromkeys(asked))
+                _trim(self._paused, self.MAX_TRACES)
             what = "; ".join(f"{t} {json.dumps(a, default=str)}" for _, t, a in waiting)
             self.recorder.add(waiting[0][0], "thought",
                               f"paused: waiting for a human to approve {what}", pause=True,
@@ -241,7 +247,7 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             self._pending.pop(str(call_id), None)
             self._asking.pop(str(call_id), None)
-            self._paused.discard(str(call_id))
+            self._paused.pop(str(call_id), None)
 
     def asking(self, call_id: Any, tool: str, args: Any) -> None:
         """The call ``call_id`` is put to the human (a fenced tool's ``needs_approval``).
@@ -251,8 +257,7 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             who = self._pending.get(str(call_id), ("agent",))[0]
             self._asking[str(call_id)] = (who, tool, args)
-            while len(self._asking) > self.MAX_TRACES:
-                self._asking.popitem(last=False)
+            _trim(self._asking, self.MAX_TRACES)
 
     def _hold(self, name: str, args: Any) -> bool:
         """A plain tool's call ended without output: held as put to the human.
@@ -268,6 +273,8 @@ class RecordingProcessor(TracingProcessor):
                 if n == name and a == args and cid not in self._held:
                     self._held[cid] = (who, n, a)
                     self._asking[cid] = (who, n, a)
+                    _trim(self._held, self.MAX_TRACES)
+                    _trim(self._asking, self.MAX_TRACES)
                     return True
         return False
 
@@ -277,7 +284,7 @@ class RecordingProcessor(TracingProcessor):
             for cid, (who, n, a) in self._held.items():
                 if n == name and a == args and cid in self._paused:
                     del self._held[cid]
-                    self._paused.discard(cid)
+                    self._paused.pop(cid, None)
                     return who, n, a
         return None
 
@@ -310,7 +317,7 @@ class RecordingProcessor(TracingProcessor):
                     was_asked = self._asking.pop(cid, None) is not None or cid in self._paused
                     held = self._held.pop(cid, None) is not None
                     paused = cid in self._paused
-                    self._paused.discard(cid)
+                    self._paused.pop(cid, None)
                     if cid in self._pending:
                         out = it.get("output")
                         if (self._pending[cid][0], str(out)) in self._handed:
@@ -365,8 +372,7 @@ class RecordingProcessor(TracingProcessor):
                 calls.append({"name": it.get("name"), "args": args})
                 with self._lock:
                     self._pending[str(it.get("call_id"))] = (who, str(it.get("name")), args)
-                    while len(self._pending) > self.MAX_TRACES:
-                        self._pending.popitem(last=False)
+                    _trim(self._pending, self.MAX_TRACES)
             elif it.get("type") == "message" or it.get("role") == "assistant":
                 texts.append(_text(it))
         text = " ".join(t for t in texts if t)
@@ -412,8 +418,7 @@ class RecordingProcessor(TracingProcessor):
             who = data.from_agent or self._who(span)
             with self._lock:  # its call's output is the SDK's transfer message, not a refusal
                 self._handed[(who, json.dumps({"assistant": data.to_agent}))] = None
-                while len(self._handed) > self.MAX_TRACES:
-                    self._handed.popitem(last=False)
+                _trim(self._handed, self.MAX_TRACES)
             self.recorder.handoff(who, data.to_agent)
         elif isinstance(data, GuardrailSpanData):
             self.recorder.add(self._who(span), "thought",
