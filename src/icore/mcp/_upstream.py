@@ -7,7 +7,10 @@ the upstream's ``timeout_s`` fails with :class:`UpstreamError` (the SDK cancels 
 upstream); a crashed upstream fails the requests in flight, is marked down and is
 reconnected (a stdio server relaunched) on the next request; one that exited while idle
 (its receive stream ended, :meth:`Upstream.alive`) is relaunched before the next request
-instead of failing it. Other upstreams and other sessions are unaffected.
+instead of failing it. Other upstreams and other sessions are unaffected. Over HTTP a
+forwarded ``tools/call`` is posted directly in the SDK session's MCP session
+(:mod:`icore.mcp._upstream_lean`, :meth:`Upstream.call_tool`), still bounded and retried
+by :meth:`Upstream.request`.
 """
 
 from __future__ import annotations
