@@ -146,3 +146,20 @@ def test_upstream_restart_and_crash_mid_call(tmp_path: Path) -> None:
     assert [x["args"]["text"] for x in echoes] == ["one", "two", "three"]
     assert len({x["pid"] for x in echoes}) == 3
     assert {x["agent"] for x in echoes} == {"icore-mcp"}
+
+
+def test_icore_mcp_lean_0_keeps_the_sdks_client(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ICORE_MCP_LEAN", "0")
+    log, port = tmp_path / "up.log", free_port()
+    manifest = write_manifest(tmp_path, {"trip": {"url": f"http://127.0.0.1:{port}/mcp",
+                                                  "timeout_s": 10}})
+    with _upstream(port, log) as up:
+        wait_port(port, up)
+
+        async def main() -> None:
+            async with stdio_gateway(manifest) as s:
+                assert text(await s.call_tool("echo", {"text": "hi"})) == "hi"
+
+        anyio.run(main)
+    assert [x["agent"].split("/")[0] for x in _calls(log, "echo")] == ["python-httpx2"]

@@ -16,6 +16,7 @@ by :meth:`Upstream.request`.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
@@ -187,7 +188,8 @@ class Upstream:
                     stack: contextlib.AsyncExitStack) -> tuple[Any, Any] | None:
         """``(session, LeanCalls)`` for this HTTP connection, or None (the SDK's way).
 
-        None when ``ICORE_MCP_LEAN=0``, the URL is not plain ``http://`` without a proxy
+        None when ``ICORE_MCP_LEAN=0``, httptools is not installed, the URL is not plain
+        ``http://`` without a proxy
         (:func:`~icore.mcp._lean_http.lean_origin`), or the session cannot
         (:meth:`~icore.mcp._upstream_lean.LeanCalls.usable`).
         """
@@ -195,6 +197,7 @@ class Upstream:
         from icore.mcp._upstream_lean import LeanCalls
         origin = lean_origin(self.spec.url or "")
         if os.environ.get("ICORE_MCP_LEAN", "1") == "0" or origin is None \
+                or importlib.util.find_spec("httptools") is None \
                 or self._tg is None \
                 or not LeanCalls.usable(session, transport, self.spec.headers):
             return None
