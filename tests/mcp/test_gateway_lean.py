@@ -8,9 +8,11 @@ the lean POST, the SDK's own client says ``python-httpx2``.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +38,23 @@ def _upstream(port: int, log: Path) -> Any:
                    extra_env={"UPSTREAM_LOG": str(log)})
 
 
+@contextlib.contextmanager
+def _gateway_files(tmp_path: Path, timeout_s: float) -> Iterator[tuple[Path, Path]]:
+    """The HTTP upstream running; yields the gateway manifest in front of it and its log."""
+    log, port = tmp_path / "up.log", free_port()
+    manifest = write_manifest(tmp_path, {"trip": {"url": f"http://127.0.0.1:{port}/mcp",
+                                                  "timeout_s": timeout_s}})
+    with _upstream(port, log) as up:
+        wait_port(port, up)
+        yield manifest, log
+
+
 def _calls(log: Path, tool: str) -> list[dict[str, Any]]:
     return [x for x in upstream_log(log) if x["tool"] == tool]
 
 
 def test_calls_go_lean_and_a_stale_one_never_reaches_the_upstream(tmp_path: Path) -> None:
-    log, port = tmp_path / "up.log", free_port()
-    manifest = write_manifest(tmp_path, {"trip": {"url": f"http://127.0.0.1:{port}/mcp",
-                                                  "timeout_s": 10}})
-    with _upstream(port, log) as up:
-        wait_port(port, up)
+    with _gateway_files(tmp_path, 10) as (manifest, log):
 
         async def main() -> None:
             async with stdio_gateway(manifest) as s:
@@ -69,11 +78,7 @@ def test_calls_go_lean_and_a_stale_one_never_reaches_the_upstream(tmp_path: Path
 def test_a_hung_call_times_out_alone(tmp_path: Path) -> None:
     """An upstream call that hangs is an error result within the upstream's timeout;
     another session's calls to the same upstream go on meanwhile."""
-    log, port = tmp_path / "up.log", free_port()
-    manifest = write_manifest(tmp_path, {"trip": {"url": f"http://127.0.0.1:{port}/mcp",
-                                                  "timeout_s": 2}})
-    with _upstream(port, log) as up:
-        wait_port(port, up)
+    with _gateway_files(tmp_path, 2) as (manifest, log):
         done: dict[str, Any] = {}
 
         async def hung() -> None:
@@ -151,11 +156,7 @@ def test_upstream_restart_and_crash_mid_call(tmp_path: Path) -> None:
 def test_icore_mcp_lean_0_keeps_the_sdks_client(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ICORE_MCP_LEAN", "0")
-    log, port = tmp_path / "up.log", free_port()
-    manifest = write_manifest(tmp_path, {"trip": {"url": f"http://127.0.0.1:{port}/mcp",
-                                                  "timeout_s": 10}})
-    with _upstream(port, log) as up:
-        wait_port(port, up)
+    with _gateway_files(tmp_path, 10) as (manifest, log):
 
         async def main() -> None:
             async with stdio_gateway(manifest) as s:
