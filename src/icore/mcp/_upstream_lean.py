@@ -146,7 +146,10 @@ class LeanCalls:
                     await session.send_notification(note)
             except Exception:  # the session is gone: nothing left to cancel
                 log.debug("upstream: cancelling %s failed", rid, exc_info=True)
-        self.spawn(send)
+        try:
+            self.spawn(send)
+        except RuntimeError:  # the gateway is stopping: its upstreams close anyway
+            log.debug("upstream: not cancelling %s (stopping)", rid)
 
     async def _exchange(self, method: str, headers: dict[str, str], body: bytes,
                         rid: str) -> Any:
