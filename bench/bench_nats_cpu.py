@@ -8,7 +8,7 @@ operations each, prints p50 latency and this thread's CPU per operation of:
 * ``direct get``: one bare nats-py request (a direct get of the owner's digest);
 * ``barrier kv put``: one write of the barrier key through nats-py's key-value put;
 * ``barrier``: one quorum barrier as the gate sends it (``NatsMemory.barrier``: a publish
-  whose acknowledgement comes back on the gate's raw reply lane);
+  whose acknowledgement comes back on the gate's own NATS connection);
 * ``last_heads d=N``: the batched head read alone (the digest for N >= 2);
 * ``query_heads d=N``: the read and the barrier together, as the gate asks them.
 

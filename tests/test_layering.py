@@ -4,8 +4,8 @@ Three rules over every module of ``src/icore``, read from the AST (nothing is im
 
 1. **Layers.** Each layer may import only the layers listed before it in ``LAYERS`` (plus
    the shared top-level modules ``icore.errors``, ``icore._clock``, ``icore._data``,
-   ``icore._extras``, ``icore._files``, ``icore._frozen``, ``icore._tls``,
-   ``icore._threads`` and ``icore._yaml``).
+   ``icore._extras``, ``icore._files``, ``icore._frozen``, ``icore._msgpack``,
+   ``icore._tls``, ``icore._threads`` and ``icore._yaml``).
 2. **No import circles inside a package.** Per layer (the layer's package with all its
    subpackages; ``icore`` itself for the top-level modules), the graph "module A imports
    module B" has no cycle. Imports inside functions count: a function-level import only
@@ -41,10 +41,10 @@ LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
           "agents", "live", "adapters", "attribution", "report", "integrations", "mcp",
           "cli"]
 # shared top-level modules every layer may use: the error tree, the injected clock, the
-# data folder, optional extras, file writing, frozen-dataclass builders, TLS contexts and
-# the event-loop thread
-SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_frozen", "_tls", "_threads",
-          "_yaml", "__main__", ""}
+# data folder, optional extras, file writing, frozen-dataclass builders, the msgpack
+# packer, TLS contexts and the event-loop thread
+SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_frozen", "_msgpack", "_tls",
+          "_threads", "_yaml", "__main__", ""}
 PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icore.errors import MalformedRecord
+from icore.errors import CodecError, MalformedRecord
 from icore.records import Record, canonical_json
+from icore.records._codec import _json_content
 from icore.records._record import _envelope_json
 
 ids = st.binary(min_size=32, max_size=32).map(bytes.hex)
@@ -88,3 +89,33 @@ def test_envelope_json_declines_odd_types(change: dict[str, Any]) -> None:
     rec = Record(**{**base, **change})
     assert _envelope_json(rec) is None
     assert _outcome(rec.compute_id)[0] in ("ok", "MalformedRecord")
+
+
+def _loads(data: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", json.loads(data)
+    except ValueError:
+        return "error", None
+
+
+json_bytes = st.one_of(
+    json_values.map(lambda v: json.dumps(v, ensure_ascii=False).encode("utf-8")),
+    json_values.map(lambda v: (" " + json.dumps(v) + "\n").encode("utf-8")),
+    json_values.map(lambda v: json.dumps(v).encode("utf-16")),
+    json_values.map(lambda v: b"\xef\xbb\xbf" + json.dumps(v).encode("utf-8")),
+    st.binary(max_size=24),
+    st.sampled_from([b"NaN", b"-Infinity", b"1 2", b"", b"{}x", b"[1,]", b'"\xff"']),
+)
+
+
+@given(data=json_bytes)
+def test_content_decoding_is_json_loads(data: bytes) -> None:
+    """The codec's content decoder returns what ``json.loads`` returns and fails where it
+    fails (as a CodecError), whatever the bytes: its direct path is only a shortcut."""
+    want = _loads(data)
+    try:
+        got = "ok", _json_content(data, "k")
+    except CodecError:
+        got = "error", None
+    assert got[0] == want[0]
+    assert repr(got[1]) == repr(want[1])  # NaN != NaN, but reprs agree

@@ -149,3 +149,24 @@ def test_writers_are_checked_at_start(tmp_path: Path, facts: dict[str, Any],
     assert err.value.fields["path"] == where
     assert err.value.fields["line"] is not None and f"at line {err.value.fields['line']}" \
         in str(err.value)
+
+
+def test_every_bad_writer_entry_is_named_in_one_error(tmp_path: Path) -> None:
+    """Several bad ``facts.writers`` / ``stdio_speaks_for`` entries: one error names all,
+    each with its line (the first's path and line are the error's fields)."""
+    path = _facts(tmp_path, writers={"revenue": ["a"], "planner": ["ghost"]},
+                  stdio_speaks_for=["planner", "sales"])
+    m = yaml.safe_load(path.read_text(encoding="utf-8"))
+    m["http"] = {"clients": {"a": {"token_sha256": "ab" * 32}}}
+    path.write_text(yaml.safe_dump(m), encoding="utf-8")
+    with pytest.raises(GatewayManifestError) as err:
+        load_manifest(path)
+    said = str(err.value)
+    for where in ("facts.writers.revenue: owner 'revenue' owns no fact",
+                  "facts.writers.planner.0: client 'ghost' is not declared",
+                  "facts.stdio_speaks_for.1: owner 'sales' owns no fact"):
+        assert where in said, said
+    assert said.count("line ") == 3, said
+    first = "facts.writers.planner.0"  # the manifest's order (safe_dump sorts keys)
+    assert err.value.fields["path"] == first
+    assert f"at line {err.value.fields['line']}: {first}" in said, said

@@ -94,6 +94,39 @@ def test_unread_fact_refused_with_current_value() -> None:
     assert _run(book, view, up).call.executed  # handed over = read
 
 
+def test_unread_fact_refusal_hands_over_a_stale_read_too() -> None:
+    book, view = _setup()
+    up = Upstream()
+    book.read(view, "memo://price")
+    book.observe("memo://price", {"v": "changed"})
+    v = _run(book, view, up)
+    assert v.reason == "not_read" and v.stale == ("memo://price",) and not up.calls
+    assert set(v.changed) == set(DEPS)
+    assert "changed since read (fresh values handed over): memo://price" in v.call.detail
+    assert _run(book, view, up).call.executed  # one new plan from what was handed over
+
+
+def test_a_stale_read_whose_owner_fails_is_not_handed_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    book, view = _setup()
+    up = Upstream()
+    book.read(view, "memo://price")
+    book.observe("memo://price", {"v": "changed"})
+    real = book.head
+
+    def head(key: str) -> Record | None:
+        if key == "memo://price":
+            raise OwnerUnavailable("owner is unavailable", owner="trip")
+        return real(key)
+
+    monkeypatch.setattr(book, "head", head)
+    v = _run(book, view, up)  # the refusal stands, without that hand-over
+    assert v.reason == "not_read" and v.stale == () and set(v.changed) == {"memo://city"}
+    monkeypatch.undo()
+    v = _run(book, view, up)  # the gate still asks the owner: the old read is stale
+    assert v.reason == "stale" and set(v.changed) == {"memo://price"} and not up.calls
+
+
 def test_sessions_are_independent() -> None:
     book, a = _setup()
     b = book.session("s#2")
@@ -215,6 +248,16 @@ def test_first_call_runs_iff_reads_are_current(ops: list[tuple[str, str, int]]) 
     v = _run(book, view, up)
     if any(k not in seen for k in DEPS):
         assert v.reason == "not_read"
+        # the read facts that are stale are handed over too (QA r7-mcp D3): with no
+        # change in between, the next call runs (one replan, not two)
+        stale = {k for k in DEPS if k in seen and seen[k] != heads[k]}
+        assert set(v.stale) == stale
+        assert set(v.changed) == {k for k in DEPS if k not in seen} | stale
+        assert all(v.changed[k] == heads[k] for k in v.changed)
+        assert _run(book, view, up).call.executed
+        assert len(up.calls) == 1
+        book.close()
+        return
     elif all(seen[k] == heads[k] for k in DEPS):
         assert v.call.executed
     else:

@@ -328,3 +328,21 @@ def test_every_list_option_refuses_a_string(tmp_path: Path, field: str) -> None:
     msg = str(ei.value)
     assert "must be a list" in msg and f"line {line}" in msg and field in msg, msg
     assert ei.value.fields["line"] == line and ei.value.fields["path"] == field
+
+
+@pytest.mark.parametrize(("tool", "part", "i"), [
+    ({"depends_on": ["memo://{cty}"]}, "depends_on", 0),
+    ({"depends_on": ["memo://{city}"], "writes": ["memo://a", "memo://{cty}"]}, "writes", 1),
+])
+def test_a_placeholder_no_argument_names_is_refused_in_depends_on_and_writes(
+        tool: dict[str, list[str]], part: str, i: int) -> None:
+    from icore.mcp._gateway_checks import check_placeholders
+    m = manifest_from_dict({"upstreams": {"a": {"command": "python"}},
+                            "tools": {"book": tool}})
+    check_placeholders(m, {"book": None})  # no schema listed: nothing to check against
+    with pytest.raises(GatewayManifestError) as ei:
+        check_placeholders(m, {"book": {"properties": {"city": {"type": "string"}}}})
+    said = str(ei.value)
+    assert "placeholder {cty} in 'memo://{cty}' is not an argument of book" in said, said
+    assert "did you mean 'city'" in said.lower() or "'city'" in said, said
+    assert ei.value.fields["path"] == f"tools.book.{part}.{i}"

@@ -6,10 +6,12 @@ named by $UPSTREAM_LOG (one JSON line), so a test can prove a call never reached
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
 import time
+import uuid
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -65,6 +67,16 @@ def book_lane(city: str, lane: str = "north", note: str | None = None) -> str:
     """Book a slot in a city's lane (defaults: lane north, no note)."""
     _log("book_lane", {"city": city, "lane": lane, "note": note})
     return f"booked {city} via {lane}"
+
+
+@mcp.tool()
+def book_day(city: str, day: datetime.date, at: datetime.datetime | None = None,
+             ref: uuid.UUID | None = None) -> str:
+    """Book a trip to city on a day (format date), optionally at a time and with a ref."""
+    _log("book_day", {"city": city, "day": day.isoformat(),
+                      "at": None if at is None else at.isoformat(),
+                      "ref": None if ref is None else str(ref)})
+    return f"booked {city} on {day.isoformat()}"
 
 
 @mcp.tool()

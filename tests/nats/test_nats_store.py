@@ -142,7 +142,7 @@ def test_async_gate_and_missing_buckets_block(team: Team, nats_single: NatsClust
             assert isinstance(acc, AsyncOwnerAccess)
             ok = await avalidate(roots=[team.plan.id], deps=DEPS, lookup=team.local.lookup,
                                  ownership=OM, owners=acc)
-            await mem.nc.close()  # the engine is gone for this client
+            await mem.close()  # the engine is gone for this client (both connections)
             bad = await avalidate(roots=[team.plan.id], deps=DEPS,
                                   lookup=team.local.lookup, ownership=OM, owners=acc,
                                   timeout_s=1.0)

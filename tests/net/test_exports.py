@@ -23,7 +23,7 @@ identity_of_cert init_team_certs serve_agent server_context
 SRC = Path(icore.net.__file__).resolve().parent
 ALLOWED = {"icore.errors", "icore._clock", "icore.records", "icore.memory", "icore.fence",
            "icore.net", "icore._data", "icore._files", "icore._extras", "icore._tls",
-           "icore._threads", "icore._frozen", "icore._yaml"}
+           "icore._threads", "icore._frozen", "icore._msgpack", "icore._yaml"}
 IO = {"socket", "ssl", "asyncio", "time", "subprocess", "sqlite3", "selectors"}
 
 

@@ -85,13 +85,15 @@ def test_update_retries_a_lost_race_and_gives_up_after_retries() -> None:
     rec = ws.update(ORDER, bump, retries=2)
     assert calls == 2 and rec.content == {"city": "Rome", "n": 11}
 
-    def always_race(o: Any) -> Any:
-        ws.put(ORDER, {"city": "Oslo"})
+    races = iter(range(100))
+
+    def always_race(o: Any) -> Any:  # a new value each time (an equal put is a no-op)
+        ws.put(ORDER, {"city": "Oslo", "n": next(races)})
         return {"city": "never"}
 
     with pytest.raises(CommitConflict):
         ws.update(ORDER, always_race, retries=1)
-    assert ws.value(ORDER) == {"city": "Oslo"}
+    assert ws.value(ORDER) == {"city": "Oslo", "n": 1}
     with pytest.raises(WorkspaceError):
         ws.update(ORDER, always_race, retries=-1)
 

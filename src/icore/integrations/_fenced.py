@@ -413,7 +413,8 @@ class FenceGuard:
                 raise WorkspaceError(
                     "the depends_on function returned a str, not a collection of keys",
                     got=str(keys)[:80], fix=f"return a set: {{{str(keys)[:80]!r}}}")
-            self.handle.workspace.check_keys(keys, where="depends_on")
+            # a key made of the model's text is refused to the model by the agent
+            self.handle.workspace.check_keys(keys, where="depends_on", args=args)
 
     def run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
             roots: Sequence[RecordId] | None = None, *, turn: Any = None,

@@ -33,6 +33,7 @@ import anyio
 import yaml
 
 from icore.mcp._gateway_manifest import GatewayError
+from icore.mcp._upstream import cause_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +143,6 @@ _STEPS = (("direct", "ping"), ("proxy", "ping"), ("unprotected", "ping"),
 """(configuration, tool) timed in turn in every round."""
 
 
-def _why(exc: BaseException) -> str:
-    """One line for a failed configuration (the cause, not the task groups around it)."""
-    from icore.mcp._upstream import root_cause
-    cause = root_cause(exc)
-    text = getattr(cause, "message", None) or str(cause) or "no detail"
-    return f"{type(cause).__name__}: {text}"
-
-
 async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int,
                        why_not: dict[str, str] | None = None
                        ) -> tuple[dict[str, list[float]], dict[str, str]]:
@@ -179,7 +172,7 @@ async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int,
                 await gateway.read_resource(f"bench://t{i}")
         except Exception as exc:  # every gateway configuration needs these reads
             for key in ("unprotected", "protected", "reread", "trusted"):
-                failed[key] = f"reading D(a) first failed: {_why(exc)}"
+                failed[key] = f"reading D(a) first failed: {cause_line(exc)}"
     out: dict[str, list[float]] = {k: [] for k, _ in _STEPS}
     for i in range(n + 20):
         for key, tool in _STEPS:
@@ -189,7 +182,7 @@ async def _interleaved(direct: Any, proxy: Any, gateway: Any, deps: int, n: int,
             try:
                 res = await sessions[key].call_tool(tool, {"n": i})
             except Exception as exc:  # the connection to that server was lost
-                failed[key] = f"call {i + 1} of {tool} raised {_why(exc)}"
+                failed[key] = f"call {i + 1} of {tool} raised {cause_line(exc)}"
                 continue
             dt = (time.perf_counter() - t0) * 1000
             if res.is_error:
@@ -261,7 +254,7 @@ async def _opened(cm: Any, key: str, why_not: dict[str, str]) -> AsyncIterator[A
     try:
         session = await cm.__aenter__()
     except Exception as exc:
-        why_not[key] = f"its server did not start: {_why(exc)}"
+        why_not[key] = f"its server did not start: {cause_line(exc)}"
         yield None
         return
     try:

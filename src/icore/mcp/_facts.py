@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import string
 from collections.abc import (
     Awaitable,
@@ -49,6 +50,8 @@ from icore.records import JSONValue, Record, RecordId
 from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
 
 _WRITE_RETRIES = 8
+_GLOB = frozenset("*?[")
+_GLOB_CHAR = re.compile(r"[*?\[]")
 
 
 @dataclass
@@ -82,12 +85,16 @@ class Verdict:
         changed: key -> the current record of each fact whose version the session had
             not seen (handed over with a ``stale`` / ``not_read`` refusal, or changed
             again after a ``second_change``).
+        stale: of a ``not_read`` refusal, the keys the session had read whose version
+            was no longer the owner's head (their fresh versions are in ``changed``,
+            handed over with the same refusal).
     """
 
     call: Call
     decisions: tuple[GateDecision, ...]
     deps: tuple[str, ...]
     changed: Mapping[str, Record] = field(default_factory=dict)
+    stale: tuple[str, ...] = ()
 
     @property
     def reason(self) -> str:
@@ -99,6 +106,12 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
                 known: Iterable[str]) -> frozenset[str]:
     """D(a) for one call: ``{arg}`` placeholders filled, globs matched to known keys.
 
+    Only the manifest's own ``*``, ``?`` and ``[`` are a pattern: a value filled in from
+    the call's arguments is literal (``fact://hold/{sku}`` with ``sku="*"`` is the key
+    ``fact://hold/*``, never every hold: an argument never chooses which facts are
+    validated; such a key has no value, so the call is refused, :func:`glob_args`). In an
+    entry with a glob of its own, the filled value is escaped before matching.
+
     Raises:
         IcoreError: a placeholder names an argument the call lacks, or an argument
             used in a key is not a string or number.
@@ -106,9 +119,11 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
     keys: set[str] = set()
     known_l = list(known)
     for pat in patterns:
-        parts = []
+        parts, escaped, glob = [], [], False
         for lit, name, _spec, _conv in string.Formatter().parse(pat):
             parts.append(lit)
+            escaped.append(lit)
+            glob = glob or any(c in lit for c in _GLOB)
             if name:
                 if name not in args:
                     raise IcoreError(f"D(a) entry {pat!r} needs argument {name!r}",
@@ -118,12 +133,40 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
                     raise IcoreError(f"argument {name!r} used in {pat!r} must be a string "
                                      "or number", key=pat, argument=name)
                 parts.append(str(val))
-        key = "".join(parts)
-        if any(c in key for c in "*?["):
+                escaped.append(_GLOB_CHAR.sub(r"[\g<0>]", str(val)))
+        if glob:
+            key = "".join(escaped)
             keys.update(k for k in known_l if fnmatch.fnmatchcase(k, key))
         else:
-            keys.add(key)
+            keys.add("".join(parts))
     return frozenset(keys)
+
+
+def glob_args(patterns: Iterable[str], args: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments filled into a placeholder whose values carry ``*?[`` or a NUL.
+
+    The keys they make name no fact (:func:`expand_deps` keeps them literal).
+
+    Returns:
+        Argument name -> its value (empty: none).
+    """
+    out: dict[str, Any] = {}
+    for pat in patterns:
+        for _lit, name, _spec, _conv in string.Formatter().parse(pat):
+            val = args.get(name) if name else None
+            if isinstance(val, str) and any(c in val for c in "*?[\x00"):
+                out[str(name)] = val
+    return out
+
+
+def bad_args_hint(bad: Mapping[str, Any]) -> str:
+    """Why a call is refused whose :func:`glob_args` are ``bad`` (QA r8-ag2mcp D5)."""
+    shown = ", ".join(f"{k}={v!r}"[:120] for k, v in sorted(bad.items()))
+    return (f"the argument value {shown} is not a valid key of a known fact: '*', '?' and "
+            "'[' in an argument are literal characters, not a pattern, and no fact has such "
+            "a key (a NUL cannot be part of one), so nothing can authorize the call; it was "
+            "not made. Call it again with the exact value of an existing fact (read it "
+            "first)")
 
 
 def text_of(content: JSONValue, limit: int = 2000) -> str:
@@ -456,6 +499,12 @@ class FactBook:
         decisions = call.result.decisions if call.result is not None \
             else tuple(list(view.agent.log)[n0:]) if len(view.agent.log) > n0 else ()
         changed: dict[str, Record] = {}
+        stale: tuple[str, ...] = ()
+        if call.reason == NOT_READ:
+            stale = self._hand_over_stale(view, dset, before, call, turn)
+            if stale:
+                call = replace(call, detail=f"{call.detail}; changed since read (fresh "
+                               f"values handed over): {', '.join(stale)}")
         if call.reason in (Reason.STALE.value, NOT_READ):
             after = view.agent.seen()
             changed = {k: r for k in dset if (r := after.get(k)) is not None
@@ -469,7 +518,37 @@ class FactBook:
                     continue
                 if h is not None and (k not in after or after[k].id != h.id):
                     changed[k] = h
-        return Verdict(call, decisions, dset, changed)
+        return Verdict(call, decisions, dset, changed, stale)
+
+    def _hand_over_stale(self, view: SessionView, deps: Iterable[str],
+                         before: Mapping[str, Record], call: Call,
+                         turn: Hashable | None) -> tuple[str, ...]:
+        """Hand over, with a ``not_read`` refusal, the facts read that are stale too.
+
+        A ``not_read`` call is refused before the gate, so a fact of D(a) the session did
+        read but whose version is no longer the owner's head would only be refused
+        ``stale`` at the next call (two refusals, two replans: QA r7-mcp D3). Each such
+        fact is read now, in the call's turn (like the unread ones: it counts from the
+        session's next message), so one new plan from the values handed over can pass.
+
+        Returns:
+            The keys handed over so, sorted. A fact whose owner does not answer is
+            skipped (the refusal stands; the next call's gate asks the owner again).
+        """
+        out = []
+        for k in sorted(deps):
+            old = before.get(k)
+            if old is None or k in call.fresh:  # never read, or read just now
+                continue
+            try:
+                head = self.head(k)
+                rec = self.read(view, k, turn) if head is not None and head.id != old.id \
+                    else None
+            except Exception:  # the refusal stands without this hand-over
+                continue
+            if rec is not None and rec.id != old.id:
+                out.append(k)
+        return tuple(out)
 
     def close(self) -> None:
         """Close the owners' stores (SQLite files flushed)."""

@@ -310,7 +310,7 @@ class Gateway:
         self._resource_defs = [d for _, d in res_defs]
         self._prompt_defs = [d for _, d in prompt_defs]
         if defs != self.tool_defs:
-            self._calls.validators.clear()
+            self._calls.args.clear()
         self.tools, self.tool_defs, self.resources, self.prompts = tools, defs, res, prompts
         if templates:
             self._template_items.update(templates)

@@ -29,7 +29,16 @@ import anyio
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.integrations import refusal_head
-from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
+from icore.mcp._facts import (
+    FactBook,
+    SessionView,
+    Verdict,
+    bad_args_hint,
+    describe,
+    expand_deps,
+    glob_args,
+)
+from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import forward_meta, is_error, result_text
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
@@ -120,8 +129,8 @@ class _ToolCalls:
     def __init__(self, host: _Host, resources: _Resources) -> None:
         self.gw = host
         self._resources = resources
-        self.validators: dict[str, Any] = {}
-        """Tool name -> its argument schema's validator (cleared when the tools change)."""
+        self.args = ArgChecks(lambda: host.tool_defs)
+        """The argument checks (:meth:`ArgChecks.clear` when the tools change)."""
         self._static_deps = {n: frozenset(t.depends_on)
                              for n, t in host.manifest.tools.items() if not t.globs}
         self._tasks = itertools.count(1)
@@ -150,16 +159,6 @@ class _ToolCalls:
                                "properties": {"key": {"type": "string"}}}),
         ]
 
-    def _validator(self, name: str) -> Any:
-        v = self.validators.get(name)
-        if v is None:
-            import jsonschema
-            schema = getattr(self.gw.tool_defs[name], "input_schema", None) or {"type": "object"}
-            cls = jsonschema.validators.validator_for(schema)
-            v = cls(schema)
-            self.validators[name] = v
-        return v
-
     async def call_tool(self, ctx: Any, params: Any, ex: Any = None) -> Any:
         """``tools/call``: checked arguments, PlanFence at a protected tool, forwarded.
 
@@ -182,12 +181,18 @@ class _ToolCalls:
         if route is None:
             self.gw.trace.note(view.sid, f"unknown tool {name!r} refused")
             raise _invalid(f"Unknown tool: {name}")
-        problem = self._arg_problem(name, args)
-        if problem is not None:
-            self.gw.trace.call(view.sid, name, args, f"REFUSED: {problem}", error=True,
-                               refused=True)
-            return _error_result(f"Invalid arguments for tool {name}: {problem}")
         spec = self.gw.manifest.tools.get(name)
+        problem = self.args.problem(name, args)
+        if problem is not None:
+            said = f"Invalid arguments for tool {name}: {problem}"
+            if spec is None:
+                self.gw.trace.call(view.sid, name, args, f"REFUSED: {problem}", error=True,
+                                   refused=True)
+            else:  # a protected call refused at the boundary: blocked, never valid
+                self.gw.trace.refused(view.sid, name, args, reason="invalid_arguments",
+                                      task=f"{view.sid}/{next(self._tasks)}",
+                                      deps=list(spec.depends_on), detail=problem)
+            return _error_result(said)
         task = f"{view.sid}/{next(self._tasks)}"
         if spec is None and self.gw.unresolved.names:
             refused = await self._unverified(view, name, args, task)
@@ -238,7 +243,7 @@ class _ToolCalls:
         self.gw.trace.call(view.sid, name, args, result_text(result),
                            error=is_error(result), task=task)
         if spec is not None and spec.writes:
-            filled = self._with_defaults(name, args)
+            filled = self.args.with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
                 try:
                     uris = sorted(expand_deps([w], filled, ()))
@@ -273,56 +278,15 @@ class _ToolCalls:
 
     def _refuse(self, view: SessionView, name: str, args: Mapping[str, Any], task: str,
                 reason: str, deps: list[str], *, detail: str = "",
-                extra: Mapping[str, Any] | None = None) -> Any:
-        """A gateway refusal before the gate: recorded as blocked, ``_meta`` attached."""
-        text = f"{refusal_head(name, reason)}: {_HINT.get(reason, 'fail closed')}."
+                extra: Mapping[str, Any] | None = None, hint: str | None = None) -> Any:
+        """A refusal before the gate (blocked, ``_meta``; ``hint``: the model's text)."""
+        text = f"{refusal_head(name, reason)}: {hint or _HINT.get(reason, 'fail closed')}."
         if detail:
             text += f"\nDetail: {detail}"
         self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
                               detail=detail or text, action=name != PUT_FACT)
         meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
         return _error_result(text, meta={"icore/gate": meta})
-
-    def _arg_problem(self, name: str, args: Mapping[str, Any]) -> str | None:
-        import jsonschema
-        try:
-            v = self._validator(name)
-            if v.is_valid(args):  # the common case: no error tree to build
-                return None
-            err = jsonschema.exceptions.best_match(v.iter_errors(args))
-        except jsonschema.exceptions.SchemaError:
-            return None  # the upstream's schema is broken: let the upstream judge
-        if err is None:
-            return None
-        where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
-        return f"{where}: {err.message}"
-
-    def _with_defaults(self, name: str, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``args`` with the input schema's ``default`` of each omitted argument.
-
-        What fills the ``{arg}`` placeholders of D(a) and ``writes`` (the upstream applies
-        the same defaults; the in-process integration normalises through the tool's
-        schema likewise). A ``null`` default fills nothing (no key can name it). The
-        call is forwarded with the client's own arguments.
-        """
-        schema = getattr(self.gw.tool_defs.get(name), "input_schema", None)
-        props = schema.get("properties") if isinstance(schema, Mapping) else None
-        if not isinstance(props, Mapping):
-            return args
-        missing = {k: p["default"] for k, p in props.items() if k not in args
-                   and isinstance(p, Mapping) and p.get("default") is not None}
-        return {**missing, **args} if missing else args
-
-    def _no_default(self, name: str, exc: IcoreError) -> str:
-        """The detail of a D(a) entry whose placeholder names an omitted argument."""
-        arg = exc.fields.get("argument")
-        schema = getattr(self.gw.tool_defs.get(name), "input_schema", None) or {}
-        props = schema.get("properties") if isinstance(schema, Mapping) else None
-        if not isinstance(arg, str) or not isinstance(props, Mapping) or arg not in props:
-            return exc.message
-        return (f"{exc.message}: {arg!r} is optional in {name}'s input schema with no "
-                "default (or a null one), so the facts this call depends on are unknown "
-                f"without it. Call {name} again with {arg!r} given")
 
     def _entry_of(self, spec: ToolSpec, name: str, args: Mapping[str, Any], key: str,
                   known: Any) -> str:
@@ -380,7 +344,7 @@ class _ToolCalls:
         assert self.gw.facts is not None
         seen = view.seen
         static = self._static_deps.get(name)
-        args_d = self._with_defaults(name, args) if static is None else args
+        args_d = self.args.with_defaults(name, args) if static is None else args
         known: Any = ()
         try:
             if static is not None:  # D(a) without globs or placeholders: the same each call
@@ -390,10 +354,16 @@ class _ToolCalls:
                 # heads)
                 known = (set(self.gw.facts.known_keys()) | set(seen)) if spec.globs else ()
                 deps = expand_deps(spec.depends_on, args_d, known)
+                bad = glob_args(spec.depends_on, args_d)
+                if bad:  # literal keys no fact has: refused, never a pattern (QA r8 D5)
+                    return _Refused(self._refuse(
+                        view, name, args, task, "not_read", sorted(deps),
+                        hint=bad_args_hint(bad), extra={"arguments": sorted(bad)},
+                        detail=f"argument values that name no fact: {bad}"))
         except IcoreError as exc:
             return _Refused(self._refuse(view, name, args, task, "incomplete_declaration",
                                          list(spec.depends_on),
-                                         detail=self._no_default(name, exc)))
+                                         detail=self.args.no_default(name, exc)))
         if not deps:
             return _Refused(self._refuse(
                 view, name, args, task, "incomplete_declaration", list(spec.depends_on),
@@ -559,10 +529,16 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
                     "values are below, now read in this session: plan from them and call "
                     "again in this same session (a client that opens a new session for "
                     "each tool call is refused every time; keep one session open).")
+    if v.stale:  # read, but no longer current: handed over too, so one replan (D3)
+        lines.append(f"Also changed since this session read "
+                     f"{'it' if len(v.stale) == 1 else 'them'}: {', '.join(v.stale)} "
+                     "(the fresh values are below, now read): plan from all the values "
+                     "below at once.")
     if v.changed and reason != Reason.SECOND_CHANGE.value:
         lines.append("Current values:")
         lines.extend(f"- {describe(r, version_of(r) if version_of else None)}"
-                     for r in v.changed.values())
+                     + (" (changed since read)" if k in v.stale else "")
+                     for k, r in v.changed.items())
     elif v.changed:
         lines.append("Changed: " + ", ".join(sorted(v.changed)))
     elif reason == "not_read" and not unwritten:  # nothing could be handed over
@@ -573,7 +549,8 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
         lines.append(f"Detail: {v.call.detail}")
     return _error_result("\n".join(lines), meta={"icore/gate": {
         "reason": reason, "deps": list(v.deps),
-        "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()}}})
+        "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()},
+        **({"stale": list(v.stale)} if v.stale else {})}})
 
 
 def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest, ToolSpec
 
 _GLOB = re.compile(r"[*?\[]")
 
@@ -115,6 +115,12 @@ def check_tools(m: GatewayManifest, tools: Mapping[str, str], own: Collection[st
     return out
 
 
+def _entries(spec: ToolSpec) -> list[tuple[str, int, str]]:
+    """A protected tool's ``depends_on`` then ``writes`` entries: ``(part, index, entry)``."""
+    return [*(("depends_on", i, e) for i, e in enumerate(spec.depends_on)),
+            *(("writes", i, e) for i, e in enumerate(spec.writes))]
+
+
 def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
     """Each ``{arg}`` of a protected tool's D(a) and writes is an argument of its input schema.
 
@@ -129,9 +135,7 @@ def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
         props = schema.get("properties") if isinstance(schema, Mapping) else None
         if not isinstance(props, Mapping):
             continue
-        entries = [("depends_on", i, e) for i, e in enumerate(spec.depends_on)]
-        entries += [("writes", i, e) for i, e in enumerate(spec.writes)]
-        for part, i, entry in entries:
+        for part, i, entry in _entries(spec):
             for _, arg, _, _ in string.Formatter().parse(entry):
                 if arg and arg not in props:
                     raise m.error(f"placeholder {{{arg}}} in {entry!r} is not an argument "
@@ -246,9 +250,7 @@ def check_ambiguous(m: GatewayManifest, clashed: Mapping[str, tuple[str, str]]) 
     if not clashed:
         return
     for name, spec in m.tools.items():
-        entries = [("depends_on", i, e) for i, e in enumerate(spec.depends_on)]
-        entries += [("writes", i, e) for i, e in enumerate(spec.writes)]
-        for part, i, entry in entries:
+        for part, i, entry in _entries(spec):
             if entry.startswith(FACT_SCHEME) or entry in clashed or \
                     _GLOB.search(re.sub(r"\{[^}]*\}", "", entry)):
                 continue  # a glob is matched against the keys, shown forms included

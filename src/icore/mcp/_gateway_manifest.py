@@ -240,9 +240,10 @@ class ToolSpec(_Model):
 
     @property
     def globs(self) -> bool:
-        """True when D(a) may need matching against the known keys.
+        """True when D(a) is not the same for every call.
 
-        A glob in ``depends_on``, or a placeholder (an argument value may carry one).
+        A glob in ``depends_on`` (matched against the known keys), or a placeholder
+        (filled from the call's arguments; a value is literal, never a pattern: QA r8 D5).
         """
         return any(c in d for d in self.depends_on for c in "*?[{")
 
@@ -459,7 +460,8 @@ def _writers(m: GatewayManifest, file: str, node: yaml.Node | None) -> None:
 
     Raises:
         GatewayManifestError: an owner no ``facts.owners`` entry names, or a writer no
-            ``http.clients`` entry declares (naming the line).
+            ``http.clients`` entry declares: one error naming every such entry with its
+            line (its ``path`` and ``line`` fields: the first one's).
     """
     owners = set(m.facts.owners.values())
     bad: list[tuple[tuple[str, ...], str]] = []
@@ -477,11 +479,13 @@ def _writers(m: GatewayManifest, file: str, node: yaml.Node | None) -> None:
             bad.append((("facts", "stdio_speaks_for", str(i)), f"owner {o!r} owns no fact "
                         f"(facts.owners names {sorted(owners) or 'none'})"))
     if bad:
-        loc, msg = bad[0]
-        line = _line_of(node, loc)
-        where = f"line {line}: " if line is not None else ""
-        raise GatewayManifestError(f"invalid gateway manifest at {where}{'.'.join(loc)}: "
-                                   f"{msg}", file=file, path=".".join(loc), line=line)
+        said = []
+        for loc, msg in bad:
+            line = _line_of(node, loc)
+            said.append(f"{f'line {line}: ' if line is not None else ''}{'.'.join(loc)}: {msg}")
+        raise GatewayManifestError(f"invalid gateway manifest at {'; '.join(said)}",
+                                   file=file, path=".".join(bad[0][0]),
+                                   line=_line_of(node, bad[0][0]))
 
 
 def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",

@@ -267,8 +267,7 @@ class Upstream:
         if isinstance(cause, TimeoutError):
             return (f"it did not initialize within "
                     f"{max(self.spec.timeout_s, CONNECT_TIMEOUT_S):g} s")
-        text = getattr(cause, "message", None) or str(cause) or "no detail"
-        what = f"{type(cause).__name__}: {text}"
+        what = cause_line(cause)
         if self.spec.command is not None and isinstance(cause, FileNotFoundError) \
                 and (self.spec.cwd is None or os.path.isdir(self.spec.cwd)):
             what = (f"its command {self.spec.command!r} was not found (neither on the "
@@ -560,6 +559,13 @@ def root_cause(exc: BaseException) -> BaseException:
         exc = (leaves or list(exc.exceptions))[0]
         seen += 1
     return exc
+
+
+def cause_line(exc: BaseException) -> str:
+    """``<type>: <message>`` of ``exc``'s root cause (:func:`root_cause`), one line."""
+    cause = root_cause(exc)
+    text = getattr(cause, "message", None) or str(cause) or "no detail"
+    return f"{type(cause).__name__}: {text}"
 
 
 def _is_connection_loss(exc: Any) -> bool:

@@ -149,12 +149,17 @@ class CommitOp:
             owner service's decoder does, :func:`icore.records.record_from_wire`) and
             nothing changed it since, so the store does not verify it again (issue 27).
             Every owner rule still applies. Leave False for any other record.
+        encoded: ``record`` in :func:`icore.records.encode_record`'s layout as it arrived
+            (the owner service's decoder: :attr:`icore.net.Commit.encoded`), stored as is
+            instead of encoding the record again (issue 27); None: the store encodes it.
+            Only with ``verified``: the bytes must decode to ``record``.
     """
 
     record: Record
     writer: str
     expected_head: ExpectedHead = FROM_PARENTS
     verified: bool = False
+    encoded: bytes | None = None
 
 
 _result = positional(CommitResult)  # every field, no per-field setattr (issue 27)
@@ -211,8 +216,13 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def _write_commit(self, rec: Record, complete: bool) -> None:
-        """Store ``rec``, move its head and the owner sequence (inside :meth:`_critical`)."""
+    def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
+                      ) -> None:
+        """Store ``rec``, move its head and the owner sequence (inside :meth:`_critical`).
+
+        ``encoded``: ``rec`` already in :func:`~icore.records.encode_record`'s layout (as
+        received), for a store that keeps encoded records; None: encode it.
+        """
 
     @abc.abstractmethod
     def _write_install(self, rec: Record, complete: bool, move_installed: bool) -> None: ...
@@ -300,8 +310,11 @@ class Store(abc.ABC):
         return self._commit(record, writer, expected_head, False)
 
     def _commit(self, record: Record, writer: str, expected_head: ExpectedHead,
-                verified: bool) -> CommitResult:
-        """:meth:`commit`; ``verified``: the caller already ran ``record.verify()``."""
+                verified: bool, encoded: bytes | None = None) -> CommitResult:
+        """:meth:`commit`; ``verified``: the caller already ran ``record.verify()``.
+
+        ``encoded``: the record's encoding as received (:attr:`CommitOp.encoded`).
+        """
         self._check_open()
         if not isinstance(record, Record):
             raise MalformedRecord(f"commit needs a Record (icore.records.Record.create or "
@@ -340,7 +353,7 @@ class Store(abc.ABC):
                                last_id=last_id, expected_head=expected_head,
                                key_of=self._key_of)
             complete = self._is_complete(record, self._incomplete_ids())
-            self._write_commit(record, complete)
+            self._write_commit(record, complete, encoded if verified else None)
         return _result(record, True, complete)
 
     def commit_many(self, ops: Sequence[CommitOp]) -> list[CommitResult | IcoreError]:
@@ -372,7 +385,7 @@ class Store(abc.ABC):
             for op in ops:
                 try:
                     out.append(self._commit(op.record, op.writer, op.expected_head,
-                                            op.verified is True))
+                                            op.verified is True, op.encoded))
                 except IcoreError as exc:
                     out.append(exc)
         return out

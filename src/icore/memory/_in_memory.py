@@ -37,7 +37,8 @@ class MemoryStore(Store):
     def _owner_seq(self, owner: str) -> tuple[int, RecordId | None]:
         return self._seqs.get(owner, (0, None))
 
-    def _write_commit(self, rec: Record, complete: bool) -> None:
+    def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
+                      ) -> None:
         self._records[rec.id] = rec
         self._heads[rec.key] = HeadEntry(rec.key, rec.id, rec.seq)
         self._seqs[rec.owner] = (rec.seq, rec.id)

@@ -319,18 +319,19 @@ class SQLiteStore(Store):
                                    (owner,)).fetchone()
         return (0, None) if row is None else (row[0], row[1])
 
-    def _insert(self, rec: Record, complete: bool) -> None:
+    def _insert(self, rec: Record, complete: bool, encoded: bytes | None = None) -> None:
         self._db.execute(
             "INSERT INTO records VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
             "has_content=excluded.has_content, body=excluded.body "
             "WHERE records.has_content=0 AND excluded.has_content=1",
             (rec.id, rec.key, rec.owner, rec.seq, int(rec.has_content), int(complete),
-             encode_record(rec)),
+             encode_record(rec) if encoded is None else encoded),
         )
 
-    def _write_commit(self, rec: Record, complete: bool) -> None:
+    def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
+                      ) -> None:
         with self._tx():
-            self._insert(rec, complete)
+            self._insert(rec, complete, encoded)
             if self.exclusive:  # written once per transaction (_flush_staged)
                 self._staged_heads[rec.key] = HeadEntry(rec.key, rec.id, rec.seq)
                 self._staged_seqs[rec.owner] = (rec.seq, rec.id)

@@ -10,13 +10,14 @@ further input, and transports close the connection.
 
 from __future__ import annotations
 
+import hashlib
 import struct
-import threading
 from typing import Any
 
 import msgpack
 
 from icore._frozen import positional
+from icore._msgpack import packer
 from icore.errors import CodecError, RecordError
 from icore.memory import FROM_PARENTS, ExpectedHead, HeadEntry
 from icore.net._errors import (
@@ -53,20 +54,8 @@ from icore.records import Record, RecordId, record_from_wire, record_to_wire
 
 _LEN = struct.Struct(">I")
 _commit = positional(Commit)  # every field, no per-field setattr (issue 27)
-_LOCAL = threading.local()
 HEAD_REPLY_PREFIX = bytes([0x95, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
 """First bytes of every head-reply body: a 5-array, the version, the type."""
-
-
-def packer() -> msgpack.Packer:
-    """This thread's msgpack packer (``use_bin_type``): no new packer per message.
-
-    Its ``pack`` returns the same bytes as ``msgpack.packb(o, use_bin_type=True)``.
-    """
-    p: msgpack.Packer | None = getattr(_LOCAL, "packer", None)
-    if p is None:
-        p = _LOCAL.packer = msgpack.Packer(use_bin_type=True)
-    return p
 
 
 # --- encoding -------------------------------------------------------------------------
@@ -185,6 +174,23 @@ def _record(v: Any, name: str, *, envelope_only: bool = False) -> Record:
     if envelope_only and rec.content is not None:
         raise MalformedMessage(f"{name}: an announcement carries no content", field=name)
     return rec
+
+
+def _encoded(wire: list[Any], rec: Record) -> bytes | None:
+    """``encode_record(rec)`` from the record's list form as received, or None.
+
+    ``wire`` decoded (:func:`icore.records.record_from_wire`) into ``rec``, which was
+    verified, so packing it again gives the same values in the same layout. The one part
+    verification does not pin is the content's bytes (any JSON text of the content
+    verifies): they are taken only when they hash to the content address, i.e. are the
+    canonical encoding (issue 27: the owner stores the bytes it received instead of
+    encoding the record a second time).
+    """
+    body = wire[9]
+    if type(body) is not bytes or hashlib.sha256(body).hexdigest() != rec.content_address:
+        return None
+    out: bytes = packer().pack(wire)
+    return out
 
 
 def _arity(parts: list[Any], n: int, what: str) -> None:
@@ -322,11 +328,13 @@ def decode_body(body: bytes) -> Message:
             return FetchReply(rid, recs)
         return Announce(rid, recs) if env else Replicate(rid, recs)
     if kind is MsgType.COMMIT:
+        exp: ExpectedHead = FROM_PARENTS
         if len(f) == 2:
-            exp: ExpectedHead = None if f[1] is None else _id(f[1], "expected_head")
-            return _commit(rid, _record(f[0], "record"), exp)
-        _arity(f, 1, "commit")
-        return _commit(rid, _record(f[0], "record"), FROM_PARENTS)
+            exp = None if f[1] is None else _id(f[1], "expected_head")
+        else:
+            _arity(f, 1, "commit")
+        rec = _record(f[0], "record")
+        return _commit(rid, rec, exp, _encoded(f[0], rec))
     if kind is MsgType.COMMIT_ACK:
         _arity(f, 4, "commit ack")
         return CommitAck(rid, _id(f[0], "record_id"), _int(f[1], "seq"),

@@ -111,7 +111,8 @@ class OwnerHandler:
         """
         self.requests += len(items)
         results = self.store.commit_many(
-            [_op(m.record, p, m.expected_head, verified is True) for m, p in items])
+            [_op(m.record, p, m.expected_head, verified is True,
+                 m.encoded if verified is True else None) for m, p in items])
         out: list[Message] = []
         for (msg, peer), res in zip(items, results, strict=True):
             if isinstance(res, IcoreError):

@@ -167,11 +167,16 @@ class Commit:
     """Commit one record; the writer is the authenticated peer, never a field.
 
     ``expected_head`` is the head the commit replaces (:meth:`icore.memory.Store.commit`).
+    ``encoded`` is set by the decoder only (:func:`icore.net.decode_body`): the record
+    in :func:`icore.records.encode_record`'s layout, the very bytes the store would
+    write, so the owner stores them without encoding the record again (issue 27). It is
+    not sent, compared or shown.
     """
 
     rid: int
     record: Record
     expected_head: ExpectedHead = FROM_PARENTS
+    encoded: bytes | None = field(default=None, compare=False, repr=False)
     TYPE = MsgType.COMMIT
 
 

@@ -11,26 +11,20 @@ record is trustworthy.
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import msgpack
 
 from icore._frozen import positional
+from icore._msgpack import packer
 from icore.errors import CodecError, RecordError
 from icore.records._record import _NULL_ADDRESS, MAX_CONTENT_BYTES, Record, canonical_json
 
 _FIELDS = 10
 _record = positional(Record)  # every field, no per-field setattr (issue 27)
-_LOCAL = threading.local()
 
-
-def _packer() -> msgpack.Packer:
-    """This thread's packer: ``pack`` gives ``msgpack.packb(o, use_bin_type=True)``."""
-    p: msgpack.Packer | None = getattr(_LOCAL, "packer", None)
-    if p is None:
-        p = _LOCAL.packer = msgpack.Packer(use_bin_type=True)
-    return p
+_RAW_DECODE = json.JSONDecoder().raw_decode
+"""``json.loads``'s own decoder (default options), without its encoding detection."""
 
 MAX_RECORD_BYTES = MAX_CONTENT_BYTES + 64 * 1024
 """Largest encoded record accepted by :func:`decode_record`, in bytes."""
@@ -64,6 +58,29 @@ def _hex32(value: Any, field: str) -> str:
     return value.hex()
 
 
+def _json_content(body: bytes, key: str) -> Any:
+    """``json.loads(body)``, with a shortcut for canonical content (issue 27).
+
+    UTF-8 JSON with nothing around the value (canonical content always is) goes to the C
+    scanner directly; any other text goes through ``json.loads`` itself, so the result and
+    the errors are the same.
+
+    Raises:
+        CodecError: the bytes are not JSON.
+    """
+    try:
+        text = body.decode("utf-8")
+        value, end = _RAW_DECODE(text)
+        if end == len(text):
+            return value
+    except ValueError:  # not UTF-8, or not a JSON value at the start: json.loads decides
+        pass
+    try:
+        return json.loads(body)
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+        raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
+
+
 def record_from_wire(obj: Any) -> Record:
     """Build and verify a record from its list form.
 
@@ -86,10 +103,7 @@ def record_from_wire(obj: Any) -> Record:
     if body is not None:
         if not isinstance(body, bytes):
             raise CodecError("content must be bytes or nil", key=key, field="content")
-        try:
-            content = json.loads(body)
-        except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-            raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
+        content = _json_content(body, key)
     rec = _record(key, owner, seq,
                   tuple(_hex32(p, f"parents[{i}]") for i, p in enumerate(parents)), rtype,
                   content, _hex32(caddr, "content_address"), size, schema, _hex32(rid, "id"),
@@ -102,7 +116,7 @@ def record_from_wire(obj: Any) -> Record:
 
 def encode_record(rec: Record, *, with_content: bool = True) -> bytes:
     """Encode a record to bytes (see module docstring for the layout)."""
-    out: bytes = _packer().pack(record_to_wire(rec, with_content=with_content))
+    out: bytes = packer().pack(record_to_wire(rec, with_content=with_content))
     return out
 
 

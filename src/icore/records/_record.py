@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from icore._frozen import positional
 from icore.errors import MalformedRecord, RecordIdMismatch
 
 SCHEMA_VERSION = 1
@@ -212,18 +213,14 @@ class Record:
                 key=key,
                 field="content",
             )
-        rec = cls(
-            key=key,
-            owner=owner,
-            seq=seq,
-            parents=parents_t,
-            type=type,
-            content=content,
-            content_address=content_address(body),
-            size=len(body),
-            schema=SCHEMA_VERSION,
-            supersedes=supersedes,
-        )
+        caddr = content_address(body)
+        if cls is Record:  # every field at once, no per-field setattr (issue 27)
+            rec = _new_record(key, owner, seq, parents_t, type, content, caddr, len(body),
+                              SCHEMA_VERSION, "", supersedes)
+        else:
+            rec = cls(key=key, owner=owner, seq=seq, parents=parents_t, type=type,
+                      content=content, content_address=caddr, size=len(body),
+                      schema=SCHEMA_VERSION, supersedes=supersedes)
         rec.check_envelope()
         object.__setattr__(rec, "id", rec.compute_id())
         return rec
@@ -382,6 +379,7 @@ class Record:
 
 
 _NULL_ADDRESS = content_address(b"null")
+_new_record = positional(Record)
 
 
 def _type_name(v: object) -> str:

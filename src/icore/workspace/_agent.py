@@ -97,7 +97,8 @@ class _Team(Protocol):
         """The owner's current version of ``key`` (None when it has none)."""
         ...
 
-    def check_keys(self, keys: Iterable[str], *, where: str) -> frozenset[str]:
+    def check_keys(self, keys: Iterable[str], *, where: str,
+                   args: Mapping[str, Any] | None = None) -> frozenset[str]:
         """The keys, each checked against the ownership map."""
         ...
 

@@ -29,7 +29,7 @@ from icore.fence import (
     Replan,
     ReplanRequest,
 )
-from icore.records import JSONValue, Record, RecordId
+from icore.records import JSONValue, Record, RecordId, canonical_json
 from icore.workspace._call import (
     _CURRENT,
     ARGS_NOT_JSON,
@@ -48,7 +48,7 @@ from icore.workspace._call import (
     _trampoline_for,
 )
 from icore.workspace._errors import ReplanFailed, WorkspaceError
-from icore.workspace._keys import detached, detached_map
+from icore.workspace._keys import arg_fault, detached, detached_map
 
 _MAX_TICKETS = 1024
 _SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
@@ -117,6 +117,12 @@ class _Execution:
                             args=dict(args), detail=str(exc))
             if not callable(depends_on):
                 self._static[action] = (depends_on, deps)
+        faults = {k: f for k in deps if (f := arg_fault(k, args)) is not None}
+        if faults:  # the model's text in a key: refused to it, never a pattern (QA r8 D5)
+            return Call(action, False, reason=NOT_READ, args=dict(args),
+                        detail="argument values name no fact: " + ", ".join(sorted(faults)),
+                        unwritten=tuple(sorted(faults)),
+                        bad_args=dict(f for f in faults.values()))
         basis = self._basis(turn)
         missing = sorted(k for k in deps if k not in basis)
         if missing:
@@ -297,8 +303,10 @@ class _Execution:
             fresh = {k: detached(r.content) for k, r in plan.handed.items()}
         detail = self._detail(plan, res, handed_over)
         res = dataclasses.replace(res, detail=detail)
+        same = tuple(sorted(k for k, r in plan.handed.items() if handed_over
+                            and k in plan.basis and _json(r) == _json(plan.basis[k])))
         call = Call(plan.action, False, None, reason, dict(res.args), rec, res, fresh,
-                    res.replanned, detail, turn=plan.turn)
+                    res.replanned, detail, turn=plan.turn, same_value=same)
         if plan.failure is not None:
             plan.failure.call = call
             raise plan.failure
@@ -384,6 +392,11 @@ class _Execution:
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
+
+
+def _json(rec: Record) -> bytes:
+    """A record's value as canonical JSON (``1`` and ``1.0`` differ)."""
+    return canonical_json(rec.content)
 
 
 def _problems(exc: BaseException) -> list[str]:

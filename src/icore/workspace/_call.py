@@ -99,6 +99,14 @@ class Call:
         turn: the model turn (message) the call came from, as the framework names it
             (None: no turn given). Calls of one turn are siblings: planned from the same
             reads, none is another's replan.
+        bad_args: argument path -> value, for the arguments whose text made a key of
+            D(a) that names no fact (``sku="*"`` in ``stock/{sku}``: glob characters
+            are literal; a NUL cannot be stored). Such a call is refused
+            :data:`NOT_READ` with those keys in ``unwritten`` (the model's argument,
+            not the application's setup; nothing ran).
+        same_value: keys of ``fresh`` whose new version holds the value the agent had
+            read (written again, e.g. by :meth:`~icore.workspace.Workspace.commit`, or by
+            another process): a stale refusal does not call them changed.
     """
 
     action: str
@@ -113,6 +121,8 @@ class Call:
     detail: str = ""
     unwritten: tuple[str, ...] = ()
     turn: Hashable | None = None
+    bad_args: Mapping[str, str] = field(default_factory=dict)
+    same_value: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -163,9 +173,15 @@ def _values(fresh: Mapping[str, JSONValue]) -> str:
 def _message(c: Call) -> str:
     head = f"PlanFence blocked {c.action} ({c.reason})"
     if c.reason == Reason.STALE.value and c.fresh:
-        return (f"{head}: {', '.join(sorted(c.fresh))} changed after you read it. Current "
-                f"values: {_values(c.fresh)}. Decide again from these values; your next "
-                f"call counts as the one replan.")
+        changed = sorted(k for k in c.fresh if k not in c.same_value)
+        what = [f"{', '.join(changed)} changed after you read it"] if changed else []
+        if c.same_value:
+            what.append(f"{', '.join(sorted(c.same_value))} was written again after you "
+                        "read it, with the same value (a new version)")
+        return (f"{head}: {'; '.join(what)}. Current values: {_values(c.fresh)}. Decide "
+                f"again from these values; your next call counts as the one replan.")
+    if c.reason == NOT_READ and c.bad_args:
+        return f"{head}: {_bad_args(c)}"
     if c.reason == NOT_READ and c.unwritten:
         return (f"{head}: no value yet for {', '.join(sorted(c.unwritten))}: nothing has "
                 f"been written under this key (the application may name a fact that does "
@@ -180,6 +196,18 @@ def _message(c: Call) -> str:
     detail = f" Detail: {c.detail}" if c.detail else ""
     return f"{head}: {hint}.{detail}"
 
+
+
+def _bad_args(c: Call) -> str:
+    """Why a model's argument value names no fact, and what to do instead."""
+    shown = ", ".join(f"{p}={v!r}"[:120] for p, v in sorted(c.bad_args.items()))
+    glob = any(ch in v for v in c.bad_args.values() for ch in "*?[")
+    why = ("'*', '?' and '[' in an argument are literal characters, not a pattern, and no "
+           "fact has this key" if glob else "it cannot be part of a fact's key (a NUL, a "
+           "lone surrogate or too long)")
+    return (f"the argument value {shown} is not a valid key of a known fact: "
+            f"{', '.join(sorted(c.unwritten))[:200]} ({why}). Nothing ran. Call "
+            f"{c.action} again with the exact value of an existing fact (read it first).")
 
 
 class CallRefused(Exception):

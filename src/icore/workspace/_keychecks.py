@@ -7,12 +7,14 @@ against the written keys).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from icore.memory import OwnershipMap, OwnerUnavailable, Store
 from icore.records import Record
 from icore.workspace._errors import FactNotWritten, WorkspaceError
 from icore.workspace._keys import (
+    arg_fault,
     declare_fix,
     fact_key,
     is_pattern,
@@ -71,8 +73,14 @@ class KeyChecks:
         return FactNotWritten("no value yet: this fact has never been written", key=key,
                               fix=fix)
 
-    def check_keys(self, keys: Iterable[str], *, where: str) -> frozenset[str]:
+    def check_keys(self, keys: Iterable[str], *, where: str,
+                   args: Mapping[str, Any] | None = None) -> frozenset[str]:
         """The keys, each checked against the ownership map.
+
+        ``args``: the call's arguments, for keys a ``depends_on`` function built from
+        them; a key that names no fact because of an argument's text (``sku="*"``) is
+        not checked here: it is the model's, refused to it at the call
+        (:func:`~icore.workspace._keys.arg_fault`), never a setup error.
 
         Raises:
             WorkspaceError: ``keys`` is a str (one key must be in a set), not an iterable
@@ -89,13 +97,18 @@ class KeyChecks:
         except TypeError:
             raise WorkspaceError(f"{where} must be a collection of keys",
                                  got=type(keys).__name__) from None
+        if args is not None:
+            out = frozenset(k for k in out if not isinstance(k, str)
+                            or arg_fault(k, args) is None)
+            if not out:
+                return out
         patterns = sorted(k for k in out if isinstance(k, str) and is_pattern(k))
         if patterns:
             raise WorkspaceError(
                 f"{where} names a pattern, not a fact: a call depends on the facts it "
                 "acts on", keys=patterns,
                 fix=f"name the fact from the call's arguments: depends_on=lambda a: "
-                f"{{f'{patterns[0].split('*')[0]}{{a[...]}}'}}")
+                f"{{f'{_prefix(patterns[0])}{{a[...]}}'}}")
         bad = sorted((k for k in out if not isinstance(k, str) or not k), key=repr)
         if bad:
             raise WorkspaceError(f"{where} keys are non-empty str", keys=[repr(k) for k in bad],
@@ -139,3 +152,8 @@ class KeyChecks:
                     f"{where} names a fact that has never been written", key=key,
                     fix=f"did you mean {near!r}? (or write {key!r} before wrapping the "
                     "tool)")
+
+
+def _prefix(pattern: str) -> str:
+    """``pattern`` up to its first glob character (``stock/lyon/*`` -> ``stock/lyon/``)."""
+    return pattern[:min(i for i, c in enumerate(pattern + "*") if c in "*?[")]

@@ -77,6 +77,45 @@ def is_pattern(key: str) -> bool:
     return any(c in _GLOB for c in key)
 
 
+def arg_fault(key: str, args: Mapping[str, Any]) -> tuple[str, str] | None:
+    r"""The argument whose value makes ``key`` unable to name a fact, or None.
+
+    A key of D(a) built from a call's arguments (``lambda a: {f"stock/{a['sku']}"}``)
+    holds the model's text: ``sku="*"`` gives ``stock/*``, which is no fact (``*``,
+    ``?`` and ``[`` in a value are literal characters, never a pattern that widens the
+    scope), and ``sku="bolt\x00"`` gives a key no store can hold. Such a key is the
+    argument's fault when it holds a glob character, a NUL or a lone surrogate that a
+    string argument value (at any depth) carrying it supplies, or is longer than
+    :data:`~icore.records.MAX_KEY_LEN` only because of such a value. A pattern the
+    function writes itself (``lambda a: {"stock/*"}``) is no argument's fault: a
+    developer's mistake, raised as before.
+
+    Returns:
+        ``(argument path, value)`` (``sku``, ``lines.0.sku``), or None.
+    """
+    long = len(key) > MAX_KEY_LEN
+    if not (long or is_pattern(key) or unstorable(key)):
+        return None
+    for path, val in _strings(args, "", 0):
+        if not val or val not in key:
+            continue
+        if is_pattern(val) or unstorable(val) or (long and len(key) - len(val) <= MAX_KEY_LEN):
+            return path, val
+    return None
+
+
+def _strings(value: Any, path: str, depth: int) -> Iterable[tuple[str, str]]:
+    """``(path, text)`` of every str in a call's arguments (nested up to 8 levels)."""
+    if isinstance(value, str):
+        yield path, value
+    elif depth < 8 and isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _strings(v, f"{path}.{k}" if path else str(k), depth + 1)
+    elif depth < 8 and isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{path}.{i}" if path else str(i), depth + 1)
+
+
 def declare_fix(key: str) -> str:
     """The fix for a key no owner is declared for."""
     return f"declare it: Workspace({{{key!r}: '<owner>'}})"

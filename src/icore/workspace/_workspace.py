@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from icore.errors import CommitConflict, HeadConflict
+from icore.errors import CommitConflict, HeadConflict, MalformedRecord
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
     HeadReply,
@@ -32,7 +32,14 @@ from icore.memory import (
     SQLiteStore,
     Store,
 )
-from icore.records import MAX_KEY_LEN, JSONValue, Record, RecordId, is_record_id
+from icore.records import (
+    MAX_KEY_LEN,
+    JSONValue,
+    Record,
+    RecordId,
+    canonical_json,
+    is_record_id,
+)
 from icore.workspace._agent import Agent
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._keychecks import KeyChecks
@@ -351,7 +358,8 @@ class Workspace(KeyChecks):
 
     def _write(self, key: str, fn: Callable[[Any], JSONValue], *, retries: int,
                by: str | None, inputs: Sequence[Record], type: str,
-               default: JSONValue | _Missing, check_none: bool) -> Record:
+               default: JSONValue | _Missing, check_none: bool,
+               keep_same: bool = False) -> Record:
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise WorkspaceError("retries must be an int >= 0", retries=retries)
         _, store = self._store_for_write(key, by)
@@ -372,6 +380,8 @@ class Workspace(KeyChecks):
                     "without returning it?)", key=key,
                     fix=f"return the new value: lambda old: {{**old, ...}}; to store None "
                     f"use ws.put({key!r}, None)")
+            if keep_same and cur is not None and _same(cur, new, type, inputs):
+                return cur  # nothing changed: no new version, no plan goes stale
             try:
                 return self.commit(key, new,
                                    expected=None if entry is None else entry.record_id,
@@ -388,11 +398,21 @@ class Workspace(KeyChecks):
         ``value`` is copied. ``None`` is a value like any other (it reads back as None).
         Use :meth:`update` when the new value depends on the current one.
 
+        A value equal to the head's (the same canonical JSON: ``1`` and ``1.0`` or
+        ``true`` differ) of the same ``type``, with no ``inputs`` or the head's own, is a
+        no-op returning the head: no new version, so no plan derived from the head goes
+        stale (a periodic sync re-putting unchanged values never blocks an agent; the
+        MCP gateway treats re-read content the same way). To force a new version anyway,
+        :meth:`commit` with ``expected=ws.head(key).id``.
+
+        Returns:
+            The new version, or the head when nothing changed.
+
         Raises:
             WorkspaceError, MalformedRecord: as for :meth:`commit`.
         """
         return self._write(key, lambda _cur: value, retries=8, by=by, inputs=inputs,
-                           type=type, default=None, check_none=False)
+                           type=type, default=None, check_none=False, keep_same=True)
 
     # -- agents ---------------------------------------------------------------------------
     def agent(self, name: str) -> Agent:
@@ -412,6 +432,19 @@ class Workspace(KeyChecks):
             if got is None:
                 got = self._agents[name] = Agent(self, name)
             return got
+
+
+def _same(cur: Record, value: JSONValue, type: str, inputs: Sequence[Record]) -> bool:
+    """Whether writing ``value`` would repeat the head ``cur`` (see :meth:`Workspace.put`).
+
+    A value with no JSON form is no repeat (:meth:`Workspace.commit` names its field).
+    """
+    if cur.type != type or (inputs and sorted(r.id for r in inputs) != sorted(cur.parents)):
+        return False
+    try:
+        return canonical_json(value) == canonical_json(cur.content)
+    except MalformedRecord:
+        return False
 
 
 def type_name(value: object) -> str:

@@ -164,7 +164,8 @@ class NatsOwnerAccess:
             await asyncio.shield(bar)  # shared by other queries: never cancelled by this one
             return heads
         got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
-        seq = await asyncio.shield(bar)
+        # shared by other queries: never cancelled by this one (no shield once settled)
+        seq = bar.result() if bar.done() else await asyncio.shield(bar)
         if got is None:  # no snapshot sequence (no key has a head): leader reads
             return await mem.heads(owner, keys, timeout_s=timeout_s)
         if got[1] >= seq - 1:

@@ -129,12 +129,17 @@ class _BatchReply:
         digest: the subjects are owner digests (:mod:`icore.memory.nats._digest`); only
             the heads of ``want`` are kept from them.
         want: the semantic keys asked for (digest mode).
+        decoded: owner -> (digest bytes, decoded digest) seen last, shared by the reads
+            of one connection (digest mode: an unchanged digest is not decoded again).
     """
 
     def __init__(self, subjects: dict[str, str],
                  done: asyncio.Future[tuple[dict[str, HeadEntry], int]], *,
-                 digest: bool = False, want: Sequence[str] = ()) -> None:
+                 digest: bool = False, want: Sequence[str] = (),
+                 decoded: dict[str, tuple[bytes, dict[str, HeadEntry] | None]] | None = None
+                 ) -> None:
         self.subjects, self.done = subjects, done
+        self.decoded = decoded
         self.heads: dict[str, HeadEntry] = {}
         self.digest, self.want = digest, want
         self.digest_keys: int | None = None  # digest mode: its size; -1 overflowed
@@ -178,7 +183,15 @@ class _BatchReply:
         if not self.digest:
             self.heads[key] = _unpack_head(key, data)
             return None
-        heads = decode_digest(key, data)
+        last = self.decoded.get(key) if self.decoded is not None else None
+        if last is not None and last[0] == data:
+            heads = last[1]  # the same digest as last time: decoded once (entries frozen)
+        else:
+            heads = decode_digest(key, data)
+            if self.decoded is not None:
+                if len(self.decoded) >= 1024:
+                    self.decoded.clear()
+                self.decoded[key] = (data, heads)
         self.digest_keys = -1 if heads is None else len(heads)
         if heads is not None:
             self.heads = {k: heads[k] for k in self.want if k in heads}

@@ -138,16 +138,18 @@ class NatsMemory:
         prefix: bucket name prefix.
         timeout_s: default bound of every engine operation, seconds.
         stats: counters shared with the connection's error callback.
+        gate_link: (server URLs, TLS context, name) of the gate's own connection for the
+            batched reads and barriers (:meth:`BatchedHeadReads.with_link`); None: ``nc``.
     """
 
     def __init__(self, nc: NatsClient, ownership: OwnershipMap, *,
                  prefix: str = DEFAULT_PREFIX, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 stats: NatsStats | None = None) -> None:
-        self.nc = nc
+                 stats: NatsStats | None = None,
+                 gate_link: tuple[Sequence[str], ssl.SSLContext | None, str] | None = None
+                 ) -> None:
+        self.nc, self.gate_link = nc, gate_link
         self.js = nc.jetstream(timeout=timeout_s)
-        self.ownership = ownership
-        self.prefix = prefix
-        self.timeout_s = timeout_s
+        self.ownership, self.prefix, self.timeout_s = ownership, prefix, timeout_s
         self.stats = stats if stats is not None else NatsStats()
         self._kv: dict[str, KeyValue] = {}
         self.heads_direct = False
@@ -165,9 +167,11 @@ class NatsMemory:
             OwnerUnreachable: no server reachable, or the buckets are not there.
         """
         stats = NatsStats()
+        ctx = client_context(certs_dir, identity)
         nc = await connect_nats(servers, certs_dir=certs_dir, identity=identity,
-                                timeout_s=timeout_s, stats=stats)
-        mem = cls(nc, ownership, prefix=prefix, timeout_s=timeout_s, stats=stats)
+                                timeout_s=timeout_s, stats=stats, ssl_context=ctx)
+        mem = cls(nc, ownership, prefix=prefix, timeout_s=timeout_s, stats=stats,
+                  gate_link=(servers, ctx, identity))
         try:
             await mem.open()
         except BaseException:
@@ -204,10 +208,13 @@ class NatsMemory:
                                  pre=self._heads_pre, js=self.js, direct=False)
         self._reads = BatchedHeadReads(self.nc, self.heads_stream, self._heads_pre,
                                        self.stats, self.timeout_s)
+        if self.gate_link is not None:
+            self._reads.with_link(*self.gate_link)
         self.records_kv, self.owners_kv = self._kv[records], self._kv[owners]
 
     async def close(self) -> None:
-        """Drain and close the connection."""
+        """Drain and close the connection (and the gate's own, when open)."""
+        await self._reads.close() if hasattr(self, "_reads") else None
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.nc.close(), 5.0)
 

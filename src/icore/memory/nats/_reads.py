@@ -2,16 +2,21 @@
 
 One ``multi_last`` direct get per owner (see :meth:`icore.memory.nats.NatsMemory.last_heads`;
 the owner digests it reads are described in :mod:`icore.memory.nats._digest`) and the
-quorum barrier's publish (:meth:`BatchedHeadReads.barrier`) share one subscription. On a
+quorum barrier's publish (:meth:`BatchedHeadReads.barrier`) share one reply inbox. With a
+:class:`~icore.memory.nats._link.GateLink` (what :meth:`icore.memory.nats.NatsMemory.connect`
+sets up) both go over the gate's own NATS connection: the requests of one loop turn leave
+in one write, the replies are parsed in its ``data_received``. Otherwise, on a
 :class:`LaneClient` (what :func:`icore.memory.nats.connect_nats` opens) their replies are
-taken as raw bytes in the connection's reader, without nats-py's header parser, message
-object, queue and subscription task; on any other client through the subscription.
+taken as raw bytes in nats-py's reader, without its header parser, message object, queue
+and subscription task; on any other client through the subscription.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +26,10 @@ from icore.errors import StoreError
 from icore.memory import HeadEntry
 from icore.memory.nats._codec import NatsStats, _BatchReply, _json_req, head_subject_key
 from icore.memory.nats._digest import use_digest
+from icore.memory.nats._link import GateLink, link_servers
 
+_ACK = re.compile(rb'\{"stream":"([^"\\]*)","seq":([1-9][0-9]{0,17})\}')
+"""A JetStream publish acknowledgement as nats-server writes it (anything else: JSON)."""
 DIGEST_RETRY_EVERY = 64
 """An owner found without a digest (or overflowed) is asked for it again every this
 many batched reads (a digest-aware writer may have made one meanwhile)."""
@@ -64,22 +72,20 @@ def parse_headers(raw: bytes) -> dict[str, str]:
     Raises:
         StoreError: the block does not start with ``NATS/1.0``.
     """
-    lines = raw.split(b"\r\n")
-    first = lines[0]
-    if not first.startswith(b"NATS/1.0"):
-        raise StoreError("malformed message headers from the engine", head=repr(first[:40]))
+    if not raw.startswith(b"NATS/1.0"):
+        raise StoreError("malformed message headers from the engine", head=repr(raw[:40]))
+    lines = raw.decode("utf-8", "replace").split("\r\n")  # one decode per block
     out: dict[str, str] = {}
-    status = first[8:].strip()
+    status = lines[0][8:].strip()
     if status:
-        code, _, desc = status.partition(b" ")
-        out["Status"] = code.decode("ascii", "replace")
+        code, _, desc = status.partition(" ")
+        out["Status"] = code
         if desc:
-            out["Description"] = desc.strip().decode("utf-8", "replace")
+            out["Description"] = desc.strip()
     for line in lines[1:]:
-        name, sep, value = line.partition(b":")
+        name, sep, value = line.partition(":")
         if sep:
-            out[name.strip().decode("ascii", "replace")] = value.strip().decode("utf-8",
-                                                                               "replace")
+            out[name.strip()] = value.strip()
     return out
 
 
@@ -93,6 +99,9 @@ def _pub_ack(stream: str, hdr: Mapping[str, str], data: bytes) -> int:
     if "Status" in hdr:
         raise StoreError("the engine refused the quorum barrier", status=hdr["Status"],
                          description=hdr.get("Description", "")[:200])
+    m = _ACK.fullmatch(data)  # the engine's usual form, read without JSON
+    if m is not None and m[1] == stream.encode():
+        return int(m[2])
     try:
         ack = json.loads(data)
     except ValueError as exc:
@@ -115,12 +124,16 @@ class BatchedHeadReads:
         pre: the heads bucket's subject prefix (``$KV.<prefix>-heads.``).
         stats: the connection's counters (``gets`` counts requests, ``puts`` barriers).
         timeout_s: default bound of one read, seconds.
+
+    Attribute ``link``: the gate's own :class:`GateLink` the reads and barriers go over
+    (set by :meth:`with_link`), or None: they go over nats-py's ``nc``.
     """
 
     def __init__(self, nc: NatsClient, stream: str, pre: str, stats: NatsStats,
                  timeout_s: float) -> None:
         self.nc, self.stream, self.pre, self.stats = nc, stream, pre, stats
         self.timeout_s = timeout_s
+        self.link: GateLink | None = None
         self._sub: Any = None
         self._inbox = ""
         self._next = 0
@@ -131,6 +144,33 @@ class BatchedHeadReads:
         # owner -> digest size seen last (-1: none or overflowed); reads since then
         self.digest_keys: dict[str, int] = {}
         self._misses: dict[str, int] = {}
+        self._decoded: dict[str, tuple[bytes, dict[str, HeadEntry] | None]] = {}
+
+    def with_link(self, servers: Sequence[str], ssl_context: ssl.SSLContext | None,
+                  name: str) -> None:
+        """Send the reads and barriers over a :class:`GateLink` to ``servers``.
+
+        Nothing changes when a URL carries user credentials (see :func:`link_servers`):
+        the reads stay on nats-py. The link connects on the first read.
+        """
+        where = link_servers(servers)
+        if where is not None:
+            self.link = GateLink(where, ssl_context=ssl_context, name=name,
+                                 on_msg=self.on_wire, on_lost=self.fail_all,
+                                 stats=self.stats)
+            self._inbox = self.link.inbox
+
+    async def close(self) -> None:
+        """Close the gate's own connection, if any (reads in flight fail)."""
+        if self.link is not None:
+            await self.link.close()
+
+    def fail_all(self, exc: Exception) -> None:
+        """Fail every read and barrier in flight with ``exc`` (the link dropped)."""
+        futs: list[asyncio.Future[Any]] = [b.done for b in self._batches.values()]
+        for fut in [*futs, *self._acks.values()]:
+            if not fut.done():
+                fut.set_exception(exc)
 
     async def last_heads(self, owner: str, keys: Sequence[str], *,
                          timeout_s: float | None = None
@@ -175,7 +215,10 @@ class BatchedHeadReads:
                 self._acks.pop(token, None)
             fut.add_done_callback(settled)
             self.stats.puts += 1
-            await self.nc.publish(self.pre + key, b"", reply=f"{self._inbox}.{token}")
+            if self.link is not None:
+                self.link.publish(self.pre + key, b"", f"{self._inbox}.{token}")
+            else:
+                await self.nc.publish(self.pre + key, b"", reply=f"{self._inbox}.{token}")
         except asyncio.CancelledError:
             fut.cancel()
             raise
@@ -189,6 +232,10 @@ class BatchedHeadReads:
             fut.set_exception(TimeoutError("the quorum barrier was not acknowledged in time"))
 
     async def _subscribe(self) -> None:
+        if self.link is not None:
+            if not self.link.connected:
+                await self.link.ready(self.timeout_s)
+            return
         if self._sub is None:
             self._inbox = self.nc.new_inbox()
             if isinstance(self.nc, LaneClient):
@@ -202,7 +249,7 @@ class BatchedHeadReads:
         self._next += 1
         token = str(self._next)
         b = _BatchReply(subjects, asyncio.get_running_loop().create_future(),
-                        digest=digest, want=want)
+                        digest=digest, want=want, decoded=self._decoded)
         self._batches[token] = b
         self.stats.gets += 1
         req = self._requests.get(key := tuple(subjects))
@@ -211,7 +258,10 @@ class BatchedHeadReads:
                 self._requests.clear()
             req = self._requests[key] = _json_req(list(subjects), len(subjects))
         try:
-            await self.nc.publish(self._api, req, reply=f"{self._inbox}.{token}")
+            if self.link is not None:
+                self.link.publish(self._api, req, f"{self._inbox}.{token}")
+            else:
+                await self.nc.publish(self._api, req, reply=f"{self._inbox}.{token}")
             async with asyncio.timeout(timeout_s or self.timeout_s):
                 await b.done  # a timeout cancels it: a late answer is dropped
         finally:
@@ -244,6 +294,11 @@ class BatchedHeadReads:
                     "malformed reply from the engine", error=f"{type(exc).__name__}: {exc}"))
 
     def _on_raw(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
+        self._take(subject[subject.rfind(b".") + 1:].decode("ascii", "replace"), headers,
+                   data)
+
+    def on_wire(self, subject: bytes, headers: bytes | None, data: bytes) -> None:
+        """A reply from the :class:`GateLink` (subject, raw header block or None, payload)."""
         self._take(subject[subject.rfind(b".") + 1:].decode("ascii", "replace"), headers,
                    data)
 

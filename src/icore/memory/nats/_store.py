@@ -259,8 +259,10 @@ class NatsStore(Store):
         return self._commit(record, writer, expected_head, False)
 
     def _commit(self, record: Record, writer: str, expected_head: ExpectedHead,
-                verified: bool) -> CommitResult:
+                verified: bool, encoded: bytes | None = None) -> CommitResult:
         """:meth:`commit` for one record, also each op of ``commit_many``.
+
+        ``encoded`` is not used: this store hands the record itself to its NATS memory.
 
         The owner service's group commits go through here too: the owner-CAS retries, the
         replay settle and the typed refusals apply to them alike.
@@ -293,7 +295,8 @@ class NatsStore(Store):
         raise StoreError("owner CAS contention: commit not decided", key=record.key,
                          owner=record.owner, record=record.id)
 
-    def _write_commit(self, rec: Record, complete: bool) -> None:
+    def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
+                      ) -> None:
         last = getattr(self._revs, "last", None)
         rev = last[1] if last is not None and last[0] == rec.owner else 0
         self._run(self.memory.decide(rec.owner, rec, rev))

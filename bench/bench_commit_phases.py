@@ -1,0 +1,205 @@
+"""Where a durable commit's time goes in the owner service's group cycle (#27 item 2).
+
+The commit part of ``icore bench peers``: 8 writers of one owner on one connection, each
+committing its key's next version as soon as the previous one is acknowledged, against an
+owner service (:class:`icore.net.OwnerServer`, SQLite ``synchronous=FULL``, mutual TLS)
+in a child process of this script. The owner is instrumented from outside its code
+(wrapped methods, nothing changed): per group commit it stamps
+
+* ``arrive``: the first commit of the group reaches the group committer,
+* ``tx start`` / ``COMMIT start`` / ``COMMIT end`` / ``tx end``: the worker thread runs the
+  owner rules and inserts, then ``COMMIT`` (the fsync), then hands the replies back,
+* ``sent``: the acknowledgements leave in one TLS record,
+
+and prints the median of each step per group, the next group's ``arrive`` after ``sent``
+(the writers' turn: read the acks, build and send the next records), the group sizes,
+groups (= fsyncs) per second, and the CPU per commit of the writers and the owner process.
+With ``--dir /dev/shm`` the fsync costs nothing, which shows the CPU-bound cycle.
+
+Usage::
+
+    PYTHONPATH=src python bench/bench_commit_phases.py [--n 4000] [--dir /dev/shm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from icore._extras import run_async
+from icore.net import OwnerClient, client_context, init_team_certs
+from icore.records import Record, derive
+from icore_lab.bench.micro._net import _proc_cpu_s
+
+WRITERS = 8
+STEPS = ("arrive", "tx0", "c0", "c1", "tx1", "sent")
+
+
+def _owner(certs: Path, data: Path) -> None:  # pragma: no cover - runs in the child
+    """Serve the owner with stamps around its group commit; print them on SIGTERM."""
+    from icore.memory import OwnershipMap, SQLiteStore
+    from icore.net import OwnerHandler, OwnerServer, server_context
+    from icore.net._tcp import server as server_mod
+    from icore.net._tcp import serving
+
+    marks: dict[str, list[float]] = {s: [] for s in STEPS}
+    sizes: list[int] = []
+    now = time.perf_counter
+    submit = server_mod.GroupCommitter.submit
+    handle = OwnerHandler.handle_commits
+    send = serving.OwnerConnection._send
+
+    def submit_(self: Any, *a: Any, **k: Any) -> Any:
+        if not self._queue:
+            marks["arrive"].append(now())
+        return submit(self, *a, **k)
+
+    def handle_(self: Any, items: Any, verified: bool = False) -> Any:
+        marks["tx0"].append(now())
+        try:
+            return handle(self, items, verified=verified)
+        finally:
+            marks["tx1"].append(now())
+            sizes.append(len(items))
+
+    def send_(self: Any, frames: list[bytes]) -> None:
+        send(self, frames)
+        marks["sent"].append(now())
+
+    server_mod.GroupCommitter.submit = submit_  # type: ignore[method-assign]
+    OwnerHandler.handle_commits = handle_  # type: ignore[method-assign]
+    serving.OwnerConnection._send = send_  # type: ignore[method-assign]
+
+    class _Db:  # stamps COMMIT, passes everything else through
+        def __init__(self, db: Any) -> None:
+            self.db = db
+
+        def execute(self, sql: str, *a: Any) -> Any:
+            if sql != "COMMIT":
+                return self.db.execute(sql, *a)
+            marks["c0"].append(now())
+            try:
+                return self.db.execute(sql, *a)
+            finally:
+                marks["c1"].append(now())
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.db, name)
+
+    async def main() -> None:
+        om = OwnershipMap.from_mapping({"w/*": "owner"})
+        store = SQLiteStore(data / "owner.sqlite", om, "owner", synchronous="FULL",
+                            exclusive=True)
+        store._db = _Db(store._db)  # type: ignore[assignment]
+        server = OwnerServer(store, agent="owner", ssl_context=server_context(certs, "owner"))
+        print(await server.start(), flush=True)
+        stop, reset = asyncio.Event(), asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, reset.set)
+        await reset.wait()
+        for v in marks.values():
+            v.clear()
+        sizes.clear()
+        t0 = now()
+        await stop.wait()
+        wall = now() - t0
+        k = min(len(v) for v in marks.values()) - 1
+        m = {s: v[-k:] for s, v in marks.items()}
+
+        def step(a: str, b: str, shift: int = 0) -> float:
+            return statistics.median((m[b][i + shift] - m[a][i]) * 1e6
+                                     for i in range(k - shift))
+
+        print(json.dumps({
+            "groups": len(sizes), "commits": sum(sizes),
+            "mean_group": sum(sizes) / max(len(sizes), 1),
+            "sizes": {n: sizes.count(n) for n in sorted(set(sizes))},
+            "groups_per_s": len(sizes) / wall,
+            "us_per_group": {
+                "arrive -> tx start (decode, verify, thread hop)": step("arrive", "tx0"),
+                "tx start -> COMMIT (owner rules, inserts)": step("tx0", "c0"),
+                "COMMIT (fsync)": step("c0", "c1"),
+                "COMMIT end -> tx end": step("c1", "tx1"),
+                "tx end -> acks sent (thread hop, encode, TLS)": step("tx1", "sent"),
+                "acks sent -> next arrive (writers)": step("sent", "arrive", 1),
+            }}), flush=True)
+        await server.close()
+        store.close()
+
+    run_async(main())
+
+
+async def _drive(port: int, certs: Path, pid: int, n: int) -> tuple[float, float, float]:
+    client = OwnerClient({"owner": ("127.0.0.1", port)}, identity="owner",
+                         ssl_context=client_context(certs, "owner"))
+    await client.ping("owner")
+    seq = 0
+
+    async def writer(i: int, count: int, prev: Record | None) -> Record | None:
+        nonlocal seq
+        for _ in range(count):
+            seq += 1
+            rec = (Record.create(key=f"w/{i}", owner="owner", seq=seq, content={"n": seq})
+                   if prev is None else
+                   derive(key=f"w/{i}", owner="owner", seq=seq, content={"n": seq},
+                          inputs=[prev]))
+            await client.commit("owner", rec)
+            prev = rec
+        return prev
+
+    last = await asyncio.gather(*(writer(i, 50, None) for i in range(WRITERS)))  # warm
+    os.kill(pid, signal.SIGUSR1)
+    await asyncio.sleep(0.1)
+    t0, c0, s0 = time.perf_counter(), time.process_time(), _proc_cpu_s(pid)
+    await asyncio.gather(*(writer(i, n // WRITERS, last[i]) for i in range(WRITERS)))
+    wall = time.perf_counter() - t0
+    done = n // WRITERS * WRITERS
+    out = (done / wall, (time.process_time() - c0) / done * 1e6,
+           (_proc_cpu_s(pid) - s0) / done * 1e6)
+    await client.close()
+    return out
+
+
+def main() -> None:
+    """Parse the options, start the owner child, drive it, print the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--n", type=int, default=4000, help="measured commits")
+    ap.add_argument("--dir", default=None, help="folder for the owner's SQLite file")
+    ap.add_argument("--owner", nargs=2, help=argparse.SUPPRESS)  # the child's own role
+    ns = ap.parse_args()
+    if ns.owner:
+        _owner(Path(ns.owner[0]), Path(ns.owner[1]))
+        return
+    with tempfile.TemporaryDirectory(prefix="icore-phases-", dir=ns.dir) as d:
+        certs = Path(d) / "certs"
+        init_team_certs(certs, ["owner"], team="phases")
+        proc = subprocess.Popen([sys.executable, __file__, "--owner", str(certs), d],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        try:
+            rate, client_us, owner_us = run_async(
+                _drive(int(proc.stdout.readline()), certs, proc.pid, ns.n))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+        report = json.loads(proc.stdout.readline())
+        proc.wait()
+    print(f"{rate:,.0f} commits/s; CPU per commit: writers {client_us:.1f} µs, owner "
+          f"{owner_us:.1f} µs; {report['groups_per_s']:,.0f} groups (fsyncs)/s, mean group "
+          f"{report['mean_group']:.2f} {report['sizes']}")
+    for name, us in report["us_per_group"].items():
+        print(f"  {name:48s} {us:8.0f} µs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""A tool call's arguments checked against the tool's input schema before it is forwarded.
+
+The gateway refuses arguments its upstream would refuse, so a refused call never reaches
+the upstream (and, for a protected tool, is recorded as a blocked call, not a valid one):
+JSON Schema keywords through one compiled ``jsonschema`` validator per tool, and the
+string formats a tool's parameters commonly declare (``date``, ``date-time``, ``time``,
+``uuid``: what an SDK server writes for ``datetime.date``, ``datetime.datetime``,
+``datetime.time`` and ``uuid.UUID`` parameters, QA r7-mcp D5). Each format is read the
+way Python reads it (``date`` strictly ``YYYY-MM-DD``; ``date-time`` and ``time`` by
+``fromisoformat``, so a value without a UTC offset passes, as most servers accept it;
+``uuid`` by :class:`uuid.UUID`), so the gateway never refuses a value a typical server
+accepts for its own reasons. Other formats (``email``, ``uri``, ...) are left to the
+upstream. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from icore.errors import IcoreError
+
+FORMATS: dict[str, str] = {
+    "date": "a calendar date YYYY-MM-DD (RFC 3339 full-date, e.g. 2026-12-06)",
+    "date-time": "an ISO 8601 date and time, e.g. 2026-12-06T10:30:00 or "
+                 "2026-12-06T10:30:00Z",
+    "time": "an ISO 8601 time of day, e.g. 10:30 or 10:30:00+01:00",
+    "uuid": "a UUID, e.g. 123e4567-e89b-12d3-a456-426614174000",
+}
+"""Format -> what it expects, as a refusal says it: the formats the gateway checks."""
+
+
+def _date_time(value: object) -> bool:
+    return not isinstance(value, str) or bool(_dt.datetime.fromisoformat(value.upper()))
+
+
+def _time(value: object) -> bool:
+    return not isinstance(value, str) or bool(_dt.time.fromisoformat(value.upper()))
+
+
+def _uuid(value: object) -> bool:
+    return not isinstance(value, str) or bool(uuid.UUID(value))
+
+
+@functools.cache
+def format_checker() -> Any:
+    """The ``jsonschema.FormatChecker`` of :data:`FORMATS` (built once).
+
+    ``date`` is jsonschema's own check (``YYYY-MM-DD`` and a real day); the others parse
+    with the standard library (see the module docstring).
+    """
+    import jsonschema
+    checker = jsonschema.FormatChecker(formats=("date",))
+    checks: dict[str, Callable[[object], bool]] = {
+        "date-time": _date_time, "time": _time, "uuid": _uuid}
+    for name, fn in checks.items():
+        checker.checks(name, raises=(ValueError, TypeError))(fn)
+    return checker
+
+
+class ArgChecks:
+    """The argument side of a gateway's ``tools/call``: schema checks and defaults.
+
+    Args:
+        tool_defs: returns the listed tools (shown name -> the upstream's ``Tool``, its
+            ``input_schema`` a JSON Schema mapping or None); asked at each call, so a
+            new listing is seen.
+    """
+
+    def __init__(self, tool_defs: Callable[[], Mapping[str, Any]]) -> None:
+        self._defs = tool_defs
+        self._validators: dict[str, Any] = {}
+        """Tool name -> its argument schema's validator (:meth:`clear` when tools change)."""
+
+    def clear(self) -> None:
+        """Forget the compiled validators (the upstreams' tools changed)."""
+        self._validators.clear()
+
+    def _schema(self, name: str) -> Any:
+        return getattr(self._defs().get(name), "input_schema", None)
+
+    def _validator(self, name: str) -> Any:
+        v = self._validators.get(name)
+        if v is None:
+            import jsonschema
+            schema = self._schema(name) or {"type": "object"}
+            cls = jsonschema.validators.validator_for(schema)
+            v = cls(schema, format_checker=format_checker())
+            self._validators[name] = v
+        return v
+
+    def problem(self, name: str, args: Mapping[str, Any]) -> str | None:
+        """What is wrong with ``args`` for tool ``name`` (None: they fit its schema).
+
+        Returns:
+            ``"<argument path>: <what is wrong>"`` (``<arguments>`` for the whole
+            object); a bad format names the format expected. None also when the tool's
+            schema is itself invalid (the upstream judges then).
+        """
+        import jsonschema
+        try:
+            v = self._validator(name)
+            if v.is_valid(args):  # the common case: no error tree to build
+                return None
+            err = jsonschema.exceptions.best_match(v.iter_errors(args))
+        except jsonschema.exceptions.SchemaError:
+            return None  # the upstream's schema is broken: let the upstream judge
+        if err is None:
+            return None
+        where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
+        if err.validator == "format" and err.validator_value in FORMATS:
+            fmt = err.validator_value
+            return f"{where}: {err.instance!r} is not a valid {fmt}: expected {FORMATS[fmt]}"
+        return f"{where}: {err.message}"
+
+    def with_defaults(self, name: str, args: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``args`` with the input schema's ``default`` of each omitted argument.
+
+        What fills the ``{arg}`` placeholders of D(a) and ``writes`` (the upstream applies
+        the same defaults; the in-process integration normalises through the tool's
+        schema likewise). A ``null`` default fills nothing (no key can name it). The
+        call is forwarded with the client's own arguments.
+        """
+        schema = self._schema(name)
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(props, Mapping):
+            return args
+        missing = {k: p["default"] for k, p in props.items() if k not in args
+                   and isinstance(p, Mapping) and p.get("default") is not None}
+        return {**missing, **args} if missing else args
+
+    def no_default(self, name: str, exc: IcoreError) -> str:
+        """The detail of a D(a) entry whose placeholder names an omitted argument."""
+        arg = exc.fields.get("argument")
+        schema = self._schema(name) or {}
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(arg, str) or not isinstance(props, Mapping) or arg not in props:
+            return exc.message
+        return (f"{exc.message}: {arg!r} is optional in {name}'s input schema with no "
+                "default (or a null one), so the facts this call depends on are unknown "
+                f"without it. Call {name} again with {arg!r} given")
