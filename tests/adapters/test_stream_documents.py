@@ -221,3 +221,38 @@ def test_size_limit_and_audit_of_phoenix_and_langfuse_files(
     with pytest.raises(AdapterError, match="input limit") as e:
         audit_file(p)
     assert e.value.field == "<root>" and "ICORE_MAX_INPUT_MB" in e.value.problem
+
+
+
+_KEYS = (b'"resourceSpans"', b'"resource_spans"', b'"scopeSpans"', b'"scope_spans"',
+         b'"instrumentationLibrarySpans"', b'"spans"')
+
+
+def _every_key_counted(data: bytes, chunk: int) -> dict[bytes, int]:
+    """Each key counted in every chunk (``_one_scope_prefix`` before its one-scan skip)."""
+    counts = dict.fromkeys(_KEYS, 0)
+    tail = b""
+    for at in range(0, len(data), chunk):
+        buf = tail + data[at:at + chunk]
+        for k in counts:
+            counts[k] += buf.count(k) - tail.count(k)
+        tail = buf[-40:]
+    return counts
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([*_KEYS, b'pans"', b'spans"', b'"', b"x", b"Spans", b'"s']),
+                max_size=40), st.integers(1, 9))
+def test_one_scope_scan_skips_only_chunks_without_a_key(parts: list[bytes],
+                                                         chunk: int) -> None:
+    """The key count that skips chunks with no 'pans"' decides as counting every chunk."""
+    from icore.adapters import _otel_stream as ost
+
+    data = b"".join(parts)
+    c = _every_key_counted(data, chunk)
+    one = (sum(c[k] > 0 for k in _KEYS[:2]) == 1 and sum(c[k] for k in _KEYS[:2]) == 1
+           and sum(c[k] > 0 for k in _KEYS[2:5]) == 1 and sum(c[k] for k in _KEYS[2:5]) == 1
+           and c[b'"spans"'] == 1)
+    with mock.patch.object(ost, "_SCAN_CHUNK", chunk):
+        got = ost._one_scope_prefix(io.BytesIO(data), "")
+    assert (got is not None) == one

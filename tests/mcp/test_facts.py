@@ -57,6 +57,19 @@ def test_observe_versions_only_on_change() -> None:
     assert book.owner_of("fact://plan/goal") == "planner"
 
 
+@pytest.mark.parametrize(("before", "after"), [(1, True), (1, 1.0), (0, False),
+                                             ({"v": 1}, {"v": True}), ([1], [1.0])])
+def test_observe_tells_json_values_python_calls_equal_apart(before: Any, after: Any) -> None:
+    """A resource whose JSON changes from ``1`` to ``true`` (Python: ``1 == True``) is
+    a new version: a plan read from ``1`` is stale."""
+    book = FactBook(OWNERS)
+    r1, _ = book.observe("memo://price", before)
+    r2, created = book.observe("memo://price", after)
+    assert created and r2 is not None and r1 is not None and r2.id != r1.id
+    assert book.head("memo://price") == r2 and r2.content == after
+    assert book.observe("memo://price", after) == (r2, False)
+
+
 def test_fresh_stale_replan_second_change() -> None:
     book, view = _setup()
     up = Upstream()

@@ -184,58 +184,63 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     """
     if not spans:
         raise AdapterError("no spans", file=file, field="resourceSpans")
-    by_id: dict[str, OtelSpan] = {}
-    for s in spans:
-        if s.span_id in by_id:
+    # lists by position in ``spans``, not dicts by span id (60 B a slot at 355k; #29)
+    pos: dict[str, int] = {}
+    for i, s in enumerate(spans):
+        if s.span_id in pos:
             raise AdapterError(f"duplicate span id {s.span_id}", file=file,
                                field=f"span {s.name!r}.spanId")
         if s.end_ns and s.end_ns < s.start_ns:  # 0: not ended (or unknown)
             raise AdapterError(f"ends before it starts (end {s.end_ns} < start "
                                f"{s.start_ns} ns)", file=file,
                                field=f"span {s.span_id} ({s.name!r}).end")
-        by_id[s.span_id] = s
-    _check_parents(by_id, file)
+        pos[s.span_id] = i
+    _check_parents(pos, spans, file)
+    up: list[int | None] = [None] * len(spans)  # the parent's position, if in the file
+    for i, s in enumerate(spans):
+        if s.parent_id and (j := pos.get(s.parent_id)) is not None:
+            up[i] = j
+            s.parent_id = spans[j].span_id  # the equal string shared (one per span)
     order = sorted(spans, key=attrgetter("start_ns", "end_ns"))
     shown: dict[str, str] = {}  # one object per kind (span_kind makes a new one per span)
-    kinds: dict[str, str] = {}
-    for s in spans:
-        k = span_kind(s)
-        kinds[s.span_id] = shown.setdefault(k, k)
+    kinds = [shown.setdefault(k, k) for k in map(span_kind, spans)]
     names = AgentNames()
     descriptions: dict[str, str] = {}
-    agent_of_span: dict[str, str] = {}
+    agent_of: list[str | None] = [None] * len(spans)
 
-    def owner(s: OtelSpan) -> str:
+    def owner(i: int) -> str:
         """The agent a span belongs to: its own, else the nearest agent ancestor's."""
         seen = 0
-        cur: OtelSpan | None = s
+        cur: int | None = i
         while cur is not None and seen < 10_000:
-            got = agent_of_span.get(cur.span_id)
+            got = agent_of[cur]
             if got is not None:
                 return got
-            a = _agent_of(cur) if kinds[cur.span_id] in ("AGENT", "TOOL", "LLM") else None
+            a = _agent_of(spans[cur]) if kinds[cur] in ("AGENT", "TOOL", "LLM") else None
             if a is not None:
                 return names.canonical(a) or names.add(a)
-            cur = by_id.get(cur.parent_id) if cur.parent_id else None
+            cur = up[cur]
             seen += 1
         return "system"
 
     steps: list[Step] = []
     decisions: list[DecisionEntry] = []
-    step_of_span: dict[str, int] = {}
+    step_of: list[int | None] = [None] * len(spans)
     unknown: dict[str, int] = {}
-    roots = [s for s in order if not s.parent_id or s.parent_id not in by_id]
+    roots = [s for s in order if not s.parent_id or s.parent_id not in pos]
     root = roots[0]
+    r_at = pos[root.span_id]
     question = _content(root, N.OI_INPUT, N.INPUT_MESSAGES)
     orchestrator: str | None = None
 
-    def parent_step(s: OtelSpan) -> int | None:
-        cur = by_id.get(s.parent_id) if s.parent_id else None
+    def parent_step(i: int) -> int | None:
+        cur = up[i]
         guard = 0
         while cur is not None and guard < 10_000:
-            if cur.span_id in step_of_span:
-                return step_of_span[cur.span_id]
-            cur = by_id.get(cur.parent_id) if cur.parent_id else None
+            got = step_of[cur]
+            if got is not None:
+                return got
+            cur = up[cur]
             guard += 1
         return None
 
@@ -247,18 +252,19 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                                field=f"span {s.span_id} ({s.name!r}).{N.PAUSED}")
         return v is True
 
-    def add(s: OtelSpan, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
+    def add(i: int, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
         idx = len(steps)
-        steps.append(Step(index=idx, agent=agent, kind=kind, content=content, role=s.name,
-                          parent=parent_step(s) if kind != StepKind.TASK else None, **kw))
-        step_of_span[s.span_id] = idx  # a root agent's turn, not the task, parents its children
+        steps.append(Step(index=idx, agent=agent, kind=kind, content=content,
+                          role=spans[i].name,
+                          parent=parent_step(i) if kind != StepKind.TASK else None, **kw))
+        step_of[i] = idx  # a root agent's turn, not the task, parents its children
 
-    add(root, StepKind.TASK, "user", question)
+    add(r_at, StepKind.TASK, "user", question)
     for s in order:
-        k = kinds[s.span_id]
+        i = pos[s.span_id]
+        k = kinds[i]
         if k == "AGENT":
-            who = owner(s)
-            agent_of_span[s.span_id] = who
+            who = agent_of[i] = owner(i)
             desc = s.attributes.get(N.AGENT_DESCRIPTION)
             if isinstance(desc, str):
                 descriptions.setdefault(who, desc)
@@ -267,54 +273,54 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         if s is root and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
             continue
         if paused(s):  # a step that stopped waiting for a human (JSONL ``pause``)
-            add(s, StepKind.THOUGHT, owner(s), f"paused: {s.name}", pause=True)
+            add(i, StepKind.THOUGHT, owner(i), f"paused: {s.name}", pause=True)
             continue
         if k == "WORKFLOW":  # groups agent turns; its name is the run's or the task's
             continue
         if k == "AGENT":
-            add(s, StepKind.OUTPUT, agent_of_span[s.span_id],
-                _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES))
+            add(i, StepKind.OUTPUT, who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES))
         elif k == "LLM":
-            add(s, StepKind.OUTPUT, owner(s), _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
+            add(i, StepKind.OUTPUT, owner(i), _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
                                                        "llm.output_messages.0.message.content"))
         elif k == "TOOL":
-            add(s, StepKind.TOOL_OUTPUT, owner(s),
+            add(i, StepKind.TOOL_OUTPUT, owner(i),
                 _content(s, N.OI_OUTPUT, N.TOOL_RESULT) or s.status_message,
                 exitcode=1 if s.status == "ERROR" else 0)
         elif k == "HANDOFF":
             to = _handoff_target(s) or ""
             who = names.canonical(to) or names.add(to)
-            add(s, StepKind.INSTRUCTION, owner(s), f"handoff to {who}", to=who)
+            add(i, StepKind.INSTRUCTION, owner(i), f"handoff to {who}", to=who)
         elif k == "PLAN":
             own = _agent_of(s)
-            who = (names.canonical(own) or names.add(own)) if own else owner(s)
-            add(s, StepKind.PLAN, who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
+            who = (names.canonical(own) or names.add(own)) if own else owner(i)
+            add(i, StepKind.PLAN, who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
                                                 N.PLAN_OPTION) or s.name)
         elif k == "GUARDRAIL":
             a = s.attributes
             value = a.get(N.GR_RESULT_VALUE, a.get(N.G + "outcome", ""))
             why = a.get(N.GR_RESULT_REASON, a.get(N.G + "reason", ""))
             comp = a.get(N.GR_COMPONENT, "guardrail")
-            add(s, StepKind.THOUGHT, owner(s), f"{comp} {value}/{why}: {s.name}".strip())
-            dec = _gate_decision(s, by_id, file)
+            add(i, StepKind.THOUGHT, owner(i), f"{comp} {value}/{why}: {s.name}".strip())
+            j = up[i]
+            dec = _gate_decision(s, None if j is None else spans[j], file)
             if dec is not None:
                 decisions.append(dec)
         else:
             unknown[k] = unknown.get(k, 0) + 1
-            add(s, StepKind.THOUGHT, owner(s), f"{k.lower()} span {s.name!r}")
+            add(i, StepKind.THOUGHT, owner(i), f"{k.lower()} span {s.name!r}")
+    root_agent = agent_of[r_at]
+    end_agent = (orchestrator or "system") if root_agent is None else root_agent
     root_paused = paused(root)
     if root_paused:  # the run waits for a human: no end, its last step is the pause
-        steps.append(Step(index=len(steps), agent=agent_of_span.get(
-            root.span_id, orchestrator or "system"), kind=StepKind.THOUGHT,
-            content=f"paused, waiting for a human: {root.name}", role=root.name,
-            parent=0, pause=True))
+        steps.append(Step(index=len(steps), agent=end_agent, kind=StepKind.THOUGHT,
+                          content=f"paused, waiting for a human: {root.name}",
+                          role=root.name, parent=0, pause=True))
     elif root.end_ns:
         final = _content(root, N.OI_OUTPUT, N.OUTPUT_MESSAGES) or None
         idx = len(steps)
-        steps.append(Step(index=idx, agent=agent_of_span.get(root.span_id, orchestrator or
-                                                             "system"),
-                          kind=StepKind.TERMINATION, content=root.status_message or "done",
-                          role=root.name, final_answer=final, terminates=True, parent=0))
+        steps.append(Step(index=idx, agent=end_agent, kind=StepKind.TERMINATION,
+                          content=root.status_message or "done", role=root.name,
+                          final_answer=final, terminates=True, parent=0))
     agents = {n: descriptions.get(n, "") for n in names.names}
     for st in steps:
         if st.agent not in agents and st.agent != "user":
@@ -341,38 +347,38 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                  unknown_spans=dict(sorted(unknown.items())), warnings=warnings, live=live)
 
 
-def _check_parents(by_id: Mapping[str, OtelSpan], file: str) -> None:
+def _check_parents(pos: Mapping[str, int], spans: Sequence[OtelSpan], file: str) -> None:
     """Refuse parent links that form a cycle (a self-parent, a 2-cycle, ...).
 
     Every span must reach a root (no parent, or a parent outside the file) by following
-    parents; a span on a cycle never does.
+    parents; a span on a cycle never does. ``pos`` maps each span id to its position.
 
     Raises:
         AdapterError: naming the trace and the spans of the first cycle found.
     """
-    done: set[str] = set()
-    for start in by_id:
-        path: list[str] = []
-        on_path: set[str] = set()
-        cur: str | None = start
-        while cur is not None and cur not in done:
+    done = bytearray(len(spans))
+    for start in range(len(spans)):
+        path: list[int] = []
+        on_path: set[int] = set()
+        cur: int | None = start
+        while cur is not None and not done[cur]:
             if cur in on_path:
                 cyc = path[path.index(cur):]
-                names = ", ".join(f"{x} ({by_id[x].name!r})" for x in cyc[:8])
+                names = ", ".join(f"{spans[x].span_id} ({spans[x].name!r})" for x in cyc[:8])
                 raise AdapterError(
-                    f"parent links form a cycle in trace {by_id[cur].trace_id}: "
+                    f"parent links form a cycle in trace {spans[cur].trace_id}: "
                     f"{names}{' ...' if len(cyc) > 8 else ''} (each span is its own "
                     "ancestor; the file is refused)", file=file,
-                    field=f"span {cur}.parentSpanId")
+                    field=f"span {spans[cur].span_id}.parentSpanId")
             path.append(cur)
             on_path.add(cur)
-            sp = by_id[cur]
-            cur = sp.parent_id if sp.parent_id and sp.parent_id in by_id else None
-        done.update(path)
+            sp = spans[cur]
+            cur = pos.get(sp.parent_id) if sp.parent_id else None
+        for x in path:
+            done[x] = 1
 
 
-def _gate_decision(s: OtelSpan, by_id: Mapping[str, OtelSpan], file: str
-                   ) -> DecisionEntry | None:
+def _gate_decision(s: OtelSpan, parent: OtelSpan | None, file: str) -> DecisionEntry | None:
     """The gate decision an icore guardrail span carries (``icore.gate.*``), or None.
 
     Validated by :func:`icore.adapters._decision_check.gate_span_decision`. ``task``
@@ -383,7 +389,6 @@ def _gate_decision(s: OtelSpan, by_id: Mapping[str, OtelSpan], file: str
         AdapterError: a malformed decision (naming the span and the attribute).
     """
     a, g = s.attributes, N.G
-    parent = by_id.get(s.parent_id)
     call = parent.span_id[:8] if parent is not None and span_kind(parent) == "TOOL" else ""
     action = a.get(g + "action")
     task = "/".join(str(x) for x in (a.get(N.TASK), action if isinstance(action, str)

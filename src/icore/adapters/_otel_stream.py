@@ -126,6 +126,10 @@ _RS_KEYS = (b'"resourceSpans"', b'"resource_spans"')
 _SS_KEYS = (b'"scopeSpans"', b'"scope_spans"', b'"instrumentationLibrarySpans"')
 
 
+_SCAN_CHUNK = 1 << 22
+"""Bytes read at a time by :func:`_one_scope_prefix`."""
+
+
 def _one_scope_prefix(f: IO[bytes], text_head: str) -> str | None:
     """The ijson prefix of a document holding one resource with one scope, else None.
 
@@ -135,10 +139,12 @@ def _one_scope_prefix(f: IO[bytes], text_head: str) -> str | None:
     """
     counts = dict.fromkeys((*_RS_KEYS, *_SS_KEYS, b'"spans"'), 0)
     tail = b""
-    while chunk := f.read(1 << 22):
+    while chunk := f.read(_SCAN_CHUNK):
         buf = tail + chunk
-        for k in counts:
-            counts[k] += buf.count(k) - tail.count(k)
+        # every key ends in 'pans"': a chunk adding none adds no key (one scan, not 12)
+        if buf.count(b'pans"') != tail.count(b'pans"'):
+            for k in counts:
+                counts[k] += buf.count(k) - tail.count(k)
         tail = buf[-40:]
     rs = [k for k in _RS_KEYS if counts[k]]
     ss = [k for k in _SS_KEYS if counts[k]]

@@ -46,7 +46,7 @@ from icore.memory import (
     OwnershipMap,
     Store,
 )
-from icore.records import JSONValue, Record, RecordId
+from icore.records import JSONValue, Record, RecordId, canonical_json
 from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
 
 _WRITE_RETRIES = 8
@@ -401,6 +401,9 @@ class FactBook:
                 ) -> tuple[Record | None, bool]:
         """Make ``content`` the current version of ``key`` (a new record if it differs).
 
+        "Differs" is by canonical JSON (as :meth:`Workspace.put`): ``1``, ``1.0`` and
+        ``true`` are three values, though Python's ``==`` calls them equal.
+
         The new version cites the one it replaces (its exact parent) and is committed
         with compare-and-set on that head, retried on a lost race.
 
@@ -417,10 +420,11 @@ class FactBook:
         owner = self.owner_of(key)
         if owner is None or owner in self.remote:
             return None, False
+        want = canonical_json(content)  # the same JSON, not Python ==: 1, 1.0, true differ
         attempt = 0
         while True:
             cur = self.ws.head(key)
-            if cur is not None and cur.content == content:
+            if cur is not None and canonical_json(cur.content) == want:
                 return cur, False
             try:
                 # the version replaced is the chain link (supersedes), not an input
