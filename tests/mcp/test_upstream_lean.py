@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from icore.mcp._lean_http import LeanHttp, lean_origin
 from icore.mcp._upstream import TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT
-from icore.mcp._upstream_lean import LeanCalls, NotTaken
+from icore.mcp._upstream_lean import NOT_TAKEN, LeanCalls, NotTaken, not_taken, not_taken_error
 
 pytest.importorskip("mcp")
 pytest.importorskip("httptools")
@@ -345,3 +345,99 @@ def test_manifest_headers_never_override_the_requests_own() -> None:
 def test_a_header_value_with_a_line_break_keeps_the_sdks_path() -> None:
     assert LeanCalls.usable(Session(), Transport(), {"authorization": "Bearer t"})
     assert not LeanCalls.usable(Session(), Transport(), {"x": "a\r\nb: c"})
+
+
+def test_only_a_posts_404_is_marked_not_taken_never_a_resumptions() -> None:
+    """404 to the POST: the upstream never ran it (marked, resendable); 404 to the
+    resumption GET: it may have run (the session is marked lost, the call fails
+    unmarked: never resent)."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["method"] == "GET" or req["body"]["params"]["name"] == "gone":
+            w.write(head(404, None, length=0))
+            return
+        w.write(head(200, "text/event-stream") + chunk(b"id: e1\nretry: 10\ndata:\n\n")
+                + b"0\r\n\r\n")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "gone", {}, None)
+        assert not_taken(err.value)
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "ran", {}, None)
+        assert err.value.message == "Session terminated" and not not_taken(err.value)
+        assert [r["method"] for r in seen] == ["POST", "POST", "GET"]
+
+    _, lost, _ = run(reply, body)
+    assert lost == [True, True]
+
+
+def test_the_sdk_paths_post_404_is_marked_not_taken() -> None:
+    from icore.mcp._upstream import keepalive_http_client
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(404, "text/plain", length=2) + b"no")
+
+    async def main() -> None:
+        lost: list[bool] = []
+        async with server(reply) as (port, _):
+            async with keepalive_http_client(on_lost=lambda: lost.append(True)) as client:
+                url = f"http://127.0.0.1:{port}/mcp"
+                hdr = {"mcp-session-id": "sid-1"}
+                r = await client.post(url, json={"jsonrpc": "2.0", "id": 7,
+                                                 "method": "tools/call"}, headers=hdr)
+                g = await client.get(url, headers=hdr)
+        err = r.json()["error"]
+        assert (r.status_code, r.json()["id"], err["message"]) == (404, 7,
+                                                                   "Session terminated")
+        assert err["data"] == {NOT_TAKEN: True}
+        assert g.status_code == 404 and g.content == b"no"  # a GET's 404: unmarked
+        assert lost == [True, True]
+
+    anyio.run(main)
+
+
+def test_a_lost_flag_set_by_another_call_never_resends_this_one() -> None:
+    """Only this request's own marked 404 is a resend; a session marked lost by another
+    call fails this one as it is, and the next request reconnects first."""
+    from icore.mcp._gateway_manifest import UpstreamSpec
+    from icore.mcp._upstream import Upstream, _SessionLost
+
+    async def main() -> None:
+        async def note(*_: Any) -> None:
+            pass
+        u = Upstream("up", UpstreamSpec(url="http://127.0.0.1:9/mcp", timeout_s=5), note)
+        u.session_lost = True
+
+        async def ran(_: Any) -> Any:
+            raise MCPError(-32603, "internal error after side effect")
+
+        async def gone(_: Any) -> Any:
+            raise not_taken_error()
+
+        with pytest.raises(MCPError):
+            await u._once("tools/call", ran, object(), 0)
+        with pytest.raises(_SessionLost):
+            await u._once("tools/call", gone, object(), 0)
+        u.session, u._inbox = object(), object()
+        assert not u.alive()  # the next request reconnects before sending
+
+    anyio.run(main)
+
+
+def test_drop_leaves_a_newer_connection_in_progress_alone() -> None:
+    from icore.mcp._gateway_manifest import UpstreamSpec
+    from icore.mcp._upstream import Upstream
+
+    async def note(*_: Any) -> None:
+        pass
+    u = Upstream("up", UpstreamSpec(url="http://127.0.0.1:9/mcp", timeout_s=5), note)
+
+    async def main() -> None:
+        old, new = anyio.CancelScope(), anyio.CancelScope()
+        u.generation, u._live, u._scope = 1, (1, old), new  # gen 2 initializing in `new`
+        u.drop(1)
+        assert old.cancel_called and not new.cancel_called
+        u.drop(1)  # a second request that saw the same crash: nothing more
+        assert not new.cancel_called
+
+    anyio.run(main)

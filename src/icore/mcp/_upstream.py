@@ -97,6 +97,8 @@ class Upstream:
         """HTTP: ``(session, LeanCalls)`` when its ``tools/call`` go the lean way."""
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
+        self._live: tuple[int, anyio.CancelScope] | None = None
+        """``(generation, its scope)`` of the initialized connection :meth:`drop` ends."""
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _watching(self, live: bool) -> None:
@@ -165,6 +167,7 @@ class Upstream:
                     self.session_lost = False
                     self.generation += 1
                     mine = self.generation
+                    self._live = (mine, scope)
                     if spec.command is not None:  # stdio: the pipe carries notifications
                         self._watching(True)
                     started = True
@@ -180,6 +183,7 @@ class Upstream:
                 self.session = None
                 self._lean = None
                 self._inbox = None
+                self._live = None
                 self._watching(False)
             if not started:
                 with contextlib.suppress(RuntimeError):
@@ -287,7 +291,7 @@ class Upstream:
         each request.
         """
         inbox = self._inbox
-        if self.session is None or inbox is None:
+        if self.session is None or inbox is None or self.session_lost:
             return False
         try:
             st = inbox.statistics()
@@ -296,10 +300,17 @@ class Upstream:
         return bool(st.open_send_streams > 0)
 
     def drop(self, generation: int) -> None:
-        """Close connection ``generation`` (a crash seen by a request); next request reconnects."""
-        if generation == self.generation and self._scope is not None:
-            self._scope.cancel()
+        """Close connection ``generation`` (a crash seen by a request); next request reconnects.
+
+        A reconnection in progress (started by another request, not initialized yet, so
+        not ``generation``) is left alone.
+        """
+        live = self._live
+        if live is not None and live[0] == generation:
+            live[1].cancel()
+            self._live = None
             self.session = None
+            self._lean = None
             self._watching(False)
 
     async def request(self, method: str, fn: Callable[[Any], Awaitable[T]]) -> T:
@@ -338,6 +349,8 @@ class Upstream:
                     gen: int) -> T:
         """One attempt of :meth:`request` on connection ``gen``."""
         from mcp.shared.exceptions import MCPError
+
+        from icore.mcp._upstream_lean import not_taken
         try:
             with anyio.fail_after(self.spec.timeout_s):
                 return await fn(session)
@@ -346,7 +359,7 @@ class Upstream:
                                 f"{self.spec.timeout_s:g} s", upstream=self.name,
                                 method=method, timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
-            if self.session_lost and self.spec.url is not None:
+            if self.spec.url is not None and not_taken(exc):  # this POST: 404 to our session
                 raise _SessionLost() from None
             if exc.code == TRANSPORT_FAILED and self.spec.url is not None and \
                     exc.message.startswith(TRANSPORT_FAILED_TEXT):
@@ -457,6 +470,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             if request.headers.get("mcp-session-id"):
                 if resp.status_code == 404 and on_lost is not None:
                     on_lost()
+                if resp.status_code == 404 and request.method == "POST":
+                    resp = await _not_taken(request, resp)
             elif on_session is not None and request.method == "POST" \
                     and resp.status_code < 300:
                 on_session(bool(resp.headers.get("mcp-session-id")))
@@ -532,6 +547,24 @@ KEEPALIVE_EXPIRY_S = 2.0
 """How long the gateway keeps an idle connection to an HTTP upstream, seconds: below the
 servers' own idle timeouts (uvicorn's 5 s), so the gateway does not reuse a connection
 at the moment the server closes it."""
+
+
+async def _not_taken(request: Any, resp: Any) -> Any:
+    """A POST's 404 to our session id as the marked "not taken" JSON-RPC error.
+
+    The upstream does not know the session, so it never ran the request: the error
+    carries :data:`~icore.mcp._upstream_lean.NOT_TAKEN` and the request is resent in a
+    new session. A 404 to a resumption GET stays unmarked (the call may have run).
+    """
+    import httpx2
+    from mcp_types import INVALID_REQUEST
+
+    from icore.mcp._upstream_lean import NOT_TAKEN
+    await resp.aclose()
+    _, rid = _method_and_id(request)
+    return httpx2.Response(404, json={"jsonrpc": "2.0", "id": rid, "error": {
+        "code": INVALID_REQUEST, "message": "Session terminated",
+        "data": {NOT_TAKEN: True}}}, request=request)
 
 
 def _method_and_id(request: Any) -> tuple[str | None, Any]:

@@ -19,8 +19,11 @@ What the SDK does with the answer is kept:
   answer and route it); an event with an ``id`` is remembered, and a stream that ends
   without the response is resumed with ``Last-Event-ID`` (GET) as the SDK does, else the
   call fails with the SDK's "SSE stream ended without a response";
-- HTTP 404 to the session id marks the session lost (the caller reconnects and sends
-  again); another 4xx/5xx is the JSON-RPC error in its body, else the SDK's stand-in;
+- HTTP 404 to the POST with our session id marks the session lost and is an error
+  marked "not taken" (:func:`not_taken`: the upstream never ran it, the caller
+  reconnects and sends it again); a 404 to a resumption GET also marks the session lost
+  but fails the call unmarked (it may have run); another 4xx/5xx is the JSON-RPC error in
+  its body, else the SDK's stand-in;
 - a call abandoned (its timeout, the client gone) closes its connection and sends the
   upstream ``notifications/cancelled`` through the SDK's session, as the SDK would;
 - a connection that fails is that call's error (code ``TRANSPORT_FAILED``), never the
@@ -57,6 +60,24 @@ SETTLE_S = 0.005
 follows at once; the connection is then reused rather than another opened)."""
 
 _ids = itertools.count(1)
+
+NOT_TAKEN = "icore_not_taken"
+"""Key of an ``MCPError``'s ``data`` (value True) that says the upstream certainly did
+not take the request (HTTP 404 to the POST carrying our session id): it may be resent."""
+
+
+def not_taken_error() -> Exception:
+    """The ``MCPError`` of a POST answered 404 to our session id (marked :data:`NOT_TAKEN`)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_REQUEST
+    return MCPError(INVALID_REQUEST, "Session terminated", {NOT_TAKEN: True})
+
+
+def not_taken(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error marked :data:`NOT_TAKEN` (the request may be resent)."""
+    error = getattr(exc, "error", None)
+    data = getattr(error, "data", None)
+    return isinstance(data, dict) and data.get(NOT_TAKEN) is True
 
 
 class NotTaken(Exception):
@@ -114,7 +135,8 @@ class LeanCalls:
 
         Raises:
             MCPError: the upstream's JSON-RPC error, a failed exchange
-                (``TRANSPORT_FAILED``), a lost session (after ``on_lost()``), an answer
+                (``TRANSPORT_FAILED``), a lost session (after ``on_lost()``; marked
+                :func:`not_taken` when it was the POST's answer), an answer
                 that is not one (the SDK's codes and texts).
             NotTaken: the upstream redirected the POST.
             pydantic.ValidationError: the result does not fit the protocol version.
@@ -208,6 +230,8 @@ class LeanCalls:
         if status >= 400 or (not post and status != 200):
             if status == 404 and self.transport.session_id:
                 self.on_lost()
+                if post:  # the upstream does not know the session: it never ran this
+                    raise not_taken_error()
             if ctype.startswith("application/json"):
                 err = _error_of(await _whole(conn))
                 if err is not None:
