@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from icore.mcp._lean_http import LeanHttp, lean_origin
 from icore.mcp._upstream import TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT
-from icore.mcp._upstream_lean import NOT_TAKEN, LeanCalls, NotTaken, not_taken, not_taken_error
+from icore.mcp._upstream_lean import NOT_TAKEN, LeanCalls, not_taken, not_taken_error
 
 pytest.importorskip("mcp")
 pytest.importorskip("httptools")
@@ -266,13 +266,17 @@ def test_the_cancellation_notice_names_the_call() -> None:
     assert sent[0].params.request_id == "icore-7"
 
 
-def test_a_redirect_is_not_taken() -> None:
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_that_calls_error_never_resent(status: int) -> None:
+    """A 303 may come after the server ran the call: no redirect is followed or resent."""
     async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
-        w.write(head(307, None, "\r\nlocation: /mcp/", length=0))
+        w.write(head(status, None, "\r\nlocation: /mcp/", length=0))
 
     async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
-        with pytest.raises(NotTaken):
+        with pytest.raises(MCPError) as err:
             await calls.call(s, "echo", {}, None)
+        assert err.value.message.startswith("Redirect to /mcp/ not followed")
+        assert not not_taken(err.value) and len(seen) == 1
 
     run(reply, body)
 

@@ -226,15 +226,9 @@ class Upstream:
         from icore.mcp._gateway_forward import call_raw
         lean = self._lean
         if lean is not None and lean[0] is session:
-            from icore.mcp._upstream_lean import NotTaken
-            try:
-                out: dict[str, Any] = await lean[1].call(session, name, args, meta)
-                out.setdefault("resultType", "complete")  # as call_raw
-                return out
-            except NotTaken as exc:  # a redirect: the SDK's client follows it
-                log.warning("upstream %s redirected a tools/call (%s); its calls go "
-                            "through the SDK's client from now on", self.name, exc)
-                self._lean = None
+            out: dict[str, Any] = await lean[1].call(session, name, args, meta)
+            out.setdefault("resultType", "complete")  # as call_raw
+            return out
         return await call_raw(session, name, args, meta)
 
     async def connect(self) -> Any:

@@ -29,8 +29,9 @@ What the SDK does with the answer is kept:
 - a connection that fails is that call's error (code ``TRANSPORT_FAILED``), never the
   session's.
 
-A redirect (3xx) means the request was not taken: it is sent again through the SDK's
-client (which follows same-origin redirects), and so are later calls to that upstream.
+A redirect (3xx) is that call's error, as the SDK's client reports an unfollowed one
+(``Redirect to ... not followed``); it is never sent again (a 303 or 302 may come after
+the server ran it).
 """
 
 from __future__ import annotations
@@ -78,10 +79,6 @@ def not_taken(exc: BaseException) -> bool:
     error = getattr(exc, "error", None)
     data = getattr(error, "data", None)
     return isinstance(data, dict) and data.get(NOT_TAKEN) is True
-
-
-class NotTaken(Exception):
-    """The upstream redirected the POST: it was not taken; send it through the SDK."""
 
 
 class LeanCalls:
@@ -138,7 +135,6 @@ class LeanCalls:
                 (``TRANSPORT_FAILED``), a lost session (after ``on_lost()``; marked
                 :func:`not_taken` when it was the POST's answer), an answer
                 that is not one (the SDK's codes and texts).
-            NotTaken: the upstream redirected the POST.
             pydantic.ValidationError: the result does not fit the protocol version.
         """
         version = session.protocol_version
@@ -223,8 +219,10 @@ class LeanCalls:
         from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
         status = conn.status
         ctype = conn.headers.get("content-type", "").lower()
-        if 300 <= status < 400 and post:
-            raise NotTaken(conn.headers.get("location", ""))
+        if 300 <= status < 400:  # not followed (nor resent: it may have run)
+            raise MCPError(INVALID_REQUEST, f"Redirect to {conn.headers.get('location', '')}"
+                           " not followed; use that URL as the endpoint if it is the "
+                           "intended server")
         if status == 202:
             raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
         if status >= 400 or (not post and status != 200):
