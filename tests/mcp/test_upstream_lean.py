@@ -445,3 +445,35 @@ def test_drop_leaves_a_newer_connection_in_progress_alone() -> None:
         assert not new.cancel_called
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+def test_a_body_ended_by_the_connections_close_is_complete(version: str) -> None:
+    """No content-length, not chunked: the body ends when the server closes (the tool
+    ran, its result is the answer, not a transport failure)."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(f"HTTP/{version} 200 OK\r\ncontent-type: application/json\r\n"
+                "connection: close\r\n\r\n".encode() + response(req["body"]["id"]))
+        await w.drain()
+        w.close()
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False  # a new one
+        assert seen[0]["peer"] != seen[1]["peer"] and not calls.http.idle
+
+    run(reply, body)
+
+
+def test_a_close_before_a_length_delimited_body_ended_still_fails() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(200, "application/json", length=500) + b'{"jsonrpc"')
+        await w.drain()
+        w.close()
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        assert err.value.code == TRANSPORT_FAILED
+
+    run(reply, body)

@@ -102,12 +102,25 @@ class Conn(asyncio.Protocol):
         self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """asyncio: the connection is gone (a response not ended is an error)."""
+        """asyncio: the connection is gone (a response not ended is an error).
+
+        A response whose body the server delimits by closing the connection (no
+        ``content-length``, not chunked: HTTP/1.0 style) ends here, complete.
+        """
         self.closed = True
+        if exc is None and not self.done and self.error is None and self._close_delimited():
+            self.done = True
         if not self.done and self.error is None:
             self.error = (f"{type(exc).__name__}: {exc}" if exc is not None else
                           "the server closed the connection before the response ended")
         self._wake()
+
+    def _close_delimited(self) -> bool:
+        """Whether the current response's body ends with the connection (RFC 9112 6.3)."""
+        h, status = self.headers, self.status
+        return (self.head_done and "content-length" not in h
+                and "chunked" not in h.get("transfer-encoding", "").lower()
+                and status >= 200 and status not in (204, 304))
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
