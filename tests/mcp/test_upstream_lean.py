@@ -477,3 +477,25 @@ def test_a_close_before_a_length_delimited_body_ended_still_fails() -> None:
         assert err.value.code == TRANSPORT_FAILED
 
     run(reply, body)
+
+
+def test_a_timeout_while_settling_keeps_the_result_read(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """The response event was read; the caller's deadline passes while the stream's end
+    is awaited: the call has its result (the upstream ran it), not a timeout."""
+    import icore.mcp._upstream_lean as lean_mod
+    monkeypatch.setattr(lean_mod, "SETTLE_S", 0.3)
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = b"data: " + response(req["body"]["id"]) + b"\n\n"
+        w.write(head(200, "text/event-stream") + chunk(data))  # the end never comes
+        await w.drain()
+        await asyncio.sleep(1)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with anyio.move_on_after(0.1):
+            out = await calls.call(s, "echo", {}, None)
+        assert out["isError"] is False
+
+    _, _, spawned = run(reply, body)
+    assert not spawned  # answered: nothing to cancel

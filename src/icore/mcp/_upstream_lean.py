@@ -190,7 +190,9 @@ class LeanCalls:
                 raise
             try:
                 if out is not None and not conn.done:
-                    await conn.settle(SETTLE_S)
+                    # shielded (bounded): a timeout now must not drop the result read
+                    with anyio.CancelScope(shield=True):
+                        await conn.settle(SETTLE_S)
             except BaseException:
                 conn.close()
                 raise
