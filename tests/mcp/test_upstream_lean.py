@@ -499,3 +499,20 @@ def test_a_timeout_while_settling_keeps_the_result_read(monkeypatch: pytest.Monk
 
     _, _, spawned = run(reply, body)
     assert not spawned  # answered: nothing to cancel
+
+
+def test_sse_empty_event_is_a_message_and_empty_id_no_resumption_point() -> None:
+    from icore.mcp._upstream_lean import _fields
+    assert _fields(b"event:\ndata: x")[0] == "message"
+    assert _fields(b"event\ndata: x")[0] == "message"
+    assert _fields(b"id:\ndata: x")[2] is None
+    assert _fields(b"id: e1\nevent: ping")[:3:2] == ("ping", "e1")
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = b"id:\nevent:\ndata: " + response(req["body"]["id"]) + b"\n\n"
+        w.write(head(200, "text/event-stream") + chunk(data) + b"0\r\n\r\n")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False
+
+    run(reply, body)

@@ -376,7 +376,11 @@ def _checked(raw: dict[str, Any], version: str) -> dict[str, Any]:
 
 
 def _fields(event: bytes) -> tuple[str, bytes, str | None, int | None]:
-    """``(event type, data, id, retry)`` of one SSE event's lines."""
+    """``(event type, data, id, retry)`` of one SSE event's lines.
+
+    An empty ``event:`` is ``"message"``; an empty ``id:`` is no id (None), as the SDK
+    reads them.
+    """
     kind, data, eid, retry = "message", [], None, None
     for line in event.split(b"\n"):
         if not line or line.startswith(b":"):
@@ -385,9 +389,9 @@ def _fields(event: bytes) -> tuple[str, bytes, str | None, int | None]:
         value = value[1:] if value.startswith(b" ") else value
         if field == b"data":
             data.append(value)
-        elif field == b"event":
-            kind = value.decode("utf-8", "replace")
-        elif field == b"id" and b"\0" not in value:
+        elif field == b"event":  # empty: the default type
+            kind = value.decode("utf-8", "replace") or "message"
+        elif field == b"id" and value and b"\0" not in value:  # empty: no resumption point
             eid = value.decode("utf-8", "replace")
         elif field == b"retry" and value.isdigit():
             retry = int(value)
