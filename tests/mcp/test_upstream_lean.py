@@ -516,3 +516,39 @@ def test_sse_empty_event_is_a_message_and_empty_id_no_resumption_point() -> None
         assert (await calls.call(s, "echo", {}, None))["isError"] is False
 
     run(reply, body)
+
+
+def test_the_path_is_percent_encoded_as_httpx_does() -> None:
+    assert lean_origin("http://h:8/a b/\u00e9;x=1?q=a b&r=/?") == (
+        "h", 8, "/a%20b/%C3%A9;x=1?q=a%20b&r=/?")
+    assert lean_origin("http://h/a%20b")[2] == "/a%20b"  # type: ignore[index]
+
+
+def test_a_header_not_latin1_is_refused_before_a_connection_is_taken() -> None:
+    from icore.mcp._lean_http import LeanHttpError
+
+    async def main() -> None:
+        http = LeanHttp("127.0.0.1", 9, "/", {}, keepalive_s=1, drain_s=1)
+        for bad in ("\u20ac", "a\r\nx: y"):
+            with pytest.raises(LeanHttpError, match="not sent"):
+                await http.request("POST", {"mcp-session-id": bad}, b"{}")
+
+    anyio.run(main)
+
+
+def test_the_idle_pool_is_capped() -> None:
+    from icore.mcp._lean_http import MAX_IDLE
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.05)
+        data = response(req["body"]["id"])
+        w.write(head(200, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_IDLE + 5):
+                tg.start_soon(calls.call, s, "echo", {}, None)
+        assert len({r["peer"] for r in seen}) == MAX_IDLE + 5
+        assert len(calls.http.idle) == MAX_IDLE
+
+    run(reply, body)

@@ -537,7 +537,7 @@ exchange with the upstream failed (:func:`keepalive_http_client`): that request 
 the MCP session goes on."""
 TRANSPORT_FAILED_TEXT = "the HTTP request to the upstream failed"
 
-KEEPALIVE_EXPIRY_S = 2.0
+KEEPALIVE_EXPIRY_S = 1.0
 """How long the gateway keeps an idle connection to an HTTP upstream, seconds: below the
 servers' own idle timeouts (uvicorn's 5 s), so the gateway does not reuse a connection
 at the moment the server closes it."""
