@@ -552,3 +552,60 @@ def test_the_idle_pool_is_capped() -> None:
         assert len(calls.http.idle) == MAX_IDLE
 
     run(reply, body)
+
+
+def test_the_sdks_post_writer_takes_what_http_streams_passes() -> None:
+    """``http_streams`` calls the SDK's private ``post_writer`` positionally: pinned."""
+    import inspect
+
+    from mcp.client.streamable_http import StreamableHTTPTransport
+
+    from icore.mcp._upstream_lean import POST_WRITER_PARAMS, lean_support
+    params = tuple(inspect.signature(StreamableHTTPTransport.post_writer).parameters)
+    assert params == POST_WRITER_PARAMS
+    assert lean_support()
+
+
+def test_lean_off_uses_nothing_private(monkeypatch: pytest.MonkeyPatch) -> None:
+    import icore.mcp._upstream_lean as lean_mod
+
+    def boom() -> bool:
+        raise AssertionError("lean_support consulted with ICORE_MCP_LEAN=0")
+    monkeypatch.setattr(lean_mod, "lean_support", boom)
+    monkeypatch.setenv("ICORE_MCP_LEAN", "0")
+    assert not lean_mod.lean_wanted("http://127.0.0.1:9/mcp")
+
+
+def test_an_sdk_without_the_private_parts_falls_back(monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture
+                                                      ) -> None:
+    import sys
+
+    import icore.mcp._upstream_lean as lean_mod
+    monkeypatch.setattr(lean_mod, "_unsupported", [])
+    monkeypatch.setitem(sys.modules, "mcp.shared._compat", None)  # import fails
+    monkeypatch.delenv("ICORE_MCP_LEAN", raising=False)
+    with caplog.at_level("WARNING", "icore.mcp"):
+        assert not lean_mod.lean_wanted("http://127.0.0.1:9/mcp")
+        assert not lean_mod.lean_wanted("http://127.0.0.1:9/mcp")
+    assert len([r for r in caplog.records if "lean HTTP path is off" in r.message]) == 1
+
+
+def test_the_result_checks_are_imported_before_the_call_is_sent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import icore.mcp._upstream_lean as lean_mod
+
+    def missing() -> Any:
+        raise ImportError("no _clamp_inbound_ttl")
+    monkeypatch.setattr(lean_mod, "_checks", missing)
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = response(req["body"]["id"])
+        w.write(head(200, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(ImportError):
+            await calls.call(s, "echo", {}, None)
+        assert not seen  # nothing ran upstream
+
+    run(reply, body)

@@ -16,7 +16,6 @@ by :meth:`Upstream.request`.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import os
 import sys
@@ -128,8 +127,9 @@ class Upstream:
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
         from mcp.client import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
 
-        from icore.mcp._upstream_lean import http_streams
+        from icore.mcp._upstream_lean import http_streams, lean_wanted
 
         spec = self.spec
         started = False
@@ -152,13 +152,18 @@ class Upstream:
                                                        on_session=self._session_id)
                         await stack.enter_async_context(client)
                         self.http_client = client
-                        http, inject, r, w = await stack.enter_async_context(
-                            http_streams(spec.url, client))
+                        if self._tg is not None and lean_wanted(spec.url):
+                            http, inject, r, w = await stack.enter_async_context(
+                                http_streams(spec.url, client))
+                        else:  # the SDK's plain transport: nothing private used
+                            http = inject = None
+                            r, w = await stack.enter_async_context(
+                                streamable_http_client(spec.url, http_client=client))
                     session = ClientSession(r, w, message_handler=self._handler)
                     await stack.enter_async_context(session)
                     with anyio.fail_after(max(spec.timeout_s, CONNECT_TIMEOUT_S)):
                         init = await session.initialize()
-                    if spec.url is not None:
+                    if spec.url is not None and http is not None:
                         self._lean = self._lean_calls(session, http, inject, stack)
                     self.capabilities = init.capabilities
                     self.instructions = init.instructions
@@ -193,17 +198,13 @@ class Upstream:
                     stack: contextlib.AsyncExitStack) -> tuple[Any, Any] | None:
         """``(session, LeanCalls)`` for this HTTP connection, or None (the SDK's way).
 
-        None when ``ICORE_MCP_LEAN=0``, httptools is not installed, the URL is not plain
-        ``http://`` without a proxy
-        (:func:`~icore.mcp._lean_http.lean_origin`), or the session cannot
+        Built only when :func:`~icore.mcp._upstream_lean.lean_wanted`; None when the session cannot
         (:meth:`~icore.mcp._upstream_lean.LeanCalls.usable`).
         """
         from icore.mcp._lean_http import LeanHttp, lean_origin
         from icore.mcp._upstream_lean import LeanCalls
         origin = lean_origin(self.spec.url or "")
-        if os.environ.get("ICORE_MCP_LEAN", "1") == "0" or origin is None \
-                or importlib.util.find_spec("httptools") is None \
-                or self._tg is None \
+        if origin is None or self._tg is None \
                 or not LeanCalls.usable(session, transport, self.spec.headers):
             return None
         http = LeanHttp(*origin, dict(self.spec.headers), keepalive_s=KEEPALIVE_EXPIRY_S,
@@ -410,6 +411,7 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+    from icore.mcp._upstream_lean import not_taken_response
     from icore.mcp._upstream_sse import Answer, as_answer
 
     class Listening(httpx2.AsyncByteStream):
@@ -465,7 +467,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                 if resp.status_code == 404 and on_lost is not None:
                     on_lost()
                 if resp.status_code == 404 and request.method == "POST":
-                    resp = await _not_taken(request, resp)
+                    resp = await not_taken_response(request, resp,
+                                                    _method_and_id(request)[1])
             elif on_session is not None and request.method == "POST" \
                     and resp.status_code < 300:
                 on_session(bool(resp.headers.get("mcp-session-id")))
@@ -541,24 +544,6 @@ KEEPALIVE_EXPIRY_S = 1.0
 """How long the gateway keeps an idle connection to an HTTP upstream, seconds: below the
 servers' own idle timeouts (uvicorn's 5 s), so the gateway does not reuse a connection
 at the moment the server closes it."""
-
-
-async def _not_taken(request: Any, resp: Any) -> Any:
-    """A POST's 404 to our session id as the marked "not taken" JSON-RPC error.
-
-    The upstream does not know the session, so it never ran the request: the error
-    carries :data:`~icore.mcp._upstream_lean.NOT_TAKEN` and the request is resent in a
-    new session. A 404 to a resumption GET stays unmarked (the call may have run).
-    """
-    import httpx2
-    from mcp_types import INVALID_REQUEST
-
-    from icore.mcp._upstream_lean import NOT_TAKEN
-    await resp.aclose()
-    _, rid = _method_and_id(request)
-    return httpx2.Response(404, json={"jsonrpc": "2.0", "id": rid, "error": {
-        "code": INVALID_REQUEST, "message": "Session terminated",
-        "data": {NOT_TAKEN: True}}}, request=request)
 
 
 def _method_and_id(request: Any) -> tuple[str | None, Any]:

@@ -74,6 +74,23 @@ def not_taken_error() -> Exception:
     return MCPError(INVALID_REQUEST, "Session terminated", {NOT_TAKEN: True})
 
 
+async def not_taken_response(request: Any, resp: Any, rid: Any) -> Any:
+    """The SDK path: a POST's 404 to our session id as the marked "not taken" JSON-RPC error.
+
+    The upstream does not know the session, so it never ran the request: the error
+    carries :data:`NOT_TAKEN` and the request is resent in a
+    new session (``rid``: the request's JSON-RPC id). A 404 to a resumption GET stays
+    unmarked (the call may have run).
+    """
+    import httpx2
+    from mcp_types import INVALID_REQUEST
+
+    await resp.aclose()
+    return httpx2.Response(404, json={"jsonrpc": "2.0", "id": rid, "error": {
+        "code": INVALID_REQUEST, "message": "Session terminated",
+        "data": {NOT_TAKEN: True}}}, request=request)
+
+
 def not_taken(exc: BaseException) -> bool:
     """Whether ``exc`` is an error marked :data:`NOT_TAKEN` (the request may be resent)."""
     error = getattr(exc, "error", None)
@@ -138,6 +155,7 @@ class LeanCalls:
             pydantic.ValidationError: the result does not fit the protocol version.
         """
         version = session.protocol_version
+        checks = _checks()  # before sending: an ImportError now fails nothing that ran
         rid = f"icore-{next(_ids)}"
         params: dict[str, Any] = {"name": name, "arguments": dict(args)}
         if meta:
@@ -150,7 +168,7 @@ class LeanCalls:
         except anyio.get_cancelled_exc_class():  # its timeout, or the client gone
             self._abandoned(session, rid)
             raise
-        return _checked(raw, version)
+        return _checked(raw, version, checks)
 
     def _abandoned(self, session: Any, rid: str) -> None:
         """The call was abandoned before its answer: tell the upstream (as the SDK)."""
@@ -356,20 +374,34 @@ def _response(obj: Any, rid: str) -> Any:
                    f"to request {rid}")
 
 
-def _checked(raw: dict[str, Any], version: str) -> dict[str, Any]:
+def _checks() -> tuple[Callable[[Any], Any], Callable[[str, str], Any]]:
+    """The SDK's result checks :func:`_checked` applies.
+
+    Imported before a call is sent: an import failure must never fail a call the
+    upstream already ran.
+    """
+    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
+    return _clamp_inbound_ttl, _later_revision_fields
+
+
+def _checked(raw: dict[str, Any], version: str,
+             checks: tuple[Callable[[Any], Any], Callable[[str, str], Any]]
+             ) -> dict[str, Any]:
     """``raw`` as ``ClientSession.send_request`` hands on a ``tools/call`` result.
+
+    ``checks``: :func:`_checks`.
 
     Raises:
         pydantic.ValidationError: it does not fit ``version``'s ``CallToolResult``.
     """
-    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
     from mcp_types import methods
-    _clamp_inbound_ttl(raw)
+    clamp_inbound_ttl, later_revision_fields = checks
+    clamp_inbound_ttl(raw)
     try:
         methods.validate_server_result("tools/call", version, raw)
     except KeyError:
         pass
-    foreign = _later_revision_fields("tools/call", version)
+    foreign = later_revision_fields("tools/call", version)
     if not foreign.isdisjoint(raw):
         raw = {k: v for k, v in raw.items() if k not in foreign}
     return raw
@@ -396,6 +428,59 @@ def _fields(event: bytes) -> tuple[str, bytes, str | None, int | None]:
         elif field == b"retry" and value.isdigit():
             retry = int(value)
     return kind, b"\n".join(data), eid, retry
+
+
+POST_WRITER_PARAMS = ("self", "client", "write_stream_reader", "read_stream_writer",
+                      "write_stream", "start_get_stream", "tg")
+"""The parameters of the SDK's ``StreamableHTTPTransport.post_writer`` :func:`http_streams`
+passes (positionally)."""
+
+_unsupported: list[str] = []
+
+
+def lean_wanted(url: str) -> bool:
+    """Whether the calls to the HTTP upstream at ``url`` may go the lean way.
+
+    False when ``ICORE_MCP_LEAN=0`` (then nothing private of the SDK is used: its plain
+    ``streamable_http_client``), httptools is not installed, ``url`` is not plain
+    ``http://`` without a proxy (:func:`~icore.mcp._lean_http.lean_origin`), or this SDK
+    lacks what the lean path uses (:func:`lean_support`).
+    """
+    import importlib.util
+    import os
+
+    from icore.mcp._lean_http import lean_origin
+    return (os.environ.get("ICORE_MCP_LEAN", "1") != "0" and lean_origin(url) is not None
+            and importlib.util.find_spec("httptools") is not None and lean_support())
+
+
+def lean_support() -> bool:
+    """Whether the SDK's private parts the lean path uses are there, as it uses them.
+
+    :func:`http_streams` and :func:`_checked` rely on names the SDK does not export
+    (``_context_streams``, ``_compat.resync_tracer``, ``_clamp_inbound_ttl``,
+    ``_later_revision_fields``) and on ``post_writer``'s parameters; another SDK version
+    may lack them. False then (logged once): the upstream goes through the SDK's plain
+    ``streamable_http_client``, and no call fails for it after the upstream ran it.
+    """
+    if _unsupported:
+        return False
+    try:
+        import inspect
+
+        from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields  # noqa: F401
+        from mcp.client.streamable_http import StreamableHTTPTransport
+        from mcp.shared._compat import resync_tracer  # noqa: F401
+        from mcp.shared._context_streams import create_context_streams  # noqa: F401
+        params = tuple(inspect.signature(StreamableHTTPTransport.post_writer).parameters)
+        if params != POST_WRITER_PARAMS:
+            raise ImportError(f"StreamableHTTPTransport.post_writer{params}")
+    except ImportError as exc:
+        _unsupported.append(str(exc))
+        log.warning("the lean HTTP path is off: this MCP SDK lacks what it uses (%s); "
+                    "upstream calls go through the SDK's client", exc)
+        return False
+    return True
 
 
 @contextlib.asynccontextmanager
