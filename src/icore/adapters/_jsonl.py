@@ -57,7 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from icore._files import not_a_regular_file
-from icore.adapters._decision_check import check_record_line, checked_decision
+from icore.adapters._decision_check import (
+    check_record_line,
+    check_record_links,
+    checked_decision,
+)
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._trace import (
     MAX_STEP,
@@ -209,6 +213,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
+    check_record_links(planfence["records"], file=file)
+    records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
     if ann is not None:
@@ -247,8 +253,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         steps=tuple(steps),
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
-        planfence=PlanfenceLog(tuple(planfence["records"]), tuple(planfence["decisions"]))
-        if planfence["records"] or planfence["decisions"] else None,
+        planfence=PlanfenceLog(records, tuple(planfence["decisions"]))
+        if records or planfence["decisions"] else None,
     )
 
 
@@ -320,7 +326,7 @@ def _planfence_line(obj: Any, file: str, field: str, into: dict[str, list[Any]])
                            file=file, field=f"{field}.{extra[0]}")
     if "record" in obj:
         check_record_line(obj["record"], file=file, field=f"{field}.record")
-        into["records"].append(obj["record"])
+        into["records"].append((f"{field}.record", obj["record"]))
         return
     # the typed decision's own checks (icore.fence.DecisionEntry) and the importer's
     into["decisions"].append(checked_decision(obj["decision"], file=file,
