@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from icore.adapters import AdapterError, parse_jsonl
+from icore.adapters import AdapterError, parse_jsonl, parse_otlp
 
 R1, R2 = "1" * 64, "2" * 64
 _HEAD = {"run": {"id": "r1", "question": "q"}}
@@ -42,3 +42,70 @@ def test_cyclic_or_clashing_records_are_refused(rows: list[dict[str, Any]], fiel
 def test_a_repeated_record_line_and_an_outside_parent_still_read() -> None:
     t = parse_jsonl(_jsonl(_rec(R1, R2), _rec(R1, R2)), file="p.jsonl")
     assert t.planfence is not None and len(t.planfence.records) == 1
+
+
+def _otlp_agent(value: dict[str, Any]) -> str:
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "invoke_agent planner",
+            "startTimeUnixNano": "1000", "endTimeUnixNano": "2000",
+            "attributes": [{"key": "gen_ai.operation.name",
+                            "value": {"stringValue": "invoke_agent"}},
+                           {"key": "gen_ai.agent.name", "value": value}]}
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+
+
+@pytest.mark.parametrize("value", [
+    {"intValue": "7"}, {"arrayValue": {"values": [{"stringValue": "a"}]}},
+    {"kvlistValue": {"values": [{"key": "a", "value": {"stringValue": "b"}}]}},
+    {"boolValue": True}, {"doubleValue": 1.5},
+])
+def test_a_non_string_otlp_agent_name_is_refused(value: dict[str, Any]) -> None:
+    """D4: it was read as no name, and the agent's turns went to ``system``."""
+    with pytest.raises(AdapterError) as e:
+        parse_otlp(_otlp_agent(value), file="o.json")
+    assert e.value.field == "span cdcdcdcdcdcdcdcd ('invoke_agent planner').gen_ai.agent.name"
+    assert "must be a string" in str(e.value)
+
+
+def test_a_string_otlp_agent_name_still_reads() -> None:
+    t = parse_otlp(_otlp_agent({"stringValue": "planner"}), file="o.json")
+    assert "planner" in t.agents
+
+
+def test_a_phoenix_agent_name_map_is_refused() -> None:
+    span = {"name": "planner", "context": {"trace_id": "aa" * 16, "span_id": "22" * 8},
+            "parent_id": None, "span_kind": "AGENT",
+            "start_time": "2026-01-01T00:00:01+00:00", "end_time": "2026-01-01T00:00:02+00:00",
+            "status_code": "OK", "attributes": {"agent": {"name": {"x": 1}}}}
+    with pytest.raises(AdapterError) as e:
+        parse_otlp(json.dumps([span]), file="ph.json")
+    assert e.value.field.endswith(".agent.name"), e.value
+
+
+def _jaeger(tag: str) -> str:
+    return ('{"data": [{"traceID": "abc123", "spans": [{"traceID": "abc123", "spanID": "02",'
+            ' "operationName": "invoke_agent planner", "references": [], "startTime": 1,'
+            f' "duration": 5, "tags": [{tag}], "processID": "p1"}}],'
+            ' "processes": {"p1": {"serviceName": "svc", "tags": []}}}]}')
+
+
+@pytest.mark.parametrize(("tag", "words"), [
+    ('{"key": "x", "type": "float64", "value": NaN}', "nan is not JSON"),
+    ('{"key": "x", "type": "float64", "value": -Infinity}', "-inf is not JSON"),
+    ('{"key": "gen_ai.agent.name", "type": "int64", "value": "planner"}', "an integer"),
+    ('{"key": "x", "type": "bool", "value": "maybe"}', "true or false"),
+    ('{"key": "x", "type": "int64", "value": true}', "an integer"),
+    ('{"key": "x", "type": "string", "value": 5}', "a string"),
+])
+def test_jaeger_nan_tokens_and_mistyped_tags_are_refused(tag: str, words: str) -> None:
+    """D6: a bare NaN token was accepted; D4: an int64 tag holding a name was the name."""
+    with pytest.raises(AdapterError) as e:
+        parse_otlp(_jaeger(tag), file="jg.json")
+    assert words in str(e.value), e.value
+
+
+def test_well_typed_jaeger_tags_still_read() -> None:
+    tags = ('{"key": "gen_ai.agent.name", "type": "string", "value": "planner"}, '
+            '{"key": "n", "type": "int64", "value": 3}, '
+            '{"key": "f", "type": "float64", "value": 2}, '
+            '{"key": "b", "type": "bool", "value": false}')
+    assert parse_otlp(_jaeger(tags), file="jg.json").steps

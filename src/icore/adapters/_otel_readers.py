@@ -7,6 +7,7 @@ OTLP JSON, Phoenix, Langfuse and Jaeger span exports into :class:`OtelSpan` list
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -226,15 +227,37 @@ def _jaeger_tags(tags: Any, file: str, where: str) -> dict[str, Any]:
 
     Raises:
         AdapterError: a tag without a non-empty string key (it was dropped silently,
-            issue 29), naming it.
+            issue 29), naming it; a ``NaN``/``Infinity`` value (not JSON, QA r8-bad D6);
+            a value that is not of the tag's own ``type`` (``string``/``binary``: a
+            string, ``bool``: a boolean, ``int64``: an integer, ``float64``: a number;
+            an ``int64`` tag holding ``"planner"`` was read as that name, D4).
     """
     out: dict[str, Any] = {}
     for i, t in enumerate(_list(tags, file, where)):
         if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
             raise AdapterError("a tag needs a non-empty string 'key'", file=file,
                                field=f"{where}[{i}].key")
-        out[t["key"]] = t.get("value")
+        v = t.get("value")
+        typ = t.get("type")
+        typ = typ.lower() if isinstance(typ, str) else ""
+        want = _JAEGER_TYPES.get(typ)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise AdapterError(f"{v!r} is not JSON (NaN/Infinity tokens are refused)",
+                               file=file, field=f"{where}[{i}].value")
+        if want is not None and v is not None and (
+                not isinstance(v, want) or (isinstance(v, bool) and want is not bool)):
+            raise AdapterError(f"a tag of type {typ} must hold {_JAEGER_WORDS[typ]}, "
+                               f"not {type(v).__name__} {str(v)[:40]!r}", file=file,
+                               field=f"{where}[{i}].value")
+        out[t["key"]] = v
     return out
+
+
+_JAEGER_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "binary": str, "bool": bool, "int64": int, "float64": (int, float)}
+"""The Python type of each Jaeger tag ``type`` (:func:`_jaeger_tags`)."""
+_JAEGER_WORDS = {"string": "a string", "binary": "a string", "bool": "true or false",
+                 "int64": "an integer", "float64": "a number"}
 
 
 def _jaeger_spans(traces: Sequence[Any], file: str, where: str, *,
