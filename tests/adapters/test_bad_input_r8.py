@@ -4,12 +4,21 @@ field, and what was expected."""
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from icore.adapters import AdapterError, parse_jsonl, parse_otlp
+from icore.adapters import (
+    AdapterError,
+    audit_path,
+    load_jsonl,
+    parse_jsonl,
+    parse_otlp,
+    parse_who_and_when_data,
+)
 
 R1, R2 = "1" * 64, "2" * 64
 _HEAD = {"run": {"id": "r1", "question": "q"}}
@@ -109,3 +118,41 @@ def test_well_typed_jaeger_tags_still_read() -> None:
             '{"key": "f", "type": "float64", "value": 2}, '
             '{"key": "b", "type": "bool", "value": false}')
     assert parse_otlp(_jaeger(tags), file="jg.json").steps
+
+
+@pytest.mark.parametrize(("text", "field", "words"), [
+    (_jsonl().replace(json.dumps(_HEAD) + "\n", "") + "\n" + json.dumps(_HEAD),
+     "line 3.run", "before the steps (the first step is line 1)"),
+    (json.dumps(_HEAD) + "\n" + _jsonl(), "line 2.run",
+     "a second run header (the first is line 1)"),
+    (_jsonl().replace('"content": "x"', '"content": null'), "line 3.content", "or null"),
+])
+def test_jsonl_headers_out_of_place_and_null_content_are_named(text: str, field: str,
+                                                                  words: str) -> None:
+    """D7: was ``line 3.agent: missing field`` (the header read as a step)."""
+    with pytest.raises(AdapterError) as e:
+        parse_jsonl(text, file="h.jsonl")
+    assert e.value.field == field and words in str(e.value), e.value
+
+
+def test_a_bom_is_dropped_and_gzip_is_named(tmp_path: Path) -> None:
+    """D8: a BOM was "decode using utf-8-sig" (a Python hint); gzip was "not UTF-8"."""
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + _jsonl().encode())
+    assert load_jsonl(bom).id == "r1"
+    assert parse_jsonl("\ufeff" + _jsonl()).id == "r1"
+    for name in ("gz.jsonl", "gz.otlp.json"):
+        gz = tmp_path / name
+        gz.write_bytes(gzip.compress(_jsonl().encode()))
+        with pytest.raises(AdapterError) as e:
+            audit_path(gz)
+        assert "gzip-compressed" in str(e.value) and e.value.field == "<root>", e.value
+
+
+def test_who_and_when_with_both_outcome_fields_is_named() -> None:
+    """D20: was ``history[0].name: missing field`` (read as a CaptainAgent run)."""
+    run = {"is_corrected": True, "is_correct": False, "question": "q",
+           "history": [{"role": "human", "content": "q"}]}
+    with pytest.raises(AdapterError) as e:
+        parse_who_and_when_data(run, file="w.json")
+    assert e.value.field == "is_correct" and "both outcome fields" in str(e.value)
