@@ -156,3 +156,23 @@ def test_who_and_when_with_both_outcome_fields_is_named() -> None:
     with pytest.raises(AdapterError) as e:
         parse_who_and_when_data(run, file="w.json")
     assert e.value.field == "is_correct" and "both outcome fields" in str(e.value)
+
+
+def test_lenient_values_the_docs_refuse_are_refused() -> None:
+    """D11: a string boolValue decided ``icore.paused``; a Phoenix status 5 and a
+    Langfuse level 3 were read as a status."""
+    with pytest.raises(AdapterError, match="boolValue is not a boolean"):
+        parse_otlp(_otlp_agent({"boolValue": "true"}).replace(
+            '"gen_ai.agent.name"', '"icore.paused"'), file="o.json")
+    span = {"name": "planner", "context": {"trace_id": "aa" * 16, "span_id": "22" * 8},
+            "parent_id": None, "span_kind": "AGENT", "status_code": 5,
+            "start_time": "2026-01-01T00:00:01+00:00", "end_time": "2026-01-01T00:00:02+00:00",
+            "attributes": {"agent": {"name": "planner"}}}
+    with pytest.raises(AdapterError) as e:
+        parse_otlp(json.dumps([span]), file="ph.json")
+    assert e.value.field.endswith("status_code"), e.value
+    obs = {"id": "t", "observations": [{"id": "o1", "type": "AGENT", "name": "a", "level": 3,
+                                        "startTime": "2026-01-01T00:00:01Z"}]}
+    with pytest.raises(AdapterError) as e:
+        parse_otlp(json.dumps(obs), file="lf.json")
+    assert e.value.field.endswith("observations[0].level"), e.value

@@ -171,7 +171,7 @@ def _phoenix_span(sp: Any, file: str, w: str) -> OtelSpan:
         parent_id=_hex_id(sp.get("parent_id"), 8, file, f"{w}.parent_id", optional=True),
         name=name, kind=kind, start_ns=_ns(sp.get("start_time"), file, f"{w}.start_time"),
         end_ns=_ns(sp.get("end_time"), file, f"{w}.end_time"), attributes=flat,
-        events=events, status=str(sp.get("status_code") or "UNSET").upper(),
+        events=events, status=_phoenix_status(sp.get("status_code"), file, w),
         status_message=str(sp.get("status_message") or ""))
 
 
@@ -212,7 +212,11 @@ def _langfuse_span(o: Any, file: str, w: str, trace_id: str = "") -> OtelSpan:
         attrs.setdefault(N.OI_MODEL, str(o["model"]))
     if kind == "AGENT":
         attrs.setdefault(N.AGENT_NAME, str(o.get("name") or ""))
-    level = str(o.get("level") or "DEFAULT").upper()
+    level = o.get("level") or "DEFAULT"
+    if not isinstance(level, str) or level.upper() not in _LANGFUSE_LEVELS:
+        raise AdapterError(f"level must be one of {', '.join(_LANGFUSE_LEVELS)}, not "
+                           f"{str(level)[:40]!r}", file=file, field=f"{w}.level")
+    level = level.upper()
     return OtelSpan(
         trace_id=str(o.get("traceId") or trace_id), span_id=o["id"],
         parent_id=str(o.get("parentObservationId") or ""), name=str(o.get("name") or typ),
@@ -220,6 +224,23 @@ def _langfuse_span(o: Any, file: str, w: str, trace_id: str = "") -> OtelSpan:
         end_ns=_ns(o.get("endTime"), file, f"{w}.endTime"), attributes=attrs,
         status="ERROR" if level == "ERROR" else "OK",
         status_message=str(o.get("statusMessage") or ""))
+
+
+_LANGFUSE_LEVELS = ("DEBUG", "DEFAULT", "WARNING", "ERROR")
+"""A Langfuse observation's levels (a number or another word was read as OK)."""
+
+
+def _phoenix_status(v: Any, file: str, where: str) -> str:
+    """A Phoenix span's ``status_code``: ``OK``, ``ERROR`` or ``UNSET`` (any case).
+
+    Raises:
+        AdapterError: anything else (``5`` was read as a status, QA r8-bad D11).
+    """
+    s = "UNSET" if v is None or v == "" else v
+    if not isinstance(s, str) or s.upper() not in ("OK", "ERROR", "UNSET"):
+        raise AdapterError(f"status_code must be OK, ERROR or UNSET, not {str(v)[:40]!r}",
+                           file=file, field=f"{where}.status_code")
+    return s.upper()
 
 
 def _jaeger_tags(tags: Any, file: str, where: str) -> dict[str, Any]:

@@ -71,9 +71,8 @@ def _any(v: Any, file: str, where: str) -> Any:
     if k in ("boolValue", "bool_value"):
         if isinstance(x, bool):
             return x
-        if x in ("true", "false"):
-            return x == "true"
-        raise AdapterError(f"boolValue is not a boolean: {x!r}", file=file,
+        # a string ("true") is not OTLP/JSON's bool; read as one, it decided icore.paused
+        raise AdapterError(f"boolValue is not a boolean (true or false): {x!r}", file=file,
                            field=where)
     if k in ("intValue", "int_value"):  # int64 (a decimal string in OTLP/JSON)
         return integer(x, file=file, field=where, lo=-(2**63), hi=2**63 - 1)
