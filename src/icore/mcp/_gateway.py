@@ -37,11 +37,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from icore.errors import IcoreError
+from icore.errors import IcoreError, redact
 from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
-from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, url_problem
 from icore.mcp._gateway_order import Wire
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
@@ -87,6 +87,11 @@ class Gateway:
         require("mcp.server", "mcp", feature="icore mcp")
         self.manifest = manifest
         self._resources = _Resources(self, self._client_key)
+        for n, s in manifest.upstreams.items():  # said at load, not as "unreachable"
+            if s.command is not None and not (cwd := manifest.resolve(s.cwd or ".")).is_dir():
+                raise manifest.error(f"cwd {cwd} is not a folder ("
+                                     f"{'it is a file' if cwd.exists() else 'not found'})",
+                                     "upstreams", n, "cwd")
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
                         if s.command is not None else s,
@@ -121,6 +126,11 @@ class Gateway:
                     raise manifest.error(f"otel file {fp} is not a regular file (a folder "
                                          "or a device)", "otel")
                 ep = "file:" + str(fp)
+            else:
+                why = url_problem(ep) if re.match(r"^https?://", ep) else \
+                    "use an http(s):// OTLP collector URL or file:PATH"
+                if why is not None:
+                    raise manifest.error(f"{redact(ep)!r}: {why}", "otel")
             self.otel = OtelExporter(endpoint=ep)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
