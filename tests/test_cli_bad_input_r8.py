@@ -60,3 +60,22 @@ def test_flags_that_cannot_apply_are_usage_errors(tmp_path: Path,
     code, out = _invoke(*args)
     assert code == 2 and flag in out and words in out, out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_loading_is_one_line_and_exit_130(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """D22: Ctrl-C in the first second of ``icore run`` (modules loading) printed a
+    KeyboardInterrupt traceback."""
+    import sys
+
+    import icore.cli as cli
+
+    def interrupted(**_kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_register_all", interrupted)
+    monkeypatch.setattr(sys, "argv", ["icore", "run", "run.yaml"])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    assert e.value.code == 130
+    assert capsys.readouterr().err == "interrupted\n"
