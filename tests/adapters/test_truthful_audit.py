@@ -1,7 +1,8 @@
 """The audit of a recorded run tells the truth (issue 28 item 6; QA reports).
 
 - an answer with nothing to check it against is *not checked*, not wrong (``answer_check``);
-- a turn asking for a tool with other arguments is no repeat (``output_evidence``);
+- a turn asking for a tool with other arguments, or for a call that was answered, is no
+  repeat (``output_evidence``);
 - one call's replan supersedes its own plan (``plan_id``), never another call's;
 - a framework tool's plain output is evidence;
 - the recorder writes data, not Python reprs.
@@ -155,15 +156,24 @@ def test_same_text_other_arguments_is_no_repeat() -> None:
     assert _repeats(r) == [] and r.summary().hard_flags == 0
 
 
-def test_retry_after_a_refusal_is_no_repeat_but_a_real_repeat_is() -> None:
-    """The same call again after it was refused is a retry on new information; the same
-    call again after it succeeded still repeats an observation (hard flag)."""
+def test_a_call_asked_again_after_its_answer_is_no_repeat_but_a_real_repeat_is() -> None:
+    """The same call again after it was refused is a retry on new information; after it
+    ran (a re-read of an unchanged fact, a second identical shipment: QA r8-ag2mcp D1) it
+    acts on the environment again, no repeated report. The same call asked again with
+    no answer in between, and the same text twice, still repeat (hard flag)."""
     retry = _run(TASK, _turn({"room_id": "R1"}), _tool("BLOCKED: not_read", 1),
                  _turn({"room_id": "R1"}), _tool('{"floor": 1}'), _end("done"))
     assert _repeats(retry) == []
-    loop = _run(TASK, _turn({"room_id": "R1"}), _tool('{"floor": 1}'),
-                _turn({"room_id": "R1"}), _tool('{"floor": 1}'), _end("done"))
-    assert len(_repeats(loop)) == 1 and loop.summary().hard_flags == 1
+    again = _run(TASK, _turn({"room_id": "R1"}), _tool('{"floor": 1}'),
+                 _turn({"room_id": "R1"}), _tool('{"floor": 1}'), _end("done"))
+    assert _repeats(again) == [] and again.summary().hard_flags == 0
+    unanswered = _run(TASK, _turn({"room_id": "R1"}), _turn({"room_id": "R1"}),
+                      _tool('{"floor": 1}'), _end("done"))
+    assert len(_repeats(unanswered)) == 1 and unanswered.summary().hard_flags == 1
+    said = {"agent": "booker", "kind": "output", "content": "R1 is on floor 1"}
+    twice = _run(TASK, _turn({"room_id": "R1"}), _tool('{"floor": 1}'), said, said,
+                 _end("done"))
+    assert len(_repeats(twice)) == 1 and twice.summary().hard_flags == 1
 
 
 def _order(text: str) -> dict[str, Any]:

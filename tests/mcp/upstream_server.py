@@ -38,8 +38,10 @@ def book(city: str, price: int) -> str:
 @mcp.tool()
 def echo(text: str, ctx: Context) -> str:
     """Echo text back."""
-    client = getattr(ctx.request_context.request, "client", None)  # HTTP: the peer
-    _log("echo", {"text": text}, peer=None if client is None else client.port)
+    request = ctx.request_context.request
+    client = getattr(request, "client", None)  # HTTP: the peer and its client software
+    _log("echo", {"text": text}, peer=None if client is None else client.port,
+         agent=None if request is None else request.headers.get("user-agent"))
     return text
 
 

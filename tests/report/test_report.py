@@ -159,3 +159,23 @@ def test_index(magentic: dict[str, Any], tmp_path: Path) -> None:
     assert "bad.json" in idx.read_text(encoding="utf-8")
     plain = render_index(IndexView("t", ("run",), (IndexRow("a", "a.html", ()),)), tmp_path)
     assert plain.exists()
+
+
+def test_templates_compiled_once_for_many_reports(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports of many runs (a Collector file of 3,000 traces) compile each template
+    once per process, not once per report."""
+    import jinja2
+
+    compiled: list[str | None] = []
+    real = jinja2.Environment.compile
+
+    def counting(self: jinja2.Environment, source: Any, name: str | None = None,
+                 *args: Any, **kwargs: Any) -> Any:
+        compiled.append(name)
+        return real(self, source, name, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    for i in range(4):
+        render_report(RunView(id=f"r{i}", title="t"), tmp_path)
+    assert compiled.count("run.html.j2") <= 1

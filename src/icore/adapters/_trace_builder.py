@@ -520,17 +520,19 @@ class _StepReader(_XWriter):
     def on_tool_output(self, s: Step) -> None:
         """Record a tool output as an event and submit the pending code output with it.
 
-        A failed or refused tool output of an agent whose last turn asked for recorded
-        tool calls (``calls``) makes asking for the same calls again no repeat.
+        A tool output answering an agent whose last turn asked for recorded tool calls
+        (``calls``) makes asking for the same calls again no repeat: the call ran, failed
+        or was refused, so asking again is a new action (a re-read, a second shipment, a
+        retry), no report made already. Asked again unanswered, they still repeat.
         """
         facts = tool_facts(s.content, s.exitcode, plain=self.trace.family == JSONL)
         ev = self.event(s, "tool_output", s.agent, **facts)
         if not facts["error"] and not facts["empty"]:
             self.evidence += 1
-        asked = self.call_digest.pop(self.agent(s.agent), None) if facts["error"] else None
+        asked = self.call_digest.pop(self.agent(s.agent), None)
         if asked is not None:
-            # the agent's recorded tool call failed or was refused: asking for the same
-            # call again is a retry on new information (the refusal), not a repeat
+            # the agent's recorded tool call was answered: asking for the same call again
+            # acts on the environment again (QA r8-ag2mcp D1), it repeats no report
             self.seen_digests.get(self.agent(s.agent), set()).discard(asked)
         if self.pending_code is not None:
             self.finish_code((ev,))

@@ -40,7 +40,7 @@ from icore.mcp._facts import (
 )
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved
-from icore.mcp._gateway_forward import call_raw, forward_meta, is_error, result_text
+from icore.mcp._gateway_forward import forward_meta, is_error, result_text
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
@@ -216,7 +216,7 @@ class _ToolCalls:
 
         async def forward(**a: Any) -> Any:
             reached.append(True)
-            return await u.request("tools/call", lambda s: call_raw(
+            return await u.request("tools/call", lambda s: u.call_tool(
                 s, route.name, a, forward_meta(params.meta)))
 
         try:

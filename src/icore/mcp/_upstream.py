@@ -7,16 +7,20 @@ the upstream's ``timeout_s`` fails with :class:`UpstreamError` (the SDK cancels 
 upstream); a crashed upstream fails the requests in flight, is marked down and is
 reconnected (a stdio server relaunched) on the next request; one that exited while idle
 (its receive stream ended, :meth:`Upstream.alive`) is relaunched before the next request
-instead of failing it. Other upstreams and other sessions are unaffected.
+instead of failing it. Other upstreams and other sessions are unaffected. Over HTTP a
+forwarded ``tools/call`` is posted directly in the SDK session's MCP session
+(:mod:`icore.mcp._upstream_lean`, :meth:`Upstream.call_tool`), still bounded and retried
+by :meth:`Upstream.request`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -88,6 +92,8 @@ class Upstream:
         """HTTP: the connection's ``httpx2.AsyncClient`` (:func:`keepalive_http_client`)."""
         self._inbox: Any = None
         """The connection's receive stream (its end: the upstream exited or closed it)."""
+        self._lean: tuple[Any, Any] | None = None
+        """HTTP: ``(session, LeanCalls)`` when its ``tools/call`` go the lean way."""
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -119,7 +125,8 @@ class Upstream:
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
         from mcp.client import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
-        from mcp.client.streamable_http import streamable_http_client
+
+        from icore.mcp._upstream_lean import http_streams
 
         spec = self.spec
         started = False
@@ -142,12 +149,14 @@ class Upstream:
                                                        on_session=self._session_id)
                         await stack.enter_async_context(client)
                         self.http_client = client
-                        r, w = await stack.enter_async_context(
-                            streamable_http_client(spec.url, http_client=client))
+                        http, inject, r, w = await stack.enter_async_context(
+                            http_streams(spec.url, client))
                     session = ClientSession(r, w, message_handler=self._handler)
                     await stack.enter_async_context(session)
                     with anyio.fail_after(max(spec.timeout_s, CONNECT_TIMEOUT_S)):
                         init = await session.initialize()
+                    if spec.url is not None:
+                        self._lean = self._lean_calls(session, http, inject, stack)
                     self.capabilities = init.capabilities
                     self.instructions = init.instructions
                     self.session = session
@@ -168,11 +177,60 @@ class Upstream:
         finally:
             if not started or self.generation == mine:  # not a newer connection's state
                 self.session = None
+                self._lean = None
                 self._inbox = None
                 self._watching(False)
             if not started:
                 with contextlib.suppress(RuntimeError):
                     task_status.started(None)
+
+    def _lean_calls(self, session: Any, transport: Any, inject: Any,
+                    stack: contextlib.AsyncExitStack) -> tuple[Any, Any] | None:
+        """``(session, LeanCalls)`` for this HTTP connection, or None (the SDK's way).
+
+        None when ``ICORE_MCP_LEAN=0``, httptools is not installed, the URL is not plain
+        ``http://`` without a proxy
+        (:func:`~icore.mcp._lean_http.lean_origin`), or the session cannot
+        (:meth:`~icore.mcp._upstream_lean.LeanCalls.usable`).
+        """
+        from icore.mcp._lean_http import LeanHttp, lean_origin
+        from icore.mcp._upstream_lean import LeanCalls
+        origin = lean_origin(self.spec.url or "")
+        if os.environ.get("ICORE_MCP_LEAN", "1") == "0" or origin is None \
+                or importlib.util.find_spec("httptools") is None \
+                or self._tg is None \
+                or not LeanCalls.usable(session, transport, self.spec.headers):
+            return None
+        http = LeanHttp(*origin, dict(self.spec.headers), keepalive_s=KEEPALIVE_EXPIRY_S,
+                        drain_s=DRAIN_S)
+        stack.callback(http.close)
+        return session, LeanCalls(http, transport, inject.send, self._lost,
+                                  (TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT),
+                                  self._tg.start_soon)
+
+    async def call_tool(self, session: Any, name: str, args: Mapping[str, Any], meta: Any
+                        ) -> dict[str, Any]:
+        """``tools/call`` at the upstream in ``session``; the result as the wire dict.
+
+        Over the lean path when this connection has one (HTTP), else the SDK's
+        (:func:`~icore.mcp._gateway_forward.call_raw`). Run it inside :meth:`request`.
+
+        Raises:
+            MCPError: the upstream's JSON-RPC error, or a failed exchange.
+        """
+        from icore.mcp._gateway_forward import call_raw
+        lean = self._lean
+        if lean is not None and lean[0] is session:
+            from icore.mcp._upstream_lean import NotTaken
+            try:
+                out: dict[str, Any] = await lean[1].call(session, name, args, meta)
+                out.setdefault("resultType", "complete")  # as call_raw
+                return out
+            except NotTaken as exc:  # a redirect: the SDK's client follows it
+                log.warning("upstream %s redirected a tools/call (%s); its calls go "
+                            "through the SDK's client from now on", self.name, exc)
+                self._lean = None
+        return await call_raw(session, name, args, meta)
 
     async def connect(self) -> Any:
         """The live client session, connecting (or relaunching) first when down.

@@ -20,9 +20,12 @@ record a run waiting for a human), so ``icore audit`` reports it paused.
 
 from __future__ import annotations
 
+import ast
 import contextvars
 import json
+import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from ag2 import Middleware
@@ -32,6 +35,7 @@ from ag2.middleware import BaseMiddleware
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
+from icore.integrations._refusals import read_refusal, record_tool_result
 from icore.integrations._run_end import RunEnd
 from icore.integrations._trace_data import plain_data
 from icore.integrations.ag2._human import WATCHED
@@ -188,16 +192,67 @@ class _AgentRecording(BaseMiddleware):
             CALLING_AGENT.reset(token)
         rec = self.chat.recorder
         if not refused and event.name not in rec.fenced_tools:
-            rec.tool_call(self.agent, event.name, _args(event.arguments), _text(result),
-                          error=isinstance(result, ToolErrorEvent))
+            error = isinstance(result, ToolErrorEvent)
+            # an ``icore mcp`` gateway's refusal (AG2's MCPToolkit): a blocked call
+            record_tool_result(rec, self.agent, event.name, _args(event.arguments),
+                               gateway_text(result, event.name) if error else _text(result),
+                               error=error)
         return result
 
 
-def _args(raw: str) -> Any:
+def _args(raw: str) -> dict[str, Any]:
+    """The model's arguments as given: its JSON object, else ``{"raw": <its text>}``.
+
+    Text that is not JSON, or JSON that is not an object (an array, a string, a number:
+    QA r8-ag2mcp D8), is kept as the model sent it; AG2 answers such a call itself.
+    """
     try:
-        return json.loads(raw or "{}")
+        args = json.loads(raw or "{}")
     except json.JSONDecodeError:
         return {"raw": raw}
+    return args if isinstance(args, dict) else {"raw": raw}
+
+
+def gateway_text(result: Any, tool: str) -> str:
+    """The text of a tool error; the gateway's refusal text when it is one.
+
+    AG2's ``MCPToolkit`` turns an MCP ``isError`` result into ``RuntimeError(str(result))``:
+    the text the model reads is the result's repr. Its text items (``TextContent(...,
+    text='...')``) are read back; when they are a PlanFence refusal naming ``tool``
+    (:func:`~icore.integrations._refusals.read_refusal`), that text is the call's result,
+    else the error's own text.
+    """
+    shown = _text(result)
+    error = getattr(result, "error", None)
+    if not isinstance(error, RuntimeError):
+        return shown
+    items = mcp_text_items(str(error))
+    return items if items and read_refusal(items, tool) is not None else shown
+
+
+_TEXT_ITEM = re.compile(r"TextContent\((?:[^()]*?, )?text=(?=['\"])")
+
+
+def mcp_text_items(repr_text: str) -> str:
+    """The text items of an MCP result's repr (``TextContent(..., text='...')``), joined.
+
+    Each item's text is a Python string literal, read with :func:`ast.literal_eval`
+    (never evaluated as code); an item that does not read is skipped. ``""``: none.
+    """
+    out: list[str] = []
+    for m in _TEXT_ITEM.finditer(repr_text):
+        start = i = m.end()
+        quote = repr_text[start]
+        i += 1
+        while i < len(repr_text) and repr_text[i] != quote:
+            i += 2 if repr_text[i] == "\\" else 1
+        try:
+            item = ast.literal_eval(repr_text[start:i + 1])
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(item, str):
+            out.append(item)
+    return "\n".join(out)
 
 
 def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
@@ -207,13 +262,20 @@ def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
         recorder: where the run goes.
         agents: ``ag2.Agent`` objects; each gets one recording middleware.
 
+    Idempotent: an agent this ``recorder`` records already keeps its one middleware (a
+    set-up cell run twice, a helper that records the agents it builds and the app
+    recording them again), so no event is recorded twice; agents recorded already share
+    their :class:`ChatRecorder` (one run, one end) with the agents added now.
+
     Returns:
         The shared :class:`ChatRecorder`.
 
     Raises:
         IntegrationError: ``recorder`` is not a :class:`~icore.integrations.RunRecorder`;
             no agent is given (nothing would be recorded); an argument is not an
-            ``ag2.Agent`` (no ``add_middleware``). Each names the fix.
+            ``ag2.Agent`` (no ``add_middleware``); an agent is recorded already into
+            another recorder (its events would go to both, the fenced tools' gate
+            decisions to one). Each names the fix; nothing is added then.
     """
     if not isinstance(recorder, RunRecorder):
         raise IntegrationError("record_agents needs a RunRecorder first", framework="ag2",
@@ -224,13 +286,38 @@ def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
                                "recorded", framework="ag2",
                                fix="record_agents(rec, agent) with every ag2.Agent of the "
                                "run (record_agents(rec, alice, bob))")
-    chat = ChatRecorder(recorder)
     for a in agents:
-        add = getattr(a, "add_middleware", None)
-        if not callable(add):
+        if not callable(getattr(a, "add_middleware", None)):
             raise IntegrationError("record_agents needs ag2.Agent objects", framework="ag2",
                                    got=type(a).__name__,
                                    fix="pass the agent objects, not their names: "
                                    "record_agents(rec, alice, bob)")
-        add(chat.middleware(str(a.name)))
+    known = {id(a): _recorded_by(a) for a in agents}
+    for a in agents:
+        other = known[id(a)]
+        if other is not None and other.recorder is not recorder:
+            raise IntegrationError(
+                f"agent {a.name!r} is recorded already, into another RunRecorder "
+                f"({other.recorder.run_id!r}): one run, one recorder per agent",
+                framework="ag2", agent=str(a.name),
+                fix="record each agent once: keep the first record_agents(...) or build "
+                "the agent again for a new recorder")
+    chat = next((c for c in known.values() if c is not None), None) or \
+        ChatRecorder(recorder)
+    for a in agents:
+        if known[id(a)] is None:  # recorded already by this recorder: nothing to add
+            a.add_middleware(chat.middleware(str(a.name)))
+            known[id(a)] = chat
     return chat
+
+
+def _recorded_by(agent: Any) -> ChatRecorder | None:
+    """The :class:`ChatRecorder` whose middleware records ``agent`` already, if any."""
+    for entry in getattr(agent, "middleware", None) or ():
+        m = getattr(entry, "middleware", entry)
+        options = getattr(m, "options", None)
+        if getattr(m, "cls", None) is _AgentRecording and isinstance(options, Mapping):
+            chat = options.get("chat")
+            if isinstance(chat, ChatRecorder):
+                return chat
+    return None

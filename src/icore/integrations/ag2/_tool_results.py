@@ -40,6 +40,26 @@ class Result:
             self.content = "\n".join(str(getattr(p, "content", p)) for p in parts)
 
 
+def said(event: ToolErrorEvent) -> str:
+    """The text the model reads of a tool error (its result's parts joined)."""
+    parts = getattr(getattr(event, "result", None), "parts", None) or []
+    text = "\n".join(str(getattr(p, "content", p)) for p in parts).strip()
+    return text or f"{type(event.error).__name__}: {event.error}"
+
+
+def given_args(event: ToolCallEvent) -> dict[str, Any]:
+    """The model's arguments as given: its JSON object, else ``{"raw": <its text>}``.
+
+    Arguments that are not JSON, or JSON but not an object (an array, a string, a
+    number), are kept as the model's text, so a trace line always holds an object.
+    """
+    try:
+        args = event.serialized_arguments
+    except json.JSONDecodeError:
+        return {"raw": event.arguments}
+    return args if isinstance(args, dict) else {"raw": event.arguments}
+
+
 def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
     """A tool error whose text (what the model reads) is ``text``, without a traceback."""
     return ToolErrorEvent(parent_id=event.id, name=event.name, error=error,
@@ -103,15 +123,6 @@ def model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEve
         return ToolErrorEvent.from_call(event, error=IntegrationError(
             f"the arguments of {name} must be a JSON object", tool=name))
     return args
-
-
-def is_json(event: ToolCallEvent) -> bool:
-    """Whether the call's arguments parse as JSON."""
-    try:
-        event.serialized_arguments  # noqa: B018 (parses the model's JSON)
-    except json.JSONDecodeError:
-        return False
-    return True
 
 
 def with_args(event: ToolCallEvent, args: dict[str, Any], original: dict[str, Any]

@@ -88,10 +88,11 @@ from icore.integrations.ag2._human_answers import (
 from icore.integrations.ag2._tool_results import (
     Result,
     blocked,
+    given_args,
     invalid,
-    is_json,
     model_args,
     never,
+    said,
     setup_error,
     stopped_message,
     with_args,
@@ -107,6 +108,9 @@ from icore.workspace import (
 )
 from icore.workspace import Agent as TeamAgent
 
+INVALID_ARGUMENTS = "invalid_arguments"
+"""The reason of a fenced call refused for arguments that do not fit the tool's schema (as
+the ``icore mcp`` gateway names it)."""
 CALLING_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "icore_ag2_calling_agent", default=None)
 """The agent whose turn is running (set by :func:`~icore.integrations.ag2.record_agents`'
@@ -265,15 +269,34 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         per_call.agent = who
         return per_call
 
+    def caller() -> str:
+        """The agent whose turn calls the tool (as :func:`record_agents` sees it)."""
+        return CALLING_AGENT.get() or (team.name if team is not None else
+                                       agent if isinstance(agent, str) else "executor")
+
+    def unfit(event: ToolCallEvent, error: ToolErrorEvent) -> ToolErrorEvent:
+        """Arguments that do not fit the schema: a call refused before the gate.
+
+        Recorded as a blocked protected action (policy ``before the gate``), whether or
+        not the tool's calls were gated before (QA r8-ag2mcp D6); ``error`` goes on.
+        """
+        rec = _run_recorder(recorder, name)
+        if rec is not None:
+            text = said(error)
+            refused_call(rec, caller(), name, given_args(event),
+                         f"BLOCKED: {INVALID_ARGUMENTS}: {text}", reason=INVALID_ARGUMENTS,
+                         detail=text)
+        return error
+
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
-            return args
+            return unfit(event, args)
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
-            return invalid(event, name, norm, args, exc)
+            return unfit(event, invalid(event, name, norm, args, exc))
         turn = turns.of.get(event.id, event.id)
         wanted = asked_request(team, guard, name, context, event, norm_args, turn)
 
@@ -309,7 +332,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         reached_gate()
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
-            return args
+            return unfit(event, args)
         asked = was_asked(context)
         fresh: list[Any] = []
         variables = getattr(context, "variables", None)
@@ -361,10 +384,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         rec = _run_recorder(recorder, name)
         if rec is None:
             return
-        args = event.serialized_arguments if is_json(event) else {"raw": event.arguments}
-        who = CALLING_AGENT.get() or (team.name if team is not None else
-                                      agent if isinstance(agent, str) else "executor")
-        refused_call(rec, who, name, args if isinstance(args, dict) else {"raw": args},
+        refused_call(rec, caller(), name, given_args(event),
                      f"BLOCKED: {REJECTED}: {Result(result).content}", reason=REJECTED,
                      policy="approval", ran=False, answered_by="human", decision="reject")
 

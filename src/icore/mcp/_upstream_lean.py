@@ -1,0 +1,403 @@
+"""A forwarded ``tools/call`` posted to a streamable-HTTP upstream directly (#25 item 7).
+
+The SDK's client sends a request through its dispatcher, two memory streams, a task per
+POST and ``httpx2`` (with the pure-Python ``h11`` parser); that was about 40% of the
+gateway's CPU per forwarded call over HTTP. Here the gateway writes the same POST itself
+(:class:`~icore.mcp._lean_http.LeanHttp`: one pooled keep-alive connection, ``httptools``)
+in the MCP session the SDK initialised (its ``Mcp-Session-Id`` and the negotiated
+``MCP-Protocol-Version``, the headers the SDK sends with a ``tools/call``) and reads the
+answer itself: JSON, or an SSE stream. Everything else (``initialize``, listing,
+resources, notifications, the GET stream) stays on the SDK's session.
+
+What the SDK does with the answer is kept:
+
+- the result is checked against the negotiated protocol version (``mcp_types.methods``),
+  a JSON-RPC error is an :class:`~mcp.shared.exceptions.MCPError`, as
+  ``ClientSession.send_request`` raises it;
+- an SSE event before the response (a notification, a request to the client such as
+  ``ping``) is handed to the SDK's session as if its transport had read it (its handlers
+  answer and route it); an event with an ``id`` is remembered, and a stream that ends
+  without the response is resumed with ``Last-Event-ID`` (GET) as the SDK does, else the
+  call fails with the SDK's "SSE stream ended without a response";
+- HTTP 404 to the session id marks the session lost (the caller reconnects and sends
+  again); another 4xx/5xx is the JSON-RPC error in its body, else the SDK's stand-in;
+- a call abandoned (its timeout, the client gone) closes its connection and sends the
+  upstream ``notifications/cancelled`` through the SDK's session, as the SDK would;
+- a connection that fails is that call's error (code ``TRANSPORT_FAILED``), never the
+  session's.
+
+A redirect (3xx) means the request was not taken: it is sent again through the SDK's
+client (which follows same-origin redirects), and so are later calls to that upstream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import anyio
+
+from icore.mcp._lean_http import LeanHttp, LeanHttpError
+
+log = logging.getLogger("icore.mcp")
+
+MAX_EVENT = 1 << 20
+"""Longest SSE event read, bytes (the SDK's default ``max_sse_event_size``)."""
+RESUME_ATTEMPTS = 2
+"""Resumptions (GET with ``Last-Event-ID``) of a stream that ended without the response."""
+RESUME_DELAY_MS = 1000
+"""Wait before a resumption when the server gave no ``retry``, ms (the SDK's default)."""
+
+SETTLE_S = 0.005
+"""How long the end of an SSE answer is awaited after its response event, seconds (it
+follows at once; the connection is then reused rather than another opened)."""
+
+_ids = itertools.count(1)
+
+
+class NotTaken(Exception):
+    """The upstream redirected the POST: it was not taken; send it through the SDK."""
+
+
+class LeanCalls:
+    """``tools/call`` over :class:`LeanHttp` in the SDK session's MCP session.
+
+    Args:
+        http: the pooled client of the upstream's origin.
+        transport: the SDK's ``StreamableHTTPTransport`` of the session (its
+            ``session_id``).
+        inject: awaited with each message of a call's SSE stream that is not its response
+            (the SDK's read stream: its session handles it).
+        on_lost: called when the upstream answers 404 to the session id.
+        transport_failed: ``(code, text)`` of a failed exchange's error.
+        spawn: runs a coroutine function outside the caller's cancel scope (the
+            cancellation notice of an abandoned call).
+    """
+
+    def __init__(self, http: LeanHttp, transport: Any,
+                 inject: Callable[[Any], Any], on_lost: Callable[[], None],
+                 transport_failed: tuple[int, str],
+                 spawn: Callable[..., Any]) -> None:
+        self.http, self.transport, self.inject = http, transport, inject
+        self.on_lost, self.transport_failed, self.spawn = on_lost, transport_failed, spawn
+
+    def _headers(self, version: str) -> dict[str, str]:
+        h = {"accept": "application/json, text/event-stream",
+             "content-type": "application/json"}
+        sid = self.transport.session_id
+        if sid:
+            h["mcp-session-id"] = sid
+        h["mcp-protocol-version"] = version
+        return h
+
+    @staticmethod
+    def usable(session: Any, transport: Any, headers: Mapping[str, str]) -> bool:
+        """Whether a call in this session can go the lean way.
+
+        The session negotiated with ``initialize`` (not the 2026 ``server/discover``
+        era, whose requests carry more headers and ``_meta``), and its session id,
+        version and the manifest's ``headers`` are plain header values.
+        """
+        version = session.protocol_version
+        sid = transport.session_id or ""
+        return (session.discover_result is None and isinstance(version, str)
+                and _plain(version) and _plain(sid)
+                and all(_plain(k) and _plain(v) for k, v in headers.items()))
+
+    async def call(self, session: Any, name: str, args: Mapping[str, Any], meta: Any
+                   ) -> dict[str, Any]:
+        """``tools/call`` ``name`` at the upstream; its result as the wire dict.
+
+        Raises:
+            MCPError: the upstream's JSON-RPC error, a failed exchange
+                (``TRANSPORT_FAILED``), a lost session (after ``on_lost()``), an answer
+                that is not one (the SDK's codes and texts).
+            NotTaken: the upstream redirected the POST.
+            pydantic.ValidationError: the result does not fit the protocol version.
+        """
+        version = session.protocol_version
+        rid = f"icore-{next(_ids)}"
+        params: dict[str, Any] = {"name": name, "arguments": dict(args)}
+        if meta:
+            params["_meta"] = meta
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                           "params": params}, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode("utf-8")
+        try:
+            raw = await self._exchange("POST", self._headers(version), body, rid)
+        except anyio.get_cancelled_exc_class():  # its timeout, or the client gone
+            self._abandoned(session, rid)
+            raise
+        return _checked(raw, version)
+
+    def _abandoned(self, session: Any, rid: str) -> None:
+        """The call was abandoned before its answer: tell the upstream (as the SDK)."""
+        from mcp_types import CancelledNotification, CancelledNotificationParams
+        note = CancelledNotification(params=CancelledNotificationParams(
+            request_id=rid, reason="the gateway abandoned the call"))
+
+        async def send() -> None:
+            try:
+                with anyio.fail_after(5):
+                    await session.send_notification(note)
+            except Exception:  # the session is gone: nothing left to cancel
+                log.debug("upstream: cancelling %s failed", rid, exc_info=True)
+        try:
+            self.spawn(send)
+        except RuntimeError:  # the gateway is stopping: its upstreams close anyway
+            log.debug("upstream: not cancelling %s (stopping)", rid)
+
+    async def _exchange(self, method: str, headers: dict[str, str], body: bytes,
+                        rid: str) -> Any:
+        """One request and its answer; resumed by GET while the SSE stream allows."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+        attempt = 0
+        while True:
+            try:
+                conn = await self.http.request(method, headers, body)
+            except LeanHttpError as exc:
+                raise self._failed(exc) from None
+            try:
+                out, last_id, retry_ms = await self._answer(conn, rid, method == "POST")
+            except LeanHttpError as exc:
+                conn.close()
+                raise self._failed(exc) from None
+            except BaseException:
+                conn.close()
+                raise
+            try:
+                if out is not None and not conn.done:
+                    await conn.settle(SETTLE_S)
+            except BaseException:
+                conn.close()
+                raise
+            conn.release()
+            if out is not None:
+                return out
+            if last_id is None or attempt >= RESUME_ATTEMPTS:
+                raise MCPError(CONNECTION_CLOSED, "SSE stream ended without a response"
+                               if last_id is None else "SSE stream ended and reconnection "
+                               "attempts were exhausted")
+            attempt += 1
+            await anyio.sleep((retry_ms if retry_ms is not None else RESUME_DELAY_MS) / 1000)
+            method, body = "GET", b""
+            headers = {k: v for k, v in headers.items() if k != "content-type"}
+            headers["last-event-id"] = last_id
+
+    def _failed(self, exc: LeanHttpError) -> Exception:
+        from mcp.shared.exceptions import MCPError
+        code, text = self.transport_failed
+        return MCPError(code, f"{text} ({exc})", {"cause": str(exc)})
+
+    async def _answer(self, conn: Any, rid: str, post: bool
+                      ) -> tuple[Any, str | None, int | None]:
+        """The response to ``rid`` read from ``conn``, or None with the resumption point."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
+        status = conn.status
+        ctype = conn.headers.get("content-type", "").lower()
+        if 300 <= status < 400 and post:
+            raise NotTaken(conn.headers.get("location", ""))
+        if status == 202:
+            raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
+        if status >= 400 or (not post and status != 200):
+            if status == 404 and self.transport.session_id:
+                self.on_lost()
+            if ctype.startswith("application/json"):
+                err = _error_of(await _whole(conn))
+                if err is not None:
+                    raise err
+            if status == 404:
+                raise (MCPError(INVALID_REQUEST, "Session terminated") if
+                       self.transport.session_id else MCPError(METHOD_NOT_FOUND, "Not Found"))
+            raise MCPError(INTERNAL_ERROR, "Server returned an error response")
+        if ctype.startswith("application/json") and post:
+            return _response(await _whole(conn), rid), None, None
+        if ctype.startswith("text/event-stream"):
+            return await self._events(conn, rid)
+        raise MCPError(INVALID_REQUEST, f"Unexpected content type: {ctype}")
+
+    async def _events(self, conn: Any, rid: str) -> tuple[Any, str | None, int | None]:
+        """Read SSE events until the response to ``rid`` (or the stream's end)."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
+        last_id: str | None = None
+        retry: int | None = None
+        buf = b""  # line ends made "\n"
+        held = b""  # a trailing "\r" whose "\n" may be in the next chunk
+        while True:
+            if conn.body or (held and conn.done):
+                raw = held + bytes(conn.body)
+                conn.body.clear()
+                held = raw[-1:] if raw.endswith(b"\r") and not conn.done else b""
+                raw = raw[:len(raw) - len(held)]
+                buf += raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            end = buf.find(b"\n\n")
+            if end < 0:
+                if len(buf) > MAX_EVENT:
+                    raise MCPError(CONNECTION_CLOSED, "SSE stream failed: an event is "
+                                   f"longer than {MAX_EVENT} bytes")
+                if conn.done and not conn.body:
+                    return None, last_id, retry
+                await conn.wait()
+                continue
+            event, buf = buf[:end], buf[end + 2:]
+            kind, data, eid, r = _fields(event)
+            if eid is not None:
+                last_id = eid
+            if r is not None:
+                retry = r
+            if kind != "message" or not data:
+                continue  # the SDK ignores other events; an empty one primes resumption
+            try:
+                obj = json.loads(data)
+            except ValueError as exc:
+                raise MCPError(PARSE_ERROR, f"Failed to parse SSE message: {exc}") from None
+            if isinstance(obj, dict) and "method" not in obj and (
+                    "result" in obj or "error" in obj):
+                # as the SDK: the response on a request's stream is that request's
+                return _response({**obj, "id": rid}, rid), last_id, retry
+            await self._inject(obj)
+
+    async def _inject(self, obj: Any) -> None:
+        """Hand a message of the call's stream to the SDK's session."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.shared.message import SessionMessage
+        from mcp_types import PARSE_ERROR, jsonrpc_message_adapter
+        from pydantic import ValidationError
+        try:
+            msg = jsonrpc_message_adapter.validate_python(obj, by_name=False)
+        except ValidationError as exc:
+            raise MCPError(PARSE_ERROR, f"Failed to parse SSE message: {exc}") from None
+        await self.inject(SessionMessage(msg))
+
+
+def _plain(value: str) -> bool:
+    """Printable ASCII with no line break: safe as an HTTP header value."""
+    return value.isascii() and value.isprintable()
+
+
+async def _whole(conn: Any) -> bytes:
+    while not conn.done:
+        await conn.wait()
+    out = bytes(conn.body)
+    conn.body.clear()
+    return out
+
+
+def _error_of(body: bytes) -> Exception | None:
+    """The JSON-RPC error a non-2xx answer's body carries, if it is one."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None
+    return _error_in(obj)
+
+
+def _error_in(obj: Any) -> Exception | None:
+    """The ``error`` of JSON-RPC message ``obj`` as an ``MCPError``, if it has a valid one."""
+    from mcp.shared.exceptions import MCPError
+    err = obj.get("error") if isinstance(obj, dict) else None
+    if not (isinstance(err, dict) and isinstance(err.get("code"), int)
+            and isinstance(err.get("message"), str)):
+        return None
+    return MCPError(err["code"], err["message"], err.get("data"))
+
+
+def _response(obj: Any, rid: str) -> Any:
+    """The ``result`` of the JSON-RPC response ``obj`` to ``rid``.
+
+    Raises:
+        MCPError: it is an error (as sent), or not a response to ``rid`` (parse error).
+    """
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import PARSE_ERROR
+    if isinstance(obj, bytes):
+        try:
+            obj = json.loads(obj)
+        except ValueError as exc:
+            raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
+    if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0" and obj.get("id") == rid:
+        if isinstance(obj.get("result"), dict):
+            return obj["result"]
+        err = _error_in(obj)
+        if err is not None:
+            raise err
+    raise MCPError(PARSE_ERROR, "Failed to parse JSON response: not a JSON-RPC response "
+                   f"to request {rid}")
+
+
+def _checked(raw: dict[str, Any], version: str) -> dict[str, Any]:
+    """``raw`` as ``ClientSession.send_request`` hands on a ``tools/call`` result.
+
+    Raises:
+        pydantic.ValidationError: it does not fit ``version``'s ``CallToolResult``.
+    """
+    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
+    from mcp_types import methods
+    _clamp_inbound_ttl(raw)
+    try:
+        methods.validate_server_result("tools/call", version, raw)
+    except KeyError:
+        pass
+    foreign = _later_revision_fields("tools/call", version)
+    if not foreign.isdisjoint(raw):
+        raw = {k: v for k, v in raw.items() if k not in foreign}
+    return raw
+
+
+def _fields(event: bytes) -> tuple[str, bytes, str | None, int | None]:
+    """``(event type, data, id, retry)`` of one SSE event's lines."""
+    kind, data, eid, retry = "message", [], None, None
+    for line in event.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if field == b"data":
+            data.append(value)
+        elif field == b"event":
+            kind = value.decode("utf-8", "replace")
+        elif field == b"id" and b"\0" not in value:
+            eid = value.decode("utf-8", "replace")
+        elif field == b"retry" and value.isdigit():
+            retry = int(value)
+    return kind, b"\n".join(data), eid, retry
+
+
+@contextlib.asynccontextmanager
+async def http_streams(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, Any, Any]]:
+    """The SDK's ``streamable_http_client(url, http_client=client)``, its parts in view.
+
+    The same transport, streams and tasks, with the same closing (the session deleted
+    at the upstream); yields ``(transport, read_stream_writer, read_stream,
+    write_stream)``: the lean path needs the transport's session id and the writer that
+    hands a message to the SDK's session as if the transport had read it.
+    """
+    from mcp.client.streamable_http import StreamableHTTPTransport
+    from mcp.shared._compat import resync_tracer
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+
+    transport = StreamableHTTPTransport(url)
+    reader_w, reader = create_context_streams[SessionMessage | Exception](0)
+    writer, writer_r = create_context_streams[SessionMessage](0)
+    async with reader_w, reader, writer, writer_r, anyio.create_task_group() as tg:
+
+        def start_get_stream() -> None:
+            tg.start_soon(transport.handle_get_stream, client, reader_w)
+
+        tg.start_soon(transport.post_writer, client, writer_r, reader_w, writer,
+                      start_get_stream, tg)
+        try:
+            yield transport, reader_w, reader, writer
+        finally:
+            if transport.session_id:
+                await transport.terminate_session(client)
+            tg.cancel_scope.cancel()
+    await resync_tracer()

@@ -1,0 +1,347 @@
+"""The lean ``tools/call`` path to an HTTP upstream (#25 item 7), against a real socket.
+
+A scripted HTTP/1.1 server on 127.0.0.1 answers each request as a test says (JSON, SSE
+in any chunking, 404, a redirect, a dropped or hung connection); the gateway side is
+:class:`~icore.mcp._upstream_lean.LeanCalls` over :class:`~icore.mcp._lean_http.LeanHttp`,
+as the gateway builds them. The end-to-end path (a real SDK upstream, a real gateway, its
+client) is in ``test_gateway_lean.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from icore.mcp._lean_http import LeanHttp, lean_origin
+from icore.mcp._upstream import TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT
+from icore.mcp._upstream_lean import LeanCalls, NotTaken
+
+pytest.importorskip("mcp")
+pytest.importorskip("httptools")
+
+from mcp.shared.exceptions import MCPError
+
+Reply = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
+RESULT = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+
+
+class Session:
+    """What LeanCalls reads of the SDK's session; records the cancellation notices."""
+
+    protocol_version = "2025-11-25"
+    discover_result = None
+
+    def __init__(self) -> None:
+        self.notes: list[Any] = []
+
+    async def send_notification(self, note: Any) -> None:
+        self.notes.append(note)
+
+
+class Transport:
+    session_id = "sid-1"
+
+
+@asynccontextmanager
+async def server(reply: Reply) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
+    """A server answering each request with ``reply(request, writer)``; yields its port
+    and the requests seen (``method``, ``headers``, ``body``, ``peer``)."""
+    seen: list[dict[str, Any]] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method = lines[0].split(" ")[0]
+                headers = {k.lower(): v.strip() for k, _, v in
+                           (x.partition(":") for x in lines[1:] if x)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                req = {"method": method, "headers": headers, "peer":
+                       writer.get_extra_info("peername")[1],
+                       "body": json.loads(body) if body else None}
+                seen.append(req)
+                await reply(req, writer)
+                if writer.is_closing():
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield srv.sockets[0].getsockname()[1], seen
+    finally:
+        srv.close()
+
+
+def head(status: int, ctype: str | None, extra: str = "", length: int | None = None) -> bytes:
+    lines = [f"HTTP/1.1 {status} X"]
+    if ctype:
+        lines.append(f"content-type: {ctype}")
+    lines.append(f"content-length: {length}" if length is not None
+                 else "transfer-encoding: chunked")
+    return ("\r\n".join(lines) + extra + "\r\n\r\n").encode()
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def response(rid: Any, result: Any = None, error: Any = None) -> bytes:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
+    msg.update({"error": error} if error is not None else {"result": result or RESULT})
+    return json.dumps(msg).encode()
+
+
+def lean(port: int, injected: list[Any], lost: list[bool], spawned: list[Any]) -> LeanCalls:
+    origin = lean_origin(f"http://127.0.0.1:{port}/mcp")
+    assert origin is not None
+    http = LeanHttp(*origin, {"authorization": "Bearer t"}, keepalive_s=2.0, drain_s=1.0)
+
+    async def inject(msg: Any) -> None:
+        injected.append(msg)
+
+    return LeanCalls(http, Transport(), inject, lambda: lost.append(True),
+                     (TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT),
+                     lambda fn: spawned.append(fn))
+
+
+def run(reply: Reply, body: Callable[[LeanCalls, Session, list[dict[str, Any]]],
+                                     Awaitable[None]]) -> tuple[list[Any], list[bool], list[Any]]:
+    injected: list[Any] = []
+    lost: list[bool] = []
+    spawned: list[Any] = []
+
+    async def main() -> None:
+        async with server(reply) as (port, seen):
+            calls = lean(port, injected, lost, spawned)
+            await body(calls, Session(), seen)
+            calls.http.close()
+
+    anyio.run(main)
+    return injected, lost, spawned
+
+
+def test_json_answer_one_kept_alive_connection_and_the_sdk_headers() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = response(req["body"]["id"])
+        w.write(head(200, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        for i in range(5):
+            out = await calls.call(s, "echo", {"n": i}, {"traceparent": "00-a-b-01"})
+            assert out["content"][0]["text"] == "ok"
+        assert len({r["peer"] for r in seen}) == 1  # one pooled connection
+        h = seen[0]["headers"]
+        assert h["mcp-session-id"] == "sid-1" and h["mcp-protocol-version"] == "2025-11-25"
+        assert h["accept"] == "application/json, text/event-stream"
+        assert h["authorization"] == "Bearer t"  # the manifest's headers
+        assert seen[0]["body"]["method"] == "tools/call"
+        assert seen[0]["body"]["params"] == {"name": "echo", "arguments": {"n": 0},
+                                             "_meta": {"traceparent": "00-a-b-01"}}
+
+    run(reply, body)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=8),
+       crlf=st.booleans())
+def test_sse_answer_in_any_chunking_notification_first(cuts: list[int], crlf: bool) -> None:
+    """An SSE answer whose first event is a notification: it goes to the SDK's session,
+    then the response is the result, however the stream is cut (even inside "\\r\\n")."""
+    nl = b"\r\n" if crlf else b"\n"
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                           "params": {"level": "info", "data": "working"}}).encode()
+        stream = (b"event: message" + nl + b"data: " + note + nl + nl + b": comment" + nl
+                  + nl + b"event: message" + nl + b"data: " + response(req["body"]["id"])
+                  + nl + nl)
+        w.write(head(200, "text/event-stream"))
+        at = 0
+        for c in sorted(set(cuts)):
+            if at < c < len(stream):
+                w.write(chunk(stream[at:c]))
+                await w.drain()
+                await asyncio.sleep(0)
+                at = c
+        w.write(chunk(stream[at:]) + b"0\r\n\r\n")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        out = await calls.call(s, "echo", {}, None)
+        assert out["isError"] is False
+
+    injected, _, _ = run(reply, body)
+    assert [m.message.method for m in injected] == ["notifications/message"]
+
+
+def test_404_to_the_session_marks_it_lost() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(404, "text/plain", length=9) + b"not found")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        assert err.value.message == "Session terminated"
+
+    _, lost, spawned = run(reply, body)
+    assert lost == [True] and not spawned  # answered: nothing to cancel
+
+
+def test_an_error_status_with_a_jsonrpc_body_is_that_error() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = response(None, error={"code": -32602, "message": "bad arguments"})
+        w.write(head(400, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        assert (err.value.code, err.value.message) == (-32602, "bad arguments")
+
+    run(reply, body)
+
+
+def test_a_dropped_connection_fails_that_call_only() -> None:
+    """The upstream drops the connection mid-answer: that call's error (TRANSPORT_FAILED,
+    not the session's), and the next call goes out on a fresh connection."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["body"]["params"]["name"] == "drop":
+            w.write(head(200, "text/event-stream") + chunk(b"event: mess"))
+            await w.drain()
+            w.transport.abort()
+            return
+        data = response(req["body"]["id"])
+        w.write(head(200, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "drop", {}, None)
+        assert err.value.code == TRANSPORT_FAILED
+        assert err.value.message.startswith(TRANSPORT_FAILED_TEXT)
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False
+        assert seen[0]["peer"] != seen[1]["peer"]
+
+    run(reply, body)
+
+
+def test_a_hung_call_is_abandoned_closed_and_cancelled_upstream() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["body"]["params"]["name"] == "hang":
+            w.write(head(200, "text/event-stream"))
+            await asyncio.sleep(30)
+            return
+        data = response(req["body"]["id"])
+        w.write(head(200, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(TimeoutError), anyio.fail_after(0.3):
+            await calls.call(s, "hang", {}, None)
+        assert not calls.http.idle  # its connection was closed, not pooled
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False
+
+    _, _, spawned = run(reply, body)
+    assert len(spawned) == 1  # the upstream is told (next test: what)
+
+
+def test_the_cancellation_notice_names_the_call() -> None:
+    spawned: list[Any] = []
+    calls = LeanCalls(LeanHttp("127.0.0.1", 9, "/", {}, keepalive_s=1, drain_s=1),
+                      Transport(), lambda m: None, lambda: None, (1, "x"), spawned.append)
+    s = Session()
+    calls._abandoned(s, "icore-7")
+    anyio.run(spawned[0])
+    sent = s.notes
+    assert len(sent) == 1 and sent[0].method == "notifications/cancelled"
+    assert sent[0].params.request_id == "icore-7"
+
+
+def test_a_redirect_is_not_taken() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(307, None, "\r\nlocation: /mcp/", length=0))
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(NotTaken):
+            await calls.call(s, "echo", {}, None)
+
+    run(reply, body)
+
+
+def test_a_stream_ended_after_an_event_id_is_resumed_with_last_event_id() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["method"] == "POST":
+            w.write(head(200, "text/event-stream") + chunk(b"id: e1\nretry: 10\ndata:\n\n")
+                    + b"0\r\n\r\n")
+            return
+        assert req["headers"]["last-event-id"] == "e1"
+        data = b"id: e2\ndata: " + response("whatever") + b"\n\n"
+        w.write(head(200, "text/event-stream") + chunk(data) + b"0\r\n\r\n")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False
+        assert [r["method"] for r in seen] == ["POST", "GET"]
+
+    run(reply, body)
+
+
+def test_a_stream_ended_without_response_or_id_is_the_sdks_error() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(200, "text/event-stream") + b"0\r\n\r\n")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        assert err.value.message == "SSE stream ended without a response"
+
+    run(reply, body)
+
+
+def test_no_connection_is_a_transport_failure() -> None:
+    async def main() -> None:
+        import socket
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]  # bound, not listening: refused
+            calls = lean(port, [], [], [])
+            with pytest.raises(MCPError) as err:
+                await calls.call(Session(), "echo", {}, None)
+        assert err.value.code == TRANSPORT_FAILED
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("url", ["https://h/mcp", "http://u:p@h/mcp", "ftp://h/x", "http://"])
+def test_only_plain_http_urls_are_lean(url: str) -> None:
+    assert lean_origin(url) is None
+
+
+def test_a_proxied_host_is_not_lean(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert lean_origin("http://example.org:8000/mcp") is None
+    monkeypatch.setenv("NO_PROXY", "example.org")
+    assert lean_origin("http://example.org:8000/mcp?x=1") == ("example.org", 8000, "/mcp?x=1")
+
+
+def test_manifest_headers_never_override_the_requests_own() -> None:
+    http = LeanHttp("h", 8080, "/mcp", {"Accept": "x/y", "Authorization": "Bearer t",
+                                        "Host": "evil"}, keepalive_s=1, drain_s=1)
+    fixed = http._fixed.lower()
+    assert "accept" not in fixed and "host: h:8080\r\n" in fixed
+    assert "authorization: bearer t" in fixed
+
+
+def test_a_header_value_with_a_line_break_keeps_the_sdks_path() -> None:
+    assert LeanCalls.usable(Session(), Transport(), {"authorization": "Bearer t"})
+    assert not LeanCalls.usable(Session(), Transport(), {"x": "a\r\nb: c"})
