@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import UPSTREAM, env, write_manifest
+from .conftest import UPSTREAM, process, write_manifest
 
 
 @pytest.mark.timeout(60)
@@ -20,9 +20,7 @@ def test_port_zero_announces_the_bound_port(tmp_path: Path) -> None:
         "command": sys.executable, "args": [str(UPSTREAM)],
         "env": {"UPSTREAM_LOG": str(tmp_path / "up.log")}, "timeout_s": 10}})
     args = [sys.executable, "-m", "icore", "mcp", str(manifest), "--http", "127.0.0.1:0"]
-    gw = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, env=env())
-    try:
+    with process(args, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE) as gw:
         assert gw.stderr is not None
         line = ""
         for raw in gw.stderr:
@@ -35,12 +33,3 @@ def test_port_zero_announces_the_bound_port(tmp_path: Path) -> None:
         assert port != 0
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass
-    finally:
-        gw.terminate()
-        try:
-            gw.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            gw.kill()
-            gw.wait(timeout=5)
-        if gw.stderr is not None:
-            gw.stderr.close()
