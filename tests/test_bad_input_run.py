@@ -38,8 +38,9 @@ def test_run_out_never_moves_a_users_folder_and_says_when_it_moves_its_own(
     user = tmp_path / "results"
     (user / "certs").mkdir(parents=True)
     (user / "certs" / "keep.txt").write_text("mine")
+    # a usage error before any agent starts (QA r8-bad D18: was exit 1 from the run)
     code, out = _invoke("run", "--out", str(user))
-    assert code == 1 and "not created by icore" in out and str(user) in out
+    assert code == 2 and "not created by icore" in out and str(user) in out
     assert (user / "certs" / "keep.txt").read_text() == "mine"
     assert not (tmp_path / "results.1").exists()
     run = tmp_path / "run"

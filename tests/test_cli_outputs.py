@@ -154,12 +154,13 @@ def test_rerun_replaces_own_reports_but_not_an_edited_one(tmp_path: Path) -> Non
 
 
 def test_run_refuses_a_user_folder_holding_a_name_it_writes(tmp_path: Path) -> None:
-    """``icore run --out`` on a folder of the user's with a ``report.html``: refused."""
+    """``icore run --out`` on a folder of the user's with a ``report.html``: refused, a
+    usage error before any agent starts (QA r8-bad D18)."""
     user = tmp_path / "mine"
     user.mkdir()
     (user / "report.html").write_text("my report", encoding="utf-8")
     code, out = _invoke("run", "--out", str(user))
-    assert code == 1 and "not created by icore" in out, out
+    assert code == 2 and "not created by icore" in out, out
     assert (user / "report.html").read_text(encoding="utf-8") == "my report"
 
 

@@ -59,3 +59,47 @@ def test_every_manifest_loader_names_the_line(tmp_path: Path, load: Callable[[Pa
     with pytest.raises(IcoreError) as e:
         load(p)
     assert "line 2" in str(e.value) and "set_int_max_str_digits" not in str(e.value), e.value
+
+
+def test_safe_load_refuses_a_key_given_twice_naming_both_lines() -> None:
+    """QA r8-bad D19: YAML keeps the last of two equal keys, so a second ``req/*:``
+    silently changed its owner; at any depth, in flow style too."""
+    from icore._yaml import DuplicateKeyError
+
+    for text, lines in (("ownership:\n  req/*: planner\n  b/*: booker\n  req/*: booker\n",
+                         (2, 4)),
+                        ("ownership: {a: 1}\nx: 2\nownership: {b: 1}\n", (1, 3)),
+                        ("e: {K: '1', K: '2'}\n", (1, 1))):
+        with pytest.raises(DuplicateKeyError) as e:
+            safe_load(text)
+        assert e.value.lines == lines and f"first at line {lines[0]}, again at line " \
+            f"{lines[1]}" in str(e.value)
+    # a merge key is no duplicate: the mapping's own key overrides the merged one
+    assert safe_load("b: &b {x: 1, y: 2}\nc: {<<: *b, x: 3}\n")["c"] == {"x": 3, "y": 2}
+    assert safe_load("a: 1\n'1': 2\n1: 3\n") == {"a": 1, "1": 2, 1: 3}
+
+
+@pytest.mark.parametrize("load", [_run, _team, _gateway])
+def test_every_manifest_loader_refuses_duplicate_keys(tmp_path: Path,
+                                                      load: Callable[[Path], Any]) -> None:
+    p = tmp_path / "m.yaml"
+    p.write_text("name: x\nownership:\n  'req/*': a\nownership:\n  'req/*': b\n")
+    with pytest.raises(IcoreError) as e:
+        load(p)
+    assert "duplicate key" in str(e.value) and "line 2" in str(e.value)
+    assert "line 4" in str(e.value), e.value
+
+
+def test_icore_run_refuses_a_duplicate_owner(tmp_path: Path) -> None:
+    """``icore run`` with ``req/*`` owned twice: exit 2 before any agent starts."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    p = tmp_path / "run.yaml"
+    p.write_text("name: r\nfamily: reservation\nownership:\n  'req/*': reviser-1\n"
+                 "  'req/*': executor-1\n")
+    res = CliRunner().invoke(app, ["run", str(p), "--out", str(tmp_path / "o")],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "duplicate key" in res.output and not (tmp_path / "o").exists()

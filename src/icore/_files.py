@@ -200,6 +200,51 @@ def refuse_foreign(paths: Iterable[Path]) -> None:
                               "folder", str(bad[0][0]))
 
 
+def output_refusal(path: Path) -> str | None:
+    """Why a command's single output file (``--json FILE``) must not be written, or None.
+
+    Refused: icore's own bookkeeping (a :data:`WRITTEN` ledger, a :data:`MARKER`: writing
+    it would make icore forget the files it owns), and a regular file that
+    :func:`foreign_file` refuses (the user's file, one changed since icore wrote it, a
+    symlink to one). A missing path, a device (``/dev/stdout``, ``/dev/null``) or a FIFO
+    may be written.
+    """
+    if path.name in (WRITTEN, MARKER):
+        return f"is icore's own bookkeeping file ({path.name}); give another file name"
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return foreign_file(path) if stat.S_ISREG(mode) else None
+
+
+def append_refusal(path: Path) -> str | None:
+    """Why a file icore appends to (``--otlp-endpoint file:PATH``) must not be, or None.
+
+    As :func:`output_refusal`, but an existing empty file may be appended to too: the
+    lines icore appends are recorded by :func:`record_written` after the export, so the
+    next run may append again; another file (the user's notes, a trace) is refused.
+    """
+    try:
+        if path.name not in (WRITTEN, MARKER) and os.stat(path).st_size == 0:
+            return None
+    except (OSError, ValueError):
+        pass
+    return output_refusal(path)
+
+
+def record_written(path: Path) -> None:
+    """List the regular file ``path`` in its folder's :data:`WRITTEN` ledger as it is now.
+
+    For a file icore wrote all of (created, or appended to). Nothing for another kind.
+
+    Raises:
+        OSError: the file or the ledger cannot be read or written.
+    """
+    if stat.S_ISREG(os.lstat(path).st_mode):
+        _record(path.parent, path.name, _digest_of(path))
+
+
 def _foreign_message(path: Path, why: str) -> str:
     return (f"{path} {why}; icore never overwrites a file it did not write: move it "
             "away or give another output folder")
@@ -260,8 +305,9 @@ def _record(folder: Path, name: str, digest: str) -> None:
                                               book, lines)
 
 
-__all__ = ["MARKER", "WRITTEN", "foreign_file", "make_room", "mark_folder",
-           "not_a_regular_file", "refuse_foreign", "write_owned"]
+__all__ = ["MARKER", "WRITTEN", "append_refusal", "foreign_file", "make_room",
+           "mark_folder", "not_a_regular_file", "output_refusal", "record_written",
+           "refuse_foreign", "write_owned"]
 
 
 def move_aside(folder: Path) -> Path:

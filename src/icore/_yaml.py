@@ -6,6 +6,12 @@ names no line; every manifest loader of icore (run, team, MCP gateway) then said
 "a value YAML cannot convert". :func:`safe_load` is ``yaml.safe_load`` with those two
 constructors raising :class:`yaml.constructor.ConstructorError` (a ``MarkedYAMLError``)
 at the value's line and column, so each loader's YAML error path names the place.
+
+A key given twice in one mapping is refused too (:class:`DuplicateKeyError`, naming both
+lines): YAML itself keeps the last one, so a second ``req/*:`` in a team manifest's
+``ownership`` silently changed the key's owner, and a second top-level ``ownership:``
+dropped the whole first block (QA r8-bad D19). A merge key (``<<: *base``) is not a
+duplicate: the mapping's own keys override the merged ones, as YAML specifies.
 """
 
 from __future__ import annotations
@@ -14,11 +20,47 @@ from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
-from yaml.nodes import Node
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(ConstructorError):
+    """A YAML mapping holds the same key twice (a ``yaml.MarkedYAMLError``).
+
+    Attributes:
+        key: the key's text; lines: the 1-based lines of its first and second entry.
+    """
+
+    def __init__(self, key: str, lines: tuple[int, int], mapping: Node, again: Node) -> None:
+        super().__init__("while constructing a mapping", mapping.start_mark,
+                         f"duplicate key {key!r} (first at line {lines[0]}, again at line "
+                         f"{lines[1]}); YAML keeps only the last one, so the first entry "
+                         "would be silently lost", again.start_mark)
+        self.key, self.lines = key, lines
 
 
 class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` whose int and timestamp errors carry the value's mark."""
+    """``yaml.SafeLoader``: marked int/timestamp errors, a key given twice refused."""
+
+    def compose_mapping_node(self, anchor: Any) -> MappingNode:
+        """Compose as YAML does, then refuse a scalar key given twice.
+
+        Checked before any merge key is flattened, so merged keys are not counted.
+
+        Raises:
+            DuplicateKeyError: the same (tag, text) key twice in this mapping.
+        """
+        node = super().compose_mapping_node(anchor)
+        seen: dict[tuple[str, str], int] = {}
+        for k, _ in node.value:
+            if not isinstance(k, ScalarNode) or k.tag == _MERGE:
+                continue
+            line = k.start_mark.line + 1
+            if (k.tag, k.value) in seen:
+                raise DuplicateKeyError(str(k.value), (seen[(k.tag, k.value)], line), node, k)
+            seen[(k.tag, k.value)] = line
+        return node
 
 
 def _int(loader: yaml.SafeLoader, node: Node) -> Any:
@@ -51,9 +93,10 @@ def safe_load(text: str) -> Any:
         yaml.YAMLError: as ``yaml.safe_load``; an integer over 4300 digits or a
             timestamp that is no date (``2026-02-30``, year 0) is a
             :class:`yaml.constructor.ConstructorError` with the value's line and column.
+        DuplicateKeyError: a mapping holds the same key twice (both lines named).
         RecursionError: nesting too deep (as ``yaml.safe_load``).
     """
     return yaml.load(text, Loader=_Loader)
 
 
-__all__ = ["safe_load"]
+__all__ = ["DuplicateKeyError", "safe_load"]

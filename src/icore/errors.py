@@ -74,15 +74,26 @@ import re
 from typing import Any
 
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
+_SECRET_QUERY = re.compile(
+    r"(?P<name>[?&;][^=&#;\s'\"?]*?(?:token|key|secret|passw|pwd|auth|sig|credential|session)"
+    r"[^=&#;\s'\"?]*=)[^&#;\s'\"]+", re.IGNORECASE)
 
 
 def redact(text: str) -> str:
-    """``text`` with the credentials of every URL replaced (``nats://u:pw@h`` -> ``nats://***@h``).
+    """``text`` with the credentials of every URL replaced.
 
-    Every :class:`IcoreError` message and string field passes through it (issue 29), so a
-    password or token in a server URL is never printed.
+    The user-info (``nats://u:pw@h`` -> ``nats://***@h``) and the value of every query
+    parameter named like a credential (``?token=``, ``api_key=``, ``secret``, ``password``,
+    ``auth``, ``sig``, ``session``: ``https://h/mcp?token=***``), also in a URL printed
+    without its scheme (``/v1/traces?api_key=***``). Every :class:`IcoreError` message
+    and string field passes through it (issue 29), and so does everything the CLI and
+    the MCP gateway print or log, so a password or token in a server URL is never shown.
     """
-    return _USERINFO.sub(r"\g<scheme>***@", text)
+    if "@" in text:
+        text = _USERINFO.sub(r"\g<scheme>***@", text)
+    if "=" in text:
+        text = _SECRET_QUERY.sub(r"\g<name>***", text)
+    return text
 
 
 def _redacted(v: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import IO, Any
 import typer
 
 from icore import __version__
+from icore.cli._text import neutral
 from icore.errors import IcoreError, redact
 
 _HELP = {"help_option_names": ["-h", "--help"]}
@@ -148,6 +149,9 @@ _FAST = {"mcp": ("_mcp",)}
 class _Redacting:
     """A text stream that redacts URL credentials in everything written to it (issue 29).
 
+    It also makes the terminal control codes icore never writes visible
+    (:func:`icore.cli._text.neutral`: OSC titles, BEL, NUL, C1, bidi controls).
+
     Wraps ``sys.stdout``/``sys.stderr`` for the whole command, so no path prints a
     password (:func:`icore.errors.redact`): icore's messages, usage errors, library
     logs and even a traceback.
@@ -158,7 +162,7 @@ class _Redacting:
 
     def write(self, text: str) -> int:
         """Write ``text`` redacted; returns ``len(text)`` (what the caller gave)."""
-        self._inner.write(redact(text) if "@" in text else text)
+        self._inner.write(redact(neutral(text)))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -171,8 +175,8 @@ class _Redacting:
 
 
 @contextmanager
-def _redacted_output() -> Iterator[None]:
-    """``sys.stdout`` and ``sys.stderr`` redacted while a command runs.
+def _redacted_output(*, stdout: bool = True) -> Iterator[None]:
+    """``sys.stderr`` and (unless ``stdout=False``) ``sys.stdout`` redacted for a command.
 
     Text they cannot encode (a file name that is not UTF-8 reaches Python as lone
     surrogates) is printed as backslash escapes instead of raising.
@@ -182,7 +186,7 @@ def _redacted_output() -> Iterator[None]:
     for s in old:
         with contextlib.suppress(AttributeError, ValueError, OSError):
             s.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
-    if not isinstance(sys.stdout, _Redacting):
+    if stdout and not isinstance(sys.stdout, _Redacting):
         sys.stdout = _Redacting(sys.stdout)  # type: ignore[assignment]
     if not isinstance(sys.stderr, _Redacting):
         sys.stderr = _Redacting(sys.stderr)  # type: ignore[assignment]
@@ -201,8 +205,8 @@ def main() -> None:
 
     Library commands never load the lab: its modules are registered only for
     ``icore bench ...``, ``icore demo``, the top-level help and no argument. Output is
-    redacted (:class:`_Redacting`), except for ``icore mcp``, whose stdout is the MCP
-    protocol (its messages redact on their own).
+    redacted (:class:`_Redacting`); for ``icore mcp`` only stderr (its stdout is the MCP
+    protocol; its messages and logs redact on their own).
 
     Raises:
         SystemExit: 130 on Ctrl-C that no command handled (e.g. while modules load),
@@ -213,7 +217,8 @@ def main() -> None:
     try:
         if fast is not None:
             _register(fast)
-            _app()
+            with _redacted_output(stdout=False):  # stdout is the MCP protocol: left alone
+                _app()
             return
         _register_all(lab=not argv or argv[0] in (*_LAB, "-h", "--help"))
         with _redacted_output():

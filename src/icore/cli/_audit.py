@@ -19,7 +19,6 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from icore import __version__
@@ -34,8 +33,10 @@ from icore.adapters import (
     write_prov,
 )
 from icore.attribution import Attribution, attribute
+from icore.cli._text import printable, shown
 from icore.cli.inputs import (
     FAIL_EXIT,
+    adopt_otlp_file,
     check_llm_options,
     check_otlp_endpoint,
     fail_conditions,
@@ -44,6 +45,7 @@ from icore.cli.inputs import (
     otlp_undelivered,
     output_file,
     positive_number,
+    refuse_foreign_otlp_file,
     refuse_input_as_output,
     refuse_non_folder,
     refuse_special_file,
@@ -152,11 +154,11 @@ def audit(
     scan = scan_paths(paths)
     files = list(scan.files)
     for q, why in scan.skipped:
-        console.print(f"[yellow]warning[/] skipped {escape(str(q))}: {escape(why)}; not "
+        console.print(f"[yellow]warning[/] skipped {shown(str(q))}: {shown(why)}; not "
                       "read (only regular files are audited)")
     if not files:
-        shown = ", ".join(str(p) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
-        console.print(f"[red]no trace files found[/] in {escape(shown)} (a folder is "
+        where = ", ".join(str(p) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
+        console.print(f"[red]no trace files found[/] in {shown(where)} (a folder is "
                       "searched for .json and .jsonl files)")
         raise typer.Exit(2)
     target = otlp_file_target(otlp_endpoint)
@@ -164,6 +166,7 @@ def audit(
                if p is not None]
     refuse_input_as_output(outputs, files)
     refuse_trace_outputs_in(outputs, [p for p in paths if p.is_dir()])
+    refuse_foreign_otlp_file(otlp_endpoint)  # spans appended to the user's notes: no
     with output_file(json_out, what="--json file") as jf, _max_input(max_input_mb):
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
                single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,
@@ -238,7 +241,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                   title="iCORE audit (final X; cq mean/min over the run)")
     for r in results:
         s = r.summary()
-        table.add_row(escape(s.run), escape(s.family), str(s.steps), f"{s.snd:.3f}",
+        table.add_row(shown(s.run), shown(s.family), str(s.steps), f"{s.snd:.3f}",
                       f"{s.astab:.3f}",
                       f"{s.cq:.3f}", f"{s.cq_mean:.3f}", f"{s.cq_min:.3f}", str(s.hard_flags),
                       str(s.stalls), str(s.unsupported), str(s.diagnoses))
@@ -247,25 +250,25 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
     for r in results[:20]:
         line = _action_line(r)
         if line is not None:
-            console.print(escape(line))
+            console.print(shown(line))
     unchecked = [r.trace.id for r in results if r.answer_checked is False]
     if unchecked:
         console.print(
             f"final answer not checked (the trace has no ground truth and no recorded "
-            f"outcome; not counted as wrong): {', '.join(unchecked[:10])}"
+            f"outcome; not counted as wrong): {shown(', '.join(unchecked[:10]))}"
             f"{' …' if len(unchecked) > 10 else ''}. Record one with "
             "RunRecorder(ground_truth=...) or succeeded=True/False to check it.")
     paused = [r.trace.id for r in results if r.paused]
     if paused:
         console.print(
             f"paused, waiting for a human (the trace ends at an interrupt: no final answer "
-            f"yet, not counted as a run that failed to end): {', '.join(paused[:10])}"
+            f"yet, not counted as a run that failed to end): {shown(', '.join(paused[:10]))}"
             f"{' …' if len(paused) > 10 else ''}.")
     for r in results:
         for w in r.trace.extras.get("warnings", ()):
-            console.print(f"[yellow]warning[/] {escape(str(w))}")
+            console.print(f"[yellow]warning[/] {shown(str(w))}")
     for file, err in errors:
-        console.print(f"[red]error[/] {escape(f'{file}: {err}')}")
+        console.print(f"[red]error[/] {shown(f'{file}: {err}')}")
     console.print(f"imported and audited {len(results)} run(s) in {elapsed:.2f} s "
                   f"(import + audit){f'; {len(errors)} file(s) failed' if errors else ''}")
     if not results:
@@ -295,12 +298,13 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         with exporting(endpoint=otlp_endpoint) as ex:
             for r in results:
                 ex.audit(r)
+        adopt_otlp_file(otlp_endpoint)
         undelivered = otlp_undelivered(otlp_endpoint, ex.delivery,
                                        best_effort=otlp_best_effort)
         if undelivered:
             kind, _, rest = undelivered.partition(" ")
             console.print(f"[{'yellow' if otlp_best_effort else 'red'}]{kind}[/] "
-                          f"{escape(rest)}")
+                          f"{shown(rest)}")
     atts: dict[str, Attribution] = {}
     sc = None
     if attribution:
@@ -344,9 +348,9 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             idx = render_index(index_from_audits(
                 results, attributions=atts if attribution else None, score=sc,
                 errors=errors, elapsed_s=elapsed), out, single_file=single_file)
-            console.print(f"reports: {escape(str(idx))}")
+            console.print(f"reports: {shown(str(idx))}")
         if prov:
-            console.print(f"PROV-JSON: {escape(str(out))}/*.prov.json (read back and validated)")
+            console.print(f"PROV-JSON: {shown(str(out))}/*.prov.json (read back and validated)")
     runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results
             ] if json_file is not None or fails else []
     if json_file is not None:
@@ -356,13 +360,13 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                "attribution_score": _plain(sc) if sc is not None else None,
                "elapsed_s": round(elapsed, 3)}
         json_file.write(json.dumps(doc, indent=1, default=str) + "\n")
-        console.print(f"JSON summary: {escape(str(json_file.path))}")
+        console.print(f"JSON summary: {shown(str(json_file.path))}")
     if errors or (undelivered and not otlp_best_effort):
         raise typer.Exit(1)
     hit = _failing(runs, fails)
     if hit:
         for line in hit:
-            typer.echo(f"--fail-on {line}", err=True)
+            typer.echo(f"--fail-on {printable(line)}", err=True)
         raise typer.Exit(FAIL_EXIT)
 
 
@@ -459,10 +463,10 @@ def _print_candidates(console: Console, atts: dict[str, Attribution]) -> None:
     for rid, a in atts.items():
         for i, c in enumerate(a.candidates, 1):
             why = ", ".join(f"{n}={v:.2g} (+{w:.2f})" for n, v, w in c.reasons)
-            t.add_row(escape(rid) if i == 1 else "", str(i), escape(c.agent), str(c.step),
-                      f"{c.score:.2f}", escape(why))
+            t.add_row(shown(rid) if i == 1 else "", str(i), shown(c.agent), str(c.step),
+                      f"{c.score:.2f}", shown(why))
         if not a.candidates:
-            t.add_row(escape(rid), "-", escape(str(a.agent)), str(a.step), "", escape(a.rule))
+            t.add_row(shown(rid), "-", shown(str(a.agent)), str(a.step), "", shown(a.rule))
     console.print(t)
 
 

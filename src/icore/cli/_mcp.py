@@ -15,6 +15,19 @@ from icore.cli.inputs import nonempty_path
 from icore.errors import redact
 
 
+class _RedactingFormatter(logging.Formatter):
+    """Log lines with URL credentials redacted (:func:`icore.errors.redact`, issue 29).
+
+    Every line the gateway logs on stderr (what Claude Desktop and Cursor keep in their
+    MCP log files): icore's own (an upstream URL that failed) and the libraries' (httpx
+    logs each request's URL at INFO).
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The formatted line, redacted."""
+        return redact(super().format(record))
+
+
 def _host_port(value: str) -> tuple[str, int]:
     import socket
     m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d{1,5})", value.strip())
@@ -58,8 +71,9 @@ def mcp(
     if not isinstance(level, int):
         raise typer.BadParameter("use DEBUG, INFO, WARNING, ERROR or CRITICAL",
                                  param_hint="--log-level")
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     addr = _host_port(http) if http is not None else None
     # as cli.inputs.refuse_special_file, without importing the benchmark modules it
     # needs (the gateway's start-up is what an MCP client waits for)

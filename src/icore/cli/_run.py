@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from icore._files import MARKER, make_room
 from icore.agents import LLMConfig, LLMUnavailable
+from icore.cli._text import shown
 from icore.cli.inputs import (
     FAIL_EXIT,
+    adopt_otlp_file,
     check_otlp_endpoint,
     fail_conditions,
     int_list,
@@ -26,10 +27,12 @@ from icore.cli.inputs import (
     otlp_file_target,
     otlp_undelivered,
     positive_seconds_or_none,
+    refuse_foreign_otlp_file,
     refuse_input_as_output,
     refuse_inputs_inside,
     refuse_non_folder,
     refuse_special_file,
+    shown_path,
 )
 from icore.fence import Policy
 from icore.live import (
@@ -132,9 +135,9 @@ def print_decisions(console: Console, rows: list[tuple[str, LiveRunResult]]) -> 
         return
     neg = runs[0][1].negotiation
     if neg:
-        console.print(escape(str(neg.get("line") or f"tool-call mode: {neg.get('mode')}")))
+        console.print(shown(str(neg.get("line") or f"tool-call mode: {neg.get('mode')}")))
         for p in neg.get("probes", []):  # notes quote the model server's replies
-            console.print(escape(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
+            console.print(shown(f"  probe {p.get('mode')}: {'ok' if p.get('ok') else 'no'} "
                                  f"({_text(p.get('note', ''), 100)})"))
     t = Table("policy", "tasks ok", "invalid", "responses", "accepted", "violations",
               "corrections", "unrecovered", "infra fail.", "infra unrec.", "wall s",
@@ -142,7 +145,7 @@ def print_decisions(console: Console, rows: list[tuple[str, LiveRunResult]]) -> 
                     "timeouts, retried)")
     for p, r in runs:
         d = r.llm
-        t.add_row(escape(p), f"{r.succeeded}/{len(r.tasks)}", str(r.invalid_actions),
+        t.add_row(shown(p), f"{r.succeeded}/{len(r.tasks)}", str(r.invalid_actions),
                   str(d["responses"]), str(d["accepted"]), str(d["violations"]),
                   str(d["corrections"]), str(d["unrecovered"]), str(d["infra_failures"]),
                   str(d["infra_unrecovered"]), f"{r.duration_s:.1f}")
@@ -153,23 +156,23 @@ def _print_run(console: Console, res: LiveRunResult) -> None:
     s = res.summary()
     t = Table("policy", "tasks", "success", "invalid primary", "successful replans",
               "blocked", "redundant auditor", "accepted/responses", "crashes", "seconds",
-              title=f"icore run {escape(res.name)}")
-    t.add_row(escape(res.policy), str(s["tasks"]), str(s["succeeded"]), str(s["invalid_actions"]),
+              title=f"icore run {shown(res.name)}")
+    t.add_row(shown(res.policy), str(s["tasks"]), str(s["succeeded"]), str(s["invalid_actions"]),
               str(s["successful_replans"]), str(s["blocked"]),
               str(s["redundant_auditor_actions"]), f"{s['accepted']}/{s['responses']}",
               str(s["crashes"]), f"{res.duration_s:.1f}")
     console.print(t)
     print_decisions(console, [(res.policy, res)])
     for c in res.crashes:
-        console.print(f"[red]agent crash[/]: {escape(str(c['agent']))} "
-                      f"({escape(str(c['role']))}) exit code "
+        console.print(f"[red]agent crash[/]: {shown(str(c['agent']))} "
+                      f"({shown(str(c['role']))}) exit code "
                       f"{c['returncode']}{' (injected)' if c.get('injected') else ''}")
     for task in res.tasks:
         if task.error:
-            console.print(f"[yellow]task {escape(str(task.task))} failed[/]: "
-                          f"{escape(_text(task.error))}")
+            console.print(f"[yellow]task {shown(str(task.task))} failed[/]: "
+                          f"{shown(_text(task.error))}")
     if res.error:
-        console.print(f"[red]run error[/]: {escape(str(res.error))}")
+        console.print(f"[red]run error[/]: {shown(str(res.error))}")
     if res.interrupted:
         console.print("[yellow]interrupted[/]: every agent process was stopped")
     ic = res.icore
@@ -177,10 +180,10 @@ def _print_run(console: Console, res: LiveRunResult) -> None:
         console.print(f"iCORE: cq={ic.get('cq', 0):.3f} snd={ic.get('snd', 0):.3f} "
                       f"proposals={ic.get('proposals')} rejected={ic.get('rejected')} "
                       f"hard flags={ic.get('hard_flags')}")
-    console.print(f"report: {escape(str(res.report))}")
+    console.print(f"report: {shown(str(res.report))}")
     icore_page = res.out_dir / ICORE_DIR / report_filename(res.name)
     if res.report is not None and icore_page.is_file():
-        console.print(f"iCORE report: {escape(str(icore_page))}")
+        console.print(f"iCORE report: {shown(str(icore_page))}")
 
 
 def run(
@@ -258,8 +261,15 @@ def run(
     inputs = [manifest] if manifest is not None else []
     target = otlp_file_target(otlp_endpoint)
     refuse_input_as_output([("--otlp-endpoint file:", target)] if target else [], inputs)
+    refuse_foreign_otlp_file(otlp_endpoint)
     if not matched and (out / MARKER).is_file():  # moved aside below, with what it holds
         refuse_inputs_inside(out, inputs, what="--out")
+    elif not matched and out.is_dir():  # the user's folder: never marked, never moved
+        try:
+            make_room(out)
+        except FileExistsError as exc:
+            typer.echo(f"error: --out {shown_path(out)}: {exc.strerror}", err=True)
+            raise typer.Exit(2) from None
     if matched and policy:
         raise typer.BadParameter(
             "--matched runs its own three policies (owner_head_freshness, "
@@ -282,6 +292,7 @@ def run(
         code = exc.exit_code
     if observer is not None and otlp_endpoint:  # every span exported, then counted
         observer.shutdown()
+        adopt_otlp_file(otlp_endpoint)
         undelivered = otlp_undelivered(otlp_endpoint, observer.delivery,
                                        best_effort=otlp_best_effort)
         if undelivered:
@@ -298,8 +309,8 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
     """Run the manifest (or the matched study) and print it; exits by ``typer.Exit``."""
     if not matched and (out / MARKER).is_file():  # icore's own earlier run: say it moves
         moved = make_room(out)
-        console.print(f"moved the earlier run in {escape(str(out))} (created by icore) to "
-                      f"{escape(str(moved))}")
+        console.print(f"moved the earlier run in {shown(str(out))} (created by icore) to "
+                      f"{shown(str(moved))}")
     if matched:
         try:
             res = run_matched(out, manifest=m,
@@ -307,7 +318,7 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
                               seeds=m.seeds if seeds is not None else range(SEEDS_PER_FAMILY),
                               reporter=reporter, observer=observer)
         except LLMUnavailable as exc:
-            console.print(f"[red]model server unusable[/]: {escape(str(exc))}")
+            console.print(f"[red]model server unusable[/]: {shown(str(exc))}")
             raise typer.Exit(1) from None
         if as_json:
             console.print_json(json.dumps(res.to_json()))
@@ -318,9 +329,9 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
         console.print(t)
         print_decisions(console, list(res.runs.items()))
         console.print(f"{sum(r.tasks for r in res.rows)} attempts in {res.duration_s:.1f} s; "
-                      f"table: {escape(str(out / 'matched.md'))}")
+                      f"table: {shown(str(out / 'matched.md'))}")
         for p, r in res.runs.items():
-            console.print(f"  {escape(p)}: {escape(str(r.report))}")
+            console.print(f"  {shown(p)}: {shown(str(r.report))}")
         if any(r.crashes or r.error or r.interrupted for r in res.runs.values()):
             raise typer.Exit(1)
         # the matched study compares policies: the baselines' invalid actions are its
@@ -334,7 +345,7 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
     try:
         res1 = run_live(m, out, reporter=reporter, observer=observer)
     except LLMUnavailable as exc:
-        console.print(f"[red]model server unusable[/]: {escape(str(exc))}")
+        console.print(f"[red]model server unusable[/]: {shown(str(exc))}")
         raise typer.Exit(1) from None
     if as_json:
         console.print_json(json.dumps(res1.summary()))

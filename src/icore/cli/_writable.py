@@ -12,7 +12,10 @@ fail now while a regular file's content and times are unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import tempfile
 from pathlib import Path
 
 # kernel file systems whose files are interfaces, not storage
@@ -69,4 +72,90 @@ def write_probe(path: Path) -> str | None:
         return f"cannot be written: {exc.strerror}"
     finally:
         os.close(fd)
+    return None
+
+
+def shown_path(path: Path, limit: int = 120) -> str:
+    """``path`` for a message: a very long one cut, with its length said."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit - 40]}… ({len(text)} characters)"
+
+
+def _existing(path: Path) -> Path:
+    """``path`` when it exists (a broken link too), else its nearest existing parent."""
+    anchor = path
+    while not os.path.lexists(anchor) and anchor != anchor.parent:
+        anchor = anchor.parent
+    return anchor
+
+
+def too_long(path: Path) -> str | None:
+    """Why ``path`` is too long for the file system, or None.
+
+    A name (one part of the path) over ``NAME_MAX`` bytes or the whole absolute path
+    over ``PATH_MAX - 1`` bytes, as the nearest existing folder's file system says
+    (else Linux's 255 and 4096). Nothing is opened; a ``stat`` of such a path would
+    fail with "File name too long".
+    """
+    anchor = _existing(path)
+    name_max, path_max = 255, 4096
+    with contextlib.suppress(OSError, ValueError):
+        name_max = os.pathconf(anchor, "PC_NAME_MAX")
+        path_max = os.pathconf(anchor, "PC_PATH_MAX")
+    longest = max((len(os.fsencode(p)) for p in path.parts), default=0)
+    if longest > name_max:
+        return (f"cannot be created: a name in it is {longest} bytes long, over the file "
+                f"system's limit of {name_max}")
+    full = len(os.fsencode(os.path.abspath(path)))
+    if full >= path_max:
+        return (f"cannot be created: the path is {full} bytes long, over the system's "
+                f"limit of {path_max - 1}")
+    return None
+
+
+def unwritable(path: Path, *, folder: bool) -> str | None:
+    """Why an output ``path`` cannot be created or written, or None when it can.
+
+    Checked before a command does its work, so the error names the option and the
+    reason up front instead of an ``[Errno ...]`` after the work. In order: a file or
+    folder name longer than the file system's ``NAME_MAX`` or a whole path over
+    ``PATH_MAX`` (in bytes); with ``folder``, an existing path that is not a folder; a
+    folder on the way that is a file; then a probe: a temporary folder is created and
+    removed at once in the output folder (or the nearest existing folder above it), so
+    a read-only file system, missing permission or a pseudo file system such as
+    ``/proc`` is found whoever runs the command (``root`` included, which ``access()``
+    cannot tell). An existing file or device (not ``folder``) is refused on a kernel
+    pseudo file system and otherwise written zero bytes (:func:`write_probe`): its content
+    is unchanged, ``/proc/version`` and ``/dev/full`` fail now.
+
+    Args:
+        path: the output folder (``folder``) or file.
+        folder: the path is a folder the command creates or writes into.
+
+    Returns:
+        None, or the reason without the path, e.g. ``"cannot be created: a name in it is
+        5000 bytes long, over the file system's limit of 255"``.
+    """
+    if (problem := too_long(path)) is not None:
+        return problem
+    anchor = _existing(path)
+    try:
+        st = os.stat(anchor)
+    except OSError as exc:
+        return f"cannot be created: {exc.strerror}"
+    if anchor == path and not folder:  # an existing output file
+        if stat.S_ISDIR(st.st_mode):
+            return "is a folder; give a file name"
+        if stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            return write_probe(path)  # /proc/version, /dev/full: refused now, not at the end
+        return None  # a FIFO: see OutputFile
+    if not stat.S_ISDIR(st.st_mode):
+        return ("exists and is not a folder" if anchor == path else
+                f"cannot be created: {shown_path(anchor)} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".icore-probe-", dir=anchor))
+    except OSError as exc:
+        where = "in it" if anchor == path else f"in {shown_path(anchor)}"
+        return f"cannot be {'written' if anchor == path else 'created'}: cannot create " \
+               f"anything {where} ({exc.strerror})"
     return None

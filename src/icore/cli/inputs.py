@@ -11,7 +11,6 @@ import errno
 import math
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +18,14 @@ from typing import Any
 
 import typer
 
-from icore._files import not_a_regular_file
-from icore.cli._writable import write_probe
+from icore._files import (
+    append_refusal,
+    not_a_regular_file,
+    output_refusal,
+    record_written,
+    write_owned,
+)
+from icore.cli._writable import shown_path, too_long, unwritable
 from icore.errors import redact
 
 FAIL_EXIT = 3
@@ -31,9 +36,19 @@ CI: 1 is an error, 2 a usage error)."""
 def fail_conditions(values: list[str] | None, known: tuple[str, ...]) -> frozenset[str]:
     """Check ``--fail-on`` values (repeatable, or comma-separated).
 
+    A given value that names no condition (``--fail-on ''``, ``','``, ``' '``: the CI
+    spelling ``--fail-on "$VAR"`` with the variable unset) is refused, never read as
+    "no condition": that would turn the gate off without a word.
+
     Raises:
-        typer.BadParameter: a value not in ``known`` (exit 2 naming the option).
+        typer.BadParameter: a value not in ``known``, or a value naming no condition
+            (exit 2 naming the option and the valid conditions).
     """
+    for raw in values or ():
+        if not raw.replace(",", "").strip():
+            raise typer.BadParameter(f"names no condition ({raw!r}); use "
+                                     f"{', '.join(known)}, or drop --fail-on",
+                                     param_hint="--fail-on")
     out = {v.strip() for raw in values or () for v in raw.split(",") if v.strip()}
     bad = sorted(out - set(known))
     if bad:
@@ -168,6 +183,10 @@ class OutputFile:
         if mode is not None and stat.S_ISDIR(mode):
             typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
             raise typer.Exit(2)
+        if (why := output_refusal(path)) is not None:  # the user's file, icore's ledger
+            typer.echo(f"error: {what} {shown_path(path)} {why}; icore never overwrites a "
+                       "file it did not write: move it away or give another path", err=True)
+            raise typer.Exit(2)
         if mode is None or stat.S_ISREG(mode) or stat.S_ISCHR(mode):  # /proc, /dev/full ...
             problem = unwritable(path, folder=False)
             if problem is not None:
@@ -196,7 +215,10 @@ class OutputFile:
         try:
             if self._fd is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.path.write_bytes(data)
+                if self.path.exists() and not self.path.is_file():  # /dev/stdout ...
+                    self.path.write_bytes(data)
+                else:  # listed in the folder's ledger: the next run may replace it
+                    write_owned(self.path, data)
                 return
             fd, self._fd = self._fd, None
             try:
@@ -429,6 +451,35 @@ def refuse_trace_outputs_in(outputs: list[tuple[str, Path]], folders: list[Path]
                 raise typer.Exit(2)
 
 
+def refuse_foreign_otlp_file(endpoint: str | None) -> None:
+    """Refuse ``--otlp-endpoint file:PATH`` on a file icore must not append spans to.
+
+    Spans are appended: only to a new or empty file or one icore wrote (its folder's
+    ledger lists it as it is), never to the user's notes or trace or icore's ledger.
+    Called after :func:`refuse_input_as_output` (which names the input it would be).
+
+    Raises:
+        typer.BadParameter: exit 2, naming the option, the file and why.
+    """
+    target = otlp_file_target(endpoint)
+    if target is not None and (why := append_refusal(target)) is not None:
+        raise typer.BadParameter(f"file:{shown_path(target)} {why}; icore appends spans "
+                                 "only to a new or empty file or one it wrote",
+                                 param_hint="--otlp-endpoint")
+
+
+def adopt_otlp_file(endpoint: str | None) -> None:
+    """After an export to ``file:PATH``: list the file in its folder's ledger.
+
+    icore wrote all of it, so the next run may append to it (:func:`check_otlp_endpoint`
+    refuses a non-empty file icore did not write). One that cannot be listed stays not.
+    """
+    target = otlp_file_target(endpoint)
+    if target is not None:
+        with contextlib.suppress(OSError):
+            record_written(target)
+
+
 def otlp_file_target(endpoint: str | None) -> Path | None:
     """The file an ``--otlp-endpoint file:PATH`` appends to (None for a URL)."""
     if not endpoint or not endpoint.strip().startswith("file:"):
@@ -479,92 +530,6 @@ def refuse_non_folder(path: Path, *, what: str) -> None:
         raise typer.Exit(2)
 
 
-def shown_path(path: Path, limit: int = 120) -> str:
-    """``path`` for a message: a very long one cut, with its length said."""
-    text = str(path)
-    return text if len(text) <= limit else f"{text[:limit - 40]}… ({len(text)} characters)"
-
-
-def _existing(path: Path) -> Path:
-    """``path`` when it exists (a broken link too), else its nearest existing parent."""
-    anchor = path
-    while not os.path.lexists(anchor) and anchor != anchor.parent:
-        anchor = anchor.parent
-    return anchor
-
-
-def too_long(path: Path) -> str | None:
-    """Why ``path`` is too long for the file system, or None.
-
-    A name (one part of the path) over ``NAME_MAX`` bytes or the whole absolute path
-    over ``PATH_MAX - 1`` bytes, as the nearest existing folder's file system says
-    (else Linux's 255 and 4096). Nothing is opened; a ``stat`` of such a path would
-    fail with "File name too long".
-    """
-    anchor = _existing(path)
-    name_max, path_max = 255, 4096
-    with contextlib.suppress(OSError, ValueError):
-        name_max = os.pathconf(anchor, "PC_NAME_MAX")
-        path_max = os.pathconf(anchor, "PC_PATH_MAX")
-    longest = max((len(os.fsencode(p)) for p in path.parts), default=0)
-    if longest > name_max:
-        return (f"cannot be created: a name in it is {longest} bytes long, over the file "
-                f"system's limit of {name_max}")
-    full = len(os.fsencode(os.path.abspath(path)))
-    if full >= path_max:
-        return (f"cannot be created: the path is {full} bytes long, over the system's "
-                f"limit of {path_max - 1}")
-    return None
-
-
-def unwritable(path: Path, *, folder: bool) -> str | None:
-    """Why an output ``path`` cannot be created or written, or None when it can.
-
-    Checked before a command does its work, so the error names the option and the
-    reason up front instead of an ``[Errno ...]`` after the work. In order: a file or
-    folder name longer than the file system's ``NAME_MAX`` or a whole path over
-    ``PATH_MAX`` (in bytes); with ``folder``, an existing path that is not a folder; a
-    folder on the way that is a file; then a probe: a temporary folder is created and
-    removed at once in the output folder (or the nearest existing folder above it), so
-    a read-only file system, missing permission or a pseudo file system such as
-    ``/proc`` is found whoever runs the command (``root`` included, which ``access()``
-    cannot tell). An existing file or device (not ``folder``) is refused on a kernel
-    pseudo file system and otherwise written zero bytes (:func:`write_probe`): its content
-    is unchanged, ``/proc/version`` and ``/dev/full`` fail now.
-
-    Args:
-        path: the output folder (``folder``) or file.
-        folder: the path is a folder the command creates or writes into.
-
-    Returns:
-        None, or the reason without the path, e.g. ``"cannot be created: a name in it is
-        5000 bytes long, over the file system's limit of 255"``.
-    """
-    if (problem := too_long(path)) is not None:
-        return problem
-    anchor = _existing(path)
-    try:
-        st = os.stat(anchor)
-    except OSError as exc:
-        return f"cannot be created: {exc.strerror}"
-    if anchor == path and not folder:  # an existing output file
-        if stat.S_ISDIR(st.st_mode):
-            return "is a folder; give a file name"
-        if stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode):
-            return write_probe(path)  # /proc/version, /dev/full: refused now, not at the end
-        return None  # a FIFO: see OutputFile
-    if not stat.S_ISDIR(st.st_mode):
-        return ("exists and is not a folder" if anchor == path else
-                f"cannot be created: {shown_path(anchor)} is a file, not a folder")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".icore-probe-", dir=anchor))
-    except OSError as exc:
-        where = "in it" if anchor == path else f"in {shown_path(anchor)}"
-        return f"cannot be {'written' if anchor == path else 'created'}: cannot create " \
-               f"anything {where} ({exc.strerror})"
-    return None
-
-
 @contextmanager
 def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
     """Check an output path up front (see :class:`OutputFile`); None passes through.
@@ -585,9 +550,29 @@ def output_file(path: Path | None, *, what: str) -> Iterator[OutputFile | None]:
         out.close()
 
 
-__all__ = ["FAIL_EXIT", "OutputFile", "check_llm_options", "check_otlp_endpoint",
-           "fail_conditions", "int_list", "nonempty_path",
-           "otlp_file_target", "otlp_undelivered", "output_file", "positive_number",
-           "positive_seconds", "positive_seconds_or_none", "refuse_input_as_output",
-           "refuse_inputs_inside", "refuse_non_folder", "refuse_special_file",
-           "refuse_trace_outputs_in", "same_file", "shown_path", "too_long", "unwritable"]
+__all__ = [
+    "FAIL_EXIT",
+    "OutputFile",
+    "adopt_otlp_file",
+    "check_llm_options",
+    "check_otlp_endpoint",
+    "fail_conditions",
+    "int_list",
+    "nonempty_path",
+    "otlp_file_target",
+    "otlp_undelivered",
+    "output_file",
+    "positive_number",
+    "positive_seconds",
+    "positive_seconds_or_none",
+    "refuse_foreign_otlp_file",
+    "refuse_input_as_output",
+    "refuse_inputs_inside",
+    "refuse_non_folder",
+    "refuse_special_file",
+    "refuse_trace_outputs_in",
+    "same_file",
+    "shown_path",
+    "too_long",
+    "unwritable",
+]

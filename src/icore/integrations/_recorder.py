@@ -74,6 +74,10 @@ from icore.records import Lookup, RecordId
 if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
     from icore.adapters import AuditResult, Trace
 
+_KIND_NAMES = frozenset({"task", "plan", "ledger", "instruction", "thought", "output",
+                         "tool_output", "stall", "termination"})
+"""The generic JSONL format's kinds (``icore.adapters.StepKind``; not imported: heavy);
+tests/integrations pin the two equal."""
 _Scope = tuple[str, str, tuple[str, ...]]
 """One logical protected call: (its owner, tool, the facts it depends on)."""
 _Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
@@ -91,6 +95,68 @@ def active_recorder() -> RunRecorder | None:
     return _ACTIVE.get()
 
 
+def _text_arg(value: Any, name: str, *, optional: bool = False) -> str | None:
+    """``value`` when it is a string (or None, when ``optional``).
+
+    Raises:
+        IntegrationError: anything else (``argument`` names the parameter).
+    """
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    raise IntegrationError(f"{name} must be a string{' or None' if optional else ''}, not "
+                           f"{type(value).__name__} {value!r}"[:160], argument=name)
+
+
+def _agents_arg(agents: Any) -> dict[str, str]:
+    """``agents`` (agent id -> description) as a dict; None is ``{}``.
+
+    Raises:
+        IntegrationError: not a mapping, or a key or description that is not a string.
+    """
+    if agents is None:
+        return {}
+    if not isinstance(agents, Mapping):
+        raise IntegrationError(f"agents must be a mapping of agent id -> description, not "
+                               f"{type(agents).__name__} {agents!r}"[:160], argument="agents")
+    for k, v in agents.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise IntegrationError(f"agents must map strings to strings: {k!r}: {v!r}"[:160],
+                                   argument="agents")
+    return dict(agents)
+
+
+def _outcome(value: Any) -> bool | None:
+    """``succeeded`` as a bool or None; a NumPy bool (``a == b`` on arrays) becomes a bool.
+
+    A string such as ``"no"`` or ``"False"`` is truthy: recorded as a success, it made a
+    wrong answer audit as sound (QA r8-bad D16). Refused.
+
+    Raises:
+        IntegrationError: anything else (``argument="succeeded"``).
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    raise IntegrationError(f"succeeded must be True, False or None, not "
+                           f"{type(value).__name__} {value!r}"[:160], argument="succeeded")
+
+
+def _line_args(agent: Any, kind: Any) -> None:
+    """Refuse an event line :func:`icore.adapters.audit_path` would refuse.
+
+    Raises:
+        IntegrationError: ``agent`` not a non-empty string, or ``kind`` not one of the
+            JSONL format's kinds (``argument`` names which).
+    """
+    if not isinstance(agent, str) or not agent:
+        raise IntegrationError(f"agent must be a non-empty string, not "
+                               f"{type(agent).__name__} {agent!r}"[:160], argument="agent")
+    if kind not in _KIND_NAMES:
+        raise IntegrationError(f"unknown kind {kind!r}; use one of "
+                               f"{', '.join(sorted(_KIND_NAMES))}"[:200], argument="kind")
+
+
 class RunRecorder:
     """Collects one run's events as generic-JSONL lines (thread-safe).
 
@@ -105,6 +171,12 @@ class RunRecorder:
         succeeded: the run's outcome as the app judged it (True / False), if known; it
             decides ``answer_check`` when set. Settable after the run
             (``rec.succeeded = booked == expected``) before :meth:`write`.
+
+    Raises:
+        IntegrationError: a ``run_id`` that is not a non-empty string, a ``question``,
+            ``orchestrator`` or ``ground_truth`` that is not a string, ``agents`` that is
+            not a mapping of strings, or ``succeeded`` (here or set later) that is not a
+            bool or None (``"no"`` would be recorded as a success); ``argument`` names it.
 
     Example::
 
@@ -121,11 +193,11 @@ class RunRecorder:
             raise IntegrationError(f"run_id must be a non-empty string, not {run_id!r}"[:120],
                                    argument="run_id")
         self.run_id = run_id
-        self.question = question
-        self.agents: dict[str, str] = dict(agents or {})
-        self.orchestrator = orchestrator
-        self.ground_truth = ground_truth
-        self.succeeded = succeeded
+        self.question = _text_arg(question, "question") or ""
+        self.agents: dict[str, str] = _agents_arg(agents)
+        self.orchestrator = _text_arg(orchestrator, "orchestrator", optional=True)
+        self.ground_truth = _text_arg(ground_truth, "ground_truth", optional=True)
+        self.succeeded = succeeded  # checked by the property: a bool or None
         self.events: list[dict[str, Any]] = []
         self._at: list[float] = []
         self.fenced_tools: set[str] = set()
@@ -147,6 +219,20 @@ class RunRecorder:
         """Calls the ``icore mcp`` gateway refused ``stale``, waiting for their replan:
         (agent, tool) -> plan id (:mod:`icore.integrations._refusals`)."""
         self._lock = threading.Lock()
+
+    @property
+    def succeeded(self) -> bool | None:
+        """The run's outcome as the app judged it (True / False), or None if unknown."""
+        return self._succeeded
+
+    @succeeded.setter
+    def succeeded(self, value: bool | None) -> None:
+        """Set the outcome (before :meth:`write`).
+
+        Raises:
+            IntegrationError: not a bool or None (``"no"`` would read as a success).
+        """
+        self._succeeded = _outcome(value)
 
     @contextmanager
     def active(self) -> Iterator[RunRecorder]:
@@ -177,8 +263,13 @@ class RunRecorder:
                 in ``at`` order, so a hook that delivers late (CrewAI's threaded event
                 bus) still lands where it happened.
             fields: extra keys kept in the line.
+
+        Raises:
+            IntegrationError: ``agent`` not a non-empty string or ``kind`` not one of the
+                kinds (a line the audit would refuse), named by ``argument``.
         """
-        line: dict[str, Any] = {"agent": str(agent), "kind": kind, "content": text_of(content)}
+        _line_args(agent, kind)
+        line: dict[str, Any] = {"agent": agent, "kind": kind, "content": text_of(content)}
         line.update({k: jsonable(v) for k, v in fields.items() if v is not None})
         when = time.time() if at is None else at
         with self._lock:
@@ -402,7 +493,7 @@ class RunRecorder:
         if self.ground_truth is not None:
             run["ground_truth"] = self.ground_truth
         if self.succeeded is not None:
-            run["succeeded"] = bool(self.succeeded)
+            run["succeeded"] = self.succeeded
         return {"run": run}
 
     def jsonl(self) -> str:

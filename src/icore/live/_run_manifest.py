@@ -331,4 +331,4 @@ def default_manifest(family: str = "reservation") -> RunManifest:
                             path="family")
     folder = resources.files("icore.live").joinpath("manifests")
     text = folder.joinpath(f"{family}.yaml").read_text(encoding="utf-8")
-    return manifest_from_dict(yaml.safe_load(text), file=f"<embedded {family}.yaml>")
+    return manifest_from_dict(safe_load(text), file=f"<embedded {family}.yaml>")

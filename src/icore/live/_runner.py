@@ -477,10 +477,12 @@ def _fresh_run_folder(out: Path) -> Path:
 
     A run's log, memories and certificates belong to that run: appending a second run to
     them would mix two histories, and deleting them would lose committed records. Only a
-    folder icore created (its marker file) is moved; a folder of the user's holding
-    :data:`RUN_FILES` is refused (:func:`icore._files.make_room`, FileExistsError).
+    folder icore created (its marker file) is moved; a missing or empty folder is
+    created/used and marked; any other folder of the user's (its own files, or
+    :data:`RUN_FILES`) is refused (:func:`icore._files.make_room`, FileExistsError):
+    marking it would let the next run move the user's whole folder away (QA r8-bad D18).
     """
-    make_room(out, run_files=RUN_FILES)
+    make_room(out)
     out.mkdir(parents=True, exist_ok=True)
     mark_folder(out)
     return out

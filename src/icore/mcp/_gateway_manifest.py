@@ -46,7 +46,7 @@ from pydantic import (
     model_validator,
 )
 
-from icore._yaml import safe_load
+from icore._yaml import DuplicateKeyError, safe_load
 from icore.errors import ErrorCode, IntegrationError, redact
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
 from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
@@ -564,6 +564,9 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
         text = p.read_text(encoding="utf-8")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = safe_load(text)
+    except DuplicateKeyError:
+        _walk(node, (), {}, str(p))  # raises, naming the key's dotted path and both lines
+        raise
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = None if mark is None else mark.line + 1

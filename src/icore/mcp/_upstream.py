@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
+from icore.errors import redact
 from icore.mcp._gateway_manifest import GatewayError, UpstreamSpec
 
 log = logging.getLogger("icore.mcp")
@@ -490,13 +491,12 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                     return await self._send(request)
                 except httpx2.TransportError as exc:
                     first = exc
-            log.warning("upstream HTTP %s of %s failed: %s: %s", method or "POST",
-                        request.url, type(first).__name__, first)
+            cause = redact(f"{type(first).__name__}: {first or 'no detail'}")
+            log.warning("upstream HTTP %s of %s failed: %s", method or "POST",
+                        redact(str(request.url)), cause)
             return httpx2.Response(502, json={"jsonrpc": "2.0", "id": rid, "error": {
-                "code": TRANSPORT_FAILED, "message": f"{TRANSPORT_FAILED_TEXT} "
-                f"({type(first).__name__}: {first or 'no detail'})",
-                "data": {"cause": f"{type(first).__name__}: {first or 'no detail'}"}}},
-                request=request)
+                "code": TRANSPORT_FAILED, "message": f"{TRANSPORT_FAILED_TEXT} ({cause})",
+                "data": {"cause": cause}}}, request=request)
 
         async def _send(self, request: Any) -> Any:
             """One POST; an SSE answer holding only the response is made JSON.
