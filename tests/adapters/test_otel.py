@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +220,46 @@ def test_a_tampered_export_is_refused(mem: tuple[InMemorySpanExporter, OtelExpor
     with pytest.raises(AdapterError) as e:
         audit_path(f)
     assert e.value.field.endswith("icore.event.id")
+
+
+def _edit_spans(path: Path, edit: Callable[[dict[str, Any], dict[str, Any]], bool]) -> None:
+    """Rewrite an OTLP JSON file: ``edit(span, attrs)`` may change a span (attrs: by key,
+    the value objects themselves); a span for which it returns False is deleted."""
+    docs = [json.loads(line) for line in path.read_text().splitlines()]
+    for d in docs:
+        for rs in d["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                ss["spans"] = [sp for sp in ss["spans"] if edit(sp, {
+                    a["key"]: a["value"] for a in sp.get("attributes", [])})]
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+
+def _set_policy(sp: dict[str, Any], attrs: dict[str, Any]) -> bool:
+    for k in ("icore.gate.policy", "icore.run.policy", "gen_ai.guardrail.policy.id"):
+        if k in attrs:
+            attrs[k]["stringValue"] = "planfence"
+    return True
+
+
+def _drop_auditor(sp: dict[str, Any], attrs: dict[str, Any]) -> bool:
+    return attrs.get("icore.call", {}).get("stringValue") != "audited"
+
+
+@pytest.mark.parametrize(("edit", "field"), [(_set_policy, "icore.gate.policy"),
+                                             (_drop_auditor, "icore.audit.verdict")])
+def test_an_edited_policy_or_a_cut_off_tail_is_refused(
+        mem: tuple[InMemorySpanExporter, OtelExporter], tmp_path: Path,
+        edit: Callable[[dict[str, Any], dict[str, Any]], bool], field: str) -> None:
+    """QA r8-bad D23: the policy set to one the run did not use, or the auditor's last
+    step deleted, re-audited as recorded."""
+    spans_x, ex = mem
+    _live(tmp_path, ex, "owner_head_freshness")
+    f = _write(spans_x.get_finished_spans(), tmp_path / "le.otlp.json")
+    audit_path(f)  # as exported: it re-audits
+    _edit_spans(f, edit)
+    with pytest.raises(AdapterError) as e:
+        audit_path(f)
+    assert e.value.field.endswith(field), e.value
 
 
 # ------------------------------------------------------------------ the library's fence

@@ -49,8 +49,8 @@ def wait_port(port: int, proc: subprocess.Popen[Any], timeout_s: float = 30) -> 
 @contextlib.contextmanager
 def process(args: list[str], extra_env: dict[str, str] | None = None,
             **kw: Any) -> Iterator[subprocess.Popen[Any]]:
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         env={**env(), **(extra_env or {})}, **kw)
+    p = subprocess.Popen(args, env={**env(), **(extra_env or {})},
+                         **{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **kw})
     try:
         yield p
     finally:
@@ -60,6 +60,8 @@ def process(args: list[str], extra_env: dict[str, str] | None = None,
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(timeout=5)
+        if p.stderr is not None:
+            p.stderr.close()
 
 
 def write_manifest(folder: Path, upstreams: dict[str, Any], **extra: Any) -> Path:

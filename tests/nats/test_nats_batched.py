@@ -227,8 +227,9 @@ class _FakeMemory:
             if not fut.done():
                 if g.result():
                     fut.set_result(100 + n)
-                else:
+                else:  # marked retrieved, as NatsMemory.barrier does
                     fut.set_exception(TimeoutError("no quorum"))
+                    fut.exception()
         gate.add_done_callback(settle)
 
 

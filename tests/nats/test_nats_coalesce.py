@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,6 +173,47 @@ def test_raw_headers_parse_as_nats_py_does(status: str | None,
     theirs = asyncio.run(Client()._process_headers(raw)) or {}
     # nats-py keys the description by its Header enum member
     assert parse_headers(raw) == {getattr(k, "value", k): v for k, v in theirs.items()}
+
+
+_RID = Record.create(key="req/0", owner="a", seq=1, content={}).id
+_FIELD = st.tuples(
+    st.sampled_from(["Nats-Subject", "Nats-UpTo-Sequence", "KV-Operation", "Nats-Stream",
+                     "Nats-Sequence"]) | _NAME,
+    st.sampled_from(["$KV.t-heads.a.x", "$KV.t-heads.a.y", "12", "0", "DEL", "PURGE",
+                     "\u00b2"]) | _VALUE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(status=st.one_of(st.none(), st.sampled_from(["204 EOB", "404", "404 No Messages",
+                                                    "408 Request Timeout", "503"])),
+       lines=st.lists(_FIELD, max_size=6), good=st.booleans())
+def test_header_fields_read_in_place_decide_as_the_parsed_block(
+        status: str | None, lines: list[tuple[str, str]], good: bool) -> None:
+    """A batch reply read from its raw header block (the fields found in place) ends
+    exactly as one read from :func:`parse_headers`' dict: the same heads and snapshot
+    sequence, or the same error."""
+    raw = ("NATS/1.0" + (f" {status}" if status else "") + "\r\n"
+           + "".join(f"{n}: {v}\r\n" for n, v in lines) + "\r\n").encode()
+    data = msgpack.packb([_RID, 1]) if good else b"\xc1"
+    eob = b"NATS/1.0 204 EOB\r\nNats-UpTo-Sequence: 9\r\n\r\n"
+
+    async def outcome(in_place: bool) -> object:
+        b = _BatchReply({"$KV.t-heads.a.x": "x"}, asyncio.get_running_loop().create_future())
+        for block, payload in ((raw, data), (eob, b"")):
+            if b.done.done():
+                break
+            if in_place:
+                b.add_raw(block, payload)
+            else:
+                b.add(parse_headers(block), payload)
+        if not b.done.done():
+            return "pending"
+        exc = b.done.exception()
+        return (type(exc), str(exc)) if exc is not None else b.done.result()
+
+    async def both() -> None:
+        assert await outcome(True) == await outcome(False)
+    asyncio.run(both())
 
 
 def test_raw_headers_refuse_a_block_without_the_version_line() -> None:

@@ -119,6 +119,16 @@ def test_depends_on_with_a_non_str_key_names_the_text_fix() -> None:
     assert "depends_on={'5'}" in str(ei.value) and "declare" not in str(ei.value)
 
 
+def test_an_empty_depends_on_is_a_setup_error_with_or_without_the_calls_arguments() -> None:
+    """A ``depends_on`` returning no key is the developer's mistake even when the call's
+    arguments are given (only keys made of the model's text go to the model)."""
+    ws = _ws()
+    for args in (None, {"room": "R1"}):
+        with pytest.raises(WorkspaceError, match="depends_on is empty"):
+            ws.check_keys(set(), where="depends_on", args=args)
+    assert ws.check_keys({"room/*"}, where="depends_on", args={"r": "*"}) == frozenset()
+
+
 def test_expected_must_be_a_head_id_and_the_error_names_expected() -> None:
     """AG2 8: a bad ``expected=`` names ``expected=``, not the internal ``supersedes``."""
     ws = _ws()

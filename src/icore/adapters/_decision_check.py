@@ -193,9 +193,69 @@ def check_record_line(rec: Any, *, file: str, field: str) -> None:
     _ids(rec.get("parents", []), file, f"{field}.parents")
 
 
+def check_record_links(records: list[tuple[str, Mapping[str, Any]]], *, file: str) -> None:
+    """Record ids unique and ``parents`` links acyclic over one trace's record lines.
+
+    A record id is the digest of its content, so one id carried by two different
+    records, or a record that is its own ancestor, cannot come from a record store:
+    the trace was edited or damaged, and its lineage verdicts would be read off
+    whichever record won. A line repeated identically is kept once. Parents that are
+    not in the trace are left alone (a trace may hold only part of the store).
+
+    Args:
+        records: ``(field, record)`` pairs in file order, each already passed by
+            :func:`check_record_line` (``field`` as ``line 3.planfence.record``).
+        file: the trace file, for errors.
+
+    Raises:
+        AdapterError: two different records with one id (naming both lines), or a cycle
+            of ``parents`` links (naming the records' lines along the cycle).
+    """
+    seen: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for field, rec in records:
+        first = seen.setdefault(rec["id"], (field, rec))
+        try:
+            differs = first[1] is not rec and first[1] != rec
+        except RecursionError:  # nested past the compare's limit: not shown to be equal
+            differs = True
+        if differs:
+            raise _bad(f"record id {rec['id'][:12]}... is also the id of a different record "
+                       f"at {first[0]}: an id is its record's digest, so the trace was "
+                       "edited or damaged", file, f"{field}.id")
+    parents = {i: [p for p in r.get("parents", ()) if p in seen] for i, (_, r) in seen.items()}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for start in parents:
+        if start in state:
+            continue
+        path = [start]
+        todo = [iter(parents[start])]
+        state[start] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                todo.pop()
+            elif state.get(nxt) == 1:
+                cyc = [*path[path.index(nxt):], nxt]
+                where = " -> ".join(seen[i][0] for i in cyc)
+                raise _bad(f"the records' parents links form a cycle ({where}): a record "
+                           "cannot be its own ancestor, so the trace was edited or damaged",
+                           file, f"{seen[nxt][0]}.parents")
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                todo.append(iter(parents[nxt]))
+
+
 def _short(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-__all__ = ["OUTCOMES", "check_record_line", "checked_decision", "gate_span_decision"]
+__all__ = [
+    "OUTCOMES",
+    "check_record_line",
+    "check_record_links",
+    "checked_decision",
+    "gate_span_decision",
+]

@@ -57,7 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from icore._files import not_a_regular_file
-from icore.adapters._decision_check import check_record_line, checked_decision
+from icore.adapters._decision_check import (
+    check_record_line,
+    check_record_links,
+    checked_decision,
+)
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._trace import (
     MAX_STEP,
@@ -99,8 +103,18 @@ def load_jsonl(path: str | Path) -> Trace:
 
 
 def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str]]:
-    """The numbered lines of a binary file, decoded as UTF-8 one at a time."""
+    """The numbered lines of a binary file, decoded as UTF-8 one at a time.
+
+    A UTF-8 byte-order mark opening the file is dropped (Windows editors write one; the
+    OpenTelemetry readers drop it too); a gzip file is named as such.
+    """
     for n, raw in enumerate(f, start=1):
+        if n == 1:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if raw.startswith(b"\x1f\x8b"):
+                raise AdapterError("the file is gzip-compressed: decompress it first "
+                                   "(gunzip), then audit the .jsonl", file=file,
+                                   field="<root>")
         try:
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -112,17 +126,20 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
     """Parse the generic JSONL format from a string (see :func:`load_jsonl`).
 
     Lines are split on a newline (LF) only: a raw U+2028 inside a JSON string is text.
+    A byte-order mark (U+FEFF) opening ``text`` is dropped.
 
     Raises:
         AdapterError: ``text`` or ``file`` is not a ``str``; as :func:`load_jsonl`.
     """
     check_text(text, file)
-    return _parse_lines(enumerate(text.split("\n"), start=1), file=file, run_id=run_id)
+    return _parse_lines(enumerate(text.removeprefix("\ufeff").split("\n"), start=1),
+                        file=file, run_id=run_id)
 
 
 def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) -> Trace:
     """The run of numbered lines, read one at a time (each line becomes a step at once)."""
     header: dict[str, Any] = {}
+    header_at = first_step = 0  # the lines of the run header and of the first step
     planfence: dict[str, list[Any]] = {"records": [], "decisions": []}
     names: AgentNames | None = None
     agents_decl: dict[str, Any] = {}
@@ -136,16 +153,24 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         obj = _decode(line, file, n)
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
-        if "run" in obj and names is None and not header:
+        if "run" in obj and "agent" not in obj:
+            if header_at:
+                raise AdapterError(f"a second run header (the first is line {header_at}): a "
+                                   "file holds one run", file=file, field=f"line {n}.run")
+            if names is not None:
+                raise AdapterError(f"the run header must come before the steps (the first "
+                                   f"step is line {first_step})", file=file,
+                                   field=f"line {n}.run")
             if not isinstance(obj["run"], dict):
                 raise AdapterError("run header must be an object", file=file,
                                    field=f"line {n}.run")
-            header = obj["run"]
+            header, header_at = obj["run"], n
             continue
         if "planfence" in obj and "agent" not in obj:
             _planfence_line(obj["planfence"], file, f"line {n}.planfence", planfence)
             continue
         if names is None:
+            first_step = n
             agents_decl = header.get("agents", {})
             if not isinstance(agents_decl, dict):
                 raise AdapterError("agents must be an object", file=file, field="run.agents")
@@ -209,6 +234,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
+    check_record_links(planfence["records"], file=file)
+    records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
     if ann is not None:
@@ -247,8 +274,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         steps=tuple(steps),
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
-        planfence=PlanfenceLog(tuple(planfence["records"]), tuple(planfence["decisions"]))
-        if planfence["records"] or planfence["decisions"] else None,
+        planfence=PlanfenceLog(records, tuple(planfence["decisions"]))
+        if records or planfence["decisions"] else None,
     )
 
 
@@ -320,7 +347,7 @@ def _planfence_line(obj: Any, file: str, field: str, into: dict[str, list[Any]])
                            file=file, field=f"{field}.{extra[0]}")
     if "record" in obj:
         check_record_line(obj["record"], file=file, field=f"{field}.record")
-        into["records"].append(obj["record"])
+        into["records"].append((f"{field}.record", obj["record"]))
         return
     # the typed decision's own checks (icore.fence.DecisionEntry) and the importer's
     into["decisions"].append(checked_decision(obj["decision"], file=file,

@@ -57,7 +57,7 @@ from icore.adapters._decision_check import gate_span_decision
 from icore.adapters._errors import AdapterError
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
-from icore.adapters._otel_values import OtelSpan
+from icore.adapters._otel_values import OtelSpan, span_agent
 from icore.adapters._trace import AgentNames, LiveRunPart, PlanfenceLog, Step, StepKind, Trace
 from icore.adapters._values import (
     gc_paused,
@@ -156,15 +156,6 @@ def _handoff_target(s: OtelSpan) -> str | None:
     return None
 
 
-def _agent_of(s: OtelSpan) -> str | None:
-    a = s.attributes
-    for k in (N.AGENT_NAME, N.OI_AGENT_NAME, N.AGENT_ID, "graph.node.id"):
-        v = a.get(k)
-        if isinstance(v, str) and v:
-            return v
-    return None
-
-
 def _content(s: OtelSpan, *keys: str) -> str:
     for k in keys:
         v = s.attributes.get(k)
@@ -216,7 +207,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             got = agent_of[cur]
             if got is not None:
                 return got
-            a = _agent_of(spans[cur]) if kinds[cur] in ("AGENT", "TOOL", "LLM") else None
+            a = span_agent(spans[cur], file) if kinds[cur] in ("AGENT", "TOOL", "LLM") else None
             if a is not None:
                 return names.canonical(a) or names.add(a)
             cur = up[cur]
@@ -291,7 +282,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             who = names.canonical(to) or names.add(to)
             add(i, StepKind.INSTRUCTION, owner(i), f"handoff to {who}", to=who)
         elif k == "PLAN":
-            own = _agent_of(s)
+            own = span_agent(s, file)
             who = (names.canonical(own) or names.add(own)) if own else owner(i)
             add(i, StepKind.PLAN, who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
                                                 N.PLAN_OPTION) or s.name)

@@ -129,7 +129,10 @@ def audit_live_trace(trace: Trace) -> AuditResult:
 
     Raises:
         AdapterError: the run span (manifest) is missing or invalid, a step lacks an
-            attribute it needs, or the replayed event ids differ from the recorded ones.
+            attribute it needs, the replayed event ids differ from the recorded ones, a
+            gate decision its policy never makes (``planfence`` with ``not_validated``),
+            or a task span records an audit verdict
+            that no ``audited`` step replays (the last step cut off; QA r8-bad D23).
     """
     t0 = time.perf_counter()
     file = trace.file
@@ -151,6 +154,7 @@ def audit_live_trace(trace: Trace) -> AuditResult:
                       listener=lambda _call, _task, _args, outcome: told.append(outcome))
     timeline: list[MetricPoint] = []
     replans = 0
+    verdicts: dict[str, str] = {}  # task -> its task span, while its audited step is due
     for c in (trace.live.calls if trace.live is not None else ()):
         a: Mapping[str, Any] = c["attributes"]
         call = str(c["call"])
@@ -179,6 +183,12 @@ def audit_live_trace(trace: Trace) -> AuditResult:
                 if a.get(N.G + "outcome") not in (None, *OUTCOMES):
                     raise AdapterError(f"unknown outcome {a.get(N.G + 'outcome')!r}",
                                        file=file, field=f"{where}.{N.G}outcome")
+                if a.get(N.G + "policy") == "planfence" and \
+                        a.get(N.G + "reason") == "not_validated":
+                    raise AdapterError("PlanFence never authorizes without validating "
+                                       "(reason 'not_validated' is made only by the "
+                                       "policies that do not validate): the export is "
+                                       "edited", file=file, field=f"{where}.{N.G}policy")
                 if not isinstance(a.get(N.G + "replanned"), bool | None):
                     raise AdapterError("must be a boolean", file=file,
                                        field=f"{where}.{N.G}replanned")
@@ -218,8 +228,16 @@ def audit_live_trace(trace: Trace) -> AuditResult:
             raise AdapterError(f"the recorded step does not replay: {exc}", file=file,
                                field=where) from None
         _check_outcome(a, told[-1] if told else None, file, where)
+        if call == "introduce" and a.get(N.AUDIT_VERDICT) is not None:
+            verdicts[task] = where
+        elif call == "audited":
+            verdicts.pop(task, None)
         m = audit.state.metrics()
         timeline.append(MetricPoint(int(c["seq"]), m.snd, m.astab, m.cq, len(audit.state.flags), 0))
+    for task, where in verdicts.items():  # the task's audit recorded, its step gone
+        raise AdapterError(f"task {task!r} records an audit verdict but no audited step "
+                           "replays it: the export is truncated or edited", file=file,
+                           field=f"{where}.{N.AUDIT_VERDICT}")
     x = audit.state
     diagnoses = []
     for n, f in enumerate(x.flags.values(), start=1):

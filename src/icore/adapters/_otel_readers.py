@@ -7,6 +7,7 @@ OTLP JSON, Phoenix, Langfuse and Jaeger span exports into :class:`OtelSpan` list
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -170,7 +171,7 @@ def _phoenix_span(sp: Any, file: str, w: str) -> OtelSpan:
         parent_id=_hex_id(sp.get("parent_id"), 8, file, f"{w}.parent_id", optional=True),
         name=name, kind=kind, start_ns=_ns(sp.get("start_time"), file, f"{w}.start_time"),
         end_ns=_ns(sp.get("end_time"), file, f"{w}.end_time"), attributes=flat,
-        events=events, status=str(sp.get("status_code") or "UNSET").upper(),
+        events=events, status=_phoenix_status(sp.get("status_code"), file, w),
         status_message=str(sp.get("status_message") or ""))
 
 
@@ -211,7 +212,11 @@ def _langfuse_span(o: Any, file: str, w: str, trace_id: str = "") -> OtelSpan:
         attrs.setdefault(N.OI_MODEL, str(o["model"]))
     if kind == "AGENT":
         attrs.setdefault(N.AGENT_NAME, str(o.get("name") or ""))
-    level = str(o.get("level") or "DEFAULT").upper()
+    level = o.get("level") or "DEFAULT"
+    if not isinstance(level, str) or level.upper() not in _LANGFUSE_LEVELS:
+        raise AdapterError(f"level must be one of {', '.join(_LANGFUSE_LEVELS)}, not "
+                           f"{str(level)[:40]!r}", file=file, field=f"{w}.level")
+    level = level.upper()
     return OtelSpan(
         trace_id=str(o.get("traceId") or trace_id), span_id=o["id"],
         parent_id=str(o.get("parentObservationId") or ""), name=str(o.get("name") or typ),
@@ -221,20 +226,59 @@ def _langfuse_span(o: Any, file: str, w: str, trace_id: str = "") -> OtelSpan:
         status_message=str(o.get("statusMessage") or ""))
 
 
+_LANGFUSE_LEVELS = ("DEBUG", "DEFAULT", "WARNING", "ERROR")
+"""A Langfuse observation's levels (a number or another word was read as OK)."""
+
+
+def _phoenix_status(v: Any, file: str, where: str) -> str:
+    """A Phoenix span's ``status_code``: ``OK``, ``ERROR`` or ``UNSET`` (any case).
+
+    Raises:
+        AdapterError: anything else (``5`` was read as a status, QA r8-bad D11).
+    """
+    s = "UNSET" if v is None or v == "" else v
+    if not isinstance(s, str) or s.upper() not in ("OK", "ERROR", "UNSET"):
+        raise AdapterError(f"status_code must be OK, ERROR or UNSET, not {str(v)[:40]!r}",
+                           file=file, field=f"{where}.status_code")
+    return s.upper()
+
+
 def _jaeger_tags(tags: Any, file: str, where: str) -> dict[str, Any]:
     """Jaeger ``[{"key", "type", "value"}]`` tags as a dict.
 
     Raises:
         AdapterError: a tag without a non-empty string key (it was dropped silently,
-            issue 29), naming it.
+            issue 29), naming it; a ``NaN``/``Infinity`` value (not JSON, QA r8-bad D6);
+            a value that is not of the tag's own ``type`` (``string``/``binary``: a
+            string, ``bool``: a boolean, ``int64``: an integer, ``float64``: a number;
+            an ``int64`` tag holding ``"planner"`` was read as that name, D4).
     """
     out: dict[str, Any] = {}
     for i, t in enumerate(_list(tags, file, where)):
         if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not t["key"]:
             raise AdapterError("a tag needs a non-empty string 'key'", file=file,
                                field=f"{where}[{i}].key")
-        out[t["key"]] = t.get("value")
+        v = t.get("value")
+        typ = t.get("type")
+        typ = typ.lower() if isinstance(typ, str) else ""
+        want = _JAEGER_TYPES.get(typ)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise AdapterError(f"{v!r} is not JSON (NaN/Infinity tokens are refused)",
+                               file=file, field=f"{where}[{i}].value")
+        if want is not None and v is not None and (
+                not isinstance(v, want) or (isinstance(v, bool) and want is not bool)):
+            raise AdapterError(f"a tag of type {typ} must hold {_JAEGER_WORDS[typ]}, "
+                               f"not {type(v).__name__} {str(v)[:40]!r}", file=file,
+                               field=f"{where}[{i}].value")
+        out[t["key"]] = v
     return out
+
+
+_JAEGER_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "binary": str, "bool": bool, "int64": int, "float64": (int, float)}
+"""The Python type of each Jaeger tag ``type`` (:func:`_jaeger_tags`)."""
+_JAEGER_WORDS = {"string": "a string", "binary": "a string", "bool": "true or false",
+                 "int64": "an integer", "float64": "a number"}
 
 
 def _jaeger_spans(traces: Sequence[Any], file: str, where: str, *,

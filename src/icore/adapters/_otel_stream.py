@@ -70,6 +70,9 @@ def _stream(f: IO[bytes], file: str) -> Iterator[OtelSpan]:
     head = f.read(65536)
     if not head.strip():
         raise AdapterError("empty file", file=file, field="<root>")
+    if head.startswith(b"\x1f\x8b"):
+        raise AdapterError("the file is gzip-compressed: decompress it first (gunzip)",
+                           file=file, field="<root>")
     first = head.split(b"\n", 1)[0]
     one_line_doc = False
     if first.strip() and (b"\n" in head or len(head) < 65536):

@@ -22,6 +22,8 @@ from icore.adapters._values import (
 )
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_AGENT_KEYS = ("gen_ai.agent.name", "agent.name", "gen_ai.agent.id", "graph.node.id")
+"""The attributes naming a span's agent, first found wins (:func:`span_agent`)."""
 
 
 @dataclass(slots=True)
@@ -69,9 +71,8 @@ def _any(v: Any, file: str, where: str) -> Any:
     if k in ("boolValue", "bool_value"):
         if isinstance(x, bool):
             return x
-        if x in ("true", "false"):
-            return x == "true"
-        raise AdapterError(f"boolValue is not a boolean: {x!r}", file=file,
+        # a string ("true") is not OTLP/JSON's bool; read as one, it decided icore.paused
+        raise AdapterError(f"boolValue is not a boolean (true or false): {x!r}", file=file,
                            field=where)
     if k in ("intValue", "int_value"):  # int64 (a decimal string in OTLP/JSON)
         return integer(x, file=file, field=where, lo=-(2**63), hi=2**63 - 1)
@@ -185,7 +186,8 @@ def _list(v: Any, file: str, where: str) -> list[Any]:
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     """Nested attribute maps (Phoenix) -> dotted keys (``llm.model_name``).
 
-    The dotted keys are shared across spans (:data:`_KEY_MEMO`).
+    The dotted keys are shared across spans (:data:`_KEY_MEMO`). A map under an agent
+    name's key stays a map, so that :func:`span_agent` refuses it (not ``agent.name.x``).
     """
     out: dict[str, Any] = {}
     if isinstance(obj, dict):
@@ -197,7 +199,7 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
                 key = shared
             elif len(memo) < 4096:
                 memo[key] = key
-            if isinstance(v, dict) and v:
+            if isinstance(v, dict) and v and key not in _AGENT_KEYS:
                 out.update(_flatten(v, key))
             else:
                 out[key] = v
@@ -261,3 +263,28 @@ def _fast_ns(v: Any) -> int | None:
         t = int(v)
         return t if t <= MAX_NS else None
     return None
+
+
+def span_agent(s: OtelSpan, file: str) -> str | None:
+    """The span's own agent name: the first non-empty agent attribute.
+
+    Raises:
+        AdapterError: an agent attribute that is not a string (a number, an array, a
+            map): read as no name, the span's turns went to ``system`` (QA r8-bad D4).
+    """
+    a = s.attributes
+    for k in _AGENT_KEYS:
+        v = a.get(k)
+        if isinstance(v, str):
+            if v:
+                return v
+        elif v is not None:
+            raise AdapterError(f"an agent name must be a string, not {type(v).__name__} "
+                               f"{_short_repr(v)}", file=file,
+                               field=f"span {s.span_id} ({s.name!r}).{k}")
+    return None
+
+
+def _short_repr(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."

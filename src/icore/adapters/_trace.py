@@ -306,7 +306,8 @@ def as_str(value: Any, *, file: str, field: str, optional: bool = False) -> str 
     if value is None:
         if optional:
             return None
-        raise AdapterError("missing field", file=file, field=field)
+        raise AdapterError("missing field (or null): expected a string", file=file,
+                           field=field)
     if isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):

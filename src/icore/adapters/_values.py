@@ -256,8 +256,10 @@ def check_size(path: Path) -> int:
         return 0  # the reader reports it
     limit = max_input_bytes()
     if size > limit:
-        raise AdapterError(f"file is {size / 2**20:.1f} MiB, over the {limit / 2**20:.0f} MiB "
-                           f"input limit (raise it with --max-input-mb or {ENV_MAX_INPUT})",
+        sizes = (f"{size} bytes, over the {limit}-byte" if limit < 2**20 else
+                 f"{size / 2**20:.1f} MiB, over the {limit / 2**20:.4g} MiB")
+        raise AdapterError(f"file is {sizes} input limit (raise it with --max-input-mb or "
+                           f"{ENV_MAX_INPUT})",
                            file=str(path), field="<root>")
     return size
 

@@ -94,6 +94,11 @@ def read_json(path: str | Path) -> tuple[Any, str]:
         raise json_value_error(exc, text, file=file, field="<root>") from None
 
 
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
 def detect_family(data: Any) -> str:
     """``captain_agent`` for ``system_prompt`` or named messages, else ``magentic_one``."""
     if isinstance(data, dict):
@@ -119,7 +124,19 @@ def load_who_and_when(path: str | Path, *, family: str | None = None) -> Trace:
 
 def parse_who_and_when_data(data: Any, *, file: str = "<memory>",
                             family: str | None = None) -> Trace:
-    """Parse an already-loaded Who&When run (family detected unless given)."""
+    """Parse an already-loaded Who&When run (family detected unless given).
+
+    Raises:
+        AdapterError: as :func:`load_who_and_when`; both outcome fields given
+            (``is_corrected``, Magentic-One's, and ``is_correct``, CaptainAgent's: which
+            one holds the outcome, and which family the run is, cannot be told).
+    """
+    if isinstance(data, dict) and "is_corrected" in data and "is_correct" in data:
+        raise AdapterError(
+            f"both outcome fields given: is_corrected={_short(data['is_corrected'])} "
+            f"(Hand-Crafted / Magentic-One runs) and is_correct="
+            f"{_short(data['is_correct'])} (CaptainAgent runs); keep the one of the run's "
+            "family", file=file, field="is_correct")
     fam = family or detect_family(data)
     if fam == CAPTAIN_AGENT:
         return parse_captain_agent(data, file=file)

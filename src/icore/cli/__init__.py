@@ -207,17 +207,27 @@ def main() -> None:
     ``icore bench ...``, ``icore demo``, the top-level help and no argument. Output is
     redacted (:class:`_Redacting`); for ``icore mcp`` only stderr (its stdout is the MCP
     protocol; its messages and logs redact on their own).
+
+    Raises:
+        SystemExit: 130 on Ctrl-C that no command handled (e.g. while modules load),
+            after one ``interrupted`` line on stderr.
     """
     argv = sys.argv[1:]
     fast = _FAST.get(argv[0]) if argv else None
-    if fast is not None:
-        _register(fast)
-        with _redacted_output(stdout=False):  # stdout is the MCP protocol: left alone
+    try:
+        if fast is not None:
+            _register(fast)
+            with _redacted_output(stdout=False):  # stdout is the MCP protocol: left alone
+                _app()
+            return
+        _register_all(lab=not argv or argv[0] in (*_LAB, "-h", "--help"))
+        with _redacted_output():
             _app()
-        return
-    _register_all(lab=not argv or argv[0] in (*_LAB, "-h", "--help"))
-    with _redacted_output():
-        _app()
+    except KeyboardInterrupt:
+        # Ctrl-C while the command's modules load (before its own handler): one line,
+        # exit 130 as a shell reports SIGINT, not a traceback (QA r8-bad D22)
+        print("interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
 
 
 __all__ = ["app", "main"]

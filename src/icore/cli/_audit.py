@@ -28,6 +28,7 @@ from icore.adapters import (
     AdapterError,
     AuditResult,
     audit_file,
+    max_input_bytes,
     scan_paths,
     write_prov,
 )
@@ -146,6 +147,8 @@ def audit(
         # what is skipped (a FIFO, a socket, a broken link) is said, one line each
         refuse_special_file(p, what="trace path", dir_ok=True)
     check_otlp_endpoint(otlp_endpoint, best_effort=otlp_best_effort)
+    if max_input_mb is None:
+        _check_max_input_env()
     if report or prov:
         refuse_non_folder(out, what="--out")
     scan = scan_paths(paths)
@@ -170,6 +173,20 @@ def audit(
                llm=_LlmOptions(llm_base_url, llm_model, llm_mode, llm_api_key),
                folds=folds, repeats=repeats, otlp_best_effort=otlp_best_effort,
                skipped=scan.skipped)
+
+
+def _check_max_input_env() -> None:
+    """A bad ``$ICORE_MAX_INPUT_MB`` is a usage error, said once before any work.
+
+    Raises:
+        typer.BadParameter: the variable is set but is not a finite number > 0 (it was
+            an input error repeated for every file, exit 1; QA r8-bad D9).
+    """
+    try:
+        max_input_bytes()
+    except AdapterError as exc:
+        raise typer.BadParameter(f"{exc.problem} (or give --max-input-mb)",
+                                 param_hint=f"${ENV_MAX_INPUT}") from None
 
 
 @contextlib.contextmanager

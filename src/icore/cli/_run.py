@@ -79,7 +79,7 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
         raise typer.BadParameter(str(exc), param_hint="manifest" if path else "--family") \
             from exc
     changes: dict[str, object] = {}
-    if policy:
+    if policy is not None:  # given: '' names no policy (not "the manifest's")
         if policy not in _POLICIES:
             raise typer.BadParameter(f"use one of {', '.join(_POLICIES)}", param_hint="--policy")
         changes["policy"] = policy
@@ -95,7 +95,11 @@ def _manifest(path: Path | None, family: str, *, policy: str | None, backend: st
             b["timeout_s"] = timeout_s
         changes["backend"] = b
     if seeds is not None:  # given: '' or ',' names no seed (not "the manifest's")
-        changes["seeds"] = list(int_list(seeds, "--seeds"))
+        seed_list = list(int_list(seeds, "--seeds"))
+        changes["seeds"] = seed_list
+        if any(x < 0 for x in seed_list):
+            raise typer.BadParameter(f"seeds are integers >= 0, got {seeds!r}",
+                                     param_hint="--seeds")
     # `is not None`, not truthiness: an explicit 0 must reach the validation, not vanish
     if concurrency is not None:
         changes["concurrency"] = concurrency

@@ -500,6 +500,17 @@ def positive_number(value: float | None) -> float | None:
     return value
 
 
+def size_or_zero(value: float) -> float:
+    """Typer callback: a size option where 0 means "skip" must be finite and ``>= 0``.
+
+    Raises:
+        typer.BadParameter: NaN (was "should be >= 0"), infinite or negative.
+    """
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter(f"must be a finite number >= 0 (0 skips it), got {value}")
+    return value
+
+
 def refuse_non_folder(path: Path, *, what: str) -> None:
     """Exit 2 with an ``error:`` message when ``path`` cannot be the output folder.
 

@@ -37,11 +37,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from icore.errors import IcoreError
+from icore.errors import IcoreError, redact
 from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
-from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, url_problem
 from icore.mcp._gateway_order import Wire
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
@@ -66,6 +66,38 @@ def instructions(upstreams: Mapping[str, Upstream]) -> str:
     return "\n\n".join([GATEWAY_INSTRUCTIONS, *theirs])
 
 
+def _checked_paths(manifest: GatewayManifest) -> str | None:
+    """The ``otel`` endpoint checked (a resolved ``file:PATH`` or an http(s) URL).
+
+    The stdio upstreams' ``cwd`` too: both before any upstream starts.
+
+    Raises:
+        GatewayManifestError: a ``cwd`` that is not a folder, an ``otel`` file that is a
+            folder or a device, or an ``otel`` that is no http(s) URL with a host and a
+            port in 1-65535 (each was found only at start-up, as "unreachable"; QA
+            r8-bad D13), naming the field and its line.
+    """
+    for n, up in manifest.upstreams.items():
+        if up.command is not None and not (cwd := manifest.resolve(up.cwd or ".")).is_dir():
+            raise manifest.error(f"cwd {cwd} is not a folder ("
+                                 f"{'it is a file' if cwd.exists() else 'not found'})",
+                                 "upstreams", n, "cwd")
+    ep = manifest.otel
+    if not ep:
+        return None
+    if ep.startswith("file:"):
+        fp = manifest.resolve(ep.removeprefix("file:"))
+        if fp.exists() and not fp.is_file():
+            raise manifest.error(f"otel file {fp} is not a regular file (a folder "
+                                 "or a device)", "otel")
+        return "file:" + str(fp)
+    why = url_problem(ep) if re.match(r"^https?://", ep) else \
+        "use an http(s):// OTLP collector URL or file:PATH"
+    if why is not None:
+        raise manifest.error(f"{redact(ep)!r}: {why}", "otel")
+    return ep
+
+
 class Gateway:
     """PlanFence and iCORE recording in front of the manifest's upstream MCP servers.
 
@@ -87,6 +119,7 @@ class Gateway:
         require("mcp.server", "mcp", feature="icore mcp")
         self.manifest = manifest
         self._resources = _Resources(self, self._client_key)
+        otel_endpoint = _checked_paths(manifest)
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
                         if s.command is not None else s,
@@ -112,16 +145,9 @@ class Gateway:
             warn_not_shared(manifest, self.trace, tpath)
         self.facts: FactBook | None = None
         self.otel: Any = None
-        if manifest.otel:
+        if otel_endpoint:
             from icore.adapters import OtelExporter
-            ep = manifest.otel
-            if ep.startswith("file:"):
-                fp = manifest.resolve(ep.removeprefix("file:"))
-                if fp.exists() and not fp.is_file():
-                    raise manifest.error(f"otel file {fp} is not a regular file (a folder "
-                                         "or a device)", "otel")
-                ep = "file:" + str(fp)
-            self.otel = OtelExporter(endpoint=ep)
+            self.otel = OtelExporter(endpoint=otel_endpoint)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
         self.template_routes: dict[str, Route] = {}

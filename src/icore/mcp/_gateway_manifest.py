@@ -32,6 +32,7 @@ import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -46,7 +47,7 @@ from pydantic import (
 )
 
 from icore._yaml import DuplicateKeyError, safe_load
-from icore.errors import ErrorCode, IntegrationError
+from icore.errors import ErrorCode, IntegrationError, redact
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
 from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
 from icore.mcp._manifest_facts import check_owner_id
@@ -109,6 +110,8 @@ class UpstreamSpec(_Model):
             raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
         if self.url is not None and not re.match(r"^https?://", self.url):
             raise ValueError("url must start with http:// or https://")
+        if self.url is not None and (problem := url_problem(self.url)) is not None:
+            raise ValueError(f"url {redact(self.url)!r}: {problem}")
         if self.url is None and (self.headers):
             raise ValueError("headers apply to a url upstream only")
         if self.command is not None and not self.command.strip():
@@ -119,6 +122,25 @@ class UpstreamSpec(_Model):
     def transport(self) -> Literal["stdio", "http"]:
         """``"stdio"`` or ``"http"``."""
         return "stdio" if self.command is not None else "http"
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with an ``http(s)://`` URL's host and port, or None (no request).
+
+    A port out of 1-65535 (``:99999``, ``:-1``, ``:0``) or no host was found only when the
+    upstream could not be reached (QA r8-bad D13).
+    """
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError as exc:  # "Port out of range 0-65535", "Port could not be cast..."
+        return f"not a valid URL ({exc})" + ("; a port is a number in 1-65535"
+                                             if "Port" in str(exc) else "")
+    if not u.hostname:
+        return "the URL names no host"
+    if port == 0:
+        return "port 0 is not a port (a number in 1-65535)"
+    return None
 
 
 def _address(owner: str, a: str) -> tuple[str, int]:

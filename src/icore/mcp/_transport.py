@@ -355,7 +355,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
     Args:
         manifest: the gateway manifest.
         host: interface to bind (``127.0.0.1``: loopback only).
-        port: TCP port (0..65535).
+        port: TCP port (0..65535; 0: one the system picks, announced on stderr as
+            ``icore mcp: serving http://HOST:PORT/mcp`` with the port bound).
 
     Raises:
         MissingExtra: the ``mcp`` extra (or uvicorn) is not installed.
@@ -387,7 +388,10 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
         async def ready() -> None:
             while not server.started:
                 await anyio.sleep(0.02)
-            print(f"icore mcp: serving http://{host}:{port}/mcp", file=sys.stderr,
+            # the port bound, not the one asked: with port 0 the system picks it
+            bound = next((sk.getsockname()[1] for srv in getattr(server, "servers", ())
+                          for sk in (srv.sockets or ())), port)
+            print(f"icore mcp: serving http://{host}:{bound}/mcp", file=sys.stderr,
                   flush=True)
 
         quiet = ClientGoneFilter()

@@ -98,10 +98,11 @@ class KeyChecks:
             raise WorkspaceError(f"{where} must be a collection of keys",
                                  got=type(keys).__name__) from None
         if args is not None:
-            out = frozenset(k for k in out if not isinstance(k, str)
-                            or arg_fault(k, args) is None)
-            if not out:
-                return out
+            kept = frozenset(k for k in out if not isinstance(k, str)
+                             or arg_fault(k, args) is None)
+            if out and not kept:  # every key is the model's fault: refused at the call
+                return kept
+            out = kept
         patterns = sorted(k for k in out if isinstance(k, str) and is_pattern(k))
         if patterns:
             raise WorkspaceError(

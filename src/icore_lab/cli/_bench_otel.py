@@ -11,7 +11,13 @@ from typing import Annotated
 
 import typer
 
-from icore.cli.inputs import int_list, nonempty_path, output_file, refuse_non_folder
+from icore.cli.inputs import (
+    int_list,
+    nonempty_path,
+    output_file,
+    refuse_non_folder,
+    size_or_zero,
+)
 
 
 def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
@@ -24,14 +30,16 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
 
     @bench.command("import")
     def import_cmd(
-        otlp_mb: float = typer.Option(200.0, min=0, help="Size of the one-document OTLP "
-                                      "JSON file, MiB (0 skips it)."),
+        otlp_mb: float = typer.Option(200.0, callback=size_or_zero, help="Size of the "
+                                      "one-document OTLP JSON file, MiB (0 skips it)."),
         jsonl_lines: int = typer.Option(1_000_000, min=0, help="Lines of the JSONL run "
                                         "(0 skips it)."),
-        phoenix_mb: float = typer.Option(0.0, min=0, help="Size of a Phoenix span list "
-                                         "(one document), MiB (0 skips it)."),
-        langfuse_mb: float = typer.Option(0.0, min=0, help="Size of a Langfuse trace with "
-                                          "its observations, MiB (0 skips it)."),
+        phoenix_mb: float = typer.Option(0.0, callback=size_or_zero, help="Size of a "
+                                         "Phoenix span list (one document), MiB (0 skips "
+                                         "it)."),
+        langfuse_mb: float = typer.Option(0.0, callback=size_or_zero, help="Size of a "
+                                          "Langfuse trace with its observations, MiB (0 "
+                                          "skips it)."),
         repeats: int = typer.Option(1, min=1, help="Child processes per input (medians)."),
         audit: bool = typer.Option(True, "--audit/--no-audit", help="Also audit each "
                                    "trace (time and peak RSS then include X)."),

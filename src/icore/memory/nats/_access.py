@@ -58,12 +58,6 @@ from icore.memory.nats._engine import NatsMemory
 from icore.records import Record, RecordId
 
 
-def _retrieve(f: asyncio.Future[int]) -> None:
-    """Retrieve a shared barrier's outcome (its waiters may all have gone)."""
-    if not f.cancelled():
-        f.exception()
-
-
 class NatsOwnerAccess:
     """:class:`~icore.memory.AsyncOwnerAccess` over JetStream (planfence Alg. 1 lines 5-8).
 
@@ -129,9 +123,9 @@ class NatsOwnerAccess:
             self._next_timeout_s = timeout_s
             cur.add_done_callback(self._send_next)
             return nxt, False
+        # every waiter may have timed out first: NatsMemory.barrier marks a failure
+        # retrieved (no done callback per barrier)
         fut = self._inflight = loop.create_future()
-        # every waiter may have timed out first: the outcome is still retrieved
-        fut.add_done_callback(_retrieve)
         return fut, True
 
     def _send_next(self, _done: asyncio.Future[int]) -> None:
@@ -139,7 +133,6 @@ class NatsOwnerAccess:
         if nxt is None:
             return
         self._inflight = nxt
-        nxt.add_done_callback(_retrieve)
         # sent from a callback: a task awaits the publish (only when queries overlap)
         task = asyncio.ensure_future(self._send(nxt, self._next_timeout_s))
         self._tasks.add(task)
@@ -163,7 +156,8 @@ class NatsOwnerAccess:
             heads = await mem.heads(owner, keys, timeout_s=timeout_s)
             await asyncio.shield(bar)  # shared by other queries: never cancelled by this one
             return heads
-        got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
+        # bounded by query_heads' own timeout (one timer per query besides the barrier's)
+        got = await mem.last_heads(owner, keys, timeout_s=timeout_s, bounded=True)
         # shared by other queries: never cancelled by this one (no shield once settled)
         seq = bar.result() if bar.done() else await asyncio.shield(bar)
         if got is None:  # no snapshot sequence (no key has a head): leader reads
@@ -178,7 +172,7 @@ class NatsOwnerAccess:
             mem.stats.rereads += 1
             if attempt:
                 await asyncio.sleep(0.002 * attempt)
-            got = await mem.last_heads(owner, keys, timeout_s=timeout_s)
+            got = await mem.last_heads(owner, keys, timeout_s=timeout_s, bounded=True)
             if got is None:
                 return await mem.heads(owner, keys, timeout_s=timeout_s)  # leader reads
             if got[1] >= seq - 1:

@@ -152,33 +152,65 @@ class _BatchReply:
             hdr: the message's headers (name -> value; ``Status`` for a status).
             data: its payload.
         """
-        try:
-            got = self._add(hdr, data)
-        except StoreError as exc:
-            self.done.set_exception(exc)
+        status = hdr.get("Status")
+        upto = hdr.get("Nats-UpTo-Sequence", "")
+        self._settle(status, str(hdr.get("Description", "")), hdr.get("Nats-Subject", ""),
+                     upto.encode() if upto.isascii() else b"?",
+                     hdr.get("KV-Operation") in ("DEL", "PURGE"), data)
+
+    def add_raw(self, raw: bytes, data: bytes) -> None:
+        """:meth:`add` for a raw header block, its few fields read in place (#27).
+
+        The fields are found as the engine writes them (``Name: value`` lines, the last
+        of a name counting, as :func:`icore.memory.nats._reads.parse_headers` reads it).
+        A block that does not start with ``NATS/1.0`` fails the read (StoreError).
+        """
+        if not raw.startswith(b"NATS/1.0"):
+            self._fail(StoreError("malformed message headers from the engine",
+                                  head=repr(raw[:40])))
             return
-        if got is not None:
+        line = raw[8:raw.find(b"\r\n")].strip()
+        status = desc = None
+        if line:
+            code, _, more = line.partition(b" ")
+            status, desc = code.decode("ascii", "replace"), more.strip()
+        op = _field(raw, b"\r\nKV-Operation:")
+        self._settle(status, "" if desc is None else desc.decode("utf-8", "replace"),
+                     (_field(raw, b"\r\nNats-Subject:") or b"").decode("utf-8", "replace"),
+                     _field(raw, b"\r\nNats-UpTo-Sequence:") or b"",
+                     op in (b"DEL", b"PURGE"), data)
+
+    def _fail(self, exc: StoreError) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+    def _settle(self, status: str | None, desc: str, subject: str, upto: bytes,
+                deleted: bool, data: bytes) -> None:
+        try:
+            got = self._add(status, desc, subject, upto, deleted, data)
+        except StoreError as exc:
+            self._fail(exc)
+            return
+        if got is not None and not self.done.done():
             self.done.set_result((self.heads, got))
 
-    def _add(self, hdr: Mapping[str, str], data: bytes) -> int | None:
-        status = hdr.get("Status")
+    def _add(self, status: str | None, desc: str, subject: str, upto: bytes,
+             deleted: bool, data: bytes) -> int | None:
         if status == "404" and not self._seen:
             return -1  # none of the subjects has a message: no snapshot sequence to check
         if status is not None:
             if status != "204":
                 raise StoreError("the engine refused the batched head read", status=status,
-                                 description=str(hdr.get("Description", ""))[:200])
-            upto = hdr.get("Nats-UpTo-Sequence", "")
-            if not upto.isdigit():
+                                 description=desc[:200])
+            if not upto.isdigit():  # ASCII digits only (bytes)
                 raise StoreError("end of batch without its snapshot sequence")
             return int(upto)
-        subject = hdr.get("Nats-Subject", "")
         key = self.subjects.get(subject)
         if key is None or subject in self._seen:
             raise StoreError("the engine answered a head not asked for",
                              subject=str(subject)[:200])
         self._seen.add(subject)
-        if hdr.get("KV-Operation") in ("DEL", "PURGE"):
+        if deleted:
             raise StoreError("a head was deleted in the engine", key=key)
         if not self.digest:
             self.heads[key] = _unpack_head(key, data)
@@ -196,6 +228,19 @@ class _BatchReply:
         if heads is not None:
             self.heads = {k: heads[k] for k in self.want if k in heads}
         return None
+
+
+def _field(raw: bytes, name: bytes) -> bytes | None:
+    """The value of header ``name`` (CRLF + ``Name:``) in a raw block, stripped.
+
+    The last one counts when repeated; None when absent.
+    """
+    i = raw.rfind(name)
+    if i < 0:
+        return None
+    i += len(name)
+    end = raw.find(b"\r\n", i)
+    return raw[i:end if end >= 0 else len(raw)].strip()
 
 
 @dataclass

@@ -260,7 +260,7 @@ class NatsMemory:
         return {k: h for k, (h, _rev) in zip(keys, got, strict=True) if h is not None}
 
     async def last_heads(self, owner: str, keys: Sequence[str], *,
-                         timeout_s: float | None = None
+                         timeout_s: float | None = None, bounded: bool = False
                          ) -> tuple[dict[str, HeadEntry], int] | None:
         """The heads of ``keys`` in one batched direct get (``multi_last``, nats-server 2.11+).
 
@@ -280,14 +280,14 @@ class NatsMemory:
             use :meth:`heads`.
 
         Raises:
-            StoreError: a malformed head or digest (or a digest of a newer layout), an
-                entry for a subject not asked for or asked twice, or an error status from
-                the server.
-            TimeoutError: no complete answer within ``timeout_s``.
+            StoreError: a malformed head or digest (or of a newer layout), an entry for
+                a subject not asked for or asked twice, or an error status.
+            TimeoutError: no complete answer within ``timeout_s`` (``bounded``: the
+                caller's own timeout bounds the wait; the read sets no timer).
         """
         if not self.heads_direct:
             return None
-        return await self._reads.last_heads(owner, keys, timeout_s=timeout_s)
+        return await self._reads.last_heads(owner, keys, timeout_s=timeout_s, bounded=bounded)
 
     async def barrier(self, key: str, fut: asyncio.Future[int], *,
                       timeout_s: float | None = None) -> None:
@@ -295,7 +295,7 @@ class NatsMemory:
 
         Returns once the write is sent; ``fut`` is settled with the write's stream
         sequence once the engine committed it, or with the error (a refusal, no
-        responders, or :class:`TimeoutError` after ``timeout_s``).
+        responders, or :class:`TimeoutError` after ``timeout_s``), marked retrieved.
         See :meth:`icore.memory.nats._reads.BatchedHeadReads.barrier`.
         """
         await self._reads.barrier(key, fut, timeout_s or self.timeout_s)

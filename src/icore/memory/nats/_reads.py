@@ -38,6 +38,21 @@ RawLane = Callable[[bytes, bytes, "bytes | None"], None]
 """A lane's handler: (subject, payload, raw header block or None), called in the reader."""
 
 
+def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    """Fail ``fut`` with ``exc`` unless settled.
+
+    The outcome is marked retrieved: a shared barrier's waiters may all have gone.
+    """
+    if not fut.done():
+        fut.set_exception(exc)
+        fut.exception()
+
+
+def _malformed(exc: Exception) -> StoreError:
+    return exc if isinstance(exc, StoreError) else StoreError(
+        "malformed reply from the engine", error=f"{type(exc).__name__}: {exc}")
+
+
 class LaneClient(NatsClient):
     """nats-py's client whose messages to registered reply prefixes skip its parsing.
 
@@ -138,7 +153,8 @@ class BatchedHeadReads:
         self._inbox = ""
         self._next = 0
         self._batches: dict[str, _BatchReply] = {}
-        self._acks: dict[str, asyncio.Future[int]] = {}
+        self._acks: dict[str, asyncio.Future[int]] = {}  # barrier token -> its waiter
+        self._timers: dict[str, asyncio.TimerHandle] = {}  # barrier token -> its expiry
         self._api = f"$JS.API.DIRECT.GET.{stream}"
         self._requests: dict[tuple[str, ...], bytes] = {}  # subjects -> request (bounded)
         # owner -> digest size seen last (-1: none or overflowed); reads since then
@@ -167,13 +183,14 @@ class BatchedHeadReads:
 
     def fail_all(self, exc: Exception) -> None:
         """Fail every read and barrier in flight with ``exc`` (the link dropped)."""
-        futs: list[asyncio.Future[Any]] = [b.done for b in self._batches.values()]
-        for fut in [*futs, *self._acks.values()]:
-            if not fut.done():
-                fut.set_exception(exc)
+        for b in self._batches.values():
+            if not b.done.done():
+                b.done.set_exception(exc)
+        for fut in self._acks.values():
+            _fail(fut, exc)
 
     async def last_heads(self, owner: str, keys: Sequence[str], *,
-                         timeout_s: float | None = None
+                         timeout_s: float | None = None, bounded: bool = False
                          ) -> tuple[dict[str, HeadEntry], int] | None:
         """See :meth:`icore.memory.nats.NatsMemory.last_heads` (direct gets allowed)."""
         want = list(dict.fromkeys(keys))
@@ -182,14 +199,14 @@ class BatchedHeadReads:
             n = self._misses[owner] = self._misses.get(owner, 0) + 1
             size = None if n % DIGEST_RETRY_EVERY == 0 else -1
         if use_digest(len(want), size):
-            b = await self._batch({self.pre + owner: owner}, timeout_s, digest=True,
-                                  want=want)
+            b = await self._batch({self.pre + owner: owner}, timeout_s, bounded,
+                                  digest=True, want=want)
             self.digest_keys[owner] = -1 if b.digest_keys is None else b.digest_keys
             heads, upto = b.done.result()
             if upto >= 0 and b.digest_keys is not None and b.digest_keys >= 0:
                 return heads, upto
         b = await self._batch({self.pre + head_subject_key(owner, k): k for k in want},
-                              timeout_s)
+                              timeout_s, bounded)
         heads, upto = b.done.result()
         return None if upto < 0 else (heads, upto)
 
@@ -208,12 +225,8 @@ class BatchedHeadReads:
             self._next += 1
             token = f"b{self._next}"
             self._acks[token] = fut
-            timer = asyncio.get_running_loop().call_later(timeout_s, self._expire, token)
-
-            def settled(_f: asyncio.Future[int]) -> None:
-                timer.cancel()
-                self._acks.pop(token, None)
-            fut.add_done_callback(settled)
+            self._timers[token] = asyncio.get_running_loop().call_later(
+                timeout_s, self._expire, token)
             self.stats.puts += 1
             if self.link is not None:
                 self.link.publish(self.pre + key, b"", f"{self._inbox}.{token}")
@@ -223,13 +236,13 @@ class BatchedHeadReads:
             fut.cancel()
             raise
         except Exception as exc:  # handed to every waiter: each fails closed
-            if not fut.done():
-                fut.set_exception(exc)
+            _fail(fut, exc)
 
     def _expire(self, token: str) -> None:
+        self._timers.pop(token, None)
         fut = self._acks.pop(token, None)
-        if fut is not None and not fut.done():
-            fut.set_exception(TimeoutError("the quorum barrier was not acknowledged in time"))
+        if fut is not None:
+            _fail(fut, TimeoutError("the quorum barrier was not acknowledged in time"))
 
     async def _subscribe(self) -> None:
         if self.link is not None:
@@ -242,9 +255,13 @@ class BatchedHeadReads:
                 self.nc.lanes[f"{self._inbox}.".encode()] = self._on_raw
             self._sub = await self.nc.subscribe(self._inbox + ".*", cb=self._on_msg)
 
-    async def _batch(self, subjects: dict[str, str], timeout_s: float | None, *,
-                     digest: bool = False, want: Sequence[str] = ()) -> _BatchReply:
-        """One ``multi_last`` direct get of ``subjects``; returns the settled collector."""
+    async def _batch(self, subjects: dict[str, str], timeout_s: float | None,
+                     bounded: bool, *, digest: bool = False, want: Sequence[str] = ()
+                     ) -> _BatchReply:
+        """One ``multi_last`` direct get of ``subjects``; returns the settled collector.
+
+        ``bounded``: the caller bounds the wait (no timer of this read's own).
+        """
         await self._subscribe()
         self._next += 1
         token = str(self._next)
@@ -262,8 +279,11 @@ class BatchedHeadReads:
                 self.link.publish(self._api, req, f"{self._inbox}.{token}")
             else:
                 await self.nc.publish(self._api, req, reply=f"{self._inbox}.{token}")
-            async with asyncio.timeout(timeout_s or self.timeout_s):
-                await b.done  # a timeout cancels it: a late answer is dropped
+            if bounded:
+                await b.done  # the caller's timeout cancels it: a late answer is dropped
+            else:
+                async with asyncio.timeout(timeout_s or self.timeout_s):
+                    await b.done
         finally:
             del self._batches[token]
             if not b.done.done():
@@ -278,20 +298,28 @@ class BatchedHeadReads:
         fails its waiter with a StoreError.
         """
         b = self._batches.get(token)
-        ack = self._acks.get(token) if b is None else None
-        fut: asyncio.Future[Any] | None = b.done if b is not None else ack
-        if fut is None or fut.done():
+        if b is not None:
+            if b.done.done():
+                return
+            try:
+                if isinstance(headers, bytes):
+                    b.add_raw(headers, data)  # the few fields read in place
+                else:
+                    b.add(headers or {}, data)
+            except Exception as exc:  # fail closed: the waiter's query blocks
+                _fail(b.done, _malformed(exc))
+            return
+        ack = self._acks.pop(token, None)
+        timer = self._timers.pop(token, None)
+        if timer is not None:
+            timer.cancel()
+        if ack is None or ack.done():
             return
         try:
             hdr = parse_headers(headers) if isinstance(headers, bytes) else headers or {}
-            if b is not None:
-                b.add(hdr, data)
-            elif ack is not None:
-                ack.set_result(_pub_ack(self.stream, hdr, data))
-        except Exception as exc:  # fail closed: the waiter's query blocks
-            if not fut.done():
-                fut.set_exception(exc if isinstance(exc, StoreError) else StoreError(
-                    "malformed reply from the engine", error=f"{type(exc).__name__}: {exc}"))
+            ack.set_result(_pub_ack(self.stream, hdr, data))
+        except Exception as exc:  # fail closed: every query sharing the barrier blocks
+            _fail(ack, _malformed(exc))
 
     def _on_raw(self, subject: bytes, data: bytes, headers: bytes | None) -> None:
         self._take(subject[subject.rfind(b".") + 1:].decode("ascii", "replace"), headers,
