@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from icore.mcp._lean_http import LeanHttp, lean_origin
 from icore.mcp._upstream import TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT
-from icore.mcp._upstream_lean import LeanCalls, NotTaken
+from icore.mcp._upstream_lean import NOT_TAKEN, LeanCalls, not_taken, not_taken_error
 
 pytest.importorskip("mcp")
 pytest.importorskip("httptools")
@@ -266,13 +266,17 @@ def test_the_cancellation_notice_names_the_call() -> None:
     assert sent[0].params.request_id == "icore-7"
 
 
-def test_a_redirect_is_not_taken() -> None:
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_that_calls_error_never_resent(status: int) -> None:
+    """A 303 may come after the server ran the call: no redirect is followed or resent."""
     async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
-        w.write(head(307, None, "\r\nlocation: /mcp/", length=0))
+        w.write(head(status, None, "\r\nlocation: /mcp/", length=0))
 
     async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
-        with pytest.raises(NotTaken):
+        with pytest.raises(MCPError) as err:
             await calls.call(s, "echo", {}, None)
+        assert err.value.message.startswith("Redirect to /mcp/ not followed")
+        assert not not_taken(err.value) and len(seen) == 1
 
     run(reply, body)
 
@@ -345,3 +349,263 @@ def test_manifest_headers_never_override_the_requests_own() -> None:
 def test_a_header_value_with_a_line_break_keeps_the_sdks_path() -> None:
     assert LeanCalls.usable(Session(), Transport(), {"authorization": "Bearer t"})
     assert not LeanCalls.usable(Session(), Transport(), {"x": "a\r\nb: c"})
+
+
+def test_only_a_posts_404_is_marked_not_taken_never_a_resumptions() -> None:
+    """404 to the POST: the upstream never ran it (marked, resendable); 404 to the
+    resumption GET: it may have run (the session is marked lost, the call fails
+    unmarked: never resent)."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["method"] == "GET" or req["body"]["params"]["name"] == "gone":
+            w.write(head(404, None, length=0))
+            return
+        w.write(head(200, "text/event-stream") + chunk(b"id: e1\nretry: 10\ndata:\n\n")
+                + b"0\r\n\r\n")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "gone", {}, None)
+        assert not_taken(err.value)
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "ran", {}, None)
+        assert err.value.message == "Session terminated" and not not_taken(err.value)
+        assert [r["method"] for r in seen] == ["POST", "POST", "GET"]
+
+    _, lost, _ = run(reply, body)
+    assert lost == [True, True]
+
+
+def test_the_sdk_paths_post_404_is_marked_not_taken() -> None:
+    from icore.mcp._upstream import keepalive_http_client
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(404, "text/plain", length=2) + b"no")
+
+    async def main() -> None:
+        lost: list[bool] = []
+        async with server(reply) as (port, _):
+            async with keepalive_http_client(on_lost=lambda: lost.append(True)) as client:
+                url = f"http://127.0.0.1:{port}/mcp"
+                hdr = {"mcp-session-id": "sid-1"}
+                r = await client.post(url, json={"jsonrpc": "2.0", "id": 7,
+                                                 "method": "tools/call"}, headers=hdr)
+                g = await client.get(url, headers=hdr)
+        err = r.json()["error"]
+        assert (r.status_code, r.json()["id"], err["message"]) == (404, 7,
+                                                                   "Session terminated")
+        assert err["data"] == {NOT_TAKEN: True}
+        assert g.status_code == 404 and g.content == b"no"  # a GET's 404: unmarked
+        assert lost == [True, True]
+
+    anyio.run(main)
+
+
+def test_a_lost_flag_set_by_another_call_never_resends_this_one() -> None:
+    """Only this request's own marked 404 is a resend; a session marked lost by another
+    call fails this one as it is, and the next request reconnects first."""
+    from icore.mcp._gateway_manifest import UpstreamSpec
+    from icore.mcp._upstream import Upstream, _SessionLost
+
+    async def main() -> None:
+        async def note(*_: Any) -> None:
+            pass
+        u = Upstream("up", UpstreamSpec(url="http://127.0.0.1:9/mcp", timeout_s=5), note)
+        u.session_lost = True
+
+        async def ran(_: Any) -> Any:
+            raise MCPError(-32603, "internal error after side effect")
+
+        async def gone(_: Any) -> Any:
+            raise not_taken_error()
+
+        with pytest.raises(MCPError):
+            await u._once("tools/call", ran, object(), 0)
+        with pytest.raises(_SessionLost):
+            await u._once("tools/call", gone, object(), 0)
+        u.session, u._inbox = object(), object()
+        assert not u.alive()  # the next request reconnects before sending
+
+    anyio.run(main)
+
+
+def test_drop_leaves_a_newer_connection_in_progress_alone() -> None:
+    from icore.mcp._gateway_manifest import UpstreamSpec
+    from icore.mcp._upstream import Upstream
+
+    async def note(*_: Any) -> None:
+        pass
+    u = Upstream("up", UpstreamSpec(url="http://127.0.0.1:9/mcp", timeout_s=5), note)
+
+    async def main() -> None:
+        old, new = anyio.CancelScope(), anyio.CancelScope()
+        u.generation, u._live, u._scope = 1, (1, old), new  # gen 2 initializing in `new`
+        u.drop(1)
+        assert old.cancel_called and not new.cancel_called
+        u.drop(1)  # a second request that saw the same crash: nothing more
+        assert not new.cancel_called
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+def test_a_body_ended_by_the_connections_close_is_complete(version: str) -> None:
+    """No content-length, not chunked: the body ends when the server closes (the tool
+    ran, its result is the answer, not a transport failure)."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(f"HTTP/{version} 200 OK\r\ncontent-type: application/json\r\n"
+                "connection: close\r\n\r\n".encode() + response(req["body"]["id"]))
+        await w.drain()
+        w.close()
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False  # a new one
+        assert seen[0]["peer"] != seen[1]["peer"] and not calls.http.idle
+
+    run(reply, body)
+
+
+def test_a_close_before_a_length_delimited_body_ended_still_fails() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(200, "application/json", length=500) + b'{"jsonrpc"')
+        await w.drain()
+        w.close()
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        assert err.value.code == TRANSPORT_FAILED
+
+    run(reply, body)
+
+
+def test_a_timeout_while_settling_keeps_the_result_read(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """The response event was read; the caller's deadline passes while the stream's end
+    is awaited: the call has its result (the upstream ran it), not a timeout."""
+    import icore.mcp._upstream_lean as lean_mod
+    monkeypatch.setattr(lean_mod, "SETTLE_S", 0.3)
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = b"data: " + response(req["body"]["id"]) + b"\n\n"
+        w.write(head(200, "text/event-stream") + chunk(data))  # the end never comes
+        await w.drain()
+        await asyncio.sleep(1)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with anyio.move_on_after(0.1):
+            out = await calls.call(s, "echo", {}, None)
+        assert out["isError"] is False
+
+    _, _, spawned = run(reply, body)
+    assert not spawned  # answered: nothing to cancel
+
+
+def test_sse_empty_event_is_a_message_and_empty_id_no_resumption_point() -> None:
+    from icore.mcp._upstream_lean import _fields
+    assert _fields(b"event:\ndata: x")[0] == "message"
+    assert _fields(b"event\ndata: x")[0] == "message"
+    assert _fields(b"id:\ndata: x")[2] is None
+    assert _fields(b"id: e1\nevent: ping")[:3:2] == ("ping", "e1")
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = b"id:\nevent:\ndata: " + response(req["body"]["id"]) + b"\n\n"
+        w.write(head(200, "text/event-stream") + chunk(data) + b"0\r\n\r\n")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        assert (await calls.call(s, "echo", {}, None))["isError"] is False
+
+    run(reply, body)
+
+
+def test_the_path_is_percent_encoded_as_httpx_does() -> None:
+    assert lean_origin("http://h:8/a b/\u00e9;x=1?q=a b&r=/?") == (
+        "h", 8, "/a%20b/%C3%A9;x=1?q=a%20b&r=/?")
+    assert lean_origin("http://h/a%20b")[2] == "/a%20b"  # type: ignore[index]
+
+
+def test_a_header_not_latin1_is_refused_before_a_connection_is_taken() -> None:
+    from icore.mcp._lean_http import LeanHttpError
+
+    async def main() -> None:
+        http = LeanHttp("127.0.0.1", 9, "/", {}, keepalive_s=1, drain_s=1)
+        for bad in ("\u20ac", "a\r\nx: y"):
+            with pytest.raises(LeanHttpError, match="not sent"):
+                await http.request("POST", {"mcp-session-id": bad}, b"{}")
+
+    anyio.run(main)
+
+
+def test_the_idle_pool_is_capped() -> None:
+    from icore.mcp._lean_http import MAX_IDLE
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.05)
+        data = response(req["body"]["id"])
+        w.write(head(200, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(MAX_IDLE + 5):
+                tg.start_soon(calls.call, s, "echo", {}, None)
+        assert len({r["peer"] for r in seen}) == MAX_IDLE + 5
+        assert len(calls.http.idle) == MAX_IDLE
+
+    run(reply, body)
+
+
+def test_the_sdks_post_writer_takes_what_http_streams_passes() -> None:
+    """``http_streams`` calls the SDK's private ``post_writer`` positionally: pinned."""
+    import inspect
+
+    from mcp.client.streamable_http import StreamableHTTPTransport
+
+    from icore.mcp._upstream_lean import POST_WRITER_PARAMS, lean_support
+    params = tuple(inspect.signature(StreamableHTTPTransport.post_writer).parameters)
+    assert params == POST_WRITER_PARAMS
+    assert lean_support()
+
+
+def test_lean_off_uses_nothing_private(monkeypatch: pytest.MonkeyPatch) -> None:
+    import icore.mcp._upstream_lean as lean_mod
+
+    def boom() -> bool:
+        raise AssertionError("lean_support consulted with ICORE_MCP_LEAN=0")
+    monkeypatch.setattr(lean_mod, "lean_support", boom)
+    monkeypatch.setenv("ICORE_MCP_LEAN", "0")
+    assert not lean_mod.lean_wanted("http://127.0.0.1:9/mcp")
+
+
+def test_an_sdk_without_the_private_parts_falls_back(monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture
+                                                      ) -> None:
+    import sys
+
+    import icore.mcp._upstream_lean as lean_mod
+    monkeypatch.setattr(lean_mod, "_unsupported", [])
+    monkeypatch.setitem(sys.modules, "mcp.shared._compat", None)  # import fails
+    monkeypatch.delenv("ICORE_MCP_LEAN", raising=False)
+    with caplog.at_level("WARNING", "icore.mcp"):
+        assert not lean_mod.lean_wanted("http://127.0.0.1:9/mcp")
+        assert not lean_mod.lean_wanted("http://127.0.0.1:9/mcp")
+    assert len([r for r in caplog.records if "lean HTTP path is off" in r.message]) == 1
+
+
+def test_the_result_checks_are_imported_before_the_call_is_sent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import icore.mcp._upstream_lean as lean_mod
+
+    def missing() -> Any:
+        raise ImportError("no _clamp_inbound_ttl")
+    monkeypatch.setattr(lean_mod, "_checks", missing)
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        data = response(req["body"]["id"])
+        w.write(head(200, "application/json", length=len(data)) + data)
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(ImportError):
+            await calls.call(s, "echo", {}, None)
+        assert not seen  # nothing ran upstream
+
+    run(reply, body)

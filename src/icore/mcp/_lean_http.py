@@ -28,6 +28,14 @@ PER_REQUEST = frozenset({"accept", "content-type", "content-length", "transfer-e
 """Headers a request sets itself: a same-named header of the manifest is not sent."""
 
 
+MAX_IDLE = 20
+"""Most idle connections kept per origin (as the SDK's client's keep-alive limit)."""
+
+_PATH_SAFE = "!$&'()*+,;=:@/%"
+"""Characters of a URL's path left as they are (unreserved ones too; ``%`` keeps an
+escape already there), as ``httpx`` quotes a path; any other is percent-encoded."""
+
+
 class LeanHttpError(Exception):
     """The exchange failed at the HTTP level (connect, lost connection, bad response).
 
@@ -53,8 +61,9 @@ def lean_origin(url: str) -> tuple[str, int, str] | None:
     if (proxies.get("http") or proxies.get("all")) and not urllib.request.proxy_bypass(
             u.hostname):
         return None
-    target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-    return u.hostname, port, target
+    path = urllib.parse.quote(u.path or "/", safe=_PATH_SAFE)
+    query = urllib.parse.quote(u.query, safe=_PATH_SAFE + "?")
+    return u.hostname, port, path + (f"?{query}" if query else "")
 
 
 class Conn(asyncio.Protocol):
@@ -102,12 +111,25 @@ class Conn(asyncio.Protocol):
         self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """asyncio: the connection is gone (a response not ended is an error)."""
+        """asyncio: the connection is gone (a response not ended is an error).
+
+        A response whose body the server delimits by closing the connection (no
+        ``content-length``, not chunked: HTTP/1.0 style) ends here, complete.
+        """
         self.closed = True
+        if exc is None and not self.done and self.error is None and self._close_delimited():
+            self.done = True
         if not self.done and self.error is None:
             self.error = (f"{type(exc).__name__}: {exc}" if exc is not None else
                           "the server closed the connection before the response ended")
         self._wake()
+
+    def _close_delimited(self) -> bool:
+        """Whether the current response's body ends with the connection (RFC 9112 6.3)."""
+        h, status = self.headers, self.status
+        return (self.head_done and "content-length" not in h
+                and "chunked" not in h.get("transfer-encoding", "").lower()
+                and status >= 200 and status not in (204, 304))
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -193,6 +215,9 @@ class Conn(asyncio.Protocol):
         if self.closed or self.error is not None or not self.keep_alive:
             self.close()
             return
+        if len(self.pool.idle) >= MAX_IDLE:
+            self.close()
+            return
         self.idle_since = time.monotonic()
         self.pool.idle.append(self)
 
@@ -249,12 +274,18 @@ class LeanHttp:
         and then calls ``conn.release()``; on any exception it calls ``conn.close()``.
 
         Raises:
-            LeanHttpError: no connection, or it was lost before the response's head.
+            LeanHttpError: a header that is not a plain latin-1 value (nothing sent), no
+                connection, or it was lost before the response's head.
         """
+        lines = f"{self._fixed}" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        if any(c in "\r\n\0" for c in "".join(f"{k}{v}" for k, v in headers.items())):
+            raise LeanHttpError("a request header has a line break or NUL (not sent)")
+        try:
+            head = (f"{method} {self.target} HTTP/1.1\r\n{lines}"
+                    f"content-length: {len(body)}\r\n\r\n").encode("latin-1")
+        except UnicodeEncodeError as exc:
+            raise LeanHttpError(f"a request header is not latin-1 (not sent): {exc}") from None
         conn = await self._conn()
-        head = (f"{method} {self.target} HTTP/1.1\r\n{self._fixed}"
-                + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-                + f"content-length: {len(body)}\r\n\r\n").encode("latin-1")
         try:
             conn.send(head, body)
             while not conn.head_done:

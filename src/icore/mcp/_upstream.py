@@ -16,7 +16,6 @@ by :meth:`Upstream.request`.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import os
 import sys
@@ -97,6 +96,8 @@ class Upstream:
         """HTTP: ``(session, LeanCalls)`` when its ``tools/call`` go the lean way."""
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
+        self._live: tuple[int, anyio.CancelScope] | None = None
+        """``(generation, its scope)`` of the initialized connection :meth:`drop` ends."""
         self._tg: anyio.abc.TaskGroup | None = None
 
     def _watching(self, live: bool) -> None:
@@ -126,8 +127,9 @@ class Upstream:
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
         from mcp.client import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
 
-        from icore.mcp._upstream_lean import http_streams
+        from icore.mcp._upstream_lean import http_streams, lean_wanted
 
         spec = self.spec
         started = False
@@ -150,13 +152,18 @@ class Upstream:
                                                        on_session=self._session_id)
                         await stack.enter_async_context(client)
                         self.http_client = client
-                        http, inject, r, w = await stack.enter_async_context(
-                            http_streams(spec.url, client))
+                        if self._tg is not None and lean_wanted(spec.url):
+                            http, inject, r, w = await stack.enter_async_context(
+                                http_streams(spec.url, client))
+                        else:  # the SDK's plain transport: nothing private used
+                            http = inject = None
+                            r, w = await stack.enter_async_context(
+                                streamable_http_client(spec.url, http_client=client))
                     session = ClientSession(r, w, message_handler=self._handler)
                     await stack.enter_async_context(session)
                     with anyio.fail_after(max(spec.timeout_s, CONNECT_TIMEOUT_S)):
                         init = await session.initialize()
-                    if spec.url is not None:
+                    if spec.url is not None and http is not None:
                         self._lean = self._lean_calls(session, http, inject, stack)
                     self.capabilities = init.capabilities
                     self.instructions = init.instructions
@@ -165,6 +172,7 @@ class Upstream:
                     self.session_lost = False
                     self.generation += 1
                     mine = self.generation
+                    self._live = (mine, scope)
                     if spec.command is not None:  # stdio: the pipe carries notifications
                         self._watching(True)
                     started = True
@@ -180,6 +188,7 @@ class Upstream:
                 self.session = None
                 self._lean = None
                 self._inbox = None
+                self._live = None
                 self._watching(False)
             if not started:
                 with contextlib.suppress(RuntimeError):
@@ -189,17 +198,13 @@ class Upstream:
                     stack: contextlib.AsyncExitStack) -> tuple[Any, Any] | None:
         """``(session, LeanCalls)`` for this HTTP connection, or None (the SDK's way).
 
-        None when ``ICORE_MCP_LEAN=0``, httptools is not installed, the URL is not plain
-        ``http://`` without a proxy
-        (:func:`~icore.mcp._lean_http.lean_origin`), or the session cannot
+        Built only when :func:`~icore.mcp._upstream_lean.lean_wanted`; None when the session cannot
         (:meth:`~icore.mcp._upstream_lean.LeanCalls.usable`).
         """
         from icore.mcp._lean_http import LeanHttp, lean_origin
         from icore.mcp._upstream_lean import LeanCalls
         origin = lean_origin(self.spec.url or "")
-        if os.environ.get("ICORE_MCP_LEAN", "1") == "0" or origin is None \
-                or importlib.util.find_spec("httptools") is None \
-                or self._tg is None \
+        if origin is None or self._tg is None \
                 or not LeanCalls.usable(session, transport, self.spec.headers):
             return None
         http = LeanHttp(*origin, dict(self.spec.headers), keepalive_s=KEEPALIVE_EXPIRY_S,
@@ -222,15 +227,9 @@ class Upstream:
         from icore.mcp._gateway_forward import call_raw
         lean = self._lean
         if lean is not None and lean[0] is session:
-            from icore.mcp._upstream_lean import NotTaken
-            try:
-                out: dict[str, Any] = await lean[1].call(session, name, args, meta)
-                out.setdefault("resultType", "complete")  # as call_raw
-                return out
-            except NotTaken as exc:  # a redirect: the SDK's client follows it
-                log.warning("upstream %s redirected a tools/call (%s); its calls go "
-                            "through the SDK's client from now on", self.name, exc)
-                self._lean = None
+            out: dict[str, Any] = await lean[1].call(session, name, args, meta)
+            out.setdefault("resultType", "complete")  # as call_raw
+            return out
         return await call_raw(session, name, args, meta)
 
     async def connect(self) -> Any:
@@ -287,7 +286,7 @@ class Upstream:
         each request.
         """
         inbox = self._inbox
-        if self.session is None or inbox is None:
+        if self.session is None or inbox is None or self.session_lost:
             return False
         try:
             st = inbox.statistics()
@@ -296,10 +295,17 @@ class Upstream:
         return bool(st.open_send_streams > 0)
 
     def drop(self, generation: int) -> None:
-        """Close connection ``generation`` (a crash seen by a request); next request reconnects."""
-        if generation == self.generation and self._scope is not None:
-            self._scope.cancel()
+        """Close connection ``generation`` (a crash seen by a request); next request reconnects.
+
+        A reconnection in progress (started by another request, not initialized yet, so
+        not ``generation``) is left alone.
+        """
+        live = self._live
+        if live is not None and live[0] == generation:
+            live[1].cancel()
+            self._live = None
             self.session = None
+            self._lean = None
             self._watching(False)
 
     async def request(self, method: str, fn: Callable[[Any], Awaitable[T]]) -> T:
@@ -338,6 +344,8 @@ class Upstream:
                     gen: int) -> T:
         """One attempt of :meth:`request` on connection ``gen``."""
         from mcp.shared.exceptions import MCPError
+
+        from icore.mcp._upstream_lean import not_taken
         try:
             with anyio.fail_after(self.spec.timeout_s):
                 return await fn(session)
@@ -346,7 +354,7 @@ class Upstream:
                                 f"{self.spec.timeout_s:g} s", upstream=self.name,
                                 method=method, timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
-            if self.session_lost and self.spec.url is not None:
+            if self.spec.url is not None and not_taken(exc):  # this POST: 404 to our session
                 raise _SessionLost() from None
             if exc.code == TRANSPORT_FAILED and self.spec.url is not None and \
                     exc.message.startswith(TRANSPORT_FAILED_TEXT):
@@ -403,6 +411,7 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+    from icore.mcp._upstream_lean import not_taken_response
     from icore.mcp._upstream_sse import Answer, as_answer
 
     class Listening(httpx2.AsyncByteStream):
@@ -457,6 +466,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             if request.headers.get("mcp-session-id"):
                 if resp.status_code == 404 and on_lost is not None:
                     on_lost()
+                if resp.status_code == 404 and request.method == "POST":
+                    resp = await not_taken_response(request, resp,
+                                                    _method_and_id(request)[1])
             elif on_session is not None and request.method == "POST" \
                     and resp.status_code < 300:
                 on_session(bool(resp.headers.get("mcp-session-id")))
@@ -528,7 +540,7 @@ exchange with the upstream failed (:func:`keepalive_http_client`): that request 
 the MCP session goes on."""
 TRANSPORT_FAILED_TEXT = "the HTTP request to the upstream failed"
 
-KEEPALIVE_EXPIRY_S = 2.0
+KEEPALIVE_EXPIRY_S = 1.0
 """How long the gateway keeps an idle connection to an HTTP upstream, seconds: below the
 servers' own idle timeouts (uvicorn's 5 s), so the gateway does not reuse a connection
 at the moment the server closes it."""

@@ -19,15 +19,19 @@ What the SDK does with the answer is kept:
   answer and route it); an event with an ``id`` is remembered, and a stream that ends
   without the response is resumed with ``Last-Event-ID`` (GET) as the SDK does, else the
   call fails with the SDK's "SSE stream ended without a response";
-- HTTP 404 to the session id marks the session lost (the caller reconnects and sends
-  again); another 4xx/5xx is the JSON-RPC error in its body, else the SDK's stand-in;
+- HTTP 404 to the POST with our session id marks the session lost and is an error
+  marked "not taken" (:func:`not_taken`: the upstream never ran it, the caller
+  reconnects and sends it again); a 404 to a resumption GET also marks the session lost
+  but fails the call unmarked (it may have run); another 4xx/5xx is the JSON-RPC error in
+  its body, else the SDK's stand-in;
 - a call abandoned (its timeout, the client gone) closes its connection and sends the
   upstream ``notifications/cancelled`` through the SDK's session, as the SDK would;
 - a connection that fails is that call's error (code ``TRANSPORT_FAILED``), never the
   session's.
 
-A redirect (3xx) means the request was not taken: it is sent again through the SDK's
-client (which follows same-origin redirects), and so are later calls to that upstream.
+A redirect (3xx) is that call's error, as the SDK's client reports an unfollowed one
+(``Redirect to ... not followed``); it is never sent again (a 303 or 302 may come after
+the server ran it).
 """
 
 from __future__ import annotations
@@ -58,9 +62,40 @@ follows at once; the connection is then reused rather than another opened)."""
 
 _ids = itertools.count(1)
 
+NOT_TAKEN = "icore_not_taken"
+"""Key of an ``MCPError``'s ``data`` (value True) that says the upstream certainly did
+not take the request (HTTP 404 to the POST carrying our session id): it may be resent."""
 
-class NotTaken(Exception):
-    """The upstream redirected the POST: it was not taken; send it through the SDK."""
+
+def not_taken_error() -> Exception:
+    """The ``MCPError`` of a POST answered 404 to our session id (marked :data:`NOT_TAKEN`)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_REQUEST
+    return MCPError(INVALID_REQUEST, "Session terminated", {NOT_TAKEN: True})
+
+
+async def not_taken_response(request: Any, resp: Any, rid: Any) -> Any:
+    """The SDK path: a POST's 404 to our session id as the marked "not taken" JSON-RPC error.
+
+    The upstream does not know the session, so it never ran the request: the error
+    carries :data:`NOT_TAKEN` and the request is resent in a
+    new session (``rid``: the request's JSON-RPC id). A 404 to a resumption GET stays
+    unmarked (the call may have run).
+    """
+    import httpx2
+    from mcp_types import INVALID_REQUEST
+
+    await resp.aclose()
+    return httpx2.Response(404, json={"jsonrpc": "2.0", "id": rid, "error": {
+        "code": INVALID_REQUEST, "message": "Session terminated",
+        "data": {NOT_TAKEN: True}}}, request=request)
+
+
+def not_taken(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error marked :data:`NOT_TAKEN` (the request may be resent)."""
+    error = getattr(exc, "error", None)
+    data = getattr(error, "data", None)
+    return isinstance(data, dict) and data.get(NOT_TAKEN) is True
 
 
 class LeanCalls:
@@ -114,12 +149,13 @@ class LeanCalls:
 
         Raises:
             MCPError: the upstream's JSON-RPC error, a failed exchange
-                (``TRANSPORT_FAILED``), a lost session (after ``on_lost()``), an answer
+                (``TRANSPORT_FAILED``), a lost session (after ``on_lost()``; marked
+                :func:`not_taken` when it was the POST's answer), an answer
                 that is not one (the SDK's codes and texts).
-            NotTaken: the upstream redirected the POST.
             pydantic.ValidationError: the result does not fit the protocol version.
         """
         version = session.protocol_version
+        checks = _checks()  # before sending: an ImportError now fails nothing that ran
         rid = f"icore-{next(_ids)}"
         params: dict[str, Any] = {"name": name, "arguments": dict(args)}
         if meta:
@@ -132,7 +168,7 @@ class LeanCalls:
         except anyio.get_cancelled_exc_class():  # its timeout, or the client gone
             self._abandoned(session, rid)
             raise
-        return _checked(raw, version)
+        return _checked(raw, version, checks)
 
     def _abandoned(self, session: Any, rid: str) -> None:
         """The call was abandoned before its answer: tell the upstream (as the SDK)."""
@@ -172,7 +208,9 @@ class LeanCalls:
                 raise
             try:
                 if out is not None and not conn.done:
-                    await conn.settle(SETTLE_S)
+                    # shielded (bounded): a timeout now must not drop the result read
+                    with anyio.CancelScope(shield=True):
+                        await conn.settle(SETTLE_S)
             except BaseException:
                 conn.close()
                 raise
@@ -201,13 +239,17 @@ class LeanCalls:
         from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
         status = conn.status
         ctype = conn.headers.get("content-type", "").lower()
-        if 300 <= status < 400 and post:
-            raise NotTaken(conn.headers.get("location", ""))
+        if 300 <= status < 400:  # not followed (nor resent: it may have run)
+            raise MCPError(INVALID_REQUEST, f"Redirect to {conn.headers.get('location', '')}"
+                           " not followed; use that URL as the endpoint if it is the "
+                           "intended server")
         if status == 202:
             raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
         if status >= 400 or (not post and status != 200):
             if status == 404 and self.transport.session_id:
                 self.on_lost()
+                if post:  # the upstream does not know the session: it never ran this
+                    raise not_taken_error()
             if ctype.startswith("application/json"):
                 err = _error_of(await _whole(conn))
                 if err is not None:
@@ -332,27 +374,45 @@ def _response(obj: Any, rid: str) -> Any:
                    f"to request {rid}")
 
 
-def _checked(raw: dict[str, Any], version: str) -> dict[str, Any]:
+def _checks() -> tuple[Callable[[Any], Any], Callable[[str, str], Any]]:
+    """The SDK's result checks :func:`_checked` applies.
+
+    Imported before a call is sent: an import failure must never fail a call the
+    upstream already ran.
+    """
+    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
+    return _clamp_inbound_ttl, _later_revision_fields
+
+
+def _checked(raw: dict[str, Any], version: str,
+             checks: tuple[Callable[[Any], Any], Callable[[str, str], Any]]
+             ) -> dict[str, Any]:
     """``raw`` as ``ClientSession.send_request`` hands on a ``tools/call`` result.
+
+    ``checks``: :func:`_checks`.
 
     Raises:
         pydantic.ValidationError: it does not fit ``version``'s ``CallToolResult``.
     """
-    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
     from mcp_types import methods
-    _clamp_inbound_ttl(raw)
+    clamp_inbound_ttl, later_revision_fields = checks
+    clamp_inbound_ttl(raw)
     try:
         methods.validate_server_result("tools/call", version, raw)
     except KeyError:
         pass
-    foreign = _later_revision_fields("tools/call", version)
+    foreign = later_revision_fields("tools/call", version)
     if not foreign.isdisjoint(raw):
         raw = {k: v for k, v in raw.items() if k not in foreign}
     return raw
 
 
 def _fields(event: bytes) -> tuple[str, bytes, str | None, int | None]:
-    """``(event type, data, id, retry)`` of one SSE event's lines."""
+    """``(event type, data, id, retry)`` of one SSE event's lines.
+
+    An empty ``event:`` is ``"message"``; an empty ``id:`` is no id (None), as the SDK
+    reads them.
+    """
     kind, data, eid, retry = "message", [], None, None
     for line in event.split(b"\n"):
         if not line or line.startswith(b":"):
@@ -361,13 +421,66 @@ def _fields(event: bytes) -> tuple[str, bytes, str | None, int | None]:
         value = value[1:] if value.startswith(b" ") else value
         if field == b"data":
             data.append(value)
-        elif field == b"event":
-            kind = value.decode("utf-8", "replace")
-        elif field == b"id" and b"\0" not in value:
+        elif field == b"event":  # empty: the default type
+            kind = value.decode("utf-8", "replace") or "message"
+        elif field == b"id" and value and b"\0" not in value:  # empty: no resumption point
             eid = value.decode("utf-8", "replace")
         elif field == b"retry" and value.isdigit():
             retry = int(value)
     return kind, b"\n".join(data), eid, retry
+
+
+POST_WRITER_PARAMS = ("self", "client", "write_stream_reader", "read_stream_writer",
+                      "write_stream", "start_get_stream", "tg")
+"""The parameters of the SDK's ``StreamableHTTPTransport.post_writer`` :func:`http_streams`
+passes (positionally)."""
+
+_unsupported: list[str] = []
+
+
+def lean_wanted(url: str) -> bool:
+    """Whether the calls to the HTTP upstream at ``url`` may go the lean way.
+
+    False when ``ICORE_MCP_LEAN=0`` (then nothing private of the SDK is used: its plain
+    ``streamable_http_client``), httptools is not installed, ``url`` is not plain
+    ``http://`` without a proxy (:func:`~icore.mcp._lean_http.lean_origin`), or this SDK
+    lacks what the lean path uses (:func:`lean_support`).
+    """
+    import importlib.util
+    import os
+
+    from icore.mcp._lean_http import lean_origin
+    return (os.environ.get("ICORE_MCP_LEAN", "1") != "0" and lean_origin(url) is not None
+            and importlib.util.find_spec("httptools") is not None and lean_support())
+
+
+def lean_support() -> bool:
+    """Whether the SDK's private parts the lean path uses are there, as it uses them.
+
+    :func:`http_streams` and :func:`_checked` rely on names the SDK does not export
+    (``_context_streams``, ``_compat.resync_tracer``, ``_clamp_inbound_ttl``,
+    ``_later_revision_fields``) and on ``post_writer``'s parameters; another SDK version
+    may lack them. False then (logged once): the upstream goes through the SDK's plain
+    ``streamable_http_client``, and no call fails for it after the upstream ran it.
+    """
+    if _unsupported:
+        return False
+    try:
+        import inspect
+
+        from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields  # noqa: F401
+        from mcp.client.streamable_http import StreamableHTTPTransport
+        from mcp.shared._compat import resync_tracer  # noqa: F401
+        from mcp.shared._context_streams import create_context_streams  # noqa: F401
+        params = tuple(inspect.signature(StreamableHTTPTransport.post_writer).parameters)
+        if params != POST_WRITER_PARAMS:
+            raise ImportError(f"StreamableHTTPTransport.post_writer{params}")
+    except ImportError as exc:
+        _unsupported.append(str(exc))
+        log.warning("the lean HTTP path is off: this MCP SDK lacks what it uses (%s); "
+                    "upstream calls go through the SDK's client", exc)
+        return False
+    return True
 
 
 @contextlib.asynccontextmanager
