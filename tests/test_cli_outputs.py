@@ -280,3 +280,23 @@ def test_no_command_prints_a_url_password(tmp_path: Path) -> None:
                            text=True, env=env, timeout=110, check=False)
         assert p.returncode == want, p.stderr
         assert "s3cr3tPW" not in p.stdout + p.stderr and "***@" in p.stdout + p.stderr
+
+
+def test_json_to_dev_stdout_redirected_to_a_file_follows_the_console(tmp_path: Path) -> None:
+    """``--json /dev/stdout > out.txt``: the stream leads to a regular file the ledger
+    does not know; it is written after the console's text, never refused or replaced."""
+    t = _jsonl(tmp_path / "t.jsonl")
+    out = tmp_path / "out.txt"
+    for _ in range(2):  # the second run: the shell truncated the file icore wrote to
+        with out.open("wb") as f:
+            p = subprocess.run([sys.executable, "-m", "icore", "audit", str(t), "--no-report",
+                                "--json", "/dev/stdout"], stdout=f, stderr=subprocess.PIPE,
+                               env={**os.environ, "COLUMNS": "200"}, timeout=110,
+                               check=False)
+        assert p.returncode == 0, p.stderr
+        text = out.read_text(encoding="utf-8")
+        assert "iCORE audit" in text  # the console's table is kept
+        start = text.index("\n{\n") + 1
+        end = text.index("\n}\n", start) + 2
+        assert json.loads(text[start:end])["runs"]
+        assert "JSON summary: /dev/stdout" in text[end:]  # the console's next line after

@@ -47,6 +47,10 @@ def test_redact_hides_userinfo_and_credential_query_values() -> None:
     assert redact("https://h/p?a=1&X-Amz-Signature=S&Password=P#f") == \
         "https://h/p?a=1&X-Amz-Signature=***&Password=***#f"
     assert redact("a=b, key=c, ?page=2") == "a=b, key=c, ?page=2"
+    ordinary = "https://h/issues?author=al&keyword=t&signal=TERM&design=x&monkey=1"
+    assert redact(ordinary) == ordinary  # the word as a part of the name, not inside one
+    assert redact("?access_token=A&client_secret=B&sessionid=C") == \
+        "?access_token=***&client_secret=***&sessionid=***"
 
 
 @pytest.mark.parametrize("url", ["http://alice:s3cr3tPW@127.0.0.1:1/mcp",

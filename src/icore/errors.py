@@ -74,9 +74,11 @@ import re
 from typing import Any
 
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
-_SECRET_QUERY = re.compile(
-    r"(?P<name>[?&;][^=&#;\s'\"?]*?(?:token|key|secret|passw|pwd|auth|sig|credential|session)"
-    r"[^=&#;\s'\"?]*=)[^&#;\s'\"]+", re.IGNORECASE)
+_SECRET_WORD = (r"(?:token|access_?token|api_?key|key|secret|passw(?:or)?d|pwd|"
+                r"auth(?:orization)?|sig(?:nature)?|credentials?|session(?:_?id)?)")
+_SECRET_QUERY = re.compile(  # the word as a whole part of the name: not author, keyword
+    r"(?P<name>[?&;](?:[^=&#;\s'\"?]*[_.-])?" + _SECRET_WORD +
+    r"(?:[_.-][^=&#;\s'\"?]*)?=)[^&#;\s'\"]+", re.IGNORECASE)
 
 
 def redact(text: str) -> str:

@@ -38,14 +38,23 @@ def test_a_false_outcome_is_written_false(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "argument"), [
-    ({"question": 5}, "question"), ({"ground_truth": 42}, "ground_truth"),
-    ({"orchestrator": 7}, "orchestrator"), ({"agents": {"a": 5}}, "agents"),
+    ({"question": [5]}, "question"), ({"ground_truth": {"a": 42}}, "ground_truth"),
+    ({"ground_truth": True}, "ground_truth"), ({"orchestrator": 7}, "orchestrator"),
+    ({"agents": {"a": 5}}, "agents"),
     ({"agents": {5: "x"}}, "agents"), ({"agents": ["a", "b"]}, "agents"),
     ({"agents": "ab"}, "agents")])
 def test_header_arguments_are_typed(kwargs: dict[str, Any], argument: str) -> None:
     with pytest.raises(IntegrationError) as e:
         RunRecorder("r", **kwargs)
     assert e.value.fields["argument"] == argument and argument in str(e.value)
+
+
+def test_a_numeric_question_or_answer_is_written_as_its_text() -> None:
+    """A math benchmark's ``ground_truth=42``: written ``"42"``, as the JSONL importer
+    reads a number there (recordings made before the type checks audit the same)."""
+    rec = RunRecorder("r", question=5, ground_truth=42.5)
+    assert rec.header()["run"]["question"] == "5"
+    assert rec.header()["run"]["ground_truth"] == "42.5"
 
 
 @pytest.mark.parametrize(("agent", "kind", "argument"), [

@@ -321,7 +321,7 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
             console.print(f"[red]model server unusable[/]: {shown(str(exc))}")
             raise typer.Exit(1) from None
         if as_json:
-            console.print_json(json.dumps(res.to_json()))
+            console.print_json(json.dumps(res.to_json()), ensure_ascii=True)
             return
         t = Table(*TABLE_HEADER, title="Matched controlled-live study (planfence App. A.5)")
         for row in res.rows:
@@ -348,7 +348,7 @@ def _run(console: Console, m: RunManifest, out: Path, *, matched: bool, seeds: s
         console.print(f"[red]model server unusable[/]: {shown(str(exc))}")
         raise typer.Exit(1) from None
     if as_json:
-        console.print_json(json.dumps(res1.summary()))
+        console.print_json(json.dumps(res1.summary()), ensure_ascii=True)
     else:
         _print_run(console, res1)
     if res1.interrupted:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -159,3 +160,36 @@ def unwritable(path: Path, *, folder: bool) -> str | None:
         return f"cannot be {'written' if anchor == path else 'created'}: cannot create " \
                f"anything {where} ({exc.strerror})"
     return None
+
+
+def is_stream(path: Path) -> bool:
+    """``path`` names a stream of this process (``/dev/stdout``, ``/proc/self/fd/1``).
+
+    Whatever it leads to (a file the shell redirected the console to), it is written
+    after what is already there, never checked against the ledger nor replaced.
+    """
+    parts = Path(os.path.abspath(path)).parts
+    return len(parts) > 2 and parts[1] in ("dev", "proc")
+
+
+def write_stream(path: Path, data: bytes) -> None:
+    """Write ``data`` to the stream ``path``.
+
+    Through this process's own descriptor when it names one (``/dev/stdout`` is 1): the
+    console's text already buffered goes first, and both share the one file offset (a
+    second descriptor would write over one another).
+    """
+    parts = Path(os.path.abspath(path)).parts
+    fd = {"stdout": 1, "stderr": 2}.get(parts[-1]) if parts[1:2] == ("dev",) else None
+    if parts[-2:-1] == ("fd",) and parts[-1].isdigit() and parts[1:3] in (
+            ("dev", "fd"), ("proc", "self")):
+        fd = int(parts[-1])
+    if fd is None:
+        with open(path, "ab") as f:
+            f.write(data)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -25,7 +25,7 @@ from icore._files import (
     record_written,
     write_owned,
 )
-from icore.cli._writable import shown_path, too_long, unwritable
+from icore.cli._writable import is_stream, shown_path, too_long, unwritable, write_stream
 from icore.errors import redact
 
 FAIL_EXIT = 3
@@ -183,7 +183,8 @@ class OutputFile:
         if mode is not None and stat.S_ISDIR(mode):
             typer.echo(f"error: {what} {path} is a folder; give a file name", err=True)
             raise typer.Exit(2)
-        if (why := output_refusal(path)) is not None:  # the user's file, icore's ledger
+        self._stream = is_stream(path)
+        if not self._stream and (why := output_refusal(path)) is not None:  # the user's
             typer.echo(f"error: {what} {shown_path(path)} {why}; icore never overwrites a "
                        "file it did not write: move it away or give another path", err=True)
             raise typer.Exit(2)
@@ -213,9 +214,12 @@ class OutputFile:
         """
         data = text.encode()
         try:
+            if self._stream and self._fd is None:  # /dev/stdout to a file: after the console
+                write_stream(self.path, data)
+                return
             if self._fd is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                if self.path.exists() and not self.path.is_file():  # /dev/stdout ...
+                if self.path.exists() and not self.path.is_file():  # a device
                     self.path.write_bytes(data)
                 else:  # listed in the folder's ledger: the next run may replace it
                     write_owned(self.path, data)

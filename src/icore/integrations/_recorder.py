@@ -95,14 +95,20 @@ def active_recorder() -> RunRecorder | None:
     return _ACTIVE.get()
 
 
-def _text_arg(value: Any, name: str, *, optional: bool = False) -> str | None:
+def _text_arg(value: Any, name: str, *, optional: bool = False,
+              numbers: bool = False) -> str | None:
     """``value`` when it is a string (or None, when ``optional``).
+
+    With ``numbers``, an int or float as its text (``ground_truth=42`` -> ``"42"``, as
+    the JSONL importer reads a number there).
 
     Raises:
         IntegrationError: anything else (``argument`` names the parameter).
     """
     if isinstance(value, str) or (optional and value is None):
         return value
+    if numbers and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
     raise IntegrationError(f"{name} must be a string{' or None' if optional else ''}, not "
                            f"{type(value).__name__} {value!r}"[:160], argument=name)
 
@@ -193,10 +199,11 @@ class RunRecorder:
             raise IntegrationError(f"run_id must be a non-empty string, not {run_id!r}"[:120],
                                    argument="run_id")
         self.run_id = run_id
-        self.question = _text_arg(question, "question") or ""
+        self.question = _text_arg(question, "question", numbers=True) or ""
         self.agents: dict[str, str] = _agents_arg(agents)
         self.orchestrator = _text_arg(orchestrator, "orchestrator", optional=True)
-        self.ground_truth = _text_arg(ground_truth, "ground_truth", optional=True)
+        self.ground_truth = _text_arg(ground_truth, "ground_truth", optional=True,
+                                      numbers=True)
         self.succeeded = succeeded  # checked by the property: a bool or None
         self.events: list[dict[str, Any]] = []
         self._at: list[float] = []
