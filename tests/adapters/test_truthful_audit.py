@@ -160,13 +160,20 @@ def test_a_call_asked_again_after_its_answer_is_no_repeat_but_a_real_repeat_is()
     """The same call again after it was refused is a retry on new information; after it
     ran (a re-read of an unchanged fact, a second identical shipment: QA r8-ag2mcp D1) it
     acts on the environment again, no repeated report. The same call asked again with
-    no answer in between, and the same text twice, still repeat (hard flag)."""
+    no answer in between, a third time after the same answer twice (a loop), and the
+    same text twice, still repeat (hard flag)."""
     retry = _run(TASK, _turn({"room_id": "R1"}), _tool("BLOCKED: not_read", 1),
                  _turn({"room_id": "R1"}), _tool('{"floor": 1}'), _end("done"))
     assert _repeats(retry) == []
     again = _run(TASK, _turn({"room_id": "R1"}), _tool('{"floor": 1}'),
                  _turn({"room_id": "R1"}), _tool('{"floor": 1}'), _end("done"))
     assert _repeats(again) == [] and again.summary().hard_flags == 0
+    changed = _run(TASK, *[x for f in (1, 2, 3) for x in (
+        _turn({"room_id": "R1"}), _tool(f'{{"floor": {f}}}'))], _end("done"))
+    assert _repeats(changed) == []  # each answer was news
+    loop = _run(TASK, *[x for _ in range(3) for x in (
+        _turn({"room_id": "R1"}), _tool('{"floor": 1}'))], _end("done"))
+    assert len(_repeats(loop)) == 1 and loop.summary().hard_flags == 1  # stuck: the third
     unanswered = _run(TASK, _turn({"room_id": "R1"}), _turn({"room_id": "R1"}),
                       _tool('{"floor": 1}'), _end("done"))
     assert len(_repeats(unanswered)) == 1 and unanswered.summary().hard_flags == 1

@@ -86,3 +86,13 @@ def test_a_forced_same_value_version_is_not_called_changed() -> None:
     call = d.execute("move", lambda: "moved", {}, depends_on={KEY, "stock/lyon/nut"})
     assert "stock/lyon/nut changed after you read it" in call.message
     assert f"{KEY} was written again" in call.message
+
+
+def test_a_value_json_would_change_is_refused_not_taken_for_the_head() -> None:
+    """``{1: "a"}`` has the head's canonical JSON (``{"1": "a"}``) but is no JSON value:
+    refused as by ``commit`` (``MalformedRecord``), never answered with the head."""
+    ws = Workspace({"k/*": "o"})
+    head = ws.put("k/1", {"1": "a"})
+    with pytest.raises(MalformedRecord):
+        ws.put("k/1", {1: "a"})  # type: ignore[dict-item]
+    assert ws.head("k/1") == head

@@ -75,6 +75,7 @@ class _XWriter:
         self.evidence = 0
         self.seen_digests: dict[str, set[str]] = {}
         self.call_digest: dict[str, str] = {}  # agent -> digest of its last tool-call turn
+        self.answers: dict[tuple[str, str], int] = {}  # (agent, call digest) -> its answer
         self.seen_pages: dict[str, set[str]] = {}
         self.instructed: dict[str, set[int]] = {}  # agent -> hashes of its instructions
         self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
@@ -360,6 +361,7 @@ class _StepReader(_XWriter):
         in one recording.
         """
         self.seen_digests.clear()
+        self.answers.clear()
 
     def on_thought(self, s: Step) -> None:
         """Record a thought as an event (no obligation changes)."""
@@ -520,20 +522,19 @@ class _StepReader(_XWriter):
     def on_tool_output(self, s: Step) -> None:
         """Record a tool output as an event and submit the pending code output with it.
 
-        A tool output answering an agent whose last turn asked for recorded tool calls
-        (``calls``) makes asking for the same calls again no repeat: the call ran, failed
-        or was refused, so asking again is a new action (a re-read, a second shipment, a
-        retry), no report made already. Asked again unanswered, they still repeat.
+        An answer to an agent's last turn of recorded tool calls (``calls``) that is news
+        (a first result, another one, an error, a refusal) makes asking the same again no
+        repeat (a re-read, a retry); the same answer again, or none, leaves it one (a loop).
         """
         facts = tool_facts(s.content, s.exitcode, plain=self.trace.family == JSONL)
         ev = self.event(s, "tool_output", s.agent, **facts)
         if not facts["error"] and not facts["empty"]:
             self.evidence += 1
-        asked = self.call_digest.pop(self.agent(s.agent), None)
-        if asked is not None:
-            # the agent's recorded tool call was answered: asking for the same call again
-            # acts on the environment again (QA r8-ag2mcp D1), it repeats no report
-            self.seen_digests.get(self.agent(s.agent), set()).discard(asked)
+        asked = self.call_digest.pop(who := self.agent(s.agent), None)
+        said = hash(str(s.content))
+        if asked is not None and (facts["error"] or self.answers.get((who, asked)) != said):
+            self.answers[who, asked] = said  # QA r8-ag2mcp D1; a third same ask repeats
+            self.seen_digests.get(who, set()).discard(asked)
         if self.pending_code is not None:
             self.finish_code((ev,))
 

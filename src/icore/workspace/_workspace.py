@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -437,14 +438,16 @@ class Workspace(KeyChecks):
 def _same(cur: Record, value: JSONValue, type: str, inputs: Sequence[Record]) -> bool:
     """Whether writing ``value`` would repeat the head ``cur`` (see :meth:`Workspace.put`).
 
-    A value with no JSON form is no repeat (:meth:`Workspace.commit` names its field).
+    A value with no JSON form, or one JSON would change (``{1: "a"}``: its key becomes
+    ``"1"``), is no repeat: :meth:`Workspace.commit` checks it and names its field.
     """
     if cur.type != type or (inputs and sorted(r.id for r in inputs) != sorted(cur.parents)):
         return False
     try:
-        return canonical_json(value) == canonical_json(cur.content)
+        text = canonical_json(value)
     except MalformedRecord:
         return False
+    return text == canonical_json(cur.content) and json.loads(text) == value
 
 
 def type_name(value: object) -> str:
