@@ -4,7 +4,6 @@ message answered with a short JSON-RPC error (not pydantic's validation dump).""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
@@ -113,7 +112,10 @@ def test_http_gateway_answers_a_batch_and_bad_bodies_with_jsonrpc_errors(
                 (json.dumps([ping]).encode(), "application/json", 400),
                 (b"5", "application/json", 400), (b"null", "application/json", 400),
                 (json.dumps({**ping, "id": {"a": 1}}).encode(), "application/json", 400),
-                (json.dumps(ping).encode(), "text/plain", 415)):
+                (json.dumps(ping).encode(), "text/plain", 415),
+                # over the limit: read and dropped, then answered (no reset connection)
+                (json.dumps({**ping, "params": {"x": "a" * (5 << 20)}}).encode(),
+                 "application/json", 413)):
             req = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, headers={
                 "Content-Type": ctype, "Accept": "application/json, text/event-stream"},
                 method="POST")
@@ -124,19 +126,6 @@ def test_http_gateway_answers_a_batch_and_bad_bodies_with_jsonrpc_errors(
             assert answer["jsonrpc"] == "2.0" and answer["id"] is None
             assert answer["error"]["code"] == INVALID_REQUEST
             assert len(answer["error"]["message"]) < 300
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        try:  # a body over the limit is refused from its declared length, unread
-            conn.putrequest("POST", "/mcp")
-            for k, v in (("Content-Type", "application/json"), ("Content-Length", "50000000"),
-                         ("Accept", "application/json, text/event-stream")):
-                conn.putheader(k, v)
-            conn.endheaders()
-            resp = conn.getresponse()
-            answer = json.loads(resp.read())
-            assert resp.status == 413 and answer["error"]["code"] == INVALID_REQUEST
-            assert "limit" in answer["error"]["message"]
-        finally:
-            conn.close()
     finally:
         p.terminate()
         p.wait(20)

@@ -20,6 +20,8 @@ INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest POST body read (the SDK's own default bound)."""
+DRAIN_BYTES = 64 * 1024 * 1024
+"""A longer body is read and dropped up to this many bytes before the 413 answer."""
 
 _KINDS = {list: "a JSON array (a batch)", str: "a JSON string", int: "a JSON number",
           float: "a JSON number", bool: "a JSON boolean", type(None): "JSON null"}
@@ -77,7 +79,8 @@ class MessageShape:
 
     Args:
         app: the ASGI app behind it (the SDK's streamable-HTTP app).
-        max_body: the largest body read, bytes (a longer one: HTTP 413).
+        max_body: the largest body kept, bytes (a longer one: HTTP 413, after reading
+            and dropping up to :data:`DRAIN_BYTES` of it).
     """
 
     def __init__(self, app: Any, max_body: int = MAX_BODY_BYTES) -> None:
@@ -96,10 +99,6 @@ class MessageShape:
                           f"must be application/json, not {ctype[:60] or 'missing'!r}")
             return
         declared = headers.get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_body:
-            await _answer(send, 413, INVALID_REQUEST, f"Request body of {int(declared)} bytes "
-                          f"is over the {self.max_body}-byte limit")
-            return
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -108,13 +107,19 @@ class MessageShape:
                 return  # the client went away
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body:
-                await _answer(send, 413, INVALID_REQUEST,
-                              f"Request body is over the {self.max_body}-byte limit")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body"):
+            if size <= self.max_body:
+                chunks.append(chunk)
+            else:
+                chunks = []  # over the limit: read on (bounded) and drop, then answer
+            if not message.get("more_body") or size > DRAIN_BYTES:
                 break
+        if size > self.max_body:
+            # the body was read up to DRAIN_BYTES before answering: a client still sending
+            # would otherwise meet a reset connection instead of this answer
+            shown = f" of {int(declared)} bytes" if declared.isdigit() else ""
+            await _answer(send, 413, INVALID_REQUEST, f"Request body{shown} is over the "
+                          f"{self.max_body}-byte limit")
+            return
         body = b"".join(chunks)
         problem = shape_problem(body)
         if problem is not None:

@@ -125,9 +125,10 @@ class Workspace(KeyChecks):
                     "facts must be a non-empty mapping of semantic key -> owner",
                     got=type(facts).__name__,
                     fix="Workspace({'order/42': 'sales'})")
-            bad_keys = [k for k in facts if not (isinstance(k, str) and k)]
-            if bad_keys:
-                raise WorkspaceError("every fact key must be a non-empty str",
+            bad_keys = [k for k in facts if not (isinstance(k, str) and k) or unstorable(k)]
+            if bad_keys:  # a NUL or a lone surrogate: no store can hold the key (#29)
+                raise WorkspaceError("every fact key must be a non-empty str with a UTF-8 "
+                                     "form and no NUL",
                                      keys=[repr(k) for k in bad_keys],
                                      fix="Workspace({'order/42': 'sales'})")
             bad = {k: o for k, o in facts.items() if not (isinstance(o, str) and o)}
