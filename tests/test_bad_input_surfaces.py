@@ -183,3 +183,31 @@ def test_two_concurrent_audits_into_one_out_both_end_well(tmp_path: Path) -> Non
     assert not any("Traceback" in o for o in outs)
     again = _icore("audit", str(tmp_path / "runs"), "-o", str(tmp_path / "o"), cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+# --- Workspace keys and fenced tools -----------------------------------------------------
+@pytest.mark.parametrize("key", ["k\x00", "k/\udcff"])
+def test_workspace_refuses_a_fact_key_no_store_can_hold(key: str) -> None:
+    from icore.workspace import Workspace
+    with pytest.raises(IcoreError, match="no NUL"):
+        Workspace({key: "o"})
+
+
+def test_generator_functions_are_no_fenced_tools() -> None:
+    pytest.importorskip("langchain_core")
+    from icore.integrations.langgraph import fenced_tool
+    from icore.workspace import Workspace
+    ws = Workspace({"k/*": "o"})
+    ws.put("k/1", 1)
+
+    def gen(x: int):  # type: ignore[no-untyped-def]
+        """Yield."""
+        yield x
+
+    async def agen(x: int):  # type: ignore[no-untyped-def]
+        """Yield."""
+        yield x
+
+    for fn in (gen, agen):
+        with pytest.raises(IcoreError, match="generator function"):
+            fenced_tool(fn, depends_on={"k/1"}, agent=ws.agent("a"))

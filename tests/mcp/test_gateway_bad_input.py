@@ -131,3 +131,13 @@ def test_http_gateway_answers_a_batch_and_bad_bodies_with_jsonrpc_errors(
         p.wait(20)
         if p.stderr is not None:
             p.stderr.close()
+
+
+@pytest.mark.timeout(120)
+def test_gateway_runtime_error_names_the_manifest(tmp_path: Path) -> None:
+    p = tmp_path / "gw.yaml"
+    p.write_text(yaml.safe_dump({"upstreams": {"notes": {"command": "no-such-cmd-x"}}}))
+    r = subprocess.run([sys.executable, "-m", "icore", "mcp", str(p)], env=ENV,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"gateway manifest {p}" in r.stderr and "no-such-cmd-x" in r.stderr
