@@ -33,9 +33,10 @@ def _gateway_doc() -> dict[str, Any]:
 
 def gateway(b: Builder) -> None:
     """Gateway manifests whose files collide or whose scalars are of the wrong type."""
-    scalars = [("upstreams", "notes", "timeout_s"), ("gate_timeout_s",),
-               ("upstreams", "notes", "trust_updates"), ("facts", "tools")]
-    wrong = [True, False, "3", "yes", "no", "1e400", [1], {"a": 1}, None]
+    numbers = [True, False, "3", "1e400", "nan", [1], {"a": 1}, None]
+    bools = ["yes", "no", "true", 1, 0, "", [True], None]
+    scalars = [(("upstreams", "notes", "timeout_s"), numbers), (("gate_timeout_s",), numbers),
+               (("upstreams", "notes", "trust_updates"), bools), (("facts", "tools"), bools)]
     files = {
         "store-is-file": ("store", "path", "FILE:facts.db"),
         "store-is-manifest": ("store", "path", "gw.yaml"),
@@ -59,7 +60,7 @@ def gateway(b: Builder) -> None:
         else:
             doc[top][sub] = value.removeprefix("FILE:")
         cases.append((name, doc, [top]))
-    for path in scalars:
+    for path, wrong in scalars:
         for v in b.rng.sample(wrong, 3):
             doc = _gateway_doc()
             node = doc
@@ -72,8 +73,8 @@ def gateway(b: Builder) -> None:
         d = b._dir(cid)
         shutil.copy(_UPSTREAM, d)
         (d / "facts.db").write_text("the user's own file\n")
-        (d / ".icore-mcp").mkdir()
-        (d / ".icore-mcp" / "trace.jsonl").write_text("")
+        (d / ".icore-mcp").mkdir()  # the trace is left to the gateway (a file there
+        # that no gateway wrote is refused, which would hide the case's own defect)
         p = d / "gw.yaml"
         p.write_text(yaml.safe_dump(doc))
         b.cases.append(Case(cid, "gateway", ["ICORE", "mcp", str(p)],
