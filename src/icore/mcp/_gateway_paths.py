@@ -15,20 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from icore._files import file_identity
 from icore.mcp._gateway_manifest import GatewayManifest
-
-
-def _identity(path: Path) -> tuple[object, ...]:
-    """The file's device and inode (following links), else its real path."""
-    try:
-        st = os.stat(path)
-        return ("inode", st.st_dev, st.st_ino)
-    except (OSError, ValueError):
-        pass
-    try:
-        return ("path", os.path.realpath(path))
-    except (OSError, ValueError):
-        return ("path", str(path))
 
 
 def gateway_inputs(m: GatewayManifest) -> list[tuple[str, Path]]:
@@ -80,10 +68,10 @@ def check_outputs(m: GatewayManifest, otel_file: Path | None) -> None:
         outputs.append(("otel", otel_file))
     if m.trace:
         outputs.append(("trace", m.resolve(m.trace)))
-    inputs = {_identity(p): (what, p) for what, p in reversed(gateway_inputs(m))}
+    inputs = {file_identity(p): (what, p) for what, p in reversed(gateway_inputs(m))}
     seen: dict[tuple[object, ...], str] = {}
     for what, out in outputs:
-        key = _identity(out)
+        key = file_identity(out)
         if key in inputs:
             src, p = inputs[key]
             raise m.error(f"{what} file {out} is {src} ({p}); writing it would destroy it; "
