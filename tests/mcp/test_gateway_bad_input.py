@@ -87,6 +87,15 @@ def test_any_non_message_body_gets_a_short_jsonrpc_error(value: Any) -> None:
         assert len(problem[1]) < 300 and "pydantic" not in problem[1]
 
 
+@pytest.mark.parametrize(("msg", "named"), [
+    ({"jsonrpc": "2.0", "id": 1, "error": 5}, "error"),
+    ({"jsonrpc": "2.0", "result": 1}, "id")])
+def test_what_the_sdk_model_refuses_is_one_sentence(msg: dict[str, Any], named: str) -> None:
+    problem = shape_problem(json.dumps(msg).encode())
+    assert problem is not None and problem[0] == INVALID_REQUEST
+    assert named in problem[1] and len(problem[1]) <= 300 and "\n" not in problem[1]
+
+
 def test_unparsable_body_is_a_parse_error() -> None:
     assert shape_problem(b'{"jsonrpc"')[0] == PARSE_ERROR  # type: ignore[index]
     assert shape_problem(b"[" * 100_000 + b"]" * 100_000) is not None

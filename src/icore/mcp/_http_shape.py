@@ -32,8 +32,9 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
 
     A batch is refused (MCP 2025-06-18 dropped JSON-RPC batching); so is anything that
     is not an object, an object whose ``jsonrpc`` is not ``"2.0"``, an ``id`` that is not
-    a string or an integer, a ``method`` that is not a non-empty string, and ``params``
-    that are not an object.
+    a string or an integer, a ``method`` that is not a non-empty string, ``params`` that
+    are not an object, and anything else the SDK's message model refuses (its first
+    error, one sentence).
     """
     try:
         msg = json.loads(body)
@@ -62,6 +63,21 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
     if "params" in msg and not isinstance(msg["params"], dict):
         return INVALID_REQUEST, ("Invalid Request: params must be a JSON object, not "
                                  f"{_KINDS.get(type(msg['params']), 'that')}")
+    return _sdk_problem(msg)
+
+
+def _sdk_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
+    """What the SDK's own message validation refuses, in one sentence (first error)."""
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+    try:
+        jsonrpc_message_adapter.validate_python(msg, by_name=False)
+    except ValidationError as exc:
+        errs = exc.errors()
+        # a union: the deepest error says the most; a wrong value before a missing field
+        best = max(errs, key=lambda e: (len(e.get("loc", ())), e.get("type") != "missing"))
+        loc = ".".join(str(p) for p in best.get("loc", ())[1:]) or "the message"
+        return INVALID_REQUEST, f"Invalid Request: {loc}: {best.get('msg', 'invalid')}"[:300]
     return None
 
 
