@@ -211,3 +211,15 @@ def test_generator_functions_are_no_fenced_tools() -> None:
     for fn in (gen, agen):
         with pytest.raises(IcoreError, match="generator function"):
             fenced_tool(fn, depends_on={"k/1"}, agent=ws.agent("a"))
+
+
+@pytest.mark.parametrize(("kw", "named"), [
+    ({"timeout_s": -1}, "timeout_s"), ({"timeout_s": float("nan")}, "timeout_s"),
+    ({"timeout_s": True}, "timeout_s"), ({"timeout_s": "3"}, "timeout_s"),
+    ({"stores": {"o": 5}}, "stores"), ({"stores": [1]}, "stores"),
+    ({"remote": "x"}, "remote"), ({"closing": 5}, "closing")])
+def test_workspace_constructor_refuses_wrong_types_at_the_call(kw: dict[str, Any],
+                                                                named: str) -> None:
+    from icore.workspace import Workspace
+    with pytest.raises(IcoreError, match=named):
+        Workspace({"k": "o"}, **kw)

@@ -176,6 +176,12 @@ def workspace_api(b: Builder) -> None:
          "    Workspace({b'k': 'o'})\n", ["key"]),
         ("own-key-nul", "    from icore.workspace import Workspace\n"
          "    Workspace({'k\\x00': 'o'})\n", ["key"]),
+        *[(f"ws-{n}", "    from icore.workspace import Workspace\n"
+           f"    Workspace({{'k': 'o'}}, {arg})\n", [arg.split("=")[0]])
+          for n, arg in (("timeout-neg", "timeout_s=-1"), ("timeout-nan", "timeout_s=float('nan')"),
+                         ("timeout-true", "timeout_s=True"), ("timeout-str", "timeout_s='3'"),
+                         ("stores-int", "stores={'o': 5}"), ("stores-list", "stores=[1]"),
+                         ("remote-str", "remote='x'"), ("closing-int", "closing=5"))],
         ("put-bytes", _WS + "    ws.put('k/2', b'x')\n", ["value", "JSON", "bytes"]),
         ("put-decimal", _WS + "    import decimal\n    ws.put('k/2', decimal.Decimal(1))\n",
          ["value", "JSON", "Decimal"]),
