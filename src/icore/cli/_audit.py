@@ -189,12 +189,12 @@ def _out_lock(out: Path | None) -> Iterator[None]:
     if out is None:
         yield
         return
-    here = Path(os.path.abspath(out))
-    while not here.is_dir() and here != here.parent:
-        here = here.parent
     try:
+        here = Path(os.path.abspath(out))
+        while not here.is_dir() and here != here.parent:
+            here = here.parent
         fd = os.open(here, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:  # unreadable: the writes will say what is wrong
+    except (OSError, ValueError):  # unreadable, a name too long: the writes will say
         yield
         return
     try:
