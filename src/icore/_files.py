@@ -305,8 +305,26 @@ def _record(folder: Path, name: str, digest: str) -> None:
                                               book, lines)
 
 
-__all__ = ["MARKER", "WRITTEN", "append_refusal", "foreign_file", "make_room",
-           "mark_folder", "not_a_regular_file", "output_refusal", "record_written",
+def file_identity(path: Path) -> tuple[object, ...]:
+    """What makes two paths one file: (device, inode) when it exists, else its real path.
+
+    ``stat`` follows symlinks, so a symlink, a hard link, a symlinked folder and
+    ``x/../name`` all meet the file they name; a path that does not exist yet is
+    compared by :func:`os.path.realpath` (its symlinked folders resolved).
+    """
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except (OSError, ValueError):
+        pass
+    try:
+        return ("path", os.path.realpath(path))
+    except (OSError, ValueError):
+        return ("path", str(path))
+
+
+__all__ = ["MARKER", "WRITTEN", "append_refusal", "file_identity", "foreign_file",
+           "make_room", "mark_folder", "not_a_regular_file", "output_refusal", "record_written",
            "refuse_foreign", "write_owned"]
 
 

@@ -12,13 +12,21 @@ lines): YAML itself keeps the last one, so a second ``req/*:`` in a team manifes
 ``ownership`` silently changed the key's owner, and a second top-level ``ownership:``
 dropped the whole first block (QA r8-bad D19). A merge key (``<<: *base``) is not a
 duplicate: the mapping's own keys override the merged ones, as YAML specifies.
+
+:class:`ScalarTypes` is the base of the manifests' pydantic models: pydantic's lax mode
+read ``timeout_s: true`` as 1 second, ``repeat: "3"`` as 3 and ``revision: "no"`` as
+false (issue 29); a number field takes only a YAML number, a bool field only ``true`` or
+``false``, and the error names the field and what was given.
 """
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationInfo, field_validator
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode
 
@@ -99,4 +107,80 @@ def safe_load(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)
 
 
-__all__ = ["DuplicateKeyError", "safe_load"]
+def _leaves(ann: Any) -> set[Any]:
+    """The scalar types a field annotation admits (through unions, tuples, Annotated)."""
+    origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        return _leaves(typing.get_args(ann)[0])
+    if origin in (typing.Union, types.UnionType):
+        return set().union(*(_leaves(a) for a in typing.get_args(ann)))
+    if origin is typing.Literal:
+        return {type(a) for a in typing.get_args(ann)}
+    return {ann}
+
+
+def _items(ann: Any) -> Any:
+    """The element annotation of ``tuple[X, ...]`` / ``list[X]`` (else None)."""
+    origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        return _items(typing.get_args(ann)[0])
+    if origin in (typing.Union, types.UnionType):
+        for a in typing.get_args(ann):
+            if (inner := _items(a)) is not None:
+                return inner
+        return None
+    if origin in (tuple, list, set, frozenset):
+        args = [a for a in typing.get_args(ann) if a is not Ellipsis]
+        return args[0] if len(set(args)) == 1 else None
+    return None
+
+
+def scalar_problem(value: Any, ann: Any) -> str | None:
+    """Why ``value`` (as parsed from YAML/JSON) does not fit ``ann`` without coercion.
+
+    Returns:
+        ``"expected a valid number, not true"`` / ``"... not the string '3'"`` /
+        ``"expected a valid boolean (true or false), not 'no'"``, or None when the value
+        may go on to pydantic's own validation (which names other mismatches).
+    """
+    if isinstance(value, (list, tuple)):
+        inner = _items(ann)
+        if inner is None:
+            return None
+        for i, v in enumerate(value):
+            if (p := scalar_problem(v, inner)) is not None:
+                return f"item {i}: {p}"
+        return None
+    leaves = _leaves(ann)
+    numeric = bool(leaves & {int, float}) and not leaves & {bool, str, Any}
+    if numeric and isinstance(value, (bool, str)):
+        shown = str(value).lower() if isinstance(value, bool) else f"the string {value!r:.40}"
+        return f"expected a valid number, not {shown}"
+    if leaves <= {bool, type(None)} and bool in leaves and value is not None \
+            and not isinstance(value, bool):
+        return f"expected a valid boolean (true or false), not {value!r:.40}"
+    return None
+
+
+class ScalarTypes(BaseModel):
+    """A pydantic base that takes numbers and bools only as YAML numbers and bools.
+
+    Raises:
+        pydantic.ValidationError: at the field, ``expected a valid number, not true`` (a
+            bool or a string for an ``int``/``float`` field, also inside a
+            ``tuple[int, ...]``) or ``expected a valid boolean ...`` (anything else for a
+            ``bool``).
+    """
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_coercion(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name
+        if name is None or name not in cls.model_fields:
+            return value
+        if (problem := scalar_problem(value, cls.model_fields[name].annotation)) is not None:
+            raise ValueError(problem)
+        return value
+
+
+__all__ = ["DuplicateKeyError", "ScalarTypes", "safe_load", "scalar_problem"]

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import cli_cases
+from . import cli_cases, surfaces
 from .cases import SECRET, Builder, Case
 
 ROOT = Path(os.environ.get("ICORE_REPO") or Path(__file__).resolve().parents[2])
@@ -176,6 +176,7 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     cli_cases.cli_flags(b)
     cli_cases.manifests(b, per_manifest)
     cli_cases.api(b)
+    surfaces.all_families(b)
     return b.cases
 
 
@@ -187,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-format", type=int, default=20)
     ap.add_argument("--per-manifest", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", default="", help="run only case ids starting with this")
+    ap.add_argument("--only", default="", help="run only case ids starting with one of "
+                    "these comma-separated prefixes (e.g. gateway/,http/,ws/,rec/,conc/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "
@@ -206,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.json:
             a.json.write_text(json.dumps(res, indent=1))
         return 1 if res["defects"] else 0
+    prefixes = tuple(a.only.split(",")) if a.only else ("",)
     cases = [c for c in build(work, a.seed, a.per_format, a.per_manifest)
-             if c.id.startswith(a.only)]
+             if c.id.startswith(prefixes)]
     if a.recheck:
         again = {r["id"] for r in json.loads(a.recheck.read_text()) if r["verdict"] != "ok"}
         cases = [c for c in cases if c.id in again]

@@ -82,6 +82,23 @@ from icore.adapters._values import check_size, gc_paused, json_value_error, trac
 JSONL = "jsonl"
 
 
+def _flag(obj: dict[str, Any], name: str, file: str, where: str) -> bool | None:
+    """A step marker (``terminates``, ``pause``, ``replan``): a JSON boolean or absent.
+
+    The recorders write JSON ``true``/``false``; a hand-edited ``"no"``, ``"yes"`` or ``1``
+    is refused rather than guessed (issue 29: such strings were read by guessing their
+    meaning, as the ledger's answers are).
+
+    Raises:
+        AdapterError: naming the file and ``line N.<name>``.
+    """
+    v = obj.get(name)
+    if v is None or isinstance(v, bool):
+        return v
+    raise AdapterError(f"{name} must be true or false (a JSON boolean), not "
+                       f"{type(v).__name__} {v!r}"[:160], file=file, field=f"{where}.{name}")
+
+
 def load_jsonl(path: str | Path) -> Trace:
     """Import a run in the generic JSONL format (see the module docstring).
 
@@ -212,16 +229,12 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         if exitcode is not None and (not isinstance(exitcode, int) or isinstance(exitcode, bool)):
             raise AdapterError(f"exitcode must be an integer, not {exitcode!r}", file=file,
                                field=f"{f}.exitcode")
-        term = obj.get("terminates")
-        if term is not None:
-            term = as_bool(term, file=file, field=f"{f}.terminates", optional=True)
+        term = _flag(obj, "terminates", file, f)
         calls = _calls(obj.get("tool_calls")) if kind == StepKind.OUTPUT else None
         plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
                          optional=True) if kind == StepKind.PLAN else None
-        pause = as_bool(obj.get("pause"), file=file, field=f"{f}.pause",
-                        optional=True) if kind == StepKind.THOUGHT else None
-        replan = as_bool(obj.get("replan"), file=file, field=f"{f}.replan",
-                         optional=True) if kind == StepKind.PLAN else None
+        pause = _flag(obj, "pause", file, f) if kind == StepKind.THOUGHT else None
+        replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
         steps.append(Step(
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,

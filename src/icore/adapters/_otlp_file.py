@@ -6,7 +6,9 @@ writes the OpenTelemetry Collector file exporter's format, which ``icore audit``
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -127,6 +129,33 @@ class DeliveryCheck(SpanExporter):
         return bool(self.inner.force_flush(timeout_millis))
 
 
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` (one JSON line) in one ``write`` on an ``O_APPEND`` descriptor.
+
+    A buffered text file wrote a long line in several system calls: a Ctrl-C between two
+    of them (the exporter runs in the audit's thread) left half a line, and the file no
+    longer imported (issue 29). One ``write`` of a regular file is not split by a signal;
+    a short write (a full disk) is cut back to the length before, so the file holds whole
+    lines only.
+
+    Raises:
+        OSError: the file cannot be opened or written (its length is restored).
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            done = os.write(fd, data)
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
+
+
 class OtlpJsonFileExporter(SpanExporter):
     """Appends each export batch as one JSON line of ``ExportTraceServiceRequest``.
 
@@ -153,10 +182,10 @@ class OtlpJsonFileExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write one line; FAILURE when the file cannot be written."""
-        line = json.dumps(otlp_json(spans), separators=(",", ":"))
+        data = (json.dumps(otlp_json(spans), separators=(",", ":")) + "\n").encode("utf-8")
         try:
-            with self._lock, self.path.open("a", encoding="utf-8") as f:
-                f.write(line + "\n")
+            with self._lock:
+                _append_whole(self.path, data)
         except OSError:
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS

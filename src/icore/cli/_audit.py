@@ -167,12 +167,49 @@ def audit(
     refuse_input_as_output(outputs, files)
     refuse_trace_outputs_in(outputs, [p for p in paths if p.is_dir()])
     refuse_foreign_otlp_file(otlp_endpoint)  # spans appended to the user's notes: no
-    with output_file(json_out, what="--json file") as jf, _max_input(max_input_mb):
+    with _out_lock(out if report or prov else None), \
+            output_file(json_out, what="--json file") as jf, _max_input(max_input_mb):
         _audit(console, files, out, attribution=attribution, prov=prov, report=report,
                single_file=single_file, json_file=jf, fails=fails, otlp_endpoint=otlp_endpoint,
                llm=_LlmOptions(llm_base_url, llm_model, llm_mode, llm_api_key),
                folds=folds, repeats=repeats, otlp_best_effort=otlp_best_effort,
                skipped=scan.skipped)
+
+
+@contextlib.contextmanager
+def _out_lock(out: Path | None) -> Iterator[None]:
+    """Hold the output folder's lock: two audits into one ``--out`` take turns (issue 29).
+
+    Two audits writing one folder at once each checked it, then wrote their reports and
+    ``index.html`` over each other's: the first audit's index named the second's runs.
+    The lock is ``flock`` on the nearest existing folder of ``out`` (the folder itself,
+    or the one it will be made in: nothing is created to hold it), released when the
+    audit ends (or its process does); a second audit says once on stderr that it waits.
+    """
+    if out is None:
+        yield
+        return
+    try:
+        here = Path(os.path.abspath(out))
+        while not here.is_dir() and here != here.parent:
+            here = here.parent
+        fd = os.open(here, os.O_RDONLY | os.O_DIRECTORY)
+    except (OSError, ValueError):  # unreadable, a name too long: the writes will say
+        yield
+        return
+    try:
+        import fcntl
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            typer.echo(f"waiting: another icore audit is writing to {shown(str(here))}",
+                       err=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without flock: no lock, as before
+            pass
+        yield
+    finally:
+        os.close(fd)
 
 
 def _check_max_input_env() -> None:

@@ -105,7 +105,9 @@ def mcp(
         err = _typed(exc)
         if err is None:
             raise
-        typer.echo(f"error: {err}", err=True)
+        said = str(err)  # which gateway: its manifest named, as a load error names it
+        where = "" if manifest.name in said else f"gateway manifest {manifest}: "
+        typer.echo(f"error: {where}{said}", err=True)
         raise typer.Exit(2 if isinstance(err, GatewayManifestError) else 1) from None
 
 

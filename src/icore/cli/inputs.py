@@ -20,6 +20,7 @@ import typer
 
 from icore._files import (
     append_refusal,
+    file_identity,
     not_a_regular_file,
     output_refusal,
     record_written,
@@ -345,27 +346,9 @@ def otlp_undelivered(endpoint: str, delivery: Any, *, best_effort: bool) -> str:
                   f"delivered){last}")
 
 
-def _identity(path: Path) -> tuple[Any, ...]:
-    """What makes two paths one file: (device, inode) when it exists, else its real path.
-
-    ``stat`` follows symlinks, so a symlink, a hard link, a symlinked folder and
-    ``x/../name`` all meet the file they name; a path that does not exist yet is
-    compared by :func:`os.path.realpath` (its symlinked folders resolved).
-    """
-    try:
-        st = os.stat(path)
-        return ("inode", st.st_dev, st.st_ino)
-    except (OSError, ValueError):
-        pass
-    try:
-        return ("path", os.path.realpath(path))
-    except (OSError, ValueError):
-        return ("path", str(path))
-
-
 def same_file(a: Path, b: Path) -> bool:
     """True when ``a`` and ``b`` name one file (see :func:`refuse_input_as_output`)."""
-    return _identity(a) == _identity(b)
+    return file_identity(a) == file_identity(b)
 
 
 def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
@@ -385,10 +368,10 @@ def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) 
         typer.Exit: code 2, naming the option, the path and the input (or the other
             output) it would replace.
     """
-    by_id = {_identity(src): src for src in reversed(inputs)}
+    by_id = {file_identity(src): src for src in reversed(inputs)}
     seen: dict[tuple[Any, ...], tuple[str, Path]] = {}
     for what, out in outputs:
-        key = _identity(out)
+        key = file_identity(out)
         src = by_id.get(key)
         if src is not None:
             typer.echo(f"error: {what} {out} is the input {src}; writing it would "

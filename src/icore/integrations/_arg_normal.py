@@ -41,10 +41,10 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
 
     Raises:
         IntegrationError: ``fn`` is None or not callable, a class, a
-            ``functools.partial``, a lambda or a callable object without ``__name__``
-            (when ``tool`` names nothing), has no signature, or takes ``*args`` / ``**kwargs`` /
-            positional-only parameters (the schema could not name the arguments the
-            plan binds).
+            ``functools.partial``, a generator function (sync or async), a lambda or a
+            callable object without ``__name__`` (when ``tool`` names nothing), has no
+            signature, or takes ``*args`` / ``**kwargs`` / positional-only parameters
+            (the schema could not name the arguments the plan binds).
     """
     name = tool or getattr(fn, "__name__", type(fn).__name__)
     if fn is None or not callable(fn):
@@ -59,6 +59,12 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
         raise IntegrationError("a functools.partial cannot be a fenced tool: its schema "
                                "would hide the bound arguments", framework=framework,
                                tool=name, fix="define a def with the remaining parameters")
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise IntegrationError("a generator function cannot be a fenced tool: a call would "
+                               "return the generator, not a result, after the gate let it "
+                               "run", framework=framework, tool=name,
+                               fix="return the result (a list of the items) instead of "
+                               "yielding them")
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:

@@ -131,6 +131,10 @@ def _agents_arg(agents: Any) -> dict[str, str]:
     return dict(agents)
 
 
+_FLAGS = ("terminates", "pause", "replan")
+"""Step markers the JSONL format takes as JSON booleans only (issue 29)."""
+
+
 def _outcome(value: Any) -> bool | None:
     """``succeeded`` as a bool or None; a NumPy bool (``a == b`` on arrays) becomes a bool.
 
@@ -272,10 +276,16 @@ class RunRecorder:
             fields: extra keys kept in the line.
 
         Raises:
-            IntegrationError: ``agent`` not a non-empty string or ``kind`` not one of the
-                kinds (a line the audit would refuse), named by ``argument``.
+            IntegrationError: ``agent`` not a non-empty string, ``kind`` not one of the
+                kinds, or a ``terminates``/``pause``/``replan`` field that is not a bool
+                (a line the audit would refuse), named by ``argument``.
         """
         _line_args(agent, kind)
+        for flag in _FLAGS:
+            v = fields.get(flag)
+            if v is not None and not isinstance(v, bool):
+                raise IntegrationError(f"{flag} must be True or False, not "
+                                       f"{type(v).__name__} {v!r}"[:160], argument=flag)
         line: dict[str, Any] = {"agent": agent, "kind": kind, "content": text_of(content)}
         line.update({k: jsonable(v) for k, v in fields.items() if v is not None})
         when = time.time() if at is None else at

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from icore._files import not_a_regular_file
-from icore._yaml import safe_load
+from icore._yaml import ScalarTypes, safe_load
 from icore.errors import ErrorCode, IcoreError
 from icore.fence import Policy, strategy
 from icore.live._workflow import FAMILY_SPECS, ROLES
@@ -57,7 +57,13 @@ class LiveManifestError(IcoreError, ValueError):
     code = ErrorCode.LIVE
 
 
-class _Model(BaseModel):
+WORKFLOW_KEYS = ("req/{task}", "cat/{task}", "short/{task}", "plan/{task}")
+"""The keys the five-agent workflow writes per task (requirement, catalog, shortlist, plan):
+a protected tool's D(a) names some of them (any other key is never reached from a plan,
+so every task was blocked and the run exited 1 naming no manifest field; issue 29)."""
+
+
+class _Model(ScalarTypes):
     # NaN and infinity are refused as such (not as "should be <= 3600")
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -93,6 +99,9 @@ class ToolSpecM(_Model):
         for k in v:
             if not k or "{" in k.replace("{task}", ""):
                 raise ValueError(f"bad key template {k!r}; only {{task}} is substituted")
+            if k not in WORKFLOW_KEYS:  # no agent writes it: every task would be blocked
+                raise ValueError(f"{k!r} is no key the workflow's agents write; use one of "
+                                 f"{', '.join(WORKFLOW_KEYS)} (issue 29)")
         return v
 
 

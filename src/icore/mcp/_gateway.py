@@ -43,6 +43,7 @@ from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, url_problem
 from icore.mcp._gateway_order import Wire
+from icore.mcp._gateway_paths import check_outputs
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
@@ -73,9 +74,10 @@ def _checked_paths(manifest: GatewayManifest) -> str | None:
 
     Raises:
         GatewayManifestError: a ``cwd`` that is not a folder, an ``otel`` file that is a
-            folder or a device, or an ``otel`` that is no http(s) URL with a host and a
-            port in 1-65535 (each was found only at start-up, as "unreachable"; QA
-            r8-bad D13), naming the field and its line.
+            folder or a device, an output that is an input or a ``store.path`` that is a
+            file (:func:`~icore.mcp._gateway_paths.check_outputs`), or an ``otel`` that
+            is no http(s) URL with a host and a port in 1-65535 (each was found only at
+            start-up, as "unreachable"; QA r8-bad D13), naming the field and its line.
     """
     for n, up in manifest.upstreams.items():
         if up.command is not None and not (cwd := manifest.resolve(up.cwd or ".")).is_dir():
@@ -83,13 +85,18 @@ def _checked_paths(manifest: GatewayManifest) -> str | None:
                                  f"{'it is a file' if cwd.exists() else 'not found'})",
                                  "upstreams", n, "cwd")
     ep = manifest.otel
+    if not ep or not ep.startswith("file:"):
+        check_outputs(manifest, None)
     if not ep:
         return None
     if ep.startswith("file:"):
         fp = manifest.resolve(ep.removeprefix("file:"))
+        if not ep.removeprefix("file:").strip():
+            raise manifest.error("otel file: names no path; use file:PATH", "otel")
         if fp.exists() and not fp.is_file():
             raise manifest.error(f"otel file {fp} is not a regular file (a folder "
                                  "or a device)", "otel")
+        check_outputs(manifest, fp)
         return "file:" + str(fp)
     why = url_problem(ep) if re.match(r"^https?://", ep) else \
         "use an http(s):// OTLP collector URL or file:PATH"

@@ -36,7 +36,6 @@ from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -46,7 +45,7 @@ from pydantic import (
     model_validator,
 )
 
-from icore._yaml import DuplicateKeyError, safe_load
+from icore._yaml import DuplicateKeyError, ScalarTypes, safe_load
 from icore.errors import ErrorCode, IntegrationError, redact
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
 from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
@@ -73,7 +72,7 @@ class GatewayManifestError(GatewayError, ValueError):
     """An invalid gateway manifest. Fields: ``file``, ``path`` (field path), ``line``."""
 
 
-class _Model(BaseModel):
+class _Model(ScalarTypes):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

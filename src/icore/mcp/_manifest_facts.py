@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from icore._yaml import ScalarTypes
 
 FACT_SCHEME = "fact://"
 """URI scheme of the gateway's own key-value facts."""
@@ -31,7 +33,7 @@ def check_owner_id(o: str, what: str) -> None:
                          "names the owner's store file: no '/', no leading '.')")
 
 
-class _Model(BaseModel):
+class _Model(ScalarTypes):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from icore._yaml import ScalarTypes
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-class ClientSpec(BaseModel):
+class ClientSpec(ScalarTypes):
     """One HTTP client's identity: the bearer token it sends (``Authorization: Bearer``).
 
     Under MCP 2026-07-28 a request carries no session: the authenticated principal is the
@@ -44,7 +46,7 @@ class ClientSpec(BaseModel):
         return self
 
 
-class HttpSpec(BaseModel):
+class HttpSpec(ScalarTypes):
     """What ``--http`` serves beyond the transport: the clients' identities.
 
     Attributes:

@@ -25,6 +25,7 @@ from icore._extras import require
 from icore.mcp._gateway import Gateway
 from icore.mcp._gateway_manifest import GatewayManifest
 from icore.mcp._gateway_order import OrderMiddleware, StdioOrder
+from icore.mcp._http_shape import MessageShape
 from icore.mcp._stdio_lines import stdio_streams
 
 log = logging.getLogger("icore.mcp")
@@ -380,7 +381,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                 auth=AuthSettings.model_validate({
                     "issuer_url": f"http://{_url_host(host)}:{port}",
                     "resource_server_url": None}))
-        config = uvicorn.Config(OrderMiddleware(app), host=host, port=port, log_level="warning",
+        config = uvicorn.Config(OrderMiddleware(MessageShape(app)), host=host, port=port,
+                                log_level="warning",
                                 lifespan="on", http=_http_parser(),
                                 access_log=False, proxy_headers=False)
         server = _Server(config)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -87,6 +88,37 @@ class _Owners:
         return self.remote.fetch(owner, ids, timeout_s=timeout_s)
 
 
+def _check_parts(stores: Any, remote: Any, timeout_s: Any, closing: Any) -> None:
+    """The constructor's other arguments are of their types.
+
+    Issue 29: an int store, a list of stores or an int ``closing`` raised AttributeError
+    or TypeError, and a timeout of -1, NaN, True or ``"3"`` was kept.
+
+    Raises:
+        WorkspaceError: naming the argument, what it got and what it takes.
+    """
+    if stores is not None:
+        if not isinstance(stores, Mapping):
+            raise WorkspaceError("stores must be a mapping of owner name -> Store",
+                                 got=type(stores).__name__,
+                                 fix="stores={'sales': MemoryStore(ownership, 'sales')}")
+        bad = {o: type(st).__name__ for o, st in stores.items()
+               if not isinstance(o, str) or not isinstance(st, Store)}
+        if bad:
+            raise WorkspaceError("stores must map owner names (str) to icore.memory "
+                                 "Store objects", stores=bad)
+    if remote is not None and not isinstance(remote, OwnerAccess):
+        raise WorkspaceError("remote must be an icore.memory.OwnerAccess (query_heads and "
+                             "fetch)", got=type(remote).__name__)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or \
+            not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise WorkspaceError(f"timeout_s must be a finite number of seconds > 0, not "
+                             f"{type(timeout_s).__name__} {timeout_s!r}"[:160])
+    if isinstance(closing, (str, bytes)) or not isinstance(closing, Iterable):
+        raise WorkspaceError("closing must be an iterable of objects to close",
+                             got=type(closing).__name__)
+
+
 class Workspace(KeyChecks):
     """The shared facts of a team, their owners and how to reach them.
 
@@ -110,7 +142,10 @@ class Workspace(KeyChecks):
         WorkspaceError: ``facts`` is empty or not a mapping of non-empty strings, an
             owner's name is not 1-63 characters of ``[A-Za-z0-9._-]`` not starting with
             ``.`` or ``-`` (one rule for every store: a SQLite owner's name is its file's),
-            two owner patterns tie for some key, or a store hosts another owner's keys.
+            two owner patterns tie for some key, or a store hosts another owner's keys;
+            ``stores`` not a mapping of owner name -> :class:`~icore.memory.Store`,
+            ``remote`` no :class:`~icore.memory.OwnerAccess`, ``timeout_s`` not a finite
+            number > 0 (a bool or a string is refused), ``closing`` not iterable.
     """
 
     def __init__(self, facts: Mapping[str, str] | OwnershipMap, *,
@@ -125,9 +160,10 @@ class Workspace(KeyChecks):
                     "facts must be a non-empty mapping of semantic key -> owner",
                     got=type(facts).__name__,
                     fix="Workspace({'order/42': 'sales'})")
-            bad_keys = [k for k in facts if not (isinstance(k, str) and k)]
-            if bad_keys:
-                raise WorkspaceError("every fact key must be a non-empty str",
+            bad_keys = [k for k in facts if not (isinstance(k, str) and k) or unstorable(k)]
+            if bad_keys:  # a NUL or a lone surrogate: no store can hold the key (#29)
+                raise WorkspaceError("every fact key must be a non-empty str with a UTF-8 "
+                                     "form and no NUL",
                                      keys=[repr(k) for k in bad_keys],
                                      fix="Workspace({'order/42': 'sales'})")
             bad = {k: o for k, o in facts.items() if not (isinstance(o, str) and o)}
@@ -152,6 +188,7 @@ class Workspace(KeyChecks):
         self.ownership = om
         if stores is None and remote is None:
             stores = {o: MemoryStore(om, o) for o in sorted(om.owners())}
+        _check_parts(stores, remote, timeout_s, closing)
         self.stores: dict[str, Store] = dict(stores or {})
         for owner, st in self.stores.items():
             if st.agent is not None and st.agent != owner:

@@ -30,7 +30,6 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -39,13 +38,13 @@ from pydantic import (
 )
 
 from icore._files import not_a_regular_file
-from icore._yaml import safe_load
+from icore._yaml import ScalarTypes, safe_load
 from icore.errors import TeamManifestError as TeamManifestError  # re-exported by icore.net
 from icore.memory import OwnershipMap
 from icore.net._team.pki import AGENT_ID_RE
 
 
-class TeamAgentSpec(BaseModel):
+class TeamAgentSpec(ScalarTypes):
     """One agent of the team.
 
     Attributes:
@@ -63,7 +62,7 @@ class TeamAgentSpec(BaseModel):
     port: int = Field(default=0, ge=0, le=65535)
 
 
-class MemorySpec(BaseModel):
+class MemorySpec(ScalarTypes):
     """Where the team's owner memory lives.
 
     Attributes:
@@ -93,7 +92,7 @@ class MemorySpec(BaseModel):
         return v
 
 
-class TeamManifest(BaseModel):
+class TeamManifest(ScalarTypes):
     """A team of agents, each hosting its memory behind an owner service.
 
     Attributes:

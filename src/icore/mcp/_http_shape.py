@@ -1,0 +1,156 @@
+"""A POST that is no single JSON-RPC message answered with a short JSON-RPC error (#29).
+
+The SDK's streamable-HTTP transport answered a JSON-RPC batch (``[{...}]``), a body that
+is a JSON number, string or null, or an object that is no JSON-RPC message with a
+``-32602`` whose message was pydantic's whole validation dump (four union branches, the
+input echoed, documentation links), and a wrong ``Content-Type`` or an oversized body
+with a plain-text line. :class:`MessageShape` sits in front of it: each of those is
+answered here, as JSON-RPC 2.0 specifies, with ``{"jsonrpc": "2.0", "id": null,
+"error": {"code": -32600 | -32700, "message": ...}}``: one sentence naming what was sent
+and what is expected (HTTP 400, 413 or 415). A well-formed message goes on to the SDK
+unchanged (its body replayed); GET, DELETE and other paths are not touched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+INVALID_REQUEST = -32600
+PARSE_ERROR = -32700
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest POST body read (the SDK's own default bound)."""
+DRAIN_BYTES = 64 * 1024 * 1024
+"""A longer body is read and dropped up to this many bytes before the 413 answer."""
+
+_KINDS = {list: "a JSON array (a batch)", str: "a JSON string", int: "a JSON number",
+          float: "a JSON number", bool: "a JSON boolean", type(None): "JSON null"}
+
+
+def shape_problem(body: bytes) -> tuple[int, str] | None:
+    """``(code, message)`` when ``body`` is no single JSON-RPC 2.0 message, else None.
+
+    A batch is refused (MCP 2025-06-18 dropped JSON-RPC batching); so is anything that
+    is not an object, an object whose ``jsonrpc`` is not ``"2.0"``, an ``id`` that is not
+    a string or an integer, a ``method`` that is not a non-empty string, ``params`` that
+    are not an object, and anything else the SDK's message model refuses (its first
+    error, one sentence).
+    """
+    try:
+        msg = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
+        return PARSE_ERROR, f"Parse error: the body is not JSON ({why})"
+    if isinstance(msg, list):
+        return INVALID_REQUEST, ("Invalid Request: a JSON-RPC batch (a JSON array) is not "
+                                 "supported; send one JSON-RPC object per POST")
+    if not isinstance(msg, dict):
+        kind = _KINDS.get(type(msg), "no object")
+        return INVALID_REQUEST, (f"Invalid Request: the body is {kind}; a JSON-RPC message "
+                                 "is a JSON object")
+    if msg.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, (f"Invalid Request: jsonrpc must be \"2.0\", not "
+                                 f"{json.dumps(msg.get('jsonrpc'))[:40]}")
+    if "id" in msg and (isinstance(msg["id"], bool) or
+                        not isinstance(msg["id"], (str, int))):
+        return INVALID_REQUEST, (f"Invalid Request: id must be a string or an integer, not "
+                                 f"{json.dumps(msg['id'])[:40]}")
+    if "method" in msg and (not isinstance(msg["method"], str) or not msg["method"]):
+        return INVALID_REQUEST, "Invalid Request: method must be a non-empty string"
+    if "method" not in msg and not ("result" in msg or "error" in msg):
+        return INVALID_REQUEST, ("Invalid Request: a JSON-RPC message has a method (a request "
+                                 "or a notification), a result or an error")
+    if "params" in msg and not isinstance(msg["params"], dict):
+        return INVALID_REQUEST, ("Invalid Request: params must be a JSON object, not "
+                                 f"{_KINDS.get(type(msg['params']), 'that')}")
+    return _sdk_problem(msg)
+
+
+def _sdk_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
+    """What the SDK's own message validation refuses, in one sentence (first error)."""
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+    try:
+        jsonrpc_message_adapter.validate_python(msg, by_name=False)
+    except ValidationError as exc:
+        errs = exc.errors()
+        # a union: the deepest error says the most; a wrong value before a missing field
+        best = max(errs, key=lambda e: (len(e.get("loc", ())), e.get("type") != "missing"))
+        loc = ".".join(str(p) for p in best.get("loc", ())[1:]) or "the message"
+        return INVALID_REQUEST, f"Invalid Request: {loc}: {best.get('msg', 'invalid')}"[:300]
+    return None
+
+
+async def _answer(send: Any, status: int, code: int, message: str) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None,
+                       "error": {"code": code, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class MessageShape:
+    """ASGI middleware: a POST must carry one JSON-RPC message (see the module docstring).
+
+    Args:
+        app: the ASGI app behind it (the SDK's streamable-HTTP app).
+        max_body: the largest body kept, bytes (a longer one: HTTP 413, after reading
+            and dropping up to :data:`DRAIN_BYTES` of it).
+    """
+
+    def __init__(self, app: Any, max_body: int = MAX_BODY_BYTES) -> None:
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer a malformed POST here; pass everything else on."""
+        if scope.get("type") != "http" or scope.get("method") != "POST" or \
+                scope.get("path", "").rstrip("/") != "/mcp":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        ctype = headers.get(b"content-type", b"").decode("latin-1").strip()
+        if not ctype.lower().startswith("application/json"):
+            await _answer(send, 415, INVALID_REQUEST, "Unsupported Media Type: Content-Type "
+                          f"must be application/json, not {ctype[:60] or 'missing'!r}")
+            return
+        declared = headers.get(b"content-length", b"")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size <= self.max_body:
+                chunks.append(chunk)
+            else:
+                chunks = []  # over the limit: read on (bounded) and drop, then answer
+            if not message.get("more_body") or size > DRAIN_BYTES:
+                break
+        if size > self.max_body:
+            # the body was read up to DRAIN_BYTES before answering: a client still sending
+            # would otherwise meet a reset connection instead of this answer
+            shown = f" of {int(declared)} bytes" if declared.isdigit() else ""
+            await _answer(send, 413, INVALID_REQUEST, f"Request body{shown} is over the "
+                          f"{self.max_body}-byte limit")
+            return
+        body = b"".join(chunks)
+        problem = shape_problem(body)
+        if problem is not None:
+            await _answer(send, 400, *problem)
+            return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+__all__ = ["MAX_BODY_BYTES", "MessageShape", "shape_problem"]
