@@ -203,6 +203,55 @@ def test_openai_agents_recording_through_the_gateway(tmp_path: Path) -> None:
     assert gw_refused == ["not_read", "stale"]  # the same refusals in both traces
 
 
+def test_invalid_arguments_are_recorded_blocked_in_process_and_at_the_gateway(
+        tmp_path: Path) -> None:
+    """A protected call whose arguments break the tool's schema (#25): the gateway's
+    answer is a gate refusal (head, ``_meta``), so the in-process recorder of an OpenAI
+    Agents run records it as the agent's blocked call, not a failed one, and both
+    audits count it blocked; the upstream never sees it."""
+    pytest.importorskip("agents")
+    from agents import Agent, Runner
+    from agents.testing import assistant_message, function_call
+
+    from icore.integrations.openai_agents import recording
+
+    server = _gateway_server(tmp_path)
+    model = _traced()(iter([
+        [function_call("book", {"city": "Porto", "price": "cheap"}, call_id="c1")],
+        [function_call("book", {"city": "Porto", "price": 100}, call_id="c2")],  # not_read
+        [function_call("book", {"city": "Porto", "price": 100}, call_id="c3")],  # valid
+        [assistant_message("Booked.")],
+    ]))
+    rec = RunRecorder("invalid-args")
+
+    async def main() -> None:
+        async with server:
+            agent = Agent(name="traveler", model=model, mcp_servers=[server])
+            with recording(rec, exclusive=True):
+                await Runner.run(agent, "Book a trip")
+
+    anyio.run(main)
+    books = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "book"]
+    assert [(e["exitcode"], e.get("blocked"), e.get("reason")) for e in books] == [
+        (1, True, "invalid_arguments"), (1, True, "not_read"), (0, None, None)]
+    assert books[0]["content"].startswith("PlanFence blocked book (invalid_arguments): ")
+    assert "price" in books[0]["content"]
+    decisions = [x["planfence"]["decision"] for x in rec.planfence]
+    assert [(d["outcome"], d["reason"], d["policy"]) for d in decisions] == [
+        ("blocked", "invalid_arguments", GATEWAY_POLICY),
+        ("blocked", "not_read", GATEWAY_POLICY)]
+    assert rec.audit().summary().terminated
+    gw = [json.loads(x) for x in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    outcomes = [(x["planfence"]["decision"]["outcome"], x["planfence"]["decision"]["reason"])
+                for x in gw if "decision" in x.get("planfence", {})]
+    assert ("blocked", "invalid_arguments") in outcomes
+    failed = [x for x in gw if x.get("kind") == "tool_output" and x.get("tool") == "book"
+              and x.get("exitcode") == 1 and not x.get("blocked")]
+    assert failed == []  # read as blocked, never as a failed call
+    books_up = [x for x in (tmp_path / "up.log").read_text().splitlines() if '"book"' in x]
+    assert len(books_up) == 1 and '"price": 100' in books_up[0]
+
+
 def test_langgraph_recording_through_the_gateway(tmp_path: Path) -> None:
     """A LangGraph agent whose MCP tool reaches the real gateway as langchain-mcp-adapters
     builds it (an ``isError`` result raised as a ``ToolException`` carrying the content
