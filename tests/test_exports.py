@@ -102,8 +102,8 @@ PINNED = {
     ],
     "icore.workspace": [
         "ACTION_PREFIX", "APPROVAL_CHANGED", "APPROVAL_FIELD", "ARGS_NOT_JSON", "DECLINE",
-        "FACT_TYPE", "GLOB_CHARS", "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer", "ApprovalBook",
-        "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
+        "FACT_TYPE", "GLOB_CHARS", "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer",
+        "ApprovalBook", "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
         "FactNotWritten", "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner",
         "Verdict", "Workspace", "WorkspaceError", "arg_fault", "bad_args_hint", "read_answer",
         "running_call",
