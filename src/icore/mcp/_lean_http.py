@@ -289,7 +289,8 @@ class LeanHttp:
 
         ``target``: the path and query asked for (default: the origin's own, ``target``
         of the constructor). The caller reads ``conn.body`` (waiting with ``conn.wait()``
-        until ``conn.done``) and then calls ``conn.release()``; on any exception it calls ``conn.close()``.
+        until ``conn.done``) and then calls ``conn.release()``; on any exception it calls
+        ``conn.close()``.
 
         Raises:
             LeanHttpError: a header that is not a plain latin-1 value (nothing sent), no
