@@ -525,7 +525,8 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
     elif reason == "not_read" and late:
         lines[0] = (f"{refusal_head(name, 'not_read')}: this session's read of "
                     f"{', '.join(late)} was not answered before this call was sent (a read "
-                    "in the same model message as the call, or of the same icore/turn), "
+                    "in the same model message as the call, of the same icore/turn, or of a "
+                    "named icore/turn when this call names none), "
                     "so the call cannot have been planned from it. Their current values "
                     "are below: plan from them and call again in a later message.")
     elif reason == "not_read" and first_read:
