@@ -70,6 +70,8 @@ MAX_REDIRECTS = 20
 """Most redirects followed for one request (``httpx``'s default, which the SDK keeps)."""
 BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark an SSE stream may start with (dropped)."""
+_BOM_HEADS = (b"", BOM[:1], BOM[:2])
+"""A stream's first bytes that may still become a BOM."""
 MID_STREAM = ("the connection was lost mid-answer: the upstream may have run the call, "
               "so it is not sent again")
 """What a call's error says when its answer had begun before the connection was lost."""
@@ -332,10 +334,11 @@ class LeanCalls:
                 held = raw[-1:] if raw.endswith(b"\r") and not conn.done else b""
                 raw = raw[:len(raw) - len(held)]
                 buf += raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            if start:
-                if buf.startswith(BOM):
-                    buf, start = buf[len(BOM):], False
-                elif len(buf) >= len(BOM) or not BOM.startswith(buf) or conn.done:
+            if start:  # (no function call on the common path: a per-call cost)
+                head = buf[:3]
+                if head == BOM:
+                    buf, start = buf[3:], False
+                elif head not in _BOM_HEADS or conn.done:
                     start = False
                 else:  # only the first bytes of what may be a BOM arrived
                     await conn.wait()
