@@ -128,8 +128,8 @@ def bad_args_hint(bad: Mapping[str, str], action: str, keys: Iterable[str] = ())
            f"lone surrogate, or a key longer than {MAX_KEY_LEN} characters")
     where = ", ".join(sorted(keys)).encode("utf-8", "backslashreplace").decode()[:200]
     return (f"the argument value {shown} is not a valid key of a known fact"
-            f"{': ' + where if where else ''} ({why}), so nothing can authorize the call; it "
-            f"was not made. Call {action} again "
+            f"{': ' + where if where else ''} ({why}). Nothing ran: nothing can authorize "
+            f"the call, so it was not made. Call {action} again "
             "with the exact value of an existing fact (read it first)")
 
 
