@@ -18,16 +18,8 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import (
-    UPSTREAM,
-    free_port,
-    process,
-    stdio_gateway,
-    text,
-    upstream_log,
-    wait_port,
-    write_manifest,
-)
+from . import conftest as cf
+from .conftest import UPSTREAM, stdio_gateway, text
 
 pytest.importorskip("httptools")
 
@@ -37,18 +29,18 @@ QUIRKS = Path(__file__).with_name("upstream_quirks.py")
 @contextlib.contextmanager
 def _upstream(tmp_path: Path, script: Path, path: str) -> Iterator[tuple[Path, Path, int]]:
     """The upstream running; yields the gateway manifest in front of it, its log, port."""
-    log, port = tmp_path / "up.log", free_port()
+    log, port = tmp_path / "up.log", cf.free_port()
     args = [str(script), "--http", str(port)] if script == UPSTREAM else [str(script),
                                                                           str(port)]
-    manifest = write_manifest(tmp_path, {"trip": {"url": f"http://127.0.0.1:{port}{path}",
+    manifest = cf.write_manifest(tmp_path, {"trip": {"url": f"http://127.0.0.1:{port}{path}",
                                                   "timeout_s": 10}})
-    with process([sys.executable, *args], extra_env={"UPSTREAM_LOG": str(log)}) as up:
-        wait_port(port, up)
+    with cf.process([sys.executable, *args], extra_env={"UPSTREAM_LOG": str(log)}) as up:
+        cf.wait_port(port, up)
         yield manifest, log, port
 
 
 def _echoes(log: Path) -> list[tuple[str, Any]]:
-    return [(x["args"]["text"], x.get("agent")) for x in upstream_log(log)
+    return [(x["args"]["text"], x.get("agent")) for x in cf.upstream_log(log)
             if x["tool"] == "echo"]
 
 

@@ -106,6 +106,28 @@ def _gateway_server(tmp_path: Path, **kw: Any) -> Any:
                                   "env": env()}, client_session_timeout_seconds=30, **kw)
 
 
+def _outputs(rec: RunRecorder, tool: str) -> list[dict[str, Any]]:
+    """The recorded outputs of ``tool``'s calls, in order."""
+    return [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == tool]
+
+
+def _run_traveler(server: Any, model: Any, run: str) -> RunRecorder:
+    """An OpenAI Agents run of agent ``traveler`` through ``server``, recorded in process."""
+    from agents import Agent, Runner
+
+    from icore.integrations.openai_agents import recording
+    rec = RunRecorder(run)
+
+    async def main() -> None:
+        async with server:
+            agent = Agent(name="traveler", model=model, mcp_servers=[server])
+            with recording(rec, exclusive=True):
+                await Runner.run(agent, "Book a trip")
+
+    anyio.run(main)
+    return rec
+
+
 @pytest.mark.parametrize("decide", ["approve", "reject"])
 def test_openai_agents_mcp_tool_with_require_approval(tmp_path: Path, decide: str) -> None:
     """An MCP tool the SDK puts to a human (``require_approval``): the trace written while
@@ -159,10 +181,8 @@ def test_openai_agents_recording_through_the_gateway(tmp_path: Path) -> None:
     gateway's refusal from the span's output. Both audits count the blocked calls; the
     in-process one names the agent and counts the stale call's replan."""
     pytest.importorskip("agents")
-    from agents import Agent, Runner
     from agents.testing import assistant_message, function_call
 
-    from icore.integrations.openai_agents import recording
 
     server = _gateway_server(tmp_path)
     model = _traced()(iter([
@@ -174,15 +194,7 @@ def test_openai_agents_recording_through_the_gateway(tmp_path: Path) -> None:
         [function_call("book", {"city": "Faro", "price": 100}, call_id="c5")],   # replan
         [assistant_message("Booked Faro.")],
     ]))
-    rec = RunRecorder("through-gateway")
-
-    async def main() -> None:
-        async with server:
-            agent = Agent(name="traveler", model=model, mcp_servers=[server])
-            with recording(rec, exclusive=True):
-                await Runner.run(agent, "Book a trip")
-
-    anyio.run(main)
+    rec = _run_traveler(server, model, "through-gateway")
     books = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "book"]
     assert [(e["exitcode"], e.get("blocked"), e.get("reason")) for e in books] == [
         (1, True, "not_read"), (0, None, None), (1, True, "stale"), (0, None, None)]
@@ -210,10 +222,8 @@ def test_invalid_arguments_are_recorded_blocked_in_process_and_at_the_gateway(
     Agents run records it as the agent's blocked call, not a failed one, and both
     audits count it blocked; the upstream never sees it."""
     pytest.importorskip("agents")
-    from agents import Agent, Runner
     from agents.testing import assistant_message, function_call
 
-    from icore.integrations.openai_agents import recording
 
     server = _gateway_server(tmp_path)
     model = _traced()(iter([
@@ -222,16 +232,8 @@ def test_invalid_arguments_are_recorded_blocked_in_process_and_at_the_gateway(
         [function_call("book", {"city": "Porto", "price": 100}, call_id="c3")],  # valid
         [assistant_message("Booked.")],
     ]))
-    rec = RunRecorder("invalid-args")
-
-    async def main() -> None:
-        async with server:
-            agent = Agent(name="traveler", model=model, mcp_servers=[server])
-            with recording(rec, exclusive=True):
-                await Runner.run(agent, "Book a trip")
-
-    anyio.run(main)
-    books = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "book"]
+    rec = _run_traveler(server, model, "invalid-args")
+    books = _outputs(rec, "book")
     assert [(e["exitcode"], e.get("blocked"), e.get("reason")) for e in books] == [
         (1, True, "invalid_arguments"), (1, True, "not_read"), (0, None, None)]
     assert books[0]["content"].startswith("PlanFence blocked book (invalid_arguments): ")

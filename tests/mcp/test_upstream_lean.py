@@ -110,6 +110,25 @@ def response(rid: Any, result: Any = None, error: Any = None) -> bytes:
     return json.dumps(msg).encode()
 
 
+async def write_cut(w: asyncio.StreamWriter, stream: bytes, cuts: list[int]) -> None:
+    """An SSE answer's head, then ``stream`` in chunks cut at ``cuts``, then its end."""
+    w.write(head(200, "text/event-stream"))
+    at = 0
+    for c in sorted(set(cuts)):
+        if at < c < len(stream):
+            w.write(chunk(stream[at:c]))
+            await w.drain()
+            await asyncio.sleep(0)
+            at = c
+    w.write(chunk(stream[at:]) + b"0\r\n\r\n")
+
+
+async def call_ok(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+    """One call of ``echo``: its result is no error."""
+    out = await calls.call(s, "echo", {}, None)
+    assert out["isError"] is False
+
+
 def lean(port: int, injected: list[Any], lost: list[bool], spawned: list[Any]) -> LeanCalls:
     origin = lean_origin(f"http://127.0.0.1:{port}/mcp")
     assert origin is not None
@@ -178,21 +197,9 @@ def test_sse_answer_in_any_chunking_notification_first(cuts: list[int], crlf: bo
         stream = (b"event: message" + nl + b"data: " + note + nl + nl + b": comment" + nl
                   + nl + b"event: message" + nl + b"data: " + response(req["body"]["id"])
                   + nl + nl)
-        w.write(head(200, "text/event-stream"))
-        at = 0
-        for c in sorted(set(cuts)):
-            if at < c < len(stream):
-                w.write(chunk(stream[at:c]))
-                await w.drain()
-                await asyncio.sleep(0)
-                at = c
-        w.write(chunk(stream[at:]) + b"0\r\n\r\n")
+        await write_cut(w, stream, cuts)
 
-    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
-        out = await calls.call(s, "echo", {}, None)
-        assert out["isError"] is False
-
-    injected, _, _ = run(reply, body)
+    injected, _, _ = run(reply, call_ok)
     assert [m.message.method for m in injected] == ["notifications/message"]
 
 
@@ -201,25 +208,14 @@ def test_sse_answer_in_any_chunking_notification_first(cuts: list[int], crlf: bo
        bom=st.booleans())
 def test_a_leading_bom_is_dropped_however_the_stream_is_cut(cuts: list[int],
                                                             bom: bool) -> None:
-    """An SSE stream may start with a UTF-8 BOM (#25): dropped, even split over chunks;
-    a BOM anywhere else is data, as the SSE standard reads it."""
+    """An SSE stream may start with a UTF-8 BOM (#25): dropped, even split over chunks
+    (it used to hide the first line: here the response's ``data:``)."""
     async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
         stream = (b"\xef\xbb\xbf" if bom else b"") + b"data: " + response(
             req["body"]["id"]) + b"\n\n"
-        w.write(head(200, "text/event-stream"))
-        at = 0
-        for c in sorted(set(cuts)):
-            w.write(chunk(stream[at:c]))
-            await w.drain()
-            await asyncio.sleep(0)
-            at = c
-        w.write(chunk(stream[at:]) + b"0\r\n\r\n")
+        await write_cut(w, stream, cuts)
 
-    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
-        out = await calls.call(s, "echo", {}, None)
-        assert out["isError"] is False
-
-    run(reply, body)
+    run(reply, call_ok)
 
 
 def test_a_connection_lost_mid_answer_fails_once_saying_it_may_have_run() -> None:
