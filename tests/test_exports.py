@@ -102,10 +102,11 @@ PINNED = {
     ],
     "icore.workspace": [
         "ACTION_PREFIX", "APPROVAL_CHANGED", "APPROVAL_FIELD", "ARGS_NOT_JSON", "DECLINE",
-        "FACT_TYPE", "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer", "ApprovalBook",
-        "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
+        "FACT_TYPE", "GLOB_CHARS", "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer",
+        "ApprovalBook", "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
         "FactNotWritten", "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner",
-        "Verdict", "Workspace", "WorkspaceError", "read_answer", "running_call",
+        "Verdict", "Workspace", "WorkspaceError", "arg_fault", "bad_args_hint", "read_answer",
+        "running_call",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [

@@ -23,6 +23,7 @@ import anyio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from icore.integrations import read_refusal
 from icore.mcp._gateway_args import FORMATS, ArgChecks
 
 from .conftest import env, stdio_gateway, stdio_upstream, text, upstream_log, write_manifest
@@ -62,7 +63,15 @@ def test_a_bad_date_is_refused_naming_the_argument_and_never_forwarded(
                 r = await s.call_tool("book_day", {"city": "Porto", **extra})
                 said = text(r)
                 assert r.is_error, said
-                assert said.startswith("Invalid arguments for tool book_day: "), said
+                # a gate refusal like every other (#25): its head, _meta, and the
+                # schema's complaint as its detail; an in-process recorder reads it so
+                assert said.startswith("PlanFence blocked book_day (invalid_arguments): "), said
+                assert "\nDetail: Invalid arguments for tool book_day: " in said, said
+                gate = r.meta["icore/gate"]
+                assert gate["reason"] == "invalid_arguments", gate
+                assert gate["deps"] == [GOAL] and gate["problem"].startswith(f"{arg}: ")
+                seen = read_refusal(said, "book_day")
+                assert seen is not None and seen.reason == "invalid_arguments", said
                 assert f"{arg}: {extra[arg]!r} is not a valid {fmt}" in said, said
                 assert expected in said, said
             for args in good:

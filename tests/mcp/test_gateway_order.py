@@ -123,7 +123,8 @@ def test_a_read_counts_only_if_answered_before_the_call_arrived(
         wire: list[tuple[str, int, str | None]]) -> None:
     """Any interleaving of 8 requests' arrivals and answers (a request is answered only
     after it arrived): a read counts for a call exactly when its answer came first on
-    the wire and the two do not name one turn."""
+    the wire, the two do not name one turn, and a read naming a turn is counted only
+    for a call naming one."""
     ex: dict[int, Exchange] = {}
     events: list[tuple[str, int]] = []  # the wire, in order
     for kind, i, turn in wire:
@@ -140,8 +141,9 @@ def test_a_read_counts_only_if_answered_before_the_call_arrived(
                 continue
             first = ("answer", r) in events and \
                 events.index(("answer", r)) < events.index(("arrive", c))
-            same_turn = call.turn is not None and read.turn == call.turn
-            assert call.counts(read) is (first and not same_turn)
+            same_turn = read.turn is not None and read.turn == call.turn
+            untold = read.turn is not None and call.turn is None  # fail closed (#25)
+            assert call.counts(read) is (first and not same_turn and not untold)
         assert call.counts(None)  # a read no request made (none in the gateway) counts
 
 
@@ -170,3 +172,34 @@ def test_the_workspace_agent_honours_the_order() -> None:
     got = agent.execute("upgrade", lambda rate: ran.append(rate), {"rate": 999},
                         depends_on=["fact://room/302"], turn=later)
     assert got.executed and ran == [999]
+
+
+# -- a refusal's hand-over and a sibling call without a turn (#25) --------------------
+def test_a_hand_over_of_a_named_turn_never_authorizes_a_call_without_one(
+        tmp_path: Path) -> None:
+    """A call of turn t1 is refused ``not_read``, its refusal handing the fact over. A
+    sibling of t1 sent without ``icore/turn`` after that refusal is refused too (it may
+    be of t1, whose model never saw the value: fail closed), and the next turn passes.
+    Without any turn the gateway cannot tell a sibling from the next message's call:
+    the documented limit, pinned here (the sibling passes on the hand-over)."""
+    log = tmp_path / "up.log"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log, 5.0)})
+    got: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            args = {"value": "Porto"}
+            got["t1"] = await s.call_tool("set_city", args, meta={"icore/turn": "t1"})
+            got["sibling"] = await s.call_tool("set_city", args)
+            got["t2"] = await s.call_tool("set_city", args, meta={"icore/turn": "t2"})
+        async with stdio_gateway(manifest) as s:  # a client that names no turn
+            got["first"] = await s.call_tool("set_city", {"value": "Faro"})
+            got["untold"] = await s.call_tool("set_city", {"value": "Faro"})
+
+    anyio.run(main)
+    for k in ("t1", "sibling", "first"):
+        assert got[k].is_error and got[k].meta["icore/gate"]["reason"] == NOT_READ, k
+    assert not got["t2"].is_error, got["t2"]
+    assert not got["untold"].is_error, got["untold"]  # the limit docs/mcp.md states
+    ran = [x["args"]["value"] for x in upstream_log(log) if x["tool"] == "set_city"]
+    assert ran == ["Porto", "Faro"]

@@ -106,6 +106,28 @@ def _gateway_server(tmp_path: Path, **kw: Any) -> Any:
                                   "env": env()}, client_session_timeout_seconds=30, **kw)
 
 
+def _outputs(rec: RunRecorder, tool: str) -> list[dict[str, Any]]:
+    """The recorded outputs of ``tool``'s calls, in order."""
+    return [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == tool]
+
+
+def _run_traveler(server: Any, model: Any, run: str) -> RunRecorder:
+    """An OpenAI Agents run of agent ``traveler`` through ``server``, recorded in process."""
+    from agents import Agent, Runner
+
+    from icore.integrations.openai_agents import recording
+    rec = RunRecorder(run)
+
+    async def main() -> None:
+        async with server:
+            agent = Agent(name="traveler", model=model, mcp_servers=[server])
+            with recording(rec, exclusive=True):
+                await Runner.run(agent, "Book a trip")
+
+    anyio.run(main)
+    return rec
+
+
 @pytest.mark.parametrize("decide", ["approve", "reject"])
 def test_openai_agents_mcp_tool_with_require_approval(tmp_path: Path, decide: str) -> None:
     """An MCP tool the SDK puts to a human (``require_approval``): the trace written while
@@ -159,10 +181,8 @@ def test_openai_agents_recording_through_the_gateway(tmp_path: Path) -> None:
     gateway's refusal from the span's output. Both audits count the blocked calls; the
     in-process one names the agent and counts the stale call's replan."""
     pytest.importorskip("agents")
-    from agents import Agent, Runner
     from agents.testing import assistant_message, function_call
 
-    from icore.integrations.openai_agents import recording
 
     server = _gateway_server(tmp_path)
     model = _traced()(iter([
@@ -174,15 +194,7 @@ def test_openai_agents_recording_through_the_gateway(tmp_path: Path) -> None:
         [function_call("book", {"city": "Faro", "price": 100}, call_id="c5")],   # replan
         [assistant_message("Booked Faro.")],
     ]))
-    rec = RunRecorder("through-gateway")
-
-    async def main() -> None:
-        async with server:
-            agent = Agent(name="traveler", model=model, mcp_servers=[server])
-            with recording(rec, exclusive=True):
-                await Runner.run(agent, "Book a trip")
-
-    anyio.run(main)
+    rec = _run_traveler(server, model, "through-gateway")
     books = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "book"]
     assert [(e["exitcode"], e.get("blocked"), e.get("reason")) for e in books] == [
         (1, True, "not_read"), (0, None, None), (1, True, "stale"), (0, None, None)]
@@ -201,6 +213,45 @@ def test_openai_agents_recording_through_the_gateway(tmp_path: Path) -> None:
                   and "decision" in x["planfence"]
                   and x["planfence"]["decision"]["outcome"] != "authorized"]
     assert gw_refused == ["not_read", "stale"]  # the same refusals in both traces
+
+
+def test_invalid_arguments_are_recorded_blocked_in_process_and_at_the_gateway(
+        tmp_path: Path) -> None:
+    """A protected call whose arguments break the tool's schema (#25): the gateway's
+    answer is a gate refusal (head, ``_meta``), so the in-process recorder of an OpenAI
+    Agents run records it as the agent's blocked call, not a failed one, and both
+    audits count it blocked; the upstream never sees it."""
+    pytest.importorskip("agents")
+    from agents.testing import assistant_message, function_call
+
+
+    server = _gateway_server(tmp_path)
+    model = _traced()(iter([
+        [function_call("book", {"city": "Porto", "price": "cheap"}, call_id="c1")],
+        [function_call("book", {"city": "Porto", "price": 100}, call_id="c2")],  # not_read
+        [function_call("book", {"city": "Porto", "price": 100}, call_id="c3")],  # valid
+        [assistant_message("Booked.")],
+    ]))
+    rec = _run_traveler(server, model, "invalid-args")
+    books = _outputs(rec, "book")
+    assert [(e["exitcode"], e.get("blocked"), e.get("reason")) for e in books] == [
+        (1, True, "invalid_arguments"), (1, True, "not_read"), (0, None, None)]
+    assert books[0]["content"].startswith("PlanFence blocked book (invalid_arguments): ")
+    assert "price" in books[0]["content"]
+    decisions = [x["planfence"]["decision"] for x in rec.planfence]
+    assert [(d["outcome"], d["reason"], d["policy"]) for d in decisions] == [
+        ("blocked", "invalid_arguments", GATEWAY_POLICY),
+        ("blocked", "not_read", GATEWAY_POLICY)]
+    assert rec.audit().summary().terminated
+    gw = [json.loads(x) for x in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    outcomes = [(x["planfence"]["decision"]["outcome"], x["planfence"]["decision"]["reason"])
+                for x in gw if "decision" in x.get("planfence", {})]
+    assert ("blocked", "invalid_arguments") in outcomes
+    failed = [x for x in gw if x.get("kind") == "tool_output" and x.get("tool") == "book"
+              and x.get("exitcode") == 1 and not x.get("blocked")]
+    assert failed == []  # read as blocked, never as a failed call
+    books_up = [x for x in (tmp_path / "up.log").read_text().splitlines() if '"book"' in x]
+    assert len(books_up) == 1 and '"price": 100' in books_up[0]
 
 
 def test_langgraph_recording_through_the_gateway(tmp_path: Path) -> None:

@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 from icore.mcp._lean_http import LeanHttp, lean_origin
 from icore.mcp._upstream import TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT
-from icore.mcp._upstream_lean import NOT_TAKEN, LeanCalls, not_taken, not_taken_error
+from icore.mcp._upstream_lean import (
+    MID_STREAM,
+    NOT_TAKEN,
+    LeanCalls,
+    not_taken,
+    not_taken_error,
+)
 
 pytest.importorskip("mcp")
 pytest.importorskip("httptools")
@@ -65,7 +71,8 @@ async def server(reply: Reply) -> AsyncIterator[tuple[int, list[dict[str, Any]]]
                 headers = {k.lower(): v.strip() for k, _, v in
                            (x.partition(":") for x in lines[1:] if x)}
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
-                req = {"method": method, "headers": headers, "peer":
+                req = {"method": method, "target": lines[0].split(" ")[1],
+                       "headers": headers, "peer":
                        writer.get_extra_info("peername")[1],
                        "body": json.loads(body) if body else None}
                 seen.append(req)
@@ -103,6 +110,25 @@ def response(rid: Any, result: Any = None, error: Any = None) -> bytes:
     return json.dumps(msg).encode()
 
 
+async def write_cut(w: asyncio.StreamWriter, stream: bytes, cuts: list[int]) -> None:
+    """An SSE answer's head, then ``stream`` in chunks cut at ``cuts``, then its end."""
+    w.write(head(200, "text/event-stream"))
+    at = 0
+    for c in sorted(set(cuts)):
+        if at < c < len(stream):
+            w.write(chunk(stream[at:c]))
+            await w.drain()
+            await asyncio.sleep(0)
+            at = c
+    w.write(chunk(stream[at:]) + b"0\r\n\r\n")
+
+
+async def call_ok(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+    """One call of ``echo``: its result is no error."""
+    out = await calls.call(s, "echo", {}, None)
+    assert out["isError"] is False
+
+
 def lean(port: int, injected: list[Any], lost: list[bool], spawned: list[Any]) -> LeanCalls:
     origin = lean_origin(f"http://127.0.0.1:{port}/mcp")
     assert origin is not None
@@ -117,13 +143,16 @@ def lean(port: int, injected: list[Any], lost: list[bool], spawned: list[Any]) -
 
 
 def run(reply: Reply, body: Callable[[LeanCalls, Session, list[dict[str, Any]]],
-                                     Awaitable[None]]) -> tuple[list[Any], list[bool], list[Any]]:
+                                     Awaitable[None]], port_out: list[int] | None = None
+        ) -> tuple[list[Any], list[bool], list[Any]]:
     injected: list[Any] = []
     lost: list[bool] = []
     spawned: list[Any] = []
 
     async def main() -> None:
         async with server(reply) as (port, seen):
+            if port_out is not None:
+                port_out.append(port)
             calls = lean(port, injected, lost, spawned)
             await body(calls, Session(), seen)
             calls.http.close()
@@ -168,22 +197,41 @@ def test_sse_answer_in_any_chunking_notification_first(cuts: list[int], crlf: bo
         stream = (b"event: message" + nl + b"data: " + note + nl + nl + b": comment" + nl
                   + nl + b"event: message" + nl + b"data: " + response(req["body"]["id"])
                   + nl + nl)
-        w.write(head(200, "text/event-stream"))
-        at = 0
-        for c in sorted(set(cuts)):
-            if at < c < len(stream):
-                w.write(chunk(stream[at:c]))
-                await w.drain()
-                await asyncio.sleep(0)
-                at = c
-        w.write(chunk(stream[at:]) + b"0\r\n\r\n")
+        await write_cut(w, stream, cuts)
+
+    injected, _, _ = run(reply, call_ok)
+    assert [m.message.method for m in injected] == ["notifications/message"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=12), max_size=4),
+       bom=st.booleans())
+def test_a_leading_bom_is_dropped_however_the_stream_is_cut(cuts: list[int],
+                                                            bom: bool) -> None:
+    """An SSE stream may start with a UTF-8 BOM (#25): dropped, even split over chunks
+    (it used to hide the first line: here the response's ``data:``)."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        stream = (b"\xef\xbb\xbf" if bom else b"") + b"data: " + response(
+            req["body"]["id"]) + b"\n\n"
+        await write_cut(w, stream, cuts)
+
+    run(reply, call_ok)
+
+
+def test_a_connection_lost_mid_answer_fails_once_saying_it_may_have_run() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(200, "text/event-stream") + chunk(b": begun\n\n"))
+        await w.drain()
+        w.close()
 
     async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
-        out = await calls.call(s, "echo", {}, None)
-        assert out["isError"] is False
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        said = err.value.message
+        assert said.startswith(TRANSPORT_FAILED_TEXT) and said.endswith(MID_STREAM), said
+        assert len(seen) == 1  # never sent again
 
-    injected, _, _ = run(reply, body)
-    assert [m.message.method for m in injected] == ["notifications/message"]
+    run(reply, body)
 
 
 def test_404_to_the_session_marks_it_lost() -> None:
@@ -266,17 +314,77 @@ def test_the_cancellation_notice_names_the_call() -> None:
     assert sent[0].params.request_id == "icore-7"
 
 
-@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("status", [301, 302, 303])
 def test_a_redirect_is_that_calls_error_never_resent(status: int) -> None:
-    """A 303 may come after the server ran the call: no redirect is followed or resent."""
+    """A 303 may come after the server ran the call: it is not followed or resent."""
     async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
         w.write(head(status, None, "\r\nlocation: /mcp/", length=0))
 
     async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
         with pytest.raises(MCPError) as err:
             await calls.call(s, "echo", {}, None)
-        assert err.value.message.startswith("Redirect to /mcp/ not followed")
+        assert err.value.message.startswith("Redirect to /mcp/ not followed"), \
+            err.value.message
+        assert f"HTTP {status} to a POST" in err.value.message
         assert not not_taken(err.value) and len(seen) == 1
+
+    run(reply, body)
+
+
+@pytest.mark.parametrize("status", [307, 308])
+@pytest.mark.parametrize("location", ["/mcp/", "http://127.0.0.1:{port}/mcp/?x=1"])
+def test_a_same_origin_307_or_308_is_followed_once(status: int, location: str) -> None:
+    """The server did not take the POST: the same request goes to the new target (#25)."""
+    port: list[int] = []
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["target"] == "/mcp":
+            w.write(head(status, None, "\r\nlocation: " + location.format(port=port[0]),
+                         length=0))
+        else:
+            w.write(head(200, "application/json") + chunk(response(req["body"]["id"], {
+                "content": [{"type": "text", "text": req["target"]}]})) + chunk(b""))
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        out = await calls.call(s, "echo", {"text": "x"}, None)
+        assert out["content"][0]["text"] == location.format(port=port[0]).split(
+            "127.0.0.1:" + str(port[0]))[-1]
+        assert [x["target"] for x in seen] == ["/mcp", out["content"][0]["text"]]
+        assert seen[0]["body"] == seen[1]["body"]  # the same request, once each
+
+    run(reply, body, port_out=port)
+
+
+@pytest.mark.parametrize("location", ["http://127.0.0.2:{port}/mcp", "http://127.0.0.1:1/mcp",
+                                      "https://127.0.0.1:{port}/mcp",
+                                      "http://u:p@127.0.0.1:{port}/mcp"])
+def test_a_cross_origin_redirect_is_refused_clearly(location: str) -> None:
+    port: list[int] = []
+
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(307, None, "\r\nlocation: " + location.format(port=port[0]),
+                     length=0))
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        said = err.value.message
+        assert said.startswith("Redirect to ") and "not followed: it leaves the " \
+            "upstream's origin http://127.0.0.1:" in said, said
+        assert "u:p" not in said  # credentials are never shown
+        assert len(seen) == 1
+
+    run(reply, body, port_out=port)
+
+
+def test_redirect_loops_stop() -> None:
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(307, None, "\r\nlocation: /mcp", length=0))
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError, match="more than 20 redirects"):
+            await calls.call(s, "echo", {}, None)
+        assert len(seen) == 21
 
     run(reply, body)
 

@@ -47,11 +47,20 @@ from icore.memory import (
     Store,
 )
 from icore.records import JSONValue, Record, RecordId, canonical_json
-from icore.workspace import NOT_READ, Agent, Call, Workspace, WorkspaceError
+from icore.workspace import (
+    GLOB_CHARS,
+    NOT_READ,
+    Agent,
+    Call,
+    Workspace,
+    WorkspaceError,
+    arg_fault,
+)
+from icore.workspace import bad_args_hint as _bad_args_hint
 
 _WRITE_RETRIES = 8
-_GLOB = frozenset("*?[")
-_GLOB_CHAR = re.compile(r"[*?\[]")
+_GLOB = frozenset(GLOB_CHARS)
+_GLOB_CHAR = re.compile(f"[{re.escape(GLOB_CHARS)}]")
 
 
 @dataclass
@@ -143,30 +152,41 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
 
 
 def glob_args(patterns: Iterable[str], args: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments filled into a placeholder whose values carry ``*?[`` or a NUL.
+    """The arguments whose values make a D(a) key that no fact can have.
 
-    The keys they make name no fact (:func:`expand_deps` keeps them literal).
+    The workspace's rule (:func:`icore.workspace.arg_fault`, one rule in process and at
+    the gateway): a value filled into a ``{placeholder}`` that carries ``*``, ``?`` or
+    ``[`` (literal, :func:`expand_deps`), a NUL or a lone surrogate, or that alone makes
+    the key longer than :data:`~icore.records.MAX_KEY_LEN` characters. A placeholder the
+    call lacks, or whose value is no string or number, is :func:`expand_deps`' error.
 
     Returns:
         Argument name -> its value (empty: none).
     """
     out: dict[str, Any] = {}
     for pat in patterns:
-        for _lit, name, _spec, _conv in string.Formatter().parse(pat):
-            val = args.get(name) if name else None
-            if isinstance(val, str) and any(c in val for c in "*?[\x00"):
-                out[str(name)] = val
+        parts: list[str] = []
+        filled: dict[str, str] = {}
+        for lit, name, _spec, _conv in string.Formatter().parse(pat):
+            parts.append(lit)
+            if name:
+                val = args.get(name)
+                if isinstance(val, bool) or not isinstance(val, str | int | float):
+                    break
+                parts.append(filled.setdefault(name, str(val)))
+        else:
+            key = "".join(parts)
+            out.update((n, args[n]) for n, v in filled.items()
+                       if arg_fault(key, {n: v}) is not None)
     return out
 
 
-def bad_args_hint(bad: Mapping[str, Any]) -> str:
-    """Why a call is refused whose :func:`glob_args` are ``bad`` (QA r8-ag2mcp D5)."""
-    shown = ", ".join(f"{k}={v!r}"[:120] for k, v in sorted(bad.items()))
-    return (f"the argument value {shown} is not a valid key of a known fact: '*', '?' and "
-            "'[' in an argument are literal characters, not a pattern, and no fact has such "
-            "a key (a NUL cannot be part of one), so nothing can authorize the call; it was "
-            "not made. Call it again with the exact value of an existing fact (read it "
-            "first)")
+def bad_args_hint(bad: Mapping[str, Any], tool: str = "the tool") -> str:
+    """Why a call is refused whose :func:`glob_args` are ``bad`` (QA r8-ag2mcp D5).
+
+    The workspace's text (:func:`icore.workspace.bad_args_hint`).
+    """
+    return _bad_args_hint({k: str(v) for k, v in bad.items()}, tool)
 
 
 def text_of(content: JSONValue, limit: int = 2000) -> str:

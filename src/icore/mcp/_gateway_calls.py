@@ -46,11 +46,14 @@ from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
 from icore.mcp._upstream import Upstream, UpstreamError
+from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
 
 PUT_FACT = "icore_put_fact"
 GET_FACT = "icore_get_fact"
+INVALID_ARGUMENTS = "invalid_arguments"
+"""The reason of a protected call refused because its arguments break the tool's schema."""
 _HINT = {
     Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
     "are below. Re-plan from them and call again (this is the one replan)",
@@ -80,6 +83,9 @@ _HINT = {
     "answer (for a resource: the upstream serving it); the call was not made (fail "
     "closed). Try again later",
     Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
+    "invalid_arguments": "the call's arguments do not fit the tool's input schema, so it "
+    "was not made (nothing was validated or sent upstream). Fix the argument named below "
+    "and call again",
     Reason.NO_OWNER.value: "a fact this call depends on has no owner in the gateway "
     "manifest (a configuration error); do not retry",
     "not_owner": "only a fact's owner writes it (planfence's owner rule), and this "
@@ -185,14 +191,15 @@ class _ToolCalls:
         problem = self.args.problem(name, args)
         if problem is not None:
             said = f"Invalid arguments for tool {name}: {problem}"
-            if spec is None:
+            if spec is None:  # no fence here: the upstream's own error, as it would say
                 self.gw.trace.call(view.sid, name, args, f"REFUSED: {problem}", error=True,
                                    refused=True)
-            else:  # a protected call refused at the boundary: blocked, never valid
-                self.gw.trace.refused(view.sid, name, args, reason="invalid_arguments",
-                                      task=f"{view.sid}/{next(self._tasks)}",
-                                      deps=list(spec.depends_on), detail=problem)
-            return _error_result(said)
+                return _error_result(said)
+            # a protected call refused at the boundary: a gate refusal (text head, _meta
+            # and trace) like every other, blocked, never valid nor a failed call
+            return self._refuse(view, name, args, f"{view.sid}/{next(self._tasks)}",
+                                INVALID_ARGUMENTS, list(spec.depends_on), detail=said,
+                                extra={"problem": problem})
         task = f"{view.sid}/{next(self._tasks)}"
         if spec is None and self.gw.unresolved.names:
             refused = await self._unverified(view, name, args, task)
@@ -358,7 +365,7 @@ class _ToolCalls:
                 if bad:  # literal keys no fact has: refused, never a pattern (QA r8 D5)
                     return _Refused(self._refuse(
                         view, name, args, task, "not_read", sorted(deps),
-                        hint=bad_args_hint(bad), extra={"arguments": sorted(bad)},
+                        hint=bad_args_hint(bad, name), extra={"arguments": sorted(bad)},
                         detail=f"argument values that name no fact: {bad}"))
         except IcoreError as exc:
             return _Refused(self._refuse(view, name, args, task, "incomplete_declaration",
@@ -437,8 +444,8 @@ class _ToolCalls:
         key = args.get("key")
         if not isinstance(key, str) or not key.startswith(FACT_SCHEME):
             return _error_result(f"{name}: key must be a string starting with {FACT_SCHEME}")
-        if any(c in key for c in "*?["):
-            head = key[:min(key.index(c) for c in "*?[" if c in key)]
+        if any(c in key for c in GLOB_CHARS):
+            head = key[:min(key.index(c) for c in GLOB_CHARS if c in key)]
             return _error_result(f"{name}: {key} is a pattern, not a fact: '*', '?' and '[' "
                                  "only declare owners (facts.owners); give one fact's key "
                                  f"(e.g. {head}NAME)")
@@ -518,7 +525,8 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
     elif reason == "not_read" and late:
         lines[0] = (f"{refusal_head(name, 'not_read')}: this session's read of "
                     f"{', '.join(late)} was not answered before this call was sent (a read "
-                    "in the same model message as the call, or of the same icore/turn), "
+                    "in the same model message as the call, of the same icore/turn, or of a "
+                    "named icore/turn when this call names none), "
                     "so the call cannot have been planned from it. Their current values "
                     "are below: plan from them and call again in a later message.")
     elif reason == "not_read" and first_read:

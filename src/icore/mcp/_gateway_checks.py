@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest, ToolSpec
+from icore.workspace import GLOB_CHARS
 
-_GLOB = re.compile(r"[*?\[]")
+_GLOB = re.compile(f"[{re.escape(GLOB_CHARS)}]")
 
 
 @dataclass

@@ -13,7 +13,7 @@ is exact on the event loop (no clock). The stdio transport stamps them in
 :func:`icore.mcp._stdio_lines.stdio_streams` (:class:`StdioOrder`); streamable HTTP in
 :class:`OrderMiddleware` (one request per POST: the gateway answers JSON). A client may
 also name its model message: ``params._meta["icore/turn"]`` (:data:`TURN_META`); reads
-of one turn never count for calls of the same turn.
+of one turn never count for calls of the same turn, nor for calls that name no turn.
 """
 
 from __future__ import annotations
@@ -67,9 +67,12 @@ class Exchange:
     def counts(self, stamp: Any) -> bool:
         """Whether a read stamped ``stamp`` counts for a call of this exchange.
 
-        True only for a read whose response was written before this request arrived and
-        (when both name one) of another turn. A read with no exchange (None: not made
-        through a client request) counts; any other stamp counts when it differs.
+        True only for a read whose response was written before this request arrived and,
+        when the read names a turn, only for a call that names another one: a read (or a
+        refusal's hand-over) of turn ``t`` never counts for a call without a turn, which
+        may be a sibling of turn ``t`` (fail closed, #25). A read with no exchange (None:
+        not made through a client request) counts; any other stamp counts when it
+        differs.
         """
         if stamp is None:
             return True
@@ -77,7 +80,7 @@ class Exchange:
             return bool(stamp != self)
         if stamp is self:
             return False
-        if self.turn is not None and stamp.turn == self.turn:
+        if stamp.turn is not None and (self.turn is None or stamp.turn == self.turn):
             return False
         return stamp.sent is not None and stamp.sent < self.received
 

@@ -10,8 +10,9 @@ caller has its result, at most ``drain_s``) and the server keeps it alive; idle 
 dropped after ``keepalive_s`` (below the servers' own idle timeouts) or when the server
 closes them (seen at once: ``connection_lost``).
 
-Plain ``http://`` only, no proxy, no redirect: :func:`lean_origin` says which upstream
-URLs qualify; any other stays on the SDK's client.
+Plain ``http://`` only, no proxy: :func:`lean_origin` says which upstream URLs qualify;
+any other stays on the SDK's client. A request may go to another target of the same
+origin (a redirect the caller follows: :meth:`LeanHttp.within_origin`).
 """
 
 from __future__ import annotations
@@ -249,7 +250,7 @@ class LeanHttp:
         fixed = {"user-agent": "icore-mcp", **{k.lower(): v for k, v in headers.items()}}
         for k in PER_REQUEST:  # set by each request (the SDK's own win over the client's)
             fixed.pop(k, None)
-        fixed["host"] = authority if port == 80 else f"{authority}:{port}"
+        fixed["host"] = self._fixed_host = authority if port == 80 else f"{authority}:{port}"
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
         self.idle: list[Conn] = []
 
@@ -267,11 +268,29 @@ class LeanHttp:
             raise LeanHttpError(f"{type(exc).__name__}: {exc}") from None
         return conn
 
-    async def request(self, method: str, headers: dict[str, str], body: bytes = b"") -> Conn:
+    def within_origin(self, location: str, target: str) -> str | None:
+        """The request target a redirect's ``location`` names on this origin, else None.
+
+        ``location`` is read relative to ``target`` (the request it answered); it is on
+        this origin when its scheme is ``http``, its host and port are this pool's (the
+        default port 80 written or not) and it carries no credentials: then its path and
+        query, quoted as :func:`lean_origin` quotes them. Anything else (another host or
+        port, ``https``, a proxied host) is None.
+        """
+        base = f"http://{self._fixed_host}{target}"
+        got = lean_origin(urllib.parse.urljoin(base, location.strip()))
+        if got is None or got[0].lower() != self.host.lower() or got[1] != self.port:
+            return None
+        return got[2]
+
+    async def request(self, method: str, headers: dict[str, str], body: bytes = b"",
+                      target: str | None = None) -> Conn:
         """Send one request; the connection once the response's head has arrived.
 
-        The caller reads ``conn.body`` (waiting with ``conn.wait()`` until ``conn.done``)
-        and then calls ``conn.release()``; on any exception it calls ``conn.close()``.
+        ``target``: the path and query asked for (default: the origin's own, ``target``
+        of the constructor). The caller reads ``conn.body`` (waiting with ``conn.wait()``
+        until ``conn.done``) and then calls ``conn.release()``; on any exception it calls
+        ``conn.close()``.
 
         Raises:
             LeanHttpError: a header that is not a plain latin-1 value (nothing sent), no
@@ -281,7 +300,7 @@ class LeanHttp:
         if any(c in "\r\n\0" for c in "".join(f"{k}{v}" for k, v in headers.items())):
             raise LeanHttpError("a request header has a line break or NUL (not sent)")
         try:
-            head = (f"{method} {self.target} HTTP/1.1\r\n{lines}"
+            head = (f"{method} {target or self.target} HTTP/1.1\r\n{lines}"
                     f"content-length: {len(body)}\r\n\r\n").encode("latin-1")
         except UnicodeEncodeError as exc:
             raise LeanHttpError(f"a request header is not latin-1 (not sent): {exc}") from None

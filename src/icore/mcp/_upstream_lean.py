@@ -29,9 +29,18 @@ What the SDK does with the answer is kept:
 - a connection that fails is that call's error (code ``TRANSPORT_FAILED``), never the
   session's.
 
-A redirect (3xx) is that call's error, as the SDK's client reports an unfollowed one
-(``Redirect to ... not followed``); it is never sent again (a 303 or 302 may come after
-the server ran it).
+Redirects are followed as the SDK's client follows them (``stream_within_origin``): a
+307 or 308 to the POST (the server did not take it: the same request goes to the new
+target), any redirect of a resumption GET, within the upstream's origin only (same
+``http`` host and port, no credentials), at most :data:`MAX_REDIRECTS` times. Any other
+is that call's error, never sent again: a 301/302/303 to the POST (it may come after
+the server ran the call), or a location on another origin, ``https`` included (the
+error names it: ``Redirect to ... not followed: ...``).
+
+A stream's leading UTF-8 byte order mark is dropped (the SSE standard's decoding). A
+connection lost once the answer began (mid-stream) fails the call with an error saying
+the upstream may have run it; it is never sent again (only a stream that ended cleanly
+after an event ``id`` is resumed, by GET, which runs nothing).
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import contextlib
 import itertools
 import json
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -55,6 +65,16 @@ RESUME_ATTEMPTS = 2
 """Resumptions (GET with ``Last-Event-ID``) of a stream that ended without the response."""
 RESUME_DELAY_MS = 1000
 """Wait before a resumption when the server gave no ``retry``, ms (the SDK's default)."""
+
+MAX_REDIRECTS = 20
+"""Most redirects followed for one request (``httpx``'s default, which the SDK keeps)."""
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark an SSE stream may start with (dropped)."""
+_BOM_HEADS = (b"", BOM[:1], BOM[:2])
+"""A stream's first bytes that may still become a BOM."""
+MID_STREAM = ("the connection was lost mid-answer: the upstream may have run the call, "
+              "so it is not sent again")
+"""What a call's error says when its answer had begun before the connection was lost."""
 
 SETTLE_S = 0.005
 """How long the end of an SSE answer is awaited after its response event, seconds (it
@@ -192,17 +212,24 @@ class LeanCalls:
         """One request and its answer; resumed by GET while the SSE stream allows."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
-        attempt = 0
+        attempt = redirects = 0
+        target: str | None = None
         while True:
             try:
-                conn = await self.http.request(method, headers, body)
+                conn = await self.http.request(method, headers, body, target)
             except LeanHttpError as exc:
                 raise self._failed(exc) from None
             try:
                 out, last_id, retry_ms = await self._answer(conn, rid, method == "POST")
+            except _Follow as f:  # the server did not take it: the same request, there
+                target = self._follow(conn, f.location, target, method, redirects)
+                redirects += 1
+                await _whole(conn)  # the redirect's body: the connection is reused
+                conn.release()
+                continue
             except LeanHttpError as exc:
                 conn.close()
-                raise self._failed(exc) from None
+                raise self._failed(exc, MID_STREAM) from None
             except BaseException:
                 conn.close()
                 raise
@@ -227,10 +254,32 @@ class LeanCalls:
             headers = {k: v for k, v in headers.items() if k != "content-type"}
             headers["last-event-id"] = last_id
 
-    def _failed(self, exc: LeanHttpError) -> Exception:
+    def _failed(self, exc: LeanHttpError, why: str = "") -> Exception:
         from mcp.shared.exceptions import MCPError
         code, text = self.transport_failed
-        return MCPError(code, f"{text} ({exc})", {"cause": str(exc)})
+        return MCPError(code, f"{text} ({exc})" + (f": {why}" if why else ""),
+                        {"cause": str(exc)})
+
+    def _follow(self, conn: Any, location: str, target: str | None, method: str,
+                redirects: int) -> str:
+        """The target a redirect of ``method`` goes to, or the call's error (not sent).
+
+        Raises:
+            MCPError: the location leaves the upstream's origin, or more than
+                :data:`MAX_REDIRECTS` redirects (the connection is closed).
+        """
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INVALID_REQUEST
+        there = self.http.within_origin(location, target or self.http.target)
+        if there is not None and redirects < MAX_REDIRECTS:
+            return there
+        conn.close()
+        origin = f"http://{self.http.host}:{self.http.port}"
+        why = (f"it leaves the upstream's origin {origin} (the gateway follows a "
+               "redirect only within it; nothing was sent there)" if there is None else
+               f"more than {MAX_REDIRECTS} redirects")
+        raise MCPError(INVALID_REQUEST, f"Redirect to {_shown(location)} not followed: "
+                       f"{why}; use that URL as the endpoint if it is the intended server")
 
     async def _answer(self, conn: Any, rid: str, post: bool
                       ) -> tuple[Any, str | None, int | None]:
@@ -239,9 +288,14 @@ class LeanCalls:
         from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
         status = conn.status
         ctype = conn.headers.get("content-type", "").lower()
-        if 300 <= status < 400:  # not followed (nor resent: it may have run)
-            raise MCPError(INVALID_REQUEST, f"Redirect to {conn.headers.get('location', '')}"
-                           " not followed; use that URL as the endpoint if it is the "
+        if 300 <= status < 400:
+            where = conn.headers.get("location", "")
+            if where and status in ((301, 302, 303, 307, 308) if not post else (307, 308)):
+                raise _Follow(where)  # not taken: sent there (within the origin only)
+            # not followed (nor resent: a POST's 301/302/303 may come after it ran)
+            raise MCPError(INVALID_REQUEST, f"Redirect to {_shown(where)} not followed "
+                           f"(HTTP {status} to a POST may come after the server ran it; "
+                           "not sent again); use that URL as the endpoint if it is the "
                            "intended server")
         if status == 202:
             raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
@@ -272,6 +326,7 @@ class LeanCalls:
         retry: int | None = None
         buf = b""  # line ends made "\n"
         held = b""  # a trailing "\r" whose "\n" may be in the next chunk
+        start = True  # a leading BOM not ruled out yet
         while True:
             if conn.body or (held and conn.done):
                 raw = held + bytes(conn.body)
@@ -279,6 +334,15 @@ class LeanCalls:
                 held = raw[-1:] if raw.endswith(b"\r") and not conn.done else b""
                 raw = raw[:len(raw) - len(held)]
                 buf += raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if start:  # (no function call on the common path: a per-call cost)
+                head = buf[:3]
+                if head == BOM:
+                    buf, start = buf[3:], False
+                elif head not in _BOM_HEADS or conn.done:
+                    start = False
+                else:  # only the first bytes of what may be a BOM arrived
+                    await conn.wait()
+                    continue
             end = buf.find(b"\n\n")
             if end < 0:
                 if len(buf) > MAX_EVENT:
@@ -317,6 +381,25 @@ class LeanCalls:
         except ValidationError as exc:
             raise MCPError(PARSE_ERROR, f"Failed to parse SSE message: {exc}") from None
         await self.inject(SessionMessage(msg))
+
+
+class _Follow(Exception):
+    """A redirect the call follows (:meth:`LeanCalls._follow` checks the location)."""
+
+    def __init__(self, location: str) -> None:
+        super().__init__(location)
+        self.location = location
+
+
+def _shown(location: str) -> str:
+    """A redirect's location for a message: no credentials, query or fragment."""
+    try:
+        u = urllib.parse.urlsplit(location.strip())
+        host = u.hostname or ""
+        netloc = host if u.port is None else f"{host}:{u.port}"
+        return urllib.parse.urlunsplit((u.scheme, netloc, u.path, "", "")) or "''"
+    except ValueError:
+        return "(an invalid URL)"
 
 
 def _plain(value: str) -> bool:

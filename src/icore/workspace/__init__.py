@@ -47,7 +47,7 @@ from icore.workspace._call import (
     running_call,
 )
 from icore.workspace._errors import FactNotWritten, ReplanFailed, WorkspaceError
-from icore.workspace._keys import MISSING
+from icore.workspace._keys import GLOB_CHARS, MISSING, arg_fault, bad_args_hint
 from icore.workspace._workspace import FACT_TYPE, Workspace
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "ARGS_NOT_JSON",
     "DECLINE",
     "FACT_TYPE",
+    "GLOB_CHARS",
     "MISSING",
     "NOT_READ",
     "REJECTED",
@@ -77,6 +78,8 @@ __all__ = [
     "Verdict",
     "Workspace",
     "WorkspaceError",
+    "arg_fault",
+    "bad_args_hint",
     "read_answer",
     "running_call",
 ]

@@ -19,6 +19,7 @@ from typing import Any, Final, TypeAlias
 from icore.fence import ActionResult, Reason
 from icore.records import JSONValue, Record
 from icore.workspace._approval import ApprovalRequest
+from icore.workspace._keys import bad_args_hint
 
 Scope: TypeAlias = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """D(a): keys, or a function of the call's (normalised) arguments returning them."""
@@ -200,14 +201,7 @@ def _message(c: Call) -> str:
 
 def _bad_args(c: Call) -> str:
     """Why a model's argument value names no fact, and what to do instead."""
-    shown = ", ".join(f"{p}={v!r}"[:120] for p, v in sorted(c.bad_args.items()))
-    glob = any(ch in v for v in c.bad_args.values() for ch in "*?[")
-    why = ("'*', '?' and '[' in an argument are literal characters, not a pattern, and no "
-           "fact has this key" if glob else "it cannot be part of a fact's key (a NUL, a "
-           "lone surrogate or too long)")
-    return (f"the argument value {shown} is not a valid key of a known fact: "
-            f"{', '.join(sorted(c.unwritten))[:200]} ({why}). Nothing ran. Call "
-            f"{c.action} again with the exact value of an existing fact (read it first).")
+    return bad_args_hint(c.bad_args, c.action, c.unwritten) + "."
 
 
 class CallRefused(Exception):

@@ -28,7 +28,10 @@ from icore.memory import OwnershipMap
 from icore.records import MAX_KEY_LEN, JSONValue
 from icore.workspace._errors import WorkspaceError
 
-_GLOB = frozenset("*?[")
+GLOB_CHARS: Final = "*?["
+"""The glob characters of a key pattern (``fnmatch``): only a declaration's own are a
+pattern; in a call's argument value they are literal (:func:`arg_fault`)."""
+_GLOB = frozenset(GLOB_CHARS)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 OWNER_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$")
@@ -102,6 +105,32 @@ def arg_fault(key: str, args: Mapping[str, Any]) -> tuple[str, str] | None:
         if is_pattern(val) or unstorable(val) or (long and len(key) - len(val) <= MAX_KEY_LEN):
             return path, val
     return None
+
+
+def bad_args_hint(bad: Mapping[str, str], action: str, keys: Iterable[str] = ()) -> str:
+    """What a model is told when argument values made keys no fact can have.
+
+    The one text of such a refusal, in process (the workspace) and at the ``icore mcp``
+    gateway alike (QA r8 D5).
+
+    Args:
+        bad: argument path -> its value (:func:`arg_fault`'s pairs).
+        action: the tool's name.
+        keys: the keys the values made (named when given).
+
+    Returns:
+        One sentence without its final period.
+    """
+    shown = ", ".join(f"{p}={v!r}"[:120] for p, v in sorted(bad.items()))
+    glob = any(ch in v for v in bad.values() for ch in GLOB_CHARS)
+    why = ("'*', '?' and '[' in an argument are literal characters, not a pattern, and no "
+           "fact has such a key" if glob else "it cannot be part of a fact's key: a NUL, a "
+           f"lone surrogate, or a key longer than {MAX_KEY_LEN} characters")
+    where = ", ".join(sorted(keys)).encode("utf-8", "backslashreplace").decode()[:200]
+    return (f"the argument value {shown} is not a valid key of a known fact"
+            f"{': ' + where if where else ''} ({why}). Nothing ran: nothing can authorize "
+            f"the call, so it was not made. Call {action} again "
+            "with the exact value of an existing fact (read it first)")
 
 
 def _strings(value: Any, path: str, depth: int) -> Iterable[tuple[str, str]]:

@@ -25,11 +25,12 @@ from pydantic import BaseModel
 from icore.errors import IntegrationError
 from icore.integrations import check_tool_function
 from icore.memory import OwnershipMap
+from icore.workspace import GLOB_CHARS
 
 _FW = "crewai"
 _MARK = "\u2063icore\u2063"
 """The placeholder value of every parameter (an invisible separator around a word)."""
-_GLOB = "*?["
+_GLOB = GLOB_CHARS
 
 
 def schema_fields(tool: Any) -> tuple[str, ...]:
