@@ -282,8 +282,8 @@ def test_only_upstream_unreachable_exits_1_naming_the_cause(tmp_path: Path) -> N
     p = _run_gateway(path)
     assert p.returncode == 1, p.stderr
     last = p.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: no upstream could be started: upstream billing is "
-                           "unreachable: ConnectError"), last
+    assert last.startswith(f"error: gateway manifest {path}: no upstream could be started: "
+                           "upstream billing is unreachable: ConnectError"), last
     assert "ExceptionGroup" not in p.stderr and "Traceback" not in p.stderr
 
 
