@@ -196,11 +196,10 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
         if p and (j := pos.get(p)) is not None:
             up[i] = j
             parents[i] = ids[j]  # the equal string shared (one per span)
-    r_at = -1  # the root: the first in start order with no parent in the file
     # by end, then (stable) by start: the order of (start, end) keys without key tuples
     order = sorted(range(n), key=cols.ends.__getitem__)
     order.sort(key=cols.starts.__getitem__)
-    r_at = next(i for i in order if up[i] < 0)
+    r_at = next(i for i in order if up[i] < 0)  # the root: first with no parent in file
     order_col = array("q", order)
     del order, pos
     cols.pos = {}
