@@ -46,15 +46,15 @@ Anything that is not one of these formats raises :class:`AdapterError` naming th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from operator import attrgetter
+from array import array
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from icore.adapters import _otel_names as N
 from icore.adapters._decision_check import gate_span_decision
 from icore.adapters._errors import AdapterError
+from icore.adapters._otel_columns import SpanColumns, columns
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
 from icore.adapters._otel_values import OtelSpan, span_agent
@@ -173,41 +173,55 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         AdapterError: no spans, duplicate span ids, a span that ends before it starts, a
             cycle of parent links, or a malformed icore gate decision.
     """
-    if not spans:
+    return _to_trace(columns(spans, span_kind, file=file, by_trace=False)[0], file=file,
+                     run_id=run_id)
+
+
+def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
+    """:func:`spans_to_trace` of spans held as columns (issue 29).
+
+    Each span is built back as an ``OtelSpan`` at its turn (start order) and its
+    attributes are released once it is mapped, so the steps reuse their memory; the
+    span-id map is dropped once the parent links are resolved.
+    """
+    if not len(cols):
         raise AdapterError("no spans", file=file, field="resourceSpans")
-    # lists by position in ``spans``, not dicts by span id (60 B a slot at 355k; #29)
-    pos: dict[str, int] = {}
-    for i, s in enumerate(spans):
-        if s.span_id in pos:
-            raise AdapterError(f"duplicate span id {s.span_id}", file=file,
-                               field=f"span {s.name!r}.spanId")
-        if s.end_ns and s.end_ns < s.start_ns:  # 0: not ended (or unknown)
-            raise AdapterError(f"ends before it starts (end {s.end_ns} < start "
-                               f"{s.start_ns} ns)", file=file,
-                               field=f"span {s.span_id} ({s.name!r}).end")
-        pos[s.span_id] = i
-    _check_parents(pos, spans, file)
-    up: list[int | None] = [None] * len(spans)  # the parent's position, if in the file
-    for i, s in enumerate(spans):
-        if s.parent_id and (j := pos.get(s.parent_id)) is not None:
+    if cols.problem is not None:
+        raise cols.problem
+    n_spans = n = len(cols)
+    ids, parents, kinds, own_of, pos = cols.ids, cols.parents, cols.kinds, cols.own, cols.pos
+    _check_parents(cols, file)
+    up = array("q", [-1]) * n  # the parent's position, if in the file (-1: none)
+    for i, p in enumerate(parents):
+        if p and (j := pos.get(p)) is not None:
             up[i] = j
-            s.parent_id = spans[j].span_id  # the equal string shared (one per span)
-    order = sorted(spans, key=attrgetter("start_ns", "end_ns"))
-    shown: dict[str, str] = {}  # one object per kind (span_kind makes a new one per span)
-    kinds = [shown.setdefault(k, k) for k in map(span_kind, spans)]
+            parents[i] = ids[j]  # the equal string shared (one per span)
+    # by end, then (stable) by start: the order of (start, end) keys without key tuples
+    order = sorted(range(n), key=cols.ends.__getitem__)
+    order.sort(key=cols.starts.__getitem__)
+    r_at = next(i for i in order if up[i] < 0)  # the root: first with no parent in file
+    order_col = array("q", order)
+    del order, pos
+    cols.pos = {}
+    n_traces = cols.trace_count()
+    calls = _icore_calls(cols.span(i) for i in cols.callers)
+    man = next((cols.attr(i, N.RUN_MANIFEST) for i in cols.callers
+                if cols.attr(i, N.CALL) == "run"), None) if calls else None
     names = AgentNames()
     descriptions: dict[str, str] = {}
-    agent_of: list[str | None] = [None] * len(spans)
+    agent_of: list[str | None] = [None] * n
 
     def owner(i: int) -> str:
         """The agent a span belongs to: its own, else the nearest agent ancestor's."""
         seen = 0
-        cur: int | None = i
-        while cur is not None and seen < 10_000:
+        cur = i
+        while cur >= 0 and seen < 10_000:
             got = agent_of[cur]
             if got is not None:
                 return got
-            a = span_agent(spans[cur], file) if kinds[cur] in ("AGENT", "TOOL", "LLM") else None
+            a = own_of[cur]
+            if isinstance(a, AdapterError):
+                raise a
             if a is not None:
                 return names.canonical(a) or names.add(a)
             cur = up[cur]
@@ -216,18 +230,16 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
 
     steps: list[Step] = []
     decisions: list[DecisionEntry] = []
-    step_of: list[int | None] = [None] * len(spans)
+    step_of: list[int | None] = [None] * n
     unknown: dict[str, int] = {}
-    roots = [s for s in order if not s.parent_id or s.parent_id not in pos]
-    root = roots[0]
-    r_at = pos[root.span_id]
+    root = cols.span(r_at)
     question = _content(root, N.OI_INPUT, N.INPUT_MESSAGES)
     orchestrator: str | None = None
 
     def parent_step(i: int) -> int | None:
         cur = up[i]
         guard = 0
-        while cur is not None and guard < 10_000:
+        while cur >= 0 and guard < 10_000:
             got = step_of[cur]
             if got is not None:
                 return got
@@ -246,13 +258,14 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     def add(i: int, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
         idx = len(steps)
         steps.append(Step(index=idx, agent=agent, kind=kind, content=content,
-                          role=spans[i].name,
+                          role=cols.names[i],
                           parent=parent_step(i) if kind != StepKind.TASK else None, **kw))
         step_of[i] = idx  # a root agent's turn, not the task, parents its children
 
     add(r_at, StepKind.TASK, "user", question)
-    for s in order:
-        i = pos[s.span_id]
+    for i in order_col:
+        s = root if i == r_at else cols.span(i)
+        cols.attrs[i] = None  # released: later spans read only the columns of it
         k = kinds[i]
         if k == "AGENT":
             who = agent_of[i] = owner(i)
@@ -261,7 +274,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
                 descriptions.setdefault(who, desc)
             if orchestrator is None:
                 orchestrator = who
-        if s is root and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
+        if i == r_at and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
             continue
         if paused(s):  # a step that stopped waiting for a human (JSONL ``pause``)
             add(i, StepKind.THOUGHT, owner(i), f"paused: {s.name}", pause=True)
@@ -293,7 +306,7 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
             comp = a.get(N.GR_COMPONENT, "guardrail")
             add(i, StepKind.THOUGHT, owner(i), f"{comp} {value}/{why}: {s.name}".strip())
             j = up[i]
-            dec = _gate_decision(s, None if j is None else spans[j], file)
+            dec = _gate_decision(s, None if j < 0 else (kinds[j], ids[j]), file)
             if dec is not None:
                 decisions.append(dec)
         else:
@@ -319,12 +332,9 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
     warnings = tuple(f"{file}: kept {n} {_kind_shown(k)} span(s) as events (no mapping)"
                      for k, n in sorted(unknown.items()))
     family = OTEL
-    calls = _icore_calls(spans)
     live = None
     if calls:
         family = ICORE_LIVE
-        man = next((s.attributes.get(N.RUN_MANIFEST) for s in spans
-                    if s.attributes.get(N.CALL) == "run"), None)
         live = LiveRunPart(tuple(calls), man if isinstance(man, str) else None)
         warnings = ()
     succeeded = None
@@ -332,44 +342,46 @@ def spans_to_trace(spans: Sequence[OtelSpan], *, file: str = "<memory>",
         succeeded = root.status == "OK"
     return Trace(id=run_id, file=file, family=family, question=question, ground_truth=None,
                  succeeded=succeeded, agents=agents, steps=tuple(steps),
-                 span_counts=(len(spans), len({s.trace_id for s in spans})),
+                 span_counts=(n_spans, n_traces),
                  orchestrator=orchestrator or None,
                  planfence=PlanfenceLog((), tuple(decisions)) if decisions else None,
                  unknown_spans=dict(sorted(unknown.items())), warnings=warnings, live=live)
 
 
-def _check_parents(pos: Mapping[str, int], spans: Sequence[OtelSpan], file: str) -> None:
+def _check_parents(cols: SpanColumns, file: str) -> None:
     """Refuse parent links that form a cycle (a self-parent, a 2-cycle, ...).
 
     Every span must reach a root (no parent, or a parent outside the file) by following
-    parents; a span on a cycle never does. ``pos`` maps each span id to its position.
+    parents; a span on a cycle never does.
 
     Raises:
         AdapterError: naming the trace and the spans of the first cycle found.
     """
-    done = bytearray(len(spans))
-    for start in range(len(spans)):
+    pos, ids, parents, names = cols.pos, cols.ids, cols.parents, cols.names
+    done = bytearray(len(ids))
+    for start in range(len(ids)):
         path: list[int] = []
         on_path: set[int] = set()
         cur: int | None = start
         while cur is not None and not done[cur]:
             if cur in on_path:
                 cyc = path[path.index(cur):]
-                names = ", ".join(f"{spans[x].span_id} ({spans[x].name!r})" for x in cyc[:8])
+                shown = ", ".join(f"{ids[x]} ({names[x]!r})" for x in cyc[:8])
                 raise AdapterError(
-                    f"parent links form a cycle in trace {spans[cur].trace_id}: "
-                    f"{names}{' ...' if len(cyc) > 8 else ''} (each span is its own "
+                    f"parent links form a cycle in trace {cols.trace_of(cur)}: "
+                    f"{shown}{' ...' if len(cyc) > 8 else ''} (each span is its own "
                     "ancestor; the file is refused)", file=file,
-                    field=f"span {spans[cur].span_id}.parentSpanId")
+                    field=f"span {ids[cur]}.parentSpanId")
             path.append(cur)
             on_path.add(cur)
-            sp = spans[cur]
-            cur = pos.get(sp.parent_id) if sp.parent_id else None
+            p = parents[cur]
+            cur = pos.get(p) if p else None
         for x in path:
             done[x] = 1
 
 
-def _gate_decision(s: OtelSpan, parent: OtelSpan | None, file: str) -> DecisionEntry | None:
+def _gate_decision(s: OtelSpan, parent: tuple[str, str] | None,
+                   file: str) -> DecisionEntry | None:
     """The gate decision an icore guardrail span carries (``icore.gate.*``), or None.
 
     Validated by :func:`icore.adapters._decision_check.gate_span_decision`. ``task``
@@ -380,7 +392,7 @@ def _gate_decision(s: OtelSpan, parent: OtelSpan | None, file: str) -> DecisionE
         AdapterError: a malformed decision (naming the span and the attribute).
     """
     a, g = s.attributes, N.G
-    call = parent.span_id[:8] if parent is not None and span_kind(parent) == "TOOL" else ""
+    call = parent[1][:8] if parent is not None and parent[0] == "TOOL" else ""
     action = a.get(g + "action")
     task = "/".join(str(x) for x in (a.get(N.TASK), action if isinstance(action, str)
                                      else None, call) if x)
@@ -412,26 +424,6 @@ def _run_name(path: str | Path) -> str:
     return name or p.stem
 
 
-_MAPPED = frozenset({
-    N.SPAN_KIND, N.OPERATION, "handoff.to", "to_agent", "handoff.to_agent", N.AGENT_NAME,
-    N.OI_AGENT_NAME, N.AGENT_ID, "graph.node.id", N.AGENT_DESCRIPTION, N.OI_INPUT,
-    N.INPUT_MESSAGES, N.OI_OUTPUT, N.OUTPUT_MESSAGES, N.TOOL_RESULT, "output.value",
-    "llm.output_messages.0.message.content"})
-"""Span attributes :func:`spans_to_trace` reads (besides every ``icore.*``/``gen_ai.*``)."""
-
-
-_NO_EVENTS: list[tuple[str, int, dict[str, Any]]] = []
-"""The events of every compacted span (never read by the mapping, never changed)."""
-
-
-_NO_RESOURCE: Mapping[str, Any] = MappingProxyType({})
-"""The resource of every compacted span that has none (Phoenix, Langfuse)."""
-
-
-_SHORT = 64
-"""Strings up to this length (span kinds, agent names, span names) are shared by value."""
-
-
 def _kind_shown(kind: str) -> str:
     """A span kind as a warning names it: lower case, at most 60 characters.
 
@@ -439,54 +431,6 @@ def _kind_shown(kind: str) -> str:
     """
     k = kind.lower()
     return k if len(k) <= 60 else f"{k[:40]}... ({len(k)} characters)"
-
-
-def _first(short: dict[str, str], v: str) -> str:
-    """``v``, remembered as the shared object of its value when short (and room is left)."""
-    if len(v) <= _SHORT and len(short) < 65536:
-        short[v] = v
-    return v
-
-
-def _compact(spans: Iterable[OtelSpan]) -> Iterator[OtelSpan]:
-    """Spans as streamed, slimmed to what the mapping reads (bounded memory, issue 29).
-
-    Attributes the mapping never reads, span events and per-span copies of the trace id
-    are dropped or shared; short strings that repeat across spans (span kinds, agent,
-    operation and span names, statuses: the parser makes a new object for each) are
-    shared by value. The resulting trace is the same.
-    """
-    ids: dict[str, str] = {}
-    keep: dict[str, bool] = {}  # attribute key -> read by the mapping (few distinct keys)
-    short: dict[str, str] = {}  # short string -> its first object (bounded)
-    for sp in spans:
-        a = sp.attributes
-        for k in a:
-            kept = keep.get(k)
-            if kept is None:
-                kept = k in _MAPPED or k.startswith(("icore.", "gen_ai."))
-                if len(keep) < 65536:
-                    keep[k] = kept
-            if not kept:
-                a = sp.attributes = {k: v for k, v in a.items()
-                                     if k in _MAPPED or k.startswith(("icore.", "gen_ai."))}
-                break
-        for k, v in a.items():  # values replaced in place (the keys stay)
-            if type(v) is str and len(v) <= _SHORT:
-                got = short.get(v)
-                if got is None:
-                    if len(short) < 65536:
-                        short[v] = v
-                elif got is not v:
-                    a[k] = got
-        sp.name = short.get(sp.name) or _first(short, sp.name)
-        sp.kind = short.get(sp.kind) or _first(short, sp.kind)
-        sp.status = short.get(sp.status) or _first(short, sp.status)
-        sp.events = _NO_EVENTS
-        if not sp.resource:
-            sp.resource = _NO_RESOURCE
-        sp.trace_id = ids.setdefault(sp.trace_id, sp.trace_id)
-        yield sp
 
 
 def load_otlp(path: str | Path) -> Trace:
@@ -500,14 +444,14 @@ def load_otlp(path: str | Path) -> Trace:
             a cycle of parent links, or several traces in the file (field ``traceId``;
             use :func:`load_otlp_runs`).
     """
-    with gc_paused():
-        spans = list(_compact(iter_file_spans(path)))
     file = str(Path(path))
-    n = len({s.trace_id for s in spans})
-    if n > 1:
-        raise AdapterError(f"holds {n} traces (runs); read them with load_otlp_runs "
-                           "(icore audit audits each)", file=file, field="traceId")
-    return spans_to_trace(spans, file=file, run_id=_run_name(path))
+    with gc_paused():
+        groups = columns(iter_file_spans(path), span_kind, file=file, by_trace=True)
+    if len(groups) > 1:
+        raise AdapterError(f"holds {len(groups)} traces (runs); read them with "
+                           "load_otlp_runs (icore audit audits each)", file=file,
+                           field="traceId")
+    return _runs(groups, file=file, run_id=_run_name(path))[0]
 
 
 def load_otlp_runs(path: str | Path) -> list[Trace]:
@@ -525,38 +469,39 @@ def load_otlp_runs(path: str | Path) -> list[Trace]:
     Raises:
         AdapterError: as :func:`load_otlp` (but several traces are fine).
     """
+    file = str(Path(path))
     with gc_paused():
-        return _runs(_groups(_compact(iter_file_spans(path))), file=str(Path(path)),
-                     run_id=_run_name(path))
-
-
-def _groups(spans: Iterable[OtelSpan]) -> list[list[OtelSpan]]:
-    by: dict[str, list[OtelSpan]] = {}
-    for sp in spans:
-        by.setdefault(sp.trace_id, []).append(sp)
-    return sorted(by.values(), key=lambda g: min(x.start_ns for x in g))
+        return _runs(columns(iter_file_spans(path), span_kind, file=file, by_trace=True),
+                     file=file, run_id=_run_name(path))
 
 
 def parse_otlp_runs(text: str, *, file: str = "<memory>", run_id: str = "run") -> list[Trace]:
     """Parse every run (trace) of a string (see :func:`load_otlp_runs`)."""
-    return _runs(_groups(parse_spans(text, file=file)), file=file, run_id=run_id)
+    return _runs(columns(parse_spans(text, file=file), span_kind, file=file, by_trace=True),
+                 file=file, run_id=run_id)
 
 
-def _runs(groups: list[list[OtelSpan]], *, file: str, run_id: str) -> list[Trace]:
+def _runs(groups: list[SpanColumns], *, file: str, run_id: str) -> list[Trace]:
+    """One trace per group; each group is taken out of ``groups`` and released as mapped."""
     if len(groups) <= 1:
-        return [spans_to_trace(groups[0] if groups else [], file=file, run_id=run_id)]
+        return [_to_trace(groups.pop() if groups else SpanColumns(file), file=file,
+                          run_id=run_id)]
     out: list[Trace] = []
     used: set[str] = set()
-    for g in groups:
-        policy = next((x.attributes.get(N.RUN_POLICY) for x in g
-                       if x.attributes.get(N.CALL) == "run"), None)
-        rid = f"{run_id}-{policy}" if isinstance(policy, str) else f"{run_id}-{g[0].trace_id[:8]}"
+    groups.reverse()
+    while groups:
+        g = groups.pop()
+        policy = next((g.attr(i, N.RUN_POLICY) for i in g.callers
+                       if g.attr(i, N.CALL) == "run"), None)
+        tid = g.trace_id
+        rid = f"{run_id}-{policy}" if isinstance(policy, str) else f"{run_id}-{tid[:8]}"
         if rid in used:  # the whole trace id (64-bit Jaeger ids share their first digits)
-            rid = f"{rid}-{g[0].trace_id}"
+            rid = f"{rid}-{tid}"
         while rid in used:  # only an id a run policy already took: number it
             rid = f"{rid}-{len(used)}"
         used.add(rid)
-        out.append(spans_to_trace(g, file=file, run_id=rid))
+        out.append(_to_trace(g, file=file, run_id=rid))
+        del g
     return out
 
 
@@ -566,12 +511,12 @@ def parse_otlp(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tra
     Raises:
         AdapterError: as :func:`load_otlp`.
     """
-    spans = parse_spans(text, file=file)
-    n = len({s.trace_id for s in spans})
-    if n > 1:
-        raise AdapterError(f"holds {n} traces (runs); read them with load_otlp_runs "
-                           "(icore audit audits each)", file=file, field="traceId")
-    return spans_to_trace(spans, file=file, run_id=run_id)
+    groups = columns(parse_spans(text, file=file), span_kind, file=file, by_trace=True)
+    if len(groups) > 1:
+        raise AdapterError(f"holds {len(groups)} traces (runs); read them with "
+                           "load_otlp_runs (icore audit audits each)", file=file,
+                           field="traceId")
+    return _runs(groups, file=file, run_id=run_id)[0]
 
 
 __all__ = [

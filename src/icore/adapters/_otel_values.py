@@ -247,14 +247,23 @@ def _fast_kvs(items: Any) -> dict[str, Any] | None:
     return out
 
 
+_LOWER_HEX = re.compile(r"[0-9a-f]+").fullmatch
+
+
 def _fast_hex(v: Any, n: int) -> str | None:
-    """A plain ``n``-digit hex id, lowercased (what :func:`_hex_id` returns), else None."""
-    if type(v) is str and len(v) == n and v.isascii() and v.isalnum():
-        try:
-            int(v, 16)
-        except ValueError:
-            return None
-        return v.lower()
+    """A plain ``n``-digit hex id, lowercased (what :func:`_hex_id` returns), else None.
+
+    An id already in lower case is returned as it is (one C match, no copy; issue 29).
+    """
+    if type(v) is str and len(v) == n:
+        if _LOWER_HEX(v) is not None:
+            return v
+        if v.isascii() and v.isalnum():
+            try:
+                int(v, 16)
+            except ValueError:
+                return None
+            return v.lower()
     return None
 
 
