@@ -16,6 +16,12 @@ instead return new arguments from the fresh values; they run after revalidation.
 Reads are per model turn: calls of one model message (one ``turn``) are validated against
 the reads that message was produced from, even if a sibling call's refusal handed fresh
 values to the agent meanwhile.
+
+Reads are per run scope (#28): one agent handle serving several conversations keeps each
+conversation's reads apart. A read is recorded under the scope current where it happens
+(:meth:`Agent.scope`, else the agent's ``scope_source``, else what an integration detects:
+the Agents SDK run's trace, the LangGraph thread), and a call derives only from reads of
+its own scope: a read in another conversation never authorizes it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import dataclasses
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from icore._clock import WallClock
@@ -114,6 +122,13 @@ class _Team(Protocol):
 _MAX_TURNS = 1024
 _MAX_ACTIONS = 4096
 _MAX_HISTORY = 8
+_MAX_SCOPES = 4096
+
+_SCOPE: ContextVar[Hashable | None] = ContextVar("icore_workspace_scope", default=None)
+"""The scope :meth:`Agent.scope` set in this context (None: none set)."""
+
+ScopeSource = Callable[[], Hashable | None]
+"""A function returning the run scope code runs in now (None when it cannot tell)."""
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -151,13 +166,20 @@ class Agent:
         self.workspace = workspace
         self.name = name
         self.replica = MemoryStore(workspace.ownership, name)
-        self._seen: dict[str, list[tuple[Record, Hashable | None]]] = {}
+        self._seen: OrderedDict[Hashable | None,
+                                dict[str, list[tuple[Record, Hashable | None]]]] = OrderedDict()
+        """Run scope -> key -> the versions read in it (with their turn stamps)."""
+        self.scope_source: ScopeSource | None = None
+        """The application's run scope (``ws.agent(name, scope=f)``), asked after
+        :meth:`scope` and before what integrations detect."""
+        self._detectors: tuple[ScopeSource, ...] = ()
         self.turn_source: Callable[[], Hashable | None] | None = None
         """Where a read happens: a function returning the current model turn (or None).
 
         Integrations set it (LangGraph: the graph's superstep), so a read made by a tool
         of the same model message as a protected call never counts for that call."""
-        self._turns: OrderedDict[Hashable, dict[str, Record]] = OrderedDict()
+        self._turns: OrderedDict[tuple[Hashable | None, Hashable], dict[str, Record]] = \
+            OrderedDict()
         self._actions: OrderedDict[RecordId, Record] = OrderedDict()
         self._seq = itertools.count(1)
         self._lock = threading.RLock()
@@ -170,10 +192,72 @@ class Agent:
                            lookup=self._lookup)
         self._exec = _Execution(self.fence, basis=self._basis, read_in=self._read_in,
                                 new_action=self._new_action, note=self._note,
-                                lock=self._lock, lookup=self._lookup)
+                                lock=self._lock, lookup=self._lookup,
+                                scope=self.current_scope)
 
     def __repr__(self) -> str:
-        return f"Agent({self.name!r}, read={sorted(self._seen)})"
+        return f"Agent({self.name!r}, read={sorted(self.seen())})"
+
+    # -- run scopes ---------------------------------------------------------------------
+    @contextmanager
+    def scope(self, scope_id: Hashable) -> Iterator[None]:
+        """Reads and calls in the block belong to run scope ``scope_id`` (a conversation).
+
+        A call derives only from the reads of its own scope, so one agent handle serving
+        several conversations never lets one conversation's read authorize another's
+        call. Set in a ``contextvars`` context: it holds for the code of the block and
+        the tasks and threads started from it (``asyncio``, ``to_thread``), and wins
+        over the agent's ``scope_source`` and over what an integration detects. The
+        scope applies to every agent used in the block.
+
+        Raises:
+            WorkspaceError: ``scope_id`` is None or unhashable.
+        """
+        try:
+            hash(scope_id)
+        except TypeError:
+            raise WorkspaceError("a scope id names one conversation or run: a hashable "
+                                 "value (a str or a tuple)", agent=self.name,
+                                 got=type(scope_id).__name__) from None
+        if scope_id is None:
+            raise WorkspaceError("a scope id names one conversation or run: not None",
+                                 agent=self.name, fix="agent.scope('chat-42')")
+        token = _SCOPE.set(("scope", scope_id))
+        try:
+            yield
+        finally:
+            _SCOPE.reset(token)
+
+    def detect_scope(self, source: ScopeSource) -> None:
+        """Add a detector of the run scope (integrations: the framework's run identity).
+
+        Asked, in the order added, when neither :meth:`scope` nor ``scope_source``
+        names one; the first that returns a value other than None wins. Adding the
+        same function again does nothing.
+        """
+        with self._lock:
+            if source not in self._detectors:
+                self._detectors = (*self._detectors, source)
+
+    def current_scope(self) -> Hashable | None:
+        """The run scope code runs in now (None: none known, the unscoped reads).
+
+        :meth:`scope` first, then ``scope_source``, then the detectors an integration
+        added (:meth:`detect_scope`); a source that raises names no scope.
+        """
+        got = _SCOPE.get()
+        if got is not None:
+            return got
+        src = self.scope_source
+        if src is not None:
+            found = _ask(src)
+            if found is not None:
+                return ("app", found)
+        for det in self._detectors:
+            found = _ask(det)
+            if found is not None:
+                return found
+        return None
 
     def _turn_now(self) -> Hashable | None:
         src = self.turn_source
@@ -184,10 +268,18 @@ class Agent:
         except Exception:  # an unknown turn: the read counts everywhere
             return None
 
-    def _note(self, records: Mapping[str, Record], stamp: Hashable | None) -> None:
+    def _note(self, records: Mapping[str, Record], stamp: Hashable | None,
+              scope: Hashable | None) -> None:
         with self._lock:
+            seen = self._seen.get(scope)
+            if seen is None:
+                seen = self._seen[scope] = {}
+                while len(self._seen) > _MAX_SCOPES:  # the oldest conversation: not_read
+                    self._seen.popitem(last=False)
+            else:
+                self._seen.move_to_end(scope)
             for key, rec in records.items():
-                hist = self._seen.setdefault(key, [])
+                hist = seen.setdefault(key, [])
                 hist.append((rec, stamp))
                 if len(hist) > _MAX_HISTORY:
                     del hist[0]
@@ -227,8 +319,10 @@ class Agent:
             except OwnershipError:
                 continue  # a record under no declared key: the gate reports it missing
 
-    def _read(self, key: str, stamp: Hashable | None) -> Record | None:
-        """Read ``key``'s head as this agent (recorded as seen); the stored record."""
+    def _read(self, key: str, stamp: Hashable | None,
+              scope: Hashable | None | _Missing = MISSING) -> Record | None:
+        """Read ``key``'s head as this agent (recorded as seen in ``scope``, default the
+        current one); the stored record."""
         ws = self.workspace
         owner = ws.owner_of(key)
         reply = ws.owners.query_heads(owner, [key], timeout_s=ws.timeout_s)
@@ -241,7 +335,8 @@ class Agent:
             if rec is None:
                 return None
         self._install(rec, owner)
-        self._note({key: rec}, stamp if stamp is not None else self._turn_now())
+        self._note({key: rec}, stamp if stamp is not None else self._turn_now(),
+                   self.current_scope() if isinstance(scope, _Missing) else scope)
         return rec
 
     def read_record(self, key: str, *, stamp: Hashable | None = None) -> Record | None:
@@ -261,9 +356,11 @@ class Agent:
         return None if rec is None else dataclasses.replace(rec,
                                                             content=detached(rec.content))
 
-    def _read_in(self, key: str, turn: Hashable | None) -> Record | None:
-        """Read ``key`` as part of ``turn`` (a value handed over with a refusal)."""
-        return self._read(key, turn)
+    def _read_in(self, key: str, turn: Hashable | None,
+                 scope: Hashable | None) -> Record | None:
+        """Read ``key`` as part of ``turn`` of ``scope`` (a value handed over with a
+        refusal)."""
+        return self._read(key, turn, scope)
 
     def read(self, key: str, default: JSONValue | _Missing = MISSING) -> JSONValue:
         """Read the current value of fact ``key``, recording the version seen.
@@ -287,16 +384,20 @@ class Agent:
         return detached(rec.content)
 
     def seen(self) -> dict[str, Record]:
-        """Key -> the version this agent read last (what its next turn derives from)."""
+        """Key -> the version this agent read last in the current run scope.
+
+        What its next turn in this scope derives from (:meth:`current_scope`).
+        """
+        scope = self.current_scope()
         with self._lock:
-            return {k: h[-1][0] for k, h in self._seen.items() if h}
+            return {k: h[-1][0] for k, h in self._seen.get(scope, {}).items() if h}
 
     def record(self, rid: RecordId) -> Record | None:
         """The record ``rid`` as this agent knows it (its action records, its reads), or None."""
         return self._lookup(rid)
 
     def forget(self, keys: Iterable[str] | None = None) -> None:
-        """Forget the reads of ``keys`` (all when None).
+        """Forget the reads of ``keys`` (all when None), in every run scope.
 
         Calls depending on them are refused ``not_read`` until the agent reads them again.
         """
@@ -305,11 +406,13 @@ class Agent:
                 self._seen.clear()
                 self._turns.clear()
             else:
-                for k in keys:
-                    self._seen.pop(k, None)
+                for k in list(keys):
+                    for seen in self._seen.values():
+                        seen.pop(k, None)
 
-    def _basis(self, turn: Hashable | None) -> dict[str, Record]:
-        """The reads a call of ``turn`` derives from (fixed at the turn's first call).
+    def _basis(self, turn: Hashable | None, scope: Hashable | None) -> dict[str, Record]:
+        """The reads a call of ``turn`` in ``scope`` derives from (fixed at the turn's
+        first call). Only reads of the call's own run scope count.
 
         Reads stamped with ``turn`` itself (a sibling tool of the same model message, a
         sibling call's hand-over) are not among them: the message was produced before.
@@ -318,19 +421,20 @@ class Agent:
         before the call arrived).
         """
         with self._lock:
+            seen = self._seen.get(scope, {})
             if turn is None:
-                return {k: h[-1][0] for k, h in self._seen.items() if h}
-            snap = self._turns.get(turn)
+                return {k: h[-1][0] for k, h in seen.items() if h}
+            snap = self._turns.get((scope, turn))
             if snap is None:
                 snap = {}
                 counts = getattr(turn, "counts", None)
-                for k, hist in self._seen.items():
+                for k, hist in seen.items():
                     for rec, stamp in reversed(hist):
                         if counts(stamp) if callable(counts) else \
                                 (stamp is None or stamp != turn):
                             snap[k] = rec
                             break
-                self._turns[turn] = snap
+                self._turns[(scope, turn)] = snap
                 while len(self._turns) > _MAX_TURNS:
                     self._turns.popitem(last=False)
             return snap
@@ -348,7 +452,7 @@ class Agent:
             WorkspaceError: the agent has not read some key (named) - read it first.
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
-        basis = self._basis(turn)
+        basis = self._basis(turn, self.current_scope())
         missing = sorted(k for k in keys if k not in basis)
         if missing:
             raise WorkspaceError("the agent has not read facts the action depends on",
@@ -402,7 +506,7 @@ class Agent:
         Raises:
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
-        basis = self._basis(turn)
+        basis = self._basis(turn, self.current_scope())
         wanted = sorted(set(keys))
         if any(k not in basis for k in wanted):
             return None
@@ -497,3 +601,13 @@ class Agent:
             return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
                                              replan=replan, turn=turn, normalize=normalize,
                                              approve=human.approved)
+
+
+def _ask(source: ScopeSource) -> Hashable | None:
+    """What a scope source names now; None when it raises or names something unhashable."""
+    try:
+        got = source()
+        hash(got)
+    except Exception:  # a source that cannot tell names no scope
+        return None
+    return got
