@@ -448,7 +448,7 @@ class Workspace(KeyChecks):
             if got is None:
                 got = self._agents[name] = Agent(self, name)
             if scope is not None:
-                if got.scope_source is not None and got.scope_source is not scope:
+                if got.scope_source is not None and got.scope_source != scope:
                     raise WorkspaceError("the agent has another scope function already",
                                          agent=name, fix="pass the same function, or "
                                          "none after the first ws.agent(name, scope=f)")
