@@ -233,7 +233,7 @@ def test_no_thread_id_keeps_the_unscoped_reads() -> None:
 @pytest.mark.parametrize("thread", ["X", 7])
 def test_thread_scope_is_read_from_the_config(thread: Any) -> None:
     """The detected scope is the run config's ``thread_id`` (str or int)."""
-    from icore.integrations.langgraph._scope import graph_scope
+    from icore.integrations.langgraph._thread_scope import graph_scope
 
     seen: list[Any] = []
     g = StateGraph(S)

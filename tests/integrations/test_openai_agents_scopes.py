@@ -134,7 +134,7 @@ def test_one_conversation_over_runs_unchanged_fare_books() -> None:
 def _concurrent(shared: bool, tracing_disabled: bool) -> tuple[dict[str, str], list[Any]]:
     """Runs A and B at once (``asyncio.gather``): A reads 200; the fare becomes 999 and
     B reads it; then A books at 200."""
-    ws, desk, ran, tools = _world()
+    ws, _desk, ran, tools = _world()
     if not shared:
         other = ws.agent("desk-b")
 

@@ -30,9 +30,7 @@ import dataclasses
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from icore._clock import WallClock
@@ -64,6 +62,7 @@ from icore.workspace._call import (
 )
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._keys import MISSING, _Missing, detached
+from icore.workspace._scopes import RunScopes, ScopeSource
 
 ACTION_PREFIX = "planfence.act"
 """Action records are keyed ``planfence.act/<agent>/<tool>`` and owned by the agent."""
@@ -124,12 +123,6 @@ _MAX_ACTIONS = 4096
 _MAX_HISTORY = 8
 _MAX_SCOPES = 4096
 
-_SCOPE: ContextVar[Hashable | None] = ContextVar("icore_workspace_scope", default=None)
-"""The scope :meth:`Agent.scope` set in this context (None: none set)."""
-
-ScopeSource = Callable[[], Hashable | None]
-"""A function returning the run scope code runs in now (None when it cannot tell)."""
-
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -148,7 +141,7 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
 
 
 
-class Agent:
+class Agent(RunScopes):
     """One agent of a :class:`~icore.workspace.Workspace`: its reads and protected calls.
 
     Get it with :meth:`Workspace.agent`. Thread-safe (parallel tool calls).
@@ -172,7 +165,7 @@ class Agent:
         self.scope_source: ScopeSource | None = None
         """The application's run scope (``ws.agent(name, scope=f)``), asked after
         :meth:`scope` and before what integrations detect."""
-        self._detectors: tuple[ScopeSource, ...] = ()
+        self._detectors = ()
         self.turn_source: Callable[[], Hashable | None] | None = None
         """Where a read happens: a function returning the current model turn (or None).
 
@@ -197,67 +190,6 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, read={sorted(self.seen())})"
-
-    # -- run scopes ---------------------------------------------------------------------
-    @contextmanager
-    def scope(self, scope_id: Hashable) -> Iterator[None]:
-        """Reads and calls in the block belong to run scope ``scope_id`` (a conversation).
-
-        A call derives only from the reads of its own scope, so one agent handle serving
-        several conversations never lets one conversation's read authorize another's
-        call. Set in a ``contextvars`` context: it holds for the code of the block and
-        the tasks and threads started from it (``asyncio``, ``to_thread``), and wins
-        over the agent's ``scope_source`` and over what an integration detects. The
-        scope applies to every agent used in the block.
-
-        Raises:
-            WorkspaceError: ``scope_id`` is None or unhashable.
-        """
-        try:
-            hash(scope_id)
-        except TypeError:
-            raise WorkspaceError("a scope id names one conversation or run: a hashable "
-                                 "value (a str or a tuple)", agent=self.name,
-                                 got=type(scope_id).__name__) from None
-        if scope_id is None:
-            raise WorkspaceError("a scope id names one conversation or run: not None",
-                                 agent=self.name, fix="agent.scope('chat-42')")
-        token = _SCOPE.set(("scope", scope_id))
-        try:
-            yield
-        finally:
-            _SCOPE.reset(token)
-
-    def detect_scope(self, source: ScopeSource) -> None:
-        """Add a detector of the run scope (integrations: the framework's run identity).
-
-        Asked, in the order added, when neither :meth:`scope` nor ``scope_source``
-        names one; the first that returns a value other than None wins. Adding the
-        same function again does nothing.
-        """
-        with self._lock:
-            if source not in self._detectors:
-                self._detectors = (*self._detectors, source)
-
-    def current_scope(self) -> Hashable | None:
-        """The run scope code runs in now (None: none known, the unscoped reads).
-
-        :meth:`scope` first, then ``scope_source``, then the detectors an integration
-        added (:meth:`detect_scope`); a source that raises names no scope.
-        """
-        got = _SCOPE.get()
-        if got is not None:
-            return got
-        src = self.scope_source
-        if src is not None:
-            found = _ask(src)
-            if found is not None:
-                return ("app", found)
-        for det in self._detectors:
-            found = _ask(det)
-            if found is not None:
-                return found
-        return None
 
     def _turn_now(self) -> Hashable | None:
         src = self.turn_source
@@ -320,9 +252,11 @@ class Agent:
                 continue  # a record under no declared key: the gate reports it missing
 
     def _read(self, key: str, stamp: Hashable | None,
-              scope: Hashable | None | _Missing = MISSING) -> Record | None:
-        """Read ``key``'s head as this agent (recorded as seen in ``scope``, default the
-        current one); the stored record."""
+              scope: Hashable | _Missing | None = MISSING) -> Record | None:
+        """Read ``key``'s head as this agent; the stored record.
+
+        Recorded as seen in ``scope`` (default: the current one).
+        """
         ws = self.workspace
         owner = ws.owner_of(key)
         reply = ws.owners.query_heads(owner, [key], timeout_s=ws.timeout_s)
@@ -358,8 +292,7 @@ class Agent:
 
     def _read_in(self, key: str, turn: Hashable | None,
                  scope: Hashable | None) -> Record | None:
-        """Read ``key`` as part of ``turn`` of ``scope`` (a value handed over with a
-        refusal)."""
+        """Read ``key`` as part of ``turn`` of ``scope`` (a value handed over)."""
         return self._read(key, turn, scope)
 
     def read(self, key: str, default: JSONValue | _Missing = MISSING) -> JSONValue:
@@ -411,8 +344,9 @@ class Agent:
                         seen.pop(k, None)
 
     def _basis(self, turn: Hashable | None, scope: Hashable | None) -> dict[str, Record]:
-        """The reads a call of ``turn`` in ``scope`` derives from (fixed at the turn's
-        first call). Only reads of the call's own run scope count.
+        """The reads a call of ``turn`` in ``scope`` derives from.
+
+        Fixed at the turn's first call; only reads of the call's own run scope count.
 
         Reads stamped with ``turn`` itself (a sibling tool of the same model message, a
         sibling call's hand-over) are not among them: the message was produced before.
@@ -601,13 +535,3 @@ class Agent:
             return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
                                              replan=replan, turn=turn, normalize=normalize,
                                              approve=human.approved)
-
-
-def _ask(source: ScopeSource) -> Hashable | None:
-    """What a scope source names now; None when it raises or names something unhashable."""
-    try:
-        got = source()
-        hash(got)
-    except Exception:  # a source that cannot tell names no scope
-        return None
-    return got

@@ -62,8 +62,8 @@ from icore.integrations.langgraph._fenced_node import (
     _turn_of,
 )
 from icore.integrations.langgraph._recording import RecordingHandler
-from icore.integrations.langgraph._scope import graph_scope
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
+from icore.integrations.langgraph._thread_scope import graph_scope
 from icore.records import JSONValue
 from icore.workspace import Agent, Approver, UserReplanner
 

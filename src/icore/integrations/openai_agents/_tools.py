@@ -90,7 +90,6 @@ from icore.integrations._context import (
     write_back,
 )
 from icore.integrations._fenced import agent_error
-from icore.integrations.openai_agents._scope import sdk_run_scope
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
@@ -98,6 +97,7 @@ from icore.integrations.openai_agents._sdk_approvals import (
     binding,
     unread_after_approval,
 )
+from icore.integrations.openai_agents._trace_scope import sdk_run_scope
 from icore.integrations.openai_agents._tracing import (
     ACTIVE_PROCESSOR,
     ACTIVE_RECORDER,
