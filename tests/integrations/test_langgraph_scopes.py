@@ -10,35 +10,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
-from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from icore.integrations.langgraph import fenced_tool
 from icore.workspace import Workspace
 
+from .test_langgraph_workspace import S, _react
+
 FARE = "fare/LH100"
-
-
-class S(TypedDict, total=False):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-class Scripted(GenericFakeChatModel):
-    """LangChain's fake chat model; tools are bound by the graph."""
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
 
 
 def _call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
@@ -77,8 +66,7 @@ def _graph(tools: list[Any], agent: Callable[[S], Any]) -> Any:
 
 
 def _scripted(tools: list[Any], turns: Iterator[AIMessage]) -> Any:
-    llm = Scripted(messages=turns).bind_tools(tools)
-    return _graph(tools, lambda state: {"messages": [llm.invoke(state["messages"])]})
+    return _react(tools, turns, checkpointer=InMemorySaver())
 
 
 def _last_tool(out: dict[str, Any]) -> str:
@@ -218,15 +206,9 @@ def test_no_thread_id_keeps_the_unscoped_reads() -> None:
     """A graph run without a thread (no conversation to tell apart): the agent's
     unscoped reads, as before: a read then a call in one invocation runs."""
     _ws, tools, ran = _world()
-    g = StateGraph(S)
-    llm = Scripted(messages=iter([_call("get_fare", {"flight": "LH100"}, "c1"),
-                                  _call("book", BOOK, "c2"), AIMessage("done")]))
-    g.add_node("agent", lambda state: {"messages": [llm.invoke(state["messages"])]})
-    g.add_node("tools", ToolNode(tools))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    out = g.compile().invoke({"messages": [HumanMessage("book")]})
+    app = _react(tools, iter([_call("get_fare", {"flight": "LH100"}, "c1"),
+                              _call("book", BOOK, "c2"), AIMessage("done")]))
+    out = app.invoke({"messages": [HumanMessage("book")]})
     assert _last_tool(out) == "booked LH100 at 200.0" and ran == [("LH100", 200)]
 
 
