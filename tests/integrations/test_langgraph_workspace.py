@@ -473,13 +473,19 @@ def test_interrupt_inside_the_tool_body_is_bound_to_the_call() -> None:
         return {**st_.args, "city": st_.fresh[ORDER]["city"]}  # type: ignore[index, call-overload]
 
     safe = fenced_tool(ship, agent=shipper, depends_on={ORDER}, replan=replan)
-    shipper.read(ORDER)
     g = StateGraph(S)
     g.add_node("tools", ToolNode([safe]))
     g.add_edge(START, "tools")
     g.add_edge("tools", END)
     app = g.compile(checkpointer=InMemorySaver())
     cfg: Any = {"configurable": {"thread_id": "t3"}}
+    with shipper.scope("t3"):  # the read before the run counts in the thread's runs
+        _interrupt_in_body(ws, app, cfg, shipper, shipped)
+
+
+def _interrupt_in_body(ws: Workspace, app: Any, cfg: Any, shipper: Any,
+                       shipped: list[str]) -> None:
+    shipper.read(ORDER)
     out = app.invoke({"messages": [_msg(("ship", {"order_id": 42, "city": "Berlin"}))]}, cfg)
     assert "Berlin" in out["__interrupt__"][0].value["question"]
     ws.update(ORDER, lambda o: {"city": "Munich"})

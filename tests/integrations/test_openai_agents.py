@@ -264,13 +264,14 @@ def test_agent_mode_typed_arguments_defaults_and_raise() -> None:
     oid = "12345678-1234-5678-1234-567812345678"
     call = {"order_id": oid, "when": "2026-12-03", "to": {"city": "Berlin"}}
     w = fenced_function_tool(ship, agent=shipper, depends_on={"order/42"}, on_block="raise")
-    shipper.read("order/42")
     agent = Agent(name="a", tools=[w], model=_model([
         [function_call("ship", call, call_id="c1")],
         [function_call("ship", call, call_id="c2")], [assistant_message("never")]]))
 
     def change_then_raise() -> None:
-        asyncio.run(Runner.run(agent, "ship"))
+        with shipper.scope("conv"):  # the read before the run counts in the run's scope
+            shipper.read("order/42")
+            asyncio.run(Runner.run(agent, "ship"))
 
     # the first call runs; sales changes the order before the second
     orig = agent.model.turns  # type: ignore[union-attr]
@@ -301,16 +302,17 @@ def test_agent_mode_parallel_calls_of_one_response_each_their_own_root() -> None
 
     scope = {"agent": shipper, "depends_on": lambda a: {f"order/{a['order_id']}"}}
     w = fenced_function_tool(ship, **scope)
-    shipper.read("order/42")
-    shipper.read("order/7")
-    ws.put("order/42", {"city": "Munich"}, by="sales")
     agent = Agent(name="a", tools=[w], model=_model([
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1"),
          function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c2"),
          function_call("ship", {"order_id": "7", "city": "Hamburg"}, call_id="c3")],
         [function_call("ship", {"order_id": "42", "city": "Munich"}, call_id="c4")],
         [assistant_message("done")]]))
-    outs = _outputs(asyncio.run(Runner.run(agent, "ship")))
+    with shipper.scope("conv"):  # reads before the run, in the run's scope
+        shipper.read("order/42")
+        shipper.read("order/7")
+        ws.put("order/42", {"city": "Munich"}, by="sales")
+        outs = _outputs(asyncio.run(Runner.run(agent, "ship")))
     assert "(stale)" in outs["c1"] and "(stale)" in outs["c2"] and outs["c3"] == "shipped"
     assert outs["c4"] == "shipped" and shipped == [("7", "Hamburg"), ("42", "Munich")]
 
@@ -342,12 +344,13 @@ def test_agent_mode_approval_then_change_is_asked_again() -> None:
 
     tool = function_tool(ship, needs_approval=True)
     w = fenced_function_tool(tool, agent=shipper, depends_on={"order/42"})
-    shipper.read("order/42")
     agent = Agent(name="a", tools=[w], model=_model([
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
         [function_call("ship", {"order_id": "42", "city": "Munich"}, call_id="c2")],
         [assistant_message("done")]]))
-    asked, outs = asyncio.run(drive(agent, ws))
+    with shipper.scope("conv"):  # the read and both runs (asked, resumed): one scope
+        shipper.read("order/42")
+        asked, outs = asyncio.run(drive(agent, ws))
     assert asked == ["Berlin", "Munich"] and "(stale)" in outs["c1"]
     assert outs["c2"] == "shipped" and shipped == [("42", "Munich")]
 
@@ -355,11 +358,12 @@ def test_agent_mode_approval_then_change_is_asked_again() -> None:
     w2 = fenced_function_tool(tool, agent=shipper2, depends_on={"order/42"},
                               replan=lambda st: {"order_id": "42",
                                                  "city": st.fresh["order/42"]["city"]})
-    shipper2.read("order/42")
     agent2 = Agent(name="a", tools=[w2], model=_model([
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
         [assistant_message("done")]]))
-    asked2, outs2 = asyncio.run(drive(agent2, ws2))
+    with shipper2.scope("conv"):
+        shipper2.read("order/42")
+        asked2, outs2 = asyncio.run(drive(agent2, ws2))
     assert asked2 == ["Berlin"] and "approval_changed" in outs2["c1"]
     assert "Munich" in outs2["c1"] and shipped == [("42", "Munich")]
 
@@ -429,14 +433,14 @@ def test_fenced_tool_without_recorder_records_into_the_recording_block() -> None
         return "shipped"
 
     w = fenced_function_tool(ship, agent=shipper, depends_on={"order/42"})
-    shipper.read("order/42")
-    ws.put("order/42", {"city": "Munich"}, by="sales")
     agent = Agent(name="a", tools=[w], model=_model([
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
         [function_call("ship", {"order_id": "42", "city": "Munich"}, call_id="c2")],
         [assistant_message("done")]]))
     rec = RunRecorder("no-recorder")
-    with recording(rec, exclusive=True):
+    with recording(rec, exclusive=True), shipper.scope("conv"):
+        shipper.read("order/42")
+        ws.put("order/42", {"city": "Munich"}, by="sales")
         asyncio.run(Runner.run(agent, "ship"))
     gates = [e["gate"]["reason"] for e in rec.events if e.get("gate")]
     outs = [(e["args"]["city"], e["exitcode"]) for e in rec.events

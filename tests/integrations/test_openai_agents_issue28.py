@@ -79,13 +79,14 @@ def test_schema_error_names_the_field_and_why() -> None:
     _ws, booker, booked = _rooms()
     w = fenced_function_tool(_book(booked), agent=booker,
                              depends_on=lambda a: {f"room/{a['room_id']}"})
-    booker.read("room/R1")
     agent = Agent(name="booker", tools=[w], model=_model([
         [function_call("book_room", {"room_id": "R1"}, call_id="c1")],
         [function_call("book_room", {"room_id": "R1", "floor": "high"}, call_id="c2")],
         [function_call("book_room", {"room_id": "R1", "floor": 1}, call_id="c3")],
         [assistant_message("done")]]))
-    outs = _outputs(asyncio.run(Runner.run(agent, "book R1")))
+    with booker.scope("conv"):  # the read before the run counts in the run's scope
+        booker.read("room/R1")
+        outs = _outputs(asyncio.run(Runner.run(agent, "book R1")))
     assert "floor: Field required" in outs["c1"]
     assert "floor: Input should be a valid integer" in outs["c2"]
     assert '(got "high")' in outs["c2"] and outs["c3"] == "booked R1@1"

@@ -146,13 +146,14 @@ def test_openai_agents_broken_replanner_leaves_runner_run(replan: Any, words: st
     from icore.integrations.openai_agents import fenced_function_tool
 
     shop = _Shop()
-    safe = shop.wrap(fenced_function_tool, replan, "yes")
     model = load_example("openai_agents_app").ScriptModel(iter([
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c1")],
         [function_call("ship", {"order_id": "42", "city": "Berlin"}, call_id="c2")]]))
-    agent = Agent(name="shipper", tools=[safe], model=model)
-    with pytest.raises(ReplanFailed, match=words) as ei:  # not the SDK's UserError
-        asyncio.run(Runner.run(agent, "ship 42"))
+    with shop.shipper.scope("conv"):  # the read in wrap() counts in the run's scope
+        safe = shop.wrap(fenced_function_tool, replan, "yes")
+        agent = Agent(name="shipper", tools=[safe], model=model)
+        with pytest.raises(ReplanFailed, match=words) as ei:  # not the SDK's UserError
+            asyncio.run(Runner.run(agent, "ship 42"))
     assert shop.shipped == [] and ei.value.call is not None
     if replan is _boom:  # chained, through the SDK's copy, to the replanner's exception
         assert isinstance(_cause(ei.value), ValueError)

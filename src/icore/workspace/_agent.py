@@ -16,6 +16,12 @@ instead return new arguments from the fresh values; they run after revalidation.
 Reads are per model turn: calls of one model message (one ``turn``) are validated against
 the reads that message was produced from, even if a sibling call's refusal handed fresh
 values to the agent meanwhile.
+
+Reads are per run scope (#28): one agent handle serving several conversations keeps each
+conversation's reads apart. A read is recorded under the scope current where it happens
+(:meth:`Agent.scope`, else the agent's ``scope_source``, else what an integration detects:
+the Agents SDK run's trace, the LangGraph thread), and a call derives only from reads of
+its own scope: a read in another conversation never authorizes it.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from icore.workspace._call import (
 )
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._keys import MISSING, _Missing, detached
+from icore.workspace._scopes import RunScopes, ScopeSource
 
 ACTION_PREFIX = "planfence.act"
 """Action records are keyed ``planfence.act/<agent>/<tool>`` and owned by the agent."""
@@ -114,6 +121,7 @@ class _Team(Protocol):
 _MAX_TURNS = 1024
 _MAX_ACTIONS = 4096
 _MAX_HISTORY = 8
+_MAX_SCOPES = 4096
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -133,7 +141,7 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
 
 
 
-class Agent:
+class Agent(RunScopes):
     """One agent of a :class:`~icore.workspace.Workspace`: its reads and protected calls.
 
     Get it with :meth:`Workspace.agent`. Thread-safe (parallel tool calls).
@@ -151,13 +159,20 @@ class Agent:
         self.workspace = workspace
         self.name = name
         self.replica = MemoryStore(workspace.ownership, name)
-        self._seen: dict[str, list[tuple[Record, Hashable | None]]] = {}
+        self._seen: OrderedDict[Hashable | None,
+                                dict[str, list[tuple[Record, Hashable | None]]]] = OrderedDict()
+        """Run scope -> key -> the versions read in it (with their turn stamps)."""
+        self.scope_source: ScopeSource | None = None
+        """The application's run scope (``ws.agent(name, scope=f)``), asked after
+        :meth:`scope` and before what integrations detect."""
+        self._detectors = ()
         self.turn_source: Callable[[], Hashable | None] | None = None
         """Where a read happens: a function returning the current model turn (or None).
 
         Integrations set it (LangGraph: the graph's superstep), so a read made by a tool
         of the same model message as a protected call never counts for that call."""
-        self._turns: OrderedDict[Hashable, dict[str, Record]] = OrderedDict()
+        self._turns: OrderedDict[tuple[Hashable | None, Hashable], dict[str, Record]] = \
+            OrderedDict()
         self._actions: OrderedDict[RecordId, Record] = OrderedDict()
         self._seq = itertools.count(1)
         self._lock = threading.RLock()
@@ -170,10 +185,11 @@ class Agent:
                            lookup=self._lookup)
         self._exec = _Execution(self.fence, basis=self._basis, read_in=self._read_in,
                                 new_action=self._new_action, note=self._note,
-                                lock=self._lock, lookup=self._lookup)
+                                lock=self._lock, lookup=self._lookup,
+                                scope=self.current_scope)
 
     def __repr__(self) -> str:
-        return f"Agent({self.name!r}, read={sorted(self._seen)})"
+        return f"Agent({self.name!r}, read={sorted(self.seen())})"
 
     def _turn_now(self) -> Hashable | None:
         src = self.turn_source
@@ -184,10 +200,18 @@ class Agent:
         except Exception:  # an unknown turn: the read counts everywhere
             return None
 
-    def _note(self, records: Mapping[str, Record], stamp: Hashable | None) -> None:
+    def _note(self, records: Mapping[str, Record], stamp: Hashable | None,
+              scope: Hashable | None) -> None:
         with self._lock:
+            seen = self._seen.get(scope)
+            if seen is None:
+                seen = self._seen[scope] = {}
+                while len(self._seen) > _MAX_SCOPES:  # the oldest conversation: not_read
+                    self._seen.popitem(last=False)
+            else:
+                self._seen.move_to_end(scope)
             for key, rec in records.items():
-                hist = self._seen.setdefault(key, [])
+                hist = seen.setdefault(key, [])
                 hist.append((rec, stamp))
                 if len(hist) > _MAX_HISTORY:
                     del hist[0]
@@ -227,8 +251,12 @@ class Agent:
             except OwnershipError:
                 continue  # a record under no declared key: the gate reports it missing
 
-    def _read(self, key: str, stamp: Hashable | None) -> Record | None:
-        """Read ``key``'s head as this agent (recorded as seen); the stored record."""
+    def _read(self, key: str, stamp: Hashable | None,
+              scope: Hashable | _Missing | None = MISSING) -> Record | None:
+        """Read ``key``'s head as this agent; the stored record.
+
+        Recorded as seen in ``scope`` (default: the current one).
+        """
         ws = self.workspace
         owner = ws.owner_of(key)
         reply = ws.owners.query_heads(owner, [key], timeout_s=ws.timeout_s)
@@ -241,7 +269,8 @@ class Agent:
             if rec is None:
                 return None
         self._install(rec, owner)
-        self._note({key: rec}, stamp if stamp is not None else self._turn_now())
+        self._note({key: rec}, stamp if stamp is not None else self._turn_now(),
+                   self.current_scope() if isinstance(scope, _Missing) else scope)
         return rec
 
     def read_record(self, key: str, *, stamp: Hashable | None = None) -> Record | None:
@@ -261,9 +290,10 @@ class Agent:
         return None if rec is None else dataclasses.replace(rec,
                                                             content=detached(rec.content))
 
-    def _read_in(self, key: str, turn: Hashable | None) -> Record | None:
-        """Read ``key`` as part of ``turn`` (a value handed over with a refusal)."""
-        return self._read(key, turn)
+    def _read_in(self, key: str, turn: Hashable | None,
+                 scope: Hashable | None) -> Record | None:
+        """Read ``key`` as part of ``turn`` of ``scope`` (a value handed over)."""
+        return self._read(key, turn, scope)
 
     def read(self, key: str, default: JSONValue | _Missing = MISSING) -> JSONValue:
         """Read the current value of fact ``key``, recording the version seen.
@@ -287,16 +317,20 @@ class Agent:
         return detached(rec.content)
 
     def seen(self) -> dict[str, Record]:
-        """Key -> the version this agent read last (what its next turn derives from)."""
+        """Key -> the version this agent read last in the current run scope.
+
+        What its next turn in this scope derives from (:meth:`current_scope`).
+        """
+        scope = self.current_scope()
         with self._lock:
-            return {k: h[-1][0] for k, h in self._seen.items() if h}
+            return {k: h[-1][0] for k, h in self._seen.get(scope, {}).items() if h}
 
     def record(self, rid: RecordId) -> Record | None:
         """The record ``rid`` as this agent knows it (its action records, its reads), or None."""
         return self._lookup(rid)
 
     def forget(self, keys: Iterable[str] | None = None) -> None:
-        """Forget the reads of ``keys`` (all when None).
+        """Forget the reads of ``keys`` (all when None), in every run scope.
 
         Calls depending on them are refused ``not_read`` until the agent reads them again.
         """
@@ -305,11 +339,14 @@ class Agent:
                 self._seen.clear()
                 self._turns.clear()
             else:
-                for k in keys:
-                    self._seen.pop(k, None)
+                for k in list(keys):
+                    for seen in self._seen.values():
+                        seen.pop(k, None)
 
-    def _basis(self, turn: Hashable | None) -> dict[str, Record]:
-        """The reads a call of ``turn`` derives from (fixed at the turn's first call).
+    def _basis(self, turn: Hashable | None, scope: Hashable | None) -> dict[str, Record]:
+        """The reads a call of ``turn`` in ``scope`` derives from.
+
+        Fixed at the turn's first call; only reads of the call's own run scope count.
 
         Reads stamped with ``turn`` itself (a sibling tool of the same model message, a
         sibling call's hand-over) are not among them: the message was produced before.
@@ -318,19 +355,20 @@ class Agent:
         before the call arrived).
         """
         with self._lock:
+            seen = self._seen.get(scope, {})
             if turn is None:
-                return {k: h[-1][0] for k, h in self._seen.items() if h}
-            snap = self._turns.get(turn)
+                return {k: h[-1][0] for k, h in seen.items() if h}
+            snap = self._turns.get((scope, turn))
             if snap is None:
                 snap = {}
                 counts = getattr(turn, "counts", None)
-                for k, hist in self._seen.items():
+                for k, hist in seen.items():
                     for rec, stamp in reversed(hist):
                         if counts(stamp) if callable(counts) else \
                                 (stamp is None or stamp != turn):
                             snap[k] = rec
                             break
-                self._turns[turn] = snap
+                self._turns[(scope, turn)] = snap
                 while len(self._turns) > _MAX_TURNS:
                     self._turns.popitem(last=False)
             return snap
@@ -348,7 +386,7 @@ class Agent:
             WorkspaceError: the agent has not read some key (named) - read it first.
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
-        basis = self._basis(turn)
+        basis = self._basis(turn, self.current_scope())
         missing = sorted(k for k in keys if k not in basis)
         if missing:
             raise WorkspaceError("the agent has not read facts the action depends on",
@@ -402,7 +440,7 @@ class Agent:
         Raises:
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
-        basis = self._basis(turn)
+        basis = self._basis(turn, self.current_scope())
         wanted = sorted(set(keys))
         if any(k not in basis for k in wanted):
             return None

@@ -64,22 +64,26 @@ class _Execution:
 
     Args:
         fence: the agent's fence.
-        basis: ``turn`` -> the reads a call of that turn derives from.
-        read_in: reads a key as part of a turn (a value handed over with a refusal);
-            None when the fact was never written.
+        basis: ``(turn, scope)`` -> the reads a call of that turn and run scope
+            derives from.
+        read_in: reads a key as part of a turn and scope (a value handed over with a
+            refusal); None when the fact was never written.
         new_action: builds and holds an action record ``(action, args, parents)``.
-        note: records reads ``(key -> record, turn)`` as the agent's.
+        note: records reads ``(key -> record, turn, scope)`` as the agent's.
         lock: the agent's lock.
         lookup: record id -> record (names versions in a refusal's detail).
+        scope: the run scope a call is made in now (read once per call).
     """
 
     def __init__(self, fence: Fence, *,
-                 basis: Callable[[Hashable | None], dict[str, Record]],
-                 read_in: Callable[[str, Hashable | None], Record | None],
+                 basis: Callable[[Hashable | None, Hashable | None], dict[str, Record]],
+                 read_in: Callable[[str, Hashable | None, Hashable | None], Record | None],
                  new_action: Callable[[str, Mapping[str, Any], Sequence[Record]], Record],
-                 note: Callable[[Mapping[str, Record], Hashable | None], None],
+                 note: Callable[[Mapping[str, Record], Hashable | None, Hashable | None],
+                                None],
                  lock: threading.RLock,
-                 lookup: Callable[[RecordId], Record | None] | None = None) -> None:
+                 lookup: Callable[[RecordId], Record | None] | None = None,
+                 scope: Callable[[], Hashable | None] = lambda: None) -> None:
         self.fence = fence
         self._lookup = lookup
         self._basis = basis
@@ -87,8 +91,9 @@ class _Execution:
         self._new_action = new_action
         self._note = note
         self._lock = lock
-        self._tickets: OrderedDict[tuple[str, frozenset[str]], dict[str, RecordId]] = \
-            OrderedDict()
+        self._scope = scope
+        self._tickets: OrderedDict[tuple[Hashable | None, str, frozenset[str]],
+                                   dict[str, RecordId]] = OrderedDict()
         self._tools: dict[tuple[str, bool], tuple[Any, ProtectedTool]] = {}
         self._static: dict[str, tuple[Any, frozenset[str]]] = {}
 
@@ -123,10 +128,11 @@ class _Execution:
                         detail="argument values name no fact: " + ", ".join(sorted(faults)),
                         unwritten=tuple(sorted(faults)),
                         bad_args=dict(f for f in faults.values()))
-        basis = self._basis(turn)
+        scope = self._scope()  # a call derives only from its own run scope's reads
+        basis = self._basis(turn, scope)
         missing = sorted(k for k in deps if k not in basis)
         if missing:
-            got = {k: self._read_in(k, turn) for k in missing}
+            got = {k: self._read_in(k, turn, scope) for k in missing}
             unwritten = tuple(k for k, r in got.items() if r is None)
             detail = (f"no value yet (never written): {', '.join(unwritten)}" if unwritten
                       else f"not read: {', '.join(missing)}")
@@ -140,13 +146,13 @@ class _Execution:
         except MalformedRecord as exc:
             return Call(action, False, reason=ARGS_NOT_JSON, args={}, detail=str(exc))
         with self._lock:
-            ticket = self._tickets.get((action, deps))
+            ticket = self._tickets.get((scope, action, deps))
         replan_call = ticket is not None and all(
             k in mine and mine[k].id == rid for k, rid in ticket.items())
         canon = rec.content[  # type: ignore[index, call-overload]
             "planfence.action"]["args"]
         plan = _Plan(action, deps, mine, rec, canon, replan_call,
-                     _Run(fn, rec, mine, approve, action), turn=turn)
+                     _Run(fn, rec, mine, approve, action), turn=turn, scope=scope)
         return tool, plan
 
     def _hand_over(self, plan: _Plan) -> Callable[[ReplanRequest], Replan | None]:
@@ -201,7 +207,7 @@ class _Execution:
                                error=_short(exc), fix=_REPLAN_FIX) from exc
         plan.run.root, plan.run.basis = rec, mine
         plan.replanned_args = args
-        self._note(plan.handed, plan.turn)  # the replanner read them (in this turn)
+        self._note(plan.handed, plan.turn, plan.scope)  # the replanner read them
         return Replan(roots=[rec.id])
 
     def _user(self, tool: ProtectedTool, plan: _Plan, user: Any,
@@ -276,7 +282,7 @@ class _Execution:
         return self._named(res.detail or res.final.detail)
 
     def _finish(self, plan: _Plan, res: ActionResult) -> Call:
-        key = (plan.action, plan.deps)
+        key = (plan.scope, plan.action, plan.deps)
         rec = plan.run.root
         if res.executed:
             if plan.replan_call:
@@ -293,7 +299,7 @@ class _Execution:
         if handed_over:
             # default replan: the fresh values go to the agent (it sees them in this turn's
             # answer, so they count from its next turn); its next call is the replan
-            self._note(plan.handed, plan.turn)
+            self._note(plan.handed, plan.turn, plan.scope)
             ticket = {k: (plan.handed.get(k) or plan.basis[k]).id for k in plan.deps}
             with self._lock:
                 self._tickets[key] = ticket

@@ -317,6 +317,7 @@ class _Plan:
     handed: dict[str, Record] = field(default_factory=dict)
     replanned_args: dict[str, JSONValue] | None = None
     turn: Hashable | None = None
+    scope: Hashable | None = None  # the run scope the call was made in
     failure: Any = None  # the ReplanFailed of a broken user replanner
     declined: bool = False  # the user replanner returned DECLINE
     unread: tuple[str, ...] = ()  # keys the replanned call depends on, never read

@@ -18,7 +18,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -453,13 +453,28 @@ class Workspace(KeyChecks):
                            type=type, default=None, check_none=False, keep_same=True)
 
     # -- agents ---------------------------------------------------------------------------
-    def agent(self, name: str) -> Agent:
+    def agent(self, name: str, *, scope: Callable[[], Hashable | None] | None = None
+              ) -> Agent:
         """The handle of agent ``name`` (created once; the same object afterwards).
+
+        Args:
+            name: the agent id.
+            scope: the application's run scope, a function returning the conversation
+                code runs in now (e.g. a request's session id from a contextvar; None
+                when it cannot tell). Reads and calls are kept per scope: a call derives
+                only from reads of its own scope. Default: what an integration detects
+                (the Agents SDK run's trace, the LangGraph thread), or
+                ``with agent.scope(id):``.
 
         Raises:
             WorkspaceError: ``name`` is empty, not a str, longer than 512 characters,
-                or contains ``/``, a NUL or a lone surrogate.
+                or contains ``/``, a NUL or a lone surrogate; ``scope`` is not callable,
+                or the handle exists with another ``scope`` function.
         """
+        if scope is not None and not callable(scope):
+            raise WorkspaceError("scope= is a function returning the current conversation "
+                                 "id", agent=ascii(name)[:80], got=type(scope).__name__,
+                                 fix="ws.agent('desk', scope=lambda: session_id.get())")
         if not isinstance(name, str) or not name or "/" in name or \
                 len(name) > MAX_KEY_LEN or unstorable(name):
             raise WorkspaceError(f"an agent name is a non-empty str of at most {MAX_KEY_LEN} "
@@ -469,6 +484,12 @@ class Workspace(KeyChecks):
             got = self._agents.get(name)
             if got is None:
                 got = self._agents[name] = Agent(self, name)
+            if scope is not None:
+                if got.scope_source is not None and got.scope_source != scope:
+                    raise WorkspaceError("the agent has another scope function already",
+                                         agent=name, fix="pass the same function, or "
+                                         "none after the first ws.agent(name, scope=f)")
+                got.scope_source = scope
             return got
 
 

@@ -63,6 +63,7 @@ from icore.integrations.langgraph._fenced_node import (
 )
 from icore.integrations.langgraph._recording import RecordingHandler
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
+from icore.integrations.langgraph._thread_scope import graph_scope
 from icore.records import JSONValue
 from icore.workspace import Agent, Approver, UserReplanner
 
@@ -214,6 +215,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
     if guard.handle is not None and guard.handle.turn_source is None:
         # reads made in a graph run are stamped with its superstep (see _turn_of)
         guard.handle.turn_source = _graph_turn
+    if guard.handle is not None:  # reads and calls kept per thread (conversation)
+        guard.handle.detect_scope(graph_scope)
     own_runtime = _RUNTIME in schema.model_fields
     # the wrapped schema plus LangGraph's injected runtime (hidden from the model); a
     # user's own args_schema may not allow arbitrary types, which ToolRuntime needs

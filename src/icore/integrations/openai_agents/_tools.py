@@ -97,6 +97,7 @@ from icore.integrations.openai_agents._sdk_approvals import (
     binding,
     unread_after_approval,
 )
+from icore.integrations.openai_agents._trace_scope import sdk_run_scope
 from icore.integrations.openai_agents._tracing import (
     ACTIVE_PROCESSOR,
     ACTIVE_RECORDER,
@@ -305,6 +306,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     """Tool-call id -> the request the human was asked (arguments and versions)."""
     if team is not None:  # reads made by tools of a model call are stamped with its turn
         team.turn_source = lambda: turns.latest
+        team.detect_scope(sdk_run_scope)  # and kept per run: another run's never count
 
     def blocked(message: str, reason: str, detail: str = "") -> str:
         if on_block == "raise":
