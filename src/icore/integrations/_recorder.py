@@ -514,13 +514,23 @@ class RunRecorder:
         lines = [self.header(), *planfence, *events]
         return "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)
 
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
+
+        A file already at ``path`` is replaced only when icore wrote it and nobody changed
+        it since (the folder's ``.icore-files`` ledger, as the CLI's outputs), or with
+        ``overwrite=True``: a user's file (a source file, another trace) is never lost to
+        a mistyped path. The written file is listed in the ledger (so a rerun may
+        replace it).
 
         Raises:
             IntegrationError: ``path`` is not a path, names a folder, a device or a FIFO,
-                or cannot be written (the message names it and the OS reason).
+                holds a file icore did not write (or one changed since; without
+                ``overwrite``), or cannot be written (the message names the path and
+                the reason; ``fix`` says what to do).
         """
+        from icore._files import foreign_file, record_written, write_owned
+
         if not isinstance(path, str | os.PathLike):
             raise IntegrationError(f"path must be a str or os.PathLike, not "
                                    f"{type(path).__name__}", argument="path")
@@ -530,8 +540,19 @@ class RunRecorder:
                     "a device or special file")
             raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
                                    "regular file", path=str(p))
+        data = self.jsonl().encode("utf-8")
+        why = None if overwrite else foreign_file(p)
+        if why is not None:
+            raise IntegrationError(f"cannot write the run to {p}: the file there {why}; "
+                                   "icore never overwrites a file it did not write",
+                                   path=str(p), fix="give another path, move the file "
+                                   "away, or write(path, overwrite=True)")
         try:
-            p.write_text(self.jsonl(), encoding="utf-8")
+            if overwrite:
+                p.write_bytes(data)
+                record_written(p)
+            else:
+                write_owned(p, data)
         except OSError as exc:
             raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
                                    path=str(p)) from None

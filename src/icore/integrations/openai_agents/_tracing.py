@@ -197,14 +197,35 @@ class RecordingProcessor(TracingProcessor):
                               f"paused: waiting for a human to approve {what}", pause=True,
                               approvals=[{"tool": t, "args": a} for _, t, a in waiting])
 
+    def _mine(self, trace_id: str) -> bool:
+        """Whether an event of ``trace_id`` belongs to this processor's runs.
+
+        Runs are routed by their own identity, never by which processor is installed:
+        inside a :func:`recording` block, the block's processor (the context variable
+        the run's task inherited); outside any block (an event delivered without the
+        run's context), the processor whose block started the trace, else any.
+        """
+        if not self.active:
+            return False
+        owner = ACTIVE_PROCESSOR.get()
+        if owner is not None:
+            return owner is self
+        with _INSTALL_LOCK:
+            claimed = _CLAIMS.get(trace_id)
+        return claimed is None or claimed is self
+
     def on_trace_start(self, trace: Trace) -> None:
         """A run starts (a resumed run continues its trace without a new start)."""
-        if self.active:
+        if ACTIVE_PROCESSOR.get() is self:
+            with _INSTALL_LOCK:
+                _CLAIMS[trace.trace_id] = self
+                _trim(_CLAIMS, 4 * self.MAX_TRACES)
+        if self._mine(trace.trace_id):
             self._end.another_run()
 
     def on_trace_end(self, trace: Trace) -> None:
         """The trace's first run ends (its answer, when its task span did not record it)."""
-        if not self.active:
+        if not self._mine(trace.trace_id):
             return
         with self._lock:
             self._state(trace.trace_id).ended = True
@@ -212,7 +233,7 @@ class RecordingProcessor(TracingProcessor):
 
     def on_span_start(self, span: Span[Any]) -> None:
         """An agent span names the agent that speaks next; a task span starts a run."""
-        if not self.active:
+        if not self._mine(span.trace_id):
             return
         data = span.span_data
         if isinstance(data, AgentSpanData):
@@ -384,7 +405,7 @@ class RecordingProcessor(TracingProcessor):
 
     def on_span_end(self, span: Span[Any]) -> None:
         """Map a finished span to recorder events."""
-        if not self.active:
+        if not self._mine(span.trace_id):
             return
         data = span.span_data
         if isinstance(data, GenerationSpanData):
@@ -512,20 +533,8 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
             "OPENAI_AGENTS_DISABLE_TRACING): recording() reads runs from the SDK's traces "
             "and would record nothing but gate decisions", framework="openai_agents",
             fix=TRACING_FIX)
-    multi = getattr(provider, "_multi_processor", None)
-    known = getattr(multi, "_processors", None)
-    before = list(known) if isinstance(known, tuple | list) else None
     proc = RecordingProcessor(recorder)
-    if exclusive:
-        if before is None:
-            raise IntegrationError("cannot replace the trace processors of this provider",
-                                   framework="openai_agents",
-                                   provider=type(provider).__name__)
-        provider.set_processors([proc])
-    else:
-        provider.register_processor(proc)
-    if off:  # only this processor receives traces in the block: nothing leaves
-        provider.set_disabled(False)
+    _install(provider, proc, exclusive=exclusive, off=off)
     token = ACTIVE_RECORDER.set(recorder)
     ptoken = ACTIVE_PROCESSOR.set(proc)
     try:
@@ -535,7 +544,70 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         ACTIVE_PROCESSOR.reset(ptoken)
         ACTIVE_RECORDER.reset(token)
         proc.active = False
-        if before is not None:
-            provider.set_processors(before)
-        if off:
-            provider.set_disabled(True)
+        _uninstall(provider, proc, exclusive=exclusive)
+
+
+_INSTALL_LOCK = threading.Lock()
+_CLAIMS: OrderedDict[str, RecordingProcessor] = OrderedDict()
+"""Trace id -> the processor whose :func:`recording` block started it."""
+
+
+@dataclass
+class _Installed:
+    """The recording blocks open in the process (several may overlap: concurrent runs)."""
+
+    exclusive: int = 0
+    saved: list[Any] = field(default_factory=list)
+    """The other processors, put back when the last exclusive block ends."""
+    switched_on: bool = False
+    """Tracing was off for the process and an exclusive block switched it on."""
+
+
+_OPEN = _Installed()
+
+
+def _processors(provider: Any) -> list[Any] | None:
+    known = getattr(getattr(provider, "_multi_processor", None), "_processors", None)
+    return list(known) if isinstance(known, tuple | list) else None
+
+
+def _install(provider: Any, proc: RecordingProcessor, *, exclusive: bool, off: bool) -> None:
+    """Install ``proc`` next to the processors of other open blocks (never replacing them).
+
+    Raises:
+        IntegrationError: ``exclusive`` with a provider whose processors are unknown.
+    """
+    with _INSTALL_LOCK:
+        now = _processors(provider)
+        if not exclusive:
+            provider.register_processor(proc)
+            return
+        if now is None:
+            raise IntegrationError("cannot replace the trace processors of this provider",
+                                   framework="openai_agents",
+                                   provider=type(provider).__name__)
+        if _OPEN.exclusive == 0:  # the first exclusive block: the others leave for now
+            _OPEN.saved = [p for p in now if not isinstance(p, RecordingProcessor)]
+            _OPEN.switched_on = off
+        _OPEN.exclusive += 1
+        provider.set_processors([p for p in now if isinstance(p, RecordingProcessor)] + [proc])
+        if off:  # only recording processors receive traces in the block: nothing leaves
+            provider.set_disabled(False)
+
+
+def _uninstall(provider: Any, proc: RecordingProcessor, *, exclusive: bool) -> None:
+    """Remove ``proc``; the last exclusive block puts the other processors back."""
+    with _INSTALL_LOCK:
+        now = _processors(provider)
+        if now is None:
+            return  # switched off (proc.active), as the provider cannot remove it
+        keep = [p for p in now if p is not proc]
+        if exclusive:
+            _OPEN.exclusive -= 1
+            if _OPEN.exclusive == 0:
+                keep = _OPEN.saved + keep
+                _OPEN.saved = []
+                if _OPEN.switched_on:
+                    provider.set_disabled(True)
+                _OPEN.switched_on = False
+        provider.set_processors(keep)
