@@ -466,8 +466,7 @@ class FenceGuard:
              recorder: RunRecorder | None, call_id: Any, caller: str | None) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
-            if isinstance(args, Mapping):
-                check_fits(name, fn, args)
+            check_fits(name, fn, args)
             try:
                 call = self.handle.execute(name, catching(fn), args, depends_on=self.depends_on,
                                            replan=self.replan,  # type: ignore[arg-type]
@@ -503,8 +502,7 @@ class FenceGuard:
                     ) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
-            if isinstance(args, Mapping):
-                check_fits(name, fn, args)
+            check_fits(name, fn, args)
             try:
                 call = await self.handle.aexecute(
                     name, catching(fn), args, depends_on=self.depends_on,
@@ -514,7 +512,8 @@ class FenceGuard:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller)
         failed: list[BaseException] = []
-        res = await _fence_seam.aexecute(self.fence, catching(fn), name=name, depends_on=self.depends_on,
+        res = await _fence_seam.aexecute(self.fence, catching(fn), name=name,
+                                   depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
                                    replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                                    tools=self._tools)

@@ -89,7 +89,7 @@ def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
         async def acaught(**args: Any) -> Any:
             try:
                 return await fn(**args)
-            except BaseException as exc:  # noqa: BLE001 - raised again once recorded
+            except BaseException as exc:  # raised again once recorded
                 if _control_flow(exc):
                     raise
                 return Failed(None, describe(exc), exc)
@@ -100,7 +100,7 @@ def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
     def caught(**args: Any) -> Any:
         try:
             return fn(**args)
-        except BaseException as exc:  # noqa: BLE001 - raised again once recorded
+        except BaseException as exc:  # raised again once recorded
             if _control_flow(exc):
                 raise
             return Failed(None, describe(exc), exc)
@@ -111,7 +111,7 @@ def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
 _SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
 
 
-def check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
+def check_fits(action: str, fn: Any, args: Any) -> None:
     """A plain function (no ``**kwargs``) must accept exactly ``args``.
 
     The check the workspace makes before the gate, made here because :func:`catching`
@@ -121,7 +121,7 @@ def check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
         WorkspaceError: the arguments do not fit (``action``, ``error``, ``args``).
     """
     code = getattr(fn, "__code__", None)
-    if code is None or code.co_flags & inspect.CO_VARKEYWORDS:
+    if not isinstance(args, Mapping) or code is None or code.co_flags & inspect.CO_VARKEYWORDS:
         return  # a wrapper passing arguments on, a callable object, a builtin
     key = (code, inspect.ismethod(fn))
     try:

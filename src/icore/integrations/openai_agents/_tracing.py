@@ -61,6 +61,7 @@ from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
+from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
 from icore.workspace import REJECTED
 
 _NONE_TEXT = ("None", "", None)
@@ -145,6 +146,8 @@ class RecordingProcessor(TracingProcessor):
 
     MAX_TRACES = 1024
     """Traces remembered (a resumed run continues one of them)."""
+    ICORE_RECORDING = True
+    """Marks icore's processors (an exclusive block keeps the other blocks' ones)."""
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
@@ -210,16 +213,13 @@ class RecordingProcessor(TracingProcessor):
         owner = ACTIVE_PROCESSOR.get()
         if owner is not None:
             return owner is self
-        with _INSTALL_LOCK:
-            claimed = _CLAIMS.get(trace_id)
+        claimed = claimant(trace_id)
         return claimed is None or claimed is self
 
     def on_trace_start(self, trace: Trace) -> None:
         """A run starts (a resumed run continues its trace without a new start)."""
         if ACTIVE_PROCESSOR.get() is self:
-            with _INSTALL_LOCK:
-                _CLAIMS[trace.trace_id] = self
-                _trim(_CLAIMS, 4 * self.MAX_TRACES)
+            claim(trace.trace_id, self)
         if self._mine(trace.trace_id):
             self._end.another_run()
 
@@ -534,7 +534,7 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
             "and would record nothing but gate decisions", framework="openai_agents",
             fix=TRACING_FIX)
     proc = RecordingProcessor(recorder)
-    _install(provider, proc, exclusive=exclusive, off=off)
+    install(provider, proc, exclusive=exclusive, off=off)
     token = ACTIVE_RECORDER.set(recorder)
     ptoken = ACTIVE_PROCESSOR.set(proc)
     try:
@@ -544,70 +544,4 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         ACTIVE_PROCESSOR.reset(ptoken)
         ACTIVE_RECORDER.reset(token)
         proc.active = False
-        _uninstall(provider, proc, exclusive=exclusive)
-
-
-_INSTALL_LOCK = threading.Lock()
-_CLAIMS: OrderedDict[str, RecordingProcessor] = OrderedDict()
-"""Trace id -> the processor whose :func:`recording` block started it."""
-
-
-@dataclass
-class _Installed:
-    """The recording blocks open in the process (several may overlap: concurrent runs)."""
-
-    exclusive: int = 0
-    saved: list[Any] = field(default_factory=list)
-    """The other processors, put back when the last exclusive block ends."""
-    switched_on: bool = False
-    """Tracing was off for the process and an exclusive block switched it on."""
-
-
-_OPEN = _Installed()
-
-
-def _processors(provider: Any) -> list[Any] | None:
-    known = getattr(getattr(provider, "_multi_processor", None), "_processors", None)
-    return list(known) if isinstance(known, tuple | list) else None
-
-
-def _install(provider: Any, proc: RecordingProcessor, *, exclusive: bool, off: bool) -> None:
-    """Install ``proc`` next to the processors of other open blocks (never replacing them).
-
-    Raises:
-        IntegrationError: ``exclusive`` with a provider whose processors are unknown.
-    """
-    with _INSTALL_LOCK:
-        now = _processors(provider)
-        if not exclusive:
-            provider.register_processor(proc)
-            return
-        if now is None:
-            raise IntegrationError("cannot replace the trace processors of this provider",
-                                   framework="openai_agents",
-                                   provider=type(provider).__name__)
-        if _OPEN.exclusive == 0:  # the first exclusive block: the others leave for now
-            _OPEN.saved = [p for p in now if not isinstance(p, RecordingProcessor)]
-            _OPEN.switched_on = off
-        _OPEN.exclusive += 1
-        provider.set_processors([p for p in now if isinstance(p, RecordingProcessor)] + [proc])
-        if off:  # only recording processors receive traces in the block: nothing leaves
-            provider.set_disabled(False)
-
-
-def _uninstall(provider: Any, proc: RecordingProcessor, *, exclusive: bool) -> None:
-    """Remove ``proc``; the last exclusive block puts the other processors back."""
-    with _INSTALL_LOCK:
-        now = _processors(provider)
-        if now is None:
-            return  # switched off (proc.active), as the provider cannot remove it
-        keep = [p for p in now if p is not proc]
-        if exclusive:
-            _OPEN.exclusive -= 1
-            if _OPEN.exclusive == 0:
-                keep = _OPEN.saved + keep
-                _OPEN.saved = []
-                if _OPEN.switched_on:
-                    provider.set_disabled(True)
-                _OPEN.switched_on = False
-        provider.set_processors(keep)
+        uninstall(provider, proc, exclusive=exclusive)
