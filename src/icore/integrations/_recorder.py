@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -68,6 +67,7 @@ from icore.integrations._call_lines import (
     lineage_records,
     refusal_fields,
 )
+from icore.integrations._run_file import write_run
 from icore.integrations._trace_data import jsonable, text_of
 from icore.records import Lookup, RecordId
 
@@ -529,34 +529,7 @@ class RunRecorder:
                 ``overwrite``), or cannot be written (the message names the path and
                 the reason; ``fix`` says what to do).
         """
-        from icore._files import foreign_file, record_written, write_owned
-
-        if not isinstance(path, str | os.PathLike):
-            raise IntegrationError(f"path must be a str or os.PathLike, not "
-                                   f"{type(path).__name__}", argument="path")
-        p = Path(path)
-        if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
-            kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else
-                    "a device or special file")
-            raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
-                                   "regular file", path=str(p))
-        data = self.jsonl().encode("utf-8")
-        why = None if overwrite else foreign_file(p)
-        if why is not None:
-            raise IntegrationError(f"cannot write the run to {p}: the file there {why}; "
-                                   "icore never overwrites a file it did not write",
-                                   path=str(p), fix="give another path, move the file "
-                                   "away, or write(path, overwrite=True)")
-        try:
-            if overwrite:
-                p.write_bytes(data)
-                record_written(p)
-            else:
-                write_owned(p, data)
-        except OSError as exc:
-            raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
-                                   path=str(p)) from None
-        return p
+        return write_run(path, self.jsonl, overwrite=overwrite)
 
     def trace(self) -> Trace:
         """Parse the recorded lines with the JSONL importer (what ``icore audit`` sees).
