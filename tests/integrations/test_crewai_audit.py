@@ -164,7 +164,7 @@ def test_two_concurrent_recorded_crews_keep_their_own_traces() -> None:
                 inside.wait()
                 Store({"W1": 10}).crew(scripted([f"done {name}"])).kickoff()
                 done.wait()
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(n,)) for n in recs]
