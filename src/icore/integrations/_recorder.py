@@ -225,6 +225,8 @@ class RunRecorder:
         self.gateway_stale: dict[tuple[str, str], str] = {}
         """Calls the ``icore mcp`` gateway refused ``stale``, waiting for their replan:
         (agent, tool) -> plan id (:mod:`icore.integrations._refusals`)."""
+        self._replans: set[tuple[str, str]] = set()
+        """(agent, tool) of a replanning call whose run is recorded next."""
         self._lock = threading.Lock()
 
     @property
@@ -330,7 +332,15 @@ class RunRecorder:
 
     def tool_call(self, agent: str, tool: str, args: Mapping[str, Any] | None, result: Any,
                   *, error: bool = False, at: float | None = None, **fields: Any) -> None:
-        """A tool ran (``error``: it failed or was refused) with its arguments and result."""
+        """A tool ran (``error``: it failed or was refused) with its arguments and result.
+
+        The run of a call that replanned a refused stale one (:meth:`gate`) is marked
+        ``replanned: true``, as its plan and gate lines are.
+        """
+        with self._lock:
+            if (agent, tool) in self._replans:
+                self._replans.discard((agent, tool))
+                fields["replanned"] = True
         self.add(agent, "tool_output", result, at=at, tool=tool,
                  args=dict(args) if args is not None else None, exitcode=1 if error else 0,
                  **fields)
@@ -392,7 +402,11 @@ class RunRecorder:
         for d in result.decisions:
             self.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
                      gate={"outcome": d.outcome.value, "reason": d.reason.value,
-                           "tool": tool, "replanned": d.replanned, "point": d.point})
+                           "tool": tool, "replanned": d.replanned or handed_over,
+                           "point": d.point})
+        if handed_over and result.executed:
+            with self._lock:  # its tool output says so too
+                self._replans.add((who, tool))
         if replanned:
             self.plan(who, f"replan for {tool}: {text_of(dict(result.args))}",
                       roots=list(result.roots), replan=True, plan_id=plan_id)

@@ -57,6 +57,9 @@ class Failed:
 
 def describe(exc: BaseException) -> str:
     """``Type: message`` of an exception (a cancellation named as such)."""
+    inner = getattr(exc, "error", None)  # a wrapper carrying the tool's own exception
+    if type(exc).__name__.startswith("_") and isinstance(inner, BaseException):
+        exc = inner
     text = str(exc)
     name = type(exc).__name__
     if name == "CancelledError":
