@@ -193,3 +193,57 @@ def test_write_refuses_a_file_icore_did_not_write(tmp_path: Path) -> None:
         rec.write(out)
     rec.write(src, overwrite=True)
     assert src.read_text().startswith('{"run"')
+
+
+def test_report_links_a_stale_call_to_its_replan_and_counts_it(tmp_path: Path) -> None:
+    """The model's call is the plan: the refused stale call and the next call are one
+    replan; the report links them, the trace says ``replanned`` on every replan line,
+    and the index counts the run's protected, blocked and replanned actions."""
+    from icore.report import index_from_audits, trace_lineage
+
+    ws, desk, _ = _desk()
+    booked: list[int] = []
+
+    @function_tool
+    def get_fare(flight: str) -> str:
+        """The fare (the airline revises it right after this read)."""
+        seen = json.dumps(desk.read(f"fare/{flight}"))
+        ws.put(f"fare/{flight}", {"price": 260}, by="airline")
+        return seen
+
+    def book(flight: str, price: int) -> str:
+        """Book."""
+        booked.append(price)
+        return f"booked {flight} at {price}"
+
+    agent = Agent(name="booker", tools=[get_fare, fenced_function_tool(
+        book, agent=desk, depends_on=_dep)], model=_model([
+            [function_call("get_fare", {"flight": "LH100"}, call_id="c1")],
+            [function_call("book", {"flight": "LH100", "price": 200}, call_id="c2")],
+            [function_call("book", {"flight": "LH100", "price": 260}, call_id="c3")],
+            [assistant_message("booked at 260")]]))
+    rec = RunRecorder("replan")
+    with recording(rec, exclusive=True):
+        asyncio.run(Runner.run(agent, "book LH100"))
+    assert booked == [260]
+    lines = [e for e in rec.events if e.get("tool") == "book" or e.get("gate")]
+    assert [e["gate"]["replanned"] for e in lines if e.get("gate")] == [False, True]
+    assert [e.get("replanned") for e in lines if e["kind"] == "tool_output"
+            and not e.get("blocked")] == [True]
+    stale, again = trace_lineage(rec.trace().extras["planfence"])
+    assert stale.reason.startswith(f"stale → replanned as {again.id}, valid")
+    assert again.reason.startswith(f"replan of {stale.id} (stale)")
+    index = index_from_audits([rec.audit()])
+    row = dict(zip(index.columns[1:], index.rows[0].cells, strict=True))
+    assert (row["protected actions"], row["blocked"], row["replans"]) == ("2", "1", "1")
+
+
+def test_a_human_rejection_is_not_a_fail_closed_block() -> None:
+    """A decision refused ``approval_rejected`` reads as a human's rejection, one period."""
+    from icore.report import trace_lineage
+
+    (lv,) = trace_lineage({"records": [], "decisions": [{
+        "action": "book", "task": "book-1", "outcome": "blocked", "policy": "approval",
+        "reason": "approval_rejected", "detail": "Tool execution was not approved."}]})
+    assert lv.reason == ("REJECTED by a human (policy approval): the call did not run — "
+                         "Tool execution was not approved.")
