@@ -247,3 +247,21 @@ def test_a_human_rejection_is_not_a_fail_closed_block() -> None:
         "reason": "approval_rejected", "detail": "Tool execution was not approved."}]})
     assert lv.reason == ("REJECTED by a human (policy approval): the call did not run — "
                          "Tool execution was not approved.")
+
+
+def test_report_shows_control_and_bidi_characters_in_keys_escaped() -> None:
+    """A key holding U+202E or a newline is shown escaped in the lineage, not raw."""
+    from icore.report import trace_lineage
+
+    key = "fare/\u202eLH\n100"
+    rid = "a" * 64
+    (lv,) = trace_lineage({"records": [{"id": rid, "key": key, "owner": "airline",
+                                        "seq": 1, "type": "fact", "parents": []}],
+                           "decisions": [{"action": "book", "task": "book-1",
+                                          "outcome": "authorized", "reason": "valid",
+                                          "deps": [key], "frontier": {key: rid},
+                                          "heads": {key: rid}, "roots": [rid]}]})
+    shown = "fare/\\u202eLH\\n100"
+    assert [r.key for r in lv.records] == [shown]
+    assert lv.points[0].deps == (shown,) and dict(lv.points[0].frontier) == {shown: rid}
+    assert "\u202e" not in repr(lv)

@@ -138,8 +138,8 @@ def _args_hint(detail: str) -> str:
     if "no root binds" in detail or "no readable root" in detail or "no lookup" in detail:
         return "no plan record authorizes this call; make a plan first"
     if "not JSON" in detail:
-        return ("an argument has no JSON form (an application error: normalise the "
-                "arguments through the tool's schema); do not retry")
+        return ("an argument has no JSON form (normalise the arguments through the "
+                "tool's schema); do not retry it unchanged: a corrected call may be retried")
     if "digest" in detail:
         return "the fresh plan binds only an argument digest; the replanner must pass args"
     return _HINTS[Reason.ARGS_MISMATCH.value]

@@ -46,6 +46,24 @@ def _summary(content: Any, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def visible(text: str) -> str:
+    """``text`` with its control, format and line-separator characters shown escaped.
+
+    A newline reads as a backslash and ``n``, a bidi override (U+202E) as its code: a
+    key is shown as it is, never reordered or broken by the characters it holds.
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        else:
+            esc = ch.encode("unicode_escape").decode("ascii")
+            out.append(esc if esc != ch else f"\\u{ord(ch):04x}")
+    return "".join(out)
+
+
 def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]:
     """The :class:`RecordView` of each record dict (duplicates by id dropped)."""
     seen: set[str] = set()
@@ -57,7 +75,7 @@ def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]
         seen.add(rid)
         seq = r.get("seq")
         out.append(RecordView(
-            id=rid, key=str(r.get("key", "")), owner=str(r.get("owner", "")),
+            id=rid, key=visible(str(r.get("key", ""))), owner=visible(str(r.get("owner", ""))),
             seq=int(seq) if isinstance(seq, int) else None, type=str(r.get("type", "")),
             role=str(r.get("role") or r.get("type", "")),
             parents=tuple(str(p) for p in r.get("parents") or ()),
@@ -72,11 +90,11 @@ def _validation(p: ValidationPoint) -> ValidationView:
     keys = list(dict.fromkeys([*e.deps, *frontier, *heads]))
     return ValidationView(
         point=e.point, outcome=e.outcome, reason=e.reason, policy=e.policy,
-        replanned=e.replanned, roots=e.roots, deps=e.deps,
-        frontier=tuple((k, frontier[k]) for k in keys if k in frontier),
+        replanned=e.replanned, roots=e.roots, deps=tuple(visible(k) for k in e.deps),
+        frontier=tuple((visible(k), frontier[k]) for k in keys if k in frontier),
         frontier_source=p.frontier_source,
-        heads=tuple((k, heads[k]) for k in keys if k in heads), stale=p.verdict.stale,
-        detail=e.detail)
+        heads=tuple((visible(k), heads[k]) for k in keys if k in heads),
+        stale=tuple(visible(k) for k in p.verdict.stale), detail=visible(e.detail))
 
 
 def _newest(key: str, by_id: Mapping[str, RecordView]) -> RecordView | None:
@@ -265,4 +283,5 @@ def _reason(status: str, points: Sequence[ValidationView],
     return f"{status}: {gate}."
 
 
-__all__ = ["lineage_view", "link_replans", "record_views", "render_lineage", "short"]
+__all__ = ["lineage_view", "link_replans", "record_views", "render_lineage", "short",
+           "visible"]
