@@ -111,14 +111,19 @@ def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
     return caught
 
 
-_SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
+@functools.lru_cache(maxsize=1024)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except ValueError:  # no signature to check against
+        return None
 
 
 def check_fits(action: str, fn: Any, args: Any) -> None:
     """A plain function (no ``**kwargs``) must accept exactly ``args``.
 
-    The check the workspace makes before the gate, made here because :func:`catching`
-    hides the function's parameters from it.
+    The workspace's own check before the gate, made here because :func:`catching` hides
+    the function's parameters from it (so an authorized call never fails on them).
 
     Raises:
         WorkspaceError: the arguments do not fit (``action``, ``error``, ``args``).
@@ -126,20 +131,17 @@ def check_fits(action: str, fn: Any, args: Any) -> None:
     code = getattr(fn, "__code__", None)
     if not isinstance(args, Mapping) or code is None or code.co_flags & inspect.CO_VARKEYWORDS:
         return  # a wrapper passing arguments on, a callable object, a builtin
-    key = (code, inspect.ismethod(fn))
     try:
-        sig = _SIGNATURES.get(key)
-        if sig is None:
-            sig = _SIGNATURES[key] = inspect.signature(fn)
-            if len(_SIGNATURES) > 1024:
-                _SIGNATURES.pop(next(iter(_SIGNATURES)))
-        sig.bind(**args)
+        sig = _signature(fn)
+    except TypeError:  # unhashable callable: no cache
+        sig = _signature.__wrapped__(fn)
+    try:
+        if sig is not None:
+            sig.bind(**args)
     except TypeError as exc:
         raise WorkspaceError("the call's arguments do not fit the tool function's "
                              "parameters", action=action, error=str(exc),
                              args=sorted(args)) from None
-    except ValueError:  # no signature to check against
-        return
 
 
 def record_ran(rec: RunRecorder, who: str, name: str, args: Mapping[str, Any], value: Any,
