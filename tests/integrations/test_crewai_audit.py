@@ -147,3 +147,32 @@ def test_two_tasks_answered_alike_are_no_repeated_observation() -> None:
     assert [e["content"] for e in rec.events if e["kind"] == "output"][-1] == "Done."
     _, summary = _summary(rec)
     assert summary.hard_flags == 0
+
+
+def test_two_concurrent_recorded_crews_keep_their_own_traces() -> None:
+    """Two crews, each in its own ``recording`` block, run at once in two threads: the
+    process-wide event bus delivers every event to both blocks; each records its own."""
+    import threading
+
+    recs = {"a": RunRecorder("a"), "b": RunRecorder("b")}
+    inside, done = threading.Barrier(2, timeout=60), threading.Barrier(2, timeout=60)
+    errors: list[BaseException] = []
+
+    def one(name: str) -> None:
+        try:
+            with recording(recs[name]):
+                inside.wait()
+                Store({"W1": 10}).crew(scripted([f"done {name}"])).kickoff()
+                done.wait()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in recs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    for name, rec in recs.items():
+        ends = [e["final_answer"] for e in rec.events if e["kind"] == "termination"]
+        assert ends == [f"done {name}"] and rec.kinds().count("task") == 1

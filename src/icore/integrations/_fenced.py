@@ -14,6 +14,7 @@ internal module), the only place that touches the :class:`~icore.fence.Fence` AP
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import os
@@ -27,6 +28,7 @@ from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.integrations._refusals import refused_call
 from icore.integrations._scope_once import ScopeOnce, one_call
+from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
 from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
 from icore.workspace import (
@@ -136,8 +138,8 @@ def _args_hint(detail: str) -> str:
     if "no root binds" in detail or "no readable root" in detail or "no lookup" in detail:
         return "no plan record authorizes this call; make a plan first"
     if "not JSON" in detail:
-        return ("an argument has no JSON form (an application error: normalise the "
-                "arguments through the tool's schema); do not retry")
+        return ("an argument has no JSON form (normalise the arguments through the "
+                "tool's schema); do not retry it unchanged: a corrected call may be retried")
     if "digest" in detail:
         return "the fresh plan binds only an argument digest; the replanner must pass args"
     return _HINTS[Reason.ARGS_MISMATCH.value]
@@ -331,9 +333,9 @@ class FenceGuard:
         if rec is not None:
             who = rec.gate(caller or self.agent, name, res, lookup=self._lookup())
             if res.executed:
-                rec.tool_call(who, name, res.args, res.value, replanned=res.replanned)
+                record_ran(rec, who, name, res.args, res.value, res.replanned)
         if res.executed:
-            return Gated(res)
+            return Gated(unwrapped(res))
         broken = _fence_replan_failure(name, res, failed)
         if broken is not None:
             raise _loud(name, broken)
@@ -347,8 +349,9 @@ class FenceGuard:
                      call_id: Any = None, caller: str | None = None) -> Gated:
         self._record_call(name, call, recorder, call_id, caller)
         res = call.result
-        if call.executed:
-            return Gated(res, "", call)
+        if call.executed and res is not None:
+            res = unwrapped(res)  # a failed tool: raised again once recorded
+            return Gated(res, "", dataclasses.replace(call, value=res.value, result=res))
         msg = call.message
         if self.replicator is not None:
             msg = self.replicator.explain(msg)
@@ -370,7 +373,7 @@ class FenceGuard:
                            turn=call.turn, refused=None if call.executed or (
                                call.reason == res.final.reason.value) else call.reason)
             if call.executed:
-                rec.tool_call(who, name, call.args, call.value, replanned=call.replanned)
+                record_ran(rec, who, name, call.args, call.value, call.replanned)
         elif rec is not None:  # refused before the gate: a blocked protected action
             refused_call(rec, asker or self.agent or "executor", name, call.args,
                          f"BLOCKED: {call.reason}: {call.detail}", reason=call.reason,
@@ -463,8 +466,9 @@ class FenceGuard:
              recorder: RunRecorder | None, call_id: Any, caller: str | None) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
+            check_fits(name, fn, args)
             try:
-                call = self.handle.execute(name, fn, args, depends_on=self.depends_on,
+                call = self.handle.execute(name, catching(fn), args, depends_on=self.depends_on,
                                            replan=self.replan,  # type: ignore[arg-type]
                                            turn=turn, normalize=normalize, approve=ask,
                                            check=approve)
@@ -472,7 +476,7 @@ class FenceGuard:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller)
         failed: list[BaseException] = []
-        res = _fence_seam.execute(self.fence, fn, name=name, depends_on=self.depends_on,
+        res = _fence_seam.execute(self.fence, catching(fn), name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
                             replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                             tools=self._tools)
@@ -498,16 +502,18 @@ class FenceGuard:
                     ) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
+            check_fits(name, fn, args)
             try:
                 call = await self.handle.aexecute(
-                    name, fn, args, depends_on=self.depends_on,
+                    name, catching(fn), args, depends_on=self.depends_on,
                     replan=self.replan,  # type: ignore[arg-type]
                     turn=turn, normalize=normalize, approve=ask, check=approve)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller)
         failed: list[BaseException] = []
-        res = await _fence_seam.aexecute(self.fence, fn, name=name, depends_on=self.depends_on,
+        res = await _fence_seam.aexecute(self.fence, catching(fn), name=name,
+                                   depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
                                    replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                                    tools=self._tools)

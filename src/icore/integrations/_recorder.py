@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -68,6 +67,7 @@ from icore.integrations._call_lines import (
     lineage_records,
     refusal_fields,
 )
+from icore.integrations._run_file import write_run
 from icore.integrations._trace_data import jsonable, text_of
 from icore.records import Lookup, RecordId
 
@@ -229,6 +229,8 @@ class RunRecorder:
         self.gateway_stale: dict[tuple[str, str], str] = {}
         """Calls the ``icore mcp`` gateway refused ``stale``, waiting for their replan:
         (agent, tool) -> plan id (:mod:`icore.integrations._refusals`)."""
+        self._replans: set[tuple[str, str]] = set()
+        """(agent, tool) of a replanning call whose run is recorded next."""
         self._lock = threading.Lock()
 
     @property
@@ -340,7 +342,15 @@ class RunRecorder:
 
     def tool_call(self, agent: str, tool: str, args: Mapping[str, Any] | None, result: Any,
                   *, error: bool = False, at: float | None = None, **fields: Any) -> None:
-        """A tool ran (``error``: it failed or was refused) with its arguments and result."""
+        """A tool ran (``error``: it failed or was refused) with its arguments and result.
+
+        The run of a call that replanned a refused stale one (:meth:`gate`) is marked
+        ``replanned: true``, as its plan and gate lines are.
+        """
+        with self._lock:
+            if (agent, tool) in self._replans:
+                self._replans.discard((agent, tool))
+                fields["replanned"] = True
         self.add(agent, "tool_output", result, at=at, tool=tool,
                  args=dict(args) if args is not None else None, exitcode=1 if error else 0,
                  **fields)
@@ -402,7 +412,11 @@ class RunRecorder:
         for d in result.decisions:
             self.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
                      gate={"outcome": d.outcome.value, "reason": d.reason.value,
-                           "tool": tool, "replanned": d.replanned, "point": d.point})
+                           "tool": tool, "replanned": d.replanned or handed_over,
+                           "point": d.point})
+        if handed_over and result.executed:
+            with self._lock:  # its tool output says so too
+                self._replans.add((who, tool))
         if replanned:
             self.plan(who, f"replan for {tool}: {text_of(dict(result.args))}",
                       roots=list(result.roots), replan=True, plan_id=plan_id)
@@ -524,28 +538,22 @@ class RunRecorder:
         lines = [self.header(), *planfence, *events]
         return "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)
 
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
+
+        A file already at ``path`` is replaced only when icore wrote it and nobody changed
+        it since (the folder's ``.icore-files`` ledger, as the CLI's outputs), or with
+        ``overwrite=True``: a user's file (a source file, another trace) is never lost to
+        a mistyped path. The written file is listed in the ledger (so a rerun may
+        replace it).
 
         Raises:
             IntegrationError: ``path`` is not a path, names a folder, a device or a FIFO,
-                or cannot be written (the message names it and the OS reason).
+                holds a file icore did not write (or one changed since; without
+                ``overwrite``), or cannot be written (the message names the path and
+                the reason; ``fix`` says what to do).
         """
-        if not isinstance(path, str | os.PathLike):
-            raise IntegrationError(f"path must be a str or os.PathLike, not "
-                                   f"{type(path).__name__}", argument="path")
-        p = Path(path)
-        if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
-            kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else
-                    "a device or special file")
-            raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
-                                   "regular file", path=str(p))
-        try:
-            p.write_text(self.jsonl(), encoding="utf-8")
-        except OSError as exc:
-            raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
-                                   path=str(p)) from None
-        return p
+        return write_run(path, self.jsonl, overwrite=overwrite)
 
     def trace(self) -> Trace:
         """Parse the recorded lines with the JSONL importer (what ``icore audit`` sees).

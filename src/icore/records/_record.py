@@ -209,7 +209,8 @@ class Record:
         body = canonical_json(content)
         if len(body) > MAX_CONTENT_BYTES:
             raise MalformedRecord(
-                f"content is {len(body)} bytes, more than {MAX_CONTENT_BYTES}",
+                f"too large: content is {len(body)} bytes > the "
+                f"{MAX_CONTENT_BYTES // (1 << 20)} MiB limit ({MAX_CONTENT_BYTES} bytes)",
                 key=key,
                 field="content",
             )

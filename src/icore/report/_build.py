@@ -9,7 +9,7 @@ from typing import Any
 from icore.adapters import AuditResult, FlagPlace, FlagPlaces, RunSummary, trace_lineages
 from icore.attribution import Attribution, AttributionScore
 from icore.records import is_record_id
-from icore.report._lineage_view import render_lineage
+from icore.report._lineage_view import link_replans
 from icore.report._render import anchor, report_filename
 from icore.report._view_model import (
     AssertionView,
@@ -87,7 +87,7 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         ("declaration package", f"{x.decl.name} v{x.decl.version}"),
         ("import + audit time", f"{result.elapsed_ms:.0f} ms"),
     )
-    lineage = tuple(render_lineage(a) for a in result.lineage)
+    lineage = link_replans(result.lineage)
     if t.warnings:
         summary += (("import warnings", "; ".join(t.warnings)),)
     return RunView(
@@ -134,7 +134,7 @@ def trace_lineage(planfence: object) -> tuple[LineageView, ...]:
     format), judged by :func:`icore.adapters.trace_lineages`; one picture per action,
     decisions grouped by their ``task`` (else ``action``) field, in order.
     """
-    return tuple(render_lineage(a) for a in trace_lineages(planfence))
+    return link_replans(trace_lineages(planfence))
 
 
 def index_from_audits(results: Sequence[AuditResult], *,
@@ -146,6 +146,9 @@ def index_from_audits(results: Sequence[AuditResult], *,
     """The :class:`IndexView` of a set of audited runs (plus accuracy notes if scored)."""
     cols = ["run", "family", "messages", "snd", "astab", "cq", "cq mean", "flags", "stalls",
             "unsupported", "diagnoses"]
+    fenced = any(r.lineage for r in results)  # the CLI's "protected actions" counts
+    if fenced:
+        cols += ["protected actions", "blocked", "INVALID", "replans"]
     if attributions is not None:
         cols += ["predicted agent", "predicted step", "annotated agent", "annotated step"]
     rows = []
@@ -154,6 +157,10 @@ def index_from_audits(results: Sequence[AuditResult], *,
         cells = [s.family, str(s.steps), f"{s.snd:.3f}", f"{s.astab:.3f}", f"{s.cq:.3f}",
                  f"{s.cq_mean:.3f}", str(s.hard_flags), str(s.stalls), str(s.unsupported),
                  str(s.diagnoses)]
+        if fenced:
+            st = [a.status for a in r.lineage]
+            cells += [str(len(st)), str(st.count("blocked")), str(st.count("INVALID")),
+                      str(s.replans)]
         if attributions is not None:
             a = attributions.get(r.trace.id)
             ann = r.trace.annotation

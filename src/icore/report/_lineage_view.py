@@ -10,6 +10,7 @@ version is "stale" is read off F(x) and H(x), nothing is re-validated here.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,6 +46,24 @@ def _summary(content: Any, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def visible(text: str) -> str:
+    """``text`` with its control, format and line-separator characters shown escaped.
+
+    A newline reads as a backslash and ``n``, a bidi override (U+202E) as its code: a
+    key is shown as it is, never reordered or broken by the characters it holds.
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        else:
+            esc = ch.encode("unicode_escape").decode("ascii")
+            out.append(esc if esc != ch else f"\\u{ord(ch):04x}")
+    return "".join(out)
+
+
 def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]:
     """The :class:`RecordView` of each record dict (duplicates by id dropped)."""
     seen: set[str] = set()
@@ -56,7 +75,7 @@ def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]
         seen.add(rid)
         seq = r.get("seq")
         out.append(RecordView(
-            id=rid, key=str(r.get("key", "")), owner=str(r.get("owner", "")),
+            id=rid, key=visible(str(r.get("key", ""))), owner=visible(str(r.get("owner", ""))),
             seq=int(seq) if isinstance(seq, int) else None, type=str(r.get("type", "")),
             role=str(r.get("role") or r.get("type", "")),
             parents=tuple(str(p) for p in r.get("parents") or ()),
@@ -71,11 +90,11 @@ def _validation(p: ValidationPoint) -> ValidationView:
     keys = list(dict.fromkeys([*e.deps, *frontier, *heads]))
     return ValidationView(
         point=e.point, outcome=e.outcome, reason=e.reason, policy=e.policy,
-        replanned=e.replanned, roots=e.roots, deps=e.deps,
-        frontier=tuple((k, frontier[k]) for k in keys if k in frontier),
+        replanned=e.replanned, roots=e.roots, deps=tuple(visible(k) for k in e.deps),
+        frontier=tuple((visible(k), frontier[k]) for k in keys if k in frontier),
         frontier_source=p.frontier_source,
-        heads=tuple((k, heads[k]) for k in keys if k in heads), stale=p.verdict.stale,
-        detail=e.detail)
+        heads=tuple((visible(k), heads[k]) for k in keys if k in heads),
+        stale=tuple(visible(k) for k in p.verdict.stale), detail=visible(e.detail))
 
 
 def _newest(key: str, by_id: Mapping[str, RecordView]) -> RecordView | None:
@@ -177,6 +196,43 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
                        tuple(stale_by), action, last.roots if last else ())
 
 
+def _tail(detail: str) -> str:
+    """`` — detail`` for a reason line, its own final period dropped (one period)."""
+    detail = detail.strip().rstrip(".")
+    return f" — {detail}" if detail else ""
+
+
+def link_replans(lineages: Sequence[ActionLineage]) -> tuple[LineageView, ...]:
+    """The pictures of a run's actions, a stale call linked to the call that replanned it.
+
+    When the model's call is the plan (the workspace API), a replan is two actions: the
+    call refused ``replan_required`` / ``stale`` (the model was handed the fresh values)
+    and the next call of the same tool on the same facts D(a), its one replan (as the
+    recorder pairs them). The first reads "stale → replanned as <second>, <its status>",
+    the second "replan of <first>"; an unpaired refusal keeps its block.
+    """
+    views = [render_lineage(a) for a in lineages]
+    taken: set[int] = set()
+    for i, a in enumerate(lineages):
+        last = a.points[-1].entry if a.points else None
+        if (last is None or views[i].status != "blocked" or last.outcome != "replan_required"
+                or last.reason != "stale"):
+            continue
+        j = next((j for j in range(i + 1, len(lineages)) if j not in taken
+                  and lineages[j].points and lineages[j].points[0].entry.action == last.action
+                  and set(lineages[j].points[0].entry.deps) == set(last.deps)), None)
+        if j is None:
+            continue
+        taken.add(j)
+        new, old = views[j], views[i]
+        views[i] = dataclasses.replace(old, reason=(
+            f"stale → replanned as {new.id}, {new.status}: {old.reason.split(': ', 1)[-1]} "
+            "The model was handed the fresh values; its next call was the one replan "
+            "(this call did not run)."))
+        views[j] = dataclasses.replace(new, reason=f"replan of {old.id} (stale): {new.reason}")
+    return tuple(views)
+
+
 def _reason(status: str, points: Sequence[ValidationView],
             by_id: Mapping[str, RecordView]) -> str:
     if not points:
@@ -209,8 +265,11 @@ def _reason(status: str, points: Sequence[ValidationView],
     if status == "unchecked":
         return (f"unchecked: {gate} authorized without a lineage check, and the trace "
                 "carries no records of the plan's inputs to check it against.")
+    if status == "blocked" and last.reason == "approval_rejected":
+        return (f"REJECTED by a human (policy {last.policy}): the call did not run"
+                f"{_tail(last.detail)}.")
     if status == "blocked":
-        return f"BLOCKED (fail closed): {gate}{' — ' + last.detail if last.detail else ''}."
+        return f"BLOCKED (fail closed): {gate}{_tail(last.detail)}."
     if status == "valid":
         first = points[0]
         if len(points) > 1 and first.stale:
@@ -224,4 +283,5 @@ def _reason(status: str, points: Sequence[ValidationView],
     return f"{status}: {gate}."
 
 
-__all__ = ["lineage_view", "record_views", "render_lineage", "short"]
+__all__ = ["lineage_view", "link_replans", "record_views", "render_lineage", "short",
+           "visible"]

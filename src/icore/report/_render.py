@@ -362,8 +362,13 @@ def _lineage_picture(lv: LineageView) -> _LineagePicture | None:
             else:
                 marks.append("plan root")
                 tags.append("root")
-        version = f" v{r.seq}" if r.seq is not None else ""
-        title = (f"{r.role}: {r.key}{version} by {r.owner}\nid {r.id}\nparents: "
+        # an action record's number counts the agent's action records (every tool), not
+        # versions of one call: "#3" of desk's actions, never "book v3" for a first call
+        version = ("" if r.seq is None else f" #{r.seq}" if r.role == "action"
+                   else f" v{r.seq}")
+        said = (f" (action record #{r.seq} of {r.owner}'s, all tools)"
+                if r.role == "action" and r.seq is not None else version)
+        title = (f"{r.role}: {r.key}{said} by {r.owner}\nid {r.id}\nparents: "
                  f"{', '.join(p[:8] for p in r.parents) or 'none'}"
                  f"{chr(10) + r.summary if r.summary else ''}"
                  f"{chr(10) + '; '.join(marks) if marks else ''}")

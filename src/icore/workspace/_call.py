@@ -152,7 +152,8 @@ _HINTS: dict[str, str] = {
     REJECTED: "a human did not approve this exact call; do not retry it unchanged",
     APPROVAL_CHANGED: "the call is not the one the human approved; call again to ask "
     "the human again",
-    ARGS_NOT_JSON: "an argument has no JSON form (an application error); do not retry",
+    ARGS_NOT_JSON: "an argument has no JSON form or is too large (see the detail); do not "
+    "retry it unchanged: a corrected call may be retried",
 }
 
 

@@ -180,8 +180,23 @@ class CrewRecorder:
             (LiteAgentExecutionStartedEvent, self._agent_kickoff),
             (LiteAgentExecutionCompletedEvent, self._agent_done)]
         for etype, fn in pairs:
-            crewai_event_bus.on(etype)(fn)
-            self._handlers.append((etype, fn))
+            mine = self._routed(fn)
+            crewai_event_bus.on(etype)(mine)
+            self._handlers.append((etype, mine))
+
+    def _routed(self, fn: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+        """``fn`` for the events of this recorder's runs only.
+
+        The bus is process-wide and runs handlers in the emitter's context (a copy): an
+        event emitted inside another :func:`recording` block (a concurrent run) belongs
+        to that block's recorder and is skipped here, never mixed in.
+        """
+        def handler(source: Any, event: Any) -> None:
+            owner = ACTIVE_RECORDER.get()
+            if owner is None or owner is self.recorder:
+                fn(source, event)
+
+        return handler
 
     def unsubscribe(self) -> None:
         """Remove the handlers."""

@@ -57,6 +57,7 @@ from typing import Any, cast
 from agents import AgentBase, FunctionTool, function_tool
 from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
+from agents.tracing import get_current_span
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
 from icore.fence import (
@@ -90,6 +91,7 @@ from icore.integrations._context import (
     write_back,
 )
 from icore.integrations._fenced import agent_error
+from icore.integrations._tool_failed import Failed
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
@@ -350,7 +352,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                 base.name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
-            return await base.on_invoke_tool(ctx, json.dumps(a))
+            return await _invoked(base, ctx, a)
 
         gated = await caller_guard(ctx).arun(
             base.name, call, norm_args, turn=turns.key(ctx),
@@ -375,7 +377,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             if approved is not None and (fresh or canon(a) != approved):
                 raise ApprovalChanged(args, a)  # a replan is another request
-            return await base.on_invoke_tool(ctx, json.dumps(a))
+            return await _invoked(base, ctx, a)
 
         fresh: list[Replan] = []
         rec = _run_recorder(recorder, base.name)
@@ -439,6 +441,25 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     if team is not None and base.needs_approval is not False:
         wrapped.needs_approval = binding(base, team, guard, norm, turns.key, asked)
     return wrapped
+
+
+async def _invoked(base: FunctionTool, ctx: ToolContext[Any], args: dict[str, Any]) -> Any:
+    """Run the wrapped tool; a failure the SDK handled comes back as :class:`Failed`.
+
+    The SDK turns a tool's exception into an error text for the model (its
+    ``failure_error_function``) and attaches the error to the call's function span: that
+    call failed, whatever text the model reads (recorded ``exitcode: 1``).
+    """
+    span = get_current_span()
+    before = getattr(span, "error", None)
+    out = await base.on_invoke_tool(ctx, json.dumps(args))
+    err = getattr(span, "error", None)
+    if span is None or err is None or err is before:
+        return out
+    data = err.get("data") if isinstance(err, dict) else None
+    detail = data.get("error") if isinstance(data, dict) else None
+    return Failed(out, str(detail or (err.get("message") if isinstance(err, dict) else err)
+                           or "the tool failed"))
 
 
 _FENCED = "__icore_fenced__"

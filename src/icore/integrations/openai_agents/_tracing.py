@@ -61,6 +61,7 @@ from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
+from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
 from icore.workspace import REJECTED
 
 _NONE_TEXT = ("None", "", None)
@@ -145,6 +146,8 @@ class RecordingProcessor(TracingProcessor):
 
     MAX_TRACES = 1024
     """Traces remembered (a resumed run continues one of them)."""
+    ICORE_RECORDING = True
+    """Marks icore's processors (an exclusive block keeps the other blocks' ones)."""
 
     def __init__(self, recorder: RunRecorder) -> None:
         self.recorder = recorder
@@ -197,14 +200,32 @@ class RecordingProcessor(TracingProcessor):
                               f"paused: waiting for a human to approve {what}", pause=True,
                               approvals=[{"tool": t, "args": a} for _, t, a in waiting])
 
+    def _mine(self, trace_id: str) -> bool:
+        """Whether an event of ``trace_id`` belongs to this processor's runs.
+
+        Runs are routed by their own identity, never by which processor is installed:
+        inside a :func:`recording` block, the block's processor (the context variable
+        the run's task inherited); outside any block (an event delivered without the
+        run's context), the processor whose block started the trace, else any.
+        """
+        if not self.active:
+            return False
+        owner = ACTIVE_PROCESSOR.get()
+        if owner is not None:
+            return owner is self
+        claimed = claimant(trace_id)
+        return claimed is None or claimed is self
+
     def on_trace_start(self, trace: Trace) -> None:
         """A run starts (a resumed run continues its trace without a new start)."""
-        if self.active:
+        if ACTIVE_PROCESSOR.get() is self:
+            claim(trace.trace_id, self)
+        if self._mine(trace.trace_id):
             self._end.another_run()
 
     def on_trace_end(self, trace: Trace) -> None:
         """The trace's first run ends (its answer, when its task span did not record it)."""
-        if not self.active:
+        if not self._mine(trace.trace_id):
             return
         with self._lock:
             self._state(trace.trace_id).ended = True
@@ -212,7 +233,7 @@ class RecordingProcessor(TracingProcessor):
 
     def on_span_start(self, span: Span[Any]) -> None:
         """An agent span names the agent that speaks next; a task span starts a run."""
-        if not self.active:
+        if not self._mine(span.trace_id):
             return
         data = span.span_data
         if isinstance(data, AgentSpanData):
@@ -384,7 +405,7 @@ class RecordingProcessor(TracingProcessor):
 
     def on_span_end(self, span: Span[Any]) -> None:
         """Map a finished span to recorder events."""
-        if not self.active:
+        if not self._mine(span.trace_id):
             return
         data = span.span_data
         if isinstance(data, GenerationSpanData):
@@ -512,20 +533,8 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
             "OPENAI_AGENTS_DISABLE_TRACING): recording() reads runs from the SDK's traces "
             "and would record nothing but gate decisions", framework="openai_agents",
             fix=TRACING_FIX)
-    multi = getattr(provider, "_multi_processor", None)
-    known = getattr(multi, "_processors", None)
-    before = list(known) if isinstance(known, tuple | list) else None
     proc = RecordingProcessor(recorder)
-    if exclusive:
-        if before is None:
-            raise IntegrationError("cannot replace the trace processors of this provider",
-                                   framework="openai_agents",
-                                   provider=type(provider).__name__)
-        provider.set_processors([proc])
-    else:
-        provider.register_processor(proc)
-    if off:  # only this processor receives traces in the block: nothing leaves
-        provider.set_disabled(False)
+    install(provider, proc, exclusive=exclusive, off=off)
     token = ACTIVE_RECORDER.set(recorder)
     ptoken = ACTIVE_PROCESSOR.set(proc)
     try:
@@ -535,7 +544,4 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
         ACTIVE_PROCESSOR.reset(ptoken)
         ACTIVE_RECORDER.reset(token)
         proc.active = False
-        if before is not None:
-            provider.set_processors(before)
-        if off:
-            provider.set_disabled(True)
+        uninstall(provider, proc, exclusive=exclusive)

@@ -1,0 +1,50 @@
+"""Writing a recorded run to a file without losing the user's files (issue 28).
+
+:meth:`icore.integrations.RunRecorder.write` replaces a file only when icore wrote it and
+nobody changed it since (the folder's ``.icore-files`` ledger, the CLI's rule), or when
+asked to (``overwrite=True``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from icore._files import foreign_file, record_written, write_owned
+from icore.errors import IntegrationError
+
+
+def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
+              overwrite: bool = False) -> Path:
+    """Write ``jsonl()`` to ``path``; return the path (see ``RunRecorder.write``).
+
+    Raises:
+        IntegrationError: as :meth:`icore.integrations.RunRecorder.write`.
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise IntegrationError(f"path must be a str or os.PathLike, not "
+                               f"{type(path).__name__}", argument="path")
+    p = Path(path)
+    if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
+        kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else
+                "a device or special file")
+        raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
+                               "regular file", path=str(p))
+    data = jsonl().encode("utf-8")
+    why = None if overwrite else foreign_file(p)
+    if why is not None:
+        raise IntegrationError(f"cannot write the run to {p}: the file there {why}; "
+                               "icore never overwrites a file it did not write",
+                               path=str(p), fix="give another path, move the file "
+                               "away, or write(path, overwrite=True)")
+    try:
+        if overwrite:
+            p.write_bytes(data)
+            record_written(p)
+        else:
+            write_owned(p, data)
+    except OSError as exc:
+        raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
+                               path=str(p)) from None
+    return p

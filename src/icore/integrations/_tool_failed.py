@@ -1,0 +1,165 @@
+"""A fenced tool that failed after the gate authorized it is recorded as failed.
+
+The gate decides before the tool runs; what the tool then does is the application's. A
+tool that raises (or is cancelled: Ctrl-C, ``asyncio`` cancellation) used to leave the
+guard before anything was recorded, so the audit lost an authorized, started action; a
+framework that turns the exception into an error text for the model (the Agents SDK's
+``failure_error_function``) made it look like a success (``exitcode: 0``).
+
+:func:`catching` wraps the tool function so its exception comes back as a
+:class:`Failed` value: the gate's decisions are recorded with the call as a failure
+(``exitcode: 1``, ``failed: true``, the error), then :meth:`Failed.reraise` raises the
+original exception (a handled failure gives the framework's text back instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from icore.fence import ActionResult
+from icore.workspace import WorkspaceError
+
+if TYPE_CHECKING:
+    from icore.integrations._recorder import RunRecorder
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """What a tool that failed after its authorization gave back.
+
+    Attributes:
+        value: what the model reads (a framework's error text); None when it raised.
+        error: the failure as text (``"RuntimeError: carrier down"``).
+        exc: the exception raised again once the call is recorded (None: handled).
+    """
+
+    value: Any
+    error: str
+    exc: BaseException | None = None
+
+    def reraise(self) -> Any:
+        """Raise :attr:`exc` again (its traceback kept); else return :attr:`value`."""
+        if self.exc is not None:
+            raise self.exc
+        return self.value
+
+    @property
+    def output(self) -> str:
+        """The recorded tool output: ``ERROR: <error>`` (and the model's text, if any)."""
+        shown = "" if self.value is None else f" (the model read: {self.value})"
+        return f"ERROR: {self.error}{shown}"[:2000]
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception (a cancellation named as such)."""
+    inner = getattr(exc, "error", None)  # a wrapper carrying the tool's own exception
+    if type(exc).__name__.startswith("_") and isinstance(inner, BaseException):
+        exc = inner
+    text = str(exc)
+    name = type(exc).__name__
+    if name == "CancelledError":
+        return "CancelledError: the call was cancelled while the tool ran (Ctrl-C / " \
+            "task cancelled)"
+    return f"{name}: {text}" if text else name
+
+
+_CONTROL_FLOW = frozenset({("icore.integrations._approvals", "ApprovalChanged"),
+                           ("icore.integrations.ag2._human", "StoppedAfterHuman"),
+                           ("langgraph.errors", "GraphBubbleUp")})
+"""Exceptions a tool raises on purpose (not failures): a fence-mode call that is not the
+approved one, an AG2 tool stopped after its in-tool human question, LangGraph's
+``interrupt()`` pause. They pass through unchanged."""
+
+
+def _control_flow(exc: BaseException) -> bool:
+    return any((c.__module__, c.__name__) in _CONTROL_FLOW for c in type(exc).__mro__)
+
+
+def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` returning :class:`Failed` instead of raising (sync or ``async def`` kept).
+
+    Every exception is caught, ``KeyboardInterrupt`` and ``asyncio.CancelledError``
+    too: the caller records the call and then raises it again (:meth:`Failed.reraise`).
+    A tool's control-flow exceptions (``_CONTROL_FLOW``) pass through.
+    """
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def acaught(**args: Any) -> Any:
+            try:
+                return await fn(**args)
+            except BaseException as exc:  # raised again once recorded
+                if _control_flow(exc):
+                    raise
+                return Failed(None, describe(exc), exc)
+
+        return acaught
+
+    @functools.wraps(fn)
+    def caught(**args: Any) -> Any:
+        try:
+            return fn(**args)
+        except BaseException as exc:  # raised again once recorded
+            if _control_flow(exc):
+                raise
+            return Failed(None, describe(exc), exc)
+
+    return caught
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except ValueError:  # no signature to check against
+        return None
+
+
+def check_fits(action: str, fn: Any, args: Any) -> None:
+    """A plain function (no ``**kwargs``) must accept exactly ``args``.
+
+    The workspace's own check before the gate, made here because :func:`catching` hides
+    the function's parameters from it (so an authorized call never fails on them).
+
+    Raises:
+        WorkspaceError: the arguments do not fit (``action``, ``error``, ``args``).
+    """
+    code = getattr(fn, "__code__", None)
+    if not isinstance(args, Mapping) or code is None or code.co_flags & inspect.CO_VARKEYWORDS:
+        return  # a wrapper passing arguments on, a callable object, a builtin
+    try:
+        sig = _signature(fn)
+    except TypeError:  # unhashable callable: no cache
+        sig = _signature.__wrapped__(fn)
+    try:
+        if sig is not None:
+            sig.bind(**args)
+    except TypeError as exc:
+        raise WorkspaceError("the call's arguments do not fit the tool function's "
+                             "parameters", action=action, error=str(exc),
+                             args=sorted(args)) from None
+
+
+def record_ran(rec: RunRecorder, who: str, name: str, args: Mapping[str, Any], value: Any,
+               replanned: bool) -> None:
+    """Record an authorized call that ran: its result, or its failure (``exitcode`` 1)."""
+    if isinstance(value, Failed):
+        rec.tool_call(who, name, args, value.output, error=True, failed=True,
+                      error_text=value.error, replanned=replanned)
+    else:
+        rec.tool_call(who, name, args, value, replanned=replanned)
+
+
+def unwrapped(res: ActionResult) -> ActionResult:
+    """``res`` with a failed tool's value as the model reads it.
+
+    Raises:
+        BaseException: the tool's own exception (a raised failure, after recording).
+    """
+    if not isinstance(res.value, Failed):
+        return res
+    return dataclasses.replace(res, value=res.value.reraise())
