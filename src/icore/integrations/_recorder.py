@@ -86,6 +86,25 @@ _Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 
 
+def _take_replan_of(stale: dict[_Scope, list[_Waiting]], scope: _Scope,
+                    turn: Hashable | None) -> _Waiting | None:
+    """The oldest refused call in ``scope`` a call of ``turn`` replans (taken), if any.
+
+    Not one of the same model turn: siblings are planned from the same reads. Call
+    with the recorder's lock held.
+    """
+    waiting = stale.get(scope)
+    if not waiting:
+        return None
+    for i, w in enumerate(waiting):
+        if turn is None or w[3] is None or w[3] != turn:
+            del waiting[i]
+            if not waiting:
+                del stale[scope]
+            return w
+    return None
+
+
 def active_recorder() -> RunRecorder | None:
     """The recorder of the recording block this code runs in (:meth:`RunRecorder.active`).
 
@@ -396,7 +415,7 @@ class RunRecorder:
         # one logical call: this owner, tool, facts (parallel calls on other facts differ)
         scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
         with self._lock:  # the previous such call was stale and handed the fresh values
-            stale = self._replan_of(scope, turn)
+            stale = _take_replan_of(self._stale, scope, turn)
         handed_over = stale is not None
         stale_roots, planner, plan_id = stale[:3] if stale is not None else ((), who, None)
         replanned = result.replanned and len(result.decisions) > 1 and not handed_over
@@ -432,23 +451,6 @@ class RunRecorder:
             self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
                            error=True, blocked=True, **refusal_fields(refused))
         return who
-
-    def _replan_of(self, scope: _Scope, turn: Hashable | None) -> _Waiting | None:
-        """The oldest refused call in ``scope`` a call of ``turn`` replans (taken), if any.
-
-        Not one of the same model turn: siblings are planned from the same reads. Call
-        with the lock held.
-        """
-        waiting = self._stale.get(scope)
-        if not waiting:
-            return None
-        for i, w in enumerate(waiting):
-            if turn is None or w[3] is None or w[3] != turn:
-                del waiting[i]
-                if not waiting:
-                    del self._stale[scope]
-                return w
-        return None
 
     def _new_plan_id(self, tool: str) -> str:
         """A fresh plan id for one logical call of ``tool`` (``<tool>#<n>``)."""
