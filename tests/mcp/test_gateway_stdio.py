@@ -198,7 +198,7 @@ def test_bad_input_and_upstream_faults(manifest: Path, folder: Path) -> None:
             r = await s.call_tool("echo", {"text": "back"})
             assert text(r) == "back"
             pids = {x["pid"] for x in upstream_log(folder / "up.log")[n:]}
-            assert len(pids) == 2
+            assert len(pids) == 3  # relaunched after the timeout, then after the crash
     anyio.run(main)
 
 
@@ -313,3 +313,26 @@ def test_malformed_lines_are_answered(manifest: Path) -> None:
             p.wait(timeout=5)
         p.stdout.close()
         p.stderr.close()
+
+
+@pytest.mark.timeout(90)
+def test_a_timed_out_stdio_upstream_is_relaunched(tmp_path: Path) -> None:
+    """QA qa-mcp S4: a stdio upstream whose answer timed out (blocked, or writing a huge
+    result) would hold the pipe, so every later call timed out too until it drained. The
+    timed-out call fails closed and the upstream is relaunched: the next call answers."""
+    log = tmp_path / "up.log"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log, 2.0)})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            assert text(await s.call_tool("echo", {"text": "first"})) == "first"
+            r = await s.call_tool("freeze", {"seconds": 60})  # blocks the whole server
+            assert r.is_error and "did not answer tools/call within 2 s" in text(r), text(r)
+            assert "relaunched" in text(r)
+            r = await s.call_tool("echo", {"text": "after"})
+            assert not r.is_error and text(r) == "after", text(r)
+
+    anyio.run(main)
+    rows = upstream_log(log)
+    assert [x["tool"] for x in rows] == ["echo", "freeze", "echo"]
+    assert rows[0]["pid"] == rows[1]["pid"] != rows[2]["pid"]  # a new process answered

@@ -88,6 +88,14 @@ def slow(seconds: float) -> str:
 
 
 @mcp.tool()
+async def freeze(seconds: float) -> str:
+    """Block the whole server (its event loop) this long: nothing else is answered."""
+    _log("freeze", {"seconds": seconds})
+    time.sleep(seconds)
+    return "thawed"
+
+
+@mcp.tool()
 def crash() -> str:
     """Exit the process mid-call."""
     _log("crash", {})
