@@ -336,3 +336,19 @@ def test_a_timed_out_stdio_upstream_is_relaunched(tmp_path: Path) -> None:
     rows = upstream_log(log)
     assert [x["tool"] for x in rows] == ["echo", "freeze", "echo"]
     assert rows[0]["pid"] == rows[1]["pid"] != rows[2]["pid"]  # a new process answered
+
+
+def test_elicitation_is_said_not_forwarded(manifest: Path, folder: Path) -> None:
+    """QA qa-mcp S3: an upstream tool asking for approval (``ctx.elicit``) through the
+    gateway: the error says the gateway does not forward elicitation, not that the
+    upstream refused the call."""
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            r = await s.call_tool("approve", {"amount": 3})
+            assert r.is_error, text(r)
+            assert "the icore gateway does not forward to its clients" in text(r), text(r)
+            assert "elicitation" in text(r) and "refused" not in text(r), text(r)
+
+    anyio.run(main)
+    assert any(x["tool"] == "approve" for x in upstream_log(folder / "up.log"))

@@ -14,6 +14,7 @@ import time
 import uuid
 
 from mcp.server import MCPServer
+from pydantic import BaseModel
 from mcp.server.mcpserver import Context
 
 mcp = MCPServer("trip-upstream", instructions="Trips: read memo://price before booking.")
@@ -85,6 +86,18 @@ def slow(seconds: float) -> str:
     _log("slow", {"seconds": seconds})
     time.sleep(seconds)
     return "slept"
+
+
+class _Approval(BaseModel):
+    approve: bool
+
+
+@mcp.tool()
+async def approve(amount: int, ctx: Context) -> str:
+    """Ask the client's human to approve (elicitation), then answer."""
+    _log("approve", {"amount": amount})
+    r = await ctx.elicit(f"Approve {amount}?", _Approval)
+    return f"approval: {r.action}"
 
 
 @mcp.tool()
