@@ -352,3 +352,29 @@ def test_elicitation_is_said_not_forwarded(manifest: Path, folder: Path) -> None
 
     anyio.run(main)
     assert any(x["tool"] == "approve" for x in upstream_log(folder / "up.log"))
+
+
+@pytest.mark.parametrize("command", ["python", "python3"])
+def test_bare_python_is_the_gateways_interpreter(tmp_path: Path, command: str) -> None:
+    """QA qa-mcp S3: ``command: python`` as in examples/mcp/gateway.yaml, the gateway
+    launched (by a desktop client) with its venv not active: PATH finds no python, or a
+    system one without ``mcp``. A bare python is the gateway's own interpreter."""
+    from mcp.client import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    log = tmp_path / "up.log"
+    up = {**stdio_upstream(log, 10.0), "command": command}
+    manifest = write_manifest(tmp_path, {"trip": up})
+    bare = {**env(), "PATH": "/usr/bin:/bin"}  # no venv on it
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "icore", "mcp", str(manifest)], env=bare)
+
+    async def main() -> None:
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (r, w), \
+                    ClientSession(r, w) as s:
+                await s.initialize()
+                r2 = await s.call_tool("echo", {"text": "venv"})
+                assert not r2.is_error and text(r2) == "venv", text(r2)
+
+    anyio.run(main)
+    assert [x["tool"] for x in upstream_log(log)] == ["echo"]

@@ -28,6 +28,7 @@ import anyio.abc
 
 from icore.errors import redact
 from icore.mcp._gateway_manifest import GatewayError, UpstreamSpec
+from icore.mcp._gateway_paths import launched
 
 log = logging.getLogger("icore.mcp")
 
@@ -140,7 +141,7 @@ class Upstream:
                 self._scope = scope
                 async with contextlib.AsyncExitStack() as stack:
                     if spec.command is not None:
-                        params = StdioServerParameters(command=spec.command,
+                        params = StdioServerParameters(command=launched(spec.command),
                                                        args=list(spec.args), env=spec.env
                                                        or None, cwd=spec.cwd)
                         r, w = await stack.enter_async_context(
