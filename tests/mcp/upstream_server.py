@@ -14,8 +14,8 @@ import time
 import uuid
 
 from mcp.server import MCPServer
-from pydantic import BaseModel
 from mcp.server.mcpserver import Context
+from pydantic import BaseModel
 
 mcp = MCPServer("trip-upstream", instructions="Trips: read memo://price before booking.")
 STATE: dict[str, str] = {"price": "100", "city": "Porto"}

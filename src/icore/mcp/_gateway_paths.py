@@ -98,7 +98,10 @@ SAME_PYTHON = frozenset({"python", "python3"})
 
 
 def launched(command: str) -> str:
-    """What a stdio upstream's ``command`` launches: ``sys.executable`` for a bare
-    ``python``/``python3`` (the gateway's venv, active or not), else ``command``."""
+    """What a stdio upstream's ``command`` launches (its path or name).
+
+    ``sys.executable`` for a bare ``python``/``python3`` (the gateway's venv, active or
+    not), else ``command`` itself.
+    """
     import sys
     return sys.executable if command in SAME_PYTHON and sys.executable else command
