@@ -198,7 +198,7 @@ def test_bad_input_and_upstream_faults(manifest: Path, folder: Path) -> None:
             r = await s.call_tool("echo", {"text": "back"})
             assert text(r) == "back"
             pids = {x["pid"] for x in upstream_log(folder / "up.log")[n:]}
-            assert len(pids) == 2
+            assert len(pids) == 3  # relaunched after the timeout, then after the crash
     anyio.run(main)
 
 
@@ -313,3 +313,68 @@ def test_malformed_lines_are_answered(manifest: Path) -> None:
             p.wait(timeout=5)
         p.stdout.close()
         p.stderr.close()
+
+
+@pytest.mark.timeout(90)
+def test_a_timed_out_stdio_upstream_is_relaunched(tmp_path: Path) -> None:
+    """QA qa-mcp S4: a stdio upstream whose answer timed out (blocked, or writing a huge
+    result) would hold the pipe, so every later call timed out too until it drained. The
+    timed-out call fails closed and the upstream is relaunched: the next call answers."""
+    log = tmp_path / "up.log"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log, 2.0)})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            assert text(await s.call_tool("echo", {"text": "first"})) == "first"
+            r = await s.call_tool("freeze", {"seconds": 60})  # blocks the whole server
+            assert r.is_error and "did not answer tools/call within 2 s" in text(r), text(r)
+            assert "relaunched" in text(r)
+            r = await s.call_tool("echo", {"text": "after"})
+            assert not r.is_error and text(r) == "after", text(r)
+
+    anyio.run(main)
+    rows = upstream_log(log)
+    assert [x["tool"] for x in rows] == ["echo", "freeze", "echo"]
+    assert rows[0]["pid"] == rows[1]["pid"] != rows[2]["pid"]  # a new process answered
+
+
+def test_elicitation_is_said_not_forwarded(manifest: Path, folder: Path) -> None:
+    """QA qa-mcp S3: an upstream tool asking for approval (``ctx.elicit``) through the
+    gateway: the error says the gateway does not forward elicitation, not that the
+    upstream refused the call."""
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            r = await s.call_tool("approve", {"amount": 3})
+            assert r.is_error, text(r)
+            assert "the icore gateway does not forward to its clients" in text(r), text(r)
+            assert "elicitation" in text(r) and "refused" not in text(r), text(r)
+
+    anyio.run(main)
+    assert any(x["tool"] == "approve" for x in upstream_log(folder / "up.log"))
+
+
+@pytest.mark.parametrize("command", ["python", "python3"])
+def test_bare_python_is_the_gateways_interpreter(tmp_path: Path, command: str) -> None:
+    """QA qa-mcp S3: ``command: python`` as in examples/mcp/gateway.yaml, the gateway
+    launched (by a desktop client) with its venv not active: PATH finds no python, or a
+    system one without ``mcp``. A bare python is the gateway's own interpreter."""
+    from mcp.client import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    log = tmp_path / "up.log"
+    up = {**stdio_upstream(log, 10.0), "command": command}
+    manifest = write_manifest(tmp_path, {"trip": up})
+    bare = {**env(), "PATH": "/usr/bin:/bin"}  # no venv on it
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "icore", "mcp", str(manifest)], env=bare)
+
+    async def main() -> None:
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (r, w), \
+                    ClientSession(r, w) as s:
+                await s.initialize()
+                r2 = await s.call_tool("echo", {"text": "venv"})
+                assert not r2.is_error and text(r2) == "venv", text(r2)
+
+    anyio.run(main)
+    assert [x["tool"] for x in upstream_log(log)] == ["echo"]

@@ -32,10 +32,10 @@ def _manifest(folder: Path) -> Path:
 class _Raw:
     """``icore mcp MANIFEST`` spoken to line by line (JSON-RPC over its stdin/stdout)."""
 
-    def __init__(self, manifest: Path) -> None:
+    def __init__(self, manifest: Path, stderr: Any = subprocess.DEVNULL) -> None:
         self.p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", str(manifest)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, env=env(),
+                                  stderr=stderr, text=True, env=env(),
                                   start_new_session=True)
         self.n = 0
 
@@ -180,3 +180,82 @@ def test_forwarded_call_written_once(tmp_path: Path) -> None:
     assert len(decisions) == 1
     result = audit_trace(load_jsonl(path))
     assert result.terminated and not result.diagnoses, result.diagnoses
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_first_signal_says_it_waits_and_delivers_the_result(tmp_path: Path,
+                                                            sig: signal.Signals) -> None:
+    """QA qa-mcp S3: a first Ctrl-C (or SIGTERM) with a call in flight says so on stderr,
+    the call's result still reaches the client on stdout, then the gateway exits 0."""
+    err = tmp_path / "stderr.txt"
+    with open(err, "w", encoding="utf-8") as fh:
+        gw = _Raw(_manifest(tmp_path), stderr=fh)
+        try:
+            gw.start()
+            gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 2}}, answer=False)
+            _wait_for(tmp_path / "up.log", '"slow"')
+            gw.p.send_signal(sig)
+            assert gw.p.stdout is not None
+            answer = json.loads(gw.p.stdout.readline())  # the result, after the signal
+            assert answer["id"] == gw.n and answer["result"]["content"][0]["text"] == "slept"
+            assert gw.p.wait(timeout=30) == 0
+        finally:
+            gw.stop()
+    said = err.read_text(encoding="utf-8")
+    assert "waiting for 1 call(s) in flight; Ctrl-C again to stop now" in said, said
+    assert "Traceback" not in said, said
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_second_signal_stops_at_once(tmp_path: Path, sig: signal.Signals) -> None:
+    """A second signal stops the stdio gateway at once: no traceback, exit 128 + signal."""
+    err = tmp_path / "stderr.txt"
+    with open(err, "w", encoding="utf-8") as fh:
+        gw = _Raw(_manifest(tmp_path), stderr=fh)
+        try:
+            gw.start()
+            gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 30}},
+                    answer=False)
+            _wait_for(tmp_path / "up.log", '"slow"')
+            gw.p.send_signal(sig)
+            _wait_for(err, "waiting for 1 call(s)")
+            gw.p.send_signal(sig)
+            assert gw.p.wait(timeout=10) == 128 + sig  # not the 30 s call's end
+        finally:
+            gw.stop()
+    said = err.read_text(encoding="utf-8")
+    assert "again: stopping now" in said and "Traceback" not in said, said
+
+
+def test_http_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
+    """QA qa-mcp S2: ``icore mcp --http``, Ctrl-C twice during a call: no starlette
+    lifespan traceback, exit 130."""
+    from .conftest import free_port, http_client, wait_port
+    manifest = _manifest(tmp_path)
+    port = free_port()
+    err = tmp_path / "stderr.txt"
+    with open(err, "w", encoding="utf-8") as fh:
+        p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+                              f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=fh,
+                             env=env(), start_new_session=True)
+        try:
+            wait_port(port, p)
+
+            async def main() -> None:
+                async with http_client(f"http://127.0.0.1:{port}/mcp") as c:
+                    await c.read_resource("memo://price")
+                    with anyio.move_on_after(3):
+                        await c.call_tool("slow", {"seconds": 30})
+
+            anyio.run(main)  # the call is in flight when the client leaves
+            _wait_for(tmp_path / "up.log", '"slow"')
+            p.send_signal(signal.SIGINT)
+            _wait_for(err, "SIGINT")
+            p.send_signal(signal.SIGINT)
+            assert p.wait(timeout=10) == 130
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=10)
+    said = err.read_text(encoding="utf-8")
+    assert "again: stopping now" in said and "Traceback" not in said, said

@@ -11,6 +11,10 @@ Each read is logged as ``<read>``. ``deposit`` changes a balance and notifies
 ``resources/updated`` (as a well-behaved server does; ``notify_delay`` seconds after its
 answer, from a background task, when the state sets it); ``crash`` exits mid-call. Over
 stdio the server logs ``<start>`` with its pid.
+Another writer: a test puts ``"pending": {"account": A, "value": V}`` in the state; a
+watcher applies it and notifies ``acct://A/balance`` to every session seen (stdio), then
+logs ``<notified>``. ``LEDGER_TEMPLATE_ONLY``: no resource listed, served through the
+template only.
 ``--http PORT``: streamable HTTP on 127.0.0.1 instead of stdio.
 """
 
@@ -60,12 +64,34 @@ TOOLS = [
 ]
 
 
+_SESSIONS: set[Any] = set()
+
+
+async def _watch_writer() -> None:
+    """Apply another writer's pending change and notify it to every session seen."""
+    while True:
+        await anyio.sleep(0.05)
+        try:
+            s = _state()
+        except ValueError:  # the test is writing the file: look again
+            continue
+        ch = s.pop("pending", None)
+        if ch is None:
+            continue
+        s["accounts"][ch["account"]] = ch["value"]
+        STATE.write_text(json.dumps(s), encoding="utf-8")
+        for session in list(_SESSIONS):
+            await session.send_resource_updated(f"acct://{ch['account']}/balance")
+        _log("<notified>", ch)
+
+
 async def list_tools(ctx: Any, params: Any) -> Any:
     return types.ListToolsResult(tools=TOOLS)
 
 
 async def call_tool(ctx: Any, params: Any) -> Any:
     args = dict(params.arguments or {})
+    _SESSIONS.add(ctx.session)
     _log(params.name, args)
     if params.name == "crash":
         os._exit(3)
@@ -87,6 +113,8 @@ async def call_tool(ctx: Any, params: Any) -> Any:
 
 
 async def list_resources(ctx: Any, params: Any) -> Any:
+    if os.environ.get("LEDGER_TEMPLATE_ONLY"):
+        return types.ListResourcesResult(resources=[])
     return types.ListResourcesResult(resources=[
         types.Resource(uri=f"acct://{n}/balance", name=f"{n}-balance", mime_type="text/plain")
         for n in _state()["accounts"]])
@@ -99,6 +127,7 @@ async def list_templates(ctx: Any, params: Any) -> Any:
 
 async def read_resource(ctx: Any, params: Any) -> Any:
     uri = str(params.uri)
+    _SESSIONS.add(ctx.session)
     _log("<read>", {"uri": uri})
     s = _state()
     if s.get("read_delay"):
@@ -113,6 +142,7 @@ async def read_resource(ctx: Any, params: Any) -> Any:
 
 
 async def subscribe(ctx: Any, params: Any) -> Any:
+    _SESSIONS.add(ctx.session)
     _log("<subscribe>", {"uri": str(params.uri)})
     if os.environ.get("LEDGER_REFUSE_SUBSCRIBE"):  # declares subscribe, then refuses it
         raise ValueError("subscriptions are switched off on this ledger")
@@ -131,8 +161,10 @@ server = Server("ledger", on_list_tools=list_tools, on_call_tool=call_tool,
 
 async def main() -> None:
     _log("<start>", {"pid": os.getpid()})
-    async with stdio_server() as (r, w):
+    async with stdio_server() as (r, w), anyio.create_task_group() as tg:
+        tg.start_soon(_watch_writer)
         await server.run(r, w, server.create_initialization_options())
+        tg.cancel_scope.cancel()
 
 
 async def main_http(port: int) -> None:

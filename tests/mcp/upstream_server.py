@@ -15,6 +15,7 @@ import uuid
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from pydantic import BaseModel
 
 mcp = MCPServer("trip-upstream", instructions="Trips: read memo://price before booking.")
 STATE: dict[str, str] = {"price": "100", "city": "Porto"}
@@ -85,6 +86,26 @@ def slow(seconds: float) -> str:
     _log("slow", {"seconds": seconds})
     time.sleep(seconds)
     return "slept"
+
+
+class _Approval(BaseModel):
+    approve: bool
+
+
+@mcp.tool()
+async def approve(amount: int, ctx: Context) -> str:
+    """Ask the client's human to approve (elicitation), then answer."""
+    _log("approve", {"amount": amount})
+    r = await ctx.elicit(f"Approve {amount}?", _Approval)
+    return f"approval: {r.action}"
+
+
+@mcp.tool()
+async def freeze(seconds: float) -> str:
+    """Block the whole server (its event loop) this long: nothing else is answered."""
+    _log("freeze", {"seconds": seconds})
+    time.sleep(seconds)
+    return "thawed"
 
 
 @mcp.tool()

@@ -246,6 +246,12 @@ class _ToolCalls:
             # the upstream answered a JSON-RPC error
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
+            if msg in _NOT_FORWARDED:  # the gateway's own client said no: say so
+                return _error_result(
+                    f"upstream {route.upstream} could not finish {name}: it asked the "
+                    f"client for input ({_NOT_FORWARDED[msg]}), which the icore gateway "
+                    "does not forward to its clients (docs/mcp.md, Limits); its error: "
+                    f"{msg}")
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
         self.gw.trace.call(view.sid, name, args, result_text(result),
                            error=is_error(result), task=task)
@@ -559,6 +565,12 @@ def _refusal(name: str, v: Verdict, *, first_read: bool = False,
         "reason": reason, "deps": list(v.deps),
         "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()},
         **({"stale": list(v.stale)} if v.stale else {})}})
+
+
+_NOT_FORWARDED = {"Elicitation not supported": "elicitation, ctx.elicit",
+                  "Sampling not supported": "sampling, ctx.session.create_message"}
+"""The MCP SDK client's answers to an upstream's request the gateway does not forward
+(the gateway's upstream session declares neither capability) -> what was asked."""
 
 
 def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:

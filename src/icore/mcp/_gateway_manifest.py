@@ -82,7 +82,9 @@ class UpstreamSpec(_Model):
     Attributes:
         command: executable to launch (stdio); with ``args``, ``env`` (added to a safe
             default environment: PATH, HOME, ...) and ``cwd`` (default: the manifest's
-            folder; relative to it).
+            folder; relative to it). A bare ``python`` or ``python3`` is the interpreter
+            running the gateway (``sys.executable``: its venv, even when a desktop client
+            launches it with the venv not active); another interpreter by its path.
         url: the server's streamable-HTTP endpoint (``http(s)://host:port/mcp``).
         timeout_s: bound of one request to this upstream, seconds (> 0).
         headers: extra HTTP headers (``url`` only).

@@ -172,6 +172,8 @@ class Wire:
 
     def __init__(self) -> None:
         self.stdio: StdioOrder | None = None
+        self.in_flight = 0
+        """Requests (reads, tool calls) whose handler runs now (told on a stop signal)."""
         self._unstamped: set[Exchange] = set()
 
     def exchange(self, ctx: Any) -> Exchange:
@@ -218,8 +220,10 @@ class Wire:
                 from mcp.shared.exceptions import MCPError
                 from mcp_types import INVALID_PARAMS
                 raise MCPError(INVALID_PARAMS, str(exc)) from None
+            self.in_flight += 1
             try:
                 return await fn(ctx, params, ex)
             finally:
+                self.in_flight -= 1
                 self.done(ex)
         return handle

@@ -91,3 +91,17 @@ def check_outputs(m: GatewayManifest, otel_file: Path | None) -> None:
 
 
 __all__ = ["check_outputs", "gateway_inputs"]
+
+
+SAME_PYTHON = frozenset({"python", "python3"})
+"""Bare ``command`` names meaning the gateway's own interpreter (``sys.executable``)."""
+
+
+def launched(command: str) -> str:
+    """What a stdio upstream's ``command`` launches (its path or name).
+
+    ``sys.executable`` for a bare ``python``/``python3`` (the gateway's venv, active or
+    not), else ``command`` itself.
+    """
+    import sys
+    return sys.executable if command in SAME_PYTHON and sys.executable else command

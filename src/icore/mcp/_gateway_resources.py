@@ -94,10 +94,13 @@ class _Resources:
         """(upstream, generation, name) of the subscriptions an upstream accepted."""
         self._stream_checked: set[tuple[str, int]] = set()
         """(upstream, generation) whose notification stream was checked (:meth:`_check_stream`)."""
-        self._updates: dict[str, int] = {}
-        """URI -> how many update notifications the gateway has seen for it."""
-        self._fresh: dict[str, tuple[int, int, int]] = {}
-        """URI -> the watch state (:meth:`_watch_state`) its last read was made under."""
+        self._updates: dict[tuple[str, str], int] = {}
+        """(upstream, its URI) -> how many update notifications the gateway has seen for
+        it. Keyed as the upstream names the resource, the name its notification carries
+        (never the shown form or a template: a notification can then never miss it)."""
+        self._fresh: dict[tuple[str, str], tuple[int, int, int]] = {}
+        """(upstream, its URI) -> the watch state (:meth:`_watch_state`) its last read
+        was made under."""
         self.watched: Callable[[str], bool] = lambda uri: False
         """Whether the gateway subscribes itself to a URI it reads (a resource some D(a)
         of the manifest names; set by the gateway)."""
@@ -141,14 +144,18 @@ class _Resources:
         return Route(ups[0], uri) if len(ups) == 1 else None
 
     def shown_uri(self, upstream: str, uri: str) -> str:
-        """The URI clients see for ``uri`` of ``upstream`` (namespaced on a clash)."""
+        """The URI clients see for ``uri`` of ``upstream`` (namespaced on a clash).
+
+        Always a concrete URI (``uri`` itself or ``<upstream>.<uri>``), never the template
+        that serves it: what a client reads, subscribes to and is notified of.
+        """
         from icore.mcp._gateway_checks import template_regex
         for shown, r in self.gw.resources.items():
             if r.upstream == upstream and r.name == uri:
                 return shown
         for shown, r in self.gw.template_routes.items():
             if r.upstream == upstream and template_regex(r.name).fullmatch(uri):
-                return shown if shown == r.name else f"{upstream}.{uri}"
+                return uri if shown == r.name else f"{upstream}.{uri}"
         return uri
 
     def _unrouted(self, uri: str) -> GatewayError:
@@ -177,7 +184,7 @@ class _Resources:
         if route is None:
             raise self._unrouted(uri)
         u = self.gw.upstreams[route.upstream]
-        watch = self._watch_state(uri, route, u)
+        watch = self._watch_state(route, u)
         result = await u.request("resources/read", lambda s: s.read_resource(route.name))
         if route.name != uri:  # namespaced: the contents named as the client asked
             result = result.model_copy(update={"contents": [
@@ -196,13 +203,12 @@ class _Resources:
             if created and rec is not None:
                 self.gw.trace.version(rec, source)
                 await self.notify_subscribers(uri)
-        if watch is not None and watch == self._watch_state(uri, route, u):
-            self._fresh[uri] = watch  # no loss, no update while it was read
+        if watch is not None and watch == self._watch_state(route, u):
+            self._fresh[route.upstream, route.name] = watch  # no loss, no update meanwhile
         return result, rec
 
-    def _watch_state(self, uri: str, route: Route, u: Upstream
-                     ) -> tuple[int, int, int] | None:
-        """``(channel epoch, write epoch, updates seen)`` when ``uri`` may be trusted.
+    def _watch_state(self, route: Route, u: Upstream) -> tuple[int, int, int] | None:
+        """``(channel epoch, write epoch, updates seen)`` when ``route`` may be trusted.
 
         None unless its upstream has ``trust_updates``, declares ``resources.subscribe``,
         accepted the gateway's subscription on this connection, its notification
@@ -214,7 +220,7 @@ class _Resources:
                 (route.upstream, u.generation, route.name) not in self._live or \
                 not u.alive():
             return None
-        return u.watch_epoch, u.write_epoch, self._updates.get(uri, 0)
+        return u.watch_epoch, u.write_epoch, self._updates.get((route.upstream, route.name), 0)
 
     def trusted(self, uri: str) -> bool:
         """True when a protected call need not read ``uri`` again (``trust_updates``).
@@ -225,8 +231,8 @@ class _Resources:
         route = self.route_uri(uri)
         if route is None:
             return False
-        st = self._watch_state(uri, route, self.gw.upstreams[route.upstream])
-        return st is not None and self._fresh.get(uri) == st
+        st = self._watch_state(route, self.gw.upstreams[route.upstream])
+        return st is not None and self._fresh.get((route.upstream, route.name)) == st
 
     async def read_resource(self, ctx: Any, params: Any, stamp: Any = None) -> Any:
         """``resources/read``: the content, versioned; ``_meta`` names the version seen.
@@ -354,10 +360,11 @@ class _Resources:
         method = getattr(message, "method", None)
         if method != "notifications/resources/updated":
             return
-        shown = self.shown_uri(upstream, str(message.params.uri))
+        key = (upstream, str(message.params.uri))
         # at once, before any await: a protected call from now on reads it again
-        self._updates[shown] = self._updates.get(shown, 0) + 1
-        self._fresh.pop(shown, None)
+        self._updates[key] = self._updates.get(key, 0) + 1
+        self._fresh.pop(key, None)
+        shown = self.shown_uri(upstream, key[1])  # the concrete URI a client reads
         if self.tg is not None:
             self.tg.start_soon(self.reread, shown, f"upstream {upstream} (updated)")
 

@@ -44,7 +44,7 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
             anyio.create_task_group() as tg:
         gw.single_client = True
         run = anyio.CancelScope()
-        tg.start_soon(_stop_on_sigterm, files[0].stop if files else run.cancel, run.cancel)
+        tg.start_soon(_stop_on_signal, gw, files[0].stop if files else run.cancel)
         with run:
             if files is None:  # not pipes (a terminal, a file): the SDK's own transport
                 async with stdio_server() as (read, write):
@@ -56,26 +56,61 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
         tg.cancel_scope.cancel()
 
 
-async def _stop_on_sigterm(first: Callable[[], object], then: Callable[[], object]) -> None:
-    """SIGTERM stops the stdio gateway as closing stdin does (D1, QA r7).
+async def _stop_on_signal(gw: Gateway, stop: Callable[[], object]) -> None:
+    """SIGTERM or SIGINT (Ctrl-C) stops the stdio gateway; a second one at once (QA r7 D1).
 
-    The first SIGTERM ends the input (``first``): calls in flight run to their end and are
-    recorded, then the gateway closes its trace (with its ``termination`` line) and its
-    upstreams. A second SIGTERM cancels what is left (``then``); the trace is still closed
-    as a normal stop. The SDK's stdio client closes stdin, then SIGTERMs the gateway's
-    process group 2 s later. Nothing is installed off the main thread (no signals there).
+    The first signal says on stderr how many calls are in flight; once their results are
+    written to stdout, the input is ended (``stop``) as if the client closed stdin: the
+    gateway closes its trace (with its ``termination`` line) and its upstreams, exit 0.
+    A second signal stops at once (:func:`stop_now`): exit 130 (SIGINT) or 143
+    (SIGTERM). The SDK's stdio client closes stdin, then SIGTERMs the gateway's process
+    group 2 s later. Nothing is installed off the main thread (no signals there).
     """
     import signal
     import threading
     if threading.current_thread() is not threading.main_thread():
         return
-    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-        n = 0
-        async for _ in signals:
-            n += 1
-            log.warning("SIGTERM: the gateway stops (%s)", "input closed, calls in flight "
-                        "finish" if n == 1 else "calls in flight cancelled")
-            (first if n == 1 else then)()
+
+    async def drain() -> None:
+        pending = gw.wire.stdio.pending if gw.wire.stdio is not None else {}
+        while gw.wire.in_flight or pending:  # handled now, or answered but not written
+            await anyio.sleep(0.02)
+        stop()
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tg:
+            first = True
+            async for sig in signals:
+                if not first:
+                    stop_now(gw, sig)
+                first = False
+                first_signal(gw, sig)
+                tg.start_soon(drain)
+
+
+def first_signal(gw: Gateway, sig: int) -> None:
+    """Say on stderr that the gateway stops on ``sig`` and what it waits for."""
+    import signal
+    n = gw.wire.in_flight
+    name = signal.Signals(sig).name
+    if n:
+        print(f"icore mcp: {name}: waiting for {n} call(s) in flight; Ctrl-C again to "
+              "stop now", file=sys.stderr, flush=True)
+    else:
+        print(f"icore mcp: {name}: stopping", file=sys.stderr, flush=True)
+
+
+def stop_now(gw: Gateway, sig: int) -> None:
+    """A second stop signal: exit at once, ``128 + sig`` (130 SIGINT, 143 SIGTERM).
+
+    The trace keeps what was written (each decision is on disk before its call is
+    forwarded) and gets no terminal marker: the audit says the run did not end normally.
+    Upstream processes see their stdin close and exit.
+    """
+    import signal
+    print(f"icore mcp: {signal.Signals(sig).name} again: stopping now with "
+          f"{gw.wire.in_flight} call(s) in flight", file=sys.stderr, flush=True)
+    os._exit(128 + sig)
 
 
 _LINE_LIMIT = 1 << 28
@@ -243,7 +278,13 @@ def _server_class() -> Any:
         here the gateway's own exit follows instead (``icore mcp`` exits 0).
         """
 
+        gw: Gateway | None = None
+
         def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.gw is not None:  # the first says what it waits for, a second stops
+                if self.should_exit:  # at once (no lifespan traceback, exit 128 + sig)
+                    stop_now(self.gw, sig)
+                first_signal(self.gw, sig)
             super().handle_exit(sig, frame)
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list):
@@ -386,6 +427,7 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                                 lifespan="on", http=_http_parser(),
                                 access_log=False, proxy_headers=False)
         server = _Server(config)
+        server.gw = gw
 
         async def ready() -> None:
             while not server.started:

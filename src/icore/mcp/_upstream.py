@@ -4,7 +4,8 @@ The connection (the SDK's ``ClientSession`` over ``stdio_client`` or
 ``streamable_http_client``) lives in a supervisor task of the gateway's task group, so
 its context managers open and close in one task. A request that does not answer within
 the upstream's ``timeout_s`` fails with :class:`UpstreamError` (the SDK cancels it
-upstream); a crashed upstream fails the requests in flight, is marked down and is
+upstream; a stdio server is then relaunched, as its pipe would stay blocked by the late
+answer); a crashed upstream fails the requests in flight, is marked down and is
 reconnected (a stdio server relaunched) on the next request; one that exited while idle
 (its receive stream ended, :meth:`Upstream.alive`) is relaunched before the next request
 instead of failing it. Other upstreams and other sessions are unaffected. Over HTTP a
@@ -27,6 +28,7 @@ import anyio.abc
 
 from icore.errors import redact
 from icore.mcp._gateway_manifest import GatewayError, UpstreamSpec
+from icore.mcp._gateway_paths import launched
 
 log = logging.getLogger("icore.mcp")
 
@@ -139,7 +141,7 @@ class Upstream:
                 self._scope = scope
                 async with contextlib.AsyncExitStack() as stack:
                     if spec.command is not None:
-                        params = StdioServerParameters(command=spec.command,
+                        params = StdioServerParameters(command=launched(spec.command),
                                                        args=list(spec.args), env=spec.env
                                                        or None, cwd=spec.cwd)
                         r, w = await stack.enter_async_context(
@@ -350,8 +352,16 @@ class Upstream:
             with anyio.fail_after(self.spec.timeout_s):
                 return await fn(session)
         except TimeoutError:
+            restart = ""
+            if self.spec.command is not None:
+                # a stdio pipe is one queue: its late answer (a 20 MB result, a blocked
+                # server) would hold every later request up; relaunch it instead
+                self.drop(gen)
+                restart = "; it is relaunched for the next request"
+                log.warning("upstream %s did not answer %s within %g s: relaunching it",
+                            self.name, method, self.spec.timeout_s)
             raise UpstreamError(f"upstream {self.name} did not answer {method} within "
-                                f"{self.spec.timeout_s:g} s", upstream=self.name,
+                                f"{self.spec.timeout_s:g} s{restart}", upstream=self.name,
                                 method=method, timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
             if self.spec.url is not None and not_taken(exc):  # this POST: 404 to our session
