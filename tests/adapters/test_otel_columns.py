@@ -157,6 +157,16 @@ def test_times_out_of_int64_are_kept_by_hand_made_spans() -> None:
     assert [s.role for s in tr.steps] == ["root", "llm", "root"]
 
 
+def test_hand_made_float_times_are_kept_as_given() -> None:
+    """``spans_to_trace`` took float times before the columns (review #29): it still
+    does, in the same order."""
+    spans = [OtelSpan("t", "a", "", "root", "", 1.5, 9.0, {"input.value": "q"}),
+             OtelSpan("t", "b", "a", "llm", "", 2.0, 3.5,
+                      {"openinference.span.kind": "LLM", "output.value": "x"})]
+    tr = spans_to_trace(spans)
+    assert [s.role for s in tr.steps] == ["root", "llm", "root"]
+
+
 def test_rebuilt_spans_keep_what_the_mapping_reads() -> None:
     a = {"openinference.span.kind": "TOOL", "output.value": "o", "other": [1, 2],
          "icore.seq": 3, "gen_ai.agent.name": "x"}

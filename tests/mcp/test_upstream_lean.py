@@ -389,6 +389,67 @@ def test_redirect_loops_stop() -> None:
     run(reply, body)
 
 
+def test_a_redirect_whose_body_breaks_is_the_calls_transport_error_never_resent() -> None:
+    """Reading a redirect's body fails: the call's TRANSPORT_FAILED error (not an
+    answer of the upstream), the connection closed, nothing sent again (review #25)."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        w.write(head(307, None, "\r\nlocation: /mcp/", length=100) + b"partial")
+        await w.drain()
+        w.close()
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        assert err.value.message.startswith(TRANSPORT_FAILED_TEXT), err.value.message
+        assert len(seen) == 1
+
+    run(reply, body)
+
+
+def test_a_redirect_with_a_long_or_unsized_body_is_followed_without_reading_it() -> None:
+    """A chunked (unsized) redirect body is not read: the connection is closed and the
+    request goes to the new target on another one."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["target"] == "/mcp":
+            w.write(head(307, None, "\r\nlocation: /mcp/") + chunk(b"x" * 70_000))
+            await w.drain()  # never ends its body: only a reader that waits would hang
+        else:
+            w.write(head(200, "application/json") + chunk(response(req["body"]["id"]))
+                    + chunk(b""))
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with anyio.fail_after(10):
+            await call_ok(calls, s, seen)
+        assert [x["target"] for x in seen] == ["/mcp", "/mcp/"]
+        assert seen[0]["peer"] != seen[1]["peer"]  # a new connection
+
+    run(reply, body)
+
+
+def test_a_404_after_a_followed_redirect_is_not_a_lost_session() -> None:
+    """A redirect's target without an endpoint says nothing of the session: a plain
+    error, the session kept, nothing resent (review #25)."""
+    async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
+        if req["target"] == "/mcp":
+            w.write(head(307, None, "\r\nlocation: /gone", length=0))
+        else:
+            w.write(head(404, "text/plain", length=9) + b"not found")
+
+    async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
+        with pytest.raises(MCPError) as err:
+            await calls.call(s, "echo", {}, None)
+        assert err.value.message == "Not Found"
+        assert len(seen) == 2
+
+    _, lost, _ = run(reply, body)
+    assert lost == []
+
+
+def test_port_zero_in_a_url_is_port_zero_not_the_default() -> None:
+    assert lean_origin("http://127.0.0.1:0/mcp") in (None, ("127.0.0.1", 0, "/mcp"))
+    assert lean_origin("http://127.0.0.1/mcp") == ("127.0.0.1", 80, "/mcp")
+
+
 def test_a_stream_ended_after_an_event_id_is_resumed_with_last_event_id() -> None:
     async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
         if req["method"] == "POST":

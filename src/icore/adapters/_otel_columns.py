@@ -177,11 +177,11 @@ class SpanColumns:
             self.trace_ids.append(self.trace_id)
         try:
             self.starts.append(start)
-        except OverflowError:  # out of int64 (a span made by hand): a list column
-            self.starts = [*self.starts, start]
+        except (OverflowError, TypeError):  # out of int64 or no int (a span made by
+            self.starts = [*self.starts, start]  # hand): a list column, as the spans'
         try:
             self.ends.append(end)
-        except OverflowError:
+        except (OverflowError, TypeError):
             self.ends = [*self.ends, end]
         a = s.attributes
         self.attrs.append(memo.attrs(a) if a else None)

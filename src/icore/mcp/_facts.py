@@ -130,7 +130,7 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
     for pat in patterns:
         parts, escaped, glob = [], [], False
         for lit, name, _spec, _conv in string.Formatter().parse(pat):
-            parts.append(lit)
+            parts.append(_shortest(lit))
             escaped.append(lit)
             glob = glob or any(c in lit for c in _GLOB)
             if name:
@@ -151,6 +151,18 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
     return frozenset(keys)
 
 
+_GLOB_SPAN = re.compile(r"\[[^\]]+\]|\?")
+
+
+def _shortest(literal: str) -> str:
+    """The manifest's own text of a pattern as its shortest match.
+
+    ``[ab]`` and ``?`` are one character, ``*`` none: a key is too long only when every
+    match is.
+    """
+    return _GLOB_SPAN.sub("x", literal).replace("*", "")
+
+
 def glob_args(patterns: Iterable[str], args: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments whose values make a D(a) key that no fact can have.
 
@@ -168,7 +180,7 @@ def glob_args(patterns: Iterable[str], args: Mapping[str, Any]) -> dict[str, Any
         parts: list[str] = []
         filled: dict[str, str] = {}
         for lit, name, _spec, _conv in string.Formatter().parse(pat):
-            parts.append(lit)
+            parts.append(_shortest(lit))
             if name:
                 val = args.get(name)
                 if isinstance(val, bool) or not isinstance(val, str | int | float):

@@ -53,7 +53,7 @@ def lean_origin(url: str) -> tuple[str, int, str] | None:
     """
     try:
         u = urllib.parse.urlsplit(url)
-        port = u.port or 80
+        port = 80 if u.port is None else u.port
     except ValueError:
         return None
     if u.scheme != "http" or not u.hostname or u.username or u.password:

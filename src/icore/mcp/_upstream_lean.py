@@ -68,6 +68,9 @@ RESUME_DELAY_MS = 1000
 
 MAX_REDIRECTS = 20
 """Most redirects followed for one request (``httpx``'s default, which the SDK keeps)."""
+REDIRECT_BODY_MAX = 64 * 1024
+"""Bytes of a redirect's body read to reuse its connection; a longer one (or one of
+unknown length) closes it instead."""
 BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark an SSE stream may start with (dropped)."""
 _BOM_HEADS = (b"", BOM[:1], BOM[:2])
@@ -220,12 +223,12 @@ class LeanCalls:
             except LeanHttpError as exc:
                 raise self._failed(exc) from None
             try:
-                out, last_id, retry_ms = await self._answer(conn, rid, method == "POST")
+                out, last_id, retry_ms = await self._answer(
+                    conn, rid, method == "POST", followed=target is not None)
             except _Follow as f:  # the server did not take it: the same request, there
                 target = self._follow(conn, f.location, target, method, redirects)
                 redirects += 1
-                await _whole(conn)  # the redirect's body: the connection is reused
-                conn.release()
+                await self._skip_body(conn)
                 continue
             except LeanHttpError as exc:
                 conn.close()
@@ -254,6 +257,27 @@ class LeanCalls:
             headers = {k: v for k, v in headers.items() if k != "content-type"}
             headers["last-event-id"] = last_id
 
+    async def _skip_body(self, conn: Any) -> None:
+        """Drop a redirect's body: the connection is reused when it is small and whole.
+
+        A body over :data:`REDIRECT_BODY_MAX` bytes is not read (the connection is
+        closed); a failure while reading it closes the connection and is the call's
+        transport error (the request was not taken: nothing ran).
+        """
+        size = conn.headers.get("content-length", "")
+        if not size.isdigit() or int(size) > REDIRECT_BODY_MAX:
+            conn.close()
+            return
+        try:
+            await _whole(conn)
+        except LeanHttpError as exc:
+            conn.close()
+            raise self._failed(exc) from None
+        except BaseException:
+            conn.close()
+            raise
+        conn.release()
+
     def _failed(self, exc: LeanHttpError, why: str = "") -> Exception:
         from mcp.shared.exceptions import MCPError
         code, text = self.transport_failed
@@ -281,9 +305,13 @@ class LeanCalls:
         raise MCPError(INVALID_REQUEST, f"Redirect to {_shown(location)} not followed: "
                        f"{why}; use that URL as the endpoint if it is the intended server")
 
-    async def _answer(self, conn: Any, rid: str, post: bool
+    async def _answer(self, conn: Any, rid: str, post: bool, *, followed: bool = False
                       ) -> tuple[Any, str | None, int | None]:
-        """The response to ``rid`` read from ``conn``, or None with the resumption point."""
+        """The response to ``rid`` read from ``conn``, or None with the resumption point.
+
+        ``followed``: the request went to a redirect's target, where a 404 says that
+        target has no endpoint, not that the upstream lost the session.
+        """
         from mcp.shared.exceptions import MCPError
         from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
         status = conn.status
@@ -300,7 +328,7 @@ class LeanCalls:
         if status == 202:
             raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
         if status >= 400 or (not post and status != 200):
-            if status == 404 and self.transport.session_id:
+            if status == 404 and self.transport.session_id and not followed:
                 self.on_lost()
                 if post:  # the upstream does not know the session: it never ran this
                     raise not_taken_error()
@@ -310,7 +338,8 @@ class LeanCalls:
                     raise err
             if status == 404:
                 raise (MCPError(INVALID_REQUEST, "Session terminated") if
-                       self.transport.session_id else MCPError(METHOD_NOT_FOUND, "Not Found"))
+                       self.transport.session_id and not followed
+                       else MCPError(METHOD_NOT_FOUND, "Not Found"))
             raise MCPError(INTERNAL_ERROR, "Server returned an error response")
         if ctype.startswith("application/json") and post:
             return _response(await _whole(conn), rid), None, None
