@@ -121,18 +121,28 @@ def test_scope_source_of_the_application() -> None:
 
 
 def test_detected_scope_and_a_failing_source() -> None:
-    """An integration's detector names the scope; one that raises names none."""
+    """An integration's detector names the scope; the application's scope function
+    that raises or names something unhashable fails the read and the call (closed):
+    taking it as "no scope" would pool every conversation's reads (QA qa-lg F1)."""
     ws, desk, ran = _world()
     run: list[Any] = ["r1"]
     desk.detect_scope(lambda: ("fw", run[0]))
     desk.detect_scope(lambda: ("fw", run[0]))  # another function: asked second
 
     def broken() -> Any:
-        raise RuntimeError("no run")
+        raise KeyError("session_id")
 
     other = ws.agent("other", scope=broken)
-    other.read(FARE)
-    assert other.current_scope() is None and other.seen()[FARE].content == {"price": 200}
+    with pytest.raises(WorkspaceError, match="scope function failed") as err:
+        other.read(FARE)
+    assert "KeyError" in str(err.value) and "scope unknown" in repr(other)
+    with other.scope("X"):  # an explicit scope is asked first
+        assert other.seen() == {}
+    with pytest.raises(WorkspaceError, match="scope function failed"):
+        other.execute("book", _book(ran), {"price": 200}, depends_on={FARE})
+    odd = ws.agent("odd", scope=lambda: {"sid": 1})
+    with pytest.raises(WorkspaceError, match="scope function failed"):
+        odd.read(FARE)
     desk.read(FARE)
     assert desk.current_scope() == ("fw", "r1")
     run[0] = "r2"

@@ -189,7 +189,11 @@ class Agent(RunScopes):
                                 scope=self.current_scope)
 
     def __repr__(self) -> str:
-        return f"Agent({self.name!r}, read={sorted(self.seen())})"
+        try:
+            read = sorted(self.seen())
+        except WorkspaceError:  # its scope function fails: a repr never raises
+            return f"Agent({self.name!r}, read=<scope unknown>)"
+        return f"Agent({self.name!r}, read={read})"
 
     def _turn_now(self) -> Hashable | None:
         src = self.turn_source

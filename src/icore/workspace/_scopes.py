@@ -82,14 +82,28 @@ class RunScopes:
         """The run scope code runs in now (None: none known, the unscoped reads).
 
         :meth:`scope` first, then ``scope_source``, then the detectors an integration
-        added (:meth:`detect_scope`); a source that raises names no scope.
+        added (:meth:`detect_scope`); a detector that raises names no scope.
+
+        Raises:
+            WorkspaceError: the application's ``scope_source`` raised or returned an
+                unhashable value: failing closed, since treating it as "no scope" would
+                pool every conversation's reads (QA qa-lg F1).
         """
         got = _SCOPE.get()
         if got is not None:
             return got
         src = self.scope_source
         if src is not None:
-            found = _ask(src)
+            try:
+                found = src()
+                hash(found)
+            except Exception as exc:
+                raise WorkspaceError(
+                    "the agent's scope function failed, so the conversation of this read "
+                    "or call is unknown (nothing is shared between conversations instead)",
+                    agent=self.name, error=f"{type(exc).__name__}: {exc}"[:200],
+                    fix="make scope= return the conversation id (hashable) or None when "
+                        "there is none") from exc
             if found is not None:
                 return ("app", found)
         for det in self._detectors:
