@@ -185,6 +185,45 @@ def test_two_concurrent_audits_into_one_out_both_end_well(tmp_path: Path) -> Non
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+@pytest.mark.timeout(300)
+def test_an_audit_into_a_new_out_is_waited_for_and_other_folders_never_wait(
+        tmp_path: Path) -> None:
+    """The first audit into a new ``--out`` holds that folder's lock (it used to lock the
+    parent, so a second audit into the same folder, started once it existed, never
+    waited); an audit into another folder of the same parent does not wait (review)."""
+    from icore.cli._audit import _out_lock
+    _runs(tmp_path / "runs", 2)
+    new = tmp_path / "new"
+
+    def audit(out: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "icore", "audit",
+                                 str(tmp_path / "runs"), "-o", str(out)], env=ENV,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    with _out_lock(new):  # as an audit that has just made `new`
+        assert new.is_dir()
+        other = audit(tmp_path / "other")
+        _, err = other.communicate(timeout=120)
+        assert other.returncode == 0 and "waiting" not in err, err
+        same = audit(new)
+        line = same.stderr.readline() if same.stderr else ""
+        assert "waiting: another icore audit is writing to" in line
+        assert not (new / "index.html").exists()
+    _, err = same.communicate(timeout=120)
+    assert same.returncode == 0, err
+    assert (new / "index.html").exists()
+
+
+def test_the_lock_removes_a_folder_it_made_only_when_left_empty(tmp_path: Path) -> None:
+    from icore.cli._audit import _out_lock
+    with _out_lock(tmp_path / "a" / "b"):
+        pass
+    assert not (tmp_path / "a").exists()
+    with _out_lock(tmp_path / "c"):
+        (tmp_path / "c" / "index.html").write_text("x")
+    assert (tmp_path / "c" / "index.html").exists()
+
+
 # --- Workspace keys and fenced tools -----------------------------------------------------
 @pytest.mark.parametrize("key", ["k\x00", "k/\udcff"])
 def test_workspace_refuses_a_fact_key_no_store_can_hold(key: str) -> None:

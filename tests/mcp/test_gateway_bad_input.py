@@ -150,3 +150,51 @@ def test_gateway_runtime_error_names_the_manifest(tmp_path: Path) -> None:
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert f"gateway manifest {p}" in r.stderr and "no-such-cmd-x" in r.stderr
+
+
+def test_an_unauthenticated_request_goes_to_the_token_check_unread() -> None:
+    """With ``http.clients``, a request without a valid token reaches the SDK's 401
+    before any body is read or parsed here; an authenticated bad body is still answered
+    with a JSON-RPC error (review #29)."""
+    import hashlib
+
+    import anyio
+
+    from icore.mcp._http_shape import MessageShape
+    from icore.mcp._transport import StaticTokens
+
+    verifier = StaticTokens({"alice": hashlib.sha256(b"s3cret").digest()})
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append("app")
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def call(auth: bytes | None) -> tuple[int, int]:
+        reads: list[int] = []
+        sent: list[dict[str, Any]] = []
+        headers = [(b"content-type", b"application/json")]
+        if auth is not None:
+            headers.append((b"authorization", auth))
+
+        async def receive() -> dict[str, Any]:
+            reads.append(1)
+            return {"type": "http.request", "body": b"[1]", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await MessageShape(app, verifier=verifier)(
+            {"type": "http", "method": "POST", "path": "/mcp", "headers": headers},
+            receive, send)
+        return sent[0]["status"], len(reads)
+
+    async def main() -> None:
+        for auth in (None, b"Bearer wrong", b"Basic czNjcmV0", b"Bearer "):
+            assert await call(auth) == (401, 0)
+        assert seen == ["app"] * 4
+        assert await call(b"Bearer s3cret") == (400, 1)
+        assert seen == ["app"] * 4
+
+    anyio.run(main)

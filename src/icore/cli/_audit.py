@@ -182,34 +182,63 @@ def _out_lock(out: Path | None) -> Iterator[None]:
 
     Two audits writing one folder at once each checked it, then wrote their reports and
     ``index.html`` over each other's: the first audit's index named the second's runs.
-    The lock is ``flock`` on the nearest existing folder of ``out`` (the folder itself,
-    or the one it will be made in: nothing is created to hold it), released when the
-    audit ends (or its process does); a second audit says once on stderr that it waits.
+    The lock is ``flock`` on the ``--out`` folder itself, made here when missing (and
+    removed again if the audit leaves it empty), so audits into other folders never
+    wait; after taking it the folder is checked to be still the one locked (else taken
+    again). Released when the audit ends (or its process does); a second audit says once
+    on stderr that it waits.
     """
     if out is None:
         yield
         return
-    try:
-        here = Path(os.path.abspath(out))
-        while not here.is_dir() and here != here.parent:
-            here = here.parent
-        fd = os.open(here, os.O_RDONLY | os.O_DIRECTORY)
-    except (OSError, ValueError):  # unreadable, a name too long: the writes will say
-        yield
-        return
-    try:
-        import fcntl
+    import fcntl
+    path = Path(os.path.abspath(out))
+    made: list[Path] = []  # the folders made here, deepest first
+    told = False
+    while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            typer.echo(f"waiting: another icore audit is writing to {shown(str(here))}",
-                       err=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not path.is_dir():
+                made = [p for p in (path, *path.parents) if not p.exists()]
+                path.mkdir(parents=True)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileExistsError:  # made by another audit just now: lock that one
+            made = []
+            continue
+        except (OSError, ValueError):  # unwritable, a name too long: the writes will say
+            yield
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not told:
+                    typer.echo("waiting: another icore audit is writing to "
+                               f"{shown(str(path))}", err=True)
+                    told = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _same_folder(path, fd):
+                break
         except OSError:  # a file system without flock: no lock, as before
-            pass
+            break
+        os.close(fd)  # the folder was removed or replaced meanwhile: lock the new one
+    try:
         yield
     finally:
+        for folder in made:
+            try:
+                folder.rmdir()  # only when the audit left it empty
+            except OSError:
+                break
         os.close(fd)
+
+
+def _same_folder(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the folder open as ``fd``."""
+    try:
+        now, held = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _check_max_input_env() -> None:

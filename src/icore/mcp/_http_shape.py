@@ -97,10 +97,23 @@ class MessageShape:
         app: the ASGI app behind it (the SDK's streamable-HTTP app).
         max_body: the largest body kept, bytes (a longer one: HTTP 413, after reading
             and dropping up to :data:`DRAIN_BYTES` of it).
+        verifier: the gateway's bearer-token verifier (``http.clients``), or None: a
+            request without a valid token goes to ``app`` unread (its 401), so nobody
+            unauthenticated has a body read or parsed here.
     """
 
-    def __init__(self, app: Any, max_body: int = MAX_BODY_BYTES) -> None:
-        self.app, self.max_body = app, max_body
+    def __init__(self, app: Any, max_body: int = MAX_BODY_BYTES, verifier: Any = None
+                 ) -> None:
+        self.app, self.max_body, self.verifier = app, max_body, verifier
+
+    async def _unauthorized(self, headers: dict[bytes, bytes]) -> bool:
+        if self.verifier is None:
+            return False
+        auth = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return True
+        return await self.verifier.verify_token(token.strip()) is None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer a malformed POST here; pass everything else on."""
@@ -109,6 +122,9 @@ class MessageShape:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        if await self._unauthorized(headers):
+            await self.app(scope, receive, send)
+            return
         ctype = headers.get(b"content-type", b"").decode("latin-1").strip()
         if not ctype.lower().startswith("application/json"):
             await _answer(send, 415, INVALID_REQUEST, "Unsupported Media Type: Content-Type "

@@ -422,7 +422,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                 auth=AuthSettings.model_validate({
                     "issuer_url": f"http://{_url_host(host)}:{port}",
                     "resource_server_url": None}))
-        config = uvicorn.Config(OrderMiddleware(MessageShape(app)), host=host, port=port,
+        config = uvicorn.Config(OrderMiddleware(MessageShape(app, verifier=verifier)),
+                                host=host, port=port,
                                 log_level="warning",
                                 lifespan="on", http=_http_parser(),
                                 access_log=False, proxy_headers=False)
