@@ -250,12 +250,14 @@ def _foreign_message(path: Path, why: str) -> str:
             "away or give another output folder")
 
 
-def write_owned(path: Path, data: bytes) -> Path:
+def write_owned(path: Path, data: bytes, *, overwrite: bool = False) -> Path:
     """Write ``data`` at ``path`` unless something icore did not write is there.
 
     The bytes go to a temporary file beside ``path`` that then replaces it (a reader
-    never sees half a file, and a hard link to ``path`` is never written through); the
-    file is then listed in the folder's :data:`WRITTEN` ledger with its SHA-256.
+    never sees half a file, and a hard or symbolic link at ``path`` is replaced, never
+    written through); the file is then listed in the folder's :data:`WRITTEN` ledger
+    with its SHA-256. ``overwrite``: replace whatever is there (the caller's explicit
+    choice), still never through a link.
 
     Returns:
         ``path``.
@@ -264,7 +266,7 @@ def write_owned(path: Path, data: bytes) -> Path:
         FileExistsError: :func:`foreign_file` gives a reason (the message names the path).
         OSError: the write failed (nothing was replaced).
     """
-    why = foreign_file(path)
+    why = None if overwrite else foreign_file(path)
     if why is not None:
         raise FileExistsError(errno.EEXIST, _foreign_message(path, why), str(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")

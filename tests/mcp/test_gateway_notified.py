@@ -124,3 +124,45 @@ def test_a_notified_change_is_never_trusted(tmp_path: Path, namespaced: bool,
     gates = [json.loads(x)["gate"] for x in (tmp_path / "trace.jsonl").read_text(
         encoding="utf-8").splitlines() if '"gate"' in x]
     assert [g["reason"] for g in gates][-1] == "stale"  # recorded as refused, not valid
+
+
+
+@pytest.mark.parametrize(("read", "notified"), [
+    ("http://main.ledger", "http://main.ledger/"),  # an AnyUrl's trailing slash
+    ("acct://main/balance", "ACCT://MAIN/balance"),
+    ("acct://main/balance", "acct://main/%62alance"),
+    ("acct://main/a%2fb", "acct://main/a%2Fb"),
+    ("acct://main/balance", "acct://elsewhere/main"),  # no trusted read has it
+])
+def test_a_notification_in_another_spelling_drops_the_trusted_read(read: str,
+                                                                   notified: str) -> None:
+    """The trust of a read (``trust_updates``) is dropped by an update notification
+    whatever spelling of the URI the upstream uses, and by one naming a URI no trusted
+    read has (every trusted read of that upstream is read again: fail closed). The
+    exact-string key let a change notified as ``http://main.ledger/`` through (review
+    #25)."""
+    from types import SimpleNamespace
+
+    from icore.mcp._gateway_resources import _Resources, uri_key
+
+    host = SimpleNamespace(upstreams={}, resources={}, template_routes={})
+    res = _Resources(host, lambda ctx: ctx)  # type: ignore[arg-type]
+    res._fresh[("ledger", uri_key(read))] = (1, 1, 0, 0)
+    res._fresh[("other", uri_key(read))] = (1, 1, 0, 0)
+    before = res._stray.get("ledger", 0)
+    msg = SimpleNamespace(method="notifications/resources/updated",
+                          params=SimpleNamespace(uri=notified))
+    anyio.run(res.on_upstream_notification, "ledger", msg)
+    dropped = ("ledger", uri_key(read)) not in res._fresh
+    assert dropped or res._stray.get("ledger", 0) == before + 1
+    assert ("other", uri_key(read)) in res._fresh  # another upstream's read stands
+    assert uri_key(read) == uri_key(notified) or not dropped
+
+
+def test_uri_key_merges_only_equivalent_spellings() -> None:
+    from icore.mcp._gateway_resources import uri_key
+    assert uri_key("HTTP://Main.Ledger/") == uri_key("http://main.ledger")
+    assert uri_key("acct://main/%7Euser") == uri_key("acct://main/~user")
+    assert uri_key("acct://main/balance") != uri_key("acct://main/Balance")  # path case
+    assert uri_key("acct://main/a%2fb") != uri_key("acct://main/a/b")  # reserved stays
+

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from icore._files import foreign_file, record_written, write_owned
+from icore._files import foreign_file, write_owned
 from icore.errors import IntegrationError
 
 
@@ -39,11 +39,7 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
                                path=str(p), fix="give another path, move the file "
                                "away, or write(path, overwrite=True)")
     try:
-        if overwrite:
-            p.write_bytes(data)
-            record_written(p)
-        else:
-            write_owned(p, data)
+        write_owned(p, data, overwrite=overwrite)  # a link at p replaced, not followed
     except OSError as exc:
         raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
                                path=str(p)) from None

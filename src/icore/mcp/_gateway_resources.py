@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,31 @@ class Route:
 
     upstream: str
     name: str
+
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def uri_key(uri: str) -> str:
+    """One spelling of ``uri`` for matching an update notification to the reads.
+
+    RFC 3986 equivalences, made coarser on purpose (two URIs taken as one only make
+    the gateway read both again after either's update): scheme and authority in lower
+    case, ``%XX`` of an unreserved character decoded (and any other in upper case), a
+    trailing ``/`` of the path dropped (``http://h`` = ``http://h/``).
+    """
+    def escape(m: re.Match[str]) -> str:
+        ch = chr(int(m.group(1), 16))
+        return ch if ch in _UNRESERVED else m.group(0).upper()
+
+    text = re.sub(r"%([0-9A-Fa-f]{2})", escape, uri)
+    scheme, sep, rest = text.partition(":")
+    if not sep:
+        return text.rstrip("/")
+    if rest.startswith("//"):
+        auth, slash, path = rest[2:].partition("/")
+        rest = "//" + auth.lower() + slash + path
+    return scheme.lower() + ":" + rest.rstrip("/")
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -95,10 +121,15 @@ class _Resources:
         self._stream_checked: set[tuple[str, int]] = set()
         """(upstream, generation) whose notification stream was checked (:meth:`_check_stream`)."""
         self._updates: dict[tuple[str, str], int] = {}
-        """(upstream, its URI) -> how many update notifications the gateway has seen for
-        it. Keyed as the upstream names the resource, the name its notification carries
-        (never the shown form or a template: a notification can then never miss it)."""
-        self._fresh: dict[tuple[str, str], tuple[int, int, int]] = {}
+        """(upstream, its URI as :func:`uri_key` spells it) -> how many update
+        notifications the gateway has seen for it. Keyed as the upstream names the
+        resource (never the shown form or a template), in one spelling, so a
+        notification spelling the URI another way (``http://h`` / ``http://h/``, host
+        case, ``%41``) still finds it."""
+        self._stray: dict[str, int] = {}
+        """upstream -> notifications naming a URI none of its trusted reads has: every
+        resource of that upstream is read again after one (fail closed)."""
+        self._fresh: dict[tuple[str, str], tuple[int, int, int, int]] = {}
         """(upstream, its URI) -> the watch state (:meth:`_watch_state`) its last read
         was made under."""
         self.watched: Callable[[str], bool] = lambda uri: False
@@ -204,11 +235,14 @@ class _Resources:
                 self.gw.trace.version(rec, source)
                 await self.notify_subscribers(uri)
         if watch is not None and watch == self._watch_state(route, u):
-            self._fresh[route.upstream, route.name] = watch  # no loss, no update meanwhile
+            self._fresh[route.upstream, uri_key(route.name)] = watch  # no loss or update
         return result, rec
 
-    def _watch_state(self, route: Route, u: Upstream) -> tuple[int, int, int] | None:
-        """``(channel epoch, write epoch, updates seen)`` when ``route`` may be trusted.
+    def _watch_state(self, route: Route, u: Upstream
+                     ) -> tuple[int, int, int, int] | None:
+        """The watch state under which ``route`` may be trusted, or None.
+
+        ``(channel epoch, write epoch, updates seen, stray updates of the upstream)``.
 
         None unless its upstream has ``trust_updates``, declares ``resources.subscribe``,
         accepted the gateway's subscription on this connection, its notification
@@ -220,7 +254,9 @@ class _Resources:
                 (route.upstream, u.generation, route.name) not in self._live or \
                 not u.alive():
             return None
-        return u.watch_epoch, u.write_epoch, self._updates.get((route.upstream, route.name), 0)
+        return (u.watch_epoch, u.write_epoch,
+                self._updates.get((route.upstream, uri_key(route.name)), 0),
+                self._stray.get(route.upstream, 0))
 
     def trusted(self, uri: str) -> bool:
         """True when a protected call need not read ``uri`` again (``trust_updates``).
@@ -232,7 +268,7 @@ class _Resources:
         if route is None:
             return False
         st = self._watch_state(route, self.gw.upstreams[route.upstream])
-        return st is not None and self._fresh.get((route.upstream, route.name)) == st
+        return st is not None and self._fresh.get((route.upstream, uri_key(route.name))) == st
 
     async def read_resource(self, ctx: Any, params: Any, stamp: Any = None) -> Any:
         """``resources/read``: the content, versioned; ``_meta`` names the version seen.
@@ -360,11 +396,15 @@ class _Resources:
         method = getattr(message, "method", None)
         if method != "notifications/resources/updated":
             return
-        key = (upstream, str(message.params.uri))
+        uri = str(message.params.uri)
+        key = (upstream, uri_key(uri))
         # at once, before any await: a protected call from now on reads it again
         self._updates[key] = self._updates.get(key, 0) + 1
-        self._fresh.pop(key, None)
-        shown = self.shown_uri(upstream, key[1])  # the concrete URI a client reads
+        if self._fresh.pop(key, None) is None and any(up == upstream for up, _ in self._fresh):
+            # a URI no trusted read has (another spelling, or one never read): every
+            # trusted read of this upstream is read again (fail closed)
+            self._stray[upstream] = self._stray.get(upstream, 0) + 1
+        shown = self.shown_uri(upstream, uri)  # the concrete URI a client reads
         if self.tg is not None:
             self.tg.start_soon(self.reread, shown, f"upstream {upstream} (updated)")
 

@@ -105,11 +105,17 @@ def stop_now(gw: Gateway, sig: int) -> None:
 
     The trace keeps what was written (each decision is on disk before its call is
     forwarded) and gets no terminal marker: the audit says the run did not end normally.
+    The OpenTelemetry spans already ended are flushed first (at most about 1 s).
     Upstream processes see their stdin close and exit.
     """
     import signal
     print(f"icore mcp: {signal.Signals(sig).name} again: stopping now with "
           f"{gw.wire.in_flight} call(s) in flight", file=sys.stderr, flush=True)
+    if gw.otel is not None:
+        try:
+            gw.otel.flush(timeout_s=1.0)
+        except Exception:  # stopping now regardless: the spans are best effort here
+            pass
     os._exit(128 + sig)
 
 
