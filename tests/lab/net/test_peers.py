@@ -49,3 +49,17 @@ def test_side_by_side_run_reports_every_system(tmp_path: Path) -> None:
             assert doc["skipped"][peer] == avail[peer]
             assert "not started" in r.output
     assert "icore vs peers" in r.output
+
+
+def test_writer_keys_are_never_reused_across_rounds() -> None:
+    """A later round's writer connection got a freed one's ``id()`` and so its key, which
+    already had a head in the shared store: its first commit was refused as a head
+    conflict and the bench stopped (seen in ``icore bench peers --peer redis``)."""
+    from icore_lab.bench.micro._peers_icore import _IcoreConn
+
+    keys = set()
+    for _ in range(50):
+        conn = _IcoreConn(None, None, 0)  # type: ignore[arg-type]
+        keys.add(conn.key)
+        del conn
+    assert len(keys) == 50

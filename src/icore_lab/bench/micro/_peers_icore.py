@@ -8,7 +8,6 @@ service. The interface is :mod:`icore_lab.bench.micro._peers_systems`.
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from icore.net import (
     init_team_certs,
 )
 from icore.records import Record, derive
-from icore_lab.bench.micro._peers_systems import D_VALUES, Conn, System
+from icore_lab.bench.micro._peers_systems import D_VALUES, Conn, System, writer_key
 
 _OM = OwnershipMap.from_mapping({"req/*": "owner", "w/*": "owner", "plan/*": "planner"})
 
@@ -123,7 +122,7 @@ class _IcoreConn(Conn):
     def __init__(self, sys_: IcoreSystem, client: OwnerClient, writer: int, *,
                  owns_client: bool = True) -> None:
         self.system, self.client, self.owns_client = sys_, client, owns_client
-        self.key = f"w/{os.getpid()}-{id(self)}-{writer}"
+        self.key = writer_key(writer)
         self.prev: Record | None = None
 
     async def validate(self, d: int) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import itertools
+import os
 import shutil
 import subprocess
 import tempfile
@@ -35,6 +37,19 @@ def _payload(n: int) -> bytes:
     """What a peer commit writes: the encoded record icore's commit carries."""
     return encode_record(Record.create(key=f"w/{n}", owner="owner", seq=n + 1,
                                        content={"n": n}))
+
+
+_CONNS = itertools.count()
+
+
+def writer_key(writer: int) -> str:
+    """A key no other writer of this process ever used (``w/<pid>-<n>-<writer>``).
+
+    Not ``id(conn)``: a connection of a later round can get a freed object's id, and the
+    key then already has a head in the store the rounds share (its first commit, citing
+    no head, was refused as a head conflict).
+    """
+    return f"w/{os.getpid()}-{next(_CONNS)}-{writer}"
 
 
 class Conn(abc.ABC):
@@ -174,7 +189,7 @@ class RedisSystem(System):
 class _RedisConn(Conn):
     def __init__(self, r: Any, writer: int) -> None:
         self.redis = r
-        self.key = f"w/{id(self)}-{writer}"
+        self.key = writer_key(writer)
         self.version = ""
         self.cas = r.register_script(_CAS)
 
@@ -404,7 +419,7 @@ class EtcdSystem(System):
 class _EtcdConn(Conn):
     def __init__(self, c: Any, writer: int) -> None:
         self.etcd = c
-        self.key = f"w/{id(self)}-{writer}".encode()
+        self.key = writer_key(writer).encode()
         self.rev = 0
 
     async def validate(self, d: int) -> None:
