@@ -671,7 +671,7 @@ def test_a_timeout_while_settling_keeps_the_result_read(monkeypatch: pytest.Monk
 
 
 def test_sse_empty_event_is_a_message_and_empty_id_no_resumption_point() -> None:
-    from icore.mcp._upstream_lean import _fields
+    from icore.mcp._lean_answers import sse_fields as _fields
     assert _fields(b"event:\ndata: x")[0] == "message"
     assert _fields(b"event\ndata: x")[0] == "message"
     assert _fields(b"id:\ndata: x")[2] is None
@@ -766,7 +766,7 @@ def test_the_result_checks_are_imported_before_the_call_is_sent(
 
     def missing() -> Any:
         raise ImportError("no _clamp_inbound_ttl")
-    monkeypatch.setattr(lean_mod, "_checks", missing)
+    monkeypatch.setattr(lean_mod, "result_checks", missing)
 
     async def reply(req: dict[str, Any], w: asyncio.StreamWriter) -> None:
         data = response(req["body"]["id"])

@@ -55,6 +55,13 @@ from typing import Any
 
 import anyio
 
+from icore.mcp._lean_answers import (
+    checked_result,
+    error_of,
+    response_result,
+    result_checks,
+    sse_fields,
+)
 from icore.mcp._lean_http import LeanHttp, LeanHttpError
 
 log = logging.getLogger("icore.mcp")
@@ -178,7 +185,7 @@ class LeanCalls:
             pydantic.ValidationError: the result does not fit the protocol version.
         """
         version = session.protocol_version
-        checks = _checks()  # before sending: an ImportError now fails nothing that ran
+        checks = result_checks()  # before sending: an ImportError now fails nothing that ran
         rid = f"icore-{next(_ids)}"
         params: dict[str, Any] = {"name": name, "arguments": dict(args)}
         if meta:
@@ -191,7 +198,7 @@ class LeanCalls:
         except anyio.get_cancelled_exc_class():  # its timeout, or the client gone
             self._abandoned(session, rid)
             raise
-        return _checked(raw, version, checks)
+        return checked_result(raw, version, checks)
 
     def _abandoned(self, session: Any, rid: str) -> None:
         """The call was abandoned before its answer: tell the upstream (as the SDK)."""
@@ -333,7 +340,7 @@ class LeanCalls:
                 if post:  # the upstream does not know the session: it never ran this
                     raise not_taken_error()
             if ctype.startswith("application/json"):
-                err = _error_of(await _whole(conn))
+                err = error_of(await _whole(conn))
                 if err is not None:
                     raise err
             if status == 404:
@@ -342,7 +349,7 @@ class LeanCalls:
                        else MCPError(METHOD_NOT_FOUND, "Not Found"))
             raise MCPError(INTERNAL_ERROR, "Server returned an error response")
         if ctype.startswith("application/json") and post:
-            return _response(await _whole(conn), rid), None, None
+            return response_result(await _whole(conn), rid), None, None
         if ctype.startswith("text/event-stream"):
             return await self._events(conn, rid)
         raise MCPError(INVALID_REQUEST, f"Unexpected content type: {ctype}")
@@ -382,7 +389,7 @@ class LeanCalls:
                 await conn.wait()
                 continue
             event, buf = buf[:end], buf[end + 2:]
-            kind, data, eid, r = _fields(event)
+            kind, data, eid, r = sse_fields(event)
             if eid is not None:
                 last_id = eid
             if r is not None:
@@ -396,7 +403,7 @@ class LeanCalls:
             if isinstance(obj, dict) and "method" not in obj and (
                     "result" in obj or "error" in obj):
                 # as the SDK: the response on a request's stream is that request's
-                return _response({**obj, "id": rid}, rid), last_id, retry
+                return response_result({**obj, "id": rid}, rid), last_id, retry
             await self._inject(obj)
 
     async def _inject(self, obj: Any) -> None:
@@ -444,104 +451,6 @@ async def _whole(conn: Any) -> bytes:
     return out
 
 
-def _error_of(body: bytes) -> Exception | None:
-    """The JSON-RPC error a non-2xx answer's body carries, if it is one."""
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        return None
-    return _error_in(obj)
-
-
-def _error_in(obj: Any) -> Exception | None:
-    """The ``error`` of JSON-RPC message ``obj`` as an ``MCPError``, if it has a valid one."""
-    from mcp.shared.exceptions import MCPError
-    err = obj.get("error") if isinstance(obj, dict) else None
-    if not (isinstance(err, dict) and isinstance(err.get("code"), int)
-            and isinstance(err.get("message"), str)):
-        return None
-    return MCPError(err["code"], err["message"], err.get("data"))
-
-
-def _response(obj: Any, rid: str) -> Any:
-    """The ``result`` of the JSON-RPC response ``obj`` to ``rid``.
-
-    Raises:
-        MCPError: it is an error (as sent), or not a response to ``rid`` (parse error).
-    """
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import PARSE_ERROR
-    if isinstance(obj, bytes):
-        try:
-            obj = json.loads(obj)
-        except ValueError as exc:
-            raise MCPError(PARSE_ERROR, f"Failed to parse JSON response: {exc}") from None
-    if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0" and obj.get("id") == rid:
-        if isinstance(obj.get("result"), dict):
-            return obj["result"]
-        err = _error_in(obj)
-        if err is not None:
-            raise err
-    raise MCPError(PARSE_ERROR, "Failed to parse JSON response: not a JSON-RPC response "
-                   f"to request {rid}")
-
-
-def _checks() -> tuple[Callable[[Any], Any], Callable[[str, str], Any]]:
-    """The SDK's result checks :func:`_checked` applies.
-
-    Imported before a call is sent: an import failure must never fail a call the
-    upstream already ran.
-    """
-    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
-    return _clamp_inbound_ttl, _later_revision_fields
-
-
-def _checked(raw: dict[str, Any], version: str,
-             checks: tuple[Callable[[Any], Any], Callable[[str, str], Any]]
-             ) -> dict[str, Any]:
-    """``raw`` as ``ClientSession.send_request`` hands on a ``tools/call`` result.
-
-    ``checks``: :func:`_checks`.
-
-    Raises:
-        pydantic.ValidationError: it does not fit ``version``'s ``CallToolResult``.
-    """
-    from mcp_types import methods
-    clamp_inbound_ttl, later_revision_fields = checks
-    clamp_inbound_ttl(raw)
-    try:
-        methods.validate_server_result("tools/call", version, raw)
-    except KeyError:
-        pass
-    foreign = later_revision_fields("tools/call", version)
-    if not foreign.isdisjoint(raw):
-        raw = {k: v for k, v in raw.items() if k not in foreign}
-    return raw
-
-
-def _fields(event: bytes) -> tuple[str, bytes, str | None, int | None]:
-    """``(event type, data, id, retry)`` of one SSE event's lines.
-
-    An empty ``event:`` is ``"message"``; an empty ``id:`` is no id (None), as the SDK
-    reads them.
-    """
-    kind, data, eid, retry = "message", [], None, None
-    for line in event.split(b"\n"):
-        if not line or line.startswith(b":"):
-            continue
-        field, _, value = line.partition(b":")
-        value = value[1:] if value.startswith(b" ") else value
-        if field == b"data":
-            data.append(value)
-        elif field == b"event":  # empty: the default type
-            kind = value.decode("utf-8", "replace") or "message"
-        elif field == b"id" and value and b"\0" not in value:  # empty: no resumption point
-            eid = value.decode("utf-8", "replace")
-        elif field == b"retry" and value.isdigit():
-            retry = int(value)
-    return kind, b"\n".join(data), eid, retry
-
-
 POST_WRITER_PARAMS = ("self", "client", "write_stream_reader", "read_stream_writer",
                       "write_stream", "start_get_stream", "tg")
 """The parameters of the SDK's ``StreamableHTTPTransport.post_writer`` :func:`http_streams`
@@ -569,7 +478,7 @@ def lean_wanted(url: str) -> bool:
 def lean_support() -> bool:
     """Whether the SDK's private parts the lean path uses are there, as it uses them.
 
-    :func:`http_streams` and :func:`_checked` rely on names the SDK does not export
+    :func:`http_streams` and :func:`checked_result` rely on names the SDK does not export
     (``_context_streams``, ``_compat.resync_tracer``, ``_clamp_inbound_ttl``,
     ``_later_revision_fields``) and on ``post_writer``'s parameters; another SDK version
     may lack them. False then (logged once): the upstream goes through the SDK's plain
