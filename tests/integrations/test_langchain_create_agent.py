@@ -291,7 +291,9 @@ def test_hitl_reject_is_recorded_as_the_agents_refused_call(tmp_path: Path,
                                                             mode: str) -> None:
     """The human rejects ``book_room``: the tool never runs, and the trace records the
     call as refused (exit code 1) under the booker, with the middleware's message (what
-    the model read) and the human's decision; the read that ran is recorded once."""
+    the model read) and the human's decision; the read that ran is recorded once. The
+    fenced call is a blocked protected action (policy approval) in the audit, though its
+    tool never ran in this run before (issue 28)."""
     hotel = Hotel()
     rec, told = _decided(hotel, mode, {"type": "reject", "message": "not today"})
     assert hotel.booked == []
@@ -302,9 +304,13 @@ def test_hitl_reject_is_recorded_as_the_agents_refused_call(tmp_path: Path,
     assert refused["content"] == told[0].content and "not today" in refused["content"]
     assert refused["decision"] == "reject" and refused["source"] == "hitl_interrupt_decision"
     assert refused["args"] == {"room_id": "R101", "price": "100"}
-    code, _, run = _audit(rec.write(tmp_path / "reject.jsonl"), "--fail-on", "hard-flags",
-                          "--fail-on", "unsound")
-    assert code == 0 and run["lineage"] == []
+    code, out, run = _audit(rec.write(tmp_path / "reject.jsonl"), "--fail-on", "hard-flags",
+                            "--fail-on", "unsound")
+    # a human's "no" to a fenced call is a protected action that did not run (issue 28)
+    assert code == 0 and [(lv["status"], lv["reason"].split(" (")[0]) for lv in
+                          run["lineage"]] == [("blocked", "REJECTED by a human")]
+    assert run["actions"]["blocked"] == run["actions"]["total"] == 1
+    assert "1 (1 blocked)" in out
 
 
 @pytest.mark.parametrize("mode", ["batched", "per_call"])

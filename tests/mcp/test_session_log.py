@@ -66,3 +66,36 @@ def test_a_decision_on_trusted_heads_says_so_where_the_audit_shows_it(
     assert "taken on trust" in views[0].reason and views[0].status == "valid"
     assert views[0].points[-1].detail == got[0]["detail"]  # the report's caption
     assert "trust" not in views[1].reason
+
+
+def test_upstream_error_after_authorization_is_a_failed_action(tmp_path: Path) -> None:
+    """A forwarded call the gate authorized whose upstream answered ``isError`` (issue
+    28): its decision line carries the error, and ``icore audit`` counts it failed after
+    authorization, its lineage still valid; a refused call's decision is left as is."""
+    import subprocess
+    import sys
+
+    bal = Record.create(key="acct://main/balance", owner="ledger", seq=1, content=500)
+    ok = GateDecision(Outcome.AUTHORIZED, Reason.VALID, action="pay", roots=(bal.id,),
+                      deps=(bal.key,), frontier={bal.key: bal.id}, heads={bal.key: bal.id},
+                      point=1, policy="planfence", owners_contacted=1, heads_checked=1)
+    trace = GatewayTrace("gw", tmp_path / "trace.jsonl")
+    trace.decisions("c#1", "pay", [ok], task="c#1/1")
+    trace.call("c#1", "pay", {"amount": 5}, "bank says: account frozen", error=True,
+               task="c#1/1")
+    trace.decisions("c#1", "pay", [_decision()], task="c#1/2")
+    trace.call("c#1", "pay", {"amount": 5}, "BLOCKED: stale", error=True, task="c#1/2",
+               blocked=True)
+    trace.close()
+    got = [json.loads(x)["planfence"]["decision"] for x in (tmp_path / "trace.jsonl")
+           .read_text(encoding="utf-8").splitlines() if x.startswith('{"planfence"')]
+    assert [d.get("error") for d in got] == ["bank says: account frozen", None]
+    js = tmp_path / "a.json"
+    p = subprocess.run([sys.executable, "-m", "icore", "audit", str(tmp_path / "trace.jsonl"),
+                        "--json", str(js)], capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+    assert "2 (1 failed after authorization, 1 blocked)" in p.stdout
+    run = json.loads(js.read_text(encoding="utf-8"))["runs"][0]
+    assert [(lv["status"], lv.get("error")) for lv in run["lineage"]] == [
+        ("valid", "bank says: account frozen"), ("blocked", None)]

@@ -24,8 +24,10 @@ See docs/audit-real-runs.md.
 from typing import TYPE_CHECKING, Any
 
 from icore.adapters._action_lineage import (
+    FAILED_AFTER_AUTHORIZATION,
     ActionLineage,
     ValidationPoint,
+    counted_as,
     lineage_of,
     trace_lineages,
     validation_point,
@@ -144,6 +146,7 @@ __all__ = [
     "CAPTAIN_AGENT",
     "DEFAULT_MAX_INPUT_MB",
     "ENV_MAX_INPUT",
+    "FAILED_AFTER_AUTHORIZATION",
     "HUMAN",
     "ICORE_LIVE",
     "ICORE_NS",
@@ -189,6 +192,7 @@ __all__ = [
     "classify",
     "collect_paths",
     "content_words",
+    "counted_as",
     "decision_attributes",
     "declaration_for",
     "detect_family",

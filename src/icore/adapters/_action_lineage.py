@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icore.adapters._trace import PlanfenceLog
-from icore.fence import ActionVerdict, DecisionEntry, action_status, judge_action
+from icore.fence import ActionVerdict, DecisionEntry, action_ran, action_status, judge_action
 
 GATE = "gate"
 """Frontier source: the gate recorded F(x)."""
@@ -25,6 +25,10 @@ PLAN_PARENTS = "plan parents"
 """Frontier source: the policy computed no F(x); the roots' exact parents stand in."""
 NONE = "none"
 """Frontier source: no frontier could be read."""
+FAILED_AFTER_AUTHORIZATION = "failed after authorization"
+"""What the audit counts an action as when the gate authorized it and the tool then failed
+(raised or was cancelled; :attr:`ActionLineage.error`): its lineage status (``valid``,
+``unchecked``) stays as the gate judged it; an ``INVALID`` one is counted ``INVALID``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,35 @@ class ActionLineage:
     def invalid(self) -> bool:
         """True when the action was authorized from a stale plan."""
         return self.status == "INVALID"
+
+    @property
+    def error(self) -> str | None:
+        """The tool's error when it failed after the gate authorized it, else None.
+
+        The last decision's :attr:`icore.fence.DecisionEntry.error` (recorders write it,
+        issue 28), for an action that ran; the tool's outcome, not its lineage verdict.
+        """
+        if not self.points or not action_ran(self.status):
+            return None
+        return self.points[-1].entry.error
+
+    @property
+    def counted(self) -> str:
+        """The count the audit files the action under (:func:`counted_as`).
+
+        :data:`FAILED_AFTER_AUTHORIZATION` for a ``valid`` or ``unchecked`` action whose
+        tool failed, else :attr:`status`.
+        """
+        return counted_as(self.status, self.error)
+
+
+def counted_as(status: str, error: str | None) -> str:
+    """The count an action of ``status`` goes to (console line, ``--json``, index).
+
+    :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set) and it is not
+    ``INVALID`` (a stale plan stays the defect counted); else ``status``.
+    """
+    return FAILED_AFTER_AUTHORIZATION if error is not None and status != "INVALID" else status
 
 
 def _record_index(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -200,5 +233,5 @@ def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[Decision
             or roots & {str(p) for p in r.get("parents") or ()}]
 
 
-__all__ = ["ActionLineage", "ValidationPoint", "lineage_of", "trace_lineages",
-           "validation_point"]
+__all__ = ["FAILED_AFTER_AUTHORIZATION", "ActionLineage", "ValidationPoint", "counted_as",
+           "lineage_of", "trace_lineages", "validation_point"]

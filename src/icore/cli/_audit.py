@@ -25,9 +25,11 @@ from icore import __version__
 from icore._files import refuse_foreign
 from icore.adapters import (
     ENV_MAX_INPUT,
+    FAILED_AFTER_AUTHORIZATION,
     AdapterError,
     AuditResult,
     audit_file,
+    counted_as,
     max_input_bytes,
     scan_paths,
     write_prov,
@@ -442,23 +444,27 @@ def _plain(obj: Any) -> Any:
         obj, type) else obj
 
 
-_STATUSES = ("valid", "INVALID", "unchecked", "blocked", "not issued")
-"""The statuses of a protected action (:func:`icore.fence.action_status`), in the order
-``--json``'s ``actions`` counts and the console's line list them."""
+_STATUSES = ("valid", FAILED_AFTER_AUTHORIZATION, "INVALID", "unchecked", "blocked",
+             "not issued")
+"""The counts of protected actions (:func:`icore.adapters.counted_as`: the statuses of
+:func:`icore.fence.action_status`, a ``valid`` or ``unchecked`` action whose tool then
+failed counted as failed after authorization), in the order ``--json``'s ``actions``
+counts and the console's line list them."""
 
 
 def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
-    """Protected actions per status (every status, 0 when none) and their ``total``."""
+    """Protected actions per count (every one, 0 when none) and their ``total``."""
     out = dict.fromkeys(_STATUSES, 0)
     for lv in lineage:
-        out[lv["status"]] = out.get(lv["status"], 0) + 1
+        c = counted_as(lv["status"], lv.get("error"))
+        out[c] = out.get(c, 0) + 1
     out["total"] = len(lineage)
     return out
 
 
 def _action_line(r: AuditResult) -> str | None:
-    """The console's line of a run's protected actions per status (None: it has none)."""
-    counts = _action_counts([{"status": lv.status} for lv in
+    """The console's line of a run's protected actions per count (None: it has none)."""
+    counts = _action_counts([{"status": lv.status, "error": lv.error} for lv in
                              trace_lineage(r.trace.extras.get("planfence"))])
     if not counts["total"]:
         return None
@@ -469,11 +475,14 @@ def _action_line(r: AuditResult) -> str | None:
 def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
     """One run's entry of ``--json``.
 
-    ``lineage`` lists every protected action with its status and reason; ``actions``
-    counts them per status (``valid``, ``INVALID``, ``unchecked``, ``blocked``, ``not
-    issued``) with their ``total``: a gateway's refusals are the ``blocked`` ones.
+    ``lineage`` lists every protected action with its status (the gate's lineage
+    verdict), reason and, for a tool that failed after its authorization, its ``error``;
+    ``actions`` counts them (``valid``, ``failed after authorization``, ``INVALID``,
+    ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
+    a gateway's refusals are the ``blocked`` ones.
     """
-    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason}
+    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
+                **({"error": lv.error} if lv.error is not None else {})}
                for lv in trace_lineage(r.trace.extras.get("planfence"))]
     return {
         "id": r.trace.id, "file": r.trace.file,

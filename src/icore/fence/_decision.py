@@ -170,6 +170,10 @@ class DecisionEntry:
         heads_checked: number of head items queried.
         task: the protected call the decision belongs to (recorders, live runs); None
             when not recorded.
+        error: the error of the tool this decision authorized when it then failed
+            (raised or was cancelled: ``"RuntimeError: carrier down"``; recorders write
+            it on the call's last decision, issue 28); None: no failure recorded. The
+            tool's outcome, not the gate's: the decision's verdict is unchanged.
     """
 
     outcome: str
@@ -188,6 +192,7 @@ class DecisionEntry:
     owners_contacted: int = 0
     heads_checked: int = 0
     task: str | None = None
+    error: str | None = None
 
     @property
     def authorized(self) -> bool:
@@ -195,7 +200,7 @@ class DecisionEntry:
         return self.outcome == Outcome.AUTHORIZED.value
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready dict, keys in the decision log's order (``task`` last, if set)."""
+        """The JSON-ready dict, keys in the decision log's order (``task``, ``error`` last)."""
         d: dict[str, Any] = {
             "outcome": self.outcome,
             "reason": self.reason,
@@ -215,6 +220,8 @@ class DecisionEntry:
         }
         if self.task is not None:
             d["task"] = self.task
+        if self.error is not None:
+            d["error"] = self.error
         return d
 
     @classmethod
@@ -237,7 +244,7 @@ class DecisionEntry:
                 missing or not a string or number; ``frontier``/``heads`` is not an
                 object; ``roots``/``deps`` is not a list; ``policy``/``detail`` is not a
                 string or number; ``point`` is not an integer >= 0; ``replanned`` is not
-                a boolean.
+                a boolean; ``error`` is not a string or number.
         """
         if not isinstance(obj, Mapping):
             raise DecisionFormatError("a decision must be an object", field=where)
@@ -265,6 +272,9 @@ class DecisionEntry:
                                       field=f"{where}.point")
         fresh = obj.get("fresh")
         action, task = obj.get("action"), obj.get("task")
+        error = obj.get("error")
+        if error is not None:
+            error = _text(error, f"{where}.error")
         return cls(
             outcome=outcome, reason=reason,
             action="" if action is None else str(action),
@@ -277,7 +287,7 @@ class DecisionEntry:
             policy=policy, detail=detail,
             owners_contacted=_whole(obj.get("owners_contacted")),
             heads_checked=_whole(obj.get("heads_checked")),
-            task=None if task is None else str(task))
+            task=None if task is None else str(task), error=error)
 
 
 def _text(v: Any, field: str, *, required: bool = False) -> str:

@@ -113,12 +113,13 @@ def lineage_records(decisions: Sequence[GateDecision], lookup: Lookup | None
 
 def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
                   decisions: Sequence[GateDecision], task: str, refused: str | None,
-                  written: set[str]) -> list[dict[str, Any]]:
+                  written: set[str], failed: str | None = None) -> list[dict[str, Any]]:
     """The PlanFence lines of one call named ``task``.
 
     A record line for each of ``recs`` not in ``written`` (the ids written before in this
     run; updated), one decision line per decision, and :func:`refusal_lines` when
-    ``refused``.
+    ``refused``. ``failed``: the error of an authorized tool that then failed, written as
+    the last decision's ``error`` (:attr:`icore.fence.DecisionEntry.error`, issue 28).
     """
     lines: list[dict[str, Any]] = []
     for rec, rrole in recs.values():
@@ -132,7 +133,10 @@ def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
         if len(json.dumps(content, default=str)) <= MAX_CONTENT_CHARS:
             line["content"] = content
         lines.append({"planfence": {"record": line}})
-    for d in decisions:
-        lines.append({"planfence": {"decision": d.entry(task=task).to_dict()}})
+    for i, d in enumerate(decisions, 1):
+        entry = d.entry(task=task)
+        if failed is not None and i == len(decisions) and entry.authorized:
+            entry = dataclasses.replace(entry, error=failed)
+        lines.append({"planfence": {"decision": entry.to_dict()}})
     lines.extend(refusal_lines(decisions, task, refused))
     return lines

@@ -67,6 +67,7 @@ from icore.integrations._call_lines import (
     lineage_records,
     refusal_fields,
 )
+from icore.integrations._failed import Failed
 from icore.integrations._run_file import write_run
 from icore.integrations._trace_data import jsonable, text_of
 from icore.records import Lookup, RecordId
@@ -445,7 +446,9 @@ class RunRecorder:
                 # ... with the same logical call's plan when this was its replan
                 self._stale.setdefault(scope, []).append(
                     (tuple(first.roots) if first is not None else (), who, plan_id, turn))
-        self.lineage(tool, result.decisions, lookup=lookup, refused=after_gate(result, refused))
+        self.lineage(tool, result.decisions, lookup=lookup, refused=after_gate(result, refused),
+                     failed=result.value.error if result.executed and isinstance(
+                         result.value, Failed) else None)
         if not result.executed:
             why = refused or result.final.reason.value
             self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
@@ -470,19 +473,21 @@ class RunRecorder:
             self.planfence.extend(lines)
 
     def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
-                lookup: Lookup | None = None, refused: str | None = None) -> str:
+                lookup: Lookup | None = None, refused: str | None = None,
+                failed: str | None = None) -> str:
         """Write one protected call's PlanFence lines; return its ``task`` name.
 
         The records first (each record once per run: roots and their ancestors as far as
         ``lookup`` holds them, the heads and fresh records of every decision), then one
         decision line per gate decision, grouped by ``task`` = ``<tool>-<n>`` (and a
-        refusal line when ``refused``; :func:`icore.integrations._call_lines.lineage_lines`).
+        refusal line when ``refused``; :func:`icore.integrations._call_lines.lineage_lines`;
+        ``failed``: the error of an authorized tool that then failed, on its last decision).
         """
         task = self.next_task(tool)
         recs = lineage_records(decisions, lookup)
         with self._lock:
             self.planfence.extend(lineage_lines(recs, decisions, task, refused,
-                                                self._records))
+                                                self._records, failed))
         return task
 
     def finish(self, agent: str, answer: Any, *, at: float | None = None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from icore.fence import DecisionEntry, Outcome, Reason
+from icore.integrations._trace_data import text_of
 
 if TYPE_CHECKING:
     from icore.integrations._recorder import RunRecorder
@@ -134,6 +135,32 @@ def record_blocked(rec: RunRecorder, tool: str, reason: str, policy: str,
     task = rec.next_task(tool)
     rec.add_lines([blocked_line(tool, task, reason, policy, detail)])
     return task
+
+
+def replan_refused(rec: RunRecorder, who: str, tool: str, args: Mapping[str, Any] | None
+                   ) -> bool:
+    """A call refused before its gate that is the replan of ``who``'s stale ``tool`` call.
+
+    The model re-planned from the fresh values it was handed (a human then said no to
+    the new call, before its gate): its plan lines are written as
+    :meth:`~icore.integrations.RunRecorder.gate` writes a replan (the stale call's plan,
+    then ``replan: true`` with its plan id), so the audit counts the replan (issue 28).
+    Returns False when no stale call of ``who`` waits.
+    """
+    from icore.integrations._recorder import _take_replan_of
+
+    with rec._lock:
+        scope = next((sc for sc in rec._stale if sc[:2] == (who, tool)), None)
+        stale = _take_replan_of(rec._stale, scope, None) if scope is not None else None
+    if stale is None:
+        return False
+    roots, planner, plan_id = stale[:3]
+    if plan_id is None:
+        plan_id = rec._new_plan_id(tool)
+        rec.plan(planner, f"plan for {tool}", roots=list(roots), plan_id=plan_id)
+    rec.plan(who, f"replan for {tool}: {text_of(dict(args or {}))}", replan=True,
+             plan_id=plan_id)
+    return True
 
 
 def refused_call(rec: RunRecorder, agent: str, tool: str, args: Mapping[str, Any] | None,

@@ -18,41 +18,14 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from icore.fence import ActionResult
+from icore.integrations._failed import Failed
 from icore.workspace import WorkspaceError
 
 if TYPE_CHECKING:
     from icore.integrations._recorder import RunRecorder
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """What a tool that failed after its authorization gave back.
-
-    Attributes:
-        value: what the model reads (a framework's error text); None when it raised.
-        error: the failure as text (``"RuntimeError: carrier down"``).
-        exc: the exception raised again once the call is recorded (None: handled).
-    """
-
-    value: Any
-    error: str
-    exc: BaseException | None = None
-
-    def reraise(self) -> Any:
-        """Raise :attr:`exc` again (its traceback kept); else return :attr:`value`."""
-        if self.exc is not None:
-            raise self.exc
-        return self.value
-
-    @property
-    def output(self) -> str:
-        """The recorded tool output: ``ERROR: <error>`` (and the model's text, if any)."""
-        shown = "" if self.value is None else f" (the model read: {self.value})"
-        return f"ERROR: {self.error}{shown}"[:2000]
 
 
 def describe(exc: BaseException) -> str:

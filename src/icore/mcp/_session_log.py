@@ -448,9 +448,29 @@ class GatewayTrace:
 
     def call(self, sid: str, tool: str, args: Mapping[str, Any] | None, result: Any, *,
              error: bool, **fields: Any) -> None:
-        """A tool call forwarded to an upstream (or served by the gateway) and its result."""
+        """A tool call forwarded to an upstream (or served by the gateway) and its result.
+
+        A protected call (``task`` in ``fields``) the gate authorized whose upstream then
+        answered an error (``isError``, a JSON-RPC error, no answer) is failed after
+        authorization: its last decision line gets the ``error`` (issue 28), in the trace
+        the gateway writes when it stops (a killed gateway's append-only file keeps the
+        decision without it).
+        """
+        task = fields.get("task")
+        if error and task is not None and not fields.get("blocked"):
+            self._failed(str(task), result if isinstance(result, str) else text_of(result))
         self.recorder.tool_call(sid, tool, args, result, error=error, **fields)
         self.flush()
+
+    def _failed(self, task: str, error: str) -> None:
+        """Set ``error`` on ``task``'s last decision line if it authorized the call."""
+        with self._lock:
+            for line in reversed(self.planfence):
+                d = line.get("planfence", {}).get("decision")
+                if isinstance(d, dict) and d.get("task") == task:
+                    if d.get("outcome") == Outcome.AUTHORIZED.value:
+                        d["error"] = error.strip()[:2000] or "the upstream answered an error"
+                    return
 
     def note(self, agent: str, text: str, **fields: Any) -> None:
         """Anything else worth keeping (an upstream down, a refused request)."""

@@ -6,7 +6,14 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from icore.adapters import AuditResult, FlagPlace, FlagPlaces, RunSummary, trace_lineages
+from icore.adapters import (
+    FAILED_AFTER_AUTHORIZATION,
+    AuditResult,
+    FlagPlace,
+    FlagPlaces,
+    RunSummary,
+    trace_lineages,
+)
 from icore.attribution import Attribution, AttributionScore
 from icore.records import is_record_id
 from icore.report._lineage_view import link_replans
@@ -106,10 +113,12 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         index_href=index_href,
         lineage=lineage,
         # an action that ran from a stale plan is a defect (red); a refused call is the
-        # fence failing closed, as designed (amber): nothing ran
+        # fence failing closed, as designed (amber): nothing ran; a tool that failed
+        # after its authorization (amber) ran from a valid plan and did not finish
         notices=tuple(NoticeView("bad" if lv.status == "INVALID" else "warn",
                                  f"{lv.title}: {lv.reason}", f"#lin-{anchor(lv.id)}")
-                      for lv in lineage if lv.status in ("INVALID", "blocked")),
+                      for lv in lineage if lv.status in ("INVALID", "blocked")
+                      or lv.error is not None),
     )
 
 
@@ -148,7 +157,8 @@ def index_from_audits(results: Sequence[AuditResult], *,
             "unsupported", "diagnoses"]
     fenced = any(r.lineage for r in results)  # the CLI's "protected actions" counts
     if fenced:
-        cols += ["protected actions", "blocked", "INVALID", "replans"]
+        cols += ["protected actions", "blocked", "INVALID", "failed after authorization",
+                 "replans"]
     if attributions is not None:
         cols += ["predicted agent", "predicted step", "annotated agent", "annotated step"]
     rows = []
@@ -158,9 +168,9 @@ def index_from_audits(results: Sequence[AuditResult], *,
                  f"{s.cq_mean:.3f}", str(s.hard_flags), str(s.stalls), str(s.unsupported),
                  str(s.diagnoses)]
         if fenced:
-            st = [a.status for a in r.lineage]
+            st = [a.counted for a in r.lineage]
             cells += [str(len(st)), str(st.count("blocked")), str(st.count("INVALID")),
-                      str(s.replans)]
+                      str(st.count(FAILED_AFTER_AUTHORIZATION)), str(s.replans)]
         if attributions is not None:
             a = attributions.get(r.trace.id)
             ann = r.trace.annotation

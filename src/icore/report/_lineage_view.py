@@ -179,8 +179,13 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
                 stale_by.append(heads[k])
     last = points[-1] if points else None
     action = next((r.id for r in reversed(recs) if r.role == "action"), None)
+    error = lineage.error
     if last is not None:
-        if last.outcome == "authorized":
+        if last.outcome == "authorized" and error is not None:
+            steps.append(DecisionStepView(
+                "authorized", f"authorized → executed, failed: {error[:120]}", "bad",
+                error))
+        elif last.outcome == "authorized":
             steps.append(DecisionStepView(
                 "authorized", "authorized → executed" if action or status != "blocked"
                 else "authorized", "bad" if status == "INVALID" else "ok", last.detail))
@@ -190,10 +195,12 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
         else:
             steps.append(DecisionStepView("blocked", "not executed", "bad", last.detail))
     reason = _reason(status, points, by_id)
+    if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
+        reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."
     if outcome_note:
         reason = f"{reason} {outcome_note}".strip()
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
-                       tuple(stale_by), action, last.roots if last else ())
+                       tuple(stale_by), action, last.roots if last else (), error)
 
 
 def _tail(detail: str) -> str:

@@ -294,6 +294,8 @@ class LineageView:
         stale_by: ids of the revisions that made the plan stale.
         action: the action record id, if one was committed.
         roots: the plan records the action finally ran from (or would have).
+        error: the tool's error when it failed after the gate authorized it (issue 28);
+            ``status`` keeps the gate's lineage verdict.
     """
 
     id: str
@@ -306,6 +308,14 @@ class LineageView:
     stale_by: tuple[str, ...] = ()
     action: str | None = None
     roots: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def counted(self) -> str:
+        """What the counts file it under (:func:`icore.adapters.counted_as`)."""
+        from icore.adapters import counted_as
+
+        return counted_as(self.status, self.error)
 
     @property
     def ran(self) -> bool:

@@ -191,8 +191,10 @@ def _message(c: Call) -> str:
                 f"not retry it; report it.")
     if c.reason == NOT_READ:
         return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which this "
-                f"agent holds no read of (not read yet, or read before a restart: reads "
-                f"are kept in memory). Current values: {_values(c.fresh)}. Decide from "
+                f"agent holds no read of (not read yet, read before a restart: reads "
+                f"are kept in memory, or read in another run or conversation: reads count "
+                f"only in the run that made them, see docs/workspace.md#runs-and-scopes). "
+                f"Current values: {_values(c.fresh)}. Decide from "
                 f"these values and call again.")
     hint = _HINTS.get(c.reason, "the call was refused")
     detail = f" Detail: {c.detail}" if c.detail else ""

@@ -26,6 +26,7 @@ import inspect
 import json
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -38,10 +39,20 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
 from icore.integrations import RunRecorder, read_refusal
-from icore.integrations._refusals import record_tool_result, refused_call
+from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
 from icore.integrations._trace_data import plain_data
 from icore.integrations.langgraph._reviewed import human_decisions
 from icore.workspace import REJECTED
+
+_FENCED_NAMES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+"""The names of the live :func:`~icore.integrations.langgraph.fenced_tool` tools: a human's
+"no" to one (``HumanInTheLoopMiddleware``) is a blocked protected action even when the
+recorder has seen none of its calls yet (issue 28)."""
+
+
+def mark_fenced(name: str, tool: Any) -> None:
+    """Remember that ``tool`` (alive) is the fenced tool named ``name``."""
+    _FENCED_NAMES[name] = tool
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -417,8 +428,12 @@ class RecordingHandler(BaseCallbackHandler):
             tool = m.name or name
             source = str(extra["lc_source"]) if extra.get("lc_source") else None
             said = str(decision) if decision is not None else None
-            if m.status == "error" and said == "reject" and tool in self.recorder.fenced_tools:
-                # a human's "no" to a fenced call: a protected action, blocked before its gate
+            if m.status == "error" and said == "reject" and (
+                    tool in self.recorder.fenced_tools or tool in _FENCED_NAMES):
+                # a human's "no" to a fenced call: a protected action, blocked before its
+                # gate (the replan of a stale call when one waits: counted as one)
+                replan_refused(self.recorder, who, tool, args if isinstance(
+                    args, Mapping) else None)
                 refused_call(self.recorder, who, tool, args, _content(m), reason=REJECTED,
                              policy="approval", answered_by=node, ran=False, source=source,
                              decision=said)

@@ -61,7 +61,7 @@ from icore.integrations.langgraph._fenced_node import (
     _Fenced,
     _turn_of,
 )
-from icore.integrations.langgraph._recording import RecordingHandler
+from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
 from icore.integrations.langgraph._thread_scope import graph_scope
 from icore.records import JSONValue
@@ -356,6 +356,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         handle_tool_error=True, handle_validation_error=base.handle_validation_error,
         metadata={**(base.metadata or {}), "planfence": True,
                   "planfence.approval": bool(approval)}, tags=base.tags)
+    mark_fenced(base.name, wrapped)
     return wrapped
 
 

@@ -90,8 +90,8 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._failed import Failed
 from icore.integrations._fenced import agent_error
-from icore.integrations._tool_failed import Failed
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
