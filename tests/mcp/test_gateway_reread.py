@@ -157,7 +157,9 @@ def test_silent_change_seen_at_the_call_and_failed_reads_block(tmp_path: Path) -
 
 
 def test_two_gateways_on_one_manifest_keep_apart(tmp_path: Path) -> None:
-    manifest = _manifest(tmp_path)
+    # 10 s: four interpreters start at once here; under a loaded CI an upstream took
+    # over the 2 s default to answer `initialize` and its gateway gave up at start
+    manifest = _manifest(tmp_path, timeout_s=10.0)
 
     async def one(started: anyio.Event, stop: anyio.Event) -> None:
         async with stdio_gateway(manifest) as s:

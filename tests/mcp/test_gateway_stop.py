@@ -247,7 +247,13 @@ def test_http_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
                     with anyio.move_on_after(3):
                         await c.call_tool("slow", {"seconds": 30})
 
-            anyio.run(main)  # the call is in flight when the client leaves
+            try:
+                anyio.run(main)  # the call is in flight when the client leaves
+            except BaseExceptionGroup as eg:
+                # the SDK client's own teardown may meet the reply it no longer reads
+                # (BrokenResourceError): the client side, not what is tested here
+                if eg.split(anyio.BrokenResourceError)[1] is not None:
+                    raise
             _wait_for(tmp_path / "up.log", '"slow"')
             p.send_signal(signal.SIGINT)
             _wait_for(err, "SIGINT")
