@@ -39,7 +39,9 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
                                path=str(p), fix="give another path, move the file "
                                "away, or write(path, overwrite=True)")
     try:
-        write_owned(p, data, overwrite=overwrite)  # a link at p replaced, not followed
+        # checked just above (once: the ledger's hash of the file there is not taken
+        # again); a link at p is replaced, not followed
+        write_owned(p, data, overwrite=True)
     except OSError as exc:
         raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
                                path=str(p)) from None
