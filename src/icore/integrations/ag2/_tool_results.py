@@ -23,6 +23,8 @@ from icore.fence import GateDecision, Reason
 from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
+from icore.integrations._failed import Failed
+from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
 _log = logging.getLogger("icore.integrations.ag2")
@@ -38,6 +40,24 @@ class Result:
         else:
             parts = getattr(getattr(event, "result", None), "parts", None) or []
             self.content = "\n".join(str(getattr(p, "content", p)) for p in parts)
+
+    def __str__(self) -> str:
+        return self.content
+
+
+def ran(event: Any) -> Result | Failed:
+    """What an authorized call's body gave back: its :class:`Result`, or a failure.
+
+    AG2 turns the body's exception (a ``RuntimeError``, a ``HeadConflict`` of the
+    ``running_call().basis`` pattern, in a sync or ``async def`` tool) into a
+    ``ToolErrorEvent`` the model reads: that call failed after its authorization, so it
+    comes back as :class:`~icore.integrations._failed.Failed` (recorded ``exitcode: 1``,
+    audited failed after authorization, issue 28) whose value is the event the model reads.
+    """
+    result = Result(event)
+    if isinstance(event, ToolErrorEvent):
+        return Failed(result, describe(event.error))
+    return result
 
 
 def said(event: ToolErrorEvent) -> str:

@@ -92,6 +92,7 @@ from icore.integrations.ag2._tool_results import (
     invalid,
     model_args,
     never,
+    ran,
     said,
     setup_error,
     stopped_message,
@@ -309,7 +310,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             rc = running_call() if injected else None
             after = recheck(guard.fence, ptool, rc.record.id, a) if rc is not None else None
-            return Result(await call_next(with_args(event, a, args),
+            return ran(await call_next(with_args(event, a, args),
                                            gated_context(context, after)))
 
         g = caller_guard()
@@ -346,7 +347,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
             used = fresh[-1].roots if fresh else first_roots
             after = recheck(guard.fence, per_call._tools.get(name), used[0], a) \
                 if injected and isinstance(used, list | tuple) and len(used) == 1 else None
-            return Result(await call_next(with_args(event, a, args),
+            return ran(await call_next(with_args(event, a, args),
                                            gated_context(context, after)))
 
         rec = _run_recorder(recorder, name)

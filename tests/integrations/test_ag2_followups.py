@@ -1,0 +1,122 @@
+"""AG2 follow-ups of the seam issue (issue 28, QA qa-ag2): recorded runs tell the truth.
+
+Real ``ag2.Agent`` runs with AG2's own scripted ``TestConfig``: a fenced tool that raises
+after the gate authorized it (sync, ``async def``, ``recorder=``, a ``HeadConflict`` of
+the ``running_call().basis`` pattern) is recorded failed (``exitcode`` 1) and audited
+"failed after authorization"; arguments the model controls that Python's JSON reader
+cannot hold (an int over 4300 digits, nesting deeper than the interpreter's stack) are
+answered as a tool error, recorded or fenced, never a crash of ``agent.ask``; a human's
+"yes" to an ``approval_required()`` call is recorded as the other integrations record it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag2 import Agent, tool
+from ag2.events import ToolCallEvent
+from ag2.middleware.builtin.tools.approval import approval_required
+from ag2.testing import TestConfig
+
+from icore.adapters import FAILED_AFTER_AUTHORIZATION
+from icore.integrations import RunRecorder
+from icore.integrations.ag2 import fenced_tool, record_agents
+from icore.workspace import Workspace, running_call
+
+from .ag2_world import call, orders, run
+from .test_recording_truthful import _audit
+
+
+def _ship_outputs(rec: RunRecorder, name: str = "ship") -> list[dict[str, Any]]:
+    return [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == name]
+
+
+@pytest.mark.parametrize("variant", ["sync", "async", "recorder"])
+def test_a_tool_raising_after_authorization_is_recorded_failed(tmp_path: Path,
+                                                               variant: str) -> None:
+    """The gate authorized ``ship``; its body raised. AG2 hands the model the error; the
+    trace records the call failed (exit code 1, the error) and the audit counts it
+    "failed after authorization", its lineage valid."""
+    _ws, shipper, _ = orders()
+
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Read an order."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+    def ship(order_id: str) -> str:
+        """Ship an order."""
+        raise RuntimeError("carrier API down")
+
+    async def aship(order_id: str) -> str:
+        """Ship an order."""
+        raise RuntimeError("carrier API down")
+
+    rec = RunRecorder(f"raise-{variant}")
+    body = aship if variant == "async" else ship
+    safe = fenced_tool(body, agent=shipper, depends_on=lambda a: {f"order/{a['order_id']}"},
+                       recorder=rec if variant == "recorder" else None)
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), call(body.__name__, order_id="42"), "gave up",
+        raise_tool_errors=False), tools=[get_order, safe])
+    record_agents(rec, agent)
+    results = run(agent)
+    assert "carrier API down" in str(results[-1].error)  # the model reads the error
+    (out,) = _ship_outputs(rec, body.__name__)
+    assert (out["exitcode"], out["failed"]) == (1, True)
+    assert out["error_text"] == "RuntimeError: carrier API down"
+    code, text, data = _audit(rec.write(tmp_path / "raise.jsonl"), "--fail-on", "invalid")
+    assert code == 0 and "1 (1 failed after authorization)" in text
+    assert data["actions"][FAILED_AFTER_AUTHORIZATION] == 1
+    (lv,) = data["lineage"]
+    assert lv["status"] == "valid" and lv["error"] == "RuntimeError: carrier API down"
+
+
+def test_a_head_conflict_after_authorization_is_recorded_failed(tmp_path: Path) -> None:
+    """Two desks book one slot at once with ``running_call().basis`` and an expected
+    head: both are authorized, one commit wins, the other's ``HeadConflict`` is a call
+    that failed after its authorization (one valid, one failed), not two valid."""
+    ws = Workspace({"slot/*": "sales"})
+    ws.put("slot/1", {"free": True}, by="sales")
+    booked: list[str] = []
+
+    def make(name: str) -> Agent:
+        desk = ws.agent(name)
+
+        def get_slot(slot_id: str) -> dict[str, Any]:
+            """Read a slot."""
+            return desk.read(f"slot/{slot_id}")  # type: ignore[no-any-return]
+
+        async def book(slot_id: str) -> str:
+            """Book a slot."""
+            seen = running_call().basis[f"slot/{slot_id}"]
+            await asyncio.sleep(0.05)  # both desks are in here at once
+            ws.commit(f"slot/{slot_id}", {"free": False, "by": name}, expected=seen.id,
+                      by="sales")
+            booked.append(name)
+            return f"booked by {name}"
+
+        return Agent(name, config=TestConfig(call("get_slot", slot_id="1"),
+                                             call("book", slot_id="1"), "done",
+                                             raise_tool_errors=False),
+                     tools=[get_slot, fenced_tool(book, agent=desk, depends_on=lambda a: {
+                         f"slot/{a['slot_id']}"})])
+
+    rec = RunRecorder("two-desks")
+    a1, a2 = make("desk1"), make("desk2")
+    record_agents(rec, a1, a2)
+
+    async def both() -> None:
+        await asyncio.gather(a1.ask("book 1"), a2.ask("book 1"))
+
+    asyncio.run(both())
+    assert len(booked) == 1
+    outs = _ship_outputs(rec, "book")
+    assert sorted(o["exitcode"] for o in outs) == [0, 1]
+    assert "HeadConflict" in next(o for o in outs if o["exitcode"])["error_text"]
+    _code, text, data = _audit(rec.write(tmp_path / "desks.jsonl"))
+    assert "2 (1 valid, 1 failed after authorization)" in text
+    assert data["actions"][FAILED_AFTER_AUTHORIZATION] == 1
