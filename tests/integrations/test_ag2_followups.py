@@ -28,6 +28,7 @@ from icore.integrations.ag2 import fenced_tool, record_agents
 from icore.workspace import Workspace, running_call
 
 from .ag2_world import call, orders, run
+from .test_ag2_recording import _protected, _shop
 from .test_recording_truthful import _audit
 
 
@@ -120,3 +121,42 @@ def test_a_head_conflict_after_authorization_is_recorded_failed(tmp_path: Path) 
     _code, text, data = _audit(rec.write(tmp_path / "desks.jsonl"))
     assert "2 (1 valid, 1 failed after authorization)" in text
     assert data["actions"][FAILED_AFTER_AUTHORIZATION] == 1
+
+
+_BIG = '{"order_id": "42", "city": 1' + "0" * 5000 + "}"
+_DEEP = '{"order_id": "42", "city": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("text", [_BIG, _DEEP], ids=["bigint", "deep"])
+@pytest.mark.parametrize("fenced", [True, False])
+def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
+                                                                  fenced: bool) -> None:
+    """Arguments the model controls that Python's JSON reader raises on (an int over the
+    digit limit: ValueError; 100k levels: RecursionError) are a tool error the model reads,
+    as plain AG2 answers them; recording changes nothing the model sees, and a fenced
+    call is a blocked protected action (invalid arguments), never a crash of ``ask``."""
+    def seen(recorded: bool, fence: bool) -> tuple[list[str], RunRecorder, list[Any]]:
+        shipped: list[Any] = []
+        _, get_order, safe = _shop(shipped)
+
+        def ship(order_id: str, city: str) -> str:
+            """Ship an order."""
+            shipped.append(city)
+            return "shipped"
+
+        rec = RunRecorder("unreadable")
+        agent = Agent("shipper", config=TestConfig(
+            call("get_order", order_id="42"), ToolCallEvent("ship", arguments=text), "done",
+            raise_tool_errors=False), tools=[get_order, safe if fence else ship])
+        if recorded:
+            record_agents(rec, agent)
+        return [type(e).__name__ for e in run(agent)], rec, shipped
+
+    plain, _, _ = seen(False, False)
+    got, rec, shipped = seen(True, fenced)
+    assert got == plain == ["ToolResultEvent", "ToolErrorEvent"] and shipped == []
+    (out,) = _ship_outputs(rec)
+    assert out["exitcode"] == 1 and out["args"] == {"raw": text}
+    if fenced:
+        assert out["blocked"] and _protected(rec) == [("blocked", "invalid_arguments")]
+

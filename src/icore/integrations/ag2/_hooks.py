@@ -35,6 +35,7 @@ from ag2.middleware import BaseMiddleware
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
+from icore.integrations._json_args import given_args
 from icore.integrations._refusals import read_refusal, record_tool_result
 from icore.integrations._run_end import RunEnd
 from icore.integrations._trace_data import plain_data
@@ -203,14 +204,12 @@ class _AgentRecording(BaseMiddleware):
 def _args(raw: str) -> dict[str, Any]:
     """The model's arguments as given: its JSON object, else ``{"raw": <its text>}``.
 
-    Text that is not JSON, or JSON that is not an object (an array, a string, a number:
-    QA r8-ag2mcp D8), is kept as the model sent it; AG2 answers such a call itself.
+    Text that does not read (not JSON, an integer over the interpreter's digit limit,
+    nesting deeper than its stack), or JSON that is not an object (an array, a string, a
+    number: QA r8-ag2mcp D8), is kept as the model sent it; AG2 answers such a call
+    itself, and recording never changes the conversation.
     """
-    try:
-        args = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return {"raw": raw}
-    return args if isinstance(args, dict) else {"raw": raw}
+    return given_args(raw)
 
 
 def gateway_text(result: Any, tool: str) -> str:

@@ -24,6 +24,8 @@ from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._failed import Failed
+from icore.integrations._json_args import given_args as args_as_given
+from icore.integrations._json_args import read_json
 from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
@@ -68,16 +70,8 @@ def said(event: ToolErrorEvent) -> str:
 
 
 def given_args(event: ToolCallEvent) -> dict[str, Any]:
-    """The model's arguments as given: its JSON object, else ``{"raw": <its text>}``.
-
-    Arguments that are not JSON, or JSON but not an object (an array, a string, a
-    number), are kept as the model's text, so a trace line always holds an object.
-    """
-    try:
-        args = event.serialized_arguments
-    except json.JSONDecodeError:
-        return {"raw": event.arguments}
-    return args if isinstance(args, dict) else {"raw": event.arguments}
+    """The model's arguments as given (:func:`~icore.integrations._json_args.given_args`)."""
+    return args_as_given(event.arguments)
 
 
 def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
@@ -133,12 +127,16 @@ def stopped_message(name: str, d: GateDecision, fresh: dict[str, Any]) -> str:
 
 
 def model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEvent:
-    """The model's JSON arguments (an object), else the tool error the model reads."""
-    try:
-        args = event.serialized_arguments
-    except json.JSONDecodeError as exc:
+    """The model's JSON arguments (an object), else the tool error the model reads.
+
+    Text that does not read (not JSON, an integer over the interpreter's digit limit,
+    nesting deeper than its stack: :func:`~icore.integrations._json_args.read_json`) is
+    the model's mistake, answered as AG2 answers it for a plain tool, never raised.
+    """
+    args, why = read_json(event.arguments)
+    if why is not None:
         return ToolErrorEvent.from_call(event, error=IntegrationError(
-            f"the arguments of {name} are not JSON: {exc.msg}", tool=name))
+            f"the arguments of {name} are not JSON: {why}", tool=name))
     if not isinstance(args, dict):
         return ToolErrorEvent.from_call(event, error=IntegrationError(
             f"the arguments of {name} must be a JSON object", tool=name))

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import json
 from collections.abc import Callable
 from copy import copy
 from typing import Any
@@ -68,6 +67,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._json_args import read_json
 from icore.integrations._refusals import refused_call
 from icore.integrations.ag2._human import (
     StoppedAfterHuman,
@@ -250,12 +250,9 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         team.turn_source = lambda: turns.current
 
     def precheck(event: ToolCallEvent) -> None:
-        try:
-            args = event.serialized_arguments
-        except json.JSONDecodeError:
-            return
+        args, _why = read_json(event.arguments)
         if not isinstance(args, dict):
-            return
+            return  # the model's mistake: the gate tells the model
         try:
             norm_args = norm(args)
         except IntegrationError:
