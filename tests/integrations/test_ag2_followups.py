@@ -160,3 +160,85 @@ def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
     if fenced:
         assert out["blocked"] and _protected(rec) == [("blocked", "invalid_arguments")]
 
+
+
+def _approved_run() -> tuple[RunRecorder, list[Any]]:
+    """A real run: the order changes after the read; the human says yes to the stale
+    call (the gate refuses it), yes to the replan (it runs), no to a third call."""
+    ws, shipper, _ = orders()
+    shipped: list[Any] = []
+    answers = iter(["yes", "yes", "no"])
+
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Read an order."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+    def move_order(order_id: str, city: str) -> str:
+        """Sales moves an order to another city."""
+        ws.put(f"order/{order_id}", {"city": city}, by="sales")
+        return "moved"
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order."""
+        shipped.append((order_id, city))
+        return f"shipped to {city}"
+
+    safe = fenced_tool(tool(ship, middleware=[approval_required()]), agent=shipper,
+                       depends_on=lambda a: {f"order/{a['order_id']}"})
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), call("move_order", order_id="42", city="Paris"),
+        call("ship", order_id="42", city="Berlin"), call("ship", order_id="42", city="Paris"),
+        call("ship", order_id="42", city="Rome"), "done", raise_tool_errors=False),
+        tools=[get_order, move_order, safe], hitl_hook=lambda _req: next(answers))
+    rec = RunRecorder("approved")
+    record_agents(rec, agent)
+    run(agent)
+    return rec, shipped
+
+
+def test_a_humans_yes_is_recorded_as_the_other_integrations_record_it() -> None:
+    """Each "yes" to ``approval_required()`` is a ``thought`` "a human answered approve
+    for ship {...}" (``answered_by: human``, ``decision: approve``, tool and arguments)
+    before the gate's decision; the "no" stays a refused call."""
+    rec, shipped = _approved_run()
+    assert shipped == [("42", "Paris")]
+    said = [(e["kind"], e.get("decision"), e.get("args", {}).get("city")) for e in rec.events
+            if e.get("answered_by") == "human"]
+    assert said == [("thought", "approve", "Berlin"), ("thought", "approve", "Paris"),
+                    ("tool_output", "reject", "Rome")]
+    yes = next(e for e in rec.events if e.get("decision") == "approve")
+    assert yes["tool"] == "ship" and yes["content"] == (
+        'a human answered approve for ship {"city": "Berlin", "order_id": "42"}')
+
+
+def _edited(path: Path, n: int, **fields: Any) -> Path:
+    """``path`` with the ``n``-th ``ship`` tool output's fields changed (a forged line)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    at = [i for i, x in enumerate(lines) if '"tool_output"' in x and '"tool": "ship"' in x][n]
+    line = {**json.loads(lines[at]), **fields}
+    lines[at] = json.dumps({k: v for k, v in line.items() if v is not None})
+    out = path.with_name(f"{path.stem}-{n}.jsonl")
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def test_a_recorded_effect_after_a_refusal_is_invalid(tmp_path: Path) -> None:
+    """The honest run audits 1 valid, 2 blocked. The stale call's output edited to say it
+    ran (exit code 0), or the rejected call's to ``ran: true``, contradicts the gate:
+    that action is INVALID and ``--fail-on invalid`` fails (QA qa-ag2 T2, T3)."""
+    rec, _ = _approved_run()
+    path = rec.write(tmp_path / "honest.jsonl")
+    code, text, data = _audit(path, "--fail-on", "invalid")
+    assert code == 0 and "3 (1 valid, 2 blocked)" in text
+    stale = _edited(path, 0, exitcode=0, blocked=None, content="shipped to Berlin")
+    code, text, data = _audit(stale, "--fail-on", "invalid")
+    assert code == 3 and "3 (1 valid, 1 INVALID, 1 blocked)" in text
+    (bad,) = [lv for lv in data["lineage"] if lv["status"] == "INVALID"]
+    assert bad["reason"].startswith("INVALID: the gate refused it (replan_required / stale")
+    assert "'shipped to Berlin'" in bad["reason"]
+    rejected = _edited(path, 2, exitcode=0, blocked=None, ran=True, content="shipped Rome")
+    code, text, data = _audit(rejected, "--fail-on", "invalid")
+    assert code == 3 and "3 (1 valid, 1 INVALID, 1 blocked)" in text
+    (bad,) = [lv for lv in data["lineage"] if lv["status"] == "INVALID"]
+    assert bad["reason"].startswith("INVALID: a human rejected it, yet a recorded tool "
+                                    "output says the call ran: 'shipped Rome'")

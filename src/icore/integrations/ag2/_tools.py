@@ -83,6 +83,7 @@ from icore.integrations.ag2._human_answers import (
     asked_request,
     hand_over,
     recheck,
+    record_approval,
     record_stop,
 )
 from icore.integrations.ag2._tool_results import (
@@ -286,8 +287,18 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                          detail=text)
         return error
 
+    def approved(event: ToolCallEvent, context: Any) -> None:
+        """A human asked before the gate let the call reach it: a "yes", recorded.
+
+        As the other integrations record it (``a human answered approve ...``).
+        """
+        rec = _run_recorder(recorder, name)
+        if rec is not None and was_asked(context):
+            record_approval(rec, caller(), name, given_args(event))
+
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
@@ -328,6 +339,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
