@@ -23,9 +23,10 @@ from ag2.middleware.builtin.tools.approval import approval_required
 from ag2.testing import TestConfig
 
 from icore.adapters import FAILED_AFTER_AUTHORIZATION
+from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations.ag2 import fenced_tool, record_agents
-from icore.workspace import Workspace, running_call
+from icore.workspace import Workspace, WorkspaceError, running_call
 
 from .ag2_world import call, orders, run
 from .test_ag2_recording import _protected, _shop
@@ -242,3 +243,58 @@ def test_a_recorded_effect_after_a_refusal_is_invalid(tmp_path: Path) -> None:
     (bad,) = [lv for lv in data["lineage"] if lv["status"] == "INVALID"]
     assert bad["reason"].startswith("INVALID: a human rejected it, yet a recorded tool "
                                     "output says the call ran: 'shipped Rome'")
+
+
+def test_a_run_stopped_by_a_setup_mistake_or_at_an_approval_says_why() -> None:
+    """A ``depends_on`` that fails on the model's arguments stops ``ask`` (a setup
+    mistake): the trace ends with "the run stopped: WorkspaceError: ...". A run cancelled
+    while a human decides on a call (Ctrl-C at the approval) is a pause naming that call."""
+    ws, shipper, _ = orders()
+
+    def ship(order_id: str) -> str:
+        """Ship an order."""
+        return "shipped"
+
+    typo = fenced_tool(ship, agent=shipper, depends_on=lambda a: {f"order/{a['orderid']}"})
+    agent = Agent("shipper", config=TestConfig(call("ship", order_id="42"), "done"),
+                  tools=[typo])
+    rec = RunRecorder("typo")
+    record_agents(rec, agent)
+    with pytest.raises(WorkspaceError, match="depends_on function failed"):
+        run(agent)
+    last = rec.events[-1]
+    assert last["kind"] == "thought" and last["content"].startswith(
+        "the run stopped: WorkspaceError: the depends_on function failed")
+
+    async def cancelled(_request: Any) -> str:
+        raise asyncio.CancelledError  # Ctrl-C while the human decides
+
+    asked = fenced_tool(tool(ship, middleware=[approval_required()]), agent=ws.agent("b"),
+                        depends_on=lambda a: {f"order/{a['order_id']}"})
+    agent = Agent("b", config=TestConfig(call("ship", order_id="42"), "done"),
+                  tools=[asked], hitl_hook=cancelled)
+    rec = RunRecorder("ctrl-c")
+    record_agents(rec, agent)
+    with pytest.raises(asyncio.CancelledError):
+        run(agent)
+    last = rec.events[-1]
+    assert last["pause"] and last["approvals"] == [{"tool": "ship", "args": {"order_id": "42"}}]
+    assert "waiting for a human's answer about ship" in last["content"]
+
+
+def test_reasons_say_the_message_without_the_class_path_and_write_needs_a_name(
+        tmp_path: Path) -> None:
+    """A refused call's recorded reason is the error's message (no
+    ``icore.errors.IntegrationError:``); ``rec.write('')`` names the mistake."""
+    shipped: list[Any] = []
+    _, get_order, safe = _shop(shipped)
+    rec = RunRecorder("reason")
+    agent = Agent("shipper", config=TestConfig(
+        ToolCallEvent("ship", arguments="[1]"), "done", raise_tool_errors=False),
+        tools=[get_order, safe])
+    record_agents(rec, agent)
+    run(agent)
+    (d,) = [x["planfence"]["decision"] for x in rec.planfence if "decision" in x["planfence"]]
+    assert d["detail"].startswith("the arguments of ship must be a JSON object")
+    with pytest.raises(IntegrationError, match="path is empty"):
+        rec.write("")

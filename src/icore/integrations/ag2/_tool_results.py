@@ -63,10 +63,20 @@ def ran(event: Any) -> Result | Failed:
 
 
 def said(event: ToolErrorEvent) -> str:
-    """The text the model reads of a tool error (its result's parts joined)."""
+    """The text the model reads of a tool error (its result's parts joined).
+
+    Without the error's class path (AG2 writes ``icore.errors.IntegrationError: ...``):
+    a reason says the message.
+    """
     parts = getattr(getattr(event, "result", None), "parts", None) or []
     text = "\n".join(str(getattr(p, "content", p)) for p in parts).strip()
-    return text or f"{type(event.error).__name__}: {event.error}"
+    if not text:
+        return str(event.error) or type(event.error).__name__
+    cls = type(event.error)
+    for prefix in (f"{cls.__module__}.{cls.__qualname__}: ", f"{cls.__qualname__}: "):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
 def given_args(event: ToolCallEvent) -> dict[str, Any]:
