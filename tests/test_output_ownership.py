@@ -75,12 +75,38 @@ def test_folders_and_devices_are_refused(tmp_path: Path) -> None:
 
 
 def test_the_ledger_stays_small(tmp_path: Path) -> None:
-    """Rewriting one file many times keeps the ledger bounded (compacted)."""
-    p = tmp_path / "r.html"
-    for i in range(300):
-        write_owned(p, str(i).encode())
-    assert len((tmp_path / WRITTEN).read_text(encoding="utf-8").splitlines()) < 200
-    assert foreign_file(p) is None
+    """Rewriting files many times keeps one ledger line per file (QA qa-ag2 S4: six
+    audits into one folder left 40 lines for 5 files)."""
+    names = [f"r{i}.html" for i in range(5)]
+    for i in range(60):
+        write_owned(tmp_path / names[i % 5], str(i).encode())
+    lines = (tmp_path / WRITTEN).read_text(encoding="utf-8").splitlines()
+    assert sorted(x.split("  ", 1)[1] for x in lines) == names
+    assert all(foreign_file(tmp_path / n) is None for n in names)
+
+
+def _write_many(folder: str, who: int) -> None:
+    for i in range(40):
+        write_owned(Path(folder) / f"f{who}-{i % 3}.html", f"{who} {i}".encode())
+
+
+def test_processes_writing_one_folder_keep_one_line_per_file(tmp_path: Path) -> None:
+    """Four processes rewriting their own three files of one folder at once: the ledger
+    ends with one line per file, each naming its current content (no process lost
+    another's line while rewriting the ledger)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write_many, args=(str(tmp_path), w)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    lines = (tmp_path / WRITTEN).read_text(encoding="utf-8").splitlines()
+    names = [f"f{w}-{i}.html" for w in range(4) for i in range(3)]
+    assert sorted(x.split("  ", 1)[1] for x in lines) == names
+    assert all(foreign_file(tmp_path / n) is None for n in names)
 
 
 @settings(max_examples=40, deadline=None)

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import stat
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
     (stat.S_ISDIR, "a directory"),
@@ -108,7 +110,9 @@ def make_room(folder: Path, *, run_files: tuple[str, ...] = ()) -> Path | None:
 
 WRITTEN = ".icore-files"
 """Ledger icore keeps in each folder it writes files into: one ``<sha256>  <name>`` line
-per file it wrote there (the ``sha256sum`` format; the last line of a name wins)."""
+per file it wrote there (the ``sha256sum`` format; one line per file, rewritten when
+icore writes the file again; a ledger of earlier versions with several lines for one
+name is read last-line-wins and compacted on the next write)."""
 
 _LEDGERS: dict[str, tuple[tuple[int, int, int], dict[str, str], int]] = {}
 """Parsed ledgers by real folder path: (stat signature, name -> digest, lines)."""
@@ -282,29 +286,63 @@ def write_owned(path: Path, data: bytes, *, overwrite: bool = False) -> Path:
     return path
 
 
+def _locked(p: Path) -> Any:
+    """The ledger ``p`` opened for appending, locked (``flock``) by this process.
+
+    Another process may have replaced the ledger while this one waited for the lock;
+    the lock is then taken again on the file the path names now.
+    """
+    while True:
+        f = open(p, "a+", encoding="utf-8")  # closed by the caller
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            if os.fstat(f.fileno()).st_ino == os.stat(p).st_ino:
+                return f
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            f.close()
+            raise
+        f.close()
+
+
 def _record(folder: Path, name: str, digest: str) -> None:
-    """List ``name`` with ``digest`` in the folder's ledger (appended; compacted when stale)."""
+    """List ``name`` with ``digest`` in the folder's ledger: one line per file.
+
+    A new name is appended; a name listed already (a file icore writes again: a report
+    re-audited) rewrites the ledger (a temporary file replacing it), so it holds one
+    line per file however often the files are rewritten. Processes writing into one
+    folder at once take turns on an ``flock`` of the ledger, so none loses another's line.
+    """
     if "\n" in name or "\r" in name:  # report names never hold one; keep the format
         return
     p = folder / WRITTEN
-    with _LEDGER_LOCK:
-        book, lines = _ledger(folder)
-        book = {**book, name: digest}
-        if lines > 2 * len(book) + 64:  # mostly superseded lines: rewrite it whole
-            tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.tmp")
+    with _LEDGER_LOCK, _locked(p) as f:
+        f.seek(0)
+        book: dict[str, str] = {}
+        lines = 0
+        for line in f:
+            lines += 1
+            got, sep, n = line.rstrip("\n").partition("  ")
+            if sep and len(got) == 64:
+                book[n] = got
+        if book.get(name) == digest and lines == len(book):
+            return
+        fresh = name not in book and lines == len(book)
+        book[name] = digest
+        if fresh:
+            f.write(f"{digest}  {name}\n")
+            f.flush()
+        else:  # a superseded line: rewrite it whole, one line per file
+            tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()), encoding="utf-8")
             os.replace(tmp, p)
-            lines = len(book)
-        else:
-            with open(p, "a", encoding="utf-8") as f:
-                f.write(f"{digest}  {name}\n")
-            lines += 1
         try:
             st = os.stat(p)
         except OSError:
             return
         _LEDGERS[os.path.realpath(folder)] = ((st.st_ino, st.st_size, st.st_mtime_ns),
-                                              book, lines)
+                                              book, len(book))
 
 
 def file_identity(path: Path) -> tuple[object, ...]:

@@ -130,3 +130,31 @@ def test_trace_carries_typed_parts_and_the_old_extras_view() -> None:
     assert ex["planfence"]["decisions"] == [d.to_dict() for d in t.planfence.decisions]
     assert ex["planfence"]["records"] == [REQ0, PLAN0, REQ1]
     assert audit_trace(t).lineage[0].status == "valid"
+
+
+def _out(content: str, **kw: Any) -> dict[str, Any]:
+    return {"agent": "e", "kind": "tool_output", "tool": "book", "content": content, **kw}
+
+
+def test_a_recorded_effect_after_a_refusal_is_invalid_only_on_a_surplus() -> None:
+    """Outputs saying "it ran" beyond the tool's actions that ran contradict a refusal:
+    the refused action whose own output says so is INVALID. Honest outputs in another
+    order than the decisions (concurrent calls) flag nothing."""
+    ok = _d("a-1", "authorized", "valid", {"req/t": R1}, {"req/t": R1})
+    stale = _d("b-1", "replan_required", "stale", {"req/t": R0}, {"req/t": R1})
+    blocked = _out("BLOCKED: stale", exitcode=1, blocked=True)
+
+    def lineage(*outs: dict[str, Any]) -> dict[str, str]:
+        text = _trace(ok, stale) + "\n" + "\n".join(json.dumps(o) for o in outs)
+        return {a.action: a.status for a in audit_trace(parse_jsonl(text)).lineage}
+
+    assert lineage(_out("booked", exitcode=0), blocked) == {"a-1": "valid", "b-1": "blocked"}
+    assert lineage(blocked, _out("booked", exitcode=0)) == {"a-1": "valid", "b-1": "blocked"}
+    assert lineage(_out("booked", exitcode=0), _out("booked", exitcode=0)) == {
+        "a-1": "valid", "b-1": "INVALID"}
+    assert lineage(_out("booked", exitcode=0), _out("x", ran=True, exitcode=1)) == {
+        "a-1": "valid", "b-1": "INVALID"}
+    t = parse_jsonl(_trace(ok, stale) + "\n" + "\n".join(
+        json.dumps(o) for o in (_out("booked", exitcode=0), _out("booked twice", exitcode=0))))
+    (bad,) = [lv for lv in trace_lineage(t.planfence, t.steps) if lv.status == "INVALID"]
+    assert "yet a recorded tool output says the call ran: 'booked twice'" in bad.reason

@@ -13,10 +13,10 @@ versions its roots cite as exact parents, labelled so. Reports only render these
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from icore.adapters._trace import PlanfenceLog
+from icore.adapters._trace import PlanfenceLog, Step
 from icore.fence import ActionVerdict, DecisionEntry, action_ran, action_status, judge_action
 
 GATE = "gate"
@@ -63,6 +63,9 @@ class ActionLineage:
         records: the record lines the action's picture shows (its roots and their
             ancestors, the versions of D(a) it saw, the records derived from its roots).
         points: its validation points, in order.
+        ran_anyway: the recorded tool output that says the call ran although the gate
+            (or a human) refused it (:func:`ran_after_refusal`); its status is then
+            ``INVALID``. None: no such output.
     """
 
     action: str
@@ -70,10 +73,14 @@ class ActionLineage:
     status: str
     records: tuple[Mapping[str, Any], ...]
     points: tuple[ValidationPoint, ...]
+    ran_anyway: str | None = None
 
     @property
     def invalid(self) -> bool:
-        """True when the action was authorized from a stale plan."""
+        """True: authorized from a stale plan, or recorded as run after a refusal.
+
+        The second is :attr:`ran_anyway`: a tool output says a refused call ran.
+        """
         return self.status == "INVALID"
 
     @property
@@ -83,7 +90,7 @@ class ActionLineage:
         The last decision's :attr:`icore.fence.DecisionEntry.error` (recorders write it,
         issue 28), for an action that ran; the tool's outcome, not its lineage verdict.
         """
-        if not self.points or not action_ran(self.status):
+        if not self.points or not action_ran(self.status) or self.ran_anyway is not None:
             return None
         return self.points[-1].entry.error
 
@@ -175,7 +182,8 @@ def lineage_of(action: str, title: str, records: Sequence[Mapping[str, Any]],
     return ActionLineage(action, title, status, tuple(records), points)
 
 
-def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
+def trace_lineages(planfence: object, steps: Sequence[Step] = ()
+                   ) -> tuple[ActionLineage, ...]:
     """Every protected action of a trace's PlanFence lines (``Trace.extras["planfence"]``).
 
     Decisions are grouped by their ``task`` (else ``action``) field, in order; records
@@ -185,6 +193,8 @@ def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
         planfence: the trace's :class:`~icore.adapters.PlanfenceLog` (``Trace.planfence``)
             or its dict ``{"records": [...], "decisions": [...]}`` (anything else: no
             action).
+        steps: the trace's steps; their tool outputs are held against the decisions
+            (:func:`ran_after_refusal`).
 
     Returns:
         One :class:`ActionLineage` per action, in first-decision order.
@@ -206,8 +216,47 @@ def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
     groups: dict[str, list[DecisionEntry]] = {}
     for e in entries:
         groups.setdefault(str(e.task or e.action or "action"), []).append(e)
-    return tuple(lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
-                            _relevant(records, es), es) for name, es in groups.items())
+    return ran_after_refusal(tuple(
+        lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"), _relevant(records, es), es)
+        for name, es in groups.items()), steps)
+
+
+def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
+                      ) -> tuple[ActionLineage, ...]:
+    """``lineages``, each refused one whose recorded tool output says it ran ``INVALID``.
+
+    A call the gate refused (stale, any block) or a human rejected never runs; a tool
+    output that says it did (``exitcode`` 0, ``ran: true``; :attr:`Step.ran`) contradicts
+    the decision: the trace records an effect no authorization covers. Per tool, the
+    outputs saying a call ran are counted against the actions that ran; only when they
+    are more is anything flagged (an honest trace never is), and then the refused actions
+    whose own output (the n-th output of the tool for its n-th action) says it ran, else
+    the last refused ones, as many as the surplus.
+    """
+    actions: dict[str, list[int]] = {}
+    for i, a in enumerate(lineages):
+        if a.points:
+            actions.setdefault(a.points[0].entry.action, []).append(i)
+    outputs: dict[str, list[Step]] = {}
+    for s in steps:
+        if s.tool is not None and s.tool in actions:
+            outputs.setdefault(s.tool, []).append(s)
+    out = list(lineages)
+    for tool, idxs in actions.items():
+        outs = outputs.get(tool, [])
+        surplus = sum(1 for o in outs if o.ran) - sum(
+            1 for i in idxs if action_ran(lineages[i].status))
+        if surplus <= 0:
+            continue
+        refused = [i for i in idxs if not action_ran(lineages[i].status)]
+        said = {i: o for i, o in zip(idxs, outs, strict=False)
+                if o.ran and not action_ran(lineages[i].status)}
+        chosen = list(said)[:surplus] or refused[-surplus:]
+        ran_outs = [o for o in outs if o.ran]
+        for n, i in enumerate(chosen):
+            o = said.get(i) or ran_outs[-1 - n]
+            out[i] = replace(lineages[i], status="INVALID", ran_anyway=o.content[:300])
+    return tuple(out)
 
 
 def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]
@@ -234,4 +283,4 @@ def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[Decision
 
 
 __all__ = ["FAILED_AFTER_AUTHORIZATION", "ActionLineage", "ValidationPoint", "counted_as",
-           "lineage_of", "trace_lineages", "validation_point"]
+           "lineage_of", "ran_after_refusal", "trace_lineages", "validation_point"]

@@ -235,6 +235,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                          optional=True) if kind == StepKind.PLAN else None
         pause = _flag(obj, "pause", file, f) if kind == StepKind.THOUGHT else None
         replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
+        tool, ran = _tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
         steps.append(Step(
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,
@@ -243,7 +244,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
                 fa, file=file, field=f"{f}.final_answer"),
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
             calls=calls, plan_id=plan_id or None, pause=bool(pause),
-            gate_replan=bool(replan) and bool(plan_id),
+            gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
@@ -336,6 +337,18 @@ def _kind(kind_s: str, file: str, f: str) -> StepKind:
         raise AdapterError(
             f"unknown kind {kind_s!r} (known: {', '.join(k.value for k in StepKind)})",
             file=file, field=f"{f}.kind") from None
+
+
+def _tool_claim(obj: dict[str, Any]) -> tuple[str | None, bool | None]:
+    """A ``tool_output`` line's tool and what it says of its call (:attr:`Step.ran`)."""
+    tool = obj.get("tool")
+    if obj.get("ran") is True or obj.get("failed") is True:
+        ran: bool | None = True
+    elif obj.get("blocked") is True or obj.get("ran") is False:
+        ran = False
+    else:
+        ran = True if obj.get("exitcode") == 0 else None
+    return (tool if isinstance(tool, str) and tool else None), ran
 
 
 def _calls(value: Any) -> str | None:

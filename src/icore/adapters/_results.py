@@ -278,7 +278,7 @@ class AuditResult:
             icore.fence.DecisionFormatError: a decision line is malformed (the
                 importers reject those first).
         """
-        return trace_lineages(self.trace.planfence)
+        return trace_lineages(self.trace.planfence, self.trace.steps)
 
     @property
     def invalid_actions(self) -> int:

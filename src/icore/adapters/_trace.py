@@ -85,6 +85,11 @@ class Step:
             protected call (``replan: true`` with a ``plan_id``, as the framework
             recorders write it): the protocol working as designed (planfence Sec. 4,
             Alg. 1, App. A.3), counted in ``replans`` with no ``progress`` diagnosis.
+        tool: the tool a ``tool_output`` names (its ``tool`` field), when recorded.
+        ran: what a ``tool_output`` says of its call: True it ran (``ran: true``,
+            ``failed: true``, or ``exitcode`` 0 and not ``blocked``), False it did not
+            (``blocked`` or ``ran: false``), None not said. The audit holds it against
+            the gate's decisions (a recorded effect after a refusal is INVALID).
     """
 
     index: int
@@ -102,6 +107,8 @@ class Step:
     plan_id: str | None = None
     pause: bool = False
     gate_replan: bool = False
+    tool: str | None = None
+    ran: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -465,7 +465,7 @@ def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
 def _action_line(r: AuditResult) -> str | None:
     """The console's line of a run's protected actions per count (None: it has none)."""
     counts = _action_counts([{"status": lv.status, "error": lv.error} for lv in
-                             trace_lineage(r.trace.extras.get("planfence"))])
+                             trace_lineage(r.trace.planfence, r.trace.steps)])
     if not counts["total"]:
         return None
     said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
@@ -483,7 +483,7 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     """
     lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
                 **({"error": lv.error} if lv.error is not None else {})}
-               for lv in trace_lineage(r.trace.extras.get("planfence"))]
+               for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
     return {
         "id": r.trace.id, "file": r.trace.file,
         "report": str(out / report_filename(r.trace.id)) if out is not None else None,

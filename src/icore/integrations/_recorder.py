@@ -555,8 +555,8 @@ class RunRecorder:
         replace it).
 
         Raises:
-            IntegrationError: ``path`` is not a path, names a folder, a device or a FIFO,
-                holds a file icore did not write (or one changed since; without
+            IntegrationError: ``path`` is empty or not a path, names a folder, a device or
+                a FIFO, holds a file icore did not write (or one changed since; without
                 ``overwrite``), or cannot be written (the message names the path and
                 the reason; ``fix`` says what to do).
         """

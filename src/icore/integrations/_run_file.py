@@ -25,6 +25,9 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
     if not isinstance(path, str | os.PathLike):
         raise IntegrationError(f"path must be a str or os.PathLike, not "
                                f"{type(path).__name__}", argument="path")
+    if not os.fspath(path).strip():  # Path("") is "." (the current folder)
+        raise IntegrationError("path is empty: name the file to write the run to",
+                               argument="path", fix="rec.write('run.jsonl')")
     p = Path(path)
     if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
         kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else

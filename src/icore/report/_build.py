@@ -12,6 +12,7 @@ from icore.adapters import (
     FlagPlace,
     FlagPlaces,
     RunSummary,
+    Step,
     trace_lineages,
 )
 from icore.attribution import Attribution, AttributionScore
@@ -136,14 +137,17 @@ def _terminal_text(s: RunSummary) -> str:
     return "sound" if s.terminal else "present, unsound"
 
 
-def trace_lineage(planfence: object) -> tuple[LineageView, ...]:
+def trace_lineage(planfence: object, steps: Sequence[Step] = ()
+                  ) -> tuple[LineageView, ...]:
     """Lineage pictures of a trace that carries PlanFence records and decisions.
 
     The trace's ``Trace.extras["planfence"]`` (see the :mod:`icore.adapters` JSONL
-    format), judged by :func:`icore.adapters.trace_lineages`; one picture per action,
-    decisions grouped by their ``task`` (else ``action``) field, in order.
+    format), judged by :func:`icore.adapters.trace_lineages` against the trace's
+    ``steps`` (a refused call whose recorded output says it ran is ``INVALID``); one
+    picture per action, decisions grouped by their ``task`` (else ``action``) field, in
+    order.
     """
-    return link_replans(trace_lineages(planfence))
+    return link_replans(trace_lineages(planfence, steps))
 
 
 def index_from_audits(results: Sequence[AuditResult], *,

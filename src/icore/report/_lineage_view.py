@@ -195,6 +195,14 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
         else:
             steps.append(DecisionStepView("blocked", "not executed", "bad", last.detail))
     reason = _reason(status, points, by_id)
+    if lineage.ran_anyway is not None and last is not None:  # the trace contradicts the gate
+        steps.append(DecisionStepView("ran", "recorded as run anyway", "bad",
+                                      lineage.ran_anyway))
+        who = "a human rejected it" if last.reason == "approval_rejected" else \
+            f"the gate refused it ({last.outcome} / {last.reason}, policy {last.policy})"
+        reason = (f"INVALID: {who}, yet a recorded tool output says the call ran: "
+                  f"{lineage.ran_anyway.strip()[:160]!r}. An effect no authorization covers "
+                  "(or an edited trace).")
     if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
         reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."
     if outcome_note:

@@ -21,6 +21,7 @@ record a run waiting for a human), so ``icore audit`` reports it paused.
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextvars
 import json
 import re
@@ -35,8 +36,10 @@ from ag2.middleware import BaseMiddleware
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
+from icore.integrations._json_args import given_args
 from icore.integrations._refusals import read_refusal, record_tool_result
 from icore.integrations._run_end import RunEnd
+from icore.integrations._tool_failed import describe
 from icore.integrations._trace_data import plain_data
 from icore.integrations.ag2._human import WATCHED
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
@@ -122,6 +125,22 @@ class ChatRecorder:
                           approvals=[{"tool": t, "args": a} for _, t, a in waiting] or None,
                           human_input=type(error).__name__)
 
+    def stopped(self, agent: str, error: BaseException) -> None:
+        """The run left its top-level ``ask`` with ``error`` (not a human wait).
+
+        A call stopped while a human decided (Ctrl-C at an approval) is a pause naming
+        it (:meth:`pause`); else a ``thought`` "the run stopped: <Type>: <message>"
+        with ``error`` (a setup mistake such as a ``depends_on`` naming an undeclared
+        fact), so the trace says why it has no end.
+        """
+        with self._lock:
+            waiting = bool(self._waiting)
+        if waiting:
+            self.pause(agent, error)
+            return
+        text = describe(error)
+        self.recorder.add(agent, "thought", f"the run stopped: {text}", error=text)
+
     def middleware(self, agent: str) -> Middleware:
         """The ``ag2.Middleware`` recording one agent's turns."""
         return Middleware(_AgentRecording, chat=self, agent=agent)
@@ -153,6 +172,10 @@ class _AgentRecording(BaseMiddleware):
         except HumanInputError as exc:  # no one answered a human question: a pause
             if not nested:
                 self.chat.pause(self.agent, exc)
+            raise
+        except BaseException as exc:  # a setup mistake, Ctrl-C: the trace says why
+            if not nested:
+                self.chat.stopped(self.agent, exc)
             raise
         finally:
             _IN_ASK.reset(in_ask)
@@ -187,6 +210,11 @@ class _AgentRecording(BaseMiddleware):
         except HumanInputError:  # the call waits for a human: the run's pause names it
             self.chat.waiting(self.agent, event.name, _args(event.arguments))
             raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            if watched is not None and watched.name == event.name and not watched.reached:
+                # stopped before its gate, a human question open (Ctrl-C at the approval)
+                self.chat.waiting(self.agent, event.name, _args(event.arguments))
+            raise
         finally:
             CHAT_RECORDER.reset(rec_token)
             CALLING_AGENT.reset(token)
@@ -203,14 +231,12 @@ class _AgentRecording(BaseMiddleware):
 def _args(raw: str) -> dict[str, Any]:
     """The model's arguments as given: its JSON object, else ``{"raw": <its text>}``.
 
-    Text that is not JSON, or JSON that is not an object (an array, a string, a number:
-    QA r8-ag2mcp D8), is kept as the model sent it; AG2 answers such a call itself.
+    Text that does not read (not JSON, an integer over the interpreter's digit limit,
+    nesting deeper than its stack), or JSON that is not an object (an array, a string, a
+    number: QA r8-ag2mcp D8), is kept as the model sent it; AG2 answers such a call
+    itself, and recording never changes the conversation.
     """
-    try:
-        args = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return {"raw": raw}
-    return args if isinstance(args, dict) else {"raw": raw}
+    return given_args(raw)
 
 
 def gateway_text(result: Any, tool: str) -> str:

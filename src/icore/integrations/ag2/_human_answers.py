@@ -10,6 +10,7 @@ calls a human was asked about.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from icore.fence import DecisionLog, Fence, GateDecision, ProtectedTool
@@ -93,3 +94,15 @@ def hand_over(team: TeamAgent | None, d: GateDecision) -> dict[str, Any]:
             continue
     return out
 
+
+
+def record_approval(rec: RunRecorder, who: str, name: str, args: dict[str, Any]) -> None:
+    """A human's "yes" to a call put to them before its gate (``approval_required()``).
+
+    A ``thought`` with ``answered_by: "human"``, ``decision: "approve"``, the tool and
+    its arguments, as the LangGraph and OpenAI Agents SDK recorders write a human's
+    answer; the gate's decision follows it.
+    """
+    rec.add(who, "thought", f"a human answered approve for {name} "
+            f"{json.dumps(args, sort_keys=True, default=str)}", answered_by="human",
+            decision="approve", tool=name, args=args)

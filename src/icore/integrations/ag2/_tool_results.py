@@ -23,6 +23,10 @@ from icore.fence import GateDecision, Reason
 from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
+from icore.integrations._failed import Failed
+from icore.integrations._json_args import given_args as args_as_given
+from icore.integrations._json_args import read_json
+from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
 _log = logging.getLogger("icore.integrations.ag2")
@@ -39,25 +43,45 @@ class Result:
             parts = getattr(getattr(event, "result", None), "parts", None) or []
             self.content = "\n".join(str(getattr(p, "content", p)) for p in parts)
 
+    def __str__(self) -> str:
+        return self.content
+
+
+def ran(event: Any) -> Result | Failed:
+    """What an authorized call's body gave back: its :class:`Result`, or a failure.
+
+    AG2 turns the body's exception (a ``RuntimeError``, a ``HeadConflict`` of the
+    ``running_call().basis`` pattern, in a sync or ``async def`` tool) into a
+    ``ToolErrorEvent`` the model reads: that call failed after its authorization, so it
+    comes back as :class:`~icore.integrations._failed.Failed` (recorded ``exitcode: 1``,
+    audited failed after authorization, issue 28) whose value is the event the model reads.
+    """
+    result = Result(event)
+    if isinstance(event, ToolErrorEvent):
+        return Failed(result, describe(event.error))
+    return result
+
 
 def said(event: ToolErrorEvent) -> str:
-    """The text the model reads of a tool error (its result's parts joined)."""
+    """The text the model reads of a tool error (its result's parts joined).
+
+    Without the error's class path (AG2 writes ``icore.errors.IntegrationError: ...``):
+    a reason says the message.
+    """
     parts = getattr(getattr(event, "result", None), "parts", None) or []
     text = "\n".join(str(getattr(p, "content", p)) for p in parts).strip()
-    return text or f"{type(event.error).__name__}: {event.error}"
+    if not text:
+        return str(event.error) or type(event.error).__name__
+    cls = type(event.error)
+    for prefix in (f"{cls.__module__}.{cls.__qualname__}: ", f"{cls.__qualname__}: "):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
 def given_args(event: ToolCallEvent) -> dict[str, Any]:
-    """The model's arguments as given: its JSON object, else ``{"raw": <its text>}``.
-
-    Arguments that are not JSON, or JSON but not an object (an array, a string, a
-    number), are kept as the model's text, so a trace line always holds an object.
-    """
-    try:
-        args = event.serialized_arguments
-    except json.JSONDecodeError:
-        return {"raw": event.arguments}
-    return args if isinstance(args, dict) else {"raw": event.arguments}
+    """The model's arguments as given (:func:`~icore.integrations._json_args.given_args`)."""
+    return args_as_given(event.arguments)
 
 
 def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
@@ -113,12 +137,16 @@ def stopped_message(name: str, d: GateDecision, fresh: dict[str, Any]) -> str:
 
 
 def model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEvent:
-    """The model's JSON arguments (an object), else the tool error the model reads."""
-    try:
-        args = event.serialized_arguments
-    except json.JSONDecodeError as exc:
+    """The model's JSON arguments (an object), else the tool error the model reads.
+
+    Text that does not read (not JSON, an integer over the interpreter's digit limit,
+    nesting deeper than its stack: :func:`~icore.integrations._json_args.read_json`) is
+    the model's mistake, answered as AG2 answers it for a plain tool, never raised.
+    """
+    args, why = read_json(event.arguments)
+    if why is not None:
         return ToolErrorEvent.from_call(event, error=IntegrationError(
-            f"the arguments of {name} are not JSON: {exc.msg}", tool=name))
+            f"the arguments of {name} are not JSON: {why}", tool=name))
     if not isinstance(args, dict):
         return ToolErrorEvent.from_call(event, error=IntegrationError(
             f"the arguments of {name} must be a JSON object", tool=name))

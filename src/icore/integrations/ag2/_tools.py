@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import json
 from collections.abc import Callable
 from copy import copy
 from typing import Any
@@ -68,6 +67,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._json_args import read_json
 from icore.integrations._refusals import refused_call
 from icore.integrations.ag2._human import (
     StoppedAfterHuman,
@@ -83,6 +83,7 @@ from icore.integrations.ag2._human_answers import (
     asked_request,
     hand_over,
     recheck,
+    record_approval,
     record_stop,
 )
 from icore.integrations.ag2._tool_results import (
@@ -92,6 +93,7 @@ from icore.integrations.ag2._tool_results import (
     invalid,
     model_args,
     never,
+    ran,
     said,
     setup_error,
     stopped_message,
@@ -249,12 +251,9 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         team.turn_source = lambda: turns.current
 
     def precheck(event: ToolCallEvent) -> None:
-        try:
-            args = event.serialized_arguments
-        except json.JSONDecodeError:
-            return
+        args, _why = read_json(event.arguments)
         if not isinstance(args, dict):
-            return
+            return  # the model's mistake: the gate tells the model
         try:
             norm_args = norm(args)
         except IntegrationError:
@@ -288,8 +287,18 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                          detail=text)
         return error
 
+    def approved(event: ToolCallEvent, context: Any) -> None:
+        """A human asked before the gate let the call reach it: a "yes", recorded.
+
+        As the other integrations record it (``a human answered approve ...``).
+        """
+        rec = _run_recorder(recorder, name)
+        if rec is not None and was_asked(context):
+            record_approval(rec, caller(), name, given_args(event))
+
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
@@ -309,7 +318,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             rc = running_call() if injected else None
             after = recheck(guard.fence, ptool, rc.record.id, a) if rc is not None else None
-            return Result(await call_next(with_args(event, a, args),
+            return ran(await call_next(with_args(event, a, args),
                                            gated_context(context, after)))
 
         g = caller_guard()
@@ -330,6 +339,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
@@ -346,7 +356,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
             used = fresh[-1].roots if fresh else first_roots
             after = recheck(guard.fence, per_call._tools.get(name), used[0], a) \
                 if injected and isinstance(used, list | tuple) and len(used) == 1 else None
-            return Result(await call_next(with_args(event, a, args),
+            return ran(await call_next(with_args(event, a, args),
                                            gated_context(context, after)))
 
         rec = _run_recorder(recorder, name)

@@ -92,6 +92,7 @@ from icore.integrations._context import (
 )
 from icore.integrations._failed import Failed
 from icore.integrations._fenced import agent_error
+from icore.integrations._json_args import read_json
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
@@ -317,10 +318,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         return message
 
     def parse(input_json: str) -> dict[str, Any] | str:
-        try:
-            args = json.loads(input_json or "{}")
-        except json.JSONDecodeError as exc:
-            return f"invalid JSON arguments for {base.name}: {exc.msg}"
+        args, why = read_json(input_json)
+        if why is not None:
+            return f"invalid JSON arguments for {base.name}: {why}"
         if not isinstance(args, dict):
             return f"the arguments of {base.name} must be a JSON object"
         return args

@@ -59,6 +59,7 @@ from agents.tracing.traces import NoOpTrace
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
+from icore.integrations._json_args import read_json
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
 from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
@@ -386,10 +387,9 @@ class RecordingProcessor(TracingProcessor):
         for it in _items(output):
             if it.get("type") == "function_call":
                 args = it.get("arguments")
-                try:
-                    args = json.loads(args) if isinstance(args, str) else args
-                except json.JSONDecodeError:
-                    pass
+                if isinstance(args, str):  # the model's text, kept when it does not read
+                    read, why = read_json(args)
+                    args = read if why is None else args
                 calls.append({"name": it.get("name"), "args": args})
                 with self._lock:
                     self._pending[str(it.get("call_id"))] = (who, str(it.get("name")), args)
@@ -415,9 +415,8 @@ class RecordingProcessor(TracingProcessor):
         elif isinstance(data, FunctionSpanData):
             if data.name in self.recorder.fenced_tools:
                 return  # recorded by the fenced tool (a pending approval's span: no call)
-            try:
-                args = json.loads(data.input) if data.input else None
-            except json.JSONDecodeError:
+            args, why = read_json(data.input) if data.input else (None, None)
+            if why is not None:
                 args = {"input": data.input}
             err = span.error
             if data.output is None and err is None and self._hold(data.name, args):

@@ -1,0 +1,51 @@
+"""The model's JSON arguments text, read without ever raising (issue 28, QA qa-ag2).
+
+A tool call's arguments are text the model controls. Python's JSON reader raises more
+than ``json.JSONDecodeError`` on it: ``ValueError`` for an integer over the interpreter's
+digit limit (4300 digits by default), ``RecursionError`` for nesting deeper than its
+stack. A framework answers such a call with a tool error the model reads; an integration
+that parses the same text (to record the call, to gate it) must not crash the run
+instead. Every integration reads the model's arguments here: :func:`read_json` tells the
+value from the reason it does not read, :func:`given_args` keeps what a trace line holds.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def read_json(text: str | bytes | bytearray | None) -> tuple[Any, str | None]:
+    """The JSON value of the model's arguments text, or why it does not read.
+
+    Args:
+        text: the arguments as the model sent them; empty or None reads as ``{}``.
+
+    Returns:
+        ``(value, None)``, or ``(None, why)`` where ``why`` is one sentence for the
+        model: the JSON error (``"Expecting value"``), ``"a number has more than 4300
+        digits"`` or ``"nested too deeply"``. Never raises on any text.
+    """
+    try:
+        return json.loads(text or "{}"), None
+    except json.JSONDecodeError as exc:
+        return None, exc.msg
+    except RecursionError:
+        return None, "nested too deeply"
+    except ValueError as exc:  # e.g. an integer over sys.get_int_max_str_digits()
+        if "digits" not in str(exc):
+            return None, str(exc)[:200]
+        return None, f"a number has more than {sys.get_int_max_str_digits()} digits"
+
+
+def given_args(text: str | None) -> dict[str, Any]:
+    """The model's arguments as given: its JSON object, else ``{"raw": <its text>}``.
+
+    Text that does not read (:func:`read_json`), or JSON that is not an object (an
+    array, a string, a number), is kept as the model sent it, so a trace line always
+    holds an object.
+    """
+    args, _why = read_json(text)
+    return args if isinstance(args, dict) else {"raw": text}

@@ -1,0 +1,300 @@
+"""AG2 follow-ups of the seam issue (issue 28, QA qa-ag2): recorded runs tell the truth.
+
+Real ``ag2.Agent`` runs with AG2's own scripted ``TestConfig``: a fenced tool that raises
+after the gate authorized it (sync, ``async def``, ``recorder=``, a ``HeadConflict`` of
+the ``running_call().basis`` pattern) is recorded failed (``exitcode`` 1) and audited
+"failed after authorization"; arguments the model controls that Python's JSON reader
+cannot hold (an int over 4300 digits, nesting deeper than the interpreter's stack) are
+answered as a tool error, recorded or fenced, never a crash of ``agent.ask``; a human's
+"yes" to an ``approval_required()`` call is recorded as the other integrations record it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag2 import Agent, tool
+from ag2.events import ToolCallEvent
+from ag2.middleware.builtin.tools.approval import approval_required
+from ag2.testing import TestConfig
+
+from icore.adapters import FAILED_AFTER_AUTHORIZATION
+from icore.errors import IntegrationError
+from icore.integrations import RunRecorder
+from icore.integrations.ag2 import fenced_tool, record_agents
+from icore.workspace import Workspace, WorkspaceError, running_call
+
+from .ag2_world import call, orders, run
+from .test_ag2_recording import _protected, _shop
+from .test_recording_truthful import _audit
+
+
+def _ship_outputs(rec: RunRecorder, name: str = "ship") -> list[dict[str, Any]]:
+    return [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == name]
+
+
+@pytest.mark.parametrize("variant", ["sync", "async", "recorder"])
+def test_a_tool_raising_after_authorization_is_recorded_failed(tmp_path: Path,
+                                                               variant: str) -> None:
+    """The gate authorized ``ship``; its body raised. AG2 hands the model the error; the
+    trace records the call failed (exit code 1, the error) and the audit counts it
+    "failed after authorization", its lineage valid."""
+    _ws, shipper, _ = orders()
+
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Read an order."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+    def ship(order_id: str) -> str:
+        """Ship an order."""
+        raise RuntimeError("carrier API down")
+
+    async def aship(order_id: str) -> str:
+        """Ship an order."""
+        raise RuntimeError("carrier API down")
+
+    rec = RunRecorder(f"raise-{variant}")
+    body = aship if variant == "async" else ship
+    safe = fenced_tool(body, agent=shipper, depends_on=lambda a: {f"order/{a['order_id']}"},
+                       recorder=rec if variant == "recorder" else None)
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), call(body.__name__, order_id="42"), "gave up",
+        raise_tool_errors=False), tools=[get_order, safe])
+    record_agents(rec, agent)
+    results = run(agent)
+    assert "carrier API down" in str(results[-1].error)  # the model reads the error
+    (out,) = _ship_outputs(rec, body.__name__)
+    assert (out["exitcode"], out["failed"]) == (1, True)
+    assert out["error_text"] == "RuntimeError: carrier API down"
+    code, text, data = _audit(rec.write(tmp_path / "raise.jsonl"), "--fail-on", "invalid")
+    assert code == 0 and "1 (1 failed after authorization)" in text
+    assert data["actions"][FAILED_AFTER_AUTHORIZATION] == 1
+    (lv,) = data["lineage"]
+    assert lv["status"] == "valid" and lv["error"] == "RuntimeError: carrier API down"
+
+
+def test_a_head_conflict_after_authorization_is_recorded_failed(tmp_path: Path) -> None:
+    """Two desks book one slot at once with ``running_call().basis`` and an expected
+    head: both are authorized, one commit wins, the other's ``HeadConflict`` is a call
+    that failed after its authorization (one valid, one failed), not two valid."""
+    ws = Workspace({"slot/*": "sales"})
+    ws.put("slot/1", {"free": True}, by="sales")
+    booked: list[str] = []
+
+    def make(name: str) -> Agent:
+        desk = ws.agent(name)
+
+        def get_slot(slot_id: str) -> dict[str, Any]:
+            """Read a slot."""
+            return desk.read(f"slot/{slot_id}")  # type: ignore[no-any-return]
+
+        async def book(slot_id: str) -> str:
+            """Book a slot."""
+            seen = running_call().basis[f"slot/{slot_id}"]
+            await asyncio.sleep(0.05)  # both desks are in here at once
+            ws.commit(f"slot/{slot_id}", {"free": False, "by": name}, expected=seen.id,
+                      by="sales")
+            booked.append(name)
+            return f"booked by {name}"
+
+        return Agent(name, config=TestConfig(call("get_slot", slot_id="1"),
+                                             call("book", slot_id="1"), "done",
+                                             raise_tool_errors=False),
+                     tools=[get_slot, fenced_tool(book, agent=desk, depends_on=lambda a: {
+                         f"slot/{a['slot_id']}"})])
+
+    rec = RunRecorder("two-desks")
+    a1, a2 = make("desk1"), make("desk2")
+    record_agents(rec, a1, a2)
+
+    async def both() -> None:
+        await asyncio.gather(a1.ask("book 1"), a2.ask("book 1"))
+
+    asyncio.run(both())
+    assert len(booked) == 1
+    outs = _ship_outputs(rec, "book")
+    assert sorted(o["exitcode"] for o in outs) == [0, 1]
+    assert "HeadConflict" in next(o for o in outs if o["exitcode"])["error_text"]
+    _code, text, data = _audit(rec.write(tmp_path / "desks.jsonl"))
+    assert "2 (1 valid, 1 failed after authorization)" in text
+    assert data["actions"][FAILED_AFTER_AUTHORIZATION] == 1
+
+
+_BIG = '{"order_id": "42", "city": 1' + "0" * 5000 + "}"
+_DEEP = '{"order_id": "42", "city": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("text", [_BIG, _DEEP], ids=["bigint", "deep"])
+@pytest.mark.parametrize("fenced", [True, False])
+def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
+                                                                  fenced: bool) -> None:
+    """Arguments the model controls that Python's JSON reader raises on (an int over the
+    digit limit: ValueError; 100k levels: RecursionError) are a tool error the model reads,
+    as plain AG2 answers them; recording changes nothing the model sees, and a fenced
+    call is a blocked protected action (invalid arguments), never a crash of ``ask``."""
+    def seen(recorded: bool, fence: bool) -> tuple[list[str], RunRecorder, list[Any]]:
+        shipped: list[Any] = []
+        _, get_order, safe = _shop(shipped)
+
+        def ship(order_id: str, city: str) -> str:
+            """Ship an order."""
+            shipped.append(city)
+            return "shipped"
+
+        rec = RunRecorder("unreadable")
+        agent = Agent("shipper", config=TestConfig(
+            call("get_order", order_id="42"), ToolCallEvent("ship", arguments=text), "done",
+            raise_tool_errors=False), tools=[get_order, safe if fence else ship])
+        if recorded:
+            record_agents(rec, agent)
+        return [type(e).__name__ for e in run(agent)], rec, shipped
+
+    plain, _, _ = seen(False, False)
+    got, rec, shipped = seen(True, fenced)
+    assert got == plain == ["ToolResultEvent", "ToolErrorEvent"] and shipped == []
+    (out,) = _ship_outputs(rec)
+    assert out["exitcode"] == 1 and out["args"] == {"raw": text}
+    if fenced:
+        assert out["blocked"] and _protected(rec) == [("blocked", "invalid_arguments")]
+
+
+
+def _approved_run() -> tuple[RunRecorder, list[Any]]:
+    """A real run: the order changes after the read; the human says yes to the stale
+    call (the gate refuses it), yes to the replan (it runs), no to a third call."""
+    ws, shipper, _ = orders()
+    shipped: list[Any] = []
+    answers = iter(["yes", "yes", "no"])
+
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Read an order."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+    def move_order(order_id: str, city: str) -> str:
+        """Sales moves an order to another city."""
+        ws.put(f"order/{order_id}", {"city": city}, by="sales")
+        return "moved"
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order."""
+        shipped.append((order_id, city))
+        return f"shipped to {city}"
+
+    safe = fenced_tool(tool(ship, middleware=[approval_required()]), agent=shipper,
+                       depends_on=lambda a: {f"order/{a['order_id']}"})
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), call("move_order", order_id="42", city="Paris"),
+        call("ship", order_id="42", city="Berlin"), call("ship", order_id="42", city="Paris"),
+        call("ship", order_id="42", city="Rome"), "done", raise_tool_errors=False),
+        tools=[get_order, move_order, safe], hitl_hook=lambda _req: next(answers))
+    rec = RunRecorder("approved")
+    record_agents(rec, agent)
+    run(agent)
+    return rec, shipped
+
+
+def test_a_humans_yes_is_recorded_as_the_other_integrations_record_it() -> None:
+    """Each "yes" to ``approval_required()`` is a ``thought`` "a human answered approve
+    for ship {...}" (``answered_by: human``, ``decision: approve``, tool and arguments)
+    before the gate's decision; the "no" stays a refused call."""
+    rec, shipped = _approved_run()
+    assert shipped == [("42", "Paris")]
+    said = [(e["kind"], e.get("decision"), e.get("args", {}).get("city")) for e in rec.events
+            if e.get("answered_by") == "human"]
+    assert said == [("thought", "approve", "Berlin"), ("thought", "approve", "Paris"),
+                    ("tool_output", "reject", "Rome")]
+    yes = next(e for e in rec.events if e.get("decision") == "approve")
+    assert yes["tool"] == "ship" and yes["content"] == (
+        'a human answered approve for ship {"city": "Berlin", "order_id": "42"}')
+
+
+def _edited(path: Path, n: int, **fields: Any) -> Path:
+    """``path`` with the ``n``-th ``ship`` tool output's fields changed (a forged line)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    at = [i for i, x in enumerate(lines) if '"tool_output"' in x and '"tool": "ship"' in x][n]
+    line = {**json.loads(lines[at]), **fields}
+    lines[at] = json.dumps({k: v for k, v in line.items() if v is not None})
+    out = path.with_name(f"{path.stem}-{n}.jsonl")
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def test_a_recorded_effect_after_a_refusal_is_invalid(tmp_path: Path) -> None:
+    """The honest run audits 1 valid, 2 blocked. The stale call's output edited to say it
+    ran (exit code 0), or the rejected call's to ``ran: true``, contradicts the gate:
+    that action is INVALID and ``--fail-on invalid`` fails (QA qa-ag2 T2, T3)."""
+    rec, _ = _approved_run()
+    path = rec.write(tmp_path / "honest.jsonl")
+    code, text, data = _audit(path, "--fail-on", "invalid")
+    assert code == 0 and "3 (1 valid, 2 blocked)" in text
+    stale = _edited(path, 0, exitcode=0, blocked=None, content="shipped to Berlin")
+    code, text, data = _audit(stale, "--fail-on", "invalid")
+    assert code == 3 and "3 (1 valid, 1 INVALID, 1 blocked)" in text
+    (bad,) = [lv for lv in data["lineage"] if lv["status"] == "INVALID"]
+    assert bad["reason"].startswith("INVALID: the gate refused it (replan_required / stale")
+    assert "'shipped to Berlin'" in bad["reason"]
+    rejected = _edited(path, 2, exitcode=0, blocked=None, ran=True, content="shipped Rome")
+    code, text, data = _audit(rejected, "--fail-on", "invalid")
+    assert code == 3 and "3 (1 valid, 1 INVALID, 1 blocked)" in text
+    (bad,) = [lv for lv in data["lineage"] if lv["status"] == "INVALID"]
+    assert bad["reason"].startswith("INVALID: a human rejected it, yet a recorded tool "
+                                    "output says the call ran: 'shipped Rome'")
+
+
+def test_a_run_stopped_by_a_setup_mistake_or_at_an_approval_says_why() -> None:
+    """A ``depends_on`` that fails on the model's arguments stops ``ask`` (a setup
+    mistake): the trace ends with "the run stopped: WorkspaceError: ...". A run cancelled
+    while a human decides on a call (Ctrl-C at the approval) is a pause naming that call."""
+    ws, shipper, _ = orders()
+
+    def ship(order_id: str) -> str:
+        """Ship an order."""
+        return "shipped"
+
+    typo = fenced_tool(ship, agent=shipper, depends_on=lambda a: {f"order/{a['orderid']}"})
+    agent = Agent("shipper", config=TestConfig(call("ship", order_id="42"), "done"),
+                  tools=[typo])
+    rec = RunRecorder("typo")
+    record_agents(rec, agent)
+    with pytest.raises(WorkspaceError, match="depends_on function failed"):
+        run(agent)
+    last = rec.events[-1]
+    assert last["kind"] == "thought" and last["content"].startswith(
+        "the run stopped: WorkspaceError: the depends_on function failed")
+
+    async def cancelled(_request: Any) -> str:
+        raise asyncio.CancelledError  # Ctrl-C while the human decides
+
+    asked = fenced_tool(tool(ship, middleware=[approval_required()]), agent=ws.agent("b"),
+                        depends_on=lambda a: {f"order/{a['order_id']}"})
+    agent = Agent("b", config=TestConfig(call("ship", order_id="42"), "done"),
+                  tools=[asked], hitl_hook=cancelled)
+    rec = RunRecorder("ctrl-c")
+    record_agents(rec, agent)
+    with pytest.raises(asyncio.CancelledError):
+        run(agent)
+    last = rec.events[-1]
+    assert last["pause"] and last["approvals"] == [{"tool": "ship", "args": {"order_id": "42"}}]
+    assert "waiting for a human's answer about ship" in last["content"]
+
+
+def test_reasons_say_the_message_without_the_class_path_and_write_needs_a_name(
+        tmp_path: Path) -> None:
+    """A refused call's recorded reason is the error's message (no
+    ``icore.errors.IntegrationError:``); ``rec.write('')`` names the mistake."""
+    shipped: list[Any] = []
+    _, get_order, safe = _shop(shipped)
+    rec = RunRecorder("reason")
+    agent = Agent("shipper", config=TestConfig(
+        ToolCallEvent("ship", arguments="[1]"), "done", raise_tool_errors=False),
+        tools=[get_order, safe])
+    record_agents(rec, agent)
+    run(agent)
+    (d,) = [x["planfence"]["decision"] for x in rec.planfence if "decision" in x["planfence"]]
+    assert d["detail"].startswith("the arguments of ship must be a JSON object")
+    with pytest.raises(IntegrationError, match="path is empty"):
+        rec.write("")
