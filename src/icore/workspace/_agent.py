@@ -186,7 +186,7 @@ class Agent(RunScopes):
         self._exec = _Execution(self.fence, basis=self._basis, read_in=self._read_in,
                                 new_action=self._new_action, note=self._note,
                                 lock=self._lock, lookup=self._lookup,
-                                scope=self.current_scope)
+                                scope=self.call_scope)
 
     def __repr__(self) -> str:
         try:
@@ -206,6 +206,7 @@ class Agent(RunScopes):
 
     def _note(self, records: Mapping[str, Record], stamp: Hashable | None,
               scope: Hashable | None) -> None:
+        self.note_scope(scope)
         with self._lock:
             seen = self._seen.get(scope)
             if seen is None:
@@ -336,16 +337,42 @@ class Agent(RunScopes):
     def forget(self, keys: Iterable[str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None), in every run scope.
 
-        Calls depending on them are refused ``not_read`` until the agent reads them again.
+        Calls depending on them are refused ``not_read`` until the agent reads them again:
+        the reads are dropped from every scope's history and from every turn's snapshot
+        (the basis a model message's calls share), and the one-replan ticket of a refused
+        call depending on them is dropped (a read after this is a new plan).
+
+        Raises:
+            WorkspaceError: ``keys`` is a str (one key: pass ``[key]``) or not an
+                iterable of str.
         """
+        if keys is not None:
+            if isinstance(keys, str | bytes):
+                raise WorkspaceError("forget takes a collection of keys, not one key (a str "
+                                     "would be read as its characters)", agent=self.name,
+                                     fix=f"agent.forget([{keys!r}])")
+            try:
+                wanted = set(keys)
+            except TypeError:
+                raise WorkspaceError("forget takes an iterable of fact keys, or None for all",
+                                     agent=self.name, got=type(keys).__name__) from None
+            if not all(isinstance(k, str) for k in wanted):
+                raise WorkspaceError("fact keys are str", agent=self.name,
+                                     got=sorted(type(k).__name__ for k in wanted
+                                                if not isinstance(k, str)))
         with self._lock:
             if keys is None:
                 self._seen.clear()
                 self._turns.clear()
-            else:
-                for k in list(keys):
-                    for seen in self._seen.values():
-                        seen.pop(k, None)
+                self._exec.forget(None)
+                return
+            for seen in self._seen.values():
+                for k in wanted:
+                    seen.pop(k, None)
+            for snap in self._turns.values():  # a turn's basis, fixed at its first call
+                for k in wanted:
+                    snap.pop(k, None)
+            self._exec.forget(frozenset(wanted))
 
     def _basis(self, turn: Hashable | None, scope: Hashable | None) -> dict[str, Record]:
         """The reads a call of ``turn`` in ``scope`` derives from.
@@ -387,10 +414,12 @@ class Agent(RunScopes):
         agent's memory so its fence can validate it as a root.
 
         Raises:
-            WorkspaceError: the agent has not read some key (named) - read it first.
+            WorkspaceError: the agent has not read some key (named) - read it first; or
+                the call has no run scope on a handle that has seen scoped use
+                (:meth:`call_scope`).
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
-        basis = self._basis(turn, self.current_scope())
+        basis = self._basis(turn, self.call_scope())
         missing = sorted(k for k in keys if k not in basis)
         if missing:
             raise WorkspaceError("the agent has not read facts the action depends on",
@@ -490,8 +519,10 @@ class Agent(RunScopes):
 
         Raises:
             WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` not
-                callable, ``args`` not a mapping of names, ``turn`` unhashable (nothing
-                was asked or run).
+                callable, ``args`` not a mapping of names, ``turn`` unhashable; or the
+                call has no run scope on a handle that has seen scoped use (a read or
+                call in some scope: :meth:`call_scope`, fail closed). Nothing was asked
+                or run.
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
             ReplanFailed: ``replan`` raised (its ``__cause__``) or returned neither
                 arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;
