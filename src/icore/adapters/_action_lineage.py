@@ -12,6 +12,7 @@ versions its roots cite as exact parents, labelled so. Reports only render these
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -179,7 +180,9 @@ def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
     """Every protected action of a trace's PlanFence lines (``Trace.extras["planfence"]``).
 
     Decisions are grouped by their ``task`` (else ``action``) field, in order; records
-    and decisions that are not objects are skipped (the importers name them).
+    and decisions that are not objects are skipped (the importers name them). A decision
+    repeated with an ``error`` (equal but for it) replaces the earlier line in its place:
+    one decision, failed after authorization (the MCP gateway's append-only trace, #25).
 
     Args:
         planfence: the trace's :class:`~icore.adapters.PlanfenceLog` (``Trace.planfence``)
@@ -205,9 +208,31 @@ def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
         return ()
     groups: dict[str, list[DecisionEntry]] = {}
     for e in entries:
-        groups.setdefault(str(e.task or e.action or "action"), []).append(e)
+        group = groups.setdefault(str(e.task or e.action or "action"), [])
+        at = _restated(group, e)
+        if at is None:
+            group.append(e)
+        else:  # the same decision written again with its call's failure (a gateway)
+            group[at] = e
     return tuple(lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
                             _relevant(records, es), es) for name, es in groups.items())
+
+
+def _restated(group: Sequence[DecisionEntry], entry: DecisionEntry) -> int | None:
+    """The index in ``group`` of the decision ``entry`` restates with an ``error``.
+
+    An append-only trace (the MCP gateway's) writes a decision before the call it
+    authorized is forwarded, and the same decision again, with the call's ``error``,
+    when the call failed (#25): one decision, failed after authorization. None when
+    ``entry`` is a decision of its own.
+    """
+    if entry.error is None:
+        return None
+    bare = dataclasses.replace(entry, error=None)
+    for i in range(len(group) - 1, -1, -1):
+        if group[i].error is None and group[i] == bare:
+            return i
+    return None
 
 
 def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]
