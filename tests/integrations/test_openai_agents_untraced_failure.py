@@ -49,6 +49,18 @@ def _run(tool: Any, get_fare: Any, config: RunConfig) -> Any:
     return asyncio.run(Runner.run(agent, "book LH100", run_config=config))
 
 
+def _fenced_run(fn: Any, config: RunConfig, rec: RunRecorder) -> Any:
+    """``fn`` fenced on a fresh desk (recorded into ``rec``), run by the scripted model."""
+    _ws, desk, get_fare = _desk()
+    return _run(fenced_function_tool(fn, agent=desk, depends_on=_dep, recorder=rec),
+                get_fare, config)
+
+
+def _ran(rec: RunRecorder, tool: str) -> list[dict[str, Any]]:
+    """The recorded outputs of ``tool``'s calls."""
+    return [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == tool]
+
+
 def _outputs(res: Any) -> list[str]:
     return [str(i.output) for i in res.new_items if i.type == "tool_call_output_item"]
 
@@ -57,17 +69,14 @@ def test_untraced_failure_is_recorded_and_audited_as_failed(tmp_path: Path,
                                                             untraced: RunConfig) -> None:
     """The gate authorized ``book``, which raised: the model reads the SDK's text, the
     recording says ``exitcode 1`` with the exception, the audit counts it failed."""
-    _ws, desk, get_fare = _desk()
-
     def book(flight: str) -> str:
         """Explodes after authorization."""
         raise RuntimeError("carrier down")
 
     rec = RunRecorder("untraced")
-    res = _run(fenced_function_tool(book, agent=desk, depends_on=_dep, recorder=rec),
-               get_fare, untraced)
+    res = _fenced_run(book, untraced, rec)
     assert "An error occurred while running the tool" in _outputs(res)[1]  # as unfenced
-    ran = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "book"]
+    ran = _ran(rec, "book")
     assert len(ran) == 1 and ran[0]["exitcode"] == 1 and ran[0]["failed"] is True
     assert ran[0]["error_text"] == "RuntimeError: carrier down"
     _code, out, run = _audit(rec.write(tmp_path / "untraced.jsonl"))
@@ -80,40 +89,32 @@ def test_untraced_failure_is_recorded_and_audited_as_failed(tmp_path: Path,
 def test_untraced_custom_failure_function_is_kept(untraced: RunConfig) -> None:
     """A tool's own ``failure_error_function`` still writes the model's text; the call
     is recorded failed. A tool that succeeds is recorded as it ran."""
-    _ws, desk, get_fare = _desk()
-
     @function_tool(failure_error_function=lambda ctx, e: f"sorry: {e}")
     async def book(flight: str) -> str:
         """Explodes after authorization (async)."""
         raise ValueError(f"no seat on {flight}")
 
     rec = RunRecorder("custom")
-    res = _run(fenced_function_tool(book, agent=desk, depends_on=_dep, recorder=rec),
-               get_fare, untraced)
+    res = _fenced_run(book, untraced, rec)
     assert _outputs(res)[1] == "sorry: no seat on LH100"
-    ran = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "book"]
+    ran = _ran(rec, "book")
     assert [e["exitcode"] for e in ran] == [1]
     assert ran[0]["error_text"] == "ValueError: no seat on LH100"
-
-    _ws2, desk2, get_fare2 = _desk()
 
     def fine(flight: str) -> str:
         """Books."""
         return f"booked {flight}"
 
     rec2 = RunRecorder("fine")
-    res = _run(fenced_function_tool(fine, agent=desk2, depends_on=_dep, recorder=rec2),
-               get_fare2, untraced)
+    res = _fenced_run(fine, untraced, rec2)
     assert _outputs(res)[1] == "booked LH100"
-    ran = [e for e in rec2.events if e["kind"] == "tool_output" and e["tool"] == "fine"]
+    ran = _ran(rec2, "fine")
     assert [e["exitcode"] for e in ran] == [0]
 
 
 def test_untraced_failure_without_a_failure_function_raises(untraced: RunConfig) -> None:
     """``failure_error_function=None``: the SDK lets the exception out of the run, as
     unfenced; the call is recorded failed before it leaves."""
-    _ws, desk, get_fare = _desk()
-
     @function_tool(failure_error_function=None)
     def book(flight: str) -> str:
         """Explodes after authorization."""
@@ -121,7 +122,6 @@ def test_untraced_failure_without_a_failure_function_raises(untraced: RunConfig)
 
     rec = RunRecorder("raised")
     with pytest.raises(Exception, match="carrier down"):
-        _run(fenced_function_tool(book, agent=desk, depends_on=_dep, recorder=rec),
-             get_fare, untraced)
-    ran = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "book"]
+        _fenced_run(book, untraced, rec)
+    ran = _ran(rec, "book")
     assert [e["exitcode"] for e in ran] == [1]

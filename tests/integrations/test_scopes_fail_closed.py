@@ -14,42 +14,15 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from icore.integrations.langgraph import fenced_tool
 from icore.workspace import Workspace, WorkspaceError
 
 from .conftest import load_example
+from .test_langgraph_scopes import BOOK, _call, _world
 from .test_langgraph_workspace import _react
 
 FARE = "fare/LH100"
-BOOK = {"flight": "LH100", "price": 200}
-
-
-def _call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": cid}])
-
-
-def _world() -> tuple[Workspace, Any, list[Any], list[Any]]:
-    ws = Workspace({"fare/*": "airline"})
-    ws.put(FARE, {"price": 200}, by="airline")
-    desk = ws.agent("desk")
-    ran: list[Any] = []
-
-    @tool
-    def get_fare(flight: str) -> dict[str, Any]:
-        """The fare of a flight."""
-        return desk.read(f"fare/{flight}")  # type: ignore[return-value]
-
-    @tool
-    def book(flight: str, price: float) -> str:
-        """Book a flight at a price."""
-        ran.append((flight, price))
-        return f"booked {flight} at {price}"
-
-    return ws, desk, [get_fare, fenced_tool(book, agent=desk,
-                                            depends_on=lambda a: {f"fare/{a['flight']}"})], ran
 
 
 def _turns() -> Any:
@@ -61,7 +34,7 @@ def test_langgraph_run_without_thread_after_threaded_runs_is_refused() -> None:
     """Thread X books; then a run without ``thread_id`` reads and books on the same
     handle: its call is a WorkspaceError (nothing booked), not a call authorized from
     the unscoped history."""
-    _ws, _desk, tools, ran = _world()
+    _ws, tools, ran = _world()
     threaded = _react(tools, _turns(), checkpointer=InMemorySaver())
     out = threaded.invoke({"messages": [HumanMessage("book")]},
                           {"configurable": {"thread_id": "X"}})
@@ -76,7 +49,7 @@ def test_langgraph_run_without_thread_after_threaded_runs_is_refused() -> None:
 def test_langgraph_threaded_run_after_unthreaded_runs_needs_its_own_read() -> None:
     """The other direction: a run without thread reads; thread Y's ``book`` (no read in
     Y) is refused ``not_read`` with the value handed over, never authorized by it."""
-    _ws, _desk, tools, ran = _world()
+    _ws, tools, ran = _world()
     unthreaded = _react(tools, _turns())
     unthreaded.invoke({"messages": [HumanMessage("book")]})
     assert ran == [("LH100", 200)]

@@ -15,21 +15,7 @@ import pytest
 
 from icore.workspace import NOT_READ, Workspace, WorkspaceError
 
-FARE = "fare/LH100"
-
-
-def _world() -> tuple[Workspace, Any, list[Any]]:
-    ws = Workspace({"fare/*": "airline"})
-    ws.put(FARE, {"price": 200}, by="airline")
-    return ws, ws.agent("desk"), []
-
-
-def _book(ran: list[Any]) -> Any:
-    def book(price: int) -> str:
-        ran.append(price)
-        return f"booked at {price}"
-
-    return book
+from .test_scopes import FARE, _book, _world
 
 
 def test_unscoped_call_on_a_scoped_handle_is_refused() -> None:
