@@ -67,6 +67,16 @@ class _Raw:
                 f.close()
 
 
+def stop_twice_mid_call(gw: _Raw, sig: signal.Signals, log: Path, err: Path) -> None:
+    """With ``slow 30`` in flight, ``sig`` twice: the gateway exits at once, 128 + sig."""
+    gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 30}}, answer=False)
+    _wait_for(log, '"slow"')
+    gw.p.send_signal(sig)
+    _wait_for(err, "waiting for 1 call(s)")
+    gw.p.send_signal(sig)
+    assert gw.p.wait(timeout=10) == 128 + sig  # not the 30 s call's end
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
 
@@ -214,13 +224,7 @@ def test_second_signal_stops_at_once(tmp_path: Path, sig: signal.Signals) -> Non
         gw = _Raw(_manifest(tmp_path), stderr=fh)
         try:
             gw.start()
-            gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 30}},
-                    answer=False)
-            _wait_for(tmp_path / "up.log", '"slow"')
-            gw.p.send_signal(sig)
-            _wait_for(err, "waiting for 1 call(s)")
-            gw.p.send_signal(sig)
-            assert gw.p.wait(timeout=10) == 128 + sig  # not the 30 s call's end
+            stop_twice_mid_call(gw, sig, tmp_path / "up.log", err)
         finally:
             gw.stop()
     said = err.read_text(encoding="utf-8")

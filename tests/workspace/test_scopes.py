@@ -207,20 +207,26 @@ def test_a_call_runs_iff_its_own_scopes_last_read_is_the_head(ops: list[Any]) ->
     """Any interleaving of reads, calls and changes over scopes A, B, C and none: a call
     runs iff its own scope read the fact and its last read (or hand-over) is the head;
     a refusal hands the head over in that scope only (the one replan: a change before
-    it blocks ``second_change``, nothing handed)."""
+    it blocks ``second_change``, nothing handed). An unscoped call once the handle has
+    seen a scope is a ``WorkspaceError`` (fail closed), and changes nothing."""
     ws, desk, ran = _world()
     head, last, ticket = 0, {}, {}  # version numbers: the model of the gate
-    runs = 0
+    runs, scoped = 0, False
     for op, scope in ops:
         if op == "change":
             head += 1
             ws.put(FARE, {"price": 200 + head}, by="airline")
             continue
+        scoped = scoped or scope is not None
         ctx = desk.scope(scope) if scope is not None else _Null()
         with ctx:
             if op == "read":
                 desk.read(FARE)
                 last[scope] = head
+                continue
+            if scope is None and scoped:
+                with pytest.raises(WorkspaceError, match="has no scope"):
+                    desk.execute("book", _book(ran), {"price": 1}, depends_on={FARE})
                 continue
             call = desk.execute("book", _book(ran), {"price": 1}, depends_on={FARE})
         if scope not in last:

@@ -187,7 +187,9 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     """Every protected action of a trace's PlanFence lines (``Trace.extras["planfence"]``).
 
     Decisions are grouped by their ``task`` (else ``action``) field, in order; records
-    and decisions that are not objects are skipped (the importers name them).
+    and decisions that are not objects are skipped (the importers name them). A decision
+    repeated with an ``error`` (equal but for it) replaces the earlier line in its place:
+    one decision, failed after authorization (the MCP gateway's append-only trace, #25).
 
     Args:
         planfence: the trace's :class:`~icore.adapters.PlanfenceLog` (``Trace.planfence``)
@@ -215,7 +217,12 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
         return ()
     groups: dict[str, list[DecisionEntry]] = {}
     for e in entries:
-        groups.setdefault(str(e.task or e.action or "action"), []).append(e)
+        group = groups.setdefault(str(e.task or e.action or "action"), [])
+        at = _restated(group, e)
+        if at is None:
+            group.append(e)
+        else:  # the same decision written again with its call's failure (a gateway)
+            group[at] = e
     return ran_after_refusal(tuple(
         lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"), _relevant(records, es), es)
         for name, es in groups.items()), steps)
@@ -257,6 +264,23 @@ def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
             o = said.get(i) or ran_outs[-1 - n]
             out[i] = replace(lineages[i], status="INVALID", ran_anyway=o.content[:300])
     return tuple(out)
+
+
+def _restated(group: Sequence[DecisionEntry], entry: DecisionEntry) -> int | None:
+    """The index in ``group`` of the decision ``entry`` restates with an ``error``.
+
+    An append-only trace (the MCP gateway's) writes a decision before the call it
+    authorized is forwarded, and the same decision again, with the call's ``error``,
+    when the call failed (#25): one decision, failed after authorization. None when
+    ``entry`` is a decision of its own.
+    """
+    if entry.error is None:
+        return None
+    bare = replace(entry, error=None)
+    for i in range(len(group) - 1, -1, -1):
+        if group[i].error is None and group[i] == bare:
+            return i
+    return None
 
 
 def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]

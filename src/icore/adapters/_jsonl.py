@@ -46,7 +46,10 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 
   A decision is :meth:`icore.fence.Decision.to_dict` (plus an optional ``task`` that
   groups the decisions of one action). They are kept in ``Trace.extras["planfence"]``
-  (``records``, ``decisions``) and are not steps.
+  (``records``, ``decisions``) and are not steps. A decision written again with an
+  ``error`` (an append-only trace: the MCP gateway's, whose call failed after the
+  decision was on disk) is the same decision, failed after authorization: the action's
+  lineage keeps it once (:func:`~icore.adapters.trace_lineages`).
 """
 
 from __future__ import annotations

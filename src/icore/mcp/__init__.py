@@ -47,7 +47,8 @@ from icore.mcp._gateway_resources import Route
 from icore.mcp._manifest_http import ClientSpec, HttpSpec
 from icore.mcp._session_log import GatewayTrace
 from icore.mcp._transport import StaticTokens, serve_http, serve_stdio, token_verifier
-from icore.mcp._upstream import Upstream, UpstreamError
+from icore.mcp._upstream import Upstream
+from icore.mcp._upstream_failed import UpstreamError
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",

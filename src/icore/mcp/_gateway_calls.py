@@ -45,7 +45,8 @@ from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManife
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
-from icore.mcp._upstream import Upstream, UpstreamError
+from icore.mcp._upstream import Upstream
+from icore.mcp._upstream_failed import UpstreamError
 from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
@@ -234,9 +235,12 @@ class _ToolCalls:
                 if isinstance(result, _Refused):
                     return result.result
         except UpstreamError as exc:
+            # sent and not answered: it may have run (never a clean refusal, #25)
+            ran = {"may_have_run": True} if exc.may_have_run else {}
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc.message}",
-                               error=True, task=task)
-            return _error_result(exc.message)
+                               error=True, task=task, **ran)
+            return _error_result(exc.message, meta={"icore/upstream": {
+                "upstream": route.upstream, **ran}} if ran else None)
         except Exception as exc:
             msg = getattr(exc, "message", None) or str(exc)
             if not reached:  # the gate path failed: the upstream never saw the call

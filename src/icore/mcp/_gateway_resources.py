@@ -33,7 +33,8 @@ from icore.errors import IcoreError
 from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError
 from icore.mcp._session_log import GatewayTrace
-from icore.mcp._upstream import Upstream, UpstreamError
+from icore.mcp._upstream import Upstream
+from icore.mcp._upstream_failed import UpstreamError
 
 log = logging.getLogger("icore.mcp")
 

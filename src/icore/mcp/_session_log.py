@@ -235,6 +235,10 @@ class GatewayTrace:
         self._fh: TextIO | None = None
         self._events_done = 0
         self._pf_done = 0
+        self._amends: list[dict[str, Any]] = []
+        """Decision lines written again with their call's ``error`` (failed after
+        authorization), appended at the next flush; the final rewrite has the decision
+        line itself carry the error instead."""
         self._plan_of: dict[RecordId, str] = {}
         """A protected call's action record -> its plan id (its task), for its replan."""
         self._sessions = 0
@@ -452,9 +456,11 @@ class GatewayTrace:
 
         A protected call (``task`` in ``fields``) the gate authorized whose upstream then
         answered an error (``isError``, a JSON-RPC error, no answer) is failed after
-        authorization: its last decision line gets the ``error`` (issue 28), in the trace
-        the gateway writes when it stops (a killed gateway's append-only file keeps the
-        decision without it).
+        authorization: its last decision line gets the ``error`` (issue 28). The file is
+        append-only while the gateway runs, so the decision is appended again with the
+        error at once (the audit reads the two lines as one decision, the later one's
+        error kept): a gateway stopped at once (a second signal, SIGKILL) keeps the
+        failure; the rewrite at a normal stop has the one line carry it (#25).
         """
         task = fields.get("task")
         if error and task is not None and not fields.get("blocked"):
@@ -465,11 +471,13 @@ class GatewayTrace:
     def _failed(self, task: str, error: str) -> None:
         """Set ``error`` on ``task``'s last decision line if it authorized the call."""
         with self._lock:
-            for line in reversed(self.planfence):
-                d = line.get("planfence", {}).get("decision")
+            for i in range(len(self.planfence) - 1, -1, -1):
+                d = self.planfence[i].get("planfence", {}).get("decision")
                 if isinstance(d, dict) and d.get("task") == task:
                     if d.get("outcome") == Outcome.AUTHORIZED.value:
                         d["error"] = error.strip()[:2000] or "the upstream answered an error"
+                        if self.path is not None and i < self._pf_done:  # on disk already
+                            self._amends.append({"planfence": {"decision": dict(d)}})
                     return
 
     def note(self, agent: str, text: str, **fields: Any) -> None:
@@ -496,7 +504,8 @@ class GatewayTrace:
         with self._lock:
             events = self.recorder.events[self._events_done:]
             pf = self.planfence[self._pf_done:]
-            lines = [json.dumps(x, sort_keys=True) + "\n" for x in (*events, *pf)]
+            amends = list(self._amends)
+            lines = [json.dumps(x, sort_keys=True) + "\n" for x in (*events, *pf, *amends)]
             if self._fh is None:
                 lines.insert(0, json.dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
@@ -509,6 +518,7 @@ class GatewayTrace:
                 return
             self._events_done += len(events)
             self._pf_done += len(pf)
+            del self._amends[:len(amends)]
 
     def close(self, failure: str | None = None) -> None:
         """End the run and write the trace's final form.

@@ -27,18 +27,13 @@ import anyio
 import anyio.abc
 
 from icore.errors import redact
-from icore.mcp._gateway_manifest import GatewayError, UpstreamSpec
+from icore.mcp._gateway_manifest import UpstreamSpec
 from icore.mcp._gateway_paths import launched
+from icore.mcp._upstream_failed import READ_ONLY, UpstreamError, unanswered
 
 log = logging.getLogger("icore.mcp")
 
 T = TypeVar("T")
-
-READ_ONLY = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe",
-                       "resources/list", "resources/templates/list", "tools/list",
-                       "prompts/list", "ping"})
-"""Requests that change nothing at the upstream; any other (``tools/call``,
-``prompts/get``, ...) may write, so it bumps :attr:`Upstream.write_epoch`."""
 
 CONNECT_TIMEOUT_S = 30.0
 """Bound of launching and initializing an upstream, seconds (at least its ``timeout_s``):
@@ -47,13 +42,6 @@ a stdio server's interpreter start can take seconds on a loaded machine."""
 
 class _SessionLost(Exception):
     """The HTTP upstream no longer knows the gateway's session (404): reconnect."""
-
-
-class UpstreamError(GatewayError):
-    """An upstream MCP server is down, crashed, or did not answer in time.
-
-    Fields: ``upstream``, ``method``, ``timeout_s`` (for a timeout).
-    """
 
 
 class Upstream:
@@ -101,6 +89,9 @@ class Upstream:
         self._live: tuple[int, anyio.CancelScope] | None = None
         """``(generation, its scope)`` of the initialized connection :meth:`drop` ends."""
         self._tg: anyio.abc.TaskGroup | None = None
+        self._relaunched: dict[int, str] = {}
+        """Connection generation -> the request whose timeout made the gateway end it
+        (its requests in flight then fail: they say why, and that they may have run)."""
 
     def _watching(self, live: bool) -> None:
         """The notification channel opened (``live``) or was lost: a new epoch."""
@@ -342,6 +333,12 @@ class Upstream:
             if writes:  # its change may be notified only after the answer
                 self.write_epoch += 1
 
+    def _failed(self, text: str, method: str, gen: int, *, sent: bool = True,
+                **fields: Any) -> UpstreamError:
+        """The error of a request sent on connection ``gen`` (:func:`unanswered`)."""
+        return unanswered(text, upstream=self.name, method=method, sent=sent,
+                          relaunched=self._relaunched.get(gen), **fields)
+
     async def _once(self, method: str, fn: Callable[[Any], Awaitable[T]], session: Any,
                     gen: int) -> T:
         """One attempt of :meth:`request` on connection ``gen``."""
@@ -355,34 +352,39 @@ class Upstream:
             restart = ""
             if self.spec.command is not None:
                 # a stdio pipe is one queue: its late answer (a 20 MB result, a blocked
-                # server) would hold every later request up; relaunch it instead
+                # server) would hold every later request up; relaunch it instead (the
+                # requests in flight on it fail: they are told why)
+                self._relaunched[gen] = f"another request ({method}, {self.spec.timeout_s:g} s)"
+                while len(self._relaunched) > 64:
+                    self._relaunched.pop(next(iter(self._relaunched)))
                 self.drop(gen)
                 restart = "; it is relaunched for the next request"
                 log.warning("upstream %s did not answer %s within %g s: relaunching it",
                             self.name, method, self.spec.timeout_s)
-            raise UpstreamError(f"upstream {self.name} did not answer {method} within "
-                                f"{self.spec.timeout_s:g} s{restart}", upstream=self.name,
-                                method=method, timeout_s=self.spec.timeout_s) from None
+            raise self._failed(f"upstream {self.name} did not answer {method} within "
+                               f"{self.spec.timeout_s:g} s{restart}", method, gen,
+                               timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
             if self.spec.url is not None and not_taken(exc):  # this POST: 404 to our session
                 raise _SessionLost() from None
             if exc.code == TRANSPORT_FAILED and self.spec.url is not None and \
                     exc.message.startswith(TRANSPORT_FAILED_TEXT):
-                raise UpstreamError(f"upstream {self.name} failed during {method}: "
-                                    f"{exc.message}", upstream=self.name,
-                                    method=method) from None
+                cause = exc.error.data.get("cause") if isinstance(exc.error.data,
+                                                                   dict) else None
+                raise self._failed(f"upstream {self.name} failed during {method}: "
+                                   f"{exc.message}", method, gen, sent=not (
+                                       isinstance(cause, str) and cause.startswith(
+                                           ("ConnectError", "ConnectTimeout")))) from None
             if _is_connection_loss(exc):
                 self.drop(gen)
-                raise UpstreamError(f"upstream {self.name} failed during {method}: "
-                                    f"{exc.message}", upstream=self.name,
-                                    method=method) from None
+                raise self._failed(f"upstream {self.name} failed during {method}: "
+                                   f"{exc.message}", method, gen) from None
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
                 OSError) as exc:
             self.drop(gen)
-            raise UpstreamError(f"upstream {self.name} crashed during {method}: "
-                                f"{type(exc).__name__}", upstream=self.name,
-                                method=method) from None
+            raise self._failed(f"upstream {self.name} crashed during {method}: "
+                               f"{type(exc).__name__}", method, gen) from None
 
     def close(self) -> None:
         """Stop the connection (the gateway's task group then finishes)."""

@@ -141,6 +141,40 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
 
 
 
+def _turn_of(src: Callable[[], Hashable | None] | None) -> Hashable | None:
+    """The model turn ``src`` names now (None: none known, or ``src`` raised)."""
+    if src is None:
+        return None
+    try:
+        return src()
+    except Exception:  # an unknown turn: the read counts everywhere
+        return None
+
+
+def _forget_keys(keys: Any, agent: str) -> frozenset[str] | None:
+    """The keys :meth:`Agent.forget` was given (None: all).
+
+    Raises:
+        WorkspaceError: a str (read as its characters, it would forget nothing), not an
+            iterable, or items that are not str.
+    """
+    if keys is None:
+        return None
+    if isinstance(keys, str | bytes):
+        raise WorkspaceError("forget takes a collection of keys, not one key (a str would "
+                             "be read as its characters)", agent=agent,
+                             fix=f"agent.forget([{keys!r}])")
+    try:
+        wanted = frozenset(keys)
+    except TypeError:
+        raise WorkspaceError("forget takes an iterable of fact keys, or None for all",
+                             agent=agent, got=type(keys).__name__) from None
+    bad = sorted(type(k).__name__ for k in wanted if not isinstance(k, str))
+    if bad:
+        raise WorkspaceError("fact keys are str", agent=agent, got=bad)
+    return wanted
+
+
 class Agent(RunScopes):
     """One agent of a :class:`~icore.workspace.Workspace`: its reads and protected calls.
 
@@ -186,7 +220,7 @@ class Agent(RunScopes):
         self._exec = _Execution(self.fence, basis=self._basis, read_in=self._read_in,
                                 new_action=self._new_action, note=self._note,
                                 lock=self._lock, lookup=self._lookup,
-                                scope=self.current_scope)
+                                scope=self.call_scope)
 
     def __repr__(self) -> str:
         try:
@@ -195,17 +229,9 @@ class Agent(RunScopes):
             return f"Agent({self.name!r}, read=<scope unknown>)"
         return f"Agent({self.name!r}, read={read})"
 
-    def _turn_now(self) -> Hashable | None:
-        src = self.turn_source
-        if src is None:
-            return None
-        try:
-            return src()
-        except Exception:  # an unknown turn: the read counts everywhere
-            return None
-
     def _note(self, records: Mapping[str, Record], stamp: Hashable | None,
               scope: Hashable | None) -> None:
+        self.note_scope(scope)
         with self._lock:
             seen = self._seen.get(scope)
             if seen is None:
@@ -273,7 +299,7 @@ class Agent(RunScopes):
             if rec is None:
                 return None
         self._install(rec, owner)
-        self._note({key: rec}, stamp if stamp is not None else self._turn_now(),
+        self._note({key: rec}, stamp if stamp is not None else _turn_of(self.turn_source),
                    self.current_scope() if isinstance(scope, _Missing) else scope)
         return rec
 
@@ -336,16 +362,19 @@ class Agent(RunScopes):
     def forget(self, keys: Iterable[str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None), in every run scope.
 
-        Calls depending on them are refused ``not_read`` until the agent reads them again.
+        Dropped from every scope, every turn's snapshot and the one-replan tickets: calls
+        depending on them are refused ``not_read`` until the agent reads them again.
+
+        Raises:
+            WorkspaceError: ``keys`` is a str or not an iterable of str.
         """
+        wanted = _forget_keys(keys, self.name)
         with self._lock:
-            if keys is None:
-                self._seen.clear()
-                self._turns.clear()
-            else:
-                for k in list(keys):
-                    for seen in self._seen.values():
-                        seen.pop(k, None)
+            reads: list[dict[str, Any]] = [*self._seen.values(), *self._turns.values()]
+            for r in reads:  # a turn's snapshot: the basis its calls share
+                for k in list(r) if wanted is None else wanted:
+                    r.pop(k, None)
+            self._exec.forget(wanted)
 
     def _basis(self, turn: Hashable | None, scope: Hashable | None) -> dict[str, Record]:
         """The reads a call of ``turn`` in ``scope`` derives from.
@@ -387,10 +416,11 @@ class Agent(RunScopes):
         agent's memory so its fence can validate it as a root.
 
         Raises:
-            WorkspaceError: the agent has not read some key (named) - read it first.
+            WorkspaceError: the agent has not read some key (named), or the call has no
+                scope on a handle that has seen scoped use (:meth:`call_scope`).
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
-        basis = self._basis(turn, self.current_scope())
+        basis = self._basis(turn, self.call_scope())
         missing = sorted(k for k in keys if k not in basis)
         if missing:
             raise WorkspaceError("the agent has not read facts the action depends on",
@@ -490,8 +520,9 @@ class Agent(RunScopes):
 
         Raises:
             WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` not
-                callable, ``args`` not a mapping of names, ``turn`` unhashable (nothing
-                was asked or run).
+                callable, ``args`` not a mapping of names, ``turn`` unhashable, or no
+                scope on a handle that has seen scoped use (:meth:`call_scope`, fail
+                closed); nothing was asked or run.
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
             ReplanFailed: ``replan`` raised (its ``__cause__``) or returned neither
                 arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;

@@ -97,6 +97,18 @@ class _Execution:
         self._tools: dict[tuple[str, bool], tuple[Any, ProtectedTool]] = {}
         self._static: dict[str, tuple[Any, frozenset[str]]] = {}
 
+    def forget(self, keys: frozenset[str] | None) -> None:
+        """Drop the one-replan tickets of calls depending on ``keys`` (all when None).
+
+        The agent forgot those reads: its next read of them is a new plan, not the replan.
+        """
+        with self._lock:
+            if keys is None:
+                self._tickets.clear()
+                return
+            for key in [t for t in self._tickets if t[2] & keys]:
+                del self._tickets[key]
+
     def _tool(self, action: str, depends_on: Scope, is_async: bool) -> ProtectedTool:
         key = (action, is_async)
         got = self._tools.get(key)
@@ -110,6 +122,7 @@ class _Execution:
     def _prepare(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any],
                  depends_on: Scope, turn: Hashable | None, approve: Approver | None,
                  is_async: bool) -> tuple[ProtectedTool, _Plan] | Call:
+        scope = self._scope()  # a call derives only from its own run scope's reads
         tool = self._tool(action, depends_on, is_async)
         static = self._static.get(action) if not callable(depends_on) else None
         if static is not None and static[0] is depends_on:
@@ -128,7 +141,6 @@ class _Execution:
                         detail="argument values name no fact: " + ", ".join(sorted(faults)),
                         unwritten=tuple(sorted(faults)),
                         bad_args=dict(f for f in faults.values()))
-        scope = self._scope()  # a call derives only from its own run scope's reads
         basis = self._basis(turn, scope)
         missing = sorted(k for k in deps if k not in basis)
         if missing:

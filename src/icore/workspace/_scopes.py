@@ -7,6 +7,12 @@ call's basis is its own scope's reads (planfence Sec. 3.1: the reads are the age
 memory; here, one memory per conversation). The scope is, first found: ``with
 agent.scope(id):`` (a context variable), the application's ``scope_source``, then the
 detectors an integration added (the Agents SDK run's trace, the LangGraph thread).
+
+Unscoped is a scope of its own, for a handle that serves one conversation at a time. A
+handle that has seen scoped use serves several: its unscoped history would be shared by
+every caller whose scope is unknown (a LangGraph run without a ``thread_id``, a thread
+that did not inherit the context), so a protected call there is refused with a
+:class:`~icore.workspace.WorkspaceError` naming the fix (:meth:`RunScopes.call_scope`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ class RunScopes:
     scope_source: ScopeSource | None
     _detectors: tuple[ScopeSource, ...]
     _lock: threading.RLock
+    _scoped_use: bool = False
+    """Set once a read or call of this handle had a scope (never cleared)."""
 
     @contextmanager
     def scope(self, scope_id: Hashable) -> Iterator[None]:
@@ -111,6 +119,40 @@ class RunScopes:
             if found is not None:
                 return found
         return None
+
+
+    def note_scope(self, scope: Hashable | None) -> None:
+        """A read or call of this handle happened in ``scope`` (a scoped one is remembered)."""
+        if scope is not None:
+            self._scoped_use = True
+
+    def call_scope(self) -> Hashable | None:
+        """The run scope of a protected call made now (:meth:`current_scope`), fail closed.
+
+        A call derives only from the reads of its own scope. A handle that has seen
+        scoped use (a read or call in some scope) serves several conversations, so an
+        unscoped call on it is refused: its basis would be the one unscoped history that
+        every caller of unknown scope shares (QA #28 follow-up).
+
+        Raises:
+            WorkspaceError: no scope is known now and this handle has seen scoped use
+                (the fix names the ways to give the call its conversation); or the
+                application's ``scope_source`` failed (:meth:`current_scope`).
+        """
+        scope = self.current_scope()
+        if scope is not None:
+            self._scoped_use = True
+        elif self._scoped_use:
+            raise WorkspaceError(
+                "this agent handle serves scoped runs (conversations), and this protected "
+                "call has no scope: it would derive from the unscoped reads every caller "
+                "of unknown scope shares, so it is refused (fail closed)",
+                agent=self.name,
+                fix="give the run its conversation: a LangGraph thread_id (config="
+                    "{'configurable': {'thread_id': chat_id}}), `with agent.scope(chat_id):` "
+                    "around the run (a thread you start: contextvars.copy_context().run), "
+                    "ws.agent(name, scope=f), or one agent handle per conversation")
+        return scope
 
 
 def _ask(source: ScopeSource) -> Hashable | None:

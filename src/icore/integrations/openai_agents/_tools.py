@@ -52,12 +52,14 @@ import json
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, cast
 
 from agents import AgentBase, FunctionTool, function_tool
 from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
+from agents.tracing.spans import NoOpSpan
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
 from icore.fence import (
@@ -93,6 +95,7 @@ from icore.integrations._context import (
 from icore.integrations._failed import Failed
 from icore.integrations._fenced import agent_error
 from icore.integrations._json_args import read_json
+from icore.integrations._tool_failed import describe
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
@@ -296,6 +299,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block,
                                framework="openai_agents", tool=base.name)
     norm = _normalizer(base)
+    noting = _noting_failures(base)
     team = agent if isinstance(agent, TeamAgent) else None
     if team is None and (fence is None or not isinstance(agent, str)):
         raise agent_error(agent, tool=base.name, fence=fence, framework="openai_agents",
@@ -352,7 +356,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                 base.name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
-            return await _invoked(base, ctx, a)
+            return await _invoked(base, noting, ctx, a)
 
         gated = await caller_guard(ctx).arun(
             base.name, call, norm_args, turn=turns.key(ctx),
@@ -377,7 +381,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             if approved is not None and (fresh or canon(a) != approved):
                 raise ApprovalChanged(args, a)  # a replan is another request
-            return await _invoked(base, ctx, a)
+            return await _invoked(base, noting, ctx, a)
 
         fresh: list[Replan] = []
         rec = _run_recorder(recorder, base.name)
@@ -443,14 +447,63 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     return wrapped
 
 
-async def _invoked(base: FunctionTool, ctx: ToolContext[Any], args: dict[str, Any]) -> Any:
+_RAISED: ContextVar[list[Exception] | None] = ContextVar("icore_agents_tool_raised",
+                                                         default=None)
+"""The exceptions the tool of the call running here raised (noted by its failure
+function: :func:`_noting_failures`)."""
+
+
+def _noting_failures(base: FunctionTool) -> FunctionTool | None:
+    """A copy of ``base`` whose failure handling notes the tool's exception first.
+
+    The SDK turns a tool's exception into the model's error text with the tool's
+    ``failure_error_function``; the copy's failure function notes the exception (in
+    :data:`_RAISED`) and then asks ``base``'s own policy for the text, unchanged (the
+    default text, the run's ``tool_error_formatter``, a custom function, or none: raise).
+    None when this SDK has no such hook (tracing then tells a failure, as before).
+    """
+    try:
+        from agents.tool import (
+            maybe_invoke_function_tool_failure_error_function as base_text,
+        )
+        from agents.tool import (
+            set_function_tool_failure_error_function as set_failure_function,
+        )
+    except ImportError:  # pragma: no cover - an SDK without the hook
+        return None
+    inner = copy.copy(base)
+
+    async def noted(ctx: Any, error: Exception) -> str | None:
+        raised = _RAISED.get()
+        if raised is not None:
+            raised.append(error)
+        return await base_text(function_tool=base, context=ctx, error=error)
+
+    set_failure_function(inner, noted)
+    return inner
+
+
+async def _invoked(base: FunctionTool, noting: FunctionTool | None, ctx: ToolContext[Any],
+                   args: dict[str, Any]) -> Any:
     """Run the wrapped tool; a failure the SDK handled comes back as :class:`Failed`.
 
     The SDK turns a tool's exception into an error text for the model (its
-    ``failure_error_function``) and attaches the error to the call's function span: that
-    call failed, whatever text the model reads (recorded ``exitcode: 1``).
+    ``failure_error_function``): that call failed, whatever text the model reads
+    (recorded ``exitcode: 1``, the audit's "failed after authorization"). A traced run
+    tells it by the error the SDK attaches to the call's function span (the span keeps
+    exactly what the SDK puts there); a run without tracing (``RunConfig(tracing_disabled=
+    True)``, ``set_tracing_disabled(True)``: no span to attach to) runs ``noting``, the
+    copy of the tool whose failure function notes the exception (#28 follow-up).
     """
     span = get_current_span()
+    if noting is not None and (span is None or isinstance(span, NoOpSpan)):
+        raised: list[Exception] = []
+        token = _RAISED.set(raised)
+        try:
+            out = await noting.on_invoke_tool(ctx, json.dumps(args))
+        finally:
+            _RAISED.reset(token)
+        return Failed(out, describe(raised[-1])) if raised else out
     before = getattr(span, "error", None)
     out = await base.on_invoke_tool(ctx, json.dumps(args))
     err = getattr(span, "error", None)
