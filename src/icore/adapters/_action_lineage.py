@@ -12,6 +12,7 @@ versions its roots cite as exact parents, labelled so. Reports only render these
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,13 @@ class ActionLineage:
         records: the record lines the action's picture shows (its roots and their
             ancestors, the versions of D(a) it saw, the records derived from its roots).
         points: its validation points, in order.
+        replan_of: the action this one is the recorded replan of (a stale call refused
+            with the fresh values, the model's next call its one replan), else None.
+        replanned_as: the action that is this one's recorded replan, else None.
+
+    Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
+    from matching tool names: a call of another session, or a sibling call of the same
+    model message, is not a replan (#28, QA qa-crew S2).
     """
 
     action: str
@@ -70,6 +78,8 @@ class ActionLineage:
     status: str
     records: tuple[Mapping[str, Any], ...]
     points: tuple[ValidationPoint, ...]
+    replan_of: str | None = None
+    replanned_as: str | None = None
 
     @property
     def invalid(self) -> bool:
@@ -196,18 +206,50 @@ def trace_lineages(planfence: object) -> tuple[ActionLineage, ...]:
     if isinstance(planfence, PlanfenceLog):
         records = [r for r in planfence.records if isinstance(r, Mapping)]
         entries = list(planfence.decisions)
+        replans: Sequence[tuple[Sequence[str], Sequence[str]]] = planfence.replans
     elif isinstance(planfence, Mapping):
         records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
         entries = [DecisionEntry.from_dict(d, where=f"planfence.decisions[{i}]")
                    for i, d in enumerate(planfence.get("decisions", ()))
                    if isinstance(d, Mapping)]
+        replans = [(r.get("stale") or (), r.get("replan") or ())
+                   for r in planfence.get("replans", ()) if isinstance(r, Mapping)]
     else:
         return ()
     groups: dict[str, list[DecisionEntry]] = {}
     for e in entries:
         groups.setdefault(str(e.task or e.action or "action"), []).append(e)
-    return tuple(lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
-                            _relevant(records, es), es) for name, es in groups.items())
+    out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
+                      _relevant(records, es), es) for name, es in groups.items()]
+    return _linked(out, replans)
+
+
+def _linked(lineages: list[ActionLineage],
+            replans: Sequence[tuple[Sequence[str], Sequence[str]]]) -> tuple[ActionLineage, ...]:
+    """``lineages`` with each recorded replan linked: stale action -> its replan.
+
+    A replan's stale roots name the action whose decisions cite them, its new roots the
+    action that replanned it; a replan inside one action (the fence's own, the same
+    task) links nothing. Each action is linked once (the first recorded replan).
+    """
+    if not replans:
+        return tuple(lineages)
+    owner: dict[str, int] = {}  # root id -> the action whose decisions cite it first
+    for i, a in enumerate(lineages):
+        for p in a.points:
+            for r in p.entry.roots:
+                owner.setdefault(str(r), i)
+    of: dict[int, int] = {}
+    for old, new in replans:
+        i = next((owner[str(r)] for r in old if str(r) in owner), None)
+        j = next((owner[str(r)] for r in new if str(r) in owner), None)
+        if i is None or j is None or i == j or j in of or i in of.values():
+            continue
+        of[j] = i
+    for j, i in of.items():
+        lineages[i] = dataclasses.replace(lineages[i], replanned_as=lineages[j].action)
+        lineages[j] = dataclasses.replace(lineages[j], replan_of=lineages[i].action)
+    return tuple(lineages)
 
 
 def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]
