@@ -51,3 +51,53 @@ def test_crewai_summarizing_is_no_agents_turn() -> None:
     assert "moved nothing yet" in internal[0]["content"]
     res = rec.audit()
     assert res.summary().hard_flags == 0, [f.detail for f in res.state.flags]
+
+
+def test_refused_arguments_leave_a_bounded_tool_output() -> None:
+    """Calls the model got wrong: ``qty: "lots"`` (CrewAI's own schema check refuses
+    it, and CrewAI retries it; main: no line at all), ``amount: NaN`` and a 4.5 MB
+    ``note`` (the fence refuses ``args_not_json``; main: ``"args": {}``). Each leaves a
+    failed ``tool_output`` with the arguments given, bounded; the lines are strict JSON."""
+    import json
+
+    from crewai.tools import tool
+
+    from icore.integrations.crewai import fenced_crewai_tool
+
+    from .test_crewai_turns import act
+
+    rec = RunRecorder("bad-args")
+    s = Store({"W1": 10})
+    paid: list[float] = []
+
+    @tool("pay")
+    def pay(wh: str, amount: float, note: str = "") -> str:
+        """Pay a warehouse."""
+        paid.append(amount)
+        return "paid"
+
+    fenced_pay = fenced_crewai_tool(pay, agent=s.clerk, depends_on={"stock/W1"})
+    s.tools.append(fenced_pay)
+    llm = Emitting(model="scripted")
+    llm._react = True
+    llm._steps = [act("get_stock", wh="W1"),
+                  'Thought: go\nAction: transfer\nAction Input: {"wh": "W1", "qty": "lots"}',
+                  'Thought: go\nAction: pay\nAction Input: {"wh": "W1", "amount": NaN}',
+                  "Thought: done\nFinal Answer: done"]
+    with recording(rec):
+        s.crew(llm).kickoff()
+        s.clerk.read("stock/W1")  # outside the crew: the direct call's own read
+        fenced_pay.run(wh="W1", amount=1.0, note="n" * 4_500_000)
+    assert s.moved == [] and paid == []
+    out = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] != "get_stock"]
+    transfers = [e for e in out if e["tool"] == "transfer"]
+    assert transfers and all((e["exitcode"], e["reason"], e["args"]) == (
+        1, "invalid_arguments", {"wh": "W1", "qty": "lots"}) for e in transfers)
+    pays = [e for e in out if e["tool"] == "pay"]
+    assert [(e["exitcode"], e["reason"]) for e in pays] == [(1, "args_not_json")] * 2
+    assert pays[0]["args"] == {"wh": "W1", "amount": "nan", "note": ""}
+    big = pays[1]["args"]["note"]
+    assert big.startswith("nnn") and big.endswith("[cut: 4500000 characters]")
+    assert len(big) < 2_100
+    for e in out:
+        json.dumps(e, allow_nan=False)  # strict JSON: no NaN in a trace line

@@ -29,10 +29,12 @@ from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.integrations._refusals import refused_call
 from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
+from icore.integrations._trace_data import bounded_args
 from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
 from icore.workspace import (
     APPROVAL_CHANGED,
+    ARGS_NOT_JSON,
     Agent,
     Approver,
     Call,
@@ -346,7 +348,12 @@ class FenceGuard:
         return Gated(res, msg)
 
     def _finish_call(self, name: str, call: Call, recorder: RunRecorder | None = None,
-                     call_id: Any = None, caller: str | None = None) -> Gated:
+                     call_id: Any = None, caller: str | None = None,
+                     given: Mapping[str, Any] | None = None) -> Gated:
+        if not call.args and given and call.reason == ARGS_NOT_JSON:
+            # the workspace binds no arguments it cannot encode: record what was given
+            # (bounded), not {} (QA qa-crew S4)
+            call = dataclasses.replace(call, args=bounded_args(given))
         self._record_call(name, call, recorder, call_id, caller)
         res = call.result
         if call.executed and res is not None:
@@ -474,7 +481,7 @@ class FenceGuard:
                                            check=approve)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
-            return self._finish_call(name, call, recorder, call_id, caller)
+            return self._finish_call(name, call, recorder, call_id, caller, args)
         failed: list[BaseException] = []
         res = _fence_seam.execute(self.fence, catching(fn), name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
@@ -510,7 +517,7 @@ class FenceGuard:
                     turn=turn, normalize=normalize, approve=ask, check=approve)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
-            return self._finish_call(name, call, recorder, call_id, caller)
+            return self._finish_call(name, call, recorder, call_id, caller, args)
         failed: list[BaseException] = []
         res = await _fence_seam.aexecute(self.fence, catching(fn), name=name,
                                    depends_on=self.depends_on,

@@ -38,6 +38,7 @@ from crewai.events.types.tool_usage_events import (
 )
 
 from icore.integrations import RunRecorder
+from icore.integrations._trace_data import bounded_args
 from icore.integrations.crewai._turns import _stack
 
 _TASK_SCOPE = "task_started"
@@ -52,6 +53,21 @@ def _at(event: Any) -> float | None:
 DELEGATION_TOOLS = frozenset({"delegate_work_to_coworker", "ask_question_to_coworker"})
 """CrewAI's delegation tools (a hierarchical crew's manager, ``allow_delegation=True``),
 by their normalised names: a call of one hands the work to the ``coworker``."""
+
+
+_ARG_ERRORS = ("Arguments validation failed:", "Failed to parse arguments as JSON")
+"""How CrewAI's own argument checks word the ``ValueError`` they raise (its structured
+tool's ``_parse_args``; ``BaseTool._validate_kwargs`` says "Tool '<name>' arguments
+validation failed:")."""
+
+
+def _refused_arguments(error: Any) -> bool:
+    """Whether ``error`` is CrewAI refusing a call's arguments (before the tool ran)."""
+    if not isinstance(error, ValueError):
+        return False
+    text = str(error)
+    return text.startswith(_ARG_ERRORS) or (
+        text.startswith("Tool '") and "' arguments validation failed:" in text[:300])
 
 
 def _tool_key(name: Any) -> str:
@@ -185,14 +201,24 @@ class CrewRecorder:
                                                           error=failed, at=_at(event)))
 
     def _tool_error(self, source: Any, event: ToolUsageErrorEvent) -> None:
-        if event.tool_name in self.recorder.fenced_tools:
+        """A tool call failed; a fenced one only when CrewAI refused its arguments.
+
+        A fenced call that reached its gate is recorded by the guard. One whose
+        arguments CrewAI's own schema validation refused never reached it: recorded here
+        as a failed call (``reason: invalid_arguments``) with the arguments given
+        (bounded), so the trace shows every call the model made (QA qa-crew S4).
+        """
+        refused = _refused_arguments(event.error)
+        if event.tool_name in self.recorder.fenced_tools and not refused:
             return
         who = _role(event)
-        args = event.tool_args if isinstance(event.tool_args, dict) else {
+        raw = event.tool_args if isinstance(event.tool_args, dict) else {
             "input": event.tool_args}
+        args = bounded_args(raw) if refused else raw
+        more = {"reason": "invalid_arguments"} if refused else {}
         self._push(event, lambda: self.recorder.tool_call(who, event.tool_name, args,
                                                           str(event.error), error=True,
-                                                          at=_at(event)))
+                                                          at=_at(event), **more))
 
     def _done(self, source: Any, event: CrewKickoffCompletedEvent) -> None:
         out = getattr(event.output, "raw", event.output)
