@@ -241,14 +241,17 @@ def _linked(lineages: list[ActionLineage],
                 owner.setdefault(str(r), i)
     of: dict[int, int] = {}
     for old, new in replans:
-        i = next((owner[str(r)] for r in old if str(r) in owner), None)
-        j = next((owner[str(r)] for r in new if str(r) in owner), None)
-        if i is None or j is None or i == j or j in of or i in of.values():
+        stale = next((owner[str(r)] for r in old if str(r) in owner), None)
+        again = next((owner[str(r)] for r in new if str(r) in owner), None)
+        if (stale is None or again is None or stale == again or again in of
+                or stale in of.values()):
             continue
-        of[j] = i
-    for j, i in of.items():
-        lineages[i] = dataclasses.replace(lineages[i], replanned_as=lineages[j].action)
-        lineages[j] = dataclasses.replace(lineages[j], replan_of=lineages[i].action)
+        of[again] = stale
+    for again, stale in of.items():
+        lineages[stale] = dataclasses.replace(lineages[stale],
+                                              replanned_as=lineages[again].action)
+        lineages[again] = dataclasses.replace(lineages[again],
+                                              replan_of=lineages[stale].action)
     return tuple(lineages)
 
 

@@ -26,15 +26,13 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
-from icore.integrations._refusals import refused_call
+from icore.integrations._refusals import refused_call, with_given_args
 from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
-from icore.integrations._trace_data import bounded_args
 from icore.integrations._wiring import Replicator
 from icore.records import Lookup, RecordId
 from icore.workspace import (
     APPROVAL_CHANGED,
-    ARGS_NOT_JSON,
     Agent,
     Approver,
     Call,
@@ -350,11 +348,7 @@ class FenceGuard:
     def _finish_call(self, name: str, call: Call, recorder: RunRecorder | None = None,
                      call_id: Any = None, caller: str | None = None,
                      given: Mapping[str, Any] | None = None) -> Gated:
-        if not call.args and given and call.reason == ARGS_NOT_JSON:
-            # the workspace binds no arguments it cannot encode: record what was given
-            # (bounded), not {} (QA qa-crew S4)
-            call = dataclasses.replace(call, args=bounded_args(given))
-        self._record_call(name, call, recorder, call_id, caller)
+        self._record_call(name, with_given_args(call, given), recorder, call_id, caller)
         res = call.result
         if call.executed and res is not None:
             res = unwrapped(res)  # a failed tool: raised again once recorded
