@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import itertools
 import json
 import os
 import threading
@@ -25,60 +24,26 @@ os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 pytest.importorskip("crewai", reason="icore[crewai] runs in .venv-crewai")  # its import warns
 
 from crewai import Agent, Crew, Task
-from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
-from pydantic import PrivateAttr
 
 from icore.integrations.crewai import fenced_crewai_tool
 from icore.workspace import Workspace
 
-_IDS = itertools.count(1)
+from .test_crewai_turns import Scripted, call
+from .test_crewai_turns import scripted as _scripted
+
 _WAIT_S = 20.0
 
 
-def call(name: str, **args: Any) -> dict[str, Any]:
-    """One OpenAI-style native tool call."""
-    return {"id": f"call_{next(_IDS)}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}
-
-
-class Scripted(BaseLLM):
-    """CrewAI's custom-LLM interface answering scripted steps (a step may be f())."""
-
-    _steps: list[Any] = PrivateAttr(default_factory=list)
-    _seen: list[Any] = PrivateAttr(default_factory=list)
-
-    def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
-             available_functions: Any = None, from_task: Any = None,
-             from_agent: Any = None, response_model: Any = None) -> Any:
-        self._seen.append(list(messages) if isinstance(messages, list) else [messages])
-        if not self._steps:
-            return "done"
-        step = self._steps.pop(0)
-        return step() if callable(step) else step
-
-    async def acall(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call(*args, **kwargs)
-
-    def supports_function_calling(self) -> bool:
-        return True
-
-    def supports_stop_words(self) -> bool:
-        return False
-
-    def get_context_window_size(self) -> int:
-        return 100_000
-
-    def tool_text(self) -> str:
-        """Every tool result the model was shown."""
-        return " ".join(str(m.get("content")) for msgs in self._seen for m in msgs
-                        if isinstance(m, dict) and m.get("role") == "tool")
-
-
 def scripted(*steps: Any) -> Scripted:
-    llm = Scripted(model="scripted")
-    llm._steps = list(steps)
-    return llm
+    """The scripted LLM answering ``steps`` in order (a step may be ``f()``)."""
+    return _scripted([(lambda _m, f=st: f()) if callable(st) else st for st in steps])
+
+
+def tool_text(llm: Scripted) -> str:
+    """Every tool result the model was shown."""
+    return " ".join(str(m.get("content")) for msgs in llm._seen for m in msgs
+                    if isinstance(m, dict) and m.get("role") == "tool")
 
 
 class Venues:
@@ -142,7 +107,7 @@ def _customers(v: Venues) -> tuple[Scripted, Scripted]:
 
 def _check_customer1_refused(v: Venues, llm1: Scripted) -> None:
     assert v.booked == []  # on main: ["cust1 planned at 900"], authorized by cust2's read
-    assert "(stale)" in llm1.tool_text() and '"price": 1200' in llm1.tool_text()
+    assert "(stale)" in tool_text(llm1) and '"price": 1200' in tool_text(llm1)
 
 
 def test_two_crews_in_threads_keep_their_reads_apart() -> None:
@@ -192,7 +157,7 @@ def test_each_input_of_kickoff_for_each_is_its_own_run() -> None:
                    [call("book_venue", venue_id="hall-a", note="run 2 unread")], "done")
     v.crew(llm).kickoff_for_each(inputs=[{"n": "1"}, {"n": "2"}])
     assert v.booked == ["run 1"]
-    assert "(not_read)" in llm.tool_text()
+    assert "(not_read)" in tool_text(llm)
 
 
 def test_tasks_of_one_crew_run_share_its_reads() -> None:
@@ -208,7 +173,7 @@ def test_tasks_of_one_crew_run_share_its_reads() -> None:
          tasks=[Task(description="price of hall-a", expected_output="a price", agent=reader),
                 Task(description="book hall-a", expected_output="done", agent=booker)]
          ).kickoff()
-    assert v.booked == ["from the scout"], llm.tool_text()
+    assert v.booked == ["from the scout"], tool_text(llm)
 
 
 def test_an_explicit_scope_still_wins() -> None:
