@@ -26,7 +26,7 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
-from icore.integrations._refusals import refused_call, replan_owner, with_given_args
+from icore.integrations._refusals import refused_call, with_given_args
 from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
 from icore.integrations._wiring import Replicator
@@ -370,7 +370,7 @@ class FenceGuard:
                            else None)
         if rec is not None and res is not None:
             who = rec.gate(asker or self.agent, name, res, lookup=self._lookup(), args=call.args,
-                           owner=replan_owner(self.handle),
+                           owner=self.handle.name if self.handle is not None else None,
                            turn=call.turn, refused=None if call.executed or (
                                call.reason == res.final.reason.value) else call.reason)
             if call.executed:

@@ -79,7 +79,7 @@ _KIND_NAMES = frozenset({"task", "plan", "ledger", "instruction", "thought", "ou
                          "tool_output", "stall", "termination"})
 """The generic JSONL format's kinds (``icore.adapters.StepKind``; not imported: heavy);
 tests/integrations pin the two equal."""
-_Scope = tuple[Hashable, str, tuple[str, ...]]
+_Scope = tuple[str, str, tuple[str, ...]]
 """One logical protected call: (its owner, tool, the facts it depends on)."""
 _Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
 """A refused stale call waiting for its replan: (roots, caller, plan id, model turn)."""
@@ -377,7 +377,7 @@ class RunRecorder:
 
     def gate(self, agent: str | None, tool: str, result: ActionResult, *,
              lookup: Lookup | None = None, call_id: Any = None,
-             args: Mapping[str, Any] | None = None, owner: Hashable | None = None,
+             args: Mapping[str, Any] | None = None, owner: str | None = None,
              turn: Hashable | None = None, refused: str | None = None) -> str:
         """Every gate decision of one protected call, its replan, and a block if any.
 
@@ -400,9 +400,7 @@ class RunRecorder:
                 next call of the same tool on the same facts by the same owner are one
                 logical call, its replan, whichever framework agent makes each of them
                 (a handoff between two SDK agents sharing one fenced tool); every event
-                still names the agent that made it. The fenced tools pass (workspace
-                agent, run scope): the ticket is per run scope, so another run's call
-                (a concurrent crew on the same agent handle) is never this one's replan.
+                still names the agent that made it.
             turn: the model turn the call came from (the workspace's
                 :attr:`~icore.workspace.Call.turn`). A refused stale call waits for its
                 replan: the first later call in its scope from another turn (or with

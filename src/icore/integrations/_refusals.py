@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -175,22 +175,6 @@ def with_given_args(call: Call, given: Mapping[str, Any] | None) -> Call:
     if call.args or not given or call.reason != "args_not_json":
         return call
     return dataclasses.replace(call, args=bounded_args(given))
-
-
-def replan_owner(handle: Any) -> Hashable | None:
-    """The recorder's ``owner`` of a call of workspace agent ``handle``: whose ticket it is.
-
-    ``(agent name, run scope)``: the workspace keys its one-replan tickets per run
-    scope, so a call of another run is never this run's replan. None without a
-    handle; the name alone when the scope cannot be told (its scope function fails:
-    the call was refused for it already).
-    """
-    if handle is None:
-        return None
-    try:
-        return (handle.name, handle.current_scope())
-    except Exception:
-        return str(handle.name)
 
 
 def refused_call(rec: RunRecorder, agent: str, tool: str, args: Mapping[str, Any] | None,
