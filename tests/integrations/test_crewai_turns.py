@@ -184,7 +184,8 @@ def test_sibling_refusals_record_one_replan_the_next_message(sequential: bool,
                                                             tmp_path: Path) -> None:
     """Two transfers of one message on a changed stock are both refused stale; neither is
     the other's replan (recorded replans 0); the next message's transfer from the handed
-    value is the one replan (replans 1), and the recording audits clean."""
+    value is the one replan (replans 1), and the recording audits clean. The two
+    kickoffs are one conversation (``clerk.scope``): each crew run is its own scope."""
     from icore.adapters import audit_file
     from icore.integrations import RunRecorder
 
@@ -193,11 +194,13 @@ def test_sibling_refusals_record_one_replan_the_next_message(sequential: bool,
     llm = scripted([[call("get_stock", wh="W1")],
                     then(s.set("W1", 5), [call("transfer", wh="W1", qty=4),
                                           call("transfer", wh="W1", qty=3)])])
-    s.crew(llm).kickoff()
+    with s.clerk.scope("chat"):
+        s.crew(llm).kickoff()
     assert s.moved == []
     assert [r.replans for r in audit_file(rec.write(tmp_path / "a.jsonl"))] == [0]
     llm = scripted([[call("transfer", wh="W1", qty=3)]])
-    s.crew(llm).kickoff()
+    with s.clerk.scope("chat"):
+        s.crew(llm).kickoff()
     assert s.moved == [("W1", 3)]
     assert [r.replans for r in audit_file(rec.write(tmp_path / "b.jsonl"))] == [1]
 

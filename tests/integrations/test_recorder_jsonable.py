@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icore.integrations import RunRecorder
-from icore.integrations._trace_data import plain_data
+from icore.integrations._trace_data import bounded_args, plain_data
 
 
 class _Level(enum.IntEnum):
@@ -53,3 +53,25 @@ def test_fields_do_not_alias_the_callers_value() -> None:
     heads.append("b")
     k.append(2)
     assert line["gate"] == {"heads": ["a" * 64], "n": {"k": [1]}}
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats()
+                    | st.text(max_size=50),
+                    lambda c: st.lists(c, max_size=150) | st.dictionaries(st.text(max_size=5),
+                                                                          c, max_size=150),
+                    max_leaves=400))
+def test_bounded_args_are_strict_json_and_bounded(value: object) -> None:
+    """A refused call's given arguments (QA qa-crew S4): whatever the model sent, the
+    recorded form is strict JSON (no NaN / Infinity) with at most 101 items per level."""
+    out = bounded_args({"a": value, "big": "x" * 5000})
+    json.dumps(out, allow_nan=False)
+    assert out["big"].endswith("[cut: 5000 characters]") and len(out["big"]) < 2100
+
+    def widths(v: object) -> list[int]:
+        if isinstance(v, dict):
+            return [len(v), *(w for x in v.values() for w in widths(x))]
+        if isinstance(v, list):
+            return [len(v), *(w for x in v for w in widths(x))]
+        return []
+
+    assert max(widths(out)) <= 101

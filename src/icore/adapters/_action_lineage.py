@@ -66,6 +66,13 @@ class ActionLineage:
         ran_anyway: the recorded tool output that says the call ran although the gate
             (or a human) refused it (:func:`ran_after_refusal`); its status is then
             ``INVALID``. None: no such output.
+        replan_of: the action this one is the recorded replan of (a stale call refused
+            with the fresh values, the model's next call its one replan), else None.
+        replanned_as: the action that is this one's recorded replan, else None.
+
+    Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
+    from matching tool names: a call of another session, or a sibling call of the same
+    model message, is not a replan (#28, QA qa-crew S2).
     """
 
     action: str
@@ -74,6 +81,8 @@ class ActionLineage:
     records: tuple[Mapping[str, Any], ...]
     points: tuple[ValidationPoint, ...]
     ran_anyway: str | None = None
+    replan_of: str | None = None
+    replanned_as: str | None = None
 
     @property
     def invalid(self) -> bool:
@@ -208,11 +217,14 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     if isinstance(planfence, PlanfenceLog):
         records = [r for r in planfence.records if isinstance(r, Mapping)]
         entries = list(planfence.decisions)
+        replans: Sequence[tuple[Sequence[str], Sequence[str]]] = planfence.replans
     elif isinstance(planfence, Mapping):
         records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
         entries = [DecisionEntry.from_dict(d, where=f"planfence.decisions[{i}]")
                    for i, d in enumerate(planfence.get("decisions", ()))
                    if isinstance(d, Mapping)]
+        replans = [(r.get("stale") or (), r.get("replan") or ())
+                   for r in planfence.get("replans", ()) if isinstance(r, Mapping)]
     else:
         return ()
     groups: dict[str, list[DecisionEntry]] = {}
@@ -223,9 +235,9 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
             group.append(e)
         else:  # the same decision written again with its call's failure (a gateway)
             group[at] = e
-    return ran_after_refusal(tuple(
-        lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"), _relevant(records, es), es)
-        for name, es in groups.items()), steps)
+    out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
+                      _relevant(records, es), es) for name, es in groups.items()]
+    return ran_after_refusal(_linked(out, replans), steps)
 
 
 def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
@@ -281,6 +293,37 @@ def _restated(group: Sequence[DecisionEntry], entry: DecisionEntry) -> int | Non
         if group[i].error is None and group[i] == bare:
             return i
     return None
+
+
+def _linked(lineages: list[ActionLineage],
+            replans: Sequence[tuple[Sequence[str], Sequence[str]]]) -> tuple[ActionLineage, ...]:
+    """``lineages`` with each recorded replan linked: stale action -> its replan.
+
+    A replan's stale roots name the action whose decisions cite them, its new roots the
+    action that replanned it; a replan inside one action (the fence's own, the same
+    task) links nothing. Each action is linked once (the first recorded replan).
+    """
+    if not replans:
+        return tuple(lineages)
+    owner: dict[str, int] = {}  # root id -> the action whose decisions cite it first
+    for i, a in enumerate(lineages):
+        for p in a.points:
+            for r in p.entry.roots:
+                owner.setdefault(str(r), i)
+    of: dict[int, int] = {}
+    for old, new in replans:
+        stale = next((owner[str(r)] for r in old if str(r) in owner), None)
+        again = next((owner[str(r)] for r in new if str(r) in owner), None)
+        if (stale is None or again is None or stale == again or again in of
+                or stale in of.values()):
+            continue
+        of[again] = stale
+    for again, stale in of.items():
+        lineages[stale] = replace(lineages[stale],
+                                              replanned_as=lineages[again].action)
+        lineages[again] = replace(lineages[again],
+                                              replan_of=lineages[stale].action)
+    return tuple(lineages)
 
 
 def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]

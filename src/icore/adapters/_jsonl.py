@@ -167,6 +167,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
     last = -1
     pos = 0
     roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
+    plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
+    replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     for n, line in lines:
         if line[:1] != "{" and (not line.strip() or line.lstrip().startswith("#")):
             continue
@@ -239,6 +241,8 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         pause = _flag(obj, "pause", file, f) if kind == StepKind.THOUGHT else None
         replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
         tool, ran = _tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
+        if plan_id:
+            _note_plan(plan_id, bool(replan), obj.get("roots"), plan_roots, replans)
         steps.append(Step(
             index=step, agent=who, kind=kind, content=content,
             role=roles.setdefault(agent, agent), to=to,
@@ -291,9 +295,27 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         steps=tuple(steps),
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
-        planfence=PlanfenceLog(records, tuple(planfence["decisions"]))
+        planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans))
         if records or planfence["decisions"] else None,
     )
+
+
+def _note_plan(plan_id: str, replan: bool, roots: Any,
+               plan_roots: dict[str, tuple[str, ...]],
+               replans: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> None:
+    """Note a plan line's roots; a replan line pairs its plan id's previous roots with its own.
+
+    Roots that are not a list of record ids (strings) are no roots: no replan is drawn
+    from them (the field is optional; the audit's counts do not depend on it).
+    """
+    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+        return
+    got = tuple(roots)
+    old = plan_roots.get(plan_id)
+    if replan and old and got:
+        replans.append((old, got))
+    if got:
+        plan_roots[plan_id] = got
 
 
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]

@@ -128,15 +128,28 @@ class PlanfenceLog:
         records: record lines (``{id, key, owner, seq, type, parents, content?, role?}``),
             as recorded.
         decisions: the gate decisions, typed (:class:`icore.fence.DecisionEntry`).
+        replans: the replans the run's plan lines record, ``(stale roots, replan
+            roots)`` per replan: a ``plan`` line with ``replan: true`` and a ``plan_id``
+            rewrites the plan of that id (the roots of the id's previous plan line)
+            into its own roots (#28, QA qa-crew S2: the recorder's and the gateway's
+            word on which call replanned which, never guessed from tool names).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
     decisions: tuple[DecisionEntry, ...] = ()
+    replans: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"records": [...], "decisions": [...]}`` (decisions as their dicts)."""
-        return {"records": list(self.records),
-                "decisions": [d.to_dict() for d in self.decisions]}
+        """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).
+
+        Plus ``"replans": [{"stale": [...], "replan": [...]}, ...]`` when there are any.
+        """
+        out: dict[str, Any] = {"records": list(self.records),
+                               "decisions": [d.to_dict() for d in self.decisions]}
+        if self.replans:
+            out["replans"] = [{"stale": list(old), "replan": list(new)}
+                              for old, new in self.replans]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,7 +137,10 @@ def valid_text_trace(trace: Trace) -> Trace:
         pf = PlanfenceLog(
             tuple(fx.deep(dict(r), "planfence.records") for r in pf.records),
             tuple(DecisionEntry.from_dict(fx.deep(d.to_dict(), "planfence.decisions"))
-                  for d in pf.decisions))
+                  for d in pf.decisions),
+            tuple((tuple(fx.s(r, "planfence.replans") for r in old),
+                   tuple(fx.s(r, "planfence.replans") for r in new))
+                  for old, new in pf.replans))
     live = trace.live
     if live is not None:
         live = LiveRunPart(tuple(fx.deep(dict(c), "icore.call") for c in live.calls),

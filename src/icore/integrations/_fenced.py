@@ -26,7 +26,7 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
-from icore.integrations._refusals import refused_call
+from icore.integrations._refusals import refused_call, with_given_args
 from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
 from icore.integrations._wiring import Replicator
@@ -346,8 +346,9 @@ class FenceGuard:
         return Gated(res, msg)
 
     def _finish_call(self, name: str, call: Call, recorder: RunRecorder | None = None,
-                     call_id: Any = None, caller: str | None = None) -> Gated:
-        self._record_call(name, call, recorder, call_id, caller)
+                     call_id: Any = None, caller: str | None = None,
+                     given: Mapping[str, Any] | None = None) -> Gated:
+        self._record_call(name, with_given_args(call, given), recorder, call_id, caller)
         res = call.result
         if call.executed and res is not None:
             res = unwrapped(res)  # a failed tool: raised again once recorded
@@ -474,7 +475,7 @@ class FenceGuard:
                                            check=approve)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
-            return self._finish_call(name, call, recorder, call_id, caller)
+            return self._finish_call(name, call, recorder, call_id, caller, args)
         failed: list[BaseException] = []
         res = _fence_seam.execute(self.fence, catching(fn), name=name, depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
@@ -510,7 +511,7 @@ class FenceGuard:
                     turn=turn, normalize=normalize, approve=ask, check=approve)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
-            return self._finish_call(name, call, recorder, call_id, caller)
+            return self._finish_call(name, call, recorder, call_id, caller, args)
         failed: list[BaseException] = []
         res = await _fence_seam.aexecute(self.fence, catching(fn), name=name,
                                    depends_on=self.depends_on,

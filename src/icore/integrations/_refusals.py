@@ -23,6 +23,7 @@ import.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from icore.fence import DecisionEntry, Outcome, Reason
-from icore.integrations._trace_data import text_of
+from icore.integrations._trace_data import bounded_args, text_of
 
 if TYPE_CHECKING:
     from icore.integrations._recorder import RunRecorder
+    from icore.workspace import Call
 
 GATEWAY_POLICY = "icore mcp gateway"
 """The ``policy`` of a refusal the ``icore mcp`` gateway made (before or without a gate
@@ -161,6 +163,18 @@ def replan_refused(rec: RunRecorder, who: str, tool: str, args: Mapping[str, Any
     rec.plan(who, f"replan for {tool}: {text_of(dict(args or {}))}", replan=True,
              plan_id=plan_id)
     return True
+
+
+def with_given_args(call: Call, given: Mapping[str, Any] | None) -> Call:
+    """``call`` as recorded: an ``args_not_json`` refusal keeps the arguments given.
+
+    The workspace binds no arguments it cannot encode (its call's ``args`` is ``{}``);
+    the trace records what the model gave instead, bounded
+    (:func:`~icore.integrations._trace_data.bounded_args`; QA qa-crew S4).
+    """
+    if call.args or not given or call.reason != "args_not_json":
+        return call
+    return dataclasses.replace(call, args=bounded_args(given))
 
 
 def refused_call(rec: RunRecorder, agent: str, tool: str, args: Mapping[str, Any] | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,10 @@ MAX_CONTENT_CHARS = 20_000
 """Longer contents (a tool's raw output) are cut to this many characters in the trace."""
 
 _MAX_DEPTH = 32
+
+MAX_ARG_CHARS = 2_000
+"""A refused call's argument strings are cut to this many characters in the trace."""
+_MAX_ITEMS = 100
 
 
 def plain_data(value: Any, _depth: int = 0) -> Any:
@@ -84,3 +89,38 @@ def jsonable(value: Any) -> Any:
         return str(value)
 
 
+def bounded_args(args: Any) -> dict[str, Any]:
+    """The arguments a refused call was given, as bounded JSON data for its trace line.
+
+    What the model sent, even when it has no JSON form: a non-finite float as its text
+    (``"nan"``, ``"inf"``), a string cut to :data:`MAX_ARG_CHARS` characters (its length
+    said), at most 100 items per mapping or list, nesting cut at depth 32 (QA qa-crew
+    S4: an ``args_not_json`` call used to be recorded with ``"args": {}``). A value that
+    is not a mapping is ``{"input": value}``.
+    """
+    data = plain_data(args)
+    out = _bounded(data if isinstance(data, dict) else {"input": data}, 0)
+    return out if isinstance(out, dict) else {"input": out}
+
+
+def _bounded(value: Any, depth: int) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        if len(value) <= MAX_ARG_CHARS:
+            return value
+        return f"{value[:MAX_ARG_CHARS]}...[cut: {len(value)} characters]"
+    if depth > _MAX_DEPTH and isinstance(value, dict | list):
+        return _bounded(json.dumps(value, default=str)[:MAX_ARG_CHARS], depth)
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {_bounded(str(k), depth): _bounded(v, depth + 1) for k, v in items[:_MAX_ITEMS]}
+        if len(items) > _MAX_ITEMS:
+            out["...[cut]"] = f"{len(items) - _MAX_ITEMS} more items"
+        return out
+    if isinstance(value, list):
+        out_l = [_bounded(v, depth + 1) for v in value[:_MAX_ITEMS]]
+        if len(value) > _MAX_ITEMS:
+            out_l.append(f"...[cut: {len(value) - _MAX_ITEMS} more items]")
+        return out_l
+    return value

@@ -222,28 +222,25 @@ def link_replans(lineages: Sequence[ActionLineage]) -> tuple[LineageView, ...]:
 
     When the model's call is the plan (the workspace API), a replan is two actions: the
     call refused ``replan_required`` / ``stale`` (the model was handed the fresh values)
-    and the next call of the same tool on the same facts D(a), its one replan (as the
-    recorder pairs them). The first reads "stale → replanned as <second>, <its status>",
-    the second "replan of <first>"; an unpaired refusal keeps its block.
+    and the model's next call, its one replan. Which call replanned which is what the
+    trace records (:attr:`~icore.adapters.ActionLineage.replanned_as` /
+    ``replan_of``, read off its plan lines), never a later call of the same tool on the
+    same facts: that may be another session's call, or a sibling of the same model
+    message (#28, QA qa-crew S2). The first reads "stale → replanned as <second>, <its
+    status>", the second "replan of <first>"; an unlinked refusal keeps its block.
     """
     views = [render_lineage(a) for a in lineages]
-    taken: set[int] = set()
+    index = {a.action: i for i, a in enumerate(lineages)}
     for i, a in enumerate(lineages):
-        last = a.points[-1].entry if a.points else None
-        if (last is None or views[i].status != "blocked" or last.outcome != "replan_required"
-                or last.reason != "stale"):
+        j = index.get(a.replanned_as) if a.replanned_as is not None else None
+        if j is None or j == i:
             continue
-        j = next((j for j in range(i + 1, len(lineages)) if j not in taken
-                  and lineages[j].points and lineages[j].points[0].entry.action == last.action
-                  and set(lineages[j].points[0].entry.deps) == set(last.deps)), None)
-        if j is None:
-            continue
-        taken.add(j)
         new, old = views[j], views[i]
-        views[i] = dataclasses.replace(old, reason=(
-            f"stale → replanned as {new.id}, {new.status}: {old.reason.split(': ', 1)[-1]} "
-            "The model was handed the fresh values; its next call was the one replan "
-            "(this call did not run)."))
+        if a.ran_anyway is None:  # a refusal the trace says ran keeps its INVALID reason
+            views[i] = dataclasses.replace(old, reason=(
+                f"stale → replanned as {new.id}, {new.status}: "
+                f"{old.reason.split(': ', 1)[-1]} The model was handed the fresh values; its "
+                "next call was the one replan (this call did not run)."))
         views[j] = dataclasses.replace(new, reason=f"replan of {old.id} (stale): {new.reason}")
     return tuple(views)
 

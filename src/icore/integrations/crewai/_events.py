@@ -38,6 +38,11 @@ from crewai.events.types.tool_usage_events import (
 )
 
 from icore.integrations import RunRecorder
+from icore.integrations._trace_data import bounded_args
+from icore.integrations.crewai._turns import _stack
+
+_TASK_SCOPE = "task_started"
+_INTERNAL = "CrewAI's own model call (no agent: context-window summarizing, planning)"
 
 
 def _at(event: Any) -> float | None:
@@ -48,6 +53,21 @@ def _at(event: Any) -> float | None:
 DELEGATION_TOOLS = frozenset({"delegate_work_to_coworker", "ask_question_to_coworker"})
 """CrewAI's delegation tools (a hierarchical crew's manager, ``allow_delegation=True``),
 by their normalised names: a call of one hands the work to the ``coworker``."""
+
+
+_ARG_ERRORS = ("Arguments validation failed:", "Failed to parse arguments as JSON")
+"""How CrewAI's own argument checks word the ``ValueError`` they raise (its structured
+tool's ``_parse_args``; ``BaseTool._validate_kwargs`` says "Tool '<name>' arguments
+validation failed:")."""
+
+
+def _refused_arguments(error: Any) -> bool:
+    """Whether ``error`` is CrewAI refusing a call's arguments (before the tool ran)."""
+    if not isinstance(error, ValueError):
+        return False
+    text = str(error)
+    return text.startswith(_ARG_ERRORS) or (
+        text.startswith("Tool '") and "' arguments validation failed:" in text[:300])
 
 
 def _tool_key(name: Any) -> str:
@@ -80,6 +100,8 @@ class CrewRecorder:
         self._lock = threading.Lock()
         self._handlers: list[tuple[type[Any], Callable[..., None]]] = []
         self._roles: dict[str, str] = {}
+        self._task_agents: dict[str, str] = {}
+        """``task_started`` event id -> the role of the task's agent (read at flush)."""
 
     def _push(self, event: Any, fn: Callable[[], object], tag: str = "") -> None:
         """Buffer ``fn`` (it writes one event).
@@ -138,12 +160,34 @@ class CrewRecorder:
     def _task(self, source: Any, event: TaskStartedEvent) -> None:
         task = event.task
         agent = str(getattr(getattr(task, "agent", None), "role", None) or "agent")
+        with self._lock:
+            self._task_agents[event.event_id] = agent
         text = str(getattr(task, "description", "") or event.context or "")
         self._push(event, lambda: self.recorder.handoff("crew", agent, text, at=_at(event)))
 
     def _llm(self, source: Any, event: LLMCallCompletedEvent) -> None:
-        who = _role(event)
-        self._push(event, lambda: self.recorder.turn(who, event.response, at=_at(event)))
+        """A model call: an agent's turn; CrewAI's own calls are no agent's turn.
+
+        A call with no agent (CrewAI summarizing a conversation that outgrew the context
+        window, a crew's planning step) is recorded as a ``thought`` of the agent in
+        whose task it ran (the innermost task on CrewAI's event stack, read in the
+        emitter's context), else of ``crew``: never a turn of a phantom agent that the
+        audit would judge (QA qa-crew S3: 57 hard flags of an agent "agent").
+        """
+        if getattr(event, "agent_role", None) or getattr(event, "from_agent", None):
+            who = _role(event)
+            self._push(event, lambda: self.recorder.turn(who, event.response, at=_at(event)))
+            return
+        tasks = [eid for eid, kind in reversed(_stack()) if kind == _TASK_SCOPE]
+
+        def internal() -> None:
+            with self._lock:
+                who = next((self._task_agents[t] for t in tasks if t in self._task_agents),
+                           "crew")
+            self.recorder.add(who, "thought", f"{_INTERNAL}: {event.response}",
+                              at=_at(event), crewai_internal=True)
+
+        self._push(event, internal)
 
     def _tool(self, source: Any, event: ToolUsageFinishedEvent) -> None:
         if event.tool_name in self.recorder.fenced_tools:
@@ -157,14 +201,24 @@ class CrewRecorder:
                                                           error=failed, at=_at(event)))
 
     def _tool_error(self, source: Any, event: ToolUsageErrorEvent) -> None:
-        if event.tool_name in self.recorder.fenced_tools:
+        """A tool call failed; a fenced one only when CrewAI refused its arguments.
+
+        A fenced call that reached its gate is recorded by the guard. One whose
+        arguments CrewAI's own schema validation refused never reached it: recorded here
+        as a failed call (``reason: invalid_arguments``) with the arguments given
+        (bounded), so the trace shows every call the model made (QA qa-crew S4).
+        """
+        refused = _refused_arguments(event.error)
+        if event.tool_name in self.recorder.fenced_tools and not refused:
             return
         who = _role(event)
-        args = event.tool_args if isinstance(event.tool_args, dict) else {
+        raw = event.tool_args if isinstance(event.tool_args, dict) else {
             "input": event.tool_args}
+        args = bounded_args(raw) if refused else raw
+        more = {"reason": "invalid_arguments"} if refused else {}
         self._push(event, lambda: self.recorder.tool_call(who, event.tool_name, args,
                                                           str(event.error), error=True,
-                                                          at=_at(event)))
+                                                          at=_at(event), **more))
 
     def _done(self, source: Any, event: CrewKickoffCompletedEvent) -> None:
         out = getattr(event.output, "raw", event.output)

@@ -71,6 +71,7 @@ from icore.integrations.crewai._turns import (
     install_hooks,
     read_turn,
     restore_hooks,
+    run_scope,
 )
 from icore.workspace import Agent as TeamAgent
 from icore.workspace import Approver, UserReplanner
@@ -262,7 +263,12 @@ class FencedCrewTool(BaseTool):
 
 
 def _stamp_reads(team: TeamAgent) -> None:
-    """Reads of ``team`` made by a CrewAI tool belong to that tool call's model turn."""
+    """Reads of ``team`` made by a CrewAI tool belong to that tool call's model turn.
+
+    And to its CrewAI run's scope (:func:`~._turns.run_scope`): two crews running at once
+    on one agent handle never pool their reads (QA qa-crew S1).
+    """
+    team.detect_scope(run_scope)
     prev = team.turn_source
     if prev is None or prev is read_turn or getattr(prev, "icore_crewai", False):
         team.turn_source = read_turn

@@ -63,6 +63,10 @@ _LOG = logging.getLogger("icore.integrations.crewai")
 _MAX_RUNS = 4096
 _RUN_SCOPE = "flow_started"
 _TOOL_SCOPE = "tool_usage_started"
+_RUNS = frozenset({"crew_kickoff_started", "lite_agent_execution_started"})
+"""The CrewAI event scopes that open a crew run or a standalone agent run: the innermost
+one names the run's scope (not the outermost: a run that raised out of ``kickoff()``
+may leave its scope on the stack of the thread that ran it)."""
 
 
 class CrewActionBlocked(ActionBlocked, HookAborted):
@@ -124,6 +128,26 @@ def _run_here() -> tuple[str | None, bool]:
         if stack[i][1] == _RUN_SCOPE:
             return stack[i][0], any(t == _TOOL_SCOPE for _, t in stack[i + 1:])
     return None, False
+
+
+def run_scope() -> Hashable | None:
+    """The workspace run scope of the CrewAI run this code runs in (#28, QA qa-crew S1).
+
+    ``("crewai", event id)`` of the innermost run on CrewAI's event-scope stack: a
+    ``Crew.kickoff`` / ``akickoff`` (each input of ``kickoff_for_each`` and
+    ``kickoff_for_each_async`` is one) or an ``Agent.kickoff`` / ``kickoff_async``. Its
+    tasks, their agents and delegated coworkers are one run; a CrewAI ``Flow`` that
+    kicks off two crews runs two. Two crews run at the same time on one workspace agent
+    handle therefore keep their reads apart: one crew's read never authorizes the
+    other's call. None outside any run (the agent's own unscoped reads). A workspace
+    agent asks it after ``with agent.scope(...)`` and its ``scope=``
+    (:meth:`~icore.workspace.Agent.detect_scope`).
+    """
+    stack = _stack()
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i][1] in _RUNS:
+            return ("crewai", stack[i][0])
+    return None
 
 
 def _before_model(ctx: Any) -> None:
@@ -257,4 +281,5 @@ def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
 
 
 __all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_turn",
-           "calling_agent", "deliver", "install_hooks", "read_turn", "restore_hooks"]
+           "calling_agent", "deliver", "install_hooks", "read_turn", "restore_hooks",
+           "run_scope"]
