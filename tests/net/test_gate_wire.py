@@ -48,18 +48,24 @@ def _count_writes(link: Any) -> list[bytes]:
     return writes
 
 
+def _client(servers: dict[str, ServerThread], certs: Path) -> OwnerClient:
+    return OwnerClient({o: s.address for o, s in servers.items()}, identity="executor",
+                       ssl_context=client_context(certs, "executor"))
+
+
+def _gate_args(world: World, c: OwnerClient) -> dict[str, Any]:
+    return {"roots": [world.plan.id], "deps": DEPS, "lookup": world.local.lookup,
+            "ownership": world.ownership, "owners": c}
+
+
 def test_one_validation_is_one_frame_in_one_write_per_owner(
         world: World, servers: dict[str, ServerThread], certs: Path) -> None:
     """Each owner gets the validation's one head query as one TLS record in one write."""
     async def go() -> None:
-        addrs = {o: s.address for o, s in servers.items()}
-        async with OwnerClient(addrs, identity="executor",
-                               ssl_context=client_context(certs, "executor")) as c:
-            kw: dict[str, Any] = {"roots": [world.plan.id], "deps": DEPS,
-                                  "lookup": world.local.lookup,
-                                  "ownership": world.ownership, "owners": c}
+        async with _client(servers, certs) as c:
+            kw = _gate_args(world, c)
             assert (await avalidate(**kw)).outcome is Outcome.AUTHORIZED  # connects
-            writes = {o: _count_writes(c._conns[o]) for o in addrs}
+            writes = {o: _count_writes(c._conns[o]) for o in servers}
             before = c.stats.snapshot()
             for _ in range(3):
                 d = await avalidate(**kw)
@@ -78,12 +84,8 @@ def test_same_heads_answer_with_the_frontier_ids(
     """Unchanged heads come back as *same*: the decision's heads are the frontier ids;
     a revised head is a full entry and asks for a replan."""
     async def go() -> tuple[Any, Any]:
-        addrs = {o: s.address for o, s in servers.items()}
-        async with OwnerClient(addrs, identity="executor",
-                               ssl_context=client_context(certs, "executor")) as c:
-            kw: dict[str, Any] = {"roots": [world.plan.id], "deps": DEPS,
-                                  "lookup": world.local.lookup,
-                                  "ownership": world.ownership, "owners": c}
+        async with _client(servers, certs) as c:
+            kw = _gate_args(world, c)
             same = await avalidate(**kw)
             world.revise("b")
             return same, await avalidate(**kw)
