@@ -242,6 +242,29 @@ def test_bad_owner_replies_block(w: World, reply: Any, reason: Reason) -> None:
     assert (d.outcome, d.reason) == (Outcome.BLOCKED, reason)
 
 
+def test_head_ids_are_checked_unless_they_are_the_runs_own_frontier_id(w: World) -> None:
+    """The gate skips the shape check only for the very id object it sent as known (an
+    owner's *same* answer, #27): an equal copy passes the check, a misshapen id blocks."""
+    p = w.plan(w.a1)
+    run = GateRun(action="x", roots=(p.id,), deps=frozenset({"req/a"}), lookup=w.ex.lookup,
+                  ownership=OM)
+    step = run.start()
+    assert isinstance(step, HeadQueries)
+    own = step.known["req/a"]
+    d = run.on_heads({"alice": HeadReply("alice", {"req/a": HeadEntry("req/a", own, 1)})})
+    assert d.outcome is Outcome.AUTHORIZED  # type: ignore[union-attr]
+    copy = "".join(list(w.a1.id))
+    assert copy == w.a1.id and copy is not own
+    for rid, outcome in ((copy, Outcome.AUTHORIZED), (w.a1.id.upper(), Outcome.BLOCKED)):
+        run = GateRun(action="x", roots=(p.id,), deps=frozenset({"req/a"}),
+                      lookup=w.ex.lookup, ownership=OM)
+        run.start()
+        d = run.on_heads({"alice": HeadReply("alice", {"req/a": HeadEntry("req/a", rid, 1)})})
+        assert d.outcome is outcome  # type: ignore[union-attr]
+        if outcome is Outcome.BLOCKED:
+            assert d.reason is Reason.MALFORMED_HEAD  # type: ignore[union-attr]
+
+
 def test_inlined_record_that_does_not_verify_blocks(w: World) -> None:
     p = w.plan(w.a1)
     a2 = w.put(w.alice, "req/a", "A2", [w.a1])

@@ -168,7 +168,7 @@ class GateRun:
             return self._block(Reason.LINEAGE_INCOMPLETE, str(exc))
         except LineageError as exc:
             return self._block(Reason.LINEAGE_INCOMPLETE, str(exc))
-        self._frontier = dict(fr.versions)
+        self._frontier = cast(dict[str, RecordId], fr.versions)  # frontier() built it anew
         per_owner: dict[str, list[str]] = {}
         owner_of = self.ownership.owner_of
         for key in self._deps():
@@ -209,7 +209,7 @@ class GateRun:
                 return self._block(Reason.CONFLICTING_REPLY,
                                    f"owner {owner!r} sent several entries for {dup!r}")
             heads = reply.heads
-            extra = set(heads) - set(keys)
+            extra = heads.keys() - keys
             if extra:
                 return self._block(Reason.WRONG_KEY,
                                    f"owner {owner!r} answered for unasked keys {sorted(extra)}")
@@ -239,14 +239,15 @@ class GateRun:
         if entry.key != key:
             return self._block(Reason.WRONG_KEY,
                                f"head asked for {key!r} identifies {entry.key!r}")
-        if not is_record_id(entry.record_id):
+        # only an id other than the very frontier id object sent as known (#27) is checked
+        if (rid := entry.record_id) is not self._frontier.get(key) and not is_record_id(rid):
             return self._block(Reason.MALFORMED_HEAD,
                                f"head for {key!r} is not a record id: {entry.record_id!r}")
         if isinstance(entry.seq, bool) or not isinstance(entry.seq, int) or entry.seq < 1:
             return self._block(Reason.MALFORMED_HEAD, f"head for {key!r} has a bad sequence")
-        self._heads[key] = entry.record_id
-        if entry.record is not None and entry.record_id != self._frontier.get(key):
-            err = self._verify_fresh(key, owner, entry.record_id, entry.record)
+        self._heads[key] = rid
+        if entry.record is not None and rid != self._frontier.get(key):
+            err = self._verify_fresh(key, owner, rid, entry.record)
             if err is not None:
                 return self._block(Reason.MALFORMED_HEAD, err)
             self._fresh[key] = entry.record

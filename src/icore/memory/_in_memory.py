@@ -28,6 +28,18 @@ class MemoryStore(Store):
     def _critical(self) -> contextlib.AbstractContextManager[None]:
         return self._lock  # type: ignore[return-value]
 
+    def lookup(self, rid: RecordId) -> Record | None:
+        """:meth:`Store.lookup` on the dicts directly (the gate's walk calls it per record).
+
+        None when the record is absent, lineage incomplete, or the store is closed.
+        """
+        rec = self._records.get(rid)
+        if rec is None or self._closed:
+            return None
+        if rid in self._incomplete and not self.is_complete(rid):
+            return None
+        return rec
+
     def _get_raw(self, rid: RecordId) -> Record | None:
         return self._records.get(rid)
 

@@ -238,12 +238,16 @@ class StoreConformance:
         assert same["req/a"].record is None
 
     def test_closed_store_refuses(self, tmp_path: Path) -> None:
-        """Every call after close raises StoreClosed; close is idempotent."""
+        """Every call after close raises StoreClosed; the gate's lookup finds nothing."""
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r = _rec()
+        s.commit(r, writer="alice")
+        assert s.lookup(r.id) == r
         s.close()
         s.close()
         _raises(StoreClosed, s.commit, _rec(), writer="alice")
         _raises(StoreClosed, s.head, "req/a")
+        assert s.lookup(r.id) is None
 
     # -- compare-and-set on the base, atomicity (issue 12) ----------------------------
     def test_lost_update_refused(self, tmp_path: Path) -> None:

@@ -6,11 +6,15 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from icore._frozen import positional
 from icore.errors import ErrorCode, HeadConflict
 from icore.memory import HeadEntry, HeadReply
 from icore.net._errors import MalformedMessage, RemoteError
 from icore.net._protocol import ErrorReply, HeadReplyMsg, Message
 from icore.records import RecordId
+
+_head_entry = positional(HeadEntry)  # every field; no per-field setattr (#27)
+_head_reply = positional(HeadReply)
 
 
 @dataclass(slots=True)
@@ -113,9 +117,9 @@ def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str],
             if rid is None:
                 raise MalformedMessage("owner answered 'same' for a key with no known id",
                                        owner=owner, key=key, field="same")
-            more.append(HeadEntry(key, rid, seq))
+            more.append(_head_entry(key, rid, seq, None))
         entries = (*entries, *more)
-    return HeadReply(who, {h.key: h for h in entries}, entries)
+    return _head_reply(who, {h.key: h for h in entries}, entries)
 
 
 def error_code_of(exc: BaseException) -> str:

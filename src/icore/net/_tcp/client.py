@@ -158,7 +158,7 @@ class OwnerClient:
     async def _rpc_live(self, conn: OwnerLink, build: Callable[[int], Message | bytes],
                         timeout_s: float) -> Message:
         """One RPC on an open connection, timed by the connection's deadline sweep."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        deadline = conn.loop.time() + timeout_s
         rid, fut = conn.request(build)
         conn.expire_at(rid, deadline)
         try:

@@ -47,11 +47,13 @@ class OwnerLink(asyncio.Protocol):
         handshake_done: resolves to the owner's agent id once TLS is established, or to
             the error that ended the handshake.
         dead: the error that ended the connection, or None while it lives.
+        loop: the event loop it was made in (kept: on Python 3.11 every
+            ``asyncio.get_running_loop()`` is a ``getpid()`` system call).
     """
 
     def __init__(self, owner: str, ctx: ssl.SSLContext, stats: TrafficStats, *,
                  max_frame_bytes: int, shaper: Shaper | None = None) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         self.owner = owner
         self.stats = stats
         self.tls = TlsSession(ctx, server_side=False, stats=stats)
@@ -193,7 +195,7 @@ class OwnerLink(asyncio.Protocol):
             raise self.dead
         rid = next(self.rids)
         msg = build(rid)
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         fut: asyncio.Future[Message] = loop.create_future()
         self.pending[rid] = fut
         # frames of requests issued in the same loop iteration share one TLS record and
@@ -217,11 +219,11 @@ class OwnerLink(asyncio.Protocol):
             if self._timer is not None:
                 self._timer.cancel()
             self._timer_at = deadline
-            self._timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+            self._timer = self.loop.call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         self._timer = None
-        now = asyncio.get_running_loop().time()
+        now = self.loop.time()
         dl, pending = self._deadlines, self.pending
         while dl and (dl[0][0] <= now or dl[0][1] not in pending):
             deadline, rid = heapq.heappop(dl)
@@ -230,7 +232,7 @@ class OwnerLink(asyncio.Protocol):
                 fut.set_exception(TimeoutError())
         if dl:
             self._timer_at = dl[0][0]
-            self._timer = asyncio.get_running_loop().call_at(self._timer_at, self._expire)
+            self._timer = self.loop.call_at(self._timer_at, self._expire)
 
     def _flush_writes(self) -> None:
         self.flush_scheduled = False
