@@ -105,6 +105,14 @@ async def _services(n: int, rounds: int, redis: bool) -> None:
                 await s.stop()
 
 
+def _next(w: int, seq: int, prev: Record | None) -> Record:
+    """Writer ``w``'s next record of its key, citing the previous version (if any)."""
+    key = f"w/{w}"
+    if prev is None:
+        return Record.create(key=key, owner="owner", seq=seq, content={"n": seq})
+    return derive(key=key, owner="owner", seq=seq, content={"n": seq}, inputs=[prev])
+
+
 def _frames(groups: int) -> list[list[bytes]]:
     """Commit frame bodies of 8 writers, each citing its key's previous version."""
     om_seq, rid, out = 0, 0, []
@@ -114,12 +122,7 @@ def _frames(groups: int) -> list[list[bytes]]:
         for w in range(WRITERS):
             om_seq += 1
             rid += 1
-            key, p = f"w/{w}", last[w]
-            rec = (Record.create(key=key, owner="owner", seq=om_seq, content={"n": om_seq})
-                   if p is None else
-                   derive(key=key, owner="owner", seq=om_seq, content={"n": om_seq},
-                          inputs=[p]))
-            last[w] = rec
+            rec = last[w] = _next(w, om_seq, last[w])
             group.append(encode_body(Commit(rid, rec)))
         out.append(group)
     return out
@@ -171,14 +174,9 @@ def _writer(groups: int) -> None:
         for _ in range(count):
             for w in range(WRITERS):
                 rid += 1
-                key, p = f"w/{w}", last[w]
-                rec = (Record.create(key=key, owner="owner", seq=rid, content={"n": rid})
-                       if p is None else
-                       derive(key=key, owner="owner", seq=rid, content={"n": rid},
-                              inputs=[p]))
+                rec = last[w] = _next(w, rid, last[w])
                 encode_frame(Commit(rid, rec))
                 dec.feed(acks[rid - 1])
-                last[w] = rec
 
     run(0, 50)
     t0 = os.times()
