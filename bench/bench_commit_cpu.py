@@ -16,13 +16,17 @@ one transaction and one fsync):
   SQLite transaction) and encode the 8 acknowledgements. Run it under
   ``valgrind --tool=callgrind`` with two ``--groups`` values and divide the difference of
   the instruction totals by the difference in commits: a count that repeats whatever
-  else the machine is doing.
+  else the machine is doing. The frames are built by a child process (not counted).
+* **writer path in process** (``--writer``): a writer's own work per commit with no
+  network: derive the key's next record from the previous one, frame the commit as
+  :meth:`icore.net.OwnerClient.commit` does and decode the owner's acknowledgement frame
+  (the acknowledgements are built by a child process). Same use of ``--groups``.
 
 Usage::
 
     PYTHONPATH=src python bench/bench_commit_cpu.py [--n 4000] [--rounds 3] [--no-redis]
     PYTHONPATH=src valgrind --tool=callgrind python bench/bench_commit_cpu.py \\
-        --in-process --groups 260
+        --in-process --groups 260   # and --writer
 """
 
 from __future__ import annotations
@@ -30,13 +34,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import msgpack
+
 from icore._extras import run_async
 from icore.memory import OwnershipMap, SQLiteStore
-from icore.net import Commit, OwnerHandler, decode_body, encode_body, encode_frame
+from icore.net import (
+    Commit,
+    CommitAck,
+    FrameDecoder,
+    OwnerHandler,
+    decode_body,
+    encode_body,
+    encode_frame,
+)
 from icore.records import Record, derive
 from icore_lab.bench.micro._net import _proc_cpu_s
 from icore_lab.bench.micro._peers_icore import IcoreSystem
@@ -89,6 +105,14 @@ async def _services(n: int, rounds: int, redis: bool) -> None:
                 await s.stop()
 
 
+def _next(w: int, seq: int, prev: Record | None) -> Record:
+    """Writer ``w``'s next record of its key, citing the previous version (if any)."""
+    key = f"w/{w}"
+    if prev is None:
+        return Record.create(key=key, owner="owner", seq=seq, content={"n": seq})
+    return derive(key=key, owner="owner", seq=seq, content={"n": seq}, inputs=[prev])
+
+
 def _frames(groups: int) -> list[list[bytes]]:
     """Commit frame bodies of 8 writers, each citing its key's previous version."""
     om_seq, rid, out = 0, 0, []
@@ -98,20 +122,23 @@ def _frames(groups: int) -> list[list[bytes]]:
         for w in range(WRITERS):
             om_seq += 1
             rid += 1
-            key, p = f"w/{w}", last[w]
-            rec = (Record.create(key=key, owner="owner", seq=om_seq, content={"n": om_seq})
-                   if p is None else
-                   derive(key=key, owner="owner", seq=om_seq, content={"n": om_seq},
-                          inputs=[p]))
-            last[w] = rec
+            rec = last[w] = _next(w, om_seq, last[w])
             group.append(encode_body(Commit(rid, rec)))
         out.append(group)
     return out
 
 
+def _child_frames(groups: int) -> list[list[bytes]]:
+    """:func:`_frames` built by a child process, so building them is not counted."""
+    out = subprocess.run([sys.executable, __file__, "--emit-frames", "--groups", str(groups)],
+                         check=True, capture_output=True).stdout
+    frames: list[list[bytes]] = msgpack.unpackb(out)
+    return frames
+
+
 def _in_process(groups: int) -> None:
     om = OwnershipMap.from_mapping({"w/*": "owner"})
-    frames = _frames(groups + 50)
+    frames = _child_frames(groups + 50)
     with tempfile.TemporaryDirectory(prefix="icore-commit-cpu-") as d:
         store = SQLiteStore(Path(d) / "owner.sqlite", om, "owner", synchronous="FULL",
                             exclusive=True)
@@ -134,6 +161,33 @@ def _in_process(groups: int) -> None:
           f"{(t1.system - t0.system) / n * 1e6:.1f} µs", flush=True)
 
 
+def _writer(groups: int) -> None:
+    """A writer's path per commit: derive the record, frame the commit, decode the ack."""
+    acks: list[bytes] = msgpack.unpackb(subprocess.run(
+        [sys.executable, __file__, "--emit-acks", "--groups", str(groups + 50)],
+        check=True, capture_output=True).stdout)
+    dec = FrameDecoder()
+    last: list[Record | None] = [None] * WRITERS
+
+    def run(first: int, count: int) -> None:
+        rid = first * WRITERS
+        for _ in range(count):
+            for w in range(WRITERS):
+                rid += 1
+                rec = last[w] = _next(w, rid, last[w])
+                encode_frame(Commit(rid, rec))
+                dec.feed(acks[rid - 1])
+
+    run(0, 50)
+    t0 = os.times()
+    run(50, groups)
+    t1 = os.times()
+    n = groups * WRITERS
+    print(f"writer path in process: {n} commits, CPU per commit user "
+          f"{(t1.user - t0.user) / n * 1e6:.1f} µs + system "
+          f"{(t1.system - t0.system) / n * 1e6:.1f} µs", flush=True)
+
+
 def main() -> None:
     """Parse the options and run one of the two measurements."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -144,8 +198,20 @@ def main() -> None:
                     help="the owner's commit path in this process (see the docstring)")
     ap.add_argument("--groups", type=int, default=260,
                     help="with --in-process: measured groups of 8 commits")
+    ap.add_argument("--writer", action="store_true",
+                    help="a writer's path per commit in this process (see the docstring)")
+    ap.add_argument("--emit-frames", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--emit-acks", action="store_true", help=argparse.SUPPRESS)
     ns = ap.parse_args()
-    if ns.in_process:
+    if ns.emit_frames:  # the child of --in-process
+        sys.stdout.buffer.write(msgpack.packb(_frames(ns.groups)))
+    elif ns.emit_acks:  # the child of --writer
+        sys.stdout.buffer.write(msgpack.packb(
+            [encode_frame(CommitAck(rid, "ab" * 32, rid, True, True))
+             for rid in range(1, ns.groups * WRITERS + 1)]))
+    elif ns.writer:
+        _writer(ns.groups)
+    elif ns.in_process:
         _in_process(ns.groups)
     else:
         run_async(_services(ns.n, ns.rounds, not ns.no_redis))

@@ -19,6 +19,11 @@ With ``--dir /dev/shm`` the fsync costs nothing, which shows the CPU-bound cycle
 Usage::
 
     PYTHONPATH=src python bench/bench_commit_phases.py [--n 4000] [--dir /dev/shm]
+
+``--owner-prefix`` runs the owner child under a command, e.g. ``--owner-prefix "valgrind
+--tool=callgrind --callgrind-out-file=owner.%p"``: two runs with different ``--n`` give
+the owner process's instructions per commit (the difference of the totals divided by the
+difference of the commits).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -140,10 +146,11 @@ def _owner(certs: Path, data: Path) -> None:  # pragma: no cover - runs in the c
     run_async(main())
 
 
-async def _drive(port: int, certs: Path, pid: int, n: int) -> tuple[float, float, float]:
+async def _drive(port: int, certs: Path, pid: int, n: int, timeout_s: float
+                 ) -> tuple[float, float, float]:
     client = OwnerClient({"owner": ("127.0.0.1", port)}, identity="owner",
                          ssl_context=client_context(certs, "owner"))
-    await client.ping("owner")
+    await client.ping("owner", timeout_s=timeout_s)
     seq = 0
 
     async def writer(i: int, count: int, prev: Record | None) -> Record | None:
@@ -154,7 +161,7 @@ async def _drive(port: int, certs: Path, pid: int, n: int) -> tuple[float, float
                    if prev is None else
                    derive(key=f"w/{i}", owner="owner", seq=seq, content={"n": seq},
                           inputs=[prev]))
-            await client.commit("owner", rec)
+            await client.commit("owner", rec, timeout_s=timeout_s)
             prev = rec
         return prev
 
@@ -176,6 +183,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--n", type=int, default=4000, help="measured commits")
     ap.add_argument("--dir", default=None, help="folder for the owner's SQLite file")
+    ap.add_argument("--owner-prefix", default="",
+                    help="command the owner child runs under (see the docstring)")
     ap.add_argument("--owner", nargs=2, help=argparse.SUPPRESS)  # the child's own role
     ns = ap.parse_args()
     if ns.owner:
@@ -184,12 +193,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="icore-phases-", dir=ns.dir) as d:
         certs = Path(d) / "certs"
         init_team_certs(certs, ["owner"], team="phases")
-        proc = subprocess.Popen([sys.executable, __file__, "--owner", str(certs), d],
+        proc = subprocess.Popen([*shlex.split(ns.owner_prefix), sys.executable, __file__,
+                                 "--owner", str(certs), d],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         try:
             rate, client_us, owner_us = run_async(
-                _drive(int(proc.stdout.readline()), certs, proc.pid, ns.n))
+                _drive(int(proc.stdout.readline()), certs, proc.pid, ns.n,
+                       60.0 if ns.owner_prefix else 2.0))
         finally:
             proc.send_signal(signal.SIGTERM)
         report = json.loads(proc.stdout.readline())

@@ -29,7 +29,7 @@ PINNED = {
         "SCHEMA_VERSION", "Frontier", "JSONValue", "Lookup", "Record", "RecordId",
         "TraversalMode", "ancestors", "canonical_json", "content_address", "decode_record",
         "derive", "encode_record", "frontier", "is_chain_link", "is_record_id",
-        "lineage_inputs", "record_from_wire", "record_to_wire",
+        "lineage_inputs", "plain_record_from_wire", "record_from_wire", "record_to_wire",
     ],
     "icore.memory": [
         "DEFAULT_TIMEOUT_S", "FROM_PARENTS", "AsyncOwnerAccess", "CommitOp", "CommitResult",

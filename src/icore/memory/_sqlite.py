@@ -266,11 +266,31 @@ class SQLiteStore(Store):
             self._db.executemany("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
                                  [(o, q, i) for o, (q, i) in self._staged_seqs.items()])
 
-    def _tx(self) -> SQLiteStore._Tx:
+    class _Nested:
+        """An inner level of the calling thread's own transaction: nothing to do.
+
+        The thread already holds the lock and the transaction; only the outermost level
+        commits or rolls back, and an exception still reaches it (issue 27: a group
+        commit enters its transaction twice per record).
+        """
+
+        __slots__ = ()
+
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, et: object, ev: object, tb: object) -> None:
+            return None
+
+    _NESTED: ClassVar[SQLiteStore._Nested]
+
+    def _tx(self) -> SQLiteStore._Tx | SQLiteStore._Nested:
+        if self._depth and self._tx_thread == threading.get_ident():
+            return SQLiteStore._NESTED
         return SQLiteStore._Tx(self)
 
-    def _critical(self) -> SQLiteStore._Tx:
-        return SQLiteStore._Tx(self)
+    def _critical(self) -> SQLiteStore._Tx | SQLiteStore._Nested:
+        return self._tx()
 
     def _get_raw(self, rid: RecordId) -> Record | None:
         rec = self._cache.get(rid)
@@ -396,3 +416,6 @@ class SQLiteStore(Store):
         """Return the number of records held (own and cached)."""
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
+
+
+SQLiteStore._NESTED = SQLiteStore._Nested()

@@ -50,12 +50,24 @@ from icore.net._protocol import (
     Pong,
     Replicate,
 )
-from icore.records import Record, RecordId, record_from_wire, record_to_wire
+from icore.records import (
+    Record,
+    RecordId,
+    plain_record_from_wire,
+    record_from_wire,
+    record_to_wire,
+)
 
 _LEN = struct.Struct(">I")
 _commit = positional(Commit)  # every field, no per-field setattr (issue 27)
+_commit_ack = positional(CommitAck)
 HEAD_REPLY_PREFIX = bytes([0x95, PROTOCOL_VERSION, int(MsgType.HEAD_REPLY)])
 """First bytes of every head-reply body: a 5-array, the version, the type."""
+COMMIT_PREFIXES = frozenset(bytes([n, PROTOCOL_VERSION, int(MsgType.COMMIT)])
+                            for n in (0x94, 0x95))
+"""First bytes of every commit body: a 4- or 5-array (with ``expected``), version, type."""
+COMMIT_ACK_PREFIX = bytes([0x97, PROTOCOL_VERSION, int(MsgType.COMMIT_ACK)])
+"""First bytes of every commit-acknowledgement body: a 7-array, the version, the type."""
 
 
 # --- encoding -------------------------------------------------------------------------
@@ -113,8 +125,20 @@ def _fields(msg: Message) -> list[Any]:
 
 def encode_body(msg: Message) -> bytes:
     """Encode a message without the length prefix."""
-    body: bytes = packer().pack([PROTOCOL_VERSION, int(msg.TYPE), msg.rid, *_fields(msg)])
+    body: bytes
+    if type(msg) is CommitAck:  # the owner's reply per durable commit (issue 27)
+        body = packer().pack([PROTOCOL_VERSION, _COMMIT_ACK, msg.rid, rid32(msg.record_id),
+                              msg.seq, msg.created, msg.lineage_complete])
+        return body
+    if type(msg) is Commit and msg.expected_head is FROM_PARENTS:  # the writer's request
+        body = packer().pack([PROTOCOL_VERSION, _COMMIT, msg.rid, record_to_wire(msg.record)])
+        return body
+    body = packer().pack([PROTOCOL_VERSION, int(msg.TYPE), msg.rid, *_fields(msg)])
     return body
+
+
+_COMMIT_ACK = int(MsgType.COMMIT_ACK)
+_COMMIT = int(MsgType.COMMIT)
 
 
 def encode_frame(msg: Message, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> bytes:
@@ -294,15 +318,76 @@ def unpack_body(body: bytes) -> Any:
                                field="frame") from exc
 
 
+def decode_commit(body: bytes) -> Message:
+    """Decode a body that starts with one of :data:`COMMIT_PREFIXES` (the owner's hot path).
+
+    Accepts and refuses exactly what the general decoder does for that body, with the
+    same message (issue 27; property tests pin both): the prefix fixes the array length,
+    the version and the type; the request id and ``expected`` are checked by the same
+    rules, and a record of plain shape is verified by
+    :func:`icore.records.plain_record_from_wire` (its received encoding kept, as the
+    content bytes hash to its content address). Any other body is decoded by the
+    general decoder.
+
+    Raises:
+        MalformedMessage / InvalidRecord: as :func:`decode_body`.
+    """
+    obj = unpack_body(body)
+    if type(obj) is list and len(obj) in (4, 5):
+        rid = obj[2]
+        wire = obj[3]
+        rec = plain_record_from_wire(wire)
+        if rec is not None and type(rid) is int and 0 <= rid <= _MAX_RID \
+                and rec.content is not None:
+            if len(obj) == 4:
+                return _commit(rid, rec, FROM_PARENTS, packer().pack(wire))
+            exp = obj[4]
+            if exp is None:
+                return _commit(rid, rec, None, packer().pack(wire))
+            if type(exp) is bytes and len(exp) == 32:
+                return _commit(rid, rec, exp.hex(), packer().pack(wire))
+    return _decode(obj)
+
+
+def decode_commit_ack(body: bytes) -> Message:
+    """Decode a body that starts with :data:`COMMIT_ACK_PREFIX` (the writer's hot path).
+
+    Accepts and refuses what the general decoder does, with the same message (issue 27).
+
+    Raises:
+        MalformedMessage: as :func:`decode_body`.
+    """
+    obj = unpack_body(body)
+    if type(obj) is list and len(obj) == 7:
+        _v, _t, rid, rec_id, seq, created, complete = obj
+        if (type(rid) is int and 0 <= rid <= _MAX_RID and type(rec_id) is bytes
+                and len(rec_id) == 32 and type(seq) is int and 0 <= seq <= _MAX_RID
+                and type(created) is bool and type(complete) is bool):
+            return _commit_ack(rid, rec_id.hex(), seq, created, complete)
+    return _decode(obj)
+
+
 def decode_body(body: bytes) -> Message:
     """Decode one frame body (no length prefix) into a message.
+
+    Commits and commit acknowledgements take their hot paths (:func:`decode_commit`,
+    :func:`decode_commit_ack`: the same messages and refusals).
 
     Raises:
         UnsupportedVersion: another protocol version.
         MalformedMessage: not msgpack, wrong shape or types, unknown message type.
         InvalidRecord: a carried record fails verification.
     """
-    obj = unpack_body(body)
+    head = body[:3]
+    if head in COMMIT_PREFIXES:
+        return decode_commit(body)
+    if head == COMMIT_ACK_PREFIX:
+        return decode_commit_ack(body)
+    return _decode(unpack_body(body))
+
+
+def _decode(obj: Any) -> Message:
+    """Decode the msgpack object of a frame body (the general decoder)."""
     if not isinstance(obj, list) or len(obj) < 3:
         raise MalformedMessage("a frame is an array [version, type, rid, ...]", field="frame")
     version, mtype, rid_v, *f = obj
@@ -495,9 +580,13 @@ def frame_size(msg: Message) -> int:
 
 
 __all__ = [
+    "COMMIT_ACK_PREFIX",
+    "COMMIT_PREFIXES",
     "HEAD_REPLY_PREFIX",
     "FrameDecoder",
     "decode_body",
+    "decode_commit",
+    "decode_commit_ack",
     "decode_frame",
     "decode_head_reply",
     "encode_body",

@@ -114,13 +114,15 @@ class OwnerHandler:
             [_op(m.record, p, m.expected_head, verified is True,
                  m.encoded if verified is True else None) for m, p in items])
         out: list[Message] = []
+        debug = log.isEnabledFor(logging.DEBUG)  # once per group, not per record
         for (msg, peer), res in zip(items, results, strict=True):
             if isinstance(res, IcoreError):
                 out.append(self._refused(msg, peer, res))
             else:
-                log.debug("commit %s seq=%d by %s", msg.record.key, msg.record.seq, peer)
-                out.append(_ack(msg.rid, res.record.id, res.record.seq, res.created,
-                                res.lineage_complete))
+                if debug:
+                    log.debug("commit %s seq=%d by %s", msg.record.key, msg.record.seq, peer)
+                rec = res.record
+                out.append(_ack(msg.rid, rec.id, rec.seq, res.created, res.lineage_complete))
         return out
 
     def head_query(self, rid: int, keys: tuple[str, ...], known: dict[str, RecordId],

@@ -7,6 +7,7 @@ from icore.records._codec import (
     MAX_RECORD_BYTES,
     decode_record,
     encode_record,
+    plain_record_from_wire,
     record_from_wire,
     record_to_wire,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "is_chain_link",
     "is_record_id",
     "lineage_inputs",
+    "plain_record_from_wire",
     "record_from_wire",
     "record_to_wire",
 ]

@@ -10,6 +10,7 @@ record is trustworthy.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -18,7 +19,18 @@ import msgpack
 from icore._frozen import positional
 from icore._msgpack import packer
 from icore.errors import CodecError, RecordError
-from icore.records._record import _NULL_ADDRESS, MAX_CONTENT_BYTES, Record, canonical_json
+from icore.records._record import (
+    _NULL_ADDRESS,
+    MAX_CONTENT_BYTES,
+    MAX_KEY_LEN,
+    MAX_PARENTS,
+    MAX_TYPE_LEN,
+    SCHEMA_VERSION,
+    Record,
+    _canonical_bounded,
+    _envelope_json,
+    canonical_json,
+)
 
 _FIELDS = 10
 _record = positional(Record)  # every field, no per-field setattr (issue 27)
@@ -81,13 +93,94 @@ def _json_content(body: bytes, key: str) -> Any:
         raise CodecError(f"content is not JSON: {exc}", key=key, field="content") from exc
 
 
+_NULL_DIGEST = bytes.fromhex(_NULL_ADDRESS)
+_SHA256 = hashlib.sha256
+
+
+def plain_record_from_wire(obj: Any) -> Record | None:
+    """The verified record of a list form of plain shape, or None (issue 27).
+
+    The hot path of :func:`record_from_wire`: fields of their exact types within the
+    limits of :meth:`Record.check_envelope`, 32-byte ids and distinct parents, content
+    bytes (if any) that are canonical JSON nested at most 64 deep (the bytes hash to the
+    content address, have its size and are what :func:`canonical_json` writes for the
+    value they decode to), and an envelope that hashes to the id. Such a record is what
+    :func:`record_from_wire` returns for ``obj``, equal field for field (property tests
+    pin it). Anything else - including every refusal - is None: the caller takes the
+    general path, which accepts or refuses it with its own error. When the result is
+    not None and ``obj`` holds content, ``packer().pack(obj)`` is
+    :func:`encode_record` of the result.
+    """
+    if type(obj) is not list:
+        return None
+    n = len(obj)
+    if n == _FIELDS:
+        sup = None
+    elif n == _FIELDS + 1:
+        sup = obj[_FIELDS]
+        if type(sup) is not bytes or len(sup) != 32:
+            return None
+    else:
+        return None
+    schema, key, owner, seq, parents, rtype, caddr, size, rid, body = obj[:_FIELDS]
+    if not (type(schema) is int and schema == SCHEMA_VERSION
+            and type(key) is str and 0 < len(key) <= MAX_KEY_LEN
+            and type(owner) is str and 0 < len(owner) <= MAX_KEY_LEN
+            and type(rtype) is str and 0 < len(rtype) <= MAX_TYPE_LEN
+            and type(seq) is int and 0 < seq < 2**63
+            and type(size) is int and 0 <= size <= MAX_CONTENT_BYTES
+            and type(caddr) is bytes and len(caddr) == 32
+            and type(rid) is bytes and len(rid) == 32
+            and type(parents) is list and len(parents) <= MAX_PARENTS):
+        return None
+    for p in parents:
+        if type(p) is not bytes or len(p) != 32 or p == rid:
+            return None
+    if len(parents) > 1 and len(set(parents)) != len(parents):
+        return None
+    if sup is not None and (sup == rid or sup in parents):
+        return None
+    content: Any = None
+    if body is not None:
+        if (type(body) is not bytes or len(body) != size
+                or body.count(b"[") + body.count(b"{") > 64  # bounds the nesting
+                or _SHA256(body).digest() != caddr):
+            return None
+        try:
+            text = body.decode("utf-8")
+            content, end = _RAW_DECODE(text)
+            if end != len(text) or _canonical_bounded(content) != body:
+                return None
+        except (ValueError, RecursionError, RecordError):  # not (canonical) JSON
+            return None
+    elif caddr == _NULL_DIGEST:  # an envelope of null content: verified as content
+        return None
+    rec = _record(key, owner, seq, tuple([p.hex() for p in parents]), rtype, content,
+                  caddr.hex(), size, schema, rid.hex(), None if sup is None else sup.hex())
+    env = _envelope_json(rec)
+    if env is None or _SHA256(env).digest() != rid:
+        return None
+    return rec
+
+
 def record_from_wire(obj: Any) -> Record:
     """Build and verify a record from its list form.
+
+    A list of plain shape takes :func:`plain_record_from_wire` (the same record, issue
+    27); anything else the general checks below.
 
     Raises:
         CodecError: wrong shape or types (names the field).
         MalformedRecord / RecordIdMismatch: the record itself is invalid.
     """
+    rec = plain_record_from_wire(obj)
+    if rec is not None:
+        return rec
+    return _general_from_wire(obj)
+
+
+def _general_from_wire(obj: Any) -> Record:
+    """:func:`record_from_wire` by the general checks (what the hot path is pinned to)."""
     if not isinstance(obj, list | tuple) or len(obj) not in (_FIELDS, _FIELDS + 1):
         raise CodecError(f"a record is a {_FIELDS}-element array (11 with supersedes)",
                          field="record")

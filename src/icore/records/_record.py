@@ -51,6 +51,15 @@ _QUOTE = json.encoder.encode_basestring
 """The string encoder ``json`` uses with ``ensure_ascii=False`` (C when available)."""
 
 
+_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+"""The C encoder ``json`` builds per call (None without the ``_json`` module)."""
+_ACYCLIC = (None if _C_MAKE_ENCODER is None else _C_MAKE_ENCODER(
+    None, _CANONICAL.default, _QUOTE, None, ":", ",", True, False, False))
+"""The canonical C encoder without the circular-reference check, built once: only for a
+value whose nesting is known to be bounded (walked by :func:`_check_json`, or decoded
+from at most 64 brackets), where the check cannot fire (issue 27)."""
+
+
 def canonical_json(value: JSONValue) -> bytes:
     """Encode a JSON value canonically (sorted keys, no spaces, UTF-8).
 
@@ -61,7 +70,28 @@ def canonical_json(value: JSONValue) -> bytes:
         MalformedRecord: if the value is not JSON (non-str dict keys, NaN, sets, ...).
     """
     try:
-        return _CANONICAL.encode(value).encode("utf-8")
+        if _C_MAKE_ENCODER is None:  # pragma: no cover - CPython always has _json
+            return _CANONICAL.encode(value).encode("utf-8")
+        # what JSONEncoder.encode runs, without its two Python frames (issue 27)
+        return "".join(_C_MAKE_ENCODER({}, _CANONICAL.default, _QUOTE, None, ":", ",", True,
+                                       False, False)(value, 0)).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise MalformedRecord(f"content is not canonical JSON: {exc}", field="content") from exc
+
+
+def _canonical_bounded(value: JSONValue) -> bytes:
+    """:func:`canonical_json` of a value nested at most 64 deep (no cycle possible).
+
+    Same bytes and errors, without building an encoder and a circular-reference table
+    per call (issue 27).
+
+    Raises:
+        MalformedRecord: as :func:`canonical_json`.
+    """
+    if _ACYCLIC is None:  # pragma: no cover - CPython always has _json
+        return canonical_json(value)
+    try:
+        return "".join(_ACYCLIC(value, 0)).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise MalformedRecord(f"content is not canonical JSON: {exc}", field="content") from exc
 
@@ -95,6 +125,38 @@ def _envelope_json(rec: Record) -> bytes | None:
         return None
 
 
+def _plain_envelope(rec: Record, *, computed: bool = False) -> bool:
+    """True when :meth:`Record.check_envelope` passes, decided on exact types (issue 27).
+
+    Only plain ASCII ``str`` and ``int`` fields and a ``tuple`` of distinct parent ids are
+    decided here; anything else is False and left to ``check_envelope`` (which then
+    accepts it or names the offending field), so this never accepts what it refuses.
+    ``computed``: the content address, size and schema are :meth:`Record.create`'s own
+    (a digest, a length, the constant), not checked again.
+    """
+    key, owner, rtype, seq, size = rec.key, rec.owner, rec.type, rec.seq, rec.size
+    parents, sup, rid = rec.parents, rec.supersedes, rec.id
+    if not (type(key) is str and 0 < len(key) <= MAX_KEY_LEN and key.isascii()
+            and type(owner) is str and 0 < len(owner) <= MAX_KEY_LEN and owner.isascii()
+            and type(rtype) is str and 0 < len(rtype) <= MAX_TYPE_LEN and rtype.isascii()
+            and type(seq) is int and 0 < seq < 2**63
+            and type(parents) is tuple and len(parents) <= MAX_PARENTS):
+        return False
+    if not computed and not (
+            type(size) is int and 0 <= size <= MAX_CONTENT_BYTES
+            and type(rec.schema) is int and rec.schema == SCHEMA_VERSION
+            and type(rec.content_address) is str and len(rec.content_address) == 64
+            and _HEX.issuperset(rec.content_address)):
+        return False
+    for p in parents:
+        if type(p) is not str or len(p) != 64 or not _HEX.issuperset(p) or p == rid:
+            return False
+    if len(parents) > 1 and len(set(parents)) != len(parents):
+        return False
+    return sup is None or (type(sup) is str and len(sup) == 64 and _HEX.issuperset(sup)
+                           and sup != rid and sup not in parents)
+
+
 def content_address(content_bytes: bytes) -> str:
     """Return the sha256 hex digest of canonical content bytes."""
     return hashlib.sha256(content_bytes).hexdigest()
@@ -103,6 +165,38 @@ def content_address(content_bytes: bytes) -> str:
 def is_record_id(value: object) -> bool:
     """Return True if ``value`` has the shape of a record id (64 lowercase hex)."""
     return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
+
+
+def _plain_json(value: JSONValue, depth: int = 0) -> bool:
+    """True when :func:`_check_json` passes, decided on exact types (issue 27).
+
+    Plain ``dict`` (``str`` keys), ``list``, ``tuple``, ``str``, ``int``, ``bool``, None
+    and finite ``float`` nested at most 64 deep, without building a path per value;
+    anything else (subclasses included) is False and left to ``_check_json``, which then
+    accepts it or names the offending value.
+    """
+    t = type(value)
+    if t is dict:
+        if depth >= 64:
+            return False
+        for k, v in value.items():
+            tv = type(v)
+            if type(k) is not str or not (tv is str or tv is int or v is None or tv is bool
+                                          or _plain_json(v, depth + 1)):
+                return False
+        return True
+    if t is list or t is tuple:
+        if depth >= 64:
+            return False
+        for v in value:
+            tv = type(v)
+            if not (tv is str or tv is int or v is None or tv is bool
+                    or _plain_json(v, depth + 1)):
+                return False
+        return True
+    if t is float:
+        return math.isfinite(value)
+    return depth <= 64 and (t is str or t is int or t is bool or value is None)
 
 
 def _check_json(value: JSONValue, path: str, depth: int = 0) -> None:
@@ -205,8 +299,9 @@ class Record:
             raise MalformedRecord("parents must be a collection of record ids, not "
                                   f"{parents.__class__.__name__}", key=key, field="parents"
                                   ) from None
-        _check_json(content, "content")
-        body = canonical_json(content)
+        if not _plain_json(content):
+            _check_json(content, "content")
+        body = _canonical_bounded(content)
         if len(body) > MAX_CONTENT_BYTES:
             raise MalformedRecord(
                 f"too large: content is {len(body)} bytes > the "
@@ -222,7 +317,8 @@ class Record:
             rec = cls(key=key, owner=owner, seq=seq, parents=parents_t, type=type,
                       content=content, content_address=caddr, size=len(body),
                       schema=SCHEMA_VERSION, supersedes=supersedes)
-        rec.check_envelope()
+        if not _plain_envelope(rec, computed=cls is Record):
+            rec.check_envelope()
         object.__setattr__(rec, "id", rec.compute_id())
         return rec
 
@@ -334,7 +430,8 @@ class Record:
             RecordIdMismatch: the id is not the hash of the envelope, or the content does
                 not hash to ``content_address`` / has another size.
         """
-        self.check_envelope()
+        if not _plain_envelope(self):
+            self.check_envelope()
         want = self.compute_id()
         if self.id != want:
             raise RecordIdMismatch(
@@ -342,8 +439,9 @@ class Record:
                 key=self.key, record=self.id, expected=want,
             )
         if self.has_content:
-            _check_json(self.content, "content")
-            body = canonical_json(self.content)
+            if not _plain_json(self.content):
+                _check_json(self.content, "content")
+            body = _canonical_bounded(self.content)
             if len(body) != self.size or content_address(body) != self.content_address:
                 raise RecordIdMismatch(
                     "record content does not hash to its content address",
@@ -413,10 +511,13 @@ def derive(
             ``supersedes`` is neither a record, a record id nor None; or as
             :meth:`Record.create`.
     """
-    if isinstance(inputs, str | bytes) or not isinstance(inputs, Mapping | Sequence):
+    if inputs.__class__ is list or inputs.__class__ is tuple:  # no ABC checks (issue 27)
+        recs = list(inputs)
+    elif isinstance(inputs, str | bytes) or not isinstance(inputs, Mapping | Sequence):
         raise MalformedRecord(f"inputs must be a list of records (or a mapping of them), "
                               f"not {_type_name(inputs)}", key=key, field="inputs")
-    recs = list(inputs.values()) if isinstance(inputs, Mapping) else list(inputs)
+    else:
+        recs = list(inputs.values()) if isinstance(inputs, Mapping) else list(inputs)
     for i, r in enumerate(recs):
         if not isinstance(r, Record):
             hint = " (give the record, not its id)" if is_record_id(r) else ""
