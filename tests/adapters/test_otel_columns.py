@@ -5,7 +5,8 @@ until the document ends, and the mapping builds each span back at its turn. Thes
 hold the streamed import (a file, read by ijson and the C scanner) to the whole-document
 import and to :func:`spans_to_trace` of the parsed spans, check the step order and
 parents against a plain recomputation from the spans, and check that nothing of the
-import is alive once it returns.
+import is alive once it returns. :func:`iter_otlp_runs` gives the same runs one at a
+time: each is built when taken and its columns are then released.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from hypothesis import strategies as st
 from icore.adapters import (
     AdapterError,
     OtelSpan,
+    Trace,
+    audit_trace,
+    iter_otlp_runs,
     load_otlp,
     load_otlp_runs,
     parse_otlp_runs,
@@ -197,3 +201,68 @@ def test_several_traces_in_one_load_otlp_are_refused(tmp_path: Path) -> None:
     path, _ = _write(tmp_path, _doc(3, 5, 2), "two.otlp.json")
     with pytest.raises(AdapterError, match="holds 2 traces"):
         load_otlp(path)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 30), traces=st.integers(1, 4))
+def test_the_iterator_gives_the_runs_of_load_otlp_runs(
+        tmp_path_factory: pytest.TempPathFactory, seed: int, n: int, traces: int) -> None:
+    path, _ = _write(tmp_path_factory.mktemp("it"), _doc(seed, n, traces), "r.otlp.json")
+    streamed = list(iter_otlp_runs(path))
+    assert streamed == load_otlp_runs(path)
+    assert len(streamed) == traces == len({t.id for t in streamed})
+
+
+def _alive(kind: type) -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, kind))
+
+
+def test_each_run_is_built_when_taken_and_its_columns_released(tmp_path: Path) -> None:
+    path, _ = _write(tmp_path, _doc(1, 40, 4), "four.otlp.json")
+    base_traces, base_cols = _alive(Trace), _alive(SpanColumns)
+    runs = iter_otlp_runs(path)  # the file is read now: four traces' columns, no trace
+    assert (_alive(SpanColumns) - base_cols, _alive(Trace) - base_traces) == (4, 0)
+    ids = []
+    for k in range(4):
+        t = next(runs)
+        # the run taken is the only one alive; the runs after it are still columns
+        assert (_alive(SpanColumns) - base_cols, _alive(Trace) - base_traces) == (3 - k, 1)
+        audit_trace(t)  # audited and dropped before the next one is built
+        ids.append(t.id)
+        del t
+    assert next(runs, None) is None
+    assert (_alive(SpanColumns), _alive(Trace)) == (base_cols, base_traces)
+    assert ids == [t.id for t in load_otlp_runs(path)]
+
+
+def test_a_bad_trace_raises_when_reached_and_load_refuses_the_file(tmp_path: Path) -> None:
+    """Documented: the iterator has yielded the runs before a bad one (in start order);
+    ``load_otlp_runs`` (and ``icore audit``) refuse the whole file."""
+    rnd = random.Random(0)
+    good = _span(rnd, "ab" * 16, 1, None)
+    bad = [_span(rnd, "cd" * 16, 5, 6), _span(rnd, "cd" * 16, 6, 5)]
+    for sp in bad:  # after the good trace's start
+        sp["startTimeUnixNano"] = sp["endTimeUnixNano"] = str(2 * 10**18)
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [*bad, good]}]}]}
+    path, _ = _write(tmp_path, doc, "two.otlp.json")
+    runs = iter_otlp_runs(path)
+    assert next(runs).id == "two-abababab"
+    with pytest.raises(AdapterError, match="cycle in trace " + "cd" * 16):
+        next(runs)
+    with pytest.raises(AdapterError, match="cycle in trace " + "cd" * 16):
+        load_otlp_runs(path)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("", "empty file"),
+    ('{"resourceSpans": [', "malformed JSON"),
+])
+def test_a_file_that_cannot_be_read_fails_at_the_call(tmp_path: Path, text: str,
+                                                      said: str) -> None:
+    p = tmp_path / "x.otlp.json"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(AdapterError, match=said):
+        iter_otlp_runs(p)  # not at the first next(): nothing was yielded
+    with pytest.raises(AdapterError, match="cannot read: No such file"):
+        iter_otlp_runs(tmp_path / "missing.otlp.json")

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -451,7 +451,7 @@ def load_otlp(path: str | Path) -> Trace:
         raise AdapterError(f"holds {len(groups)} traces (runs); read them with "
                            "load_otlp_runs (icore audit audits each)", file=file,
                            field="traceId")
-    return _runs(groups, file=file, run_id=_run_name(path))[0]
+    return next(_runs(groups, file=file, run_id=_run_name(path)))
 
 
 def load_otlp_runs(path: str | Path) -> list[Trace]:
@@ -460,7 +460,8 @@ def load_otlp_runs(path: str | Path) -> list[Trace]:
     A Collector's file exporter appends every trace it receives, and ``icore run
     --matched`` exports one trace per policy; each trace is one run. Run ids are the file
     stem, suffixed (``-<policy>`` for icore runs, else ``-<trace id prefix>``) when the
-    file holds several. The file is streamed (:func:`iter_file_spans`).
+    file holds several. The file is streamed (:func:`iter_file_spans`); the runs are
+    those of :func:`iter_otlp_runs`, all built before this returns.
 
     A trace whose parent links form a cycle (a self-parent, a 2-cycle, ...) refuses the
     whole file: its other traces are not audited either (the error names the trace and
@@ -469,24 +470,58 @@ def load_otlp_runs(path: str | Path) -> list[Trace]:
     Raises:
         AdapterError: as :func:`load_otlp` (but several traces are fine).
     """
+    return list(iter_otlp_runs(path))
+
+
+def iter_otlp_runs(path: str | Path) -> Iterator[Trace]:
+    """The runs of :func:`load_otlp_runs`, each built only when the previous one is taken.
+
+    The whole file is read (streamed, :func:`iter_file_spans`) into per-trace columns
+    before this returns: a trace's spans may be anywhere in the file. Then each trace is
+    mapped to its :class:`Trace` when the iterator reaches it and its columns are
+    released, so a caller that audits and drops each run before taking the next holds one
+    run's trace (and its audit) at a time, not every run's (issue 29). Same runs, ids and
+    order as :func:`load_otlp_runs`.
+
+    A trace refused by the mapping (a cycle of parent links, a duplicate span id, a
+    malformed gate decision, ...) raises when the iterator reaches it: the runs before it
+    (in start order) have been yielded already and those after it are not built.
+    :func:`load_otlp_runs` (``list`` of this) refuses the whole file instead; so does
+    ``icore audit``.
+
+    Returns:
+        An iterator of :class:`Trace`, one per trace id, in the order of their first start.
+
+    Raises:
+        AdapterError: from this call, as :func:`load_otlp` for the file (unreadable, over
+            the size limit, malformed JSON, in none of the formats); while iterating, the
+            mapping's errors of the trace reached.
+    """
     file = str(Path(path))
     with gc_paused():
-        return _runs(columns(iter_file_spans(path), span_kind, file=file, by_trace=True),
-                     file=file, run_id=_run_name(path))
+        groups = columns(iter_file_spans(path), span_kind, file=file, by_trace=True)
+    return _runs(groups, file=file, run_id=_run_name(path))
 
 
 def parse_otlp_runs(text: str, *, file: str = "<memory>", run_id: str = "run") -> list[Trace]:
     """Parse every run (trace) of a string (see :func:`load_otlp_runs`)."""
-    return _runs(columns(parse_spans(text, file=file), span_kind, file=file, by_trace=True),
-                 file=file, run_id=run_id)
+    return list(_runs(columns(parse_spans(text, file=file), span_kind, file=file,
+                              by_trace=True), file=file, run_id=run_id))
 
 
-def _runs(groups: list[SpanColumns], *, file: str, run_id: str) -> list[Trace]:
-    """One trace per group; each group is taken out of ``groups`` and released as mapped."""
+def _runs(groups: list[SpanColumns], *, file: str, run_id: str) -> Iterator[Trace]:
+    """One trace per group, built when taken; each group is taken out of ``groups``.
+
+    A group's columns are released once its trace is built (before it is yielded); the
+    cyclic collector is paused while each is built (:func:`gc_paused`), not between.
+    """
     if len(groups) <= 1:
-        return [_to_trace(groups.pop() if groups else SpanColumns(file), file=file,
-                          run_id=run_id)]
-    out: list[Trace] = []
+        g = groups.pop() if groups else SpanColumns(file)
+        with gc_paused():
+            one = _to_trace(g, file=file, run_id=run_id)
+        del g
+        yield one
+        return
     used: set[str] = set()
     groups.reverse()
     while groups:
@@ -500,9 +535,11 @@ def _runs(groups: list[SpanColumns], *, file: str, run_id: str) -> list[Trace]:
         while rid in used:  # only an id a run policy already took: number it
             rid = f"{rid}-{len(used)}"
         used.add(rid)
-        out.append(_to_trace(g, file=file, run_id=rid))
+        with gc_paused():
+            tr = _to_trace(g, file=file, run_id=rid)
         del g
-    return out
+        yield tr
+        del tr
 
 
 def parse_otlp(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
@@ -516,7 +553,7 @@ def parse_otlp(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tra
         raise AdapterError(f"holds {len(groups)} traces (runs); read them with "
                            "load_otlp_runs (icore audit audits each)", file=file,
                            field="traceId")
-    return _runs(groups, file=file, run_id=run_id)[0]
+    return next(_runs(groups, file=file, run_id=run_id))
 
 
 __all__ = [
@@ -525,6 +562,7 @@ __all__ = [
     "OtelSpan",
     "is_otel_path",
     "iter_file_spans",
+    "iter_otlp_runs",
     "load_otlp",
     "load_otlp_runs",
     "parse_otlp",

@@ -7,7 +7,7 @@ that one import's:
 - **OTLP one document**: one ``ExportTraceServiceRequest`` of ``--otlp-mb`` MiB (default
   200) of OpenInference/GenAI spans (agents, LLM and tool calls, handoffs), as one
   document (the worst case: nothing but a streaming parser can read it in bounded
-  memory); imported with :func:`icore.adapters.load_otlp_runs` and audited with
+  memory); imported with :func:`icore.adapters.iter_otlp_runs` and audited with
   :func:`icore.adapters.audit_trace`. Targets: import + audit <= 60 s, peak RSS <= 2x
   the file size.
 - **JSONL**: a generic JSONL run of ``--jsonl-lines`` lines (default 10^6), imported with
@@ -31,12 +31,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from icore_lab.bench.micro._import_inputs import WRITERS, write_jsonl, write_otlp
+
+if TYPE_CHECKING:
+    from icore.adapters import Trace
 
 TARGET_OTLP_S = 60.0
 """Import + audit of the 200 MB OTLP file, seconds (CPU)."""
@@ -55,26 +58,45 @@ def _rss() -> int:
 
 
 def _child(kind: str, path: str, audit: bool) -> dict[str, Any]:
-    """One measured import (and audit) in this process: times and peak RSS."""
-    from icore.adapters import audit_trace, load_jsonl, load_otlp_runs
+    """One measured import (and audit) in this process: times and peak RSS.
+
+    An OpenTelemetry file is read with :func:`icore.adapters.iter_otlp_runs`: each run
+    is built, audited and dropped before the next (issue 29). ``rss_import`` is the peak
+    once the file is read and its first run built (the bench inputs hold one run).
+    """
+    from icore.adapters import audit_trace, iter_otlp_runs, load_jsonl
+
+    def read() -> Iterator[Trace]:
+        if kind == "jsonl":
+            yield load_jsonl(path)
+        else:
+            yield from iter_otlp_runs(path)
 
     rss0 = _rss()
     c0 = time.process_time()
     t0 = time.perf_counter()
-    traces = [load_jsonl(path)] if kind == "jsonl" else load_otlp_runs(path)
-    t1 = time.perf_counter()
-    c1 = time.process_time()
-    steps = sum(len(t.steps) for t in traces)
-    rss_import = _rss()
-    if audit:
-        for t in traces:
+    runs = read()
+    imp = cpu_imp = 0.0
+    steps = 0
+    rss_import = None
+    while True:
+        a, b = time.perf_counter(), time.process_time()
+        t = next(runs, None)
+        imp, cpu_imp = imp + time.perf_counter() - a, cpu_imp + time.process_time() - b
+        if t is None:
+            break
+        steps += len(t.steps)
+        if rss_import is None:
+            rss_import = _rss()
+        if audit:
             audit_trace(t)
+        del t
     t2 = time.perf_counter()
     c2 = time.process_time()
-    return {"import_s": t1 - t0, "audit_s": t2 - t1, "total_s": t2 - t0, "steps": steps,
-            "import_cpu_s": c1 - c0, "audit_cpu_s": c2 - c1,
-            "load": os.getloadavg()[0], "rss_start": rss0,
-            "rss_import": rss_import, "rss_peak": _rss()}
+    return {"import_s": imp, "audit_s": t2 - t0 - imp,
+            "total_s": t2 - t0, "steps": steps, "import_cpu_s": cpu_imp,
+            "audit_cpu_s": c2 - c0 - cpu_imp, "load": os.getloadavg()[0], "rss_start": rss0,
+            "rss_import": rss_import or _rss(), "rss_peak": _rss()}
 
 
 def _measure(kind: str, path: Path, audit: bool) -> dict[str, Any]:
