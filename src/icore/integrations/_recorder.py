@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -182,7 +183,7 @@ def _line_args(agent: Any, kind: Any) -> None:
     if not isinstance(agent, str) or not agent:
         raise IntegrationError(f"agent must be a non-empty string, not "
                                f"{type(agent).__name__} {agent!r}"[:160], argument="agent")
-    if kind not in _KIND_NAMES:
+    if not isinstance(kind, str) or kind not in _KIND_NAMES:
         raise IntegrationError(f"unknown kind {kind!r}; use one of "
                                f"{', '.join(sorted(_KIND_NAMES))}"[:200], argument="kind")
 
@@ -299,8 +300,9 @@ class RunRecorder:
 
         Raises:
             IntegrationError: ``agent`` not a non-empty string, ``kind`` not one of the
-                kinds, or a ``terminates``/``pause``/``replan`` field that is not a bool
-                (a line the audit would refuse), named by ``argument``.
+                kinds, ``at`` not a finite number, or a ``terminates``/``pause``/``replan``
+                field that is not a bool (a line the audit would refuse), named by
+                ``argument``.
         """
         _line_args(agent, kind)
         for flag in _FLAGS:
@@ -308,6 +310,11 @@ class RunRecorder:
             if v is not None and not isinstance(v, bool):
                 raise IntegrationError(f"{flag} must be True or False, not "
                                        f"{type(v).__name__} {v!r}"[:160], argument=flag)
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)
+                               or not math.isfinite(at)):
+            raise IntegrationError(f"at is the event's time in seconds since the epoch (a "
+                                   f"finite number), not {type(at).__name__} {at!r}"[:160],
+                                   argument="at")
         line: dict[str, Any] = {"agent": agent, "kind": kind, "content": text_of(content)}
         line.update({k: jsonable(v) for k, v in fields.items() if v is not None})
         when = time.time() if at is None else at
@@ -366,7 +373,18 @@ class RunRecorder:
 
         The run of a call that replanned a refused stale one (:meth:`gate`) is marked
         ``replanned: true``, as its plan and gate lines are.
+
+        Raises:
+            IntegrationError: ``agent`` or ``tool`` not a non-empty str, ``args`` neither
+                None nor a mapping, or a field :meth:`add` refuses (``argument`` names it).
         """
+        _line_args(agent, "tool_output")
+        if not isinstance(tool, str) or not tool:
+            raise IntegrationError(f"tool must be a non-empty string, not "
+                                   f"{type(tool).__name__} {tool!r}"[:160], argument="tool")
+        if args is not None and not isinstance(args, Mapping):
+            raise IntegrationError(f"args must be the call's arguments (a mapping) or None, "
+                                   f"not {type(args).__name__}", argument="args")
         with self._lock:
             if (agent, tool) in self._replans:
                 self._replans.discard((agent, tool))

@@ -45,6 +45,7 @@ from pydantic import (
     model_validator,
 )
 
+from icore._files import not_a_regular_file
 from icore._yaml import DuplicateKeyError, ScalarTypes, safe_load
 from icore.errors import ErrorCode, IntegrationError, redact
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
@@ -553,10 +554,15 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
     against the manifest's folder.
 
     Raises:
-        GatewayManifestError: not a regular file, unreadable, bad YAML (with its line), a
+        GatewayManifestError: ``path`` names no file (None, a number, a NUL byte, a lone
+            surrogate), not a regular file, unreadable (not UTF-8), bad YAML (with its line), a
             key given twice (both lines named), an invalid manifest (file, field path and
             line named) or a missing extra (``pip install 'icore[nats]'``).
     """
+    if (bad := not_a_regular_file(path)) is not None:  # None, a NUL, a FIFO, a folder
+        raise GatewayManifestError(f"the gateway manifest path {bad}",
+                                   file=repr(path)[:200] if not isinstance(path, str | Path)
+                                   else str(path), path="<root>", line=None)
     p = Path(path)
     if not p.is_file():
         raise GatewayManifestError(f"gateway manifest {p} is not a readable regular file",

@@ -277,8 +277,11 @@ class SQLiteStore(Store):
         if rec is not None:
             return rec
         with self._lock:
-            row = self._db.execute("SELECT body, complete FROM records WHERE id=?",
-                                   (rid,)).fetchone()
+            try:
+                row = self._db.execute("SELECT body, complete FROM records WHERE id=?",
+                                       (rid,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no record can have that id
+                return None
         if row is None:
             return None
         rec = decode_record(row[0])
@@ -303,7 +306,11 @@ class SQLiteStore(Store):
                     return staged
             return self._heads.get(key)
         with self._lock:
-            row = self._db.execute("SELECT id, seq FROM heads WHERE key=?", (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT id, seq FROM heads WHERE key=?",
+                                       (key,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no key stored has one
+                return None
         return None if row is None else HeadEntry(key, row[0], row[1])
 
     def _owner_seq(self, owner: str) -> tuple[int, RecordId | None]:
@@ -315,8 +322,11 @@ class SQLiteStore(Store):
             got = self._seqs.get(owner)
             return (0, None) if got is None else got
         with self._lock:
-            row = self._db.execute("SELECT seq, id FROM owner_seq WHERE owner=?",
-                                   (owner,)).fetchone()
+            try:
+                row = self._db.execute("SELECT seq, id FROM owner_seq WHERE owner=?",
+                                       (owner,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no owner stored has one
+                return (0, None)
         return (0, None) if row is None else (row[0], row[1])
 
     def _insert(self, rec: Record, complete: bool, encoded: bytes | None = None) -> None:
@@ -358,8 +368,11 @@ class SQLiteStore(Store):
 
     def _installed_raw(self, key: str) -> HeadEntry | None:
         with self._lock:
-            row = self._db.execute("SELECT id, seq FROM installed WHERE key=?",
-                                   (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT id, seq FROM installed WHERE key=?",
+                                       (key,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no key stored has one
+                return None
         return None if row is None else HeadEntry(key, row[0], row[1])
 
     def _incomplete_ids(self) -> set[RecordId]:

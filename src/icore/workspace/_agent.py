@@ -46,7 +46,7 @@ from icore.fence import (
 )
 from icore.memory import MemoryStore, OwnerAccess, OwnershipMap, Store
 from icore.records import JSONValue, Record, RecordId
-from icore.workspace._agent_exec import _Execution
+from icore.workspace._agent_exec import _Execution, check_basis_args, check_hooks
 from icore.workspace._approval import (
     AnsweredFirst,
     ApprovalBook,
@@ -330,14 +330,27 @@ class Agent(RunScopes):
             return {k: h[-1][0] for k, h in self._seen.get(scope, {}).items() if h}
 
     def record(self, rid: RecordId) -> Record | None:
-        """The record ``rid`` as this agent knows it (its action records, its reads), or None."""
+        """The record ``rid`` as this agent knows it (its action records, its reads), or None.
+
+        Raises:
+            WorkspaceError: ``rid`` is not a str (a record id is its hex digest).
+        """
+        if not isinstance(rid, str):
+            raise WorkspaceError("rid is a record id (a str)", agent=self.name,
+                                 got=type(rid).__name__)
         return self._lookup(rid)
 
     def forget(self, keys: Iterable[str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None), in every run scope.
 
         Calls depending on them are refused ``not_read`` until the agent reads them again.
+
+        Raises:
+            WorkspaceError: ``keys`` is a str (it would be read as its letters) or no
+                collection of str keys.
         """
+        if keys is not None:
+            check_basis_args("forget", {}, keys, None)
         with self._lock:
             if keys is None:
                 self._seen.clear()
@@ -387,16 +400,19 @@ class Agent(RunScopes):
         agent's memory so its fence can validate it as a root.
 
         Raises:
-            WorkspaceError: the agent has not read some key (named) - read it first.
+            WorkspaceError: the agent has not read some key (named) - read it first; or
+                a wrong-typed input (``action`` no str, ``args`` no mapping, ``keys`` no
+                collection of str, ``turn`` unhashable).
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
+        wanted = check_basis_args(action, args, keys, turn)
         basis = self._basis(turn, self.current_scope())
-        missing = sorted(k for k in keys if k not in basis)
+        missing = [k for k in wanted if k not in basis]
         if missing:
             raise WorkspaceError("the agent has not read facts the action depends on",
                                  agent=self.name, action=action, keys=missing,
                                  fix=f"agent.read({missing[0]!r}) first")
-        return self._new_action(action, args, [basis[k] for k in sorted(set(keys))])
+        return self._new_action(action, args, [basis[k] for k in wanted])
 
     def _new_action(self, action: str, args: Mapping[str, Any],
                     parents: Sequence[Record]) -> Record:
@@ -442,10 +458,11 @@ class Agent(RunScopes):
             :data:`~icore.workspace.NOT_READ`).
 
         Raises:
+            WorkspaceError: a wrong-typed input (as :meth:`action_record`).
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
+        wanted = check_basis_args(action, args, keys, turn)
         basis = self._basis(turn, self.current_scope())
-        wanted = sorted(set(keys))
         if any(k not in basis for k in wanted):
             return None
         return ApprovalRequest.of(action, args, [basis[k] for k in wanted])
@@ -489,16 +506,20 @@ class Agent(RunScopes):
             :class:`Call`.
 
         Raises:
-            WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` not
-                callable, ``args`` not a mapping of names, ``turn`` unhashable (nothing
-                was asked or run).
+            WorkspaceError: ``action`` is not a non-empty str, ``fn``, ``replan``,
+                ``approve`` or ``check`` not callable, ``args`` not a mapping of names,
+                ``turn`` unhashable (nothing was asked or run).
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
+            DeclarationError: ``depends_on`` is neither a collection of key strings nor
+                a function, or an empty collection (a function returning no key blocks
+                the call ``incomplete_declaration`` instead).
             ReplanFailed: ``replan`` raised (its ``__cause__``) or returned neither
                 arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;
                 the call did not run and the agent was handed nothing (``.call`` is the
                 blocked :class:`Call`).
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
+        check_hooks(action, approve, check)
         if approve is None:
             return self._exec.execute(action, fn, args, depends_on=depends_on,
                                       replan=replan, turn=turn, normalize=normalize,
@@ -523,9 +544,10 @@ class Agent(RunScopes):
         """Async :meth:`execute`: ``fn`` and ``replan`` may be ``async def``.
 
         Raises:
-            ReplanFailed: as for :meth:`execute`.
+            WorkspaceError, DeclarationError, ReplanFailed: as for :meth:`execute`.
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
+        check_hooks(action, approve, check)
         if approve is None:
             return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
                                              replan=replan, turn=turn, normalize=normalize,

@@ -14,7 +14,7 @@ import inspect
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord
@@ -457,6 +457,48 @@ def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None
         raise WorkspaceError("turn names the model message the call came from: a hashable "
                              "value (a str or a tuple)", action=action,
                              got=type(turn).__name__) from None
+
+
+def check_hooks(action: Any, approve: Any, check: Any) -> None:
+    """Refuse an ``approve=`` or ``check=`` that is no function, before the call is asked.
+
+    Raises:
+        WorkspaceError: either is neither None nor callable (named).
+    """
+    for name, hook in (("approve", approve), ("check", check)):
+        if hook is not None and not callable(hook):
+            raise WorkspaceError(f"{name}= must be a function (ApprovalRequest) -> bool or "
+                                 "None", action=repr(action)[:80], got=type(hook).__name__)
+
+
+def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
+    """Refuse wrong-typed inputs of ``action_record`` / ``request_for``; the keys, sorted.
+
+    Raises:
+        WorkspaceError: ``action`` is not a non-empty str, ``args`` not a mapping of str
+            names, ``keys`` not a collection of str keys (a str alone is refused: it
+            would be read as its letters), ``turn`` unhashable.
+    """
+    if not isinstance(action, str) or not action:
+        raise WorkspaceError("action is the tool's name, a non-empty str",
+                             got=repr(action)[:80])
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
+                             "values", action=action, got=type(args).__name__)
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise WorkspaceError("keys are D(a): a collection of fact keys, e.g. {'order/1'}",
+                             action=action, got=type(keys).__name__)
+    wanted = list(keys)
+    if not all(isinstance(k, str) for k in wanted):
+        raise WorkspaceError("keys are D(a): fact keys are str", action=action,
+                             got=sorted({type(k).__name__ for k in wanted}))
+    try:
+        hash(turn)
+    except TypeError:
+        raise WorkspaceError("turn names the model message the call came from: a hashable "
+                             "value (a str or a tuple)", action=action,
+                             got=type(turn).__name__) from None
+    return sorted(set(wanted))
 
 
 def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:

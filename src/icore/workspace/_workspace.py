@@ -338,13 +338,15 @@ class Workspace(KeyChecks):
 
         Raises:
             WorkspaceError: ``key`` is not a fact key, no owner is declared, ``by`` is not
-                the owner, the owner is hosted elsewhere, or ``expected`` is neither None
-                nor a record id.
+                the owner, the owner is hosted elsewhere, ``expected`` is neither None
+                nor a record id, ``inputs`` is not a sequence of records or ``type`` not
+                a non-empty str.
             HeadConflict: the head is not ``expected`` (another writer moved it, or wrote
                 this very version first): retry with :meth:`update`.
             MalformedRecord: ``value`` is not JSON.
         """
         owner, store = self._store_for_write(key, by)
+        _check_inputs(key, inputs, type)
         if expected is not None and not is_record_id(expected):
             raise WorkspaceError(
                 "expected= is the id of the head this version replaces", key=key,
@@ -387,7 +389,7 @@ class Workspace(KeyChecks):
         """
         if not callable(fn):
             raise WorkspaceError("update needs a function old value -> new value",
-                                 key=key, got=type_name(fn),
+                                 key=key, got=_type_name(fn),
                                  fix=f"ws.update({key!r}, lambda old: {{**old, ...}}); "
                                  f"to replace the value: ws.put({key!r}, value)")
         _check_arity(key, fn)
@@ -401,6 +403,7 @@ class Workspace(KeyChecks):
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise WorkspaceError("retries must be an int >= 0", retries=retries)
         _, store = self._store_for_write(key, by)
+        _check_inputs(key, inputs, type)
         attempt = 0
         while True:
             entry = store.head(key)
@@ -493,6 +496,22 @@ class Workspace(KeyChecks):
             return got
 
 
+def _check_inputs(key: str, inputs: Any, type: Any) -> None:
+    """Refuse ``inputs`` that are no sequence of records, a ``type`` that is no name.
+
+    Raises:
+        WorkspaceError: naming ``inputs`` or ``type`` and what was given.
+    """
+    if isinstance(inputs, str | bytes) or not isinstance(inputs, Sequence | set | frozenset) \
+            or not all(isinstance(r, Record) for r in inputs):
+        raise WorkspaceError("inputs are the records the value was derived from (a list of "
+                             "Record, e.g. [ws.head('order/1')])", key=key,
+                             got=_type_name(inputs))
+    if not isinstance(type, str) or not type:
+        raise WorkspaceError("type is the record type, a non-empty str", key=key,
+                             got=repr(type)[:80])
+
+
 def _same(cur: Record, value: JSONValue, type: str, inputs: Sequence[Record]) -> bool:
     """Whether writing ``value`` would repeat the head ``cur`` (see :meth:`Workspace.put`).
 
@@ -508,7 +527,7 @@ def _same(cur: Record, value: JSONValue, type: str, inputs: Sequence[Record]) ->
     return text == canonical_json(cur.content) and json.loads(text) == value
 
 
-def type_name(value: object) -> str:
+def _type_name(value: object) -> str:
     """``value``'s type name (for an error's ``got``)."""
     return type(value).__name__
 
