@@ -46,6 +46,7 @@ from icore.fence import ProtectedTool
 from icore.integrations import RunRecorder
 from icore.mcp import load_manifest
 from icore.memory import MemoryStore, OwnershipMap, SQLiteStore
+from icore.net import TeamManifest, TeamManifestError, init_team_certs
 from icore.records import Record
 from icore.state import LogError, SQLiteLog, load_declaration
 from icore.workspace import Workspace, WorkspaceError
@@ -213,9 +214,12 @@ _BAD_PATHS = [None, 5, b"x.jsonl", "", "a\x00b", "x\ud800", "n" * 300]
 @pytest.mark.parametrize("path", _BAD_PATHS, ids=repr)
 @pytest.mark.parametrize("load", [
     audit_file, load_trace, load_otlp, read_prov, OtlpJsonFileExporter, load_manifest,
-    load_declaration, SQLiteLog, lambda p: RunRecorder().write(p)],
+    load_declaration, SQLiteLog, lambda p: RunRecorder().write(p), TeamManifest.load,
+    lambda p: SQLiteStore(p, OwnershipMap({"k": "o"}), "o"),
+    lambda p: init_team_certs(p, ["a"], days=2)],
     ids=["audit_file", "load_trace", "load_otlp", "read_prov", "OtlpJsonFileExporter",
-         "mcp.load_manifest", "load_declaration", "SQLiteLog", "RunRecorder.write"])
+         "mcp.load_manifest", "load_declaration", "SQLiteLog", "RunRecorder.write",
+         "TeamManifest.load", "SQLiteStore", "init_team_certs"])
 def test_a_path_that_names_no_file_is_a_typed_error(tmp_path: Path, monkeypatch:
                                                     pytest.MonkeyPatch, load: Any,
                                                     path: Any) -> None:
@@ -223,6 +227,25 @@ def test_a_path_that_names_no_file_is_a_typed_error(tmp_path: Path, monkeypatch:
     with pytest.raises(IcoreError):
         load(path)
     assert sorted(os.listdir(tmp_path)) == []
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"agents": "a"}, "agents"), ({"agents": [None]}, "agents"),
+    ({"days": float("nan")}, "days"), ({"days": True}, "days")])
+def test_certs_arguments_of_the_wrong_type(tmp_path: Path, kw: dict[str, Any],
+                                           field: str) -> None:
+    args: dict[str, Any] = {"agents": ["a"], "days": 2, **kw}
+    with pytest.raises(TeamManifestError) as info:
+        init_team_certs(tmp_path / "c", args.pop("agents"), **args)
+    assert info.value.fields["field"] == field and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("data", [None, [1], "x", 5])
+def test_a_gateway_manifest_that_is_no_mapping(data: Any) -> None:
+    from icore.mcp import GatewayManifestError, manifest_from_dict
+
+    with pytest.raises(GatewayManifestError, match="is a mapping"):
+        manifest_from_dict(data)
 
 
 def test_a_prov_export_of_no_state_is_refused(tmp_path: Path) -> None:
@@ -281,8 +304,9 @@ def test_a_file_name_that_is_no_utf8_is_no_trace_text(tmp_path: Path) -> None:
     lambda ws, ag: ws.commit("k/2", 1, expected=None, inputs=None),
     lambda ws, ag: ws.update("k/1", lambda v: 2, inputs=["x"]),
     lambda ws, ag: ws.commit("k/2", 1, expected=None, type={}),
+    lambda ws, ag: ws.put("k/2", 1, by=-1),
 ], ids=["approve", "check", "args", "keys", "keys-str", "turn", "rid", "forget-str",
-        "inputs-nan", "inputs-none", "inputs-str", "type"])
+        "inputs-nan", "inputs-none", "inputs-str", "type", "by"])
 def test_workspace_calls_refuse_wrong_types(call: Any) -> None:
     ws, ag = _ws()
     with pytest.raises(WorkspaceError):

@@ -64,6 +64,7 @@ from icore.errors import IntegrationError
 from icore.fence import ActionResult, GateDecision, Reason
 from icore.integrations._call_lines import (
     after_gate,
+    call_args,
     lineage_lines,
     lineage_records,
     refusal_fields,
@@ -173,13 +174,19 @@ def _outcome(value: Any) -> bool | None:
                            f"{type(value).__name__} {value!r}"[:160], argument="succeeded")
 
 
-def _line_args(agent: Any, kind: Any) -> None:
+def _line_args(agent: Any, kind: Any, at: Any = None) -> None:
     """Refuse an event line :func:`icore.adapters.audit_path` would refuse.
 
     Raises:
-        IntegrationError: ``agent`` not a non-empty string, or ``kind`` not one of the
-            JSONL format's kinds (``argument`` names which).
+        IntegrationError: ``agent`` not a non-empty string, ``kind`` not one of the
+            JSONL format's kinds, ``at`` neither None nor a finite number (``argument``
+            names which).
     """
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)
+                           or not math.isfinite(at)):
+        raise IntegrationError(f"at is the event's time in seconds since the epoch (a "
+                               f"finite number), not {type(at).__name__} {at!r}"[:160],
+                               argument="at")
     if not isinstance(agent, str) or not agent:
         raise IntegrationError(f"agent must be a non-empty string, not "
                                f"{type(agent).__name__} {agent!r}"[:160], argument="agent")
@@ -304,17 +311,12 @@ class RunRecorder:
                 field that is not a bool (a line the audit would refuse), named by
                 ``argument``.
         """
-        _line_args(agent, kind)
+        _line_args(agent, kind, at)
         for flag in _FLAGS:
             v = fields.get(flag)
             if v is not None and not isinstance(v, bool):
                 raise IntegrationError(f"{flag} must be True or False, not "
                                        f"{type(v).__name__} {v!r}"[:160], argument=flag)
-        if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)
-                               or not math.isfinite(at)):
-            raise IntegrationError(f"at is the event's time in seconds since the epoch (a "
-                                   f"finite number), not {type(at).__name__} {at!r}"[:160],
-                                   argument="at")
         line: dict[str, Any] = {"agent": agent, "kind": kind, "content": text_of(content)}
         line.update({k: jsonable(v) for k, v in fields.items() if v is not None})
         when = time.time() if at is None else at
@@ -373,18 +375,9 @@ class RunRecorder:
 
         The run of a call that replanned a refused stale one (:meth:`gate`) is marked
         ``replanned: true``, as its plan and gate lines are.
-
-        Raises:
-            IntegrationError: ``agent`` or ``tool`` not a non-empty str, ``args`` neither
-                None nor a mapping, or a field :meth:`add` refuses (``argument`` names it).
+        ``agent``/``tool`` no non-empty str or ``args`` no mapping: IntegrationError.
         """
-        _line_args(agent, "tool_output")
-        if not isinstance(tool, str) or not tool:
-            raise IntegrationError(f"tool must be a non-empty string, not "
-                                   f"{type(tool).__name__} {tool!r}"[:160], argument="tool")
-        if args is not None and not isinstance(args, Mapping):
-            raise IntegrationError(f"args must be the call's arguments (a mapping) or None, "
-                                   f"not {type(args).__name__}", argument="args")
+        call_args(agent, tool, args)
         with self._lock:
             if (agent, tool) in self._replans:
                 self._replans.discard((agent, tool))

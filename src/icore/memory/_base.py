@@ -31,43 +31,10 @@ from icore.errors import (
     SequenceError,
     StoreClosed,
 )
+from icore.memory._arg_checks import need_record, need_str, need_strs
 from icore.memory._ownership import OwnershipMap
 from icore.records import Record, RecordId, is_record_id, lineage_inputs
 
-
-def _need_str(name: str, value: object) -> None:
-    """Refuse a key, owner or record id that is not a str (a dict, None, bytes).
-
-    Raises:
-        OwnershipError: naming the argument and the type given.
-    """
-    if type(value) is not str:  # a subclass of str passes isinstance: keep it cheap
-        if isinstance(value, str):
-            return
-        raise OwnershipError(f"{name} must be a str, not {type(value).__name__}",
-                             field=name)
-
-
-def _need_record(record: object) -> None:
-    """Refuse a commit or install of something that is not a :class:`Record`.
-
-    Raises:
-        MalformedRecord: naming the type given.
-    """
-    if not isinstance(record, Record):
-        raise MalformedRecord(f"a store commits and installs Record objects, not "
-                              f"{type(record).__name__}", field="record")
-
-
-def _need_strs(name: str, values: object) -> None:
-    """Refuse ``keys``/``ids`` that are a str (read as its letters) or no collection.
-
-    Raises:
-        OwnershipError: naming the argument and the type given.
-    """
-    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        raise OwnershipError(f"{name} must be a collection of str, not "
-                             f"{type(values).__name__}", field=name)
 
 class _FromParents(enum.Enum):
     FROM_PARENTS = "from_parents"
@@ -283,9 +250,12 @@ class Store(abc.ABC):
     def _close(self) -> None: ...
 
     # -- public API -------------------------------------------------------------------
-    def _check_open(self) -> None:
+    def _check_open(self, **args: object) -> None:
+        """Refuse a closed store; then each keyword argument that is no str (its name)."""
         if self._closed:
             raise StoreClosed("the store is closed", agent=self.agent)
+        for name, value in args.items():
+            need_str(name, value)
 
     def _is_complete(self, rec: Record, incomplete: set[RecordId]) -> bool:
         """Every input of ``rec`` is held and complete (the lineage rule, icore.records).
@@ -350,7 +320,7 @@ class Store(abc.ABC):
         ``encoded``: the record's encoding as received (:attr:`CommitOp.encoded`).
         """
         self._check_open()
-        _need_record(record)
+        need_record(record)
         if not isinstance(record, Record):
             raise MalformedRecord(f"commit needs a Record (icore.records.Record.create or "
                                   f"derive), not {type(record).__name__}", field="record")
@@ -441,7 +411,7 @@ class Store(abc.ABC):
             OwnershipError: ``record.owner`` is not the key's declared owner.
         """
         self._check_open()
-        _need_record(record)
+        need_record(record)
         record.verify()
         owner = self.ownership.owner_of(record.key)
         if owner is None or owner != record.owner:
@@ -483,11 +453,9 @@ class Store(abc.ABC):
         """Return the record (own or cached) with that id, complete or not.
 
         Raises:
-            OwnershipError: ``rid`` is not a str (as for every read of this store: a
-                key, owner or record id of another type is refused, naming it).
+            OwnershipError: ``rid`` is no str (as every read: a key or owner no str too).
         """
-        self._check_open()
-        _need_str("rid", rid)
+        self._check_open(rid=rid)
         return self._get_raw(rid)
 
     def lookup(self, rid: RecordId) -> Record | None:
@@ -502,7 +470,7 @@ class Store(abc.ABC):
         """
         if self._closed:
             return None
-        _need_str("rid", rid)
+        need_str("rid", rid)
         rec = self._get_raw(rid)
         if rec is None:
             return None
@@ -512,8 +480,7 @@ class Store(abc.ABC):
 
     def head(self, key: str) -> HeadEntry | None:
         """Return the authoritative head H(key) held by this store, or None."""
-        self._check_open()
-        _need_str("key", key)
+        self._check_open(key=key)
         return self._head_raw(key)
 
     def heads(self, keys: Iterable[str], *, known: dict[str, RecordId] | None = None,
@@ -527,10 +494,8 @@ class Store(abc.ABC):
             inline_max_bytes: inline threshold in bytes (0 disables inlining).
         """
         self._check_open()
-        _need_strs("keys", keys)
         out: dict[str, HeadEntry] = {}
-        for k in keys:
-            _need_str("keys", k)
+        for k in need_strs("keys", keys):
             h = self._head_raw(k)
             if h is None:
                 continue
@@ -548,8 +513,7 @@ class Store(abc.ABC):
 
     def installed_head(self, key: str) -> HeadEntry | None:
         """Return this replica's installed view of ``key`` (own head for own keys)."""
-        self._check_open()
-        _need_str("key", key)
+        self._check_open(key=key)
         own = self._head_raw(key)
         inst = self._installed_raw(key)
         if own is not None and (inst is None or own.seq >= inst.seq):
@@ -558,8 +522,7 @@ class Store(abc.ABC):
 
     def owner_seq(self, owner: str) -> int:
         """Return the last committed sequence for ``owner`` (0 when none)."""
-        self._check_open()
-        _need_str("owner", owner)
+        self._check_open(owner=owner)
         return self._owner_seq(owner)[0]
 
     def next_seq(self, owner: str | None = None) -> int:
@@ -575,8 +538,7 @@ class Store(abc.ABC):
 
     def is_complete(self, rid: RecordId) -> bool:
         """Return True when the record is present and every ancestor is available."""
-        self._check_open()
-        _need_str("rid", rid)
+        self._check_open(rid=rid)
         if self._get_raw(rid) is None:
             return False
         if rid in self._incomplete_ids():
@@ -586,10 +548,8 @@ class Store(abc.ABC):
     def fetch(self, ids: Sequence[RecordId]) -> list[Record]:
         """Return the records with these ids that this store holds, in order."""
         self._check_open()
-        _need_strs("ids", ids)
         out = []
-        for rid in ids:
-            _need_str("ids", rid)
+        for rid in need_strs("ids", ids):
             r = self._get_raw(rid)
             if r is not None:
                 out.append(r)

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from icore._files import path_problem
 from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
@@ -88,6 +89,8 @@ class SQLiteStore(Store):
         super().__init__(ownership, agent)
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        if (bad := path_problem(path)) is not None:  # None, a number, a NUL, a surrogate
+            raise StoreError(f"cannot open store: the path {bad}", path=repr(path)[:200])
         self.path = Path(path)
         self.exclusive = exclusive
         self._lock = threading.RLock()

@@ -46,7 +46,11 @@ from icore.fence import (
 )
 from icore.memory import MemoryStore, OwnerAccess, OwnershipMap, Store
 from icore.records import JSONValue, Record, RecordId
-from icore.workspace._agent_exec import _Execution, check_basis_args, check_hooks
+from icore.workspace._agent_exec import (
+    _Execution,
+    check_basis_args,
+    checked_rid,
+)
 from icore.workspace._approval import (
     AnsweredFirst,
     ApprovalBook,
@@ -330,33 +334,21 @@ class Agent(RunScopes):
             return {k: h[-1][0] for k, h in self._seen.get(scope, {}).items() if h}
 
     def record(self, rid: RecordId) -> Record | None:
-        """The record ``rid`` as this agent knows it (its action records, its reads), or None.
-
-        Raises:
-            WorkspaceError: ``rid`` is not a str (a record id is its hex digest).
-        """
-        if not isinstance(rid, str):
-            raise WorkspaceError("rid is a record id (a str)", agent=self.name,
-                                 got=type(rid).__name__)
-        return self._lookup(rid)
+        """The record ``rid`` as this agent knows it, or None (no str: WorkspaceError)."""
+        return self._lookup(checked_rid(rid, self.name))
 
     def forget(self, keys: Iterable[str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None), in every run scope.
 
-        Calls depending on them are refused ``not_read`` until the agent reads them again.
-
-        Raises:
-            WorkspaceError: ``keys`` is a str (it would be read as its letters) or no
-                collection of str keys.
+        Calls of them are refused ``not_read`` until read again (a str: WorkspaceError).
         """
-        if keys is not None:
-            check_basis_args("forget", {}, keys, None)
+        wanted = None if keys is None else check_basis_args("forget", {}, keys, None)
         with self._lock:
-            if keys is None:
+            if wanted is None:
                 self._seen.clear()
                 self._turns.clear()
             else:
-                for k in list(keys):
+                for k in wanted:
                     for seen in self._seen.values():
                         seen.pop(k, None)
 
@@ -400,10 +392,7 @@ class Agent(RunScopes):
         agent's memory so its fence can validate it as a root.
 
         Raises:
-            WorkspaceError: the agent has not read some key (named) - read it first; or
-                a wrong-typed input (``action`` no str, ``args`` no mapping, ``keys`` no
-                collection of str, ``turn`` unhashable).
-            MalformedRecord: an argument is not JSON (normalise the arguments first).
+            WorkspaceError / MalformedRecord: a key not read (named) or a wrong type / not JSON.
         """
         wanted = check_basis_args(action, args, keys, turn)
         basis = self._basis(turn, self.current_scope())
@@ -458,8 +447,7 @@ class Agent(RunScopes):
             :data:`~icore.workspace.NOT_READ`).
 
         Raises:
-            WorkspaceError: a wrong-typed input (as :meth:`action_record`).
-            MalformedRecord: an argument is not JSON (normalise the arguments first).
+            WorkspaceError / MalformedRecord: a wrong type / an argument is not JSON.
         """
         wanted = check_basis_args(action, args, keys, turn)
         basis = self._basis(turn, self.current_scope())
@@ -510,16 +498,13 @@ class Agent(RunScopes):
                 ``approve`` or ``check`` not callable, ``args`` not a mapping of names,
                 ``turn`` unhashable (nothing was asked or run).
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
-            DeclarationError: ``depends_on`` is neither a collection of key strings nor
-                a function, or an empty collection (a function returning no key blocks
-                the call ``incomplete_declaration`` instead).
+            DeclarationError: ``depends_on`` empty, or no collection of keys nor function.
             ReplanFailed: ``replan`` raised (its ``__cause__``) or returned neither
                 arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;
                 the call did not run and the agent was handed nothing (``.call`` is the
                 blocked :class:`Call`).
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
-        check_hooks(action, approve, check)
         if approve is None:
             return self._exec.execute(action, fn, args, depends_on=depends_on,
                                       replan=replan, turn=turn, normalize=normalize,
@@ -547,7 +532,6 @@ class Agent(RunScopes):
             WorkspaceError, DeclarationError, ReplanFailed: as for :meth:`execute`.
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
-        check_hooks(action, approve, check)
         if approve is None:
             return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
                                              replan=replan, turn=turn, normalize=normalize,

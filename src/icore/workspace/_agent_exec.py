@@ -30,6 +30,7 @@ from icore.fence import (
     ReplanRequest,
 )
 from icore.records import JSONValue, Record, RecordId, canonical_json
+from icore.workspace._approval import check_hooks
 from icore.workspace._call import (
     _CURRENT,
     ARGS_NOT_JSON,
@@ -349,6 +350,7 @@ class _Execution:
                 approve: Approver | None) -> Call:
         """:meth:`Agent.execute <icore.workspace.Agent.execute>` (its docstring)."""
         _check_call(action, fn, args, turn, replan)
+        check_hooks(action, approve, None)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(replan):
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
@@ -379,6 +381,7 @@ class _Execution:
                        approve: Approver | None) -> Call:
         """:meth:`Agent.aexecute <icore.workspace.Agent.aexecute>`."""
         _check_call(action, fn, args, turn, replan)
+        check_hooks(action, approve, None)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
             return prep
@@ -437,20 +440,30 @@ def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None
         WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` is not
             callable, ``args`` is not a mapping of str names, ``turn`` is unhashable.
     """
-    if not isinstance(action, str) or not action:
-        raise WorkspaceError("action is the tool's name, a non-empty str",
-                             got=repr(action)[:80])
+    _check_named(action, args)
     if not callable(fn):
         raise WorkspaceError("fn is the tool function, called once the call is authorized",
                              action=action, got=type(fn).__name__)
-    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
-        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
-                             "values", action=action, got=type(args).__name__,
-                             fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
     _check_fits(action, fn, args)
     if replan is not None and not callable(replan):
         raise WorkspaceError("replan= must be a function (Stale) -> the new call's "
                              "arguments", action=action, got=type(replan).__name__)
+    _check_turn(action, turn)
+
+
+def _check_named(action: Any, args: Any) -> None:
+    """``action`` a non-empty str and ``args`` a mapping of str names, else WorkspaceError."""
+    if not isinstance(action, str) or not action:
+        raise WorkspaceError("action is the tool's name, a non-empty str",
+                             got=repr(action)[:80])
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
+                             "values", action=action, got=type(args).__name__,
+                             fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
+
+
+def _check_turn(action: str, turn: Any) -> None:
+    """``turn`` hashable (it names the model message), else WorkspaceError."""
     try:
         hash(turn)
     except TypeError:
@@ -459,16 +472,12 @@ def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None
                              got=type(turn).__name__) from None
 
 
-def check_hooks(action: Any, approve: Any, check: Any) -> None:
-    """Refuse an ``approve=`` or ``check=`` that is no function, before the call is asked.
-
-    Raises:
-        WorkspaceError: either is neither None nor callable (named).
-    """
-    for name, hook in (("approve", approve), ("check", check)):
-        if hook is not None and not callable(hook):
-            raise WorkspaceError(f"{name}= must be a function (ApprovalRequest) -> bool or "
-                                 "None", action=repr(action)[:80], got=type(hook).__name__)
+def checked_rid(rid: Any, agent: str) -> str:
+    """``rid`` if it is a str (a record id), else a WorkspaceError naming ``rid``."""
+    if not isinstance(rid, str):
+        raise WorkspaceError("rid is a record id (a str)", agent=agent,
+                             got=type(rid).__name__)
+    return rid
 
 
 def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
@@ -479,12 +488,7 @@ def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
             names, ``keys`` not a collection of str keys (a str alone is refused: it
             would be read as its letters), ``turn`` unhashable.
     """
-    if not isinstance(action, str) or not action:
-        raise WorkspaceError("action is the tool's name, a non-empty str",
-                             got=repr(action)[:80])
-    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
-        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
-                             "values", action=action, got=type(args).__name__)
+    _check_named(action, args)
     if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
         raise WorkspaceError("keys are D(a): a collection of fact keys, e.g. {'order/1'}",
                              action=action, got=type(keys).__name__)
@@ -492,12 +496,7 @@ def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
     if not all(isinstance(k, str) for k in wanted):
         raise WorkspaceError("keys are D(a): fact keys are str", action=action,
                              got=sorted({type(k).__name__ for k in wanted}))
-    try:
-        hash(turn)
-    except TypeError:
-        raise WorkspaceError("turn names the model message the call came from: a hashable "
-                             "value (a str or a tuple)", action=action,
-                             got=type(turn).__name__) from None
+    _check_turn(action, turn)
     return sorted(set(wanted))
 
 

@@ -268,6 +268,9 @@ class Workspace(KeyChecks):
     # -- facts (owner_of, check_keys, check_written, not_written: KeyChecks) ------------
     def _store_for_write(self, key: str, by: str | None) -> tuple[str, Store]:
         owner = self.owner_of(key)
+        if by is not None and not isinstance(by, str):
+            raise WorkspaceError("by= names the writing agent (a str)", key=key,
+                                 got=repr(by)[:80])
         if by is not None and by != owner:
             raise WorkspaceError("only the fact's owner may write it", key=key, owner=owner,
                                  writer=by)
