@@ -350,7 +350,7 @@ class _Execution:
                 approve: Approver | None) -> Call:
         """:meth:`Agent.execute <icore.workspace.Agent.execute>` (its docstring)."""
         _check_call(action, fn, args, turn, replan)
-        check_hooks(action, approve, None)
+        check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(replan):
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
@@ -381,7 +381,7 @@ class _Execution:
                        approve: Approver | None) -> Call:
         """:meth:`Agent.aexecute <icore.workspace.Agent.aexecute>`."""
         _check_call(action, fn, args, turn, replan)
-        check_hooks(action, approve, None)
+        check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
             return prep
