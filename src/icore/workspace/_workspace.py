@@ -272,8 +272,8 @@ class Workspace(KeyChecks):
             raise WorkspaceError("by= names the writing agent (a str)", key=key,
                                  got=repr(by)[:80])
         if by is not None and by != owner:
-            raise WorkspaceError("only the fact's owner may write it", key=key, owner=owner,
-                                 writer=by)
+            raise WorkspaceError("only the fact's owner may write it (by= names another "
+                                 "agent)", key=key, owner=owner, writer=by)
         store = self.stores.get(owner)
         if store is None:
             raise WorkspaceError("the fact's owner is hosted in another process; it "
@@ -357,9 +357,15 @@ class Workspace(KeyChecks):
                 fix=f"expected=ws.head({key!r}).id, or None for a fact not written yet")
         # the version it replaces is the owner's chain link (``supersedes``), never an
         # input: one lineage rule (records/_lineage.py, #30)
-        rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner),
-                            content=value, parents=[r.id for r in inputs],
-                            type=type, supersedes=expected)  # validates value (depth, JSON)
+        try:  # validates value (depth, JSON)
+            rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner),
+                                content=value, parents=[r.id for r in inputs],
+                                type=type, supersedes=expected)
+        except MalformedRecord as exc:  # named as the caller passed it: the value
+            if exc.fields.get("field") != "content":
+                raise
+            raise MalformedRecord(f"the value is no JSON value: {exc.message}", key=key,
+                                  field="value") from None
         rec = dataclasses.replace(rec, content=detached(value))  # the caller keeps its own
         if not store.commit(rec, writer=owner, expected_head=expected).created:
             # another writer committed this very version (same base, value and owner
