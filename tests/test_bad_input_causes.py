@@ -44,6 +44,7 @@ from icore.errors import (
 )
 from icore.fence import ProtectedTool
 from icore.integrations import RunRecorder
+from icore.live import load_manifest as live_load_manifest
 from icore.mcp import load_manifest
 from icore.memory import MemoryStore, OwnershipMap, SQLiteStore
 from icore.net import TeamManifest, TeamManifestError, init_team_certs
@@ -216,10 +217,10 @@ _BAD_PATHS = [None, 5, b"x.jsonl", "", "a\x00b", "x\ud800", "n" * 300]
     audit_file, load_trace, load_otlp, read_prov, OtlpJsonFileExporter, load_manifest,
     load_declaration, SQLiteLog, lambda p: RunRecorder().write(p), TeamManifest.load,
     lambda p: SQLiteStore(p, OwnershipMap({"k": "o"}), "o"),
-    lambda p: init_team_certs(p, ["a"], days=2)],
+    lambda p: init_team_certs(p, ["a"], days=2), live_load_manifest],
     ids=["audit_file", "load_trace", "load_otlp", "read_prov", "OtlpJsonFileExporter",
          "mcp.load_manifest", "load_declaration", "SQLiteLog", "RunRecorder.write",
-         "TeamManifest.load", "SQLiteStore", "init_team_certs"])
+         "TeamManifest.load", "SQLiteStore", "init_team_certs", "live.load_manifest"])
 def test_a_path_that_names_no_file_is_a_typed_error(tmp_path: Path, monkeypatch:
                                                     pytest.MonkeyPatch, load: Any,
                                                     path: Any) -> None:
@@ -231,12 +232,13 @@ def test_a_path_that_names_no_file_is_a_typed_error(tmp_path: Path, monkeypatch:
 
 @pytest.mark.parametrize(("kw", "field"), [
     ({"agents": "a"}, "agents"), ({"agents": [None]}, "agents"),
-    ({"days": float("nan")}, "days"), ({"days": True}, "days")])
+    ({"days": float("nan")}, "days"), ({"days": True}, "days"),
+    ({"out_dir": "/dev/null"}, "out_dir")])
 def test_certs_arguments_of_the_wrong_type(tmp_path: Path, kw: dict[str, Any],
                                            field: str) -> None:
-    args: dict[str, Any] = {"agents": ["a"], "days": 2, **kw}
+    args: dict[str, Any] = {"out_dir": tmp_path / "c", "agents": ["a"], "days": 2, **kw}
     with pytest.raises(TeamManifestError) as info:
-        init_team_certs(tmp_path / "c", args.pop("agents"), **args)
+        init_team_certs(args.pop("out_dir"), args.pop("agents"), **args)
     assert info.value.fields["field"] == field and isinstance(info.value, ValueError)
 
 

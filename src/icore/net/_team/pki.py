@@ -162,8 +162,8 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
     Raises:
         TeamManifestError (a ValueError): ``agents`` is no list of valid agent ids,
             ``days`` is no int in ``1..MAX_CERT_DAYS``, ``out_dir`` names no folder
-            (None, a NUL byte, a lone surrogate; field named).
-        ValueError: ``out_dir`` is a file, or an existing CA that does not load
+            (None, a NUL byte, a lone surrogate) or is a file (field named).
+        ValueError: an existing CA that does not load
             (including a ``ca.key``/``ca.crt`` that is not a regular file, such as a
             FIFO: refused by kind without opening it).
     """
@@ -181,7 +181,8 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
         raise TeamManifestError(f"the certs folder {bad}", field="out_dir")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"the certs folder {out} is a file, not a folder")
+        raise TeamManifestError(f"the certs folder {out} is a file, not a folder",
+                                field="out_dir")
     out.mkdir(parents=True, exist_ok=True)
     ca_crt, ca_keyp = out / "ca.crt", out / "ca.key"
     if ca_crt.exists() and ca_keyp.exists() and not overwrite:
