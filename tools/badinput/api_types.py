@@ -17,7 +17,9 @@ the hand-written ``python-api`` cases say which values must be refused.
 from __future__ import annotations
 
 import os
+import textwrap
 
+from . import cli_cases
 from .cases import Builder, Case
 
 BAD: dict[str, str] = {
@@ -42,20 +44,8 @@ ws = Workspace({'k/*': 'o'}); ws.put('k/1', 1)
 ag = ws.agent('a'); ag.read('k/1')
 """
 
-_FENCE = """
-from icore.fence import Fence, protected, bind_action
-from icore.memory import MemoryStore, OwnershipMap, LocalOwners, SQLiteStore
-from icore.records import Record, derive
-own = OwnershipMap({'k': 'o'}, {'plan/*': 'p'})
-s = MemoryStore(own, 'o')
-r = Record.create(key='k', owner='o', seq=1, content={})
-s.commit(r, writer='o')
-plan = derive(key='plan/1', owner='p', seq=1, content=bind_action('book', {}), inputs=[r])
-s.install(plan)
-@protected(depends_on={'k'})
-def book(): return 1
-f = Fence.for_store(s, LocalOwners({'o': s}))
-"""
+_FENCE = textwrap.dedent(cli_cases._FENCE) + "from icore.memory import SQLiteStore\n"
+"""The python-api family's fence (a store, a plan, a protected ``book``) plus SQLite."""
 
 _TRACE = """
 from icore.adapters import parse_jsonl
@@ -162,24 +152,14 @@ TARGETS: list[tuple[str, str, str, dict[str, str]]] = [
      {"out_dir": "os.path.join(DIR, 'certs')", "agents": "['a']", "days": "2"}),
 ]
 
-_CASE = """
-import sys
-from icore.errors import IcoreError
-{setup}
-try:
-    {call}
-except IcoreError as e:
-    print("TYPED", type(e).__name__, e)
-    sys.exit(1)
-print("ACCEPTED")
-"""
 
 
 def _code(setup: str, call: str) -> str:
     """The case's script: the setup (a typed error there is no verdict), then the call."""
     body = (_SETUP + setup).replace("\n", "\n    ").strip()
-    return _CASE.format(setup="try:\n    " + body + "\nexcept IcoreError as e:\n"
-                        "    print('SETUP', e); sys.exit(3)", call=call)
+    return ("import sys\nfrom icore.errors import IcoreError\ntry:\n    " + body +
+            "\nexcept IcoreError as e:\n    print('SETUP', e); sys.exit(3)\n" +
+            cli_cases._API_HEAD.format(body="    " + call))
 
 
 def api_types(b: Builder, per_seed: int = 120) -> None:
