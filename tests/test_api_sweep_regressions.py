@@ -105,7 +105,7 @@ _BIG = "1" * 5000  # over Python's 4300-digit limit of int(str): a plain ValueEr
      "line 1"),
     ("r.jsonl", '{"agent": "u", "kind": "task", "content": "q", "step": "' + _BIG + '"}',
      "line 1.step"),
-    ("w.json", '{"question": "q", "history": [], "level": ' + _BIG + "}", "<root>"),
+    ("w.json", '{"question": "q", "history": [], "level": ' + _BIG + "}", "level"),
 ])
 def test_an_integer_over_the_digit_limit_is_an_adapter_error(tmp_path: Path, name: str,
                                                              text: str, field: str) -> None:

@@ -40,6 +40,44 @@ _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
 )
 
 
+NAME_MAX = 255
+"""Longest file-name component in bytes (Linux, macOS)."""
+
+
+def path_problem(path: object) -> str | None:
+    """Say why ``path`` cannot name a file at all, or return None when it can.
+
+    Checked before anything is opened or created (issue 29): a user's ``None``, number or
+    bytes, an empty string, a NUL byte, a lone surrogate the file system cannot encode,
+    or a name component over :data:`NAME_MAX` bytes (``File name too long`` only after
+    the work was done).
+
+    Returns:
+        None, or the problem without the path, e.g. ``"must be a str or os.PathLike,
+        not NoneType"``, ``"holds a NUL byte"``.
+    """
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
+        return f"must be a str or os.PathLike, not {type(path).__name__}"
+    try:
+        s = os.fspath(path)
+    except TypeError as exc:  # a PathLike whose __fspath__ returns no str
+        return f"is no path: {exc}"
+    if not isinstance(s, str):
+        return f"must name a text path, not {type(s).__name__}"
+    if not s:
+        return "is empty"
+    if "\x00" in s:
+        return "holds a NUL byte"
+    try:
+        raw = os.fsencode(s)
+    except UnicodeEncodeError:
+        return "cannot be encoded for the file system (a lone surrogate)"
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if longest > NAME_MAX:
+        return f"has a name of {longest} bytes (the file system allows {NAME_MAX})"
+    return None
+
+
 def not_a_regular_file(path: str | os.PathLike[str], *, dir_ok: bool = False) -> str | None:
     """Say why ``path`` must not be read, or return None when it may be.
 
@@ -53,8 +91,10 @@ def not_a_regular_file(path: str | os.PathLike[str], *, dir_ok: bool = False) ->
     Returns:
         None for a regular file (or, with ``dir_ok``, a directory) or a path that cannot
         be ``stat``-ed; otherwise the problem, without the path, e.g.
-        ``"is a FIFO (named pipe), not a regular file"``.
+        ``"is a FIFO (named pipe), not a regular file"``, or :func:`path_problem`'s.
     """
+    if (problem := path_problem(path)) is not None:
+        return problem
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -134,7 +174,9 @@ def _ledger(folder: Path) -> tuple[dict[str, str], int]:
     book: dict[str, str] = {}
     lines = 0
     try:
-        with open(p, encoding="utf-8", errors="replace") as f:
+        # surrogateescape: a name of bytes that are no UTF-8 (a shell's $'\xff') reads
+        # back as the str the file system gave, and writes back as its bytes
+        with open(p, encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
                 lines += 1
                 digest, sep, name = line.rstrip("\n").partition("  ")
@@ -215,6 +257,8 @@ def output_refusal(path: Path) -> str | None:
     """
     if path.name in (WRITTEN, MARKER):
         return f"is icore's own bookkeeping file ({path.name}); give another file name"
+    if (problem := path_problem(path)) is not None:
+        return problem
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -293,7 +337,7 @@ def _locked(p: Path) -> Any:
     the lock is then taken again on the file the path names now.
     """
     while True:
-        f = open(p, "a+", encoding="utf-8")  # closed by the caller
+        f = open(p, "a+", encoding="utf-8", errors="surrogateescape")  # closed by caller
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             if os.fstat(f.fileno()).st_ino == os.stat(p).st_ino:
@@ -335,7 +379,8 @@ def _record(folder: Path, name: str, digest: str) -> None:
             f.flush()
         else:  # a superseded line: rewrite it whole, one line per file
             tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()), encoding="utf-8")
+            tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()), encoding="utf-8",
+                           errors="surrogateescape")
             os.replace(tmp, p)
         try:
             st = os.stat(p)

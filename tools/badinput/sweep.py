@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import cli_cases, surfaces
+from . import api_types, cli_cases, names_env, surfaces
 from .cases import SECRET, Builder, Case
 
 ROOT = Path(os.environ.get("ICORE_REPO") or Path(__file__).resolve().parents[2])
@@ -177,6 +177,8 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     cli_cases.manifests(b, per_manifest)
     cli_cases.api(b)
     surfaces.all_families(b)
+    api_types.api_types(b)
+    names_env.all_families(b)
     return b.cases
 
 
@@ -189,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-manifest", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="run only case ids starting with one of "
-                    "these comma-separated prefixes (e.g. gateway/,http/,ws/,rec/,conc/)")
+                    "these comma-separated prefixes (e.g. gateway/,http/,ws/,rec/,conc/,apitype/,"
+                    "names/,env/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "

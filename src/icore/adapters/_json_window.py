@@ -75,7 +75,8 @@ class JsonWindow:
 
     def error(self, problem: str) -> AdapterError:
         """A malformed-document error naming the file."""
-        return AdapterError(f"malformed JSON: {problem}", file=self.file, field="<root>")
+        return AdapterError(f"malformed JSON: {problem}", file=self.file, field="<root>",
+                            byte=self.byte_offset())
 
     def peek(self) -> str:
         """Skip whitespace; the next character, or ``""`` at the end of the file."""

@@ -90,8 +90,11 @@ def traces_endpoint(url: str) -> str:
     (``https://cloud.langfuse.com/api/public/otel/v1/traces``) is used as given.
 
     Raises:
-        ExportError: not an ``http(s)://`` URL.
+        ExportError: not a str, or not an ``http(s)://`` URL.
     """
+    if not isinstance(url, str):
+        raise ExportError(f"OTLP/HTTP endpoint must be an http(s) URL (a str), not "
+                          f"{type(url).__name__}", file="<otlp>", field="endpoint")
     u = url.strip()
     if not u.startswith(("http://", "https://")):
         raise ExportError(f"OTLP/HTTP endpoint must be an http(s) URL, not {url!r}",
@@ -139,6 +142,21 @@ class SpanCounter(SpanProcessor):
         self.ended += 1
 
 
+def _check_exporter_args(endpoint: Any, headers: Any, capture_content: Any) -> None:
+    """Refuse :class:`OtelExporter` arguments of the wrong type (ExportError, field named)."""
+    if endpoint is not None and not isinstance(endpoint, str):
+        raise ExportError(f"endpoint must be an http(s) URL or file:PATH (a str), not "
+                          f"{type(endpoint).__name__}", file="<otlp>", field="endpoint")
+    if headers is not None and (not isinstance(headers, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items())):
+        raise ExportError("headers must be a mapping of header names to str values",
+                          file="<otlp>", field="headers")
+    if capture_content is not None and not isinstance(capture_content, bool):
+        raise ExportError(f"capture_content must be True, False or None, not "
+                          f"{type(capture_content).__name__}", file="<otlp>",
+                          field="capture_content")
+
+
 def _user_provider() -> trace.TracerProvider | None:
     p = trace.get_tracer_provider()
     return None if isinstance(p, trace.ProxyTracerProvider | trace.NoOpTracerProvider) else p
@@ -159,12 +177,19 @@ class OtelExporter:
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` variable, off).
 
     Usable as a live-run observer (:class:`icore.live.RunObserver`).
+
+    Raises:
+        ExportError: ``endpoint`` is neither None nor a str (an ``http(s)://`` URL or
+            ``file:PATH``), ``headers`` not a mapping of str to str, ``capture_content``
+            neither None nor a bool (field named), or the URL or file is refused
+            (:func:`traces_endpoint`, :class:`OtlpJsonFileExporter`).
     """
 
     def __init__(self, *, endpoint: str | None = None,
                  tracer_provider: trace.TracerProvider | None = None,
                  headers: Mapping[str, str] | None = None,
                  capture_content: bool | None = None) -> None:
+        _check_exporter_args(endpoint, headers, capture_content)
         provider = tracer_provider or (None if endpoint else _user_provider())
         self._own = provider is None
         self._closed = False

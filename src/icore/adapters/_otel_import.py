@@ -61,6 +61,7 @@ from icore.adapters._otel_values import OtelSpan, span_agent
 from icore.adapters._trace import AgentNames, LiveRunPart, PlanfenceLog, Step, StepKind, Trace
 from icore.adapters._values import (
     gc_paused,
+    trace_path,
 )
 from icore.fence import DecisionEntry
 
@@ -444,7 +445,7 @@ def load_otlp(path: str | Path) -> Trace:
             a cycle of parent links, or several traces in the file (field ``traceId``;
             use :func:`load_otlp_runs`).
     """
-    file = str(Path(path))
+    file = str(trace_path(path))  # None, bytes, a NUL: typed, field path
     with gc_paused():
         groups = columns(iter_file_spans(path), span_kind, file=file, by_trace=True)
     if len(groups) > 1:
@@ -497,7 +498,7 @@ def iter_otlp_runs(path: str | Path) -> Iterator[Trace]:
             the size limit, malformed JSON, in none of the formats); while iterating, the
             mapping's errors of the trace reached.
     """
-    file = str(Path(path))
+    file = str(trace_path(path))  # None, bytes, a NUL: typed, field path
     with gc_paused():
         groups = columns(iter_file_spans(path), span_kind, file=file, by_trace=True)
     return _runs(groups, file=file, run_id=_run_name(path))

@@ -14,7 +14,8 @@ from typing import IO, Any
 
 from icore._files import not_a_regular_file
 from icore.adapters._errors import AdapterError
-from icore.adapters._json_window import JsonWindow, check_depth
+from icore.adapters._json_where import located
+from icore.adapters._json_window import MAX_DEPTH, JsonWindow, check_depth
 from icore.adapters._otel_readers import (
     _document,
     _jaeger_spans,
@@ -64,6 +65,10 @@ def iter_file_spans(path: str | Path) -> Iterator[OtelSpan]:
         except OSError as exc:
             raise AdapterError(f"cannot read: {exc.strerror or exc}", file=file,
                                field="<root>") from None
+        except AdapterError as exc:  # a byte or a nesting: name its field, not <root>
+            if (named := located(exc, f, depth=MAX_DEPTH)) is exc:
+                raise
+            raise named from None
 
 
 def _stream(f: IO[bytes], file: str) -> Iterator[OtelSpan]:

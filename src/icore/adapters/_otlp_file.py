@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import StatusCode
 
+from icore._files import path_problem
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import ExportError
 
@@ -136,24 +137,32 @@ def _append_whole(path: Path, data: bytes) -> None:
     of them (the exporter runs in the audit's thread) left half a line, and the file no
     longer imported (issue 29). One ``write`` of a regular file is not split by a signal;
     a short write (a full disk) is cut back to the length before, so the file holds whole
-    lines only.
+    lines only. Writers take an exclusive ``flock`` on the file for the append, and the
+    cut is made only when the file ends with this writer's bytes: another writer's lines
+    (two exporters into one file, or a writer that takes no lock) are never cut.
 
     Raises:
-        OSError: the file cannot be opened or written (its length is restored).
+        OSError: the file cannot be opened or written (its length is restored when no
+            other writer appended since).
     """
+    import fcntl
+
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         start = os.fstat(fd).st_size
+        done = 0
         try:
             done = os.write(fd, data)
             while done < len(data):
                 done += os.write(fd, data[done:])
         except BaseException:
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
+                if os.fstat(fd).st_size == start + done:  # only this writer's bytes
+                    os.ftruncate(fd, start)
             raise
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock
 
 
 class OtlpJsonFileExporter(SpanExporter):
@@ -166,11 +175,14 @@ class OtlpJsonFileExporter(SpanExporter):
         path: the file (created; appended to).
 
     Raises:
-        ExportError: the file cannot be created or appended to (checked up front, so a
-            run never loses its spans silently).
+        ExportError: ``path`` names no file (None, empty, a NUL byte, a lone surrogate;
+            field ``path``), or the file cannot be created or appended to (checked up
+            front, so a run never loses its spans silently).
     """
 
     def __init__(self, path: str | Path) -> None:
+        if (bad := path_problem(path)) is not None:
+            raise ExportError(f"the span file path {bad}", file="<argument>", field="path")
         self.path = Path(path)
         self._lock = threading.Lock()
         try:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-from icore._files import not_a_regular_file, write_owned
+from icore._files import not_a_regular_file, path_problem, write_owned
 from icore.adapters._errors import ExportError
 from icore.state import State
 
@@ -58,7 +58,18 @@ def _local(s: str) -> str:
 
 
 def to_prov(state: State, *, run_id: str = "run") -> ProvDocument:
-    """Build the PROV document of X (see the module docstring for the mapping)."""
+    """Build the PROV document of X (see the module docstring for the mapping).
+
+    Raises:
+        ExportError: ``state`` is not a :class:`~icore.state.State` or ``run_id`` not a
+            non-empty str (field ``state`` / ``run_id``).
+    """
+    if not isinstance(state, State):
+        raise ExportError(f"state must be an icore.state.State, not {type(state).__name__}",
+                          file="<argument>", field="state")
+    if not isinstance(run_id, str) or not run_id:
+        raise ExportError(f"run_id must be a non-empty str, got {run_id!r:.40}",
+                          file="<argument>", field="run_id")
     pm = _prov()
     doc = pm.ProvDocument()
     ns = doc.add_namespace("icore", ICORE_NS)
@@ -164,8 +175,12 @@ def write_prov(state: State, path: str | Path, *, run_id: str = "run") -> Path:
     """Write X as PROV-JSON to ``path`` and check that it reads back and validates.
 
     Raises:
-        ExportError: the file cannot be written, or the document fails :func:`validate_prov`.
+        ExportError: ``path`` names no file (None, a number, empty, a NUL byte, a lone
+            surrogate; field ``path``), the file cannot be written, or the document
+            fails :func:`validate_prov`.
     """
+    if (bad := path_problem(path)) is not None:
+        raise ExportError(f"the PROV-JSON path {bad}", file="<argument>", field="path")
     p = Path(path)
     doc = to_prov(state, run_id=run_id)
     try:
@@ -186,10 +201,13 @@ def read_prov(path: str | Path) -> ProvDocument:
     """Read a PROV-JSON document.
 
     Raises:
-        ExportError: not a regular file (a FIFO, a device, a folder: refused by kind
-            without opening it), unreadable, or not PROV-JSON.
+        ExportError: ``path`` names no file (field ``path``), not a regular file (a
+            FIFO, a device, a folder: refused by kind without opening it), unreadable, or
+            not PROV-JSON.
     """
     pm = _prov()
+    if (bad := path_problem(path)) is not None:
+        raise ExportError(f"the PROV-JSON path {bad}", file="<argument>", field="path")
     p = Path(path)
     if (problem := not_a_regular_file(p)) is not None:
         raise ExportError(f"{problem}; refusing to read it", file=str(p), field="<root>")

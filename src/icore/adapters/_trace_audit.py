@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,27 +248,65 @@ def scan_paths(paths: Sequence[str | Path]) -> PathScan:
     each entry is only ``stat``-ed: regular files with a trace suffix are collected,
     other regular files ignored, and anything that is not a folder or a regular file
     (whatever its name) is skipped and listed in :attr:`PathScan.skipped`. A path given
-    by name is returned as it is (the loader refuses a special file by kind).
+    by name is returned as it is (the loader refuses a special file by kind); a str or
+    path alone is one path. An entry that cannot be read (no permission) is skipped.
+
+    Raises:
+        AdapterError: ``paths`` is no collection of paths, or an item is no path.
     """
+    if isinstance(paths, str | os.PathLike):  # one path, not the letters of its name
+        paths = [paths]
+    elif not isinstance(paths, Iterable):
+        raise AdapterError(f"paths must be a list of files or folders, not "
+                           f"{type(paths).__name__}", file="<argument>", field="paths")
     out: list[Path] = []
     skipped: list[tuple[Path, str]] = []
-    for p in map(Path, paths):
-        if not p.is_dir():
+    for p in map(trace_path, paths):
+        try:
+            folder = p.is_dir()
+        except OSError:  # no permission, a loop: the loader says so, naming the file
+            folder = False
+        if not folder:
             out.append(p)
             continue
-        found = []
-        for q in p.rglob("*"):
-            if q.is_file():
-                if q.suffix.lower() in (".json", ".jsonl") and \
-                        not q.name.endswith(".prov.json"):
-                    found.append(q)
-            elif not q.is_dir():
-                why = not_a_regular_file(q) or (
-                    "is a symbolic link to nothing (broken, or a loop)" if q.is_symlink()
-                    else "cannot be read (stat failed)")
+        found: list[Path] = []
+        for q, why in _walk(p):
+            if why is None:
+                found.append(q)
+            else:
                 skipped.append((q, why))
         out.extend(sorted(found, key=_natural))
     return PathScan(tuple(out), tuple(sorted(skipped, key=lambda x: str(x[0]))))
+
+
+def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
+    """Trace files under ``top`` (why None) and entries skipped with why (see scan_paths).
+
+    Symbolic links to folders are not followed (as ``Path.rglob``); an entry that cannot
+    be ``stat``-ed or a folder that cannot be listed (no permission, a link to a folder
+    of another user's process) is skipped with the reason, never raised.
+    """
+    errors: list[OSError] = []
+    for root, dirs, files in os.walk(top, onerror=errors.append):
+        for name in (*dirs, *files):
+            q = Path(root) / name
+            try:
+                is_file, is_dir = q.is_file(), q.is_dir()
+            except OSError as exc:
+                yield q, f"cannot be read ({exc.strerror or exc})"
+                continue
+            if is_file:
+                if q.suffix.lower() in (".json", ".jsonl") and \
+                        not q.name.endswith(".prov.json"):
+                    yield q, None
+            elif not is_dir:
+                yield q, not_a_regular_file(q) or (
+                    "is a symbolic link to nothing (broken, or a loop)" if q.is_symlink()
+                    else "cannot be read (stat failed)")
+        while errors:
+            err = errors.pop()
+            if err.filename is not None:
+                yield Path(err.filename), f"cannot be listed ({err.strerror or err})"
 
 
 def collect_paths(paths: Sequence[str | Path]) -> list[Path]:

@@ -146,7 +146,9 @@ def valid_text_trace(trace: Trace) -> Trace:
         live = LiveRunPart(tuple(fx.deep(dict(c), "icore.call") for c in live.calls),
                            fx.opt(live.manifest, "icore.run.manifest"))
     fixed = replace(
-        trace, id=fx.s(trace.id, "id"), file=fx.s(trace.file, "file"),
+        # the file's name is the file system's (bytes that are no UTF-8 come as
+        # surrogates, a shell's $'\xff'), not the trace's text: shown fixed, no warning
+        trace, id=fx.s(trace.id, "id"), file=valid_text(trace.file),
         question=fx.s(trace.question, "question"),
         ground_truth=fx.opt(trace.ground_truth, "ground_truth"),
         agents=fx.deep(dict(trace.agents), "agents"), steps=steps, annotation=ann,
@@ -155,7 +157,7 @@ def valid_text_trace(trace: Trace) -> Trace:
         unknown_spans=fx.deep(dict(trace.unknown_spans), "unknown spans"),
         warnings=tuple(fx.s(w, "warnings") for w in trace.warnings), live=live)
     if not fx.places:
-        return trace
+        return trace if fixed.file is trace.file else replace(trace, file=fixed.file)
     named = ", ".join(dict.fromkeys(fx.places[:_MAX_NAMED]))
     more = f" and {len(fx.places) - _MAX_NAMED} more" if len(fx.places) > _MAX_NAMED else ""
     return replace(fixed, warnings=(*fixed.warnings, (

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from icore._files import path_problem
 from icore.adapters._errors import AdapterError
 
 MAX_NS = 2**63 - 1
@@ -219,11 +220,15 @@ def trace_path(path: Any) -> Path:
 
     Raises:
         AdapterError: ``path`` is not a ``str`` or ``os.PathLike`` (``None``, a number,
-            bytes), field ``path``.
+            bytes), or names no file at all (empty, a NUL byte, a lone surrogate, a name
+            over 255 bytes), field ``path``.
     """
     if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
         raise AdapterError(f"a trace path must be a str or os.PathLike, not "
                            f"{type(path).__name__}", file="<argument>", field="path")
+    if (problem := path_problem(path)) is not None:  # NUL, a lone surrogate, too long
+        raise AdapterError(f"the trace path {problem}", file=repr(os.fspath(path))[:200],
+                           field="path")
     return Path(path)
 
 

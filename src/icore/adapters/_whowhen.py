@@ -17,6 +17,8 @@ from typing import Any
 
 from icore._files import not_a_regular_file
 from icore.adapters._errors import AdapterError
+from icore.adapters._json_where import located
+from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._trace import (
     AgentNames,
     Annotation,
@@ -59,7 +61,8 @@ def read_json(path: str | Path) -> tuple[Any, str]:
     Raises:
         AdapterError: the path is not a regular file (a FIFO, a device, a folder: refused
             by kind without opening it), or the file is unreadable, not UTF-8, truncated
-            or not JSON (field ``<root>``).
+            or not JSON (the field at the bad byte, e.g. ``history[3].content``, else
+            ``<root>``).
     """
     p = trace_path(path)
     file = str(p)
@@ -68,13 +71,23 @@ def read_json(path: str | Path) -> tuple[Any, str]:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", file=file,
-                           field="<root>", byte=exc.start) from None
+        raise located(AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start}",
+                                   file=file, field="<root>", byte=exc.start),
+                      p, depth=MAX_DEPTH) from None
     except OSError as exc:
         raise AdapterError(f"cannot read: {exc.strerror or exc}", file=file,
                            field="<root>") from None
     try:
-        return json.loads(text), file
+        return _parse(text, file), file
+    except AdapterError as exc:  # name the field, not <root>, where the place is known
+        if (named := located(exc, text, depth=MAX_DEPTH)) is exc:
+            raise
+        raise named from None
+
+
+def _parse(text: str, file: str) -> Any:
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         body = text.strip()
         if not body:

@@ -75,8 +75,10 @@ class ProtectedTool:
         name: action name used in logs (default: the function's name).
 
     Raises:
-        DeclarationError: ``fn`` is not a function (None, a class, a value), or
-            ``depends_on`` is neither a collection of strings nor callable.
+        DeclarationError: ``fn`` is not a function (None, a class, a value),
+            ``depends_on`` is neither a collection of strings nor callable, or it is an
+            empty collection (every call would block; a scope function returning no
+            key still blocks its call, ``incomplete_declaration``).
     """
 
     def __init__(self, fn: Callable[..., Any], *, depends_on: Iterable[str] | ScopeFn,
@@ -90,8 +92,9 @@ class ProtectedTool:
             self._static: frozenset[str] | None = None
             self._dynamic: ScopeFn | None = depends_on
         else:
-            if isinstance(depends_on, str):
-                raise DeclarationError("depends_on must be a collection of keys, not a str",
+            if isinstance(depends_on, str | bytes | Mapping):  # its letters, its keys
+                raise DeclarationError("depends_on must be a collection of keys (a set), not "
+                                       f"a {type(depends_on).__name__}",
                                        tool=name or getattr(fn, "__name__", "?"))
             try:
                 keys = frozenset(depends_on)
@@ -102,6 +105,10 @@ class ProtectedTool:
                     tool=name or getattr(fn, "__name__", "?")) from None
             if not all(isinstance(k, str) and k for k in keys):
                 raise DeclarationError("depends_on keys must be non-empty strings",
+                                       tool=name or getattr(fn, "__name__", "?"))
+            if not keys:  # every call would block: refused where it is declared
+                raise DeclarationError("depends_on is empty: name the keys whose value can "
+                                       "affect the action (D(a))",
                                        tool=name or getattr(fn, "__name__", "?"))
             self._static, self._dynamic = keys, None
         self._fn = fn

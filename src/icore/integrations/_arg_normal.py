@@ -29,6 +29,22 @@ from icore.records import JSONValue
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
+def _unbound_owner(fn: Any, sig: inspect.Signature) -> str | None:
+    """The class name of a method taken from its class (``Cls.ship``), else None.
+
+    A plain function defined in a class body (its qualified name is ``Cls.ship``, not
+    ``f.<locals>.ship``) whose first parameter is ``self``; a bound method, a
+    ``@staticmethod`` and a ``@classmethod`` are not.
+    """
+    if not inspect.isfunction(fn):
+        return None
+    parts = str(getattr(fn, "__qualname__", "")).split(".")
+    first = next(iter(sig.parameters), None)
+    if len(parts) < 2 or parts[-2] == "<locals>" or first != "self":
+        return None
+    return parts[-2]
+
+
 def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
                         skip: Iterable[str] = ()) -> inspect.Signature:
     """Refuse what cannot be a fenced tool function; return its signature.
@@ -41,7 +57,8 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
 
     Raises:
         IntegrationError: ``fn`` is None or not callable, a class, a
-            ``functools.partial``, a generator function (sync or async), a lambda or a
+            ``functools.partial``, a generator function (sync or async), an unbound method
+            (``Cls.method``: its ``self`` would be a model argument), a lambda or a
             callable object without ``__name__`` (when ``tool`` names nothing), has no
             signature, or takes ``*args`` / ``**kwargs`` / positional-only parameters
             (the schema could not name the arguments the plan binds).
@@ -71,6 +88,12 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
         raise IntegrationError("the tool function has no readable signature",
                                framework=framework, tool=name, error=str(exc)) from None
     skipped = set(skip)
+    if "self" not in skipped and (owner := _unbound_owner(fn, sig)) is not None:
+        raise IntegrationError(f"an unbound method ({owner}.{fn.__name__}, taken from the "
+                               "class) cannot be a fenced tool: its 'self' would become an "
+                               "argument the model fills", framework=framework, tool=name,
+                               fix=f"pass the method of an instance ({owner}().{fn.__name__})"
+                               " or a @staticmethod")
     bad = [p.name for p in sig.parameters.values()
            if p.name not in skipped and (p.kind in _VARIADIC
                                          or p.kind is inspect.Parameter.POSITIONAL_ONLY)]

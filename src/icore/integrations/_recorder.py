@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -63,6 +64,7 @@ from icore.errors import IntegrationError
 from icore.fence import ActionResult, GateDecision, Reason
 from icore.integrations._call_lines import (
     after_gate,
+    call_args,
     lineage_lines,
     lineage_records,
     refusal_fields,
@@ -172,17 +174,23 @@ def _outcome(value: Any) -> bool | None:
                            f"{type(value).__name__} {value!r}"[:160], argument="succeeded")
 
 
-def _line_args(agent: Any, kind: Any) -> None:
+def _line_args(agent: Any, kind: Any, at: Any = None) -> None:
     """Refuse an event line :func:`icore.adapters.audit_path` would refuse.
 
     Raises:
-        IntegrationError: ``agent`` not a non-empty string, or ``kind`` not one of the
-            JSONL format's kinds (``argument`` names which).
+        IntegrationError: ``agent`` not a non-empty string, ``kind`` not one of the
+            JSONL format's kinds, ``at`` neither None nor a finite number (``argument``
+            names which).
     """
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)
+                           or not math.isfinite(at)):
+        raise IntegrationError(f"at is the event's time in seconds since the epoch (a "
+                               f"finite number), not {type(at).__name__} {at!r}"[:160],
+                               argument="at")
     if not isinstance(agent, str) or not agent:
         raise IntegrationError(f"agent must be a non-empty string, not "
                                f"{type(agent).__name__} {agent!r}"[:160], argument="agent")
-    if kind not in _KIND_NAMES:
+    if not isinstance(kind, str) or kind not in _KIND_NAMES:
         raise IntegrationError(f"unknown kind {kind!r}; use one of "
                                f"{', '.join(sorted(_KIND_NAMES))}"[:200], argument="kind")
 
@@ -299,10 +307,11 @@ class RunRecorder:
 
         Raises:
             IntegrationError: ``agent`` not a non-empty string, ``kind`` not one of the
-                kinds, or a ``terminates``/``pause``/``replan`` field that is not a bool
-                (a line the audit would refuse), named by ``argument``.
+                kinds, ``at`` not a finite number, or a ``terminates``/``pause``/``replan``
+                field that is not a bool (a line the audit would refuse), named by
+                ``argument``.
         """
-        _line_args(agent, kind)
+        _line_args(agent, kind, at)
         for flag in _FLAGS:
             v = fields.get(flag)
             if v is not None and not isinstance(v, bool):
@@ -366,7 +375,9 @@ class RunRecorder:
 
         The run of a call that replanned a refused stale one (:meth:`gate`) is marked
         ``replanned: true``, as its plan and gate lines are.
+        ``agent``/``tool`` no non-empty str or ``args`` no mapping: IntegrationError.
         """
+        call_args(agent, tool, args)
         with self._lock:
             if (agent, tool) in self._replans:
                 self._replans.discard((agent, tool))

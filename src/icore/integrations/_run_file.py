@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from icore._files import foreign_file, write_owned
+from icore._files import foreign_file, path_problem, write_owned
 from icore.errors import IntegrationError
 
 
@@ -25,9 +25,9 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
     if not isinstance(path, str | os.PathLike):
         raise IntegrationError(f"path must be a str or os.PathLike, not "
                                f"{type(path).__name__}", argument="path")
-    if not os.fspath(path).strip():  # Path("") is "." (the current folder)
-        raise IntegrationError("path is empty: name the file to write the run to",
-                               argument="path", fix="rec.write('run.jsonl')")
+    if (bad := path_problem(path)) is not None:  # empty, a NUL, a name over 255 bytes
+        raise IntegrationError(f"cannot write the run: the path {bad}", argument="path",
+                               path=str(path)[:200])
     p = Path(path)
     if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
         kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else

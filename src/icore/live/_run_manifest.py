@@ -36,7 +36,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from icore._files import not_a_regular_file
+from icore._files import not_a_regular_file, path_problem
 from icore._yaml import ScalarTypes, safe_load
 from icore.errors import ErrorCode, IcoreError
 from icore.fence import Policy, strategy
@@ -305,8 +305,12 @@ def load_manifest(path: str | os.PathLike[str]) -> RunManifest:
     Raises:
         LiveManifestError: not a regular file (a FIFO, a device, a folder: refused by kind
             without opening it), an unreadable file, bad YAML or an invalid manifest
-            (``fields['file']`` names the file).
+            (``fields['file']`` names the file); a path that names no file (None, a
+            number, a NUL byte, a lone surrogate).
     """
+    if (bad := path_problem(path)) is not None:
+        raise LiveManifestError(f"the run manifest path {bad}", file=repr(path)[:200],
+                                path="<root>")
     p = Path(path)
     if (problem := not_a_regular_file(p)) is not None:
         raise LiveManifestError(f"run manifest {p} {problem}; refusing to read it",

@@ -45,6 +45,7 @@ from pydantic import (
     model_validator,
 )
 
+from icore._files import path_problem
 from icore._yaml import DuplicateKeyError, ScalarTypes, safe_load
 from icore.errors import ErrorCode, IntegrationError, redact
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
@@ -522,9 +523,13 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
             :meth:`GatewayManifest.line_of`).
 
     Raises:
-        GatewayManifestError: naming the file, the field path and the line (when known);
-            a key given twice in ``node``; an extra the manifest needs is missing.
+        GatewayManifestError: naming the file, field path and line (when known); a key
+            given twice in ``node``; a missing extra; ``data`` no mapping, ``file`` no str.
     """
+    if not isinstance(file, str) or not isinstance(data, Mapping):
+        raise GatewayManifestError(f"a gateway manifest is a mapping (file= a str), not "
+                                   f"{type(data).__name__}", path="<root>", line=1,
+                                   file=file if isinstance(file, str) else "<dict>")
     lines: dict[str, int] = {}
     _walk(node, (), lines, file)
     try:
@@ -553,10 +558,14 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
     against the manifest's folder.
 
     Raises:
-        GatewayManifestError: not a regular file, unreadable, bad YAML (with its line), a
-            key given twice (both lines named), an invalid manifest (file, field path and
-            line named) or a missing extra (``pip install 'icore[nats]'``).
+        GatewayManifestError: ``path`` names no file (None, a NUL, ...), not a regular
+            file, unreadable, bad YAML (with its line), a key given twice (both lines
+            named), an invalid manifest (file, field path and line named) or a missing
+            extra (``pip install 'icore[nats]'``).
     """
+    if (bad := path_problem(path)) is not None:  # None, a number, a NUL, a surrogate
+        raise GatewayManifestError(f"the gateway manifest path {bad}", file=repr(path)[:200],
+                                   path="<root>", line=None)
     p = Path(path)
     if not p.is_file():
         raise GatewayManifestError(f"gateway manifest {p} is not a readable regular file",

@@ -31,6 +31,7 @@ from icore.errors import (
     SequenceError,
     StoreClosed,
 )
+from icore.memory._arg_checks import need_record, need_str, need_strs
 from icore.memory._ownership import OwnershipMap
 from icore.records import Record, RecordId, is_record_id, lineage_inputs
 
@@ -249,9 +250,12 @@ class Store(abc.ABC):
     def _close(self) -> None: ...
 
     # -- public API -------------------------------------------------------------------
-    def _check_open(self) -> None:
+    def _check_open(self, **args: object) -> None:
+        """Refuse a closed store; then each keyword argument that is no str (its name)."""
         if self._closed:
             raise StoreClosed("the store is closed", agent=self.agent)
+        for name, value in args.items():
+            need_str(name, value)
 
     def _is_complete(self, rec: Record, incomplete: set[RecordId]) -> bool:
         """Every input of ``rec`` is held and complete (the lineage rule, icore.records).
@@ -316,6 +320,7 @@ class Store(abc.ABC):
         ``encoded``: the record's encoding as received (:attr:`CommitOp.encoded`).
         """
         self._check_open()
+        need_record(record)
         if not isinstance(record, Record):
             raise MalformedRecord(f"commit needs a Record (icore.records.Record.create or "
                                   f"derive), not {type(record).__name__}", field="record")
@@ -402,10 +407,11 @@ class Store(abc.ABC):
             True when the installed head moved.
 
         Raises:
-            MalformedRecord / RecordIdMismatch: the record is invalid.
+            MalformedRecord / RecordIdMismatch: the record is invalid (or no Record).
             OwnershipError: ``record.owner`` is not the key's declared owner.
         """
         self._check_open()
+        need_record(record)
         record.verify()
         owner = self.ownership.owner_of(record.key)
         if owner is None or owner != record.owner:
@@ -444,8 +450,12 @@ class Store(abc.ABC):
                     changed = True
 
     def get(self, rid: RecordId) -> Record | None:
-        """Return the record (own or cached) with that id, complete or not."""
-        self._check_open()
+        """Return the record (own or cached) with that id, complete or not.
+
+        Raises:
+            OwnershipError: ``rid`` is no str (as every read: a key or owner no str too).
+        """
+        self._check_open(rid=rid)
         return self._get_raw(rid)
 
     def lookup(self, rid: RecordId) -> Record | None:
@@ -460,6 +470,7 @@ class Store(abc.ABC):
         """
         if self._closed:
             return None
+        need_str("rid", rid)
         rec = self._get_raw(rid)
         if rec is None:
             return None
@@ -469,7 +480,7 @@ class Store(abc.ABC):
 
     def head(self, key: str) -> HeadEntry | None:
         """Return the authoritative head H(key) held by this store, or None."""
-        self._check_open()
+        self._check_open(key=key)
         return self._head_raw(key)
 
     def heads(self, keys: Iterable[str], *, known: dict[str, RecordId] | None = None,
@@ -484,7 +495,7 @@ class Store(abc.ABC):
         """
         self._check_open()
         out: dict[str, HeadEntry] = {}
-        for k in keys:
+        for k in need_strs("keys", keys):
             h = self._head_raw(k)
             if h is None:
                 continue
@@ -502,7 +513,7 @@ class Store(abc.ABC):
 
     def installed_head(self, key: str) -> HeadEntry | None:
         """Return this replica's installed view of ``key`` (own head for own keys)."""
-        self._check_open()
+        self._check_open(key=key)
         own = self._head_raw(key)
         inst = self._installed_raw(key)
         if own is not None and (inst is None or own.seq >= inst.seq):
@@ -511,7 +522,7 @@ class Store(abc.ABC):
 
     def owner_seq(self, owner: str) -> int:
         """Return the last committed sequence for ``owner`` (0 when none)."""
-        self._check_open()
+        self._check_open(owner=owner)
         return self._owner_seq(owner)[0]
 
     def next_seq(self, owner: str | None = None) -> int:
@@ -527,7 +538,7 @@ class Store(abc.ABC):
 
     def is_complete(self, rid: RecordId) -> bool:
         """Return True when the record is present and every ancestor is available."""
-        self._check_open()
+        self._check_open(rid=rid)
         if self._get_raw(rid) is None:
             return False
         if rid in self._incomplete_ids():
@@ -538,7 +549,7 @@ class Store(abc.ABC):
         """Return the records with these ids that this store holds, in order."""
         self._check_open()
         out = []
-        for rid in ids:
+        for rid in need_strs("ids", ids):
             r = self._get_raw(rid)
             if r is not None:
                 out.append(r)

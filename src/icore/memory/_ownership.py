@@ -47,7 +47,9 @@ class OwnershipMap:
         return cls(exact, pats)
 
     def owner_of(self, key: str) -> str | None:
-        """Return o(key), or None when the map has no owner for it."""
+        """Return o(key), or None when the map has no owner for it (or ``key`` is no str)."""
+        if type(key) is not str and not isinstance(key, str):  # a dict, None: no owner
+            return None
         hit = self._cache.get(key, "")
         if hit != "":
             return hit

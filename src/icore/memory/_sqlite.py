@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from icore._files import path_problem
 from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
@@ -88,6 +89,8 @@ class SQLiteStore(Store):
         super().__init__(ownership, agent)
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        if (bad := path_problem(path)) is not None:  # None, a number, a NUL, a surrogate
+            raise StoreError(f"cannot open store: the path {bad}", path=repr(path)[:200])
         self.path = Path(path)
         self.exclusive = exclusive
         self._lock = threading.RLock()
@@ -297,8 +300,11 @@ class SQLiteStore(Store):
         if rec is not None:
             return rec
         with self._lock:
-            row = self._db.execute("SELECT body, complete FROM records WHERE id=?",
-                                   (rid,)).fetchone()
+            try:
+                row = self._db.execute("SELECT body, complete FROM records WHERE id=?",
+                                       (rid,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no record can have that id
+                return None
         if row is None:
             return None
         rec = decode_record(row[0])
@@ -323,7 +329,11 @@ class SQLiteStore(Store):
                     return staged
             return self._heads.get(key)
         with self._lock:
-            row = self._db.execute("SELECT id, seq FROM heads WHERE key=?", (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT id, seq FROM heads WHERE key=?",
+                                       (key,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no key stored has one
+                return None
         return None if row is None else HeadEntry(key, row[0], row[1])
 
     def _owner_seq(self, owner: str) -> tuple[int, RecordId | None]:
@@ -335,8 +345,11 @@ class SQLiteStore(Store):
             got = self._seqs.get(owner)
             return (0, None) if got is None else got
         with self._lock:
-            row = self._db.execute("SELECT seq, id FROM owner_seq WHERE owner=?",
-                                   (owner,)).fetchone()
+            try:
+                row = self._db.execute("SELECT seq, id FROM owner_seq WHERE owner=?",
+                                       (owner,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no owner stored has one
+                return (0, None)
         return (0, None) if row is None else (row[0], row[1])
 
     def _insert(self, rec: Record, complete: bool, encoded: bytes | None = None) -> None:
@@ -378,8 +391,11 @@ class SQLiteStore(Store):
 
     def _installed_raw(self, key: str) -> HeadEntry | None:
         with self._lock:
-            row = self._db.execute("SELECT id, seq FROM installed WHERE key=?",
-                                   (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT id, seq FROM installed WHERE key=?",
+                                       (key,)).fetchone()
+            except UnicodeEncodeError:  # a lone surrogate: no key stored has one
+                return None
         return None if row is None else HeadEntry(key, row[0], row[1])
 
     def _incomplete_ids(self) -> set[RecordId]:

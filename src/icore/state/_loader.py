@@ -299,11 +299,15 @@ def load_declaration(path: str | Path) -> DeclarationPackage:
     """Load D from a ``.yaml``/``.yml`` or ``.json`` file (design.md 4.1).
 
     Raises:
-        DeclarationPackageError: the path is not a regular file (a FIFO, a device, a
-            folder: refused by kind without opening it), or the file is missing,
+        DeclarationPackageError: the path names no file (None, a NUL byte, a lone
+            surrogate) or is not a regular file (a FIFO, a device, a folder: refused by
+            kind without opening it), or the file is missing,
             unparsable, or invalid (the error names the file, the path inside it and the
             problem).
     """
+    if (problem := not_a_regular_file(path)) is not None:  # None, a NUL: no Path at all
+        raise DeclarationPackageError(f"the declaration path {problem}",
+                                      file=str(path)[:200], path="<root>")
     p = Path(path)
     file = str(p)
     if (problem := not_a_regular_file(p)) is not None:

@@ -22,6 +22,7 @@ import pydantic
 import pydantic_core
 
 from icore._clock import Clock
+from icore._files import path_problem
 from icore.state._apply import Log
 from icore.state._entries import (
     BODY_TYPES,
@@ -123,10 +124,13 @@ class SQLiteLog:
             afterwards, so a log is never replayed under another D.
 
     Raises:
-        LogError: the file is not a log of this schema, or belongs to another D.
+        LogError: ``path`` names no file (None, empty, a NUL byte, a lone surrogate), the
+            file is not a log of this schema, or belongs to another D.
     """
 
     def __init__(self, path: str | Path, *, declaration: DeclarationPackage | None = None) -> None:
+        if (bad := path_problem(path)) is not None:
+            raise LogError(f"the log path {bad}", path=str(path)[:200])
         self.path = Path(path)
         try:
             self._conn: sqlite3.Connection | None = sqlite3.connect(

@@ -46,7 +46,11 @@ from icore.fence import (
 )
 from icore.memory import MemoryStore, OwnerAccess, OwnershipMap, Store
 from icore.records import JSONValue, Record, RecordId
-from icore.workspace._agent_exec import _Execution
+from icore.workspace._agent_exec import (
+    _Execution,
+    check_basis_args,
+    checked_rid,
+)
 from icore.workspace._approval import (
     AnsweredFirst,
     ApprovalBook,
@@ -356,8 +360,8 @@ class Agent(RunScopes):
             return {k: h[-1][0] for k, h in self._seen.get(scope, {}).items() if h}
 
     def record(self, rid: RecordId) -> Record | None:
-        """The record ``rid`` as this agent knows it (its action records, its reads), or None."""
-        return self._lookup(rid)
+        """The record ``rid`` as this agent knows it, or None (no str: WorkspaceError)."""
+        return self._lookup(checked_rid(rid, self.name))
 
     def forget(self, keys: Iterable[str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None), in every run scope.
@@ -416,17 +420,18 @@ class Agent(RunScopes):
         agent's memory so its fence can validate it as a root.
 
         Raises:
-            WorkspaceError: the agent has not read some key (named), or the call has no
-                scope on a handle that has seen scoped use (:meth:`call_scope`).
+            WorkspaceError: the agent has not read some key (named), a wrong type, or the
+                call has no scope on a handle that has seen scoped use (:meth:`call_scope`).
             MalformedRecord: an argument is not JSON (normalise the arguments first).
         """
+        wanted = check_basis_args(action, args, keys, turn)
         basis = self._basis(turn, self.call_scope())
-        missing = sorted(k for k in keys if k not in basis)
+        missing = sorted(k for k in wanted if k not in basis)
         if missing:
             raise WorkspaceError("the agent has not read facts the action depends on",
                                  agent=self.name, action=action, keys=missing,
                                  fix=f"agent.read({missing[0]!r}) first")
-        return self._new_action(action, args, [basis[k] for k in sorted(set(keys))])
+        return self._new_action(action, args, [basis[k] for k in wanted])
 
     def _new_action(self, action: str, args: Mapping[str, Any],
                     parents: Sequence[Record]) -> Record:
@@ -472,10 +477,10 @@ class Agent(RunScopes):
             :data:`~icore.workspace.NOT_READ`).
 
         Raises:
-            MalformedRecord: an argument is not JSON (normalise the arguments first).
+            WorkspaceError / MalformedRecord: a wrong type / an argument is not JSON.
         """
+        wanted = check_basis_args(action, args, keys, turn)
         basis = self._basis(turn, self.current_scope())
-        wanted = sorted(set(keys))
         if any(k not in basis for k in wanted):
             return None
         return ApprovalRequest.of(action, args, [basis[k] for k in wanted])
@@ -519,11 +524,12 @@ class Agent(RunScopes):
             :class:`Call`.
 
         Raises:
-            WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` not
-                callable, ``args`` not a mapping of names, ``turn`` unhashable, or no
-                scope on a handle that has seen scoped use (:meth:`call_scope`, fail
-                closed); nothing was asked or run.
+            WorkspaceError: ``action`` is not a non-empty str, ``fn``, ``replan``,
+                ``approve`` or ``check`` not callable, ``args`` not a mapping of names,
+                ``turn`` unhashable, or no scope on a handle that has seen scoped use
+                (:meth:`call_scope`, fail closed); nothing was asked or run.
             AsyncRequired: ``fn`` or ``replan`` is ``async def`` (use :meth:`aexecute`).
+            DeclarationError: ``depends_on`` empty, or no collection of keys nor function.
             ReplanFailed: ``replan`` raised (its ``__cause__``) or returned neither
                 arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;
                 the call did not run and the agent was handed nothing (``.call`` is the
@@ -554,7 +560,7 @@ class Agent(RunScopes):
         """Async :meth:`execute`: ``fn`` and ``replan`` may be ``async def``.
 
         Raises:
-            ReplanFailed: as for :meth:`execute`.
+            WorkspaceError, DeclarationError, ReplanFailed: as for :meth:`execute`.
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
         if approve is None:

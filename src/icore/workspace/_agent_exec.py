@@ -14,7 +14,7 @@ import inspect
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord
@@ -30,6 +30,7 @@ from icore.fence import (
     ReplanRequest,
 )
 from icore.records import JSONValue, Record, RecordId, canonical_json
+from icore.workspace._approval import check_hooks
 from icore.workspace._call import (
     _CURRENT,
     ARGS_NOT_JSON,
@@ -361,6 +362,7 @@ class _Execution:
                 approve: Approver | None) -> Call:
         """:meth:`Agent.execute <icore.workspace.Agent.execute>` (its docstring)."""
         _check_call(action, fn, args, turn, replan)
+        check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(replan):
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
@@ -391,6 +393,7 @@ class _Execution:
                        approve: Approver | None) -> Call:
         """:meth:`Agent.aexecute <icore.workspace.Agent.aexecute>`."""
         _check_call(action, fn, args, turn, replan)
+        check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
             return prep
@@ -449,26 +452,64 @@ def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None
         WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` is not
             callable, ``args`` is not a mapping of str names, ``turn`` is unhashable.
     """
-    if not isinstance(action, str) or not action:
-        raise WorkspaceError("action is the tool's name, a non-empty str",
-                             got=repr(action)[:80])
+    _check_named(action, args)
     if not callable(fn):
         raise WorkspaceError("fn is the tool function, called once the call is authorized",
                              action=action, got=type(fn).__name__)
-    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
-        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
-                             "values", action=action, got=type(args).__name__,
-                             fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
     _check_fits(action, fn, args)
     if replan is not None and not callable(replan):
         raise WorkspaceError("replan= must be a function (Stale) -> the new call's "
                              "arguments", action=action, got=type(replan).__name__)
+    _check_turn(action, turn)
+
+
+def _check_named(action: Any, args: Any) -> None:
+    """``action`` a non-empty str and ``args`` a mapping of str names, else WorkspaceError."""
+    if not isinstance(action, str) or not action:
+        raise WorkspaceError("action is the tool's name, a non-empty str",
+                             got=repr(action)[:80])
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
+                             "values", action=action, got=type(args).__name__,
+                             fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
+
+
+def _check_turn(action: str, turn: Any) -> None:
+    """``turn`` hashable (it names the model message), else WorkspaceError."""
     try:
         hash(turn)
     except TypeError:
         raise WorkspaceError("turn names the model message the call came from: a hashable "
                              "value (a str or a tuple)", action=action,
                              got=type(turn).__name__) from None
+
+
+def checked_rid(rid: Any, agent: str) -> str:
+    """``rid`` if it is a str (a record id), else a WorkspaceError naming ``rid``."""
+    if not isinstance(rid, str):
+        raise WorkspaceError("rid is a record id (a str)", agent=agent,
+                             got=type(rid).__name__)
+    return rid
+
+
+def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
+    """Refuse wrong-typed inputs of ``action_record`` / ``request_for``; the keys, sorted.
+
+    Raises:
+        WorkspaceError: ``action`` is not a non-empty str, ``args`` not a mapping of str
+            names, ``keys`` not a collection of str keys (a str alone is refused: it
+            would be read as its letters), ``turn`` unhashable.
+    """
+    _check_named(action, args)
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise WorkspaceError("keys are D(a): a collection of fact keys, e.g. {'order/1'}",
+                             action=action, got=type(keys).__name__)
+    wanted = list(keys)
+    if not all(isinstance(k, str) for k in wanted):
+        raise WorkspaceError("keys are D(a): fact keys are str", action=action,
+                             got=sorted({type(k).__name__ for k in wanted}))
+    _check_turn(action, turn)
+    return sorted(set(wanted))
 
 
 def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from icore.fence import canonical_args
 from icore.records import JSONValue, Record, RecordId, canonical_json
+from icore.workspace._errors import WorkspaceError
 
 APPROVAL_FIELD = "planfence.approval"
 """The key of an approval request's payload and of an id-bearing answer."""
@@ -268,6 +269,18 @@ class AnsweredFirst(Exception):
     """Raised by :meth:`AskThenValidate.ask` once the human answered: nothing ran yet."""
 
 
+def check_hooks(action: Any, approve: Any, check: Any) -> None:
+    """Refuse an ``approve=`` or ``check=`` that is no function, before the call is asked.
+
+    Raises:
+        WorkspaceError: either is neither None nor callable (named).
+    """
+    for name, hook in (("approve", approve), ("check", check)):
+        if hook is not None and not callable(hook):
+            raise WorkspaceError(f"{name}= must be a function (ApprovalRequest) -> bool or "
+                                 "None", action=repr(action)[:80], got=type(hook).__name__)
+
+
 class AskThenValidate:
     """A human approval that waits on the human, validated again after the answer.
 
@@ -292,6 +305,7 @@ class AskThenValidate:
 
     def __init__(self, approve: Callable[[ApprovalRequest], Any],
                  check: Callable[[ApprovalRequest], bool] | None = None) -> None:
+        check_hooks("<approval>", approve, check)
         self._approve = approve
         self._check = check
         self._answer: tuple[str, bool] | None = None

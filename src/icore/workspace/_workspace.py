@@ -268,9 +268,12 @@ class Workspace(KeyChecks):
     # -- facts (owner_of, check_keys, check_written, not_written: KeyChecks) ------------
     def _store_for_write(self, key: str, by: str | None) -> tuple[str, Store]:
         owner = self.owner_of(key)
+        if by is not None and not isinstance(by, str):
+            raise WorkspaceError("by= names the writing agent (a str)", key=key,
+                                 got=repr(by)[:80])
         if by is not None and by != owner:
-            raise WorkspaceError("only the fact's owner may write it", key=key, owner=owner,
-                                 writer=by)
+            raise WorkspaceError("only the fact's owner may write it (by= names another "
+                                 "agent)", key=key, owner=owner, writer=by)
         store = self.stores.get(owner)
         if store is None:
             raise WorkspaceError("the fact's owner is hosted in another process; it "
@@ -338,13 +341,15 @@ class Workspace(KeyChecks):
 
         Raises:
             WorkspaceError: ``key`` is not a fact key, no owner is declared, ``by`` is not
-                the owner, the owner is hosted elsewhere, or ``expected`` is neither None
-                nor a record id.
+                the owner, the owner is hosted elsewhere, ``expected`` is neither None
+                nor a record id, ``inputs`` is not a sequence of records or ``type`` not
+                a non-empty str.
             HeadConflict: the head is not ``expected`` (another writer moved it, or wrote
                 this very version first): retry with :meth:`update`.
             MalformedRecord: ``value`` is not JSON.
         """
         owner, store = self._store_for_write(key, by)
+        _check_inputs(key, inputs, type)
         if expected is not None and not is_record_id(expected):
             raise WorkspaceError(
                 "expected= is the id of the head this version replaces", key=key,
@@ -352,9 +357,15 @@ class Workspace(KeyChecks):
                 fix=f"expected=ws.head({key!r}).id, or None for a fact not written yet")
         # the version it replaces is the owner's chain link (``supersedes``), never an
         # input: one lineage rule (records/_lineage.py, #30)
-        rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner),
-                            content=value, parents=[r.id for r in inputs],
-                            type=type, supersedes=expected)  # validates value (depth, JSON)
+        try:  # validates value (depth, JSON)
+            rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner),
+                                content=value, parents=[r.id for r in inputs],
+                                type=type, supersedes=expected)
+        except MalformedRecord as exc:  # named as the caller passed it: the value
+            if exc.fields.get("field") != "content":
+                raise
+            raise MalformedRecord(f"the value is no JSON value: {exc.message}", key=key,
+                                  field="value") from None
         rec = dataclasses.replace(rec, content=detached(value))  # the caller keeps its own
         if not store.commit(rec, writer=owner, expected_head=expected).created:
             # another writer committed this very version (same base, value and owner
@@ -387,7 +398,7 @@ class Workspace(KeyChecks):
         """
         if not callable(fn):
             raise WorkspaceError("update needs a function old value -> new value",
-                                 key=key, got=type_name(fn),
+                                 key=key, got=_type_name(fn),
                                  fix=f"ws.update({key!r}, lambda old: {{**old, ...}}); "
                                  f"to replace the value: ws.put({key!r}, value)")
         _check_arity(key, fn)
@@ -401,6 +412,7 @@ class Workspace(KeyChecks):
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise WorkspaceError("retries must be an int >= 0", retries=retries)
         _, store = self._store_for_write(key, by)
+        _check_inputs(key, inputs, type)
         attempt = 0
         while True:
             entry = store.head(key)
@@ -493,6 +505,22 @@ class Workspace(KeyChecks):
             return got
 
 
+def _check_inputs(key: str, inputs: Any, type: Any) -> None:
+    """Refuse ``inputs`` that are no sequence of records, a ``type`` that is no name.
+
+    Raises:
+        WorkspaceError: naming ``inputs`` or ``type`` and what was given.
+    """
+    if isinstance(inputs, str | bytes) or not isinstance(inputs, Sequence | set | frozenset) \
+            or not all(isinstance(r, Record) for r in inputs):
+        raise WorkspaceError("inputs are the records the value was derived from (a list of "
+                             "Record, e.g. [ws.head('order/1')])", key=key,
+                             got=_type_name(inputs))
+    if not isinstance(type, str) or not type:
+        raise WorkspaceError("type is the record type, a non-empty str", key=key,
+                             got=repr(type)[:80])
+
+
 def _same(cur: Record, value: JSONValue, type: str, inputs: Sequence[Record]) -> bool:
     """Whether writing ``value`` would repeat the head ``cur`` (see :meth:`Workspace.put`).
 
@@ -508,7 +536,7 @@ def _same(cur: Record, value: JSONValue, type: str, inputs: Sequence[Record]) ->
     return text == canonical_json(cur.content) and json.loads(text) == value
 
 
-def type_name(value: object) -> str:
+def _type_name(value: object) -> str:
     """``value``'s type name (for an error's ``got``)."""
     return type(value).__name__
 

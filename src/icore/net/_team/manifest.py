@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from icore._files import not_a_regular_file
+from icore._files import not_a_regular_file, path_problem
 from icore._yaml import ScalarTypes, safe_load
 from icore.errors import TeamManifestError as TeamManifestError  # re-exported by icore.net
 from icore.memory import OwnershipMap
@@ -163,6 +163,8 @@ class TeamManifest(ScalarTypes):
                 kind without opening it), unreadable, not YAML, or invalid (with
                 pydantic's locations); ``fields['path']`` names the file.
         """
+        if (problem := path_problem(path)) is not None:  # None, True, a NUL, a surrogate
+            raise TeamManifestError(f"team manifest path {problem}", path=repr(path)[:200])
         p = Path(path)
         if (problem := not_a_regular_file(p)) is not None:
             raise TeamManifestError(f"team manifest {p} {problem}; refusing to read it",

@@ -18,7 +18,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from cryptography import x509
@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from icore._files import not_a_regular_file
+from icore._files import not_a_regular_file, path_problem
 from icore._tls import (
     AGENT_ID_RE,
     check_agent_id,
@@ -34,6 +34,7 @@ from icore._tls import (
     identity_of_cert,
     server_context,
 )
+from icore.errors import TeamManifestError
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
@@ -159,17 +160,29 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
         The certs folder.
 
     Raises:
-        ValueError: an invalid agent id, ``days`` outside ``1..MAX_CERT_DAYS``,
-            ``out_dir`` is a file, or an existing CA that does not load (including
-            a ``ca.key``/``ca.crt`` that is not a regular file, such as a FIFO: refused
-            by kind without opening it).
+        TeamManifestError (a ValueError): ``agents`` is no list of valid agent ids,
+            ``days`` is no int in ``1..MAX_CERT_DAYS``, ``out_dir`` names no folder
+            (None, a NUL byte, a lone surrogate) or is a file (field named).
+        ValueError: an existing CA that does not load
+            (including a ``ca.key``/``ca.crt`` that is not a regular file, such as a
+            FIFO: refused by kind without opening it).
     """
-    for a in agents:
-        check_agent_id(a)
-    check_days(days)
+    if isinstance(agents, str | bytes) or not isinstance(agents, Iterable):
+        raise TeamManifestError(f"agents must be a list of agent ids, not "
+                                f"{type(agents).__name__}", field="agents")
+    try:
+        for a in agents:
+            check_agent_id(a)
+        check_days(days)
+    except ValueError as exc:
+        raise TeamManifestError(str(exc), field="days" if "days" in str(exc) else
+                                "agents") from None
+    if (bad := path_problem(out_dir)) is not None:
+        raise TeamManifestError(f"the certs folder {bad}", field="out_dir")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"the certs folder {out} is a file, not a folder")
+        raise TeamManifestError(f"the certs folder {out} is a file, not a folder",
+                                field="out_dir")
     out.mkdir(parents=True, exist_ok=True)
     ca_crt, ca_keyp = out / "ca.crt", out / "ca.key"
     if ca_crt.exists() and ca_keyp.exists() and not overwrite:
