@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Any
 
 from icore.adapters._errors import AdapterError
@@ -56,9 +56,25 @@ class Ledger:
     reasons: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+_RARE = ("to", "ledger", "final_answer", "terminates", "exitcode", "calls", "plan_id",
+         "pause", "gate_replan")
+"""The fields of a :class:`Step` kept in its shared tuple (``Step._rare``), in order."""
+_STEP_FIELDS = ("index", "agent", "kind", "content", "role", "to", "ledger", "final_answer",
+                "terminates", "exitcode", "parent", "calls", "plan_id", "pause",
+                "gate_replan")
+_RARE_MEMO: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_RARE_MEMO_MAX = 4096
+_set = object.__setattr__
+
+
 class Step:
-    """One recorded message, classified.
+    """One recorded message, classified (a frozen value, as a frozen dataclass).
+
+    Kept small (issue 29: a long run holds one per message): the fields most messages
+    leave at their default (``to`` to ``gate_replan``, except ``parent``) are one shared
+    tuple, or nothing when all are at their default; reading one is an attribute as
+    any other. Equality, hashing, ``repr`` and pickling are the dataclass's, over the
+    fields below in this order; :meth:`replace` is :func:`dataclasses.replace`.
 
     Attributes:
         index: 0-based index into the source history (the annotation's step numbering).
@@ -87,21 +103,136 @@ class Step:
             Alg. 1, App. A.3), counted in ``replans`` with no ``progress`` diagnosis.
     """
 
+    __slots__ = ("_rare", "agent", "content", "index", "kind", "parent", "role")
+    __match_args__ = _STEP_FIELDS
+
     index: int
     agent: str
     kind: StepKind
     content: str
-    role: str = ""
-    to: str | None = None
-    ledger: Ledger | None = None
-    final_answer: str | None = None
-    terminates: bool = False
-    exitcode: int | None = None
-    parent: int | None = None
-    calls: str | None = None
-    plan_id: str | None = None
-    pause: bool = False
-    gate_replan: bool = False
+    role: str
+    parent: int | None
+    _rare: tuple[Any, ...] | None
+
+    def __init__(self, index: int, agent: str, kind: StepKind, content: str, role: str = "",
+                 to: str | None = None, ledger: Ledger | None = None,
+                 final_answer: str | None = None, terminates: bool = False,
+                 exitcode: int | None = None, parent: int | None = None,
+                 calls: str | None = None, plan_id: str | None = None, pause: bool = False,
+                 gate_replan: bool = False) -> None:
+        _set(self, "index", index)
+        _set(self, "agent", agent)
+        _set(self, "kind", kind)
+        _set(self, "content", content)
+        _set(self, "role", role)
+        _set(self, "parent", parent)
+        rare: tuple[Any, ...] | None = None
+        if not (to is None and ledger is None and final_answer is None and terminates is False
+                and exitcode is None and calls is None and plan_id is None and pause is False
+                and gate_replan is False):
+            rare = (to, ledger, final_answer, terminates, exitcode, calls, plan_id, pause,
+                    gate_replan)
+            try:  # equal tuples are one object (an instruction's target, an exit code)
+                shared = _RARE_MEMO.get(rare)
+                if shared is None:
+                    if len(_RARE_MEMO) >= _RARE_MEMO_MAX:
+                        _RARE_MEMO.clear()
+                    shared = _RARE_MEMO[rare] = rare
+                rare = shared
+            except TypeError:  # an unhashable part (a ledger's reasons): its own tuple
+                pass
+        _set(self, "_rare", rare)
+
+    @property
+    def to(self) -> str | None:
+        """Instruction target (see the class docstring)."""
+        r = self._rare
+        return None if r is None else r[0]  # type: ignore[no-any-return]
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The parsed ledger of a ``ledger`` step."""
+        r = self._rare
+        return None if r is None else r[1]  # type: ignore[no-any-return]
+
+    @property
+    def final_answer(self) -> str | None:
+        """The final answer stated by the step."""
+        r = self._rare
+        return None if r is None else r[2]  # type: ignore[no-any-return]
+
+    @property
+    def terminates(self) -> bool:
+        """The message ends the run."""
+        r = self._rare
+        return False if r is None else r[3]  # type: ignore[no-any-return]
+
+    @property
+    def exitcode(self) -> int | None:
+        """The exit code of a ``tool_output``."""
+        r = self._rare
+        return None if r is None else r[4]  # type: ignore[no-any-return]
+
+    @property
+    def calls(self) -> str | None:
+        """The tool calls an ``output`` asked for, as canonical JSON."""
+        r = self._rare
+        return None if r is None else r[5]  # type: ignore[no-any-return]
+
+    @property
+    def plan_id(self) -> str | None:
+        """The plan a ``plan`` step writes or rewrites."""
+        r = self._rare
+        return None if r is None else r[6]  # type: ignore[no-any-return]
+
+    @property
+    def pause(self) -> bool:
+        """The step records a pause (the run waiting for a human)."""
+        r = self._rare
+        return False if r is None else r[7]  # type: ignore[no-any-return]
+
+    @property
+    def gate_replan(self) -> bool:
+        """The PlanFence gate's one replan of a protected call."""
+        r = self._rare
+        return False if r is None else r[8]  # type: ignore[no-any-return]
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in _STEP_FIELDS)
+
+    def replace(self, **changes: Any) -> Step:
+        """A copy with ``changes`` (field names) applied, as :func:`dataclasses.replace`.
+
+        Raises:
+            TypeError: a name that is not a field.
+        """
+        values = dict(zip(_STEP_FIELDS, self._values(), strict=True))
+        for k in changes:
+            if k not in values:
+                raise TypeError(f"Step has no field {k!r}")
+        values.update(changes)
+        return Step(**values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined,no-any-return]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Step(" + ", ".join(f"{f}={v!r}" for f, v in zip(
+            _STEP_FIELDS, self._values(), strict=True)) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Step, self._values())
 
 
 @dataclass(frozen=True, slots=True)
