@@ -12,7 +12,7 @@ import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import FrozenInstanceError, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from icore.adapters._errors import AdapterError
 from icore.fence import DecisionEntry
@@ -66,7 +66,14 @@ _RARE_MEMO: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _RARE_MEMO_MAX = 4096
 _set = object.__setattr__
 
+if TYPE_CHECKING:  # to a type checker Step is the frozen dataclass it is to dataclasses
+    from dataclasses import dataclass as _as_dataclass
+else:
+    def _as_dataclass(**_: Any) -> Any:
+        return lambda cls: cls  # at run time: the fields are set below the class
 
+
+@_as_dataclass(frozen=True)
 class Step:
     """One recorded message, classified (a frozen value, as a frozen dataclass).
 
@@ -74,7 +81,8 @@ class Step:
     leave at their default (``to`` to ``gate_replan``, except ``parent``) are one shared
     tuple, or nothing when all are at their default; reading one is an attribute as
     any other. Equality, hashing, ``repr`` and pickling are the dataclass's, over the
-    fields below in this order; :meth:`replace` is :func:`dataclasses.replace`.
+    fields below in this order, and it is a dataclass to :mod:`dataclasses` (``fields``,
+    ``replace``, ``asdict`` see these fields).
 
     Attributes:
         index: 0-based index into the source history (the annotation's step numbering).
@@ -104,15 +112,26 @@ class Step:
     """
 
     __slots__ = ("_rare", "agent", "content", "index", "kind", "parent", "role")
-    __match_args__ = _STEP_FIELDS
+    __match_args__ = ("index", "agent", "kind", "content", "role", "to", "ledger",
+                      "final_answer", "terminates", "exitcode", "parent", "calls", "plan_id",
+                      "pause", "gate_replan")
 
-    index: int
-    agent: str
-    kind: StepKind
-    content: str
-    role: str
-    parent: int | None
-    _rare: tuple[Any, ...] | None
+    if TYPE_CHECKING:  # the fields as a type checker (and dataclasses) sees them
+        index: int
+        agent: str
+        kind: StepKind
+        content: str
+        role: str = ""
+        to: str | None = None
+        ledger: Ledger | None = None
+        final_answer: str | None = None
+        terminates: bool = False
+        exitcode: int | None = None
+        parent: int | None = None
+        calls: str | None = None
+        plan_id: str | None = None
+        pause: bool = False
+        gate_replan: bool = False
 
     def __init__(self, index: int, agent: str, kind: StepKind, content: str, role: str = "",
                  to: str | None = None, ledger: Ledger | None = None,
@@ -143,75 +162,63 @@ class Step:
                 pass
         _set(self, "_rare", rare)
 
-    @property
-    def to(self) -> str | None:
-        """Instruction target (see the class docstring)."""
-        r = self._rare
-        return None if r is None else r[0]  # type: ignore[no-any-return]
+    if not TYPE_CHECKING:  # the rare fields, read from the shared tuple
+        @property
+        def to(self) -> str | None:
+            """Instruction target (see the class docstring)."""
+            r = self._rare
+            return None if r is None else r[0]
 
-    @property
-    def ledger(self) -> Ledger | None:
-        """The parsed ledger of a ``ledger`` step."""
-        r = self._rare
-        return None if r is None else r[1]  # type: ignore[no-any-return]
+        @property
+        def ledger(self) -> Ledger | None:
+            """The parsed ledger of a ``ledger`` step."""
+            r = self._rare
+            return None if r is None else r[1]
 
-    @property
-    def final_answer(self) -> str | None:
-        """The final answer stated by the step."""
-        r = self._rare
-        return None if r is None else r[2]  # type: ignore[no-any-return]
+        @property
+        def final_answer(self) -> str | None:
+            """The final answer stated by the step."""
+            r = self._rare
+            return None if r is None else r[2]
 
-    @property
-    def terminates(self) -> bool:
-        """The message ends the run."""
-        r = self._rare
-        return False if r is None else r[3]  # type: ignore[no-any-return]
+        @property
+        def terminates(self) -> bool:
+            """The message ends the run."""
+            r = self._rare
+            return False if r is None else r[3]
 
-    @property
-    def exitcode(self) -> int | None:
-        """The exit code of a ``tool_output``."""
-        r = self._rare
-        return None if r is None else r[4]  # type: ignore[no-any-return]
+        @property
+        def exitcode(self) -> int | None:
+            """The exit code of a ``tool_output``."""
+            r = self._rare
+            return None if r is None else r[4]
 
-    @property
-    def calls(self) -> str | None:
-        """The tool calls an ``output`` asked for, as canonical JSON."""
-        r = self._rare
-        return None if r is None else r[5]  # type: ignore[no-any-return]
+        @property
+        def calls(self) -> str | None:
+            """The tool calls an ``output`` asked for, as canonical JSON."""
+            r = self._rare
+            return None if r is None else r[5]
 
-    @property
-    def plan_id(self) -> str | None:
-        """The plan a ``plan`` step writes or rewrites."""
-        r = self._rare
-        return None if r is None else r[6]  # type: ignore[no-any-return]
+        @property
+        def plan_id(self) -> str | None:
+            """The plan a ``plan`` step writes or rewrites."""
+            r = self._rare
+            return None if r is None else r[6]
 
-    @property
-    def pause(self) -> bool:
-        """The step records a pause (the run waiting for a human)."""
-        r = self._rare
-        return False if r is None else r[7]  # type: ignore[no-any-return]
+        @property
+        def pause(self) -> bool:
+            """The step records a pause (the run waiting for a human)."""
+            r = self._rare
+            return False if r is None else r[7]
 
-    @property
-    def gate_replan(self) -> bool:
-        """The PlanFence gate's one replan of a protected call."""
-        r = self._rare
-        return False if r is None else r[8]  # type: ignore[no-any-return]
+        @property
+        def gate_replan(self) -> bool:
+            """The PlanFence gate's one replan of a protected call."""
+            r = self._rare
+            return False if r is None else r[8]
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in _STEP_FIELDS)
-
-    def replace(self, **changes: Any) -> Step:
-        """A copy with ``changes`` (field names) applied, as :func:`dataclasses.replace`.
-
-        Raises:
-            TypeError: a name that is not a field.
-        """
-        values = dict(zip(_STEP_FIELDS, self._values(), strict=True))
-        for k in changes:
-            if k not in values:
-                raise TypeError(f"Step has no field {k!r}")
-        values.update(changes)
-        return Step(**values)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -233,6 +240,31 @@ class Step:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Step, self._values())
+
+
+@dataclass(frozen=True)
+class _StepFields:
+    """The fields :mod:`dataclasses` sees on a :class:`Step` (the storage is Step's own)."""
+
+    index: int
+    agent: str
+    kind: StepKind
+    content: str
+    role: str = ""
+    to: str | None = None
+    ledger: Ledger | None = None
+    final_answer: str | None = None
+    terminates: bool = False
+    exitcode: int | None = None
+    parent: int | None = None
+    calls: str | None = None
+    plan_id: str | None = None
+    pause: bool = False
+    gate_replan: bool = False
+
+
+Step.__dataclass_fields__ = _StepFields.__dataclass_fields__  # type: ignore[attr-defined]
+Step.__dataclass_params__ = _StepFields.__dataclass_params__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)

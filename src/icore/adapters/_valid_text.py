@@ -113,10 +113,10 @@ def _step(fx: _Fixer, st: Step) -> Step:
                      fx.opt(led.next_speaker, f"{w}.ledger.next_speaker"),
                      fx.opt(led.instruction, f"{w}.ledger.instruction"),
                      fx.deep(dict(led.reasons), f"{w}.ledger.reasons"))
-    return st.replace(content=fx.s(st.content, f"{w}.content"),
-                      agent=fx.s(st.agent, f"{w}.agent"), role=fx.s(st.role, f"{w}.role"),
-                      to=fx.opt(st.to, f"{w}.to"),
-                      final_answer=fx.opt(st.final_answer, f"{w}.final_answer"), ledger=led)
+    return replace(st, content=fx.s(st.content, f"{w}.content"),
+                   agent=fx.s(st.agent, f"{w}.agent"), role=fx.s(st.role, f"{w}.role"),
+                   to=fx.opt(st.to, f"{w}.to"),
+                   final_answer=fx.opt(st.final_answer, f"{w}.final_answer"), ledger=led)
 
 
 def valid_text_trace(trace: Trace) -> Trace:
