@@ -66,15 +66,42 @@ _RARE_MEMO: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _RARE_MEMO_MAX = 4096
 _set = object.__setattr__
 
-if TYPE_CHECKING:  # to a type checker Step is the frozen dataclass it is to dataclasses
-    from dataclasses import dataclass as _as_dataclass
+@dataclass(frozen=True)
+class _StepFields:
+    """The fields of a :class:`Step`, as :mod:`dataclasses` and type checkers see them."""
+
+    index: int
+    agent: str
+    kind: StepKind
+    content: str
+    role: str = ""
+    to: str | None = None
+    ledger: Ledger | None = None
+    final_answer: str | None = None
+    terminates: bool = False
+    exitcode: int | None = None
+    parent: int | None = None
+    calls: str | None = None
+    plan_id: str | None = None
+    pause: bool = False
+    gate_replan: bool = False
+
+
+def _rare_field(i: int, default: Any, doc: str) -> property:
+    """The property reading field ``i`` of a :class:`Step`'s shared tuple."""
+    def get(self: Any) -> Any:
+        r = self._rare
+        return default if r is None else r[i]
+    return property(get, doc=doc)
+
+
+if TYPE_CHECKING:  # to a type checker a Step is this frozen dataclass
+    _StepBase = _StepFields
 else:
-    def _as_dataclass(**_: Any) -> Any:
-        return lambda cls: cls  # at run time: the fields are set below the class
+    _StepBase = object
 
 
-@_as_dataclass(frozen=True)
-class Step:
+class Step(_StepBase):
     """One recorded message, classified (a frozen value, as a frozen dataclass).
 
     Kept small (issue 29: a long run holds one per message): the fields most messages
@@ -116,23 +143,6 @@ class Step:
                       "final_answer", "terminates", "exitcode", "parent", "calls", "plan_id",
                       "pause", "gate_replan")
 
-    if TYPE_CHECKING:  # the fields as a type checker (and dataclasses) sees them
-        index: int
-        agent: str
-        kind: StepKind
-        content: str
-        role: str = ""
-        to: str | None = None
-        ledger: Ledger | None = None
-        final_answer: str | None = None
-        terminates: bool = False
-        exitcode: int | None = None
-        parent: int | None = None
-        calls: str | None = None
-        plan_id: str | None = None
-        pause: bool = False
-        gate_replan: bool = False
-
     def __init__(self, index: int, agent: str, kind: StepKind, content: str, role: str = "",
                  to: str | None = None, ledger: Ledger | None = None,
                  final_answer: str | None = None, terminates: bool = False,
@@ -163,59 +173,15 @@ class Step:
         _set(self, "_rare", rare)
 
     if not TYPE_CHECKING:  # the rare fields, read from the shared tuple
-        @property
-        def to(self) -> str | None:
-            """Instruction target (see the class docstring)."""
-            r = self._rare
-            return None if r is None else r[0]
-
-        @property
-        def ledger(self) -> Ledger | None:
-            """The parsed ledger of a ``ledger`` step."""
-            r = self._rare
-            return None if r is None else r[1]
-
-        @property
-        def final_answer(self) -> str | None:
-            """The final answer stated by the step."""
-            r = self._rare
-            return None if r is None else r[2]
-
-        @property
-        def terminates(self) -> bool:
-            """The message ends the run."""
-            r = self._rare
-            return False if r is None else r[3]
-
-        @property
-        def exitcode(self) -> int | None:
-            """The exit code of a ``tool_output``."""
-            r = self._rare
-            return None if r is None else r[4]
-
-        @property
-        def calls(self) -> str | None:
-            """The tool calls an ``output`` asked for, as canonical JSON."""
-            r = self._rare
-            return None if r is None else r[5]
-
-        @property
-        def plan_id(self) -> str | None:
-            """The plan a ``plan`` step writes or rewrites."""
-            r = self._rare
-            return None if r is None else r[6]
-
-        @property
-        def pause(self) -> bool:
-            """The step records a pause (the run waiting for a human)."""
-            r = self._rare
-            return False if r is None else r[7]
-
-        @property
-        def gate_replan(self) -> bool:
-            """The PlanFence gate's one replan of a protected call."""
-            r = self._rare
-            return False if r is None else r[8]
+        to = _rare_field(0, None, "Instruction target (see the class docstring).")
+        ledger = _rare_field(1, None, "The parsed ledger of a ``ledger`` step.")
+        final_answer = _rare_field(2, None, "The final answer stated by the step.")
+        terminates = _rare_field(3, False, "The message ends the run.")
+        exitcode = _rare_field(4, None, "The exit code of a ``tool_output``.")
+        calls = _rare_field(5, None, "The tool calls an ``output`` asked for (JSON).")
+        plan_id = _rare_field(6, None, "The plan a ``plan`` step writes or rewrites.")
+        pause = _rare_field(7, False, "The step records a pause (waiting for a human).")
+        gate_replan = _rare_field(8, False, "The gate's one replan of a protected call.")
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in _STEP_FIELDS)
@@ -240,27 +206,6 @@ class Step:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Step, self._values())
-
-
-@dataclass(frozen=True)
-class _StepFields:
-    """The fields :mod:`dataclasses` sees on a :class:`Step` (the storage is Step's own)."""
-
-    index: int
-    agent: str
-    kind: StepKind
-    content: str
-    role: str = ""
-    to: str | None = None
-    ledger: Ledger | None = None
-    final_answer: str | None = None
-    terminates: bool = False
-    exitcode: int | None = None
-    parent: int | None = None
-    calls: str | None = None
-    plan_id: str | None = None
-    pause: bool = False
-    gate_replan: bool = False
 
 
 Step.__dataclass_fields__ = _StepFields.__dataclass_fields__  # type: ignore[attr-defined]
