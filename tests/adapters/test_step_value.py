@@ -13,28 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icore.adapters._trace import Ledger, Step, StepKind
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Reference:
-    """The dataclass ``Step`` was before (same fields, order and defaults)."""
-
-    index: int
-    agent: str
-    kind: StepKind
-    content: str
-    role: str = ""
-    to: str | None = None
-    ledger: Ledger | None = None
-    final_answer: str | None = None
-    terminates: bool = False
-    exitcode: int | None = None
-    parent: int | None = None
-    calls: str | None = None
-    plan_id: str | None = None
-    pause: bool = False
-    gate_replan: bool = False
-
+from icore.adapters._trace import _StepFields as _Reference  # the fields as a dataclass
 
 _NAMES = [f.name for f in dataclasses.fields(_Reference)]
 _text = st.text(max_size=8)
@@ -55,7 +34,7 @@ def test_step_reads_compares_and_prints_as_the_dataclass(a: dict[str, Any],
                                                          b: dict[str, Any]) -> None:
     s, r = Step(**a), _Reference(**a)
     assert [getattr(s, n) for n in _NAMES] == [getattr(r, n) for n in _NAMES]
-    assert repr(s) == repr(r).replace("_Reference(", "Step(")
+    assert repr(s) == repr(r).replace("_StepFields(", "Step(")
     assert (s == Step(**b)) == (r == _Reference(**b))
     assert s == Step(*(getattr(r, n) for n in _NAMES))  # positional, in field order
     if s.ledger is None:  # a ledger holds a dict: neither is hashable then
