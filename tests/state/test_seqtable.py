@@ -85,6 +85,19 @@ def test_assertion_columns_share_what_repeats() -> None:
     assert t["a2"] == Assertion("a2", "o2", AssertionKind.STATUS, "", "open", "x", None)
 
 
+def test_assertion_proposals_are_kept_in_the_shared_part() -> None:
+    from icore.state._seqtable import RECENT
+
+    t = AssertionTable()
+    written = [Assertion(f"a{n}", "o", AssertionKind.STATUS, "", "open", "x", f"p{n % 3}")
+               for n in range(1, RECENT + 6)]
+    for a in written:
+        t[a.id] = a
+    assert t._d is None and t._metas[0] is t._metas[3] and t._metas[0] is not t._metas[1]
+    assert [t[a.id] for a in written] == written  # the first ones rebuilt from the columns
+    assert [t[a.id].proposal for a in written[:4]] == ["p1", "p2", "p0", "p1"]
+
+
 def test_the_last_assertions_written_are_read_back_as_written() -> None:
     from icore.state._seqtable import RECENT
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import FrozenInstanceError, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from icore.adapters._errors import AdapterError
 from icore.fence import DecisionEntry
@@ -56,9 +56,62 @@ class Ledger:
     reasons: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One recorded message, classified.
+_RARE = ("to", "ledger", "final_answer", "terminates", "exitcode", "calls", "plan_id",
+         "pause", "gate_replan", "tool", "ran")
+"""The fields of a :class:`Step` kept in its shared tuple (``Step._rare``), in order."""
+_STEP_FIELDS = ("index", "agent", "kind", "content", "role", "to", "ledger", "final_answer",
+                "terminates", "exitcode", "parent", "calls", "plan_id", "pause",
+                "gate_replan", "tool", "ran")
+_RARE_MEMO: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_RARE_MEMO_MAX = 4096
+_set = object.__setattr__
+
+@dataclass(frozen=True)
+class _StepFields:
+    """The fields of a :class:`Step`, as :mod:`dataclasses` and type checkers see them."""
+
+    index: int
+    agent: str
+    kind: StepKind
+    content: str
+    role: str = ""
+    to: str | None = None
+    ledger: Ledger | None = None
+    final_answer: str | None = None
+    terminates: bool = False
+    exitcode: int | None = None
+    parent: int | None = None
+    calls: str | None = None
+    plan_id: str | None = None
+    pause: bool = False
+    gate_replan: bool = False
+    tool: str | None = None
+    ran: bool | None = None
+
+
+def _rare_field(i: int, default: Any, doc: str) -> property:
+    """The property reading field ``i`` of a :class:`Step`'s shared tuple."""
+    def get(self: Any) -> Any:
+        r = self._rare
+        return default if r is None else r[i]
+    return property(get, doc=doc)
+
+
+if TYPE_CHECKING:  # to a type checker a Step is this frozen dataclass
+    _StepBase = _StepFields
+else:
+    _StepBase = object
+
+
+class Step(_StepBase):
+    """One recorded message, classified (a frozen value, as a frozen dataclass).
+
+    Kept small (issue 29: a long run holds one per message): the fields most messages
+    leave at their default (``to`` to ``ran``, except ``parent``) are one shared
+    tuple, or nothing when all are at their default; reading one is an attribute as
+    any other. Equality, hashing, ``repr`` and pickling are the dataclass's, over the
+    fields below in this order, and it is a dataclass to :mod:`dataclasses` (``fields``,
+    ``replace``, ``asdict`` see these fields).
 
     Attributes:
         index: 0-based index into the source history (the annotation's step numbering).
@@ -92,23 +145,81 @@ class Step:
             the gate's decisions (a recorded effect after a refusal is INVALID).
     """
 
-    index: int
-    agent: str
-    kind: StepKind
-    content: str
-    role: str = ""
-    to: str | None = None
-    ledger: Ledger | None = None
-    final_answer: str | None = None
-    terminates: bool = False
-    exitcode: int | None = None
-    parent: int | None = None
-    calls: str | None = None
-    plan_id: str | None = None
-    pause: bool = False
-    gate_replan: bool = False
-    tool: str | None = None
-    ran: bool | None = None
+    __slots__ = ("_rare", "agent", "content", "index", "kind", "parent", "role")
+    __match_args__ = ("index", "agent", "kind", "content", "role", "to", "ledger",
+                      "final_answer", "terminates", "exitcode", "parent", "calls", "plan_id",
+                      "pause", "gate_replan", "tool", "ran")
+
+    def __init__(self, index: int, agent: str, kind: StepKind, content: str, role: str = "",
+                 to: str | None = None, ledger: Ledger | None = None,
+                 final_answer: str | None = None, terminates: bool = False,
+                 exitcode: int | None = None, parent: int | None = None,
+                 calls: str | None = None, plan_id: str | None = None, pause: bool = False,
+                 gate_replan: bool = False, tool: str | None = None,
+                 ran: bool | None = None) -> None:
+        _set(self, "index", index)
+        _set(self, "agent", agent)
+        _set(self, "kind", kind)
+        _set(self, "content", content)
+        _set(self, "role", role)
+        _set(self, "parent", parent)
+        rare: tuple[Any, ...] | None = None
+        if not (to is None and ledger is None and final_answer is None and terminates is False
+                and exitcode is None and calls is None and plan_id is None and pause is False
+                and gate_replan is False and tool is None and ran is None):
+            rare = (to, ledger, final_answer, terminates, exitcode, calls, plan_id, pause,
+                    gate_replan, tool, ran)
+            try:  # equal tuples are one object (an instruction's target, an exit code)
+                shared = _RARE_MEMO.get(rare)
+                if shared is None:
+                    if len(_RARE_MEMO) >= _RARE_MEMO_MAX:
+                        _RARE_MEMO.clear()
+                    shared = _RARE_MEMO[rare] = rare
+                rare = shared
+            except TypeError:  # an unhashable part (a ledger's reasons): its own tuple
+                pass
+        _set(self, "_rare", rare)
+
+    if not TYPE_CHECKING:  # the rare fields, read from the shared tuple
+        to = _rare_field(0, None, "Instruction target (see the class docstring).")
+        ledger = _rare_field(1, None, "The parsed ledger of a ``ledger`` step.")
+        final_answer = _rare_field(2, None, "The final answer stated by the step.")
+        terminates = _rare_field(3, False, "The message ends the run.")
+        exitcode = _rare_field(4, None, "The exit code of a ``tool_output``.")
+        calls = _rare_field(5, None, "The tool calls an ``output`` asked for (JSON).")
+        plan_id = _rare_field(6, None, "The plan a ``plan`` step writes or rewrites.")
+        pause = _rare_field(7, False, "The step records a pause (waiting for a human).")
+        gate_replan = _rare_field(8, False, "The gate's one replan of a protected call.")
+        tool = _rare_field(9, None, "The tool a ``tool_output`` names.")
+        ran = _rare_field(10, None, "What a ``tool_output`` says of its call (ran or not).")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in _STEP_FIELDS)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined,no-any-return]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Step(" + ", ".join(f"{f}={v!r}" for f, v in zip(
+            _STEP_FIELDS, self._values(), strict=True)) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Step, self._values())
+
+
+Step.__dataclass_fields__ = _StepFields.__dataclass_fields__  # type: ignore[attr-defined]
+Step.__dataclass_params__ = _StepFields.__dataclass_params__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)

@@ -352,26 +352,27 @@ class ColumnTable(SeqTable[V], Generic[V]):
 class AssertionTable(ColumnTable[Assertion]):
     """Q's assertions ``a1, a2, ...`` as columns: no object per assertion is kept.
 
-    An assertion is kept as its obligation, its value, its proposal and one shared
-    tuple of (kind, key, proposer, cited_sound), four list slots (about 36 bytes)
-    instead of a 96-byte object; reading one builds an equal :class:`Assertion`
+    An assertion is kept as its obligation, its value and one shared tuple of (kind,
+    key, proposer, proposal, cited_sound), three list slots (about 27 bytes) instead of a
+    96-byte object (an import's assertions have no proposal: they share the tuple; a
+    committed proposal's assertions share theirs); reading one builds an equal :class:`Assertion`
     (a frozen value: equal objects are interchangeable). The last :data:`RECENT` written
     are also kept as written: an import reads back the assertions it just wrote (their
     soundness), so they are not rebuilt. An item that is not exactly an
     :class:`Assertion` whose id is its key makes the table a plain dict.
     """
 
-    __slots__ = ("_metas", "_props", "_vals")
+    __slots__ = ("_metas", "_vals")
 
     def __init__(self, prefix: str = "a") -> None:
-        super().__init__(prefix, 3)
-        self._vals, self._props, self._metas = self._cols
+        super().__init__(prefix, 2)
+        self._vals, self._metas = self._cols
 
     def _load(self, i: int) -> Assertion:
         kept = self._kept(i)
         if kept is not None:
             return kept
-        kind, key, proposer, cited_sound = self._metas[i]
+        kind, key, proposer, proposal, cited_sound = self._metas[i]
         a = _new(Assertion)  # the frozen dataclass's slots written directly: 2x faster
         _set_id(a, f"{self._p}{i + 1}")
         _set_obligation(a, self._items[i])
@@ -379,25 +380,28 @@ class AssertionTable(ColumnTable[Assertion]):
         _set_key(a, key)
         _set_value(a, self._vals[i])
         _set_proposer(a, proposer)
-        _set_proposal(a, self._props[i])
+        _set_proposal(a, proposal)
         _set_cited_sound(a, cited_sound)
         return a
 
     def _row(self, value: Assertion, key: str) -> tuple[Any, ...] | None:
-        """(obligation, value, proposal, shared (kind, key, proposer, cited_sound))."""
+        """(obligation, value, shared (kind, key, proposer, proposal, cited_sound))."""
         if type(value) is not Assertion:
             return None
         kind = value.kind
         if type(kind) is not AssertionKind or value.id != key:
             return None
-        memo_key = (kind._value_, value.key, value.proposer, value.cited_sound)  # str hash
+        proposal = value.proposal
+        memo_key = (kind._value_, value.key, value.proposer, proposal,  # str hash
+                    value.cited_sound)
         memo = self._memo
         shared = memo.get(memo_key)
         if shared is None:
             if len(memo) >= MEMO_LIMIT:  # a cache: clearing it only stops sharing
                 memo.clear()
-            shared = memo[memo_key] = (kind, value.key, value.proposer, value.cited_sound)
-        return value.obligation, value.value, value.proposal, shared
+            shared = memo[memo_key] = (kind, value.key, value.proposer, proposal,
+                                       value.cited_sound)
+        return value.obligation, value.value, shared
 
 
 class CertificateTable(ColumnTable[Certificate]):
