@@ -8,12 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from tests._cli import invoke as _invoke
 
-from icore.cli import app
-
-_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
-        "OPENAI_BASE_URL": ""}
 _RUN = ['{"run": {"id": "%s", "succeeded": false}}',
         '{"agent": "user", "kind": "task", "content": "add 2 and 2"}',
         '{"agent": "coder", "kind": "output", "content": "5"}',
@@ -24,12 +20,6 @@ def _trace(tmp_path: Path, run_id: str = "t", name: str = "t.jsonl") -> Path:
     p = tmp_path / name
     p.write_text("\n".join(_RUN).replace("%s", run_id) + "\n", encoding="utf-8")
     return p
-
-
-def _invoke(*args: str) -> tuple[int, str]:
-    res = CliRunner().invoke(app, list(args), env=_ENV)
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.output
 
 
 @pytest.mark.parametrize("flag", ["--json", "--otlp-endpoint"])

@@ -6,20 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from tests._cli import invoke as _invoke
 
-from icore.cli import app
-
-_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
-        "OPENAI_BASE_URL": ""}
 _RUN = ['{"run": {"id": "t"}}', '{"agent": "user", "kind": "task", "content": "q"}',
         '{"agent": "coder", "kind": "output", "content": "5"}']
-
-
-def _invoke(*args: str, **env: str) -> tuple[int, str]:
-    res = CliRunner().invoke(app, list(args), env={**_ENV, **env})
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.output
 
 
 @pytest.mark.parametrize("value", ["nan", "abc", "-1", "0"])

@@ -22,22 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from tests._cli import invoke as _invoke
 
 from icore._files import WRITTEN, mark_folder
-from icore.cli import app
 
-_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
-        "OPENAI_BASE_URL": ""}
 _RUN: list[dict[str, Any]] = [{"run": {"id": "r1", "orchestrator": "a"}},
         {"agent": "u", "kind": "task", "content": "q"},
         {"agent": "a", "kind": "output", "content": "42"}]
-
-
-def _invoke(*args: str) -> tuple[int, str]:
-    res = CliRunner().invoke(app, list(args), env=_ENV)
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.output
 
 
 def _jsonl(path: Path, lines: list[dict[str, Any]] = _RUN) -> Path:

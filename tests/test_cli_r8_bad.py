@@ -9,19 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._cli import CLI_ENV as _ENV
+from tests._cli import one_run_folder as _runs
 from typer.testing import CliRunner
 
 from icore.cli import app
-
-_ENV = {"COLUMNS": "200", "ICORE_LLM_MODEL": "", "ICORE_LLM_BASE_URL": "",
-        "OPENAI_BASE_URL": ""}
-
-
-def _runs(tmp_path: Path, magentic: dict[str, Any]) -> Path:
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    (runs / "1.json").write_text(json.dumps(magentic), encoding="utf-8")
-    return runs
 
 
 @pytest.mark.parametrize("command", ["audit", "run"])

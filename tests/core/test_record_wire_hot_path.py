@@ -211,3 +211,16 @@ def test_plain_envelope_only_passes_what_check_envelope_passes(field: str, value
     odd = Record(**fields)
     if _plain_envelope(odd):
         odd.check_envelope()
+
+
+def test_a_boolean_schema_version_is_refused_on_both_paths() -> None:
+    """``"v": true`` equals 1 in Python but is another envelope (another id): refused as an
+    unsupported schema version, by the general path too (review of #27 round 10)."""
+    from icore.errors import MalformedRecord
+
+    rec = Record.create(key="k/1", owner="o", seq=1, content={"a": 1})
+    fields = {f: getattr(rec, f) for f in Record.__slots__}
+    fields["schema"] = True
+    odd = Record(**fields)
+    with pytest.raises(MalformedRecord, match="schema"):
+        odd.check_envelope()

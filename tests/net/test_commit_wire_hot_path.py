@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,3 +117,17 @@ def test_fast_encoders_write_the_general_bytes(rid: int, seq: int, created: bool
                                 use_bin_type=True)
         assert encode_body(msg) == general
         assert decode_body(general) == msg
+
+
+def test_decode_body_takes_any_bytes_like_and_the_hot_decoders_check_their_prefix() -> None:
+    """``decode_body`` of a ``bytearray``/``memoryview`` decodes as of ``bytes`` (the
+    prefix dispatch hashes a copy); ``decode_commit``/``decode_commit_ack`` given another
+    body decide as the general decoder (review of #27 round 10)."""
+    from icore.net import Ping, UnsupportedVersion
+
+    body = encode_body(Ping(3))
+    assert decode_body(bytearray(body)) == decode_body(memoryview(body)) == Ping(3)
+    other = msgpack.packb([99, 12, 1, b"x"])
+    for fn in (decode_commit, decode_commit_ack):
+        with pytest.raises(UnsupportedVersion):
+            fn(other)

@@ -333,6 +333,8 @@ def decode_commit(body: bytes) -> Message:
         MalformedMessage / InvalidRecord: as :func:`decode_body`.
     """
     obj = unpack_body(body)
+    if bytes(body[:3]) not in COMMIT_PREFIXES:  # not a commit: the general decoder's word
+        return _decode(obj)
     if type(obj) is list and len(obj) in (4, 5):
         rid = obj[2]
         wire = obj[3]
@@ -358,6 +360,8 @@ def decode_commit_ack(body: bytes) -> Message:
         MalformedMessage: as :func:`decode_body`.
     """
     obj = unpack_body(body)
+    if bytes(body[:3]) != COMMIT_ACK_PREFIX:  # not an acknowledgement: the general decoder
+        return _decode(obj)
     if type(obj) is list and len(obj) == 7:
         _v, _t, rid, rec_id, seq, created, complete = obj
         if (type(rid) is int and 0 <= rid <= _MAX_RID and type(rec_id) is bytes
@@ -378,7 +382,7 @@ def decode_body(body: bytes) -> Message:
         MalformedMessage: not msgpack, wrong shape or types, unknown message type.
         InvalidRecord: a carried record fails verification.
     """
-    head = body[:3]
+    head = bytes(body[:3])  # a bytearray or memoryview slice is not hashable
     if head in COMMIT_PREFIXES:
         return decode_commit(body)
     if head == COMMIT_ACK_PREFIX:

@@ -418,7 +418,7 @@ class Record:
         ):
             raise MalformedRecord("size must be an integer in [0, 4 MiB]", key=self.key,
                                   record=rid, field="size")
-        if self.schema != SCHEMA_VERSION:
+        if type(self.schema) is not int or self.schema != SCHEMA_VERSION:  # True == 1
             raise MalformedRecord(f"unsupported schema version {self.schema!r}",
                                   key=self.key, record=rid, field="schema")
 
