@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -49,8 +50,9 @@ def path_problem(path: object) -> str | None:
 
     Checked before anything is opened or created (issue 29): a user's ``None``, number or
     bytes, an empty string, a NUL byte, a lone surrogate the file system cannot encode,
-    or a name component over :data:`NAME_MAX` bytes (``File name too long`` only after
-    the work was done).
+    or a name component over :data:`NAME_MAX` bytes (characters on macOS; ``File name
+    too long`` only after the work was done). An NTFS or exFAT mount on Linux, which
+    allows 255 characters, is held to 255 bytes too.
 
     Returns:
         None, or the problem without the path, e.g. ``"must be a str or os.PathLike,
@@ -60,7 +62,7 @@ def path_problem(path: object) -> str | None:
         return f"must be a str or os.PathLike, not {type(path).__name__}"
     try:
         s = os.fspath(path)
-    except TypeError as exc:  # a PathLike whose __fspath__ returns no str
+    except Exception as exc:  # a PathLike whose __fspath__ raises or returns no str
         return f"is no path: {exc}"
     if not isinstance(s, str):
         return f"must name a text path, not {type(s).__name__}"
@@ -72,9 +74,12 @@ def path_problem(path: object) -> str | None:
         raw = os.fsencode(s)
     except UnicodeEncodeError:
         return "cannot be encoded for the file system (a lone surrogate)"
-    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if sys.platform == "darwin":  # APFS / HFS+ count a name's characters, not its bytes
+        longest, unit = max((len(part) for part in s.split("/")), default=0), "characters"
+    else:
+        longest, unit = max((len(part) for part in raw.split(b"/")), default=0), "bytes"
     if longest > NAME_MAX:
-        return f"has a name of {longest} bytes (the file system allows {NAME_MAX})"
+        return f"has a name of {longest} {unit} (the file system allows {NAME_MAX})"
     return None
 
 

@@ -185,3 +185,22 @@ def test_an_explicit_scope_still_wins() -> None:
                         "done")).kickoff()
     assert v.booked == ["joined"]
 
+
+
+def test_a_raised_kickoff_leaves_no_run_scope_behind() -> None:
+    """A crew that raised out of ``kickoff()`` may leave its run's entry on the thread's
+    CrewAI event stack; later code outside any run on that thread is unscoped, not the
+    dead run's scope, so on a handle that has seen scoped use its protected call fails
+    closed (review of h28crew: a web worker thread's later requests shared one scope)."""
+    from crewai.events.event_context import _event_id_stack
+
+    from icore.integrations.crewai._turns import run_scope
+
+    token = _event_id_stack.set((("dead-run", "crew_kickoff_started"),))
+    try:
+        assert run_scope() is None
+        _event_id_stack.set((("dead-run", "crew_kickoff_started"),
+                             ("live", "crew_kickoff_started"), ("t", "task_started")))
+        assert run_scope() == ("crewai", "live")
+    finally:
+        _event_id_stack.reset(token)

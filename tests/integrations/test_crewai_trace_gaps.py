@@ -86,8 +86,9 @@ def test_refused_arguments_leave_a_bounded_tool_output() -> None:
                   "Thought: done\nFinal Answer: done"]
     with recording(rec):
         s.crew(llm).kickoff()
-        s.clerk.read("stock/W1")  # outside the crew: the direct call's own read
-        fenced_pay.run(wh="W1", amount=1.0, note="n" * 4_500_000)
+        with s.clerk.scope("direct"):  # outside the crew: a conversation of its own
+            s.clerk.read("stock/W1")  # the direct call's own read
+            fenced_pay.run(wh="W1", amount=1.0, note="n" * 4_500_000)
     assert s.moved == [] and paid == []
     out = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] != "get_stock"]
     transfers = [e for e in out if e["tool"] == "transfer"]

@@ -91,7 +91,9 @@ def test_seen_and_requests_are_the_current_scopes() -> None:
     with desk.scope("X"):
         assert desk.seen()[FARE].content == {"price": 200}
         x = desk.request_for("book", {"price": 1}, [FARE])
-    assert desk.seen() == {} and desk.request_for("book", {"price": 1}, [FARE]) is None
+    assert desk.seen() == {}
+    with pytest.raises(WorkspaceError, match="no scope"):  # unscoped on a scoped handle
+        desk.request_for("book", {"price": 1}, [FARE])
     assert x is not None and y is not None and x.id != y.id
     desk.forget([FARE])  # every scope
     with desk.scope("X"):

@@ -118,3 +118,17 @@ def test_forget_refuses_what_is_no_collection_of_keys(bad: Any) -> None:
     with pytest.raises(WorkspaceError):
         desk.forget(bad)
     assert FARE in desk.seen()
+
+
+def test_an_unscoped_approval_request_on_a_scoped_handle_fails_closed() -> None:
+    """``request_for`` (what the human is asked) follows the call's rule: on a handle
+    that has seen scoped use, no scope is a ``WorkspaceError``, never a request built
+    from the shared unscoped reads (review of h28safe)."""
+    ws = Workspace({"fare/*": "pricing"})
+    ws.put("fare/LH1", {"eur": 100}, by="pricing")
+    desk = ws.agent("desk")
+    with desk.scope("chat-1"):
+        desk.read("fare/LH1")
+    desk.read("fare/LH1")
+    with pytest.raises(WorkspaceError, match="no scope"):
+        desk.request_for("book", {"flight": "LH1"}, ["fare/LH1"])

@@ -8,6 +8,7 @@ importers, the generic JSONL importer and a live run all feed the same builder.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Iterable, Mapping
@@ -169,15 +170,20 @@ class Step(_StepBase):
                 and gate_replan is False and tool is None and ran is None):
             rare = (to, ledger, final_answer, terminates, exitcode, calls, plan_id, pause,
                     gate_replan, tool, ran)
-            try:  # equal tuples are one object (an instruction's target, an exit code)
-                shared = _RARE_MEMO.get(rare)
-                if shared is None:
-                    if len(_RARE_MEMO) >= _RARE_MEMO_MAX:
-                        _RARE_MEMO.clear()
-                    shared = _RARE_MEMO[rare] = rare
-                rare = shared
-            except TypeError:  # an unhashable part (a ledger's reasons): its own tuple
-                pass
+            if ledger is None and final_answer is None and calls is None:
+                # equal small tuples are one object (an instruction's target, an exit
+                # code); keyed with their types, so ``ran=1`` never answers ``ran=True``;
+                # never the one-off texts (calls, answers) nor a ledger's reasons
+                key = (*rare, *map(type, rare))
+                try:
+                    shared = _RARE_MEMO.get(key)
+                    if shared is None:
+                        if len(_RARE_MEMO) >= _RARE_MEMO_MAX:
+                            _RARE_MEMO.clear()
+                        shared = _RARE_MEMO[key] = rare
+                    rare = shared
+                except TypeError:  # an unhashable part: its own tuple
+                    pass
         _set(self, "_rare", rare)
 
     if not TYPE_CHECKING:  # the rare fields, read from the shared tuple
@@ -215,11 +221,15 @@ class Step(_StepBase):
             _STEP_FIELDS, self._values(), strict=True)) + ")"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Step, self._values())
+        return (type(self), self._values())
+
+    def __replace__(self, **changes: Any) -> Step:  # copy.replace (Python 3.13)
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
 Step.__dataclass_fields__ = _StepFields.__dataclass_fields__  # type: ignore[attr-defined]
 Step.__dataclass_params__ = _StepFields.__dataclass_params__  # type: ignore[attr-defined]
+Step.__annotations__ = dict(_StepFields.__annotations__)  # typing.get_type_hints(Step)
 
 
 @dataclass(frozen=True, slots=True)

@@ -303,10 +303,15 @@ def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
                 yield q, not_a_regular_file(q) or (
                     "is a symbolic link to nothing (broken, or a loop)" if q.is_symlink()
                     else "cannot be read (stat failed)")
-        while errors:
-            err = errors.pop()
-            if err.filename is not None:
-                yield Path(err.filename), f"cannot be listed ({err.strerror or err})"
+        yield from _listing_errors(errors)
+    yield from _listing_errors(errors)  # the last folder's, or the top's own
+
+
+def _listing_errors(errors: list[OSError]) -> Iterator[tuple[Path, str]]:
+    """Drain ``os.walk``'s errors: each folder that could not be listed, with why."""
+    while errors:
+        err = errors.pop(0)
+        yield Path(err.filename or "?"), f"cannot be listed ({err.strerror or err})"
 
 
 def collect_paths(paths: Sequence[str | Path]) -> list[Path]:

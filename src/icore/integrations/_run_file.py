@@ -25,9 +25,12 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
     if not isinstance(path, str | os.PathLike):
         raise IntegrationError(f"path must be a str or os.PathLike, not "
                                f"{type(path).__name__}", argument="path")
-    if (bad := path_problem(path)) is not None:  # empty, a NUL, a name over 255 bytes
+    if (bad := path_problem(path)) is not None:  # a NUL, a name over 255 bytes
         raise IntegrationError(f"cannot write the run: the path {bad}", argument="path",
                                path=str(path)[:200])
+    if not os.fspath(path).strip():  # only spaces: a typo, never a file name meant
+        raise IntegrationError("path is blank: name the file to write the run to",
+                               argument="path", fix="rec.write('run.jsonl')")
     p = Path(path)
     if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
         kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else

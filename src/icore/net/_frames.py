@@ -333,9 +333,7 @@ def decode_commit(body: bytes) -> Message:
         MalformedMessage / InvalidRecord: as :func:`decode_body`.
     """
     obj = unpack_body(body)
-    if bytes(body[:3]) not in COMMIT_PREFIXES:  # not a commit: the general decoder's word
-        return _decode(obj)
-    if type(obj) is list and len(obj) in (4, 5):
+    if type(obj) is list and len(obj) in (4, 5) and bytes(body[:3]) in COMMIT_PREFIXES:
         rid = obj[2]
         wire = obj[3]
         rec = plain_record_from_wire(wire)
@@ -360,9 +358,7 @@ def decode_commit_ack(body: bytes) -> Message:
         MalformedMessage: as :func:`decode_body`.
     """
     obj = unpack_body(body)
-    if bytes(body[:3]) != COMMIT_ACK_PREFIX:  # not an acknowledgement: the general decoder
-        return _decode(obj)
-    if type(obj) is list and len(obj) == 7:
+    if type(obj) is list and len(obj) == 7 and bytes(body[:3]) == COMMIT_ACK_PREFIX:
         _v, _t, rid, rec_id, seq, created, complete = obj
         if (type(rid) is int and 0 <= rid <= _MAX_RID and type(rec_id) is bytes
                 and len(rec_id) == 32 and type(seq) is int and 0 <= seq <= _MAX_RID

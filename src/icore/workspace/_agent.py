@@ -477,10 +477,12 @@ class Agent(RunScopes):
             :data:`~icore.workspace.NOT_READ`).
 
         Raises:
-            WorkspaceError / MalformedRecord: a wrong type / an argument is not JSON.
+            WorkspaceError / MalformedRecord: a wrong type / an argument is not JSON; or
+                the call has no scope on a handle that has seen scoped use
+                (:meth:`call_scope`: the human is never asked about shared reads).
         """
         wanted = check_basis_args(action, args, keys, turn)
-        basis = self._basis(turn, self.current_scope())
+        basis = self._basis(turn, self.call_scope())
         if any(k not in basis for k in wanted):
             return None
         return ApprovalRequest.of(action, args, [basis[k] for k in wanted])

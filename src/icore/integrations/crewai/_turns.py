@@ -146,7 +146,10 @@ def run_scope() -> Hashable | None:
     stack = _stack()
     for i in range(len(stack) - 1, -1, -1):
         if stack[i][1] in _RUNS:
-            return ("crewai", stack[i][0])
+            # a live run is doing something (a task, an agent, a tool, a model call): a
+            # run's entry with nothing above it is one a raised kickoff left behind on
+            # this thread's stack, not a run: unscoped (fail closed on a scoped handle)
+            return ("crewai", stack[i][0]) if i < len(stack) - 1 else None
     return None
 
 
