@@ -7,9 +7,17 @@ the SDK's client, in front of tests/mcp/upstream_server.py.
 
 from __future__ import annotations
 
+import math
 import signal
 from pathlib import Path
 
+import anyio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icore.mcp._gateway_args import is_integer
+
+from .conftest import stdio_gateway, stdio_upstream, text, upstream_log, write_manifest
 from .test_gateway_stop import _lines, _manifest, _Raw, _wait_for
 
 
@@ -51,3 +59,44 @@ def test_stop_rewrites_its_own_trace_in_place(tmp_path: Path) -> None:
         gw.stop()
     assert any(x.get("kind") == "termination" for x in _lines(tmp_path / "trace.jsonl"))
     assert not list(tmp_path.glob("trace-stopped-*"))
+
+
+def test_a_huge_float_is_no_integer_argument(tmp_path: Path) -> None:
+    """``price: 1e+300`` used to pass the gateway's check of ``"type": "integer"`` and
+    reach the upstream, which refused it (#29): now the gateway refuses it, naming the
+    argument; an integer written ``5.0`` (JSON Schema: an integer) and a big integer
+    written without an exponent still go through, as the tool reads them."""
+    log = tmp_path / "up.log"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log, 10)})
+
+    async def main() -> None:
+        async with stdio_gateway(manifest) as s:
+            await s.read_resource("memo://price")
+            await s.read_resource("memo://city")
+            for bad in (1e300, 1e16, -1e300):
+                r = await s.call_tool("book", {"city": "Oslo", "price": bad})
+                said = text(r)
+                assert r.is_error and "price" in said and "integer" in said, said
+            for good, seen in ((5.0, 5), (10**20, 10**20)):
+                r = await s.call_tool("book", {"city": "Oslo", "price": good})
+                assert not r.is_error and f"at {seen}" in text(r), text(r)
+    anyio.run(main)
+    prices = [x["args"]["price"] for x in upstream_log(log) if x.get("tool") == "book"]
+    assert prices == [5, 10**20], prices
+
+
+@given(st.one_of(st.floats(), st.integers(), st.booleans()))
+def test_is_integer_means_one_exact_integer(value: object) -> None:
+    """A value counted as an integer names exactly one integer a JS or Python tool
+    holds: a float only when finite, whole and within the safe range."""
+    ok = is_integer(value)
+    if isinstance(value, bool):
+        assert not ok
+    elif isinstance(value, int):
+        assert ok
+    else:
+        assert isinstance(value, float)
+        assert ok == (math.isfinite(value) and value == int(value)
+                      and abs(int(value)) <= 2**53 - 1)
+        if ok:
+            assert float(int(value)) == value and float(int(value) + 1) != value
