@@ -8,16 +8,29 @@ the SDK's client, in front of tests/mcp/upstream_server.py.
 from __future__ import annotations
 
 import math
+import re
 import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from icore.mcp._gateway_args import is_integer
 
-from .conftest import stdio_gateway, stdio_upstream, text, upstream_log, write_manifest
+from .conftest import (
+    env,
+    http_client,
+    stdio_gateway,
+    stdio_upstream,
+    text,
+    upstream_log,
+    write_manifest,
+)
 from .test_gateway_stop import _lines, _manifest, _Raw, _wait_for
 
 
@@ -100,3 +113,59 @@ def test_is_integer_means_one_exact_integer(value: object) -> None:
                       and abs(int(value)) <= 2**53 - 1)
         if ok:
             assert float(int(value)) == value and float(int(value) + 1) != value
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_a_port_in_use_is_said_as_such_not_blamed_on_the_manifest(tmp_path: Path) -> None:
+    """QA qa-crew S4: ``error: gateway manifest ...: [Errno 98] cannot listen`` blamed the
+    manifest; the line now names the address and says it is in use (exit 1)."""
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log", 10)})
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+                              f"127.0.0.1:{port}"], capture_output=True, text=True,
+                             env=env(), timeout=60, check=False)
+    assert res.returncode == 1, res.stderr
+    said = res.stderr.strip()
+    assert said.startswith(f"error: cannot listen on 127.0.0.1:{port}: the address is "
+                           "already in use"), said
+    assert "manifest" not in said and "Errno" not in said and "\n" not in said, said
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_ipv6_url_is_bracketed_and_serves(tmp_path: Path) -> None:
+    """``--http [::1]:0`` printed ``http://::1:PORT/mcp`` (no URL); now
+    ``http://[::1]:PORT/mcp``, which the SDK's client connects to."""
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log", 10)})
+    p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+                          "[::1]:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, env=env(),
+                         start_new_session=True)
+    try:
+        assert p.stderr is not None
+        line = ""
+        for line in p.stderr:
+            if "serving http" in line:
+                break
+        m = re.search(r"serving (http://\[::1\]:(\d+)/mcp)$", line.strip())
+        assert m is not None, line
+
+        async def main() -> list[str]:
+            async with http_client(m.group(1)) as c:
+                return [t.name for t in (await c.list_tools()).tools]
+        assert "book" in anyio.run(main)
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+        if p.stderr is not None:
+            p.stderr.close()
