@@ -7,6 +7,7 @@ the SDK's client, in front of tests/mcp/upstream_server.py.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import signal
@@ -169,3 +170,41 @@ def test_ipv6_url_is_bracketed_and_serves(tmp_path: Path) -> None:
         p.wait(timeout=30)
         if p.stderr is not None:
             p.stderr.close()
+
+
+def test_a_call_cut_off_by_a_double_ctrl_c_has_an_unknown_outcome(tmp_path: Path) -> None:
+    """QA qa-crew S4: after a double Ctrl-C the forwarded call with no recorded result
+    was audited plain ``valid``; now its lineage stays valid (the plan was current) and
+    the audit counts and says its outcome unknown. The call before it, whose result was
+    recorded, stays valid."""
+    err = tmp_path / "stderr.txt"
+    log = tmp_path / "up.log"
+    with open(err, "w", encoding="utf-8") as fh:
+        gw = _Raw(_manifest(tmp_path), stderr=fh)
+        try:
+            gw.start()
+            done = gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 0}})
+            assert done["result"]["content"][0]["text"] == "slept", done
+            gw.send("resources/read", {"uri": "memo://price"})
+            gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 30}},
+                    answer=False)
+            _wait_for(log, '"seconds": 30')  # the upstream runs it
+            gw.p.send_signal(signal.SIGINT)
+            _wait_for(err, "waiting for 1 call(s)")
+            gw.p.send_signal(signal.SIGINT)
+            assert gw.p.wait(timeout=10) == 130
+        finally:
+            gw.stop()
+    path = tmp_path / "trace.jsonl"
+    out = tmp_path / "audit.json"
+    cli = subprocess.run([sys.executable, "-m", "icore", "audit", str(path), "--json",
+                          str(out)], capture_output=True, text=True, env=env(), timeout=120,
+                         check=False)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "1 valid, 1 outcome unknown" in cli.stdout, cli.stdout
+    run = json.loads(out.read_text(encoding="utf-8"))["runs"][0]
+    assert run["actions"]["valid"] == 1 and run["actions"]["outcome unknown"] == 1, run
+    last = run["lineage"][-1]
+    assert last["status"] == "valid" and last["outcome"] == "unknown", last
+    assert "outcome is unknown" in last["reason"] and "no result" in last["reason"], last
+    assert "outcome" not in run["lineage"][0], run["lineage"][0]
