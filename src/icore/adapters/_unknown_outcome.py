@@ -12,22 +12,45 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
 from icore.adapters._trace import Step, StepKind
 from icore.fence import action_ran
 
-if TYPE_CHECKING:
-    from icore.adapters._action_lineage import ActionLineage
+
+class _Action(Protocol):
+    """What is read of an :class:`~icore.adapters.ActionLineage`.
+
+    A frozen dataclass with an ``outcome_unknown`` field; not imported here (its module
+    imports this one).
+    """
+
+    @property
+    def points(self) -> Sequence[Any]:
+        """Its validation points (the first names the tool)."""
+
+    @property
+    def status(self) -> str:
+        """Its lineage status."""
+
+    @property
+    def ran_anyway(self) -> str | None:
+        """The output saying a refused call ran, else None."""
+
+    @property
+    def error(self) -> str | None:
+        """The tool's error when it failed after authorization, else None."""
+
+
+_A = TypeVar("_A", bound=_Action)
 
 OUTCOME_UNKNOWN = "outcome unknown"
 """What the audit counts an action as when the gate authorized it, the run then ended
 without its terminal marker and no result of the call was recorded
-(:attr:`ActionLineage.outcome_unknown`)."""
+(``ActionLineage.outcome_unknown``)."""
 
 
-def unknown_outcomes(lineages: Sequence[ActionLineage], steps: Sequence[Step]
-                     ) -> tuple[ActionLineage, ...]:
+def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A, ...]:
     """``lineages``, each authorized call with no recorded result marked outcome unknown.
 
     Only in a run that recorded steps and did not end normally (no ``termination`` step,
@@ -56,7 +79,7 @@ def unknown_outcomes(lineages: Sequence[ActionLineage], steps: Sequence[Step]
         if missing <= 0:
             continue
         for i in [i for i in idxs if lineages[i].error is None][-missing:]:
-            out[i] = dataclasses.replace(lineages[i], outcome_unknown=True)
+            out[i] = dataclasses.replace(lineages[i], outcome_unknown=True)  # type: ignore[type-var]
     return tuple(out)
 
 
