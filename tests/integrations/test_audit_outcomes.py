@@ -67,8 +67,9 @@ def test_langgraph_tool_failing_after_authorization_is_counted_failed(tmp_path: 
     (lv,) = run["lineage"]
     assert lv["status"] == "valid" and lv["error"] == "RuntimeError: payment gateway down"
     assert lv["reason"].endswith("; the tool then failed: RuntimeError: payment gateway down.")
-    assert run["actions"] == {"valid": 0, FAILED_AFTER_AUTHORIZATION: 1, "INVALID": 0,
-                              "unchecked": 0, "blocked": 0, "not issued": 0, "total": 1}
+    assert run["actions"] == {"valid": 0, FAILED_AFTER_AUTHORIZATION: 1, "outcome unknown": 0,
+                              "INVALID": 0, "unchecked": 0, "blocked": 0, "not issued": 0,
+                              "total": 1}
     page = (tmp_path / "failed-rep" / "failed.html").read_text(encoding="utf-8")
     assert "authorized → executed, failed: RuntimeError: payment gateway down" in page
     index = (tmp_path / "failed-rep" / "index.html").read_text(encoding="utf-8")

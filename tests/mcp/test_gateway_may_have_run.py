@@ -111,7 +111,9 @@ def test_failed_call_reaches_the_trace_when_stopped_by_a_second_signal(
     assert cli.returncode == 0, cli.stderr
     run = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))["runs"][0]
     assert run["actions"][FAILED_AFTER_AUTHORIZATION] == 1, run["actions"]
-    assert run["actions"]["valid"] == 1 and run["actions"]["total"] == 2, run["actions"]
+    # the slow call cut off in flight: authorized, no result recorded (QA qa-crew S4)
+    assert run["actions"]["outcome unknown"] == 1 and run["actions"]["total"] == 2, \
+        run["actions"]
     (crash,) = [lv for lv in run["lineage"] if lv.get("error")]
     assert crash["action"].endswith("/1") and "may have run" in crash["error"], crash
     assert "may have run" in got["result"]["content"][0]["text"], got

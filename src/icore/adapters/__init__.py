@@ -93,6 +93,7 @@ from icore.adapters._trace_audit import (
     scan_paths,
 )
 from icore.adapters._trace_places import FlagPlaces
+from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN
 from icore.adapters._values import (
     DEFAULT_MAX_INPUT_MB,
     ENV_MAX_INPUT,
@@ -153,6 +154,7 @@ __all__ = [
     "ICORE_NS",
     "MAGENTIC_ONE",
     "OTEL",
+    "OUTCOME_UNKNOWN",
     "ROOT",
     "ActionLineage",
     "AdapterError",

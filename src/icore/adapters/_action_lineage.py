@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from icore.adapters._trace import PlanfenceLog, Step
+from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, unknown_outcomes
 from icore.fence import ActionVerdict, DecisionEntry, action_ran, action_status, judge_action
 
 GATE = "gate"
@@ -69,6 +70,8 @@ class ActionLineage:
         replan_of: the action this one is the recorded replan of (a stale call refused
             with the fresh values, the model's next call its one replan), else None.
         replanned_as: the action that is this one's recorded replan, else None.
+        outcome_unknown: authorized, but the run ended abnormally with no result of the
+            call recorded (:func:`icore.adapters._unknown_outcome.unknown_outcomes`).
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -83,6 +86,7 @@ class ActionLineage:
     ran_anyway: str | None = None
     replan_of: str | None = None
     replanned_as: str | None = None
+    outcome_unknown: bool = False
 
     @property
     def invalid(self) -> bool:
@@ -108,18 +112,25 @@ class ActionLineage:
         """The count the audit files the action under (:func:`counted_as`).
 
         :data:`FAILED_AFTER_AUTHORIZATION` for a ``valid`` or ``unchecked`` action whose
-        tool failed, else :attr:`status`.
+        tool failed, ``outcome unknown`` for one whose result was never recorded, else
+        :attr:`status`.
         """
-        return counted_as(self.status, self.error)
+        return counted_as(self.status, self.error, unknown=self.outcome_unknown)
 
 
-def counted_as(status: str, error: str | None) -> str:
+def counted_as(status: str, error: str | None, *, unknown: bool = False) -> str:
     """The count an action of ``status`` goes to (console line, ``--json``, index).
 
     :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set) and it is not
-    ``INVALID`` (a stale plan stays the defect counted); else ``status``.
+    ``INVALID`` (a stale plan stays the defect counted); ``outcome unknown``
+    (:data:`~icore.adapters.OUTCOME_UNKNOWN`) when ``unknown`` (authorized, no result
+    recorded) and it is not ``INVALID``; else ``status``.
     """
-    return FAILED_AFTER_AUTHORIZATION if error is not None and status != "INVALID" else status
+    if status == "INVALID":
+        return status
+    if error is not None:
+        return FAILED_AFTER_AUTHORIZATION
+    return OUTCOME_UNKNOWN if unknown else status
 
 
 def _record_index(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -237,7 +248,7 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
             group[at] = e
     out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
                       _relevant(records, es), es) for name, es in groups.items()]
-    return ran_after_refusal(_linked(out, replans), steps)
+    return unknown_outcomes(ran_after_refusal(_linked(out, replans), steps), steps)
 
 
 def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]

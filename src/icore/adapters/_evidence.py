@@ -39,6 +39,52 @@ _ASSUMPTION = re.compile(
     re.IGNORECASE,
 )
 """What an unsupported (assumed, simulated, estimated) result looks like in agent prose."""
+_ANCHORS: dict[re.Pattern[str], tuple[str, ...]] = {
+    _ERROR: ("traceback", "exitcode: ", "execution failed", "error 404", "file not found",
+             "able to", "could", "results", "sorry", "i can"),
+    _CLAIM: ("verified", "confirmed", "answer", "correct", "conclusion", "summary",
+             "therefore", "thus", "terminate"),
+    _ASSUMPTION: ("assum", "hypothetical", "placeholder", "simulat", "mock", "dummy",
+                  "made", "let's say", "example", "illustration", "sample", "fictional",
+                  "estimat", "approximately", "manually"),
+}
+"""Per marker pattern, lowercase words one of which every match contains (its anchors):
+a text in which none occurs cannot match, and a match starts at most :data:`_REACH`
+characters before the first anchor it contains (issue 29: ``icore audit`` read a 50 MB
+output in 27.5 s, the three patterns trying every position)."""
+_REACH = 64
+"""More than any pattern's characters before its anchor (``no relevant `` before
+``results``: 12; ``for the sake of `` before ``example``: 16)."""
+_FOLDS = ("\u0130", "\u0131", "\u017f")
+"""Non-ASCII letters ``re.IGNORECASE`` matches to an ASCII letter that ``str.lower``
+does not turn into that one letter (capital I with dot: ``i`` + a combining dot; dotless
+i; long s). The only other one, the Kelvin sign, lowers to ``k``."""
+
+
+def _marked(rx: re.Pattern[str], text: str, low: str | None = None) -> bool:
+    """``rx.search(text) is not None`` for a marker pattern of :data:`_ANCHORS`, cheaply.
+
+    Exactly that answer: the pattern runs only when one of its anchors occurs in the
+    lowercased text (a case-insensitive match needs one), from :data:`_REACH` characters
+    before the first anchor when the text is ASCII (lowercasing keeps positions), else
+    from the start; a text holding a letter in :data:`_FOLDS` is searched whole. Linear:
+    a few substring scans, then the pattern over the rest only when an anchor is there.
+
+    Args:
+        rx: ``_ERROR``, ``_CLAIM`` or ``_ASSUMPTION``.
+        text: the message.
+        low: ``text.lower()`` when the caller has it (shared by several patterns).
+    """
+    if any(c in text for c in _FOLDS):
+        return rx.search(text) is not None
+    low = text.lower() if low is None else low
+    at = [i for a in _ANCHORS[rx] if (i := low.find(a)) >= 0]
+    if not at:
+        return False
+    start = max(0, min(at) - _REACH) if text.isascii() else 0
+    return rx.search(text, start) is not None
+
+
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
 _INTERACTION = re.compile(r"^\s*I (?:typed|clicked|selected|entered|pressed|hovered)\b",
                           re.IGNORECASE)
@@ -64,7 +110,7 @@ def numbers(text: str) -> set[str]:
 
 def assumes(text: str) -> bool:
     """The text marks its result as assumed, simulated, estimated or made up."""
-    return bool(_ASSUMPTION.search(text))
+    return _marked(_ASSUMPTION, text)
 
 
 def output_facts(text: str, calls: str | None = None) -> dict[str, Any]:
@@ -75,12 +121,13 @@ def output_facts(text: str, calls: str | None = None) -> dict[str, Any]:
     """
     m = _URL.search(text) or _ADDRESS.search(text)
     seen = _observation(text) if not calls else f"{_observation(text)}\n{calls}"
+    low = text.lower()
     return {
         "page": m["u"] if m else None,
         "digest": digest(seen),
-        "error": bool(_ERROR.search(text)),
+        "error": _marked(_ERROR, text, low),
         "code": bool(_CODE.search(text)),
-        "claims": bool(_CLAIM.search(text)),
+        "claims": _marked(_CLAIM, text, low),
         "interaction": bool(_INTERACTION.match(text)),
         "chars": len(text),
     }
@@ -99,7 +146,7 @@ def tool_facts(text: str, exitcode: int | None, *, plain: bool = False) -> dict[
         out = text
     return {
         "exitcode": exitcode,
-        "error": bool(_ERROR.search(text)) or (exitcode is not None and exitcode != 0),
+        "error": _marked(_ERROR, text) or (exitcode is not None and exitcode != 0),
         "empty": not out.strip() or out.strip() in ("[]", "{}", "None", "''"),
         "digest": digest(text),
         "chars": len(text),

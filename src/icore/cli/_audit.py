@@ -26,6 +26,7 @@ from icore._files import refuse_foreign
 from icore.adapters import (
     ENV_MAX_INPUT,
     FAILED_AFTER_AUTHORIZATION,
+    OUTCOME_UNKNOWN,
     AdapterError,
     AuditResult,
     audit_file,
@@ -444,11 +445,12 @@ def _plain(obj: Any) -> Any:
         obj, type) else obj
 
 
-_STATUSES = ("valid", FAILED_AFTER_AUTHORIZATION, "INVALID", "unchecked", "blocked",
-             "not issued")
+_STATUSES = ("valid", FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN, "INVALID", "unchecked",
+             "blocked", "not issued")
 """The counts of protected actions (:func:`icore.adapters.counted_as`: the statuses of
 :func:`icore.fence.action_status`, a ``valid`` or ``unchecked`` action whose tool then
-failed counted as failed after authorization), in the order ``--json``'s ``actions``
+failed counted as failed after authorization, one whose result a run stopped at once
+never recorded as outcome unknown), in the order ``--json``'s ``actions``
 counts and the console's line list them."""
 
 
@@ -456,7 +458,7 @@ def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
     """Protected actions per count (every one, 0 when none) and their ``total``."""
     out = dict.fromkeys(_STATUSES, 0)
     for lv in lineage:
-        c = counted_as(lv["status"], lv.get("error"))
+        c = counted_as(lv["status"], lv.get("error"), unknown=lv.get("outcome") == "unknown")
         out[c] = out.get(c, 0) + 1
     out["total"] = len(lineage)
     return out
@@ -464,8 +466,9 @@ def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
 
 def _action_line(r: AuditResult) -> str | None:
     """The console's line of a run's protected actions per count (None: it has none)."""
-    counts = _action_counts([{"status": lv.status, "error": lv.error} for lv in
-                             trace_lineage(r.trace.planfence, r.trace.steps)])
+    counts = _action_counts([{"status": lv.status, "error": lv.error,
+                              "outcome": "unknown" if lv.outcome_unknown else None}
+                             for lv in trace_lineage(r.trace.planfence, r.trace.steps)])
     if not counts["total"]:
         return None
     said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
@@ -476,13 +479,16 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     """One run's entry of ``--json``.
 
     ``lineage`` lists every protected action with its status (the gate's lineage
-    verdict), reason and, for a tool that failed after its authorization, its ``error``;
-    ``actions`` counts them (``valid``, ``failed after authorization``, ``INVALID``,
+    verdict), reason and, for a tool that failed after its authorization, its ``error``
+    (``"outcome": "unknown"`` for an authorized call whose result was never recorded);
+    ``actions`` counts them (``valid``, ``failed after authorization``, ``outcome
+    unknown``, ``INVALID``,
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
     a gateway's refusals are the ``blocked`` ones.
     """
     lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
-                **({"error": lv.error} if lv.error is not None else {})}
+                **({"error": lv.error} if lv.error is not None else {}),
+                **({"outcome": "unknown"} if lv.outcome_unknown else {})}
                for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
     return {
         "id": r.trace.id, "file": r.trace.file,

@@ -60,7 +60,7 @@ def mcp(
     import anyio
 
     from icore._extras import event_loop_factory
-    from icore.errors import MissingExtra
+    from icore.errors import IcoreError, MissingExtra
     try:  # mcp missing or 1.x (an adapters venv): one line, before any traceback
         from icore.mcp import GatewayManifestError, load_manifest, serve_http, serve_stdio
     except MissingExtra as exc:
@@ -105,6 +105,11 @@ def mcp(
         err = _typed(exc)
         if err is None:
             raise
+        if isinstance(err, OSError) and not isinstance(err, IcoreError):
+            # the system's answer (a port in use): its own text, which names the
+            # address, never blaming the manifest (QA qa-crew S4)
+            typer.echo(f"error: {err.strerror or err}", err=True)
+            raise typer.Exit(1) from None
         said = str(err)  # which gateway: its manifest named, as a load error names it
         where = "" if manifest.name in said else f"gateway manifest {manifest}: "
         typer.echo(f"error: {where}{said}", err=True)

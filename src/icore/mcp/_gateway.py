@@ -46,7 +46,8 @@ from icore.mcp._gateway_order import Wire
 from icore.mcp._gateway_paths import check_outputs
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
-from icore.mcp._session_log import GatewayTrace, TraceTaken, claim_trace
+from icore.mcp._session_log import GatewayTrace
+from icore.mcp._trace_claim import TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_failed import UpstreamError
 

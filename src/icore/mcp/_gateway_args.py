@@ -10,7 +10,15 @@ way Python reads it (``date`` strictly ``YYYY-MM-DD``; ``date-time`` and ``time`
 ``fromisoformat``, so a value without a UTC offset passes, as most servers accept it;
 ``uuid`` by :class:`uuid.UUID`), so the gateway never refuses a value a typical server
 accepts for its own reasons. Other formats (``email``, ``uri``, ...) are left to the
-upstream. Pure: no I/O, no clock.
+upstream.
+
+``"type": "integer"`` is read as the tool sees a JSON number (QA qa-crew S3, #29): an
+integer written without a fraction or exponent (``7``, any size: Python reads it
+exactly), or a number written with one whose value is an integer a JavaScript or Python
+tool holds exactly, i.e. finite, with no fraction, and within the safe range
+``|x| <= 2**53 - 1`` (``1.0``, ``5e2``: integers, as JSON Schema counts them). ``1e+300``
+or ``1e16`` is refused: a float that large names no one integer (its neighbours share
+it), and a typed server refuses or rounds it. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -43,6 +51,36 @@ def _time(value: object) -> bool:
 
 def _uuid(value: object) -> bool:
     return not isinstance(value, str) or bool(uuid.UUID(value))
+
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest float the gateway counts as an integer (JavaScript's
+``Number.MAX_SAFE_INTEGER``: every integer up to it has its own float)."""
+
+
+def is_integer(value: object) -> bool:
+    """Whether a JSON value satisfies ``"type": "integer"`` as the tool sees it.
+
+    An ``int`` (not a ``bool``) of any size, or a ``float`` that is finite, has no
+    fraction and lies within ``±MAX_SAFE_INTEGER`` (see the module docstring).
+    """
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return (isinstance(value, float) and value.is_integer()
+            and abs(value) <= MAX_SAFE_INTEGER)
+
+
+@functools.cache
+def validator_class(schema_cls: Any) -> Any:
+    """A ``jsonschema`` validator class whose ``integer`` type is :func:`is_integer`.
+
+    Built once per ``schema_cls`` (the class the tool's schema asks for).
+    """
+    import jsonschema
+    checker = schema_cls.TYPE_CHECKER.redefine("integer", lambda _c, v: is_integer(v))
+    return jsonschema.validators.extend(schema_cls, type_checker=checker)
 
 
 @functools.cache
@@ -87,7 +125,7 @@ class ArgChecks:
         if v is None:
             import jsonschema
             schema = self._schema(name) or {"type": "object"}
-            cls = jsonschema.validators.validator_for(schema)
+            cls = validator_class(jsonschema.validators.validator_for(schema))
             v = cls(schema, format_checker=format_checker())
             self._validators[name] = v
         return v

@@ -33,6 +33,7 @@ import dataclasses
 import json
 import logging
 import os
+import stat
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,83 +43,10 @@ from typing import Any, TextIO
 from icore.fence import GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
+from icore.mcp._trace_claim import free_sibling
 from icore.records import Record, RecordId
 
 log = logging.getLogger("icore.mcp")
-
-
-def is_gateway_trace(path: Path) -> bool:
-    """True when ``path`` is a regular file whose first line is a gateway trace's header.
-
-    Only such a file is ever moved aside (an earlier run's trace); anything else at a
-    trace path (a folder, a device, the manifest, a user's file) is never touched.
-    """
-    import stat
-    try:
-        st = path.lstat()
-        if not stat.S_ISREG(st.st_mode):
-            return False
-        with path.open("rb") as f:
-            first = f.readline(1 << 16)
-        head = json.loads(first.decode("utf-8"))
-    except (OSError, ValueError):
-        return False
-    run = head.get("run") if isinstance(head, dict) else None
-    return isinstance(run, dict) and str(run.get("question", "")).startswith("MCP gateway ")
-
-
-class TraceTaken(FileExistsError):
-    """A trace path holds something the gateway did not write (it is never moved)."""
-
-
-def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
-    """A trace path for this gateway process, locked until its trace is closed.
-
-    ``path`` itself when no live gateway holds it, else ``<stem>-gw<k><suffix>``
-    (k = 2, 3, ...): two gateways sharing a manifest never write one file. A file
-    left at the claimed path by an earlier run is renamed ``<stem>-<n><suffix>`` first
-    (never overwritten). The lock is ``flock`` on ``.<name>.lock`` beside it (released
-    when the process exits, so a killed gateway never blocks its path).
-
-    Returns:
-        ``(path, lock descriptor)``.
-
-    Raises:
-        TraceTaken: the path (or the one claimed) holds a folder, a device, a link or a
-            file that is not a gateway trace: it is left as it is.
-        OSError: the folder cannot be created or written, or ``limit`` paths are held.
-    """
-    import fcntl
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for k in range(1, limit + 1):
-        p = path if k == 1 else path.with_name(f"{path.stem}-gw{k}{path.suffix}")
-        if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
-            raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote (a "
-                             "folder, a device, a link or another file); it is never "
-                             "moved or overwritten: choose another trace path")
-        fd = os.open(p.with_name(f".{p.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                     0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):  # raced
-                raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
-            if p.exists():  # an earlier run's trace: kept beside, never overwritten
-                n = 1
-                while (old := p.with_name(f"{p.stem}-{n}{p.suffix}")).exists():
-                    n += 1
-                p.rename(old)
-        except BaseException:
-            os.close(fd)
-            raise
-        return p, fd
-    raise OSError(f"{limit} gateways hold traces beside {path}")
 
 
 @dataclass
@@ -244,6 +172,11 @@ class GatewayTrace:
         self._sessions = 0
         self._lock_fd = lock
         self._closed = False
+        self._ident: tuple[int, int] | None = None
+        """(device, inode) of the file the gateway created at ``path`` (its own)."""
+        self.written_to: Path | None = path
+        """Where the final trace went: ``path``, or a sibling when ``path`` held a file
+        the gateway did not write at the stop (:meth:`close`); None: not written."""
 
     def _rec(self, rec: Record, role: str) -> None:
         with self._lock:
@@ -511,6 +444,8 @@ class GatewayTrace:
             try:
                 if self._fh is None:
                     self._fh = self.path.open("w", encoding="utf-8")
+                    st = os.fstat(self._fh.fileno())
+                    self._ident = (st.st_dev, st.st_ino)
                 self._fh.write("".join(lines))
                 self._fh.flush()
             except OSError as exc:  # keep serving; the trace stays in memory
@@ -527,6 +462,12 @@ class GatewayTrace:
         a note of why it stopped (no terminal marker: the audit says the run did not end
         normally); then the file is rewritten atomically with the final header and
         closed. Idempotent.
+
+        The rewrite replaces only the file this gateway created at ``path`` (or fills a
+        ``path`` left empty): when ``path`` holds anything else at the stop (the trace
+        was moved away and a user's file put there while the gateway ran), that is left
+        as it is and the trace goes to the first free ``<stem>-stopped-<n><suffix>``
+        beside it (:attr:`written_to`, and a logged warning naming both; #29).
         """
         if self._closed:
             return
@@ -551,9 +492,37 @@ class GatewayTrace:
                 self._fh.close()
                 self._fh = None
             text = self.jsonl()
-            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+            why = self._not_ours()
+            target = self.path
             try:
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, self.path)
+                if why is not None:
+                    target = free_sibling(self.path, text)
+                    log.warning("the trace path %s %s: it is left as it is (never "
+                                "overwritten); the trace was written to %s instead",
+                                self.path, why, target)
+                else:
+                    tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+                    tmp.write_text(text, encoding="utf-8")
+                    os.replace(tmp, self.path)
+                self.written_to = target
             except OSError as exc:
-                log.error("cannot write the trace %s: %s", self.path, exc)
+                self.written_to = None
+                log.error("cannot write the trace %s: %s", target, exc)
+
+    def _not_ours(self) -> str | None:
+        """Why the file now at :attr:`path` is not the one this gateway wrote, or None.
+
+        None when nothing is there, or when it is the very file (device, inode) the
+        gateway created and appended to.
+        """
+        assert self.path is not None
+        try:
+            st = self.path.lstat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"cannot be checked ({exc.strerror})"
+        if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == self._ident:
+            return None
+        return ("now holds a file the gateway did not write (its trace was moved or "
+                "replaced while it ran)")

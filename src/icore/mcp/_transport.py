@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import stat
@@ -388,8 +389,21 @@ def check_bindable(host: str, port: int) -> None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(addr)
     except OSError as exc:  # socket.gaierror is one
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: "
-                      f"{exc.strerror or exc}") from None
+        raise OSError(exc.errno, listen_problem(host, port, exc)) from None
+
+
+def listen_problem(host: str, port: int, exc: OSError | None = None) -> str:
+    """Why ``host:port`` cannot be listened on, naming the address (IPv6 bracketed).
+
+    A port in use (``EADDRINUSE``) says so and what to do; another error gives its text.
+    """
+    where = f"{_url_host(host)}:{port}"
+    if exc is not None and exc.errno == errno.EADDRINUSE:
+        return (f"cannot listen on {where}: the address is already in use (another "
+                "process listens there): stop it or give --http another port (PORT 0: "
+                "one the system picks)")
+    why = "" if exc is None else f": {exc.strerror or exc}"
+    return f"cannot listen on {where}{why}"
 
 
 async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: int = 8808
@@ -442,7 +456,7 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
             # the port bound, not the one asked: with port 0 the system picks it
             bound = next((sk.getsockname()[1] for srv in getattr(server, "servers", ())
                           for sk in (srv.sockets or ())), port)
-            print(f"icore mcp: serving http://{host}:{bound}/mcp", file=sys.stderr,
+            print(f"icore mcp: serving http://{_url_host(host)}:{bound}/mcp", file=sys.stderr,
                   flush=True)
 
         quiet = ClientGoneFilter()
@@ -454,8 +468,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                 try:
                     await server.serve()
                 except SystemExit:  # uvicorn's start-up failure (bound since the check)
-                    raise OSError(f"the HTTP server could not listen on {host}:{port} "
-                                  "(see the line above)") from None
+                    raise OSError(f"the HTTP server could not listen on "
+                                  f"{_url_host(host)}:{port} (see the line above)") from None
                 tg.cancel_scope.cancel()
         finally:
             for name in _GONE_LOGGERS:

@@ -185,6 +185,10 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
             steps.append(DecisionStepView(
                 "authorized", f"authorized → executed, failed: {error[:120]}", "bad",
                 error))
+        elif last.outcome == "authorized" and lineage.outcome_unknown:
+            steps.append(DecisionStepView(
+                "authorized", "authorized → forwarded, no result recorded", "warn",
+                last.detail))
         elif last.outcome == "authorized":
             steps.append(DecisionStepView(
                 "authorized", "authorized → executed" if action or status != "blocked"
@@ -205,10 +209,15 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
                   "(or an edited trace).")
     if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
         reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."
+    if lineage.outcome_unknown and error is None:  # QA qa-crew S4: no result recorded
+        reason = (f"{reason.rstrip('.')}; its outcome is unknown: it was authorized and "
+                  "forwarded, but the run did not end normally and no result of the call "
+                  "was recorded (it may have run).")
     if outcome_note:
         reason = f"{reason} {outcome_note}".strip()
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
-                       tuple(stale_by), action, last.roots if last else (), error)
+                       tuple(stale_by), action, last.roots if last else (), error,
+                       lineage.outcome_unknown)
 
 
 def _tail(detail: str) -> str:

@@ -296,6 +296,9 @@ class LineageView:
         roots: the plan records the action finally ran from (or would have).
         error: the tool's error when it failed after the gate authorized it (issue 28);
             ``status`` keeps the gate's lineage verdict.
+        outcome_unknown: authorized, but the run ended abnormally with no result of the
+            call recorded (``status`` keeps the gate's verdict; counted ``outcome
+            unknown``).
     """
 
     id: str
@@ -309,13 +312,14 @@ class LineageView:
     action: str | None = None
     roots: tuple[str, ...] = ()
     error: str | None = None
+    outcome_unknown: bool = False
 
     @property
     def counted(self) -> str:
         """What the counts file it under (:func:`icore.adapters.counted_as`)."""
         from icore.adapters import counted_as
 
-        return counted_as(self.status, self.error)
+        return counted_as(self.status, self.error, unknown=self.outcome_unknown)
 
     @property
     def ran(self) -> bool:

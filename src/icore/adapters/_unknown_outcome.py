@@ -1,0 +1,86 @@
+"""Authorized calls whose outcome a run that did not end normally never recorded.
+
+A gateway writes a protected call's decision before it forwards the call and the call's
+result when it comes back; stopped at once (a second Ctrl-C, a kill), it leaves a call
+that was authorized and forwarded with no result (the upstream may well have finished
+it). Its lineage verdict stands (``valid``: the plan was current), but the audit must
+not present it as a call known to have run: it is counted :data:`OUTCOME_UNKNOWN`
+(QA qa-crew S4). Pure: reads the trace's steps only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+from icore.adapters._trace import Step, StepKind
+from icore.fence import action_ran
+
+
+class _Action(Protocol):
+    """What is read of an :class:`~icore.adapters.ActionLineage`.
+
+    A frozen dataclass with an ``outcome_unknown`` field; not imported here (its module
+    imports this one).
+    """
+
+    @property
+    def points(self) -> Sequence[Any]:
+        """Its validation points (the first names the tool)."""
+
+    @property
+    def status(self) -> str:
+        """Its lineage status."""
+
+    @property
+    def ran_anyway(self) -> str | None:
+        """The output saying a refused call ran, else None."""
+
+    @property
+    def error(self) -> str | None:
+        """The tool's error when it failed after authorization, else None."""
+
+
+_A = TypeVar("_A", bound=_Action)
+
+OUTCOME_UNKNOWN = "outcome unknown"
+"""What the audit counts an action as when the gate authorized it, the run then ended
+without its terminal marker and no result of the call was recorded
+(``ActionLineage.outcome_unknown``)."""
+
+
+def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A, ...]:
+    """``lineages``, each authorized call with no recorded result marked outcome unknown.
+
+    Only in a run that recorded steps and did not end normally (no ``termination`` step,
+    no terminating message): a run that ended normally recorded every result. Per tool,
+    the recorded results (its ``tool_output`` steps that do not say the call was refused,
+    :attr:`Step.ran` not False) are held against its actions that ran (the gate
+    authorized them); when fewer, the last authorized ones without a recorded failure
+    are the calls whose result is missing, as many as the shortfall.
+
+    Returns:
+        The lineages, those actions with ``outcome_unknown=True``; the rest unchanged.
+    """
+    if not steps or any(s.kind == StepKind.TERMINATION or s.terminates for s in steps):
+        return tuple(lineages)
+    ran: dict[str, list[int]] = {}
+    for i, a in enumerate(lineages):
+        if a.points and action_ran(a.status) and a.ran_anyway is None:
+            ran.setdefault(a.points[0].entry.action, []).append(i)
+    results: dict[str, int] = {}
+    for s in steps:
+        if s.kind == StepKind.TOOL_OUTPUT and s.tool in ran and s.ran is not False:
+            results[s.tool] = results.get(s.tool, 0) + 1
+    out = list(lineages)
+    for tool, idxs in ran.items():
+        missing = len(idxs) - results.get(tool, 0)
+        if missing <= 0:
+            continue
+        for i in [i for i in idxs if lineages[i].error is None][-missing:]:
+            out[i] = dataclasses.replace(lineages[i], outcome_unknown=True)  # type: ignore[type-var]
+    return tuple(out)
+
+
+__all__ = ["OUTCOME_UNKNOWN", "unknown_outcomes"]

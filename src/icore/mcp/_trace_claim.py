@@ -1,0 +1,108 @@
+"""Where a gateway's trace file goes: the path claimed at start, a sibling at the stop.
+
+:func:`claim_trace` locks a path no other live gateway writes (an earlier run's trace
+is renamed, never overwritten; anything else at the path is refused);
+:func:`free_sibling` is where the final trace goes when the path holds a file the
+gateway did not write at its stop (#29).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+
+def is_gateway_trace(path: Path) -> bool:
+    """True when ``path`` is a regular file whose first line is a gateway trace's header.
+
+    Only such a file is ever moved aside (an earlier run's trace); anything else at a
+    trace path (a folder, a device, the manifest, a user's file) is never touched.
+    """
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        with path.open("rb") as f:
+            first = f.readline(1 << 16)
+        head = json.loads(first.decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    run = head.get("run") if isinstance(head, dict) else None
+    return isinstance(run, dict) and str(run.get("question", "")).startswith("MCP gateway ")
+
+
+class TraceTaken(FileExistsError):
+    """A trace path holds something the gateway did not write (it is never moved)."""
+
+
+def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
+    """A trace path for this gateway process, locked until its trace is closed.
+
+    ``path`` itself when no live gateway holds it, else ``<stem>-gw<k><suffix>``
+    (k = 2, 3, ...): two gateways sharing a manifest never write one file. A file
+    left at the claimed path by an earlier run is renamed ``<stem>-<n><suffix>`` first
+    (never overwritten). The lock is ``flock`` on ``.<name>.lock`` beside it (released
+    when the process exits, so a killed gateway never blocks its path).
+
+    Returns:
+        ``(path, lock descriptor)``.
+
+    Raises:
+        TraceTaken: the path (or the one claimed) holds a folder, a device, a link or a
+            file that is not a gateway trace: it is left as it is.
+        OSError: the folder cannot be created or written, or ``limit`` paths are held.
+    """
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for k in range(1, limit + 1):
+        p = path if k == 1 else path.with_name(f"{path.stem}-gw{k}{path.suffix}")
+        if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
+            raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote (a "
+                             "folder, a device, a link or another file); it is never "
+                             "moved or overwritten: choose another trace path")
+        fd = os.open(p.with_name(f".{p.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):  # raced
+                raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
+            if p.exists():  # an earlier run's trace: kept beside, never overwritten
+                n = 1
+                while (old := p.with_name(f"{p.stem}-{n}{p.suffix}")).exists():
+                    n += 1
+                p.rename(old)
+        except BaseException:
+            os.close(fd)
+            raise
+        return p, fd
+    raise OSError(f"{limit} gateways hold traces beside {path}")
+
+
+def free_sibling(path: Path, text: str, *, limit: int = 10_000) -> Path:
+    """Write ``text`` to the first ``<stem>-stopped-<n><suffix>`` not taken; its path.
+
+    Created exclusively (``O_EXCL``): an existing file is never opened or replaced.
+
+    Raises:
+        OSError: no name was free within ``limit`` tries, or the write failed.
+    """
+    data = text.encode("utf-8")
+    for n in range(1, limit + 1):
+        p = path.with_name(f"{path.stem}-stopped-{n}{path.suffix}")
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return p
+    raise OSError(f"no free name beside {path} for the trace")
