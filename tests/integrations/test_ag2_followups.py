@@ -163,6 +163,42 @@ def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
 
 
 
+_MID = '{"order_id": "42", "city": ' + "[" * 900 + "]" * 900 + "}"
+
+
+@pytest.mark.parametrize("fenced", [True, False])
+def test_arguments_nested_deeper_than_the_bound_never_crash_the_run(fenced: bool) -> None:
+    """900 levels: Python's reader accepts them, AG2 runs the plain tool on them; the
+    recorder (its model turn, the tool call) keeps them as ``{"raw": text}`` and never
+    raises ``RecursionError`` into ``agent.ask``; a fenced call is refused (more than
+    200 levels: invalid arguments), nothing runs (reviewer of #28)."""
+    from icore.integrations._json_args import MAX_NESTING, read_json
+
+    assert read_json(_MID) == (None, f"nested too deeply (more than {MAX_NESTING} levels)")
+    shipped: list[Any] = []
+    _, get_order, safe = _shop(shipped)
+
+    def ship(order_id: str, city: Any) -> str:
+        """Ship an order."""
+        shipped.append(city)
+        return "shipped"
+
+    rec = RunRecorder("deep")
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), ToolCallEvent("ship", arguments=_MID), "done",
+        raise_tool_errors=False), tools=[get_order, safe if fenced else ship])
+    record_agents(rec, agent)
+    got = [type(e).__name__ for e in run(agent)]
+    (out,) = _ship_outputs(rec)
+    assert out["args"] == {"raw": _MID}
+    assert rec.jsonl()
+    if fenced:
+        assert got[-1] == "ToolErrorEvent" and shipped == []
+        assert out["blocked"] and _protected(rec) == [("blocked", "invalid_arguments")]
+    else:
+        assert got == ["ToolResultEvent", "ToolResultEvent"] and len(shipped) == 1
+
+
 def _approved_run() -> tuple[RunRecorder, list[Any]]:
     """A real run: the order changes after the read; the human says yes to the stale
     call (the gate refuses it), yes to the replan (it runs), no to a third call."""
@@ -243,6 +279,31 @@ def test_a_recorded_effect_after_a_refusal_is_invalid(tmp_path: Path) -> None:
     (bad,) = [lv for lv in data["lineage"] if lv["status"] == "INVALID"]
     assert bad["reason"].startswith("INVALID: a human rejected it, yet a recorded tool "
                                     "output says the call ran: 'shipped Rome'")
+
+
+def test_a_gateway_refusal_then_a_call_let_through_is_honest(tmp_path: Path) -> None:
+    """Through an ``icore mcp`` gateway (:func:`record_tool_result`) a refusal writes a
+    blocked decision and a call let through only its output: the honest pair audits
+    "1 blocked", never INVALID; the refusal's own output (it names the task) edited to
+    say it ran is INVALID (reviewer of #28)."""
+    from icore.integrations._refusals import record_tool_result
+
+    rec = RunRecorder("gw")
+    rec.task("book a flight")
+    record_tool_result(rec, "executor", "book", {},
+                       "PlanFence blocked book (stale): the plan read old values")
+    record_tool_result(rec, "executor", "book", {}, "booked")
+    rec.finish("executor", "done")
+    path = rec.write(tmp_path / "gw.jsonl")
+    code, text, _ = _audit(path, "--fail-on", "invalid")
+    assert code == 0 and "1 (1 blocked)" in text, text
+    lines = path.read_text(encoding="utf-8").splitlines()
+    (at,) = [i for i, x in enumerate(lines) if '"blocked": true' in x]
+    lines[at] = json.dumps({**json.loads(lines[at]), "exitcode": 0, "blocked": None})
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, text, _ = _audit(forged, "--fail-on", "invalid")
+    assert code == 3 and "1 (1 INVALID)" in text, text
 
 
 def test_a_run_stopped_by_a_setup_mistake_or_at_an_approval_says_why() -> None:

@@ -90,6 +90,9 @@ class Step:
             ``failed: true``, or ``exitcode`` 0 and not ``blocked``), False it did not
             (``blocked`` or ``ran: false``), None not said. The audit holds it against
             the gate's decisions (a recorded effect after a refusal is INVALID).
+        task: the protected call a ``tool_output`` is the output of (its ``task`` field,
+            the ``task`` of that call's PlanFence decisions), when recorded; the audit
+            matches outputs to decisions by it alone (#28).
     """
 
     index: int
@@ -109,6 +112,7 @@ class Step:
     gate_replan: bool = False
     tool: str | None = None
     ran: bool | None = None
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

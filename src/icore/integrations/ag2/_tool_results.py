@@ -25,7 +25,7 @@ from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._failed import Failed
 from icore.integrations._json_args import given_args as args_as_given
-from icore.integrations._json_args import read_json
+from icore.integrations._json_args import bounded_value, read_json
 from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
@@ -79,9 +79,30 @@ def said(event: ToolErrorEvent) -> str:
     return text
 
 
+def run_args(event: ToolCallEvent) -> tuple[Any, str | None]:
+    """The arguments AG2 runs the tool on, or why they do not read.
+
+    AG2's ``FunctionTool`` calls the tool with ``event.serialized_arguments`` (the
+    model's text parsed, or what a middleware set through its public setter), so the
+    gate and the trace read that same value, never ``event.arguments`` beside it (#28).
+    Text AG2 cannot parse (``ValueError``, ``RecursionError``) gives
+    :func:`~icore.integrations._json_args.read_json`'s reason; a value nested deeper than
+    :data:`~icore.integrations._json_args.MAX_NESTING` levels is refused as it is.
+    """
+    try:
+        value = event.serialized_arguments
+    except (ValueError, RecursionError):
+        value, why = read_json(event.arguments)
+        if why is not None:
+            return None, why
+    return bounded_value(value)
+
+
 def given_args(event: ToolCallEvent) -> dict[str, Any]:
-    """The model's arguments as given (:func:`~icore.integrations._json_args.given_args`)."""
-    return args_as_given(event.arguments)
+    """The arguments AG2 runs (:func:`run_args`) when an object, else the model's text as
+    given (:func:`~icore.integrations._json_args.given_args`: ``{"raw": text}``)."""
+    args, _why = run_args(event)
+    return args if isinstance(args, dict) else args_as_given(event.arguments)
 
 
 def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
@@ -139,11 +160,12 @@ def stopped_message(name: str, d: GateDecision, fresh: dict[str, Any]) -> str:
 def model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEvent:
     """The model's JSON arguments (an object), else the tool error the model reads.
 
-    Text that does not read (not JSON, an integer over the interpreter's digit limit,
-    nesting deeper than its stack: :func:`~icore.integrations._json_args.read_json`) is
+    The value AG2 runs (:func:`run_args`). Text that does not read (not JSON, an integer
+    over the interpreter's digit limit, nesting deeper than its stack or
+    :data:`~icore.integrations._json_args.MAX_NESTING`) is
     the model's mistake, answered as AG2 answers it for a plain tool, never raised.
     """
-    args, why = read_json(event.arguments)
+    args, why = run_args(event)
     if why is not None:
         return ToolErrorEvent.from_call(event, error=IntegrationError(
             f"the arguments of {name} are not JSON: {why}", tool=name))

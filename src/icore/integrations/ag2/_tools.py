@@ -67,7 +67,6 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
-from icore.integrations._json_args import read_json
 from icore.integrations._refusals import refused_call
 from icore.integrations.ag2._human import (
     StoppedAfterHuman,
@@ -94,6 +93,7 @@ from icore.integrations.ag2._tool_results import (
     model_args,
     never,
     ran,
+    run_args,
     said,
     setup_error,
     stopped_message,
@@ -251,7 +251,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         team.turn_source = lambda: turns.current
 
     def precheck(event: ToolCallEvent) -> None:
-        args, _why = read_json(event.arguments)
+        args, _why = run_args(event)
         if not isinstance(args, dict):
             return  # the model's mistake: the gate tells the model
         try:
