@@ -199,6 +199,81 @@ def test_arguments_nested_deeper_than_the_bound_never_crash_the_run(fenced: bool
         assert got == ["ToolResultEvent", "ToolResultEvent"] and len(shipped) == 1
 
 
+def test_the_gate_reads_the_arguments_ag2_runs() -> None:
+    """A tool middleware rewrites ``serialized_arguments`` (AG2's public setter; its
+    ``FunctionTool`` runs on that value): the gate judges and the trace records the
+    rewritten call (order 43, never read: refused ``not_read``), not ``event.arguments``
+    beside it, so the tool never runs on arguments the gate did not see (#28)."""
+    ws, shipper, _ = orders()
+    ws.put("order/43", {"city": "Rome"}, by="sales")
+    shipped: list[Any] = []
+
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Read an order."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    async def rewrite(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        event.serialized_arguments = {**event.serialized_arguments, "order_id": "43"}
+        return await call_next(event, context)
+
+    safe = fenced_tool(tool(ship, middleware=[rewrite]), agent=shipper,
+                       depends_on=lambda a: {f"order/{a['order_id']}"})
+    rec = RunRecorder("rewritten")
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), call("ship", order_id="42", city="Berlin"),
+        "done", raise_tool_errors=False), tools=[get_order, safe])
+    record_agents(rec, agent)
+    run(agent)
+    assert shipped == []
+    (out,) = _ship_outputs(rec)
+    assert out["blocked"] and out["args"]["order_id"] == "43"
+    assert _protected(rec) == [("blocked", "not_read")]
+
+
+def test_only_an_approval_request_for_arguments_that_read_is_a_recorded_yes() -> None:
+    """A middleware's other question (a plain ``HumanInputRequest``) answered "yes" is no
+    approval; an ``approval_required()`` "yes" to arguments that do not read is refused
+    invalid arguments, no approval recorded; a "yes" to a call that reads is (#28)."""
+    from ag2.events import HumanInputRequest
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order."""
+        return "shipped"
+
+    async def question(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        await context.ask(HumanInputRequest("Which warehouse?"))
+        return await call_next(event, context)
+
+    def approvals(middleware: Any, arguments: str) -> list[dict[str, Any]]:
+        _ws, shipper, _ = orders()
+
+        def get_order(order_id: str) -> dict[str, Any]:
+            """Read an order."""
+            return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+        safe = fenced_tool(tool(ship, middleware=[middleware]), agent=shipper,
+                           depends_on=lambda a: {f"order/{a['order_id']}"})
+        rec = RunRecorder("asked")
+        agent = Agent("shipper", config=TestConfig(
+            call("get_order", order_id="42"), ToolCallEvent("ship", arguments=arguments),
+            "done", raise_tool_errors=False), tools=[get_order, safe],
+            hitl_hook=lambda _req: "yes")
+        record_agents(rec, agent)
+        run(agent)
+        return [e for e in rec.events if e.get("decision") == "approve"]
+
+    good = json.dumps({"order_id": "42", "city": "Berlin"})
+    assert approvals(question, good) == []
+    assert approvals(approval_required(), '{"order_id": "42", "city": ') == []
+    (yes,) = approvals(approval_required(), good)
+    assert yes["content"].startswith("a human answered approve for ship")
+
+
 def _approved_run() -> tuple[RunRecorder, list[Any]]:
     """A real run: the order changes after the read; the human says yes to the stale
     call (the gate refuses it), yes to the replan (it runs), no to a third call."""

@@ -73,6 +73,7 @@ from icore.integrations.ag2._human import (
     Turns,
     Watch,
     always_granted,
+    approval_asked,
     gated_context,
     reached_gate,
     was_asked,
@@ -288,20 +289,20 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return error
 
     def approved(event: ToolCallEvent, context: Any) -> None:
-        """A human asked before the gate let the call reach it: a "yes", recorded.
-
-        As the other integrations record it (``a human answered approve ...``).
+        """A human approved the call before the gate (AG2's approval request naming it,
+        ``approval_required()``): a "yes", recorded as the other integrations record it
+        (``a human answered approve ...``). Another question is no approval (#28).
         """
         rec = _run_recorder(recorder, name)
-        if rec is not None and was_asked(context):
+        if rec is not None and approval_asked(context, event):
             record_approval(rec, caller(), name, given_args(event))
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
-        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
+        approved(event, context)  # the human's "yes" to arguments that read
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
@@ -339,10 +340,10 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
-        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
+        approved(event, context)  # the human's "yes" to arguments that read
         asked = was_asked(context)
         fresh: list[Any] = []
         variables = getattr(context, "variables", None)
