@@ -264,9 +264,9 @@ def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
     for s in steps:
         if s.ran is not True or s.task is None or s.tool is None:
             continue
-        i = by_task.get((s.task, s.tool))
-        if i is not None and out[i].ran_anyway is None:
-            out[i] = replace(lineages[i], status="INVALID", ran_anyway=s.content[:300])
+        hit = by_task.get((s.task, s.tool))
+        if hit is not None and out[hit].ran_anyway is None:
+            out[hit] = replace(lineages[hit], status="INVALID", ran_anyway=s.content[:300])
     return tuple(out)
 
 

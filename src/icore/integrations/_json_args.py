@@ -61,8 +61,11 @@ def read_json(text: str | bytes | bytearray | None) -> tuple[Any, str | None]:
 
 
 def bounded_value(value: Any) -> tuple[Any, str | None]:
-    """A value already read (a framework's parsed arguments) held to :func:`read_json`'s
-    bound: ``(value, None)``, or ``(None, "nested too deeply ...")``."""
+    """A value already read held to :func:`read_json`'s nesting bound.
+
+    For a framework's parsed arguments: ``(value, None)``, or ``(None, "nested too
+    deeply ...")`` past :data:`MAX_NESTING` levels.
+    """
     if _too_deep(value):
         return None, f"nested too deeply (more than {MAX_NESTING} levels)"
     return value, None

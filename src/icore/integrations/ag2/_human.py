@@ -108,8 +108,11 @@ def watching(context: Any) -> Any:
 
 
 def approval_asked(context: Any, event: Any) -> bool:
-    """Whether a human answered an approval request (``approval_required()``) naming this
-    call (``event.id``) through its context; any other question is no approval (#28)."""
+    """Whether a human answered an approval request naming this call (``event.id``).
+
+    AG2's ``ToolApprovalRequest`` (``approval_required()``) through the call's context;
+    any other question is no approval (#28).
+    """
     return isinstance(context, GatedContext) and event.id in (context.icore_approvals or ())
 
 

@@ -24,8 +24,8 @@ from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._failed import Failed
-from icore.integrations._json_args import given_args as args_as_given
 from icore.integrations._json_args import bounded_value, read_json
+from icore.integrations._json_args import given_args as args_as_given
 from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
@@ -99,8 +99,11 @@ def run_args(event: ToolCallEvent) -> tuple[Any, str | None]:
 
 
 def given_args(event: ToolCallEvent) -> dict[str, Any]:
-    """The arguments AG2 runs (:func:`run_args`) when an object, else the model's text as
-    given (:func:`~icore.integrations._json_args.given_args`: ``{"raw": text}``)."""
+    """The arguments AG2 runs (:func:`run_args`) when an object, else the model's text.
+
+    The text as given (:func:`~icore.integrations._json_args.given_args`:
+    ``{"raw": text}``).
+    """
     args, _why = run_args(event)
     return args if isinstance(args, dict) else args_as_given(event.arguments)
 

@@ -289,9 +289,11 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return error
 
     def approved(event: ToolCallEvent, context: Any) -> None:
-        """A human approved the call before the gate (AG2's approval request naming it,
-        ``approval_required()``): a "yes", recorded as the other integrations record it
-        (``a human answered approve ...``). Another question is no approval (#28).
+        """A human approved the call before the gate: a "yes", recorded.
+
+        AG2's approval request naming it (``approval_required()``), recorded as the
+        other integrations record it (``a human answered approve ...``). Another
+        question is no approval (#28).
         """
         rec = _run_recorder(recorder, name)
         if rec is not None and approval_asked(context, event):
