@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from ag2 import Agent, tool
-from ag2.events import ToolCallEvent
+from ag2.events import ToolCallEvent, ToolErrorEvent
 from ag2.middleware.builtin.tools.approval import approval_required
 from ag2.testing import TestConfig
 
@@ -434,3 +434,39 @@ def test_reasons_say_the_message_without_the_class_path_and_write_needs_a_name(
     assert d["detail"].startswith("the arguments of ship must be a JSON object")
     with pytest.raises(IntegrationError, match="path is empty"):
         rec.write("")
+
+
+def test_an_error_from_a_layer_before_the_body_is_recorded_not_run() -> None:
+    """A ``ToolErrorEvent`` the body never produced (a layer after the gate answered, or
+    AG2's own argument check) is ``Failed`` with ``ran=False``; one the body raised into
+    ran; recorded ``ran: false`` (never ``failed: true``), its decision without an error,
+    so the audit does not count it "failed after authorization" (#28)."""
+    from icore.integrations._tool_failed import record_ran
+    from icore.integrations.ag2._tool_results import entering, run_body
+
+    ev = call("ship", order_id="42")
+
+    async def refused_before(event: ToolCallEvent, context: Any) -> Any:
+        return ToolErrorEvent.from_call(event, error=PermissionError("policy says no"))
+
+    def body() -> None:
+        raise RuntimeError("carrier API down")
+
+    inner = entering(body)
+
+    async def ran_body(event: ToolCallEvent, context: Any) -> Any:
+        try:
+            inner()
+        except RuntimeError as exc:
+            return ToolErrorEvent.from_call(event, error=exc)
+        return None
+
+    before = asyncio.run(run_body(refused_before, ev, None))
+    raised = asyncio.run(run_body(ran_body, ev, None))
+    assert not before.ran and raised.ran  # type: ignore[union-attr]
+    rec = RunRecorder("not-run")
+    record_ran(rec, "shipper", "ship", {"order_id": "42"}, before, False)
+    record_ran(rec, "shipper", "ship", {"order_id": "42"}, raised, False)
+    first, second = _ship_outputs(rec)
+    assert first["ran"] is False and "failed" not in first and first["reason"] == "not_run"
+    assert second["failed"] is True

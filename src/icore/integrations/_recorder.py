@@ -449,7 +449,7 @@ class RunRecorder:
         task = self.lineage(tool, result.decisions, lookup=lookup,
                             refused=after_gate(result, refused),
                             failed=result.value.error if result.executed and isinstance(
-                                result.value, Failed) else None)
+                                result.value, Failed) and result.value.ran else None)
         if not result.executed:  # its output names its task: the audit matches by it
             why = refused or result.final.reason.value
             self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",

@@ -10,6 +10,9 @@ mistake): a reason it can act on, never a traceback (planfence App. A.3).
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import inspect
 import json
 import logging
 from copy import copy
@@ -47,7 +50,51 @@ class Result:
         return self.content
 
 
-def ran(event: Any) -> Result | Failed:
+BODY: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "icore_ag2_body", default=None)
+"""Set by the gate around one call: the tool's body marks it when it is entered."""
+
+
+def entering(fn: Any) -> Any:
+    """``fn`` that marks :data:`BODY` when it is entered (same sync/async kind).
+
+    Generators are returned as they are (their body is counted as run).
+    """
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        return fn
+
+    def mark() -> None:
+        seen = BODY.get()
+        if seen is not None:
+            seen.append(True)
+
+    if inspect.iscoroutinefunction(fn):
+        async def entered_async(*a: Any, **k: Any) -> Any:
+            mark()
+            return await fn(*a, **k)
+        return functools.wraps(fn)(entered_async)
+
+    def entered(*a: Any, **k: Any) -> Any:
+        mark()
+        return fn(*a, **k)
+    return functools.wraps(fn)(entered)
+
+
+async def run_body(call_next: Any, event: Any, context: Any) -> Result | Failed:
+    """``call_next(event, context)`` (the layers after the gate, then the tool), ran.
+
+    As :func:`ran` sees it: whether the tool's body was entered is noted (:data:`BODY`).
+    """
+    seen: list[bool] = []
+    token = BODY.set(seen)
+    try:
+        out = await call_next(event, context)
+    finally:
+        BODY.reset(token)
+    return ran(out, body=bool(seen))
+
+
+def ran(event: Any, body: bool = True) -> Result | Failed:
     """What an authorized call's body gave back: its :class:`Result`, or a failure.
 
     AG2 turns the body's exception (a ``RuntimeError``, a ``HeadConflict`` of the
@@ -55,10 +102,13 @@ def ran(event: Any) -> Result | Failed:
     ``ToolErrorEvent`` the model reads: that call failed after its authorization, so it
     comes back as :class:`~icore.integrations._failed.Failed` (recorded ``exitcode: 1``,
     audited failed after authorization, issue 28) whose value is the event the model reads.
+    ``body`` False: the tool's body was never entered (:data:`BODY`): an error event
+    then came from a layer before it (AG2's own argument check, a policy middleware),
+    and is :class:`Failed` with ``ran=False`` (recorded as not run, #28).
     """
     result = Result(event)
     if isinstance(event, ToolErrorEvent):
-        return Failed(result, describe(event.error))
+        return Failed(result, describe(event.error), ran=body)
     return result
 
 

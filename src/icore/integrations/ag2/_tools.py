@@ -89,12 +89,13 @@ from icore.integrations.ag2._human_answers import (
 from icore.integrations.ag2._tool_results import (
     Result,
     blocked,
+    entering,
     given_args,
     invalid,
     model_args,
     never,
-    ran,
     run_args,
+    run_body,
     said,
     setup_error,
     stopped_message,
@@ -321,8 +322,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             rc = running_call() if injected else None
             after = recheck(guard.fence, ptool, rc.record.id, a) if rc is not None else None
-            return ran(await call_next(with_args(event, a, args),
-                                           gated_context(context, after)))
+            return await run_body(call_next, with_args(event, a, args),
+                                  gated_context(context, after))
 
         g = caller_guard()
         rec = _run_recorder(recorder, name)
@@ -359,8 +360,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
             used = fresh[-1].roots if fresh else first_roots
             after = recheck(guard.fence, per_call._tools.get(name), used[0], a) \
                 if injected and isinstance(used, list | tuple) and len(used) == 1 else None
-            return ran(await call_next(with_args(event, a, args),
-                                           gated_context(context, after)))
+            return await run_body(call_next, with_args(event, a, args),
+                                  gated_context(context, after))
 
         rec = _run_recorder(recorder, name)
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
@@ -388,7 +389,9 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return gated.value.event
 
     gate = team_gate if team is not None else fence_gate
-    wrapped = FencedTool(tool.model, name=name, description=tool.schema.function.description,
+    model = copy(tool.model)  # its body notes that it was entered (an error before it:
+    model.call = entering(model.call)  # the call did not run)
+    wrapped = FencedTool(model, name=name, description=tool.schema.function.description,
                          schema=tool.schema.function.parameters, middleware=[*hooks, gate])
     wrapped.turns = turns
 
