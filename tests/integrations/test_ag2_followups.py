@@ -128,6 +128,27 @@ _BIG = '{"order_id": "42", "city": 1' + "0" * 5000 + "}"
 _DEEP = '{"order_id": "42", "city": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
 
+def _ship_with(text: str, *, recorded: bool, fenced: bool
+               ) -> tuple[list[str], RunRecorder, list[Any]]:
+    """A run whose model calls ``ship`` with the arguments ``text``: the tool events'
+    kinds, the recorder and what was shipped."""
+    shipped: list[Any] = []
+    _, get_order, safe = _shop(shipped)
+
+    def ship(order_id: str, city: Any) -> str:
+        """Ship an order."""
+        shipped.append(city)
+        return "shipped"
+
+    rec = RunRecorder("unreadable")
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), ToolCallEvent("ship", arguments=text), "done",
+        raise_tool_errors=False), tools=[get_order, safe if fenced else ship])
+    if recorded:
+        record_agents(rec, agent)
+    return [type(e).__name__ for e in run(agent)], rec, shipped
+
+
 @pytest.mark.parametrize("text", [_BIG, _DEEP], ids=["bigint", "deep"])
 @pytest.mark.parametrize("fenced", [True, False])
 def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
@@ -136,31 +157,13 @@ def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
     digit limit: ValueError; 100k levels: RecursionError) are a tool error the model reads,
     as plain AG2 answers them; recording changes nothing the model sees, and a fenced
     call is a blocked protected action (invalid arguments), never a crash of ``ask``."""
-    def seen(recorded: bool, fence: bool) -> tuple[list[str], RunRecorder, list[Any]]:
-        shipped: list[Any] = []
-        _, get_order, safe = _shop(shipped)
-
-        def ship(order_id: str, city: str) -> str:
-            """Ship an order."""
-            shipped.append(city)
-            return "shipped"
-
-        rec = RunRecorder("unreadable")
-        agent = Agent("shipper", config=TestConfig(
-            call("get_order", order_id="42"), ToolCallEvent("ship", arguments=text), "done",
-            raise_tool_errors=False), tools=[get_order, safe if fence else ship])
-        if recorded:
-            record_agents(rec, agent)
-        return [type(e).__name__ for e in run(agent)], rec, shipped
-
-    plain, _, _ = seen(False, False)
-    got, rec, shipped = seen(True, fenced)
+    plain, _, _ = _ship_with(text, recorded=False, fenced=False)
+    got, rec, shipped = _ship_with(text, recorded=True, fenced=fenced)
     assert got == plain == ["ToolResultEvent", "ToolErrorEvent"] and shipped == []
     (out,) = _ship_outputs(rec)
     assert out["exitcode"] == 1 and out["args"] == {"raw": text}
     if fenced:
         assert out["blocked"] and _protected(rec) == [("blocked", "invalid_arguments")]
-
 
 
 _MID = '{"order_id": "42", "city": ' + "[" * 900 + "]" * 900 + "}"
@@ -175,20 +178,7 @@ def test_arguments_nested_deeper_than_the_bound_never_crash_the_run(fenced: bool
     from icore.integrations._json_args import MAX_NESTING, read_json
 
     assert read_json(_MID) == (None, f"nested too deeply (more than {MAX_NESTING} levels)")
-    shipped: list[Any] = []
-    _, get_order, safe = _shop(shipped)
-
-    def ship(order_id: str, city: Any) -> str:
-        """Ship an order."""
-        shipped.append(city)
-        return "shipped"
-
-    rec = RunRecorder("deep")
-    agent = Agent("shipper", config=TestConfig(
-        call("get_order", order_id="42"), ToolCallEvent("ship", arguments=_MID), "done",
-        raise_tool_errors=False), tools=[get_order, safe if fenced else ship])
-    record_agents(rec, agent)
-    got = [type(e).__name__ for e in run(agent)]
+    got, rec, shipped = _ship_with(_MID, recorded=True, fenced=fenced)
     (out,) = _ship_outputs(rec)
     assert out["args"] == {"raw": _MID}
     assert rec.jsonl()
