@@ -155,9 +155,9 @@ def make_room(folder: Path, *, run_files: tuple[str, ...] = ()) -> Path | None:
 
 WRITTEN = ".icore-files"
 """Ledger icore keeps in each folder it writes files into: one ``<sha256>  <name>`` line
-per file it wrote there (the ``sha256sum`` format; one line per file, rewritten when
-icore writes the file again; a ledger of earlier versions with several lines for one
-name is read last-line-wins and compacted on the next write)."""
+per file it wrote there (the ``sha256sum`` format). A file written again gets a new line;
+the ledger is read last-line-wins and rewritten with one line per file when superseded
+lines outnumber the files (more than twice as many lines as files, plus 64)."""
 
 _LEDGERS: dict[str, tuple[tuple[int, int, int], dict[str, str], int]] = {}
 """Parsed ledgers by real folder path: (stat signature, name -> digest, lines)."""
@@ -171,22 +171,16 @@ def _ledger(folder: Path) -> tuple[dict[str, str], int]:
         st = os.stat(p)
     except OSError:
         return {}, 0
-    sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+    sig = _signature(st)
     key = os.path.realpath(folder)
     hit = _LEDGERS.get(key)
     if hit is not None and hit[0] == sig:
         return hit[1], hit[2]
-    book: dict[str, str] = {}
-    lines = 0
     try:
         # surrogateescape: a name of bytes that are no UTF-8 (a shell's $'\xff') reads
         # back as the str the file system gave, and writes back as its bytes
         with open(p, encoding="utf-8", errors="surrogateescape") as f:
-            for line in f:
-                lines += 1
-                digest, sep, name = line.rstrip("\n").partition("  ")
-                if sep and len(digest) == 64:
-                    book[name] = digest
+            book, lines = _parse_ledger(f)
     except OSError:
         return {}, 0
     _LEDGERS[key] = (sig, book, lines)
@@ -355,44 +349,66 @@ def _locked(p: Path) -> Any:
         f.close()
 
 
-def _record(folder: Path, name: str, digest: str) -> None:
-    """List ``name`` with ``digest`` in the folder's ledger: one line per file.
+def _parse_ledger(f: Any) -> tuple[dict[str, str], int]:
+    """Name -> digest (last line wins) and the line count of an open ledger ``f``."""
+    book: dict[str, str] = {}
+    lines = 0
+    for line in f:
+        lines += 1
+        got, sep, n = line.rstrip("\n").partition("  ")
+        if sep and len(got) == 64:
+            book[n] = got
+    return book, lines
 
-    A new name is appended; a name listed already (a file icore writes again: a report
-    re-audited) rewrites the ledger (a temporary file replacing it), so it holds one
-    line per file however often the files are rewritten. Processes writing into one
-    folder at once take turns on an ``flock`` of the ledger, so none loses another's line.
+
+def _signature(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _record(folder: Path, name: str, digest: str) -> None:
+    """List ``name`` with ``digest`` in the folder's ledger (appended, compacted lazily).
+
+    The line is appended (a name written again gets a new line, read last-line-wins);
+    when the ledger holds more than twice as many lines as files (plus 64), it is
+    rewritten with one line per file (a temporary file replacing it: a crash keeps the
+    old ledger). The parsed ledger is kept per folder and re-read only when the file's
+    (inode, size, mtime) changed, so writing n files costs O(n) ledger work, not
+    O(n^2) (#28). Processes writing into one folder at once take turns on an ``flock``
+    of the ledger, so none loses another's line.
     """
     if "\n" in name or "\r" in name:  # report names never hold one; keep the format
         return
     p = folder / WRITTEN
+    key = os.path.realpath(folder)
     with _LEDGER_LOCK, _locked(p) as f:
-        f.seek(0)
-        book: dict[str, str] = {}
-        lines = 0
-        for line in f:
-            lines += 1
-            got, sep, n = line.rstrip("\n").partition("  ")
-            if sep and len(got) == 64:
-                book[n] = got
-        if book.get(name) == digest and lines == len(book):
+        hit = _LEDGERS.get(key)
+        if hit is not None and hit[0] == _signature(os.fstat(f.fileno())):
+            book, lines = dict(hit[1]), hit[2]
+        else:
+            f.seek(0)
+            book, lines = _parse_ledger(f)
+        if book.get(name) == digest:
             return
-        fresh = name not in book and lines == len(book)
+        f.write(f"{digest}  {name}\n")
+        f.flush()
         book[name] = digest
-        if fresh:
-            f.write(f"{digest}  {name}\n")
-            f.flush()
-        else:  # a superseded line: rewrite it whole, one line per file
+        lines += 1
+        if lines > 2 * len(book) + 64:  # superseded lines: one line per file again
             tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()), encoding="utf-8",
-                           errors="surrogateescape")
-            os.replace(tmp, p)
+            try:
+                tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()),
+                               encoding="utf-8")
+                os.replace(tmp, p)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            lines = len(book)
         try:
             st = os.stat(p)
         except OSError:
             return
-        _LEDGERS[os.path.realpath(folder)] = ((st.st_ino, st.st_size, st.st_mtime_ns),
-                                              book, len(book))
+        _LEDGERS[key] = (_signature(st), book, lines)
 
 
 def file_identity(path: Path) -> tuple[object, ...]:

@@ -136,25 +136,45 @@ def _out(content: str, **kw: Any) -> dict[str, Any]:
     return {"agent": "e", "kind": "tool_output", "tool": "book", "content": content, **kw}
 
 
-def test_a_recorded_effect_after_a_refusal_is_invalid_only_on_a_surplus() -> None:
-    """Outputs saying "it ran" beyond the tool's actions that ran contradict a refusal:
-    the refused action whose own output says so is INVALID. Honest outputs in another
-    order than the decisions (concurrent calls) flag nothing."""
+def test_only_a_refused_calls_own_output_saying_it_ran_is_invalid() -> None:
+    """A refused call's own output (its ``task`` and tool) saying it ran contradicts the
+    refusal: INVALID. Outputs matched to no decision flag nothing, whatever their number
+    or order: no task, another tool, a task some decision authorized (#28)."""
     ok = _d("a-1", "authorized", "valid", {"req/t": R1}, {"req/t": R1})
     stale = _d("b-1", "replan_required", "stale", {"req/t": R0}, {"req/t": R1})
-    blocked = _out("BLOCKED: stale", exitcode=1, blocked=True)
+    blocked = _out("BLOCKED: stale", exitcode=1, blocked=True, task="b-1")
 
-    def lineage(*outs: dict[str, Any]) -> dict[str, str]:
-        text = _trace(ok, stale) + "\n" + "\n".join(json.dumps(o) for o in outs)
+    def lineage(*outs: dict[str, Any], decisions: tuple[dict[str, Any], ...] = (ok, stale)
+                ) -> dict[str, str]:
+        text = _trace(*decisions) + "\n" + "\n".join(json.dumps(o) for o in outs)
         return {a.action: a.status for a in audit_trace(parse_jsonl(text)).lineage}
 
-    assert lineage(_out("booked", exitcode=0), blocked) == {"a-1": "valid", "b-1": "blocked"}
-    assert lineage(blocked, _out("booked", exitcode=0)) == {"a-1": "valid", "b-1": "blocked"}
-    assert lineage(_out("booked", exitcode=0), _out("booked", exitcode=0)) == {
-        "a-1": "valid", "b-1": "INVALID"}
-    assert lineage(_out("booked", exitcode=0), _out("x", ran=True, exitcode=1)) == {
-        "a-1": "valid", "b-1": "INVALID"}
+    honest = {"a-1": "valid", "b-1": "blocked"}
+    assert lineage(_out("booked", exitcode=0), blocked) == honest
+    assert lineage(blocked, _out("booked", exitcode=0)) == honest
+    # outputs that are no refused call's own: never counted against a refusal
+    assert lineage(_out("booked", exitcode=0), _out("booked", exitcode=0)) == honest
+    assert lineage(_out("booked", exitcode=0, task="a-1"),
+                   _out("booked again", exitcode=0, task="a-1"), blocked) == honest
+    assert lineage(blocked, _out("booked", exitcode=0, task="b-1", tool="other")) == honest
+    assert lineage(blocked, {**_out("booked", exitcode=0), "agent": "other"}) == honest
+    no_task = ({k: v for k, v in ok.items() if k != "task"},
+               {k: v for k, v in stale.items() if k != "task"})
+    assert lineage(_out("booked", exitcode=0), _out("booked", exitcode=0),
+                   _out("BLOCKED", exitcode=1, blocked=True),
+                   decisions=no_task + no_task[:1]) == {"book": "valid"}
+    # a retry under one task: a decision of it authorized, so its outputs may be its own
+    retry = _d("b-1", "authorized", "valid", {"req/t": R1}, {"req/t": R1})
+    assert lineage(blocked, _out("booked", exitcode=0, task="b-1"),
+                   decisions=(ok, stale, retry)) == {"a-1": "valid", "b-1": "valid"}
+    # the refused call's own output says it ran
+    assert lineage(_out("booked", exitcode=0),
+                   _out("booked", exitcode=0, task="b-1")) == {"a-1": "valid",
+                                                                "b-1": "INVALID"}
+    assert lineage(_out("x", ran=True, exitcode=1, task="b-1")) == {"a-1": "valid",
+                                                                     "b-1": "INVALID"}
     t = parse_jsonl(_trace(ok, stale) + "\n" + "\n".join(
-        json.dumps(o) for o in (_out("booked", exitcode=0), _out("booked twice", exitcode=0))))
+        json.dumps(o) for o in (_out("booked", exitcode=0, task="a-1"),
+                                _out("booked twice", exitcode=0, task="b-1"))))
     (bad,) = [lv for lv in trace_lineage(t.planfence, t.steps) if lv.status == "INVALID"]
     assert "yet a recorded tool output says the call ran: 'booked twice'" in bad.reason

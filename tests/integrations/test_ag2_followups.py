@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from ag2 import Agent, tool
-from ag2.events import ToolCallEvent
+from ag2.events import ToolCallEvent, ToolErrorEvent
 from ag2.middleware.builtin.tools.approval import approval_required
 from ag2.testing import TestConfig
 
@@ -128,6 +128,27 @@ _BIG = '{"order_id": "42", "city": 1' + "0" * 5000 + "}"
 _DEEP = '{"order_id": "42", "city": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
 
+def _ship_with(text: str, *, recorded: bool, fenced: bool
+               ) -> tuple[list[str], RunRecorder, list[Any]]:
+    """A run whose model calls ``ship`` with the arguments ``text``: the tool events'
+    kinds, the recorder and what was shipped."""
+    shipped: list[Any] = []
+    _, get_order, safe = _shop(shipped)
+
+    def ship(order_id: str, city: Any) -> str:
+        """Ship an order."""
+        shipped.append(city)
+        return "shipped"
+
+    rec = RunRecorder("unreadable")
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), ToolCallEvent("ship", arguments=text), "done",
+        raise_tool_errors=False), tools=[get_order, safe if fenced else ship])
+    if recorded:
+        record_agents(rec, agent)
+    return [type(e).__name__ for e in run(agent)], rec, shipped
+
+
 @pytest.mark.parametrize("text", [_BIG, _DEEP], ids=["bigint", "deep"])
 @pytest.mark.parametrize("fenced", [True, False])
 def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
@@ -136,31 +157,111 @@ def test_unreadable_arguments_are_a_tool_error_recorded_or_fenced(text: str,
     digit limit: ValueError; 100k levels: RecursionError) are a tool error the model reads,
     as plain AG2 answers them; recording changes nothing the model sees, and a fenced
     call is a blocked protected action (invalid arguments), never a crash of ``ask``."""
-    def seen(recorded: bool, fence: bool) -> tuple[list[str], RunRecorder, list[Any]]:
-        shipped: list[Any] = []
-        _, get_order, safe = _shop(shipped)
-
-        def ship(order_id: str, city: str) -> str:
-            """Ship an order."""
-            shipped.append(city)
-            return "shipped"
-
-        rec = RunRecorder("unreadable")
-        agent = Agent("shipper", config=TestConfig(
-            call("get_order", order_id="42"), ToolCallEvent("ship", arguments=text), "done",
-            raise_tool_errors=False), tools=[get_order, safe if fence else ship])
-        if recorded:
-            record_agents(rec, agent)
-        return [type(e).__name__ for e in run(agent)], rec, shipped
-
-    plain, _, _ = seen(False, False)
-    got, rec, shipped = seen(True, fenced)
+    plain, _, _ = _ship_with(text, recorded=False, fenced=False)
+    got, rec, shipped = _ship_with(text, recorded=True, fenced=fenced)
     assert got == plain == ["ToolResultEvent", "ToolErrorEvent"] and shipped == []
     (out,) = _ship_outputs(rec)
     assert out["exitcode"] == 1 and out["args"] == {"raw": text}
     if fenced:
         assert out["blocked"] and _protected(rec) == [("blocked", "invalid_arguments")]
 
+
+_MID = '{"order_id": "42", "city": ' + "[" * 900 + "]" * 900 + "}"
+
+
+@pytest.mark.parametrize("fenced", [True, False])
+def test_arguments_nested_deeper_than_the_bound_never_crash_the_run(fenced: bool) -> None:
+    """900 levels: Python's reader accepts them, AG2 runs the plain tool on them; the
+    recorder (its model turn, the tool call) keeps them as ``{"raw": text}`` and never
+    raises ``RecursionError`` into ``agent.ask``; a fenced call is refused (more than
+    200 levels: invalid arguments), nothing runs (reviewer of #28)."""
+    from icore.integrations._json_args import MAX_NESTING, read_json
+
+    assert read_json(_MID) == (None, f"nested too deeply (more than {MAX_NESTING} levels)")
+    got, rec, shipped = _ship_with(_MID, recorded=True, fenced=fenced)
+    (out,) = _ship_outputs(rec)
+    assert out["args"] == {"raw": _MID}
+    assert rec.jsonl()
+    if fenced:
+        assert got[-1] == "ToolErrorEvent" and shipped == []
+        assert out["blocked"] and _protected(rec) == [("blocked", "invalid_arguments")]
+    else:
+        assert got == ["ToolResultEvent", "ToolResultEvent"] and len(shipped) == 1
+
+
+def test_the_gate_reads_the_arguments_ag2_runs() -> None:
+    """A tool middleware rewrites ``serialized_arguments`` (AG2's public setter; its
+    ``FunctionTool`` runs on that value): the gate judges and the trace records the
+    rewritten call (order 43, never read: refused ``not_read``), not ``event.arguments``
+    beside it, so the tool never runs on arguments the gate did not see (#28)."""
+    ws, shipper, _ = orders()
+    ws.put("order/43", {"city": "Rome"}, by="sales")
+    shipped: list[Any] = []
+
+    def get_order(order_id: str) -> dict[str, Any]:
+        """Read an order."""
+        return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order."""
+        shipped.append((order_id, city))
+        return "shipped"
+
+    async def rewrite(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        event.serialized_arguments = {**event.serialized_arguments, "order_id": "43"}
+        return await call_next(event, context)
+
+    safe = fenced_tool(tool(ship, middleware=[rewrite]), agent=shipper,
+                       depends_on=lambda a: {f"order/{a['order_id']}"})
+    rec = RunRecorder("rewritten")
+    agent = Agent("shipper", config=TestConfig(
+        call("get_order", order_id="42"), call("ship", order_id="42", city="Berlin"),
+        "done", raise_tool_errors=False), tools=[get_order, safe])
+    record_agents(rec, agent)
+    run(agent)
+    assert shipped == []
+    (out,) = _ship_outputs(rec)
+    assert out["blocked"] and out["args"]["order_id"] == "43"
+    assert _protected(rec) == [("blocked", "not_read")]
+
+
+def test_only_an_approval_request_for_arguments_that_read_is_a_recorded_yes() -> None:
+    """A middleware's other question (a plain ``HumanInputRequest``) answered "yes" is no
+    approval; an ``approval_required()`` "yes" to arguments that do not read is refused
+    invalid arguments, no approval recorded; a "yes" to a call that reads is (#28)."""
+    from ag2.events import HumanInputRequest
+
+    def ship(order_id: str, city: str) -> str:
+        """Ship an order."""
+        return "shipped"
+
+    async def question(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
+        await context.ask(HumanInputRequest("Which warehouse?"))
+        return await call_next(event, context)
+
+    def approvals(middleware: Any, arguments: str) -> list[dict[str, Any]]:
+        _ws, shipper, _ = orders()
+
+        def get_order(order_id: str) -> dict[str, Any]:
+            """Read an order."""
+            return shipper.read(f"order/{order_id}")  # type: ignore[no-any-return]
+
+        safe = fenced_tool(tool(ship, middleware=[middleware]), agent=shipper,
+                           depends_on=lambda a: {f"order/{a['order_id']}"})
+        rec = RunRecorder("asked")
+        agent = Agent("shipper", config=TestConfig(
+            call("get_order", order_id="42"), ToolCallEvent("ship", arguments=arguments),
+            "done", raise_tool_errors=False), tools=[get_order, safe],
+            hitl_hook=lambda _req: "yes")
+        record_agents(rec, agent)
+        run(agent)
+        return [e for e in rec.events if e.get("decision") == "approve"]
+
+    good = json.dumps({"order_id": "42", "city": "Berlin"})
+    assert approvals(question, good) == []
+    assert approvals(approval_required(), '{"order_id": "42", "city": ') == []
+    (yes,) = approvals(approval_required(), good)
+    assert yes["content"].startswith("a human answered approve for ship")
 
 
 def _approved_run() -> tuple[RunRecorder, list[Any]]:
@@ -245,6 +346,31 @@ def test_a_recorded_effect_after_a_refusal_is_invalid(tmp_path: Path) -> None:
                                     "output says the call ran: 'shipped Rome'")
 
 
+def test_a_gateway_refusal_then_a_call_let_through_is_honest(tmp_path: Path) -> None:
+    """Through an ``icore mcp`` gateway (:func:`record_tool_result`) a refusal writes a
+    blocked decision and a call let through only its output: the honest pair audits
+    "1 blocked", never INVALID; the refusal's own output (it names the task) edited to
+    say it ran is INVALID (reviewer of #28)."""
+    from icore.integrations._refusals import record_tool_result
+
+    rec = RunRecorder("gw")
+    rec.task("book a flight")
+    record_tool_result(rec, "executor", "book", {},
+                       "PlanFence blocked book (stale): the plan read old values")
+    record_tool_result(rec, "executor", "book", {}, "booked")
+    rec.finish("executor", "done")
+    path = rec.write(tmp_path / "gw.jsonl")
+    code, text, _ = _audit(path, "--fail-on", "invalid")
+    assert code == 0 and "1 (1 blocked)" in text, text
+    lines = path.read_text(encoding="utf-8").splitlines()
+    (at,) = [i for i, x in enumerate(lines) if '"blocked": true' in x]
+    lines[at] = json.dumps({**json.loads(lines[at]), "exitcode": 0, "blocked": None})
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, text, _ = _audit(forged, "--fail-on", "invalid")
+    assert code == 3 and "1 (1 INVALID)" in text, text
+
+
 def test_a_run_stopped_by_a_setup_mistake_or_at_an_approval_says_why() -> None:
     """A ``depends_on`` that fails on the model's arguments stops ``ask`` (a setup
     mistake): the trace ends with "the run stopped: WorkspaceError: ...". A run cancelled
@@ -298,3 +424,39 @@ def test_reasons_say_the_message_without_the_class_path_and_write_needs_a_name(
     assert d["detail"].startswith("the arguments of ship must be a JSON object")
     with pytest.raises(IntegrationError, match="path is empty"):
         rec.write("")
+
+
+def test_an_error_from_a_layer_before_the_body_is_recorded_not_run() -> None:
+    """A ``ToolErrorEvent`` the body never produced (a layer after the gate answered, or
+    AG2's own argument check) is ``Failed`` with ``ran=False``; one the body raised into
+    ran; recorded ``ran: false`` (never ``failed: true``), its decision without an error,
+    so the audit does not count it "failed after authorization" (#28)."""
+    from icore.integrations._tool_failed import record_ran
+    from icore.integrations.ag2._tool_results import entering, run_body
+
+    ev = call("ship", order_id="42")
+
+    async def refused_before(event: ToolCallEvent, context: Any) -> Any:
+        return ToolErrorEvent.from_call(event, error=PermissionError("policy says no"))
+
+    def body() -> None:
+        raise RuntimeError("carrier API down")
+
+    inner = entering(body)
+
+    async def ran_body(event: ToolCallEvent, context: Any) -> Any:
+        try:
+            inner()
+        except RuntimeError as exc:
+            return ToolErrorEvent.from_call(event, error=exc)
+        return None
+
+    before = asyncio.run(run_body(refused_before, ev, None))
+    raised = asyncio.run(run_body(ran_body, ev, None))
+    assert not before.ran and raised.ran  # type: ignore[union-attr]
+    rec = RunRecorder("not-run")
+    record_ran(rec, "shipper", "ship", {"order_id": "42"}, before, False)
+    record_ran(rec, "shipper", "ship", {"order_id": "42"}, raised, False)
+    first, second = _ship_outputs(rec)
+    assert first["ran"] is False and "failed" not in first and first["reason"] == "not_run"
+    assert second["failed"] is True

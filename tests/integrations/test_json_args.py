@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from agents import Agent, Runner
+from agents import Agent, Runner, function_tool
 from agents.testing import assistant_message, function_call
 from hypothesis import given
 from hypothesis import strategies as st
@@ -75,3 +75,21 @@ def test_openai_agents_fenced_tool_refuses_unreadable_arguments() -> None:
     (turn,) = [e for e in rec.events if e.get("tool_calls") and
                e["tool_calls"][0]["name"] == "book"]
     assert turn["tool_calls"][0]["args"] == text  # recorded as the model sent it
+
+
+def test_openai_agents_turn_keeps_empty_arguments_as_sent() -> None:
+    """A model call with an empty arguments string is recorded with ``""`` (as sent),
+    not ``{}`` (#28, a regression of the shared reader)."""
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    agent = Agent(name="pinger", tools=[function_tool(ping)],
+                  model=load_example("openai_agents_app").ScriptModel(iter([
+                      [function_call("ping", "", call_id="c1")],
+                      [assistant_message("done")]])))
+    rec = RunRecorder("sdk-empty")
+    with recording(rec, exclusive=True):
+        asyncio.run(Runner.run(agent, "ping"))
+    (turn,) = [e for e in rec.events if e.get("tool_calls")]
+    assert turn["tool_calls"][0]["args"] == ""

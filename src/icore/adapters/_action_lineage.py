@@ -253,39 +253,31 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
 
 def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
                       ) -> tuple[ActionLineage, ...]:
-    """``lineages``, each refused one whose recorded tool output says it ran ``INVALID``.
+    """``lineages``, each refused one whose own recorded tool output says it ran ``INVALID``.
 
-    A call the gate refused (stale, any block) or a human rejected never runs; a tool
-    output that says it did (``exitcode`` 0, ``ran: true``; :attr:`Step.ran`) contradicts
-    the decision: the trace records an effect no authorization covers. Per tool, the
-    outputs saying a call ran are counted against the actions that ran; only when they
-    are more is anything flagged (an honest trace never is), and then the refused actions
-    whose own output (the n-th output of the tool for its n-th action) says it ran, else
-    the last refused ones, as many as the surplus.
+    A call the gate refused (stale, any block) or a human rejected never runs; its own
+    tool output saying it did (``exitcode`` 0, ``ran: true``; :attr:`Step.ran`)
+    contradicts the decision: the trace records an effect no authorization covers. An
+    output is the call's own only when it names the call's ``task`` (:attr:`Step.task`,
+    the recorders write it on the refused call's output and decisions) and its tool, and
+    every decision of that task refused it (no decision authorized a run the output could
+    be of). An output matched to no decision flags nothing: outputs are never counted or
+    paired by tool name or order (an unfenced tool of the same name, retries, another
+    agent's call; #28).
     """
-    actions: dict[str, list[int]] = {}
+    by_task: dict[tuple[str, str], int] = {}
     for i, a in enumerate(lineages):
-        if a.points:
-            actions.setdefault(a.points[0].entry.action, []).append(i)
-    outputs: dict[str, list[Step]] = {}
-    for s in steps:
-        if s.tool is not None and s.tool in actions:
-            outputs.setdefault(s.tool, []).append(s)
+        entries = [p.entry for p in a.points]
+        if (entries and all(e.task for e in entries) and not action_ran(a.status)
+                and not any(e.authorized for e in entries)):
+            by_task[(str(entries[0].task), entries[0].action)] = i
     out = list(lineages)
-    for tool, idxs in actions.items():
-        outs = outputs.get(tool, [])
-        surplus = sum(1 for o in outs if o.ran) - sum(
-            1 for i in idxs if action_ran(lineages[i].status))
-        if surplus <= 0:
+    for s in steps:
+        if s.ran is not True or s.task is None or s.tool is None:
             continue
-        refused = [i for i in idxs if not action_ran(lineages[i].status)]
-        said = {i: o for i, o in zip(idxs, outs, strict=False)
-                if o.ran and not action_ran(lineages[i].status)}
-        chosen = list(said)[:surplus] or refused[-surplus:]
-        ran_outs = [o for o in outs if o.ran]
-        for n, i in enumerate(chosen):
-            o = said.get(i) or ran_outs[-1 - n]
-            out[i] = replace(lineages[i], status="INVALID", ran_anyway=o.content[:300])
+        hit = by_task.get((s.task, s.tool))
+        if hit is not None and out[hit].ran_anyway is None:
+            out[hit] = replace(lineages[hit], status="INVALID", ran_anyway=s.content[:300])
     return tuple(out)
 
 

@@ -241,6 +241,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         pause = _flag(obj, "pause", file, f) if kind == StepKind.THOUGHT else None
         replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
         tool, ran = _tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
+        task = obj.get("task") if kind == StepKind.TOOL_OUTPUT else None
         if plan_id:
             _note_plan(plan_id, bool(replan), obj.get("roots"), plan_roots, replans)
         steps.append(Step(
@@ -252,6 +253,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
             terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
             calls=calls, plan_id=plan_id or None, pause=bool(pause),
             gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
+            task=task if isinstance(task, str) and task else None,
         ))
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")

@@ -58,11 +58,11 @@ class Ledger:
 
 
 _RARE = ("to", "ledger", "final_answer", "terminates", "exitcode", "calls", "plan_id",
-         "pause", "gate_replan", "tool", "ran")
+         "pause", "gate_replan", "tool", "ran", "task")
 """The fields of a :class:`Step` kept in its shared tuple (``Step._rare``), in order."""
 _STEP_FIELDS = ("index", "agent", "kind", "content", "role", "to", "ledger", "final_answer",
                 "terminates", "exitcode", "parent", "calls", "plan_id", "pause",
-                "gate_replan", "tool", "ran")
+                "gate_replan", "tool", "ran", "task")
 _RARE_MEMO: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _RARE_MEMO_MAX = 4096
 _set = object.__setattr__
@@ -88,6 +88,7 @@ class _StepFields:
     gate_replan: bool = False
     tool: str | None = None
     ran: bool | None = None
+    task: str | None = None
 
 
 def _rare_field(i: int, default: Any, doc: str) -> property:
@@ -108,7 +109,7 @@ class Step(_StepBase):
     """One recorded message, classified (a frozen value, as a frozen dataclass).
 
     Kept small (issue 29: a long run holds one per message): the fields most messages
-    leave at their default (``to`` to ``ran``, except ``parent``) are one shared
+    leave at their default (``to`` to ``task``, except ``parent``) are one shared
     tuple, or nothing when all are at their default; reading one is an attribute as
     any other. Equality, hashing, ``repr`` and pickling are the dataclass's, over the
     fields below in this order, and it is a dataclass to :mod:`dataclasses` (``fields``,
@@ -144,12 +145,15 @@ class Step(_StepBase):
             ``failed: true``, or ``exitcode`` 0 and not ``blocked``), False it did not
             (``blocked`` or ``ran: false``), None not said. The audit holds it against
             the gate's decisions (a recorded effect after a refusal is INVALID).
+        task: the protected call a ``tool_output`` is the output of (its ``task`` field,
+            the ``task`` of that call's PlanFence decisions), when recorded; the audit
+            matches outputs to decisions by it alone (#28).
     """
 
     __slots__ = ("_rare", "agent", "content", "index", "kind", "parent", "role")
     __match_args__ = ("index", "agent", "kind", "content", "role", "to", "ledger",
                       "final_answer", "terminates", "exitcode", "parent", "calls", "plan_id",
-                      "pause", "gate_replan", "tool", "ran")
+                      "pause", "gate_replan", "tool", "ran", "task")
 
     def __init__(self, index: int, agent: str, kind: StepKind, content: str, role: str = "",
                  to: str | None = None, ledger: Ledger | None = None,
@@ -157,7 +161,7 @@ class Step(_StepBase):
                  exitcode: int | None = None, parent: int | None = None,
                  calls: str | None = None, plan_id: str | None = None, pause: bool = False,
                  gate_replan: bool = False, tool: str | None = None,
-                 ran: bool | None = None) -> None:
+                 ran: bool | None = None, task: str | None = None) -> None:
         _set(self, "index", index)
         _set(self, "agent", agent)
         _set(self, "kind", kind)
@@ -167,10 +171,10 @@ class Step(_StepBase):
         rare: tuple[Any, ...] | None = None
         if not (to is None and ledger is None and final_answer is None and terminates is False
                 and exitcode is None and calls is None and plan_id is None and pause is False
-                and gate_replan is False and tool is None and ran is None):
+                and gate_replan is False and tool is None and ran is None and task is None):
             rare = (to, ledger, final_answer, terminates, exitcode, calls, plan_id, pause,
-                    gate_replan, tool, ran)
-            if ledger is None and final_answer is None and calls is None:
+                    gate_replan, tool, ran, task)
+            if ledger is None and final_answer is None and calls is None and task is None:
                 # equal small tuples are one object (an instruction's target, an exit
                 # code); keyed with their types, so ``ran=1`` never answers ``ran=True``;
                 # never the one-off texts (calls, answers) nor a ledger's reasons
@@ -198,6 +202,7 @@ class Step(_StepBase):
         gate_replan = _rare_field(8, False, "The gate's one replan of a protected call.")
         tool = _rare_field(9, None, "The tool a ``tool_output`` names.")
         ran = _rare_field(10, None, "What a ``tool_output`` says of its call (ran or not).")
+        task = _rare_field(11, None, "The protected call a ``tool_output`` is the output of.")
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in _STEP_FIELDS)

@@ -28,8 +28,16 @@ class ApprovalChanged(Exception):
 
 
 def canon(args: Any) -> str:
-    """Arguments as canonical JSON text (compared, never stored)."""
-    return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    """Arguments as canonical JSON text (compared, never stored).
+
+    Arguments nested too deeply for the interpreter's stack get a text of their own
+    object (equal to no other arguments: an approval never covers them), never a
+    ``RecursionError`` (#28).
+    """
+    try:
+        return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    except RecursionError:
+        return f"<nested too deeply: {id(args)}>"
 
 
 

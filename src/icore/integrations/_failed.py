@@ -18,11 +18,15 @@ class Failed:
         value: what the model reads (a framework's error text); None when it raised.
         error: the failure as text (``"RuntimeError: carrier down"``).
         exc: the exception raised again once the call is recorded (None: handled).
+        ran: False when the tool's body provably never ran (a layer between the gate
+            and the body, or the framework's own argument check, answered with an
+            error): recorded ``ran: false``, not "failed after authorization" (#28).
     """
 
     value: Any
     error: str
     exc: BaseException | None = None
+    ran: bool = True
 
     def reraise(self) -> Any:
         """Raise :attr:`exc` again (its traceback kept); else return :attr:`value`."""

@@ -457,13 +457,14 @@ class RunRecorder:
                 # ... with the same logical call's plan when this was its replan
                 self._stale.setdefault(scope, []).append(
                     (tuple(first.roots) if first is not None else (), who, plan_id, turn))
-        self.lineage(tool, result.decisions, lookup=lookup, refused=after_gate(result, refused),
-                     failed=result.value.error if result.executed and isinstance(
-                         result.value, Failed) else None)
-        if not result.executed:
+        task = self.lineage(tool, result.decisions, lookup=lookup,
+                            refused=after_gate(result, refused),
+                            failed=result.value.error if result.executed and isinstance(
+                                result.value, Failed) and result.value.ran else None)
+        if not result.executed:  # its output names its task: the audit matches by it
             why = refused or result.final.reason.value
             self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
-                           error=True, blocked=True, **refusal_fields(refused))
+                           error=True, blocked=True, task=task, **refusal_fields(refused))
         return who
 
     def _new_plan_id(self, tool: str) -> str:

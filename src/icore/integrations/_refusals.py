@@ -190,7 +190,7 @@ def refused_call(rec: RunRecorder, agent: str, tool: str, args: Mapping[str, Any
     """
     task = record_blocked(rec, tool, reason, policy, detail or str(content))
     rec.tool_call(agent, tool, args, content, error=True, blocked=True, reason=reason,
-                  **fields)
+                  task=task, **fields)
     return task
 
 
@@ -227,7 +227,7 @@ def record_tool_result(rec: RunRecorder, agent: str, tool: str, args: Mapping[st
             gate={"outcome": Outcome.BLOCKED.value, "reason": got.reason, "tool": tool,
                   "replanned": False, "policy": GATEWAY_POLICY}, task=task)
     rec.tool_call(agent, tool, args, got.text, error=True, blocked=True,
-                  reason=got.reason, refused_by=GATEWAY_POLICY, **fields)
+                  reason=got.reason, refused_by=GATEWAY_POLICY, task=task, **fields)
     return got
 
 

@@ -120,7 +120,10 @@ def check_fits(action: str, fn: Any, args: Any) -> None:
 def record_ran(rec: RunRecorder, who: str, name: str, args: Mapping[str, Any], value: Any,
                replanned: bool) -> None:
     """Record an authorized call that ran: its result, or its failure (``exitcode`` 1)."""
-    if isinstance(value, Failed):
+    if isinstance(value, Failed) and not value.ran:  # authorized; its body never ran
+        rec.tool_call(who, name, args, value.output, error=True, ran=False,
+                      reason="not_run", error_text=value.error, replanned=replanned)
+    elif isinstance(value, Failed):
         rec.tool_call(who, name, args, value.output, error=True, failed=True,
                       error_text=value.error, replanned=replanned)
     else:

@@ -28,12 +28,14 @@ def plain_data(value: Any, _depth: int = 0) -> Any:
 
     Mappings, sequences, dataclasses and pydantic models (``model_dump(mode="json")``)
     field by field, enums as their value, other objects (dates, UUIDs, decimals ...) as
-    ``str``. What a trace line holds for a framework's result object.
+    ``str``. What a trace line holds for a framework's result object. Nesting deeper
+    than 32 levels is kept as its ``str`` (:data:`DEEP` when even that recurses too
+    deeply): never raises ``RecursionError``.
     """
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if _depth > _MAX_DEPTH:
-        return str(value)
+        return _str(value)
     if isinstance(value, Mapping):
         return {str(k): plain_data(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -52,6 +54,18 @@ def plain_data(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+DEEP = "<nested too deeply to record>"
+"""What a trace line holds for a value whose text needs more stack than there is."""
+
+
+def _str(value: Any) -> str:
+    """``str(value)``; :data:`DEEP` when its repr recurses past the interpreter's stack."""
+    try:
+        return str(value)
+    except RecursionError:
+        return DEEP
+
+
 def text_of(value: Any) -> str:
     """A line's ``content``: a message's text, a string, or any value as JSON.
 
@@ -65,8 +79,8 @@ def text_of(value: Any) -> str:
     else:
         try:
             s = json.dumps(plain_data(value), default=str, sort_keys=True)
-        except (TypeError, ValueError):
-            s = str(value)
+        except (TypeError, ValueError, RecursionError):
+            s = _str(value)
     return s if len(s) <= MAX_CONTENT_CHARS else s[:MAX_CONTENT_CHARS] + "...[cut]"
 
 
@@ -85,8 +99,8 @@ def jsonable(value: Any) -> Any:
     try:
         data = plain_data(value)  # fresh containers: no round trip needed when plain
         return data if _is_plain_json(data) else json.loads(json.dumps(data, default=str))
-    except (TypeError, ValueError):
-        return str(value)
+    except (TypeError, ValueError, RecursionError):
+        return _str(value)
 
 
 def bounded_args(args: Any) -> dict[str, Any]:

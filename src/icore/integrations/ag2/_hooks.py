@@ -42,6 +42,7 @@ from icore.integrations._run_end import RunEnd
 from icore.integrations._tool_failed import describe
 from icore.integrations._trace_data import plain_data
 from icore.integrations.ag2._human import WATCHED
+from icore.integrations.ag2._tool_results import given_args as run_given_args
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
 
 _IN_ASK: contextvars.ContextVar[ChatRecorder | None] = contextvars.ContextVar(
@@ -222,7 +223,7 @@ class _AgentRecording(BaseMiddleware):
         if not refused and event.name not in rec.fenced_tools:
             error = isinstance(result, ToolErrorEvent)
             # an ``icore mcp`` gateway's refusal (AG2's MCPToolkit): a blocked call
-            record_tool_result(rec, self.agent, event.name, _args(event.arguments),
+            record_tool_result(rec, self.agent, event.name, run_given_args(event),
                                gateway_text(result, event.name) if error else _text(result),
                                error=error)
         return result

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ag2.context import ConversationContext
-from ag2.events import HumanInputRequest, ModelResponse
+from ag2.events import HumanInputRequest, ModelResponse, ToolApprovalRequest
 from ag2.middleware.builtin.tools.approval import BYPASS_KEY
 
 from icore.fence import ActionResult, GateDecision, Outcome
@@ -77,12 +77,19 @@ class GatedContext(ConversationContext):
 
     icore_asked: list[str] | None = dataclasses.field(default=None, repr=False)
     icore_after_human: AfterHuman | None = dataclasses.field(default=None, repr=False)
+    icore_approvals: list[str] | None = dataclasses.field(default=None, repr=False)
 
     async def ask(self, request: HumanInputRequest) -> str:
-        """AG2's ``ask``, noted; then the check (raises :class:`StoppedAfterHuman`)."""
+        """AG2's ``ask``, noted; then the check (raises :class:`StoppedAfterHuman`).
+
+        An approval request (AG2's ``ToolApprovalRequest``, as ``approval_required()``
+        asks it) is noted with the tool-call id it names too (:func:`approval_asked`).
+        """
         answer = await ConversationContext.ask(self, request)
         if self.icore_asked is not None:
             self.icore_asked.append(request.id)
+        if self.icore_approvals is not None and isinstance(request, ToolApprovalRequest):
+            self.icore_approvals.append(str(request.tool_call_id))
         if self.icore_after_human is not None:
             await self.icore_after_human()
         return answer
@@ -97,7 +104,16 @@ def watching(context: Any) -> Any:
     """A fresh :class:`GatedContext` for one call (AG2's context; else ``context``)."""
     if type(context) is not ConversationContext:
         return context
-    return GatedContext(**_fields(context), icore_asked=[])
+    return GatedContext(**_fields(context), icore_asked=[], icore_approvals=[])
+
+
+def approval_asked(context: Any, event: Any) -> bool:
+    """Whether a human answered an approval request naming this call (``event.id``).
+
+    AG2's ``ToolApprovalRequest`` (``approval_required()``) through the call's context;
+    any other question is no approval (#28).
+    """
+    return isinstance(context, GatedContext) and event.id in (context.icore_approvals or ())
 
 
 def was_asked(context: Any) -> bool:
@@ -115,7 +131,9 @@ def gated_context(context: Any, after_human: AfterHuman | None) -> Any:
             context) not in (ConversationContext, GatedContext):
         return context
     asked = context.icore_asked if isinstance(context, GatedContext) else None
-    return GatedContext(**_fields(context), icore_asked=asked, icore_after_human=after_human)
+    approvals = context.icore_approvals if isinstance(context, GatedContext) else None
+    return GatedContext(**_fields(context), icore_asked=asked, icore_after_human=after_human,
+                        icore_approvals=approvals)
 
 
 Unreached = Callable[[Any, Any, Any], None]

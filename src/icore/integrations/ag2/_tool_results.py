@@ -10,6 +10,9 @@ mistake): a reason it can act on, never a traceback (planfence App. A.3).
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import inspect
 import json
 import logging
 from copy import copy
@@ -24,8 +27,8 @@ from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._failed import Failed
+from icore.integrations._json_args import bounded_value, read_json
 from icore.integrations._json_args import given_args as args_as_given
-from icore.integrations._json_args import read_json
 from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
@@ -47,7 +50,51 @@ class Result:
         return self.content
 
 
-def ran(event: Any) -> Result | Failed:
+BODY: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "icore_ag2_body", default=None)
+"""Set by the gate around one call: the tool's body marks it when it is entered."""
+
+
+def entering(fn: Any) -> Any:
+    """``fn`` that marks :data:`BODY` when it is entered (same sync/async kind).
+
+    Generators are returned as they are (their body is counted as run).
+    """
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        return fn
+
+    def mark() -> None:
+        seen = BODY.get()
+        if seen is not None:
+            seen.append(True)
+
+    if inspect.iscoroutinefunction(fn):
+        async def entered_async(*a: Any, **k: Any) -> Any:
+            mark()
+            return await fn(*a, **k)
+        return functools.wraps(fn)(entered_async)
+
+    def entered(*a: Any, **k: Any) -> Any:
+        mark()
+        return fn(*a, **k)
+    return functools.wraps(fn)(entered)
+
+
+async def run_body(call_next: Any, event: Any, context: Any) -> Result | Failed:
+    """``call_next(event, context)`` (the layers after the gate, then the tool), ran.
+
+    As :func:`ran` sees it: whether the tool's body was entered is noted (:data:`BODY`).
+    """
+    seen: list[bool] = []
+    token = BODY.set(seen)
+    try:
+        out = await call_next(event, context)
+    finally:
+        BODY.reset(token)
+    return ran(out, body=bool(seen))
+
+
+def ran(event: Any, body: bool = True) -> Result | Failed:
     """What an authorized call's body gave back: its :class:`Result`, or a failure.
 
     AG2 turns the body's exception (a ``RuntimeError``, a ``HeadConflict`` of the
@@ -55,10 +102,13 @@ def ran(event: Any) -> Result | Failed:
     ``ToolErrorEvent`` the model reads: that call failed after its authorization, so it
     comes back as :class:`~icore.integrations._failed.Failed` (recorded ``exitcode: 1``,
     audited failed after authorization, issue 28) whose value is the event the model reads.
+    ``body`` False: the tool's body was never entered (:data:`BODY`): an error event
+    then came from a layer before it (AG2's own argument check, a policy middleware),
+    and is :class:`Failed` with ``ran=False`` (recorded as not run, #28).
     """
     result = Result(event)
     if isinstance(event, ToolErrorEvent):
-        return Failed(result, describe(event.error))
+        return Failed(result, describe(event.error), ran=body)
     return result
 
 
@@ -79,9 +129,33 @@ def said(event: ToolErrorEvent) -> str:
     return text
 
 
+def run_args(event: ToolCallEvent) -> tuple[Any, str | None]:
+    """The arguments AG2 runs the tool on, or why they do not read.
+
+    AG2's ``FunctionTool`` calls the tool with ``event.serialized_arguments`` (the
+    model's text parsed, or what a middleware set through its public setter), so the
+    gate and the trace read that same value, never ``event.arguments`` beside it (#28).
+    Text AG2 cannot parse (``ValueError``, ``RecursionError``) gives
+    :func:`~icore.integrations._json_args.read_json`'s reason; a value nested deeper than
+    :data:`~icore.integrations._json_args.MAX_NESTING` levels is refused as it is.
+    """
+    try:
+        value = event.serialized_arguments
+    except (ValueError, RecursionError):
+        value, why = read_json(event.arguments)
+        if why is not None:
+            return None, why
+    return bounded_value(value)
+
+
 def given_args(event: ToolCallEvent) -> dict[str, Any]:
-    """The model's arguments as given (:func:`~icore.integrations._json_args.given_args`)."""
-    return args_as_given(event.arguments)
+    """The arguments AG2 runs (:func:`run_args`) when an object, else the model's text.
+
+    The text as given (:func:`~icore.integrations._json_args.given_args`:
+    ``{"raw": text}``).
+    """
+    args, _why = run_args(event)
+    return args if isinstance(args, dict) else args_as_given(event.arguments)
 
 
 def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
@@ -139,11 +213,12 @@ def stopped_message(name: str, d: GateDecision, fresh: dict[str, Any]) -> str:
 def model_args(event: ToolCallEvent, name: str) -> dict[str, Any] | ToolErrorEvent:
     """The model's JSON arguments (an object), else the tool error the model reads.
 
-    Text that does not read (not JSON, an integer over the interpreter's digit limit,
-    nesting deeper than its stack: :func:`~icore.integrations._json_args.read_json`) is
+    The value AG2 runs (:func:`run_args`). Text that does not read (not JSON, an integer
+    over the interpreter's digit limit, nesting deeper than its stack or
+    :data:`~icore.integrations._json_args.MAX_NESTING`) is
     the model's mistake, answered as AG2 answers it for a plain tool, never raised.
     """
-    args, why = read_json(event.arguments)
+    args, why = run_args(event)
     if why is not None:
         return ToolErrorEvent.from_call(event, error=IntegrationError(
             f"the arguments of {name} are not JSON: {why}", tool=name))

@@ -67,13 +67,13 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
-from icore.integrations._json_args import read_json
 from icore.integrations._refusals import refused_call
 from icore.integrations.ag2._human import (
     StoppedAfterHuman,
     Turns,
     Watch,
     always_granted,
+    approval_asked,
     gated_context,
     reached_gate,
     was_asked,
@@ -89,11 +89,13 @@ from icore.integrations.ag2._human_answers import (
 from icore.integrations.ag2._tool_results import (
     Result,
     blocked,
+    entering,
     given_args,
     invalid,
     model_args,
     never,
-    ran,
+    run_args,
+    run_body,
     said,
     setup_error,
     stopped_message,
@@ -251,7 +253,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         team.turn_source = lambda: turns.current
 
     def precheck(event: ToolCallEvent) -> None:
-        args, _why = read_json(event.arguments)
+        args, _why = run_args(event)
         if not isinstance(args, dict):
             return  # the model's mistake: the gate tells the model
         try:
@@ -288,20 +290,22 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return error
 
     def approved(event: ToolCallEvent, context: Any) -> None:
-        """A human asked before the gate let the call reach it: a "yes", recorded.
+        """A human approved the call before the gate: a "yes", recorded.
 
-        As the other integrations record it (``a human answered approve ...``).
+        AG2's approval request naming it (``approval_required()``), recorded as the
+        other integrations record it (``a human answered approve ...``). Another
+        question is no approval (#28).
         """
         rec = _run_recorder(recorder, name)
-        if rec is not None and was_asked(context):
+        if rec is not None and approval_asked(context, event):
             record_approval(rec, caller(), name, given_args(event))
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
-        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
+        approved(event, context)  # the human's "yes" to arguments that read
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
@@ -318,8 +322,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             rc = running_call() if injected else None
             after = recheck(guard.fence, ptool, rc.record.id, a) if rc is not None else None
-            return ran(await call_next(with_args(event, a, args),
-                                           gated_context(context, after)))
+            return await run_body(call_next, with_args(event, a, args),
+                                  gated_context(context, after))
 
         g = caller_guard()
         rec = _run_recorder(recorder, name)
@@ -339,10 +343,10 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
-        approved(event, context)
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
             return unfit(event, args)
+        approved(event, context)  # the human's "yes" to arguments that read
         asked = was_asked(context)
         fresh: list[Any] = []
         variables = getattr(context, "variables", None)
@@ -356,8 +360,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
             used = fresh[-1].roots if fresh else first_roots
             after = recheck(guard.fence, per_call._tools.get(name), used[0], a) \
                 if injected and isinstance(used, list | tuple) and len(used) == 1 else None
-            return ran(await call_next(with_args(event, a, args),
-                                           gated_context(context, after)))
+            return await run_body(call_next, with_args(event, a, args),
+                                  gated_context(context, after))
 
         rec = _run_recorder(recorder, name)
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
@@ -385,7 +389,9 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return gated.value.event
 
     gate = team_gate if team is not None else fence_gate
-    wrapped = FencedTool(tool.model, name=name, description=tool.schema.function.description,
+    model = copy(tool.model)  # its body notes that it was entered (an error before it:
+    model.call = entering(model.call)  # the call did not run)
+    wrapped = FencedTool(model, name=name, description=tool.schema.function.description,
                          schema=tool.schema.function.parameters, middleware=[*hooks, gate])
     wrapped.turns = turns
 

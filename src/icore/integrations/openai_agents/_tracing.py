@@ -387,8 +387,8 @@ class RecordingProcessor(TracingProcessor):
         for it in _items(output):
             if it.get("type") == "function_call":
                 args = it.get("arguments")
-                if isinstance(args, str):  # the model's text, kept when it does not read
-                    read, why = read_json(args)
+                if isinstance(args, str) and args:  # kept as sent when it does not read
+                    read, why = read_json(args)  # ("" stays "": the model sent no JSON)
                     args = read if why is None else args
                 calls.append({"name": it.get("name"), "args": args})
                 with self._lock:
