@@ -79,3 +79,51 @@ def test_a_pathlike_that_raises_is_a_path_problem_and_blank_names_are_refused(
     rec = RunRecorder("r")
     with pytest.raises(IntegrationError, match="blank"):
         rec.write("   ")
+
+
+def test_the_ledger_survives_a_torn_line_and_compacts_non_utf8_names(tmp_path: Path) -> None:
+    """A crash mid-append leaves a line without its newline: the next entry starts on a
+    line of its own (never joined to the torn one). Compaction writes names of bytes that
+    are no UTF-8 back as those bytes (review of h28ag2fix)."""
+    from icore._files import WRITTEN, _ledger, _record
+
+    d = tmp_path / "out"
+    d.mkdir()
+    (d / WRITTEN).write_text("ab" * 32 + "  torn.json", encoding="utf-8")  # no newline
+    _record(d, "a.json", "cd" * 32)
+    book, _lines = _ledger(d)
+    assert book.get("a.json") == "cd" * 32
+    odd = os.fsdecode(b"r\xff.json")
+    _record(d, odd, "ef" * 32)
+    for i in range(80):  # enough superseded lines to compact
+        _record(d, "x.json", f"{i:064x}")
+    book, lines = _ledger(d)
+    assert book[odd] == "ef" * 32 and lines < 80
+
+
+def test_an_authorized_call_that_never_ran_is_a_known_outcome() -> None:
+    """Two authorized calls of one tool, the first recorded not run (``ran: false``), the
+    second with its result, no termination: neither is outcome unknown (review of
+    h25gw3: the second was marked)."""
+    from icore.adapters._unknown_outcome import unknown_outcomes
+
+    class _Entry:
+        def __init__(self, action: str) -> None:
+            self.action = action
+
+    class _Point:
+        def __init__(self, action: str) -> None:
+            self.entry = _Entry(action)
+
+    class _L:
+        def __init__(self, task: str) -> None:
+            self.points = (_Point("book"),)
+            self.status = "valid"
+            self.ran_anyway = None
+            self.error = None
+            self.outcome_unknown = False
+
+    steps = [Step(0, "a", StepKind.TOOL_OUTPUT, "not run", tool="book", ran=False),
+             Step(1, "a", StepKind.TOOL_OUTPUT, "booked", tool="book", ran=True)]
+    out = unknown_outcomes([_L("book-1"), _L("book-2")], steps)  # type: ignore[list-item]
+    assert not any(getattr(a, "outcome_unknown", False) for a in out)

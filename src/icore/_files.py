@@ -389,7 +389,9 @@ def _record(folder: Path, name: str, digest: str) -> None:
             book, lines = _parse_ledger(f)
         if book.get(name) == digest:
             return
-        f.write(f"{digest}  {name}\n")
+        size = os.fstat(f.fileno()).st_size
+        torn = size > 0 and os.pread(f.fileno(), 1, size - 1) != b"\n"  # a crash mid-line
+        f.write(("\n" if torn else "") + f"{digest}  {name}\n")
         f.flush()
         book[name] = digest
         lines += 1
@@ -397,7 +399,7 @@ def _record(folder: Path, name: str, digest: str) -> None:
             tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.{threading.get_ident()}.tmp")
             try:
                 tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()),
-                               encoding="utf-8")
+                               encoding="utf-8", errors="surrogateescape")
                 os.replace(tmp, p)
             except BaseException:
                 with contextlib.suppress(OSError):

@@ -55,9 +55,10 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
 
     Only in a run that recorded steps and did not end normally (no ``termination`` step,
     no terminating message): a run that ended normally recorded every result. Per tool,
-    the recorded results (its ``tool_output`` steps that do not say the call was refused,
-    :attr:`Step.ran` not False) are held against its actions that ran (the gate
-    authorized them); when fewer, the last authorized ones without a recorded failure
+    the recorded results (its ``tool_output`` steps, less one per refused call: a refusal
+    is handed to the model as that call's output; an authorized call whose body never ran
+    is a known outcome too) are held against its actions that ran (the gate authorized
+    them); when fewer, the last authorized ones without a recorded failure
     are the calls whose result is missing, as many as the shortfall.
 
     Returns:
@@ -66,13 +67,20 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     if not steps or any(s.kind == StepKind.TERMINATION or s.terminates for s in steps):
         return tuple(lineages)
     ran: dict[str, list[int]] = {}
+    refused: dict[str, int] = {}
     for i, a in enumerate(lineages):
         if a.points and action_ran(a.status) and a.ran_anyway is None:
             ran.setdefault(a.points[0].entry.action, []).append(i)
+        elif a.points:
+            tool = a.points[0].entry.action
+            refused[tool] = refused.get(tool, 0) + 1
     results: dict[str, int] = {}
-    for s in steps:
-        if s.kind == StepKind.TOOL_OUTPUT and s.tool in ran and s.ran is not False:
+    for s in steps:  # every output line is some call's result; a refused call's is its refusal
+        if s.kind == StepKind.TOOL_OUTPUT and s.tool in ran:
             results[s.tool] = results.get(s.tool, 0) + 1
+    for tool, n in refused.items():
+        if tool in results:
+            results[tool] = max(0, results[tool] - n)
     out = list(lineages)
     for tool, idxs in ran.items():
         missing = len(idxs) - results.get(tool, 0)
