@@ -361,3 +361,18 @@ def test_record_create_is_untouched_by_the_store_checks() -> None:
     r = Record.create(key="k", owner="o", seq=1, content={})
     s.commit(r, writer="o")
     assert s.head("k") is not None and s.get(r.id) == r and s.fetch([r.id]) == [r]
+
+
+def test_the_icore_command_loads_the_cli_behind_the_ctrl_c_guard() -> None:
+    """``[project.scripts] icore`` and ``python -m icore`` both enter through
+    :func:`icore._entry.main`, which loads the CLI's modules inside its Ctrl-C guard (the
+    console script imported ``icore.cli`` before any guard; review of h29bad2)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = tomllib.loads((root / "pyproject.toml").read_text("utf-8"))["project"]["scripts"]
+    assert scripts["icore"] == "icore._entry:main"
+    entry = (root / "src" / "icore" / "_entry.py").read_text("utf-8")
+    head = entry.split("def main", 1)[0]
+    assert "icore.cli" not in head.replace('"', "")  # nothing of the CLI before the guard

@@ -44,7 +44,7 @@ LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
 # data folder, optional extras, file writing, frozen-dataclass builders, the msgpack
 # packer, TLS contexts and the event-loop thread
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_frozen", "_msgpack", "_tls",
-          "_threads", "_yaml", "__main__", ""}
+          "_threads", "_yaml", "__main__", "_entry", ""}
 PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",
