@@ -381,15 +381,16 @@ def _record(folder: Path, name: str, digest: str) -> None:
     p = folder / WRITTEN
     key = os.path.realpath(folder)
     with _LEDGER_LOCK, _locked(p) as f:
+        now = os.fstat(f.fileno())
         hit = _LEDGERS.get(key)
-        if hit is not None and hit[0] == _signature(os.fstat(f.fileno())):
+        if hit is not None and hit[0] == _signature(now):
             book, lines = dict(hit[1]), hit[2]
         else:
             f.seek(0)
             book, lines = _parse_ledger(f)
         if book.get(name) == digest:
             return
-        size = os.fstat(f.fileno()).st_size
+        size = now.st_size  # the lock is held: nobody appended since the fstat
         torn = size > 0 and os.pread(f.fileno(), 1, size - 1) != b"\n"  # a crash mid-line
         f.write(("\n" if torn else "") + f"{digest}  {name}\n")
         f.flush()

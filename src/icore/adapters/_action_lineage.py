@@ -322,10 +322,8 @@ def _linked(lineages: list[ActionLineage],
             continue
         of[again] = stale
     for again, stale in of.items():
-        lineages[stale] = replace(lineages[stale],
-                                              replanned_as=lineages[again].action)
-        lineages[again] = replace(lineages[again],
-                                              replan_of=lineages[stale].action)
+        lineages[stale] = replace(lineages[stale], replanned_as=lineages[again].action)
+        lineages[again] = replace(lineages[again], replan_of=lineages[stale].action)
     return tuple(lineages)
 
 

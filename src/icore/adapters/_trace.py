@@ -57,12 +57,6 @@ class Ledger:
     reasons: Mapping[str, str] = field(default_factory=dict)
 
 
-_RARE = ("to", "ledger", "final_answer", "terminates", "exitcode", "calls", "plan_id",
-         "pause", "gate_replan", "tool", "ran", "task")
-"""The fields of a :class:`Step` kept in its shared tuple (``Step._rare``), in order."""
-_STEP_FIELDS = ("index", "agent", "kind", "content", "role", "to", "ledger", "final_answer",
-                "terminates", "exitcode", "parent", "calls", "plan_id", "pause",
-                "gate_replan", "tool", "ran", "task")
 _RARE_MEMO: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _RARE_MEMO_MAX = 4096
 _set = object.__setattr__
@@ -89,6 +83,10 @@ class _StepFields:
     tool: str | None = None
     ran: bool | None = None
     task: str | None = None
+
+
+_STEP_FIELDS = tuple(f.name for f in dataclasses.fields(_StepFields))
+"""A :class:`Step`'s fields in order (equality, hash, repr, pickle, ``__match_args__``)."""
 
 
 def _rare_field(i: int, default: Any, doc: str) -> property:
@@ -151,9 +149,7 @@ class Step(_StepBase):
     """
 
     __slots__ = ("_rare", "agent", "content", "index", "kind", "parent", "role")
-    __match_args__ = ("index", "agent", "kind", "content", "role", "to", "ledger",
-                      "final_answer", "terminates", "exitcode", "parent", "calls", "plan_id",
-                      "pause", "gate_replan", "tool", "ran", "task")
+    __match_args__ = _STEP_FIELDS
 
     def __init__(self, index: int, agent: str, kind: StepKind, content: str, role: str = "",
                  to: str | None = None, ledger: Ledger | None = None,

@@ -321,9 +321,6 @@ class Store(abc.ABC):
         """
         self._check_open()
         need_record(record)
-        if not isinstance(record, Record):
-            raise MalformedRecord(f"commit needs a Record (icore.records.Record.create or "
-                                  f"derive), not {type(record).__name__}", field="record")
         if not isinstance(writer, str) or not writer:
             raise MalformedRecord(f"writer must be a non-empty agent name, not "
                                   f"{type(writer).__name__}", key=record.key, field="writer")
