@@ -442,8 +442,10 @@ class GatewayTrace:
             if self._fh is None:
                 lines.insert(0, json.dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
-                if self._fh is None:
-                    self._fh = self.path.open("w", encoding="utf-8")
+                if self._fh is None:  # the claimed path is free: never follow or truncate
+                    fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                 | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                    self._fh = os.fdopen(fd, "w", encoding="utf-8")
                     st = os.fstat(self._fh.fileno())
                     self._ident = (st.st_dev, st.st_ino)
                 self._fh.write("".join(lines))
@@ -501,13 +503,34 @@ class GatewayTrace:
                                 "overwritten); the trace was written to %s instead",
                                 self.path, why, target)
                 else:
-                    tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-                    tmp.write_text(text, encoding="utf-8")
-                    os.replace(tmp, self.path)
+                    target = self._replace_atomically(text)
                 self.written_to = target
             except OSError as exc:
                 self.written_to = None
                 log.error("cannot write the trace %s: %s", target, exc)
+
+    def _replace_atomically(self, text: str) -> Path:
+        """Write ``text`` to a fresh temporary sibling, then rename it over :attr:`path`.
+
+        The temporary name is created exclusively and never followed: when it is taken
+        (a link or a file someone put there), the trace goes to a free
+        ``<stem>-stopped-<n>`` sibling instead. Returns where the trace went.
+        """
+        assert self.path is not None
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            return free_sibling(self.path, text)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return self.path
 
     def _not_ours(self) -> str | None:
         """Why the file now at :attr:`path` is not the one this gateway wrote, or None.
