@@ -43,7 +43,7 @@ from typing import Any, TextIO
 from icore.fence import GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
-from icore.mcp._trace_claim import free_sibling
+from icore.mcp._trace_claim import free_sibling, replace_atomically
 from icore.records import Record, RecordId
 
 log = logging.getLogger("icore.mcp")
@@ -503,34 +503,11 @@ class GatewayTrace:
                                 "overwritten); the trace was written to %s instead",
                                 self.path, why, target)
                 else:
-                    target = self._replace_atomically(text)
+                    target = replace_atomically(self.path, text)
                 self.written_to = target
             except OSError as exc:
                 self.written_to = None
                 log.error("cannot write the trace %s: %s", target, exc)
-
-    def _replace_atomically(self, text: str) -> Path:
-        """Write ``text`` to a fresh temporary sibling, then rename it over :attr:`path`.
-
-        The temporary name is created exclusively and never followed: when it is taken
-        (a link or a file someone put there), the trace goes to a free
-        ``<stem>-stopped-<n>`` sibling instead. Returns where the trace went.
-        """
-        assert self.path is not None
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            return free_sibling(self.path, text)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return self.path
 
     def _not_ours(self) -> str | None:
         """Why the file now at :attr:`path` is not the one this gateway wrote, or None.

@@ -187,8 +187,11 @@ class StoreConformance:
         assert head is not None and head.record_id == good[-1].id
 
     def test_lookup_refuses_an_id_that_is_not_a_str(self, tmp_path: Path) -> None:
-        """``lookup`` of a list, dict, bytes or None is a typed error, not a miss or a
-        raw ``TypeError``; a str id (present or not) is answered."""
+        """``lookup`` of an id that is not a str is a typed error.
+
+        A list, dict, bytes or None is refused with ``OwnershipError``, not taken as a
+        miss or a raw ``TypeError``; a str id (present or not) is answered.
+        """
         s = self.make_store(OWNERSHIP, "alice", tmp_path)
         r = _rec()
         s.commit(r, writer="alice")
