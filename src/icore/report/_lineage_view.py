@@ -104,8 +104,14 @@ def _newest(key: str, by_id: Mapping[str, RecordView]) -> RecordView | None:
 
 
 def _version(rid: str, by_id: Mapping[str, RecordView]) -> str:
+    """A version as the reader sees it: ``seq <n> <short id>``.
+
+    ``n`` is the owner sequence (planfence App. A: one counter per owner over all its
+    keys), so a key's versions may go seq 1 -> seq 4 with nothing missed; never printed
+    as ``v<n>``, which reads as a per-key version count.
+    """
     r = by_id.get(rid)
-    return f"v{r.seq} {short(rid)}" if r is not None and r.seq is not None else short(rid)
+    return f"seq {r.seq} {short(rid)}" if r is not None and r.seq is not None else short(rid)
 
 
 def _status_of(outcome: str, reason: str) -> str:
