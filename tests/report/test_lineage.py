@@ -198,3 +198,22 @@ def test_jsonl_planfence_errors_name_the_field(line: dict[str, object], field: s
     with pytest.raises(AdapterError) as exc:
         parse_jsonl(_jsonl({"agent": "u", "kind": "task"}, line))
     assert exc.value.field == field
+
+
+def test_an_action_record_shows_every_argument_the_tool_saw() -> None:
+    """A pydantic model argument with its defaults is longer than 90 characters: the
+    action's arguments are shown whole (QA: the required fields were cut off); other
+    records' content stays short."""
+    from icore.report._lineage_view import record_views
+
+    args = {"req": {"bags": 0, "cabin": "economy", "day": "2026-12-10", "origin": "LIS",
+                    "trip_id": "T7", "destination": "OSL"}}
+    fact = {"note": "x" * 200}
+    views = record_views([
+        {"id": "a" * 64, "key": "planfence.act/book_flight", "owner": "desk", "seq": 3,
+         "type": "action", "role": "action", "content": {"args": args}},
+        {"id": "b" * 64, "key": "trip/T7", "owner": "fin", "seq": 1, "type": "fact",
+         "role": "input", "content": fact}])
+    assert '"trip_id": "T7"' in views[0].summary and '"origin": "LIS"' in views[0].summary
+    assert not views[0].summary.endswith("…")
+    assert len(views[1].summary) == 90 and views[1].summary.endswith("…")

@@ -79,8 +79,14 @@ def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]
             seq=int(seq) if isinstance(seq, int) else None, type=str(r.get("type", "")),
             role=str(r.get("role") or r.get("type", "")),
             parents=tuple(str(p) for p in r.get("parents") or ()),
-            summary=_summary(r.get("content"))))
+            summary=_summary(r.get("content"), _ACTION_LIMIT if r.get("role") == "action"
+                             else 90)))
     return tuple(out)
+
+
+_ACTION_LIMIT = 4096
+"""Characters of an action record's arguments shown in full (the arguments the tool saw,
+defaults and nested models included); other records' content is cut at 90."""
 
 
 def _validation(p: ValidationPoint) -> ValidationView:
