@@ -99,3 +99,41 @@ def test_upstream_error_after_authorization_is_a_failed_action(tmp_path: Path) -
     run = json.loads(js.read_text(encoding="utf-8"))["runs"][0]
     assert [(lv["status"], lv.get("error")) for lv in run["lineage"]] == [
         ("valid", "bank says: account frozen"), ("blocked", None)]
+
+
+def test_a_link_put_at_the_trace_path_before_the_first_write_is_never_followed(
+        tmp_path: Path) -> None:
+    """The first write creates the trace exclusively: a link (or file) that appeared at
+    the path is left as it is, its target untouched, and the final trace goes beside it
+    (#29: never destroy what the user has)."""
+    precious = tmp_path / "notes.txt"
+    precious.write_text("my notes\n", encoding="utf-8")
+    path = tmp_path / "trace.jsonl"
+    path.symlink_to(precious)
+    trace = GatewayTrace("gw", path)
+    trace.session("s1", "client")  # the first flush: refused, kept in memory
+    trace.close()
+    assert precious.read_text(encoding="utf-8") == "my notes\n"
+    assert path.is_symlink()
+    assert trace.written_to == tmp_path / "trace-stopped-1.jsonl"
+    first = json.loads(trace.written_to.read_text(encoding="utf-8").splitlines()[0])
+    assert first["run"]["question"] == "MCP gateway gw"
+
+
+def test_a_taken_temporary_name_sends_the_final_trace_beside_never_through_it(
+        tmp_path: Path) -> None:
+    """The stop's atomic rewrite never opens an existing temporary name (a link there is
+    not followed); the trace goes to a free sibling instead."""
+    import os
+
+    precious = tmp_path / "notes.txt"
+    precious.write_text("my notes\n", encoding="utf-8")
+    path = tmp_path / "trace.jsonl"
+    trace = GatewayTrace("gw", path)
+    trace.session("s1", "client")
+    (tmp_path / f"trace.jsonl.{os.getpid()}.tmp").symlink_to(precious)
+    trace.close()
+    assert precious.read_text(encoding="utf-8") == "my notes\n"
+    assert trace.written_to == tmp_path / "trace-stopped-1.jsonl"
+    assert any('"termination"' in x for x in
+               trace.written_to.read_text(encoding="utf-8").splitlines())

@@ -333,7 +333,7 @@ def test_live_run_pages_in_chromium(browser: Browser, tmp_path: Path) -> None:
         stylesheets: document.styleSheets.length
     })""")
     assert found["notice"].startswith("reservation-00: INVALID"), found
-    assert "owner's head is v2" in found["notice"], found
+    assert "owner's head is seq 2" in found["notice"], found
     assert found["lineage"] == 1 and found["records"] >= 6
     assert found["stale"] == 1 and found["stalePlan"] == 1 and found["staleRows"] == 1
     assert found["steps"][0].startswith("validate #1: authorized / not_validated")

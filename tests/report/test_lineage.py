@@ -45,7 +45,7 @@ def test_replan_then_authorized_is_valid() -> None:
     assert [s.kind for s in lv.steps] == ["validate", "replan", "validate", "authorized"]
     assert lv.stale_by == (R1,) and lv.points[0].stale == ("req/t",)
     assert lv.points[1].stale == () and lv.action == ACT and lv.roots == (REPLAN,)
-    assert "found the plan stale" in lv.reason and "v2" in lv.reason
+    assert "found the plan stale" in lv.reason and "seq 2" in lv.reason
     pic = _lineage_picture(lv)
     assert pic is not None
     cls = {n.id: n.cls for n in pic.nodes}
@@ -63,7 +63,7 @@ def test_policy_without_frontier_uses_plan_parents() -> None:
     p = lv.points[0]
     assert p.frontier_source == "plan parents" and p.frontier == (("req/t", R0),)
     assert lv.status == "INVALID" and lv.reason.startswith("INVALID")
-    assert "v1" in lv.reason and "v2" in lv.reason and "did not check" in lv.reason
+    assert "seq 1" in lv.reason and "seq 2" in lv.reason and "did not check" in lv.reason
     assert lv.steps[-1].status == "bad"
 
 
@@ -75,7 +75,7 @@ def test_policy_reading_no_heads_names_the_newest_recorded_version() -> None:
         _decision(1, "authorized", "not_validated", [PLAN], {}, {},
                   policy="local_replica")], status="INVALID")
     assert lv.points[0].heads == ()
-    assert "bound to v1" in lv.reason and "newest version is v2" in lv.reason
+    assert "bound to seq 1" in lv.reason and "newest version is seq 2" in lv.reason
     assert "by rev" in lv.reason and "read no owner head" in lv.reason
     # nothing newer recorded than the cited version: no such claim
     lv = lineage_view("t", "t", RECORDS[:2], [
@@ -198,3 +198,22 @@ def test_jsonl_planfence_errors_name_the_field(line: dict[str, object], field: s
     with pytest.raises(AdapterError) as exc:
         parse_jsonl(_jsonl({"agent": "u", "kind": "task"}, line))
     assert exc.value.field == field
+
+
+def test_an_action_record_shows_every_argument_the_tool_saw() -> None:
+    """A pydantic model argument with its defaults is longer than 90 characters: the
+    action's arguments are shown whole (QA: the required fields were cut off); other
+    records' content stays short."""
+    from icore.report._lineage_view import record_views
+
+    args = {"req": {"bags": 0, "cabin": "economy", "day": "2026-12-10", "origin": "LIS",
+                    "trip_id": "T7", "destination": "OSL"}}
+    fact = {"note": "x" * 200}
+    views = record_views([
+        {"id": "a" * 64, "key": "planfence.act/book_flight", "owner": "desk", "seq": 3,
+         "type": "action", "role": "action", "content": {"args": args}},
+        {"id": "b" * 64, "key": "trip/T7", "owner": "fin", "seq": 1, "type": "fact",
+         "role": "input", "content": fact}])
+    assert '"trip_id": "T7"' in views[0].summary and '"origin": "LIS"' in views[0].summary
+    assert not views[0].summary.endswith("…")
+    assert len(views[1].summary) == 90 and views[1].summary.endswith("…")

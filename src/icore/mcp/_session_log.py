@@ -43,7 +43,7 @@ from typing import Any, TextIO
 from icore.fence import GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
-from icore.mcp._trace_claim import free_sibling
+from icore.mcp._trace_claim import free_sibling, replace_atomically
 from icore.records import Record, RecordId
 
 log = logging.getLogger("icore.mcp")
@@ -442,8 +442,10 @@ class GatewayTrace:
             if self._fh is None:
                 lines.insert(0, json.dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
-                if self._fh is None:
-                    self._fh = self.path.open("w", encoding="utf-8")
+                if self._fh is None:  # the claimed path is free: never follow or truncate
+                    fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                 | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                    self._fh = os.fdopen(fd, "w", encoding="utf-8")
                     st = os.fstat(self._fh.fileno())
                     self._ident = (st.st_dev, st.st_ino)
                 self._fh.write("".join(lines))
@@ -501,9 +503,7 @@ class GatewayTrace:
                                 "overwritten); the trace was written to %s instead",
                                 self.path, why, target)
                 else:
-                    tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-                    tmp.write_text(text, encoding="utf-8")
-                    os.replace(tmp, self.path)
+                    target = replace_atomically(self.path, text)
                 self.written_to = target
             except OSError as exc:
                 self.written_to = None

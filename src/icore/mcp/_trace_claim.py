@@ -3,7 +3,7 @@
 :func:`claim_trace` locks a path no other live gateway writes (an earlier run's trace
 is renamed, never overwritten; anything else at the path is refused);
 :func:`free_sibling` is where the final trace goes when the path holds a file the
-gateway did not write at its stop (#29).
+gateway did not write at its stop (#29); :func:`replace_atomically` rewrites it in place.
 """
 
 from __future__ import annotations
@@ -106,3 +106,29 @@ def free_sibling(path: Path, text: str, *, limit: int = 10_000) -> Path:
             f.write(data)
         return p
     raise OSError(f"no free name beside {path} for the trace")
+
+
+def replace_atomically(path: Path, text: str) -> Path:
+    """Write ``text`` to a fresh temporary sibling of ``path``, then rename it over ``path``.
+
+    The temporary name (``<name>.<pid>.tmp``) is created exclusively and never followed:
+    when it is taken (a link or a file someone put there), the text goes to
+    :func:`free_sibling` instead. Returns where the text went.
+
+    Raises:
+        OSError: the write or the rename failed (the temporary file is removed).
+    """
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644)
+    except FileExistsError:
+        return free_sibling(path, text)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from icore.memory._arg_checks import need_str
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
 from icore.records import Record, RecordId
@@ -32,9 +33,18 @@ class MemoryStore(Store):
         """:meth:`Store.lookup` on the dicts directly (the gate's walk calls it per record).
 
         None when the record is absent, lineage incomplete, or the store is closed.
+
+        Raises:
+            OwnershipError: ``rid`` is not a str (as :meth:`Store.lookup`; checked on a
+                miss only, so a hit costs one dict read).
         """
-        rec = self._records.get(rid)
+        try:
+            rec = self._records.get(rid)
+        except TypeError:  # unhashable: a list, a dict
+            rec = None
         if rec is None or self._closed:
+            if not self._closed:
+                need_str("rid", rid)
             return None
         if rid in self._incomplete and not self.is_complete(rid):
             return None

@@ -186,6 +186,19 @@ class StoreConformance:
         head = s.head("req/a")
         assert head is not None and head.record_id == good[-1].id
 
+    def test_lookup_refuses_an_id_that_is_not_a_str(self, tmp_path: Path) -> None:
+        """``lookup`` of an id that is not a str is a typed error.
+
+        A list, dict, bytes or None is refused with ``OwnershipError``, not taken as a
+        miss or a raw ``TypeError``; a str id (present or not) is answered.
+        """
+        s = self.make_store(OWNERSHIP, "alice", tmp_path)
+        r = _rec()
+        s.commit(r, writer="alice")
+        for bad in ([r.id], {"id": r.id}, r.id.encode(), None):
+            _raises(OwnershipError, s.lookup, bad)
+        assert s.lookup(r.id) == r and s.lookup("0" * 64) is None
+
     def test_unknown_parents_are_lineage_incomplete(self, tmp_path: Path) -> None:
         """A record with unknown parents is stored as incomplete and proves no lineage."""
         s = self.make_store(OWNERSHIP, "alice", tmp_path)

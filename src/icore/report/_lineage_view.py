@@ -79,8 +79,14 @@ def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]
             seq=int(seq) if isinstance(seq, int) else None, type=str(r.get("type", "")),
             role=str(r.get("role") or r.get("type", "")),
             parents=tuple(str(p) for p in r.get("parents") or ()),
-            summary=_summary(r.get("content"))))
+            summary=_summary(r.get("content"), _ACTION_LIMIT if r.get("role") == "action"
+                             else 90)))
     return tuple(out)
+
+
+_ACTION_LIMIT = 4096
+"""Characters of an action record's arguments shown in full (the arguments the tool saw,
+defaults and nested models included); other records' content is cut at 90."""
 
 
 def _validation(p: ValidationPoint) -> ValidationView:
@@ -104,8 +110,14 @@ def _newest(key: str, by_id: Mapping[str, RecordView]) -> RecordView | None:
 
 
 def _version(rid: str, by_id: Mapping[str, RecordView]) -> str:
+    """A version as the reader sees it: ``seq <n> <short id>``.
+
+    ``n`` is the owner sequence (planfence App. A: one counter per owner over all its
+    keys), so a key's versions may go seq 1 -> seq 4 with nothing missed; never printed
+    as ``v<n>``, which reads as a per-key version count.
+    """
     r = by_id.get(rid)
-    return f"v{r.seq} {short(rid)}" if r is not None and r.seq is not None else short(rid)
+    return f"seq {r.seq} {short(rid)}" if r is not None and r.seq is not None else short(rid)
 
 
 def _status_of(outcome: str, reason: str) -> str:

@@ -363,11 +363,14 @@ def _lineage_picture(lv: LineageView) -> _LineagePicture | None:
                 marks.append("plan root")
                 tags.append("root")
         # an action record's number counts the agent's action records (every tool), not
-        # versions of one call: "#3" of desk's actions, never "book v3" for a first call
+        # versions of one call: "#3" of desk's actions, never "book v3" for a first call;
+        # a fact's is its owner's sequence over all keys (App. A), so "seq 4", not "v4"
         version = ("" if r.seq is None else f" #{r.seq}" if r.role == "action"
-                   else f" v{r.seq}")
+                   else f" seq {r.seq}")
         said = (f" (action record #{r.seq} of {r.owner}'s, all tools)"
-                if r.role == "action" and r.seq is not None else version)
+                if r.role == "action" and r.seq is not None else
+                f" (seq {r.seq}: {r.owner}'s sequence over all its keys)"
+                if r.seq is not None else "")
         title = (f"{r.role}: {r.key}{said} by {r.owner}\nid {r.id}\nparents: "
                  f"{', '.join(p[:8] for p in r.parents) or 'none'}"
                  f"{chr(10) + r.summary if r.summary else ''}"
