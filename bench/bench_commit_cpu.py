@@ -18,9 +18,10 @@ one transaction and one fsync):
   the instruction totals by the difference in commits: a count that repeats whatever
   else the machine is doing. The frames are built by a child process (not counted).
 * **writer path in process** (``--writer``): a writer's own work per commit with no
-  network: derive the key's next record from the previous one, frame the commit as
-  :meth:`icore.net.OwnerClient.commit` does and decode the owner's acknowledgement frame
-  (the acknowledgements are built by a child process). Same use of ``--groups``.
+  network: derive the key's next record from the previous one, frame the commit and
+  decode the owner's acknowledgement frame with the functions
+  :meth:`icore.net.OwnerClient.commit` and its connection use (the acknowledgements are
+  built by a child process). Same use of ``--groups``.
 
 Usage::
 
@@ -53,6 +54,7 @@ from icore.net import (
     encode_body,
     encode_frame,
 )
+from icore.net._commitwire import decode_reply, encode_commit
 from icore.records import Record, derive
 from icore_lab.bench.micro._net import _proc_cpu_s
 from icore_lab.bench.micro._peers_icore import IcoreSystem
@@ -175,8 +177,9 @@ def _writer(groups: int) -> None:
             for w in range(WRITERS):
                 rid += 1
                 rec = last[w] = _next(w, rid, last[w])
-                encode_frame(Commit(rid, rec))
-                dec.feed(acks[rid - 1])
+                encode_commit(rid, rec)
+                for body in dec.bodies(acks[rid - 1]):
+                    decode_reply(body)
 
     run(0, 50)
     t0 = os.times()

@@ -29,6 +29,7 @@ from icore.records._record import (
     Record,
     _canonical_bounded,
     _envelope_json,
+    _plain_json,
     canonical_json,
 )
 
@@ -46,7 +47,8 @@ def record_to_wire(rec: Record, *, with_content: bool = True) -> list[Any]:
     """Return the msgpack-ready list form of ``rec`` (used inside protocol messages)."""
     body = None
     if with_content and rec.has_content:
-        body = canonical_json(rec.content)
+        content = rec.content  # nesting bounded by the walk: no encoder built (issue 27)
+        body = _canonical_bounded(content) if _plain_json(content) else canonical_json(content)
     out: list[Any] = [
         rec.schema,
         rec.key,

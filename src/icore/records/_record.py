@@ -146,25 +146,74 @@ def _plain_envelope(rec: Record, *, computed: bool = False) -> bool:
             type(size) is int and 0 <= size <= MAX_CONTENT_BYTES
             and type(rec.schema) is int and rec.schema == SCHEMA_VERSION
             and type(rec.content_address) is str and len(rec.content_address) == 64
-            and _HEX.issuperset(rec.content_address)):
+            and _hex64(rec.content_address)):
         return False
     for p in parents:
-        if type(p) is not str or len(p) != 64 or not _HEX.issuperset(p) or p == rid:
+        if type(p) is not str or len(p) != 64 or p == rid or not _hex64(p):
             return False
     if len(parents) > 1 and len(set(parents)) != len(parents):
         return False
-    return sup is None or (type(sup) is str and len(sup) == 64 and _HEX.issuperset(sup)
+    return sup is None or (type(sup) is str and len(sup) == 64 and _hex64(sup)
                            and sup != rid and sup not in parents)
+
+
+def _hex64(text: str) -> bool:
+    """True when the 64-character ``str`` ``text`` is lowercase hex (a record id's shape).
+
+    ``bytes.fromhex`` refuses anything but hex digits and whitespace, and ``hex()`` writes
+    lowercase without whitespace, so the round trip gives ``text`` back exactly when
+    ``_HEX.issuperset(text)``, at half its cost (issue 27).
+    """
+    try:
+        return bytes.fromhex(text).hex() == text
+    except ValueError:
+        return False
+
+
+def _new_envelope(key: str, owner: str, seq: int, parents: tuple[RecordId, ...],
+                  rtype: str, caddr: str, size: int, sup: RecordId | None) -> bytes | None:
+    """The canonical envelope of a record :meth:`Record.create` is building, or None.
+
+    One pass for the plain case (issue 27): the checks of :func:`_plain_envelope` with
+    ``computed=True`` (``caddr`` is a digest, ``size`` a length, the schema the constant;
+    a new record has no id, so no parent can be it), and the bytes of
+    :func:`_envelope_json`; the ids checked to be lowercase hex need no quoting. None
+    when any check fails or a string does not encode: the caller takes the general path,
+    which accepts it or raises the right error.
+    """
+    if not (type(key) is str and 0 < len(key) <= MAX_KEY_LEN and key.isascii()
+            and type(owner) is str and 0 < len(owner) <= MAX_KEY_LEN and owner.isascii()
+            and type(rtype) is str and 0 < len(rtype) <= MAX_TYPE_LEN and rtype.isascii()
+            and type(seq) is int and 0 < seq < 2**63 and len(parents) <= MAX_PARENTS):
+        return None
+    for p in parents:
+        if type(p) is not str or len(p) != 64 or not _hex64(p):
+            return None
+    if len(parents) > 1 and len(set(parents)) != len(parents):
+        return None
+    if sup is None:
+        tail = ""
+    elif type(sup) is str and len(sup) == 64 and _hex64(sup) and sup not in parents:
+        tail = f'"u":"{sup}",'
+    else:
+        return None
+    plist = '"' + '","'.join(parents) + '"' if parents else ""
+    text = (f'{{"c":"{caddr}","k":{_QUOTE(key)},"n":{size},"o":{_QUOTE(owner)},'
+            f'"p":[{plist}],"s":{seq},"t":{_QUOTE(rtype)},{tail}"v":{SCHEMA_VERSION}}}')
+    return text.encode("ascii")
+
+
+_sha256 = hashlib.sha256
 
 
 def content_address(content_bytes: bytes) -> str:
     """Return the sha256 hex digest of canonical content bytes."""
-    return hashlib.sha256(content_bytes).hexdigest()
+    return _sha256(content_bytes).hexdigest()
 
 
 def is_record_id(value: object) -> bool:
     """Return True if ``value`` has the shape of a record id (64 lowercase hex)."""
-    return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
+    return isinstance(value, str) and len(value) == 64 and _hex64(value)
 
 
 def _plain_json(value: JSONValue, depth: int = 0) -> bool:
@@ -311,6 +360,12 @@ class Record:
             )
         caddr = content_address(body)
         if cls is Record:  # every field at once, no per-field setattr (issue 27)
+            env = _new_envelope(key, owner, seq, parents_t, type, caddr, len(body),
+                                supersedes)
+            if env is not None:  # plain: checked and encoded in one pass
+                return _new_record(key, owner, seq, parents_t, type, content, caddr,
+                                   len(body), SCHEMA_VERSION, _sha256(env).hexdigest(),
+                                   supersedes)
             rec = _new_record(key, owner, seq, parents_t, type, content, caddr, len(body),
                               SCHEMA_VERSION, "", supersedes)
         else:
@@ -512,6 +567,11 @@ def derive(
             :meth:`Record.create`.
     """
     if inputs.__class__ is list or inputs.__class__ is tuple:  # no ABC checks (issue 27)
+        if supersedes is None:  # records only: their ids, with no second loop
+            ids = [r.id for r in inputs if r.__class__ is Record]
+            if len(ids) == len(inputs):
+                return Record.create(key=key, owner=owner, seq=seq, content=content,
+                                     parents=ids, type=type)
         recs = list(inputs)
     elif isinstance(inputs, str | bytes) or not isinstance(inputs, Mapping | Sequence):
         raise MalformedRecord(f"inputs must be a list of records (or a mapping of them), "

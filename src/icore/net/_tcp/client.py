@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply
+from icore.net._commitwire import encode_commit
 from icore.net._errors import (
     AuthenticationError,
     ConnectionClosed,
@@ -33,7 +34,6 @@ from icore.net._headwire import encode_head_query
 from icore.net._protocol import (
     MAX_FRAME_BYTES,
     Announce,
-    Commit,
     CommitAck,
     FetchReply,
     FetchRequest,
@@ -242,8 +242,10 @@ class OwnerClient:
                 re-read the head, re-derive, commit again).
             RemoteError: the owner refused (``remote_code`` = ownership, sequence, ...).
         """
-        reply = await self.rpc(owner, lambda rid: Commit(rid, record, expected_head),
+        reply = await self.rpc(owner, lambda rid: encode_commit(rid, record, expected_head),
                                timeout_s=timeout_s)
+        if type(reply) is CommitAck:  # the usual answer first (issue 27)
+            return reply
         raise_for_error(reply, owner=owner)
         if not isinstance(reply, CommitAck):
             raise MalformedMessage("expected a commit ack", owner=owner)

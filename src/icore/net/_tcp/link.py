@@ -25,7 +25,8 @@ import ssl
 from collections.abc import Callable
 from typing import cast
 
-from icore.net._errors import ConnectionClosed, TransportError
+from icore.net._commitwire import decode_reply
+from icore.net._errors import ConnectionClosed, ProtocolError, TransportError
 from icore.net._frames import FrameDecoder, encode_frame
 from icore.net._protocol import ErrorReply, Message
 from icore.net._stats import TrafficStats
@@ -152,7 +153,7 @@ class OwnerLink(asyncio.Protocol):
                 data = b""  # replies may follow the handshake in the same read
             plain = tls.receive(data)
             if plain:
-                self._replies(self.dec.feed(plain))
+                self._replies(self._decode(plain))
             if tls.closed:
                 self.dec.eof()
                 raise ConnectionClosed("owner closed the connection", owner=self.owner)
@@ -162,6 +163,18 @@ class OwnerLink(asyncio.Protocol):
             self._abort(exc)
         except Exception as exc:  # never leave callers waiting
             self._abort(ConnectionClosed(f"connection failed: {exc}", owner=self.owner))
+
+    def _decode(self, plain: bytes) -> list[Message]:
+        """:meth:`FrameDecoder.feed` with the client's dispatch (:func:`decode_reply`).
+
+        Raises:
+            ProtocolError: a frame does not decode; the decoder is broken.
+        """
+        dec = self.dec
+        try:
+            return [decode_reply(body) for body in dec.bodies(plain)]
+        except ProtocolError as exc:
+            raise dec.fail(exc) from None
 
     def _replies(self, msgs: list[Message]) -> None:
         pending = self.pending
