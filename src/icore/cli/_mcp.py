@@ -29,7 +29,7 @@ class _RedactingFormatter(logging.Formatter):
         super().__init__(fmt)
         self.tracebacks = tracebacks
 
-    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: Any) -> str:
         """The traceback at DEBUG, else ``<type>: <first two lines of the message>``."""
         if self.tracebacks:
             return super().formatException(ei)

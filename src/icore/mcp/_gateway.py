@@ -32,7 +32,6 @@ import re
 import secrets
 import weakref
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import anyio

@@ -17,10 +17,13 @@ from icore._extras import require
 from icore.adapters import AdapterError, audit_path, collect_paths
 from icore.attribution import fit_model_set
 from icore.cli.inputs import (
+    check_llm_options,
     nonempty_path,
     refuse_input_as_output,
     refuse_non_folder,
     refuse_special_file,
+    shown_path,
+    unwritable,
 )
 
 
@@ -34,7 +37,7 @@ def bench_attribution(
     out: Path = typer.Option(Path("results/attribution"), "--out", "-o", parser=nonempty_path,
                              help="Folder for attribution.md/.json and predictions.csv."),
     write_model: Path | None = typer.Option(
-        None, "--write-model", help="Also fit the scorer on ALL given runs and write the "
+        None, "--write-model", parser=nonempty_path, help="Also fit the scorer on ALL given runs and write the "
         "model file (how the shipped model is made)."),
     weights: bool = typer.Option(True, "--weights/--no-weights",
                                  help="Print the fitted features and weights."),
@@ -50,6 +53,15 @@ def bench_attribution(
     Grouped k-fold, with and without ground truth, step tolerance ±0..±5, 95% intervals.
     """
     refuse_non_folder(out, what="--out")  # /proc/x, /dev/full: before the evaluation
+    # the model file and the LLM mode were found bad only after the cross-validation
+    check_llm_options(llm_base_url or None, llm_mode)
+    if write_model is not None:
+        if write_model.is_dir():
+            raise typer.BadParameter(f"{write_model} is a folder; give a file name",
+                                     param_hint="--write-model")
+        if (problem := unwritable(write_model, folder=False)) is not None:
+            raise typer.BadParameter(f"{shown_path(write_model)}: {problem}",
+                                     param_hint="--write-model")
     console = Console(width=180)
     where = "the given runs"
     if not paths:
