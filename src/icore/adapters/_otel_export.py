@@ -193,8 +193,15 @@ def make_provider(*, endpoint: str | None = None, headers: Mapping[str, str] | N
     if service_name or not os.environ.get("OTEL_SERVICE_NAME"):
         attrs["service.name"] = service_name or "icore"
     provider = TracerProvider(resource=Resource.create(attrs))
-    provider.add_span_processor(BatchSpanProcessor(exporter, **otel_env_settings()) if batch
-                                else SimpleSpanProcessor(exporter))
+    if batch:
+        bsp = otel_env_settings()
+        provider.add_span_processor(BatchSpanProcessor(
+            exporter, max_queue_size=bsp["max_queue_size"],
+            schedule_delay_millis=bsp["schedule_delay_millis"],
+            max_export_batch_size=bsp["max_export_batch_size"],
+            export_timeout_millis=bsp["export_timeout_millis"]))
+    else:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
 
 

@@ -158,7 +158,14 @@ def _plain_envelope(rec: Record, *, computed: bool = False) -> bool:
 
 
 def content_address(content_bytes: bytes) -> str:
-    """Return the sha256 hex digest of canonical content bytes."""
+    """Return the sha256 hex digest of canonical content bytes.
+
+    Raises:
+        MalformedRecord: ``content_bytes`` is not bytes (field ``content_bytes``).
+    """
+    if not isinstance(content_bytes, bytes | bytearray | memoryview):
+        raise MalformedRecord(f"content_bytes must be bytes (canonical_json's), not "
+                              f"{type(content_bytes).__name__}", field="content_bytes")
     return hashlib.sha256(content_bytes).hexdigest()
 
 

@@ -37,8 +37,8 @@ def bench_attribution(
     out: Path = typer.Option(Path("results/attribution"), "--out", "-o", parser=nonempty_path,
                              help="Folder for attribution.md/.json and predictions.csv."),
     write_model: Path | None = typer.Option(
-        None, "--write-model", parser=nonempty_path, help="Also fit the scorer on ALL given runs and write the "
-        "model file (how the shipped model is made)."),
+        None, "--write-model", parser=nonempty_path, help="Also fit the scorer on ALL "
+        "given runs and write the model file (how the shipped model is made)."),
     weights: bool = typer.Option(True, "--weights/--no-weights",
                                  help="Print the fitted features and weights."),
     llm_base_url: str = typer.Option(
