@@ -452,7 +452,9 @@ def api_more(b: Builder, per_seed: int = 80) -> None:
         b.cases.append(Case(cid, "api-more",
                             ["PY", api_types._code(setup, template.format(
                                 **{**good, arg: api_types.BAD[bad]}))],
-                            names=[arg, tid.split(".")[-1], arg.split("_")[-1], "file="],
+                            # a typed error's structured field or path names it too
+                            names=[arg, tid.split(".")[-1], arg.split("_")[-1], "file=",
+                                   "field=", "path="],
                             timeout=60, ok_codes=(0, 1)))
 
 
