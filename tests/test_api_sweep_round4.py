@@ -76,3 +76,16 @@ def test_the_good_calls_still_work() -> None:
     assert expand_deps(("k/{x}",), {"x": "a"}, ()) == frozenset({"k/a"})
     assert arg_fault("k/*", {"x": "*"}) == ("x", "*")
     assert "x='*'" in bad_args_hint({"x": "*"}, "book", ("k/*",))
+
+
+@pytest.mark.timeout(30)
+def test_a_span_file_that_is_a_fifo_nobody_reads_is_refused_not_waited_on(
+        tmp_path: Any) -> None:
+    """``OtlpJsonFileExporter(fifo)`` blocked forever opening it (seed 2027)."""
+    import os
+
+    from icore.adapters import ExportError, OtlpJsonFileExporter
+    fifo = tmp_path / "spans.otlp.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ExportError, match="FIFO"):
+        OtlpJsonFileExporter(fifo)
