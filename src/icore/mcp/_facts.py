@@ -126,18 +126,14 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
             used in a key is not a string or number; ``patterns`` or ``known`` is not an
             iterable of str, or ``args`` not a mapping (field named).
     """
-    for what, it in (("patterns", patterns), ("known", known)):
-        if isinstance(it, str | bytes) or not isinstance(it, Iterable):
-            raise IcoreError(f"{what} must be an iterable of str, not {type(it).__name__}",
-                             field=what)
-    if not isinstance(args, Mapping):
-        raise IcoreError(f"args must be a mapping of argument names to values, not "
-                         f"{type(args).__name__}", field="args")
-    patterns = list(patterns)
-    known_l = list(known)
-    for what, items in (("patterns", patterns), ("known", known_l)):
-        if not all(isinstance(x, str) for x in items):
-            raise IcoreError(f"{what} must hold str only", field=what)
+    for what, it in (("patterns", patterns), ("known", known), ("args", args)):
+        if isinstance(it, str | bytes) or not isinstance(it, Mapping if what == "args" else
+                                                          Iterable):
+            raise IcoreError(f"{what} must be a {'mapping' if what == 'args' else 'list'} "
+                             f"of str, not {type(it).__name__}", field=what)
+    patterns, known_l = list(patterns), list(known)
+    if not all(isinstance(x, str) for x in (*patterns, *known_l)):
+        raise IcoreError("patterns and known must hold str only", field="patterns")
     keys: set[str] = set()
     for pat in patterns:
         parts, escaped, glob = [], [], False
