@@ -112,3 +112,16 @@ def test_check_size_refuses_what_is_no_path(bad: object) -> None:
     with pytest.raises(AdapterError) as info:
         check_size(bad)  # type: ignore[arg-type]
     assert info.value.field == "path"
+
+
+@pytest.mark.timeout(120)
+def test_bench_attribution_probes_the_model_server_before_the_cross_validation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that is down was found only after the cross-validation (minutes)."""
+    monkeypatch.chdir(tmp_path)
+    t = _trace(tmp_path)
+    code, out = invoke("bench", "attribution", str(t), "--out", str(tmp_path / "o"),
+                       "--llm-base-url", "http://u:s3cr3tPW9@127.0.0.1:1/v1")
+    assert code == 1 and "--llm-base-url" in out and "unusable" in out, out
+    assert "s3cr3tPW9" not in out
+    assert not (tmp_path / "o").exists()

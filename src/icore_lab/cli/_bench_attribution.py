@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 
 from icore._data import shared_data_dir
 from icore._extras import require
@@ -55,6 +56,8 @@ def bench_attribution(
     refuse_non_folder(out, what="--out")  # /proc/x, /dev/full: before the evaluation
     # the model file and the LLM mode were found bad only after the cross-validation
     check_llm_options(llm_base_url or None, llm_mode)
+    if llm_base_url:  # a server that is down: said now, not after the cross-validation
+        _probe(llm_base_url, llm_model, llm_api_key)
     if write_model is not None:
         if write_model.is_dir():
             raise typer.BadParameter(f"{write_model} is a folder; give a file name",
@@ -114,3 +117,15 @@ def bench_attribution(
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add ``icore bench attribution``."""
     bench.command("attribution")(bench_attribution)
+
+
+def _probe(base_url: str, model: str, api_key: str) -> None:
+    """Exit 1 naming ``--llm-base-url`` when the model server cannot be used (issue 29)."""
+    from icore.agents import LLMSettings, LLMUnavailable, negotiate
+
+    try:
+        negotiate(LLMSettings(base_url=base_url, model=model, api_key=api_key).to_config())
+    except LLMUnavailable as exc:
+        Console(stderr=True).print(f"[red]error[/]: --llm-base-url: model server unusable: "
+                                   f"{escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
