@@ -38,6 +38,8 @@ CALLS: list[tuple[str, Callable[[], Any], type[IcoreError], str]] = [
      MalformedRecord, "lookup"),
     ("ancestors-root", lambda: ancestors(5, LOOKUP),  # type: ignore[arg-type]
      MalformedRecord, "root"),
+    ("ancestors-root-long", lambda: ancestors("x" * 100_000, LOOKUP), MalformedRecord,
+     "root"),
     ("frontier-roots", lambda: frontier(object(), ["k"], LOOKUP),  # type: ignore[arg-type]
      MalformedRecord, "roots"),
     ("frontier-deps", lambda: frontier([R0.id], float("-inf"), LOOKUP),  # type: ignore[arg-type]

@@ -179,9 +179,9 @@ class ArgNormalizer:
 
     def _validate(self, args: Mapping[str, Any]) -> BaseModel:
         if not isinstance(args, Mapping):
-            raise IntegrationError("a tool call's arguments must be a mapping",
+            raise IntegrationError("a tool call's arguments (args) must be a mapping",
                                    framework=self.framework, tool=self.name,
-                                   got=type(args).__name__)
+                                   got=type(args).__name__, field="args")
         try:
             return self.schema.model_validate(dict(args))
         except ValidationError as exc:

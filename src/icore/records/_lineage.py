@@ -36,7 +36,7 @@ from icore.errors import (
     MissingBoundary,
     MissingParent,
 )
-from icore.records._record import Record, RecordId
+from icore.records._record import Record, RecordId, is_record_id
 
 Lookup = Callable[[RecordId], Record | None]
 """Return the record with that id, or None when it is not available locally."""
@@ -231,11 +231,11 @@ def ancestors(root: RecordId, lookup: Lookup, *, max_records: int = MAX_LINEAGE_
     Raises:
         MissingParent: a reachable input (or ``root``) is not available.
         LineageTooLarge: more than ``max_records`` records are reachable.
-        MalformedRecord: ``root`` is not a str or ``lookup`` not callable.
+        MalformedRecord: ``root`` is no record id or ``lookup`` not callable.
     """
-    if not isinstance(root, str):
-        raise MalformedRecord(f"root must be a record id (str), not {type(root).__name__}",
-                              field="root")
+    if not is_record_id(root):
+        raise MalformedRecord(f"root must be a record id (64 hex digits), not "
+                              f"{root!r:.80}", field="root")
     _check_walk_args(None, None, lookup)
     first = lookup(root)
     if first is None:
