@@ -13,6 +13,7 @@ import pytest
 
 from icore.adapters import AdapterError, parse_who_and_when_data
 from icore.errors import IcoreError, MalformedRecord, TeamManifestError
+from icore.integrations import normalize_args
 from icore.live import LiveManifestError, default_manifest, make_task
 from icore.mcp import expand_deps
 from icore.net import check_agent_id
@@ -55,6 +56,8 @@ CALLS: list[tuple[str, Callable[[], Any], type[IcoreError], str]] = [
      WorkspaceError, "key"),
     ("bad_args_hint-keys", lambda: bad_args_hint({"x": "*"}, "book", 10**100),  # type: ignore[arg-type]
      WorkspaceError, "keys"),
+    ("normalize_args-schema", lambda: normalize_args(float("inf"), {}),  # type: ignore[arg-type]
+     IcoreError, "schema"),
     ("whowhen-file", lambda: parse_who_and_when_data({}, file=None),  # type: ignore[arg-type]
      AdapterError, "file"),
 ]
@@ -66,7 +69,8 @@ def test_a_wrong_type_is_a_typed_error_naming_the_argument(
     with pytest.raises(err) as info:
         call()
     assert field in str(info.value), info.value
-    assert isinstance(info.value, ValueError) or name.startswith("expand_deps")
+    assert isinstance(info.value, ValueError) or name.startswith(("expand_deps",
+                                                                  "normalize_args"))
 
 
 def test_the_good_calls_still_work() -> None:
