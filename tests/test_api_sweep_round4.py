@@ -95,3 +95,16 @@ def test_a_span_file_that_is_a_fifo_nobody_reads_is_refused_not_waited_on(
     os.mkfifo(fifo)
     with pytest.raises(ExportError, match="FIFO"):
         OtlpJsonFileExporter(fifo)
+
+
+@pytest.mark.parametrize("action", ["k/\ud800", "bo\x00ok"])
+def test_an_action_name_no_record_can_hold_is_refused_naming_action(action: str) -> None:
+    """It was refused as the record's ``content``, naming no argument (seed 90001)."""
+    from icore.workspace import Workspace
+    ws = Workspace({"k/*": "o"})
+    ws.put("k/1", 1)
+    ag = ws.agent("a")
+    ag.read("k/1")
+    with pytest.raises(WorkspaceError, match="action is the tool's name"):
+        ag.action_record(action, {"x": 1}, ["k/1"])
+
