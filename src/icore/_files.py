@@ -453,7 +453,8 @@ def move_aside(folder: Path) -> Path:
         here: Path | None = Path.cwd().resolve()
     except OSError:  # the working folder was removed: nothing of it can be moved
         here = None
-    if here is not None and (folder.resolve() == here or folder.resolve() in here.parents):
+    real = Path(os.path.realpath(folder))  # Path.resolve raises RuntimeError on a link loop
+    if here is not None and (real == here or real in here.parents):
         raise OSError(errno.EBUSY, "cannot move an earlier run aside: this folder is the "
                       "current folder or contains it; give a subfolder (e.g. --out "
                       "results/run)", str(folder))

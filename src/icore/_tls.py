@@ -15,7 +15,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-from icore.errors import AuthenticationError
+from icore.errors import AuthenticationError, TeamManifestError
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 """Allowed agent ids (they name certificate files and appear in certificates)."""
@@ -25,10 +25,12 @@ def check_agent_id(agent: str) -> str:
     """Return ``agent`` if it is a valid agent id.
 
     Raises:
-        ValueError: not 1-63 characters of ``[A-Za-z0-9._-]`` starting alphanumeric.
+        TeamManifestError: not 1-63 characters of ``[A-Za-z0-9._-]`` starting
+            alphanumeric (a ``ValueError``; field ``agent``).
     """
-    if not isinstance(agent, str) or not AGENT_ID_RE.match(agent):
-        raise ValueError(f"invalid agent id {agent!r}: use 1-63 chars [A-Za-z0-9._-]")
+    if not isinstance(agent, str) or not AGENT_ID_RE.fullmatch(agent):
+        raise TeamManifestError(f"invalid agent id {agent!r:.80}: use 1-63 chars "
+                                "[A-Za-z0-9._-]", field="agent")
     return agent
 
 

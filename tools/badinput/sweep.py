@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import api_types, cli_cases, names_env, surfaces
+from . import api_types, cli_cases, names_env, round4, surfaces
 from .cases import SECRET, Builder, Case
 
 ROOT = Path(os.environ.get("ICORE_REPO") or Path(__file__).resolve().parents[2])
@@ -179,6 +179,7 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     surfaces.all_families(b)
     api_types.api_types(b)
     names_env.all_families(b)
+    round4.all_families(b)
     return b.cases
 
 
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="run only case ids starting with one of "
                     "these comma-separated prefixes (e.g. gateway/,http/,ws/,rec/,conc/,apitype/,"
-                    "names/,env/)")
+                    "names/,env/,gwstart/,odd/,envo/,bench2/,rnames/,apimore/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "

@@ -123,12 +123,14 @@ if TYPE_CHECKING:
         decision_attributes,
         exporting,
         make_provider,
+        otel_env_settings,
         otlp_json,
         traces_endpoint,
     )
 
 _OTEL_EXPORT = ("DeliveryCheck", "OtelExporter", "OtlpJsonFileExporter", "SpanCounter",
-                "decision_attributes", "exporting", "make_provider", "otlp_json", "traces_endpoint")
+                "decision_attributes", "exporting", "make_provider", "otel_env_settings",
+                "otlp_json", "traces_endpoint")
 
 
 def __getattr__(name: str) -> Any:
@@ -218,6 +220,7 @@ __all__ = [
     "name_key",
     "normalize_answer",
     "numbers",
+    "otel_env_settings",
     "otlp_json",
     "output_facts",
     "parse_captain_agent",

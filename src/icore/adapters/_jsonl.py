@@ -66,6 +66,8 @@ from icore.adapters._decision_check import (
     checked_decision,
 )
 from icore.adapters._errors import AdapterError, check_text
+from icore.adapters._json_where import path_at, path_at_depth
+from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._trace import (
     MAX_STEP,
     AgentNames,
@@ -139,7 +141,13 @@ def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str]]:
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start} of the "
-                               "line", file=file, field=f"line {n}", byte=exc.start) from None
+                               "line", file=file, field=_line_field(n, path_at(raw, exc.start)),
+                               byte=exc.start) from None
+
+
+def _line_field(n: int, where: str | None) -> str:
+    """``line <n>``, and the field path within the line when one is known (issue 29)."""
+    return f"line {n}.{where}" if where else f"line {n}"
 
 
 def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Trace:
@@ -348,10 +356,12 @@ def _decode(line: str, file: str, n: int) -> Any:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise AdapterError(f"malformed JSON: {exc.msg}", file=file, field=f"line {n}",
+        raise AdapterError(f"malformed JSON: {exc.msg}", file=file,
+                           field=_line_field(n, path_at(line, exc.pos)),
                            column=exc.colno) from None
     except RecursionError:
-        raise AdapterError("JSON nested too deeply", file=file, field=f"line {n}") from None
+        raise AdapterError("JSON nested too deeply", file=file,
+                           field=_line_field(n, path_at_depth(line, MAX_DEPTH))) from None
     except ValueError as exc:  # an integer over Python's 4300-digit limit
         raise json_value_error(exc, line, file=file, field=f"line {n}", first_line=n) from None
 

@@ -105,6 +105,70 @@ def traces_endpoint(url: str) -> str:
     return u
 
 
+_BSP_ENV: tuple[tuple[str, str, int, int], ...] = (
+    # variable, BatchSpanProcessor argument, the SDK's default, smallest value allowed
+    ("OTEL_BSP_MAX_QUEUE_SIZE", "max_queue_size", 2048, 1),
+    ("OTEL_BSP_SCHEDULE_DELAY", "schedule_delay_millis", 5000, 1),
+    ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "max_export_batch_size", 512, 1),
+    ("OTEL_BSP_EXPORT_TIMEOUT", "export_timeout_millis", 30000, 0),
+)
+
+
+_TEXT_ENV = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_HEADERS",
+             "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+"""Variables the SDK sends as text: bytes that are no UTF-8 fail at each export."""
+
+
+def otel_env_settings(env: Mapping[str, str] | None = None) -> dict[str, int]:
+    """The ``OTEL_*`` variables icore's exporter depends on, checked before any span.
+
+    The batch span processor's settings (``OTEL_BSP_*``) are read here and passed to it
+    explicitly: the SDK, reading them itself, logged a Python traceback for a
+    non-integer and raised a bare ValueError for a value <= 0 (issue 29). The variables
+    the SDK sends as text (resource attributes, service name, headers) must be UTF-8:
+    bytes that are not failed with a traceback at each export.
+
+    Args:
+        env: the environment (default ``os.environ``).
+
+    Returns:
+        ``BatchSpanProcessor`` keyword arguments: ``max_queue_size``,
+        ``schedule_delay_millis``, ``max_export_batch_size`` (counts),
+        ``export_timeout_millis`` (ms); the SDK's defaults for unset variables.
+
+    Raises:
+        ExportError: an ``OTEL_BSP_*`` variable that is set but is not a whole number
+            (>= 1; the export timeout >= 0), a batch size over the queue size, or a text
+            variable holding bytes that are not UTF-8 (field: the variable).
+    """
+    e = os.environ if env is None else env
+    for var in _TEXT_ENV:
+        try:
+            e.get(var, "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise ExportError("holds bytes that are not UTF-8", file="<environment>",
+                              field=var) from None
+    out: dict[str, int] = {}
+    for var, arg, default, least in _BSP_ENV:
+        raw = e.get(var, "").strip()
+        if not raw:
+            out[arg] = default
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise ExportError(f"must be a whole number >= {least}, not {raw[:40]!r}",
+                              file="<environment>", field=var)
+        out[arg] = value
+    if out["max_export_batch_size"] > out["max_queue_size"]:
+        raise ExportError("must be <= $OTEL_BSP_MAX_QUEUE_SIZE "
+                          f"({out['max_export_batch_size']} > {out['max_queue_size']})",
+                          file="<environment>", field="OTEL_BSP_MAX_EXPORT_BATCH_SIZE")
+    return out
+
+
 def make_provider(*, endpoint: str | None = None, headers: Mapping[str, str] | None = None,
                   exporter: SpanExporter | None = None, batch: bool = True,
                   service_name: str | None = None) -> TracerProvider:
@@ -118,6 +182,9 @@ def make_provider(*, endpoint: str | None = None, headers: Mapping[str, str] | N
         exporter: export here instead (e.g. the SDK's in-memory exporter in tests).
         batch: a batch span processor (default) or a simple, synchronous one.
         service_name: ``service.name`` (else ``OTEL_SERVICE_NAME``, else ``icore``).
+
+    Raises:
+        ExportError: an ``OTEL_*`` variable is no valid setting (:func:`otel_env_settings`).
     """
     if exporter is None:
         exporter = OTLPSpanExporter(endpoint=traces_endpoint(endpoint) if endpoint else None,
@@ -126,8 +193,15 @@ def make_provider(*, endpoint: str | None = None, headers: Mapping[str, str] | N
     if service_name or not os.environ.get("OTEL_SERVICE_NAME"):
         attrs["service.name"] = service_name or "icore"
     provider = TracerProvider(resource=Resource.create(attrs))
-    provider.add_span_processor(BatchSpanProcessor(exporter) if batch
-                                else SimpleSpanProcessor(exporter))
+    if batch:
+        bsp = otel_env_settings()
+        provider.add_span_processor(BatchSpanProcessor(
+            exporter, max_queue_size=bsp["max_queue_size"],
+            schedule_delay_millis=bsp["schedule_delay_millis"],
+            max_export_batch_size=bsp["max_export_batch_size"],
+            export_timeout_millis=bsp["export_timeout_millis"]))
+    else:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
 
 
@@ -412,6 +486,7 @@ __all__ = [
     "decision_attributes",
     "exporting",
     "make_provider",
+    "otel_env_settings",
     "otlp_json",
     "traces_endpoint",
 ]

@@ -7,6 +7,7 @@ writes the OpenTelemetry Collector file exporter's format, which ``icore audit``
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import threading
@@ -177,7 +178,8 @@ class OtlpJsonFileExporter(SpanExporter):
     Raises:
         ExportError: ``path`` names no file (None, empty, a NUL byte, a lone surrogate;
             field ``path``), or the file cannot be created or appended to (checked up
-            front, so a run never loses its spans silently).
+            front, so a run never loses its spans silently; a FIFO no process reads is
+            refused, not waited on).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -185,11 +187,13 @@ class OtlpJsonFileExporter(SpanExporter):
             raise ExportError(f"the span file path {bad}", file="<argument>", field="path")
         self.path = Path(path)
         self._lock = threading.Lock()
-        try:
-            with self.path.open("a", encoding="utf-8"):
-                pass
+        try:  # non-blocking: a FIFO no process reads would block here forever
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                             | os.O_NONBLOCK | os.O_CLOEXEC, 0o644))
         except OSError as exc:
-            raise ExportError(f"cannot write OTLP JSON: {exc}", file=str(self.path),
+            why = ("it is a FIFO (named pipe) that no process reads"
+                   if exc.errno == errno.ENXIO else str(exc))
+            raise ExportError(f"cannot write OTLP JSON: {why}", file=str(self.path),
                               field="<root>") from None
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:

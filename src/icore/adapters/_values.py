@@ -248,13 +248,21 @@ def max_input_bytes() -> int:
     return int(mb * 1024 * 1024)
 
 
-def check_size(path: Path) -> int:
+def check_size(path: str | os.PathLike[str]) -> int:
     """Refuse a file over :func:`max_input_bytes` before reading it; return its size.
 
+    Args:
+        path: the file (a str or path-like; a path that cannot be ``stat``-ed is 0 bytes:
+            its reader reports it).
+
     Raises:
-        AdapterError: the file is larger than the limit (field ``<root>``), naming the
-            size, the limit and how to raise it.
+        AdapterError: ``path`` is no path at all (None, a number, bytes, a NUL byte;
+            field ``path``), or the file is larger than the limit (field ``<root>``),
+            naming the size, the limit and how to raise it.
     """
+    if (why := path_problem(path)) is not None:
+        raise AdapterError(f"path {why}", file=repr(path)[:80], field="path")
+    path = Path(path)
     try:
         size = path.stat().st_size
     except OSError:

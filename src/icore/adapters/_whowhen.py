@@ -142,8 +142,12 @@ def parse_who_and_when_data(data: Any, *, file: str = "<memory>",
     Raises:
         AdapterError: as :func:`load_who_and_when`; both outcome fields given
             (``is_corrected``, Magentic-One's, and ``is_correct``, CaptainAgent's: which
-            one holds the outcome, and which family the run is, cannot be told).
+            one holds the outcome, and which family the run is, cannot be told);
+            ``file`` not a str (field ``file``).
     """
+    if not isinstance(file, str):
+        raise AdapterError(f"file must be a str naming the input, got {type(file).__name__}",
+                           file="<memory>", field="file")
     if isinstance(data, dict) and "is_corrected" in data and "is_correct" in data:
         raise AdapterError(
             f"both outcome fields given: is_corrected={_short(data['is_corrected'])} "

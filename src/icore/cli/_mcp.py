@@ -6,7 +6,7 @@ import logging
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -20,8 +20,22 @@ class _RedactingFormatter(logging.Formatter):
 
     Every line the gateway logs on stderr (what Claude Desktop and Cursor keep in their
     MCP log files): icore's own (an upstream URL that failed) and the libraries' (httpx
-    logs each request's URL at INFO).
+    logs each request's URL at INFO). A record that carries an exception (the MCP SDK
+    logs one for each line an upstream prints that is no JSON-RPC message) ends in the
+    exception's first lines, not its traceback, unless ``--log-level DEBUG`` asks for it.
     """
+
+    def __init__(self, fmt: str, *, tracebacks: bool) -> None:
+        super().__init__(fmt)
+        self.tracebacks = tracebacks
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback at DEBUG, else ``<type>: <first two lines of the message>``."""
+        if self.tracebacks:
+            return super().formatException(ei)
+        exc = ei[1]
+        lines = [x.strip() for x in str(exc).splitlines() if x.strip()][:2]
+        return f"  ({type(exc).__name__}: {'; '.join(lines)[:400] or 'no detail'})"
 
     def format(self, record: logging.LogRecord) -> str:
         """The formatted line, redacted."""
@@ -72,7 +86,8 @@ def mcp(
         raise typer.BadParameter("use DEBUG, INFO, WARNING, ERROR or CRITICAL",
                                  param_hint="--log-level")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                                             tracebacks=level <= logging.DEBUG))
     logging.basicConfig(level=level, handlers=[handler])
     addr = _host_port(http) if http is not None else None
     # as cli.inputs.refuse_special_file, without importing the benchmark modules it

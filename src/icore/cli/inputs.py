@@ -260,6 +260,7 @@ def check_otlp_endpoint(endpoint: str | None, *, best_effort: bool = False) -> N
                                  param_hint="--otlp-best-effort")
     if not endpoint:
         return
+    _check_otel_env()
     if not endpoint.strip().startswith(("http://", "https://", "file:")):
         raise typer.BadParameter(f"use an http(s):// OTLP/HTTP URL or file:PATH, not "
                                  f"{redact(endpoint)!r}", param_hint="--otlp-endpoint")
@@ -284,6 +285,23 @@ def check_otlp_endpoint(endpoint: str | None, *, best_effort: bool = False) -> N
     if (problem := unwritable(target, folder=False)) is not None:
         raise typer.BadParameter(f"file:{shown_path(target)}: {problem}",
                                  param_hint="--otlp-endpoint")
+
+
+def _check_otel_env() -> None:
+    """A bad ``$OTEL_BSP_*`` (or non-UTF-8 OTEL text) is a usage error before any work.
+
+    The SDK logged a traceback and went on, or raised a bare ValueError once the spans
+    were made (issue 29).
+    """
+    from icore.errors import MissingExtra
+    try:
+        from icore.adapters import ExportError, otel_env_settings
+    except MissingExtra:  # the exporter says so itself
+        return
+    try:
+        otel_env_settings()
+    except ExportError as exc:
+        raise typer.BadParameter(exc.problem, param_hint=f"${exc.field}") from None
 
 
 def check_llm_options(base_url: str | None, mode: str) -> None:

@@ -179,9 +179,9 @@ class ArgNormalizer:
 
     def _validate(self, args: Mapping[str, Any]) -> BaseModel:
         if not isinstance(args, Mapping):
-            raise IntegrationError("a tool call's arguments must be a mapping",
+            raise IntegrationError("a tool call's arguments (args) must be a mapping",
                                    framework=self.framework, tool=self.name,
-                                   got=type(args).__name__)
+                                   got=type(args).__name__, field="args")
         try:
             return self.schema.model_validate(dict(args))
         except ValidationError as exc:
@@ -215,8 +215,12 @@ def normalize_args(schema: type[BaseModel] | Callable[..., Any],
     """One-off normal form of ``args`` for a schema model or a plain function.
 
     Raises:
-        IntegrationError: the schema or function is unusable or the arguments invalid.
+        IntegrationError: the schema or function is unusable (``schema`` neither a
+            pydantic model class nor callable: field ``schema``) or the arguments invalid.
     """
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return ArgNormalizer(schema, name=schema.__name__)(args)
+    if not callable(schema):
+        raise IntegrationError("schema must be a pydantic model class or the tool function",
+                               got=type(schema).__name__, field="schema")
     return ArgNormalizer.for_function(schema)(args)

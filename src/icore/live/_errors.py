@@ -18,6 +18,12 @@ from __future__ import annotations
 from icore.errors import ErrorCode, IcoreError
 
 
+class LiveManifestError(IcoreError, ValueError):
+    """A run manifest is invalid (``fields['path']`` names the offending entry)."""
+
+    code = ErrorCode.LIVE
+
+
 class LiveRunError(IcoreError):
     """A live-run step could not complete."""
 

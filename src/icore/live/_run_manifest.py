@@ -38,8 +38,8 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from icore._files import not_a_regular_file, path_problem
 from icore._yaml import ScalarTypes, safe_load
-from icore.errors import ErrorCode, IcoreError
 from icore.fence import Policy, strategy
+from icore.live._errors import LiveManifestError as LiveManifestError  # re-exported
 from icore.live._workflow import FAMILY_SPECS, ROLES
 from icore.memory import OwnershipMap
 from icore.net import MemorySpec, TeamManifest
@@ -49,12 +49,6 @@ LIVE_POLICIES = tuple(Policy)
 
 KEY_KINDS = ("req", "cat", "short", "plan", "act", "audit")
 """Key kinds of a live task; each needs an owner."""
-
-
-class LiveManifestError(IcoreError, ValueError):
-    """A run manifest is invalid (``fields['path']`` names the offending entry)."""
-
-    code = ErrorCode.LIVE
 
 
 WORKFLOW_KEYS = ("req/{task}", "cat/{task}", "short/{task}", "plan/{task}")
@@ -338,7 +332,7 @@ def default_manifest(family: str = "reservation") -> RunManifest:
     Raises:
         LiveManifestError: an unknown family (a ``ValueError``).
     """
-    if family not in FAMILY_SPECS:
+    if not isinstance(family, str) or family not in FAMILY_SPECS:
         raise LiveManifestError(f"unknown family {family!r}; use one of "
                             f"{', '.join(sorted(FAMILY_SPECS))}", file="<embedded>",
                             path="family")

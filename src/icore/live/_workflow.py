@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from icore.live._errors import LiveManifestError
+
 ROLES = ("planner", "retriever", "reviser", "executor", "auditor")
 """The five roles of the live workflows (planfence Sec. 5.2)."""
 
@@ -118,10 +120,18 @@ def make_task(family: str, seed: int, task: str | None = None) -> TaskSpec:
         task: task id (default ``<family>-<seed:02d>``).
 
     Raises:
-        ValueError: an unknown family.
+        LiveManifestError: an unknown family, a seed that is no int or a task that is no
+            str (a ``ValueError``; field ``family``, ``seed`` or ``task``).
     """
-    if family not in FAMILY_SPECS:
-        raise ValueError(f"unknown workflow family {family!r}; use one of {tuple(FAMILY_SPECS)}")
+    if not isinstance(family, str) or family not in FAMILY_SPECS:
+        raise LiveManifestError(f"unknown workflow family {family!r}; use one of "
+                                f"{tuple(FAMILY_SPECS)}", path="family")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise LiveManifestError(f"seed must be an int, not {type(seed).__name__}",
+                                path="seed")
+    if task is not None and (not isinstance(task, str) or not task):
+        raise LiveManifestError(f"task must be a non-empty str or None, not {task!r:.60}",
+                                path="task")
     fs = FAMILY_SPECS[family]
     rng = _rng("live-task", family, seed)
     first, second, *others = rng.sample(fs.values, len(fs.values))

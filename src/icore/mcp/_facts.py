@@ -123,10 +123,18 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
 
     Raises:
         IcoreError: a placeholder names an argument the call lacks, or an argument
-            used in a key is not a string or number.
+            used in a key is not a string or number; ``patterns`` or ``known`` is not an
+            iterable of str, or ``args`` not a mapping (field named).
     """
+    for what, it in (("patterns", patterns), ("known", known), ("args", args)):
+        if isinstance(it, str | bytes) or not isinstance(it, Mapping if what == "args" else
+                                                          Iterable):
+            raise IcoreError(f"{what} must be a {'mapping' if what == 'args' else 'list'} "
+                             f"of str, not {type(it).__name__}", field=what)
+    patterns, known_l = list(patterns), list(known)
+    if not all(isinstance(x, str) for x in (*patterns, *known_l)):
+        raise IcoreError("patterns and known must hold str only", field="patterns")
     keys: set[str] = set()
-    known_l = list(known)
     for pat in patterns:
         parts, escaped, glob = [], [], False
         for lit, name, _spec, _conv in string.Formatter().parse(pat):

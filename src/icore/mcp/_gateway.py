@@ -27,11 +27,11 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import re
 import secrets
 import weakref
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -137,7 +137,10 @@ class Gateway:
         tpath = manifest.resolve(manifest.trace) if manifest.trace else None
         lock = None
         if tpath is not None:
-            if manifest.file != "<dict>" and tpath.resolve() == Path(manifest.file).resolve():
+            # os.path.realpath: Path.resolve raises RuntimeError on a link loop (a trace
+            # path that is one is refused by claim_trace, naming the field)
+            if manifest.file != "<dict>" and \
+                    os.path.realpath(tpath) == os.path.realpath(manifest.file):
                 raise manifest.error("the trace would replace the manifest itself; "
                                      "choose another path", "trace")
             try:  # a path no other live gateway writes; an earlier run's file is kept

@@ -29,8 +29,14 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from icore._frozen import positional
-from icore.errors import FrontierConflict, LineageTooLarge, MissingBoundary, MissingParent
-from icore.records._record import Record, RecordId
+from icore.errors import (
+    FrontierConflict,
+    LineageTooLarge,
+    MalformedRecord,
+    MissingBoundary,
+    MissingParent,
+)
+from icore.records._record import Record, RecordId, is_record_id
 
 Lookup = Callable[[RecordId], Record | None]
 """Return the record with that id, or None when it is not available locally."""
@@ -130,7 +136,9 @@ def frontier(
         MissingBoundary: some key of ``deps`` is never reached (names the keys).
         FrontierConflict: two different versions of one key of ``deps`` are reached.
         LineageTooLarge: more than ``max_records`` records would be visited.
+        MalformedRecord: an argument of the wrong type (:func:`_check_walk_args`).
     """
+    _check_walk_args(roots, deps, lookup)
     roots_t = tuple(roots)
     dep_set = frozenset(deps)
     if not roots_t:
@@ -193,6 +201,25 @@ def frontier(
     return _frontier(roots_t, versions, records, len(bounded), max_depth)
 
 
+def _check_walk_args(roots: object, deps: object, lookup: object) -> None:
+    """Refuse arguments of :func:`frontier` / :func:`ancestors` of the wrong type.
+
+    Raises:
+        MalformedRecord: ``roots`` is not an iterable of record ids (str), ``deps`` not a
+            collection of keys (str; a lone str is refused: it would be its letters), or
+            ``lookup`` not callable (field named; they were TypeErrors from inside).
+    """
+    if roots is not None and (isinstance(roots, str | bytes) or not isinstance(
+            roots, Iterable) or not all(isinstance(r, str) for r in roots)):  # type: ignore[union-attr]
+        raise MalformedRecord("roots must be an iterable of record ids (str)", field="roots")
+    if deps is not None and (isinstance(deps, str | bytes) or not isinstance(
+            deps, Iterable) or not all(isinstance(k, str) for k in deps)):  # type: ignore[union-attr]
+        raise MalformedRecord("deps must be a collection of keys (str)", field="deps")
+    if not callable(lookup):
+        raise MalformedRecord(f"lookup must be callable (record id -> Record or None), "
+                              f"not {type(lookup).__name__}", field="lookup")
+
+
 def ancestors(root: RecordId, lookup: Lookup, *, max_records: int = MAX_LINEAGE_RECORDS
               ) -> dict[RecordId, Record]:
     """Return ``root`` and every record reachable from it through inputs (the lineage rule).
@@ -204,7 +231,12 @@ def ancestors(root: RecordId, lookup: Lookup, *, max_records: int = MAX_LINEAGE_
     Raises:
         MissingParent: a reachable input (or ``root``) is not available.
         LineageTooLarge: more than ``max_records`` records are reachable.
+        MalformedRecord: ``root`` is no record id or ``lookup`` not callable.
     """
+    if not is_record_id(root):
+        raise MalformedRecord(f"root must be a record id (64 hex digits), not "
+                              f"{root!r:.80}", field="root")
+    _check_walk_args(None, None, lookup)
     first = lookup(root)
     if first is None:
         raise MissingParent("lineage is incomplete", record=root)

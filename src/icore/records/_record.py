@@ -207,7 +207,14 @@ _sha256 = hashlib.sha256
 
 
 def content_address(content_bytes: bytes) -> str:
-    """Return the sha256 hex digest of canonical content bytes."""
+    """Return the sha256 hex digest of canonical content bytes.
+
+    Raises:
+        MalformedRecord: ``content_bytes`` is not bytes (field ``content_bytes``).
+    """
+    if not isinstance(content_bytes, bytes | bytearray | memoryview):
+        raise MalformedRecord(f"content_bytes must be bytes (canonical_json's), not "
+                              f"{type(content_bytes).__name__}", field="content_bytes")
     return _sha256(content_bytes).hexdigest()
 
 

@@ -49,7 +49,7 @@ from icore.workspace._call import (
     _trampoline_for,
 )
 from icore.workspace._errors import ReplanFailed, WorkspaceError
-from icore.workspace._keys import arg_fault, detached, detached_map
+from icore.workspace._keys import arg_fault, detached, detached_map, unstorable
 
 _MAX_TICKETS = 1024
 _SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
@@ -465,9 +465,10 @@ def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None
 
 def _check_named(action: Any, args: Any) -> None:
     """``action`` a non-empty str and ``args`` a mapping of str names, else WorkspaceError."""
-    if not isinstance(action, str) or not action:
-        raise WorkspaceError("action is the tool's name, a non-empty str",
-                             got=repr(action)[:80])
+    if not isinstance(action, str) or not action or unstorable(action):
+        # a NUL or a lone surrogate was found only as the record's content (issue 29)
+        raise WorkspaceError("action is the tool's name, a non-empty str (no NUL, no lone "
+                             "surrogate)", got=repr(action)[:80])
     if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
         raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
                              "values", action=action, got=type(args).__name__,

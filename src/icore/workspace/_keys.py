@@ -95,7 +95,15 @@ def arg_fault(key: str, args: Mapping[str, Any]) -> tuple[str, str] | None:
 
     Returns:
         ``(argument path, value)`` (``sku``, ``lines.0.sku``), or None.
+
+    Raises:
+        WorkspaceError: ``key`` is not a str or ``args`` not a mapping (field named).
     """
+    if not isinstance(key, str):
+        raise WorkspaceError(f"key must be a str, not {type(key).__name__}", field="key")
+    if not isinstance(args, Mapping):
+        raise WorkspaceError(f"args must be a mapping, not {type(args).__name__}",
+                             field="args")
     long = len(key) > MAX_KEY_LEN
     if not (long or is_pattern(key) or unstorable(key)):
         return None
@@ -120,7 +128,24 @@ def bad_args_hint(bad: Mapping[str, str], action: str, keys: Iterable[str] = ())
 
     Returns:
         One sentence without its final period.
+
+    Raises:
+        WorkspaceError: ``bad`` is not a mapping of str to str, ``action`` not a str or
+            ``keys`` not an iterable of str (field named).
     """
+    if not isinstance(bad, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in bad.items()):
+        raise WorkspaceError("bad must map argument paths (str) to their values (str)",
+                             field="bad")
+    if not isinstance(action, str):
+        raise WorkspaceError(f"action must be a str, not {type(action).__name__}",
+                             field="action")
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise WorkspaceError(f"keys must be an iterable of str, not {type(keys).__name__}",
+                             field="keys")
+    keys = list(keys)
+    if not all(isinstance(k, str) for k in keys):
+        raise WorkspaceError("keys must hold str only", field="keys")
     shown = ", ".join(f"{p}={v!r}"[:120] for p, v in sorted(bad.items()))
     glob = any(ch in v for v in bad.values() for ch in GLOB_CHARS)
     why = ("'*', '?' and '[' in an argument are literal characters, not a pattern, and no "

@@ -11,16 +11,20 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 
 from icore._data import shared_data_dir
 from icore._extras import require
 from icore.adapters import AdapterError, audit_path, collect_paths
 from icore.attribution import fit_model_set
 from icore.cli.inputs import (
+    check_llm_options,
     nonempty_path,
     refuse_input_as_output,
     refuse_non_folder,
     refuse_special_file,
+    shown_path,
+    unwritable,
 )
 
 
@@ -34,8 +38,8 @@ def bench_attribution(
     out: Path = typer.Option(Path("results/attribution"), "--out", "-o", parser=nonempty_path,
                              help="Folder for attribution.md/.json and predictions.csv."),
     write_model: Path | None = typer.Option(
-        None, "--write-model", help="Also fit the scorer on ALL given runs and write the "
-        "model file (how the shipped model is made)."),
+        None, "--write-model", parser=nonempty_path, help="Also fit the scorer on ALL "
+        "given runs and write the model file (how the shipped model is made)."),
     weights: bool = typer.Option(True, "--weights/--no-weights",
                                  help="Print the fitted features and weights."),
     llm_base_url: str = typer.Option(
@@ -50,6 +54,17 @@ def bench_attribution(
     Grouped k-fold, with and without ground truth, step tolerance ±0..±5, 95% intervals.
     """
     refuse_non_folder(out, what="--out")  # /proc/x, /dev/full: before the evaluation
+    # the model file and the LLM mode were found bad only after the cross-validation
+    check_llm_options(llm_base_url or None, llm_mode)
+    if llm_base_url:  # a server that is down: said now, not after the cross-validation
+        _probe(llm_base_url, llm_model, llm_api_key)
+    if write_model is not None:
+        if write_model.is_dir():
+            raise typer.BadParameter(f"{write_model} is a folder; give a file name",
+                                     param_hint="--write-model")
+        if (problem := unwritable(write_model, folder=False)) is not None:
+            raise typer.BadParameter(f"{shown_path(write_model)}: {problem}",
+                                     param_hint="--write-model")
     console = Console(width=180)
     where = "the given runs"
     if not paths:
@@ -102,3 +117,15 @@ def bench_attribution(
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add ``icore bench attribution``."""
     bench.command("attribution")(bench_attribution)
+
+
+def _probe(base_url: str, model: str, api_key: str) -> None:
+    """Exit 1 naming ``--llm-base-url`` when the model server cannot be used (issue 29)."""
+    from icore.agents import LLMSettings, LLMUnavailable, negotiate
+
+    try:
+        negotiate(LLMSettings(base_url=base_url, model=model, api_key=api_key).to_config())
+    except LLMUnavailable as exc:
+        Console(stderr=True).print(f"[red]error[/]: --llm-base-url: model server unusable: "
+                                   f"{escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None

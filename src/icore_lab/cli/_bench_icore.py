@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -61,7 +62,11 @@ def bench_icore(
         p = PRESETS[preset]
     except KeyError:
         raise typer.BadParameter(str(UnknownPreset(f"unknown preset {preset!r}",
-                                                   known=sorted(PRESETS)))) from None
+                                                   known=sorted(PRESETS))),
+                                 param_hint="--preset") from None
+    if not math.isfinite(llm_timeout_s):  # typer's min= lets inf through
+        raise typer.BadParameter(f"a finite number of seconds > 0, not {llm_timeout_s}",
+                                 param_hint="--llm-timeout-s")
     if out is not None:  # /proc/x, /dev/full: before the instances run
         refuse_non_folder(out, what="--out")
     n = per_mode or p.per_mode
@@ -79,7 +84,7 @@ def bench_icore(
         try:
             neg = negotiate(llm.to_config())
         except LLMUnavailable as exc:
-            console.print(f"[red]model server unusable[/]: {exc}")
+            console.print(f"[red]model server unusable[/] (--llm-base-url): {exc}")
             raise typer.Exit(1) from None
         # the workers skip the probe; no more worker processes than the server's slots
         llm = replace(llm, tool_choice=neg.mode, slots=neg.slots)

@@ -92,6 +92,8 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
             raise typer.BadParameter(
                 f"unknown family {unknown[0]!r}; use one of {', '.join(FAMILIES)}" if unknown
                 else "names no family", param_hint="--families")
+        if receiver is not None:  # before the import benchmark, naming the flag
+            _check_receiver(receiver)
         with output_file(json_out, what="--json output") as out:
             res = run(spans=spans, export_runs=export_runs, families=fams,
                       seeds=_ints(seeds, "--seeds"), receiver=receiver, echo=typer.echo)
@@ -109,3 +111,26 @@ def register(app: typer.Typer, bench: typer.Typer) -> None:
                     "export_cpu_overhead": res.export_cpu_overhead, "receiver": res.receiver,
                     "load_average": res.load},
                     indent=2))
+
+
+def _check_receiver(url: str) -> None:
+    """Refuse a ``--receiver`` that is no http(s) URL with a host (exit 2, issue 29).
+
+    It was refused only after the import benchmark ran, as ``<otlp>: endpoint``.
+    """
+    from urllib.parse import urlsplit
+
+    from icore.adapters import ExportError, traces_endpoint
+    from icore.errors import redact
+
+    try:
+        traces_endpoint(url)
+        parts = urlsplit(url.strip())
+        _ = parts.port  # ValueError: a port that is no number in 0-65535
+        if not parts.hostname:
+            raise ValueError("no host")
+    except ExportError as exc:
+        raise typer.BadParameter(exc.problem, param_hint="--receiver") from None
+    except ValueError as exc:
+        raise typer.BadParameter(f"{redact(url)!r} is no OTLP/HTTP URL ({exc})",
+                                 param_hint="--receiver") from None

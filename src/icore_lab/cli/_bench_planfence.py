@@ -5,6 +5,7 @@ Thin: parses options, shows progress, calls :func:`icore_lab.bench.run_planfence
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import time
@@ -54,6 +55,7 @@ def bench_planfence(
 
     The selector preset is App. B.2's learned policy selection (Table 10).
     """
+    _check_flags(transport, link, base_delay_ms)  # usage errors naming the flag, first
     console = Console(width=140)
     folder = out if out is not None else Path("results") / "planfence" / preset
     refuse_non_folder(folder, what="--out")  # /proc/x, /dev/full: before the replay
@@ -99,6 +101,29 @@ def bench_planfence(
     console.print(f"{doc['scheduled_actions']} actions, {doc['episodes']} episodes, "
                   f"{time.perf_counter() - t0:.1f} s; results in {escape(str(folder))}/ "
                   "(summary.md, summary.json, summary.csv, rows.csv, *.png)")
+
+
+def _check_flags(transport: str, link: str | None, base_delay_ms: float | None) -> None:
+    """Refuse a ``--transport``, ``--link`` or ``--base-delay-ms`` the replay cannot use.
+
+    The replay refuses them too, but only once it started, naming its own argument
+    (``transport='bogus'``), not the flag (issue 29).
+
+    Raises:
+        typer.BadParameter: exit 2, naming the flag and the values it takes.
+    """
+    from icore_lab.bench import TRANSPORTS
+    from icore_lab.net import LINK_NAMES
+
+    if transport not in TRANSPORTS:
+        raise typer.BadParameter(f"unknown transport {transport!r}; use one of "
+                                 f"{', '.join(TRANSPORTS)}", param_hint="--transport")
+    if link is not None and link not in LINK_NAMES:
+        raise typer.BadParameter(f"unknown link {link!r}; use one of {', '.join(LINK_NAMES)}",
+                                 param_hint="--link")
+    if base_delay_ms is not None and not math.isfinite(base_delay_ms):
+        raise typer.BadParameter(f"a finite number of milliseconds >= 0, not {base_delay_ms}",
+                                 param_hint="--base-delay-ms")
 
 
 def _selector(console: Console, folder: Path, *, jobs: int, seed: int, scale: float
