@@ -373,9 +373,9 @@ class Upstream:
                 cause = data.get("cause")  # the SDK's httpx2 error, or the lean path's
                 raise self._failed(f"upstream {self.name} failed during {method}: "
                                    f"{exc.message}", method, gen, sent=not (
-                                       data.get("sent") is False or isinstance(cause, str)
+                                       data.get("sent") is False or (isinstance(cause, str)
                                        and cause.startswith(
-                                           ("ConnectError", "ConnectTimeout")))) from None
+                                           ("ConnectError", "ConnectTimeout"))))) from None
             if _is_connection_loss(exc):
                 self.drop(gen)
                 raise self._failed(f"upstream {self.name} failed during {method}: "
