@@ -40,7 +40,7 @@ from icore.mcp._facts import (
 )
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved
-from icore.mcp._gateway_forward import forward_meta, is_error, result_text
+from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import InFlight, write_keys
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
@@ -265,8 +265,9 @@ class _ToolCalls:
                     "does not forward to its clients (docs/mcp.md, Limits); its error: "
                     f"{msg}")
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
-        self.gw.trace.call(view.sid, name, args, result_text(result),
-                           error=is_error(result), task=task)
+        bad = output_problem(name, self.gw.tool_defs.get(name), result)  # as the client
+        self.gw.trace.call(view.sid, name, args, bad or result_text(result),
+                           error=bad is not None or is_error(result), task=task)
         if spec is not None and spec.writes:
             filled = self.args.with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
