@@ -81,6 +81,13 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _reap(p: subprocess.Popen[Any]) -> None:
+    """Kill ``p`` if it still runs, and wait for it."""
+    if p.poll() is None:
+        p.kill()
+    p.wait(timeout=10)
+
+
 def _wait_for(path: Path, what: str, timeout_s: float = 20) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -267,9 +274,7 @@ def test_http_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
             p.send_signal(signal.SIGINT)
             assert p.wait(timeout=10) == 130
         finally:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
+            _reap(p)
     said = err.read_text(encoding="utf-8")
     assert "again: stopping now" in said and "Traceback" not in said, said
 
@@ -292,9 +297,7 @@ def test_ctrl_c_during_start_up_says_so_and_exits_130(tmp_path: Path) -> None:
             p.send_signal(signal.SIGINT)
             assert p.wait(timeout=30) == 130
         finally:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
+            _reap(p)
             assert p.stdin is not None
             p.stdin.close()
     said = err.read_text(encoding="utf-8")
