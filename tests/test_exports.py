@@ -101,7 +101,8 @@ PINNED = {
         "signature_model",
     ],
     "icore.workspace": [
-        "ACTION_PREFIX", "APPROVAL_CHANGED", "APPROVAL_FIELD", "ARGS_NOT_JSON", "DECLINE",
+        "ACTION_PREFIX", "APPROVAL_CHANGED", "APPROVAL_FIELD", "ARGS_NOT_JSON", "ARGS_TOO_LARGE",
+        "DECLINE",
         "FACT_TYPE", "GLOB_CHARS", "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer",
         "ApprovalBook", "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
         "FactNotWritten", "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner",

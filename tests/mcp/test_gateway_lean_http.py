@@ -90,3 +90,21 @@ def test_cross_origin_redirect_bom_and_a_drop_mid_answer(tmp_path: Path) -> None
     assert not said["after"].is_error and text(said["after"]) == "after"
     # the redirected call never ran; the dropped one ran exactly once
     assert [t for t, _ in _echoes(log)] == ["bom", "cut", "after"]
+
+
+def test_an_upstream_down_is_never_said_to_have_run_the_call(tmp_path: Path) -> None:
+    """QA qa-mcp7 S3 (#25): a refused connection means the call was never sent; the lean
+    path said "the upstream may have run it (it was sent)" (the SDK path did not)."""
+    with contextlib.ExitStack() as stack:
+        manifest, log, _ = stack.enter_context(_upstream(tmp_path, UPSTREAM, "/mcp"))
+
+        async def main() -> Any:
+            async with stdio_gateway(manifest) as s:
+                stack.close()  # the upstream's process ends: its port refuses connections
+                return await s.call_tool("echo", {"text": "lost?"})
+
+        r = anyio.run(main)
+    assert r.is_error, text(r)
+    assert "may have run" not in text(r) and not (r.meta or {}).get("icore/upstream"), text(r)
+    assert "Connect" in text(r), text(r)
+    assert _echoes(log) == []

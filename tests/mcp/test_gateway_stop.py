@@ -81,6 +81,13 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _reap(p: subprocess.Popen[Any]) -> None:
+    """Kill ``p`` if it still runs, and wait for it."""
+    if p.poll() is None:
+        p.kill()
+    p.wait(timeout=10)
+
+
 def _wait_for(path: Path, what: str, timeout_s: float = 20) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -267,8 +274,31 @@ def test_http_second_ctrl_c_stops_at_once(tmp_path: Path) -> None:
             p.send_signal(signal.SIGINT)
             assert p.wait(timeout=10) == 130
         finally:
-            if p.poll() is None:
-                p.kill()
-            p.wait(timeout=10)
+            _reap(p)
     said = err.read_text(encoding="utf-8")
     assert "again: stopping now" in said and "Traceback" not in said, said
+
+
+def test_ctrl_c_during_start_up_says_so_and_exits_130(tmp_path: Path) -> None:
+    """QA qa-mcp7 S3 (#25): a Ctrl-C while the gateway still connects its upstreams (before
+    its own signal handler) exited 0 with nothing said; now one stderr line, exit 130."""
+    started = tmp_path / "started"
+    slow = {"command": sys.executable, "timeout_s": 60,  # an upstream slow to answer
+            "args": ["-c", f"import pathlib, time; pathlib.Path({str(started)!r})"
+                     ".write_text('1'); time.sleep(60)"]}
+    manifest = write_manifest(tmp_path, {"trip": slow}, tools={})
+    err = tmp_path / "stderr.txt"
+    with open(err, "w", encoding="utf-8") as fh:
+        p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", str(manifest)],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=fh,
+                             env=env(), start_new_session=True)
+        try:
+            _wait_for(started, "1")
+            p.send_signal(signal.SIGINT)
+            assert p.wait(timeout=30) == 130
+        finally:
+            _reap(p)
+            assert p.stdin is not None
+            p.stdin.close()
+    said = err.read_text(encoding="utf-8")
+    assert "icore mcp: SIGINT: stopping now" in said and "Traceback" not in said, said

@@ -137,3 +137,50 @@ def test_a_taken_temporary_name_sends_the_final_trace_beside_never_through_it(
     assert trace.written_to == tmp_path / "trace-stopped-1.jsonl"
     assert any('"termination"' in x for x in
                trace.written_to.read_text(encoding="utf-8").splitlines())
+
+
+def test_the_termination_is_on_disk_before_the_stops_rewrite(tmp_path: Path) -> None:
+    """QA qa-mcp7 S3 (#25): the SDK's stdio client kills a gateway whose stop outlasts
+    its grace; the termination line is appended to the live file before the rewrite, so
+    a rewrite that never happens (here: its temporary name taken, the final trace goes
+    beside) still leaves the live trace ended."""
+    import os
+
+    path = tmp_path / "trace.jsonl"
+    trace = GatewayTrace("gw", path)
+    trace.session("s1", "client")
+    (tmp_path / f"trace.jsonl.{os.getpid()}.tmp").write_text("", encoding="utf-8")
+    trace.close()
+    assert trace.written_to == tmp_path / "trace-stopped-1.jsonl"
+    live = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert live[-1]["kind"] == "termination", live[-1]
+
+
+def test_orphan_temporary_files_of_dead_stops_are_removed_at_claim(tmp_path: Path) -> None:
+    """A stop killed mid-rewrite leaves ``<name>.<pid>.tmp``; the next gateway claiming
+    the path removes those of dead processes that are empty or a trace, nothing else."""
+    import os
+    import subprocess
+    import sys
+
+    from icore.mcp._trace_claim import claim_trace
+
+    def dead_pid() -> int:
+        done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True, timeout=60)
+        return int(done.stdout)
+
+    head = json.dumps({"run": {"id": "gw", "question": "MCP gateway gw"}}) + "\n"
+    orphan = tmp_path / f"trace.jsonl.{dead_pid()}.tmp"
+    empty = tmp_path / f"trace.jsonl.{dead_pid()}.tmp"
+    live = tmp_path / f"trace.jsonl.{os.getpid()}.tmp"
+    user = tmp_path / f"trace.jsonl.{dead_pid()}.tmp"
+    orphan.write_text(head + '{"agent": "gateway", "ki', encoding="utf-8")
+    empty.write_text("", encoding="utf-8")
+    live.write_text(head, encoding="utf-8")
+    user.write_text("my notes\n", encoding="utf-8")
+    path, fd = claim_trace(tmp_path / "trace.jsonl")
+    os.close(fd)
+    assert path == tmp_path / "trace.jsonl"
+    assert not orphan.exists() and not empty.exists()
+    assert live.exists() and user.read_text(encoding="utf-8") == "my notes\n"

@@ -107,6 +107,10 @@ def _flag(obj: dict[str, Any], name: str, file: str, where: str) -> bool | None:
 def load_jsonl(path: str | Path) -> Trace:
     """Import a run in the generic JSONL format (see the module docstring).
 
+    A final line with no newline that is malformed JSON (a writer killed mid-line, a
+    full disk) is no error: the run ends before it, with a warning naming it
+    (``Trace.warnings``).
+
     Raises:
         AdapterError: unreadable file, or not a regular file (a FIFO, a device, a
             folder: refused by kind without opening it, field ``<root>``); a malformed
@@ -140,6 +144,11 @@ def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str]]:
         try:
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
+            if exc.end == len(raw) and not raw.endswith(b"\n") \
+                    and exc.reason == "unexpected end of data":
+                # a character cut by a torn final line: that line's own check
+                yield n, raw.decode("utf-8", "replace")
+                return
             raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start} of the "
                                "line", file=file, field=_line_field(n, path_at(raw, exc.start)),
                                byte=exc.start) from None
@@ -177,10 +186,23 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
     roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
     plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-    for n, line in lines:
+    warnings: tuple[str, ...] = ()
+    it = iter(lines)
+    for n, line in it:
         if line[:1] != "{" and (not line.strip() or line.lstrip().startswith("#")):
             continue
-        obj = _decode(line, file, n)
+        try:
+            obj = _decode(line, file, n)
+        except AdapterError as exc:
+            if not exc.problem.startswith("malformed JSON") or line.endswith("\n") \
+                    or next(it, None) is not None:
+                raise
+            # a torn final line (no newline: the writer was killed mid-line, a full disk):
+            # the run is read up to it and reported as not ended (#25)
+            warnings = (f"{file}: line {n} (the last) is cut off ({exc.problem}, no "
+                        "newline: the writer stopped mid-line, killed or out of disk); the "
+                        f"run is read up to line {n - 1} and did not end",)
+            break
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
         if "run" in obj and "agent" not in obj:
@@ -307,6 +329,7 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans))
         if records or planfence["decisions"] else None,
+        warnings=warnings,
     )
 
 

@@ -115,7 +115,11 @@ def mcp(
         else:
             anyio.run(serve_http, m, addr[0], addr[1], backend_options=options)
     except KeyboardInterrupt:
-        pass
+        # Ctrl-C before the gateway's own handler is in place (start-up: upstreams still
+        # connecting) or after it is gone (the stop): as a second signal, exit 130 (#25)
+        typer.echo("icore mcp: SIGINT: stopping now (the gateway was starting or "
+                   "stopping)", err=True)
+        raise typer.Exit(130) from None
     except Exception as exc:  # a typed error, possibly inside a task group's group
         err = _typed(exc)
         if err is None:

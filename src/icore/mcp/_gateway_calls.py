@@ -40,7 +40,8 @@ from icore.mcp._facts import (
 )
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved
-from icore.mcp._gateway_forward import forward_meta, is_error, result_text
+from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
+from icore.mcp._gateway_inflight import InFlight, write_keys
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
@@ -142,6 +143,7 @@ class _ToolCalls:
                              for n, t in host.manifest.tools.items() if not t.globs}
         self._tasks = itertools.count(1)
         self._replans = Replans()
+        self._inflight = InFlight()  # protected calls' writes: D(a) overlapping waits
 
     def fact_tools(self) -> list[Any]:
         """The gateway's own tools: the resource read, the fact tools (put/get).
@@ -212,13 +214,18 @@ class _ToolCalls:
         # a client that goes away mid-call (a dropped connection, a cancel) does not cut
         # the call short: it runs to its end (each upstream request is bounded by its
         # timeout) and is recorded, so the trace holds every call the upstream saw
+        claim: list[int | None] = []  # this call's writes in flight (_gateway_inflight)
         with anyio.CancelScope(shield=True):
-            return await self._run(view, name, args, spec, task, route, params, ex)
+            try:
+                return await self._run(view, name, args, spec, task, route, params, ex,
+                                       claim)
+            finally:
+                self._inflight.leave(claim[0] if claim else None)
 
     async def _run(self, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,
-                   ex: Any = None) -> Any:
-        """Gate (when protected), forward and record one call (shielded by the caller)."""
+                   ex: Any = None, claim: list[int | None] | None = None) -> Any:
+        """Gate (if protected), forward, record one call; ``claim`` gets its writes' claim."""
         u = self.gw.upstreams[route.upstream]
         reached: list[bool] = []
 
@@ -231,7 +238,8 @@ class _ToolCalls:
             if spec is None:
                 result = await forward(**args)
             else:
-                result = await self._protected(view, name, spec, args, task, forward, ex)
+                result = await self._protected(view, name, spec, args, task, forward, ex,
+                                               [] if claim is None else claim)
                 if isinstance(result, _Refused):
                     return result.result
         except UpstreamError as exc:
@@ -257,8 +265,9 @@ class _ToolCalls:
                     "does not forward to its clients (docs/mcp.md, Limits); its error: "
                     f"{msg}")
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
-        self.gw.trace.call(view.sid, name, args, result_text(result),
-                           error=is_error(result), task=task)
+        bad = output_problem(name, self.gw.tool_defs.get(name), result)  # as the client
+        self.gw.trace.call(view.sid, name, args, bad or result_text(result),
+                           error=bad is not None or is_error(result), task=task)
         if spec is not None and spec.writes:
             filled = self.args.with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
@@ -356,8 +365,13 @@ class _ToolCalls:
 
     async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
                          args: Mapping[str, Any], task: str, forward: Any,
-                         ex: Any = None) -> Any:
-        """Run one protected call through the gate; a refusal comes back as _Refused."""
+                         ex: Any, claim: list[int | None]) -> Any:
+        """Run one protected call through the gate; a refusal comes back as _Refused.
+
+        Before the gate it waits for the protected calls in flight that write a key of
+        its D(a) (their writes then read again), and claims its own ``writes`` in
+        ``claim`` (docs/mcp.md, concurrent calls).
+        """
         assert self.gw.facts is not None
         seen = view.seen
         static = self._static_deps.get(name)
@@ -386,6 +400,8 @@ class _ToolCalls:
                 view, name, args, task, "incomplete_declaration", list(spec.depends_on),
                 detail=f"D(a) matches no known fact; read the resources it depends on "
                 f"first ({', '.join(spec.depends_on)})"))
+        claim.append(await self._inflight.enter(deps, write_keys(
+            spec.writes, self.args.with_defaults(name, args) if spec.writes else args)))
         heads: dict[str, list[str]] = {}
         refused = await self._reread(view, name, spec, args_d, deps, known, task, heads)
         if refused is not None:

@@ -7,6 +7,7 @@ wire dict, handed to the gateway's client unparsed.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,3 +78,35 @@ def result_text(result: Any) -> str:
     parts = [getattr(c, "text", None) or f"<{getattr(c, 'type', 'content')}>"
              for c in result.content]
     return "\n".join(parts)
+
+
+def output_problem(name: str, tool: Any, result: Any) -> str | None:
+    """Why the MCP SDK's client refuses a result of ``tool`` (its ``outputSchema``), or None.
+
+    As the SDK client checks it (``ClientSession.validate_tool_result``): a result that is
+    not ``isError``, of a tool declaring an ``outputSchema``, must carry
+    ``structuredContent`` that the schema accepts. The gateway forwards the result as it
+    came (the client refuses it itself); this says why, for the trace (QA qa-mcp7, #25).
+    """
+    schema = getattr(tool, "output_schema", None)
+    if not isinstance(schema, dict) or is_error(result) or not isinstance(result, Mapping):
+        return None
+    if "structuredContent" not in result:
+        return f"Tool {name} has an output schema but did not return structured content"
+    try:
+        error = _output_check(json.dumps(schema, sort_keys=True))(result["structuredContent"])
+    except Exception as exc:  # a schema jsonschema cannot use: the client refuses it too
+        return f"Invalid schema for tool {name}: {exc}"
+    return None if error is None else (
+        f"Invalid structured content returned by tool {name}: {error}")
+
+
+@functools.lru_cache(maxsize=256)
+def _output_check(schema: str) -> Any:
+    """A compiled check of one output schema (JSON text): value -> first error or None."""
+    from jsonschema import exceptions
+    from jsonschema.validators import validator_for
+    loaded = json.loads(schema)
+    v = validator_for(loaded)(loaded)
+    return lambda value: (None if (e := exceptions.best_match(v.iter_errors(value))) is None
+                          else e.message)

@@ -40,8 +40,13 @@ escape already there), as ``httpx`` quotes a path; any other is percent-encoded.
 class LeanHttpError(Exception):
     """The exchange failed at the HTTP level (connect, lost connection, bad response).
 
-    The request may or may not have reached the server.
+    ``sent``: False when nothing of the request left (no connection, a bad header);
+    True when it may have reached the server.
     """
+
+    def __init__(self, text: str, *, sent: bool = True) -> None:
+        super().__init__(text)
+        self.sent = sent
 
 
 def lean_origin(url: str) -> tuple[str, int, str] | None:
@@ -265,7 +270,7 @@ class LeanHttp:
         try:
             _, conn = await loop.create_connection(lambda: Conn(self), self.host, self.port)
         except OSError as exc:
-            raise LeanHttpError(f"{type(exc).__name__}: {exc}") from None
+            raise LeanHttpError(f"{type(exc).__name__}: {exc}", sent=False) from None
         return conn
 
     def within_origin(self, location: str, target: str) -> str | None:
@@ -298,12 +303,14 @@ class LeanHttp:
         """
         lines = f"{self._fixed}" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         if any(c in "\r\n\0" for c in "".join(f"{k}{v}" for k, v in headers.items())):
-            raise LeanHttpError("a request header has a line break or NUL (not sent)")
+            raise LeanHttpError("a request header has a line break or NUL (not sent)",
+                                sent=False)
         try:
             head = (f"{method} {target or self.target} HTTP/1.1\r\n{lines}"
                     f"content-length: {len(body)}\r\n\r\n").encode("latin-1")
         except UnicodeEncodeError as exc:
-            raise LeanHttpError(f"a request header is not latin-1 (not sent): {exc}") from None
+            raise LeanHttpError(f"a request header is not latin-1 (not sent): {exc}",
+                                sent=False) from None
         conn = await self._conn()
         try:
             conn.send(head, body)

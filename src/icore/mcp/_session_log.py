@@ -462,8 +462,9 @@ class GatewayTrace:
 
         A ``termination`` line when the gateway stopped normally (``failure`` None), else
         a note of why it stopped (no terminal marker: the audit says the run did not end
-        normally); then the file is rewritten atomically with the final header and
-        closed. Idempotent.
+        normally), appended to the live file first (a rewrite cut short, as by a client
+        that kills a slow stop, still leaves a trace that ended); then the file is
+        rewritten atomically with the final header and closed. Idempotent.
 
         The rewrite replaces only the file this gateway created at ``path`` (or fills a
         ``path`` left empty): when ``path`` holds anything else at the stop (the trace
@@ -479,6 +480,7 @@ class GatewayTrace:
                                  f"{self._sessions} client session(s)")
         else:
             self.recorder.add("gateway", "thought", f"gateway stopped: {failure}")
+        self.flush()  # the end on disk first: a rewrite killed midway leaves it (#25)
         try:
             self._rewrite()
         finally:

@@ -8,6 +8,7 @@ gateway did not write at its stop (#29); :func:`replace_atomically` rewrites it 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import stat
@@ -43,8 +44,10 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
     ``path`` itself when no live gateway holds it, else ``<stem>-gw<k><suffix>``
     (k = 2, 3, ...): two gateways sharing a manifest never write one file. A file
     left at the claimed path by an earlier run is renamed ``<stem>-<n><suffix>`` first
-    (never overwritten). The lock is ``flock`` on ``.<name>.lock`` beside it (released
-    when the process exits, so a killed gateway never blocks its path).
+    (never overwritten), and the temporary files of a stop killed mid-rewrite
+    (``<name>.<pid>.tmp`` of a dead process) are removed. The lock is ``flock`` on
+    ``.<name>.lock`` beside it (released when the process exits, so a killed gateway
+    never blocks its path).
 
     Returns:
         ``(path, lock descriptor)``.
@@ -75,6 +78,7 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
         try:
             if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):  # raced
                 raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
+            _drop_orphans(p)
             if p.exists():  # an earlier run's trace: kept beside, never overwritten
                 n = 1
                 while (old := p.with_name(f"{p.stem}-{n}{p.suffix}")).exists():
@@ -85,6 +89,36 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
             raise
         return p, fd
     raise OSError(f"{limit} gateways hold traces beside {path}")
+
+
+def _drop_orphans(path: Path) -> None:
+    """Remove the ``<name>.<pid>.tmp`` files a killed stop left beside ``path`` (#25).
+
+    Called with ``path``'s lock held, so only a gateway that held it wrote them: those
+    of a process no longer alive, that are regular files, empty or a gateway trace, go;
+    anything else is left as it is.
+    """
+    for tmp in path.parent.glob(f"{glob.escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 1:-4]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            st = tmp.lstat()
+            if stat.S_ISREG(st.st_mode) and (st.st_size == 0 or is_gateway_trace(tmp)):
+                tmp.unlink()
+        except OSError:
+            continue
+
+
+def _alive(pid: int) -> bool:
+    """True when a process ``pid`` exists (signal 0; another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def free_sibling(path: Path, text: str, *, limit: int = 10_000) -> Path:

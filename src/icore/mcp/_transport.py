@@ -406,6 +406,31 @@ def listen_problem(host: str, port: int, exc: OSError | None = None) -> str:
     return f"cannot listen on {where}{why}"
 
 
+def open_warning(host: str, tools: dict[str, Any]) -> str | None:
+    """The stderr warning of a gateway served beyond loopback without ``http.clients``.
+
+    None when ``host`` is a loopback address (or ``localhost``) or no listed tool may be
+    destructive (MCP's default: a tool is, unless its annotations say ``readOnlyHint``
+    or ``destructiveHint: false``). QA qa-mcp7 S4 (#25).
+    """
+    import ipaddress
+    try:
+        if host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    except ValueError:  # a host name: it may resolve beyond this machine
+        pass
+    risky = sorted(n for n, t in tools.items() if not (
+        (a := getattr(t, "annotations", None)) is not None
+        and (a.read_only_hint or a.destructive_hint is False)))
+    if not risky:
+        return None
+    shown = ", ".join(risky[:5]) + (f" and {len(risky) - 5} more" if len(risky) > 5 else "")
+    return (f"icore mcp: warning: serving on {host} (beyond this machine) without "
+            "http.clients (no bearer tokens): anyone who reaches the port can call "
+            f"{len(risky)} tool(s) that may be destructive ({shown}); declare http.clients "
+            "in the manifest or bind 127.0.0.1")
+
+
 async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: int = 8808
                      ) -> None:
     """Run the gateway over streamable HTTP at ``http://host:port/mcp`` until cancelled.
@@ -458,6 +483,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                           for sk in (srv.sockets or ())), port)
             print(f"icore mcp: serving http://{_url_host(host)}:{bound}/mcp", file=sys.stderr,
                   flush=True)
+            if verifier is None and (said := open_warning(host, gw.tool_defs)):
+                print(said, file=sys.stderr, flush=True)
 
         quiet = ClientGoneFilter()
         for name in _GONE_LOGGERS:

@@ -369,12 +369,13 @@ class Upstream:
                 raise _SessionLost() from None
             if exc.code == TRANSPORT_FAILED and self.spec.url is not None and \
                     exc.message.startswith(TRANSPORT_FAILED_TEXT):
-                cause = exc.error.data.get("cause") if isinstance(exc.error.data,
-                                                                   dict) else None
+                data = exc.error.data if isinstance(exc.error.data, dict) else {}
+                cause = data.get("cause")  # the SDK's httpx2 error, or the lean path's
                 raise self._failed(f"upstream {self.name} failed during {method}: "
                                    f"{exc.message}", method, gen, sent=not (
-                                       isinstance(cause, str) and cause.startswith(
-                                           ("ConnectError", "ConnectTimeout")))) from None
+                                       data.get("sent") is False or (isinstance(cause, str)
+                                       and cause.startswith(
+                                           ("ConnectError", "ConnectTimeout"))))) from None
             if _is_connection_loss(exc):
                 self.drop(gen)
                 raise self._failed(f"upstream {self.name} failed during {method}: "

@@ -289,7 +289,7 @@ class LeanCalls:
         from mcp.shared.exceptions import MCPError
         code, text = self.transport_failed
         return MCPError(code, f"{text} ({exc})" + (f": {why}" if why else ""),
-                        {"cause": str(exc)})
+                        {"cause": str(exc), **({} if exc.sent else {"sent": False})})
 
     def _follow(self, conn: Any, location: str, target: str | None, method: str,
                 redirects: int) -> str:

@@ -33,6 +33,7 @@ from icore.workspace._approval import (
 from icore.workspace._call import (
     APPROVAL_CHANGED,
     ARGS_NOT_JSON,
+    ARGS_TOO_LARGE,
     DECLINE,
     NOT_READ,
     REJECTED,
@@ -55,6 +56,7 @@ __all__ = [
     "APPROVAL_CHANGED",
     "APPROVAL_FIELD",
     "ARGS_NOT_JSON",
+    "ARGS_TOO_LARGE",
     "DECLINE",
     "FACT_TYPE",
     "GLOB_CHARS",

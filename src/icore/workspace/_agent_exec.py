@@ -34,6 +34,7 @@ from icore.workspace._approval import check_hooks
 from icore.workspace._call import (
     _CURRENT,
     ARGS_NOT_JSON,
+    ARGS_TOO_LARGE,
     DECLINE,
     NOT_READ,
     Approver,
@@ -157,6 +158,10 @@ class _Execution:
         try:
             rec = self._new_action(action, args, list(mine.values()))
         except MalformedRecord as exc:
+            if exc.message.startswith("too large: content is "):  # no record key named
+                return Call(action, False, reason=ARGS_TOO_LARGE, args={}, detail=(
+                    "the call's arguments are too large to record ("
+                    + exc.message.removeprefix("too large: content is ") + ")"))
             return Call(action, False, reason=ARGS_NOT_JSON, args={}, detail=str(exc))
         with self._lock:
             ticket = self._tickets.get((scope, action, deps))

@@ -34,6 +34,9 @@ same arguments derived from other versions); an approver refuses it with
 :class:`CallRefused`."""
 ARGS_NOT_JSON = "args_not_json"
 """Call reason: an argument has no JSON form (normalise the arguments first)."""
+ARGS_TOO_LARGE = "args_too_large"
+"""Call reason: the arguments are too large to record as the call's action record
+(over :data:`icore.records.MAX_CONTENT_BYTES` as canonical JSON)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +90,7 @@ class Call:
         value: what it returned (None when it did not run).
         reason: ``valid``, a gate :class:`~icore.fence.Reason` value (``stale``,
             ``second_change``, ``owner_unavailable``, ...), :data:`NOT_READ`,
-            :data:`REJECTED` or :data:`ARGS_NOT_JSON`.
+            :data:`REJECTED`, :data:`ARGS_NOT_JSON` or :data:`ARGS_TOO_LARGE`.
         args: the arguments it ran (or was refused) with, normalised.
         record: the authorizing (or refused) action record, the call's root.
         result: the fence's :class:`~icore.fence.ActionResult` (None when refused
@@ -154,6 +157,8 @@ _HINTS: dict[str, str] = {
     "the human again",
     ARGS_NOT_JSON: "an argument has no JSON form or is too large (see the detail); do not "
     "retry it unchanged: a corrected call may be retried",
+    ARGS_TOO_LARGE: "the arguments are too large to record (see the detail); do not retry "
+    "it unchanged: send less, e.g. a reference to the data instead of the data",
 }
 
 
