@@ -78,7 +78,7 @@ def test_reflinks_keep_far_numbers_in_the_dict() -> None:
 
 _cids = st.one_of(st.integers(1, 30).map(lambda n: f"c{n}"),
                   st.sampled_from(["c0", "c01", "c", "a5", "c1x", "c²", f"c{LIMIT}"]))
-_cert_values = st.lists(_refs, max_size=3).map(tuple)
+_cert_values = st.lists(st.one_of(_refs, st.just(True)), max_size=3).map(tuple)
 
 
 @settings(max_examples=300, deadline=None)

@@ -288,7 +288,8 @@ class Applier:
             if oj is not None:
                 by_cert = t.active_by_cert
                 for cid in oj.certificates:
-                    t.journal(by_cert, cid)
+                    if t.undo is not None:
+                        t.journal(by_cert, cid)
                     by_cert.discard(cid, old)
         t.put(t.assertions, a.id, a)
         if j is not None:
@@ -297,7 +298,8 @@ class Applier:
             for cid in j.certificates:  # a certificate backs one or two assertions
                 if r is None:
                     r = ref(a.id)
-                t.journal(by_cert, cid)
+                if t.undo is not None:
+                    t.journal(by_cert, cid)
                 by_cert.add(cid, r)
             for cited in j.cites:
                 t.dadd(t.cited_by, cited, a.id)

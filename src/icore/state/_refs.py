@@ -123,16 +123,24 @@ class ActiveLayouts(Layouts[Slot]):
 
     __slots__ = ()
 
-    def put(self, m: Mapping[Slot, str], key: Slot, value: str) -> Compact[Slot, str]:
+    def put(self, m: Mapping[Slot, str], key: Slot,  # type: ignore[override]
+            value: str) -> Compact[Slot, str]:
         """A map of ``m`` with ``key`` set to the id ``value`` (``m`` unchanged; new keys last)."""
-        n = ref(value)
+        n: Ref = value
+        if type(value) is str and value[:1] == "a":  # ref(value), inlined (hot)
+            s = value[1:]
+            if s.isdigit() and s.isascii() and s[:1] != "0" and len(s) < 11 and int(s) < LIMIT:
+                n = int(s)
         if type(m) is not ActiveIds:  # a new obligation's {} (or a map of strings)
             items = dict(m.items())
             items[key] = value
-            refs = [ref(v) for v in items.values()]
-            if any(type(r) is not int for r in refs):
-                return super().put(m, key, value)
-            return ActiveIds(self._layout(tuple(items)), array("I", refs))  # type: ignore[arg-type]
+            refs = array("I")
+            for v in items.values():
+                r = ref(v)
+                if not isinstance(r, int):
+                    return super().put(m, key, value)
+                refs.append(r)
+            return ActiveIds(self._layout(tuple(items)), refs)  # type: ignore[arg-type]
         at, nums = m._at, m._values
         if type(n) is not int:  # the id is no ref: the strings, as a Compact
             return super().put(Compact(at, tuple(f"a{x}" for x in nums)), key, value)
@@ -288,8 +296,8 @@ class CertRefs(MutableMapping[str, tuple[Ref, ...]]):
     def __setitem__(self, key: str, value: tuple[Ref, ...]) -> None:
         n = self._num(key)
         first, second = self._first, self._second
-        if (n and type(value) is tuple and 0 < len(value) < 3
-                and type(value[0]) is int and type(value[-1]) is int
+        x, y = (value[0], value[-1]) if type(value) is tuple and 0 < len(value) < 3 else ("", "")
+        if (n and type(x) is int and type(y) is int
                 and n < 2 * len(first) + SLACK and not (self._d and key in self._d)):
             if n >= len(first):
                 grow = bytes(first.itemsize * (n + 1 - len(first)))
@@ -297,8 +305,8 @@ class CertRefs(MutableMapping[str, tuple[Ref, ...]]):
                 second.frombytes(grow)
             if not first[n]:
                 self._len += 1
-            first[n] = value[0]
-            second[n] = value[1] if len(value) == 2 else 0
+            first[n] = x
+            second[n] = y if len(value) == 2 else 0
             return
         if n and n < len(first) and first[n]:  # the arrays cannot hold it: the dict does
             first[n] = second[n] = 0
@@ -307,7 +315,7 @@ class CertRefs(MutableMapping[str, tuple[Ref, ...]]):
 
     def add(self, key: str, r: Ref) -> None:
         """Add ``r`` to ``key``'s refs unless it is there (``self[key] = (*old, r)``)."""
-        n = self._num(key)
+        n = self._ln if key is self._lk else self._num(key)
         first = self._first
         if n and type(r) is int and not (self._d and key in self._d):
             if len(first) <= n < 2 * len(first) + SLACK:  # a new certificate, as a rule

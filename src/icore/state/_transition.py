@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from icore.state._entries import AssertionImported, Body, Committed, Revoked
-from icore.state._refs import ActiveLayouts, Ref, active_ref, aid
+from icore.state._refs import ActiveIds, ActiveLayouts, Ref, active_ref, aid
 from icore.state._xmodel import Assertion, AssertionKind, Justification, Obligation, Status
 
 _STATUS = {str(s): s for s in Status}
@@ -152,7 +152,8 @@ def obligation_steps(
             step.dependents[o.id] = deps[o.id] = set()
             step.created.append(o.id)
         o, d = touch(a.obligation, step)
-        old = active_ref(o.active, (str(a.kind), a.key))
+        m, slot = o.active, (str(a.kind), a.key)
+        old = m.ref(slot) if type(m) is ActiveIds else active_ref(m, slot)
         if old is not None:
             step.supersedes[a.id] = old
             if d:
