@@ -45,6 +45,19 @@ def test_canonical_ids_are_numbers_and_others_stay_strings() -> None:
         assert ref(s) == s
 
 
+def _remove(t: Any, d: dict[Any, Any], op: str, key: Any) -> None:
+    """``del`` or ``pop`` ``key`` from the table ``t`` and the dict ``d`` alike."""
+    if key in d:
+        assert (t.pop(key) if op == "pop" else t[key]) == d[key]
+        if op == "del":
+            del t[key]
+        d.pop(key)
+    else:
+        with pytest.raises(KeyError):
+            del t[key]
+        assert t.pop(key, None) is None
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["set", "del", "pop"]), _refs, _refs), max_size=40))
 def test_reflinks_are_the_dict_they_replace(ops: list[tuple[str, Any, Any]]) -> None:
@@ -52,15 +65,8 @@ def test_reflinks_are_the_dict_they_replace(ops: list[tuple[str, Any, Any]]) -> 
     for op, key, value in ops:
         if op == "set":
             t[key] = d[key] = value
-        elif key in d:
-            assert (t.pop(key) if op == "pop" else t[key]) == d[key]
-            if op == "del":
-                del t[key]
-            d.pop(key)
         else:
-            with pytest.raises(KeyError):
-                del t[key]
-            assert t.pop(key, None) is None
+            _remove(t, d, op, key)
         assert len(t) == len(d) and dict(t.items()) == d
         for k in (*d, 1, 7, LIMIT - 1, "a0", "x"):
             assert (k in t) == (k in d) and t.get(k) == d.get(k)
@@ -104,15 +110,8 @@ def test_certrefs_are_the_dict_they_replace(ops: list[tuple[str, str, Any]]) -> 
                         d[key] = rest
                     else:
                         del d[key]
-        elif key in d:
-            assert (t.pop(key) if op == "pop" else t[key]) == d[key]
-            if op == "del":
-                del t[key]
-            d.pop(key)
         else:
-            with pytest.raises(KeyError):
-                del t[key]
-            assert t.pop(key, None) is None
+            _remove(t, d, op, key)
         assert len(t) == len(d) and dict(t.items()) == d
         for k in (*d, "c1", "c7", "c0", "x"):
             assert (k in t) == (k in d) and t.get(k) == d.get(k) and t.get(k, 5) == d.get(k, 5)

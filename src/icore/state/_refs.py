@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, ValuesView
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from icore.state._share import Compact, Layouts
 
@@ -41,6 +41,8 @@ LIMIT = 1 << 32
 SLACK = 4096
 """How far past its end :class:`RefLinks`' array grows for one key (more: the dict)."""
 _MISSING: Any = object()
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def ref(assertion_id: str) -> Ref:
@@ -153,7 +155,35 @@ class ActiveLayouts(Layouts[Slot]):
         return ActiveIds(self._layout((*at, key)), new)  # type: ignore[arg-type]
 
 
-class RefLinks(MutableMapping[Ref, Ref]):
+class _ArrayMap(MutableMapping[K, V]):
+    """What :class:`RefLinks` and :class:`CertRefs` share: items in arrays, the rest in ``_d``."""
+
+    __slots__ = ()
+    _d: dict[Any, Any]
+    _len: int
+
+    def get(self, key: Any, default: Any = None, /) -> Any:
+        """``self[key]``, or ``default`` when absent (each subclass reads its arrays).
+
+        Raises:
+            NotImplementedError: always here (a subclass defines it).
+        """
+        raise NotImplementedError
+
+    def __getitem__(self, key: K) -> V:
+        v = self.get(key, _MISSING)
+        if v is _MISSING:
+            raise KeyError(key)
+        return v  # type: ignore[no-any-return]
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __len__(self) -> int:
+        return self._len + len(self._d)
+
+
+class RefLinks(_ArrayMap[Ref, Ref]):
     """A ``dict`` of refs to refs: number -> number links in an ``array``, the rest a dict.
 
     ``superseded``: position ``n`` holds ``m`` for the link ``a<n> -> a<m>`` (0: none), 4
@@ -179,18 +209,6 @@ class RefLinks(MutableMapping[Ref, Ref]):
                     return v
         d = self._d
         return d.get(key, default) if d else default
-
-    def __getitem__(self, key: Ref) -> Ref:
-        v = self.get(key, _MISSING)
-        if v is _MISSING:
-            raise KeyError(key)
-        return v  # type: ignore[no-any-return]
-
-    def __contains__(self, key: object) -> bool:
-        return self.get(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
-
-    def __len__(self) -> int:
-        return self._len + len(self._d)
 
     def __iter__(self) -> Iterator[Ref]:
         m = self._m
@@ -230,7 +248,7 @@ class RefLinks(MutableMapping[Ref, Ref]):
         return f"RefLinks({dict(self.items())!r})"
 
 
-class CertRefs(MutableMapping[str, tuple[Ref, ...]]):
+class CertRefs(_ArrayMap[str, tuple[Ref, ...]]):
     """``active_by_cert``: a certificate id -> the refs of the active assertions citing it.
 
     For a canonical id ``c<n>`` whose value is one or two numbers (an output's status and
@@ -275,18 +293,6 @@ class CertRefs(MutableMapping[str, tuple[Ref, ...]]):
                 return (x, y) if y else (x,)
         d = self._d
         return d.get(key, default) if d else default
-
-    def __getitem__(self, key: str) -> tuple[Ref, ...]:
-        v = self.get(key, _MISSING)
-        if v is _MISSING:
-            raise KeyError(key)
-        return v  # type: ignore[no-any-return]
-
-    def __contains__(self, key: object) -> bool:
-        return self.get(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
-
-    def __len__(self) -> int:
-        return self._len + len(self._d)
 
     def __iter__(self) -> Iterator[str]:
         first = self._first
