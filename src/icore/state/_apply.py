@@ -31,6 +31,7 @@ from icore.state._entries import (
 )
 from icore.state._errors import StateError
 from icore.state._evaluation import Evaluation
+from icore.state._refs import Ref, ref
 from icore.state._tables import Tables
 from icore.state._transition import (
     TOUCHING,
@@ -276,28 +277,29 @@ class Applier:
             parent = step.obligations[a.obligation].parent
             if parent is not None:
                 t.append(t.children, parent, a.obligation)
+        # the tables below hold assertions by ref (icore.state._refs): parsed when needed
+        r: Ref | None = None
         old = step.supersedes.get(a.id)
         if old is not None:
-            t.put(t.superseded, old, a.id)
-            t.sound_memo.pop(old, None)  # rarely asked again: keep the memo small
-            oj = t.pi.get(old)
+            r = ref(a.id)
+            t.put(t.superseded, old, r)
+            t.sound_memo.pop(old)  # rarely asked again
+            oj = t.pi.at(old)
             if oj is not None:
                 by_cert = t.active_by_cert
                 for cid in oj.certificates:
-                    had = by_cert.get(cid)
-                    if had is not None and old in had:
-                        rest = tuple(x for x in had if x != old)
-                        if rest:
-                            t.put(by_cert, cid, rest)
-                        else:
-                            t.delete(by_cert, cid)
+                    if t.undo is not None:
+                        t.journal(by_cert, cid)
+                    by_cert.discard(cid, old)
         t.put(t.assertions, a.id, a)
         if j is not None:
             t.put(t.pi, a.id, j)
             by_cert = t.active_by_cert
-            for cid in j.certificates:  # a tuple: a certificate backs one or two assertions
-                had = by_cert.get(cid, ())
-                if a.id not in had:
-                    t.put(by_cert, cid, (*had, a.id))
+            for cid in j.certificates:  # a certificate backs one or two assertions
+                if r is None:
+                    r = ref(a.id)
+                if t.undo is not None:
+                    t.journal(by_cert, cid)
+                by_cert.add(cid, r)
             for cited in j.cites:
                 t.dadd(t.cited_by, cited, a.id)

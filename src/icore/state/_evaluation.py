@@ -32,6 +32,7 @@ from icore.state._metrics import (
     make_metrics,
 )
 from icore.state._package import DeclarationPackage
+from icore.state._refs import ActiveIds, Ref, active_ref, active_refs, ref
 from icore.state._tables import MISSING, Tables
 from icore.state._xmodel import (
     CLOSED_STATUSES,
@@ -43,10 +44,6 @@ from icore.state._xmodel import (
 )
 
 _ZERO = 0
-SOUND_MEMO_MAX = 1 << 16
-"""Most memoized assertion verdicts kept (then the memo starts over): an obligation is
-evaluated again only while it changes, so old verdicts are rarely asked for again and a
-long run's memo would otherwise hold one entry per assertion (issue 29)."""
 
 
 class Evaluation:
@@ -95,27 +92,37 @@ class Evaluation:
         in Ω and declares an effect of the assertion's kind; every certificate exists, is
         active and passed; the operation's required certificate kinds are present; the
         assertions it cited were sound when it was committed; and no revocation has reached
-        it, directly or through the assertions it cites (docs/state.md). Memoized (at most
-        :data:`SOUND_MEMO_MAX` verdicts); a revocation clears the memo.
+        it, directly or through the assertions it cites (docs/state.md). Memoized (a byte per
+        assertion: :class:`~icore.state._refs.SoundMemo`); a revocation clears the memo.
         """
-        memo = self._sound_memo.get(assertion_id)
-        if memo is not None:
-            return memo
-        a = self._assertions.get(assertion_id)
+        return self._sound_ref(ref(assertion_id))
+
+    def _sound_ref(self, r: Ref) -> bool:
+        """:meth:`assertion_sound` of the assertion of ref ``r`` (icore.state._refs)."""
+        memo = self._sound_memo
+        if type(r) is int:  # SoundMemo.get, inlined (hot)
+            bits = memo.bits
+            if r < len(bits) and bits[r]:
+                return bits[r] == 2
+        if memo.other:
+            known = memo.other.get(r)
+            if known is not None:
+                return known
+        a = self._assertions.at(r)
         if a is None:
             return False
-        out = self._assertion_sound(a)
-        if len(self._sound_memo) >= SOUND_MEMO_MAX:  # a cache: clearing it is always safe
-            self._sound_memo.clear()
-        self._sound_memo[assertion_id] = out
+        out = self._assertion_sound(a, r)
+        if type(r) is int and r < len(memo.bits):  # SoundMemo.put, inlined (hot)
+            memo.bits[r] = 2 if out else 1
+        else:  # its bytes grow with the assertions (an existing a<n>: n <= the table's end)
+            memo.put(r, out, 2 * len(self._assertions) + 4096)
         return out
 
-    def _assertion_sound(self, a: Assertion) -> bool:
-        assertion_id = a.id
-        j = self._pi.get(assertion_id)
+    def _assertion_sound(self, a: Assertion, r: Ref) -> bool:
+        j = self._pi.at(r)
         if j is None or not a.cited_sound or not j.events:
             return False
-        if assertion_id in self._tainted:
+        if self._tainted and a.id in self._tainted:
             return False
         ev = self._events
         for e in j.events:
@@ -134,17 +141,18 @@ class Evaluation:
             kinds.add(c.validator)
         return all(r in kinds for r in op.requires)
 
-    def _decision_relevant(self, o: Obligation) -> Iterable[str]:
-        """Decision-relevant active assertions of ``o`` (design.md 4.3, narrowed).
+    def _decision_relevant(self, o: Obligation) -> Iterable[Ref]:
+        """Decision-relevant active assertions of ``o`` as refs (design.md 4.3, narrowed).
 
         For an open obligation: every active assertion. For a settled/superseded one: the
         closing status assertion and terminal markers (its closing evidence still matters
         for required roots and matched sets).
         """
+        m = o.active
         if o.status not in CLOSED_STATUSES:
-            return o.active.values()
-        keep = (("status", ""), ("terminal", ""))
-        return [o.active[k] for k in keep if k in o.active]
+            return m.refs() if type(m) is ActiveIds else active_refs(m)
+        keep = (active_ref(m, ("status", "")), active_ref(m, ("terminal", "")))
+        return [r for r in keep if r is not None]
 
     def is_sound(self, obligation_id: str) -> bool:
         """Whether the obligation is sound.
@@ -158,8 +166,10 @@ class Evaluation:
         return self._sound(o)
 
     def _sound(self, o: Obligation) -> bool:
-        if not all(self.assertion_sound(a) for a in self._decision_relevant(o)):
-            return False
+        sound = self._sound_ref
+        for r in self._decision_relevant(o):
+            if not sound(r):
+                return False
         return o.status not in CLOSED_STATUSES or self._removal_ok(o)
 
     def removal_supported(self, obligation_id: str) -> bool:

@@ -17,6 +17,7 @@ from typing import Protocol
 from icore.records import RecordId
 from icore.state._entries import Body, FlagRaised, Revoked
 from icore.state._errors import StateInputError
+from icore.state._refs import aid
 from icore.state._tables import Recorder, Tables
 from icore.state._xmodel import Assertion, Certificate, FlagKind, HardFlag
 
@@ -217,7 +218,7 @@ class Revocations:
 
     def active_citing_certificate(self, certificate_id: str) -> Iterable[str]:
         """Active assertions whose justification cites the certificate."""
-        return self._t.active_by_cert.get(certificate_id, ())
+        return tuple(aid(r) for r in self._t.active_by_cert.get(certificate_id, ()))
 
     def citing_assertion(self, assertion_id: str) -> Iterable[str]:
         """Assertions whose justification cites ``assertion_id``."""

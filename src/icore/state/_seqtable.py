@@ -197,6 +197,19 @@ class SeqTable(ListMap[V], Generic[V]):
                     return self._load(i)
         return default
 
+    def at(self, r: int | str) -> V | None:
+        """The item of id ``<prefix><r>`` (``r`` ≥ 1 a number), or of the id ``r``; None: absent.
+
+        A number reads the position directly: no id string is parsed (the refs of
+        :mod:`icore.state._refs`).
+        """
+        if type(r) is int and self._d is None:
+            i = r - 1
+            if 0 <= i < len(self._items) and self._items[i] is not _HOLE:
+                return self._load(i)
+            return None
+        return self.get(r if type(r) is str else f"{self._p}{r}")  # type: ignore[arg-type]
+
     def __contains__(self, key: object) -> bool:
         d = self._d
         if d is not None:

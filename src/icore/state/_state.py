@@ -44,6 +44,7 @@ from icore.state._legality import Verdict
 from icore.state._metrics import MatchedSet, Metrics, ObligationEval
 from icore.state._package import DeclarationPackage
 from icore.state._queries import Queries
+from icore.state._refs import aid, ref
 from icore.state._revocation import Revocations
 from icore.state._tables import Tables
 from icore.state._trusted import TrustedImport
@@ -161,11 +162,12 @@ class State:
     def is_active(self, assertion_id: str) -> bool:
         """True if the assertion exists and is not superseded."""
         t = self._t
-        return assertion_id in t.assertions and assertion_id not in t.superseded
+        return assertion_id in t.assertions and ref(assertion_id) not in t.superseded
 
     def superseded_by(self, assertion_id: str) -> str | None:
         """The assertion that superseded ``assertion_id``, if any."""
-        return self._t.superseded.get(assertion_id)
+        r = self._t.superseded.get(ref(assertion_id))
+        return None if r is None else aid(r)
 
     def certificate_active(self, certificate_id: str) -> bool:
         """A certificate is active while it passed and was not revoked (design.md 4.2)."""

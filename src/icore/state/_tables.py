@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from icore.state._entries import Body, FlagResolved, LogEntry
 from icore.state._eventtable import EventTable
 from icore.state._metrics import MetricSums, ObligationEval
+from icore.state._refs import CertRefs, RefLinks, SoundMemo
 from icore.state._seqtable import AssertionTable, CertificateTable, SeqTable
 from icore.state._xmodel import (
     Certificate,
@@ -64,13 +65,13 @@ class Tables:
         # Q
         self.obligations: dict[str, Obligation] = {}
         self.assertions: AssertionTable = AssertionTable()  # ids a1, a2, ...: columns
-        self.superseded: dict[str, str] = {}  # aid -> superseding aid
+        self.superseded: RefLinks = RefLinks()  # ref -> superseding ref (numbers: _refs)
         # Π
         self.pi: SeqTable[Justification] = SeqTable("a")
         self.certs: SeqTable[Certificate] = CertificateTable()  # c1, c2, ...: columns
         self.revoked: dict[str, int] = {}  # cid -> seq of the revocation entry
         self.certs_by_key: dict[str, set[str]] = {}
-        self.active_by_cert: dict[str, tuple[str, ...]] = {}  # cid -> active aids citing it
+        self.active_by_cert = CertRefs()  # cid -> refs of the active citers (numbers: _refs)
         self.revoked_dep: dict[str, set[str]] = {}  # oid -> active aids with revoked certs
         # proposals and flags
         self.proposals: set[str] = set()
@@ -91,7 +92,7 @@ class Tables:
         self.tainted: set[str] = set()  # aids a revocation reached (directly or by cites)
         # assertion soundness, memoized: its inputs only change by a revocation (which
         # clears it) or inside a trial (cleared when the trial ends)
-        self.sound_memo: dict[str, bool] = {}
+        self.sound_memo = SoundMemo()  # a byte per assertion number (icore.state._refs)
         self.touched: set[str] | None = None
         self.undo: list[tuple[Any, ...]] | None = None
 
@@ -101,6 +102,11 @@ class Tables:
         if self.undo is not None:
             self.undo.append(("put", d, key, d.get(key, MISSING)))
         d[key] = value
+
+    def journal(self, d: MutableMapping[Any, Any], key: Any) -> None:
+        """Journal ``d[key]`` as it is before a write made by ``d``'s own methods."""
+        if self.undo is not None:
+            self.undo.append(("put", d, key, d.get(key, MISSING)))
 
     def delete(self, d: MutableMapping[Any, Any], key: Any) -> None:
         """``del d[key]``, journaled."""

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from icore.state._entries import AssertionImported, Body, Committed, Revoked
-from icore.state._share import Layouts
+from icore.state._refs import ActiveIds, ActiveLayouts, Ref, active_ref, aid
 from icore.state._xmodel import Assertion, AssertionKind, Justification, Obligation, Status
 
 _STATUS = {str(s): s for s in Status}
 _SLOTS: dict[tuple[str, str], tuple[str, str]] = {}
 """Interned (kind, key) slot tuples: one object per distinct slot, not one per obligation."""
-_ACTIVE: Layouts[tuple[str, str]] = Layouts()
-"""Obligations' active maps: one key layout per slot sequence, a tuple of ids each (issue 29)."""
+_ACTIVE = ActiveLayouts()
+"""Obligations' active maps: one key layout per slot sequence, the ids' numbers each (issue 29)."""
 
 TOUCHING = (Committed, AssertionImported, Revoked)
 """Body types that change obligations (the others leave Q's obligations alone)."""
@@ -72,13 +72,14 @@ class ObligationStep:
             objects), in the order first touched.
         dependents: for each of them, its active assertions citing revoked evidence
             after the body (an empty set: none).
-        supersedes: new assertion id -> the assertion it replaces in its slot.
+        supersedes: new assertion id -> the ref (:func:`~icore.state._refs.ref`) of the
+            assertion it replaces in its slot.
         created: obligations the body creates (``node`` assertions), in order.
     """
 
     obligations: dict[str, Obligation] = field(default_factory=dict)
     dependents: dict[str, set[str]] = field(default_factory=dict)
-    supersedes: dict[str, str] = field(default_factory=dict)
+    supersedes: dict[str, Ref] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
 
 
@@ -151,11 +152,12 @@ def obligation_steps(
             step.dependents[o.id] = deps[o.id] = set()
             step.created.append(o.id)
         o, d = touch(a.obligation, step)
-        old = o.active.get((str(a.kind), a.key))
+        m, slot = o.active, (str(a.kind), a.key)
+        old = m.ref(slot) if type(m) is ActiveIds else active_ref(m, slot)
         if old is not None:
             step.supersedes[a.id] = old
             if d:
-                d.discard(old)
+                d.discard(aid(old))
                 if not d:
                     o.repair_pending = False
         set_slot(o, a)
@@ -178,11 +180,11 @@ def obligation_steps(
                 assertion(a, body.justification, step)
         else:  # Revoked
             revoked.update(body.certificates)
-            for aid in body.assertions:
-                a = added.get(aid) or source.assertion_now(aid)
+            for revoked_id in body.assertions:
+                a = added.get(revoked_id) or source.assertion_now(revoked_id)
                 o, d = touch(a.obligation, step)
                 o.repair_pending = True
-                d.add(aid)
+                d.add(revoked_id)
     return steps
 
 
