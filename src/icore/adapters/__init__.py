@@ -53,6 +53,7 @@ from icore.adapters._evidence import (
     tool_facts,
 )
 from icore.adapters._jsonl import load_jsonl, parse_jsonl
+from icore.adapters._line_steps import FileSteps
 from icore.adapters._otel_import import (
     ICORE_LIVE,
     OTEL,
@@ -164,6 +165,7 @@ __all__ = [
     "AuditResult",
     "DeliveryCheck",
     "ExportError",
+    "FileSteps",
     "Finding",
     "FlagPlace",
     "FlagPlaces",

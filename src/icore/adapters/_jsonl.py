@@ -55,7 +55,8 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,7 @@ from icore.adapters._decision_check import (
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
+from icore.adapters._line_steps import FileSteps, file_stamp
 from icore.adapters._trace import (
     MAX_STEP,
     AgentNames,
@@ -82,6 +84,7 @@ from icore.adapters._trace import (
     as_step,
     as_str,
 )
+from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
 
 JSONL = "jsonl"
@@ -104,37 +107,58 @@ def _flag(obj: dict[str, Any], name: str, file: str, where: str) -> bool | None:
                        f"{type(v).__name__} {v!r}"[:160], file=file, field=f"{where}.{name}")
 
 
-def load_jsonl(path: str | Path) -> Trace:
+STREAM_MIN_BYTES = 8 * 2**20
+"""Files from this size (8 MiB) keep their steps in the file, not in memory (issue 29)."""
+
+
+def load_jsonl(path: str | Path, *, stream: bool | None = None) -> Trace:
     """Import a run in the generic JSONL format (see the module docstring).
 
     A final line with no newline that is malformed JSON (a writer killed mid-line, a
     full disk) is no error: the run ends before it, with a warning naming it
     (``Trace.warnings``).
 
+    Every line is read and checked here. A streamed run (``stream`` True; None: a file of
+    :data:`STREAM_MIN_BYTES` or more) keeps only where each step's line starts: its
+    ``steps`` is a :class:`~icore.adapters.FileSteps` that reads them again from the file
+    when iterated (8 bytes a step held; the audit holds one step at a time), so the file
+    must stay as it is while the trace is used (a changed or removed file raises
+    :class:`AdapterError` when the steps are read). Else the steps are a tuple.
+
     Raises:
         AdapterError: unreadable file, or not a regular file (a FIFO, a device, a
             folder: refused by kind without opening it, field ``<root>``); a malformed
             line, a missing or invalid field (the error names the file and
-            ``line <n>.<field>``).
+            ``line <n>.<field>``); ``stream`` is not a bool or None (field ``stream``).
     """
     p = trace_path(path)
+    if stream is not None and not isinstance(stream, bool):
+        raise AdapterError(f"stream must be True, False or None, not {type(stream).__name__}",
+                           file=str(p), field="stream")
     if (problem := not_a_regular_file(p)) is not None:
         raise AdapterError(f"{problem}; refusing to read it", file=str(p), field="<root>")
     check_size(p)
     try:
         with p.open("rb") as f, gc_paused():  # streamed: one line at a time, split on b"\n" only
-            return _parse_lines(_utf8_lines(f, str(p)), file=str(p), run_id=p.stem)
+            stamp = file_stamp(f)
+            if stream is None:
+                stream = stamp[2] >= STREAM_MIN_BYTES
+            return _parse_lines(_utf8_lines(f, str(p)), file=str(p), run_id=p.stem,
+                                source=(p, stamp) if stream else None)
     except OSError as exc:
         raise AdapterError(f"cannot read: {exc}", file=str(p), field="<root>") from None
 
 
-def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str]]:
-    """The numbered lines of a binary file, decoded as UTF-8 one at a time.
+def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str, int]]:
+    """The numbered lines of a binary file, decoded as UTF-8 one at a time, and offsets.
 
-    A UTF-8 byte-order mark opening the file is dropped (Windows editors write one; the
-    OpenTelemetry readers drop it too); a gzip file is named as such.
+    Each is ``(number, text, byte offset where it starts)``. A UTF-8 byte-order mark
+    opening the file is dropped (Windows editors write one; the OpenTelemetry readers
+    drop it too); a gzip file is named as such.
     """
+    at = 0
     for n, raw in enumerate(f, start=1):
+        off, at = at, at + len(raw)
         if n == 1:
             raw = raw.removeprefix(b"\xef\xbb\xbf")
             if raw.startswith(b"\x1f\x8b"):
@@ -142,12 +166,12 @@ def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str]]:
                                    "(gunzip), then audit the .jsonl", file=file,
                                    field="<root>")
         try:
-            yield n, raw.decode("utf-8")
+            yield n, raw.decode("utf-8"), off
         except UnicodeDecodeError as exc:
             if exc.end == len(raw) and not raw.endswith(b"\n") \
                     and exc.reason == "unexpected end of data":
                 # a character cut by a torn final line: that line's own check
-                yield n, raw.decode("utf-8", "replace")
+                yield n, raw.decode("utf-8", "replace"), off
                 return
             raise AdapterError(f"not UTF-8 text: {exc.reason} at byte {exc.start} of the "
                                "line", file=file, field=_line_field(n, path_at(raw, exc.start)),
@@ -169,12 +193,19 @@ def parse_jsonl(text: str, *, file: str = "<memory>", run_id: str = "run") -> Tr
         AdapterError: ``text`` or ``file`` is not a ``str``; as :func:`load_jsonl`.
     """
     check_text(text, file)
-    return _parse_lines(enumerate(text.removeprefix("\ufeff").split("\n"), start=1),
-                        file=file, run_id=run_id)
+    return _parse_lines(((n, line, 0) for n, line in enumerate(
+        text.removeprefix("\ufeff").split("\n"), start=1)), file=file, run_id=run_id)
 
 
-def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) -> Trace:
-    """The run of numbered lines, read one at a time (each line becomes a step at once)."""
+def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: str,
+                 source: tuple[Path, tuple[int, ...]] | None = None) -> Trace:
+    """The run of numbered lines, read one at a time (each line becomes a step at once).
+
+    ``lines`` are ``(number, text, byte offset)``. With ``source`` (the file and its
+    :func:`~icore.adapters._line_steps.file_stamp`) the steps are checked and dropped,
+    their lines' offsets kept: the trace's steps are a
+    :class:`~icore.adapters._line_steps.FileSteps` over the file (issue 29); else a tuple.
+    """
     header: dict[str, Any] = {}
     header_at = first_step = 0  # the lines of the run header and of the first step
     planfence: dict[str, list[Any]] = {"records": [], "decisions": []}
@@ -186,9 +217,12 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
     roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
     plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    offsets: array[int] | None = None if source is None else array("q")
+    text_valid = True
+    question: str | None = None  # the first task step's text (FileSteps only)
     warnings: tuple[str, ...] = ()
     it = iter(lines)
-    for n, line in it:
+    for n, line, off in it:
         if line[:1] != "{" and (not line.strip() or line.lstrip().startswith("#")):
             continue
         try:
@@ -227,64 +261,18 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
             if not isinstance(agents_decl, dict):
                 raise AdapterError("agents must be an object", file=file, field="run.agents")
             names = AgentNames(agents_decl)
-        f = f"line {n}"
-        # the checks below call the checkers only off the common case (a str, an int),
-        # where they would return the value as it is (import CPU, issue 29)
-        agent = obj.get("agent")
-        if type(agent) is not str:
-            agent = as_name(agent, file=file, field=f"{f}.agent")
-        kind_s = obj.get("kind")
-        if type(kind_s) is not str:
-            kind_s = as_str(kind_s, file=file, field=f"{f}.kind")
-        assert agent is not None and kind_s is not None
-        kind = _KINDS.get(kind_s) or _kind(kind_s, file, f)
-        step = obj.get("step", pos)
-        if type(step) is not int or not 0 <= step <= MAX_STEP:
-            step = as_step(step, file=file, field=f"{f}.step")
-            step = pos if step is None else step
+        st = _step_of(obj, f"line {n}", file, names, roles, pos, last)
         pos += 1
-        if step <= last:
-            raise AdapterError(f"step {step} does not increase (previous {last})", file=file,
-                               field=f"{f}.step")
-        last = step
-        content = obj.get("content", "")
-        if type(content) is not str:
-            content = as_str(content, file=file, field=f"{f}.content") or ""
-        who = names.canonical(agent) or names.add(agent)
-        to_raw = obj.get("to")
-        if to_raw is not None and type(to_raw) is not str:
-            to_raw = as_name(to_raw, file=file, field=f"{f}.to", optional=True)
-        to = (names.canonical(to_raw) or names.add(to_raw)) if to_raw else None
-        ledger = None
-        if kind == StepKind.LEDGER:
-            ledger = _ledger(obj.get("ledger"), file, f"{f}.ledger", names)
-        elif kind == StepKind.INSTRUCTION and to is None:
-            raise AdapterError("an instruction needs 'to'", file=file, field=f"{f}.to")
-        exitcode = obj.get("exitcode")
-        if exitcode is not None and (not isinstance(exitcode, int) or isinstance(exitcode, bool)):
-            raise AdapterError(f"exitcode must be an integer, not {exitcode!r}", file=file,
-                               field=f"{f}.exitcode")
-        term = _flag(obj, "terminates", file, f)
-        calls = _calls(obj.get("tool_calls")) if kind == StepKind.OUTPUT else None
-        plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
-                         optional=True) if kind == StepKind.PLAN else None
-        pause = _flag(obj, "pause", file, f) if kind == StepKind.THOUGHT else None
-        replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
-        tool, ran = _tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
-        task = obj.get("task") if kind == StepKind.TOOL_OUTPUT else None
-        if plan_id:
-            _note_plan(plan_id, bool(replan), obj.get("roots"), plan_roots, replans)
-        steps.append(Step(
-            index=step, agent=who, kind=kind, content=content,
-            role=roles.setdefault(agent, agent), to=to,
-            ledger=ledger,
-            final_answer=None if (fa := obj.get("final_answer")) is None else as_str(
-                fa, file=file, field=f"{f}.final_answer"),
-            terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
-            calls=calls, plan_id=plan_id or None, pause=bool(pause),
-            gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
-            task=task if isinstance(task, str) and task else None,
-        ))
+        last = st.index
+        if st.plan_id:
+            _note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
+        if offsets is None:
+            steps.append(st)
+        else:  # the file's steps are read again when used (FileSteps): kept as offsets
+            offsets.append(off)
+            text_valid = text_valid and step_text_valid(st)
+            if question is None and st.kind == StepKind.TASK:
+                question = st.content
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
     check_record_links(planfence["records"], file=file)
@@ -311,25 +299,105 @@ def _parse_lines(lines: Iterable[tuple[int, str]], *, file: str, run_id: str) ->
     for k, v in agents_decl.items():
         as_name(v, file=file, field=f"run.agents.{k}")
     agents = {n: str(agents_decl.get(n, "")) for n in names.names}
-    question = as_str(header.get("question", ""), file=file, field="run.question") or ""
-    if not question:
-        question = next((s.content for s in steps if s.kind == StepKind.TASK), "")
+    asked: str | None = as_str(header.get("question", ""), file=file,
+                               field="run.question")
+    if not asked:
+        asked = question if offsets is not None else next(
+            (s.content for s in steps if s.kind == StepKind.TASK), None)
+    all_steps: Sequence[Step] = tuple(steps)
+    if source is not None and offsets is not None:
+        names_: AgentNames = names  # complete: every name has its first spelling
+
+        def reparse(line: str, at: int) -> Step:
+            return _step_of(_decode(line, file, 0), "line", file, names_, roles, at, -1)
+
+        all_steps = FileSteps(source[0], source[1], offsets, reparse, file=file,
+                              last_index=last, text_valid=text_valid)
     return Trace(
         id=as_str(header.get("id", run_id), file=file, field="run.id") or run_id,
         file=file,
         family=JSONL,
-        question=question,
+        question=asked or "",
         ground_truth=as_str(header.get("ground_truth"), file=file, field="run.ground_truth",
                             optional=True),
         succeeded=as_bool(header.get("succeeded"), file=file, field="run.succeeded",
                           optional=True),
         agents=agents,
-        steps=tuple(steps),
+        steps=all_steps,
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans))
         if records or planfence["decisions"] else None,
         warnings=warnings,
+    )
+
+
+def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
+             roles: dict[str, str], pos: int, last: int) -> Step:
+    """The step of one event line (``obj``, at ``f``: ``line <n>``), checked.
+
+    ``pos`` is its position among the steps (its index when it gives none), ``last`` the
+    previous step's index (-1: none); ``names`` and ``roles`` gain its agents' names.
+
+    Raises:
+        AdapterError: a missing or invalid field, naming the file and ``<f>.<field>``.
+    """
+    # the checks below call the checkers only off the common case (a str, an int),
+    # where they would return the value as it is (import CPU, issue 29)
+    agent = obj.get("agent")
+    if type(agent) is not str:
+        agent = as_name(agent, file=file, field=f"{f}.agent")
+    kind_s = obj.get("kind")
+    if type(kind_s) is not str:
+        kind_s = as_str(kind_s, file=file, field=f"{f}.kind")
+    assert agent is not None and kind_s is not None
+    kind = _KINDS.get(kind_s) or _kind(kind_s, file, f)
+    step = obj.get("step", pos)
+    if type(step) is not int or not 0 <= step <= MAX_STEP:
+        step = as_step(step, file=file, field=f"{f}.step")
+        step = pos if step is None else step
+    if step <= last:
+        raise AdapterError(f"step {step} does not increase (previous {last})", file=file,
+                           field=f"{f}.step")
+    content = obj.get("content", "")
+    if type(content) is not str:
+        content = as_str(content, file=file, field=f"{f}.content") or ""
+    who = names.canonical(agent) or names.add(agent)
+    to_raw = obj.get("to")
+    if to_raw is not None and type(to_raw) is not str:
+        to_raw = as_name(to_raw, file=file, field=f"{f}.to", optional=True)
+    to = (names.canonical(to_raw) or names.add(to_raw)) if to_raw else None
+    ledger = None
+    if kind == StepKind.LEDGER:
+        ledger = _ledger(obj.get("ledger"), file, f"{f}.ledger", names)
+    elif kind == StepKind.INSTRUCTION and to is None:
+        raise AdapterError("an instruction needs 'to'", file=file, field=f"{f}.to")
+    exitcode = obj.get("exitcode")
+    if exitcode is not None and (not isinstance(exitcode, int) or isinstance(exitcode, bool)):
+        raise AdapterError(f"exitcode must be an integer, not {exitcode!r}", file=file,
+                           field=f"{f}.exitcode")
+    term = obj.get("terminates")
+    if term is not None and term.__class__ is not bool:
+        term = _flag(obj, "terminates", file, f)
+    calls = None
+    if kind == StepKind.OUTPUT and (tc := obj.get("tool_calls")):
+        calls = _calls(tc)
+    plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
+                     optional=True) if kind == StepKind.PLAN else None
+    pause = _flag(obj, "pause", file, f) if kind == StepKind.THOUGHT else None
+    replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
+    tool, ran = _tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
+    task = obj.get("task") if kind == StepKind.TOOL_OUTPUT else None
+    return Step(
+        index=step, agent=who, kind=kind, content=content,
+        role=roles.setdefault(agent, agent), to=to,
+        ledger=ledger,
+        final_answer=None if (fa := obj.get("final_answer")) is None else as_str(
+            fa, file=file, field=f"{f}.final_answer"),
+        terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
+        calls=calls, plan_id=plan_id or None, pause=bool(pause),
+        gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
+        task=task if isinstance(task, str) and task else None,
     )
 
 
@@ -463,4 +531,4 @@ def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:
     )
 
 
-__all__ = ["JSONL", "load_jsonl", "parse_jsonl"]
+__all__ = ["JSONL", "STREAM_MIN_BYTES", "load_jsonl", "parse_jsonl"]

@@ -54,11 +54,13 @@ from typing import Any
 from icore.adapters import _otel_names as N
 from icore.adapters._decision_check import gate_span_decision
 from icore.adapters._errors import AdapterError
+from icore.adapters._line_steps import ColumnSteps
 from icore.adapters._otel_columns import SpanColumns, columns
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
 from icore.adapters._otel_values import OtelSpan, span_agent
 from icore.adapters._trace import AgentNames, LiveRunPart, PlanfenceLog, Step, StepKind, Trace
+from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import (
     gc_paused,
     trace_path,
@@ -229,7 +231,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
             seen += 1
         return "system"
 
-    steps: list[Step] = []
+    steps = ColumnSteps(Step, StepKind, step_text_valid)  # each built when read (#29)
     decisions: list[DecisionEntry] = []
     step_of: list[int | None] = [None] * n
     unknown: dict[str, int] = {}
@@ -258,9 +260,8 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
 
     def add(i: int, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
         idx = len(steps)
-        steps.append(Step(index=idx, agent=agent, kind=kind, content=content,
-                          role=cols.names[i],
-                          parent=parent_step(i) if kind != StepKind.TASK else None, **kw))
+        steps.append(agent, kind, content, cols.names[i],
+                     parent_step(i) if kind != StepKind.TASK else None, kw)
         step_of[i] = idx  # a root agent's turn, not the task, parents its children
 
     add(r_at, StepKind.TASK, "user", question)
@@ -317,19 +318,16 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
     end_agent = (orchestrator or "system") if root_agent is None else root_agent
     root_paused = paused(root)
     if root_paused:  # the run waits for a human: no end, its last step is the pause
-        steps.append(Step(index=len(steps), agent=end_agent, kind=StepKind.THOUGHT,
-                          content=f"paused, waiting for a human: {root.name}",
-                          role=root.name, parent=0, pause=True))
+        steps.append(end_agent, StepKind.THOUGHT, f"paused, waiting for a human: {root.name}",
+                     root.name, 0, {"pause": True})
     elif root.end_ns:
         final = _content(root, N.OI_OUTPUT, N.OUTPUT_MESSAGES) or None
-        idx = len(steps)
-        steps.append(Step(index=idx, agent=end_agent, kind=StepKind.TERMINATION,
-                          content=root.status_message or "done", role=root.name,
-                          final_answer=final, terminates=True, parent=0))
+        steps.append(end_agent, StepKind.TERMINATION, root.status_message or "done",
+                     root.name, 0, {"final_answer": final, "terminates": True})
     agents = {n: descriptions.get(n, "") for n in names.names}
-    for st in steps:
-        if st.agent not in agents and st.agent != "user":
-            agents[st.agent] = ""
+    for who in steps.speakers():
+        if who not in agents and who != "user":
+            agents[who] = ""
     warnings = tuple(f"{file}: kept {n} {_kind_shown(k)} span(s) as events (no mapping)"
                      for k, n in sorted(unknown.items()))
     family = OTEL
@@ -342,7 +340,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
     if root.status in ("OK", "ERROR") and root.end_ns and not root_paused:
         succeeded = root.status == "OK"
     return Trace(id=run_id, file=file, family=family, question=question, ground_truth=None,
-                 succeeded=succeeded, agents=agents, steps=tuple(steps),
+                 succeeded=succeeded, agents=agents, steps=steps,
                  span_counts=(n_spans, n_traces),
                  orchestrator=orchestrator or None,
                  planfence=PlanfenceLog((), tuple(decisions)) if decisions else None,

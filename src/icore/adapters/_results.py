@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
@@ -109,6 +110,76 @@ class Timeline(BuiltOnRead[MetricPoint]):
         """Cq after each message."""
         return self._cq.tolist()
 
+
+
+class StepEvents(Mapping[int, str]):
+    """Source step index -> the id of its first event in G (:attr:`AuditResult.step_events`).
+
+    Kept small (issue 29: one entry a step): a step whose first event is ``m<index>``,
+    added in increasing order (every importer's steps), is 8 bytes of an ``array('q')``
+    and its id is built when read; any other entry is a dict item. Reads as the dict it
+    replaces (``in``, ``[]``, ``get``, ``len``, equality), iterating in step order.
+    """
+
+    __slots__ = ("_other", "_steps")
+
+    def __init__(self, items: Iterable[tuple[int, str]] = ()) -> None:
+        self._steps: array[int] = array("q")
+        self._other: dict[int, str] = {}
+        for k, v in items:
+            self.add(k, v)
+
+    def add(self, step: int, event_id: str) -> None:
+        """Map ``step`` to ``event_id`` (a step already mapped keeps its first event)."""
+        s, other = self._steps, self._other
+        if type(step) is int and (not s or step > s[-1]):  # a new step (every importer's)
+            if other and step in other:
+                return
+            if event_id == f"m{step}":
+                s.append(step)
+            else:
+                other[step] = event_id
+        elif step not in self:
+            other[step] = event_id
+
+    def _has(self, step: int) -> bool:
+        s = self._steps
+        if s and s[-1] == step:  # the latest step (a parent read at once)
+            return True
+        i = bisect_left(s, step)
+        return i < len(s) and s[i] == step
+
+    def __contains__(self, step: object) -> bool:
+        if self._other and step in self._other:
+            return True
+        return type(step) is int and self._has(step)
+
+    def get(self, step: int, default: Any = None) -> Any:
+        """The event id of ``step``, or ``default``."""
+        if self._other:
+            got = self._other.get(step)
+            if got is not None:
+                return got
+        if type(step) is int and self._has(step):
+            return f"m{step}"
+        return default
+
+    def __getitem__(self, step: int) -> str:
+        got: str | None = self.get(step)
+        if got is None:
+            raise KeyError(step)
+        return got
+
+    def __len__(self) -> int:
+        return len(self._steps) + len(self._other)
+
+    def __iter__(self) -> Iterator[int]:
+        if not self._other:
+            return iter(self._steps)
+        return iter(sorted((*self._steps, *self._other)))
+
+    def __repr__(self) -> str:
+        return f"StepEvents({len(self)} steps)"
 
 @dataclass(frozen=True, slots=True)
 class Finding:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -299,7 +299,10 @@ class Trace:
         ground_truth: the expected answer, if known.
         succeeded: the recorded outcome (Who&When ``is_correct``/``is_corrected``), if known.
         agents: canonical agent id -> declared description (system prompt / team entry).
-        steps: the classified messages, in order.
+        steps: the classified messages, in order: a tuple, or (a file's run read by
+            :func:`icore.adapters.load_jsonl`) a :class:`FileSteps` that reads them again
+            from the file when iterated, or (an OpenTelemetry run) columns building each
+            step when read (bounded memory, issue 29).
         annotation: the failure annotation, if any.
         source_fields: keys of the source the importer does not interpret (kept, not
             lost: Who&When's ``mistake_type``, ``question_ID``, ``level``, ...).
@@ -320,7 +323,7 @@ class Trace:
     ground_truth: str | None
     succeeded: bool | None
     agents: Mapping[str, str]
-    steps: tuple[Step, ...]
+    steps: Sequence[Step]
     annotation: Annotation | None = None
     source_fields: Mapping[str, Any] = field(default_factory=dict)
     span_counts: tuple[int, int] | None = None
@@ -364,6 +367,9 @@ class Trace:
     @property
     def length(self) -> int:
         """Number of source messages (the range of valid step indices)."""
+        last = getattr(self.steps, "last_index", None)  # a StepSource: no read of the steps
+        if isinstance(last, int):
+            return 1 + last
         return 1 + max((s.index for s in self.steps), default=-1)
 
 

@@ -18,6 +18,7 @@ from icore.adapters._evidence import answer_checkable, classify, output_facts, t
 from icore.adapters._jsonl import JSONL
 from icore.adapters._results import (
     Finding,
+    StepEvents,
     Timeline,
     compact_diagnosis,
 )
@@ -57,8 +58,7 @@ class _XWriter:
         self._diagnosis_by_id: dict[str, Finding] = {}
         self.log = NoteLog(self._diagnosis_by_id)
         self.state = State(decl, log=self.log, keep_entries=False)
-        self.step_events: dict[int, str] = {}
-        self.timeline = Timeline()
+        self.step_events, self.timeline = StepEvents(), Timeline()  # 8 B, 48 B a step
         self.unsupported: list[str] = []
         self.stalls = 0
         self.replans = 0
@@ -118,8 +118,8 @@ class _XWriter:
         if step is not None and eid in self.state.events:
             eid = f"m{idx}.{type_}"
         cause = self.last_event
-        if step is not None and step.parent is not None and step.parent in self.step_events:
-            cause = self.step_events[step.parent]  # the recorded parent (e.g. a span's)
+        if step is not None and step.parent is not None:
+            cause = self.step_events.get(step.parent, cause)  # the recorded parent (a span's)
         causes: tuple[str, ...] = ()
         if cause is not None:
             if self._cause and self._cause[0] == cause:
@@ -128,8 +128,8 @@ class _XWriter:
                 causes = self._cause = (cause,)
         ev = self.state.add_event(EventSpec(type_, self.agent(agent), {"step": idx, **fields},
                                         causes, eid))
-        if step is not None and step.index not in self.step_events:
-            self.step_events[step.index] = ev.id
+        if step is not None:  # its first event
+            self.step_events.add(step.index, ev.id)
         self.last_event = ev.id
         return ev.id
 
@@ -336,11 +336,11 @@ class _StepReader(_XWriter):
         trace was written while the run waited for a human; it has not ended yet).
         """
         self.start()
+        handlers = {k: getattr(self, f"on_{k.value}") for k in StepKind}
         for s in self.trace.steps:
             if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
                 self.finish_code(())
-            handler = getattr(self, f"on_{s.kind.value}")
-            handler(s)
+            handlers[s.kind](s)
             if s.terminates and not self.terminated and s.kind != StepKind.TERMINATION:
                 self.terminal(s, self.step_events.get(s.index))
             self.snapshot(s.index)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from icore.adapters._line_steps import StepSource
 from icore.adapters._trace import Annotation, Ledger, LiveRunPart, PlanfenceLog, Step, Trace
 from icore.fence import DecisionEntry
 
@@ -95,7 +96,8 @@ def _clean(v: Any) -> bool:
     return text.isascii() or not _SURROGATE.search(text)
 
 
-def _step_ok(st: Step) -> bool:
+def step_text_valid(st: Step) -> bool:
+    """Whether no text of ``st`` holds a lone UTF-16 surrogate (it needs no fixing)."""
     texts = (st.content, st.agent, st.role, st.to or "", st.final_answer or "")
     if all(t.isascii() for t in texts) and st.ledger is None:
         return True
@@ -127,7 +129,9 @@ def valid_text_trace(trace: Trace) -> Trace:
         line naming the first fields fixed and how many there were.
     """
     fx = _Fixer()
-    steps = tuple(st if _step_ok(st) else _step(fx, st) for st in trace.steps)
+    steps: Sequence[Step] = trace.steps
+    if not (isinstance(steps, StepSource) and steps.text_valid):  # else checked at the import
+        steps = tuple(st if step_text_valid(st) else _step(fx, st) for st in steps)
     ann = trace.annotation
     if ann is not None:
         ann = Annotation(fx.opt(ann.agent, "annotation.agent"), ann.step,
