@@ -63,7 +63,7 @@ from icore.integrations.langgraph._fenced_node import (
 )
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
-from icore.integrations.langgraph._thread_scope import graph_scope
+from icore.integrations.langgraph._thread_scope import check_graph_scope, graph_scope
 from icore.records import JSONValue
 from icore.workspace import Agent, Approver, UserReplanner
 
@@ -258,6 +258,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
     def run_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
+        if agent_mode:  # two invocations sharing one thread at once: refused
+            check_graph_scope(base.name)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
         attempt = _attempt(config) if approval and call_id is not None else None
@@ -300,6 +302,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
     async def run_async(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
+        if agent_mode:  # two invocations sharing one thread at once: refused
+            check_graph_scope(base.name)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
         attempt = _attempt(config) if approval and call_id is not None else None
