@@ -39,6 +39,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
 from icore.integrations import RunRecorder, read_refusal
+from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
 from icore.integrations._trace_data import plain_data
 from icore.integrations.langgraph._reviewed import human_decisions
@@ -132,7 +133,11 @@ def recorded_node(node: F, *, recorder: RunRecorder, name: str | None = None,
 
     Returns:
         The wrapped node, same signature and sync/async kind.
+
+    Raises:
+        IntegrationError: ``recorder`` is not a RunRecorder.
     """
+    check_recorder(recorder, where="recorded_node")
     label = str(name or getattr(node, "__name__", "node"))
     who = agent or label
 
@@ -278,12 +283,17 @@ class RecordingHandler(BaseCallbackHandler):
     Args:
         recorder: where the run goes.
         nodes: record node steps (default True).
+
+    Raises:
+        IntegrationError: ``recorder`` is not a RunRecorder (at construction: it would
+            record nothing, QA qa-fw7 S2).
     """
 
     raise_error = False
     run_inline = True
 
     def __init__(self, recorder: RunRecorder, *, nodes: bool = True) -> None:
+        check_recorder(recorder, where="RecordingHandler")
         self.recorder = recorder
         self.nodes = nodes
         self._runs: dict[UUID, tuple[str, Any]] = {}

@@ -60,6 +60,7 @@ from agents.tracing.traces import NoOpTrace
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._json_args import read_json
+from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
 from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
@@ -143,6 +144,9 @@ class RecordingProcessor(TracingProcessor):
 
     Args:
         recorder: where the run goes.
+
+    Raises:
+        IntegrationError: ``recorder`` is not a RunRecorder (at construction).
     """
 
     MAX_TRACES = 1024
@@ -151,6 +155,7 @@ class RecordingProcessor(TracingProcessor):
     """Marks icore's processors (an exclusive block keeps the other blocks' ones)."""
 
     def __init__(self, recorder: RunRecorder) -> None:
+        check_recorder(recorder, where="RecordingProcessor")
         self.recorder = recorder
         self.active = True
         """Set False to stop recording (the processor stays registered, inert)."""
@@ -520,10 +525,12 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
     call (:func:`check_traced`).
 
     Raises:
-        IntegrationError: ``exclusive`` with a provider whose processors are unknown;
+        IntegrationError: ``recorder`` is not a RunRecorder; ``exclusive`` with a
+            provider whose processors are unknown;
             SDK tracing is off for the process and ``exclusive`` is not set (the error
             names the fix).
     """
+    check_recorder(recorder, where="recording()")
     provider = get_trace_provider()
     off = _globally_off(provider)
     if off and not exclusive:
