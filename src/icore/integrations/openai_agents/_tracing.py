@@ -131,6 +131,15 @@ class _TraceState:
     depth: int = 0
     tasks: bool = False
     ended: bool = False
+    turns: bool = False
+    """A model span of the trace carried the model's input or output."""
+    noted: bool = False
+
+
+_UNSEEN = ("the model put no input or output in the run's trace spans (e.g. "
+           "agents.testing.ScriptedModel): its task, turns and final answer are not "
+           "recorded; after the run: rec.task(question); rec.finish(result.last_agent.name, "
+           "result.final_output)")
 
 
 def _trim(entries: OrderedDict[Any, Any], most: int) -> None:
@@ -197,6 +206,8 @@ class RecordingProcessor(TracingProcessor):
             self._asking.clear()
         if final is not None:
             self._end.end(*final)
+        elif not waiting:
+            self._unseen(trace_id)
         elif waiting:  # stopped for a human approval: a pause, not an end
             with self._lock:
                 self._paused.update(dict.fromkeys(asked))
@@ -205,6 +216,20 @@ class RecordingProcessor(TracingProcessor):
             self.recorder.add(waiting[0][0], "thought",
                               f"paused: waiting for a human to approve {what}", pause=True,
                               approvals=[{"tool": t, "args": a} for _, t, a in waiting])
+
+    def _unseen(self, trace_id: str) -> None:
+        """A run ended whose model put nothing in its spans: say so in the trace (once).
+
+        The processor sees a run only through the SDK's spans; a model that fills no
+        generation or response span (``agents.testing.ScriptedModel``, with or without
+        ``emit_traces``) leaves no task, turns or answer to record (QA qa-fw7 S3).
+        """
+        with self._lock:
+            st = self._state(trace_id)
+            if st.turns or st.noted:
+                return
+            st.noted, who = True, st.agent
+        self.recorder.add(who, "thought", _UNSEEN, unseen_model=True)
 
     def _mine(self, trace_id: str) -> bool:
         """Whether an event of ``trace_id`` belongs to this processor's runs.
@@ -281,8 +306,12 @@ class RecordingProcessor(TracingProcessor):
 
         A run that ends while such a call waits is recorded as paused, not ended.
         """
+        trace = get_current_trace()
         with self._lock:
-            who = self._pending.get(str(call_id), ("agent",))[0]
+            who = self._pending.get(str(call_id), (None,))[0]
+            if who is None:  # no model span named the call: the agent whose span is open
+                st = self._traces.get(trace.trace_id) if trace is not None else None
+                who = st.agent if st is not None else "agent"
             self._asking[str(call_id)] = (who, tool, args)
             _trim(self._asking, self.MAX_TRACES)
 
@@ -381,6 +410,7 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             st = self._state(span.trace_id)
             first, st.tasked, at = not st.tasked, True, st.at
+            st.turns = st.turns or bool(inputs or output)
         if first:
             # a later run of a chat gets the history: its task is the newest user message
             task = inputs if isinstance(inputs, str) else next(
