@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents.testing")
-from agents import Agent, Runner, function_tool  # noqa: E402
-from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
+from agents import Agent, Runner, function_tool
+from agents.testing import ScriptedModel, assistant_message, function_call
 
-from icore.integrations import RunRecorder  # noqa: E402
-from icore.integrations.openai_agents import fenced_function_tool, recording  # noqa: E402
-from icore.workspace import Workspace  # noqa: E402
+from icore.integrations import RunRecorder
+from icore.integrations.openai_agents import fenced_function_tool, recording
+from icore.workspace import Workspace
 
 
 def _run(ran: list[str]) -> tuple[RunRecorder, Any]:
