@@ -72,7 +72,7 @@ def test_langgraph_fenced_call_with_bad_arguments_is_recorded_refused() -> None:
 
 
 def test_agents_sdk_fenced_call_with_bad_arguments_is_recorded_refused() -> None:
-    from agents import Agent, Runner, function_tool
+    from agents import Agent, Runner
     from agents.testing import ScriptedModel, assistant_message, function_call
 
     from icore.integrations.openai_agents import fenced_function_tool, recording

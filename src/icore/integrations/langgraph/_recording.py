@@ -71,6 +71,10 @@ def _writes(out: Any) -> tuple[list[str], list[str]]:
     return sorted(wrote), goto
 
 
+_PAST = {"approve": "approved", "reject": "rejected"}
+"""A yes or no to a call, as the Agents SDK recording says it."""
+
+
 def _text_args(args: Any) -> str:
     """A call's arguments as JSON text (data, not Python reprs)."""
     return json.dumps(plain_data(args), sort_keys=True, default=str)
@@ -404,6 +408,7 @@ class RecordingHandler(BaseCallbackHandler):
         for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):
             what = f"{tool}({_text_args(args)})" if tool else "the question asked"
             text = (f"a human answered {what}" if said == "answered" else
+                    f"a human {_PAST[said]} {what}" if said in _PAST else
                     f"a human answered {said} for {what}")
             self.recorder.add(agent, "thought", text,
                               answered_by="human", decision=said, tool=tool, args=args)
