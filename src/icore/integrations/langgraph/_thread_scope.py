@@ -40,8 +40,10 @@ _lock = threading.Lock()
 _roots: OrderedDict[int, tuple[Any, int]] = OrderedDict()
 """id(control) -> (control, number) of the latest root invocations (held: ids not reused)."""
 _ROOTS_KEPT = 4096
-_uses: dict[Hashable, dict[int, tuple[int, int]]] = {}
-"""Per thread scope: root number -> (first use, last use) of its latest invocations."""
+_uses: OrderedDict[Hashable, dict[int, tuple[int, int]]] = OrderedDict()
+"""Per thread scope: root number -> (first use, last use) of its latest invocations (the
+scopes used most recently; one idle longest is forgotten past :data:`_SCOPES_KEPT`)."""
+_SCOPES_KEPT = 16384
 _USES_KEPT = 64
 
 
@@ -89,7 +91,7 @@ def _root(conf: Mapping[str, Any]) -> int | None:
     return n
 
 
-def _where() -> tuple[Hashable | None, int | None]:
+def _where() -> tuple[tuple[Any, ...] | None, int | None]:
     """(scope, root) of the code running now (both None outside any run)."""
     conf = _conf()
     if conf is None:
@@ -120,6 +122,9 @@ def graph_scope() -> Hashable | None:
         tick = next(_ticks)
         with _lock:
             uses = _uses.setdefault(scope, {})
+            _uses.move_to_end(scope)
+            while len(_uses) > _SCOPES_KEPT:
+                _uses.popitem(last=False)
             uses[root] = (uses.get(root, (tick, tick))[0], tick)
             if len(uses) > _USES_KEPT:  # the invocations used longest ago
                 for k in sorted(uses, key=lambda k: uses[k][1])[:len(uses) - _USES_KEPT]:
