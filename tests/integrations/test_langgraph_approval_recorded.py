@@ -4,7 +4,6 @@ question asked", ``decision: "answered"``. Real LangGraph, a scripted model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,13 +25,9 @@ def test_an_approval_is_recorded_approved_or_rejected(answer: Any, said: str,
                                                        shipped: list[str]) -> None:
     shop = Shop()
     n = [0]
-
-    def turns() -> Iterator[AIMessage]:
-        yield _msg(("get_order", {"order_id": 42}), n=n)
-        yield _msg(("ship", {"order_id": 42, "city": "Berlin"}), n=n)
-        yield AIMessage("done")
-
-    app = _react([shop.get_order, shop.safe_ship(approval=True)], turns(), InMemorySaver())
+    script = iter([_msg(("get_order", {"order_id": 42}), n=n),
+                   _msg(("ship", {"order_id": 42, "city": "Berlin"}), n=n), AIMessage("done")])
+    app = _react([shop.get_order, shop.safe_ship(approval=True)], script, InMemorySaver())
     rec = RunRecorder("approval")
     cfg: Any = {"configurable": {"thread_id": "t1"}, "callbacks": [RecordingHandler(rec)]}
     out = app.invoke({"messages": [HumanMessage("ship")]}, cfg)
