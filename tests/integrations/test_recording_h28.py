@@ -188,8 +188,8 @@ def test_write_refuses_a_file_icore_did_not_write(tmp_path: Path) -> None:
     out = rec.write(tmp_path / "run.jsonl")
     rec.task("again")
     first = out.read_text()
-    rec.write(out)  # ours, unchanged since: kept as run.1.jsonl (qa-fw7 S3)
-    assert "again" in out.read_text() and (tmp_path / "run.1.jsonl").read_text() == first
+    rec.write(out)  # ours, unchanged since: kept as run-1.jsonl (qa-fw7 S3)
+    assert "again" in out.read_text() and (tmp_path / "run-1.jsonl").read_text() == first
     out.write_text("edited by hand\n")
     with pytest.raises(IntegrationError, match="changed since"):
         rec.write(out)

@@ -562,8 +562,8 @@ class RunRecorder:
 
         Nothing is overwritten unless ``overwrite=True``: a trace icore wrote there before
         (the folder's ``.icore-files`` ledger: a rerun, a concurrent run) is moved aside
-        to the first free ``<stem>.1<suffix>``, ``.2`` ... (as ``icore run`` keeps an
-        earlier run's folder); a user's file (a source file, another trace) is refused,
+        to the first free ``<stem>-1<suffix>``, ``-2`` ... (as the MCP gateway keeps an
+        earlier run's trace); a user's file (a source file, another trace) is refused,
         never lost to a mistyped path. The written file is listed in the ledger.
 
         Raises:

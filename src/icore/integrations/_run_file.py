@@ -3,8 +3,8 @@
 :meth:`icore.integrations.RunRecorder.write` never replaces a file unless asked to
 (``overwrite=True``). A file icore wrote there before (the folder's ``.icore-files``
 ledger; an earlier run, a rerun, a concurrent run writing the same path) is moved aside
-to the first free ``<stem>.1<suffix>``, ``<stem>.2<suffix>``, ... (as ``icore run``
-moves an earlier run's folder to ``<folder>.1``: QA qa-fw7 S3, 4 concurrent runs lost 3
+to the first free ``<stem>-1<suffix>``, ``<stem>-2<suffix>``, ... (as the MCP gateway
+keeps an earlier run's trace: QA qa-fw7 S3, 4 concurrent runs lost 3
 traces); any other file is refused. Writers of one folder take turns on an ``flock`` of
 the folder, so two runs never pick the same name.
 """
@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from icore._files import foreign_file, path_problem, write_owned
+from icore._files import earlier_name, foreign_file, path_problem, write_owned
 from icore.errors import IntegrationError
 
 
@@ -55,7 +55,7 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
                     fix="give another path, move the file away, or write(path, "
                         "overwrite=True)")
             if not overwrite and p.is_file():  # icore's earlier trace: kept, never lost
-                aside = _free_name(p)
+                aside = earlier_name(p)
                 os.rename(p, aside)
                 _log.info("moved the earlier run at %s to %s", p, aside)
             # checked just above (once: the ledger's hash of the file there is not taken
@@ -68,16 +68,6 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
 
 
 _log = logging.getLogger("icore.integrations")
-
-
-def _free_name(p: Path) -> Path:
-    """The first ``<stem>.N<suffix>`` beside ``p`` that names nothing (N = 1, 2, ...)."""
-    n = 1
-    while True:
-        target = p.with_name(f"{p.stem}.{n}{p.suffix}")
-        if not os.path.lexists(target):
-            return target
-        n += 1
 
 
 @contextlib.contextmanager
