@@ -432,9 +432,33 @@ def file_identity(path: Path) -> tuple[object, ...]:
         return ("path", str(path))
 
 
-__all__ = ["MARKER", "WRITTEN", "append_refusal", "file_identity", "foreign_file",
-           "make_room", "mark_folder", "not_a_regular_file", "output_refusal", "record_written",
-           "refuse_foreign", "write_owned"]
+__all__ = [
+    "MARKER",
+    "WRITTEN",
+    "append_refusal",
+    "earlier_name",
+    "file_identity",
+    "foreign_file",
+    "make_room",
+    "mark_folder",
+    "not_a_regular_file",
+    "output_refusal",
+    "record_written",
+    "refuse_foreign",
+    "write_owned",
+]
+
+
+def earlier_name(path: Path) -> Path:
+    """Where an earlier run's file at ``path`` is kept: the first free ``<stem>-<n><suffix>``.
+
+    n = 1, 2, ...; a name held by anything (a dangling link too) is skipped. One rule for
+    every trace icore moves aside (the MCP gateway's, ``RunRecorder.write``'s).
+    """
+    n = 1
+    while os.path.lexists(old := path.with_name(f"{path.stem}-{n}{path.suffix}")):
+        n += 1
+    return old
 
 
 def move_aside(folder: Path) -> Path:

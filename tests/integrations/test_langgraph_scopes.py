@@ -202,9 +202,9 @@ def _sync(fn: Callable[[], AIMessage]) -> Callable[[], Awaitable[AIMessage]]:
     return step
 
 
-def test_no_thread_id_keeps_the_unscoped_reads() -> None:
-    """A graph run without a thread (no conversation to tell apart): the agent's
-    unscoped reads, as before: a read then a call in one invocation runs."""
+def test_no_thread_id_scopes_the_invocation() -> None:
+    """A graph run without a thread is its own scope (qa-fw7 S1): a read then a call in
+    one invocation runs."""
     _ws, tools, ran = _world()
     app = _react(tools, iter([_call("get_fare", {"flight": "LH100"}, "c1"),
                               _call("book", BOOK, "c2"), AIMessage("done")]))
@@ -214,13 +214,16 @@ def test_no_thread_id_keeps_the_unscoped_reads() -> None:
 
 @pytest.mark.parametrize("thread", ["X", 7])
 def test_thread_scope_is_read_from_the_config(thread: Any) -> None:
-    """The detected scope is the run config's ``thread_id`` (str or int)."""
+    """The detected scope is the run config's ``thread_id`` (str or int) of its
+    checkpointer (numbered: another checkpointer's thread of the same id is another)."""
     from icore.integrations.langgraph._thread_scope import graph_scope
 
     seen: list[Any] = []
     g = StateGraph(S)
     g.add_node("agent", lambda state: seen.append(graph_scope()) or {"messages": []})
     g.add_edge(START, "agent")
-    g.compile(checkpointer=InMemorySaver()).invoke(
-        {"messages": [HumanMessage("x")]}, {"configurable": {"thread_id": thread}})
-    assert seen == [("langgraph", thread)] and graph_scope() is None
+    for _ in range(2):
+        g.compile(checkpointer=InMemorySaver()).invoke(
+            {"messages": [HumanMessage("x")]}, {"configurable": {"thread_id": thread}})
+    assert [s[2] for s in seen] == [thread, thread] and seen[0] != seen[1]
+    assert graph_scope() is None

@@ -265,7 +265,6 @@ def test_typed_and_defaulted_arguments_are_not_blocked() -> None:
         return f"reserved {night} for {guest.name}"
 
     safe = fenced_tool(reserve, agent=clerk, depends_on={"calendar/porto"})
-    clerk.read("calendar/porto")
     call = {"name": "reserve", "id": "r1", "args": {
         "hotel": "12345678-1234-5678-1234-567812345678", "night": "2026-03-01",
         "guest": {"name": "Ada"}}}
@@ -273,7 +272,9 @@ def test_typed_and_defaulted_arguments_are_not_blocked() -> None:
     g.add_node("tools", ToolNode([safe]))
     g.add_edge(START, "tools")
     g.add_edge("tools", END)
-    out = g.compile().invoke({"messages": [AIMessage("", tool_calls=[call])]})
+    with clerk.scope("porto"):  # the read outside the graph run, in its conversation
+        clerk.read("calendar/porto")
+        out = g.compile().invoke({"messages": [AIMessage("", tool_calls=[call])]})
     assert out["messages"][-1].status == "success", out["messages"][-1].content
     hotel, night, guest, room, deposit = got[0]
     assert isinstance(hotel, UUID) and night == date(2026, 3, 1)
@@ -285,7 +286,8 @@ def test_typed_and_defaulted_arguments_are_not_blocked() -> None:
         return {**st_.args, "night": st_.fresh["calendar/porto"]["free"][0]}  # type: ignore[index, call-overload]
 
     safe2 = fenced_tool(reserve, agent=clerk, depends_on={"calendar/porto"}, replan=replan)
-    res = safe2.invoke({**call, "type": "tool_call"})
+    with clerk.scope("porto"):
+        res = safe2.invoke({**call, "type": "tool_call"})
     assert res.status == "success" and got[1][1] == date(2026, 3, 2)
     assert isinstance(got[1][2], Guest)
 
@@ -333,6 +335,8 @@ def test_async_graph_and_raise_mode() -> None:
         return city
 
     safe = fenced_tool(ship, agent=shop.shipper, depends_on={ORDER})
+    scope = shop.shipper.scope("order-42")  # the read outside the run, in its conversation
+    scope.__enter__()
     shop.shipper.read(ORDER)
     g = StateGraph(S)
     g.add_node("tools", ToolNode([safe]))
@@ -345,6 +349,7 @@ def test_async_graph_and_raise_mode() -> None:
     strict = fenced_tool(shop.ship, agent=shop.shipper, depends_on={ORDER}, on_block="raise")
     with pytest.raises(ActionBlocked):
         strict.invoke({"order_id": 42, "city": "Berlin"})
+    scope.__exit__(None, None, None)
 
 
 def test_async_react_graph_two_calls_per_message() -> None:

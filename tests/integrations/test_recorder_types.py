@@ -80,3 +80,31 @@ def test_nan_content_still_audits(tmp_path: Path) -> None:
     rec.add("a", "output", float("nan"))
     rec.finish("a", "done")
     assert rec.audit().trace.steps
+
+
+def _entry_points() -> list[tuple[str, Any]]:
+    """The recording entry points of the frameworks installed in this venv."""
+    from icore.integrations.ag2 import ChatRecorder
+    from icore.integrations.langgraph import RecordingHandler, recorded_node
+    from icore.integrations.openai_agents import RecordingProcessor, recording
+
+    def enter(rec: Any) -> None:
+        with recording(rec, exclusive=True):
+            pass
+
+    return [("RecordingHandler", RecordingHandler),
+            ("recorded_node", lambda rec: recorded_node(lambda s: s, recorder=rec)),
+            ("RecordingProcessor", RecordingProcessor), ("recording()", enter),
+            ("ChatRecorder", ChatRecorder)]
+
+
+@pytest.mark.parametrize("bad", [None, "rec", Path("run.jsonl"), {}, 0])
+def test_recording_entry_points_refuse_a_non_recorder(bad: Any) -> None:
+    """``RecordingHandler(None)`` / ``RecordingHandler("rec")`` recorded nothing at run
+    time (QA qa-fw7 S2: a fenced ``charge`` ran unrecorded); ``recording(None,
+    exclusive=True)`` was an AttributeError. All refuse at construction, typed."""
+    for where, make in _entry_points():
+        with pytest.raises(IntegrationError, match="must be a RunRecorder") as e:
+            make(bad)
+        assert e.value.fields["got"] == type(bad).__name__, where
+        assert "rec.write(" in e.value.fields["fix"], where

@@ -30,20 +30,22 @@ def _turns() -> Any:
                  AIMessage("done")])
 
 
-def test_langgraph_run_without_thread_after_threaded_runs_is_refused() -> None:
-    """Thread X books; then a run without ``thread_id`` reads and books on the same
-    handle: its call is a WorkspaceError (nothing booked), not a call authorized from
-    the unscoped history."""
+def test_langgraph_call_outside_any_run_after_threaded_runs_is_refused() -> None:
+    """Thread X books; then the tool is called outside any graph run on the same handle:
+    a WorkspaceError (nothing booked), not a call authorized from the unscoped history.
+    A graph run without ``thread_id`` is its own scope (qa-fw7 S1): its read backs it."""
     _ws, tools, ran = _world()
     threaded = _react(tools, _turns(), checkpointer=InMemorySaver())
     out = threaded.invoke({"messages": [HumanMessage("book")]},
                           {"configurable": {"thread_id": "X"}})
     assert "booked LH100" in str([m for m in out["messages"]
                                   if isinstance(m, ToolMessage)][-1].content)
-    unthreaded = _react(tools, _turns())
+    tools[0].invoke({"flight": "LH100"})  # an unscoped read
     with pytest.raises(WorkspaceError, match="has no scope") as err:
-        unthreaded.invoke({"messages": [HumanMessage("book")]})
+        tools[1].invoke({"flight": "LH100", "price": 200})
     assert "thread_id" in err.value.fields["fix"] and ran == [("LH100", 200)]
+    _react(tools, _turns()).invoke({"messages": [HumanMessage("book")]})
+    assert ran == [("LH100", 200)] * 2
 
 
 def test_langgraph_threaded_run_after_unthreaded_runs_needs_its_own_read() -> None:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from icore.integrations._recorder import RunRecorder
 
 MAX_PROBLEMS = 8
 """At most this many argument problems are named (the rest are counted)."""
@@ -72,3 +75,19 @@ def invalid_args_message(tool: str, schema: type[BaseModel] | None,
     said = "; ".join(problems) or fallback or "they do not validate"
     return (f"the arguments of {tool} do not fit its schema: {said}. Nothing ran; call "
             f"{tool} again with the arguments corrected.")
+
+
+def refused_args(rec: RunRecorder, agent: str, tool: str, args: Any, said: str) -> str:
+    """A fenced call whose arguments were refused before its gate, into ``rec``.
+
+    Written as :func:`~icore.integrations._refusals.refused_call` writes any refusal
+    before the gate (reason :data:`~icore.integrations._refusals.ARGS_INVALID`), so the
+    call is in the trace as a plain tool's same error is (QA qa-fw7 S3). ``args`` that
+    are not a JSON object are kept under ``input``. Returns ``said``.
+    """
+    from icore.integrations._refusals import ARGS_INVALID, refused_call
+    from icore.integrations._trace_data import bounded_args
+
+    given = bounded_args(args) if isinstance(args, Mapping) else {"input": args}
+    refused_call(rec, agent, tool, given, said, reason=ARGS_INVALID)
+    return said

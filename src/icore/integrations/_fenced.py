@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +25,7 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _fence_seam
 from icore.integrations._recorder import RunRecorder, active_recorder
+from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import refused_call, with_given_args
 from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
@@ -233,16 +233,7 @@ class FenceGuard:
                 isinstance(agent, str) and not agent)):
             raise IntegrationError("agent must be a workspace agent or a non-empty agent id",
                                    got=type(agent).__name__)
-        if recorder is not None and not isinstance(recorder, RunRecorder):
-            is_path = isinstance(recorder, str | os.PathLike)
-            path = str(recorder)[:80] if is_path else "run.jsonl"
-            raise IntegrationError(
-                "recorder= must be a RunRecorder" + (", not a path: the trace file is "
-                                                     "written after the run with "
-                                                     "rec.write(path)" if is_path else ""),
-                got=type(recorder).__name__,
-                fix=f"rec = RunRecorder('run-1'); pass recorder=rec; after the run: "
-                f"rec.write({path!r})")
+        check_recorder(recorder, where="recorder=", optional=True)
         if replicator is not None and not isinstance(replicator, Replicator):
             raise IntegrationError("replicator= must be an icore.integrations.Replicator or "
                                    "None", got=type(replicator).__name__)

@@ -560,11 +560,11 @@ class RunRecorder:
     def write(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
 
-        A file already at ``path`` is replaced only when icore wrote it and nobody changed
-        it since (the folder's ``.icore-files`` ledger, as the CLI's outputs), or with
-        ``overwrite=True``: a user's file (a source file, another trace) is never lost to
-        a mistyped path. The written file is listed in the ledger (so a rerun may
-        replace it).
+        Nothing is overwritten unless ``overwrite=True``: a trace icore wrote there before
+        (the folder's ``.icore-files`` ledger: a rerun, a concurrent run) is moved aside
+        to the first free ``<stem>-1<suffix>``, ``-2`` ... (as the MCP gateway keeps an
+        earlier run's trace); a user's file (a source file, another trace) is refused,
+        never lost to a mistyped path. The written file is listed in the ledger.
 
         Raises:
             IntegrationError: ``path`` is empty or not a path, names a folder, a device or

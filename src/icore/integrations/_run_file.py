@@ -1,17 +1,24 @@
 """Writing a recorded run to a file without losing the user's files (issue 28).
 
-:meth:`icore.integrations.RunRecorder.write` replaces a file only when icore wrote it and
-nobody changed it since (the folder's ``.icore-files`` ledger, the CLI's rule), or when
-asked to (``overwrite=True``).
+:meth:`icore.integrations.RunRecorder.write` never replaces a file unless asked to
+(``overwrite=True``). A file icore wrote there before (the folder's ``.icore-files``
+ledger; an earlier run, a rerun, a concurrent run writing the same path) is moved aside
+to the first free ``<stem>-1<suffix>``, ``<stem>-2<suffix>``, ... (as the MCP gateway
+keeps an earlier run's trace: QA qa-fw7 S3, 4 concurrent runs lost 3
+traces); any other file is refused. Writers of one folder take turns on an ``flock`` of
+the folder, so two runs never pick the same name.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from icore._files import foreign_file, path_problem, write_owned
+from icore._files import earlier_name, foreign_file, path_problem, write_owned
 from icore.errors import IntegrationError
 
 
@@ -38,17 +45,37 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
         raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
                                "regular file", path=str(p))
     data = jsonl().encode("utf-8")
-    why = None if overwrite else foreign_file(p)
-    if why is not None:
-        raise IntegrationError(f"cannot write the run to {p}: the file there {why}; "
-                               "icore never overwrites a file it did not write",
-                               path=str(p), fix="give another path, move the file "
-                               "away, or write(path, overwrite=True)")
     try:
-        # checked just above (once: the ledger's hash of the file there is not taken
-        # again); a link at p is replaced, not followed
-        write_owned(p, data, overwrite=True)
+        with _folder_turn(p.parent):
+            why = None if overwrite else foreign_file(p)
+            if why is not None:
+                raise IntegrationError(
+                    f"cannot write the run to {p}: the file there {why}; icore never "
+                    "overwrites a file it did not write", path=str(p),
+                    fix="give another path, move the file away, or write(path, "
+                        "overwrite=True)")
+            if not overwrite and p.is_file():  # icore's earlier trace: kept, never lost
+                aside = earlier_name(p)
+                os.rename(p, aside)
+                _log.info("moved the earlier run at %s to %s", p, aside)
+            # checked just above (once: the ledger's hash of the file there is not taken
+            # again); a link at p is replaced, not followed
+            write_owned(p, data, overwrite=True)
     except OSError as exc:
         raise IntegrationError(f"cannot write the run to {p}: {exc.strerror or exc}",
                                path=str(p)) from None
     return p
+
+
+_log = logging.getLogger("icore.integrations")
+
+
+@contextlib.contextmanager
+def _folder_turn(folder: Path) -> Iterator[None]:
+    """This writer's turn in ``folder`` (an exclusive ``flock`` of the folder itself)."""
+    fd = os.open(folder if str(folder) else ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 
+from icore._files import earlier_name
+
 
 def is_gateway_trace(path: Path) -> bool:
     """True when ``path`` is a regular file whose first line is a gateway trace's header.
@@ -80,10 +82,7 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
                 raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
             _drop_orphans(p)
             if p.exists():  # an earlier run's trace: kept beside, never overwritten
-                n = 1
-                while (old := p.with_name(f"{p.stem}-{n}{p.suffix}")).exists():
-                    n += 1
-                p.rename(old)
+                p.rename(earlier_name(p))
         except BaseException:
             os.close(fd)
             raise

@@ -37,6 +37,7 @@ from ag2.middleware import BaseMiddleware
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._json_args import given_args
+from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import read_refusal, record_tool_result
 from icore.integrations._run_end import RunEnd
 from icore.integrations._tool_failed import describe
@@ -89,6 +90,7 @@ class ChatRecorder:
     """
 
     def __init__(self, recorder: RunRecorder) -> None:
+        check_recorder(recorder, where="ChatRecorder")
         self.recorder = recorder
         self.run_end = RunEnd(recorder)
         """The run's one end: the latest top-level ``ask``'s answer."""

@@ -38,6 +38,7 @@ from crewai.events.types.tool_usage_events import (
 )
 
 from icore.integrations import RunRecorder
+from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._trace_data import bounded_args
 from icore.integrations.crewai._turns import _stack
 
@@ -94,6 +95,7 @@ class CrewRecorder:
     """
 
     def __init__(self, recorder: RunRecorder) -> None:
+        check_recorder(recorder, where="CrewRecorder")
         self.recorder = recorder
         self._buf: list[tuple[int, int, Callable[[], object], str]] = []
         self._n = 0

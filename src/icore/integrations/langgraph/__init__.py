@@ -20,7 +20,8 @@ require("langgraph.graph", "langgraph", feature="icore.integrations.langgraph")
 from icore.integrations.langgraph._checkpoint import RecordCheckpointSaver  # noqa: E402
 from icore.integrations.langgraph._fenced_node import RootsFrom, StateUpdate  # noqa: E402
 from icore.integrations.langgraph._record_store import RecordStore  # noqa: E402
-from icore.integrations.langgraph._recording import RecordingHandler, recorded_node  # noqa: E402
+from icore.integrations.langgraph._recorded_node import recorded_node  # noqa: E402
+from icore.integrations.langgraph._recording import RecordingHandler  # noqa: E402
 from icore.integrations.langgraph._tools import fenced_tool, is_fenced  # noqa: E402
 
 __all__ = [

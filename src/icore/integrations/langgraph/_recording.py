@@ -2,10 +2,8 @@
 
 Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit`` reads.
 
-* :func:`recorded_node` wraps a node function, sync or ``async def``, keeping its
-  signature (so LangGraph still passes ``config``, ``runtime``, ``store``, ``writer``);
-  each call records the keys the node actually read, the keys it wrote (a ``Command``'s
-  update too) and its ``goto`` as a handoff.
+* :func:`~icore.integrations.langgraph.recorded_node` (``_recorded_node``) wraps a
+  node function.
 * :class:`RecordingHandler` is a LangChain callback handler: pass it in
   ``config={"callbacks": [handler]}`` and every node step, model turn (with its tool
   calls and their arguments), tool result and handoff is recorded under the agent that
@@ -21,15 +19,13 @@ Both write a :class:`~icore.integrations.RunRecorder`, the trace ``icore audit``
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -37,8 +33,11 @@ from langchain_core.messages import ToolMessage
 from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from icore.integrations import RunRecorder, read_refusal
+from icore.integrations._arg_problems import invalid_args_message, refused_args
+from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
 from icore.integrations._trace_data import plain_data
 from icore.integrations.langgraph._reviewed import human_decisions
@@ -53,45 +52,6 @@ recorder has seen none of its calls yet (issue 28)."""
 def mark_fenced(name: str, tool: Any) -> None:
     """Remember that ``tool`` (alive) is the fenced tool named ``name``."""
     _FENCED_NAMES[name] = tool
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _Reads(dict[str, Any]):
-    """The node's input state, noting which keys the node reads."""
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        super().__init__(data)
-        self.read: set[str] = set()
-
-    def __getitem__(self, key: str) -> Any:
-        self.read.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """``dict.get``, noting ``key`` as read (present or not)."""
-        self.read.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        if isinstance(key, str):
-            self.read.add(key)
-        return super().__contains__(key)
-
-    def items(self) -> Any:
-        """``dict.items``, noting every key as read."""
-        self.read.update(self.keys())
-        return super().items()
-
-    def values(self) -> Any:
-        """``dict.values``, noting every key as read."""
-        self.read.update(self.keys())
-        return super().values()
-
-    def __iter__(self) -> Iterator[str]:
-        self.read.update(self.keys())
-        return super().__iter__()
-
 
 def _writes(out: Any) -> tuple[list[str], list[str]]:
     """(keys written, goto targets) of a node's return value."""
@@ -111,55 +71,8 @@ def _writes(out: Any) -> tuple[list[str], list[str]]:
     return sorted(wrote), goto
 
 
-def _note(recorder: RunRecorder, label: str, agent: str, read: list[str], out: Any) -> None:
-    wrote, goto = _writes(out)
-    recorder.turn(agent, f"node {label}: wrote {', '.join(wrote) or 'nothing'}",
-                  node=label, read=read, wrote=wrote)
-    for g in goto:
-        recorder.handoff(agent, g, f"{label} -> {g}")
-
-
-def recorded_node(node: F, *, recorder: RunRecorder, name: str | None = None,
-                  agent: str | None = None) -> F:
-    """Wrap a graph node so each call is recorded (the node itself is unchanged).
-
-    Args:
-        node: the node function: ``(state)``, ``(state, config)``, ``(state, *, runtime)``
-            ... sync or ``async def``; its signature is kept.
-        recorder: where the steps go.
-        name: the node's label (default: the function's name).
-        agent: the agent the step is attributed to (default: the label).
-
-    Returns:
-        The wrapped node, same signature and sync/async kind.
-    """
-    label = str(name or getattr(node, "__name__", "node"))
-    who = agent or label
-
-    def prepare(state: Any) -> Any:
-        return _Reads(state) if type(state) is dict else state
-
-    def read_of(state: Any) -> list[str]:
-        return sorted(state.read) if isinstance(state, _Reads) else []
-
-    if inspect.iscoroutinefunction(node):
-        @functools.wraps(node)
-        async def awrapped(state: Any, *args: Any, **kwargs: Any) -> Any:
-            s = prepare(state)
-            out = await node(s, *args, **kwargs)
-            _note(recorder, label, who, read_of(s), out)
-            return out
-
-        return awrapped  # type: ignore[return-value]
-
-    @functools.wraps(node)
-    def wrapped(state: Any, *args: Any, **kwargs: Any) -> Any:
-        s = prepare(state)
-        out = node(s, *args, **kwargs)
-        _note(recorder, label, who, read_of(s), out)
-        return out
-
-    return wrapped  # type: ignore[return-value]
+_PAST = {"approve": "approved", "reject": "rejected"}
+"""A yes or no to a call, as the Agents SDK recording says it."""
 
 
 def _text_args(args: Any) -> str:
@@ -278,12 +191,16 @@ class RecordingHandler(BaseCallbackHandler):
     Args:
         recorder: where the run goes.
         nodes: record node steps (default True).
+
+    Raises:
+        IntegrationError: ``recorder`` is not a RunRecorder (it would record nothing).
     """
 
     raise_error = False
     run_inline = True
 
     def __init__(self, recorder: RunRecorder, *, nodes: bool = True) -> None:
+        check_recorder(recorder, where="RecordingHandler")
         self.recorder = recorder
         self.nodes = nodes
         self._runs: dict[UUID, tuple[str, Any]] = {}
@@ -491,6 +408,7 @@ class RecordingHandler(BaseCallbackHandler):
         for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):
             what = f"{tool}({_text_args(args)})" if tool else "the question asked"
             text = (f"a human answered {what}" if said == "answered" else
+                    f"a human {_PAST[said]} {what}" if said in _PAST else
                     f"a human answered {said} for {what}")
             self.recorder.add(agent, "thought", text,
                               answered_by="human", decision=said, tool=tool, args=args)
@@ -550,15 +468,18 @@ class RecordingHandler(BaseCallbackHandler):
         """
         with self._lock:  # the call's tool runs: its run is its record
             self._asked.pop(str(kwargs.get("tool_call_id")), None)
-        if (metadata or {}).get("planfence") or kwargs.get("parent_run_id") in self._fenced:
+        fenced = bool((metadata or {}).get("planfence"))
+        if not fenced and kwargs.get("parent_run_id") in self._fenced:
             with self._lock:
                 self._fenced.add(run_id)
             return
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
         agent = self.recorder.caller(name, kwargs.get("tool_call_id")) or self._agent(
             kwargs.get("parent_run_id"), metadata)
-        with self._lock:
-            self._runs[run_id] = ("tool", (agent, name, inputs))
+        with self._lock:  # a fenced call is its guard's to record, unless never reached
+            if fenced:
+                self._fenced.add(run_id)
+            self._runs[run_id] = ("fenced" if fenced else "tool", (agent, name, inputs))
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool result.
@@ -569,7 +490,7 @@ class RecordingHandler(BaseCallbackHandler):
         with self._lock:
             entry = self._runs.pop(run_id, None)
             self._fenced.discard(run_id)
-        if entry is None:
+        if entry is None or entry[0] == "fenced":
             return
         agent, name, inputs = entry[1]
         if isinstance(output, Command):
@@ -591,6 +512,11 @@ class RecordingHandler(BaseCallbackHandler):
         if entry is None or isinstance(error, GraphBubbleUp):
             return  # an interrupt or a Command bubbling up is control flow, not a failure
         agent, name, inputs = entry[1]
+        if entry[0] == "fenced":  # LangChain refused the arguments before the guard ran
+            if isinstance(error, ValidationError):
+                refused_args(self.recorder, agent, name, inputs,
+                             invalid_args_message(name, None, inputs or {}, str(error)))
+            return
         if read_refusal(str(error), name) is not None:  # the gateway's refusal, raised
             record_tool_result(self.recorder, agent, name, inputs, str(error), error=True)
             return

@@ -19,7 +19,13 @@ from typing import Any
 
 from icore.integrations._approvals import changed
 from icore.integrations._fenced import FenceGuard
-from icore.workspace import APPROVAL_CHANGED, ApprovalRequest, CallRefused
+from icore.workspace import (
+    APPROVAL_CHANGED,
+    APPROVAL_FIELD,
+    ApprovalRequest,
+    CallRefused,
+    read_answer,
+)
 
 REVIEW_STATE_KEY = "hitl_edited_tool_calls"
 """The graph-state key ``HumanInTheLoopMiddleware`` (batched mode) adds to its agent and
@@ -107,7 +113,9 @@ def human_decisions(asked: list[tuple[Any, Any]], resume: Any
 
     Returns:
         One entry per call asked (``decision``: ``approve`` / ``edit`` / ``reject`` /
-        ``respond``, or ``answered`` with the tool None for another question); empty
+        ``respond``; icore's ``approval=True`` question: ``approve`` / ``reject`` as
+        :func:`~icore.workspace.read_answer` reads the answer; ``answered`` with the tool
+        None for another question); empty
         when the answer cannot be paired with the questions.
     """
     out: list[tuple[str | None, Any, str]] = []
@@ -126,6 +134,11 @@ def human_decisions(asked: list[tuple[Any, Any]], resume: Any
             continue
         if isinstance(value, Mapping) and value.get("type") == "tool_approval":
             out.append((str(value.get("name")), value.get("args"), _kind(answer)))
+            continue
+        asked_of = value.get(APPROVAL_FIELD) if isinstance(value, Mapping) else None
+        if isinstance(asked_of, Mapping):  # icore's approval=True question: yes or no
+            out.append((str(asked_of.get("action")), asked_of.get("args"),
+                        "approve" if read_answer(answer).approved else "reject"))
             continue
         out.append((None, None, "answered"))
     return out

@@ -49,6 +49,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._arg_problems import refused_args
 from icore.integrations._scope_once import one_call
 from icore.integrations.langgraph._fenced_node import (
     _FW,
@@ -63,7 +64,7 @@ from icore.integrations.langgraph._fenced_node import (
 )
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
-from icore.integrations.langgraph._thread_scope import graph_scope
+from icore.integrations.langgraph._thread_scope import check_graph_scope, graph_scope
 from icore.records import JSONValue
 from icore.workspace import Agent, Approver, UserReplanner
 
@@ -234,11 +235,17 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
     def prepare(kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any],
                                                  dict[str, JSONValue], str | None]:
         runtime, args, injected = f.split(kwargs)
+        call_id = getattr(runtime, "tool_call_id", None)
         try:
             norm = f.norm(args)
         except IntegrationError as exc:
-            raise ToolException(f"PlanFence refused {base.name}: {exc}") from None
-        return runtime, args, injected, norm, getattr(runtime, "tool_call_id", None)
+            said = f"PlanFence refused {base.name}: {exc}"
+            rec = guard.recorder or _handler_recorder(getattr(runtime, "config", None))
+            if rec is not None:  # a refused call, recorded as a plain tool's error is
+                refused_args(rec, rec.caller(base.name, call_id) or guard.agent or "agent",
+                             base.name, args, said)
+            raise ToolException(said) from None
+        return runtime, args, injected, norm, call_id
 
     def signal(attempt: Hashable | None, call_id: str | None) -> None:
         if attempt is not None and call_id is not None:
@@ -258,6 +265,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
     def run_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
+        if agent_mode:  # two invocations sharing one thread at once: refused
+            check_graph_scope(base.name)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
         attempt = _attempt(config) if approval and call_id is not None else None
@@ -300,6 +309,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
     async def run_async(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
+        if agent_mode:  # two invocations sharing one thread at once: refused
+            check_graph_scope(base.name)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
         attempt = _attempt(config) if approval and call_id is not None else None

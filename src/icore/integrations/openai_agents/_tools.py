@@ -84,7 +84,7 @@ from icore.integrations._approvals import (
     fence_changed,
     record_changed,
 )
-from icore.integrations._arg_problems import invalid_args_message
+from icore.integrations._arg_problems import invalid_args_message, refused_args
 from icore.integrations._context import (
     ContextRoots,
     StateUpdate,
@@ -95,6 +95,7 @@ from icore.integrations._context import (
 from icore.integrations._failed import Failed
 from icore.integrations._fenced import agent_error
 from icore.integrations._json_args import read_json
+from icore.integrations._recorder import active_recorder
 from icore.integrations._tool_failed import describe
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
@@ -337,15 +338,22 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         per_call.agent = who
         return per_call
 
+    def refused(ctx: ToolContext[Any], given: Any, said: str) -> str:
+        """Arguments refused before the gate: a refused call in the recording too."""
+        rec = guard.recorder or active_recorder()
+        if rec is None:
+            return said
+        return refused_args(rec, caller_guard(ctx).agent or "agent", base.name, given, said)
+
     async def team_invoke(ctx: ToolContext[Any], input_json: str) -> Any:
         args = parse(input_json)
         if isinstance(args, str):
-            return args
+            return refused(ctx, input_json, args)
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
-            return invalid_args_message(base.name, getattr(norm, "schema", None), args,
-                                        fallback=str(exc))
+            return refused(ctx, args, invalid_args_message(
+                base.name, getattr(norm, "schema", None), args, fallback=str(exc)))
         wanted = (asked.get(ctx.tool_call_id) if approved_call(base, ctx)
                   and not always_approved(base, ctx) else NO_APPROVAL)
 

@@ -60,6 +60,7 @@ from agents.tracing.traces import NoOpTrace
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
 from icore.integrations._json_args import read_json
+from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
 from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
@@ -130,6 +131,15 @@ class _TraceState:
     depth: int = 0
     tasks: bool = False
     ended: bool = False
+    turns: bool = False
+    """A model span of the trace carried the model's input or output."""
+    noted: bool = False
+
+
+_UNSEEN = ("the model put no input or output in the run's trace spans (e.g. "
+           "agents.testing.ScriptedModel): its task, turns and final answer are not "
+           "recorded; after the run: rec.task(question); rec.finish(result.last_agent.name, "
+           "result.final_output)")
 
 
 def _trim(entries: OrderedDict[Any, Any], most: int) -> None:
@@ -143,6 +153,9 @@ class RecordingProcessor(TracingProcessor):
 
     Args:
         recorder: where the run goes.
+
+    Raises:
+        IntegrationError: ``recorder`` is not a RunRecorder (at construction).
     """
 
     MAX_TRACES = 1024
@@ -151,6 +164,7 @@ class RecordingProcessor(TracingProcessor):
     """Marks icore's processors (an exclusive block keeps the other blocks' ones)."""
 
     def __init__(self, recorder: RunRecorder) -> None:
+        check_recorder(recorder, where="RecordingProcessor")
         self.recorder = recorder
         self.active = True
         """Set False to stop recording (the processor stays registered, inert)."""
@@ -192,6 +206,8 @@ class RecordingProcessor(TracingProcessor):
             self._asking.clear()
         if final is not None:
             self._end.end(*final)
+        elif not waiting:
+            self._unseen(trace_id)
         elif waiting:  # stopped for a human approval: a pause, not an end
             with self._lock:
                 self._paused.update(dict.fromkeys(asked))
@@ -200,6 +216,20 @@ class RecordingProcessor(TracingProcessor):
             self.recorder.add(waiting[0][0], "thought",
                               f"paused: waiting for a human to approve {what}", pause=True,
                               approvals=[{"tool": t, "args": a} for _, t, a in waiting])
+
+    def _unseen(self, trace_id: str) -> None:
+        """A run ended whose model put nothing in its spans: say so in the trace (once).
+
+        The processor sees a run only through the SDK's spans; a model that fills no
+        generation or response span (``agents.testing.ScriptedModel``, with or without
+        ``emit_traces``) leaves no task, turns or answer to record (QA qa-fw7 S3).
+        """
+        with self._lock:
+            st = self._state(trace_id)
+            if st.turns or st.noted:
+                return
+            st.noted, who = True, st.agent
+        self.recorder.add(who, "thought", _UNSEEN, unseen_model=True)
 
     def _mine(self, trace_id: str) -> bool:
         """Whether an event of ``trace_id`` belongs to this processor's runs.
@@ -276,8 +306,12 @@ class RecordingProcessor(TracingProcessor):
 
         A run that ends while such a call waits is recorded as paused, not ended.
         """
+        trace = get_current_trace()
         with self._lock:
-            who = self._pending.get(str(call_id), ("agent",))[0]
+            who = self._pending.get(str(call_id), (None,))[0]
+            if who is None:  # no model span named the call: the agent whose span is open
+                st = self._traces.get(trace.trace_id) if trace is not None else None
+                who = st.agent if st is not None else "agent"
             self._asking[str(call_id)] = (who, tool, args)
             _trim(self._asking, self.MAX_TRACES)
 
@@ -376,6 +410,7 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             st = self._state(span.trace_id)
             first, st.tasked, at = not st.tasked, True, st.at
+            st.turns = st.turns or bool(inputs or output)
         if first:
             # a later run of a chat gets the history: its task is the newest user message
             task = inputs if isinstance(inputs, str) else next(
@@ -520,10 +555,12 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
     call (:func:`check_traced`).
 
     Raises:
-        IntegrationError: ``exclusive`` with a provider whose processors are unknown;
+        IntegrationError: ``recorder`` is not a RunRecorder; ``exclusive`` with a
+            provider whose processors are unknown;
             SDK tracing is off for the process and ``exclusive`` is not set (the error
             names the fix).
     """
+    check_recorder(recorder, where="recording()")
     provider = get_trace_provider()
     off = _globally_off(provider)
     if off and not exclusive:
