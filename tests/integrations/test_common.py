@@ -56,7 +56,7 @@ def test_blocked_lineage_incomplete_names_the_key(trip: Any) -> None:
     guard = FenceGuard(fence=trip.fence, depends_on={REQ}, replicator=trip.replicator)
     gated = guard.run("book", trip.book, {"destination": "Porto"}, [plan.id])
     assert not gated.executed and gated.result.final.reason.value == "lineage_incomplete"
-    assert "req/trip-17 v2" in gated.message
+    assert "req/trip-17 seq 2" in gated.message
     trip.replicator.publish(r2, to=["executor"])  # the replication helper fixes it
     assert guard.run("book", trip.book, {"destination": "Porto"}, [plan.id]).executed
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
 from icore.mcp import GatewayTrace
 from icore.records import Record
@@ -149,7 +151,7 @@ def test_the_termination_is_on_disk_before_the_stops_rewrite(tmp_path: Path) -> 
     path = tmp_path / "trace.jsonl"
     trace = GatewayTrace("gw", path)
     trace.session("s1", "client")
-    (tmp_path / f"trace.jsonl.{os.getpid()}.tmp").write_text("", encoding="utf-8")
+    (tmp_path / f"trace.jsonl.{os.getpid()}.tmp").write_text("mine\n", encoding="utf-8")
     trace.close()
     assert trace.written_to == tmp_path / "trace-stopped-1.jsonl"
     live = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
@@ -184,3 +186,40 @@ def test_orphan_temporary_files_of_dead_stops_are_removed_at_claim(tmp_path: Pat
     assert path == tmp_path / "trace.jsonl"
     assert not orphan.exists() and not empty.exists()
     assert live.exists() and user.read_text(encoding="utf-8") == "my notes\n"
+
+
+def test_a_leftover_temporary_name_of_this_pid_is_taken_not_sidestepped(
+        tmp_path: Path) -> None:
+    """A stop killed under the same pid (PID 1 in a container) left an empty temporary
+    file: the next stop removes it and rewrites the trace in place, rather than sending
+    every later trace beside."""
+    import os
+
+    path = tmp_path / "trace.jsonl"
+    tmp = tmp_path / f"trace.jsonl.{os.getpid()}.tmp"
+    tmp.write_text("", encoding="utf-8")
+    trace = GatewayTrace("gw", path)
+    trace.session("s1", "client")
+    trace.close()
+    assert trace.written_to == path and not tmp.exists()
+    assert not list(tmp_path.glob("trace-stopped-*"))
+
+
+def test_a_file_at_the_path_before_the_first_write_sends_the_whole_run_beside(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Every event of the run reaches the sibling as it happens (not only at the stop),
+    and the gateway says so once."""
+    path = tmp_path / "trace.jsonl"
+    path.write_text("my notes\n", encoding="utf-8")
+    trace = GatewayTrace("gw", path)
+    with caplog.at_level("WARNING", logger="icore.mcp"):
+        for i in range(3):
+            trace.session(f"s{i}", "client")
+        side = tmp_path / "trace-stopped-1.jsonl"
+        lines = side.read_text(encoding="utf-8").splitlines()
+        assert sum('"session s' in x for x in lines) == 3
+        trace.close()
+    assert path.read_text(encoding="utf-8") == "my notes\n"
+    assert trace.written_to == side
+    said = [r for r in caplog.records if "left as it is" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]

@@ -213,7 +213,10 @@ def test_an_action_record_shows_every_argument_the_tool_saw() -> None:
         {"id": "a" * 64, "key": "planfence.act/book_flight", "owner": "desk", "seq": 3,
          "type": "action", "role": "action", "content": {"args": args}},
         {"id": "b" * 64, "key": "trip/T7", "owner": "fin", "seq": 1, "type": "fact",
-         "role": "input", "content": fact}])
+         "role": "input", "content": fact},
+        {"id": "c" * 64, "key": "planfence.act/book_flight", "owner": "desk", "seq": 4,
+         "type": "action", "content": {"args": args}}])  # no role: its type says action
     assert '"trip_id": "T7"' in views[0].summary and '"origin": "LIS"' in views[0].summary
     assert not views[0].summary.endswith("…")
     assert len(views[1].summary) == 90 and views[1].summary.endswith("…")
+    assert views[2].role == "action" and views[2].summary == views[0].summary

@@ -9,7 +9,7 @@ replica and the owners' heads; a record the executor never received makes the ga
 ``lineage_incomplete``. :class:`Replicator` does the installs a team would otherwise write
 by hand (commit at the owner, install the record and its ancestors into each replica that
 needs the key), and :meth:`Replicator.explain` turns the 64-hex ids in a gate's detail
-into ``key v<seq>`` names a model (or a person) can act on.
+into ``key seq <n>`` names a model (or a person) can act on.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class Replicator:
         return res
 
     def missing(self, store: Store, roots: Sequence[RecordId]) -> list[str]:
-        """``key v<seq>`` of every record on the roots' lineage that ``store`` lacks.
+        """``key seq <n>`` of every record on the roots' lineage that ``store`` lacks.
 
         These are the records to replicate before the call can run, in traversal order.
         """
@@ -154,11 +154,15 @@ class Replicator:
         return out
 
     def name(self, rid: str) -> str:
-        """``key v<seq>`` for a record id (``unknown record <prefix>`` when no store has it)."""
+        """``key seq <n>`` for a record id (``unknown record <prefix>`` when no store has it).
+
+        ``n`` is the owner sequence (over all the owner's keys, planfence App. A), never
+        written ``v<n>``, which reads as a count of the key's versions.
+        """
         r = self.find(rid)
         if r is None:
             return f"unknown record {rid[:12]}"
-        return f"{r.key} v{r.seq}"
+        return f"{r.key} seq {r.seq}"
 
     def explain(self, text: str) -> str:
         """``text`` with every 64-hex record id replaced by its :meth:`name`."""

@@ -43,7 +43,7 @@ from typing import Any, TextIO
 from icore.fence import GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
-from icore.mcp._trace_claim import free_sibling, replace_atomically
+from icore.mcp._trace_claim import free_sibling, open_new_trace, replace_atomically
 from icore.records import Record, RecordId
 
 log = logging.getLogger("icore.mcp")
@@ -442,9 +442,13 @@ class GatewayTrace:
             if self._fh is None:
                 lines.insert(0, json.dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
-                if self._fh is None:  # the claimed path is free: never follow or truncate
-                    fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                                 | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                if self._fh is None:  # created here: never followed, never truncated
+                    opened, fd = open_new_trace(self.path)
+                    if opened != self.path:
+                        log.warning("the trace path %s holds a file or link the gateway "
+                                    "did not write: it is left as it is; the trace goes "
+                                    "to %s", self.path, opened)
+                        self.path = self.written_to = opened
                     self._fh = os.fdopen(fd, "w", encoding="utf-8")
                     st = os.fstat(self._fh.fileno())
                     self._ident = (st.st_dev, st.st_ino)
@@ -506,6 +510,10 @@ class GatewayTrace:
                                 self.path, why, target)
                 else:
                     target = replace_atomically(self.path, text)
+                    if target != self.path:
+                        log.warning("the trace's temporary name beside %s is taken by a "
+                                    "link or another file (left as it is); the final trace "
+                                    "was written to %s", self.path, target)
                 self.written_to = target
             except OSError as exc:
                 self.written_to = None

@@ -102,11 +102,19 @@ def _drop_orphans(path: Path) -> None:
         if not pid.isdigit() or _alive(int(pid)):
             continue
         try:
-            st = tmp.lstat()
-            if stat.S_ISREG(st.st_mode) and (st.st_size == 0 or is_gateway_trace(tmp)):
+            if _leftover(tmp):
                 tmp.unlink()
         except OSError:
             continue
+
+
+def _leftover(tmp: Path) -> bool:
+    """True when ``tmp`` is a regular file, empty or a gateway trace (a stop's leftover)."""
+    try:
+        st = tmp.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (st.st_size == 0 or is_gateway_trace(tmp))
 
 
 def _alive(pid: int) -> bool:
@@ -144,18 +152,26 @@ def free_sibling(path: Path, text: str, *, limit: int = 10_000) -> Path:
 def replace_atomically(path: Path, text: str) -> Path:
     """Write ``text`` to a fresh temporary sibling of ``path``, then rename it over ``path``.
 
-    The temporary name (``<name>.<pid>.tmp``) is created exclusively and never followed:
-    when it is taken (a link or a file someone put there), the text goes to
-    :func:`free_sibling` instead. Returns where the text went.
+    The temporary name (``<name>.<pid>.tmp``) is created exclusively and never followed.
+    When it is taken by a leftover of an earlier stop under the same pid (a regular file,
+    empty or a gateway trace: the caller holds ``path``'s lock) it is removed and taken;
+    when it holds anything else (a link, a user's file) the text goes to
+    :func:`free_sibling` instead. Returns where the text went (the caller says so when
+    it is not ``path``).
 
     Raises:
         OSError: the write or the rename failed (the temporary file is removed).
     """
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644)
-    except FileExistsError:
+    for _ in range(2):
+        try:
+            fd = os.open(tmp, _NEW, 0o644)
+            break
+        except FileExistsError:
+            if not _leftover(tmp):  # a link or a user's file: never touched
+                return free_sibling(path, text)
+            tmp.unlink()  # a stop killed under this very pid (PID 1 in a container)
+    else:
         return free_sibling(path, text)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -165,3 +181,26 @@ def replace_atomically(path: Path, text: str) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""A file created here, never one found there, never through a link."""
+
+
+def open_new_trace(path: Path) -> tuple[Path, int]:
+    """Create the trace file at ``path`` exclusively, or at a free sibling; (path, fd).
+
+    ``path`` was claimed free (:func:`claim_trace`); when something appeared there before
+    the first write (a link, a user's file) it is left as it is and the trace goes to the
+    first free ``<stem>-stopped-<n><suffix>`` instead, for the whole run (the caller says
+    so once).
+
+    Raises:
+        OSError: neither could be created.
+    """
+    try:
+        return path, os.open(path, _NEW, 0o644)
+    except FileExistsError:
+        pass
+    sibling = free_sibling(path, "")
+    return sibling, os.open(sibling, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

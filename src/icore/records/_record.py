@@ -158,11 +158,10 @@ def _plain_envelope(rec: Record, *, computed: bool = False) -> bool:
 
 
 def _hex64(text: str) -> bool:
-    """True when the 64-character ``str`` ``text`` is lowercase hex (a record id's shape).
+    """True when the 64-character plain ``str`` ``text`` is lowercase hex (a record id).
 
-    ``bytes.fromhex`` refuses anything but hex digits and whitespace, and ``hex()`` writes
-    lowercase without whitespace, so the round trip gives ``text`` back exactly when
-    ``_HEX.issuperset(text)``, at half its cost (issue 27).
+    ``bytes.fromhex`` takes hex digits and whitespace, ``hex()`` writes lowercase hex: the
+    round trip gives ``text`` back exactly when it is lowercase hex (half the cost, #27).
     """
     try:
         return bytes.fromhex(text).hex() == text
@@ -220,7 +219,9 @@ def content_address(content_bytes: bytes) -> str:
 
 def is_record_id(value: object) -> bool:
     """Return True if ``value`` has the shape of a record id (64 lowercase hex)."""
-    return isinstance(value, str) and len(value) == 64 and _hex64(value)
+    if type(value) is not str:  # a subclass is judged on its plain str, never its __eq__
+        value = str.__str__(value) if isinstance(value, str) else ""
+    return len(value) == 64 and _hex64(value)
 
 
 def _plain_json(value: JSONValue, depth: int = 0) -> bool:

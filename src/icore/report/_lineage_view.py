@@ -74,13 +74,12 @@ def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]
             continue
         seen.add(rid)
         seq = r.get("seq")
+        role = str(r.get("role") or r.get("type", ""))
         out.append(RecordView(
             id=rid, key=visible(str(r.get("key", ""))), owner=visible(str(r.get("owner", ""))),
             seq=int(seq) if isinstance(seq, int) else None, type=str(r.get("type", "")),
-            role=str(r.get("role") or r.get("type", "")),
-            parents=tuple(str(p) for p in r.get("parents") or ()),
-            summary=_summary(r.get("content"), _ACTION_LIMIT if r.get("role") == "action"
-                             else 90)))
+            role=role, parents=tuple(str(p) for p in r.get("parents") or ()),
+            summary=_summary(r.get("content"), _ACTION_LIMIT if role == "action" else 90)))
     return tuple(out)
 
 

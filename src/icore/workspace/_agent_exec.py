@@ -273,7 +273,7 @@ class _Execution:
                       for k, r in rq.fresh.items()})
 
     def _named(self, text: str) -> str:
-        """``text`` with each 64-hex record id named ``key v<seq>``.
+        """``text`` with each 64-hex record id named ``key seq <n>`` (the owner sequence).
 
         An action record is named ``the <tool> call's action record``.
         """
@@ -283,7 +283,7 @@ class _Execution:
                 return "an unknown version"
             if r.type == "action":
                 return f"the {r.key.rsplit('/', 1)[-1]} call's action record"
-            return f"{r.key} v{r.seq}"
+            return f"{r.key} seq {r.seq}"
         return _ID.sub(name, text)
 
     def _detail(self, plan: _Plan, res: ActionResult, handed_over: bool) -> str:
