@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,16 @@ import pytest
 from icore.errors import HeadConflict
 from icore.memory import OwnershipMap, SQLiteStore
 from icore.net import (
+    Commit,
+    GroupCommitter,
     OwnerClient,
+    OwnerHandler,
     RemoteError,
     ServerThread,
     client_context,
     server_context,
 )
+from icore.net._tcp import server as server_mod
 from icore.records import Record, derive
 
 OM = OwnershipMap.from_mapping({"req/*": "a", "plan/*": "executor"})
@@ -122,4 +127,38 @@ def test_same_base_in_one_group_exactly_one_wins(tmp_path: Path, certs: Path) ->
     assert len(oks) == 1 and len(conflicts) == 1
     h = store.head("req/x")
     assert h is not None and h.seq == 2  # the first in arrival order won
+    store.close()
+
+
+def test_worker_fails_a_group_then_serves_the_next_and_exits_when_idle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group committer's own worker thread (issue 27): a group whose write fails gives
+    every waiter the store's error and writes nothing; the next group commits; the thread
+    is gone once idle, and a later group starts a new one."""
+    monkeypatch.setattr(server_mod, "WORKER_IDLE_S", 0.05)
+    store = SQLiteStore(tmp_path / "a.sqlite", OM, "a", synchronous="FULL", exclusive=True)
+    store._db.execute("CREATE TRIGGER boom BEFORE INSERT ON owner_seq WHEN NEW.seq = 2 "
+                      "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    gc = GroupCommitter(OwnerHandler(store, agent="a"))
+    recs = [Record.create(key=f"req/k{i}", owner="a", seq=i, content={"i": i})
+            for i in (1, 2, 3, 4)]
+
+    async def group(part: list[Record], rid: int) -> list[object]:
+        futs = [gc.submit(Commit(rid + i, r), "a") for i, r in enumerate(part)]
+        return list(await asyncio.gather(*futs, return_exceptions=True))
+
+    async def run() -> tuple[list[object], list[object], bool, list[object]]:
+        failed = await group(recs[:2], 1)  # seq 2 trips the trigger: the whole group fails
+        ok = await group(recs[2:3], 3)
+        await asyncio.sleep(0.5)
+        idle = gc._worker is None
+        again = await group(recs[3:], 4)
+        return failed, ok, idle, again
+
+    failed, ok, idle, again = asyncio.run(run())
+    assert all(isinstance(f, sqlite3.DatabaseError) and "disk full" in str(f) for f in failed)
+    assert [type(x).__name__ for x in ok + again] == ["CommitAck", "CommitAck"]
+    assert idle
+    assert store.head("req/k1") is None and store.head("req/k2") is None
+    assert store.owner_seq("a") == 4
     store.close()

@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
+import queue
 import ssl
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from icore.memory import Store
@@ -42,6 +46,23 @@ log = logging.getLogger("icore.net")
 
 DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
 """How long a server waits for a client to finish the TLS handshake."""
+WORKER_IDLE_S = 2.0
+"""How long a group committer's worker thread waits for the next group before it exits."""
+
+_Job = tuple[contextvars.Context, Sequence[tuple[Commit, str]], bool,
+             asyncio.AbstractEventLoop, "asyncio.Future[list[Message]]"]
+
+
+def _settle(fut: asyncio.Future[list[Message]], replies: list[Message] | None,
+            exc: BaseException | None) -> None:
+    """Resolve a group's future on its loop (called from the worker thread)."""
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        assert replies is not None
+        fut.set_result(replies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +110,10 @@ class GroupCommitter:
     (:meth:`OwnerHandler.handle_commits`). With a store whose commits wait for the disk
     (``Store.blocking_writes``: SQLite) the transaction runs in a worker thread, so the
     event loop keeps answering head queries - from the exclusive store's in-memory head
-    table - and gathers the next group meanwhile.
+    table - and gathers the next group meanwhile. The worker is the committer's own
+    thread (started with the first group, gone after :data:`WORKER_IDLE_S` without
+    one), handed each group directly: one queue put and one loop wake-up per group, in
+    the caller's context (issue 27: no executor, concurrent future or chained future).
 
     Args:
         handler: the owner's request handler.
@@ -102,6 +126,9 @@ class GroupCommitter:
         self.in_thread = handler.store.blocking_writes
         self._queue: list[tuple[Commit, str, bool, asyncio.Future[Message]]] = []
         self._task: asyncio.Task[None] | None = None
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
         self.groups = 0
         """Transactions run so far."""
         self.commits = 0
@@ -131,8 +158,7 @@ class GroupCommitter:
             verified = all(v for _m, _p, v, _f in group)
             try:
                 if self.in_thread:
-                    replies = await asyncio.to_thread(self.handler.handle_commits, items,
-                                                      verified=verified)
+                    replies = await self._in_worker(items, verified)
                 else:
                     replies = self.handler.handle_commits(items, verified=verified)
             except BaseException as exc:  # nothing of the group was written: fail them all
@@ -149,6 +175,41 @@ class GroupCommitter:
             for (_m, _p, _v, fut), reply in zip(group, replies, strict=True):
                 if not fut.done():
                     fut.set_result(reply)
+
+    def _in_worker(self, items: Sequence[tuple[Commit, str]], verified: bool
+                   ) -> asyncio.Future[list[Message]]:
+        """Hand one group to the worker thread; the future resolves on this loop."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[Message]] = loop.create_future()
+        with self._worker_lock:  # the worker exits only with this lock and no job left
+            self._jobs.put((contextvars.copy_context(), items, verified, loop, fut))
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, daemon=True,
+                                                name=f"icore-group-commit-{self.handler.agent}")
+                self._worker.start()
+        return fut
+
+    def _work(self) -> None:
+        """The worker thread: run each group's transaction, settle its future."""
+        jobs = self._jobs
+        while True:
+            try:
+                ctx, items, verified, loop, fut = jobs.get(timeout=WORKER_IDLE_S)
+            except queue.Empty:
+                with self._worker_lock:
+                    if jobs.empty():
+                        self._worker = None
+                        return
+                continue
+            replies: list[Message] | None = None
+            exc: BaseException | None = None
+            try:
+                replies = ctx.run(self.handler.handle_commits, items, verified=verified)
+            except BaseException as e:  # handed to the loop, as asyncio.to_thread does
+                exc = e
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, fut, replies, exc)
+            del ctx, items, loop, fut, replies, exc
 
 
 class OwnerServer:
