@@ -162,3 +162,74 @@ def test_worker_fails_a_group_then_serves_the_next_and_exits_when_idle(
     assert store.head("req/k1") is None and store.head("req/k2") is None
     assert store.owner_seq("a") == 4
     store.close()
+
+
+def test_a_worker_that_cannot_start_fails_its_group_and_the_next_group_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review (#27): the worker is started before its group is queued, so a failed start
+    ("can't start new thread") fails that group alone, leaves nothing queued to be
+    committed behind its waiters' backs, and the next group starts a worker and commits."""
+    import threading
+
+    store = SQLiteStore(tmp_path / "a.sqlite", OM, "a", synchronous="FULL", exclusive=True)
+    gc = GroupCommitter(OwnerHandler(store, agent="a"))
+    recs = [Record.create(key=f"req/k{i}", owner="a", seq=i, content={"i": i})
+            for i in (1, 2)]
+    real_start = threading.Thread.start
+    fails = [1]
+
+    def start(self: threading.Thread) -> None:
+        if fails and self.name.startswith("icore-group-commit"):
+            fails.pop()
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+    async def run() -> tuple[object, object]:
+        first = (await asyncio.gather(gc.submit(Commit(1, recs[0]), "a"),
+                                      return_exceptions=True))[0]
+        second = await asyncio.wait_for(gc.submit(Commit(2, recs[1]), "a"), 30)
+        await gc.aclose()
+        return first, second
+
+    first, second = asyncio.run(run())
+    assert isinstance(first, RuntimeError) and "can't start" in str(first)
+    assert type(second).__name__ == "CommitAck"
+    assert store.head("req/k1") is None and store.head("req/k2") is not None
+    assert gc._worker is None
+    store.close()
+
+
+def test_aclose_waits_for_the_group_in_flight_and_stops_the_worker(tmp_path: Path) -> None:
+    """Review (#27): closing the owner server lets the transaction in flight end (it is
+    durable) and joins the worker thread, as ``asyncio.to_thread``'s executor was joined."""
+    import threading
+    import time
+
+    store = SQLiteStore(tmp_path / "a.sqlite", OM, "a", synchronous="FULL", exclusive=True)
+    handler = OwnerHandler(store, agent="a")
+    slow = handler.handle_commits
+
+    def handle(items: object, **kw: object) -> object:
+        time.sleep(0.5)
+        return slow(items, **kw)  # type: ignore[arg-type]
+
+    handler.handle_commits = handle  # type: ignore[method-assign]
+    gc = GroupCommitter(handler)
+    rec = Record.create(key="req/k1", owner="a", seq=1, content={"i": 1})
+
+    async def run() -> threading.Thread | None:
+        fut = gc.submit(Commit(1, rec), "a")
+        await asyncio.sleep(0.1)  # the group is in the worker now
+        worker = gc._worker
+        await gc.aclose()
+        assert fut.done()
+        return worker
+
+    worker = asyncio.run(run())
+    assert worker is not None and not worker.is_alive() and gc._worker is None
+    store.close()
+    again = SQLiteStore(tmp_path / "a.sqlite", OM, "a")
+    assert again.head("req/k1") is not None
+    again.close()

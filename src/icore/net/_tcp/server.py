@@ -126,7 +126,7 @@ class GroupCommitter:
         self.in_thread = handler.store.blocking_writes
         self._queue: list[tuple[Commit, str, bool, asyncio.Future[Message]]] = []
         self._task: asyncio.Task[None] | None = None
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # None: stop
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
         self.groups = 0
@@ -182,25 +182,54 @@ class GroupCommitter:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[list[Message]] = loop.create_future()
         with self._worker_lock:  # the worker exits only with this lock and no job left
+            if self._worker is None:  # started before the job is queued: a failed start
+                worker = threading.Thread(target=self._work, daemon=True,  # queues nothing
+                                          name=f"icore-group-commit-{self.handler.agent}")
+                worker.start()
+                self._worker = worker
             self._jobs.put((contextvars.copy_context(), items, verified, loop, fut))
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._work, daemon=True,
-                                                name=f"icore-group-commit-{self.handler.agent}")
-                self._worker.start()
         return fut
+
+    async def aclose(self, timeout_s: float = 5.0) -> None:
+        """Wait for the group in flight (its transaction ends), then stop the worker.
+
+        Bounded by ``timeout_s`` for each; a group still running after it goes on in the
+        worker (daemon), and the store's own close waits for its transaction.
+        """
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        with self._worker_lock:
+            worker = self._worker
+            if worker is not None:
+                self._jobs.put(None)
+        if worker is not None:
+            await asyncio.to_thread(worker.join, timeout_s)
 
     def _work(self) -> None:
         """The worker thread: run each group's transaction, settle its future."""
+        try:
+            self._serve_jobs()
+        finally:  # an error outside a job: the next group starts another worker
+            with self._worker_lock:
+                if self._worker is threading.current_thread():
+                    self._worker = None
+
+    def _serve_jobs(self) -> None:
         jobs = self._jobs
         while True:
             try:
-                ctx, items, verified, loop, fut = jobs.get(timeout=WORKER_IDLE_S)
+                job = jobs.get(timeout=WORKER_IDLE_S)
             except queue.Empty:
+                job = None
+            if job is None:  # idle, or aclose: exit unless a group came in meanwhile
                 with self._worker_lock:
                     if jobs.empty():
                         self._worker = None
                         return
                 continue
+            ctx, items, verified, loop, fut = job
             replies: list[Message] | None = None
             exc: BaseException | None = None
             try:
@@ -209,7 +238,7 @@ class GroupCommitter:
                 exc = e
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 loop.call_soon_threadsafe(_settle, fut, replies, exc)
-            del ctx, items, loop, fut, replies, exc
+            del ctx, items, loop, fut, replies, exc, job
 
 
 class OwnerServer:
@@ -281,7 +310,7 @@ class OwnerServer:
         await self._server.serve_forever()
 
     async def close(self) -> None:
-        """Stop accepting, close every connection. Idempotent."""
+        """Stop accepting, close every connection, let a group in flight end. Idempotent."""
         if self._server is not None:
             self._server.close()
             conns = list(self._conns)
@@ -292,6 +321,7 @@ class OwnerServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
             self._server = None
+        await self._group.aclose()  # the group in flight ends; its worker thread stops
 
     # -- ConnectionHost (what each OwnerConnection asks of its server) -------------------
     def submit_commit(self, msg: Commit, peer: str, *, verified: bool = False
