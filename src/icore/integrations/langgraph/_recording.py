@@ -513,7 +513,10 @@ class RecordingHandler(BaseCallbackHandler):
             return  # an interrupt or a Command bubbling up is control flow, not a failure
         agent, name, inputs = entry[1]
         if entry[0] == "fenced":  # LangChain refused the arguments before the guard ran
-            if isinstance(error, ValidationError):
+            # (its error is titled by the tool's argument schema, named after the tool; a
+            # model validated inside the tool body after authorization is titled by that
+            # model: the fenced runner records that call itself, never a refusal here)
+            if isinstance(error, ValidationError) and error.title == name:
                 refused_args(self.recorder, agent, name, inputs,
                              invalid_args_message(name, None, inputs or {}, str(error)))
             return
