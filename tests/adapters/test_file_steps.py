@@ -189,3 +189,38 @@ def test_otlp_steps_are_columns_equal_to_steps() -> None:
     assert t.length == len(held)
     assert any(s.exitcode == 1 for s in held) and any(s.exitcode == 0 for s in held)
     assert t.steps[0] is not t.steps[0]  # built when read, not kept
+
+
+def test_a_file_rewritten_in_place_while_read_is_refused_at_the_end(tmp_path: Path) -> None:
+    """Review (#29): the same size and inode, new text mid-iteration: the steps read may
+    mix two files, so the read ends in the typed error, never a quiet mixed run."""
+    p = tmp_path / "r.jsonl"
+    p.write_text(_run(300), encoding="utf-8")
+    trace = load_jsonl(p, stream=True)
+    it = iter(trace.steps)
+    next(it), next(it)
+    data = p.read_bytes()
+    with open(p, "r+b") as f:  # in place: same inode, same size
+        f.write(data.replace(b"turn 2", b"TURN 2"))
+    os.utime(p, ns=(os.stat(p).st_atime_ns, os.stat(p).st_mtime_ns + 10**9))
+    with pytest.raises(AdapterError, match="changed after it was imported"):
+        list(it)
+
+
+def test_the_cli_reports_the_other_runs_when_one_streamed_file_changes(
+        tmp_path: Path) -> None:
+    """Review (#29): a streamed run whose file changed after its audit is an error of that
+    file; the other runs keep their results (the table, report and --json read steps
+    again after every file was audited)."""
+    from icore.cli._audit import _still_readable
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(_run(50), encoding="utf-8")
+    b.write_text(_run(60), encoding="utf-8")
+    results = [audit_trace(load_jsonl(p, stream=True)) for p in (a, b)]
+    with a.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"agent": "coder", "kind": "output", "content": "late"}) + "\n")
+    errors: list[tuple[str, str]] = []
+    kept = _still_readable(results, errors)
+    assert [r.trace.file for r in kept] == [str(b)]
+    assert len(errors) == 1 and errors[0][0] == str(a) and "changed" in errors[0][1]

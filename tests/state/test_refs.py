@@ -186,3 +186,16 @@ def test_the_sound_memo_is_bounded() -> None:
         memo.put(r, True, 10)
     assert len(memo.other) == 1 and memo.get("x") is True and memo.get("a0") is None
     assert memo.get(5) is True  # the bytes keep theirs
+
+
+def test_a_value_that_is_not_a_str_is_no_assertion_and_a_subclass_reads_as_its_text(
+        ) -> None:
+    """Review (#29): ``ref(2)`` was the number of ``a2`` (so ``superseded_by(2)`` named
+    a46), and a ``str`` subclass ``S("a2")`` was another id than ``"a2"``."""
+    from icore.state._refs import NO_ID, ref
+
+    class S(str):
+        pass
+
+    assert ref(2) == NO_ID and ref(None) == NO_ID and ref(b"a2") == NO_ID  # type: ignore[arg-type]
+    assert ref(S("a2")) == 2 and type(ref(S("x7"))) is str and ref(S("x7")) == "x7"

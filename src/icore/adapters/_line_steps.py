@@ -67,6 +67,13 @@ class StepSource(Sequence["Step"]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (tuple(self),))
 
+    def check(self) -> None:
+        """Raise :class:`AdapterError` when the steps can no longer be read as imported.
+
+        Held in memory: never. :class:`FileSteps` overrides it (the file changed or is
+        gone since the import).
+        """
+
 
 class ColumnSteps(StepSource):
     """Steps held as columns (an OpenTelemetry run's, issue 29), each built when read.
@@ -192,6 +199,15 @@ class FileSteps(StepSource):
             raise self._changed()
         return f
 
+    def check(self) -> None:
+        """See :meth:`StepSource.check`: the file is still the one imported.
+
+        Raises:
+            AdapterError: it cannot be opened, or it changed since the import (field
+                ``<root>``).
+        """
+        self._open().close()
+
     def _changed(self, why: str = "") -> AdapterError:
         return AdapterError("the file changed after it was imported (its steps are read "
                             "again from it when used: audit a copy that does not change)"
@@ -221,6 +237,8 @@ class FileSteps(StepSource):
                 except (AdapterError, UnicodeDecodeError) as exc:  # read without error once
                     raise self._changed(str(exc)) from None
                 yield st
+            if file_stamp(f) != self._stamp:  # rewritten in place while it was read: the
+                raise self._changed("while it was read")  # steps may mix two files
 
     @overload
     def __getitem__(self, i: int) -> Step: ...

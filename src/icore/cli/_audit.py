@@ -29,6 +29,7 @@ from icore.adapters import (
     OUTCOME_UNKNOWN,
     AdapterError,
     AuditResult,
+    FileSteps,
     audit_file,
     counted_as,
     max_input_bytes,
@@ -179,6 +180,27 @@ def audit(
                skipped=scan.skipped)
 
 
+def _still_readable(results: list[AuditResult], errors: list[tuple[str, str]]
+                    ) -> list[AuditResult]:
+    """The runs whose steps can still be read as imported.
+
+    A streamed JSONL run reads its file again for the table, report and ``--json``: a
+    run whose file changed or went away since is an error of its file, and the other
+    runs are still reported (#29).
+    """
+    kept = []
+    for r in results:
+        steps = r.trace.steps
+        if isinstance(steps, FileSteps):
+            try:
+                steps.check()
+            except AdapterError as exc:
+                errors.append((exc.file, f"{exc.field}: {exc.problem}"))
+                continue
+        kept.append(r)
+    return kept
+
+
 @contextlib.contextmanager
 def _out_lock(out: Path | None) -> Iterator[None]:
     """Hold the output folder's lock: two audits into one ``--out`` take turns (issue 29).
@@ -304,7 +326,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             errors.append((str(f), f"internal error {type(exc).__name__}: {exc} (a bug "
                                    "in icore: please report it with this file)"))
     elapsed = time.perf_counter() - t0
-    results = _unique_ids(results)
+    results = _unique_ids(_still_readable(results, errors))
     table = Table("run", "family", "msgs", "snd", "astab", "cq", "cq mean", "cq min",
                   "hard flags", "stalls", "unsupported", "diagnoses",
                   title="iCORE audit (final X; cq mean/min over the run)")

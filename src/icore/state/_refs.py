@@ -45,9 +45,21 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+NO_ID = "\x00 not an assertion id"
+"""The ref of a value that is not a ``str``: no assertion has it (ids hold no NUL)."""
+
+
 def ref(assertion_id: str) -> Ref:
-    """The ref of ``assertion_id``: ``n`` for ``a<n>`` (canonical, ``n`` < 2^32), else the id."""
-    if type(assertion_id) is str and assertion_id[:1] == "a":
+    """The ref of ``assertion_id``: ``n`` for ``a<n>`` (canonical, ``n`` < 2^32), else the id.
+
+    A ``str`` subclass is read as its plain text; anything that is not a ``str`` (an
+    ``int`` 2 is not ``a2``) gets :data:`NO_ID`, which matches no assertion.
+    """
+    if type(assertion_id) is not str:
+        if not isinstance(assertion_id, str):
+            return NO_ID
+        assertion_id = str.__str__(assertion_id)
+    if assertion_id[:1] == "a":
         s = assertion_id[1:]
         if s.isdigit() and s.isascii() and s[:1] != "0" and len(s) < 11:
             n = int(s)
