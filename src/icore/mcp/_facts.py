@@ -136,27 +136,40 @@ def expand_deps(patterns: Iterable[str], args: Mapping[str, Any],
         raise IcoreError("patterns and known must hold str only", field="patterns")
     keys: set[str] = set()
     for pat in patterns:
-        parts, escaped, glob = [], [], False
-        for lit, name, _spec, _conv in string.Formatter().parse(pat):
-            parts.append(_shortest(lit))
-            escaped.append(lit)
-            glob = glob or any(c in lit for c in _GLOB)
-            if name:
-                if name not in args:
-                    raise IcoreError(f"D(a) entry {pat!r} needs argument {name!r}",
-                                     key=pat, argument=name)
-                val = args[name]
-                if isinstance(val, bool) or not isinstance(val, str | int | float):
-                    raise IcoreError(f"argument {name!r} used in {pat!r} must be a string "
-                                     "or number", key=pat, argument=name)
-                parts.append(str(val))
-                escaped.append(_GLOB_CHAR.sub(r"[\g<0>]", str(val)))
+        key, glob = fill_pattern(pat, args)
         if glob:
-            key = "".join(escaped)
             keys.update(k for k in known_l if fnmatch.fnmatchcase(k, key))
         else:
-            keys.add("".join(parts))
+            keys.add(key)
     return frozenset(keys)
+
+
+def fill_pattern(pat: str, args: Mapping[str, Any]) -> tuple[str, bool]:
+    """One D(a) or ``writes:`` entry with its ``{arg}`` placeholders filled: ``(text, glob)``.
+
+    ``glob`` False: ``text`` is the key. True: ``text`` is an ``fnmatch`` pattern in which
+    the filled values are escaped (an argument never chooses which facts match).
+
+    Raises:
+        IcoreError: a placeholder names an argument the call lacks, or its value is not a
+            string or number (see :func:`expand_deps`).
+    """
+    parts, escaped, glob = [], [], False
+    for lit, name, _spec, _conv in string.Formatter().parse(pat):
+        parts.append(_shortest(lit))
+        escaped.append(lit)
+        glob = glob or any(c in lit for c in _GLOB)
+        if name:
+            if name not in args:
+                raise IcoreError(f"D(a) entry {pat!r} needs argument {name!r}",
+                                 key=pat, argument=name)
+            val = args[name]
+            if isinstance(val, bool) or not isinstance(val, str | int | float):
+                raise IcoreError(f"argument {name!r} used in {pat!r} must be a string "
+                                 "or number", key=pat, argument=name)
+            parts.append(str(val))
+            escaped.append(_GLOB_CHAR.sub(r"[\g<0>]", str(val)))
+    return ("".join(escaped), True) if glob else ("".join(parts), False)
 
 
 _GLOB_SPAN = re.compile(r"\[[^\]]+\]|\?")
