@@ -29,14 +29,13 @@ import anyio
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.integrations import refusal_head
+from icore.mcp._deps import expand_deps, glob_args
 from icore.mcp._facts import (
     FactBook,
     SessionView,
     Verdict,
     bad_args_hint,
     describe,
-    expand_deps,
-    glob_args,
 )
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved

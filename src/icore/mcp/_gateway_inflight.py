@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 
 from icore.errors import IcoreError
-from icore.mcp._facts import fill_pattern
+from icore.mcp._deps import fill_pattern
 
 Pattern = tuple[str, bool]
 """``(text, glob)`` of :func:`icore.mcp._facts.fill_pattern`: a key, or a glob."""
