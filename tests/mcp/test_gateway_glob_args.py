@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icore.mcp import expand_deps
-from icore.mcp._facts import bad_args_hint, glob_args
+from icore.mcp._deps import glob_args
+from icore.mcp._facts import bad_args_hint
 from icore.records import MAX_KEY_LEN
 from icore.workspace import WorkspaceError, arg_fault
 from icore.workspace import bad_args_hint as ws_bad_args_hint

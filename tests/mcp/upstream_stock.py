@@ -37,19 +37,34 @@ def stock(sku: str) -> str:
 
 
 @mcp.tool()
-async def purge_sku(sku: str, reason: str = "cleanup", meet: int = 0) -> str:
-    """DESTRUCTIVE: set the stock of sku to 0."""
+async def purge_sku(sku: str, reason: str = "cleanup", meet: int = 0,
+                    hold: float = 0) -> str:
+    """DESTRUCTIVE: set the stock of sku to 0 (``hold``: seconds in flight first)."""
     _log(event="start", sku=sku)
     met = not meet
     with anyio.move_on_after(10):
         while meet and not met:
             met = _starts() >= meet
             await anyio.sleep(0.02)
+    await anyio.sleep(hold)
     st = json.loads(STATE.read_text(encoding="utf-8"))
     n, st["stock"][sku] = st["stock"][sku], 0
     STATE.write_text(json.dumps(st), encoding="utf-8")
     _log(event="end", sku=sku, removed=n, met=met)
     return f"purged {sku} ({n} units), reason={reason}"
+
+
+@mcp.tool()
+async def purge_zone(zone: str) -> str:
+    """DESTRUCTIVE: set the stock of every sku ``<zone>-*`` to 0."""
+    _log(event="start", sku=f"{zone}-*")
+    await anyio.sleep(0.3)
+    st = json.loads(STATE.read_text(encoding="utf-8"))
+    gone = {k: v for k, v in st["stock"].items() if k.startswith(f"{zone}-")}
+    st["stock"].update(dict.fromkeys(gone, 0))
+    STATE.write_text(json.dumps(st), encoding="utf-8")
+    _log(event="end", sku=f"{zone}-*", removed=sum(gone.values()))
+    return f"purged zone {zone}: {gone}"
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ from icore.mcp._sdk import require_mcp
 require_mcp()  # a missing extra or mcp 1.x: one line naming the fix
 
 from icore.mcp._bench import BenchRow, run_bench
-from icore.mcp._facts import FactBook, SessionView, Verdict, describe, expand_deps
+from icore.mcp._deps import expand_deps
+from icore.mcp._facts import FactBook, SessionView, Verdict, describe
 from icore.mcp._gateway import Gateway
 from icore.mcp._gateway_manifest import (
     DEFAULT_CALL_TIMEOUT_S,

@@ -29,19 +29,18 @@ import anyio
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.integrations import refusal_head
+from icore.mcp._deps import expand_deps, glob_args
 from icore.mcp._facts import (
     FactBook,
     SessionView,
     Verdict,
     bad_args_hint,
     describe,
-    expand_deps,
-    glob_args,
 )
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
-from icore.mcp._gateway_inflight import InFlight, write_keys
+from icore.mcp._gateway_inflight import InFlight, call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
@@ -214,18 +213,20 @@ class _ToolCalls:
         # a client that goes away mid-call (a dropped connection, a cancel) does not cut
         # the call short: it runs to its end (each upstream request is bounded by its
         # timeout) and is recorded, so the trace holds every call the upstream saw
-        claim: list[int | None] = []  # this call's writes in flight (_gateway_inflight)
+        # a protected call first waits for the calls in flight writing its facts: not
+        # shielded, so a call its client cancels meanwhile is never sent (QA qa-re7 N2)
+        claim = None if spec is None else await self._inflight.enter(
+            *call_patterns(spec.depends_on, spec.writes, self.args.with_defaults(name, args)))
         with anyio.CancelScope(shield=True):
             try:
-                return await self._run(view, name, args, spec, task, route, params, ex,
-                                       claim)
+                return await self._run(view, name, args, spec, task, route, params, ex)
             finally:
-                self._inflight.leave(claim[0] if claim else None)
+                self._inflight.leave(claim)
 
     async def _run(self, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,
-                   ex: Any = None, claim: list[int | None] | None = None) -> Any:
-        """Gate (if protected), forward, record one call; ``claim`` gets its writes' claim."""
+                   ex: Any = None) -> Any:
+        """Gate (when protected), forward and record one call (shielded by the caller)."""
         u = self.gw.upstreams[route.upstream]
         reached: list[bool] = []
 
@@ -238,8 +239,7 @@ class _ToolCalls:
             if spec is None:
                 result = await forward(**args)
             else:
-                result = await self._protected(view, name, spec, args, task, forward, ex,
-                                               [] if claim is None else claim)
+                result = await self._protected(view, name, spec, args, task, forward, ex)
                 if isinstance(result, _Refused):
                     return result.result
         except UpstreamError as exc:
@@ -365,12 +365,12 @@ class _ToolCalls:
 
     async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
                          args: Mapping[str, Any], task: str, forward: Any,
-                         ex: Any, claim: list[int | None]) -> Any:
+                         ex: Any = None) -> Any:
         """Run one protected call through the gate; a refusal comes back as _Refused.
 
-        Before the gate it waits for the protected calls in flight that write a key of
-        its D(a) (their writes then read again), and claims its own ``writes`` in
-        ``claim`` (docs/mcp.md, concurrent calls).
+        The caller waited for the protected calls in flight writing its facts (their
+        writes read again) and claimed its own ``writes`` (docs/mcp.md, concurrent
+        calls), so D(a) here is taken after them.
         """
         assert self.gw.facts is not None
         seen = view.seen
@@ -400,8 +400,6 @@ class _ToolCalls:
                 view, name, args, task, "incomplete_declaration", list(spec.depends_on),
                 detail=f"D(a) matches no known fact; read the resources it depends on "
                 f"first ({', '.join(spec.depends_on)})"))
-        claim.append(await self._inflight.enter(deps, write_keys(
-            spec.writes, self.args.with_defaults(name, args) if spec.writes else args)))
         heads: dict[str, list[str]] = {}
         refused = await self._reread(view, name, spec, args_d, deps, known, task, heads)
         if refused is not None:
