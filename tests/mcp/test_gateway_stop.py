@@ -302,3 +302,6 @@ def test_ctrl_c_during_start_up_says_so_and_exits_130(tmp_path: Path) -> None:
             p.stdin.close()
     said = err.read_text(encoding="utf-8")
     assert "icore mcp: SIGINT: stopping now" in said and "Traceback" not in said, said
+    notes = [x.get("content", "") for x in _lines(manifest.parent / "trace.jsonl")]
+    assert any("interrupted while starting" in n for n in notes), notes
+    assert not any("CancelledError" in n for n in notes), notes

@@ -418,3 +418,15 @@ def test_owner_server_refuses_a_bad_port(tmp_path: Path, port: object) -> None:
         OwnerServer(store, agent="a", ssl_context=ctx, port=port)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="port"):
         ServerThread(store, agent="a", ssl_context=ctx, port=port)  # type: ignore[arg-type]
+
+
+def test_a_bad_agent_id_names_its_field_once(tmp_path: Path) -> None:
+    """Review (#29): ``init_team_certs`` re-wrapped the id check's error, so the message
+    read ``(field='agent') (field='agents')``."""
+    from icore.errors import TeamManifestError
+    from icore.net import init_team_certs
+
+    with pytest.raises(TeamManifestError) as e:
+        init_team_certs(tmp_path / "certs", ["bad id"], team="t")
+    assert str(e.value).count("field=") == 1 and e.value.fields["field"] == "agent"
+    assert not (tmp_path / "certs").exists()

@@ -201,7 +201,9 @@ class Gateway:
             await self._start()
             self.server.instructions = instructions(self.upstreams)
         except BaseException as exc:
-            self._failure = f"start failed: {getattr(exc, 'message', None) or exc!r}"
+            self._failure = ("interrupted while starting (Ctrl-C or a stop)" if isinstance(
+                exc, anyio.get_cancelled_exc_class() | KeyboardInterrupt) else
+                f"start failed: {getattr(exc, 'message', None) or exc!r}")
             await self.__aexit__(None, None, None)
             raise
         return self
