@@ -36,17 +36,7 @@ def test_langgraph_fenced_call_with_bad_arguments_is_recorded_refused() -> None:
     ws.put("label/A1", {"addr": "Rua 1"}, by="warehouse")
     desk = ws.agent("desk")
     ran: list[int] = []
-
-    @tool
-    def get_label(order_id: str) -> dict[str, Any]:
-        """Read a label."""
-        return desk.read(f"label/{order_id}")  # type: ignore[return-value]
-
-    @tool
-    def print_label(order_id: str, copies: int = 1) -> str:
-        """Print a label."""
-        ran.append(copies)
-        return "printed"
+    get_label, print_label = _label_tools(desk, lambda c: ran.append(c) or "printed")
 
     @tool
     def plain(order_id: str, copies: int = 1) -> str:
@@ -108,6 +98,22 @@ def test_agents_sdk_fenced_call_with_bad_arguments_is_recorded_refused() -> None
     assert outs[1]["args"] == {"input": "not json"}
 
 
+def _label_tools(desk: Any, body: Any) -> tuple[Any, Any]:
+    """``get_label`` (reads the label fact) and ``print_label`` (runs ``body(copies)``)."""
+
+    @tool
+    def get_label(order_id: str) -> dict[str, Any]:
+        """Read a label."""
+        return desk.read(f"label/{order_id}")  # type: ignore[no-any-return]
+
+    @tool
+    def print_label(order_id: str, copies: int = 1) -> str:
+        """Print a label."""
+        return str(body(copies))
+
+    return get_label, print_label
+
+
 def test_a_validation_error_inside_the_tool_body_is_no_argument_refusal() -> None:
     """Review (#28): a fenced tool that ran (its side effect happened) and then raised a
     pydantic ``ValidationError`` of its own model is recorded once, as the call that ran
@@ -122,17 +128,11 @@ def test_a_validation_error_inside_the_tool_body_is_no_argument_refusal() -> Non
     class Receipt(BaseModel):
         n: int
 
-    @tool
-    def get_label(order_id: str) -> dict[str, Any]:
-        """Read a label."""
-        return desk.read(f"label/{order_id}")  # type: ignore[return-value]
-
-    @tool
-    def print_label(order_id: str, copies: int = 1) -> str:
-        """Print a label."""
+    def body(copies: int) -> str:  # the side effect, then the tool's own model refuses
         ran.append(copies)
         return Receipt(n="printer said: ok").model_dump_json()  # type: ignore[arg-type]
 
+    get_label, print_label = _label_tools(desk, body)
     safe = fenced_tool(print_label, agent=desk,
                        depends_on=lambda a: {f"label/{a['order_id']}"})
     rec = RunRecorder("r")
