@@ -15,15 +15,22 @@ another:
   integration scopes each ``Runner.run``. The root is told by the run's
   ``Runtime.control`` (one per root invocation, shared by its subgraphs).
 
-Two root invocations on one thread of one checkpointer at the same time (a web service
-reusing one id for every request) cannot be told apart: :func:`check_graph_scope`
-refuses a protected call whose scope another invocation used since this one began.
+Reads of one thread may back a call only along the call's own checkpoint line (review of
+#28): each use of a thread scope (a read, a protected call) is tagged with the root
+checkpoint its step runs from (``checkpoint_map[""]``); :func:`check_graph_scope` lets a
+protected call run only when every use of its thread since the last verified call lies
+on the call's line: the call's checkpoint or an ancestor (walked through the saver's
+``get_tuple(...).parent_config``) left by running a step, not by a new input or a fork.
+Two invocations at once on one thread (or a fork of an old checkpoint) that used the
+thread off each other's line are refused; a walk past its bound, a saver that cannot
+answer, or a thread whose use history overflowed refuses too (fail closed).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
@@ -40,11 +47,30 @@ _lock = threading.Lock()
 _roots: OrderedDict[int, tuple[Any, int]] = OrderedDict()
 """id(control) -> (control, number) of the latest root invocations (held: ids not reused)."""
 _ROOTS_KEPT = 4096
-_uses: OrderedDict[Hashable, dict[int, tuple[int, int]]] = OrderedDict()
-"""Per thread scope: root number -> (first use, last use) of its latest invocations (the
-scopes used most recently; one idle longest is forgotten past :data:`_SCOPES_KEPT`)."""
-_SCOPES_KEPT = 16384
-_USES_KEPT = 64
+_threads: weakref.WeakKeyDictionary[Any, dict[Hashable, _Thread]] = \
+    weakref.WeakKeyDictionary()
+"""Per checkpointer (held weakly: a thread's history lives as long as its saver),
+per thread_id: the uses of the thread not yet verified by a protected call."""
+_USES_KEPT = 1024
+"""Distinct checkpoints with a use kept per thread between verified calls; past it the
+thread's history is lost and its protected calls are refused."""
+_WALK = 4096
+"""Checkpoints walked up a call's line at most (past it: refused)."""
+_SAVE_WAITS, _SAVE_WAIT_S = 200, 0.01
+"""Waits for the call's own checkpoint to be saved (2 s at most), then refused."""
+_LINE = frozenset({"loop", "update"})
+"""Sources of a checkpoint whose parent's step results it carries (not ``input``/``fork``)."""
+
+
+class _Thread:
+    """The unverified uses of one thread: checkpoint id -> tick of its latest use."""
+
+    __slots__ = ("base", "lost", "uses")
+
+    def __init__(self) -> None:
+        self.base: str | None = None  # the checkpoint of the last verified call
+        self.uses: dict[str, int] = {}
+        self.lost = False
 
 
 def _number(obj: Any) -> int | None:
@@ -91,11 +117,11 @@ def _root(conf: Mapping[str, Any]) -> int | None:
     return n
 
 
-def _where() -> tuple[tuple[Any, ...] | None, int | None]:
-    """(scope, root) of the code running now (both None outside any run)."""
+def _where() -> tuple[tuple[Any, ...] | None, int | None, Mapping[str, Any] | None]:
+    """(scope, root, configurable) of the code running now (all None outside any run)."""
     conf = _conf()
     if conf is None:
-        return None, None
+        return None, None, None
     root = _root(conf)
     thread = conf.get("thread_id")
     saver = conf.get("__pregel_checkpointer")
@@ -103,61 +129,152 @@ def _where() -> tuple[tuple[Any, ...] | None, int | None]:
         tid = thread if isinstance(thread, str | int) else str(thread)
         if saver is not None:
             n = _number(saver)
-            return ("langgraph", n if n is not None else id(saver), tid), root
+            return ("langgraph", n if n is not None else id(saver), tid), root, conf
         if root is None:  # a tool invoked with a config outside any graph
-            return ("langgraph", "thread", tid), None
+            return ("langgraph", "thread", tid), None, conf
     if root is None:
-        return None, None
-    return ("langgraph", "run", root), root
+        return None, None, None
+    return ("langgraph", "run", root), root, conf
+
+
+def _checkpoint(conf: Mapping[str, Any]) -> str | None:
+    """The root-namespace checkpoint the running step belongs to (None: not known)."""
+    cmap = conf.get("checkpoint_map")
+    got = cmap.get("") if isinstance(cmap, Mapping) else None
+    if got is None and not conf.get("checkpoint_ns"):
+        got = conf.get("checkpoint_id")
+    return got if isinstance(got, str) else None
+
+
+def _thread(conf: Mapping[str, Any], tid: Hashable) -> _Thread | None:
+    """The use history of ``tid`` of the run's checkpointer (None: the saver is not
+    weakly referable, so no history can be kept). Call with :data:`_lock` held."""
+    try:
+        per = _threads.get(conf["__pregel_checkpointer"])
+        if per is None:
+            per = _threads[conf["__pregel_checkpointer"]] = {}
+    except TypeError:
+        return None
+    th = per.get(tid)
+    if th is None:
+        th = per[tid] = _Thread()
+    return th
+
+
+def _use(scope: tuple[Any, ...], conf: Mapping[str, Any]) -> None:
+    """Note a use of the thread ``scope`` at the running step's checkpoint."""
+    ckpt = _checkpoint(conf)
+    tick = next(_ticks)
+    with _lock:
+        th = _thread(conf, scope[2])
+        if th is None:
+            return
+        if ckpt is None:  # a use nowhere on any line: no call may rely on it
+            th.lost = True
+            return
+        th.uses[ckpt] = tick
+        if len(th.uses) > _USES_KEPT:  # forgetting a use could fail open: lose all
+            th.lost, th.uses = True, {}
 
 
 def graph_scope() -> Hashable | None:
     """The scope of the graph run this code runs in (see the module doc); None outside.
 
-    Each time it names a thread scope it notes that the root invocation used it (for
-    :func:`check_graph_scope`).
+    Each time it names a thread scope it notes the use at the running step's
+    checkpoint (for :func:`check_graph_scope`).
     """
-    scope, root = _where()
-    if scope is not None and root is not None and scope[1] != "run":
-        tick = next(_ticks)
-        with _lock:
-            uses = _uses.setdefault(scope, {})
-            _uses.move_to_end(scope)
-            while len(_uses) > _SCOPES_KEPT:
-                _uses.popitem(last=False)
-            uses[root] = (uses.get(root, (tick, tick))[0], tick)
-            if len(uses) > _USES_KEPT:  # the invocations used longest ago
-                for k in sorted(uses, key=lambda k: uses[k][1])[:len(uses) - _USES_KEPT]:
-                    del uses[k]
+    scope, root, conf = _where()
+    if scope is not None and root is not None and conf is not None and scope[1] != "run":
+        _use(scope, conf)
     return scope
 
 
-def check_graph_scope(tool: str) -> None:
-    """Refuse a protected call whose thread another root invocation used meanwhile.
+def _refuse(tool: str, scope: tuple[Any, ...], why: str) -> IntegrationError:
+    return IntegrationError(
+        "reads of this thread_id cannot all be placed on this call's checkpoint line "
+        f"({why}): a read another invocation made may back a plan this run's model never "
+        "saw, so this protected call is refused (fail closed)", framework="langgraph",
+        tool=tool, thread_id=str(scope[2]),
+        fix="give each concurrent conversation its own thread_id, or run the turns "
+            "of one thread one after another")
 
-    Two invocations on one ``thread_id`` of one checkpointer that overlap in time share
-    one scope: a read of either would back the other's call. When another invocation
-    used this call's scope after this invocation first did, the call is refused.
+
+def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
+             durability: Any = None) -> str | None:
+    """Walk up from checkpoint ``at`` of thread ``tid``; None when every id of ``want``
+    is ``at`` or an ancestor whose child on the line ran its step, else why not."""
+    want = want - {at}
+    config: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": "",
+                                    "checkpoint_id": at}}
+    for step in range(_WALK):
+        if not want:
+            return None
+        try:
+            got = saver.get_tuple(config)
+            # durability "async" (the default) saves a step's checkpoint in the
+            # background while its tasks run: wait for it (bounded); earlier ones are
+            # saved in order before it
+            for _ in range(_SAVE_WAITS if step == 0 and durability != "exit" else 0):
+                if got is not None:
+                    break
+                time.sleep(_SAVE_WAIT_S)
+                got = saver.get_tuple(config)
+        except Exception as exc:  # an async-only saver, a closed database
+            return f"the checkpointer cannot answer: {type(exc).__name__}"
+        if got is None and step == 0:
+            return "the call's checkpoint is not saved (durability='exit' saves none)"
+        if got is None or got.parent_config is None:
+            return "a use lies off this call's checkpoint line"
+        config = got.parent_config
+        parent = config.get("configurable", {}).get("checkpoint_id")
+        if parent in want:
+            if (got.metadata or {}).get("source") not in _LINE:
+                return "a use lies on a checkpoint this line forked from"
+            want.discard(parent)
+    return f"the line is longer than {_WALK} checkpoints"
+
+
+def check_graph_scope(tool: str) -> None:
+    """Refuse a protected call a use off its own checkpoint line could back.
+
+    Every use of the call's thread (reads and protected calls of any invocation on
+    that ``thread_id`` of that checkpointer) since the last call verified here must be
+    at the call's checkpoint or an ancestor on its line; then this call's checkpoint
+    becomes the verified base. Outside a thread scope (no checkpointer or no
+    thread_id) it does nothing: each root invocation is its own scope.
 
     Raises:
-        IntegrationError: the case above (names the tool, the thread and the fix).
+        IntegrationError: a use lies off the line (two invocations on one thread at
+            once, a fork of an old checkpoint), the walk passed :data:`_WALK`
+            checkpoints, the checkpointer raised, or the thread's use history was lost
+            (more than :data:`_USES_KEPT` checkpoints used between verified calls).
+            Names the tool, the thread and the fix.
     """
-    scope, root = _where()
-    if scope is None or root is None or scope[1] == "run":
+    scope, root, conf = _where()
+    if scope is None or root is None or conf is None or scope[1] == "run":
         return
-    graph_scope()  # this call is a use too
+    at = _checkpoint(conf)
+    if at is None:
+        raise _refuse(tool, scope, "the step's checkpoint is not known")
+    _use(scope, conf)  # this call is a use too
+    saver = conf["__pregel_checkpointer"]
     with _lock:
-        uses = dict(_uses.get(scope, {}))
-    mine = uses.get(root)
-    if mine is None:
-        return
-    if any(n != root and last > mine[0] for n, (_f, last) in uses.items()):
-        raise IntegrationError(
-            "two graph invocations use one thread_id of one checkpointer at the same "
-            "time: their reads cannot be told apart, so this protected call is refused "
-            "(fail closed)", framework="langgraph", tool=tool, thread_id=str(scope[2]),
-            fix="give each concurrent conversation its own thread_id, or run the turns "
-                "of one thread one after another")
+        th = _thread(conf, scope[2])
+        if th is None:
+            raise _refuse(tool, scope, "the checkpointer cannot be tracked")
+        base, uses, lost = th.base, dict(th.uses), th.lost
+    if lost:
+        raise _refuse(tool, scope, "the thread's use history was lost")
+    why = _on_line(saver, scope[2], at, set(uses) | ({base} if base else set()),
+                   conf.get("__pregel_durability"))
+    if why is not None:
+        raise _refuse(tool, scope, why)
+    with _lock:  # verified: the line up to ``at`` holds every use seen so far
+        if th.base == base and not th.lost:
+            th.base = at
+            for c, t in uses.items():
+                if th.uses.get(c) == t:
+                    del th.uses[c]
 
 
 __all__ = ["check_graph_scope", "graph_scope"]
