@@ -58,8 +58,9 @@ _WALK = 4096
 """Checkpoints walked up a call's line at most (past it: refused)."""
 _SAVE_WAITS, _SAVE_WAIT_S = 200, 0.01
 """Waits for the call's own checkpoint to be saved (2 s at most), then refused."""
-_LINE = frozenset({"loop", "update"})
-"""Sources of a checkpoint whose parent's step results it carries (not ``input``/``fork``)."""
+_LINE = frozenset({"loop"})
+"""Sources of a checkpoint that carries its parent's step results (not ``input``, ``fork``,
+``update``: those start from the parent's state, its running step's reads unseen)."""
 
 
 class _Thread:
@@ -147,8 +148,10 @@ def _checkpoint(conf: Mapping[str, Any]) -> str | None:
 
 
 def _thread(conf: Mapping[str, Any], tid: Hashable) -> _Thread | None:
-    """The use history of ``tid`` of the run's checkpointer (None: the saver is not
-    weakly referable, so no history can be kept). Call with :data:`_lock` held."""
+    """The use history of ``tid`` of the run's checkpointer; call with the lock held.
+
+    None: the saver is not weakly referable, so no history can be kept.
+    """
     try:
         per = _threads.get(conf["__pregel_checkpointer"])
         if per is None:
@@ -201,8 +204,11 @@ def _refuse(tool: str, scope: tuple[Any, ...], why: str) -> IntegrationError:
 
 def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
              durability: Any = None) -> str | None:
-    """Walk up from checkpoint ``at`` of thread ``tid``; None when every id of ``want``
-    is ``at`` or an ancestor whose child on the line ran its step, else why not."""
+    """Walk up from checkpoint ``at`` of thread ``tid``: None when all of ``want`` lie on it.
+
+    Each id of ``want`` must be ``at`` or an ancestor whose child on the line carries
+    its step's results; else the reason why not.
+    """
     want = want - {at}
     config: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": "",
                                     "checkpoint_id": at}}
