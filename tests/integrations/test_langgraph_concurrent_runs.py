@@ -280,20 +280,31 @@ def test_a_fork_of_an_old_checkpoint_is_not_backed_by_a_later_turns_read() -> No
     assert w.booked == []
 
 
-def test_a_thread_whose_use_history_overflowed_refuses(
+def test_a_thread_whose_use_history_overflowed_off_one_line_refuses(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """More checkpoints used than kept between verified calls: refused, never booked
-    on a forgotten history."""
+    """More checkpoints used than kept, not all on one line (A and B at once): the
+    history is lost and the call refused, never booked on a forgotten history."""
+    import icore.integrations.langgraph._thread_scope as ts
+    monkeypatch.setattr(ts, "_USES_KEPT", 2)
+    w = _TwoRuns()
+    out = _both(w, InMemorySaver(), ("A", w.script_a()), ("B", w.script_b()))
+    assert isinstance(out["A"], IntegrationError) and "lost" in str(out["A"]), out["A"]
+    assert w.booked == []
+
+
+def test_an_overflow_on_one_line_is_collapsed_and_books(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One invocation reads at more checkpoints than kept: they lie on its line, so
+    the history collapses and the call books."""
     import icore.integrations.langgraph._thread_scope as ts
     monkeypatch.setattr(ts, "_USES_KEPT", 2)
     w = _TwoRuns()
     app = _react(w.tools, iter([
-        *[_call("get_trip", {"trip_id": "T7"}, f"r{i}") for i in range(3)],
+        *[_call("get_trip", {"trip_id": "T7"}, f"r{i}") for i in range(5)],
         _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "b"),
         AIMessage("done")]), checkpointer=InMemorySaver())
-    with pytest.raises(IntegrationError, match="lost"):
-        app.invoke({"messages": [HumanMessage("go")]}, _T1)
-    assert w.booked == []
+    assert _last_tool(app.invoke({"messages": [HumanMessage("go")]}, _T1)) == "booked"
+    assert w.booked == ["2026-12-10"]
 
 
 def test_many_sequential_turns_still_book() -> None:

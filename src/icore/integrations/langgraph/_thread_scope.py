@@ -23,7 +23,8 @@ on the call's line: the call's checkpoint or an ancestor (walked through the sav
 ``get_tuple(...).parent_config``) left by running a step, not by a new input or a fork.
 Two invocations at once on one thread (or a fork of an old checkpoint) that used the
 thread off each other's line are refused; a walk past its bound, a saver that cannot
-answer, or a thread whose use history overflowed refuses too (fail closed).
+answer, or a thread whose use history overflowed off one line refuses too
+(fail closed).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ _threads: weakref.WeakKeyDictionary[Any, dict[Hashable, _Thread]] = \
 """Per checkpointer (held weakly: a thread's history lives as long as its saver),
 per thread_id: the uses of the thread not yet verified by a protected call."""
 _USES_KEPT = 1024
-"""Distinct checkpoints with a use kept per thread between verified calls; past it the
+"""Distinct checkpoints with a use kept per thread between verified calls; past it they
+are verified against the newest use's line and collapsed, or (off that line) the
 thread's history is lost and its protected calls are refused."""
 _WALK = 4096
 """Checkpoints walked up a call's line at most (past it: refused)."""
@@ -165,7 +167,12 @@ def _thread(conf: Mapping[str, Any], tid: Hashable) -> _Thread | None:
 
 
 def _use(scope: tuple[Any, ...], conf: Mapping[str, Any]) -> None:
-    """Note a use of the thread ``scope`` at the running step's checkpoint."""
+    """Note a use of the thread ``scope`` at the running step's checkpoint.
+
+    Past :data:`_USES_KEPT` unverified checkpoints the history is verified against
+    this use's line (as a protected call would) and collapsed; if that fails, the
+    thread's history is lost (its protected calls refused: forgetting could fail open).
+    """
     ckpt = _checkpoint(conf)
     tick = next(_ticks)
     with _lock:
@@ -176,8 +183,32 @@ def _use(scope: tuple[Any, ...], conf: Mapping[str, Any]) -> None:
             th.lost = True
             return
         th.uses[ckpt] = tick
-        if len(th.uses) > _USES_KEPT:  # forgetting a use could fail open: lose all
+        full = len(th.uses) > _USES_KEPT
+    if full and _verify(conf, scope[2], th, ckpt) is not None:
+        with _lock:
             th.lost, th.uses = True, {}
+
+
+def _verify(conf: Mapping[str, Any], tid: Hashable, th: _Thread, at: str) -> str | None:
+    """Check every unverified use of ``th`` lies on ``at``'s line (then ``at`` is the base).
+
+    None when they do, else the reason why not.
+    """
+    with _lock:
+        base, uses, lost = th.base, dict(th.uses), th.lost
+    if lost:
+        return "the thread's use history was lost"
+    why = _on_line(conf["__pregel_checkpointer"], tid, at,
+                   set(uses) | ({base} if base else set()), conf.get("__pregel_durability"))
+    if why is not None:
+        return why
+    with _lock:  # verified: the line up to ``at`` holds every use seen so far
+        if th.base == base and not th.lost:
+            th.base = at
+            for c, t in uses.items():
+                if th.uses.get(c) == t:
+                    del th.uses[c]
+    return None
 
 
 def graph_scope() -> Hashable | None:
@@ -263,24 +294,13 @@ def check_graph_scope(tool: str) -> None:
     if at is None:
         raise _refuse(tool, scope, "the step's checkpoint is not known")
     _use(scope, conf)  # this call is a use too
-    saver = conf["__pregel_checkpointer"]
     with _lock:
         th = _thread(conf, scope[2])
-        if th is None:
-            raise _refuse(tool, scope, "the checkpointer cannot be tracked")
-        base, uses, lost = th.base, dict(th.uses), th.lost
-    if lost:
-        raise _refuse(tool, scope, "the thread's use history was lost")
-    why = _on_line(saver, scope[2], at, set(uses) | ({base} if base else set()),
-                   conf.get("__pregel_durability"))
+    if th is None:
+        raise _refuse(tool, scope, "the checkpointer cannot be tracked")
+    why = _verify(conf, scope[2], th, at)
     if why is not None:
         raise _refuse(tool, scope, why)
-    with _lock:  # verified: the line up to ``at`` holds every use seen so far
-        if th.base == base and not th.lost:
-            th.base = at
-            for c, t in uses.items():
-                if th.uses.get(c) == t:
-                    del th.uses[c]
 
 
 __all__ = ["check_graph_scope", "graph_scope"]
