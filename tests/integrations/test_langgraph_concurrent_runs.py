@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypedDict
 
 import pytest
@@ -43,7 +43,8 @@ def _call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
 class _TwoRuns:
     """A trip world, one planner handle, and the scripts of runs A and B."""
 
-    def __init__(self) -> None:
+    def __init__(self, depends_on: Callable[[Mapping[str, Any]], set[str]] | None = None
+                 ) -> None:
         self.ws = Workspace({"trip/*": "finance"})
         self.ws.put(TRIP, {"check_in": "2026-12-10"}, by="finance")
         planner = self.ws.agent("planner")  # one handle for every request
@@ -61,8 +62,8 @@ class _TwoRuns:
             self.booked.append(check_in)
             return "booked"
 
-        self.tools = [get_trip, fenced_tool(book_hotel, agent=planner,
-                                            depends_on=lambda a: {f"trip/{a['trip_id']}"})]
+        self.tools = [get_trip, fenced_tool(book_hotel, agent=planner, depends_on=depends_on
+                                            or (lambda a: {f"trip/{a['trip_id']}"}))]
 
     def script_a(self) -> Iterator[AIMessage]:
         yield _call("get_trip", {"trip_id": "T7"}, "a1")
@@ -333,3 +334,32 @@ def test_durability_exit_saves_no_line_so_a_later_turns_call_is_refused() -> Non
     with pytest.raises(IntegrationError, match="durability"):
         app.invoke({"messages": [HumanMessage("yes")]}, _T1, durability="exit")
     assert w.booked == []
+
+
+def test_a_read_between_the_check_and_the_effect_is_caught() -> None:
+    """A's call passes the line check; while its gate decides (its ``depends_on``), B
+    (same thread) reads day 11: the check before the effect refuses, nothing booked."""
+    saver = InMemorySaver()
+    done: list[Any] = []
+
+    def run_b() -> None:
+        w.ws.put(TRIP, {"check_in": "2026-12-11"}, by="finance")
+        done.append(_last_tool(_react(w.tools, iter([
+            _call("get_trip", {"trip_id": "T7"}, "b1"), AIMessage("B")]),
+            checkpointer=saver).invoke({"messages": [HumanMessage("B")]}, _T1)))
+
+    def depends_on(a: Mapping[str, Any]) -> set[str]:
+        if not done:  # B runs to its end in its own thread (its own context)
+            t = threading.Thread(target=run_b)
+            t.start()
+            t.join(30)
+        return {f"trip/{a['trip_id']}"}
+
+    w = _TwoRuns(depends_on)
+    app = _react(w.tools, iter([
+        _call("get_trip", {"trip_id": "T7"}, "a1"),
+        _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "a2"),
+        AIMessage("A")]), checkpointer=saver)
+    with pytest.raises(IntegrationError, match="thread_id"):
+        app.invoke({"messages": [HumanMessage("A")]}, _T1)
+    assert done == ['{"check_in": "2026-12-11"}'] and w.booked == []
