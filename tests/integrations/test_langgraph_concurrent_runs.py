@@ -218,10 +218,16 @@ def test_a_run_that_started_first_is_not_backed_by_a_later_runs_read() -> None:
     assert "thread_id" in str(out["B"]) and w.booked == []
 
 
-def test_a_run_that_reads_nothing_is_not_backed_by_a_concurrent_read() -> None:
+class _OwnSaver(InMemorySaver):
+    """A saver icore reads only through ``get_tuple`` (not InMemorySaver itself)."""
+
+
+@pytest.mark.parametrize("make", [InMemorySaver, _OwnSaver], ids=["memory", "get_tuple"])
+def test_a_run_that_reads_nothing_is_not_backed_by_a_concurrent_read(
+        make: Callable[[], Any]) -> None:
     """A never reads the trip; B (same thread, running) reads day 11; A books day 10."""
     w = _TwoRuns()
-    saver = InMemorySaver()
+    saver = make()
 
     def script_a() -> Iterator[AIMessage]:
         w.a_read.set()
@@ -266,7 +272,7 @@ def test_a_fork_of_an_old_checkpoint_is_not_backed_by_a_later_turns_read() -> No
     """Turn 1 reads day 10; turn 2 reads day 11; a run forked from turn 1's end (time
     travel) books day 10: turn 2's read is off its line, refused."""
     w = _TwoRuns()
-    saver = InMemorySaver()
+    saver = _OwnSaver()
     app = _react(w.tools, iter([
         _call("get_trip", {"trip_id": "T7"}, "t1"), AIMessage("ok"),
         _call("get_trip", {"trip_id": "T7"}, "t2"), AIMessage("ok"),
@@ -308,7 +314,8 @@ def test_an_overflow_on_one_line_is_collapsed_and_books(
     assert w.booked == ["2026-12-10"]
 
 
-def test_many_sequential_turns_still_book() -> None:
+@pytest.mark.parametrize("make", [InMemorySaver, _OwnSaver], ids=["memory", "get_tuple"])
+def test_many_sequential_turns_still_book(make: Callable[[], Any]) -> None:
     """Verified calls move the thread's base forward: turn after turn keeps booking."""
     w = _TwoRuns()
     turns: list[AIMessage] = []
@@ -316,7 +323,7 @@ def test_many_sequential_turns_still_book() -> None:
         turns += [_call("get_trip", {"trip_id": "T7"}, f"r{i}"),
                   _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, f"b{i}"),
                   AIMessage("done")]
-    app = _react(w.tools, iter(turns), checkpointer=InMemorySaver())
+    app = _react(w.tools, iter(turns), checkpointer=make())
     for _ in range(5):
         assert _last_tool(app.invoke({"messages": [HumanMessage("go")]}, _T1)) == "booked"
     assert len(w.booked) == 5
@@ -363,3 +370,45 @@ def test_a_read_between_the_check_and_the_effect_is_caught() -> None:
     with pytest.raises(IntegrationError, match="thread_id"):
         app.invoke({"messages": [HumanMessage("A")]}, _T1)
     assert done == ['{"check_in": "2026-12-11"}'] and w.booked == []
+
+
+@pytest.mark.parametrize("make", [InMemorySaver, _OwnSaver], ids=["memory", "get_tuple"])
+def test_a_run_that_forked_from_a_running_step_is_not_backed_by_its_read(
+        make: Callable[[], Any]) -> None:
+    """A's tool reads day 11 and, still running, B starts on the thread: B's input
+    checkpoint is a child of A's step, so A's read is B's ancestor but its result
+    never reached B's model; B books day 10: refused (the child is ``input``)."""
+    w = _TwoRuns()
+    saver = make()
+    done: list[Any] = []
+    read = w.tools[0]
+
+    def run_b() -> None:
+        try:
+            done.append(_last_tool(_react(tools, iter([
+                _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "b1"),
+                AIMessage("B")]), checkpointer=saver).invoke(
+                    {"messages": [HumanMessage("B")]}, _T1)))
+        except IntegrationError as exc:
+            done.append(exc)
+
+    @tool
+    def get_trip(trip_id: str) -> Any:
+        """Read a trip."""
+        out = read.invoke({"trip_id": trip_id})
+        if w.a_read.is_set() and not done:  # turn 1: B runs while this step runs
+            t = threading.Thread(target=run_b)
+            t.start()
+            t.join(30)
+        return out
+
+    tools = [get_trip, w.tools[1]]
+    _react(tools, iter([_call("get_trip", {"trip_id": "T7"}, "t0"), AIMessage("ok")]),
+           checkpointer=saver).invoke({"messages": [HumanMessage("0")]}, _T1)
+    w.ws.put(TRIP, {"check_in": "2026-12-11"}, by="finance")
+    w.a_read.set()
+    _react(tools, iter([_call("get_trip", {"trip_id": "T7"}, "a1"), AIMessage("A")]),
+           checkpointer=saver).invoke({"messages": [HumanMessage("A")]}, _T1,
+                                      durability="sync")  # A's step saved before B
+    assert len(done) == 1 and isinstance(done[0], IntegrationError), done
+    assert "forked from" in str(done[0]) and w.booked == []

@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
 
 from icore.errors import IntegrationError
@@ -233,6 +234,27 @@ def _refuse(tool: str, scope: tuple[Any, ...], why: str) -> IntegrationError:
             "of one thread one after another")
 
 
+def _link(saver: Any, tid: Hashable, at: str) -> tuple[str | None, Any] | None:
+    """(parent id, source) of checkpoint ``at`` of thread ``tid``; None: not saved.
+
+    ``InMemorySaver`` itself (not a subclass) is read without loading the checkpoint's
+    channel values (``get_tuple`` would, costing a copy of the whole state per step
+    walked); any other saver answers through ``get_tuple``.
+    """
+    if type(saver) is InMemorySaver:
+        per: Any = saver.storage.get(tid)  # type: ignore[call-overload]
+        saved = (per or {}).get("", {}).get(at)
+        if saved is None:
+            return None
+        return saved[2], (saver.serde.loads_typed(saved[1]) or {}).get("source")
+    got = saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": "",
+                                            "checkpoint_id": at}})
+    if got is None:
+        return None
+    parent = (got.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return parent, (got.metadata or {}).get("source")
+
+
 def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
              durability: Any = None) -> str | None:
     """Walk up from checkpoint ``at`` of thread ``tid``: None when all of ``want`` lie on it.
@@ -241,13 +263,11 @@ def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
     its step's results; else the reason why not.
     """
     want = want - {at}
-    config: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": "",
-                                    "checkpoint_id": at}}
     for step in range(_WALK):
         if not want:
             return None
         try:
-            got = saver.get_tuple(config)
+            got = _link(saver, tid, at)
             # durability "async" (the default) saves a step's checkpoint in the
             # background while its tasks run: wait for it (bounded); earlier ones are
             # saved in order before it
@@ -255,19 +275,18 @@ def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
                 if got is not None:
                     break
                 time.sleep(_SAVE_WAIT_S)
-                got = saver.get_tuple(config)
+                got = _link(saver, tid, at)
         except Exception as exc:  # an async-only saver, a closed database
             return f"the checkpointer cannot answer: {type(exc).__name__}"
         if got is None and step == 0:
             return "the call's checkpoint is not saved (durability='exit' saves none)"
-        if got is None or got.parent_config is None:
+        if got is None or got[0] is None:
             return "a use lies off this call's checkpoint line"
-        config = got.parent_config
-        parent = config.get("configurable", {}).get("checkpoint_id")
-        if parent in want:
-            if (got.metadata or {}).get("source") not in _LINE:
+        at = got[0]
+        if at in want:
+            if got[1] not in _LINE:
                 return "a use lies on a checkpoint this line forked from"
-            want.discard(parent)
+            want.discard(at)
     return f"the line is longer than {_WALK} checkpoints"
 
 
