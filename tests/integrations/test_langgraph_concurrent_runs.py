@@ -10,15 +10,17 @@ at once cannot be told apart and fail closed. Real LangGraph, scripted models, t
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
@@ -30,6 +32,10 @@ from .test_langgraph_workspace import _react
 TRIP = "trip/T7"
 
 
+class _X(TypedDict):
+    x: int
+
+
 def _call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
     return AIMessage("", tool_calls=[{"name": name, "args": args, "id": cid}])
 
@@ -37,7 +43,8 @@ def _call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
 class _TwoRuns:
     """A trip world, one planner handle, and the scripts of runs A and B."""
 
-    def __init__(self) -> None:
+    def __init__(self, depends_on: Callable[[Mapping[str, Any]], set[str]] | None = None
+                 ) -> None:
         self.ws = Workspace({"trip/*": "finance"})
         self.ws.put(TRIP, {"check_in": "2026-12-10"}, by="finance")
         planner = self.ws.agent("planner")  # one handle for every request
@@ -55,8 +62,8 @@ class _TwoRuns:
             self.booked.append(check_in)
             return "booked"
 
-        self.tools = [get_trip, fenced_tool(book_hotel, agent=planner,
-                                            depends_on=lambda a: {f"trip/{a['trip_id']}"})]
+        self.tools = [get_trip, fenced_tool(book_hotel, agent=planner, depends_on=depends_on
+                                            or (lambda a: {f"trip/{a['trip_id']}"}))]
 
     def script_a(self) -> Iterator[AIMessage]:
         yield _call("get_trip", {"trip_id": "T7"}, "a1")
@@ -151,3 +158,257 @@ def test_the_recording_of_a_cites_the_version_a_read() -> None:
     assert [d["frontier"] for d in decisions] == [{TRIP: v1}]
     outs = [x for x in lines if x.get("kind") == "tool_output" and x["tool"] == "book_hotel"]
     assert len(outs) == 1 and outs[0]["blocked"] is True
+
+
+# --- the checkpoint-line rule (review of #28: the first/last use overlap check failed
+# open four ways; each test below booked day 10 before the rule) ---------------------
+
+_T1: Any = {"configurable": {"thread_id": "1"}}
+
+
+def _last_tool(out: dict[str, Any]) -> str:
+    return [str(m.content) for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+
+
+def _both(w: _TwoRuns, saver: Any, first: tuple[str, Iterator[AIMessage]],
+          second: tuple[str, Iterator[AIMessage]]) -> dict[str, Any]:
+    """Two invocations on thread "1" of ``saver`` in two threads: name -> result."""
+    out: dict[str, Any] = {}
+
+    def one(name: str, script: Iterator[AIMessage]) -> None:
+        try:
+            out[name] = _last_tool(_react(w.tools, script, checkpointer=saver).invoke(
+                {"messages": [HumanMessage(name)]}, _T1))
+        except Exception as exc:
+            out[name] = exc
+
+    ts = [threading.Thread(target=one, args=first), threading.Thread(target=one, args=second)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return out
+
+
+def test_a_run_that_started_first_is_not_backed_by_a_later_runs_read() -> None:
+    """B starts; A (same thread) reads day 11 and ends before B first uses the thread;
+    B books day 10 from the turn-0 history its model saw: refused, nothing booked."""
+    w = _TwoRuns()
+    saver = InMemorySaver()
+    _react(w.tools, iter([_call("get_trip", {"trip_id": "T7"}, "t0"), AIMessage("ok")]),
+           checkpointer=saver).invoke({"messages": [HumanMessage("trip?")]}, _T1)
+    w.ws.put(TRIP, {"check_in": "2026-12-11"}, by="finance")
+    b_started, a_done = threading.Event(), threading.Event()
+
+    def script_b() -> Iterator[AIMessage]:
+        b_started.set()
+        a_done.wait(10)
+        yield _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "b1")
+        yield AIMessage("B")
+
+    def script_a() -> Iterator[AIMessage]:
+        b_started.wait(10)
+        yield _call("get_trip", {"trip_id": "T7"}, "a1")
+        yield AIMessage("A")
+        a_done.set()
+
+    out = _both(w, saver, ("B", script_b()), ("A", script_a()))
+    assert out["A"] == '{"check_in": "2026-12-11"}'
+    assert isinstance(out["B"], IntegrationError), out["B"]
+    assert "thread_id" in str(out["B"]) and w.booked == []
+
+
+class _OwnSaver(InMemorySaver):
+    """A saver icore reads only through ``get_tuple`` (not InMemorySaver itself)."""
+
+
+@pytest.mark.parametrize("make", [InMemorySaver, _OwnSaver], ids=["memory", "get_tuple"])
+def test_a_run_that_reads_nothing_is_not_backed_by_a_concurrent_read(
+        make: Callable[[], Any]) -> None:
+    """A never reads the trip; B (same thread, running) reads day 11; A books day 10."""
+    w = _TwoRuns()
+    saver = make()
+
+    def script_a() -> Iterator[AIMessage]:
+        w.a_read.set()
+        w.b_read.wait(10)
+        yield _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "a2")
+        yield AIMessage("A")
+
+    out = _both(w, saver, ("A", script_a()), ("B", w.script_b()))
+    assert out["B"] == '{"check_in": "2026-12-11"}'
+    assert isinstance(out["A"], IntegrationError), out["A"]
+    assert w.booked == []
+
+
+@pytest.mark.parametrize("other_thread", [False, True], ids=["same-thread", "other-threads"])
+def test_many_invocations_meanwhile_do_not_evict_the_evidence(
+        monkeypatch: pytest.MonkeyPatch, other_thread: bool) -> None:
+    """While A thinks, 70 invocations use the thread (or, with the root table bounded
+    to 2, other threads): A's stale book is still refused."""
+    import icore.integrations.langgraph._thread_scope as ts
+    monkeypatch.setattr(ts, "_ROOTS_KEPT", 2)
+    w = _TwoRuns()
+    saver = InMemorySaver()
+    g = StateGraph(_X)
+    g.add_node("n", lambda s: (w.tools[0].invoke({"trip_id": "T7"}), {"x": 1})[1])
+    g.add_edge(START, "n")
+    filler = g.compile(checkpointer=saver)
+
+    def script_b() -> Iterator[AIMessage]:
+        yield from itertools.islice(w.script_b(), 1)
+        for i in range(70):
+            filler.invoke({"x": 0}, {"configurable": {
+                "thread_id": f"other-{i}" if other_thread else "1"}})
+        w.b_read.set()
+        yield AIMessage("B done")
+
+    out = _both(w, saver, ("A", w.script_a()), ("B", script_b()))
+    assert isinstance(out["A"], IntegrationError), out["A"]
+    assert w.booked == []
+
+
+def test_a_fork_of_an_old_checkpoint_is_not_backed_by_a_later_turns_read() -> None:
+    """Turn 1 reads day 10; turn 2 reads day 11; a run forked from turn 1's end (time
+    travel) books day 10: turn 2's read is off its line, refused."""
+    w = _TwoRuns()
+    saver = _OwnSaver()
+    app = _react(w.tools, iter([
+        _call("get_trip", {"trip_id": "T7"}, "t1"), AIMessage("ok"),
+        _call("get_trip", {"trip_id": "T7"}, "t2"), AIMessage("ok"),
+        _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "t3"),
+        AIMessage("done")]), checkpointer=saver)
+    app.invoke({"messages": [HumanMessage("trip?")]}, _T1)
+    turn1 = app.get_state(_T1).config
+    w.ws.put(TRIP, {"check_in": "2026-12-11"}, by="finance")
+    app.invoke({"messages": [HumanMessage("again?")]}, _T1)
+    with pytest.raises(IntegrationError, match="thread_id"):
+        app.invoke({"messages": [HumanMessage("book")]}, turn1)
+    assert w.booked == []
+
+
+def test_a_thread_whose_use_history_overflowed_off_one_line_refuses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """More checkpoints used than kept, not all on one line (A and B at once): the
+    history is lost and the call refused, never booked on a forgotten history."""
+    import icore.integrations.langgraph._thread_scope as ts
+    monkeypatch.setattr(ts, "_USES_KEPT", 2)
+    w = _TwoRuns()
+    out = _both(w, InMemorySaver(), ("A", w.script_a()), ("B", w.script_b()))
+    assert isinstance(out["A"], IntegrationError) and "lost" in str(out["A"]), out["A"]
+    assert w.booked == []
+
+
+def test_an_overflow_on_one_line_is_collapsed_and_books(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One invocation reads at more checkpoints than kept: they lie on its line, so
+    the history collapses and the call books."""
+    import icore.integrations.langgraph._thread_scope as ts
+    monkeypatch.setattr(ts, "_USES_KEPT", 2)
+    w = _TwoRuns()
+    app = _react(w.tools, iter([
+        *[_call("get_trip", {"trip_id": "T7"}, f"r{i}") for i in range(5)],
+        _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "b"),
+        AIMessage("done")]), checkpointer=InMemorySaver())
+    assert _last_tool(app.invoke({"messages": [HumanMessage("go")]}, _T1)) == "booked"
+    assert w.booked == ["2026-12-10"]
+
+
+@pytest.mark.parametrize("make", [InMemorySaver, _OwnSaver], ids=["memory", "get_tuple"])
+def test_many_sequential_turns_still_book(make: Callable[[], Any]) -> None:
+    """Verified calls move the thread's base forward: turn after turn keeps booking."""
+    w = _TwoRuns()
+    turns: list[AIMessage] = []
+    for i in range(5):
+        turns += [_call("get_trip", {"trip_id": "T7"}, f"r{i}"),
+                  _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, f"b{i}"),
+                  AIMessage("done")]
+    app = _react(w.tools, iter(turns), checkpointer=make())
+    for _ in range(5):
+        assert _last_tool(app.invoke({"messages": [HumanMessage("go")]}, _T1)) == "booked"
+    assert len(w.booked) == 5
+
+
+def test_durability_exit_saves_no_line_so_a_later_turns_call_is_refused() -> None:
+    """durability="exit" keeps no step checkpoint: turn 2's call cannot place turn 1's
+    read, refused (fail closed; the documented limit)."""
+    w = _TwoRuns()
+    app = _react(w.tools, iter([
+        _call("get_trip", {"trip_id": "T7"}, "t1"), AIMessage("Book it?"),
+        _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "t2"),
+        AIMessage("done")]), checkpointer=InMemorySaver())
+    app.invoke({"messages": [HumanMessage("trip?")]}, _T1, durability="exit")
+    with pytest.raises(IntegrationError, match="durability"):
+        app.invoke({"messages": [HumanMessage("yes")]}, _T1, durability="exit")
+    assert w.booked == []
+
+
+def test_a_read_between_the_check_and_the_effect_is_caught() -> None:
+    """A's call passes the line check; while its gate decides (its ``depends_on``), B
+    (same thread) reads day 11: the check before the effect refuses, nothing booked."""
+    saver = InMemorySaver()
+    done: list[Any] = []
+
+    def run_b() -> None:
+        w.ws.put(TRIP, {"check_in": "2026-12-11"}, by="finance")
+        done.append(_last_tool(_react(w.tools, iter([
+            _call("get_trip", {"trip_id": "T7"}, "b1"), AIMessage("B")]),
+            checkpointer=saver).invoke({"messages": [HumanMessage("B")]}, _T1)))
+
+    def depends_on(a: Mapping[str, Any]) -> set[str]:
+        if not done:  # B runs to its end in its own thread (its own context)
+            t = threading.Thread(target=run_b)
+            t.start()
+            t.join(30)
+        return {f"trip/{a['trip_id']}"}
+
+    w = _TwoRuns(depends_on)
+    app = _react(w.tools, iter([
+        _call("get_trip", {"trip_id": "T7"}, "a1"),
+        _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "a2"),
+        AIMessage("A")]), checkpointer=saver)
+    with pytest.raises(IntegrationError, match="thread_id"):
+        app.invoke({"messages": [HumanMessage("A")]}, _T1)
+    assert done == ['{"check_in": "2026-12-11"}'] and w.booked == []
+
+
+@pytest.mark.parametrize("make", [InMemorySaver, _OwnSaver], ids=["memory", "get_tuple"])
+def test_a_run_that_forked_from_a_running_step_is_not_backed_by_its_read(
+        make: Callable[[], Any]) -> None:
+    """A's tool reads day 11 and, still running, B starts on the thread: B's input
+    checkpoint is a child of A's step, so A's read is B's ancestor but its result
+    never reached B's model; B books day 10: refused (the child is ``input``)."""
+    w = _TwoRuns()
+    saver = make()
+    done: list[Any] = []
+    read = w.tools[0]
+
+    def run_b() -> None:
+        try:
+            done.append(_last_tool(_react(tools, iter([
+                _call("book_hotel", {"trip_id": "T7", "check_in": "2026-12-10"}, "b1"),
+                AIMessage("B")]), checkpointer=saver).invoke(
+                    {"messages": [HumanMessage("B")]}, _T1)))
+        except IntegrationError as exc:
+            done.append(exc)
+
+    @tool
+    def get_trip(trip_id: str) -> Any:
+        """Read a trip."""
+        out = read.invoke({"trip_id": trip_id})
+        if w.a_read.is_set() and not done:  # turn 1: B runs while this step runs
+            t = threading.Thread(target=run_b)
+            t.start()
+            t.join(30)
+        return out
+
+    tools = [get_trip, w.tools[1]]
+    _react(tools, iter([_call("get_trip", {"trip_id": "T7"}, "t0"), AIMessage("ok")]),
+           checkpointer=saver).invoke({"messages": [HumanMessage("0")]}, _T1)
+    w.ws.put(TRIP, {"check_in": "2026-12-11"}, by="finance")
+    w.a_read.set()
+    _react(tools, iter([_call("get_trip", {"trip_id": "T7"}, "a1"), AIMessage("A")]),
+           checkpointer=saver).invoke({"messages": [HumanMessage("A")]}, _T1,
+                                      durability="sync")  # A's step saved before B
+    assert len(done) == 1 and isinstance(done[0], IntegrationError), done
+    assert "forked from" in str(done[0]) and w.booked == []

@@ -15,20 +15,29 @@ another:
   integration scopes each ``Runner.run``. The root is told by the run's
   ``Runtime.control`` (one per root invocation, shared by its subgraphs).
 
-Two root invocations on one thread of one checkpointer at the same time (a web service
-reusing one id for every request) cannot be told apart: :func:`check_graph_scope`
-refuses a protected call whose scope another invocation used since this one began.
+Reads of one thread may back a call only along the call's own checkpoint line (review of
+#28): each use of a thread scope (a read, a protected call) is tagged with the root
+checkpoint its step runs from (``checkpoint_map[""]``); :func:`check_graph_scope` lets a
+protected call run only when every use of its thread since the last verified call lies
+on the call's line: the call's checkpoint or an ancestor (walked through the saver's
+``get_tuple(...).parent_config``) left by running a step, not by a new input or a fork.
+Two invocations at once on one thread (or a fork of an old checkpoint) that used the
+thread off each other's line are refused; a walk past its bound, a saver that cannot
+answer, or a thread whose use history overflowed off one line refuses too
+(fail closed).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
 
 from icore.errors import IntegrationError
@@ -40,11 +49,32 @@ _lock = threading.Lock()
 _roots: OrderedDict[int, tuple[Any, int]] = OrderedDict()
 """id(control) -> (control, number) of the latest root invocations (held: ids not reused)."""
 _ROOTS_KEPT = 4096
-_uses: OrderedDict[Hashable, dict[int, tuple[int, int]]] = OrderedDict()
-"""Per thread scope: root number -> (first use, last use) of its latest invocations (the
-scopes used most recently; one idle longest is forgotten past :data:`_SCOPES_KEPT`)."""
-_SCOPES_KEPT = 16384
-_USES_KEPT = 64
+_threads: weakref.WeakKeyDictionary[Any, dict[Hashable, _Thread]] = \
+    weakref.WeakKeyDictionary()
+"""Per checkpointer (held weakly: a thread's history lives as long as its saver),
+per thread_id: the uses of the thread not yet verified by a protected call."""
+_USES_KEPT = 1024
+"""Distinct checkpoints with a use kept per thread between verified calls; past it they
+are verified against the newest use's line and collapsed, or (off that line) the
+thread's history is lost and its protected calls are refused."""
+_WALK = 4096
+"""Checkpoints walked up a call's line at most (past it: refused)."""
+_SAVE_WAITS, _SAVE_WAIT_S = 200, 0.01
+"""Waits for the call's own checkpoint to be saved (2 s at most), then refused."""
+_LINE = frozenset({"loop"})
+"""Sources of a checkpoint that carries its parent's step results (not ``input``, ``fork``,
+``update``: those start from the parent's state, its running step's reads unseen)."""
+
+
+class _Thread:
+    """The unverified uses of one thread: checkpoint id -> tick of its latest use."""
+
+    __slots__ = ("base", "lost", "uses")
+
+    def __init__(self) -> None:
+        self.base: str | None = None  # the checkpoint of the last verified call
+        self.uses: dict[str, int] = {}
+        self.lost = False
 
 
 def _number(obj: Any) -> int | None:
@@ -91,11 +121,11 @@ def _root(conf: Mapping[str, Any]) -> int | None:
     return n
 
 
-def _where() -> tuple[tuple[Any, ...] | None, int | None]:
-    """(scope, root) of the code running now (both None outside any run)."""
+def _where() -> tuple[tuple[Any, ...] | None, int | None, Mapping[str, Any] | None]:
+    """(scope, root, configurable) of the code running now (all None outside any run)."""
     conf = _conf()
     if conf is None:
-        return None, None
+        return None, None, None
     root = _root(conf)
     thread = conf.get("thread_id")
     saver = conf.get("__pregel_checkpointer")
@@ -103,61 +133,193 @@ def _where() -> tuple[tuple[Any, ...] | None, int | None]:
         tid = thread if isinstance(thread, str | int) else str(thread)
         if saver is not None:
             n = _number(saver)
-            return ("langgraph", n if n is not None else id(saver), tid), root
+            return ("langgraph", n if n is not None else id(saver), tid), root, conf
         if root is None:  # a tool invoked with a config outside any graph
-            return ("langgraph", "thread", tid), None
+            return ("langgraph", "thread", tid), None, conf
     if root is None:
-        return None, None
-    return ("langgraph", "run", root), root
+        return None, None, None
+    return ("langgraph", "run", root), root, conf
+
+
+def _checkpoint(conf: Mapping[str, Any]) -> str | None:
+    """The root-namespace checkpoint the running step belongs to (None: not known)."""
+    cmap = conf.get("checkpoint_map")
+    got = cmap.get("") if isinstance(cmap, Mapping) else None
+    if got is None and not conf.get("checkpoint_ns"):
+        got = conf.get("checkpoint_id")
+    return got if isinstance(got, str) else None
+
+
+def _thread(conf: Mapping[str, Any], tid: Hashable) -> _Thread | None:
+    """The use history of ``tid`` of the run's checkpointer; call with the lock held.
+
+    None: the saver is not weakly referable, so no history can be kept.
+    """
+    try:
+        per = _threads.get(conf["__pregel_checkpointer"])
+        if per is None:
+            per = _threads[conf["__pregel_checkpointer"]] = {}
+    except TypeError:
+        return None
+    th = per.get(tid)
+    if th is None:
+        th = per[tid] = _Thread()
+    return th
+
+
+def _use(scope: tuple[Any, ...], conf: Mapping[str, Any]) -> None:
+    """Note a use of the thread ``scope`` at the running step's checkpoint.
+
+    Past :data:`_USES_KEPT` unverified checkpoints the history is verified against
+    this use's line (as a protected call would) and collapsed; if that fails, the
+    thread's history is lost (its protected calls refused: forgetting could fail open).
+    """
+    ckpt = _checkpoint(conf)
+    tick = next(_ticks)
+    with _lock:
+        th = _thread(conf, scope[2])
+        if th is None:
+            return
+        if ckpt is None:  # a use nowhere on any line: no call may rely on it
+            th.lost = True
+            return
+        th.uses[ckpt] = tick
+        full = len(th.uses) > _USES_KEPT
+    if full and _verify(conf, scope[2], th, ckpt) is not None:
+        with _lock:
+            th.lost, th.uses = True, {}
+
+
+def _verify(conf: Mapping[str, Any], tid: Hashable, th: _Thread, at: str) -> str | None:
+    """Check every unverified use of ``th`` lies on ``at``'s line (then ``at`` is the base).
+
+    None when they do, else the reason why not.
+    """
+    with _lock:
+        base, uses, lost = th.base, dict(th.uses), th.lost
+    if lost:
+        return "the thread's use history was lost"
+    why = _on_line(conf["__pregel_checkpointer"], tid, at,
+                   set(uses) | ({base} if base else set()), conf.get("__pregel_durability"))
+    if why is not None:
+        return why
+    with _lock:  # verified: the line up to ``at`` holds every use seen so far
+        if th.base == base and not th.lost:
+            th.base = at
+            for c, t in uses.items():
+                if th.uses.get(c) == t:
+                    del th.uses[c]
+    return None
 
 
 def graph_scope() -> Hashable | None:
     """The scope of the graph run this code runs in (see the module doc); None outside.
 
-    Each time it names a thread scope it notes that the root invocation used it (for
-    :func:`check_graph_scope`).
+    Each time it names a thread scope it notes the use at the running step's
+    checkpoint (for :func:`check_graph_scope`).
     """
-    scope, root = _where()
-    if scope is not None and root is not None and scope[1] != "run":
-        tick = next(_ticks)
-        with _lock:
-            uses = _uses.setdefault(scope, {})
-            _uses.move_to_end(scope)
-            while len(_uses) > _SCOPES_KEPT:
-                _uses.popitem(last=False)
-            uses[root] = (uses.get(root, (tick, tick))[0], tick)
-            if len(uses) > _USES_KEPT:  # the invocations used longest ago
-                for k in sorted(uses, key=lambda k: uses[k][1])[:len(uses) - _USES_KEPT]:
-                    del uses[k]
+    scope, root, conf = _where()
+    if scope is not None and root is not None and conf is not None and scope[1] != "run":
+        _use(scope, conf)
     return scope
 
 
-def check_graph_scope(tool: str) -> None:
-    """Refuse a protected call whose thread another root invocation used meanwhile.
+def _refuse(tool: str, scope: tuple[Any, ...], why: str) -> IntegrationError:
+    return IntegrationError(
+        "reads of this thread_id cannot all be placed on this call's checkpoint line "
+        f"({why}): a read another invocation made may back a plan this run's model never "
+        "saw, so this protected call is refused (fail closed)", framework="langgraph",
+        tool=tool, thread_id=str(scope[2]),
+        fix="give each concurrent conversation its own thread_id, or run the turns "
+            "of one thread one after another")
 
-    Two invocations on one ``thread_id`` of one checkpointer that overlap in time share
-    one scope: a read of either would back the other's call. When another invocation
-    used this call's scope after this invocation first did, the call is refused.
+
+def _link(saver: Any, tid: Hashable, at: str) -> tuple[str | None, Any] | None:
+    """(parent id, source) of checkpoint ``at`` of thread ``tid``; None: not saved.
+
+    ``InMemorySaver`` itself (not a subclass) is read without loading the checkpoint's
+    channel values (``get_tuple`` would, costing a copy of the whole state per step
+    walked); any other saver answers through ``get_tuple``.
+    """
+    if type(saver) is InMemorySaver:
+        per: Any = saver.storage.get(tid)  # type: ignore[call-overload]
+        saved = (per or {}).get("", {}).get(at)
+        if saved is None:
+            return None
+        return saved[2], (saver.serde.loads_typed(saved[1]) or {}).get("source")
+    got = saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": "",
+                                            "checkpoint_id": at}})
+    if got is None:
+        return None
+    parent = (got.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return parent, (got.metadata or {}).get("source")
+
+
+def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
+             durability: Any = None) -> str | None:
+    """Walk up from checkpoint ``at`` of thread ``tid``: None when all of ``want`` lie on it.
+
+    Each id of ``want`` must be ``at`` or an ancestor whose child on the line carries
+    its step's results; else the reason why not.
+    """
+    want = want - {at}
+    for step in range(_WALK):
+        if not want:
+            return None
+        try:
+            got = _link(saver, tid, at)
+            # durability "async" (the default) saves a step's checkpoint in the
+            # background while its tasks run: wait for it (bounded); earlier ones are
+            # saved in order before it
+            for _ in range(_SAVE_WAITS if step == 0 and durability != "exit" else 0):
+                if got is not None:
+                    break
+                time.sleep(_SAVE_WAIT_S)
+                got = _link(saver, tid, at)
+        except Exception as exc:  # an async-only saver, a closed database
+            return f"the checkpointer cannot answer: {type(exc).__name__}"
+        if got is None and step == 0:
+            return "the call's checkpoint is not saved (durability='exit' saves none)"
+        if got is None or got[0] is None:
+            return "a use lies off this call's checkpoint line"
+        at = got[0]
+        if at in want:
+            if got[1] not in _LINE:
+                return "a use lies on a checkpoint this line forked from"
+            want.discard(at)
+    return f"the line is longer than {_WALK} checkpoints"
+
+
+def check_graph_scope(tool: str) -> None:
+    """Refuse a protected call a use off its own checkpoint line could back.
+
+    Every use of the call's thread (reads and protected calls of any invocation on
+    that ``thread_id`` of that checkpointer) since the last call verified here must be
+    at the call's checkpoint or an ancestor on its line; then this call's checkpoint
+    becomes the verified base. Outside a thread scope (no checkpointer or no
+    thread_id) it does nothing: each root invocation is its own scope.
 
     Raises:
-        IntegrationError: the case above (names the tool, the thread and the fix).
+        IntegrationError: a use lies off the line (two invocations on one thread at
+            once, a fork of an old checkpoint), the walk passed :data:`_WALK`
+            checkpoints, the checkpointer raised, or the thread's use history was lost
+            (more than :data:`_USES_KEPT` checkpoints used between verified calls).
+            Names the tool, the thread and the fix.
     """
-    scope, root = _where()
-    if scope is None or root is None or scope[1] == "run":
+    scope, root, conf = _where()
+    if scope is None or root is None or conf is None or scope[1] == "run":
         return
-    graph_scope()  # this call is a use too
+    at = _checkpoint(conf)
+    if at is None:
+        raise _refuse(tool, scope, "the step's checkpoint is not known")
+    _use(scope, conf)  # this call is a use too
     with _lock:
-        uses = dict(_uses.get(scope, {}))
-    mine = uses.get(root)
-    if mine is None:
-        return
-    if any(n != root and last > mine[0] for n, (_f, last) in uses.items()):
-        raise IntegrationError(
-            "two graph invocations use one thread_id of one checkpointer at the same "
-            "time: their reads cannot be told apart, so this protected call is refused "
-            "(fail closed)", framework="langgraph", tool=tool, thread_id=str(scope[2]),
-            fix="give each concurrent conversation its own thread_id, or run the turns "
-                "of one thread one after another")
+        th = _thread(conf, scope[2])
+    if th is None:
+        raise _refuse(tool, scope, "the checkpointer cannot be tracked")
+    why = _verify(conf, scope[2], th, at)
+    if why is not None:
+        raise _refuse(tool, scope, why)
 
 
 __all__ = ["check_graph_scope", "graph_scope"]
