@@ -171,9 +171,10 @@ def replan_refused(rec: RunRecorder, who: str, tool: str, args: Mapping[str, Any
 def with_given_args(call: Call, given: Mapping[str, Any] | None) -> Call:
     """``call`` as recorded: a refusal of unencodable or oversized arguments keeps them.
 
-    An ``args_not_json`` or ``args_too_large`` refusal: the workspace binds no arguments it cannot encode or record (its call's ``args`` is
-    ``{}``); the trace records what the model gave instead, bounded
-    (:func:`~icore.integrations._trace_data.bounded_args`; QA qa-crew S4).
+    On an ``args_not_json`` or ``args_too_large`` refusal the workspace binds no
+    arguments (its call's ``args`` is ``{}``); the trace records what the model gave
+    instead, bounded (:func:`~icore.integrations._trace_data.bounded_args`; QA qa-crew
+    S4).
     """
     if call.args or not given or call.reason not in ("args_not_json", "args_too_large"):
         return call
