@@ -428,5 +428,5 @@ def test_a_bad_agent_id_names_its_field_once(tmp_path: Path) -> None:
 
     with pytest.raises(TeamManifestError) as e:
         init_team_certs(tmp_path / "certs", ["bad id"], team="t")
-    assert str(e.value).count("field=") == 1 and e.value.fields["field"] == "agent"
+    assert str(e.value).count("field=") == 1 and e.value.fields["field"] == "agents"
     assert not (tmp_path / "certs").exists()

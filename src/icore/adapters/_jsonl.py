@@ -178,6 +178,22 @@ def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str, int]]
                                byte=exc.start) from None
 
 
+def _cut_off(line: str) -> bool:
+    """True when ``line`` ends before its JSON value does (a writer stopped mid-line).
+
+    The parser ran out of text: its error is at the end, or a string never closed. A
+    complete value with a fault (a bad character mid-line, an integer over the digit
+    limit) is not cut off.
+    """
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as e:
+        return e.pos >= len(line.rstrip()) or e.msg.startswith("Unterminated string")
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
 def _line_field(n: int, where: str | None) -> str:
     """``line <n>``, and the field path within the line when one is known (issue 29)."""
     return f"line {n}.{where}" if where else f"line {n}"
@@ -228,8 +244,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         try:
             obj = _decode(line, file, n)
         except AdapterError as exc:
-            if not exc.problem.startswith("malformed JSON") or line.endswith("\n") \
-                    or next(it, None) is not None:
+            if line.endswith("\n") or not _cut_off(line) or next(it, None) is not None:
                 raise
             # a torn final line (no newline: the writer was killed mid-line, a full disk):
             # the run is read up to it and reported as not ended (#25)

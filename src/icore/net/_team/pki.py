@@ -174,8 +174,8 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
         for a in agents:
             check_agent_id(a)
         check_days(days)
-    except TeamManifestError:  # already names its field (check_agent_id: ``agent``)
-        raise
+    except TeamManifestError as exc:  # named once: the argument, not the id check's own
+        raise TeamManifestError(exc.message, field="agents") from None
     except ValueError as exc:
         raise TeamManifestError(str(exc), field="days" if "days" in str(exc) else
                                 "agents") from None
