@@ -51,7 +51,7 @@ WORKER_IDLE_S = 2.0
 SPLIT_AT = 0
 """Default queue length from which a group committer's worker may take half of the
 queue (issue 27 item 2); 0: never. Off: on the shared 2-core machine where it was
-measured a second group per cycle cost the owner 15-40% and the writers 25-40% more CPU
+measured a second group per cycle cost the owner 40-90% and the writers 30-90% more CPU
 per commit, and the rate fell (README, #27 round 15)."""
 
 _Item = tuple[Commit, str, bool, "asyncio.Future[Message]"]
@@ -136,6 +136,7 @@ class GroupCommitter:
         self._worker: threading.Thread | None = None
         self._stop = False
         self._kick_due = False
+        self._ctx = contextvars.Context()  # the last waking loop callback's (under _cond)
         self._disk_s = 0.0  # moving averages: the store's COMMIT, the rest of the tx
         self._cpu_s = 0.0
         self.split_groups = 0
@@ -177,8 +178,10 @@ class GroupCommitter:
                 replies = self.handler.handle_commits(
                     [(m, p) for m, p, _v, _f in group],
                     verified=all(v for _m, _p, v, _f in group))
-            except Exception as exc:  # nothing of the group was written: fail them all
+            except BaseException as exc:  # nothing of the group was written: fail them all
                 self._settle(group, None, exc)
+                if not isinstance(exc, Exception):
+                    raise
                 continue
             self._settle(group, replies, None)
 
@@ -203,8 +206,9 @@ class GroupCommitter:
         """Wake the worker for the commits queued this loop iteration (start it if none)."""
         self._kick_due = False
         with self._cond:
+            self._ctx = ctx  # the worker runs the next group in it
             if self._worker is None and self._queue:
-                worker = threading.Thread(target=self._work, args=(ctx,), daemon=True,
+                worker = threading.Thread(target=self._work, daemon=True,
                                           name=f"icore-group-commit-{self.handler.agent}")
                 try:
                     worker.start()
@@ -251,17 +255,17 @@ class GroupCommitter:
             await asyncio.to_thread(worker.join, timeout_s)
         await asyncio.sleep(0)  # the replies the worker handed over are set now
 
-    def _work(self, ctx: contextvars.Context) -> None:
+    def _work(self) -> None:
         """The worker thread: run each group's transaction, hand its replies to the loop."""
         try:
-            self._serve(ctx)
+            self._serve()
         finally:  # an error outside a group: the next commit starts another worker
             with self._cond:
                 if self._worker is threading.current_thread():
                     self._worker = None
                 self._stop = False
 
-    def _serve(self, ctx: contextvars.Context) -> None:
+    def _serve(self) -> None:
         cond = self._cond
         while True:
             with cond:
@@ -271,6 +275,7 @@ class GroupCommitter:
                         self._stop = False
                         return
                 group = self._take()
+                ctx = self._ctx
             replies: list[Message] | None = None
             exc: BaseException | None = None
             t0 = time.perf_counter()
@@ -287,7 +292,7 @@ class GroupCommitter:
             loop = group[0][3].get_loop()
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 loop.call_soon_threadsafe(self._settle, group, replies, exc)
-            del group, replies, exc, loop
+            del group, replies, exc, loop, ctx
 
 
 class OwnerServer:
