@@ -12,13 +12,17 @@ in a child process of this script. The owner is instrumented from outside its co
 * ``sent``: the acknowledgements leave in one TLS record,
 
 and prints the median of each step per group, the next group's ``arrive`` after ``sent``
-(the writers' turn: read the acks, build and send the next records), the group sizes,
-groups (= fsyncs) per second, and the CPU per commit of the writers and the owner process.
-With ``--dir /dev/shm`` the fsync costs nothing, which shows the CPU-bound cycle.
+(the writers' turn: read the acks, build and send the next records), the group sizes and
+how many groups the committer split off (its pipelining, ``--split-at``), groups (=
+fsyncs) per second, a writer's median commit latency, and the CPU per commit of the
+writers and the owner process. With ``--dir /dev/shm`` the fsync costs nothing, which
+shows the CPU-bound cycle. With pipelined groups the steps overlap and their pairing is
+approximate; the rate, sizes and CPU are exact.
 
 Usage::
 
     PYTHONPATH=src python bench/bench_commit_phases.py [--n 4000] [--dir /dev/shm]
+        [--writers 8] [--split-at 6]
 
 ``--owner-prefix`` runs the owner child under a command, e.g. ``--owner-prefix "valgrind
 --tool=callgrind --callgrind-out-file=owner.%p"``: two runs with different ``--n`` give
@@ -51,7 +55,8 @@ WRITERS = 8
 STEPS = ("arrive", "tx0", "c0", "c1", "tx1", "sent")
 
 
-def _owner(certs: Path, data: Path) -> None:  # pragma: no cover - runs in the child
+def _owner(certs: Path, data: Path, split_at: int | None  # pragma: no cover - the child
+           ) -> None:
     """Serve the owner with stamps around its group commit; print them on SIGTERM."""
     from icore.memory import OwnershipMap, SQLiteStore
     from icore.net import OwnerHandler, OwnerServer, server_context
@@ -108,6 +113,8 @@ def _owner(certs: Path, data: Path) -> None:  # pragma: no cover - runs in the c
                             exclusive=True)
         store._db = _Db(store._db)  # type: ignore[assignment]
         server = OwnerServer(store, agent="owner", ssl_context=server_context(certs, "owner"))
+        if split_at is not None:
+            server._group.split_at = split_at
         print(await server.start(), flush=True)
         stop, reset = asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -117,6 +124,7 @@ def _owner(certs: Path, data: Path) -> None:  # pragma: no cover - runs in the c
         for v in marks.values():
             v.clear()
         sizes.clear()
+        server._group.split_groups = 0
         t0 = now()
         await stop.wait()
         wall = now() - t0
@@ -129,6 +137,7 @@ def _owner(certs: Path, data: Path) -> None:  # pragma: no cover - runs in the c
 
         print(json.dumps({
             "groups": len(sizes), "commits": sum(sizes),
+            "split": server._group.split_groups,
             "mean_group": sum(sizes) / max(len(sizes), 1),
             "sizes": {n: sizes.count(n) for n in sorted(set(sizes))},
             "groups_per_s": len(sizes) / wall,
@@ -146,12 +155,13 @@ def _owner(certs: Path, data: Path) -> None:  # pragma: no cover - runs in the c
     run_async(main())
 
 
-async def _drive(port: int, certs: Path, pid: int, n: int, timeout_s: float
-                 ) -> tuple[float, float, float]:
+async def _drive(port: int, certs: Path, pid: int, n: int, timeout_s: float,
+                 writers: int) -> tuple[float, float, float, float]:
     client = OwnerClient({"owner": ("127.0.0.1", port)}, identity="owner",
                          ssl_context=client_context(certs, "owner"))
     await client.ping("owner", timeout_s=timeout_s)
     seq = 0
+    lat: list[float] = []
 
     async def writer(i: int, count: int, prev: Record | None) -> Record | None:
         nonlocal seq
@@ -161,19 +171,22 @@ async def _drive(port: int, certs: Path, pid: int, n: int, timeout_s: float
                    if prev is None else
                    derive(key=f"w/{i}", owner="owner", seq=seq, content={"n": seq},
                           inputs=[prev]))
+            t = time.perf_counter()
             await client.commit("owner", rec, timeout_s=timeout_s)
+            lat.append(time.perf_counter() - t)
             prev = rec
         return prev
 
-    last = await asyncio.gather(*(writer(i, 50, None) for i in range(WRITERS)))  # warm
+    last = await asyncio.gather(*(writer(i, 50, None) for i in range(writers)))  # warm
     os.kill(pid, signal.SIGUSR1)
     await asyncio.sleep(0.1)
+    lat.clear()
     t0, c0, s0 = time.perf_counter(), time.process_time(), _proc_cpu_s(pid)
-    await asyncio.gather(*(writer(i, n // WRITERS, last[i]) for i in range(WRITERS)))
+    await asyncio.gather(*(writer(i, n // writers, last[i]) for i in range(writers)))
     wall = time.perf_counter() - t0
-    done = n // WRITERS * WRITERS
+    done = n // writers * writers
     out = (done / wall, (time.process_time() - c0) / done * 1e6,
-           (_proc_cpu_s(pid) - s0) / done * 1e6)
+           (_proc_cpu_s(pid) - s0) / done * 1e6, statistics.median(lat) * 1e6)
     await client.close()
     return out
 
@@ -185,29 +198,35 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="folder for the owner's SQLite file")
     ap.add_argument("--owner-prefix", default="",
                     help="command the owner child runs under (see the docstring)")
+    ap.add_argument("--writers", type=int, default=WRITERS, help="closed-loop writers")
+    ap.add_argument("--split-at", type=int, default=None,
+                    help="the group committer's split_at (default: its own)")
     ap.add_argument("--owner", nargs=2, help=argparse.SUPPRESS)  # the child's own role
     ns = ap.parse_args()
     if ns.owner:
-        _owner(Path(ns.owner[0]), Path(ns.owner[1]))
+        _owner(Path(ns.owner[0]), Path(ns.owner[1]), ns.split_at)
         return
     with tempfile.TemporaryDirectory(prefix="icore-phases-", dir=ns.dir) as d:
         certs = Path(d) / "certs"
         init_team_certs(certs, ["owner"], team="phases")
         proc = subprocess.Popen([*shlex.split(ns.owner_prefix), sys.executable, __file__,
-                                 "--owner", str(certs), d],
+                                 "--owner", str(certs), d,
+                                 *(() if ns.split_at is None else
+                                   ("--split-at", str(ns.split_at)))],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         try:
-            rate, client_us, owner_us = run_async(
+            rate, client_us, owner_us, p50_us = run_async(
                 _drive(int(proc.stdout.readline()), certs, proc.pid, ns.n,
-                       60.0 if ns.owner_prefix else 2.0))
+                       60.0 if ns.owner_prefix else 2.0, ns.writers))
         finally:
             proc.send_signal(signal.SIGTERM)
         report = json.loads(proc.stdout.readline())
         proc.wait()
-    print(f"{rate:,.0f} commits/s; CPU per commit: writers {client_us:.1f} µs, owner "
+    print(f"{rate:,.0f} commits/s, p50 {p50_us:,.0f} µs; CPU per commit: writers "
+          f"{client_us:.1f} µs, owner "
           f"{owner_us:.1f} µs; {report['groups_per_s']:,.0f} groups (fsyncs)/s, mean group "
-          f"{report['mean_group']:.2f} {report['sizes']}")
+          f"{report['mean_group']:.2f} {report['sizes']}, {report['split']} split")
     for name, us in report["us_per_group"].items():
         print(f"  {name:48s} {us:8.0f} µs")
 

@@ -174,3 +174,30 @@ def test_failed_flush_rolls_back_and_the_store_goes_on(tmp_path: Path) -> None:
     assert h is not None and h.record_id == a4.id
     assert s2.head("req/b") is None and s2.owner_seq("alice") == 5
     assert s2._db.execute("SELECT count(*) FROM owner_seq").fetchone()[0] == 1
+
+
+def test_a_new_store_has_small_pages_and_an_existing_file_keeps_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: a new file gets ``PAGE_SIZE`` (1 KiB) pages, fewer WAL bytes to fsync per
+    commit; a file created with other pages keeps them and its records when reopened."""
+    import icore.memory._sqlite as sqlite_mod
+
+    s = SQLiteStore(tmp_path / "new.sqlite", OM, "alice", synchronous="FULL", exclusive=True)
+    s.commit(_v1("req/a", 1), writer="alice")
+    assert s._db.execute("PRAGMA page_size").fetchone()[0] == sqlite_mod.PAGE_SIZE == 1024
+    s.close()
+    monkeypatch.setattr(sqlite_mod, "PAGE_SIZE", 4096)
+    old = SQLiteStore(tmp_path / "old.sqlite", OM, "alice")
+    old.commit(_v1("req/a", 1), writer="alice")
+    old.close()
+    monkeypatch.setattr(sqlite_mod, "PAGE_SIZE", 1024)
+    again = SQLiteStore(tmp_path / "old.sqlite", OM, "alice")
+    assert again._db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    again.commit(_v1("req/b", 2), writer="alice")
+    assert again.head("req/a") is not None and again.head("req/b") is not None
+    again.close()
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()  # an empty file is a new store
+    e = SQLiteStore(empty, OM, "alice")
+    assert e._db.execute("PRAGMA page_size").fetchone()[0] == 1024
+    e.close()

@@ -119,3 +119,54 @@ def test_group_sees_its_own_records(tmp_path: Path) -> None:
             if isinstance(r, CommitResult)] == [(True, True), (True, True), (False, True)]
     assert s._db.execute("SELECT count(*) FROM records").fetchone()[0] == 2
     s.close()
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_op, min_size=1, max_size=24),
+       st.lists(st.tuples(st.integers(1, 9), st.booleans()), min_size=1, max_size=8),
+       st.integers(2, 6))
+def test_pipelined_group_commit_equals_sequential(
+        tmp_path_factory: pytest.TempPathFactory,
+        plan: list[tuple[str, int, str, str, str, bool]],
+        chunks: list[tuple[int, bool]], split_at: int) -> None:
+    """The owner service's pipelined group commit (issue 27 item 2): commits submitted in
+    chunks (some in the same loop iteration, some after the earlier ones' replies), the
+    worker splitting every queue of ``split_at`` or more in halves, give each commit the
+    reply the handler gives it alone, and the same rows, heads and owner sequences."""
+    import asyncio
+
+    from icore.net import Commit, GroupCommitter, Message, OwnerHandler
+
+    d = tmp_path_factory.mktemp("gpp")
+    ops = _ops(plan)
+    msgs = [Commit(i + 1, op.record, op.expected_head) for i, op in enumerate(ops)]
+    one = SQLiteStore(d / "one.sqlite", OM, None, exclusive=True)
+    grp = SQLiteStore(d / "grp.sqlite", OM, None, synchronous="FULL", exclusive=True)
+    solo = OwnerHandler(one, agent="alice")
+    seq_out = [solo.handle_commits([(m, op.writer)])[0] for m, op in zip(msgs, ops,
+                                                                           strict=True)]
+    gc = GroupCommitter(OwnerHandler(grp, agent="alice"), split_at=split_at)
+    gc._disk_bound = lambda: True  # type: ignore[method-assign]
+
+    async def run() -> list[Message]:
+        futs: list[asyncio.Future[Message]] = []
+        i = 0
+        for n, wait in chunks * len(ops):
+            if i >= len(ops):
+                break
+            futs += [gc.submit(m, op.writer) for m, op in zip(msgs[i:i + n], ops[i:i + n],
+                                                              strict=True)]
+            i += n
+            if wait:
+                await futs[-1]
+            else:
+                await asyncio.sleep(0)
+        out = list(await asyncio.gather(*futs))
+        await gc.aclose()
+        return out
+
+    assert asyncio.run(run()) == seq_out
+    assert _state(grp) == _state(one)
+    one.close()
+    grp.close()

@@ -7,6 +7,7 @@ every owner rule still holds per record, and only durable commits are acknowledg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import sqlite3
 from pathlib import Path
@@ -233,3 +234,143 @@ def test_aclose_waits_for_the_group_in_flight_and_stops_the_worker(tmp_path: Pat
     again = SQLiteStore(tmp_path / "a.sqlite", OM, "a")
     assert again.head("req/k1") is not None
     again.close()
+
+
+def _sizes(handler: OwnerHandler) -> list[int]:
+    """Record the size of every group the handler commits."""
+    sizes: list[int] = []
+    real = handler.handle_commits
+
+    def handle(items: list[tuple[Commit, str]], **kw: bool) -> object:
+        sizes.append(len(items))
+        return real(items, **kw)
+
+    handler.handle_commits = handle  # type: ignore[method-assign,assignment]
+    return sizes
+
+
+@pytest.mark.parametrize(("queued", "disk_bound", "groups"), [
+    (8, True, [4, 4]), (7, True, [4, 3]), (8, False, [8]), (5, True, [5]), (1, True, [1])])
+def test_the_worker_takes_half_of_a_long_queue_only_when_the_disk_dominates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queued: int, disk_bound: bool,
+        groups: list[int]) -> None:
+    """Issue 27 item 2: ``split_at`` (6) or more queued commits are taken in two halves
+    when the transactions wait mostly for the disk; fewer, or a CPU-bound cycle, one group.
+    Every commit is acknowledged, with its own record, and the heads are the last ones."""
+    store = SQLiteStore(tmp_path / "a.sqlite", OM, "a", synchronous="FULL", exclusive=True)
+    handler = OwnerHandler(store, agent="a")
+    sizes = _sizes(handler)
+    gc = GroupCommitter(handler, split_at=6)
+    monkeypatch.setattr(gc, "_disk_bound", lambda: disk_bound)
+    recs = [Record.create(key=f"req/k{i}", owner="a", seq=i + 1, content={"i": i})
+            for i in range(queued)]
+
+    async def run() -> list[object]:
+        futs = [gc.submit(Commit(i + 1, r), "a") for i, r in enumerate(recs)]
+        out = list(await asyncio.gather(*futs))
+        await gc.aclose()
+        return out
+
+    acks = asyncio.run(run())
+    assert sizes == groups
+    assert gc.split_groups == (len(groups) - 1) and (gc.groups, gc.commits) == (len(groups),
+                                                                               queued)
+    assert [(type(a).__name__, a.record_id) for a in acks] == [  # type: ignore[attr-defined]
+        ("CommitAck", r.id) for r in recs]
+    assert all(store.head(r.key).record_id == r.id for r in recs)  # type: ignore[union-attr]
+    store.close()
+
+
+def test_the_disk_estimate_follows_the_stores_commit_time(tmp_path: Path) -> None:
+    """The split rule's inputs are measured: after a group, the disk estimate is a share of
+    the store's last ``COMMIT`` time, the rest of the transaction the other estimate."""
+    store = SQLiteStore(tmp_path / "a.sqlite", OM, "a", synchronous="FULL", exclusive=True)
+    gc = GroupCommitter(OwnerHandler(store, agent="a"))
+    rec = Record.create(key="req/k", owner="a", seq=1, content={})
+
+    async def run() -> None:
+        await gc.submit(Commit(1, rec), "a")
+        await gc.aclose()
+
+    assert gc._disk_s == 0.0 and gc._cpu_s == 0.0 and not gc._disk_bound()
+    asyncio.run(run())
+    assert store.last_commit_s > 0
+    assert gc._disk_s == pytest.approx(store.last_commit_s / 4)
+    assert gc._cpu_s > 0
+    store.close()
+
+
+_CHILD = r"""
+import asyncio, sys
+from pathlib import Path
+from icore.memory import OwnershipMap, SQLiteStore
+from icore.net import OwnerServer, server_context
+
+async def main() -> None:
+    store = SQLiteStore(Path(sys.argv[2]), OwnershipMap.from_mapping({"req/*": "a"}), "a",
+                        synchronous="FULL", exclusive=True)
+    server = OwnerServer(store, agent="a", ssl_context=server_context(Path(sys.argv[1]), "a"))
+    server._group.split_at = 6  # pipelined groups (off by default), whatever the disk
+    server._group._disk_bound = lambda: True
+    print(await server.start(), flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def test_every_acknowledged_commit_survives_a_killed_owner(tmp_path: Path,
+                                                           certs: Path) -> None:
+    """An owner process pipelining its groups, killed with SIGKILL while 8 writers commit:
+    every commit it acknowledged is in the reopened store (heads at least as new)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "a.sqlite"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(certs), str(db)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    acked: dict[str, list[Record]] = {f"req/w{i}": [] for i in range(WRITERS)}
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+
+        async def drive() -> None:
+            c = OwnerClient({"a": ("127.0.0.1", port)}, identity="a",
+                            ssl_context=client_context(certs, "a"))
+            seq = 0
+
+            async def writer(key: str) -> None:
+                nonlocal seq
+                chain = acked[key]
+                while True:
+                    seq += 1
+                    rec = (derive(key=key, owner="a", seq=seq, content={"n": seq},
+                                  inputs=[chain[-1]]) if chain else
+                           Record.create(key=key, owner="a", seq=seq, content={"n": seq}))
+                    await c.commit("a", rec, timeout_s=10)
+                    chain.append(rec)
+                    if sum(map(len, acked.values())) == 200:
+                        os.kill(proc.pid, signal.SIGKILL)  # commits still in flight
+
+            got = await asyncio.gather(*(writer(k) for k in acked), return_exceptions=True)
+            assert all(isinstance(g, Exception) for g in got)  # the owner is gone
+            with contextlib.suppress(Exception):
+                await c.close()
+
+        asyncio.run(drive())
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert sum(map(len, acked.values())) >= 200
+    s = SQLiteStore(db, OM, "a")
+    for key, chain in acked.items():
+        for rec in chain:
+            assert s.get(rec.id) is not None, (key, rec.seq)
+        h = s.head(key)
+        assert chain and h is not None and h.seq >= chain[-1].seq
+    s.close()

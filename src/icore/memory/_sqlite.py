@@ -57,6 +57,11 @@ _FORMAT = "icore-store-1"
 
 LOCK_TIMEOUT_S = 10.0
 """How long a commit waits for another process's write transaction on the file, in s."""
+PAGE_SIZE = 1024
+"""Page size of a new store file, in bytes (issue 27): a commit writes the B-tree leaf of
+its record's random id, so smaller pages put fewer bytes in the WAL to fsync (a group of
+8 commits: 10.9 KB instead of 42.4 KB at SQLite's default 4096). Existing files keep
+theirs."""
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -82,6 +87,9 @@ class SQLiteStore(Store):
 
     blocking_writes: ClassVar[bool] = True
     """Commits wait for disk I/O (the owner service runs them off its event loop)."""
+    last_commit_s: float = 0.0
+    """Wall time of the last write transaction's ``COMMIT`` (its fsync), in s (issue 27:
+    the owner's group committer pipelines groups when the disk dominates)."""
 
     def __init__(self, path: str | os.PathLike[str], ownership: OwnershipMap,
                  agent: str | None = None, *, synchronous: str = "NORMAL",
@@ -117,8 +125,11 @@ class SQLiteStore(Store):
 
     def _open(self, agent: str | None, synchronous: str) -> None:
         try:
+            new = not self.path.exists() or self.path.stat().st_size == 0
             self._db = sqlite3.connect(str(self.path), isolation_level=None,
                                        check_same_thread=False, timeout=LOCK_TIMEOUT_S)
+            if new:  # before the first write; an existing file keeps its page size
+                self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone() \
@@ -200,7 +211,11 @@ class SQLiteStore(Store):
                     try:
                         if et is None:
                             store._flush_staged()
-                        store._db.execute("COMMIT" if et is None else "ROLLBACK")
+                            t0 = time.perf_counter()
+                            store._db.execute("COMMIT")
+                            store.last_commit_s = time.perf_counter() - t0
+                        else:
+                            store._db.execute("ROLLBACK")
                     except BaseException:
                         store._staged_heads.clear()
                         store._staged_seqs.clear()

@@ -23,10 +23,9 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import queue
 import ssl
 import threading
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass
 
 from icore.memory import Store
@@ -49,20 +48,13 @@ DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
 WORKER_IDLE_S = 2.0
 """How long a group committer's worker thread waits for the next group before it exits."""
 
-_Job = tuple[contextvars.Context, Sequence[tuple[Commit, str]], bool,
-             asyncio.AbstractEventLoop, "asyncio.Future[list[Message]]"]
+SPLIT_AT = 0
+"""Default queue length from which a group committer's worker may take half of the
+queue (issue 27 item 2); 0: never. Off: on the shared 2-core machine where it was
+measured a second group per cycle cost the owner 40-90% and the writers 30-90% more CPU
+per commit, and the rate fell (README, #27 round 15)."""
 
-
-def _settle(fut: asyncio.Future[list[Message]], replies: list[Message] | None,
-            exc: BaseException | None) -> None:
-    """Resolve a group's future on its loop (called from the worker thread)."""
-    if fut.done():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        assert replies is not None
-        fut.set_result(replies)
+_Item = tuple[Commit, str, bool, "asyncio.Future[Message]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +92,7 @@ def check_port(port: object) -> int:
 
 
 class GroupCommitter:
-    """Group commit for one owner service (issue 17).
+    """Group commit for one owner service (issues 17, 27).
 
     Commits that arrive while a write transaction is in flight - from any connection -
     share the next transaction and its one fsync, and each is acknowledged only after
@@ -108,27 +100,47 @@ class GroupCommitter:
 
     Every owner rule still applies per record, in arrival order
     (:meth:`OwnerHandler.handle_commits`). With a store whose commits wait for the disk
-    (``Store.blocking_writes``: SQLite) the transaction runs in a worker thread, so the
-    event loop keeps answering head queries - from the exclusive store's in-memory head
-    table - and gathers the next group meanwhile. The worker is the committer's own
-    thread (started with the first group, gone after :data:`WORKER_IDLE_S` without
-    one), handed each group directly: one queue put and one loop wake-up per group, in
-    the caller's context (issue 27: no executor, concurrent future or chained future).
+    (``Store.blocking_writes``: SQLite) the transactions run in the committer's own
+    worker thread (started with the first commit, gone after :data:`WORKER_IDLE_S`
+    without one), so the event loop keeps answering head queries - from the exclusive
+    store's in-memory head table - and gathering commits meanwhile. The worker takes
+    the commits queued when it is free (the loop wakes it once per loop iteration that
+    queued any), so a group is whatever arrived during the previous transaction; the
+    replies of a group reach the loop in one wake-up, in the caller's context.
+
+    Pipelining (issue 27 item 2, off by default: :data:`SPLIT_AT`): when ``split_at`` or
+    more commits are queued and the transactions mostly wait for the disk - the store's
+    ``COMMIT`` (its fsync) took longer than the rest of the transaction, on average over
+    the recent groups - the worker takes only the first half of the queue, so the second
+    half's transaction and fsync run while the first half's acknowledgements go out and
+    its writers send their next commits. Otherwise (a fast disk or ``/dev/shm``: the
+    cycle is CPU, and a second group per cycle costs CPU) and below ``split_at`` (a lone
+    writer) the queue is taken whole.
 
     Args:
         handler: the owner's request handler.
         max_group: most commits in one transaction.
+        split_at: queue length from which the worker may take half of the queue (0:
+            never split; default :data:`SPLIT_AT`).
     """
 
-    def __init__(self, handler: OwnerHandler, *, max_group: int = 256) -> None:
+    def __init__(self, handler: OwnerHandler, *, max_group: int = 256,
+                 split_at: int = SPLIT_AT) -> None:
         self.handler = handler
         self.max_group = max_group
+        self.split_at = split_at
         self.in_thread = handler.store.blocking_writes
-        self._queue: list[tuple[Commit, str, bool, asyncio.Future[Message]]] = []
+        self._queue: list[_Item] = []  # in the worker mode, under _cond
         self._task: asyncio.Task[None] | None = None
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # None: stop
+        self._cond = threading.Condition(threading.Lock())
         self._worker: threading.Thread | None = None
-        self._worker_lock = threading.Lock()
+        self._stop = False
+        self._kick_due = False
+        self._ctx = contextvars.Context()  # the last waking loop callback's (under _cond)
+        self._disk_s = 0.0  # moving averages: the store's COMMIT, the rest of the tx
+        self._cpu_s = 0.0
+        self.split_groups = 0
+        """Groups taken as the first half of the queue (pipelined) so far."""
         self.groups = 0
         """Transactions run so far."""
         self.commits = 0
@@ -144,54 +156,88 @@ class GroupCommitter:
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Message] = loop.create_future()
-        self._queue.append((msg, peer, verified, fut))
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run())
+        if not self.in_thread:
+            self._queue.append((msg, peer, verified, fut))
+            if self._task is None or self._task.done():
+                self._task = loop.create_task(self._run())
+            return fut
+        with self._cond:
+            self._queue.append((msg, peer, verified, fut))
+        if not self._kick_due:  # once per loop iteration: every read ready now joins
+            self._kick_due = True
+            loop.call_soon(self._kick, contextvars.copy_context())
         return fut
 
     async def _run(self) -> None:
+        """Inline mode (a store that does not wait for the disk): one group at a time."""
         while self._queue:
             await asyncio.sleep(0)  # let every connection readable now join this group
             group, self._queue = (self._queue[:self.max_group],
                                   self._queue[self.max_group:])
-            items = [(m, p) for m, p, _v, _f in group]
-            verified = all(v for _m, _p, v, _f in group)
             try:
-                if self.in_thread:
-                    replies = await self._in_worker(items, verified)
-                else:
-                    replies = self.handler.handle_commits(items, verified=verified)
+                replies = self.handler.handle_commits(
+                    [(m, p) for m, p, _v, _f in group],
+                    verified=all(v for _m, _p, v, _f in group))
             except BaseException as exc:  # nothing of the group was written: fail them all
-                for _m, _p, _v, fut in group:
-                    if not fut.done():
-                        fut.set_exception(exc if isinstance(exc, Exception)
-                                          else ConnectionClosed("owner shut down"))
-                        fut.exception()
+                self._settle(group, None, exc)
                 if not isinstance(exc, Exception):
                     raise
                 continue
+            self._settle(group, replies, None)
+
+    def _settle(self, group: list[_Item], replies: list[Message] | None,
+                exc: BaseException | None) -> None:
+        """Resolve a group's futures (on their loop); count it when it committed."""
+        if exc is None:
+            assert replies is not None
             self.groups += 1
             self.commits += len(group)
             for (_m, _p, _v, fut), reply in zip(group, replies, strict=True):
                 if not fut.done():
                     fut.set_result(reply)
+            return
+        err = exc if isinstance(exc, Exception) else ConnectionClosed("owner shut down")
+        for _m, _p, _v, fut in group:
+            if not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # retrieved: a closed connection may not read it
 
-    def _in_worker(self, items: Sequence[tuple[Commit, str]], verified: bool
-                   ) -> asyncio.Future[list[Message]]:
-        """Hand one group to the worker thread; the future resolves on this loop."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[list[Message]] = loop.create_future()
-        with self._worker_lock:  # the worker exits only with this lock and no job left
-            if self._worker is None:  # started before the job is queued: a failed start
-                worker = threading.Thread(target=self._work, daemon=True,  # queues nothing
+    def _kick(self, ctx: contextvars.Context) -> None:
+        """Wake the worker for the commits queued this loop iteration (start it if none)."""
+        self._kick_due = False
+        with self._cond:
+            self._ctx = ctx  # the worker runs the next group in it
+            if self._worker is None and self._queue:
+                worker = threading.Thread(target=self._work, daemon=True,
                                           name=f"icore-group-commit-{self.handler.agent}")
-                worker.start()
+                try:
+                    worker.start()
+                except BaseException as exc:  # nothing queued is committed behind them
+                    failed, self._queue = self._queue, []
+                    self._settle(failed, None, exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    return
                 self._worker = worker
-            self._jobs.put((contextvars.copy_context(), items, verified, loop, fut))
-        return fut
+            self._cond.notify()
+
+    def _take(self) -> list[_Item]:
+        """The next group (under ``_cond``): the queue, or its first half (``split_at``)."""
+        n = len(self._queue)
+        take = n
+        if self.split_at and n >= self.split_at and self._disk_bound():
+            take = (n + 1) // 2
+            self.split_groups += 1
+        group, self._queue = (self._queue[:min(take, self.max_group)],
+                              self._queue[min(take, self.max_group):])
+        return group
+
+    def _disk_bound(self) -> bool:
+        """The recent transactions waited longer in ``COMMIT`` (the disk) than in the rest."""
+        return self._disk_s > self._cpu_s
 
     async def aclose(self, timeout_s: float = 5.0) -> None:
-        """Wait for the group in flight (its transaction ends), then stop the worker.
+        """Let the queued groups and the one in flight commit, then stop the worker.
 
         Bounded by ``timeout_s`` for each; a group still running after it goes on in the
         worker (daemon), and the store's own close waits for its transaction.
@@ -200,45 +246,53 @@ class GroupCommitter:
         if task is not None and not task.done():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(task), timeout_s)
-        with self._worker_lock:
+        with self._cond:
             worker = self._worker
             if worker is not None:
-                self._jobs.put(None)
+                self._stop = True
+                self._cond.notify()
         if worker is not None:
             await asyncio.to_thread(worker.join, timeout_s)
+        await asyncio.sleep(0)  # the replies the worker handed over are set now
 
     def _work(self) -> None:
-        """The worker thread: run each group's transaction, settle its future."""
+        """The worker thread: run each group's transaction, hand its replies to the loop."""
         try:
-            self._serve_jobs()
-        finally:  # an error outside a job: the next group starts another worker
-            with self._worker_lock:
+            self._serve()
+        finally:  # an error outside a group: the next commit starts another worker
+            with self._cond:
                 if self._worker is threading.current_thread():
                     self._worker = None
+                self._stop = False
 
-    def _serve_jobs(self) -> None:
-        jobs = self._jobs
+    def _serve(self) -> None:
+        cond = self._cond
         while True:
-            try:
-                job = jobs.get(timeout=WORKER_IDLE_S)
-            except queue.Empty:
-                job = None
-            if job is None:  # idle, or aclose: exit unless a group came in meanwhile
-                with self._worker_lock:
-                    if jobs.empty():
-                        self._worker = None
+            with cond:
+                while not self._queue:
+                    if self._stop or (not cond.wait(WORKER_IDLE_S) and not self._queue):
+                        self._worker = None  # idle, or aclose: a later commit starts one
+                        self._stop = False
                         return
-                continue
-            ctx, items, verified, loop, fut = job
+                group = self._take()
+                ctx = self._ctx
             replies: list[Message] | None = None
             exc: BaseException | None = None
+            t0 = time.perf_counter()
             try:
-                replies = ctx.run(self.handler.handle_commits, items, verified=verified)
+                replies = ctx.run(self.handler.handle_commits,
+                                  [(m, p) for m, p, _v, _f in group],
+                                  verified=all(v for _m, _p, v, _f in group))
             except BaseException as e:  # handed to the loop, as asyncio.to_thread does
                 exc = e
+            else:
+                disk = getattr(self.handler.store, "last_commit_s", 0.0)
+                self._disk_s += (disk - self._disk_s) / 4
+                self._cpu_s += (time.perf_counter() - t0 - disk - self._cpu_s) / 4
+            loop = group[0][3].get_loop()
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(_settle, fut, replies, exc)
-            del ctx, items, loop, fut, replies, exc, job
+                loop.call_soon_threadsafe(self._settle, group, replies, exc)
+            del group, replies, exc, loop, ctx
 
 
 class OwnerServer:
