@@ -23,7 +23,7 @@ from icore.adapters._results import (
     compact_diagnosis,
 )
 from icore.adapters._trace import Step, StepKind, Trace
-from icore.adapters._trace_places import NoteLog
+from icore.adapters._trace_places import NoteLog, OutputsSince
 from icore.adapters._whowhen import CAPTAIN_AGENT
 from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
@@ -58,7 +58,7 @@ class _XWriter:
         self._diagnosis_by_id: dict[str, Finding] = {}
         self.log = NoteLog(self._diagnosis_by_id)
         self.state = State(decl, log=self.log, keep_entries=False)
-        self.step_events, self.timeline = StepEvents(), Timeline()  # 8 B, 48 B a step
+        self.step_events, self.timeline = StepEvents(), Timeline()  # 8 B, ~28 B a step
         self.unsupported: list[str] = []
         self.stalls = 0
         self.replans = 0
@@ -69,7 +69,7 @@ class _XWriter:
         self.open_by_agent: dict[str, str] = {}
         self.pending_ledger: str | None = None
         self.next_speaker: str | None = None
-        self.since_ledger: list[tuple[str, bool, bool]] = []  # (event, passed, repeat)
+        self.since_ledger = OutputsSince()  # (event, passed, repeat) rows
         self.plans_since_ledger = 0
         self.ever_passed = 0
         self.evidence = 0
@@ -253,7 +253,7 @@ class _XWriter:
             self.call_digest[who] = digest
         if page:
             self.seen_pages.setdefault(who, set()).add(str(page))
-        self.since_ledger.append((ev, verdict, repeat))
+        self.since_ledger.append(ev, verdict, repeat)
         if verdict:
             self.ever_passed += 1
             if fields.get("page"):
@@ -431,8 +431,8 @@ class _StepReader(_XWriter):
         fields: dict[str, Any] = {c: getattr(led, c) for c in _CLAIMS}
         fields["next_speaker"] = led.next_speaker
         ev = self.event(s, "ledger", s.agent, **fields)
-        cited = [e for e, _, _ in self.since_ledger]
-        outs = [{"event": e, "passed": p, "repeat": r} for e, p, r in self.since_ledger]
+        cited = list(self.since_ledger.events)
+        outs = [{"event": e, "passed": p, "repeat": r} for e, p, r in self.since_ledger.rows()]
         proposer = self.agent(s.agent)
         for claim in _CLAIMS:
             value = getattr(led, claim)
@@ -461,7 +461,7 @@ class _StepReader(_XWriter):
                           proposer=proposer, detail=f"ledger admits {why}")
         self.next_speaker = led.next_speaker
         self.pending_ledger = ev
-        self.since_ledger = []
+        self.since_ledger = OutputsSince()
         self.plans_since_ledger = 0
 
     def on_instruction(self, s: Step) -> None:

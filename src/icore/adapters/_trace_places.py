@@ -1,12 +1,13 @@
 """Where flags were raised and which notes a trace import kept (read lazily).
 
 :class:`FlagPlaces` maps each flag to the step it was raised at; :class:`NoteLog` is the
-import's log sink. Part of :mod:`icore.adapters._trace_audit` (split for size, issue 26).
+import's log sink; :class:`OutputsSince` the outputs since the last ledger. Part of
+:mod:`icore.adapters._trace_audit` (split for size, issue 26).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from icore.adapters._results import (
     BuiltOnRead,
@@ -121,3 +122,28 @@ class NoteEntries(BuiltOnRead[LogEntry]):
         seq, t_ms, ref = k
         body = Note("diagnosis", self._diagnoses[ref].note_payload(), ref)
         return LogEntry(seq, t_ms, EntryKind.NOTE, body)
+
+
+class OutputsSince:
+    """The outputs submitted since the last ledger: (event id, passed, repeat) rows.
+
+    Kept as a list of event ids and a byte of flags each (the ids are X's own strings)
+    instead of a 3-tuple each: a run with no ledger keeps every output here (issue 29).
+    """
+
+    __slots__ = ("_flags", "events")
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        """The outputs' event ids, in order."""
+        self._flags = bytearray()
+
+    def append(self, event: str, passed: bool, repeat: bool) -> None:
+        """Add one output: its event, whether its certificate passed, whether it repeats."""
+        self.events.append(event)
+        self._flags.append((1 if passed else 0) | (2 if repeat else 0))
+
+    def rows(self) -> Iterator[tuple[str, bool, bool]]:
+        """``(event, passed, repeat)`` per output, in order."""
+        return ((e, bool(f & 1), bool(f & 2)) for e, f in zip(self.events, self._flags,
+                                                             strict=True))
