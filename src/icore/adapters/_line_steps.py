@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, overload
 
+from icore.adapters import _text_spill
 from icore.adapters._errors import AdapterError
+from icore.adapters._text_spill import TextSpill
 
 if TYPE_CHECKING:
     from icore.adapters._trace import Step
@@ -80,15 +82,26 @@ class ColumnSteps(StepSource):
 
     Per step: its kind (1 byte), parent (8 bytes, -1: none) and references to its
     agent, role, content and rare fields (shared objects), about 45 bytes instead of a
-    ``Step`` of 88 bytes and its list slot; the step's index is its position.
+    ``Step`` of 88 bytes and its list slot; the step's index is its position. Past
+    ``spill_chars`` (default :data:`~icore.adapters._text_spill.SPILL_CHARS`)
+    characters of text (contents and roles) the run's roles and contents
+    go to a temporary file (:class:`~icore.adapters._text_spill.TextSpill`: 16 bytes a
+    step in memory), each read back when its step is built; if no temporary file can be
+    made they stay here.
     """
 
-    __slots__ = ("_agent", "_content", "_kind", "_kind_no", "_kinds", "_memo", "_parent",
-                 "_rare", "_role", "_step", "_valid")
+    __slots__ = ("_agent", "_chars", "_content", "_kind", "_kind_no", "_kinds", "_memo",
+                 "_parent", "_rare", "_role", "_spill", "_spill_at", "_step", "_valid",
+                 "_where")
 
     def __init__(self, step: type[Step], kinds: Iterable[Any],
-                 text_valid: Callable[[Step], bool]) -> None:
+                 text_valid: Callable[[Step], bool], *, where: str = "",
+                 spill_chars: int | None = None) -> None:
         super().__init__(last_index=-1, text_valid=True)
+        self._where = where
+        self._spill_at = _text_spill.SPILL_CHARS if spill_chars is None else spill_chars
+        self._spill: TextSpill | None = None
+        self._chars = 0
         self._step = step
         self._valid = text_valid
         self._kinds = tuple(kinds)
@@ -106,8 +119,15 @@ class ColumnSteps(StepSource):
         """Add the next step (its index: its position); ``rare``: its other fields."""
         self._kind.append(self._kind_no[kind])
         self._agent.append(agent)
-        self._content.append(content)
-        self._role.append(role)
+        if self._spill is not None:
+            self._spill.append(role)
+            self._spill.append(content)
+        else:
+            self._content.append(content)
+            self._role.append(role)
+            self._chars += len(content) + len(role)
+            if self._chars > self._spill_at:
+                self._to_spill()
         self._parent.append(-1 if parent is None else parent)
         got = None
         if rare:
@@ -122,6 +142,19 @@ class ColumnSteps(StepSource):
                                     and role.isascii() and got is None):
             self.text_valid = self._valid(self._at(self.last_index))
 
+    def _to_spill(self) -> None:
+        """Move the texts to a temporary file (kept here when none can be made)."""
+        try:
+            spill = TextSpill(where=self._where)
+        except OSError:
+            self._spill_at = 1 << 62  # no temporary file: the texts stay in memory
+            return
+        for role, text in zip(self._role, self._content, strict=True):
+            spill.append(role)
+            spill.append(text)
+        self._content, self._role = [], []
+        self._spill = spill
+
     def speakers(self) -> list[str]:
         """The steps' agents, each once, in the order they first speak."""
         return list(dict.fromkeys(self._agent))
@@ -130,17 +163,27 @@ class ColumnSteps(StepSource):
         return len(self._kind)
 
     def _at(self, i: int) -> Step:
+        spill = self._spill
+        if spill is None:
+            return self._build(i, self._role[i], self._content[i])
+        return self._build(i, spill[2 * i], spill[2 * i + 1])
+
+    def _build(self, i: int, role: str, content: str) -> Step:
         p = self._parent[i]
         rare = self._rare[i]
         if rare is None:  # positional: to .. exitcode at their defaults, then the parent
             return self._step(i, self._agent[i], self._kinds[self._kind[i]],
-                              self._content[i], self._role[i], None, None, None, False, None,
+                              content, role, None, None, None, False, None,
                               None if p < 0 else p)
-        return self._step(i, self._agent[i], self._kinds[self._kind[i]], self._content[i],
-                          self._role[i], parent=None if p < 0 else p, **dict(rare))
+        return self._step(i, self._agent[i], self._kinds[self._kind[i]], content,
+                          role, parent=None if p < 0 else p, **dict(rare))
 
     def __iter__(self) -> Iterator[Step]:
-        return map(self._at, range(len(self._kind)))
+        n = len(self._kind)
+        if self._spill is None:
+            return map(self._build, range(n), self._role, self._content)
+        texts = iter(self._spill)  # role, content, role, content, ...
+        return map(self._build, range(n), texts, texts)
 
     @overload
     def __getitem__(self, i: int) -> Step: ...

@@ -231,7 +231,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
             seen += 1
         return "system"
 
-    steps = ColumnSteps(Step, StepKind, step_text_valid)  # each built when read (#29)
+    steps = ColumnSteps(Step, StepKind, step_text_valid, where=file)  # built when read (#29)
     decisions: list[DecisionEntry] = []
     step_of: list[int | None] = [None] * n
     unknown: dict[str, int] = {}

@@ -11,19 +11,12 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
-from icore.adapters._decl import (
-    HUMAN,
-)
+from icore.adapters._decl import HUMAN
 from icore.adapters._evidence import answer_checkable, classify, output_facts, tool_facts
 from icore.adapters._jsonl import JSONL
-from icore.adapters._results import (
-    Finding,
-    StepEvents,
-    Timeline,
-    compact_diagnosis,
-)
+from icore.adapters._results import Finding, StepEvents, Timeline, compact_diagnosis
 from icore.adapters._trace import Step, StepKind, Trace
-from icore.adapters._trace_places import NoteLog
+from icore.adapters._trace_places import DigestSet, NoteLog, OutputsSince
 from icore.adapters._whowhen import CAPTAIN_AGENT
 from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
@@ -58,7 +51,7 @@ class _XWriter:
         self._diagnosis_by_id: dict[str, Finding] = {}
         self.log = NoteLog(self._diagnosis_by_id)
         self.state = State(decl, log=self.log, keep_entries=False)
-        self.step_events, self.timeline = StepEvents(), Timeline()  # 8 B, 48 B a step
+        self.step_events, self.timeline = StepEvents(), Timeline()  # 8 B, ~28 B a step
         self.unsupported: list[str] = []
         self.stalls = 0
         self.replans = 0
@@ -69,11 +62,11 @@ class _XWriter:
         self.open_by_agent: dict[str, str] = {}
         self.pending_ledger: str | None = None
         self.next_speaker: str | None = None
-        self.since_ledger: list[tuple[str, bool, bool]] = []  # (event, passed, repeat)
+        self.since_ledger = OutputsSince()  # (event, passed, repeat) rows
         self.plans_since_ledger = 0
         self.ever_passed = 0
         self.evidence = 0
-        self.seen_digests: dict[str, set[str]] = {}
+        self.seen_digests: dict[str, DigestSet] = {}
         self.call_digest: dict[str, str] = {}  # agent -> digest of its last tool-call turn
         self.answers: dict[tuple[str, str], int] = {}  # (agent, call digest) -> its answer
         self.seen_pages: dict[str, set[str]] = {}
@@ -88,6 +81,7 @@ class _XWriter:
         a human (set at the end of :meth:`_StepReader.run`)."""
         # frozen values many items share, one object each (memory of long runs, issue 29)
         self._cause: tuple[str, ...] = ()  # the last one-event causes tuple
+        self._ev1: tuple[str] = ("",)  # the last one-event events tuple (:meth:`one`)
         self._node_values: dict[tuple[str, str | None], Any] = {}
 
     # -- helpers -----------------------------------------------------------------------
@@ -98,6 +92,12 @@ class _XWriter:
     def batch(self) -> AbstractContextManager[Any]:
         """A batch of imports (or, unbatched, the state itself: the same calls one by one)."""
         return self.state.import_batch() if self.batched else nullcontext(self.state)
+
+    def one(self, ev: str) -> tuple[str]:
+        """``(ev,)``; the same tuple as the last call's for the same event (memory)."""
+        if self._ev1[0] != ev:
+            self._ev1 = (ev,)
+        return self._ev1
 
     def agent(self, name: str) -> str:
         """``name`` if it is a declared agent of D, else the human (:data:`HUMAN`)."""
@@ -236,7 +236,7 @@ class _XWriter:
         seen_p = [str(page)] if page and str(page) in self.seen_pages.get(who, ()) else []
         payload = {"seen_digests": seen_d, "seen_pages": seen_p,
                    "evidence_before": self.evidence}
-        events = (ev, *tools)
+        events = (ev, *tools) if tools else self.one(ev)
         verdict = self.validate("output_evidence", events, payload)
         repeat = fields.get("digest") in seen_d or bool(
             fields.get("interaction") and fields.get("page") in seen_p)
@@ -248,12 +248,12 @@ class _XWriter:
             a2 = b.import_assertion(
                 Effect.result(oid, {"step": s.index, "digest": fields.get("digest")}),
                 events=events, operation="submit", certificates=(c.id,), proposer=who)
-        self.seen_digests.setdefault(who, set()).add(digest)
+        self.seen_digests.setdefault(who, DigestSet()).add(digest)
         if s.calls:  # a turn asking for tool calls: retrying them after a refusal is new
             self.call_digest[who] = digest
         if page:
             self.seen_pages.setdefault(who, set()).add(str(page))
-        self.since_ledger.append((ev, verdict, repeat))
+        self.since_ledger.append(ev, verdict, repeat)
         if verdict:
             self.ever_passed += 1
             if fields.get("page"):
@@ -431,8 +431,8 @@ class _StepReader(_XWriter):
         fields: dict[str, Any] = {c: getattr(led, c) for c in _CLAIMS}
         fields["next_speaker"] = led.next_speaker
         ev = self.event(s, "ledger", s.agent, **fields)
-        cited = [e for e, _, _ in self.since_ledger]
-        outs = [{"event": e, "passed": p, "repeat": r} for e, p, r in self.since_ledger]
+        cited = list(self.since_ledger.events)
+        outs = [{"event": e, "passed": p, "repeat": r} for e, p, r in self.since_ledger.rows()]
         proposer = self.agent(s.agent)
         for claim in _CLAIMS:
             value = getattr(led, claim)
@@ -461,7 +461,7 @@ class _StepReader(_XWriter):
                           proposer=proposer, detail=f"ledger admits {why}")
         self.next_speaker = led.next_speaker
         self.pending_ledger = ev
-        self.since_ledger = []
+        self.since_ledger = OutputsSince()
         self.plans_since_ledger = 0
 
     def on_instruction(self, s: Step) -> None:
@@ -511,7 +511,7 @@ class _StepReader(_XWriter):
                                                                    Status.ACTIVE):
             oid = f"o{s.index}"
             self.new_obligation(oid, classify(s.content), parent=self.plan or ROOT,
-                                assignee=who, events=(ev,), operation="self_assign",
+                                assignee=who, events=self.one(ev), operation="self_assign",
                                 proposer=who, status=Status.ACTIVE, step=s.index)
             self.open_by_agent[who] = oid
         if facts["code"]:
@@ -534,7 +534,7 @@ class _StepReader(_XWriter):
         said = hash(str(s.content))
         if asked is not None and (facts["error"] or self.answers.get((who, asked)) != said):
             self.answers[who, asked] = said  # QA r8-ag2mcp D1; a third same ask repeats
-            self.seen_digests.get(who, set()).discard(asked)
+            self.seen_digests.get(who, DigestSet()).discard(asked)
         if self.pending_code is not None:
             self.finish_code((ev,))
 

@@ -64,7 +64,9 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
     x = result.state
     t = result.trace
     s = result.summary()
-    text_by_step = {st.index: st.content for st in t.steps}
+    # an excerpt's worth of each step's text, read once (a streamed run's steps are read
+    # from its file or temporary file: its whole texts are never held together, issue 29)
+    text_by_step = {st.index: st.content[:_EXCERPT + 1] for st in t.steps}
     obligations, assertions, events, flags = state_views(
         x, event_step=result.event_step, event_text=text_by_step,
         flag_places=result.flag_places)
