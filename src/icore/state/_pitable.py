@@ -20,13 +20,15 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from icore.state._refs import CERT_BITS, cert_num, event_num
-from icore.state._seqtable import ColumnTable
+from icore.state._refs import CERT_BITS, EVENT_LIMIT, cert_num
+from icore.state._seqtable import _HOLE, RECENT, ColumnTable
 from icore.state._xmodel import Justification
 
 OPS = 255
 """Distinct operation names a table numbers (1..255; 0 is None); more: kept as objects."""
 
+_CERT_MASK = (1 << CERT_BITS) - 1
+_EVENT_SHIFT = CERT_BITS + 8
 _new = object.__new__
 _set_events, _set_operation, _set_certificates, _set_cites = (
     getattr(Justification, f.name).__set__ for f in fields(Justification))
@@ -56,18 +58,40 @@ class JustificationTable(ColumnTable[Justification]):
         self._last: tuple[Any, Any] = (None, None)  # (the object, its packed int)
 
     def _load(self, i: int) -> Justification:
-        kept = self._kept(i)
-        if kept is not None:
-            return kept
         row = self._items[i]
         if type(row) is not int:
             return row  # type: ignore[no-any-return]
+        recent = self._recent  # ColumnTable._kept, inlined (hot)
+        k = i - len(self._items) + len(recent)
+        if k >= 0:
+            kept = recent[k]
+            if kept is not None:
+                return kept
         return self._unpack(row)
+
+    def at(self, r: int | str) -> Justification | None:
+        """The justification of the assertion ``a<r>`` (``r`` a number), or of the id ``r``."""
+        if type(r) is int and self._d is None:  # SeqTable.at and _load, inlined (hot)
+            items = self._items
+            i = r - 1
+            if not 0 <= i < len(items):
+                return None
+            row = items[i]
+            if type(row) is not int:
+                return None if row is _HOLE else row  # type: ignore[no-any-return]
+            recent = self._recent
+            k = i - len(items) + len(recent)
+            if k >= 0:
+                kept = recent[k]
+                if kept is not None:
+                    return kept
+            return self._unpack(row)
+        return super().at(r)
 
     def _unpack(self, row: int) -> Justification:
         j = _new(Justification)  # the frozen dataclass's slots written directly
-        c = (row >> 8) & ((1 << CERT_BITS) - 1)
-        _set_events(j, (f"m{row >> (CERT_BITS + 8)}",))
+        c = (row >> 8) & _CERT_MASK
+        _set_events(j, (f"m{row >> _EVENT_SHIFT}",))
         _set_operation(j, self._ops[row & 0xFF])
         _set_certificates(j, (f"c{c}",) if c else ())
         _set_cites(j, ())
@@ -84,13 +108,34 @@ class JustificationTable(ColumnTable[Justification]):
         self._last = (value, out)
         return (out,)
 
+    def _append(self, key: str, value: Justification) -> bool:
+        if type(value) is not Justification:  # ColumnTable._append and _row, inlined (hot)
+            return False
+        last, row = self._last
+        if value is not last:
+            row = self._pack(value)
+            self._last = (value, row)
+        self._items.append(row)
+        recent = self._recent
+        recent.append(value)
+        if len(recent) > RECENT:
+            del recent[0]
+        return True
+
     def _pack(self, value: Justification) -> Any:
+        """The packed ``int`` of ``value``, or ``value`` when it cannot be packed."""
         events, certs = value.events, value.certificates
         if value.cites or len(events) != 1 or len(certs) > 1:
             return value
-        k = event_num(events[0])
+        e = events[0]  # event_num and cert_num, inlined (hot)
+        if type(e) is not str or e[:1] != "m":
+            return value
+        s = e[1:]
+        if not (s.isdigit() and s.isascii() and (s[:1] != "0" or s == "0") and len(s) < 14):
+            return value
+        k = int(s)
         j = cert_num(certs[0]) if certs else 0
-        if k < 0 or j < 0:
+        if k >= EVENT_LIMIT or j < 0:
             return value
         operation = value.operation
         if operation is not None and type(operation) is not str:
