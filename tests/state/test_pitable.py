@@ -28,12 +28,14 @@ _cert_ids = st.one_of(
     st.integers(1, 10**6).map(lambda n: f"c{n}"),
     st.sampled_from(["c0", "c01", "c", f"c{1 << 32}", "x1"]),
 )
+_seq = st.sampled_from([tuple, tuple, tuple, list])  # a list (not from X) is kept as is
 _justifications = st.builds(
     Justification,
-    st.lists(_event_ids, max_size=3).map(tuple),
+    st.tuples(st.lists(_event_ids, max_size=3), _seq).map(lambda x: x[1](x[0])),
     st.one_of(st.none(), st.sampled_from(["submit", "assign", "plan", ""])),
-    st.lists(_cert_ids, max_size=2).map(tuple),
-    st.lists(st.sampled_from(["a1", "a2"]), max_size=1).map(tuple),
+    st.tuples(st.lists(_cert_ids, max_size=2), _seq).map(lambda x: x[1](x[0])),
+    st.tuples(st.lists(st.sampled_from(["a1", "a2"]), max_size=1), _seq)
+    .map(lambda x: x[1](x[0])),
 )
 _keys = st.one_of(st.integers(1, 12).map(lambda n: f"a{n}"),
                   st.sampled_from(["a0", "a01", "b1", ""]))
@@ -61,7 +63,8 @@ def test_a_packed_justification_reads_back_equal_after_the_recent_window(
     for n in range(2, RECENT + 3):  # push a1 out of the window of objects kept
         t[f"a{n}"] = Justification(("m1",), "submit")
     assert t._d is None and t["a1"] == j and t.at(1) == j
-    packable = (len(j.events) == 1 and event_num(j.events[0]) >= 0 and not j.cites
+    packable = (len(j.events) == 1 and event_num(j.events[0]) >= 0 and j.cites == ()
+                and type(j.events) is tuple and type(j.certificates) is tuple
                 and len(j.certificates) <= 1
                 and all(cert_num(c) >= 0 for c in j.certificates))
     assert (type(t._items[0]) is int) == packable

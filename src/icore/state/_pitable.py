@@ -125,7 +125,8 @@ class JustificationTable(ColumnTable[Justification]):
     def _pack(self, value: Justification) -> Any:
         """The packed ``int`` of ``value``, or ``value`` when it cannot be packed."""
         events, certs = value.events, value.certificates
-        if value.cites or len(events) != 1 or len(certs) > 1:
+        if (type(events) is not tuple or type(certs) is not tuple or value.cites != ()
+                or len(events) != 1 or len(certs) > 1):  # reads give tuples back
             return value
         e = events[0]  # event_num and cert_num, inlined (hot)
         if type(e) is not str or e[:1] != "m":
