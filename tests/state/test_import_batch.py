@@ -25,7 +25,7 @@ DECL = load_declaration(Path(__file__).resolve().parents[2] / "examples" / "decl
 OIDS = ["o1", "o2", "o3", "o4"]
 AGENTS = ["lead", "alice", "bob", "ci", "nobody"]
 OPS = ["introduce", "assign", "start", "submit", "approve", "settle", "transfer", None, "bad"]
-EVENTS = ["e1", "e2", "e3"]
+EVENTS = ["m1", "e2", "m3"]  # m<k>: Π keeps them as numbers (icore.state._pitable)
 
 _item = st.one_of(
     st.tuples(st.just("node"), st.sampled_from(OIDS), st.sampled_from(["code", "review"]),
@@ -54,7 +54,7 @@ def _state(decl: DeclarationPackage) -> State:
     for i, eid in enumerate(EVENTS):
         x.add_event(EventSpec("note", "lead", {"i": i}, (), eid))
     for oid in OIDS[:2]:  # two obligations before any batch (the items may create o3, o4)
-        x.import_assertion(Effect.node(oid, "code"), events=["e1"], operation="introduce")
+        x.import_assertion(Effect.node(oid, "code"), events=["m1"], operation="introduce")
     return x
 
 
@@ -101,7 +101,7 @@ def _snapshot(x: State) -> dict[str, Any]:
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(_item, _just), max_size=40))
-@example([(("assign", "o1", "alice"), {"op": "assign", "events": ["e1"], "certs": [],
+@example([(("assign", "o1", "alice"), {"op": "assign", "events": ["m1"], "certs": [],
                                       "proposer": None, "cites": [], "justified": True}),
           (("result", "o1", 1), {"op": None, "events": ["e2"], "certs": [],
                                  "proposer": "alice", "cites": [], "justified": True})])
@@ -130,16 +130,16 @@ def test_batch_is_atomic() -> None:
     seq = x.seq
     def stopped() -> None:
         with x.import_batch() as b:
-            b.import_assertion(Effect.node("o3", "code"), events=["e1"], operation="introduce")
-            b.import_assertion(Effect.assign("o3", "alice"), events=["e1"], operation="assign")
+            b.import_assertion(Effect.node("o3", "code"), events=["m1"], operation="introduce")
+            b.import_assertion(Effect.assign("o3", "alice"), events=["m1"], operation="assign")
             raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError, match="stop"):
         stopped()
     assert x.seq == seq and "o3" not in x.obligations
     with x.import_batch() as b:
-        b.import_assertion(Effect.node("o3", "code"), events=["e1"], operation="introduce")
-        b.import_assertion(Effect.assign("o3", "alice"), events=["e1"], operation="assign")
+        b.import_assertion(Effect.node("o3", "code"), events=["m1"], operation="introduce")
+        b.import_assertion(Effect.assign("o3", "alice"), events=["m1"], operation="assign")
         c = b.import_certificate("ci_green", verdict=True, events=["e2"])
         a = b.import_assertion(Effect.result("o3", 1), events=["e2"], operation="submit",
                                certificates=[c.id])
@@ -152,11 +152,11 @@ def test_batch_refuses_as_one_by_one() -> None:
     """Unknown names are refused at the item's call, naming them; earlier items stay."""
     x = _state(DECL)
     with x.import_batch() as b:
-        b.import_assertion(Effect.node("o3", "code"), events=["e1"], operation="introduce")
+        b.import_assertion(Effect.node("o3", "code"), events=["m1"], operation="introduce")
         with pytest.raises(StateInputError, match="unknown obligation"):
-            b.import_assertion(Effect.assign("o9", "alice"), events=["e1"])
+            b.import_assertion(Effect.assign("o9", "alice"), events=["m1"])
         with pytest.raises(StateInputError, match="obligation already exists"):
-            b.import_assertion(Effect.node("o3", "code"), events=["e1"])
+            b.import_assertion(Effect.node("o3", "code"), events=["m1"])
         with pytest.raises(StateInputError, match="unknown certificate"):
             b.import_assertion(Effect.assign("o3", "alice"), certificates=["c1"])
     assert set(x.obligations) == {"o1", "o2", "o3"}

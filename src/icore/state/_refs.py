@@ -21,6 +21,9 @@ replaces; the string is made only where X's public API returns it.
 - :class:`CertRefs`: ``active_by_cert`` (a certificate id -> the refs of the active
   assertions citing it) as two ``array``s by certificate number.
 - :class:`SoundMemo`: the memoized soundness verdicts, a byte per assertion number.
+- :func:`event_num` and :func:`cert_num`: the numbers of the event ids ``m<k>`` and
+  certificate ids ``c<j>``, where Π keeps them as numbers
+  (:class:`~icore.state._pitable.JustificationTable`, the certificates' events).
 
 Pure: no I/O.
 """
@@ -71,6 +74,37 @@ def ref(assertion_id: str) -> Ref:
 def aid(r: Ref) -> str:
     """The assertion id of the ref ``r`` (the inverse of :func:`ref`)."""
     return f"a{r}" if type(r) is int else r  # type: ignore[return-value]
+
+
+CERT_BITS = 32
+"""Bits of a certificate number ``j`` (below 2^32; 0: none) where it is packed with others."""
+EVENT_LIMIT = 1 << 40
+"""Event numbers ``k`` at or above this are not numbers (their ids stay strings)."""
+
+
+def event_num(event_id: object) -> int:
+    """``k`` for the canonical event id ``m<k>`` (``k`` ≥ 0, below 2^40), else -1.
+
+    ``f"m{k}"`` gives the id back exactly (no sign, no leading zero, ASCII digits).
+    """
+    if type(event_id) is str and event_id[:1] == "m":
+        s = event_id[1:]
+        if s.isdigit() and s.isascii() and (s[:1] != "0" or s == "0") and len(s) < 14:
+            k = int(s)
+            if k < EVENT_LIMIT:
+                return k
+    return -1
+
+
+def cert_num(certificate_id: object) -> int:
+    """``j`` for the canonical certificate id ``c<j>`` (1 ≤ ``j`` < 2^32), else -1."""
+    if type(certificate_id) is str and certificate_id[:1] == "c":
+        s = certificate_id[1:]
+        if s.isdigit() and s.isascii() and s[:1] != "0" and len(s) < 11:
+            j = int(s)
+            if j < 1 << CERT_BITS:
+                return j
+    return -1
 
 
 class ActiveIds(Compact[Slot, str]):
@@ -448,5 +482,6 @@ class SoundMemo:
             1 for k in self.other if not (type(k) is int and k < len(bits) and bits[k]))
 
 
-__all__ = ["LIMIT", "ActiveIds", "ActiveLayouts", "CertRefs", "Ref", "RefLinks", "SoundMemo",
-           "active_ref", "active_refs", "aid", "ref"]
+__all__ = ["CERT_BITS", "EVENT_LIMIT", "LIMIT", "ActiveIds", "ActiveLayouts", "CertRefs", "Ref",
+           "RefLinks", "SoundMemo", "active_ref", "active_refs", "aid", "cert_num", "event_num",
+           "ref"]

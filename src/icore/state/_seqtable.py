@@ -20,6 +20,7 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMappi
 from dataclasses import fields
 from typing import Any, Generic, TypeVar, overload
 
+from icore.state._refs import event_num
 from icore.state._share import MEMO_LIMIT
 from icore.state._xmodel import Assertion, AssertionKind, Certificate
 
@@ -420,8 +421,9 @@ class AssertionTable(ColumnTable[Assertion]):
 class CertificateTable(ColumnTable[Certificate]):
     """Π's certificates ``c1, c2, ...`` as columns: no object per certificate is kept.
 
-    A certificate is kept as its events, its payload and one shared tuple of (validator,
-    version, verdict, records, obligations, lineage): three list slots (about 24 bytes)
+    A certificate is kept as its events (one event ``m<k>``: the number ``k``), its payload
+    and one shared tuple of (validator, version, verdict, records, obligations, lineage):
+    three list slots (about 24 bytes)
     instead of a 104-byte object. Reading one builds an equal :class:`Certificate` (a
     frozen value). The last :data:`RECENT` written are also kept as written (an import
     reads back the certificates it has just recorded). An item that is not exactly a
@@ -444,7 +446,8 @@ class CertificateTable(ColumnTable[Certificate]):
         _set_cid(c, f"{self._p}{i + 1}")
         _set_validator(c, validator)
         _set_version(c, version)
-        _set_events(c, self._items[i])
+        events = self._items[i]
+        _set_events(c, (f"m{events}",) if type(events) is int else events)
         _set_records(c, records)
         _set_payload(c, self._pays[i])
         _set_verdict(c, verdict)
@@ -461,7 +464,12 @@ class CertificateTable(ColumnTable[Certificate]):
                                  value.records, value.obligations, value.lineage))
         except TypeError:  # an unhashable part (not from a state): kept in a dict
             return None
-        return value.events, value.payload, meta
+        events: Any = value.events  # one event m<k>: kept as k (no tuple, no id string)
+        if len(events) == 1 and type(events) is tuple:
+            k = event_num(events[0])
+            if k >= 0:
+                events = k
+        return events, value.payload, meta
 
 
 class _Values(ValuesView[V]):

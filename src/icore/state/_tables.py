@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from icore.state._entries import Body, FlagResolved, LogEntry
 from icore.state._eventtable import EventTable
 from icore.state._metrics import MetricSums, ObligationEval
+from icore.state._pitable import JustificationTable
 from icore.state._refs import CertRefs, RefLinks, SoundMemo
 from icore.state._seqtable import AssertionTable, CertificateTable, SeqTable
 from icore.state._xmodel import (
@@ -67,7 +68,7 @@ class Tables:
         self.assertions: AssertionTable = AssertionTable()  # ids a1, a2, ...: columns
         self.superseded: RefLinks = RefLinks()  # ref -> superseding ref (numbers: _refs)
         # Π
-        self.pi: SeqTable[Justification] = SeqTable("a")
+        self.pi: SeqTable[Justification] = JustificationTable()  # packed numbers: _pitable
         self.certs: SeqTable[Certificate] = CertificateTable()  # c1, c2, ...: columns
         self.revoked: dict[str, int] = {}  # cid -> seq of the revocation entry
         self.certs_by_key: dict[str, set[str]] = {}
