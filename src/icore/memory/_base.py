@@ -178,6 +178,12 @@ class Store(abc.ABC):
     blocking_writes: ClassVar[bool] = False
     """True when commits wait for disk I/O (servers then run them off their event loop)."""
 
+    _write_reports_held: ClassVar[bool] = False
+    """True when :meth:`_write_commit` itself finds a record already held with its
+    content (it then writes nothing and returns False): :meth:`commit` checks the owner
+    rules first and looks the record up only when they refuse it (issue 27: no lookup
+    per accepted commit). The results are those of looking it up first."""
+
     def __init__(self, ownership: OwnershipMap, agent: str | None = None) -> None:
         """Check the arguments' types (issue 29), then keep them.
 
@@ -218,11 +224,15 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
-                      ) -> None:
+                      ) -> bool | None:
         """Store ``rec``, move its head and the owner sequence (inside :meth:`_critical`).
 
         ``encoded``: ``rec`` already in :func:`~icore.records.encode_record`'s layout (as
         received), for a store that keeps encoded records; None: encode it.
+
+        Returns:
+            False - only in a store with :attr:`_write_reports_held` - when ``rec`` was
+            already held with its content: nothing was written, no head moved.
         """
 
     @abc.abstractmethod
@@ -344,19 +354,29 @@ class Store(abc.ABC):
             raise OwnershipError("this store hosts another agent's keys", key=record.key,
                                  owner=owner, store_agent=self.agent)
         with self._critical():
-            existing = self._get_raw(record.id)
-            if existing is not None and existing.owner == owner \
-                    and self._has_content(record.id):
+            held_first = not self._write_reports_held
+            if held_first and self._held(record, owner):
                 # the identical record was already committed: idempotent replay of a write
-                return CommitResult(record, created=False,
-                                    lineage_complete=record.id not in self._incomplete_ids())
+                return _result(record, False, record.id not in self._incomplete_ids())
             last_seq, last_id = self._owner_seq(owner)
-            check_commit_rules(record, head=self._head_raw(record.key), last_seq=last_seq,
-                               last_id=last_id, expected_head=expected_head,
-                               key_of=self._key_of)
+            try:
+                check_commit_rules(record, head=self._head_raw(record.key),
+                                   last_seq=last_seq, last_id=last_id,
+                                   expected_head=expected_head, key_of=self._key_of)
+            except IcoreError:
+                if held_first or not self._held(record, owner):
+                    raise
+                return _result(record, False, record.id not in self._incomplete_ids())
             complete = self._is_complete(record, self._incomplete_ids())
-            self._write_commit(record, complete, encoded if verified else None)
+            if self._write_commit(record, complete, encoded if verified else None) is False:
+                return _result(record, False, record.id not in self._incomplete_ids())
         return _result(record, True, complete)
+
+    def _held(self, record: Record, owner: str) -> bool:
+        """True when ``record`` is held with its content and names ``owner`` (a replay)."""
+        existing = self._get_raw(record.id)
+        return (existing is not None and existing.owner == owner
+                and self._has_content(record.id))
 
     def commit_many(self, ops: Sequence[CommitOp]) -> list[CommitResult | IcoreError]:
         """Group commit: several commits in one critical section (issue 17).
