@@ -329,6 +329,13 @@ class Store(abc.ABC):
 
         ``encoded``: the record's encoding as received (:attr:`CommitOp.encoded`).
         """
+        owner = self._commit_checks(record, writer, expected_head, verified)
+        with self._critical():
+            return self._commit_locked(record, owner, expected_head, verified, encoded)
+
+    def _commit_checks(self, record: Record, writer: str, expected_head: ExpectedHead,
+                       verified: bool) -> str:
+        """The checks of :meth:`commit` that need no state; return the key's owner."""
         self._check_open()
         need_record(record)
         if not isinstance(writer, str) or not writer:
@@ -353,23 +360,27 @@ class Store(abc.ABC):
         if self.agent is not None and owner != self.agent:
             raise OwnershipError("this store hosts another agent's keys", key=record.key,
                                  owner=owner, store_agent=self.agent)
-        with self._critical():
-            held_first = not self._write_reports_held
-            if held_first and self._held(record, owner):
-                # the identical record was already committed: idempotent replay of a write
-                return _result(record, False, record.id not in self._incomplete_ids())
-            last_seq, last_id = self._owner_seq(owner)
-            try:
-                check_commit_rules(record, head=self._head_raw(record.key),
-                                   last_seq=last_seq, last_id=last_id,
-                                   expected_head=expected_head, key_of=self._key_of)
-            except IcoreError:
-                if held_first or not self._held(record, owner):
-                    raise
-                return _result(record, False, record.id not in self._incomplete_ids())
-            complete = self._is_complete(record, self._incomplete_ids())
-            if self._write_commit(record, complete, encoded if verified else None) is False:
-                return _result(record, False, record.id not in self._incomplete_ids())
+        return owner
+
+    def _commit_locked(self, record: Record, owner: str, expected_head: ExpectedHead,
+                       verified: bool, encoded: bytes | None) -> CommitResult:
+        """The rest of :meth:`commit`, inside :meth:`_critical` (after the checks)."""
+        held_first = not self._write_reports_held
+        if held_first and self._held(record, owner):
+            # the identical record was already committed: idempotent replay of a write
+            return _result(record, False, record.id not in self._incomplete_ids())
+        last_seq, last_id = self._owner_seq(owner)
+        try:
+            check_commit_rules(record, head=self._head_raw(record.key), last_seq=last_seq,
+                               last_id=last_id, expected_head=expected_head,
+                               key_of=self._key_of)
+        except IcoreError:
+            if held_first or not self._held(record, owner):
+                raise
+            return _result(record, False, record.id not in self._incomplete_ids())
+        complete = self._is_complete(record, self._incomplete_ids())
+        if self._write_commit(record, complete, encoded if verified else None) is False:
+            return _result(record, False, record.id not in self._incomplete_ids())
         return _result(record, True, complete)
 
     def _held(self, record: Record, owner: str) -> bool:
@@ -403,11 +414,17 @@ class Store(abc.ABC):
         """
         self._check_open()
         out: list[CommitResult | IcoreError] = []
-        with self._critical():
+        checks, locked = self._commit_checks, self._commit_locked
+        wrapped = type(self)._commit is not Store._commit  # a backend's own per-op step
+        with self._critical():  # one level for the group, none per op (issue 27)
             for op in ops:
                 try:
-                    out.append(self._commit(op.record, op.writer, op.expected_head,
-                                            op.verified is True, op.encoded))
+                    rec, exp, verified = op.record, op.expected_head, op.verified is True
+                    if wrapped:
+                        out.append(self._commit(rec, op.writer, exp, verified, op.encoded))
+                    else:
+                        out.append(locked(rec, checks(rec, op.writer, exp, verified), exp,
+                                          verified, op.encoded))
                 except IcoreError as exc:
                     out.append(exc)
         return out

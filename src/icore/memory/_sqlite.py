@@ -377,17 +377,20 @@ class SQLiteStore(Store):
 
     def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
                       ) -> bool:
-        with self._tx():
-            if not self._insert(rec, complete, encoded):
-                return False  # held with its content: an idempotent replay (Store._commit)
-            if self.exclusive:  # written once per transaction (_flush_staged)
-                self._staged_heads[rec.key] = _head(rec.key, rec.id, rec.seq, None)
-                self._staged_seqs[rec.owner] = (rec.seq, rec.id)
-            else:
-                self._db.execute("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
-                                 (rec.key, rec.id, rec.seq))
-                self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
-                                 (rec.owner, rec.seq, rec.id))
+        if not self._depth:  # called outside a transaction: open one
+            with self._tx():
+                return self._write_commit(rec, complete, encoded)
+        # inside Store._commit's transaction (issue 27: no nested level per record)
+        if not self._insert(rec, complete, encoded):
+            return False  # held with its content: an idempotent replay (Store._commit)
+        if self.exclusive:  # written once per transaction (_flush_staged)
+            self._staged_heads[rec.key] = _head(rec.key, rec.id, rec.seq, None)
+            self._staged_seqs[rec.owner] = (rec.seq, rec.id)
+        else:
+            self._db.execute("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
+                             (rec.key, rec.id, rec.seq))
+            self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
+                             (rec.owner, rec.seq, rec.id))
         # the verified record with content, cached once the transaction commits: the
         # next version's parent check reads it
         self._after_commit.append(rec)
