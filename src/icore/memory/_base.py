@@ -179,10 +179,7 @@ class Store(abc.ABC):
     """True when commits wait for disk I/O (servers then run them off their event loop)."""
 
     _write_reports_held: ClassVar[bool] = False
-    """True when :meth:`_write_commit` itself finds a record already held with its
-    content (it then writes nothing and returns False): :meth:`commit` checks the owner
-    rules first and looks the record up only when they refuse it (issue 27: no lookup
-    per accepted commit). The results are those of looking it up first."""
+    """:meth:`_write_commit` returns False (writes nothing) for a record already held."""
 
     def __init__(self, ownership: OwnershipMap, agent: str | None = None) -> None:
         """Check the arguments' types (issue 29), then keep them.
@@ -329,38 +326,9 @@ class Store(abc.ABC):
 
         ``encoded``: the record's encoding as received (:attr:`CommitOp.encoded`).
         """
-        owner = self._commit_checks(record, writer, expected_head, verified)
+        owner = _commit_owner(self, record, writer, expected_head, verified)
         with self._critical():
             return self._commit_locked(record, owner, expected_head, verified, encoded)
-
-    def _commit_checks(self, record: Record, writer: str, expected_head: ExpectedHead,
-                       verified: bool) -> str:
-        """The checks of :meth:`commit` that need no state; return the key's owner."""
-        self._check_open()
-        need_record(record)
-        if not isinstance(writer, str) or not writer:
-            raise MalformedRecord(f"writer must be a non-empty agent name, not "
-                                  f"{type(writer).__name__}", key=record.key, field="writer")
-        if not (expected_head is FROM_PARENTS or expected_head is None
-                or is_record_id(expected_head)):
-            raise MalformedRecord("expected_head must be a record id, None or FROM_PARENTS",
-                                  key=getattr(record, "key", None), field="expected_head")
-        if not verified:
-            record.verify()
-        if not record.has_content:
-            raise OwnershipError("a commit must carry the record content", key=record.key,
-                                 record=record.id)
-        owner = self.ownership.owner_of(record.key)
-        if owner is None:
-            raise OwnershipError("no owner is declared for this key", key=record.key,
-                                 record=record.id)
-        if writer != owner or record.owner != owner:
-            raise OwnershipError("only the key's owner may write it", key=record.key,
-                                 owner=owner, writer=writer, record_owner=record.owner)
-        if self.agent is not None and owner != self.agent:
-            raise OwnershipError("this store hosts another agent's keys", key=record.key,
-                                 owner=owner, store_agent=self.agent)
-        return owner
 
     def _commit_locked(self, record: Record, owner: str, expected_head: ExpectedHead,
                        verified: bool, encoded: bytes | None) -> CommitResult:
@@ -372,8 +340,7 @@ class Store(abc.ABC):
         last_seq, last_id = self._owner_seq(owner)
         try:
             check_commit_rules(record, head=self._head_raw(record.key), last_seq=last_seq,
-                               last_id=last_id, expected_head=expected_head,
-                               key_of=self._key_of)
+                               last_id=last_id, expected_head=expected_head, key_of=self._key_of)
         except IcoreError:
             if held_first or not self._held(record, owner):
                 raise
@@ -384,10 +351,9 @@ class Store(abc.ABC):
         return _result(record, True, complete)
 
     def _held(self, record: Record, owner: str) -> bool:
-        """True when ``record`` is held with its content and names ``owner`` (a replay)."""
-        existing = self._get_raw(record.id)
-        return (existing is not None and existing.owner == owner
-                and self._has_content(record.id))
+        """``record`` is held with its content and names ``owner``: a replay."""
+        got = self._get_raw(record.id)
+        return got is not None and got.owner == owner and self._has_content(record.id)
 
     def commit_many(self, ops: Sequence[CommitOp]) -> list[CommitResult | IcoreError]:
         """Group commit: several commits in one critical section (issue 17).
@@ -414,7 +380,6 @@ class Store(abc.ABC):
         """
         self._check_open()
         out: list[CommitResult | IcoreError] = []
-        checks, locked = self._commit_checks, self._commit_locked
         wrapped = type(self)._commit is not Store._commit  # a backend's own per-op step
         with self._critical():  # one level for the group, none per op (issue 27)
             for op in ops:
@@ -423,8 +388,9 @@ class Store(abc.ABC):
                     if wrapped:
                         out.append(self._commit(rec, op.writer, exp, verified, op.encoded))
                     else:
-                        out.append(locked(rec, checks(rec, op.writer, exp, verified), exp,
-                                          verified, op.encoded))
+                        out.append(self._commit_locked(
+                            rec, _commit_owner(self, rec, op.writer, exp, verified), exp,
+                            verified, op.encoded))
                 except IcoreError as exc:
                     out.append(exc)
         return out
@@ -600,3 +566,33 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _commit_owner(store: Store, record: Record, writer: str,
+                  expected_head: ExpectedHead, verified: bool) -> str:
+    """The checks of :meth:`Store.commit` that read no state; return the key's owner."""
+    store._check_open()
+    need_record(record)
+    if not isinstance(writer, str) or not writer:
+        raise MalformedRecord(f"writer must be a non-empty agent name, not "
+                              f"{type(writer).__name__}", key=record.key, field="writer")
+    if not (expected_head is FROM_PARENTS or expected_head is None
+            or is_record_id(expected_head)):
+        raise MalformedRecord("expected_head must be a record id, None or FROM_PARENTS",
+                              key=getattr(record, "key", None), field="expected_head")
+    if not verified:
+        record.verify()
+    if not record.has_content:
+        raise OwnershipError("a commit must carry the record content", key=record.key,
+                             record=record.id)
+    owner = store.ownership.owner_of(record.key)
+    if owner is None:
+        raise OwnershipError("no owner is declared for this key", key=record.key,
+                             record=record.id)
+    if writer != owner or record.owner != owner:
+        raise OwnershipError("only the key's owner may write it", key=record.key,
+                             owner=owner, writer=writer, record_owner=record.owner)
+    if store.agent is not None and owner != store.agent:
+        raise OwnershipError("this store hosts another agent's keys", key=record.key,
+                             owner=owner, store_agent=store.agent)
+    return owner
