@@ -178,6 +178,9 @@ class Store(abc.ABC):
     blocking_writes: ClassVar[bool] = False
     """True when commits wait for disk I/O (servers then run them off their event loop)."""
 
+    _write_reports_held: ClassVar[bool] = False
+    """:meth:`_write_commit` returns False (writes nothing) for a record already held."""
+
     def __init__(self, ownership: OwnershipMap, agent: str | None = None) -> None:
         """Check the arguments' types (issue 29), then keep them.
 
@@ -218,11 +221,15 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
-                      ) -> None:
+                      ) -> bool | None:
         """Store ``rec``, move its head and the owner sequence (inside :meth:`_critical`).
 
         ``encoded``: ``rec`` already in :func:`~icore.records.encode_record`'s layout (as
         received), for a store that keeps encoded records; None: encode it.
+
+        Returns:
+            False - only in a store with :attr:`_write_reports_held` - when ``rec`` was
+            already held with its content: nothing was written, no head moved.
         """
 
     @abc.abstractmethod
@@ -319,44 +326,34 @@ class Store(abc.ABC):
 
         ``encoded``: the record's encoding as received (:attr:`CommitOp.encoded`).
         """
-        self._check_open()
-        need_record(record)
-        if not isinstance(writer, str) or not writer:
-            raise MalformedRecord(f"writer must be a non-empty agent name, not "
-                                  f"{type(writer).__name__}", key=record.key, field="writer")
-        if not (expected_head is FROM_PARENTS or expected_head is None
-                or is_record_id(expected_head)):
-            raise MalformedRecord("expected_head must be a record id, None or FROM_PARENTS",
-                                  key=getattr(record, "key", None), field="expected_head")
-        if not verified:
-            record.verify()
-        if not record.has_content:
-            raise OwnershipError("a commit must carry the record content", key=record.key,
-                                 record=record.id)
-        owner = self.ownership.owner_of(record.key)
-        if owner is None:
-            raise OwnershipError("no owner is declared for this key", key=record.key,
-                                 record=record.id)
-        if writer != owner or record.owner != owner:
-            raise OwnershipError("only the key's owner may write it", key=record.key,
-                                 owner=owner, writer=writer, record_owner=record.owner)
-        if self.agent is not None and owner != self.agent:
-            raise OwnershipError("this store hosts another agent's keys", key=record.key,
-                                 owner=owner, store_agent=self.agent)
+        owner = _commit_owner(self, record, writer, expected_head, verified)
         with self._critical():
-            existing = self._get_raw(record.id)
-            if existing is not None and existing.owner == owner \
-                    and self._has_content(record.id):
-                # the identical record was already committed: idempotent replay of a write
-                return CommitResult(record, created=False,
-                                    lineage_complete=record.id not in self._incomplete_ids())
-            last_seq, last_id = self._owner_seq(owner)
+            return self._commit_locked(record, owner, expected_head, verified, encoded)
+
+    def _commit_locked(self, record: Record, owner: str, expected_head: ExpectedHead,
+                       verified: bool, encoded: bytes | None) -> CommitResult:
+        """The rest of :meth:`commit`, inside :meth:`_critical` (after the checks)."""
+        held_first = not self._write_reports_held
+        if held_first and self._held(record, owner):
+            # the identical record was already committed: idempotent replay of a write
+            return _result(record, False, record.id not in self._incomplete_ids())
+        last_seq, last_id = self._owner_seq(owner)
+        try:
             check_commit_rules(record, head=self._head_raw(record.key), last_seq=last_seq,
-                               last_id=last_id, expected_head=expected_head,
-                               key_of=self._key_of)
-            complete = self._is_complete(record, self._incomplete_ids())
-            self._write_commit(record, complete, encoded if verified else None)
+                               last_id=last_id, expected_head=expected_head, key_of=self._key_of)
+        except IcoreError:
+            if held_first or not self._held(record, owner):
+                raise
+            return _result(record, False, record.id not in self._incomplete_ids())
+        complete = self._is_complete(record, self._incomplete_ids())
+        if self._write_commit(record, complete, encoded if verified else None) is False:
+            return _result(record, False, record.id not in self._incomplete_ids())
         return _result(record, True, complete)
+
+    def _held(self, record: Record, owner: str) -> bool:
+        """``record`` is held with its content and names ``owner``: a replay."""
+        got = self._get_raw(record.id)
+        return got is not None and got.owner == owner and self._has_content(record.id)
 
     def commit_many(self, ops: Sequence[CommitOp]) -> list[CommitResult | IcoreError]:
         """Group commit: several commits in one critical section (issue 17).
@@ -383,11 +380,17 @@ class Store(abc.ABC):
         """
         self._check_open()
         out: list[CommitResult | IcoreError] = []
-        with self._critical():
+        wrapped = type(self)._commit is not Store._commit  # a backend's own per-op step
+        with self._critical():  # one level for the group, none per op (issue 27)
             for op in ops:
                 try:
-                    out.append(self._commit(op.record, op.writer, op.expected_head,
-                                            op.verified is True, op.encoded))
+                    rec, exp, verified = op.record, op.expected_head, op.verified is True
+                    if wrapped:
+                        out.append(self._commit(rec, op.writer, exp, verified, op.encoded))
+                    else:
+                        out.append(self._commit_locked(
+                            rec, _commit_owner(self, rec, op.writer, exp, verified), exp,
+                            verified, op.encoded))
                 except IcoreError as exc:
                     out.append(exc)
         return out
@@ -563,3 +566,33 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _commit_owner(store: Store, record: Record, writer: str,
+                  expected_head: ExpectedHead, verified: bool) -> str:
+    """The checks of :meth:`Store.commit` that read no state; return the key's owner."""
+    store._check_open()
+    need_record(record)
+    if not isinstance(writer, str) or not writer:
+        raise MalformedRecord(f"writer must be a non-empty agent name, not "
+                              f"{type(writer).__name__}", key=record.key, field="writer")
+    if not (expected_head is FROM_PARENTS or expected_head is None
+            or is_record_id(expected_head)):
+        raise MalformedRecord("expected_head must be a record id, None or FROM_PARENTS",
+                              key=getattr(record, "key", None), field="expected_head")
+    if not verified:
+        record.verify()
+    if not record.has_content:
+        raise OwnershipError("a commit must carry the record content", key=record.key,
+                             record=record.id)
+    owner = store.ownership.owner_of(record.key)
+    if owner is None:
+        raise OwnershipError("no owner is declared for this key", key=record.key,
+                             record=record.id)
+    if writer != owner or record.owner != owner:
+        raise OwnershipError("only the key's owner may write it", key=record.key,
+                             owner=owner, writer=writer, record_owner=record.owner)
+    if store.agent is not None and owner != store.agent:
+        raise OwnershipError("this store hosts another agent's keys", key=record.key,
+                             owner=owner, store_agent=store.agent)
+    return owner

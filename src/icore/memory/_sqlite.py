@@ -29,11 +29,15 @@ from pathlib import Path
 from typing import ClassVar
 
 from icore._files import path_problem
+from icore._frozen import positional
 from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
 from icore.records import Record, RecordId, decode_record, encode_record
 
+# records_key (an index on records(key, seq)) was never read, and it cost each commit a
+# b-tree insert and about one more WAL page per record (issue 27): files that have it
+# lose it at open.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
@@ -45,7 +49,7 @@ CREATE TABLE IF NOT EXISTS records (
     complete INTEGER NOT NULL,
     body BLOB NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS records_key ON records(key, seq);
+DROP INDEX IF EXISTS records_key;
 CREATE TABLE IF NOT EXISTS heads (key TEXT PRIMARY KEY, id TEXT NOT NULL, seq INTEGER NOT NULL)
     WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS installed (key TEXT PRIMARY KEY, id TEXT NOT NULL,
@@ -54,6 +58,11 @@ CREATE TABLE IF NOT EXISTS owner_seq (owner TEXT PRIMARY KEY, seq INTEGER NOT NU
     id TEXT NOT NULL) WITHOUT ROWID;
 """
 _FORMAT = "icore-store-1"
+
+_INSERT = ("INSERT INTO records VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+           "has_content=excluded.has_content, body=excluded.body "
+           "WHERE records.has_content=0 AND excluded.has_content=1")
+_head = positional(HeadEntry)  # every field, no per-field setattr (issue 27)
 
 LOCK_TIMEOUT_S = 10.0
 """How long a commit waits for another process's write transaction on the file, in s."""
@@ -90,6 +99,8 @@ class SQLiteStore(Store):
     last_commit_s: float = 0.0
     """Wall time of the last write transaction's ``COMMIT`` (its fsync), in s (issue 27:
     the owner's group committer pipelines groups when the disk dominates)."""
+
+    _write_reports_held: ClassVar[bool] = True
 
     def __init__(self, path: str | os.PathLike[str], ownership: OwnershipMap,
                  agent: str | None = None, *, synchronous: str = "NORMAL",
@@ -367,32 +378,40 @@ class SQLiteStore(Store):
                 return (0, None)
         return (0, None) if row is None else (row[0], row[1])
 
-    def _insert(self, rec: Record, complete: bool, encoded: bytes | None = None) -> None:
-        self._db.execute(
-            "INSERT INTO records VALUES (?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
-            "has_content=excluded.has_content, body=excluded.body "
-            "WHERE records.has_content=0 AND excluded.has_content=1",
+    def _insert(self, rec: Record, complete: bool, encoded: bytes | None = None) -> bool:
+        """Insert ``rec``, or attach its content to a held envelope.
+
+        Returns:
+            False when nothing changed: ``rec`` was already held with its content.
+        """
+        return self._db.execute(
+            _INSERT,
             (rec.id, rec.key, rec.owner, rec.seq, int(rec.has_content), int(complete),
              encode_record(rec) if encoded is None else encoded),
-        )
+        ).rowcount != 0
 
     def _write_commit(self, rec: Record, complete: bool, encoded: bytes | None = None
-                      ) -> None:
-        with self._tx():
-            self._insert(rec, complete, encoded)
-            if self.exclusive:  # written once per transaction (_flush_staged)
-                self._staged_heads[rec.key] = HeadEntry(rec.key, rec.id, rec.seq)
-                self._staged_seqs[rec.owner] = (rec.seq, rec.id)
-            else:
-                self._db.execute("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
-                                 (rec.key, rec.id, rec.seq))
-                self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
-                                 (rec.owner, rec.seq, rec.id))
+                      ) -> bool:
+        if not self._depth:  # called outside a transaction: open one
+            with self._tx():
+                return self._write_commit(rec, complete, encoded)
+        # inside Store._commit's transaction (issue 27: no nested level per record)
+        if not self._insert(rec, complete, encoded):
+            return False  # held with its content: an idempotent replay (Store._commit)
+        if self.exclusive:  # written once per transaction (_flush_staged)
+            self._staged_heads[rec.key] = _head(rec.key, rec.id, rec.seq, None)
+            self._staged_seqs[rec.owner] = (rec.seq, rec.id)
+        else:
+            self._db.execute("INSERT OR REPLACE INTO heads VALUES (?,?,?)",
+                             (rec.key, rec.id, rec.seq))
+            self._db.execute("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
+                             (rec.owner, rec.seq, rec.id))
         # the verified record with content, cached once the transaction commits: the
         # next version's parent check reads it
         self._after_commit.append(rec)
         if not complete:
             self._incomplete.add(rec.id)
+        return True
 
     def _write_install(self, rec: Record, complete: bool, move_installed: bool) -> None:
         with self._tx():

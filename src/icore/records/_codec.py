@@ -21,6 +21,7 @@ from icore._msgpack import packer
 from icore.errors import CodecError, RecordError
 from icore.records._record import (
     _NULL_ADDRESS,
+    _QUOTE,
     MAX_CONTENT_BYTES,
     MAX_KEY_LEN,
     MAX_PARENTS,
@@ -28,7 +29,6 @@ from icore.records._record import (
     SCHEMA_VERSION,
     Record,
     _canonical_bounded,
-    _envelope_json,
     _plain_json,
     canonical_json,
 )
@@ -157,12 +157,23 @@ def plain_record_from_wire(obj: Any) -> Record | None:
             return None
     elif caddr == _NULL_DIGEST:  # an envelope of null content: verified as content
         return None
-    rec = _record(key, owner, seq, tuple([p.hex() for p in parents]), rtype, content,
-                  caddr.hex(), size, schema, rid.hex(), None if sup is None else sup.hex())
-    env = _envelope_json(rec)
-    if env is None or _SHA256(env).digest() != rid:
+    pids = [p.hex() for p in parents]
+    c_hex = caddr.hex()
+    sup_hex = None if sup is None else sup.hex()
+    # _envelope_json's bytes written from the checked fields (issue 27): the ids are
+    # lowercase hex (no quoting), the integers of exact type (their repr)
+    try:
+        env = (f'{{"c":"{c_hex}","k":{_QUOTE(key)},"n":{size},"o":{_QUOTE(owner)},"p":['
+               + ('"' + '","'.join(pids) + '"' if pids else "")
+               + f'],"s":{seq},"t":{_QUOTE(rtype)},'
+               + ("" if sup_hex is None else f'"u":"{sup_hex}",')
+               + f'"v":{schema}}}').encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: _envelope_json gives None too
         return None
-    return rec
+    if _SHA256(env).digest() != rid:
+        return None
+    return _record(key, owner, seq, tuple(pids), rtype, content, c_hex, size, schema,
+                   rid.hex(), sup_hex)
 
 
 def record_from_wire(obj: Any) -> Record:

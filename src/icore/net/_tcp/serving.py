@@ -197,6 +197,7 @@ class OwnerConnection(asyncio.Protocol):
         peer = self.tls.peer
         out: list[bytes] = []
         waiting = self._waiting
+        last: asyncio.Future[Message] | None = None
         try:
             for body in bodies:
                 if body[:3] == HEAD_QUERY_PREFIX and not waiting:
@@ -210,17 +211,21 @@ class OwnerConnection(asyncio.Protocol):
                 stats.frames_in += 1
                 if isinstance(msg, Commit):
                     # decode_body verified the record: the store does not again
-                    fut = self.host.submit_commit(msg, peer, verified=True)
-                    fut.add_done_callback(self._commit_done)
-                    waiting.append(fut)
+                    last = self.host.submit_commit(msg, peer, verified=True)
+                    waiting.append(last)
                 elif waiting:
                     waiting.append(msg)  # must see the writes requested before it
                 else:
                     out.append(self._answer(msg, peer))
         except ProtocolError as exc:
             self.dec.fail(exc)
-            self._refuse(exc, out)
+            self._refuse(exc, out)  # closes: replies waiting on commits are dropped
             return
+        if last is not None:
+            # one callback per read, on its last commit: the group committer settles a
+            # read's commits in order, and _commit_done re-arms on any reply not ready
+            # (issue 27: no callback and loop handle per commit)
+            last.add_done_callback(self._commit_done)
         if out:
             self._send(out)
         if len(waiting) > MAX_WAITING:
@@ -259,6 +264,7 @@ class OwnerConnection(asyncio.Protocol):
                 head = waiting[0]
                 if isinstance(head, asyncio.Future):
                     if not head.done():
+                        head.add_done_callback(self._commit_done)  # woken when it is
                         break
                     waiting.popleft()
                     reply = head.result()  # a failed group: handled below
