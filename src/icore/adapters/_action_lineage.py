@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from icore.adapters._trace import PlanfenceLog, Step
-from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, unknown_outcomes
+from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, may_have_run, unknown_outcomes
 from icore.fence import ActionVerdict, DecisionEntry, action_ran, action_status, judge_action
 
 GATE = "gate"
@@ -121,16 +121,18 @@ class ActionLineage:
 def counted_as(status: str, error: str | None, *, unknown: bool = False) -> str:
     """The count an action of ``status`` goes to (console line, ``--json``, index).
 
-    :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set) and it is not
-    ``INVALID`` (a stale plan stays the defect counted); ``outcome unknown``
-    (:data:`~icore.adapters.OUTCOME_UNKNOWN`) when ``unknown`` (authorized, no result
-    recorded) and it is not ``INVALID``; else ``status``.
+    ``INVALID`` stays ``INVALID`` (a stale plan stays the defect counted); else
+    ``outcome unknown`` (:data:`~icore.adapters.OUTCOME_UNKNOWN`) when ``unknown``
+    (authorized, no result recorded) or ``error`` leaves the effect open (a timeout, a
+    cancellation, an answer lost after sending: ``may_have_run``, #29);
+    :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set); else
+    ``status``.
     """
     if status == "INVALID":
         return status
-    if error is not None:
-        return FAILED_AFTER_AUTHORIZATION
-    return OUTCOME_UNKNOWN if unknown else status
+    if unknown or may_have_run(error):
+        return OUTCOME_UNKNOWN
+    return FAILED_AFTER_AUTHORIZATION if error is not None else status
 
 
 def _record_index(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, tuple[str, ...]]]:
