@@ -56,6 +56,10 @@ from icore.mcp._manifest_http import HttpSpec
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
+MAX_MANIFEST_BYTES = 16 << 20
+"""Largest gateway manifest file read, bytes (16 MiB; a bigger one is refused unparsed)."""
+DEFAULT_MAX_MESSAGE_MB = 16.0
+"""Default ``max_message_mb``: the largest JSON-RPC message from a client, MiB."""
 DEFAULT_GATE_TIMEOUT_S = 2.0
 """Default bound of one owner head query of the gate, in seconds (design.md 3.2)."""
 
@@ -340,6 +344,10 @@ class GatewayManifest(_Model):
             (``traceparent`` in the request's ``params._meta``).
         gate_timeout_s: bound of one owner query of the gate, seconds.
         http: :class:`HttpSpec` (``--http`` only: the clients' bearer tokens).
+        max_message_mb: the largest JSON-RPC message a client may send, MiB (a stdio
+            line, an HTTP body; default 16: above the 4 MiB record of a protected call's
+            arguments, refused as ``args_too_large``): a longer one is answered with a JSON-RPC
+            error (HTTP 413) naming the cap, never parsed, forwarded or traced (#29).
         base_dir: folder relative paths are resolved against (set by :func:`load_manifest`).
     """
 
@@ -353,6 +361,7 @@ class GatewayManifest(_Model):
     otel: str | None = None
     gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60, allow_inf_nan=False)
     http: HttpSpec = HttpSpec()
+    max_message_mb: float = Field(DEFAULT_MAX_MESSAGE_MB, gt=0, le=1024, allow_inf_nan=False)
     base_dir: str = "."
     _file: str = PrivateAttr("<dict>")
     _lines: dict[str, int] = PrivateAttr(default_factory=dict)
@@ -611,7 +620,8 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
     Raises:
         GatewayManifestError: ``path`` names no file (None, a NUL, ...), not a regular
             file, unreadable, bad YAML (with its line), a key given twice (both lines
-            named), an invalid manifest (file, field path and line named) or a missing
+            named), an invalid manifest (file, field path and line named), a file over
+            :data:`MAX_MANIFEST_BYTES` (refused before parsing) or a missing
             extra (``pip install 'icore[nats]'``).
     """
     if (bad := path_problem(path)) is not None:  # None, a number, a NUL, a surrogate
@@ -622,9 +632,18 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
         raise GatewayManifestError(f"gateway manifest {p} is not a readable regular file",
                                    file=str(p), path="<root>", line=None)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:  # the size as read: a file growing meanwhile is held too
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise GatewayManifestError(
+                f"gateway manifest {p} is over {MAX_MANIFEST_BYTES >> 20} MiB; a manifest "
+                "is a few KiB (facts.initial values are records, at most 1 MiB each): "
+                "refusing to parse it", file=str(p), path="<root>", line=None)
+        text = raw.decode("utf-8")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = safe_load(text)
+    except GatewayManifestError:
+        raise
     except DuplicateKeyError:
         _walk(node, (), {}, str(p))  # raises, naming the key's dotted path and both lines
         raise

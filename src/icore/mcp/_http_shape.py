@@ -150,7 +150,7 @@ class MessageShape:
             # would otherwise meet a reset connection instead of this answer
             shown = f" of {int(declared)} bytes" if declared.isdigit() else ""
             await _answer(send, 413, INVALID_REQUEST, f"Request body{shown} is over the "
-                          f"{self.max_body}-byte limit")
+                          f"{self.max_body}-byte limit (the manifest's max_message_mb)")
             return
         body = b"".join(chunks)
         problem = shape_problem(body)
