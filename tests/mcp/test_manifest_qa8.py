@@ -54,3 +54,54 @@ def test_gateway_exits_2_naming_the_field(tmp_path: Path, field: str) -> None:
     assert got.returncode == 2, got.stderr
     assert "Traceback" not in got.stderr and field in got.stderr and "gw.yaml" in got.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gw.yaml"]  # nothing written
+
+
+_OBJECT_UPSTREAM = '''
+from mcp.server import MCPServer
+from pydantic import BaseModel
+
+mcp = MCPServer("hotels")
+
+
+class Guest(BaseModel):
+    name: str
+
+
+@mcp.tool()
+def book(hotel: str, guest: Guest, rooms: list[int], night: int | None = None) -> str:
+    """Book."""
+    return "ok"
+
+
+@mcp.resource("hotel://{hotel}/rate")
+def rate(hotel: str) -> str:
+    return "120"
+
+
+mcp.run()
+'''
+
+
+@pytest.mark.parametrize(("entry", "arg", "kind"), [
+    ("hotel://{guest}/rate", "guest", "object"), ("hotel://{rooms}/rate", "rooms", "array"),
+    ("hotel://{hotel}/{night}", None, None)])
+def test_placeholder_on_an_object_argument_is_a_manifest_error(
+        tmp_path: Path, entry: str, arg: str | None, kind: str | None) -> None:
+    """A ``{placeholder}`` bound to an object or array argument is refused at start
+    naming the tool, the placeholder and the argument (every call was refused with a
+    detail telling the model to give the argument it gave). Scalars start."""
+    (tmp_path / "hotels.py").write_text(_OBJECT_UPSTREAM, encoding="utf-8")
+    m = tmp_path / "gw.yaml"
+    m.write_text(f"upstreams: {{hotels: {{command: python, args: [hotels.py]}}}}\n"
+                 f"tools:\n  book: {{depends_on: ['{entry}']}}\n", encoding="utf-8")
+    got = subprocess.run([sys.executable, "-m", "icore", "mcp", str(m)],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         env=env(), timeout=120, check=False, cwd=tmp_path)
+    if arg is None:
+        assert got.returncode == 0, got.stderr
+        return
+    assert got.returncode == 2, got.stderr
+    err = got.stderr
+    assert "tools.book.depends_on.0" in err and f"{{{arg}}}" in err and "line 3" in err
+    assert f"argument {arg!r}, of type {kind}" in err and "string, number or boolean" in err
+    assert "Traceback" not in err
