@@ -105,3 +105,30 @@ def test_placeholder_on_an_object_argument_is_a_manifest_error(
     assert "tools.book.depends_on.0" in err and f"{{{arg}}}" in err and "line 3" in err
     assert f"argument {arg!r}, of type {kind}" in err and "string, number or boolean" in err
     assert "Traceback" not in err
+
+
+_SHA = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"  # sha256("a")
+
+
+@pytest.mark.parametrize("second", ["{token_env: T_ONE}", "{token_env: T_TWO}",
+                                    f"{{token_sha256: {_SHA}}}"], ids=["env", "value", "sha"])
+def test_two_clients_with_one_token_are_refused(tmp_path: Path, second: str) -> None:
+    m = tmp_path / "gw.yaml"
+    m.write_text(_UP + "http:\n  clients:\n    alice: {token_env: T_ONE}\n"
+                 f"    bob: {second}\n", encoding="utf-8")
+    got = subprocess.run([sys.executable, "-m", "icore", "mcp", str(m), "--http",
+                          "127.0.0.1:0"], stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, env={**env(), "T_ONE": "a", "T_TWO": "a"}, timeout=120,
+                         check=False, cwd=tmp_path)
+    assert got.returncode == 2, got.stderr
+    assert "'alice' (line 4) and 'bob' (line 5) have the same token" in got.stderr
+    assert "http.clients.bob" in got.stderr and "Traceback" not in got.stderr
+
+
+def test_a_client_name_given_twice_names_both_lines(tmp_path: Path) -> None:
+    m = tmp_path / "gw.yaml"
+    m.write_text(_UP + "http:\n  clients:\n    alice: {token_env: A}\n"
+                 "    alice: {token_env: B}\n", encoding="utf-8")
+    with pytest.raises(GatewayManifestError, match="alice") as err:
+        load_manifest(m)
+    assert err.value.fields["lines"] == [4, 5]

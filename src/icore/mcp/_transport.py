@@ -281,7 +281,8 @@ def token_verifier(manifest: GatewayManifest) -> StaticTokens | None:
     """The verifier of the manifest's ``http.clients`` (None: no clients declared).
 
     Raises:
-        GatewayManifestError: a ``token_env`` variable is unset or empty.
+        GatewayManifestError: a ``token_env`` variable is unset or empty, or two clients
+            have the same token (both named, with their lines).
     """
     clients = manifest.http.clients
     if not clients:
@@ -299,6 +300,14 @@ def token_verifier(manifest: GatewayManifest) -> StaticTokens | None:
                                  "token_env", variable=c.token_env)
         import hashlib
         digests[name] = hashlib.sha256(value.encode("utf-8")).digest()
+    seen: dict[bytes, str] = {}
+    for name, d in digests.items():  # one token, two clients: whose reads and rights?
+        if (first := seen.setdefault(d, name)) != name:
+            lines = [manifest.line_of("http", "clients", n) for n in (first, name)]
+            raise manifest.error(f"clients {first!r} (line {lines[0]}) and {name!r} (line "
+                                 f"{lines[1]}) have the same token: each client needs its "
+                                 "own (the token is who a request is)", "http", "clients",
+                                 name, clients=[first, name], lines=lines)
     return StaticTokens(digests)
 
 
