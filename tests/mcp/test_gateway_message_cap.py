@@ -67,3 +67,34 @@ def test_a_huge_manifest_is_refused_before_parsing(tmp_path: Path) -> None:
                  encoding="utf-8")
     with pytest.raises(GatewayManifestError, match="over 16 MiB"):
         load_manifest(m)
+
+
+def test_nan_and_infinity_are_refused_as_json(tmp_path: Path) -> None:
+    """A bare NaN/Infinity is no JSON (docs/mcp.md): a -32700 with the request's id, and
+    the trace stays standard JSON (it held ``"price": NaN``; QA qa-new8 S4)."""
+    from icore.mcp._http_shape import shape_problem
+
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log")})
+    gw = _Raw(manifest)
+    try:
+        gw.start()
+        assert gw.p.stdin is not None and gw.p.stdout is not None
+        for rid, value in ((41, "NaN"), (42, "-Infinity"), (43, "Infinity")):
+            gw.p.stdin.write('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":'
+                             '{"name":"book","arguments":{"city":"NaN","price":%s}}}\n'
+                             % (rid, value))
+            gw.p.stdin.flush()
+            got = json.loads(gw.p.stdout.readline())
+            assert got["id"] == rid and got["error"]["code"] == -32700, got
+            assert "not JSON" in got["error"]["message"]
+        gw.n = 100  # a string "NaN" is fine: the call goes on to the gate
+        ok = gw.send("tools/call", {"name": "echo", "arguments": {"text": "NaN Infinity"}})
+        assert ok["result"]["content"][0]["text"] == "NaN Infinity"
+    finally:
+        gw.p.stdin.close()  # type: ignore[union-attr]
+        gw.p.wait(timeout=30)
+        gw.stop()
+    for line in (tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines():
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in the trace"))
+    assert shape_problem(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}'
+                         )[0] == -32700  # type: ignore[index]

@@ -160,6 +160,29 @@ def oversized_answer(line: Oversized, limit: int) -> str:
                    "dropped unread: send smaller arguments")
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def nonstandard_number(text: str | bytes) -> str | None:
+    """Why ``text`` is no standard JSON: a bare ``NaN``/``Infinity``; None otherwise.
+
+    Python's and pydantic's parsers take them; a message holding one would be traced as
+    non-standard JSON (#29, QA qa-new8 S4). Only a text that contains such a word is
+    parsed again (a string value naming it is fine).
+    """
+    if not any(w in text for w in ((b"NaN", b"Infinity") if isinstance(text, bytes)
+                                   else ("NaN", "Infinity"))):
+        return None
+    try:
+        json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        return str(exc)[:_SHOWN] if "RFC 8259" in str(exc) else None
+    except RecursionError:
+        return None
+    return None
+
+
 def _notification_with_bad_id(line: str) -> bool:
     """A line the SDK took for a notification although it has an ``id`` (null, bool, float)."""
     if '"id"' not in line:
@@ -224,6 +247,13 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
                     msg = adapter.validate_json(line, by_name=False)
                 except ValueError as exc:
                     await refuse(line, exc)
+                    continue
+                if (why := nonstandard_number(line)) is not None:
+                    rid = getattr(msg, "id", None)
+                    log.warning("JSON-RPC line on stdin refused: %s", why)
+                    await out.write(_answer(rid if isinstance(rid, str | int) else None,
+                                            PARSE_ERROR, f"Parse error: {why}"))
+                    await out.flush()
                     continue
                 if isinstance(msg, notification) and _notification_with_bad_id(line):
                     await refuse(line, None)
