@@ -26,6 +26,7 @@ from icore._files import (
     record_written,
     write_owned,
 )
+from icore.cli._text import printable
 from icore.cli._writable import is_stream, shown_path, too_long, unwritable, write_stream
 from icore.errors import redact
 
@@ -367,6 +368,26 @@ def otlp_undelivered(endpoint: str, delivery: Any, *, best_effort: bool) -> str:
 def same_file(a: Path, b: Path) -> bool:
     """True when ``a`` and ``b`` name one file (see :func:`refuse_input_as_output`)."""
     return file_identity(a) == file_identity(b)
+
+
+def drop_repeated_inputs(files: list[Path]) -> list[Path]:
+    """``files`` with each file kept once (first mention), the others said on stderr.
+
+    One file named twice (``DIR DIR/t.jsonl``, a symlink, ``x/../t.jsonl``) was audited
+    as two runs, every count doubled (#29, QA qa-new8 S4). Files are compared by
+    :func:`icore._files.file_identity` (device and inode).
+    """
+    seen: dict[tuple[object, ...], Path] = {}
+    kept: list[Path] = []
+    for f in files:
+        first = seen.setdefault(file_identity(f), f)
+        if first is f:
+            kept.append(f)
+        else:
+            same = "is named twice" if str(f) == str(first) else \
+                f"is the same file as {printable(str(first))}"
+            typer.echo(f"warning: {printable(str(f))} {same}: audited once", err=True)
+    return kept
 
 
 def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
