@@ -37,7 +37,7 @@ def test_one_file_named_many_ways_is_audited_once(tmp_path: Path) -> None:
     runs = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["runs"]
     assert [r["id"] for r in runs] == ["desk"], [r["id"] for r in runs]
     said = [x for x in got.stderr.splitlines() if x.endswith(": audited once")]
-    assert len(said) == 3 and all(f"is the same file as {d / 'link.jsonl'}" in x
+    assert len(said) == 4 and all(f"is the same file as {d / 'link.jsonl'}" in x
                                   for x in said), got.stderr
     again = subprocess.run([sys.executable, "-m", "icore", "audit", str(t), str(t),
                             "--no-report"], capture_output=True, text=True, timeout=100,
