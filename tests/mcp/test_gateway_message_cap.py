@@ -19,8 +19,8 @@ from .test_gateway_stop import _Raw
 
 def _big_call(gw: _Raw, rid: int, text_bytes: int) -> dict:
     assert gw.p.stdin is not None and gw.p.stdout is not None
-    gw.p.stdin.write('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
-                     '"arguments":{"text":"%s"}}}\n' % (rid, "x" * text_bytes))
+    gw.p.stdin.write(f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":'
+                     f'{{"name":"echo","arguments":{{"text":"{"x" * text_bytes}"}}}}}}\n')
     gw.p.stdin.flush()
     return json.loads(gw.p.stdout.readline())
 
@@ -80,9 +80,9 @@ def test_nan_and_infinity_are_refused_as_json(tmp_path: Path) -> None:
         gw.start()
         assert gw.p.stdin is not None and gw.p.stdout is not None
         for rid, value in ((41, "NaN"), (42, "-Infinity"), (43, "Infinity")):
-            gw.p.stdin.write('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":'
-                             '{"name":"book","arguments":{"city":"NaN","price":%s}}}\n'
-                             % (rid, value))
+            gw.p.stdin.write(f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call",'
+                             f'"params":{{"name":"book","arguments":{{"city":"NaN",'
+                             f'"price":{value}}}}}}}\n')
             gw.p.stdin.flush()
             got = json.loads(gw.p.stdout.readline())
             assert got["id"] == rid and got["error"]["code"] == -32700, got

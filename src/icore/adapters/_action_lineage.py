@@ -284,6 +284,11 @@ def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
     return tuple(out)
 
 
+_GATEWAY_POLICY = "icore mcp gateway"
+"""``icore.integrations.GATEWAY_POLICY`` (a layer above): the refusals an app recorded of
+calls it made through the gateway, whose authorizations are in the gateway's trace."""
+
+
 def ran_surplus(lineages: Sequence[ActionLineage], steps: Sequence[Step]
                 ) -> tuple[ActionLineage, ...]:
     """``lineages`` with each protected tool's surplus of "ran" outputs flagged ``INVALID``.
@@ -298,7 +303,9 @@ def ran_surplus(lineages: Sequence[ActionLineage], steps: Sequence[Step]
     flagged are marked ``INVALID`` (the one whose own task a surplus output names
     first, else the last ones), and an output left over with no refused action to
     blame becomes an ``INVALID`` action of its own (no points: no decision). An honest
-    trace, concurrent calls included, writes one output per call: no surplus.
+    trace, concurrent calls included, writes one output per call: no surplus. A tool
+    whose only decisions are the gateway's refusals an app recorded (an app calling
+    through ``icore mcp``: the authorizations are in the gateway's trace) is not counted.
 
     Returns:
         The lineages (refused ones blamed for a surplus marked ``INVALID`` with
@@ -319,6 +326,9 @@ def ran_surplus(lineages: Sequence[ActionLineage], steps: Sequence[Step]
             for p in out[i].points:
                 if p.entry.authorized:
                     allowed[p.entry.task] = allowed.get(p.entry.task, 0) + 1
+        if not allowed and all(p.entry.policy == _GATEWAY_POLICY for i in idxs
+                               for p in out[i].points):
+            continue  # an app calling through the gateway: its gate, and trace, is there
         pool: list[Step] = []
         for st in steps:
             if st.kind != StepKind.TOOL_OUTPUT or st.ran is not True or st.tool != tool \

@@ -76,10 +76,10 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     """``lineages``, each authorized call with no recorded result marked outcome unknown.
 
     A call whose recorded error leaves its effect open (:func:`may_have_run`) is marked
-    in any run. Otherwise only in a run that recorded steps and did not end normally (no ``termination`` step,
-    no terminating message): a run that ended normally recorded every result. Per tool,
-    the recorded results (its ``tool_output`` steps, less one per refused call: a refusal
-    is handed to the model as that call's output; an authorized call whose body never ran
+    in any run. Otherwise only in a run that recorded steps and did not end normally
+    (no ``termination`` step, no terminating message): a run that ended normally
+    recorded every result. Per tool, the recorded results (its ``tool_output`` steps,
+    less one per refused call: a refusal is handed to the model as that call's output; an authorized call whose body never ran
     is a known outcome too) are held against its actions that ran (the gate authorized
     them); when fewer, the last authorized ones without a recorded failure
     are the calls whose result is missing, as many as the shortfall.
@@ -87,9 +87,9 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     Returns:
         The lineages, those actions with ``outcome_unknown=True``; the rest unchanged.
     """
-    lineages = tuple(dataclasses.replace(a, outcome_unknown=True)  # type: ignore[type-var]
-                     if not a.outcome_unknown and may_have_run(a.error) else a
-                     for a in lineages)
+    lineages = tuple(
+        dataclasses.replace(a, outcome_unknown=True)  # type: ignore[type-var]
+        if not a.outcome_unknown and may_have_run(a.error) else a for a in lineages)
     if not steps or any(s.kind == StepKind.TERMINATION or s.terminates for s in steps):
         return lineages
     ran: dict[str, list[int]] = {}

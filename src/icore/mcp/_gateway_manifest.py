@@ -373,7 +373,8 @@ class GatewayManifest(_Model):
     def _otel(cls, v: str | None) -> str | None:
         if v is not None and v.startswith("file:"):
             checked_path(v.removeprefix("file:"))
-        return checked_text(v)
+        checked_text(v)
+        return v
 
     @field_validator("upstreams")
     @classmethod

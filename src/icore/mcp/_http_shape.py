@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
 from icore.mcp._stdio_lines import nonstandard_number
 
 INVALID_REQUEST = -32600
@@ -43,8 +44,8 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
     except (ValueError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
         return PARSE_ERROR, f"Parse error: the body is not JSON ({why})"
-    if (why := nonstandard_number(body)) is not None:
-        return PARSE_ERROR, f"Parse error: {why}"
+    if (odd := nonstandard_number(body)) is not None:
+        return PARSE_ERROR, f"Parse error: {odd}"
     if isinstance(msg, list):
         return INVALID_REQUEST, ("Invalid Request: a JSON-RPC batch (a JSON array) is not "
                                  "supported; send one JSON-RPC object per POST")

@@ -171,8 +171,11 @@ def nonstandard_number(text: str | bytes) -> str | None:
     non-standard JSON (#29, QA qa-new8 S4). Only a text that contains such a word is
     parsed again (a string value naming it is fine).
     """
-    if not any(w in text for w in ((b"NaN", b"Infinity") if isinstance(text, bytes)
-                                   else ("NaN", "Infinity"))):
+    if isinstance(text, str):
+        found = "NaN" in text or "Infinity" in text
+    else:
+        found = b"NaN" in text or b"Infinity" in text
+    if not found:
         return None
     try:
         json.loads(text, parse_constant=_no_constant)

@@ -53,8 +53,9 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
                     await gw.server.run(read, write, gw.server.create_initialization_options())
             else:
                 gw.wire.stdio = StdioOrder()
+                limit = int(manifest.max_message_mb * 2**20)
                 async with stdio_streams(*files, order=gw.wire.stdio,
-                                         limit=int(manifest.max_message_mb * 2**20)) as (read, write):
+                                         limit=limit) as (read, write):
                     await gw.server.run(read, write, gw.server.create_initialization_options())
         tg.cancel_scope.cancel()
 
