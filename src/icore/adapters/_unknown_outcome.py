@@ -79,10 +79,11 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     in any run. Otherwise only in a run that recorded steps and did not end normally
     (no ``termination`` step, no terminating message): a run that ended normally
     recorded every result. Per tool, the recorded results (its ``tool_output`` steps,
-    less one per refused call: a refusal is handed to the model as that call's output; an authorized call whose body never ran
-    is a known outcome too) are held against its actions that ran (the gate authorized
-    them); when fewer, the last authorized ones without a recorded failure
-    are the calls whose result is missing, as many as the shortfall.
+    less one per refused call: a refusal is handed to the model as that call's output;
+    an authorized call whose body never ran is a known outcome too) are held against its
+    actions that ran (the gate authorized them); when fewer, the last authorized ones
+    without a recorded failure are the calls whose result is missing, as many as the
+    shortfall.
 
     Returns:
         The lineages, those actions with ``outcome_unknown=True``; the rest unchanged.
