@@ -48,18 +48,15 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
     try:
         with _folder_turn(p.parent):
             live = _gateway_trace(p)
-            if live is not None:
-                raise IntegrationError(
-                    f"cannot write the run to {p}: the file there {live}, which appends to "
-                    "it while it runs", path=str(p),
-                    fix="give the run its own path (the gateway's trace and the run's are "
-                        "audited together: icore audit GATEWAY_TRACE RUN_TRACE)")
-            why = None if overwrite else foreign_file(p)
+            why = live or (None if overwrite else foreign_file(p))
             if why is not None:
                 raise IntegrationError(
-                    f"cannot write the run to {p}: the file there {why}; icore never "
-                    "overwrites a file it did not write", path=str(p),
-                    fix="give another path, move the file away, or write(path, "
+                    f"cannot write the run to {p}: the file there {why}" + (
+                        ", which appends to it while it runs" if live else
+                        "; icore never overwrites a file it did not write"), path=str(p),
+                    fix="give the run its own path (the gateway's trace and the run's are "
+                        "audited together)" if live else
+                        "give another path, move the file away, or write(path, "
                         "overwrite=True)")
             if not overwrite and p.is_file():  # icore's earlier trace: kept, never lost
                 aside = earlier_name(p)
