@@ -371,23 +371,16 @@ def same_file(a: Path, b: Path) -> bool:
 
 
 def drop_repeated_inputs(files: list[Path]) -> list[Path]:
-    """``files`` with each file kept once (first mention), the others said on stderr.
-
-    One file named twice (``DIR DIR/t.jsonl``, a symlink, ``x/../t.jsonl``) was audited
-    as two runs, every count doubled (#29, QA qa-new8 S4). Files are compared by
-    :func:`icore._files.file_identity` (device and inode).
+    """``files`` with each file (:func:`icore._files.file_identity`) kept once, the others
+    said on stderr: ``DIR DIR/t.jsonl`` or a link was two runs, each count doubled (#29).
     """
     seen: dict[tuple[object, ...], Path] = {}
-    kept: list[Path] = []
     for f in files:
-        first = seen.setdefault(file_identity(f), f)
-        if first is f:
-            kept.append(f)
-        else:
+        if (first := seen.setdefault(file_identity(f), f)) is not f:
             same = "is named twice" if str(f) == str(first) else \
                 f"is the same file as {printable(str(first))}"
             typer.echo(f"warning: {printable(str(f))} {same}: audited once", err=True)
-    return kept
+    return list(seen.values())
 
 
 def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:
