@@ -371,8 +371,9 @@ def same_file(a: Path, b: Path) -> bool:
 
 
 def drop_repeated_inputs(files: list[Path]) -> list[Path]:
-    """``files`` with each file (:func:`icore._files.file_identity`) kept once, the others
-    said on stderr: ``DIR DIR/t.jsonl`` or a link was two runs, each count doubled (#29).
+    """``files`` with each file kept once (:func:`icore._files.file_identity`).
+
+    The others are said on stderr (``DIR DIR/t.jsonl`` was two runs, each count doubled).
     """
     seen: dict[tuple[object, ...], Path] = {}
     for f in files:
