@@ -267,13 +267,11 @@ class Gateway:
                                   serve=m.store.served(), servers=m.store.servers,
                                   prefix=m.store.prefix)
             ports = await self.facts.start_serving()
-        except StoreError as exc:
-            if exc.message.startswith("not an icore store"):  # a user's own database
+        except (IcoreError, OSError) as exc:
+            if isinstance(exc, StoreError) and backend == "sqlite" and \
+                    exc.message.startswith("not an icore store"):  # a user's own database
                 raise m.error(f"{exc.fields.get('path', path)}: {exc.message}", "store",
                               "path") from None
-            raise GatewayError(f"cannot open the {backend} store (store.path {path}): "
-                               f"{exc}", path="store.path") from None
-        except (IcoreError, OSError) as exc:
             raise GatewayError(f"cannot open the {backend} store: {exc}",
                                path="store") from None
         for owner, port in ports.items():
