@@ -138,8 +138,8 @@ def _out(content: str, **kw: Any) -> dict[str, Any]:
 
 def test_only_a_refused_calls_own_output_saying_it_ran_is_invalid() -> None:
     """A refused call's own output (its ``task`` and tool) saying it ran contradicts the
-    refusal: INVALID. Outputs matched to no decision flag nothing, whatever their number
-    or order: no task, another tool, a task some decision authorized (#28)."""
+    refusal: INVALID. Outputs of another tool or of a task some decision authorized flag
+    nothing (#28); untagged ones only beyond the authorized calls (#29)."""
     ok = _d("a-1", "authorized", "valid", {"req/t": R1}, {"req/t": R1})
     stale = _d("b-1", "replan_required", "stale", {"req/t": R0}, {"req/t": R1})
     blocked = _out("BLOCKED: stale", exitcode=1, blocked=True, task="b-1")
@@ -152,8 +152,10 @@ def test_only_a_refused_calls_own_output_saying_it_ran_is_invalid() -> None:
     honest = {"a-1": "valid", "b-1": "blocked"}
     assert lineage(_out("booked", exitcode=0), blocked) == honest
     assert lineage(blocked, _out("booked", exitcode=0)) == honest
-    # outputs that are no refused call's own: never counted against a refusal
-    assert lineage(_out("booked", exitcode=0), _out("booked", exitcode=0)) == honest
+    # an output no decision covers, beyond the calls the gate authorized, flags the
+    # refused call (fail closed, #29: an edited trace could hide an unauthorized run)
+    assert lineage(_out("booked", exitcode=0), _out("booked", exitcode=0)) == {
+        "a-1": "valid", "b-1": "INVALID"}
     assert lineage(_out("booked", exitcode=0, task="a-1"),
                    _out("booked again", exitcode=0, task="a-1"), blocked) == honest
     assert lineage(blocked, _out("booked", exitcode=0, task="b-1", tool="other")) == honest

@@ -123,7 +123,7 @@ def test_http_gateway_answers_a_batch_and_bad_bodies_with_jsonrpc_errors(
                 (json.dumps({**ping, "id": {"a": 1}}).encode(), "application/json", 400),
                 (json.dumps(ping).encode(), "text/plain", 415),
                 # over the limit: read and dropped, then answered (no reset connection)
-                (json.dumps({**ping, "params": {"x": "a" * (5 << 20)}}).encode(),
+                (json.dumps({**ping, "params": {"x": "a" * (17 << 20)}}).encode(),
                  "application/json", 413)):
             req = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, headers={
                 "Content-Type": ctype, "Accept": "application/json, text/event-stream"},

@@ -21,7 +21,13 @@ from typing import Any
 import anyio
 import pytest
 
-from icore.adapters import FAILED_AFTER_AUTHORIZATION, load_jsonl, trace_lineages
+from icore.adapters import (
+    FAILED_AFTER_AUTHORIZATION,
+    MAY_HAVE_RUN_MARK,
+    OUTCOME_UNKNOWN,
+    load_jsonl,
+    trace_lineages,
+)
 
 from .conftest import env, stdio_gateway, stdio_upstream, text, upstream_log, write_manifest
 from .test_gateway_stop import _Raw, stop_twice_mid_call
@@ -75,8 +81,9 @@ def test_sibling_of_a_timed_out_call_says_it_may_have_run(tmp_path: Path) -> Non
     assert len(failed) == 2 and all(x["may_have_run"] is True for x in failed)
     assert all("may have run" in x["content"] for x in failed)
     lv = trace_lineages(load_jsonl(tmp_path / "trace.jsonl").planfence)
-    assert sorted(x.counted for x in lv) == sorted(
-        [FAILED_AFTER_AUTHORIZATION, FAILED_AFTER_AUTHORIZATION, "valid"])
+    # sent and not answered: they may have run, so outcome unknown, never failed (#29)
+    assert sorted(x.counted for x in lv) == sorted([OUTCOME_UNKNOWN, OUTCOME_UNKNOWN, "valid"])
+    assert [x.error.startswith(MAY_HAVE_RUN_MARK) for x in lv if x.error] == [True, True]
 
 
 def _manifest(folder: Path) -> Path:
@@ -90,8 +97,9 @@ def test_failed_call_reaches_the_trace_when_stopped_by_a_second_signal(
         tmp_path: Path, sig: signal.Signals) -> None:
     """``crash`` is authorized and its upstream dies mid-call; then, with ``slow`` in
     flight, two signals stop the gateway at once (no rewrite of the trace). The audit of
-    the trace left on disk counts ``crash`` failed after authorization (it used to count
-    it valid: the failure was written only at a normal stop)."""
+    the trace left on disk keeps ``crash``'s error (it used to count it valid: the
+    failure was written only at a normal stop); its upstream died mid-call, so it may
+    have run: counted outcome unknown, never failed (#29)."""
     path = tmp_path / "trace.jsonl"
     err = tmp_path / "stderr.txt"
     with open(err, "w", encoding="utf-8") as fh:
@@ -110,9 +118,10 @@ def test_failed_call_reaches_the_trace_when_stopped_by_a_second_signal(
                          env=env(), timeout=120, check=False)
     assert cli.returncode == 0, cli.stderr
     run = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))["runs"][0]
-    assert run["actions"][FAILED_AFTER_AUTHORIZATION] == 1, run["actions"]
-    # the slow call cut off in flight: authorized, no result recorded (QA qa-crew S4)
-    assert run["actions"]["outcome unknown"] == 1 and run["actions"]["total"] == 2, \
+    assert run["actions"][FAILED_AFTER_AUTHORIZATION] == 0, run["actions"]
+    # crash (may have run) and the slow call cut off in flight (no result recorded, QA
+    # qa-crew S4): both authorized, outcome unknown
+    assert run["actions"]["outcome unknown"] == 2 and run["actions"]["total"] == 2, \
         run["actions"]
     (crash,) = [lv for lv in run["lineage"] if lv.get("error")]
     assert crash["action"].endswith("/1") and "may have run" in crash["error"], crash

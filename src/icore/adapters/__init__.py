@@ -94,7 +94,7 @@ from icore.adapters._trace_audit import (
     scan_paths,
 )
 from icore.adapters._trace_places import FlagPlaces
-from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN
+from icore.adapters._unknown_outcome import MAY_HAVE_RUN_MARK, OUTCOME_UNKNOWN
 from icore.adapters._values import (
     DEFAULT_MAX_INPUT_MB,
     ENV_MAX_INPUT,
@@ -156,6 +156,7 @@ __all__ = [
     "ICORE_LIVE",
     "ICORE_NS",
     "MAGENTIC_ONE",
+    "MAY_HAVE_RUN_MARK",
     "OTEL",
     "OUTCOME_UNKNOWN",
     "ROOT",

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from icore.adapters._trace import PlanfenceLog, Step
-from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, unknown_outcomes
+from icore.adapters._trace import PlanfenceLog, Step, StepKind
+from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, may_have_run, unknown_outcomes
 from icore.fence import ActionVerdict, DecisionEntry, action_ran, action_status, judge_action
 
 GATE = "gate"
@@ -121,16 +121,18 @@ class ActionLineage:
 def counted_as(status: str, error: str | None, *, unknown: bool = False) -> str:
     """The count an action of ``status`` goes to (console line, ``--json``, index).
 
-    :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set) and it is not
-    ``INVALID`` (a stale plan stays the defect counted); ``outcome unknown``
-    (:data:`~icore.adapters.OUTCOME_UNKNOWN`) when ``unknown`` (authorized, no result
-    recorded) and it is not ``INVALID``; else ``status``.
+    ``INVALID`` stays ``INVALID`` (a stale plan stays the defect counted); else
+    ``outcome unknown`` (:data:`~icore.adapters.OUTCOME_UNKNOWN`) when ``unknown``
+    (authorized, no result recorded) or ``error`` leaves the effect open (a timeout, a
+    cancellation, an answer lost after sending: ``may_have_run``, #29);
+    :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set); else
+    ``status``.
     """
     if status == "INVALID":
         return status
-    if error is not None:
-        return FAILED_AFTER_AUTHORIZATION
-    return OUTCOME_UNKNOWN if unknown else status
+    if unknown or may_have_run(error):
+        return OUTCOME_UNKNOWN
+    return FAILED_AFTER_AUTHORIZATION if error is not None else status
 
 
 def _record_index(records: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -248,7 +250,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
             group[at] = e
     out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
                       _relevant(records, es), es) for name, es in groups.items()]
-    return unknown_outcomes(ran_after_refusal(_linked(out, replans), steps), steps)
+    return unknown_outcomes(ran_surplus(ran_after_refusal(_linked(out, replans), steps),
+                                        steps), steps)
 
 
 def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
@@ -279,6 +282,77 @@ def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
         if hit is not None and out[hit].ran_anyway is None:
             out[hit] = replace(lineages[hit], status="INVALID", ran_anyway=s.content[:300])
     return tuple(out)
+
+
+_GATEWAY_POLICY = "icore mcp gateway"
+"""``icore.integrations.GATEWAY_POLICY`` (a layer above): the refusals an app recorded of
+calls it made through the gateway, whose authorizations are in the gateway's trace."""
+
+
+def ran_surplus(lineages: Sequence[ActionLineage], steps: Sequence[Step]
+                ) -> tuple[ActionLineage, ...]:
+    """``lineages`` with each protected tool's surplus of "ran" outputs flagged ``INVALID``.
+
+    :func:`ran_after_refusal` flags a refused call whose own output (same ``task``) says
+    it ran. An edited trace could hide such a call otherwise: an added "ran" output with
+    no ``task``, or a refused call's decision deleted and its output flipped to ran (#29,
+    QA qa-new8 S3). So, per protected tool (one the trace's decisions name), the outputs
+    that say a call ran are counted against the gate's authorized decisions of it (an
+    output naming an authorized call's task is that call's own, a retry included); a
+    surplus is an effect no authorization covers, failed closed: the tool's refused actions not yet
+    flagged are marked ``INVALID`` (the one whose own task a surplus output names
+    first, else the last ones), and an output left over with no refused action to
+    blame becomes an ``INVALID`` action of its own (no points: no decision). An honest
+    trace, concurrent calls included, writes one output per call: no surplus. A tool
+    whose only decisions are the gateway's refusals an app recorded (an app calling
+    through ``icore mcp``: the authorizations are in the gateway's trace) is not counted.
+
+    Returns:
+        The lineages (refused ones blamed for a surplus marked ``INVALID`` with
+        ``ran_anyway`` the output), then one ``INVALID`` lineage per surplus output no
+        refused action is left to blame (no points: no decision covers it).
+    """
+    tools: dict[str, list[int]] = {}
+    for i, a in enumerate(lineages):
+        if a.points:
+            tools.setdefault(a.points[0].entry.action, []).append(i)
+    claimed = {(a.points[-1].entry.task, a.points[-1].entry.action)
+               for a in lineages if a.points and a.ran_anyway is not None}
+    out = list(lineages)
+    extra: list[ActionLineage] = []
+    for tool, idxs in tools.items():
+        allowed: dict[str | None, int] = {}  # authorized decisions per task (None: untagged)
+        for i in idxs:
+            for p in out[i].points:
+                if p.entry.authorized:
+                    allowed[p.entry.task] = allowed.get(p.entry.task, 0) + 1
+        if not allowed and all(p.entry.policy == _GATEWAY_POLICY for i in idxs
+                               for p in out[i].points):
+            continue  # an app calling through the gateway: its gate, and trace, is there
+        pool: list[Step] = []
+        for st in steps:
+            if st.kind != StepKind.TOOL_OUTPUT or st.ran is not True or st.tool != tool \
+                    or (st.task, tool) in claimed:
+                continue
+            if st.task is not None and st.task in allowed:  # its own call's (a retry too)
+                allowed[st.task] = max(0, allowed[st.task] - 1)
+            else:
+                pool.append(st)
+        surplus = pool[sum(allowed.values()):]
+        refused = [i for i in idxs if not action_ran(out[i].status)
+                   and out[i].ran_anyway is None]
+        for st in surplus:
+            own = [i for i in refused if st.task is not None
+                   and out[i].points[-1].entry.task == st.task]
+            if own or refused:
+                i = (own or refused)[-1]
+                refused.remove(i)
+                out[i] = replace(out[i], status="INVALID", ran_anyway=st.content[:300])
+            else:
+                extra.append(ActionLineage(
+                    f"{st.task or tool} (no decision)", f"{tool} · ran with no decision",
+                    "INVALID", (), (), ran_anyway=st.content[:300]))
+    return (*out, *extra)
 
 
 def _restated(group: Sequence[DecisionEntry], entry: DecisionEntry) -> int | None:

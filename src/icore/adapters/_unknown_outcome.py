@@ -41,6 +41,10 @@ class _Action(Protocol):
     def error(self) -> str | None:
         """The tool's error when it failed after authorization, else None."""
 
+    @property
+    def outcome_unknown(self) -> bool:
+        """Authorized with no known result."""
+
 
 _A = TypeVar("_A", bound=_Action)
 
@@ -50,22 +54,45 @@ without its terminal marker and no result of the call was recorded
 (``ActionLineage.outcome_unknown``)."""
 
 
+MAY_HAVE_RUN_MARK = "MAY HAVE RUN: "
+"""How a recorded ``error`` that leaves the call's effect open starts: the MCP gateway's
+upstream timed out or its answer was lost after the call was sent (#29, QA qa-new8 S2)."""
+
+_OPEN_ERRORS = (MAY_HAVE_RUN_MARK, "CancelledError:", "TimeoutError:", "TimeoutError")
+"""Error texts (as the recorders write them: ``Type: message``) of a call whose effect is
+unknown: sent and not answered, cancelled or timed out while the tool ran."""
+
+
+def may_have_run(error: str | None) -> bool:
+    """True when ``error`` says the call failed in a way that may have left its effect.
+
+    A timeout, a cancellation while the tool ran, or an upstream answer lost after the
+    call was sent: the audit counts the call ``outcome unknown``, never ``failed``.
+    """
+    return error is not None and error.lstrip().startswith(_OPEN_ERRORS)
+
+
 def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A, ...]:
     """``lineages``, each authorized call with no recorded result marked outcome unknown.
 
-    Only in a run that recorded steps and did not end normally (no ``termination`` step,
-    no terminating message): a run that ended normally recorded every result. Per tool,
-    the recorded results (its ``tool_output`` steps, less one per refused call: a refusal
-    is handed to the model as that call's output; an authorized call whose body never ran
-    is a known outcome too) are held against its actions that ran (the gate authorized
-    them); when fewer, the last authorized ones without a recorded failure
-    are the calls whose result is missing, as many as the shortfall.
+    A call whose recorded error leaves its effect open (:func:`may_have_run`) is marked
+    in any run. Otherwise only in a run that recorded steps and did not end normally
+    (no ``termination`` step, no terminating message): a run that ended normally
+    recorded every result. Per tool, the recorded results (its ``tool_output`` steps,
+    less one per refused call: a refusal is handed to the model as that call's output;
+    an authorized call whose body never ran is a known outcome too) are held against its
+    actions that ran (the gate authorized them); when fewer, the last authorized ones
+    without a recorded failure are the calls whose result is missing, as many as the
+    shortfall.
 
     Returns:
         The lineages, those actions with ``outcome_unknown=True``; the rest unchanged.
     """
+    lineages = tuple(
+        dataclasses.replace(a, outcome_unknown=True)  # type: ignore[type-var]
+        if not a.outcome_unknown and may_have_run(a.error) else a for a in lineages)
     if not steps or any(s.kind == StepKind.TERMINATION or s.terminates for s in steps):
-        return tuple(lineages)
+        return lineages
     ran: dict[str, list[int]] = {}
     refused: dict[str, int] = {}
     for i, a in enumerate(lineages):
@@ -91,4 +118,4 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     return tuple(out)
 
 
-__all__ = ["OUTCOME_UNKNOWN", "unknown_outcomes"]
+__all__ = ["MAY_HAVE_RUN_MARK", "OUTCOME_UNKNOWN", "may_have_run", "unknown_outcomes"]

@@ -43,6 +43,7 @@ from icore.cli.inputs import (
     adopt_otlp_file,
     check_llm_options,
     check_otlp_endpoint,
+    drop_repeated_inputs,
     fail_conditions,
     nonempty_path,
     otlp_file_target,
@@ -156,7 +157,7 @@ def audit(
     if report or prov:
         refuse_non_folder(out, what="--out")
     scan = scan_paths(paths)
-    files = list(scan.files)
+    files = drop_repeated_inputs(list(scan.files))
     for q, why in scan.skipped:
         console.print(f"[yellow]warning[/] skipped {shown(str(q))}: {shown(why)}; not "
                       "read (only regular files are audited)")

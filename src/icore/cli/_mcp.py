@@ -44,9 +44,13 @@ class _RedactingFormatter(logging.Formatter):
 
 def _host_port(value: str) -> tuple[str, int]:
     import socket
-    m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d{1,5})", value.strip())
-    if m is None or not m.group(1) or not 0 <= int(m.group(2)) <= 65535:
+    m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d+)", value.strip())
+    if m is None or not m.group(1):
         raise typer.BadParameter("use HOST:PORT, e.g. 127.0.0.1:8808", param_hint="--http")
+    if not 0 <= int(m.group(2)[:6]) <= 65535:
+        raise typer.BadParameter(f"port {m.group(2)[:12]} is out of range: a port is a "
+                                 "number in 1-65535 (0: any free port); use HOST:PORT, "
+                                 "e.g. 127.0.0.1:8808", param_hint="--http")
     try:  # an address that cannot be bound is a usage error, before any work
         socket.getaddrinfo(m.group(1), int(m.group(2)), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:

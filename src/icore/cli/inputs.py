@@ -26,6 +26,7 @@ from icore._files import (
     record_written,
     write_owned,
 )
+from icore.cli._text import printable
 from icore.cli._writable import is_stream, shown_path, too_long, unwritable, write_stream
 from icore.errors import redact
 
@@ -367,6 +368,20 @@ def otlp_undelivered(endpoint: str, delivery: Any, *, best_effort: bool) -> str:
 def same_file(a: Path, b: Path) -> bool:
     """True when ``a`` and ``b`` name one file (see :func:`refuse_input_as_output`)."""
     return file_identity(a) == file_identity(b)
+
+
+def drop_repeated_inputs(files: list[Path]) -> list[Path]:
+    """``files`` with each file kept once (:func:`icore._files.file_identity`).
+
+    The others are said on stderr (``DIR DIR/t.jsonl`` was two runs, each count doubled).
+    """
+    seen: dict[tuple[object, ...], Path] = {}
+    for f in files:
+        if (first := seen.setdefault(file_identity(f), f)) is not f:
+            same = "is named twice" if str(f) == str(first) else \
+                f"is the same file as {printable(str(first))}"
+            typer.echo(f"warning: {printable(str(f))} {same}: audited once", err=True)
+    return list(seen.values())
 
 
 def refuse_input_as_output(outputs: list[tuple[str, Path]], inputs: list[Path]) -> None:

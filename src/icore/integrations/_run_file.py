@@ -47,17 +47,22 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
     data = jsonl().encode("utf-8")
     try:
         with _folder_turn(p.parent):
-            why = None if overwrite else foreign_file(p)
+            live = _gateway_trace(p)
+            why = live or (None if overwrite else foreign_file(p))
             if why is not None:
                 raise IntegrationError(
-                    f"cannot write the run to {p}: the file there {why}; icore never "
-                    "overwrites a file it did not write", path=str(p),
-                    fix="give another path, move the file away, or write(path, "
+                    f"cannot write the run to {p}: the file there {why}" + (
+                        ", which appends to it while it runs" if live else
+                        "; icore never overwrites a file it did not write"), path=str(p),
+                    fix="give the run its own path (the gateway's trace and the run's are "
+                        "audited together)" if live else
+                        "give another path, move the file away, or write(path, "
                         "overwrite=True)")
             if not overwrite and p.is_file():  # icore's earlier trace: kept, never lost
                 aside = earlier_name(p)
                 os.rename(p, aside)
-                _log.info("moved the earlier run at %s to %s", p, aside)
+                _log.warning("moved the earlier run at %s to %s (kept, never overwritten)",
+                             p, aside)
             # checked just above (once: the ledger's hash of the file there is not taken
             # again); a link at p is replaced, not followed
             write_owned(p, data, overwrite=True)
@@ -68,6 +73,31 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
 
 
 _log = logging.getLogger("icore.integrations")
+
+
+def _gateway_trace(p: Path) -> str | None:
+    """Why ``p`` is an icore MCP gateway's trace (its ``.<name>.lock`` beside it), or None.
+
+    A running gateway holds the lock and appends to the file: never written over, not
+    even with ``overwrite=True``; a stopped one's trace is refused as any file
+    RunRecorder did not write, naming what it is (it said "not written by icore", #29).
+    """
+    lock = p.with_name(f".{p.name}.lock")
+    if not p.is_file() or not lock.is_file():
+        return None
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return "is the trace of a running icore MCP gateway (it holds " + lock.name + ")"
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from icore.errors import IcoreError, redact
+from icore.errors import IcoreError, StoreError, redact
 from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
@@ -268,6 +268,10 @@ class Gateway:
                                   prefix=m.store.prefix)
             ports = await self.facts.start_serving()
         except (IcoreError, OSError) as exc:
+            if isinstance(exc, StoreError) and backend == "sqlite" and \
+                    exc.message.startswith("not an icore store"):  # a user's own database
+                raise m.error(f"{exc.fields.get('path', path)}: {exc.message}", "store",
+                              "path") from None
             raise GatewayError(f"cannot open the {backend} store: {exc}",
                                path="store") from None
         for owner, port in ports.items():

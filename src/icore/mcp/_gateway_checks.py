@@ -129,7 +129,8 @@ def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
 
     Raises:
         GatewayManifestError: naming ``tools.<name>.depends_on.<i>``, its line and the
-            closest argument names.
+            closest argument names; or a placeholder bound to an argument whose schema
+            allows only objects or arrays (naming the tool, placeholder and argument).
     """
     for name, spec in m.tools.items():
         schema = schemas.get(name)
@@ -143,6 +144,49 @@ def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
                                   f"of {name}{_hint(_did_you_mean(arg, list(props)))}; "
                                   f"its arguments: {', '.join(sorted(props)) or 'none'}",
                                   "tools", name, part, i, tool=name, entry=entry)
+                kinds = _json_types(props[arg], schema) if arg else None
+                if kinds is not None and not kinds & _SCALARS:
+                    raise m.error(f"placeholder {{{arg}}} in {entry!r} of tool {name} "
+                                  f"binds its argument {arg!r}, of type "
+                                  f"{' or '.join(sorted(kinds))}: a placeholder is filled "
+                                  "with the argument's value in the URI, so the argument "
+                                  "must be a string, number or boolean (#29)",
+                                  "tools", name, part, i, tool=name, entry=entry,
+                                  argument=arg)
+
+
+_SCALARS = frozenset({"string", "number", "integer", "boolean"})
+
+
+def _json_types(prop: Any, schema: Any, depth: int = 0) -> set[str] | None:
+    """The JSON types an argument's schema allows (``null`` left out), None if unknown.
+
+    Follows ``anyOf``/``oneOf``/``allOf`` and local ``$ref`` (``#/$defs/...``), as
+    pydantic writes a model argument; an ``enum`` or ``const`` counts as a scalar.
+    """
+    if not isinstance(prop, Mapping) or depth > 8:
+        return None
+    if "enum" in prop or "const" in prop:
+        return {"string"}
+    t = prop.get("type")
+    if isinstance(t, str):
+        return {t} - {"null"} or None
+    if isinstance(t, list) and all(isinstance(x, str) for x in t):
+        return set(t) - {"null"} or None
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and isinstance(schema, Mapping):
+        node: Any = schema
+        for part in ref[2:].split("/"):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return _json_types(node, schema, depth + 1)
+    for key in ("anyOf", "oneOf", "allOf"):
+        subs = prop.get(key)
+        if isinstance(subs, list) and subs:
+            found = [_json_types(x, schema, depth + 1) for x in subs]
+            if any(f is None for f in found):
+                return None
+            return set().union(*found) or None  # type: ignore[arg-type]
+    return None
 
 
 def check_facts(m: GatewayManifest) -> None:

@@ -32,7 +32,6 @@ import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -53,6 +52,10 @@ from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
 from icore.mcp._manifest_facts import check_owner_id
 from icore.mcp._manifest_hints import unknown_key
 from icore.mcp._manifest_http import HttpSpec
+from icore.mcp._manifest_values import DEFAULT_MAX_MESSAGE_MB as DEFAULT_MAX_MESSAGE_MB
+from icore.mcp._manifest_values import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
+from icore.mcp._manifest_values import _address, checked_path, checked_text, read_capped
+from icore.mcp._manifest_values import url_problem as url_problem  # re-exported
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
@@ -106,6 +109,9 @@ class UpstreamSpec(_Model):
     trust_updates: StrictBool = False
     """Strict: only a YAML ``true``/``false`` (it turns the per-call re-read off)."""
 
+    _paths = field_validator("command", "cwd")(checked_path)
+    _texts = field_validator("args", "env", "url", "headers")(checked_text)
+
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSpec:
         if (self.command is None) == (self.url is None):
@@ -124,32 +130,6 @@ class UpstreamSpec(_Model):
     def transport(self) -> Literal["stdio", "http"]:
         """``"stdio"`` or ``"http"``."""
         return "stdio" if self.command is not None else "http"
-
-
-def url_problem(url: str) -> str | None:
-    """What is wrong with an ``http(s)://`` URL's host and port, or None (no request).
-
-    A port out of 1-65535 (``:99999``, ``:-1``, ``:0``) or no host was found only when the
-    upstream could not be reached (QA r8-bad D13).
-    """
-    try:
-        u = urlsplit(url)
-        port = u.port
-    except ValueError as exc:  # "Port out of range 0-65535", "Port could not be cast..."
-        return f"not a valid URL ({exc})" + ("; a port is a number in 1-65535"
-                                             if "Port" in str(exc) else "")
-    if not u.hostname:
-        return "the URL names no host"
-    if port == 0:
-        return "port 0 is not a port (a number in 1-65535)"
-    return None
-
-
-def _address(owner: str, a: str) -> tuple[str, int]:
-    host, _, port = a.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"address of owner {owner!r} must be host:port, not {a!r}")
-    return host.strip("[]"), int(port)
 
 
 class StoreSpec(_Model):
@@ -182,6 +162,8 @@ class StoreSpec(_Model):
     serve: dict[str, str] = Field(default_factory=dict)
     servers: tuple[str, ...] = ()
     prefix: str | None = None
+
+    _paths = field_validator("path", "certs_dir")(checked_path)
 
     @model_validator(mode="after")
     def _path(self) -> StoreSpec:
@@ -298,6 +280,10 @@ class GatewayManifest(_Model):
             (``traceparent`` in the request's ``params._meta``).
         gate_timeout_s: bound of one owner query of the gate, seconds.
         http: :class:`HttpSpec` (``--http`` only: the clients' bearer tokens).
+        max_message_mb: the largest JSON-RPC message a client may send, MiB (a stdio
+            line, an HTTP body; default 16: above the 4 MiB record of a protected call's
+            arguments, refused as ``args_too_large``): a longer one is answered with a JSON-RPC
+            error (HTTP 413) naming the cap, never parsed, forwarded or traced (#29).
         base_dir: folder relative paths are resolved against (set by :func:`load_manifest`).
     """
 
@@ -311,9 +297,20 @@ class GatewayManifest(_Model):
     otel: str | None = None
     gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60, allow_inf_nan=False)
     http: HttpSpec = HttpSpec()
+    max_message_mb: float = Field(DEFAULT_MAX_MESSAGE_MB, gt=0, le=1024, allow_inf_nan=False)
     base_dir: str = "."
     _file: str = PrivateAttr("<dict>")
     _lines: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    _paths = field_validator("trace")(checked_path)
+
+    @field_validator("otel")
+    @classmethod
+    def _otel(cls, v: str | None) -> str | None:
+        if v is not None and v.startswith("file:"):
+            checked_path(v.removeprefix("file:"))
+        checked_text(v)
+        return v
 
     @field_validator("upstreams")
     @classmethod
@@ -560,7 +557,8 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
     Raises:
         GatewayManifestError: ``path`` names no file (None, a NUL, ...), not a regular
             file, unreadable, bad YAML (with its line), a key given twice (both lines
-            named), an invalid manifest (file, field path and line named) or a missing
+            named), an invalid manifest (file, field path and line named), a file over
+            :data:`MAX_MANIFEST_BYTES` (refused before parsing) or a missing
             extra (``pip install 'icore[nats]'``).
     """
     if (bad := path_problem(path)) is not None:  # None, a number, a NUL, a surrogate
@@ -571,7 +569,7 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
         raise GatewayManifestError(f"gateway manifest {p} is not a readable regular file",
                                    file=str(p), path="<root>", line=None)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_capped(p).decode("utf-8")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = safe_load(text)
     except DuplicateKeyError:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from icore.mcp._stdio_lines import nonstandard_number
+
 INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -33,7 +35,8 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
     A batch is refused (MCP 2025-06-18 dropped JSON-RPC batching); so is anything that
     is not an object, an object whose ``jsonrpc`` is not ``"2.0"``, an ``id`` that is not
     a string or an integer, a ``method`` that is not a non-empty string, ``params`` that
-    are not an object, and anything else the SDK's message model refuses (its first
+    are not an object, a bare NaN or Infinity (not RFC 8259 JSON), and anything else
+    the SDK's message model refuses (its first
     error, one sentence).
     """
     try:
@@ -41,6 +44,8 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
     except (ValueError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
         return PARSE_ERROR, f"Parse error: the body is not JSON ({why})"
+    if (odd := nonstandard_number(body)) is not None:
+        return PARSE_ERROR, f"Parse error: {odd}"
     if isinstance(msg, list):
         return INVALID_REQUEST, ("Invalid Request: a JSON-RPC batch (a JSON array) is not "
                                  "supported; send one JSON-RPC object per POST")
@@ -150,7 +155,7 @@ class MessageShape:
             # would otherwise meet a reset connection instead of this answer
             shown = f" of {int(declared)} bytes" if declared.isdigit() else ""
             await _answer(send, 413, INVALID_REQUEST, f"Request body{shown} is over the "
-                          f"{self.max_body}-byte limit")
+                          f"{self.max_body}-byte limit (the manifest's max_message_mb)")
             return
         body = b"".join(chunks)
         problem = shape_problem(body)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from icore.adapters import MAY_HAVE_RUN_MARK
 from icore.fence import GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
@@ -389,7 +390,9 @@ class GatewayTrace:
 
         A protected call (``task`` in ``fields``) the gate authorized whose upstream then
         answered an error (``isError``, a JSON-RPC error, no answer) is failed after
-        authorization: its last decision line gets the ``error`` (issue 28). The file is
+        authorization: its last decision line gets the ``error`` (issue 28); one sent
+        and not answered (``may_have_run``) gets it prefixed ``MAY HAVE RUN:``, which the
+        audit counts ``outcome unknown`` (#29). The file is
         append-only while the gateway runs, so the decision is appended again with the
         error at once (the audit reads the two lines as one decision, the later one's
         error kept): a gateway stopped at once (a second signal, SIGKILL) keeps the
@@ -397,7 +400,10 @@ class GatewayTrace:
         """
         task = fields.get("task")
         if error and task is not None and not fields.get("blocked"):
-            self._failed(str(task), result if isinstance(result, str) else text_of(result))
+            text = result if isinstance(result, str) else text_of(result)
+            if fields.get("may_have_run"):  # sent, not answered: outcome unknown (#29)
+                text = MAY_HAVE_RUN_MARK + text
+            self._failed(str(task), text)
         self.recorder.tool_call(sid, tool, args, result, error=error, **fields)
         self.flush()
 

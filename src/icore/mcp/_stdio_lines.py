@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -121,6 +122,70 @@ def malformed_answers(line: str, exc: Exception | None = None) -> list[str]:
     return [_answer(rid, INVALID_REQUEST, f"Invalid Request: {emsg or 'not a message'}")]
 
 
+class Oversized(str):
+    """A client line over the gateway's ``max_message_mb``, dropped as it was read (#29).
+
+    The str is empty (nothing of it is parsed); :attr:`head` and :attr:`tail` are its
+    first and last few KiB (where a top-level ``id`` is looked for), :attr:`size` its
+    length in bytes.
+    """
+
+    head: str
+    tail: str
+    size: int
+
+    def __new__(cls, head: str, tail: str, size: int) -> Oversized:
+        """The dropped line's two ends and its size in bytes."""
+        self = super().__new__(cls, "")
+        self.head, self.tail, self.size = head, tail, size
+        return self
+
+
+_ID = r'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
+_HEAD_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?' + _ID)
+_TAIL_ID = re.compile(_ID + r'\s*\}\s*$')
+
+
+def oversized_answer(line: Oversized, limit: int) -> str:
+    """The ``-32600`` answer to a line over ``limit`` bytes, with its id when found.
+
+    The id is read only where it cannot be a nested key: the first member after the
+    opening brace (``jsonrpc`` before it allowed), or the last before the closing one.
+    """
+    m = _HEAD_ID.match(line.head) or _TAIL_ID.search(line.tail)
+    rid: str | int | None = json.loads(m.group(1)) if m else None
+    return _answer(rid, INVALID_REQUEST,
+                   f"Invalid Request: the message is {line.size:,} bytes, over the "
+                   f"gateway's max_message_mb ({limit / 2**20:g} MiB, manifest); it was "
+                   "dropped unread: send smaller arguments")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def nonstandard_number(text: str | bytes) -> str | None:
+    """Why ``text`` is no standard JSON: a bare ``NaN``/``Infinity``; None otherwise.
+
+    Python's and pydantic's parsers take them; a message holding one would be traced as
+    non-standard JSON (#29, QA qa-new8 S4). Only a text that contains such a word is
+    parsed again (a string value naming it is fine).
+    """
+    if isinstance(text, str):
+        found = "NaN" in text or "Infinity" in text
+    else:
+        found = b"NaN" in text or b"Infinity" in text
+    if not found:
+        return None
+    try:
+        json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        return str(exc)[:_SHOWN] if "RFC 8259" in str(exc) else None
+    except RecursionError:
+        return None
+    return None
+
+
 def _notification_with_bad_id(line: str) -> bool:
     """A line the SDK took for a notification although it has an ``id`` (null, bool, float)."""
     if '"id"' not in line:
@@ -134,7 +199,8 @@ def _notification_with_bad_id(line: str) -> bool:
 
 @contextlib.asynccontextmanager
 async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
-                        order: StdioOrder | None = None) -> AsyncIterator[tuple[Any, Any]]:
+                        order: StdioOrder | None = None, limit: int = 16 << 20
+                        ) -> AsyncIterator[tuple[Any, Any]]:
     """``(read_stream, write_stream)`` for ``Server.run`` over ``lines`` and ``out``.
 
     As the SDK's ``stdio_server`` (one message per line, UTF-8), except that a line that
@@ -144,6 +210,8 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
     Args:
         lines: the client's lines (an async iterator of str; ends at EOF).
         out: where messages are written, one JSON line each.
+        limit: the line limit ``lines`` applied, bytes (named in the answer to an
+            :class:`Oversized` line).
         order: stamped with each request's arrival (the tick its line was read) and the
             moment its response was written (the read/call order of QA r6-oa D1).
     """
@@ -172,10 +240,23 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
         async with read_w:
             async for line in lines:
                 at = tick()  # before anything else: the request's arrival
+                if isinstance(line, Oversized):
+                    log.warning("dropped a %d-byte JSON-RPC line on stdin (over "
+                                "max_message_mb)", line.size)
+                    await out.write(oversized_answer(line, limit))
+                    await out.flush()
+                    continue
                 try:
                     msg = adapter.validate_json(line, by_name=False)
                 except ValueError as exc:
                     await refuse(line, exc)
+                    continue
+                if (why := nonstandard_number(line)) is not None:
+                    rid = getattr(msg, "id", None)
+                    log.warning("JSON-RPC line on stdin refused: %s", why)
+                    await out.write(_answer(rid if isinstance(rid, str | int) else None,
+                                            PARSE_ERROR, f"Parse error: {why}"))
+                    await out.flush()
                     continue
                 if isinstance(msg, notification) and _notification_with_bad_id(line):
                     await refuse(line, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import stat
 from pathlib import Path
@@ -82,7 +83,10 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
                 raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
             _drop_orphans(p)
             if p.exists():  # an earlier run's trace: kept beside, never overwritten
-                p.rename(earlier_name(p))
+                aside = earlier_name(p)
+                p.rename(aside)
+                logging.getLogger("icore.mcp").warning(
+                    "moved the earlier trace at %s to %s (kept, never overwritten)", p, aside)
         except BaseException:
             os.close(fd)
             raise

@@ -27,7 +27,7 @@ from icore.mcp._gateway import Gateway
 from icore.mcp._gateway_manifest import GatewayManifest
 from icore.mcp._gateway_order import OrderMiddleware, StdioOrder
 from icore.mcp._http_shape import MessageShape
-from icore.mcp._stdio_lines import stdio_streams
+from icore.mcp._stdio_lines import Oversized, stdio_streams
 
 log = logging.getLogger("icore.mcp")
 
@@ -41,7 +41,8 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
     require("mcp.server.stdio", "mcp", feature="icore mcp")
     from mcp.server.stdio import stdio_server
 
-    async with Gateway(manifest) as gw, _pipe_stdio() as files, \
+    async with Gateway(manifest) as gw, \
+            _pipe_stdio(int(manifest.max_message_mb * 2**20)) as files, \
             anyio.create_task_group() as tg:
         gw.single_client = True
         run = anyio.CancelScope()
@@ -52,7 +53,9 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
                     await gw.server.run(read, write, gw.server.create_initialization_options())
             else:
                 gw.wire.stdio = StdioOrder()
-                async with stdio_streams(*files, order=gw.wire.stdio) as (read, write):
+                limit = int(manifest.max_message_mb * 2**20)
+                async with stdio_streams(*files, order=gw.wire.stdio,
+                                         limit=limit) as (read, write):
                     await gw.server.run(read, write, gw.server.create_initialization_options())
         tg.cancel_scope.cancel()
 
@@ -120,8 +123,8 @@ def stop_now(gw: Gateway, sig: int) -> None:
     os._exit(128 + sig)
 
 
-_LINE_LIMIT = 1 << 28
-"""Longest JSON-RPC line accepted on stdin, bytes (256 MiB)."""
+_KEPT = 4096
+"""Bytes kept of each end of an over-long line (to find its id), the rest dropped."""
 
 
 class _PipeIn:
@@ -140,10 +143,34 @@ class _PipeIn:
         return self
 
     async def __anext__(self) -> str:
-        line = await self.reader.readline()
+        try:
+            line = await self.reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # the last line, with no newline
+            line = exc.partial
+        except asyncio.LimitOverrunError:
+            return await self._oversized()
         if not line:
             raise StopAsyncIteration
         return line.decode("utf-8", errors="replace")
+
+    async def _oversized(self) -> Oversized:
+        """Drop a line longer than the reader's limit, keeping only its two ends (#29)."""
+        head = await self.reader.read(_KEPT)
+        size, tail = len(head), b""
+        while True:
+            try:
+                rest = await self.reader.readuntil(b"\n")
+            except asyncio.LimitOverrunError as exc:
+                rest = await self.reader.read(max(exc.consumed, 1))
+                size += len(rest)
+                tail = (tail + rest)[-_KEPT:]
+                continue
+            except asyncio.IncompleteReadError as exc:  # end of input in the line
+                rest = exc.partial
+            size += len(rest)
+            tail = (tail + rest)[-_KEPT:]
+            return Oversized(head.decode("utf-8", errors="replace"),
+                             tail.decode("utf-8", errors="replace"), size)
 
 
 class _PipeOut:
@@ -170,14 +197,16 @@ def _is_pipe(fd: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _pipe_stdio() -> AsyncIterator[tuple[Any, Any] | None]:
+async def _pipe_stdio(limit: int) -> AsyncIterator[tuple[Any, Any] | None]:
     """stdin/stdout served by the event loop itself, when both are pipes or sockets.
 
     The SDK's stdio transport reads and writes through a worker thread per line (three
     thread hops per request: ~1-2 ms on a busy machine). Here the wire moves to private
     descriptors read and written by the asyncio loop; as in the SDK, fd 0 then reads the
     null device and fd 1 writes to stderr (stray output of handlers or children never
-    reaches the wire), and both are restored on exit. Yields None (the SDK's own
+    reaches the wire), and both are restored on exit. A line over ``limit`` bytes (the
+    manifest's ``max_message_mb``) is dropped as it is read and yielded as an
+    :class:`~icore.mcp._stdio_lines.Oversized` (answered, never parsed). Yields None (the SDK's own
     transport is used) on another event loop or when stdin/stdout are not pipes.
     """
     try:
@@ -199,7 +228,7 @@ async def _pipe_stdio() -> AsyncIterator[tuple[Any, Any] | None]:
     wtransport: Any = None
     rtransport: Any = None
     try:
-        reader = asyncio.StreamReader(limit=_LINE_LIMIT, loop=loop)
+        reader = asyncio.StreamReader(limit=limit, loop=loop)
         rtransport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), rfile)
         wtransport, wproto = await loop.connect_write_pipe(
@@ -253,7 +282,8 @@ def token_verifier(manifest: GatewayManifest) -> StaticTokens | None:
     """The verifier of the manifest's ``http.clients`` (None: no clients declared).
 
     Raises:
-        GatewayManifestError: a ``token_env`` variable is unset or empty.
+        GatewayManifestError: a ``token_env`` variable is unset or empty, or two clients
+            have the same token (both named, with their lines).
     """
     clients = manifest.http.clients
     if not clients:
@@ -271,6 +301,14 @@ def token_verifier(manifest: GatewayManifest) -> StaticTokens | None:
                                  "token_env", variable=c.token_env)
         import hashlib
         digests[name] = hashlib.sha256(value.encode("utf-8")).digest()
+    seen: dict[bytes, str] = {}
+    for name, d in digests.items():  # one token, two clients: whose reads and rights?
+        if (first := seen.setdefault(d, name)) != name:
+            lines = [manifest.line_of("http", "clients", n) for n in (first, name)]
+            raise manifest.error(f"clients {first!r} (line {lines[0]}) and {name!r} (line "
+                                 f"{lines[1]}) have the same token: each client needs its "
+                                 "own (the token is who a request is)", "http", "clients",
+                                 name, clients=[first, name], lines=lines)
     return StaticTokens(digests)
 
 
@@ -467,7 +505,9 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                 auth=AuthSettings.model_validate({
                     "issuer_url": f"http://{_url_host(host)}:{port}",
                     "resource_server_url": None}))
-        config = uvicorn.Config(OrderMiddleware(MessageShape(app, verifier=verifier)),
+        shape = MessageShape(app, max_body=int(manifest.max_message_mb * 2**20),
+                             verifier=verifier)
+        config = uvicorn.Config(OrderMiddleware(shape),
                                 host=host, port=port,
                                 log_level="warning",
                                 lifespan="on", http=_http_parser(),

@@ -33,6 +33,7 @@ from icore._frozen import positional
 from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
+from icore.memory._store_file import refuse_foreign_file
 from icore.records import Record, RecordId, decode_record, encode_record
 
 # records_key (an index on records(key, seq)) was never read, and it cost each commit a
@@ -111,6 +112,7 @@ class SQLiteStore(Store):
         if (bad := path_problem(path)) is not None:  # None, a number, a NUL, a surrogate
             raise StoreError(f"cannot open store: the path {bad}", path=repr(path)[:200])
         self.path = Path(path)
+        refuse_foreign_file(self.path)  # before the lock file, the WAL switch, the tables
         self.exclusive = exclusive
         self._lock = threading.RLock()
         self._depth = 0

@@ -218,6 +218,13 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
         reason = (f"INVALID: {who}, yet a recorded tool output says the call ran: "
                   f"{lineage.ran_anyway.strip()[:160]!r}. An effect no authorization covers "
                   "(or an edited trace).")
+    elif lineage.ran_anyway is not None:  # a "ran" output no decision covers (#29)
+        steps.append(DecisionStepView("ran", "recorded as run, no decision", "bad",
+                                      lineage.ran_anyway))
+        reason = (f"INVALID: a recorded tool output says protected tool "
+                  f"{lineage.title.split(' · ')[0]} ran, beyond the calls the gate "
+                  f"authorized: {lineage.ran_anyway.strip()[:160]!r}. An effect no "
+                  "authorization covers (or an edited trace).")
     if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
         reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."
     if lineage.outcome_unknown and error is None:  # QA qa-crew S4: no result recorded
