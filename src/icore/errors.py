@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import enum
 import re
+import reprlib
 from typing import Any
 
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
@@ -96,6 +97,38 @@ def redact(text: str) -> str:
     if "=" in text:
         text = _SECRET_QUERY.sub(r"\g<name>***", text)
     return text
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 3, 120, 120, 60
+
+
+def brief(value: Any, limit: int = 120) -> str:
+    """``repr(value)`` for an error message: at most ``limit`` characters, never raises.
+
+    A caller's bad value may be a 30 MB string, a 10,000-deep list (``repr`` overflows
+    the stack), an int past Python's 4300-digit str limit, or an object whose
+    ``__repr__`` raises: each would turn a typed refusal into a traceback (issue 29).
+    Those show as a cut repr, ``<int of N bits>`` or ``<TypeName>``.
+    """
+    if isinstance(value, int) and value.bit_length() > 4000:
+        return f"<int of {value.bit_length()} bits>"
+    try:
+        text = _BRIEF.repr(value)
+    except Exception:  # a __repr__ that raises, a stack overflow
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:max(0, limit - 3)] + "..."
+
+
+def _field_text(v: Any) -> str:
+    """``repr(v)`` of an error's field; :func:`brief` where repr would fail, cut past 4000."""
+    if isinstance(v, int) and v.bit_length() > 4000:
+        return brief(v)
+    try:
+        text = repr(v)
+    except Exception:  # a __repr__ that raises, a stack overflow
+        return brief(v, 400)
+    return text if len(text) <= 4000 else text[:3997] + "..."
 
 
 def _redacted(v: Any) -> Any:
@@ -198,7 +231,7 @@ class IcoreError(Exception):
         """The message followed by the fields as ``(k=v, ...)`` when there are any."""
         if not self.fields:
             return self.message
-        ctx = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
+        ctx = ", ".join(f"{k}={_field_text(v)}" for k, v in self.fields.items())
         return f"{self.message} ({ctx})"
 
 

@@ -60,8 +60,10 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
             ``functools.partial``, a generator function (sync or async), an unbound method
             (``Cls.method``: its ``self`` would be a model argument), a lambda or a
             callable object without ``__name__`` (when ``tool`` names nothing), has no
-            signature, or takes ``*args`` / ``**kwargs`` / positional-only parameters
-            (the schema could not name the arguments the plan binds).
+            signature, has an annotation that names nothing (``x: 'Nowhere'``: the
+            schema could not be built), or takes ``*args`` / ``**kwargs`` /
+            positional-only parameters (the schema could not name the arguments the plan
+            binds).
     """
     name = tool or getattr(fn, "__name__", type(fn).__name__)
     if fn is None or not callable(fn):
@@ -88,6 +90,7 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
         raise IntegrationError("the tool function has no readable signature",
                                framework=framework, tool=name, error=str(exc)) from None
     skipped = set(skip)
+    _check_hints(fn, sig, framework=framework, tool=name, skipped=skipped)
     if "self" not in skipped and (owner := _unbound_owner(fn, sig)) is not None:
         raise IntegrationError(f"an unbound method ({owner}.{fn.__name__}, taken from the "
                                "class) cannot be a fenced tool: its 'self' would become an "
@@ -114,6 +117,43 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
                                fix="pass a function or a bound method (obj.ship), or the "
                                "framework's tool built from obj.__call__ with name='ship'")
     return sig
+
+
+def _check_hints(fn: Callable[..., Any], sig: inspect.Signature, *, framework: str,
+                 tool: str, skipped: set[str]) -> None:
+    """Refuse a tool whose parameter annotations cannot be resolved (issue 29).
+
+    The frameworks resolve them when they build the schema and raise a NameError or a
+    pydantic ``PydanticUserError`` from inside their own code; this names the parameter.
+    """
+    target = inspect.unwrap(getattr(fn, "__func__", fn))
+    if not isinstance(getattr(target, "__annotations__", None), Mapping):
+        return
+    try:  # the frameworks resolve every annotation, the return's too (LangChain, Agents)
+        get_type_hints(target, include_extras=True)
+    except Exception as exc:  # NameError, TypeError, SyntaxError of a string annotation
+        params = [p.name for p in sig.parameters.values() if p.name not in skipped
+                  and isinstance(p.annotation, str)] or \
+            [p.name for p in sig.parameters.values() if p.name not in skipped]
+        raise IntegrationError("an annotation of the tool function names nothing that "
+                               "can be resolved, so no argument schema can be built",
+                               framework=framework, tool=tool, parameters=params,
+                               error=f"{type(exc).__name__}: {exc}"[:160],
+                               fix="import the annotated type where the function is "
+                               "defined, or annotate with a type that exists") from None
+
+
+def schema_failed(exc: Exception, *, framework: str, tool: str) -> IntegrationError:
+    """The typed error of a framework that cannot build a tool's argument schema.
+
+    ``function_tool`` / ``ag2.tool`` raise pydantic's ``PydanticUserError`` (e.g. a
+    ``PydanticSchemaGenerationError`` for a parameter annotated ``threading.Lock``).
+    """
+    return IntegrationError("the framework cannot build the tool's argument schema from "
+                            "its annotations", framework=framework, tool=tool,
+                            error=f"{type(exc).__name__}: {exc}"[:200],
+                            fix="annotate each parameter with a JSON type (str, int, "
+                            "float, bool, list, dict, a pydantic model)")
 
 
 def signature_model(fn: Callable[..., Any], *, name: str | None = None,
