@@ -109,7 +109,7 @@ def brief(value: Any, limit: int = 120) -> str:
     A caller's bad value may be a 30 MB string, a 10,000-deep list (``repr`` overflows
     the stack), an int past Python's 4300-digit str limit, or an object whose
     ``__repr__`` raises: each would turn a typed refusal into a traceback (issue 29).
-    Those show as a cut repr, ``<int of N bits>`` or ``<TypeName>``.
+    Those show as a cut repr, ``<int of N bits>`` or ``<TypeName ...>``.
     """
     if isinstance(value, int) and value.bit_length() > 4000:
         return f"<int of {value.bit_length()} bits>"
@@ -131,11 +131,13 @@ def _field_text(v: Any) -> str:
     return text if len(text) <= 4000 else text[:3997] + "..."
 
 
-def _redacted(v: Any) -> Any:
+def _redacted(v: Any, depth: int = 0) -> Any:
     if isinstance(v, str):
         return redact(v)
     if isinstance(v, list | tuple):
-        return type(v)(_redacted(x) for x in v)
+        if depth > 32:  # deeper than any context icore builds: its outline only
+            return brief(v)
+        return type(v)(_redacted(x, depth + 1) for x in v)
     return v
 
 
