@@ -63,7 +63,10 @@ def _lock(city: Opaque) -> str:
 def test_an_annotation_that_names_nothing_is_refused_when_wrapping(
         fw: str, fn: Callable[..., Any]) -> None:
     ws = Workspace({"k/*": "o"})
-    with pytest.raises(IntegrationError, match="annotation") as ei:
+    if fw == "ag2" and fn is _return_ref:  # AG2 reads the parameters only: it wraps
+        WRAPPERS[fw](fn, depends_on={"k/1"}, agent=ws.agent("a"))
+        return
+    with pytest.raises(IntegrationError, match="annotations") as ei:
         WRAPPERS[fw](fn, depends_on={"k/1"}, agent=ws.agent("a"))
     assert ei.value.fields["tool"] == fn.__name__ and ei.value.fields["framework"] == fw
 
@@ -115,10 +118,13 @@ def _record_and_audit(tmp_path: Path, call: Callable[[RunRecorder, Any], Any],
     """``call`` refuses typed, or the run writes and audits."""
     r = RunRecorder("r")
     r.add("u", "task", "q")
+    refused: IntegrationError | None = None
     try:
         call(r, value)
     except IntegrationError as exc:
-        assert str(exc) and exc.fields.get("argument")  # str() itself never raises
+        refused = exc
+    if refused is not None:
+        assert str(refused) and refused.fields.get("argument")  # str() never raises
         return
     p = r.write(tmp_path / "run.jsonl", overwrite=True)
     for line in p.read_text(encoding="utf-8").splitlines():

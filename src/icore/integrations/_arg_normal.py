@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.errors import PydanticUserError
 
 from icore.errors import IntegrationError
 from icore.records import JSONValue
@@ -60,10 +61,8 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
             ``functools.partial``, a generator function (sync or async), an unbound method
             (``Cls.method``: its ``self`` would be a model argument), a lambda or a
             callable object without ``__name__`` (when ``tool`` names nothing), has no
-            signature, has an annotation that names nothing (``x: 'Nowhere'``: the
-            schema could not be built), or takes ``*args`` / ``**kwargs`` /
-            positional-only parameters (the schema could not name the arguments the plan
-            binds).
+            signature, or takes ``*args`` / ``**kwargs`` / positional-only parameters
+            (the schema could not name the arguments the plan binds).
     """
     name = tool or getattr(fn, "__name__", type(fn).__name__)
     if fn is None or not callable(fn):
@@ -90,7 +89,6 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
         raise IntegrationError("the tool function has no readable signature",
                                framework=framework, tool=name, error=str(exc)) from None
     skipped = set(skip)
-    _check_hints(fn, sig, framework=framework, tool=name, skipped=skipped)
     if "self" not in skipped and (owner := _unbound_owner(fn, sig)) is not None:
         raise IntegrationError(f"an unbound method ({owner}.{fn.__name__}, taken from the "
                                "class) cannot be a fenced tool: its 'self' would become an "
@@ -119,35 +117,18 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
     return sig
 
 
-def _check_hints(fn: Callable[..., Any], sig: inspect.Signature, *, framework: str,
-                 tool: str, skipped: set[str]) -> None:
-    """Refuse a tool whose parameter annotations cannot be resolved (issue 29).
-
-    The frameworks resolve them when they build the schema and raise a NameError or a
-    pydantic ``PydanticUserError`` from inside their own code; this names the parameter.
-    """
-    target = inspect.unwrap(getattr(fn, "__func__", fn))
-    if not isinstance(getattr(target, "__annotations__", None), Mapping):
-        return
-    try:  # the frameworks resolve every annotation, the return's too (LangChain, Agents)
-        get_type_hints(target, include_extras=True)
-    except Exception as exc:  # NameError, TypeError, SyntaxError of a string annotation
-        params = [p.name for p in sig.parameters.values() if p.name not in skipped
-                  and isinstance(p.annotation, str)] or \
-            [p.name for p in sig.parameters.values() if p.name not in skipped]
-        raise IntegrationError("an annotation of the tool function names nothing that "
-                               "can be resolved, so no argument schema can be built",
-                               framework=framework, tool=tool, parameters=params,
-                               error=f"{type(exc).__name__}: {exc}"[:160],
-                               fix="import the annotated type where the function is "
-                               "defined, or annotate with a type that exists") from None
+SCHEMA_ERRORS = (NameError, SyntaxError, PydanticUserError)
+"""What a framework raises when it cannot build a tool's schema from its annotations."""
 
 
 def schema_failed(exc: Exception, *, framework: str, tool: str) -> IntegrationError:
-    """The typed error of a framework that cannot build a tool's argument schema.
+    """The typed error of a framework that cannot build a tool's argument schema (#29).
 
-    ``function_tool`` / ``ag2.tool`` raise pydantic's ``PydanticUserError`` (e.g. a
-    ``PydanticSchemaGenerationError`` for a parameter annotated ``threading.Lock``).
+    LangChain's ``tool``, the Agents SDK's ``function_tool`` and ``ag2.tool`` resolve the
+    annotations (the return's too): one that names nothing (``x: "Nowhere"``) raises a
+    NameError or SyntaxError, a type pydantic has no schema for (a plain class) a
+    ``PydanticUserError``. Only what the framework itself refuses is refused: a type
+    defined in a function, which ``typing.get_type_hints`` cannot see, may still work.
     """
     return IntegrationError("the framework cannot build the tool's argument schema from "
                             "its annotations", framework=framework, tool=tool,

@@ -17,12 +17,11 @@ from typing import Any
 from ag2 import Agent as Ag2Agent
 from ag2 import tool as ag2_tool
 from ag2.tools.types import FunctionTool
-from pydantic.errors import PydanticUserError
 
 from icore.errors import IntegrationError
 from icore.fence import Fence
 from icore.integrations import ArgNormalizer, check_tool_function
-from icore.integrations._arg_normal import schema_failed
+from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._fenced import agent_error
 from icore.workspace import Agent as TeamAgent
 
@@ -73,7 +72,7 @@ def as_tool(tool: FunctionTool | Callable[..., Any]) -> FunctionTool:
                                fix="fenced_tool(tool(obj.__call__, name='book'), ...)")
     try:
         return ag2_tool(tool)
-    except PydanticUserError as exc:
+    except SCHEMA_ERRORS as exc:
         raise schema_failed(exc, framework="ag2", tool=getattr(tool, "__name__", "")) from None
 
 

@@ -60,7 +60,6 @@ from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
 from agents.tracing.spans import NoOpSpan
-from pydantic.errors import PydanticUserError
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
 from icore.fence import (
@@ -85,7 +84,7 @@ from icore.integrations._approvals import (
     fence_changed,
     record_changed,
 )
-from icore.integrations._arg_normal import schema_failed
+from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import invalid_args_message, refused_args
 from icore.integrations._context import (
     ContextRoots,
@@ -298,7 +297,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                             skip=[p for p in _ctx_params(tool)])
         try:
             tool = function_tool(tool)
-        except PydanticUserError as exc:
+        except SCHEMA_ERRORS as exc:
             raise schema_failed(exc, framework="openai_agents",
                                 tool=getattr(tool, "__name__", "")) from None
     base = tool
