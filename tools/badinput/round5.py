@@ -283,7 +283,7 @@ reqs = [("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
         ("ping", {})]
 for i, (m, params) in enumerate(reqs, start=1):
     send({"jsonrpc": "2.0", "id": i, "method": m, "params": params})
-    msg = answer(i, 40)
+    msg = answer(i, 90 if i == 1 else 40)  # the gateway itself waits 30 s at start
     if msg is None:
         print(f"CLOSED the gateway closed stdout at request {i} ({m})")
         fin(0 if i == 1 else 9)
