@@ -139,6 +139,14 @@ ws = Workspace({'k/*': 'o'}); ws.put('k/1', 1)
 ag = ws.agent('a')
 """
 
+_WRAP = """try:
+    W = {fn}(T, depends_on=DEPS, agent=ag)
+except IcoreError as e:
+    print('TYPED', type(e).__name__, e); sys.exit(1)
+with ag.scope('c1'):
+    ag.read('k/1')
+"""
+
 _CALL = {
     "lg": """
 from icore.integrations.langgraph import fenced_tool
@@ -149,14 +157,8 @@ from langgraph.prebuilt import ToolNode
 from langchain_core.messages import AIMessage
 class S(TypedDict, total=False):
     messages: Annotated[list, add_messages]
-try:
-    W = fenced_tool(T, depends_on=DEPS, agent=ag)
-except IcoreError as e:
-    print('TYPED', type(e).__name__, e); sys.exit(1)
-g = StateGraph(S); g.add_node('tools', ToolNode([W])); g.add_edge(START, 'tools')
-g.add_edge('tools', END); app = g.compile()
-with ag.scope('c1'):
-    ag.read('k/1')
+""" + _WRAP.format(fn="fenced_tool") + """g = StateGraph(S); g.add_node('tools', ToolNode([W]))
+g.add_edge(START, 'tools'); g.add_edge('tools', END); app = g.compile()
 try:
   with ag.scope('c1'):
     out = app.invoke({'messages': [AIMessage('', tool_calls=[{'name': W.name, 'args': ARGS,
@@ -169,13 +171,7 @@ except IcoreError as e:
     "oa": """
 from icore.integrations.openai_agents import fenced_function_tool
 from agents.tool_context import ToolContext
-try:
-    W = fenced_function_tool(T, depends_on=DEPS, agent=ag)
-except IcoreError as e:
-    print('TYPED', type(e).__name__, e); sys.exit(1)
-with ag.scope('c1'):
-    ag.read('k/1')
-try:
+""" + _WRAP.format(fn="fenced_function_tool") + """try:
     text = json.dumps(ARGS)
 except (ValueError, RecursionError):
     text = '{"city": NaN, ' + '"d": ' + '[' * 5000 + ']' * 5000 + '}'
@@ -191,13 +187,7 @@ except IcoreError as e:
 """,
     "ag2": """
 from icore.integrations.ag2 import fenced_tool
-try:
-    W = fenced_tool(T, depends_on=DEPS, agent=ag)
-except IcoreError as e:
-    print('TYPED', type(e).__name__, e); sys.exit(1)
-with ag.scope('c1'):
-    ag.read('k/1')
-print('WRAPPED', type(W).__name__)
+""" + _WRAP.format(fn="fenced_tool") + """print('WRAPPED', type(W).__name__)
 """,
 }
 
@@ -305,6 +295,21 @@ _SCHEMAS = ["schema-null", "schema-string", "schema-props-list", "schema-require
             "schema-tools-null", "schema-desc-obj", "schema-deep", "schema-surrogate"]
 
 
+def _fake_gateway(d: Path, mode: str, timeout_s: float) -> tuple[Path, Path]:
+    """A gateway manifest in ``d`` in front of :mod:`fake_upstream` in ``mode``; its driver."""
+    shutil.copy(_FAKE, d / "fake.py")
+    doc = _gateway_doc()
+    doc["upstreams"]["notes"].update(command=sys.executable, args=["fake.py", mode],
+                                    timeout_s=timeout_s)
+    doc["trace"] = "trace.jsonl"
+    doc["store"] = {"backend": "sqlite", "path": "facts"}
+    man = d / "gw.yaml"
+    man.write_text(yaml.safe_dump(doc))
+    drv = d / "drive.py"
+    drv.write_text(_DRIVER)
+    return man, drv
+
+
 def gw_upstream(b: Builder, per_seed: int = 40) -> None:
     """A gateway in front of an upstream that misbehaves at one request."""
     modes = [f"{m}:{h}" for m in _METHODS for h in _MISBEHAVE]
@@ -313,17 +318,8 @@ def gw_upstream(b: Builder, per_seed: int = 40) -> None:
     for mode in sorted(picked):
         cid = f"gwup/{mode}"
         d = b._dir(cid)
-        shutil.copy(_FAKE, d / "fake.py")
         (d / "keep.txt").write_text("the user's own file\n")
-        doc = _gateway_doc()
-        doc["upstreams"]["notes"].update(command=sys.executable, args=["fake.py", mode],
-                                        timeout_s=5)
-        doc["trace"] = "trace.jsonl"
-        doc["store"] = {"backend": "sqlite", "path": "facts"}
-        man = d / "gw.yaml"
-        man.write_text(yaml.safe_dump(doc))
-        drv = d / "drive.py"
-        drv.write_text(_DRIVER)
+        man, drv = _fake_gateway(d, mode, 5)
         b.cases.append(Case(cid, "gw-upstream", ["PY", f"import runpy, sys; sys.argv = "
                                                  f"[{str(drv)!r}, {str(man)!r}, "
                                                  f"{str(d / 'trace.jsonl')!r}]; "
@@ -665,16 +661,7 @@ def gateway_trace(work: Path) -> Path | None:
     import subprocess
     d = work / "seed-gw"
     d.mkdir(parents=True, exist_ok=True)
-    shutil.copy(_FAKE, d / "fake.py")
-    doc = _gateway_doc()
-    doc["upstreams"]["notes"].update(command=sys.executable, args=["fake.py", "none:none"],
-                                    timeout_s=10)
-    doc["trace"] = "trace.jsonl"
-    doc["store"] = {"backend": "sqlite", "path": "facts"}
-    man = d / "gw.yaml"
-    man.write_text(yaml.safe_dump(doc))
-    drv = d / "drive.py"
-    drv.write_text(_DRIVER)
+    man, drv = _fake_gateway(d, "none:none", 10)
     subprocess.run([sys.executable, str(drv), str(man), str(d / "trace.jsonl")],
                    capture_output=True, timeout=300)
     return d / "trace.jsonl" if (d / "trace.jsonl").is_file() else None
