@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import enum
 import re
+import reprlib
 from typing import Any
 
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
@@ -98,11 +99,45 @@ def redact(text: str) -> str:
     return text
 
 
-def _redacted(v: Any) -> Any:
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 3, 120, 120, 60
+
+
+def brief(value: Any, limit: int = 120) -> str:
+    """``repr(value)`` for an error message: at most ``limit`` characters, never raises.
+
+    A caller's bad value may be a 30 MB string, a 10,000-deep list (``repr`` overflows
+    the stack), an int past Python's 4300-digit str limit, or an object whose
+    ``__repr__`` raises: each would turn a typed refusal into a traceback (issue 29).
+    Those show as a cut repr, ``<int of N bits>`` or ``<TypeName ...>``.
+    """
+    if isinstance(value, int) and value.bit_length() > 4000:
+        return f"<int of {value.bit_length()} bits>"
+    try:
+        text = _BRIEF.repr(value)
+    except Exception:  # a __repr__ that raises, a stack overflow
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:max(0, limit - 3)] + "..."
+
+
+def _field_text(v: Any) -> str:
+    """``repr(v)`` of an error's field; :func:`brief` where repr would fail, cut past 4000."""
+    if isinstance(v, int) and v.bit_length() > 4000:
+        return brief(v)
+    try:
+        text = repr(v)
+    except Exception:  # a __repr__ that raises, a stack overflow
+        return brief(v, 400)
+    return text if len(text) <= 4000 else text[:3997] + "..."
+
+
+def _redacted(v: Any, depth: int = 0) -> Any:
     if isinstance(v, str):
         return redact(v)
     if isinstance(v, list | tuple):
-        return type(v)(_redacted(x) for x in v)
+        if depth > 32:  # deeper than any context icore builds: its outline only
+            return brief(v)
+        return type(v)(_redacted(x, depth + 1) for x in v)
     return v
 
 
@@ -198,7 +233,7 @@ class IcoreError(Exception):
         """The message followed by the fields as ``(k=v, ...)`` when there are any."""
         if not self.fields:
             return self.message
-        ctx = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
+        ctx = ", ".join(f"{k}={_field_text(v)}" for k, v in self.fields.items())
         return f"{self.message} ({ctx})"
 
 

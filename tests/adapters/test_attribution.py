@@ -409,6 +409,19 @@ def test_llm_bad_reply_falls_back(captain: dict[str, Any]) -> None:
         LLMAttributor(LLMSettings(base_url=srv.url), mode="vibes")
 
 
+@pytest.mark.parametrize("step", ["\u00b2", "\u0661", " \u0663 "])
+def test_llm_step_in_other_digits_falls_back(captain: dict[str, Any], step: str) -> None:
+    """A reply's step in non-ASCII digits ("²": isdigit, int() raises) is no step (#29)."""
+    reply = json.dumps({"agent": "nobody", "step": step, "reason": "x"})
+    srv = _FakeChat(lambda _u: reply)
+    try:
+        att = LLMAttributor(LLMSettings(base_url=srv.url, model="fake"), mode="all-at-once")
+        a = att.attribute(_c(captain))
+        assert a is not None and "fallback" in a.rule
+    finally:
+        srv.close()
+
+
 def test_llm_rows_in_the_table(fake_chat: _FakeChat,
                                make_captain: Callable[..., dict[str, Any]]) -> None:
     """The bench adds an out-of-fold LLM row per subset."""

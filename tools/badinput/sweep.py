@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import api_types, cli_cases, names_env, round4, surfaces
+from . import api_types, cli_cases, names_env, round4, round5, surfaces
 from .cases import SECRET, Builder, Case
 
 ROOT = Path(os.environ.get("ICORE_REPO") or Path(__file__).resolve().parents[2])
@@ -180,6 +180,7 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     api_types.api_types(b)
     names_env.all_families(b)
     round4.all_families(b)
+    round5.all_families(b, work)
     return b.cases
 
 
@@ -193,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="run only case ids starting with one of "
                     "these comma-separated prefixes (e.g. gateway/,http/,ws/,rec/,conc/,apitype/,"
-                    "names/,env/,gwstart/,odd/,envo/,bench2/,rnames/,apimore/)")
+                    "names/,env/,gwstart/,odd/,envo/,bench2/,rnames/,apimore/; round 5: "
+                    "wrap/,gwup/,gwflags/,recedit/,outp/,recval/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "

@@ -153,7 +153,7 @@ class LLMAttributor:
         if got is None:
             return None
         agent, step = got.get("agent"), got.get("step")
-        if isinstance(step, str) and step.strip().isdigit():
+        if isinstance(step, str) and step.strip().isascii() and step.strip().isdigit():
             step = int(step)
         by_step = {c.step: c for c in cands}
         if isinstance(step, int) and step in by_step:

@@ -44,7 +44,7 @@ class _RedactingFormatter(logging.Formatter):
 
 def _host_port(value: str) -> tuple[str, int]:
     import socket
-    m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d+)", value.strip())
+    m = re.fullmatch(r"\[?([^\]]*?)\]?:([0-9]+)", value.strip())  # ASCII digits only
     if m is None or not m.group(1):
         raise typer.BadParameter("use HOST:PORT, e.g. 127.0.0.1:8808", param_hint="--http")
     if not 0 <= int(m.group(2)[:6]) <= 65535:

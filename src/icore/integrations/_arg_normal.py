@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.errors import PydanticUserError
 
 from icore.errors import IntegrationError
 from icore.records import JSONValue
@@ -114,6 +115,26 @@ def check_tool_function(fn: Any, *, framework: str, tool: str | None = None,
                                fix="pass a function or a bound method (obj.ship), or the "
                                "framework's tool built from obj.__call__ with name='ship'")
     return sig
+
+
+SCHEMA_ERRORS = (NameError, SyntaxError, PydanticUserError)
+"""What a framework raises when it cannot build a tool's schema from its annotations."""
+
+
+def schema_failed(exc: Exception, *, framework: str, tool: str) -> IntegrationError:
+    """The typed error of a framework that cannot build a tool's argument schema (#29).
+
+    LangChain's ``tool``, the Agents SDK's ``function_tool`` and ``ag2.tool`` resolve the
+    annotations (the return's too): one that names nothing (``x: "Nowhere"``) raises a
+    NameError or SyntaxError, a type pydantic has no schema for (a plain class) a
+    ``PydanticUserError``. Only what the framework itself refuses is refused: a type
+    defined in a function, which ``typing.get_type_hints`` cannot see, may still work.
+    """
+    return IntegrationError("the framework cannot build the tool's argument schema from "
+                            "its annotations", framework=framework, tool=tool,
+                            error=f"{type(exc).__name__}: {exc}"[:200],
+                            fix="annotate each parameter with a JSON type (str, int, "
+                            "float, bool, list, dict, a pydantic model)")
 
 
 def signature_model(fn: Callable[..., Any], *, name: str | None = None,

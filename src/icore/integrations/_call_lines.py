@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icore.errors import IntegrationError
+from icore.errors import IntegrationError, brief
 from icore.fence import ACTION_FIELD, ActionResult, GateDecision, Outcome
 from icore.integrations._trace_data import MAX_CONTENT_CHARS, jsonable
 from icore.records import Lookup, Record, RecordId
@@ -153,7 +153,7 @@ def call_args(agent: Any, tool: Any, args: Any) -> None:
     for name, v in (("agent", agent), ("tool", tool)):
         if not isinstance(v, str) or not v:
             raise IntegrationError(f"{name} must be a non-empty string, not "
-                                   f"{type(v).__name__} {v!r}"[:160], argument=name)
+                                   f"{type(v).__name__} {brief(v)}"[:160], argument=name)
     if args is not None and not isinstance(args, Mapping):
         raise IntegrationError(f"args must be the call's arguments (a mapping) or None, "
                                f"not {type(args).__name__}", argument="args")

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -60,7 +59,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from icore.errors import IntegrationError
+from icore.errors import IntegrationError, brief
 from icore.fence import ActionResult, GateDecision, Reason
 from icore.integrations._call_lines import (
     after_gate,
@@ -71,7 +70,7 @@ from icore.integrations._call_lines import (
 )
 from icore.integrations._failed import Failed
 from icore.integrations._run_file import write_run
-from icore.integrations._trace_data import jsonable, text_of
+from icore.integrations._trace_data import finite, jsonable, text_of
 from icore.records import Lookup, RecordId
 
 if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
@@ -129,10 +128,11 @@ def _text_arg(value: Any, name: str, *, optional: bool = False,
     """
     if isinstance(value, str) or (optional and value is None):
         return value
-    if numbers and isinstance(value, int | float) and not isinstance(value, bool):
+    if numbers and isinstance(value, int | float) and not isinstance(value, bool) and \
+            not (isinstance(value, int) and value.bit_length() > 4000):
         return str(value)
     raise IntegrationError(f"{name} must be a string{' or None' if optional else ''}, not "
-                           f"{type(value).__name__} {value!r}"[:160], argument=name)
+                           f"{type(value).__name__} {brief(value)}"[:160], argument=name)
 
 
 def _agents_arg(agents: Any) -> dict[str, str]:
@@ -145,10 +145,11 @@ def _agents_arg(agents: Any) -> dict[str, str]:
         return {}
     if not isinstance(agents, Mapping):
         raise IntegrationError(f"agents must be a mapping of agent id -> description, not "
-                               f"{type(agents).__name__} {agents!r}"[:160], argument="agents")
+                               f"{type(agents).__name__} {brief(agents)}"[:160], argument="agents")
     for k, v in agents.items():
         if not isinstance(k, str) or not isinstance(v, str):
-            raise IntegrationError(f"agents must map strings to strings: {k!r}: {v!r}"[:160],
+            raise IntegrationError(f"agents must map strings to strings: {brief(k)}: "
+                                   f"{brief(v)}"[:160],
                                    argument="agents")
     return dict(agents)
 
@@ -171,7 +172,7 @@ def _outcome(value: Any) -> bool | None:
     if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
         return bool(value)
     raise IntegrationError(f"succeeded must be True, False or None, not "
-                           f"{type(value).__name__} {value!r}"[:160], argument="succeeded")
+                           f"{type(value).__name__} {brief(value)}"[:160], argument="succeeded")
 
 
 def _line_args(agent: Any, kind: Any, at: Any = None) -> None:
@@ -183,15 +184,15 @@ def _line_args(agent: Any, kind: Any, at: Any = None) -> None:
             names which).
     """
     if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)
-                           or not math.isfinite(at)):
+                           or not finite(at)):
         raise IntegrationError(f"at is the event's time in seconds since the epoch (a "
-                               f"finite number), not {type(at).__name__} {at!r}"[:160],
+                               f"finite number), not {type(at).__name__} {brief(at)}"[:160],
                                argument="at")
     if not isinstance(agent, str) or not agent:
         raise IntegrationError(f"agent must be a non-empty string, not "
-                               f"{type(agent).__name__} {agent!r}"[:160], argument="agent")
+                               f"{type(agent).__name__} {brief(agent)}"[:160], argument="agent")
     if not isinstance(kind, str) or kind not in _KIND_NAMES:
-        raise IntegrationError(f"unknown kind {kind!r}; use one of "
+        raise IntegrationError(f"unknown kind {brief(kind)}; use one of "
                                f"{', '.join(sorted(_KIND_NAMES))}"[:200], argument="kind")
 
 
@@ -228,7 +229,7 @@ class RunRecorder:
                  agents: Mapping[str, str] | None = None, orchestrator: str | None = None,
                  ground_truth: str | None = None, succeeded: bool | None = None) -> None:
         if not isinstance(run_id, str) or not run_id.strip():
-            raise IntegrationError(f"run_id must be a non-empty string, not {run_id!r}"[:120],
+            raise IntegrationError(f"run_id must be a non-empty string, not {brief(run_id)}"[:120],
                                    argument="run_id")
         self.run_id = run_id
         self.question = _text_arg(question, "question", numbers=True) or ""
@@ -316,7 +317,7 @@ class RunRecorder:
             v = fields.get(flag)
             if v is not None and not isinstance(v, bool):
                 raise IntegrationError(f"{flag} must be True or False, not "
-                                       f"{type(v).__name__} {v!r}"[:160], argument=flag)
+                                       f"{type(v).__name__} {brief(v)}"[:160], argument=flag)
         line: dict[str, Any] = {"agent": agent, "kind": kind, "content": text_of(content)}
         line.update({k: jsonable(v) for k, v in fields.items() if v is not None})
         when = time.time() if at is None else at

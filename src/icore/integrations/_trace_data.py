@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from icore.errors import brief
+
 MAX_CONTENT_CHARS = 20_000
 """Longer contents (a tool's raw output) are cut to this many characters in the trace."""
 
@@ -32,12 +34,14 @@ def plain_data(value: Any, _depth: int = 0) -> Any:
     than 32 levels is kept as its ``str`` (:data:`DEEP` when even that recurses too
     deeply): never raises ``RecursionError``.
     """
+    if isinstance(value, int) and value.bit_length() > 4000:
+        return brief(value)  # past Python's int/str limit: json.dumps would raise
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if _depth > _MAX_DEPTH:
         return _str(value)
     if isinstance(value, Mapping):
-        return {str(k): plain_data(v, _depth + 1) for k, v in value.items()}
+        return {_str(k): plain_data(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [plain_data(v, _depth + 1) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -48,10 +52,18 @@ def plain_data(value: Any, _depth: int = 0) -> Any:
         try:
             return plain_data(dump(mode="json"), _depth + 1)
         except Exception:
-            return str(value)
+            return _str(value)
     if isinstance(value, enum.Enum):
         return plain_data(value.value, _depth + 1)
-    return str(value)
+    return _str(value)
+
+
+def finite(x: float) -> bool:
+    """``math.isfinite``, False for an int too large for a float (not an OverflowError)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 DEEP = "<nested too deeply to record>"
@@ -59,11 +71,17 @@ DEEP = "<nested too deeply to record>"
 
 
 def _str(value: Any) -> str:
-    """``str(value)``; :data:`DEEP` when its repr recurses past the interpreter's stack."""
+    """``str(value)``, never raising.
+
+    :data:`DEEP` when its repr recurses past the interpreter's stack, ``<TypeName>`` when
+    its ``__str__`` raises or it is an int past the 4300-digit limit.
+    """
     try:
         return str(value)
     except RecursionError:
         return DEEP
+    except Exception:
+        return brief(value)
 
 
 def text_of(value: Any) -> str:

@@ -21,6 +21,7 @@ from ag2.tools.types import FunctionTool
 from icore.errors import IntegrationError
 from icore.fence import Fence
 from icore.integrations import ArgNormalizer, check_tool_function
+from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._fenced import agent_error
 from icore.workspace import Agent as TeamAgent
 
@@ -69,7 +70,10 @@ def as_tool(tool: FunctionTool | Callable[..., Any]) -> FunctionTool:
                                "object (it has no tool name)", framework="ag2",
                                got=type(tool).__name__,
                                fix="fenced_tool(tool(obj.__call__, name='book'), ...)")
-    return ag2_tool(tool)
+    try:
+        return ag2_tool(tool)
+    except SCHEMA_ERRORS as exc:
+        raise schema_failed(exc, framework="ag2", tool=getattr(tool, "__name__", "")) from None
 
 
 def check_agent(agent: Any, name: str, fence: Fence | None) -> TeamAgent | None:

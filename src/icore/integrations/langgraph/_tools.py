@@ -49,6 +49,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import refused_args
 from icore.integrations._scope_once import one_call
 from icore.integrations.langgraph._fenced_node import (
@@ -96,7 +97,10 @@ def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
                                "the tool's description", framework=_FW, tool=name,
                                fix=f'add a docstring: def {name}(...): """What it does."""')
     # the decorator keeps the signature, so the schema is the function's parameters
-    return as_tool(tool)
+    try:
+        return as_tool(tool)
+    except SCHEMA_ERRORS as exc:
+        raise schema_failed(exc, framework=_FW, tool=name) from None
 
 
 def _handler_recorder(config: Any) -> RunRecorder | None:

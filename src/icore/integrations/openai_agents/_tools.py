@@ -84,6 +84,7 @@ from icore.integrations._approvals import (
     fence_changed,
     record_changed,
 )
+from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import invalid_args_message, refused_args
 from icore.integrations._context import (
     ContextRoots,
@@ -294,7 +295,11 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                                    framework="openai_agents", got=type(tool).__name__)
         check_tool_function(tool, framework="openai_agents",
                             skip=[p for p in _ctx_params(tool)])
-        tool = function_tool(tool)
+        try:
+            tool = function_tool(tool)
+        except SCHEMA_ERRORS as exc:
+            raise schema_failed(exc, framework="openai_agents",
+                                tool=getattr(tool, "__name__", "")) from None
     base = tool
     if on_block not in ("error", "raise"):
         raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block,
