@@ -87,6 +87,13 @@ class TestQuirks:
         """Step indices stored as strings, ints or floats."""
         assert as_step(raw, file="f", field="x") == want
 
+    @pytest.mark.parametrize("raw", ["\u0663", "1\u0662", "\uff13", "\u00b2", "\u0663.0"])
+    def test_as_step_reads_only_ascii_digits(self, raw: str) -> None:
+        """Other scripts' digits (Arabic-Indic, full-width, superscript) are no step index."""
+        with pytest.raises(AdapterError, match="not a step index") as info:
+            as_step(raw, file="f.json", field="steps[0].step")
+        assert info.value.fields["field"] == "steps[0].step"
+
 
 def _err(fn: Callable[[], object]) -> AdapterError:
     with pytest.raises(AdapterError) as info:

@@ -155,6 +155,24 @@ def test_variadic_tools_and_wrong_objects_refused_when_wrapped(trip: Any) -> Non
         fenced_tool("book", fence=trip.fence, depends_on={REQ})  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("name", ["", "   "])
+def test_a_tool_without_a_name_is_refused_when_wrapped(trip: Any, name: str) -> None:
+    """An empty tool name is refused when wrapped, as LangGraph and the Agents SDK do."""
+
+    def book(city: str) -> str:
+        """Book."""
+        return city
+
+    good = fenced_tool(book, fence=trip.fence, depends_on={REQ})
+    assert good.name == "book"
+    book.__name__ = name
+    with pytest.raises(IntegrationError, match="needs a tool with a name") as exc:
+        fenced_tool(book, fence=trip.fence, depends_on={REQ})
+    assert exc.value.fields["framework"] == "ag2"
+    with pytest.raises(IntegrationError, match="needs a tool with a name"):
+        fenced_tool(tool(book), fence=trip.fence, depends_on={REQ})
+
+
 def test_approval_covers_exactly_the_approved_arguments(trip: Any) -> None:
     """AG2's own ``approval_required`` asks the human before the gate; while the human
     decides, the requirement changes; the replan's fresh arguments (Porto) are not what

@@ -425,8 +425,11 @@ def as_step(value: Any, *, file: str, field: str) -> int | None:
         n = int(value)
     elif isinstance(value, str):
         s = value.strip()
+        if not s.isascii():  # int() also reads other scripts' digits ("٣" as 3)
+            raise AdapterError(f"not a step index (ASCII digits): {_short(value)}",
+                               file=file, field=field)
         try:
-            n = int(float(s)) if re.fullmatch(r"\d+(\.0*)?", s) else int(s)
+            n = int(float(s)) if re.fullmatch(r"[0-9]+(\.0*)?", s) else int(s)
         except (ValueError, OverflowError):  # "abc"; 400 digits: float is inf
             raise AdapterError(f"not a step index: {_short(value)}", file=file,
                                field=field) from None

@@ -57,10 +57,10 @@ def as_tool(tool: FunctionTool | Callable[..., Any]) -> FunctionTool:
     Raises:
         IntegrationError: ``tool`` is neither a ``FunctionTool`` nor a function (None,
             a class, a callable object, a ``functools.partial``), or takes ``*args`` /
-            ``**kwargs`` / positional-only parameters.
+            ``**kwargs`` / positional-only parameters; the tool's name is empty.
     """
     if isinstance(tool, FunctionTool):
-        return tool
+        return _named(tool)
     if not callable(tool):
         raise IntegrationError("fenced_tool needs an ag2 tool or a function",
                                framework="ag2", got=type(tool).__name__)
@@ -71,9 +71,23 @@ def as_tool(tool: FunctionTool | Callable[..., Any]) -> FunctionTool:
                                got=type(tool).__name__,
                                fix="fenced_tool(tool(obj.__call__, name='book'), ...)")
     try:
-        return ag2_tool(tool)
+        return _named(ag2_tool(tool))
     except SCHEMA_ERRORS as exc:
         raise schema_failed(exc, framework="ag2", tool=getattr(tool, "__name__", "")) from None
+
+
+def _named(tool: FunctionTool) -> FunctionTool:
+    """``tool`` if its name is a non-empty str (what LangGraph and the Agents SDK require).
+
+    Raises:
+        IntegrationError: the tool's name is empty or only spaces.
+    """
+    name = getattr(tool, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise IntegrationError(f"fenced_tool needs a tool with a name, got {name!r}",
+                               framework="ag2", got=type(tool).__name__,
+                               fix="tool(fn, name='book_room')")
+    return tool
 
 
 def check_agent(agent: Any, name: str, fence: Fence | None) -> TeamAgent | None:
