@@ -208,10 +208,10 @@ class ActiveLayouts(Layouts[Slot]):
             return super().put(Compact(at, tuple(f"a{x}" for x in m.refs())), key, value)
         i = at.get(key)
         if i is not None:
-            s = i << 5
-            return ActiveIds(at, packed & ~(_MASK << s) | n << s)  # type: ignore[arg-type]
-        return ActiveIds(self._layout((*at, key)),  # type: ignore[arg-type]
-                         packed | n << (len(at) << 5))
+            sh = i << 5
+            return ActiveIds(at, packed & ~(_MASK << sh) | n << sh)  # type: ignore[arg-type]
+        packed |= n << (len(at) << 5)
+        return ActiveIds(self._layout((*at, key)), packed)  # type: ignore[arg-type]
 
 
 class _ArrayMap(MutableMapping[K, V]):
