@@ -89,7 +89,8 @@ def test_operations_beyond_the_numbered_ones_are_kept_as_objects() -> None:
     js = [Justification(("m1",), f"op{n}") for n in range(OPS + 2)]
     for n, j in enumerate(js, 1):
         t[f"a{n}"] = j
-    assert t._items[OPS - 1] > 1 and t._items[OPS] == 1 and t._objs == {OPS: js[OPS], OPS + 1: js[OPS + 1]}
+    assert t._items[OPS - 1] > 1 and t._items[OPS] == 1
+    assert t._objs == {OPS: js[OPS], OPS + 1: js[OPS + 1]}
     assert list(t.values()) == js and t._d is None
 
 
