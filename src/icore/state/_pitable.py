@@ -19,9 +19,9 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import fields
-from typing import Any, TypeVar, overload
+from typing import Any
 
-from icore.state._seqtable import RECENT, ListMap
+from icore.state._seqtable import RECENT, SeqTable
 from icore.state._xmodel import Justification
 
 OPS = 255
@@ -31,7 +31,6 @@ EVENT_BITS = 28
 CERT_BITS = 27
 """A certificate number ``j`` packed is below 2^27 (more: kept as the object)."""
 
-D = TypeVar("D")
 _HOLE = 0  # an empty position of the array
 _OBJ = 1  # the object is in ``_objs`` (packed items are 2 + the packed number)
 _CERT_MASK = (1 << CERT_BITS) - 1
@@ -41,7 +40,7 @@ _set_events, _set_operation, _set_certificates, _set_cites = (
     getattr(Justification, f.name).__set__ for f in fields(Justification))
 
 
-class JustificationTable(ListMap[Justification]):
+class JustificationTable(SeqTable[Justification]):
     """Π: assertion id ``a<n>`` -> :class:`~icore.state.Justification`, packed when it can be.
 
     The justification of ``a<n>`` is item ``n - 1`` of an ``array('Q')`` (0: no item).
@@ -58,36 +57,22 @@ class JustificationTable(ListMap[Justification]):
     :class:`Justification`.
     """
 
-    __slots__ = ("_d", "_items", "_last", "_len", "_objs", "_op_num", "_ops", "_p", "_recent")
+    __slots__ = ("_last", "_objs", "_op_num", "_ops", "_recent")
+    _items: array[int]  # type: ignore[assignment]
 
     def __init__(self, prefix: str = "a") -> None:
-        if len(prefix) != 1:
-            raise ValueError(f"a JustificationTable's prefix is one character, not {prefix!r}")
-        self._p = prefix
-        self._items = array("Q")
+        super().__init__(prefix)
+        self._items = array("Q")  # type: ignore[assignment]
         self._objs: dict[int, Justification] = {}  # position -> an item kept as the object
-        self._len = 0
-        self._d: dict[str, Justification] | None = None  # the plain dict, once
         self._recent: list[Justification | None] = []  # the last positions' objects
         self._ops: list[str | None] = [None]  # number -> operation (0: None)
         self._op_num: dict[str | None, int] = {None: 0}
         self._last: tuple[Any, int] = (None, 0)  # (the object, its item)
 
     # ---------------------------------------------------------------- positions
-    def _key(self, i: int) -> str:
-        return f"{self._p}{i + 1}"
-
     def _occupied(self) -> Iterator[int]:
         items = self._items
         return (i for i in range(len(items)) if items[i])
-
-    def _pos(self, key: object) -> int:
-        """The position of ``key``, or -1 when it is no canonical id of this table."""
-        if type(key) is str and key[:1] == self._p:
-            s = key[1:]
-            if s.isdigit() and s.isascii() and s[:1] != "0":
-                return int(s) - 1
-        return -1
 
     def _load(self, i: int) -> Justification:
         """The justification at the occupied position ``i``."""
@@ -113,20 +98,13 @@ class JustificationTable(ListMap[Justification]):
         return j
 
     # ---------------------------------------------------------------- reads
-    @overload
-    def get(self, key: str, /) -> Justification | None: ...
-    @overload
-    def get(self, key: str, default: Justification | D, /) -> Justification | D: ...
-
     def get(self, key: str, default: Any = None, /) -> Any:
         """``self[key]``, or ``default`` when absent (as ``dict.get``)."""
         d = self._d
         if d is not None:
             return d.get(key, default)
-        i = self._pos(key)
-        if 0 <= i < len(self._items) and self._items[i]:
-            return self._load(i)
-        return default
+        i = self._held(key)
+        return default if i < 0 else self._load(i)
 
     def at(self, r: int | str) -> Justification | None:
         """The justification of the assertion ``a<r>`` (``r`` a number), or of the id ``r``."""
@@ -145,18 +123,18 @@ class JustificationTable(ListMap[Justification]):
                 if kept is not None:
                     return kept
             return self._unpack(row)
-        return self.get(r if type(r) is str else f"{self._p}{r}")  # type: ignore[arg-type]
+        return self.get(r if type(r) is str else f"{self._p}{r}")  # type: ignore[arg-type,no-any-return]
 
     def __contains__(self, key: object) -> bool:
         d = self._d
         if d is not None:
             return key in d
-        i = self._pos(key)
-        return 0 <= i < len(self._items) and self._items[i] != _HOLE
+        return self._held(key) >= 0
 
-    def __len__(self) -> int:
-        d = self._d
-        return len(d) if d is not None else self._len
+    def _held(self, key: object) -> int:
+        """The position of ``key``'s item, or -1 when it has none."""
+        i = self._pos(key)
+        return i if 0 <= i < len(self._items) and self._items[i] else -1
 
     # ---------------------------------------------------------------- writes
     def _item(self, value: Justification) -> int:
@@ -242,10 +220,10 @@ class JustificationTable(ListMap[Justification]):
         if d is not None:
             del d[key]
             return
-        i = self._pos(key)
-        items = self._items
-        if not (0 <= i < len(items)) or not items[i]:
+        i = self._held(key)
+        if i < 0:
             raise KeyError(key)
+        items = self._items
         items[i] = _HOLE
         self._objs.pop(i, None)
         recent = self._recent
