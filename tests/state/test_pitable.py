@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icore.state._pitable import OPS, JustificationTable
+from icore.state._pitable import CERT_BITS, EVENT_BITS, OPS, JustificationTable
 from icore.state._refs import cert_num, event_num
 from icore.state._seqtable import RECENT, CertificateTable
 from icore.state._xmodel import Certificate, Justification
@@ -22,11 +22,13 @@ pytestmark = pytest.mark.timeout(120)
 
 _event_ids = st.one_of(
     st.integers(0, 10**6).map(lambda n: f"m{n}"),  # packed
-    st.sampled_from(["m01", "m", "m-1", "m²", "task", "e1", f"m{1 << 40}", "m1x"]),
+    st.sampled_from(["m01", "m", "m-1", "m²", "task", "e1", f"m{1 << 40}", "m1x", "m0",
+                     f"m{(1 << EVENT_BITS) - 1}", f"m{1 << EVENT_BITS}"]),
 )
 _cert_ids = st.one_of(
     st.integers(1, 10**6).map(lambda n: f"c{n}"),
-    st.sampled_from(["c0", "c01", "c", f"c{1 << 32}", "x1"]),
+    st.sampled_from(["c0", "c01", "c", f"c{1 << 32}", "x1", f"c{(1 << CERT_BITS) - 1}",
+                     f"c{1 << CERT_BITS}"]),
 )
 _seq = st.sampled_from([tuple, tuple, tuple, list])  # a list (not from X) is kept as is
 _justifications = st.builds(
@@ -63,11 +65,12 @@ def test_a_packed_justification_reads_back_equal_after_the_recent_window(
     for n in range(2, RECENT + 3):  # push a1 out of the window of objects kept
         t[f"a{n}"] = Justification(("m1",), "submit")
     assert t._d is None and t["a1"] == j and t.at(1) == j
-    packable = (len(j.events) == 1 and event_num(j.events[0]) >= 0 and j.cites == ()
-                and type(j.events) is tuple and type(j.certificates) is tuple
-                and len(j.certificates) <= 1
-                and all(cert_num(c) >= 0 for c in j.certificates))
-    assert (type(t._items[0]) is int) == packable
+    packable = (len(j.events) == 1 and 0 <= event_num(j.events[0]) < 1 << EVENT_BITS
+                and j.cites == () and type(j.events) is tuple
+                and type(j.certificates) is tuple and len(j.certificates) <= 1
+                and all(0 <= cert_num(c) < 1 << CERT_BITS for c in j.certificates))
+    assert (t._items[0] > 1) == packable  # 1: the object, beside the array
+    assert (t._objs.get(0) is j) == (not packable)
     if packable:
         assert t["a1"] is not j  # rebuilt from the number
 
@@ -77,8 +80,7 @@ def test_one_object_written_in_a_row_is_one_number() -> None:
     j = Justification(("m7",), "submit", ("c3",))
     t["a1"] = t["a2"] = j
     t["a3"] = Justification(("m7",), "submit", ("c3",))  # equal, another object
-    assert t._items[0] is t._items[1] and type(t._items[0]) is int
-    assert t._items[0] == t._items[2]
+    assert t._items[0] == t._items[1] == t._items[2] > 1 and t._objs == {}
     assert t._unpack(t._items[0]) == j
 
 
@@ -87,7 +89,8 @@ def test_operations_beyond_the_numbered_ones_are_kept_as_objects() -> None:
     js = [Justification(("m1",), f"op{n}") for n in range(OPS + 2)]
     for n, j in enumerate(js, 1):
         t[f"a{n}"] = j
-    assert type(t._items[OPS - 1]) is int and t._items[OPS] is js[OPS]
+    assert t._items[OPS - 1] > 1 and t._items[OPS] == 1
+    assert t._objs == {OPS: js[OPS], OPS + 1: js[OPS + 1]}
     assert list(t.values()) == js and t._d is None
 
 
@@ -114,7 +117,7 @@ def test_a_trial_leaves_the_justifications_as_they_were(code_review: Any) -> Non
     x.import_assertion(Effect.node("o1", "code"), events=["m1"], operation="introduce",
                        certificates=[c])
     before = dict(x.justifications)
-    assert type(x._t.pi._items[0]) is int  # packed
+    assert x._t.pi._items[0] > 1  # packed
     with x.trial() as y:
         y.import_assertion(Effect.node("o2", "code"), events=["m2"], operation="introduce")
         assert y.justifications["a2"] == Justification(("m2",), "introduce")

@@ -199,3 +199,35 @@ def test_a_value_that_is_not_a_str_is_no_assertion_and_a_subclass_reads_as_its_t
 
     assert ref(2) == NO_ID and ref(None) == NO_ID and ref(b"a2") == NO_ID  # type: ignore[arg-type]
     assert ref(S("a2")) == 2 and type(ref(S("x7"))) is str and ref(S("x7")) == "x7"
+
+
+def test_an_active_map_packs_its_numbers_in_one_int() -> None:
+    layouts = ActiveLayouts()
+    top = f"a{LIMIT - 1}"  # every bit of a slot set: a replacement must clear them all
+    m = layouts.put(layouts.put(layouts.put({}, ("node", ""), top), ("status", ""), top),
+                    ("result", ""), "a7")
+    assert type(m) is ActiveIds and type(m._values) is int
+    m2 = layouts.put(m, ("node", ""), "a1")
+    assert dict(m2) == {("node", ""): "a1", ("status", ""): top, ("result", ""): "a7"}
+    assert list(m2.refs()) == [1, LIMIT - 1, 7] and list(m.refs()) == [LIMIT - 1, LIMIT - 1, 7]
+    assert list(layouts.put(m2, ("status", ""), "a2").refs()) == [1, 2, 7]
+    assert active_ref(m2, ("result", "")) == 7 and len(m2) == 3
+
+
+def test_a_trial_leaves_the_packed_active_maps_as_they_were(code_review: Any) -> None:
+    from icore.state import Effect, State
+
+    x = State(code_review)
+    x.import_assertion(Effect.node("o1", "code"))
+    x.import_assertion(Effect.claim("o1", "done"))
+    o = x.obligations["o1"]
+    before = dict(o.active)
+    assert type(o.active) is ActiveIds and type(o.active._values) is int
+    with x.trial() as y:
+        y.import_assertion(Effect.claim("o1", "done", False))
+        y.import_assertion(Effect.claim("o1", "other"))
+        assert len(y.obligations["o1"].active) == 3
+        assert y.obligations["o1"].active[("claim", "done")] == "a3"
+    after = x.obligations["o1"].active
+    assert dict(after) == before and list(after.refs()) == [1, 2]
+    assert list(after.values()) == ["a1", "a2"]

@@ -22,7 +22,6 @@ from icore.state._seqtable import AssertionTable, CertificateTable, SeqTable
 from icore.state._xmodel import (
     Certificate,
     HardFlag,
-    Justification,
     Obligation,
     Proposal,
     Status,
@@ -68,7 +67,7 @@ class Tables:
         self.assertions: AssertionTable = AssertionTable()  # ids a1, a2, ...: columns
         self.superseded: RefLinks = RefLinks()  # ref -> superseding ref (numbers: _refs)
         # Π
-        self.pi: SeqTable[Justification] = JustificationTable()  # packed numbers: _pitable
+        self.pi = JustificationTable()  # packed numbers: _pitable
         self.certs: SeqTable[Certificate] = CertificateTable()  # c1, c2, ...: columns
         self.revoked: dict[str, int] = {}  # cid -> seq of the revocation entry
         self.certs_by_key: dict[str, set[str]] = {}
