@@ -21,7 +21,6 @@ from icore._msgpack import packer
 from icore.errors import CodecError, RecordError
 from icore.records._record import (
     _NULL_ADDRESS,
-    _QUOTE,
     MAX_CONTENT_BYTES,
     MAX_KEY_LEN,
     MAX_PARENTS,
@@ -29,6 +28,7 @@ from icore.records._record import (
     SCHEMA_VERSION,
     Record,
     _canonical_bounded,
+    _hex_envelope,
     _plain_json,
     canonical_json,
 )
@@ -160,14 +160,9 @@ def plain_record_from_wire(obj: Any) -> Record | None:
     pids = [p.hex() for p in parents]
     c_hex = caddr.hex()
     sup_hex = None if sup is None else sup.hex()
-    # _envelope_json's bytes written from the checked fields (issue 27): the ids are
-    # lowercase hex (no quoting), the integers of exact type (their repr)
-    try:
-        env = (f'{{"c":"{c_hex}","k":{_QUOTE(key)},"n":{size},"o":{_QUOTE(owner)},"p":['
-               + ('"' + '","'.join(pids) + '"' if pids else "")
-               + f'],"s":{seq},"t":{_QUOTE(rtype)},'
-               + ("" if sup_hex is None else f'"u":"{sup_hex}",')
-               + f'"v":{schema}}}').encode("utf-8")
+    try:  # written from the checked fields (issue 27): ids hex, integers of exact type
+        env = _hex_envelope(c_hex, key, size, owner, pids, seq, rtype, sup_hex,
+                           schema).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: _envelope_json gives None too
         return None
     if _SHA256(env).digest() != rid:

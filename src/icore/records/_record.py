@@ -3,10 +3,9 @@
 A record's id is ``sha256`` over the canonical encoding of its metadata envelope:
 schema version, key, owner, owner sequence, ordered parent ids, type, content address
 and content size, plus - only when set - the ``supersedes`` link (so records without one
-keep the ids they always had). The content address is itself ``sha256`` over the canonical encoding
-of the content. So the envelope alone (what a head announcement carries) can be checked
-against its id, and content fetched later can be checked against the envelope.
-Timestamps are not part of a record (design.md 3.1).
+keep the ids they always had). The content address is ``sha256`` over the canonical
+content: the envelope alone (what a head announcement carries) is checked against its id,
+content fetched later against the envelope. Timestamps are not in a record (design.md 3.1).
 """
 
 from __future__ import annotations
@@ -99,12 +98,11 @@ def _canonical_bounded(value: JSONValue) -> bytes:
 def _envelope_json(rec: Record) -> bytes | None:
     """``canonical_json(rec.envelope())`` written out field by field (issue 27), or None.
 
-    The envelope's keys are fixed, so their sorted order is too (``c k n o p s t u v``);
-    strings go through the very string encoder ``json`` uses and integers through
-    ``int.__repr__``, so the bytes are equal (property tests pin it). None - the caller
-    takes the general encoder, which also raises the right error - when a field is not
-    of its exact type (a ``bool`` schema, a ``str`` subclass, a list of parents) or a
-    string does not encode to UTF-8 (a lone surrogate).
+    The keys are fixed, so their sorted order is too (``c k n o p s t u v``); strings go
+    through ``json``'s own string encoder, integers through ``int.__repr__``: the bytes
+    are equal (property tests pin it). None - the general encoder then raises the right
+    error - when a field is not of its exact type (a ``bool`` schema, a ``str`` subclass,
+    a list of parents) or a string does not encode to UTF-8 (a lone surrogate).
     """
     key, owner, rtype, caddr = rec.key, rec.owner, rec.type, rec.content_address
     seq, size, schema, parents, sup = rec.seq, rec.size, rec.schema, rec.parents, rec.supersedes
@@ -175,10 +173,8 @@ def _new_envelope(key: str, owner: str, seq: int, parents: tuple[RecordId, ...],
 
     One pass for the plain case (issue 27): the checks of :func:`_plain_envelope` with
     ``computed=True`` (``caddr`` is a digest, ``size`` a length, the schema the constant;
-    a new record has no id, so no parent can be it), and the bytes of
-    :func:`_envelope_json`; the ids checked to be lowercase hex need no quoting. None
-    when any check fails or a string does not encode: the caller takes the general path,
-    which accepts it or raises the right error.
+    a new record has no id, so no parent can be it), then :func:`_hex_envelope`. None when
+    a check fails: the general path then accepts it or raises the right error.
     """
     if not (type(key) is str and 0 < len(key) <= MAX_KEY_LEN and key.isascii()
             and type(owner) is str and 0 < len(owner) <= MAX_KEY_LEN and owner.isascii()
@@ -190,16 +186,20 @@ def _new_envelope(key: str, owner: str, seq: int, parents: tuple[RecordId, ...],
             return None
     if len(parents) > 1 and len(set(parents)) != len(parents):
         return None
-    if sup is None:
-        tail = ""
-    elif type(sup) is str and len(sup) == 64 and _hex64(sup) and sup not in parents:
-        tail = f'"u":"{sup}",'
-    else:
+    if sup is not None and not (type(sup) is str and len(sup) == 64 and _hex64(sup)
+                                and sup not in parents):
         return None
-    plist = '"' + '","'.join(parents) + '"' if parents else ""
-    text = (f'{{"c":"{caddr}","k":{_QUOTE(key)},"n":{size},"o":{_QUOTE(owner)},'
-            f'"p":[{plist}],"s":{seq},"t":{_QUOTE(rtype)},{tail}"v":{SCHEMA_VERSION}}}')
-    return text.encode("ascii")
+    return _hex_envelope(caddr, key, size, owner, parents, seq, rtype, sup,
+                         SCHEMA_VERSION).encode("ascii")
+
+
+def _hex_envelope(caddr: str, key: str, size: int, owner: str, parents: Sequence[str],
+                  seq: int, rtype: str, sup: str | None, schema: int) -> str:
+    """:func:`_envelope_json`'s text for ids known to be lowercase hex (no quoting)."""
+    return (f'{{"c":"{caddr}","k":{_QUOTE(key)},"n":{size},"o":{_QUOTE(owner)},"p":['
+            + ('"' + '","'.join(parents) + '"' if parents else "") + f'],"s":{seq},'
+            f'"t":{_QUOTE(rtype)},' + ("" if sup is None else f'"u":"{sup}",')
+            + f'"v":{schema}}}')
 
 
 _sha256 = hashlib.sha256
