@@ -318,6 +318,11 @@ def ran_surplus(lineages: Sequence[ActionLineage], steps: Sequence[Step]
             tools.setdefault(a.points[0].entry.action, []).append(i)
     claimed = {(a.points[-1].entry.task, a.points[-1].entry.action)
                for a in lineages if a.points and a.ran_anyway is not None}
+    outputs: dict[str, list[Step]] = {}  # each protected tool's "ran" outputs, one pass
+    for st in steps:
+        if st.kind == StepKind.TOOL_OUTPUT and st.ran is True and st.tool in tools \
+                and (st.task, st.tool) not in claimed:
+            outputs.setdefault(st.tool, []).append(st)
     out = list(lineages)
     extra: list[ActionLineage] = []
     for tool, idxs in tools.items():
@@ -330,10 +335,7 @@ def ran_surplus(lineages: Sequence[ActionLineage], steps: Sequence[Step]
                                for p in out[i].points):
             continue  # an app calling through the gateway: its gate, and trace, is there
         pool: list[Step] = []
-        for st in steps:
-            if st.kind != StepKind.TOOL_OUTPUT or st.ran is not True or st.tool != tool \
-                    or (st.task, tool) in claimed:
-                continue
+        for st in outputs.get(tool, ()):
             if st.task is not None and st.task in allowed:  # its own call's (a retry too)
                 allowed[st.task] = max(0, allowed[st.task] - 1)
             else:

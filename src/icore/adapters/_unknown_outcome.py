@@ -58,7 +58,7 @@ MAY_HAVE_RUN_MARK = "MAY HAVE RUN: "
 """How a recorded ``error`` that leaves the call's effect open starts: the MCP gateway's
 upstream timed out or its answer was lost after the call was sent (#29, QA qa-new8 S2)."""
 
-_OPEN_ERRORS = (MAY_HAVE_RUN_MARK, "CancelledError:", "TimeoutError:", "TimeoutError")
+_OPEN_ERRORS = (MAY_HAVE_RUN_MARK, "CancelledError:", "TimeoutError")
 """Error texts (as the recorders write them: ``Type: message``) of a call whose effect is
 unknown: sent and not answered, cancelled or timed out while the tool ran."""
 
