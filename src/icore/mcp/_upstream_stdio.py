@@ -56,6 +56,7 @@ class _Pending:
         self.asked: dict[Any, str] = {}
 
     def sent(self, message: Any) -> None:
+        """Note ``message`` (a JSON-RPC message to the upstream) when it is a request."""
         import mcp_types as types
         if not isinstance(message, types.JSONRPCRequest):
             return
@@ -68,6 +69,7 @@ class _Pending:
             self.asked.pop(next(iter(self.asked)))
 
     def answered(self, message: Any) -> None:
+        """Forget the request ``message`` (from the upstream) answers, if it is an answer."""
         import mcp_types as types
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             self.asked.pop(message.id, None)
