@@ -183,8 +183,12 @@ async def upstream_stdio(command: str, args: Sequence[str], env: Mapping[str, st
             return None
         try:
             msg = adapter.validate_json(line, by_name=False)
-        except ValueError as exc:  # the session's handler logs it (as the SDK's)
+        except ValueError as exc:
             err = invalid_error(line, exc, pending.asked, upstream)
+            if err is None:  # one line, as the SDK's (its traceback only at debug)
+                log.warning("upstream %s: Failed to parse JSONRPC message from its stdout "
+                            "(%s: %s); the line is ignored", upstream, type(exc).__name__,
+                            str(exc).splitlines()[0][:200])
             return exc if err is None else SessionMessage(err)
         pending.answered(msg)
         return SessionMessage(msg)
