@@ -43,17 +43,21 @@ def big(mid: object, mb: float, id_at: str) -> None:
     out.flush()
 
 
+def handshake(meth: str, params: dict[str, object]) -> object:
+    """The result of ``initialize`` or ``tools/list``; None for another method."""
+    return {"initialize": lambda: {"protocolVersion": params["protocolVersion"],
+                                   "capabilities": {"tools": {}},
+                                   "serverInfo": {"name": "big", "version": "0"}},
+            "tools/list": lambda: {"tools": TOOLS}}.get(meth, lambda: None)()
+
+
 for line in sys.stdin:
     m = json.loads(line)
     mid, meth = m.get("id"), m.get("method")
     if mid is None:
         continue
-    if meth == "initialize":
-        send({"jsonrpc": "2.0", "id": mid, "result": {
-            "protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
-            "serverInfo": {"name": "big", "version": "0"}}})
-    elif meth == "tools/list":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+    if (res := handshake(meth, m.get("params") or {})) is not None:
+        send({"jsonrpc": "2.0", "id": mid, "result": res})
     elif meth == "tools/call":
         name, args = m["params"]["name"], m["params"].get("arguments") or {}
         with open(os.environ["UPSTREAM_LOG"], "a", encoding="utf-8") as f:
