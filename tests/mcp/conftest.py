@@ -144,3 +144,16 @@ def text(result: Any) -> str:
     if isinstance(result, dict):
         return "\n".join(c.get("text", "") for c in result.get("content") or [])
     return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def audited_actions(trace: Path) -> dict[str, int]:
+    """``icore audit TRACE --json`` (the CLI, in a subprocess): the run's ``actions`` counts."""
+    import json
+    folder = trace.parent / "audit"
+    folder.mkdir(exist_ok=True)
+    out = subprocess.run([sys.executable, "-m", "icore", "audit", str(trace), "--json",
+                          str(folder / "a.json")], env=env(), cwd=folder,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    runs = json.loads((folder / "a.json").read_text(encoding="utf-8"))["runs"]
+    return dict(runs[0]["actions"])

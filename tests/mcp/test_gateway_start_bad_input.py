@@ -42,7 +42,7 @@ def test_an_upstream_printing_no_jsonrpc_logs_one_line_not_a_traceback(tmp_path:
         "timeout_s": 3}}})
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
-    assert "Failed to parse JSONRPC message" in r.stderr  # the SDK's line, kept
+    assert "Failed to parse JSONRPC message" in r.stderr  # as the SDK's line
     assert "ValidationError" in r.stderr and "upstream notes" in r.stderr
 
 

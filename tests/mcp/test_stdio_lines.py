@@ -76,3 +76,48 @@ def test_lone_surrogate_is_a_parse_error_with_the_id() -> None:
     else:
         raise AssertionError("the SDK's validator accepted a lone surrogate")
     assert (m["id"], m["error"]["code"]) == (3, PARSE_ERROR)
+
+
+@given(st.binary(max_size=400).map(lambda b: b.replace(b"\r", b"\n")),
+       st.lists(st.integers(0, 60), max_size=20), st.integers(1, 40))
+def test_split_lines_as_one_split_of_the_whole_input(data: bytes, cuts: list[int],
+                                                     limit: int) -> None:
+    """However the input is cut into chunks, the lines are those of ``data.split``; a
+    line over ``limit`` comes out as its size and two ends only (#29)."""
+    from icore.mcp import _stdio_lines
+    from icore.mcp._stdio_lines import LineSplitter, Oversized
+    kept = _stdio_lines.KEPT
+    _stdio_lines.KEPT = 5  # small ends, so that both are tested against the line
+    try:
+        split, got, at = LineSplitter(limit), [], 0
+        for c in [*cuts, len(data)]:
+            got += split.feed(data[at:at + c])
+            at += c
+        got += [x for x in [split.end()] if x is not None]
+    finally:
+        _stdio_lines.KEPT = kept
+    want = data.split(b"\n")
+    if not want[-1]:
+        want.pop()  # ends with a newline: no last partial line
+    assert len(got) == len(want), (got, want)
+    for g, w in zip(got, want, strict=True):
+        if len(w) > limit:
+            assert isinstance(g, Oversized) and g.size == len(w)
+            assert (g.head, g.tail) == (w[:5].decode("utf-8", errors="replace"),
+                                        w[-5:].decode("utf-8", errors="replace"))
+        else:
+            assert g == w
+
+
+@given(st.sampled_from(["head", "tail", "none"]), st.integers(-10**6, 10**6) | st.text(
+    st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters='"\\'),
+    max_size=20))  # (an id JSON writes with escapes is not looked for: it stays None)
+def test_the_id_of_a_dropped_line_is_found_only_at_the_top(where: str, rid: Any) -> None:
+    from icore.mcp._stdio_lines import Oversized, line_id
+    i = json.dumps(rid)
+    head = {"head": f'{{"jsonrpc": "2.0", "id": {i}, "result": {{"id": 7, "x": "xx',
+            "tail": '{"result": {"id": 7, "x": "xx', "none": '{"result": {"id": 7, "x": "'}
+    tail = {"head": 'xx"}}', "tail": f'xx"}}, "id": {i}, "jsonrpc": "2.0"}}',
+            "none": 'xx", "id": 7}}'}
+    got = line_id(Oversized(head[where], tail[where], 10**8))
+    assert got == (None if where == "none" else rid)

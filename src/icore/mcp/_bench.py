@@ -33,7 +33,7 @@ import anyio
 import yaml
 
 from icore.mcp._gateway_manifest import GatewayError
-from icore.mcp._upstream import cause_line
+from icore.mcp._upstream_failed import cause_line
 
 
 @dataclass(frozen=True, slots=True)

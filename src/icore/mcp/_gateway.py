@@ -132,7 +132,8 @@ class Gateway:
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
                         if s.command is not None else s,
-                        self._resources.on_upstream_notification)
+                        self._resources.on_upstream_notification,
+                        int(manifest.max_message_mb * 2**20))
             for n, s in manifest.upstreams.items()}
         tpath = manifest.resolve(manifest.trace) if manifest.trace else None
         lock = None

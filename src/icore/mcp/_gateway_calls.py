@@ -265,9 +265,11 @@ class _ToolCalls:
                     "does not forward to its clients (docs/mcp.md, Limits); its error: "
                     f"{msg}")
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
-        bad = output_problem(name, self.gw.tool_defs.get(name), result)  # as the client
-        self.gw.trace.call(view.sid, name, args, bad or result_text(result),
-                           error=bad is not None or is_error(result), task=task)
+        if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
+            result = _error_result(f"{bad}; the gateway does not forward a result that breaks "
+                                   "the tool's outputSchema (MCP: a server MUST conform to it)")
+        self.gw.trace.call(view.sid, name, args, result_text(result), error=is_error(result),
+                           task=task)
         if spec is not None and spec.writes:
             filled = self.args.with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)

@@ -85,8 +85,10 @@ def output_problem(name: str, tool: Any, result: Any) -> str | None:
 
     As the SDK client checks it (``ClientSession.validate_tool_result``): a result that is
     not ``isError``, of a tool declaring an ``outputSchema``, must carry
-    ``structuredContent`` that the schema accepts. The gateway forwards the result as it
-    came (the client refuses it itself); this says why, for the trace (QA qa-mcp7, #25).
+    ``structuredContent`` that the schema accepts. MCP (2025-06-18, Tools: Output Schema):
+    a server MUST return structured results that conform, a client SHOULD check them; so
+    the gateway, a server to its clients, answers such a result with an ``isError`` result
+    saying this, and traces it as the failed call it is (QA qa-mcp7, #25; #29).
     """
     schema = getattr(tool, "output_schema", None)
     if not isinstance(schema, dict) or is_error(result) or not isinstance(result, Mapping):

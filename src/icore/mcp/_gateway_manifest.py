@@ -91,6 +91,7 @@ class UpstreamSpec(_Model):
             launches it with the venv not active); another interpreter by its path.
         url: the server's streamable-HTTP endpoint (``http(s)://host:port/mcp``).
         timeout_s: bound of one request to this upstream, seconds (> 0).
+        connect_timeout_s: bound of its launch and ``initialize``, s (default 30 or timeout_s).
         headers: extra HTTP headers (``url`` only).
         trust_updates: trust this upstream's ``notifications/resources/updated``: a
             resource of a D(a) it serves is not read again at a protected call while the
@@ -106,6 +107,7 @@ class UpstreamSpec(_Model):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(DEFAULT_CALL_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False)
+    connect_timeout_s: float | None = Field(None, gt=0, le=3600, allow_inf_nan=False)
     trust_updates: StrictBool = False
     """Strict: only a YAML ``true``/``false`` (it turns the per-call re-read off)."""
 

@@ -18,7 +18,11 @@ from icore._files import path_problem
 MAX_MANIFEST_BYTES = 16 << 20
 """Largest gateway manifest file read, bytes (16 MiB; a bigger one is refused unparsed)."""
 DEFAULT_MAX_MESSAGE_MB = 16.0
-"""Default ``max_message_mb``: the largest JSON-RPC message from a client, MiB."""
+"""Default ``max_message_mb``: the largest JSON-RPC message read, MiB (a client's request,
+an upstream's answer)."""
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
+"""Least default ``connect_timeout_s`` of an upstream, seconds (a stdio server's
+interpreter start can take seconds on a loaded machine)."""
 
 
 def read_capped(p: Path) -> bytes:
@@ -100,5 +104,6 @@ def _address(owner: str, a: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-__all__ = ["DEFAULT_MAX_MESSAGE_MB", "MAX_MANIFEST_BYTES", "checked_path", "checked_text",
+__all__ = ["DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_MAX_MESSAGE_MB", "MAX_MANIFEST_BYTES",
+           "checked_path", "checked_text",
            "read_capped", "url_problem"]

@@ -141,19 +141,99 @@ class Oversized(str):
         return self
 
 
+KEPT = 4096
+"""Bytes kept of each end of a line over the cap (where its id is looked for)."""
+
+
+class LineSplitter:
+    r"""Bytes in, lines out, each line's bytes joined once: linear in the input (#29).
+
+    Pure. ``feed`` splits each chunk once; a line's pieces are kept in a list and
+    joined when its newline arrives (never re-concatenated per chunk: the MCP SDK's
+    stdio client did ``(buffer + chunk).split("\n")``, quadratic in a line's length). A
+    line longer than ``limit`` bytes (newline excluded) stops being kept as soon as it
+    passes the limit: only its first and last :data:`KEPT` bytes and its size are,
+    yielded as an :class:`Oversized`. Memory: at most ``limit`` bytes plus one chunk.
+
+    Args:
+        limit: the longest line kept, bytes (> 0).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._drop: list[Any] | None = None  # [head, tail, size] of a line over the cap
+
+    def feed(self, chunk: bytes) -> list[bytes | Oversized]:
+        """The lines ``chunk`` completes (without their newline), in order."""
+        out: list[bytes | Oversized] = []
+        start = 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            self._add(chunk[start:nl])
+            out.append(self._take())
+            start = nl + 1
+        if start < len(chunk):
+            self._add(chunk[start:])
+        return out
+
+    def end(self) -> bytes | Oversized | None:
+        """The last line when the input ended without its newline (None: nothing left)."""
+        if self._drop is None and not self._parts:
+            return None
+        return self._take()
+
+    def _add(self, piece: bytes) -> None:
+        drop = self._drop
+        if drop is not None:
+            drop[1] = (drop[1] + piece[-KEPT:])[-KEPT:]
+            drop[2] += len(piece)
+            return
+        self._parts.append(piece)
+        self._size += len(piece)
+        if self._size > self.limit:
+            whole = b"".join(self._parts)
+            self._drop = [whole[:KEPT], whole[-KEPT:], len(whole)]
+            self._parts, self._size = [], 0
+
+    def _take(self) -> bytes | Oversized:
+        drop = self._drop
+        if drop is not None:
+            self._drop = None
+            return Oversized(drop[0].decode("utf-8", errors="replace"),
+                             drop[1].decode("utf-8", errors="replace"), drop[2])
+        parts = self._parts
+        line = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._parts, self._size = [], 0
+        return line
+
+
 _ID = r'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
-_HEAD_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?' + _ID)
-_TAIL_ID = re.compile(_ID + r'\s*\}\s*$')
+_OPEN = r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?'
+_HEAD_ID = re.compile(_OPEN + _ID)
+_TAIL_ID = re.compile(_ID + r'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+_HEAD_METHOD = re.compile(_OPEN + r'"method"\s*:')
+
+
+def line_id(line: Oversized) -> str | int | None:
+    """The top-level ``id`` of a line dropped over the cap, when its two ends show it.
+
+    Read only where it cannot be a nested key: the first member after the opening brace
+    (``jsonrpc`` before it allowed), or the last before the closing one (``jsonrpc``
+    after it allowed). None when neither end shows it.
+    """
+    m = _HEAD_ID.match(line.head) or _TAIL_ID.search(line.tail)
+    return json.loads(m.group(1)) if m else None
+
+
+def names_a_method(line: Oversized) -> bool:
+    """Whether a dropped line starts as a request or notification (``method`` first)."""
+    return _HEAD_METHOD.match(line.head) is not None
 
 
 def oversized_answer(line: Oversized, limit: int) -> str:
-    """The ``-32600`` answer to a line over ``limit`` bytes, with its id when found.
-
-    The id is read only where it cannot be a nested key: the first member after the
-    opening brace (``jsonrpc`` before it allowed), or the last before the closing one.
-    """
-    m = _HEAD_ID.match(line.head) or _TAIL_ID.search(line.tail)
-    rid: str | int | None = json.loads(m.group(1)) if m else None
+    """The ``-32600`` answer to a line over ``limit`` bytes, with its id (:func:`line_id`)."""
+    rid = line_id(line)
     return _answer(rid, INVALID_REQUEST,
                    f"Invalid Request: the message is {line.size:,} bytes, over the "
                    f"gateway's max_message_mb ({limit / 2**20:g} MiB, manifest); it was "

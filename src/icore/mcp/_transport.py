@@ -39,24 +39,19 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
         MissingExtra: the ``mcp`` extra is not installed.
     """
     require("mcp.server.stdio", "mcp", feature="icore mcp")
-    from mcp.server.stdio import stdio_server
-
-    async with Gateway(manifest) as gw, \
-            _pipe_stdio(int(manifest.max_message_mb * 2**20)) as files, \
+    limit = int(manifest.max_message_mb * 2**20)
+    async with Gateway(manifest) as gw, _pipe_stdio(limit) as files, \
             anyio.create_task_group() as tg:
         gw.single_client = True
         run = anyio.CancelScope()
+        # not pipes (a terminal, a file): read and written by a worker thread, with the
+        # same line cap and answers to malformed lines (#29; the SDK's stdio_server had none)
+        wire = files or (_FileIn(0, limit), _FileOut(1))
         tg.start_soon(_stop_on_signal, gw, files[0].stop if files else run.cancel)
         with run:
-            if files is None:  # not pipes (a terminal, a file): the SDK's own transport
-                async with stdio_server() as (read, write):
-                    await gw.server.run(read, write, gw.server.create_initialization_options())
-            else:
-                gw.wire.stdio = StdioOrder()
-                limit = int(manifest.max_message_mb * 2**20)
-                async with stdio_streams(*files, order=gw.wire.stdio,
-                                         limit=limit) as (read, write):
-                    await gw.server.run(read, write, gw.server.create_initialization_options())
+            gw.wire.stdio = StdioOrder()
+            async with stdio_streams(*wire, order=gw.wire.stdio, limit=limit) as (read, write):
+                await gw.server.run(read, write, gw.server.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
@@ -173,6 +168,67 @@ class _PipeIn:
                              tail.decode("utf-8", errors="replace"), size)
 
 
+class _FileIn:
+    """Lines of a descriptor that is no pipe (a terminal, a file), read by a worker thread.
+
+    Each read takes what is there (at most :data:`~icore.mcp._upstream_stdio.CHUNK`
+    bytes); lines are cut by a :class:`~icore.mcp._stdio_lines.LineSplitter`, so a line
+    over ``limit`` bytes is an :class:`~icore.mcp._stdio_lines.Oversized`, as on a pipe.
+    """
+
+    def __init__(self, fd: int, limit: int) -> None:
+        from collections import deque
+
+        from icore.mcp._stdio_lines import LineSplitter
+        self.fd, self.split, self.ready = fd, LineSplitter(limit), deque[bytes | Oversized]()
+        self.eof = False
+
+    def __aiter__(self) -> _FileIn:
+        return self
+
+    async def __anext__(self) -> str:
+        from icore.mcp._upstream_stdio import CHUNK
+        while not self.ready:
+            if self.eof:
+                raise StopAsyncIteration
+            try:
+                chunk = await anyio.to_thread.run_sync(os.read, self.fd, CHUNK,
+                                                       abandon_on_cancel=True)
+            except OSError:  # a terminal whose other side closed (EIO): the input's end
+                chunk = b""
+            if chunk:
+                self.ready.extend(self.split.feed(chunk))
+            else:  # end of input: the last line, with no newline
+                self.eof = True
+                if (last := self.split.end()) is not None:
+                    self.ready.append(last)
+        line = self.ready.popleft()
+        return line if isinstance(line, Oversized) else line.decode("utf-8", errors="replace")
+
+
+class _FileOut:
+    """Writes to a descriptor that is no pipe, by a worker thread (``flush`` writes)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.queued, self.lock = fd, bytearray(), anyio.Lock()
+
+    async def write(self, text: str) -> None:
+        """Queue ``text`` (one JSON-RPC line), UTF-8."""
+        self.queued += text.encode("utf-8")
+
+    async def flush(self) -> None:
+        """Write what was queued."""
+        async with self.lock:  # the reader's answers and the writer's, one at a time
+            data, self.queued = bytes(self.queued), bytearray()
+            await anyio.to_thread.run_sync(_write_all, self.fd, data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 class _PipeOut:
     """stdout writes on the event loop (``write`` then ``flush`` = drain)."""
 
@@ -206,8 +262,9 @@ async def _pipe_stdio(limit: int) -> AsyncIterator[tuple[Any, Any] | None]:
     null device and fd 1 writes to stderr (stray output of handlers or children never
     reaches the wire), and both are restored on exit. A line over ``limit`` bytes (the
     manifest's ``max_message_mb``) is dropped as it is read and yielded as an
-    :class:`~icore.mcp._stdio_lines.Oversized` (answered, never parsed). Yields None (the SDK's own
-    transport is used) on another event loop or when stdin/stdout are not pipes.
+    :class:`~icore.mcp._stdio_lines.Oversized` (answered, never parsed). Yields None (a worker
+    thread reads and writes them, :class:`_FileIn`) on another event loop or when stdin/stdout
+    are not pipes.
     """
     try:
         loop = asyncio.get_running_loop()

@@ -1,12 +1,12 @@
 """One upstream MCP server: its client connection, kept alive, each request bounded.
 
-The connection (the SDK's ``ClientSession`` over ``stdio_client`` or
-``streamable_http_client``) lives in a supervisor task of the gateway's task group, so
-its context managers open and close in one task. A request that does not answer within
-the upstream's ``timeout_s`` fails with :class:`UpstreamError` (the SDK cancels it
-upstream; a stdio server is then relaunched, as its pipe would stay blocked by the late
-answer); a crashed upstream fails the requests in flight, is marked down and is
-reconnected (a stdio server relaunched) on the next request; one that exited while idle
+The connection (the SDK's ``ClientSession`` over :mod:`icore.mcp._upstream_stdio` or
+``streamable_http_client``) lives in a supervisor task of the gateway's task group. A
+request that does not answer within the upstream's ``timeout_s`` fails with
+:class:`UpstreamError` (the SDK cancels it upstream; a stdio server is then relaunched,
+as its pipe would stay blocked by the late answer); a crashed upstream fails the requests
+in flight, is marked down and is reconnected (a stdio server relaunched) on the next
+request; one that exited while idle
 (its receive stream ended, :meth:`Upstream.alive`) is relaunched before the next request
 instead of failing it. Other upstreams and other sessions are unaffected. Over HTTP a
 forwarded ``tools/call`` is posted directly in the SDK session's MCP session
@@ -29,15 +29,27 @@ import anyio.abc
 from icore.errors import redact
 from icore.mcp._gateway_manifest import UpstreamSpec
 from icore.mcp._gateway_paths import launched
-from icore.mcp._upstream_failed import READ_ONLY, UpstreamError, unanswered
+from icore.mcp._manifest_values import DEFAULT_CONNECT_TIMEOUT_S
+from icore.mcp._upstream_failed import (
+    READ_ONLY,
+    UpstreamError,
+    cause_line,
+    root_cause,
+    unanswered,
+)
+from icore.mcp._upstream_stdio import ANSWER_INVALID, ANSWER_TOO_BIG
 
 log = logging.getLogger("icore.mcp")
 
 T = TypeVar("T")
 
-CONNECT_TIMEOUT_S = 30.0
-"""Bound of launching and initializing an upstream, seconds (at least its ``timeout_s``):
-a stdio server's interpreter start can take seconds on a loaded machine."""
+
+def connect_bound_s(spec: UpstreamSpec) -> float:
+    """Bound of launching ``spec`` and its ``initialize``, seconds.
+
+    Its ``connect_timeout_s``, else the larger of 30 s and its ``timeout_s``.
+    """
+    return spec.connect_timeout_s or max(spec.timeout_s, DEFAULT_CONNECT_TIMEOUT_S)
 
 
 class _SessionLost(Exception):
@@ -52,12 +64,14 @@ class Upstream:
         spec: its :class:`~icore.mcp.UpstreamSpec`.
         on_notification: awaited with ``(upstream name, notification)`` for every
             notification the upstream sends (``notifications/resources/updated``, ...).
+        max_message: the longest message read from a stdio upstream, bytes (the
+            manifest's ``max_message_mb``): a longer answer fails its request (#29).
     """
 
     def __init__(self, name: str, spec: UpstreamSpec,
-                 on_notification: Callable[[str, Any], Awaitable[None]]) -> None:
-        self.name = name
-        self.spec = spec
+                 on_notification: Callable[[str, Any], Awaitable[None]],
+                 max_message: int = 16 << 20) -> None:
+        self.name, self.spec, self.max_message = name, spec, max_message
         self.on_notification = on_notification
         self.session: Any = None
         self.capabilities: Any = None
@@ -119,10 +133,10 @@ class Upstream:
 
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
         from mcp.client import ClientSession
-        from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client
 
         from icore.mcp._upstream_lean import http_streams, lean_wanted
+        from icore.mcp._upstream_stdio import upstream_stdio
 
         spec = self.spec
         started = False
@@ -131,12 +145,10 @@ class Upstream:
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 async with contextlib.AsyncExitStack() as stack:
-                    if spec.command is not None:
-                        params = StdioServerParameters(command=launched(spec.command),
-                                                       args=list(spec.args), env=spec.env
-                                                       or None, cwd=spec.cwd)
-                        r, w = await stack.enter_async_context(
-                            stdio_client(params, errlog=sys.stderr))
+                    if spec.command is not None:  # linear, capped (_upstream_stdio)
+                        r, w = await stack.enter_async_context(upstream_stdio(
+                            launched(spec.command), spec.args, spec.env, spec.cwd,
+                            limit=self.max_message, upstream=self.name, errlog=sys.stderr))
                     else:
                         assert spec.url is not None
                         client = keepalive_http_client(dict(spec.headers) or None,
@@ -154,7 +166,7 @@ class Upstream:
                                 streamable_http_client(spec.url, http_client=client))
                     session = ClientSession(r, w, message_handler=self._handler)
                     await stack.enter_async_context(session)
-                    with anyio.fail_after(max(spec.timeout_s, CONNECT_TIMEOUT_S)):
+                    with anyio.fail_after(connect_bound_s(spec)):
                         init = await session.initialize()
                     if spec.url is not None and http is not None:
                         self._lean = self._lean_calls(session, http, inject, stack)
@@ -258,8 +270,8 @@ class Upstream:
             if isinstance(data, dict) and isinstance(data.get("cause"), str):
                 return str(data["cause"])
         if isinstance(cause, TimeoutError):
-            return (f"it did not initialize within "
-                    f"{max(self.spec.timeout_s, CONNECT_TIMEOUT_S):g} s")
+            return (f"it did not initialize within {connect_bound_s(self.spec):g} s "
+                    "(its connect_timeout_s)")
         what = cause_line(cause)
         if self.spec.command is not None and isinstance(cause, FileNotFoundError) \
                 and (self.spec.cwd is None or os.path.isdir(self.spec.cwd)):
@@ -365,6 +377,11 @@ class Upstream:
                                f"{self.spec.timeout_s:g} s{restart}", method, gen,
                                timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
+            if exc.code in (ANSWER_TOO_BIG, ANSWER_INVALID) and self.spec.command \
+                    is not None and isinstance(d := exc.error.data, dict):  # it ran
+                raise UpstreamError(exc.message, upstream=self.name, method=method,
+                                    may_have_run=method not in READ_ONLY,
+                                    size=d.get("size"), limit=d.get("limit")) from None
             if self.spec.url is not None and not_taken(exc):  # this POST: 404 to our session
                 raise _SessionLost() from None
             if exc.code == TRANSPORT_FAILED and self.spec.url is not None and \
@@ -570,27 +587,6 @@ def _method_and_id(request: Any) -> tuple[str | None, Any]:
         return None, None
     method = body.get("method")
     return (method if isinstance(method, str) else None), body.get("id")
-
-
-def root_cause(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group, else ``exc``.
-
-    anyio task groups wrap a transport's failure as ``ExceptionGroup: unhandled errors
-    in a TaskGroup``; the leaf is the cause a user can act on.
-    """
-    seen = 0
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions and seen < 64:
-        leaves = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-        exc = (leaves or list(exc.exceptions))[0]
-        seen += 1
-    return exc
-
-
-def cause_line(exc: BaseException) -> str:
-    """``<type>: <message>`` of ``exc``'s root cause (:func:`root_cause`), one line."""
-    cause = root_cause(exc)
-    text = getattr(cause, "message", None) or str(cause) or "no detail"
-    return f"{type(cause).__name__}: {text}"
 
 
 def _is_connection_loss(exc: Any) -> bool:

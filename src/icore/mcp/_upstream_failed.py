@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from icore.mcp._gateway_manifest import GatewayError
 
 READ_ONLY = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe",
@@ -64,4 +66,26 @@ def unanswered(text: str, *, upstream: str, method: str, sent: bool = True,
     return UpstreamError(text, upstream=upstream, method=method, **fields)
 
 
-__all__ = ["MAY_HAVE_RUN", "READ_ONLY", "UpstreamError", "unanswered"]
+def root_cause(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group, else ``exc``.
+
+    anyio task groups wrap a transport's failure as ``ExceptionGroup: unhandled errors
+    in a TaskGroup``; the leaf is the cause a user can act on.
+    """
+    seen = 0
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions and seen < 64:
+        leaves = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        exc = (leaves or list(exc.exceptions))[0]
+        seen += 1
+    return exc
+
+
+def cause_line(exc: BaseException) -> str:
+    """``<type>: <message>`` of ``exc``'s root cause (:func:`root_cause`), one line."""
+    cause = root_cause(exc)
+    text = getattr(cause, "message", None) or str(cause) or "no detail"
+    return f"{type(cause).__name__}: {text}"
+
+
+__all__ = ["MAY_HAVE_RUN", "READ_ONLY", "UpstreamError", "cause_line", "root_cause",
+           "unanswered"]

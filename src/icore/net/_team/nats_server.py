@@ -139,6 +139,10 @@ def server_config(*, name: str, port: int, http_port: int, store_dir: Path,
     return cfg
 
 
+BIND_ATTEMPTS = 3
+"""Starts of a :class:`NatsCluster` on fresh ports when a port was taken meanwhile."""
+
+
 def free_port() -> int:
     """Return a currently free TCP port on 127.0.0.1 (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -202,16 +206,21 @@ class NatsCluster:
         self.prefix = prefix
         self.binary = binary or nats_server_binary()
         self.replicas = 1 if nodes == 1 else 3
-        ports = [(free_port(), free_port(), free_port() if nodes > 1 else None)
-                 for _ in range(nodes)]
         self.nodes: list[NatsNode] = []
         self.folder.mkdir(parents=True, exist_ok=True)
+        self._configure(nodes)
+
+    def _configure(self, nodes: int) -> None:
+        """Pick free ports for ``nodes`` nodes and write their configuration files."""
+        ports = [(free_port(), free_port(), free_port() if nodes > 1 else None)
+                 for _ in range(nodes)]
+        self.nodes = []
         for i, (port, http_port, cport) in enumerate(ports):
             name = f"n{i + 1}"
             routes = [c for j, (_p, _h, c) in enumerate(ports) if j != i and c is not None]
             cfg = server_config(name=name, port=port, http_port=http_port,
                                 store_dir=self.folder / name / "js", certs_dir=self.certs_dir,
-                                agents=self.agents, team=team, prefix=prefix,
+                                agents=self.agents, team=self.team, prefix=self.prefix,
                                 cluster_port=cport, routes=routes)
             path = self.folder / f"{name}.conf"
             path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
@@ -226,19 +235,37 @@ class NatsCluster:
     def start(self) -> NatsCluster:
         """Start every node and wait until each reports healthy.
 
+        The ports were free when picked (:func:`free_port` binds and lets go), so another
+        process may take one before nats-server binds it: a node that exits saying
+        ``address already in use`` makes the whole start run again on fresh ports, at
+        most :data:`BIND_ATTEMPTS` times (nothing else is retried, and no time is spent
+        when the first start works).
+
         Raises:
             NatsServerError: a node exited or was not healthy within
-                :data:`READY_TIMEOUT_S` (every started node is stopped first).
+                :data:`READY_TIMEOUT_S` (every started node is stopped first), or every
+                attempt met a port in use.
         """
-        try:
-            for n in self.nodes:
-                self._spawn(n)
-            for n in self.nodes:
-                self._await_healthy(n)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            try:
+                for n in self.nodes:
+                    self._spawn(n)
+                for n in self.nodes:
+                    self._await_healthy(n)
+            except NatsServerError as exc:
+                self.stop()
+                if attempt == BIND_ATTEMPTS or "address already in use" not in str(
+                        exc.fields.get("log", "")):
+                    raise
+                for n in self.nodes:  # fresh logs: a later failure is not this one
+                    n.log_path.unlink(missing_ok=True)
+                self._configure(len(self.nodes))
+                continue
+            except BaseException:
+                self.stop()
+                raise
+            return self
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _spawn(self, n: NatsNode) -> None:
         with n.log_path.open("ab") as log:
