@@ -115,7 +115,9 @@ def _owner(certs: Path, data: Path, split_at: int | None  # pragma: no cover - t
         server = OwnerServer(store, agent="owner", ssl_context=server_context(certs, "owner"))
         if split_at is not None:
             server._group.split_at = split_at
-        print(await server.start(), flush=True)
+        # the port and this process's id: under a prefix that does not exec the owner
+        # (``/usr/bin/time``) the prefix's pid is not the owner's, for signals and CPU
+        print(await server.start(), os.getpid(), flush=True)
         stop, reset = asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -215,12 +217,14 @@ def main() -> None:
                                    ("--split-at", str(ns.split_at)))],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
+        pid = proc.pid
         try:
+            port, pid = map(int, proc.stdout.readline().split())
             rate, client_us, owner_us, p50_us = run_async(
-                _drive(int(proc.stdout.readline()), certs, proc.pid, ns.n,
+                _drive(port, certs, pid, ns.n,
                        60.0 if ns.owner_prefix else 2.0, ns.writers))
         finally:
-            proc.send_signal(signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         report = json.loads(proc.stdout.readline())
         proc.wait()
     print(f"{rate:,.0f} commits/s, p50 {p50_us:,.0f} µs; CPU per commit: writers "
