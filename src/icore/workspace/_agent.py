@@ -49,6 +49,7 @@ from icore.records import JSONValue, Record, RecordId
 from icore.workspace._agent_exec import (
     _Execution,
     check_basis_args,
+    checked_args,
     checked_rid,
 )
 from icore.workspace._approval import (
@@ -538,6 +539,7 @@ class Agent(RunScopes):
                 blocked :class:`Call`).
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
+        args = checked_args(action, args)  # read once: both passes see the same call
         if approve is None:
             return self._exec.execute(action, fn, args, depends_on=depends_on,
                                       replan=replan, turn=turn, normalize=normalize,
@@ -565,6 +567,7 @@ class Agent(RunScopes):
             WorkspaceError, DeclarationError, ReplanFailed: as for :meth:`execute`.
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
+        args = checked_args(action, args)
         if approve is None:
             return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
                                              replan=replan, turn=turn, normalize=normalize,
