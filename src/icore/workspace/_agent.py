@@ -540,19 +540,15 @@ class Agent(RunScopes):
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
         args = checked_args(action, args)  # read once: both passes see the same call
+        kw: dict[str, Any] = {"depends_on": depends_on, "replan": replan, "turn": turn,
+                              "normalize": normalize}
         if approve is None:
-            return self._exec.execute(action, fn, args, depends_on=depends_on,
-                                      replan=replan, turn=turn, normalize=normalize,
-                                      approve=check)
+            return self._exec.execute(action, fn, args, approve=check, **kw)
         human = AskThenValidate(approve, check)  # validated again after the answer
         try:
-            return self._exec.execute(action, fn, args, depends_on=depends_on,
-                                      replan=replan, turn=turn, normalize=normalize,
-                                      approve=human.ask)
+            return self._exec.execute(action, fn, args, approve=human.ask, **kw)
         except AnsweredFirst:
-            return self._exec.execute(action, fn, args, depends_on=depends_on,
-                                      replan=replan, turn=turn, normalize=normalize,
-                                      approve=human.approved)
+            return self._exec.execute(action, fn, args, approve=human.approved, **kw)
 
     async def aexecute(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any],
                        *, depends_on: Scope,

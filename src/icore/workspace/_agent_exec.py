@@ -554,11 +554,12 @@ def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
                 return
         else:
             key = (code, inspect.ismethod(fn))  # one def: the same parameters
-            sig = _SIGNATURES.get(key)
-            if sig is None:
-                sig = _SIGNATURES[key] = inspect.signature(fn)
+            cached = _SIGNATURES.get(key)
+            if cached is None:
+                cached = _SIGNATURES[key] = inspect.signature(fn)
                 if len(_SIGNATURES) > 1024:
                     _SIGNATURES.pop(next(iter(_SIGNATURES)))
+            sig = cached
     except (TypeError, ValueError):  # no signature to check against
         return
     try:
