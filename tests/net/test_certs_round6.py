@@ -70,3 +70,15 @@ def test_two_inits_at_once_leave_one_consistent_folder(tmp_path: Path) -> None:
                  for a in ("a", "b", "d")]
         assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
         assert _signed_by_ca(c) == {"a": True, "b": True, "d": True}
+
+
+def test_force_leaves_a_pair_another_ca_signed_alone(tmp_path: Path) -> None:
+    other, c = tmp_path / "other", tmp_path / "c"
+    init_team_certs(other, ["x"])
+    init_team_certs(c, ["a"])
+    for ext in (".crt", ".key"):
+        (c / f"x{ext}").write_bytes((other / f"x{ext}").read_bytes())
+    mine = (c / "x.crt").read_bytes()
+    init_team_certs(c, ["b"], overwrite=True)
+    assert (c / "x.crt").read_bytes() == mine  # not ours to replace
+    assert _signed_by_ca(c) == {"a": True, "b": True, "x": False}

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -164,9 +165,9 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
     """Create a team CA (unless present) and a certificate per agent in ``out_dir``.
 
     An existing CA is reused, so agents can be added later; an existing agent pair is
-    kept unless ``overwrite``. A new CA (none yet, or ``overwrite``) re-issues every agent
-    pair already in the folder too (``<id>.crt`` beside ``<id>.key``), so no certificate
-    there is left signed by a CA that is gone (``--force`` for one agent left the
+    kept unless ``overwrite``. A CA replaced (``overwrite``) has every agent pair it signed
+    in the folder (``<id>.crt`` beside ``<id>.key``) issued again with the new one, so no
+    certificate there is left signed by a CA that is gone (``--force`` for one agent left the
     others' certificates unverifiable, #29). Processes initialising one folder at once
     take turns (an ``flock`` of the folder), and every file is written whole (a
     temporary file renamed over it): the folder never holds a certificate that its
@@ -230,9 +231,9 @@ def _init_locked(out: Path, agents: list[str], team: str, days: int,
             raise ValueError(f"cannot load the team CA in {out} (use --force to replace "
                              f"it): {exc}") from exc
     else:
+        # the pairs the CA this one replaces signed are issued again with the new one
+        agents += [a for a in _signed_pairs(out, ca_crt) if a not in agents]
         ca_key, ca_cert = _make_ca(team, days)
-        # the pairs signed by the CA this one replaces are issued again with it
-        agents += [a for a in _agent_pairs(out) if a not in agents]
         overwrite = True
         _write_key(ca_keyp, ca_key)
         _write_cert(ca_crt, ca_cert)
@@ -245,15 +246,31 @@ def _init_locked(out: Path, agents: list[str], team: str, days: int,
         _write_cert(crt, cert)
 
 
-def _agent_pairs(out: Path) -> list[str]:
-    """The agent ids with a ``.crt`` and a ``.key`` (regular files) in ``out``, sorted."""
+def _signed_pairs(out: Path, ca_crt: Path) -> list[str]:
+    """The agent ids of the pairs in ``out`` that the CA in ``ca_crt`` signed, sorted.
+
+    A pair is ``<id>.crt`` and ``<id>.key``, both regular files; any other file, a
+    certificate that does not load or that another CA signed, is left alone (not ours
+    to replace). No loadable CA: none.
+    """
+    try:
+        if not_a_regular_file(ca_crt) is not None:
+            return []
+        old_ca = x509.load_pem_x509_certificate(ca_crt.read_bytes())
+    except (OSError, ValueError):
+        return []
     found = []
     for crt in sorted(out.glob("*.crt")):
         a = crt.stem
-        if a.casefold() == RESERVED_AGENT_ID or AGENT_ID_RE.fullmatch(a) is None:
+        if a.casefold() == RESERVED_AGENT_ID or AGENT_ID_RE.fullmatch(a) is None or \
+                any(not_a_regular_file(out / f"{a}{ext}") is not None
+                    for ext in (".crt", ".key")):
             continue
-        if all(not_a_regular_file(out / f"{a}{ext}") is None for ext in (".crt", ".key")):
-            found.append(a)
+        try:
+            x509.load_pem_x509_certificate(crt.read_bytes()).verify_directly_issued_by(old_ca)
+        except (OSError, ValueError, TypeError, InvalidSignature):
+            continue
+        found.append(a)
     return found
 
 
