@@ -120,3 +120,15 @@ def test_a_book_of_one_call_forgets_the_older_one() -> None:
         req = ApprovalRequest.of("t", {"x": str(i)}, {"k/1": "a" * 64})
         assert book.resolve(f"c{i}", req, lambda p, r=req: r.approve()).approved
     assert book.asked("c0") == [] and len(book.asked("c2")) == 1
+
+
+class _StrSaysNo(str):
+    __slots__ = ()
+
+    def strip(self, chars: str | None = None) -> str:
+        raise RuntimeError("strip")
+
+
+@pytest.mark.parametrize(("text", "approved"), [("yes", True), (" no ", False)])
+def test_a_str_subclass_is_read_as_its_text(text: str, approved: bool) -> None:
+    assert read_answer(_StrSaysNo(text)).approved is approved

@@ -257,7 +257,8 @@ _AP_ANSWERS: dict[str, tuple[str, bool]] = {
     "reason-huge": ("{'planfence.approval': r.id, 'approved': False, 'reason': 'x' * 10**6}",
                     False),
     "weird": ("Weird()", False), "bad-mapping": ("BadMapping()", False),
-    "str-subclass": ("StrYes('yes')", False), "nan": ("math.nan", False), "one": ("1", False),
+    # a str subclass is read as its text (its own strip() is not asked): "yes" approves
+    "str-subclass": ("StrYes('yes')", True), "nan": ("math.nan", False), "one": ("1", False),
     "bytes": ("b'yes'", False), "list": ("['yes']", False), "none": ("None", False),
     "yes-nul": ("'yes\\x00'", False), "fullwidth": ("'\\uff59\\uff45\\uff53'", False),
     "type-accept": ("{'type': 'accept'}", True), "type-weird": ("{'type': Weird()}", False),
