@@ -41,7 +41,7 @@ import yaml
 
 from . import seeds
 from .cases import Builder, Case, dumps
-from .round5 import _fake_gateway
+from .round5 import _fake_gateway, driver_case
 
 # ------------------------------------------------------------------------- fence-args
 _FA_HEAD = """
@@ -267,28 +267,21 @@ _AP_ANSWERS: dict[str, tuple[str, bool]] = {
                                                              "'reason': None}", False),
 }
 
+_AP_EXECUTE = """
+def F(r):
+    {before}
+    return {{answer}}
+try:
+    call = ag.execute('t', T, {{{{'x': 'Porto'}}}}, depends_on={{{{'k/1'}}}}, approve=F)
+except IcoreError as e:
+    print('TYPED', type(e).__name__, str(e)[:500]); sys.exit(1)
+print('CALL', call.executed, call.reason)
+"""
+
 _AP_MODES: dict[str, str] = {
-    "execute": """
-def F(r):
-    return {answer}
-try:
-    call = ag.execute('t', T, {{'x': 'Porto'}}, depends_on={{'k/1'}}, approve=F)
-except IcoreError as e:
-    print('TYPED', type(e).__name__, str(e)[:500]); sys.exit(1)
-print('CALL', call.executed, call.reason)
-""",
+    "execute": _AP_EXECUTE.format(before="pass"),
     # the fact changes while the human decides: the approval is stale, nothing may run
-    "expired": """
-GENUINE = False
-def F(r):
-    ws.put('k/1', {{'v': 2}})
-    return {answer}
-try:
-    call = ag.execute('t', T, {{'x': 'Porto'}}, depends_on={{'k/1'}}, approve=F)
-except IcoreError as e:
-    print('TYPED', type(e).__name__, str(e)[:500]); sys.exit(1)
-print('CALL', call.executed, call.reason)
-""",
+    "expired": "\nGENUINE = False" + _AP_EXECUTE.format(before="ws.put('k/1', {{'v': 2}})"),
     # the same answer delivered twice: the second call is a new request, asked again;
     # an answer naming the first request's id never approves the second
     "duplicate": """
@@ -709,13 +702,7 @@ def gw_manifest(b: Builder, per_seed: int = 25) -> None:
         text = yaml.safe_dump(doc, allow_unicode=True).replace("__DEEP__",
                                                                "[" * 3000 + "]" * 3000)
         man.write_text(text, encoding="utf-8", errors="surrogatepass")
-        b.cases.append(Case(cid, "gw-manifest", ["PY", f"import runpy, sys; sys.argv = "
-                                                 f"[{str(drv)!r}, {str(man)!r}, "
-                                                 f"{str(d / 'trace.jsonl')!r}]; "
-                                                 f"runpy.run_path({str(drv)!r}, "
-                                                 "run_name='__main__')"],
-                            inputs=[man, d / "fake.py", d / "keep.txt"],
-                            names=[], timeout=300, ok_codes=(0,)))
+        b.cases.append(driver_case(cid, "gw-manifest", d, man, drv))
 
 
 # ------------------------------------------------------------------------- concurrent
