@@ -28,7 +28,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,24 @@ _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
 
 NAME_MAX = 255
 """Longest file-name component in bytes (Linux, macOS)."""
+
+
+@contextlib.contextmanager
+def folder_turn(folder: Path) -> Iterator[None]:
+    """This writer's turn in ``folder`` (an exclusive ``flock`` of the folder itself).
+
+    Processes writing a set of files into one folder take turns, so one never reads
+    the other's half-written set (two ``icore certs init`` at once, two recorders).
+    On a file system without ``flock`` the block runs unlocked. Raises ``OSError`` when
+    ``folder`` cannot be opened.
+    """
+    fd = os.open(folder if str(folder) else ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with contextlib.suppress(OSError):  # a file system without flock: unlocked
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def path_problem(path: object) -> str | None:

@@ -21,16 +21,25 @@ AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 """Allowed agent ids (they name certificate files and appear in certificates)."""
 
 
+RESERVED_AGENT_ID = "ca"
+"""The id no agent may have (any case): ``ca.crt``/``ca.key`` are the team CA's files."""
+
+
 def check_agent_id(agent: str) -> str:
     """Return ``agent`` if it is a valid agent id.
 
     Raises:
         TeamManifestError: not 1-63 characters of ``[A-Za-z0-9._-]`` starting
-            alphanumeric (a ``ValueError``; field ``agent``).
+            alphanumeric, or ``ca`` in any case (its files would be the team CA's
+            ``ca.crt``/``ca.key``: certifying it replaced the CA, #29) (a ``ValueError``;
+            field ``agent``).
     """
     if not isinstance(agent, str) or not AGENT_ID_RE.fullmatch(agent):
         raise TeamManifestError(f"invalid agent id {agent!r:.80}: use 1-63 chars "
                                 "[A-Za-z0-9._-]", field="agent")
+    if agent.casefold() == RESERVED_AGENT_ID:
+        raise TeamManifestError(f"invalid agent id {agent!r}: the name of the team CA's "
+                                "files (ca.crt, ca.key); choose another id", field="agent")
     return agent
 
 

@@ -320,13 +320,16 @@ def gw_upstream(b: Builder, per_seed: int = 40) -> None:
         d = b._dir(cid)
         (d / "keep.txt").write_text("the user's own file\n")
         man, drv = _fake_gateway(d, mode, 5)
-        b.cases.append(Case(cid, "gw-upstream", ["PY", f"import runpy, sys; sys.argv = "
-                                                 f"[{str(drv)!r}, {str(man)!r}, "
-                                                 f"{str(d / 'trace.jsonl')!r}]; "
-                                                 f"runpy.run_path({str(drv)!r}, "
-                                                 "run_name='__main__')"],
-                            inputs=[man, d / "fake.py", d / "keep.txt"],
-                            names=[], timeout=300, ok_codes=(0,)))
+        b.cases.append(driver_case(cid, "gw-upstream", d, man, drv))
+
+
+def driver_case(cid: str, family: str, d: Path, man: Path, drv: Path) -> Case:
+    """The case running the client ``drv`` against the gateway of manifest ``man``."""
+    return Case(cid, family, ["PY", f"import runpy, sys; sys.argv = [{str(drv)!r}, "
+                              f"{str(man)!r}, {str(d / 'trace.jsonl')!r}]; "
+                              f"runpy.run_path({str(drv)!r}, run_name='__main__')"],
+                inputs=[man, d / "fake.py", d / "keep.txt"], names=[], timeout=300,
+                ok_codes=(0,))
 
 
 # ------------------------------------------------------------------------- gw-flags

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import api_types, cli_cases, names_env, round4, round5, surfaces
+from . import api_types, cli_cases, names_env, round4, round5, round6, surfaces
 from .cases import SECRET, Builder, Case
 
 ROOT = Path(os.environ.get("ICORE_REPO") or Path(__file__).resolve().parents[2])
@@ -181,6 +181,7 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     names_env.all_families(b)
     round4.all_families(b)
     round5.all_families(b, work)
+    round6.all_families(b, work)
     return b.cases
 
 
@@ -195,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="run only case ids starting with one of "
                     "these comma-separated prefixes (e.g. gateway/,http/,ws/,rec/,conc/,apitype/,"
                     "names/,env/,gwstart/,odd/,envo/,bench2/,rnames/,apimore/; round 5: "
-                    "wrap/,gwup/,gwflags/,recedit/,outp/,recval/)")
+                    "wrap/,gwup/,gwflags/,recedit/,outp/,recval/; round 6: "
+                    "fargs/,approv/,recrep/,clic/,gwman/,conc6/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "

@@ -11,14 +11,13 @@ the folder, so two runs never pick the same name.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from icore._files import earlier_name, foreign_file, path_problem, write_owned
+from icore._files import earlier_name, folder_turn, foreign_file, path_problem, write_owned
 from icore.errors import IntegrationError
 
 
@@ -46,7 +45,7 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
                                "regular file", path=str(p))
     data = jsonl().encode("utf-8")
     try:
-        with _folder_turn(p.parent):
+        with folder_turn(p.parent):
             live = _gateway_trace(p)
             why = live or (None if overwrite else foreign_file(p))
             if why is not None:
@@ -100,12 +99,3 @@ def _gateway_trace(p: Path) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _folder_turn(folder: Path) -> Iterator[None]:
-    """This writer's turn in ``folder`` (an exclusive ``flock`` of the folder itself)."""
-    fd = os.open(folder if str(folder) else ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

@@ -49,6 +49,7 @@ from icore.records import JSONValue, Record, RecordId
 from icore.workspace._agent_exec import (
     _Execution,
     check_basis_args,
+    checked_args,
     checked_rid,
 )
 from icore.workspace._approval import (
@@ -538,19 +539,16 @@ class Agent(RunScopes):
                 blocked :class:`Call`).
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
+        args = checked_args(action, args)  # read once: both passes see the same call
+        kw: dict[str, Any] = {"depends_on": depends_on, "replan": replan, "turn": turn,
+                              "normalize": normalize}
         if approve is None:
-            return self._exec.execute(action, fn, args, depends_on=depends_on,
-                                      replan=replan, turn=turn, normalize=normalize,
-                                      approve=check)
+            return self._exec.execute(action, fn, args, approve=check, **kw)
         human = AskThenValidate(approve, check)  # validated again after the answer
         try:
-            return self._exec.execute(action, fn, args, depends_on=depends_on,
-                                      replan=replan, turn=turn, normalize=normalize,
-                                      approve=human.ask)
+            return self._exec.execute(action, fn, args, approve=human.ask, **kw)
         except AnsweredFirst:
-            return self._exec.execute(action, fn, args, depends_on=depends_on,
-                                      replan=replan, turn=turn, normalize=normalize,
-                                      approve=human.approved)
+            return self._exec.execute(action, fn, args, approve=human.approved, **kw)
 
     async def aexecute(self, action: str, fn: Callable[..., Any], args: Mapping[str, Any],
                        *, depends_on: Scope,
@@ -565,6 +563,7 @@ class Agent(RunScopes):
             WorkspaceError, DeclarationError, ReplanFailed: as for :meth:`execute`.
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
+        args = checked_args(action, args)
         if approve is None:
             return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
                                              replan=replan, turn=turn, normalize=normalize,

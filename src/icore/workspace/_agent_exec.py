@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord
+from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord, brief
 from icore.fence import (
     ActionResult,
     DecisionLog,
@@ -366,7 +366,7 @@ class _Execution:
                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
                 approve: Approver | None) -> Call:
         """:meth:`Agent.execute <icore.workspace.Agent.execute>` (its docstring)."""
-        _check_call(action, fn, args, turn, replan)
+        args = _check_call(action, fn, args, turn, replan)  # read once, here
         check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(replan):
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
@@ -397,7 +397,7 @@ class _Execution:
                        normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
                        approve: Approver | None) -> Call:
         """:meth:`Agent.aexecute <icore.workspace.Agent.aexecute>`."""
-        _check_call(action, fn, args, turn, replan)
+        args = _check_call(action, fn, args, turn, replan)  # read once, here
         check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
@@ -450,34 +450,52 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
-def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> None:
+def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> dict[str, Any]:
     """Refuse a protected call's wrong-typed inputs before anything is asked or run.
+
+    Returns:
+        ``args`` read once into a plain dict: the gate, the approval and the tool all see
+        this copy (a mapping read again could answer otherwise, or raise, #29).
 
     Raises:
         WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` is not
-            callable, ``args`` is not a mapping of str names, ``turn`` is unhashable.
+            callable, ``args`` is not a mapping of str names (or raised when read),
+            ``turn`` is unhashable.
     """
-    _check_named(action, args)
+    snap = checked_args(action, args)
     if not callable(fn):
         raise WorkspaceError("fn is the tool function, called once the call is authorized",
                              action=action, got=type(fn).__name__)
-    _check_fits(action, fn, args)
+    _check_fits(action, fn, snap)
     if replan is not None and not callable(replan):
         raise WorkspaceError("replan= must be a function (Stale) -> the new call's "
                              "arguments", action=action, got=type(replan).__name__)
     _check_turn(action, turn)
+    return snap
 
 
-def _check_named(action: Any, args: Any) -> None:
-    """``action`` a non-empty str and ``args`` a mapping of str names, else WorkspaceError."""
+def checked_args(action: Any, args: Any) -> dict[str, Any]:
+    """``action`` a non-empty str and ``args`` a mapping of str names, else WorkspaceError.
+
+    Returns ``args`` as a plain dict, read once (a mapping whose reads raise: refused).
+    """
     if not isinstance(action, str) or not action or unstorable(action):
         # a NUL or a lone surrogate was found only as the record's content (issue 29)
         raise WorkspaceError("action is the tool's name, a non-empty str (no NUL, no lone "
                              "surrogate)", got=repr(action)[:80])
-    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+    snap: dict[Any, Any] | None = None
+    if isinstance(args, Mapping):
+        try:
+            snap = dict(args)
+        except Exception as exc:  # the caller's own mapping raised when read
+            raise WorkspaceError("args could not be read: the mapping raised",
+                                 action=action, got=type(args).__name__,
+                                 error=brief(exc)) from None
+    if snap is None or not all(isinstance(k, str) for k in snap):
         raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
                              "values", action=action, got=type(args).__name__,
                              fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
+    return snap
 
 
 def _check_turn(action: str, turn: Any) -> None:
@@ -506,7 +524,7 @@ def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
             names, ``keys`` not a collection of str keys (a str alone is refused: it
             would be read as its letters), ``turn`` unhashable.
     """
-    _check_named(action, args)
+    checked_args(action, args)
     if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
         raise WorkspaceError("keys are D(a): a collection of fact keys, e.g. {'order/1'}",
                              action=action, got=type(keys).__name__)
@@ -519,24 +537,34 @@ def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
 
 
 def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
-    """A plain function (no ``**kwargs``) must accept exactly ``args``.
+    """A tool without ``**kwargs`` must accept exactly ``args``.
 
-    Checked before the gate, so an authorized call never fails on its own parameters.
+    A function, and since #29 also a callable object or a ``functools.partial`` (their
+    own signature: an argument named ``''`` ran them into Python's TypeError once
+    authorized). Checked before the gate, so an authorized call never fails on its own
+    parameters. A callable with no signature (some builtins) is not checked.
     """
     code = getattr(fn, "__code__", None)
-    if code is None or code.co_flags & inspect.CO_VARKEYWORDS:
-        return  # a wrapper passing arguments on, a callable object, a builtin
-    key = (code, inspect.ismethod(fn))  # one def: the same parameters, whatever closure
+    if code is not None and code.co_flags & inspect.CO_VARKEYWORDS:
+        return  # a wrapper passing arguments on
     try:
-        sig = _SIGNATURES.get(key)
-        if sig is None:
-            sig = _SIGNATURES[key] = inspect.signature(fn)
-            if len(_SIGNATURES) > 1024:
-                _SIGNATURES.pop(next(iter(_SIGNATURES)))
+        if code is None:
+            sig = inspect.signature(fn)
+            if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+                return
+        else:
+            key = (code, inspect.ismethod(fn))  # one def: the same parameters
+            cached = _SIGNATURES.get(key)
+            if cached is None:
+                cached = _SIGNATURES[key] = inspect.signature(fn)
+                if len(_SIGNATURES) > 1024:
+                    _SIGNATURES.pop(next(iter(_SIGNATURES)))
+            sig = cached
+    except (TypeError, ValueError):  # no signature to check against
+        return
+    try:
         sig.bind(**args)
     except TypeError as exc:
         raise WorkspaceError("the call's arguments do not fit the tool function's "
                              "parameters", action=action, error=str(exc),
                              args=sorted(args)) from None
-    except ValueError:  # no signature to check against
-        return

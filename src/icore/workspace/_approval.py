@@ -24,6 +24,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from icore.errors import brief
 from icore.fence import canonical_args
 from icore.records import JSONValue, Record, RecordId, canonical_json
 from icore.workspace._errors import WorkspaceError
@@ -116,23 +117,37 @@ def read_answer(answer: Any) -> Answer:
 
     Mappings: ``{"planfence.approval": id, "approved": bool}`` (from
     :meth:`ApprovalRequest.approve`), or ``{"approved": bool}`` / ``{"type": "accept"}``
-    without an id. Anything else is a rejection (fail closed).
+    without an id. Anything else is a rejection (fail closed), and so is an answer that
+    names an id that is no str (``7``, a list: meant for some request, attributable to
+    none) or that cannot be read (a mapping whose lookups raise, a ``reason`` whose
+    ``str`` raises): reading an answer never raises.
     """
+    try:
+        return _read_answer(answer)
+    except Exception:  # a hostile or broken answer object: never an approval
+        return Answer(False, None, f"unreadable answer {brief(answer, 80)}")
+
+
+def _read_answer(answer: Any) -> Answer:
     if isinstance(answer, bool):
         return Answer(answer, None)
     if isinstance(answer, str):
-        word = answer.strip().lower()
+        word = str.lower(str.strip(answer))
         return Answer(word in _YES and word not in _NO, None,
                       "" if word in _YES else answer)
     if isinstance(answer, Mapping):
         rid = answer.get(APPROVAL_FIELD, answer.get("id"))
-        rid = rid if isinstance(rid, str) else None
+        if rid is not None and not isinstance(rid, str):
+            return Answer(False, None, f"the answer names {brief(rid, 80)}, which is no "
+                          "request id (a str): not attributable, so not an approval")
         if "approved" in answer:
             ok = answer["approved"] is True
         else:
             kind = answer.get("type", answer.get("action", answer.get("decision")))
-            ok = isinstance(kind, str) and kind.strip().lower() in _YES
-        return Answer(ok, rid, str(answer.get("reason", "")))
+            ok = isinstance(kind, str) and str.lower(str.strip(kind)) in _YES
+        reason = answer.get("reason", "")
+        return Answer(ok, rid, reason if isinstance(reason, str) else
+                      ("" if reason is None else brief(reason, 400)))
     return Answer(False, None, "unreadable answer")
 
 
@@ -161,10 +176,18 @@ class ApprovalBook:
 
     Args:
         max_calls: how many calls' histories to keep (older ones are forgotten; their
-            bare answers then approve nothing and the human is asked again).
+            bare answers then approve nothing and the human is asked again); an int >= 1.
+
+    Raises:
+        WorkspaceError: ``max_calls`` is not an int >= 1 (a bool, a float, a str, 0 or
+            below: ``-1`` made every later request a ``KeyError``, ``"5"`` a
+            ``TypeError``).
     """
 
     def __init__(self, *, max_calls: int = 4096) -> None:
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
+            raise WorkspaceError("ApprovalBook(max_calls=) must be an int >= 1",
+                                 got=brief(max_calls, 80), fix="max_calls=4096")
         self._asked: OrderedDict[Hashable, list[ApprovalRequest]] = OrderedDict()
         self._ran: OrderedDict[Hashable, tuple[str, Any]] = OrderedDict()
         self._lock = threading.Lock()

@@ -14,6 +14,7 @@ Layout of a certs folder::
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import ipaddress
@@ -22,13 +23,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from icore._files import not_a_regular_file, path_problem
+from icore._files import folder_turn, not_a_regular_file, path_problem
 from icore._tls import (
     AGENT_ID_RE,
+    RESERVED_AGENT_ID,
     check_agent_id,
     client_context,
     identity_of_cert,
@@ -37,13 +40,28 @@ from icore._tls import (
 from icore.errors import TeamManifestError
 
 
+def _write_whole(path: Path, data: bytes, mode: int) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    data = key.private_bytes(serialization.Encoding.PEM,
-                             serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    _write_whole(path, key.private_bytes(serialization.Encoding.PEM,
+                                         serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption()), 0o600)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    _write_whole(path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
 
 def _load_key(path: Path) -> ec.EllipticCurvePrivateKey:
@@ -147,7 +165,13 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
     """Create a team CA (unless present) and a certificate per agent in ``out_dir``.
 
     An existing CA is reused, so agents can be added later; an existing agent pair is
-    kept unless ``overwrite``.
+    kept unless ``overwrite``. A CA replaced (``overwrite``) has every agent pair it signed
+    in the folder (``<id>.crt`` beside ``<id>.key``) issued again with the new one, so no
+    certificate there is left signed by a CA that is gone (``--force`` for one agent left the
+    others' certificates unverifiable, #29). Processes initialising one folder at once
+    take turns (an ``flock`` of the folder), and every file is written whole (a
+    temporary file renamed over it): the folder never holds a certificate that its
+    ``ca.crt`` did not sign.
 
     Args:
         out_dir: the certs folder (created).
@@ -186,6 +210,14 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
         raise TeamManifestError(f"the certs folder {out} is a file, not a folder",
                                 field="out_dir")
     out.mkdir(parents=True, exist_ok=True)
+    with folder_turn(out):
+        _init_locked(out, list(agents), team, days, overwrite)
+    return out
+
+
+def _init_locked(out: Path, agents: list[str], team: str, days: int,
+                 overwrite: bool) -> None:
+    """:func:`init_team_certs` in the folder, its lock held."""
     ca_crt, ca_keyp = out / "ca.crt", out / "ca.key"
     if ca_crt.exists() and ca_keyp.exists() and not overwrite:
         try:
@@ -199,17 +231,47 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
             raise ValueError(f"cannot load the team CA in {out} (use --force to replace "
                              f"it): {exc}") from exc
     else:
+        # the pairs the CA this one replaces signed are issued again with the new one
+        agents += [a for a in _signed_pairs(out, ca_crt) if a not in agents]
         ca_key, ca_cert = _make_ca(team, days)
+        overwrite = True
         _write_key(ca_keyp, ca_key)
-        ca_crt.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+        _write_cert(ca_crt, ca_cert)
     for a in agents:
         crt, keyp = out / f"{a}.crt", out / f"{a}.key"
         if crt.exists() and keyp.exists() and not overwrite:
             continue
         key, cert = _make_agent(a, team, ca_key, ca_cert, days)
         _write_key(keyp, key)
-        crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return out
+        _write_cert(crt, cert)
+
+
+def _signed_pairs(out: Path, ca_crt: Path) -> list[str]:
+    """The agent ids of the pairs in ``out`` that the CA in ``ca_crt`` signed, sorted.
+
+    A pair is ``<id>.crt`` and ``<id>.key``, both regular files; any other file, a
+    certificate that does not load or that another CA signed, is left alone (not ours
+    to replace). No loadable CA: none.
+    """
+    try:
+        if not_a_regular_file(ca_crt) is not None:
+            return []
+        old_ca = x509.load_pem_x509_certificate(ca_crt.read_bytes())
+    except (OSError, ValueError):
+        return []
+    found = []
+    for crt in sorted(out.glob("*.crt")):
+        a = crt.stem
+        if a.casefold() == RESERVED_AGENT_ID or AGENT_ID_RE.fullmatch(a) is None or \
+                any(not_a_regular_file(out / f"{a}{ext}") is not None
+                    for ext in (".crt", ".key")):
+            continue
+        try:
+            x509.load_pem_x509_certificate(crt.read_bytes()).verify_directly_issued_by(old_ca)
+        except (OSError, ValueError, TypeError, InvalidSignature):
+            continue
+        found.append(a)
+    return found
 
 
 __all__ = [
