@@ -246,8 +246,9 @@ def test_the_gates_one_replan_is_counted_without_a_progress_diagnosis() -> None:
              _plan("ship#3", "plan for ship"), {**_plan("ship#3", "replan"), **gate},
              {**_plan("ship#3", "replan again"), **gate}, _end("done"))
     assert r.replans == 4
-    assert [d.detail for d in r.diagnoses] == ["replan: plan3 -> plan4",
-                                               "replan: plan6 -> plan7"]
+    assert [d.detail for d in r.diagnoses] == [
+        "replan: plan3 -> plan4",
+        "a second replan of the protected call ship#3: replan: plan6 -> plan7"]
 
 
 def test_plans_without_ids_keep_the_old_rule() -> None:

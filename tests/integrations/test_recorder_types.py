@@ -11,7 +11,7 @@ import pytest
 
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
-from icore.integrations._recorder import _KIND_NAMES
+from icore.integrations._recorder_values import KIND_NAMES as _KIND_NAMES
 
 
 @pytest.mark.parametrize("value", ["no", "False", "0", "", 0, 1, [0], 1.0])

@@ -18,7 +18,14 @@ from typing import Any
 
 from icore.adapters._trace import PlanfenceLog, Step, StepKind
 from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, may_have_run, unknown_outcomes
-from icore.fence import ActionVerdict, DecisionEntry, action_ran, action_status, judge_action
+from icore.fence import (
+    ActionVerdict,
+    DecisionEntry,
+    Reason,
+    action_ran,
+    action_status,
+    judge_action,
+)
 
 GATE = "gate"
 """Frontier source: the gate recorded F(x)."""
@@ -380,7 +387,11 @@ def _linked(lineages: list[ActionLineage],
 
     A replan's stale roots name the action whose decisions cite them, its new roots the
     action that replanned it; a replan inside one action (the fence's own, the same
-    task) links nothing. Each action is linked once (the first recorded replan).
+    task) links nothing. Each action is linked once (the first recorded replan). Only a
+    call refused ``stale`` (its fresh values handed to the model) is replanned by a
+    later one: a replan blocked ``second_change`` handed nothing, so a call the gate
+    takes as the replan again (the model retried it from the same values) is not its
+    replan (QA qa-new9 S2).
     """
     if not replans:
         return tuple(lineages)
@@ -394,13 +405,21 @@ def _linked(lineages: list[ActionLineage],
         stale = next((owner[str(r)] for r in old if str(r) in owner), None)
         again = next((owner[str(r)] for r in new if str(r) in owner), None)
         if (stale is None or again is None or stale == again or again in of
-                or stale in of.values()):
+                or stale in of.values() or not _handed_over(lineages[stale])):
             continue
         of[again] = stale
     for again, stale in of.items():
         lineages[stale] = replace(lineages[stale], replanned_as=lineages[again].action)
         lineages[again] = replace(lineages[again], replan_of=lineages[stale].action)
     return tuple(lineages)
+
+
+def _handed_over(a: ActionLineage) -> bool:
+    """Whether ``a`` was refused ``stale`` at its last decision.
+
+    The model got the fresh values: its next call may be the one replan.
+    """
+    return bool(a.points) and a.points[-1].entry.reason == Reason.STALE.value
 
 
 def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]

@@ -370,13 +370,12 @@ class _StepReader(_XWriter):
     def on_plan(self, s: Step) -> None:
         """Import a plan as a new active ``planning`` obligation under the root.
 
-        A replan supersedes the previous plan (a ``transported_to`` relation to the new
-        one) and is diagnosed as a ``progress`` defect, except the PlanFence gate's one
-        replan of a protected call (``gate_replan``: counted, not a defect; a second
-        replan of the same call is one). A step with a ``plan_id``
-        supersedes the plan of that id only (a new id is a new plan, not a replan). In
-        CaptainAgent traces the first speaker relays the manager's plan and starts on it:
-        the plan is also its output on the new plan obligation.
+        A replan supersedes the previous plan (a ``transported_to`` relation to the new one)
+        and is a ``progress`` defect, except the PlanFence gate's one replan of a protected
+        call (``gate_replan``: counted, not a defect; a second replan of the same call is
+        one, named so). A step with a ``plan_id`` supersedes the plan of that id only (a new
+        id is a new plan, not a replan). In CaptainAgent traces the first speaker relays
+        the manager's plan and starts on it: the plan is its output on the new plan.
         """
         x = self.state
         ev = self.event(s, "plan", s.agent, text=s.content[:20000])
@@ -407,9 +406,10 @@ class _StepReader(_XWriter):
                                operation="replan", proposer=self.agent(s.agent))
             if s.gate_replan and s.plan_id not in self.gate_replanned:
                 self.gate_replanned.add(str(s.plan_id))  # the gate's one: no defect
-            else:
+            else:  # a gate's replan again (the call retried after its one replan): named
+                again = f"a second replan of the protected call {s.plan_id}: " * s.gate_replan
                 self.diagnose("progress", s.index, obligations=(old, new), events=(ev,),
-                              proposer=self.agent(s.agent), detail=f"replan: {old} -> {new}")
+                              proposer=self.agent(s.agent), detail=f"{again}replan: {old} -> {new}")
         self.plan = new
         self.plans_since_ledger += 1
         if self.trace.family == CAPTAIN_AGENT:

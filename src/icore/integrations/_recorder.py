@@ -53,58 +53,37 @@ import bisect
 import json
 import threading
 import time
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from icore.errors import IntegrationError, brief
-from icore.fence import ActionResult, GateDecision, Reason
+from icore.fence import ActionResult, GateDecision
 from icore.integrations._call_lines import (
-    after_gate,
     call_args,
     lineage_lines,
     lineage_records,
-    refusal_fields,
 )
-from icore.integrations._failed import Failed
+from icore.integrations._recorder_lines import Scope as _Scope
+from icore.integrations._recorder_lines import Waiting as _Waiting
+from icore.integrations._recorder_lines import add_once, record_gate
+from icore.integrations._recorder_values import (
+    FLAGS,
+    agents_arg,
+    line_args,
+    outcome,
+    text_arg,
+)
 from icore.integrations._run_file import write_run
-from icore.integrations._trace_data import finite, jsonable, text_of
-from icore.records import Lookup, RecordId
+from icore.integrations._trace_data import jsonable, text_of
+from icore.records import Lookup
 
 if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
     from icore.adapters import AuditResult, Trace
 
-_KIND_NAMES = frozenset({"task", "plan", "ledger", "instruction", "thought", "output",
-                         "tool_output", "stall", "termination"})
-"""The generic JSONL format's kinds (``icore.adapters.StepKind``; not imported: heavy);
-tests/integrations pin the two equal."""
-_Scope = tuple[str, str, tuple[str, ...]]
-"""One logical protected call: (its owner, tool, the facts it depends on)."""
-_Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None]
-"""A refused stale call waiting for its replan: (roots, caller, plan id, model turn)."""
-
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
-
-
-def _take_replan_of(stale: dict[_Scope, list[_Waiting]], scope: _Scope,
-                    turn: Hashable | None) -> _Waiting | None:
-    """The oldest refused call in ``scope`` a call of ``turn`` replans (taken), if any.
-
-    Not one of the same model turn: siblings are planned from the same reads. Call
-    with the recorder's lock held.
-    """
-    waiting = stale.get(scope)
-    if not waiting:
-        return None
-    for i, w in enumerate(waiting):
-        if turn is None or w[3] is None or w[3] != turn:
-            del waiting[i]
-            if not waiting:
-                del stale[scope]
-            return w
-    return None
 
 
 def active_recorder() -> RunRecorder | None:
@@ -114,86 +93,6 @@ def active_recorder() -> RunRecorder | None:
     so a fenced tool never vanishes from a recorded run.
     """
     return _ACTIVE.get()
-
-
-def _text_arg(value: Any, name: str, *, optional: bool = False,
-              numbers: bool = False) -> str | None:
-    """``value`` when it is a string (or None, when ``optional``).
-
-    With ``numbers``, an int or float as its text (``ground_truth=42`` -> ``"42"``, as
-    the JSONL importer reads a number there).
-
-    Raises:
-        IntegrationError: anything else (``argument`` names the parameter).
-    """
-    if isinstance(value, str) or (optional and value is None):
-        return value
-    if numbers and isinstance(value, int | float) and not isinstance(value, bool) and \
-            not (isinstance(value, int) and value.bit_length() > 4000):
-        return str(value)
-    raise IntegrationError(f"{name} must be a string{' or None' if optional else ''}, not "
-                           f"{type(value).__name__} {brief(value)}"[:160], argument=name)
-
-
-def _agents_arg(agents: Any) -> dict[str, str]:
-    """``agents`` (agent id -> description) as a dict; None is ``{}``.
-
-    Raises:
-        IntegrationError: not a mapping, or a key or description that is not a string.
-    """
-    if agents is None:
-        return {}
-    if not isinstance(agents, Mapping):
-        raise IntegrationError(f"agents must be a mapping of agent id -> description, not "
-                               f"{type(agents).__name__} {brief(agents)}"[:160], argument="agents")
-    for k, v in agents.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise IntegrationError(f"agents must map strings to strings: {brief(k)}: "
-                                   f"{brief(v)}"[:160],
-                                   argument="agents")
-    return dict(agents)
-
-
-_FLAGS = ("terminates", "pause", "replan")
-"""Step markers the JSONL format takes as JSON booleans only (issue 29)."""
-
-
-def _outcome(value: Any) -> bool | None:
-    """``succeeded`` as a bool or None; a NumPy bool (``a == b`` on arrays) becomes a bool.
-
-    A string such as ``"no"`` or ``"False"`` is truthy: recorded as a success, it made a
-    wrong answer audit as sound (QA r8-bad D16). Refused.
-
-    Raises:
-        IntegrationError: anything else (``argument="succeeded"``).
-    """
-    if value is None or isinstance(value, bool):
-        return value
-    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
-        return bool(value)
-    raise IntegrationError(f"succeeded must be True, False or None, not "
-                           f"{type(value).__name__} {brief(value)}"[:160], argument="succeeded")
-
-
-def _line_args(agent: Any, kind: Any, at: Any = None) -> None:
-    """Refuse an event line :func:`icore.adapters.audit_path` would refuse.
-
-    Raises:
-        IntegrationError: ``agent`` not a non-empty string, ``kind`` not one of the
-            JSONL format's kinds, ``at`` neither None nor a finite number (``argument``
-            names which).
-    """
-    if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)
-                           or not finite(at)):
-        raise IntegrationError(f"at is the event's time in seconds since the epoch (a "
-                               f"finite number), not {type(at).__name__} {brief(at)}"[:160],
-                               argument="at")
-    if not isinstance(agent, str) or not agent:
-        raise IntegrationError(f"agent must be a non-empty string, not "
-                               f"{type(agent).__name__} {brief(agent)}"[:160], argument="agent")
-    if not isinstance(kind, str) or kind not in _KIND_NAMES:
-        raise IntegrationError(f"unknown kind {brief(kind)}; use one of "
-                               f"{', '.join(sorted(_KIND_NAMES))}"[:200], argument="kind")
 
 
 class RunRecorder:
@@ -232,10 +131,10 @@ class RunRecorder:
             raise IntegrationError(f"run_id must be a non-empty string, not {brief(run_id)}"[:120],
                                    argument="run_id")
         self.run_id = run_id
-        self.question = _text_arg(question, "question", numbers=True) or ""
-        self.agents: dict[str, str] = _agents_arg(agents)
-        self.orchestrator = _text_arg(orchestrator, "orchestrator", optional=True)
-        self.ground_truth = _text_arg(ground_truth, "ground_truth", optional=True,
+        self.question = text_arg(question, "question", numbers=True) or ""
+        self.agents: dict[str, str] = agents_arg(agents)
+        self.orchestrator = text_arg(orchestrator, "orchestrator", optional=True)
+        self.ground_truth = text_arg(ground_truth, "ground_truth", optional=True,
                                       numbers=True)
         self.succeeded = succeeded  # checked by the property: a bool or None
         self.events: list[dict[str, Any]] = []
@@ -255,11 +154,18 @@ class RunRecorder:
         replan refused as stale again (its logical call's plan is written: the next call
         continues it). Sibling calls of one model turn in one scope each wait for their
         own replan."""
+        self._spent: dict[_Scope, _Waiting] = {}
+        """Logical calls whose one replan was blocked ``second_change``: scope -> the
+        refused call's (roots, caller, plan id, turn). A call the gate takes as that
+        replan again (the agent's reads are still the handed versions) continues it."""
         self.gateway_stale: dict[tuple[str, str], str] = {}
         """Calls the ``icore mcp`` gateway refused ``stale``, waiting for their replan:
         (agent, tool) -> plan id (:mod:`icore.integrations._refusals`)."""
         self._replans: set[tuple[str, str]] = set()
         """(agent, tool) of a replanning call whose run is recorded next."""
+        self._before: list[Callable[[], None]] = []
+        self._traced: list[dict[str, Any]] = []
+        """``task`` and ``termination`` lines a framework's trace gave (``traced=True``)."""
         self._lock = threading.Lock()
 
     @property
@@ -274,7 +180,7 @@ class RunRecorder:
         Raises:
             IntegrationError: not a bool or None (``"no"`` would read as a success).
         """
-        self._succeeded = _outcome(value)
+        self._succeeded = outcome(value)
 
     @contextmanager
     def active(self) -> Iterator[RunRecorder]:
@@ -312,8 +218,8 @@ class RunRecorder:
                 field that is not a bool (a line the audit would refuse), named by
                 ``argument``.
         """
-        _line_args(agent, kind, at)
-        for flag in _FLAGS:
+        line_args(agent, kind, at)
+        for flag in FLAGS:
             v = fields.get(flag)
             if v is not None and not isinstance(v, bool):
                 raise IntegrationError(f"{flag} must be True or False, not "
@@ -328,9 +234,15 @@ class RunRecorder:
             self.events.insert(i, line)
         return line
 
-    def task(self, content: Any, *, agent: str = "user", at: float | None = None) -> None:
-        """The user's request that starts the run."""
-        self.add(agent, "task", content, at=at)
+    def task(self, content: Any, *, agent: str = "user", at: float | None = None,
+             traced: bool = False) -> None:
+        """The user's request that starts the run.
+
+        ``traced``: a framework's trace gave it (a tracing processor); the same request
+        as the newest ``task`` line is then not added again, nor the app's own ``task()``
+        of a traced one (:func:`~icore.integrations._recorder_lines.add_once`).
+        """
+        add_once(self, "task", agent, content, traced=traced, at=at)
 
     def turn(self, agent: str, content: Any, *, at: float | None = None, **fields: Any
              ) -> None:
@@ -416,57 +328,17 @@ class RunRecorder:
             turn: the model turn the call came from (the workspace's
                 :attr:`~icore.workspace.Call.turn`). A refused stale call waits for its
                 replan: the first later call in its scope from another turn (or with
-                no turn known). A sibling call of the same turn is never its replan.
+                no turn known) derived from the versions it was handed (a call made from
+                facts read again after another change is a fresh plan). A sibling call of
+                the same turn is never its replan.
             refused: why an authorized call did not run (e.g. ``approval_changed``: the
                 human approved another request); its blocked tool output names it.
 
         Returns:
             The agent the call was attributed to.
         """
-        who = agent or self.caller(tool, call_id) or "executor"
-        first = result.decisions[0] if result.decisions else None
-        # one logical call: this owner, tool, facts (parallel calls on other facts differ)
-        scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
-        with self._lock:  # the previous such call was stale and handed the fresh values
-            stale = _take_replan_of(self._stale, scope, turn)
-        handed_over = stale is not None
-        stale_roots, planner, plan_id = stale[:3] if stale is not None else ((), who, None)
-        replanned = result.replanned and len(result.decisions) > 1 and not handed_over
-        if (replanned or handed_over) and first is not None and plan_id is None:
-            # this call's original plan before its replan, once per logical call
-            plan_id = self._new_plan_id(tool)  # the plan of the call that was refused
-            self.plan(planner, f"plan for {tool}", roots=list(stale_roots or first.roots),
-                      plan_id=plan_id)
-        if handed_over:  # the model re-planned from the fresh values it was handed
-            self.plan(who, f"replan for {tool}: {text_of(dict(args or result.args))}",
-                      roots=list(first.roots) if first is not None else None, replan=True,
-                      plan_id=plan_id)
-        for d in result.decisions:
-            self.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
-                     gate={"outcome": d.outcome.value, "reason": d.reason.value,
-                           "tool": tool, "replanned": d.replanned or handed_over,
-                           "point": d.point})
-        if handed_over and result.executed:
-            with self._lock:  # its tool output says so too
-                self._replans.add((who, tool))
-        if replanned:
-            self.plan(who, f"replan for {tool}: {text_of(dict(result.args))}",
-                      roots=list(result.roots), replan=True, plan_id=plan_id)
-        elif not result.executed and any(d.reason is Reason.STALE
-                                         for d in result.decisions):
-            with self._lock:  # a stale call without a replan: the next call replans
-                # ... with the same logical call's plan when this was its replan
-                self._stale.setdefault(scope, []).append(
-                    (tuple(first.roots) if first is not None else (), who, plan_id, turn))
-        task = self.lineage(tool, result.decisions, lookup=lookup,
-                            refused=after_gate(result, refused),
-                            failed=result.value.error if result.executed and isinstance(
-                                result.value, Failed) and result.value.ran else None)
-        if not result.executed:  # its output names its task: the audit matches by it
-            why = refused or result.final.reason.value
-            self.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
-                           error=True, blocked=True, task=task, **refusal_fields(refused))
-        return who
+        return record_gate(self, agent, tool, result, lookup=lookup, call_id=call_id,
+                           args=args, owner=owner, turn=turn, refused=refused)
 
     def _new_plan_id(self, tool: str) -> str:
         """A fresh plan id for one logical call of ``tool`` (``<tool>#<n>``)."""
@@ -503,9 +375,25 @@ class RunRecorder:
                                                 self._records, failed))
         return task
 
-    def finish(self, agent: str, answer: Any, *, at: float | None = None) -> dict[str, Any]:
-        """The run's final answer; returns its line (for :meth:`reopen`)."""
-        return self.add(agent, "termination", answer, at=at, final_answer=text_of(answer))
+    def finish(self, agent: str, answer: Any, *, at: float | None = None,
+               traced: bool = False) -> dict[str, Any]:
+        """The run's final answer; returns its line (for :meth:`reopen`).
+
+        ``traced``: a framework hook recorded the end; one run, one end: the app's
+        ``finish()`` of the same answer returns that line and adds nothing
+        (:func:`~icore.integrations._recorder_lines.add_once`).
+        """
+        return add_once(self, "termination", agent, answer, traced=traced, at=at,
+                        final_answer=text_of(answer))
+
+    def before_output(self, refresh: Callable[[], None]) -> None:
+        """Call ``refresh()`` before the lines are produced (:meth:`jsonl`, :meth:`write`).
+
+        For a line whose text depends on what is recorded after it (the Agents SDK
+        processor's note names what the trace still lacks when it is written).
+        """
+        with self._lock:
+            self._before.append(refresh)
 
     def remove(self, line: Mapping[str, Any]) -> bool:
         """Remove the event line ``line`` (as returned by :meth:`add`); False if unknown."""
@@ -552,6 +440,10 @@ class RunRecorder:
 
         The header first, then the PlanFence lines, then one event per line.
         """
+        with self._lock:
+            before = list(self._before)
+        for refresh in before:
+            refresh()
         with self._lock:
             events = list(self.events)
             planfence = list(self.planfence)

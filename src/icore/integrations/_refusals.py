@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from icore.fence import DecisionEntry, Outcome, Reason
+from icore.integrations._recorder_lines import take_replan_of
 from icore.integrations._trace_data import bounded_args, text_of
 
 if TYPE_CHECKING:
@@ -152,11 +153,9 @@ def replan_refused(rec: RunRecorder, who: str, tool: str, args: Mapping[str, Any
     then ``replan: true`` with its plan id), so the audit counts the replan (issue 28).
     Returns False when no stale call of ``who`` waits.
     """
-    from icore.integrations._recorder import _take_replan_of
-
     with rec._lock:
         scope = next((sc for sc in rec._stale if sc[:2] == (who, tool)), None)
-        stale = _take_replan_of(rec._stale, scope, None) if scope is not None else None
+        stale = take_replan_of(rec._stale, scope, None) if scope is not None else None
     if stale is None:
         return False
     roots, planner, plan_id = stale[:3]

@@ -33,7 +33,7 @@ class RunEnd:
 
     def end(self, agent: str, answer: str) -> None:
         """``agent``'s ``answer`` ends the run (a ``termination`` line with ``final_answer``)."""
-        line = self.recorder.add(agent, "termination", answer, final_answer=answer)
+        line = self.recorder.finish(agent, answer, traced=True)
         with self._lock:
             self._line = line
 

@@ -46,20 +46,17 @@ function span of a call still waiting for its approval.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
-import json
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any, cast
 
 from agents import AgentBase, FunctionTool, function_tool
 from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
-from agents.tracing import get_current_span
-from agents.tracing.spans import NoOpSpan
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
 from icore.fence import (
@@ -93,17 +90,22 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
-from icore.integrations._failed import Failed
 from icore.integrations._fenced import agent_error
 from icore.integrations._json_args import read_json
 from icore.integrations._recorder import active_recorder
-from icore.integrations._tool_failed import describe
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
     approved_call,
     binding,
     unread_after_approval,
+)
+from icore.integrations.openai_agents._tool_run import (
+    STARTED,
+    Runs,
+    invoked,
+    noting_failures,
+    raising,
 )
 from icore.integrations.openai_agents._trace_scope import sdk_run_scope
 from icore.integrations.openai_agents._tracing import (
@@ -305,7 +307,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block,
                                framework="openai_agents", tool=base.name)
     norm = _normalizer(base)
-    noting = _noting_failures(base)
+    runs = Runs(raising(base), noting_failures(base))
     team = agent if isinstance(agent, TeamAgent) else None
     if team is None and (fence is None or not isinstance(agent, str)):
         raise agent_error(agent, tool=base.name, fence=fence, framework="openai_agents",
@@ -369,7 +371,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                 base.name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
-            return await _invoked(base, noting, ctx, a)
+            return await invoked(base, runs, ctx, a)
 
         gated = await caller_guard(ctx).arun(
             base.name, call, norm_args, turn=turns.key(ctx),
@@ -394,7 +396,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         async def call(**a: Any) -> Any:
             if approved is not None and (fresh or canon(a) != approved):
                 raise ApprovalChanged(args, a)  # a replan is another request
-            return await _invoked(base, noting, ctx, a)
+            return await invoked(base, runs, ctx, a)
 
         fresh: list[Replan] = []
         rec = _run_recorder(recorder, base.name)
@@ -436,6 +438,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                         "request": want.id if want is not None else None})
 
     async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+        STARTED.set(asyncio.get_running_loop().time())  # the SDK's timeout= counts from here
         try:
             noted(ctx, input_json)
             return await inner(ctx, input_json)
@@ -452,6 +455,10 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     def is_enabled(wrapper: Any, owner: Any) -> Any:
         turns.bump(wrapper)
         _run_recorder(recorder, base.name)  # claimed before any call waits for approval
+        proc = ACTIVE_PROCESSOR.get()
+        if proc is not None and base.needs_approval is not False:  # a human's "no"
+            proc.rejected(base.name, lambda cid: _decided(wrapper, base.name, cid),
+                          lambda cid: _rejection_text(wrapper, base.name, cid))
         return enabled(wrapper, owner) if callable(enabled) else enabled
 
     wrapped.is_enabled = is_enabled
@@ -460,72 +467,24 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     return wrapped
 
 
-_RAISED: ContextVar[list[Exception] | None] = ContextVar("icore_agents_tool_raised",
-                                                         default=None)
-"""The exceptions the tool of the call running here raised (noted by its failure
-function: :func:`_noting_failures`)."""
-
-
-def _noting_failures(base: FunctionTool) -> FunctionTool | None:
-    """A copy of ``base`` whose failure handling notes the tool's exception first.
-
-    The SDK turns a tool's exception into the model's error text with the tool's
-    ``failure_error_function``; the copy's failure function notes the exception (in
-    :data:`_RAISED`) and then asks ``base``'s own policy for the text, unchanged (the
-    default text, the run's ``tool_error_formatter``, a custom function, or none: raise).
-    None when this SDK has no such hook (tracing then tells a failure, as before).
-    """
+def _decided(wrapper: Any, tool: str, call_id: str) -> Any:
+    """The SDK's decision on the call ``call_id`` (True, False: rejected, None: open)."""
     try:
-        from agents.tool import (
-            maybe_invoke_function_tool_failure_error_function as base_text,
-        )
-        from agents.tool import (
-            set_function_tool_failure_error_function as set_failure_function,
-        )
-    except ImportError:  # pragma: no cover - an SDK without the hook
+        return wrapper.is_tool_approved(tool, call_id)
+    except Exception:  # not a run context that knows approvals
         return None
-    inner = copy.copy(base)
-
-    async def noted(ctx: Any, error: Exception) -> str | None:
-        raised = _RAISED.get()
-        if raised is not None:
-            raised.append(error)
-        return await base_text(function_tool=base, context=ctx, error=error)
-
-    set_failure_function(inner, noted)
-    return inner
 
 
-async def _invoked(base: FunctionTool, noting: FunctionTool | None, ctx: ToolContext[Any],
-                   args: dict[str, Any]) -> Any:
-    """Run the wrapped tool; a failure the SDK handled comes back as :class:`Failed`.
-
-    The SDK turns a tool's exception into an error text for the model (its
-    ``failure_error_function``): that call failed, whatever text the model reads
-    (recorded ``exitcode: 1``, the audit's "failed after authorization"). A traced run
-    tells it by the error the SDK attaches to the call's function span (the span keeps
-    exactly what the SDK puts there); a run without tracing (``RunConfig(tracing_disabled=
-    True)``, ``set_tracing_disabled(True)``: no span to attach to) runs ``noting``, the
-    copy of the tool whose failure function notes the exception (#28 follow-up).
-    """
-    span = get_current_span()
-    if noting is not None and (span is None or isinstance(span, NoOpSpan)):
-        raised: list[Exception] = []
-        token = _RAISED.set(raised)
-        try:
-            out = await noting.on_invoke_tool(ctx, json.dumps(args))
-        finally:
-            _RAISED.reset(token)
-        return Failed(out, describe(raised[-1])) if raised else out
-    before = getattr(span, "error", None)
-    out = await base.on_invoke_tool(ctx, json.dumps(args))
-    err = getattr(span, "error", None)
-    if span is None or err is None or err is before:
-        return out
-    data = err.get("data") if isinstance(err, dict) else None
-    detail = data.get("error") if isinstance(data, dict) else None
-    return Failed(out, str(detail or (err.get("message") if isinstance(err, dict) else err)
-                           or "the tool failed"))
+def _rejection_text(wrapper: Any, tool: str, call_id: str) -> str:
+    """What the SDK answers a rejected call with (the human's message, else its default)."""
+    try:
+        said = wrapper.get_rejection_message(tool, call_id)
+    except Exception:
+        said = None
+    if isinstance(said, str):
+        return said
+    from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
+    return DEFAULT_APPROVAL_REJECTION_MESSAGE
 
 
 _FENCED = "__icore_fenced__"

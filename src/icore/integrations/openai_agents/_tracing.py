@@ -36,7 +36,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,56 +64,13 @@ from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
 from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
+from icore.integrations.openai_agents._span_items import items as span_items
+from icore.integrations.openai_agents._span_items import renote, unseen_note
+from icore.integrations.openai_agents._span_items import text as item_text
 from icore.workspace import REJECTED
 
 _NONE_TEXT = ("None", "", None)
 """What the model reads for a tool that returned None (never the SDK's rejection)."""
-
-
-def _items(output: Any) -> list[Mapping[str, Any]]:
-    """A span's input or output as Responses-format items.
-
-    The SDK's Chat Completions models (``OpenAIChatCompletionsModel``, ``LitellmModel``)
-    trace chat messages (an assistant message with ``tool_calls``, a ``role: "tool"``
-    answer) or, when streaming, a whole ``Response`` dump: each is turned into the items
-    the Responses models trace (``message``, ``function_call``, ``function_call_output``).
-    """
-    out: list[Mapping[str, Any]] = []
-    for it in output or ():
-        if hasattr(it, "model_dump") and not isinstance(it, Mapping):
-            it = it.model_dump()
-        if isinstance(it, Mapping):
-            out.extend(_responses_items(it))
-    return out
-
-
-def _responses_items(it: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """One traced item in the Responses format (see :func:`_items`)."""
-    if it.get("object") == "response" and isinstance(it.get("output"), list):
-        return _items(it["output"])  # a streamed Chat Completions run: the whole Response
-    if it.get("role") == "tool" and "tool_call_id" in it:
-        return [{"type": "function_call_output", "call_id": it["tool_call_id"],
-                 "output": it.get("content")}]
-    calls = it.get("tool_calls") if it.get("role") == "assistant" else None
-    if not isinstance(calls, list):
-        return [it]
-    out: list[Mapping[str, Any]] = []
-    if _text(it):
-        out.append({"type": "message", "role": "assistant", "content": _text(it)})
-    for c in calls:
-        fn = c.get("function") if isinstance(c, Mapping) else None
-        if isinstance(fn, Mapping):
-            out.append({"type": "function_call", "call_id": c.get("id"),
-                        "name": fn.get("name"), "arguments": fn.get("arguments")})
-    return out
-
-
-def _text(item: Mapping[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    parts = [p.get("text", "") for p in content or () if isinstance(p, Mapping)]
-    return " ".join(str(p) for p in parts if p)
 
 
 @dataclass
@@ -134,12 +91,6 @@ class _TraceState:
     turns: bool = False
     """A model span of the trace carried the model's input or output."""
     noted: bool = False
-
-
-_UNSEEN = ("the model put no input or output in the run's trace spans (e.g. "
-           "agents.testing.ScriptedModel): its task, turns and final answer are not "
-           "recorded; after the run: rec.task(question); rec.finish(result.last_agent.name, "
-           "result.final_output)")
 
 
 def _trim(entries: OrderedDict[Any, Any], most: int) -> None:
@@ -178,8 +129,9 @@ class RecordingProcessor(TracingProcessor):
         self._held: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
         """Plain tools' calls whose function span ended without output (the SDK's
         pending approval, or a tool that returned None): call id -> (agent, tool, args)."""
-        self._paused: OrderedDict[str, None] = OrderedDict()
-        """Held calls a run paused on (put to the human), oldest first."""
+        self._paused: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
+        """Calls a run paused on (put to the human), oldest first: call id -> (agent,
+        tool, args)."""
         self._handed: OrderedDict[tuple[str, str], None] = OrderedDict()
         """Handoffs made: (from agent, the SDK's transfer message the model reads). The
         handoff's call has no function span; its output is not a call the SDK refused."""
@@ -201,35 +153,42 @@ class RecordingProcessor(TracingProcessor):
         with self._lock:
             st = self._state(trace_id)
             final, st.final = st.final, None
-            waiting = list(self._asking.values()) if final is None else []
-            asked = list(self._asking) if final is None else []
+            waiting = dict(self._asking) if final is None else {}
             self._asking.clear()
         if final is not None:
             self._end.end(*final)
-        elif not waiting:
-            self._unseen(trace_id)
-        elif waiting:  # stopped for a human approval: a pause, not an end
+            return
+        self._unseen(trace_id)  # before a pause: a paused trace ends with its pause
+        if waiting:  # stopped for a human approval: a pause, not an end
             with self._lock:
-                self._paused.update(dict.fromkeys(asked))
+                self._paused.update(waiting)
                 _trim(self._paused, self.MAX_TRACES)
-            what = "; ".join(f"{t} {json.dumps(a, default=str)}" for _, t, a in waiting)
-            self.recorder.add(waiting[0][0], "thought",
+            waiting_calls = list(waiting.values())
+            what = "; ".join(f"{t} {json.dumps(a, default=str)}"
+                             for _, t, a in waiting_calls)
+            self.recorder.add(waiting_calls[0][0], "thought",
                               f"paused: waiting for a human to approve {what}", pause=True,
-                              approvals=[{"tool": t, "args": a} for _, t, a in waiting])
+                              approvals=[{"tool": t, "args": a} for _, t, a in waiting_calls])
 
     def _unseen(self, trace_id: str) -> None:
         """A run ended whose model put nothing in its spans: say so in the trace (once).
 
         The processor sees a run only through the SDK's spans; a model that fills no
         generation or response span (``agents.testing.ScriptedModel``, with or without
-        ``emit_traces``) leaves no task, turns or answer to record (QA qa-fw7 S3).
+        ``emit_traces``) leaves no task, turns or answer to record (QA qa-fw7 S3). The
+        line is written where the run ended (before its pause, if it paused: a paused
+        trace ends with its pause) and says what the trace lacks when it is written
+        (:func:`unseen_note`): a task or an end the app recorded itself is not called
+        missing (QA qa-new9 S2, S4).
         """
         with self._lock:
             st = self._state(trace_id)
             if st.turns or st.noted:
                 return
             st.noted, who = True, st.agent
-        self.recorder.add(who, "thought", _UNSEEN, unseen_model=True)
+        line = self.recorder.add(who, "thought", unseen_note(self.recorder.events),
+                                 unseen_model=True)
+        self.recorder.before_output(lambda: renote(self.recorder, line))
 
     def _mine(self, trace_id: str) -> bool:
         """Whether an event of ``trace_id`` belongs to this processor's runs.
@@ -315,6 +274,38 @@ class RecordingProcessor(TracingProcessor):
             self._asking[str(call_id)] = (who, tool, args)
             _trim(self._asking, self.MAX_TRACES)
 
+    def rejected(self, tool: str, decided: Callable[[str], Any],
+                 message: Callable[[str], str]) -> None:
+        """Record the calls of ``tool`` the run paused on that the human rejected.
+
+        A fenced tool asks it when the SDK lists its tools for a model call (a resumed
+        run's next turn): ``decided(call_id)`` is the SDK's decision (False: rejected),
+        ``message(call_id)`` the text the SDK answers the call with. Only for a trace
+        whose model fills no span (``agents.testing.ScriptedModel``): otherwise the next
+        model input names the SDK's answer (:meth:`_answered`) exactly. Each rejection is
+        recorded once, as there: the human's decision, then the refused call (QA
+        qa-new9 S2).
+        """
+        trace = get_current_trace()
+        if trace is None or not self._mine(trace.trace_id):
+            return
+        found: list[tuple[str, tuple[str, str, Any]]] = []
+        with self._lock:
+            st = self._traces.get(trace.trace_id)
+            if st is None or st.turns:
+                return
+            for cid, entry in list(self._paused.items()):
+                if entry[1] == tool and decided(cid) is False:
+                    found.append((cid, entry))
+                    del self._paused[cid]
+                    self._pending.pop(cid, None)
+                    self._held.pop(cid, None)
+        for cid, (who, name, args) in found:
+            self._decision(who, name, args, "reject")
+            refused_call(self.recorder, who, name, args if isinstance(args, dict) else None,
+                         message(cid), reason=REJECTED, policy="approval",
+                         answered_by="sdk", decision="reject")
+
     def _hold(self, name: str, args: Any) -> bool:
         """A plain tool's call ended without output: held as put to the human.
 
@@ -362,7 +353,7 @@ class RecordingProcessor(TracingProcessor):
         handoff's call has no function span either: its output, the SDK's transfer
         message to the agent a handoff span named, is recorded as the call's run.
         """
-        items = _items(inputs) if not isinstance(inputs, str) else []
+        items = span_items(inputs) if not isinstance(inputs, str) else []
         found: list[tuple[tuple[str, str, Any], Any, bool]] = []
         ran: list[tuple[tuple[str, str, Any], Any, bool]] = []
         handed: list[tuple[tuple[str, str, Any], Any]] = []
@@ -414,12 +405,12 @@ class RecordingProcessor(TracingProcessor):
         if first:
             # a later run of a chat gets the history: its task is the newest user message
             task = inputs if isinstance(inputs, str) else next(
-                (_text(m) for m in reversed(_items(inputs)) if m.get("role") == "user"), "")
+                (item_text(m) for m in reversed(span_items(inputs)) if m.get("role") == "user"), "")
             if task:  # before what a resumed run's tools recorded ahead of its model
-                self.recorder.task(task, at=at)
+                self.recorder.task(task, at=at, traced=True)
         self._answered(inputs)
         calls, texts = [], []
-        for it in _items(output):
+        for it in span_items(output):
             if it.get("type") == "function_call":
                 args = it.get("arguments")
                 if isinstance(args, str) and args:  # kept as sent when it does not read
@@ -430,7 +421,7 @@ class RecordingProcessor(TracingProcessor):
                     self._pending[str(it.get("call_id"))] = (who, str(it.get("name")), args)
                     _trim(self._pending, self.MAX_TRACES)
             elif it.get("type") == "message" or it.get("role") == "assistant":
-                texts.append(_text(it))
+                texts.append(item_text(it))
         text = " ".join(t for t in texts if t)
         with self._lock:
             self._state(span.trace_id).final = (who, text) if text and not calls else None

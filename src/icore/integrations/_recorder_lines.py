@@ -1,0 +1,134 @@
+"""How a :class:`~icore.integrations.RunRecorder` writes a protected call's gate lines.
+
+:func:`record_gate` is :meth:`RunRecorder.gate <icore.integrations.RunRecorder.gate>`:
+the call's gate decisions, its plan and replan lines (one ``plan_id`` per logical call;
+a replan only from the versions a stale refusal handed over, QA qa-new9 S2), its PlanFence lines
+and a block. :func:`add_once` writes a ``task`` / ``termination`` line once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from icore.fence import ActionResult, Reason
+from icore.integrations._call_lines import after_gate, refusal_fields
+from icore.integrations._failed import Failed
+from icore.integrations._trace_data import text_of
+from icore.records import Lookup, RecordId
+
+Scope = tuple[str, str, tuple[str, ...]]
+"""One logical protected call: (its owner, tool, the facts it depends on)."""
+Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None, Mapping[str, str]]
+"""A refused stale call waiting for its replan: (roots, caller, plan id, model turn, the
+versions of D(a) it was refused at: key -> the owner's head, handed to the model)."""
+
+
+def take_replan_of(stale: dict[Scope, list[Waiting]], scope: Scope,
+                   turn: Hashable | None, frontier: Mapping[str, str] | None = None
+                   ) -> Waiting | None:
+    """The oldest refused call in ``scope`` a call of ``turn`` replans (taken), if any.
+
+    Not one of the same model turn: siblings are planned from the same reads. With the
+    call's ``frontier`` (F(x) of its first decision), only a refused call whose handed
+    versions it derives from: a call made from facts read again after another change is
+    a fresh plan, not that replan (QA qa-new9 S2). Call with the recorder's lock held.
+    """
+    waiting = stale.get(scope)
+    if not waiting:
+        return None
+    for i, w in enumerate(waiting):
+        if (turn is None or w[3] is None or w[3] != turn) and (
+                not frontier or not w[4] or dict(w[4]) == dict(frontier)):
+            del waiting[i]
+            if not waiting:
+                del stale[scope]
+            return w
+    return None
+
+
+def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
+                lookup: Lookup | None, call_id: Any, args: Mapping[str, Any] | None,
+                owner: str | None, turn: Hashable | None, refused: str | None) -> str:
+    """:meth:`RunRecorder.gate <icore.integrations.RunRecorder.gate>` (its docstring)."""
+    who = agent or rec.caller(tool, call_id) or "executor"
+    first = result.decisions[0] if result.decisions else None
+    # one logical call: this owner, tool, facts (parallel calls on other facts differ)
+    scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
+    frontier = dict(first.frontier) if first is not None else {}
+    with rec._lock:  # the previous such call was stale and handed the fresh values
+        stale = take_replan_of(rec._stale, scope, turn, frontier)
+        spent = rec._spent.get(scope)
+        if stale is None and spent is not None and spent[4] and dict(spent[4]) == frontier:
+            stale = spent  # the blocked replan tried again from the same handed values
+    handed_over = stale is not None
+    stale_roots, planner, plan_id = stale[:3] if stale is not None else ((), who, None)
+    replanned = result.replanned and len(result.decisions) > 1 and not handed_over
+    if (replanned or handed_over) and first is not None and plan_id is None:
+        # this call's original plan before its replan, once per logical call
+        plan_id = rec._new_plan_id(tool)  # the plan of the call that was refused
+        rec.plan(planner, f"plan for {tool}", roots=list(stale_roots or first.roots),
+                 plan_id=plan_id)
+    if handed_over:  # the model re-planned from the fresh values it was handed
+        rec.plan(who, f"replan for {tool}: {text_of(dict(args or result.args))}",
+                 roots=list(first.roots) if first is not None else None, replan=True,
+                 plan_id=plan_id)
+    for d in result.decisions:
+        rec.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
+                gate={"outcome": d.outcome.value, "reason": d.reason.value,
+                      "tool": tool, "replanned": d.replanned or handed_over,
+                      "point": d.point})
+    if handed_over and result.executed:
+        with rec._lock:  # its tool output says so too
+            rec._replans.add((who, tool))
+    if replanned:
+        rec.plan(who, f"replan for {tool}: {text_of(dict(result.args))}",
+                 roots=list(result.roots), replan=True, plan_id=plan_id)
+    if handed_over and not result.executed and \
+            result.final.reason is Reason.SECOND_CHANGE:
+        with rec._lock:  # the one replan was blocked: its logical call is spent
+            rec._spent[scope] = (tuple(stale_roots or (first.roots if first else ())),
+                                 planner, plan_id, turn, stale[4] if stale else {})
+    elif not result.executed and result.final.reason is Reason.STALE:
+        with rec._lock:  # a stale call without a replan: the next call replans
+            # ... with the same logical call's plan when this was its replan (a
+            # replan blocked second_change ends its logical call: none waits)
+            rec._stale.setdefault(scope, []).append(
+                (tuple(first.roots) if first is not None else (), who, plan_id, turn,
+                 dict(result.final.heads)))
+    task = rec.lineage(tool, result.decisions, lookup=lookup,
+                       refused=after_gate(result, refused),
+                       failed=result.value.error if result.executed and isinstance(
+                           result.value, Failed) and result.value.ran else None)
+    if not result.executed:  # its output names its task: the audit matches by it
+        why = refused or result.final.reason.value
+        rec.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",
+                      error=True, blocked=True, task=task, **refusal_fields(refused))
+    return who
+
+
+def add_once(rec: Any, kind: str, agent: str, content: Any, *, traced: bool,
+             at: float | None, **fields: Any) -> dict[str, Any]:
+    """Add a ``task`` / ``termination`` line unless the newest such line is the same.
+
+    The same: same ``agent`` and text (``final_answer`` of a termination), and either
+    of the two lines came from a framework's trace (``traced``): a request or an end a
+    tracing processor recorded and the app recorded too is one line (QA qa-new9 S4);
+    two untraced ones are two. Returns the line (the newest one when not added).
+    """
+    text = text_of(content)
+    field = "final_answer" if kind == "termination" else "content"
+    with rec._lock:
+        last: dict[str, Any] | None = next(
+            (e for e in reversed(rec.events) if e.get("kind") == kind), None)
+        if last is not None and last.get("agent") == agent and last.get(field) == text \
+                and (traced or any(t is last for t in rec._traced)):
+            return last
+    line: dict[str, Any] = rec.add(agent, kind, content, at=at, **fields)
+    if traced:
+        with rec._lock:
+            rec._traced.append(line)
+    return line
+
+
+__all__ = ["Scope", "Waiting", "add_once", "record_gate", "take_replan_of"]
