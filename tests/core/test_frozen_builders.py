@@ -14,6 +14,14 @@ from icore.fence import GateDecision, Outcome, Reason
 from icore.memory import CommitOp, CommitResult
 from icore.net import Commit, CommitAck
 from icore.records import Frontier, Record
+from icore.state import (
+    Assertion,
+    AssertionImported,
+    Certificate,
+    Event,
+    Justification,
+    LogEntry,
+)
 
 _values = st.one_of(st.none(), st.integers(), st.text(max_size=8), st.booleans(),
                     st.tuples(st.text(max_size=4)),
@@ -28,7 +36,8 @@ def _repr(o: object) -> str:
 
 
 @pytest.mark.parametrize("cls", [GateDecision, Frontier, Record, CommitOp, CommitResult,
-                                 Commit, CommitAck])
+                                 Commit, CommitAck, LogEntry, Event, Assertion,
+                                 Justification, AssertionImported, Certificate])
 @settings(max_examples=50, deadline=None)
 @given(data=st.data())
 def test_built_object_equals_the_init_one(cls: type[Any], data: st.DataObject) -> None:

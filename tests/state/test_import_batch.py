@@ -182,3 +182,51 @@ def test_is_json_fast_path_agrees_with_the_encoder(value: Any) -> None:
     except (TypeError, ValueError):
         encodes = False
     assert is_json(value) == encodes
+
+
+def test_batch_checks_what_each_item_names() -> None:
+    """An item naming what the previous one named skips those checks; anything else
+    (another event, a certificate, the same list changed since) is checked (#29)."""
+    x = _state(DECL)
+    events = ["m1"]
+    with x.import_batch() as b:
+        b.import_assertion(Effect.node("o3", "code"), events=events, operation="introduce")
+        b.import_assertion(Effect.assign("o3", "alice"), events=events, operation="introduce")
+        events.append("e9")  # the same list, now naming an event not in G
+        with pytest.raises(StateInputError, match="event not in G"):
+            b.import_assertion(Effect.status("o3", Status.ACTIVE), events=events,
+                               operation="introduce")
+        with pytest.raises(StateInputError, match="unknown certificate"):
+            b.import_assertion(Effect.status("o3", Status.ACTIVE), events=["m1"],
+                               operation="introduce", certificates=["c7"])
+        with pytest.raises(StateInputError, match="unknown operation"):
+            b.import_assertion(Effect.status("o3", Status.ACTIVE), events=["m1"],
+                               operation="bad")
+        with pytest.raises(StateInputError, match="unknown agent"):
+            b.import_assertion(Effect.status("o3", Status.ACTIVE), events=["m1"],
+                               operation="introduce", proposer="nobody")
+    assert x.obligations["o3"].assignee == "alice" and len(x.assertions) == 4
+
+
+def test_folded_steps_copy_each_obligation_once() -> None:
+    """``obligation_steps(fold=True)``: one copy per obligation for the whole change,
+    equal to what the unfolded steps end with; X's own objects untouched (#29)."""
+    from icore.state._entries import AssertionImported
+    from icore.state._transition import final_obligations, obligation_steps
+    from icore.state._xmodel import Assertion, AssertionKind, Justification
+
+    x = _state(DECL)
+    before = x.obligations["o1"]
+    j = Justification(("m1",), "assign", (), ())
+    bodies = [AssertionImported(Assertion(f"a{90 + i}", "o1", kind, key, value, None, None),
+                                j)
+              for i, (kind, key, value) in enumerate([
+                  (AssertionKind.ASSIGNEE, "", "alice"), (AssertionKind.STATUS, "", "active"),
+                  (AssertionKind.STATUS, "", "submitted")])]
+    plain = obligation_steps(x, bodies)
+    folded = obligation_steps(x, bodies, fold=True)
+    objs = {id(s.obligations["o1"]) for s in folded if s is not None}
+    assert len(objs) == 1 and len({id(s.obligations["o1"]) for s in plain if s}) == 3
+    assert final_obligations(folded) == final_obligations(plain)
+    assert [s.supersedes for s in folded if s] == [s.supersedes for s in plain if s]
+    assert x.obligations["o1"] is before and before.status != "submitted"

@@ -61,6 +61,10 @@ does not turn into that one letter (capital I with dot: ``i`` + a combining dot;
 i; long s). The only other one, the Kelvin sign, lowers to ``k``."""
 
 
+_FOLDED = re.compile("[" + "".join(_FOLDS) + "]")
+"""A letter of :data:`_FOLDS` (one scan of a non-ASCII text, no generator per call)."""
+
+
 def _marked(rx: re.Pattern[str], text: str, low: str | None = None) -> bool:
     """``rx.search(text) is not None`` for a marker pattern of :data:`_ANCHORS`, cheaply.
 
@@ -75,7 +79,7 @@ def _marked(rx: re.Pattern[str], text: str, low: str | None = None) -> bool:
         text: the message.
         low: ``text.lower()`` when the caller has it (shared by several patterns).
     """
-    if any(c in text for c in _FOLDS):
+    if not text.isascii() and _FOLDED.search(text) is not None:  # isascii: O(1)
         return rx.search(text) is not None
     low = text.lower() if low is None else low
     at = [i for a in _ANCHORS[rx] if (i := low.find(a)) >= 0]
@@ -289,8 +293,9 @@ def classify(text: str) -> str:
     """Work kind of an instruction or message: the first kind whose keyword occurs."""
     t = text.lower()
     for kind, words in KINDS.items():
-        if any(w in t for w in words):
-            return kind
+        for w in words:  # a plain loop: no generator per kind (one call per output)
+            if w in t:
+                return kind
     return "analysis"
 
 

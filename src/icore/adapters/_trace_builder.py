@@ -307,7 +307,7 @@ class _XWriter:
         """
         spec = self.state.decl.validators[name]
         g = self.state.events
-        inp = ValidatorInput(tuple(g[e] for e in events), (), payload, spec.params)
+        inp = ValidatorInput(tuple([g[e] for e in events]), (), payload, spec.params)
         verdict, _ = run_validator(spec.fn, inp)
         return verdict is True
 

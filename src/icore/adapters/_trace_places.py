@@ -19,6 +19,8 @@ from icore.adapters._results import (
     FlagPlace,
 )
 from icore.state import (
+    AssertionImported,
+    CertificateImported,
     Committed,
     EntryKind,
     EventAdded,
@@ -27,6 +29,9 @@ from icore.state import (
     Note,
     ProposalRecorded,
 )
+
+_QUIET = frozenset({AssertionImported, CertificateImported})
+"""Body types neither :class:`FlagPlaces` nor :class:`NoteLog` reads (exact types)."""
 
 
 class FlagPlaces:
@@ -46,6 +51,8 @@ class FlagPlaces:
         """Account for ``entries`` (in log order)."""
         for e in entries:
             b = e.body
+            if type(b) in _QUIET:  # most entries of an import: nothing to account for
+                continue
             if isinstance(b, ProposalRecorded):
                 self.proposals += 1
                 steps = [ev.fields.get("step") for ev in b.proposal.events]
@@ -83,6 +90,8 @@ class NoteLog:
         """Keep the note entries of ``entries``; track where flags are raised."""
         for e in entries:
             b = e.body
+            if type(b) in _QUIET:  # most entries of an import
+                continue
             if isinstance(b, Note):
                 ref = b.ref
                 if b.kind == "diagnosis" and ref is not None and ref in self._diagnoses:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
+from icore._frozen import positional
 from icore.state._entries import (
     KIND_OF,
     AssertionImported,
@@ -41,6 +42,12 @@ from icore.state._transition import (
     obligation_steps,
 )
 from icore.state._xmodel import Assertion, AssertionKind, Certificate, Justification
+
+_entry = positional(LogEntry)  # a LogEntry per body: no per-field setattr (#29)
+_TOUCHING_TYPES = frozenset(TOUCHING)
+"""The :data:`TOUCHING` body types (final classes: ``KIND_OF`` is keyed by exact type)."""
+_NO_PRE: Mapping[str, tuple[float, float]] = {}
+"""The checked values of a change that touches no obligation (read-only: none)."""
 
 
 class Log(Protocol):
@@ -85,7 +92,10 @@ class Applier:
         With ``batch`` (an :class:`~icore.state._trusted_import.ImportBatch`), each touched
         obligation is re-evaluated once, right after the last entry that touches it,
         instead of after every entry: X ends exactly as after recording the bodies one
-        by one (an obligation's evaluation depends only on X up to its last change).
+        by one (an obligation's evaluation depends only on X up to its last change); each
+        touched obligation is then copied once for the change (``fold`` of
+        :func:`obligation_steps`), not once per body. A change that touches no obligation
+        (events, notes, flags) skips the transition function and the interfaces.
 
         Raises:
             InterfaceError: an interface misbehaved on a touched obligation (nothing
@@ -93,15 +103,24 @@ class Applier:
             LogError: the log refused the entries (nothing written, X unchanged).
         """
         t = self._t
-        entries = [
-            LogEntry(t.seq + i + 1, now_ms, KIND_OF[type(b)], b) for i, b in enumerate(bodies)
-        ]
-        steps = obligation_steps(self._source, bodies)
+        seq = t.seq
+        entries = [_entry(seq + i, now_ms, KIND_OF[type(b)], b) for i, b in enumerate(bodies, 1)]
+        if not any(type(b) in _TOUCHING_TYPES for b in bodies):
+            # events, notes, flags: no obligation changes, nothing to evaluate
+            if log is not None:
+                log.append(entries)
+            apply = self.apply
+            for e in entries:
+                apply(e, _NO_PRE, None)
+            return entries
+        batch = batch and t.defer is None
+        # a batch installs each obligation as the change leaves it: one copy each (fold)
+        steps = obligation_steps(self._source, bodies, fold=batch)
         values = self._ev.interface_values
         pre = {oid: values(o) for oid, o in final_obligations(steps).items()}
         if log is not None:
             log.append(entries)
-        if batch and t.defer is None:
+        if batch:
             self.apply_batch(entries, steps, pre)
             return entries
         apply = self.apply
@@ -159,7 +178,10 @@ class Applier:
             step = obligation_steps(self._source, [body])[0]
         # the trace import's bodies first (the branches are disjoint: final classes)
         if isinstance(body, EventAdded):
-            put(t.events, body.event.id, body.event)
+            if t.undo is None:  # outside a trial: a plain write (no journal)
+                t.events[body.event.id] = body.event
+            else:
+                put(t.events, body.event.id, body.event)
         elif isinstance(body, AssertionImported):
             assert step is not None
             self._index_assertion(body.assertion, body.justification, step)
@@ -239,7 +261,10 @@ class Applier:
 
     def _add_cert(self, c: Certificate) -> None:
         t = self._t
-        t.put(t.certs, c.id, c)
+        if t.undo is None:  # outside a trial: a plain write (no journal)
+            t.certs[c.id] = c
+        else:
+            t.put(t.certs, c.id, c)
         for r in (*c.records, *c.lineage):
             t.dadd(t.certs_by_key, r.key, c.id)
 
@@ -251,6 +276,7 @@ class Applier:
         t = self._t
         counts = t.status_counts
         obligations, revoked_dep = t.obligations, t.revoked_dep
+        journaled = t.undo is not None  # outside a trial: plain writes (no journal)
         for oid, new in step.obligations.items():
             old = obligations.get(oid)
             after = new.effective_status
@@ -261,7 +287,10 @@ class Applier:
                 if before != after:
                     counts[before] -= 1
                     counts[after] = counts.get(after, 0) + 1
-            t.put(obligations, oid, new)
+            if journaled:
+                t.put(obligations, oid, new)
+            else:
+                obligations[oid] = new
             dep = step.dependents[oid]
             if dep:
                 t.put(revoked_dep, oid, dep)
@@ -291,9 +320,16 @@ class Applier:
                     if t.undo is not None:
                         t.journal(by_cert, cid)
                     by_cert.discard(cid, old)
-        t.put(t.assertions, a.id, a)
+        journaled = t.undo is not None  # outside a trial: plain writes (no journal)
+        if journaled:
+            t.put(t.assertions, a.id, a)
+        else:
+            t.assertions[a.id] = a
         if j is not None:
-            t.put(t.pi, a.id, j)
+            if journaled:
+                t.put(t.pi, a.id, j)
+            else:
+                t.pi[a.id] = j
             by_cert = t.active_by_cert
             for cid in j.certificates:  # a certificate backs one or two assertions
                 if r is None:

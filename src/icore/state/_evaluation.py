@@ -355,6 +355,8 @@ class Evaluation:
                 iv = pre.get(oid) if pre is not None else None
                 new = self.evaluate_with(o, *iv) if iv is not None else self.evaluate(o)
             old = self._eval.get(oid)
+            if o is not None and old is new:
+                continue  # the same (shared, frozen) evaluation: the sums do not change
             undo = self._t.undo
             if undo is not None:
                 undo.append(("put", self._eval, oid, MISSING if old is None else old))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from icore._frozen import positional
 from icore.state._components import EffectTemplate, OperationDecl, ValidatorInput
 from icore.state._entries import Body
 from icore.state._json import is_json, is_plain
@@ -320,12 +321,9 @@ def make_event(spec: EventSpec, eid: str, state: StateView,
     compact :class:`~icore.state._share.Fields`); default a copy of ``spec.fields``.
     """
     ot = state.decl.observables[spec.type]
-    return Event(
-        id=eid,
-        type=spec.type,
-        kind=ot.kind,
-        agent=spec.agent,
-        fields=dict(spec.fields) if fields is None else fields,
-        causes=tuple(spec.causes),
-        t_ms=float(state.clock.now_ms()),
-    )
+    return _event(eid, spec.type, ot.kind, spec.agent,
+                  dict(spec.fields) if fields is None else fields, tuple(spec.causes),
+                  float(state.clock.now_ms()))
+
+
+_event = positional(Event)  # an event per step of an import: no per-field setattr (#29)

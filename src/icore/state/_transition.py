@@ -117,12 +117,19 @@ def _copy(o: Obligation) -> Obligation:
 
 
 def obligation_steps(
-    source: ObligationSource, bodies: Sequence[Body]
+    source: ObligationSource, bodies: Sequence[Body], *, fold: bool = False
 ) -> list[ObligationStep | None]:
     """One :class:`ObligationStep` per body of one change, in order (pure; X unchanged).
 
     Body k sees X as bodies 1..k-1 leave it. A body that touches no obligation (not a
     :data:`TOUCHING` type) gets None.
+
+    ``fold`` (issue 29: a batch of imports): each obligation is copied once for the whole
+    change, not once per body touching it; every step then holds the obligation (and its
+    revoked-dependency set) as the *change* leaves it. The supersessions and the order of
+    first touches are the same; only a caller that installs each obligation and reads it
+    after the last body touching it (:meth:`Applier.apply_batch
+    <icore.state._apply.Applier.apply_batch>`) may fold.
 
     Raises:
         KeyError: a body names an obligation or assertion X does not hold (a malformed
@@ -138,8 +145,11 @@ def obligation_steps(
         o = step.obligations.get(oid)
         if o is None:
             prev = latest.get(oid)
-            o = _copy(prev if prev is not None else source.obligation_now(oid))
-            d = set(deps[oid] if oid in deps else source.revoked_dependents(oid))
+            if fold and prev is not None:  # this change's own copy: changed in place
+                o, d = prev, deps[oid]
+            else:
+                o = _copy(prev if prev is not None else source.obligation_now(oid))
+                d = set(deps[oid] if oid in deps else source.revoked_dependents(oid))
             step.obligations[oid] = latest[oid] = o
             step.dependents[oid] = deps[oid] = d
         return o, step.dependents[oid]
@@ -171,7 +181,7 @@ def obligation_steps(
         if not isinstance(body, TOUCHING):
             steps.append(None)
             continue
-        step = ObligationStep()
+        step = ObligationStep({}, {}, {}, [])  # no default factories per body
         steps.append(step)
         if isinstance(body, AssertionImported):
             assertion(body.assertion, body.justification, step)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
+from icore._frozen import positional
 from icore.state._entries import (
     AssertionImported,
     Body,
@@ -129,15 +130,9 @@ def certificate_body(
         if e not in g:
             raise StateInputError("certificate cites an event not in G", event=e)
     check_json(payload, "payload")
-    cert = Certificate(
-        id=x.next_ids("c", 1)[0],
-        validator=validator,
-        version=version or spec.version,
-        events=tuple(events),
-        records=tuple(records),
-        payload=payload if share is None else share(payload),
-        verdict=bool(verdict),
-    )
+    cert = _certificate(x.next_ids("c", 1)[0], validator, version or spec.version,
+                        tuple(events), tuple(records),
+                        payload if share is None else share(payload), bool(verdict), (), ())
     return CertificateImported(cert)
 
 
@@ -151,25 +146,21 @@ def assertion_body(
     cites: Sequence[str] = (),
     proposer: str | None = None,
     justified: bool = True,
+    checked: bool = False,
 ) -> AssertionImported:
     """The body adding an assertion to Q and its justification to Π.
 
-    See :meth:`State.import_assertion <icore.state.State.import_assertion>`.
+    See :meth:`State.import_assertion <icore.state.State.import_assertion>`. ``checked``:
+    the same ``operation``, ``proposer``, ``events`` and ``certificates`` were already
+    checked against this X (an earlier item of an :class:`ImportBatch`; X only grew
+    since), so they are not checked again.
 
     Raises:
         StateInputError: anything named that does not exist, or a malformed effect.
     """
-    if operation is not None and operation not in x.decl.operations:
-        raise StateInputError("unknown operation", operation=operation)
-    if proposer is not None and proposer not in x.decl.agents:
-        raise StateInputError("unknown agent", agent=proposer)
-    g, pi_certs, q_asserts, q_obls = x.events, x.certificates, x.assertions, x.obligations
-    for e in events:
-        if e not in g:
-            raise StateInputError("justification cites an event not in G", event=e)
-    for c in certificates:
-        if c not in pi_certs:
-            raise StateInputError("unknown certificate", certificate=c)
+    if not checked:
+        _check_named(x, events, operation, certificates, proposer)
+    q_asserts, q_obls = x.assertions, x.obligations
     for c in cites:
         if c not in q_asserts:
             raise StateInputError("unknown cited assertion", assertion=c)
@@ -181,22 +172,45 @@ def assertion_body(
     problem = check_effect_value(effect, x, {effect.obligation})
     if problem is not None:
         raise StateInputError(problem[1], obligation=effect.obligation, code=str(problem[0]))
-    a = Assertion(
-        id=x.next_ids("a", 1)[0],
-        obligation=effect.obligation,
-        kind=effect.kind if type(effect.kind) is AssertionKind else AssertionKind(effect.kind),
-        key=effect.key,
-        value=effect.value,
-        proposer=proposer,
-        proposal=None,
-        cited_sound=not cites or all(x.is_active(c) and x.assertion_sound(c) for c in cites),
+    a = _assertion(
+        x.next_ids("a", 1)[0],
+        effect.obligation,
+        effect.kind if type(effect.kind) is AssertionKind else AssertionKind(effect.kind),
+        effect.key,
+        effect.value,
+        proposer,
+        None,
+        not cites or all(x.is_active(c) and x.assertion_sound(c) for c in cites),
     )
     j = (
-        Justification(tuple(events), operation, tuple(certificates), tuple(cites))
+        _justification(tuple(events), operation, tuple(certificates), tuple(cites))
         if justified
         else None
     )
-    return AssertionImported(a, j)
+    return _imported(a, j)
+
+
+def _check_named(x: ImportView, events: Sequence[str], operation: str | None,
+                 certificates: Sequence[str], proposer: str | None) -> None:
+    """Raise unless the operation, the proposer, the events and the certificates exist."""
+    if operation is not None and operation not in x.decl.operations:
+        raise StateInputError("unknown operation", operation=operation)
+    if proposer is not None and proposer not in x.decl.agents:
+        raise StateInputError("unknown agent", agent=proposer)
+    g, pi_certs = x.events, x.certificates
+    for e in events:
+        if e not in g:
+            raise StateInputError("justification cites an event not in G", event=e)
+    for c in certificates:
+        if c not in pi_certs:
+            raise StateInputError("unknown certificate", certificate=c)
+
+
+# one object per item of a long import, built without a per-field setattr (#29)
+_assertion = positional(Assertion)
+_justification = positional(Justification)
+_imported = positional(AssertionImported)
+_certificate = positional(Certificate)
 
 
 class _Union(Mapping[str, Any]):
@@ -289,6 +303,7 @@ class ImportBatch:
         self._bodies: list[Body] = []
         self._pending: _BatchView | None = None  # built on the first item
         self._last_j: Justification | None = None  # shared by equal justifications
+        self._checked: tuple[Any, ...] | None = None  # what the last item named: it exists
 
     @property
     def _view(self) -> _BatchView:
@@ -352,9 +367,13 @@ class ImportBatch:
         """
         if cites and self._bodies:
             self.commit()
+        # the items of a batch usually name the same events, operation and certificates:
+        # what the previous item named exists (X only grows while a batch is open)
+        named = (tuple(events), operation, tuple(certificates), proposer)
         body = assertion_body(self._view, effect, events=events, operation=operation,
                               certificates=certificates, cites=cites, proposer=proposer,
-                              justified=justified)
+                              justified=justified, checked=named == self._checked)
+        self._checked = named
         j, last = body.justification, self._last_j
         if j is not None:  # the items of a batch usually share one (frozen): one object
             if last is not None and j == last:
@@ -381,6 +400,7 @@ class ImportBatch:
         """
         bodies, self._bodies = self._bodies, []
         self._pending = None
+        self._checked = None
         if not bodies:
             return []
         return self._record(bodies, batch=True)
