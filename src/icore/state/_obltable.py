@@ -154,13 +154,13 @@ class ObligationTable(MutableMapping[str, Obligation]):
                 o.repair_pending, at)
         if not _shareable(o):
             return meta, pack
-        key = (*meta[:8], None if at is None else id(at))  # the memo keeps `at` alive
+        mk = (*meta[:8], None if at is None else id(at))  # the memo keeps `at` alive
         memo = self._memo
-        shared = memo.get(key)
+        shared = memo.get(mk)
         if shared is None:
             if len(memo) >= MEMO_LIMIT:  # a cache: clearing it only stops sharing
                 memo.clear()
-            shared = memo[key] = meta
+            shared = memo[mk] = meta
         return shared, pack
 
     def _remember(self, key: str, value: Obligation) -> None:
