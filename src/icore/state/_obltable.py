@@ -231,6 +231,11 @@ class ObligationTable(MutableMapping[str, Obligation]):
             if not isinstance(key, str):
                 raise TypeError(f"an obligation id is a str, not {type(key).__name__}")
             key = str.__str__(key)
+        recent = self._recent
+        if key in recent:  # written lately: its row waits in _recent already (hot)
+            del recent[key]
+            recent[key] = value
+            return
         r = self._row(key)
         if r >= 0:  # a replacement keeps its place; the columns wait (see _remember)
             self._metas[r] = self._results[r] = self._packs[r] = None
