@@ -21,7 +21,7 @@ from dataclasses import fields
 from typing import Any, Generic, TypeVar, overload
 
 from icore.state._refs import event_num
-from icore.state._share import MEMO_LIMIT
+from icore.state._share import MEMO_LIMIT, DictPacker, unpack
 from icore.state._xmodel import Assertion, AssertionKind, Certificate
 
 V = TypeVar("V")
@@ -366,7 +366,8 @@ class ColumnTable(SeqTable[V], Generic[V]):
 class AssertionTable(ColumnTable[Assertion]):
     """Q's assertions ``a1, a2, ...`` as columns: no object per assertion is kept.
 
-    An assertion is kept as its obligation, its value and one shared tuple of (kind,
+    An assertion is kept as its obligation, its value (a small dict as a tuple:
+    :class:`~icore.state._share.DictPacker`) and one shared tuple of (kind,
     key, proposer, proposal, cited_sound), three list slots (about 27 bytes) instead of a
     96-byte object (an import's assertions have no proposal: they share the tuple; a
     committed proposal's assertions share theirs); reading one builds an equal :class:`Assertion`
@@ -376,11 +377,12 @@ class AssertionTable(ColumnTable[Assertion]):
     :class:`Assertion` whose id is its key makes the table a plain dict.
     """
 
-    __slots__ = ("_metas", "_vals")
+    __slots__ = ("_metas", "_pack", "_vals")
 
-    def __init__(self, prefix: str = "a") -> None:
+    def __init__(self, prefix: str = "a", packer: DictPacker | None = None) -> None:
         super().__init__(prefix, 2)
         self._vals, self._metas = self._cols
+        self._pack = (packer or DictPacker()).pack  # small dict values as tuples
 
     def _load(self, i: int) -> Assertion:
         kept = self._kept(i)
@@ -392,7 +394,7 @@ class AssertionTable(ColumnTable[Assertion]):
         _set_obligation(a, self._items[i])
         _set_kind(a, kind)
         _set_key(a, key)
-        _set_value(a, self._vals[i])
+        _set_value(a, unpack(self._vals[i]))
         _set_proposer(a, proposer)
         _set_proposal(a, proposal)
         _set_cited_sound(a, cited_sound)
@@ -415,7 +417,7 @@ class AssertionTable(ColumnTable[Assertion]):
                 memo.clear()
             shared = memo[memo_key] = (kind, value.key, value.proposer, proposal,
                                        value.cited_sound)
-        return value.obligation, value.value, shared
+        return value.obligation, self._pack(value.value), shared
 
 
 class CertificateTable(ColumnTable[Certificate]):

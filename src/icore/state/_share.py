@@ -12,6 +12,8 @@
   by every mapping with the same keys and a tuple of values: an imported event's fields
   (:data:`Fields`), an obligation's active assertions by slot. About half a dict's
   memory; equal to and printed as the dict it stands for; encoded as a dict in the log.
+- :class:`DictPacker`: a small JSON object a table keeps (an obligation's result, an
+  assertion's value) as a tuple of its keys and values, a dict built again on read.
 
 Pure: no I/O, no clock; every memo is per state (or per process for the interned slot
 layouts) and bounded.
@@ -205,5 +207,62 @@ FieldLayouts = Layouts
 """Builds events' :class:`Fields` (see :class:`Layouts`)."""
 
 
-__all__ = ["MAX_ITEMS", "MEMO_LIMIT", "Compact", "FieldLayouts", "Fields", "Layouts", "ValueShare",
-           "exact_key"]
+class PackedDict(tuple):  # type: ignore[type-arg]
+    """A dict kept by a table as ``(keys, *values)`` (:class:`DictPacker`); never returned."""
+
+    __slots__ = ()
+
+
+class DictPacker:
+    """Keeps small JSON objects as tuples: ``(keys, *values)``, 64 bytes for two items.
+
+    A dict of two items takes 184 bytes; a long import records one per output step (an
+    obligation's result ``{"step", "digest"}``, its assertion's value). :meth:`pack`
+    gives a :class:`PackedDict` for an exact ``dict`` of 1 to :data:`MAX_ITEMS` str keys
+    (its key tuple shared by a bounded memo, its values the same objects), anything else
+    as it is; :func:`unpack` builds an equal dict (same keys, order and value objects).
+    The same dict object packed twice (a result held by an assertion and its obligation,
+    a value :class:`ValueShare` made one object) gives the same tuple while it is among
+    the last :data:`MEMO_LIMIT` packed (the memo keeps those objects alive).
+    """
+
+    __slots__ = ("_keys", "_seen")
+
+    def __init__(self) -> None:
+        self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._seen: dict[int, tuple[Any, PackedDict]] = {}
+
+    def pack(self, value: Any) -> Any:
+        """``value`` as kept: a :class:`PackedDict`, or ``value`` itself."""
+        if type(value) is not dict or not value or len(value) > MAX_ITEMS:
+            return value
+        seen = self._seen
+        hit = seen.get(id(value))
+        if hit is not None:  # the memo holds the object: its id is not reused
+            return hit[1]
+        keys = tuple(value)
+        for k in keys:
+            if type(k) is not str:
+                return value
+        memo = self._keys
+        shared = memo.get(keys)
+        if shared is None:
+            if len(memo) >= MEMO_LIMIT:  # a cache: clearing it only stops sharing
+                memo.clear()
+            shared = memo[keys] = keys
+        packed = PackedDict((shared, *value.values()))
+        if len(seen) >= MEMO_LIMIT:
+            del seen[next(iter(seen))]
+        seen[id(value)] = (value, packed)
+        return packed
+
+
+def unpack(kept: Any) -> Any:
+    """The value :meth:`DictPacker.pack` kept as ``kept`` (a new equal dict, or ``kept``)."""
+    if type(kept) is PackedDict:
+        return dict(zip(kept[0], kept[1:], strict=True))  # type: ignore[has-type]
+    return kept
+
+
+__all__ = ["MAX_ITEMS", "MEMO_LIMIT", "Compact", "DictPacker", "FieldLayouts", "Fields", "Layouts",
+           "PackedDict", "ValueShare", "exact_key", "unpack"]

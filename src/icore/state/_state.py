@@ -120,7 +120,7 @@ class State:
 
     @property
     def obligations(self) -> Mapping[str, Obligation]:
-        """Q's obligations: id -> obligation (read-only objects)."""
+        """Q's obligations: id -> obligation (read-only; a read may build an equal object)."""
         return MappingProxyType(self._t.obligations)
 
     @property

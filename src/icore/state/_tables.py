@@ -16,13 +16,14 @@ from typing import Any, Protocol
 from icore.state._entries import Body, FlagResolved, LogEntry
 from icore.state._eventtable import EventTable
 from icore.state._metrics import MetricSums, ObligationEval
+from icore.state._obltable import ObligationTable
 from icore.state._pitable import JustificationTable
 from icore.state._refs import CertRefs, RefLinks, SoundMemo
 from icore.state._seqtable import AssertionTable, CertificateTable, SeqTable
+from icore.state._share import DictPacker
 from icore.state._xmodel import (
     Certificate,
     HardFlag,
-    Obligation,
     Proposal,
     Status,
 )
@@ -63,8 +64,9 @@ class Tables:
         # G
         self.events: EventTable = EventTable()  # ids m<step> in step order: columns
         # Q
-        self.obligations: dict[str, Obligation] = {}
-        self.assertions: AssertionTable = AssertionTable()  # ids a1, a2, ...: columns
+        packer = DictPacker()  # a result dict kept once, as a tuple, by both tables
+        self.obligations = ObligationTable(packer)  # columns: _obltable
+        self.assertions: AssertionTable = AssertionTable(packer=packer)  # a1, a2, ...: columns
         self.superseded: RefLinks = RefLinks()  # ref -> superseding ref (numbers: _refs)
         # Π
         self.pi = JustificationTable()  # packed numbers: _pitable
