@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,7 @@ from icore.adapters._trace import (
     MAX_STEP,
     AgentNames,
     Annotation,
+    HumanAnswer,
     Ledger,
     PlanfenceLog,
     Step,
@@ -86,6 +87,7 @@ from icore.adapters._trace import (
 )
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
+from icore.records import is_record_id
 
 JSONL = "jsonl"
 
@@ -233,6 +235,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
     plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    answers: list[HumanAnswer] = []
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
     question: str | None = None  # the first task step's text (FileSteps only)
@@ -281,6 +284,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         last = st.index
         if st.plan_id:
             _note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
+        elif st.kind == StepKind.THOUGHT and (ans := human_answer(obj, st.index)):
+            answers.append(ans)
         if offsets is None:
             steps.append(st)
         else:  # the file's steps are read again when used (FileSteps): kept as offsets
@@ -341,7 +346,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         steps=all_steps,
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
-        planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans))
+        planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
+                               tuple(answers))
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )
@@ -414,6 +420,37 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
         gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
         task=task if isinstance(task, str) and task else None,
     )
+
+
+_DECISIONS = {"approve": True, "edit": True, "reject": False}
+"""A human's ``decision`` on a call put to them: approved (True) or rejected."""
+
+
+def human_answer(obj: Mapping[str, Any], step: int) -> HumanAnswer | None:
+    """The human's answer a ``thought`` line records (:class:`HumanAnswer`), or None.
+
+    ``approval: {tool, approved, request}`` (the Agents SDK recorder), or
+    ``answered_by: "human"`` with ``decision`` ``approve`` / ``edit`` / ``reject``,
+    ``tool`` and ``args`` (LangGraph, AG2). Anything else (another question's answer, a
+    field of the wrong type) is no answer to a protected call: None.
+    """
+    ap = obj.get("approval")
+    if isinstance(ap, Mapping):
+        tool, ok, req = ap.get("tool"), ap.get("approved"), ap.get("request")
+        if isinstance(tool, str) and tool and isinstance(ok, bool):
+            return HumanAnswer(step, tool, ok, req if is_record_id(req) else None)
+        return None
+    said, tool = obj.get("decision"), obj.get("tool")
+    if obj.get("answered_by") != "human" or not isinstance(said, str) \
+            or said not in _DECISIONS or not isinstance(tool, str) or not tool:
+        return None
+    args = obj.get("args")
+    try:
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False) \
+            if isinstance(args, Mapping) and said != "edit" else None
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    return HumanAnswer(step, tool, _DECISIONS[said], None, text)
 
 
 def _note_plan(plan_id: str, replan: bool, roots: Any,

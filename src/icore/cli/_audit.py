@@ -24,9 +24,11 @@ from rich.table import Table
 from icore import __version__
 from icore._files import refuse_foreign
 from icore.adapters import (
+    APPROVED,
     ENV_MAX_INPUT,
     FAILED_AFTER_AUTHORIZATION,
     OUTCOME_UNKNOWN,
+    REJECTED_BY_HUMAN,
     AdapterError,
     AuditResult,
     FileSteps,
@@ -68,10 +70,13 @@ from icore.report import (
     view_from_audit,
 )
 
-FAIL_ON = ("hard-flags", "unsound", "invalid")
+FAIL_ON = ("hard-flags", "unsound", "invalid", "unknown", "not-ended")
 """``--fail-on`` conditions: a hard flag in any run; a run whose final snd < 1 (some
 obligation of W(X) rests on unsound assertions); a protected action in a trace's
-PlanFence records that ran from a stale plan."""
+PlanFence records that ran from a stale plan; a protected action whose outcome is
+unknown (authorized, its result never recorded or its error leaves the effect open: it
+may have run); a run that ended without a terminal marker (stopped, killed, cut off; a
+run paused for a human is not one)."""
 
 
 def audit(
@@ -104,7 +109,9 @@ def audit(
     fail_on: list[str] | None = typer.Option(
         None, "--fail-on", help="Exit 3 when any run shows this (repeatable or "
         "comma-separated): hard-flags, unsound (final snd < 1), invalid (an action in the "
-        "trace's PlanFence records ran from a stale plan)."),
+        "trace's PlanFence records ran from a stale plan), unknown (a protected action's "
+        "outcome is unknown: it may have run), not-ended (a run ended without a terminal "
+        "marker; a paused run is not one)."),
     single_file: bool = typer.Option(
         True, "--single-file/--no-single-file", help="Reports as one file each (CSS, JS "
         "and pictures inlined; default), or with an assets/ folder beside them."),
@@ -445,6 +452,8 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             console.print(f"PROV-JSON: {shown(str(out))}/*.prov.json (read back and validated)")
     runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results
             ] if json_file is not None or fails else []
+    not_ended = {r.trace.id for r in results
+                 if r.summary().terminated is False and not r.paused}
     if json_file is not None:
         doc = {"icore": __version__, "runs": runs,
                "errors": [{"file": f, "error": e} for f, e in errors],
@@ -455,7 +464,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         console.print(f"JSON summary: {shown(str(json_file.path))}")
     if errors or (undelivered and not otlp_best_effort):
         raise typer.Exit(1)
-    hit = _failing(runs, fails)
+    hit = _failing(runs, fails, not_ended)
     if hit:
         for line in hit:
             typer.echo(f"--fail-on {printable(line)}", err=True)
@@ -489,13 +498,16 @@ def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
 
 def _action_line(r: AuditResult) -> str | None:
     """The console's line of a run's protected actions per count (None: it has none)."""
+    views = trace_lineage(r.trace.planfence, r.trace.steps)
     counts = _action_counts([{"status": lv.status, "error": lv.error,
                               "outcome": "unknown" if lv.outcome_unknown else None}
-                             for lv in trace_lineage(r.trace.planfence, r.trace.steps)])
+                             for lv in views])
     if not counts["total"]:
         return None
     said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
-    return f"protected actions of {r.trace.id}: {counts['total']} ({said})"
+    human = [(a, sum(lv.human == a for lv in views)) for a in (APPROVED, REJECTED_BY_HUMAN)]
+    asked = "; ".join(f"{n} {a} by a human" for a, n in human if n)
+    return f"protected actions of {r.trace.id}: {counts['total']} ({said}){'; ' * bool(asked)}{asked}"
 
 
 def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
@@ -507,11 +519,15 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     ``actions`` counts them (``valid``, ``failed after authorization``, ``outcome
     unknown``, ``INVALID``,
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
-    a gateway's refusals are the ``blocked`` ones.
+    a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
+    ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
+    human answered (QA qa-new9 S3).
     """
     lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
                 **({"error": lv.error} if lv.error is not None else {}),
-                **({"outcome": "unknown"} if lv.outcome_unknown else {})}
+                **({"outcome": "unknown"} if lv.outcome_unknown else {}),
+                **({"human": lv.human} if lv.human is not None else {}),
+                **({"human_step": lv.human_step} if lv.human_step is not None else {})}
                for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
     return {
         "id": r.trace.id, "file": r.trace.file,
@@ -526,13 +542,22 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     }
 
 
-def _failing(runs: list[dict[str, Any]], fails: frozenset[str]) -> list[str]:
-    """The ``--fail-on`` conditions that hold, one line per condition."""
+def _failing(runs: list[dict[str, Any]], fails: frozenset[str],
+             not_ended: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The ``--fail-on`` conditions that hold, one line per condition.
+
+    ``not_ended``: the ids of the runs that ended without a terminal marker and are not
+    paused (what ``not-ended`` fails on).
+    """
     def holds(cond: str, j: dict[str, Any]) -> bool:
         if cond == "hard-flags":
             return bool(j["summary"]["hard_flags"] > 0)
         if cond == "unsound":
             return bool(j["summary"]["snd"] < 1.0)
+        if cond == "unknown":
+            return bool(j["actions"].get(OUTCOME_UNKNOWN, 0) > 0)
+        if cond == "not-ended":
+            return j["id"] in not_ended
         return any(lv["status"] == "INVALID" for lv in j["lineage"])
 
     out = []

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icore.adapters import ActionLineage, ValidationPoint, lineage_of
+from icore.adapters import APPROVED, ActionLineage, ValidationPoint, lineage_of
 from icore.fence import DecisionEntry
 from icore.report._view_model import (
     DecisionStepView,
@@ -173,6 +173,13 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
     status = lineage.status
     steps: list[DecisionStepView] = []
     stale_by: list[str] = []
+    at = f" at step {lineage.human_step}" if lineage.human_step is not None else ""
+    if lineage.human == APPROVED:  # the human's yes comes before the gate (QA qa-new9 S3)
+        steps.append(DecisionStepView("human", f"approved by a human{at}", "ok",
+                                      "a recorded human answer approved this call"))
+    elif lineage.human is not None and lineage.human_step is not None:
+        steps.append(DecisionStepView("human", f"rejected by a human{at}", "bad",
+                                      "a recorded human answer rejected this call"))
     for i, p in enumerate(points):
         if p.replanned and i > 0:
             new = ", ".join(short(r) for r in p.roots)
@@ -231,11 +238,15 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
         reason = (f"{reason.rstrip('.')}; its outcome is unknown: it was authorized and "
                   "forwarded, but the run did not end normally and no result of the call "
                   "was recorded (it may have run).")
+    if lineage.human == APPROVED:
+        reason = f"approved by a human{at}, then {reason[:1].lower()}{reason[1:]}"
+    elif lineage.human is not None and not reason.startswith("REJECTED by a human"):
+        reason = f"rejected by a human{at}: {reason}"
     if outcome_note:
         reason = f"{reason} {outcome_note}".strip()
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else (), error,
-                       lineage.outcome_unknown)
+                       lineage.outcome_unknown, lineage.human, lineage.human_step)
 
 
 def _tail(detail: str) -> str:
