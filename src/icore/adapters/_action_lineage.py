@@ -87,6 +87,9 @@ class ActionLineage:
             gate: :func:`human_answers`), ``rejected`` when a human said no (a recorded
             rejection, or its last decision ``approval_rejected``), else None.
         human_step: the step of the human's recorded answer, when linked.
+        edited: why a record this action's lineage shows does not match its id (the
+            trace was edited or damaged: :attr:`PlanfenceLog.edited`); its status is then
+            ``INVALID`` (fail closed: its verdict would rest on the edit). None: none.
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -104,6 +107,7 @@ class ActionLineage:
     outcome_unknown: bool = False
     human: str | None = None
     human_step: int | None = None
+    edited: str | None = None
 
     @property
     def invalid(self) -> bool:
@@ -268,8 +272,30 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
                       _relevant(records, es), es) for name, es in groups.items()]
     answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
-    return unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
-        _linked(out, replans), answers, records, steps), steps), steps), steps)
+    edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
+    return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
+        _linked(out, replans), answers, records, steps), steps), steps), steps), edited)
+
+
+def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str]
+            ) -> tuple[ActionLineage, ...]:
+    """``lineages``, each showing a record that does not match its id ``INVALID``.
+
+    A record whose id is not its digest (:attr:`PlanfenceLog.edited`) was edited after
+    it was recorded: the verdict read off it (valid, blocked) cannot be trusted, so the
+    action fails closed (QA qa-new9 S3: an action record's price changed, id kept).
+    """
+    if not edited:
+        return tuple(lineages)
+    out = []
+    for a in lineages:
+        why = next((edited[str(r.get("id"))] for r in a.records
+                    if str(r.get("id")) in edited), None)
+        if why is None:
+            roots = {str(x) for p in a.points for x in p.entry.roots}
+            why = next((edited[r] for r in roots if r in edited), None)
+        out.append(a if why is None else replace(a, status="INVALID", edited=why))
+    return tuple(out)
 
 
 APPROVED = "approved"

@@ -65,6 +65,7 @@ from icore.adapters._decision_check import (
     check_record_line,
     check_record_links,
     checked_decision,
+    record_id_problems,
 )
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._json_where import path_at, path_at_depth
@@ -236,6 +237,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     answers: list[HumanAnswer] = []
+    gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
     question: str | None = None  # the first task step's text (FileSteps only)
@@ -286,6 +288,9 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             _note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
         elif st.kind == StepKind.THOUGHT and (ans := human_answer(obj, st.index)):
             answers.append(ans)
+            gate_lines = gate_lines or n
+        if not gate_lines and _gate_activity(obj, st.kind):
+            gate_lines = n
         if offsets is None:
             steps.append(st)
         else:  # the file's steps are read again when used (FileSteps): kept as offsets
@@ -296,6 +301,11 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
     check_record_links(planfence["records"], file=file)
+    edited = record_id_problems(planfence["records"])
+    warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
+                      "INVALID" for why in edited.values())
+    warnings += _gate_without_records(gate_lines, file, bool(planfence["records"] or
+                                                             planfence["decisions"]))
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
@@ -347,7 +357,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
-                               tuple(answers))
+                               tuple(answers), edited)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )
@@ -451,6 +461,32 @@ def human_answer(obj: Mapping[str, Any], step: int) -> HumanAnswer | None:
     except (TypeError, ValueError, RecursionError):
         text = None
     return HumanAnswer(step, tool, _DECISIONS[said], None, text)
+
+
+def _gate_activity(obj: Mapping[str, Any], kind: StepKind) -> bool:
+    """Whether an event line shows a PlanFence gate at work (QA qa-new9 S3).
+
+    A ``thought`` carrying a ``gate`` decision (what the recorders write beside the
+    decision line), or a ``tool_output`` of a call refused by a gate (``blocked: true``
+    with a ``reason``, or a ``PlanFence blocked`` / ``BLOCKED:`` text).
+    """
+    if kind == StepKind.THOUGHT:
+        return isinstance(obj.get("gate"), Mapping)
+    if kind != StepKind.TOOL_OUTPUT or obj.get("blocked") is not True:
+        return False
+    text = obj.get("content")
+    return isinstance(obj.get("reason"), str) or (isinstance(text, str) and text.startswith(
+        ("PlanFence blocked ", "BLOCKED:")))
+
+
+def _gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...]:
+    """The warning of a run that shows gate activity at ``line`` but has no PlanFence line."""
+    if not line or recorded:
+        return ()
+    return (f"{file}: line {line} shows a PlanFence gate at work (a gate decision, a "
+            "refused call or a human's answer to a protected call) but the trace has no "
+            "PlanFence record or decision line: its protected actions cannot be counted "
+            "or checked (lines removed from the trace, or a recorder that wrote none)",)
 
 
 def _note_plan(plan_id: str, replan: bool, roots: Any,

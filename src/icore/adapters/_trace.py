@@ -283,12 +283,16 @@ class PlanfenceLog:
             word on which call replanned which, never guessed from tool names).
         answers: the humans' answers to protected calls the run records, in step order
             (QA qa-new9 S3: an approval is part of the action's lineage).
+        edited: record id -> why, for each record line whose id is not the digest of
+            the fields it carries (the trace was edited or damaged; QA qa-new9 S3): the
+            actions whose lineage shows one are ``INVALID``.
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
     decisions: tuple[DecisionEntry, ...] = ()
     replans: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     answers: tuple[HumanAnswer, ...] = ()
+    edited: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

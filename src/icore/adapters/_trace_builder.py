@@ -79,6 +79,10 @@ class _XWriter:
         self.paused = False
         """The run has no terminal marker and its last step is a pause: it is waiting for
         a human (set at the end of :meth:`_StepReader.run`)."""
+        self.root_held = False
+        """The root obligation has an assignee (set by :meth:`_StepReader.take_root`)."""
+        self.poser: str | None = None
+        """The agent whose task step posed the task (it never takes the task itself)."""
         # frozen values many items share, one object each (memory of long runs, issue 29)
         self._cause: tuple[str, ...] = ()  # the last one-event causes tuple
         self._ev1: tuple[str] = ("",)  # the last one-event events tuple (:meth:`one`)
@@ -320,6 +324,7 @@ class _StepReader(_XWriter):
         """Pose the task: the task event and the open required root obligation."""
         t = self.trace
         first = t.steps[0] if t.steps and t.steps[0].kind == StepKind.TASK else None
+        self.poser = first.agent if first is not None else None
         text = first.content if first is not None else t.question
         ev = self.event(first, "task", HUMAN, text=text[:20000])
         self.state.import_assertion(Effect.node(ROOT, "task", required_root=True), events=(ev,),
@@ -341,6 +346,8 @@ class _StepReader(_XWriter):
             if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
                 self.finish_code(())
             handlers[s.kind](s)
+            if not self.root_held and s.kind in _WORK:
+                self.take_root(s)
             if s.terminates and not self.terminated and s.kind != StepKind.TERMINATION:
                 self.terminal(s, self.step_events.get(s.index))
             self.snapshot(s.index)
@@ -353,6 +360,34 @@ class _StepReader(_XWriter):
             self.diagnose("terminal", last.index if last else None, obligations=(ROOT,),
                           events=(self.last_event,) if self.last_event else (),
                           detail="the run ended without a terminal marker (no final answer)")
+
+    def take_root(self, s: Step) -> None:
+        """The first agent seen working on the task takes it, when nobody was assigned it.
+
+        A plan (or an orchestrator's) assigns the root obligation; a run with no plan
+        step (one agent calling tools, a framework recording whose model turns are not
+        traced) left it unassigned to the end, and open work nobody holds is unstable
+        (icore Def. 9: some feasible agent could take it), so such runs read astab 0,
+        cq 0.5 however cleanly they ran (QA qa-new9 S4). The agent of the first output,
+        tool output or termination (not the task's poser) self-assigns the root at that
+        step (operation ``self_assign``); its status goes active unless the step already
+        moved it (a termination submits it).
+        """
+        x = self.state
+        root = x.obligations.get(ROOT)
+        if root is None or root.assignee is not None:
+            self.root_held = root is not None
+            return
+        who = self.agent(s.agent)
+        ev = self.step_events.get(s.index)
+        if who == HUMAN or s.agent == self.poser or ev is None:
+            return
+        x.import_assertion(Effect.assign(ROOT, who), events=(ev,), operation="self_assign",
+                           proposer=who)
+        if root.status == Status.OPEN:
+            x.import_assertion(Effect.status(ROOT, Status.ACTIVE), events=(ev,),
+                               operation="self_assign", proposer=who)
+        self.root_held = True
 
     def on_task(self, s: Step) -> None:
         """A task step: new work, no output repeats one made before it.
@@ -557,6 +592,10 @@ class _StepReader(_XWriter):
         ev = self.event(s, "termination", s.agent, final_answer=s.final_answer,
                         reason=_first_line(s.content))
         self.terminal(s, ev)
+
+
+_WORK = frozenset({StepKind.OUTPUT, StepKind.TOOL_OUTPUT, StepKind.TERMINATION})
+"""The steps that show an agent working on the task (:meth:`_StepReader.take_root`)."""
 
 
 def _first_line(text: str, limit: int = 200) -> str:

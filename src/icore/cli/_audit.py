@@ -521,7 +521,8 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
     a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
     ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
-    human answered (QA qa-new9 S3).
+    human answered (QA qa-new9 S3). ``warnings``: the import's warnings, when any (a
+    record that does not match its id, gate activity with no PlanFence line, ...).
     """
     lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
                 **({"error": lv.error} if lv.error is not None else {}),
@@ -539,6 +540,7 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
         "attribution": att.to_json() if att is not None else None,
         "actions": _action_counts(lineage),
         "lineage": lineage,
+        **({"warnings": list(r.trace.warnings)} if r.trace.warnings else {}),
     }
 
 

@@ -232,6 +232,11 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
                   f"{lineage.title.split(' · ')[0]} ran, beyond the calls the gate "
                   f"authorized: {lineage.ran_anyway.strip()[:160]!r}. An effect no "
                   "authorization covers (or an edited trace).")
+    if lineage.edited is not None:  # the trace contradicts its own record ids (fail closed)
+        steps.append(DecisionStepView("edited", "a record does not match its id", "bad",
+                                      lineage.edited))
+        reason = (f"INVALID: {lineage.edited}; the verdict read off it cannot be trusted "
+                  f"(as recorded: {reason.split(': ', 1)[0].lower()}).")
     if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
         reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."
     if lineage.outcome_unknown and error is None:  # QA qa-crew S4: no result recorded
