@@ -343,7 +343,7 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
                          and a.points[0].entry.action == ans.tool
                          and first_out.get(i, ans.step + 1) > ans.step]
                 same = [i for i in cands if ans.args is not None and args_of.get(i) == ans.args]
-                hit = (same or cands or [None])[0]
+                hit = next(iter(same or cands), None)
             if hit is not None:
                 taken.add(hit)
                 out[hit] = replace(out[hit], human_step=ans.step,

@@ -19,8 +19,8 @@ from typing import Any
 
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import AdapterError
-from icore.fence import DecisionEntry, DecisionFormatError, Outcome
 from icore.errors import IcoreError
+from icore.fence import DecisionEntry, DecisionFormatError, Outcome
 from icore.records import Record, is_record_id
 
 OUTCOMES = tuple(o.value for o in Outcome)

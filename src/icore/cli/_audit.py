@@ -507,7 +507,8 @@ def _action_line(r: AuditResult) -> str | None:
     said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
     human = [(a, sum(lv.human == a for lv in views)) for a in (APPROVED, REJECTED_BY_HUMAN)]
     asked = "; ".join(f"{n} {a} by a human" for a, n in human if n)
-    return f"protected actions of {r.trace.id}: {counts['total']} ({said}){'; ' * bool(asked)}{asked}"
+    line = f"protected actions of {r.trace.id}: {counts['total']} ({said})"
+    return f"{line}; {asked}" if asked else line
 
 
 def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:

@@ -119,9 +119,10 @@ def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
 
     A record line for each of ``recs`` not in ``written`` (the ids written before in this
     run; updated) with every field its id covers (``supersedes`` too, when set: the audit
-    recomputes the id, QA qa-new9 S3), one decision line per decision, and :func:`refusal_lines` when
-    ``refused``. ``failed``: the error of an authorized tool that then failed, written as
-    the last decision's ``error`` (:attr:`icore.fence.DecisionEntry.error`, issue 28).
+    recomputes the id, QA qa-new9 S3), one decision line per decision, and
+    :func:`refusal_lines` when ``refused``. ``failed``: the error of an authorized tool
+    that then failed, written as the last decision's ``error``
+    (:attr:`icore.fence.DecisionEntry.error`, issue 28).
     """
     lines: list[dict[str, Any]] = []
     for rec, rrole in recs.values():
