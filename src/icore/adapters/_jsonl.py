@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ from icore.adapters._decision_check import (
     record_id_problems,
 )
 from icore.adapters._errors import AdapterError, check_text
+from icore.adapters._gate_lines import gate_activity, gate_without_records, human_answer
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._line_steps import FileSteps, file_stamp
@@ -88,7 +89,6 @@ from icore.adapters._trace import (
 )
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
-from icore.records import is_record_id
 
 JSONL = "jsonl"
 
@@ -289,7 +289,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         elif st.kind == StepKind.THOUGHT and (ans := human_answer(obj, st.index)):
             answers.append(ans)
             gate_lines = gate_lines or n
-        if not gate_lines and _gate_activity(obj, st.kind):
+        if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:
             steps.append(st)
@@ -304,7 +304,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
                       "INVALID" for why in edited.values())
-    warnings += _gate_without_records(gate_lines, file, bool(planfence["records"] or
+    warnings += gate_without_records(gate_lines, file, bool(planfence["records"] or
                                                              planfence["decisions"]))
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
@@ -430,63 +430,6 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
         gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
         task=task if isinstance(task, str) and task else None,
     )
-
-
-_DECISIONS = {"approve": True, "edit": True, "reject": False}
-"""A human's ``decision`` on a call put to them: approved (True) or rejected."""
-
-
-def human_answer(obj: Mapping[str, Any], step: int) -> HumanAnswer | None:
-    """The human's answer a ``thought`` line records (:class:`HumanAnswer`), or None.
-
-    ``approval: {tool, approved, request}`` (the Agents SDK recorder), or
-    ``answered_by: "human"`` with ``decision`` ``approve`` / ``edit`` / ``reject``,
-    ``tool`` and ``args`` (LangGraph, AG2). Anything else (another question's answer, a
-    field of the wrong type) is no answer to a protected call: None.
-    """
-    ap = obj.get("approval")
-    if isinstance(ap, Mapping):
-        tool, ok, req = ap.get("tool"), ap.get("approved"), ap.get("request")
-        if isinstance(tool, str) and tool and isinstance(ok, bool):
-            return HumanAnswer(step, tool, ok, req if is_record_id(req) else None)
-        return None
-    said, tool = obj.get("decision"), obj.get("tool")
-    if obj.get("answered_by") != "human" or not isinstance(said, str) \
-            or said not in _DECISIONS or not isinstance(tool, str) or not tool:
-        return None
-    args = obj.get("args")
-    try:
-        text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False) \
-            if isinstance(args, Mapping) and said != "edit" else None
-    except (TypeError, ValueError, RecursionError):
-        text = None
-    return HumanAnswer(step, tool, _DECISIONS[said], None, text)
-
-
-def _gate_activity(obj: Mapping[str, Any], kind: StepKind) -> bool:
-    """Whether an event line shows a PlanFence gate at work (QA qa-new9 S3).
-
-    A ``thought`` carrying a ``gate`` decision (what the recorders write beside the
-    decision line), or a ``tool_output`` of a call refused by a gate (``blocked: true``
-    with a ``reason``, or a ``PlanFence blocked`` / ``BLOCKED:`` text).
-    """
-    if kind == StepKind.THOUGHT:
-        return isinstance(obj.get("gate"), Mapping)
-    if kind != StepKind.TOOL_OUTPUT or obj.get("blocked") is not True:
-        return False
-    text = obj.get("content")
-    return isinstance(obj.get("reason"), str) or (isinstance(text, str) and text.startswith(
-        ("PlanFence blocked ", "BLOCKED:")))
-
-
-def _gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...]:
-    """The warning of a run that shows gate activity at ``line`` but has no PlanFence line."""
-    if not line or recorded:
-        return ()
-    return (f"{file}: line {line} shows a PlanFence gate at work (a gate decision, a "
-            "refused call or a human's answer to a protected call) but the trace has no "
-            "PlanFence record or decision line: its protected actions cannot be counted "
-            "or checked (lines removed from the trace, or a recorder that wrote none)",)
 
 
 def _note_plan(plan_id: str, replan: bool, roots: Any,

@@ -24,21 +24,17 @@ from rich.table import Table
 from icore import __version__
 from icore._files import refuse_foreign
 from icore.adapters import (
-    APPROVED,
     ENV_MAX_INPUT,
-    FAILED_AFTER_AUTHORIZATION,
-    OUTCOME_UNKNOWN,
-    REJECTED_BY_HUMAN,
     AdapterError,
     AuditResult,
     FileSteps,
     audit_file,
-    counted_as,
     max_input_bytes,
     scan_paths,
     write_prov,
 )
 from icore.attribution import Attribution, attribute
+from icore.cli._audit_json import FAIL_ON, action_line, failing, plain, run_json
 from icore.cli._text import printable, shown
 from icore.cli.inputs import (
     FAIL_EXIT,
@@ -61,22 +57,12 @@ from icore.cli.inputs import (
 from icore.errors import IcoreError
 from icore.report import (
     ASSETS,
-    flag_views,
     index_from_audits,
     render_index,
     render_report,
     report_filename,
-    trace_lineage,
     view_from_audit,
 )
-
-FAIL_ON = ("hard-flags", "unsound", "invalid", "unknown", "not-ended")
-"""``--fail-on`` conditions: a hard flag in any run; a run whose final snd < 1 (some
-obligation of W(X) rests on unsound assertions); a protected action in a trace's
-PlanFence records that ran from a stale plan; a protected action whose outcome is
-unknown (authorized, its result never recorded or its error leaves the effect open: it
-may have run); a run that ended without a terminal marker (stopped, killed, cut off; a
-run paused for a human is not one)."""
 
 
 def audit(
@@ -347,7 +333,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
     if results:
         console.print(table)
     for r in results[:20]:
-        line = _action_line(r)
+        line = action_line(r)
         if line is not None:
             console.print(shown(line))
     unchecked = [r.trace.id for r in results if r.answer_checked is False]
@@ -450,7 +436,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             console.print(f"reports: {shown(str(idx))}")
         if prov:
             console.print(f"PROV-JSON: {shown(str(out))}/*.prov.json (read back and validated)")
-    runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results
+    runs = [run_json(r, atts.get(r.trace.id), out if report else None) for r in results
             ] if json_file is not None or fails else []
     not_ended = {r.trace.id for r in results
                  if r.summary().terminated is False and not r.paused}
@@ -458,119 +444,17 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
         doc = {"icore": __version__, "runs": runs,
                "errors": [{"file": f, "error": e} for f, e in errors],
                "skipped": [{"path": str(q), "why": why} for q, why in skipped],
-               "attribution_score": _plain(sc) if sc is not None else None,
+               "attribution_score": plain(sc) if sc is not None else None,
                "elapsed_s": round(elapsed, 3)}
         json_file.write(json.dumps(doc, indent=1, default=str) + "\n")
         console.print(f"JSON summary: {shown(str(json_file.path))}")
     if errors or (undelivered and not otlp_best_effort):
         raise typer.Exit(1)
-    hit = _failing(runs, fails, not_ended)
+    hit = failing(runs, fails, not_ended)
     if hit:
         for line in hit:
             typer.echo(f"--fail-on {printable(line)}", err=True)
         raise typer.Exit(FAIL_EXIT)
-
-
-def _plain(obj: Any) -> Any:
-    """A dataclass as JSON-ready data (tuples as lists)."""
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(
-        obj, type) else obj
-
-
-_STATUSES = ("valid", FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN, "INVALID", "unchecked",
-             "blocked", "not issued")
-"""The counts of protected actions (:func:`icore.adapters.counted_as`: the statuses of
-:func:`icore.fence.action_status`, a ``valid`` or ``unchecked`` action whose tool then
-failed counted as failed after authorization, one whose result a run stopped at once
-never recorded as outcome unknown), in the order ``--json``'s ``actions``
-counts and the console's line list them."""
-
-
-def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
-    """Protected actions per count (every one, 0 when none) and their ``total``."""
-    out = dict.fromkeys(_STATUSES, 0)
-    for lv in lineage:
-        c = counted_as(lv["status"], lv.get("error"), unknown=lv.get("outcome") == "unknown")
-        out[c] = out.get(c, 0) + 1
-    out["total"] = len(lineage)
-    return out
-
-
-def _action_line(r: AuditResult) -> str | None:
-    """The console's line of a run's protected actions per count (None: it has none)."""
-    views = trace_lineage(r.trace.planfence, r.trace.steps)
-    counts = _action_counts([{"status": lv.status, "error": lv.error,
-                              "outcome": "unknown" if lv.outcome_unknown else None}
-                             for lv in views])
-    if not counts["total"]:
-        return None
-    said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
-    human = [(a, sum(lv.human == a for lv in views)) for a in (APPROVED, REJECTED_BY_HUMAN)]
-    asked = "; ".join(f"{n} {a} by a human" for a, n in human if n)
-    line = f"protected actions of {r.trace.id}: {counts['total']} ({said})"
-    return f"{line}; {asked}" if asked else line
-
-
-def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
-    """One run's entry of ``--json``.
-
-    ``lineage`` lists every protected action with its status (the gate's lineage
-    verdict), reason and, for a tool that failed after its authorization, its ``error``
-    (``"outcome": "unknown"`` for an authorized call whose result was never recorded);
-    ``actions`` counts them (``valid``, ``failed after authorization``, ``outcome
-    unknown``, ``INVALID``,
-    ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
-    a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
-    ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
-    human answered (QA qa-new9 S3). ``warnings``: the import's warnings, when any (a
-    record that does not match its id, gate activity with no PlanFence line, ...).
-    """
-    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
-                **({"error": lv.error} if lv.error is not None else {}),
-                **({"outcome": "unknown"} if lv.outcome_unknown else {}),
-                **({"human": lv.human} if lv.human is not None else {}),
-                **({"human_step": lv.human_step} if lv.human_step is not None else {})}
-               for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
-    return {
-        "id": r.trace.id, "file": r.trace.file,
-        "report": str(out / report_filename(r.trace.id)) if out is not None else None,
-        "summary": r.summary().to_json(),
-        "flags": [_plain(f) for f in flag_views(r.state, r.event_step,
-                                                       places=r.flag_places)],
-        "diagnoses": [d.to_json() for d in r.diagnoses],
-        "attribution": att.to_json() if att is not None else None,
-        "actions": _action_counts(lineage),
-        "lineage": lineage,
-        **({"warnings": list(r.trace.warnings)} if r.trace.warnings else {}),
-    }
-
-
-def _failing(runs: list[dict[str, Any]], fails: frozenset[str],
-             not_ended: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """The ``--fail-on`` conditions that hold, one line per condition.
-
-    ``not_ended``: the ids of the runs that ended without a terminal marker and are not
-    paused (what ``not-ended`` fails on).
-    """
-    def holds(cond: str, j: dict[str, Any]) -> bool:
-        if cond == "hard-flags":
-            return bool(j["summary"]["hard_flags"] > 0)
-        if cond == "unsound":
-            return bool(j["summary"]["snd"] < 1.0)
-        if cond == "unknown":
-            return bool(j["actions"].get(OUTCOME_UNKNOWN, 0) > 0)
-        if cond == "not-ended":
-            return j["id"] in not_ended
-        return any(lv["status"] == "INVALID" for lv in j["lineage"])
-
-    out = []
-    for cond in FAIL_ON:
-        if cond in fails:
-            hit = [j["id"] for j in runs if holds(cond, j)]
-            if hit:
-                out.append(f"{cond}: {len(hit)} run(s): {', '.join(hit[:10])}"
-                           f"{' …' if len(hit) > 10 else ''}")
-    return out
 
 
 def _unique_ids(results: list[AuditResult]) -> list[AuditResult]:
