@@ -294,7 +294,8 @@ def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str]
         if why is None:
             roots = {str(x) for p in a.points for x in p.entry.roots}
             why = next((edited[r] for r in roots if r in edited), None)
-        out.append(a if why is None else replace(a, status="INVALID", edited=why))
+        out.append(a if why is None else replace(
+            a, status="INVALID", edited=f"{why}; recorded as {a.counted}"))
     return tuple(out)
 
 

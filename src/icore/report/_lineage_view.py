@@ -235,8 +235,7 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
     if lineage.edited is not None:  # the trace contradicts its own record ids (fail closed)
         steps.append(DecisionStepView("edited", "a record does not match its id", "bad",
                                       lineage.edited))
-        reason = (f"INVALID: {lineage.edited}; the verdict read off it cannot be trusted "
-                  f"(as recorded: {reason.split(': ', 1)[0].lower()}).")
+        reason = f"INVALID: {lineage.edited}, a verdict that cannot be trusted."
     if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
         reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."
     if lineage.outcome_unknown and error is None:  # QA qa-crew S4: no result recorded
@@ -279,7 +278,7 @@ def link_replans(lineages: Sequence[ActionLineage]) -> tuple[LineageView, ...]:
         if j is None or j == i:
             continue
         new, old = views[j], views[i]
-        if a.ran_anyway is None:  # a refusal the trace says ran keeps its INVALID reason
+        if a.ran_anyway is None and a.edited is None:  # an INVALID refusal keeps its reason
             views[i] = dataclasses.replace(old, reason=(
                 f"stale → replanned as {new.id}, {new.status}: "
                 f"{old.reason.split(': ', 1)[-1]} The model was handed the fresh values; its "
