@@ -13,6 +13,7 @@ different verdict. Unknown reason codes are kept (they name, they do not decide)
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -282,8 +283,9 @@ def record_id_problems(records: list[tuple[str, Mapping[str, Any]]]
                 ("owner", str), ("seq", int), ("type", str))):
             continue
         sup = rec.get("supersedes")
-        tries = [sup] if sup is not None else [None, *(
-            i for i in by_key[str(rec["key"])] if i != rec["id"])]
+        # a generator: the other versions are tried only when the id does not match
+        tries = iter((sup,)) if sup is not None else itertools.chain((None,), (
+            i for i in by_key[str(rec["key"])] if i != rec["id"]))
         why, matched = "its fields hash to another id", False
         for u in tries:
             try:
