@@ -96,7 +96,8 @@ def test_an_approval_is_part_of_the_actions_lineage_in_every_output(tmp_path: Pa
     assert "protected actions of r: 1 (1 valid); 1 approved by a human" in res.output
     (lv,) = json.loads(js.read_text())["runs"][0]["lineage"]
     assert lv["human"] == "approved" and lv["human_step"] == 2
-    assert lv["reason"].startswith("approved by a human at step 2, then valid")
+    assert lv["reason"].startswith("valid: F(x) = H(x)")
+    assert lv["reason"].endswith("(approved by a human at step 2, before the gate).")
     page = (out / "r.html").read_text(encoding="utf-8")
     assert "approved by a human</span>" in page and "approved by a human at step 2" in page
 

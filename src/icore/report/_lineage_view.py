@@ -242,10 +242,10 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
         reason = (f"{reason.rstrip('.')}; its outcome is unknown: it was authorized and "
                   "forwarded, but the run did not end normally and no result of the call "
                   "was recorded (it may have run).")
-    if lineage.human == APPROVED:
-        reason = f"approved by a human{at}, then {reason[:1].lower()}{reason[1:]}"
+    if lineage.human == APPROVED:  # the verdict first, as every reason reads
+        reason = f"{reason.rstrip('.')} (approved by a human{at}, before the gate)."
     elif lineage.human is not None and not reason.startswith("REJECTED by a human"):
-        reason = f"rejected by a human{at}: {reason}"
+        reason = f"{reason.rstrip('.')} (rejected by a human{at})."
     if outcome_note:
         reason = f"{reason} {outcome_note}".strip()
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
