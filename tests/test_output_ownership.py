@@ -112,27 +112,83 @@ def test_the_ledger_is_appended_not_rewritten_per_write(tmp_path: Path) -> None:
 
 def test_a_failed_compaction_keeps_the_old_ledger(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A rewrite that fails half-way (the temporary file cannot be written) leaves the
-    appended ledger as it was: every file is still icore's, no temporary file is left."""
-    for i in range(70):
-        write_owned(tmp_path / "a.html", str(i).encode())
+    """An earlier version's ledger (a line per write) is compacted at the next write; a
+    rewrite that fails half-way (the temporary file cannot be written) leaves its lines
+    (the winning one naming the file's content): every file is still icore's, no
+    temporary file is left."""
+    import hashlib
+
+    (tmp_path / "a.html").write_bytes(b"69")
+    (tmp_path / WRITTEN).write_text("".join(
+        f"{hashlib.sha256(str(i).encode()).hexdigest()}  a.html\n" for i in range(70)),
+        encoding="utf-8")
     before = (tmp_path / WRITTEN).read_bytes()
+    assert foreign_file(tmp_path / "a.html") is None  # last line wins
 
     def broken(self: Path, *a: object, **k: object) -> int:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(Path, "write_text", broken)
-    for i in range(70, 200):
-        if len((tmp_path / WRITTEN).read_bytes().splitlines()) > 2 * 1 + 63:
-            break  # the next write compacts
-        write_owned(tmp_path / "a.html", str(i).encode())
     with pytest.raises(OSError, match="No space"):
         write_owned(tmp_path / "a.html", b"compacting")
     monkeypatch.undo()
     after = (tmp_path / WRITTEN).read_bytes()
-    assert after.startswith(before) and len(after.splitlines()) > 2 * 1 + 64
+    assert after.splitlines()[:69] == before.splitlines()[:69]
+    assert len(after.splitlines()) == 70  # the last line names what is there now
     assert foreign_file(tmp_path / "a.html") is None
     assert not [q for q in tmp_path.iterdir() if q.name.endswith(".tmp")]
+    write_owned(tmp_path / "a.html", b"compacted")
+    assert _ledger_names(tmp_path) == {
+        "a.html": hashlib.sha256(b"compacted").hexdigest()}
+    assert len((tmp_path / WRITTEN).read_bytes().splitlines()) == 1
+
+
+def test_a_file_written_again_keeps_one_line(tmp_path: Path) -> None:
+    """A file written again has its line's digest rewritten in place: one line per file
+    (QA qa-new9 S4), the ledger file itself not replaced."""
+    ino = None
+    for i in range(50):
+        write_owned(tmp_path / "a.json", str(i).encode())
+        write_owned(tmp_path / "b.json", str(i).encode())
+        lines = (tmp_path / WRITTEN).read_text(encoding="utf-8").splitlines()
+        assert [x.partition("  ")[2] for x in lines] == ["a.json", "b.json"]
+        ino = ino or os.stat(tmp_path / WRITTEN).st_ino
+        assert os.stat(tmp_path / WRITTEN).st_ino == ino
+    assert foreign_file(tmp_path / "a.json") is None
+
+
+_WRITE_ONE = """
+import sys
+from pathlib import Path
+from icore._files import write_owned
+for i in range(40):
+    write_owned(Path(sys.argv[1]) / "a.json", f"{sys.argv[2]} {i}".encode())
+"""
+
+
+def test_processes_writing_one_file_leave_one_line_naming_its_content(
+        tmp_path: Path) -> None:
+    """Four processes writing the same file at once (four ``icore audit --json a.json``,
+    QA qa-new9 S4): the ledger holds one line for it, with the digest of the content the
+    last writer left (the check, the replacement and the line are one locked step), so
+    a later run may replace it; a user's file there is still refused."""
+    import hashlib
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITE_ONE, str(tmp_path), str(w)])
+             for w in range(4)]
+    for p in procs:
+        assert p.wait(120) == 0
+    lines = (tmp_path / WRITTEN).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1
+    assert lines[0] == (f"{hashlib.sha256((tmp_path / 'a.json').read_bytes()).hexdigest()}"
+                        "  a.json")
+    assert foreign_file(tmp_path / "a.json") is None
+    (tmp_path / "a.json").write_text("the user's notes")
+    with pytest.raises(FileExistsError, match="changed since icore wrote it"):
+        write_owned(tmp_path / "a.json", b"icore")
+    assert (tmp_path / "a.json").read_text() == "the user's notes"
 
 
 _WRITE_MANY = """

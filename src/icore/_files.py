@@ -30,7 +30,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
     (stat.S_ISDIR, "a directory"),
@@ -173,17 +172,26 @@ def make_room(folder: Path, *, run_files: tuple[str, ...] = ()) -> Path | None:
 
 WRITTEN = ".icore-files"
 """Ledger icore keeps in each folder it writes files into: one ``<sha256>  <name>`` line
-per file it wrote there (the ``sha256sum`` format). A file written again gets a new line;
-the ledger is read last-line-wins and rewritten with one line per file when superseded
-lines outnumber the files (more than twice as many lines as files, plus 64)."""
+per file it wrote there (the ``sha256sum`` format). A file written again has its line's
+digest rewritten in place (same length), so the ledger holds one line per file, also
+when processes write one file at once (QA qa-new9 S4: four audits writing one ``--json``
+file left four lines); a ledger of an earlier version with repeated lines is read
+last-line-wins and rewritten with one line per file when its lines outnumber the files
+(more than twice as many lines as files, plus 64)."""
 
-_LEDGERS: dict[str, tuple[tuple[int, int, int], dict[str, str], int]] = {}
-"""Parsed ledgers by real folder path: (stat signature, name -> digest, lines)."""
+_Ledger = tuple[tuple[int, int, int], dict[str, str], int, dict[str, int]]
+_LEDGERS: dict[str, _Ledger] = {}
+"""Parsed ledgers by real folder path: (stat signature, name -> digest, lines, name ->
+byte offset of the line that names it)."""
 _LEDGER_LOCK = threading.Lock()
 
 
-def _ledger(folder: Path) -> tuple[dict[str, str], int]:
-    """The folder's :data:`WRITTEN` ledger (name -> sha256 hex) and its line count."""
+def _ledger(folder: Path, *, fresh: bool = False) -> tuple[dict[str, str], int]:
+    """The folder's :data:`WRITTEN` ledger (name -> sha256 hex) and its line count.
+
+    ``fresh``: read the file even when the cached copy's (inode, size, mtime) still
+    match (an in-place rewrite within the file system's time granularity keeps them).
+    """
     p = folder / WRITTEN
     try:
         st = os.stat(p)
@@ -192,16 +200,14 @@ def _ledger(folder: Path) -> tuple[dict[str, str], int]:
     sig = _signature(st)
     key = os.path.realpath(folder)
     hit = _LEDGERS.get(key)
-    if hit is not None and hit[0] == sig:
+    if hit is not None and hit[0] == sig and not fresh:
         return hit[1], hit[2]
     try:
-        # surrogateescape: a name of bytes that are no UTF-8 (a shell's $'\xff') reads
-        # back as the str the file system gave, and writes back as its bytes
-        with open(p, encoding="utf-8", errors="surrogateescape") as f:
-            book, lines = _parse_ledger(f)
+        with open(p, "rb") as f:
+            book, lines, where = _parse_ledger(f.read())
     except OSError:
         return {}, 0
-    _LEDGERS[key] = (sig, book, lines)
+    _LEDGERS[key] = (sig, book, lines, where)
     return book, lines
 
 
@@ -236,13 +242,18 @@ def foreign_file(path: Path) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
     recorded = _ledger(path.parent)[0].get(path.name)
-    if recorded is None:
-        return f"was not written by icore (not listed in {WRITTEN})"
     try:
-        if _digest_of(path) != recorded:
-            return "was changed since icore wrote it"
+        digest = _digest_of(path) if recorded is not None else None
+        if digest != recorded or recorded is None:  # the cached copy may lag: read it
+            recorded = _ledger(path.parent, fresh=True)[0].get(path.name)
+            if recorded is not None and digest is None:
+                digest = _digest_of(path)
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
+    if recorded is None:
+        return f"was not written by icore (not listed in {WRITTEN})"
+    if digest != recorded:
+        return "was changed since icore wrote it"
     return None
 
 
@@ -321,8 +332,10 @@ def write_owned(path: Path, data: bytes, *, overwrite: bool = False) -> Path:
     The bytes go to a temporary file beside ``path`` that then replaces it (a reader
     never sees half a file, and a hard or symbolic link at ``path`` is replaced, never
     written through); the file is then listed in the folder's :data:`WRITTEN` ledger
-    with its SHA-256. ``overwrite``: replace whatever is there (the caller's explicit
-    choice), still never through a link.
+    with its SHA-256. The check, the replacement and the ledger line are one step under
+    the ledger's lock: processes writing one file at once take turns, and the ledger
+    names the content the last of them left (QA qa-new9 S4). ``overwrite``: replace
+    whatever is there (the caller's explicit choice), still never through a link.
 
     Returns:
         ``path``.
@@ -331,52 +344,69 @@ def write_owned(path: Path, data: bytes, *, overwrite: bool = False) -> Path:
         FileExistsError: :func:`foreign_file` gives a reason (the message names the path).
         OSError: the write failed (nothing was replaced).
     """
-    why = None if overwrite else foreign_file(path)
-    if why is not None:
-        raise FileExistsError(errno.EEXIST, _foreign_message(path, why), str(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        with _LEDGER_LOCK, _locked(path.parent / WRITTEN) as fd:
+            why = None if overwrite else foreign_file(path)  # decided under the lock
+            if why is not None:
+                raise FileExistsError(errno.EEXIST, _foreign_message(path, why), str(path))
+            os.replace(tmp, path)
+            _note(fd, path.parent, path.name, hashlib.sha256(data).hexdigest())
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _record(path.parent, path.name, hashlib.sha256(data).hexdigest())
     return path
 
 
-def _locked(p: Path) -> Any:
-    """The ledger ``p`` opened for appending, locked (``flock``) by this process.
+@contextlib.contextmanager
+def _locked(p: Path) -> Iterator[int]:
+    """The ledger ``p`` opened for reading and writing (created if missing), ``flock``-ed.
 
     Another process may have replaced the ledger while this one waited for the lock;
-    the lock is then taken again on the file the path names now.
+    the lock is then taken again on the file the path names now. Yields the descriptor
+    (no ``O_APPEND``: a line is rewritten in place at its offset).
     """
     while True:
-        f = open(p, "a+", encoding="utf-8", errors="surrogateescape")  # closed by caller
+        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-            if os.fstat(f.fileno()).st_ino == os.stat(p).st_ino:
-                return f
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_ino == os.stat(p).st_ino:
+                break
         except FileNotFoundError:
             pass
         except BaseException:
-            f.close()
+            os.close(fd)
             raise
-        f.close()
+        os.close(fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
-def _parse_ledger(f: Any) -> tuple[dict[str, str], int]:
-    """Name -> digest (last line wins) and the line count of an open ledger ``f``."""
+def _parse_ledger(data: bytes) -> tuple[dict[str, str], int, dict[str, int]]:
+    """Name -> digest (last line wins), line count and name -> byte offset of its line."""
     book: dict[str, str] = {}
-    lines = 0
-    for line in f:
+    where: dict[str, int] = {}
+    lines = at = 0
+    while at < len(data):
+        end = data.find(b"\n", at)
+        stop = len(data) if end < 0 else end
         lines += 1
-        got, sep, n = line.rstrip("\n").partition("  ")
+        # surrogateescape: a name of bytes that are no UTF-8 (a shell's $'\xff') reads
+        # back as the str the file system gave, and writes back as its bytes
+        got, sep, n = data[at:stop].decode("utf-8", "surrogateescape").partition("  ")
         if sep and len(got) == 64:
             book[n] = got
-    return book, lines
+            if got.isascii():  # 64 bytes: rewritable in place
+                where[n] = at
+            else:
+                where.pop(n, None)
+        at = stop + 1
+    return book, lines, where
 
 
 def _signature(st: os.stat_result) -> tuple[int, int, int]:
@@ -384,52 +414,59 @@ def _signature(st: os.stat_result) -> tuple[int, int, int]:
 
 
 def _record(folder: Path, name: str, digest: str) -> None:
-    """List ``name`` with ``digest`` in the folder's ledger (appended, compacted lazily).
+    """List ``name`` with ``digest`` in the folder's ledger, under the ledger's lock."""
+    with _LEDGER_LOCK, _locked(folder / WRITTEN) as fd:
+        _note(fd, folder, name, digest)
 
-    The line is appended (a name written again gets a new line, read last-line-wins);
-    when the ledger holds more than twice as many lines as files (plus 64), it is
-    rewritten with one line per file (a temporary file replacing it: a crash keeps the
-    old ledger). The parsed ledger is kept per folder and re-read only when the file's
-    (inode, size, mtime) changed, so writing n files costs O(n) ledger work, not
-    O(n^2) (#28). Processes writing into one folder at once take turns on an ``flock``
-    of the ledger, so none loses another's line.
+
+def _note(fd: int, folder: Path, name: str, digest: str) -> None:
+    """List ``name`` with ``digest`` in the ledger open (and locked) as ``fd``.
+
+    A name already listed has its line's digest rewritten in place (64 bytes at the
+    line's offset: one line per file, QA qa-new9 S4); a new name's line is appended.
+    When the ledger holds more than twice as many lines as files (plus 64: an earlier
+    version's appended ledger), it is rewritten with one line per file (a temporary
+    file replacing it: a crash keeps the old ledger). The parsed ledger is kept per
+    folder and re-read only when the file's (inode, size, mtime) changed, so writing n
+    files costs O(n) ledger work, not O(n^2) (#28). The caller holds ``flock`` on
+    ``fd``: processes writing into one folder at once take turns, so none loses
+    another's line.
     """
     if "\n" in name or "\r" in name:  # report names never hold one; keep the format
         return
     p = folder / WRITTEN
     key = os.path.realpath(folder)
-    with _LEDGER_LOCK, _locked(p) as f:
-        now = os.fstat(f.fileno())
-        hit = _LEDGERS.get(key)
-        if hit is not None and hit[0] == _signature(now):
-            book, lines = dict(hit[1]), hit[2]
-        else:
-            f.seek(0)
-            book, lines = _parse_ledger(f)
-        if book.get(name) == digest:
-            return
-        size = now.st_size  # the lock is held: nobody appended since the fstat
-        torn = size > 0 and os.pread(f.fileno(), 1, size - 1) != b"\n"  # a crash mid-line
-        f.write(("\n" if torn else "") + f"{digest}  {name}\n")
-        f.flush()
-        book[name] = digest
+    now = os.fstat(fd)
+    hit = _LEDGERS.get(key)
+    if hit is not None and hit[0] == _signature(now):
+        book, lines, where = dict(hit[1]), hit[2], dict(hit[3])
+    else:
+        book, lines, where = _parse_ledger(os.pread(fd, now.st_size, 0))
+    if book.get(name) == digest:
+        return
+    size = now.st_size  # the lock is held: nobody wrote since the fstat
+    if name in where:
+        os.pwrite(fd, digest.encode("ascii"), where[name])
+    else:
+        torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # a crash mid-line
+        line = ("\n" if torn else "") + f"{digest}  {name}\n"
+        os.pwrite(fd, line.encode("utf-8", "surrogateescape"), size)
+        where[name] = size + torn
         lines += 1
-        if lines > 2 * len(book) + 64:  # superseded lines: one line per file again
-            tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.{threading.get_ident()}.tmp")
-            try:
-                tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()),
-                               encoding="utf-8", errors="surrogateescape")
-                os.replace(tmp, p)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-            lines = len(book)
+    book[name] = digest
+    if lines > 2 * len(book) + 64:  # an earlier version's repeated lines: one per file
+        tmp = p.with_name(f"{WRITTEN}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            st = os.stat(p)
-        except OSError:
-            return
-        _LEDGERS[key] = (_signature(st), book, lines)
+            tmp.write_text("".join(f"{d}  {n}\n" for n, d in book.items()),
+                           encoding="utf-8", errors="surrogateescape")
+            os.replace(tmp, p)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _LEDGERS.pop(key, None)  # read again when next asked
+        return
+    _LEDGERS[key] = (_signature(os.fstat(fd)), book, lines, where)
 
 
 def file_identity(path: Path) -> tuple[object, ...]:

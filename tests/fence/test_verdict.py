@@ -55,7 +55,7 @@ def old_report(authorized: bool | None, deps: Sequence[str], frontier: Mapping[s
 
 
 def old_cli(lineage: Sequence[Mapping[str, str]]) -> bool:
-    """cli/_audit.py ``_failing``'s ``invalid`` condition over ``_run_json["lineage"]``."""
+    """cli/_audit_json.py ``failing``'s ``invalid`` condition over ``run_json["lineage"]``."""
     return any(lv["status"] == "INVALID" for lv in lineage)
 
 

@@ -24,7 +24,9 @@ See docs/audit-real-runs.md.
 from typing import TYPE_CHECKING, Any
 
 from icore.adapters._action_lineage import (
+    APPROVED,
     FAILED_AFTER_AUTHORIZATION,
+    REJECTED_BY_HUMAN,
     ActionLineage,
     ValidationPoint,
     counted_as,
@@ -72,6 +74,7 @@ from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, wr
 from icore.adapters._results import AuditResult, Finding, FlagPlace, MetricPoint, RunSummary
 from icore.adapters._trace import (
     Annotation,
+    HumanAnswer,
     Ledger,
     LiveRunPart,
     PlanfenceLog,
@@ -148,6 +151,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "APPROVED",
     "CAPTAIN_AGENT",
     "DEFAULT_MAX_INPUT_MB",
     "ENV_MAX_INPUT",
@@ -159,6 +163,7 @@ __all__ = [
     "MAY_HAVE_RUN_MARK",
     "OTEL",
     "OUTCOME_UNKNOWN",
+    "REJECTED_BY_HUMAN",
     "ROOT",
     "ActionLineage",
     "AdapterError",
@@ -170,6 +175,7 @@ __all__ = [
     "Finding",
     "FlagPlace",
     "FlagPlaces",
+    "HumanAnswer",
     "Ledger",
     "LiveRunPart",
     "MetricPoint",

@@ -12,13 +12,16 @@ versions its roots cite as exact parents, labelled so. Reports only render these
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from icore.adapters._trace import PlanfenceLog, Step, StepKind
+from icore.adapters._trace import HumanAnswer, PlanfenceLog, Step, StepKind
 from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, may_have_run, unknown_outcomes
+from icore.errors import IcoreError
 from icore.fence import (
+    ACTION_FIELD,
     ActionVerdict,
     DecisionEntry,
     Reason,
@@ -26,6 +29,8 @@ from icore.fence import (
     action_status,
     judge_action,
 )
+from icore.workspace import REJECTED as APPROVAL_REJECTED
+from icore.workspace import ApprovalRequest
 
 GATE = "gate"
 """Frontier source: the gate recorded F(x)."""
@@ -79,6 +84,13 @@ class ActionLineage:
         replanned_as: the action that is this one's recorded replan, else None.
         outcome_unknown: authorized, but the run ended abnormally with no result of the
             call recorded (:func:`icore.adapters._unknown_outcome.unknown_outcomes`).
+        human: ``approved`` when a recorded human answer approved the call (before its
+            gate: :func:`human_answers`), ``rejected`` when a human said no (a recorded
+            rejection, or its last decision ``approval_rejected``), else None.
+        human_step: the step of the human's recorded answer, when linked.
+        edited: why a record this action's lineage shows does not match its id (the
+            trace was edited or damaged: :attr:`PlanfenceLog.edited`); its status is then
+            ``INVALID`` (fail closed: its verdict would rest on the edit). None: none.
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -94,6 +106,9 @@ class ActionLineage:
     replan_of: str | None = None
     replanned_as: str | None = None
     outcome_unknown: bool = False
+    human: str | None = None
+    human_step: int | None = None
+    edited: str | None = None
 
     @property
     def invalid(self) -> bool:
@@ -257,8 +272,115 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
             group[at] = e
     out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
                       _relevant(records, es), es) for name, es in groups.items()]
-    return unknown_outcomes(ran_surplus(ran_after_refusal(_linked(out, replans), steps),
-                                        steps), steps)
+    answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
+    edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
+    return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
+        _linked(out, replans), answers, records, steps), steps), steps), steps), edited)
+
+
+def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str]
+            ) -> tuple[ActionLineage, ...]:
+    """``lineages``, each showing a record that does not match its id ``INVALID``.
+
+    A record whose id is not its digest (:attr:`PlanfenceLog.edited`) was edited after
+    it was recorded: the verdict read off it (valid, blocked) cannot be trusted, so the
+    action fails closed (QA qa-new9 S3: an action record's price changed, id kept).
+    """
+    if not edited:
+        return tuple(lineages)
+    out = []
+    for a in lineages:
+        why = next((edited[str(r.get("id"))] for r in a.records
+                    if str(r.get("id")) in edited), None)
+        if why is None:
+            roots = {str(x) for p in a.points for x in p.entry.roots}
+            why = next((edited[r] for r in roots if r in edited), None)
+        out.append(a if why is None else replace(
+            a, status="INVALID", edited=f"{why}; recorded as {a.counted}"))
+    return tuple(out)
+
+
+APPROVED = "approved"
+""":attr:`ActionLineage.human` of a call a human approved."""
+REJECTED_BY_HUMAN = "rejected"
+""":attr:`ActionLineage.human` of a call a human rejected."""
+
+
+def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnswer],
+                  records: Sequence[Mapping[str, Any]], steps: Sequence[Step] = ()
+                  ) -> tuple[ActionLineage, ...]:
+    """``lineages``, each action a human answered marked (:attr:`ActionLineage.human`).
+
+    An answer naming a request id (:class:`~icore.workspace.ApprovalRequest`: the
+    action, its arguments and the versions they derive from) answers the action whose
+    root action record hashes to that request: exact. Another answer (LangGraph and AG2
+    record the tool and arguments) answers the first action of its tool not yet
+    answered whose own tool output (same ``task``) does not come before it, one whose
+    recorded arguments equal the answer's first. An action whose last decision is a
+    human's ``approval_rejected`` is ``rejected`` whether or not its answer was recorded.
+    An answer linked to no action changes nothing (it stays a thought of the timeline).
+    """
+    out = list(lineages)
+    if answers:
+        by_id = {str(r.get("id")): r for r in records}
+        request_of: dict[str, int] = {}
+        args_of: dict[int, str] = {}
+        for i, a in enumerate(out):
+            for root in (r for p in a.points for r in p.entry.roots):
+                got = _request(by_id.get(root), by_id)
+                if got is not None:
+                    request_of.setdefault(got[0], i)
+                    args_of.setdefault(i, got[1])
+        tasks = {str(a.points[-1].entry.task): i for i, a in enumerate(out)
+                 if a.points and a.points[-1].entry.task}
+        first_out: dict[int, int] = {}
+        for st in steps if tasks else ():
+            if st.kind == StepKind.TOOL_OUTPUT and st.task in tasks:
+                first_out.setdefault(tasks[st.task], st.index)
+        taken: set[int] = set()
+        for ans in answers:
+            hit = request_of.get(ans.request) if ans.request is not None else None
+            if hit is None or hit in taken:
+                cands = [i for i, a in enumerate(out) if i not in taken and a.points
+                         and a.points[0].entry.action == ans.tool
+                         and first_out.get(i, ans.step + 1) > ans.step]
+                same = [i for i in cands if ans.args is not None and args_of.get(i) == ans.args]
+                hit = next(iter(same or cands), None)
+            if hit is not None:
+                taken.add(hit)
+                out[hit] = replace(out[hit], human_step=ans.step,
+                                   human=APPROVED if ans.approved else REJECTED_BY_HUMAN)
+    for i, a in enumerate(out):
+        if a.points and a.points[-1].entry.reason == APPROVAL_REJECTED:
+            out[i] = replace(a, human=REJECTED_BY_HUMAN)
+    return tuple(out)
+
+
+def _request(rec: Mapping[str, Any] | None, by_id: Mapping[str, Mapping[str, Any]]
+             ) -> tuple[str, str] | None:
+    """The approval request id and canonical arguments of an action record, or None.
+
+    None when ``rec`` is no action record (``{"planfence.action": {name, args}}``), a
+    parent's key is not in the trace, or the arguments have no JSON form.
+    """
+    c = rec.get("content") if rec is not None else None
+    act = c.get(ACTION_FIELD) if isinstance(c, Mapping) else None
+    if not isinstance(act, Mapping) or not isinstance(act.get("name"), str) \
+            or not isinstance(act.get("args"), Mapping) or rec is None:
+        return None
+    basis: dict[str, str] = {}
+    for pid in rec.get("parents") or ():
+        key = by_id.get(str(pid), {}).get("key")
+        if not isinstance(key, str):
+            return None
+        basis[key] = str(pid)
+    try:
+        req = ApprovalRequest.of(act["name"], act["args"], basis)
+        args = json.dumps(act["args"], sort_keys=True, separators=(",", ":"),
+                          allow_nan=False)
+    except (IcoreError, TypeError, ValueError, RecursionError):
+        return None
+    return req.id, args
 
 
 def ran_after_refusal(lineages: Sequence[ActionLineage], steps: Sequence[Step]
@@ -445,5 +567,6 @@ def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[Decision
             or roots & {str(p) for p in r.get("parents") or ()}]
 
 
-__all__ = ["FAILED_AFTER_AUTHORIZATION", "ActionLineage", "ValidationPoint", "counted_as",
-           "lineage_of", "ran_after_refusal", "trace_lineages", "validation_point"]
+__all__ = ["APPROVED", "FAILED_AFTER_AUTHORIZATION", "REJECTED_BY_HUMAN", "ActionLineage",
+           "ValidationPoint", "counted_as", "human_answers", "lineage_of",
+           "ran_after_refusal", "trace_lineages", "validation_point"]

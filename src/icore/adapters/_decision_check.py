@@ -13,14 +13,16 @@ different verdict. Unknown reason codes are kept (they name, they do not decide)
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import AdapterError
+from icore.errors import IcoreError
 from icore.fence import DecisionEntry, DecisionFormatError, Outcome
-from icore.records import is_record_id
+from icore.records import Record, is_record_id
 
 OUTCOMES = tuple(o.value for o in Outcome)
 """The gate outcomes a recorded decision may have."""
@@ -174,7 +176,7 @@ def check_record_line(rec: Any, *, file: str, field: str) -> None:
         AdapterError: not an object; ``id`` is not a record id (64 lowercase hex);
             ``key`` is not a non-empty string; ``owner``/``type``/``role`` is not a
             string; ``seq`` is not an integer >= 0; ``parents`` is not a list of record
-            ids.
+            ids; ``supersedes`` is given but is not a record id.
     """
     if not isinstance(rec, Mapping):
         raise _bad("a record must be an object", file, field)
@@ -191,6 +193,10 @@ def check_record_line(rec: Any, *, file: str, field: str) -> None:
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
         raise _bad(f"must be an integer >= 0, not {_short(seq)}", file, f"{field}.seq")
     _ids(rec.get("parents", []), file, f"{field}.parents")
+    sup = rec.get("supersedes")
+    if sup is not None and not is_record_id(sup):
+        raise _bad(f"not a record id (64 lowercase hex digits): {_short(sup)}", file,
+                   f"{field}.supersedes")
 
 
 def check_record_links(records: list[tuple[str, Mapping[str, Any]]], *, file: str) -> None:
@@ -247,6 +253,59 @@ def check_record_links(records: list[tuple[str, Mapping[str, Any]]], *, file: st
                 todo.append(iter(parents[nxt]))
 
 
+def record_id_problems(records: list[tuple[str, Mapping[str, Any]]]
+                       ) -> dict[str, str]:
+    """The record lines whose id is not the digest of the fields they carry (QA qa-new9 S3).
+
+    A record id is the sha256 of the record's envelope (:meth:`icore.records.Record.
+    compute_id`: key, owner, seq, parents, type, the content's address and size, and the
+    ``supersedes`` link when set), so a line carrying its ``content``, ``owner``, ``seq``
+    and ``type`` is recomputed and compared: an edited argument, key or parent gives
+    another id. A line without its content (cut for size) cannot be checked and is left
+    alone. A line without ``supersedes`` (recorders before #29 left it out of a
+    revision) is also tried with each other version of its key in the trace as the one
+    it replaced.
+
+    Args:
+        records: ``(field, record)`` pairs in file order (``field`` as ``line 3.planfence.
+            record``), each already passed by :func:`check_record_line`.
+
+    Returns:
+        Record id -> why, for each line whose id does not match (naming its line); empty
+        when every checkable line matches.
+    """
+    by_key: dict[str, list[str]] = {}
+    for _, rec in records:
+        by_key.setdefault(str(rec["key"]), []).append(str(rec["id"]))
+    out: dict[str, str] = {}
+    for field, rec in records:
+        if "content" not in rec or not all(isinstance(rec.get(k), t) for k, t in (
+                ("owner", str), ("seq", int), ("type", str))):
+            continue
+        sup = rec.get("supersedes")
+        # a generator: the other versions are tried only when the id does not match
+        tries = iter((sup,)) if sup is not None else itertools.chain((None,), (
+            i for i in by_key[str(rec["key"])] if i != rec["id"]))
+        why, matched = "its fields hash to another id", False
+        for u in tries:
+            try:
+                matched = Record.create(
+                    key=rec["key"], owner=rec["owner"], seq=rec["seq"],
+                    content=rec["content"], parents=rec.get("parents") or (),
+                    type=rec["type"], supersedes=u).id == rec["id"]
+            except (IcoreError, TypeError, ValueError, RecursionError) as exc:
+                why = f"its fields form no record ({str(exc)[:120]})"
+                break
+            if matched:
+                break
+        if not matched:
+            line = field.split(".", 1)[0]
+            out.setdefault(str(rec["id"]), f"record {str(rec['id'])[:12]}... ({rec['key']!r}, "
+                           f"{line}) does not match its id: {why} (an id is its record's "
+                           "digest: the trace was edited or damaged)")
+    return out
+
+
 def _short(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:57] + "..."
@@ -258,4 +317,5 @@ __all__ = [
     "check_record_links",
     "checked_decision",
     "gate_span_decision",
+    "record_id_problems",
 ]

@@ -65,8 +65,10 @@ from icore.adapters._decision_check import (
     check_record_line,
     check_record_links,
     checked_decision,
+    record_id_problems,
 )
 from icore.adapters._errors import AdapterError, check_text
+from icore.adapters._gate_lines import gate_activity, gate_without_records, human_answer
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._line_steps import FileSteps, file_stamp
@@ -74,6 +76,7 @@ from icore.adapters._trace import (
     MAX_STEP,
     AgentNames,
     Annotation,
+    HumanAnswer,
     Ledger,
     PlanfenceLog,
     Step,
@@ -233,6 +236,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
     plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    answers: list[HumanAnswer] = []
+    gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
     question: str | None = None  # the first task step's text (FileSteps only)
@@ -281,6 +286,11 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         last = st.index
         if st.plan_id:
             _note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
+        elif st.kind == StepKind.THOUGHT and (ans := human_answer(obj, st.index)):
+            answers.append(ans)
+            gate_lines = gate_lines or n
+        if not gate_lines and gate_activity(obj, st.kind):
+            gate_lines = n
         if offsets is None:
             steps.append(st)
         else:  # the file's steps are read again when used (FileSteps): kept as offsets
@@ -291,6 +301,11 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     if names is None:
         raise AdapterError("no events", file=file, field="<root>")
     check_record_links(planfence["records"], file=file)
+    edited = record_id_problems(planfence["records"])
+    warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
+                      "INVALID" for why in edited.values())
+    warnings += gate_without_records(gate_lines, file, bool(planfence["records"] or
+                                                             planfence["decisions"]))
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
@@ -341,7 +356,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         steps=all_steps,
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
-        planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans))
+        planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
+                               tuple(answers), edited)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )

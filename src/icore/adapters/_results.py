@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 
 from icore.adapters._action_lineage import ActionLineage, trace_lineages
 from icore.adapters._trace import Trace
-from icore.audit import Diagnosis
+from icore.audit import Diagnosis, Trigger, TriggerHit, diagnose_hit
 from icore.state import LogEntry, Metrics, State
 
 T = TypeVar("T")
@@ -406,3 +406,40 @@ def compact_diagnosis(f: Diagnosis) -> dict[str, Any]:
     """
     j = f.to_json()
     return {k: j[k] for k in _NOTE_FIELDS}
+
+
+def audit_diagnosis(x: State, did: str, step: int | None, defect: str,
+                    obligations: tuple[str, ...], flag: str | None,
+                    detail: str) -> tuple[str | None, dict[str, Any]] | None:
+    """F from iCORE-Audit for a hard flag (work/evidence) or an unstable assignment.
+
+    Returns (responsible agent, F as JSON), or None when the audit layer cannot diagnose
+    it (then the adapter's own routing is used).
+    """
+    if flag is not None:
+        hit = TriggerHit(Trigger.HARD_FLAG, obligations, (flag,), detail)
+    else:
+        hit = TriggerHit(Trigger.REASSIGNMENT, obligations, (), detail)
+    f = diagnose_hit(x, hit, diagnosis_id=did, step=step if step is not None else -1)
+    if f is None:
+        return None
+    if defect == "evidence":
+        # an unsupported claim is repaired by its claimant (routing priority: proposer)
+        return f.proposer, compact_diagnosis(f)
+    return f.responsible, compact_diagnosis(f)
+
+
+def why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],
+               x: State) -> str:
+    """Why an output is not supported by G (the detail of its hard flag)."""
+    if fields.get("error"):
+        return "it reports an error or failure"
+    if repeat:
+        return "it repeats an observation the agent already reported (no observable effect)"
+    if fields.get("code"):
+        if not tools:
+            return "its code was never run"
+        return "its code failed or printed nothing"
+    if fields.get("claims"):
+        return "it states a conclusion with no observed evidence (no tool output) before it"
+    return "unsupported"

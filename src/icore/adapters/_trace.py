@@ -243,6 +243,32 @@ class Annotation:
 
 
 @dataclass(frozen=True, slots=True)
+class HumanAnswer:
+    """A human's answer to a protected call put to them, as the run's thought records it.
+
+    Read from a ``thought`` with ``approval: {tool, approved, request}`` (the OpenAI
+    Agents SDK recorder) or with ``answered_by: "human"``, ``decision`` (``approve``,
+    ``edit`` or ``reject``), ``tool`` and ``args`` (the LangGraph and AG2 recorders); the
+    audit links it to the action it answered (:func:`icore.adapters.trace_lineages`).
+
+    Attributes:
+        step: the thought's step index.
+        tool: the tool of the call.
+        approved: True for an approval (``approve``, ``edit``), False for a rejection.
+        request: the :class:`~icore.workspace.ApprovalRequest` id the answer names (its
+            action, arguments and the versions they derive from), else None.
+        args: the call's arguments as canonical JSON text, when recorded (not for an
+            ``edit``: the human changed them), else None.
+    """
+
+    step: int
+    tool: str
+    approved: bool
+    request: str | None = None
+    args: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PlanfenceLog:
     """The PlanFence lines a recorded run carries (planfence Sec. 3; issue 26 typed part).
 
@@ -255,11 +281,18 @@ class PlanfenceLog:
             rewrites the plan of that id (the roots of the id's previous plan line)
             into its own roots (#28, QA qa-crew S2: the recorder's and the gateway's
             word on which call replanned which, never guessed from tool names).
+        answers: the humans' answers to protected calls the run records, in step order
+            (QA qa-new9 S3: an approval is part of the action's lineage).
+        edited: record id -> why, for each record line whose id is not the digest of
+            the fields it carries (the trace was edited or damaged; QA qa-new9 S3): the
+            actions whose lineage shows one are ``INVALID``.
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
     decisions: tuple[DecisionEntry, ...] = ()
     replans: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    answers: tuple[HumanAnswer, ...] = ()
+    edited: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

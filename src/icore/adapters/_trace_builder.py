@@ -7,18 +7,23 @@ The mapping is described in :mod:`icore.adapters._trace_audit` (split for size, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 from icore.adapters._decl import HUMAN
 from icore.adapters._evidence import answer_checkable, classify, output_facts, tool_facts
 from icore.adapters._jsonl import JSONL
-from icore.adapters._results import Finding, StepEvents, Timeline, compact_diagnosis
+from icore.adapters._results import (
+    Finding,
+    StepEvents,
+    Timeline,
+    audit_diagnosis,
+    why_output,
+)
 from icore.adapters._trace import Step, StepKind, Trace
 from icore.adapters._trace_places import DigestSet, NoteLog, OutputsSince
 from icore.adapters._whowhen import CAPTAIN_AGENT
-from icore.audit import Trigger, TriggerHit, diagnose_hit
 from icore.state import (
     AssertionKind,
     DeclarationPackage,
@@ -79,6 +84,8 @@ class _XWriter:
         self.paused = False
         """The run has no terminal marker and its last step is a pause: it is waiting for
         a human (set at the end of :meth:`_StepReader.run`)."""
+        self.root_held = False  # the root has an assignee (_StepReader.take_root)
+        self.poser: str | None = None  # who posed the task (never takes it itself)
         # frozen values many items share, one object each (memory of long runs, issue 29)
         self._cause: tuple[str, ...] = ()  # the last one-event causes tuple
         self._ev1: tuple[str] = ("",)  # the last one-event events tuple (:meth:`one`)
@@ -148,7 +155,7 @@ class _XWriter:
         responsible: str | None = proposer
         source = "adapter"
         if defect in ("work", "evidence", "assignment") and obligations:
-            f = _audit_diagnosis(x, did, step, defect, tuple(obligations), flag, detail)
+            f = audit_diagnosis(x, did, step, defect, tuple(obligations), flag, detail)
             if f is not None:
                 routed, payload = f
                 responsible = routed if routed is not None else proposer
@@ -259,7 +266,7 @@ class _XWriter:
             if fields.get("page"):
                 self.evidence += 1  # an observation of the environment (a page, a file)
         else:
-            why = _why_output(fields, repeat, tools, x)
+            why = why_output(fields, repeat, tools, x)
             detail = f"{who}'s output at step {s.index} is not supported by G: {why}"
             fid = self.flag_unsupported((a1.id, a2.id), oid, who, detail)
             self.diagnose("work", s.index, obligations=(oid,), assertions=(a1.id, a2.id),
@@ -320,6 +327,7 @@ class _StepReader(_XWriter):
         """Pose the task: the task event and the open required root obligation."""
         t = self.trace
         first = t.steps[0] if t.steps and t.steps[0].kind == StepKind.TASK else None
+        self.poser = first.agent if first is not None else None
         text = first.content if first is not None else t.question
         ev = self.event(first, "task", HUMAN, text=text[:20000])
         self.state.import_assertion(Effect.node(ROOT, "task", required_root=True), events=(ev,),
@@ -341,6 +349,8 @@ class _StepReader(_XWriter):
             if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
                 self.finish_code(())
             handlers[s.kind](s)
+            if not self.root_held and s.kind in _WORK:
+                self.take_root(s)
             if s.terminates and not self.terminated and s.kind != StepKind.TERMINATION:
                 self.terminal(s, self.step_events.get(s.index))
             self.snapshot(s.index)
@@ -353,6 +363,28 @@ class _StepReader(_XWriter):
             self.diagnose("terminal", last.index if last else None, obligations=(ROOT,),
                           events=(self.last_event,) if self.last_event else (),
                           detail="the run ended without a terminal marker (no final answer)")
+
+    def take_root(self, s: Step) -> None:
+        """The first agent seen working on the task takes it when no plan assigned it.
+
+        Without (QA qa-new9 S4) a run with no plan step left the task unassigned, open
+        work nobody holds (unstable, icore Def. 9): astab 0, cq 0.5 however clean. The
+        agent of the first output, tool output or termination (not the task's poser)
+        self-assigns the root; it goes active unless the step moved it (submitted).
+        """
+        x = self.state
+        root = x.obligations.get(ROOT)
+        self.root_held = root is None or root.assignee is not None
+        who, ev = self.agent(s.agent), self.step_events.get(s.index)
+        if self.root_held or root is None or who == HUMAN or s.agent == self.poser \
+                or ev is None:
+            return
+        x.import_assertion(Effect.assign(ROOT, who), events=(ev,), operation="self_assign",
+                           proposer=who)
+        if root.status == Status.OPEN:
+            x.import_assertion(Effect.status(ROOT, Status.ACTIVE), events=(ev,),
+                               operation="self_assign", proposer=who)
+        self.root_held = True
 
     def on_task(self, s: Step) -> None:
         """A task step: new work, no output repeats one made before it.
@@ -559,42 +591,10 @@ class _StepReader(_XWriter):
         self.terminal(s, ev)
 
 
+_WORK = frozenset({StepKind.OUTPUT, StepKind.TOOL_OUTPUT, StepKind.TERMINATION})
+"""The steps that show an agent working on the task (:meth:`_StepReader.take_root`)."""
+
+
 def _first_line(text: str, limit: int = 200) -> str:
     lines = text.strip().splitlines()
     return lines[0][:limit] if lines else ""
-
-
-def _audit_diagnosis(x: State, did: str, step: int | None, defect: str,
-                     obligations: tuple[str, ...], flag: str | None,
-                     detail: str) -> tuple[str | None, dict[str, Any]] | None:
-    """F from iCORE-Audit for a hard flag (work/evidence) or an unstable assignment.
-
-    Returns (responsible agent, F as JSON), or None when the audit layer cannot diagnose
-    it (then the adapter's own routing is used).
-    """
-    if flag is not None:
-        hit = TriggerHit(Trigger.HARD_FLAG, obligations, (flag,), detail)
-    else:
-        hit = TriggerHit(Trigger.REASSIGNMENT, obligations, (), detail)
-    f = diagnose_hit(x, hit, diagnosis_id=did, step=step if step is not None else -1)
-    if f is None:
-        return None
-    if defect == "evidence":
-        # an unsupported claim is repaired by its claimant (routing priority: proposer)
-        return f.proposer, compact_diagnosis(f)
-    return f.responsible, compact_diagnosis(f)
-
-
-def _why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],
-                x: State) -> str:
-    if fields.get("error"):
-        return "it reports an error or failure"
-    if repeat:
-        return "it repeats an observation the agent already reported (no observable effect)"
-    if fields.get("code"):
-        if not tools:
-            return "its code was never run"
-        return "its code failed or printed nothing"
-    if fields.get("claims"):
-        return "it states a conclusion with no observed evidence (no tool output) before it"
-    return "unsupported"

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from icore.adapters._line_steps import StepSource
-from icore.adapters._trace import Annotation, Ledger, LiveRunPart, PlanfenceLog, Step, Trace
+from icore.adapters._trace import Annotation, Ledger, LiveRunPart, Step, Trace
 from icore.fence import DecisionEntry
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -138,13 +138,15 @@ def valid_text_trace(trace: Trace) -> Trace:
                          fx.s(ann.reason, "annotation.reason"))
     pf = trace.planfence
     if pf is not None:
-        pf = PlanfenceLog(
-            tuple(fx.deep(dict(r), "planfence.records") for r in pf.records),
-            tuple(DecisionEntry.from_dict(fx.deep(d.to_dict(), "planfence.decisions"))
-                  for d in pf.decisions),
-            tuple((tuple(fx.s(r, "planfence.replans") for r in old),
-                   tuple(fx.s(r, "planfence.replans") for r in new))
-                  for old, new in pf.replans))
+        pf = replace(
+            pf, records=tuple(fx.deep(dict(r), "planfence.records") for r in pf.records),
+            decisions=tuple(DecisionEntry.from_dict(fx.deep(
+                d.to_dict(), "planfence.decisions")) for d in pf.decisions),
+            replans=tuple((tuple(fx.s(r, "planfence.replans") for r in old),
+                           tuple(fx.s(r, "planfence.replans") for r in new))
+                          for old, new in pf.replans),
+            answers=tuple(replace(a, tool=fx.s(a.tool, "planfence.answers"))
+                          for a in pf.answers))
     live = trace.live
     if live is not None:
         live = LiveRunPart(tuple(fx.deep(dict(c), "icore.call") for c in live.calls),

@@ -25,18 +25,16 @@ from icore import __version__
 from icore._files import refuse_foreign
 from icore.adapters import (
     ENV_MAX_INPUT,
-    FAILED_AFTER_AUTHORIZATION,
-    OUTCOME_UNKNOWN,
     AdapterError,
     AuditResult,
     FileSteps,
     audit_file,
-    counted_as,
     max_input_bytes,
     scan_paths,
     write_prov,
 )
 from icore.attribution import Attribution, attribute
+from icore.cli._audit_json import FAIL_ON, action_line, failing, plain, run_json
 from icore.cli._text import printable, shown
 from icore.cli.inputs import (
     FAIL_EXIT,
@@ -59,19 +57,12 @@ from icore.cli.inputs import (
 from icore.errors import IcoreError
 from icore.report import (
     ASSETS,
-    flag_views,
     index_from_audits,
     render_index,
     render_report,
     report_filename,
-    trace_lineage,
     view_from_audit,
 )
-
-FAIL_ON = ("hard-flags", "unsound", "invalid")
-"""``--fail-on`` conditions: a hard flag in any run; a run whose final snd < 1 (some
-obligation of W(X) rests on unsound assertions); a protected action in a trace's
-PlanFence records that ran from a stale plan."""
 
 
 def audit(
@@ -104,7 +95,9 @@ def audit(
     fail_on: list[str] | None = typer.Option(
         None, "--fail-on", help="Exit 3 when any run shows this (repeatable or "
         "comma-separated): hard-flags, unsound (final snd < 1), invalid (an action in the "
-        "trace's PlanFence records ran from a stale plan)."),
+        "trace's PlanFence records ran from a stale plan), unknown (a protected action's "
+        "outcome is unknown: it may have run), not-ended (a run ended without a terminal "
+        "marker; a paused run is not one)."),
     single_file: bool = typer.Option(
         True, "--single-file/--no-single-file", help="Reports as one file each (CSS, JS "
         "and pictures inlined; default), or with an assets/ folder beside them."),
@@ -340,7 +333,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
     if results:
         console.print(table)
     for r in results[:20]:
-        line = _action_line(r)
+        line = action_line(r)
         if line is not None:
             console.print(shown(line))
     unchecked = [r.trace.id for r in results if r.answer_checked is False]
@@ -443,106 +436,25 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             console.print(f"reports: {shown(str(idx))}")
         if prov:
             console.print(f"PROV-JSON: {shown(str(out))}/*.prov.json (read back and validated)")
-    runs = [_run_json(r, atts.get(r.trace.id), out if report else None) for r in results
+    runs = [run_json(r, atts.get(r.trace.id), out if report else None) for r in results
             ] if json_file is not None or fails else []
+    not_ended = {r.trace.id for r in results
+                 if r.summary().terminated is False and not r.paused}
     if json_file is not None:
         doc = {"icore": __version__, "runs": runs,
                "errors": [{"file": f, "error": e} for f, e in errors],
                "skipped": [{"path": str(q), "why": why} for q, why in skipped],
-               "attribution_score": _plain(sc) if sc is not None else None,
+               "attribution_score": plain(sc) if sc is not None else None,
                "elapsed_s": round(elapsed, 3)}
         json_file.write(json.dumps(doc, indent=1, default=str) + "\n")
         console.print(f"JSON summary: {shown(str(json_file.path))}")
     if errors or (undelivered and not otlp_best_effort):
         raise typer.Exit(1)
-    hit = _failing(runs, fails)
+    hit = failing(runs, fails, not_ended)
     if hit:
         for line in hit:
             typer.echo(f"--fail-on {printable(line)}", err=True)
         raise typer.Exit(FAIL_EXIT)
-
-
-def _plain(obj: Any) -> Any:
-    """A dataclass as JSON-ready data (tuples as lists)."""
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(
-        obj, type) else obj
-
-
-_STATUSES = ("valid", FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN, "INVALID", "unchecked",
-             "blocked", "not issued")
-"""The counts of protected actions (:func:`icore.adapters.counted_as`: the statuses of
-:func:`icore.fence.action_status`, a ``valid`` or ``unchecked`` action whose tool then
-failed counted as failed after authorization, one whose result a run stopped at once
-never recorded as outcome unknown), in the order ``--json``'s ``actions``
-counts and the console's line list them."""
-
-
-def _action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
-    """Protected actions per count (every one, 0 when none) and their ``total``."""
-    out = dict.fromkeys(_STATUSES, 0)
-    for lv in lineage:
-        c = counted_as(lv["status"], lv.get("error"), unknown=lv.get("outcome") == "unknown")
-        out[c] = out.get(c, 0) + 1
-    out["total"] = len(lineage)
-    return out
-
-
-def _action_line(r: AuditResult) -> str | None:
-    """The console's line of a run's protected actions per count (None: it has none)."""
-    counts = _action_counts([{"status": lv.status, "error": lv.error,
-                              "outcome": "unknown" if lv.outcome_unknown else None}
-                             for lv in trace_lineage(r.trace.planfence, r.trace.steps)])
-    if not counts["total"]:
-        return None
-    said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
-    return f"protected actions of {r.trace.id}: {counts['total']} ({said})"
-
-
-def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
-    """One run's entry of ``--json``.
-
-    ``lineage`` lists every protected action with its status (the gate's lineage
-    verdict), reason and, for a tool that failed after its authorization, its ``error``
-    (``"outcome": "unknown"`` for an authorized call whose result was never recorded);
-    ``actions`` counts them (``valid``, ``failed after authorization``, ``outcome
-    unknown``, ``INVALID``,
-    ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
-    a gateway's refusals are the ``blocked`` ones.
-    """
-    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
-                **({"error": lv.error} if lv.error is not None else {}),
-                **({"outcome": "unknown"} if lv.outcome_unknown else {})}
-               for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
-    return {
-        "id": r.trace.id, "file": r.trace.file,
-        "report": str(out / report_filename(r.trace.id)) if out is not None else None,
-        "summary": r.summary().to_json(),
-        "flags": [_plain(f) for f in flag_views(r.state, r.event_step,
-                                                       places=r.flag_places)],
-        "diagnoses": [d.to_json() for d in r.diagnoses],
-        "attribution": att.to_json() if att is not None else None,
-        "actions": _action_counts(lineage),
-        "lineage": lineage,
-    }
-
-
-def _failing(runs: list[dict[str, Any]], fails: frozenset[str]) -> list[str]:
-    """The ``--fail-on`` conditions that hold, one line per condition."""
-    def holds(cond: str, j: dict[str, Any]) -> bool:
-        if cond == "hard-flags":
-            return bool(j["summary"]["hard_flags"] > 0)
-        if cond == "unsound":
-            return bool(j["summary"]["snd"] < 1.0)
-        return any(lv["status"] == "INVALID" for lv in j["lineage"])
-
-    out = []
-    for cond in FAIL_ON:
-        if cond in fails:
-            hit = [j["id"] for j in runs if holds(cond, j)]
-            if hit:
-                out.append(f"{cond}: {len(hit)} run(s): {', '.join(hit[:10])}"
-                           f"{' …' if len(hit) > 10 else ''}")
-    return out
 
 
 def _unique_ids(results: list[AuditResult]) -> list[AuditResult]:

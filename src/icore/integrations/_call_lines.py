@@ -118,9 +118,11 @@ def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
     """The PlanFence lines of one call named ``task``.
 
     A record line for each of ``recs`` not in ``written`` (the ids written before in this
-    run; updated), one decision line per decision, and :func:`refusal_lines` when
-    ``refused``. ``failed``: the error of an authorized tool that then failed, written as
-    the last decision's ``error`` (:attr:`icore.fence.DecisionEntry.error`, issue 28).
+    run; updated) with every field its id covers (``supersedes`` too, when set: the audit
+    recomputes the id, QA qa-new9 S3), one decision line per decision, and
+    :func:`refusal_lines` when ``refused``. ``failed``: the error of an authorized tool
+    that then failed, written as the last decision's ``error``
+    (:attr:`icore.fence.DecisionEntry.error`, issue 28).
     """
     lines: list[dict[str, Any]] = []
     for rec, rrole in recs.values():
@@ -130,6 +132,8 @@ def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
         line: dict[str, Any] = {"id": rec.id, "key": rec.key, "owner": rec.owner,
                                 "seq": rec.seq, "type": rec.type,
                                 "parents": list(rec.parents), "role": rrole}
+        if rec.supersedes is not None:  # hashed into the id: the audit recomputes it
+            line["supersedes"] = rec.supersedes
         content = jsonable(rec.content)
         if len(json.dumps(content, default=str)) <= MAX_CONTENT_CHARS:
             line["content"] = content

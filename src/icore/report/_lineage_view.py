@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icore.adapters import ActionLineage, ValidationPoint, lineage_of
+from icore.adapters import APPROVED, ActionLineage, ValidationPoint, lineage_of
 from icore.fence import DecisionEntry
 from icore.report._view_model import (
     DecisionStepView,
@@ -173,6 +173,13 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
     status = lineage.status
     steps: list[DecisionStepView] = []
     stale_by: list[str] = []
+    at = f" at step {lineage.human_step}" if lineage.human_step is not None else ""
+    if lineage.human == APPROVED:  # the human's yes comes before the gate (QA qa-new9 S3)
+        steps.append(DecisionStepView("human", f"approved by a human{at}", "ok",
+                                      "a recorded human answer approved this call"))
+    elif lineage.human is not None and lineage.human_step is not None:
+        steps.append(DecisionStepView("human", f"rejected by a human{at}", "bad",
+                                      "a recorded human answer rejected this call"))
     for i, p in enumerate(points):
         if p.replanned and i > 0:
             new = ", ".join(short(r) for r in p.roots)
@@ -225,17 +232,25 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
                   f"{lineage.title.split(' · ')[0]} ran, beyond the calls the gate "
                   f"authorized: {lineage.ran_anyway.strip()[:160]!r}. An effect no "
                   "authorization covers (or an edited trace).")
+    if lineage.edited is not None:  # the trace contradicts its own record ids (fail closed)
+        steps.append(DecisionStepView("edited", "a record does not match its id", "bad",
+                                      lineage.edited))
+        reason = f"INVALID: {lineage.edited}, a verdict that cannot be trusted."
     if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
         reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."
     if lineage.outcome_unknown and error is None:  # QA qa-crew S4: no result recorded
         reason = (f"{reason.rstrip('.')}; its outcome is unknown: it was authorized and "
                   "forwarded, but the run did not end normally and no result of the call "
                   "was recorded (it may have run).")
+    if lineage.human == APPROVED:  # the verdict first, as every reason reads
+        reason = f"{reason.rstrip('.')} (approved by a human{at}, before the gate)."
+    elif lineage.human is not None and not reason.startswith("REJECTED by a human"):
+        reason = f"{reason.rstrip('.')} (rejected by a human{at})."
     if outcome_note:
         reason = f"{reason} {outcome_note}".strip()
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else (), error,
-                       lineage.outcome_unknown)
+                       lineage.outcome_unknown, lineage.human, lineage.human_step)
 
 
 def _tail(detail: str) -> str:
@@ -263,7 +278,7 @@ def link_replans(lineages: Sequence[ActionLineage]) -> tuple[LineageView, ...]:
         if j is None or j == i:
             continue
         new, old = views[j], views[i]
-        if a.ran_anyway is None:  # a refusal the trace says ran keeps its INVALID reason
+        if a.ran_anyway is None and a.edited is None:  # an INVALID refusal keeps its reason
             views[i] = dataclasses.replace(old, reason=(
                 f"stale → replanned as {new.id}, {new.status}: "
                 f"{old.reason.split(': ', 1)[-1]} The model was handed the fresh values; its "

@@ -299,6 +299,9 @@ class LineageView:
         outcome_unknown: authorized, but the run ended abnormally with no result of the
             call recorded (``status`` keeps the gate's verdict; counted ``outcome
             unknown``).
+        human: ``approved`` / ``rejected`` when a human answered the call
+            (:attr:`icore.adapters.ActionLineage.human`), else None.
+        human_step: the step of the human's recorded answer, when known.
     """
 
     id: str
@@ -313,6 +316,8 @@ class LineageView:
     roots: tuple[str, ...] = ()
     error: str | None = None
     outcome_unknown: bool = False
+    human: str | None = None
+    human_step: int | None = None
 
     @property
     def counted(self) -> str:

@@ -1,0 +1,74 @@
+"""Event lines of a JSONL run that speak of protected calls (QA qa-new9 S3).
+
+A human's answer to a protected call (:func:`human_answer`: the action's lineage shows
+it) and a gate at work (:func:`gate_activity`: a trace that shows one but holds no
+PlanFence line is warned, :func:`gate_without_records`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from icore.adapters._trace import HumanAnswer, StepKind
+from icore.records import is_record_id
+
+_DECISIONS = {"approve": True, "edit": True, "reject": False}
+"""A human's ``decision`` on a call put to them: approved (True) or rejected."""
+
+
+def human_answer(obj: Mapping[str, Any], step: int) -> HumanAnswer | None:
+    """The human's answer a ``thought`` line records (:class:`HumanAnswer`), or None.
+
+    ``approval: {tool, approved, request}`` (the Agents SDK recorder), or
+    ``answered_by: "human"`` with ``decision`` ``approve`` / ``edit`` / ``reject``,
+    ``tool`` and ``args`` (LangGraph, AG2). Anything else (another question's answer, a
+    field of the wrong type) is no answer to a protected call: None.
+    """
+    ap = obj.get("approval")
+    if isinstance(ap, Mapping):
+        tool, ok, req = ap.get("tool"), ap.get("approved"), ap.get("request")
+        if isinstance(tool, str) and tool and isinstance(ok, bool):
+            return HumanAnswer(step, tool, ok, req if is_record_id(req) else None)
+        return None
+    said, tool = obj.get("decision"), obj.get("tool")
+    if obj.get("answered_by") != "human" or not isinstance(said, str) \
+            or said not in _DECISIONS or not isinstance(tool, str) or not tool:
+        return None
+    args = obj.get("args")
+    try:
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False) \
+            if isinstance(args, Mapping) and said != "edit" else None
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    return HumanAnswer(step, tool, _DECISIONS[said], None, text)
+
+
+def gate_activity(obj: Mapping[str, Any], kind: StepKind) -> bool:
+    """Whether an event line shows a PlanFence gate at work (QA qa-new9 S3).
+
+    A ``thought`` carrying a ``gate`` decision (what the recorders write beside the
+    decision line), or a ``tool_output`` of a call refused by a gate (``blocked: true``
+    with a ``reason``, or a ``PlanFence blocked`` / ``BLOCKED:`` text).
+    """
+    if kind == StepKind.THOUGHT:
+        return isinstance(obj.get("gate"), Mapping)
+    if kind != StepKind.TOOL_OUTPUT or obj.get("blocked") is not True:
+        return False
+    text = obj.get("content")
+    return isinstance(obj.get("reason"), str) or (isinstance(text, str) and text.startswith(
+        ("PlanFence blocked ", "BLOCKED:")))
+
+
+def gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...]:
+    """The warning of a run that shows gate activity at ``line`` but has no PlanFence line."""
+    if not line or recorded:
+        return ()
+    return (f"{file}: line {line} shows a PlanFence gate at work (a gate decision, a "
+            "refused call or a human's answer to a protected call) but the trace has no "
+            "PlanFence record or decision line: its protected actions cannot be counted "
+            "or checked (lines removed from the trace, or a recorder that wrote none)",)
+
+
+__all__ = ["gate_activity", "gate_without_records", "human_answer"]

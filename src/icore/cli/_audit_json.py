@@ -1,0 +1,135 @@
+"""``icore audit``'s per-run JSON, its counts of protected actions and ``--fail-on``.
+
+Thin: reads what :mod:`icore.adapters` and :mod:`icore.report` computed (the lineage
+verdicts, the summary), computes nothing of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from icore.adapters import (
+    APPROVED,
+    FAILED_AFTER_AUTHORIZATION,
+    OUTCOME_UNKNOWN,
+    REJECTED_BY_HUMAN,
+    AuditResult,
+    counted_as,
+)
+from icore.attribution import Attribution
+from icore.report import flag_views, report_filename, trace_lineage
+
+FAIL_ON = ("hard-flags", "unsound", "invalid", "unknown", "not-ended")
+"""``--fail-on`` conditions: a hard flag in any run; a run whose final snd < 1 (some
+obligation of W(X) rests on unsound assertions); a protected action in a trace's
+PlanFence records that ran from a stale plan; a protected action whose outcome is
+unknown (authorized, its result never recorded or its error leaves the effect open: it
+may have run); a run that ended without a terminal marker (stopped, killed, cut off; a
+run paused for a human is not one)."""
+
+
+def plain(obj: Any) -> Any:
+    """A dataclass as JSON-ready data (tuples as lists)."""
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(
+        obj, type) else obj
+
+
+STATUSES = ("valid", FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN, "INVALID", "unchecked",
+             "blocked", "not issued")
+"""The counts of protected actions (:func:`icore.adapters.counted_as`: the statuses of
+:func:`icore.fence.action_status`, a ``valid`` or ``unchecked`` action whose tool then
+failed counted as failed after authorization, one whose result a run stopped at once
+never recorded as outcome unknown), in the order ``--json``'s ``actions``
+counts and the console's line list them."""
+
+
+def action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
+    """Protected actions per count (every one, 0 when none) and their ``total``."""
+    out = dict.fromkeys(STATUSES, 0)
+    for lv in lineage:
+        c = counted_as(lv["status"], lv.get("error"), unknown=lv.get("outcome") == "unknown")
+        out[c] = out.get(c, 0) + 1
+    out["total"] = len(lineage)
+    return out
+
+
+def action_line(r: AuditResult) -> str | None:
+    """The console's line of a run's protected actions per count (None: it has none)."""
+    views = trace_lineage(r.trace.planfence, r.trace.steps)
+    counts = action_counts([{"status": lv.status, "error": lv.error,
+                              "outcome": "unknown" if lv.outcome_unknown else None}
+                             for lv in views])
+    if not counts["total"]:
+        return None
+    said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
+    human = [(a, sum(lv.human == a for lv in views)) for a in (APPROVED, REJECTED_BY_HUMAN)]
+    asked = "; ".join(f"{n} {a} by a human" for a, n in human if n)
+    line = f"protected actions of {r.trace.id}: {counts['total']} ({said})"
+    return f"{line}; {asked}" if asked else line
+
+
+def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
+    """One run's entry of ``--json``.
+
+    ``lineage`` lists every protected action with its status (the gate's lineage
+    verdict), reason and, for a tool that failed after its authorization, its ``error``
+    (``"outcome": "unknown"`` for an authorized call whose result was never recorded);
+    ``actions`` counts them (``valid``, ``failed after authorization``, ``outcome
+    unknown``, ``INVALID``,
+    ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
+    a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
+    ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
+    human answered (QA qa-new9 S3). ``warnings``: the import's warnings, when any (a
+    record that does not match its id, gate activity with no PlanFence line, ...).
+    """
+    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
+                **({"error": lv.error} if lv.error is not None else {}),
+                **({"outcome": "unknown"} if lv.outcome_unknown else {}),
+                **({"human": lv.human} if lv.human is not None else {}),
+                **({"human_step": lv.human_step} if lv.human_step is not None else {})}
+               for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
+    return {
+        "id": r.trace.id, "file": r.trace.file,
+        "report": str(out / report_filename(r.trace.id)) if out is not None else None,
+        "summary": r.summary().to_json(),
+        "flags": [plain(f) for f in flag_views(r.state, r.event_step,
+                                                       places=r.flag_places)],
+        "diagnoses": [d.to_json() for d in r.diagnoses],
+        "attribution": att.to_json() if att is not None else None,
+        "actions": action_counts(lineage),
+        "lineage": lineage,
+        **({"warnings": list(r.trace.warnings)} if r.trace.warnings else {}),
+    }
+
+
+def failing(runs: list[dict[str, Any]], fails: frozenset[str],
+             not_ended: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The ``--fail-on`` conditions that hold, one line per condition.
+
+    ``not_ended``: the ids of the runs that ended without a terminal marker and are not
+    paused (what ``not-ended`` fails on).
+    """
+    def holds(cond: str, j: dict[str, Any]) -> bool:
+        if cond == "hard-flags":
+            return bool(j["summary"]["hard_flags"] > 0)
+        if cond == "unsound":
+            return bool(j["summary"]["snd"] < 1.0)
+        if cond == "unknown":
+            return bool(j["actions"].get(OUTCOME_UNKNOWN, 0) > 0)
+        if cond == "not-ended":
+            return j["id"] in not_ended
+        return any(lv["status"] == "INVALID" for lv in j["lineage"])
+
+    out = []
+    for cond in FAIL_ON:
+        if cond in fails:
+            hit = [j["id"] for j in runs if holds(cond, j)]
+            if hit:
+                out.append(f"{cond}: {len(hit)} run(s): {', '.join(hit[:10])}"
+                           f"{' …' if len(hit) > 10 else ''}")
+    return out
+
+
+__all__ = ["FAIL_ON", "STATUSES", "action_counts", "action_line", "failing", "plain", "run_json"]
