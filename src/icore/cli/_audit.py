@@ -501,7 +501,8 @@ def _action_line(r: AuditResult) -> str | None:
 def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
     """One run's entry of ``--json``.
 
-    ``lineage`` lists every protected action with its status (the gate's lineage
+    ``lineage`` lists every protected action (``action``: its task in the trace,
+    ``tool``: the tool it called) with its status (the gate's lineage
     verdict), reason and, for a tool that failed after its authorization, its ``error``
     (``"outcome": "unknown"`` for an authorized call whose result was never recorded);
     ``actions`` counts them (``valid``, ``failed after authorization``, ``outcome
@@ -509,7 +510,10 @@ def _run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
     a gateway's refusals are the ``blocked`` ones.
     """
-    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
+    tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
+             for e in getattr(r.trace.planfence, "decisions", ())}
+    lineage = [{"action": lv.id, "tool": tools.get(lv.id), "status": lv.status,
+                "reason": lv.reason,
                 **({"error": lv.error} if lv.error is not None else {}),
                 **({"outcome": "unknown"} if lv.outcome_unknown else {})}
                for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
