@@ -225,44 +225,33 @@ def test_read_tool_value_and_one_numbering(tmp_path: Path) -> None:
     assert changed == r2["version"]  # the same record, the same number
 
 
-def test_stale_by_own_write_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("declared", [True, False])
+def test_stale_by_own_write_says_so(tmp_path: Path, declared: bool) -> None:
     """S4: ``set_city`` declares ``writes: memo://city``; the session's next ``book``
-    (D(a) memo://city) is refused stale, naming this session's call that changed it."""
+    (D(a) memo://city) is refused stale, naming this session's call that changed it. A
+    change by a tool that declares no ``writes`` (``set_price``) is a plain change."""
     manifest = _trip_manifest(tmp_path)
     got: dict[str, Any] = {}
+    call = ("set_city", {"value": "Lyon"}) if declared else ("set_price", {"value": "130"})
 
     async def main() -> None:
         async with stdio_gateway(manifest) as s:
             for uri in ("memo://price", "memo://city", "fact://plan/goal"):
                 await s.read_resource(uri)
-            got["set"] = await s.call_tool("set_city", {"value": "Lyon"})
+            got["set"] = await s.call_tool(*call)
             got["book"] = await s.call_tool("book", {"city": "Porto", "price": 100})
     anyio.run(main)
     assert not got["set"].is_error
     said = text(got["book"])
     assert got["book"].is_error and "(stale)" in said, said
+    if not declared:
+        assert "memo://price = 130 (version 2)" in said, said
+        assert "this session's" not in said and "own earlier call" not in said, said
+        return
     assert "memo://city = Lyon (version 2) (changed by this session's call set_city)" \
         in said, said
     assert "This session's own earlier call changed memo://city (its call set_city)" \
         in said, said
-
-
-def test_stale_by_an_undeclared_change_names_no_call(tmp_path: Path) -> None:
-    """The own-write line is only for a version a declared ``writes:`` made: a change by
-    a tool that declares none is a plain change (the test that the line can fail)."""
-    manifest = _trip_manifest(tmp_path)
-    got: dict[str, Any] = {}
-
-    async def main() -> None:
-        async with stdio_gateway(manifest) as s:
-            for uri in ("memo://price", "memo://city", "fact://plan/goal"):
-                await s.read_resource(uri)
-            await s.call_tool("set_price", {"value": "130"})  # no writes: declared
-            got["book"] = await s.call_tool("book", {"city": "Porto", "price": 100})
-    anyio.run(main)
-    said = text(got["book"])
-    assert "memo://price = 130 (version 2)" in said, said
-    assert "this session's" not in said and "own earlier call" not in said, said
 
 
 def _start(manifest: Path) -> subprocess.CompletedProcess[str]:
