@@ -222,7 +222,8 @@ def test_first_signal_says_it_waits_and_delivers_the_result(tmp_path: Path,
         finally:
             gw.stop()
     said = err.read_text(encoding="utf-8")
-    assert "waiting for 1 call(s) in flight; Ctrl-C again to stop now" in said, said
+    assert "waiting for 1 call(s) in flight (new tool calls are refused); Ctrl-C again " \
+        "to stop now" in said, said
     assert "Traceback" not in said, said
 
 

@@ -132,13 +132,15 @@ def test_read_resource_tool_is_the_sessions_versioned_read(tmp_path: Path) -> No
             for uri in ("memo://price", "memo://city"):
                 r = await s.call_tool("icore_read_resource", {"uri": uri})
                 assert not r.is_error, text(r)
-            assert text(r) == "Porto"
+            # the text is the structured content's JSON (MCP), the value in both
             assert r.structured_content is not None
+            assert json.loads(text(r)) == r.structured_content
+            assert r.structured_content["text"] == "Porto"
             assert r.structured_content["version"]["record"]
             r = await s.call_tool("book", {"city": "Porto", "price": 100})
             assert not r.is_error, text(r)  # judged valid, not refused not_read
             r = await s.call_tool("icore_read_resource", {"uri": "fact://plan/goal"})
-            assert text(r) == '"Porto"'
+            assert json.loads(text(r))["text"] == '"Porto"'
             r = await s.call_tool("icore_read_resource", {"uri": "memo://secret"})
             assert r.is_error and "no resource a protected tool" in text(r)
             assert "memo://price" in text(r)

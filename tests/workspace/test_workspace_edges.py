@@ -364,3 +364,18 @@ def test_a_huge_fresh_value_is_cut_in_the_models_message() -> None:
     assert "more characters; read room/R1 again" in call.message
     assert call.fresh["room/R1"]["notes"] == "x" * 300_000  # type: ignore[index]
     assert ws.value("room/R1")["price"] == 120  # type: ignore[index]
+
+
+def test_a_value_over_the_record_limit_is_said_too_large_not_no_json() -> None:
+    """QA qa-new9b S2: a JSON value over 4 MiB is "too large" with its size and the
+    limit as fields, never "no JSON value"."""
+    from icore.records import MAX_CONTENT_BYTES
+    ws = _ws()
+    cur = ws.head(ROOM)
+    assert cur is not None
+    with pytest.raises(MalformedRecord) as err:
+        ws.commit(ROOM, "x" * MAX_CONTENT_BYTES, expected=cur.id)
+    assert err.value.message.startswith("the value is too large: content is ")
+    assert err.value.fields["size"] == MAX_CONTENT_BYTES + 2  # the JSON string's quotes
+    assert err.value.fields["limit"] == MAX_CONTENT_BYTES
+    assert "no JSON value" not in err.value.message

@@ -73,7 +73,8 @@ def action_line(r: AuditResult) -> str | None:
 def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
     """One run's entry of ``--json``.
 
-    ``lineage`` lists every protected action with its status (the gate's lineage
+    ``lineage`` lists every protected action (``action``: its task in the trace,
+    ``tool``: the tool it called) with its status (the gate's lineage
     verdict), reason and, for a tool that failed after its authorization, its ``error``
     (``"outcome": "unknown"`` for an authorized call whose result was never recorded);
     ``actions`` counts them (``valid``, ``failed after authorization``, ``outcome
@@ -84,7 +85,10 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
     human answered (QA qa-new9 S3). ``warnings``: the import's warnings, when any (a
     record that does not match its id, gate activity with no PlanFence line, ...).
     """
-    lineage = [{"action": lv.id, "status": lv.status, "reason": lv.reason,
+    tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
+             for e in getattr(r.trace.planfence, "decisions", ())}
+    lineage = [{"action": lv.id, "tool": tools.get(lv.id), "status": lv.status,
+                "reason": lv.reason,
                 **({"error": lv.error} if lv.error is not None else {}),
                 **({"outcome": "unknown"} if lv.outcome_unknown else {}),
                 **({"human": lv.human} if lv.human is not None else {}),

@@ -35,7 +35,6 @@ from icore.mcp._facts import (
     SessionView,
     Verdict,
     bad_args_hint,
-    describe,
 )
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_checks import Unresolved
@@ -43,6 +42,10 @@ from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, r
 from icore.mcp._gateway_inflight import InFlight, call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
+from icore.mcp._gateway_refusal import HINT as _HINT
+from icore.mcp._gateway_refusal import NOT_FORWARDED as _NOT_FORWARDED
+from icore.mcp._gateway_refusal import error_result as _error_result
+from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
 from icore.mcp._upstream import Upstream
@@ -55,44 +58,6 @@ PUT_FACT = "icore_put_fact"
 GET_FACT = "icore_get_fact"
 INVALID_ARGUMENTS = "invalid_arguments"
 """The reason of a protected call refused because its arguments break the tool's schema."""
-_HINT = {
-    Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
-    "are below. Re-plan from them and call again (this is the one replan)",
-    Reason.SECOND_CHANGE.value: "the facts changed again after their fresh values were "
-    "handed over, so this plan had its one replan (reading those same versions again does "
-    "not start a new plan). Do not retry with this plan: read the resources named below "
-    "again now (they have newer versions), then plan from them, or report it",
-    "not_read": "this call depends on facts this session has not read before sending "
-    "it (a read answered after the call was sent, such as one by a tool of the same "
-    "model message, does not count); their current values are below (now read). Plan "
-    "from them and call again",
-    "no_session": "this request reached the gateway over HTTP without an MCP session "
-    "(protocol 2026-07-28 is stateless) and without a client identity, so the gateway "
-    "cannot tie this call to the resources this client read. Retrying cannot help: the "
-    "operator must give each client a bearer token in the gateway manifest (http.clients: "
-    "NAME: {token_env: VAR}) and configure the client to send it (Authorization: Bearer "
-    "...), or connect this client with the handshake protocol (e.g. the MCP SDK's "
-    "Client(url, mode='legacy'))",
-    "dependency_unreadable": "a resource this call depends on could not be read from the "
-    "upstream that serves it, so the call was not made (fail closed)",
-    "unverified_protection": "the gateway manifest protects a tool name no reachable "
-    "upstream serves yet, and this tool may be the one it means; it is blocked until the "
-    "gateway can tell (fail closed). Do not retry; report it to the operator",
-    Reason.MISSING_BOUNDARY.value: "the call does not derive from a version of every fact "
-    "the tool depends on; read them and call again",
-    Reason.OWNER_UNAVAILABLE.value: "an owner of the facts this call depends on did not "
-    "answer (for a resource: the upstream serving it); the call was not made (fail "
-    "closed). Try again later",
-    Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
-    "invalid_arguments": "the call's arguments do not fit the tool's input schema, so it "
-    "was not made (nothing was validated or sent upstream). Fix the argument named below "
-    "and call again",
-    Reason.NO_OWNER.value: "a fact this call depends on has no owner in the gateway "
-    "manifest (a configuration error); do not retry",
-    "not_owner": "only a fact's owner writes it (planfence's owner rule), and this "
-    "session does not speak for the owner. Do not retry; the operator can allow it (see "
-    "Detail)",
-}
 
 
 class _Host(Protocol):
@@ -106,6 +71,7 @@ class _Host(Protocol):
     trace: GatewayTrace
     otel: Any
     single_client: bool
+    wire: Any
 
     @property
     def unresolved(self) -> Unresolved:
@@ -143,6 +109,8 @@ class _ToolCalls:
         self._tasks = itertools.count(1)
         self._replans = Replans()
         self._inflight = InFlight()  # protected calls' writes: D(a) overlapping waits
+        self._wrote: dict[str, tuple[Any, str, str]] = {}
+        """URI -> (record, session, tool) of the version a protected call's write made."""
 
     def fact_tools(self) -> list[Any]:
         """The gateway's own tools: the resource read, the fact tools (put/get).
@@ -176,6 +144,8 @@ class _ToolCalls:
         view = self.gw.view(ctx)
         name = params.name
         args = dict(params.arguments or {})
+        if self.gw.wire.refuses(ex):  # sent after a stop signal: never run (QA qa-new9b)
+            return self._stopping(view, name, args)
         if name in (PUT_FACT, GET_FACT) and self.gw.manifest.facts.tools \
                 and self.gw.manifest.facts.owners:
             refused = self._not_owner(view, args, None if self.gw.single_client
@@ -279,7 +249,9 @@ class _ToolCalls:
                     self.gw.trace.note("gateway", f"re-read of {w} after {name} skipped: {exc}")
                     continue
                 for uri in uris:
-                    await self._resources.reread(uri, f"{view.sid} via {name}")
+                    rec = await self._resources.reread(uri, f"{view.sid} via {name}")
+                    if rec is not None:  # the version this call made (a refusal says so)
+                        self._wrote[uri] = (rec.id, view.sid, name)
         return result
 
     async def _unverified(self, view: SessionView, name: str, args: Mapping[str, Any],
@@ -303,6 +275,19 @@ class _ToolCalls:
                      f"no upstream serves it: fix the manifest (did you mean {name!r}?)"))
         return self._refuse(view, name, args, task, "unverified_protection", [],
                             detail=detail)
+
+    def _stopping(self, view: SessionView, name: str, args: Mapping[str, Any]) -> Any:
+        """Refuse a call that arrived after the gateway's stop signal (recorded refused)."""
+        detail = ("the gateway received a stop signal (SIGINT or SIGTERM) before this call "
+                  "arrived; only the calls already in flight finish. Do not retry "
+                  "through this gateway")
+        spec = self.gw.manifest.tools.get(name)
+        if spec is not None:
+            return self._refuse(view, name, args, f"{view.sid}/{next(self._tasks)}",
+                                "gateway_stopping", list(spec.depends_on), detail=detail)
+        self.gw.trace.call(view.sid, name, args, f"REFUSED: gateway stopping: {detail}",
+                           error=True, refused=True)
+        return _error_result(f"icore gateway stopping: {name} was not run: {detail}")
 
     def _refuse(self, view: SessionView, name: str, args: Mapping[str, Any], task: str,
                 reason: str, deps: list[str], *, detail: str = "",
@@ -431,9 +416,11 @@ class _ToolCalls:
                 self.gw.otel.decision(d)
         if v.call.executed:
             return v.call.value
+        own = {k: w[2] for k, r in v.changed.items()
+               if (w := self._wrote.get(k)) is not None and w[:2] == (r.id, view.sid)}
         return _Refused(_refusal(name, v, first_read=not seen,
                                  late=sorted(k for k in v.call.fresh if k in seen),
-                                 version_of=self.gw.facts.version_of))
+                                 version_of=self.gw.facts.version_of, own=own))
 
     def _not_owner(self, view: SessionView, args: Mapping[str, Any],
                    client: str | None) -> Any:
@@ -487,7 +474,7 @@ class _ToolCalls:
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(
                 value, ensure_ascii=False))],
                                   structured_content={"key": key, "value": value,
-                                                      "seq": rec.seq})
+                                                      **self._resources.version_meta(rec)})
         if "value" not in args:
             return _error_result(f"{PUT_FACT}: value is required")
         if self.gw.facts.owner_of(key) in self.gw.facts.remote:
@@ -524,76 +511,3 @@ def _token_client() -> str | None:
 @dataclass(frozen=True, slots=True)
 class _Refused:
     result: Any
-
-
-def _refusal(name: str, v: Verdict, *, first_read: bool = False,
-             late: list[str] | None = None, version_of: Any = None) -> Any:
-    """The ``isError`` result of a call the gate refused: what changed, what to do.
-
-    ``first_read``: the session had read nothing before this call (a ``not_read``
-    refusal then says that only a call in this same session can pass: a client that
-    opens a new session per tool call is refused every time). ``late``: keys this
-    session did read, but whose answer had not been sent when the call arrived, or of
-    the call's own turn (a read of the same model message: QA r6-oa D1). ``version_of``:
-    a record -> its key's version number (``FactBook.version_of``), shown with each value
-    handed over.
-    """
-    reason = v.reason
-    lines = [f"{refusal_head(name, reason)}: "
-             f"{_HINT.get(reason, 'the call was refused (fail closed)')}."]
-    unwritten = tuple(v.call.unwritten) if reason == "not_read" else ()
-    if unwritten:  # reading cannot help: there is no value to plan from
-        lines[0] = (f"{refusal_head(name, 'not_read')}: {', '.join(unwritten)} "
-                    f"{'has' if len(unwritten) == 1 else 'have'} no value yet (never "
-                    "written), so there is nothing to plan this call from, and reading "
-                    "again does not change that. Do not retry it until an owner writes a "
-                    "value; call it with other arguments, or report it.")
-    elif reason == "not_read" and late:
-        lines[0] = (f"{refusal_head(name, 'not_read')}: this session's read of "
-                    f"{', '.join(late)} was not answered before this call was sent (a read "
-                    "in the same model message as the call, of the same icore/turn, or of a "
-                    "named icore/turn when this call names none), "
-                    "so the call cannot have been planned from it. Their current values "
-                    "are below: plan from them and call again in a later message.")
-    elif reason == "not_read" and first_read:
-        lines[0] = (f"{refusal_head(name, 'not_read')}: this MCP session had not read "
-                    "the facts this call depends on before sending it (a read answered "
-                    "later, as by a tool of the same model message, does not count); the "
-                    "gateway ties a call to what the same session read. Their current "
-                    "values are below, now read in this session: plan from them and call "
-                    "again in this same session (a client that opens a new session for "
-                    "each tool call is refused every time; keep one session open).")
-    if v.stale:  # read, but no longer current: handed over too, so one replan (D3)
-        lines.append(f"Also changed since this session read "
-                     f"{'it' if len(v.stale) == 1 else 'them'}: {', '.join(v.stale)} "
-                     "(the fresh values are below, now read): plan from all the values "
-                     "below at once.")
-    if v.changed and reason != Reason.SECOND_CHANGE.value:
-        lines.append("Current values:")
-        lines.extend(f"- {describe(r, version_of(r) if version_of else None)}"
-                     + (" (changed since read)" if k in v.stale else "")
-                     for k, r in v.changed.items())
-    elif v.changed:
-        lines.append("Changed: " + ", ".join(sorted(v.changed)))
-    elif reason == "not_read" and not unwritten:  # nothing could be handed over
-        lines[0] = (f"{refusal_head(name, 'not_read')}: this call depends on facts this "
-                    "session has not read, and their current values could not be read. "
-                    "Read them and call again.")
-    if v.call.detail and reason not in (Reason.STALE.value, "not_read"):
-        lines.append(f"Detail: {v.call.detail}")
-    return _error_result("\n".join(lines), meta={"icore/gate": {
-        "reason": reason, "deps": list(v.deps),
-        "changed": {k: {"record": r.id, "seq": r.seq} for k, r in v.changed.items()},
-        **({"stale": list(v.stale)} if v.stale else {})}})
-
-
-_NOT_FORWARDED = {"Elicitation not supported": "elicitation, ctx.elicit",
-                  "Sampling not supported": "sampling, ctx.session.create_message"}
-"""The MCP SDK client's answers to an upstream's request the gateway does not forward
-(the gateway's upstream session declares neither capability) -> what was asked."""
-
-
-def _error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
-    from mcp_types import CallToolResult, TextContent
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
-                          _meta=meta)

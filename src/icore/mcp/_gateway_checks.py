@@ -130,7 +130,9 @@ def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
     Raises:
         GatewayManifestError: naming ``tools.<name>.depends_on.<i>``, its line and the
             closest argument names; or a placeholder bound to an argument whose schema
-            allows only objects or arrays (naming the tool, placeholder and argument).
+            allows only objects or arrays (naming the tool, placeholder and argument); or
+            a placeholder naming a field inside an argument (``{payment.to_account}``:
+            nested fields are not supported).
     """
     for name, spec in m.tools.items():
         schema = schemas.get(name)
@@ -139,6 +141,15 @@ def check_placeholders(m: GatewayManifest, schemas: Mapping[str, Any]) -> None:
             continue
         for part, i, entry in _entries(spec):
             for _, arg, _, _ in string.Formatter().parse(entry):
+                head = re.split(r"[.\[]", arg, maxsplit=1)[0] if arg else arg
+                if arg and head != arg and head in props:  # {payment.to_account}
+                    raise m.error(f"placeholder {{{arg}}} in {entry!r} names a field inside "
+                                  f"argument {head!r} of {name}: nested fields are not "
+                                  "supported; a placeholder is one top-level argument (a "
+                                  "string, number or boolean). Use such an argument, or a "
+                                  "glob over the keys the call may touch (e.g. "
+                                  f"{entry.split('{', 1)[0]}*)", "tools", name, part, i,
+                                  tool=name, entry=entry, argument=head)
                 if arg and arg not in props:
                     raise m.error(f"placeholder {{{arg}}} in {entry!r} is not an argument "
                                   f"of {name}{_hint(_did_you_mean(arg, list(props)))}; "

@@ -143,6 +143,10 @@ class OrderMiddleware:
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.busy = 0
+        """POST requests (client messages) being served now."""
+        self.seen = 0
+        """POST requests received so far (a stopping gateway waits for a quiet moment)."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve one ASGI request with its exchange in :data:`CURRENT`."""
@@ -156,11 +160,15 @@ class OrderMiddleware:
             if message.get("type") == "http.response.body" and not message.get("more_body"):
                 ex.answered()
 
+        post = scope.get("method") == "POST"  # not the long-lived GET stream
+        self.busy += post
+        self.seen += post
         token = CURRENT.set(ex)
         try:
             await self.app(scope, receive, sent)
         finally:  # an answer never sent (a client gone) stays unsent: its reads never count
             CURRENT.reset(token)
+            self.busy -= post
 
 
 class Wire:
@@ -175,6 +183,21 @@ class Wire:
         self.in_flight = 0
         """Requests (reads, tool calls) whose handler runs now (told on a stop signal)."""
         self._unstamped: set[Exchange] = set()
+        self.stopped_at: int | None = None
+        """The tick of the first stop signal (None: not stopping; :meth:`stop`)."""
+
+    def stop(self) -> None:
+        """The gateway stops (a first SIGINT/SIGTERM): later tool calls are refused."""
+        if self.stopped_at is None:
+            self.stopped_at = tick()
+
+    def refuses(self, ex: Exchange | None) -> bool:
+        """Whether a tool call of ``ex`` arrived after the stop (:meth:`stop`): refused.
+
+        A call whose request arrived before the stop signal is in flight and runs to its
+        end, even when its handler starts later; one that arrived after never runs.
+        """
+        return self.stopped_at is not None and (ex is None or ex.received > self.stopped_at)
 
     def exchange(self, ctx: Any) -> Exchange:
         """The :class:`Exchange` of the request a handler serves (``ctx``: its context).

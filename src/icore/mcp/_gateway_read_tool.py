@@ -11,6 +11,7 @@ gateway's versioned read: the read is the session's, recorded exactly as a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -44,7 +45,7 @@ def declared(manifest: GatewayManifest, uri: str) -> bool:
 
 async def read_tool(resources: Any, manifest: GatewayManifest, ctx: Any,
                     args: Mapping[str, Any], ex: Any = None) -> Any:
-    """Run ``icore_read_resource``: the resource's text, its version in ``_meta``.
+    """Run ``icore_read_resource``: the resource's text and version (QA qa-new9b).
 
     Args:
         resources: the gateway's resource side (its ``read_resource`` is
@@ -56,8 +57,11 @@ async def read_tool(resources: Any, manifest: GatewayManifest, ctx: Any,
             request's own (its answer's moment decides which later calls derive from it).
 
     Returns:
-        A ``CallToolResult``: the contents' text; ``isError`` with what to do when the
-        URI is missing, not declared, or cannot be read.
+        A ``CallToolResult`` whose structured content is ``{"uri", "text", "version"}``
+        (``text``: the contents' texts, one a line, a binary one as ``<binary MIME>``;
+        ``version``: ``_meta["icore/version"]`` of the read) and whose text is that JSON
+        (MCP: a tool's text carries its structured content); ``isError`` with what to
+        do when the URI is missing, not declared, or cannot be read.
     """
     from mcp.shared.exceptions import MCPError
     from mcp_types import CallToolResult, TextContent
@@ -76,8 +80,12 @@ async def read_tool(resources: Any, manifest: GatewayManifest, ctx: Any,
     texts = [getattr(c, "text", None) or f"<binary {getattr(c, 'mime_type', '') or ''}>"
              for c in result.contents]
     version = (result.meta or {}).get("icore/version")
-    return CallToolResult(content=[TextContent(type="text", text="\n".join(texts))],
-                          structured_content={"uri": uri, "version": version},
+    # the value in the structured content too (a client may hand the model only that),
+    # and the text its JSON, as MCP asks of a tool returning structured content
+    out = {"uri": uri, "text": "\n".join(texts), "version": version}
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(
+                              out, ensure_ascii=False))],
+                          structured_content=out,
                           _meta={"icore/version": version} if version else None)
 
 

@@ -31,7 +31,8 @@ import anyio.abc
 
 from icore.errors import IcoreError
 from icore.mcp._facts import FactBook, SessionView
-from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest
+from icore.mcp._gateway_read_tool import declared
 from icore.mcp._session_log import GatewayTrace
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_failed import UpstreamError
@@ -87,6 +88,7 @@ def _dump(model: Any) -> dict[str, Any]:
 class _Host(Protocol):
     """What the resource side reads of its gateway (routes, upstreams, facts, trace)."""
 
+    manifest: GatewayManifest
     upstreams: dict[str, Upstream]
     resources: dict[str, Route]
     template_routes: dict[str, Route]
@@ -134,6 +136,10 @@ class _Resources:
         """(upstream, its URI) -> the watch state (:meth:`_watch_state`) its last read
         was made under."""
         self.watched: Callable[[str], bool] = lambda uri: False
+        self.needed: Callable[[str], bool] = lambda uri: declared(host.manifest, uri)
+        """Whether a protected tool's ``depends_on`` or ``writes`` can name a URI: a
+        resource too large to version passes through unversioned only when no protected
+        call depends on it or writes it."""
         """Whether the gateway subscribes itself to a URI it reads (a resource some D(a)
         of the manifest names; set by the gateway)."""
 
@@ -151,6 +157,19 @@ class _Resources:
             return self.gw.facts.read(view, key, stamp)
         except IcoreError as exc:
             raise _internal(f"cannot read {key}: {exc}") from None
+
+    def version_meta(self, rec: Any) -> dict[str, Any]:
+        """``_meta["icore/version"]`` of a read: the record and the key's version number.
+
+        ``{"record": id, "version": n}``, ``n`` counted as the refusals count it (1: the
+        key's first version; :meth:`FactBook.version_of`), so a model sees one numbering
+        (QA qa-new9b); ``{"record": id, "seq": owner seq}`` when the count is unknown (an
+        owner's store elsewhere), as the refusals then say ``owner seq``.
+        """
+        assert self.gw.facts is not None
+        n = self.gw.facts.version_of(rec)
+        return {"record": rec.id, "version": n} if n is not None else \
+            {"record": rec.id, "seq": rec.seq}
 
     def route_uri(self, uri: str) -> Route | None:
         """The route of ``uri`` (a listed resource, else the only upstream serving any).
@@ -231,7 +250,12 @@ class _Resources:
             try:
                 rec, created = self.gw.facts.observe(uri, content)
             except IcoreError as exc:
-                raise GatewayError(f"cannot version resource {uri}: {exc}", uri=uri) from None
+                if "size" not in exc.fields:
+                    raise GatewayError(f"cannot version resource {uri}: {exc}",
+                                       uri=uri) from None
+                if self.needed(uri):
+                    raise _too_large(uri, exc.fields["size"], exc.fields["limit"]) from None
+                rec, created = None, False  # no protected call depends on it: unversioned
             if created and rec is not None:
                 self.gw.trace.version(rec, source)
                 await self.notify_subscribers(uri)
@@ -288,7 +312,7 @@ class _Resources:
             return ReadResourceResult(
                 contents=[TextResourceContents(uri=uri, mime_type="application/json",
                                                text=json.dumps(value, ensure_ascii=False))],
-                _meta={"icore/version": {"record": rec.id, "seq": rec.seq}})
+                _meta={"icore/version": self.version_meta(rec)})
         try:
             result, rec = await self.fetch(uri, view.sid)
         except UpstreamError as exc:
@@ -304,7 +328,7 @@ class _Resources:
                 result = _result_of(seen, result)
                 rec = seen
             meta = dict(result.meta or {})
-            meta["icore/version"] = {"record": rec.id, "seq": rec.seq}
+            meta["icore/version"] = self.version_meta(rec)
             result = result.model_copy(update={"meta": meta})
         self.gw.trace.read(view.sid, uri, rec)
         return result
@@ -455,12 +479,17 @@ class _Resources:
         self._subscribed.add(key)
         await self._upstream_subscribe(route)
 
-    async def reread(self, uri: str, source: str) -> None:
-        """Read ``uri`` again after a change (``source`` names who caused it)."""
+    async def reread(self, uri: str, source: str) -> Any:
+        """Read ``uri`` again after a change (``source`` names who caused it).
+
+        Returns the version read (a record; None: unversioned, or the read failed, which
+        is noted in the trace).
+        """
         try:
-            await self.fetch(uri, source)
+            return (await self.fetch(uri, source))[1]
         except Exception as exc:
             self.gw.trace.note("gateway", f"re-read of {uri} after an update failed: {exc}")
+            return None
 
 
 def _result_of(rec: Any, like: Any) -> Any:
@@ -470,6 +499,16 @@ def _result_of(rec: Any, like: Any) -> Any:
         return like
     return like.model_validate({**like.model_dump(by_alias=True, exclude_none=True),
                                 "contents": contents})
+
+
+def _too_large(uri: str, size: int, limit: int) -> GatewayError:
+    """Why a resource a protected tool depends on (or writes) cannot be versioned."""
+    return GatewayError(
+        f"resource {uri} is {size} bytes as JSON (its contents), over the {limit} bytes "
+        f"({limit >> 20} MiB) a version of a fact may hold, and a protected tool of the "
+        "gateway manifest depends on it or writes it, so each read must be versioned. "
+        "The limit is fixed (no setting raises it): serve the data as smaller resources "
+        "(one per entry) and declare those in depends_on", uri=uri, size=size, limit=limit)
 
 
 def _invalid(msg: str) -> Exception:

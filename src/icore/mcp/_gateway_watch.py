@@ -26,7 +26,7 @@ from icore.mcp._gateway_checks import (
     dep_pattern,
     unserved,
 )
-from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest
+from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayManifest, GatewayManifestError
 from icore.mcp._gateway_resources import Route
 from icore.mcp._session_log import GatewayTrace
 
@@ -76,11 +76,21 @@ class ManifestWatch:
     def check(self) -> None:
         """The manifest against the first listing.
 
+        A manifest refused here leaves no trace file: the gateway served nothing, and an
+        empty trace would only be moved aside by the next run (QA qa-new9b).
+
         Raises:
             GatewayManifestError: a protected name or a D(a) resource no upstream serves,
                 a placeholder that is no argument of its tool (every upstream listed), a
                 ``fact://`` entry of D(a) no owner covers.
         """
+        try:
+            self._check()
+        except GatewayManifestError:
+            self.gw.trace.discard()
+            raise
+
+    def _check(self) -> None:
         gw, m = self.gw, self.gw.manifest
         down = sorted(n for n in gw.upstreams if n not in gw.listed)
         self.unresolved = check_tools(m, self._routes(), self._own(), down)

@@ -498,6 +498,29 @@ class GatewayTrace:
                 os.close(self._lock_fd)  # releases the lock
                 self._lock_fd = None
 
+    def discard(self) -> None:
+        """End a run that never served (its manifest refused at start): no trace file.
+
+        The file this gateway created at :attr:`path` is removed (only that very file:
+        anything else there is left as it is) and the lock released, so a failed start
+        leaves nothing the next run would move aside (QA qa-new9b). Idempotent; a no-op
+        after :meth:`close`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+            if self.path is not None and self._ident is not None \
+                    and self._not_ours() is None:
+                self.path.unlink(missing_ok=True)
+            self.written_to = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     def _rewrite(self) -> None:
         if self.path is None:
             return

@@ -90,11 +90,12 @@ async def _stop_on_signal(gw: Gateway, stop: Callable[[], object]) -> None:
 def first_signal(gw: Gateway, sig: int) -> None:
     """Say on stderr that the gateway stops on ``sig`` and what it waits for."""
     import signal
+    gw.wire.stop()  # tool calls arriving from now on are refused
     n = gw.wire.in_flight
     name = signal.Signals(sig).name
     if n:
-        print(f"icore mcp: {name}: waiting for {n} call(s) in flight; Ctrl-C again to "
-              "stop now", file=sys.stderr, flush=True)
+        print(f"icore mcp: {name}: waiting for {n} call(s) in flight (new tool calls are "
+              "refused); Ctrl-C again to stop now", file=sys.stderr, flush=True)
     else:
         print(f"icore mcp: {name}: stopping", file=sys.stderr, flush=True)
 
@@ -381,18 +382,56 @@ def _server_class() -> Any:
         """
 
         gw: Gateway | None = None
+        draining = False
+        """A first stop signal came while calls were in flight (:func:`drain_http`)."""
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             if self.gw is not None:  # the first says what it waits for, a second stops
-                if self.should_exit:  # at once (no lifespan traceback, exit 128 + sig)
+                if self.should_exit or self.draining:  # at once (exit 128 + sig)
                     stop_now(self.gw, sig)
                 first_signal(self.gw, sig)
+                if self.gw.wire.in_flight:  # keep serving open sessions meanwhile
+                    self.draining = True
+                    return
             super().handle_exit(sig, frame)
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list):
                 captured.clear()
 
     return Server
+
+
+QUIET_S = 1.0
+"""After a stop signal, the HTTP gateway stops listening once no call is in flight and no
+request came for this long, seconds (a client's follow-up to its last result)."""
+
+QUIET_MAX_S = 10.0
+"""At most this long after the last call in flight ended, seconds (clients still talking)."""
+
+
+async def drain_http(server: Any, gw: Gateway, order: OrderMiddleware) -> None:
+    """Stop the HTTP server once a stop signal's calls in flight are answered (#29).
+
+    After a first SIGINT/SIGTERM with calls in flight (``server.draining``), the server
+    keeps answering its open sessions: the calls in flight finish and their results reach
+    their clients, with what a client asks after them (the MCP SDK's client lists the
+    tools to check a result against the tool's output schema); every tool call arriving
+    after the signal is refused ``gateway_stopping``. Once no call is in flight and no
+    request arrived for :data:`QUIET_S` (at most :data:`QUIET_MAX_S` after the last call
+    ended), the listener closes as uvicorn's own stop does.
+    """
+    while not server.draining:
+        await anyio.sleep(0.1)  # uvicorn polls its should_exit as often
+    while True:
+        while gw.wire.in_flight or order.busy:
+            await anyio.sleep(0.05)
+        ended = anyio.current_time()
+        seen = order.seen
+        await anyio.sleep(QUIET_S)
+        quiet = order.seen == seen and not gw.wire.in_flight and not order.busy
+        if quiet or anyio.current_time() - ended >= QUIET_MAX_S:
+            break
+    server.should_exit = True
 
 
 def _http_parser() -> str:
@@ -564,7 +603,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                     "resource_server_url": None}))
         shape = MessageShape(app, max_body=int(manifest.max_message_mb * 2**20),
                              verifier=verifier)
-        config = uvicorn.Config(OrderMiddleware(shape),
+        order = OrderMiddleware(shape)
+        config = uvicorn.Config(order,
                                 host=host, port=port,
                                 log_level="warning",
                                 lifespan="on", http=_http_parser(),
@@ -589,6 +629,7 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ready)
+                tg.start_soon(drain_http, server, gw, order)
                 try:
                     await server.serve()
                 except SystemExit:  # uvicorn's start-up failure (bound since the check)

@@ -365,6 +365,8 @@ class Record:
                 f"{MAX_CONTENT_BYTES // (1 << 20)} MiB limit ({MAX_CONTENT_BYTES} bytes)",
                 key=key,
                 field="content",
+                size=len(body),
+                limit=MAX_CONTENT_BYTES,
             )
         caddr = content_address(body)
         if cls is Record:  # every field at once, no per-field setattr (issue 27)

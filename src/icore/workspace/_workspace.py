@@ -364,6 +364,10 @@ class Workspace(KeyChecks):
         except MalformedRecord as exc:  # named as the caller passed it: the value
             if exc.fields.get("field") != "content":
                 raise
+            if "size" in exc.fields:  # a JSON value, too large to record
+                raise MalformedRecord(f"the value is {exc.message}", key=key, field="value",
+                                      size=exc.fields["size"],
+                                      limit=exc.fields["limit"]) from None
             raise MalformedRecord(f"the value is no JSON value: {exc.message}", key=key,
                                   field="value") from None
         rec = dataclasses.replace(rec, content=detached(value))  # the caller keeps its own

@@ -1,0 +1,146 @@
+"""The texts of the gateway's refusals and error results (what the model reads).
+
+A protected call the gate refused (:func:`refusal`) or the gateway refused before the gate
+(``_ToolCalls._refuse``) is a ``CallToolResult(isError=true)`` whose text starts with
+:func:`~icore.integrations.refusal_head`, says why (:data:`HINT`, by reason code) and
+what to do (the one replan, planfence App. A.3), with the values handed over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from icore.fence import Reason
+from icore.integrations import refusal_head
+from icore.mcp._facts import Verdict, describe
+
+HINT = {
+    Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
+    "are below. Re-plan from them and call again (this is the one replan)",
+    Reason.SECOND_CHANGE.value: "the facts changed again after their fresh values were "
+    "handed over, so this plan had its one replan (reading those same versions again does "
+    "not start a new plan). Do not retry with this plan: read the resources named below "
+    "again now (they have newer versions), then plan from them, or report it",
+    "not_read": "this call depends on facts this session has not read before sending "
+    "it (a read answered after the call was sent, such as one by a tool of the same "
+    "model message, does not count); their current values are below (now read). Plan "
+    "from them and call again",
+    "no_session": "this request reached the gateway over HTTP without an MCP session "
+    "(protocol 2026-07-28 is stateless) and without a client identity, so the gateway "
+    "cannot tie this call to the resources this client read. Retrying cannot help: the "
+    "operator must give each client a bearer token in the gateway manifest (http.clients: "
+    "NAME: {token_env: VAR}) and configure the client to send it (Authorization: Bearer "
+    "...), or connect this client with the handshake protocol (e.g. the MCP SDK's "
+    "Client(url, mode='legacy'))",
+    "dependency_unreadable": "a resource this call depends on could not be read from the "
+    "upstream that serves it, so the call was not made (fail closed)",
+    "unverified_protection": "the gateway manifest protects a tool name no reachable "
+    "upstream serves yet, and this tool may be the one it means; it is blocked until the "
+    "gateway can tell (fail closed). Do not retry; report it to the operator",
+    Reason.MISSING_BOUNDARY.value: "the call does not derive from a version of every fact "
+    "the tool depends on; read them and call again",
+    Reason.OWNER_UNAVAILABLE.value: "an owner of the facts this call depends on did not "
+    "answer (for a resource: the upstream serving it); the call was not made (fail "
+    "closed). Try again later",
+    Reason.ARGS_MISMATCH.value: "the call's arguments could not be bound to a plan",
+    "invalid_arguments": "the call's arguments do not fit the tool's input schema, so it "
+    "was not made (nothing was validated or sent upstream). Fix the argument named below "
+    "and call again",
+    Reason.NO_OWNER.value: "a fact this call depends on has no owner in the gateway "
+    "manifest (a configuration error); do not retry",
+    "gateway_stopping": "the gateway is stopping, so this call was not run (nothing was "
+    "sent upstream)",
+    "not_owner": "only a fact's owner writes it (planfence's owner rule), and this "
+    "session does not speak for the owner. Do not retry; the operator can allow it (see "
+    "Detail)",
+}
+
+
+def refusal(name: str, v: Verdict, *, first_read: bool = False,
+             late: list[str] | None = None, version_of: Any = None,
+             own: Mapping[str, str] | None = None) -> Any:
+    """The ``isError`` result of a call the gate refused: what changed, what to do.
+
+    ``first_read``: the session had read nothing before this call (a ``not_read``
+    refusal then says that only a call in this same session can pass: a client that
+    opens a new session per tool call is refused every time). ``late``: keys this
+    session did read, but whose answer had not been sent when the call arrived, or of
+    the call's own turn (a read of the same model message: QA r6-oa D1). ``version_of``:
+    a record -> its key's version number (``FactBook.version_of``), shown with each value
+    handed over. ``own``: key -> the tool of this session whose write made the version
+    handed over (its own earlier call changed what this plan read: said so, QA qa-new9b).
+    """
+    own = own or {}
+    reason = v.reason
+    lines = [f"{refusal_head(name, reason)}: "
+             f"{HINT.get(reason, 'the call was refused (fail closed)')}."]
+    unwritten = tuple(v.call.unwritten) if reason == "not_read" else ()
+    if unwritten:  # reading cannot help: there is no value to plan from
+        lines[0] = (f"{refusal_head(name, 'not_read')}: {', '.join(unwritten)} "
+                    f"{'has' if len(unwritten) == 1 else 'have'} no value yet (never "
+                    "written), so there is nothing to plan this call from, and reading "
+                    "again does not change that. Do not retry it until an owner writes a "
+                    "value; call it with other arguments, or report it.")
+    elif reason == "not_read" and late:
+        lines[0] = (f"{refusal_head(name, 'not_read')}: this session's read of "
+                    f"{', '.join(late)} was not answered before this call was sent (a read "
+                    "in the same model message as the call, of the same icore/turn, or of a "
+                    "named icore/turn when this call names none), "
+                    "so the call cannot have been planned from it. Their current values "
+                    "are below: plan from them and call again in a later message.")
+    elif reason == "not_read" and first_read:
+        lines[0] = (f"{refusal_head(name, 'not_read')}: this MCP session had not read "
+                    "the facts this call depends on before sending it (a read answered "
+                    "later, as by a tool of the same model message, does not count); the "
+                    "gateway ties a call to what the same session read. Their current "
+                    "values are below, now read in this session: plan from them and call "
+                    "again in this same session (a client that opens a new session for "
+                    "each tool call is refused every time; keep one session open).")
+    if v.stale:  # read, but no longer current: handed over too, so one replan (D3)
+        lines.append(f"Also changed since this session read "
+                     f"{'it' if len(v.stale) == 1 else 'them'}: {', '.join(v.stale)} "
+                     "(the fresh values are below, now read): plan from all the values "
+                     "below at once.")
+    if own:
+        lines.append("This session's own earlier call changed "
+                     + ", ".join(f"{k} (its call {t})" for k, t in sorted(own.items()))
+                     + " after this plan read it: plan from the values below, which "
+                     "include that change.")
+    if v.changed and reason != Reason.SECOND_CHANGE.value:
+        lines.append("Current values:")
+        lines.extend(f"- {describe(r, version_of(r) if version_of else None)}"
+                     + (f" (changed by this session's call {own[k]})" if k in own else
+                        " (changed since read)" if k in v.stale else "")
+                     for k, r in v.changed.items())
+    elif v.changed:
+        lines.append("Changed: " + ", ".join(sorted(v.changed)))
+    elif reason == "not_read" and not unwritten:  # nothing could be handed over
+        lines[0] = (f"{refusal_head(name, 'not_read')}: this call depends on facts this "
+                    "session has not read, and their current values could not be read. "
+                    "Read them and call again.")
+    if v.call.detail and reason not in (Reason.STALE.value, "not_read"):
+        lines.append(f"Detail: {v.call.detail}")
+    return error_result("\n".join(lines), meta={"icore/gate": {
+        "reason": reason, "deps": list(v.deps),
+        "changed": {k: _version(r, version_of) for k, r in v.changed.items()},
+        **({"stale": list(v.stale)} if v.stale else {})}})
+
+
+def _version(rec: Any, version_of: Any) -> dict[str, Any]:
+    """A version handed over, numbered as its text says (the key's version, else seq)."""
+    n = version_of(rec) if version_of else None
+    return {"record": rec.id, "version": n} if n is not None else \
+        {"record": rec.id, "seq": rec.seq}
+
+
+NOT_FORWARDED = {"Elicitation not supported": "elicitation, ctx.elicit",
+                  "Sampling not supported": "sampling, ctx.session.create_message"}
+"""The MCP SDK client's answers to an upstream's request the gateway does not forward
+(the gateway's upstream session declares neither capability) -> what was asked."""
+
+
+def error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
+    from mcp_types import CallToolResult, TextContent
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
+                          _meta=meta)
