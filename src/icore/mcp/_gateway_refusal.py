@@ -141,6 +141,11 @@ NOT_FORWARDED = {"Elicitation not supported": "elicitation, ctx.elicit",
 
 
 def error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
+    """A ``CallToolResult`` with ``isError`` set: one text block ``text``, ``_meta`` ``meta``.
+
+    What the gateway answers its client for a call it refused, did not forward or whose
+    upstream failed (planfence Sec. 4: the refusal is the model's fresh context).
+    """
     from mcp_types import CallToolResult, TextContent
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
                           _meta=meta)
