@@ -41,7 +41,13 @@ from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import InFlight, call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
-from icore.mcp._gateway_read_tool import READ_RESOURCE, read_tool, read_tool_def
+from icore.mcp._gateway_read_tool import (
+    GET_FACT,
+    PUT_FACT,
+    READ_RESOURCE,
+    own_tool_defs,
+    read_tool,
+)
 from icore.mcp._gateway_refusal import HINT as _HINT
 from icore.mcp._gateway_refusal import NOT_FORWARDED as _NOT_FORWARDED
 from icore.mcp._gateway_refusal import error_result as _error_result
@@ -54,8 +60,6 @@ from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
 
-PUT_FACT = "icore_put_fact"
-GET_FACT = "icore_get_fact"
 INVALID_ARGUMENTS = "invalid_arguments"
 """The reason of a protected call refused because its arguments break the tool's schema."""
 
@@ -113,27 +117,8 @@ class _ToolCalls:
         """URI -> (record, session, tool) of the version a protected call's write made."""
 
     def fact_tools(self) -> list[Any]:
-        """The gateway's own tools: the resource read, the fact tools (put/get).
-
-        ``icore_read_resource`` when the manifest protects a tool; put/get when the
-        manifest enables them (``facts.tools``, with owners).
-        """
-        from mcp_types import Tool
-        read = read_tool_def(self.gw.manifest)
-        if not self.gw.manifest.facts.tools or not self.gw.manifest.facts.owners:
-            return read
-        return [*read,
-            Tool(name=PUT_FACT, description="Publish a new version of a shared fact "
-                 "(key fact://...) that this gateway serves; other sessions' plans that "
-                 "read the old version become stale. Only a session that speaks for the "
-                 "fact's owner may write it.",
-                 input_schema={"type": "object", "required": ["key", "value"],
-                               "properties": {"key": {"type": "string"}, "value": {}}}),
-            Tool(name=GET_FACT, description="Read the current version of a shared fact "
-                 "(key fact://...); the read is recorded as the version this session saw.",
-                 input_schema={"type": "object", "required": ["key"],
-                               "properties": {"key": {"type": "string"}}}),
-        ]
+        """The gateway's own tools (:func:`~icore.mcp._gateway_read_tool.own_tool_defs`)."""
+        return own_tool_defs(self.gw.manifest)
 
     async def call_tool(self, ctx: Any, params: Any, ex: Any = None) -> Any:
         """``tools/call``: checked arguments, PlanFence at a protected tool, forwarded.

@@ -96,3 +96,33 @@ def _entries(manifest: GatewayManifest) -> list[str]:
 def _error(text: str) -> Any:
     from mcp_types import CallToolResult, TextContent
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+PUT_FACT = "icore_put_fact"
+"""The gateway's own tool publishing a new version of a ``fact://`` key."""
+GET_FACT = "icore_get_fact"
+"""The gateway's own tool reading a ``fact://`` key's current version."""
+
+
+def own_tool_defs(manifest: GatewayManifest) -> list[Any]:
+    """The gateway's own tools: the resource read, the fact tools (put/get).
+
+    ``icore_read_resource`` when the manifest protects a tool; put/get when the
+    manifest enables them (``facts.tools``, with owners).
+    """
+    from mcp_types import Tool
+    read = read_tool_def(manifest)
+    if not manifest.facts.tools or not manifest.facts.owners:
+        return read
+    return [*read,
+        Tool(name=PUT_FACT, description="Publish a new version of a shared fact "
+             "(key fact://...) that this gateway serves; other sessions' plans that "
+             "read the old version become stale. Only a session that speaks for the "
+             "fact's owner may write it.",
+             input_schema={"type": "object", "required": ["key", "value"],
+                           "properties": {"key": {"type": "string"}, "value": {}}}),
+        Tool(name=GET_FACT, description="Read the current version of a shared fact "
+             "(key fact://...); the read is recorded as the version this session saw.",
+             input_schema={"type": "object", "required": ["key"],
+                           "properties": {"key": {"type": "string"}}}),
+    ]

@@ -499,12 +499,10 @@ class GatewayTrace:
                 self._lock_fd = None
 
     def discard(self) -> None:
-        """End a run that never served (its manifest refused at start): no trace file.
+        """End a run that never served (manifest refused at start): no trace file.
 
-        The file this gateway created at :attr:`path` is removed (only that very file:
-        anything else there is left as it is) and the lock released, so a failed start
-        leaves nothing the next run would move aside (QA qa-new9b). Idempotent; a no-op
-        after :meth:`close`.
+        Removes only the very file this gateway created at :attr:`path` and releases the
+        lock (QA qa-new9b). Idempotent; a no-op after :meth:`close`.
         """
         if self._closed:
             return
@@ -513,8 +511,7 @@ class GatewayTrace:
             if self._fh is not None:
                 self._fh.close()
                 self._fh = None
-            if self.path is not None and self._ident is not None \
-                    and self._not_ours() is None:
+            if self.path is not None and _not_ours(self.path, self._ident) is None:
                 self.path.unlink(missing_ok=True)
             self.written_to = None
         if self._lock_fd is not None:
@@ -528,9 +525,7 @@ class GatewayTrace:
             if self._fh is not None:
                 self._fh.close()
                 self._fh = None
-            text = self.jsonl()
-            why = self._not_ours()
-            target = self.path
+            text, why, target = self.jsonl(), _not_ours(self.path, self._ident), self.path
             try:
                 if why is not None:
                     target = free_sibling(self.path, text)
@@ -548,20 +543,20 @@ class GatewayTrace:
                 self.written_to = None
                 log.error("cannot write the trace %s: %s", target, exc)
 
-    def _not_ours(self) -> str | None:
-        """Why the file now at :attr:`path` is not the one this gateway wrote, or None.
 
-        None when nothing is there, or when it is the very file (device, inode) the
-        gateway created and appended to.
-        """
-        assert self.path is not None
-        try:
-            st = self.path.lstat()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            return f"cannot be checked ({exc.strerror})"
-        if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == self._ident:
-            return None
-        return ("now holds a file the gateway did not write (its trace was moved or "
-                "replaced while it ran)")
+def _not_ours(path: Path, ident: tuple[int, int] | None) -> str | None:
+    """Why the file now at ``path`` is not the one a gateway wrote, or None.
+
+    None when nothing is there, or when it is the very file (device, inode ``ident``) the
+    gateway created and appended to.
+    """
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror})"
+    if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == ident:
+        return None
+    return ("now holds a file the gateway did not write (its trace was moved or "
+            "replaced while it ran)")

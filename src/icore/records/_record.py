@@ -363,10 +363,7 @@ class Record:
             raise MalformedRecord(
                 f"too large: content is {len(body)} bytes > the "
                 f"{MAX_CONTENT_BYTES // (1 << 20)} MiB limit ({MAX_CONTENT_BYTES} bytes)",
-                key=key,
-                field="content",
-                size=len(body),
-                limit=MAX_CONTENT_BYTES,
+                key=key, field="content", size=len(body), limit=MAX_CONTENT_BYTES,
             )
         caddr = content_address(body)
         if cls is Record:  # every field at once, no per-field setattr (issue 27)
