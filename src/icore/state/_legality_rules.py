@@ -150,7 +150,7 @@ def check_effect_value(
         if not isinstance(v, dict) or not isinstance(v.get("kind"), str):
             return (ReasonCode.EFFECT_MISMATCH, "node value must be a mapping with a 'kind'")
         w = v.get("weight", 1.0)
-        if not isinstance(w, int | float) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
             return (ReasonCode.EFFECT_MISMATCH, f"node weight {w!r} is not a finite number >= 0")
         refs = list(v.get("deps", ()))
         if v.get("parent") is not None:
