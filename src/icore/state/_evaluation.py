@@ -139,10 +139,7 @@ class Evaluation:
             if c is None or not c.verdict or cid in self._revoked:
                 return False
             kinds.add(c.validator)
-        for kind in op.requires:  # all(...) without a generator (hot)
-            if kind not in kinds:
-                return False
-        return True
+        return kinds.issuperset(op.requires)  # all(r in kinds ...) without a generator
 
     def _decision_relevant(self, o: Obligation) -> Iterable[Ref]:
         """Decision-relevant active assertions of ``o`` as refs (design.md 4.3, narrowed).
@@ -263,11 +260,7 @@ class Evaluation:
                    and type(kind) is str)
         top = self._top(kind) if builtin else None
         if top is not None:  # the same values as the loop below, without visiting D
-            assignee = o.assignee
-            for v, aid in top:  # the first one that is not the assignee (no generator)
-                if aid != assignee:
-                    best = v
-                    break
+            best = next((v for v, aid in top if aid != o.assignee), None)
         for b in (() if top is not None else self.decl.agents.values()):
             if b.id == o.assignee:
                 continue
