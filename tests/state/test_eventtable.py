@@ -77,3 +77,25 @@ def test_the_cause_before_is_kept_as_a_marker_and_read_back() -> None:
     assert t._causes[1] is _PREV and t._causes[2] is _PREV and t._causes[-1] == ("m3",)
     assert [t[e.id] for e in chain] == chain and t["m1"].causes == ("m0",)
     assert t["m0"].causes == ("task",) and t["task"].causes == ()
+
+
+def test_an_id_found_absent_is_found_once_written() -> None:
+    """The last id found absent is remembered (#29: a new event's id parsed once) until a write."""
+    t = EventTable()
+    for n in (0, 1):
+        t[f"m{n}"] = _event(f"m{n}", 1)
+    assert "m2" not in t and "m2" not in t and t.get("m2") is None  # remembered absent
+    assert "task" not in t  # another id found absent replaces it
+    t["m2"] = _event("m2", 1)  # numbered as m2: the order holds, still columns
+    assert "m2" in t and t._d is None and list(t._num) == [0, 1, 2]
+    assert "task" not in t
+    t["task"] = _event("task", 0)  # an id of another form, absent just before
+    assert "task" in t and t["task"].id == "task" and t._d is None
+
+    class Sub(str):
+        pass
+
+    assert "m9" not in t
+    t[Sub("m9")] = _event(Sub("m9"), 1)  # a str subclass is no canonical id: kept by name
+    assert 4 in t._names and "m9" in t and t["m9"].id == "m9"  # not numbered from the memo
+    assert list(t) == ["m0", "m1", "m2", "task", "m9"]

@@ -43,6 +43,9 @@ from icore.state._transition import (
 )
 from icore.state._xmodel import Assertion, AssertionKind, Certificate, Justification
 
+# enum members as globals: read off the class, each costs a lookup (hot paths)
+_K_NODE = AssertionKind.NODE
+
 _entry = positional(LogEntry)  # a LogEntry per body: no per-field setattr (#29)
 _TOUCHING_TYPES = frozenset(TOUCHING)
 """The :data:`TOUCHING` body types (final classes: ``KIND_OF`` is keyed by exact type)."""
@@ -105,7 +108,10 @@ class Applier:
         t = self._t
         seq = t.seq
         entries = [_entry(seq + i, now_ms, KIND_OF[type(b)], b) for i, b in enumerate(bodies, 1)]
-        if not any(type(b) in _TOUCHING_TYPES for b in bodies):
+        for b in bodies:  # any(...) without a generator (hot: one call per step)
+            if type(b) in _TOUCHING_TYPES:
+                break
+        else:
             # events, notes, flags: no obligation changes, nothing to evaluate
             if log is not None:
                 log.append(entries)
@@ -302,7 +308,7 @@ class Applier:
     ) -> None:
         """Index a new assertion (Q's assertions, Π, supersession, citations)."""
         t = self._t
-        if a.kind == AssertionKind.NODE:
+        if a.kind == _K_NODE:
             parent = step.obligations[a.obligation].parent
             if parent is not None:
                 t.append(t.children, parent, a.obligation)

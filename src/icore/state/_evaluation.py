@@ -46,6 +46,14 @@ from icore.state._xmodel import (
 _ZERO = 0
 
 
+def _first_other(top: tuple[tuple[float, str], ...], assignee: str | None) -> float | None:
+    """The value of the first of ``top`` whose agent is not ``assignee`` (no generator)."""
+    for v, agent in top:
+        if agent != assignee:
+            return v
+    return None
+
+
 class Evaluation:
     """Readouts of X: soundness, stability, per-obligation evaluation and the metrics.
 
@@ -139,7 +147,7 @@ class Evaluation:
             if c is None or not c.verdict or cid in self._revoked:
                 return False
             kinds.add(c.validator)
-        return all(r in kinds for r in op.requires)
+        return kinds.issuperset(op.requires)  # all(r in kinds ...) without a generator
 
     def _decision_relevant(self, o: Obligation) -> Iterable[Ref]:
         """Decision-relevant active assertions of ``o`` as refs (design.md 4.3, narrowed).
@@ -260,7 +268,7 @@ class Evaluation:
                    and type(kind) is str)
         top = self._top(kind) if builtin else None
         if top is not None:  # the same values as the loop below, without visiting D
-            best = next((v for v, aid in top if aid != o.assignee), None)
+            best = _first_other(top, o.assignee)
         for b in (() if top is not None else self.decl.agents.values()):
             if b.id == o.assignee:
                 continue

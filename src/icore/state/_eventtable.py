@@ -57,8 +57,8 @@ class EventTable(ListMap[Event]):
     ``_num`` never decreases and an ``m<n>`` is found by bisection.
     """
 
-    __slots__ = ("_at", "_causes", "_d", "_hot", "_memo", "_metas", "_names", "_num",
-                 "_other", "_recent", "_t", "_vals")
+    __slots__ = ("_at", "_causes", "_d", "_hot", "_memo", "_metas", "_miss", "_miss_n",
+                 "_names", "_num", "_other", "_recent", "_t", "_vals")
 
     def __init__(self) -> None:
         self._d: dict[str, Event] | None = None  # a plain dict once columns cannot hold it
@@ -73,21 +73,32 @@ class EventTable(ListMap[Event]):
         self._memo: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         self._recent: list[Event] = []  # the objects written at the last positions
         self._hot: dict[str, int] = {}  # the ids of the last RECENT positions -> position
+        # the last id found absent and its number: a new event's id is looked up three
+        # times on its way in (absence tests, then its numbering); only a write adds one
+        self._miss: str | None = None
+        self._miss_n = -1
 
     # ---------------------------------------------------------------- positions
     def _pos(self, key: object) -> int:
         """The position of ``key``, or -1 when absent."""
-        p = self._hot.get(key, -1) if type(key) is str else -1
+        if type(key) is not str:
+            return -1
+        p = self._hot.get(key, -1)
         if p >= 0:  # an import looks up the events it has just recorded
             return p
+        if key == self._miss:  # absent when last looked up, and nothing added since
+            return -1
         n = _step_number(key)
         if n < 0:
-            return self._other.get(key, -1) if type(key) is str else -1
-        num = self._num
-        p = bisect_left(num, n)
-        if p < len(num) and num[p] == n and p not in self._names:
-            return p
-        return -1
+            p = self._other.get(key, -1)
+        else:
+            num = self._num
+            p = bisect_left(num, n)
+            if not (p < len(num) and num[p] == n and p not in self._names):
+                p = -1
+        if p < 0:
+            self._miss, self._miss_n = key, n
+        return p
 
     def _key(self, p: int) -> str:
         name = self._names.get(p)
@@ -192,9 +203,10 @@ class EventTable(ListMap[Event]):
             if p >= 0:  # a replacement keeps its place
                 self._write(p, value)
                 return
+            n = self._miss_n if type(key) is str and key == self._miss else _step_number(key)
+            self._miss = None  # the key is added below
             num = self._num
             last = num[-1] if num else -1
-            n = _step_number(key)
             if n > last:  # after every m id so far: the order holds
                 num.append(n)
                 self._write(len(num) - 1, value, new=True)
@@ -206,6 +218,7 @@ class EventTable(ListMap[Event]):
                 self._other[key] = p
                 self._write(p, value, new=True)
                 return
+        self._miss = None
         (self._to_dict() if d is None else d)[key] = value
 
     def __delitem__(self, key: str) -> None:
@@ -232,6 +245,7 @@ class EventTable(ListMap[Event]):
     def clear(self) -> None:
         """Remove every event (the table goes back to columns)."""
         self._d = None
+        self._miss = None
         del self._num[:]
         self._names.clear()
         self._other.clear()

@@ -21,6 +21,8 @@ def json_problem(value: Any) -> str | None:
     return None
 
 
+_STR_BOOL = (str, bool)  # tuples: a union type (str | bool) is built at each call
+_SEQ = (list, tuple)
 _INT_BOUND = 10**4000
 """Integers below this in magnitude always encode (the encoder refuses > 4300 digits)."""
 
@@ -45,10 +47,14 @@ def _plain(value: object, depth: int) -> bool:
                 if -_INT_BOUND < v < _INT_BOUND:
                     continue
                 return False
+            if tv is float:
+                if math.isfinite(v):
+                    continue
+                return False
             if not _plain(v, depth + 1):
                 return False
         return True
-    if value is None or isinstance(value, str | bool):
+    if value is None or isinstance(value, _STR_BOOL):
         return True
     if isinstance(value, int):
         return -_INT_BOUND < value < _INT_BOUND
@@ -61,8 +67,11 @@ def _plain(value: object, depth: int) -> bool:
             if not isinstance(k, str) or not _plain(v, depth + 1):
                 return False
         return True
-    if isinstance(value, list | tuple):
-        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, _SEQ):
+        for v in value:  # type: ignore[attr-defined]  # all(...) without a generator
+            if not _plain(v, depth + 1):
+                return False
+        return True
     return False
 
 
@@ -77,7 +86,7 @@ def is_plain(value: object) -> bool:
 
 def is_json(value: object) -> bool:
     """``value`` is plain JSON (plain values are checked without encoding)."""
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, (bool, int, str)):
         return True
     if isinstance(value, float):
         return math.isfinite(value)

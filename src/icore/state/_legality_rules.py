@@ -35,6 +35,10 @@ from icore.state._xmodel import (
     Status,
 )
 
+# enum members as globals: read off the class, each costs a lookup (hot paths)
+(_K_ASSIGNEE, _K_NODE, _K_RELATION, _K_STATUS) = (
+    AssertionKind.ASSIGNEE, AssertionKind.NODE, AssertionKind.RELATION, AssertionKind.STATUS)
+
 _DONE = (Status.DISCHARGED, Status.SETTLED)
 
 
@@ -141,12 +145,12 @@ def check_effect_value(
     known = state.obligations
     if not isinstance(e.key, str):
         return (ReasonCode.EFFECT_MISMATCH, "effect key must be a string")
-    if e.kind == AssertionKind.NODE:
+    if e.kind == _K_NODE:
         v = e.value
         if not isinstance(v, dict) or not isinstance(v.get("kind"), str):
             return (ReasonCode.EFFECT_MISMATCH, "node value must be a mapping with a 'kind'")
         w = v.get("weight", 1.0)
-        if not isinstance(w, int | float) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
             return (ReasonCode.EFFECT_MISMATCH, f"node weight {w!r} is not a finite number >= 0")
         refs = list(v.get("deps", ()))
         if v.get("parent") is not None:
@@ -154,14 +158,14 @@ def check_effect_value(
         for r in refs:
             if r not in known and r not in new_obligations:
                 return (ReasonCode.UNKNOWN_OBLIGATION, f"node refers to unknown obligation {r!r}")
-    elif e.kind == AssertionKind.STATUS:
+    elif e.kind == _K_STATUS:
         if not _assertable(e.value):
             return (ReasonCode.EFFECT_MISMATCH, f"{e.value!r} is not an assertable status")
-    elif e.kind == AssertionKind.ASSIGNEE:
+    elif e.kind == _K_ASSIGNEE:
         if e.value is not None and e.value not in state.decl.agents:
             return (ReasonCode.UNKNOWN_AGENT, f"assignee {e.value!r} is not in M_D")
     elif (
-        e.kind == AssertionKind.RELATION and e.value not in known and e.value not in new_obligations
+        e.kind == _K_RELATION and e.value not in known and e.value not in new_obligations
     ):
         return (ReasonCode.UNKNOWN_OBLIGATION, f"relation to unknown obligation {e.value!r}")
     if not is_json(e.value):

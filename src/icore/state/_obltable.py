@@ -56,7 +56,8 @@ def _shareable(o: Obligation) -> bool:
     w, p, a = o.weight, o.parent, o.assignee
     return (type(o.kind) is str and type(w) is float and w == w and w != 0.0
             and (p is None or type(p) is str) and type(o.deps) is tuple
-            and all(type(d) is str for d in o.deps) and type(o.required_root) is bool
+            and (not o.deps or all(type(d) is str for d in o.deps))  # most have none
+            and type(o.required_root) is bool
             and type(o.status) is Status and (a is None or type(a) is str)
             and type(o.repair_pending) is bool)
 
@@ -195,6 +196,8 @@ class ObligationTable(MutableMapping[str, Obligation]):
         return v  # type: ignore[no-any-return]
 
     def __contains__(self, key: object) -> bool:
+        if type(key) is str and key in self._recent:  # written lately (hot): no id parsed
+            return True
         return self._row(key) >= 0
 
     def __len__(self) -> int:
@@ -236,13 +239,16 @@ class ObligationTable(MutableMapping[str, Obligation]):
             del recent[key]
             recent[key] = value
             return
-        r = self._row(key)
+        n = _num(key)  # _row, inlined: the id is parsed once
+        index = self._index
+        if 0 <= n < len(index) and index[n]:
+            r = index[n] - 1
+        else:
+            r = self._named.get(key, -1) if self._named else -1
         if r >= 0:  # a replacement keeps its place; the columns wait (see _remember)
             self._metas[r] = self._results[r] = self._packs[r] = None
         else:
             r = len(self._nums)
-            n = _num(key)
-            index = self._index
             if 0 <= n < len(index) + SLACK:
                 if n >= len(index):
                     index.extend(bytes(4 * (n + 1 - len(index))))  # zeros

@@ -417,7 +417,8 @@ class AssertionTable(ColumnTable[Assertion]):
                 memo.clear()
             shared = memo[memo_key] = (kind, value.key, value.proposer, proposal,
                                        value.cited_sound)
-        return value.obligation, self._pack(value.value), shared
+        v = value.value  # only a dict is packed: no call for the others
+        return value.obligation, self._pack(v) if type(v) is dict else v, shared
 
 
 class CertificateTable(ColumnTable[Certificate]):

@@ -33,6 +33,10 @@ from icore.state._entries import AssertionImported, Body, Committed, Revoked
 from icore.state._refs import ActiveIds, ActiveLayouts, Ref, active_ref, aid
 from icore.state._xmodel import Assertion, AssertionKind, Justification, Obligation, Status
 
+# enum members as globals: read off the class, each costs a lookup (hot paths)
+(_K_ASSIGNEE, _K_NODE, _K_RESULT, _K_STATUS) = (
+    AssertionKind.ASSIGNEE, AssertionKind.NODE, AssertionKind.RESULT, AssertionKind.STATUS)
+
 _STATUS = {str(s): s for s in Status}
 _SLOTS: dict[tuple[str, str], tuple[str, str]] = {}
 """Interned (kind, key) slot tuples: one object per distinct slot, not one per obligation."""
@@ -100,11 +104,11 @@ def set_slot(o: Obligation, a: Assertion) -> None:
     """Make ``a`` the active assertion of its slot in ``o`` and update the read fields."""
     slot = (str(a.kind), a.key)
     o.active = _ACTIVE.put(o.active, _SLOTS.setdefault(slot, slot), a.id)  # o.active unchanged
-    if a.kind == AssertionKind.STATUS:
+    if a.kind == _K_STATUS:
         o.status = _STATUS[a.value]
-    elif a.kind == AssertionKind.ASSIGNEE:
+    elif a.kind == _K_ASSIGNEE:
         o.assignee = a.value
-    elif a.kind == AssertionKind.RESULT:
+    elif a.kind == _K_RESULT:
         o.result = a.value
 
 
@@ -156,7 +160,7 @@ def obligation_steps(
 
     def assertion(a: Assertion, j: Justification | None, step: ObligationStep) -> None:
         added[a.id] = a
-        if a.kind == AssertionKind.NODE:
+        if a.kind == _K_NODE:
             o = new_obligation(a)
             step.obligations[o.id] = latest[o.id] = o
             step.dependents[o.id] = deps[o.id] = set()

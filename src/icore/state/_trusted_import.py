@@ -39,6 +39,9 @@ from icore.state._xmodel import (
     Obligation,
 )
 
+# enum members as globals: read off the class, each costs a lookup (hot paths)
+_K_NODE = AssertionKind.NODE
+
 
 class ImportView(Protocol):
     """What :func:`certificate_body` and :func:`assertion_body` read of X.
@@ -164,7 +167,7 @@ def assertion_body(
     for c in cites:
         if c not in q_asserts:
             raise StateInputError("unknown cited assertion", assertion=c)
-    if effect.kind == AssertionKind.NODE:
+    if effect.kind == _K_NODE:
         if effect.obligation in q_obls:
             raise StateInputError("obligation already exists", obligation=effect.obligation)
     elif effect.obligation not in q_obls:
@@ -382,7 +385,7 @@ class ImportBatch:
                 self._last_j = j
         a = body.assertion
         self._view.pending_assertions[a.id] = a
-        if a.kind == AssertionKind.NODE:
+        if a.kind == _K_NODE:
             self._view.pending_obligations[a.obligation] = a
         self._bodies.append(body)
         return a
