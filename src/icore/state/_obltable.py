@@ -22,7 +22,7 @@ what the dict held. Pure: no I/O.
 from __future__ import annotations
 
 from array import array
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from collections.abc import ItemsView, Iterator, KeysView, MutableMapping, ValuesView
 from typing import Any
 
 from icore.state._refs import ActiveIds
@@ -217,13 +217,6 @@ class ObligationTable(MutableMapping[str, Obligation]):
     def items(self) -> ItemsView[str, Obligation]:
         """(id, obligation) pairs, in insertion order."""
         return _Items(self)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Mapping):
-            return NotImplemented
-        return dict(self.items()) == dict(other.items())
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"

@@ -16,7 +16,7 @@ first, once, so nothing is lost and only the memory saving is. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from collections.abc import ItemsView, Iterator, KeysView, MutableMapping, ValuesView
 from dataclasses import fields
 from typing import Any, Generic, TypeVar, overload
 
@@ -80,13 +80,6 @@ class ListMap(MutableMapping[str, V], Generic[V]):
         """(id, item) pairs, in insertion order."""
         d = self._d
         return d.items() if d is not None else _Items(self)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Mapping):
-            return NotImplemented
-        return dict(self.items()) == dict(other.items())
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"
