@@ -78,7 +78,8 @@ def _blocked(path: Path, reason: str) -> list[dict[str, Any]]:
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 def test_stdio_stop_refuses_calls_sent_after_the_signal(tmp_path: Path) -> None:
     """S2: after one SIGINT, the call in flight runs and is answered; a call sent after
-    the signal is refused ``gateway_stopping`` (never sent upstream, recorded blocked)."""
+    the signal is refused ``gateway_stopping`` (never sent upstream, recorded blocked); a
+    request after the last result (the client's follow-up) is still answered."""
     manifest = _slow_manifest(tmp_path)
     log = tmp_path / "up.log"
     got: dict[str, Any] = {}
@@ -90,6 +91,8 @@ def test_stdio_stop_refuses_calls_sent_after_the_signal(tmp_path: Path) -> None:
 
             async def first() -> None:
                 got["first"] = await s.call_tool("slow", {"seconds": 2.0})
+                await anyio.sleep(0.3)  # a client's follow-up after its last result
+                got["tools"] = await s.list_tools()
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(first)
@@ -99,6 +102,7 @@ def test_stdio_stop_refuses_calls_sent_after_the_signal(tmp_path: Path) -> None:
                 got["late"] = await s.call_tool("slow", {"seconds": 0.1})
     anyio.run(main)
     assert not got["first"].is_error and text(got["first"]) == "slept"
+    assert "slow" in [t.name for t in got["tools"].tools]  # answered while draining
     late = got["late"]
     assert late.is_error and "PlanFence blocked slow (gateway_stopping)" in text(late)
     assert [x["tool"] for x in upstream_log(log)] == ["slow"]  # the late one never sent

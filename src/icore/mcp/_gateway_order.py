@@ -114,10 +114,13 @@ class StdioOrder:
 
     def __init__(self) -> None:
         self.pending: dict[Any, Exchange] = {}
+        self.seen = 0
+        """Requests read so far (a stopping gateway waits for a quiet moment)."""
 
     def arrived(self, rid: Any, at: int) -> None:
         """Request ``rid`` arrived at tick ``at`` (its line was read)."""
         self.pending[rid] = Exchange(at)
+        self.seen += 1
 
     def answered(self, rid: Any) -> None:
         """The response to ``rid`` was just written to the pipe."""

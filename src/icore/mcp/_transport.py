@@ -57,8 +57,11 @@ async def _stop_on_signal(gw: Gateway, stop: Callable[[], object]) -> None:
     """SIGTERM or SIGINT (Ctrl-C) stops the stdio gateway; a second one at once (QA r7 D1).
 
     The first signal says on stderr how many calls are in flight; once their results are
-    written to stdout, the input is ended (``stop``) as if the client closed stdin: the
-    gateway closes its trace (with its ``termination`` line) and its upstreams, exit 0.
+    written to stdout and no request came for :data:`QUIET_S` (a client's follow-up to its
+    last result, e.g. the SDK's ``tools/list`` to check the result's output schema; at
+    most :data:`QUIET_MAX_S`; tool calls arriving meanwhile are refused), the input is
+    ended (``stop``) as if the client closed stdin: the gateway closes its trace (with
+    its ``termination`` line) and its upstreams, exit 0.
     A second signal stops at once (:func:`stop_now`): exit 130 (SIGINT) or 143
     (SIGTERM). The SDK's stdio client closes stdin, then SIGTERMs the gateway's process
     group 2 s later. Nothing is installed off the main thread (no signals there).
@@ -69,9 +72,19 @@ async def _stop_on_signal(gw: Gateway, stop: Callable[[], object]) -> None:
         return
 
     async def drain() -> None:
-        pending = gw.wire.stdio.pending if gw.wire.stdio is not None else {}
+        order = gw.wire.stdio
+        pending = order.pending if order is not None else {}
+        busy = bool(gw.wire.in_flight or pending)
         while gw.wire.in_flight or pending:  # handled now, or answered but not written
             await anyio.sleep(0.02)
+        ended = anyio.current_time()
+        while busy and order is not None:  # answer the client's follow-ups (#29, qa-new9b)
+            seen = order.seen
+            await anyio.sleep(QUIET_S)
+            if order.seen == seen and not gw.wire.in_flight and not pending:
+                break
+            if anyio.current_time() - ended >= QUIET_MAX_S:
+                break
         stop()
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -213,7 +226,7 @@ def _server_class() -> Any:
 
 
 QUIET_S = 1.0
-"""After a stop signal, the HTTP gateway stops listening once no call is in flight and no
+"""After a stop signal, the gateway (stdio or HTTP) stops once no call is in flight and no
 request came for this long, seconds (a client's follow-up to its last result)."""
 
 QUIET_MAX_S = 10.0
