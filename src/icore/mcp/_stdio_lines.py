@@ -186,6 +186,8 @@ class LineSplitter:
     def _add(self, piece: bytes) -> None:
         drop = self._drop
         if drop is not None:
+            if len(drop[0]) < KEPT:  # a cap under KEPT: the head still fills up
+                drop[0] = (drop[0] + piece[:KEPT])[:KEPT]
             drop[1] = (drop[1] + piece[-KEPT:])[-KEPT:]
             drop[2] += len(piece)
             return
