@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,9 +39,13 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
         raise IntegrationError("path is blank: name the file to write the run to",
                                argument="path", fix="rec.write('run.jsonl')")
     p = Path(path)
-    if p.exists() and not p.is_file():  # never open a folder, FIFO or device to write
-        kind = ("a directory" if p.is_dir() else "a FIFO" if p.is_fifo() else
-                "a device or special file")
+    try:  # one stat: a concurrent writer moving the file aside is "not there", never odd
+        mode: int | None = p.stat().st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):  # never open a folder, FIFO or device
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device or special file")
         raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
                                "regular file", path=str(p))
     data = jsonl().encode("utf-8")
