@@ -74,17 +74,12 @@ async def _stop_on_signal(gw: Gateway, stop: Callable[[], object]) -> None:
     async def drain() -> None:
         order = gw.wire.stdio
         pending = order.pending if order is not None else {}
-        busy = bool(gw.wire.in_flight or pending)
-        while gw.wire.in_flight or pending:  # handled now, or answered but not written
-            await anyio.sleep(0.02)
-        ended = anyio.current_time()
-        while busy and order is not None:  # answer the client's follow-ups (#29, qa-new9b)
-            seen = order.seen
-            await anyio.sleep(QUIET_S)
-            if order.seen == seen and not gw.wire.in_flight and not pending:
-                break
-            if anyio.current_time() - ended >= QUIET_MAX_S:
-                break
+
+        def busy() -> bool:  # handled now, or answered but not written
+            return bool(gw.wire.in_flight or pending)
+
+        if busy():  # answer the client's follow-ups too (#29, qa-new9b)
+            await wait_quiet(lambda: order.seen if order is not None else 0, busy, 0.02)
         stop()
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -246,16 +241,24 @@ async def drain_http(server: Any, gw: Gateway, order: OrderMiddleware) -> None:
     """
     while not server.draining:
         await anyio.sleep(0.1)  # uvicorn polls its should_exit as often
-    while True:
-        while gw.wire.in_flight or order.busy:
-            await anyio.sleep(0.05)
-        ended = anyio.current_time()
-        seen = order.seen
-        await anyio.sleep(QUIET_S)
-        quiet = order.seen == seen and not gw.wire.in_flight and not order.busy
-        if quiet or anyio.current_time() - ended >= QUIET_MAX_S:
-            break
+    await wait_quiet(lambda: order.seen, lambda: bool(gw.wire.in_flight or order.busy), 0.05)
     server.should_exit = True
+
+
+async def wait_quiet(seen: Callable[[], int], busy: Callable[[], bool], poll_s: float) -> None:
+    """Return once a stopping gateway's clients are done talking.
+
+    Done: nothing is ``busy`` and no request came (``seen`` unchanged) for
+    :data:`QUIET_S`, or :data:`QUIET_MAX_S` passed since the last busy moment. ``busy``
+    is polled every ``poll_s`` seconds.
+    """
+    while True:
+        while busy():
+            await anyio.sleep(poll_s)
+        ended, n = anyio.current_time(), seen()
+        await anyio.sleep(QUIET_S)
+        if (seen() == n and not busy()) or anyio.current_time() - ended >= QUIET_MAX_S:
+            return
 
 
 def _http_parser() -> str:

@@ -277,16 +277,6 @@ class ObligationTable(MutableMapping[str, Obligation]):
             self._results.pop()
             self._packs.pop()
 
-    def pop(self, key: str, default: Any = _MISSING, /) -> Any:
-        """Remove ``key`` and return its obligation (``default`` when absent, as ``dict.pop``)."""
-        v = self.get(key, _MISSING)
-        if v is _MISSING:
-            if default is _MISSING:
-                raise KeyError(key)
-            return default
-        del self[key]
-        return v
-
     def clear(self) -> None:
         """Remove every obligation."""
         self.__init__(self._pack)  # type: ignore[misc]
