@@ -35,6 +35,7 @@ from icore.integrations.langgraph import RecordCheckpointSaver, RecordingHandler
 from icore.memory import OwnershipMap, SQLiteStore
 from icore.workspace import Workspace
 
+from .conftest import audit_cli
 from .test_langgraph_workspace import Scripted
 
 pytestmark = pytest.mark.timeout(60)
@@ -144,6 +145,15 @@ class _Shop:
         self.a_read.set()
         yield AIMessage("A done")
 
+    def a_reads_ships_42(self) -> Iterator[AIMessage]:
+        yield _call("get_order", {"order_id": 42}, "a1")
+        yield _call("ship", {"order_id": 42, "city": "Berlin"}, "a2")
+        yield AIMessage("A done")
+
+    @staticmethod
+    def b_done() -> Iterator[AIMessage]:
+        yield AIMessage("B done")
+
     def b_ships_42_unread(self) -> Iterator[AIMessage]:
         self.a_read.wait(10)  # A's read of order 42 is in before B's call
         yield _call("ship", {"order_id": 42, "city": "Berlin"}, "b1")
@@ -179,11 +189,6 @@ def test_reads_of_a_branch_back_its_own_calls_and_the_parents_back_all() -> None
     B ships 7 without reading it (runs); nothing is refused."""
     shop = _Shop()
 
-    def a() -> Iterator[AIMessage]:
-        yield _call("get_order", {"order_id": 42}, "a1")
-        yield _call("ship", {"order_id": 42, "city": "Berlin"}, "a2")
-        yield AIMessage("A done")
-
     def b() -> Iterator[AIMessage]:
         yield _call("ship", {"order_id": 7, "city": "Paris"}, "b1")
         yield AIMessage("B done")
@@ -192,15 +197,17 @@ def test_reads_of_a_branch_back_its_own_calls_and_the_parents_back_all() -> None
         shop.shipper.read("order/7")  # the parent's read, before the fan-out
         return {}
 
-    app = shop.graph({"A": a, "B": b}, checkpointer=InMemorySaver(), before=before)
+    app = shop.graph({"A": shop.a_reads_ships_42, "B": b}, checkpointer=InMemorySaver(),
+                     before=before)
     out = app.invoke({"branches": ["A", "B"]}, _CONF)
     assert sorted(out["results"]) == ["A: A done", "B: B done"]
     assert sorted(c for _, _, c in shop.shipped) == ["Berlin", "Paris"]
     assert not any("PlanFence" in s for said in shop.said.values() for s in said)
 
 
-def test_the_recorder_attributes_each_branchs_refusal_and_replan() -> None:
-    """The trace names B's refused call and B's replan (not A's), and audits."""
+def test_the_recorder_attributes_each_branchs_refusal_and_replan(tmp_path: Path) -> None:
+    """The trace has B's refused call and B's next call under the worker (the agent whose
+    model asked for them), and ``icore audit`` counts one valid and one blocked call."""
     shop = _Shop()
     rec = RunRecorder("fanout")
     app = shop.graph({"A": shop.a_reads_42, "B": shop.b_ships_42_unread},
@@ -210,7 +217,11 @@ def test_the_recorder_attributes_each_branchs_refusal_and_replan() -> None:
     lines = [json.loads(x) for x in rec.jsonl().splitlines()]
     ships = [x for x in lines if x.get("kind") == "tool_output" and x.get("tool") == "ship"]
     assert [bool(x.get("blocked")) for x in ships] == [True, False], ships
+    assert [x["agent"] for x in ships] == ["worker", "worker"]
     assert len(shop.shipped) == 1
+    rec.write(tmp_path / "fanout.jsonl")
+    said = audit_cli(tmp_path / "fanout.jsonl", tmp_path / "report")
+    assert "protected actions of fanout: 2 (1 valid, 1 blocked)" in said, said
 
 
 def test_a_branchs_refusal_is_replanned_by_its_own_branch_in_the_trace() -> None:
@@ -280,15 +291,8 @@ def test_a_branchs_read_backs_its_call_after_an_approval_resume(saver: str,
     A's graph before the pause, still backs the call: one question, one shipment."""
     shop = _Shop(approval=True)
 
-    def a() -> Iterator[AIMessage]:
-        yield _call("get_order", {"order_id": 42}, "a1")
-        yield _call("ship", {"order_id": 42, "city": "Berlin"}, "a2")
-        yield AIMessage("A done")
-
-    def b() -> Iterator[AIMessage]:
-        yield AIMessage("B done")
-
-    app = shop.graph({"A": a, "B": b}, checkpointer=_savers(tmp_path)[saver]())
+    app = shop.graph({"A": shop.a_reads_ships_42, "B": shop.b_done},
+                     checkpointer=_savers(tmp_path)[saver]())
     first = app.invoke({"branches": ["A", "B"]}, _CONF)
     asked = first["__interrupt__"]
     assert len(asked) == 1 and "planfence.approval" in asked[0].value
@@ -306,16 +310,8 @@ def test_a_branchs_read_backs_a_call_first_made_after_a_resume(saver: str,
     the pause, backs it (another invocation's read, placed on A's saved line)."""
     shop = _Shop()
 
-    def a() -> Iterator[AIMessage]:
-        yield _call("get_order", {"order_id": 42}, "a1")
-        yield _call("ship", {"order_id": 42, "city": "Berlin"}, "a2")
-        yield AIMessage("A done")
-
-    def b() -> Iterator[AIMessage]:
-        yield AIMessage("B done")
-
-    app = shop.graph({"A": a, "B": b}, checkpointer=_savers(tmp_path)[saver](),
-                     pause=frozenset({"A"}))
+    app = shop.graph({"A": shop.a_reads_ships_42, "B": shop.b_done},
+                     checkpointer=_savers(tmp_path)[saver](), pause=frozenset({"A"}))
     assert "__interrupt__" in app.invoke({"branches": ["A", "B"]}, _CONF)
     out = app.invoke(Command(resume="yes"), _CONF)
     assert sorted(out["results"]) == ["A: A done", "B: B done"]
@@ -325,6 +321,29 @@ def test_a_branchs_read_backs_a_call_first_made_after_a_resume(saver: str,
 class _Review(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     who: str
+
+
+def _paused(shop: _Shop, review: Callable[[_Review], dict[str, Any]],
+            scripts: dict[str, Iterator[AIMessage]], said: list[str] | None = None) -> Any:
+    """review (asks a human) -> agent (scripted by the answer) <-> tools; run to the
+    question on thread orders-1."""
+    def agent(state: _Review) -> dict[str, Any]:
+        if said is not None:
+            said.extend(str(m.content) for m in state["messages"][-1:]
+                        if isinstance(m, ToolMessage))
+        return {"messages": [next(scripts[state["who"]])]}
+
+    g = StateGraph(_Review)
+    g.add_node("review", review)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode(shop.tools))
+    g.add_edge(START, "review")
+    g.add_edge("review", "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    app = g.compile(checkpointer=InMemorySaver())
+    assert "__interrupt__" in app.invoke({"messages": [HumanMessage("go")]}, _CONF)
+    return app
 
 
 def test_two_concurrent_resumes_of_one_checkpoint_are_not_shared() -> None:
@@ -347,19 +366,7 @@ def test_two_concurrent_resumes_of_one_checkpoint_are_not_shared() -> None:
             r2_done.wait(10)  # R3 loaded the paused checkpoint before R2 moved on
         return {"who": ans}
 
-    def agent(state: _Review) -> dict[str, Any]:
-        return {"messages": [next(scripts[state["who"]])]}
-
-    g = StateGraph(_Review)
-    g.add_node("review", review)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode(shop.tools))
-    g.add_edge(START, "review")
-    g.add_edge("review", "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    app = g.compile(checkpointer=InMemorySaver())
-    assert "__interrupt__" in app.invoke({"messages": [HumanMessage("go")]}, _CONF)
+    app = _paused(shop, review, scripts)
     got: dict[str, Any] = {}
 
     def r3() -> None:
@@ -404,21 +411,7 @@ def test_a_resume_that_ran_the_step_is_not_backed_by_anothers_read_in_it() -> No
             r2_read.wait(10)
         return {"who": ans}
 
-    def agent(state: _Review) -> dict[str, Any]:
-        said.extend(str(m.content) for m in state["messages"][-1:]
-                    if isinstance(m, ToolMessage))
-        return {"messages": [next(scripts[state["who"]])]}
-
-    g = StateGraph(_Review)
-    g.add_node("review", review)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode(shop.tools))
-    g.add_edge(START, "review")
-    g.add_edge("review", "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    app = g.compile(checkpointer=InMemorySaver())
-    assert "__interrupt__" in app.invoke({"messages": [HumanMessage("go")]}, _CONF)
+    app = _paused(shop, review, scripts, said)
     got: dict[str, Any] = {}
 
     def resume(name: str, answer: str) -> None:
