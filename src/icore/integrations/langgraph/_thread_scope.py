@@ -63,7 +63,7 @@ _ran: OrderedDict[tuple[tuple[Any, ...], str], set[int | None]] = OrderedDict()
 """(thread scope, root checkpoint) -> the root invocations that used the thread in a
 step run from it (the newest :data:`_RAN_KEPT`; an evicted one: its reads count as
 before, placed by the line check)."""
-_RAN_KEPT = 65536
+_RAN_KEPT = 16384
 _USES_KEPT = 1024
 """Distinct checkpoints with a use kept per thread between verified calls; past it they
 are verified against the newest use's line and collapsed, or (off that line) the
@@ -248,7 +248,7 @@ def _verify(conf: Mapping[str, Any], tid: Hashable, th: _Thread, at: str) -> str
     scope, root = thread_of(conf), _root(conf)
     with _lock:  # uses another invocation made in a step it ran from an earlier checkpoint
         others = [] if scope is None else [
-            c for c in want - {at} if _ran.get((scope, c), {root}) - {root}]
+            c for c in set(uses) - {at} if _ran.get((scope, c), {root}) - {root}]
     for c in others:  # ... whose results this line carries only if no one else ran it
         n = _children(saver, tid, c)
         if n is None or n > 1:
@@ -348,14 +348,20 @@ def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
 def _children(saver: Any, tid: Hashable, at: str) -> int | None:
     """How many saved root checkpoints of ``tid`` have ``at`` as parent (None: unknown).
 
-    ``InMemorySaver``: its index, no values loaded; another saver: ``list`` newest first,
-    down to ``at`` (checkpoint ids sort by time), at most :data:`_WALK` checkpoints.
+    Checkpoint ids sort by time, so only those newer than ``at`` are read, newest first,
+    at most :data:`_WALK`: ``InMemorySaver`` from its index (no values loaded), another
+    saver through ``list``.
     """
     try:
+        n = 0
         if type(saver) is InMemorySaver:
             per: Any = saver.storage.get(tid)  # type: ignore[call-overload]
-            return sum(1 for v in (per or {}).get("", {}).values() if v[2] == at)
-        n = 0
+            saved = (per or {}).get("", {})
+            for i, cid in enumerate(sorted(saved, reverse=True)):
+                if i >= _WALK or cid <= at:
+                    return n if cid <= at else None
+                n += saved[cid][2] == at
+            return n
         for i, t in enumerate(saver.list({"configurable": {"thread_id": tid,
                                                            "checkpoint_ns": ""}})):
             cid = t.config["configurable"]["checkpoint_id"]
