@@ -29,16 +29,20 @@ def take_replan_of(stale: dict[Scope, list[Waiting]], scope: Scope,
                    ) -> Waiting | None:
     """The oldest refused call in ``scope`` a call of ``turn`` replans (taken), if any.
 
-    Not one of the same model turn: siblings are planned from the same reads. With the
-    call's ``frontier`` (F(x) of its first decision), only a refused call whose handed
-    versions it derives from: a call made from facts read again after another change is
-    a fresh plan, not that replan (QA qa-new9 S2). Call with the recorder's lock held.
+    Not one of the same model turn: siblings are planned from the same reads; a turn
+    with a ``replans(earlier_turn) -> bool`` method decides itself (a LangGraph branch:
+    a parallel branch's call never replans another branch's refusal). With the call's
+    ``frontier`` (F(x) of its first decision), only a refused call whose handed versions
+    it derives from: a call made from facts read again after another change is a fresh
+    plan, not that replan (QA qa-new9 S2). Call with the recorder's lock held.
     """
     waiting = stale.get(scope)
     if not waiting:
         return None
+    later = getattr(turn, "replans", None)
     for i, w in enumerate(waiting):
-        if (turn is None or w[3] is None or w[3] != turn) and (
+        if (turn is None or w[3] is None or (
+                bool(later(w[3])) if callable(later) else w[3] != turn)) and (
                 not frontier or not w[4] or dict(w[4]) == dict(frontier)):
             del waiting[i]
             if not waiting:

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from icore.errors import IntegrationError
 from icore.fence import ProtectedTool
 from icore.integrations import ArgNormalizer, FenceGuard, Gated
+from icore.integrations.langgraph._branches import step_of
 from icore.records import JSONValue, RecordId
 from icore.workspace import ApprovalRequest, running_call
 
@@ -67,19 +68,16 @@ def _extras(fn: Callable[..., Any]) -> tuple[bool, str | None]:
 
 
 def _turn_of(config: Any) -> Hashable | None:
-    """The superstep a config runs in: its thread and the checkpoints of the step.
+    """The superstep a config runs in, and the task's branch (:class:`~._branches.Step`).
 
-    Every task of one superstep (all tool calls of one model message, in one ``ToolNode``
-    or one ``Send`` each) shares it; the next model turn is a later step; a replayed
-    (resumed) step has the same one.
+    Its thread, the checkpoints of the step and the task's namespace.
+
+    Every call of one ``ToolNode`` run (one model message) shares it; the next model
+    turn is a later step; a replayed (resumed) step has the same one; parallel branches
+    (``Send`` tasks, a graph run inside each) have their own and never count each
+    other's reads (:meth:`~._branches.Step.counts`).
     """
-    if not isinstance(config, Mapping):
-        return None
-    conf = config.get("configurable") or {}
-    cmap = conf.get("checkpoint_map")
-    if not isinstance(cmap, Mapping) or not cmap:
-        return None
-    return ("langgraph", conf.get("thread_id"), tuple(sorted(cmap.items())))
+    return step_of(config)
 
 
 _ARRIVAL_S = 0.25

@@ -24,7 +24,13 @@ on the call's line: the call's checkpoint or an ancestor (walked through the sav
 Two invocations at once on one thread (or a fork of an old checkpoint) that used the
 thread off each other's line are refused; a walk past its bound, a saver that cannot
 answer, or a thread whose use history overflowed off one line refuses too
-(fail closed).
+(fail closed). A use another invocation made at a checkpoint of the line that has two
+next checkpoints (two invocations ran the step from it: concurrent
+``Command(resume=...)``, a replay) refuses too: its results may not be this line's.
+
+Parallel branches of one step share its checkpoint: :mod:`._branches` keeps their reads
+apart (the read stamps), using :func:`ran_step` (which invocations used a checkpoint) and
+:func:`is_ancestor` (a graph's saved line inside a task).
 """
 
 from __future__ import annotations
@@ -53,6 +59,11 @@ _threads: weakref.WeakKeyDictionary[Any, dict[Hashable, _Thread]] = \
     weakref.WeakKeyDictionary()
 """Per checkpointer (held weakly: a thread's history lives as long as its saver),
 per thread_id: the uses of the thread not yet verified by a protected call."""
+_ran: OrderedDict[tuple[tuple[Any, ...], str], set[int | None]] = OrderedDict()
+"""(thread scope, root checkpoint) -> the root invocations that used the thread in a
+step run from it (the newest :data:`_RAN_KEPT`; an evicted one: its reads count as
+before, placed by the line check)."""
+_RAN_KEPT = 16384
 _USES_KEPT = 1024
 """Distinct checkpoints with a use kept per thread between verified calls; past it they
 are verified against the newest use's line and collapsed, or (off that line) the
@@ -121,21 +132,44 @@ def _root(conf: Mapping[str, Any]) -> int | None:
     return n
 
 
+def root_of(conf: Mapping[str, Any]) -> int | None:
+    """The number of the root invocation a task's ``configurable`` runs in (None: none)."""
+    return _root(conf)
+
+
+def thread_of(conf: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The thread scope ``("langgraph", saver number, thread_id)`` of ``conf``.
+
+    None without a thread_id or a checkpointer.
+    """
+    thread, saver = conf.get("thread_id"), conf.get("__pregel_checkpointer")
+    if thread is None or saver is None:
+        return None
+    n = _number(saver)
+    return ("langgraph", n if n is not None else id(saver),
+            thread if isinstance(thread, str | int) else str(thread))
+
+
+def ran_step(thread: tuple[Any, ...], ckpt: str, root: int | None) -> bool:
+    """Whether root invocation ``root`` used ``thread`` in a step run from ``ckpt``."""
+    with _lock:
+        got = _ran.get((thread, ckpt))
+        return got is not None and root in got
+
+
 def _where() -> tuple[tuple[Any, ...] | None, int | None, Mapping[str, Any] | None]:
     """(scope, root, configurable) of the code running now (all None outside any run)."""
     conf = _conf()
     if conf is None:
         return None, None, None
     root = _root(conf)
+    scope = thread_of(conf)
+    if scope is not None:
+        return scope, root, conf
     thread = conf.get("thread_id")
-    saver = conf.get("__pregel_checkpointer")
-    if thread is not None:
-        tid = thread if isinstance(thread, str | int) else str(thread)
-        if saver is not None:
-            n = _number(saver)
-            return ("langgraph", n if n is not None else id(saver), tid), root, conf
-        if root is None:  # a tool invoked with a config outside any graph
-            return ("langgraph", "thread", tid), None, conf
+    if thread is not None and root is None:  # a tool invoked with a config, no graph
+        return ("langgraph", "thread",
+                thread if isinstance(thread, str | int) else str(thread)), None, conf
     if root is None:
         return None, None, None
     return ("langgraph", "run", root), root, conf
@@ -176,7 +210,15 @@ def _use(scope: tuple[Any, ...], conf: Mapping[str, Any]) -> None:
     """
     ckpt = _checkpoint(conf)
     tick = next(_ticks)
+    root = _root(conf)
     with _lock:
+        if ckpt is not None:  # which invocations ran a step from ckpt (see ran_step)
+            ran = _ran.get((scope, ckpt))
+            if ran is None:
+                ran = _ran[(scope, ckpt)] = set()
+                while len(_ran) > _RAN_KEPT:
+                    _ran.popitem(last=False)
+            ran.add(root)
         th = _thread(conf, scope[2])
         if th is None:
             return
@@ -199,10 +241,21 @@ def _verify(conf: Mapping[str, Any], tid: Hashable, th: _Thread, at: str) -> str
         base, uses, lost = th.base, dict(th.uses), th.lost
     if lost:
         return "the thread's use history was lost"
-    why = _on_line(conf["__pregel_checkpointer"], tid, at,
-                   set(uses) | ({base} if base else set()), conf.get("__pregel_durability"))
+    saver, want = conf["__pregel_checkpointer"], set(uses) | ({base} if base else set())
+    why = _on_line(saver, tid, at, want, conf.get("__pregel_durability"))
     if why is not None:
         return why
+    scope, root = thread_of(conf), _root(conf)
+    with _lock:  # uses another invocation made in a step it ran from an earlier checkpoint
+        others = [] if scope is None else [
+            c for c in set(uses) - {at} if _ran.get((scope, c), {root}) - {root}]
+    for c in others:  # ... whose results this line carries only if no one else ran it
+        n = _children(saver, tid, c)
+        if n is None or n > 1:
+            return (f"checkpoint {c} has {n or 'an unknown number of'} next checkpoints: "
+                    "two invocations ran the step from it (concurrent Command(resume=...) "
+                    "of one thread, or a replay), so another invocation's use there may "
+                    "not be this line's")
     with _lock:  # verified: the line up to ``at`` holds every use seen so far
         if th.base == base and not th.lost:
             th.base = at
@@ -231,11 +284,13 @@ def _refuse(tool: str, scope: tuple[Any, ...], why: str) -> IntegrationError:
         "saw, so this protected call is refused (fail closed)", framework="langgraph",
         tool=tool, thread_id=str(scope[2]),
         fix="give each concurrent conversation its own thread_id, or run the turns "
-            "of one thread one after another")
+            "(and the resumes) of one thread one after another")
 
 
-def _link(saver: Any, tid: Hashable, at: str) -> tuple[str | None, Any] | None:
+def _link(saver: Any, tid: Hashable, at: str, ns: str = "") -> tuple[str | None, Any] | None:
     """(parent id, source) of checkpoint ``at`` of thread ``tid``; None: not saved.
+
+    ``ns`` is the graph namespace (``""``: the root graph's checkpoints).
 
     ``InMemorySaver`` itself (not a subclass) is read without loading the checkpoint's
     channel values (``get_tuple`` would, costing a copy of the whole state per step
@@ -243,11 +298,11 @@ def _link(saver: Any, tid: Hashable, at: str) -> tuple[str | None, Any] | None:
     """
     if type(saver) is InMemorySaver:
         per: Any = saver.storage.get(tid)  # type: ignore[call-overload]
-        saved = (per or {}).get("", {}).get(at)
+        saved = (per or {}).get(ns, {}).get(at)
         if saved is None:
             return None
         return saved[2], (saver.serde.loads_typed(saved[1]) or {}).get("source")
-    got = saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": "",
+    got = saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns,
                                             "checkpoint_id": at}})
     if got is None:
         return None
@@ -290,6 +345,61 @@ def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
     return f"the line is longer than {_WALK} checkpoints"
 
 
+def _children(saver: Any, tid: Hashable, at: str) -> int | None:
+    """How many saved root checkpoints of ``tid`` have ``at`` as parent (None: unknown).
+
+    Checkpoint ids sort by time, so only those newer than ``at`` are read, newest first,
+    at most :data:`_WALK`: ``InMemorySaver`` from its index (no values loaded), another
+    saver through ``list``.
+    """
+    try:
+        n = 0
+        if type(saver) is InMemorySaver:
+            per: Any = saver.storage.get(tid)  # type: ignore[call-overload]
+            saved = (per or {}).get("", {})
+            for i, cid in enumerate(sorted(saved, reverse=True)):
+                if i >= _WALK or cid <= at:
+                    return n if cid <= at else None
+                n += saved[cid][2] == at
+            return n
+        for i, t in enumerate(saver.list({"configurable": {"thread_id": tid,
+                                                           "checkpoint_ns": ""}})):
+            cid = t.config["configurable"]["checkpoint_id"]
+            if i >= _WALK or cid <= at:
+                return n if cid <= at else None
+            parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            n += parent == at
+        return n
+    except Exception:  # an async-only saver, a closed database
+        return None
+
+
+def is_ancestor(saver: Any, tid: Hashable, ns: str, older: str, newer: str) -> bool:
+    """Whether checkpoint ``older`` lies up the line of ``newer`` in graph namespace ``ns``.
+
+    At most :data:`_WALK` checkpoints are walked; ``newer`` not saved within 2 s (it is
+    saved in the background while its step runs), a saver that raises or a longer line
+    answer False (the caller then does not count the use).
+    """
+    at: str | None = newer
+    for step in range(_WALK):
+        try:
+            got = _link(saver, tid, at, ns) if at is not None else None
+            for _ in range(_SAVE_WAITS if step == 0 else 0):
+                if got is not None:
+                    break
+                time.sleep(_SAVE_WAIT_S)
+                got = _link(saver, tid, newer, ns)
+        except Exception:  # an async-only saver, a closed database: not placed
+            return False
+        if got is None or got[0] is None:
+            return False
+        at = got[0]
+        if at == older:
+            return True
+    return False
+
+
 def check_graph_scope(tool: str) -> None:
     """Refuse a protected call a use off its own checkpoint line could back.
 
@@ -301,7 +411,9 @@ def check_graph_scope(tool: str) -> None:
 
     Raises:
         IntegrationError: a use lies off the line (two invocations on one thread at
-            once, a fork of an old checkpoint), the walk passed :data:`_WALK`
+            once, a fork of an old checkpoint), another invocation's use lies at a
+            checkpoint of the line with two next checkpoints (two resumes of it at
+            once, a replay), the walk passed :data:`_WALK`
             checkpoints, the checkpointer raised, or the thread's use history was lost
             (more than :data:`_USES_KEPT` checkpoints used between verified calls).
             Names the tool, the thread and the fix.
@@ -322,4 +434,5 @@ def check_graph_scope(tool: str) -> None:
         raise _refuse(tool, scope, why)
 
 
-__all__ = ["check_graph_scope", "graph_scope"]
+__all__ = ["check_graph_scope", "graph_scope", "is_ancestor", "ran_step", "root_of",
+           "thread_of"]
