@@ -139,3 +139,23 @@ def test_a_refusal_with_that_reason_still_answers_its_refused_call(tmp_path: Pat
     assert Step(0, "a", StepKind.TOOL_OUTPUT, "x", invalid_args=True).invalid_args
     assert Step(0, "a", StepKind.TOOL_OUTPUT, "x") != Step(0, "a", StepKind.TOOL_OUTPUT, "x",
                                                            invalid_args=True)
+
+
+def test_a_claim_after_failed_calls_is_not_said_to_have_no_tool_output(
+        tmp_path: Path) -> None:
+    """QA qa-new10b S4 (br_ids.jsonl): the flag of a conclusion after calls that all
+    failed said "(no tool output)"; there were outputs, none succeeded."""
+    lines = [{"run": {"id": "ids", "agents": {"booker": "", "user": ""}}},
+             {"agent": "user", "kind": "task", "content": "book"},
+             {"agent": "booker", "kind": "tool_output", "tool": "book", "exitcode": 1,
+              "content": "ERROR: no such event"},
+             {"agent": "booker", "kind": "output",
+              "content": "Thought: I now know the final answer\nFinal Answer: Booked."}]
+    p = tmp_path / "ids.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    js = tmp_path / "ids.json"
+    res = _audit(str(p), "--json", str(js))
+    assert res.exit_code == 0, res.output
+    details = [f["detail"] for f in json.loads(js.read_text())["runs"][0]["flags"]]
+    assert any("no tool output that succeeded" in d for d in details), details
+    assert not any("(no tool output)" in d for d in details)

@@ -457,7 +457,8 @@ class RunRecorder:
         (the folder's ``.icore-files`` ledger: a rerun, a concurrent run) is moved aside
         to the first free ``<stem>-1<suffix>``, ``-2`` ... (as the MCP gateway keeps an
         earlier run's trace); a user's file (a source file, another trace) is refused,
-        never lost to a mistyped path. The written file is listed in the ledger.
+        never lost to a mistyped path. The written file is listed in the ledger. Missing
+        parent folders are created (as ``icore audit --json`` does).
 
         Raises:
             IntegrationError: ``path`` is empty or not a path, names a folder, a device or

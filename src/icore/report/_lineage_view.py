@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icore.adapters import APPROVED, ActionLineage, ValidationPoint, lineage_of
+from icore.errors import visible
 from icore.fence import DecisionEntry
 from icore.report._view_model import (
     DecisionStepView,
@@ -44,24 +45,6 @@ def _summary(content: Any, limit: int = 90) -> str:
             return f"{len(content['candidates'])} candidate(s)"
     text = json.dumps(content, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def visible(text: str) -> str:
-    """``text`` with its control, format and line-separator characters shown escaped.
-
-    A newline reads as a backslash and ``n``, a bidi override (U+202E) as its code: a
-    key is shown as it is, never reordered or broken by the characters it holds.
-    """
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch.isprintable() or ch == " ":
-            out.append(ch)
-        else:
-            esc = ch.encode("unicode_escape").decode("ascii")
-            out.append(esc if esc != ch else f"\\u{ord(ch):04x}")
-    return "".join(out)
 
 
 def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]:
