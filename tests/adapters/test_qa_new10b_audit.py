@@ -159,3 +159,16 @@ def test_a_claim_after_failed_calls_is_not_said_to_have_no_tool_output(
     details = [f["detail"] for f in json.loads(js.read_text())["runs"][0]["flags"]]
     assert any("no tool output that succeeded" in d for d in details), details
     assert not any("(no tool output)" in d for d in details)
+
+
+def test_validations_are_numbered_per_run(tmp_path: Path) -> None:
+    """QA qa-new10b S4 (conc_A.jsonl): two crews at once on one agent handle share the
+    gate's counter; a run's only decision read "valid at validation #8". The audit numbers
+    the run's own validations 1, 2, ..."""
+    p = _flow(tmp_path, [_PAID, _END], "conc")
+    p.write_text(p.read_text(encoding="utf-8").replace('"point": 1', '"point": 8'),
+                 encoding="utf-8")
+    js = tmp_path / "c.json"
+    assert _audit(str(p), "--json", str(js)).exit_code == 0
+    (lv,) = json.loads(js.read_text(encoding="utf-8"))["runs"][0]["lineage"]
+    assert "at validation #1;" in lv["reason"] and "#8" not in lv["reason"]
