@@ -81,7 +81,8 @@ def _validation(p: ValidationPoint, numbers: Mapping[int, int] | None = None
     heads, frontier = dict(e.heads), dict(p.frontier)
     keys = list(dict.fromkeys([*e.deps, *frontier, *heads]))
     return ValidationView(
-        point=(numbers or {}).get(e.point, e.point), outcome=e.outcome, reason=e.reason, policy=e.policy,
+        point=(numbers or {}).get(e.point, e.point), outcome=e.outcome, reason=e.reason,
+        policy=e.policy,
         replanned=e.replanned, roots=e.roots, deps=tuple(visible(k) for k in e.deps),
         frontier=tuple((visible(k), frontier[k]) for k in keys if k in frontier),
         frontier_source=p.frontier_source,
