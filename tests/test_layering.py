@@ -42,9 +42,9 @@ LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
           "cli"]
 # shared top-level modules every layer may use: the error tree, the injected clock, the
 # data folder, optional extras, file writing, frozen-dataclass builders, the msgpack
-# packer, TLS contexts and the event-loop thread
+# packer, TLS contexts, the event-loop thread and strict JSON text (no bare NaN)
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_frozen", "_msgpack", "_tls",
-          "_threads", "_yaml", "__main__", "_entry", ""}
+          "_threads", "_yaml", "__main__", "_entry", "_strict_json", ""}
 PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",

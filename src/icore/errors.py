@@ -120,6 +120,25 @@ def brief(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:max(0, limit - 3)] + "..."
 
 
+def visible(text: str) -> str:
+    """``text`` with its control, format and line-separator characters shown escaped.
+
+    A newline reads as a backslash and ``n``, a bidi override (U+202E) as its code: a
+    key is shown as it is, never reordered or broken by the characters it holds (the
+    audit's pages and the refusals the model reads; QA qa-new10b S4).
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        else:
+            esc = ch.encode("unicode_escape").decode("ascii")
+            out.append(esc if esc != ch else f"\\u{ord(ch):04x}")
+    return "".join(out)
+
+
 def _field_text(v: Any) -> str:
     """``repr(v)`` of an error's field; :func:`brief` where repr would fail, cut past 4000."""
     if isinstance(v, int) and v.bit_length() > 4000:

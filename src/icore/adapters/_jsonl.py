@@ -419,6 +419,9 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
     replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
     tool, ran = _tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
     task = obj.get("task") if kind == StepKind.TOOL_OUTPUT else None
+    # a call the framework's schema refused, no decision (a refusal's line is blocked)
+    invalid = kind == StepKind.TOOL_OUTPUT and ran is None and \
+        obj.get("reason") == "invalid_arguments"
     return Step(
         index=step, agent=who, kind=kind, content=content,
         role=roles.setdefault(agent, agent), to=to,
@@ -428,7 +431,7 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
         terminates=bool(term) or kind == StepKind.TERMINATION, exitcode=exitcode,
         calls=calls, plan_id=plan_id or None, pause=bool(pause),
         gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
-        task=task if isinstance(task, str) and task else None,
+        task=task if isinstance(task, str) and task else None, invalid_args=invalid,
     )
 
 

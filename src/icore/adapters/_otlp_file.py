@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import StatusCode
 
 from icore._files import path_problem
+from icore._strict_json import strict_dumps
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import ExportError
 
@@ -198,7 +198,7 @@ class OtlpJsonFileExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write one line; FAILURE when the file cannot be written."""
-        data = (json.dumps(otlp_json(spans), separators=(",", ":")) + "\n").encode("utf-8")
+        data = (strict_dumps(otlp_json(spans), separators=(",", ":")) + "\n").encode("utf-8")
         try:
             with self._lock:
                 _append_whole(self.path, data)

@@ -441,5 +441,8 @@ def why_output(fields: Mapping[str, Any], repeat: bool, tools: tuple[str, ...],
             return "its code was never run"
         return "its code failed or printed nothing"
     if fields.get("claims"):
-        return "it states a conclusion with no observed evidence (no tool output) before it"
+        # failed tool outputs are no evidence either (QA qa-new10b S4: "no tool output"
+        # was said of a run whose calls had failed)
+        return ("it states a conclusion with no observed evidence before it (no tool "
+                "output that succeeded)")
     return "unsupported"

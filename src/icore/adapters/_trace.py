@@ -42,6 +42,22 @@ class StepKind(enum.StrEnum):
     """The run's termination message (with the final answer when given)."""
 
 
+def run_ended(steps: Iterable[Step]) -> bool:
+    """True when the run's last request ended.
+
+    A terminating step after its last ``task`` step that follows an end: of two
+    kickoffs in one recording (a Flow's crews) the first crew's ``termination`` does not
+    end the run (QA qa-new10b S2).
+    """
+    ended = False
+    for s in steps:
+        if s.terminates or s.kind == StepKind.TERMINATION:
+            ended = True
+        elif s.kind == StepKind.TASK:
+            ended = False
+    return ended
+
+
 @dataclass(frozen=True, slots=True)
 class Ledger:
     """A Magentic-One ledger (each field is the ``answer`` of ``{reason, answer}``).
@@ -83,6 +99,7 @@ class _StepFields:
     tool: str | None = None
     ran: bool | None = None
     task: str | None = None
+    invalid_args: bool = False
 
 
 _STEP_FIELDS = tuple(f.name for f in dataclasses.fields(_StepFields))
@@ -146,6 +163,9 @@ class Step(_StepBase):
         task: the protected call a ``tool_output`` is the output of (its ``task`` field,
             the ``task`` of that call's PlanFence decisions), when recorded; the audit
             matches outputs to decisions by it alone (#28).
+        invalid_args: a ``tool_output`` of a call whose arguments the framework's own
+            schema refused before any gate saw it (``reason: invalid_arguments``): never
+            the result of an authorized call (#28, QA qa-new10b S2).
     """
 
     __slots__ = ("_rare", "agent", "content", "index", "kind", "parent", "role")
@@ -157,7 +177,8 @@ class Step(_StepBase):
                  exitcode: int | None = None, parent: int | None = None,
                  calls: str | None = None, plan_id: str | None = None, pause: bool = False,
                  gate_replan: bool = False, tool: str | None = None,
-                 ran: bool | None = None, task: str | None = None) -> None:
+                 ran: bool | None = None, task: str | None = None,
+                 invalid_args: bool = False) -> None:
         _set(self, "index", index)
         _set(self, "agent", agent)
         _set(self, "kind", kind)
@@ -167,9 +188,10 @@ class Step(_StepBase):
         rare: tuple[Any, ...] | None = None
         if not (to is None and ledger is None and final_answer is None and terminates is False
                 and exitcode is None and calls is None and plan_id is None and pause is False
-                and gate_replan is False and tool is None and ran is None and task is None):
+                and gate_replan is False and tool is None and ran is None and task is None
+                and invalid_args is False):
             rare = (to, ledger, final_answer, terminates, exitcode, calls, plan_id, pause,
-                    gate_replan, tool, ran, task)
+                    gate_replan, tool, ran, task, invalid_args)
             if ledger is None and final_answer is None and calls is None and task is None:
                 # equal small tuples are one object (an instruction's target, an exit
                 # code); keyed with their types, so ``ran=1`` never answers ``ran=True``;
@@ -199,6 +221,7 @@ class Step(_StepBase):
         tool = _rare_field(9, None, "The tool a ``tool_output`` names.")
         ran = _rare_field(10, None, "What a ``tool_output`` says of its call (ran or not).")
         task = _rare_field(11, None, "The protected call a ``tool_output`` is the output of.")
+        invalid_args = _rare_field(12, False, "The schema refused the call's arguments.")
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in _STEP_FIELDS)

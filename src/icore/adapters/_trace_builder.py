@@ -58,8 +58,7 @@ class _XWriter:
         self.state = State(decl, log=self.log, keep_entries=False)
         self.step_events, self.timeline = StepEvents(), Timeline()  # 8 B, ~28 B a step
         self.unsupported: list[str] = []
-        self.stalls = 0
-        self.replans = 0
+        self.stalls = self.replans = 0
         self.plan: str | None = None
         self.plan_count = 0
         self.plans_by_id: dict[str, str] = {}
@@ -69,8 +68,7 @@ class _XWriter:
         self.next_speaker: str | None = None
         self.since_ledger = OutputsSince()  # (event, passed, repeat) rows
         self.plans_since_ledger = 0
-        self.ever_passed = 0
-        self.evidence = 0
+        self.ever_passed = self.evidence = 0
         self.seen_digests: dict[str, DigestSet] = {}
         self.call_digest: dict[str, str] = {}  # agent -> digest of its last tool-call turn
         self.answers: dict[tuple[str, str], int] = {}  # (agent, call digest) -> its answer
@@ -235,9 +233,8 @@ class _XWriter:
         x = self.state
         who = self.agent(s.agent)
         fields = x.events[ev].fields
-        # the validator asks whether *this* output repeats what the agent already
-        # reported: the payload carries only the matching earlier report (O(1) per output,
-        # so the audit stays linear in the trace)
+        # does *this* output repeat the agent's earlier report? the payload carries only
+        # the matching one (O(1) per output: the audit stays linear in the trace)
         digest, page = str(fields.get("digest")), fields.get("page")
         seen_d = [digest] if digest in self.seen_digests.get(who, ()) else []
         seen_p = [str(page)] if page and str(page) in self.seen_pages.get(who, ()) else []
@@ -389,11 +386,14 @@ class _StepReader(_XWriter):
     def on_task(self, s: Step) -> None:
         """A task step: new work, no output repeats one made before it.
 
-        The first is imported by :meth:`start`; a later one is the user's next request
-        in one recording.
+        The first is imported by :meth:`start`; a later one (the user's next request, a
+        Flow's next kickoff) re-opens an ended run: it ends when that request ends
+        (QA qa-new10b S2; as :func:`icore.adapters._trace.run_ended`).
         """
         self.seen_digests.clear()
         self.answers.clear()
+        if self.terminated:
+            self.terminated, self.answer_checked = False, None
 
     def on_thought(self, s: Step) -> None:
         """Record a thought as an event (no obligation changes)."""

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-from icore.adapters._trace import Step, StepKind
+from icore.adapters._trace import Step, StepKind, run_ended
 from icore.fence import action_ran
 
 
@@ -77,8 +77,10 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
 
     A call whose recorded error leaves its effect open (:func:`may_have_run`) is marked
     in any run. Otherwise only in a run that recorded steps and did not end normally
-    (no ``termination`` step, no terminating message): a run that ended normally
-    recorded every result. Per tool, the recorded results (its ``tool_output`` steps,
+    (:func:`~icore.adapters._trace.run_ended`: its last request has no ``termination``
+    step, no terminating message): a run that ended normally recorded every result. Per
+    tool, the recorded results (its ``tool_output`` steps but those of calls the
+    framework's schema refused before any gate, ``Step.invalid_args``;
     less one per refused call: a refusal is handed to the model as that call's output;
     an authorized call whose body never ran is a known outcome too) are held against its
     actions that ran (the gate authorized them); when fewer, the last authorized ones
@@ -91,7 +93,7 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     lineages = tuple(
         dataclasses.replace(a, outcome_unknown=True)  # type: ignore[type-var]
         if not a.outcome_unknown and may_have_run(a.error) else a for a in lineages)
-    if not steps or any(s.kind == StepKind.TERMINATION or s.terminates for s in steps):
+    if not steps or run_ended(steps):
         return lineages
     ran: dict[str, list[int]] = {}
     refused: dict[str, int] = {}
@@ -103,7 +105,7 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
             refused[tool] = refused.get(tool, 0) + 1
     results: dict[str, int] = {}
     for s in steps:  # every output line is some call's result; a refused call's is its refusal
-        if s.kind == StepKind.TOOL_OUTPUT and s.tool in ran:
+        if s.kind == StepKind.TOOL_OUTPUT and s.tool in ran and not s.invalid_args:
             results[s.tool] = results.get(s.tool, 0) + 1
     for tool, n in refused.items():
         if tool in results:

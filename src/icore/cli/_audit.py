@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from rich.table import Table
 
 from icore import __version__
 from icore._files import refuse_foreign
+from icore._strict_json import strict_dumps
 from icore.adapters import (
     ENV_MAX_INPUT,
     AdapterError,
@@ -446,7 +446,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                "skipped": [{"path": str(q), "why": why} for q, why in skipped],
                "attribution_score": plain(sc) if sc is not None else None,
                "elapsed_s": round(elapsed, 3)}
-        json_file.write(json.dumps(doc, indent=1, default=str) + "\n")
+        json_file.write(strict_dumps(doc, indent=1, default=str) + "\n")
         console.print(f"JSON summary: {shown(str(json_file.path))}")
     if errors or (undelivered and not otlp_best_effort):
         raise typer.Exit(1)

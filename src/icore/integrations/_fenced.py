@@ -156,10 +156,15 @@ def _static_keys(scope: Scope) -> frozenset[str] | None:
                                got=type(scope).__name__,
                                fix=f"depends_on={set(map(str, scope))!r} (the keys only)")
     try:
-        return frozenset(scope)
+        keys = frozenset(scope)
     except TypeError:
         raise IntegrationError("depends_on must be a collection of keys or a function of "
                                "the call's arguments", got=type(scope).__name__) from None
+    bad = next((k for k in keys if not isinstance(k, str)), None)
+    if bad is not None:  # never coerced: 1 is no fact key (QA qa-new10b S4)
+        raise IntegrationError("depends_on keys must be str (fact keys)", fix=f"depends_on="
+                               f"{{{str(bad)!r}}}", got=f"{type(bad).__name__} {bad!r}"[:80])
+    return keys
 
 
 class FenceGuard:
@@ -203,7 +208,8 @@ class FenceGuard:
             but not callable;
             ``on_block`` is neither ``"error"`` nor ``"raise"``; neither ``agent`` (a
             workspace agent) nor ``fence`` is given, or ``fence`` is not a Fence;
-            ``depends_on`` is a str or a mapping, not a collection, empty, or names keys no owner
+            ``depends_on`` is a str or a mapping, not a collection, holds a key that is no
+            str (``[1, 2]``: never coerced), empty, or names keys no owner
             is declared for (the error names them and the fix); agent mode: a static key
             that was never written while a written key is close to it (a typo: ``did
             you mean ...?``; a :class:`~icore.workspace.WorkspaceError`).

@@ -50,7 +50,6 @@ module keeps the run's events, the replan bookkeeping and the outputs.
 from __future__ import annotations
 
 import bisect
-import json
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -59,6 +58,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from icore._strict_json import strict_dumps
 from icore.errors import IntegrationError, brief
 from icore.fence import ActionResult, GateDecision
 from icore.integrations._call_lines import (
@@ -448,7 +448,7 @@ class RunRecorder:
             events = list(self.events)
             planfence = list(self.planfence)
         lines = [self.header(), *planfence, *events]
-        return "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)
+        return "".join(strict_dumps(x, sort_keys=True) + "\n" for x in lines)
 
     def write(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
@@ -457,7 +457,8 @@ class RunRecorder:
         (the folder's ``.icore-files`` ledger: a rerun, a concurrent run) is moved aside
         to the first free ``<stem>-1<suffix>``, ``-2`` ... (as the MCP gateway keeps an
         earlier run's trace); a user's file (a source file, another trace) is refused,
-        never lost to a mistyped path. The written file is listed in the ledger.
+        never lost to a mistyped path. The written file is listed in the ledger. Missing
+        parent folders are created (as ``icore audit --json`` does).
 
         Raises:
             IntegrationError: ``path`` is empty or not a path, names a folder, a device or

@@ -50,6 +50,7 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
                                "regular file", path=str(p))
     data = jsonl().encode("utf-8")
     try:
+        p.parent.mkdir(parents=True, exist_ok=True)  # as `icore audit --json` (QA qa-new10b)
         with folder_turn(p.parent):
             live = _gateway_trace(p)
             why = live or (None if overwrite else foreign_file(p))

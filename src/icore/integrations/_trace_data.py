@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from icore._strict_json import finite_data
 from icore.errors import brief
 
 MAX_CONTENT_CHARS = 20_000
@@ -115,7 +116,7 @@ def _is_plain_json(value: Any, depth: int = 0) -> bool:
 def jsonable(value: Any) -> Any:
     """``value`` as exact JSON data (a field of a trace line); its ``str`` if it has none."""
     try:
-        data = plain_data(value)  # fresh containers: no round trip needed when plain
+        data = finite_data(plain_data(value))  # fresh containers: no round trip when plain
         return data if _is_plain_json(data) else json.loads(json.dumps(data, default=str))
     except (TypeError, ValueError, RecursionError):
         return _str(value)

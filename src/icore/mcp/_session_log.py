@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from icore._strict_json import strict_dumps
 from icore.adapters import MAY_HAVE_RUN_MARK
 from icore.fence import GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
@@ -428,7 +429,7 @@ class GatewayTrace:
         """The trace: the recorder's lines, then the PlanFence lines."""
         with self._lock:
             extra = list(self.planfence)
-        return self.recorder.jsonl() + "".join(json.dumps(x, sort_keys=True) + "\n"
+        return self.recorder.jsonl() + "".join(strict_dumps(x, sort_keys=True) + "\n"
                                                for x in extra)
 
     def flush(self) -> None:
@@ -444,9 +445,9 @@ class GatewayTrace:
             events = self.recorder.events[self._events_done:]
             pf = self.planfence[self._pf_done:]
             amends = list(self._amends)
-            lines = [json.dumps(x, sort_keys=True) + "\n" for x in (*events, *pf, *amends)]
+            lines = [strict_dumps(x, sort_keys=True) + "\n" for x in (*events, *pf, *amends)]
             if self._fh is None:
-                lines.insert(0, json.dumps(self.recorder.header(), sort_keys=True) + "\n")
+                lines.insert(0, strict_dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
                 if self._fh is None:  # created here: never followed, never truncated
                     opened, fd = open_new_trace(self.path)

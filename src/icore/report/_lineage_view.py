@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icore.adapters import APPROVED, ActionLineage, ValidationPoint, lineage_of
+from icore.errors import visible
 from icore.fence import DecisionEntry
 from icore.report._view_model import (
     DecisionStepView,
@@ -46,24 +47,6 @@ def _summary(content: Any, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def visible(text: str) -> str:
-    """``text`` with its control, format and line-separator characters shown escaped.
-
-    A newline reads as a backslash and ``n``, a bidi override (U+202E) as its code: a
-    key is shown as it is, never reordered or broken by the characters it holds.
-    """
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch.isprintable() or ch == " ":
-            out.append(ch)
-        else:
-            esc = ch.encode("unicode_escape").decode("ascii")
-            out.append(esc if esc != ch else f"\\u{ord(ch):04x}")
-    return "".join(out)
-
-
 def record_views(records: Sequence[Mapping[str, Any]]) -> tuple[RecordView, ...]:
     """The :class:`RecordView` of each record dict (duplicates by id dropped)."""
     seen: set[str] = set()
@@ -88,13 +71,18 @@ _ACTION_LIMIT = 4096
 defaults and nested models included); other records' content is cut at 90."""
 
 
-def _validation(p: ValidationPoint) -> ValidationView:
-    """The view of one validation point (F(x) and its source come from adapters)."""
+def _validation(p: ValidationPoint, numbers: Mapping[int, int] | None = None
+                ) -> ValidationView:
+    """The view of one validation point (F(x) and its source come from adapters).
+
+    ``numbers``: the run's own number of each gate counter value (:func:`run_numbers`).
+    """
     e = p.entry
     heads, frontier = dict(e.heads), dict(p.frontier)
     keys = list(dict.fromkeys([*e.deps, *frontier, *heads]))
     return ValidationView(
-        point=e.point, outcome=e.outcome, reason=e.reason, policy=e.policy,
+        point=(numbers or {}).get(e.point, e.point), outcome=e.outcome, reason=e.reason,
+        policy=e.policy,
         replanned=e.replanned, roots=e.roots, deps=tuple(visible(k) for k in e.deps),
         frontier=tuple((visible(k), frontier[k]) for k in keys if k in frontier),
         frontier_source=p.frontier_source,
@@ -157,19 +145,32 @@ def lineage_view(anchor: str, title: str, records: Sequence[Mapping[str, Any]],
                           outcome_note=outcome_note)
 
 
-def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> LineageView:
+def run_numbers(lineages: Sequence[ActionLineage]) -> dict[int, int]:
+    """The run's own validation numbers: each gate counter value -> 1, 2, ... in order.
+
+    The gate numbers its validations per agent handle; two runs sharing one (two crews at
+    once) showed "validation #8" in a run of four decisions (QA qa-new10b S4). Point 0
+    (a refusal before the gate) keeps its number.
+    """
+    seen = sorted({p.entry.point for a in lineages for p in a.points if p.entry.point > 0})
+    return {n: i for i, n in enumerate(seen, 1)}
+
+
+def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
+                   numbers: Mapping[int, int] | None = None) -> LineageView:
     """The lineage picture of one protected action judged by adapters (render only).
 
     Args:
         lineage: the action (:attr:`icore.adapters.AuditResult.lineage`).
         outcome_note: extra words for the reason line (e.g. the auditor's verdict).
+        numbers: the run's validation numbers (:func:`run_numbers`); None: the gate's.
 
     Returns:
         The :class:`LineageView`.
     """
     recs = record_views(lineage.records)
     by_id = {r.id: r for r in recs}
-    points = tuple(_validation(p) for p in lineage.points)
+    points = tuple(_validation(p, numbers) for p in lineage.points)
     status = lineage.status
     steps: list[DecisionStepView] = []
     stale_by: list[str] = []
@@ -270,8 +271,10 @@ def link_replans(lineages: Sequence[ActionLineage]) -> tuple[LineageView, ...]:
     same facts: that may be another session's call, or a sibling of the same model
     message (#28, QA qa-crew S2). The first reads "stale → replanned as <second>, <its
     status>", the second "replan of <first>"; an unlinked refusal keeps its block.
+    Validations are numbered per run (:func:`run_numbers`).
     """
-    views = [render_lineage(a) for a in lineages]
+    numbers = run_numbers(lineages)
+    views = [render_lineage(a, numbers=numbers) for a in lineages]
     index = {a.action: i for i, a in enumerate(lineages)}
     for i, a in enumerate(lineages):
         j = index.get(a.replanned_as) if a.replanned_as is not None else None
@@ -337,5 +340,5 @@ def _reason(status: str, points: Sequence[ValidationView],
     return f"{status}: {gate}."
 
 
-__all__ = ["lineage_view", "link_replans", "record_views", "render_lineage", "short",
-           "visible"]
+__all__ = ["lineage_view", "link_replans", "record_views", "render_lineage", "run_numbers",
+           "short", "visible"]

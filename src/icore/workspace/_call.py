@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
+from icore.errors import visible
 from icore.fence import ActionResult, Reason
 from icore.records import JSONValue, Record
 from icore.workspace._approval import ApprovalRequest
@@ -130,10 +131,14 @@ class Call:
 
     @property
     def message(self) -> str:
-        """A refused call's reason for the model: what, why, what to do (empty if run)."""
+        """A refused call's reason for the model: what, why, what to do (empty if run).
+
+        Control, format and bidi characters (a key the model made up holding U+202E) are
+        shown escaped, as the audit shows them (:func:`icore.errors.visible`).
+        """
         if self.executed:
             return ""
-        return _message(self)
+        return visible(_message(self))
 
 
 _HINTS: dict[str, str] = {

@@ -59,6 +59,16 @@ from icore.integrations import (
 from icore.integrations import Scope as _Scope
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 from icore.integrations._fenced import agent_error
+from icore.integrations._refusals import BEFORE_GATE_POLICY, refused_call
+from icore.integrations._tool_failed import describe
+from icore.integrations.crewai._attempts import (
+    APPROVAL_FAILED,
+    RETRY_UNKNOWN,
+    ApprovalFailed,
+    HumanAsk,
+    UnknownAttempts,
+    retry_message,
+)
 from icore.integrations.crewai._events import ACTIVE_RECORDER
 from icore.integrations.crewai._setup import check_base_tool, probe_scope, schema_fields
 from icore.integrations.crewai._turns import (
@@ -101,6 +111,7 @@ class FencedCrewTool(BaseTool):
     _on_block: OnBlock = PrivateAttr(default="error")
     _approve: Approver | None = PrivateAttr(default=None)
     _name_caller: bool = PrivateAttr(default=True)
+    _attempts: UnknownAttempts = PrivateAttr(default_factory=UnknownAttempts)
 
     def _settle(self, gated: Gated) -> Any:
         if not gated.executed:
@@ -204,17 +215,55 @@ class FencedCrewTool(BaseTool):
         team_args = self._team_args(kwargs)
         if isinstance(team_args, ToolFailure):
             return team_args
-        return team_args, {"turn": turn, "normalize": self._norm, "ask": self._approve,
-                           "recorder": self._run_recorder(), "caller": caller}
+        rec = self._run_recorder()
+        ask = None if self._approve is None else HumanAsk(
+            self._approve, self.name, rec or self._guard.recorder,
+            caller or self._guard.agent or "executor")
+        return team_args, {"turn": turn, "normalize": self._norm, "ask": ask,
+                           "recorder": rec, "caller": caller}
 
-    def _failed(self, exc: Exception) -> ToolFailure:
+    def _refuse(self, spec: tuple[dict[str, Any], dict[str, Any]], reason: str,
+                message: str, *, detail: str, policy: str = BEFORE_GATE_POLICY,
+                cause: BaseException | None = None) -> ToolFailure:
+        """Refuse this call without running it: recorded as a blocked protected action."""
+        rec = spec[1].get("recorder") or self._guard.recorder
+        if rec is not None:
+            refused_call(rec, spec[1].get("caller") or self._guard.agent or "executor",
+                         self.name, spec[0], f"BLOCKED: {reason}: {detail}", reason=reason,
+                         policy=policy, detail=detail)
+        if self._on_block == "raise":
+            err = CrewActionBlocked(message, action=self.name, reason=reason, detail=detail)
+            err.__cause__ = cause
+            return deliver(err, message=message, code=reason)
+        return ToolFailure(message=message, code=reason, retryable=False)
+
+    def _again(self, spec: tuple[dict[str, Any], dict[str, Any]]) -> ToolFailure | None:
+        """A refusal when this call failed with its outcome unknown in this model turn."""
+        error = self._attempts.earlier(spec[1].get("turn"), spec[0])
+        if error is None:
+            return None
+        return self._refuse(spec, RETRY_UNKNOWN, retry_message(self.name, error),
+                            detail=f"the same call failed earlier in this model message "
+                            f"with {error}; its outcome is unknown, not run again")
+
+    def _failed(self, exc: Exception,
+                spec: tuple[dict[str, Any], dict[str, Any]] | None = None) -> ToolFailure:
         """After an exception: the tool's own goes to CrewAI; a setup error to the app.
+
+        A tool error that leaves the outcome unknown is remembered (:meth:`_again`); an
+        ``approve=`` that raised refuses the call (recorded, nothing ran).
 
         Raises:
             Exception: what the wrapped tool raised (CrewAI tells the model), a
                 :class:`CrewSetupError` as is, anything else unchanged.
         """
+        if isinstance(exc, ApprovalFailed) and spec is not None:
+            return self._refuse(spec, APPROVAL_FAILED, str(exc), policy="approval",
+                                detail=f"the approve= callback raised "
+                                f"{describe(exc.error)[:300]}", cause=exc.error)
         if isinstance(exc, _ToolRaised):
+            if spec is not None:
+                self._attempts.note(spec[1].get("turn"), spec[0], exc.error)
             raise exc.error from None
         if isinstance(exc, IntegrationError) and not isinstance(exc, CrewSetupError):
             return self._setup_failed(exc)
@@ -230,13 +279,17 @@ class FencedCrewTool(BaseTool):
             except Exception as exc:
                 raise _ToolRaised(exc) from exc
 
+        spec = None
         try:
             spec = self._gate_call(args, kwargs)
             if isinstance(spec, ToolFailure):
                 return spec
+            again = self._again(spec)
+            if again is not None:
+                return again
             gated = self._guard.run(self.name, call, spec[0], **spec[1])
         except Exception as exc:
-            return self._failed(exc)
+            return self._failed(exc, spec if isinstance(spec, tuple) else None)
         return self._settle(gated)
 
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
@@ -252,13 +305,17 @@ class FencedCrewTool(BaseTool):
             except Exception as exc:
                 raise _ToolRaised(exc) from exc
 
+        spec = None
         try:
             spec = self._gate_call(args, kwargs)
             if isinstance(spec, ToolFailure):
                 return spec
+            again = self._again(spec)
+            if again is not None:
+                return again
             gated = await self._guard.arun(self.name, call, spec[0], **spec[1])
         except Exception as exc:
-            return self._failed(exc)
+            return self._failed(exc, spec if isinstance(spec, tuple) else None)
         return self._settle(gated)
 
 
