@@ -135,6 +135,19 @@ def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
     return e.to_dict(digest=True)
 
 
+def _fail(d: dict[str, Any], error: str, may_have_run: bool) -> None:
+    """Set a decision line's ``error`` and ``may_have_run``, and its digest over them.
+
+    ``may_have_run``: the call was sent and not answered (its effect is open: the audit
+    counts it ``outcome unknown``; the error's text then starts ``MAY HAVE RUN:`` for
+    older readers). The digest is written again (:meth:`DecisionEntry.digest`, #29).
+    """
+    e = dataclasses.replace(DecisionEntry.from_dict(d), may_have_run=may_have_run,
+                            error=error.strip()[:2000] or "the upstream answered an error")
+    d.clear()
+    d.update(e.to_dict(digest=True))
+
+
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
     line = {"id": rec.id, "key": rec.key, "owner": rec.owner, "seq": rec.seq,
             "type": rec.type, "parents": list(rec.parents), "role": role}
@@ -391,9 +404,8 @@ class GatewayTrace:
         A protected call (``task`` in ``fields``) the gate authorized whose upstream then
         answered an error (``isError``, a JSON-RPC error, no answer) is failed after
         authorization: its last decision line gets the ``error`` (issue 28); one sent
-        and not answered (``may_have_run``) gets the decision's ``may_have_run: true``
-        (and its text prefixed ``MAY HAVE RUN:``), which the audit counts ``outcome
-        unknown`` (#29); every other failure ``may_have_run: false``. The file is
+        and not answered gets ``may_have_run: true`` (:func:`_fail`), which the audit
+        counts ``outcome unknown`` (#29). The file is
         append-only while the gateway runs, so the decision is appended again with the
         error at once (the audit reads the two lines as one decision, the later one's
         error kept): a gateway stopped at once (a second signal, SIGKILL) keeps the
@@ -402,29 +414,20 @@ class GatewayTrace:
         task = fields.get("task")
         if error and task is not None and not fields.get("blocked"):
             text = result if isinstance(result, str) else text_of(result)
-            open_ = bool(fields.get("may_have_run"))
-            if open_:  # sent, not answered: outcome unknown (#29)
+            if fields.get("may_have_run"):  # sent, not answered: outcome unknown (#29)
                 text = MAY_HAVE_RUN_MARK + text
-            self._failed(str(task), text, open_)
+            self._failed(str(task), text, bool(fields.get("may_have_run")))
         self.recorder.tool_call(sid, tool, args, result, error=error, **fields)
         self.flush()
 
     def _failed(self, task: str, error: str, may_have_run: bool) -> None:
-        """Set ``error`` and ``may_have_run`` on ``task``'s last authorizing decision.
-
-        Only when ``task``'s last decision line authorized the call; its digest is
-        written again over them (#29).
-        """
+        """:func:`_fail` ``task``'s last decision line if it authorized the call."""
         with self._lock:
             for i in range(len(self.planfence) - 1, -1, -1):
                 d = self.planfence[i].get("planfence", {}).get("decision")
                 if isinstance(d, dict) and d.get("task") == task:
                     if d.get("outcome") == Outcome.AUTHORIZED.value:
-                        e = dataclasses.replace(
-                            DecisionEntry.from_dict(d), may_have_run=may_have_run,
-                            error=error.strip()[:2000] or "the upstream answered an error")
-                        d.clear()
-                        d.update(e.to_dict(digest=True))
+                        _fail(d, error, may_have_run)
                         if self.path is not None and i < self._pf_done:  # on disk already
                             self._amends.append({"planfence": {"decision": dict(d)}})
                     return
