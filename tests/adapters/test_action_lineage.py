@@ -124,9 +124,11 @@ def test_trace_carries_typed_parts_and_the_old_extras_view() -> None:
     t = parse_jsonl(text)
     assert t.orchestrator == "e" and t.planfence is not None
     assert all(isinstance(d, DecisionEntry) for d in t.planfence.decisions)
-    assert len(t.planfence.records) == 3 and t.warnings == () and t.live is None
+    assert len(t.planfence.records) == 3 and t.live is None
+    # a decision line without a digest (written before #29): audited as recorded, noted
+    assert len(t.warnings) == 1 and "carries no digest" in t.warnings[0]
     ex = t.extras
-    assert list(ex) == ["orchestrator", "planfence"]
+    assert list(ex) == ["orchestrator", "planfence", "warnings"]
     assert ex["planfence"]["decisions"] == [d.to_dict() for d in t.planfence.decisions]
     assert ex["planfence"]["records"] == [REQ0, PLAN0, REQ1]
     assert audit_trace(t).lineage[0].status == "valid"

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from icore.adapters import load_jsonl, trace_lineages
 from icore.cli import app
-from icore.fence import ACTION_FIELD
+from icore.fence import ACTION_FIELD, DecisionEntry
 from icore.integrations._call_lines import lineage_lines
 from icore.records import Record
 from icore.workspace import ApprovalRequest, Workspace
@@ -35,11 +35,11 @@ def _rec(r: Record, role: str) -> dict[str, Any]:
 
 def _decision(task: str, tool: str, fact: Record, root: Record, *, outcome: str = "authorized",
               reason: str = "valid", policy: str = "planfence") -> dict[str, Any]:
-    return {"planfence": {"decision": {
+    return {"planfence": {"decision": DecisionEntry.from_dict({  # with its digest (#29)
         "action": tool, "task": task, "outcome": outcome, "reason": reason,
         "roots": [root.id], "deps": [fact.key], "frontier": {fact.key: fact.id},
         "heads": {fact.key: fact.id}, "fresh": {}, "point": 1, "policy": policy,
-        "replanned": False, "detail": "", "at_ms": 1.0}}}
+        "replanned": False, "detail": "", "at_ms": 1.0}).to_dict(digest=True)}}
 
 
 def _refund_run(tmp_path: Path, *, approval: dict[str, Any] | None, name: str = "r.jsonl",

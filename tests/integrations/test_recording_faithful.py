@@ -127,7 +127,8 @@ def test_fenced_run_records_lineage_replan_caller_and_end(tmp_path: Path,
     # the typed path: each line reads back as a DecisionEntry, byte for byte, and keeps
     # the frontier and heads the one verdict needs (stale first, then current)
     typed = [DecisionEntry.from_dict(d) for d in decisions]
-    assert [json.dumps(e.to_dict()) for e in typed] == [json.dumps(d) for d in decisions]
+    assert [json.dumps(e.to_dict(digest=True)) for e in typed] == [json.dumps(d)
+                                                                     for d in decisions]
     assert [judge_action(e.deps, e.frontier, e.heads).stale for e in typed] == [(REQ,), ()]
     gate_agents = {e["agent"] for e in rec.events if e["kind"] in ("thought", "plan",
                                                                     "tool_output")

@@ -80,7 +80,12 @@ def test_sibling_of_a_timed_out_call_says_it_may_have_run(tmp_path: Path) -> Non
               and x.get("exitcode") == 1]
     assert len(failed) == 2 and all(x["may_have_run"] is True for x in failed)
     assert all("may have run" in x["content"] for x in failed)
-    lv = trace_lineages(load_jsonl(tmp_path / "trace.jsonl").planfence)
+    trace = load_jsonl(tmp_path / "trace.jsonl")
+    lv = trace_lineages(trace.planfence)
+    # the failures are structured on their decisions, whose digests (written again over
+    # them) check out (#29)
+    assert trace.planfence is not None and not trace.warnings
+    assert [d.may_have_run for d in trace.planfence.decisions if d.error] == [True, True]
     # sent and not answered: they may have run, so outcome unknown, never failed (#29)
     assert sorted(x.counted for x in lv) == sorted([OUTCOME_UNKNOWN, OUTCOME_UNKNOWN, "valid"])
     assert [x.error.startswith(MAY_HAVE_RUN_MARK) for x in lv if x.error] == [True, True]

@@ -1,7 +1,7 @@
 """The gateway's session log writes each gate decision as ``DecisionEntry`` (issue 26).
 
 The line must stay what it was before the typed entry (``{**d.to_dict(), "task": task}``),
-and ``icore audit`` reads it back into the same entry.
+plus its ``digest`` (#29), and ``icore audit`` reads it back into the same entry.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ def test_decision_lines_are_the_old_bytes_and_read_back(tmp_path: Path) -> None:
     trace.close()
     lines = (tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines()
     pf = [x for x in lines if x.startswith('{"planfence"')]
-    old = {"planfence": {"decision": {**d.to_dict(), "task": "client#1/1"}}}
+    old = {"planfence": {"decision": d.entry(task="client#1/1").to_dict(digest=True)}}
+    assert {**d.to_dict(), "task": "client#1/1"} == {  # the bytes before #29, and the digest
+        k: v for k, v in old["planfence"]["decision"].items() if k != "digest"}
     assert pf == [json.dumps(old, sort_keys=True)]
     back = DecisionEntry.from_dict(json.loads(pf[0])["planfence"]["decision"])
     assert back == d.entry(task="client#1/1")
@@ -61,7 +63,8 @@ def test_a_decision_on_trusted_heads_says_so_where_the_audit_shows_it(
     got = [x["planfence"]["decision"] for x in lines]
     assert got[0]["detail"] == ("H(x) of acct://main/balance taken on trust (trust_updates: "
                                 "the upstream's subscription, not read again at this call)")
-    assert got[1] == ok.entry(task="c#1/2").to_dict()  # read again: the line as before
+    # read again: the line as before (with its digest, #29)
+    assert got[1] == ok.entry(task="c#1/2").to_dict(digest=True)
     rec = {"id": bal.id, "key": bal.key, "owner": bal.owner, "seq": bal.seq,
            "type": bal.type, "parents": [], "role": "input"}
     views = trace_lineage({"records": [rec], "decisions": got})

@@ -88,8 +88,8 @@ class ActionLineage:
             gate: :func:`human_answers`), ``rejected`` when a human said no (a recorded
             rejection, or its last decision ``approval_rejected``), else None.
         human_step: the step of the human's recorded answer, when linked.
-        edited: why a record this action's lineage shows does not match its id (the
-            trace was edited or damaged: :attr:`PlanfenceLog.edited`); its status is then
+        edited: why a record its lineage shows does not match its id, or one of its
+            decision lines its digest (``PlanfenceLog.edited``/``edited_decisions``); then
             ``INVALID`` (fail closed: its verdict would rest on the edit). None: none.
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
@@ -130,6 +130,21 @@ class ActionLineage:
         return self.points[-1].entry.error
 
     @property
+    def leaves_open(self) -> bool:
+        """True when its tool's recorded failure leaves the call's effect open.
+
+        The last decision's ``may_have_run`` (recorders write it with every ``error``
+        since #29); for an older trace without it, the error's text
+        (:func:`~icore.adapters._unknown_outcome.may_have_run`: a timeout, a
+        cancellation, ``MAY HAVE RUN:``). False when no failure is recorded.
+        """
+        error = self.error
+        if error is None:
+            return False
+        flag = self.points[-1].entry.may_have_run
+        return may_have_run(error) if flag is None else flag
+
+    @property
     def counted(self) -> str:
         """The count the audit files the action under (:func:`counted_as`).
 
@@ -137,22 +152,25 @@ class ActionLineage:
         tool failed, ``outcome unknown`` for one whose result was never recorded, else
         :attr:`status`.
         """
-        return counted_as(self.status, self.error, unknown=self.outcome_unknown)
+        return counted_as(self.status, self.error, unknown=self.outcome_unknown,
+                          leaves_open=self.leaves_open)
 
 
-def counted_as(status: str, error: str | None, *, unknown: bool = False) -> str:
+def counted_as(status: str, error: str | None, *, unknown: bool = False,
+               leaves_open: bool | None = None) -> str:
     """The count an action of ``status`` goes to (console line, ``--json``, index).
 
     ``INVALID`` stays ``INVALID`` (a stale plan stays the defect counted); else
     ``outcome unknown`` (:data:`~icore.adapters.OUTCOME_UNKNOWN`) when ``unknown``
-    (authorized, no result recorded) or ``error`` leaves the effect open (a timeout, a
-    cancellation, an answer lost after sending: ``may_have_run``, #29);
-    :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set); else
+    (authorized, no result recorded) or the failure leaves the effect open (a timeout,
+    a cancellation, an answer lost after sending: ``leaves_open``, the decision's
+    recorded ``may_have_run``; None: judged from ``error``'s text, as for traces before
+    #29); :data:`FAILED_AFTER_AUTHORIZATION` when its tool failed (``error`` set); else
     ``status``.
     """
     if status == "INVALID":
         return status
-    if unknown or may_have_run(error):
+    if unknown or (may_have_run(error) if leaves_open is None else leaves_open):
         return OUTCOME_UNKNOWN
     return FAILED_AFTER_AUTHORIZATION if error is not None else status
 
@@ -263,8 +281,13 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     else:
         return ()
     groups: dict[str, list[DecisionEntry]] = {}
-    for e in entries:
-        group = groups.setdefault(str(e.task or e.action or "action"), [])
+    undigested = planfence.edited_decisions if isinstance(planfence, PlanfenceLog) else {}
+    edited_in: dict[str, str] = {}  # action -> why one of its decision lines is edited
+    for i, e in enumerate(entries):
+        name = str(e.task or e.action or "action")
+        group = groups.setdefault(name, [])
+        if i in undigested:
+            edited_in.setdefault(name, undigested[i])
         at = _restated(group, e)
         if at is None:
             group.append(e)
@@ -275,23 +298,27 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
     return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
-        _linked(out, replans), answers, records, steps), steps), steps), steps), edited)
+        _linked(out, replans), answers, records, steps), steps), steps), steps), edited,
+        edited_in)
 
 
-def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str]
-            ) -> tuple[ActionLineage, ...]:
+def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str],
+            decisions: Mapping[str, str]) -> tuple[ActionLineage, ...]:
     """``lineages``, each showing a record that does not match its id ``INVALID``.
 
-    A record whose id is not its digest (:attr:`PlanfenceLog.edited`) was edited after
-    it was recorded: the verdict read off it (valid, blocked) cannot be trusted, so the
-    action fails closed (QA qa-new9 S3: an action record's price changed, id kept).
+    A record whose id is not its digest (:attr:`PlanfenceLog.edited`), or a decision
+    line that does not match its digest (``decisions``: action -> why,
+    :attr:`PlanfenceLog.edited_decisions`), was edited after it was recorded: the
+    verdict read off it (valid, blocked) cannot be trusted, so the action fails closed
+    (QA qa-new9 S3: an action record's price changed, id kept; #29: ``stale`` made
+    ``authorized``).
     """
-    if not edited:
+    if not edited and not decisions:
         return tuple(lineages)
     out = []
     for a in lineages:
-        why = next((edited[str(r.get("id"))] for r in a.records
-                    if str(r.get("id")) in edited), None)
+        why = decisions.get(a.action) or next((edited[str(r.get("id"))] for r in a.records
+                                               if str(r.get("id")) in edited), None)
         if why is None:
             roots = {str(x) for p in a.points for x in p.entry.roots}
             why = next((edited[r] for r in roots if r in edited), None)
@@ -496,7 +523,7 @@ def _restated(group: Sequence[DecisionEntry], entry: DecisionEntry) -> int | Non
     """
     if entry.error is None:
         return None
-    bare = replace(entry, error=None)
+    bare = replace(entry, error=None, may_have_run=None)
     for i in range(len(group) - 1, -1, -1):
         if group[i].error is None and group[i] == bare:
             return i

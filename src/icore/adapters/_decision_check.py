@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icore.adapters import _otel_names as N
@@ -306,16 +306,72 @@ def record_id_problems(records: list[tuple[str, Mapping[str, Any]]]
     return out
 
 
+NO_DIGESTS = ("no digest (written before #29 or by another writer): a decision edited "
+              "after recording cannot be detected; audited as recorded")
+"""The note on a trace whose decision lines carry no ``digest`` at all."""
+
+
+def decision_digest_problems(lines: Sequence[tuple[str, Any]],
+                             decisions: Sequence[DecisionEntry], *, file: str
+                             ) -> tuple[dict[int, str], tuple[str, ...]]:
+    """The decision lines that do not match their digest, and the import's warnings (#29).
+
+    A recorder writes each decision line's :meth:`icore.fence.DecisionEntry.digest`
+    (``digest``): the sha256 of everything the decision records (outcome, reason, roots,
+    D(a), frontier, heads, task, error, ...). A line whose recomputed digest differs (an
+    outcome ``stale`` made ``authorized``, a head changed), whose ``digest`` is not a
+    string, or that has none while another decision line of the trace has one (an
+    edit that dropped it) was edited after recording: its action's verdict cannot be
+    trusted (the audit counts it ``INVALID``). A trace none of whose decision lines
+    carries a digest (written before #29, or by another writer) is audited as recorded,
+    with one note saying its decisions are unchecked.
+
+    Args:
+        lines: ``(field, recorded digest)`` per decision line, in file order (``field``
+            as ``line 4.planfence.decision``; the digest as recorded, None when absent).
+        decisions: the typed decisions of those lines, in the same order.
+        file: the trace file, for the warnings.
+
+    Returns:
+        ``(index -> why, warnings)``: the index in ``decisions`` of each line that does
+        not match, why (naming its line); one warning per such line, or the note.
+    """
+    if not any(d is not None for _, d in lines):
+        n = len(lines)
+        lines_carry = "decision lines carry" if n > 1 else "decision line carries"
+        return {}, ((f"{file}: note: its {n} PlanFence {lines_carry} {NO_DIGESTS}",)
+                    if n else ())
+    out: dict[int, str] = {}
+    for i, ((field, got), entry) in enumerate(zip(lines, decisions, strict=True)):
+        if got is None:
+            why = "it carries no digest while the trace's other decision lines do"
+        elif not isinstance(got, str):
+            why = f"its digest is not a string ({_short(got)})"
+        elif got != entry.digest():
+            why = "its fields hash to another digest"
+        else:
+            continue
+        line = field.split(".", 1)[0]
+        out[i] = (f"decision {entry.outcome}/{entry.reason} of "
+                  f"{entry.task or entry.action or 'an action'!r} ({line}) does not match "
+                  f"its digest: {why} (the trace was edited or damaged)")
+    warnings = tuple(f"{file}: {why}; the protected action it decides is INVALID"
+                     for why in out.values())
+    return out, warnings
+
+
 def _short(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:57] + "..."
 
 
 __all__ = [
+    "NO_DIGESTS",
     "OUTCOMES",
     "check_record_line",
     "check_record_links",
     "checked_decision",
+    "decision_digest_problems",
     "gate_span_decision",
     "record_id_problems",
 ]

@@ -1,8 +1,9 @@
 """Event lines of a JSONL run that speak of protected calls (QA qa-new9 S3).
 
-A human's answer to a protected call (:func:`human_answer`: the action's lineage shows
-it) and a gate at work (:func:`gate_activity`: a trace that shows one but holds no
-PlanFence line is warned, :func:`gate_without_records`). Pure: no I/O.
+A human's answer to a protected call (:func:`human_answer`, on a span
+:func:`span_answer`: the action's lineage shows it) and a gate at work
+(:func:`gate_activity`: a trace that shows one but holds no PlanFence line is warned,
+:func:`gate_without_records`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from icore.adapters import _otel_names as N
+from icore.adapters._errors import AdapterError
 from icore.adapters._trace import HumanAnswer, StepKind
+from icore.errors import brief
 from icore.records import is_record_id
 
 _DECISIONS = {"approve": True, "edit": True, "reject": False}
@@ -45,6 +49,52 @@ def human_answer(obj: Mapping[str, Any], step: int) -> HumanAnswer | None:
     return HumanAnswer(step, tool, _DECISIONS[said], None, text)
 
 
+def span_answer(a: Mapping[str, Any], step: int, *, file: str,
+                where: str) -> HumanAnswer | None:
+    """The human's answer an OpenTelemetry span records (``icore.approval.*``), or None.
+
+    What :meth:`icore.adapters.OtelExporter.human_answer` writes: ``icore.approval.tool``,
+    ``.approved``, ``.request`` and ``.args`` (the JSONL ``approval`` thought's fields;
+    :func:`human_answer`). A span with neither ``tool`` nor ``approved`` is no answer.
+
+    Args:
+        a: the span's attributes.
+        step: the index of the step the span becomes.
+        file: the trace file, for errors.
+        where: the span, for errors (``span <id> ('<name>')``).
+
+    Raises:
+        AdapterError: ``approved`` is not a boolean, ``tool`` not a non-empty string,
+            ``request`` not a record id (64 lowercase hex digits), ``args`` not the JSON
+            text of an object (naming the span and the attribute).
+    """
+    p = N.APPROVAL
+    ok, tool = a.get(p + "approved"), a.get(p + "tool")
+    if ok is None and tool is None:
+        return None
+    if not isinstance(ok, bool):
+        raise AdapterError(f"must be a boolean, not {brief(ok)}", file=file,
+                           field=f"{where}.{p}approved")
+    if not isinstance(tool, str) or not tool:
+        raise AdapterError(f"must be the tool's name, not {brief(tool)}", file=file,
+                           field=f"{where}.{p}tool")
+    req, args = a.get(p + "request"), a.get(p + "args")
+    if req is not None and not is_record_id(req):
+        raise AdapterError(f"must be an approval request id (64 lowercase hex digits), not "
+                           f"{brief(req)}", file=file, field=f"{where}.{p}request")
+    text = None
+    if args is not None:
+        try:
+            obj = json.loads(args) if isinstance(args, str) else None
+            text = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            obj = None
+        if not isinstance(obj, Mapping):
+            raise AdapterError(f"must be the JSON text of the call's arguments (an object), "
+                               f"not {brief(args)}", file=file, field=f"{where}.{p}args")
+    return HumanAnswer(step, tool, ok, req, text)
+
+
 def gate_activity(obj: Mapping[str, Any], kind: StepKind) -> bool:
     """Whether an event line shows a PlanFence gate at work (QA qa-new9 S3).
 
@@ -71,4 +121,4 @@ def gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...
             "or checked (lines removed from the trace, or a recorder that wrote none)",)
 
 
-__all__ = ["gate_activity", "gate_without_records", "human_answer"]
+__all__ = ["gate_activity", "gate_without_records", "human_answer", "span_answer"]

@@ -65,6 +65,7 @@ from icore.adapters._decision_check import (
     check_record_line,
     check_record_links,
     checked_decision,
+    decision_digest_problems,
     record_id_problems,
 )
 from icore.adapters._errors import AdapterError, check_text
@@ -227,7 +228,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     """
     header: dict[str, Any] = {}
     header_at = first_step = 0  # the lines of the run header and of the first step
-    planfence: dict[str, list[Any]] = {"records": [], "decisions": []}
+    planfence: dict[str, list[Any]] = {"records": [], "decisions": [], "digests": []}
     names: AgentNames | None = None
     agents_decl: dict[str, Any] = {}
     steps: list[Step] = []
@@ -304,6 +305,9 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
                       "INVALID" for why in edited.values())
+    undigested, said = decision_digest_problems(planfence["digests"],
+                                                planfence["decisions"], file=file)
+    warnings += said
     warnings += gate_without_records(gate_lines, file, bool(planfence["records"] or
                                                              planfence["decisions"]))
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
@@ -357,7 +361,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
-                               tuple(answers), edited)
+                               tuple(answers), edited, undigested)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )
@@ -540,6 +544,7 @@ def _planfence_line(obj: Any, file: str, field: str, into: dict[str, list[Any]])
     # the typed decision's own checks (icore.fence.DecisionEntry) and the importer's
     into["decisions"].append(checked_decision(obj["decision"], file=file,
                                               field=f"{field}.decision"))
+    into["digests"].append((f"{field}.decision", obj["decision"].get("digest")))
 
 
 def _ledger(obj: Any, file: str, field: str, names: AgentNames) -> Ledger:

@@ -51,7 +51,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import ExportError
@@ -64,6 +64,7 @@ from icore.adapters._otel_attrs import (
 )
 from icore.adapters._otel_run import _LiveSpans
 from icore.adapters._otlp_file import ERROR_ATTR, DeliveryCheck, OtlpJsonFileExporter, otlp_json
+from icore.errors import brief
 from icore.fence import (
     ActionResult,
     DecisionEntry,
@@ -365,6 +366,39 @@ class OtelExporter:
                                       N.REASON: str(d.get("reason")),
                                       N.G + "point": int(d.get("point") or 0)})
         _guardrail_span(self.tracer, d, {}).end()
+
+    def human_answer(self, tool: str, approved: bool, *, request: str | None = None,
+                     args: Mapping[str, Any] | None = None) -> None:
+        """Record a human's answer to a protected call put to them (#29).
+
+        An ``apply_guardrail human`` span (a child of the current span, e.g. the call's
+        :meth:`protect` span) with ``icore.approval.tool``, ``.approved``, ``.request``
+        (the :class:`~icore.workspace.ApprovalRequest` id, when known: the audit then
+        links the answer to exactly that call) and, with ``capture_content``, ``.args``
+        (JSON); ``icore audit`` of the trace says "approved by a human" (or rejected) on
+        the call's lineage, as for a JSONL recording.
+
+        Raises:
+            ExportError: ``tool`` is not a non-empty string or ``approved`` not a bool.
+        """
+        if not isinstance(tool, str) or not tool:
+            raise ExportError(f"must be the tool's name, not {brief(tool)}",
+                              file="<human_answer>", field="tool")
+        if not isinstance(approved, bool):
+            raise ExportError(f"must be True or False, not {brief(approved)}",
+                              file="<human_answer>", field="approved")
+        said = "approved" if approved else "rejected"
+        attrs: dict[str, AttrValue] = {
+            N.OPERATION: N.APPLY_GUARDRAIL, N.SPAN_KIND: "GUARDRAIL", N.GR_COMPONENT: "human",
+            N.GR_RESULT_TYPE: "approval", N.GR_RESULT_VALUE: said,
+            N.APPROVAL + "tool": tool, N.APPROVAL + "approved": approved}
+        if request is not None:
+            attrs[N.APPROVAL + "request"] = str(request)
+        with self._safe():  # never stop a run over telemetry
+            if args is not None and self.capture_content:
+                attrs[N.APPROVAL + "args"] = _json(dict(args))
+            self.tracer.start_span(f"{N.APPLY_GUARDRAIL} human", kind=SpanKind.CLIENT,
+                                   attributes=attrs).end()
 
     def fence_log(self, inner: Callable[[GateDecision], None] | None = None
                   ) -> Callable[[GateDecision], None]:

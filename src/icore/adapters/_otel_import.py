@@ -33,6 +33,9 @@ Mapping into the source-neutral trace (docs/observability.md, "Auditing a trace"
   path reports a run ending in a ``pause`` thought; any other span with that marker is a
   pause step;
 - parent/child -> causes (each step's parent is the nearest ancestor that is a step);
+- a span with ``icore.approval.*`` (:meth:`OtelExporter.human_answer`) -> a ``thought``
+  and a human's answer in ``Trace.planfence.answers`` (the lineage says "approved by a
+  human", as for JSONL);
 - every other span kind (chains, retrievers, guardrails, evaluators, ...) -> kept as
   ``thought`` events naming the kind, and counted in ``extras["unknown_spans"]``.
 
@@ -54,12 +57,21 @@ from typing import Any
 from icore.adapters import _otel_names as N
 from icore.adapters._decision_check import gate_span_decision
 from icore.adapters._errors import AdapterError
+from icore.adapters._gate_lines import span_answer
 from icore.adapters._line_steps import ColumnSteps
 from icore.adapters._otel_columns import SpanColumns, columns
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
 from icore.adapters._otel_values import OtelSpan, span_agent
-from icore.adapters._trace import AgentNames, LiveRunPart, PlanfenceLog, Step, StepKind, Trace
+from icore.adapters._trace import (
+    AgentNames,
+    HumanAnswer,
+    LiveRunPart,
+    PlanfenceLog,
+    Step,
+    StepKind,
+    Trace,
+)
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import (
     gc_paused,
@@ -76,6 +88,8 @@ ICORE_LIVE = "icore_live"
 
 
 _SUFFIXES = (".otlp.json", ".otlp.jsonl", ".otel.json", ".otel.jsonl")
+
+_ANSWERED, _ANSWERED_TOOL = N.APPROVAL + "approved", N.APPROVAL + "tool"  # span_answer
 
 
 _AGENT_OPS = {"invoke_agent", "create_agent"}
@@ -233,6 +247,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
 
     steps = ColumnSteps(Step, StepKind, step_text_valid, where=file)  # built when read (#29)
     decisions: list[DecisionEntry] = []
+    answers: list[HumanAnswer] = []
     step_of: list[int | None] = [None] * n
     unknown: dict[str, int] = {}
     root = cols.span(r_at)
@@ -281,6 +296,14 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
         if paused(s):  # a step that stopped waiting for a human (JSONL ``pause``)
             add(i, StepKind.THOUGHT, owner(i), f"paused: {s.name}", pause=True)
             continue
+        if _ANSWERED in s.attributes or _ANSWERED_TOOL in s.attributes:  # a human's (#29)
+            ans = span_answer(s.attributes, len(steps), file=file,
+                              where=f"span {s.span_id} ({s.name!r})")
+            if ans is not None:
+                answers.append(ans)
+                said = "approved" if ans.approved else "rejected"
+                add(i, StepKind.THOUGHT, owner(i), f"a human {said} {ans.tool}")
+                continue
         if k == "WORKFLOW":  # groups agent turns; its name is the run's or the task's
             continue
         if k == "AGENT":
@@ -343,7 +366,8 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
                  succeeded=succeeded, agents=agents, steps=steps,
                  span_counts=(n_spans, n_traces),
                  orchestrator=orchestrator or None,
-                 planfence=PlanfenceLog((), tuple(decisions)) if decisions else None,
+                 planfence=PlanfenceLog((), tuple(decisions), answers=tuple(answers))
+                 if decisions else None,
                  unknown_spans=dict(sorted(unknown.items())), warnings=warnings, live=live)
 
 

@@ -65,6 +65,10 @@ OI_MODEL = "llm.model_name"
 PAUSED = "icore.paused"
 """Boolean: the run (on the root span) or this step stopped waiting for a human (an
 ``interrupt()``), the JSONL recorder's ``pause`` marker; a paused root has no end."""
+APPROVAL = "icore.approval."
+"""Prefix of a human's answer to a protected call on a span (``OtelExporter.
+human_answer``): ``tool`` (string), ``approved`` (boolean), ``request`` (the
+``ApprovalRequest`` id, optional), ``args`` (the call's arguments as JSON, optional)."""
 RUN_NAME = "icore.run.name"
 RUN_POLICY = "icore.run.policy"
 RUN_FAMILY = "icore.run.family"

@@ -309,6 +309,9 @@ class PlanfenceLog:
         edited: record id -> why, for each record line whose id is not the digest of
             the fields it carries (the trace was edited or damaged; QA qa-new9 S3): the
             actions whose lineage shows one are ``INVALID``.
+        edited_decisions: index in :attr:`decisions` -> why, for each decision line that
+            does not match its recorded ``digest`` (:meth:`icore.fence.DecisionEntry.
+            digest`; #29): the action it decides is ``INVALID``.
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -316,6 +319,7 @@ class PlanfenceLog:
     replans: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     answers: tuple[HumanAnswer, ...] = ()
     edited: Mapping[str, str] = field(default_factory=dict)
+    edited_decisions: Mapping[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

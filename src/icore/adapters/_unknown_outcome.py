@@ -45,6 +45,10 @@ class _Action(Protocol):
     def outcome_unknown(self) -> bool:
         """Authorized with no known result."""
 
+    @property
+    def leaves_open(self) -> bool:
+        """Its recorded failure leaves the effect open (structured, else by text)."""
+
 
 _A = TypeVar("_A", bound=_Action)
 
@@ -67,7 +71,9 @@ def may_have_run(error: str | None) -> bool:
     """True when ``error`` says the call failed in a way that may have left its effect.
 
     A timeout, a cancellation while the tool ran, or an upstream answer lost after the
-    call was sent: the audit counts the call ``outcome unknown``, never ``failed``.
+    call was sent: the audit counts the call ``outcome unknown``, never ``failed``. The
+    fallback for traces written before #29: a decision's recorded ``may_have_run``
+    (:attr:`icore.fence.DecisionEntry.may_have_run`) is read first.
     """
     return error is not None and error.lstrip().startswith(_OPEN_ERRORS)
 
@@ -75,12 +81,13 @@ def may_have_run(error: str | None) -> bool:
 def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A, ...]:
     """``lineages``, each authorized call with no recorded result marked outcome unknown.
 
-    A call whose recorded error leaves its effect open (:func:`may_have_run`) is marked
-    in any run. Otherwise only in a run that recorded steps and did not end normally
-    (:func:`~icore.adapters._trace.run_ended`: its last request has no ``termination``
-    step, no terminating message): a run that ended normally recorded every result. Per
-    tool, the recorded results (its ``tool_output`` steps but those of calls the
-    framework's schema refused before any gate, ``Step.invalid_args``;
+    A call whose recorded failure leaves its effect open (the decision's
+    ``may_have_run``; for a trace before #29, :func:`may_have_run` of the error's text)
+    is marked in any run. Otherwise only in a run that recorded steps and did not end
+    normally (:func:`~icore.adapters._trace.run_ended`: its last request has no
+    ``termination`` step, no terminating message): a run that ended normally recorded
+    every result. Per tool, the recorded results (its ``tool_output`` steps but those of
+    calls the framework's schema refused before any gate, ``Step.invalid_args``;
     less one per refused call: a refusal is handed to the model as that call's output;
     an authorized call whose body never ran is a known outcome too) are held against its
     actions that ran (the gate authorized them); when fewer, the last authorized ones
@@ -92,7 +99,7 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     """
     lineages = tuple(
         dataclasses.replace(a, outcome_unknown=True)  # type: ignore[type-var]
-        if not a.outcome_unknown and may_have_run(a.error) else a for a in lineages)
+        if not a.outcome_unknown and a.leaves_open else a for a in lineages)
     if not steps or run_ended(steps):
         return lineages
     ran: dict[str, list[int]] = {}

@@ -49,7 +49,9 @@ def action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
     """Protected actions per count (every one, 0 when none) and their ``total``."""
     out = dict.fromkeys(STATUSES, 0)
     for lv in lineage:
-        c = counted_as(lv["status"], lv.get("error"), unknown=lv.get("outcome") == "unknown")
+        # "outcome": "unknown" holds the recorded may_have_run (else the old text rule)
+        c = counted_as(lv["status"], lv.get("error"), unknown=lv.get("outcome") == "unknown",
+                       leaves_open=False)
         out[c] = out.get(c, 0) + 1
     out["total"] = len(lineage)
     return out
@@ -82,8 +84,10 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
     a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
     ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
-    human answered (QA qa-new9 S3). ``warnings``: the import's warnings, when any (a
-    record that does not match its id, gate activity with no PlanFence line, ...).
+    human answered (QA qa-new9 S3). ``paused``: the run is paused, waiting for a human
+    (no terminal marker, its last step a pause; every run has the key, #29).
+    ``warnings``: the import's warnings, when any (a record or decision line that does
+    not match its digest, gate activity with no PlanFence line, ...).
     """
     tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
              for e in getattr(r.trace.planfence, "decisions", ())}
@@ -102,6 +106,7 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
                                                        places=r.flag_places)],
         "diagnoses": [d.to_json() for d in r.diagnoses],
         "attribution": att.to_json() if att is not None else None,
+        "paused": r.paused,
         "actions": action_counts(lineage),
         "lineage": lineage,
         **({"warnings": list(r.trace.warnings)} if r.trace.warnings else {}),

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from icore.errors import FenceError
 from icore.records import Record, RecordId
+
+_DIGEST_DOMAIN = b"icore.decision.v1\n"
+"""What a decision's digest hashes before its canonical JSON (``DecisionEntry.digest``):
+the hash of no other kind of object can pass for one."""
 
 
 class Outcome(enum.StrEnum):
@@ -174,6 +180,11 @@ class DecisionEntry:
             (raised or was cancelled: ``"RuntimeError: carrier down"``; recorders write
             it on the call's last decision, issue 28); None: no failure recorded. The
             tool's outcome, not the gate's: the decision's verdict is unchanged.
+        may_have_run: with :attr:`error`, whether the failure leaves the call's effect
+            open (a timeout, a cancellation or an interrupt while the tool ran, an
+            answer lost after the call was sent: the audit counts it ``outcome
+            unknown``); recorders write it with every ``error`` since #29. None: not
+            recorded (an older trace: the audit then reads the error's text).
     """
 
     outcome: str
@@ -193,14 +204,41 @@ class DecisionEntry:
     heads_checked: int = 0
     task: str | None = None
     error: str | None = None
+    may_have_run: bool | None = None
 
     @property
     def authorized(self) -> bool:
         """True when the decision authorized the action."""
         return self.outcome == Outcome.AUTHORIZED.value
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready dict, keys in the decision log's order (``task``, ``error`` last)."""
+    def digest(self) -> str:
+        """The decision's digest: sha256 hex (64 digits) of everything it records.
+
+        Over a domain tag (``icore.decision.v1``) and the canonical JSON of
+        :meth:`to_dict` (``at_ms`` as a float, so an integer time read back as one
+        digests alike): the outcome and
+        reason, the roots (the plan and action records, whose ids bind the call's
+        arguments), D(a), the frontier, heads and fresh record ids, the validation point,
+        policy, detail, ``task``, ``error`` and ``may_have_run``. Recorders write it on
+        every decision line (:meth:`to_dict` with ``digest=True``); ``icore audit``
+        recomputes it, so a decision edited after recording (``stale`` made
+        ``authorized``, a head changed) no longer matches (#29). A plain digest, not a
+        signature: it catches an edit that leaves the digest as written, not a writer
+        who recomputes it. Never raises: the JSON is ASCII (a lone surrogate in a tool's
+        error text is escaped, as a trace line holds it), a non-finite time is hashed
+        as its token (the importer refuses such a line before).
+        """
+        d = self.to_dict()
+        d["at_ms"] = float(self.at_ms)
+        text = json.dumps(d, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(_DIGEST_DOMAIN + text.encode("ascii")).hexdigest()
+
+    def to_dict(self, *, digest: bool = False) -> dict[str, Any]:
+        """The JSON-ready dict, keys in the decision log's order (``task``, ``error`` last).
+
+        ``may_have_run`` when recorded; ``digest`` (:meth:`digest`) with ``digest=True``
+        (what recorders write on a decision line, #29).
+        """
         d: dict[str, Any] = {
             "outcome": self.outcome,
             "reason": self.reason,
@@ -222,6 +260,10 @@ class DecisionEntry:
             d["task"] = self.task
         if self.error is not None:
             d["error"] = self.error
+        if self.may_have_run is not None:
+            d["may_have_run"] = self.may_have_run
+        if digest:
+            d["digest"] = self.digest()
         return d
 
     @classmethod
@@ -230,7 +272,8 @@ class DecisionEntry:
 
         Lenient as the importers have always been: ``outcome`` and ``reason`` are
         required; every other field may be missing (it then reads as empty, 0, False
-        or ""); ids and keys are read as strings; unknown fields are ignored.
+        or ""); ids and keys are read as strings; unknown fields are ignored, and so is
+        ``digest`` (the audit's importer compares it with :meth:`digest`).
 
         Args:
             obj: the decoded JSON object.
@@ -244,7 +287,8 @@ class DecisionEntry:
                 missing or not a string or number; ``frontier``/``heads`` is not an
                 object; ``roots``/``deps`` is not a list; ``policy``/``detail`` is not a
                 string or number; ``point`` is not an integer >= 0; ``replanned`` is not
-                a boolean; ``error`` is not a string or number.
+                a boolean; ``error`` is not a string or number; ``may_have_run`` is
+                given but not a JSON boolean.
         """
         if not isinstance(obj, Mapping):
             raise DecisionFormatError("a decision must be an object", field=where)
@@ -275,6 +319,10 @@ class DecisionEntry:
         error = obj.get("error")
         if error is not None:
             error = _text(error, f"{where}.error")
+        open_ = obj.get("may_have_run")
+        if open_ is not None and not isinstance(open_, bool):
+            raise DecisionFormatError(f"must be true or false, not {open_!r}",
+                                      field=f"{where}.may_have_run")
         return cls(
             outcome=outcome, reason=reason,
             action="" if action is None else str(action),
@@ -287,7 +335,7 @@ class DecisionEntry:
             policy=policy, detail=detail,
             owners_contacted=_whole(obj.get("owners_contacted")),
             heads_checked=_whole(obj.get("heads_checked")),
-            task=None if task is None else str(task), error=error)
+            task=None if task is None else str(task), error=error, may_have_run=open_)
 
 
 def _text(v: Any, field: str, *, required: bool = False) -> str:

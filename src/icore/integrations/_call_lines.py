@@ -55,7 +55,7 @@ def refusal_lines(decisions: Sequence[GateDecision], task: str, refused: str | N
         decisions[-1].entry(task=task), outcome=Outcome.BLOCKED.value, reason=refused,
         replanned=False, fresh={}, policy="approval", owners_contacted=0, heads_checked=0,
         detail=_REFUSALS.get(refused, refused))
-    return [{"planfence": {"decision": entry.to_dict()}}]
+    return [{"planfence": {"decision": entry.to_dict(digest=True)}}]
 
 
 def refusal_fields(refused: str | None) -> dict[str, Any]:
@@ -114,7 +114,8 @@ def lineage_records(decisions: Sequence[GateDecision], lookup: Lookup | None
 
 def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
                   decisions: Sequence[GateDecision], task: str, refused: str | None,
-                  written: set[str], failed: str | None = None) -> list[dict[str, Any]]:
+                  written: set[str], failed: str | None = None,
+                  may_have_run: bool | None = None) -> list[dict[str, Any]]:
     """The PlanFence lines of one call named ``task``.
 
     A record line for each of ``recs`` not in ``written`` (the ids written before in this
@@ -122,7 +123,9 @@ def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
     recomputes the id, QA qa-new9 S3), one decision line per decision, and
     :func:`refusal_lines` when ``refused``. ``failed``: the error of an authorized tool
     that then failed, written as the last decision's ``error``
-    (:attr:`icore.fence.DecisionEntry.error`, issue 28).
+    (:attr:`icore.fence.DecisionEntry.error`, issue 28) with ``may_have_run`` (whether
+    the failure leaves the effect open; False when not given). Each decision line
+    carries its digest (:meth:`icore.fence.DecisionEntry.digest`, #29).
     """
     lines: list[dict[str, Any]] = []
     for rec, rrole in recs.values():
@@ -141,8 +144,8 @@ def lineage_lines(recs: Mapping[RecordId, tuple[Record, str]],
     for i, d in enumerate(decisions, 1):
         entry = d.entry(task=task)
         if failed is not None and i == len(decisions) and entry.authorized:
-            entry = dataclasses.replace(entry, error=failed)
-        lines.append({"planfence": {"decision": entry.to_dict()}})
+            entry = dataclasses.replace(entry, error=failed, may_have_run=bool(may_have_run))
+        lines.append({"planfence": {"decision": entry.to_dict(digest=True)}})
     lines.extend(refusal_lines(decisions, task, refused))
     return lines
 

@@ -6,8 +6,16 @@ the guard's wrapping (:mod:`icore.integrations._tool_failed`). Pure: no I/O.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
+
+OPEN_FAILURES: tuple[type[BaseException], ...] = (asyncio.CancelledError, TimeoutError,
+                                                  KeyboardInterrupt)
+"""Exceptions that stop a tool mid-call, leaving its effect open (it may have had it): a
+cancellation (an ``asyncio`` Ctrl-C), a timeout, a Ctrl-C in a sync tool (#29)."""
+
+_OPEN_TEXT = ("CancelledError", "TimeoutError", "KeyboardInterrupt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,12 +29,29 @@ class Failed:
         ran: False when the tool's body provably never ran (a layer between the gate
             and the body, or the framework's own argument check, answered with an
             error): recorded ``ran: false``, not "failed after authorization" (#28).
+        open: whether the failure leaves the call's effect open (:attr:`may_have_run`);
+            None: judged from :attr:`exc`, else from the recorder's own :attr:`error`
+            text.
     """
 
     value: Any
     error: str
     exc: BaseException | None = None
     ran: bool = True
+    open: bool | None = None
+
+    @property
+    def may_have_run(self) -> bool:
+        """True when the tool was stopped mid-call: it may have had its effect.
+
+        :data:`OPEN_FAILURES`; recorded as the decision's ``may_have_run`` (the audit
+        counts the call ``outcome unknown``, #29).
+        """
+        if self.open is not None:
+            return self.open
+        if self.exc is not None:
+            return isinstance(self.exc, OPEN_FAILURES)
+        return self.error.lstrip().startswith(_OPEN_TEXT)
 
     def reraise(self) -> Any:
         """Raise :attr:`exc` again (its traceback kept); else return :attr:`value`."""
@@ -41,4 +66,4 @@ class Failed:
         return f"ERROR: {self.error}{shown}"[:2000]
 
 
-__all__ = ["Failed"]
+__all__ = ["OPEN_FAILURES", "Failed"]

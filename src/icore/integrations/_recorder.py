@@ -359,20 +359,22 @@ class RunRecorder:
 
     def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
                 lookup: Lookup | None = None, refused: str | None = None,
-                failed: str | None = None) -> str:
+                failed: str | None = None, may_have_run: bool | None = None) -> str:
         """Write one protected call's PlanFence lines; return its ``task`` name.
 
         The records first (each record once per run: roots and their ancestors as far as
         ``lookup`` holds them, the heads and fresh records of every decision), then one
         decision line per gate decision, grouped by ``task`` = ``<tool>-<n>`` (and a
         refusal line when ``refused``; :func:`icore.integrations._call_lines.lineage_lines`;
-        ``failed``: the error of an authorized tool that then failed, on its last decision).
+        ``failed``: the error of an authorized tool that then failed, on its last decision,
+        with ``may_have_run``: whether that failure leaves the call's effect open; every
+        decision line carries its digest, #29).
         """
         task = self.next_task(tool)
         recs = lineage_records(decisions, lookup)
         with self._lock:
             self.planfence.extend(lineage_lines(recs, decisions, task, refused,
-                                                self._records, failed))
+                                                self._records, failed, may_have_run))
         return task
 
     def finish(self, agent: str, answer: Any, *, at: float | None = None,

@@ -100,10 +100,12 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
             rec._stale.setdefault(scope, []).append(
                 (tuple(first.roots) if first is not None else (), who, plan_id, turn,
                  dict(result.final.heads)))
+    failure = result.value if result.executed and isinstance(
+        result.value, Failed) and result.value.ran else None
     task = rec.lineage(tool, result.decisions, lookup=lookup,
                        refused=after_gate(result, refused),
-                       failed=result.value.error if result.executed and isinstance(
-                           result.value, Failed) and result.value.ran else None)
+                       failed=None if failure is None else failure.error,
+                       may_have_run=None if failure is None else failure.may_have_run)
     if not result.executed:  # its output names its task: the audit matches by it
         why = refused or result.final.reason.value
         rec.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",

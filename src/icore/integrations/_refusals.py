@@ -132,7 +132,7 @@ def blocked_line(tool: str, task: str, reason: str, policy: str, detail: str = "
     e = DecisionEntry(outcome=Outcome.BLOCKED.value, reason=reason, action=tool,
                       deps=tuple(sorted(deps)), policy=policy,
                       detail=detail[:MAX_DETAIL_CHARS], task=task)
-    return {"planfence": {"decision": e.to_dict()}}
+    return {"planfence": {"decision": e.to_dict(digest=True)}}
 
 
 def record_blocked(rec: RunRecorder, tool: str, reason: str, policy: str,

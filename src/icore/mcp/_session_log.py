@@ -42,7 +42,7 @@ from typing import Any, TextIO
 
 from icore._strict_json import strict_dumps
 from icore.adapters import MAY_HAVE_RUN_MARK
-from icore.fence import GateDecision, Outcome, Reason
+from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
 from icore.mcp._trace_claim import free_sibling, open_new_trace, replace_atomically
@@ -133,7 +133,20 @@ def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
         note = (f"H(x) of {', '.join(trusted)} taken on trust (trust_updates: the "
                 "upstream's subscription, not read again at this call)")
         e = dataclasses.replace(e, detail=f"{e.detail}; {note}" if e.detail else note)
-    return e.to_dict()
+    return e.to_dict(digest=True)
+
+
+def _fail(d: dict[str, Any], error: str, may_have_run: bool) -> None:
+    """Set a decision line's ``error`` and ``may_have_run``, and its digest over them.
+
+    ``may_have_run``: the call was sent and not answered (its effect is open: the audit
+    counts it ``outcome unknown``; the error's text then starts ``MAY HAVE RUN:`` for
+    older readers). The digest is written again (:meth:`DecisionEntry.digest`, #29).
+    """
+    e = dataclasses.replace(DecisionEntry.from_dict(d), may_have_run=may_have_run,
+                            error=error.strip()[:2000] or "the upstream answered an error")
+    d.clear()
+    d.update(e.to_dict(digest=True))
 
 
 def _record_line(rec: Record, role: str) -> dict[str, Any]:
@@ -392,8 +405,8 @@ class GatewayTrace:
         A protected call (``task`` in ``fields``) the gate authorized whose upstream then
         answered an error (``isError``, a JSON-RPC error, no answer) is failed after
         authorization: its last decision line gets the ``error`` (issue 28); one sent
-        and not answered (``may_have_run``) gets it prefixed ``MAY HAVE RUN:``, which the
-        audit counts ``outcome unknown`` (#29). The file is
+        and not answered gets ``may_have_run: true`` (:func:`_fail`), which the audit
+        counts ``outcome unknown`` (#29). The file is
         append-only while the gateway runs, so the decision is appended again with the
         error at once (the audit reads the two lines as one decision, the later one's
         error kept): a gateway stopped at once (a second signal, SIGKILL) keeps the
@@ -404,18 +417,18 @@ class GatewayTrace:
             text = result if isinstance(result, str) else text_of(result)
             if fields.get("may_have_run"):  # sent, not answered: outcome unknown (#29)
                 text = MAY_HAVE_RUN_MARK + text
-            self._failed(str(task), text)
+            self._failed(str(task), text, bool(fields.get("may_have_run")))
         self.recorder.tool_call(sid, tool, args, result, error=error, **fields)
         self.flush()
 
-    def _failed(self, task: str, error: str) -> None:
-        """Set ``error`` on ``task``'s last decision line if it authorized the call."""
+    def _failed(self, task: str, error: str, may_have_run: bool) -> None:
+        """:func:`_fail` ``task``'s last decision line if it authorized the call."""
         with self._lock:
             for i in range(len(self.planfence) - 1, -1, -1):
                 d = self.planfence[i].get("planfence", {}).get("decision")
                 if isinstance(d, dict) and d.get("task") == task:
                     if d.get("outcome") == Outcome.AUTHORIZED.value:
-                        d["error"] = error.strip()[:2000] or "the upstream answered an error"
+                        _fail(d, error, may_have_run)
                         if self.path is not None and i < self._pf_done:  # on disk already
                             self._amends.append({"planfence": {"decision": dict(d)}})
                     return

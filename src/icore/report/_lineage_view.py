@@ -234,8 +234,9 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
                   f"authorized: {lineage.ran_anyway.strip()[:160]!r}. An effect no "
                   "authorization covers (or an edited trace).")
     if lineage.edited is not None:  # the trace contradicts its own record ids (fail closed)
-        steps.append(DecisionStepView("edited", "a record does not match its id", "bad",
-                                      lineage.edited))
+        said = ("a decision does not match its digest" if "match its digest" in
+                lineage.edited else "a record does not match its id")
+        steps.append(DecisionStepView("edited", said, "bad", lineage.edited))
         reason = f"INVALID: {lineage.edited}, a verdict that cannot be trusted."
     if error is not None:  # the tool's outcome beside the gate's verdict (issue 28)
         reason = f"{reason.rstrip('.')}; the tool then failed: {error.strip().rstrip('.')}."

@@ -324,7 +324,9 @@ class LineageView:
         """What the counts file it under (:func:`icore.adapters.counted_as`)."""
         from icore.adapters import counted_as
 
-        return counted_as(self.status, self.error, unknown=self.outcome_unknown)
+        # outcome_unknown holds the recorded may_have_run (else the old text rule)
+        return counted_as(self.status, self.error, unknown=self.outcome_unknown,
+                          leaves_open=False)
 
     @property
     def ran(self) -> bool:

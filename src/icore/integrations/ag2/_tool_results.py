@@ -26,7 +26,7 @@ from icore.fence import GateDecision, Reason
 from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
-from icore.integrations._failed import Failed
+from icore.integrations._failed import OPEN_FAILURES, Failed
 from icore.integrations._json_args import bounded_value, read_json
 from icore.integrations._json_args import given_args as args_as_given
 from icore.integrations._tool_failed import describe
@@ -108,7 +108,8 @@ def ran(event: Any, body: bool = True) -> Result | Failed:
     """
     result = Result(event)
     if isinstance(event, ToolErrorEvent):
-        return Failed(result, describe(event.error), ran=body)
+        return Failed(result, describe(event.error), ran=body,
+                      open=isinstance(event.error, OPEN_FAILURES))
     return result
 
 

@@ -22,7 +22,7 @@ from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
 from agents.tracing.spans import NoOpSpan
 
-from icore.integrations._failed import Failed
+from icore.integrations._failed import OPEN_FAILURES, Failed
 from icore.integrations._tool_failed import describe
 
 _RAISED: ContextVar[list[Exception] | None] = ContextVar("icore_agents_tool_raised",
@@ -138,7 +138,7 @@ async def _run_tool(base: FunctionTool, runs: Runs, ctx: ToolContext[Any],
             if text is None:  # no failure policy: the exception leaves the run
                 raise
             base.on_invoke_tool._on_handled_error(base, exc, payload, ctx)  # type: ignore[attr-defined]
-            return Failed(text, _error_of(exc, ctx))
+            return Failed(text, _error_of(exc, ctx), open=isinstance(exc, OPEN_FAILURES))
     span = get_current_span()
     if noting is not None and (span is None or isinstance(span, NoOpSpan)):
         raised: list[Exception] = []
@@ -147,7 +147,8 @@ async def _run_tool(base: FunctionTool, runs: Runs, ctx: ToolContext[Any],
             out = await noting.on_invoke_tool(ctx, payload)
         finally:
             _RAISED.reset(token)
-        return Failed(out, _error_of(raised[-1], ctx)) if raised else out
+        return Failed(out, _error_of(raised[-1], ctx),
+                      open=isinstance(raised[-1], OPEN_FAILURES)) if raised else out
     before = getattr(span, "error", None)
     out = await base.on_invoke_tool(ctx, payload)
     err = getattr(span, "error", None)
