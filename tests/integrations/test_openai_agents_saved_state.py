@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, RunState, Runner, function_tool
+from agents import Agent, Runner, RunState, function_tool
 from agents.testing import assistant_message, function_call
 
 from icore.integrations.openai_agents import fenced_function_tool

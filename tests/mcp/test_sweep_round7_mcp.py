@@ -16,11 +16,11 @@ from icore.mcp._stdio_lines import INVALID_PARAMS, PARSE_ERROR, malformed_answer
 
 
 def _call(number: str, rid: str = "7") -> str:
-    return ('{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "book",'
-            ' "arguments": {"city": "Porto", "price": %s}}}' % (rid, number))
+    return ('{"jsonrpc": "2.0", "id": ' + rid + ', "method": "tools/call", "params": '
+            '{"name": "book", "arguments": {"city": "Porto", "price": ' + number + '}}}')
 
 
-@pytest.mark.parametrize("number", ["9" * 4301, "-" + "1" * 5000, "[1, %s]" % ("2" * 9999)])
+@pytest.mark.parametrize("number", ["9" * 4301, "-" + "1" * 5000, "[1, " + "2" * 9999 + "]"])
 def test_a_big_integer_is_answered_under_the_requests_id(number: str) -> None:
     (answer,) = malformed_answers(_call(number))
     msg = json.loads(answer)

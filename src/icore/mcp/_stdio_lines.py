@@ -123,8 +123,9 @@ def malformed_answers(line: str, exc: Exception | None = None) -> list[str]:
         of a batch array (MCP has no batches since 2025-06-18) or one with id null when
         none of its items has an id; one ``-32600`` for any other JSON value that is not
         a valid message; one ``-32602`` under the request's id for a request holding an
-        integer past Python's 4300 digits. The id is the message's own when it is a string or an integer
-        (so the waiting request is answered), else null (JSON-RPC 2.0 Sec. 5).
+        integer past Python's 4300 digits. The id is the message's own when it is a
+        string or an integer (so the waiting request is answered), else null (JSON-RPC
+        2.0 Sec. 5).
     """
     if not line.strip():
         return []

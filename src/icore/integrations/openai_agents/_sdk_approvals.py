@@ -108,9 +108,9 @@ def witness_approvals() -> None:
 
 
 def witnessed(agent: Any, name: str, call_id: Any, *, consume: bool = False) -> bool:
-    """Whether a human approved ``agent``'s call ``call_id`` of tool ``name`` in this
-    process (or every call of it: ``always_approve=True``).
+    """Whether a human approved ``agent``'s call ``call_id`` of tool ``name`` here.
 
+    In this process, through the SDK (or every call of it: ``always_approve=True``).
     ``consume``: the call is being judged under that approval, which is then used up (a
     later state naming the same call id is not approved by it again).
     """
