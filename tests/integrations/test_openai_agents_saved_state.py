@@ -16,33 +16,18 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, RunState, function_tool
+from agents import Agent, Runner, RunState
 from agents.testing import assistant_message, function_call
 
 from icore.integrations.openai_agents import fenced_function_tool
-from icore.workspace import Workspace
 
+from .test_openai_agents_approvals import _loads
 from .test_openai_agents_issue28 import _model, _outputs
 
 
 def _app() -> tuple[Any, list[tuple[str, str]]]:
-    ws = Workspace({"load/*": "planning"})
-    ws.put("load/L7", {"dock": "D3"}, by="planning")
-    disp = ws.agent("dispatcher")
-    sent: list[tuple[str, str]] = []
-
-    @function_tool
-    def get_load(load_id: str) -> str:
-        """Read a load."""
-        return json.dumps(disp.read(f"load/{load_id}"))
-
-    def dispatch_truck(load_id: str, dock: str) -> str:
-        """Send a truck."""
-        sent.append((load_id, dock))
-        return f"sent to {dock}"
-
-    safe = fenced_function_tool(function_tool(dispatch_truck, needs_approval=True),
-                                agent=disp, depends_on={"load/L7"})
+    _ws, disp, sent, (get_load, dispatch) = _loads()
+    safe = fenced_function_tool(dispatch, agent=disp, depends_on={"load/L7"})
     agent = Agent(name="dispatcher", tools=[get_load, safe], model=_model([
         [function_call("get_load", {"load_id": "L7"}, call_id="c1")],
         [function_call("dispatch_truck", {"load_id": "L7", "dock": "D3"}, call_id="c2")],

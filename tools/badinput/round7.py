@@ -27,6 +27,7 @@ The MCP family (``mcp-args``: ``\\u``-escaped and non-NFC arguments, big numbers
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
@@ -435,6 +436,22 @@ def _first_map_field(base: str, flow: str) -> str:
     return base + "x: " + flow + "\n"
 
 
+_OWNERS = {"run": (("ownership",), "req/*", "reviser-1", "planner-1"),
+           "team": (("ownership",), "req/*", "planner", "booker"),
+           "gateway": (("facts", "owners"), "fact://plan/*", "planner", "booker")}
+"""Per manifest kind: an owner map's field, a key and two valid owners of it."""
+_OWNER_MAPS = {"merge-two-same-key": "{{<<: [{{'{k}': {v1}}}, {{'{k}': {v2}}}]}}",
+               "merge-own-overrides": "{{<<: {{'{k}': {v1}}}, '{k}': {v2}}}",
+               "dup-quoted-plain": "{{{k}: {v1}, '{k}': {v2}}}",
+               "dup-escaped": "{{'{k}': {v1}, \"{esc}\": {v2}}}"}
+"""Owner maps whose key is given twice (merged, quoted or escaped): only the merge of
+the mapping's own key over a merged one is YAML's rule (accepted)."""
+
+
+_YAML_RULE = ("merge-own-overrides", "dup-top-via-merge")
+"""A mapping's own key over a merged one: YAML's rule, a valid manifest may run."""
+
+
 def yaml_bombs(b: Builder, per_seed: int = 30) -> None:
     """Run, team and gateway manifests with bombs, equal keys and very deep nesting."""
     from .surfaces import _gateway_doc
@@ -442,7 +459,7 @@ def yaml_bombs(b: Builder, per_seed: int = 30) -> None:
         "run": (seeds.RUN_MANIFEST, "run.yaml",
                 lambda p, d: ["ICORE", "run", "--manifest", str(p), "--out", str(d / "o")]),
         "team": (seeds.TEAM_MANIFEST, "team.yaml",
-                 lambda p, d: ["ICORE", "certs", "init", "--team", str(p), "--dir",
+                 lambda p, d: ["ICORE", "certs", "init", "--manifest", str(p), "--dir",
                                str(d / "c")]),
         "gateway": (_gateway_doc(), "gw.yaml",
                     lambda p, d: ["sh", "-c", f'exec "$ICORE_PY" -m icore mcp {p} </dev/null']),
@@ -454,11 +471,22 @@ def yaml_bombs(b: Builder, per_seed: int = 30) -> None:
         d = b._dir(cid)
         base = yaml.safe_dump(doc, sort_keys=False)
         p = d / fname
-        p.write_text(_bombs(base)[name], encoding="utf-8")
+        text = _bombs(base)[name]
+        if name in _OWNER_MAPS:  # an owner map whose two values are both valid
+            field, key, v1, v2 = _OWNERS[kind]
+            node = doc = copy.deepcopy(doc)
+            for k in field[:-1]:
+                node = node[k]
+            node[field[-1]] = "__MAP__"
+            esc = "".join(f"\\u{ord(c):04x}" for c in key)
+            text = yaml.safe_dump(doc, sort_keys=False).replace("__MAP__", _OWNER_MAPS[name]
+                                                                .format(k=key, v1=v1, v2=v2,
+                                                                        esc=esc))
+        p.write_text(text, encoding="utf-8")
         b.cases.append(Case(cid, "yaml-bombs", argv(p, d), inputs=[p],
                             names=[p.name, "line", "manifest"], timeout=120,
                             # a mapping's own key over a merged one is YAML's rule
-                            ok_codes=(0, 1, 2) if name == "merge-own-overrides" else (1, 2)))
+                            ok_codes=(0, 1, 2) if name in _YAML_RULE else (1, 2)))
 
 
 def all_families(b: Builder, work: Path) -> None:

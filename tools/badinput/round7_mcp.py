@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from .cases import Builder, Case
+from .round5 import _DRIVER as _R5
 
 _UPSTREAM = r'''
 import json, os, sys
@@ -63,40 +64,15 @@ for line in sys.stdin.buffer:
         out(msg["id"], {})
 '''
 
-_DRIVER = r'''
-import json, math, os, select, subprocess, sys, time, unicodedata
+_DRIVER = _R5[:_R5.index("reqs = [")] + r'''
 sys.set_int_max_str_digits(0)
-man, trace, raw_args = sys.argv[1], sys.argv[2], sys.argv[3]
+raw_args = sys.argv[3]
 d = os.path.dirname(man)
-p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", man], stdin=subprocess.PIPE,
-                     stdout=subprocess.PIPE, stderr=open(man + ".err", "wb"), cwd=d)
-buf = b""
 def send_raw(text):
     try:
         p.stdin.write(text.encode("utf-8", "surrogatepass") + b"\n"); p.stdin.flush()
     except (BrokenPipeError, OSError):
         pass
-def answer(rid, limit):
-    global buf
-    end = time.monotonic() + limit
-    while True:
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                print("LEAK a line on the gateway's stdout is no JSON:", line[:120]); fin(4)
-            if msg.get("id") == rid:
-                return msg
-        left = end - time.monotonic()
-        if left <= 0:
-            print(f"HANG no answer to request {rid} in {limit} s"); fin(5)
-        r, _, _ = select.select([p.stdout], [], [], left)
-        if r:
-            chunk = os.read(p.stdout.fileno(), 1 << 20)
-            if not chunk:
-                return None
-            buf += chunk
 def calls():
     log = os.path.join(d, "calls.log")
     if not os.path.isfile(log):
@@ -110,25 +86,6 @@ def typed(v):
     if isinstance(v, float):
         return ("float", repr(v))
     return (type(v).__name__, v)
-def fin(code):
-    try:
-        p.stdin.close()
-    except OSError:
-        pass
-    try:
-        rc = p.wait(30)
-    except subprocess.TimeoutExpired:
-        p.kill(); rc = p.wait(); print("NOEXIT"); code = code or 6
-    print(open(man + ".err", "rb").read().decode("utf-8", "replace")[-2500:])
-    if rc not in (0, 1, 2, -9):
-        print(f"EXIT gateway exit code {rc}"); code = code or 7
-    if code == 0 and os.path.isfile(trace):
-        a = subprocess.run([sys.executable, "-m", "icore", "audit", trace, "--no-report"],
-                           capture_output=True, text=True, timeout=120, errors="replace")
-        print("AUDIT", a.returncode, a.stdout[-600:], a.stderr[-2000:])
-        if a.returncode not in (0, 1) or "Traceback" in a.stderr:
-            code = 8
-    sys.exit(code)
 n = 0
 def req(method, params_text):
     global n
