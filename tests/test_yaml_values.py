@@ -80,14 +80,19 @@ def test_safe_load_refuses_a_key_given_twice_naming_both_lines() -> None:
 
 
 @pytest.mark.parametrize("load", [_run, _team, _gateway])
+@pytest.mark.parametrize(("text", "lines"), [
+    ("name: x\nownership:\n  'req/*': a\nownership:\n  'req/*': b\n", ("line 2", "line 4")),
+    # a key two merged mappings bring (#29, sweep round 7)
+    ("name: x\nownership: {<<: [{'req/*': a}, {'req/*': b}]}\n", ("line 2",))])
 def test_every_manifest_loader_refuses_duplicate_keys(tmp_path: Path,
-                                                      load: Callable[[Path], Any]) -> None:
+                                                      load: Callable[[Path], Any], text: str,
+                                                      lines: tuple[str, ...]) -> None:
     p = tmp_path / "m.yaml"
-    p.write_text("name: x\nownership:\n  'req/*': a\nownership:\n  'req/*': b\n")
+    p.write_text(text)
     with pytest.raises(IcoreError) as e:
         load(p)
-    assert "duplicate key" in str(e.value) and "line 2" in str(e.value)
-    assert "line 4" in str(e.value), e.value
+    assert "duplicate key" in str(e.value)
+    assert all(line in str(e.value) for line in lines), e.value
 
 
 def test_icore_run_refuses_a_duplicate_owner(tmp_path: Path) -> None:
@@ -103,3 +108,21 @@ def test_icore_run_refuses_a_duplicate_owner(tmp_path: Path) -> None:
                              env={"COLUMNS": "200"})
     assert res.exit_code == 2, res.output
     assert "duplicate key" in res.output and not (tmp_path / "o").exists()
+
+
+def test_a_key_two_merged_mappings_bring_is_refused() -> None:
+    """Issue 29, round 7: ``<<: [*a, *b]`` with ``req/*`` in both kept the first owner and
+    silently dropped the second, as a key given twice did; a mapping's own key over a
+    merged one stays YAML's rule, and the same mapping merged twice (or through another
+    merge) is no conflict; a merge of itself stops."""
+    from icore._yaml import DuplicateKeyError
+
+    text = "a: &a {req/*: planner}\nb: &b {req/*: booker}\nownership: {<<: [*a, *b]}\n"
+    with pytest.raises(DuplicateKeyError) as e:
+        safe_load(text)
+    assert e.value.lines == (1, 2) and "merged with '<<'" in str(e.value)
+    assert safe_load("a: &a {p: 1}\nb: &b {<<: *a, q: 2}\no: {<<: [*b, *a]}\n")["o"] == {
+        "p": 1, "q": 2}
+    assert safe_load("a: &a {p: 1}\no: {<<: [*a, *a], p: 3}\n")["o"] == {"p": 3}
+    assert safe_load("l: &l {<<: [*l], k: 1}\n")["l"] == {"k": 1}
+

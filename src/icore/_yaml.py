@@ -11,7 +11,9 @@ A key given twice in one mapping is refused too (:class:`DuplicateKeyError`, nam
 lines): YAML itself keeps the last one, so a second ``req/*:`` in a team manifest's
 ``ownership`` silently changed the key's owner, and a second top-level ``ownership:``
 dropped the whole first block (QA r8-bad D19). A merge key (``<<: *base``) is not a
-duplicate: the mapping's own keys override the merged ones, as YAML specifies.
+duplicate: the mapping's own keys override the merged ones, as YAML specifies; but a key
+two merged mappings both bring (``<<: [*a, *b]``: YAML keeps the first, silently) is
+refused the same way (#29).
 
 :class:`ScalarTypes` is the base of the manifests' pydantic models: pydantic's lax mode
 read ``timeout_s: true`` as 1 second, ``repeat: "3"`` as 3 and ``revision: "no"`` as
@@ -28,7 +30,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationInfo, field_validator
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -40,11 +42,14 @@ class DuplicateKeyError(ConstructorError):
         key: the key's text; lines: the 1-based lines of its first and second entry.
     """
 
-    def __init__(self, key: str, lines: tuple[int, int], mapping: Node, again: Node) -> None:
+    def __init__(self, key: str, lines: tuple[int, int], mapping: Node, again: Node,
+                 *, merged: bool = False) -> None:
+        lost = ("two mappings merged with '<<' both hold it; YAML keeps only the first "
+                "one's, so the other entry" if merged else
+                "YAML keeps only the last one, so the first entry")
         super().__init__("while constructing a mapping", mapping.start_mark,
                          f"duplicate key {key!r} (first at line {lines[0]}, again at line "
-                         f"{lines[1]}); YAML keeps only the last one, so the first entry "
-                         "would be silently lost", again.start_mark)
+                         f"{lines[1]}); {lost} would be silently lost", again.start_mark)
         self.key, self.lines = key, lines
 
 
@@ -61,14 +66,54 @@ class _Loader(yaml.SafeLoader):
         """
         node = super().compose_mapping_node(anchor)
         seen: dict[tuple[str, str], int] = {}
-        for k, _ in node.value:
-            if not isinstance(k, ScalarNode) or k.tag == _MERGE:
+        for k, v in node.value:
+            if isinstance(k, ScalarNode) and k.tag == _MERGE:
+                _merged_once(node, v)
+                continue
+            if not isinstance(k, ScalarNode):
                 continue
             line = k.start_mark.line + 1
             if (k.tag, k.value) in seen:
                 raise DuplicateKeyError(str(k.value), (seen[(k.tag, k.value)], line), node, k)
             seen[(k.tag, k.value)] = line
         return node
+
+
+def _merged_keys(source: Node, out: dict[tuple[str, str], ScalarNode],
+                 visiting: set[int]) -> None:
+    """The scalar keys a merged mapping brings, its own merges included (a cycle stops)."""
+    if not isinstance(source, MappingNode) or id(source) in visiting:
+        return
+    visiting.add(id(source))
+    for k, v in source.value:
+        if isinstance(k, ScalarNode) and k.tag == _MERGE:
+            for sub in (v.value if isinstance(v, SequenceNode) else [v]):
+                _merged_keys(sub, out, visiting)
+        elif isinstance(k, ScalarNode):
+            out.setdefault((k.tag, k.value), k)
+
+
+def _merged_once(mapping: MappingNode, merge: Node) -> None:
+    """Refuse a key two mappings of one merge (``<<: [*a, *b]``) both bring.
+
+    YAML keeps the first one and silently drops the other, as with a key given twice
+    (#29). A mapping's own keys over merged ones are YAML's rule and stay allowed.
+
+    Raises:
+        DuplicateKeyError: the key, with the lines of both entries.
+    """
+    if not isinstance(merge, SequenceNode):
+        return
+    seen: dict[tuple[str, str], ScalarNode] = {}
+    for source in merge.value:
+        keys: dict[tuple[str, str], ScalarNode] = {}
+        _merged_keys(source, keys, set())
+        for tk, k in keys.items():
+            if tk in seen and seen[tk] is not k:
+                first = seen[tk].start_mark.line + 1
+                raise DuplicateKeyError(str(k.value), (first, k.start_mark.line + 1),
+                                        mapping, k, merged=True)
+            seen.setdefault(tk, k)
 
 
 def _int(loader: yaml.SafeLoader, node: Node) -> Any:

@@ -227,7 +227,10 @@ def lineage_of(action: str, title: str, records: Sequence[Mapping[str, Any]],
         records: the record lines of its picture.
         decisions: its gate decisions, in order.
         status: the status when the caller knows it (a live run's ground truth); None
-            derives it from the last decision with :func:`icore.fence.action_status`.
+            derives it from the last decision with :func:`icore.fence.action_status`,
+            ``INVALID`` when any earlier decision authorized the action with a stale key
+            (a later valid decision of the same action, e.g. a conflicting duplicate
+            line, never hides an authorization that ran on stale facts; #29).
 
     Returns:
         The action's lineage.
@@ -239,6 +242,9 @@ def lineage_of(action: str, title: str, records: Sequence[Mapping[str, Any]],
             last = points[-1]
             status = action_status(last.entry.authorized, last.verdict,
                                    frontier_known=last.frontier_source != NONE)
+            if any(p.entry.authorized and p.verdict.invalid(ground_truth=False)
+                   for p in points[:-1]):
+                status = "INVALID"  # an earlier authorization on stale facts ran (#29)
         else:
             status = action_status(None, judge_action((), {}, {}), frontier_known=False)
     return ActionLineage(action, title, status, tuple(records), points)

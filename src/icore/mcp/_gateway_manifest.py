@@ -574,9 +574,10 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
         text = read_capped(p).decode("utf-8")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = safe_load(text)
-    except DuplicateKeyError:
-        _walk(node, (), {}, str(p))  # raises, naming the key's dotted path and both lines
-        raise
+    except DuplicateKeyError as exc:  # _walk names the key's dotted path and both lines;
+        _walk(node, (), {}, str(p))  # a key two merges bring (<<: [*a, *b]): its lines
+        raise GatewayManifestError(f"bad YAML at line {exc.lines[1]}: {exc.problem}",
+                                   file=str(p), path="<root>", line=exc.lines[1]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = None if mark is None else mark.line + 1
@@ -586,7 +587,6 @@ def load_manifest(path: str | os.PathLike[str]) -> GatewayManifest:
         raise GatewayManifestError("cannot read gateway manifest: nested too deeply",
                                    file=str(p), path="<root>", line=None) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, OverflowError) as exc:
-        # ValueError: an int of 5000 digits, a date 2026-13-45
         raise GatewayManifestError(f"cannot read gateway manifest: {exc}", file=str(p),
                                    path="<root>", line=None) from None
     if not isinstance(data, dict):

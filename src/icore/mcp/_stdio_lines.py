@@ -29,6 +29,9 @@ PARSE_ERROR = -32700
 """JSON-RPC 2.0 code: the line is not JSON (or not valid Unicode text)."""
 INVALID_REQUEST = -32600
 """JSON-RPC 2.0 code: JSON, but not a valid request or notification."""
+INVALID_PARAMS = -32602
+"""JSON-RPC 2.0 code: a request whose parameters cannot be read (an integer past 4300
+digits)."""
 
 _SHOWN = 200
 """Characters of a parser message quoted in an answer (never the whole input)."""
@@ -55,6 +58,37 @@ def _answer(rid: str | int | None, code: int, message: str) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": rid,
                        "error": {"code": code, "message": message[:_SHOWN + 80]}},
                       ensure_ascii=True, separators=(",", ":")) + "\n"
+
+
+class _Digits(int):
+    """An integer token too long for ``int()`` (its digit count, as an int)."""
+
+
+def _big_int_request(line: str) -> str | None:
+    """The answer to a request holding an integer past 4300 digits, else None.
+
+    Such a line is JSON, but Python's ``int`` refuses the number: the request is answered
+    under its own id (the client waits for it; a notification gets nothing), naming the
+    number's size, instead of a parse error with id null (QA sweep round 7, #29).
+    """
+    longest: list[int] = []
+
+    def digits(text: str) -> int:
+        if len(text) <= 4300:
+            return int(text)
+        longest.append(len(text.lstrip("-")))
+        return _Digits(0)
+
+    try:
+        obj = json.loads(line, parse_int=digits)
+    except (ValueError, RecursionError):
+        return None
+    if not longest or not isinstance(obj, dict) or "method" not in obj or "id" not in obj:
+        return None
+    rid = obj.get("id")
+    rid = None if isinstance(rid, _Digits) else _id_of(obj)
+    return _answer(rid, INVALID_PARAMS, f"Invalid params: an integer of {max(longest)} "
+                   "digits (over 4300 are refused; send such a number as a string)")
 
 
 def _first_error(exc: Exception) -> tuple[str, str]:
@@ -88,8 +122,10 @@ def malformed_answers(line: str, exc: Exception | None = None) -> list[str]:
         answered); one ``-32700`` for text that is not JSON; one ``-32600`` per request
         of a batch array (MCP has no batches since 2025-06-18) or one with id null when
         none of its items has an id; one ``-32600`` for any other JSON value that is not
-        a valid message. The id is the message's own when it is a string or an integer
-        (so the waiting request is answered), else null (JSON-RPC 2.0 Sec. 5).
+        a valid message; one ``-32602`` under the request's id for a request holding an
+        integer past Python's 4300 digits. The id is the message's own when it is a
+        string or an integer (so the waiting request is answered), else null (JSON-RPC
+        2.0 Sec. 5).
     """
     if not line.strip():
         return []
@@ -97,6 +133,9 @@ def malformed_answers(line: str, exc: Exception | None = None) -> list[str]:
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError) as err:
+        big = _big_int_request(line)  # JSON, but an integer past Python's 4300 digits
+        if big is not None:
+            return [big]
         return [_answer(None, PARSE_ERROR, f"Parse error: not JSON ({str(err)[:_SHOWN]})")]
     if isinstance(obj, list):
         ids = [_id_of(x) for x in obj if isinstance(x, dict) and "method" in x]

@@ -521,7 +521,8 @@ class Agent(RunScopes):
                 while the human decided blocks it ``stale``, fresh values handed over).
             check: a check without a human (e.g. the call is still the one a framework's
                 own approval covered), asked once the gate authorized the call, right
-                before it runs; False refuses it :data:`REJECTED`. No second validation.
+                before it runs; anything but ``True`` refuses it :data:`REJECTED` (a truthy
+                ``"no"``, ``1`` or array-like object too: fail closed). No second validation.
 
         Returns:
             :class:`Call`.

@@ -323,7 +323,8 @@ class AskThenValidate:
     Args:
         approve: the human's decision on a request.
         check: a check without a human, asked first in both passes (``Agent.execute``'s
-            ``check=``); False rejects.
+            ``check=``); anything but ``True`` rejects (a truthy ``"no"``, ``1``, ``[0]``
+            or an array-like object is no approval: fail closed, #29).
     """
 
     def __init__(self, approve: Callable[[ApprovalRequest], Any],
@@ -342,8 +343,8 @@ class AskThenValidate:
         Raises:
             AnsweredFirst: once the human answered (the second pass runs the call).
         """
-        if self._check is not None and not self._check(request):
-            return False
+        if self._check is not None and self._check(request) is not True:
+            return False  # only a real yes passes a check (fail closed: "no", 1, [0])
         verdict = read_answer(self._approve(request))
         self._answer = (request.id, verdict.approved and verdict.id in (None, request.id))
         raise AnsweredFirst(request.id)
@@ -352,4 +353,4 @@ class AskThenValidate:
         """Second pass: True only for the request the human approved (and ``check``)."""
         if self._answer != (request.id, True):
             return False
-        return self._check is None or self._check(request)
+        return self._check is None or self._check(request) is True

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
-from icore.errors import visible
+from icore.errors import brief, visible
 from icore.fence import ActionResult, Reason
 from icore.records import JSONValue, Record
 from icore.workspace._approval import ApprovalRequest
@@ -291,8 +291,10 @@ def _check(run: _Run, action: str, args: Mapping[str, Any]) -> None:
             ok = run.approve(req)
         except CallRefused as exc:
             raise _Rejected(exc.detail or exc.reason, exc.reason) from None
-        if not ok:
-            raise _Rejected("not approved")
+        if ok is not True:  # only a real yes: "no", 1, [0], an array are no approval
+            raise _Rejected("not approved" if ok is False or ok is None else
+                            f"not approved: the check returned {brief(ok, 60)} "
+                            f"({type(ok).__name__}), not True")
 
 
 def _trampoline_for(action: str) -> Callable[..., Any]:

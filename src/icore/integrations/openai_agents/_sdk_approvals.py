@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -42,6 +44,100 @@ NO_APPROVAL: Any = object()
 """A call that did not run through the SDK's human approval."""
 
 
+_Key = tuple[int, str, str | None]
+_WITNESSED: OrderedDict[_Key, Any] = OrderedDict()
+"""(id of the SDK agent, tool name, call id; None: every call) -> a weak reference to that
+agent: the approvals given in this process."""
+_WITNESS_LOCK = threading.Lock()
+_PATCHED = False
+
+
+def _item_key(item: Any) -> tuple[Any, str, str] | None:
+    """(SDK agent, tool name, call id) of a ``ToolApprovalItem`` (None when unreadable)."""
+    raw = getattr(item, "raw_item", None)
+    call_id = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    name = getattr(item, "tool_name", None) or (
+        raw.get("name") if isinstance(raw, dict) else getattr(raw, "name", None))
+    if isinstance(name, str) and isinstance(call_id, str):
+        return getattr(item, "agent", None), name, call_id
+    return None
+
+
+def _note(agent: Any, name: str, call_id: str | None) -> None:
+    try:
+        ref: Any = weakref.ref(agent)
+    except TypeError:  # no agent (or one without weak references): matches none
+        return
+    key = (id(agent), name, call_id)
+    _WITNESSED[key] = ref
+    _WITNESSED.move_to_end(key)
+    while len(_WITNESSED) > MAX_ASKED * 4:
+        _WITNESSED.popitem(last=False)
+
+
+def witness_approvals() -> None:
+    """Note every approval given in this process through the SDK (idempotent).
+
+    ``RunContextWrapper.approve_tool`` is what ``RunState.approve``, a tool context, the
+    run's ``on_approval`` callback and a hosted MCP ``on_approval_request`` call: each
+    approval given here passes through it, noted per SDK agent, tool and call id (with
+    ``always_approve=True``: every call of that agent's tool). An approval the run state
+    holds that did not (it came with a saved state: written into the JSON, or given in
+    another process) approves nothing (#29, fail closed).
+    """
+    global _PATCHED
+    from agents.run_context import RunContextWrapper
+    with _WITNESS_LOCK:
+        if _PATCHED:
+            return
+        base = RunContextWrapper.approve_tool
+
+        def approve_tool(self: Any, approval_item: Any, always_approve: bool = False
+                         ) -> None:
+            key = _item_key(approval_item)
+            if key is not None:
+                with _WITNESS_LOCK:
+                    _note(*key)
+                    if always_approve is True:
+                        _note(key[0], key[1], None)
+            base(self, approval_item, always_approve=always_approve)
+
+        approve_tool.__doc__ = base.__doc__
+        RunContextWrapper.approve_tool = approve_tool  # type: ignore[method-assign]
+        _PATCHED = True
+
+
+def witnessed(agent: Any, name: str, call_id: Any, *, consume: bool = False) -> bool:
+    """Whether a human approved ``agent``'s call ``call_id`` of tool ``name`` here.
+
+    In this process, through the SDK (or every call of it: ``always_approve=True``).
+    ``consume``: the call is being judged under that approval, which is then used up (a
+    later state naming the same call id is not approved by it again).
+    """
+    def mine(key: _Key) -> bool:
+        ref = _WITNESSED.get(key)
+        return ref is not None and ref() is agent
+
+    with _WITNESS_LOCK:
+        if mine((id(agent), name, None)):
+            return True
+        key = (id(agent), name, call_id)
+        if not mine(key):
+            return False
+        if consume:
+            del _WITNESSED[key]
+        return True
+
+
+def unwitnessed_message(name: str) -> str:
+    """The model's text for an approval that came only with a saved run state."""
+    return (f"PlanFence blocked {name} (approval_changed): the run state says a human "
+            f"approved this call, but no approval of it was given in this process "
+            f"(RunState.approve): an approval that came only with a saved run state "
+            f"(edited, or given elsewhere) approves nothing here; nothing ran. Call "
+            f"{name} again to put it to the human.")
+
+
 def approved_call(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
     """Whether this call ran through the SDK's human approval."""
     if tool.needs_approval is False:
@@ -55,16 +151,19 @@ def always_approved(tool: FunctionTool, ctx: ToolContext[Any]) -> bool:
     """Whether the human approved every call of the tool (``approve(always_approve=True)``).
 
     Read from the run context's approval records (not a public SDK API: when they cannot
-    be read, False, and each call stays bound to its own request).
+    be read, False, and each call stays bound to its own request), and only when that
+    approval was given in this process (:func:`witness_approvals`).
     """
     records = getattr(ctx, "_approval_records_for_key", None)
     if not callable(records):
         return False
     try:
-        return any(getattr(r, "approved", None) is True
-                   for r in records(tool.name, call_id=ctx.tool_call_id))
+        sticky = any(getattr(r, "approved", None) is True
+                     for r in records(tool.name, call_id=ctx.tool_call_id))
     except Exception:
         return False
+    agent = getattr(ctx, "agent", None)  # given here with always_approve=True, not only
+    return sticky and witnessed(agent, tool.name, None)  # written in a saved state
 
 
 def binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,

@@ -99,6 +99,9 @@ from icore.integrations.openai_agents._sdk_approvals import (
     approved_call,
     binding,
     unread_after_approval,
+    unwitnessed_message,
+    witness_approvals,
+    witnessed,
 )
 from icore.integrations.openai_agents._tool_run import (
     STARTED,
@@ -316,6 +319,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
+    witness_approvals()  # an approval only a saved run state holds approves nothing (#29)
     turns = _Turns()
     asked: OrderedDict[Any, ApprovalRequest | None] = OrderedDict()
     """Tool-call id -> the request the human was asked (arguments and versions)."""
@@ -365,6 +369,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                   and not always_approved(base, ctx) else NO_APPROVAL)
 
         def approve(req: ApprovalRequest) -> bool:
+            if wanted is not NO_APPROVAL and not witnessed(
+                    getattr(ctx, "agent", None), base.name, ctx.tool_call_id, consume=True):
+                raise CallRefused(APPROVAL_CHANGED, unwitnessed_message(base.name))
             if wanted is NO_APPROVAL or (wanted is not None and wanted.id == req.id):
                 return True
             raise CallRefused(APPROVAL_CHANGED, changed(
@@ -392,6 +399,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             return args
         context = ctx.context
         approved = canon(args) if approved_call(base, ctx) else None
+        if approved is not None and not witnessed(getattr(ctx, "agent", None), base.name,
+                                                  ctx.tool_call_id, consume=True):
+            return blocked(unwitnessed_message(base.name), APPROVAL_CHANGED)
 
         async def call(**a: Any) -> Any:
             if approved is not None and (fresh or canon(a) != approved):
