@@ -80,13 +80,14 @@ def too_big_error(line: Oversized, limit: int, pending: dict[Any, str],
     """The ``JSONRPCError`` that fails the request a dropped line answers, or None.
 
     The request is the one whose id the line shows (:func:`line_id`), else the only one
-    in flight (unless the line starts with ``method``: a notification or a request of
-    the upstream's own, which nothing waits for). It is removed from ``pending``.
+    in flight; none when the line's head shows a ``method`` (a notification or a request
+    of the upstream's own, whose id is no answer's, and which nothing waits for). It is
+    removed from ``pending``.
     """
     import mcp_types as types
-    rid = line_id(line)
-    if rid not in pending and rid is None and len(pending) == 1 \
-            and not names_a_method(line):
+    asks = names_a_method(line)  # the upstream's own request: its id is no answer's
+    rid = None if asks else line_id(line)
+    if rid is None and len(pending) == 1 and not asks:
         rid = next(iter(pending))
     if rid not in pending:
         log.warning("upstream %s: dropped a %d-byte line over max_message_mb (%g MiB) that "
