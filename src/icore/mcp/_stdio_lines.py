@@ -219,10 +219,10 @@ _SPACE = re.compile(r"[ \t\r\n]*")
 
 
 def head_members(head: str) -> dict[str, Any]:
-    """The top-level members a line's first bytes hold whole, keys and values decoded.
+    r"""The top-level members a line's first bytes hold whole, keys and values decoded.
 
     Parsed as JSON from the opening brace, member by member, until one is cut off or
-    the text is no JSON object: a key or value written with escapes (``"\\u0031"``) is
+    the text is no JSON object: a key or value written with escapes (``"\u0031"``) is
     read as JSON reads it, and a key inside a value is never taken for a top-level one
     (each value is parsed whole). Empty when the text does not open an object.
     """
@@ -256,11 +256,11 @@ def _an_id(value: Any) -> str | int | None:
 
 
 def line_id(line: Oversized) -> str | int | None:
-    """The top-level ``id`` of a line dropped over the cap, when its two ends show it.
+    r"""The top-level ``id`` of a line dropped over the cap, when its two ends show it.
 
     Read where it cannot be a nested key: among the members the head holds whole
     (:func:`head_members`), or as the last member before the closing brace (``jsonrpc``
-    after it allowed); keys and values as JSON reads them, escapes included (``"\\u0031"``
+    after it allowed); keys and values as JSON reads them, escapes included (``"\u0031"``
     is the id ``"1"``). None when neither end shows it.
     """
     got = _an_id(head_members(line.head).get("id"))
