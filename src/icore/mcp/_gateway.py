@@ -39,6 +39,7 @@ import anyio.abc
 
 from icore.errors import IcoreError, StoreError
 from icore.mcp._facts import FactBook, SessionView
+from icore.mcp._gateway_asks import Asks
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
 from icore.mcp._gateway_manifest import (
@@ -96,12 +97,6 @@ class Gateway:
         self.manifest = manifest
         self._resources = _Resources(self, self._client_key)
         otel_endpoint = checked_paths(manifest)
-        self.upstreams = {
-            n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
-                        if s.command is not None else s,
-                        self._resources.on_upstream_notification,
-                        int(manifest.max_message_mb * 2**20))
-            for n, s in manifest.upstreams.items()}
         self.otel: Any = None
         if otel_endpoint:  # before the trace's claim: a missing extra leaves nothing
             from icore.adapters import OtelExporter
@@ -129,6 +124,14 @@ class Gateway:
         except BaseException:
             self.trace.discard()
             raise
+        self.asks = Asks(self.trace)
+        """Upstreams' questions to the clients (elicitation, sampling), forwarded."""
+        self.upstreams = {
+            n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
+                        if s.command is not None else s,
+                        self._resources.on_upstream_notification,
+                        int(manifest.max_message_mb * 2**20), self.asks.callbacks(n))
+            for n, s in manifest.upstreams.items()}
         if tpath is not None and manifest.trace and \
                 tpath != manifest.resolve(manifest.trace):
             warn_not_shared(manifest, self.trace, tpath)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
+from icore.mcp._gateway_asks import CALLER, note_scope
 from icore.mcp._gateway_manifest import UpstreamSpec
 from icore.mcp._gateway_paths import launched
 from icore.mcp._manifest_values import DEFAULT_CONNECT_TIMEOUT_S
@@ -70,14 +71,18 @@ class Upstream:
         spec: its :class:`~icore.mcp.UpstreamSpec`.
         on_notification: awaited with ``(upstream name, notification)`` for every
             notification the upstream sends (``notifications/resources/updated``, ...).
-        max_message: the longest message read from a stdio upstream, bytes (the
+        max_message: the longest message read from an upstream, bytes (the
             manifest's ``max_message_mb``): a longer answer fails its request (#29).
+        callbacks: the connection's ``ClientSession`` callbacks (the upstream's
+            questions to the client: :meth:`~icore.mcp._gateway_asks.Asks.callbacks`).
     """
 
     def __init__(self, name: str, spec: UpstreamSpec,
                  on_notification: Callable[[str, Any], Awaitable[None]],
-                 max_message: int = 16 << 20) -> None:
+                 max_message: int = 16 << 20,
+                 callbacks: Mapping[str, Any] | None = None) -> None:
         self.name, self.spec, self.max_message = name, spec, max_message
+        self.callbacks = dict(callbacks or {})
         self.on_notification = on_notification
         self.session: Any = None
         self.capabilities: Any = None
@@ -144,6 +149,7 @@ class Upstream:
         from icore.mcp._upstream_lean import http_streams, lean_wanted
         from icore.mcp._upstream_stdio import upstream_stdio
 
+        CALLER.set(None)  # not the call that connected: its questions go to no caller
         spec = self.spec
         started = False
         mine = -1
@@ -170,7 +176,8 @@ class Upstream:
                             http = inject = None
                             r, w = await stack.enter_async_context(
                                 streamable_http_client(spec.url, http_client=client))
-                    session = ClientSession(r, w, message_handler=self._handler)
+                    session = ClientSession(r, w, message_handler=self._handler,
+                                            **self.callbacks)
                     await stack.enter_async_context(session)
                     with anyio.fail_after(connect_bound_s(spec)):
                         init = await session.initialize()
@@ -364,7 +371,8 @@ class Upstream:
 
         from icore.mcp._upstream_lean import not_taken
         try:
-            with anyio.fail_after(self.spec.timeout_s):
+            with anyio.fail_after(self.spec.timeout_s) as scope:
+                note_scope(scope)  # paused while the upstream asks the client
                 return await fn(session)
         except TimeoutError:
             restart = ""
