@@ -62,14 +62,17 @@ class Caller:
         protected: whether the tool is protected (a human's answer is then recorded as
             an approval or a rejection of the action).
         upstream: the upstream's name.
+        gone: set when the client's request ended (HTTP: its connection closed, or its
+            answer sent; :data:`CLIENT_GONE`): a question then fails at once. None:
+            never (stdio: a client gone stops the gateway).
         scope: the cancel scope bounding the call at its upstream (its ``timeout_s``),
             paused while a question waits (:meth:`paused`); None until the call is sent.
     """
 
     def __init__(self, ctx: Any, sid: str, tool: str, args: Mapping[str, Any],
-                 protected: bool, upstream: str) -> None:
+                 protected: bool, upstream: str, gone: anyio.Event | None = None) -> None:
         self.ctx, self.sid, self.tool, self.args = ctx, sid, tool, args
-        self.protected, self.upstream = protected, upstream
+        self.protected, self.upstream, self.gone = protected, upstream, gone
         self.scope: anyio.CancelScope | None = None
         self._pauses = 0
         self._left = 0.0
@@ -96,6 +99,12 @@ class Caller:
 CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "icore_mcp_caller", default=None)
 """The forwarded ``tools/call`` the current task (or the one that sent it) serves."""
+
+
+CLIENT_GONE: contextvars.ContextVar[anyio.Event | None] = contextvars.ContextVar(
+    "icore_mcp_client_gone", default=None)
+"""Set by the HTTP front (:class:`~icore.mcp._http_shape.MessageShape`) for a request's
+handler: an event set once the client's connection for it is gone."""
 
 
 def note_scope(scope: anyio.CancelScope) -> None:
@@ -189,7 +198,7 @@ class Asks:
             return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_SUPPORTED[kind])
         try:
             with caller.paused():
-                result = await _send(caller, kind, params)
+                result = await _unless_gone(caller, _send(caller, kind, params))
         except Exception as exc:  # the client's error, no answer in time, session gone
             text = _failure(exc)
             self.trace.note(caller.sid, f"no answer from the client to {kind} during "
@@ -243,7 +252,7 @@ def _can_ask(ctx: Any, kind: str, params: Any) -> bool:
     """Whether the client of ``ctx`` declared the capability ``kind`` needs (and mode)."""
     session = ctx.session
     caps = getattr(session, "client_capabilities", None)
-    if caps is None or not getattr(session, "can_send_request", True):
+    if caps is None or not (session.can_send_request or _standalone(session)):
         return False
     if kind == "sampling":
         return caps.sampling is not None
@@ -255,11 +264,23 @@ def _can_ask(ctx: Any, kind: str, params: Any) -> bool:
     return el.form is not None or el.url is None  # a bare {} declares form mode
 
 
+def _standalone(session: Any) -> bool:
+    """Whether the client's connection has a channel of its own (HTTP: its GET stream)."""
+    return bool(getattr(getattr(session, "_connection", None), "has_standalone_channel",
+                        False))
+
+
 async def _send(caller: Caller, kind: str, params: Any) -> Any:
-    """The request to the caller's client, on its call's own channel; its result."""
+    """The request to the caller's client; its result.
+
+    On its call's own channel (stdio; an SSE answer), else on the connection's own (the
+    gateway answers HTTP POSTs with JSON, which carries only the response: the question
+    goes on the client's GET stream, as the SDK's client opens one).
+    """
     import mcp_types as types
     from mcp.shared.message import ServerMessageMetadata
-    meta = ServerMessageMetadata(related_request_id=caller.ctx.request_id)
+    meta = ServerMessageMetadata(related_request_id=caller.ctx.request_id) \
+        if caller.ctx.session.can_send_request else None
     if kind == "elicitation":
         return await caller.ctx.session.send_request(
             types.ElicitRequest(params=params), types.ElicitResult,
@@ -269,6 +290,42 @@ async def _send(caller: Caller, kind: str, params: Any) -> Any:
     return await caller.ctx.session.send_request(
         types.CreateMessageRequest(params=params), result_type,
         request_read_timeout_seconds=ASK_TIMEOUT_S, metadata=meta)
+
+
+class ClientGone(Exception):
+    """The asked client abandoned its request (its connection closed) before answering."""
+
+
+async def _unless_gone(caller: Caller, asking: Any) -> Any:
+    """Await ``asking``; raise :class:`ClientGone` as soon as the caller's client is gone."""
+    gone = caller.gone
+    if gone is None:
+        return await asking
+    if gone.is_set():
+        asking.close()
+        raise ClientGone("the client's request was abandoned (its connection closed)")
+    got: list[Any] = []
+    failed: list[BaseException] = []
+    async with anyio.create_task_group() as tg:
+        async def answer() -> None:
+            try:
+                got.append(await asking)
+            except Exception as exc:  # the client's error: raised below, not in a group
+                failed.append(exc)
+            tg.cancel_scope.cancel()
+
+        async def closed() -> None:
+            await gone.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(answer)
+        tg.start_soon(closed)
+    if failed:
+        raise failed[0]
+    if not got:
+        raise ClientGone("the client's request was abandoned (its connection closed) "
+                         "before it answered")
+    return got[0]
 
 
 def _failure(exc: BaseException) -> str:

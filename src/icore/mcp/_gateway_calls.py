@@ -37,7 +37,7 @@ from icore.mcp._facts import (
     bad_args_hint,
 )
 from icore.mcp._gateway_args import ArgChecks
-from icore.mcp._gateway_asks import Asks, Caller
+from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import InFlight, call_patterns
@@ -190,7 +190,7 @@ class _ToolCalls:
         async def forward(**a: Any) -> Any:
             reached.append(True)
             with self.gw.asks.calling(Caller(ctx, view.sid, name, a, spec is not None,
-                                             route.upstream)):
+                                             route.upstream, CLIENT_GONE.get())):
                 return await u.request("tools/call", lambda s: u.call_tool(
                     s, route.name, a, forward_meta(params.meta)))
 
