@@ -166,16 +166,20 @@ class Upstream:
                         client = keepalive_http_client(dict(spec.headers) or None,
                                                        on_listen=self._watching,
                                                        on_lost=self._lost,
-                                                       on_session=self._session_id)
+                                                       on_session=self._session_id,
+                                                       limit=self.max_message,
+                                                       upstream=self.name)
+                        event_max = self.max_message + 4096  # capped before (EventCap)
                         await stack.enter_async_context(client)
                         self.http_client = client
                         if self._tg is not None and lean_wanted(spec.url):
                             http, inject, r, w = await stack.enter_async_context(
-                                http_streams(spec.url, client))
+                                http_streams(spec.url, client, event_max))
                         else:  # the SDK's plain transport: nothing private used
                             http = inject = None
                             r, w = await stack.enter_async_context(
-                                streamable_http_client(spec.url, http_client=client))
+                                streamable_http_client(spec.url, http_client=client,
+                                                       max_sse_event_size=event_max))
                     session = ClientSession(r, w, message_handler=self._handler,
                                             **self.callbacks)
                     await stack.enter_async_context(session)
@@ -230,7 +234,8 @@ class Upstream:
         stack.callback(http.close)
         return session, LeanCalls(http, transport, inject.send, self._lost,
                                   (TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT),
-                                  self._tg.start_soon)
+                                  self._tg.start_soon, limit=self.max_message,
+                                  upstream=self.name)
 
     async def call_tool(self, session: Any, name: str, args: Mapping[str, Any], meta: Any
                         ) -> dict[str, Any]:
@@ -391,8 +396,8 @@ class Upstream:
                                f"{self.spec.timeout_s:g} s{restart}", method, gen,
                                timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
-            if exc.code in (ANSWER_TOO_BIG, ANSWER_INVALID) and self.spec.command \
-                    is not None and isinstance(d := exc.error.data, dict):  # it ran
+            if exc.code in (ANSWER_TOO_BIG, ANSWER_INVALID) and isinstance(
+                    d := exc.error.data, dict) and "request" in d:  # it ran
                 raise UpstreamError(exc.message, upstream=self.name, method=method,
                                     may_have_run=method not in READ_ONLY,
                                     size=d.get("size"), limit=d.get("limit")) from None

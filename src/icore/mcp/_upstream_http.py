@@ -26,7 +26,8 @@ DRAIN_S = 1.0
 def keepalive_http_client(headers: dict[str, str] | None = None,
                           on_listen: Callable[[bool], None] | None = None,
                           on_lost: Callable[[], None] | None = None,
-                          on_session: Callable[[bool], None] | None = None) -> Any:
+                          on_session: Callable[[bool], None] | None = None, *,
+                          limit: int | None = None, upstream: str = "") -> Any:
     """The SDK's HTTP client for an upstream, keeping its connection across SSE answers.
 
     An upstream that answers a POST with an SSE stream ends that stream right after the
@@ -46,10 +47,15 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     restarted), and the MCP spec asks the client to start a new one. ``on_session(given)``
     is called with the answer to each POST sent without a session id (``initialize``):
     whether it gave one (a stateless server does not, and opens no GET stream).
+
+    ``limit`` (bytes; the manifest's ``max_message_mb``; None: none): a POST's JSON
+    answer or an SSE event over it is dropped as it is read, and the request it answers
+    fails with :func:`~icore.mcp._upstream_cap.too_big` (``upstream`` names it; #29).
     """
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+    from icore.mcp._upstream_cap import EventCap, capped_json, sse_cap
     from icore.mcp._upstream_lean import not_taken_response
     from icore.mcp._upstream_sse import Answer, as_answer
 
@@ -119,7 +125,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                     and resp.status_code == 200 and resp.headers.get(
                         "content-type", "").lower().startswith("text/event-stream"):
                 on_listen(True)
-                resp.stream = Listening(resp.stream)
+                resp.stream = Listening(resp.stream if limit is None else EventCap(
+                    resp.stream, limit, sse_cap(request, limit, upstream)))
             return resp
 
         async def _post(self, request: Any) -> Any:
@@ -155,9 +162,19 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             See :func:`~icore.mcp._upstream_sse.as_answer` (its first event read here).
             """
             resp = await self.inner.handle_async_request(request)
-            if resp.status_code != 200 or not resp.headers.get(
-                    "content-type", "").lower().startswith("text/event-stream"):
+            ctype = resp.headers.get("content-type", "").lower()
+            if limit is not None and ctype.startswith("application/json"):
+                try:
+                    return await capped_json(request, resp, limit, upstream)
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await resp.aclose()
+                    raise
+            if resp.status_code != 200 or not ctype.startswith("text/event-stream"):
                 return resp
+            if limit is not None:
+                resp.stream = EventCap(resp.stream, limit, sse_cap(request, limit,
+                                                                    upstream))
             try:
                 return await as_answer(resp, DRAIN_S)
             except BaseException:
