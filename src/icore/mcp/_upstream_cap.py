@@ -26,6 +26,17 @@ from icore.mcp._upstream_stdio import ANSWER_TOO_BIG, too_big_text
 log = logging.getLogger("icore.mcp")
 
 
+async def request_body(request: Any) -> bytes:
+    """A POST's body (a redirected request's too, whose body is a stream), else b""."""
+    try:
+        return bytes(request.content)
+    except RuntimeError:  # httpx2's RequestNotRead: a streamed body (a redirect's)
+        try:
+            return bytes(await request.aread())
+        except Exception:  # not readable again: the error cannot name the request
+            return b""
+
+
 def asked(body: bytes) -> tuple[str, Any]:
     """``(what the request asks, its id)`` from a POST's JSON body (``tools/call NAME``)."""
     try:
@@ -34,7 +45,8 @@ def asked(body: bytes) -> tuple[str, Any]:
         return "a request", None
     if not isinstance(obj, dict):
         return "a request", None
-    what = obj.get("method") if isinstance(obj.get("method"), str) else "a request"
+    method = obj.get("method")
+    what = method if isinstance(method, str) else "a request"
     params = obj.get("params")
     if isinstance(params, dict) and isinstance(params.get("name"), str):
         what += f" {params['name'][:200]}"
@@ -58,8 +70,9 @@ def _error_body(rid: Any, exc: Any) -> bytes:
         ensure_ascii=False).encode("utf-8")
 
 
-async def capped_json(request: Any, resp: Any, limit: int, upstream: str) -> Any:
-    """``resp`` (a POST's JSON answer) read whole when within ``limit`` bytes.
+async def capped_json(request: Any, body: bytes, resp: Any, limit: int, upstream: str
+                      ) -> Any:
+    """``resp`` (the JSON answer to a POST of ``body``) read whole when within ``limit``.
 
     Returns a response holding the body read, or, when it is over the cap (its
     ``content-length`` says so, or more than ``limit`` bytes came), a 200 response
@@ -77,7 +90,7 @@ async def capped_json(request: Any, resp: Any, limit: int, upstream: str) -> Any
             chunks.append(part)
     if (size is not None and size > limit) or got > limit:
         await resp.aclose()
-        what, rid = asked(request.content)
+        what, rid = asked(body)
         return httpx2.Response(200, headers={"content-type": "application/json"},
                                content=_error_body(rid, too_big(upstream, what, size,
                                                                 limit)),
@@ -166,16 +179,16 @@ class EventCap(httpx2.AsyncByteStream):
         await self.inner.aclose()
 
 
-def sse_cap(request: Any, limit: int, upstream: str) -> Callable[[bytes, int], bytes | None]:
-    """:class:`EventCap`'s ``on_over`` for the SSE answer to ``request`` (a POST or GET).
+def sse_cap(body: bytes | None, limit: int, upstream: str
+            ) -> Callable[[bytes, int], bytes | None]:
+    """:class:`EventCap`'s ``on_over`` for the SSE answer to a POST of ``body`` (None: a GET).
 
     An event whose data shows a ``method`` (the upstream's own request or notification)
     is dropped with a warning; any other fails the POST's request with the JSON-RPC error
     :func:`too_big` (a GET's stream answers no request: dropped with a warning).
     """
-    what, rid = asked(request.content) if request.method == "POST" else ("", None)
-
     def on_over(head: bytes, size: int) -> bytes | None:
+        what, rid = asked(body) if body is not None else ("", None)
         members = head_members(event_data_head(head))
         if "method" in members or rid is None:
             log.warning("upstream %s: dropped a %d-byte SSE event over max_message_mb "

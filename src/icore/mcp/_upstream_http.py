@@ -55,7 +55,7 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-    from icore.mcp._upstream_cap import EventCap, capped_json, sse_cap
+    from icore.mcp._upstream_cap import EventCap, capped_json, request_body, sse_cap
     from icore.mcp._upstream_lean import not_taken_response
     from icore.mcp._upstream_sse import Answer, as_answer
 
@@ -126,7 +126,7 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
                         "content-type", "").lower().startswith("text/event-stream"):
                 on_listen(True)
                 resp.stream = Listening(resp.stream if limit is None else EventCap(
-                    resp.stream, limit, sse_cap(request, limit, upstream)))
+                    resp.stream, limit, sse_cap(None, limit, upstream)))
             return resp
 
         async def _post(self, request: Any) -> Any:
@@ -165,7 +165,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             ctype = resp.headers.get("content-type", "").lower()
             if limit is not None and ctype.startswith("application/json"):
                 try:
-                    return await capped_json(request, resp, limit, upstream)
+                    return await capped_json(request, await request_body(request), resp,
+                                             limit, upstream)
                 except BaseException:
                     with anyio.CancelScope(shield=True):
                         await resp.aclose()
@@ -173,8 +174,8 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             if resp.status_code != 200 or not ctype.startswith("text/event-stream"):
                 return resp
             if limit is not None:
-                resp.stream = EventCap(resp.stream, limit, sse_cap(request, limit,
-                                                                    upstream))
+                resp.stream = EventCap(resp.stream, limit, sse_cap(
+                    await request_body(request), limit, upstream))
             try:
                 return await as_answer(resp, DRAIN_S)
             except BaseException:
