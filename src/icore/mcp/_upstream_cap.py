@@ -159,10 +159,17 @@ class EventCap(httpx2.AsyncByteStream):
                 if end < 0:
                     scanned = len(buf)
                     break
-                yield bytes(buf[:end + sep])
+                event = bytes(buf[:end + sep])
                 del buf[:end + sep]
                 scanned = 0
-            if len(buf) > self.limit:
+                if end > self.limit:  # a whole event over the cap, in one read
+                    out = self.on_over(event[:KEPT], end)
+                    if out is not None:
+                        yield out
+                        return
+                    continue
+                yield event
+            if len(buf) > self.limit + 3:  # (3: the start of its end, maybe)
                 skip = [bytes(buf[:KEPT]), len(buf), bytes(buf[-3:])]
                 buf.clear()
                 scanned = 0

@@ -426,7 +426,7 @@ class LeanCalls:
             end = buf.find(b"\n\n", max(scanned - 1, 0))
             if end < 0:
                 scanned = len(buf)
-                if skipped is None and len(buf) > self.limit:
+                if skipped is None and len(buf) > self.limit + 1:  # (+1: "\n" of its end)
                     self._over(bytes(buf[:4096]), None, what)  # raises but for a method
                     skipped = 0
                 if skipped is not None and len(buf) > 1:
