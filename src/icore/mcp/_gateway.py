@@ -321,7 +321,7 @@ class Gateway:
                     ident = it.uri if what == "resources" else it.name
                     found[what].setdefault(ident, []).append((n, it))
             if templates_too or self._tmpl_gen.get(n) != u.generation:
-                templates[n] = await self._templates(u)
+                templates[n] = await _templates(u)
                 self._tmpl_gen[n] = u.generation
             if ok:
                 self.listed.add(n)
@@ -340,19 +340,6 @@ class Gateway:
             self._template_defs = [d for _, d in tdefs]
         if self.watch.checked:
             self.watch.recheck()
-
-    async def _templates(self, u: Upstream) -> list[Any]:
-        """The URI templates ``u`` serves (none when it has no resources or fails)."""
-        caps = u.capabilities
-        if caps is None or caps.resources is None:
-            return []
-        try:
-            r = await u.request("resources/templates/list",
-                                lambda s: s.list_resource_templates())
-        except (UpstreamError, Exception) as exc:  # an upstream's bad listing
-            log.debug("upstream %s: resources/templates/list failed: %r", u.name, exc)
-            return []
-        return list(r.resource_templates)
 
     # -- sessions -----------------------------------------------------------------------
     def view(self, ctx: Any) -> SessionView:
@@ -483,6 +470,20 @@ class Gateway:
         """
         return await self._resources.fetch(uri, source)
 
+
+
+async def _templates(u: Upstream) -> list[Any]:
+    """The URI templates ``u`` serves (none when it has no resources or fails)."""
+    caps = u.capabilities
+    if caps is None or caps.resources is None:
+        return []
+    try:
+        r = await u.request("resources/templates/list",
+                            lambda s: s.list_resource_templates())
+    except (UpstreamError, Exception) as exc:  # an upstream's bad listing
+        log.debug("upstream %s: resources/templates/list failed: %r", u.name, exc)
+        return []
+    return list(r.resource_templates)
 
 
 def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str

@@ -70,7 +70,7 @@ class Caller:
     """
 
     def __init__(self, ctx: Any, sid: str, tool: str, args: Mapping[str, Any],
-                 protected: bool, upstream: str, gone: anyio.Event | None = None) -> None:
+                 protected: bool, upstream: str, gone: ClientLink | None = None) -> None:
         self.ctx, self.sid, self.tool, self.args = ctx, sid, tool, args
         self.protected, self.upstream, self.gone = protected, upstream, gone
         self.scope: anyio.CancelScope | None = None
@@ -101,10 +101,33 @@ CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 """The forwarded ``tools/call`` the current task (or the one that sent it) serves."""
 
 
-CLIENT_GONE: contextvars.ContextVar[anyio.Event | None] = contextvars.ContextVar(
+class ClientLink:
+    """An HTTP request's client connection: whether it is gone, asked only when needed.
+
+    Args:
+        receive: the request's ASGI ``receive`` (its body already read): it answers
+            ``http.disconnect`` once the client is gone (or the response was sent).
+    """
+
+    def __init__(self, receive: Any) -> None:
+        self._receive = receive
+        self._gone = False
+
+    def is_set(self) -> bool:
+        """Whether the client was seen gone."""
+        return self._gone
+
+    async def wait(self) -> None:
+        """Until the client is gone (no task runs for it otherwise: #25's per-call cost)."""
+        while not self._gone:
+            if (await self._receive()).get("type") == "http.disconnect":
+                self._gone = True
+
+
+CLIENT_GONE: contextvars.ContextVar[ClientLink | None] = contextvars.ContextVar(
     "icore_mcp_client_gone", default=None)
 """Set by the HTTP front (:class:`~icore.mcp._http_shape.MessageShape`) for a request's
-handler: an event set once the client's connection for it is gone."""
+handler: its client connection (:class:`ClientLink`)."""
 
 
 def note_scope(scope: anyio.CancelScope) -> None:

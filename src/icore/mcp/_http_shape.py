@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from icore.mcp._gateway_asks import CLIENT_GONE, ClientLink
 from icore.mcp._stdio_lines import nonstandard_number
 
 INVALID_REQUEST = -32600
@@ -163,56 +164,21 @@ class MessageShape:
             await _answer(send, 400, *problem)
             return
         replayed = False
-        if b"tools/call" not in body:  # (a cheap test; a false positive costs a task)
-            async def replay() -> Any:
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
 
-            await self.app(scope, replay, send)
-            return
-        await _watched(self.app, scope, receive, send, body)
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
 
-
-async def _watched(app: Any, scope: Any, receive: Any, send: Any, body: bytes) -> None:
-    """Run ``app`` on a ``tools/call`` POST, its client's going away made known.
-
-    The client's disconnect (``http.disconnect``, which the server also reports once the
-    response is sent) sets the event the request's handler sees as
-    :data:`~icore.mcp._gateway_asks.CLIENT_GONE`: the upstream's questions to that
-    client then fail at once instead of waiting for an answer that cannot come (#29).
-    """
-    import anyio
-
-    from icore.mcp._gateway_asks import CLIENT_GONE
-    gone = anyio.Event()
-    replayed = False
-
-    async def replay() -> Any:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def watch() -> None:
+        # the request's client connection, for its handler: an upstream's question to
+        # a client gone fails at once (#29); nothing runs for it unless one is asked
+        token = CLIENT_GONE.set(ClientLink(receive))
         try:
-            while (await receive())["type"] != "http.disconnect":
-                pass
+            await self.app(scope, replay, send)
         finally:
-            gone.set()
-
-    token = CLIENT_GONE.set(gone)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch)
-            await app(scope, replay, send)
-            tg.cancel_scope.cancel()
-    finally:
-        CLIENT_GONE.reset(token)
+            CLIENT_GONE.reset(token)
 
 
 __all__ = ["MAX_BODY_BYTES", "MessageShape", "shape_problem"]
