@@ -26,6 +26,7 @@ from .conftest import (
     audited_actions,
     env,
     free_port,
+    peak_kib,
     process,
     text,
     upstream_log,
@@ -58,19 +59,6 @@ async def _gateway(manifest: Path, lean: bool) -> AsyncIterator[Any]:
         async with stdio_client(p, errlog=devnull) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
             yield s
-
-
-def _peak_kib(manifest: Path) -> int:
-    """VmHWM (peak resident set) of the ``icore mcp`` process serving ``manifest``."""
-    for d in Path("/proc").iterdir():
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(manifest).encode() in argv and b"icore" in argv:
-            status = (d / "status").read_text()
-            return int(next(x for x in status.splitlines() if x.startswith("VmHWM")).split()[1])
-    raise AssertionError("the gateway process was not found")
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk-path"])
@@ -125,7 +113,7 @@ def test_an_http_answer_far_over_the_cap_is_never_held(tmp_path: Path) -> None:
             async with _gateway(manifest, True) as s:
                 r = await s.call_tool("big", {"mb": 64, "as": "chunked"})
                 assert r.is_error and "more than 1,048,576 bytes" in text(r), text(r)
-                peak.append(_peak_kib(manifest))
+                peak.append(peak_kib(manifest))
 
         anyio.run(main)
     assert peak[0] < 200 * 1024, f"peak RSS {peak[0]} KiB"
