@@ -157,3 +157,16 @@ def audited_actions(trace: Path) -> dict[str, int]:
     assert out.returncode == 0, out.stderr
     runs = json.loads((folder / "a.json").read_text(encoding="utf-8"))["runs"]
     return dict(runs[0]["actions"])
+
+
+def peak_kib(manifest: Path) -> int:
+    """VmHWM (peak resident set) of the ``icore mcp`` process serving ``manifest``."""
+    for d in Path("/proc").iterdir():
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(manifest).encode() in argv and b"icore" in argv:
+            status = (d / "status").read_text()
+            return int(next(x for x in status.splitlines() if x.startswith("VmHWM")).split()[1])
+    raise AssertionError("the gateway process was not found")

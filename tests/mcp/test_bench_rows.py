@@ -87,6 +87,7 @@ def test_an_http_transport_failure_fails_one_request_not_the_connection() -> Non
     import httpx2
 
     import icore.mcp._upstream as U
+    import icore.mcp._upstream_http as UH
     from icore.mcp import UpstreamError, UpstreamSpec
 
     port = free_port()
@@ -107,7 +108,7 @@ def test_an_http_transport_failure_fails_one_request_not_the_connection() -> Non
             real = inner.handle_async_request
 
             async def flaky(request: Any) -> Any:
-                method = U._method_and_id(request)[0]
+                method = UH._method_and_id(request)[0]
                 if method in fail_next:
                     fail_next.remove(method)
                     raise httpx2.RemoteProtocolError("Server disconnected without sending "

@@ -294,3 +294,52 @@ def test_nested_placeholder_is_said_unsupported(tmp_path: Path) -> None:
     assert "names a field inside argument 'city' of book: nested fields are not " \
         "supported" in res.stderr, res.stderr
     assert not (tmp_path / "trace.jsonl").exists()
+
+
+def test_refused_start_removes_its_lock_and_folders_and_puts_back_the_earlier_trace(
+        tmp_path: Path) -> None:
+    """#29: a start refused after the listing left ``.trace.jsonl.lock`` (and the folder
+    it made); now it removes what it created, and the earlier run's trace it had moved
+    aside is back at its path."""
+    folder = tmp_path / "new" / "deeper"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log")},
+                              tools={"bok": {"depends_on": ["memo://price"]}},
+                              trace=str(folder / "trace.jsonl"))
+    res = _start(manifest)
+    assert res.returncode == 2 and "'bok'" in res.stderr, res.stderr
+    assert not (tmp_path / "new").exists()  # the folders it made, gone
+    earlier = tmp_path / "trace.jsonl"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log")},
+                              tools={"bok": {"depends_on": ["memo://price"]}})
+    earlier.write_text(json.dumps({"run": {"question": "MCP gateway earlier"}}) + "\n")
+    before = earlier.read_bytes()
+    res = _start(manifest)
+    assert res.returncode == 2, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if "trace" in p.name) == [
+        "trace.jsonl"], list(tmp_path.iterdir())
+    assert earlier.read_bytes() == before
+
+
+def test_undo_never_removes_a_lock_another_claim_holds(tmp_path: Path) -> None:
+    """The refused claim removes its lock file only while it holds it: a claim that
+    opened the file before the removal finds it gone and claims again; a lock file a
+    live claim holds is never removed by another's undo."""
+    import fcntl
+
+    from icore.mcp._trace_claim import claim_trace
+    path = tmp_path / "t" / "trace.jsonl"
+    first = claim_trace(path)
+    second = claim_trace(path)  # the path is held: the next one
+    assert second.path.name == "trace-gw2.jsonl"
+    lock = first.lock
+    fd = os.open(lock, os.O_RDWR)  # another gateway opened it, not locked yet
+    first.undo()
+    assert not lock.exists() and (tmp_path / "t").exists()  # second's folder stays
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # it gets a lock on a removed file
+    os.close(fd)
+    third = claim_trace(path)  # so a claim opens the path's file again: one holder
+    assert third.path == path and third.lock.exists()
+    second.undo()
+    assert third.lock.exists()
+    third.undo()
+    assert list((tmp_path / "t").iterdir()) == []  # (made by first: left, held then)

@@ -338,16 +338,18 @@ def test_a_timed_out_stdio_upstream_is_relaunched(tmp_path: Path) -> None:
     assert rows[0]["pid"] == rows[1]["pid"] != rows[2]["pid"]  # a new process answered
 
 
-def test_elicitation_is_said_not_forwarded(manifest: Path, folder: Path) -> None:
+def test_elicitation_to_a_client_without_it_is_said_unsupported(manifest: Path,
+                                                                 folder: Path) -> None:
     """QA qa-mcp S3: an upstream tool asking for approval (``ctx.elicit``) through the
-    gateway: the error says the gateway does not forward elicitation, not that the
-    upstream refused the call."""
+    gateway, whose client declared no elicitation: the error says this client does not
+    support it, not that the upstream refused the call (a client that does is asked:
+    tests/mcp/test_gateway_asks.py, #29)."""
 
     async def main() -> None:
         async with stdio_gateway(manifest) as s:
             r = await s.call_tool("approve", {"amount": 3})
             assert r.is_error, text(r)
-            assert "the icore gateway does not forward to its clients" in text(r), text(r)
+            assert "which this client does not support" in text(r), text(r)
             assert "elicitation" in text(r) and "refused" not in text(r), text(r)
 
     anyio.run(main)

@@ -19,7 +19,14 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import audited_actions, stdio_gateway, text, upstream_log, write_manifest
+from .conftest import (
+    audited_actions,
+    peak_kib,
+    stdio_gateway,
+    text,
+    upstream_log,
+    write_manifest,
+)
 
 BIG = Path(__file__).resolve().parent / "upstream_big.py"
 MIB = 1 << 20
@@ -31,19 +38,6 @@ def _manifest(tmp_path: Path, cap_mb: float) -> Path:
         "command": sys.executable, "args": [str(BIG)],
         "env": {"UPSTREAM_LOG": str(tmp_path / "up.log")}, "timeout_s": 60}},
         tools={"big": {"depends_on": ["fact://plan/goal"]}}, max_message_mb=cap_mb)
-
-
-def _peak_kib(manifest: Path) -> int:
-    """VmHWM (peak resident set) of the ``icore mcp`` process serving ``manifest``."""
-    for d in Path("/proc").iterdir():
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(manifest).encode() in argv and b"icore" in argv:
-            status = (d / "status").read_text()
-            return int(next(x for x in status.splitlines() if x.startswith("VmHWM")).split()[1])
-    raise AssertionError("the gateway process was not found")
 
 
 def test_an_answer_over_the_cap_fails_its_call_and_the_session_goes_on(
@@ -117,7 +111,7 @@ def test_a_huge_answer_is_refused_in_bounded_memory(tmp_path: Path) -> None:
             await s.read_resource("fact://plan/goal")
             r = await s.call_tool("big", {"mb": 256})
             seen["r"] = (bool(r.is_error), text(r))
-            seen["peak"] = _peak_kib(manifest)
+            seen["peak"] = peak_kib(manifest)
 
     anyio.run(main)
     assert seen["r"][0] and "with a 268,435," in seen["r"][1], seen["r"]

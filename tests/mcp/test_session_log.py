@@ -184,9 +184,9 @@ def test_orphan_temporary_files_of_dead_stops_are_removed_at_claim(tmp_path: Pat
     empty.write_text("", encoding="utf-8")
     live.write_text(head, encoding="utf-8")
     user.write_text("my notes\n", encoding="utf-8")
-    path, fd = claim_trace(tmp_path / "trace.jsonl")
-    os.close(fd)
-    assert path == tmp_path / "trace.jsonl"
+    claim = claim_trace(tmp_path / "trace.jsonl")
+    claim.release()
+    assert claim.path == tmp_path / "trace.jsonl"
     assert not orphan.exists() and not empty.exists()
     assert live.exists() and user.read_text(encoding="utf-8") == "my notes\n"
 

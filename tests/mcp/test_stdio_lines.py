@@ -110,14 +110,36 @@ def test_split_lines_as_one_split_of_the_whole_input(data: bytes, cuts: list[int
 
 
 @given(st.sampled_from(["head", "tail", "none"]), st.integers(-10**6, 10**6) | st.text(
-    st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters='"\\'),
-    max_size=20))  # (an id JSON writes with escapes is not looked for: it stays None)
-def test_the_id_of_a_dropped_line_is_found_only_at_the_top(where: str, rid: Any) -> None:
+    st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=20), st.booleans())
+def test_the_id_of_a_dropped_line_is_found_only_at_the_top(where: str, rid: Any,
+                                                          escaped: bool) -> None:
+    """The id is found at either end, written plainly or with JSON escapes (#29: an id
+    written ``"\\u0031"`` was not found), never a nested one."""
     from icore.mcp._stdio_lines import Oversized, line_id
     i = json.dumps(rid)
+    if escaped and isinstance(rid, str):  # every character as a \\uXXXX escape
+        i = '"' + "".join(f"\\u{ord(c):04x}" for c in rid) + '"'
     head = {"head": f'{{"jsonrpc": "2.0", "id": {i}, "result": {{"id": 7, "x": "xx',
             "tail": '{"result": {"id": 7, "x": "xx', "none": '{"result": {"id": 7, "x": "'}
     tail = {"head": 'xx"}}', "tail": f'xx"}}, "id": {i}, "jsonrpc": "2.0"}}',
             "none": 'xx", "id": 7}}'}
     got = line_id(Oversized(head[where], tail[where], 10**8))
     assert got == (None if where == "none" else rid)
+
+
+def test_escaped_keys_and_a_method_in_a_dropped_line() -> None:
+    """The ``id`` key written with escapes is the id; a nested one never is; a line whose
+    head shows ``method`` (the upstream's own request) is said to name one, wherever
+    the member stands among those the head holds whole (#29)."""
+    from icore.mcp._stdio_lines import Oversized, line_id, names_a_method
+
+    def line(head: str, tail: str = "") -> Oversized:
+        return Oversized(head, tail, 10**8)
+
+    assert line_id(line('{"\\u0069d": 7, "result": {"id": 3, "x": "')) == 7
+    assert line_id(line('{"result": {"id": 3}, "x": "aaa')) is None
+    assert line_id(line('{"result": {"x": "', 'x"}, "\\u0069d": "\\u0032"}')) == "2"
+    assert line_id(line('{"result": {"x": "', 'x, \\"id\\": 9}"}')) is None
+    assert line_id(line(' \t{ "id" : true, "x": "')) is None  # no JSON-RPC id
+    assert names_a_method(line('{"jsonrpc": "2.0", "id": 4, "method": "x", "params": {"'))
+    assert not names_a_method(line('{"id": 4, "result": {"method": "x", "y": "'))

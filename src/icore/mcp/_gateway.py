@@ -37,13 +37,19 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from icore.errors import IcoreError, StoreError, redact
+from icore.errors import IcoreError, StoreError
 from icore.mcp._facts import FactBook, SessionView
+from icore.mcp._gateway_asks import Asks
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
-from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, url_problem
+from icore.mcp._gateway_manifest import (
+    FACT_SCHEME,
+    GatewayError,
+    GatewayManifest,
+    GatewayManifestError,
+)
 from icore.mcp._gateway_order import Wire
-from icore.mcp._gateway_paths import check_outputs
+from icore.mcp._gateway_paths import checked_paths
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace
@@ -69,44 +75,6 @@ def instructions(upstreams: Mapping[str, Upstream]) -> str:
     return "\n\n".join([GATEWAY_INSTRUCTIONS, *theirs])
 
 
-def _checked_paths(manifest: GatewayManifest) -> str | None:
-    """The ``otel`` endpoint checked (a resolved ``file:PATH`` or an http(s) URL).
-
-    The stdio upstreams' ``cwd`` too: both before any upstream starts.
-
-    Raises:
-        GatewayManifestError: a ``cwd`` that is not a folder, an ``otel`` file that is a
-            folder or a device, an output that is an input or a ``store.path`` that is a
-            file (:func:`~icore.mcp._gateway_paths.check_outputs`), or an ``otel`` that
-            is no http(s) URL with a host and a port in 1-65535 (each was found only at
-            start-up, as "unreachable"; QA r8-bad D13), naming the field and its line.
-    """
-    for n, up in manifest.upstreams.items():
-        if up.command is not None and not (cwd := manifest.resolve(up.cwd or ".")).is_dir():
-            raise manifest.error(f"cwd {cwd} is not a folder ("
-                                 f"{'it is a file' if cwd.exists() else 'not found'})",
-                                 "upstreams", n, "cwd")
-    ep = manifest.otel
-    if not ep or not ep.startswith("file:"):
-        check_outputs(manifest, None)
-    if not ep:
-        return None
-    if ep.startswith("file:"):
-        fp = manifest.resolve(ep.removeprefix("file:"))
-        if not ep.removeprefix("file:").strip():
-            raise manifest.error("otel file: names no path; use file:PATH", "otel")
-        if fp.exists() and not fp.is_file():
-            raise manifest.error(f"otel file {fp} is not a regular file (a folder "
-                                 "or a device)", "otel")
-        check_outputs(manifest, fp)
-        return "file:" + str(fp)
-    why = url_problem(ep) if re.match(r"^https?://", ep) else \
-        "use an http(s):// OTLP collector URL or file:PATH"
-    if why is not None:
-        raise manifest.error(f"{redact(ep)!r}: {why}", "otel")
-    return ep
-
-
 class Gateway:
     """PlanFence and iCORE recording in front of the manifest's upstream MCP servers.
 
@@ -128,15 +96,13 @@ class Gateway:
         require("mcp.server", "mcp", feature="icore mcp")
         self.manifest = manifest
         self._resources = _Resources(self, self._client_key)
-        otel_endpoint = _checked_paths(manifest)
-        self.upstreams = {
-            n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
-                        if s.command is not None else s,
-                        self._resources.on_upstream_notification,
-                        int(manifest.max_message_mb * 2**20))
-            for n, s in manifest.upstreams.items()}
+        otel_endpoint = checked_paths(manifest)
+        self.otel: Any = None
+        if otel_endpoint:  # before the trace's claim: a missing extra leaves nothing
+            from icore.adapters import OtelExporter
+            self.otel = OtelExporter(endpoint=otel_endpoint)
         tpath = manifest.resolve(manifest.trace) if manifest.trace else None
-        lock = None
+        claim = None
         if tpath is not None:
             # os.path.realpath: Path.resolve raises RuntimeError on a link loop (a trace
             # path that is one is refused by claim_trace, naming the field)
@@ -145,22 +111,31 @@ class Gateway:
                 raise manifest.error("the trace would replace the manifest itself; "
                                      "choose another path", "trace")
             try:  # a path no other live gateway writes; an earlier run's file is kept
-                tpath, lock = claim_trace(tpath)
+                claim = claim_trace(tpath)
             except TraceTaken as exc:
                 raise manifest.error(str(exc), "trace") from None
             except OSError as exc:
                 raise GatewayError(f"cannot write the trace {tpath}: {exc}",
                                    file=str(tpath), path="trace") from None
-        self.trace = GatewayTrace(manifest.name, tpath, lock=lock)
-        self.trace.flush()
+            tpath = claim.path
+        self.trace = GatewayTrace(manifest.name, tpath, claim=claim)
+        try:
+            self.trace.flush()
+        except BaseException:
+            self.trace.discard()
+            raise
+        self.asks = Asks(self.trace)
+        """Upstreams' questions to the clients (elicitation, sampling), forwarded."""
+        self.upstreams = {
+            n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
+                        if s.command is not None else s,
+                        self._resources.on_upstream_notification,
+                        int(manifest.max_message_mb * 2**20), self.asks.callbacks(n))
+            for n, s in manifest.upstreams.items()}
         if tpath is not None and manifest.trace and \
                 tpath != manifest.resolve(manifest.trace):
             warn_not_shared(manifest, self.trace, tpath)
         self.facts: FactBook | None = None
-        self.otel: Any = None
-        if otel_endpoint:
-            from icore.adapters import OtelExporter
-            self.otel = OtelExporter(endpoint=otel_endpoint)
         self.tools: dict[str, Route] = {}
         self.tool_defs: dict[str, Any] = {}
         self.template_routes: dict[str, Route] = {}
@@ -202,6 +177,8 @@ class Gateway:
             await self._start()
             self.server.instructions = instructions(self.upstreams)
         except BaseException as exc:
+            if isinstance(exc, GatewayManifestError):  # refused: it leaves nothing (#29)
+                self.trace.discard()
             self._failure = ("interrupted while starting (Ctrl-C or a stop)" if isinstance(
                 exc, anyio.get_cancelled_exc_class() | KeyboardInterrupt) else
                 f"start failed: {getattr(exc, 'message', None) or exc!r}")
@@ -344,7 +321,7 @@ class Gateway:
                     ident = it.uri if what == "resources" else it.name
                     found[what].setdefault(ident, []).append((n, it))
             if templates_too or self._tmpl_gen.get(n) != u.generation:
-                templates[n] = await self._templates(u)
+                templates[n] = await _templates(u)
                 self._tmpl_gen[n] = u.generation
             if ok:
                 self.listed.add(n)
@@ -363,19 +340,6 @@ class Gateway:
             self._template_defs = [d for _, d in tdefs]
         if self.watch.checked:
             self.watch.recheck()
-
-    async def _templates(self, u: Upstream) -> list[Any]:
-        """The URI templates ``u`` serves (none when it has no resources or fails)."""
-        caps = u.capabilities
-        if caps is None or caps.resources is None:
-            return []
-        try:
-            r = await u.request("resources/templates/list",
-                                lambda s: s.list_resource_templates())
-        except (UpstreamError, Exception) as exc:  # an upstream's bad listing
-            log.debug("upstream %s: resources/templates/list failed: %r", u.name, exc)
-            return []
-        return list(r.resource_templates)
 
     # -- sessions -----------------------------------------------------------------------
     def view(self, ctx: Any) -> SessionView:
@@ -506,6 +470,20 @@ class Gateway:
         """
         return await self._resources.fetch(uri, source)
 
+
+
+async def _templates(u: Upstream) -> list[Any]:
+    """The URI templates ``u`` serves (none when it has no resources or fails)."""
+    caps = u.capabilities
+    if caps is None or caps.resources is None:
+        return []
+    try:
+        r = await u.request("resources/templates/list",
+                            lambda s: s.list_resource_templates())
+    except (UpstreamError, Exception) as exc:  # an upstream's bad listing
+        log.debug("upstream %s: resources/templates/list failed: %r", u.name, exc)
+        return []
+    return list(r.resource_templates)
 
 
 def _namespaced(found: Mapping[str, list[tuple[str, Any]]], field: str

@@ -37,6 +37,7 @@ from icore.mcp._facts import (
     bad_args_hint,
 )
 from icore.mcp._gateway_args import ArgChecks
+from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import InFlight, call_patterns
@@ -74,6 +75,7 @@ class _Host(Protocol):
     facts: FactBook | None
     trace: GatewayTrace
     otel: Any
+    asks: Asks
     single_client: bool
     wire: Any
 
@@ -174,11 +176,11 @@ class _ToolCalls:
             *call_patterns(spec.depends_on, spec.writes, self.args.with_defaults(name, args)))
         with anyio.CancelScope(shield=True):
             try:
-                return await self._run(view, name, args, spec, task, route, params, ex)
+                return await self._run(ctx, view, name, args, spec, task, route, params, ex)
             finally:
                 self._inflight.leave(claim)
 
-    async def _run(self, view: SessionView, name: str, args: dict[str, Any],
+    async def _run(self, ctx: Any, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,
                    ex: Any = None) -> Any:
         """Gate (when protected), forward and record one call (shielded by the caller)."""
@@ -187,8 +189,10 @@ class _ToolCalls:
 
         async def forward(**a: Any) -> Any:
             reached.append(True)
-            return await u.request("tools/call", lambda s: u.call_tool(
-                s, route.name, a, forward_meta(params.meta)))
+            with self.gw.asks.calling(Caller(ctx, view.sid, name, a, spec is not None,
+                                             route.upstream, CLIENT_GONE.get())):
+                return await u.request("tools/call", lambda s: u.call_tool(
+                    s, route.name, a, forward_meta(params.meta)))
 
         try:
             if spec is None:
@@ -213,12 +217,12 @@ class _ToolCalls:
             # the upstream answered a JSON-RPC error
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
-            if msg in _NOT_FORWARDED:  # the gateway's own client said no: say so
+            if msg in _NOT_FORWARDED:  # this client cannot be asked: say so
                 return _error_result(
                     f"upstream {route.upstream} could not finish {name}: it asked the "
-                    f"client for input ({_NOT_FORWARDED[msg]}), which the icore gateway "
-                    "does not forward to its clients (docs/mcp.md, Limits); its error: "
-                    f"{msg}")
+                    f"client for input ({_NOT_FORWARDED[msg]}), which this client does "
+                    "not support (it declared no such capability to the icore gateway, "
+                    f"which forwards the question to the calling client); its error: {msg}")
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
         if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
             result = _error_result(f"{bad}; the gateway does not forward a result that breaks "

@@ -13,10 +13,12 @@ a file was found only after the upstreams had started. Each is a
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from icore._files import file_identity
-from icore.mcp._gateway_manifest import GatewayManifest
+from icore.errors import redact
+from icore.mcp._gateway_manifest import GatewayManifest, url_problem
 
 
 def gateway_inputs(m: GatewayManifest) -> list[tuple[str, Path]]:
@@ -105,3 +107,41 @@ def launched(command: str) -> str:
     """
     import sys
     return sys.executable if command in SAME_PYTHON and sys.executable else command
+
+
+def checked_paths(manifest: GatewayManifest) -> str | None:
+    """The ``otel`` endpoint checked (a resolved ``file:PATH`` or an http(s) URL).
+
+    The stdio upstreams' ``cwd`` too: both before any upstream starts.
+
+    Raises:
+        GatewayManifestError: a ``cwd`` that is not a folder, an ``otel`` file that is a
+            folder or a device, an output that is an input or a ``store.path`` that is a
+            file (:func:`~icore.mcp._gateway_paths.check_outputs`), or an ``otel`` that
+            is no http(s) URL with a host and a port in 1-65535 (each was found only at
+            start-up, as "unreachable"; QA r8-bad D13), naming the field and its line.
+    """
+    for n, up in manifest.upstreams.items():
+        if up.command is not None and not (cwd := manifest.resolve(up.cwd or ".")).is_dir():
+            raise manifest.error(f"cwd {cwd} is not a folder ("
+                                 f"{'it is a file' if cwd.exists() else 'not found'})",
+                                 "upstreams", n, "cwd")
+    ep = manifest.otel
+    if not ep or not ep.startswith("file:"):
+        check_outputs(manifest, None)
+    if not ep:
+        return None
+    if ep.startswith("file:"):
+        fp = manifest.resolve(ep.removeprefix("file:"))
+        if not ep.removeprefix("file:").strip():
+            raise manifest.error("otel file: names no path; use file:PATH", "otel")
+        if fp.exists() and not fp.is_file():
+            raise manifest.error(f"otel file {fp} is not a regular file (a folder "
+                                 "or a device)", "otel")
+        check_outputs(manifest, fp)
+        return "file:" + str(fp)
+    why = url_problem(ep) if re.match(r"^https?://", ep) else \
+        "use an http(s):// OTLP collector URL or file:PATH"
+    if why is not None:
+        raise manifest.error(f"{redact(ep)!r}: {why}", "otel")
+    return ep

@@ -136,8 +136,8 @@ def _version(rec: Any, version_of: Any) -> dict[str, Any]:
 
 NOT_FORWARDED = {"Elicitation not supported": "elicitation, ctx.elicit",
                   "Sampling not supported": "sampling, ctx.session.create_message"}
-"""The MCP SDK client's answers to an upstream's request the gateway does not forward
-(the gateway's upstream session declares neither capability) -> what was asked."""
+"""The answers to an upstream's question when the calling client cannot be asked (it
+declared no such capability: :mod:`icore.mcp._gateway_asks`) -> what was asked."""
 
 
 def error_result(text: str, meta: dict[str, Any] | None = None) -> Any:

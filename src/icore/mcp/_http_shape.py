@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from icore.mcp._gateway_asks import CLIENT_GONE, ClientLink
 from icore.mcp._stdio_lines import nonstandard_number
 
 INVALID_REQUEST = -32600
@@ -171,7 +172,13 @@ class MessageShape:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await self.app(scope, replay, send)
+        # the request's client connection, for its handler: an upstream's question to
+        # a client gone fails at once (#29); nothing runs for it unless one is asked
+        token = CLIENT_GONE.set(ClientLink(receive))
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            CLIENT_GONE.reset(token)
 
 
 __all__ = ["MAX_BODY_BYTES", "MessageShape", "shape_problem"]

@@ -77,7 +77,9 @@ class Conn(asyncio.Protocol):
 
     Attributes (of the current response): ``status``, ``headers`` (lower-case names),
     ``body`` (bytes not yet taken by the reader), ``done`` (the response ended),
-    ``closed`` (the connection is gone).
+    ``closed`` (the connection is gone), ``cap`` (set by a reader: the most bytes
+    ``body`` may hold; past it the body is dropped, ``over`` set and the connection
+    closed, so a body over the cap is never held: #29).
     """
 
     def __init__(self, pool: LeanHttp) -> None:
@@ -94,6 +96,8 @@ class Conn(asyncio.Protocol):
         self.done = False
         self.closed = False
         self.error: str | None = None
+        self.cap: int | None = None
+        self.over = False
         self.released = True
         self.idle_since = 0.0
         self._waiter: asyncio.Future[None] | None = None
@@ -150,7 +154,13 @@ class Conn(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         """httptools: bytes of the body (chunked encoding removed)."""
+        if self.over:
+            return
         self.body += body
+        if self.cap is not None and len(self.body) > self.cap:
+            self.over = True
+            self.body.clear()
+            self.close()
 
     def on_message_complete(self) -> None:
         """httptools: the response ended; pooled now if its reader is done."""
@@ -201,7 +211,7 @@ class Conn(asyncio.Protocol):
         self.parser = self._new_parser(self)
         self.status, self.headers, self.body = 0, {}, bytearray()
         self.head_done = self.done = self.released = self.keep_alive = False
-        self.error = None
+        self.error, self.cap, self.over = None, None, False
         self.transport.write(head + body)
 
     def release(self) -> None:

@@ -45,7 +45,12 @@ from icore.adapters import MAY_HAVE_RUN_MARK
 from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
-from icore.mcp._trace_claim import free_sibling, open_new_trace, replace_atomically
+from icore.mcp._trace_claim import (
+    TraceClaim,
+    free_sibling,
+    open_new_trace,
+    replace_atomically,
+)
 from icore.records import Record, RecordId
 
 log = logging.getLogger("icore.mcp")
@@ -163,12 +168,12 @@ class GatewayTrace:
     Args:
         run_id: the run's id in the trace header.
         path: the JSONL file to keep current (None: in memory only).
-        lock: the descriptor of the path's lock (:func:`claim_trace`), released at
-            :meth:`close`.
+        claim: the path's claim (:func:`claim_trace`): its lock released at
+            :meth:`close`, what it made removed at :meth:`discard`.
     """
 
     def __init__(self, run_id: str, path: Path | None = None, *,
-                 lock: int | None = None) -> None:
+                 claim: TraceClaim | None = None) -> None:
         self.recorder = RunRecorder(run_id, question=f"MCP gateway {run_id}",
                                     agents={"gateway": "icore MCP gateway"})
         self.path = path
@@ -185,7 +190,7 @@ class GatewayTrace:
         self._plan_of: dict[RecordId, str] = {}
         """A protected call's action record -> its plan id (its task), for its replan."""
         self._sessions = 0
-        self._lock_fd = lock
+        self._claim = claim
         self._closed = False
         self._ident: tuple[int, int] | None = None
         """(device, inode) of the file the gateway created at ``path`` (its own)."""
@@ -508,15 +513,16 @@ class GatewayTrace:
         try:
             self._rewrite()
         finally:
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)  # releases the lock
-                self._lock_fd = None
+            if self._claim is not None:
+                self._claim.release()
 
     def discard(self) -> None:
         """End a run that never served (manifest refused at start): no trace file.
 
-        Removes only the very file this gateway created at :attr:`path` and releases the
-        lock (QA qa-new9b). Idempotent; a no-op after :meth:`close`.
+        Removes only the very file this gateway created at :attr:`path`, then what its
+        claim made (:meth:`TraceClaim.undo`: the lock file, the folders; an earlier
+        trace moved aside is put back; QA qa-new9b, #29). Idempotent; a no-op after
+        :meth:`close`.
         """
         if self._closed:
             return
@@ -528,9 +534,8 @@ class GatewayTrace:
             if self.path is not None and _not_ours(self.path, self._ident) is None:
                 self.path.unlink(missing_ok=True)
             self.written_to = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._claim is not None:
+            self._claim.undo()
 
     def _rewrite(self) -> None:
         if self.path is None:

@@ -249,27 +249,79 @@ class LineSplitter:
         return line
 
 
-_ID = r'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
-_OPEN = r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?'
-_HEAD_ID = re.compile(_OPEN + _ID)
-_TAIL_ID = re.compile(_ID + r'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
-_HEAD_METHOD = re.compile(_OPEN + r'"method"\s*:')
+_STR = r'"(?:[^"\\]|\\.){0,1200}"'
+_TAIL_ID = re.compile(r'[{,]\s*(' + _STR + r')\s*:\s*(-?\d{1,18}|' + _STR + r')\s*(?:,\s*('
+                      + _STR + r')\s*:\s*"2\.0"\s*)?\}\s*$')
+"""The last member of a line (``jsonrpc`` after it allowed): any key, checked decoded."""
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def head_members(head: str) -> dict[str, Any]:
+    r"""The top-level members a line's first bytes hold whole, keys and values decoded.
+
+    Parsed as JSON from the opening brace, member by member, until one is cut off or
+    the text is no JSON object: a key or value written with escapes (``"\u0031"``) is
+    read as JSON reads it, and a key inside a value is never taken for a top-level one
+    (each value is parsed whole). Empty when the text does not open an object.
+    """
+    out: dict[str, Any] = {}
+    pos = _SPACE.match(head).end()  # type: ignore[union-attr]
+    if not head.startswith("{", pos):
+        return out
+    pos += 1
+    while True:
+        pos = _SPACE.match(head, pos).end()  # type: ignore[union-attr]
+        try:
+            key, pos = _DECODER.raw_decode(head, pos)
+            pos = _SPACE.match(head, pos).end()  # type: ignore[union-attr]
+            if not isinstance(key, str) or not head.startswith(":", pos):
+                return out
+            pos = _SPACE.match(head, pos + 1).end()  # type: ignore[union-attr]
+            value, pos = _DECODER.raw_decode(head, pos)
+        except (ValueError, RecursionError):  # cut off here (or no JSON)
+            return out
+        out.setdefault(key, value)
+        pos = _SPACE.match(head, pos).end()  # type: ignore[union-attr]
+        if not head.startswith(",", pos):
+            return out
+        pos += 1
+
+
+def _an_id(value: Any) -> str | int | None:
+    """``value`` when it can be a JSON-RPC id (a string, an integer not a bool)."""
+    ok = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return value if ok else None
 
 
 def line_id(line: Oversized) -> str | int | None:
-    """The top-level ``id`` of a line dropped over the cap, when its two ends show it.
+    r"""The top-level ``id`` of a line dropped over the cap, when its two ends show it.
 
-    Read only where it cannot be a nested key: the first member after the opening brace
-    (``jsonrpc`` before it allowed), or the last before the closing one (``jsonrpc``
-    after it allowed). None when neither end shows it.
+    Read where it cannot be a nested key: among the members the head holds whole
+    (:func:`head_members`), or as the last member before the closing brace (``jsonrpc``
+    after it allowed); keys and values as JSON reads them, escapes included (``"\u0031"``
+    is the id ``"1"``). None when neither end shows it.
     """
-    m = _HEAD_ID.match(line.head) or _TAIL_ID.search(line.tail)
-    return json.loads(m.group(1)) if m else None
+    got = _an_id(head_members(line.head).get("id"))
+    if got is not None:
+        return got
+    m = _TAIL_ID.search(line.tail)
+    if m is None:
+        return None
+    try:
+        key, rid = json.loads(m.group(1)), json.loads(m.group(2))
+        after = json.loads(m.group(3)) if m.group(3) else "jsonrpc"
+    except (ValueError, RecursionError):
+        return None
+    return _an_id(rid) if key == "id" and after == "jsonrpc" else None
 
 
 def names_a_method(line: Oversized) -> bool:
-    """Whether a dropped line starts as a request or notification (``method`` first)."""
-    return _HEAD_METHOD.match(line.head) is not None
+    """Whether a dropped line is a request or notification (``method`` in its head).
+
+    Its ``method`` among the members the head holds whole (:func:`head_members`).
+    """
+    return "method" in head_members(line.head)
 
 
 def oversized_answer(line: Oversized, limit: int) -> str:

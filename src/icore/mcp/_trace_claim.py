@@ -8,6 +8,7 @@ gateway did not write at its stop (#29); :func:`replace_atomically` rewrites it 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import logging
@@ -41,7 +42,73 @@ class TraceTaken(FileExistsError):
     """A trace path holds something the gateway did not write (it is never moved)."""
 
 
-def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
+class TraceClaim:
+    """A trace path claimed by this gateway process (:func:`claim_trace`), and its undo.
+
+    Attributes:
+        path: the claimed path.
+        fd: the descriptor holding the ``flock`` on ``.<name>.lock`` beside it.
+        lock: the lock file's path.
+        made: what the claim created: the lock file (when it was not there) and the
+            folders above the path that did not exist, deepest first.
+        aside: where an earlier run's trace at ``path`` was moved (None: nothing was).
+    """
+
+    def __init__(self, path: Path, fd: int, lock: Path, made: list[Path],
+                 aside: Path | None) -> None:
+        self.path, self.fd, self.lock, self.made, self.aside = path, fd, lock, made, aside
+
+    def release(self) -> None:
+        """Release the lock (the lock file stays: the next run's claim takes it). Idempotent."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def undo(self) -> None:
+        """Release the claim and remove what it made: a start refused (#29).
+
+        The lock file is removed only while this claim holds its ``flock`` and only when
+        the file at its path is still the one locked (never another gateway's: a gateway
+        that opened it meanwhile finds it gone once it gets the lock, and claims
+        again); the earlier run's trace moved aside is put back when nothing is at the
+        path; the folders the claim created are removed when empty. Idempotent.
+        """
+        if self.fd >= 0 and self.lock in self.made and _same_file(self.fd, self.lock):
+            with contextlib.suppress(OSError):
+                self.lock.unlink()
+        self.release()
+        if self.aside is not None and not os.path.lexists(self.path) \
+                and is_gateway_trace(self.aside):
+            with contextlib.suppress(OSError):
+                self.aside.rename(self.path)
+        self.aside = None
+        for folder in (m for m in self.made if m != self.lock):
+            with contextlib.suppress(OSError):  # not empty: something else is there
+                folder.rmdir()
+        self.made = []
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` is (still) the file open as ``fd`` (no link followed)."""
+    try:
+        a, b = os.fstat(fd), path.lstat()
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _made_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; those created, deepest first."""
+    missing: list[Path] = []
+    f = folder
+    while not os.path.lexists(f) and f != f.parent:
+        missing.append(f)
+        f = f.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def claim_trace(path: Path, *, limit: int = 1000) -> TraceClaim:
     """A trace path for this gateway process, locked until its trace is closed.
 
     ``path`` itself when no live gateway holds it, else ``<stem>-gw<k><suffix>``
@@ -50,10 +117,11 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
     (never overwritten), and the temporary files of a stop killed mid-rewrite
     (``<name>.<pid>.tmp`` of a dead process) are removed. The lock is ``flock`` on
     ``.<name>.lock`` beside it (released when the process exits, so a killed gateway
-    never blocks its path).
+    never blocks its path); a lock file removed between its opening and its lock
+    (:meth:`TraceClaim.undo` of a refused start) is opened again.
 
     Returns:
-        ``(path, lock descriptor)``.
+        the :class:`TraceClaim` (its ``undo`` removes what it made).
 
     Raises:
         TraceTaken: the path (or the one claimed) holds a folder, a device, a link or a
@@ -61,37 +129,53 @@ def claim_trace(path: Path, *, limit: int = 1000) -> tuple[Path, int]:
         OSError: the folder cannot be created or written, or ``limit`` paths are held.
     """
     import fcntl
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for k in range(1, limit + 1):
-        p = path if k == 1 else path.with_name(f"{path.stem}-gw{k}{path.suffix}")
-        if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
-            raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote (a "
-                             "folder, a device, a link or another file); it is never "
-                             "moved or overwritten: choose another trace path")
-        fd = os.open(p.with_name(f".{p.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                     0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):  # raced
-                raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
-            _drop_orphans(p)
-            if p.exists():  # an earlier run's trace: kept beside, never overwritten
-                aside = earlier_name(p)
-                p.rename(aside)
-                logging.getLogger("icore.mcp").warning(
-                    "moved the earlier trace at %s to %s (kept, never overwritten)", p, aside)
-        except BaseException:
-            os.close(fd)
-            raise
-        return p, fd
-    raise OSError(f"{limit} gateways hold traces beside {path}")
+    made = _made_folders(path.parent)
+    try:
+        for k in range(1, limit + 1):
+            p = path if k == 1 else path.with_name(f"{path.stem}-gw{k}{path.suffix}")
+            if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):
+                raise TraceTaken(f"{p} exists and is not a trace an icore gateway wrote (a "
+                                 "folder, a device, a link or another file); it is never "
+                                 "moved or overwritten: choose another trace path")
+            lock = p.with_name(f".{p.name}.lock")
+            while True:  # again when the file locked was removed before the lock held
+                new = not os.path.lexists(lock)
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    fd = -1
+                    break
+                except BaseException:
+                    os.close(fd)
+                    raise
+                if _same_file(fd, lock):
+                    break
+                os.close(fd)
+            if fd < 0:
+                continue
+            claim = TraceClaim(p, fd, lock, [lock, *made] if new else made, None)
+            try:
+                if (p.exists() or p.is_symlink()) and not is_gateway_trace(p):  # raced
+                    raise TraceTaken(f"{p} is no longer a gateway trace; left as it is")
+                _drop_orphans(p)
+                if p.exists():  # an earlier run's trace: kept beside, never overwritten
+                    claim.aside = earlier_name(p)
+                    p.rename(claim.aside)
+                    logging.getLogger("icore.mcp").warning(
+                        "moved the earlier trace at %s to %s (kept, never overwritten)", p,
+                        claim.aside)
+            except BaseException:
+                claim.undo()
+                raise
+            return claim
+        raise OSError(f"{limit} gateways hold traces beside {path}")
+    except BaseException:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def _drop_orphans(path: Path) -> None:

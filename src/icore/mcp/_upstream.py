@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from icore.errors import redact
+from icore.mcp._gateway_asks import CALLER, note_scope
 from icore.mcp._gateway_manifest import UpstreamSpec
 from icore.mcp._gateway_paths import launched
 from icore.mcp._manifest_values import DEFAULT_CONNECT_TIMEOUT_S
@@ -36,6 +36,13 @@ from icore.mcp._upstream_failed import (
     cause_line,
     root_cause,
     unanswered,
+)
+from icore.mcp._upstream_http import (
+    DRAIN_S,
+    KEEPALIVE_EXPIRY_S,
+    TRANSPORT_FAILED,
+    TRANSPORT_FAILED_TEXT,
+    keepalive_http_client,
 )
 from icore.mcp._upstream_stdio import ANSWER_INVALID, ANSWER_TOO_BIG
 
@@ -64,14 +71,18 @@ class Upstream:
         spec: its :class:`~icore.mcp.UpstreamSpec`.
         on_notification: awaited with ``(upstream name, notification)`` for every
             notification the upstream sends (``notifications/resources/updated``, ...).
-        max_message: the longest message read from a stdio upstream, bytes (the
+        max_message: the longest message read from an upstream, bytes (the
             manifest's ``max_message_mb``): a longer answer fails its request (#29).
+        callbacks: the connection's ``ClientSession`` callbacks (the upstream's
+            questions to the client: :meth:`~icore.mcp._gateway_asks.Asks.callbacks`).
     """
 
     def __init__(self, name: str, spec: UpstreamSpec,
                  on_notification: Callable[[str, Any], Awaitable[None]],
-                 max_message: int = 16 << 20) -> None:
+                 max_message: int = 16 << 20,
+                 callbacks: Mapping[str, Any] | None = None) -> None:
         self.name, self.spec, self.max_message = name, spec, max_message
+        self.callbacks = dict(callbacks or {})
         self.on_notification = on_notification
         self.session: Any = None
         self.capabilities: Any = None
@@ -138,6 +149,7 @@ class Upstream:
         from icore.mcp._upstream_lean import http_streams, lean_wanted
         from icore.mcp._upstream_stdio import upstream_stdio
 
+        CALLER.set(None)  # not the call that connected: its questions go to no caller
         spec = self.spec
         started = False
         mine = -1
@@ -154,17 +166,22 @@ class Upstream:
                         client = keepalive_http_client(dict(spec.headers) or None,
                                                        on_listen=self._watching,
                                                        on_lost=self._lost,
-                                                       on_session=self._session_id)
+                                                       on_session=self._session_id,
+                                                       limit=self.max_message,
+                                                       upstream=self.name)
+                        event_max = self.max_message + 4096  # capped before (EventCap)
                         await stack.enter_async_context(client)
                         self.http_client = client
                         if self._tg is not None and lean_wanted(spec.url):
                             http, inject, r, w = await stack.enter_async_context(
-                                http_streams(spec.url, client))
+                                http_streams(spec.url, client, event_max))
                         else:  # the SDK's plain transport: nothing private used
                             http = inject = None
                             r, w = await stack.enter_async_context(
-                                streamable_http_client(spec.url, http_client=client))
-                    session = ClientSession(r, w, message_handler=self._handler)
+                                streamable_http_client(spec.url, http_client=client,
+                                                       max_sse_event_size=event_max))
+                    session = ClientSession(r, w, message_handler=self._handler,
+                                            **self.callbacks)
                     await stack.enter_async_context(session)
                     with anyio.fail_after(connect_bound_s(spec)):
                         init = await session.initialize()
@@ -217,7 +234,8 @@ class Upstream:
         stack.callback(http.close)
         return session, LeanCalls(http, transport, inject.send, self._lost,
                                   (TRANSPORT_FAILED, TRANSPORT_FAILED_TEXT),
-                                  self._tg.start_soon)
+                                  self._tg.start_soon, limit=self.max_message,
+                                  upstream=self.name)
 
     async def call_tool(self, session: Any, name: str, args: Mapping[str, Any], meta: Any
                         ) -> dict[str, Any]:
@@ -358,7 +376,8 @@ class Upstream:
 
         from icore.mcp._upstream_lean import not_taken
         try:
-            with anyio.fail_after(self.spec.timeout_s):
+            with anyio.fail_after(self.spec.timeout_s) as scope:
+                note_scope(scope)  # paused while the upstream asks the client
                 return await fn(session)
         except TimeoutError:
             restart = ""
@@ -377,8 +396,8 @@ class Upstream:
                                f"{self.spec.timeout_s:g} s{restart}", method, gen,
                                timeout_s=self.spec.timeout_s) from None
         except MCPError as exc:
-            if exc.code in (ANSWER_TOO_BIG, ANSWER_INVALID) and self.spec.command \
-                    is not None and isinstance(d := exc.error.data, dict):  # it ran
+            if exc.code in (ANSWER_TOO_BIG, ANSWER_INVALID) and isinstance(
+                    d := exc.error.data, dict) and "request" in d:  # it ran
                 raise UpstreamError(exc.message, upstream=self.name, method=method,
                                     may_have_run=method not in READ_ONLY,
                                     size=d.get("size"), limit=d.get("limit")) from None
@@ -408,185 +427,6 @@ class Upstream:
         """Stop the connection (the gateway's task group then finishes)."""
         if self._scope is not None:
             self._scope.cancel()
-
-
-DRAIN_S = 1.0
-"""How long closing an upstream's SSE response may wait for the rest of it, seconds."""
-
-
-def keepalive_http_client(headers: dict[str, str] | None = None,
-                          on_listen: Callable[[bool], None] | None = None,
-                          on_lost: Callable[[], None] | None = None,
-                          on_session: Callable[[bool], None] | None = None) -> Any:
-    """The SDK's HTTP client for an upstream, keeping its connection across SSE answers.
-
-    An upstream that answers a POST with an SSE stream ends that stream right after the
-    JSON-RPC response; the SDK's client closes the response as soon as it has the result,
-    before reading the stream's end, so the HTTP/1.1 connection cannot be reused and every
-    ``tools/call`` opened a new TCP connection. Here closing such a response first reads
-    what is left of it (the end of the stream, already on its way; at most ``DRAIN_S`` in
-    the SDK's background request task, never in the caller's path), so the connection
-    goes back to the pool. Timeouts, headers and redirects are the SDK's defaults
-    (``create_mcp_http_client``); nothing of the exchange changes.
-
-    ``on_listen(True)`` is called when the standalone GET stream (where the upstream sends
-    notifications not tied to a request, such as ``notifications/resources/updated``)
-    opens, ``on_listen(False)`` when it ends or fails (the SDK reconnects it, but what
-    was sent in between is lost). ``on_lost()`` is called when the upstream answers 404
-    to a request carrying an ``Mcp-Session-Id``: it no longer knows the session (it
-    restarted), and the MCP spec asks the client to start a new one. ``on_session(given)``
-    is called with the answer to each POST sent without a session id (``initialize``):
-    whether it gave one (a stateless server does not, and opens no GET stream).
-    """
-    import httpx2
-    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
-
-    from icore.mcp._upstream_lean import not_taken_response
-    from icore.mcp._upstream_sse import Answer, as_answer
-
-    class Listening(httpx2.AsyncByteStream):
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        async def __aiter__(self) -> Any:
-            try:
-                async for part in self.inner:
-                    yield part
-            finally:
-                if on_listen is not None:
-                    on_listen(False)
-
-        async def aclose(self) -> None:
-            if on_listen is not None:
-                on_listen(False)
-            await self.inner.aclose()
-
-    class DrainOnClose(httpx2.AsyncByteStream):
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        async def __aiter__(self) -> Any:
-            async for part in self.inner:
-                yield part
-
-        async def aclose(self) -> None:
-            with contextlib.suppress(Exception), anyio.move_on_after(DRAIN_S):
-                async for _ in self.inner:
-                    pass
-            await self.inner.aclose()
-
-    class KeepAlive(httpx2.AsyncBaseTransport):
-        def __init__(self) -> None:
-            self.inner = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(
-                max_connections=100, max_keepalive_connections=20,
-                keepalive_expiry=KEEPALIVE_EXPIRY_S))
-
-        async def __aenter__(self) -> Any:
-            await self.inner.__aenter__()
-            return self
-
-        async def __aexit__(self, *exc: Any) -> None:
-            await self.inner.__aexit__(*exc)
-
-        async def handle_async_request(self, request: Any) -> Any:
-            if request.method != "POST":
-                resp = await self.inner.handle_async_request(request)
-            else:
-                resp = await self._post(request)
-            if request.headers.get("mcp-session-id"):
-                if resp.status_code == 404 and on_lost is not None:
-                    on_lost()
-                if resp.status_code == 404 and request.method == "POST":
-                    resp = await not_taken_response(request, resp,
-                                                    _method_and_id(request)[1])
-            elif on_session is not None and request.method == "POST" \
-                    and resp.status_code < 300:
-                on_session(bool(resp.headers.get("mcp-session-id")))
-            if request.method == "POST" and resp.headers.get(
-                    "content-type", "").lower().startswith("text/event-stream"):
-                if not isinstance(resp.stream, Answer):  # else read by _send already
-                    resp.stream = DrainOnClose(resp.stream)
-            elif request.method == "GET" and on_listen is not None \
-                    and resp.status_code == 200 and resp.headers.get(
-                        "content-type", "").lower().startswith("text/event-stream"):
-                on_listen(True)
-                resp.stream = Listening(resp.stream)
-            return resp
-
-        async def _post(self, request: Any) -> Any:
-            """One POST; a transport failure is that request's error, never the session's.
-
-            The SDK runs each POST in its transport's task group, so an exception here
-            (a pooled connection the server closed: ``RemoteProtocolError: Server
-            disconnected without sending a response``) would end the whole connection and
-            fail every request in flight with "Connection closed" (QA r5-mcp D7). A
-            read-only request is sent once more on a fresh connection; any other
-            failure is answered as a JSON-RPC error of that request alone.
-            """
-            try:
-                return await self._send(request)
-            except httpx2.TransportError as exc:
-                first: Exception = exc
-            method, rid = _method_and_id(request)
-            if method in READ_ONLY and not isinstance(first, httpx2.TimeoutException):
-                try:
-                    return await self._send(request)
-                except httpx2.TransportError as exc:
-                    first = exc
-            cause = redact(f"{type(first).__name__}: {first or 'no detail'}")
-            log.warning("upstream HTTP %s of %s failed: %s", method or "POST",
-                        redact(str(request.url)), cause)
-            return httpx2.Response(502, json={"jsonrpc": "2.0", "id": rid, "error": {
-                "code": TRANSPORT_FAILED, "message": f"{TRANSPORT_FAILED_TEXT} ({cause})",
-                "data": {"cause": cause}}}, request=request)
-
-        async def _send(self, request: Any) -> Any:
-            """One POST; an SSE answer holding only the response is made JSON.
-
-            See :func:`~icore.mcp._upstream_sse.as_answer` (its first event read here).
-            """
-            resp = await self.inner.handle_async_request(request)
-            if resp.status_code != 200 or not resp.headers.get(
-                    "content-type", "").lower().startswith("text/event-stream"):
-                return resp
-            try:
-                return await as_answer(resp, DRAIN_S)
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await resp.aclose()
-                raise
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
-
-    return httpx2.AsyncClient(
-        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        headers=headers, transport=KeepAlive())
-
-
-TRANSPORT_FAILED = -32099
-"""JSON-RPC code (implementation-defined server error range) of a request whose HTTP
-exchange with the upstream failed (:func:`keepalive_http_client`): that request failed,
-the MCP session goes on."""
-TRANSPORT_FAILED_TEXT = "the HTTP request to the upstream failed"
-
-KEEPALIVE_EXPIRY_S = 1.0
-"""How long the gateway keeps an idle connection to an HTTP upstream, seconds: below the
-servers' own idle timeouts (uvicorn's 5 s), so the gateway does not reuse a connection
-at the moment the server closes it."""
-
-
-def _method_and_id(request: Any) -> tuple[str | None, Any]:
-    """The JSON-RPC ``method`` and ``id`` of a POST's body (``None`` when not a request)."""
-    import json
-    try:
-        body = json.loads(request.content)
-    except (ValueError, TypeError, RuntimeError):  # RuntimeError: a streamed body
-        return None, None
-    if not isinstance(body, dict):
-        return None, None
-    method = body.get("method")
-    return (method if isinstance(method, str) else None), body.get("id")
 
 
 def _is_connection_loss(exc: Any) -> bool:

@@ -66,8 +66,6 @@ from icore.mcp._lean_http import LeanHttp, LeanHttpError
 
 log = logging.getLogger("icore.mcp")
 
-MAX_EVENT = 1 << 20
-"""Longest SSE event read, bytes (the SDK's default ``max_sse_event_size``)."""
 RESUME_ATTEMPTS = 2
 """Resumptions (GET with ``Last-Event-ID``) of a stream that ended without the response."""
 RESUME_DELAY_MS = 1000
@@ -141,14 +139,19 @@ class LeanCalls:
         transport_failed: ``(code, text)`` of a failed exchange's error.
         spawn: runs a coroutine function outside the caller's cancel scope (the
             cancellation notice of an abandoned call).
+        limit: the longest JSON answer or SSE event read, bytes (``max_message_mb``): a
+            longer answer fails the call (:func:`~icore.mcp._upstream_cap.too_big`).
+        upstream: the upstream's name (in that error).
     """
 
     def __init__(self, http: LeanHttp, transport: Any,
                  inject: Callable[[Any], Any], on_lost: Callable[[], None],
                  transport_failed: tuple[int, str],
-                 spawn: Callable[..., Any]) -> None:
+                 spawn: Callable[..., Any], *, limit: int = 16 << 20,
+                 upstream: str = "") -> None:
         self.http, self.transport, self.inject = http, transport, inject
         self.on_lost, self.transport_failed, self.spawn = on_lost, transport_failed, spawn
+        self.limit, self.upstream = limit, upstream
 
     def _headers(self, version: str) -> dict[str, str]:
         h = {"accept": "application/json, text/event-stream",
@@ -194,7 +197,8 @@ class LeanCalls:
                            "params": params}, ensure_ascii=False, separators=(",", ":"),
                           allow_nan=False).encode("utf-8")
         try:
-            raw = await self._exchange("POST", self._headers(version), body, rid)
+            raw = await self._exchange("POST", self._headers(version), body, rid,
+                                       f"tools/call {name[:200]}")
         except anyio.get_cancelled_exc_class():  # its timeout, or the client gone
             self._abandoned(session, rid)
             raise
@@ -218,7 +222,7 @@ class LeanCalls:
             log.debug("upstream: not cancelling %s (stopping)", rid)
 
     async def _exchange(self, method: str, headers: dict[str, str], body: bytes,
-                        rid: str) -> Any:
+                        rid: str, what: str = "a request") -> Any:
         """One request and its answer; resumed by GET while the SSE stream allows."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
@@ -231,7 +235,7 @@ class LeanCalls:
                 raise self._failed(exc) from None
             try:
                 out, last_id, retry_ms = await self._answer(
-                    conn, rid, method == "POST", followed=target is not None)
+                    conn, rid, method == "POST", followed=target is not None, what=what)
             except _Follow as f:  # the server did not take it: the same request, there
                 target = self._follow(conn, f.location, target, method, redirects)
                 redirects += 1
@@ -312,8 +316,8 @@ class LeanCalls:
         raise MCPError(INVALID_REQUEST, f"Redirect to {_shown(location)} not followed: "
                        f"{why}; use that URL as the endpoint if it is the intended server")
 
-    async def _answer(self, conn: Any, rid: str, post: bool, *, followed: bool = False
-                      ) -> tuple[Any, str | None, int | None]:
+    async def _answer(self, conn: Any, rid: str, post: bool, *, followed: bool = False,
+                      what: str = "a request") -> tuple[Any, str | None, int | None]:
         """The response to ``rid`` read from ``conn``, or None with the resumption point.
 
         ``followed``: the request went to a redirect's target, where a 404 says that
@@ -340,7 +344,7 @@ class LeanCalls:
                 if post:  # the upstream does not know the session: it never ran this
                     raise not_taken_error()
             if ctype.startswith("application/json"):
-                err = error_of(await _whole(conn))
+                err = error_of(await self._whole(conn, what))
                 if err is not None:
                     raise err
             if status == 404:
@@ -349,18 +353,57 @@ class LeanCalls:
                        else MCPError(METHOD_NOT_FOUND, "Not Found"))
             raise MCPError(INTERNAL_ERROR, "Server returned an error response")
         if ctype.startswith("application/json") and post:
-            return response_result(await _whole(conn), rid), None, None
+            return response_result(await self._whole(conn, what), rid), None, None
         if ctype.startswith("text/event-stream"):
-            return await self._events(conn, rid)
+            return await self._events(conn, rid, what)
         raise MCPError(INVALID_REQUEST, f"Unexpected content type: {ctype}")
 
-    async def _events(self, conn: Any, rid: str) -> tuple[Any, str | None, int | None]:
+    async def _whole(self, conn: Any, what: str) -> bytes:
+        """A JSON answer's body, read whole when within the cap (else the call's error)."""
+        from icore.mcp._upstream_cap import too_big
+        declared = conn.headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() else None
+        if size is not None and size > self.limit:
+            raise too_big(self.upstream, what, size, self.limit)
+        conn.cap = self.limit  # past it the body is dropped as it arrives
+        try:
+            while not conn.done and not conn.over:
+                await conn.wait()
+        except LeanHttpError:
+            if not conn.over:
+                raise
+        if conn.over:
+            raise too_big(self.upstream, what, None, self.limit)
+        out = bytes(conn.body)
+        conn.body.clear()
+        return out
+
+    def _over(self, event: bytes, size: int | None, what: str) -> None:
+        """An event over the cap: dropped when it shows a ``method``, else raises.
+
+        ``size``: its length (None: more than the cap, still arriving).
+
+        Raises:
+            MCPError: the call's :func:`~icore.mcp._upstream_cap.too_big` error.
+        """
+        from icore.mcp._stdio_lines import head_members
+        from icore.mcp._upstream_cap import event_data_head, too_big
+        if "method" in head_members(event_data_head(event[:4096])):
+            log.warning("upstream %s: dropped an SSE event over max_message_mb (%g MiB) "
+                        "that answers no request", self.upstream, self.limit / 2**20)
+            return
+        raise too_big(self.upstream, what, size, self.limit)
+
+    async def _events(self, conn: Any, rid: str, what: str = "a request"
+                      ) -> tuple[Any, str | None, int | None]:
         """Read SSE events until the response to ``rid`` (or the stream's end)."""
         from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
+        from mcp_types import PARSE_ERROR
         last_id: str | None = None
         retry: int | None = None
-        buf = b""  # line ends made "\n"
+        buf = bytearray()  # line ends made "\n"
+        scanned = 0  # bytes of buf searched for an event's end already
+        skipped: int | None = None  # bytes dropped of an event over the cap
         held = b""  # a trailing "\r" whose "\n" may be in the next chunk
         start = True  # a leading BOM not ruled out yet
         while True:
@@ -373,22 +416,35 @@ class LeanCalls:
             if start:  # (no function call on the common path: a per-call cost)
                 head = buf[:3]
                 if head == BOM:
-                    buf, start = buf[3:], False
+                    del buf[:3]
+                    start = False
                 elif head not in _BOM_HEADS or conn.done:
                     start = False
                 else:  # only the first bytes of what may be a BOM arrived
                     await conn.wait()
                     continue
-            end = buf.find(b"\n\n")
+            end = buf.find(b"\n\n", max(scanned - 1, 0))
             if end < 0:
-                if len(buf) > MAX_EVENT:
-                    raise MCPError(CONNECTION_CLOSED, "SSE stream failed: an event is "
-                                   f"longer than {MAX_EVENT} bytes")
+                scanned = len(buf)
+                if skipped is None and len(buf) > self.limit + 1:  # (+1: "\n" of its end)
+                    self._over(bytes(buf[:4096]), None, what)  # raises but for a method
+                    skipped = 0
+                if skipped is not None and len(buf) > 1:
+                    skipped += len(buf) - 1
+                    del buf[:-1]  # its last byte: the first "\n" of its end, maybe
+                    scanned = 0
                 if conn.done and not conn.body:
                     return None, last_id, retry
                 await conn.wait()
                 continue
-            event, buf = buf[:end], buf[end + 2:]
+            event = bytes(buf[:end])
+            del buf[:end + 2]
+            scanned = 0
+            if skipped is not None or len(event) > self.limit:
+                if skipped is None:
+                    self._over(event[:4096], len(event), what)
+                skipped = None
+                continue
             kind, data, eid, r = sse_fields(event)
             if eid is not None:
                 last_id = eid
@@ -505,7 +561,8 @@ def lean_support() -> bool:
 
 
 @contextlib.asynccontextmanager
-async def http_streams(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, Any, Any]]:
+async def http_streams(url: str, client: Any, max_event: int | None = 1 << 20
+                       ) -> AsyncIterator[tuple[Any, Any, Any, Any]]:
     """The SDK's ``streamable_http_client(url, http_client=client)``, its parts in view.
 
     The same transport, streams and tasks, with the same closing (the session deleted
@@ -518,7 +575,7 @@ async def http_streams(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, A
     from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
 
-    transport = StreamableHTTPTransport(url)
+    transport = StreamableHTTPTransport(url, max_sse_event_size=max_event)
     reader_w, reader = create_context_streams[SessionMessage | Exception](0)
     writer, writer_r = create_context_streams[SessionMessage](0)
     async with reader_w, reader, writer, writer_r, anyio.create_task_group() as tg:

@@ -80,27 +80,39 @@ def too_big_error(line: Oversized, limit: int, pending: dict[Any, str],
     """The ``JSONRPCError`` that fails the request a dropped line answers, or None.
 
     The request is the one whose id the line shows (:func:`line_id`), else the only one
-    in flight (unless the line starts with ``method``: a notification or a request of
-    the upstream's own, which nothing waits for). It is removed from ``pending``.
+    in flight; none when the line's head shows a ``method`` (a notification or a request
+    of the upstream's own, whose id is no answer's, and which nothing waits for). It is
+    removed from ``pending``.
     """
     import mcp_types as types
-    rid = line_id(line)
-    if rid not in pending and rid is None and len(pending) == 1 \
-            and not names_a_method(line):
+    asks = names_a_method(line)  # the upstream's own request: its id is no answer's
+    rid = None if asks else line_id(line)
+    if rid is None and len(pending) == 1 and not asks:
         rid = next(iter(pending))
     if rid not in pending:
         log.warning("upstream %s: dropped a %d-byte line over max_message_mb (%g MiB) that "
                     "answers no request in flight", upstream, line.size, limit / 2**20)
         return None
     what = pending.pop(rid)
-    text = (f"upstream {upstream} answered {what} with a {line.size:,}-byte message, over "
-            f"the gateway's max_message_mb ({limit / 2**20:g} MiB, manifest); the answer "
-            "was dropped unread. The upstream ran the request, so the gateway does not "
-            "send it again: check its effect, or raise max_message_mb")
+    text = too_big_text(upstream, what, line.size, limit)
     log.warning("%s", text)
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(
         code=ANSWER_TOO_BIG, message=text,
         data={"size": line.size, "limit": limit, "request": what}))
+
+
+def too_big_text(upstream: str, what: str, size: int | None, limit: int) -> str:
+    """What a request whose answer was over ``limit`` bytes fails with.
+
+    ``size``: the answer's length; None when only "over the cap" is known (an HTTP
+    answer cut off).
+    """
+    big = f"a {size:,}-byte message" if size is not None else \
+        f"a message of more than {limit:,} bytes"
+    return (f"upstream {upstream} answered {what} with {big}, over the gateway's "
+            f"max_message_mb ({limit / 2**20:g} MiB, manifest); the answer was dropped "
+            "unread. The upstream ran the request, so the gateway does not send it "
+            "again: check its effect, or raise max_message_mb")
 
 
 def invalid_error(line: bytes, exc: Exception, pending: dict[Any, str],

@@ -1,0 +1,359 @@
+"""An upstream's requests to the client, forwarded to the session whose call raised them.
+
+An upstream tool may ask the client's human for input (``elicitation/create``: an
+approval, a missing value) or the client's model for a completion
+(``sampling/createMessage``) while it runs a ``tools/call``. The gateway's connection to
+an upstream is shared by all its client sessions, so such a request goes to the session
+whose call is in flight there (#29):
+
+* over HTTP (and the lean path) the upstream sends it on that call's own response
+  stream; the SDK hands it to the gateway's callback in the context of the task that
+  sent the call, so :data:`CALLER` (set around each forwarded ``tools/call``,
+  :meth:`Asks.calling`) names the call exactly;
+* over stdio the line carries no such link: the call is the one in flight on that
+  upstream, or any of several when they all come from one client session (a stdio
+  client always is one); calls of several sessions in flight there at once cannot be
+  told apart, and the request is answered with an error saying so (never guessed).
+
+The client's answer is the upstream's answer. A client that declared no elicitation
+(sampling) capability, or that cannot be sent a request (no back channel), gets the
+upstream the SDK's own "Elicitation not supported" ("Sampling not supported"). Each
+question waits at most :data:`ASK_TIMEOUT_S` for its answer, and the upstream call's own
+``timeout_s`` does not run meanwhile (the upstream waits on the human, it does not
+work); a client session that closes while asked fails the question at once, so the
+upstream's call ends. The question and the answer go to the trace: a human's answer to
+a protected call as the recorders write approvals (``answered_by: "human"``, a
+``decision``, the tool and its arguments), so ``icore audit`` shows the action approved
+or rejected by a human.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+if TYPE_CHECKING:
+    from icore.mcp._session_log import GatewayTrace
+
+log = logging.getLogger("icore.mcp")
+
+ASK_TIMEOUT_S = 300.0
+"""Longest wait for a client's answer to an upstream's question, seconds."""
+
+NOT_SUPPORTED = {"elicitation": "Elicitation not supported",
+                 "sampling": "Sampling not supported"}
+"""The answer (the SDK client's own words) when the calling client cannot be asked."""
+
+
+class Caller:
+    """One forwarded ``tools/call`` in flight: whom its upstream's questions go to.
+
+    Attributes:
+        ctx: the client request's context (the gateway's server side: its session).
+        sid: the client session's id in the trace.
+        tool: the tool's name as the client called it.
+        args: the call's arguments.
+        protected: whether the tool is protected (a human's answer is then recorded as
+            an approval or a rejection of the action).
+        upstream: the upstream's name.
+        gone: set when the client's request ended (HTTP: its connection closed, or its
+            answer sent; :data:`CLIENT_GONE`): a question then fails at once. None:
+            never (stdio: a client gone stops the gateway).
+        scope: the cancel scope bounding the call at its upstream (its ``timeout_s``),
+            paused while a question waits (:meth:`paused`); None until the call is sent.
+    """
+
+    def __init__(self, ctx: Any, sid: str, tool: str, args: Mapping[str, Any],
+                 protected: bool, upstream: str, gone: ClientLink | None = None) -> None:
+        self.ctx, self.sid, self.tool, self.args = ctx, sid, tool, args
+        self.protected, self.upstream, self.gone = protected, upstream, gone
+        self.scope: anyio.CancelScope | None = None
+        self._pauses = 0
+        self._left = 0.0
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The call's deadline stopped while its upstream waits for an answer."""
+        scope = self.scope
+        if scope is None:
+            yield
+            return
+        if self._pauses == 0:
+            self._left = scope.deadline - anyio.current_time()
+            scope.deadline = math.inf
+        self._pauses += 1
+        try:
+            yield
+        finally:
+            self._pauses -= 1
+            if self._pauses == 0:
+                scope.deadline = anyio.current_time() + max(self._left, 0.0)
+
+
+CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "icore_mcp_caller", default=None)
+"""The forwarded ``tools/call`` the current task (or the one that sent it) serves."""
+
+
+class ClientLink:
+    """An HTTP request's client connection: whether it is gone, asked only when needed.
+
+    Args:
+        receive: the request's ASGI ``receive`` (its body already read): it answers
+            ``http.disconnect`` once the client is gone (or the response was sent).
+    """
+
+    def __init__(self, receive: Any) -> None:
+        self._receive = receive
+        self._gone = False
+
+    def is_set(self) -> bool:
+        """Whether the client was seen gone."""
+        return self._gone
+
+    async def wait(self) -> None:
+        """Until the client is gone (no task runs for it otherwise: #25's per-call cost)."""
+        while not self._gone:
+            if (await self._receive()).get("type") == "http.disconnect":
+                self._gone = True
+
+
+CLIENT_GONE: contextvars.ContextVar[ClientLink | None] = contextvars.ContextVar(
+    "icore_mcp_client_gone", default=None)
+"""Set by the HTTP front (:class:`~icore.mcp._http_shape.MessageShape`) for a request's
+handler: its client connection (:class:`ClientLink`)."""
+
+
+def note_scope(scope: anyio.CancelScope) -> None:
+    """Remember ``scope`` (an upstream request's timeout) as the current call's."""
+    caller = CALLER.get()
+    if caller is not None:
+        caller.scope = scope
+
+
+class Asks:
+    """The gateway's side of its upstreams' questions (one per gateway).
+
+    Args:
+        trace: the gateway's trace (each question and answer).
+    """
+
+    def __init__(self, trace: GatewayTrace) -> None:
+        self.trace = trace
+        self._inflight: dict[str, list[Caller]] = {}
+
+    @contextlib.contextmanager
+    def calling(self, caller: Caller) -> Iterator[None]:
+        """``caller`` in flight at its upstream (and the current task's :data:`CALLER`)."""
+        token = CALLER.set(caller)
+        calls = self._inflight.setdefault(caller.upstream, [])
+        calls.append(caller)
+        try:
+            yield
+        finally:
+            calls.remove(caller)
+            CALLER.reset(token)
+
+    def callbacks(self, upstream: str) -> dict[str, Any]:
+        """The SDK ``ClientSession`` callbacks of ``upstream``'s connection."""
+        async def elicit(context: Any, params: Any) -> Any:
+            return await self.ask(upstream, "elicitation", params)
+
+        async def sample(context: Any, params: Any) -> Any:
+            return await self.ask(upstream, "sampling", params)
+
+        return {"elicitation_callback": elicit, "sampling_callback": sample}
+
+    def _caller(self, upstream: str) -> tuple[Caller | None, bool, str]:
+        """``(caller, exact, why none)`` of a question ``upstream`` asks now.
+
+        ``exact``: the one call that asked is known (else one of one session's calls).
+        """
+        c = CALLER.get()
+        if c is not None and c.upstream == upstream:
+            return c, True, ""
+        calls = list(self._inflight.get(upstream, ()))
+        if len(calls) == 1:
+            return calls[0], True, ""
+        if calls and len({id(x.ctx.session) for x in calls}) == 1:
+            return calls[0], False, ""
+        if not calls:
+            return None, False, f"no call of a client is in flight at upstream {upstream}"
+        return None, False, (f"{len(calls)} calls of several client sessions are in "
+                             f"flight at upstream {upstream} (stdio), so the gateway "
+                             "cannot tell which one asked")
+
+    async def ask(self, upstream: str, kind: str, params: Any) -> Any:
+        """Forward ``params`` (a ``kind`` question of ``upstream``) to its caller's client.
+
+        Returns the client's result, or ``ErrorData`` (never raises): no caller found, a
+        client that cannot be asked (:data:`NOT_SUPPORTED`), no answer within
+        :data:`ASK_TIMEOUT_S`, the client's own error or its session gone.
+        """
+        import mcp_types as types
+        caller, exact, why = self._caller(upstream)
+        if caller is None:
+            log.warning("upstream %s asked for %s: %s", upstream, kind, why)
+            self.trace.note("gateway", f"upstream {upstream} asked for {kind}; not "
+                            f"forwarded: {why}", ask={"kind": kind, "upstream": upstream,
+                                                      "error": why})
+            return types.ErrorData(code=types.INVALID_REQUEST,
+                                   message=f"{kind} not forwarded: {why}")
+        tool = caller.tool if exact else " or ".join(
+            sorted({x.tool for x in self._inflight.get(upstream, ())
+                    if x.ctx.session is caller.ctx.session}))
+        message = getattr(params, "message", None)
+        asked: dict[str, Any] = {"kind": kind, "upstream": upstream, "tool": tool}
+        if kind == "elicitation":
+            asked["message"] = message
+            asked["mode"] = getattr(params, "mode", "form")
+        self.trace.note(caller.sid, f"upstream {upstream} asks the client ({kind}) during "
+                        f"{tool}" + (f": {message}" if message else ""), ask=asked)
+        if not _can_ask(caller.ctx, kind, params):
+            self.trace.note(caller.sid, f"the client cannot be asked ({kind}): "
+                            f"{NOT_SUPPORTED[kind]}", ask={**asked, "error": "unsupported"})
+            return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_SUPPORTED[kind])
+        try:
+            with caller.paused():
+                result = await _unless_gone(caller, _send(caller, kind, params))
+        except Exception as exc:  # the client's error, no answer in time, session gone
+            text = _failure(exc)
+            self.trace.note(caller.sid, f"no answer from the client to {kind} during "
+                            f"{tool}: {text}", ask={**asked, "error": text})
+            code = getattr(getattr(exc, "error", None), "code", None)
+            return types.ErrorData(code=code if isinstance(code, int)
+                                   else types.INTERNAL_ERROR, message=text)
+        self._answered(caller, exact, kind, asked, result)
+        return result
+
+    def _answered(self, caller: Caller, exact: bool, kind: str, asked: dict[str, Any],
+                  result: Any) -> None:
+        """Record the client's answer (a human's approval or rejection of a protected call)."""
+        import json
+        if kind == "sampling":
+            content = getattr(result, "content", None)
+            said = getattr(content, "text", None)
+            self.trace.note(caller.sid, f"the client's model answered {asked['tool']}'s "
+                            f"sampling request ({getattr(result, 'model', '?')})" +
+                            (f": {said[:500]}" if isinstance(said, str) else ""),
+                            ask={**asked, "model": getattr(result, "model", None)})
+            return
+        action, content = result.action, result.content
+        decision = human_decision(action, content)
+        fields: dict[str, Any] = {"ask": {**asked, "action": action, "content": content}}
+        if exact and caller.protected:  # the recorders' form of a human's answer
+            fields.update(answered_by="human", decision=decision, tool=caller.tool,
+                          args=dict(caller.args))
+        shown = json.dumps(content, ensure_ascii=False, default=str)[:500] \
+            if content is not None else ""
+        self.trace.note(caller.sid, f"a human answered {action} ({decision}) to "
+                        f"{asked['tool']}'s question" + (f": {shown}" if shown else ""),
+                        **fields)
+
+
+def human_decision(action: str, content: Mapping[str, Any] | None) -> str:
+    """A human's answer to an elicitation as an approval (``approve``) or ``reject``.
+
+    ``decline`` and ``cancel`` reject; ``accept`` approves, unless the form is one
+    yes/no field answered no (``{"approve": false}``).
+    """
+    if action != "accept":
+        return "reject"
+    values = list((content or {}).values())
+    if len(values) == 1 and isinstance(values[0], bool):
+        return "approve" if values[0] else "reject"
+    return "approve"
+
+
+def _can_ask(ctx: Any, kind: str, params: Any) -> bool:
+    """Whether the client of ``ctx`` declared the capability ``kind`` needs (and mode)."""
+    session = ctx.session
+    caps = getattr(session, "client_capabilities", None)
+    if caps is None or not (session.can_send_request or _standalone(session)):
+        return False
+    if kind == "sampling":
+        return caps.sampling is not None
+    el = caps.elicitation
+    if el is None:
+        return False
+    if getattr(params, "mode", "form") == "url":
+        return el.url is not None
+    return el.form is not None or el.url is None  # a bare {} declares form mode
+
+
+def _standalone(session: Any) -> bool:
+    """Whether the client's connection has a channel of its own (HTTP: its GET stream)."""
+    return bool(getattr(getattr(session, "_connection", None), "has_standalone_channel",
+                        False))
+
+
+async def _send(caller: Caller, kind: str, params: Any) -> Any:
+    """The request to the caller's client; its result.
+
+    On its call's own channel (stdio; an SSE answer), else on the connection's own (the
+    gateway answers HTTP POSTs with JSON, which carries only the response: the question
+    goes on the client's GET stream, as the SDK's client opens one).
+    """
+    import mcp_types as types
+    from mcp.shared.message import ServerMessageMetadata
+    meta = ServerMessageMetadata(related_request_id=caller.ctx.request_id) \
+        if caller.ctx.session.can_send_request else None
+    if kind == "elicitation":
+        return await caller.ctx.session.send_request(
+            types.ElicitRequest(params=params), types.ElicitResult,
+            request_read_timeout_seconds=ASK_TIMEOUT_S, metadata=meta)
+    result_type = types.CreateMessageResultWithTools if getattr(params, "tools", None) \
+        else types.CreateMessageResult
+    return await caller.ctx.session.send_request(
+        types.CreateMessageRequest(params=params), result_type,
+        request_read_timeout_seconds=ASK_TIMEOUT_S, metadata=meta)
+
+
+class ClientGone(Exception):
+    """The asked client abandoned its request (its connection closed) before answering."""
+
+
+async def _unless_gone(caller: Caller, asking: Any) -> Any:
+    """Await ``asking``; raise :class:`ClientGone` as soon as the caller's client is gone."""
+    gone = caller.gone
+    if gone is None:
+        return await asking
+    if gone.is_set():
+        asking.close()
+        raise ClientGone("the client's request was abandoned (its connection closed)")
+    got: list[Any] = []
+    failed: list[BaseException] = []
+    async with anyio.create_task_group() as tg:
+        async def answer() -> None:
+            try:
+                got.append(await asking)
+            except Exception as exc:  # the client's error: raised below, not in a group
+                failed.append(exc)
+            tg.cancel_scope.cancel()
+
+        async def closed() -> None:
+            await gone.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(answer)
+        tg.start_soon(closed)
+    if failed:
+        raise failed[0]
+    if not got:
+        raise ClientGone("the client's request was abandoned (its connection closed) "
+                         "before it answered")
+    return got[0]
+
+
+def _failure(exc: BaseException) -> str:
+    """What a question's failure says (the client's error, a timeout, a closed session)."""
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    if isinstance(exc, TimeoutError) or "timed out" in text.lower():
+        return f"the client did not answer within {ASK_TIMEOUT_S:g} s"
+    return text[:300]

@@ -1,0 +1,73 @@
+"""An upstream whose tools ask the client (elicitation, sampling) mid-call (#29).
+
+Run: python upstream_asks.py [--http PORT]. Each tool appends a JSON line to
+$UPSTREAM_LOG when it starts and when it ends (with the answer it got), so a test can
+prove the call ran to its end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel
+
+mcp = MCPServer("asks-upstream")
+
+
+def _log(tool: str, **extra: object) -> None:
+    path = os.environ.get("UPSTREAM_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": tool, "pid": os.getpid(), **extra}) + "\n")
+
+
+class _Approval(BaseModel):
+    approve: bool
+
+
+@mcp.tool()
+async def approve(amount: int, ctx: Context) -> str:
+    """Ask the client's human to approve paying amount (elicitation), then answer."""
+    _log("approve", amount=amount)
+    try:
+        r = await ctx.elicit(f"Pay {amount}?", _Approval)
+    except Exception as exc:
+        _log("approve_done", amount=amount, error=str(exc))
+        raise
+    data = getattr(r, "data", None)
+    _log("approve_done", amount=amount, action=r.action,
+         approve=None if data is None else data.approve)
+    return f"approval: {r.action}" + ("" if data is None else f" approve={data.approve}")
+
+
+@mcp.tool()
+async def summarize(text: str, ctx: Context) -> str:
+    """Ask the client's model to summarize text (sampling), then answer its summary."""
+    from mcp_types import SamplingMessage, TextContent
+    _log("summarize", text=text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling is deprecated in 2026-07-28
+        r = await ctx.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=text))],
+            max_tokens=50, related_request_id=ctx.request_id)
+    said = getattr(r.content, "text", "")
+    _log("summarize_done", said=said)
+    return f"summary: {said}"
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echo text back."""
+    return text
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        mcp.run()
