@@ -21,9 +21,11 @@ from icore.mcp._stdio_lines import nonstandard_number
 INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
 MAX_BODY_BYTES = 4 * 1024 * 1024
-"""The largest POST body read (the SDK's own default bound)."""
+"""The largest POST body read by default (the SDK's own default bound); the gateway
+passes its manifest's ``max_message_mb`` (to the SDK's app too)."""
 DRAIN_BYTES = 64 * 1024 * 1024
-"""A longer body is read and dropped up to this many bytes before the 413 answer."""
+"""A longer body is read and dropped up to this many bytes (or the cap, if larger)
+before the 413 answer."""
 
 _KINDS = {list: "a JSON array (a batch)", str: "a JSON string", int: "a JSON number",
           float: "a JSON number", bool: "a JSON boolean", type(None): "JSON null"}
@@ -148,14 +150,16 @@ class MessageShape:
                 chunks.append(chunk)
             else:
                 chunks = []  # over the limit: read on (bounded) and drop, then answer
-            if not message.get("more_body") or size > DRAIN_BYTES:
-                break
+            if not message.get("more_body") or size > max(self.max_body, DRAIN_BYTES):
+                break  # (a cap over DRAIN_BYTES: a body under it is read whole)
         if size > self.max_body:
             # the body was read up to DRAIN_BYTES before answering: a client still sending
             # would otherwise meet a reset connection instead of this answer
             shown = f" of {int(declared)} bytes" if declared.isdigit() else ""
             await _answer(send, 413, INVALID_REQUEST, f"Request body{shown} is over the "
-                          f"{self.max_body}-byte limit (the manifest's max_message_mb)")
+                          f"gateway's max_message_mb ({self.max_body / 2**20:g} MiB = "
+                          f"{self.max_body} bytes, manifest); it was dropped unparsed: send less "
+                          "(e.g. a reference to the data)")
             return
         body = b"".join(chunks)
         problem = shape_problem(body)
