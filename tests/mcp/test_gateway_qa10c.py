@@ -105,3 +105,79 @@ def test_http_body_cap_is_the_manifests_max_message_mb(tmp_path: Path, cap_mb: i
         assert status == 413, (status, str(answer)[:300])
         assert answer["jsonrpc"] == "2.0" and answer["error"]["code"] == -32600
         assert f"max_message_mb ({cap_mb} MiB" in answer["error"]["message"]
+
+
+GARBAGE = HERE / "upstream_garbage.py"
+GARBAGE_TOOLS = ("ok", "refuse", "refuse500", "not_json", "empty_body", "wrong_shape",
+                 "html500")
+
+
+@contextlib.contextmanager
+def _garbage_upstream(folder: Path) -> Iterator[str]:
+    """tests/mcp/upstream_garbage.py on a free port; yields its URL."""
+    from .conftest import process
+    port = free_port()
+    with process([sys.executable, str(GARBAGE), str(port)],
+                 extra_env={"GARBAGE_LOG": str(folder / "garbage.log")}) as up:
+        wait_port(port, up)
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def _garbage_manifest(folder: Path, url: str, **extra: Any) -> Path:
+    return write_manifest(folder, {"g": {"url": url, "timeout_s": 10}}, facts={}, tools={
+        n: {"depends_on": ["g://seats"]} for n in GARBAGE_TOOLS}, **extra)
+
+
+@pytest.mark.parametrize("lean", ["1", "0"])
+def test_garbage_answers_may_have_run(tmp_path: Path, lean: str,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a well-formed JSON-RPC error answer is "refused" (did not run); a 200 that is
+    no JSON, an empty body, a result of the wrong shape, an HTTP 500 page: the call may
+    have run, said so to the model (no blind retry) and audited "outcome unknown" (QA
+    qa-new10c S2). Both HTTP paths: the lean one and the SDK's (ICORE_MCP_LEAN=0)."""
+    from .conftest import audited_actions, stdio_gateway
+    monkeypatch.setenv("ICORE_MCP_LEAN", lean)
+    with _garbage_upstream(tmp_path) as url:
+        manifest = _garbage_manifest(tmp_path, url)
+
+        async def calls() -> dict[str, Any]:
+            out = {}
+            async with stdio_gateway(manifest) as s:
+                await s.read_resource("g://seats")
+                for n in GARBAGE_TOOLS:
+                    out[n] = await s.call_tool(n, {"route": "x"})
+            return out
+
+        got = anyio.run(calls)
+    assert not got["ok"].is_error
+    for n in ("refuse", "refuse500"):  # the upstream's own error: it did not run
+        said = text(got[n])
+        assert got[n].is_error and f"upstream g refused {n}: no such route" in said, said
+        assert "icore/upstream" not in (got[n].meta or {})
+    for n in ("not_json", "empty_body", "wrong_shape", "html500"):
+        said = text(got[n])
+        assert got[n].is_error and "refused" not in said, said
+        assert f"upstream g sent no valid answer to {n}" in said, said
+        assert "does not send it again: check its effect" in said, said
+        assert "pydantic" not in said and len(said) < 600, said
+        assert (got[n].meta or {})["icore/upstream"] == {"upstream": "g",
+                                                         "may_have_run": True}
+    counts = audited_actions(tmp_path / "trace.jsonl")
+    assert counts["outcome unknown"] == 4, counts
+    assert counts["failed after authorization"] == 2 and counts["valid"] == 1, counts
+
+
+def test_every_sdk_stand_in_error_is_known() -> None:
+    """Each error the SDK's HTTP client makes up for an answer that is no JSON-RPC answer
+    is told apart from the upstream's own (:data:`STAND_INS`): a new one in a later SDK
+    fails here instead of being taken for "the upstream refused, it did not run"."""
+    import mcp.client.streamable_http as sh
+
+    from icore.mcp._upstream_answer import STAND_INS
+    src = Path(sh.__file__).read_text(encoding="utf-8")
+    made = re.findall(r'ErrorData\(\s*code=\w+,\s*message=f?"([^"{]*)', src)
+    made += re.findall(r'_resolve_abandoned_request\(\s*[\w.]+,\s*[\w.]+,\s*f?"([^"{]+)', src)
+    made += re.findall(r'return f?"(Redirect to )', src)
+    assert len(made) >= 5, made
+    for m in made:
+        assert m.startswith(STAND_INS) or m == "Not Found", m

@@ -55,7 +55,8 @@ from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
 from icore.mcp._upstream import Upstream
-from icore.mcp._upstream_failed import UpstreamError
+from icore.mcp._upstream_answer import garbage_text, upstream_refused
+from icore.mcp._upstream_failed import MAY_HAVE_RUN, UpstreamError
 from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
@@ -210,7 +211,14 @@ class _ToolCalls:
                 log.warning("gate of %s failed: %r", name, exc)
                 return self._refuse(view, name, args, task, "gateway_error", [],
                                     detail=msg)
-            # the upstream answered a JSON-RPC error
+            if not upstream_refused(exc):  # garbage, not a JSON-RPC error: it may have run
+                said = (f"upstream {route.upstream} sent no valid answer to {name} "
+                        f"({garbage_text(exc)}); {MAY_HAVE_RUN}")
+                self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {said}",
+                                   error=True, task=task, may_have_run=True)
+                return _error_result(said, meta={"icore/upstream": {
+                    "upstream": route.upstream, "may_have_run": True}})
+            # the upstream answered a JSON-RPC error: it did not run the call
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
             if msg in _NOT_FORWARDED:  # the gateway's own client said no: say so
