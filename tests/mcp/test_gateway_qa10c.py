@@ -181,3 +181,61 @@ def test_every_sdk_stand_in_error_is_known() -> None:
     assert len(made) >= 5, made
     for m in made:
         assert m.startswith(STAND_INS) or m == "Not Found", m
+
+
+def _resend_run(folder: Path, prices: tuple[str, ...], second: dict[str, Any]
+                ) -> tuple[list[Any], dict[str, Any]]:
+    """Read, change the price through ``prices`` (each notified), ``book`` (refused
+    stale), then ``book`` with ``second``; the two results and the audit's ``--json``."""
+    from .conftest import stdio_gateway
+    manifest = write_manifest(folder, {"trip": stdio_upstream(folder / "up.log")})
+
+    async def run() -> list[Any]:
+        async with stdio_gateway(manifest) as s:
+            await s.read_resource("memo://price")
+            await s.read_resource("memo://city")
+            for p in prices:
+                await s.call_tool("set_price", {"value": p})
+                await anyio.sleep(0.5)  # its resources/updated read by the gateway
+            first = await s.call_tool("book", {"city": "Porto", "price": 100})
+            return [first, await s.call_tool("book", second)]
+
+    got = anyio.run(run)
+    out = folder / "a.json"
+    r = subprocess.run([sys.executable, "-m", "icore", "audit", str(folder / "trace.jsonl"),
+                        "--json", str(out)], env=env(), cwd=folder, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return got, {"console": r.stdout, **json.loads(out.read_text(encoding="utf-8"))}
+
+
+def test_a_stale_call_resent_unchanged_is_flagged(tmp_path: Path) -> None:
+    """The host resends the refused call as it was although the price handed over
+    changed: the replan runs (the gate cannot tell a blind retry from a replan whose
+    arguments do not depend on the change) and the audit flags it ``resent_unchanged``
+    in the console, ``--json`` and the report (QA qa-new10c S2)."""
+    (first, again), audit = _resend_run(tmp_path, ("250",), {"city": "Porto", "price": 100})
+    assert first.is_error and first.meta["icore/gate"]["reason"] == "stale", text(first)
+    assert "do not resend it unchanged" in text(first), text(first)
+    assert not again.is_error, text(again)
+    lineage = audit["runs"][0]["lineage"]
+    flagged = [lv for lv in lineage if lv.get("resent_unchanged")]
+    assert [lv["resent_unchanged"] for lv in flagged] == [["memo://price"]], lineage
+    assert "replan resent unchanged" in flagged[0]["reason"]
+    assert "1 replan(s) resent unchanged" in audit["console"], audit["console"]
+    page = (tmp_path / audit["runs"][0]["report"]).read_text(encoding="utf-8")
+    assert "resent unchanged" in page
+
+
+@pytest.mark.parametrize(("prices", "second"), [
+    (("250",), {"city": "Porto", "price": 250}),  # a real replan: new arguments
+    (("250", "100"), {"city": "Porto", "price": 100})])  # the price changed back
+def test_a_replan_is_not_flagged(tmp_path: Path, prices: tuple[str, ...],
+                                 second: dict[str, Any]) -> None:
+    """New arguments, or the same ones when the value handed over is the one the call was
+    planned from (changed and changed back: a new version, the same value): no flag."""
+    (first, again), audit = _resend_run(tmp_path, prices, second)
+    assert first.is_error and first.meta["icore/gate"]["reason"] == "stale", text(first)
+    assert not again.is_error, text(again)
+    assert not any(lv.get("resent_unchanged") for lv in audit["runs"][0]["lineage"])
+    assert "resent unchanged" not in audit["console"]

@@ -286,6 +286,9 @@ class PlanfenceLog:
         edited: record id -> why, for each record line whose id is not the digest of
             the fields it carries (the trace was edited or damaged; QA qa-new9 S3): the
             actions whose lineage shows one are ``INVALID``.
+        resent: ``(replan roots, keys)`` per replan line with ``resent_unchanged``: the
+            replan's arguments are the stale call's although the values of ``keys``
+            handed over differ from those it was planned from (QA qa-new10c S2).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -293,17 +296,22 @@ class PlanfenceLog:
     replans: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     answers: tuple[HumanAnswer, ...] = ()
     edited: Mapping[str, str] = field(default_factory=dict)
+    resent: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).
 
-        Plus ``"replans": [{"stale": [...], "replan": [...]}, ...]`` when there are any.
+        Plus ``"replans": [{"stale": [...], "replan": [...]}, ...]`` when there are any,
+        and ``"resent_unchanged": [{"replan": [...], "keys": [...]}, ...]``.
         """
         out: dict[str, Any] = {"records": list(self.records),
                                "decisions": [d.to_dict() for d in self.decisions]}
         if self.replans:
             out["replans"] = [{"stale": list(old), "replan": list(new)}
                               for old, new in self.replans]
+        if self.resent:
+            out["resent_unchanged"] = [{"replan": list(r), "keys": list(k)}
+                                       for r, k in self.resent]
         return out
 
 

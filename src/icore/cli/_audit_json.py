@@ -67,6 +67,9 @@ def action_line(r: AuditResult) -> str | None:
     human = [(a, sum(lv.human == a for lv in views)) for a in (APPROVED, REJECTED_BY_HUMAN)]
     asked = "; ".join(f"{n} {a} by a human" for a, n in human if n)
     line = f"protected actions of {r.trace.id}: {counts['total']} ({said})"
+    if (resent := sum(bool(lv.resent_unchanged) for lv in views)):  # QA qa-new10c S2
+        asked = "; ".join(x for x in (asked, f"{resent} replan(s) resent unchanged (the "
+                                      "stale call's arguments again: see the report)") if x)
     return f"{line}; {asked}" if asked else line
 
 
@@ -82,7 +85,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
     a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
     ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
-    human answered (QA qa-new9 S3). ``warnings``: the import's warnings, when any (a
+    human answered (QA qa-new9 S3). ``"resent_unchanged": [keys]`` for a replan whose
+    arguments are its stale call's although those facts' handed-over values differ (a
+    warning, QA qa-new10c S2). ``warnings``: the import's warnings, when any (a
     record that does not match its id, gate activity with no PlanFence line, ...).
     """
     tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
@@ -92,7 +97,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
                 **({"error": lv.error} if lv.error is not None else {}),
                 **({"outcome": "unknown"} if lv.outcome_unknown else {}),
                 **({"human": lv.human} if lv.human is not None else {}),
-                **({"human_step": lv.human_step} if lv.human_step is not None else {})}
+                **({"human_step": lv.human_step} if lv.human_step is not None else {}),
+                **({"resent_unchanged": list(lv.resent_unchanged)}
+                   if lv.resent_unchanged else {})}
                for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
     return {
         "id": r.trace.id, "file": r.trace.file,

@@ -212,12 +212,7 @@ class _ToolCalls:
                 return self._refuse(view, name, args, task, "gateway_error", [],
                                     detail=msg)
             if not upstream_refused(exc):  # garbage, not a JSON-RPC error: it may have run
-                said = (f"upstream {route.upstream} sent no valid answer to {name} "
-                        f"({garbage_text(exc)}); {MAY_HAVE_RUN}")
-                self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {said}",
-                                   error=True, task=task, may_have_run=True)
-                return _error_result(said, meta={"icore/upstream": {
-                    "upstream": route.upstream, "may_have_run": True}})
+                return _no_answer(self.gw.trace, view.sid, name, args, task, route, exc)
             # the upstream answered a JSON-RPC error: it did not run the call
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
@@ -294,21 +289,6 @@ class _ToolCalls:
         meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
         return _error_result(text, meta={"icore/gate": meta})
 
-    def _entry_of(self, spec: ToolSpec, name: str, args: Mapping[str, Any], key: str,
-                  known: Any) -> str:
-        """The manifest entry (``tools.<name>.depends_on.<i>``, line) that gave ``key``."""
-        m = self.gw.manifest
-        for i, pat in enumerate(spec.depends_on):
-            try:
-                hit = key in expand_deps([pat], args, known)
-            except IcoreError:
-                continue
-            if hit:
-                line = m.line_of("tools", name, "depends_on", i)
-                at = f", line {line}" if line is not None else ""
-                return f"D(a) entry {pat!r} (tools.{name}.depends_on.{i}{at})"
-        return f"tools.{name}.depends_on"
-
     async def _reread(self, view: SessionView, name: str, spec: ToolSpec,
                       args: Mapping[str, Any], deps: frozenset[str], known: Any,
                       task: str, heads: dict[str, list[str]]) -> Any:
@@ -338,7 +318,7 @@ class _ToolCalls:
             return None
         down = any(isinstance(e, UpstreamError) for e in bad.values())
         reason = Reason.OWNER_UNAVAILABLE.value if down else "dependency_unreadable"
-        lines = [f"{k} ({self._entry_of(spec, name, args, k, known)}): "
+        lines = [f"{k} ({_entry_of(self.gw.manifest, spec, name, args, k, known)}): "
                  f"{getattr(e, 'message', None) or e}" for k, e in sorted(bad.items())]
         return self._refuse(view, name, args, task, reason, sorted(deps),
                             detail="; ".join(lines), extra={"unreadable": sorted(bad)})
@@ -384,7 +364,7 @@ class _ToolCalls:
         refused = await self._reread(view, name, spec, args_d, deps, known, task, heads)
         if refused is not None:
             return _Refused(refused)
-        ticket = self._replans.before(view, name, deps)
+        ticket = self._replans.before(view, name, deps, args)
         n0, written = len(view.agent.log), []
 
         async def authorized(**a: Any) -> Any:  # on disk before the forward (QA r7 D2)
@@ -400,10 +380,11 @@ class _ToolCalls:
                 self.gw.trace.decisions(view.sid, name, view.agent.log.since(n0), task=task,
                                         heads=heads)
             raise
-        replan = self._replans.after(view, name, deps, v, ticket)
+        replan = self._replans.after(view, name, deps, v, ticket, args, seen)
         if not written:  # a refusal (an executed call's lines went before its forward)
             self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
-                                  plan_roots=ticket.roots if ticket else (), heads=heads)
+                                  plan_roots=ticket.roots if ticket else (), heads=heads,
+                                  resent=ticket.resent if ticket else ())
         if self.gw.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span
                 self.gw.otel.decision(d)
@@ -492,6 +473,36 @@ class _ToolCalls:
             f"{key} {said}; its head is version {n} (record seq {rec.seq} of owner "
             f"{owner})"))], structured_content={"key": key, "seq": rec.seq, "version": n,
                                                 "owner": owner, "changed": created})
+
+
+def _entry_of(m: GatewayManifest, spec: ToolSpec, name: str, args: Mapping[str, Any],
+              key: str, known: Any) -> str:
+    """The manifest entry (``tools.<name>.depends_on.<i>``, line) that gave ``key``."""
+    for i, pat in enumerate(spec.depends_on):
+        try:
+            hit = key in expand_deps([pat], args, known)
+        except IcoreError:
+            continue
+        if hit:
+            line = m.line_of("tools", name, "depends_on", i)
+            at = f", line {line}" if line is not None else ""
+            return f"D(a) entry {pat!r} (tools.{name}.depends_on.{i}{at})"
+    return f"tools.{name}.depends_on"
+
+
+def _no_answer(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any], task: str,
+               route: Route, exc: BaseException) -> Any:
+    """A forwarded call whose answer was no JSON-RPC answer: it may have run (QA qa-new10c).
+
+    Said so to the model (never "refused", no invitation to call again), traced
+    ``may_have_run`` (``icore audit``: outcome unknown), as a lost answer on stdio.
+    """
+    said = (f"upstream {route.upstream} sent no valid answer to {name} "
+            f"({garbage_text(exc)}); {MAY_HAVE_RUN}")
+    trace.call(sid, name, args, f"UPSTREAM FAILED: {said}", error=True, task=task,
+               may_have_run=True)
+    return _error_result(said, meta={"icore/upstream": {"upstream": route.upstream,
+                                                        "may_have_run": True}})
 
 
 def _token_client() -> str | None:

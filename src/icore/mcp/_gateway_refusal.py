@@ -17,7 +17,9 @@ from icore.mcp._facts import Verdict, describe
 
 HINT = {
     Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
-    "are below. Re-plan from them and call again (this is the one replan)",
+    "are below. Re-plan from them and call again (this is the one replan): choose the "
+    "arguments from the fresh values; do not resend it unchanged without checking them "
+    "(the audit flags a replan resent unchanged)",
     Reason.SECOND_CHANGE.value: "the facts changed again after their fresh values were "
     "handed over, so this plan had its one replan (reading those same versions again does "
     "not start a new plan). Do not retry with this plan: read the resources named below "

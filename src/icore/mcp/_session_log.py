@@ -45,7 +45,7 @@ from icore.fence import GateDecision, Outcome, Reason
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
 from icore.mcp._trace_claim import free_sibling, open_new_trace, replace_atomically
-from icore.records import Record, RecordId
+from icore.records import Record, RecordId, canonical_json
 
 log = logging.getLogger("icore.mcp")
 
@@ -55,6 +55,19 @@ class _Ticket:
     ids: dict[str, RecordId]
     roots: tuple[RecordId, ...]
     failed: bool = False
+    args: str | None = None
+    """The stale call's arguments, canonical JSON (None: not JSON)."""
+    moved: tuple[str, ...] = ()
+    """Keys whose handed-over value differs from the one the stale call was planned from."""
+    resent: tuple[str, ...] = ()
+    """Set when redeemed: :attr:`moved` if the replan's arguments equal the stale call's."""
+
+
+def _canonical(args: Mapping[str, Any]) -> str | None:
+    try:
+        return canonical_json(dict(args))
+    except Exception:  # not JSON: never "the same arguments"
+        return None
 
 
 class Replans:
@@ -71,8 +84,14 @@ class Replans:
         self._tickets: dict[tuple[str, str, frozenset[str]], _Ticket] = {}
         self._lock = threading.Lock()
 
-    def before(self, view: SessionView, tool: str, deps: frozenset[str]) -> _Ticket | None:
-        """The ticket this call redeems (it is a replan), else None."""
+    def before(self, view: SessionView, tool: str, deps: frozenset[str],
+               args: Mapping[str, Any] | None = None) -> _Ticket | None:
+        """The ticket this call redeems (it is a replan), else None.
+
+        Its :attr:`_Ticket.resent` says whether the replan is the stale call resent
+        unchanged (``args`` equal to its arguments although a value it was planned from
+        changed): the ``resent_unchanged`` keys of the replan line (QA qa-new10c S2).
+        """
         key = (view.sid, tool, deps)
         with self._lock:
             t = self._tickets.get(key)
@@ -80,13 +99,17 @@ class Replans:
                 return None
             seen = view.seen
             if all(k in seen and seen[k].id == rid for k, rid in t.ids.items()):
+                same = args is not None and t.args is not None and _canonical(args) == t.args
+                t.resent = t.moved if same and not t.failed else ()
                 return t
             del self._tickets[key]  # read again: a new plan
             return None
 
     def after(self, view: SessionView, tool: str, deps: frozenset[str], v: Verdict,
-              ticket: _Ticket | None) -> str | None:
-        """Note the call's outcome.
+              ticket: _Ticket | None, args: Mapping[str, Any] | None = None,
+              planned: Mapping[str, Record] | None = None) -> str | None:
+        """Note the call's outcome (``args``, ``planned``: the call's arguments and the
+        versions the session held before it, kept with a ``stale`` refusal's ticket).
 
         Returns:
             ``"replan"`` (this call is a replan), ``"retry"`` (a further attempt of a
@@ -104,8 +127,14 @@ class Replans:
             if v.reason == Reason.STALE.value and not v.call.executed:
                 seen = view.seen
                 root = v.call.record.id if v.call.record is not None else None
+                was = planned or {}
+                moved = tuple(sorted(k for k, r in v.changed.items() if k in was and
+                                     canonical_json(was[k].content) != canonical_json(
+                                         r.content)))
                 self._tickets[key] = _Ticket({k: seen[k].id for k in deps if k in seen},
-                                             (root,) if root else ())
+                                             (root,) if root else (),
+                                             args=None if args is None else _canonical(args),
+                                             moved=moved)
         return None
 
 
@@ -220,7 +249,8 @@ class GatewayTrace:
 
     def verdict(self, sid: str, tool: str, v: Verdict, args: Mapping[str, Any], *,
                 task: str, replan: str | None = None, plan_roots: Sequence[str] = (),
-                flush: bool = True, heads: Mapping[str, list[str]] | None = None) -> None:
+                flush: bool = True, heads: Mapping[str, list[str]] | None = None,
+                resent: Sequence[str] = ()) -> None:
         """One protected call: its replan mark, gate decisions, action record, a block.
 
         Each decision's PlanFence line is written once (with the records it cites).
@@ -240,12 +270,15 @@ class GatewayTrace:
             heads: how each upstream resource of D(a) got its head: ``{"reread": [uri],
                 "trusted": [uri]}`` (read again now, or taken on trust from a
                 ``trust_updates`` upstream); written on each gate line as ``head_source``.
+            resent: of a replan, the keys whose handed-over value changed although its
+                arguments are the stale call's (:meth:`Replans.before`): the replan line's
+                ``resent_unchanged``.
         """
         call = v.call
         self._lines(sid, tool, call.record, v.decisions, list(v.changed.values()), args,
                     executed=call.executed, reason=call.reason, detail=call.detail,
                     deps=v.deps, task=task, replan=replan, plan_roots=plan_roots,
-                    heads=heads)
+                    heads=heads, resent=resent)
         if flush:
             self.flush()
 
@@ -277,14 +310,16 @@ class GatewayTrace:
         reason = mine[-1].reason.value if mine else "valid"
         self._lines(view.sid, tool, record, mine, (), args, executed=True, reason=reason,
                     detail="", deps=(), task=task, replan=replan,
-                    plan_roots=ticket.roots if ticket is not None else (), heads=heads)
+                    plan_roots=ticket.roots if ticket is not None else (), heads=heads,
+                    resent=ticket.resent if ticket is not None else ())
         self.flush()
 
     def _lines(self, sid: str, tool: str, record: Record | None,
                decisions: Sequence[GateDecision], changed: Sequence[Record],
                args: Mapping[str, Any], *, executed: bool, reason: str, detail: str,
                deps: Sequence[str], task: str, replan: str | None,
-               plan_roots: Sequence[str], heads: Mapping[str, list[str]] | None) -> None:
+               plan_roots: Sequence[str], heads: Mapping[str, list[str]] | None,
+               resent: Sequence[str] = ()) -> None:
         """The lines of one protected call's decision (see :meth:`verdict`), not flushed."""
         if record is not None:
             self._rec(record, "replan" if replan == "replan" else "plan")
@@ -312,7 +347,8 @@ class GatewayTrace:
                 self.recorder.plan(sid, f"plan for {tool}", roots=list(plan_roots),
                                    plan_id=plan_id)
             self.recorder.plan(sid, f"replan for {tool}: {said}", roots=roots, replan=True,
-                               plan_id=plan_id, executed=executed, reason=reason)
+                               plan_id=plan_id, executed=executed, reason=reason,
+                               **({"resent_unchanged": list(resent)} if resent else {}))
         for d in decisions:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,
