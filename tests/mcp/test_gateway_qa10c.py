@@ -239,3 +239,30 @@ def test_a_replan_is_not_flagged(tmp_path: Path, prices: tuple[str, ...],
     assert not again.is_error, text(again)
     assert not any(lv.get("resent_unchanged") for lv in audit["runs"][0]["lineage"])
     assert "resent unchanged" not in audit["console"]
+
+
+def test_a_protected_tool_of_a_dead_http_upstream_is_a_tool_error(tmp_path: Path) -> None:
+    """The HTTP upstream dies: a protected call answers a tool error naming the upstream
+    down (fail closed), not JSON-RPC ``Unknown tool`` (the gateway lists again and drops
+    its tools), which the SDK's client raises and a host crashes on (QA qa-new10c S3)."""
+    from .conftest import UPSTREAM, process, stdio_gateway
+    port = free_port()
+    with process([sys.executable, str(UPSTREAM), "--http", str(port)],
+                 extra_env={"UPSTREAM_LOG": str(tmp_path / "up.log")}) as up:
+        wait_port(port, up)
+        manifest = write_manifest(tmp_path, {"trip": {
+            "url": f"http://127.0.0.1:{port}/mcp", "timeout_s": 5}})
+
+        async def run() -> Any:
+            async with stdio_gateway(manifest) as s:
+                await s.read_resource("memo://price")
+                await s.read_resource("memo://city")
+                up.terminate()
+                up.wait(timeout=10)
+                await s.list_tools()  # a host's listing: the dead upstream's tools dropped
+                return await s.call_tool("book", {"city": "Porto", "price": 100})
+
+        got = anyio.run(run)
+    said = text(got)
+    assert got.is_error and got.meta["icore/gate"]["reason"] == "owner_unavailable", said
+    assert "upstream trip (" in said and "is down or unavailable" in said, said

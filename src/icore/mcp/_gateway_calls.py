@@ -142,6 +142,11 @@ class _ToolCalls:
         if name not in self.gw.tools:
             await self.gw.refresh()
         route = self.gw.tools.get(name)
+        if route is None and name in self.gw.manifest.tools and (
+                down := await _down(self.gw)):
+            return self._refuse(view, name, args, f"{view.sid}/{next(self._tasks)}",
+                                Reason.OWNER_UNAVAILABLE.value, list(
+                                    self.gw.manifest.tools[name].depends_on), detail=down)
         if route is None:
             self.gw.trace.note(view.sid, f"unknown tool {name!r} refused")
             raise _invalid(f"Unknown tool: {name}")
@@ -503,6 +508,27 @@ def _no_answer(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any]
                may_have_run=True)
     return _error_result(said, meta={"icore/upstream": {"upstream": route.upstream,
                                                         "may_have_run": True}})
+
+
+async def _down(gw: _Host) -> str:
+    """Why a protected tool no upstream lists now cannot be routed: the upstreams down.
+
+    Each upstream is pinged (bounded by its ``timeout_s``); ``""`` when every one answers
+    (then the tool is unknown: a JSON-RPC error). A protected call is refused
+    ``owner_unavailable`` (fail closed), never "unknown tool", which the MCP SDK's client
+    raises as an exception (QA qa-new10c S3: an HTTP upstream that died).
+    """
+    down = []
+    for n, u in sorted(gw.upstreams.items()):
+        try:
+            await u.request("ping", lambda s: s.send_ping())
+        except Exception as exc:  # unreachable, crashed, or no valid answer: down
+            down.append(f"{n} ({getattr(exc, 'message', None) or exc})")
+    if not down:
+        return ""
+    return (f"upstream {', '.join(down)} is down or unavailable, so its tools are not "
+            "listed: the protected tool cannot be routed; the call was not made (fail "
+            "closed). Try again later")
 
 
 def _token_client() -> str | None:
