@@ -266,3 +266,35 @@ def test_a_protected_tool_of_a_dead_http_upstream_is_a_tool_error(tmp_path: Path
     said = text(got)
     assert got.is_error and got.meta["icore/gate"]["reason"] == "owner_unavailable", said
     assert "upstream trip (" in said and "is down or unavailable" in said, said
+
+
+def test_a_malformed_read_answer_is_the_upstreams_error(tmp_path: Path) -> None:
+    """A ``resources/read`` the upstream answers with garbage is an internal error naming
+    the upstream, never ``-32602 Invalid request parameters`` (the client's fault) nor
+    ``-32700`` (as if the client's request did not parse); the upstream's own JSON-RPC
+    error passes on as it is (QA qa-new10c S3)."""
+    from mcp.shared.exceptions import MCPError
+
+    from .conftest import stdio_gateway
+    with _garbage_upstream(tmp_path) as url:
+        manifest = _garbage_manifest(tmp_path, url)
+
+        async def run() -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            async with stdio_gateway(manifest) as s:
+                for mode in ("not_json", "wrong_shape", "html500", "ok"):
+                    await s.call_tool("set_read_mode", {"route": mode})
+                    try:
+                        out[mode] = await s.read_resource("g://seats")
+                    except MCPError as exc:
+                        out[mode] = exc
+            return out
+
+        got = anyio.run(run)
+    for mode in ("not_json", "wrong_shape", "html500"):
+        exc = got[mode]
+        assert isinstance(exc, MCPError) and exc.code == -32603, (mode, exc)
+        assert exc.message.startswith("upstream g sent no valid answer to resources/read "
+                                      "g://seats ("), exc.message
+        assert "pydantic" not in exc.message
+    assert not isinstance(got["ok"], Exception)

@@ -324,7 +324,7 @@ class _ToolCalls:
         down = any(isinstance(e, UpstreamError) for e in bad.values())
         reason = Reason.OWNER_UNAVAILABLE.value if down else "dependency_unreadable"
         lines = [f"{k} ({_entry_of(self.gw.manifest, spec, name, args, k, known)}): "
-                 f"{getattr(e, 'message', None) or e}" for k, e in sorted(bad.items())]
+                 f"{garbage_text(e)}" for k, e in sorted(bad.items())]
         return self._refuse(view, name, args, task, reason, sorted(deps),
                             detail="; ".join(lines), extra={"unreadable": sorted(bad)})
 

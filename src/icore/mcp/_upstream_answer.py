@@ -63,7 +63,7 @@ def garbage_text(exc: BaseException) -> str:
             pass
     text = " ".join(str(getattr(exc, "message", None) or exc or type(exc).__name__).split())
     # the SDK's own parse error carries pydantic's dump: its first sentence only
-    return re.split(r" \[type=| For further information", text)[0][:300]
+    return re.split(r" \[type=| For further information", text)[0][:1000]
 
 
 __all__ = ["STAND_INS", "garbage_text", "upstream_refused"]
