@@ -298,3 +298,114 @@ def test_a_malformed_read_answer_is_the_upstreams_error(tmp_path: Path) -> None:
                                       "g://seats ("), exc.message
         assert "pydantic" not in exc.message
     assert not isinstance(got["ok"], Exception)
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
+def test_a_stale_refusal_while_stopping_does_not_say_call_again(tmp_path: Path) -> None:
+    """A call in flight at the stop signal refused ``stale`` after it: its text says not
+    to call again through this gateway (every new call is refused ``gateway_stopping``),
+    not "call again" (QA qa-new10c S4)."""
+    import os
+    import signal
+
+    from .conftest import stdio_gateway
+    from .test_gateway_qa9b import _pid_of
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log", 20)})
+
+    async def run() -> Any:
+        async with stdio_gateway(manifest) as s:
+            await s.read_resource("memo://price")
+            await s.read_resource("memo://city")
+            await s.call_tool("set_price", {"value": "250"})
+            await anyio.sleep(0.5)  # its resources/updated read by the gateway
+            await s.call_tool("set_read_delay", {"seconds": 2.0})  # the gate's re-read waits
+            got: dict[str, Any] = {}
+
+            async def book() -> None:
+                got["book"] = await s.call_tool("book", {"city": "Porto", "price": 100})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(book)
+                await anyio.sleep(0.7)
+                os.kill(_pid_of(manifest), signal.SIGINT)
+            return got["book"]
+
+    got = anyio.run(run)
+    said = text(got)
+    assert got.is_error and got.meta["icore/gate"]["reason"] == "stale", said
+    assert "do not call again through this gateway" in said, said
+    assert "call again (this is the one replan)" not in said, said
+
+
+def test_no_trace_is_said_on_the_ready_line(tmp_path: Path) -> None:
+    """A manifest without ``trace:``: stderr says the run is not recorded (QA S4)."""
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log")},
+                              trace=None)
+    with _http_gateway(manifest) as (_, lines):
+        pass
+    said = "".join(lines)
+    assert "no trace: line, so this run is not recorded" in said, said
+    traced = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log")})
+    with _http_gateway(traced) as (_, lines):
+        pass
+    assert "not recorded" not in "".join(lines)
+
+
+def test_a_non_mcp_http_upstream_is_named_with_its_status(tmp_path: Path) -> None:
+    """An HTTP upstream at a wrong path: the start-up error gives the HTTP status and the
+    URL, not "unreachable: MCPError: Not Found" (QA qa-new10c S4)."""
+    from .conftest import UPSTREAM, process
+    port = free_port()
+    with process([sys.executable, str(UPSTREAM), "--http", str(port)]) as up:
+        wait_port(port, up)
+        url = f"http://127.0.0.1:{port}/wrong"
+        manifest = write_manifest(tmp_path, {"trip": {"url": url, "timeout_s": 5}})
+        r = subprocess.run([sys.executable, "-m", "icore", "mcp", str(manifest)], env=env(),
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=120)
+    assert r.returncode != 0
+    assert f"{url} answered HTTP 404" in r.stderr and "no MCP streamable-HTTP endpoint" \
+        in r.stderr, r.stderr
+    assert "unreachable" not in r.stderr, r.stderr
+
+
+def test_a_lone_surrogate_is_a_parse_error_not_the_upstreams(tmp_path: Path) -> None:
+    """Arguments holding a lone surrogate escape cannot be encoded (no UTF-8 form): over
+    HTTP a parse error, as over stdio, never sent upstream nor blamed on it (it was
+    "upstream ... may have run it", and killed the SDK path's upstream connection); a
+    valid surrogate pair passes (QA qa-new10c S4)."""
+    log = tmp_path / "up.log"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log)})
+    with _http_gateway(manifest) as (url, _):
+        status, answer = _post(url, (
+            b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo",'
+            b'"arguments":{"text":"a\\ud800b"}}}'))
+        assert status == 400 and answer["error"]["code"] == -32700, answer
+        assert "surrogate" in answer["error"]["message"], answer
+
+        async def pair() -> Any:
+            async with http_client(url) as s:
+                return await s.call_tool("echo", {"text": "a\U0001F600b"})
+
+        assert text(anyio.run(pair)) == "a\U0001F600b"
+    from .conftest import upstream_log
+    assert [x["args"]["text"] for x in upstream_log(log)] == ["a\U0001F600b"]
+
+
+def test_put_fact_refuses_control_and_bidi_characters_in_keys(tmp_path: Path) -> None:
+    """``icore_put_fact`` with a key holding U+202E or a newline: refused, nothing
+    written (QA qa-new10c S4); a plain key is written."""
+    from .conftest import stdio_gateway
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(tmp_path / "up.log")})
+
+    async def run() -> list[Any]:
+        async with stdio_gateway(manifest) as s:
+            return [await s.call_tool("icore_put_fact", {"key": k, "value": "Lisbon"})
+                    for k in ("fact://plan/\u202egoal", "fact://plan/go\nal",
+                              "fact://plan/goal")]
+
+    rtl, nl, plain = anyio.run(run)
+    for got, shown in ((rtl, "'\\u202e'"), (nl, "'\\n'")):
+        assert got.is_error and f"holds {shown}, a control or bidi character" in text(got)
+        assert "\u202e" not in text(got), text(got)
+    assert not plain.is_error, text(plain)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -399,7 +400,8 @@ class _ToolCalls:
                if (w := self._wrote.get(k)) is not None and w[:2] == (r.id, view.sid)}
         return _Refused(_refusal(name, v, first_read=not seen,
                                  late=sorted(k for k in v.call.fresh if k in seen),
-                                 version_of=self.gw.facts.version_of, own=own))
+                                 version_of=self.gw.facts.version_of, own=own,
+                                 stopping=self.gw.wire.stopped_at is not None))
 
     def _not_owner(self, view: SessionView, args: Mapping[str, Any],
                    client: str | None) -> Any:
@@ -441,6 +443,9 @@ class _ToolCalls:
             return _error_result(f"{name}: {key} is a pattern, not a fact: '*', '?' and '[' "
                                  "only declare owners (facts.owners); give one fact's key "
                                  f"(e.g. {head}NAME)")
+        if name == PUT_FACT and (odd := _KEY_CONTROL.search(key)) is not None:
+            return _error_result(f"{name}: {key.encode('unicode_escape').decode()[:200]} "
+                                 f"holds {odd.group()!a}, {_CONTROL_SAID}")
         if self.gw.facts.owner_of(key) is None:
             return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
                                  "(facts.owners)")
@@ -529,6 +534,16 @@ async def _down(gw: _Host) -> str:
     return (f"upstream {', '.join(down)} is down or unavailable, so its tools are not "
             "listed: the protected tool cannot be routed; the call was not made (fail "
             "closed). Try again later")
+
+
+_KEY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
+                          "\u2066-\u2069]")
+"""Control, line-separator and bidi characters a fact's key written by ``icore_put_fact``
+may not hold (QA qa-new10c S4)."""
+_CONTROL_SAID = ("a control or bidi character: a fact's key is shown in refusals, traces "
+                 "and reports, where such a character makes it read as another key (a "
+                 "right-to-left override reverses what follows). Nothing was written; "
+                 "use a key of printable characters")
 
 
 def _token_client() -> str | None:

@@ -14,6 +14,7 @@ unchanged (its body replayed); GET, DELETE and other paths are not touched.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from icore.mcp._stdio_lines import nonstandard_number
@@ -48,6 +49,8 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
         return PARSE_ERROR, f"Parse error: the body is not JSON ({why})"
     if (odd := nonstandard_number(body)) is not None:
         return PARSE_ERROR, f"Parse error: {odd}"
+    if _SURROGATE_ESCAPE.search(body) is not None and (odd := _lone_surrogate(body)):
+        return PARSE_ERROR, odd
     if isinstance(msg, list):
         return INVALID_REQUEST, ("Invalid Request: a JSON-RPC batch (a JSON array) is not "
                                  "supported; send one JSON-RPC object per POST")
@@ -71,6 +74,26 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
         return INVALID_REQUEST, ("Invalid Request: params must be a JSON object, not "
                                  f"{_KINDS.get(type(msg['params']), 'that')}")
     return _sdk_problem(msg)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A ``\\uD800``-``\\uDFFF`` escape: a surrogate, valid only as a high-low pair."""
+
+
+def _lone_surrogate(body: bytes) -> str | None:
+    r"""Why ``body`` holds a lone UTF-16 surrogate escape (``"\ud800"``), else None.
+
+    Python's json takes it, but no UTF-8 text has it: the call could be neither recorded
+    nor sent upstream (the SDK's HTTP client to the upstream died on it). Refused as
+    the stdio path refuses it (the SDK's parser there), a parse error (QA qa-new10c S4).
+    """
+    from pydantic_core import from_json
+    try:
+        from_json(body)
+    except ValueError as exc:
+        return (f"Parse error: {str(exc)[:120]} (a lone UTF-16 surrogate escape has no "
+                "UTF-8 form: the message cannot be recorded or forwarded)")
+    return None
 
 
 def _sdk_problem(msg: dict[str, Any]) -> tuple[int, str] | None:

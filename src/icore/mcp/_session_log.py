@@ -55,15 +55,12 @@ class _Ticket:
     ids: dict[str, RecordId]
     roots: tuple[RecordId, ...]
     failed: bool = False
-    args: str | None = None
-    """The stale call's arguments, canonical JSON (None: not JSON)."""
-    moved: tuple[str, ...] = ()
-    """Keys whose handed-over value differs from the one the stale call was planned from."""
-    resent: tuple[str, ...] = ()
-    """Set when redeemed: :attr:`moved` if the replan's arguments equal the stale call's."""
+    args: bytes | None = None  # the stale call's arguments, canonical JSON
+    moved: tuple[str, ...] = ()  # keys whose handed-over value differs from the planned
+    resent: tuple[str, ...] = ()  # moved, when the replan's arguments are the same
 
 
-def _canonical(args: Mapping[str, Any]) -> str | None:
+def _canonical(args: Mapping[str, Any]) -> bytes | None:
     try:
         return canonical_json(dict(args))
     except Exception:  # not JSON: never "the same arguments"
@@ -108,8 +105,10 @@ class Replans:
     def after(self, view: SessionView, tool: str, deps: frozenset[str], v: Verdict,
               ticket: _Ticket | None, args: Mapping[str, Any] | None = None,
               planned: Mapping[str, Record] | None = None) -> str | None:
-        """Note the call's outcome (``args``, ``planned``: the call's arguments and the
-        versions the session held before it, kept with a ``stale`` refusal's ticket).
+        """Note the call's outcome.
+
+        ``args``, ``planned``: the call's arguments and the versions the session held
+        before it, kept with a ``stale`` refusal's ticket.
 
         Returns:
             ``"replan"`` (this call is a replan), ``"retry"`` (a further attempt of a

@@ -330,6 +330,11 @@ class ClientGoneFilter(logging.Filter):
         return True
 
 
+UNTRACED = ("icore mcp: warning: the manifest has no trace: line, so this run is not "
+            "recorded (icore audit has nothing to read); add trace: FILE to record it")
+"""The line after the HTTP ready line of a gateway without a trace."""
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
@@ -454,6 +459,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                   flush=True)
             if verifier is None and (said := open_warning(host, gw.tool_defs)):
                 print(said, file=sys.stderr, flush=True)
+            if manifest.trace is None:  # QA qa-new10c S4: said, not silently unrecorded
+                print(UNTRACED, file=sys.stderr, flush=True)
 
         quiet = ClientGoneFilter()
         for name in _GONE_LOGGERS:
