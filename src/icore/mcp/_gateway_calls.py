@@ -371,6 +371,8 @@ class _ToolCalls:
         if refused is not None:
             return _Refused(refused)
         ticket = self._replans.before(view, name, deps, args)
+        if ticket is not None and ticket.resent:  # the replan line's resent_unchanged
+            heads["resent"] = list(ticket.resent)
         n0, written = len(view.agent.log), []
 
         async def authorized(**a: Any) -> Any:  # on disk before the forward (QA r7 D2)
@@ -389,8 +391,7 @@ class _ToolCalls:
         replan = self._replans.after(view, name, deps, v, ticket, args, seen)
         if not written:  # a refusal (an executed call's lines went before its forward)
             self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
-                                  plan_roots=ticket.roots if ticket else (), heads=heads,
-                                  resent=ticket.resent if ticket else ())
+                                  plan_roots=ticket.roots if ticket else (), heads=heads)
         if self.gw.otel is not None:
             for d in v.decisions:  # child spans of the SDK's tools/call server span
                 self.gw.otel.decision(d)

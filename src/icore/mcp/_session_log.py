@@ -145,6 +145,12 @@ def _heads(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
                       "trusted": list(heads.get("trusted", ()))}}
 
 
+def _resent(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
+    """The replan line's ``resent_unchanged`` (``heads["resent"]``, QA qa-new10c S2)."""
+    keys = heads.get("resent") if heads else None
+    return {"resent_unchanged": list(keys)} if keys else {}
+
+
 def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
            ) -> dict[str, Any]:
     """A decision's PlanFence line; its ``detail`` names the heads taken on trust.
@@ -248,8 +254,7 @@ class GatewayTrace:
 
     def verdict(self, sid: str, tool: str, v: Verdict, args: Mapping[str, Any], *,
                 task: str, replan: str | None = None, plan_roots: Sequence[str] = (),
-                flush: bool = True, heads: Mapping[str, list[str]] | None = None,
-                resent: Sequence[str] = ()) -> None:
+                flush: bool = True, heads: Mapping[str, list[str]] | None = None) -> None:
         """One protected call: its replan mark, gate decisions, action record, a block.
 
         Each decision's PlanFence line is written once (with the records it cites).
@@ -269,15 +274,12 @@ class GatewayTrace:
             heads: how each upstream resource of D(a) got its head: ``{"reread": [uri],
                 "trusted": [uri]}`` (read again now, or taken on trust from a
                 ``trust_updates`` upstream); written on each gate line as ``head_source``.
-            resent: of a replan, the keys whose handed-over value changed although its
-                arguments are the stale call's (:meth:`Replans.before`): the replan line's
-                ``resent_unchanged``.
         """
         call = v.call
         self._lines(sid, tool, call.record, v.decisions, list(v.changed.values()), args,
                     executed=call.executed, reason=call.reason, detail=call.detail,
                     deps=v.deps, task=task, replan=replan, plan_roots=plan_roots,
-                    heads=heads, resent=resent)
+                    heads=heads)
         if flush:
             self.flush()
 
@@ -309,16 +311,14 @@ class GatewayTrace:
         reason = mine[-1].reason.value if mine else "valid"
         self._lines(view.sid, tool, record, mine, (), args, executed=True, reason=reason,
                     detail="", deps=(), task=task, replan=replan,
-                    plan_roots=ticket.roots if ticket is not None else (), heads=heads,
-                    resent=ticket.resent if ticket is not None else ())
+                    plan_roots=ticket.roots if ticket is not None else (), heads=heads)
         self.flush()
 
     def _lines(self, sid: str, tool: str, record: Record | None,
                decisions: Sequence[GateDecision], changed: Sequence[Record],
                args: Mapping[str, Any], *, executed: bool, reason: str, detail: str,
                deps: Sequence[str], task: str, replan: str | None,
-               plan_roots: Sequence[str], heads: Mapping[str, list[str]] | None,
-               resent: Sequence[str] = ()) -> None:
+               plan_roots: Sequence[str], heads: Mapping[str, list[str]] | None) -> None:
         """The lines of one protected call's decision (see :meth:`verdict`), not flushed."""
         if record is not None:
             self._rec(record, "replan" if replan == "replan" else "plan")
@@ -347,7 +347,7 @@ class GatewayTrace:
                                    plan_id=plan_id)
             self.recorder.plan(sid, f"replan for {tool}: {said}", roots=roots, replan=True,
                                plan_id=plan_id, executed=executed, reason=reason,
-                               **({"resent_unchanged": list(resent)} if resent else {}))
+                               **_resent(heads))
         for d in decisions:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,
