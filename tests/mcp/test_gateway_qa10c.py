@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,35 +37,23 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @contextlib.contextmanager
-def _http_gateway(manifest: Path, extra_env: dict[str, str] | None = None
-                  ) -> Iterator[tuple[str, list[str]]]:
-    """``icore mcp MANIFEST --http 127.0.0.1:0``; yields its URL and its stderr lines
-    (read up to the ready line; the rest is appended once it exits)."""
-    p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
-                          "127.0.0.1:0"], env={**env(), **(extra_env or {})},
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
+def _http_gateway(manifest: Path) -> Iterator[tuple[str, list[str]]]:
+    """``icore mcp MANIFEST --http 127.0.0.1:0``; yields its URL and a list that holds its
+    stderr lines once it stopped (after the ``with``)."""
+    from .conftest import process
+    err, lines = manifest.parent / "gw.err", []
     try:
-        assert p.stderr is not None
-        url = None
-        for line in p.stderr:
-            lines.append(line)
-            if m := re.search(r"serving (http://127.0.0.1:\d+/mcp)", line):
-                url = m.group(1)
-                break
-        assert url is not None, "".join(lines)
-        yield url, lines
+        with open(err, "w", encoding="utf-8") as f, process(
+                [sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
+                 "127.0.0.1:0"], stdin=subprocess.DEVNULL, stderr=f) as p:
+            deadline = time.monotonic() + 60
+            while not (m := re.search(r"serving (http://127.0.0.1:\d+/mcp)",
+                                      err.read_text(encoding="utf-8"))):
+                assert p.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.05)
+            yield m.group(1), lines
     finally:
-        p.terminate()
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
-        if p.stderr is not None:
-            lines.extend(p.stderr.read().splitlines(keepends=True))
-            p.stderr.close()
+        lines.extend(err.read_text(encoding="utf-8").splitlines(keepends=True))
 
 
 def _post(url: str, body: bytes) -> tuple[int, Any]:
