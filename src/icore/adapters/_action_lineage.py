@@ -91,6 +91,11 @@ class ActionLineage:
         edited: why a record its lineage shows does not match its id, or one of its
             decision lines its digest (``PlanfenceLog.edited``/``edited_decisions``); then
             ``INVALID`` (fail closed: its verdict would rest on the edit). None: none.
+        resent_unchanged: of a replan, the facts whose fresh value (handed over with the
+            stale refusal) differs from the one the stale call was planned from, although
+            its arguments are the stale call's: resent, perhaps without replanning
+            (:attr:`PlanfenceLog.resent`; a warning, not a verdict: the arguments may not
+            depend on those values). ``()``: none.
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -109,6 +114,7 @@ class ActionLineage:
     human: str | None = None
     human_step: int | None = None
     edited: str | None = None
+    resent_unchanged: tuple[str, ...] = ()
 
     @property
     def invalid(self) -> bool:
@@ -277,6 +283,7 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
         records = [r for r in planfence.records if isinstance(r, Mapping)]
         entries = list(planfence.decisions)
         replans: Sequence[tuple[Sequence[str], Sequence[str]]] = planfence.replans
+        resent: Sequence[tuple[Sequence[str], Sequence[str]]] = planfence.resent
     elif isinstance(planfence, Mapping):
         records = [r for r in planfence.get("records", ()) if isinstance(r, Mapping)]
         entries = [DecisionEntry.from_dict(d, where=f"planfence.decisions[{i}]")
@@ -284,6 +291,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
                    if isinstance(d, Mapping)]
         replans = [(r.get("stale") or (), r.get("replan") or ())
                    for r in planfence.get("replans", ()) if isinstance(r, Mapping)]
+        resent = [(r.get("replan") or (), r.get("keys") or ())
+                  for r in planfence.get("resent_unchanged", ()) if isinstance(r, Mapping)]
     else:
         return ()
     groups: dict[str, list[DecisionEntry]] = {}
@@ -304,8 +313,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
     return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
-        _linked(out, replans), answers, records, steps), steps), steps), steps), edited,
-        edited_in)
+        _resent(_linked(out, replans), resent), answers, records, steps), steps), steps),
+        steps), edited, edited_in)
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str],
@@ -567,6 +576,19 @@ def _linked(lineages: list[ActionLineage],
         lineages[stale] = replace(lineages[stale], replanned_as=lineages[again].action)
         lineages[again] = replace(lineages[again], replan_of=lineages[stale].action)
     return tuple(lineages)
+
+
+def _resent(lineages: tuple[ActionLineage, ...],
+            resent: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[ActionLineage]:
+    """``lineages``, each replan a ``resent_unchanged`` line names marked with its keys."""
+    out = list(lineages)
+    for roots, keys in resent:
+        ids = {str(r) for r in roots}
+        i = next((i for i, a in enumerate(out) if a.replan_of is not None and any(
+            str(r) in ids for p in a.points for r in p.entry.roots)), None)
+        if i is not None and keys:
+            out[i] = replace(out[i], resent_unchanged=tuple(str(k) for k in keys))
+    return out
 
 
 def _handed_over(a: ActionLineage) -> bool:

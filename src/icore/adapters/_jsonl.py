@@ -237,6 +237,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     roles: dict[str, str] = {}  # one str object per distinct raw agent name (memory)
     plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    resent: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     answers: list[HumanAnswer] = []
     gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
@@ -287,6 +288,9 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         last = st.index
         if st.plan_id:
             _note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
+            if st.gate_replan and (keys := _strs(obj.get("resent_unchanged"))) and \
+                    (roots := _strs(obj.get("roots"))):
+                resent.append((roots, keys))
         elif st.kind == StepKind.THOUGHT and (ans := human_answer(obj, st.index)):
             answers.append(ans)
             gate_lines = gate_lines or n
@@ -361,7 +365,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
-                               tuple(answers), edited, undigested)
+                               tuple(answers), edited, undigested, tuple(resent))
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )
@@ -437,6 +441,11 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
         gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
         task=task if isinstance(task, str) and task else None, invalid_args=invalid,
     )
+
+
+def _strs(v: Any) -> tuple[str, ...]:
+    """``v`` as a tuple of strings when it is a list of them, else ``()``."""
+    return tuple(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else ()
 
 
 def _note_plan(plan_id: str, replan: bool, roots: Any,

@@ -312,6 +312,9 @@ class PlanfenceLog:
         edited_decisions: index in :attr:`decisions` -> why, for each decision line that
             does not match its recorded ``digest`` (:meth:`icore.fence.DecisionEntry.
             digest`; #29): the action it decides is ``INVALID``.
+        resent: ``(replan roots, keys)`` per replan line with ``resent_unchanged``: the
+            replan's arguments are the stale call's although the values of ``keys``
+            handed over differ from those it was planned from (QA qa-new10c S2).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -320,17 +323,22 @@ class PlanfenceLog:
     answers: tuple[HumanAnswer, ...] = ()
     edited: Mapping[str, str] = field(default_factory=dict)
     edited_decisions: Mapping[int, str] = field(default_factory=dict)
+    resent: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).
 
-        Plus ``"replans": [{"stale": [...], "replan": [...]}, ...]`` when there are any.
+        Plus ``"replans": [{"stale": [...], "replan": [...]}, ...]`` when there are any,
+        and ``"resent_unchanged": [{"replan": [...], "keys": [...]}, ...]``.
         """
         out: dict[str, Any] = {"records": list(self.records),
                                "decisions": [d.to_dict() for d in self.decisions]}
         if self.replans:
             out["replans"] = [{"stale": list(old), "replan": list(new)}
                               for old, new in self.replans]
+        if self.resent:
+            out["resent_unchanged"] = [{"replan": list(r), "keys": list(k)}
+                                       for r, k in self.resent]
         return out
 
 

@@ -69,6 +69,9 @@ def action_line(r: AuditResult) -> str | None:
     human = [(a, sum(lv.human == a for lv in views)) for a in (APPROVED, REJECTED_BY_HUMAN)]
     asked = "; ".join(f"{n} {a} by a human" for a, n in human if n)
     line = f"protected actions of {r.trace.id}: {counts['total']} ({said})"
+    if (resent := sum(bool(lv.resent_unchanged) for lv in views)):  # QA qa-new10c S2
+        asked = "; ".join(x for x in (asked, f"{resent} replan(s) resent unchanged (the "
+                                      "stale call's arguments again: see the report)") if x)
     return f"{line}; {asked}" if asked else line
 
 
@@ -84,7 +87,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
     a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
     ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
-    human answered (QA qa-new9 S3). ``paused``: the run is paused, waiting for a human
+    human answered (QA qa-new9 S3). ``"resent_unchanged": [keys]`` for a replan whose
+    arguments are its stale call's although those facts' handed-over values differ (a
+    warning, QA qa-new10c S2). ``paused``: the run is paused, waiting for a human
     (no terminal marker, its last step a pause; every run has the key, #29).
     ``warnings``: the import's warnings, when any (a record or decision line that does
     not match its digest, gate activity with no PlanFence line, ...).
@@ -96,7 +101,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
                 **({"error": lv.error} if lv.error is not None else {}),
                 **({"outcome": "unknown"} if lv.outcome_unknown else {}),
                 **({"human": lv.human} if lv.human is not None else {}),
-                **({"human_step": lv.human_step} if lv.human_step is not None else {})}
+                **({"human_step": lv.human_step} if lv.human_step is not None else {}),
+                **({"resent_unchanged": list(lv.resent_unchanged)}
+                   if lv.resent_unchanged else {})}
                for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
     return {
         "id": r.trace.id, "file": r.trace.file,

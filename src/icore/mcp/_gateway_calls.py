@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -56,7 +57,8 @@ from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._session_log import GatewayTrace, Replans
 from icore.mcp._upstream import Upstream
-from icore.mcp._upstream_failed import UpstreamError
+from icore.mcp._upstream_answer import garbage_text, upstream_refused
+from icore.mcp._upstream_failed import MAY_HAVE_RUN, UpstreamError
 from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
@@ -143,6 +145,11 @@ class _ToolCalls:
         if name not in self.gw.tools:
             await self.gw.refresh()
         route = self.gw.tools.get(name)
+        if route is None and name in self.gw.manifest.tools and (
+                down := await _down(self.gw)):
+            return self._refuse(view, name, args, f"{view.sid}/{next(self._tasks)}",
+                                Reason.OWNER_UNAVAILABLE.value, list(
+                                    self.gw.manifest.tools[name].depends_on), detail=down)
         if route is None:
             self.gw.trace.note(view.sid, f"unknown tool {name!r} refused")
             raise _invalid(f"Unknown tool: {name}")
@@ -214,7 +221,9 @@ class _ToolCalls:
                 log.warning("gate of %s failed: %r", name, exc)
                 return self._refuse(view, name, args, task, "gateway_error", [],
                                     detail=msg)
-            # the upstream answered a JSON-RPC error
+            if not upstream_refused(exc):  # garbage, not a JSON-RPC error: it may have run
+                return _no_answer(self.gw.trace, view.sid, name, args, task, route, exc)
+            # the upstream answered a JSON-RPC error: it did not run the call
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
             if msg in _NOT_FORWARDED:  # this client cannot be asked: say so
@@ -290,21 +299,6 @@ class _ToolCalls:
         meta = {"reason": reason, "deps": deps, "changed": {}, **(extra or {})}
         return _error_result(text, meta={"icore/gate": meta})
 
-    def _entry_of(self, spec: ToolSpec, name: str, args: Mapping[str, Any], key: str,
-                  known: Any) -> str:
-        """The manifest entry (``tools.<name>.depends_on.<i>``, line) that gave ``key``."""
-        m = self.gw.manifest
-        for i, pat in enumerate(spec.depends_on):
-            try:
-                hit = key in expand_deps([pat], args, known)
-            except IcoreError:
-                continue
-            if hit:
-                line = m.line_of("tools", name, "depends_on", i)
-                at = f", line {line}" if line is not None else ""
-                return f"D(a) entry {pat!r} (tools.{name}.depends_on.{i}{at})"
-        return f"tools.{name}.depends_on"
-
     async def _reread(self, view: SessionView, name: str, spec: ToolSpec,
                       args: Mapping[str, Any], deps: frozenset[str], known: Any,
                       task: str, heads: dict[str, list[str]]) -> Any:
@@ -334,8 +328,8 @@ class _ToolCalls:
             return None
         down = any(isinstance(e, UpstreamError) for e in bad.values())
         reason = Reason.OWNER_UNAVAILABLE.value if down else "dependency_unreadable"
-        lines = [f"{k} ({self._entry_of(spec, name, args, k, known)}): "
-                 f"{getattr(e, 'message', None) or e}" for k, e in sorted(bad.items())]
+        lines = [f"{k} ({_entry_of(self.gw.manifest, spec, name, args, k, known)}): "
+                 f"{garbage_text(e)}" for k, e in sorted(bad.items())]
         return self._refuse(view, name, args, task, reason, sorted(deps),
                             detail="; ".join(lines), extra={"unreadable": sorted(bad)})
 
@@ -380,7 +374,9 @@ class _ToolCalls:
         refused = await self._reread(view, name, spec, args_d, deps, known, task, heads)
         if refused is not None:
             return _Refused(refused)
-        ticket = self._replans.before(view, name, deps)
+        ticket = self._replans.before(view, name, deps, args)
+        if ticket is not None and ticket.resent:  # the replan line's resent_unchanged
+            heads["resent"] = list(ticket.resent)
         n0, written = len(view.agent.log), []
 
         async def authorized(**a: Any) -> Any:  # on disk before the forward (QA r7 D2)
@@ -396,7 +392,7 @@ class _ToolCalls:
                 self.gw.trace.decisions(view.sid, name, view.agent.log.since(n0), task=task,
                                         heads=heads)
             raise
-        replan = self._replans.after(view, name, deps, v, ticket)
+        replan = self._replans.after(view, name, deps, v, ticket, args, seen)
         if not written:  # a refusal (an executed call's lines went before its forward)
             self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
                                   plan_roots=ticket.roots if ticket else (), heads=heads)
@@ -409,7 +405,8 @@ class _ToolCalls:
                if (w := self._wrote.get(k)) is not None and w[:2] == (r.id, view.sid)}
         return _Refused(_refusal(name, v, first_read=not seen,
                                  late=sorted(k for k in v.call.fresh if k in seen),
-                                 version_of=self.gw.facts.version_of, own=own))
+                                 version_of=self.gw.facts.version_of, own=own,
+                                 stopping=self.gw.wire.stopped_at is not None))
 
     def _not_owner(self, view: SessionView, args: Mapping[str, Any],
                    client: str | None) -> Any:
@@ -451,6 +448,9 @@ class _ToolCalls:
             return _error_result(f"{name}: {key} is a pattern, not a fact: '*', '?' and '[' "
                                  "only declare owners (facts.owners); give one fact's key "
                                  f"(e.g. {head}NAME)")
+        if name == PUT_FACT and (odd := _KEY_CONTROL.search(key)) is not None:
+            return _error_result(f"{name}: {key.encode('unicode_escape').decode()[:200]} "
+                                 f"holds {odd.group()!a}, {_CONTROL_SAID}")
         if self.gw.facts.owner_of(key) is None:
             return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
                                  "(facts.owners)")
@@ -488,6 +488,67 @@ class _ToolCalls:
             f"{key} {said}; its head is version {n} (record seq {rec.seq} of owner "
             f"{owner})"))], structured_content={"key": key, "seq": rec.seq, "version": n,
                                                 "owner": owner, "changed": created})
+
+
+def _entry_of(m: GatewayManifest, spec: ToolSpec, name: str, args: Mapping[str, Any],
+              key: str, known: Any) -> str:
+    """The manifest entry (``tools.<name>.depends_on.<i>``, line) that gave ``key``."""
+    for i, pat in enumerate(spec.depends_on):
+        try:
+            hit = key in expand_deps([pat], args, known)
+        except IcoreError:
+            continue
+        if hit:
+            line = m.line_of("tools", name, "depends_on", i)
+            at = f", line {line}" if line is not None else ""
+            return f"D(a) entry {pat!r} (tools.{name}.depends_on.{i}{at})"
+    return f"tools.{name}.depends_on"
+
+
+def _no_answer(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any], task: str,
+               route: Route, exc: BaseException) -> Any:
+    """A forwarded call whose answer was no JSON-RPC answer: it may have run (QA qa-new10c).
+
+    Said so to the model (never "refused", no invitation to call again), traced
+    ``may_have_run`` (``icore audit``: outcome unknown), as a lost answer on stdio.
+    """
+    said = (f"upstream {route.upstream} sent no valid answer to {name} "
+            f"({garbage_text(exc)}); {MAY_HAVE_RUN}")
+    trace.call(sid, name, args, f"UPSTREAM FAILED: {said}", error=True, task=task,
+               may_have_run=True)
+    return _error_result(said, meta={"icore/upstream": {"upstream": route.upstream,
+                                                        "may_have_run": True}})
+
+
+async def _down(gw: _Host) -> str:
+    """Why a protected tool no upstream lists now cannot be routed: the upstreams down.
+
+    Each upstream is pinged (bounded by its ``timeout_s``); ``""`` when every one answers
+    (then the tool is unknown: a JSON-RPC error). A protected call is refused
+    ``owner_unavailable`` (fail closed), never "unknown tool", which the MCP SDK's client
+    raises as an exception (QA qa-new10c S3: an HTTP upstream that died).
+    """
+    down = []
+    for n, u in sorted(gw.upstreams.items()):
+        try:
+            await u.request("ping", lambda s: s.send_ping())
+        except Exception as exc:  # unreachable, crashed, or no valid answer: down
+            down.append(f"{n} ({getattr(exc, 'message', None) or exc})")
+    if not down:
+        return ""
+    return (f"upstream {', '.join(down)} is down or unavailable, so its tools are not "
+            "listed: the protected tool cannot be routed; the call was not made (fail "
+            "closed). Try again later")
+
+
+_KEY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
+                          "\u2066-\u2069]")
+"""Control, line-separator and bidi characters a fact's key written by ``icore_put_fact``
+may not hold (QA qa-new10c S4)."""
+_CONTROL_SAID = ("a control or bidi character: a fact's key is shown in refusals, traces "
+                 "and reports, where such a character makes it read as another key (a "
+                 "right-to-left override reverses what follows). Nothing was written; "
+                 "use a key of printable characters")
 
 
 def _token_client() -> str | None:

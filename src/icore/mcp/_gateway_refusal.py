@@ -17,7 +17,9 @@ from icore.mcp._facts import Verdict, describe
 
 HINT = {
     Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
-    "are below. Re-plan from them and call again (this is the one replan)",
+    "are below. Re-plan from them and call again (this is the one replan): choose the "
+    "arguments from the fresh values; do not resend it unchanged without checking them "
+    "(the audit flags a replan resent unchanged)",
     Reason.SECOND_CHANGE.value: "the facts changed again after their fresh values were "
     "handed over, so this plan had its one replan (reading those same versions again does "
     "not start a new plan). Do not retry with this plan: read the resources named below "
@@ -59,7 +61,7 @@ HINT = {
 
 def refusal(name: str, v: Verdict, *, first_read: bool = False,
              late: list[str] | None = None, version_of: Any = None,
-             own: Mapping[str, str] | None = None) -> Any:
+             own: Mapping[str, str] | None = None, stopping: bool = False) -> Any:
     """The ``isError`` result of a call the gate refused: what changed, what to do.
 
     ``first_read``: the session had read nothing before this call (a ``not_read``
@@ -70,6 +72,9 @@ def refusal(name: str, v: Verdict, *, first_read: bool = False,
     a record -> its key's version number (``FactBook.version_of``), shown with each value
     handed over. ``own``: key -> the tool of this session whose write made the version
     handed over (its own earlier call changed what this plan read: said so, QA qa-new9b).
+    ``stopping``: the gateway got a stop signal while the call was in flight; the text
+    then says not to call again through it (every new call is refused
+    ``gateway_stopping``), never "call again" (QA qa-new10c S4).
     """
     own = own or {}
     reason = v.reason
@@ -119,12 +124,21 @@ def refusal(name: str, v: Verdict, *, first_read: bool = False,
         lines[0] = (f"{refusal_head(name, 'not_read')}: this call depends on facts this "
                     "session has not read, and their current values could not be read. "
                     "Read them and call again.")
+    if stopping:
+        lines[0] = f"{refusal_head(name, reason)}: {STOPPING}"
     if v.call.detail and reason not in (Reason.STALE.value, "not_read"):
         lines.append(f"Detail: {v.call.detail}")
     return error_result("\n".join(lines), meta={"icore/gate": {
         "reason": reason, "deps": list(v.deps),
         "changed": {k: _version(r, version_of) for k, r in v.changed.items()},
         **({"stale": list(v.stale)} if v.stale else {})}})
+
+
+STOPPING = ("the gate refused this call, and the gateway received a stop signal while it "
+            "was in flight: do not call again through this gateway, every new call is "
+            "refused (gateway_stopping). Re-plan from the values below once a gateway runs "
+            "again, or report it.")
+"""The refusal text of a gate refusal while the gateway stops (:func:`refusal`)."""
 
 
 def _version(rec: Any, version_of: Any) -> dict[str, Any]:

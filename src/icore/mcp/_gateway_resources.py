@@ -35,6 +35,7 @@ from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManife
 from icore.mcp._gateway_read_tool import declared
 from icore.mcp._session_log import GatewayTrace
 from icore.mcp._upstream import Upstream
+from icore.mcp._upstream_answer import garbage_text, upstream_refused
 from icore.mcp._upstream_failed import UpstreamError
 
 log = logging.getLogger("icore.mcp")
@@ -320,6 +321,15 @@ class _Resources:
             raise _internal(str(exc)) from None
         except GatewayError as exc:
             raise _invalid(str(exc)) from None
+        except Exception as exc:
+            if upstream_refused(exc):  # the upstream's own JSON-RPC error, as it sent it
+                raise
+            # a garbage answer is the upstream's fault, not the client's (QA qa-new10c S3)
+            r = self.route_uri(uri)
+            said = (f"upstream {r.upstream if r else '?'} sent no valid answer to "
+                    f"resources/read {uri} ({garbage_text(exc)})")
+            self.gw.trace.note(view.sid, f"read {uri} failed: {said}")
+            raise _internal(said) from None
         if rec is not None:
             seen = self.read(view, uri, stamp)
             if seen is not None and seen.id != rec.id:

@@ -14,6 +14,7 @@ unchanged (its body replayed); GET, DELETE and other paths are not touched.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from icore.mcp._gateway_asks import CLIENT_GONE, ClientLink
@@ -22,9 +23,11 @@ from icore.mcp._stdio_lines import nonstandard_number
 INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
 MAX_BODY_BYTES = 4 * 1024 * 1024
-"""The largest POST body read (the SDK's own default bound)."""
+"""The largest POST body read by default (the SDK's own default bound); the gateway
+passes its manifest's ``max_message_mb`` (to the SDK's app too)."""
 DRAIN_BYTES = 64 * 1024 * 1024
-"""A longer body is read and dropped up to this many bytes before the 413 answer."""
+"""A longer body is read and dropped up to this many bytes (or the cap, if larger)
+before the 413 answer."""
 
 _KINDS = {list: "a JSON array (a batch)", str: "a JSON string", int: "a JSON number",
           float: "a JSON number", bool: "a JSON boolean", type(None): "JSON null"}
@@ -47,6 +50,8 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
         return PARSE_ERROR, f"Parse error: the body is not JSON ({why})"
     if (odd := nonstandard_number(body)) is not None:
         return PARSE_ERROR, f"Parse error: {odd}"
+    if _SURROGATE_ESCAPE.search(body) is not None and (odd := _lone_surrogate(body)):
+        return PARSE_ERROR, odd
     if isinstance(msg, list):
         return INVALID_REQUEST, ("Invalid Request: a JSON-RPC batch (a JSON array) is not "
                                  "supported; send one JSON-RPC object per POST")
@@ -70,6 +75,26 @@ def shape_problem(body: bytes) -> tuple[int, str] | None:
         return INVALID_REQUEST, ("Invalid Request: params must be a JSON object, not "
                                  f"{_KINDS.get(type(msg['params']), 'that')}")
     return _sdk_problem(msg)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A ``\\uD800``-``\\uDFFF`` escape: a surrogate, valid only as a high-low pair."""
+
+
+def _lone_surrogate(body: bytes) -> str | None:
+    r"""Why ``body`` holds a lone UTF-16 surrogate escape (``"\ud800"``), else None.
+
+    Python's json takes it, but no UTF-8 text has it: the call could be neither recorded
+    nor sent upstream (the SDK's HTTP client to the upstream died on it). Refused as
+    the stdio path refuses it (the SDK's parser there), a parse error (QA qa-new10c S4).
+    """
+    from pydantic_core import from_json
+    try:
+        from_json(body)
+    except ValueError as exc:
+        return (f"Parse error: {str(exc)[:120]} (a lone UTF-16 surrogate escape has no "
+                "UTF-8 form: the message cannot be recorded or forwarded)")
+    return None
 
 
 def _sdk_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
@@ -149,14 +174,16 @@ class MessageShape:
                 chunks.append(chunk)
             else:
                 chunks = []  # over the limit: read on (bounded) and drop, then answer
-            if not message.get("more_body") or size > DRAIN_BYTES:
-                break
+            if not message.get("more_body") or size > max(self.max_body, DRAIN_BYTES):
+                break  # (a cap over DRAIN_BYTES: a body under it is read whole)
         if size > self.max_body:
             # the body was read up to DRAIN_BYTES before answering: a client still sending
             # would otherwise meet a reset connection instead of this answer
             shown = f" of {int(declared)} bytes" if declared.isdigit() else ""
             await _answer(send, 413, INVALID_REQUEST, f"Request body{shown} is over the "
-                          f"{self.max_body}-byte limit (the manifest's max_message_mb)")
+                          f"gateway's max_message_mb ({self.max_body / 2**20:g} MiB = "
+                          f"{self.max_body} bytes, manifest); it was dropped unparsed: send less "
+                          "(e.g. a reference to the data)")
             return
         body = b"".join(chunks)
         problem = shape_problem(body)

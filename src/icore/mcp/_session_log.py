@@ -51,7 +51,7 @@ from icore.mcp._trace_claim import (
     open_new_trace,
     replace_atomically,
 )
-from icore.records import Record, RecordId
+from icore.records import Record, RecordId, canonical_json
 
 log = logging.getLogger("icore.mcp")
 
@@ -61,6 +61,16 @@ class _Ticket:
     ids: dict[str, RecordId]
     roots: tuple[RecordId, ...]
     failed: bool = False
+    args: bytes | None = None  # the stale call's arguments, canonical JSON
+    moved: tuple[str, ...] = ()  # keys whose handed-over value differs from the planned
+    resent: tuple[str, ...] = ()  # moved, when the replan's arguments are the same
+
+
+def _canonical(args: Mapping[str, Any]) -> bytes | None:
+    try:
+        return canonical_json(dict(args))
+    except Exception:  # not JSON: never "the same arguments"
+        return None
 
 
 class Replans:
@@ -77,8 +87,14 @@ class Replans:
         self._tickets: dict[tuple[str, str, frozenset[str]], _Ticket] = {}
         self._lock = threading.Lock()
 
-    def before(self, view: SessionView, tool: str, deps: frozenset[str]) -> _Ticket | None:
-        """The ticket this call redeems (it is a replan), else None."""
+    def before(self, view: SessionView, tool: str, deps: frozenset[str],
+               args: Mapping[str, Any] | None = None) -> _Ticket | None:
+        """The ticket this call redeems (it is a replan), else None.
+
+        Its :attr:`_Ticket.resent` says whether the replan is the stale call resent
+        unchanged (``args`` equal to its arguments although a value it was planned from
+        changed): the ``resent_unchanged`` keys of the replan line (QA qa-new10c S2).
+        """
         key = (view.sid, tool, deps)
         with self._lock:
             t = self._tickets.get(key)
@@ -86,13 +102,19 @@ class Replans:
                 return None
             seen = view.seen
             if all(k in seen and seen[k].id == rid for k, rid in t.ids.items()):
+                same = args is not None and t.args is not None and _canonical(args) == t.args
+                t.resent = t.moved if same and not t.failed else ()
                 return t
             del self._tickets[key]  # read again: a new plan
             return None
 
     def after(self, view: SessionView, tool: str, deps: frozenset[str], v: Verdict,
-              ticket: _Ticket | None) -> str | None:
+              ticket: _Ticket | None, args: Mapping[str, Any] | None = None,
+              planned: Mapping[str, Record] | None = None) -> str | None:
         """Note the call's outcome.
+
+        ``args``, ``planned``: the call's arguments and the versions the session held
+        before it, kept with a ``stale`` refusal's ticket.
 
         Returns:
             ``"replan"`` (this call is a replan), ``"retry"`` (a further attempt of a
@@ -110,8 +132,14 @@ class Replans:
             if v.reason == Reason.STALE.value and not v.call.executed:
                 seen = view.seen
                 root = v.call.record.id if v.call.record is not None else None
+                was = planned or {}
+                moved = tuple(sorted(k for k, r in v.changed.items() if k in was and
+                                     canonical_json(was[k].content) != canonical_json(
+                                         r.content)))
                 self._tickets[key] = _Ticket({k: seen[k].id for k in deps if k in seen},
-                                             (root,) if root else ())
+                                             (root,) if root else (),
+                                             args=None if args is None else _canonical(args),
+                                             moved=moved)
         return None
 
 
@@ -121,6 +149,12 @@ def _heads(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
         return {}
     return {"head_source": {"reread": list(heads.get("reread", ())),
                       "trusted": list(heads.get("trusted", ()))}}
+
+
+def _resent(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
+    """The replan line's ``resent_unchanged`` (``heads["resent"]``, QA qa-new10c S2)."""
+    keys = heads.get("resent") if heads else None
+    return {"resent_unchanged": list(keys)} if keys else {}
 
 
 def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
@@ -331,7 +365,8 @@ class GatewayTrace:
                 self.recorder.plan(sid, f"plan for {tool}", roots=list(plan_roots),
                                    plan_id=plan_id)
             self.recorder.plan(sid, f"replan for {tool}: {said}", roots=roots, replan=True,
-                               plan_id=plan_id, executed=executed, reason=reason)
+                               plan_id=plan_id, executed=executed, reason=reason,
+                               **_resent(heads))
         for d in decisions:
             self.recorder.add(sid, "thought", f"gate {d.outcome.value}/{d.reason.value} "
                               f"for {tool}", gate={"outcome": d.outcome.value,

@@ -330,6 +330,11 @@ class ClientGoneFilter(logging.Filter):
         return True
 
 
+UNTRACED = ("icore mcp: warning: the manifest has no trace: line, so this run is not "
+            "recorded (icore audit has nothing to read); add trace: FILE to record it")
+"""The line after the HTTP ready line of a gateway without a trace."""
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
@@ -418,17 +423,22 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
     verifier = token_verifier(manifest)
     _Server = _server_class()
     check_bindable(host, port)  # before the upstreams start: a port in use is said at once
+    cap = int(manifest.max_message_mb * 2**20)
     async with Gateway(manifest) as gw:
+        # the SDK's own body bound (4 MiB by default, a plain-text 413) raised to the
+        # manifest's cap: MessageShape answers every body over it as JSON-RPC (QA qa-new10c)
         if verifier is None:
-            app = gw.server.streamable_http_app(host=host, json_response=True)
+            app = gw.server.streamable_http_app(host=host, json_response=True,
+                                                max_request_body_size=cap)
         else:
             from mcp.server.auth.settings import AuthSettings
             app = gw.server.streamable_http_app(
                 host=host, json_response=True, token_verifier=verifier,
+                max_request_body_size=cap,
                 auth=AuthSettings.model_validate({
                     "issuer_url": f"http://{_url_host(host)}:{port}",
                     "resource_server_url": None}))
-        shape = MessageShape(app, max_body=int(manifest.max_message_mb * 2**20),
+        shape = MessageShape(app, max_body=cap,
                              verifier=verifier)
         order = OrderMiddleware(shape)
         config = uvicorn.Config(order,
@@ -449,6 +459,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                   flush=True)
             if verifier is None and (said := open_warning(host, gw.tool_defs)):
                 print(said, file=sys.stderr, flush=True)
+            if manifest.trace is None:  # QA qa-new10c S4: said, not silently unrecorded
+                print(UNTRACED, file=sys.stderr, flush=True)
 
         quiet = ClientGoneFilter()
         for name in _GONE_LOGGERS:

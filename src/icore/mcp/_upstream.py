@@ -273,7 +273,11 @@ class Upstream:
                 raise UpstreamError("the gateway is not running", upstream=self.name)
             got = await self._tg.start(self._serve)
             if isinstance(got, BaseException) or got is None:
-                raise UpstreamError(f"upstream {self.name} is unreachable: "
+                from icore.mcp._upstream_probe import http_answer, probe_said
+                said = None if self.spec.url is None else await http_answer(
+                    self.spec.url, self.spec.headers, got)  # reached, but no MCP there
+                raise UpstreamError(probe_said(self.name, said) if said else
+                                    f"upstream {self.name} is unreachable: "
                                     f"{self._why(got)}", upstream=self.name)
             return got
 

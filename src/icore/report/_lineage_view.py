@@ -250,9 +250,20 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
         reason = f"{reason.rstrip('.')} (rejected by a human{at})."
     if outcome_note:
         reason = f"{reason} {outcome_note}".strip()
+    if lineage.resent_unchanged:  # a warning beside the verdict (QA qa-new10c S2)
+        said = RESENT_UNCHANGED.format(keys=", ".join(lineage.resent_unchanged))
+        steps.append(DecisionStepView("resent", "resent unchanged", "warn", said))
+        reason = f"{reason.rstrip('.')}; {said}."
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else (), error,
-                       lineage.outcome_unknown, lineage.human, lineage.human_step)
+                       lineage.outcome_unknown, lineage.human, lineage.human_step,
+                       lineage.resent_unchanged)
+
+
+RESENT_UNCHANGED = ("replan resent unchanged: its arguments are the stale call's although "
+                    "the fresh value of {keys} handed over differs from the one it was "
+                    "planned from (the host may have retried the refused call blindly)")
+"""The warning of a replan resent unchanged (:attr:`LineageView.resent_unchanged`)."""
 
 
 def _tail(detail: str) -> str:

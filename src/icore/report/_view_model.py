@@ -302,6 +302,9 @@ class LineageView:
         human: ``approved`` / ``rejected`` when a human answered the call
             (:attr:`icore.adapters.ActionLineage.human`), else None.
         human_step: the step of the human's recorded answer, when known.
+        resent_unchanged: of a replan, the facts whose fresh value differs from the one
+            the stale call was planned from although its arguments are the stale call's
+            (:attr:`icore.adapters.ActionLineage.resent_unchanged`: a warning), else ``()``.
     """
 
     id: str
@@ -318,6 +321,7 @@ class LineageView:
     outcome_unknown: bool = False
     human: str | None = None
     human_step: int | None = None
+    resent_unchanged: tuple[str, ...] = ()
 
     @property
     def counted(self) -> str:
