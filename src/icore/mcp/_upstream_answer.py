@@ -38,7 +38,7 @@ def upstream_refused(exc: BaseException) -> bool:
     from mcp.shared.exceptions import MCPError
     from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
-    from icore.mcp._upstream import TRANSPORT_FAILED
+    from icore.mcp._upstream_http import TRANSPORT_FAILED
     if not isinstance(exc, MCPError):
         return False
     if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT, TRANSPORT_FAILED) or (
