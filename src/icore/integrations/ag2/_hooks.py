@@ -42,6 +42,7 @@ from icore.integrations._refusals import read_refusal, record_tool_result
 from icore.integrations._run_end import RunEnd
 from icore.integrations._tool_failed import describe
 from icore.integrations._trace_data import plain_data
+from icore.integrations.ag2._conversation import enter, leave
 from icore.integrations.ag2._human import WATCHED
 from icore.integrations.ag2._tool_results import given_args as run_given_args
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
@@ -170,6 +171,7 @@ class _AgentRecording(BaseMiddleware):
             rec.task(_text(event), agent="user")
         token = CALLING_AGENT.set(self.agent)
         in_ask = _IN_ASK.set(self.chat)
+        _conv, conv_token = enter(context)  # its tools' reads: of this conversation
         try:
             response = await call_next(event, context)
         except HumanInputError as exc:  # no one answered a human question: a pause
@@ -181,6 +183,7 @@ class _AgentRecording(BaseMiddleware):
                 self.chat.stopped(self.agent, exc)
             raise
         finally:
+            leave(conv_token)
             _IN_ASK.reset(in_ask)
             CALLING_AGENT.reset(token)
         text = _text(response)
