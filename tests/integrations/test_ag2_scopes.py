@@ -2,8 +2,8 @@
 
 Each ``Agent.ask`` is a conversation of its own (tests/integrations/
 test_ag2_conversations.py); the explicit scope (a context variable) wins over it and
-reaches the tools AG2 runs for ``Agent.ask``, so three asks are two conversations here. Real ``ag2.Agent``
-with AG2's scripted ``TestConfig`` (examples/ag2_app.py), no network.
+reaches the tools AG2 runs for ``Agent.ask``, so three asks are two conversations here.
+Real ``ag2.Agent`` with AG2's scripted ``TestConfig`` (examples/ag2_app.py), no network.
 """
 
 from __future__ import annotations

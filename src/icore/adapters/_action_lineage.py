@@ -91,6 +91,12 @@ class ActionLineage:
         edited: why a record this action's lineage shows does not match its id (the
             trace was edited or damaged: :attr:`PlanfenceLog.edited`); its status is then
             ``INVALID`` (fail closed: its verdict would rest on the edit). None: none.
+        record: the id of the action record the call was judged by (the root of its
+            last decision that has one), else None (refused before its gate).
+        args: the call's arguments as canonical JSON text: the ones its action record
+            binds, else the ones its recorded refused call names; None: not recorded.
+        agent: the agent that made the call (its gate thought or refused output, else
+            the action record's owner); None: not recorded (#28, QA qa-new10 S3).
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -109,6 +115,9 @@ class ActionLineage:
     human: str | None = None
     human_step: int | None = None
     edited: str | None = None
+    record: str | None = None
+    args: str | None = None
+    agent: str | None = None
 
     @property
     def invalid(self) -> bool:
@@ -274,8 +283,41 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
                       _relevant(records, es), es) for name, es in groups.items()]
     answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
+    callers = planfence.callers if isinstance(planfence, PlanfenceLog) else {}
     return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
-        _linked(out, replans), answers, records, steps), steps), steps), steps), edited)
+        _made_by(_linked(out, replans), records, callers), answers, records, steps),
+        steps), steps), steps), edited)
+
+
+def _made_by(lineages: Sequence[ActionLineage], records: Sequence[Mapping[str, Any]],
+             callers: Mapping[str, tuple[str, str | None]]) -> list[ActionLineage]:
+    """``lineages``, each with its action record, arguments and calling agent.
+
+    (:attr:`ActionLineage.record`, :attr:`~ActionLineage.args`,
+    :attr:`~ActionLineage.agent`; #28, QA qa-new10 S3: two calls of one tool in one turn
+    are told apart.)
+    """
+    by_id = {str(r.get("id")): r for r in records}
+    out = []
+    for a in lineages:
+        root = next((str(p.entry.roots[0]) for p in reversed(a.points) if p.entry.roots),
+                    None)
+        rec = by_id.get(root) if root is not None else None
+        content = rec.get("content") if rec is not None else None
+        act = content.get(ACTION_FIELD) if isinstance(content, Mapping) else None
+        args = None
+        if isinstance(act, Mapping) and isinstance(act.get("args"), Mapping):
+            try:
+                args = json.dumps(act["args"], sort_keys=True, separators=(",", ":"),
+                                  allow_nan=False)
+            except (TypeError, ValueError, RecursionError):
+                args = None
+        made = callers.get(a.action)
+        owner = rec.get("owner") if rec is not None else None
+        agent = made[0] if made is not None else owner if isinstance(owner, str) else None
+        out.append(replace(a, record=root, agent=agent,
+                           args=args if args is not None else made[1] if made else None))
+    return out
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str]
@@ -338,7 +380,15 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
             if st.kind == StepKind.TOOL_OUTPUT and st.task in tasks:
                 first_out.setdefault(tasks[st.task], st.index)
         taken: set[int] = set()
-        for ans in answers:
+        named = {a.action: i for i, a in enumerate(out)}
+        for ans in sorted(answers, key=lambda x: x.task is None):  # exact links first
+            if ans.task is not None:  # a refused call's own output: its action, exact
+                at = named.get(ans.task)
+                if at is not None and at not in taken:
+                    taken.add(at)
+                    out[at] = replace(out[at], human_step=ans.step, human=APPROVED
+                                      if ans.approved else REJECTED_BY_HUMAN)
+                continue
             hit = request_of.get(ans.request) if ans.request is not None else None
             if hit is None or hit in taken:
                 cands = [i for i, a in enumerate(out) if i not in taken and a.points

@@ -68,7 +68,12 @@ from icore.adapters._decision_check import (
     record_id_problems,
 )
 from icore.adapters._errors import AdapterError, check_text
-from icore.adapters._gate_lines import gate_activity, gate_without_records, human_answer
+from icore.adapters._gate_lines import (
+    call_of,
+    gate_activity,
+    gate_without_records,
+    human_answer,
+)
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._line_steps import FileSteps, file_stamp
@@ -237,6 +242,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     plan_roots: dict[str, tuple[str, ...]] = {}  # plan id -> roots of its latest plan line
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     answers: list[HumanAnswer] = []
+    callers: dict[str, tuple[str, str | None]] = {}
     gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
@@ -259,6 +265,13 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             break
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
+        if ("NaN" in line or "Infinity" in line) and (odd := odd_constants(line)):
+            warnings += (f"{file}: line {n} holds {odd}, which is not JSON (read as a "
+                         "float; another reader refuses the line)",)
+        if (ec := obj.get("exitcode")) and type(ec) is int and not _EXIT_MIN <= ec <= _EXIT_MAX:
+            warnings += (f"{file}: line {n}: exitcode {str(ec)[:24]}"
+                         f"{'...' if len(str(ec)) > 24 else ''} is no process exit code "
+                         f"(outside {_EXIT_MIN}..{_EXIT_MAX}); read as a failure",)
         if "run" in obj and "agent" not in obj:
             if header_at:
                 raise AdapterError(f"a second run header (the first is line {header_at}): a "
@@ -286,9 +299,14 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         last = st.index
         if st.plan_id:
             _note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
-        elif st.kind == StepKind.THOUGHT and (ans := human_answer(obj, st.index)):
+        elif (st.kind == StepKind.THOUGHT or (st.kind == StepKind.TOOL_OUTPUT
+                                              and "answered_by" in obj)) and (
+                ans := human_answer(obj, st.index, st.kind)):
             answers.append(ans)
             gate_lines = gate_lines or n
+        if "task" in obj and (made := call_of(obj, st.kind)) is not None \
+                and made[0] not in callers:
+            callers[made[0]] = (st.agent, made[2])
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:
@@ -357,7 +375,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
-                               tuple(answers), edited)
+                               tuple(answers), edited, callers)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )
@@ -448,6 +466,30 @@ def _note_plan(plan_id: str, replan: bool, roots: Any,
         replans.append((old, got))
     if got:
         plan_roots[plan_id] = got
+
+
+_EXIT_MIN, _EXIT_MAX = -(2 ** 31), 2 ** 32 - 1
+"""The exit codes a process can report (a signed 32-bit status, a Windows DWORD)."""
+
+
+def odd_constants(line: str) -> str:
+    """The non-JSON constants (``NaN``, ``Infinity``, ``-Infinity``) of a line, named.
+
+    ``""`` when none (the words inside strings do not count). Python's reader accepts
+    them; another JSON reader refuses the line (QA qa-new10 S4).
+    """
+    seen: list[str] = []
+
+    def note(word: str) -> float:
+        if word not in seen:
+            seen.append(word)
+        return float(word)
+
+    try:
+        json.loads(line, parse_constant=note)
+    except (ValueError, RecursionError):
+        return ""
+    return ", ".join(seen)
 
 
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]

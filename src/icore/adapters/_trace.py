@@ -259,6 +259,8 @@ class HumanAnswer:
             action, arguments and the versions they derive from), else None.
         args: the call's arguments as canonical JSON text, when recorded (not for an
             ``edit``: the human changed them), else None.
+        task: the protected action (its ``task``) the answer names, when the line names
+            it (a refused call's ``tool_output`` with ``answered_by: "human"``), else None.
     """
 
     step: int
@@ -266,6 +268,7 @@ class HumanAnswer:
     approved: bool
     request: str | None = None
     args: str | None = None
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +289,10 @@ class PlanfenceLog:
         edited: record id -> why, for each record line whose id is not the digest of
             the fields it carries (the trace was edited or damaged; QA qa-new9 S3): the
             actions whose lineage shows one are ``INVALID``.
+        callers: task -> ``(agent, args)`` of the event lines naming a protected
+            action's ``task`` (its gate thought, a refused call's tool output): the agent
+            that made the call and its arguments as canonical JSON text (None: not
+            recorded); the first line of each task (#28, QA qa-new10 S3).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -293,6 +300,7 @@ class PlanfenceLog:
     replans: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     answers: tuple[HumanAnswer, ...] = ()
     edited: Mapping[str, str] = field(default_factory=dict)
+    callers: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

@@ -250,7 +250,8 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "") -> Lineage
         reason = f"{reason} {outcome_note}".strip()
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else (), error,
-                       lineage.outcome_unknown, lineage.human, lineage.human_step)
+                       lineage.outcome_unknown, lineage.human, lineage.human_step,
+                       lineage.args, lineage.agent)
 
 
 def _tail(detail: str) -> str:

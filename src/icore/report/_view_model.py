@@ -302,6 +302,9 @@ class LineageView:
         human: ``approved`` / ``rejected`` when a human answered the call
             (:attr:`icore.adapters.ActionLineage.human`), else None.
         human_step: the step of the human's recorded answer, when known.
+        args: the call's arguments as canonical JSON text, when recorded
+            (:attr:`icore.adapters.ActionLineage.args`).
+        caller: the agent that made the call, when recorded.
     """
 
     id: str
@@ -318,6 +321,8 @@ class LineageView:
     outcome_unknown: bool = False
     human: str | None = None
     human_step: int | None = None
+    args: str | None = None
+    caller: str | None = None
 
     @property
     def counted(self) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 from ag2.events import ModelResponse
 from ag2.utils import AGENT_CONTEXT_DEPENDENCY_KEY as _AGENT_KEY
 
+from icore.integrations._turn_source import install_turn_source
 from icore.workspace import Agent as TeamAgent
 
 
@@ -137,15 +138,4 @@ def stamp_reads(team: TeamAgent) -> None:
     the same two functions, so the last tool wrapped changes nothing (QA qa-new10 S1-2).
     """
     team.detect_scope(conversation_scope)
-    prev = team.turn_source
-    if prev is None or prev is conversation_turn or getattr(prev, "icore_ag2", False):
-        team.turn_source = conversation_turn
-        return
-    other = prev
-
-    def either() -> Hashable | None:
-        got = conversation_turn()
-        return got if got is not None else other()
-
-    either.icore_ag2 = True  # type: ignore[attr-defined]
-    team.turn_source = either
+    install_turn_source(team, conversation_turn, "icore_ag2")

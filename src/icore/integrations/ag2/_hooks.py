@@ -160,7 +160,9 @@ class _AgentRecording(BaseMiddleware):
         """One ``ask`` of the agent: the task (a top-level request), the answer.
 
         The answer of a top-level ``ask`` is the run's end; inside another ``ask`` (a
-        delegated sub-agent) it is an output of this agent. A top-level ``ask`` left by
+        delegated sub-agent, an agent asked from a ``hitl_hook`` or a tool) its request
+        is an ``instruction`` from the agent whose turn asks (``to`` this agent) and its
+        answer an output of this agent (QA qa-new10 S3). A top-level ``ask`` left by
         a ``HumanInputError`` records the run's pause (the error goes on).
         """
         rec = self.chat.recorder
@@ -169,6 +171,9 @@ class _AgentRecording(BaseMiddleware):
             self.chat.run_end.another_run()
         if self.chat.first() or not nested:  # a follow-up or another agent's request too
             rec.task(_text(event), agent="user")
+        else:  # an ask inside another's turn (a tool, a hitl_hook): its request, routed
+            rec.add(CALLING_AGENT.get() or "user", "instruction", _text(event),
+                    to=self.agent)
         token = CALLING_AGENT.set(self.agent)
         in_ask = _IN_ASK.set(self.chat)
         _conv, conv_token = enter(context)  # its tools' reads: of this conversation

@@ -278,41 +278,49 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return CALLING_AGENT.get() or (team.name if team is not None else
                                        agent if isinstance(agent, str) else "executor")
 
-    def unfit(event: ToolCallEvent, error: ToolErrorEvent) -> ToolErrorEvent:
+    def unfit(event: ToolCallEvent, error: ToolErrorEvent,
+              yes: dict[str, Any] | None = None) -> ToolErrorEvent:
         """Arguments that do not fit the schema: a call refused before the gate.
 
         Recorded as a blocked protected action (policy ``before the gate``), whether or
-        not the tool's calls were gated before (QA r8-ag2mcp D6); ``error`` goes on.
+        not the tool's calls were gated before (QA r8-ag2mcp D6); ``error`` goes on. A
+        human's recorded "yes" (``yes``) names the refused action's task.
         """
         rec = _run_recorder(recorder, name)
         if rec is not None:
             text = said(error)
-            refused_call(rec, caller(), name, given_args(event),
-                         f"BLOCKED: {INVALID_ARGUMENTS}: {text}", reason=INVALID_ARGUMENTS,
-                         detail=text)
+            task = refused_call(rec, caller(), name, given_args(event),
+                                f"BLOCKED: {INVALID_ARGUMENTS}: {text}",
+                                reason=INVALID_ARGUMENTS, detail=text)
+            if yes is not None:
+                with rec._lock:
+                    yes["task"] = task
         return error
 
-    def approved(event: ToolCallEvent, context: Any) -> None:
+    def approved(event: ToolCallEvent, context: Any) -> dict[str, Any] | None:
         """A human approved the call before the gate: a "yes", recorded.
 
         AG2's approval request naming it (``approval_required()``), recorded as the
-        other integrations record it (``a human answered approve ...``). Another
+        other integrations record it (``a human answered approve ...``), with the
+        model's arguments as given, also when they are no JSON object (``{"raw": ...}``;
+        the call is then refused ``invalid_arguments``: QA qa-new10 S3). Another
         question is no approval (#28).
         """
         rec = _run_recorder(recorder, name)
         if rec is not None and approval_asked(context, event):
-            record_approval(rec, caller(), name, given_args(event))
+            return record_approval(rec, caller(), name, given_args(event))
+        return None
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        yes = approved(event, context)  # the human's "yes", whatever the arguments
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
-            return unfit(event, args)
-        approved(event, context)  # the human's "yes" to arguments that read
+            return unfit(event, args, yes)
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
-            return unfit(event, invalid(event, name, norm, args, exc))
+            return unfit(event, invalid(event, name, norm, args, exc), yes)
         conv = CONVERSATION.get()
         turn = conv.turn_of(event.id) if conv is not None else event.id
         wanted = asked_request(team, guard, name, context, event, norm_args, turn)
@@ -347,10 +355,10 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        yes = approved(event, context)  # the human's "yes", whatever the arguments
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
-            return unfit(event, args)
-        approved(event, context)  # the human's "yes" to arguments that read
+            return unfit(event, args, yes)
         asked = was_asked(context)
         fresh: list[Any] = []
         variables = getattr(context, "variables", None)

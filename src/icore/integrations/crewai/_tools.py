@@ -59,6 +59,7 @@ from icore.integrations import (
 from icore.integrations import Scope as _Scope
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 from icore.integrations._fenced import agent_error
+from icore.integrations._turn_source import install_turn_source
 from icore.integrations.crewai._events import ACTIVE_RECORDER
 from icore.integrations.crewai._setup import check_base_tool, probe_scope, schema_fields
 from icore.integrations.crewai._turns import (
@@ -269,18 +270,7 @@ def _stamp_reads(team: TeamAgent) -> None:
     on one agent handle never pool their reads (QA qa-crew S1).
     """
     team.detect_scope(run_scope)
-    prev = team.turn_source
-    if prev is None or prev is read_turn or getattr(prev, "icore_crewai", False):
-        team.turn_source = read_turn
-        return
-    other = prev
-
-    def either() -> Hashable | None:
-        got = read_turn()
-        return got if got is not None else other()
-
-    either.icore_crewai = True  # type: ignore[attr-defined]
-    team.turn_source = either
+    install_turn_source(team, read_turn, "icore_crewai")
 
 
 def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
