@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from icore.adapters._call_identity import made_by
 from icore.adapters._trace import HumanAnswer, PlanfenceLog, Step, StepKind
 from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, may_have_run, unknown_outcomes
 from icore.errors import IcoreError
@@ -285,39 +286,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
     callers = planfence.callers if isinstance(planfence, PlanfenceLog) else {}
     return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
-        _made_by(_linked(out, replans), records, callers), answers, records, steps),
+        made_by(_linked(out, replans), records, callers), answers, records, steps),
         steps), steps), steps), edited)
-
-
-def _made_by(lineages: Sequence[ActionLineage], records: Sequence[Mapping[str, Any]],
-             callers: Mapping[str, tuple[str, str | None]]) -> list[ActionLineage]:
-    """``lineages``, each with its action record, arguments and calling agent.
-
-    (:attr:`ActionLineage.record`, :attr:`~ActionLineage.args`,
-    :attr:`~ActionLineage.agent`; #28, QA qa-new10 S3: two calls of one tool in one turn
-    are told apart.)
-    """
-    by_id = {str(r.get("id")): r for r in records}
-    out = []
-    for a in lineages:
-        root = next((str(p.entry.roots[0]) for p in reversed(a.points) if p.entry.roots),
-                    None)
-        rec = by_id.get(root) if root is not None else None
-        content = rec.get("content") if rec is not None else None
-        act = content.get(ACTION_FIELD) if isinstance(content, Mapping) else None
-        args = None
-        if isinstance(act, Mapping) and isinstance(act.get("args"), Mapping):
-            try:
-                args = json.dumps(act["args"], sort_keys=True, separators=(",", ":"),
-                                  allow_nan=False)
-            except (TypeError, ValueError, RecursionError):
-                args = None
-        made = callers.get(a.action)
-        owner = rec.get("owner") if rec is not None else None
-        agent = made[0] if made is not None else owner if isinstance(owner, str) else None
-        out.append(replace(a, record=root, agent=agent,
-                           args=args if args is not None else made[1] if made else None))
-    return out
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str]
@@ -358,8 +328,9 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
     root action record hashes to that request: exact. Another answer (LangGraph and AG2
     record the tool and arguments) answers the first action of its tool not yet
     answered whose own tool output (same ``task``) does not come before it, one whose
-    recorded arguments equal the answer's first. An action whose last decision is a
-    human's ``approval_rejected`` is ``rejected`` whether or not its answer was recorded.
+    recorded arguments equal the answer's first. An answer naming a ``task`` answers that
+    action, and a thought repeating it (same tool, answer, arguments) links nowhere else.
+    An action whose last decision is a human's ``approval_rejected`` is ``rejected``.
     An answer linked to no action changes nothing (it stays a thought of the timeline).
     """
     out = list(lineages)
@@ -381,13 +352,19 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
                 first_out.setdefault(tasks[st.task], st.index)
         taken: set[int] = set()
         named = {a.action: i for i, a in enumerate(out)}
-        for ans in sorted(answers, key=lambda x: x.task is None):  # exact links first
-            if ans.task is not None:  # a refused call's own output: its action, exact
-                at = named.get(ans.task)
-                if at is not None and at not in taken:
-                    taken.add(at)
-                    out[at] = replace(out[at], human_step=ans.step, human=APPROVED
-                                      if ans.approved else REJECTED_BY_HUMAN)
+        exact = [x for x in answers if x.task in named]  # a refused call's own: exact
+        for ans in exact:
+            at = named[str(ans.task)]
+            taken.add(at)
+            out[at] = replace(out[at], human_step=ans.step,
+                              human=APPROVED if ans.approved else REJECTED_BY_HUMAN)
+        for ans in (x for x in answers if x.task not in named):
+            twin = next((x for x in exact if (x.tool, x.approved) == (ans.tool, ans.approved)
+                         and (None in (x.args, ans.args) or x.args == ans.args)), None)
+            if twin is not None:  # the same answer, also written as a thought
+                exact.remove(twin)
+                at = named[str(twin.task)]
+                out[at] = replace(out[at], human_step=min(ans.step, twin.step))
                 continue
             hit = request_of.get(ans.request) if ans.request is not None else None
             if hit is None or hit in taken:

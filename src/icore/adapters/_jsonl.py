@@ -77,6 +77,7 @@ from icore.adapters._gate_lines import (
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._line_steps import FileSteps, file_stamp
+from icore.adapters._odd_values import EXIT_MAX, EXIT_MIN, odd_constants, odd_exit_code
 from icore.adapters._trace import (
     MAX_STEP,
     AgentNames,
@@ -268,10 +269,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         if ("NaN" in line or "Infinity" in line) and (odd := odd_constants(line)):
             warnings += (f"{file}: line {n} holds {odd}, which is not JSON (read as a "
                          "float; another reader refuses the line)",)
-        if (ec := obj.get("exitcode")) and type(ec) is int and not _EXIT_MIN <= ec <= _EXIT_MAX:
-            warnings += (f"{file}: line {n}: exitcode {str(ec)[:24]}"
-                         f"{'...' if len(str(ec)) > 24 else ''} is no process exit code "
-                         f"(outside {_EXIT_MIN}..{_EXIT_MAX}); read as a failure",)
+        if (ec := obj.get("exitcode")) and type(ec) is int and not EXIT_MIN <= ec <= EXIT_MAX:
+            warnings += (f"{file}: line {n}: {odd_exit_code(ec)}",)
         if "run" in obj and "agent" not in obj:
             if header_at:
                 raise AdapterError(f"a second run header (the first is line {header_at}): a "
@@ -466,30 +465,6 @@ def _note_plan(plan_id: str, replan: bool, roots: Any,
         replans.append((old, got))
     if got:
         plan_roots[plan_id] = got
-
-
-_EXIT_MIN, _EXIT_MAX = -(2 ** 31), 2 ** 32 - 1
-"""The exit codes a process can report (a signed 32-bit status, a Windows DWORD)."""
-
-
-def odd_constants(line: str) -> str:
-    """The non-JSON constants (``NaN``, ``Infinity``, ``-Infinity``) of a line, named.
-
-    ``""`` when none (the words inside strings do not count). Python's reader accepts
-    them; another JSON reader refuses the line (QA qa-new10 S4).
-    """
-    seen: list[str] = []
-
-    def note(word: str) -> float:
-        if word not in seen:
-            seen.append(word)
-        return float(word)
-
-    try:
-        json.loads(line, parse_constant=note)
-    except (ValueError, RecursionError):
-        return ""
-    return ", ".join(seen)
 
 
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]

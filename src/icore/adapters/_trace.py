@@ -260,7 +260,8 @@ class HumanAnswer:
         args: the call's arguments as canonical JSON text, when recorded (not for an
             ``edit``: the human changed them), else None.
         task: the protected action (its ``task``) the answer names, when the line names
-            it (a refused call's ``tool_output`` with ``answered_by: "human"``), else None.
+            it (a refused call's ``tool_output`` with ``answered_by: "human"``, a "yes"
+            to a call then refused before its gate), else None: linked to it exactly.
     """
 
     step: int
