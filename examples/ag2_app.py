@@ -93,10 +93,12 @@ def main(out: str | None = None) -> dict[str, Any]:
                             depends_on=lambda a: {f"order/{a['order_id']}"})  # icore
     agent = Agent("shipper", config=ScriptedWorld(script(ws)), tools=[get_order, safe_ship])
     record_agents(rec, agent)  # icore (recording)
-    reply = asyncio.run(agent.ask("Ship orders 42 and 7"))
+    try:
+        reply = asyncio.run(agent.ask("Ship orders 42 and 7"))
+    finally:  # the trace reaches disk also when the run stops (Ctrl-C, no human answer)
+        if out:
+            rec.write(out)
     results = asyncio.run(_ship_results(reply))
-    if out:
-        rec.write(out)
     summary = {
         "shipped": shipped,
         "ship_results": results,

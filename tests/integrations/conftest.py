@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -53,3 +54,19 @@ def icore_lines(name: str) -> list[str]:
 
     text = (EXAMPLES / f"{name}.py").read_text(encoding="utf-8")
     return [ln for ln in text.splitlines() if re.search(r"#\s*icore\s*$", ln)]
+
+
+@pytest.fixture
+def one_chat() -> Iterator[None]:
+    """The test is one conversation: app-level reads count for the agent's calls.
+
+    An AG2 conversation is a workspace scope of its own (#28, QA qa-new10 S1), so a read
+    made outside ``agent.ask`` (the tests' ``shipper.read(...)`` before the run) counts
+    only inside one explicit scope around both, as docs/integrations-ag2.md tells an
+    application that reads before asking (``with shipper.scope(chat_id):``). The scope is
+    a context variable: it applies to every workspace agent of the test.
+    """
+    from icore.workspace import Workspace
+
+    with Workspace({"x/*": "o"}).agent("any").scope("one-chat"):
+        yield

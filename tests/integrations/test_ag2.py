@@ -312,6 +312,7 @@ def test_order_shipping_app_fenced_in_at_most_ten_lines(tmp_path: Path) -> None:
     assert "ag2-orders" in audit_cli(tmp_path / "run.jsonl", tmp_path / "rep")
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_agent_mode_typed_arguments_defaults_and_a_user_replanner() -> None:
     """``date``, ``UUID``, an enum-like nested model and a defaulted parameter: the action
     record binds their JSON form (defaults applied), the tool gets AG2's typed values; a
@@ -355,6 +356,7 @@ def test_agent_mode_typed_arguments_defaults_and_a_user_replanner() -> None:
     assert len(bound) == 2
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_agent_mode_parallel_calls_each_their_own_root() -> None:
     """One model response with three protected calls after order 42 changed: the two on
     order 42 are refused stale (a sibling's hand-over never authorizes the other), the
@@ -407,6 +409,7 @@ def test_agent_mode_unread_fact_is_handed_over_then_runs() -> None:
     assert "Berlin" in str(results[0].error) and shipped == [("42", "Berlin")]
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_agent_mode_approval_then_change_asks_again() -> None:
     """The human approves Berlin; sales changes the order while the human decides; the
     approved call is stale and never runs; the model's Munich call is asked again and
@@ -484,6 +487,7 @@ def test_agent_mode_setup_mistakes_raise_when_wrapped(kwargs: dict[str, Any],
         fenced_tool(positional, agent=shipper, depends_on={"order/42"})
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_agent_mode_injected_context_parameter_left_out_of_the_binding() -> None:
     """A tool taking AG2's injected ``Context`` still wraps: the action record binds only
     the model's arguments, and the tool gets its context."""
@@ -533,6 +537,7 @@ def test_agent_mode_a_sibling_read_of_the_same_response_never_counts() -> None:
     assert shipped == [("42", "Berlin")]
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_fenced_tool_without_recorder_records_into_the_recorded_run() -> None:
     """A fenced tool built without ``recorder=`` in a run recorded by ``record_agents``:
     its gate decisions and calls land in that run's recorder, once, naming the AG2 agent
@@ -559,6 +564,7 @@ def test_fenced_tool_without_recorder_records_into_the_recorded_run() -> None:
     assert gates == ["stale", "valid"] and outs == [("Berlin", 1), ("Munich", 0)]
     assert {e["agent"] for e in rec.events if e.get("gate")} == {"front"}
 
+@pytest.mark.usefixtures("one_chat")
 def test_sibling_stale_calls_of_one_message_record_no_replan(tmp_path: Path) -> None:
     """Two calls of one tool on the same changed order in one model message are both
     refused stale (planned from the same old read); neither is the other's replan: the
@@ -604,6 +610,7 @@ def _replans(rec: RunRecorder, out: Path) -> int:
     return int(runs[0]["summary"]["replans"])
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_a_broken_replanner_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     """A replanner that raises: the call does not run, AG2's tool error reaches the
     model, and the developer's log holds the error once (not once per layer)."""

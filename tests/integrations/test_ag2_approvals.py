@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ag2 import Agent, tool
 from ag2.events import ToolErrorEvent, ToolResultEvent
 from ag2.middleware.builtin import approval_required
@@ -76,6 +77,7 @@ def _same_args_world(answer: str = "yes") -> tuple[Any, list[tuple[str, str]], l
     return agent, shipped, asked, rec
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_an_approval_on_old_versions_never_runs_the_same_call_on_new_ones() -> None:
     """D1: the approval was given on order/42 v1; the replan returns the same arguments
     from v2: the call is refused ``approval_changed`` (nothing runs, the keys named); the
@@ -87,6 +89,7 @@ def test_an_approval_on_old_versions_never_runs_the_same_call_on_new_ones() -> N
     assert len(asked) == 2 and shipped == [("42", "Berlin")]
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_approval_changed_is_recorded_with_its_decisions_and_replan(tmp_path: Path) -> None:
     """D2: the refused call is in the trace (both decisions, the replan, the blocked
     output); the audit counts the replan and raises no hard flag."""

@@ -227,8 +227,9 @@ def test_the_gate_reads_the_arguments_ag2_runs() -> None:
 
 def test_only_an_approval_request_for_arguments_that_read_is_a_recorded_yes() -> None:
     """A middleware's other question (a plain ``HumanInputRequest``) answered "yes" is no
-    approval; an ``approval_required()`` "yes" to arguments that do not read is refused
-    invalid arguments, no approval recorded; a "yes" to a call that reads is (#28)."""
+    approval; an ``approval_required()`` "yes" is recorded, also to arguments that do not
+    read (then refused invalid arguments, the "yes" naming that refused action's task:
+    QA qa-new10 S3; before, it was dropped) (#28)."""
     from ag2.events import HumanInputRequest
 
     def ship(order_id: str, city: str) -> str:
@@ -259,7 +260,8 @@ def test_only_an_approval_request_for_arguments_that_read_is_a_recorded_yes() ->
 
     good = json.dumps({"order_id": "42", "city": "Berlin"})
     assert approvals(question, good) == []
-    assert approvals(approval_required(), '{"order_id": "42", "city": ') == []
+    (cut,) = approvals(approval_required(), '{"order_id": "42", "city": ')
+    assert cut["args"] == {"raw": '{"order_id": "42", "city": '} and cut["task"] == "ship-1"
     (yes,) = approvals(approval_required(), good)
     assert yes["content"].startswith("a human answered approve for ship")
 

@@ -69,6 +69,7 @@ def _errors(results: list[ToolResultEvent]) -> list[str]:
     return [str(r.error) for r in results if isinstance(r, ToolErrorEvent)]
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_own_approval_middleware_answers_before_the_gate() -> None:
     """The reporter's scenario: the user's own approval hook asks with ``context.input``;
     sales moves the order while the human decides; the approved Berlin call is stale and
@@ -124,6 +125,7 @@ def test_a_run_stopped_at_an_unanswered_human_is_recorded_as_a_pause(human: str)
     assert audited.paused and not audited.summary().terminal
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_agent_middleware_asking_the_human_answers_before_the_gate() -> None:
     """An agent-level middleware (``on_tool_execution``) asking the human: outside every
     tool hook, still before the validation; the stale call never runs."""
@@ -145,6 +147,7 @@ def test_agent_middleware_asking_the_human_answers_before_the_gate() -> None:
     assert "(stale)" in _errors(results)[0] and shipped == [] and len(asked) == 1
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_a_question_inside_the_tool_is_followed_by_a_second_validation() -> None:
     """``await context.input(...)`` inside the fenced function: the order moves while the
     human decides; the body stops at the answer (even inside ``except Exception``), the
@@ -188,6 +191,7 @@ def test_a_question_inside_the_tool_is_followed_by_a_second_validation() -> None
     assert outs == [("Berlin", 1), ("Munich", 0)]
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_a_replan_never_runs_other_arguments_than_the_human_approved() -> None:
     """With a user replanner, the own hook's human approved Berlin; the fresh Munich call
     is refused ``approval_changed`` (nothing runs). After an "always" answer (AG2's

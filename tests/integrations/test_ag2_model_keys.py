@@ -55,6 +55,7 @@ def _text(ev: ToolResultEvent) -> str:
     return str(ev.error)
 
 
+@pytest.mark.usefixtures("one_chat")
 @pytest.mark.parametrize("sku", ["*", "b?lt", "[bn]olt", "bo*", "bolt\x00"])
 def test_glob_or_nul_in_a_model_argument_is_refused_to_the_model(sku: str) -> None:
     """Every fact read, then ``sku="*"`` (etc.): refused ``not_read`` naming the argument
@@ -87,6 +88,7 @@ def test_agent_execute_refuses_the_argument_and_keeps_the_scope_literal() -> Non
     assert "'*', '?' and '['" in call_.message and moves == []
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_the_refused_glob_argument_is_audited_blocked(tmp_path: Path) -> None:
     """Recorded with ``record_agents``: the refused call is a blocked protected action
     (policy before the gate), the next one valid; no hard flag."""

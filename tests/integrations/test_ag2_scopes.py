@@ -1,8 +1,9 @@
 """AG2: one workspace agent serving two conversations, kept apart by ``agent.scope`` (#28).
 
-AG2 exposes no conversation identity the integration detects yet; the explicit scope
-(a context variable) reaches the tools AG2 runs for ``Agent.ask``. Real ``ag2.Agent``
-with AG2's scripted ``TestConfig`` (examples/ag2_app.py), no network.
+Each ``Agent.ask`` is a conversation of its own (tests/integrations/
+test_ag2_conversations.py); the explicit scope (a context variable) wins over it and
+reaches the tools AG2 runs for ``Agent.ask``, so three asks are two conversations here.
+Real ``ag2.Agent`` with AG2's scripted ``TestConfig`` (examples/ag2_app.py), no network.
 """
 
 from __future__ import annotations

@@ -71,6 +71,7 @@ def test_dynamic_depends_on_mistake_leaves_ask_before_any_tool_runs(
     assert shipped == [] and model.calls == 1
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_invalid_arguments_name_the_field_and_why() -> None:
     """The model's arguments do not fit the schema: the model reads each field and why
     (no traceback, no IntegrationError); the error carried is pydantic's, as for a plain
@@ -97,6 +98,7 @@ def test_invalid_arguments_name_the_field_and_why() -> None:
     assert not isinstance(results[1], ToolErrorEvent) and shipped == [("42", "Berlin")]
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_callable_object_refused_and_its_method_works() -> None:
     """``fenced_tool(callable_instance)``: a typed ``IntegrationError`` naming the fix
     (not a raw AttributeError); the fix, ``tool(obj.__call__, name=...)``, runs."""
@@ -172,6 +174,7 @@ def _ends(rec: RunRecorder) -> list[tuple[str, str]]:
     return [(e["agent"], e["content"]) for e in rec.events if e["kind"] == "termination"]
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_one_end_per_run_with_a_delegated_sub_agent() -> None:
     """``desk`` delegates to ``booker`` (``Agent.as_tool``): the sub-agent's answer is an
     output of ``booker``, the run's one end is ``desk``'s answer."""
@@ -194,6 +197,7 @@ def test_one_end_per_run_with_a_delegated_sub_agent() -> None:
     assert rec.events[-1]["kind"] == "termination"
 
 
+@pytest.mark.usefixtures("one_chat")
 def test_one_end_per_run_with_two_agents_and_gate_events_name_the_caller() -> None:
     """``alice.ask``, her follow-up ``reply.ask``, then ``bob.ask`` sharing one fenced
     tool (one workspace agent): each request is a task in order (QA r4-ag2 D7: the

@@ -161,6 +161,7 @@ def test_openai_agents_broken_replanner_leaves_runner_run(replan: Any, words: st
 
 # --- AG2 ----------------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("one_chat")
 @pytest.mark.parametrize(("replan", "words"), BROKEN)
 def test_ag2_broken_replanner_is_a_tool_error_carrying_it(
         replan: Any, words: str, caplog: pytest.LogCaptureFixture) -> None:

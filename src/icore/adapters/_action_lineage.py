@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from icore.adapters._call_identity import made_by
 from icore.adapters._trace import HumanAnswer, PlanfenceLog, Step, StepKind
 from icore.adapters._unknown_outcome import OUTCOME_UNKNOWN, may_have_run, unknown_outcomes
 from icore.errors import IcoreError
@@ -96,6 +97,12 @@ class ActionLineage:
             its arguments are the stale call's: resent, perhaps without replanning
             (:attr:`PlanfenceLog.resent`; a warning, not a verdict: the arguments may not
             depend on those values). ``()``: none.
+        record: the id of the action record the call was judged by (the root of its
+            last decision that has one), else None (refused before its gate).
+        args: the call's arguments as canonical JSON text: the ones its action record
+            binds, else the ones its recorded refused call names; None: not recorded.
+        agent: the agent that made the call (its gate thought or refused output, else
+            the action record's owner); None: not recorded (#28, QA qa-new10 S3).
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -115,6 +122,9 @@ class ActionLineage:
     human_step: int | None = None
     edited: str | None = None
     resent_unchanged: tuple[str, ...] = ()
+    record: str | None = None
+    args: str | None = None
+    agent: str | None = None
 
     @property
     def invalid(self) -> bool:
@@ -312,9 +322,10 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
                       _relevant(records, es), es) for name, es in groups.items()]
     answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
+    callers = planfence.callers if isinstance(planfence, PlanfenceLog) else {}
     return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
-        _resent(_linked(out, replans), resent), answers, records, steps), steps), steps),
-        steps), edited, edited_in)
+        made_by(_resent(_linked(out, replans), resent), records, callers), answers,
+        records, steps), steps), steps), steps), edited, edited_in)
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str],
@@ -358,8 +369,9 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
     root action record hashes to that request: exact. Another answer (LangGraph and AG2
     record the tool and arguments) answers the first action of its tool not yet
     answered whose own tool output (same ``task``) does not come before it, one whose
-    recorded arguments equal the answer's first. An action whose last decision is a
-    human's ``approval_rejected`` is ``rejected`` whether or not its answer was recorded.
+    recorded arguments equal the answer's first. An answer naming a ``task`` answers that
+    action, and a thought repeating it (same tool, answer, arguments) links nowhere else.
+    An action whose last decision is a human's ``approval_rejected`` is ``rejected``.
     An answer linked to no action changes nothing (it stays a thought of the timeline).
     """
     out = list(lineages)
@@ -380,7 +392,21 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
             if st.kind == StepKind.TOOL_OUTPUT and st.task in tasks:
                 first_out.setdefault(tasks[st.task], st.index)
         taken: set[int] = set()
-        for ans in answers:
+        named = {a.action: i for i, a in enumerate(out)}
+        exact = [x for x in answers if x.task in named]  # a refused call's own: exact
+        for ans in exact:
+            at = named[str(ans.task)]
+            taken.add(at)
+            out[at] = replace(out[at], human_step=ans.step,
+                              human=APPROVED if ans.approved else REJECTED_BY_HUMAN)
+        for ans in (x for x in answers if x.task not in named):
+            twin = next((x for x in exact if (x.tool, x.approved) == (ans.tool, ans.approved)
+                         and (None in (x.args, ans.args) or x.args == ans.args)), None)
+            if twin is not None:  # the same answer, also written as a thought
+                exact.remove(twin)
+                at = named[str(twin.task)]
+                out[at] = replace(out[at], human_step=min(ans.step, twin.step))
+                continue
             hit = request_of.get(ans.request) if ans.request is not None else None
             if hit is None or hit in taken:
                 cands = [i for i, a in enumerate(out) if i not in taken and a.points

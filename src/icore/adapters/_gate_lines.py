@@ -22,14 +22,25 @@ _DECISIONS = {"approve": True, "edit": True, "reject": False}
 """A human's ``decision`` on a call put to them: approved (True) or rejected."""
 
 
-def human_answer(obj: Mapping[str, Any], step: int) -> HumanAnswer | None:
+def human_answer(obj: Mapping[str, Any], step: int,
+                 kind: StepKind = StepKind.THOUGHT) -> HumanAnswer | None:
     """The human's answer a ``thought`` line records (:class:`HumanAnswer`), or None.
 
     ``approval: {tool, approved, request}`` (the Agents SDK recorder), or
     ``answered_by: "human"`` with ``decision`` ``approve`` / ``edit`` / ``reject``,
-    ``tool`` and ``args`` (LangGraph, AG2). Anything else (another question's answer, a
-    field of the wrong type) is no answer to a protected call: None.
+    ``tool`` and ``args`` (LangGraph, AG2). A ``tool_output`` (``kind``) is an answer
+    only with ``answered_by: "human"`` and the ``task`` of the action it refused (a call
+    a human rejected before its gate: AG2); an answer naming a ``task`` (that, or a
+    "yes" to a call then refused before its gate) is linked to that action exactly.
+    Anything else (another question's answer, a field of the wrong type) is no answer to
+    a protected call: None.
     """
+    task = obj.get("task")
+    if kind == StepKind.TOOL_OUTPUT:
+        if not isinstance(task, str) or not task:
+            return None
+    elif kind != StepKind.THOUGHT:
+        return None
     ap = obj.get("approval")
     if isinstance(ap, Mapping):
         tool, ok, req = ap.get("tool"), ap.get("approved"), ap.get("request")
@@ -46,7 +57,30 @@ def human_answer(obj: Mapping[str, Any], step: int) -> HumanAnswer | None:
             if isinstance(args, Mapping) and said != "edit" else None
     except (TypeError, ValueError, RecursionError):
         text = None
-    return HumanAnswer(step, tool, _DECISIONS[said], None, text)
+    return HumanAnswer(step, tool, _DECISIONS[said], None, text,
+                       task if isinstance(task, str) and task else None)
+
+
+def call_of(obj: Mapping[str, Any], kind: StepKind) -> tuple[str, str, str | None] | None:
+    """``(task, agent, args)`` of an event line naming a protected action's ``task``.
+
+    A gate ``thought`` or a ``tool_output`` with a str ``task`` and ``agent``; ``args``
+    the line's arguments object as canonical JSON text (None: none, or no JSON form).
+    None for any other line (#28, QA qa-new10 S3: which call it was, who made it).
+    """
+    task, agent = obj.get("task"), obj.get("agent")
+    if kind not in (StepKind.THOUGHT, StepKind.TOOL_OUTPUT) or not isinstance(task, str) \
+            or not task or not isinstance(agent, str):
+        return None
+    if kind == StepKind.THOUGHT and not isinstance(obj.get("gate"), Mapping):
+        return None
+    args = obj.get("args")
+    try:
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False) \
+            if isinstance(args, Mapping) else None
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    return task, agent, text
 
 
 def span_answer(a: Mapping[str, Any], step: int, *, file: str,

@@ -69,10 +69,16 @@ from icore.adapters._decision_check import (
     record_id_problems,
 )
 from icore.adapters._errors import AdapterError, check_text
-from icore.adapters._gate_lines import gate_activity, gate_without_records, human_answer
+from icore.adapters._gate_lines import (
+    call_of,
+    gate_activity,
+    gate_without_records,
+    human_answer,
+)
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._line_steps import FileSteps, file_stamp
+from icore.adapters._odd_values import EXIT_MAX, EXIT_MIN, odd_constants, odd_exit_code
 from icore.adapters._trace import (
     MAX_STEP,
     AgentNames,
@@ -239,6 +245,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     replans: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     resent: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     answers: list[HumanAnswer] = []
+    callers: dict[str, tuple[str, str | None]] = {}
     gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
@@ -261,6 +268,11 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             break
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
+        if ("NaN" in line or "Infinity" in line) and (odd := odd_constants(line)):
+            warnings += (f"{file}: line {n} holds {odd}, which is not JSON (read as a "
+                         "float; another reader refuses the line)",)
+        if (ec := obj.get("exitcode")) and type(ec) is int and not EXIT_MIN <= ec <= EXIT_MAX:
+            warnings += (f"{file}: line {n}: {odd_exit_code(ec)}",)
         if "run" in obj and "agent" not in obj:
             if header_at:
                 raise AdapterError(f"a second run header (the first is line {header_at}): a "
@@ -291,9 +303,14 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             if st.gate_replan and (keys := _strs(obj.get("resent_unchanged"))) and \
                     (roots := _strs(obj.get("roots"))):
                 resent.append((roots, keys))
-        elif st.kind == StepKind.THOUGHT and (ans := human_answer(obj, st.index)):
+        elif (st.kind == StepKind.THOUGHT or (st.kind == StepKind.TOOL_OUTPUT
+                                              and "answered_by" in obj)) and (
+                ans := human_answer(obj, st.index, st.kind)):
             answers.append(ans)
             gate_lines = gate_lines or n
+        if "task" in obj and (made := call_of(obj, st.kind)) is not None \
+                and made[0] not in callers:
+            callers[made[0]] = (st.agent, made[2])
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:
@@ -365,7 +382,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         annotation=annotation,
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
-                               tuple(answers), edited, undigested, tuple(resent))
+                               tuple(answers), edited, undigested, tuple(resent),
+                               callers)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )

@@ -282,6 +282,9 @@ class HumanAnswer:
             action, arguments and the versions they derive from), else None.
         args: the call's arguments as canonical JSON text, when recorded (not for an
             ``edit``: the human changed them), else None.
+        task: the protected action (its ``task``) the answer names, when the line names
+            it (a refused call's ``tool_output`` with ``answered_by: "human"``, a "yes"
+            to a call then refused before its gate), else None: linked to it exactly.
     """
 
     step: int
@@ -289,6 +292,7 @@ class HumanAnswer:
     approved: bool
     request: str | None = None
     args: str | None = None
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +319,10 @@ class PlanfenceLog:
         resent: ``(replan roots, keys)`` per replan line with ``resent_unchanged``: the
             replan's arguments are the stale call's although the values of ``keys``
             handed over differ from those it was planned from (QA qa-new10c S2).
+        callers: task -> ``(agent, args)`` of the event lines naming a protected
+            action's ``task`` (its gate thought, a refused call's tool output): the agent
+            that made the call and its arguments as canonical JSON text (None: not
+            recorded); the first line of each task (#28, QA qa-new10 S3).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -324,6 +332,7 @@ class PlanfenceLog:
     edited: Mapping[str, str] = field(default_factory=dict)
     edited_decisions: Mapping[int, str] = field(default_factory=dict)
     resent: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    callers: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

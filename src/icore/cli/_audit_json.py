@@ -7,6 +7,8 @@ verdicts, the summary), computes nothing of its own.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,32 @@ def action_line(r: AuditResult) -> str | None:
     return f"{line}; {asked}" if asked else line
 
 
+ARGS_SHOWN = 2048
+"""Bytes of a call's canonical JSON arguments ``--json`` shows whole (else a preview)."""
+
+
+def call_fields(agent: str | None, record: str | None, args: str | None
+                ) -> dict[str, Any]:
+    """``agent``, ``record``, ``args`` (or ``args_preview``), ``args_digest`` of a call.
+
+    ``args``: canonical JSON text (:attr:`icore.adapters.ActionLineage.args`); the keys
+    of what is None are left out.
+    """
+    out: dict[str, Any] = {}
+    if agent is not None:
+        out["agent"] = agent
+    if record is not None:
+        out["record"] = record
+    if args is not None:
+        data = args.encode("utf-8", "surrogatepass")
+        if len(data) <= ARGS_SHOWN:
+            out["args"] = json.loads(args)
+        else:
+            out["args_preview"] = args[:256] + "…"
+        out["args_digest"] = "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+    return out
+
+
 def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
     """One run's entry of ``--json``.
 
@@ -87,12 +115,17 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
     ``unchecked``, ``blocked``, ``not issued``; each action once) with their ``total``:
     a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
     ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
-    human answered (QA qa-new9 S3). ``"resent_unchanged": [keys]`` for a replan whose
-    arguments are its stale call's although those facts' handed-over values differ (a
-    warning, QA qa-new10c S2). ``paused``: the run is paused, waiting for a human
-    (no terminal marker, its last step a pause; every run has the key, #29).
-    ``warnings``: the import's warnings, when any (a record or decision line that does
-    not match its digest, gate activity with no PlanFence line, ...).
+    human answered (QA qa-new9 S3). Which call it was (#28, QA qa-new10 S3): ``agent``
+    (who made it), ``record`` (its action record id), ``args`` (the arguments the gate
+    bound, or the refused call's; an object of at most :data:`ARGS_SHOWN` bytes of JSON,
+    else ``args_preview``, its first 256 characters) and ``args_digest``
+    (``sha256:<16 hex>`` of their canonical JSON), each when recorded.
+    ``"resent_unchanged": [keys]`` for a replan whose arguments are its stale call's
+    although those facts' handed-over values differ (a warning, QA qa-new10c S2).
+    ``paused``: the run is paused, waiting for a human (no terminal marker, its last step
+    a pause; every run has the key, #29). ``warnings``: the import's warnings, when any
+    (a record or decision line that does not match its digest, gate activity with no
+    PlanFence line, ...).
     """
     tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
              for e in getattr(r.trace.planfence, "decisions", ())}
@@ -103,7 +136,8 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
                 **({"human": lv.human} if lv.human is not None else {}),
                 **({"human_step": lv.human_step} if lv.human_step is not None else {}),
                 **({"resent_unchanged": list(lv.resent_unchanged)}
-                   if lv.resent_unchanged else {})}
+                   if lv.resent_unchanged else {}),
+                **call_fields(lv.caller, lv.action, lv.args)}
                for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
     return {
         "id": r.trace.id, "file": r.trace.file,

@@ -77,11 +77,12 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
         rec.plan(who, f"replan for {tool}: {text_of(dict(args or result.args))}",
                  roots=list(first.roots) if first is not None else None, replan=True,
                  plan_id=plan_id)
-    for d in result.decisions:
-        rec.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for {tool}",
-                gate={"outcome": d.outcome.value, "reason": d.reason.value,
-                      "tool": tool, "replanned": d.replanned or handed_over,
-                      "point": d.point})
+    gate_lines = [rec.add(who, "thought", f"gate {d.outcome.value}/{d.reason.value} for "
+                          f"{tool}", gate={"outcome": d.outcome.value,
+                                           "reason": d.reason.value, "tool": tool,
+                                           "replanned": d.replanned or handed_over,
+                                           "point": d.point})
+                  for d in result.decisions]
     if handed_over and result.executed:
         with rec._lock:  # its tool output says so too
             rec._replans.add((who, tool))
@@ -106,6 +107,9 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
                        refused=after_gate(result, refused),
                        failed=None if failure is None else failure.error,
                        may_have_run=None if failure is None else failure.may_have_run)
+    with rec._lock:  # the gate lines name the action: the audit shows who made which call
+        for line in gate_lines:
+            line["task"] = task
     if not result.executed:  # its output names its task: the audit matches by it
         why = refused or result.final.reason.value
         rec.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",

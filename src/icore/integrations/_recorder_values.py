@@ -6,6 +6,7 @@ an :class:`~icore.errors.IntegrationError` naming the argument (issue 29). Pure:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,8 +21,9 @@ def text_arg(value: Any, name: str, *, optional: bool = False,
               numbers: bool = False) -> str | None:
     """``value`` when it is a string (or None, when ``optional``).
 
-    With ``numbers``, an int or float as its text (``ground_truth=42`` -> ``"42"``, as
-    the JSONL importer reads a number there).
+    With ``numbers``, an int or a finite float as its text (``ground_truth=42`` ->
+    ``"42"``, as the JSONL importer reads a number there); NaN and the infinities are
+    refused (``"nan"`` would be an answer nothing equals: QA qa-new10 S4).
 
     Raises:
         IntegrationError: anything else (``argument`` names the parameter).
@@ -29,9 +31,11 @@ def text_arg(value: Any, name: str, *, optional: bool = False,
     if isinstance(value, str) or (optional and value is None):
         return value
     if numbers and isinstance(value, int | float) and not isinstance(value, bool) and \
-            not (isinstance(value, int) and value.bit_length() > 4000):
+            not (isinstance(value, int) and value.bit_length() > 4000) and \
+            not (isinstance(value, float) and not math.isfinite(value)):
         return str(value)
-    raise IntegrationError(f"{name} must be a string{' or None' if optional else ''}, not "
+    raise IntegrationError(f"{name} must be a string{' or finite number' if numbers else ''}"
+                           f"{' or None' if optional else ''}, not "
                            f"{type(value).__name__} {brief(value)}"[:160], argument=name)
 
 

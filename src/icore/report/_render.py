@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from icore._files import write_owned
 from icore.report._view_model import (
@@ -408,11 +410,37 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=shown,
     )
     env.filters["anchor"] = anchor
     env.filters["short"] = lambda v: str(v)[:8]
     env.globals["lineage_picture"] = _lineage_picture
     return env
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e"
+                      "\u2028\u2029\u2066-\u2069]")
+"""What a page never shows raw: C0 but tab and newline, DEL, C1, bidi controls, line and
+paragraph separators (the set the console escapes, ``icore.cli`` ``printable``)."""
+
+
+def _visible(m: re.Match[str]) -> str:
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in m.group(0))
+
+
+def shown(value: Any) -> Any:
+    r"""A value a page prints, its control characters as visible escapes (``\x1b``).
+
+    Every ``{{ ... }}`` of the templates goes through it (the environment's
+    ``finalize``): an agent name, a run id or a tool output holding ``ESC ] 0 ;`` or a
+    bidi override (U+202E) reads as the text it is, as on the console (QA qa-new10 S4).
+    Anything but a str, and a str with no such character, is returned as it is.
+    """
+    if isinstance(value, str) and _CONTROL.search(value) is not None:
+        out = _CONTROL.sub(_visible, value)
+        return Markup(out) if isinstance(value, Markup) else out
+    return value
 
 
 def anchor(value: object) -> str:

@@ -305,6 +305,9 @@ class LineageView:
         resent_unchanged: of a replan, the facts whose fresh value differs from the one
             the stale call was planned from although its arguments are the stale call's
             (:attr:`icore.adapters.ActionLineage.resent_unchanged`: a warning), else ``()``.
+        args: the call's arguments as canonical JSON text, when recorded
+            (:attr:`icore.adapters.ActionLineage.args`).
+        caller: the agent that made the call, when recorded.
     """
 
     id: str
@@ -322,6 +325,8 @@ class LineageView:
     human: str | None = None
     human_step: int | None = None
     resent_unchanged: tuple[str, ...] = ()
+    args: str | None = None
+    caller: str | None = None
 
     @property
     def counted(self) -> str:

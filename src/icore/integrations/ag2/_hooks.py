@@ -42,6 +42,7 @@ from icore.integrations._refusals import read_refusal, record_tool_result
 from icore.integrations._run_end import RunEnd
 from icore.integrations._tool_failed import describe
 from icore.integrations._trace_data import plain_data
+from icore.integrations.ag2._conversation import enter, leave
 from icore.integrations.ag2._human import WATCHED
 from icore.integrations.ag2._tool_results import given_args as run_given_args
 from icore.integrations.ag2._tools import CALLING_AGENT, CHAT_RECORDER
@@ -159,7 +160,9 @@ class _AgentRecording(BaseMiddleware):
         """One ``ask`` of the agent: the task (a top-level request), the answer.
 
         The answer of a top-level ``ask`` is the run's end; inside another ``ask`` (a
-        delegated sub-agent) it is an output of this agent. A top-level ``ask`` left by
+        delegated sub-agent, an agent asked from a ``hitl_hook`` or a tool) its request
+        is an ``instruction`` from the agent whose turn asks (``to`` this agent) and its
+        answer an output of this agent (QA qa-new10 S3). A top-level ``ask`` left by
         a ``HumanInputError`` records the run's pause (the error goes on).
         """
         rec = self.chat.recorder
@@ -168,8 +171,12 @@ class _AgentRecording(BaseMiddleware):
             self.chat.run_end.another_run()
         if self.chat.first() or not nested:  # a follow-up or another agent's request too
             rec.task(_text(event), agent="user")
+        else:  # an ask inside another's turn (a tool, a hitl_hook): its request, routed
+            rec.add(CALLING_AGENT.get() or "user", "instruction", _text(event),
+                    to=self.agent)
         token = CALLING_AGENT.set(self.agent)
         in_ask = _IN_ASK.set(self.chat)
+        _conv, conv_token = enter(context)  # its tools' reads: of this conversation
         try:
             response = await call_next(event, context)
         except HumanInputError as exc:  # no one answered a human question: a pause
@@ -181,6 +188,7 @@ class _AgentRecording(BaseMiddleware):
                 self.chat.stopped(self.agent, exc)
             raise
         finally:
+            leave(conv_token)
             _IN_ASK.reset(in_ask)
             CALLING_AGENT.reset(token)
         text = _text(response)

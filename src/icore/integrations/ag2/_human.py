@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ag2.context import ConversationContext
-from ag2.events import HumanInputRequest, ModelResponse, ToolApprovalRequest
+from ag2.events import HumanInputRequest, ToolApprovalRequest
 from ag2.middleware.builtin.tools.approval import BYPASS_KEY
 
 from icore.fence import ActionResult, GateDecision, Outcome
@@ -217,28 +217,3 @@ def always_granted(context: Any, event: Any) -> bool:
     grants = variables.get(BYPASS_KEY) or {}
     return bool(isinstance(grants, dict) and grants.get(getattr(event, "source", None)
                                                          or event.name))
-
-
-class Turns:
-    """Tool call id -> the model response it came in.
-
-    Shared by a tool's copies (AG2 deep-copies a tool when it registers it).
-    """
-
-    MAX = 4096
-
-    def __init__(self) -> None:
-        self.of: dict[str, str] = {}
-        self.current: str | None = None
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Turns:
-        return self
-
-    def note(self, response: ModelResponse) -> None:
-        """Name the response's tool calls as one turn (its first call's id)."""
-        calls = getattr(response.tool_calls, "calls", None) or []
-        self.current = str(calls[0].id) if calls else None
-        for c in calls:  # the response's first call id names the turn
-            self.of[c.id] = str(calls[0].id)
-        while len(self.of) > self.MAX:
-            self.of.pop(next(iter(self.of)))

@@ -96,13 +96,17 @@ def hand_over(team: TeamAgent | None, d: GateDecision) -> dict[str, Any]:
 
 
 
-def record_approval(rec: RunRecorder, who: str, name: str, args: dict[str, Any]) -> None:
+def record_approval(rec: RunRecorder, who: str, name: str, args: dict[str, Any]
+                    ) -> dict[str, Any]:
     """A human's "yes" to a call put to them before its gate (``approval_required()``).
 
     A ``thought`` with ``answered_by: "human"``, ``decision: "approve"``, the tool and
     its arguments, as the LangGraph and OpenAI Agents SDK recorders write a human's
-    answer; the gate's decision follows it.
+    answer; the gate's decision follows it. Returns the line (a call refused before its
+    gate names its ``task`` there: the audit links the answer to it exactly).
     """
-    rec.add(who, "thought", f"a human answered approve for {name} "
-            f"{json.dumps(args, sort_keys=True, default=str)}", answered_by="human",
-            decision="approve", tool=name, args=args)
+    line: dict[str, Any] = rec.add(
+        who, "thought", f"a human answered approve for {name} "
+        f"{json.dumps(args, sort_keys=True, default=str)}", answered_by="human",
+        decision="approve", tool=name, args=args)
+    return line

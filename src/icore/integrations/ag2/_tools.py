@@ -68,9 +68,9 @@ from icore.integrations._context import (
     write_back,
 )
 from icore.integrations._refusals import refused_call
+from icore.integrations.ag2._conversation import CONVERSATION, enter_for_turn, stamp_reads
 from icore.integrations.ag2._human import (
     StoppedAfterHuman,
-    Turns,
     Watch,
     always_granted,
     approval_asked,
@@ -138,23 +138,27 @@ def _run_recorder(own: RunRecorder | None, name: str) -> RunRecorder | None:
 class FencedTool(FunctionTool):
     """An ag2 ``FunctionTool`` whose calls pass the PlanFence gate (:func:`fenced_tool`).
 
-    It listens to the agent's model responses (calls of one response are one turn: they
-    share the reads the response was produced from; in the high-level API a call's
+    Registered for an agent's turn, it makes the turn's AG2 conversation current
+    (:mod:`~icore.integrations.ag2._conversation`: the workspace scope of the reads and
+    calls made in it) and listens to its model responses (calls of one response are one
+    turn: they share the reads the response was produced from; in the high-level API a
+    call's
     dynamic ``depends_on`` is checked there, so a setup mistake leaves ``agent.ask``
     before any tool runs), and its outermost execution layer (:class:`Watch`, outside
     the agent's middleware) notes the human questions put for each call.
     """
 
-    turns: Turns
     precheck: Callable[[ToolCallEvent], None] | None = None
     watch: Watch = Watch()
 
     def register(self, stack: Any, context: Any, *, middleware: Any = ()) -> None:
         """AG2's registration, plus the model-response listener and the watch layer."""
-        turns, precheck, name = self.turns, self.precheck, self.name
+        precheck, name = self.precheck, self.name
+        conv = enter_for_turn(stack, context)  # the turn's conversation, current
 
         async def note(event: ModelResponse, context: Context) -> None:
-            turns.note(event)
+            if conv is not None:
+                conv.note(event)
             if precheck is not None:
                 for c in getattr(event.tool_calls, "calls", None) or []:
                     if c.name == name:
@@ -247,10 +251,9 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(name)
     hooks = [d.middleware for d in tool.middleware]
-    turns = Turns()
     ptool = ProtectedTool(never, depends_on=guard.depends_on, name=name)
-    if team is not None:  # reads made by tools of a response are stamped with its turn
-        team.turn_source = lambda: turns.current
+    if team is not None:  # reads and calls: of their AG2 conversation, stamped by turn
+        stamp_reads(team)
 
     def precheck(event: ToolCallEvent) -> None:
         args, _why = run_args(event)
@@ -275,42 +278,51 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         return CALLING_AGENT.get() or (team.name if team is not None else
                                        agent if isinstance(agent, str) else "executor")
 
-    def unfit(event: ToolCallEvent, error: ToolErrorEvent) -> ToolErrorEvent:
+    def unfit(event: ToolCallEvent, error: ToolErrorEvent,
+              yes: dict[str, Any] | None = None) -> ToolErrorEvent:
         """Arguments that do not fit the schema: a call refused before the gate.
 
         Recorded as a blocked protected action (policy ``before the gate``), whether or
-        not the tool's calls were gated before (QA r8-ag2mcp D6); ``error`` goes on.
+        not the tool's calls were gated before (QA r8-ag2mcp D6); ``error`` goes on. A
+        human's recorded "yes" (``yes``) names the refused action's task.
         """
         rec = _run_recorder(recorder, name)
         if rec is not None:
             text = said(error)
-            refused_call(rec, caller(), name, given_args(event),
-                         f"BLOCKED: {INVALID_ARGUMENTS}: {text}", reason=INVALID_ARGUMENTS,
-                         detail=text)
+            task = refused_call(rec, caller(), name, given_args(event),
+                                f"BLOCKED: {INVALID_ARGUMENTS}: {text}",
+                                reason=INVALID_ARGUMENTS, detail=text)
+            if yes is not None:
+                with rec._lock:
+                    yes["task"] = task
         return error
 
-    def approved(event: ToolCallEvent, context: Any) -> None:
+    def approved(event: ToolCallEvent, context: Any) -> dict[str, Any] | None:
         """A human approved the call before the gate: a "yes", recorded.
 
         AG2's approval request naming it (``approval_required()``), recorded as the
-        other integrations record it (``a human answered approve ...``). Another
+        other integrations record it (``a human answered approve ...``), with the
+        model's arguments as given, also when they are no JSON object (``{"raw": ...}``;
+        the call is then refused ``invalid_arguments``: QA qa-new10 S3). Another
         question is no approval (#28).
         """
         rec = _run_recorder(recorder, name)
         if rec is not None and approval_asked(context, event):
-            record_approval(rec, caller(), name, given_args(event))
+            return record_approval(rec, caller(), name, given_args(event))
+        return None
 
     async def team_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        yes = approved(event, context)  # the human's "yes", whatever the arguments
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
-            return unfit(event, args)
-        approved(event, context)  # the human's "yes" to arguments that read
+            return unfit(event, args, yes)
         try:
             norm_args = norm(args)
         except IntegrationError as exc:
-            return unfit(event, invalid(event, name, norm, args, exc))
-        turn = turns.of.get(event.id, event.id)
+            return unfit(event, invalid(event, name, norm, args, exc), yes)
+        conv = CONVERSATION.get()
+        turn = conv.turn_of(event.id) if conv is not None else event.id
         wanted = asked_request(team, guard, name, context, event, norm_args, turn)
 
         def approve(req: ApprovalRequest) -> bool:
@@ -343,10 +355,10 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
     async def fence_gate(call_next: Any, event: ToolCallEvent, context: Any) -> Any:
         reached_gate()
+        yes = approved(event, context)  # the human's "yes", whatever the arguments
         args = model_args(event, name)
         if isinstance(args, ToolErrorEvent):
-            return unfit(event, args)
-        approved(event, context)  # the human's "yes" to arguments that read
+            return unfit(event, args, yes)
         asked = was_asked(context)
         fresh: list[Any] = []
         variables = getattr(context, "variables", None)
@@ -393,7 +405,6 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
     model.call = entering(model.call)  # the call did not run)
     wrapped = FencedTool(model, name=name, description=tool.schema.function.description,
                          schema=tool.schema.function.parameters, middleware=[*hooks, gate])
-    wrapped.turns = turns
 
     def unreached(event: ToolCallEvent, context: Any, result: Any) -> None:
         """A human was asked and the call never reached the gate: a refused call."""

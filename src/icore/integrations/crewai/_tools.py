@@ -69,6 +69,7 @@ from icore.integrations.crewai._attempts import (
     UnknownAttempts,
     retry_message,
 )
+from icore.integrations._turn_source import install_turn_source
 from icore.integrations.crewai._events import ACTIVE_RECORDER
 from icore.integrations.crewai._setup import check_base_tool, probe_scope, schema_fields
 from icore.integrations.crewai._turns import (
@@ -326,18 +327,7 @@ def _stamp_reads(team: TeamAgent) -> None:
     on one agent handle never pool their reads (QA qa-crew S1).
     """
     team.detect_scope(run_scope)
-    prev = team.turn_source
-    if prev is None or prev is read_turn or getattr(prev, "icore_crewai", False):
-        team.turn_source = read_turn
-        return
-    other = prev
-
-    def either() -> Hashable | None:
-        got = read_turn()
-        return got if got is not None else other()
-
-    either.icore_crewai = True  # type: ignore[attr-defined]
-    team.turn_source = either
+    install_turn_source(team, read_turn, "icore_crewai")
 
 
 def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
