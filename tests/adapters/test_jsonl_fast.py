@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from icore.adapters import AdapterError, parse_jsonl
 from icore.adapters._jsonl import _decode
-from icore.adapters._trace import name_key
+from icore.adapters._trace_values import (
+    name_key,
+)
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)

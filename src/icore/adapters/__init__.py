@@ -81,9 +81,6 @@ from icore.adapters._trace import (
     Step,
     StepKind,
     Trace,
-    as_bool,
-    as_step,
-    name_key,
 )
 from icore.adapters._trace_audit import (
     ROOT,
@@ -97,6 +94,11 @@ from icore.adapters._trace_audit import (
     scan_paths,
 )
 from icore.adapters._trace_places import FlagPlaces
+from icore.adapters._trace_values import (
+    as_bool,
+    as_step,
+    name_key,
+)
 from icore.adapters._unknown_outcome import MAY_HAVE_RUN_MARK, OUTCOME_UNKNOWN
 from icore.adapters._values import (
     DEFAULT_MAX_INPUT_MB,

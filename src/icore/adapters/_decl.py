@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from icore.adapters._evidence import capabilities, check_answer, check_ledger, check_output
-from icore.adapters._trace import name_key
+from icore.adapters._trace_values import (
+    name_key,
+)
 from icore.state import (
     AgentDecl,
     AssertionKind,

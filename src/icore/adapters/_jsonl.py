@@ -80,8 +80,6 @@ from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._line_steps import FileSteps, file_stamp
 from icore.adapters._odd_values import EXIT_MAX, EXIT_MIN, odd_constants, odd_exit_code
 from icore.adapters._trace import (
-    MAX_STEP,
-    AgentNames,
     Annotation,
     HumanAnswer,
     Ledger,
@@ -89,11 +87,8 @@ from icore.adapters._trace import (
     Step,
     StepKind,
     Trace,
-    as_bool,
-    as_name,
-    as_step,
-    as_str,
 )
+from icore.adapters._trace_values import MAX_STEP, AgentNames, as_bool, as_name, as_step, as_str
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
 

@@ -64,13 +64,15 @@ from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
 from icore.adapters._otel_values import OtelSpan, span_agent
 from icore.adapters._trace import (
-    AgentNames,
     HumanAnswer,
     LiveRunPart,
     PlanfenceLog,
     Step,
     StepKind,
     Trace,
+)
+from icore.adapters._trace_values import (
+    AgentNames,
 )
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import (

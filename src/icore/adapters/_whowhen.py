@@ -20,12 +20,14 @@ from icore.adapters._errors import AdapterError
 from icore.adapters._json_where import located
 from icore.adapters._json_window import MAX_DEPTH
 from icore.adapters._trace import (
-    AgentNames,
     Annotation,
     Ledger,
     Step,
     StepKind,
     Trace,
+)
+from icore.adapters._trace_values import (
+    AgentNames,
     as_bool,
     as_name,
     as_step,

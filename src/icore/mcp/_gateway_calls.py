@@ -55,7 +55,8 @@ from icore.mcp._gateway_refusal import NOT_FORWARDED as _NOT_FORWARDED
 from icore.mcp._gateway_refusal import error_result as _error_result
 from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
-from icore.mcp._session_log import GatewayTrace, Replans
+from icore.mcp._replans import Replans
+from icore.mcp._session_log import GatewayTrace
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
 from icore.mcp._upstream_failed import MAY_HAVE_RUN, UpstreamError

@@ -18,9 +18,9 @@ How a gateway run reads in the audit:
   so a run whose calls were all valid audits clean (the session's work is planned and
   assigned, as a framework recording's model turns are);
 * a replan is the session's next call of a tool after a ``stale`` refusal that cites the
-  values handed over (:class:`Replans`): a ``replan`` line rewriting the stale call's
-  plan (its ``plan_id``) with whether it ran (``executed``); a further attempt of a
-  failed replan is no new replan (and no new plan);
+  values handed over (:class:`icore.mcp._replans.Replans`): a ``replan`` line rewriting
+  the stale call's plan (its ``plan_id``) with whether it ran (``executed``); a further
+  attempt of a failed replan is no new replan (and no new plan);
 * a call refused before the gate decided (``not_read``, ``owner_unavailable``,
   ``dependency_unreadable``, ``gateway_error``, ``no_session``, ...) is a ``blocked``
   PlanFence decision with that reason (policy :data:`GATEWAY_POLICY`), so the audit's
@@ -36,111 +36,24 @@ import os
 import stat
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from icore._strict_json import strict_dumps
 from icore.adapters import MAY_HAVE_RUN_MARK
-from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
+from icore.fence import DecisionEntry, GateDecision, Outcome
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
+from icore.mcp._replans import Ticket
 from icore.mcp._trace_claim import (
     TraceClaim,
     free_sibling,
     open_new_trace,
     replace_atomically,
 )
-from icore.records import Record, RecordId, canonical_json
+from icore.records import Record, RecordId
 
 log = logging.getLogger("icore.mcp")
-
-
-@dataclass
-class _Ticket:
-    ids: dict[str, RecordId]
-    roots: tuple[RecordId, ...]
-    failed: bool = False
-    args: bytes | None = None  # the stale call's arguments, canonical JSON
-    moved: tuple[str, ...] = ()  # keys whose handed-over value differs from the planned
-    resent: tuple[str, ...] = ()  # moved, when the replan's arguments are the same
-
-
-def _canonical(args: Mapping[str, Any]) -> bytes | None:
-    try:
-        return canonical_json(dict(args))
-    except Exception:  # not JSON: never "the same arguments"
-        return None
-
-
-class Replans:
-    """Which protected call is a replan (planfence App. A.3), per session, tool and D(a).
-
-    After a ``stale`` refusal the fresh versions are handed to the session; its next call
-    of the tool citing exactly those versions is the one replan (the workspace validates
-    it with ``replanned``). A call citing other versions (the session read again) is a
-    new plan. A replan that was blocked stays blocked until a new read; attempts in
-    between are retries of it, not new replans.
-    """
-
-    def __init__(self) -> None:
-        self._tickets: dict[tuple[str, str, frozenset[str]], _Ticket] = {}
-        self._lock = threading.Lock()
-
-    def before(self, view: SessionView, tool: str, deps: frozenset[str],
-               args: Mapping[str, Any] | None = None) -> _Ticket | None:
-        """The ticket this call redeems (it is a replan), else None.
-
-        Its :attr:`_Ticket.resent` says whether the replan is the stale call resent
-        unchanged (``args`` equal to its arguments although a value it was planned from
-        changed): the ``resent_unchanged`` keys of the replan line (QA qa-new10c S2).
-        """
-        key = (view.sid, tool, deps)
-        with self._lock:
-            t = self._tickets.get(key)
-            if t is None:
-                return None
-            seen = view.seen
-            if all(k in seen and seen[k].id == rid for k, rid in t.ids.items()):
-                same = args is not None and t.args is not None and _canonical(args) == t.args
-                t.resent = t.moved if same and not t.failed else ()
-                return t
-            del self._tickets[key]  # read again: a new plan
-            return None
-
-    def after(self, view: SessionView, tool: str, deps: frozenset[str], v: Verdict,
-              ticket: _Ticket | None, args: Mapping[str, Any] | None = None,
-              planned: Mapping[str, Record] | None = None) -> str | None:
-        """Note the call's outcome.
-
-        ``args``, ``planned``: the call's arguments and the versions the session held
-        before it, kept with a ``stale`` refusal's ticket.
-
-        Returns:
-            ``"replan"`` (this call is a replan), ``"retry"`` (a further attempt of a
-            blocked replan) or None (a plan of its own).
-        """
-        key = (view.sid, tool, deps)
-        with self._lock:
-            if ticket is not None:
-                mark = "retry" if ticket.failed else "replan"
-                if v.call.executed:
-                    self._tickets.pop(key, None)
-                else:
-                    ticket.failed = True
-                return mark
-            if v.reason == Reason.STALE.value and not v.call.executed:
-                seen = view.seen
-                root = v.call.record.id if v.call.record is not None else None
-                was = planned or {}
-                moved = tuple(sorted(k for k, r in v.changed.items() if k in was and
-                                     canonical_json(was[k].content) != canonical_json(
-                                         r.content)))
-                self._tickets[key] = _Ticket({k: seen[k].id for k in deps if k in seen},
-                                             (root,) if root else (),
-                                             args=None if args is None else _canonical(args),
-                                             moved=moved)
-        return None
 
 
 def _heads(heads: Mapping[str, list[str]] | None) -> dict[str, Any]:
@@ -303,7 +216,7 @@ class GatewayTrace:
             self.flush()
 
     def authorized(self, view: SessionView, tool: str, since: int, args: Mapping[str, Any],
-                   *, task: str, ticket: _Ticket | None,
+                   *, task: str, ticket: Ticket | None,
                    heads: Mapping[str, list[str]] | None = None) -> None:
         """A protected call the gate authorized, written (flushed) before it is forwarded.
 

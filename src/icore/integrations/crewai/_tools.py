@@ -61,6 +61,7 @@ from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, w
 from icore.integrations._fenced import agent_error
 from icore.integrations._refusals import BEFORE_GATE_POLICY, refused_call
 from icore.integrations._tool_failed import describe
+from icore.integrations._turn_source import install_turn_source
 from icore.integrations.crewai._attempts import (
     APPROVAL_FAILED,
     RETRY_UNKNOWN,
@@ -69,7 +70,6 @@ from icore.integrations.crewai._attempts import (
     UnknownAttempts,
     retry_message,
 )
-from icore.integrations._turn_source import install_turn_source
 from icore.integrations.crewai._events import ACTIVE_RECORDER
 from icore.integrations.crewai._setup import check_base_tool, probe_scope, schema_fields
 from icore.integrations.crewai._turns import (
