@@ -92,15 +92,17 @@ def witness_approvals() -> None:
             return
         base = RunContextWrapper.approve_tool
 
-        def approve_tool(self: Any, approval_item: Any, always_approve: bool = False
-                         ) -> None:
+        def approve_tool(self: Any, approval_item: Any, *args: Any, **kwargs: Any) -> None:
+            # the SDK's own call first: an approval it refuses (raises) is never noted;
+            # later SDK parameters pass through unchanged
+            base(self, approval_item, *args, **kwargs)
+            always = kwargs.get("always_approve", args[0] if args else False)
             key = _item_key(approval_item)
             if key is not None:
                 with _WITNESS_LOCK:
                     _note(*key)
-                    if always_approve is True:
+                    if always is True:
                         _note(key[0], key[1], None)
-            base(self, approval_item, always_approve=always_approve)
 
         approve_tool.__doc__ = base.__doc__
         RunContextWrapper.approve_tool = approve_tool  # type: ignore[method-assign]
