@@ -18,6 +18,18 @@ cancellation (an ``asyncio`` Ctrl-C), a timeout, a Ctrl-C in a sync tool (#29)."
 _OPEN_TEXT = ("CancelledError", "TimeoutError", "KeyboardInterrupt")
 
 
+def own_exception(exc: BaseException) -> BaseException:
+    """The tool's own exception of ``exc``.
+
+    A framework's private wrapper (``_``-named, carrying it as ``error``: CrewAI's)
+    unwrapped; any other exception is its own.
+    """
+    inner = getattr(exc, "error", None)
+    if type(exc).__name__.startswith("_") and isinstance(inner, BaseException):
+        return inner
+    return exc
+
+
 @dataclass(frozen=True, slots=True)
 class Failed:
     """What a tool that failed after its authorization gave back.
@@ -50,7 +62,7 @@ class Failed:
         if self.open is not None:
             return self.open
         if self.exc is not None:
-            return isinstance(self.exc, OPEN_FAILURES)
+            return isinstance(own_exception(self.exc), OPEN_FAILURES)
         return self.error.lstrip().startswith(_OPEN_TEXT)
 
     def reraise(self) -> Any:
@@ -66,4 +78,4 @@ class Failed:
         return f"ERROR: {self.error}{shown}"[:2000]
 
 
-__all__ = ["OPEN_FAILURES", "Failed"]
+__all__ = ["OPEN_FAILURES", "Failed", "own_exception"]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from icore.fence import ActionResult
-from icore.integrations._failed import Failed
+from icore.integrations._failed import Failed, own_exception
 from icore.workspace import WorkspaceError
 
 if TYPE_CHECKING:
@@ -30,9 +30,7 @@ if TYPE_CHECKING:
 
 def describe(exc: BaseException) -> str:
     """``Type: message`` of an exception (a cancellation named as such)."""
-    inner = getattr(exc, "error", None)  # a wrapper carrying the tool's own exception
-    if type(exc).__name__.startswith("_") and isinstance(inner, BaseException):
-        exc = inner
+    exc = own_exception(exc)  # a wrapper carrying the tool's own exception
     text = str(exc)
     name = type(exc).__name__
     if name == "CancelledError":
