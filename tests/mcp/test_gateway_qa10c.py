@@ -151,6 +151,8 @@ def test_garbage_answers_may_have_run(tmp_path: Path, lean: str,
         assert "pydantic" not in said and len(said) < 600, said
         assert (got[n].meta or {})["icore/upstream"] == {"upstream": "g",
                                                          "may_have_run": True}
+    if lean == "1":  # the lean path names the status (#29; the SDK's error has none)
+        assert "error response (HTTP 500)" in text(got["html500"]), text(got["html500"])
     counts = audited_actions(tmp_path / "trace.jsonl")
     assert counts["outcome unknown"] == 4, counts
     assert counts["failed after authorization"] == 2 and counts["valid"] == 1, counts

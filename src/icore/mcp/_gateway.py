@@ -124,7 +124,7 @@ class Gateway:
         except BaseException:
             self.trace.discard()
             raise
-        self.asks = Asks(self.trace)
+        self.asks = Asks(self.trace, manifest.ask_timeout_s)
         """Upstreams' questions to the clients (elicitation, sampling), forwarded."""
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})

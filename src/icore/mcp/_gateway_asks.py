@@ -18,13 +18,13 @@ whose call is in flight there (#29):
 The client's answer is the upstream's answer. A client that declared no elicitation
 (sampling) capability, or that cannot be sent a request (no back channel), gets the
 upstream the SDK's own "Elicitation not supported" ("Sampling not supported"). Each
-question waits at most :data:`ASK_TIMEOUT_S` for its answer, and the upstream call's own
-``timeout_s`` does not run meanwhile (the upstream waits on the human, it does not
-work); a client session that closes while asked fails the question at once, so the
-upstream's call ends. The question and the answer go to the trace: a human's answer to
-a protected call as the recorders write approvals (``answered_by: "human"``, a
-``decision``, the tool and its arguments), so ``icore audit`` shows the action approved
-or rejected by a human.
+question waits at most the manifest's ``ask_timeout_s`` (default 300) for its answer,
+and the upstream call's own ``timeout_s`` does not run meanwhile (the upstream waits on
+the human, it does not work); a client session that closes while asked fails the
+question at once, so the upstream's call ends. The question and the answer go to the
+trace: a human's answer to a protected call as the recorders write approvals
+(``answered_by: "human"``, a ``decision``, the tool and its arguments), so ``icore
+audit`` shows the action approved or rejected by a human.
 """
 
 from __future__ import annotations
@@ -42,9 +42,6 @@ if TYPE_CHECKING:
     from icore.mcp._session_log import GatewayTrace
 
 log = logging.getLogger("icore.mcp")
-
-ASK_TIMEOUT_S = 300.0
-"""Longest wait for a client's answer to an upstream's question, seconds."""
 
 NOT_SUPPORTED = {"elicitation": "Elicitation not supported",
                  "sampling": "Sampling not supported"}
@@ -142,10 +139,13 @@ class Asks:
 
     Args:
         trace: the gateway's trace (each question and answer).
+        timeout_s: longest wait for a client's answer to one question, seconds (the
+            manifest's ``ask_timeout_s``).
     """
 
-    def __init__(self, trace: GatewayTrace) -> None:
+    def __init__(self, trace: GatewayTrace, timeout_s: float = 300.0) -> None:
         self.trace = trace
+        self.timeout_s = timeout_s
         self._inflight: dict[str, list[Caller]] = {}
 
     @contextlib.contextmanager
@@ -194,7 +194,7 @@ class Asks:
 
         Returns the client's result, or ``ErrorData`` (never raises): no caller found, a
         client that cannot be asked (:data:`NOT_SUPPORTED`), no answer within
-        :data:`ASK_TIMEOUT_S`, the client's own error or its session gone.
+        :attr:`timeout_s`, the client's own error or its session gone.
         """
         import mcp_types as types
         caller, exact, why = self._caller(upstream)
@@ -221,9 +221,10 @@ class Asks:
             return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_SUPPORTED[kind])
         try:
             with caller.paused():
-                result = await _unless_gone(caller, _send(caller, kind, params))
+                result = await _unless_gone(caller, _send(caller, kind, params,
+                                                          self.timeout_s))
         except Exception as exc:  # the client's error, no answer in time, session gone
-            text = _failure(exc)
+            text = _failure(exc, self.timeout_s)
             self.trace.note(caller.sid, f"no answer from the client to {kind} during "
                             f"{tool}: {text}", ask={**asked, "error": text})
             code = getattr(getattr(exc, "error", None), "code", None)
@@ -293,7 +294,7 @@ def _standalone(session: Any) -> bool:
                         False))
 
 
-async def _send(caller: Caller, kind: str, params: Any) -> Any:
+async def _send(caller: Caller, kind: str, params: Any, timeout_s: float) -> Any:
     """The request to the caller's client; its result.
 
     On its call's own channel (stdio; an SSE answer), else on the connection's own (the
@@ -307,12 +308,12 @@ async def _send(caller: Caller, kind: str, params: Any) -> Any:
     if kind == "elicitation":
         return await caller.ctx.session.send_request(
             types.ElicitRequest(params=params), types.ElicitResult,
-            request_read_timeout_seconds=ASK_TIMEOUT_S, metadata=meta)
+            request_read_timeout_seconds=timeout_s, metadata=meta)
     result_type = types.CreateMessageResultWithTools if getattr(params, "tools", None) \
         else types.CreateMessageResult
     return await caller.ctx.session.send_request(
         types.CreateMessageRequest(params=params), result_type,
-        request_read_timeout_seconds=ASK_TIMEOUT_S, metadata=meta)
+        request_read_timeout_seconds=timeout_s, metadata=meta)
 
 
 class ClientGone(Exception):
@@ -351,9 +352,9 @@ async def _unless_gone(caller: Caller, asking: Any) -> Any:
     return got[0]
 
 
-def _failure(exc: BaseException) -> str:
+def _failure(exc: BaseException, timeout_s: float) -> str:
     """What a question's failure says (the client's error, a timeout, a closed session)."""
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     if isinstance(exc, TimeoutError) or "timed out" in text.lower():
-        return f"the client did not answer within {ASK_TIMEOUT_S:g} s"
+        return f"the client did not answer within {timeout_s:g} s"
     return text[:300]

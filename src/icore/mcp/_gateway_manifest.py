@@ -61,6 +61,8 @@ DEFAULT_CALL_TIMEOUT_S = 30.0
 """Default bound of one upstream request (tools/call, resources/read), in seconds."""
 DEFAULT_GATE_TIMEOUT_S = 2.0
 """Default bound of one owner head query of the gate, in seconds (design.md 3.2)."""
+DEFAULT_ASK_TIMEOUT_S = 300.0
+"""Default longest wait for a client's answer to an upstream's question, seconds."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class GatewayError(IntegrationError):
@@ -85,19 +87,17 @@ class UpstreamSpec(_Model):
 
     Attributes:
         command: executable to launch (stdio); with ``args``, ``env`` (added to a safe
-            default environment: PATH, HOME, ...) and ``cwd`` (default: the manifest's
-            folder; relative to it). A bare ``python`` or ``python3`` is the interpreter
-            running the gateway (``sys.executable``: its venv, even when a desktop client
-            launches it with the venv not active); another interpreter by its path.
+            default one: PATH, HOME, ...) and ``cwd`` (default: the manifest's folder;
+            relative to it). A bare ``python``/``python3`` is the gateway's interpreter
+            (``sys.executable``: its venv, even when launched with the venv not active).
         url: the server's streamable-HTTP endpoint (``http(s)://host:port/mcp``).
         timeout_s: bound of one request to this upstream, seconds (> 0).
         connect_timeout_s: bound of its launch and ``initialize``, s (default 30 or timeout_s).
         headers: extra HTTP headers (``url`` only).
-        trust_updates: trust this upstream's ``notifications/resources/updated``: a
-            resource of a D(a) it serves is not read again at a protected call while the
-            gateway holds a live subscription to it, read since the subscription began,
-            with no update since (only when it declares ``resources.subscribe``; docs/mcp.md).
-            A YAML bool only (``'yes'`` or ``1`` is refused).
+        trust_updates: trust its ``notifications/resources/updated`` (a YAML bool only): a
+            D(a) resource it serves is not read again at a protected call while the gateway
+            holds a live subscription to it, read since it began, with no update since
+            (only when it declares ``resources.subscribe``; docs/mcp.md).
     """
 
     command: str | None = None
@@ -276,16 +276,15 @@ class GatewayManifest(_Model):
         tools: tool name (as clients see it) -> :class:`ToolSpec`; others pass through.
         trace: the JSONL trace file ``icore audit`` reads (relative to the manifest);
             None: keep it in memory only.
-        otel: OpenTelemetry export of the gate decisions (GenAI conventions, extra
-            ``icore[otel]``): an OTLP/HTTP collector URL, or ``file:PATH`` (OTLP JSON
-            lines). Each decision's span continues the client's trace context
-            (``traceparent`` in the request's ``params._meta``).
+        otel: gate decisions' OpenTelemetry export (GenAI conventions, ``icore[otel]``):
+            an OTLP/HTTP URL or ``file:PATH`` (OTLP JSON lines); each span continues the
+            client's trace context (``traceparent`` in the request's ``params._meta``).
         gate_timeout_s: bound of one owner query of the gate, seconds.
+        ask_timeout_s: longest wait for a client's answer to an upstream's question, s.
         http: :class:`HttpSpec` (``--http`` only: the clients' bearer tokens).
-        max_message_mb: the largest JSON-RPC message a client may send, MiB (a stdio
-            line, an HTTP body; default 16: above the 4 MiB record of a protected call's
-            arguments, refused as ``args_too_large``): a longer one is answered with a JSON-RPC
-            error (HTTP 413) naming the cap, never parsed, forwarded or traced (#29).
+        max_message_mb: the largest JSON-RPC message a client may send (a stdio line, an
+            HTTP body), MiB (default 16, above a protected call's 4 MiB ``args_too_large``):
+            a longer one is answered (HTTP 413) naming the cap, never parsed or traced (#29).
         base_dir: folder relative paths are resolved against (set by :func:`load_manifest`).
     """
 
@@ -298,6 +297,7 @@ class GatewayManifest(_Model):
     trace: str | None = None
     otel: str | None = None
     gate_timeout_s: float = Field(DEFAULT_GATE_TIMEOUT_S, gt=0, le=60, allow_inf_nan=False)
+    ask_timeout_s: float = Field(DEFAULT_ASK_TIMEOUT_S, gt=0, le=86400, allow_inf_nan=False)
     http: HttpSpec = HttpSpec()
     max_message_mb: float = Field(DEFAULT_MAX_MESSAGE_MB, gt=0, le=1024, allow_inf_nan=False)
     base_dir: str = "."

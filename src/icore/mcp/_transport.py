@@ -41,6 +41,8 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
     async with Gateway(manifest) as gw, pipe_stdio(limit) as files, \
             anyio.create_task_group() as tg:
         gw.single_client = True
+        if manifest.trace is None:  # stderr only: stdout is the protocol (#29)
+            print(UNTRACED, file=sys.stderr, flush=True)
         run = anyio.CancelScope()
         # not pipes (a terminal, a file): read and written by a worker thread, with the
         # same line cap and answers to malformed lines (#29; the SDK's stdio_server had none)
@@ -332,7 +334,7 @@ class ClientGoneFilter(logging.Filter):
 
 UNTRACED = ("icore mcp: warning: the manifest has no trace: line, so this run is not "
             "recorded (icore audit has nothing to read); add trace: FILE to record it")
-"""The line after the HTTP ready line of a gateway without a trace."""
+"""The warning of a gateway without a trace: at stdio start, after the HTTP ready line."""
 
 
 def _url_host(host: str) -> str:

@@ -351,7 +351,7 @@ class LeanCalls:
                 raise (MCPError(INVALID_REQUEST, "Session terminated") if
                        self.transport.session_id and not followed
                        else MCPError(METHOD_NOT_FOUND, "Not Found"))
-            raise MCPError(INTERNAL_ERROR, "Server returned an error response")
+            raise MCPError(INTERNAL_ERROR, f"Server returned an error response (HTTP {status})")
         if ctype.startswith("application/json") and post:
             return response_result(await self._whole(conn, what), rid), None, None
         if ctype.startswith("text/event-stream"):
