@@ -38,7 +38,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, ConfigDict, create_model
 
-from icore.errors import IntegrationError
+from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import Fence
 from icore.integrations import (
     AnyReplanner,
@@ -55,6 +55,8 @@ from icore.integrations._scope_once import one_call
 from icore.integrations.langgraph._fenced_node import (
     _FW,
     _ORDER,
+    _RAN,
+    _REFUSED,
     _RUNTIME,
     RootsFrom,
     StateUpdate,
@@ -182,7 +184,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             given for (needs a checkpointer). Several approval calls of one message
             in one ``ToolNode`` are asked one at a time, in the message's order; a call
             that ran under its approval never runs again when LangGraph replays the
-            node (its recorded result is returned).
+            node (its recorded result is returned). Any agent-mode call that ran or
+            was refused before a resume returns that answer when LangGraph re-runs its
+            step (recorded as a replay); one whose earlier attempt never finished is
+            refused (outcome unknown), never run twice.
 
     Returns:
         A ``StructuredTool`` with the original name, description and model-facing
@@ -267,6 +272,28 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             return inner
         return reviewed_check(guard, base.name, norm, f.turn(runtime, call_id), inner)
 
+    def replay(step: Hashable | None, key: Hashable, config: Any, call_id: str | None,
+               norm: dict[str, JSONValue]) -> tuple[bool, Any]:
+        # a call answered in an earlier attempt of this step: recorded as a replay (one
+        # thought line with the call id), never as a new decision or action
+        try:
+            again, value = f.earlier(step, key)
+        except ToolException as exc:
+            said: Any = str(exc)
+            again, value = True, exc
+        else:
+            said = value
+        if again:
+            rec = guard.recorder or _handler_recorder(config)
+            if rec is not None:
+                who = rec.caller(base.name, call_id) or guard.agent or "agent"
+                rec.add(who, "thought", f"replayed {base.name}: answered before the resume, "
+                        f"not run again: {str(said)[:200]}", tool=base.name, args=norm,
+                        tool_call_id=call_id, replay=True)
+        if isinstance(value, ToolException):
+            raise value
+        return again, value
+
     def run_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
@@ -281,6 +308,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 _ORDER.wait(attempt, _earlier_approval_calls(runtime, call_id))
             if agent_mode:
                 again, value = f.replayed(key, f.turn(runtime, call_id))
+                if again:
+                    return value
+                step = f.step_key(key, config, norm)  # a re-run step: answered before
+                again, value = replay(step, key, config, call_id, norm)
                 if again:
                     return value
 
@@ -298,13 +329,21 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             if agent_mode:
                 granted: list[str] = []
-                with one_call():  # D(a) asked once: the approval's request and the gate
-                    approve = reviewed(runtime, norm, call_id, f.approver(
-                        key, granted, lambda: signal(attempt, call_id)))
-                    gated = guard.run(base.name, call, norm, turn=f.turn(runtime, call_id),
-                                      normalize=f.norm, approve=approve, recorder=rec,
-                                      call_id=call_id)
-                result = f.out(gated, runtime)
+                try:
+                    with one_call():  # D(a) asked once: the approval's request and the gate
+                        approve = reviewed(runtime, norm, call_id, f.approver(
+                            key, granted, lambda: signal(attempt, call_id)))
+                        gated = guard.run(base.name, call, norm,
+                                          turn=f.turn(runtime, call_id), normalize=f.norm,
+                                          approve=approve, recorder=rec, call_id=call_id)
+                    result = f.out(gated, runtime)
+                except (GraphInterrupt, ActionBlocked):  # paused, or nothing ran: again
+                    f.settle(step, None)
+                    raise
+                except ToolException as exc:  # refused (or the tool's own error)
+                    f.settle(step, _REFUSED, str(exc))
+                    raise
+                f.settle(step, _RAN, result)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
             r = f.plan_roots(runtime, args)
@@ -329,6 +368,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 again, value = f.replayed(key, f.turn(runtime, call_id))
                 if again:
                     return value
+                step = f.step_key(key, config, norm)  # a re-run step: answered before
+                again, value = replay(step, key, config, call_id, norm)
+                if again:
+                    return value
 
             async def call(**a: Any) -> Any:
                 if agent_mode:  # again: a use off this line while the gate decided
@@ -343,13 +386,22 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             if agent_mode:
                 granted: list[str] = []
-                with one_call():
-                    approve = reviewed(runtime, norm, call_id, f.approver(
-                        key, granted, lambda: signal(attempt, call_id)))
-                    gated = await guard.arun(base.name, call, norm,
-                                             turn=f.turn(runtime, call_id), normalize=f.norm,
-                                             approve=approve, recorder=rec, call_id=call_id)
-                result = f.out(gated, runtime)
+                try:
+                    with one_call():
+                        approve = reviewed(runtime, norm, call_id, f.approver(
+                            key, granted, lambda: signal(attempt, call_id)))
+                        gated = await guard.arun(base.name, call, norm,
+                                                 turn=f.turn(runtime, call_id),
+                                                 normalize=f.norm, approve=approve,
+                                                 recorder=rec, call_id=call_id)
+                    result = f.out(gated, runtime)
+                except (GraphInterrupt, ActionBlocked):
+                    f.settle(step, None)
+                    raise
+                except ToolException as exc:
+                    f.settle(step, _REFUSED, str(exc))
+                    raise
+                f.settle(step, _RAN, result)
                 f.executed(key, f.turn(runtime, call_id), granted, result)
                 return result
             r = f.plan_roots(runtime, args)
