@@ -45,6 +45,34 @@ async def approve(amount: int, ctx: Context) -> str:
     return f"approval: {r.action}" + ("" if data is None else f" approve={data.approve}")
 
 
+class _Noted(BaseModel):
+    approve: bool
+    note: str = ""
+
+
+@mcp.tool()
+async def approve_noted(amount: int, ctx: Context) -> str:
+    """Ask a two-field form (approve, note: QA qa-new11 S2), then answer what it got."""
+    try:
+        r = await ctx.elicit(f"Pay {amount}?", _Noted)
+    except Exception as exc:
+        return f"error: {exc}"
+    data = getattr(r, "data", None)
+    return f"approval: {r.action}" + ("" if data is None else f" approve={data.approve}")
+
+
+class _Name(BaseModel):
+    name: str
+
+
+@mcp.tool()
+async def ask_name(amount: int, ctx: Context) -> str:
+    """Ask a free-input form (no yes/no field), then answer it."""
+    r = await ctx.elicit(f"Who pays {amount}?", _Name)
+    data = getattr(r, "data", None)
+    return f"name: {r.action}" + ("" if data is None else f" {data.name}")
+
+
 @mcp.tool()
 async def summarize(text: str, ctx: Context) -> str:
     """Ask the client's model to summarize text (sampling), then answer its summary."""

@@ -248,7 +248,7 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
         for ans in exact:
             at = named[str(ans.task)]
             taken.add(at)
-            out[at] = replace(out[at], human_step=ans.step,
+            out[at] = replace(out[at], human_step=ans.step, human_during=ans.during,
                               human=APPROVED if ans.approved else REJECTED_BY_HUMAN)
         for ans in (x for x in answers if x.task not in named):
             twin = next((x for x in exact if (x.tool, x.approved) == (ans.tool, ans.approved)
@@ -267,7 +267,7 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
                 hit = next(iter(same or cands), None)
             if hit is not None:
                 taken.add(hit)
-                out[hit] = replace(out[hit], human_step=ans.step,
+                out[hit] = replace(out[hit], human_step=ans.step, human_during=ans.during,
                                    human=APPROVED if ans.approved else REJECTED_BY_HUMAN)
     for i, a in enumerate(out):
         if a.points and a.points[-1].entry.reason == APPROVAL_REJECTED:

@@ -58,7 +58,8 @@ def human_answer(obj: Mapping[str, Any], step: int,
     except (TypeError, ValueError, RecursionError):
         text = None
     return HumanAnswer(step, tool, _DECISIONS[said], None, text,
-                       task if isinstance(task, str) and task else None)
+                       task if isinstance(task, str) and task else None,
+                       isinstance(obj.get("ask"), Mapping))
 
 
 def call_of(obj: Mapping[str, Any], kind: StepKind) -> tuple[str, str, str | None] | None:

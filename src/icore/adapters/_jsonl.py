@@ -303,9 +303,11 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
                 ans := human_answer(obj, st.index, st.kind)):
             answers.append(ans)
             gate_lines = gate_lines or n
-        if "task" in obj and (made := call_of(obj, st.kind)) is not None \
-                and made[0] not in callers:
-            callers[made[0]] = (st.agent, made[2])
+        if "task" in obj and (made := call_of(obj, st.kind)) is not None and (
+                made[0] not in callers or (callers[made[0]][1] is None and made[2])):
+            # the first line naming the call; its arguments from a later one (the MCP
+            # gateway's gate thought names none, its tool output does: QA qa-new11)
+            callers[made[0]] = (callers.get(made[0], (st.agent, None))[0], made[2])
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:

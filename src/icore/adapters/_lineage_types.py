@@ -70,6 +70,9 @@ class ActionLineage:
             gate: :func:`human_answers`), ``rejected`` when a human said no (a recorded
             rejection, or its last decision ``approval_rejected``), else None.
         human_step: the step of the human's recorded answer, when linked.
+        human_during: the answer was to a question the tool asked while it ran (after
+            its gate authorized it: the MCP gateway's forwarded elicitation), not before
+            its gate (QA qa-new11 S3).
         edited: why a record its lineage shows does not match its id, or one of its
             decision lines its digest (``PlanfenceLog.edited``/``edited_decisions``); then
             ``INVALID`` (fail closed: its verdict would rest on the edit). None: none.
@@ -101,6 +104,7 @@ class ActionLineage:
     outcome_unknown: bool = False
     human: str | None = None
     human_step: int | None = None
+    human_during: bool = False
     edited: str | None = None
     resent_unchanged: tuple[str, ...] = ()
     record: str | None = None

@@ -283,6 +283,9 @@ class HumanAnswer:
         task: the protected action (its ``task``) the answer names, when the line names
             it (a refused call's ``tool_output`` with ``answered_by: "human"``, a "yes"
             to a call then refused before its gate), else None: linked to it exactly.
+        during: True for an answer to a question the call's tool asked while it ran
+            (the MCP gateway's forwarded elicitation: its line carries ``ask``), so
+            after the gate authorized the call; False: asked before its gate.
     """
 
     step: int
@@ -291,6 +294,7 @@ class HumanAnswer:
     request: str | None = None
     args: str | None = None
     task: str | None = None
+    during: bool = False
 
 
 @dataclass(frozen=True, slots=True)

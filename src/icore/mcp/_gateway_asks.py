@@ -230,11 +230,13 @@ class Asks:
             code = getattr(getattr(exc, "error", None), "code", None)
             return types.ErrorData(code=code if isinstance(code, int)
                                    else types.INTERNAL_ERROR, message=text)
-        self._answered(caller, exact, kind, asked, result)
+        schema = getattr(params, "requested_schema", None)
+        self._answered(caller, exact, kind, asked, result,
+                       schema if isinstance(schema, Mapping) else None)
         return result
 
     def _answered(self, caller: Caller, exact: bool, kind: str, asked: dict[str, Any],
-                  result: Any) -> None:
+                  result: Any, schema: Mapping[str, Any] | None = None) -> None:
         """Record the client's answer (a human's approval or rejection of a protected call)."""
         import json
         if kind == "sampling":
@@ -246,30 +248,82 @@ class Asks:
                             ask={**asked, "model": getattr(result, "model", None)})
             return
         action, content = result.action, result.content
-        decision = human_decision(action, content)
-        fields: dict[str, Any] = {"ask": {**asked, "action": action, "content": content}}
-        if exact and caller.protected:  # the recorders' form of a human's answer
+        decision = human_decision(action, content, schema)
+        shown = _bounded(content)
+        fields: dict[str, Any] = {"ask": {**asked, "action": action, "content": shown,
+                                          "decision": decision}}
+        if exact and caller.protected and decision != ANSWERED:  # the recorders' form
             fields.update(answered_by="human", decision=decision, tool=caller.tool,
                           args=dict(caller.args))
-        shown = json.dumps(content, ensure_ascii=False, default=str)[:500] \
+        text = json.dumps(shown, ensure_ascii=False, default=str) \
             if content is not None else ""
-        self.trace.note(caller.sid, f"a human answered {action} ({decision}) to "
-                        f"{asked['tool']}'s question" + (f": {shown}" if shown else ""),
+        said = decision if decision != ANSWERED else "answered, neither approved nor rejected"
+        self.trace.note(caller.sid, f"a human answered {action} ({said}) to "
+                        f"{asked['tool']}'s question" + (f": {text}" if text else ""),
                         **fields)
 
 
-def human_decision(action: str, content: Mapping[str, Any] | None) -> str:
-    """A human's answer to an elicitation as an approval (``approve``) or ``reject``.
+ANSWERED = "answered"
+"""A human's answer that is neither an approval nor a rejection (:func:`human_decision`)."""
 
-    ``decline`` and ``cancel`` reject; ``accept`` approves, unless the form is one
-    yes/no field answered no (``{"approve": false}``).
+CONTENT_CAP = 500
+"""Most characters of a human's answer the trace holds (its JSON text, cut beyond)."""
+
+_TYPES: dict[str, tuple[type, ...]] = {"boolean": (bool,), "string": (str,),
+                                       "integer": (int,), "number": (int, float),
+                                       "array": (list,)}
+
+
+def human_decision(action: str, content: Mapping[str, Any] | None,
+                   schema: Mapping[str, Any] | None = None) -> str:
+    """A human's answer to an elicitation: ``approve``, ``reject`` or :data:`ANSWERED`.
+
+    Fail closed (QA qa-new11 S2): ``decline`` and ``cancel`` reject; any boolean field
+    the requested ``schema`` declares answered ``false`` rejects; ``accept`` approves only
+    when every boolean field the schema declares is answered ``true`` and the content
+    fits the schema (its properties' types, enums, required fields, no others). Content
+    that does not fit, a form with no boolean field (free input, not a yes/no), or no
+    schema at all: :data:`ANSWERED`, neither approved nor rejected.
     """
     if action != "accept":
         return "reject"
-    values = list((content or {}).values())
-    if len(values) == 1 and isinstance(values[0], bool):
-        return "approve" if values[0] else "reject"
-    return "approve"
+    props = (schema or {}).get("properties")
+    if not isinstance(props, Mapping) or not isinstance(content, Mapping):
+        return ANSWERED
+    flags = [k for k, v in props.items()
+             if isinstance(v, Mapping) and v.get("type") == "boolean"]
+    if any(content.get(k) is False for k in flags):
+        return "reject"
+    if not flags or not _fits(content, props, (schema or {}).get("required")):
+        return ANSWERED
+    return "approve" if all(content.get(k) is True for k in flags) else ANSWERED
+
+
+def _fits(content: Mapping[str, Any], props: Mapping[str, Any], required: Any) -> bool:
+    """Whether ``content`` fits an elicitation form's ``props`` (and ``required``)."""
+    if isinstance(required, list) and any(k not in content for k in required):
+        return False
+    for key, value in content.items():
+        prop = props.get(key)
+        if not isinstance(prop, Mapping):
+            return False
+        kinds = _TYPES.get(str(prop.get("type")))
+        if kinds is None or not isinstance(value, kinds) or \
+                (isinstance(value, bool) and prop.get("type") != "boolean"):
+            return False
+        enum = prop.get("enum")
+        if isinstance(enum, list) and not isinstance(value, list) and value not in enum:
+            return False
+    return True
+
+
+def _bounded(content: Any) -> Any:
+    """A human's answer as the trace holds it: itself, or its JSON text cut at the cap."""
+    import json
+    if content is None:
+        return None
+    text = json.dumps(content, ensure_ascii=False, default=str)
+    return content if len(text) <= CONTENT_CAP else text[:CONTENT_CAP] + "…"
 
 
 def _can_ask(ctx: Any, kind: str, params: Any) -> bool:

@@ -245,7 +245,9 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
                   "forwarded, but the run did not end normally and no result of the call "
                   "was recorded (it may have run).")
     if lineage.human == APPROVED:  # the verdict first, as every reason reads
-        reason = f"{reason.rstrip('.')} (approved by a human{at}, before the gate)."
+        when = "while the call ran, after the gate" if lineage.human_during \
+            else "before the gate"
+        reason = f"{reason.rstrip('.')} (approved by a human{at}, {when})."
     elif lineage.human is not None and not reason.startswith("REJECTED by a human"):
         reason = f"{reason.rstrip('.')} (rejected by a human{at})."
     if outcome_note:
