@@ -197,7 +197,7 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
             if heads[k] not in stale_by:
                 stale_by.append(heads[k])
     last = points[-1] if points else None
-    action = next((r.id for r in reversed(recs) if r.role == "action"), None)
+    action = next((r.id for r in reversed(recs) if r.role == "action"), None) or lineage.record
     error = lineage.error
     if last is not None:
         if last.outcome == "authorized" and error is not None:
