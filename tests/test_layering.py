@@ -44,7 +44,7 @@ LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
 # data folder, optional extras, file writing, frozen-dataclass builders, the msgpack
 # packer, TLS contexts, the event-loop thread and strict JSON text (no bare NaN)
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_frozen", "_msgpack", "_tls",
-          "_threads", "_yaml", "__main__", "_entry", "_strict_json", ""}
+          "_threads", "_yaml", "__main__", "_entry", "_strict_json", "_line_digest", ""}
 PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",

@@ -22,6 +22,7 @@ from ag2.events import ToolCallEvent, ToolErrorEvent
 from ag2.middleware.builtin.tools.approval import approval_required
 from ag2.testing import TestConfig
 
+from icore._line_digest import with_digest
 from icore.adapters import FAILED_AFTER_AUTHORIZATION
 from icore.errors import IntegrationError
 from icore.integrations import RunRecorder
@@ -316,11 +317,13 @@ def test_a_humans_yes_is_recorded_as_the_other_integrations_record_it() -> None:
 
 
 def _edited(path: Path, n: int, **fields: Any) -> Path:
-    """``path`` with the ``n``-th ``ship`` tool output's fields changed (a forged line)."""
+    """``path`` with the ``n``-th ``ship`` tool output's fields changed (a forged line,
+    its digest recomputed: the forger knows the scheme; the ran-after-refusal rule still
+    catches it)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     at = [i for i, x in enumerate(lines) if '"tool_output"' in x and '"tool": "ship"' in x][n]
-    line = {**json.loads(lines[at]), **fields}
-    lines[at] = json.dumps({k: v for k, v in line.items() if v is not None})
+    line = {k: v for k, v in {**json.loads(lines[at]), **fields}.items() if v is not None}
+    lines[at] = json.dumps(with_digest(line))
     out = path.with_name(f"{path.stem}-{n}.jsonl")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out

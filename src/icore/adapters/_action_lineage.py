@@ -159,11 +159,14 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     groups: dict[str, list[DecisionEntry]] = {}
     undigested = planfence.edited_decisions if isinstance(planfence, PlanfenceLog) else {}
     edited_in: dict[str, str] = {}  # action -> why one of its decision lines is edited
+    lines = planfence.edited_lines if isinstance(planfence, PlanfenceLog) else {}
     for i, e in enumerate(entries):
         name = str(e.task or e.action or "action")
         group = groups.setdefault(name, [])
         if i in undigested:
             edited_in.setdefault(name, undigested[i])
+        if (why := lines.get(name) or lines.get(str(e.action))) is not None:
+            edited_in.setdefault(name, why)
         at = _restated(group, e)
         if at is None:
             group.append(e)

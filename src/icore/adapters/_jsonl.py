@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._files import not_a_regular_file
+from icore._line_digest import checked_line, line_action, line_digest_problems
 from icore.adapters._decision_check import (
     check_record_line,
     check_record_links,
@@ -229,7 +230,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     """
     header: dict[str, Any] = {}
     header_at = first_step = 0  # the lines of the run header and of the first step
-    planfence: dict[str, list[Any]] = {"records": [], "decisions": [], "digests": []}
+    planfence: dict[str, list[Any]] = {"records": [], "decisions": [], "digests": [],
+                                        "lines": []}
     names: AgentNames | None = None
     agents_decl: dict[str, Any] = {}
     steps: list[Step] = []
@@ -303,10 +305,11 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
                 ans := human_answer(obj, st.index, st.kind)):
             answers.append(ans)
             gate_lines = gate_lines or n
+        if (ck := checked_line(obj, st.kind)) is not None:
+            planfence["lines"].append((n, line_action(obj), *ck))
         if "task" in obj and (made := call_of(obj, st.kind)) is not None and (
                 made[0] not in callers or (callers[made[0]][1] is None and made[2])):
-            # the first line naming the call; its arguments from a later one (the MCP
-            # gateway's gate thought names none, its tool output does: QA qa-new11)
+            # the first line naming the call; arguments from a later one (QA qa-new11)
             callers[made[0]] = (callers.get(made[0], (st.agent, None))[0], made[2])
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
@@ -325,9 +328,9 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
                       "INVALID" for why in edited.values())
     undigested, said = decision_digest_problems(planfence["digests"],
                                                 planfence["decisions"], file=file)
-    warnings += said
-    warnings += gate_without_records(gate_lines, file, bool(planfence["records"] or
-                                                             planfence["decisions"]))
+    protected = bool(planfence["records"] or planfence["decisions"])
+    lined, said2 = line_digest_problems(planfence["lines"], file=file, protected=protected)
+    warnings += said + said2 + gate_without_records(gate_lines, file, protected)
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
@@ -380,7 +383,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
-                               callers)
+                               callers, lined)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )

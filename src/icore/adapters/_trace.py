@@ -325,6 +325,9 @@ class PlanfenceLog:
             action's ``task`` (its gate thought, a refused call's tool output): the agent
             that made the call and its arguments as canonical JSON text (None: not
             recorded); the first line of each task (#28, QA qa-new10 S3).
+        edited_lines: action (task or tool) -> why, for each human-answer or
+            tool-outcome event line that does not match its recorded ``digest``
+            (:func:`icore._line_digest.line_digest`; #29): that action is ``INVALID``.
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -335,6 +338,7 @@ class PlanfenceLog:
     edited_decisions: Mapping[int, str] = field(default_factory=dict)
     resent: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     callers: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    edited_lines: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

@@ -58,6 +58,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from icore._line_digest import with_digest
 from icore._strict_json import strict_dumps
 from icore.errors import IntegrationError, brief
 from icore.fence import ActionResult, GateDecision
@@ -449,7 +450,7 @@ class RunRecorder:
         with self._lock:
             events = list(self.events)
             planfence = list(self.planfence)
-        lines = [self.header(), *planfence, *events]
+        lines = [self.header(), *planfence, *map(with_digest, events)]
         return "".join(strict_dumps(x, sort_keys=True) + "\n" for x in lines)
 
     def write(self, path: str | Path, *, overwrite: bool = False) -> Path:
