@@ -69,7 +69,11 @@ def test_an_added_ran_output_without_task_is_invalid(tmp_path: Path,
     added = {k: v for k, v in ok.items() if k != "task"} | {"content": "booked again"}
     at = trace.index(ok) + 1
     code, run = _audit(tmp_path, [*trace[:at], added, *trace[at:]])
-    assert code == 3 and run["actions"]["INVALID"] == 1, run["actions"]
+    # the copied line also fails its digest (#29) and names no task, so every action of
+    # its tool fails closed: nothing of this tool is left counted valid
+    assert code == 3 and run["actions"]["INVALID"] >= 1, run["actions"]
+    assert run["actions"]["valid"] == 0, run["actions"]
+    assert any("digest" in w for w in run.get("warnings", ())), run.get("warnings")
 
 
 def test_a_deleted_refusal_with_its_output_flipped_is_invalid(
