@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply
 from icore.net._commitwire import encode_commit
@@ -60,6 +61,16 @@ def _abandon(fut: asyncio.Future[Message]) -> None:
         fut.exception()
 
 
+class _Opening:
+    """A connection being opened, and how many callers wait for it."""
+
+    __slots__ = ("future", "waiters")
+
+    def __init__(self, connect: Coroutine[Any, Any, OwnerLink]) -> None:
+        self.future: asyncio.Future[OwnerLink] = asyncio.ensure_future(connect)
+        self.waiters = 0
+
+
 class OwnerClient:
     """Async owner access over mutually authenticated TCP (:class:`AsyncOwnerAccess`).
 
@@ -94,7 +105,7 @@ class OwnerClient:
         self.max_frame_bytes = max_frame_bytes
         self.stats = TrafficStats()
         self._conns: dict[str, OwnerLink] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._opening: dict[str, _Opening] = {}
         self._shaper: Shaper | None = None
 
     async def _connect(self, owner: str) -> OwnerLink:
@@ -124,19 +135,41 @@ class OwnerClient:
         return conn
 
     async def _conn(self, owner: str) -> OwnerLink:
+        """The open connection to ``owner``, opening one when there is none.
+
+        Every caller that arrives while a connection is opening waits on the same future,
+        so all of them resume in one turn of the loop, in call order, before any later
+        request can take the fast path: one connection keeps call order (an owner's own
+        writer allocates its sequence numbers in that order).
+        """
         conn = self._conns.get(owner)
         if conn is not None and conn.dead is None:
             return conn
-        lock = self._locks.setdefault(owner, asyncio.Lock())
-        async with lock:
-            conn = self._conns.get(owner)
-            if conn is not None and conn.dead is None:
-                return conn
-            if conn is not None:
-                await conn.close()
-            conn = await self._connect(owner)
-            self._conns[owner] = conn
-            return conn
+        opening = self._opening.get(owner)
+        if opening is None:
+            opening = self._opening[owner] = _Opening(self._reopen(owner, conn))
+            opening.future.add_done_callback(lambda f: self._opened(owner, f))
+        opening.waiters += 1
+        try:
+            return await asyncio.shield(opening.future)  # a waiter's timeout spares the rest
+        finally:
+            opening.waiters -= 1
+            if not opening.waiters and not opening.future.done():
+                opening.future.cancel()  # the last waiter gave up: stop connecting, as before
+
+    async def _reopen(self, owner: str, old: OwnerLink | None) -> OwnerLink:
+        if old is not None:
+            await old.close()
+        conn = await self._connect(owner)
+        self._conns[owner] = conn
+        return conn
+
+    def _opened(self, owner: str, fut: asyncio.Future[OwnerLink]) -> None:
+        opening = self._opening.get(owner)
+        if opening is not None and opening.future is fut:
+            del self._opening[owner]
+        if not fut.cancelled():
+            fut.exception()  # retrieved: every waiter may have gone (timeouts)
 
     async def _rpc_once(self, owner: str, build: Callable[[int], Message | bytes]
                         ) -> Message:
