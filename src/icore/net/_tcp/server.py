@@ -52,7 +52,7 @@ SPLIT_AT = 0
 """Default queue length from which a group committer's worker may take half of the
 queue (issue 27 item 2); 0: never. Off: on the shared 2-core machine where it was
 measured a second group per cycle cost the owner 40-90% and the writers 30-90% more CPU
-per commit, and the rate fell (README, #27 round 15)."""
+per commit, and the rate fell (docs/perf-issue27.md, round 15)."""
 
 _Item = tuple[Commit, str, bool, "asyncio.Future[Message]"]
 
