@@ -83,6 +83,7 @@ from icore.adapters._trace import (
     Trace,
 )
 from icore.adapters._trace_audit import (
+    OWN_REPORT,
     ROOT,
     PathScan,
     audit_file,
@@ -165,6 +166,7 @@ __all__ = [
     "MAY_HAVE_RUN_MARK",
     "OTEL",
     "OUTCOME_UNKNOWN",
+    "OWN_REPORT",
     "REJECTED_BY_HUMAN",
     "ROOT",
     "ActionLineage",

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -298,13 +299,37 @@ def _walk(top: Path) -> Iterator[tuple[Path, str | None]]:
             if is_file:
                 if q.suffix.lower() in (".json", ".jsonl") and \
                         not q.name.endswith(".prov.json"):
-                    yield q, None
+                    yield q, _own_report(q)
             elif not is_dir:
                 yield q, not_a_regular_file(q) or (
                     "is a symbolic link to nothing (broken, or a loop)" if q.is_symlink()
                     else "cannot be read (stat failed)")
         yield from _listing_errors(errors)
     yield from _listing_errors(errors)  # the last folder's, or the top's own
+
+
+OWN_REPORT = "is an icore audit report (--json), not a trace"
+"""Why :func:`scan_paths` skipped a ``.json`` file of a folder: icore's own report."""
+_REPORT_HEAD = re.compile(rb'\A\s*\{\s*"icore"\s*:\s*"[^"]*"\s*,\s*"runs"\s*:')
+
+
+def _own_report(path: Path) -> str | None:
+    """Why a ``.json`` file found in a folder is not a trace, or None.
+
+    An ``icore audit --json`` report (its first keys are ``"icore"`` and ``"runs"``) is
+    not (QA qa-new12b S4: auditing a folder that holds its own reports read them as
+    Who&When traces).
+    """
+    if path.suffix.lower() != ".json":
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None  # the loader names the file and why it cannot be read
+    if _REPORT_HEAD.match(head):
+        return OWN_REPORT
+    return None
 
 
 def _listing_errors(errors: list[OSError]) -> Iterator[tuple[Path, str]]:
@@ -325,6 +350,7 @@ def _natural(p: Path) -> tuple[str, int, str]:
 
 
 __all__ = [
+    "OWN_REPORT",
     "ROOT",
     "AuditResult",
     "Finding",

@@ -25,6 +25,7 @@ from icore._files import refuse_foreign
 from icore._strict_json import strict_dumps
 from icore.adapters import (
     ENV_MAX_INPUT,
+    OWN_REPORT,
     AdapterError,
     AuditResult,
     FileSteps,
@@ -151,9 +152,14 @@ def audit(
         refuse_non_folder(out, what="--out")
     scan = scan_paths(paths)
     files = drop_repeated_inputs(list(scan.files))
+    reports = [q for q, why in scan.skipped if why == OWN_REPORT]
+    if reports:  # one line: a folder of runs often holds their --json reports
+        console.print(f"skipped {len(reports)} icore audit report(s) (--json), e.g. "
+                      f"{shown(str(reports[0]))}")
     for q, why in scan.skipped:
-        console.print(f"[yellow]warning[/] skipped {shown(str(q))}: {shown(why)}; not "
-                      "read (only regular files are audited)")
+        if why != OWN_REPORT:
+            console.print(f"[yellow]warning[/] skipped {shown(str(q))}: {shown(why)}; "
+                          "not read (only regular files are audited)")
     if not files:
         where = ", ".join(str(p) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
         console.print(f"[red]no trace files found[/] in {shown(where)} (a folder is "
