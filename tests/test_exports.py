@@ -96,7 +96,7 @@ PINNED = {
     ],
     "icore.integrations": [
         "GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock",
-        "Refusal", "Replicator", "RunRecorder", "Scope", "active_recorder",
+        "Refusal", "Replicator", "RunRecorder", "Scope", "Writes", "active_recorder",
         "blocked_line", "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
         "signature_model",
     ],

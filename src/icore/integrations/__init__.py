@@ -44,8 +44,9 @@ from icore.integrations._refusals import (
     refusal_head,
 )
 from icore.integrations._wiring import Replicator
+from icore.integrations._writes import Writes
 
 __all__ = ["GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock",
-           "Refusal", "Replicator", "RunRecorder", "Scope", "active_recorder",
+           "Refusal", "Replicator", "RunRecorder", "Scope", "Writes", "active_recorder",
            "blocked_line", "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
            "signature_model"]

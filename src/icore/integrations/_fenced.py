@@ -30,6 +30,7 @@ from icore.integrations._refusals import refused_call, with_given_args
 from icore.integrations._scope_once import ScopeOnce, one_call
 from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
 from icore.integrations._wiring import Replicator
+from icore.integrations._writes import Writes, aclaimed, claimed, static_keys
 from icore.records import Lookup, RecordId
 from icore.workspace import (
     APPROVAL_CHANGED,
@@ -145,28 +146,6 @@ def _args_hint(detail: str) -> str:
     return _HINTS[Reason.ARGS_MISMATCH.value]
 
 
-def _static_keys(scope: Scope) -> frozenset[str] | None:
-    if callable(scope):
-        return None
-    if isinstance(scope, str | bytes):
-        raise IntegrationError("depends_on must be a collection of keys, not a str",
-                               got=str(scope), fix=f"depends_on={{{str(scope)!r}}}")
-    if isinstance(scope, Mapping):  # its values would be dropped without a word
-        raise IntegrationError("depends_on must be a collection of keys, not a mapping",
-                               got=type(scope).__name__,
-                               fix=f"depends_on={set(map(str, scope))!r} (the keys only)")
-    try:
-        keys = frozenset(scope)
-    except TypeError:
-        raise IntegrationError("depends_on must be a collection of keys or a function of "
-                               "the call's arguments", got=type(scope).__name__) from None
-    bad = next((k for k in keys if not isinstance(k, str)), None)
-    if bad is not None:  # never coerced: 1 is no fact key (QA qa-new10b S4)
-        raise IntegrationError("depends_on keys must be str (fact keys)", fix=f"depends_on="
-                               f"{{{str(bad)!r}}}", got=f"{type(bad).__name__} {bad!r}"[:80])
-    return keys
-
-
 class FenceGuard:
     """Runs one framework tool's calls through the PlanFence gate.
 
@@ -195,6 +174,9 @@ class FenceGuard:
         on_block: ``"error"`` (the framework's tool error) or ``"raise"``
             (:class:`~icore.errors.ActionBlocked` escapes to the caller).
         replicator: names keys instead of record ids in a block's message.
+        writes: the keys the tool's effect writes (keys, or a function of the call's
+            arguments): a sibling call whose D(a) holds one waits until this call ends,
+            then its gate check sees the new head (:mod:`icore.integrations._writes`).
 
     A broken replanner (it raises, or returns no arguments, arguments that do not fit the
     tool's schema, or - fence mode - something that is not a ``Replan``) is an
@@ -218,7 +200,8 @@ class FenceGuard:
     def __init__(self, *, fence: Fence | None = None, depends_on: Scope,
                  replan: AnyReplanner | UserReplanner | None = None,
                  recorder: RunRecorder | None = None, agent: str | Agent | None = None,
-                 on_block: OnBlock = "error", replicator: Replicator | None = None) -> None:
+                 on_block: OnBlock = "error", replicator: Replicator | None = None,
+                 writes: Writes | None = None) -> None:
         if on_block not in ("error", "raise"):
             raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block)
         self.handle: Agent | None = agent if isinstance(agent, Agent) else None
@@ -249,7 +232,7 @@ class FenceGuard:
                 "high-level API) or (ReplanRequest) -> Replan (fence=)",
                 got=type(replan).__name__, fix="def replan(stale): return {...}; or leave "
                 "replan out: the model gets the fresh values and decides again")
-        keys = _static_keys(depends_on)
+        keys = static_keys(depends_on, what="depends_on")
         if keys is not None:
             if not keys:
                 raise IntegrationError("depends_on is empty: name the facts the tool's "
@@ -272,6 +255,8 @@ class FenceGuard:
             depends_on = ScopeOnce(depends_on)  # type: ignore[arg-type]  # callable here
         self.fence = fence
         self.depends_on = depends_on
+        self.writes = writes if writes is None or callable(writes) else static_keys(
+            writes, what="writes")
         self._tools = _fence_seam.Tools(depends_on)
         self.replan = replan
         self.recorder = recorder
@@ -452,7 +437,7 @@ class FenceGuard:
         """
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(self.replan):
             raise IntegrationError("an async tool or replanner needs arun()", tool=name)
-        with one_call():  # D(a) asked once for the whole call
+        with one_call(), claimed(self.depends_on, self.writes, args, tool=name):
             return self._run(name, fn, args, roots, turn=turn, normalize=normalize,
                              approve=approve, ask=ask, recorder=recorder, call_id=call_id,
                              caller=caller)
@@ -488,9 +473,10 @@ class FenceGuard:
                    caller: str | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         with one_call():  # D(a) asked once for the whole call
-            return await self._arun(name, fn, args, roots, turn=turn, normalize=normalize,
-                                    approve=approve, ask=ask, recorder=recorder,
-                                    call_id=call_id, caller=caller)
+            async with aclaimed(self.depends_on, self.writes, args, tool=name):
+                return await self._arun(name, fn, args, roots, turn=turn,
+                                        normalize=normalize, approve=approve, ask=ask,
+                                        recorder=recorder, call_id=call_id, caller=caller)
 
     async def _arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
                     roots: Sequence[RecordId] | None, *, turn: Any,

@@ -51,6 +51,7 @@ from icore.integrations import (
     FenceGuard,
     Replicator,
     RunRecorder,
+    Writes,
 )
 from icore.integrations import Scope as _Scope
 from icore.integrations._approvals import (
@@ -197,7 +198,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
                 replan: AnyReplanner | UserReplanner | None = None,
                 recorder: RunRecorder | None = None,
                 state_update: StateUpdate | None = None,
-                replicator: Replicator | None = None) -> FunctionTool:
+                replicator: Replicator | None = None,
+                writes: Writes | None = None) -> FunctionTool:
     """Wrap an AG2 1.x tool so every call passes the PlanFence gate.
 
     Args:
@@ -218,6 +220,10 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         recorder: records gate decisions, the replan and the call.
         state_update: low-level: after a replan, more ``context.variables`` updates.
         replicator: low-level: names keys, not record ids, in a block's message.
+        writes: the keys the tool's effect writes (keys, or a function of the call's
+            arguments): a sibling call of one model message whose ``depends_on`` holds
+            one waits until this call ends, then is validated against the new head (a
+            read-modify-write tool never acts twice on one version; docs/workspace.md).
 
     Returns:
         A :class:`FencedTool` with the same name, description and JSON schema; its
@@ -247,7 +253,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
     norm, injected = normalizer(tool)
     team = check_agent(agent, name, fence)
     guard = FenceGuard(agent=team if team is not None else (agent or "executor"),
-                       fence=fence, depends_on=depends_on,
+                       fence=fence, depends_on=depends_on, writes=writes,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(name)
     hooks = [d.middleware for d in tool.middleware]
@@ -379,7 +385,7 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
                               replan=_noting(replan, fresh),  # type: ignore[arg-type]
                               recorder=rec, agent=agent or CALLING_AGENT.get() or "executor",
-                              replicator=replicator)
+                              replicator=replicator, writes=guard.writes)
         try:
             gated = await per_call.arun(name, call, args, first_roots)
         except ApprovalChanged as ch:

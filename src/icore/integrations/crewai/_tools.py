@@ -55,6 +55,7 @@ from icore.integrations import (
     OnBlock,
     Replicator,
     RunRecorder,
+    Writes,
 )
 from icore.integrations import Scope as _Scope
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
@@ -337,7 +338,8 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
                        recorder: RunRecorder | None = None, on_block: OnBlock = "error",
                        state_update: StateUpdate | None = None,
                        replicator: Replicator | None = None,
-                       approve: Approver | None = None) -> FencedCrewTool:
+                       approve: Approver | None = None,
+                       writes: Writes | None = None) -> FencedCrewTool:
     """Wrap a CrewAI ``BaseTool`` so every call passes the PlanFence gate.
 
     Args:
@@ -363,6 +365,10 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
             out of ``kickoff()`` (or out of ``run()`` called directly).
         state_update: low-level: after a replan, more context updates.
         replicator: low-level: names keys, not record ids, in a block's message.
+        writes: the keys the tool's effect writes (keys, or a function of the call's
+            arguments): a sibling call of one model message whose ``depends_on`` holds
+            one waits until this call ends, then is validated against the new head (a
+            read-modify-write tool never acts twice on one version; docs/workspace.md).
         approve: high-level: ``approve(ApprovalRequest) -> bool``, a human's decision on
             an authorized call (its arguments and the versions it derives from); the
             call is validated again after the answer and runs only if still authorized
@@ -404,7 +410,8 @@ def fenced_crewai_tool(tool: BaseTool, *, agent: TeamAgent | str = "executor",
                                "approve(request) -> bool", framework="crewai",
                                tool=tool.name, got=type(approve).__name__)
     guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on, replan=replan,
-                       recorder=recorder, on_block="error", replicator=replicator)
+                       recorder=recorder, on_block="error", replicator=replicator,
+                       writes=writes)
     if team is not None and callable(depends_on):
         probe_scope(depends_on, schema_fields(tool), team.workspace.ownership,
                     tool=tool.name)

@@ -46,6 +46,7 @@ from icore.integrations import (
     OnBlock,
     Replicator,
     RunRecorder,
+    Writes,
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
@@ -151,8 +152,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 replan: AnyReplanner | UserReplanner | None = None,
                 recorder: RunRecorder | None = None, on_block: OnBlock = "error",
                 state_update: StateUpdate | None = None,
-                replicator: Replicator | None = None, approval: bool = False
-                ) -> StructuredTool:
+                replicator: Replicator | None = None, approval: bool = False,
+                writes: Writes | None = None) -> StructuredTool:
     """Wrap a LangChain/LangGraph tool so every call passes the PlanFence gate.
 
     Args:
@@ -177,6 +178,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         state_update: after a replan, extra graph-state updates (fence mode also writes
             the fresh roots to the ``roots`` key).
         replicator: names keys, not record ids, in a block's message.
+        writes: the keys the tool's effect writes (keys, or a function of the call's
+            arguments): a sibling call of one model message whose ``depends_on`` holds
+            one waits until this call ends, then is validated against the new head (a
+            read-modify-write tool never acts twice on one version; docs/workspace.md).
         approval: agent mode: put every authorized call to the human with LangGraph's
             ``interrupt`` (payload: :meth:`~icore.workspace.ApprovalRequest.payload`;
             resume with ``Command(resume=True)`` or ``request.approve()``) before it
@@ -217,7 +222,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         raise IntegrationError("roots= names a graph-state key or is f(state, args)",
                                framework=_FW, tool=base.name, got=type(roots).__name__)
     guard = FenceGuard(fence=fence, depends_on=depends_on, replan=replan, recorder=recorder,
-                       agent=agent, on_block=on_block, replicator=replicator)
+                       agent=agent, on_block=on_block, replicator=replicator, writes=writes)
     if approval and guard.handle is None:
         raise IntegrationError("approval=True needs a workspace agent (agent=ws.agent(...))",
                                framework=_FW, tool=base.name)

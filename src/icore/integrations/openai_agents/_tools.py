@@ -71,6 +71,7 @@ from icore.integrations import (
     OnBlock,
     Replicator,
     RunRecorder,
+    Writes,
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
@@ -251,7 +252,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                          recorder: RunRecorder | None = None,
                          on_block: OnBlock = "error",
                          state_update: StateUpdate | None = None,
-                         replicator: Replicator | None = None) -> FunctionTool:
+                         replicator: Replicator | None = None,
+                         writes: Writes | None = None) -> FunctionTool:
     """Wrap an Agents SDK tool so every call passes the PlanFence gate.
 
     Args:
@@ -274,6 +276,10 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         state_update: low-level: after a replan, more context updates (the fresh roots
             are written to the ``roots`` attribute / key anyway).
         replicator: low-level: names keys, not record ids, in a block's message.
+        writes: the keys the tool's effect writes (keys, or a function of the call's
+            arguments): a sibling call of one model message whose ``depends_on`` holds
+            one waits until this call ends, then is validated against the new head (a
+            read-modify-write tool never acts twice on one version; docs/workspace.md).
 
     Returns:
         A ``FunctionTool`` the model sees exactly as the original.
@@ -316,7 +322,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         raise agent_error(agent, tool=base.name, fence=fence, framework="openai_agents",
                           wrapper="fenced_function_tool", native=isinstance(agent, AgentBase),
                           native_kind="an Agents SDK Agent")
-    guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on,
+    guard = FenceGuard(agent=agent, fence=fence, depends_on=depends_on, writes=writes,
                        replan=replan, recorder=recorder)  # checked when wrapped
     guard.claim(base.name)
     witness_approvals()  # an approval only a saved run state holds approves nothing (#29)
@@ -412,7 +418,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         rec = _run_recorder(recorder, base.name)
         per_call = FenceGuard(fence=guard.fence, depends_on=guard.depends_on,
                               replan=_noting(replan, fresh),  # type: ignore[arg-type]
-                              recorder=rec, agent=guard.agent, replicator=replicator)
+                              recorder=rec, agent=guard.agent, replicator=replicator,
+                              writes=guard.writes)
         given = plan_roots(context, roots, args)
         first = tuple(given) if isinstance(given, list | tuple) else ()
         try:
