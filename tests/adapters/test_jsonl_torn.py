@@ -67,3 +67,13 @@ def test_a_bad_utf8_byte_mid_file_stays_an_error(tmp_path: Path) -> None:
     data = (LINES[0] + "\n").encode() + LINES[1].encode()[:-3] + b"\xe2\x98" + b'"}'
     with pytest.raises(AdapterError, match="not UTF-8"):
         load_jsonl(_write(tmp_path, data))
+
+
+def test_a_trace_torn_before_its_first_step_says_so(tmp_path: Path) -> None:
+    """QA qa-new12 S4: a trace cut inside the line after its header said only
+    ``<root>: no events``; the error now names the torn last line."""
+    p = tmp_path / "cut.jsonl"
+    p.write_text('{"run": {"id": "r", "question": "q"}}\n{"agent": "a", "kind": "ta',
+                 encoding="utf-8")
+    with pytest.raises(AdapterError, match=r"no events: line 2 \(the last\) is cut off"):
+        load_jsonl(p)

@@ -100,8 +100,7 @@ def _flag(obj: dict[str, Any], name: str, file: str, where: str) -> bool | None:
     """A step marker (``terminates``, ``pause``, ``replan``): a JSON boolean or absent.
 
     The recorders write JSON ``true``/``false``; a hand-edited ``"no"``, ``"yes"`` or ``1``
-    is refused rather than guessed (issue 29: such strings were read by guessing their
-    meaning, as the ledger's answers are).
+    is refused rather than guessed (issue 29).
 
     Raises:
         AdapterError: naming the file and ``line N.<name>``.
@@ -187,16 +186,15 @@ def _utf8_lines(f: Iterable[bytes], file: str) -> Iterator[tuple[int, str, int]]
 def _cut_off(line: str) -> bool:
     """True when ``line`` ends before its JSON value does (a writer stopped mid-line).
 
-    The parser ran out of text: its error is at the end, or a string never closed. A
-    complete value with a fault (a bad character mid-line, an integer over the digit
-    limit) is not cut off.
+    The parser ran out of text: its error is at the end, or a string never closed (a
+    complete value with a fault - a bad character mid-line, a 4301-digit int - is not).
     """
     try:
         json.loads(line)
     except json.JSONDecodeError as e:
         return e.pos >= len(line.rstrip()) or e.msg.startswith("Unterminated string")
     except (ValueError, RecursionError):
-        return False
+        pass
     return False
 
 
@@ -248,6 +246,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     text_valid = True
     question: str | None = None  # the first task step's text (FileSteps only)
     warnings: tuple[str, ...] = ()
+    cut = ""  # a torn last line: what is wrong with it
     it = iter(lines)
     for n, line, off in it:
         if line[:1] != "{" and (not line.strip() or line.lstrip().startswith("#")):
@@ -259,9 +258,9 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
                 raise
             # a torn final line (no newline: the writer was killed mid-line, a full disk):
             # the run is read up to it and reported as not ended (#25)
-            warnings = (f"{file}: line {n} (the last) is cut off ({exc.problem}, no "
-                        "newline: the writer stopped mid-line, killed or out of disk); the "
-                        f"run is read up to line {n - 1} and did not end",)
+            cut = (f"line {n} (the last) is cut off ({exc.problem}, no newline: the writer "
+                   "stopped mid-line, killed or out of disk)")
+            warnings = (f"{file}: {cut}; the run is read up to line {n - 1} and did not end",)
             break
         if not isinstance(obj, dict):
             raise AdapterError("each line must be a JSON object", file=file, field=f"line {n}")
@@ -321,7 +320,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             if question is None and st.kind == StepKind.TASK:
                 question = st.content
     if names is None:
-        raise AdapterError("no events", file=file, field="<root>")
+        raise AdapterError("no events" + (f": {cut} and the lines before it hold no step"
+                                          if cut else ""), file=file, field="<root>")
     check_record_links(planfence["records"], file=file)
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "

@@ -338,10 +338,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                       str(s.stalls), str(s.unsupported), str(s.diagnoses))
     if results:
         console.print(table)
-    for r in results[:20]:
-        line = action_line(r)
-        if line is not None:
-            console.print(shown(line))
+    _print_action_lines(console, results)
     unchecked = [r.trace.id for r in results if r.answer_checked is False]
     if unchecked:
         console.print(
@@ -495,3 +492,35 @@ def _print_candidates(console: Console, atts: dict[str, Attribution]) -> None:
 def register(app: typer.Typer, bench: typer.Typer) -> None:
     """Add ``icore audit``."""
     app.command("audit")(audit)
+
+
+ACTION_LINES = 20
+"""Runs whose protected-action line the console prints when all their actions are valid
+or blocked; a run with any other count (INVALID, outcome unknown, failed after
+authorization, unchecked, not issued) always gets its line (QA qa-new12 S3)."""
+_QUIET = (" valid", " blocked")
+
+
+def _print_action_lines(console: Console, results: list[AuditResult]) -> None:
+    """One line per run with protected actions (see :data:`ACTION_LINES`).
+
+    Every run that needs a look, the first :data:`ACTION_LINES` others, then how many
+    were left out.
+    """
+    shown_n = left = 0
+    for r in results:
+        line = action_line(r)
+        if line is None:
+            continue
+        said = line[len(f"protected actions of {r.trace.id}: "):]
+        counts = said.split(" (", 1)[1].split(")", 1)[0].split(", ")
+        quiet = all(c.endswith(_QUIET) for c in counts)
+        if quiet and shown_n >= ACTION_LINES:
+            left += 1
+            continue
+        shown_n += quiet
+        console.print(shown(line))
+    if left:
+        console.print(f"… {left} more run(s) whose protected actions are all valid or "
+                      "blocked (every run's actions are in --json)")
+
