@@ -20,7 +20,7 @@ pytest.importorskip("crewai", reason="icore[crewai] runs in .venv-crewai")
 from crewai import Agent, Crew, Task
 from crewai.tools import tool
 
-from icore.integrations import RunRecorder
+from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.crewai import fenced_crewai_tool, recording
 from icore.workspace import ApprovalRequest, Workspace
 
@@ -76,15 +76,47 @@ def test_a_call_that_timed_out_is_not_run_again_in_the_same_message() -> None:
     assert [a.outcome_unknown for a in res.lineage if a.status == "valid"] == [True]
 
 
-def test_a_plain_failure_is_tried_again_as_before() -> None:
-    """An error that says the call failed (not a timeout) leaves the retry to CrewAI:
-    the gate decides each attempt (no outcome is unknown)."""
-    crew, runs = _charge_crew(ValueError("card declined"), [
+def test_a_plain_failure_is_outcome_unknown_and_not_run_again(tmp_path: Path) -> None:
+    """QA qa-new12b S2: any exception from the body may follow its effect (a charge
+    made, then a connection reset): the call's outcome is unknown, its retry in the same
+    message refused; ``icore audit --fail-on unknown`` exits 3 on the written trace."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    rec = RunRecorder("reset")
+    crew, runs = _charge_crew(ConnectionResetError("reset after commit"), [
+        act("get_card", card="C1"), act("charge", card="C1", amount=40),
+        "Final Answer: not sure"])
+    with recording(rec):
+        crew.kickoff()
+    assert runs == [40]
+    assert [e["reason"] for e in rec.events if e.get("blocked")] == ["earlier_outcome_unknown"]
+    trace = rec.write(tmp_path / "reset.jsonl")
+    res = CliRunner().invoke(app, ["audit", str(trace), "--no-report", "--fail-on", "unknown"])
+    assert res.exit_code == 3, res.output
+    assert "protected actions of reset: 2 (1 outcome unknown, 1 blocked)" in res.output
+
+
+def test_a_no_effect_failure_is_tried_again_as_before(tmp_path: Path) -> None:
+    """``NoEffect``: the tool says it did nothing; CrewAI's retry is left to it (the gate
+    decides each attempt), each counted failed after authorization, exit 0."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    rec = RunRecorder("declined")
+    crew, runs = _charge_crew(NoEffect("card declined"), [
         act("get_card", card="C1"), act("charge", card="C1", amount=40),
         "Final Answer: declined"])
-    with recording(RunRecorder("declined")):
+    with recording(rec):
         crew.kickoff()
     assert len(runs) > 1 and set(runs) == {40}
+    trace = rec.write(tmp_path / "declined.jsonl")
+    res = CliRunner().invoke(app, ["audit", str(trace), "--no-report", "--fail-on", "unknown"])
+    assert res.exit_code == 0, res.output
+    assert f"protected actions of declined: {len(runs)} ({len(runs)} failed after " \
+        "authorization)" in res.output
 
 
 def test_an_approval_that_raises_is_a_recorded_refusal() -> None:
