@@ -95,8 +95,8 @@ PINNED = {
         "unwritable",
     ],
     "icore.integrations": [
-        "GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock",
-        "Refusal", "Replicator", "RunRecorder", "Scope", "Writes", "active_recorder",
+        "GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "NoEffect",
+        "OnBlock", "Refusal", "Replicator", "RunRecorder", "Scope", "Writes", "active_recorder",
         "blocked_line", "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
         "signature_model",
     ],

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from icore.adapters import load_jsonl
 from icore.cli import app
 from icore.fence import DecisionEntry, DecisionFormatError
-from icore.integrations import FenceGuard, RunRecorder
+from icore.integrations import FenceGuard, NoEffect, RunRecorder
 from icore.workspace import Workspace
 
 ORDER = "order/42"
@@ -205,12 +205,15 @@ def _failed_run(tmp_path: Path, exc: BaseException, name: str) -> Path:
 @pytest.mark.parametrize(("exc", "open_", "counted"), [
     (TimeoutError("carrier slow"), True, "outcome unknown"),
     (KeyboardInterrupt(), True, "outcome unknown"),
-    (RuntimeError("carrier down"), False, "failed after authorization"),
+    # any exception from a started body may follow its effect (QA qa-new12b S2)
+    (RuntimeError("carrier down"), True, "outcome unknown"),
+    (NoEffect("card declined"), False, "failed after authorization"),
 ])
 def test_a_failure_records_whether_it_may_have_run(tmp_path: Path, exc: BaseException,
                                                     open_: bool, counted: str) -> None:
     """The recorder writes ``may_have_run`` with the error (from the exception's type);
-    the audit counts by it. A Ctrl-C in a sync tool is open too (its text was not)."""
+    the audit counts by it. A Ctrl-C in a sync tool is open too (its text was not); only
+    the tool's own ``NoEffect`` says it did nothing."""
     p = _failed_run(tmp_path, exc, type(exc).__name__)
     (_, d), = _decisions(_lines(p))
     assert d["may_have_run"] is open_ and d["error"]

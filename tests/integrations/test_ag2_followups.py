@@ -3,10 +3,11 @@
 Real ``ag2.Agent`` runs with AG2's own scripted ``TestConfig``: a fenced tool that raises
 after the gate authorized it (sync, ``async def``, ``recorder=``, a ``HeadConflict`` of
 the ``running_call().basis`` pattern) is recorded failed (``exitcode`` 1) and audited
-"failed after authorization"; arguments the model controls that Python's JSON reader
-cannot hold (an int over 4300 digits, nesting deeper than the interpreter's stack) are
-answered as a tool error, recorded or fenced, never a crash of ``agent.ask``; a human's
-"yes" to an ``approval_required()`` call is recorded as the other integrations record it.
+"outcome unknown" (``NoEffect``: "failed after authorization"); arguments the model
+controls that Python's JSON reader cannot hold (an int over 4300 digits, nesting deeper
+than the interpreter's stack) are answered as a tool error, recorded or fenced, never a
+crash of ``agent.ask``; a human's "yes" to an ``approval_required()`` call is recorded as
+the other integrations record it.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from ag2.middleware.builtin.tools.approval import approval_required
 from ag2.testing import TestConfig
 
 from icore._line_digest import with_digest
-from icore.adapters import FAILED_AFTER_AUTHORIZATION
+from icore.adapters import FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN
 from icore.errors import IntegrationError
-from icore.integrations import RunRecorder
+from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.ag2 import fenced_tool, record_agents
 from icore.workspace import Workspace, WorkspaceError, running_call
 
@@ -38,13 +39,16 @@ def _ship_outputs(rec: RunRecorder, name: str = "ship") -> list[dict[str, Any]]:
     return [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == name]
 
 
-@pytest.mark.parametrize("variant", ["sync", "async", "recorder"])
+@pytest.mark.parametrize("variant", ["sync", "async", "recorder", "no_effect"])
 def test_a_tool_raising_after_authorization_is_recorded_failed(tmp_path: Path,
                                                                variant: str) -> None:
     """The gate authorized ``ship``; its body raised. AG2 hands the model the error; the
     trace records the call failed (exit code 1, the error) and the audit counts it
-    "failed after authorization", its lineage valid."""
+    "outcome unknown" (the body started: it may have shipped before it raised, QA
+    qa-new12b S2), its lineage valid; ``NoEffect`` (the tool says it did nothing):
+    "failed after authorization"."""
     _ws, shipper, _ = orders()
+    kind = NoEffect if variant == "no_effect" else RuntimeError
 
     def get_order(order_id: str) -> dict[str, Any]:
         """Read an order."""
@@ -52,11 +56,11 @@ def test_a_tool_raising_after_authorization_is_recorded_failed(tmp_path: Path,
 
     def ship(order_id: str) -> str:
         """Ship an order."""
-        raise RuntimeError("carrier API down")
+        raise kind("carrier API down")
 
     async def aship(order_id: str) -> str:
         """Ship an order."""
-        raise RuntimeError("carrier API down")
+        raise kind("carrier API down")
 
     rec = RunRecorder(f"raise-{variant}")
     body = aship if variant == "async" else ship
@@ -70,18 +74,23 @@ def test_a_tool_raising_after_authorization_is_recorded_failed(tmp_path: Path,
     assert "carrier API down" in str(results[-1].error)  # the model reads the error
     (out,) = _ship_outputs(rec, body.__name__)
     assert (out["exitcode"], out["failed"]) == (1, True)
-    assert out["error_text"] == "RuntimeError: carrier API down"
-    code, text, data = _audit(rec.write(tmp_path / "raise.jsonl"), "--fail-on", "invalid")
-    assert code == 0 and "1 (1 failed after authorization)" in text
-    assert data["actions"][FAILED_AFTER_AUTHORIZATION] == 1
+    assert out["error_text"] == f"{kind.__name__}: carrier API down"
+    path = rec.write(tmp_path / "raise.jsonl")
+    code, text, data = _audit(path, "--fail-on", "invalid")
+    counted = FAILED_AFTER_AUTHORIZATION if kind is NoEffect else OUTCOME_UNKNOWN
+    assert code == 0 and f"1 (1 {counted})" in text
+    assert data["actions"][counted] == 1
     (lv,) = data["lineage"]
-    assert lv["status"] == "valid" and lv["error"] == "RuntimeError: carrier API down"
+    assert lv["status"] == "valid" and lv["error"] == f"{kind.__name__}: carrier API down"
+    assert _audit(path, "--fail-on", "unknown")[0] == (0 if kind is NoEffect else 3)
 
 
 def test_a_head_conflict_after_authorization_is_recorded_failed(tmp_path: Path) -> None:
     """Two desks book one slot at once with ``running_call().basis`` and an expected
     head: both are authorized, one commit wins, the other's ``HeadConflict`` is a call
-    that failed after its authorization (one valid, one failed), not two valid."""
+    that failed after its authorization (one valid, one outcome unknown: the body
+    started, icore cannot know what it did before the commit, QA qa-new12b S2), not two
+    valid."""
     ws = Workspace({"slot/*": "sales"})
     ws.put("slot/1", {"free": True}, by="sales")
     booked: list[str] = []
@@ -121,8 +130,8 @@ def test_a_head_conflict_after_authorization_is_recorded_failed(tmp_path: Path) 
     assert sorted(o["exitcode"] for o in outs) == [0, 1]
     assert "HeadConflict" in next(o for o in outs if o["exitcode"])["error_text"]
     _code, text, data = _audit(rec.write(tmp_path / "desks.jsonl"))
-    assert "2 (1 valid, 1 failed after authorization)" in text
-    assert data["actions"][FAILED_AFTER_AUTHORIZATION] == 1
+    assert "2 (1 valid, 1 outcome unknown)" in text
+    assert data["actions"][OUTCOME_UNKNOWN] == 1
 
 
 _BIG = '{"order_id": "42", "city": 1' + "0" * 5000 + "}"

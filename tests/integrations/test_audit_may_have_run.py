@@ -2,7 +2,9 @@
 
 The gateway's equivalent (an upstream that did not answer in time) may have run the call;
 so may an in-process tool whose own remote call timed out or that was cancelled mid-run.
-The audit counts neither ``failed after authorization`` (#29, QA qa-new8 S2). A real
+The audit counts neither ``failed after authorization`` (#29, QA qa-new8 S2), nor any
+other exception from a body that started (it may have raised after its effect, QA
+qa-new12b S2), but ``NoEffect``, the tool's own word that it did nothing. A real
 LangGraph run (a scripted model), recorded and audited by the CLI.
 """
 
@@ -17,7 +19,7 @@ pytest.importorskip("langchain.agents", reason="langchain>=1.0 (icore[langgraph]
 from langchain_core.messages import HumanMessage
 
 from icore.adapters import FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN, counted_as
-from icore.integrations import RunRecorder
+from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.langgraph import RecordingHandler
 
 from .test_recording_truthful import Brain, Hotel, _audit, _graph
@@ -25,7 +27,10 @@ from .test_recording_truthful import Brain, Hotel, _audit, _graph
 
 @pytest.mark.parametrize(("exc", "counted"), [
     (TimeoutError("carrier did not answer in 5 s"), OUTCOME_UNKNOWN),
-    (RuntimeError("card declined"), FAILED_AFTER_AUTHORIZATION)], ids=["timeout", "error"])
+    # any exception from a started body may follow its effect (QA qa-new12b S2)
+    (RuntimeError("connection reset after commit"), OUTCOME_UNKNOWN),
+    (NoEffect("card declined"), FAILED_AFTER_AUTHORIZATION)],
+    ids=["timeout", "error", "no_effect"])
 def test_timed_out_tool_is_outcome_unknown(tmp_path: Path, exc: Exception,
                                            counted: str) -> None:
     hotel = Hotel()

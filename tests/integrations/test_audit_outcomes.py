@@ -1,7 +1,7 @@
 """The audit tells a protected action's outcome beside its lineage verdict (issue 28).
 
-A fenced tool that fails (raises, is cancelled) after the gate authorized it stays
-lineage-valid, but ``icore audit`` counts it "failed after authorization" (console line,
+A fenced tool that fails after the gate authorized it stays lineage-valid; raising
+``NoEffect`` (it did nothing), ``icore audit`` counts it "failed after authorization" (console line,
 ``--json``, report index) and its card reads "authorized → executed, failed: <error>". A
 human's "no" to a fenced LangGraph call (``HumanInTheLoopMiddleware``) is a blocked
 protected action, and a rejected replan is counted as a replan. Real LangGraph /
@@ -29,7 +29,7 @@ from langgraph.types import Command
 
 from icore.adapters import FAILED_AFTER_AUTHORIZATION, counted_as
 from icore.fence import DecisionEntry, DecisionFormatError
-from icore.integrations import RunRecorder
+from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.langgraph import RecordingHandler
 from icore.integrations.openai_agents import fenced_function_tool, recording
 from icore.workspace import Workspace
@@ -39,12 +39,12 @@ from .test_recording_h28 import _dep, _desk
 from .test_recording_truthful import Brain, Hotel, _audit, _graph
 
 
-def _raising_hotel(error: str) -> Hotel:
+def _raising_hotel(error: str, kind: type[Exception] = NoEffect) -> Hotel:
     hotel = Hotel()
 
     def book_room(room_id: str, price: str) -> str:
         """Book a room at the quoted price."""
-        raise RuntimeError(error)
+        raise kind(error)
 
     hotel.book_room = book_room  # type: ignore[method-assign]
     return hotel
@@ -52,12 +52,13 @@ def _raising_hotel(error: str) -> Hotel:
 
 def test_langgraph_tool_failing_after_authorization_is_counted_failed(tmp_path: Path
                                                                       ) -> None:
-    """The gate authorized ``book_room`` from a current read; the tool then raised. The
-    lineage stays ``valid`` (not INVALID); the counts, card and index say it failed."""
+    """The gate authorized ``book_room`` from a current read; the tool then raised
+    ``NoEffect`` (it says it did nothing). The lineage stays ``valid`` (not INVALID); the
+    counts, card and index say it failed."""
     hotel = _raising_hotel("payment gateway down")
     app = _graph(hotel, Brain(brain=hotel.brain()))
     rec = RunRecorder("failed")
-    with pytest.raises(RuntimeError, match="payment gateway down"):
+    with pytest.raises(NoEffect, match="payment gateway down"):
         app.invoke({"messages": [HumanMessage("Book room R101")]},
                    {"callbacks": [RecordingHandler(rec)]})
     path = rec.write(tmp_path / "failed.jsonl")
@@ -65,13 +66,13 @@ def test_langgraph_tool_failing_after_authorization_is_counted_failed(tmp_path: 
     assert code == 0  # a failed call is no stale plan: --fail-on invalid stays quiet
     assert "protected actions of failed: 1 (1 failed after authorization)" in out
     (lv,) = run["lineage"]
-    assert lv["status"] == "valid" and lv["error"] == "RuntimeError: payment gateway down"
-    assert lv["reason"].endswith("; the tool then failed: RuntimeError: payment gateway down.")
+    assert lv["status"] == "valid" and lv["error"] == "NoEffect: payment gateway down"
+    assert lv["reason"].endswith("; the tool then failed: NoEffect: payment gateway down.")
     assert run["actions"] == {"valid": 0, FAILED_AFTER_AUTHORIZATION: 1, "outcome unknown": 0,
                               "INVALID": 0, "unchecked": 0, "blocked": 0, "not issued": 0,
                               "total": 1}
     page = (tmp_path / "failed-rep" / "failed.html").read_text(encoding="utf-8")
-    assert "authorized → executed, failed: RuntimeError: payment gateway down" in page
+    assert "authorized → executed, failed: NoEffect: payment gateway down" in page
     index = (tmp_path / "failed-rep" / "index.html").read_text(encoding="utf-8")
     assert "failed after authorization</th>" in index
 
@@ -93,12 +94,13 @@ def test_successful_and_blocked_actions_are_counted_as_before(tmp_path: Path) ->
 def test_openai_agents_tool_failing_after_authorization_is_counted_failed(
         tmp_path: Path) -> None:
     """The SDK hands the model an error text (``exitcode`` 1 in the trace); the audit
-    counts the call failed after authorization, its lineage valid."""
+    counts the call failed after authorization (the tool raised ``NoEffect``: it did
+    nothing), its lineage valid."""
     _ws, desk, get_fare = _desk()
 
     def book(flight: str) -> str:
         """Explodes after authorization."""
-        raise RuntimeError("carrier down")
+        raise NoEffect("carrier down")
 
     agent = Agent(name="booker", tools=[get_fare, fenced_function_tool(
         book, agent=desk, depends_on=_dep)],

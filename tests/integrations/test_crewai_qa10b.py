@@ -20,7 +20,7 @@ pytest.importorskip("crewai", reason="icore[crewai] runs in .venv-crewai")
 from crewai import Agent, Crew, Task
 from crewai.tools import tool
 
-from icore.integrations import RunRecorder
+from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.crewai import fenced_crewai_tool, recording
 from icore.workspace import ApprovalRequest, Workspace
 
@@ -76,15 +76,42 @@ def test_a_call_that_timed_out_is_not_run_again_in_the_same_message() -> None:
     assert [a.outcome_unknown for a in res.lineage if a.status == "valid"] == [True]
 
 
-def test_a_plain_failure_is_tried_again_as_before() -> None:
-    """An error that says the call failed (not a timeout) leaves the retry to CrewAI:
-    the gate decides each attempt (no outcome is unknown)."""
-    crew, runs = _charge_crew(ValueError("card declined"), [
-        act("get_card", card="C1"), act("charge", card="C1", amount=40),
-        "Final Answer: declined"])
-    with recording(RunRecorder("declined")):
+def _charged(tmp_path: Path, name: str, error: BaseException) -> tuple[RunRecorder, list[int],
+                                                                      int, str]:
+    """One kickoff charging C1 once (CrewAI may retry), recorded; the written trace
+    audited by the CLI with ``--fail-on unknown``: (recorder, runs, exit code, output)."""
+    from typer.testing import CliRunner
+
+    from icore.cli import app
+
+    rec = RunRecorder(name)
+    crew, runs = _charge_crew(error, [act("get_card", card="C1"),
+                                      act("charge", card="C1", amount=40), "Final Answer: ?"])
+    with recording(rec):
         crew.kickoff()
+    trace = rec.write(tmp_path / f"{name}.jsonl")
+    res = CliRunner().invoke(app, ["audit", str(trace), "--no-report", "--fail-on", "unknown"])
+    return rec, runs, res.exit_code, res.output
+
+
+def test_a_plain_failure_is_outcome_unknown_and_not_run_again(tmp_path: Path) -> None:
+    """QA qa-new12b S2: any exception from the body may follow its effect (a charge
+    made, then a connection reset): the call's outcome is unknown, its retry in the same
+    message refused; ``icore audit --fail-on unknown`` exits 3 on the written trace."""
+    rec, runs, code, out = _charged(tmp_path, "reset", ConnectionResetError("reset"))
+    assert runs == [40]
+    assert [e["reason"] for e in rec.events if e.get("blocked")] == ["earlier_outcome_unknown"]
+    assert code == 3 and "protected actions of reset: 2 (1 outcome unknown, 1 blocked)" in out
+
+
+def test_a_no_effect_failure_is_tried_again_as_before(tmp_path: Path) -> None:
+    """``NoEffect``: the tool says it did nothing; CrewAI's retry is left to it (the gate
+    decides each attempt), each counted failed after authorization, exit 0."""
+    _rec, runs, code, out = _charged(tmp_path, "declined", NoEffect("card declined"))
     assert len(runs) > 1 and set(runs) == {40}
+    assert code == 0, out
+    assert f"protected actions of declined: {len(runs)} ({len(runs)} failed after " \
+        "authorization)" in out
 
 
 def test_an_approval_that_raises_is_a_recorded_refusal() -> None:

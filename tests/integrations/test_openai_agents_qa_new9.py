@@ -30,7 +30,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tracing import FunctionSpanData
 
 from icore.adapters import OUTCOME_UNKNOWN
-from icore.integrations import RunRecorder
+from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.openai_agents import fenced_function_tool, recording
 from icore.workspace import Workspace
 
@@ -143,9 +143,18 @@ def test_a_traced_timeout_is_recorded_as_raised_and_counted_outcome_unknown(
     assert errors["hold_room"]["data"]["error"] == REDACTED
 
 
-def test_a_traced_failure_names_its_exception_and_counts_failed(tmp_path: Path) -> None:
+def test_a_traced_failure_names_its_exception_and_counts_unknown(tmp_path: Path) -> None:
+    """The body started and raised: it may have had its effect (QA qa-new12b S2)."""
     rec, _spans = _raising_run(RuntimeError("payment declined"))
     assert _held(rec)["error_text"] == "RuntimeError: payment declined"
+    counts = _cli(rec, tmp_path)["actions"]
+    assert counts["failed after authorization"] == 0 and counts[OUTCOME_UNKNOWN] == 1
+
+
+def test_a_traced_no_effect_failure_counts_failed(tmp_path: Path) -> None:
+    """``NoEffect``: the tool says it did nothing; counted failed after authorization."""
+    rec, _spans = _raising_run(NoEffect("payment declined"))
+    assert _held(rec)["error_text"] == "NoEffect: payment declined"
     counts = _cli(rec, tmp_path)["actions"]
     assert counts["failed after authorization"] == 1 and counts[OUTCOME_UNKNOWN] == 0
 

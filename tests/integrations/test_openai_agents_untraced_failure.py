@@ -2,7 +2,9 @@
 
 With tracing disabled (``RunConfig(tracing_disabled=True)`` or ``set_tracing_disabled``)
 the SDK attaches no error to a span, so the fenced tool must tell the failure itself:
-the recording and the audit say "failed after authorization", never success, and the
+the recording and the audit say "outcome unknown" (the body started: it may have had
+its effect before it raised, QA qa-new12b S2; ``NoEffect``: "failed after
+authorization"), never success, and the
 model still reads what the SDK's failure policy gives it. Real SDK ``Runner`` with the
 examples' scripted model (no network).
 """
@@ -18,8 +20,8 @@ import pytest
 from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
 from agents.testing import assistant_message, function_call
 
-from icore.adapters import FAILED_AFTER_AUTHORIZATION
-from icore.integrations import RunRecorder
+from icore.adapters import FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN
+from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.openai_agents import fenced_function_tool
 
 from .conftest import load_example
@@ -65,25 +67,29 @@ def _outputs(res: Any) -> list[str]:
     return [str(i.output) for i in res.new_items if i.type == "tool_call_output_item"]
 
 
+@pytest.mark.parametrize("kind", [RuntimeError, NoEffect])
 def test_untraced_failure_is_recorded_and_audited_as_failed(tmp_path: Path,
-                                                            untraced: RunConfig) -> None:
+                                                            untraced: RunConfig,
+                                                            kind: type[Exception]) -> None:
     """The gate authorized ``book``, which raised: the model reads the SDK's text, the
-    recording says ``exitcode 1`` with the exception, the audit counts it failed."""
+    recording says ``exitcode 1`` with the exception, the audit counts it outcome
+    unknown (``NoEffect``: failed after authorization)."""
     def book(flight: str) -> str:
         """Explodes after authorization."""
-        raise RuntimeError("carrier down")
+        raise kind("carrier down")
 
     rec = RunRecorder("untraced")
     res = _fenced_run(book, untraced, rec)
     assert "An error occurred while running the tool" in _outputs(res)[1]  # as unfenced
     ran = _ran(rec, "book")
     assert len(ran) == 1 and ran[0]["exitcode"] == 1 and ran[0]["failed"] is True
-    assert ran[0]["error_text"] == "RuntimeError: carrier down"
+    assert ran[0]["error_text"] == f"{kind.__name__}: carrier down"
     _code, out, run = _audit(rec.write(tmp_path / "untraced.jsonl"))
-    assert "1 (1 failed after authorization)" in out
+    counted = FAILED_AFTER_AUTHORIZATION if kind is NoEffect else OUTCOME_UNKNOWN
+    assert f"1 (1 {counted})" in out
     (lv,) = run["lineage"]
-    assert lv["status"] == "valid" and lv["error"] == "RuntimeError: carrier down"
-    assert run["actions"][FAILED_AFTER_AUTHORIZATION] == 1 and run["actions"]["valid"] == 0
+    assert lv["status"] == "valid" and lv["error"] == f"{kind.__name__}: carrier down"
+    assert run["actions"][counted] == 1 and run["actions"]["valid"] == 0
 
 
 def test_untraced_custom_failure_function_is_kept(untraced: RunConfig) -> None:

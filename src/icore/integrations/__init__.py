@@ -20,7 +20,9 @@ action behind every fenced tool, planfence App. A.3; with ``agent=`` a
 :class:`Replicator` (records to the replicas that need them; keys named in errors);
 :func:`read_refusal` / :func:`refusal_head` (the ``PlanFence blocked <tool> (<reason>)``
 text every refusal starts with, the ``icore mcp`` gateway's included: the recorders
-record such a tool result as a blocked call, :data:`GATEWAY_POLICY`).
+record such a tool result as a blocked call, :data:`GATEWAY_POLICY`); :class:`NoEffect`
+(a fenced tool's body saying it failed and did nothing: any other exception from a
+started body leaves the call's outcome unknown).
 :mod:`icore.integrations.cost` builds the cases of ``icore bench integrations`` (fenced vs
 unfenced calls per framework).
 
@@ -34,6 +36,7 @@ from icore.integrations._arg_normal import (
     normalize_args,
     signature_model,
 )
+from icore.integrations._failed import NoEffect
 from icore.integrations._fenced import AnyReplanner, FenceGuard, Gated, OnBlock, Scope
 from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.integrations._refusals import (
@@ -46,7 +49,7 @@ from icore.integrations._refusals import (
 from icore.integrations._wiring import Replicator
 from icore.integrations._writes import Writes
 
-__all__ = ["GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "OnBlock",
-           "Refusal", "Replicator", "RunRecorder", "Scope", "Writes", "active_recorder",
+__all__ = ["GATEWAY_POLICY", "AnyReplanner", "ArgNormalizer", "FenceGuard", "Gated", "NoEffect",
+           "OnBlock", "Refusal", "Replicator", "RunRecorder", "Scope", "Writes", "active_recorder",
            "blocked_line", "check_tool_function", "normalize_args", "read_refusal", "refusal_head",
            "signature_model"]

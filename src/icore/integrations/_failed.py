@@ -15,7 +15,29 @@ OPEN_FAILURES: tuple[type[BaseException], ...] = (asyncio.CancelledError, Timeou
 """Exceptions that stop a tool mid-call, leaving its effect open (it may have had it): a
 cancellation (an ``asyncio`` Ctrl-C), a timeout, a Ctrl-C in a sync tool (#29)."""
 
-_OPEN_TEXT = ("CancelledError", "TimeoutError", "KeyboardInterrupt")
+
+class NoEffect(Exception):
+    """Raised by a fenced tool's body to say the call failed and had no effect.
+
+    Any other exception from a body the gate authorized and started leaves the call's
+    outcome unknown (it may have made its effect before it raised: a booking committed,
+    then a connection reset): recorded ``may_have_run: true``, counted ``outcome
+    unknown`` by ``icore audit`` (``--fail-on unknown`` fails). Raise ``NoEffect`` (or
+    a subclass) only when the tool knows nothing was done (``raise NoEffect("card
+    declined") from exc``): recorded ``may_have_run: false``, counted ``failed after
+    authorization``. LangGraph, the OpenAI Agents SDK, AG2 and CrewAI fenced tools read
+    it alike; the framework then treats it as any exception of the tool.
+    """
+
+
+def leaves_open(exc: BaseException | None) -> bool:
+    """Whether an exception from a started tool body leaves the call's effect open.
+
+    True (the outcome is unknown) for every exception but :class:`NoEffect` (looked for
+    in a framework's private wrapper too, :func:`own_exception`); None: a failure known
+    only as text, open too.
+    """
+    return exc is None or not isinstance(own_exception(exc), NoEffect)
 
 
 def own_exception(exc: BaseException) -> BaseException:
@@ -42,8 +64,8 @@ class Failed:
             and the body, or the framework's own argument check, answered with an
             error): recorded ``ran: false``, not "failed after authorization" (#28).
         open: whether the failure leaves the call's effect open (:attr:`may_have_run`);
-            None: judged from :attr:`exc`, else from the recorder's own :attr:`error`
-            text.
+            None: judged from :attr:`ran` and :attr:`exc` (:func:`leaves_open`), else
+            from the recorder's own :attr:`error` text.
     """
 
     value: Any
@@ -54,16 +76,20 @@ class Failed:
 
     @property
     def may_have_run(self) -> bool:
-        """True when the tool was stopped mid-call: it may have had its effect.
+        """True when the tool's body started and failed: it may have had its effect.
 
-        :data:`OPEN_FAILURES`; recorded as the decision's ``may_have_run`` (the audit
-        counts the call ``outcome unknown``, #29).
+        Any exception from a started body but :class:`NoEffect` (:func:`leaves_open`):
+        a tool may raise after its effect (QA qa-new12b S2); False when the body never
+        ran (:attr:`ran`). Recorded as the decision's ``may_have_run`` (the audit counts
+        the call ``outcome unknown``, #29).
         """
         if self.open is not None:
             return self.open
+        if not self.ran:
+            return False
         if self.exc is not None:
-            return isinstance(own_exception(self.exc), OPEN_FAILURES)
-        return self.error.lstrip().startswith(_OPEN_TEXT)
+            return leaves_open(self.exc)
+        return self.error.strip().partition(":")[0] != NoEffect.__name__
 
     def reraise(self) -> Any:
         """Raise :attr:`exc` again (its traceback kept); else return :attr:`value`."""
@@ -78,4 +104,4 @@ class Failed:
         return f"ERROR: {self.error}{shown}"[:2000]
 
 
-__all__ = ["OPEN_FAILURES", "Failed", "own_exception"]
+__all__ = ["OPEN_FAILURES", "Failed", "NoEffect", "leaves_open", "own_exception"]

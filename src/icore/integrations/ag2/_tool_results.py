@@ -26,7 +26,7 @@ from icore.fence import GateDecision, Reason
 from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
 from icore.integrations._arg_problems import invalid_args_message
-from icore.integrations._failed import OPEN_FAILURES, Failed
+from icore.integrations._failed import Failed, leaves_open
 from icore.integrations._json_args import bounded_value, read_json
 from icore.integrations._json_args import given_args as args_as_given
 from icore.integrations._tool_failed import describe
@@ -101,7 +101,9 @@ def ran(event: Any, body: bool = True) -> Result | Failed:
     ``running_call().basis`` pattern, in a sync or ``async def`` tool) into a
     ``ToolErrorEvent`` the model reads: that call failed after its authorization, so it
     comes back as :class:`~icore.integrations._failed.Failed` (recorded ``exitcode: 1``,
-    audited failed after authorization, issue 28) whose value is the event the model reads.
+    issue 28; ``may_have_run``: the body started, so its outcome is unknown, unless it
+    raised :class:`~icore.integrations.NoEffect`, QA qa-new12b S2) whose value is the
+    event the model reads.
     ``body`` False: the tool's body was never entered (:data:`BODY`): an error event
     then came from a layer before it (AG2's own argument check, a policy middleware),
     and is :class:`Failed` with ``ran=False`` (recorded as not run, #28).
@@ -109,7 +111,7 @@ def ran(event: Any, body: bool = True) -> Result | Failed:
     result = Result(event)
     if isinstance(event, ToolErrorEvent):
         return Failed(result, describe(event.error), ran=body,
-                      open=isinstance(event.error, OPEN_FAILURES))
+                      open=body and leaves_open(event.error))
     return result
 
 

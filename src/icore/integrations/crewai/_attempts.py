@@ -2,7 +2,8 @@
 
 CrewAI runs a tool that raised again, up to its usage limit, within the same model
 message (QA qa-new10b S3: a payment that timed out was authorized and run six times). A
-call whose attempt failed leaving its effect open (a timeout, a cancellation) is not run
+call whose attempt failed leaving its effect open (any exception from its body but
+:class:`~icore.integrations.NoEffect`, QA qa-new12b S2) is not run
 again in that message: :class:`UnknownAttempts` remembers it and the next attempt of the
 same call is refused (fail closed), the model told the earlier outcome is unknown.
 
@@ -14,13 +15,13 @@ for the recorder it is given.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 from icore.integrations._approvals import canon
+from icore.integrations._failed import leaves_open
 from icore.integrations._recorder import RunRecorder
 from icore.integrations._tool_failed import describe
 from icore.workspace import ApprovalRequest, Approver, read_answer
@@ -38,18 +39,13 @@ _KEEP = 256
 def outcome_unknown(exc: BaseException) -> bool:
     """True when a tool's exception leaves its effect open: it may have run.
 
-    A timeout (``TimeoutError``, or a client library's ``...Timeout...`` class), a
-    cancellation, or an error the ``icore mcp`` gateway marks ``MAY HAVE RUN``; the audit
-    counts such a call ``outcome unknown``.
+    Any exception from the tool's body (it may have raised after its effect: a timeout,
+    a cancellation, a connection reset after a commit, QA qa-new12b S2), but
+    :class:`~icore.integrations.NoEffect`, which says nothing was done
+    (:func:`~icore.integrations._failed.leaves_open`); the audit counts such a call
+    ``outcome unknown``.
     """
-    from icore.adapters import MAY_HAVE_RUN_MARK  # only once a tool raised
-
-    inner = getattr(exc, "error", None)
-    if isinstance(inner, BaseException):
-        exc = inner
-    if isinstance(exc, TimeoutError | asyncio.CancelledError):
-        return True
-    return "Timeout" in type(exc).__name__ or str(exc).startswith(MAY_HAVE_RUN_MARK)
+    return leaves_open(exc)
 
 
 class UnknownAttempts:

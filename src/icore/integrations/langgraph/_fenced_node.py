@@ -182,6 +182,14 @@ def _earlier_approval_calls(runtime: Any, call_id: str | None) -> list[str]:
     return []
 
 
+class EarlierUnknown(ToolException):
+    """A re-run call refused: its earlier attempt of the step started and never finished.
+
+    Its body raised (or the process stopped) after the gate authorized it: its outcome is
+    unknown, so it is not run twice (QA qa-new12b S2).
+    """
+
+
 class _Direct:
     """Calls the wrapped tool once, below its ``invoke``.
 
@@ -424,7 +432,8 @@ class _Fenced:
 
         Raises:
             ToolException: the earlier attempt was refused (the same refusal), or its
-                outcome is unknown (it crashed mid-call): refused, never run twice.
+                outcome is unknown (:class:`EarlierUnknown`: it crashed mid-call):
+                refused, never run twice.
         """
         if step is None:
             return False, None
@@ -443,7 +452,7 @@ class _Fenced:
             return True, value
         if how == _REFUSED:
             raise ToolException(value)
-        raise ToolException(
+        raise EarlierUnknown(
             f"PlanFence refused {self.tool.name}: this call already started in an earlier "
             "attempt of this graph step (before the resume) and its outcome is unknown; "
             "it is not run twice. Check whether it took effect, then call it again if "

@@ -40,7 +40,7 @@ from icore.integrations._arg_problems import invalid_args_message, refused_args
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
 from icore.integrations._trace_data import plain_data
-from icore.integrations.langgraph._reviewed import human_decisions
+from icore.integrations.langgraph._reviewed import UNMATCHED, human_decisions
 from icore.workspace import REJECTED
 
 _FENCED_NAMES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
@@ -398,7 +398,9 @@ class RecordingHandler(BaseCallbackHandler):
 
         ``HumanInTheLoopMiddleware``'s ``approve`` / ``edit`` / ``reject`` / ``respond``
         per tool call (:func:`human_decisions`), under the agent that paused, as a
-        ``thought`` with ``answered_by: "human"``, ``decision``, ``tool`` and ``args``.
+        ``thought`` with ``answered_by: "human"``, ``decision``, ``tool`` and ``args``;
+        an answer naming another approval request's id is ``decision: "unmatched"``
+        (neither: the audit links it to no call).
         """
         with self._lock:
             asked, self._questions = self._questions, []
@@ -408,6 +410,9 @@ class RecordingHandler(BaseCallbackHandler):
         for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):
             what = f"{tool}({_text_args(args)})" if tool else "the question asked"
             text = (f"a human answered {what}" if said == "answered" else
+                    f"a human's answer to {what} names another approval request: neither "
+                    f"approved nor rejected, the call is asked again" if said == UNMATCHED
+                    else
                     f"a human {_PAST[said]} {what}" if said in _PAST else
                     f"a human answered {said} for {what}")
             self.recorder.add(agent, "thought", text,

@@ -36,6 +36,11 @@ _SCRATCHPAD = "__pregel_scratchpad"
 
 Check = Callable[[ApprovalRequest], bool]
 
+UNMATCHED = "unmatched"
+"""The recorded ``decision`` of an answer to icore's ``approval=True`` question that names
+another request's id: neither an approval nor a rejection (the audit links no answer to
+the call; the call is asked again)."""
+
 
 def middleware_reviewed(runtime: Any) -> bool:
     """Whether a fenced call may have been approved by ``HumanInTheLoopMiddleware``.
@@ -114,8 +119,9 @@ def human_decisions(asked: list[tuple[Any, Any]], resume: Any
     Returns:
         One entry per call asked (``decision``: ``approve`` / ``edit`` / ``reject`` /
         ``respond``; icore's ``approval=True`` question: ``approve`` / ``reject`` as
-        :func:`~icore.workspace.read_answer` reads the answer; ``answered`` with the tool
-        None for another question); empty
+        :func:`~icore.workspace.read_answer` reads the answer, :data:`UNMATCHED` when it
+        names another request's id (not taken: the call is asked again, QA qa-new12b
+        S3); ``answered`` with the tool None for another question); empty
         when the answer cannot be paired with the questions.
     """
     out: list[tuple[str | None, Any, str]] = []
@@ -137,8 +143,10 @@ def human_decisions(asked: list[tuple[Any, Any]], resume: Any
             continue
         asked_of = value.get(APPROVAL_FIELD) if isinstance(value, Mapping) else None
         if isinstance(asked_of, Mapping):  # icore's approval=True question: yes or no
-            out.append((str(asked_of.get("action")), asked_of.get("args"),
-                        "approve" if read_answer(answer).approved else "reject"))
+            got = read_answer(answer)  # an answer naming another request is neither:
+            said = UNMATCHED if got.id is not None and got.id != asked_of.get("id") \
+                else "approve" if got.approved else "reject"  # the call is asked again
+            out.append((str(asked_of.get("action")), asked_of.get("args"), said))
             continue
         out.append((None, None, "answered"))
     return out

@@ -53,12 +53,14 @@ from icore.integrations import Scope as _Scope
 from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import refused_args
 from icore.integrations._scope_once import one_call
+from icore.integrations.langgraph._dup_ids import DuplicateIds
 from icore.integrations.langgraph._fenced_node import (
     _FW,
     _ORDER,
     _RAN,
     _REFUSED,
     _RUNTIME,
+    EarlierUnknown,
     RootsFrom,
     StateUpdate,
     _attempt,
@@ -245,6 +247,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                              and issubclass(call_schema, BaseModel) else ())
     f = _Fenced(base, guard, roots, state_update, own_runtime, model_fields, approval)
     agent_mode = guard.handle is not None
+    dups = DuplicateIds(base.name)
 
     def prepare(kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any],
                                                  dict[str, JSONValue], str | None]:
@@ -259,6 +262,12 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 refused_args(rec, rec.caller(base.name, call_id) or guard.agent or "agent",
                              base.name, args, said)
             raise ToolException(said) from None
+        # calls sharing one tool_call_id in their model message: refused, nothing runs
+        config = getattr(runtime, "config", None)
+        thread = ((config or {}).get("configurable") or {}).get("thread_id")
+        dups.check(runtime, call_id, norm, f.step_key((thread, call_id), config, norm),
+                   _attempt(config), guard.recorder or _handler_recorder(config),
+                   guard.agent)
         return runtime, args, injected, norm, call_id
 
     def signal(attempt: Hashable | None, call_id: str | None) -> None:
@@ -292,9 +301,12 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = guard.recorder or _handler_recorder(config)
             if rec is not None:
                 who = rec.caller(base.name, call_id) or guard.agent or "agent"
-                rec.add(who, "thought", f"replayed {base.name}: answered before the resume, "
-                        f"not run again: {str(said)[:200]}", tool=base.name, args=norm,
-                        tool_call_id=call_id, replay=True)
+                how = ("refused: its attempt before the resume started and did not finish "
+                       "(it raised, or the run stopped), so its outcome is unknown; not run "
+                       "again" if isinstance(value, EarlierUnknown) else
+                       "answered before the resume, not run again")
+                rec.add(who, "thought", f"replayed {base.name}: {how}: {str(said)[:200]}",
+                        tool=base.name, args=norm, tool_call_id=call_id, replay=True)
         if isinstance(value, ToolException):
             raise value
         return again, value

@@ -22,7 +22,7 @@ from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
 from agents.tracing.spans import NoOpSpan
 
-from icore.integrations._failed import OPEN_FAILURES, Failed
+from icore.integrations._failed import Failed, leaves_open
 from icore.integrations._tool_failed import describe
 
 _RAISED: ContextVar[list[Exception] | None] = ContextVar("icore_agents_tool_raised",
@@ -78,8 +78,9 @@ async def invoked(base: FunctionTool, runs: Runs, ctx: ToolContext[Any],
 
     The SDK turns a tool's exception into an error text for the model (its
     ``failure_error_function``): that call failed, whatever text the model reads
-    (recorded ``exitcode: 1``, the audit's "failed after authorization"; a timeout or a
-    cancellation: "outcome unknown"). The recorded error is the exception itself
+    (recorded ``exitcode: 1``; its body started, so the audit counts it "outcome
+    unknown", unless it raised :class:`~icore.integrations.NoEffect`: "failed after
+    authorization", QA qa-new12b S2). The recorded error is the exception itself
     (``TimeoutError: channel manager timed out``), traced or not (QA qa-new9 S2): the
     tool runs as a copy that lets its exception out (:func:`raising`), and the SDK's
     own handling is then done here exactly as its tool would (the model's text from the
@@ -138,7 +139,7 @@ async def _run_tool(base: FunctionTool, runs: Runs, ctx: ToolContext[Any],
             if text is None:  # no failure policy: the exception leaves the run
                 raise
             base.on_invoke_tool._on_handled_error(base, exc, payload, ctx)  # type: ignore[attr-defined]
-            return Failed(text, _error_of(exc, ctx), open=isinstance(exc, OPEN_FAILURES))
+            return Failed(text, _error_of(exc, ctx), open=leaves_open(exc))
     span = get_current_span()
     if noting is not None and (span is None or isinstance(span, NoOpSpan)):
         raised: list[Exception] = []
@@ -148,7 +149,7 @@ async def _run_tool(base: FunctionTool, runs: Runs, ctx: ToolContext[Any],
         finally:
             _RAISED.reset(token)
         return Failed(out, _error_of(raised[-1], ctx),
-                      open=isinstance(raised[-1], OPEN_FAILURES)) if raised else out
+                      open=leaves_open(raised[-1])) if raised else out
     before = getattr(span, "error", None)
     out = await base.on_invoke_tool(ctx, payload)
     err = getattr(span, "error", None)
