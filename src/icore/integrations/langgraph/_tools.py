@@ -55,8 +55,6 @@ from icore.integrations._scope_once import one_call
 from icore.integrations.langgraph._fenced_node import (
     _FW,
     _ORDER,
-    _RAN,
-    _REFUSED,
     _RUNTIME,
     RootsFrom,
     StateUpdate,
@@ -66,6 +64,7 @@ from icore.integrations.langgraph._fenced_node import (
     _turn_of,
 )
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
+from icore.integrations.langgraph._replays import RAN, step_key
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
 from icore.integrations.langgraph._thread_scope import check_graph_scope, graph_scope
 from icore.records import JSONValue
@@ -294,6 +293,14 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             raise value
         return again, value
 
+    def ran(step: Hashable | None, key: Hashable, runtime: Any, call_id: str | None,
+            granted: list[str], result: Any) -> Any:
+        # the call's answer, kept for re-runs of its step (and an approved call's ledger)
+        f.memory.settle(step, RAN, result)
+        if agent_mode:
+            f.executed(key, f.turn(runtime, call_id), granted, result)
+        return result
+
     def run_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
@@ -310,14 +317,16 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 again, value = f.replayed(key, f.turn(runtime, call_id))
                 if again:
                     return value
-                step = f.step_key(key, config, norm)  # a re-run step: answered before
-                again, value = replay(step, key, config, call_id, norm)
-                if again:
-                    return value
+            step = step_key(key, config, norm)  # a re-run step: answered before (both modes)
+            again, value = replay(step, key, config, call_id, norm)
+            if again:
+                return value
+            started: list[bool] = []
 
             def call(**a: Any) -> Any:
                 if agent_mode:  # again: a use off this line while the gate decided
                     check_graph_scope(base.name)
+                started.append(True)
                 try:
                     return f.direct.run(python_args(a, args, norm), injected, config)
                 except GraphInterrupt:
@@ -327,28 +336,23 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
             # recording on (a RecordingHandler) but no recorder= given: recorded anyway
             rec = _handler_recorder(config) if guard.recorder is None else None
-            if agent_mode:
-                granted: list[str] = []
-                try:
+            granted: list[str] = []
+            try:
+                if agent_mode:
                     with one_call():  # D(a) asked once: the approval's request and the gate
                         approve = reviewed(runtime, norm, call_id, f.approver(
                             key, granted, lambda: signal(attempt, call_id)))
                         gated = guard.run(base.name, call, norm,
                                           turn=f.turn(runtime, call_id), normalize=f.norm,
                                           approve=approve, recorder=rec, call_id=call_id)
-                    result = f.out(gated, runtime)
-                except (GraphInterrupt, ActionBlocked):  # paused, or nothing ran: again
-                    f.settle(step, None)
-                    raise
-                except ToolException as exc:  # refused (or the tool's own error)
-                    f.settle(step, _REFUSED, str(exc))
-                    raise
-                f.settle(step, _RAN, result)
-                f.executed(key, f.turn(runtime, call_id), granted, result)
-                return result
-            r = f.plan_roots(runtime, args)
-            gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
-            return f.out(gated, runtime)
+                else:
+                    r = f.plan_roots(runtime, args)
+                    gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
+                result = f.out(gated, runtime)
+            except BaseException as exc:  # refused, paused, or the tool raised
+                f.memory.raised(step, exc, bool(started))
+                raise
+            return ran(step, key, runtime, call_id, granted, result)
         finally:
             signal(attempt, call_id)
 
@@ -368,14 +372,16 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 again, value = f.replayed(key, f.turn(runtime, call_id))
                 if again:
                     return value
-                step = f.step_key(key, config, norm)  # a re-run step: answered before
-                again, value = replay(step, key, config, call_id, norm)
-                if again:
-                    return value
+            step = step_key(key, config, norm)
+            again, value = replay(step, key, config, call_id, norm)
+            if again:
+                return value
+            started: list[bool] = []
 
             async def call(**a: Any) -> Any:
                 if agent_mode:  # again: a use off this line while the gate decided
                     check_graph_scope(base.name)
+                started.append(True)
                 try:
                     return await f.direct.arun(python_args(a, args, norm), injected, config)
                 except GraphInterrupt:
@@ -384,9 +390,9 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     raise
 
             rec = _handler_recorder(config) if guard.recorder is None else None
-            if agent_mode:
-                granted: list[str] = []
-                try:
+            granted: list[str] = []
+            try:
+                if agent_mode:
                     with one_call():
                         approve = reviewed(runtime, norm, call_id, f.approver(
                             key, granted, lambda: signal(attempt, call_id)))
@@ -394,19 +400,15 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                                                  turn=f.turn(runtime, call_id),
                                                  normalize=f.norm, approve=approve,
                                                  recorder=rec, call_id=call_id)
-                    result = f.out(gated, runtime)
-                except (GraphInterrupt, ActionBlocked):
-                    f.settle(step, None)
-                    raise
-                except ToolException as exc:
-                    f.settle(step, _REFUSED, str(exc))
-                    raise
-                f.settle(step, _RAN, result)
-                f.executed(key, f.turn(runtime, call_id), granted, result)
-                return result
-            r = f.plan_roots(runtime, args)
-            gated = await guard.arun(base.name, call, f.plan_args(norm, r), r, recorder=rec)
-            return f.out(gated, runtime)
+                else:
+                    r = f.plan_roots(runtime, args)
+                    gated = await guard.arun(base.name, call, f.plan_args(norm, r), r,
+                                             recorder=rec)
+                result = f.out(gated, runtime)
+            except BaseException as exc:
+                f.memory.raised(step, exc, bool(started))
+                raise
+            return ran(step, key, runtime, call_id, granted, result)
         finally:
             signal(attempt, call_id)
 
