@@ -38,7 +38,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, ConfigDict, create_model
 
-from icore.errors import ActionBlocked, IntegrationError
+from icore.errors import IntegrationError
 from icore.fence import Fence
 from icore.integrations import (
     AnyReplanner,
