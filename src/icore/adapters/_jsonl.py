@@ -243,6 +243,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     resent: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     answers: list[HumanAnswer] = []
     callers: dict[str, tuple[str, str | None]] = {}
+    branches: dict[str, str] = {}  # task -> the parallel branch of its call (#28)
     gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
@@ -307,10 +308,14 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             gate_lines = gate_lines or n
         if (ck := checked_line(obj, st.kind)) is not None:
             planfence["lines"].append((n, line_action(obj), *ck))
-        if "task" in obj and (made := call_of(obj, st.kind)) is not None and (
+        made = call_of(obj, st.kind) if "task" in obj else None
+        if made is not None and (
                 made[0] not in callers or (callers[made[0]][1] is None and made[2])):
             # the first line naming the call; arguments from a later one (QA qa-new11)
             callers[made[0]] = (callers.get(made[0], (st.agent, None))[0], made[2])
+        if made is not None and made[0] not in branches and isinstance(
+                b := obj.get("branch"), str) and b:
+            branches[made[0]] = b[:200]
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:
@@ -383,7 +388,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
-                               callers, lined)
+                               callers, lined, branches)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )

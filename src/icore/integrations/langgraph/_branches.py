@@ -22,7 +22,9 @@ reads of earlier steps lie on the call's checkpoint line is checked by
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
@@ -167,4 +169,72 @@ def step_of(config: Any) -> Step | None:
                 conf.get("__pregel_checkpointer"))
 
 
-__all__ = ["Step", "step_of"]
+_PUSH = "__pregel_push"
+_LABELS: OrderedDict[str, tuple[str, bool]] = OrderedDict()
+"""Task namespace (``"worker:<task id>"``, nested ``"...|tools:<id>"``) -> the task's own
+label and whether it is a ``Send`` task: the newest :data:`_LABELS_KEPT`."""
+_LABELS_KEPT = 4096
+_labels_lock = threading.Lock()
+
+
+def note_task(metadata: Any) -> None:
+    """Remember the label of the task a run's metadata names (LangGraph's task metadata).
+
+    ``langgraph_checkpoint_ns`` names the task, ``langgraph_node`` its node and
+    ``langgraph_path`` its place: ``("__pregel_push", i, ...)`` for the ``i``-th
+    ``Send`` of its step (label ``"worker[i]"``), else the node (``"tools"``).
+    """
+    if not isinstance(metadata, Mapping):
+        return
+    ns, node = metadata.get("langgraph_checkpoint_ns"), metadata.get("langgraph_node")
+    path = metadata.get("langgraph_path")
+    if not (isinstance(ns, str) and ns and isinstance(node, str)):
+        return
+    index = None
+    if isinstance(path, tuple | list) and path and path[0] == _PUSH:
+        index = next((p for p in reversed(path) if type(p) is int), None)
+    own = (f"{node}[{index}]", True) if index is not None else (node, False)
+    with _labels_lock:
+        if _LABELS.get(ns) != own:
+            _LABELS[ns] = own
+            while len(_LABELS) > _LABELS_KEPT:
+                _LABELS.popitem(last=False)
+
+
+def branch_of(ns: Any) -> str | None:
+    """The stable name of the parallel branch a task namespace lies in, else None.
+
+    Each enclosing task by its label (:func:`note_task`), joined by ``/``:
+    ``"worker[1]"``, ``"worker[0]/tools"``, ``"fan[2]/worker[0]"``; a further run of a
+    graph inside one task (a ``batch``) adds ``#<n>`` (``"fan#1/agent"``). None when no
+    enclosing task is a ``Send`` task or such a run (not a branch: a plain node, told
+    apart by its name). A task never noted (no :class:`RecordingHandler` saw it start)
+    is named by its node alone.
+    """
+    if not isinstance(ns, str) or not ns:
+        return None
+    parts: list[str] = []
+    branched = False
+    prefix = ""
+    for unit in _units(ns):
+        seg, _, counter = unit.partition(_SEP)
+        task_ns = f"{prefix}{_SEP}{seg}" if prefix else seg
+        with _labels_lock:
+            own, push = _LABELS.get(task_ns, (seg.partition(_END)[0], False))
+        branched = branched or push or bool(counter)
+        parts.append(f"{own}#{counter}" if counter else own)
+        prefix = f"{prefix}{_SEP}{unit}" if prefix else unit
+    return "/".join(parts) if branched else None
+
+
+def branch_here(config: Any) -> str | None:
+    """The branch (:func:`branch_of`) of the task a run's config belongs to, else None."""
+    if not isinstance(config, Mapping):
+        return None
+    md = config.get("metadata")
+    note_task(md)
+    conf = config.get("configurable")
+    return branch_of(conf.get("checkpoint_ns") if isinstance(conf, Mapping) else None)
+
+
+__all__ = ["Step", "branch_here", "branch_of", "note_task", "step_of"]

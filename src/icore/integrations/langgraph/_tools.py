@@ -51,7 +51,9 @@ from icore.integrations import (
 from icore.integrations import Scope as _Scope
 from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import refused_args
+from icore.integrations._recorder import line_fields
 from icore.integrations._scope_once import one_call
+from icore.integrations.langgraph._branches import branch_here
 from icore.integrations.langgraph._fenced_node import (
     _FW,
     _ORDER,
@@ -302,6 +304,11 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         return result
 
     def run_sync(**kwargs: Any) -> Any:
+        # a call of a parallel branch: its lines name the branch (the audit tells them apart)
+        with line_fields(branch=branch_here(getattr(kwargs.get(_RUNTIME), "config", None))):
+            return gated_sync(**kwargs)
+
+    def gated_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
             check_graph_scope(base.name)
@@ -357,6 +364,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             signal(attempt, call_id)
 
     async def run_async(**kwargs: Any) -> Any:
+        with line_fields(branch=branch_here(getattr(kwargs.get(_RUNTIME), "config", None))):
+            return await gated_async(**kwargs)
+
+    async def gated_async(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
             check_graph_scope(base.name)
@@ -417,7 +428,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
     # LangChain evaluates the tool function's type hints on every call (to find a config
     # parameter); these have none to find, so their (string) annotations are dropped
-    for fn in (run_sync, run_async, run_via_loop):
+    for fn in (run_sync, gated_sync, run_async, gated_async, run_via_loop):
         fn.__annotations__ = {}
 
     async_only = getattr(base, "func", None) is None and getattr(
