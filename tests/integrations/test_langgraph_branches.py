@@ -324,9 +324,11 @@ class _Review(TypedDict, total=False):
 
 
 def _paused(shop: _Shop, review: Callable[[_Review], dict[str, Any]],
-            scripts: dict[str, Iterator[AIMessage]], said: list[str] | None = None) -> Any:
+            scripts: dict[str, Iterator[AIMessage]], said: list[str] | None = None,
+            checkpointer: Any = None, config: Any = None) -> Any:
     """review (asks a human) -> agent (scripted by the answer) <-> tools; run to the
-    question on thread orders-1."""
+    question on thread orders-1 (``checkpointer``: default ``InMemorySaver``; ``config``:
+    more of the first invocation's config)."""
     def agent(state: _Review) -> dict[str, Any]:
         if said is not None:
             said.extend(str(m.content) for m in state["messages"][-1:]
@@ -341,8 +343,10 @@ def _paused(shop: _Shop, review: Callable[[_Review], dict[str, Any]],
     g.add_edge("review", "agent")
     g.add_conditional_edges("agent", tools_condition)
     g.add_edge("tools", "agent")
-    app = g.compile(checkpointer=InMemorySaver())
-    assert "__interrupt__" in app.invoke({"messages": [HumanMessage("go")]}, _CONF)
+    app = g.compile(checkpointer=checkpointer if checkpointer is not None
+                    else InMemorySaver())
+    assert "__interrupt__" in app.invoke({"messages": [HumanMessage("go")]},
+                                         {**_CONF, **(config or {})})
     return app
 
 

@@ -32,6 +32,7 @@ from icore.integrations.langgraph._thread_scope import (
     is_ancestor,
     ran_step,
     root_of,
+    saved_by,
     thread_of,
 )
 
@@ -68,17 +69,20 @@ class Step:
         root: the number of the root invocation (None: not known).
         scope: the thread scope (:func:`~._thread_scope.thread_of`; None: no
             checkpointer or no thread_id).
+        run: the invocation's own ``run_id`` (its ``config["metadata"]["run_id"]``, as
+            LangGraph Server gives every run; None: not given). Carried, not compared.
     """
 
-    __slots__ = ("_hash", "_saver", "cmap", "root", "scope", "thread", "units")
+    __slots__ = ("_hash", "_saver", "cmap", "root", "run", "scope", "thread", "units")
 
     def __init__(self, thread: Hashable | None, cmap: tuple[tuple[str, str], ...],
                  ns: str, root: int | None, scope: tuple[Any, ...] | None = None,
-                 saver: Any = None) -> None:
+                 saver: Any = None, run: Any = None) -> None:
         self.thread = thread
         self.cmap = cmap
         self.units = _units(ns)
         self.root = root
+        self.run = run if isinstance(run, str) and run else None
         self.scope = scope
         try:  # held weakly: a stamp never keeps a checkpointer alive
             self._saver: Callable[[], Any] | None = (
@@ -123,6 +127,13 @@ class Step:
         """
         return self.counts(earlier) if isinstance(earlier, Step) else earlier != self
 
+    def _next_saved_by(self, older: str, newer: str) -> Any:
+        """The ``run_id`` that saved the root checkpoint after ``older`` on this line."""
+        saver = self._saver() if self._saver is not None else None
+        if saver is None or self.thread is None:
+            return None
+        return saved_by(saver, str(self.thread), older, newer)
+
     def _ancestor(self, ns: str, older: str, newer: str) -> bool:
         saver = self._saver() if self._saver is not None else None
         if saver is None or self.thread is None:
@@ -146,7 +157,11 @@ def _visible(read: Step, call: Step) -> bool:
                 return True
             if i == 0:  # another invocation's earlier root step: counts unless the
                 # call's invocation ran that step too (it re-ran it: its own results)
-                return call.scope is None or not ran_step(call.scope, a, call.root)
+                if call.scope is not None and ran_step(call.scope, a, call.root):
+                    return False
+                # ... or, the reader's run_id known, another invocation saved the step's
+                # result on the call's line (a rival still inside that step)
+                return read.run is None or call._next_saved_by(a, b) == read.run
             return call._ancestor(loop, a, b)  # a resumed graph's saved earlier step
         if i >= len(read.units) or i >= len(call.units):
             return same
@@ -164,9 +179,11 @@ def step_of(config: Any) -> Step | None:
     if not isinstance(cmap, Mapping) or not cmap:
         return None
     ns = conf.get("checkpoint_ns")
+    md = config.get("metadata")
     return Step(conf.get("thread_id"), tuple(sorted(cmap.items())),
                 ns if isinstance(ns, str) else "", root_of(conf), thread_of(conf),
-                conf.get("__pregel_checkpointer"))
+                conf.get("__pregel_checkpointer"),
+                md.get("run_id") if isinstance(md, Mapping) else None)
 
 
 _PUSH = "__pregel_push"

@@ -185,10 +185,11 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             given for (needs a checkpointer). Several approval calls of one message
             in one ``ToolNode`` are asked one at a time, in the message's order; a call
             that ran under its approval never runs again when LangGraph replays the
-            node (its recorded result is returned). Any agent-mode call that ran or
-            was refused before a resume returns that answer when LangGraph re-runs its
-            step (recorded as a replay); one whose earlier attempt never finished is
-            refused (outcome unknown), never run twice.
+            node (its recorded result is returned). In both modes, a call that ran or
+            was refused before LangGraph runs its step again (a resume, a node's
+            ``RetryPolicy``) returns that answer (recorded as a replay); one whose tool
+            raised after it started is refused ``earlier_outcome_unknown``, one that
+            never finished refused as outcome unknown: never run twice.
 
     Returns:
         A ``StructuredTool`` with the original name, description and model-facing
