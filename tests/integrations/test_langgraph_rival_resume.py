@@ -25,7 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command, interrupt
 
 from icore.integrations.langgraph import RecordCheckpointSaver
 from icore.memory import OwnershipMap, SQLiteStore
@@ -47,7 +51,6 @@ def _race(shop: _Shop, saver: Any, stamp: Callable[[], dict[str, Any]]) -> list[
                       AIMessage("R3 done")])}
 
     def review(state: _Review) -> dict[str, Any]:
-        from langgraph.types import interrupt
         ans = str(interrupt("ship order 42?"))
         if ans == "read":
             shop.shipper.read("order/42")
@@ -61,7 +64,6 @@ def _race(shop: _Shop, saver: Any, stamp: Callable[[], dict[str, Any]]) -> list[
     got: dict[str, Any] = {}
 
     def resume(name: str, answer: str) -> None:
-        from langgraph.types import Command
         try:
             got[name] = app.invoke(Command(resume=answer), {**_CONF, **stamp()})
         except Exception as exc:
@@ -81,7 +83,6 @@ def _race(shop: _Shop, saver: Any, stamp: Callable[[], dict[str, Any]]) -> list[
 
 
 def _savers(tmp_path: Path) -> dict[str, Callable[[], Any]]:
-    from langgraph.checkpoint.memory import InMemorySaver
     return {"memory": InMemorySaver,
             "sqlite": lambda: RecordCheckpointSaver(SQLiteStore(
                 tmp_path / "ck.db", OwnershipMap(patterns={"lg/*": "graph"}), "graph"))}
@@ -115,11 +116,6 @@ def test_with_a_run_id_per_invocation_the_rivals_read_does_not_count(
 
 def test_with_run_ids_a_later_turn_still_counts_an_earlier_turns_read() -> None:
     """The stamp does not cost sequential turns: turn 1 reads, turn 2 ships unread."""
-    from langchain_core.messages import HumanMessage
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
-
     shop = _Shop()
     turns = iter([_call("get_order", {"order_id": 42}, "t1"), AIMessage("read it"),
                   _call("ship", {"order_id": 42, "city": "Berlin"}, "t2"),

@@ -71,10 +71,10 @@ from icore.adapters._decision_check import (
 )
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._gate_lines import (
-    call_of,
     gate_activity,
     gate_without_records,
     human_answer,
+    note_call,
 )
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
@@ -308,14 +308,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             gate_lines = gate_lines or n
         if (ck := checked_line(obj, st.kind)) is not None:
             planfence["lines"].append((n, line_action(obj), *ck))
-        made = call_of(obj, st.kind) if "task" in obj else None
-        if made is not None and (
-                made[0] not in callers or (callers[made[0]][1] is None and made[2])):
-            # the first line naming the call; arguments from a later one (QA qa-new11)
-            callers[made[0]] = (callers.get(made[0], (st.agent, None))[0], made[2])
-        if made is not None and made[0] not in branches and isinstance(
-                b := obj.get("branch"), str) and b:
-            branches[made[0]] = b[:200]
+        if "task" in obj:
+            note_call(callers, branches, obj, st.kind, st.agent)
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:

@@ -254,4 +254,30 @@ def branch_here(config: Any) -> str | None:
     return branch_of(conf.get("checkpoint_ns") if isinstance(conf, Mapping) else None)
 
 
-__all__ = ["Step", "branch_here", "branch_of", "note_task", "step_of"]
+class BranchRuns:
+    """The parallel branch of each run a callback handler follows (thread-safe).
+
+    A run (a node, a model call, a tool) started in a branch (its task's metadata:
+    :func:`note_task`, :func:`branch_of`) is remembered until it ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[Hashable, str] = {}
+
+    def started(self, run_id: Hashable, metadata: Any) -> None:
+        """Note the branch a run starts in, if it is in one."""
+        note_task(metadata)
+        md = metadata if isinstance(metadata, Mapping) else {}
+        b = branch_of(md.get("langgraph_checkpoint_ns"))
+        if b is not None:
+            with self._lock:
+                self._runs[run_id] = b
+
+    def ended(self, run_id: Hashable) -> str | None:
+        """The branch a run that ends ran in (then forgotten), else None."""
+        with self._lock:
+            return self._runs.pop(run_id, None)
+
+
+__all__ = ["BranchRuns", "Step", "branch_here", "branch_of", "note_task", "step_of"]

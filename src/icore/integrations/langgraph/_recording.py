@@ -41,7 +41,7 @@ from icore.integrations._recorder import line_fields
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
 from icore.integrations._trace_data import plain_data
-from icore.integrations.langgraph._branches import branch_of, note_task
+from icore.integrations.langgraph._branches import BranchRuns
 from icore.integrations.langgraph._reviewed import human_decisions
 from icore.workspace import REJECTED
 
@@ -216,22 +216,8 @@ class RecordingHandler(BaseCallbackHandler):
         self._questions: list[tuple[str, Any, Any]] = []
         self._ended: dict[str, Any] | None = None
         self._last_agent = "graph"
-        self._branch: dict[UUID, str] = {}
-        """Runs started in a parallel branch: run id -> the branch (:func:`branch_of`)."""
+        self._branches = BranchRuns()  # the parallel branch of each run (lines name it)
         self._lock = threading.Lock()
-
-    def _started(self, run_id: UUID, metadata: Mapping[str, Any] | None) -> None:
-        """Note the branch a run starts in (its task's metadata), if it is in one."""
-        note_task(metadata)
-        b = branch_of((metadata or {}).get("langgraph_checkpoint_ns"))
-        if b is not None:
-            with self._lock:
-                self._branch[run_id] = b
-
-    def _ended_in(self, run_id: UUID) -> str | None:
-        """The branch a run that ends ran in (forgotten), else None."""
-        with self._lock:
-            return self._branch.pop(run_id, None)
 
     def _agent(self, start: UUID | None, metadata: Mapping[str, Any] | None) -> str:
         """The agent an event under chain run ``start`` belongs to (see the class doc)."""
@@ -268,7 +254,7 @@ class RecordingHandler(BaseCallbackHandler):
         md = metadata or {}
         node = md.get("langgraph_node")
         name = str(kwargs.get("name") or "")
-        self._started(run_id, md)
+        self._branches.started(run_id, md)
         with self._lock:
             parent = self._chains.get(parent_run_id) if parent_run_id else None
             self._chains[run_id] = _Chain(
@@ -306,7 +292,7 @@ class RecordingHandler(BaseCallbackHandler):
         The end is the final answer, or the pause when it stopped at ``interrupt()``.
         A node of a parallel branch records its lines with ``branch``.
         """
-        with line_fields(branch=self._ended_in(run_id)):
+        with line_fields(branch=self._branches.ended(run_id)):
             self._chain_end(outputs, run_id, kwargs)
 
     def _chain_end(self, outputs: Any, run_id: UUID, kwargs: Mapping[str, Any]) -> None:
@@ -396,7 +382,7 @@ class RecordingHandler(BaseCallbackHandler):
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end)."""
-        self._ended_in(run_id)
+        self._branches.ended(run_id)
         if isinstance(error, GraphInterrupt):  # seen by every chain it passes: once each
             agent = self._agent(run_id, kwargs.get("metadata"))
             items = error.args[0] if error.args and isinstance(error.args[0],
@@ -453,7 +439,7 @@ class RecordingHandler(BaseCallbackHandler):
                             **kwargs: Any) -> None:
         """A model call starts: remember which agent makes it."""
         agent = self._agent(kwargs.get("parent_run_id"), metadata)
-        self._started(run_id, metadata)
+        self._branches.started(run_id, metadata)
         with self._lock:
             self._runs[run_id] = ("model", agent)
 
@@ -462,13 +448,13 @@ class RecordingHandler(BaseCallbackHandler):
                      **kwargs: Any) -> None:
         """A completion-model call starts."""
         agent = self._agent(kwargs.get("parent_run_id"), metadata)
-        self._started(run_id, metadata)
+        self._branches.started(run_id, metadata)
         with self._lock:
             self._runs[run_id] = ("model", agent)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         """A model turn: its text and tool calls (names and arguments)."""
-        with line_fields(branch=self._ended_in(run_id)):
+        with line_fields(branch=self._branches.ended(run_id)):
             self._llm_end(response, run_id)
 
     def _llm_end(self, response: LLMResult, run_id: UUID) -> None:
@@ -498,7 +484,7 @@ class RecordingHandler(BaseCallbackHandler):
         """
         with self._lock:  # the call's tool runs: its run is its record
             self._asked.pop(str(kwargs.get("tool_call_id")), None)
-        self._started(run_id, metadata)
+        self._branches.started(run_id, metadata)
         fenced = bool((metadata or {}).get("planfence"))
         if not fenced and kwargs.get("parent_run_id") in self._fenced:
             with self._lock:
@@ -518,7 +504,7 @@ class RecordingHandler(BaseCallbackHandler):
         A ``ToolMessage`` with ``status="error"`` is an error; a ``Command`` with a
         ``goto`` is a handoff.
         """
-        with line_fields(branch=self._ended_in(run_id)):
+        with line_fields(branch=self._branches.ended(run_id)):
             self._tool_end(output, run_id)
 
     def _tool_end(self, output: Any, run_id: UUID) -> None:
@@ -541,7 +527,7 @@ class RecordingHandler(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised (an ``interrupt()`` inside it is a pause, noted by its node)."""
-        with line_fields(branch=self._ended_in(run_id)):
+        with line_fields(branch=self._branches.ended(run_id)):
             self._tool_error(error, run_id)
 
     def _tool_error(self, error: BaseException, run_id: UUID) -> None:
