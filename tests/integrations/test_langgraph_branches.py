@@ -350,6 +350,31 @@ def _paused(shop: _Shop, review: Callable[[_Review], dict[str, Any]],
     return app
 
 
+def _resume_both(app: Any, r3_done: threading.Event,
+                 config: Callable[[], dict[str, Any]] = dict) -> dict[str, Any]:
+    """R2 (answer "read") and R3 (answer "skip") resume the paused thread at once, each
+    in a thread (``config()``: more of each one's config); ``r3_done`` is set when R3
+    returns. Each one's output, or what it raised."""
+    got: dict[str, Any] = {}
+
+    def resume(name: str, answer: str) -> None:
+        try:
+            got[name] = app.invoke(Command(resume=answer), {**_CONF, **config()})
+        except Exception as exc:
+            got[name] = exc
+        finally:
+            if name == "R3":
+                r3_done.set()
+
+    ts = [threading.Thread(target=resume, args=("R2", "read")),
+          threading.Thread(target=resume, args=("R3", "skip"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return got
+
+
 def test_two_concurrent_resumes_of_one_checkpoint_are_not_shared() -> None:
     """Two ``Command(resume=...)`` of one paused thread at once: R2 (answer "read")
     reads order 42 in the resumed step; R3 (answer "skip") does not, and its model ships
@@ -416,23 +441,7 @@ def test_a_resume_that_ran_the_step_is_not_backed_by_anothers_read_in_it() -> No
         return {"who": ans}
 
     app = _paused(shop, review, scripts, said)
-    got: dict[str, Any] = {}
-
-    def resume(name: str, answer: str) -> None:
-        try:
-            got[name] = app.invoke(Command(resume=answer), _CONF)
-        except Exception as exc:
-            got[name] = exc
-        finally:
-            if name == "R3":
-                r3_done.set()
-
-    ts = [threading.Thread(target=resume, args=("R2", "read")),
-          threading.Thread(target=resume, args=("R3", "skip"))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(30)
+    got = _resume_both(app, r3_done)
     assert not isinstance(got["R3"], Exception), got["R3"]
     assert said[0].startswith("PlanFence blocked ship (not_read)"), said
     assert said[1].startswith("shipped") and len(shop.shipped) == 1

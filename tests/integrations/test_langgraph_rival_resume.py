@@ -29,12 +29,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, interrupt
+from langgraph.types import interrupt
 
 from icore.integrations.langgraph import RecordCheckpointSaver
 from icore.memory import OwnershipMap, SQLiteStore
 
-from .test_langgraph_branches import _CONF, _call, _paused, _Review, _Shop
+from .test_langgraph_branches import _CONF, _call, _paused, _resume_both, _Review, _Shop
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -61,23 +61,7 @@ def _race(shop: _Shop, saver: Any, stamp: Callable[[], dict[str, Any]]) -> list[
         return {"who": ans}
 
     app = _paused(shop, review, scripts, said, checkpointer=saver, config=stamp())
-    got: dict[str, Any] = {}
-
-    def resume(name: str, answer: str) -> None:
-        try:
-            got[name] = app.invoke(Command(resume=answer), {**_CONF, **stamp()})
-        except Exception as exc:
-            got[name] = exc
-        finally:
-            if name == "R3":
-                r3_done.set()
-
-    ts = [threading.Thread(target=resume, args=("R2", "read")),
-          threading.Thread(target=resume, args=("R3", "skip"))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(30)
+    got = _resume_both(app, r3_done, stamp)
     assert not isinstance(got["R3"], Exception), got["R3"]
     return said
 
