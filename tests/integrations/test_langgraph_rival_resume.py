@@ -18,58 +18,17 @@ icore's ``RecordCheckpointSaver`` on SQLite, threads, a scripted chat model.
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import interrupt
 
-from icore.integrations.langgraph import RecordCheckpointSaver
-from icore.memory import OwnershipMap, SQLiteStore
-
-from .test_langgraph_branches import _CONF, _call, _paused, _resume_both, _Review, _Shop
+from .test_langgraph_branches import _CONF, _call, _race, _savers, _Shop
+from .test_langgraph_workspace import _react
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _race(shop: _Shop, saver: Any, stamp: Callable[[], dict[str, Any]]) -> list[str]:
-    """R2 reads 42 and stays in the resumed step until R3 is done; R3 reads nothing
-    there and ships 42. What R3's model was told, in order."""
-    r2_read, r3_done = threading.Event(), threading.Event()
-    said: list[str] = []
-    scripts: dict[str, Iterator[AIMessage]] = {
-        "read": iter([AIMessage("R2 done")]),
-        "skip": iter([_call("ship", {"order_id": 42, "city": "Berlin"}, "r3a"),
-                      _call("ship", {"order_id": 42, "city": "Berlin"}, "r3b"),
-                      AIMessage("R3 done")])}
-
-    def review(state: _Review) -> dict[str, Any]:
-        ans = str(interrupt("ship order 42?"))
-        if ans == "read":
-            shop.shipper.read("order/42")
-            r2_read.set()
-            r3_done.wait(10)  # R2 stays in the resumed step while R3 goes on
-        else:
-            r2_read.wait(10)  # R3 uses nothing here
-        return {"who": ans}
-
-    app = _paused(shop, review, scripts, said, checkpointer=saver, config=stamp())
-    got = _resume_both(app, r3_done, stamp)
-    assert not isinstance(got["R3"], Exception), got["R3"]
-    return said
-
-
-def _savers(tmp_path: Path) -> dict[str, Callable[[], Any]]:
-    return {"memory": InMemorySaver,
-            "sqlite": lambda: RecordCheckpointSaver(SQLiteStore(
-                tmp_path / "ck.db", OwnershipMap(patterns={"lg/*": "graph"}), "graph"))}
 
 
 @pytest.mark.parametrize("saver", ["memory", "sqlite"])
@@ -81,7 +40,7 @@ def test_known_limit_a_rival_still_in_the_step_backs_the_call(saver: str,
     starts failing because icore learned to see it, make the stamped case the default.
     """
     shop = _Shop()
-    said = _race(shop, _savers(tmp_path)[saver](), dict)
+    said = _race(shop, None, _savers(tmp_path)[saver]())
     assert said[0].startswith("shipped"), said  # R3's model never read order 42
     assert len(shop.shipped) == 2  # and its second call ships again
 
@@ -92,7 +51,7 @@ def test_with_a_run_id_per_invocation_the_rivals_read_does_not_count(
     """``metadata={"run_id": ...}`` per invocation: R3's first call is refused not_read
     (the value handed to R3's model), its next call runs on that hand-over."""
     shop = _Shop()
-    said = _race(shop, _savers(tmp_path)[saver](),
+    said = _race(shop, None, _savers(tmp_path)[saver](),
                  lambda: {"metadata": {"run_id": str(uuid.uuid4())}})
     assert said[0].startswith("PlanFence blocked ship (not_read)"), said
     assert said[1].startswith("shipped") and len(shop.shipped) == 1
@@ -105,16 +64,7 @@ def test_with_run_ids_a_later_turn_still_counts_an_earlier_turns_read() -> None:
                   _call("ship", {"order_id": 42, "city": "Berlin"}, "t2"),
                   AIMessage("shipped")])
 
-    def agent(state: _Review) -> dict[str, Any]:
-        return {"messages": [next(turns)]}
-
-    g = StateGraph(_Review)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode(shop.tools))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    app = g.compile(checkpointer=InMemorySaver())
+    app = _react(shop.tools, turns, InMemorySaver())
     for text in ("read order 42", "ship it"):
         out = app.invoke({"messages": [HumanMessage(text)]},
                          {**_CONF, "metadata": {"run_id": str(uuid.uuid4())}})
